@@ -269,8 +269,8 @@ class Child:
         counted, waits = self.reported_end is not None, self._waits
         start = waits.begin()  # for the lock: another pump's write holds it
         try:
-            if isinstance(out, Terminal):  # waits while it moves; a stall drops, counted
-                return out.put(self.spec.name, self.log_path, shown)
+            if isinstance(out, Terminal):  # a wait a piece written; a stall drops, counted
+                return out.put(self.spec.name, self.log_path, shown, partial(waits.moved, counted))
             with lock:
                 for at in range(0, len(shown), WRITE_PIECE):
                     waits.end(start, counted)  # the wait before: the lock's, or a piece's
@@ -280,7 +280,7 @@ class Child:
         except (OSError, ValueError):
             return False
         finally:
-            waits.end(start, counted)
+            waits.end(waits.since or start, counted)  # since: a later piece's, or start
         return True
 
     def poll(self) -> int | None:

@@ -52,6 +52,15 @@ class OutputWaits:
                 self._slowed += wait
         self.since = None  # after the sum: held_up() sees the wait in one of them
 
+    def moved(self, counted: bool) -> None:
+        """The output moved during the wait under way (a piece of a queued write taken: see
+        :class:`launcher.terminal.Terminal`): that wait ends, and another begins, as a write
+        of a piece is a wait of its own."""
+        since = self.since
+        if since is not None:
+            self.end(since, counted)
+            self.begin()
+
     def waiting_since(self, moment: float) -> bool:
         """Whether the pump is inside a write that began at or before ``moment`` (monotonic):
         the launcher's output has held it up since then at least (a stall), not a write of an

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from .output_waits import OUTPUT_STALL_SECONDS
+from .output_waits import OUTPUT_STALL_SECONDS, WRITE_PIECE
 
 #: bytes of lines queued for the launcher's output at most (the launcher's memory for a stalled
 #: output, whatever the number of children): a few seconds of any job's output
@@ -52,7 +52,8 @@ class Terminal:
         #: (child's name, its log, the line, the child's lines it stands for: 1, or a drop
         #: notice's count) in order, and their bytes, the write's included
         self._queue: collections.deque[_Entry] = collections.deque()
-        self._writing: list[_Entry] = []  # taken for the write under way
+        self._writing: collections.deque[_Entry] = collections.deque()  # the write under way
+        self._taken = 0  # bytes of its first line written
         self._size = 0
         self._dropped: dict[str, tuple[int, Path]] = {}  # child: lines not shown, its log
         self._gone = self._closing = False
@@ -60,13 +61,18 @@ class Terminal:
         self._writer = threading.Thread(target=self._drain, name="terminal", daemon=True)
         self._writer.start()
 
-    def put(self, name: str, log: Path, line: bytes) -> bool:
+    def put(
+        self, name: str, log: Path, line: bytes, moved: Callable[[], None] | None = None
+    ) -> bool:
         """Queue ``line`` (whole lines) of child ``name``, whose log is ``log``. Where the
         queue is full it waits for room while the output moves (a slow reader slows the job,
         as a terminal does), but once a write has been under way for
         :data:`~launcher.output_waits.OUTPUT_STALL_SECONDS` (a stall) the line is dropped and
         counted, at once: so a stalled output holds a pump up a second at most. False where
-        the output is gone (then nothing more is queued)."""
+        the output is gone (then nothing more is queued). ``moved``: called under the lock
+        each time a wait for room ends (a piece written, as a rule): the pump's waits, each a
+        piece's, as it counts them in a child's wrap-up
+        (:meth:`~launcher.output_waits.OutputWaits.moved`)."""
         with self._ready:
             if self._gone:
                 return False
@@ -79,6 +85,8 @@ class Terminal:
                     self._dropped[name] = (count + 1, log)
                     return True
                 self._ready.wait(OUTPUT_STALL_SECONDS - stalled)  # it moves: wait for room
+                if moved is not None:
+                    moved()
             self._say_dropped(name)  # before the line: the gap is said where it is
             self._append((name, log, line, 1))
             return True
@@ -123,7 +131,9 @@ class Terminal:
         self._ready.notify_all()  # the writer (pumps waiting for room wake and wait again)
 
     def _drain(self) -> None:
-        """The writer thread: the queued lines to the output, in order, till :meth:`close`."""
+        """The writer thread: the queued lines to the output, in order, till :meth:`close`;
+        :data:`WRITE_PIECE` bytes at a time, each piece written its progress (a stall is a
+        piece's write that does not end, not a long batch or line on an output that moves)."""
         while True:
             with self._ready:
                 while not self._queue and not self._closing:
@@ -131,14 +141,17 @@ class Terminal:
                 if not self._queue:
                     return
                 batch, size = self._writing, 0  # the write under way: not shown yet
-                batch.clear()
                 while self._queue and size < BATCH_BYTES:
                     batch.append(self._queue.popleft())
                     size += len(batch[-1][2])
-                self._write_since = time.monotonic()
+                data = b"".join(entry[2] for entry in batch)
+                self._write_since, self._taken = time.monotonic(), 0
             try:  # outside the lock: a stalled write holds up no put()
-                self._out.write(b"".join(entry[2] for entry in batch))
-                self._out.flush()
+                for at in range(0, len(data), WRITE_PIECE):
+                    self._out.write(data[at : at + WRITE_PIECE])
+                    self._out.flush()
+                    with self._ready:
+                        self._moved(len(data[at : at + WRITE_PIECE]))
             except (OSError, ValueError):  # gone (EPIPE) or closed: it takes nothing more
                 with self._ready:
                     self._gone = True
@@ -148,10 +161,17 @@ class Terminal:
                     self._size = 0
                 return
             with self._ready:
-                self._size -= size
-                batch.clear()
                 self._write_since = None
-                self._ready.notify_all()  # room: the pumps waiting for it
+
+    def _moved(self, wrote: int) -> None:
+        """``wrote`` more bytes of the write under way taken (under the lock): its stall clock
+        starts again, and the lines now written whole leave the queue's bytes and count."""
+        self._write_since, self._taken = time.monotonic(), self._taken + wrote
+        while self._writing and len(self._writing[0][2]) <= self._taken:
+            done = len(self._writing.popleft()[2])
+            self._taken -= done
+            self._size -= done
+        self._ready.notify_all()  # room: the pumps waiting for it
 
     def close(self, patience: float) -> str | None:
         """Say the drops not yet said, then wait up to ``patience`` seconds for the queue to

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -127,3 +128,30 @@ def test_the_end_counts_the_dropped_lines_among_those_the_output_lacks(tmp_path:
     assert said is not None
     lacks = int(re.search(r"so it lacks (\d+) line\(s\) of worker-0 ", said)[1])
     assert total - capacity // 99 <= lacks <= total, lacks
+
+
+@pytest.mark.timeout(30)
+def test_an_output_that_moves_slowly_loses_no_line(tmp_path: Path):
+    """An output read at about 20 KB/s (a terminal over a slow link): the writer took a stall
+    for a write of a whole 64 KiB batch (or a long line) that outlasted 1 s, though the output
+    moved all along, and dropped lines, saying nothing read it. A stall is now a piece's
+    write that does not end (k440)."""
+    lines = [b"%08d %s\n" % (i, b"x" * 90) for i in range(650)]  # 64 KB: the queue's twice
+    with _pipe() as (read, out):
+        fcntl.fcntl(out.fileno(), fcntl.F_SETPIPE_SZ, 4096)  # the pipe holds a piece at most
+        got: list[bytes] = []
+
+        def slowly() -> None:
+            while chunk := os.read(read, 2048):
+                got.append(chunk)
+                time.sleep(0.1)
+
+        reader = threading.Thread(target=slowly, daemon=True)
+        reader.start()
+        view = Terminal(out, _notice, bound=32 * 1024)  # a batch of 32 KB: 1.6 s to write
+        for line in lines:
+            assert view.put("worker-0", tmp_path / "w.log", line)
+        assert view.close(20) is None
+        out.close()
+        reader.join(10)
+    assert b"".join(got) == b"".join(lines)
