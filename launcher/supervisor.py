@@ -181,7 +181,7 @@ class Supervisor:
         finally:
             if self._terminal is not None:  # its last lines: a stalled output has its bound
                 unshown, self._terminal = (
-                    self._terminal.close(child_waits.OUTPUT_DRAIN_SECONDS),
+                    self._terminal.close(child_waits.OUTPUT_DRAIN_SECONDS, bool(self._signals)),
                     None,
                 )
                 if unshown:

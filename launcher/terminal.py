@@ -173,23 +173,30 @@ class Terminal:
             self._size -= done
         self._ready.notify_all()  # room: the pumps waiting for it
 
-    def close(self, patience: float) -> str | None:
+    def close(self, patience: float, stall_ends: bool = False) -> str | None:
         """Say the drops not yet said, then wait up to ``patience`` seconds for the queue to
-        be written (the launcher's end must not hang on a view). Returns, where it was not,
-        what the launcher says of the lines it could not show (and where they are), else
-        None."""
+        be written (the launcher's end must not hang on a view), or, ``stall_ends`` (a
+        launcher stopped by a signal, which must end promptly), till a stall at most.
+        Returns, where it was not, what the launcher says of the lines it could not show (and
+        where they are), else None."""
         with self._ready:
             for name in list(self._dropped):
                 self._say_dropped(name)
             self._closing = True
             self._ready.notify_all()
-        self._writer.join(timeout=patience)
+        if not stall_ends or self.written(patience):
+            self._writer.join(timeout=patience)
         if not self._writer.is_alive():
             return None
         with self._ready:
-            return self._unshown(patience)
+            if self._stalled_for() >= OUTPUT_STALL_SECONDS and stall_ends:
+                return self._unshown("is stalled on its last lines (nothing reads it)")
+            return self._unshown(
+                f"did not take its last lines within {patience:g} s (nothing reads it, or too "
+                "slowly)"
+            )
 
-    def _unshown(self, patience: float) -> str | None:
+    def _unshown(self, why: str) -> str | None:
         """What is still queued (under the lock), by child, as the launcher says it: a drop
         notice not written counts the lines it stands for, which the output lacks too."""
         counts: dict[str, tuple[int, Path]] = {}
@@ -198,7 +205,4 @@ class Terminal:
         if not counts:
             return None
         said = "; ".join(f"{n} line(s) of {name} ({log})" for name, (n, log) in counts.items())
-        return (
-            f"the launcher's output did not take its last lines within {patience:g} s (nothing "
-            f"reads it, or too slowly), so it lacks {said}: their logs have them"
-        )
+        return f"the launcher's output {why}, so it lacks {said}: their logs have them"

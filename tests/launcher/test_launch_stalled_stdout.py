@@ -11,7 +11,9 @@ launcher says how many lines of which child were not shown and where the log is.
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,34 @@ def test_a_stdout_stalled_for_good_lets_the_launcher_end(tmp_path: Path):
     assert "the launcher's output did not take its last lines within 0.5 s" in stderr, stderr
     assert f" line(s) of worker-0 ({log.resolve()}): their logs have them" in stderr, stderr
     assert "Fatal Python error" not in stderr, stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_stop_while_stdout_stalls_ends_the_launcher_promptly(tmp_path: Path):
+    """SIGTERM to a launcher whose stdout nobody reads: the children stopped at once, but the
+    launcher then sat out OUTPUT_DRAIN_SECONDS (5 s) on its stalled view, a second signal
+    unheeded, before its 143. A stopped launcher gives up its view at the stall (k440)."""
+    (tmp_path / "prints.py").write_text(PRINTS + "import time\ntime.sleep(60)\n")
+    log = tmp_path / "run" / "logs" / "worker-0.log"
+    argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "prints.py"]
+    with job_env(ENV) as env, open(tmp_path / "stderr", "w+") as err:
+        launcher = subprocess.Popen(
+            [*launcher_command(), *argv], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+            stderr=err,
+        )  # fmt: skip
+        try:  # stdout unread all along
+            wait_while_running(lambda: _log_lines(log) == LINES, launcher, "the whole log", 20)
+            stopped = time.monotonic()
+            launcher.send_signal(signal.SIGTERM)
+            status = launcher.wait(timeout=20)
+            took = time.monotonic() - stopped
+            launcher.stdout.close()
+        finally:
+            launcher.kill()
+        assert job_left(env, 5) == {}
+        err.seek(0)
+        stderr = err.read()
+    assert status == 143, stderr
+    assert took < 3, (took, stderr)
+    said = "the launcher's output is stalled on its last lines (nothing reads it), so it lacks "
+    assert said in stderr and f" line(s) of worker-0 ({log.resolve()}): " in stderr, stderr
