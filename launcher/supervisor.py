@@ -150,7 +150,8 @@ class Supervisor:
         try:  # a run directory refused here is let go as well
             clear_run_dir(self.run_dir)  # logs/, and no failure.json of a run before
             previous = self._install_handlers()
-            self._terminal = Terminal(self.out, partial(self._line, level="warning"))
+            failed = partial(self.say, level="error")  # a full disk: said at once, on stderr
+            self._terminal = Terminal(self.out, partial(self._line, level="warning"), failed=failed)
             for restart in range(max_restarts + 1):
                 self._restart = restart
                 try:

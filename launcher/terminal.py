@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from distconv.files import describe_os_error
+
 from .output_waits import OUTPUT_STALL_SECONDS, WRITE_PIECE
 
 #: bytes of lines queued for the launcher's output at most (the launcher's memory for a stalled
@@ -42,12 +44,18 @@ class Terminal:
         notice: the launcher's own line (its newline included) for a message, as the
             launcher writes its messages (text or a JSON object).
         bound: bytes queued at most (:data:`QUEUE_BYTES`).
+        failed: the launcher's message where a write fails otherwise than on a reader that
+            is gone (EPIPE, as ``| head``: its choice): a full disk must not go unsaid.
     """
 
     def __init__(
-        self, out: BinaryIO, notice: Callable[[str], bytes], bound: int = QUEUE_BYTES
+        self,
+        out: BinaryIO,
+        notice: Callable[[str], bytes],
+        bound: int = QUEUE_BYTES,
+        failed: Callable[[str], None] | None = None,
     ) -> None:
-        self._out, self._notice, self._bound = out, notice, bound
+        self._out, self._notice, self._bound, self._failed = out, notice, bound, failed
         self._ready = threading.Condition()
         #: (child's name, its log, the line, the child's lines it stands for: 1, or a drop
         #: notice's count) in order, and their bytes, the write's included
@@ -152,13 +160,21 @@ class Terminal:
                     self._out.flush()
                     with self._ready:
                         self._moved(len(data[at : at + WRITE_PIECE]))
-            except (OSError, ValueError):  # gone (EPIPE) or closed: it takes nothing more
+            except (OSError, ValueError) as exc:  # gone (EPIPE), full, closed: no more
                 with self._ready:
+                    logs = sorted({str(entry[1].parent) for entry in self._writing})
                     self._gone = True
                     self._queue.clear()
                     self._writing.clear()
                     self._ready.notify_all()
                     self._size = 0
+                if self._failed is not None and isinstance(exc, OSError):
+                    if not isinstance(exc, BrokenPipeError):
+                        self._failed(
+                            f"cannot write the launcher's output: {describe_os_error(exc)}; "
+                            f"the children's lines from now on are in their logs alone "
+                            f"({', '.join(logs)})"
+                        )
                 return
             with self._ready:
                 self._write_since = None

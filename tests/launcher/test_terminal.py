@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from launcher.child_spec import ChildSpec
+from launcher.supervisor import Supervisor
 from launcher.terminal import Terminal
 from tests.launcher.real_children import wait_until
 
@@ -155,3 +158,21 @@ def test_an_output_that_moves_slowly_loses_no_line(tmp_path: Path):
         out.close()
         reader.join(10)
     assert b"".join(got) == b"".join(lines)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_a_stdout_on_a_full_disk_is_said(tmp_path: Path):
+    """``distconv-launch ... > out.txt`` on a full disk: the view ended as at EPIPE, silently,
+    the job ran on and exited 0 with nothing on stderr to say why out.txt stopped short. It is
+    said at once, naming the logs that have the lines (k440)."""
+    spec = ChildSpec("worker", 0, [sys.executable, "-c", "print('a line')"])
+    with open("/dev/full", "wb", buffering=0) as out, (tmp_path / "err").open("wb") as err:
+        status = Supervisor(tmp_path / "run", grace=2, out=out, err=err).run(lambda _r: [spec])
+    said = (tmp_path / "err").read_text()
+    assert status == 0, said
+    logs = tmp_path / "run" / "logs"
+    assert (
+        "distconv-launch: cannot write the launcher's output: no space left on device; the "
+        f"children's lines from now on are in their logs alone ({logs})\n"
+    ) in said, said
