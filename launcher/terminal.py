@@ -140,8 +140,9 @@ class Terminal:
 
     def _drain(self) -> None:
         """The writer thread: the queued lines to the output, in order, till :meth:`close`;
-        :data:`WRITE_PIECE` bytes at a time, each piece written its progress (a stall is a
-        piece's write that does not end, not a long batch or line on an output that moves)."""
+        :data:`WRITE_PIECE` bytes at a time (:func:`_pieces`), each piece written its progress
+        (a stall is a piece's write that does not end, not a long batch or line on an output
+        that moves)."""
         while True:
             with self._ready:
                 while not self._queue and not self._closing:
@@ -152,14 +153,14 @@ class Terminal:
                 while self._queue and size < BATCH_BYTES:
                     batch.append(self._queue.popleft())
                     size += len(batch[-1][2])
-                data = b"".join(entry[2] for entry in batch)
+                pieces = _pieces([entry[2] for entry in batch])
                 self._write_since, self._taken = time.monotonic(), 0
             try:  # outside the lock: a stalled write holds up no put()
-                for at in range(0, len(data), WRITE_PIECE):
-                    self._out.write(data[at : at + WRITE_PIECE])
+                for piece in pieces:
+                    self._out.write(piece)
                     self._out.flush()
                     with self._ready:
-                        self._moved(len(data[at : at + WRITE_PIECE]))
+                        self._moved(len(piece))
             except (OSError, ValueError) as exc:  # gone (EPIPE), full, closed: no more
                 with self._ready:
                     logs = sorted({str(entry[1].parent) for entry in self._writing})
@@ -222,3 +223,19 @@ class Terminal:
             return None
         said = "; ".join(f"{n} line(s) of {name} ({log})" for name, (n, log) in counts.items())
         return f"the launcher's output {why}, so it lacks {said}: their logs have them"
+
+
+def _pieces(lines: list[bytes]) -> list[bytes]:
+    """``lines`` as the writes for them: whole lines, up to :data:`WRITE_PIECE` bytes a write
+    (one write is one piece of progress, and never cuts a line that a launcher message on the
+    same file, ``2>&1``, could then split), a longer line in pieces of that size."""
+    pieces, piece = [], b""
+    for line in lines:
+        if piece and len(piece) + len(line) > WRITE_PIECE:
+            pieces.append(piece)
+            piece = b""
+        if len(line) > WRITE_PIECE:
+            pieces += [line[at : at + WRITE_PIECE] for at in range(0, len(line), WRITE_PIECE)]
+        else:
+            piece += line
+    return [*pieces, piece] if piece else pieces

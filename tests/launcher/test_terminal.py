@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from launcher.child_spec import ChildSpec
+from launcher.output_waits import WRITE_PIECE
 from launcher.supervisor import Supervisor
 from launcher.terminal import Terminal
 from tests.launcher.real_children import wait_until
@@ -176,3 +178,32 @@ def test_a_stdout_on_a_full_disk_is_said(tmp_path: Path):
         "distconv-launch: cannot write the launcher's output: no space left on device; the "
         f"children's lines from now on are in their logs alone ({logs})\n"
     ) in said, said
+
+
+class _Writes(io.BytesIO):
+    """An output that keeps each write apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        self.writes.append(bytes(data))
+        return super().write(data)
+
+
+@pytest.mark.timeout(30)
+def test_each_write_is_whole_lines_or_a_long_lines_piece(tmp_path: Path):
+    """The writer writes a piece at a time (its progress), each whole lines: a short line cut
+    across two writes could take a launcher message (stderr on the same file, ``2>&1``) inside
+    it, as a JSON line under ``--log-format json`` (k440)."""
+    out = _Writes()
+    view = Terminal(out, _notice)
+    lines = [b"%06d %s\n" % (i, b"x" * (i % 300)) for i in range(3000)]
+    long = b"y" * (3 * WRITE_PIECE + 5) + b"\n"
+    for line in [*lines[:1500], long, *lines[1500:]]:
+        assert view.put("worker-0", tmp_path / "w.log", line)
+    assert view.close(10) is None
+    assert out.getvalue() == b"".join([*lines[:1500], long, *lines[1500:]])
+    cut = [w for w in out.writes if not w.endswith(b"\n") and not set(w) == {ord("y")}]
+    assert cut == [] and all(len(w) <= WRITE_PIECE for w in out.writes)
