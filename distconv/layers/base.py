@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
-import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
-
-import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import is_float_dtype, resolve_dtype
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.kernels.shape import is_int
+from distconv.layers.settings import public_settings
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, trainable
 
 T = TypeVar("T")
@@ -75,7 +72,9 @@ class Layer:
     ``Parameter.grad``, so running backward twice doubles them.
 
     A subclass calls ``param.inc_update(callback)`` on each of its parameters the moment that
-    parameter's gradient is complete.
+    parameter's gradient is complete. A static (frozen) parameter has no gradient
+    (``grad`` is None): add nothing into it (``if not p.static: p.grad += ...``); its
+    ``inc_update`` does nothing.
 
     Args:
         act: activation name (``"relu"``, ``"sigmoid"``, ``"tanh"``, ``"softmax"``,
@@ -167,7 +166,7 @@ class Layer:
         activation and each frozen dataclass it holds (a convolution's spec, a pool's
         geometry). Ranks of one job must agree on it (:meth:`~distconv.network.Network.structure`);
         a layer with other settings of its own adds them."""
-        return {"act": type(self.act).__name__} | _public_settings(self, plain=False)
+        return {"act": type(self.act).__name__} | public_settings(self, plain=False)
 
     def parameters(self) -> list[Parameter]:
         """This layer's parameters (sub-objects such as projections included), in a stable order."""
@@ -206,6 +205,7 @@ class Layer:
 
         Raises:
             LayerError: no forward ran, or ``callback`` is not callable (before any gradient).
+            LayerTypeError: ``_backward`` added into a static parameter's gradient (None).
         """
         if self.output is None:
             raise self.fail("backward called before forward")
@@ -213,7 +213,18 @@ class Layer:
         if problem:
             raise self.fail(problem)
         dz = self.backward_activation()
-        self._backward(dz, callback)
+        try:
+            self._backward(dz, callback)
+        except TypeError as exc:
+            # "unsupported operand type(s) for +=: 'NoneType' and 'float'" named neither the
+            # layer nor the frozen parameter whose absent gradient a _backward added into
+            frozen = [p.name for p in self.parameters() if p.grad is None]
+            if not frozen or "NoneType" not in str(exc) or isinstance(exc, LayerError):
+                raise
+            raise LayerTypeError(
+                f"{self.label}: backward failed ({exc}); static parameter(s) {frozen} have no "
+                "gradient (grad is None): skip adding into one (if not p.static: p.grad += ...)"
+            ) from exc
 
     def backward_activation(self) -> Any:
         """The gradient of the pre-activation, from the output's gradient: an integer one (set
@@ -261,62 +272,6 @@ class Layer:
 
     def __repr__(self) -> str:
         return self.label
-
-
-def _is_frozen_dataclass(value: Any) -> bool:
-    params = getattr(type(value), "__dataclass_params__", None)
-    return params is not None and params.frozen
-
-
-def part_settings(part: Any) -> dict[str, Any] | None:
-    """A layer part's (a projection's, an operator's) type and what it computes besides its
-    parameter: each public setting of plain JSON values (an offset, slices, a scale) and each
-    frozen dataclass (a convolution's spec), as :meth:`Layer.settings`; None for None."""
-    if part is None:
-        return None
-    return {"type": type(part).__name__} | _public_settings(part, plain=True, skip=("owner", "key"))
-
-
-def _public_settings(obj: Any, *, plain: bool, skip: Sequence[str] = ()) -> dict[str, Any]:
-    """``obj``'s public frozen dataclasses as dicts and (``plain``) its plain JSON values."""
-    found: dict[str, Any] = {}
-    for key, value in sorted(vars(obj).items()):
-        if key.startswith("_") or key in skip:
-            continue
-        if _is_frozen_dataclass(value) or (plain and _is_plain(value)):
-            found[key] = setting_value(value)
-    return found
-
-
-def _is_plain(value: Any) -> bool:
-    if isinstance(value, (tuple, list)):
-        return all(_is_plain(v) for v in value)
-    return value is None or isinstance(value, (bool, int, float, str, np.generic))
-
-
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
-def setting_value(value: Any) -> Any:
-    """``value`` in terms every process of a job writes alike, for :meth:`Layer.settings`:
-    dataclasses as dicts (field by field), a numpy scalar as its Python number, a function or
-    class as where it is defined, and any other object as its repr less its memory address,
-    which differs from process to process (two ranks of one job would disagree)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: setting_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, (tuple, list)):
-        items = [setting_value(v) for v in value]
-        # a namedtuple takes its fields one by one, as dataclasses.asdict builds it
-        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-    if isinstance(value, dict):
-        return {str(k): setting_value(v) for k, v in value.items()}
-    if isinstance(value, np.generic):
-        return value.item()
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if callable(value) and hasattr(value, "__qualname__"):
-        return f"{getattr(value, '__module__', None)}.{value.__qualname__}"
-    return _ADDRESS.sub("", repr(value))
 
 
 def size_arg(owner: Fails, name: str, value: Any) -> int:

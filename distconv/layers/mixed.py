@@ -22,9 +22,10 @@ from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import channel_sums, row_sums
-from distconv.layers.base import Layer, LayerTypeError, part_settings, size_arg
+from distconv.layers.base import Layer, LayerTypeError, size_arg
 from distconv.layers.operator import Operator
 from distconv.layers.part import LayerPart, Projection
+from distconv.layers.settings import part_settings
 from distconv.parameter import Parameter, UpdateCallback
 
 
@@ -111,7 +112,8 @@ class ProjectionLayer(Layer):
 
     def settings(self) -> dict[str, Any]:
         """:meth:`Layer.settings`, and each projection's and operator's type and settings
-        (:func:`~distconv.layers.base.part_settings`): an offset or a scale no parameter shows."""
+        (:func:`~distconv.layers.settings.part_settings`): an offset or a scale no parameter
+        shows."""
         parts = {
             k: [part_settings(p) for p in getattr(self, k)] for k in ("projections", "operators")
         }

@@ -1,0 +1,67 @@
+"""What a layer computes besides its parameters, in values every rank writes alike: the
+settings two ranks of one job must agree on (:meth:`~distconv.layers.base.Layer.settings`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def _is_frozen_dataclass(value: Any) -> bool:
+    params = getattr(type(value), "__dataclass_params__", None)
+    return params is not None and params.frozen
+
+
+def part_settings(part: Any) -> dict[str, Any] | None:
+    """A layer part's (a projection's, an operator's) type and what it computes besides its
+    parameter: each public setting of plain JSON values (an offset, slices, a scale) and each
+    frozen dataclass (a convolution's spec), as :meth:`Layer.settings`; None for None."""
+    if part is None:
+        return None
+    return {"type": type(part).__name__} | public_settings(part, plain=True, skip=("owner", "key"))
+
+
+def public_settings(obj: Any, *, plain: bool, skip: Sequence[str] = ()) -> dict[str, Any]:
+    """``obj``'s public frozen dataclasses as dicts and (``plain``) its plain JSON values."""
+    found: dict[str, Any] = {}
+    for key, value in sorted(vars(obj).items()):
+        if key.startswith("_") or key in skip:
+            continue
+        if _is_frozen_dataclass(value) or (plain and _is_plain(value)):
+            found[key] = setting_value(value)
+    return found
+
+
+def _is_plain(value: Any) -> bool:
+    if isinstance(value, (tuple, list)):
+        return all(_is_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str, np.generic))
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def setting_value(value: Any) -> Any:
+    """``value`` in terms every process of a job writes alike, for :meth:`Layer.settings`:
+    dataclasses as dicts (field by field), a numpy scalar as its Python number, a function or
+    class as where it is defined, and any other object as its repr less its memory address,
+    which differs from process to process (two ranks of one job would disagree)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: setting_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        items = [setting_value(v) for v in value]
+        # a namedtuple takes its fields one by one, as dataclasses.asdict builds it
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, dict):
+        return {str(k): setting_value(v) for k, v in value.items()}
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', None)}.{value.__qualname__}"
+    return _ADDRESS.sub("", repr(value))

@@ -1,0 +1,51 @@
+"""A layer of one's own, written from the Layer docstring: what its mistakes are told."""
+
+import numpy as np
+import pytest
+
+from distconv import Arg, Network
+from distconv.gradient_check import check_layer_grad
+from distconv.layers import FullyConnected, SoftmaxCrossEntropy
+from distconv.layers.base import Layer, LayerTypeError, values_of
+
+F64 = np.float64
+
+
+class Scale(Layer):
+    """``x * w + b`` per feature, its backward written without a thought for frozen weights."""
+
+    def __init__(self, n: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.w = self.new_param("w", np.ones(n, F64))
+        self.b = self.new_param("b", np.zeros(n, F64))
+
+    def _forward(self, x):
+        return values_of(self, x) * self.w.value + self.b.value
+
+    def _backward(self, dz, callback):
+        x = self.inputs[0]
+        if x.needs_grad:
+            x.grad += dz * self.w.value
+        self.w.grad += (dz * x.value).sum(0)
+        self.b.grad += dz.sum(0)
+        self.w.inc_update(callback)
+        self.b.inc_update(callback)
+
+
+def test_adding_into_a_frozen_weight_names_the_layer_and_the_weight(rng):
+    """A static parameter's grad is None: the backward failed with numpy's bare "unsupported
+    operand type(s) for +=: 'NoneType'", naming neither the layer nor the weight."""
+    net = Network()
+    net.add("scale", Scale(4), inputs="x")
+    net.add("fc", FullyConnected(4, 3, dtype=F64), inputs="scale")
+    net.add("loss", SoftmaxCrossEntropy(), inputs=["fc", "label"])
+    net["scale"].w.set_static(True)
+    net.forward({"x": rng.standard_normal((5, 4)), "label": Arg(ids=np.arange(5) % 3)})
+    with pytest.raises(LayerTypeError, match=r"Scale 'scale': .*\['scale.w'\] have no gradient"):
+        net.backward(lambda p: None)
+
+
+def test_the_gradient_checker_s_static_pass_names_them_too(rng):
+    """check_layer_grad freezes every parameter for its last pass: the same bare TypeError."""
+    with pytest.raises(LayerTypeError, match=r"\['Scale.w', 'Scale.b'\] have no gradient"):
+        check_layer_grad(Scale(3), [Arg(rng.standard_normal((4, 3)))])
