@@ -141,8 +141,7 @@ def _check_nothing_read_after_firing(
     _refuse_holding_not_finite(obj, params)
     if names:  # fired: were the NaN values it left read, or did backward make the NaN itself?
         for p in params:
-            p.zero_grad()
-            p.reset_pending()
+            p.zero_grad()  # and its pending count
         for a in obj.inputs:
             a.grad = None
         obj.backward(lambda p: None)
@@ -226,10 +225,11 @@ def check_layer_grad(
     Raises:
         AssertionError: a gradient, a callback or a static pass is wrong (the message names it),
             or the output is not finite though the inputs and parameters are.
-        ValueError: ``step``, ``tol`` or ``elements`` out of range, or ``step`` lost rounding an
-            entry to its array's dtype (give a larger one); an input or a parameter holds NaN or
-            inf that makes the output or a gradient not finite (no gradient can be judged), or a
-            gradient too small beside the rounding of a large output to be judged in its dtype.
+        ValueError: nothing to check (each parameter static, no input ``needs_grad``), ``step``,
+            ``tol`` or ``elements`` out of range, or ``step`` lost rounding an entry to its
+            array's dtype (give a larger one); an input or a parameter holds NaN or inf that
+            makes the output or a gradient not finite (no gradient can be judged), or a gradient
+            too small beside the rounding of a large output to be judged in its dtype.
         TypeError: the layer's output, a parameter or an input it checks is not float32 or
             float64 (bfloat16, float16 ...), in which finite differences cannot tell a wrong
             gradient from a right one.
@@ -241,18 +241,22 @@ def check_layer_grad(
     rng = np.random.default_rng(seed)
     params = layer.parameters()
     for p in params:  # the layer alone, as a one-layer Network would count its users
-        p.shared_count = sum(q is p for q in params)
-        p.reset_pending()
+        p.shared_count = sum(q is p for q in params)  # (_analytic's zero_grad resets the rest)
     obj = _Objective(layer, inputs, rng)
+    if not (targets := _targets(obj, params)):  # an empty report passed any backward
+        raise ValueError(
+            f"{layer}: nothing to check: no parameter trains, no input needs_grad "
+            "(give data as Arg(x), whose needs_grad is True)"
+        )
     _refuse_narrow(layer, "its output", obj.dtype)
-    for name, (owner, _) in _targets(obj, params).items():
+    for name, (owner, _) in targets.items():
         _refuse_narrow(layer, name, np.dtype(owner.value.dtype))
     _refuse_not_finite(obj, params)
 
     grads, fired = _analytic(obj, params, passes=1)
     _check_fired(layer, params, fired, passes=1)
     report = GradCheckReport()
-    for name, (owner, _) in _targets(obj, params).items():
+    for name, (owner, _) in targets.items():
         # by the narrower of the output and the array perturbed, not the output alone: a float32
         # weight under a float64 output (a float64 input promotes it) rounded float64's step of
         # 1e-6 to a few of its spacings, and a right gradient was called off
@@ -261,14 +265,11 @@ def check_layer_grad(
         report.diffs[name] = _check_array(  # a given step or tol is > 0, checked above
             obj, owner, grads[name], step or d_step, tol or d_tol, elements, rng, name
         )
-
     twice, fired2 = _analytic(obj, params, passes=2)
     _check_fired(layer, params, fired2, passes=2)
     for name, g in grads.items():
-        xp = get_array_module(g)
-        if not bool(xp.allclose(twice[name], 2 * g, rtol=1e-5, atol=1e-12)):
+        if not bool(get_array_module(g).allclose(twice[name], 2 * g, rtol=1e-5, atol=1e-12)):
             raise AssertionError(f"{layer}: {name}: backward twice did not double the gradient")
-
     if check_static and params:
         _check_static(layer, obj, params, grads)
     return report
@@ -392,8 +393,7 @@ def _check_static(layer: Layer, obj: _Objective, params: list[Parameter], grads:
         if fired:
             raise AssertionError(f"{layer}: static parameters fired callbacks: {fired}")
         for name, g in frozen.items():
-            xp = get_array_module(g)
-            if not bool(xp.allclose(g, grads[name], rtol=1e-6, atol=1e-12)):
+            if not bool(get_array_module(g).allclose(g, grads[name], rtol=1e-6, atol=1e-12)):
                 raise AssertionError(f"{layer}: {name} changed when the parameters were static")
     finally:
         for p, s in zip(params, was):
