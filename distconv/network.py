@@ -16,7 +16,7 @@ from typing import Any
 from distconv.arg import Arg
 from distconv.backend import ARRAY_KINDS, get_array_module, is_array, is_float_dtype
 from distconv.kernels.parallel import one_blas_thread
-from distconv.layers.base import Layer, LayerError
+from distconv.layers.base import Layer, LayerError, name_clash
 from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.parameter import Parameter, UpdateCallback, callback_problem
 
@@ -154,14 +154,14 @@ class Network:
     def parameters(self) -> list[Parameter]:
         """Every parameter once, in layer order; names must be unique."""
         params: dict[int, Parameter] = {}
-        names: dict[str, Parameter] = {}
+        holders: dict[str, str] = {}  # parameter name -> the first layer that holds it
         for lname in self.order():
             for p in self.layers[lname].parameters():
                 if id(p) in params:
                     continue
-                if p.name in names:
-                    raise NetworkError(f"two different parameters are named {p.name!r}")
-                params[id(p)] = names[p.name] = p
+                if p.name in holders:  # named no layer: which two, of a hundred?
+                    raise NetworkError(name_clash(p.name, holders[p.name], lname))
+                params[id(p)], holders[p.name] = p, lname
         return list(params.values())
 
     def structure(self) -> dict[str, dict[str, Any]]:

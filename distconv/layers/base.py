@@ -274,6 +274,16 @@ class Layer:
         return self.label
 
 
+def name_clash(name: str, first: str, second: str) -> str:
+    """Why a network refuses two different parameters named ``name``, held by layers ``first``
+    and ``second``: optimizer state, checkpoints and the wire know a parameter by its name."""
+    return (
+        f"two different parameters are named {name!r}, in layers {first!r} and {second!r}: a "
+        "parameter is known by its name (optimizer state, checkpoints); rename one, or pass one "
+        "Parameter to both layers to share it"
+    )
+
+
 def size_arg(owner: Fails, name: str, value: Any) -> int:
     """``value`` as a size (an int >= 1), or ``owner.fail`` naming ``name``: a bool or a float
     is none (``True`` would be 1)."""

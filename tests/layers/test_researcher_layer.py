@@ -3,10 +3,13 @@
 import numpy as np
 import pytest
 
-from distconv import Arg, Network
+from distconv import Arg, Network, Parameter, Trainer
 from distconv.gradient_check import check_layer_grad
 from distconv.layers import FullyConnected, SoftmaxCrossEntropy
 from distconv.layers.base import Layer, LayerTypeError, values_of
+from distconv.network import NetworkError
+from distconv.optim import SGD
+from distconv.sync.local import LocalSync
 
 F64 = np.float64
 
@@ -76,3 +79,32 @@ def test_a_check_with_nothing_to_check_is_refused_not_passed(rng, frozen):
     if not frozen:
         with pytest.raises(AssertionError, match=r"gradient of input 0 is off"):
             check_layer_grad(layer, [x])
+
+
+class Gain(Layer):
+    """``x * w``, its weight made outside and registered under a name of the caller's."""
+
+    def __init__(self, weight: Parameter, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.w = self.add_param("w", weight)
+
+    def _forward(self, x):
+        return values_of(self, x) * self.w.value
+
+    def _backward(self, dz, callback):
+        x = self.inputs[0]
+        if x.needs_grad:
+            x.grad += dz * self.w.value
+        self.w.grad += (dz * x.value).sum(0)
+        self.w.inc_update(callback)
+
+
+def test_two_parameters_of_one_name_are_refused_naming_both_layers():
+    """Each layer made its own Parameter("w"): "two different parameters are named 'w'" named
+    neither layer that holds one."""
+    net = Network()
+    net.add("first", Gain(Parameter("w", np.ones(3))), inputs="x")
+    net.add("second", Gain(Parameter("w", np.ones(3))), inputs="first")
+    net.add("loss", SoftmaxCrossEntropy(), inputs=["second", "label"])
+    with pytest.raises(NetworkError, match=r"named 'w', in layers 'first' and 'second': "):
+        Trainer(net, LocalSync(SGD(lr=0.1)), batch_size=4)
