@@ -15,7 +15,15 @@ from distconv.backend import (
     resolve_dtype,
 )
 
-__all__ = ["Parameter", "UpdateCallback", "callback_problem", "is_float_dtype", "trainable"]
+__all__ = [
+    "Parameter",
+    "UpdateCallback",
+    "callback_problem",
+    "grads_left",
+    "is_float_dtype",
+    "keep_gradient",
+    "trainable",
+]
 
 UpdateCallback = Callable[["Parameter"], None]
 
@@ -194,6 +202,21 @@ def trainable(params: Iterable[Parameter]) -> list[Parameter]:
         if not p.static:
             _refuse_unless_float(p, "cast it, or make it static")
     return params
+
+
+def keep_gradient(param: Parameter) -> None:
+    """An :data:`UpdateCallback` that leaves the gradient where it is, to accumulate: the
+    Trainer's for every pass of a step but the last (``accumulate``)."""
+
+
+def grads_left(params: Iterable[Parameter]) -> list[str]:
+    """The names of the trainable ``params`` whose gradient holds anything but zeros: what a
+    sync strategy's ``finish_step`` must leave none of (each gradient it took, zeroed)."""
+    return [
+        p.name
+        for p in params
+        if p.grad is not None and bool(get_array_module(p.grad).count_nonzero(p.grad))
+    ]
 
 
 def setup_params(params: Sequence[Parameter]) -> list[Parameter]:

@@ -28,7 +28,7 @@ from distconv.epoch_tally import EpochTally, check_test_set, evaluate_shares, ri
 from distconv.layers.base import LayerError
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
-from distconv.parameter import Parameter
+from distconv.parameter import grads_left, keep_gradient
 from distconv.resume import (
     JobStart,
     Position,
@@ -43,7 +43,7 @@ from distconv.resume import (
 from distconv.run_dir import METRICS, PLOT, RunDirectory
 from distconv.sampler import GlobalBatchSampler, check_count, check_seed
 from distconv.stop_request import EXIT_STATUS, StopRequest, stop_signal
-from distconv.sync import SyncStrategy
+from distconv.sync import SyncError, SyncStrategy
 from distconv.trainer_args import (
     accuracy_pair,
     check_counts,
@@ -212,6 +212,14 @@ class Trainer:
             raise
         if not self.sync.firing_order and self.network.firing_order:
             self.sync.set_firing_order(self.network.firing_order)
+            # the sync's first step: a strategy of one's own that zeroed nothing trained on
+            # with each step's gradient added into the next ones' (a momentum of 1), silently
+            if kept := grads_left(self.trainable):
+                raise SyncError(
+                    f"{type(self.sync).__name__}.finish_step() left the gradient of {kept[0]!r} "
+                    "nonzero: a strategy zeroes each gradient it takes (p.grad[...] = 0), "
+                    "else the next step adds it in again"
+                )
         self.pos.step += 1
         if self.monitor is not None:
             self.monitor.observe_step(time.perf_counter() - began, examples, self.pos.step)
@@ -229,7 +237,7 @@ class Trainer:
                 continue
             loss, right = self._forward(arrays, index)
             # the bound method, not the sync: one Python call less for each gradient
-            callback = self.sync.on_gradient if last else _accumulate_only
+            callback = self.sync.on_gradient if last else keep_gradient
             self.network.backward(callback, loss=self.loss_name, loss_scale=len(index))
             loss_sum, correct = loss_sum + loss, correct + right
         return loss_sum, correct
@@ -389,7 +397,3 @@ class Trainer:
         if self.pos.step % STOP_CHECK_EVERY:
             return None
         return stop_signal(self.sync.allreduce_sum(self._stop.flags))
-
-
-def _accumulate_only(param: Parameter) -> None:
-    """The callback of every pass but the last: the gradient stays and accumulates."""

@@ -1,0 +1,58 @@
+"""A sync strategy of one's own, written from ``docs/architecture.md`` ("The sync contract"),
+trained by the Trainer: what its mistakes are told."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv import Network, Trainer
+from distconv.layers import FullyConnected, MSELoss
+from distconv.optim import SGD
+from distconv.sync.base import SyncError, SyncStrategy
+
+
+def _model() -> tuple[Network, dict[str, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    net = Network()
+    net.add("fc", FullyConnected(3, 1, dtype=np.float64), "x")
+    net.add("loss", MSELoss(), ["fc", "target"])
+    return net, {"x": rng.standard_normal((16, 3)), "target": rng.standard_normal((16, 1))}
+
+
+class PlainSGD(SyncStrategy):
+    """Plain SGD on the step's mean gradient, applied as each gradient arrives."""
+
+    def __init__(self, lr: float, zero: bool = True) -> None:
+        super().__init__(SGD(lr=lr))
+        self.lr, self.zero, self.examples = lr, zero, 0
+
+    def start_step(self, examples: int) -> None:
+        super().start_step(examples)
+        self.examples = examples
+
+    def on_gradient(self, param) -> None:
+        param.value -= self.lr * param.grad / self.examples
+        if self.zero:
+            param.grad[...] = 0
+
+    def finish_step(self) -> None:
+        pass
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state) -> None:
+        pass
+
+
+def test_a_sync_that_leaves_the_gradients_is_told_at_its_first_step():
+    """finish_step must leave every gradient zero: one that did not trained on, each step's
+    gradient added into every later one's, with no error (a loss that still fell)."""
+    net, data = _model()
+    trainer = Trainer(net, PlainSGD(0.1, zero=False), batch_size=4, accuracy=None)
+    with pytest.raises(SyncError, match=r"PlainSGD.finish_step\(\) left the gradient of 'fc\.\w+'"):
+        trainer.fit(data, epochs=1)
+    net, data = _model()
+    trainer = Trainer(net, PlainSGD(0.1), batch_size=4, accuracy=None)
+    assert len(trainer.fit(data, epochs=2)) == 2  # zeroing as the contract says, it trains
