@@ -191,11 +191,21 @@ class Layer:
         return self.forward(*inputs)
 
     def forward(self, *inputs: Arg) -> Arg:
-        """Compute the output from ``inputs``; keeps both for backward."""
+        """Compute the output from ``inputs``; keeps both for backward.
+
+        Raises:
+            LayerError: naming this layer, for a ValueError from :meth:`_forward` (a shape
+                numpy cannot broadcast, in a layer of one's own), which it chains.
+        """
         self.output = None  # a forward that fails leaves nothing to run backward on
         self.check_num_inputs(inputs)
         self.inputs = inputs
-        z = self._forward(*inputs)
+        try:
+            z = self._forward(*inputs)
+        except LayerError:
+            raise
+        except ValueError as exc:  # a layer of one's own: numpy's broadcast error named none
+            raise self.fail(str(exc)) from exc
         y = checked(self, self.act.forward, z, inplace=self.owns_preactivation)
         self.output = self.make_output(y, inputs)
         return self.output

@@ -108,3 +108,14 @@ def test_two_parameters_of_one_name_are_refused_naming_both_layers():
     net.add("loss", SoftmaxCrossEntropy(), inputs=["second", "label"])
     with pytest.raises(NetworkError, match=r"named 'w', in layers 'first' and 'second': "):
         Trainer(net, LocalSync(SGD(lr=0.1)), batch_size=4)
+
+
+def test_a_shape_error_in_a_forward_of_one_s_own_names_the_layer(rng):
+    """Two Scale layers, one fed 6 features for its 4: numpy's "operands could not be broadcast
+    together" named neither. It names the layer now, and keeps the line it came from."""
+    net = Network()
+    net.add("wide", Scale(6), inputs="x")
+    net.add("narrow", Scale(4), inputs="wide")
+    with pytest.raises(ValueError, match=r"^Scale 'narrow': operands could not be broadcast") as e:
+        net.forward({"x": rng.standard_normal((5, 6))})
+    assert "could not be broadcast" in str(e.value.__cause__)
