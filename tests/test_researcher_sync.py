@@ -56,3 +56,18 @@ def test_a_sync_that_leaves_the_gradients_is_told_at_its_first_step():
     net, data = _model()
     trainer = Trainer(net, PlainSGD(0.1), batch_size=4, accuracy=None)
     assert len(trainer.fit(data, epochs=2)) == 2  # zeroing as the contract says, it trains
+
+
+class Forgetful(PlainSGD):
+    """Sets its own fields, and forgets SyncStrategy's."""
+
+    def __init__(self, lr: float) -> None:
+        self.lr, self.zero, self.examples = lr, True, 0
+
+
+def test_a_sync_whose_init_skips_the_base_s_is_told_where_it_is_made():
+    """It was made, and the Trainer failed later with a bare AttributeError: "'Forgetful'
+    object has no attribute 'world_size'"."""
+    with pytest.raises(TypeError, match=r"Forgetful.__init__ did not call super\(\).__init__"):
+        Forgetful(0.1)
+    assert PlainSGD(0.1).world_size == 1  # one that calls it is made as before

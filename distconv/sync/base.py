@@ -32,17 +32,15 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Real
 from typing import Any
 
-from distconv import stop_request
 from distconv.kernels.shape import is_int
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, setup_params, trainable
-from distconv.stop_request import Preempted
+from distconv.sync.closing import closing_error  # noqa: F401  (transports import it from here)
 from distconv.sync.description import job_description
 
 #: optimizer state by parameter name, then state key (host or device arrays)
@@ -72,7 +70,8 @@ class SyncStrategy(ABC):
     Closed is closed, on every transport: after :meth:`close`, the calls in
     :data:`NEEDS_OPEN` raise :class:`SyncError` naming the call, and closing again does
     nothing. A subclass gets this for the methods it defines (:meth:`__init_subclass__` wraps
-    them), so a transport never has to check by itself.
+    them), so a transport never has to check by itself; its ``__init__`` must call this one
+    (``super().__init__(optimizer, rank, world_size)``), or making it raises ``TypeError``.
 
     Args:
         optimizer: the update rule. Where it runs (here, or on the servers) is the strategy's
@@ -96,6 +95,8 @@ class SyncStrategy(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         _guard_closing(cls)
+        if "__init__" in vars(cls):
+            cls.__init__ = _checks_init(cls.__init__)  # type: ignore[method-assign]
 
     def __init__(self, optimizer: Optimizer, rank: int = 0, world_size: int = 1) -> None:
         if not isinstance(optimizer, Optimizer):  # a name failed at setup: "no attribute config"
@@ -326,20 +327,9 @@ def step_refusal(
 #: (sockets, communicators, the watchdog) or train on without the peers that left.
 #: ``on_gradient`` is not among them: it runs per gradient, inside a step that ``start_step``
 #: already refused, or that ``close`` ended.
-NEEDS_OPEN = (
-    "setup",
-    "broadcast_parameters",
-    "start_step",
-    "prefetch",
-    "finish_step",
-    "state_dict",
-    "load_state_dict",
-    "refresh_parameters",
-    "checkpoint_state",
-    "save_remote_parts",
-    "allreduce_sum",
-    "barrier",
-    "all_equal",
+NEEDS_OPEN: tuple[str, ...] = tuple(
+    "setup broadcast_parameters start_step prefetch finish_step state_dict load_state_dict "
+    "refresh_parameters checkpoint_state save_remote_parts allreduce_sum barrier all_equal".split()
 )
 
 
@@ -353,6 +343,22 @@ def _guard_closing(cls: type[SyncStrategy]) -> None:
             setattr(cls, name, _refused_when_closed(method))
     if not getattr(cls.close, "_guarded", False):
         cls.close = _closes_once(cls.close)
+
+
+def _checks_init(init: Callable[..., None]) -> Callable[..., None]:
+    """``init``, then a TypeError where it skipped :meth:`SyncStrategy.__init__`: a Trainer
+    failed at its first look with a bare "object has no attribute 'world_size'"."""
+
+    @functools.wraps(init)
+    def checked(self: SyncStrategy, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if "world_size" not in vars(self):
+            raise TypeError(
+                f"{type(self).__name__}.__init__ did not call super().__init__(optimizer, rank, "
+                "world_size): a sync strategy holds its optimizer, rank and world size"
+            )
+
+    return checked
 
 
 def _refused_when_closed(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -384,17 +390,3 @@ def _closes_once(close: Callable[[SyncStrategy], None]) -> Callable[[SyncStrateg
 
 
 _guard_closing(SyncStrategy)
-
-
-def closing_error() -> BaseException | None:
-    """The exception propagating while a sync closes (from a ``finally``; one being handled in
-    an ``except`` clause counts too), or None, as for ``sys.exit(0)``: a clean end. So is a
-    stop by signal (:class:`~distconv.stop_request.Preempted`) where ``run_main`` ends the
-    script on it (:data:`~distconv.stop_request.preempted_ends_run`): every rank raises it at
-    the step they agreed on; a script's ``try: fit() finally: sync.close()`` aborted the MPI
-    job there, with every rank's traceback."""
-    error = sys.exc_info()[1]
-    clean_exit = isinstance(error, SystemExit) and error.code in (0, None)
-    if clean_exit or (isinstance(error, Preempted) and stop_request.preempted_ends_run):
-        return None
-    return error
