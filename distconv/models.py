@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from distconv.kernels.shape import is_int
 from distconv.layers.conv import Conv2D
 from distconv.layers.fc import FullyConnected
 from distconv.layers.loss import SoftmaxCrossEntropy
@@ -29,15 +30,25 @@ def lenet(
     Args:
         image_shape: (C, H, W) of one input image.
         num_classes: outputs of the last layer.
-        channels: output channels of the two convolutions.
+        channels: output channels of each conv/relu/max-pool stage, one stage per entry.
         hidden: width of the hidden fully connected layer.
 
     Returns:
         A network fed ``"image"`` (an ``(N, C, H, W)`` Arg) and ``"label"`` (an Arg whose
         ``ids`` are the classes), with layers ``conv1, pool1, conv2, pool2, fc1, fc2, loss``.
+
+    Raises:
+        NetworkError: an argument that is no size (an int >= 1), an ``image_shape`` of other
+            than three sizes, or one too small for the pooling stages.
     """
     if len(image_shape) != 3:  # unpacked below: "not enough values to unpack (expected 3)"
         raise NetworkError(f"LeNet: image_shape must be (C, H, W), got {tuple(image_shape)}")
+    # each was refused by the layer it sizes, unnamed yet: "FullyConnected: in_features=128,
+    # out_features=0", not hidden=0; or with image_shape's 8.0 as "in_features=256.0"
+    sizes = {"image_shape": tuple(image_shape), "channels": tuple(channels)}
+    for name, given in (sizes | {"hidden": hidden, "num_classes": num_classes}).items():
+        if not all(is_int(v) and v >= 1 for v in (given if isinstance(given, tuple) else [given])):
+            raise NetworkError(f"LeNet: {name}={given!r}: sizes are ints >= 1")
     c, h, w = image_shape
     net = Network()
     size = (h, w)

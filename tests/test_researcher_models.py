@@ -1,0 +1,33 @@
+"""The shipped models as a researcher sizes them (:mod:`distconv.models`)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from distconv.models import lenet
+from distconv.network import NetworkError
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"hidden": 0}, "hidden=0"),
+        ({"num_classes": 0}, "num_classes=0"),
+        ({"channels": (8, 0)}, "channels=(8, 0)"),
+        ({"image_shape": (1, 8.0, 8)}, "image_shape=(1, 8.0, 8)"),
+        ({"hidden": True}, "hidden=True"),
+    ],
+)
+def test_lenet_names_the_argument_that_is_no_size(kwargs, named):
+    """Each was refused by the layer it sizes, which has no name yet: hidden=0 as
+    "FullyConnected: in_features=256, out_features=0", an 8.0 as "in_features=256.0"."""
+    with pytest.raises(NetworkError, match=re.escape(f"LeNet: {named}: sizes are ints >= 1")):
+        lenet(**kwargs)
+
+
+def test_lenet_takes_one_stage_per_channel_count():
+    """The docstring said "the two convolutions"; any number of stages is built."""
+    net = lenet((1, 8, 8), channels=(2, 3, 4), hidden=8)
+    assert [n for n in net.layers if n.startswith("conv")] == ["conv1", "conv2", "conv3"]
