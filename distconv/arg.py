@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import get_array_module, to_device
+from distconv.backend import get_array_module, is_float_dtype, to_device
 
 
 class Arg:
@@ -109,6 +109,28 @@ def feeds_of(arrays: Mapping[str, Any], index: Any, dtype: Any = None) -> dict[s
         else:
             feeds[name] = Arg(to_device(part), needs_grad=False)
     return feeds
+
+
+def not_finite(arrays: Mapping[str, Any], rows_at_once: int = 4096) -> str | None:
+    """Where the float host ``arrays`` (a data set, by feed name) hold NaN or infinity, or
+    None: the first such array, how many of its rows do, and the first few of them.
+
+    A network checks each batch it is fed, naming the feed but not the rows of the data set,
+    and only when a step reaches them (a test set's, after an epoch of training). Rows are
+    checked ``rows_at_once`` at a time, so no mask of a whole large set is made."""
+    for name, a in arrays.items():
+        if not is_float_dtype(a.dtype):
+            continue
+        bad = [
+            start + np.flatnonzero(~np.isfinite(part.reshape(len(part), -1)).all(axis=1))
+            for start in range(0, len(a), rows_at_once)
+            for part in [np.asarray(a[start : start + rows_at_once])]
+        ]
+        rows = np.concatenate(bad) if bad else np.zeros(0, np.int64)
+        if len(rows):
+            first = ", ".join(str(r) for r in rows[:5]) + (" ..." if len(rows) > 5 else "")
+            return f"{name!r} holds NaN or infinity in {len(rows)} row(s): {first}"
+    return None
 
 
 def as_fed(part: Any, dtype: Any = None) -> Any:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from distconv.arg import feeds_of
+from distconv.arg import feeds_of, not_finite
 from distconv.backend import widened
-from distconv.data import Arrays, Dataset, array_length, as_arrays, data_facts
+from distconv.data import Arrays, DataError, Dataset, array_length, as_arrays, data_facts
 from distconv.epoch_tally import EpochTally, check_test_set, evaluate_shares, right_answers
 from distconv.layers.base import LayerError
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
@@ -131,14 +131,12 @@ class Trainer:
         )
         check_count("checkpoint_every", checkpoint_every, 0)
         check_seed(seed)  # here, not at the first epoch after setup and the job check
-        self.network, self.sync = network, sync
+        self.network, self.sync, self.loss_name = network, sync, loss
         self.batch_size, self.accumulate = batch_size, accumulate
-        self.loss_name = loss
         self.accuracy = accuracy_pair(network, accuracy, loss)
         self.out_dir = output_dir(out_dir)
         self.seed, self.lr_decay, self.progress = seed, lr_decay, progress
-        self.checkpoint_every = checkpoint_every
-        self.monitor = monitor
+        self.checkpoint_every, self.monitor = checkpoint_every, monitor
         self.dtype = training_dtype(dtype)
         self.params = network.parameters()
         if self.dtype is not None:
@@ -283,9 +281,8 @@ class Trainer:
             test: evaluated after each epoch when given.
             epochs: epochs in all, counting those a resumed checkpoint already holds (0, or
                 no more than it holds, trains nothing: a resume that only restores).
-            resume: ``False`` starts fresh (refusing a directory that holds a run),
-                ``True`` continues from the newest complete checkpoint (which must exist, in
-                ``out_dir``),
+            resume: ``False`` starts fresh (refusing a directory that holds a run), ``True``
+                continues from the newest complete checkpoint (which must exist, in ``out_dir``),
                 ``"auto"`` continues when one exists and starts fresh otherwise, and
                 ``"overwrite"`` deletes a previous run's files first. A restart (told by
                 ``start``) given ``False`` or ``"overwrite"`` continues the run its launch
@@ -298,7 +295,8 @@ class Trainer:
             TrainingError: the loss became NaN or infinite.
             ValueError: ``epochs`` is not an int >= 0.
             DataError: the test set is empty, or one example of it does not go through the
-                model (checked before training; one of the training set does).
+                model (checked before training; one of the training set does), or a set holds
+                NaN or infinity (where the network checks its feeds: ``check_finite``).
             Preempted: SIGTERM or the first Ctrl-C (SIGINT) arrived; a checkpoint was saved
                 first (see :mod:`distconv.stop_request`).
         """
@@ -307,6 +305,9 @@ class Trainer:
         self.history = []  # this call's
         self._stop = StopRequest(announce=self.sync.is_chief)  # an old signal is done
         train, test = as_arrays(train), (as_arrays(test) if test is not None else None)
+        for what, arrays in [("training", train), ("test", test or {})]:  # named before a step
+            if self.network.check_finite and (where := not_finite(arrays)) is not None:
+                raise DataError(f"the {what} set's {where}")
         sampler = GlobalBatchSampler(
             array_length(train),
             self.batch_size,
