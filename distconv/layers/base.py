@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from distconv.arg import Arg
@@ -12,6 +11,7 @@ from distconv.backend import is_float_dtype, resolve_dtype
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.kernels.shape import is_int
+from distconv.layers.modes import forward_only, keeps_for_backward  # noqa: F401  (imported from here)
 from distconv.layers.settings import public_settings
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, trainable
 
@@ -71,10 +71,11 @@ class Layer:
     with ``backwardActivation()``. Gradients are added (``+=``) into ``Arg.grad`` and
     ``Parameter.grad``, so running backward twice doubles them.
 
-    A subclass calls ``param.inc_update(callback)`` on each of its parameters the moment that
-    parameter's gradient is complete. A static (frozen) parameter has no gradient
-    (``grad`` is None): add nothing into it (``if not p.static: p.grad += ...``); its
-    ``inc_update`` does nothing.
+    A subclass's ``__init__`` calls ``super().__init__(act=..., name=...)`` before it makes
+    parameters (else ``TypeError``); its backward calls ``param.inc_update(callback)`` on each
+    of its parameters the moment that parameter's gradient is complete. A static (frozen)
+    parameter has no gradient (``grad`` is None): add nothing into it (``if not p.static:
+    p.grad += ...``); its ``inc_update`` does nothing.
 
     Args:
         act: activation name (``"relu"``, ``"sigmoid"``, ``"tanh"``, ``"softmax"``,
@@ -91,6 +92,11 @@ class Layer:
     owns_preactivation: bool = False
     #: how many inputs ``forward`` takes: an int, or ``(min, max)`` with ``max=None`` for any.
     num_inputs: int | tuple[int, int | None] = 1
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in vars(cls):
+            cls.__init__ = _checks_init(cls.__init__)  # type: ignore[method-assign]
 
     def __init__(self, *, act: str | ActivationFunction | None = None, name: str | None = None):
         self.name = name or type(self).__name__
@@ -284,6 +290,32 @@ class Layer:
         return self.label
 
 
+def _checks_init(init: Callable[..., None]) -> Callable[..., None]:
+    """``init``, then a TypeError where :meth:`Layer.__init__` did not run in it, or an
+    AttributeError raised before it ran: a layer of one's own without ``super().__init__()``
+    failed far away with "object has no attribute '_owned'" (or ``'name'``, ``'_params'``)."""
+
+    @functools.wraps(init)
+    def checked(self: Layer, *args: Any, **kwargs: Any) -> None:
+        try:
+            init(self, *args, **kwargs)
+        except AttributeError as exc:
+            if "_params" in vars(self):
+                raise
+            raise _no_base_init(self, f"failed ({exc}) before") from exc
+        if "_params" not in vars(self):
+            raise _no_base_init(self, "returned without")
+
+    return checked
+
+
+def _no_base_init(layer: Layer, what: str) -> TypeError:
+    return TypeError(
+        f"{type(layer).__name__}.__init__ {what} calling super().__init__(act=..., name=...): "
+        "the Layer base holds the name, activation and parameters (call it before new_param)"
+    )
+
+
 def name_clash(name: str, first: str, second: str) -> str:
     """Why a network refuses two different parameters named ``name``, held by layers ``first``
     and ``second``: optimizer state, checkpoints and the wire know a parameter by its name."""
@@ -348,28 +380,3 @@ def add_grad(arg: Arg, g: Any) -> None:
         arg.grad += g
     else:
         arg.grad = g
-
-
-_mode = threading.local()
-
-
-@contextmanager
-def forward_only() -> Iterator[None]:
-    """Forward passes inside keep nothing for a backward: evaluation, prediction.
-
-    A layer may keep work from its forward for its backward (a convolution keeps its column
-    matrices); inside this block it does not, so memory is not held for a backward that never
-    comes. A backward afterwards still works: it rebuilds what it needs. Per thread (ranks may
-    run as threads).
-    """
-    previous = keeps_for_backward()
-    _mode.forward_only = True
-    try:
-        yield
-    finally:
-        _mode.forward_only = not previous
-
-
-def keeps_for_backward() -> bool:
-    """Whether forward passes on this thread may keep work for a backward."""
-    return not getattr(_mode, "forward_only", False)

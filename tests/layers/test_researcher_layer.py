@@ -119,3 +119,40 @@ def test_a_shape_error_in_a_forward_of_one_s_own_names_the_layer(rng):
     with pytest.raises(ValueError, match=r"^Scale 'narrow': operands could not be broadcast") as e:
         net.forward({"x": rng.standard_normal((5, 6))})
     assert "could not be broadcast" in str(e.value.__cause__)
+
+
+class NoBase(Layer):
+    """Keeps its own fields and never calls Layer.__init__."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def _forward(self, x):
+        return 2 * values_of(self, x)
+
+
+class ParamsFirst(Layer):
+    """Makes its weight before Layer.__init__ has run."""
+
+    def __init__(self, n: int) -> None:
+        self.w = self.new_param("w", np.ones(n))
+        super().__init__()
+
+
+class ParamLater(Gain):
+    """Makes its Parameter before calling the base, as it may: the base runs before it adds."""
+
+    def __init__(self, n: int) -> None:
+        weight = Parameter("w", np.ones(n))
+        super().__init__(weight, act="tanh")
+
+
+def test_a_layer_whose_init_skips_the_base_s_is_told_where_it_is_made():
+    """Each was made (or failed) with a bare AttributeError: "'NoBase' object has no attribute
+    '_owned'" at Network.add, "'ParamsFirst' object has no attribute 'name'" in new_param."""
+    with pytest.raises(TypeError, match=r"NoBase.__init__ returned without calling super"):
+        NoBase(3)
+    with pytest.raises(TypeError, match=r"ParamsFirst.__init__ failed \(.*'name'\) before call"):
+        ParamsFirst(3)
+    layer = ParamLater(3)
+    assert layer.w.name == "w" and type(layer.act).__name__ == "Tanh"
