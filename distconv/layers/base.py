@@ -256,10 +256,13 @@ class Layer:
         return Arg(y, seq_starts=seq)
 
     def _forward(self, *inputs: Arg) -> Any:
-        raise NotImplementedError
+        """The pre-activation array (numpy or cupy) from ``inputs``; a subclass writes it."""
+        raise NotImplementedError(f"{self.label} has no _forward(*inputs) of its own")
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
-        raise NotImplementedError
+        """Add the gradients from ``dz`` (of the pre-activation) into the inputs and the
+        parameters, firing each parameter's ``inc_update(callback)``; a subclass writes it."""
+        raise NotImplementedError(f"{self.label} has no _backward(dz, callback) of its own")
 
     # -- argument checks ----------------------------------------------------------------------
     def check_num_inputs(self, inputs: tuple[Arg, ...]) -> None:

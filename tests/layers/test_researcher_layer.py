@@ -5,7 +5,7 @@ import pytest
 
 from distconv import Arg, Network, Parameter, Trainer
 from distconv.gradient_check import check_layer_grad
-from distconv.layers import FullyConnected, SoftmaxCrossEntropy
+from distconv.layers import FullyConnected, MSELoss, SoftmaxCrossEntropy
 from distconv.layers.base import Layer, LayerTypeError, values_of
 from distconv.network import NetworkError
 from distconv.optim import SGD
@@ -156,3 +156,20 @@ def test_a_layer_whose_init_skips_the_base_s_is_told_where_it_is_made():
         ParamsFirst(3)
     layer = ParamLater(3)
     assert layer.w.name == "w" and type(layer.act).__name__ == "Tanh"
+
+
+class ForwardOnly(Layer):
+    """Written for a forward pass, its backward left for later."""
+
+    def _forward(self, x):
+        return 2 * values_of(self, x)
+
+
+def test_a_layer_without_a_backward_names_itself_and_what_it_lacks(rng):
+    """A bare NotImplementedError with no message, from the base class's placeholder."""
+    net = Network()
+    net.add("double", ForwardOnly(), inputs="x")
+    net.add("loss", MSELoss(), inputs=["double", "target"])
+    net.forward({"x": rng.standard_normal((4, 3)), "target": rng.standard_normal((4, 3))})
+    with pytest.raises(NotImplementedError, match=r"^ForwardOnly 'double' has no _backward\("):
+        net.backward(lambda p: None)
