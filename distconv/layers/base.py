@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from distconv.arg import Arg
-from distconv.backend import is_float_dtype, resolve_dtype
+from distconv.backend import ARRAY_KINDS, is_array, is_float_dtype, resolve_dtype
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.kernels.shape import is_int
@@ -202,6 +202,7 @@ class Layer:
         Raises:
             LayerError: naming this layer, for a ValueError from :meth:`_forward` (a shape
                 numpy cannot broadcast, in a layer of one's own), which it chains.
+            LayerTypeError: :meth:`_forward` returned no array (an Arg, a list).
         """
         self.output = None  # a forward that fails leaves nothing to run backward on
         self.check_num_inputs(inputs)
@@ -212,6 +213,11 @@ class Layer:
             raise
         except ValueError as exc:  # a layer of one's own: numpy's broadcast error named none
             raise self.fail(str(exc)) from exc
+        if not is_array(z):  # an Arg or a list failed in the next layer: "no attribute 'ndim'"
+            raise LayerTypeError(
+                f"{self.label}: _forward returned {type(z).__name__}, not an array ({ARRAY_KINDS}):"
+                " it returns the output's values (an Arg's .value), not an Arg"
+            )
         y = checked(self, self.act.forward, z, inplace=self.owns_preactivation)
         self.output = self.make_output(y, inputs)
         return self.output

@@ -173,3 +173,20 @@ def test_a_layer_without_a_backward_names_itself_and_what_it_lacks(rng):
     net.forward({"x": rng.standard_normal((4, 3)), "target": rng.standard_normal((4, 3))})
     with pytest.raises(NotImplementedError, match=r"^ForwardOnly 'double' has no _backward\("):
         net.backward(lambda p: None)
+
+
+class ReturnsArg(Layer):
+    """Returns its output wrapped, as forward does, where _forward returns the array."""
+
+    def _forward(self, x):
+        return Arg(2 * values_of(self, x))
+
+
+def test_a_forward_that_returns_no_array_is_named_not_met_in_the_next_layer(rng):
+    """The next layer failed on it: "FullyConnected 'fc': 'Arg' object has no attribute
+    'ndim'", naming the layer that was handed it, not the one that made it."""
+    net = Network()
+    net.add("double", ReturnsArg(), inputs="x")
+    net.add("fc", FullyConnected(3, 2, dtype=F64), inputs="double")
+    with pytest.raises(LayerTypeError, match=r"^ReturnsArg 'double': _forward returned Arg, not"):
+        net.forward({"x": rng.standard_normal((4, 3))})
