@@ -10,6 +10,7 @@ from distconv import Network, Trainer
 from distconv.layers import FullyConnected, MSELoss
 from distconv.optim import SGD
 from distconv.sync.base import SyncError, SyncStrategy
+from distconv.sync.local import LocalSync
 
 
 def _model() -> tuple[Network, dict[str, np.ndarray]]:
@@ -71,3 +72,34 @@ def test_a_sync_whose_init_skips_the_base_s_is_told_where_it_is_made():
     with pytest.raises(TypeError, match=r"Forgetful.__init__ did not call super\(\).__init__"):
         Forgetful(0.1)
     assert PlainSGD(0.1).world_size == 1  # one that calls it is made as before
+
+
+class LoggingSync(LocalSync):
+    """LocalSync logging each step's examples, its own start_step forgetting LocalSync's."""
+
+    def start_step(self, examples: int) -> None:
+        self.logged = examples
+
+
+class QuietFinish(LocalSync):
+    """LocalSync whose finish_step does its own thing only."""
+
+    def finish_step(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("sync", "said"),
+    [
+        (LoggingSync, r"arrived outside a step: .* \(LoggingSync overrides start_step\(\): "),
+        (QuietFinish, r"while a step is unfinished: .* \(QuietFinish overrides finish_step\(\): "),
+    ],
+)
+def test_a_local_sync_whose_override_skips_its_own_is_asked_about_it(sync, said):
+    """ "arrived outside a step: call start_step(examples) before backward", where the Trainer
+    had called start_step, and "call finish_step() first" after one: the override skipped
+    LocalSync's own and the refusal named a call that had been made."""
+    net, data = _model()
+    trainer = Trainer(net, sync(SGD(lr=0.1)), batch_size=4, accuracy=None)
+    with pytest.raises(SyncError, match=said + r"does it call super\(\)\.\w+\(\)\?\)$"):
+        trainer.fit(data, epochs=1)

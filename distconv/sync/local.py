@@ -105,7 +105,7 @@ class LocalSync(SyncStrategy):
                 applied in part, until the next :meth:`setup`.
         """
         if self._fired is not None:
-            raise unfinished_step_refusal(type(self).__name__)
+            raise self._asked(unfinished_step_refusal(type(self).__name__), "finish_step")
         self._refuse_part_applied("start_step")
         super().start_step(examples)
         self._fired, self._updated, self._raised_in = set(), set(), None
@@ -126,7 +126,8 @@ class LocalSync(SyncStrategy):
             or id(param) in fired
             or self._state_of.get(param.name, _gone)() is not param
         ):
-            raise _refusal(param, fired, self._state_of, self.closed)
+            calls = ("start_step",) if fired is None else ("setup", "init_state")
+            raise self._asked(_refusal(param, fired, self._state_of, self.closed), *calls)
         fired.add(id(param))
         scale = mean_scale(self._examples)
         try:
@@ -136,6 +137,18 @@ class LocalSync(SyncStrategy):
             raise
         self._updated.add(id(param))
         param.grad[...] = 0
+
+    def _asked(self, refusal: SyncError, *calls: str) -> SyncError:
+        """``refusal``, asking whether each of ``calls`` a subclass overrides calls LocalSync's
+        own: one that skips it leaves the step's bookkeeping undone, and the refusal named a
+        call the script had made ("call finish_step() first", after a finish_step of its own)."""
+        mine = [c for c in calls if getattr(type(self), c) is not getattr(LocalSync, c)]
+        if not mine or self.closed:
+            return refusal
+        own, supers = (" and ".join(f"{p}{c}()" for c in mine) for p in ("", "super()."))
+        return SyncError(
+            f"{refusal} ({type(self).__name__} overrides {own}: does it call {supers}?)"
+        )
 
     def finish_step(self) -> None:
         """Nothing is in flight in a single process: the step ends.
