@@ -26,14 +26,10 @@ class PlainSGD(SyncStrategy):
 
     def __init__(self, lr: float, zero: bool = True) -> None:
         super().__init__(SGD(lr=lr))
-        self.lr, self.zero, self.examples = lr, zero, 0
-
-    def start_step(self, examples: int) -> None:
-        super().start_step(examples)
-        self.examples = examples
+        self.lr, self.zero = lr, zero
 
     def on_gradient(self, param) -> None:
-        param.value -= self.lr * param.grad / self.examples
+        param.value -= self.lr * param.grad / self.step_examples
         if self.zero:
             param.grad[...] = 0
 
@@ -63,7 +59,7 @@ class Forgetful(PlainSGD):
     """Sets its own fields, and forgets SyncStrategy's."""
 
     def __init__(self, lr: float) -> None:
-        self.lr, self.zero, self.examples = lr, True, 0
+        self.lr, self.zero = lr, True
 
 
 def test_a_sync_whose_init_skips_the_base_s_is_told_where_it_is_made():
@@ -103,3 +99,20 @@ def test_a_local_sync_whose_override_skips_its_own_is_asked_about_it(sync, said)
     trainer = Trainer(net, sync(SGD(lr=0.1)), batch_size=4, accuracy=None)
     with pytest.raises(SyncError, match=said + r"does it call super\(\)\.\w+\(\)\?\)$"):
         trainer.fit(data, epochs=1)
+
+
+def test_a_sync_of_one_s_own_reads_the_step_s_examples():
+    """Gradients arrive as sums over the step's examples; the count was only in LocalSync's
+    private ``_examples``, or in a start_step of one's own. One SGD step of the mean gradient,
+    as LocalSync takes it."""
+    net, data = _model()
+    start = [p.value.copy() for p in net.parameters()]
+    values = []
+    for sync in (PlainSGD(0.1), LocalSync(SGD(lr=0.1))):
+        for p, value in zip(net.parameters(), start):
+            p.value[...] = value
+        Trainer(net, sync, batch_size=16, accuracy=None).fit(data, epochs=1)
+        values.append([p.value.copy() for p in net.parameters()])
+        assert sync.step_examples == 16
+    for mine, local in zip(*values):
+        np.testing.assert_allclose(mine, local, rtol=1e-12)

@@ -163,6 +163,13 @@ class SyncStrategy(ABC):
         self.firing_order = list(names)
 
     # -- one step -----------------------------------------------------------------------------
+    @property
+    def step_examples(self) -> int:
+        """This rank's examples in the step under way (or the last), as :meth:`start_step` was
+        told: what a strategy of one's own divides its gradient sums by (after summing them
+        and this count over the ranks, where there are several)."""
+        return self._examples
+
     def start_step(self, examples: int) -> None:
         """A step begins; this rank contributes ``examples`` examples to it (over all passes).
 
