@@ -163,6 +163,9 @@ class Trainer:
     def _take_trainable(self) -> None:
         """The parameters to train: those not frozen now (a fit after a freeze leaves it out)."""
         self.trainable = [p for p in self.params if not p.static]
+        fired = self.network.firing_order  # a freeze or a thaw since stopped a fit at step 1
+        if fired is not None and set(fired) != {p.name for p in self.trainable}:
+            self.network.reset_firing_order()
         # tables of which a parameter server moves only a batch's rows: fetch them first
         self.sparse = self.sync.fetches_rows and any(p.sparse_rows for p in self.trainable)
 
@@ -193,9 +196,7 @@ class Trainer:
                 "scalar mean loss the Trainer trains on (reduce it to its mean)"
             )
         loss = widened(mean) * len(index)  # a 16-bit loss in float32: float16 ends at 65504
-        if self.accuracy is None:
-            return loss, 0
-        return loss, right_answers(outputs, self.accuracy)
+        return loss, (0 if self.accuracy is None else right_answers(outputs, self.accuracy))
 
     def train_step(self, arrays: Arrays, passes: list[np.ndarray]) -> tuple[Any, Any, int]:
         """One optimizer step over this rank's passes; returns (loss sum, right, examples)."""
@@ -210,8 +211,7 @@ class Trainer:
             raise
         if not self.sync.firing_order and self.network.firing_order:
             self.sync.set_firing_order(self.network.firing_order)
-            # the sync's first step: a strategy of one's own that zeroed nothing trained on
-            # with each step's gradient added into the next ones' (a momentum of 1), silently
+            # the sync's first step: one of one's own that zeroed none trained on, silently
             if kept := grads_left(self.trainable):
                 raise SyncError(
                     f"{type(self.sync).__name__}.finish_step() left the gradient of {kept[0]!r} "

@@ -51,3 +51,18 @@ def test_a_network_that_takes_nan_is_fed_it():
     trainer.network.check_finite = False
     with pytest.raises(TrainingError, match=r"loss became NaN"):  # its layers mask nothing
         trainer.fit(train, epochs=1)
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+def test_a_fit_after_a_freeze_or_a_thaw_trains_the_parameters_that_train_now(freeze):
+    """Trainer's docstring: "a fit after a freeze leaves it out". The second fit stopped at its
+    first backward: "parameters fired in another order than in the first pass ... call
+    reset_firing_order() after changing which parameters train"."""
+    trainer = _trainer()
+    weight = trainer.network["fc"].weight
+    weight.set_static(not freeze)
+    trainer.fit(_data(), epochs=1)
+    weight.set_static(freeze)
+    before = weight.value.copy()
+    assert len(trainer.fit(_data(), epochs=2)) == 2  # no out_dir to resume from: 2 more
+    assert np.array_equal(weight.value, before) == freeze
