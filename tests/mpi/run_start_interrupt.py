@@ -4,7 +4,10 @@ alone (``os.kill`` of its own process: process-directed, as a terminal's Ctrl-C 
 the piece is recorded: ``WHERE`` is ``main`` (no communication thread: the piece's
 ``Iallreduce`` returned, its request not yet stored) or ``thread`` (the piece handed to the
 communication thread, the hand-over not yet counted) or ``wire`` (a 16-bit wire, no thread: a
-bucket's ``Ialltoall``, the first of its reduction by hand, returned, its wait not yet begun).
+bucket's ``Ialltoall``, the first of its reduction by hand, returned, its wait not yet begun)
+or ``check`` or ``thread-check`` (``start_step``'s step check: its ``Iallgather`` returned,
+its request not yet stored) or ``flags`` (no thread: the used-parameter flags' ``Iallreduce``
+returned, its request not yet stored).
 
 Only ``a`` fires, so both buckets go in step 0's ``finish_step``; with ``launch`` only ``b``
 fires, launching bucket 0 from ``on_gradient``, where rank 0 is interrupted: every rank then
@@ -28,16 +31,23 @@ from distconv.sync.mpi.thread import CommThread
 from tests.mpi.common import bucket_params, bucket_sync, recorded, refit_and_save
 from tests.mpi.run_check_interrupt import step, what_raises
 
+#: the job communicator's start interrupted, by ``WHERE`` (``thread-`` too): its first call
+#: after setup
+STARTS = {"check": "Iallgather", "flags": "Iallreduce"}
+
 
 def main() -> None:
     out, where, launch = Path(sys.argv[1]), sys.argv[2], sys.argv[3:] == ["launch"]
     wire = {"grad_dtype": "float16"} if where == "wire" else {}  # reduced by hand, no thread
-    sync = bucket_sync(overlap=where == "thread", timeout=3, **wire)
+    sync = bucket_sync(overlap=where.startswith("thread"), timeout=3, **wire)
+    start = STARTS.get(where.removeprefix("thread-"))
     params = bucket_params()
     with recorded(sync, out):
         sync.setup(params, {})
         if sync.rank == 0 and where == "thread":
             CommThread.submit = interrupted_after(CommThread.submit)  # type: ignore[method-assign]
+        elif sync.rank == 0 and start:  # the job communicator's own (watched) start
+            setattr(sync.comm, start, interrupted_after(getattr(sync.comm, start)))
         elif sync.rank == 0 and where == "wire":  # a 16-bit bucket's first start, by hand
             sync._grad_comm.Ialltoall = interrupted_after(sync._grad_comm.Ialltoall)
         elif sync.rank == 0:  # the watched gradient communicator's own start (an instance's)

@@ -27,6 +27,7 @@ import numpy as np
 
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.comm import JobMismatch, difference_from
+from distconv.sync.mpi.held import HeldInterrupt
 
 #: in place of a step number: the rank closes its sync (then the steps it finished, and 1 + the
 #: step whose ``finish_step`` failed on it alone, untold, or 0: :meth:`StepCheck.say_closed`)
@@ -131,6 +132,9 @@ class StepCheck:
         # returned (a SIGINT that came while this rank waited for a slower one) leaves it so,
         # and the next complete() still checks it (the other ranks have passed it, or not)
         self._unread = False
+        self._held = HeldInterrupt()
+        #: a Ctrl-C held as :meth:`post` started the step's exchange (:meth:`raise_kept`)
+        self.kept: KeyboardInterrupt | None = None
 
     @property
     def pending(self) -> bool:
@@ -138,15 +142,36 @@ class StepCheck:
         return self._request is not None
 
     def post(self, step: int, layout: Mapping[str, Any], layout_hash: int, examples: int) -> None:
-        """Start the exchange of this rank's step, layout hash and examples."""
-        self._start([step, layout_hash, examples])
-        self._step, self._layout, self._unread = step, layout, True
+        """Start the exchange of this rank's step, layout hash and examples.
 
-    def _start(self, row: list[int]) -> None:
+        A Ctrl-C as it starts is held until its request is stored, then kept in :attr:`kept`,
+        not raised: raised here, the step would never begin on this rank while the others go
+        on into its collectives (they wait there, and close aborts the job). One that came
+        before the start is raised: nothing was started."""
+        self.kept = None
+        try:
+            self._start([step, layout_hash, examples], (step, layout))
+        except KeyboardInterrupt as exc:
+            if self._request is None:
+                raise
+            self.kept = exc
+
+    def raise_kept(self) -> None:
+        """Raise the Ctrl-C :meth:`post` kept, if any (once): ``finish_step`` does, once the
+        step's buckets went, so that the used-parameter flags tell every rank to refuse the
+        step (:meth:`~.used.UsedParams.fail`)."""
+        kept, self.kept = self.kept, None
+        if kept is not None:
+            raise kept
+
+    def _start(self, row: list[int], step: tuple[int, Mapping[str, Any]] | None = None) -> None:
         if self._request is not None:  # MPI still owns the buffers: never post over them
             raise SyncError(f"no exchange ({where(row)}) while step {self._step}'s check is open")
         self._mine[:] = row
-        self._request = self.comm.Iallgather(self._mine, self._every)
+        with self._held:  # a Ctrl-C raised once the request is stored, for drain to complete
+            self._request = self.comm.Iallgather(self._mine, self._every)
+            if step is not None:
+                (self._step, self._layout), self._unread = step, True
 
     def complete(self) -> int | None:
         """Wait for the exchange and check it.

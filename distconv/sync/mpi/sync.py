@@ -348,6 +348,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             # check too (no bucket went during backward), where a fast rank waits for a slow one
             self._complete_check()
             self._launch_ready(everything=True)
+            self._check.raise_kept()  # a Ctrl-C as start_step posted the check, said in the flags
         except BaseException as exc:  # an interrupt too: raised here once the pieces went
             try:  # one as the check's Wait returned left it unread: read it, as the others did
                 self._complete_check()  # (None where it was read: a pack failed, or a mismatch)
