@@ -359,7 +359,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             self._used.fail(exc, self.world_size)  # passed: the others wait for the pieces
         alone: list[BaseException] = []  # an interrupt in a piece's wait: the step goes on
         try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
-            self._used.post(self._thread)  # which parameters fired anywhere, beside the last pieces
+            self._used.post(self._thread, alone)  # what fired anywhere, beside the last pieces
             if self._thread is None:  # the pieces left onto the wire, to the end (reduce_all)
                 finish_pieces(self._pump, alone)
             else:  # or to the thread

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from distconv.sync.base import SyncError
+from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.thread import CommThread
 
 #: every flag of a rank that abandoned the step (a fired parameter's is 1): the OR (a max)
@@ -57,22 +58,36 @@ class UsedParams:
         #: the step's exchange was read and refused the step (a failed pack or abandon, said
         #: in every rank's flags alike): every rank raises, none waits in the step's collectives
         self.refused = False
+        self._held = HeldInterrupt()
 
     def reset(self) -> None:
         """A new step: nothing has fired."""
         self.local.fill(0)
         self.refused = False
 
-    def post(self, thread: CommThread | None = None) -> None:
+    def post(
+        self, thread: CommThread | None = None, kept: list[BaseException] | None = None
+    ) -> None:
         """Start OR-ing the flags over the ranks, on ``thread`` where one reduces the pieces.
 
         Only started there, not waited for: a rank's thread blocks on each piece in turn, and
         a parameter that fired on some ranks only puts its piece before this exchange on one
         rank and after it on another; waiting here would have each thread wait for the other.
+
+        Started here, a Ctrl-C as the start returns is held until its request is stored, then
+        appended to ``kept`` where that is an empty list (``finish_step``'s, raised once the
+        step's collectives are done: :func:`~.updates.reduce_all`), else raised: raised there
+        before, it lost the exchange, which the other ranks then waited in, and close aborted.
         """
         self._thread, self._waited, self._posted = thread, None, True
         if thread is None:
-            self._start()
+            try:
+                with self._held:
+                    self._start()
+            except KeyboardInterrupt as exc:  # started: this rank goes on with the others
+                if kept is None or kept or self._request is None:
+                    raise
+                kept.append(exc)
         else:
             # on every rank, even after its thread failed (a 16-bit wire refused): whether a
             # rank's failing bucket came before or after this start in its queue depends on
