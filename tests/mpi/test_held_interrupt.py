@@ -14,7 +14,10 @@ from collections.abc import Iterator
 import pytest
 
 from distconv.stop_request import StopRequest
+from distconv.sync.mpi import SingleRankComm
 from distconv.sync.mpi.held import HeldInterrupt
+from distconv.sync.mpi.step_check import StepCheck
+from distconv.sync.mpi.used import UsedParams
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -152,3 +155,27 @@ def test_a_ctrl_c_after_another_handler_raised_during_a_stretch_is_handled(sigin
         signal.signal(signal.SIGPROF, before)
     assert hits > 20, hits
     assert lost == 0, (lost, hits)
+
+
+class FailingStart(SingleRankComm):
+    """One rank whose collectives' starts get a Ctrl-C, then fail (a broken link)."""
+
+    def Iallgather(self, send, recv, op=None):  # noqa: N802 - mpi4py's spelling
+        ctrl_c_then_finish([])
+        raise RuntimeError("the link to rank 1 is broken")
+
+    Iallreduce = Iallgather  # noqa: N815
+
+
+@pytest.mark.parametrize("start", ["check", "flags"])
+def test_a_start_that_fails_with_a_ctrl_c_held_keeps_its_error_as_context(sigint, start):
+    """A collective's start that raises its own error while a Ctrl-C is held: the interrupt
+    (raised on leaving the stretch, as that error propagates) replaces it, the error its
+    ``__context__``, so the real failure is still shown; nothing is kept for later (no
+    request was stored: nothing started)."""
+    check, used, kept = StepCheck(FailingStart()), UsedParams(FailingStart(), 1, None), []
+    with pytest.raises(KeyboardInterrupt) as raised:
+        check.post(0, {}, 0, 1) if start == "check" else used.post(None, kept)
+    assert isinstance(raised.value.__context__, RuntimeError), repr(raised.value.__context__)
+    assert check.kept is None and kept == [] and not check.pending
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
