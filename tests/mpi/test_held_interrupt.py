@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from distconv.stop_request import StopRequest
-from distconv.sync.mpi import SingleRankComm
+from distconv.sync.mpi import SingleRankComm, held
 from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.used import UsedParams
@@ -179,3 +179,43 @@ def test_a_start_that_fails_with_a_ctrl_c_held_keeps_its_error_as_context(sigint
     assert isinstance(raised.value.__context__, RuntimeError), repr(raised.value.__context__)
     assert check.kept is None and kept == [] and not check.pending
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+class PutBackRaisesOnce:
+    """``_signal`` whose second call of ``signal`` (a stretch's put-back) first runs another
+    signal's pending handler, which raises (as ``signal`` does before it swaps), once."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.getsignal = signal.getsignal
+
+    def signal(self, signum: int, handler: object) -> object:
+        self.calls += 1
+        if self.calls == 2:
+            raise Raised("another signal's handler")
+        return signal.signal(signum, handler)
+
+
+@pytest.mark.parametrize("handler", ["default", "stop_request"])
+def test_a_ctrl_c_inside_is_handed_on_when_another_handler_raises_at_the_put_back(
+    sigint, monkeypatch, handler
+):
+    """Another handler's error raised as the stretch puts SIGINT's handler back is raised, but
+    the Ctrl-C that came inside still reaches its handler: Python's raises KeyboardInterrupt,
+    that error its context; ``stop_request``'s notes the stop request. Before, the error was
+    raised alone and the Ctrl-C dropped (the user's stop request lost)."""
+    stop = StopRequest(announce=False)
+    restore = stop.install() if handler == "stop_request" else lambda: None
+    monkeypatch.setattr(held, "_sig", PutBackRaisesOnce())
+    try:
+        with pytest.raises((Raised, KeyboardInterrupt)) as raised:
+            with HeldInterrupt():
+                ctrl_c_then_finish([])
+        if handler == "default":
+            assert isinstance(raised.value, KeyboardInterrupt), repr(raised.value)
+            assert isinstance(raised.value.__context__, Raised)
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        else:
+            assert isinstance(raised.value, Raised) and stop.received == {signal.SIGINT}
+    finally:
+        restore()

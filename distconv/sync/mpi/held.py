@@ -96,7 +96,9 @@ class HeldInterrupt:
                 raised = raised or error
         previous, came, self._came, self._previous = self._previous, self._came, [], None
         self._owner = None
-        if raised is not None:  # such an error (a SIGTERM's SystemExit): raised, not the noted
-            raise raised
-        for frame in came:  # those that came inside: handled now, each as it would have been
-            previous(SIGINT, frame)
+        try:  # such an error (a SIGTERM's SystemExit, a timer's) raised, yet each Ctrl-C that
+            if raised is not None:  # came is still handed on: a KeyboardInterrupt wins, that
+                raise raised  # error its context; stop_request's first only notes it
+        finally:
+            for frame in came:  # those that came inside: handled now, each as it would have been
+                previous(SIGINT, frame)
