@@ -7,7 +7,7 @@ communication thread, the hand-over not yet counted) or ``wire`` (a 16-bit wire,
 bucket's ``Ialltoall``, the first of its reduction by hand, returned, its wait not yet begun)
 or ``check`` or ``thread-check`` (``start_step``'s step check: its ``Iallgather`` returned,
 its request not yet stored) or ``flags`` (no thread: the used-parameter flags' ``Iallreduce``
-returned, its request not yet stored).
+returned, its request not yet stored) or ``thread-flags`` (their start queued to the thread).
 
 Only ``a`` fires, so both buckets go in step 0's ``finish_step``; with ``launch`` only ``b``
 fires, launching bucket 0 from ``on_gradient``, where rank 0 is interrupted: every rank then
@@ -46,6 +46,8 @@ def main() -> None:
         sync.setup(params, {})
         if sync.rank == 0 and where == "thread":
             CommThread.submit = interrupted_after(CommThread.submit)  # type: ignore[method-assign]
+        elif sync.rank == 0 and where == "thread-flags":  # the flags' start queued, first
+            CommThread.call = interrupted_after(CommThread.call)  # type: ignore[method-assign]
         elif sync.rank == 0 and start:  # the job communicator's own (watched) start
             setattr(sync.comm, start, interrupted_after(getattr(sync.comm, start)))
         elif sync.rank == 0 and where == "wire":  # a 16-bit bucket's first start, by hand

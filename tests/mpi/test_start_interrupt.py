@@ -81,14 +81,16 @@ def test_an_interrupt_as_the_step_check_starts_fails_the_step_on_every_rank(tmp_
 
 @NEEDS_MPIEXEC[0]
 @NEEDS_MPIEXEC[1]
-def test_an_interrupt_as_the_flags_start_fails_the_step_on_that_rank(tmp_path):
-    """No thread: rank 0 interrupted as the used-parameter flags' ``Iallreduce`` returned,
-    before its request was stored. The interrupt is kept as a wait's is: rank 0 sends the
-    step's last pieces and completes the flags as rank 1 does, then raises it (the step
-    failed there alone); rank 1 finishes the step; both close cleanly. Before, rank 0 raised
-    it with the flags' request lost and its last pieces never sent: rank 1 waited for them
-    until the watchdog aborted the job."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, "flags")
+@pytest.mark.parametrize("where", ["flags", "thread-flags"])
+def test_an_interrupt_as_the_flags_start_fails_the_step_on_that_rank(tmp_path, where):
+    """Rank 0 interrupted as the used-parameter flags' ``Iallreduce`` returned, before its
+    request was stored (no thread), or as their start was queued to the thread. The
+    interrupt is kept as a wait's is: rank 0 sends the step's last pieces and completes the
+    flags as rank 1 does, then raises it (the step failed there alone); rank 1 finishes the
+    step; both close cleanly. Before, rank 0 raised
+    it with the flags' request lost (or queued) and its last pieces never sent: rank 1 waited
+    for them until the watchdog aborted the job."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, where)
     said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
     assert said == ["KeyboardInterrupt: ", "nothing"], said
     assert not list(tmp_path.glob("rank*.err"))

@@ -74,25 +74,31 @@ class UsedParams:
         a parameter that fired on some ranks only puts its piece before this exchange on one
         rank and after it on another; waiting here would have each thread wait for the other.
 
-        Started here, a Ctrl-C as the start returns is held until its request is stored, then
-        appended to ``kept`` where that is an empty list (``finish_step``'s, raised once the
-        step's collectives are done: :func:`~.updates.reduce_all`), else raised: raised there
-        before, it lost the exchange, which the other ranks then waited in, and close aborted.
+        A Ctrl-C as the start returns (or as the thread's call is queued) is held until its
+        request is stored (or the call queued), then appended to ``kept`` where that is an
+        empty list (``finish_step``'s, raised once the step's collectives are done:
+        :func:`~.updates.reduce_all`), else raised: raised there before, it lost the exchange
+        (or ended the step before its last pieces went), which the other ranks then waited in,
+        and close aborted.
         """
         self._thread, self._waited, self._posted = thread, None, True
-        if thread is None:
-            try:
-                with self._held:
+        started = False
+        try:
+            with self._held:
+                if thread is None:
                     self._start()
-            except KeyboardInterrupt as exc:  # started: this rank goes on with the others
-                if kept is None or kept or self._request is None:
-                    raise
-                kept.append(exc)
-        else:
-            # on every rank, even after its thread failed (a 16-bit wire refused): whether a
-            # rank's failing bucket came before or after this start in its queue depends on
-            # the rank, and :meth:`drop` completes it on every rank before a new layout
-            thread.call(lambda wait: self._start(), "start of the used-parameter flags", True)
+                else:
+                    # on every rank, even after its thread failed (a 16-bit wire refused):
+                    # whether a rank's failing bucket came before or after this start in its
+                    # queue depends on the rank, and :meth:`drop` completes it on every rank
+                    # before a new layout
+                    start = lambda wait: self._start()  # noqa: E731 - on the thread
+                    thread.call(start, "start of the used-parameter flags", True)
+                started = True
+        except KeyboardInterrupt as exc:  # started: this rank goes on with the others
+            if kept is None or kept or not started:
+                raise
+            kept.append(exc)
 
     @property
     def pending(self) -> bool:
