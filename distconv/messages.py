@@ -6,6 +6,7 @@ that breaks reads as two, or is cut apart by a log's prefixes.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping
 
@@ -126,10 +127,14 @@ def _quoted(text: str) -> str:
 
 def _replaced(text: str, quoted: Mapping[str, str]) -> str:
     """``text`` with each key of ``quoted`` in it replaced by its value, the longest first (an
-    absolute form holds the form as written)."""
-    for value in sorted(quoted, key=len, reverse=True):
-        text = text.replace(value, quoted[value])
-    return text
+    absolute form holds the form as written), where it stands as a word of its own: not glued
+    to a letter or digit on either side. A value that begins or ends with its line break
+    (``--out $'run\\n'``) matched the message's own break after a word (``the run\\nfrom``),
+    which was shown ``the $'run\\n'from``."""
+    if not quoted:
+        return text
+    keys = "|".join(map(re.escape, sorted(quoted, key=len, reverse=True)))
+    return re.sub(rf"(?<!\w)(?:{keys})(?!\w)", lambda found: quoted[found.group()], text)
 
 
 def one_line(text: str, limit: int | None = None) -> str:

@@ -65,6 +65,24 @@ def test_ordinary_values_and_a_bare_break_leave_the_message_as_it_was(tmp_path):
     assert one_line(f"{tmp_path / 'plain'} is\nmissing") == f"{tmp_path / 'plain'} is missing"
 
 
+@pytest.mark.parametrize(
+    "value, message, said",
+    [
+        (
+            "run\n",
+            "cannot resume the run\nfrom step 5: run\n/x",
+            r"the run from step 5: $'run\n'/x",
+        ),
+        ("\nb", "a\nb c; \nb is a file", r"a b c; $'\nb' is a file"),
+    ],
+)
+def test_a_value_with_a_break_at_its_end_leaves_the_message_own_breaks(value, message, said):
+    """A value that begins or ends with its break matched the message's own break between two
+    words, which was shown ``the $'run\\n'from`` (review k445)."""
+    quote_in_errors([value])
+    assert one_line(message).endswith(said), one_line(message)
+
+
 @pytest.mark.parametrize("relative", [False, True])
 def test_the_error_line_quotes_an_out_with_a_line_break(tmp_path, relative):
     out = "x\ny" if relative else str(tmp_path / "x\ny")
