@@ -8,6 +8,7 @@ target (atomic on POSIX) and the directory is synced so the rename itself surviv
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import fcntl
 import glob
@@ -223,12 +224,21 @@ class MadeFolder:
         """``mkdir path``, remembered by what it made, and held open; call :meth:`remove`
         or :meth:`release`.
 
+        Opened as a path only (``O_PATH``): no read permission needed (a umask of 0477). One
+        that cannot be opened (``EMFILE``) is removed again, empty: the caller never got it.
+
         Raises:
             OSError: as ``mkdir`` (``FileExistsError`` where something is there already), or
                 the folder made is gone, or no folder, when opened.
         """
         path.mkdir()
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        flags = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW
+        try:
+            fd = os.open(path, flags | os.O_CLOEXEC)
+        except OSError:
+            with contextlib.suppress(OSError):  # gone, or a link or a file now: not ours
+                os.rmdir(path)
+            raise
         made = os.fstat(fd)
         return cls(path, made.st_dev, made.st_ino, fd)
 

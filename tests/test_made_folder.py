@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from distconv.files import MadeFolder
+from tests.child_env import child_env
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -66,3 +67,25 @@ def test_a_folder_filled_meanwhile_or_a_file_in_its_place_is_left(tmp_path):
 def test_making_a_folder_that_is_there_raises_as_mkdir(tmp_path):
     with pytest.raises(FileExistsError):
         MadeFolder.make(tmp_path)
+
+
+def test_a_folder_that_cannot_be_held_open_is_not_left_behind(tmp_path):
+    """mkdir worked, the open after it did not (no descriptor left: EMFILE), and the folder the
+    caller never got was left: a failed ``make_folders`` left it and, not empty, each level
+    above it (review k445)."""
+    script = f"""
+import errno, os, resource
+from pathlib import Path
+from distconv.sync.ps.parts import make_folders
+free = os.open(os.devnull, os.O_RDONLY)
+os.close(free)
+resource.setrlimit(resource.RLIMIT_NOFILE, (free, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+try:
+    make_folders(Path({str(tmp_path / "a" / "b")!r}))
+except OSError as exc:
+    assert exc.errno == errno.EMFILE, exc
+else:
+    raise AssertionError("made with no descriptor left")
+"""
+    subprocess.run([sys.executable, "-c", script], env=child_env(), check=True, timeout=30)
+    assert os.listdir(tmp_path) == []
