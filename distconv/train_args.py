@@ -38,10 +38,17 @@ def float_in(low: float, high: float, *, high_closed: bool = False) -> Callable[
         value = decimal(text)
         if not (value > low and (value <= high if high_closed else value < high)):
             closing = "]" if high_closed else ")"
-            raise argparse.ArgumentTypeError(f"must lie in ({low}, {high}{closing}, got {text}")
+            given = _shown(text)
+            raise argparse.ArgumentTypeError(f"must lie in ({low}, {high}{closing}, got {given}")
         return value
 
     return parse
+
+
+def _shown(text: str | float) -> str:
+    """``text`` as an error shows it: a number may be given with a line break around it
+    (``float()`` takes it), which argparse printed as it was: the error on two lines."""
+    return str(text).strip()
 
 
 #: an argparse type: a finite number above 0
@@ -53,9 +60,10 @@ def _mebibytes(text: str) -> float:
     0 bytes, which the sync refused with a traceback; past about 1.7e302 MiB it is inf bytes."""
     value = positive_float(text)
     if not math.isfinite(value * 2**20):  # 1e303: int() of its inf bytes raised a traceback
-        raise argparse.ArgumentTypeError(f"must be finite in bytes, got {text} MiB")
+        raise argparse.ArgumentTypeError(f"must be finite in bytes, got {_shown(text)} MiB")
     if int(value * 2**20) < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 byte ({2**-20:g} MiB), got {text}")
+        least = f"must be at least 1 byte ({2**-20:g} MiB)"
+        raise argparse.ArgumentTypeError(f"{least}, got {_shown(text)}")
     return value
 
 

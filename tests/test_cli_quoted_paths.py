@@ -127,3 +127,24 @@ def test_an_argparse_type_quotes_a_path_with_a_line_break(tmp_path):
     assert proc.returncode == 2, proc.stderr
     last = proc.stderr.splitlines()[-1]
     assert last == "distconv keys: error: argument dir: $'f\\ng' is a file, not a folder", last
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["train", "--lr-decay", "\n2"], "argument --lr-decay: must lie in (0.0, 1.0], got 2"),
+        (
+            ["train", "--bucket-mb", "1e303\n"],
+            "--bucket-mb: must be finite in bytes, got 1e303 MiB",
+        ),
+        (["train", "--bucket-mb", "\n1e-9"], "must be at least 1 byte (9.53674e-07 MiB), got 1e-9"),
+        (["pserver", "--stall-seconds", "-1\n"], "--stall-seconds: must be finite and > 0, got -1"),
+    ],
+)
+def test_a_number_refused_with_a_line_break_around_it_is_one_error_line(argv, said):
+    """float() takes a number with white space around it, a line break too, and the error
+    named the number as given: 'got ' on one line and '2' on the next (review k445)."""
+    proc = distconv(*argv)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[-1].endswith(said) and "error:" in lines[-1], proc.stderr

@@ -43,7 +43,7 @@ def seconds(text: str) -> float:
     """A finite number of seconds above 0 (argparse names the flag in its error)."""
     number = decimal(text)
     if not number > 0:
-        raise argparse.ArgumentTypeError(f"must be finite and > 0, got {text}")
+        raise argparse.ArgumentTypeError(f"must be finite and > 0, got {str(text).strip()}")
     return number
 
 
