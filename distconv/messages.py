@@ -26,8 +26,9 @@ def say(line: str) -> None:
         pass
 
 
-#: values given with a line break in them (a path, ``--out $'a\nb'``), each with its
-#: :func:`shell_quoted` form: set by :func:`quote_in_errors`, read by :func:`one_line`
+#: values given with a line break or another character that does not print in them (a path,
+#: ``--out $'a\nb'``), each with its :func:`shell_quoted` form: set by
+#: :func:`quote_in_errors`, read by :func:`one_line`
 _QUOTED: dict[str, str] = {}
 #: what a shell's ``$'...'`` writes by name
 _ESCAPES = {
@@ -39,11 +40,6 @@ _ESCAPES = {
     "\v": "\\v",
     "\f": "\\f",
 }
-
-
-def breaks_lines(text: str) -> bool:
-    """Whether ``text`` holds a character :meth:`str.splitlines` breaks a line at."""
-    return "".join(text.splitlines()) != text
 
 
 def shell_quoted(text: str) -> str:
@@ -76,11 +72,11 @@ def _escaped_bytes(ch: str) -> str:
 
 
 def quote_in_errors(values: Iterable[str | os.PathLike[str]]) -> None:
-    """Have :func:`one_line` show each of ``values`` that breaks a line (a path the user gave)
-    :func:`shell_quoted`, as written or made absolute, and each folder above it that breaks
-    a line too, where an error quotes it: squeezed like the message's own breaks, ``x\\ny``
-    read as ``x y``, another path. Replaces the values of an earlier call; ordinary values
-    are shown as they are."""
+    """Have :func:`one_line` show each of ``values`` that breaks a line or holds another
+    character that does not print (a path the user gave) :func:`shell_quoted`, as written
+    or made absolute, and each folder above it that does too, where an error quotes it:
+    squeezed like the message's own breaks, ``x\\ny`` read as ``x y``, another path.
+    Replaces the values of an earlier call; ordinary values are shown as they are."""
     _QUOTED.clear()
     _QUOTED.update(_quoted_forms(values))
 
@@ -93,14 +89,16 @@ def quoted_in(text: str, values: Iterable[str | os.PathLike[str]]) -> str:
 
 
 def _quoted_forms(values: Iterable[str | os.PathLike[str]]) -> dict[str, str]:
-    """Each form of each of ``values`` that breaks a line, with its :func:`shell_quoted` one."""
+    """Each form of each of ``values`` that holds a character that does not print (a line
+    break; a tab; a byte of no UTF-8, which stderr wrote ``\\udcff``, and JSON a lone
+    surrogate: another path either way), with its :func:`shell_quoted` one."""
     quoted = {}
     for value in values:
         text = os.fspath(value)
         if not text.strip():  # a bare break: the message's own breaks would be quoted
             continue
         for form in _forms(text):
-            while breaks_lines(form):
+            while not form.isprintable():
                 quoted[form] = shell_quoted(form)
                 form = os.path.dirname(form.rstrip(os.sep)) if os.sep in form else ""
     return quoted

@@ -3,6 +3,7 @@ another path (review k437): ``--out $'x\\ny'`` read as ``x y``."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -148,3 +149,17 @@ def test_a_number_refused_with_a_line_break_around_it_is_one_error_line(argv, sa
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.splitlines()
     assert lines[-1].endswith(said) and "error:" in lines[-1], proc.stderr
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_an_out_with_a_byte_of_no_utf8_is_quoted_as_its_bytes(tmp_path, log_format):
+    """A value with no line break was left as it was: a byte of no UTF-8 (held as the surrogate
+    \\udcff) was written 'x\\udcffy' by stderr and as a lone surrogate, which strict parsers
+    refuse, in JSON: another path either way (review k445)."""
+    out = "x" + os.fsdecode(b"\xff") + "y"
+    argv = ("train", *SMALL, "--out", out, "--resume", "--log-format", log_format)
+    proc = distconv(*argv, cwd=tmp_path)
+    last = proc.stderr.splitlines()[-1]
+    said = json.loads(last)["message"] if log_format == "json" else last
+    assert r"in $'x\xffy'/checkpoints: $'x\xffy' does not exist" in said, last
+    assert "\\ud" not in last.lower(), last
