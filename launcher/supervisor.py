@@ -60,6 +60,7 @@ from .commands import LaunchError
 from .failure import Failure, signal_name, write_report
 from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
 from .json_lines import JsonLines
+from .messages import Messages
 from .run_dir import clear_run_dir, make_run_dir
 from .stdout import binary_stream
 from .terminal import Terminal
@@ -104,9 +105,9 @@ class Supervisor:
         self.poll_interval = poll
         self.settle = settle
         self.lines = lines
-        self._restart: int | None = None  # the attempt running, for the JSON lines
         self._lock = threading.Lock()  # the children's lines on ``out``
-        self._err_lock = threading.Lock()  # apart: a stalled reader of ``out`` blocks no stop
+        #: the launcher's messages: through the children's queue where ``err`` is ``out``'s file
+        self.messages = Messages(self.err, lines)
         self._signals: list[int] = []
         self._first_signal_at = float("inf")  # monotonic time of the first signal
         self._finished = False  # the attempt's workers all exited 0 before any signal
@@ -115,22 +116,9 @@ class Supervisor:
         self._terminal: Terminal | None = None
 
     def say(self, message: str, level: str = "info") -> None:
-        """One launcher message on ``err``, never inside a child's line (dropped where ``err``
-        is gone: a closed terminal must not keep the children from their SIGTERM); a JSON
-        object of ``level`` under :attr:`lines`."""
-        line = self._line(message, level)
-        with self._err_lock:
-            try:
-                self.err.write(line)
-                self.err.flush()
-            except OSError:
-                pass
-
-    def _line(self, message: str, level: str = "info") -> bytes:
-        """A launcher message as a line: a JSON object under :attr:`lines`."""
-        if self.lines is not None:
-            return self.lines.message(message, self._restart, level)
-        return f"distconv-launch: {message}\n".encode(errors="backslashreplace")
+        """One launcher message (:meth:`Messages.say`), never inside a child's line, never
+        blocking for good; a JSON object of ``level`` under :attr:`lines`."""
+        self.messages.say(message, level)
 
     def run(self, build: Callable[[int], list[ChildSpec]], max_restarts: int = 0) -> int:
         """Run the job until it succeeds, runs out of restarts, or the launcher is signalled.
@@ -151,9 +139,11 @@ class Supervisor:
             clear_run_dir(self.run_dir)  # logs/, and no failure.json of a run before
             previous = self._install_handlers()
             failed = partial(self.say, level="error")  # a full disk: said at once, on stderr
-            self._terminal = Terminal(self.out, partial(self._line, level="warning"), failed=failed)
+            notice = partial(self.messages.line, level="warning")
+            self._terminal = Terminal(self.out, notice, failed=failed)
+            self.messages.share(self._terminal, self.out)  # 2>&1: its stall must not block us
             for restart in range(max_restarts + 1):
-                self._restart = restart
+                self.messages.restart = restart
                 try:
                     failure = self._attempt(build(restart), restart)
                 except LaunchError as exc:  # a restart that cannot start (its log, its program)
@@ -185,8 +175,9 @@ class Supervisor:
                     self._terminal.close(child_waits.OUTPUT_DRAIN_SECONDS, bool(self._signals)),
                     None,
                 )
-                if unshown:
+                if unshown:  # through the queue still where shared: the stall goes on
                     self.say(unshown, level="warning")
+                self.messages.share(None, self.out)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.unclaim()

@@ -32,8 +32,11 @@ QUEUE_BYTES = 4 * 1024 * 1024
 #: bytes the writer takes from the queue for one write: few system calls for many short lines
 BATCH_BYTES = 64 * 1024
 
-#: a queued line: its child's name, its log, the line, and the child's lines it stands for
-_Entry = tuple[str, Path, bytes, int]
+#: the name the launcher's own lines are queued under (:meth:`Terminal.say`): they have no log
+LAUNCHER = "the launcher"
+#: a queued line: its child's name, its log (None: the launcher's own), the line, and the
+#: child's lines it stands for
+_Entry = tuple[str, "Path | None", bytes, int]
 
 
 class Terminal:
@@ -63,14 +66,15 @@ class Terminal:
         self._writing: collections.deque[_Entry] = collections.deque()  # the write under way
         self._taken = 0  # bytes of its first line written
         self._size = 0
-        self._dropped: dict[str, tuple[int, Path]] = {}  # child: lines not shown, its log
-        self._gone = self._closing = False
+        #: child: lines not shown, its log
+        self._dropped: dict[str, tuple[int, Path | None]] = {}
+        self._gone = self._closing = self._ended = False  # ended: the writer is done
         self._write_since: float | None = None  # monotonic start of the write under way
         self._writer = threading.Thread(target=self._drain, name="terminal", daemon=True)
         self._writer.start()
 
     def put(
-        self, name: str, log: Path, line: bytes, moved: Callable[[], None] | None = None
+        self, name: str, log: Path | None, line: bytes, moved: Callable[[], None] | None = None
     ) -> bool:
         """Queue ``line`` (whole lines) of child ``name``, whose log is ``log``. Where the
         queue is full it waits for room while the output moves (a slow reader slows the job,
@@ -82,7 +86,7 @@ class Terminal:
         piece's, as it counts them in a child's wrap-up
         (:meth:`~launcher.output_waits.OutputWaits.moved`)."""
         with self._ready:
-            if self._gone:
+            if self._gone or self._ended:
                 return False
             while self._size and self._size + len(line) > self._bound:  # one always fits
                 stalled = self._stalled_for()
@@ -98,6 +102,13 @@ class Terminal:
             self._say_dropped(name)  # before the line: the gap is said where it is
             self._append((name, log, line, 1))
             return True
+
+    def say(self, line: bytes) -> bool:
+        """Queue the launcher's own ``line`` (a message, whole, on stdout's file, ``2>&1``),
+        as :meth:`put` queues a child's: after the lines before it, dropped at a stall and
+        counted (said once the output moves). False where it was not: the output is gone, or
+        the writer has ended (:meth:`close`): then it is the caller's to write."""
+        return self.put(LAUNCHER, None, line)
 
     def _stalled_for(self) -> float:
         """Seconds the write under way has taken so far (under the lock; 0 with none)."""
@@ -131,6 +142,8 @@ class Terminal:
                 f"{count} line(s) of {name} not shown: the launcher's output was stalled "
                 f"(nothing read it); {log} has them all"
             )
+            if log is None:  # its own messages (the failure report is in failure.json)
+                said = f"{count} message(s) of {name} not shown: its output was stalled"
             self._append((name, log, self._notice(said), count))  # unshown, it stands for them
 
     def _append(self, entry: _Entry) -> None:
@@ -148,6 +161,7 @@ class Terminal:
                 while not self._queue and not self._closing:
                     self._ready.wait()
                 if not self._queue:
+                    self._ended = True  # a line queued from now on would never be written
                     return
                 batch, size = self._writing, 0  # the write under way: not shown yet
                 while self._queue and size < BATCH_BYTES:
@@ -163,7 +177,7 @@ class Terminal:
                         self._moved(len(piece))
             except (OSError, ValueError) as exc:  # gone (EPIPE), full, closed: no more
                 with self._ready:
-                    logs = sorted({str(entry[1].parent) for entry in self._writing})
+                    logs = sorted({str(e[1].parent) for e in self._writing if e[1] is not None})
                     self._gone = True
                     self._queue.clear()
                     self._writing.clear()
@@ -216,8 +230,10 @@ class Terminal:
     def _unshown(self, why: str) -> str | None:
         """What is still queued (under the lock), by child, as the launcher says it: a drop
         notice not written counts the lines it stands for, which the output lacks too."""
-        counts: dict[str, tuple[int, Path]] = {}
+        counts: dict[str, tuple[int, Path | None]] = {}
         for name, log, _line, lines in [*self._writing, *self._queue]:
+            if log is None:  # the launcher's own messages: the report is in failure.json
+                continue
             counts[name] = (counts.get(name, (0, log))[0] + lines, log)
         if not counts:
             return None
