@@ -118,7 +118,9 @@ def held_output(
     name: str, log_path: Path, stalled: bool, log_hung: bool = False, unheld: bool = False
 ) -> str:
     """What the launcher says of child ``name``'s output pipe that it stopped waiting for:
-    ``stalled``, its own output held the pump up (:meth:`OutputWaits.waiting_since`);
+    ``stalled``, its own output held the pump up (:meth:`OutputWaits.waiting_since`): a slow
+    one, or a stall of under :data:`OUTPUT_STALL_SECONDS`, after which the launcher's queue
+    (:class:`launcher.terminal.Terminal`) drops the line and the pump goes on;
     ``log_hung``, a write to the child's log at ``log_path`` did (a hung file system);
     ``unheld``, no process holds the pipe, so slow writes (or a loaded host) held the pump up,
     not one that will never end; else a process outside the child's group holds the pipe."""
@@ -127,10 +129,11 @@ def held_output(
             f"{name}: a write to {log_path} has not ended (a hung file system?), so {name}'s "
             "last lines are missing from it, from the launcher's output and from failure.json"
         )
-    if stalled:
+    if stalled:  # the pump goes on: the log gets each line before the output is asked
         return (
-            f"{name}: the launcher's output is stalled (nothing reads it), so {name}'s last "
-            f"lines are missing from it and from {log_path}"
+            f"{name}: the launcher's output holds up its lines (read slowly, or not at all), "
+            f"so {name}'s last lines are missing from failure.json; they reach {log_path} as "
+            f"the output takes them, or drops them after a {OUTPUT_STALL_SECONDS:g} s stall"
         )
     if unheld:
         return (

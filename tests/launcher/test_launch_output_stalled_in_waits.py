@@ -52,7 +52,10 @@ def test_an_output_write_begun_during_the_waits_that_stalls_is_named(tmp_path, m
         out.moves.set()
         child._pump.join(10)
     assert said == (
-        "worker-0: the launcher's output is stalled (nothing reads it), so worker-0's last "
-        f"lines are missing from it and from {child.log_path}"
+        "worker-0: the launcher's output holds up its lines (read slowly, or not at all), so "
+        f"worker-0's last lines are missing from failure.json; they reach {child.log_path} as "
+        "the output takes them, or drops them after a 1 s stall"
     )  # was "worker-0: its output is passed on slowly (...); they still reach the output ..."
     assert out.written == [b"[worker 0] step 1\n", b"[worker 0] fatal: boom\n"]
+    # the log has every line as the output moves: it said the log lacked them (k444)
+    assert child.log_path.read_bytes() == b"step 1\nfatal: boom\n"
