@@ -152,10 +152,18 @@ class Terminal:
         self._ready.notify_all()  # the writer (pumps waiting for room wake and wait again)
 
     def _drain(self) -> None:
-        """The writer thread: the queued lines to the output, in order, till :meth:`close`;
-        :data:`WRITE_PIECE` bytes at a time (:func:`_pieces`), each piece written its progress
-        (a stall is a piece's write that does not end, not a long batch or line on an output
-        that moves)."""
+        """The writer thread (:meth:`_write_all`), which ends the view, said, where it fails:
+        a write's OS error, or anything else (a bug, a stream's own error), which otherwise
+        ended the thread with a traceback and left the view queueing lines nothing wrote."""
+        try:
+            self._write_all()
+        except Exception as exc:  # noqa: BLE001 -- gone (EPIPE), full, closed, or a bug: said
+            self._give_up(exc)
+
+    def _write_all(self) -> None:
+        """The queued lines to the output, in order, till :meth:`close`; :data:`WRITE_PIECE`
+        bytes at a time (:func:`_pieces`), each piece written its progress (a stall is a
+        piece's write that does not end, not a long batch or line on an output that moves)."""
         while True:
             with self._ready:
                 while not self._queue and not self._closing:
@@ -169,30 +177,35 @@ class Terminal:
                     size += len(batch[-1][2])
                 pieces = _pieces([entry[2] for entry in batch])
                 self._write_since, self._taken = time.monotonic(), 0
-            try:  # outside the lock: a stalled write holds up no put()
-                for piece in pieces:
-                    self._out.write(piece)
-                    self._out.flush()
-                    with self._ready:
-                        self._moved(len(piece))
-            except (OSError, ValueError) as exc:  # gone (EPIPE), full, closed: no more
+            for piece in pieces:  # outside the lock: a stalled write holds up no put()
+                self._out.write(piece)
+                self._out.flush()
                 with self._ready:
-                    logs = sorted({str(e[1].parent) for e in self._writing if e[1] is not None})
-                    self._gone = True
-                    self._queue.clear()
-                    self._writing.clear()
-                    self._ready.notify_all()
-                    self._size = 0
-                if self._failed is not None and isinstance(exc, OSError):
-                    if not isinstance(exc, BrokenPipeError):
-                        self._failed(
-                            f"cannot write the launcher's output: {describe_os_error(exc)}; "
-                            f"the children's lines from now on are in their logs alone "
-                            f"({', '.join(logs)})"
-                        )
-                return
+                    self._moved(len(piece))
             with self._ready:
                 self._write_since = None
+
+    def _give_up(self, exc: Exception) -> None:
+        """No more output after ``exc``: what is queued is dropped, :meth:`put` answers False
+        from now on, and, but for a reader that is gone (EPIPE, as ``| head``: its choice) or
+        a closed stream, the launcher says why, once."""
+        with self._ready:
+            logs = sorted({str(e[1].parent) for e in self._writing if e[1] is not None})
+            self._gone = True
+            self._queue.clear()
+            self._writing.clear()
+            self._ready.notify_all()
+            self._size = 0
+        if self._failed is None or isinstance(exc, (BrokenPipeError, ValueError)):
+            return
+        why = describe_os_error(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}"
+        if not isinstance(exc, OSError) and str(exc):
+            why += f": {exc}"
+        where = f" ({', '.join(logs)})" if logs else ""
+        self._failed(
+            f"cannot write the launcher's output: {why}; the children's lines from now on "
+            f"are in their logs alone{where}"
+        )
 
     def _moved(self, wrote: int) -> None:
         """``wrote`` more bytes of the write under way taken (under the lock): its stall clock

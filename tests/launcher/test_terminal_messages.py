@@ -7,12 +7,15 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from launcher.child_spec import ChildSpec
 from launcher.messages import Messages, same_file
+from launcher.supervisor import Supervisor
 from launcher.terminal import Terminal
 from tests.launcher.real_children import wait_until
 from tests.launcher.test_terminal import BOUND, _notice, _pipe, _read_all
@@ -54,3 +57,45 @@ def test_same_file_tells_stdout_shared_with_stderr(tmp_path: Path):
     os.close(read)
     buffer = io.BytesIO()
     assert same_file(buffer, buffer) and not same_file(buffer, io.BytesIO())
+
+
+class _BrokenOutput:
+    """An output whose write fails as no OS error does (a bug, a stream's own error)."""
+
+    def write(self, data: bytes) -> int:
+        raise RuntimeError("a bug in the stream")
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.timeout(30)
+def test_a_writer_killed_otherwise_than_by_an_os_error_is_said_and_ends_the_view(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+):
+    """It ended the writer thread with a traceback, and put() went on queueing, each line
+    waiting out a stall, for a view nothing wrote: now one line says it, and the view ends."""
+    said: list[str] = []
+    view = Terminal(_BrokenOutput(), _notice, failed=said.append)
+    log = tmp_path / "logs" / "worker-0.log"
+    assert view.put("worker-0", log, b"a line\n")
+    wait_until(lambda: said, "the failure said")
+    assert said == [
+        "cannot write the launcher's output: RuntimeError: a bug in the stream; the children's "
+        f"lines from now on are in their logs alone ({log.parent})"
+    ]
+    started = time.monotonic()
+    assert not view.put("worker-0", log, b"another\n") and not view.say(b"a message\n")
+    assert view.close(10) is None and time.monotonic() - started < 1
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.timeout(30)
+def test_a_launcher_whose_writer_is_killed_ends_its_job_saying_so(tmp_path: Path):
+    spec = ChildSpec("worker", 0, [sys.executable, "-c", "print('a line')"])
+    with (tmp_path / "err").open("wb") as err:
+        status = Supervisor(tmp_path / "run", out=_BrokenOutput(), err=err).run(lambda _r: [spec])
+    said = (tmp_path / "err").read_text()
+    assert status == 0, said
+    assert said.count("RuntimeError: a bug in the stream") == 1, said
+    assert (tmp_path / "run" / "logs" / "worker-0.log").read_text() == "a line\n"
