@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from distconv.arg import feeds_of, not_finite
-from distconv.backend import widened
+from distconv.backend import is_gpu_array, widened
 from distconv.data import Arrays, DataError, Dataset, array_length, as_arrays, data_facts
 from distconv.epoch_tally import EpochTally, check_test_set, evaluate_shares, right_answers
 from distconv.layers.base import LayerError
@@ -134,9 +134,8 @@ class Trainer:
         self.network, self.sync, self.loss_name = network, sync, loss
         self.batch_size, self.accumulate = batch_size, accumulate
         self.accuracy = accuracy_pair(network, accuracy, loss)
-        self.out_dir = output_dir(out_dir)
-        self.seed, self.lr_decay, self.progress = seed, lr_decay, progress
-        self.checkpoint_every, self.monitor = checkpoint_every, monitor
+        self.out_dir, self.seed, self.lr_decay = output_dir(out_dir), seed, lr_decay
+        self.checkpoint_every, self.monitor, self.progress = checkpoint_every, monitor, progress
         self.dtype = training_dtype(dtype)
         self.params = network.parameters()
         if self.dtype is not None:
@@ -306,7 +305,8 @@ class Trainer:
         self._stop = StopRequest(announce=self.sync.is_chief)  # an old signal is done
         train, test = as_arrays(train), (as_arrays(test) if test is not None else None)
         for what, arrays in [("training", train), ("test", test or {})]:  # named before a step
-            if self.network.check_finite and (where := not_finite(arrays)) is not None:
+            host = {n: a for n, a in arrays.items() if not is_gpu_array(a)}  # cupy's: by batch
+            if self.network.check_finite and (where := not_finite(host)) is not None:
                 raise DataError(f"the {what} set's {where}")
         sampler = GlobalBatchSampler(
             array_length(train),
