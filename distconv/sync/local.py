@@ -126,7 +126,8 @@ class LocalSync(SyncStrategy):
             or id(param) in fired
             or self._state_of.get(param.name, _gone)() is not param
         ):
-            calls = ("start_step",) if fired is None else ("setup", "init_state")
+            twice = fired is not None and id(param) in fired  # a backward's, not an override's
+            calls = ("start_step",) if fired is None else () if twice else ("setup", "init_state")
             raise self._asked(_refusal(param, fired, self._state_of, self.closed), *calls)
         fired.add(id(param))
         scale = mean_scale(self._examples)
