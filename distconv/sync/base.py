@@ -96,7 +96,7 @@ class SyncStrategy(ABC):
         super().__init_subclass__(**kwargs)
         _guard_closing(cls)
         if "__init__" in vars(cls):
-            cls.__init__ = _checks_init(cls.__init__)  # type: ignore[method-assign]
+            cls.__init__ = _checks_init(cls.__init__, cls.__name__)  # type: ignore[method-assign]
 
     def __init__(self, optimizer: Optimizer, rank: int = 0, world_size: int = 1) -> None:
         if not isinstance(optimizer, Optimizer):  # a name failed at setup: "no attribute config"
@@ -352,16 +352,17 @@ def _guard_closing(cls: type[SyncStrategy]) -> None:
         cls.close = _closes_once(cls.close)
 
 
-def _checks_init(init: Callable[..., None]) -> Callable[..., None]:
-    """``init``, then a TypeError where it skipped :meth:`SyncStrategy.__init__`: a Trainer
-    failed at its first look with a bare "object has no attribute 'world_size'"."""
+def _checks_init(init: Callable[..., None], owner: str) -> Callable[..., None]:
+    """``init`` (class ``owner``'s: a subclass's that calls it is not to blame), then a
+    TypeError where it skipped :meth:`SyncStrategy.__init__`: a Trainer failed at its first
+    look with a bare "object has no attribute 'world_size'"."""
 
     @functools.wraps(init)
     def checked(self: SyncStrategy, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         if "world_size" not in vars(self):
             raise TypeError(
-                f"{type(self).__name__}.__init__ did not call super().__init__(optimizer, rank, "
+                f"{owner}.__init__ did not call super().__init__(optimizer, rank, "
                 "world_size): a sync strategy holds its optimizer, rank and world size"
             )
 
