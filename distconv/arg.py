@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from distconv.backend import get_array_module, is_float_dtype, to_device
+from distconv.backend import all_finite, get_array_module, is_float_dtype, to_device
 
 
 class Arg:
@@ -111,25 +112,35 @@ def feeds_of(arrays: Mapping[str, Any], index: Any, dtype: Any = None) -> dict[s
     return feeds
 
 
-def not_finite(arrays: Mapping[str, Any], rows_at_once: int = 4096) -> str | None:
+#: the bytes of a data set checked for NaN at once: a chunk's mask, never a whole set's
+NOT_FINITE_CHUNK_BYTES = 16 << 20
+
+
+def not_finite(arrays: Mapping[str, Any], chunk_bytes: int = NOT_FINITE_CHUNK_BYTES) -> str | None:
     """Where the float host ``arrays`` (a data set, by feed name) hold NaN or infinity, or
     None: the first such array, how many of its rows do, and the first few of them.
 
     A network checks each batch it is fed, naming the feed but not the rows of the data set,
     and only when a step reaches them (a test set's, after an epoch of training). Rows are
-    checked ``rows_at_once`` at a time, so no mask of a whole large set is made."""
+    read about ``chunk_bytes`` at a time (a memory-mapped set is read once, never held whole),
+    each chunk proved finite in one pass without a mask (:func:`~distconv.backend.all_finite`);
+    only a chunk that is not gets a mask of its rows."""
     for name, a in arrays.items():
         if not is_float_dtype(a.dtype):
             continue
-        bad = [
-            start + np.flatnonzero(~np.isfinite(part.reshape(len(part), -1)).all(axis=1))
-            for start in range(0, len(a), rows_at_once)
-            for part in [np.asarray(a[start : start + rows_at_once])]
-        ]
-        rows = np.concatenate(bad) if bad else np.zeros(0, np.int64)
-        if len(rows):
-            first = ", ".join(str(r) for r in rows[:5]) + (" ..." if len(rows) > 5 else "")
-            return f"{name!r} holds NaN or infinity in {len(rows)} row(s): {first}"
+        row_bytes = a.dtype.itemsize * math.prod(a.shape[1:])
+        rows_at_once = max(1, chunk_bytes // max(1, row_bytes))
+        count, first = 0, []
+        for start in range(0, len(a), rows_at_once):
+            part = np.asarray(a[start : start + rows_at_once])
+            if all_finite(part):
+                continue
+            rows = np.flatnonzero(~np.isfinite(part.reshape(len(part), -1)).all(axis=1))
+            count += len(rows)
+            first.extend((start + rows[: 5 - len(first)]).tolist())
+        if count:
+            shown = ", ".join(map(str, first)) + (" ..." if count > 5 else "")
+            return f"{name!r} holds NaN or infinity in {count} row(s): {shown}"
     return None
 
 
