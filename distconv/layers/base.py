@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -11,6 +10,7 @@ from distconv.backend import ARRAY_KINDS, is_array, is_float_dtype, resolve_dtyp
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.kernels.shape import is_int
+from distconv.layers.init_check import checks_init
 from distconv.layers.modes import forward_only, keeps_for_backward  # noqa: F401  (imported from here)
 from distconv.layers.settings import public_settings
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, trainable
@@ -96,7 +96,7 @@ class Layer:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "__init__" in vars(cls):
-            cls.__init__ = _checks_init(cls.__init__)  # type: ignore[method-assign]
+            cls.__init__ = checks_init(cls.__init__)  # type: ignore[method-assign]
 
     def __init__(self, *, act: str | ActivationFunction | None = None, name: str | None = None):
         self.name = name or type(self).__name__
@@ -297,32 +297,6 @@ class Layer:
 
     def __repr__(self) -> str:
         return self.label
-
-
-def _checks_init(init: Callable[..., None]) -> Callable[..., None]:
-    """``init``, then a TypeError where :meth:`Layer.__init__` did not run in it, or an
-    AttributeError raised before it ran: a layer of one's own without ``super().__init__()``
-    failed far away with "object has no attribute '_owned'" (or ``'name'``, ``'_params'``)."""
-
-    @functools.wraps(init)
-    def checked(self: Layer, *args: Any, **kwargs: Any) -> None:
-        try:
-            init(self, *args, **kwargs)
-        except AttributeError as exc:
-            if "_params" in vars(self):
-                raise
-            raise _no_base_init(self, f"failed ({exc}) before") from exc
-        if "_params" not in vars(self):
-            raise _no_base_init(self, "returned without")
-
-    return checked
-
-
-def _no_base_init(layer: Layer, what: str) -> TypeError:
-    return TypeError(
-        f"{type(layer).__name__}.__init__ {what} calling super().__init__(act=..., name=...): "
-        "the Layer base holds the name, activation and parameters (call it before new_param)"
-    )
 
 
 def name_clash(name: str, first: str, second: str) -> str:

@@ -190,3 +190,24 @@ def test_a_forward_that_returns_no_array_is_named_not_met_in_the_next_layer(rng)
     net.add("fc", FullyConnected(3, 2, dtype=F64), inputs="double")
     with pytest.raises(LayerTypeError, match=r"^ReturnsArg 'double': _forward returned Arg, not"):
         net.forward({"x": rng.standard_normal((4, 3))})
+
+
+class Config:
+    """A layer's settings, read in its ``__init__`` before the base's."""
+
+    width = 3
+
+
+class ReadsConfig(Layer):
+    """Reads a setting its config lacks before calling the base, as a typo does."""
+
+    def __init__(self, config: Config) -> None:
+        self.width = config.widht  # the typo: its own AttributeError, not a skipped base
+        super().__init__()
+
+
+def test_an_attribute_error_of_the_layer_s_own_passes_as_it_is():
+    """A config's typo read before super().__init__() was re-raised as a TypeError saying the
+    base was skipped and to call it before new_param: neither was the matter."""
+    with pytest.raises(AttributeError, match=r"'Config' object has no attribute 'widht'"):
+        ReadsConfig(Config())
