@@ -239,9 +239,12 @@ class Layer:
             self._backward(dz, callback)
         except TypeError as exc:
             # "unsupported operand type(s) for +=: 'NoneType' and 'float'" named neither the
-            # layer nor the frozen parameter whose absent gradient a _backward added into
+            # layer nor the frozen parameter whose absent gradient a _backward added into; one
+            # from a callback (the sync's, an optimizer's) is its own, not the frozen weight's
             frozen = [p.name for p in self.parameters() if p.grad is None]
             if not frozen or "NoneType" not in str(exc) or isinstance(exc, LayerError):
+                raise
+            if _through_callback(exc):
                 raise
             raise LayerTypeError(
                 f"{self.label}: backward failed ({exc}); static parameter(s) {frozen} have no "
@@ -297,6 +300,17 @@ class Layer:
 
     def __repr__(self) -> str:
         return self.label
+
+
+_INC_UPDATE = Parameter.inc_update.__code__
+
+
+def _through_callback(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised in a callback, below a parameter's ``inc_update``."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code is not _INC_UPDATE:
+        tb = tb.tb_next
+    return tb is not None
 
 
 def name_clash(name: str, first: str, second: str) -> str:

@@ -211,3 +211,21 @@ def test_an_attribute_error_of_the_layer_s_own_passes_as_it_is():
     base was skipped and to call it before new_param: neither was the matter."""
     with pytest.raises(AttributeError, match=r"'Config' object has no attribute 'widht'"):
         ReadsConfig(Config())
+
+
+def test_a_callback_s_type_error_is_not_blamed_on_a_frozen_weight(rng):
+    """A callback (a sync's, an optimizer's) whose TypeError mentioned None, in a layer with a
+    frozen bias, was re-raised as "static parameter(s) ['fc.bias'] have no gradient": the
+    bias was never added into, and the callback's own error was hidden behind the advice."""
+    net = Network()
+    net.add("fc", FullyConnected(3, 2, dtype=F64), inputs="x")
+    net.add("loss", MSELoss(), inputs=["fc", "target"])
+    net["fc"].bias.set_static(True)
+    net.forward({"x": rng.standard_normal((4, 3)), "target": rng.standard_normal((4, 2))})
+
+    def callback(p):
+        raise TypeError("'NoneType' object is not subscriptable")  # the callback's own bug
+
+    with pytest.raises(TypeError, match=r"^'NoneType' object is not subscriptable$") as e:
+        net.backward(callback)
+    assert not isinstance(e.value, LayerTypeError)
