@@ -45,7 +45,10 @@ def lenet(
         raise NetworkError(f"LeNet: image_shape must be (C, H, W), got {tuple(image_shape)}")
     # each was refused by the layer it sizes, unnamed yet: "FullyConnected: in_features=128,
     # out_features=0", not hidden=0; or with image_shape's 8.0 as "in_features=256.0"
-    sizes = {"image_shape": tuple(image_shape), "channels": tuple(channels)}
+    # channels taken once: an iterator (map(int, ...)) was used up by this check and no stage
+    # was built
+    channels = tuple(channels)
+    sizes = {"image_shape": tuple(image_shape), "channels": channels}
     for name, given in (sizes | {"hidden": hidden, "num_classes": num_classes}).items():
         if not all(is_int(v) and v >= 1 for v in (given if isinstance(given, tuple) else [given])):
             raise NetworkError(f"LeNet: {name}={given!r}: sizes are ints >= 1")

@@ -31,3 +31,10 @@ def test_lenet_takes_one_stage_per_channel_count():
     """The docstring said "the two convolutions"; any number of stages is built."""
     net = lenet((1, 8, 8), channels=(2, 3, 4), hidden=8)
     assert [n for n in net.layers if n.startswith("conv")] == ["conv1", "conv2", "conv3"]
+
+
+def test_lenet_builds_a_stage_per_channel_count_an_iterator_gives():
+    """channels=map(int, "2,3".split(",")), as a command line's value is read: the size check
+    used the iterator up, and a network without a convolution was built, without a word."""
+    net = lenet((1, 8, 8), channels=map(int, "2,3".split(",")), hidden=8)
+    assert [n for n in net.layers if n.startswith("conv")] == ["conv1", "conv2"]
