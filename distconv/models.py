@@ -48,10 +48,13 @@ def lenet(
     # channels taken once: an iterator (map(int, ...)) was used up by this check and no stage
     # was built
     channels = tuple(channels)
+    # hidden and num_classes are one size each: hidden=(128, 64), taken for a tuple of sizes as
+    # channels is, passed and was refused by fc1, unnamed
     sizes = {"image_shape": tuple(image_shape), "channels": channels}
-    for name, given in (sizes | {"hidden": hidden, "num_classes": num_classes}).items():
-        if not all(is_int(v) and v >= 1 for v in (given if isinstance(given, tuple) else [given])):
-            raise NetworkError(f"LeNet: {name}={given!r}: sizes are ints >= 1")
+    for name, given in (sizes | {"hidden": (hidden,), "num_classes": (num_classes,)}).items():
+        if not all(is_int(v) and v >= 1 for v in given):
+            shown = given if name in sizes else given[0]
+            raise NetworkError(f"LeNet: {name}={shown!r}: sizes are ints >= 1")
     c, h, w = image_shape
     net = Network()
     size = (h, w)

@@ -18,6 +18,8 @@ from distconv.network import NetworkError
         ({"channels": (8, 0)}, "channels=(8, 0)"),
         ({"image_shape": (1, 8.0, 8)}, "image_shape=(1, 8.0, 8)"),
         ({"hidden": True}, "hidden=True"),
+        ({"hidden": (128, 64)}, "hidden=(128, 64)"),
+        ({"num_classes": (10,)}, "num_classes=(10,)"),
     ],
 )
 def test_lenet_names_the_argument_that_is_no_size(kwargs, named):
