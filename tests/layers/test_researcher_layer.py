@@ -229,3 +229,24 @@ def test_a_callback_s_type_error_is_not_blamed_on_a_frozen_weight(rng):
     with pytest.raises(TypeError, match=r"^'NoneType' object is not subscriptable$") as e:
         net.backward(callback)
     assert not isinstance(e.value, LayerTypeError)
+
+
+class TwoGains(Layer):
+    """``x * a * b``, its two weights made outside, each named "w" by the caller."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = self.add_param("a", Parameter("w", np.ones(3)))
+        self.b = self.add_param("b", Parameter("w", np.ones(3)))
+
+    def _forward(self, x):
+        return values_of(self, x) * self.a.value * self.b.value
+
+
+def test_two_parameters_of_one_name_in_one_layer_are_said_to_be_in_one():
+    """Refused as "in layers 'gains' and 'gains'", with the advice to pass one Parameter to
+    both layers to share it: there is one layer, and sharing would make a different model."""
+    net = Network()
+    net.add("gains", TwoGains(), inputs="x")
+    with pytest.raises(NetworkError, match=r"named 'w', both in layer 'gains': .*rename one$"):
+        net.parameters()
