@@ -45,12 +45,13 @@ class Operator(LayerPart):
         self.out_width = out_width
 
     def forward(self, inputs: Sequence[Arg], out: Any) -> None:
-        """Add the result of the operands ``inputs`` into ``out`` ``(N, width)`` (in place)."""
-        raise NotImplementedError
+        """Add the result of the operands ``inputs`` into ``out`` ``(N, width)`` (in place); a
+        subclass writes it."""
+        raise NotImplementedError(str(self.fail("has no forward(inputs, out) of its own")))
 
     def backward(self, inputs: Sequence[Arg], dout: Any) -> None:
-        """Add the operands' gradients from ``dout``."""
-        raise NotImplementedError
+        """Add the operands' gradients from ``dout``; a subclass writes it."""
+        raise NotImplementedError(str(self.fail("has no backward(inputs, dout) of its own")))
 
     def __repr__(self) -> str:
         return f"{self.label}(inputs={self.input_indices})"

@@ -232,8 +232,9 @@ class Projection(LayerPart):
         return self.weight is not None and not self.weight.static
 
     def forward(self, input: Arg, out: Any) -> None:
-        """Add this projection of ``input`` into ``out`` ``(N, out_width)`` (in place)."""
-        raise NotImplementedError
+        """Add this projection of ``input`` into ``out`` ``(N, out_width)`` (in place); a
+        subclass writes it."""
+        raise NotImplementedError(str(self.fail("has no forward(input, out) of its own")))
 
     def backward(self, input: Arg, dout: Any, callback: UpdateCallback) -> None:
         """Add gradients into ``input`` and the weight from ``dout``; then ``inc_update``."""
@@ -242,7 +243,9 @@ class Projection(LayerPart):
             self.weight.inc_update(callback)
 
     def _backward(self, input: Arg, dout: Any) -> None:
-        raise NotImplementedError
+        """Add the gradients from ``dout`` into ``input`` and the weight (unless static); a
+        subclass writes it, and :meth:`backward` fires the weight's ``inc_update``."""
+        raise NotImplementedError(str(self.fail("has no _backward(input, dout) of its own")))
 
     def __repr__(self) -> str:
         return f"{self.label}({self.in_width} -> {self.out_width})"

@@ -7,6 +7,9 @@ from distconv import Arg, Network, Parameter, Trainer
 from distconv.gradient_check import check_layer_grad
 from distconv.layers import FullyConnected, MSELoss, SoftmaxCrossEntropy
 from distconv.layers.base import Layer, LayerTypeError, values_of
+from distconv.layers.mixed import Mixed
+from distconv.layers.operator import Operator
+from distconv.layers.part import Projection
 from distconv.network import NetworkError
 from distconv.optim import SGD
 from distconv.sync.local import LocalSync
@@ -250,3 +253,39 @@ def test_two_parameters_of_one_name_in_one_layer_are_said_to_be_in_one():
     net.add("gains", TwoGains(), inputs="x")
     with pytest.raises(NetworkError, match=r"named 'w', both in layer 'gains': .*rename one$"):
         net.parameters()
+
+
+class Doubled(Projection):
+    """``out += 2 x``, written for the forward pass, its backward left for later."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__(width, width)
+
+    def forward(self, input, out):
+        out += 2 * input.value
+
+
+class Summed(Operator):
+    """``out += a + b``, likewise."""
+
+    def forward(self, inputs, out):
+        out += inputs[0].value + inputs[1].value
+
+
+def test_a_part_without_its_own_backward_names_itself_and_its_layer(rng):
+    """A projection or an operator of one's own, its backward left for later, stopped training
+    with the bare NotImplementedError of the part's placeholder, as a layer's did."""
+    x = rng.standard_normal((4, 3))
+    for parts, inputs, lacks in [
+        ({"projections": [Doubled(3)]}, [Arg(x)], r"Doubled 'proj0': has no _backward\("),
+        (
+            {"projections": [None, None], "operators": [Summed([0, 1], 3)]},
+            [Arg(x), Arg(x)],
+            r"Summed 'op0': has no backward\(",
+        ),
+    ]:
+        layer = Mixed(**parts, name="mix")
+        layer.forward(*inputs)
+        layer.output.grad = np.ones_like(x)
+        with pytest.raises(NotImplementedError, match=rf"^Mixed 'mix': {lacks}"):
+            layer.backward(lambda p: None)
