@@ -228,6 +228,8 @@ class Layer:
         Raises:
             LayerError: no forward ran, or ``callback`` is not callable (before any gradient).
             LayerTypeError: ``_backward`` added into a static parameter's gradient (None).
+            LayerError: naming this layer, for a ValueError from :meth:`_backward` (a gradient
+                numpy cannot broadcast into), which it chains; not for a callback's own.
         """
         if self.output is None:
             raise self.fail("backward called before forward")
@@ -250,6 +252,10 @@ class Layer:
                 f"{self.label}: backward failed ({exc}); static parameter(s) {frozen} have no "
                 "gradient (grad is None): skip adding into one (if not p.static: p.grad += ...)"
             ) from exc
+        except ValueError as exc:  # as forward's: "non-broadcastable output operand" named none
+            if isinstance(exc, LayerError) or _through_callback(exc):
+                raise
+            raise self.fail(f"backward: {exc}") from exc
 
     def backward_activation(self) -> Any:
         """The gradient of the pre-activation, from the output's gradient: an integer one (set

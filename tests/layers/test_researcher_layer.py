@@ -13,6 +13,7 @@ from distconv.layers.part import Projection
 from distconv.network import NetworkError
 from distconv.optim import SGD
 from distconv.sync.local import LocalSync
+from distconv.sync.ps.wire import WireError
 
 F64 = np.float64
 
@@ -289,3 +290,33 @@ def test_a_part_without_its_own_backward_names_itself_and_its_layer(rng):
         layer.output.grad = np.ones_like(x)
         with pytest.raises(NotImplementedError, match=rf"^Mixed 'mix': {lacks}"):
             layer.backward(lambda p: None)
+
+
+class SumForgotten(Scale):
+    """Its weight's gradient is added unsummed over the batch: numpy cannot broadcast it."""
+
+    def _backward(self, dz, callback):
+        self.w.grad += dz * self.inputs[0].value  # (N, n) into (n,)
+        self.w.inc_update(callback)
+
+
+@pytest.mark.parametrize("layer", [SumForgotten, Scale])
+def test_a_shape_error_in_a_backward_of_one_s_own_names_the_layer(rng, layer):
+    """numpy's "non-broadcastable output operand with shape (4,)" named no layer, where the
+    same error in a forward did; a callback's own ValueError (a sync's wire) still passes as
+    it is, not relabelled as the layer's."""
+    net = Network()
+    net.add("scale", layer(4), inputs="x")
+    net.add("loss", MSELoss(), inputs=["scale", "target"])
+    net.forward({"x": rng.standard_normal((5, 4)), "target": rng.standard_normal((5, 4))})
+
+    def callback(p):
+        raise WireError("the server refused the push")
+
+    if layer is SumForgotten:
+        with pytest.raises(ValueError, match=r"^SumForgotten 'scale': backward: non-broad") as e:
+            net.backward(callback)
+        assert "non-broadcastable" in str(e.value.__cause__)
+    else:
+        with pytest.raises(WireError, match=r"^the server refused the push$"):
+            net.backward(callback)
