@@ -16,7 +16,7 @@ from typing import Any
 from distconv.arg import Arg
 from distconv.backend import ARRAY_KINDS, get_array_module, is_array, is_float_dtype
 from distconv.kernels.parallel import one_blas_thread
-from distconv.layers.base import Layer, LayerError, name_clash
+from distconv.layers.base import Layer, LayerError, LayerResultError, name_clash
 from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.parameter import Parameter, UpdateCallback, callback_problem
 
@@ -216,7 +216,8 @@ class Network:
                 try:
                     outputs[name] = self.layers[name].forward(*args)
                 except TypeError as exc:  # numpy's casting errors; rare, so checked only here
-                    self._raise_for_integer_input(name, args, exc)
+                    if not isinstance(exc, LayerResultError):  # the layer's own, whatever fed it
+                        self._raise_for_integer_input(name, args, exc)
                     raise
         self.outputs = outputs
         return outputs

@@ -28,6 +28,11 @@ class LayerTypeError(LayerError, TypeError):
     casting errors."""
 
 
+class LayerResultError(LayerTypeError):
+    """A layer's ``_forward`` returned no array (an Arg, a list): the layer's own mistake,
+    which a Network does not take for integer values fed to it."""
+
+
 class Fails(Protocol):
     """Anything that builds its own LayerError: a layer, or a part of one."""
 
@@ -202,7 +207,7 @@ class Layer:
         Raises:
             LayerError: naming this layer, for a ValueError from :meth:`_forward` (a shape
                 numpy cannot broadcast, in a layer of one's own), which it chains.
-            LayerTypeError: :meth:`_forward` returned no array (an Arg, a list).
+            LayerResultError: :meth:`_forward` returned no array (an Arg, a list).
         """
         self.output = None  # a forward that fails leaves nothing to run backward on
         self.check_num_inputs(inputs)
@@ -214,7 +219,7 @@ class Layer:
         except ValueError as exc:  # a layer of one's own: numpy's broadcast error named none
             raise self.fail(str(exc)) from exc
         if not is_array(z):  # an Arg or a list failed in the next layer: "no attribute 'ndim'"
-            raise LayerTypeError(
+            raise LayerResultError(
                 f"{self.label}: _forward returned {type(z).__name__}, not an array ({ARRAY_KINDS}):"
                 " it returns the output's values (an Arg's .value), not an Arg"
             )

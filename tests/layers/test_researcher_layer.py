@@ -196,6 +196,25 @@ def test_a_forward_that_returns_no_array_is_named_not_met_in_the_next_layer(rng)
         net.forward({"x": rng.standard_normal((4, 3))})
 
 
+class MaskReturnsArg(Layer):
+    """Takes an integer mask as values (its own choice) and returns its output wrapped."""
+
+    num_inputs = 2
+
+    def _forward(self, x, mask):
+        return Arg(x.value * mask.value)
+
+
+def test_a_forward_that_returns_no_array_is_not_blamed_on_an_integer_input(rng):
+    """A Network turned any TypeError of a layer fed integer values into "input 'mask' holds
+    int64 values ... feed float arrays": the layer's own mistake was blamed on its feed."""
+    net = Network()
+    net.add("masked", MaskReturnsArg(), inputs=["x", "mask"])
+    feeds = {"x": Arg(rng.standard_normal((4, 3))), "mask": Arg(np.ones((4, 3), np.int64))}
+    with pytest.raises(LayerTypeError, match=r"^MaskReturnsArg 'masked': _forward returned Arg"):
+        net.forward(feeds)
+
+
 class Config:
     """A layer's settings, read in its ``__init__`` before the base's."""
 
