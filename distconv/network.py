@@ -16,9 +16,9 @@ from typing import Any
 from distconv.arg import Arg
 from distconv.backend import ARRAY_KINDS, get_array_module, is_array, is_float_dtype
 from distconv.kernels.parallel import one_blas_thread
-from distconv.layers.base import Layer, LayerError, LayerResultError, name_clash
+from distconv.layers.base import Layer, LayerError, LayerResultError
 from distconv.layers.loss import SoftmaxCrossEntropy
-from distconv.parameter import Parameter, UpdateCallback, callback_problem
+from distconv.parameter import Parameter, UpdateCallback, callback_problem, name_clash
 
 
 class NetworkError(ValueError):

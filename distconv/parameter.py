@@ -247,3 +247,16 @@ def _refuse_unless_float(p: Parameter, fix: str) -> None:
             f"parameter {p.name!r} has dtype {p.value.dtype}: only a floating-point "
             f"parameter can train ({fix})"
         )
+
+
+def name_clash(name: str, first: str, second: str) -> str:
+    """Why a network refuses two different parameters named ``name``, held by layers ``first``
+    and ``second``: optimizer state, checkpoints and the wire know a parameter by its name.
+    Two of one layer are said to be so ("in layers 'a' and 'a'" asked to share across them)."""
+    one = first == second
+    where = f"both in layer {first!r}" if one else f"in layers {first!r} and {second!r}"
+    return (
+        f"two different parameters are named {name!r}, {where}: a parameter is known by its "
+        "name (optimizer state, checkpoints); rename one"
+        + ("" if one else ", or pass one Parameter to both layers to share it")
+    )

@@ -65,7 +65,9 @@ class Forgetful(PlainSGD):
 def test_a_sync_whose_init_skips_the_base_s_is_told_where_it_is_made():
     """It was made, and the Trainer failed later with a bare AttributeError: "'Forgetful'
     object has no attribute 'world_size'"."""
-    with pytest.raises(TypeError, match=r"Forgetful.__init__ did not call super\(\).__init__"):
+    with pytest.raises(
+        TypeError, match=r"Forgetful.__init__ returned without calling super\(\).__init__"
+    ):
         Forgetful(0.1)
     assert PlainSGD(0.1).world_size == 1  # one that calls it is made as before
 

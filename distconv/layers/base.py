@@ -7,15 +7,24 @@ from typing import Any, Protocol, TypeVar
 
 from distconv.arg import Arg
 from distconv.backend import ARRAY_KINDS, is_array, is_float_dtype, resolve_dtype
+from distconv.base_init import checks_base_init
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.kernels.shape import is_int
-from distconv.layers.init_check import checks_init
 from distconv.layers.modes import forward_only, keeps_for_backward  # noqa: F401  (imported from here)
 from distconv.layers.settings import public_settings
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, trainable
 
 T = TypeVar("T")
+
+
+#: what a layer's ``__init__`` must call, and why (:func:`~distconv.base_init.checks_base_init`)
+_BASE_CALL = (
+    "super().__init__(act=..., name=...): the Layer base holds the name, activation and "
+    "parameters (call it before new_param)"
+)
+#: what ``Layer.__init__`` sets: reading one before it runs is the skipped base call
+_BASE_FIELDS = frozenset({"name", "act", "_params", "_owned", "inputs", "output"})
 
 
 class LayerError(ValueError):
@@ -100,8 +109,10 @@ class Layer:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "__init__" in vars(cls):
-            cls.__init__ = checks_init(cls.__init__)  # type: ignore[method-assign]
+        if "__init__" in vars(cls):  # named in the error: a subclass calling it is not to blame
+            cls.__init__ = checks_base_init(  # type: ignore[method-assign]
+                cls.__init__, cls.__name__, "_params", _BASE_CALL, _BASE_FIELDS
+            )
 
     def __init__(self, *, act: str | ActivationFunction | None = None, name: str | None = None):
         self.name = name or type(self).__name__
@@ -322,19 +333,6 @@ def _through_callback(exc: BaseException) -> bool:
     while tb is not None and tb.tb_frame.f_code is not _INC_UPDATE:
         tb = tb.tb_next
     return tb is not None
-
-
-def name_clash(name: str, first: str, second: str) -> str:
-    """Why a network refuses two different parameters named ``name``, held by layers ``first``
-    and ``second``: optimizer state, checkpoints and the wire know a parameter by its name.
-    Two of one layer are said to be so ("in layers 'a' and 'a'" asked to share across them)."""
-    one = first == second
-    where = f"both in layer {first!r}" if one else f"in layers {first!r} and {second!r}"
-    return (
-        f"two different parameters are named {name!r}, {where}: a parameter is known by its "
-        "name (optimizer state, checkpoints); rename one"
-        + ("" if one else ", or pass one Parameter to both layers to share it")
-    )
 
 
 def size_arg(owner: Fails, name: str, value: Any) -> int:

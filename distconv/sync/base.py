@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from numbers import Real
 from typing import Any
 
+from distconv.base_init import checks_base_init
 from distconv.kernels.shape import is_int
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, setup_params, trainable
@@ -54,6 +55,13 @@ class SyncError(RuntimeError):
     stopped answering, or the call that came too early."""
 
 
+#: what a strategy's ``__init__`` must call, and why (:mod:`distconv.base_init`)
+_BASE_CALL = (
+    "super().__init__(optimizer, rank, world_size): a sync strategy holds its optimizer, rank "
+    "and world size"
+)
+#: what ``SyncStrategy.__init__`` sets: reading one before it runs is the skipped base call
+_BASE_FIELDS = frozenset({"optimizer", "rank", "world_size"})
 #: suffix of a per-row copy of an optimizer scalar (``step`` -> ``step_per_row``): what a
 #: parameter server saves for a ``sparse_rows`` table, whose rows were updated different numbers
 #: of times. A strategy that holds the table whole keeps one scalar and ignores these keys.
@@ -96,7 +104,9 @@ class SyncStrategy(ABC):
         super().__init_subclass__(**kwargs)
         _guard_closing(cls)
         if "__init__" in vars(cls):
-            cls.__init__ = _checks_init(cls.__init__, cls.__name__)  # type: ignore[method-assign]
+            cls.__init__ = checks_base_init(  # type: ignore[method-assign]
+                cls.__init__, cls.__name__, "world_size", _BASE_CALL, _BASE_FIELDS
+            )
 
     def __init__(self, optimizer: Optimizer, rank: int = 0, world_size: int = 1) -> None:
         if not isinstance(optimizer, Optimizer):  # a name failed at setup: "no attribute config"
@@ -350,23 +360,6 @@ def _guard_closing(cls: type[SyncStrategy]) -> None:
             setattr(cls, name, _refused_when_closed(method))
     if not getattr(cls.close, "_guarded", False):
         cls.close = _closes_once(cls.close)
-
-
-def _checks_init(init: Callable[..., None], owner: str) -> Callable[..., None]:
-    """``init`` (class ``owner``'s: a subclass's that calls it is not to blame), then a
-    TypeError where it skipped :meth:`SyncStrategy.__init__`: a Trainer failed at its first
-    look with a bare "object has no attribute 'world_size'"."""
-
-    @functools.wraps(init)
-    def checked(self: SyncStrategy, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        if "world_size" not in vars(self):
-            raise TypeError(
-                f"{owner}.__init__ did not call super().__init__(optimizer, rank, "
-                "world_size): a sync strategy holds its optimizer, rank and world size"
-            )
-
-    return checked
 
 
 def _refused_when_closed(method: Callable[..., Any]) -> Callable[..., Any]:

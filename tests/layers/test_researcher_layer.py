@@ -143,6 +143,13 @@ class ParamsFirst(Layer):
         super().__init__()
 
 
+class CallsNoBase(NoBase):
+    """Calls its parent's __init__, as it should: the parent is the one that skips the base."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+
+
 class ParamLater(Gain):
     """Makes its Parameter before calling the base, as it may: the base runs before it adds."""
 
@@ -158,6 +165,8 @@ def test_a_layer_whose_init_skips_the_base_s_is_told_where_it_is_made():
         NoBase(3)
     with pytest.raises(TypeError, match=r"ParamsFirst.__init__ failed \(.*'name'\) before call"):
         ParamsFirst(3)
+    with pytest.raises(TypeError, match=r"^NoBase.__init__ returned without calling super"):
+        CallsNoBase(3)  # the class whose __init__ skipped it, not the one being made
     layer = ParamLater(3)
     assert layer.w.name == "w" and type(layer.act).__name__ == "Tanh"
 

@@ -19,5 +19,7 @@ class Careful(Forgetful):
 def test_the_class_whose_init_skipped_the_base_s_is_named_not_its_subclass():
     """Making a Careful said "Careful.__init__ did not call super().__init__": Careful's does;
     Forgetful's, which it calls, does not."""
-    with pytest.raises(TypeError, match=r"^Forgetful\.__init__ did not call super\(\)\.__init__"):
+    with pytest.raises(
+        TypeError, match=r"^Forgetful\.__init__ returned without calling super\(\)\.__init__"
+    ):
         Careful(0.1)

@@ -1,0 +1,45 @@
+"""Whether a subclass of one's own (a layer, a sync strategy) ran its base's ``__init__`` in
+its own: without ``super().__init__()`` it failed far from where it was made, on an attribute
+the base sets ("object has no attribute '_owned'", "... 'world_size'")."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+
+def checks_base_init(
+    init: Callable[..., None],
+    owner: str,
+    marker: str,
+    call: str,
+    base_fields: frozenset[str] = frozenset(),
+) -> Callable[..., None]:
+    """``init``, class ``owner``'s (a subclass whose ``__init__`` calls it is not to blame),
+    then a TypeError where the base's ``__init__`` did not run in it (``marker``, an attribute
+    the base sets, is not on the object), or where one of ``base_fields`` was read before it
+    ran. Any other AttributeError (a config's typo, ``cfg.widht``) is the subclass's own and
+    passes.
+
+    Args:
+        init: the subclass's ``__init__``.
+        owner: the name of the class whose ``__init__`` it is.
+        marker: an attribute the base's ``__init__`` sets.
+        call: the call to make and why, for the message (``super().__init__(...): the
+            Layer base holds ...``).
+        base_fields: the attributes the base sets, whose reading before it is the skip.
+    """
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            init(self, *args, **kwargs)
+        except AttributeError as exc:
+            if marker in vars(self) or exc.obj is not self or exc.name not in base_fields:
+                raise
+            raise TypeError(f"{owner}.__init__ failed ({exc}) before calling {call}") from exc
+        if marker not in vars(self):
+            raise TypeError(f"{owner}.__init__ returned without calling {call}")
+
+    return checked
