@@ -108,13 +108,13 @@ def read_sources(paths: Sequence[str], recursive: bool = False) -> list[Source]:
     """:func:`read_manifests`, each document with where it is: ``FILE:LINE``, the line it
     starts on (``<stdin>:1``)."""
     sources: list[Source] = []
-    for name in _unique(_files(paths, recursive)):
+    for name in (names := list(_unique(_files(paths, recursive)))):  # a folder's FIFOs too
         sources.extend(
             (f"{_shown(name)}:{line}", doc) for line, doc in _documents(name, _read(name))
         )
     if not sum(_object_count(doc) for _, doc in sources):
         folders = not recursive and any(p != STDIN and os.path.isdir(p) for p in paths)
-        hint = " (-r reads subfolders too)" if folders else fifo.shared_hint(*paths)
+        hint = (" (-r reads subfolders too)" if folders else "") + fifo.shared_hint(*names)
         raise ManifestReadError(f"no manifests in {', '.join(map(_shown, paths))}{hint}")
     return sources
 

@@ -473,3 +473,18 @@ def test_a_fifo_that_gave_nothing_names_another_reader_as_a_possibility(tmp_path
     assert err == f"{check_command.PROG}: error: no manifests in {fifo}{fifo_readers.SHARED}\n"
     (tmp_path / "empty.yaml").write_bytes(b"")
     assert _cut_error(str(tmp_path / "empty.yaml")) == f"no manifests in {tmp_path}/empty.yaml"
+
+
+@pytest.mark.parametrize("recursive", [False, True])
+def test_a_fifo_in_a_folder_given_that_gave_nothing_names_another_reader_too(tmp_path, recursive):
+    """The hint looked at the paths given, not the files read: a FIFO in a folder given (with
+    or without -r) that gave nothing was said as an empty file was (review k450)."""
+    folder = tmp_path / "rendered"
+    folder.mkdir()
+    os.mkfifo(folder / "job.yaml")
+    writer = _write_when_read(folder / "job.yaml", "", 0.1, 10)
+    with pytest.raises(check_command.ManifestReadError) as refused:
+        check_command.read_sources([str(folder)], recursive)
+    writer.join(5)
+    assert str(refused.value).endswith(fifo_readers.SHARED), refused.value
+    assert str(refused.value).startswith(f"no manifests in {folder}")
