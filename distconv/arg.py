@@ -116,9 +116,12 @@ def feeds_of(arrays: Mapping[str, Any], index: Any, dtype: Any = None) -> dict[s
 NOT_FINITE_CHUNK_BYTES = 16 << 20
 
 
-def not_finite(arrays: Mapping[str, Any], chunk_bytes: int = NOT_FINITE_CHUNK_BYTES) -> str | None:
-    """Where the float host ``arrays`` (a data set, by feed name) hold NaN or infinity, or
-    None: the first such array, how many of its rows do, and the first few of them.
+def not_finite(
+    arrays: Mapping[str, Any], dtype: Any = None, *, chunk_bytes: int = NOT_FINITE_CHUNK_BYTES
+) -> str | None:
+    """Where the float host ``arrays`` (a data set, by feed name) hold NaN or infinity as
+    :func:`feeds_of` feeds them (cast to ``dtype`` where one is given: 1e5 is infinite as
+    float16), or None: the first such array, how many of its rows do, and the first few.
 
     A network checks each batch it is fed, naming the feed but not the rows of the data set,
     and only when a step reaches them (a test set's, after an epoch of training). Rows are
@@ -130,9 +133,11 @@ def not_finite(arrays: Mapping[str, Any], chunk_bytes: int = NOT_FINITE_CHUNK_BY
             continue
         row_bytes = a.dtype.itemsize * math.prod(a.shape[1:])
         rows_at_once = max(1, chunk_bytes // max(1, row_bytes))
-        count, first = 0, []
+        count, first, cast = 0, [], ""
         for start in range(0, len(a), rows_at_once):
-            part = np.asarray(a[start : start + rows_at_once])
+            with np.errstate(over="ignore"):  # past the type's range: infinite, as fed
+                part = as_fed(np.asarray(a[start : start + rows_at_once]), dtype)
+            cast = f" as {part.dtype}, the type it trains in" if part.dtype != a.dtype else ""
             if all_finite(part):
                 continue
             rows = np.flatnonzero(~np.isfinite(part.reshape(len(part), -1)).all(axis=1))
@@ -140,7 +145,7 @@ def not_finite(arrays: Mapping[str, Any], chunk_bytes: int = NOT_FINITE_CHUNK_BY
             first.extend((start + rows[: 5 - len(first)]).tolist())
         if count:
             shown = ", ".join(map(str, first)) + (" ..." if count > 5 else "")
-            return f"{name!r} holds NaN or infinity in {count} row(s): {shown}"
+            return f"{name!r} holds NaN or infinity in {count} row(s){cast}: {shown}"
     return None
 
 

@@ -306,7 +306,7 @@ class Trainer:
         train, test = as_arrays(train), (as_arrays(test) if test is not None else None)
         for what, arrays in [("training", train), ("test", test or {})]:  # named before a step
             host = {n: a for n, a in arrays.items() if not is_gpu_array(a)}  # cupy's: by batch
-            if self.network.check_finite and (where := not_finite(host)) is not None:
+            if self.network.check_finite and (where := not_finite(host, self.dtype)) is not None:
                 raise DataError(f"the {what} set's {where}")
         sampler = GlobalBatchSampler(
             array_length(train),
