@@ -33,7 +33,7 @@ SILENT_WRITER = (
     "(one that holds it both ways, as exec 3<>FIFO does, never ends it)"
 )
 #: why text read from a FIFO with a name may be cut anywhere (each byte goes to one reader)
-SHARED = " (a FIFO: another process that reads it too takes part of what is written)"
+SHARED = " (a FIFO: another process that reads it too takes some or all of what is written)"
 #: why a FIFO this process was handed open to write is refused
 _ENDLESS = "it would be read for ever, a writer's close never ending it"
 

@@ -439,7 +439,7 @@ def test_a_fifo_whose_text_cannot_be_read_names_another_reader_as_a_possibility(
         os.close(keep)
     assert error.startswith(f"{fifo}: line ")
     assert error.endswith(
-        " (a FIFO: another process that reads it too takes part of what is written)"
+        " (a FIFO: another process that reads it too takes some or all of what is written)"
     )
 
 
