@@ -42,12 +42,8 @@ from distconv.backend import is_gpu_array
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, SyncStrategy
-from distconv.sync.mpi.buckets import (
-    Bucket,
-    detach_gradients,
-    grads_moved,
-    wire_dtype,
-)
+from distconv.sync.mpi.abandon import Abandon
+from distconv.sync.mpi.buckets import Bucket, grads_moved, wire_dtype
 from distconv.sync.mpi.collectives import AFTER_FAILED_SETUP, WAYS_ON, RankCollectives
 from distconv.sync.mpi.comm import (
     JobMismatch,
@@ -63,7 +59,7 @@ from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
 from distconv.sync.mpi.shutdown import Shutdown
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
-from distconv.sync.mpi.updates import drain_abandoned, finish_pieces, refused_alike, update_step
+from distconv.sync.mpi.updates import finish_pieces, refused_alike, update_step
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import DEFAULT_TIMEOUT, check_timeout, duplicate, watch
 
@@ -74,7 +70,7 @@ __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 DEFAULT_BUCKET_BYTES = 4 << 20
 
 
-class MPISync(Shutdown, BucketLayout, RankCollectives):
+class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
     """Data-parallel training over MPI: bucketed allreduce, then the optimizer on every rank.
 
     Args:
@@ -257,34 +253,6 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             self._pump.reset()
         if self._thread is not None:
             self._thread.relax()
-
-    def abandon_step(self) -> None:
-        """The step ends unfinished: later gradients and ``finish_step`` are refused as outside
-        a step (LocalSync's, inherited, made them bare errors here). It stays open: ``start_step``
-        refuses and ``close`` aborts where other ranks may wait in its collectives, until the
-        next :meth:`setup`, which completes its check and its wire first (``_drain_abandoned``).
-
-        Each parameter gets its gradient back as an array of its own (``detach_gradients``):
-        MPI's writes into the buffers never reach gradients zeroed since (``Trainer.fit``)."""
-        if self._in_step:  # counted apart: a rank that finished it counted it as a step
-            detach_gradients(self.buckets)  # not one whose check failed: no rank took that
-            self._abandoned, self.abandoned_steps = self._pump, self.abandoned_steps + 1
-            self.abandoned_steps -= self._check_refused
-        self._in_step = False
-
-    def _drain_abandoned(self) -> None:
-        """Abandon a step still open, then send and complete on every rank what an abandoned
-        step left of its pieces (:func:`~.updates.drain_abandoned`), if its check passed."""
-        self.abandon_step()  # else setup left it open, every later start_step refused
-        if self._abandoned is not None:
-            pump, self._abandoned = self._abandoned, None
-            try:
-                self._complete_check()
-            except SyncError:  # every rank alike (an allgather): none sent a piece, or took
-                self.abandoned_steps -= 1  # the step (abandon_step counted it, then pending)
-                return
-            if self._matched:
-                drain_abandoned(pump, self._used)
 
     def _complete_check(self) -> None:
         """Finish :meth:`start_step`'s exchange (:class:`StepCheck`): stop on a mismatch, else
