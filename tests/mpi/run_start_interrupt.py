@@ -1,4 +1,4 @@
-"""mpiexec -n 2 python -m mpi4py run_start_interrupt.py OUT WHERE [launch]: a SIGINT on rank 0
+"""mpiexec -n 2 python -m mpi4py run_start_interrupt.py OUT WHERE [HOW]: a SIGINT on rank 0
 alone (``os.kill`` of its own process: process-directed, as a terminal's Ctrl-C or
 ``mpiexec``'s forward is) right after its first gradient piece's collective started, before
 the piece is recorded: ``WHERE`` is ``main`` (no communication thread: the piece's
@@ -12,7 +12,9 @@ returned, its request not yet stored) or ``thread-flags`` (their start queued to
 Only ``a`` fires, so both buckets go in step 0's ``finish_step``; with ``launch`` only ``b``
 fires, launching bucket 0 from ``on_gradient``, where rank 0 is interrupted: every rank then
 abandons the step, as ``Trainer.fit`` does, and sets up again (its SyncError written to
-``OUT/setup<rank>.txt``). Each rank writes what its step raised to ``OUT/said<rank>.txt``
+``OUT/setup<rank>.txt``). ``HOW`` ``abandon``: rank 0 abandons the step after ``start_step``
+(as ``Trainer.fit`` does when a layer raises in backward), rank 1 steps, and both set up again
+likewise. Each rank writes what its step raised to ``OUT/said<rank>.txt``
 (``nothing`` where nothing was), then closes its sync (:func:`~tests.mpi.common.recorded`): a
 close that aborts ends the job with a status not 0.
 """
@@ -37,7 +39,8 @@ STARTS = {"check": "Iallgather", "flags": "Iallreduce"}
 
 
 def main() -> None:
-    out, where, launch = Path(sys.argv[1]), sys.argv[2], sys.argv[3:] == ["launch"]
+    out, where, how = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+    launch, abandon = how == ["launch"], how == ["abandon"]
     wire = {"grad_dtype": "float16"} if where == "wire" else {}  # reduced by hand, no thread
     sync = bucket_sync(overlap=where.startswith("thread"), timeout=3, **wire)
     start = STARTS.get(where.removeprefix("thread-"))
@@ -55,9 +58,12 @@ def main() -> None:
         elif sync.rank == 0:  # the watched gradient communicator's own start (an instance's)
             sync._grad_comm.Iallreduce = interrupted_after(sync._grad_comm.Iallreduce)
         sync.start_step(1)
-        said = what_raises(lambda: step(sync, params[launch]))
+        if abandon and sync.rank == 0:  # a layer raised in backward: the step let go of
+            said = what_raises(sync.abandon_step)
+        else:
+            said = what_raises(lambda: step(sync, params[launch]))
         (out / f"said{sync.rank}.txt").write_text(said)
-        if launch:
+        if launch or abandon:
             sync.abandon_step()
             try:
                 refit_and_save(sync, params, out)

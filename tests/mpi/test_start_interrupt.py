@@ -94,3 +94,20 @@ def test_an_interrupt_as_the_flags_start_fails_the_step_on_that_rank(tmp_path, w
     said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
     assert said == ["KeyboardInterrupt: ", "nothing"], said
     assert not list(tmp_path.glob("rank*.err"))
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+def test_an_interrupt_kept_at_the_step_check_is_raised_by_abandon_step(tmp_path):
+    """Rank 0 interrupted as ``start_step``'s check started, then abandons the step (a layer
+    raised in backward): ``abandon_step`` raises the kept interrupt once the step is let go
+    of; the setups that follow drain the step on both ranks (rank 1 refuses it, and both
+    name the step one abandoned and the other counted), and both close cleanly. Before, the
+    interrupt was dropped there (the next ``start_step`` forgot it): the user's Ctrl-C lost."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, "check", "abandon")
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said[0] == "KeyboardInterrupt: ", said
+    assert said[1].startswith("SyncError: another rank abandoned the step"), said
+    for rank in (0, 1):
+        setup = (tmp_path / f"setup{rank}.txt").read_text()
+        assert "rank 0 abandoned 1 step that rank 1 counted" in setup, setup

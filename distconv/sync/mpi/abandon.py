@@ -45,7 +45,19 @@ class Abandon:
         next ``setup``, which completes its check and its wire first (``_drain_abandoned``).
 
         Each parameter gets its gradient back as an array of its own (``detach_gradients``):
-        MPI's writes into the buffers never reach gradients zeroed since (``Trainer.fit``)."""
+        MPI's writes into the buffers never reach gradients zeroed since (``Trainer.fit``).
+
+        Raises:
+            KeyboardInterrupt: a Ctrl-C that ``start_step`` kept as it posted the step check
+                (:meth:`~.step_check.StepCheck.raise_kept`), once the step is let go of: the
+                step's own error (the caller's, being handled) its context. Kept for
+                ``finish_step`` to say in the flags, it was otherwise dropped: the user's
+                request to stop lost, the job trained on."""
+        self._let_go()
+        self._check.raise_kept()
+
+    def _let_go(self) -> None:
+        """:meth:`abandon_step`'s bookkeeping, which raises nothing (setup's drain, close)."""
         if self._in_step:  # counted apart: a rank that finished it counted it as a step
             detach_gradients(self.buckets)  # not one whose check failed: no rank took that
             self._abandoned, self.abandoned_steps = self._pump, self.abandoned_steps + 1
@@ -55,7 +67,7 @@ class Abandon:
     def _drain_abandoned(self) -> None:
         """Abandon a step still open, then send and complete on every rank what an abandoned
         step left of its pieces (:func:`~.updates.drain_abandoned`), if its check passed."""
-        self.abandon_step()  # else setup left it open, every later start_step refused
+        self._let_go()  # else setup left it open, every later start_step refused
         if self._abandoned is not None:
             pump, self._abandoned = self._abandoned, None
             try:

@@ -37,7 +37,8 @@ class Shutdown:
     ``_open`` (setup or the step under way; None between steps), ``_ended_alike`` (that step
     failed in ``finish_step`` with every collective of it complete), ``_failed_finish`` (that
     step, where it failed on this rank alone, untold), ``_check``, ``_used``, ``_thread``,
-    ``_grad_comm``, ``steps_ended`` and ``_restore_hook``, and calls the sync's ``abandon_step``.
+    ``_grad_comm``, ``steps_ended`` and ``_restore_hook``, and calls the sync's ``_let_go`` (an
+    open step's bookkeeping: :class:`~.abandon.Abandon`).
     """
 
     comm: Any
@@ -53,7 +54,7 @@ class Shutdown:
     _grad_comm: Any
     steps_ended: int
     _restore_hook: Callable[[], None]
-    abandon_step: Callable[[], None]  # the sync's (annotated only: not shadowed here)
+    _let_go: Callable[[], None]  # the sync's (annotated only: not shadowed here)
 
     def close(self) -> None:
         """Abort the job at once if an exception propagates (other ranks may wait for this one;
@@ -79,7 +80,7 @@ class Shutdown:
             self._release()
 
     def _release(self) -> None:
-        self.abandon_step()  # a gradient after close is refused, never sent on a freed comm
+        self._let_go()  # a gradient after close is refused, never sent on a freed comm
         self._watchdog.close()
         self._close_gradients()
         self._restore_hook()  # does nothing once the hook is back, or was never ours
