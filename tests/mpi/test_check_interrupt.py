@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from distconv.sync.base import SyncError
-from distconv.sync.mpi import MPISync
+from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.used import UsedParams
 from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_two_ranks
@@ -124,6 +124,7 @@ class RefusedAfterInterrupt:
 
     world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
     _check_refused = _ended_alike = False
+    _check = StepCheck(SingleRankComm())  # no Ctrl-C kept as start_step posted it
 
     def __init__(self) -> None:
         self._used = UsedParams(None, 2, None)

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from distconv.sync.base import SyncError
-from distconv.sync.mpi import MPISync
+from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import Watchdog
 from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_mpi, run_two_ranks, script
@@ -90,6 +91,7 @@ class Interrupted:
     world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
     _failed_finish, _ended_alike, _check_refused = None, False, False
     _watchdog = Watchdog(None, print, 0)  # watches nothing
+    _check = StepCheck(SingleRankComm())  # no Ctrl-C kept as start_step posted it
 
     def __init__(self) -> None:
         self._used = FailingStart(None, 2, None)

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from distconv.sync.mpi import MPISync
+from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.sync.mpi.pieces import PiecePump
+from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.updates import finish_pieces
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import Watchdog, WatchedRequest
@@ -91,6 +92,7 @@ class Finishing:
     world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
     _grad_comm, buckets, _slot, _failed_finish = None, (), {}, None
     _check_refused = _ended_alike = False
+    _check = StepCheck(SingleRankComm())  # no Ctrl-C kept as start_step posted it
 
     def __init__(self, comm: Comm, watchdog: Watchdog | None = None) -> None:
         self._used, self._pump, self.told = Quiet(None, 2, None), pump(comm), 0
