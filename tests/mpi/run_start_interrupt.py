@@ -14,7 +14,9 @@ fires, launching bucket 0 from ``on_gradient``, where rank 0 is interrupted: eve
 abandons the step, as ``Trainer.fit`` does, and sets up again (its SyncError written to
 ``OUT/setup<rank>.txt``). ``HOW`` ``abandon``: rank 0 abandons the step after ``start_step``
 (as ``Trainer.fit`` does when a layer raises in backward), rank 1 steps, and both set up again
-likewise. Each rank writes what its step raised to ``OUT/said<rank>.txt``
+likewise; ``pack``: the first pack of ``b``'s bucket in ``finish_step`` fails on rank 0 (as a
+failed device copy would), and each rank writes the ``repr`` of what its step raised's context
+to ``OUT/context<rank>.txt``. Each rank writes what its step raised to ``OUT/said<rank>.txt``
 (``nothing`` where nothing was), then closes its sync (:func:`~tests.mpi.common.recorded`): a
 close that aborts ends the job with a status not 0.
 """
@@ -32,6 +34,7 @@ from distconv.sync.base import SyncError
 from distconv.sync.mpi.thread import CommThread
 from tests.mpi.common import bucket_params, bucket_sync, recorded, refit_and_save
 from tests.mpi.run_check_interrupt import step, what_raises
+from tests.mpi.run_pack_failure import fail_first_pack
 
 #: the job communicator's start interrupted, by ``WHERE`` (``thread-`` too): its first call
 #: after setup
@@ -40,11 +43,13 @@ STARTS = {"check": "Iallgather", "flags": "Iallreduce"}
 
 def main() -> None:
     out, where, how = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
-    launch, abandon = how == ["launch"], how == ["abandon"]
+    launch, abandon, pack = how == ["launch"], how == ["abandon"], how == ["pack"]
     wire = {"grad_dtype": "float16"} if where == "wire" else {}  # reduced by hand, no thread
     sync = bucket_sync(overlap=where.startswith("thread"), timeout=3, **wire)
     start = STARTS.get(where.removeprefix("thread-"))
     params = bucket_params()
+    if pack and sync.rank == 0:
+        fail_first_pack(sync, "b")
     with recorded(sync, out):
         sync.setup(params, {})
         if sync.rank == 0 and where == "thread":
@@ -61,7 +66,7 @@ def main() -> None:
         if abandon and sync.rank == 0:  # a layer raised in backward: the step let go of
             said = what_raises(sync.abandon_step)
         else:
-            said = what_raises(lambda: step(sync, params[launch]))
+            said = what_raises(lambda: context_noted(out, sync.rank, step, sync, params[launch]))
         (out / f"said{sync.rank}.txt").write_text(said)
         if launch or abandon:
             sync.abandon_step()
@@ -69,6 +74,16 @@ def main() -> None:
                 refit_and_save(sync, params, out)
             except SyncError as exc:
                 (out / f"setup{sync.rank}.txt").write_text(f"{type(exc).__name__}: {exc}")
+
+
+def context_noted(out: Path, rank: int, call: Callable[..., Any], *args: Any) -> None:
+    """``call(*args)``; what it raises, raised, its ``__context__``'s ``repr`` written to
+    ``out/context<rank>.txt`` first."""
+    try:
+        call(*args)
+    except BaseException as exc:
+        (out / f"context{rank}.txt").write_text(repr(exc.__context__))
+        raise
 
 
 def interrupted_after(start: Callable[..., Any]) -> Callable[..., Any]:

@@ -149,3 +149,26 @@ def test_an_interrupt_in_a_failing_check_is_raised_with_nothing_sent():
     assert isinstance(raised.value.__cause__, SyncError)
     assert sync.step == 0 and not sync._used.local.any()
     assert sync._ended_alike  # every rank refused it at its first collective: close leaves
+
+
+class RefusedWithKept(RefusedAfterInterrupt):
+    """A rank of two whose ``start_step`` kept a Ctrl-C as it posted the check, which
+    ``finish_step`` then finds failed (another rank is at another step)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks = 1  # no interrupt in the check's wait: the mismatch at once
+        self._check = StepCheck(SingleRankComm())
+        self._check.kept = KeyboardInterrupt("Ctrl-C as the check started")
+
+
+def test_an_interrupt_kept_at_the_check_is_raised_where_the_check_fails():
+    """The check refused at ``finish_step`` (every rank alike, nothing sent): the interrupt
+    ``start_step`` kept is raised, the mismatch its cause, not the mismatch alone. Before, the
+    SyncError went up and the Ctrl-C was dropped (the next ``start_step`` forgot it)."""
+    sync = RefusedWithKept()
+    with pytest.raises(KeyboardInterrupt, match="as the check started") as raised:
+        MPISync.finish_step(sync)  # type: ignore[arg-type]
+    assert isinstance(raised.value.__cause__, SyncError)
+    assert sync._check.kept is None and not sync._used.local.any()
+    assert sync._ended_alike  # every rank refused it at its first collective: close leaves

@@ -111,3 +111,19 @@ def test_an_interrupt_kept_at_the_step_check_is_raised_by_abandon_step(tmp_path)
     for rank in (0, 1):
         setup = (tmp_path / f"setup{rank}.txt").read_text()
         assert "rank 0 abandoned 1 step that rank 1 counted" in setup, setup
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+def test_an_interrupt_kept_at_the_step_check_wins_over_a_failed_pack(tmp_path):
+    """Rank 0 interrupted as ``start_step``'s check started, then its ``finish_step`` fails to
+    pack a bucket before it raised the kept interrupt: the flags say rank 0 failed (rank 1
+    refuses the step), and rank 0 raises the interrupt, the pack's error its context; both
+    close cleanly. Before, rank 0 raised the pack's error alone: the Ctrl-C was dropped."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, "check", "pack")
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said[0] == "KeyboardInterrupt: ", said
+    assert said[1].startswith("SyncError: another rank's finish_step failed"), said
+    context = (tmp_path / "context0.txt").read_text()
+    assert context.startswith("RuntimeError('copying bucket 0 to the host failed"), context
+    assert not list(tmp_path.glob("rank*.err"))

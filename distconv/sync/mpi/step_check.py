@@ -164,6 +164,16 @@ class StepCheck:
         if kept is not None:
             raise kept
 
+    def kept_over(self, error: BaseException) -> BaseException:
+        """What ``finish_step`` raises for ``error``: the Ctrl-C :meth:`post` kept, if any
+        (taken, ``error`` its context: what was asked is to stop), else ``error``. A bucket's
+        pack that failed before :meth:`raise_kept` otherwise dropped it."""
+        kept, self.kept = self.kept, None
+        if kept is None or kept is error:
+            return error
+        kept.__context__ = error
+        return kept
+
     def _start(self, row: list[int], step: tuple[int, Mapping[str, Any]] | None = None) -> None:
         if self._request is not None:  # MPI still owns the buffers: never post over them
             raise SyncError(f"no exchange ({where(row)}) while step {self._step}'s check is open")

@@ -318,13 +318,14 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             self._launch_ready(everything=True)
             self._check.raise_kept()  # a Ctrl-C as start_step posted the check, said in the flags
         except BaseException as exc:  # an interrupt too: raised here once the pieces went
+            said = self._check.kept_over(exc)  # a Ctrl-C kept at start_step wins: exc its context
             try:  # one as the check's Wait returned left it unread: read it, as the others did
                 self._complete_check()  # (None where it was read: a pack failed, or a mismatch)
             except SyncError as refused:  # on every rank: none sends a piece or counts the step
                 self._ended_alike = True  # refused at its first collective, all done: close leaves
-                raise exc from refused
+                raise said from refused
             self._ended_alike = self._check_refused > checked  # refused here, as just above
-            self._used.fail(exc, self.world_size)  # passed: the others wait for the pieces
+            self._used.fail(exc, self.world_size, said)  # passed: the others wait for the pieces
         alone: list[BaseException] = []  # an interrupt in a piece's wait: the step goes on
         try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
             self._used.post(self._thread, alone)  # what fired anywhere, beside the last pieces

@@ -105,18 +105,22 @@ class UsedParams:
         """Whether the exchange is posted and not yet read (:meth:`complete`)."""
         return self._posted
 
-    def fail(self, error: BaseException, world_size: int) -> None:
+    def fail(
+        self, error: BaseException, world_size: int, said: BaseException | None = None
+    ) -> None:
         """This rank's ``finish_step`` failed packing its last buckets (``error``, not a
         SyncError; a KeyboardInterrupt too), before it posted the flags. Among several ranks
         every flag says :data:`FAILED`, its pieces go as they are, and :meth:`complete` refuses
-        the step on every rank, this one raising ``error``: no rank updates, none waits for
-        pieces that never come, and every rank counts the step (a setup meets them all). Else
-        ``error`` is raised at once.
+        the step on every rank, this one raising ``said`` (by default ``error``; a Ctrl-C kept
+        since ``start_step``, ``error`` its context): no rank updates, none waits for pieces
+        that never come, and every rank counts the step (a setup meets them all). Else ``said``
+        is raised at once.
         """
+        said = error if said is None else said
         if world_size == 1 or isinstance(error, SyncError):  # nobody waits; every rank's
-            raise error
+            raise said
         self.local.fill(FAILED)
-        self._failed = error
+        self._failed = said
 
     def note_unsaid(self, error: BaseException) -> None:
         """``error`` ends ``finish_step`` before :meth:`complete` raised this rank's own failure
