@@ -14,7 +14,9 @@ fires, launching bucket 0 from ``on_gradient``, where rank 0 is interrupted: eve
 abandons the step, as ``Trainer.fit`` does, and sets up again (its SyncError written to
 ``OUT/setup<rank>.txt``). ``HOW`` ``abandon``: rank 0 abandons the step after ``start_step``
 (as ``Trainer.fit`` does when a layer raises in backward), rank 1 steps, and both set up again
-likewise; ``pack``: the first pack of ``b``'s bucket in ``finish_step`` fails on rank 0 (as a
+likewise (a KeyboardInterrupt from that setup written to ``OUT/again<rank>.txt``, and the setup
+made again: with ``flags``, rank 0 is interrupted as that setup starts the flags the abandoned
+step owes); ``pack``: the first pack of ``b``'s bucket in ``finish_step`` fails on rank 0 (as a
 failed device copy would), and each rank writes the ``repr`` of what its step raised's context
 to ``OUT/context<rank>.txt``. Each rank writes what its step raised to ``OUT/said<rank>.txt``
 (``nothing`` where nothing was), then closes its sync (:func:`~tests.mpi.common.recorded`): a
@@ -30,7 +32,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
+from distconv.sync.mpi import MPISync
 from distconv.sync.mpi.thread import CommThread
 from tests.mpi.common import bucket_params, bucket_sync, recorded, refit_and_save
 from tests.mpi.run_check_interrupt import step, what_raises
@@ -71,9 +75,19 @@ def main() -> None:
         if launch or abandon:
             sync.abandon_step()
             try:
-                refit_and_save(sync, params, out)
+                refit(sync, params, out)
             except SyncError as exc:
                 (out / f"setup{sync.rank}.txt").write_text(f"{type(exc).__name__}: {exc}")
+
+
+def refit(sync: MPISync, params: list[Parameter], out: Path) -> None:
+    """:func:`~tests.mpi.common.refit_and_save`, made again where its setup raised a
+    KeyboardInterrupt (written to ``out/again<rank>.txt``), as a rank that goes on would."""
+    try:
+        refit_and_save(sync, params, out)
+    except KeyboardInterrupt as exc:
+        (out / f"again{sync.rank}.txt").write_text(f"{type(exc).__name__}: {exc}")
+        refit_and_save(sync, params, out)
 
 
 def context_noted(out: Path, rank: int, call: Callable[..., Any], *args: Any) -> None:

@@ -127,3 +127,24 @@ def test_an_interrupt_kept_at_the_step_check_wins_over_a_failed_pack(tmp_path):
     context = (tmp_path / "context0.txt").read_text()
     assert context.startswith("RuntimeError('copying bucket 0 to the host failed"), context
     assert not list(tmp_path.glob("rank*.err"))
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+def test_an_interrupt_as_setup_starts_the_owed_flags_is_raised_once_they_are_in(tmp_path):
+    """Rank 0 abandons step 0, and its next setup is interrupted as it starts the flags the
+    step owes (their ``Iallreduce`` returned, its request not yet stored): that setup raises
+    the interrupt once the flags are complete, and the setup made again starts nothing twice,
+    so both ranks meet in its check (which names the step one abandoned and the other
+    counted) and close cleanly. Before, the interrupt lost the request with the flags still
+    owed: the setup made again started them a second time, on rank 0 alone, against rank 1's
+    check, and the job was aborted."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, "flags", "abandon")
+    assert (tmp_path / "again0.txt").read_text() == "KeyboardInterrupt: "
+    assert not (tmp_path / "again1.txt").exists()
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said[0] == "nothing", said
+    assert said[1].startswith("SyncError: another rank abandoned the step"), said
+    for rank in (0, 1):
+        setup = (tmp_path / f"setup{rank}.txt").read_text()
+        assert "rank 0 abandoned 1 step that rank 1 counted" in setup, setup

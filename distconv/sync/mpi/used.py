@@ -204,14 +204,29 @@ class UsedParams:
         """Complete a started exchange, unread, on the calling thread, once the communication
         thread has stopped: a ``finish_step`` that failed on the thread (a 16-bit wire refused
         after the flags went) never completed it, and a new layout drops these buffers. One
-        owed by an abandoned step (:meth:`abandoned`) is started first."""
+        owed by an abandoned step (:meth:`abandoned`) is started first.
+
+        A Ctrl-C as that start returns is held until it is recorded (its request stored, no
+        longer owed), then raised once the exchange is complete: raised between, it lost the
+        request, and the setup made again started the flags a second time, a collective on
+        this rank alone that met another of the other ranks' (their setup's check)."""
+        interrupt: KeyboardInterrupt | None = None
         if self._owed:
             self.local.fill(ABANDONED)
-            self._start()
+            try:
+                with self._held:
+                    self._start()
+                    self._owed = False
+            except KeyboardInterrupt as exc:
+                if self._owed:  # came before the start: nothing started
+                    raise
+                interrupt = exc
         if self._request is not None:
             self._request.Wait()
         self._request, self._posted, self._owed, self._failed = None, False, False, None
         self._waited = None
+        if interrupt is not None:
+            raise interrupt
 
     def abandoned(self) -> None:
         """This rank abandoned a step whose check passed, before its ``finish_step`` started
