@@ -4,7 +4,8 @@ alone (``os.kill`` of its own process: process-directed, as a terminal's Ctrl-C 
 the piece is recorded: ``WHERE`` is ``main`` (no communication thread: the piece's
 ``Iallreduce`` returned, its request not yet stored) or ``thread`` (the piece handed to the
 communication thread, the hand-over not yet counted) or ``wire`` (a 16-bit wire, no thread: a
-bucket's ``Ialltoall``, the first of its reduction by hand, returned, its wait not yet begun)
+bucket's ``Ialltoall``, the first of its reduction by hand, returned, its wait not yet begun;
+``wire-before`` or ``wire-after``: just before that wait's keeping begins, or once it ended)
 or ``check`` or ``thread-check`` (``start_step``'s step check: its ``Iallgather`` returned,
 its request not yet stored) or ``flags`` (no thread: the used-parameter flags' ``Iallreduce``
 returned, its request not yet stored) or ``thread-flags`` (their start queued to the thread).
@@ -34,7 +35,7 @@ from typing import Any
 
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
-from distconv.sync.mpi import MPISync
+from distconv.sync.mpi import MPISync, updates
 from distconv.sync.mpi.thread import CommThread
 from tests.mpi.common import bucket_params, bucket_sync, recorded, refit_and_save
 from tests.mpi.run_check_interrupt import step, what_raises
@@ -48,7 +49,7 @@ STARTS = {"check": "Iallgather", "flags": "Iallreduce"}
 def main() -> None:
     out, where, how = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
     launch, abandon, pack = how == ["launch"], how == ["abandon"], how == ["pack"]
-    wire = {"grad_dtype": "float16"} if where == "wire" else {}  # reduced by hand, no thread
+    wire = {"grad_dtype": "float16"} if where.startswith("wire") else {}  # by hand, no thread
     sync = bucket_sync(overlap=where.startswith("thread"), timeout=3, **wire)
     start = STARTS.get(where.removeprefix("thread-"))
     params = bucket_params()
@@ -62,6 +63,8 @@ def main() -> None:
             CommThread.call = interrupted_after(CommThread.call)  # type: ignore[method-assign]
         elif sync.rank == 0 and start:  # the job communicator's own (watched) start
             setattr(sync.comm, start, interrupted_after(getattr(sync.comm, start)))
+        elif sync.rank == 0 and where in ("wire-before", "wire-after"):  # around a wait
+            updates.to_the_end = interrupted_wait(updates.to_the_end, where == "wire-before")
         elif sync.rank == 0 and where == "wire":  # a 16-bit bucket's first start, by hand
             sync._grad_comm.Ialltoall = interrupted_after(sync._grad_comm.Ialltoall)
         elif sync.rank == 0:  # the watched gradient communicator's own start (an instance's)
@@ -98,6 +101,26 @@ def context_noted(out: Path, rank: int, call: Callable[..., Any], *args: Any) ->
     except BaseException as exc:
         (out / f"context{rank}.txt").write_text(repr(exc.__context__))
         raise
+
+
+def interrupted_wait(to_the_end: Callable[..., Any], before: bool) -> Callable[..., Any]:
+    """``to_the_end``, which sends this process a SIGINT just before it makes a request's
+    ``Wait`` (``before``) or once that returned, the first time only: raised outside the
+    wait's keeping, where no start is held."""
+    sent: list[bool] = []
+
+    def interrupted(call: Callable[..., Any], *args: Any, **options: Any) -> Any:
+        if sent or getattr(call, "__name__", None) != "Wait":
+            return to_the_end(call, *args, **options)
+        sent.append(True)
+        if before:
+            os.kill(os.getpid(), signal.SIGINT)
+        waited = to_the_end(call, *args, **options)
+        if not before:
+            os.kill(os.getpid(), signal.SIGINT)
+        return waited
+
+    return interrupted
 
 
 def interrupted_after(start: Callable[..., Any]) -> Callable[..., Any]:

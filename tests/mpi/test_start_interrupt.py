@@ -148,3 +148,19 @@ def test_an_interrupt_as_setup_starts_the_owed_flags_is_raised_once_they_are_in(
     for rank in (0, 1):
         setup = (tmp_path / f"setup{rank}.txt").read_text()
         assert "rank 0 abandoned 1 step that rank 1 counted" in setup, setup
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+@pytest.mark.parametrize("where", ["wire-before", "wire-after"])
+def test_an_interrupt_around_a_wait_by_hand_fails_the_step_on_that_rank(tmp_path, where):
+    """A 16-bit wire without the thread: rank 0 interrupted around its first bucket's first
+    wait by hand, where no start is held and the wait's keeping has not begun (or has ended).
+    The interrupt is kept: rank 0 makes the wait (again) and starts the bucket's next
+    collective as rank 1 does, then raises it; rank 1 finishes the step; both close cleanly.
+    Before, it went up from there: the wait was never made (or the ``Iallgather`` never
+    started), and rank 1 waited in that collective until the job was aborted."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, where)
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said == ["KeyboardInterrupt: ", "nothing"], said
+    assert not list(tmp_path.glob("rank*.err"))

@@ -144,7 +144,10 @@ def _by_hand(bucket: Bucket, comm: Any, alone: list[BaseException]) -> None:
     """Reduce the 16-bit ``bucket`` by hand (:meth:`~.buckets.Bucket.reduce`), a Ctrl-C held
     from each collective's start until its wait begins (:class:`~.held.HeldInterrupt`), then
     kept in ``alone`` as one in that wait is (:func:`to_the_end`). Raised between, it lost the
-    started collective: this rank never started the next one, which the others wait in."""
+    started collective: this rank never started the next one, which the others wait in. So is
+    one that comes unheld around the wait (after the release, before the wait's own keeping
+    begins; after the wait, before the next start is held): the wait made again (at once,
+    once complete), the next start held."""
     held, here = HeldInterrupt(), sys._getframe()
 
     def release() -> None:  # the held Ctrl-C, if one came: kept, unless asked twice
@@ -156,9 +159,16 @@ def _by_hand(bucket: Bucket, comm: Any, alone: list[BaseException]) -> None:
             _keep(alone, exc)
 
     def wait(request: Any) -> None:
-        release()
-        to_the_end(request.Wait, alone)
-        held.__enter__(here)  # the next start (after a local sum)
+        while True:  # no instruction unheld outside this try: a Ctrl-C there is kept too
+            try:
+                release()
+                to_the_end(request.Wait, alone)
+                held.__enter__(here)  # the next start (after a local sum)
+                return
+            except KeyboardInterrupt as exc:  # unheld, outside the wait's: made again
+                if _stopping(alone):
+                    raise
+                _keep(alone, exc)
 
     held.__enter__(here)
     try:
