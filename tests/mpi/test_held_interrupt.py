@@ -17,7 +17,10 @@ from distconv.stop_request import StopRequest
 from distconv.sync.mpi import SingleRankComm, held
 from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.step_check import StepCheck
+from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
+from tests.mpi.common import bucket_params, bucket_sync, fire
+from tests.mpi.run_start_interrupt import interrupted_after
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -219,3 +222,23 @@ def test_a_ctrl_c_inside_is_handed_on_when_another_handler_raises_at_the_put_bac
             assert isinstance(raised.value, Raised) and stop.received == {signal.SIGINT}
     finally:
         restore()
+
+
+def test_one_rank_with_the_thread_raises_a_ctrl_c_as_the_flags_start_is_queued(sigint, monkeypatch):
+    """One rank, the communication thread: a Ctrl-C as ``finish_step`` queues the flags'
+    start to the thread is kept (the step's collectives first), then raised, no parameter
+    updated. Before, the one-rank path (each bucket updated once reduced) never looked at
+    what was kept: the step finished and the Ctrl-C was dropped."""
+    sync, params = bucket_sync(comm=SingleRankComm(), overlap=True), bucket_params()
+    try:
+        sync.setup(params, {})
+        assert sync._thread is not None
+        before = [p.value.copy() for p in params]
+        monkeypatch.setattr(CommThread, "call", interrupted_after(CommThread.call))
+        sync.start_step(1)
+        fire(sync, params[0], 1.0)
+        with pytest.raises(KeyboardInterrupt):
+            sync.finish_step()
+        assert all((p.value == b).all() for p, b in zip(params, before))
+    finally:
+        sync.close()

@@ -56,17 +56,19 @@ def update_step(
     alone: list[BaseException] | None = None,
 ) -> None:
     """Reduce every bucket (on ``thread`` if any, else on ``comm``) and ``update`` each: all of
-    them or none (see above), except on one rank with the thread and no 16-bit bucket, where
-    each is updated once reduced. ``failed_alone`` is called before an error raised once every
-    bucket and the flags are in (a replaced gradient, an optimizer's error): a failure of this
-    rank alone, where every other rank may have finished the step (a bucket's copy back too,
-    and an interrupt kept in ``alone``: :func:`reduce_all`).
+    them or none (see above), except on one rank with the thread, no 16-bit bucket and nothing
+    kept in ``alone``, where each is updated once reduced. ``failed_alone`` is called before an
+    error raised once every bucket and the flags are in (a replaced gradient, an optimizer's
+    error): a failure of this rank alone, where every other rank may have finished the step (a
+    bucket's copy back too, and an interrupt kept in ``alone``: :func:`reduce_all`).
 
     Raises:
         SyncError: another rank abandoned the step, the thread failed (a 16-bit wire refused),
             or a gradient was replaced after it fired; no parameter updated.
     """
-    if thread is not None and world_size == 1 and not any(b.compressed for b in buckets):
+    # not with an interrupt kept (the flags' start, queued): reduce_all raises it once all is in
+    as_reduced = thread is not None and world_size == 1 and not alone
+    if as_reduced and not any(b.compressed for b in buckets):
         check_kept(buckets, used.local, slots)  # one rank: what fired here fired anywhere
         update_as_reduced(buckets, thread, used, update)
         return
