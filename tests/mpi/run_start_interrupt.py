@@ -19,9 +19,11 @@ likewise (a KeyboardInterrupt from that setup written to ``OUT/again<rank>.txt``
 made again: with ``flags``, rank 0 is interrupted as that setup starts the flags the abandoned
 step owes); ``pack``: the first pack of ``b``'s bucket in ``finish_step`` fails on rank 0 (as a
 failed device copy would), and each rank writes the ``repr`` of what its step raised's context
-to ``OUT/context<rank>.txt``. Each rank writes what its step raised to ``OUT/said<rank>.txt``
-(``nothing`` where nothing was), then closes its sync (:func:`~tests.mpi.common.recorded`): a
-close that aborts ends the job with a status not 0.
+to ``OUT/context<rank>.txt``; ``setup``: each rank sets up again straight after ``start_step``
+(what that setup raised written as the step's), then takes one last step
+(:func:`~tests.mpi.common.step_and_save`). Each rank writes what its step raised to
+``OUT/said<rank>.txt`` (``nothing`` where nothing was), then closes its sync
+(:func:`~tests.mpi.common.recorded`): a close that aborts ends the job with a status not 0.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync, updates
 from distconv.sync.mpi.thread import CommThread
-from tests.mpi.common import bucket_params, bucket_sync, recorded, refit_and_save
+from tests.mpi.common import bucket_params, bucket_sync, recorded, refit_and_save, step_and_save
 from tests.mpi.run_check_interrupt import step, what_raises
 from tests.mpi.run_pack_failure import fail_first_pack
 
@@ -49,6 +51,7 @@ STARTS = {"check": "Iallgather", "flags": "Iallreduce"}
 def main() -> None:
     out, where, how = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
     launch, abandon, pack = how == ["launch"], how == ["abandon"], how == ["pack"]
+    again = how == ["setup"]
     wire = {"grad_dtype": "float16"} if where.startswith("wire") else {}  # by hand, no thread
     sync = bucket_sync(overlap=where.startswith("thread"), timeout=3, **wire)
     start = STARTS.get(where.removeprefix("thread-"))
@@ -72,6 +75,9 @@ def main() -> None:
         sync.start_step(1)
         if abandon and sync.rank == 0:  # a layer raised in backward: the step let go of
             said = what_raises(sync.abandon_step)
+        elif again:  # set up again, the step neither finished nor abandoned
+            said = what_raises(lambda: sync.setup(params, {}))
+            step_and_save(sync, params, out)
         else:
             said = what_raises(lambda: context_noted(out, sync.rank, step, sync, params[launch]))
         (out / f"said{sync.rank}.txt").write_text(said)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.mpi.common import NEEDS_MPIEXEC, run_two_ranks
+from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_two_ranks
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -164,3 +164,18 @@ def test_an_interrupt_around_a_wait_by_hand_fails_the_step_on_that_rank(tmp_path
     said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
     assert said == ["KeyboardInterrupt: ", "nothing"], said
     assert not list(tmp_path.glob("rank*.err"))
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+def test_an_interrupt_kept_at_the_step_check_is_raised_by_a_setup_that_lets_the_step_go(
+    tmp_path,
+):
+    """Rank 0 interrupted as ``start_step``'s check started; then each rank sets up again at
+    once, the step neither finished nor abandoned. Rank 0's setup raises the kept interrupt
+    once it has set up as rank 1 did, and the step both take next trains alike. Before, that
+    setup let the step go without raising it, and the next ``start_step`` forgot it."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, "check", "setup")
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said == ["KeyboardInterrupt: ", "nothing"], said
+    assert_moved(tmp_path, 0.75)  # the last step alone: (1 + 2) / 2 examples * lr 0.5

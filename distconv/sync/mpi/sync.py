@@ -185,7 +185,9 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
         """Check the job on every rank, broadcast rank 0's parameters and state, lay out buckets.
 
         ``state`` (a checkpoint's optimizer state) is given on rank 0 alone; the broadcast hands
-        it to every other rank.
+        it to every other rank. A step left open, not abandoned, is let go of first (as
+        :meth:`abandon_step` does); a Ctrl-C it kept at ``start_step`` is raised once this
+        rank has set up as the others do (a KeyboardInterrupt), not dropped.
         """
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
         wire["sync.piece_bytes"], wire["sync.stream"] = list(self._pieces_asked), self.stream
@@ -217,6 +219,8 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             self._thread = CommThread(self._reduce, seconds, self.timeout)
         self._lay_out([p.name for p in reversed(self.params)], again=True)
         self._open = self._changed_in = self._failed_setup = None
+        # a Ctrl-C kept by the step this setup let go of unabandoned: raised, every rank set up
+        self._check.raise_kept()
 
     # -- one step ---------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
