@@ -231,7 +231,8 @@ class SyncStrategy(ABC):
         in it (the Trainer calls this, then lets the error go on). Let go of what was kept for
         the step alone, so that calls outside a step (an evaluation's :meth:`prefetch`) are
         served as such until the next step; gradients and values wait for the next
-        :meth:`setup`, which every ``fit`` calls. Must not raise. Default: nothing kept. LocalSync
+        :meth:`setup`, which every ``fit`` calls. Must not raise, but for a Ctrl-C kept from a
+        collective's start (MPISync), raised once all is let go. Default: nothing kept. LocalSync
         and MPISync (not the parameter server's) refuse (:class:`SyncError`) :meth:`state_dict`
         and :meth:`start_step` from a step's first update until every parameter (and state) took
         it, or else until a :meth:`setup` succeeds; a state_dict before that update is served."""
