@@ -1,23 +1,28 @@
 """The launcher's own messages during a job (a stop, a restart, the failure report), as the
 supervisor writes them.
 
-They go to stderr, but where stderr is stdout's file (``2>&1`` into a pager, one terminal) a
-write there waits on the reader of the children's lines as well: with that reader stalled, the
-supervisor blocked for good on its next message, while its children, no longer held up by the
-output, ran on with nothing to stop them (SIGTERM was noted, never acted on). There, the
-messages go through the children's queue (:class:`launcher.terminal.Terminal`), after the lines
-queued before them, and a stall drops them, counted, as it drops a child's line: the failure
-report is in ``failure.json`` all the same.
+They go to stderr, and a write there waits on its reader: with that reader stalled (a paused
+pager, a reader that died without closing the pipe), the supervisor blocked for good on its next
+message, while its children ran on with nothing to stop them (SIGTERM was noted, never acted
+on). So during a job the messages go through a bounded queue that a stall drops from, counted,
+as it drops a child's line (:class:`launcher.terminal.Terminal`): the children's own where
+stderr is stdout's file (``2>&1`` into a pager, one terminal), after the lines queued before
+them; else one of their own on stderr, written by a thread of its own. The failure report is
+in ``failure.json`` all the same.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from functools import partial
 from typing import BinaryIO
 
 from .json_lines import JsonLines
 from .terminal import Terminal
+
+#: bytes of the launcher's messages queued at most on a stderr of their own that stalls
+MESSAGE_BYTES = 256 * 1024
 
 
 def same_file(one: BinaryIO, other: BinaryIO) -> bool:
@@ -47,12 +52,26 @@ class Messages:
         #: the attempt running, for the JSON objects (None before the first)
         self.restart: int | None = None
         self._lock = threading.Lock()  # apart from the children's: a stalled stdout blocks none
-        self._terminal: Terminal | None = None
+        self._terminal: Terminal | None = None  # the queue the messages go through, if any
+        self._own = False  # that queue is theirs alone (``err`` is not stdout's file)
 
-    def share(self, terminal: Terminal | None, out: BinaryIO) -> None:
-        """From now on, the messages go through ``terminal`` where ``err`` is ``out``'s file
-        (:func:`same_file`); None: straight to ``err`` again."""
-        self._terminal = terminal if terminal is not None and same_file(out, self.err) else None
+    def share(self, terminal: Terminal, out: BinaryIO) -> None:
+        """From now on (a job's run), the messages go through ``terminal`` where ``err`` is
+        ``out``'s file (:func:`same_file`), else through a queue of their own on ``err``
+        (:meth:`end` closes it): never straight to a stderr that may stall."""
+        if same_file(out, self.err):
+            self._terminal, self._own = terminal, False
+        else:
+            notice = partial(self.line, level="warning")
+            self._terminal, self._own = Terminal(self.err, notice, MESSAGE_BYTES), True
+
+    def end(self, patience: float) -> None:
+        """The job's run is over: the messages queued on a queue of their own written, within
+        ``patience`` seconds, or till a stall (the launcher must end). A message from now on
+        goes through the queue while its writer lives (a stalled stderr still blocks none),
+        else straight to ``err``."""
+        if self._terminal is not None and self._own:
+            self._terminal.close(patience, stall_ends=True)
 
     def line(self, message: str, level: str = "info") -> bytes:
         """``message`` as the launcher's line: a JSON object of ``level`` under :attr:`lines`."""
@@ -61,8 +80,8 @@ class Messages:
         return f"distconv-launch: {message}\n".encode(errors="backslashreplace")
 
     def say(self, message: str, level: str = "info") -> None:
-        """Write ``message``: through the shared queue where there is one that still takes
-        lines (a stall drops it there, counted, never blocking for good), else on ``err``
+        """Write ``message``: through the queue (:meth:`share`) where there is one that still
+        takes lines (a stall drops it there, counted, never blocking for good), else on ``err``
         (dropped where that is gone: a closed terminal must not keep the children from their
         SIGTERM)."""
         line = self.line(message, level)

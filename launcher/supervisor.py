@@ -141,7 +141,7 @@ class Supervisor:
             failed = partial(self.say, level="error")  # a full disk: said at once, on stderr
             notice = partial(self.messages.line, level="warning")
             self._terminal = Terminal(self.out, notice, failed=failed)
-            self.messages.share(self._terminal, self.out)  # 2>&1: its stall must not block us
+            self.messages.share(self._terminal, self.out)  # a stalled stderr must not block us
             for restart in range(max_restarts + 1):
                 self.messages.restart = restart
                 try:
@@ -179,7 +179,7 @@ class Supervisor:
                 )
                 if unshown:  # through the queue still where shared: the stall goes on
                     self.say(unshown, level="warning")
-                self.messages.share(None, self.out)
+            self.messages.end(child_waits.OUTPUT_DRAIN_SECONDS)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.unclaim()

@@ -1,0 +1,100 @@
+"""A launcher whose stderr alone is a stalled pipe (stdout elsewhere) still supervises its job
+(k449).
+
+Its messages went straight to stderr: with the pipe full (a paused pager on ``2>`` only, a
+reader that died without closing it), the supervisor blocked for good on its next message
+(here, the restart's) while its children ran on unsupervised; a SIGTERM was noted, never acted
+on. Now they go through a bounded queue of their own, written by a thread, which a stall drops
+from: the SIGTERM ends the launcher at once, failure.json written.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
+from tests.processes import job_env, job_left
+
+#: worker 0 fails once the test has filled the launcher's stderr; worker 1 outlasts its SIGTERM
+#: (said in a file), so the launcher has its grace's kill to say
+WORKER = """\
+import os, pathlib, signal, time
+if os.environ["RANK"] == "0":
+    while not pathlib.Path("go").exists():
+        time.sleep(0.01)
+    raise SystemExit(3)
+signal.signal(signal.SIGTERM, lambda *_: pathlib.Path("termed").touch())
+while True:
+    time.sleep(1)
+"""
+
+
+def _fill(pipe: int) -> None:
+    """Fill the pipe whose write end is ``pipe`` till a byte more would block, through a
+    description of its own (O_NONBLOCK on the launcher's would make its writes fail, not
+    block)."""
+    fill = os.open(f"/proc/self/fd/{pipe}", os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        for size in (4096, 1):
+            while True:
+                try:
+                    os.write(fill, b"x" * size)
+                except BlockingIOError:
+                    break
+    finally:
+        os.close(fill)
+
+
+@pytest.mark.timeout(60)
+def test_a_stalled_stderr_holds_no_message_of_the_supervisor(tmp_path: Path):
+    (tmp_path / "worker.py").write_text(WORKER)
+    argv = ["local", "--workers", "2", "--servers", "0"]
+    argv += ["--grace", "2", "--run-dir", "run", "--", "worker.py"]
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)  # little to fill
+    os.set_blocking(read, False)
+    said = bytearray()
+
+    def take() -> bytes:
+        try:
+            said.extend(os.read(read, 65536))
+        except BlockingIOError:
+            pass
+        return bytes(said)
+
+    with job_env(ENV) as env, open(tmp_path / "stdout", "wb") as out:
+        launcher = subprocess.Popen(
+            [*launcher_command(), *argv], env=env, cwd=tmp_path, stdout=out, stderr=write
+        )
+        try:
+            started = lambda: b"logs in " in take() and said.endswith(b"\n")  # noqa: E731
+            wait_while_running(started, launcher, "the job's first line", 20)
+            time.sleep(0.2)  # the launcher's lines before the job's start: read
+            take()
+            _fill(write)  # nothing reads it from now on
+            (tmp_path / "go").touch()  # worker 0 fails: the others are stopped
+            termed = tmp_path / "termed"
+            wait_while_running(termed.exists, launcher, "worker 1's SIGTERM", 10)
+            stopped = time.monotonic()
+            launcher.send_signal(signal.SIGTERM)  # within the grace: it blocked at its end
+            status = launcher.wait(timeout=10)
+            took = time.monotonic() - stopped
+        finally:
+            launcher.kill()
+            os.close(write)
+        assert job_left(env, 5) == {}
+    os.set_blocking(read, True)
+    with os.fdopen(read, "rb") as rest:  # what it wrote at its end, a writer blocked: no error
+        assert b"Fatal Python error" not in rest.read()
+    assert status == 143 and took < 5, (status, took, bytes(said))
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 0, 3), report
+    assert report["then"] == "stopped by SIGTERM", report
