@@ -55,22 +55,31 @@ class Messages:
         self._terminal: Terminal | None = None  # the queue the messages go through, if any
         self._own = False  # that queue is theirs alone (``err`` is not stdout's file)
 
-    def share(self, terminal: Terminal, out: BinaryIO) -> None:
-        """From now on (a job's run), the messages go through ``terminal`` where ``err`` is
-        ``out``'s file (:func:`same_file`), else through a queue of their own on ``err``
-        (:meth:`end` closes it): never straight to a stderr that may stall."""
-        if same_file(out, self.err):
-            self._terminal, self._own = terminal, False
-        else:
+    def begin(self) -> None:
+        """From now on (a launch's run directory held), the messages go through a queue of
+        their own on ``err``, written by a thread (:meth:`end` closes it): never straight to a
+        stderr that may stall, before the job's start as well."""
+        if not self._own:
             notice = partial(self.line, level="warning")
             self._terminal, self._own = Terminal(self.err, notice, MESSAGE_BYTES), True
 
+    def share(self, terminal: Terminal, out: BinaryIO, patience: float) -> None:
+        """From now on (a job's run), where ``err`` is ``out``'s file (:func:`same_file`), the
+        messages go through ``terminal``, after what their own queue holds (:meth:`end`: one
+        writer at a time, in order); else through their own (:meth:`begin`)."""
+        if not same_file(out, self.err):
+            self.begin()
+            return
+        self.end(patience)
+        self._terminal = terminal
+
     def end(self, patience: float) -> None:
-        """The job's run is over: the messages queued on a queue of their own written, within
-        ``patience`` seconds, or till a stall (the launcher must end). A message from now on
-        goes through the queue while its writer lives (a stalled stderr still blocks none),
-        else straight to ``err``."""
-        if self._terminal is not None and self._own:
+        """The messages queued on a queue of their own written, within ``patience`` seconds,
+        or till a stall (the launcher must end). A message from now on goes straight to
+        ``err``, but while that queue's writer is under way (a stalled stderr): through it,
+        which blocks none."""
+        if self._own and self._terminal is not None:
+            self._own = False
             self._terminal.close(patience, stall_ends=True)
 
     def line(self, message: str, level: str = "info") -> bytes:

@@ -141,7 +141,8 @@ class Supervisor:
             failed = partial(self.say, level="error")  # a full disk: said at once, on stderr
             notice = partial(self.messages.line, level="warning")
             self._terminal = Terminal(self.out, notice, failed=failed)
-            self.messages.share(self._terminal, self.out)  # a stalled stderr must not block us
+            drain = child_waits.OUTPUT_DRAIN_SECONDS
+            self.messages.share(self._terminal, self.out, drain)  # 2>&1: in order with lines
             for restart in range(max_restarts + 1):
                 self.messages.restart = restart
                 try:
@@ -207,10 +208,12 @@ class Supervisor:
             ) from None
         except OSError as exc:  # flock's own error names no file: '[Errno 37] No locks ...'
             raise LaunchError(f"cannot take {lock}: {describe_os_error(exc)}") from None
+        self.messages.begin()  # from its first message on: a stalled stderr blocks none
 
     def unclaim(self) -> None:
         """Let the run directory go, where :meth:`claim` holds it (a launch refused or stopped
         before :meth:`run`, which lets it go at its end): closing the lock drops the flock."""
+        self.messages.end(child_waits.OUTPUT_DRAIN_SECONDS)  # a refusal: its messages written
         if self._claim is not None:
             os.close(self._claim)
             self._claim = None

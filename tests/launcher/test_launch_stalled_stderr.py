@@ -98,3 +98,28 @@ def test_a_stalled_stderr_holds_no_message_of_the_supervisor(tmp_path: Path):
     report = json.loads((tmp_path / "run" / "failure.json").read_text())
     assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 0, 3), report
     assert report["then"] == "stopped by SIGTERM", report
+
+
+@pytest.mark.timeout(60)
+def test_a_stderr_stalled_before_the_job_holds_up_no_job(tmp_path: Path):
+    """Its lines before the job ('job ...: 1 worker(s) ...') were written straight to a stderr
+    already full: the launcher hung there for good, no child started, and a SIGTERM did not
+    end it (its own line on the stop blocked as well). Now they are queued too."""
+    (tmp_path / "worker.py").write_text("print('done')\n")
+    argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "worker.py"]
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
+    _fill(write)  # nothing reads it, from the start
+    with job_env(ENV) as env, open(tmp_path / "stdout", "wb") as out:
+        launcher = subprocess.Popen(
+            [*launcher_command(), *argv], env=env, cwd=tmp_path, stdout=out, stderr=write
+        )
+        try:
+            status = launcher.wait(timeout=10)
+        finally:
+            launcher.kill()
+            os.close(write)
+        assert job_left(env, 5) == {}
+    os.close(read)
+    assert status == 0
+    assert (tmp_path / "stdout").read_text() == "[worker 0] done\n"

@@ -27,7 +27,7 @@ def test_a_message_on_a_stalled_output_is_dropped_counted_and_said(tmp_path: Pat
     with _pipe() as (read, out):
         view = Terminal(out, _notice, bound=BOUND)
         messages = Messages(out, None)
-        messages.share(view, out)  # one file: through the queue
+        messages.share(view, out, 10)  # one file: through the queue
         line = json.dumps({"source": "worker-0", "pad": "x" * 80}).encode() + b"\n"
         for _ in range(2 * BOUND // len(line)):  # the queue full, the pipe too: a stall
             assert view.put("worker-0", log, line)
