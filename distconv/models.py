@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from distconv.kernels.shape import is_int
 from distconv.layers.conv import Conv2D
@@ -41,16 +42,16 @@ def lenet(
         NetworkError: an argument that is no size (an int >= 1), an ``image_shape`` of other
             than three sizes, or one too small for the pooling stages.
     """
+    # each taken once, as a tuple: an iterator (map(int, ...)) was used up by the check and no
+    # stage built, or had no len(); channels=32 failed "'int' object is not iterable", unnamed
+    image_shape, channels = _sizes("image_shape", image_shape), _sizes("channels", channels)
     if len(image_shape) != 3:  # unpacked below: "not enough values to unpack (expected 3)"
-        raise NetworkError(f"LeNet: image_shape must be (C, H, W), got {tuple(image_shape)}")
+        raise NetworkError(f"LeNet: image_shape must be (C, H, W), got {image_shape}")
     # each was refused by the layer it sizes, unnamed yet: "FullyConnected: in_features=128,
     # out_features=0", not hidden=0; or with image_shape's 8.0 as "in_features=256.0"
-    # channels taken once: an iterator (map(int, ...)) was used up by this check and no stage
-    # was built
-    channels = tuple(channels)
     # hidden and num_classes are one size each: hidden=(128, 64), taken for a tuple of sizes as
     # channels is, passed and was refused by fc1, unnamed
-    sizes = {"image_shape": tuple(image_shape), "channels": channels}
+    sizes = {"image_shape": image_shape, "channels": channels}
     for name, given in (sizes | {"hidden": (hidden,), "num_classes": (num_classes,)}).items():
         if not all(is_int(v) and v >= 1 for v in given):
             shown = given if name in sizes else given[0]
@@ -65,7 +66,7 @@ def lenet(
         size = pool.geom.out_size(conv.out_size(size))
         if min(size) < 1:  # a NetworkError: distconv train says it on one line
             raise NetworkError(
-                f"LeNet: image_shape {tuple(image_shape)} is too small for {i} pooling stages "
+                f"LeNet: image_shape {image_shape} is too small for {i} pooling stages "
                 f"(each halves the image: {len(channels)} need at least "
                 f"{2 ** len(channels)}x{2 ** len(channels)})"
             )
@@ -74,3 +75,11 @@ def lenet(
     net.add("fc2", FullyConnected(hidden, num_classes), "fc1")
     net.add("loss", SoftmaxCrossEntropy(), ["fc2", LABEL])
     return net
+
+
+def _sizes(name: str, given: Any) -> tuple[Any, ...]:
+    """``given``, a sequence of sizes, as a tuple; a NetworkError naming ``name`` where it is
+    none (an int, a str: "32,64" was read as the sizes '3', '2', ',' ...)."""
+    if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+        raise NetworkError(f"LeNet: {name}={given!r}: a sequence of sizes (ints >= 1) is needed")
+    return tuple(given)

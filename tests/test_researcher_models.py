@@ -40,3 +40,24 @@ def test_lenet_builds_a_stage_per_channel_count_an_iterator_gives():
     used the iterator up, and a network without a convolution was built, without a word."""
     net = lenet((1, 8, 8), channels=map(int, "2,3".split(",")), hidden=8)
     assert [n for n in net.layers if n.startswith("conv")] == ["conv1", "conv2"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"channels": 32}, "channels=32"),  # one stage's count: "'int' object is not iterable"
+        ({"channels": "32,64"}, "channels='32,64'"),  # was read as '3', '2', ',' ...
+        ({"image_shape": 8}, "image_shape=8"),  # "object of type 'int' has no len()"
+    ],
+)
+def test_lenet_names_the_argument_that_is_no_sequence_of_sizes(kwargs, named):
+    """A bare TypeError from tuple() or len() named no argument of lenet's."""
+    with pytest.raises(NetworkError, match=re.escape(f"LeNet: {named}: a sequence of sizes")):
+        lenet(**kwargs)
+
+
+def test_lenet_takes_an_image_shape_an_iterator_gives():
+    """image_shape=map(int, "1,8,8".split(",")), as a command line's value is read, failed
+    "object of type 'map' has no len()", as channels given so once built no stage."""
+    net = lenet(map(int, "1,8,8".split(",")), channels=(2,), hidden=8)
+    assert [n for n in net.layers if n.startswith("conv")] == ["conv1"]
