@@ -179,6 +179,11 @@ class Layer:
 
     def set_name(self, name: str) -> None:
         """Rename the layer and the parameters it owns (shared ones passed in keep theirs)."""
+        if "_params" not in vars(self):  # a dataclass's __init__, set after __init_subclass__
+            raise TypeError(
+                f"{type(self).__name__} was made without calling {_BASE_CALL}; a dataclass "
+                "calls it in __post_init__"
+            )
         self.name = name
         for key in self._owned:
             self._params[key].name = f"{name}.{key}"

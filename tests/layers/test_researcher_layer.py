@@ -1,5 +1,7 @@
 """A layer of one's own, written from the Layer docstring: what its mistakes are told."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -348,3 +350,26 @@ def test_a_shape_error_in_a_backward_of_one_s_own_names_the_layer(rng, layer):
     else:
         with pytest.raises(WireError, match=r"^the server refused the push$"):
             net.backward(callback)
+
+
+@dataclasses.dataclass(eq=False)
+class Widths(Layer):
+    """A dataclass layer whose made-up ``__init__`` never calls the base's: the dataclass sets
+    it after ``__init_subclass__`` wrapped the class's own, so the check never saw it."""
+
+    width: int = 3
+
+
+def test_a_dataclass_layer_that_skips_the_base_s_init_is_told_so_when_added():
+    """It was added with "'Widths' object has no attribute '_owned'", the far-away error the
+    base-init check names; one calling the base in __post_init__ is added as before."""
+    net = Network()
+    with pytest.raises(TypeError, match=r"^Widths was made without calling super\(\).__init__"):
+        net.add("w", Widths(), inputs="x")
+
+    @dataclasses.dataclass(eq=False)
+    class PostInit(Widths):
+        def __post_init__(self) -> None:
+            Layer.__init__(self)  # the base's: super() reaches Widths' dataclass __init__
+
+    assert net.add("w", PostInit(), inputs="x").name == "w"
