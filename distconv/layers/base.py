@@ -267,14 +267,14 @@ class Layer:
             frozen = [p.name for p in self.parameters() if p.grad is None]
             if not frozen or "NoneType" not in str(exc) or isinstance(exc, LayerError):
                 raise
-            if _through_callback(exc):
+            if _through_callback(exc, callback):
                 raise
             raise LayerTypeError(
                 f"{self.label}: backward failed ({exc}); static parameter(s) {frozen} have no "
                 "gradient (grad is None): skip adding into one (if not p.static: p.grad += ...)"
             ) from exc
         except ValueError as exc:  # as forward's: "non-broadcastable output operand" named none
-            if isinstance(exc, LayerError) or _through_callback(exc):
+            if isinstance(exc, LayerError) or _through_callback(exc, callback):
                 raise
             raise self.fail(f"backward: {exc}") from exc
 
@@ -332,10 +332,12 @@ class Layer:
 _INC_UPDATE = Parameter.inc_update.__code__
 
 
-def _through_callback(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised in a callback, below a parameter's ``inc_update``."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code is not _INC_UPDATE:
+def _through_callback(exc: BaseException, callback: UpdateCallback) -> bool:
+    """Whether ``exc`` was raised in ``callback``: below a parameter's ``inc_update``, or below
+    the callback's own code (the Network's is a function), which a layer may call itself."""
+    own = getattr(getattr(callback, "__func__", callback), "__code__", None)
+    codes, tb = {id(_INC_UPDATE), id(own)}, exc.__traceback__  # by identity: equal lambdas
+    while tb is not None and id(tb.tb_frame.f_code) not in codes:
         tb = tb.tb_next
     return tb is not None
 

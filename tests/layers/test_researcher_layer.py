@@ -373,3 +373,38 @@ def test_a_dataclass_layer_that_skips_the_base_s_init_is_told_so_when_added():
             Layer.__init__(self)  # the base's: super() reaches Widths' dataclass __init__
 
     assert net.add("w", PostInit(), inputs="x").name == "w"
+
+
+class FiresDirectly(Scale):
+    """Hands its complete gradients to the callback itself, as a layer of one's own may, not
+    through ``inc_update`` (each fires once: the Network accepts it)."""
+
+    def _backward(self, dz, callback):
+        self.w.grad += (dz * self.inputs[0].value).sum(0)
+        callback(self.w)
+        if not self.b.static:
+            self.b.grad += dz.sum(0)
+            callback(self.b)
+
+
+@pytest.mark.parametrize(
+    ("error", "frozen"),
+    [(WireError("the server refused the push"), False), (TypeError("'NoneType' object"), True)],
+)
+def test_a_callback_s_error_passes_as_it_is_when_the_layer_calls_it_itself(rng, error, frozen):
+    """Only a traceback through Parameter.inc_update was the callback's: called by the layer,
+    the sync's WireError became "FiresDirectly 'scale': backward: the server refused ...", a
+    LayerError a caller catching WireError missed, and a TypeError mentioning None was blamed
+    on the frozen bias."""
+    net = Network()
+    net.add("scale", FiresDirectly(4), inputs="x")
+    net.add("loss", MSELoss(), inputs=["scale", "target"])
+    net["scale"].b.set_static(frozen)
+    net.forward({"x": rng.standard_normal((5, 4)), "target": rng.standard_normal((5, 4))})
+
+    def callback(p):
+        raise error
+
+    with pytest.raises(type(error)) as e:
+        net.backward(callback)
+    assert e.value is error
