@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from distconv.optim import SGD
+from distconv.sync.local import LocalSync
 from tests.test_researcher_sync import Forgetful
 
 
@@ -23,3 +27,28 @@ def test_the_class_whose_init_skipped_the_base_s_is_named_not_its_subclass():
         TypeError, match=r"^Forgetful\.__init__ returned without calling super\(\)\.__init__"
     ):
         Careful(0.1)
+
+
+class ReadsRankFirst(LocalSync):
+    """Reads the rank the base sets before calling the base."""
+
+    def __init__(self, lr: float) -> None:
+        self.tag = f"rank{self.rank}"
+        super().__init__(SGD(lr))
+
+
+class ReadsConfigFirst(LocalSync):
+    """Reads a setting its config lacks before calling the base, as a typo does."""
+
+    def __init__(self, config: SimpleNamespace) -> None:
+        self.lr = config.lrr
+        super().__init__(SGD(config.lr))
+
+
+def test_an_attribute_the_base_sets_read_before_it_is_the_skipped_base_and_no_other():
+    """8ec8f633 gave strategies the layers' AttributeError path, untested for them: a base
+    field read first is the skipped base call, named; a config's typo is the strategy's own."""
+    with pytest.raises(TypeError, match=r"^ReadsRankFirst\.__init__ failed \(.*'rank'\) before"):
+        ReadsRankFirst(0.1)
+    with pytest.raises(AttributeError, match=r"has no attribute 'lrr'$"):
+        ReadsConfigFirst(SimpleNamespace(lr=0.1))
