@@ -115,6 +115,8 @@ class Layer:
             )
 
     def __init__(self, *, act: str | ActivationFunction | None = None, name: str | None = None):
+        if vars(self).get("_params"):  # a second run dropped those made since: never trained
+            raise TypeError(f"{self.label}: a second Layer.__init__ drops {list(self._params)}")
         self.name = name or type(self).__name__
         self.act = checked(self, get_activation, act)  # the error names the layer
         self._params: dict[str, Parameter] = {}

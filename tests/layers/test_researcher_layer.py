@@ -408,3 +408,18 @@ def test_a_callback_s_error_passes_as_it_is_when_the_layer_calls_it_itself(rng, 
     with pytest.raises(type(error)) as e:
         net.backward(callback)
     assert e.value is error
+
+
+class BaseTwice(Scale):
+    """Calls the base again after making its weights, to set the activation."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        super(Scale, self).__init__(act="tanh")
+
+
+def test_a_second_base_init_is_refused_not_left_to_drop_the_weights_made_since():
+    """The second Layer.__init__ emptied the registry: the network held no parameter, and
+    w and b never trained, without a word."""
+    with pytest.raises(TypeError, match=r"^BaseTwice: a second Layer.__init__ drops \['w'"):
+        BaseTwice(3)
