@@ -259,7 +259,7 @@ class Layer:
         problem = callback_problem(callback)  # a layer run by hand: a bias's gradient was in
         if problem:
             raise self.fail(problem)
-        dz = self.backward_activation()
+        dz = checked(self, self.backward_activation)  # an activation's error names the layer
         try:
             self._backward(dz, callback)
         except TypeError as exc:

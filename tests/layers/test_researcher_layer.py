@@ -7,6 +7,7 @@ import pytest
 
 from distconv import Arg, Network, Parameter, Trainer
 from distconv.gradient_check import check_layer_grad
+from distconv.kernels.activation import ActivationFunction
 from distconv.layers import FullyConnected, MSELoss, SoftmaxCrossEntropy
 from distconv.layers.base import Layer, LayerTypeError, values_of
 from distconv.layers.mixed import Mixed
@@ -423,3 +424,26 @@ def test_a_second_base_init_is_refused_not_left_to_drop_the_weights_made_since()
     w and b never trained, without a word."""
     with pytest.raises(TypeError, match=r"^BaseTwice: a second Layer.__init__ drops \['w'"):
         BaseTwice(3)
+
+
+class Square(ActivationFunction):
+    """``z ** 2``, its backward reading one row too few: numpy cannot broadcast it."""
+
+    name = "square"
+
+    def forward(self, z, inplace=False):
+        return z * z
+
+    def backward(self, y, dy):
+        return 2 * dy * y[:-1]
+
+
+def test_a_shape_error_in_an_activation_s_backward_names_the_layer(rng):
+    """Its forward's error named the layer (Layer.forward runs it through checked), its
+    backward's, numpy's bare "operands could not be broadcast together", named none."""
+    net = Network()
+    net.add("fc", FullyConnected(3, 4, act=Square(), dtype=F64), inputs="x")
+    net.add("loss", MSELoss(), inputs=["fc", "target"])
+    net.forward({"x": rng.standard_normal((5, 3)), "target": rng.standard_normal((5, 4))})
+    with pytest.raises(ValueError, match=r"^FullyConnected 'fc': operands could not be broad"):
+        net.backward(lambda p: None)
