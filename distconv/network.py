@@ -16,7 +16,7 @@ from typing import Any
 from distconv.arg import Arg
 from distconv.backend import ARRAY_KINDS, get_array_module, is_array, is_float_dtype
 from distconv.kernels.parallel import one_blas_thread
-from distconv.layers.base import Layer, LayerError, LayerResultError
+from distconv.layers.base import Layer, LayerError, LayerResultError, LayerTypeError
 from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, name_clash
 
@@ -223,8 +223,9 @@ class Network:
         return outputs
 
     def _raise_for_integer_input(self, name: str, args: list[Arg], exc: TypeError) -> None:
-        """Turn a casting error caused by integer or bool values into a NetworkError."""
-        for source, arg in zip(self.wiring[name], args):
+        """A casting error (a layer's, numpy's) of integer values as a NetworkError; no other."""
+        cast = isinstance(exc, LayerTypeError) or any(w in str(exc) for w in ("cast", "ufunc"))
+        for source, arg in zip(self.wiring[name], args) if cast else ():
             v = arg.value
             if v is not None and getattr(v, "dtype", None) is not None and v.dtype.kind in "biu":
                 raise NetworkError(
@@ -336,8 +337,7 @@ class Network:
             raise NetworkError(f"backward(loss={loss!r}): no such layer (layers: {order})")
         self.parameters()  # two of one name, refused before any callback fires
         self._count_users()
-        # Gradients of intermediate outputs start from zero each pass, so a second backward
-        # adds exactly one more pass's worth into the parameters (they accumulate, Args don't).
+        # outputs' gradients start at zero each pass: a second adds one pass's worth (Args don't)
         for arg in self.outputs.values():
             arg.grad = None
         out = self.outputs[loss]

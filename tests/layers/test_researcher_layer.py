@@ -447,3 +447,31 @@ def test_a_shape_error_in_an_activation_s_backward_names_the_layer(rng):
     net.forward({"x": rng.standard_normal((5, 3)), "target": rng.standard_normal((5, 4))})
     with pytest.raises(ValueError, match=r"^FullyConnected 'fc': operands could not be broad"):
         net.backward(lambda p: None)
+
+
+class MaskTypo(MaskReturnsArg):
+    """Takes an integer mask as values, its own code failing with a TypeError of its own."""
+
+    def _forward(self, x, mask):
+        return x.value * mask.value * len(mask.value.shape[0])
+
+
+def test_a_layer_s_own_type_error_is_not_blamed_on_an_integer_input(rng):
+    """34db94b2 let one such error through (a _forward returning no array), but any other
+    TypeError of the layer's own, here "object of type 'int' has no len()", was still told
+    "input 'mask' holds int64 values ... feed float arrays"; numpy's casting error still is."""
+    net = Network()
+    net.add("masked", MaskTypo(), inputs=["x", "mask"])
+    feeds = {"x": Arg(rng.standard_normal((4, 3))), "mask": Arg(np.ones((4, 3), np.int64))}
+    with pytest.raises(TypeError, match=r"^object of type 'int' has no len\(\)$"):
+        net.forward(feeds)
+
+    class Halves(MaskReturnsArg):
+        def _forward(self, x, mask):
+            mask.value *= 0.5  # numpy: "Cannot cast ufunc 'multiply' output ... to int64"
+            return x.value * mask.value
+
+    net = Network()
+    net.add("halves", Halves(), inputs=["x", "mask"])
+    with pytest.raises(NetworkError, match=r"input 'mask' holds int64 values"):
+        net.forward(feeds)
