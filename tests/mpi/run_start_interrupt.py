@@ -8,7 +8,10 @@ bucket's ``Ialltoall``, the first of its reduction by hand, returned, its wait n
 ``wire-before`` or ``wire-after``: just before that wait's keeping begins, or once it ended)
 or ``check`` or ``thread-check`` (``start_step``'s step check: its ``Iallgather`` returned,
 its request not yet stored) or ``flags`` (no thread: the used-parameter flags' ``Iallreduce``
-returned, its request not yet stored) or ``thread-flags`` (their start queued to the thread).
+returned, its request not yet stored) or ``thread-flags`` (their start queued to the thread)
+or ``wire-between`` or ``thread-between`` (in ``finish_step``, once bucket 0 is copied back,
+before bucket 1 is waited for: outside any wait or held start) or ``wire-entry`` (as the
+reduction by hand of bucket 0 begins, before its first start is held).
 
 Only ``a`` fires, so both buckets go in step 0's ``finish_step``; with ``launch`` only ``b``
 fires, launching bucket 0 from ``on_gradient``, where rank 0 is interrupted: every rank then
@@ -68,6 +71,10 @@ def main() -> None:
             setattr(sync.comm, start, interrupted_after(getattr(sync.comm, start)))
         elif sync.rank == 0 and where in ("wire-before", "wire-after"):  # around a wait
             updates.to_the_end = interrupted_wait(updates.to_the_end, where == "wire-before")
+        elif sync.rank == 0 and where.endswith("-between"):  # after bucket 0's copy back
+            updates._unpack = interrupted_after(updates._unpack)
+        elif sync.rank == 0 and where == "wire-entry":  # bucket 0's reduction by hand begins
+            updates._by_hand = interrupted_before(updates._by_hand)
         elif sync.rank == 0 and where == "wire":  # a 16-bit bucket's first start, by hand
             sync._grad_comm.Ialltoall = interrupted_after(sync._grad_comm.Ialltoall)
         elif sync.rank == 0:  # the watched gradient communicator's own start (an instance's)
@@ -125,6 +132,19 @@ def interrupted_wait(to_the_end: Callable[..., Any], before: bool) -> Callable[.
         if not before:
             os.kill(os.getpid(), signal.SIGINT)
         return waited
+
+    return interrupted
+
+
+def interrupted_before(call: Callable[..., Any]) -> Callable[..., Any]:
+    """``call``, which sends this process a SIGINT before it is made, the first time only."""
+    sent: list[bool] = []
+
+    def interrupted(*args: Any) -> Any:
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)  # raised here, at Python's next check
+        return call(*args)
 
     return interrupted
 

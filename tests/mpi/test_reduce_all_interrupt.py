@@ -284,3 +284,35 @@ def test_to_the_end_passes_its_arguments_to_each_call_made():
 
     to_the_end(wait, kept, "thread", 3)
     assert got == [("thread", 3), ("thread", 3)] and [str(k) for k in kept] == ["CommThread.wait"]
+
+
+class ReadInterrupted(HandBucket):
+    """A 16-bit bucket whose first read of ``pieces`` meets a Ctrl-C: one raised between two
+    buckets of reduce_all, outside any wait or held start."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    @property
+    def pieces(self) -> list:
+        self.reads += 1
+        if self.reads == 1:
+            raise KeyboardInterrupt("between buckets")
+        return []
+
+    @pieces.setter
+    def pieces(self, value: list) -> None:
+        pass
+
+
+def test_an_interrupt_between_buckets_is_kept_and_no_bucket_is_reduced_twice():
+    """Bucket 0 reduced by hand and copied back, then a Ctrl-C before bucket 1's reduction:
+    kept, bucket 1 reduced and copied back, the interrupt raised and told; bucket 0 is not
+    reduced again (its collectives started twice would meet another of the other ranks').
+    Before, it went up at once, bucket 1's collectives never started."""
+    buckets, told = [HandBucket(), ReadInterrupted()], []
+    with pytest.raises(KeyboardInterrupt, match="between buckets"):
+        reduce_all(buckets, None, None, posted(FlagsComm()), lambda: told.append(True))
+    assert [[r.waits for r in b.requests] for b in buckets] == [[1, 1], [1, 1]]
+    assert all(b.unpacked for b in buckets) and told == [True]

@@ -179,3 +179,20 @@ def test_an_interrupt_kept_at_the_step_check_is_raised_by_a_setup_that_lets_the_
     said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
     assert said == ["KeyboardInterrupt: ", "nothing"], said
     assert_moved(tmp_path, 0.75)  # the last step alone: (1 + 2) / 2 examples * lr 0.5
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+@pytest.mark.parametrize("where", ["wire-between", "wire-entry", "thread-between"])
+def test_an_interrupt_between_buckets_fails_the_step_on_that_rank(tmp_path, where):
+    """Rank 0 interrupted in ``finish_step``'s reduction outside any wait or held start: once
+    bucket 0 is copied back, before bucket 1 (a 16-bit wire by hand; or the communication
+    thread's), or as bucket 0's reduction by hand begins. The interrupt is kept as a wait's
+    is: rank 0 reduces the buckets left (none twice) and completes the flags as rank 1 does,
+    then raises it (the step failed there alone); rank 1 finishes the step; both close
+    cleanly. Before, it went up at once: rank 1 waited in a collective rank 0 never started
+    (by hand), or rank 0's failure went untold and its close aborted the job (the thread)."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, where)
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said == ["KeyboardInterrupt: ", "nothing"], said
+    assert not list(tmp_path.glob("rank*.err"))

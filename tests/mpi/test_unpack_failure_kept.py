@@ -230,9 +230,9 @@ def test_the_error_an_interrupt_replaced_is_still_in_its_chain(after):
 
 class InterruptedUsed:
     """The flags' exchange raising this rank's own kept pack failure, an interrupt (read: not
-    pending)."""
+    pending, the step refused on every rank, as UsedParams.complete marks it)."""
 
-    pending = False
+    pending, refused = False, True
 
     def __init__(self, stop: KeyboardInterrupt) -> None:
         self.stop = stop

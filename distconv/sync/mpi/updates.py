@@ -108,24 +108,23 @@ def reduce_all(
     So is one in the wait of the flags, of a reduction by hand, or, with the thread, of a
     bucket's reduction there (a Ctrl-C where a fast rank waits for a slow one): the wait is
     made again (:func:`to_the_end`), so this rank ends the step's collectives as the others do,
-    and fails the step alone.
+    and fails the step alone. So is one raised between those calls, in no wait and no held
+    start (once a bucket is copied back, as a reduction by hand begins): what is left is made
+    again (:func:`_reduce_rest`), nothing started twice. Before, it went up at once: a later
+    16-bit bucket's collectives never started (the others waited in them), or, with the
+    thread, the failure went untold and close aborted the job.
     """
     alone = [] if alone is None else alone
-    # a wait's interrupt: kept in alone, the wait made again (to_the_end); the flags' own (this
-    # rank's pack, UsedParams.fail) is raised once they are not pending. No object made per
-    # bucket: the healthy path pays one call per wait
-    pending = lambda: used.pending  # noqa: E731 - read after an interrupt only
-    try:  # the flags first without the thread (the others' FAILED wins over what was kept)
-        flags = None if thread is not None else to_the_end(used.complete, alone, pending=pending)
-        for bucket in buckets:
-            if thread is not None:  # waiting on an event: made again, it returns once set
-                to_the_end(_wait, alone, thread, bucket)
-            elif not bucket.pieces:  # a 16-bit wire, reduced by hand
-                _by_hand(bucket, comm, alone)
-            _unpack(bucket, alone)
-        if thread is not None:  # on the thread, behind every piece; a refusal every rank shares
-            # (another rank's failed pack) does not swallow what was kept
-            flags = to_the_end(used.complete, alone, pending=pending)
+    by_hand: set[Bucket] = set()  # the buckets reduced by hand, each recorded while held
+    try:  # a Ctrl-C between the calls (no wait's, no start held): kept, the rest made again
+        while True:
+            try:
+                flags = _reduce_rest(buckets, thread, comm, used, alone, by_hand)
+                break
+            except KeyboardInterrupt as exc:  # asked twice, or the flags refused the step on
+                if _stopping(alone) or used.refused:  # every rank (this rank's pack among
+                    raise  # them): nothing is left that another rank waits for
+                _keep(alone, exc)
     except BaseException as exc:  # a SyncError (every rank's), an MPI error, an interrupt (a wait,
         # this rank's pack kept by UsedParams.fail): this rank's in a note
         if _stopping(alone):  # an interrupt: asked to stop
@@ -142,14 +141,47 @@ def reduce_all(
     return flags
 
 
-def _by_hand(bucket: Bucket, comm: Any, alone: list[BaseException]) -> None:
+def _reduce_rest(
+    buckets: Sequence[Bucket],
+    thread: CommThread | None,
+    comm: Any,
+    used: UsedParams,
+    alone: list[BaseException],
+    by_hand: set[Bucket],
+) -> np.ndarray | None:
+    """:func:`reduce_all`'s collectives and copies back, safe to make again after a Ctrl-C
+    raised between them: each wait returns at once once complete (:func:`to_the_end` keeps
+    one in it), the flags once read are not read again (their value then unused: the kept
+    interrupt is raised), a bucket in ``by_hand`` is not reduced again, and a copy back done
+    is not made again (:meth:`~.buckets.Bucket.unpack`). Made again, a collective started
+    twice would meet another of the other ranks' (a hang, then an abort)."""
+    # a wait's interrupt: kept in alone, the wait made again (to_the_end); the flags' own (this
+    # rank's pack, UsedParams.fail) is raised once they are not pending. No object made per
+    # bucket: the healthy path pays one call per wait
+    pending = lambda: used.pending  # noqa: E731 - read after an interrupt only
+    # the flags first without the thread (the others' FAILED wins over what was kept)
+    flags = None if thread is not None else to_the_end(used.complete, alone, pending=pending)
+    for bucket in buckets:
+        if thread is not None:  # waiting on an event: made again, it returns once set
+            to_the_end(_wait, alone, thread, bucket)
+        elif not bucket.pieces and bucket not in by_hand:  # a 16-bit wire, reduced by hand
+            _by_hand(bucket, comm, alone, by_hand)
+        _unpack(bucket, alone)
+    if thread is not None:  # on the thread, behind every piece; a refusal every rank shares
+        # (another rank's failed pack) does not swallow what was kept
+        flags = to_the_end(used.complete, alone, pending=pending)
+    return flags
+
+
+def _by_hand(bucket: Bucket, comm: Any, alone: list[BaseException], done: set[Bucket]) -> None:
     """Reduce the 16-bit ``bucket`` by hand (:meth:`~.buckets.Bucket.reduce`), a Ctrl-C held
     from each collective's start until its wait begins (:class:`~.held.HeldInterrupt`), then
     kept in ``alone`` as one in that wait is (:func:`to_the_end`). Raised between, it lost the
     started collective: this rank never started the next one, which the others wait in. So is
     one that comes unheld around the wait (after the release, before the wait's own keeping
     begins; after the wait, before the next start is held): the wait made again (at once,
-    once complete), the next start held."""
+    once complete), the next start held. Once reduced, ``bucket`` is added to ``done``
+    while the last hold lasts: a Ctrl-C raised after it is not one before the first start."""
     held, here = HeldInterrupt(), sys._getframe()
 
     def release() -> None:  # the held Ctrl-C, if one came: kept, unless asked twice
@@ -172,9 +204,10 @@ def _by_hand(bucket: Bucket, comm: Any, alone: list[BaseException]) -> None:
                     raise
                 _keep(alone, exc)
 
-    held.__enter__(here)
+    held.__enter__(here)  # a Ctrl-C before it: nothing started, reduce_all makes this again
     try:
         bucket.reduce(comm, wait, None, None)
+        done.add(bucket)  # held: recorded before any Ctrl-C is raised
     finally:
         release()
 
