@@ -11,7 +11,9 @@ its request not yet stored) or ``flags`` (no thread: the used-parameter flags' `
 returned, its request not yet stored) or ``thread-flags`` (their start queued to the thread)
 or ``wire-between`` or ``thread-between`` (in ``finish_step``, once bucket 0 is copied back,
 before bucket 1 is waited for: outside any wait or held start) or ``wire-entry`` (as the
-reduction by hand of bucket 0 begins, before its first start is held).
+reduction by hand of bucket 0 begins, before its first start is held) or ``finish`` (as
+``finish_step`` begins, at its first clock read, nothing launched yet: every rank then
+abandons the step and sets up again, as with ``launch``).
 
 Only ``a`` fires, so both buckets go in step 0's ``finish_step``; with ``launch`` only ``b``
 fires, launching bucket 0 from ``on_gradient``, where rank 0 is interrupted: every rank then
@@ -34,10 +36,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import distconv.sync.mpi.sync as sync_module
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync, updates
@@ -73,6 +78,9 @@ def main() -> None:
             updates.to_the_end = interrupted_wait(updates.to_the_end, where == "wire-before")
         elif sync.rank == 0 and where.endswith("-between"):  # after bucket 0's copy back
             updates._unpack = interrupted_after(updates._unpack)
+        elif sync.rank == 0 and where == "finish":  # finish_step's clock, its first call
+            clock = interrupted_before(time.perf_counter)
+            sync_module.time = SimpleNamespace(perf_counter=clock)  # type: ignore[assignment]
         elif sync.rank == 0 and where == "wire-entry":  # bucket 0's reduction by hand begins
             updates._by_hand = interrupted_before(updates._by_hand)
         elif sync.rank == 0 and where == "wire":  # a 16-bit bucket's first start, by hand
@@ -88,7 +96,7 @@ def main() -> None:
         else:
             said = what_raises(lambda: context_noted(out, sync.rank, step, sync, params[launch]))
         (out / f"said{sync.rank}.txt").write_text(said)
-        if launch or abandon:
+        if launch or abandon or where == "finish":
             sync.abandon_step()
             try:
                 refit(sync, params, out)

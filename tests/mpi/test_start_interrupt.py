@@ -196,3 +196,20 @@ def test_an_interrupt_between_buckets_fails_the_step_on_that_rank(tmp_path, wher
     said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
     assert said == ["KeyboardInterrupt: ", "nothing"], said
     assert not list(tmp_path.glob("rank*.err"))
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+def test_an_interrupt_as_finish_step_begins_leaves_the_step_to_abandon(tmp_path):
+    """Rank 0 interrupted as ``finish_step`` begins, before any bucket went: the step is still
+    open there, so ``abandon_step`` counts it and the next setup sends what it left (rank 1
+    refuses it, both setups name the step one abandoned and the other counted) and both
+    close cleanly. Before, ``finish_step`` had marked the step over first: ``abandon_step``
+    let nothing go, and rank 1 waited for rank 0's pieces until the watchdog aborted."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, "finish")
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said[0] == "KeyboardInterrupt: ", said
+    assert said[1].startswith("SyncError: another rank abandoned the step"), said
+    for rank in (0, 1):
+        setup = (tmp_path / f"setup{rank}.txt").read_text()
+        assert "rank 0 abandoned 1 step that rank 1 counted" in setup, setup

@@ -314,14 +314,17 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
         """Wait for every bucket, apply the optimizer (averaging inside it), zero gradients."""
         if not self._in_step:
             raise SyncError("finish_step without start_step")
-        self._in_step = False
         began, checked = time.perf_counter(), self._check_refused  # (in backward: pieces went)
         try:  # before the flags: a bucket this rank fails to pack is said in them (fail); the
             # check too (no bucket went during backward), where a fast rank waits for a slow one
+            # over from here (a Ctrl-C before: still open, abandon_step lets it go; after: in
+            # the flags, as a failed pack): over first, one between left it to neither
+            self._in_step = False
             self._complete_check()
             self._launch_ready(everything=True)
             self._check.raise_kept()  # a Ctrl-C as start_step posted the check, said in the flags
         except BaseException as exc:  # an interrupt too: raised here once the pieces went
+            self._in_step = False  # said in the flags, not let go of again by abandon_step
             said = self._check.kept_over(exc)  # a Ctrl-C kept at start_step wins: exc its context
             try:  # one as the check's Wait returned left it unread: read it, as the others did
                 self._complete_check()  # (None where it was read: a pack failed, or a mismatch)
