@@ -151,10 +151,13 @@ class Supervisor:
                     if restart == 0:  # nothing failed before: the error alone says it
                         raise
                     then = f"restart {restart} of {max_restarts} could not start: {exc}"
-                    if self._signals:  # meanwhile: still the launcher's status, as any stop's
-                        then += f"; stopped by {signal_name(self._signals[0])}"
+                    # read once: a signal during the report must not give 128 + it to a
+                    # report that does not say it
+                    stop = self._signals[0] if self._signals else None
+                    if stop is not None:  # meanwhile: still the launcher's status, as any stop's
+                        then += f"; stopped by {signal_name(stop)}"
                     self._report(failure, max_restarts, then=then)  # what the job died of
-                    return 128 + self._signals[0] if self._signals else failure.status
+                    return failure.status if stop is None else 128 + stop
                 if self._signals and self._finished:  # came while the servers were stopping
                     self.say(f"got {signal_name(self._signals[0])} after the job had finished")
                     return 0
