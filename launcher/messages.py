@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 from functools import partial
+from pathlib import Path
 from typing import BinaryIO
 
 from .json_lines import JsonLines
@@ -88,14 +89,15 @@ class Messages:
             return self.lines.message(message, self.restart, level)
         return f"distconv-launch: {message}\n".encode(errors="backslashreplace")
 
-    def say(self, message: str, level: str = "info") -> None:
+    def say(self, message: str, level: str = "info", report: Path | None = None) -> None:
         """Write ``message``: through the queue (:meth:`share`) where there is one that still
         takes lines (a stall drops it there, counted, never blocking for good), else on ``err``
         (dropped where that is gone: a closed terminal must not keep the children from their
-        SIGTERM)."""
+        SIGTERM). ``report``: the file that holds the failure report ``message`` says, which
+        the notice of dropped messages names."""
         line = self.line(message, level)
         terminal = self._terminal
-        if terminal is not None and terminal.say(line):
+        if terminal is not None and terminal.say(line, report):
             return
         with self._lock:
             try:

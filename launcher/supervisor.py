@@ -115,10 +115,11 @@ class Supervisor:
         #: the queue the children's lines go through to ``out`` while run() runs (never stalls)
         self._terminal: Terminal | None = None
 
-    def say(self, message: str, level: str = "info") -> None:
+    def say(self, message: str, level: str = "info", report: Path | None = None) -> None:
         """One launcher message (:meth:`Messages.say`), never inside a child's line, never
-        blocking for good; a JSON object of ``level`` under :attr:`lines`."""
-        self.messages.say(message, level)
+        blocking for good; a JSON object of ``level`` under :attr:`lines`; ``report``: the
+        file holding the failure report it says."""
+        self.messages.say(message, level, report)
 
     def run(self, build: Callable[[int], list[ChildSpec]], max_restarts: int = 0) -> int:
         """Run the job until it succeeds, runs out of restarts, or the launcher is signalled.
@@ -341,13 +342,15 @@ class Supervisor:
     def _report(self, failure: Failure, max_restarts: int, then: str | None = None) -> None:
         """The failure on stderr and in ``failure.json`` (``then``: what came after it, as
         ``stopped by SIGTERM``, or a restart that could not start)."""
-        written = write_report(self.run_dir / "failure.json", failure, max_restarts, then)
+        path = self.run_dir / "failure.json"
+        written = write_report(path, failure, max_restarts, then)
         tail = "\n".join(f"    {line}" for line in failure.tail) or "    (no output)"
         after = f"; then {then}" if then else ""
         self.say(
             f"{failure.describe()} (after {failure.restart} restart(s)){failure.stopped_too()}"
             f"{after}; last lines of {failure.log}:\n{tail}\n{written}",
             level="error",
+            report=path if written == f"report: {path}" else None,  # dropped: still there
         )
 
 

@@ -74,7 +74,12 @@ class Terminal:
         self._writer.start()
 
     def put(
-        self, name: str, log: Path | None, line: bytes, moved: Callable[[], None] | None = None
+        self,
+        name: str,
+        log: Path | None,
+        line: bytes,
+        moved: Callable[[], None] | None = None,
+        report: Path | None = None,
     ) -> bool:
         """Queue ``line`` (whole lines) of child ``name``, whose log is ``log``. Where the
         queue is full it waits for room while the output moves (a slow reader slows the job,
@@ -84,7 +89,9 @@ class Terminal:
         the output is gone (then nothing more is queued). ``moved``: called under the lock
         each time a wait for room ends (a piece written, as a rule): the pump's waits, each a
         piece's, as it counts them in a child's wrap-up
-        (:meth:`~launcher.output_waits.OutputWaits.moved`)."""
+        (:meth:`~launcher.output_waits.OutputWaits.moved`). ``report``: the file that holds
+        ``line`` too (a launcher's failure report, ``failure.json``), named by the drop
+        notice where it is dropped."""
         with self._ready:
             if self._gone or self._ended:
                 return False
@@ -93,8 +100,8 @@ class Terminal:
                 if self._gone:
                     return False
                 if stalled >= OUTPUT_STALL_SECONDS:  # dropped, counted: said once it moves
-                    count = self._dropped.get(name, (0, log))[0]
-                    self._dropped[name] = (count + 1, log)
+                    count, kept = self._dropped.get(name, (0, log))
+                    self._dropped[name] = (count + 1, report or kept)
                     return True
                 self._ready.wait(OUTPUT_STALL_SECONDS - stalled)  # it moves: wait for room
                 if moved is not None:
@@ -103,12 +110,13 @@ class Terminal:
             self._append((name, log, line, 1))
             return True
 
-    def say(self, line: bytes) -> bool:
+    def say(self, line: bytes, report: Path | None = None) -> bool:
         """Queue the launcher's own ``line`` (a message, whole, on stdout's file, ``2>&1``),
         as :meth:`put` queues a child's: after the lines before it, dropped at a stall and
         counted (said once the output moves). False where it was not: the output is gone, or
-        the writer has ended (:meth:`close`): then it is the caller's to write."""
-        return self.put(LAUNCHER, None, line)
+        the writer has ended (:meth:`close`): then it is the caller's to write. ``report``:
+        where a failure report that ``line`` says is written (:meth:`put`)."""
+        return self.put(LAUNCHER, None, line, report=report)
 
     def _stalled_for(self) -> float:
         """Seconds the write under way has taken so far (under the lock; 0 with none)."""
@@ -142,8 +150,11 @@ class Terminal:
                 f"{count} line(s) of {name} not shown: the launcher's output was stalled "
                 f"(nothing read it); {log} has them all"
             )
-            if log is None:  # its own messages (the failure report is in failure.json)
+            if name == LAUNCHER:  # its own messages: ``log`` is a dropped report's file
                 said = f"{count} message(s) of {name} not shown: its output was stalled"
+                if log is not None:  # the report that says why the job ended: not lost
+                    said += f"; the failure report among them is in {log}"
+                log = None  # no child's lines: the close's count of lines unshown skips it
             self._append((name, log, self._notice(said), count))  # unshown, it stands for them
 
     def _append(self, entry: _Entry) -> None:

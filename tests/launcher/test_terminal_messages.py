@@ -99,3 +99,28 @@ def test_a_launcher_whose_writer_is_killed_ends_its_job_saying_so(tmp_path: Path
     assert status == 0, said
     assert said.count("RuntimeError: a bug in the stream") == 1, said
     assert (tmp_path / "run" / "logs" / "worker-0.log").read_text() == "a line\n"
+
+
+@pytest.mark.timeout(30)
+def test_a_dropped_failure_report_is_named_in_the_drop_notice(tmp_path: Path):
+    """The notice of the launcher's dropped messages said only their count: a failure report
+    among them read as lost (k453). Now it names the file that has it."""
+    report = tmp_path / "run" / "failure.json"
+    with _pipe() as (read, out):
+        view = Terminal(out, _notice, bound=BOUND)
+        messages = Messages(out, None)
+        messages.share(view, out, 10)
+        line = b"x" * 80 + b"\n"
+        for _ in range(2 * BOUND // len(line)):  # the queue full, the pipe too: a stall
+            assert view.put("worker-0", tmp_path / "worker-0.log", line)
+        messages.say("worker 0 failed: " + "x" * BOUND, level="error", report=report)
+        got: list[bytes] = []
+        reader = _read_all(read, got)  # the output moves again
+        wait_until(lambda: view.pending() == 0, "the queue written")
+        messages.say("stopped")
+        view.close(10)
+        out.close()
+        reader.join(10)
+    text = b"".join(got).decode()
+    notice = "1 message(s) of the launcher not shown: its output was stalled; the failure "
+    assert f"{notice}report among them is in {report}" in text, text[-400:]
