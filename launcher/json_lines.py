@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from distconv.logs import json_entry
+
+from .stderr_line import write_last
 
 #: the tag MPI puts before a rank's line, its rank the group: Hydra's ``-prepend-rank``
 #: (``[1] ``), Open MPI's ``--tag-output`` (4: ``[1,1]<stderr>:``; 5, PMIx's: a space after it)
@@ -119,8 +120,9 @@ def json_lines(rest: Sequence[str], job_id: str | None) -> JsonLines | None:
 
 def last_line(text: str, rest: Sequence[str]) -> None:
     """The launcher's last line on stderr, before any job ran (a refusal, a Ctrl-C): a JSON
-    object (``error``) where the train arguments after ``--`` (``rest``) ask for JSON."""
+    object (``error``) where the train arguments after ``--`` (``rest``) ask for JSON; given up
+    after a bound on a stderr that stalls (:func:`launcher.stderr_line.write_last`)."""
     lines = json_lines(rest, None)
     if lines is not None:
         text = lines.message(text, None, "error").decode().rstrip("\n")
-    print(text, file=sys.stderr)
+    write_last(text)

@@ -3,11 +3,13 @@ rank variables: what the tests of the launcher's refusals and messages share."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.child_env import child_path
@@ -62,3 +64,33 @@ def wait_while_running(
         assert launcher.poll() is None, f"the launcher ended before {what}"
         assert time.monotonic() < deadline, f"no {what} within {limit:g} s"
         time.sleep(0.001)
+
+
+def fill_pipe(pipe: int) -> None:
+    """Fill the pipe whose write end is ``pipe`` till a byte more would block, through a
+    description of its own (O_NONBLOCK on the launcher's would make its writes fail, not
+    block)."""
+    fill = os.open(f"/proc/self/fd/{pipe}", os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        for size in (4096, 1):
+            while True:
+                try:
+                    os.write(fill, b"x" * size)
+                except BlockingIOError:
+                    break
+    finally:
+        os.close(fill)
+
+
+@contextmanager
+def stalled_pipe() -> Iterator[int]:
+    """The write end of a pipe (4 KiB) already full that nobody reads: a launcher's stderr
+    stalled from the start (a paused pager on ``2>``); both ends closed at the exit."""
+    read, write = os.pipe()
+    try:
+        fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)  # little to fill
+        fill_pipe(write)
+        yield write
+    finally:
+        os.close(write)
+        os.close(read)

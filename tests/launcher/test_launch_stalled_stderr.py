@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
+from tests.launcher.launch_cli import ENV, fill_pipe, launcher_command, wait_while_running
 from tests.processes import job_env, job_left
 
 #: worker 0 fails once the test has filled the launcher's stderr; worker 1 outlasts its SIGTERM
@@ -35,22 +35,6 @@ signal.signal(signal.SIGTERM, lambda *_: pathlib.Path("termed").touch())
 while True:
     time.sleep(1)
 """
-
-
-def _fill(pipe: int) -> None:
-    """Fill the pipe whose write end is ``pipe`` till a byte more would block, through a
-    description of its own (O_NONBLOCK on the launcher's would make its writes fail, not
-    block)."""
-    fill = os.open(f"/proc/self/fd/{pipe}", os.O_WRONLY | os.O_NONBLOCK)
-    try:
-        for size in (4096, 1):
-            while True:
-                try:
-                    os.write(fill, b"x" * size)
-                except BlockingIOError:
-                    break
-    finally:
-        os.close(fill)
 
 
 @pytest.mark.timeout(60)
@@ -79,7 +63,7 @@ def test_a_stalled_stderr_holds_no_message_of_the_supervisor(tmp_path: Path):
             wait_while_running(started, launcher, "the job's first line", 20)
             time.sleep(0.2)  # the launcher's lines before the job's start: read
             take()
-            _fill(write)  # nothing reads it from now on
+            fill_pipe(write)  # nothing reads it from now on
             (tmp_path / "go").touch()  # worker 0 fails: the others are stopped
             termed = tmp_path / "termed"
             wait_while_running(termed.exists, launcher, "worker 1's SIGTERM", 10)
@@ -109,7 +93,7 @@ def test_a_stderr_stalled_before_the_job_holds_up_no_job(tmp_path: Path):
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "worker.py"]
     read, write = os.pipe()
     fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
-    _fill(write)  # nothing reads it, from the start
+    fill_pipe(write)  # nothing reads it, from the start
     with job_env(ENV) as env, open(tmp_path / "stdout", "wb") as out:
         launcher = subprocess.Popen(
             [*launcher_command(), *argv], env=env, cwd=tmp_path, stdout=out, stderr=write
