@@ -149,12 +149,13 @@ class Supervisor:
                 try:
                     failure = self._attempt(build(restart), restart)
                 except LaunchError as exc:  # a restart that cannot start (its log, its program)
+                    stop = self._signals[0] if self._signals else None  # read once, for both
+                    if restart == 0 and stop is not None:  # the status as any stop's
+                        self.say(f"{exc}; stopped by {signal_name(stop)}", level="error")
+                        return 128 + stop
                     if restart == 0:  # nothing failed before: the error alone says it
                         raise
                     then = f"restart {restart} of {max_restarts} could not start: {exc}"
-                    # read once: a signal during the report must not give 128 + it to a
-                    # report that does not say it
-                    stop = self._signals[0] if self._signals else None
                     if stop is not None:  # meanwhile: still the launcher's status, as any stop's
                         then += f"; stopped by {signal_name(stop)}"
                     self._report(failure, max_restarts, then=then)  # what the job died of

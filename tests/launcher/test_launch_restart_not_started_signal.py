@@ -34,3 +34,19 @@ def test_a_signal_while_a_restart_cannot_start_is_the_launchers_status(tmp_path:
     then = "restart 1 of 1 could not start: cannot start worker-0: its program is gone"
     assert report["then"] == f"{then}; stopped by SIGTERM", report
     assert f"then {then}; stopped by SIGTERM" in said, said
+
+
+@pytest.mark.timeout(30)
+def test_a_signal_while_the_first_start_fails_is_the_launchers_status(tmp_path: Path):
+    """The same while the first attempt cannot start (k453): its error was raised alone, and
+    the launcher exited 1, the signal unsaid."""
+
+    def build(_restart: int) -> list[ChildSpec]:
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise LaunchError("cannot start worker-0: its program is gone")
+
+    with (tmp_path / "err").open("wb") as err, (tmp_path / "out").open("wb") as out:
+        status = Supervisor(tmp_path / "run", grace=2, out=out, err=err).run(build)
+    said = (tmp_path / "err").read_text()
+    assert status == 128 + signal.SIGTERM, said
+    assert "cannot start worker-0: its program is gone; stopped by SIGTERM" in said, said
