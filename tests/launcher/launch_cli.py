@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -64,6 +65,38 @@ def wait_while_running(
         assert launcher.poll() is None, f"the launcher ended before {what}"
         assert time.monotonic() < deadline, f"no {what} within {limit:g} s"
         time.sleep(0.001)
+
+
+def start_unread(
+    argv: Sequence[str],
+    env: dict[str, str],
+    cwd: Path,
+    stderr: object,
+    command: list[str] | None = None,
+) -> subprocess.Popen:
+    """``python -m launcher ARGV`` (``command``: :func:`launcher_command`'s, given waits) in
+    ``cwd``, its stdout a pipe the test leaves unread (a stalled output), its stderr
+    ``stderr`` (``subprocess.STDOUT``: the same pipe, ``2>&1``)."""
+    return subprocess.Popen(
+        [*(command or launcher_command()), *argv], env=env, cwd=cwd, stdout=subprocess.PIPE,
+        stderr=stderr,
+    )  # fmt: skip
+
+
+def stop_when(
+    ready: Callable[[], object], launcher: subprocess.Popen, what: str, limit: float = 20
+) -> tuple[int, float]:
+    """Once ``ready()`` holds (:func:`wait_while_running`, naming ``what``), SIGTERM
+    ``launcher``: its exit status and the seconds it took to end after the signal (20 at
+    most); its stdout pipe, if any, closed unread."""
+    wait_while_running(ready, launcher, what, limit)
+    stopped = time.monotonic()
+    launcher.send_signal(signal.SIGTERM)
+    status = launcher.wait(timeout=20)
+    took = time.monotonic() - stopped
+    if launcher.stdout is not None:
+        launcher.stdout.close()
+    return status, took
 
 
 def fill_pipe(pipe: int) -> None:

@@ -10,15 +10,13 @@ ended. Now the messages go through the same queue there.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
+from tests.launcher.launch_cli import ENV, start_unread, stop_when
 from tests.launcher.test_launch_stalled_stdout import PRINTS
 from tests.processes import job_env, job_left
 
@@ -44,18 +42,10 @@ def test_a_stalled_shared_output_holds_no_message_of_the_supervisor(tmp_path: Pa
     argv = ["local", "--workers", "2", "--servers", "0", "--grace", "1", "--run-dir", "run"]
     argv += ["--", "prints.py"]
     with job_env(ENV) as env:
-        launcher = subprocess.Popen(
-            [*launcher_command(), *argv], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        launcher = start_unread(argv, env, tmp_path, subprocess.STDOUT)
         try:  # the pipe unread all along
             termed = tmp_path / "termed"
-            wait_while_running(termed.exists, launcher, "worker 1's SIGTERM", 20)
-            stopped = time.monotonic()
-            launcher.send_signal(signal.SIGTERM)
-            status = launcher.wait(timeout=20)
-            took = time.monotonic() - stopped
-            launcher.stdout.close()
+            status, took = stop_when(termed.exists, launcher, "worker 1's SIGTERM")
         finally:
             launcher.kill()
         assert job_left(env, 5) == {}

@@ -13,14 +13,19 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.launcher.launch_cli import ENV, fill_pipe, launcher_command, wait_while_running
+from tests.launcher.launch_cli import (
+    ENV,
+    fill_pipe,
+    launcher_command,
+    stop_when,
+    wait_while_running,
+)
 from tests.processes import job_env, job_left
 
 #: worker 0 fails once the test has filled the launcher's stderr; worker 1 outlasts its SIGTERM
@@ -65,12 +70,8 @@ def test_a_stalled_stderr_holds_no_message_of_the_supervisor(tmp_path: Path):
             take()
             fill_pipe(write)  # nothing reads it from now on
             (tmp_path / "go").touch()  # worker 0 fails: the others are stopped
-            termed = tmp_path / "termed"
-            wait_while_running(termed.exists, launcher, "worker 1's SIGTERM", 10)
-            stopped = time.monotonic()
-            launcher.send_signal(signal.SIGTERM)  # within the grace: it blocked at its end
-            status = launcher.wait(timeout=10)
-            took = time.monotonic() - stopped
+            termed = tmp_path / "termed"  # then a SIGTERM within the grace: it blocked there
+            status, took = stop_when(termed.exists, launcher, "worker 1's SIGTERM", 10)
         finally:
             launcher.kill()
             os.close(write)

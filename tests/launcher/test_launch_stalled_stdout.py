@@ -11,15 +11,18 @@ launcher says how many lines of which child were not shown and where the log is.
 from __future__ import annotations
 
 import re
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from launcher.terminal import QUEUE_BYTES
-from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
+from tests.launcher.launch_cli import (
+    ENV,
+    launcher_command,
+    start_unread,
+    stop_when,
+    wait_while_running,
+)
 from tests.processes import job_env, job_left
 
 #: lines of 100 bytes: the queue's bound and the pipe's 64 KiB twice over
@@ -42,10 +45,7 @@ def test_an_unread_stdout_holds_up_neither_the_job_nor_its_log(tmp_path: Path):
     log = tmp_path / "run" / "logs" / "worker-0.log"
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "prints.py"]
     with job_env(ENV) as env, open(tmp_path / "stderr", "w+") as err:
-        launcher = subprocess.Popen(
-            [*launcher_command(), *argv], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-            stderr=err,
-        )  # fmt: skip
+        launcher = start_unread(argv, env, tmp_path, err)
         try:  # stdout unread till the job's lines are all in the log
             wait_while_running(lambda: _log_lines(log) == LINES, launcher, "the whole log", 20)
             stdout, _ = launcher.communicate(timeout=30)
@@ -77,9 +77,7 @@ def test_a_stdout_stalled_for_good_lets_the_launcher_end(tmp_path: Path):
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "prints.py"]
     command = launcher_command(OUTPUT_DRAIN_SECONDS=0.5)
     with job_env(ENV) as env, open(tmp_path / "stderr", "w+") as err:
-        launcher = subprocess.Popen(
-            [*command, *argv], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=err
-        )
+        launcher = start_unread(argv, env, tmp_path, err, command)
         try:
             status = launcher.wait(timeout=20)  # stdout unread all along
             launcher.stdout.close()
@@ -104,17 +102,10 @@ def test_a_stop_while_stdout_stalls_ends_the_launcher_promptly(tmp_path: Path):
     log = tmp_path / "run" / "logs" / "worker-0.log"
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "prints.py"]
     with job_env(ENV) as env, open(tmp_path / "stderr", "w+") as err:
-        launcher = subprocess.Popen(
-            [*launcher_command(), *argv], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-            stderr=err,
-        )  # fmt: skip
+        launcher = start_unread(argv, env, tmp_path, err)
         try:  # stdout unread all along
-            wait_while_running(lambda: _log_lines(log) == LINES, launcher, "the whole log", 20)
-            stopped = time.monotonic()
-            launcher.send_signal(signal.SIGTERM)
-            status = launcher.wait(timeout=20)
-            took = time.monotonic() - stopped
-            launcher.stdout.close()
+            whole = lambda: _log_lines(log) == LINES  # noqa: E731
+            status, took = stop_when(whole, launcher, "the whole log")
         finally:
             launcher.kill()
         assert job_left(env, 5) == {}
