@@ -129,11 +129,13 @@ def held_output(
             f"{name}: a write to {log_path} has not ended (a hung file system?), so {name}'s "
             "last lines are missing from it, from the launcher's output and from failure.json"
         )
-    if stalled:  # the pump goes on: the log gets each line before the output is asked
+    if stalled:  # the pump goes on: the log gets each line before the output is asked, but
+        # the pump is a daemon: at the launcher's end what the pipe still holds is lost
         return (
             f"{name}: the launcher's output holds up its lines (read slowly, or not at all), "
             f"so {name}'s last lines are missing from failure.json; they reach {log_path} as "
-            f"the output takes them, or drops them after a {OUTPUT_STALL_SECONDS:g} s stall"
+            f"the output takes them, or drops them after a {OUTPUT_STALL_SECONDS:g} s stall, "
+            f"while the launcher runs: those still in {name}'s pipe at its end reach neither"
         )
     if unheld:
         return (
