@@ -22,7 +22,7 @@ from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import channel_sums, row_sums
-from distconv.layers.base import Layer, LayerTypeError, size_arg
+from distconv.layers.base import Layer, LayerError, LayerTypeError, size_arg
 from distconv.layers.operator import Operator
 from distconv.layers.part import LayerPart, Projection
 from distconv.layers.settings import part_settings
@@ -217,11 +217,19 @@ class ProjectionLayer(Layer):
 
     def _forward(self, *inputs: Arg) -> Any:
         out = self._new_output(inputs)
-        for proj, arg, cols in zip(self.projections, inputs, self.columns):
-            if proj is not None:
-                proj.forward(arg, out[:, cols])
-        for op in self.operators:
-            op.forward([inputs[i] for i in op.input_indices], out)
+        part: LayerPart | None = None  # the part running: numpy's errors in it named none
+        try:
+            for proj, arg, cols in zip(self.projections, inputs, self.columns):
+                if proj is not None:
+                    part = proj
+                    proj.forward(arg, out[:, cols])
+            for op in self.operators:
+                part = op
+                op.forward([inputs[i] for i in op.input_indices], out)
+        except LayerError:
+            raise
+        except ValueError as exc:  # a part of one's own: "Mixed 'm': operands could not ..."
+            raise (part or self).fail(str(exc)) from exc
         if self.bias is not None:
             b = self.bias.value
             if self.shared_bias:
@@ -242,7 +250,12 @@ class ProjectionLayer(Layer):
             if proj is not None:
                 proj.backward(arg, dz[:, cols], callback)
         for op in self.operators:
-            op.backward([self.inputs[i] for i in op.input_indices], dz)
+            try:
+                op.backward([self.inputs[i] for i in op.input_indices], dz)
+            except LayerError:
+                raise
+            except ValueError as exc:  # as Projection.backward: the part named (no callback)
+                raise op.fail(f"backward: {exc}") from exc
 
     def __repr__(self) -> str:
         parts = ", ".join(repr(p) for p in self._parts())

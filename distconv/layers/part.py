@@ -237,8 +237,19 @@ class Projection(LayerPart):
         raise NotImplementedError(str(self.fail("has no forward(input, out) of its own")))
 
     def backward(self, input: Arg, dout: Any, callback: UpdateCallback) -> None:
-        """Add gradients into ``input`` and the weight from ``dout``; then ``inc_update``."""
-        self._backward(input, dout)
+        """Add gradients into ``input`` and the weight from ``dout``; then ``inc_update``.
+
+        Raises:
+            LayerError: naming the layer and this projection, for a ValueError from
+                :meth:`_backward` (numpy's, in one of one's own), which it chains; the
+                callback's own errors pass as they are.
+        """
+        try:
+            self._backward(input, dout)
+        except LayerError:
+            raise
+        except ValueError as exc:  # "Mixed 'm': backward: operands ..." named not the part
+            raise self.fail(f"backward: {exc}") from exc
         if self.weight is not None:
             self.weight.inc_update(callback)
 
