@@ -43,3 +43,22 @@ def checks_base_init(
             raise TypeError(f"{owner}.__init__ returned without calling {call}")
 
     return checked
+
+
+def refuse_skipped_base_init(obj: Any, marker: str, call: str) -> None:
+    """Raise a TypeError naming ``obj``'s class where its base's ``__init__`` never ran on it
+    (``marker``, an attribute the base sets, is not on it): a ``@dataclass`` subclass's
+    generated ``__init__`` never calls it, and is set after ``__init_subclass__`` wrapped the
+    class's own, so :func:`checks_base_init` never saw it. Called where the object is first
+    used (a Network's ``add``, a sync's ``setup``, the Trainer), not on each step.
+
+    Args:
+        obj: the layer or strategy.
+        marker: an attribute the base's ``__init__`` sets (and a dataclass field does not).
+        call: the call to make and why, for the message.
+    """
+    if marker not in vars(obj):
+        raise TypeError(
+            f"{type(obj).__name__} was made without calling {call}; a dataclass calls it in "
+            "__post_init__"
+        )

@@ -125,6 +125,7 @@ class Trainer:
         start: JobStart | None = None,
     ) -> None:
         check_parts(network, sync, loss)
+        sync.check_made()  # a dataclass strategy: "no attribute 'world_size'" further on
         check_lr_decay(lr_decay)
         check_counts(
             batch_size=batch_size, accumulate=accumulate, keep_checkpoints=keep_checkpoints
@@ -149,8 +150,7 @@ class Trainer:
             "seed": seed,
             "lr_decay": lr_decay,
             "dtype": dtype_fact(self.params),  # the network's, also when none was asked for
-            # which steps run extra collectives (checkpoint barriers) must agree too
-            "checkpoint_every": checkpoint_every,
+            "checkpoint_every": checkpoint_every,  # which steps run checkpoint barriers
         }
         self.config["global_batch"] = self.global_batch
         run = RunDirectory(self.out_dir, keep_checkpoints) if self.writes_files else None

@@ -7,7 +7,7 @@ from typing import Any, Protocol, TypeVar
 
 from distconv.arg import Arg
 from distconv.backend import ARRAY_KINDS, is_array, is_float_dtype, resolve_dtype
-from distconv.base_init import checks_base_init
+from distconv.base_init import checks_base_init, refuse_skipped_base_init
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.kernels.shape import is_int
@@ -181,11 +181,7 @@ class Layer:
 
     def set_name(self, name: str) -> None:
         """Rename the layer and the parameters it owns (shared ones passed in keep theirs)."""
-        if "_params" not in vars(self):  # a dataclass's __init__, set after __init_subclass__
-            raise TypeError(
-                f"{type(self).__name__} was made without calling {_BASE_CALL}; a dataclass "
-                "calls it in __post_init__"
-            )
+        refuse_skipped_base_init(self, "_params", _BASE_CALL)  # a dataclass's __init__
         self.name = name
         for key in self._owned:
             self._params[key].name = f"{name}.{key}"

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from numbers import Real
 from typing import Any
 
-from distconv.base_init import checks_base_init
+from distconv.base_init import checks_base_init, refuse_skipped_base_init
 from distconv.kernels.shape import is_int
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, setup_params, trainable
@@ -155,12 +155,18 @@ class SyncStrategy(ABC):
                 between steps serve the last good setup's job; a step needs one that succeeds.
             ValueError: two parameters of one name (one listed twice is taken once).
         """
+        self.check_made()
         self.params = setup_params(trainable(params))  # TypeError for an integer one
         self.all_equal(job_description(self.params, self.optimizer, config or {}))
         self.init_state()
         if state is not None:
             self.load_state_dict(state)
         self.broadcast_parameters()
+
+    def check_made(self) -> None:
+        """Refuse a strategy whose base ``__init__`` never ran (a ``@dataclass`` one's does
+        not call it): a TypeError naming the class, where the Trainer or ``setup`` takes it."""
+        refuse_skipped_base_init(self, "_examples", _BASE_CALL)  # a field may be world_size
 
     def init_state(self) -> None:
         """Create optimizer state for parameters that have none (a local optimizer's hook)."""

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
 
+from distconv import Trainer
 from distconv.optim import SGD
+from distconv.sync.base import SyncStrategy
 from distconv.sync.local import LocalSync
-from tests.test_researcher_sync import Forgetful
+from tests.test_researcher_sync import Forgetful, PlainSGD, _model
 
 
 class Careful(Forgetful):
@@ -52,3 +55,37 @@ def test_an_attribute_the_base_sets_read_before_it_is_the_skipped_base_and_no_ot
         ReadsRankFirst(0.1)
     with pytest.raises(AttributeError, match=r"has no attribute 'lrr'$"):
         ReadsConfigFirst(SimpleNamespace(lr=0.1))
+
+
+@dataclasses.dataclass(eq=False)
+class DataclassSGD(PlainSGD):
+    """A dataclass strategy: its generated ``__init__`` never calls the base's, and is set
+    after ``__init_subclass__`` wrapped the class's own, so the made-check never saw it."""
+
+    lr: float = 0.1
+    zero: bool = True
+
+
+@dataclasses.dataclass(eq=False)
+class PostInitSGD(DataclassSGD):
+    """Calls the base in ``__post_init__``, where a dataclass makes it."""
+
+    def __post_init__(self) -> None:
+        SyncStrategy.__init__(self, SGD(lr=self.lr))  # super() reaches the dataclass __init__
+
+
+_SKIPPED = r"^DataclassSGD was made without calling super\(\)\.__init__\(optimizer, rank"
+
+
+def test_a_dataclass_strategy_that_skips_the_base_s_init_is_told_so_where_first_used():
+    """The Trainer took it and failed with the bare "'DataclassSGD' object has no attribute
+    'rank'" (setup by hand, "... 'optimizer'"), the far-away error the base-init check
+    replaces; the message names the class and __post_init__. One calling the base there
+    trains."""
+    net, data = _model()
+    with pytest.raises(TypeError, match=_SKIPPED + r".*a dataclass calls it in __post_init__"):
+        Trainer(net, DataclassSGD(), batch_size=4, accuracy=None)
+    with pytest.raises(TypeError, match=_SKIPPED):
+        DataclassSGD().setup(net.parameters())
+    trainer = Trainer(net, PostInitSGD(), batch_size=4, accuracy=None)
+    assert len(trainer.fit(data, epochs=1)) == 1
