@@ -224,7 +224,8 @@ class Network:
 
     def _raise_for_integer_input(self, name: str, args: list[Arg], exc: TypeError) -> None:
         """A casting error (a layer's, numpy's) of integer values as a NetworkError; no other."""
-        cast = isinstance(exc, LayerTypeError) or any(w in str(exc) for w in ("cast", "ufunc"))
+        words = ("cast", "ufunc", "boolean")  # numpy's: "Cannot cast ...", "numpy boolean ..."
+        cast = isinstance(exc, LayerTypeError) or any(w in str(exc) for w in words)
         for source, arg in zip(self.wiring[name], args) if cast else ():
             v = arg.value
             if v is not None and getattr(v, "dtype", None) is not None and v.dtype.kind in "biu":
@@ -337,9 +338,8 @@ class Network:
             raise NetworkError(f"backward(loss={loss!r}): no such layer (layers: {order})")
         self.parameters()  # two of one name, refused before any callback fires
         self._count_users()
-        # outputs' gradients start at zero each pass: a second adds one pass's worth (Args don't)
         for arg in self.outputs.values():
-            arg.grad = None
+            arg.grad = None  # from zero each pass: a second adds one pass's worth into params
         out = self.outputs[loss]
         out.grad = get_array_module(out.value).full_like(out.value, loss_scale)
         fired: list[Parameter] = []

@@ -475,3 +475,23 @@ def test_a_layer_s_own_type_error_is_not_blamed_on_an_integer_input(rng):
     net.add("halves", Halves(), inputs=["x", "mask"])
     with pytest.raises(NetworkError, match=r"input 'mask' holds int64 values"):
         net.forward(feeds)
+
+
+class MaskNegated(MaskReturnsArg):
+    """Masks with the negated mask, which numpy refuses for bool values with a TypeError whose
+    words are neither "cast" nor "ufunc"."""
+
+    def _forward(self, x, mask):
+        return x.value * -mask.value  # "The numpy boolean negative, the `-` operator, is not ..."
+
+
+def test_numpy_s_refusal_of_bool_arithmetic_is_still_blamed_on_the_bool_feed(rng):
+    """d6021e7d kept only casting errors ("cast", "ufunc") for the feed: numpy's bool refusals
+    ("numpy boolean subtract", "... boolean negative") passed bare, no longer naming the bool
+    feed that caused them, as they did before."""
+    net = Network()
+    net.add("masked", MaskNegated(), inputs=["x", "mask"])
+    feeds = {"x": Arg(rng.standard_normal((4, 3))), "mask": Arg(np.ones((4, 3), bool))}
+    with pytest.raises(NetworkError, match=r"input 'mask' holds bool values") as e:
+        net.forward(feeds)
+    assert "boolean negative" in str(e.value.__cause__)
