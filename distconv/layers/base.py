@@ -11,6 +11,7 @@ from distconv.base_init import checks_base_init, refuse_skipped_base_init
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.kernels.shape import is_int
+from distconv.layers.callback_errors import through_callback
 from distconv.layers.modes import forward_only, keeps_for_backward  # noqa: F401  (imported from here)
 from distconv.layers.settings import public_settings
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, trainable
@@ -265,14 +266,14 @@ class Layer:
             frozen = [p.name for p in self.parameters() if p.grad is None]
             if not frozen or "NoneType" not in str(exc) or isinstance(exc, LayerError):
                 raise
-            if _through_callback(exc, callback):
+            if through_callback(exc, callback):
                 raise
             raise LayerTypeError(
                 f"{self.label}: backward failed ({exc}); static parameter(s) {frozen} have no "
                 "gradient (grad is None): skip adding into one (if not p.static: p.grad += ...)"
             ) from exc
         except ValueError as exc:  # as forward's: "non-broadcastable output operand" named none
-            if isinstance(exc, LayerError) or _through_callback(exc, callback):
+            if isinstance(exc, LayerError) or through_callback(exc, callback):
                 raise
             raise self.fail(f"backward: {exc}") from exc
 
@@ -325,19 +326,6 @@ class Layer:
 
     def __repr__(self) -> str:
         return self.label
-
-
-_INC_UPDATE = Parameter.inc_update.__code__
-
-
-def _through_callback(exc: BaseException, callback: UpdateCallback) -> bool:
-    """Whether ``exc`` was raised in ``callback``: below a parameter's ``inc_update``, or below
-    the callback's own code (the Network's is a function), which a layer may call itself."""
-    own = getattr(getattr(callback, "__func__", callback), "__code__", None)
-    codes, tb = {id(_INC_UPDATE), id(own)}, exc.__traceback__  # by identity: equal lambdas
-    while tb is not None and id(tb.tb_frame.f_code) not in codes:
-        tb = tb.tb_next
-    return tb is not None
 
 
 def size_arg(owner: Fails, name: str, value: Any) -> int:
