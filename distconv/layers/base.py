@@ -256,7 +256,12 @@ class Layer:
         problem = callback_problem(callback)  # a layer run by hand: a bias's gradient was in
         if problem:
             raise self.fail(problem)
-        dz = checked(self, self.backward_activation)  # an activation's error names the layer
+        try:  # an activation's error names the layer; a try costs no call per step
+            dz = self.backward_activation()
+        except LayerError:
+            raise
+        except ValueError as exc:  # chained, as a _backward's: checked() dropped it
+            raise self.fail(str(exc)) from exc
         try:
             self._backward(dz, callback)
         except TypeError as exc:

@@ -440,13 +440,15 @@ class Square(ActivationFunction):
 
 def test_a_shape_error_in_an_activation_s_backward_names_the_layer(rng):
     """Its forward's error named the layer (Layer.forward runs it through checked), its
-    backward's, numpy's bare "operands could not be broadcast together", named none."""
+    backward's, numpy's bare "operands could not be broadcast together", named none. numpy's
+    error is chained, as a _backward's is (checked() dropped it, and the activation's line)."""
     net = Network()
     net.add("fc", FullyConnected(3, 4, act=Square(), dtype=F64), inputs="x")
     net.add("loss", MSELoss(), inputs=["fc", "target"])
     net.forward({"x": rng.standard_normal((5, 3)), "target": rng.standard_normal((5, 4))})
-    with pytest.raises(ValueError, match=r"^FullyConnected 'fc': operands could not be broad"):
+    with pytest.raises(ValueError, match=r"^FullyConnected 'fc': operands could not be broad") as e:
         net.backward(lambda p: None)
+    assert "could not be broadcast" in str(e.value.__cause__)
 
 
 class MaskTypo(MaskReturnsArg):
