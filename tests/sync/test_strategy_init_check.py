@@ -89,3 +89,19 @@ def test_a_dataclass_strategy_that_skips_the_base_s_init_is_told_so_where_first_
         DataclassSGD().setup(net.parameters())
     trainer = Trainer(net, PostInitSGD(), batch_size=4, accuracy=None)
     assert len(trainer.fit(data, epochs=1)) == 1
+
+
+class ReadsConfigRank(LocalSync):
+    """Reads ``config.rank``, which its config lacks: a base field's name, on another object."""
+
+    def __init__(self, config: SimpleNamespace) -> None:
+        rank = config.rank
+        super().__init__(SGD(config.lr), rank, config.world_size)
+
+
+def test_a_config_s_missing_field_named_as_a_base_field_is_the_config_s():
+    """Only a base field read on the strategy itself is the skipped base call: the check's
+    ``exc.obj is not self`` was untested, and without it a config lacking ``rank`` was told
+    "ReadsConfigRank.__init__ failed ... before calling super().__init__"."""
+    with pytest.raises(AttributeError, match=r"'types.SimpleNamespace' object has no attr"):
+        ReadsConfigRank(SimpleNamespace(lr=0.1, world_size=1))
