@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any
 
 from distconv.kernels.shape import is_int
@@ -79,7 +79,9 @@ def lenet(
 
 def _sizes(name: str, given: Any) -> tuple[Any, ...]:
     """``given``, a sequence of sizes, as a tuple; a NetworkError naming ``name`` where it is
-    none (an int, a str: "32,64" was read as the sizes '3', '2', ',' ...)."""
-    if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+    none (an int, a str: "32,64" was read as the sizes '3', '2', ',' ...; a set, whose order is
+    not the stages', a mapping, whose keys were read, a 0-d array, which cannot be iterated)."""
+    not_sizes = isinstance(given, (str, bytes, Set, Mapping)) or getattr(given, "ndim", 1) == 0
+    if not_sizes or not isinstance(given, Iterable):
         raise NetworkError(f"LeNet: {name}={given!r}: a sequence of sizes (ints >= 1) is needed")
     return tuple(given)

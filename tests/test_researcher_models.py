@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from distconv.models import lenet
@@ -48,6 +49,9 @@ def test_lenet_builds_a_stage_per_channel_count_an_iterator_gives():
         ({"channels": 32}, "channels=32"),  # one stage's count: "'int' object is not iterable"
         ({"channels": "32,64"}, "channels='32,64'"),  # was read as '3', '2', ',' ...
         ({"image_shape": 8}, "image_shape=8"),  # "object of type 'int' has no len()"
+        ({"channels": np.array(32)}, "channels=array(32)"),  # "iteration over a 0-d array"
+        ({"channels": {32}}, "channels={32}"),  # a set's order is its hashes', not the stages'
+        ({"image_shape": {"c": 1}}, "image_shape={'c': 1}"),  # its keys were read as sizes
     ],
 )
 def test_lenet_names_the_argument_that_is_no_sequence_of_sizes(kwargs, named):
