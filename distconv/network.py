@@ -16,7 +16,8 @@ from typing import Any
 from distconv.arg import Arg
 from distconv.backend import ARRAY_KINDS, get_array_module, is_array, is_float_dtype
 from distconv.kernels.parallel import one_blas_thread
-from distconv.layers.base import Layer, LayerError, LayerResultError, LayerTypeError
+from distconv.layers.base import Layer, LayerError, LayerResultError
+from distconv.layers.feed_errors import feed_to_blame
 from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, name_clash
 
@@ -224,16 +225,13 @@ class Network:
 
     def _raise_for_integer_input(self, name: str, args: list[Arg], exc: TypeError) -> None:
         """A casting error (a layer's, numpy's) of integer values as a NetworkError; no other."""
-        words = ("cast", "ufunc", "boolean")  # numpy's: "Cannot cast ...", "numpy boolean ..."
-        cast = isinstance(exc, LayerTypeError) or any(w in str(exc) for w in words)
-        for source, arg in zip(self.wiring[name], args) if cast else ():
-            v = arg.value
-            if v is not None and getattr(v, "dtype", None) is not None and v.dtype.kind in "biu":
-                raise NetworkError(
-                    f"layer {self.layers[name].label}: input {source!r} holds {v.dtype} values, "
-                    f"but the layer computes in floating point; feed float arrays (images as "
-                    f"x.astype(np.float32) / 255) or integer ids as Arg(ids=...)"
-                ) from exc
+        blamed = feed_to_blame(exc, self.wiring[name], args)
+        if blamed is not None:
+            raise NetworkError(
+                f"layer {self.layers[name].label}: input {blamed[0]!r} holds {blamed[1]} values, "
+                f"but the layer computes in floating point; feed float arrays (images as "
+                f"x.astype(np.float32) / 255) or integer ids as Arg(ids=...)"
+            ) from exc
 
     def rows_needed(self, feeds: Mapping[str, Arg | Any]) -> dict[str, Any]:
         """The rows a forward on ``feeds`` reads of each trainable ``sparse_rows`` parameter.

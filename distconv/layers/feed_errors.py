@@ -1,0 +1,33 @@
+"""Whose a layer's TypeError in forward is: a feed's, where numpy refused to compute with its
+integer or bool values (a casting error, a bool's arithmetic), or the layer's own.
+
+Told apart by numpy's words, read only where a forward failed: nothing on the healthy path."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from distconv.arg import Arg
+from distconv.layers.base import LayerTypeError
+
+#: numpy's casting words, whole ("Cannot cast ...", "ufunc 'add' not supported ...", "numpy
+#: boolean negative ..."): "broadcast" holds "cast", and a layer's own "broadcast_to() missing
+#: 1 required positional argument" was blamed on its integer feed
+_CASTING = re.compile(r"\b(?:cast|ufunc|boolean)\b")
+
+
+def feed_to_blame(
+    exc: TypeError, sources: Sequence[str], args: Sequence[Arg]
+) -> tuple[str, Any] | None:
+    """The feed, ``(name, dtype)``, whose integer or bool values ``exc`` refused: a layer's
+    refusal (:class:`LayerTypeError`) or numpy's casting error; None for any other error,
+    which is the layer's own, or where no input holds such values."""
+    if not isinstance(exc, LayerTypeError) and _CASTING.search(str(exc)) is None:
+        return None
+    for source, arg in zip(sources, args):
+        v = arg.value
+        if v is not None and getattr(v, "dtype", None) is not None and v.dtype.kind in "biu":
+            return source, v.dtype
+    return None

@@ -1,0 +1,40 @@
+"""A layer of one's own fed integer or bool values: which TypeErrors a Network blames on that
+feed ("input 'mask' holds int64 values ... feed float arrays") and which are the layer's own."""
+
+import numpy as np
+import pytest
+
+from distconv import Arg, Network
+from tests.layers.test_researcher_layer import MaskReturnsArg
+
+
+def broadcast_rows(x, mask):
+    """A helper of one's own, named as numpy's are (a call with one argument too many)."""
+    return x * mask
+
+
+class CallsWrongly(MaskReturnsArg):
+    """Its forward makes a TypeError of its own, in words that hold "cast" inside a word."""
+
+    def __init__(self, mistake: str) -> None:
+        super().__init__()
+        self.mistake = mistake
+
+    def _forward(self, x, mask):
+        if self.mistake == "numpy's broadcast_to":
+            return np.broadcast_to(x.value)  # "broadcast_to() missing 1 required ... 'shape'"
+        return broadcast_rows(x.value, mask.value, 1)  # "broadcast_rows() takes 2 positional"
+
+
+@pytest.mark.parametrize("mistake", ["numpy's broadcast_to", "a helper named broadcast_rows"])
+def test_a_layer_s_own_type_error_naming_a_broadcast_is_not_blamed_on_its_integer_feed(mistake):
+    """abeba7d6 and d6021e7d took a TypeError as numpy's casting error where "cast" was in its
+    words: "broadcast" holds it, so the layer's own "broadcast_to() missing 1 required
+    positional argument: 'shape'" was told "input 'mask' holds int64 values ... feed float
+    arrays", the real error left as the cause."""
+    net = Network()
+    net.add("masked", CallsWrongly(mistake), inputs=["x", "mask"])
+    feeds = {"x": Arg(np.ones((4, 3))), "mask": Arg(np.ones((4, 3), np.int64))}
+    with pytest.raises(TypeError, match=r"^broadcast_\w+\(\) (missing 1|takes 2)") as e:
+        net.forward(feeds)
+    assert type(e.value) is TypeError, "the layer's own error passes as it is"
