@@ -15,7 +15,7 @@ from distconv.layers.base import LayerTypeError
 #: numpy's casting words, whole ("Cannot cast ...", "ufunc 'add' not supported ...", "numpy
 #: boolean negative ..."): "broadcast" holds "cast", and a layer's own "broadcast_to() missing
 #: 1 required positional argument" was blamed on its integer feed
-_CASTING = re.compile(r"\b(?:cast|ufunc|boolean)\b")
+_CASTING = re.compile(r"\b(?:cast|ufunc|(boolean))\b")
 
 
 def feed_to_blame(
@@ -23,11 +23,16 @@ def feed_to_blame(
 ) -> tuple[str, Any] | None:
     """The feed, ``(name, dtype)``, whose integer or bool values ``exc`` refused: a layer's
     refusal (:class:`LayerTypeError`) or numpy's casting error; None for any other error,
-    which is the layer's own, or where no input holds such values."""
-    if not isinstance(exc, LayerTypeError) and _CASTING.search(str(exc)) is None:
-        return None
+    which is the layer's own, or where no input holds such values. numpy's refusal of a
+    bool's arithmetic is a bool feed's: not an integer feed's wired before it."""
+    kinds = "biu"
+    if not isinstance(exc, LayerTypeError):
+        words = _CASTING.search(str(exc))
+        if words is None:
+            return None
+        kinds = "b" if words.group(1) else kinds
     for source, arg in zip(sources, args):
         v = arg.value
-        if v is not None and getattr(v, "dtype", None) is not None and v.dtype.kind in "biu":
+        if v is not None and getattr(v, "dtype", None) is not None and v.dtype.kind in kinds:
             return source, v.dtype
     return None

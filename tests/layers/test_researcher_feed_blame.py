@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from distconv import Arg, Network
+from distconv.network import NetworkError
 from tests.layers.test_researcher_layer import MaskReturnsArg
 
 
@@ -38,3 +39,29 @@ def test_a_layer_s_own_type_error_naming_a_broadcast_is_not_blamed_on_its_intege
     with pytest.raises(TypeError, match=r"^broadcast_\w+\(\) (missing 1|takes 2)") as e:
         net.forward(feeds)
     assert type(e.value) is TypeError, "the layer's own error passes as it is"
+
+
+class NegatesMask(MaskReturnsArg):
+    """Takes integer labels and a bool mask as values, and negates the mask, which numpy
+    refuses for bool values ("The numpy boolean negative, the `-` operator, ...")."""
+
+    num_inputs = 3
+
+    def _forward(self, x, labels, mask):
+        return x.value * -mask.value + labels.value
+
+
+def test_numpy_s_refusal_of_bool_arithmetic_is_blamed_on_the_bool_feed_not_an_integer_one():
+    """abeba7d6 blamed numpy's bool refusal on the first feed holding integer or bool values:
+    with integer labels wired before the bool mask, "input 'labels' holds int64 values", a
+    feed numpy never refused."""
+    net = Network()
+    net.add("masked", NegatesMask(), inputs=["x", "labels", "mask"])
+    feeds = {
+        "x": Arg(np.ones((4, 3))),
+        "labels": Arg(np.ones((4, 3), np.int64)),
+        "mask": Arg(np.ones((4, 3), bool)),
+    }
+    with pytest.raises(NetworkError, match=r"input 'mask' holds bool values") as e:
+        net.forward(feeds)
+    assert "boolean negative" in str(e.value.__cause__)
