@@ -220,25 +220,26 @@ class Layer:
         """Compute the output from ``inputs``; keeps both for backward.
 
         Raises:
-            LayerError: naming this layer, for a ValueError from :meth:`_forward` (a shape
-                numpy cannot broadcast, in a layer of one's own), which it chains.
+            LayerError: naming this layer, for a ValueError from :meth:`_forward` or the
+                activation's forward (a shape numpy cannot broadcast, in one of one's own),
+                which it chains.
             LayerResultError: :meth:`_forward` returned no array (an Arg, a list).
         """
         self.output = None  # a forward that fails leaves nothing to run backward on
         self.check_num_inputs(inputs)
         self.inputs = inputs
-        try:
+        try:  # the activation's too: chained, as backward's, and no call per step
             z = self._forward(*inputs)
+            if not is_array(z):  # an Arg or a list failed in the next layer: "no 'ndim'"
+                raise LayerResultError(
+                    f"{self.label}: _forward returned {type(z).__name__}, not an array "
+                    f"({ARRAY_KINDS}): it returns the output's values (an Arg's .value), not an Arg"
+                )
+            y = self.act.forward(z, inplace=self.owns_preactivation)
         except LayerError:
             raise
         except ValueError as exc:  # a layer of one's own: numpy's broadcast error named none
             raise self.fail(str(exc)) from exc
-        if not is_array(z):  # an Arg or a list failed in the next layer: "no attribute 'ndim'"
-            raise LayerResultError(
-                f"{self.label}: _forward returned {type(z).__name__}, not an array ({ARRAY_KINDS}):"
-                " it returns the output's values (an Arg's .value), not an Arg"
-            )
-        y = checked(self, self.act.forward, z, inplace=self.owns_preactivation)
         self.output = self.make_output(y, inputs)
         return self.output
 
