@@ -5,7 +5,8 @@ A bad value is argparse's one usage line and status 2, as ``distconv train`` say
 the examples printed a traceback from deep in the Trainer (``--batch-size 0``, ``--epochs -1``,
 ``--resume bogus``, ``--lr 0``, ``--optimizer bogus``) or, for ``--out ""``, wrote the run into
 the current directory. :func:`refusals` turns what the output directory refuses (a run there
-and no ``--resume``, a file in the way) into one line too.
+and no ``--resume``, a file in the way) into one line too, and :func:`print_result` prints a
+script's closing line as ``distconv train`` prints its own.
 
 Example:
     >>> parser = argparse.ArgumentParser()
@@ -23,16 +24,26 @@ import argparse
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from distconv.checkpoint import CheckpointError
 from distconv.logs import as_log_line
 from distconv.messages import exception_line
 from distconv.optim import OPTIMIZERS
+from distconv.stdout_drop import drop_stdout
 from distconv.sync.mpi import leaving
 from distconv.sync.peers import peer_failure
 from distconv.train_args import add_resume_flags, int_at_least, not_blank, positive_float
 
-__all__ = ["add_run_flags", "count", "directory", "optimizer", "positive_float", "refusals"]
+__all__ = [
+    "add_run_flags",
+    "count",
+    "directory",
+    "optimizer",
+    "positive_float",
+    "print_result",
+    "refusals",
+]
 
 #: argparse types: an integer of at least ``low``; a finite number above 0; a path that is not
 #: blank (an unset variable names no directory). ``distconv train``'s own, not copies of them.
@@ -81,3 +92,14 @@ def refusals(parser: argparse.ArgumentParser) -> Iterator[None]:
         parser.exit(1, as_log_line(line, logging.ERROR) + "\n")
     finally:
         leaving.BRIEF_ERRORS = brief
+
+
+def print_result(line: str, **fields: Any) -> None:
+    """Print a script's closing ``line`` on stdout as ``distconv train`` prints its own: a
+    JSON object under ``init(log_format="json")`` (``fields`` as keys of their own), and a
+    reader gone (``script.py | head -c 0``) no failure of a run that finished: stdout then goes
+    to /dev/null, where a bare ``print`` raised a BrokenPipeError traceback and status 1."""
+    try:
+        print(as_log_line(line, **fields), flush=True)
+    except BrokenPipeError:
+        drop_stdout()

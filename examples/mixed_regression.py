@@ -22,7 +22,7 @@ import distconv.distributed as dist
 from distconv import Network, Trainer
 from distconv.init import set_seed
 from distconv.layers import FullMatrixProjection, FullyConnected, Mixed, MSELoss
-from distconv.script_flags import add_run_flags, refusals
+from distconv.script_flags import add_run_flags, print_result, refusals
 
 
 def build_model() -> Network:
@@ -61,7 +61,9 @@ def main() -> None:
         finally:
             sync.close()
     if sync.is_chief and history:
-        print(f"test loss {history[-1]['test_loss']:.5f} after epoch {history[-1]['epoch']}")
+        last = history[-1]
+        line = f"test loss {last['test_loss']:.5f} after epoch {last['epoch']}"
+        print_result(line, epoch=last["epoch"], test_loss=last["test_loss"])
 
 
 if __name__ == "__main__":

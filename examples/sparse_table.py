@@ -26,7 +26,14 @@ import distconv.distributed as dist
 from distconv import Network, Trainer
 from distconv.init import set_seed
 from distconv.layers import FullMatrixProjection, FullyConnected, Mixed, MSELoss, TableProjection
-from distconv.script_flags import add_run_flags, count, optimizer, positive_float, refusals
+from distconv.script_flags import (
+    add_run_flags,
+    count,
+    optimizer,
+    positive_float,
+    print_result,
+    refusals,
+)
 from distconv.sync.mpi import MPISync
 
 VOCAB, WIDTH, FEATURES = 100_000, 32, 8
@@ -80,7 +87,8 @@ def main() -> None:
             sync.close()
     if sync.is_chief and history:
         last = history[-1]
-        print(f"test loss {last['test_loss']:.5f} after epoch {last['epoch']}")
+        line = f"test loss {last['test_loss']:.5f} after epoch {last['epoch']}"
+        print_result(line, epoch=last["epoch"], test_loss=last["test_loss"])
         if moved:
             total = moved.get("bytes_pushed", 0) + moved.get("bytes_pulled", 0)
             table = VOCAB * WIDTH * 4
@@ -93,9 +101,10 @@ def main() -> None:
                 else f"steps, start-up included (rank 0 seeds the servers with the {table}-byte "
                 "table once)"
             )  # fmt: skip
-            print(
+            print_result(
                 f"bytes moved by rank 0: {total:.0f} in {len(history)} epoch(s) of {steps} "
-                f"{start}; a dense table moves {2 * table} a step"
+                f"{start}; a dense table moves {2 * table} a step",
+                bytes_moved=int(total),
             )
 
 
