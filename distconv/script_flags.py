@@ -5,8 +5,8 @@ A bad value is argparse's one usage line and status 2, as ``distconv train`` say
 the examples printed a traceback from deep in the Trainer (``--batch-size 0``, ``--epochs -1``,
 ``--resume bogus``, ``--lr 0``, ``--optimizer bogus``) or, for ``--out ""``, wrote the run into
 the current directory. :func:`refusals` turns what the output directory refuses (a run there
-and no ``--resume``, a file in the way) into one line too, and :func:`print_result` prints a
-script's closing line as ``distconv train`` prints its own.
+and no ``--resume``, a file in the way) into one line too, and :func:`print_last_epoch` and
+:func:`print_result` print a script's closing lines as ``distconv train`` prints its own.
 
 Example:
     >>> parser = argparse.ArgumentParser()
@@ -24,7 +24,7 @@ import argparse
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distconv.checkpoint import CheckpointError
 from distconv.logs import as_log_line
@@ -35,12 +35,16 @@ from distconv.sync.mpi import leaving
 from distconv.sync.peers import peer_failure
 from distconv.train_args import add_resume_flags, int_at_least, not_blank, positive_float
 
+if TYPE_CHECKING:  # the Trainer imports the whole stack; a type is all this module needs
+    from distconv.trainer import Trainer
+
 __all__ = [
     "add_run_flags",
     "count",
     "directory",
     "optimizer",
     "positive_float",
+    "print_last_epoch",
     "print_result",
     "refusals",
 ]
@@ -103,3 +107,24 @@ def print_result(line: str, **fields: Any) -> None:
         print(as_log_line(line, **fields), flush=True)
     except BrokenPipeError:
         drop_stdout()
+
+
+def print_last_epoch(trainer: Trainer, out: str | None) -> dict[str, Any] | None:
+    """Print how the rank's ``fit`` ended, as ``distconv train`` says it (:func:`print_result`):
+    the last epoch's test loss, or, where a resume found the run in ``out`` past ``--epochs``,
+    ``nothing left to do: the run in OUT has finished epoch N`` (nothing was said: a run that
+    trained nothing looked like a script that never ran). Call it on the chief only.
+
+    Returns:
+        The last epoch's record (``trainer.history[-1]``), or None where nothing trained.
+    """
+    if not trainer.history:
+        epoch = trainer.pos.epoch
+        print_result(
+            f"nothing left to do: the run in {out} has finished epoch {epoch}", epoch=epoch
+        )
+        return None
+    last = trainer.history[-1]
+    line = f"test loss {last['test_loss']:.5f} after epoch {last['epoch']}"
+    print_result(line, epoch=last["epoch"], test_loss=last["test_loss"])
+    return last

@@ -22,7 +22,7 @@ import distconv.distributed as dist
 from distconv import Network, Trainer
 from distconv.init import set_seed
 from distconv.layers import FullMatrixProjection, FullyConnected, Mixed, MSELoss
-from distconv.script_flags import add_run_flags, print_result, refusals
+from distconv.script_flags import add_run_flags, print_last_epoch, refusals
 
 
 def build_model() -> Network:
@@ -55,15 +55,13 @@ def main() -> None:
             trainer = Trainer(
                 build_model(), sync, args.batch_size, out_dir=args.out, progress=False
             )
-            history = trainer.fit(
+            trainer.fit(
                 make_data(2048, seed=1), make_data(512, seed=2), args.epochs, resume=args.resume
             )
         finally:
             sync.close()
-    if sync.is_chief and history:
-        last = history[-1]
-        line = f"test loss {last['test_loss']:.5f} after epoch {last['epoch']}"
-        print_result(line, epoch=last["epoch"], test_loss=last["test_loss"])
+    if sync.is_chief:  # the test loss, or that a resume found nothing left to train
+        print_last_epoch(trainer, args.out)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from distconv.script_flags import (
     count,
     optimizer,
     positive_float,
+    print_last_epoch,
     print_result,
     refusals,
 )
@@ -78,34 +79,31 @@ def main() -> None:
             trainer = Trainer(
                 build_model(), sync, args.batch_size, out_dir=args.out, progress=False
             )
-            history = trainer.fit(
+            trainer.fit(
                 make_data(args.examples, seed=1), make_data(2048, seed=2), args.epochs,
                 resume=args.resume,
             )  # fmt: skip
             moved = sync.traffic()
         finally:
             sync.close()
-    if sync.is_chief and history:
-        last = history[-1]
-        line = f"test loss {last['test_loss']:.5f} after epoch {last['epoch']}"
-        print_result(line, epoch=last["epoch"], test_loss=last["test_loss"])
-        if moved:
-            total = moved.get("bytes_pushed", 0) + moved.get("bytes_pulled", 0)
-            table = VOCAB * WIDTH * 4
-            steps = -(-args.examples // last["global_batch"])  # a short last batch is a step
-            # through servers only the batches' rows travel, after rank 0 has seeded the shards
-            # with every parameter (the table once); MPI reduces the whole table a step and
-            # counts its gradient collectives only (wire_bytes), nothing at start-up
-            start = (
-                "steps" if isinstance(sync, MPISync)
-                else f"steps, start-up included (rank 0 seeds the servers with the {table}-byte "
-                "table once)"
-            )  # fmt: skip
-            print_result(
-                f"bytes moved by rank 0: {total:.0f} in {len(history)} epoch(s) of {steps} "
-                f"{start}; a dense table moves {2 * table} a step",
-                bytes_moved=int(total),
-            )
+    last = print_last_epoch(trainer, args.out) if sync.is_chief else None
+    if last is not None and moved:
+        total = moved.get("bytes_pushed", 0) + moved.get("bytes_pulled", 0)
+        table = VOCAB * WIDTH * 4
+        steps = -(-args.examples // last["global_batch"])  # a short last batch is a step
+        # through servers only the batches' rows travel, after rank 0 has seeded the shards
+        # with every parameter (the table once); MPI reduces the whole table a step and
+        # counts its gradient collectives only (wire_bytes), nothing at start-up
+        start = (
+            "steps" if isinstance(sync, MPISync)
+            else f"steps, start-up included (rank 0 seeds the servers with the {table}-byte "
+            "table once)"
+        )  # fmt: skip
+        print_result(
+            f"bytes moved by rank 0: {total:.0f} in {len(trainer.history)} epoch(s) of {steps} "
+            f"{start}; a dense table moves {2 * table} a step",
+            bytes_moved=int(total),
+        )
 
 
 if __name__ == "__main__":

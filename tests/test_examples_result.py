@@ -49,3 +49,18 @@ def test_a_closed_stdout_is_no_failure(tmp_path, example, args):
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert (tmp_path / "run" / "metrics.jsonl").read_text().count("\n") == 1
+
+
+def test_a_resume_of_a_finished_run_says_there_is_nothing_left(tmp_path):
+    """``--resume`` with ``--epochs`` no further than the run had gone trained nothing and
+    printed nothing (status 0), as if the script had not run; ``distconv train`` says
+    ``nothing left to do: the run in OUT has finished epoch N``."""
+    first = _example("mixed_regression.py", "--epochs", "2", "--out", "run", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    for resume in (["--resume"], ["--resume", "auto"]):
+        again = _example(
+            "mixed_regression.py", "--epochs", "1", "--out", "run", *resume,
+            cwd=tmp_path, stdout=subprocess.PIPE,
+        )  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == "nothing left to do: the run in run has finished epoch 2\n"
