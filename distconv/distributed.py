@@ -44,13 +44,11 @@ from distconv.sync.mpi.leaving import abort_uninitialised
 from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
 
 log = logging.getLogger("distconv.distributed")
-
 _Result = TypeVar("_Result")
 
 #: runtime sources that mean "an MPI launcher started me"
 _MPI_SOURCES = ("openmpi", "pmi")
-#: the format the last :func:`init` asked for, for :func:`run_main`'s line about an error
-#: raised before the log was set up (a malformed environment)
+#: the format the last :func:`init` asked for: :func:`run_main`'s line for an error before it
 _log_format: str | None = None
 #: set to 1 by ``distconv-launch local --insecure``: its shards run without CURVE, and a script
 #: has no ``--insecure`` flag to be told so (``distconv train`` gets the flag)
@@ -321,9 +319,11 @@ def build_sync(
     options = {k: v for k, v in options.items() if k in TRANSPORT_OPTIONS.get(kind, options)}
     if kind == "local":
         if runtime.world_size > 1:
-            raise RuntimeConfigError(
+            raise RuntimeConfigError(  # "--sync" alone named a flag a script lacks
                 f"this process is rank {runtime.rank} of {runtime.world_size} "
-                f"({runtime.source}), but local sync trains alone; use --sync pserver or mpi"
+                f"({runtime.source}), but local sync trains alone; use --sync pserver or mpi, "
+                "started with parameter servers (distconv-launch local --servers 1 or more) or "
+                "under MPI (distconv-launch mpi, mpiexec), as a script's init() picks itself"
             )
         if mpi_launcher_size() > 1:  # --rank 0 --world-size 1: ranks beside it would hang
             raise RuntimeConfigError(

@@ -4,6 +4,7 @@ k455): a reader gone is no failure, and a run with nothing left to train says so
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.child_env import child_path
+from tests.launcher.launch_cli import launch
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(60)
@@ -64,3 +66,17 @@ def test_a_resume_of_a_finished_run_says_there_is_nothing_left(tmp_path):
         )  # fmt: skip
         assert again.returncode == 0, again.stderr
         assert again.stdout == "nothing left to do: the run in run has finished epoch 2\n"
+
+
+def test_a_script_of_several_workers_without_servers_is_told_how_to_start_them(tmp_path):
+    """``distconv-launch local --servers 0`` runs a script's ranks with no transport between
+    them (docs/operations.md): each stopped telling the user to ``use --sync pserver or mpi``,
+    a flag the script does not take, and which alone would not help: the ranks need servers or
+    MPI to start with."""
+    script = str(REPO / "examples" / "mixed_regression.py")
+    proc = launch("local", "--workers", "2", "--servers", "0", "--", script, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    said = r"mixed_regression.py: error: this process is rank [01] of 2 \(distconv\), but local"
+    assert re.search(said, proc.stderr), proc.stderr  # either rank may fail first
+    assert "distconv-launch local --servers 1 or more" in proc.stderr
+    assert "distconv-launch mpi" in proc.stderr
