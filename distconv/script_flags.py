@@ -111,9 +111,10 @@ def print_result(line: str, **fields: Any) -> None:
 
 def print_last_epoch(trainer: Trainer, out: str | None) -> dict[str, Any] | None:
     """Print how the rank's ``fit`` ended, as ``distconv train`` says it (:func:`print_result`):
-    the last epoch's test loss, or, where a resume found the run in ``out`` past ``--epochs``,
-    ``nothing left to do: the run in OUT has finished epoch N`` (nothing was said: a run that
-    trained nothing looked like a script that never ran). Call it on the chief only.
+    the last epoch's test loss (its training loss where ``fit`` had no test set), or, where a
+    resume found the run in ``out`` past ``--epochs``, ``nothing left to do: the run in OUT has
+    finished epoch N`` (nothing was said: a run that trained nothing looked like a script that
+    never ran). Call it on the chief only.
 
     Returns:
         The last epoch's record (``trainer.history[-1]``), or None where nothing trained.
@@ -125,6 +126,8 @@ def print_last_epoch(trainer: Trainer, out: str | None) -> dict[str, Any] | None
         )
         return None
     last = trainer.history[-1]
-    line = f"test loss {last['test_loss']:.5f} after epoch {last['epoch']}"
-    print_result(line, epoch=last["epoch"], test_loss=last["test_loss"])
+    kind = "test" if "test_loss" in last else "train"  # a fit without a test set has no test loss
+    loss = last[f"{kind}_loss"]
+    print_result(f"{kind} loss {loss:.5f} after epoch {last['epoch']}", epoch=last["epoch"],
+                 **{f"{kind}_loss": loss})  # fmt: skip
     return last

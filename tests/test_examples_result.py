@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -80,3 +81,12 @@ def test_a_script_of_several_workers_without_servers_is_told_how_to_start_them(t
     assert re.search(said, proc.stderr), proc.stderr  # either rank may fail first
     assert "distconv-launch local --servers 1 or more" in proc.stderr
     assert "distconv-launch mpi" in proc.stderr
+
+
+def test_the_last_epoch_of_a_fit_without_a_test_set_is_its_training_loss(capsys):
+    """``fit`` without a test set records no ``test_loss``: the line must not fail on it."""
+    from distconv.script_flags import print_last_epoch
+
+    trainer = SimpleNamespace(history=[{"epoch": 3, "train_loss": 0.25}])
+    assert print_last_epoch(trainer, "run") == {"epoch": 3, "train_loss": 0.25}
+    assert capsys.readouterr().out == "train loss 0.25000 after epoch 3\n"
