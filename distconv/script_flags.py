@@ -70,8 +70,15 @@ def add_run_flags(parser: argparse.ArgumentParser, epochs: int, batch_size: int)
     :meth:`~distconv.trainer.Trainer.fit` takes), as every example takes them."""
     # at least 1, as distconv train's --epochs: 0 trained nothing, said nothing, exited 0 and
     # left --out holding an empty metrics.jsonl
-    parser.add_argument("--epochs", type=count(1), default=epochs, help="epochs in all")
-    parser.add_argument("--batch-size", type=count(1), default=batch_size, help="per worker")
+    parser.add_argument(
+        "--epochs", type=count(1), default=epochs, help="epochs in all (%(default)s)"
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=count(1),
+        default=batch_size,
+        help="examples per forward/backward pass on each worker (%(default)s)",
+    )
     parser.add_argument("--out", type=directory, help="checkpoints and metrics (none when omitted)")
     add_resume_flags(parser)  # distconv train's: the two exclude each other
 

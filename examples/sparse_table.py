@@ -26,6 +26,7 @@ import distconv.distributed as dist
 from distconv import Network, Trainer
 from distconv.init import set_seed
 from distconv.layers import FullMatrixProjection, FullyConnected, Mixed, MSELoss, TableProjection
+from distconv.optim import OPTIMIZERS
 from distconv.script_flags import (
     add_run_flags,
     count,
@@ -67,9 +68,18 @@ def make_data(n: int, seed: int, vocab: int = VOCAB) -> dict[str, np.ndarray]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_flags(parser, epochs=3, batch_size=64)
-    parser.add_argument("--examples", type=count(1), default=8192, help="training examples")
-    parser.add_argument("--optimizer", type=optimizer, default="adam")
-    parser.add_argument("--lr", type=positive_float, default=0.01)
+    parser.add_argument(
+        "--examples", type=count(1), default=8192, help="training examples (%(default)s)"
+    )
+    parser.add_argument(
+        "--optimizer",
+        type=optimizer,
+        default="adam",
+        help=f"one of {', '.join(sorted(OPTIMIZERS))} (%(default)s)",
+    )
+    parser.add_argument(
+        "--lr", type=positive_float, default=0.01, help="learning rate (%(default)s)"
+    )
     args = parser.parse_args()
 
     sync = dist.init(args.optimizer, lr=args.lr)  # rank, world size, transport: environment

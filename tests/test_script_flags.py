@@ -159,3 +159,32 @@ def _parses(parser, argv: list[str]) -> bool:
     except (SystemExit, argparse.ArgumentError):
         return False
     return True
+
+
+@pytest.mark.parametrize(
+    "example, said",
+    [
+        (
+            "mixed_regression.py",
+            ["epochs in all (30)", "on each worker (32)", "checkpoints and metrics"],
+        ),
+        (
+            "sparse_table.py",
+            [
+                "epochs in all (3)",
+                "on each worker (64)",
+                "training examples (8192)",
+                "adagrad, adam, momentum, nesterov, rmsprop, sgd (adam)",
+                "learning rate (0.01)",
+            ],
+        ),
+    ],
+)
+def test_help_says_what_each_flag_is_and_its_default(tmp_path, example, said):
+    """``--help`` listed --optimizer and --lr with no word, and no default at all, where
+    ``distconv train --help`` gives both (review k455)."""
+    proc = _run(example, "--help", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())  # argparse wraps to the terminal's width
+    for words in said:
+        assert words in text, proc.stdout
