@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from distconv.checkpoint import CheckpointError
 from distconv.logs import as_log_line
-from distconv.messages import exception_line
+from distconv.messages import exception_line, quote_in_errors
 from distconv.optim import OPTIMIZERS
 from distconv.stdout_drop import drop_stdout
 from distconv.sync.mpi import leaving
@@ -87,13 +88,17 @@ def add_run_flags(parser: argparse.ArgumentParser, epochs: int, batch_size: int)
 def refusals(parser: argparse.ArgumentParser) -> Iterator[None]:
     """Inside it, a checkpoint or output directory refused (:class:`CheckpointError`: a run in
     ``--out`` and no ``--resume``, nothing to resume, a file in the way, a full disk) ends the
-    script with ``prog: error: ...`` and status 1 (a JSON line under ``init(log_format="json")``,
-    as :func:`~distconv.distributed.run_main` writes its own). Under MPI, where the sync closed
+    script with ``prog: error: ...`` and status 1 (a JSON line under
+    ``init(log_format="json")``, as :func:`~distconv.distributed.run_main` writes its own; a
+    value of the command line with a character that does not print in it shown as a shell
+    word, ``$'a\\nb'``, as ``distconv train`` shows it). Under MPI, where the sync closed
     in a ``finally`` aborts the job first, the rank's abort line says it, without the
     traceback, as under ``distconv train``. Another rank's failure goes on to ``run_main``,
     which exits 75."""
     brief = leaving.BRIEF_ERRORS
     leaving.BRIEF_ERRORS = (*brief, CheckpointError)
+    # one_line squeezed --out $'a\nb' to "a b", a path with a space: another folder
+    quote_in_errors(_given_values(sys.argv[1:]))
     try:
         yield
     except CheckpointError as exc:
@@ -103,6 +108,11 @@ def refusals(parser: argparse.ArgumentParser) -> Iterator[None]:
         parser.exit(1, as_log_line(line, logging.ERROR) + "\n")
     finally:
         leaving.BRIEF_ERRORS = brief
+
+
+def _given_values(argv: list[str]) -> list[str]:
+    """The values on a command line: each word, and what follows ``=`` in ``--flag=value``."""
+    return [word.partition("=")[2] if word.startswith("--") else word for word in argv]
 
 
 def print_result(line: str, **fields: Any) -> None:

@@ -188,3 +188,19 @@ def test_help_says_what_each_flag_is_and_its_default(tmp_path, example, said):
     text = " ".join(proc.stdout.split())  # argparse wraps to the terminal's width
     for words in said:
         assert words in text, proc.stdout
+
+
+@pytest.mark.parametrize("given", [["--out", "a\nb"], ["--out=a\nb"]])
+def test_a_refused_out_with_a_line_break_is_shown_as_a_shell_word(tmp_path, given):
+    """README: a value with a character that does not print is shown as a shell word that
+    pastes back as the same path, as ``distconv train`` shows it; the refusal said ``a b``, a
+    path with a space, another folder (review k455)."""
+    first = _run("mixed_regression.py", "--epochs", "1", *given, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    again = _run("mixed_regression.py", "--epochs", "1", *given, cwd=tmp_path)
+    assert again.returncode == 1, again.stderr
+    assert again.stderr == (
+        "mixed_regression.py: error: $'a\\nb' already holds a run; pass --resume (resume=True) "
+        "to continue it, --resume auto ('auto') to continue it if it has a checkpoint, or "
+        "--overwrite ('overwrite') to replace it\n"
+    )
