@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from distconv.checkpoint import CheckpointError
 from distconv.logs import as_log_line
-from distconv.messages import exception_line, quote_in_errors
+from distconv.messages import exception_line, quote_in_errors, quoted_in
 from distconv.optim import OPTIMIZERS
 from distconv.stdout_drop import drop_stdout
 from distconv.sync.mpi import leaving
@@ -138,9 +138,8 @@ def print_last_epoch(trainer: Trainer, out: str | None) -> dict[str, Any] | None
     """
     if not trainer.history:
         epoch = trainer.pos.epoch
-        print_result(
-            f"nothing left to do: the run in {out} has finished epoch {epoch}", epoch=epoch
-        )
+        line = f"nothing left to do: the run in {out} has finished epoch {epoch}"
+        print_result(quoted_in(line, [out or ""]), epoch=epoch)  # $'a\nb': one line
         return None
     last = trainer.history[-1]
     kind = "test" if "test_loss" in last else "train"  # a fit without a test set has no test loss

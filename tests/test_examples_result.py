@@ -90,3 +90,17 @@ def test_the_last_epoch_of_a_fit_without_a_test_set_is_its_training_loss(capsys)
     trainer = SimpleNamespace(history=[{"epoch": 3, "train_loss": 0.25}])
     assert print_last_epoch(trainer, "run") == {"epoch": 3, "train_loss": 0.25}
     assert capsys.readouterr().out == "train loss 0.25000 after epoch 3\n"
+
+
+def test_nothing_left_in_an_out_with_a_line_break_is_one_line(tmp_path):
+    """The line broke in two at the path's line break: a reader of stdout by lines read half a
+    path each time; it is the shell word the error lines show (README)."""
+    out = "a\nb"
+    first = _example("mixed_regression.py", "--epochs", "1", "--out", out, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    again = _example(
+        "mixed_regression.py", "--epochs", "1", "--out", out, "--resume",
+        cwd=tmp_path, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == "nothing left to do: the run in $'a\\nb' has finished epoch 1\n"
