@@ -13,7 +13,10 @@ or ``wire-between`` or ``thread-between`` (in ``finish_step``, once bucket 0 is 
 before bucket 1 is waited for: outside any wait or held start) or ``wire-entry`` (as the
 reduction by hand of bucket 0 begins, before its first start is held) or ``finish`` (as
 ``finish_step`` begins, at its first clock read, nothing launched yet: every rank then
-abandons the step and sets up again, as with ``launch``).
+abandons the step and sets up again, as with ``launch``) or ``reduced`` or ``thread-reduced``
+(once ``reduce_all`` returned, before the updates: every collective of the step is in) or
+``posted`` or ``thread-posted`` (once the used-parameter flags' start returned, before the
+step's last pieces go).
 
 Only ``a`` fires, so both buckets go in step 0's ``finish_step``; with ``launch`` only ``b``
 fires, launching bucket 0 from ``on_gradient``, where rank 0 is interrupted: every rank then
@@ -81,6 +84,10 @@ def main() -> None:
         elif sync.rank == 0 and where == "finish":  # finish_step's clock, its first call
             clock = interrupted_before(time.perf_counter)
             sync_module.time = SimpleNamespace(perf_counter=clock)  # type: ignore[assignment]
+        elif sync.rank == 0 and where.endswith("reduced"):  # every collective in, no update
+            updates.reduce_all = interrupted_after(updates.reduce_all)
+        elif sync.rank == 0 and where.endswith("posted"):  # the flags started, no last piece
+            sync._used.post = interrupted_after(sync._used.post)  # type: ignore[method-assign]
         elif sync.rank == 0 and where == "wire-entry":  # bucket 0's reduction by hand begins
             updates._by_hand = interrupted_before(updates._by_hand)
         elif sync.rank == 0 and where == "wire":  # a 16-bit bucket's first start, by hand

@@ -213,3 +213,18 @@ def test_an_interrupt_as_finish_step_begins_leaves_the_step_to_abandon(tmp_path)
     for rank in (0, 1):
         setup = (tmp_path / f"setup{rank}.txt").read_text()
         assert "rank 0 abandoned 1 step that rank 1 counted" in setup, setup
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+@pytest.mark.parametrize("where", ["reduced", "thread-reduced"])
+def test_an_interrupt_once_every_bucket_is_reduced_fails_the_step_there_alone(tmp_path, where):
+    """Rank 0 interrupted once ``reduce_all`` returned, before its updates: every collective
+    of the step is in, so rank 0 raises it and tells its failure (the step failed there
+    alone), rank 1 finishes the step, and both close cleanly. Before, it went up untold:
+    rank 0's close, seeing the step neither finished nor failed alike, aborted the job."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, where)
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said == ["KeyboardInterrupt: ", "nothing"], said
+    assert not list(tmp_path.glob("rank*.err"))
+

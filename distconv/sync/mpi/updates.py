@@ -72,13 +72,15 @@ def update_step(
         check_kept(buckets, used.local, slots)  # one rank: what fired here fired anywhere
         update_as_reduced(buckets, thread, used, update)
         return
-    flags = reduce_all(buckets, thread, comm, used, failed_alone, alone)
+    reduced: list[bool] = []  # every collective in, reduce_all returning: set as it returns
     try:
+        flags = reduce_all(buckets, thread, comm, used, failed_alone, alone, reduced)
         check_kept(buckets, flags, slots)
         for bucket in buckets:
             update(bucket, flags)
-    except BaseException as exc:  # an interrupt in an update too: the others finished the step
-        _tell(failed_alone, exc)
+    except BaseException as exc:  # an interrupt in an update too: the others finished the step;
+        if reduced:  # also one as reduce_all returned (else it told its own failure, if alone)
+            _tell(failed_alone, exc)
         raise
 
 
@@ -89,10 +91,13 @@ def reduce_all(
     used: UsedParams,
     failed_alone: Callable[[], None] = lambda: None,
     alone: list[BaseException] | None = None,
+    reduced: list[bool] | None = None,
 ) -> np.ndarray | None:
     """Every bucket reduced and unpacked, the flags completed; the flags
     (:meth:`~.used.UsedParams.complete`). ``alone``: this rank's failure so far, kept (an
     interrupt in the last pieces' wait: :func:`to_the_end`), treated as an unpack's below.
+    ``reduced``: True appended as it returns the flags, with no call left to make in between:
+    a Ctrl-C raised after that (in the caller, before its next call) is this rank's alone.
 
     A SyncError (another rank abandoned the step, a 16-bit wire refused) is raised alike on
     every rank, at the same bucket. Any other error of an unpack (a device copy) is this rank's
@@ -138,6 +143,8 @@ def reduce_all(
         except BaseException as exc:  # as update_step: an error of failed_alone's raised from it
             _tell(failed_alone, exc)
             raise
+    if reduced is not None:  # no check between the test above and the append (its call's)
+        reduced.append(True)
     return flags
 
 
