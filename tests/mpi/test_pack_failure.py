@@ -92,6 +92,7 @@ class Interrupted:
     _failed_finish, _ended_alike, _check_refused = None, False, False
     _watchdog = Watchdog(None, print, 0)  # watches nothing
     _check = StepCheck(SingleRankComm())  # no Ctrl-C kept as start_step posted it
+    _pump = None  # handed to send_last with the flags: never reached, their start raises
 
     def __init__(self) -> None:
         self._used = FailingStart(None, 2, None)
@@ -123,9 +124,10 @@ class Quiet(UsedParams):
 
 
 class InterruptedPump:
-    """The last pieces' hand-over, reached by a Ctrl-C (no piece on the wire)."""
+    """The last pieces' hand-over, reached by a Ctrl-C (no piece on the wire; every time:
+    the first kept by send_last, the hand-over made again, the second raised)."""
 
-    request = None
+    request, starting = None, False
 
     def finish(self) -> None:
         raise KeyboardInterrupt("Ctrl-C")

@@ -228,3 +228,17 @@ def test_an_interrupt_once_every_bucket_is_reduced_fails_the_step_there_alone(tm
     assert said == ["KeyboardInterrupt: ", "nothing"], said
     assert not list(tmp_path.glob("rank*.err"))
 
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+@pytest.mark.parametrize("where", ["posted", "thread-posted"])
+def test_an_interrupt_once_the_flags_started_sends_the_last_pieces(tmp_path, where):
+    """Rank 0 interrupted once the used-parameter flags' start returned, before the step's
+    last pieces went: kept as a wait's, the pieces sent and every collective of the step
+    completed as on rank 1, then raised (the step failed there alone); rank 1 finishes the
+    step and both close cleanly. Before, it went up at once: rank 1 waited for pieces rank 0
+    never sent, until the watchdog aborted the job."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, where)
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said == ["KeyboardInterrupt: ", "nothing"], said
+    assert not list(tmp_path.glob("rank*.err"))

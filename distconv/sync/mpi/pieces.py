@@ -208,6 +208,9 @@ class PiecePump:
         """A new step: nothing has arrived, the first piece is next."""
         self.left = [*self.need, 1]  # a last piece that never comes: no end-of-list test
         self.cursor, self.request, self.started = 0, None, False
+        #: a piece's start (or hand-over) under way, not yet recorded: left True where it
+        #: raised, so the piece may have started (see :func:`~.updates.send_last`)
+        self.starting = False
 
     def arrive(self, covered: Sequence[int]) -> None:
         """One arrival for each piece in ``covered``; then move the wire on, if it can."""
@@ -232,13 +235,17 @@ class PiecePump:
                 # again, it would be one collective more on this rank alone
                 if self.hand_off is not None:  # the thread's now: no request to test here
                     with self._held:
+                        self.starting = True
                         self.hand_off(k)
                         self.cursor += 1
+                        self.starting = False
                     continue
                 with self._held:
+                    self.starting = True
                     request = self.request = self.comm.Iallreduce(
                         self.in_place, self.pieces[k](), self.op
                     )
+                    self.starting = False
             if block:
                 request.Wait()
             elif not request.Test():

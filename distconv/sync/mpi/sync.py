@@ -59,7 +59,7 @@ from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
 from distconv.sync.mpi.shutdown import Shutdown
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
-from distconv.sync.mpi.updates import finish_pieces, refused_alike, update_step
+from distconv.sync.mpi.updates import refused_alike, send_last, update_step
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import DEFAULT_TIMEOUT, check_timeout, duplicate, watch
 
@@ -335,11 +335,9 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             self._used.fail(exc, self.world_size, said)  # passed: the others wait for the pieces
         alone: list[BaseException] = []  # an interrupt in a piece's wait: the step goes on
         try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
-            self._used.post(self._thread, alone)  # what fired anywhere, beside the last pieces
-            if self._thread is None:  # the pieces left onto the wire, to the end (reduce_all)
-                finish_pieces(self._pump, alone)
-            else:  # or to the thread
-                self._pump.finish()
+            # what fired anywhere, beside the pieces left: onto the wire, to the end (reduce_all
+            # waits for the flags), or to the thread; a Ctrl-C between the two kept in alone
+            send_last(self._used, self._thread, self._pump, alone)
             # every piece queued before the flags' wait: else the thread, blocked there, would
             # never start a piece the other ranks wait for
             assert self._pump.done, "the flags' wait is queued before the step's last piece"

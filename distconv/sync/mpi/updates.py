@@ -262,6 +262,34 @@ def to_the_end(
             _keep(kept, exc)
 
 
+def send_last(
+    used: UsedParams, thread: CommThread | None, pump: PiecePump, alone: list[BaseException]
+) -> None:
+    """Start the flags (:meth:`~.used.UsedParams.post`) and send the step's last pieces, to
+    the end (:func:`finish_pieces`) or to ``thread`` (:meth:`~.pieces.PiecePump.finish`). A
+    Ctrl-C raised between those calls (the flags' start returned, no last piece gone) is kept
+    in ``alone`` as a wait's, and what is left made again: the flags are not started twice
+    (:attr:`~.used.UsedParams.started`, recorded while the start is held), nor a piece (the
+    pump's cursor and request, recorded while each start is held). Before, it went up at once:
+    the other ranks waited for the pieces this rank never sent, until the watchdog aborted.
+    Raised at once, as before: one asked twice, one the flags' start raised (started or not,
+    unknown), and one a piece's start raised before it was recorded (``pump.starting``: made
+    again, it could be a collective on this rank alone)."""
+    while True:
+        try:
+            if not used.started:
+                used.post(thread, alone)
+            if thread is None:
+                finish_pieces(pump, alone)
+            else:
+                pump.finish()
+            return
+        except KeyboardInterrupt as exc:
+            if _stopping(alone) or not used.started or pump.starting:
+                raise
+            _keep(alone, exc)
+
+
 def finish_pieces(pump: PiecePump, alone: list[BaseException]) -> None:
     """Without the thread, the step's last pieces onto the wire and waited for
     (:meth:`~.pieces.PiecePump.finish`), to the end (:func:`to_the_end`, keeping an interrupt

@@ -52,7 +52,7 @@ class UsedParams:
         self.anywhere = np.zeros(count, dtype=np.uint8)
         self._request: Any = None
         self._thread: CommThread | None = None
-        self._posted = self._owed = False
+        self._posted = self._owed = self._started = False
         self._failed: BaseException | None = None  # this rank's error, said in its flags (fail)
         self._waited: Any = None  # with the thread, its wait for the flags, once queued
         #: the step's exchange was read and refused the step (a failed pack or abandon, said
@@ -63,7 +63,7 @@ class UsedParams:
     def reset(self) -> None:
         """A new step: nothing has fired."""
         self.local.fill(0)
-        self.refused = False
+        self.refused = self._started = False
 
     def post(
         self, thread: CommThread | None = None, kept: list[BaseException] | None = None
@@ -82,7 +82,6 @@ class UsedParams:
         and close aborted.
         """
         self._thread, self._waited, self._posted = thread, None, True
-        started = False
         try:
             with self._held:
                 if thread is None:
@@ -94,11 +93,17 @@ class UsedParams:
                     # before a new layout
                     start = lambda wait: self._start()  # noqa: E731 - on the thread
                     thread.call(start, "start of the used-parameter flags", True)
-                started = True
+                self._started = True  # held: recorded before any Ctrl-C is raised
         except KeyboardInterrupt as exc:  # started: this rank goes on with the others
-            if kept is None or kept or not started:
+            if kept is None or kept or not self._started:
                 raise
             kept.append(exc)
+
+    @property
+    def started(self) -> bool:
+        """Whether this step's exchange was started (:meth:`post`): made again, the start
+        would be a collective on this rank alone."""
+        return self._started
 
     @property
     def pending(self) -> bool:
