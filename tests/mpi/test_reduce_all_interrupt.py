@@ -316,3 +316,27 @@ def test_an_interrupt_between_buckets_is_kept_and_no_bucket_is_reduced_twice():
         reduce_all(buckets, None, None, posted(FlagsComm()), lambda: told.append(True))
     assert [[r.waits for r in b.requests] for b in buckets] == [[1, 1], [1, 1]]
     assert all(b.unpacked for b in buckets) and told == [True]
+
+
+class DoneInterrupted(UsedParams):
+    """Flags whose exchange, once over (no longer pending), meets a Ctrl-C before ``complete``
+    raises the refusal it read (the other rank said FAILED)."""
+
+    def _done(self) -> None:
+        super()._done()
+        raise KeyboardInterrupt("as the refusal is raised")
+
+
+def test_an_interrupt_as_the_flags_refusal_is_raised_starts_no_bucket_and_is_not_told():
+    """The flags refused the step on every rank, then a Ctrl-C before that refusal is raised:
+    it is raised at once, no bucket reduced (the others, refused, start none) and nothing
+    told (a failure every rank shares). Before, the step was not yet marked refused there:
+    reduce_all kept the interrupt and made the rest again, reducing a 16-bit bucket by hand
+    alone (the others never met it) and telling the failure as this rank's."""
+    bucket, told = HandBucket(), []
+    used = DoneInterrupted(FlagsComm(FAILED), 2, None)
+    used.local.fill(1)
+    used.post()
+    with pytest.raises(KeyboardInterrupt, match="as the refusal is raised"):
+        reduce_all([bucket], None, None, used, lambda: told.append(True))
+    assert [r.waits for r in bucket.requests] == [0, 0] and not told and used.refused
