@@ -64,14 +64,17 @@ def test_an_interrupt_as_a_16_bit_bucket_starts_by_hand_fails_the_step_on_that_r
 
 @NEEDS_MPIEXEC[0]
 @NEEDS_MPIEXEC[1]
-@pytest.mark.parametrize("where", ["check", "thread-check"])
+@pytest.mark.parametrize(
+    "where", ["check", "thread-check", "check-returned", "thread-check-returned"]
+)
 def test_an_interrupt_as_the_step_check_starts_fails_the_step_on_every_rank(tmp_path, where):
     """Rank 0 interrupted as ``start_step``'s check (its ``Iallgather``) returned, before its
-    request was stored. The interrupt is kept until ``finish_step`` has packed the buckets,
-    then said in the flags: rank 0 raises it, rank 1 refuses the step, no rank updates, and
-    both close cleanly. Before, ``start_step`` raised it with the check's request lost and the
-    step never begun on rank 0, while rank 1 waited in the step's collectives until the
-    watchdog aborted the job."""
+    request was stored (or once its post returned, before the step was open). The interrupt is
+    kept until ``finish_step`` has packed the buckets, then said in the flags: rank 0 raises
+    it, rank 1 refuses the step, no rank updates, and both close cleanly. Before, ``start_step``
+    raised it with the check's request lost and the step never begun on rank 0, while rank 1
+    waited in the step's collectives until the watchdog aborted the job (once the post
+    returned: the check left pending, rank 0's close met it, and MPICH aborted)."""
     run_two_ranks("run_start_interrupt.py", tmp_path, where)
     said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
     assert said[0] == "KeyboardInterrupt: ", said

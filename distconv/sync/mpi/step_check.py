@@ -156,6 +156,14 @@ class StepCheck:
                 raise
             self.kept = exc
 
+    def keep(self, interrupt: KeyboardInterrupt) -> None:
+        """Keep ``interrupt``, raised once :meth:`post` started the exchange (as it returned),
+        as :meth:`post` keeps one in it. Raised: where nothing was started, or one is kept
+        already (asked twice: stop at once)."""
+        if self._request is None or self.kept is not None:
+            raise interrupt
+        self.kept = interrupt
+
     def raise_kept(self) -> None:
         """Raise the Ctrl-C :meth:`post` kept, if any (once): ``finish_step`` does, once the
         step's buckets went, so that the used-parameter flags tell every rank to refuse the

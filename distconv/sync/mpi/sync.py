@@ -244,12 +244,10 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             self._lay_out(order or self._laid_from, again=True)
         elif order and order is not self._laid_from:  # not checked name by name each step
             self._lay_out(order)
-        self._check.post(self.step, self._layout, self._layout_hash, self._examples)
         for b in self.buckets:
             b.reset()
-        self._first_pass, self._next_launch, self._in_step = [], 0, True
+        self._first_pass, self._next_launch = [], 0
         self._matched = self._check_refused = self._ended_alike = False  # nothing met yet
-        self._open = f"step {self.step} (no finish_step, or it failed)"
         self._watchdog.phase = f"step {self.step}"
         self._stamp += 1
         self._used.reset()
@@ -257,6 +255,13 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             self._pump.reset()
         if self._thread is not None:
             self._thread.relax()
+        # the check last, then stores alone (no call: no Ctrl-C raised) until the step is open:
+        # a Ctrl-C between left the check posted and no step (close met it: an abort)
+        try:
+            self._check.post(self.step, self._layout, self._layout_hash, self._examples)
+        except KeyboardInterrupt as exc:  # once the post returned: kept as one in it
+            self._check.keep(exc)  # raised where nothing started
+        self._in_step, self._open = True, f"step {self.step} (no finish_step, or it failed)"
 
     def _complete_check(self) -> None:
         """Finish :meth:`start_step`'s exchange (:class:`StepCheck`): stop on a mismatch, else
