@@ -17,7 +17,9 @@ abandons the step and sets up again, as with ``launch``) or ``reduced`` or ``thr
 (once ``reduce_all`` returned, before the updates: every collective of the step is in) or
 ``posted`` or ``thread-posted`` (once the used-parameter flags' start returned, before the
 step's last pieces go) or ``check-returned`` or ``thread-check-returned`` (once the step
-check's post returned, its request stored, before ``start_step`` opened the step).
+check's post returned, its request stored, before ``start_step`` opened the step) or
+``recorded`` or ``thread-recorded`` (once ``finish_step`` gathered the first step's firing
+order, its last collective, before it marked the step over).
 
 Only ``a`` fires, so both buckets go in step 0's ``finish_step``; with ``launch`` only ``b``
 fires, launching bucket 0 from ``on_gradient``, where rank 0 is interrupted: every rank then
@@ -91,6 +93,8 @@ def main() -> None:
             sync._used.post = interrupted_after(sync._used.post)  # type: ignore[method-assign]
         elif sync.rank == 0 and where.endswith("check-returned"):  # the check posted, no step
             sync._check.post = interrupted_after(sync._check.post)  # type: ignore[method-assign]
+        elif sync.rank == 0 and where.endswith("recorded"):  # the step's last collective made
+            sync._record_first_pass = interrupted_after(sync._record_first_pass)  # type: ignore[method-assign]
         elif sync.rank == 0 and where == "wire-entry":  # bucket 0's reduction by hand begins
             updates._by_hand = interrupted_before(updates._by_hand)
         elif sync.rank == 0 and where == "wire":  # a 16-bit bucket's first start, by hand

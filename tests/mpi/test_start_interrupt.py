@@ -245,3 +245,17 @@ def test_an_interrupt_once_the_flags_started_sends_the_last_pieces(tmp_path, whe
     said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
     assert said == ["KeyboardInterrupt: ", "nothing"], said
     assert not list(tmp_path.glob("rank*.err"))
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+@pytest.mark.parametrize("where", ["recorded", "thread-recorded"])
+def test_an_interrupt_once_the_step_is_done_leaves_it_over(tmp_path, where):
+    """Rank 0 interrupted once ``finish_step`` made the step's last collective (the first
+    step's firing order, gathered), every update made: it raises the interrupt, but the step
+    is over on both ranks, and both close cleanly. Before, the step was still marked open
+    there: rank 0's close aborted the job ("sync closed in the middle of step 0")."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, where)
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said == ["KeyboardInterrupt: ", "nothing"], said
+    assert not list(tmp_path.glob("rank*.err"))

@@ -339,6 +339,7 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             self._ended_alike = self._check_refused > checked  # refused here, as just above
             self._used.fail(exc, self.world_size, said)  # passed: the others wait for the pieces
         alone: list[BaseException] = []  # an interrupt in a piece's wait: the step goes on
+        done = False
         try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
             # what fired anywhere, beside the pieces left: onto the wire, to the end (reduce_all
             # waits for the flags), or to the thread; a Ctrl-C between the two kept in alone
@@ -349,6 +350,7 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             update = partial(update_step, self._thread, self._grad_comm, self.world_size)
             # all or none (updates); a failure of this rank alone is told at its next call
             update(self.buckets, self._used, self._apply, self._slot, self._note_failed_step, alone)
+            done = True  # every update made (no call since the last: no Ctrl-C raised between)
         except BaseException as exc:  # before the flags said this rank's failed pack: a Ctrl-C too
             self._ended_alike = refused_alike(exc, self._thread)  # a 16-bit wire, on every rank
             self._used.note_unsaid(exc)
@@ -357,10 +359,19 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             # (the flags' refusal, or this rank's failure alone): close may leave (Shutdown)
             self._ended_alike |= self._used.refused or self._failed_finish == self.step
             self.step += 1
+            # over before any call (a Ctrl-C is raised at one: the clock's), stores alone
+            if done and self._recorded:  # (a method would be a call)
+                self._watchdog.phase, self._open = f"after step {self.step - 1}", None
+                self._changed_in = None  # every update made: a whole step
             self.sync_seconds += time.perf_counter() - began
-        self._record_first_pass()
-        self._watchdog.phase, self._open = f"after step {self.step - 1}", None  # then metrics
-        self._changed_in = None  # every update made: a whole step
+        gathering = True
+        try:  # the first step's last collective, made by every rank (the firing order)
+            self._record_first_pass()
+            gathering = False
+        finally:  # over, a Ctrl-C once that collective is made too (else close aborted the job)
+            if not gathering or self._recorded:  # then metrics
+                self._watchdog.phase, self._open = f"after step {self.step - 1}", None
+                self._changed_in = None
 
     def traffic(self) -> dict[str, float]:
         """Bytes given to the gradient collectives (sent and received alike), finish_step's time."""
