@@ -15,6 +15,30 @@ from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_two_ranks
 pytestmark = pytest.mark.timeout(60)
 
 
+def _said(tmp_path, *args: str) -> list[str]:
+    """What each rank's run of ``run_start_interrupt.py`` with ``args`` said its step raised."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, *args)
+    return [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+
+
+def _failed_there_alone(tmp_path, *args: str) -> None:
+    """Rank 0 raised the interrupt, rank 1 finished the step, and both closed cleanly."""
+    said = _said(tmp_path, *args)
+    assert said == ["KeyboardInterrupt: ", "nothing"], said
+    assert not list(tmp_path.glob("rank*.err"))
+
+
+def _abandoned_and_drained(tmp_path, *args: str, first: str = "KeyboardInterrupt: ") -> None:
+    """Rank 0's step raised ``first`` (the interrupt) and was abandoned; rank 1 refused it,
+    and both setups after named the step one abandoned and the other counted."""
+    said = _said(tmp_path, *args)
+    assert said[0] == first, said
+    assert said[1].startswith("SyncError: another rank abandoned the step"), said
+    for rank in (0, 1):
+        setup = (tmp_path / f"setup{rank}.txt").read_text()
+        assert "rank 0 abandoned 1 step that rank 1 counted" in setup, setup
+
+
 @NEEDS_MPIEXEC[0]
 @NEEDS_MPIEXEC[1]
 @pytest.mark.parametrize("where", ["main", "thread"])
@@ -22,8 +46,7 @@ def test_an_interrupt_as_a_piece_starts_fails_the_step_and_close_is_clean(tmp_pa
     """The interrupt is raised once the piece is recorded: rank 0's finish_step raises it,
     rank 1's refuses the step (its flags said rank 0 failed), every collective of the step
     completes on both, and both close cleanly (the job exits 0)."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, where)
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    said = _said(tmp_path, where)
     assert said[0] == "KeyboardInterrupt: ", said
     assert said[1].startswith("SyncError: "), said
     assert not list(tmp_path.glob("rank*.err"))
@@ -38,13 +61,7 @@ def test_an_interrupt_as_a_piece_starts_in_backward_is_drained_by_the_next_setup
     refuses the step ("another rank abandoned the step") and both setups name the step one
     abandoned and the other counted, then both close cleanly. Before, that setup started (or
     handed over) the lost piece again: rank 1 waited for a piece rank 0 never sent."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, where, "launch")
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
-    assert said[0] == "KeyboardInterrupt: ", said
-    assert said[1].startswith("SyncError: another rank abandoned the step"), said
-    for rank in (0, 1):
-        setup = (tmp_path / f"setup{rank}.txt").read_text()
-        assert "rank 0 abandoned 1 step that rank 1 counted" in setup, setup
+    _abandoned_and_drained(tmp_path, where, "launch")
 
 
 @NEEDS_MPIEXEC[0]
@@ -56,10 +73,7 @@ def test_an_interrupt_as_a_16_bit_bucket_starts_by_hand_fails_the_step_on_that_r
     raises it (the step failed there alone); rank 1 finishes the step; both close cleanly.
     Before, rank 0 left that request behind and never started the bucket's ``Iallgather``,
     which rank 1 waited in until the watchdog aborted the job."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, "wire")
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
-    assert said == ["KeyboardInterrupt: ", "nothing"], said
-    assert not list(tmp_path.glob("rank*.err"))
+    _failed_there_alone(tmp_path, "wire")
 
 
 @NEEDS_MPIEXEC[0]
@@ -75,8 +89,7 @@ def test_an_interrupt_as_the_step_check_starts_fails_the_step_on_every_rank(tmp_
     raised it with the check's request lost and the step never begun on rank 0, while rank 1
     waited in the step's collectives until the watchdog aborted the job (once the post
     returned: the check left pending, rank 0's close met it, and MPICH aborted)."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, where)
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    said = _said(tmp_path, where)
     assert said[0] == "KeyboardInterrupt: ", said
     assert said[1].startswith("SyncError: another rank's finish_step failed"), said
     assert not list(tmp_path.glob("rank*.err"))
@@ -93,10 +106,7 @@ def test_an_interrupt_as_the_flags_start_fails_the_step_on_that_rank(tmp_path, w
     step; both close cleanly. Before, rank 0 raised
     it with the flags' request lost (or queued) and its last pieces never sent: rank 1 waited
     for them until the watchdog aborted the job."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, where)
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
-    assert said == ["KeyboardInterrupt: ", "nothing"], said
-    assert not list(tmp_path.glob("rank*.err"))
+    _failed_there_alone(tmp_path, where)
 
 
 @NEEDS_MPIEXEC[0]
@@ -107,13 +117,7 @@ def test_an_interrupt_kept_at_the_step_check_is_raised_by_abandon_step(tmp_path)
     of; the setups that follow drain the step on both ranks (rank 1 refuses it, and both
     name the step one abandoned and the other counted), and both close cleanly. Before, the
     interrupt was dropped there (the next ``start_step`` forgot it): the user's Ctrl-C lost."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, "check", "abandon")
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
-    assert said[0] == "KeyboardInterrupt: ", said
-    assert said[1].startswith("SyncError: another rank abandoned the step"), said
-    for rank in (0, 1):
-        setup = (tmp_path / f"setup{rank}.txt").read_text()
-        assert "rank 0 abandoned 1 step that rank 1 counted" in setup, setup
+    _abandoned_and_drained(tmp_path, "check", "abandon")
 
 
 @NEEDS_MPIEXEC[0]
@@ -123,8 +127,7 @@ def test_an_interrupt_kept_at_the_step_check_wins_over_a_failed_pack(tmp_path):
     pack a bucket before it raised the kept interrupt: the flags say rank 0 failed (rank 1
     refuses the step), and rank 0 raises the interrupt, the pack's error its context; both
     close cleanly. Before, rank 0 raised the pack's error alone: the Ctrl-C was dropped."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, "check", "pack")
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    said = _said(tmp_path, "check", "pack")
     assert said[0] == "KeyboardInterrupt: ", said
     assert said[1].startswith("SyncError: another rank's finish_step failed"), said
     context = (tmp_path / "context0.txt").read_text()
@@ -142,15 +145,9 @@ def test_an_interrupt_as_setup_starts_the_owed_flags_is_raised_once_they_are_in(
     counted) and close cleanly. Before, the interrupt lost the request with the flags still
     owed: the setup made again started them a second time, on rank 0 alone, against rank 1's
     check, and the job was aborted."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, "flags", "abandon")
+    _abandoned_and_drained(tmp_path, "flags", "abandon", first="nothing")
     assert (tmp_path / "again0.txt").read_text() == "KeyboardInterrupt: "
     assert not (tmp_path / "again1.txt").exists()
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
-    assert said[0] == "nothing", said
-    assert said[1].startswith("SyncError: another rank abandoned the step"), said
-    for rank in (0, 1):
-        setup = (tmp_path / f"setup{rank}.txt").read_text()
-        assert "rank 0 abandoned 1 step that rank 1 counted" in setup, setup
 
 
 @NEEDS_MPIEXEC[0]
@@ -163,10 +160,7 @@ def test_an_interrupt_around_a_wait_by_hand_fails_the_step_on_that_rank(tmp_path
     collective as rank 1 does, then raises it; rank 1 finishes the step; both close cleanly.
     Before, it went up from there: the wait was never made (or the ``Iallgather`` never
     started), and rank 1 waited in that collective until the job was aborted."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, where)
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
-    assert said == ["KeyboardInterrupt: ", "nothing"], said
-    assert not list(tmp_path.glob("rank*.err"))
+    _failed_there_alone(tmp_path, where)
 
 
 @NEEDS_MPIEXEC[0]
@@ -178,8 +172,7 @@ def test_an_interrupt_kept_at_the_step_check_is_raised_by_a_setup_that_lets_the_
     once, the step neither finished nor abandoned. Rank 0's setup raises the kept interrupt
     once it has set up as rank 1 did, and the step both take next trains alike. Before, that
     setup let the step go without raising it, and the next ``start_step`` forgot it."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, "check", "setup")
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    said = _said(tmp_path, "check", "setup")
     assert said == ["KeyboardInterrupt: ", "nothing"], said
     assert_moved(tmp_path, 0.75)  # the last step alone: (1 + 2) / 2 examples * lr 0.5
 
@@ -195,10 +188,7 @@ def test_an_interrupt_between_buckets_fails_the_step_on_that_rank(tmp_path, wher
     then raises it (the step failed there alone); rank 1 finishes the step; both close
     cleanly. Before, it went up at once: rank 1 waited in a collective rank 0 never started
     (by hand), or rank 0's failure went untold and its close aborted the job (the thread)."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, where)
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
-    assert said == ["KeyboardInterrupt: ", "nothing"], said
-    assert not list(tmp_path.glob("rank*.err"))
+    _failed_there_alone(tmp_path, where)
 
 
 @NEEDS_MPIEXEC[0]
@@ -209,13 +199,7 @@ def test_an_interrupt_as_finish_step_begins_leaves_the_step_to_abandon(tmp_path)
     refuses it, both setups name the step one abandoned and the other counted) and both
     close cleanly. Before, ``finish_step`` had marked the step over first: ``abandon_step``
     let nothing go, and rank 1 waited for rank 0's pieces until the watchdog aborted."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, "finish")
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
-    assert said[0] == "KeyboardInterrupt: ", said
-    assert said[1].startswith("SyncError: another rank abandoned the step"), said
-    for rank in (0, 1):
-        setup = (tmp_path / f"setup{rank}.txt").read_text()
-        assert "rank 0 abandoned 1 step that rank 1 counted" in setup, setup
+    _abandoned_and_drained(tmp_path, "finish")
 
 
 @NEEDS_MPIEXEC[0]
@@ -226,10 +210,7 @@ def test_an_interrupt_once_every_bucket_is_reduced_fails_the_step_there_alone(tm
     of the step is in, so rank 0 raises it and tells its failure (the step failed there
     alone), rank 1 finishes the step, and both close cleanly. Before, it went up untold:
     rank 0's close, seeing the step neither finished nor failed alike, aborted the job."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, where)
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
-    assert said == ["KeyboardInterrupt: ", "nothing"], said
-    assert not list(tmp_path.glob("rank*.err"))
+    _failed_there_alone(tmp_path, where)
 
 
 @NEEDS_MPIEXEC[0]
@@ -241,10 +222,7 @@ def test_an_interrupt_once_the_flags_started_sends_the_last_pieces(tmp_path, whe
     completed as on rank 1, then raised (the step failed there alone); rank 1 finishes the
     step and both close cleanly. Before, it went up at once: rank 1 waited for pieces rank 0
     never sent, until the watchdog aborted the job."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, where)
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
-    assert said == ["KeyboardInterrupt: ", "nothing"], said
-    assert not list(tmp_path.glob("rank*.err"))
+    _failed_there_alone(tmp_path, where)
 
 
 @NEEDS_MPIEXEC[0]
@@ -255,7 +233,4 @@ def test_an_interrupt_once_the_step_is_done_leaves_it_over(tmp_path, where):
     step's firing order, gathered), every update made: it raises the interrupt, but the step
     is over on both ranks, and both close cleanly. Before, the step was still marked open
     there: rank 0's close aborted the job ("sync closed in the middle of step 0")."""
-    run_two_ranks("run_start_interrupt.py", tmp_path, where)
-    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
-    assert said == ["KeyboardInterrupt: ", "nothing"], said
-    assert not list(tmp_path.glob("rank*.err"))
+    _failed_there_alone(tmp_path, where)
