@@ -12,10 +12,13 @@ from typing import Any
 from distconv.arg import Arg
 from distconv.layers.base import LayerTypeError
 
-#: numpy's casting words, whole ("Cannot cast ...", "ufunc 'add' not supported ...", "numpy
-#: boolean negative ..."): "broadcast" holds "cast", and a layer's own "broadcast_to() missing
-#: 1 required positional argument" was blamed on its integer feed
-_CASTING = re.compile(r"\b(?:cast|ufunc|(boolean))\b")
+#: numpy's refusals of integer or bool values, whole phrases ("Cannot cast ufunc 'add' output
+#: ...", older numpy's "... could not be coerced to provided output parameter", "numpy boolean
+#: negative ..."): "broadcast" holds "cast", and a layer's own "broadcast_to() missing 1
+#: required positional argument" was blamed on its integer feed; "ufunc" alone is in numpy's
+#: words for a layer's own mistake too, np.tanh(x) of an Arg ("loop of ufunc does not support
+#: argument 0 of type Arg"), which is no feed's
+_CASTING = re.compile(r"\b(?:[Cc]annot cast|could not be coerced to provided|numpy (boolean))\b")
 
 
 def feed_to_blame(

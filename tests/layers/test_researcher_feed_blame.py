@@ -65,3 +65,22 @@ def test_numpy_s_refusal_of_bool_arithmetic_is_blamed_on_the_bool_feed_not_an_in
     with pytest.raises(NetworkError, match=r"input 'mask' holds bool values") as e:
         net.forward(feeds)
     assert "boolean negative" in str(e.value.__cause__)
+
+
+class TanhOfTheArg(MaskReturnsArg):
+    """Its forward takes np.tanh of the Arg, not of its values: numpy's "loop of ufunc does
+    not support argument 0 of type Arg which has no callable tanh method"."""
+
+    def _forward(self, x, mask):
+        return np.tanh(x) * mask.value
+
+
+def test_a_ufunc_given_an_arg_is_the_layer_s_own_error_not_its_integer_feed_s():
+    """0f4ccf93 took "ufunc" for a casting word: a forgotten .value, numpy's "loop of ufunc
+    does not support argument 0 of type Arg", was told "input 'mask' holds int64 values ...
+    feed float arrays", a feed numpy never refused."""
+    net = Network()
+    net.add("masked", TanhOfTheArg(), inputs=["x", "mask"])
+    feeds = {"x": Arg(np.ones((4, 3))), "mask": Arg(np.ones((4, 3), np.int64))}
+    with pytest.raises(TypeError, match=r"^loop of ufunc does not support argument 0 of type Arg"):
+        net.forward(feeds)
