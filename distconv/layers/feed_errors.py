@@ -28,14 +28,16 @@ def feed_to_blame(
     refusal (:class:`LayerTypeError`) or numpy's casting error; None for any other error,
     which is the layer's own, or where no input holds such values. numpy's refusal of a
     bool's arithmetic is a bool feed's: not an integer feed's wired before it."""
-    kinds = "biu"
+    kinds, text = "biu", str(exc)
     if not isinstance(exc, LayerTypeError):
-        words = _CASTING.search(str(exc))
+        words = _CASTING.search(text)
         if words is None:
             return None
         kinds = "b" if words.group(1) else kinds
-    for source, arg in zip(sources, args):
-        v = arg.value
-        if v is not None and getattr(v, "dtype", None) is not None and v.dtype.kind in kinds:
-            return source, v.dtype
-    return None
+    held = [
+        (source, arg.value.dtype)
+        for source, arg in zip(sources, args)
+        if getattr(arg.value, "dtype", None) is not None and arg.value.dtype.kind in kinds
+    ]
+    # the one whose dtype numpy names ("... to dtype('bool')"): not an int64 feed wired before
+    return next((h for h in held if repr(h[1]) in text), held[0] if held else None)

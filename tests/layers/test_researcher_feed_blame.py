@@ -84,3 +84,30 @@ def test_a_ufunc_given_an_arg_is_the_layer_s_own_error_not_its_integer_feed_s():
     feeds = {"x": Arg(np.ones((4, 3))), "mask": Arg(np.ones((4, 3), np.int64))}
     with pytest.raises(TypeError, match=r"^loop of ufunc does not support argument 0 of type Arg"):
         net.forward(feeds)
+
+
+class ScalesMaskInPlace(NegatesMask):
+    """Takes integer labels and a bool mask as values, and scales the mask in place, which
+    numpy refuses: "Cannot cast ufunc 'multiply' output from dtype('float64') to
+    dtype('bool') ..."."""
+
+    def _forward(self, x, labels, mask):
+        keep = mask.value
+        keep *= 0.5
+        return x.value * keep + labels.value
+
+
+def test_numpy_s_casting_error_blames_the_feed_whose_dtype_it_names():
+    """A casting error was blamed on the first feed of integer or bool values: with integer
+    labels wired before the bool mask numpy named, "input 'labels' holds int64 values", a
+    feed numpy never refused."""
+    net = Network()
+    net.add("masked", ScalesMaskInPlace(), inputs=["x", "labels", "mask"])
+    feeds = {
+        "x": Arg(np.ones((4, 3))),
+        "labels": Arg(np.ones((4, 3), np.int64)),
+        "mask": Arg(np.ones((4, 3), bool)),
+    }
+    with pytest.raises(NetworkError, match=r"input 'mask' holds bool values") as e:
+        net.forward(feeds)
+    assert "to dtype('bool')" in str(e.value.__cause__)
