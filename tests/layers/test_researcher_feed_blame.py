@@ -5,8 +5,17 @@ import numpy as np
 import pytest
 
 from distconv import Arg, Network
+from distconv.layers.base import Layer, LayerTypeError
 from distconv.network import NetworkError
-from tests.layers.test_researcher_layer import MaskReturnsArg
+
+
+class MaskReturnsArg(Layer):
+    """Takes an integer mask as values (its own choice) and returns its output wrapped."""
+
+    num_inputs = 2
+
+    def _forward(self, x, mask):
+        return Arg(x.value * mask.value)
 
 
 def broadcast_rows(x, mask):
@@ -111,3 +120,61 @@ def test_numpy_s_casting_error_blames_the_feed_whose_dtype_it_names():
     with pytest.raises(NetworkError, match=r"input 'mask' holds bool values") as e:
         net.forward(feeds)
     assert "to dtype('bool')" in str(e.value.__cause__)
+
+
+def test_a_forward_that_returns_no_array_is_not_blamed_on_an_integer_input(rng):
+    """A Network turned any TypeError of a layer fed integer values into "input 'mask' holds
+    int64 values ... feed float arrays": the layer's own mistake was blamed on its feed."""
+    net = Network()
+    net.add("masked", MaskReturnsArg(), inputs=["x", "mask"])
+    feeds = {"x": Arg(rng.standard_normal((4, 3))), "mask": Arg(np.ones((4, 3), np.int64))}
+    with pytest.raises(LayerTypeError, match=r"^MaskReturnsArg 'masked': _forward returned Arg"):
+        net.forward(feeds)
+
+
+class MaskTypo(MaskReturnsArg):
+    """Takes an integer mask as values, its own code failing with a TypeError of its own."""
+
+    def _forward(self, x, mask):
+        return x.value * mask.value * len(mask.value.shape[0])
+
+
+def test_a_layer_s_own_type_error_is_not_blamed_on_an_integer_input(rng):
+    """34db94b2 let one such error through (a _forward returning no array), but any other
+    TypeError of the layer's own, here "object of type 'int' has no len()", was still told
+    "input 'mask' holds int64 values ... feed float arrays"; numpy's casting error still is."""
+    net = Network()
+    net.add("masked", MaskTypo(), inputs=["x", "mask"])
+    feeds = {"x": Arg(rng.standard_normal((4, 3))), "mask": Arg(np.ones((4, 3), np.int64))}
+    with pytest.raises(TypeError, match=r"^object of type 'int' has no len\(\)$"):
+        net.forward(feeds)
+
+    class Halves(MaskReturnsArg):
+        def _forward(self, x, mask):
+            mask.value *= 0.5  # numpy: "Cannot cast ufunc 'multiply' output ... to int64"
+            return x.value * mask.value
+
+    net = Network()
+    net.add("halves", Halves(), inputs=["x", "mask"])
+    with pytest.raises(NetworkError, match=r"input 'mask' holds int64 values"):
+        net.forward(feeds)
+
+
+class MaskNegated(MaskReturnsArg):
+    """Masks with the negated mask, which numpy refuses for bool values with a TypeError whose
+    words are neither "cast" nor "ufunc"."""
+
+    def _forward(self, x, mask):
+        return x.value * -mask.value  # "The numpy boolean negative, the `-` operator, is not ..."
+
+
+def test_numpy_s_refusal_of_bool_arithmetic_is_still_blamed_on_the_bool_feed(rng):
+    """d6021e7d kept only casting errors ("cast", "ufunc") for the feed: numpy's bool refusals
+    ("numpy boolean subtract", "... boolean negative") passed bare, no longer naming the bool
+    feed that caused them, as they did before."""
+    net = Network()
+    net.add("masked", MaskNegated(), inputs=["x", "mask"])
+    feeds = {"x": Arg(rng.standard_normal((4, 3))), "mask": Arg(np.ones((4, 3), bool))}
+    with pytest.raises(NetworkError, match=r"input 'mask' holds bool values") as e:
+        net.forward(feeds)
+    assert "boolean negative" in str(e.value.__cause__)
