@@ -178,3 +178,18 @@ def test_numpy_s_refusal_of_bool_arithmetic_is_still_blamed_on_the_bool_feed(rng
     with pytest.raises(NetworkError, match=r"input 'mask' holds bool values") as e:
         net.forward(feeds)
     assert "boolean negative" in str(e.value.__cause__)
+
+
+def test_cupy_s_casting_error_is_still_blamed_on_the_integer_feed():
+    """cupy refuses a float result into an integer array in its own words, "output (typecode
+    'd') could not be coerced to provided output parameter (typecode 'l') according to the
+    casting rule "same_kind"" (cupy/_core/_kernel.pyx): "cast" inside "casting" matched
+    before 0f4ccf93, no whole word does, and on the GPU the integer mask went unnamed."""
+    from distconv.layers.feed_errors import feed_to_blame
+
+    refusal = TypeError(
+        "output (typecode 'd') could not be coerced to provided output parameter (typecode "
+        "'l') according to the casting rule \"same_kind\""
+    )
+    args = [Arg(np.ones((4, 3))), Arg(np.ones((4, 3), np.int64))]
+    assert feed_to_blame(refusal, ["x", "mask"], args) == ("mask", np.dtype(np.int64))
