@@ -58,6 +58,7 @@ from . import child as child_waits  # its waits, as set when used (tests cut the
 from .child import Child, ChildSpec, running_groups
 from .commands import LaunchError
 from .failure import Failure, signal_name, write_report
+from .gang import any_running, first_failed, killed_at_the_end, send_stop_signals
 from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
 from .json_lines import JsonLines
 from .messages import Messages
@@ -276,7 +277,7 @@ class Supervisor:
         while True:
             signalled = bool(self._signals)  # read first: a failure seen below came before
             working = any(c.poll() is None for c in workers)
-            first = _first_failed(children, working)
+            first = first_failed(children, working)
             if first is not None and first.exited_at < self._first_signal_at:
                 return self._settle(first, children, workers) if first.victim else first
             stuck = None if signalled else first_overdue(workers, self.poll_interval)
@@ -300,7 +301,7 @@ class Supervisor:
         while True:
             signalled = bool(self._signals)
             working = any(c.poll() is None for c in workers)
-            cause = _first_failed(children, working, victims=False)
+            cause = first_failed(children, working, victims=False)
             if cause is not None and cause.exited_at < self._first_signal_at:
                 return cause
             if signalled or not working or time.monotonic() >= deadline:
@@ -314,12 +315,12 @@ class Supervisor:
         deadline = time.monotonic() + self.grace
         servers = [c for c in children if c.spec.role == "server"]
         workers = [c for c in children if c not in servers]
-        _send_stop_signals(workers)
+        send_stop_signals(workers)
         if self._signals and failed is None and not self._finished:  # the stop's cause
             self.say(f"got {signal_name(self._signals[0])}; stopping every child")
         self._wait_gone(workers, deadline)
         servers_at = time.monotonic()
-        _send_stop_signals(servers)
+        send_stop_signals(servers)
         self._wait_gone(servers, deadline)
         running = running_groups()
         left = [c for c in children if c.group_alive(running)]
@@ -331,11 +332,11 @@ class Supervisor:
             self.say(f"got {second} during the stop: {names} killed without the rest of the grace")
         elif left:  # the grace ran out
             server_seconds = time.monotonic() - servers_at
-            self.say(_killed_at_the_end(left, servers, self.grace, server_seconds))
+            self.say(killed_at_the_end(left, servers, self.grace, server_seconds))
 
     def _wait_gone(self, children: list[Child], deadline: float) -> None:
         """Until no process of ``children``'s groups runs, the deadline, or a second signal."""
-        while _any_running(children):
+        while any_running(children):
             if time.monotonic() > deadline or len(self._signals) >= 2:
                 return  # out of patience, or the user signalled again: kill now
             time.sleep(self.poll_interval)
@@ -353,48 +354,3 @@ class Supervisor:
             level="error",
             report=path if written == f"report: {path}" else None,  # dropped: still there
         )
-
-
-def _killed_at_the_end(
-    left: list[Child], servers: list[Child], grace: float, server_seconds: float
-) -> str:
-    """Whom the grace's end killed, each with the time it had since its SIGTERM: a server gets
-    its own only once the workers are gone, so workers that use the whole grace leave it none
-    (it must not read as a shard that ignored its SIGTERM for the whole grace)."""
-    said = []
-    workers = [c.spec.name for c in left if c not in servers]
-    if workers:
-        said.append(f"{', '.join(workers)} still running {grace:g} s after SIGTERM")
-    late = [c.spec.name for c in left if c in servers]
-    if late:
-        said.append(
-            f"{', '.join(late)} still running {server_seconds:.0f} s after its SIGTERM (sent "
-            "once the workers were gone, or the grace ran out)"
-        )
-    return ", ".join(said) + ": killed"
-
-
-def _first_failed(children: list[Child], working: bool, victims: bool = True) -> Child | None:
-    """The child that failed first (several within one poll: by exit time), or None: a
-    :meth:`Child.failed` (a non-zero exit or a signal), a server's exit while a worker runs;
-    without ``victims``, leaving out workers that stopped because another rank failed."""
-    failed = [c for c in children if c.failed() and (victims or not c.victim)]
-    if working:
-        failed += [c for c in children if c.spec.role == "server" and c.poll() == 0]
-    return min(failed, key=lambda c: c.exited_at) if failed else None
-
-
-def _send_stop_signals(children: list[Child]) -> None:
-    """Each child's stop signals to its group, in order (see ChildSpec.stop_signals), then
-    SIGCONT, as a shell's ``kill`` does for a stopped job: a process stopped (SIGSTOP, Ctrl-Z)
-    holds them pending until it runs again, and would sit out the grace until the SIGKILL."""
-    for child in children:
-        for signum in child.spec.stop_signals:
-            child.signal_group(signum)
-        child.signal_group(signal.SIGCONT)
-
-
-def _any_running(children: list[Child]) -> bool:
-    """Whether a process of any of ``children``'s groups still runs (one look at /proc)."""
-    running = running_groups()
-    return any(c.group_alive(running) for c in children)
