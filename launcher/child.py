@@ -94,15 +94,12 @@ class Child:
         self._writes = PumpWrites(self._waits, self._log_writes)  # both: do they hold it up
         try:
             self.proc = subprocess.Popen(
-                list(spec.argv),
-                env=spec.env or None,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
+                list(spec.argv), env=spec.env or None, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: we signal the group
                 pass_fds=spec.fds,
                 preexec_fn=parent_death_signal(),
-            )
+            )  # fmt: skip
         except OSError as exc:  # ENOENT for a script that is there: a '#!/bin/sh\r' line
             self.log.close()
             why = not_started(spec.argv[0], exc, spec.env.get("PATH") if spec.env else None)
@@ -114,6 +111,7 @@ class Child:
         self._leader_kept = False  # the exited leader left unreaped (see _wait)
         #: set by finish() where the output could not be drained: what the launcher says
         self.output_held: str | None = None
+        self._drains = False  # set with it where the output held the pump: drain_log waits
         self._files = PumpFiles(self.proc.stdout, self.log)  # the pump's too: see _drained
         pump = self._files.held_by(self._copy)
         self._pump = threading.Thread(
@@ -166,6 +164,7 @@ class Child:
         if held:
             stalled, hung = self._writes.held_up(since)  # since the ask, or a later look
             self.output_held = held_output(self.spec.name, self.log_path, stalled, hung, unheld)
+            self._drains = (stalled or unheld) and not hung  # no stray, no hung log
         return not held
 
     def _wait(self) -> None:
@@ -356,6 +355,10 @@ class Child:
         self.proc.wait()
         self._waiter.join()
         self._drained()
+
+    def drain_log(self, timeout: float) -> bool:
+        """Up to ``timeout`` s for a pump its output held (shut now) to end; False: it did not."""
+        return not self._drains or self._pump.join(timeout) or not self._pump.is_alive()
 
     @property
     def victim(self) -> bool:

@@ -71,6 +71,9 @@ __all__ = ["SETTLE_SECONDS", "STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor
 
 #: seconds a victim's failure (a worker's exit 75) waits for the failure that caused it
 SETTLE_SECONDS = 2.0
+#: seconds the launcher's end waits, in all, for the pipes its output held up to end into the
+#: children's logs (:meth:`Supervisor._drain_logs`)
+END_DRAIN_SECONDS = 2.0
 #: held (flock) by the launcher in its run directory while it runs a job
 LAUNCH_LOCK = "launch.lock"
 
@@ -115,6 +118,8 @@ class Supervisor:
         self._claim: int | None = None  # the run directory's lock (LAUNCH_LOCK), while held
         #: the queue the children's lines go through to ``out`` while run() runs (never stalls)
         self._terminal: Terminal | None = None
+        #: children whose output held their pumps up past their attempt (:meth:`_drain_logs`)
+        self._pumping: list[Child] = []
 
     def say(self, message: str, level: str = "info", report: Path | None = None) -> None:
         """One launcher message (:meth:`Messages.say`), never inside a child's line, never
@@ -180,10 +185,10 @@ class Supervisor:
             return failure.status
         finally:
             if self._terminal is not None:  # its last lines: a stalled output has its bound
-                unshown, self._terminal = (
-                    self._terminal.close(child_waits.OUTPUT_DRAIN_SECONDS, bool(self._signals)),
-                    None,
-                )
+                terminal, self._terminal = self._terminal, None
+                unshown = terminal.close(child_waits.OUTPUT_DRAIN_SECONDS, bool(self._signals))
+                terminal.shut()  # the pumps it holds up: into the logs alone, then they end
+                self._drain_logs()
                 if unshown:  # through the queue still where shared: the stall goes on
                     self.say(unshown, level="warning")
             self.messages.end(child_waits.OUTPUT_DRAIN_SECONDS)
@@ -262,6 +267,7 @@ class Supervisor:
             for child in children:
                 if child.output_held:  # a process outside its group, or a stalled output
                     self.say(child.output_held)
+                    self._pumping.append(child)
         if failed is None:
             return None
         return failed.failure(restart, [c for c in children if c is not failed and c.victim])
@@ -340,6 +346,21 @@ class Supervisor:
             if time.monotonic() > deadline or len(self._signals) >= 2:
                 return  # out of patience, or the user signalled again: kill now
             time.sleep(self.poll_interval)
+
+    def _drain_logs(self) -> None:
+        """What the pipes of children whose pumps the output held up still hold, into their
+        logs, up to :data:`END_DRAIN_SECONDS` in all (a pipe ends once the child and its
+        descendants have closed it): the pumps are daemons, and each log must be the whole
+        record though the launcher's output took none of it. A pipe not ended by then is
+        said."""
+        deadline = time.monotonic() + END_DRAIN_SECONDS
+        for child in self._pumping:
+            if not child.drain_log(max(0.0, deadline - time.monotonic())):
+                self.say(
+                    f"{child.spec.name}: its pipe did not end within {END_DRAIN_SECONDS:g} s "
+                    f"of the job's end, so {child.log_path} lacks what it still held",
+                    level="warning",
+                )
 
     def _report(self, failure: Failure, max_restarts: int, then: str | None = None) -> None:
         """The failure on stderr and in ``failure.json`` (``then``: what came after it, as

@@ -69,6 +69,7 @@ class Terminal:
         #: child: lines not shown, its log
         self._dropped: dict[str, tuple[int, Path | None]] = {}
         self._gone = self._closing = self._ended = False  # ended: the writer is done
+        self._shut = False  # the children's lines refused: their pumps drain into the logs
         self._write_since: float | None = None  # monotonic start of the write under way
         self._writer = threading.Thread(target=self._drain, name="terminal", daemon=True)
         self._writer.start()
@@ -91,13 +92,14 @@ class Terminal:
         piece's, as it counts them in a child's wrap-up
         (:meth:`~launcher.output_waits.OutputWaits.moved`). ``report``: the file that holds
         ``line`` too (a launcher's failure report, ``failure.json``), named by the drop
-        notice where it is dropped."""
+        notice where it is dropped. False too for a child's line (``log`` given) once
+        :meth:`shut`, also for one waiting for room."""
         with self._ready:
-            if self._gone or self._ended:
+            if self._gone or self._ended or (self._shut and log is not None):
                 return False
             while self._size and self._size + len(line) > self._bound:  # one always fits
                 stalled = self._stalled_for()
-                if self._gone:
+                if self._gone or (self._shut and log is not None):
                     return False
                 if stalled >= OUTPUT_STALL_SECONDS:  # dropped, counted: said once it moves
                     count, kept = self._dropped.get(name, (0, log))
@@ -117,6 +119,15 @@ class Terminal:
         the writer has ended (:meth:`close`): then it is the caller's to write. ``report``:
         where a failure report that ``line`` says is written (:meth:`put`)."""
         return self.put(LAUNCHER, None, line, report=report)
+
+    def shut(self) -> None:
+        """Refuse the children's lines from now on (:meth:`put` answers False, a pump waiting
+        for room too): at the launcher's end, after :meth:`close` gave up on a slow output,
+        their pumps drain their pipes into the logs alone rather than wait on it. The
+        launcher's own lines are still queued (a stall drops them there, never blocking)."""
+        with self._ready:
+            self._shut = True
+            self._ready.notify_all()
 
     def _stalled_for(self) -> float:
         """Seconds the write under way has taken so far (under the lock; 0 with none)."""

@@ -1,0 +1,62 @@
+"""The lines still in a child's pipe at the job's end reach its log, though the launcher's
+stdout is read too slowly to take them (k457): the pump, waiting on the output for room in its
+queue, was a daemon that ended with the launcher, and what the pipe held reached neither the
+log nor the output. The launcher now drains each such pipe to its log before it exits, for a
+bounded time, so the log is the whole record."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.terminal import QUEUE_BYTES
+from tests.launcher.launch_cli import ENV, launcher_command, start_unread
+from tests.processes import job_env, job_left
+
+#: lines of 100 bytes (111 on the output, behind ``[worker 0] ``): the launcher's queue full,
+#: its stdout pipe (64 KiB) too, and 48 KiB more, which the child's pipe (64 KiB) holds without
+#: blocking it: it exits
+LINES = (QUEUE_BYTES + 64 * 1024) // 111 + 48 * 1024 // 100
+#: a worker that prints them, numbered, at once, then its last line, and exits
+PRINTS = f"""\
+import sys
+for i in range({LINES}):
+    sys.stdout.write(f"line {{i:08d}} " + "x" * 85 + "\\n")
+print("the last line")
+"""
+
+
+def _read_slowly(stream, stop: threading.Event) -> None:
+    """A reader that takes the launcher's stdout a piece at a time, 4 KiB every 0.5 s: the
+    output moves (no stall, so nothing is dropped), but far slower than the child writes."""
+    while not stop.is_set() and stream.read1(4096):
+        time.sleep(0.5)
+
+
+@pytest.mark.timeout(60)
+def test_the_pipe_at_the_jobs_end_reaches_the_log(tmp_path: Path):
+    (tmp_path / "prints.py").write_text(PRINTS)
+    log = tmp_path / "run" / "logs" / "worker-0.log"
+    argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "prints.py"]
+    command = launcher_command(OUTPUT_DRAIN_SECONDS=0.5)  # its waits on the output, cut
+    stop = threading.Event()
+    with job_env(ENV) as env, open(tmp_path / "stderr", "w+") as err:
+        launcher = start_unread(argv, env, tmp_path, err, command)
+        reader = threading.Thread(target=_read_slowly, args=(launcher.stdout, stop))
+        reader.start()
+        try:
+            status = launcher.wait(timeout=30)
+        finally:
+            stop.set()
+            launcher.kill()
+            reader.join(5)
+            launcher.stdout.close()
+        assert job_left(env, 5) == {}
+        err.seek(0)
+        stderr = err.read()
+    assert status == 0, stderr
+    lines = log.read_bytes().splitlines()
+    assert (len(lines), lines[-1]) == (LINES + 1, b"the last line"), (len(lines), stderr)
