@@ -129,19 +129,20 @@ def held_output(
             f"{name}: a write to {log_path} has not ended (a hung file system?), so {name}'s "
             "last lines are missing from it, from the launcher's output and from failure.json"
         )
-    if stalled:  # the pump goes on: the log gets each line before the output is asked, but
-        # the pump is a daemon: at the launcher's end what the pipe still holds is lost
+    if stalled:  # the pump goes on, each line to the log first; at the launcher's end the
+        # output is shut and the pipe drained into the log (Supervisor._drain_logs)
         return (
             f"{name}: the launcher's output holds up its lines (read slowly, or not at all), "
-            f"so {name}'s last lines are missing from failure.json; they reach {log_path} as "
-            f"the output takes them, or drops them after a {OUTPUT_STALL_SECONDS:g} s stall, "
-            f"while the launcher runs: those still in {name}'s pipe at its end reach neither"
+            f"so {name}'s last lines are missing from failure.json; {log_path} gets them all "
+            f"(drained there at the launcher's end), its output those it takes before a "
+            f"{OUTPUT_STALL_SECONDS:g} s stall or that end"
         )
     if unheld:
         return (
             f"{name}: its output is passed on slowly (a slow reader of the launcher's output, a "
             f"slow file system for {log_path}, a loaded host), so {name}'s last lines are "
-            "missing from failure.json; they still reach the output and the log"
+            f"missing from failure.json; {log_path} gets them all (drained there at the "
+            "launcher's end), its output those it takes before that end"
         )
     return (
         f"{name}: a process that left its process group (setsid, a daemon) still holds its "

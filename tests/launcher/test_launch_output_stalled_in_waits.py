@@ -53,11 +53,12 @@ def test_an_output_write_begun_during_the_waits_that_stalls_is_named(tmp_path, m
         child._pump.join(10)
     assert said == (
         "worker-0: the launcher's output holds up its lines (read slowly, or not at all), so "
-        f"worker-0's last lines are missing from failure.json; they reach {child.log_path} as "
-        "the output takes them, or drops them after a 1 s stall, while the launcher runs: "
-        "those still in worker-0's pipe at its end reach neither"
+        f"worker-0's last lines are missing from failure.json; {child.log_path} gets them all "
+        "(drained there at the launcher's end), its output those it takes before a 1 s stall "
+        "or that end"
     )  # was "worker-0: its output is passed on slowly (...); they still reach the output ..."
-    # and it promised the log every line, though the pump does not outlive the launcher (k453)
+    # then "... those still in worker-0's pipe at its end reach neither" (k453), which the
+    # drain at the launcher's end made untrue (k457)
     assert out.written == [b"[worker 0] step 1\n", b"[worker 0] fatal: boom\n"]
     # the log has every line as the output moves: it said the log lacked them (k444)
     assert child.log_path.read_bytes() == b"step 1\nfatal: boom\n"
