@@ -51,6 +51,7 @@ from .options import add_k8s_options, add_local_options, add_mpi_options, ignore
 from .owned import LOCAL_OWNED, MPI_OWNED
 from .ports import reserve_ports
 from .run_dir import run_dir_refused
+from .stderr_line import BoundedParser
 from .stdout import write_stdout
 from .supervisor import ChildSpec, Supervisor
 
@@ -350,7 +351,7 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser for everything before ``--``."""
-    parser = argparse.ArgumentParser(
+    parser = BoundedParser(
         prog=PROG,
         description="Start a distconv job: local processes, mpiexec, or Kubernetes manifests. "
         "After --: distconv train arguments, or a program or .py file to run instead.",

@@ -5,13 +5,19 @@ straight to a stderr that nobody reads (a full pipe: a paused pager on ``2>`` on
 that died without closing it), the write blocked for good; a SIGTERM raised out of it, its
 traceback blocked in turn, and it took a third SIGTERM to end the launcher. The line is not
 worth a launcher that does not end: its exit status says the same.
+
+argparse's own usage errors and help (:class:`BoundedParser`) come before the launcher arms its
+stop signals, which keep a SIGTERM for later meanwhile: printed straight to a stalled stderr,
+such a usage error blocked for good, and only SIGKILL ended the launcher.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import threading
+from typing import IO
 
 #: seconds the last line may take to be written before the launcher gives it up
 LAST_LINE_SECONDS = 1.0
@@ -19,20 +25,29 @@ LAST_LINE_SECONDS = 1.0
 
 def write_last(text: str, patience: float = LAST_LINE_SECONDS) -> None:
     """Write ``text`` and a newline on stderr, giving up silently after ``patience`` seconds
-    or at a stop signal meanwhile (the exit status still says why the launcher ended).
+    or at a stop signal meanwhile (the exit status still says why the launcher ended)
+    (:func:`write_within`)."""
+    write_within(f"{text}\n", sys.stderr, patience)
+
+
+def write_within(text: str, stream: IO[str] | None, patience: float = LAST_LINE_SECONDS) -> None:
+    """Write ``text`` on ``stream`` (stderr, stdout), giving up silently after ``patience``
+    seconds or at a stop signal meanwhile.
 
     The write is a thread's, straight on the descriptor: a stalled one blocks that thread
-    alone (a daemon, which the interpreter's exit leaves behind), and no lock of
-    ``sys.stderr``'s that a stalled writer of the launcher's messages may hold delays it."""
-    err = sys.stderr
-    if err is None:  # closed (``2>&-``): nothing to say it on
+    alone (a daemon, which the interpreter's exit leaves behind), and no lock of the
+    stream's that a stalled writer of the launcher's messages may hold delays it."""
+    if stream is None:  # closed (``2>&-``): nothing to say it on
         return
-    data = f"{text}\n".encode(err.encoding or "utf-8", errors="backslashreplace")
+    data = text.encode(getattr(stream, "encoding", None) or "utf-8", errors="backslashreplace")
     try:
-        fd = err.fileno()
+        fd = stream.fileno()
     except (OSError, ValueError, AttributeError):  # a stand-in (a test's capture): no stall
-        err.write(f"{text}\n")
-        err.flush()
+        try:
+            stream.write(text)
+            stream.flush()
+        except (OSError, ValueError):  # closed: dropped, as argparse drops it
+            pass
         return
     writer = threading.Thread(target=_write_all, args=(fd, data), name="last line", daemon=True)
     writer.start()
@@ -40,6 +55,16 @@ def write_last(text: str, patience: float = LAST_LINE_SECONDS) -> None:
         writer.join(patience)
     except KeyboardInterrupt:  # a stop signal (launcher.interrupt): the line is given up
         pass
+
+
+class BoundedParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors and help are written within a bound
+    (:func:`write_within`): a usage error on a stalled stderr still ends the launcher, with
+    2 (its subcommands' parsers are of this class too)."""
+
+    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+        if message:  # as argparse's own: stderr where no file is given
+            write_within(message, file if file is not None else sys.stderr)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -50,3 +50,13 @@ def test_a_refusal_once_the_run_directory_is_held_ends_the_launcher(tmp_path: Pa
     (tmp_path / "prog").write_text("#!/bin/sh\necho never\n")  # not executable: refused
     status, took = _refused(tmp_path, [*LOCAL, "--run-dir", "run", "--", "./prog"])
     assert status == 1 and took < 10, (status, took)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("flags", [["--workers", "0"], ["--bogus"]], ids=["value", "unknown"])
+def test_a_usage_error_on_a_stalled_stderr_ends_the_launcher(tmp_path: Path, flags: list[str]):
+    """argparse's usage error, for a flag of the launcher's own, printed its usage straight to
+    a stderr nobody reads, before the launcher arms its stop signals (k457): it blocked there
+    for good, and a SIGTERM was kept for later, which never came; only SIGKILL ended it."""
+    status, took = _refused(tmp_path, ["local", *flags, "--", "worker.py"])
+    assert status == 2 and took < 10, (status, took)
