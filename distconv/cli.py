@@ -27,7 +27,7 @@ from distconv.distributed import choose_transport
 from distconv.job import TrainConfig, train
 from distconv.layers.base import LayerError
 from distconv.logs import as_log_line, configure_logging, error_line
-from distconv.messages import debugging, quote_in_errors, say
+from distconv.messages import debugging, quote_in_errors, quoted_in, say
 from distconv.metrics import MetricsError
 from distconv.network import NetworkError
 from distconv.runtime import RuntimeConfigError, detect_runtime, runtime_flags
@@ -99,7 +99,8 @@ def run_train(args: argparse.Namespace) -> int:
         return 0
     if not trainer.history:
         line = f"nothing left to do: the run in {out} has finished epoch {trainer.pos.epoch}"
-        _print(as_log_line(line, epoch=trainer.pos.epoch, out=out))
+        # --out $'a\nb' shown as the error lines show it: a reader by lines got half a path
+        _print(as_log_line(quoted_in(line, [out]), epoch=trainer.pos.epoch, out=out))
         return 0
     last = trainer.history[-1]
     line = (
@@ -107,7 +108,7 @@ def run_train(args: argparse.Namespace) -> int:
         f"{last['epoch']}, {seconds:.1f}s; wrote {_written(out)} in {out}"
     )
     result = {key: last[key] for key in ("epoch", "test_acc", "test_loss")}
-    _print(as_log_line(line, seconds=round(seconds, 3), out=out, **result))
+    _print(as_log_line(quoted_in(line, [out]), seconds=round(seconds, 3), out=out, **result))
     return 0
 
 

@@ -163,3 +163,15 @@ def test_an_out_with_a_byte_of_no_utf8_is_quoted_as_its_bytes(tmp_path, log_form
     said = json.loads(last)["message"] if log_format == "json" else last
     assert r"in $'x\xffy'/checkpoints: $'x\xffy' does not exist" in said, last
     assert "\\ud" not in last.lower(), last
+
+
+def test_the_closing_lines_of_an_out_with_a_line_break_are_one_line(tmp_path):
+    """``distconv train``'s result line and its "nothing left to do" broke in two at a line
+    break in ``--out``: a reader of stdout by lines got half a path (review k459); the path is
+    the shell word its error lines show."""
+    out = "a\nb"
+    for resume in ((), ("--resume",)):  # the result line, then "nothing left to do"
+        proc = distconv("train", *SMALL, "--epochs", "1", "--out", out, *resume, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        (line,) = proc.stdout.splitlines()
+        assert line.endswith(("in $'a\\nb'", "in $'a\\nb' has finished epoch 1")), line
