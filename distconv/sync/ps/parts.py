@@ -189,6 +189,6 @@ class CheckpointParts:
         # each on its own: one that cannot go (its name taken by a directory) kept every newer
         said = f"shard {self.index}: not pruning old checkpoint parts now: %s"
         gone = delete_files(gone, log, said)
-        if gone:
-            log.info("shard %d: pruned %d old checkpoint part(s)", self.index, len(gone))
+        if gone:  # every checkpoint: at INFO, with short epochs most of a launcher's output
+            log.debug("shard %d: pruned %d old checkpoint part(s)", self.index, len(gone))
         return gone

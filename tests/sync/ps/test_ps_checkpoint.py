@@ -6,7 +6,7 @@ import signal
 
 import numpy as np
 import pytest
-from ps_helpers import batches, run_ranks, small_net, train_steps
+from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
 from safetensors.numpy import load_file
 
 from distconv.checkpoint import load_checkpoint, save_checkpoint
@@ -100,3 +100,22 @@ def test_only_rank_0_asks_for_checkpoint_parts(hand, tmp_path):
     reply = h.ask({"op": "checkpoint", "step": 3, "rank": 1})[0]
     assert reply["op"] == "error" and "only rank 0 writes checkpoints, got rank 1" in reply["error"]
     assert [p.name for p in tmp_path.iterdir()] == ["pserver-shard0-step7.safetensors"]
+
+
+@pytest.mark.timeout(60)
+def test_a_shard_prunes_its_old_parts_without_a_line_each_checkpoint(shards, tmp_path):
+    """Each shard logged "pruned old checkpoint part(s)" at INFO at every checkpoint, with
+    short epochs most of the launcher's output (review k459): it is DEBUG now."""
+    parts = tmp_path / "parts"
+    (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
+    net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
+    try:
+        sync.setup(net.parameters())
+        for step in (10, 20, 30):
+            sync.save_remote_parts(step, keep=1)
+    finally:
+        sync.close()
+    assert [p.name for p in parts.iterdir()] == ["pserver-shard0-step30.safetensors"]
+    shards.stop()
+    said = shards.log_text()
+    assert "listening on" in said and "pruned" not in said, said  # INFO is logged, not this
