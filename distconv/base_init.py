@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import is_dataclass
 from typing import Any
 
 
@@ -54,11 +55,11 @@ def refuse_skipped_base_init(obj: Any, marker: str, call: str) -> None:
 
     Args:
         obj: the layer or strategy.
-        marker: an attribute the base's ``__init__`` sets (and a dataclass field does not).
+        marker: an attribute the base's ``__init__`` sets (and a dataclass field does not),
+            the one :func:`checks_base_init` is given: one that set another itself passed
+            there and was then told how a dataclass calls the base.
         call: the call to make and why, for the message.
     """
-    if marker not in vars(obj):
-        raise TypeError(
-            f"{type(obj).__name__} was made without calling {call}; a dataclass calls it in "
-            "__post_init__"
-        )
+    if marker not in vars(obj):  # the dataclass's hint for a dataclass: another was made around
+        hint = "; a dataclass calls it in __post_init__" if is_dataclass(obj) else ""
+        raise TypeError(f"{type(obj).__name__} was made without calling {call}{hint}")

@@ -105,7 +105,7 @@ class SyncStrategy(ABC):
         _guard_closing(cls)
         if "__init__" in vars(cls):
             cls.__init__ = checks_base_init(  # type: ignore[method-assign]
-                cls.__init__, cls.__name__, "world_size", _BASE_CALL, _BASE_FIELDS
+                cls.__init__, cls.__name__, "_examples", _BASE_CALL, _BASE_FIELDS
             )
 
     def __init__(self, optimizer: Optimizer, rank: int = 0, world_size: int = 1) -> None:
@@ -166,7 +166,7 @@ class SyncStrategy(ABC):
     def check_made(self) -> None:
         """Refuse a strategy whose base ``__init__`` never ran (a ``@dataclass`` one's does
         not call it): a TypeError naming the class, where the Trainer or ``setup`` takes it."""
-        refuse_skipped_base_init(self, "_examples", _BASE_CALL)  # a field may be world_size
+        refuse_skipped_base_init(self, "_examples", _BASE_CALL)  # __init__'s marker too
 
     def init_state(self) -> None:
         """Create optimizer state for parameters that have none (a local optimizer's hook)."""

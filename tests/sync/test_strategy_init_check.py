@@ -105,3 +105,23 @@ def test_a_config_s_missing_field_named_as_a_base_field_is_the_config_s():
     "ReadsConfigRank.__init__ failed ... before calling super().__init__"."""
     with pytest.raises(AttributeError, match=r"'types.SimpleNamespace' object has no attr"):
         ReadsConfigRank(SimpleNamespace(lr=0.1, world_size=1))
+
+
+class SetsItsOwnWorldSize(PlainSGD):
+    """Sets the base's fields itself, and skips the base's ``__init__``."""
+
+    def __init__(self, lr: float) -> None:
+        self.optimizer, self.rank, self.world_size = SGD(lr), 0, 1
+        self.lr, self.zero = lr, True
+
+
+def test_a_strategy_that_sets_world_size_itself_is_told_where_it_is_made_not_of_dataclasses():
+    """The made-check's marker was ``world_size``, setup's ``_examples``: one that set
+    world_size itself passed where it was made, and the Trainer then told it how a dataclass
+    calls the base (review k459). One marker, and a dataclass's hint for a dataclass alone."""
+    with pytest.raises(TypeError, match=r"^SetsItsOwnWorldSize\.__init__ returned without"):
+        SetsItsOwnWorldSize(0.1)
+    unmade = PlainSGD.__new__(PlainSGD)  # made around any __init__ (copy, unpickling)
+    with pytest.raises(TypeError, match=r"^PlainSGD was made without calling super") as info:
+        unmade.setup(_model()[0].parameters())
+    assert "dataclass" not in str(info.value)
