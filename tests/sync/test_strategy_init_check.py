@@ -125,3 +125,16 @@ def test_a_strategy_that_sets_world_size_itself_is_told_where_it_is_made_not_of_
     with pytest.raises(TypeError, match=r"^PlainSGD was made without calling super") as info:
         unmade.setup(_model()[0].parameters())
     assert "dataclass" not in str(info.value)
+
+
+def test_a_parameter_server_strategy_set_up_by_hand_is_checked_as_the_base_checks():
+    """PServerSync.setup overrode the base's without its check: a dataclass subclass that
+    skipped the base's ``__init__`` failed there on a bare AttributeError (review k459)."""
+    from distconv.sync.ps.client import PServerSync
+
+    @dataclasses.dataclass(eq=False)
+    class DataclassPS(PServerSync):
+        lr: float = 0.1
+
+    with pytest.raises(TypeError, match=r"^DataclassPS was made without calling super\(\)"):
+        DataclassPS().setup(_model()[0].parameters())

@@ -160,6 +160,7 @@ class PServerSync(
         """Compare the job with every shard and rank, seed the shards (rank 0, keeping the
         optimizer state of parameters trained again: :mod:`.reseed`; then the restored
         ``state`` if any), pull (others)."""
+        self.check_made()  # the base's setup, not called here, checks that first
         self._drop_pushes()  # those of a step cut short (a second Ctrl-C), if any
         self.params = setup_params(trainable(params))  # before any hello: as the base's
         # anew at each setup: a later fit may train another set (a layer frozen or unfrozen)
