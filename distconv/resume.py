@@ -145,6 +145,12 @@ class StepCheckpoints:
                     "resume=True (--resume) needs an output directory (out_dir, --out) to find "
                     "the checkpoint in; none was given"
                 )
+            if resume in ("auto", "overwrite") and self.sync.is_chief:  # Trainer.fit's own: fine
+                flag = "--resume auto" if resume == "auto" else "--overwrite"
+                log.warning(  # or a launcher's --max-restarts trusts it to continue the run
+                    f"resume={resume!r} ({flag}) without an output directory (out_dir, --out) "
+                    "saves nothing: a restart (distconv-launch --max-restarts) starts it over"
+                )
             return None, Position()
         run = self.run
         if resume is True and not os.path.lexists(run.root):  # a mistyped --out: not made
