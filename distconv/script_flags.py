@@ -136,14 +136,15 @@ def print_last_epoch(trainer: Trainer, out: str | None) -> dict[str, Any] | None
     Returns:
         The last epoch's record (``trainer.history[-1]``), or None where nothing trained.
     """
+    where = {} if out is None else {"out": out}  # a JSON key, as distconv train's lines have
     if not trainer.history:
         epoch = trainer.pos.epoch
         line = f"nothing left to do: the run in {out} has finished epoch {epoch}"
-        print_result(quoted_in(line, [out or ""]), epoch=epoch)  # $'a\nb': one line
+        print_result(quoted_in(line, [out or ""]), epoch=epoch, **where)  # $'a\nb': one line
         return None
     last = trainer.history[-1]
     kind = "test" if "test_loss" in last else "train"  # a fit without a test set has no test loss
     loss = last[f"{kind}_loss"]
     print_result(f"{kind} loss {loss:.5f} after epoch {last['epoch']}", epoch=last["epoch"],
-                 **{f"{kind}_loss": loss})  # fmt: skip
+                 **{f"{kind}_loss": loss}, **where)  # fmt: skip
     return last

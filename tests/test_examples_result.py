@@ -3,6 +3,7 @@ k455): a reader gone is no failure, and a run with nothing left to train says so
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -12,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.child_env import child_path
+from tests.child_env import child_env, child_path
 from tests.launcher.launch_cli import launch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,3 +105,27 @@ def test_nothing_left_in_an_out_with_a_line_break_is_one_line(tmp_path):
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert again.stdout == "nothing left to do: the run in $'a\\nb' has finished epoch 1\n"
+
+
+_JSON_ENDINGS = """
+from types import SimpleNamespace
+import distconv.distributed as dist
+from distconv.script_flags import print_last_epoch
+dist.init("sgd", lr=0.1, log_format="json")
+print_last_epoch(SimpleNamespace(history=[], pos=SimpleNamespace(epoch=2)), "a\\nb")
+print_last_epoch(SimpleNamespace(history=[{"epoch": 3, "test_loss": 0.5}]), "run")
+print_last_epoch(SimpleNamespace(history=[{"epoch": 3, "train_loss": 0.25}]), None)
+"""
+
+
+def test_the_closing_lines_under_a_json_log_are_json_with_the_out_distconv_train_gives(tmp_path):
+    """Under ``init(log_format="json")`` each closing line is one JSON object, whose keys are
+    those of ``distconv train``'s: it gave ``out``, a script's line did not (review k459)."""
+    proc = subprocess.run([sys.executable, "-c", _JSON_ENDINGS], capture_output=True, text=True,
+                          env=child_env(), cwd=tmp_path, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    nothing, tested, trained = map(json.loads, proc.stdout.splitlines())
+    assert nothing["message"] == "nothing left to do: the run in $'a\\nb' has finished epoch 2"
+    assert (nothing["epoch"], nothing["out"]) == (2, "a\nb")
+    assert (tested["test_loss"], tested["out"]) == (0.5, "run")
+    assert trained["train_loss"] == 0.25 and "out" not in trained  # no --out: nothing written
