@@ -19,7 +19,8 @@ abandons the step and sets up again, as with ``launch``) or ``reduced`` or ``thr
 step's last pieces go) or ``check-returned`` or ``thread-check-returned`` (once the step
 check's post returned, its request stored, before ``start_step`` opened the step) or
 ``recorded`` or ``thread-recorded`` (once ``finish_step`` gathered the first step's firing
-order, its last collective, before it marked the step over).
+order, its last collective, before it marked the step over) or ``updated`` or
+``thread-updated`` (once ``update_step`` returned, every update made).
 
 Only ``a`` fires, so both buckets go in step 0's ``finish_step``; with ``launch`` only ``b``
 fires, launching bucket 0 from ``on_gradient``, where rank 0 is interrupted: every rank then
@@ -32,7 +33,8 @@ step owes); ``pack``: the first pack of ``b``'s bucket in ``finish_step`` fails 
 failed device copy would), and each rank writes the ``repr`` of what its step raised's context
 to ``OUT/context<rank>.txt``; ``setup``: each rank sets up again straight after ``start_step``
 (what that setup raised written as the step's), then takes one last step
-(:func:`~tests.mpi.common.step_and_save`). Each rank writes what its step raised to
+(:func:`~tests.mpi.common.step_and_save`); ``later``: a whole step first, the interrupted
+one the second. Each rank writes what its step raised to
 ``OUT/said<rank>.txt`` (``nothing`` where nothing was), then closes its sync
 (:func:`~tests.mpi.common.recorded`): a close that aborts ends the job with a status not 0.
 """
@@ -65,7 +67,7 @@ STARTS = {"check": "Iallgather", "flags": "Iallreduce"}
 def main() -> None:
     out, where, how = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
     launch, abandon, pack = how == ["launch"], how == ["abandon"], how == ["pack"]
-    again = how == ["setup"]
+    again, later = how == ["setup"], how == ["later"]
     wire = {"grad_dtype": "float16"} if where.startswith("wire") else {}  # by hand, no thread
     sync = bucket_sync(overlap=where.startswith("thread"), timeout=3, **wire)
     start = STARTS.get(where.removeprefix("thread-"))
@@ -74,6 +76,9 @@ def main() -> None:
         fail_first_pack(sync, "b")
     with recorded(sync, out):
         sync.setup(params, {})
+        if later:  # a whole step first: the firing order recorded, the step interrupted next
+            sync.start_step(1)
+            step(sync, params[0])
         if sync.rank == 0 and where == "thread":
             CommThread.submit = interrupted_after(CommThread.submit)  # type: ignore[method-assign]
         elif sync.rank == 0 and where == "thread-flags":  # the flags' start queued, first
@@ -89,6 +94,8 @@ def main() -> None:
             sync_module.time = SimpleNamespace(perf_counter=clock)  # type: ignore[assignment]
         elif sync.rank == 0 and where.endswith("reduced"):  # every collective in, no update
             updates.reduce_all = interrupted_after(updates.reduce_all)
+        elif sync.rank == 0 and where.endswith("updated"):  # every update made, not yet done
+            sync_module.update_step = interrupted_after(sync_module.update_step)
         elif sync.rank == 0 and where.endswith("posted"):  # the flags started, no last piece
             sync._used.post = interrupted_after(sync._used.post)  # type: ignore[method-assign]
         elif sync.rank == 0 and where.endswith("check-returned"):  # the check posted, no step

@@ -234,3 +234,18 @@ def test_an_interrupt_once_the_step_is_done_leaves_it_over(tmp_path, where):
     is over on both ranks, and both close cleanly. Before, the step was still marked open
     there: rank 0's close aborted the job ("sync closed in the middle of step 0")."""
     _failed_there_alone(tmp_path, where)
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+@pytest.mark.parametrize("how", [[], ["later"]])
+@pytest.mark.parametrize("where", ["updated", "thread-updated"])
+def test_an_interrupt_once_every_update_is_made_leaves_the_step_over(tmp_path, where, how):
+    """Rank 0 interrupted once ``update_step`` returned into ``finish_step`` (every collective
+    and every update of the step made), in the first step or a later one (``later``: the
+    firing order recorded by the first): it raises the interrupt, rank 1 finishes the step,
+    and both close cleanly. Before, ``finish_step`` took the step for one that failed before
+    its updates (neither over nor told as failed alone): in the first step rank 0 never made
+    the firing order's exchange rank 1 waited in, and in either its close aborted the job
+    ("sync closed in the middle of step 0")."""
+    _failed_there_alone(tmp_path, where, *how)

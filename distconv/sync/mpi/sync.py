@@ -339,7 +339,7 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             self._ended_alike = self._check_refused > checked  # refused here, as just above
             self._used.fail(exc, self.world_size, said)  # passed: the others wait for the pieces
         alone: list[BaseException] = []  # an interrupt in a piece's wait: the step goes on
-        done = False
+        done: list[bool] = []  # every update made: appended by update_step, before any Ctrl-C
         try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
             # what fired anywhere, beside the pieces left: onto the wire, to the end (reduce_all
             # waits for the flags), or to the thread; a Ctrl-C between the two kept in alone
@@ -349,9 +349,12 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             assert self._pump.done, "the flags' wait is queued before the step's last piece"
             update = partial(update_step, self._thread, self._grad_comm, self.world_size)
             # all or none (updates); a failure of this rank alone is told at its next call
-            update(self.buckets, self._used, self._apply, self._slot, self._note_failed_step, alone)
-            done = True  # every update made (no call since the last: no Ctrl-C raised between)
+            failed_alone = self._note_failed_step
+            update(self.buckets, self._used, self._apply, self._slot, failed_alone, alone, done)
         except BaseException as exc:  # before the flags said this rank's failed pack: a Ctrl-C too
+            if done:  # as update_step returned: the step is over once the firing order is in
+                self._record_first_pass()  # (the first step's: the others wait in it)
+                raise
             self._ended_alike = refused_alike(exc, self._thread)  # a 16-bit wire, on every rank
             self._used.note_unsaid(exc)
             raise

@@ -54,6 +54,7 @@ def update_step(
     slots: Mapping[str, Any],
     failed_alone: Callable[[], None] = lambda: None,
     alone: list[BaseException] | None = None,
+    finished: list[bool] | None = None,
 ) -> None:
     """Reduce every bucket (on ``thread`` if any, else on ``comm``) and ``update`` each: all of
     them or none (see above), except on one rank with the thread, no 16-bit bucket and nothing
@@ -61,6 +62,7 @@ def update_step(
     error raised once every bucket and the flags are in (a replaced gradient, an optimizer's
     error): a failure of this rank alone, where every other rank may have finished the step (a
     bucket's copy back too, and an interrupt kept in ``alone``: :func:`reduce_all`).
+    ``finished``: True appended once every update is made, before any Ctrl-C is raised after.
 
     Raises:
         SyncError: another rank abandoned the step, the thread failed (a 16-bit wire refused),
@@ -82,6 +84,8 @@ def update_step(
         if reduced:  # also one as reduce_all returned (else it told its own failure, if alone)
             _tell(failed_alone, exc)
         raise
+    if finished is not None:  # no check since the try's last: appended, then a Ctrl-C raised
+        finished.append(True)
 
 
 def reduce_all(
