@@ -13,7 +13,8 @@ or ``wire-between`` or ``thread-between`` (in ``finish_step``, once bucket 0 is 
 before bucket 1 is waited for: outside any wait or held start) or ``wire-entry`` (as the
 reduction by hand of bucket 0 begins, before its first start is held) or ``finish`` (as
 ``finish_step`` begins, at its first clock read, nothing launched yet: every rank then
-abandons the step and sets up again, as with ``launch``) or ``reduced`` or ``thread-reduced``
+abandons the step and sets up again, as with ``launch``) or ``clock`` (at its last clock
+read, every update made) or ``reduced`` or ``thread-reduced``
 (once ``reduce_all`` returned, before the updates: every collective of the step is in) or
 ``posted`` or ``thread-posted`` (once the used-parameter flags' start returned, before the
 step's last pieces go) or ``check-returned`` or ``thread-check-returned`` (once the step
@@ -89,8 +90,8 @@ def main() -> None:
             updates.to_the_end = interrupted_wait(updates.to_the_end, where == "wire-before")
         elif sync.rank == 0 and where.endswith("-between"):  # after bucket 0's copy back
             updates._unpack = interrupted_after(updates._unpack)
-        elif sync.rank == 0 and where == "finish":  # finish_step's clock, its first call
-            clock = interrupted_before(time.perf_counter)
+        elif sync.rank == 0 and where in ("finish", "clock"):  # finish_step's clock: its first
+            clock = interrupted_before(time.perf_counter, int(where == "clock"))  # call, or last
             sync_module.time = SimpleNamespace(perf_counter=clock)  # type: ignore[assignment]
         elif sync.rank == 0 and where.endswith("reduced"):  # every collective in, no update
             updates.reduce_all = interrupted_after(updates.reduce_all)
@@ -165,13 +166,14 @@ def interrupted_wait(to_the_end: Callable[..., Any], before: bool) -> Callable[.
     return interrupted
 
 
-def interrupted_before(call: Callable[..., Any]) -> Callable[..., Any]:
-    """``call``, which sends this process a SIGINT before it is made, the first time only."""
-    sent: list[bool] = []
+def interrupted_before(call: Callable[..., Any], after: int = 0) -> Callable[..., Any]:
+    """``call``, which sends this process a SIGINT before it is made, once: the first time,
+    or once it was made ``after`` times."""
+    calls: list[None] = []
 
     def interrupted(*args: Any) -> Any:
-        if not sent:
-            sent.append(True)
+        calls.append(None)
+        if len(calls) == after + 1:
             os.kill(os.getpid(), signal.SIGINT)  # raised here, at Python's next check
         return call(*args)
 

@@ -249,3 +249,15 @@ def test_an_interrupt_once_every_update_is_made_leaves_the_step_over(tmp_path, w
     the firing order's exchange rank 1 waited in, and in either its close aborted the job
     ("sync closed in the middle of step 0")."""
     _failed_there_alone(tmp_path, where, *how)
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+@pytest.mark.parametrize("how", [[], ["later"]])
+def test_an_interrupt_at_finish_steps_last_clock_read_leaves_the_step_over(tmp_path, how):
+    """Rank 0 interrupted as ``finish_step`` reads its clock a last time, every update made,
+    in the first step or a later one: it raises the interrupt, rank 1 finishes the step, and
+    both close cleanly. Before, in the first step, the interrupt went up before the firing
+    order's exchange, which rank 1 waited in, with the step still open on rank 0: its close
+    aborted the job."""
+    _failed_there_alone(tmp_path, "clock", *how)

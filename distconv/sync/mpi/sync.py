@@ -351,10 +351,8 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             # all or none (updates); a failure of this rank alone is told at its next call
             failed_alone = self._note_failed_step
             update(self.buckets, self._used, self._apply, self._slot, failed_alone, alone, done)
+            done.append(True)  # (one rank with the thread: update_step appends nothing)
         except BaseException as exc:  # before the flags said this rank's failed pack: a Ctrl-C too
-            if done:  # as update_step returned: the step is over once the firing order is in
-                self._record_first_pass()  # (the first step's: the others wait in it)
-                raise
             self._ended_alike = refused_alike(exc, self._thread)  # a 16-bit wire, on every rank
             self._used.note_unsaid(exc)
             raise
@@ -362,19 +360,14 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             # (the flags' refusal, or this rank's failure alone): close may leave (Shutdown)
             self._ended_alike |= self._used.refused or self._failed_finish == self.step
             self.step += 1
-            # over before any call (a Ctrl-C is raised at one: the clock's), stores alone
-            if done and self._recorded:  # (a method would be a call)
-                self._watchdog.phase, self._open = f"after step {self.step - 1}", None
-                self._changed_in = None  # every update made: a whole step
+            if done:  # every update made (a Ctrl-C since too): over once the first step's firing
+                try:  # order is in (its last collective, every rank's), a Ctrl-C after it too
+                    self._record_first_pass()
+                finally:  # stores alone, before any call (a Ctrl-C is raised at one)
+                    if self._recorded:
+                        self._watchdog.phase, self._open = f"after step {self.step - 1}", None
+                        self._changed_in = None  # a whole step
             self.sync_seconds += time.perf_counter() - began
-        gathering = True
-        try:  # the first step's last collective, made by every rank (the firing order)
-            self._record_first_pass()
-            gathering = False
-        finally:  # over, a Ctrl-C once that collective is made too (else close aborted the job)
-            if not gathering or self._recorded:  # then metrics
-                self._watchdog.phase, self._open = f"after step {self.step - 1}", None
-                self._changed_in = None
 
     def traffic(self) -> dict[str, float]:
         """Bytes given to the gradient collectives (sent and received alike), finish_step's time."""
