@@ -6,8 +6,10 @@ Told apart by numpy's words, read only where a forward failed: nothing on the he
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from distconv.arg import Arg
 from distconv.layers.base import LayerTypeError
@@ -19,6 +21,10 @@ from distconv.layers.base import LayerTypeError
 #: words for a layer's own mistake too, np.tanh(x) of an Arg ("loop of ufunc does not support
 #: argument 0 of type Arg"), which is no feed's
 _CASTING = re.compile(r"\b(?:[Cc]annot cast|could not be coerced to provided|numpy (boolean))\b")
+#: the two dtypes of numpy's casting error, and whether a ufunc's output was cast
+_NAMED = re.compile(r"(output )?from (dtype\(.+?\)) to (dtype\(.+?\))(?: with| according|$)")
+#: the provided output's typecode in cupy's and older numpy's casting error
+_TYPECODE = re.compile(r"provided output parameter \(typecode '(.)'\)")
 
 
 def feed_to_blame(
@@ -39,5 +45,38 @@ def feed_to_blame(
         for source, arg in zip(sources, args)
         if getattr(arg.value, "dtype", None) is not None and arg.value.dtype.kind in kinds
     ]
-    # the one whose dtype numpy names ("... to dtype('bool')"): not an int64 feed wired before
+    refused = _refused_dtype(text)
+    if refused is not None:  # numpy named the dtype it refused: that feed's, or none's
+        return next((h for h in held if refused(h[1])), None)
+    # the one whose dtype the layer's refusal names: not an int64 feed wired before
     return next((h for h in held if repr(h[1]) in text), held[0] if held else None)
+
+
+def _refused_dtype(text: str) -> Callable[[Any], bool] | None:
+    """Which feed's dtype numpy's casting error refused, as a test of a dtype; None where it
+    names none (a layer's own refusal, numpy's bool refusals).
+
+    A ufunc's output cast ("... output from dtype('float64') to dtype('int64')", cupy's and
+    older numpy's "provided output parameter (typecode 'l')") refused the array written in
+    place: its target. Any other ("Cannot cast array data from dtype('float64') to
+    dtype('int64')" of np.take given float indices, "... input 0 from ...") is a feed's only
+    where its values were to be computed in floating point: the source, cast to a float."""
+    named = _NAMED.search(text)
+    if named is not None:
+        output, source, target = named.groups()
+        if output:
+            return lambda dtype: repr(dtype) == target
+        floating = re.search(r"float|complex", target) is not None
+        return lambda dtype: floating and repr(dtype) == source
+    code = _TYPECODE.search(text)
+    if code is not None:
+        return lambda dtype: _same(dtype, code.group(1))
+    return None
+
+
+def _same(dtype: Any, code: str) -> bool:
+    """Whether typecode ``code`` is ``dtype`` (cupy's 'q' is numpy's int64 'l' on Linux)."""
+    try:
+        return bool(np.dtype(code) == dtype)
+    except TypeError:
+        return False

@@ -193,3 +193,112 @@ def test_cupy_s_casting_error_is_still_blamed_on_the_integer_feed():
     )
     args = [Arg(np.ones((4, 3))), Arg(np.ones((4, 3), np.int64))]
     assert feed_to_blame(refusal, ["x", "mask"], args) == ("mask", np.dtype(np.int64))
+
+
+class AddsLabelsIntoMask(NegatesMask):
+    """Adds the integer labels into the bool mask in place: numpy refuses the mask, "Cannot
+    cast ufunc 'add' output from dtype('int64') to dtype('bool')", naming the labels' dtype
+    as the source it could not write."""
+
+    def _forward(self, x, labels, mask):
+        keep = mask.value
+        keep += labels.value
+        return x.value * keep
+
+
+def test_a_ufunc_s_output_cast_blames_the_feed_written_not_the_source_numpy_names():
+    """9abd5a9a blamed the first feed whose dtype numpy's words held, either of the two: the
+    labels, the source of "output from dtype('int64') to dtype('bool')", were told "input
+    'labels' holds int64 values", though the bool mask written in place was refused."""
+    net = Network()
+    net.add("masked", AddsLabelsIntoMask(), inputs=["x", "labels", "mask"])
+    feeds = {
+        "x": Arg(np.ones((4, 3))),
+        "labels": Arg(np.ones((4, 3), np.int64)),
+        "mask": Arg(np.ones((4, 3), bool)),
+    }
+    with pytest.raises(NetworkError, match=r"input 'mask' holds bool values") as e:
+        net.forward(feeds)
+    assert "from dtype('int64') to dtype('bool')" in str(e.value.__cause__)
+
+
+class TakesAtFloatRows(MaskReturnsArg):
+    """Picks rows of its float input at float positions, its own mistake: numpy's "Cannot cast
+    array data from dtype('float64') to dtype('int64')", whatever integer feed is beside it."""
+
+    def _forward(self, x, mask):
+        return np.take(x.value, np.zeros(len(mask.value))) * mask.value
+
+
+@pytest.mark.parametrize("ints", [np.int64, np.int32, np.uint8])
+def test_float_indices_cast_to_integers_are_the_layer_s_own_error_not_its_integer_feed_s(ints):
+    """A float cast to an integer of numpy's own choosing (np.take's indices) was blamed on the
+    int64 feed numpy's words named, or, for an int32 or uint8 one they did not, on the first
+    integer feed: "input 'mask' holds int32 values ... feed float arrays", advice that cannot
+    help, the layer's own float indices left as the cause."""
+    net = Network()
+    net.add("taken", TakesAtFloatRows(), inputs=["x", "mask"])
+    feeds = {"x": Arg(np.ones((4, 3))), "mask": Arg(np.ones((4, 1), ints))}
+    with pytest.raises(TypeError, match=r"^Cannot cast array data from dtype\('float64'\)") as e:
+        net.forward(feeds)
+    assert type(e.value) is TypeError, "the layer's own error passes as it is"
+
+
+@pytest.mark.parametrize(
+    "refusal, blamed",
+    [
+        (
+            "Cannot cast ufunc 'add' output from dtype('float64') to dtype('int32') with casting "
+            "rule 'same_kind'",
+            "small",
+        ),
+        (
+            "Cannot cast ufunc 'add' output from dtype('float64') to dtype('int64') with casting "
+            "rule 'same_kind'",
+            "large",
+        ),
+        (
+            "Cannot cast ufunc 'add' input 0 from dtype('int64') to dtype('float32') with casting "
+            "rule 'safe'",
+            "large",
+        ),
+        (
+            "Cannot cast array data from dtype('int32') to dtype('float16') according to the rule "
+            "'safe'",
+            "small",
+        ),
+        (
+            "Cannot cast ufunc 'add' output from dtype('float64') to dtype('float32') with casting "
+            "rule 'no'",
+            None,
+        ),
+        (
+            "Cannot cast ufunc 'add' input 0 from dtype('float64') to dtype('int64') with casting "
+            "rule 'same_kind'",
+            None,
+        ),
+        (
+            "output (typecode 'd') could not be coerced to provided output parameter (typecode "
+            "'i') according to the casting rule \"same_kind\"",
+            "small",
+        ),
+        (
+            "output (typecode 'd') could not be coerced to provided output parameter (typecode "
+            "'q') according to the casting rule \"same_kind\"",
+            "large",
+        ),
+    ],
+)
+def test_feeds_of_several_integer_dtypes_the_refused_one_is_blamed(refusal, blamed):
+    """With int32 and int64 feeds both wired, the one numpy refused is blamed (the target an
+    output was written into, or the source cast to a float), and none where numpy refused
+    neither: a float32 output, a float cast to an integer of the layer's own choosing."""
+    from distconv.layers.feed_errors import feed_to_blame
+
+    args = [
+        Arg(np.ones(3)),
+        Arg(np.ones(3, np.int32)),
+        Arg(np.ones(3, np.int64)),
+    ]
+    found = feed_to_blame(TypeError(refusal), ["x", "small", "large"], args)
+    assert (found and found[0]) == blamed
