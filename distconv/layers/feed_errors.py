@@ -48,8 +48,10 @@ def feed_to_blame(
     refused = _refused_dtype(text)
     if refused is not None:  # numpy named the dtype it refused: that feed's, or none's
         return next((h for h in held if refused(h[1])), None)
-    # the one whose dtype the layer's refusal names: not an int64 feed wired before
-    return next((h for h in held if repr(h[1]) in text), held[0] if held else None)
+    # the one whose dtype the layer's refusal names (values_of's "got int32 values"): not an
+    # int64 feed wired before, which the layer takes as values by its own choice
+    named = (h for h in held if repr(h[1]) in text or f"got {h[1]} values" in text)
+    return next(named, held[0] if held else None)
 
 
 def _refused_dtype(text: str) -> Callable[[Any], bool] | None:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from distconv import Arg, Network
-from distconv.layers.base import Layer, LayerTypeError
+from distconv.layers.base import Layer, LayerTypeError, values_of
 from distconv.network import NetworkError
 
 
@@ -302,3 +302,25 @@ def test_feeds_of_several_integer_dtypes_the_refused_one_is_blamed(refusal, blam
     ]
     found = feed_to_blame(TypeError(refusal), ["x", "small", "large"], args)
     assert (found and found[0]) == blamed
+
+
+class ScalesByLabels(Layer):
+    """Takes integer labels as values (its own choice) and refuses integer rows as
+    values_of does, "expected float values, got int32 values"."""
+
+    num_inputs = 2
+
+    def _forward(self, labels, x):
+        return values_of(self, x) * labels.value
+
+
+def test_a_layer_s_refusal_blames_the_integer_feed_it_refused_not_the_first_one():
+    """A LayerTypeError was blamed on the first feed of integer values, though it names the
+    one refused: int32 rows wired after int64 labels the layer takes as values were told
+    "input 'labels' holds int64 values", a feed the layer never refused."""
+    net = Network()
+    net.add("scaled", ScalesByLabels(), inputs=["labels", "x"])
+    feeds = {"labels": Arg(np.ones((4, 1), np.int64)), "x": Arg(np.ones((4, 3), np.int32))}
+    with pytest.raises(NetworkError, match=r"input 'x' holds int32 values") as e:
+        net.forward(feeds)
+    assert "got int32 values" in str(e.value.__cause__)
