@@ -16,9 +16,11 @@ reduction by hand of bucket 0 begins, before its first start is held) or ``finis
 abandons the step and sets up again, as with ``launch``) or ``clock`` (at its last clock
 read, every update made) or ``reduced`` or ``thread-reduced``
 (once ``reduce_all`` returned, before the updates: every collective of the step is in) or
-``posted`` or ``thread-posted`` (once the used-parameter flags' start returned, before the
-step's last pieces go) or ``check-returned`` or ``thread-check-returned`` (once the step
-check's post returned, its request stored, before ``start_step`` opened the step) or
+``post-entry`` or ``thread-post-entry`` (as ``send_last`` calls the flags' ``post``,
+before its start is reached: nothing made) or ``posted`` or ``thread-posted`` (once the
+used-parameter flags' start returned, before the step's last pieces go) or
+``check-returned`` or ``thread-check-returned`` (once the step check's post returned, its
+request stored, before ``start_step`` opened the step) or
 ``recorded`` or ``thread-recorded`` (once ``finish_step`` gathered the first step's firing
 order, its last collective, before it marked the step over) or ``updated`` or
 ``thread-updated`` (once ``update_step`` returned, every update made).
@@ -99,6 +101,8 @@ def main() -> None:
             sync_module.update_step = interrupted_after(sync_module.update_step)
         elif sync.rank == 0 and where.endswith("posted"):  # the flags started, no last piece
             sync._used.post = interrupted_after(sync._used.post)  # type: ignore[method-assign]
+        elif sync.rank == 0 and where.endswith("post-entry"):  # the flags' start, nothing made
+            sync._used.post = interrupted_before(sync._used.post)  # type: ignore[method-assign]
         elif sync.rank == 0 and where.endswith("check-returned"):  # the check posted, no step
             sync._check.post = interrupted_after(sync._check.post)  # type: ignore[method-assign]
         elif sync.rank == 0 and where.endswith("recorded"):  # the step's last collective made

@@ -261,3 +261,16 @@ def test_an_interrupt_at_finish_steps_last_clock_read_leaves_the_step_over(tmp_p
     order's exchange, which rank 1 waited in, with the step still open on rank 0: its close
     aborted the job."""
     _failed_there_alone(tmp_path, "clock", *how)
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+@pytest.mark.parametrize("where", ["post-entry", "thread-post-entry"])
+def test_an_interrupt_before_the_flags_start_is_made_keeps_the_step_going(tmp_path, where):
+    """Rank 0 interrupted as ``send_last`` calls the flags' ``post``, before its start is
+    reached (nothing made): the interrupt is kept and the flags started after all, so rank 0
+    raises it once the step's collectives are done, rank 1 finishes the step, and both close
+    cleanly. Before, ``send_last`` raised it at once (the flags not started: taken for a start
+    that raised, made or not): rank 1 waited in the flags and rank 0's close aborted the job
+    ("sync closed in the middle of step 0")."""
+    _failed_there_alone(tmp_path, where)

@@ -289,7 +289,7 @@ def send_last(
                 pump.finish()
             return
         except KeyboardInterrupt as exc:
-            if _stopping(alone) or not used.started or pump.starting:
+            if _stopping(alone) or used.start_unknown or pump.starting:
                 raise
             _keep(alone, exc)
 

@@ -52,7 +52,7 @@ class UsedParams:
         self.anywhere = np.zeros(count, dtype=np.uint8)
         self._request: Any = None
         self._thread: CommThread | None = None
-        self._posted = self._owed = self._started = False
+        self._posted = self._owed = self._started = self._reached = False
         self._failed: BaseException | None = None  # this rank's error, said in its flags (fail)
         self._waited: Any = None  # with the thread, its wait for the flags, once queued
         #: the step's exchange was read and refused the step (a failed pack or abandon, said
@@ -63,7 +63,7 @@ class UsedParams:
     def reset(self) -> None:
         """A new step: nothing has fired."""
         self.local.fill(0)
-        self.refused = self._started = False
+        self.refused = self._started = self._reached = False
 
     def post(
         self, thread: CommThread | None = None, kept: list[BaseException] | None = None
@@ -84,6 +84,7 @@ class UsedParams:
         self._thread, self._waited, self._posted = thread, None, True
         try:
             with self._held:
+                self._reached = True  # held: from here the start may be made
                 if thread is None:
                     self._start()
                 else:
@@ -104,6 +105,13 @@ class UsedParams:
         """Whether this step's exchange was started (:meth:`post`): made again, the start
         would be a collective on this rank alone."""
         return self._started
+
+    @property
+    def start_unknown(self) -> bool:
+        """Whether :meth:`post` reached this step's start and did not record it: made or not,
+        unknown (the start or the queueing raised). False where a Ctrl-C came before it
+        (nothing made: post may be called again) or once it is recorded."""
+        return self._reached and not self._started
 
     @property
     def pending(self) -> bool:
