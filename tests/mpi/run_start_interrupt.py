@@ -17,7 +17,8 @@ abandons the step and sets up again, as with ``launch``) or ``clock`` (at its la
 read, every update made) or ``reduced`` or ``thread-reduced``
 (once ``reduce_all`` returned, before the updates: every collective of the step is in) or
 ``post-entry`` or ``thread-post-entry`` (as ``send_last`` calls the flags' ``post``,
-before its start is reached: nothing made) or ``posted`` or ``thread-posted`` (once the
+before its start is reached: nothing made) or ``flags-raised`` (no thread: the flags' start
+made, then raised, a Ctrl-C noted meanwhile) or ``posted`` or ``thread-posted`` (once the
 used-parameter flags' start returned, before the step's last pieces go) or
 ``check-returned`` or ``thread-check-returned`` (once the step check's post returned, its
 request stored, before ``start_step`` opened the step) or
@@ -101,6 +102,8 @@ def main() -> None:
             sync_module.update_step = interrupted_after(sync_module.update_step)
         elif sync.rank == 0 and where.endswith("posted"):  # the flags started, no last piece
             sync._used.post = interrupted_after(sync._used.post)  # type: ignore[method-assign]
+        elif sync.rank == 0 and where == "flags-raised":  # the flags' start made, then raised
+            sync._used._start = raised_once_made(sync._used._start)  # type: ignore[method-assign]
         elif sync.rank == 0 and where.endswith("post-entry"):  # the flags' start, nothing made
             sync._used.post = interrupted_before(sync._used.post)  # type: ignore[method-assign]
         elif sync.rank == 0 and where.endswith("check-returned"):  # the check posted, no step
@@ -168,6 +171,21 @@ def interrupted_wait(to_the_end: Callable[..., Any], before: bool) -> Callable[.
         return waited
 
     return interrupted
+
+
+def raised_once_made(start: Callable[[], None]) -> Callable[[], None]:
+    """``start``, which once made the first time sends this process a SIGINT (held there) and
+    raises: the flags' start made, not recorded, a Ctrl-C noted meanwhile."""
+    calls: list[None] = []
+
+    def raised() -> None:
+        start()
+        calls.append(None)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+            raise RuntimeError("the flags' start raised once made")
+
+    return raised
 
 
 def interrupted_before(call: Callable[..., Any], after: int = 0) -> Callable[..., Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_two_ranks
+from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_mpi, run_two_ranks, script
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -274,3 +274,21 @@ def test_an_interrupt_before_the_flags_start_is_made_keeps_the_step_going(tmp_pa
     that raised, made or not): rank 1 waited in the flags and rank 0's close aborted the job
     ("sync closed in the middle of step 0")."""
     _failed_there_alone(tmp_path, where)
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+def test_an_interrupt_as_the_flags_start_raises_goes_up_at_once(tmp_path):
+    """Rank 0's flags' start made, then raised, a Ctrl-C noted meanwhile (made or not,
+    unknown to ``send_last``): the interrupt goes up at once and rank 0's close aborts the job
+    at once. Made again (``send_last`` without its ``start_unknown`` guard), the start was a
+    second flags' exchange on rank 0 alone: the ranks waited in different collectives until
+    the watchdog aborted them."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    proc = run_mpi(["-n", "2", *script("run_start_interrupt.py"), str(tmp_path), "flags-raised"])
+    assert proc.returncode != 0, proc.stderr  # the step is open: close aborts, nobody hangs
+    assert "rank 0: SyncError: sync closed in the middle of step 0" in proc.stderr, proc.stderr
+    assert "different collectives" not in proc.stderr, proc.stderr
+    assert (tmp_path / "said0.txt").read_text() == "KeyboardInterrupt: "
+    context = (tmp_path / "context0.txt").read_text()
+    assert "the flags' start raised once made" in context, context
