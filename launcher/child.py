@@ -111,7 +111,7 @@ class Child:
         self._leader_kept = False  # the exited leader left unreaped (see _wait)
         #: set by finish() where the output could not be drained: what the launcher says
         self.output_held: str | None = None
-        self._drains = False  # set with it where the output held the pump: drain_log waits
+        self._drains = False  # set with it but for a hung log: drain_log waits (k462)
         self._files = PumpFiles(self.proc.stdout, self.log)  # the pump's too: see _drained
         pump = self._files.held_by(self._copy)
         self._pump = threading.Thread(
@@ -164,7 +164,7 @@ class Child:
         if held:
             stalled, hung = self._writes.held_up(since)  # since the ask, or a later look
             self.output_held = held_output(self.spec.name, self.log_path, stalled, hung, unheld)
-            self._drains = (stalled or unheld) and not hung  # no stray, no hung log
+            self._drains = not hung  # a stray's pipe too: what it holds, not its end
         return not held
 
     def _wait(self) -> None:
@@ -357,8 +357,8 @@ class Child:
         self._drained()
 
     def drain_log(self, timeout: float) -> bool:
-        """Up to ``timeout`` s for a pump its output held (shut now) to end; False: it did not."""
-        return not self._drains or self._pump.join(timeout) or not self._pump.is_alive()
+        """Up to ``timeout`` s for a held pump to drain its pipe (:meth:`OutputPipe.drain`)."""
+        return not self._drains or self._output is None or self._output.drain(self._pump, timeout)
 
     @property
     def victim(self) -> bool:

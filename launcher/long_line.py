@@ -186,6 +186,17 @@ class OutputPipe:
         while alive() and not self._began.wait(0.05):
             continue
 
+    def drain(self, pump: threading.Thread, timeout: float) -> bool:
+        """At the launcher's end, the pump no longer held up by its output: up to ``timeout``
+        seconds for it to take what the pipe holds now, its line under way ended
+        (:meth:`end_line`; a process outside the child's group may hold the pipe for good), or
+        to reach the pipe's end; whether it did."""
+        deadline = time.monotonic() + timeout
+        if self.end_line(timeout):
+            return True
+        pump.join(max(0.0, deadline - time.monotonic()))  # it was at the pipe's end already
+        return not pump.is_alive()
+
     def end_line(self, timeout: float, stuck: Callable[[float], bool] | None = None) -> bool:
         """From another thread: have the pump take what the pipe has, then pass on the line
         under way as ended (as :meth:`pieces` says). Whether it did within ``timeout`` seconds,

@@ -348,11 +348,12 @@ class Supervisor:
             time.sleep(self.poll_interval)
 
     def _drain_logs(self) -> None:
-        """What the pipes of children whose pumps the output held up still hold, into their
-        logs, up to :data:`END_DRAIN_SECONDS` in all (a pipe ends once the child and its
-        descendants have closed it): the pumps are daemons, and each log must be the whole
-        record though the launcher's output took none of it. A pipe not ended by then is
-        said."""
+        """What the pipes of children whose pumps were held past their attempt still hold,
+        into their logs, up to :data:`END_DRAIN_SECONDS` in all: the pipe's end, or what it
+        holds now where a process outside the child's group keeps it open for good
+        (:meth:`~launcher.long_line.OutputPipe.drain`). The pumps are daemons, and each log must
+        be the whole record though the launcher's output took none of it. A pipe not drained
+        by then is said."""
         deadline = time.monotonic() + END_DRAIN_SECONDS
         for child in self._pumping:
             if not child.drain_log(max(0.0, deadline - time.monotonic())):

@@ -6,6 +6,8 @@ bounded time, so the log is the whole record."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 
 from launcher.terminal import QUEUE_BYTES
 from tests.launcher.launch_cli import ENV, launcher_command, start_unread
+from tests.launcher.real_children import stray_holding_the_pipe
 from tests.processes import job_env, job_left
 
 #: lines of 100 bytes (111 on the output, behind ``[worker 0] ``): the launcher's queue full,
@@ -28,6 +31,14 @@ for i in range({LINES}):
 print("the last line")
 """
 
+#: as many, but 900 KiB more in a pipe of 1 MiB (``F_SETPIPE_SZ``): a pump that drains it takes
+#: long enough that the launcher, not waiting, exits first
+STRAY_LINES = (QUEUE_BYTES + 64 * 1024) // 111 + 900 * 1024 // 100
+STRAY_PRINTS = f"""\
+import fcntl
+fcntl.fcntl(1, 1031, 1 << 20)  # F_SETPIPE_SZ
+{PRINTS.replace(str(LINES), str(STRAY_LINES))}"""
+
 
 def _read_slowly(stream, stop: threading.Event) -> None:
     """A reader that takes the launcher's stdout a piece at a time, 4 KiB every 0.5 s: the
@@ -36,15 +47,20 @@ def _read_slowly(stream, stop: threading.Event) -> None:
         time.sleep(0.5)
 
 
-@pytest.mark.timeout(60)
-def test_the_pipe_at_the_jobs_end_reaches_the_log(tmp_path: Path):
-    (tmp_path / "prints.py").write_text(PRINTS)
+def _run_read_slowly(
+    tmp_path: Path, program: str, stray: Path | None = None
+) -> tuple[int, str, list[bytes]]:
+    """The launcher's status, its stderr and worker-0's log's lines for a job of one worker
+    running ``program``, its stdout read slowly (:func:`_read_slowly`); ``stray``: the file
+    its stray's pid is in (:func:`stray_holding_the_pipe`'s argument), killed at the end."""
+    (tmp_path / "prints.py").write_text(program)
     log = tmp_path / "run" / "logs" / "worker-0.log"
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "prints.py"]
     command = launcher_command(OUTPUT_DRAIN_SECONDS=0.5)  # its waits on the output, cut
     stop = threading.Event()
     with job_env(ENV) as env, open(tmp_path / "stderr", "w+") as err:
-        launcher = start_unread(argv, env, tmp_path, err, command)
+        args = [] if stray is None else [str(stray)]
+        launcher = start_unread([*argv, *args], env, tmp_path, err, command)
         reader = threading.Thread(target=_read_slowly, args=(launcher.stdout, stop))
         reader.start()
         try:
@@ -52,14 +68,36 @@ def test_the_pipe_at_the_jobs_end_reaches_the_log(tmp_path: Path):
         finally:
             stop.set()
             launcher.kill()
+            if stray is not None and stray.exists():
+                os.kill(int(stray.read_text()), signal.SIGKILL)
             reader.join(5)
             launcher.stdout.close()
         assert job_left(env, 5) == {}
         err.seek(0)
         stderr = err.read()
+    return status, stderr.replace(str(log.resolve()), "LOG"), log.read_bytes().splitlines()
+
+
+@pytest.mark.timeout(60)
+def test_the_pipe_at_the_jobs_end_reaches_the_log(tmp_path: Path):
+    status, stderr, lines = _run_read_slowly(tmp_path, PRINTS)
     assert status == 0, stderr
-    lines = log.read_bytes().splitlines()
     assert (len(lines), lines[-1]) == (LINES + 1, b"the last line"), (len(lines), stderr)
     # what the launcher says of the held output is what holds: the log gets them all
-    assert f"{log.resolve()} gets them all (drained there at the launcher's end)" in stderr
+    assert "LOG gets them all (drained there at the launcher's end)" in stderr
+    assert "did not end within" not in stderr, stderr
+
+
+@pytest.mark.timeout(60)
+def test_what_the_pipe_holds_at_the_jobs_end_reaches_the_log_though_a_stray_holds_it(
+    tmp_path: Path,
+):
+    """A stray (setsid) holds the child's pipe for good: the drain at the end skipped the pipe,
+    which would not end, and the log lacked what the pipe held, the child's last lines, though
+    the pump would have read them in a moment (k462). What it holds is drained, not its end."""
+    prints = stray_holding_the_pipe("exec(PRINTS); sys.stdout.flush()")  # then exits 3
+    program = f"PRINTS = {STRAY_PRINTS!r}\n{prints}"
+    status, stderr, lines = _run_read_slowly(tmp_path, program, tmp_path / "stray.pid")
+    assert status == 3, stderr
+    assert (len(lines), lines[-1]) == (STRAY_LINES + 1, b"the last line"), (len(lines), stderr)
     assert "did not end within" not in stderr, stderr
