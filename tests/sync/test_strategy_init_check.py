@@ -91,6 +91,22 @@ def test_a_dataclass_strategy_that_skips_the_base_s_init_is_told_so_where_first_
     assert len(trainer.fit(data, epochs=1)) == 1
 
 
+@pytest.mark.parametrize("transport", ["mpi", "pserver"])
+def test_a_dataclass_transport_that_skips_the_base_s_init_is_told_so_at_setup(transport):
+    """A dataclass subclass of a transport, set up by hand: MPISync read its own fields first
+    and failed with "'Quiet' object has no attribute 'bucket_bytes'" before the made-check."""
+    if transport == "mpi":
+        from distconv.sync.mpi import MPISync as Base
+    else:
+        pytest.importorskip("zmq")
+        from distconv.sync.ps.client import PServerSync as Base
+
+    Quiet = dataclasses.dataclass(eq=False)(type("Quiet", (Base,), {"__annotations__": {}}))
+    net, _ = _model()
+    with pytest.raises(TypeError, match=r"^Quiet was made without calling super\(\)\.__init__"):
+        Quiet().setup(net.parameters())
+
+
 class ReadsConfigRank(LocalSync):
     """Reads ``config.rank``, which its config lacks: a base field's name, on another object."""
 

@@ -189,6 +189,7 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
         :meth:`abandon_step` does); a Ctrl-C it kept at ``start_step`` is raised once this
         rank has set up as the others do (a KeyboardInterrupt), not dropped.
         """
+        self.check_made()  # before its own fields: the base's setup, called below, checks late
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
         wire["sync.piece_bytes"], wire["sync.stream"] = list(self._pieces_asked), self.stream
         wire["sync.device"] = devices(params)  # the ranks' optimizers must round alike
