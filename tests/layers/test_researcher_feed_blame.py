@@ -9,6 +9,21 @@ from distconv.layers.base import Layer, LayerTypeError, values_of
 from distconv.network import NetworkError
 
 
+def _mask_blamed(layer: Layer, cause: str) -> None:
+    """``layer`` fed float ``x``, integer ``labels`` and, after them, a bool ``mask`` is
+    refused naming the mask, numpy's error (holding ``cause``) chained."""
+    net = Network()
+    net.add("masked", layer, inputs=["x", "labels", "mask"])
+    feeds = {
+        "x": Arg(np.ones((4, 3))),
+        "labels": Arg(np.ones((4, 3), np.int64)),
+        "mask": Arg(np.ones((4, 3), bool)),
+    }
+    with pytest.raises(NetworkError, match=r"input 'mask' holds bool values") as e:
+        net.forward(feeds)
+    assert cause in str(e.value.__cause__)
+
+
 class MaskReturnsArg(Layer):
     """Takes an integer mask as values (its own choice) and returns its output wrapped."""
 
@@ -64,16 +79,7 @@ def test_numpy_s_refusal_of_bool_arithmetic_is_blamed_on_the_bool_feed_not_an_in
     """abeba7d6 blamed numpy's bool refusal on the first feed holding integer or bool values:
     with integer labels wired before the bool mask, "input 'labels' holds int64 values", a
     feed numpy never refused."""
-    net = Network()
-    net.add("masked", NegatesMask(), inputs=["x", "labels", "mask"])
-    feeds = {
-        "x": Arg(np.ones((4, 3))),
-        "labels": Arg(np.ones((4, 3), np.int64)),
-        "mask": Arg(np.ones((4, 3), bool)),
-    }
-    with pytest.raises(NetworkError, match=r"input 'mask' holds bool values") as e:
-        net.forward(feeds)
-    assert "boolean negative" in str(e.value.__cause__)
+    _mask_blamed(NegatesMask(), cause="boolean negative")
 
 
 class TanhOfTheArg(MaskReturnsArg):
@@ -110,16 +116,7 @@ def test_numpy_s_casting_error_blames_the_feed_whose_dtype_it_names():
     """A casting error was blamed on the first feed of integer or bool values: with integer
     labels wired before the bool mask numpy named, "input 'labels' holds int64 values", a
     feed numpy never refused."""
-    net = Network()
-    net.add("masked", ScalesMaskInPlace(), inputs=["x", "labels", "mask"])
-    feeds = {
-        "x": Arg(np.ones((4, 3))),
-        "labels": Arg(np.ones((4, 3), np.int64)),
-        "mask": Arg(np.ones((4, 3), bool)),
-    }
-    with pytest.raises(NetworkError, match=r"input 'mask' holds bool values") as e:
-        net.forward(feeds)
-    assert "to dtype('bool')" in str(e.value.__cause__)
+    _mask_blamed(ScalesMaskInPlace(), cause="to dtype('bool')")
 
 
 def test_a_forward_that_returns_no_array_is_not_blamed_on_an_integer_input(rng):
@@ -210,16 +207,7 @@ def test_a_ufunc_s_output_cast_blames_the_feed_written_not_the_source_numpy_name
     """9abd5a9a blamed the first feed whose dtype numpy's words held, either of the two: the
     labels, the source of "output from dtype('int64') to dtype('bool')", were told "input
     'labels' holds int64 values", though the bool mask written in place was refused."""
-    net = Network()
-    net.add("masked", AddsLabelsIntoMask(), inputs=["x", "labels", "mask"])
-    feeds = {
-        "x": Arg(np.ones((4, 3))),
-        "labels": Arg(np.ones((4, 3), np.int64)),
-        "mask": Arg(np.ones((4, 3), bool)),
-    }
-    with pytest.raises(NetworkError, match=r"input 'mask' holds bool values") as e:
-        net.forward(feeds)
-    assert "from dtype('int64') to dtype('bool')" in str(e.value.__cause__)
+    _mask_blamed(AddsLabelsIntoMask(), cause="from dtype('int64') to dtype('bool')")
 
 
 class TakesAtFloatRows(MaskReturnsArg):
