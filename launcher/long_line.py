@@ -192,7 +192,9 @@ class OutputPipe:
         (:meth:`end_line`; a process outside the child's group may hold the pipe for good), or
         to reach the pipe's end; whether it did."""
         deadline = time.monotonic() + timeout
-        if self.end_line(timeout):
+        # looked at each 0.05 s: a pump past the pipe's end (its last line still being handed
+        # on) never answers, and must not spend the budget the other children share
+        if self.end_line(min(timeout, 0.05), lambda at: time.monotonic() >= deadline):
             return True
         pump.join(max(0.0, deadline - time.monotonic()))  # it was at the pipe's end already
         return not pump.is_alive()

@@ -358,7 +358,7 @@ class Supervisor:
         for child in self._pumping:
             if not child.drain_log(max(0.0, deadline - time.monotonic())):
                 self.say(
-                    f"{child.spec.name}: its pipe did not end within {END_DRAIN_SECONDS:g} s "
+                    f"{child.spec.name}: its pipe was not drained within {END_DRAIN_SECONDS:g} s "
                     f"of the job's end, so {child.log_path} lacks what it still held",
                     level="warning",
                 )
