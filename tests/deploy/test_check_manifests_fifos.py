@@ -127,14 +127,11 @@ def _written_fifo(tmp_path, text: bytes = _CM) -> tuple[str, int]:
     return fifo, reader
 
 
-def test_a_fifo_handed_down_as_stdin_by_the_process_that_started_the_check_is_read(tmp_path):
-    """``timeout 60 distconv check-manifests /dev/stdin < fifo`` (or ``uv run``, or a
-    ``subprocess.run(..., stdin=fifo)``): the process that started the check holds the FIFO it
-    handed down, to read only, and waits: it reads nothing. It was refused as 'a FIFO another
-    process holds open to read (pid N, timeout)'; it is read."""
-    fifo, reader = _written_fifo(tmp_path)
+def _read_as_stdin(reader: int, *args: str) -> None:
+    """``python -c *args`` run with the FIFO ``reader`` (closed after) as its stdin checks it:
+    not refused as held open, its ConfigMap's problem named at ``/dev/stdin:1``."""
     try:
-        done = in_a_child("-c", _CHECK, "/dev/stdin", stdin=reader, timeout=10)
+        done = in_a_child("-c", *args, stdin=reader, timeout=10)
     finally:
         os.close(reader)
     assert "holds open" not in done.stderr.decode()
@@ -142,6 +139,15 @@ def test_a_fifo_handed_down_as_stdin_by_the_process_that_started_the_check_is_re
     assert "/dev/stdin:1: ConfigMap x: label app.kubernetes.io/name is missing" in (
         done.stdout.decode()
     )
+
+
+def test_a_fifo_handed_down_as_stdin_by_the_process_that_started_the_check_is_read(tmp_path):
+    """``timeout 60 distconv check-manifests /dev/stdin < fifo`` (or ``uv run``, or a
+    ``subprocess.run(..., stdin=fifo)``): the process that started the check holds the FIFO it
+    handed down, to read only, and waits: it reads nothing. It was refused as 'a FIFO another
+    process holds open to read (pid N, timeout)'; it is read."""
+    fifo, reader = _written_fifo(tmp_path)
+    _read_as_stdin(reader, _CHECK, "/dev/stdin")
 
 
 def _run_in_shell(shell: str, fifo: str, program: str) -> subprocess.CompletedProcess:
@@ -272,15 +278,7 @@ def test_a_fifo_a_sibling_inherited_from_the_check_s_parent_is_read(tmp_path):
     process holds open to read (pid N, bash)'. A process that descends from the ancestor that
     handed the FIFO down to read only got it from that one; it is read."""
     fifo, reader = _written_fifo(tmp_path)
-    try:
-        done = in_a_child("-c", _HANDS_DOWN, _CHECK, stdin=reader, timeout=10)
-    finally:
-        os.close(reader)
-    assert "holds open" not in done.stderr.decode()
-    assert done.returncode == 1
-    assert "/dev/stdin:1: ConfigMap x: label app.kubernetes.io/name is missing" in (
-        done.stdout.decode()
-    )
+    _read_as_stdin(reader, _HANDS_DOWN, _CHECK)
 
 
 #: the check of stdin (``-``), in a child process
