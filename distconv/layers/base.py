@@ -117,7 +117,11 @@ class Layer:
 
     def __init__(self, *, act: str | ActivationFunction | None = None, name: str | None = None):
         if vars(self).get("_params"):  # a second run dropped those made since: never trained
-            raise TypeError(f"{self.label}: a second Layer.__init__ drops {list(self._params)}")
+            raise TypeError(
+                f"{self.label}: a second Layer.__init__ drops {list(self._params)}; call it once, "
+                "before new_param, and pass act= or name= on through the parent's __init__ "
+                "(super().__init__(..., act=...)) instead of calling it again to change them"
+            )
         self.name = name or type(self).__name__
         self.act = checked(self, get_activation, act)  # the error names the layer
         self._params: dict[str, Parameter] = {}
