@@ -11,7 +11,7 @@ from distconv.base_init import checks_base_init, refuse_skipped_base_init
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.kernels.shape import is_int
-from distconv.layers.callback_errors import through_callback
+from distconv.layers.callback_errors import in_frame, through_callback
 from distconv.layers.modes import forward_only, keeps_for_backward  # noqa: F401  (imported from here)
 from distconv.layers.settings import public_settings
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, trainable
@@ -267,6 +267,7 @@ class Layer:
             raise
         except ValueError as exc:  # chained, as a _backward's: checked() dropped it
             raise self.fail(str(exc)) from exc
+        callback = in_frame(callback)  # a C callback's errors told from the layer's own
         try:
             self._backward(dz, callback)
         except TypeError as exc:

@@ -2,7 +2,8 @@
 is; anything else raised there is the layer's, and is named after it.
 
 Told apart by the traceback, walked only on failure: the callback runs below a parameter's
-``inc_update``, or below the callback's own code where a layer calls the callback itself."""
+``inc_update``, or below the callback's own code where a layer calls the callback itself (a
+C function, which runs in no frame of its own, is given one: :func:`in_frame`)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,21 @@ def _code_of(callback: Any) -> Any:
         call = getattr(type(fn), "__call__", None)  # noqa: B004  (its code, not callable())
         code = getattr(getattr(call, "__func__", call), "__code__", None)
     return code
+
+
+def in_frame(callback: UpdateCallback) -> UpdateCallback:
+    """``callback``, or where it has no code of its own (a C function, a ufunc, a bound method
+    of a C type such as ``list.remove``, an object or ``functools.partial`` around one) a
+    function calling it: its error showed no frame of its own in the traceback, and a layer
+    that called it itself had it taken for its own ("backward: list.remove(x): x not in
+    list", a LayerError). A Python function, as the Network's is, costs no call."""
+    if _code_of(callback) is not None:
+        return callback
+
+    def framed(param: Parameter) -> None:
+        callback(param)
+
+    return framed
 
 
 def through_callback(exc: BaseException, callback: UpdateCallback) -> bool:

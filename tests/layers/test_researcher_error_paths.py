@@ -2,9 +2,16 @@
 repeated base ``__init__``, whose error a C callback's is, a ``ValueError`` subclass still
 catchable by its type, the feed blamed by identity, a dataclass layer run by hand."""
 
+import functools
+import operator
+
+import numpy as np
 import pytest
 
+from distconv import Arg
+from distconv.layers.base import LayerError
 from tests.layers.test_researcher_base_init import BaseTwice
+from tests.layers.test_researcher_callbacks import FiresDirectly
 
 
 def test_a_second_base_init_says_how_to_fix_it():
@@ -13,3 +20,26 @@ def test_a_second_base_init_says_how_to_fix_it():
     with pytest.raises(TypeError, match=r"drops \['w', 'b'\]; call it once, before new_param") as e:
         BaseTwice(3)
     assert "super().__init__(..., act=...)" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("callback", "error", "frozen"),
+    [
+        ([].remove, ValueError, False),  # "list.remove(x): x not in list"
+        (functools.partial(operator.add, None), TypeError, True),  # "... 'NoneType' and ..."
+    ],
+    ids=["bound method of a list", "functools.partial of operator.add"],
+)
+def test_a_c_callback_s_error_passes_as_it_is_when_the_layer_calls_it_itself(
+    callback, error, frozen
+):
+    """A callback with no code of its own runs in no frame: a layer calling it itself had its
+    ValueError relabelled "FiresDirectly 'scale': backward: list.remove(x): x not in list", a
+    LayerError, and its TypeError mentioning None blamed on the layer's frozen bias."""
+    layer = FiresDirectly(4, name="scale")
+    layer.b.set_static(frozen)
+    layer.forward(Arg(np.ones((5, 4))))
+    layer.output.grad = np.ones((5, 4))
+    with pytest.raises(error) as e:
+        layer.backward(callback)
+    assert not isinstance(e.value, LayerError), e.value
