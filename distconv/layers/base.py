@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from distconv.arg import Arg
 from distconv.backend import ARRAY_KINDS, is_array, is_float_dtype, resolve_dtype
@@ -12,12 +12,18 @@ from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.kernels.shape import is_int
 from distconv.layers.callback_errors import in_frame, through_callback
+from distconv.layers.errors import (  # noqa: F401  (imported from here)
+    Fails,
+    LayerError,
+    LayerResultError,
+    LayerTypeError,
+    checked,
+    checked_shared,
+    named,
+)
 from distconv.layers.modes import forward_only, keeps_for_backward  # noqa: F401  (imported from here)
 from distconv.layers.settings import public_settings
-from distconv.parameter import Parameter, UpdateCallback, callback_problem, trainable
-
-T = TypeVar("T")
-
+from distconv.parameter import Parameter, UpdateCallback, callback_problem
 
 #: what a layer's ``__init__`` must call, and why (:func:`~distconv.base_init.checks_base_init`)
 _BASE_CALL = (
@@ -26,55 +32,6 @@ _BASE_CALL = (
 )
 #: what ``Layer.__init__`` sets: reading one before it runs is the skipped base call
 _BASE_FIELDS = frozenset({"name", "act", "_params", "_owned", "inputs", "output"})
-
-
-class LayerError(ValueError):
-    """Bad input to a layer; the message names the layer and the shapes."""
-
-
-class LayerTypeError(LayerError, TypeError):
-    """Values of a type the layer cannot compute in (integers where it needs floats); a
-    TypeError too, so that a Network names the feed that holds them, as for numpy's own
-    casting errors."""
-
-
-class LayerResultError(LayerTypeError):
-    """A layer's ``_forward`` returned no array (an Arg, a list): the layer's own mistake,
-    which a Network does not take for integer values fed to it."""
-
-
-class Fails(Protocol):
-    """Anything that builds its own LayerError: a layer, or a part of one."""
-
-    def fail(self, message: str) -> LayerError: ...
-
-
-def checked_shared(owner: Fails, key: str, shared: Any, shape: tuple[int, ...]) -> Parameter:
-    """``shared``, a weight given to share, once it is a Parameter of ``shape`` that can train
-    (a floating-point one, or a static one); else ``owner.fail`` naming ``key``."""
-    if not isinstance(shared, Parameter):  # an array has a shape too, but no grad or name
-        raise owner.fail(f"shared {key} must be a Parameter, got {type(shared).__name__}")
-    if shared.shape != shape:
-        raise owner.fail(f"shared {key} has shape {shared.shape}, needs {shape}")
-    try:  # Parameter("w", np.array([[1, 0], [0, 1]])) is int64: backward failed adding floats
-        trainable([shared])
-    except TypeError as exc:
-        raise owner.fail(f"shared {key}: {exc}") from None
-    return shared
-
-
-def checked(owner: Fails, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)``, a ValueError from it re-raised as ``owner.fail`` (naming it).
-
-    Kernels check shapes and raise plain ValueErrors; layers call them through this so that the
-    message also says which layer (and which part of it) was given the bad argument.
-    """
-    try:
-        return fn(*args, **kwargs)
-    except LayerError:
-        raise
-    except ValueError as exc:
-        raise owner.fail(str(exc)) from None
 
 
 class Layer:
@@ -226,7 +183,8 @@ class Layer:
         Raises:
             LayerError: naming this layer, for a ValueError from :meth:`_forward` or the
                 activation's forward (a shape numpy cannot broadcast, in one of one's own),
-                which it chains.
+                which it chains; of that error's class too, where it is a subclass
+                (``except np.linalg.LinAlgError`` catches it, :func:`named`).
             LayerResultError: :meth:`_forward` returned no array (an Arg, a list).
         """
         self.output = None  # a forward that fails leaves nothing to run backward on
@@ -243,7 +201,7 @@ class Layer:
         except LayerError:
             raise
         except ValueError as exc:  # a layer of one's own: numpy's broadcast error named none
-            raise self.fail(str(exc)) from exc
+            raise named(self.fail(str(exc)), exc) from exc
         self.output = self.make_output(y, inputs)
         return self.output
 
@@ -254,7 +212,8 @@ class Layer:
             LayerError: no forward ran, or ``callback`` is not callable (before any gradient).
             LayerTypeError: ``_backward`` added into a static parameter's gradient (None).
             LayerError: naming this layer, for a ValueError from :meth:`_backward` (a gradient
-                numpy cannot broadcast into), which it chains; not for a callback's own.
+                numpy cannot broadcast into), which it chains, of its class too as forward's;
+                not for a callback's own.
         """
         if self.output is None:
             raise self.fail("backward called before forward")
@@ -266,7 +225,7 @@ class Layer:
         except LayerError:
             raise
         except ValueError as exc:  # chained, as a _backward's: checked() dropped it
-            raise self.fail(str(exc)) from exc
+            raise named(self.fail(str(exc)), exc) from exc
         callback = in_frame(callback)  # a C callback's errors told from the layer's own
         try:
             self._backward(dz, callback)
@@ -286,7 +245,7 @@ class Layer:
         except ValueError as exc:  # as forward's: "non-broadcastable output operand" named none
             if isinstance(exc, LayerError) or through_callback(exc, callback):
                 raise
-            raise self.fail(f"backward: {exc}") from exc
+            raise named(self.fail(f"backward: {exc}"), exc) from exc
 
     def backward_activation(self) -> Any:
         """The gradient of the pre-activation, from the output's gradient: an integer one (set

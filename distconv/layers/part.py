@@ -37,6 +37,7 @@ from distconv.layers.base import (
     LayerTypeError,
     checked_shared,
     grad_target,
+    named,
     size_arg,
 )
 from distconv.parameter import Parameter, UpdateCallback
@@ -249,7 +250,7 @@ class Projection(LayerPart):
         except LayerError:
             raise
         except ValueError as exc:  # "Mixed 'm': backward: operands ..." named not the part
-            raise self.fail(f"backward: {exc}") from exc
+            raise named(self.fail(f"backward: {exc}"), exc) from exc
         if self.weight is not None:
             self.weight.inc_update(callback)
 

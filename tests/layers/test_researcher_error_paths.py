@@ -4,12 +4,13 @@ catchable by its type, the feed blamed by identity, a dataclass layer run by han
 
 import functools
 import operator
+import pickle
 
 import numpy as np
 import pytest
 
 from distconv import Arg
-from distconv.layers.base import LayerError
+from distconv.layers.base import Layer, LayerError
 from tests.layers.test_researcher_base_init import BaseTwice
 from tests.layers.test_researcher_callbacks import FiresDirectly
 
@@ -43,3 +44,22 @@ def test_a_c_callback_s_error_passes_as_it_is_when_the_layer_calls_it_itself(
     with pytest.raises(error) as e:
         layer.backward(callback)
     assert not isinstance(e.value, LayerError), e.value
+
+
+class Inverts(Layer):
+    """Multiplies by the inverse of its input's Gram matrix: singular for rows of ones."""
+
+    def _forward(self, x):
+        return x.value @ np.linalg.inv(x.value.T @ x.value)
+
+
+def test_a_value_error_subclass_raised_in_a_layer_is_still_caught_by_its_class():
+    """numpy's LinAlgError, a ValueError, came out as a LayerError naming the layer, the
+    original chained: ``except np.linalg.LinAlgError`` around forward caught nothing."""
+    layer = Inverts(name="inv")
+    with pytest.raises(np.linalg.LinAlgError, match=r"^Inverts 'inv': Singular matrix$") as e:
+        layer.forward(Arg(np.ones((4, 3))))
+    assert isinstance(e.value, LayerError) and type(e.value.__cause__) is np.linalg.LinAlgError
+    again = pickle.loads(pickle.dumps(e.value))  # a subprocess's error comes back so
+    assert isinstance(again, np.linalg.LinAlgError) and isinstance(again, LayerError)
+    assert str(again) == str(e.value)

@@ -1,0 +1,106 @@
+"""A layer's errors: each names the layer (and the part of it) that raised it; one made of a
+``ValueError`` raised there is that error's type too, catchable as it was."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from distconv.parameter import Parameter, trainable
+
+T = TypeVar("T")
+
+
+class LayerError(ValueError):
+    """Bad input to a layer; the message names the layer and the shapes."""
+
+
+class LayerTypeError(LayerError, TypeError):
+    """Values of a type the layer cannot compute in (integers where it needs floats); a
+    TypeError too, so that a Network names the feed that holds them, as for numpy's own
+    casting errors."""
+
+
+class LayerResultError(LayerTypeError):
+    """A layer's ``_forward`` returned no array (an Arg, a list): the layer's own mistake,
+    which a Network does not take for integer values fed to it."""
+
+
+class Fails(Protocol):
+    """Anything that builds its own LayerError: a layer, or a part of one."""
+
+    def fail(self, message: str) -> LayerError: ...
+
+
+def checked_shared(owner: Fails, key: str, shared: Any, shape: tuple[int, ...]) -> Parameter:
+    """``shared``, a weight given to share, once it is a Parameter of ``shape`` that can train
+    (a floating-point one, or a static one); else ``owner.fail`` naming ``key``."""
+    if not isinstance(shared, Parameter):  # an array has a shape too, but no grad or name
+        raise owner.fail(f"shared {key} must be a Parameter, got {type(shared).__name__}")
+    if shared.shape != shape:
+        raise owner.fail(f"shared {key} has shape {shared.shape}, needs {shape}")
+    try:  # Parameter("w", np.array([[1, 0], [0, 1]])) is int64: backward failed adding floats
+        trainable([shared])
+    except TypeError as exc:
+        raise owner.fail(f"shared {key}: {exc}") from None
+    return shared
+
+
+def checked(owner: Fails, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, a ValueError from it re-raised as ``owner.fail`` (naming it).
+
+    Kernels check shapes and raise plain ValueErrors; layers call them through this so that the
+    message also says which layer (and which part of it) was given the bad argument.
+    """
+    try:
+        return fn(*args, **kwargs)
+    except LayerError:
+        raise
+    except ValueError as exc:
+        raise named(owner.fail(str(exc)), exc) from None
+
+
+#: the classes :func:`named` made, by (the layer's error class, the error's)
+_BOTH: dict[tuple[type, type], type] = {}
+
+
+def named(error: LayerError, exc: ValueError) -> LayerError:
+    """``error``, naming the layer, for ``exc`` raised in it; where ``exc`` is of a subclass
+    of ValueError (numpy's ``LinAlgError``, a ``JSONDecodeError``), ``error`` made an instance
+    of that class too, its attributes copied: ``except LinAlgError`` around a forward caught
+    nothing once the layer named itself. Left as it is where no class can be both (a layout
+    the two cannot share)."""
+    key = (type(error), type(exc))
+    if key[1] is ValueError or isinstance(exc, LayerError):
+        return error
+    try:
+        both = _BOTH.get(key) or _BOTH.setdefault(key, _both(*key))
+        made = both(*error.args)
+    except TypeError:
+        return error
+    made.__dict__.update(vars(exc))  # a JSONDecodeError's pos, notes
+    return made
+
+
+def _both(error_class: type, exc_class: type) -> type:
+    """A class of both, shown as ``LayerError[LinAlgError]``: made with the layer's message
+    and shown as it (not as ``exc_class``'s __init__ and __str__, which may want more), and
+    pickled as :func:`_remade` makes it again."""
+    return type(
+        f"{error_class.__name__}[{exc_class.__name__}]",
+        (error_class, exc_class),
+        {
+            "__module__": error_class.__module__,
+            "__init__": BaseException.__init__,
+            "__str__": BaseException.__str__,
+            "__reduce__": lambda self: (_remade, (error_class, exc_class, self.args), vars(self)),
+        },
+    )
+
+
+def _remade(error_class: type, exc_class: type, args: tuple[Any, ...]) -> LayerError:
+    """An error of :func:`_both`'s class, unpickled: the classes are made anew in a process."""
+    both = _BOTH.get((error_class, exc_class)) or _BOTH.setdefault(
+        (error_class, exc_class), _both(error_class, exc_class)
+    )
+    return both(*args)
