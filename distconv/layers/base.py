@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import is_dataclass
 from typing import Any
 
 from distconv.arg import Arg
@@ -85,6 +86,14 @@ class Layer:
         self._owned: set[str] = set()
         self.inputs: tuple[Arg, ...] = ()
         self.output: Arg | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        # run only where the usual lookup failed, so no cost on the healthy path: a dataclass
+        # layer's __init__ never ran the base's, which a Network's add says; run by hand, it
+        # failed far away, "'Widths' object has no attribute 'name'"
+        if name in _BASE_FIELDS and is_dataclass(self):
+            refuse_skipped_base_init(self, "_params", _BASE_CALL)
+        return object.__getattribute__(self, name)  # a property's own AttributeError, again
 
     # -- parameters ---------------------------------------------------------------------------
     def add_param(self, key: str, param: Parameter) -> Parameter:

@@ -11,7 +11,7 @@ import pytest
 
 from distconv import Arg
 from distconv.layers.base import Layer, LayerError
-from tests.layers.test_researcher_base_init import BaseTwice
+from tests.layers.test_researcher_base_init import BaseTwice, Widths
 from tests.layers.test_researcher_callbacks import FiresDirectly
 
 
@@ -63,3 +63,21 @@ def test_a_value_error_subclass_raised_in_a_layer_is_still_caught_by_its_class()
     again = pickle.loads(pickle.dumps(e.value))  # a subprocess's error comes back so
     assert isinstance(again, np.linalg.LinAlgError) and isinstance(again, LayerError)
     assert str(again) == str(e.value)
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda layer: layer.forward(Arg(np.ones((2, 3)))),
+        lambda layer: layer.backward(print),
+        lambda layer: layer.parameters(),
+        lambda layer: layer.settings(),
+    ],
+    ids=["forward", "backward", "parameters", "settings"],
+)
+def test_a_dataclass_layer_that_skips_the_base_s_init_is_told_so_when_run_by_hand(use):
+    """Added to a Network it was told "Widths was made without calling super().__init__";
+    run by hand it failed far away, "'Widths' object has no attribute 'name'" ('_params',
+    'act'), the skipped base never named."""
+    with pytest.raises(TypeError, match=r"^Widths was made without calling super\(\).__init__"):
+        use(Widths())
