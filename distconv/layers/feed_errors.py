@@ -1,10 +1,13 @@
 """Whose a layer's TypeError in forward is: a feed's, where numpy refused to compute with its
 integer or bool values (a casting error, a bool's arithmetic), or the layer's own.
 
-Told apart by numpy's words, read only where a forward failed: nothing on the healthy path."""
+Told apart by numpy's words and by the arrays the failing line held (:func:`refused_arrays`),
+read only where a forward failed: nothing on the healthy path."""
 
 from __future__ import annotations
 
+import ast
+import linecache
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -12,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from distconv.arg import Arg
+from distconv.backend import get_array_module, is_array
 from distconv.layers.base import LayerTypeError
 
 #: numpy's refusals of integer or bool values, whole phrases ("Cannot cast ufunc 'add' output
@@ -46,12 +50,96 @@ def feed_to_blame(
         if getattr(arg.value, "dtype", None) is not None and arg.value.dtype.kind in kinds
     ]
     refused = _refused_dtype(text)
+    suspects = refused_arrays(exc, writes=refused is not None and "output" in text)
+    if suspects is not None:  # by identity: a layer's own buffer of a feed's dtype is no feed's
+        values = dict(zip(sources, (arg.value for arg in args)))
+        held = [h for h in held if any(_shared(values[h[0]], a) for a in suspects)]
     if refused is not None:  # numpy named the dtype it refused: that feed's, or none's
         return next((h for h in held if refused(h[1])), None)
     # the one whose dtype the layer's refusal names (values_of's "got int32 values"): not an
     # int64 feed wired before, which the layer takes as values by its own choice
     named = (h for h in held if repr(h[1]) in text or f"got {h[1]} values" in text)
     return next(named, held[0] if held else None)
+
+
+def refused_arrays(exc: BaseException, *, writes: bool) -> list[Any] | None:
+    """The arrays the code that raised ``exc`` may have refused, read from the innermost
+    frame that holds any (cupy's compiled frames hold none): where it ``writes`` (an output
+    numpy could not cast into), the one its line writes in place (``x += ...``, ``out=x``),
+    if the line says; else each array, or an Arg's values, in its variables. None where
+    ``exc`` was never raised. A dtype alone blamed a feed for the layer's own buffer of its
+    dtype (``self.count += ...`` told "input 'labels' holds int64 values")."""
+    frames, tb = [], exc.__traceback__
+    if tb is None:
+        return None
+    while tb is not None:
+        frames.append((tb.tb_frame, tb.tb_lasti))
+        tb = tb.tb_next
+    for frame, lasti in reversed(frames):
+        target = _written(frame, lasti) if writes else None
+        if target is not None:  # the line writes: that array or (a dict's item) none known
+            return [target] if is_array(target) else []
+        found = [a for v in frame.f_locals.values() for a in _arrays(v)]
+        if found:
+            return found
+    return []
+
+
+def _written(frame: Any, lasti: int) -> Any:
+    """What the failing instruction wrote in place, where its source says (an augmented
+    assignment's target, a call's ``out=``): the array, or ``...`` where the expression
+    cannot be read without running code (a dict's item); None where the line writes nothing
+    or cannot be read (a compiled frame; Python 3.10 keeps no columns)."""
+    positions = getattr(frame.f_code, "co_positions", None)
+    if positions is None:
+        return None
+    first, last, start, end = list(positions())[lasti // 2]
+    lines = linecache.getlines(frame.f_code.co_filename)[first - 1 : last] if first else []
+    if not lines or start is None or end is None:
+        return None
+    lines[-1] = lines[-1][:end]
+    lines[0] = lines[0][start:]
+    try:
+        node = ast.parse("".join(lines).strip()).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    if isinstance(node, ast.AugAssign):
+        target = _resolve(node.target, frame.f_locals)
+    else:
+        call = node.value if isinstance(node, (ast.Expr, ast.Assign, ast.Return)) else None
+        outs = [k.value for k in getattr(call, "keywords", ()) if k.arg == "out"]
+        if not outs:
+            return None
+        target = _resolve(outs[0], frame.f_locals)
+    return target if is_array(target) else ...
+
+
+def _resolve(expr: ast.expr, names: dict[str, Any]) -> Any:
+    """What ``expr`` (a name, its attributes, a slice of one) holds, read without running
+    code of its own (an object's ``__dict__``, an Arg's values); None where it cannot be."""
+    if isinstance(expr, ast.Name):
+        return names.get(expr.id)
+    if isinstance(expr, ast.Subscript):  # a view: it shares the array's memory
+        return _resolve(expr.value, names)
+    if isinstance(expr, ast.Attribute):
+        owner = _resolve(expr.value, names)
+        if isinstance(owner, Arg):
+            return owner.value if expr.attr == "value" else None
+        return getattr(owner, "__dict__", {}).get(expr.attr)
+    return None
+
+
+def _arrays(value: Any) -> list[Any]:
+    """The arrays ``value`` is or holds: an Arg's values, the items of a tuple or list."""
+    if isinstance(value, (tuple, list)):
+        return [a for v in value if not isinstance(v, (tuple, list)) for a in _arrays(v)]
+    value = value.value if isinstance(value, Arg) else value
+    return [value] if is_array(value) else []
+
+
+def _shared(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` may be one array's memory (one a view of the other)."""
+    return a is b or (type(a) is type(b) and get_array_module(a).may_share_memory(a, b))
 
 
 def _refused_dtype(text: str) -> Callable[[Any], bool] | None:

@@ -9,8 +9,9 @@ import pickle
 import numpy as np
 import pytest
 
-from distconv import Arg
+from distconv import Arg, Network
 from distconv.layers.base import Layer, LayerError
+from distconv.network import NetworkError
 from tests.layers.test_researcher_base_init import BaseTwice, Widths
 from tests.layers.test_researcher_callbacks import FiresDirectly
 
@@ -81,3 +82,40 @@ def test_a_dataclass_layer_that_skips_the_base_s_init_is_told_so_when_run_by_han
     'act'), the skipped base never named."""
     with pytest.raises(TypeError, match=r"^Widths was made without calling super\(\).__init__"):
         use(Widths())
+
+
+class CountsOwn(Layer):
+    """Takes integer labels and a bool mask as values (its own choice), and keeps buffers of
+    its own of their dtypes, which it writes floats into: its own mistake, not a feed's."""
+
+    num_inputs = 3
+
+    def __init__(self, buffer: str) -> None:
+        super().__init__()
+        self.buffer = buffer
+        self.seen = np.zeros(3, np.int64)
+        self.keep = np.ones(3, bool)
+
+    def _forward(self, x, labels, mask):
+        if self.buffer == "int64 +=":
+            self.seen += x.value.sum(0)  # numpy: "... output from float64 to int64"
+        else:
+            np.multiply(self.keep, 0.5, out=self.keep)  # "... output ... to dtype('bool')"
+        return x.value * mask.value + labels.value
+
+
+@pytest.mark.parametrize("buffer", ["int64 +=", "bool out="])
+def test_a_layer_s_own_buffer_of_a_feed_s_dtype_is_not_blamed_on_that_feed(buffer):
+    """The feed blamed was the one of the dtype numpy refused: a layer writing floats into an
+    int64 or bool buffer of its own was told "input 'labels' holds int64 values" ('mask',
+    bool), feeds numpy never refused, the layer's own line left as the cause."""
+    net = Network()
+    net.add("counts", CountsOwn(buffer), inputs=["x", "labels", "mask"])
+    feeds = {
+        "x": Arg(np.ones((4, 3))),
+        "labels": Arg(np.ones((4, 3), np.int64)),
+        "mask": Arg(np.ones((4, 3), bool)),
+    }
+    with pytest.raises(TypeError, match=r"^Cannot cast ufunc '(add|multiply)' output") as e:
+        net.forward(feeds)
+    assert type(e.value) is not NetworkError, e.value
