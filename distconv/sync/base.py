@@ -30,10 +30,9 @@ out the array as a view into a bucket buffer). Nobody else writes it in that win
 
 from __future__ import annotations
 
-import functools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from numbers import Real
 from typing import Any
 
@@ -41,7 +40,11 @@ from distconv.base_init import checks_base_init, refuse_skipped_base_init
 from distconv.kernels.shape import is_int
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, setup_params, trainable
-from distconv.sync.closing import closing_error  # noqa: F401  (transports import it from here)
+from distconv.sync.closing import (  # closing_error: transports import it from here
+    closes_once,
+    closing_error,  # noqa: F401
+    guarded,
+)
 from distconv.sync.description import job_description
 
 #: optimizer state by parameter name, then state key (host or device arrays)
@@ -358,43 +361,38 @@ NEEDS_OPEN: tuple[str, ...] = tuple(
 
 
 def _guard_closing(cls: type[SyncStrategy]) -> None:
-    """Wrap ``close`` and the :data:`NEEDS_OPEN` and ``cls.also_needs_open`` methods of ``cls``
-    not wrapped yet: those it defines, and those it takes from a mixin that is no strategy
-    (the parameter server's)."""
-    for name in (*NEEDS_OPEN, *cls.also_needs_open):
+    """Wrap ``close``, ``abandon_step`` and the :data:`NEEDS_OPEN` and ``cls.also_needs_open``
+    methods of ``cls`` not wrapped yet: those it defines, and those it takes from a mixin that
+    is no strategy (the parameter server's)."""
+    for name in ("abandon_step", *NEEDS_OPEN, *cls.also_needs_open):
         method = getattr(cls, name)
         if not getattr(method, "_guarded", False):
-            setattr(cls, name, _refused_when_closed(method))
+            check = _refuse_unmade if name == "abandon_step" else _refuse_closed
+            setattr(cls, name, guarded(method, check))
     if not getattr(cls.close, "_guarded", False):
-        cls.close = _closes_once(cls.close)
+        cls.close = closes_once(cls.close, _unmade)  # type: ignore[method-assign]
 
 
-def _refused_when_closed(method: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(method)
-    def open_only(self: SyncStrategy, *args: Any, **kwargs: Any) -> Any:
-        if self.closed:
-            raise SyncError(
-                f"{type(self).__name__}.{method.__name__}() called after close(): make a new "
-                "sync to go on (evaluate and save state before closing)"
-            )
-        return method(self, *args, **kwargs)
-
-    open_only._guarded = True  # type: ignore[attr-defined]
-    return open_only
+def _unmade(sync: SyncStrategy) -> bool:
+    """Whether the base's ``__init__`` never ran on ``sync`` (its marker, as ``check_made``)."""
+    return "_examples" not in sync.__dict__
 
 
-def _closes_once(close: Callable[[SyncStrategy], None]) -> Callable[[SyncStrategy], None]:
-    @functools.wraps(close)
-    def once(self: SyncStrategy) -> None:
-        if self.closed:  # a script's own close, then the one in its finally
-            return
-        try:
-            close(self)
-        finally:  # only now: a subclass's close calling super().close() runs both
-            self.closed = True
+def _refuse_unmade(sync: SyncStrategy, call: str) -> None:
+    """``check_made``'s TypeError where a transport's own fields were never set: a dataclass
+    strategy's ``start_step`` failed on "'Quiet' object has no attribute '_fired'"."""
+    if _unmade(sync):
+        sync.check_made()
 
-    once._guarded = True  # type: ignore[attr-defined]
-    return once
+
+def _refuse_closed(sync: SyncStrategy, call: str) -> None:
+    """A :class:`SyncError` naming ``call`` on a closed ``sync``; an unmade one's TypeError."""
+    if sync.closed:
+        raise SyncError(
+            f"{type(sync).__name__}.{call}() called after close(): make a new "
+            "sync to go on (evaluate and save state before closing)"
+        )
+    _refuse_unmade(sync, call)
 
 
 _guard_closing(SyncStrategy)

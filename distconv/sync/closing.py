@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from distconv import stop_request
 from distconv.stop_request import Preempted
@@ -20,3 +23,42 @@ def closing_error() -> BaseException | None:
     if clean_exit or (isinstance(error, Preempted) and stop_request.preempted_ends_run):
         return None
     return error
+
+
+def guarded(method: Callable[..., Any], check: Callable[[Any, str], None]) -> Callable[..., Any]:
+    """``method``, which first has ``check(self, name)`` refuse the call where it must (a
+    closed strategy, one whose base ``__init__`` never ran), by raising."""
+
+    @functools.wraps(method)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        check(self, method.__name__)
+        return method(self, *args, **kwargs)
+
+    checked._guarded = True  # type: ignore[attr-defined]
+    return checked
+
+
+def closes_once(
+    close: Callable[[Any], None], unmade: Callable[[Any], bool]
+) -> Callable[[Any], None]:
+    """``close``, which runs once: closing again does nothing. On an object ``unmade`` says
+    its base ``__init__`` never ran on, there is nothing to let go: it raises that clear error
+    (``check_made``'s) where nothing else propagates, and does nothing where something does
+    (``try: sync.setup() finally: sync.close()``: setup's TypeError goes on, not masked by an
+    AttributeError on a field the base's ``__init__`` sets)."""
+
+    @functools.wraps(close)
+    def once(self: Any) -> None:
+        if self.closed:  # a script's own close, then the one in its finally
+            return
+        if unmade(self):
+            if closing_error() is None:
+                self.check_made()
+            return
+        try:
+            close(self)
+        finally:  # only now: a subclass's close calling super().close() runs both
+            self.closed = True
+
+    once._guarded = True  # type: ignore[attr-defined]
+    return once
