@@ -67,16 +67,6 @@ UNKNOWN = (None, "None")
 OptimState = dict[str, dict[str, Any]]
 
 
-#: what ``fit(resume=...)`` accepts
-RESUME_MODES = (False, True, "auto", "overwrite")
-
-
-def check_resume(resume: bool | str) -> None:
-    """Refuse a ``resume`` that is not one of :data:`RESUME_MODES`."""
-    if resume not in RESUME_MODES:
-        raise ValueError(f"resume must be one of {RESUME_MODES}, got {resume!r}")
-
-
 def dtype_fact(params: Sequence[Parameter]) -> str:
     """The parameters' real dtypes, as a checkpoint records them: ``"float32"``, or
     ``"float16,float32"`` for a model that mixes them."""
@@ -116,6 +106,7 @@ class StepCheckpoints:
         self.run, self.params, self.sync = run, list(params), sync
         self.facts = dict(facts)
         self.start = start or JobStart.from_environment()
+        self._said_nothing = False  # whether the chief said no output directory saves nothing
 
     def open(
         self, resume: bool | str, train_data: Mapping[str, Any] | None = None
@@ -145,7 +136,8 @@ class StepCheckpoints:
                     "resume=True (--resume) needs an output directory (out_dir, --out) to find "
                     "the checkpoint in; none was given"
                 )
-            if resume in ("auto", "overwrite") and self.sync.is_chief:  # Trainer.fit's own: fine
+            if resume in ("auto", "overwrite") and self.sync.is_chief and not self._said_nothing:
+                self._said_nothing = True  # once: a loop of fits repeated it at each
                 flag = "--resume auto" if resume == "auto" else "--overwrite"
                 log.warning(  # or a launcher's --max-restarts trusts it to continue the run
                     f"resume={resume!r} ({flag}) without an output directory (out_dir, --out) "

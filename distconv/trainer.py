@@ -35,7 +35,6 @@ from distconv.resume import (
     Preempted,
     StepCheckpoints,
     TrainingError,  # noqa: F401  (fit raises it from a fold; callers catch it from here)
-    check_resume,
     dtype_fact,
     refuse_frozen_resume,
     share_position,
@@ -49,6 +48,7 @@ from distconv.trainer_args import (
     check_counts,
     check_lr_decay,
     check_parts,
+    check_resume,
     output_dir,
     training_dtype,
 )

@@ -21,6 +21,14 @@ from distconv.sync.base import SyncStrategy
 #: the types ``dtype=`` may name (bfloat16 is ``ml_dtypes``'): ml_dtypes' float8 and smaller
 #: types pass the layers, but the im2col views or safetensors refuse some of them
 TRAINING_DTYPES = ("float16", "float32", "float64", "bfloat16")
+#: what ``fit(resume=...)`` accepts
+RESUME_MODES = (False, True, "auto", "overwrite")
+
+
+def check_resume(resume: bool | str) -> None:
+    """Refuse a ``resume`` that is not one of :data:`RESUME_MODES`."""
+    if resume not in RESUME_MODES:
+        raise ValueError(f"resume must be one of {RESUME_MODES}, got {resume!r}")
 
 
 def check_parts(network: Any, sync: Any, loss: str) -> None:
