@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -147,6 +148,46 @@ def not_finite(
             shown = ", ".join(map(str, first)) + (" ..." if count > 5 else "")
             return f"{name!r} holds NaN or infinity in {count} row(s){cast}: {shown}"
     return None
+
+
+#: (id of a host array, the dtype it is fed as) -> a weak reference to the array, and its shape
+#: and dtype, when :func:`not_finite_once` proved it finite: a memory-mapped set was read whole
+#: on every rank at every ``fit``. The reference's callback drops the entry with the array.
+_PROVED_FINITE: dict[tuple[int, str], tuple[weakref.ref[Any], tuple[int, ...], Any]] = {}
+
+
+def not_finite_once(arrays: Mapping[str, Any], dtype: Any = None) -> str | None:
+    """:func:`not_finite`, skipping each array that an earlier call proved finite as fed in
+    ``dtype``: the same object (not another one at its address), of the same shape and dtype.
+    Another array, or the same one reshaped or viewed as another dtype, is scanned again; one
+    written in place since is not (the network still refuses a batch holding NaN, by feed).
+    An object that takes no weak reference is scanned every time."""
+    fed = str(np.dtype(dtype)) if dtype is not None else ""
+    unproved = {n: a for n, a in arrays.items() if not _proved_finite(a, fed)}
+    where = not_finite(unproved, dtype)
+    if where is None:
+        for a in unproved.values():
+            _remember_finite(a, fed)
+    return where
+
+
+def _proved_finite(a: Any, fed: str) -> bool:
+    ref, shape, dtype = _PROVED_FINITE.get((id(a), fed), (None, None, None))
+    return ref is not None and ref() is a and shape == tuple(a.shape) and dtype == a.dtype
+
+
+def _remember_finite(a: Any, fed: str) -> None:
+    key = (id(a), fed)
+
+    def forget(ref: weakref.ref[Any]) -> None:  # only its own entry: the address is reused
+        if _PROVED_FINITE.get(key, (None,))[0] is ref:
+            del _PROVED_FINITE[key]
+
+    try:
+        ref = weakref.ref(a, forget)
+    except TypeError:  # no weak references (a __slots__ class): scanned every time
+        return
+    _PROVED_FINITE[key] = (ref, tuple(a.shape), a.dtype)
 
 
 def as_fed(part: Any, dtype: Any = None) -> Any:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from distconv.arg import feeds_of, not_finite
-from distconv.backend import is_gpu_array, widened
-from distconv.data import Arrays, DataError, Dataset, array_length, as_arrays, data_facts
+from distconv.arg import feeds_of
+from distconv.backend import widened
+from distconv.data import Arrays, Dataset, array_length, as_arrays, data_facts
 from distconv.epoch_tally import EpochTally, check_test_set, evaluate_shares, right_answers
 from distconv.layers.base import LayerError
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
@@ -50,6 +50,7 @@ from distconv.trainer_args import (
     check_parts,
     check_resume,
     output_dir,
+    refuse_not_finite,
     training_dtype,
 )
 
@@ -304,10 +305,8 @@ class Trainer:
         self.history = []  # this call's
         self._stop = StopRequest(announce=self.sync.is_chief)  # an old signal is done
         train, test = as_arrays(train), (as_arrays(test) if test is not None else None)
-        for what, arrays in [("training", train), ("test", test or {})]:  # named before a step
-            host = {n: a for n, a in arrays.items() if not is_gpu_array(a)}  # cupy's: by batch
-            if self.network.check_finite and (where := not_finite(host, self.dtype)) is not None:
-                raise DataError(f"the {what} set's {where}")
+        if self.network.check_finite:  # named before a step, by its rows
+            refuse_not_finite(train, test, self.dtype)
         sampler = GlobalBatchSampler(
             array_length(train),
             self.batch_size,

@@ -13,7 +13,9 @@ from numbers import Real
 from pathlib import Path
 from typing import Any
 
-from distconv.backend import resolve_dtype
+from distconv.arg import not_finite_once
+from distconv.backend import is_gpu_array, resolve_dtype
+from distconv.data import Arrays, DataError
 from distconv.network import Network
 from distconv.sampler import check_count
 from distconv.sync.base import SyncStrategy
@@ -141,3 +143,20 @@ def training_dtype(dtype: Any) -> Any:
             f"the kernels and checkpoints carry ({', '.join(TRAINING_DTYPES)})"
         )
     return resolved
+
+
+def refuse_not_finite(train: Arrays, test: Arrays | None, dtype: Any = None) -> None:
+    """Refuse a training or test set holding NaN or infinity as fed in ``dtype``, naming its
+    rows (:func:`~distconv.arg.not_finite_once`: an array proved finite by an earlier ``fit``
+    is not read again). Device arrays are left to the network's check of each batch.
+
+    Every rank reads all of the training set: each epoch's shards are strided over another
+    permutation, so a rank's rows over the run are the whole set.
+
+    Raises:
+        DataError: naming the set, the feed and the first rows.
+    """
+    for what, arrays in [("training", train), ("test", test or {})]:
+        host = {n: a for n, a in arrays.items() if not is_gpu_array(a)}  # cupy's: by batch
+        if (where := not_finite_once(host, dtype)) is not None:
+            raise DataError(f"the {what} set's {where}")
