@@ -30,7 +30,7 @@ from distconv.logs import as_log_line, configure_logging, error_line
 from distconv.messages import debugging, quote_in_errors, quoted_in, say
 from distconv.metrics import MetricsError
 from distconv.network import NetworkError
-from distconv.runtime import RuntimeConfigError, detect_runtime, runtime_flags
+from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime, runtime_flags
 from distconv.stdout_drop import drop_stdout
 from distconv.sync import SyncError
 from distconv.sync.mpi import leaving
@@ -61,10 +61,32 @@ USER_ERRORS = (
 )
 
 
+def refuse_local_sync_of_many(sync: str | None, runtime: Runtime) -> None:
+    """Refuse local sync, asked for (``--sync local``) or picked (no servers, no MPI
+    launcher), on a rank of several, in ``distconv train``'s words: the transport's own refusal
+    speaks to a script (``as a script's init() picks itself``), and sent a command-line user to
+    an ``init()`` there is none of.
+
+    Raises:
+        RuntimeConfigError: naming the rank, why local sync, and how to start the job instead.
+    """
+    if runtime.world_size == 1 or (sync or choose_transport(runtime)) != "local":
+        return
+    why = "--sync local" if sync else "picked: no --pservers, no MPI launcher"
+    raise RuntimeConfigError(
+        f"this process is rank {runtime.rank} of {runtime.world_size} ({runtime.source}), but "
+        f"local sync trains alone ({why}); use --sync pserver or mpi, or leave --sync out and "
+        "distconv train picks it itself, started with parameter servers (distconv-launch local "
+        "--servers 1 or more, or --pservers HOST:PORT,...) or under MPI (distconv-launch mpi, "
+        "mpiexec)"
+    )
+
+
 def run_train(args: argparse.Namespace) -> int:
     """Train as ``args`` say; print the final test accuracy and where the files went."""
     runtime = detect_runtime(runtime_flags(args))
     refuse_unused_flags(args, args.sync or choose_transport(runtime))
+    refuse_local_sync_of_many(args.sync, runtime)
     refuse_probe_flags_without_port(args)
     configure_logging(runtime, logging.WARNING if args.quiet else logging.INFO, args.log_format)
     set_device(args.device or device_from_env(), local_rank=runtime.local_rank)
