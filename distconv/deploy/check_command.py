@@ -39,11 +39,18 @@ from distconv.deploy.bounds import (
     yaml_depth_problem,
 )
 from distconv.deploy.located import Source, located_problems
-from distconv.deploy.manifest_text import ManifestReadError, manifest_text, unmarked_encoding
+from distconv.deploy.manifest_text import (
+    ManifestReadError,
+    manifest_text,
+    unmarked_encoding,
+    unprintable_at,
+    yaml_error,
+)
 from distconv.deploy.templates import template_hint
 from distconv.deploy.yaml_loader import Loader as _Loader
 from distconv.deploy.yaml_loader import PyLoader as _PyLoader
 from distconv.files import describe_os_error
+from distconv.messages import shell_quoted
 from distconv.stdout_drop import drop_stdout, write_failure
 
 PROG = "distconv check-manifests"
@@ -134,7 +141,7 @@ def _folder_files(folder: str, recursive: bool) -> list[str]:
     folder is not followed: one to a folder above would loop."""
 
     def refuse(exc: OSError) -> None:
-        raise ManifestReadError(f"{exc.filename}: {describe_os_error(exc)}") from exc
+        raise ManifestReadError(f"{_shown(exc.filename)}: {describe_os_error(exc)}") from exc
 
     found = []
     for top, subfolders, names in os.walk(folder, onerror=refuse):
@@ -307,30 +314,15 @@ def _yaml_documents(text: str) -> list[tuple[int, Any]]:
                 node = loader.get_node()
                 docs.append((node.start_mark.line + 1, loader.construct_document(node)))
     except yaml.MarkedYAMLError as exc:
-        raise ManifestReadError(_yaml_error(exc) + template_hint(text)) from None
+        raise ManifestReadError(yaml_error(exc) + template_hint(text)) from None
     except yaml.reader.ReaderError as exc:  # a control character
-        raise ManifestReadError(_unprintable(text, exc)) from None
+        raise ManifestReadError(unprintable_at(text, exc)) from None
     except (yaml.YAMLError, ValueError, RecursionError) as exc:  # a date 2024-13-01
         raise ManifestReadError(_brief(exc, len(docs))) from None
     finally:
         if loader is not None:
             loader.dispose()
     return docs
-
-
-def _yaml_error(exc: Any) -> str:
-    """A YAML error in one line: where, then what (\"while scanning ...; could not find ...\")."""
-    mark = exc.problem_mark or exc.context_mark
-    what = "; ".join(filter(None, (exc.context, exc.problem))) or "cannot be read"
-    return f"line {mark.line + 1}, column {mark.column + 1}: {what}" if mark else what
-
-
-def _unprintable(text: str, exc: Any) -> str:
-    """Where the character YAML refuses is, by line and column (libyaml counts its offset in
-    bytes, PyYAML's own reader in characters, and each words it its own way)."""
-    at = text.find(chr(exc.character))
-    line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
-    return f"line {line}, column {column}: YAML allows no character #x{exc.character:04x}"
 
 
 def _brief(exc: BaseException, documents_read: int) -> str:
@@ -377,8 +369,13 @@ def _object_count(doc: Any) -> int:
 
 
 def _shown(path: str) -> str:
-    """``path`` as the messages name it."""
-    return "<stdin>" if path == STDIN else path
+    """``path`` as the messages name it: a name with a line break or another character that
+    does not print (a byte of no UTF-8) as the shell word ``distconv train``'s errors show,
+    ``$'a\\nb.yaml'``, which pastes back as the same path (escaped alone, ``a\\nb.yaml``
+    named another)."""
+    if path == STDIN:
+        return "<stdin>"
+    return path if path.isprintable() else shell_quoted(path)
 
 
 def _write(text: str) -> None:

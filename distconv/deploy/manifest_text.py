@@ -7,6 +7,7 @@ bytes look like where that is not UTF-8.
 from __future__ import annotations
 
 import codecs
+from typing import Any
 
 
 class ManifestReadError(Exception):
@@ -65,3 +66,18 @@ def unmarked_encoding(data: bytes) -> str:
         if head.startswith(look):
             return f"{shown} text with no byte order mark, by its first bytes, read as UTF-8: "
     return ""
+
+
+def yaml_error(exc: Any) -> str:
+    """A YAML error in one line: where, then what (\"while scanning ...; could not find ...\")."""
+    mark = exc.problem_mark or exc.context_mark
+    what = "; ".join(filter(None, (exc.context, exc.problem))) or "cannot be read"
+    return f"line {mark.line + 1}, column {mark.column + 1}: {what}" if mark else what
+
+
+def unprintable_at(text: str, exc: Any) -> str:
+    """Where the character YAML refuses is, by line and column (libyaml counts its offset in
+    bytes, PyYAML's own reader in characters, and each words it its own way)."""
+    at = text.find(chr(exc.character))
+    line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+    return f"line {line}, column {column}: YAML allows no character #x{exc.character:04x}"
