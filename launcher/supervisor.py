@@ -20,11 +20,13 @@ The rules (issue 11, "Gang semantics"):
   in any worker's group, the servers get their stop signals (a shard: SIGTERM, then SIGINT,
   which ends its drain at once), each group's followed by SIGCONT for a stopped process. At
   ``grace`` seconds after the first SIGTERM, or at a second signal to the launcher, whatever is
-  left is killed. A group counts until its last process is gone, not only its leader: a wrapper
-  script that exits at once leaves the trainer its grace. On Linux each child also asks the
-  kernel for SIGTERM when the launcher dies (``PR_SET_PDEATHSIG``), so even a SIGKILLed
-  launcher takes its children with it. A process that leaves its group (``setsid``, a daemon)
-  is out of reach; holding a child's output, it is said, and that output not waited for.
+  left is killed; a second signal also cuts short the end's bounded waits on a slow output and
+  on the pipes it held up. A group counts until its last process is gone, not only its leader:
+  a wrapper script that exits at once leaves the trainer its grace. On Linux each child also
+  asks the kernel for SIGTERM when the launcher dies (``PR_SET_PDEATHSIG``), so even a
+  SIGKILLed launcher takes its children with it. A process that leaves its group (``setsid``,
+  a daemon) is out of reach; holding a child's output, it is said, and that output not waited
+  for.
 - The failure reported is the one that happened first: each child's exit time is taken by a
   thread waiting on it, so two children failing within one poll are told apart. A worker that
   exited 75 stopped because another rank failed (``distconv train``'s PeerFailed: the shard
@@ -186,11 +188,14 @@ class Supervisor:
         finally:
             if self._terminal is not None:  # its last lines: a stalled output has its bound
                 terminal, self._terminal = self._terminal, None
-                unshown = terminal.close(child_waits.OUTPUT_DRAIN_SECONDS, bool(self._signals))
+                drain, stop = child_waits.OUTPUT_DRAIN_SECONDS, self._stop_now
+                unshown = terminal.close(drain, bool(self._signals), stop)
                 terminal.shut()  # the pumps it holds up: into the logs alone, then they end
                 self._drain_logs()
                 if unshown:  # through the queue still where shared: the stall goes on
                     self.say(unshown, level="warning")
+            # not cut by a second signal: the launcher's own last words (the kill, the stop)
+            # are few, and a stall ends this wait all the same
             self.messages.end(child_waits.OUTPUT_DRAIN_SECONDS)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -242,6 +247,11 @@ class Supervisor:
         self._first_signal_at = min(self._first_signal_at, time.monotonic())
         self._signals.append(signum)
 
+    def _stop_now(self) -> bool:
+        """Whether a second stop signal came ("stop now", as during the stop): the bounded
+        waits of the launcher's end on a slow output and on the held pipes are cut short."""
+        return len(self._signals) >= 2
+
     def _attempt(self, specs: list[ChildSpec], restart: int) -> Failure | None:
         """Start the children, watch them until the attempt ends, stop what is left."""
         children: list[Child] = []
@@ -263,7 +273,7 @@ class Supervisor:
             for child in children:
                 child.finish()
             if self._terminal is not None:  # their lines first, then what is said of them
-                self._terminal.written(child_waits.OUTPUT_DRAIN_SECONDS)
+                self._terminal.written(child_waits.OUTPUT_DRAIN_SECONDS, self._stop_now)
             for child in children:
                 if child.output_held:  # a process outside its group, or a stalled output
                     self.say(child.output_held)
@@ -353,13 +363,16 @@ class Supervisor:
         holds now where a process outside the child's group keeps it open for good
         (:meth:`~launcher.long_line.OutputPipe.drain`). The pumps are daemons, and each log must
         be the whole record though the launcher's output took none of it. A pipe not drained
-        by then is said."""
+        by then, or at a second stop signal (:meth:`_stop_now`), is said."""
         deadline = time.monotonic() + END_DRAIN_SECONDS
         for child in self._pumping:
-            if not child.drain_log(max(0.0, deadline - time.monotonic())):
+            if not child.drain_log(max(0.0, deadline - time.monotonic()), self._stop_now):
+                when = f"within {END_DRAIN_SECONDS:g} s of the job's end"
+                if self._stop_now():  # the user's choice: said all the same
+                    when = f"({signal_name(self._signals[1])} again cut the wait short)"
                 self.say(
-                    f"{child.spec.name}: its pipe was not drained within {END_DRAIN_SECONDS:g} s "
-                    f"of the job's end, so {child.log_path} lacks what it still held",
+                    f"{child.spec.name}: its pipe was not drained {when}, so {child.log_path} "
+                    "lacks what it still held",
                     level="warning",
                 )
 

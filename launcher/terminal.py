@@ -32,6 +32,9 @@ QUEUE_BYTES = 4 * 1024 * 1024
 #: bytes the writer takes from the queue for one write: few system calls for many short lines
 BATCH_BYTES = 64 * 1024
 
+#: seconds between looks at a bounded wait's ``stop`` (:meth:`Terminal.close`)
+STOP_LOOK = 0.05
+
 #: the name the launcher's own lines are queued under (:meth:`Terminal.say`): they have no log
 LAUNCHER = "the launcher"
 #: a queued line: its child's name, its log (None: the launcher's own), the line, and the
@@ -134,17 +137,22 @@ class Terminal:
         since = self._write_since
         return 0.0 if since is None else time.monotonic() - since
 
-    def written(self, patience: float) -> bool:
+    def written(self, patience: float, stop: Callable[[], bool] | None = None) -> bool:
         """Wait until every line put so far is written (the launcher's messages on stderr, as
         a failure's report, come after its children's lines), giving up after ``patience``
-        seconds or at a stall; whether they all were."""
+        seconds, at a stall, or once ``stop()`` holds (looked at every :data:`STOP_LOOK`
+        seconds: a second stop signal, "stop now"); whether they all were."""
         deadline = time.monotonic() + patience
         with self._ready:
             while self._size and not self._gone:
                 left = deadline - time.monotonic()
                 if left <= 0 or self._stalled_for() >= OUTPUT_STALL_SECONDS:
                     return False
-                self._ready.wait(min(left, OUTPUT_STALL_SECONDS))
+                if stop is not None and stop():
+                    return False
+                self._ready.wait(
+                    min(left, OUTPUT_STALL_SECONDS, left if stop is None else STOP_LOOK)
+                )
             return True
 
     def pending(self) -> int:
@@ -239,10 +247,13 @@ class Terminal:
             self._size -= done
         self._ready.notify_all()  # room: the pumps waiting for it
 
-    def close(self, patience: float, stall_ends: bool = False) -> str | None:
+    def close(
+        self, patience: float, stall_ends: bool = False, stop: Callable[[], bool] | None = None
+    ) -> str | None:
         """Say the drops not yet said, then wait up to ``patience`` seconds for the queue to
         be written (the launcher's end must not hang on a view), or, ``stall_ends`` (a
-        launcher stopped by a signal, which must end promptly), till a stall at most.
+        launcher stopped by a signal, which must end promptly), till a stall at most; and no
+        longer once ``stop()`` holds (a second stop signal: the launcher ends now).
         Returns, where it was not, what the launcher says of the lines it could not show (and
         where they are), else None."""
         with self._ready:
@@ -250,11 +261,18 @@ class Terminal:
                 self._say_dropped(name)
             self._closing = True
             self._ready.notify_all()
-        if not stall_ends or self.written(patience):
-            self._writer.join(timeout=patience)
+        deadline = time.monotonic() + patience
+        if not stall_ends or self.written(patience, stop):
+            while self._writer.is_alive() and not (stop is not None and stop()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._writer.join(timeout=min(left, STOP_LOOK if stop is not None else left))
         if not self._writer.is_alive():
             return None
         with self._ready:
+            if stop is not None and stop():
+                return self._unshown("was left at a second stop signal")
             if self._stalled_for() >= OUTPUT_STALL_SECONDS and stall_ends:
                 return self._unshown("is stalled on its last lines (nothing reads it)")
             return self._unshown(
