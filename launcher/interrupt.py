@@ -111,6 +111,12 @@ def arm() -> None:
         raise Interrupted(_pending[0])
 
 
+def kept() -> int | None:
+    """The first stop signal kept since :func:`defer`, the launcher not armed yet (argparse's
+    usage error, its help), else None (once armed, :func:`arm` has raised it)."""
+    return _pending[0] if _pending and not _armed else None
+
+
 def taken_over() -> None:
     """The supervisor's own handlers are in (:mod:`launcher.supervisor`): a stop signal that
     comes here again, once it gives the signals back at the job's end, is kept (and dropped by

@@ -8,7 +8,8 @@ worth a launcher that does not end: its exit status says the same.
 
 argparse's own usage errors and help (:class:`BoundedParser`) come before the launcher arms its
 stop signals, which keep a SIGTERM for later meanwhile: printed straight to a stalled stderr,
-such a usage error blocked for good, and only SIGKILL ended the launcher.
+such a usage error blocked for good, and only SIGKILL ended the launcher. A stop signal kept
+meanwhile ends the write at once, and the launcher with 128 + it, not argparse's status.
 """
 
 from __future__ import annotations
@@ -17,10 +18,15 @@ import argparse
 import os
 import sys
 import threading
-from typing import IO
+import time
+from typing import IO, NoReturn
+
+from .interrupt import kept
 
 #: seconds the last line may take to be written before the launcher gives it up
 LAST_LINE_SECONDS = 1.0
+#: seconds between looks for a stop signal kept meanwhile (:func:`launcher.interrupt.kept`)
+KEPT_LOOK = 0.05
 
 
 def write_last(text: str, patience: float = LAST_LINE_SECONDS) -> None:
@@ -51,8 +57,10 @@ def write_within(text: str, stream: IO[str] | None, patience: float = LAST_LINE_
         return
     writer = threading.Thread(target=_write_all, args=(fd, data), name="last line", daemon=True)
     writer.start()
-    try:
-        writer.join(patience)
+    deadline = time.monotonic() + patience
+    try:  # an armed stop signal raises; one kept before arming (a usage error) is looked for
+        while writer.is_alive() and kept() is None and time.monotonic() < deadline:
+            writer.join(min(KEPT_LOOK, max(0.0, deadline - time.monotonic())))
     except KeyboardInterrupt:  # a stop signal (launcher.interrupt): the line is given up
         pass
 
@@ -65,6 +73,15 @@ class BoundedParser(argparse.ArgumentParser):
     def _print_message(self, message: str, file: IO[str] | None = None) -> None:
         if message:  # as argparse's own: stderr where no file is given
             write_within(message, file if file is not None else sys.stderr)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        """argparse's exit, but with 128 + a stop signal that came meanwhile (kept, the
+        launcher not armed yet: :func:`launcher.interrupt.kept`), as at any other moment
+        before the job started: a usage error or help cut short by SIGTERM is a stop."""
+        if message:
+            self._print_message(message, sys.stderr)
+        signum = kept()
+        sys.exit(status if signum is None else 128 + signum)
 
 
 def _write_all(fd: int, data: bytes) -> None:
