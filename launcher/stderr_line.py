@@ -74,6 +74,12 @@ class BoundedParser(argparse.ArgumentParser):
         if message:  # as argparse's own: stderr where no file is given
             write_within(message, file if file is not None else sys.stderr)
 
+    def error(self, message: str) -> NoReturn:
+        """argparse's usage error, its usage and its ``error:`` line in one write: as two,
+        each a thread's, the second began while a stalled stderr still held the first, and
+        whichever the reader took first came first (or the usage never, given up)."""
+        self.exit(2, f"{self.format_usage()}{self.prog}: error: {message}\n")
+
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         """argparse's exit, but with 128 + a stop signal that came meanwhile (kept, the
         launcher not armed yet: :func:`launcher.interrupt.kept`), as at any other moment

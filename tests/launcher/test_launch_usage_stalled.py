@@ -9,6 +9,7 @@ other moment before the job started.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -54,3 +55,57 @@ def test_a_stop_signal_during_a_usage_error_on_a_stalled_stderr_ends_with_it(
         assert job_left(env, 5) == {}
     # the write given up at the signal, not after its bound (1 s, then the error line's)
     assert (status, took < 0.8) == (128 + signum, True), (status, took)
+
+
+@pytest.fixture
+def usage_and_error(tmp_path: Path) -> tuple[bytes, bytes]:
+    """The launcher's usage and its ``error:`` line for :data:`BOGUS`, on a stderr that reads."""
+    done = subprocess.run(
+        [*launcher_command(), *BOGUS], env=ENV, cwd=tmp_path, capture_output=True, timeout=60
+    )
+    usage, error = done.stderr.rstrip(b"\n").rsplit(b"\n", 1)
+    assert b"error:" in error and b"usage:" in usage, done.stderr
+    return usage + b"\n", error + b"\n"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("hold", [0.4, 1.5], ids=["read-during-the-write", "read-after-its-bound"])
+def test_a_stalled_stderr_gets_the_usage_before_its_error_line(
+    tmp_path: Path, usage_and_error: tuple[bytes, bytes], hold: float
+):
+    """k468: the usage and the ``error:`` line were two bounded writes, each a thread's; on a
+    stalled stderr the second began while the first still waited, and whichever the pipe took
+    first came first. Here the pipe (one page) has room for the error line alone, so the
+    kernel appends it to the full page while the usage waits for a page of its own: the error
+    came out first, its usage after it or (the first write given up) never. ``hold``: seconds
+    the pipe stays stalled once the launcher writes, then it is read to its end."""
+    usage, error = usage_and_error
+    read, write = os.pipe()
+    try:
+        fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
+        filler = b"x" * (4096 - len(error) - 1)  # room for the error line, not the usage
+        os.write(write, filler)
+        with job_env(ENV) as env:
+            launcher = subprocess.Popen(
+                [*launcher_command(), *BOGUS], env=env, cwd=tmp_path,
+                stdout=subprocess.DEVNULL, stderr=write,
+            )  # fmt: skip
+            os.close(write)
+            write = -1
+            try:
+                wait_while_running(lambda: writing_to_a_pipe(launcher.pid), launcher, "the usage")
+                time.sleep(hold)
+                got = b""
+                while chunk := os.read(read, 65536):  # to the pipe's end: the launcher's exit
+                    got += chunk
+                status = launcher.wait(timeout=15)
+            finally:
+                launcher.kill()
+            assert job_left(env, 5) == {}
+    finally:
+        os.close(read)
+        if write != -1:
+            os.close(write)
+    assert status == 2
+    said = got[len(filler) :]
+    assert said in (b"", usage + error), said  # whole and in argparse's order, or nothing
