@@ -237,7 +237,7 @@ class Child:
                 self.tail.append(text)
                 in_tail = True
             if streamed and output:
-                streamed = echo = self._write(out, lock, output)
+                streamed = echo = self._write(out, lock, output, line.continued)
             if piece.endswith(b"\n"):
                 break
             piece = read() or b"\n"  # the end of the output: its newline, as above
@@ -258,18 +258,20 @@ class Child:
         if len(self.since_end) < (self.tail.maxlen or 0):
             self.since_end.append(text)
 
-    def _write(self, out: BinaryIO, lock: threading.Lock, shown: bytes) -> bool:
+    def _write(self, out: BinaryIO, lock: threading.Lock, shown: bytes, cont: bool = False) -> bool:
         """One whole line on ``out`` under ``lock`` (prefixes never split a line), or queued
         on it, a :class:`Terminal` (the supervisor's: a stall drops lines, counted, after
-        1 s); False where ``out`` is gone (``| head``) or closed. While it waits (a reader of the
-        launcher's output, as a paused pager), nothing reads the child's pipe, which fills and
-        blocks the child: that time is not the child's own in its wrap-up (:meth:`overdue`),
-        each :data:`WRITE_PIECE` bytes a wait of its own (a long line is not a stall)."""
+        1 s; ``cont``: a later piece of a long line, counted with it); False where ``out`` is
+        gone (``| head``) or closed. While it waits (a reader of the launcher's output, as a
+        paused pager), nothing reads the child's pipe, which fills and blocks the child: that
+        time is not the child's own in its wrap-up (:meth:`overdue`), each
+        :data:`WRITE_PIECE` bytes a wait of its own (a long line is not a stall)."""
         counted, waits = self.reported_end is not None, self._waits
         start = waits.begin()  # for the lock: another pump's write holds it
         try:
             if isinstance(out, Terminal):  # a wait a piece written; a stall drops, counted
-                return out.put(self.spec.name, self.log_path, shown, partial(waits.moved, counted))
+                moved = partial(waits.moved, counted)
+                return out.put(self.spec.name, self.log_path, shown, moved, continued=cont)
             with lock:
                 for at in range(0, len(shown), WRITE_PIECE):
                     waits.end(start, counted)  # the wait before: the lock's, or a piece's
@@ -389,12 +391,7 @@ class Child:
             signal_number=number,
             cause=cause,
             victims=[
-                {
-                    "role": v.spec.role,
-                    "rank": v.spec.rank,
-                    "exit_code": v.poll(),
-                    "log": str(v.log_path),
-                }
+                dict(role=v.spec.role, rank=v.spec.rank, exit_code=v.poll(), log=str(v.log_path))
                 for v in victims
             ],
         )

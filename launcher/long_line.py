@@ -58,6 +58,10 @@ class LongLine:
         self.kept = KeptEnds()
         self._prefix, self._continued = prefix, continued_prefix(prefix, role)
         self._held = b""  # the start of a character the last piece's end cut
+        #: whether the output :meth:`add` last gave is a later piece of the line (one line
+        #: with its first in a drop notice's count: :meth:`launcher.terminal.Terminal.put`)
+        self.continued = False
+        self._shown = False
 
     def add(self, piece: bytes) -> bytes:
         """Take the line's next piece (the last ends in its newline); its line on the output,
@@ -68,6 +72,7 @@ class LongLine:
             return b""
         shown = self._prefix + whole + (b"" if piece.endswith(b"\n") else b"\n")
         self._prefix = self._continued
+        self.continued, self._shown = self._shown, True
         return shown
 
 

@@ -37,9 +37,10 @@ STOP_LOOK = 0.05
 
 #: the name the launcher's own lines are queued under (:meth:`Terminal.say`): they have no log
 LAUNCHER = "the launcher"
-#: a queued line: its child's name, its log (None: the launcher's own), the line, and the
-#: child's lines it stands for
-_Entry = tuple[str, "Path | None", bytes, int]
+#: a queued line: its child's name, its log (None: the launcher's own), the line, the child's
+#: lines it stands for, and the numbers of the first and the last of them (a long line's
+#: pieces share one: :meth:`Terminal.put`'s ``continued``), so that no line counts twice
+_Entry = tuple[str, "Path | None", bytes, int, int, int]
 
 
 class Terminal:
@@ -69,8 +70,9 @@ class Terminal:
         self._writing: collections.deque[_Entry] = collections.deque()  # the write under way
         self._taken = 0  # bytes of its first line written
         self._size = 0
-        #: child: lines not shown, its log
-        self._dropped: dict[str, tuple[int, Path | None]] = {}
+        #: child: lines not shown, its log, the numbers of the first and last of them
+        self._dropped: dict[str, tuple[int, Path | None, int, int]] = {}
+        self._numbers: dict[str, int] = {}  # child: the number of its last line put
         self._gone = self._closing = self._ended = False  # ended: the writer is done
         self._shut = False  # the children's lines refused: their pumps drain into the logs
         self._write_since: float | None = None  # monotonic start of the write under way
@@ -84,6 +86,7 @@ class Terminal:
         line: bytes,
         moved: Callable[[], None] | None = None,
         report: Path | None = None,
+        continued: bool = False,
     ) -> bool:
         """Queue ``line`` (whole lines) of child ``name``, whose log is ``log``. Where the
         queue is full it waits for room while the output moves (a slow reader slows the job,
@@ -96,23 +99,28 @@ class Terminal:
         (:meth:`~launcher.output_waits.OutputWaits.moved`). ``report``: the file that holds
         ``line`` too (a launcher's failure report, ``failure.json``), named by the drop
         notice where it is dropped. False too for a child's line (``log`` given) once
-        :meth:`shut`, also for one waiting for room."""
+        :meth:`shut`, also for one waiting for room. ``continued``: ``line`` is a later piece
+        of the line put before (a line over 1 MiB: :class:`launcher.long_line.LongLine`),
+        one line with it in the counts of lines not shown."""
         with self._ready:
             if self._gone or self._ended or (self._shut and log is not None):
                 return False
+            number = self._numbers.get(name, 0) + (0 if continued else 1)
+            self._numbers[name] = number
             while self._size and self._size + len(line) > self._bound:  # one always fits
                 stalled = self._stalled_for()
                 if self._gone or (self._shut and log is not None):
                     return False
                 if stalled >= OUTPUT_STALL_SECONDS:  # dropped, counted: said once it moves
-                    count, kept = self._dropped.get(name, (0, log))
-                    self._dropped[name] = (count + 1, report or kept)
+                    count, kept, first, last = self._dropped.get(name, (0, log, number, 0))
+                    count += last != number  # a long line's later piece: counted already
+                    self._dropped[name] = (count, report or kept, first, number)
                     return True
                 self._ready.wait(OUTPUT_STALL_SECONDS - stalled)  # it moves: wait for room
                 if moved is not None:
                     moved()
             self._say_dropped(name)  # before the line: the gap is said where it is
-            self._append((name, log, line, 1))
+            self._append((name, log, line, 1, number, number))
             return True
 
     def say(self, line: bytes, report: Path | None = None) -> bool:
@@ -164,7 +172,7 @@ class Terminal:
         """Queue the line saying how many of ``name``'s lines were not shown, if any were
         (beyond the bound: one per child at most, so still bounded)."""
         if name in self._dropped:
-            count, log = self._dropped.pop(name)
+            count, log, first, last = self._dropped.pop(name)
             said = (
                 f"{count} line(s) of {name} not shown: the launcher's output was stalled "
                 f"(nothing read it); {log} has them all"
@@ -174,7 +182,7 @@ class Terminal:
                 if log is not None:  # the report that says why the job ended: not lost
                     said += f"; the failure report among them is in {log}"
                 log = None  # no child's lines: the close's count of lines unshown skips it
-            self._append((name, log, self._notice(said), count))  # unshown, it stands for them
+            self._append((name, log, self._notice(said), count, first, last))  # it stands for them
 
     def _append(self, entry: _Entry) -> None:
         self._queue.append(entry)
@@ -283,14 +291,15 @@ class Terminal:
     def _unshown(self, why: str) -> str | None:
         """What is still queued (under the lock), by child, as the launcher says it: a drop
         notice not written counts the lines it stands for, which the output lacks too."""
-        counts: dict[str, tuple[int, Path | None]] = {}
-        for name, log, _line, lines in [*self._writing, *self._queue]:
+        counts: dict[str, tuple[int, Path | None, int]] = {}  # lines, log, the last's number
+        for name, log, _line, lines, first, last in [*self._writing, *self._queue]:
             if log is None:  # the launcher's own messages: the report is in failure.json
                 continue
-            counts[name] = (counts.get(name, (0, log))[0] + lines, log)
+            count, _log, before = counts.get(name, (0, log, 0))
+            counts[name] = (count + lines - (first == before), log, last)  # a line once
         if not counts:
             return None
-        said = "; ".join(f"{n} line(s) of {name} ({log})" for name, (n, log) in counts.items())
+        said = "; ".join(f"{n} line(s) of {name} ({log})" for name, (n, log, _) in counts.items())
         return f"the launcher's output {why}, so it lacks {said}: their logs have them"
 
 
