@@ -51,7 +51,7 @@ from .options import add_k8s_options, add_local_options, add_mpi_options, ignore
 from .owned import LOCAL_OWNED, MPI_OWNED
 from .ports import reserve_ports
 from .run_dir import run_dir_refused
-from .stderr_line import BoundedParser
+from .stderr_line import BoundedParser, write_last
 from .stdout import write_stdout
 from .supervisor import ChildSpec, Supervisor
 
@@ -343,7 +343,7 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
         except OSError as exc:  # it said '[Errno 2] No such file or directory: ...', no flag
             why = describe_os_error(exc)
             raise LaunchError(f"--out {args.out}: cannot write there: {why}") from None
-        print(f"wrote {len(objects)} object(s) to {args.out}", file=sys.stderr)
+        write_last(f"wrote {len(objects)} object(s) to {args.out}")  # bounded: stderr may stall
     else:
         write_stdout(render.dump_yaml(objects), "the manifests", "pass --out DIR for the manifests")
     return 0

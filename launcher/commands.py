@@ -18,6 +18,8 @@ from typing import NoReturn
 
 from distconv.cores import usable_cores
 
+from .stderr_line import bounded_log
+
 #: variables a parent launcher or scheduler may have left behind; a child that inherited them
 #: would see two sources for its rank (the runtime refuses that), or size its threads for
 #: another job's processes on the host, so they never pass through
@@ -300,7 +302,8 @@ def usable_cpus() -> int:
     ``os.cpu_count()`` for the mask outside Linux); ``os.cpu_count()`` where the mask cannot be
     read."""
     try:
-        return usable_cores()
+        with bounded_log("distconv.cores"):  # its warning of a malformed quota: never blocks
+            return usable_cores()
     except OSError:  # sched_getaffinity failed
         return os.cpu_count() or 1
 

@@ -15,10 +15,13 @@ meanwhile ends the write at once, and the launcher with 128 + it, not argparse's
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import IO, NoReturn
 
 from .interrupt import kept
@@ -97,3 +100,35 @@ def _write_all(fd: int, data: bytes) -> None:
             data = data[os.write(fd, data) :]
     except OSError:
         pass
+
+
+class BoundedHandler(logging.Handler):
+    """A logging handler that writes each record on stderr within a bound
+    (:func:`write_within`), as logging's last resort formats it (its message alone)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+        except Exception:  # noqa: BLE001 -- logging's own way with a record it cannot format
+            self.handleError(record)
+            return
+        write_within(f"{text}\n", sys.stderr)
+
+
+@contextmanager
+def bounded_log(name: str) -> Iterator[None]:
+    """Within it, logger ``name``'s records (a library's warning: ``distconv.cores``') go to
+    stderr within a bound (:class:`BoundedHandler`) where logging is not set up, as in the
+    launcher's own process: logging's last resort wrote them straight to a stderr that may
+    stall, and the launcher blocked there for good. Where handlers are set up (the launcher
+    called as a function), they are left to it."""
+    logger = logging.getLogger(name)
+    if logger.hasHandlers():
+        yield
+        return
+    handler = BoundedHandler(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
