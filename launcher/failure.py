@@ -244,11 +244,14 @@ class Failure:
         return self.role == "worker" and self.exit_code == PEER_FAILED_STATUS
 
 
-def write_report(path: Path, failure: Failure, max_restarts: int, then: str | None) -> str:
+def write_report(
+    path: Path, failure: Failure, max_restarts: int, then: str | None
+) -> tuple[str, Path | None]:
     """``failure`` as ``failure.json`` at ``path``, whole or not at all (written beside it,
     then renamed); ``then``: what came after it (a signal, a restart that could not start).
     Returns what the report's last line says: where it is, or why it was not written (a full
-    disk: the report on stderr is all there is, not lost)."""
+    disk: the report on stderr is all there is, not lost); and ``path`` where it was written,
+    else None (what a notice of the report's message dropped names)."""
     entry = {**asdict(failure), "max_restarts": max_restarts, "time": time.time()}
     entry["then"] = then
     tmp = path.with_suffix(".json.tmp")
@@ -257,8 +260,8 @@ def write_report(path: Path, failure: Failure, max_restarts: int, then: str | No
         os.replace(tmp, path)
     except OSError as exc:
         _remove(tmp)
-        return f"report not written: {tmp}: {describe_os_error(exc)}"
-    return f"report: {path}"
+        return f"report not written: {tmp}: {describe_os_error(exc)}", None
+    return f"report: {path}", path
 
 
 def _remove(path: Path) -> None:

@@ -380,12 +380,12 @@ class Supervisor:
         """The failure on stderr and in ``failure.json`` (``then``: what came after it, as
         ``stopped by SIGTERM``, or a restart that could not start)."""
         path = self.run_dir / "failure.json"
-        written = write_report(path, failure, max_restarts, then)
+        written, kept = write_report(path, failure, max_restarts, then)
         tail = "\n".join(f"    {line}" for line in failure.tail) or "    (no output)"
         after = f"; then {then}" if then else ""
         self.say(
             f"{failure.describe()} (after {failure.restart} restart(s)){failure.stopped_too()}"
             f"{after}; last lines of {failure.log}:\n{tail}\n{written}",
             level="error",
-            report=path if written == f"report: {path}" else None,  # dropped: still there
+            report=kept,  # where it was written: the message dropped, the report is there
         )
