@@ -51,7 +51,7 @@ from .options import add_k8s_options, add_local_options, add_mpi_options, ignore
 from .owned import LOCAL_OWNED, MPI_OWNED
 from .ports import reserve_ports
 from .run_dir import run_dir_refused
-from .stderr_line import BoundedParser, write_last
+from .stderr_line import BoundedParser, quote_user_values, write_last
 from .stdout import write_stdout
 from .supervisor import ChildSpec, Supervisor
 
@@ -373,6 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``distconv-launch``; returns the exit status."""
     own, rest = split_argv(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(own)
+    quote_user_values(args, rest)  # the error lines show $'a\nb' as distconv train's do
     ignored = ignored_flag(args.command_parser, args)
     if ignored:  # a flag that would change nothing: refused as argparse refuses a bad one
         args.command_parser.error(ignored)

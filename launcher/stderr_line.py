@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, NoReturn
 
@@ -66,6 +66,17 @@ def write_within(text: str, stream: IO[str] | None, patience: float = LAST_LINE_
             writer.join(min(KEPT_LOOK, max(0.0, deadline - time.monotonic())))
     except KeyboardInterrupt:  # a stop signal (launcher.interrupt): the line is given up
         pass
+
+
+def quote_user_values(args: argparse.Namespace, rest: Sequence[str]) -> None:
+    """Have the launcher's error lines show each value the user gave (its flags' in ``args``,
+    the words after ``--`` in ``rest``) that breaks a line or holds another character that
+    does not print as a shell's ``$'...'`` word, as ``distconv train``'s error lines do
+    (:func:`distconv.messages.quote_in_errors`): squeezed onto one line, ``--hostfile
+    $'no\\nfile'`` read ``--hostfile no file``, another path."""
+    from distconv.messages import quote_in_errors
+
+    quote_in_errors([*(v for v in vars(args).values() if isinstance(v, str)), *rest])
 
 
 class BoundedParser(argparse.ArgumentParser):
