@@ -192,8 +192,9 @@ class Supervisor:
                 unshown = terminal.close(drain, bool(self._signals), stop)
                 terminal.shut()  # the pumps it holds up: into the logs alone, then they end
                 self._drain_logs()
-                if unshown:  # through the queue still where shared: the stall goes on
-                    self.say(unshown, level="warning")
+                for said in (unshown, terminal.late()):  # queued still where shared: a stall
+                    if said:  # goes on; the lines that came after the output ended: counted
+                        self.say(said, level="warning")
             # not cut by a second signal: the launcher's own last words (the kill, the stop)
             # are few, and a stall ends this wait all the same
             self.messages.end(child_waits.OUTPUT_DRAIN_SECONDS)

@@ -73,6 +73,8 @@ class Terminal:
         #: child: lines not shown, its log, the numbers of the first and last of them
         self._dropped: dict[str, tuple[int, Path | None, int, int]] = {}
         self._numbers: dict[str, int] = {}  # child: the number of its last line put
+        #: child: its lines refused at the end (:meth:`late`), its log, the last one's number
+        self._late: dict[str, tuple[int, Path, int]] = {}
         self._gone = self._closing = self._ended = False  # ended: the writer is done
         self._shut = False  # the children's lines refused: their pumps drain into the logs
         self._write_since: float | None = None  # monotonic start of the write under way
@@ -98,19 +100,25 @@ class Terminal:
         piece's, as it counts them in a child's wrap-up
         (:meth:`~launcher.output_waits.OutputWaits.moved`). ``report``: the file that holds
         ``line`` too (a launcher's failure report, ``failure.json``), named by the drop
-        notice where it is dropped. False too for a child's line (``log`` given) once
-        :meth:`shut`, also for one waiting for room. ``continued``: ``line`` is a later piece
-        of the line put before (a line over 1 MiB: :class:`launcher.long_line.LongLine`),
-        one line with it in the counts of lines not shown."""
+        notice where it is dropped. A child's line (``log`` given) once :meth:`shut` or the
+        writer has ended, also one waiting for room, is not queued but counted at once, and
+        True (the pump goes on into its log, each line counted: :meth:`late`); the launcher's
+        own then answers False. ``continued``: ``line`` is a later piece of the line put
+        before (a line over 1 MiB: :class:`launcher.long_line.LongLine`), one line with it in
+        the counts of lines not shown."""
         with self._ready:
-            if self._gone or self._ended or (self._shut and log is not None):
+            if self._gone or (self._ended and log is None):
                 return False
             number = self._numbers.get(name, 0) + (0 if continued else 1)
             self._numbers[name] = number
+            if log is not None and (self._ended or self._shut):
+                return self._count_late(name, log, number)
             while self._size and self._size + len(line) > self._bound:  # one always fits
                 stalled = self._stalled_for()
-                if self._gone or (self._shut and log is not None):
+                if self._gone:
                     return False
+                if self._shut and log is not None:
+                    return self._count_late(name, log, number)
                 if stalled >= OUTPUT_STALL_SECONDS:  # dropped, counted: said once it moves
                     count, kept, first, last = self._dropped.get(name, (0, log, number, 0))
                     count += last != number  # a long line's later piece: counted already
@@ -123,6 +131,29 @@ class Terminal:
             self._append((name, log, line, 1, number, number))
             return True
 
+    def _count_late(self, name: str, log: Path, number: int) -> bool:
+        """Count line ``number`` of child ``name`` (under the lock) among those the output
+        took no more (:meth:`late`), once; True, as :meth:`put` answers then."""
+        count, _log, last = self._late.get(name, (0, log, 0))
+        self._late[name] = (count + (last != number), log, number)
+        return True
+
+    def late(self) -> str | None:
+        """What the launcher says of the children's lines that came once the output took no
+        more (:meth:`shut`, or its writer ended at :meth:`close`), which their logs alone
+        have; None where none came. A pump still reading at the end (a pipe the output held
+        up, one a stray holds) passed them on to its log alone, unsaid."""
+        with self._ready:
+            if not self._late:
+                return None
+            said = "; ".join(
+                f"{n} line(s) of {name} ({log})" for name, (n, log, _) in self._late.items()
+            )
+        return (
+            f"the launcher's output took no more lines at the job's end, so it lacks {said}, "
+            "which came after: their logs have them"
+        )
+
     def say(self, line: bytes, report: Path | None = None) -> bool:
         """Queue the launcher's own ``line`` (a message, whole, on stdout's file, ``2>&1``),
         as :meth:`put` queues a child's: after the lines before it, dropped at a stall and
@@ -132,10 +163,11 @@ class Terminal:
         return self.put(LAUNCHER, None, line, report=report)
 
     def shut(self) -> None:
-        """Refuse the children's lines from now on (:meth:`put` answers False, a pump waiting
-        for room too): at the launcher's end, after :meth:`close` gave up on a slow output,
-        their pumps drain their pipes into the logs alone rather than wait on it. The
-        launcher's own lines are still queued (a stall drops them there, never blocking)."""
+        """Refuse the children's lines from now on (:meth:`put` counts them at once, a pump's
+        waiting for room too: :meth:`late`): at the launcher's end, after :meth:`close` gave
+        up on a slow output, their pumps drain their pipes into the logs alone rather than
+        wait on it. The launcher's own lines are still queued (a stall drops them there,
+        never blocking)."""
         with self._ready:
             self._shut = True
             self._ready.notify_all()

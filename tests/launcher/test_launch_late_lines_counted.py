@@ -1,0 +1,60 @@
+"""The lines a child's pump passes on once the launcher's output takes no more (at the job's
+end: the writer ended, or the view shut after a slow reader) are counted and said (k468):
+they reached the child's log alone, and nothing the launcher said counted them, so its output
+lacked them unsaid. Counted, not drained: the end's wait on the output is bounded already, and
+a pump that comes that late (a pipe the output held up, one a stray holds) may never end."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.launcher.launch_cli import ENV, launcher_command, start_unread
+from tests.launcher.test_launch_end_drain import LINES, PRINTS
+from tests.processes import job_env, job_left
+
+
+def _read_slowly_into(stream, into: list[bytes], stop: threading.Event) -> None:
+    """Take the launcher's stdout 4 KiB every 0.5 s (it moves: nothing dropped), into ``into``."""
+    while not stop.is_set() and (chunk := stream.read1(4096)):
+        into.append(chunk)
+        time.sleep(0.5)
+
+
+@pytest.mark.timeout(60)
+def test_the_lines_that_came_after_the_output_ended_are_counted(tmp_path: Path):
+    (tmp_path / "prints.py").write_text(PRINTS)
+    argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "prints.py"]
+    got: list[bytes] = []
+    stop = threading.Event()
+    with job_env(ENV) as env, open(tmp_path / "stderr", "w+") as err:
+        command = launcher_command(OUTPUT_DRAIN_SECONDS=0.5)  # its waits on the output, cut
+        launcher = start_unread(argv, env, tmp_path, err, command)
+        reader = threading.Thread(target=_read_slowly_into, args=(launcher.stdout, got, stop))
+        reader.start()
+        try:
+            status = launcher.wait(timeout=30)
+            stop.set()
+            reader.join(5)
+            got.append(launcher.stdout.read())  # what the pipe still holds: written, shown
+        finally:
+            stop.set()
+            launcher.kill()
+            reader.join(5)
+            launcher.stdout.close()
+        assert job_left(env, 5) == {}
+        err.seek(0)
+        stderr = err.read()
+    assert status == 0, stderr
+    total = LINES + 1  # the log has them all (test_launch_end_drain)
+    shown = b"".join(got).count(b"\n")
+    queued = re.search(r"so it lacks (\d+) line\(s\) of worker-0 ", stderr)  # at the close
+    late = re.search(r"so it lacks (\d+) line\(s\) of worker-0 .*, which came after", stderr)
+    assert late is not None, stderr
+    # every line shown, queued at the end, or counted as late; late ones never shown
+    assert shown + int(queued[1]) + int(late[1]) >= total, (shown, stderr)
+    assert shown + int(late[1]) <= total, (shown, stderr)
