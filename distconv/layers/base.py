@@ -18,6 +18,7 @@ from distconv.layers.errors import (  # noqa: F401  (imported from here)
     LayerError,
     LayerResultError,
     LayerTypeError,
+    SkippedBaseInit,
     checked,
     checked_shared,
     named,
@@ -92,7 +93,10 @@ class Layer:
         # layer's __init__ never ran the base's, which a Network's add says; run by hand, it
         # failed far away, "'Widths' object has no attribute 'name'"
         if name in _BASE_FIELDS and is_dataclass(self):
-            refuse_skipped_base_init(self, "_params", _BASE_CALL)
+            try:  # an AttributeError too: hasattr(layer, "name") is False, as for any
+                refuse_skipped_base_init(self, "_params", _BASE_CALL)
+            except TypeError as exc:
+                raise SkippedBaseInit(str(exc), name=name, obj=self) from None
         return object.__getattribute__(self, name)  # a property's own AttributeError, again
 
     # -- parameters ---------------------------------------------------------------------------

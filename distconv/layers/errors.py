@@ -26,6 +26,13 @@ class LayerResultError(LayerTypeError):
     which a Network does not take for integer values fed to it."""
 
 
+class SkippedBaseInit(AttributeError, TypeError):
+    """A base field read on a dataclass layer whose base ``__init__`` never ran: a TypeError,
+    as a Network's ``add`` tells it, and an AttributeError, so that ``hasattr`` and
+    ``getattr(layer, name, default)`` (copy, IPython, a test's repr probing) answer as for
+    any missing attribute instead of raising."""
+
+
 class Fails(Protocol):
     """Anything that builds its own LayerError: a layer, or a part of one."""
 

@@ -2,6 +2,7 @@
 repeated base ``__init__``, whose error a C callback's is, a ``ValueError`` subclass still
 catchable by its type, the feed blamed by identity, a dataclass layer run by hand."""
 
+import copy
 import functools
 import operator
 import pickle
@@ -119,3 +120,16 @@ def test_a_layer_s_own_buffer_of_a_feed_s_dtype_is_not_blamed_on_that_feed(buffe
     with pytest.raises(TypeError, match=r"^Cannot cast ufunc '(add|multiply)' output") as e:
         net.forward(feeds)
     assert type(e.value) is not NetworkError, e.value
+
+
+def test_a_dataclass_layer_that_skips_the_base_s_init_can_still_be_probed():
+    """Its clear TypeError came out of ``hasattr(layer, "name")`` and ``getattr(layer, "output",
+    None)`` too, which copy, IPython and a test's repr use to probe a value: they raised
+    instead of answering False or the default. Used, it is still told so, as a TypeError."""
+    layer = Widths()
+    assert not hasattr(layer, "name")
+    assert getattr(layer, "output", "absent") == "absent"
+    assert repr(copy.deepcopy(layer)) == repr(pickle.loads(pickle.dumps(layer))) == repr(layer)
+    with pytest.raises(AttributeError, match=r"^Widths was made without calling") as e:
+        layer.forward(Arg(np.ones((2, 3))))
+    assert isinstance(e.value, TypeError) and e.value.name == "name" and e.value.obj is layer
