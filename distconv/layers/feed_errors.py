@@ -97,11 +97,13 @@ def _written(frame: Any, lasti: int) -> Any:
     lines = linecache.getlines(frame.f_code.co_filename)[first - 1 : last] if first else []
     if not lines or start is None or end is None:
         return None
-    lines[-1] = lines[-1][:end]
-    lines[0] = lines[0][start:]
+    # columns count UTF-8 bytes: a "µ" before the target, read as characters, cut it wrong
+    spans = [line.encode() for line in lines]
+    spans[-1] = spans[-1][:end]
+    spans[0] = spans[0][start:]
     try:
-        node = ast.parse("".join(lines).strip()).body[0]
-    except (SyntaxError, IndexError):
+        node = ast.parse(b"".join(spans).decode(errors="replace").strip()).body[0]
+    except (SyntaxError, ValueError, IndexError):
         return None
     if isinstance(node, ast.AugAssign):
         target = _resolve(node.target, frame.f_locals)
