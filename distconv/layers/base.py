@@ -138,6 +138,8 @@ class Layer:
                 error = self.fail(f"{key}: {exc}")
                 if isinstance(exc, TypeError):  # a TypeError still, for callers that catch one
                     error = LayerTypeError(str(error))
+                else:  # an initialiser's LinAlgError (a cholesky) still caught by its class
+                    error = named(error, exc)
                 raise error from (exc if callable(init) else None)
             return self.new_param(key, value)
         return self.add_param(key, checked_shared(self, key, shared, shape))

@@ -135,3 +135,26 @@ def test_a_dataclass_layer_that_skips_the_base_s_init_can_still_be_probed():
     with pytest.raises(AttributeError, match=r"^Widths was made without calling") as e:
         layer.forward(Arg(np.ones((2, 3))))
     assert isinstance(e.value, TypeError) and e.value.name == "name" and e.value.obj is layer
+
+
+def _from_a_singular_covariance(shape, fan_in, fan_out, rng):
+    """An initialiser of one's own drawing correlated weights: numpy's cholesky refuses a
+    covariance that is not positive definite."""
+    return np.linalg.cholesky(np.zeros((shape[0], shape[0]))) @ rng.standard_normal(shape)
+
+
+class DrawsOwn(Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = self.make_weight(
+            "w", (3, 2), init=_from_a_singular_covariance, fan_in=3, fan_out=2, dtype=np.float64
+        )
+
+
+def test_a_value_error_subclass_raised_in_one_s_own_initialiser_is_still_caught_by_its_class():
+    """forward's LinAlgError came out of both classes; one raised while drawing a weight was a
+    plain LayerError "DrawsOwn: w: Matrix is not positive definite", ``except LinAlgError``
+    around the layer's construction caught nothing."""
+    with pytest.raises(np.linalg.LinAlgError, match=r"^DrawsOwn: w: Matrix is not positive") as e:
+        DrawsOwn()
+    assert isinstance(e.value, LayerError) and type(e.value.__cause__) is np.linalg.LinAlgError
