@@ -57,14 +57,17 @@ def checked(owner: Fails, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)``, a ValueError from it re-raised as ``owner.fail`` (naming it).
 
     Kernels check shapes and raise plain ValueErrors; layers call them through this so that the
-    message also says which layer (and which part of it) was given the bad argument.
+    message also says which layer (and which part of it) was given the bad argument. A
+    kernel's own traceback is left out (its message says it all); a function of one's own
+    keeps its, chained: the line of it that raised was shown nowhere.
     """
     try:
         return fn(*args, **kwargs)
     except LayerError:
         raise
     except ValueError as exc:
-        raise named(owner.fail(str(exc)), exc) from None
+        ours = (getattr(fn, "__module__", None) or "").startswith("distconv.")
+        raise named(owner.fail(str(exc)), exc) from (None if ours else exc)
 
 
 #: the classes :func:`named` made, by (the layer's error class, the error's)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from distconv import Arg, Network
-from distconv.layers.base import Layer, LayerError
+from distconv.layers.base import Layer, LayerError, checked
 from distconv.network import NetworkError
 from tests.layers.test_researcher_base_init import BaseTwice, Widths
 from tests.layers.test_researcher_callbacks import FiresDirectly
@@ -158,3 +158,28 @@ def test_a_value_error_subclass_raised_in_one_s_own_initialiser_is_still_caught_
     with pytest.raises(np.linalg.LinAlgError, match=r"^DrawsOwn: w: Matrix is not positive") as e:
         DrawsOwn()
     assert isinstance(e.value, LayerError) and type(e.value.__cause__) is np.linalg.LinAlgError
+
+
+def _widths_of(x):
+    """A check of one's own, as a researcher's layer runs it through ``checked``."""
+    if x.shape[1] % 2:
+        raise ValueError(f"an even width is needed, got {x.shape[1]}")
+    return x.shape[1] // 2
+
+
+class Halves(Layer):
+    def _forward(self, x):
+        half = checked(self, _widths_of, x.value)
+        return x.value[:, :half] + x.value[:, half:]
+
+
+def test_checked_keeps_the_traceback_of_a_function_of_one_s_own():
+    """``checked`` re-raised "Halves: an even width is needed, got 3" from None: the line of
+    one's own function that raised was shown nowhere. A kernel's stays left out."""
+    with pytest.raises(LayerError, match=r"^Halves: an even width is needed, got 3$") as e:
+        Halves().forward(Arg(np.ones((2, 3))))
+    assert type(e.value.__cause__) is ValueError
+    assert e.value.__cause__.__traceback__.tb_next.tb_frame.f_code is _widths_of.__code__
+    with pytest.raises(LayerError, match="unknown activation") as e:
+        Halves(act="relu6")
+    assert e.value.__cause__ is None and e.value.__suppress_context__
