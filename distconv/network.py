@@ -260,7 +260,7 @@ class Network:
             except LayerError as exc:
                 computed = [i for i in self.wiring[name] if i not in fed]
                 where = f" (inputs computed by layers: {computed})" if computed else ""
-                raise NetworkError(f"{exc}{where}") from None
+                raise NetworkError(f"{exc}{where}") from exc  # the layer's, its cause kept
             for pname, ids in reads:
                 if pname in sparse:
                     found.setdefault(pname, []).append(ids.reshape(-1))

@@ -183,3 +183,30 @@ def test_checked_keeps_the_traceback_of_a_function_of_one_s_own():
     with pytest.raises(LayerError, match="unknown activation") as e:
         Halves(act="relu6")
     assert e.value.__cause__ is None and e.value.__suppress_context__
+
+
+class ReadsRows(Layer):
+    """A sparse table of one's own whose rows_read refuses ids past its rows, its own check
+    chained to numpy's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = self.new_param("table", np.zeros((4, 2)))
+        self.table.sparse_rows = True
+
+    def rows_read(self, feeds):
+        try:
+            return [(self.table.name, np.take(np.arange(4), feeds[0].ids, mode="raise"))]
+        except IndexError as exc:
+            raise self.fail(f"ids past the table's 4 rows: {exc}") from exc
+
+
+def test_rows_needed_keeps_the_layer_s_error_as_the_cause():
+    """rows_needed re-raised the layer's LayerError as a NetworkError from None: the layer's
+    error, and the error it chained (numpy's IndexError here), were lost."""
+    net = Network()
+    net.add("rows", ReadsRows(), inputs="words")
+    with pytest.raises(NetworkError, match=r"^ReadsRows 'rows': ids past the table's") as e:
+        net.rows_needed({"words": Arg(ids=np.array([1, 9]))})
+    assert isinstance(e.value.__cause__, LayerError)
+    assert isinstance(e.value.__cause__.__cause__, IndexError)
