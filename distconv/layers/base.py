@@ -25,6 +25,7 @@ from distconv.layers.errors import (  # noqa: F401  (imported from here)
 )
 from distconv.layers.modes import forward_only, keeps_for_backward  # noqa: F401  (imported from here)
 from distconv.layers.settings import public_settings
+from distconv.layers.source_spans import touches_grad_of
 from distconv.parameter import Parameter, UpdateCallback, callback_problem
 
 #: what a layer's ``__init__`` must call, and why (:func:`~distconv.base_init.checks_base_init`)
@@ -248,10 +249,12 @@ class Layer:
             # "unsupported operand type(s) for +=: 'NoneType' and 'float'" named neither the
             # layer nor the frozen parameter whose absent gradient a _backward added into; one
             # from a callback (the sync's, an optimizer's) is its own, not the frozen weight's
-            frozen = [p.name for p in self.parameters() if p.grad is None]
+            static = [p for p in self.parameters() if p.grad is None]
+            frozen = [p.name for p in static]
             if not frozen or "NoneType" not in str(exc) or isinstance(exc, LayerError):
                 raise
-            if through_callback(exc, callback):
+            # nor one whose line touched no frozen gradient (a cache of its own left None)
+            if through_callback(exc, callback) or touches_grad_of(exc, static) is False:
                 raise
             raise LayerTypeError(
                 f"{self.label}: backward failed ({exc}); static parameter(s) {frozen} have no "

@@ -6,8 +6,6 @@ read only where a forward failed: nothing on the healthy path."""
 
 from __future__ import annotations
 
-import ast
-import linecache
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,6 +15,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_array
 from distconv.layers.base import LayerTypeError
+from distconv.layers.source_spans import failing_span, resolve, written_target
 
 #: numpy's refusals of integer or bool values, whole phrases ("Cannot cast ufunc 'add' output
 #: ...", older numpy's "... could not be coerced to provided output parameter", "numpy boolean
@@ -90,45 +89,12 @@ def _written(frame: Any, lasti: int) -> Any:
     assignment's target, a call's ``out=``): the array, or ``...`` where the expression
     cannot be read without running code (a dict's item); None where the line writes nothing
     or cannot be read (a compiled frame; Python 3.10 keeps no columns)."""
-    positions = getattr(frame.f_code, "co_positions", None)
-    if positions is None:
+    node = failing_span(frame, lasti)
+    expr = written_target(node) if node is not None else None
+    if expr is None:
         return None
-    first, last, start, end = list(positions())[lasti // 2]
-    lines = linecache.getlines(frame.f_code.co_filename)[first - 1 : last] if first else []
-    if not lines or start is None or end is None:
-        return None
-    # columns count UTF-8 bytes: a "µ" before the target, read as characters, cut it wrong
-    spans = [line.encode() for line in lines]
-    spans[-1] = spans[-1][:end]
-    spans[0] = spans[0][start:]
-    try:
-        node = ast.parse(b"".join(spans).decode(errors="replace").strip()).body[0]
-    except (SyntaxError, ValueError, IndexError):
-        return None
-    if isinstance(node, ast.AugAssign):
-        target = _resolve(node.target, frame.f_locals)
-    else:
-        call = node.value if isinstance(node, (ast.Expr, ast.Assign, ast.Return)) else None
-        outs = [k.value for k in getattr(call, "keywords", ()) if k.arg == "out"]
-        if not outs:
-            return None
-        target = _resolve(outs[0], frame.f_locals)
+    target = resolve(expr, frame.f_locals)
     return target if is_array(target) else ...
-
-
-def _resolve(expr: ast.expr, names: dict[str, Any]) -> Any:
-    """What ``expr`` (a name, its attributes, a slice of one) holds, read without running
-    code of its own (an object's ``__dict__``, an Arg's values); None where it cannot be."""
-    if isinstance(expr, ast.Name):
-        return names.get(expr.id)
-    if isinstance(expr, ast.Subscript):  # a view: it shares the array's memory
-        return _resolve(expr.value, names)
-    if isinstance(expr, ast.Attribute):
-        owner = _resolve(expr.value, names)
-        if isinstance(owner, Arg):
-            return owner.value if expr.attr == "value" else None
-        return getattr(owner, "__dict__", {}).get(expr.attr)
-    return None
 
 
 def _arrays(value: Any) -> list[Any]:

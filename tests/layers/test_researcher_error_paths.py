@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from distconv import Arg, Network
-from distconv.layers.base import Layer, LayerError, checked
+from distconv.layers.base import Layer, LayerError, LayerTypeError, checked
 from distconv.network import NetworkError
+from tests.layers.researcher_layers import Scale
 from tests.layers.test_researcher_base_init import BaseTwice, Widths
 from tests.layers.test_researcher_callbacks import FiresDirectly
 
@@ -210,3 +211,43 @@ def test_rows_needed_keeps_the_layer_s_error_as_the_cause():
         net.rows_needed({"words": Arg(ids=np.array([1, 9]))})
     assert isinstance(e.value.__cause__, LayerError)
     assert isinstance(e.value.__cause__.__cause__, IndexError)
+
+
+class ForgetsItsCache(Scale):
+    """Its backward reads a cache of its own it never filled: its own None, not a frozen
+    weight's gradient."""
+
+    cache = None
+
+    def _backward(self, dz, callback):
+        self.w.grad += (dz * self.cache).sum(0)
+
+
+class AddsThroughAlias(Scale):
+    """Adds into its weight's gradient through a variable: None where the weight is frozen."""
+
+    def _backward(self, dz, callback):
+        g = self.w.grad
+        g += dz.sum(0)
+
+
+def test_a_none_of_the_layer_s_own_is_not_blamed_on_its_frozen_weight():
+    """Any TypeError naming NoneType, in a layer with a frozen weight, was re-raised as
+    "static parameter(s) ['ForgetsItsCache.b'] have no gradient": the layer's own None cache
+    was the matter. A line adding into the frozen gradient is still told so."""
+    layer = ForgetsItsCache(3)
+    layer.b.set_static(True)
+    layer.forward(Arg(np.ones((2, 3))))
+    layer.output.grad = np.ones((2, 3))
+    with pytest.raises(TypeError, match=r"^unsupported operand type\(s\) for \*: 'float' and 'No"):
+        layer.backward(lambda p: None)
+    layer.cache = np.ones(3)
+    layer.w.set_static(True)
+    with pytest.raises(LayerTypeError, match=r"\['ForgetsItsCache.w', 'ForgetsItsCache.b'\]"):
+        layer.backward(lambda p: None)
+    alias = AddsThroughAlias(3)  # the line names no gradient, but adds into a None
+    alias.w.set_static(True)
+    alias.forward(Arg(np.ones((2, 3))))
+    alias.output.grad = np.ones((2, 3))
+    with pytest.raises(LayerTypeError, match=r"\['AddsThroughAlias.w'\] have no gradient"):
+        alias.backward(lambda p: None)
