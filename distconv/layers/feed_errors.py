@@ -15,7 +15,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_array
 from distconv.layers.base import LayerTypeError
-from distconv.layers.source_spans import failing_span, resolve, written_target
+from distconv.layers.source_spans import failing_span, plain_array, resolve, written_target
 
 #: numpy's refusals of integer or bool values, whole phrases ("Cannot cast ufunc 'add' output
 #: ...", older numpy's "... could not be coerced to provided output parameter", "numpy boolean
@@ -94,15 +94,15 @@ def _written(frame: Any, lasti: int) -> Any:
     if expr is None:
         return None
     target = resolve(expr, frame.f_locals)
-    return target if is_array(target) else ...
+    return target if plain_array(target) else ...
 
 
 def _arrays(value: Any) -> list[Any]:
     """The arrays ``value`` is or holds: an Arg's values, the items of a tuple or list."""
-    if isinstance(value, (tuple, list)):
-        return [a for v in value if not isinstance(v, (tuple, list)) for a in _arrays(v)]
-    value = value.value if isinstance(value, Arg) else value
-    return [value] if is_array(value) else []
+    if issubclass(type(value), (tuple, list)):  # by type: no object of one's own is asked
+        return [a for v in value if not issubclass(type(v), (tuple, list)) for a in _arrays(v)]
+    value = value.value if issubclass(type(value), Arg) else value
+    return [value] if plain_array(value) else []
 
 
 def _shared(a: Any, b: Any) -> bool:

@@ -7,9 +7,13 @@ from __future__ import annotations
 import ast
 import linecache
 from collections.abc import Iterable
+from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from distconv.arg import Arg
+from distconv.backend import is_array
 
 
 def failing_span(frame: Any, lasti: int) -> ast.stmt | None:
@@ -52,10 +56,23 @@ def resolve(expr: ast.expr, names: dict[str, Any]) -> Any:
         return resolve(expr.value, names)
     if isinstance(expr, ast.Attribute):
         owner = resolve(expr.value, names)
-        if isinstance(owner, Arg):
+        if issubclass(type(owner), Arg):
             return owner.value if expr.attr == "value" else None
-        return getattr(owner, "__dict__", {}).get(expr.attr)
+        try:  # not getattr: a __getattr__ of one's own ran (one with __slots__), and raised
+            attrs = object.__getattribute__(owner, "__dict__")
+        except AttributeError:
+            return None
+        return attrs.get(expr.attr) if isinstance(attrs, (dict, MappingProxyType)) else None
     return None
+
+
+def plain_array(value: Any) -> bool:
+    """Whether ``value`` is numpy's or cupy's array (or scalar), told first by its type: any
+    other object's ``dtype`` or ``shape`` (a property, a ``__getattr__`` of one's own) is not
+    run to ask, which raised out of an error's reading."""
+    kind = type(value)
+    known = issubclass(kind, (np.ndarray, np.generic)) or kind.__module__.startswith("cupy")
+    return known and is_array(value)
 
 
 def touches_grad_of(exc: BaseException, params: Iterable[Any]) -> bool | None:

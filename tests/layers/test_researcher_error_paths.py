@@ -251,3 +251,63 @@ def test_a_none_of_the_layer_s_own_is_not_blamed_on_its_frozen_weight():
     alias.output.grad = np.ones((2, 3))
     with pytest.raises(LayerTypeError, match=r"\['AddsThroughAlias.w'\] have no gradient"):
         alias.backward(lambda p: None)
+
+
+class Tally:
+    """A record of one's own over a dict, with no ``__dict__``: its ``__getattr__`` raises
+    KeyError for any name it does not hold, as a careless one does."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, **fields):
+        object.__setattr__(self, "_fields", fields)
+
+    def __getattr__(self, name):
+        return self._fields[name]
+
+    def __setattr__(self, name, value):
+        self._fields[name] = value
+
+
+class Schedule:
+    """Its ``dtype`` is computed, and fails before the schedule is set."""
+
+    @property
+    def dtype(self):
+        raise RuntimeError("the schedule was never set")
+
+
+class ReadsOwnObjects(Layer):
+    """Holds objects of one's own near the line numpy refuses: asking them anything runs
+    code of one's own."""
+
+    num_inputs = 2
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how, self.tally = how, Tally(counts=np.zeros(3, np.int64))
+
+    def _forward(self, x, mask):
+        schedule = Schedule()
+        if self.how == "in place":
+            self.tally.counts += x.value.sum(0)  # its own int64 buffer
+        else:
+            np.subtract(mask.value, mask.value)  # the bool feed's: numpy refuses it
+        return x.value * mask.value + (schedule is None)
+
+
+@pytest.mark.parametrize("how", ["in place", "bool feed"])
+def test_reading_the_failing_line_runs_no_code_of_one_s_own(how):
+    """Whose a casting error was ran the layer's own objects' code: Tally's __getattr__
+    ("__dict__") raised KeyError, a local's dtype property its RuntimeError, either one
+    coming out of forward in place of numpy's error or the feed's."""
+    net = Network()
+    net.add("own", ReadsOwnObjects(how), inputs=["x", "mask"])
+    feeds = {"x": Arg(np.ones((4, 3))), "mask": Arg(np.ones((4, 3), bool))}
+    error, match = (
+        (TypeError, r"^Cannot cast ufunc 'add' output")
+        if how == "in place"
+        else (NetworkError, r"input 'mask' holds bool values")
+    )
+    with pytest.raises(error, match=match):
+        net.forward(feeds)
