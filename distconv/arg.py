@@ -150,18 +150,21 @@ def not_finite(
     return None
 
 
-#: (id of a host array, the dtype it is fed as) -> a weak reference to the array, and its shape
-#: and dtype, when :func:`not_finite_once` proved it finite: a memory-mapped set was read whole
-#: on every rank at every ``fit``. The reference's callback drops the entry with the array.
+#: (id of a read-only host array, the dtype it is fed as) -> a weak reference to the array, and
+#: its shape and dtype, when :func:`not_finite_once` proved it finite: a memory-mapped set was
+#: read whole on every rank at every ``fit``. The reference's callback drops the entry with the
+#: array.
 _PROVED_FINITE: dict[tuple[int, str], tuple[weakref.ref[Any], tuple[int, ...], Any]] = {}
 
 
 def not_finite_once(arrays: Mapping[str, Any], dtype: Any = None) -> str | None:
-    """:func:`not_finite`, skipping each array that an earlier call proved finite as fed in
-    ``dtype``: the same object (not another one at its address), of the same shape and dtype.
-    Another array, or the same one reshaped or viewed as another dtype, is scanned again; one
-    written in place since is not (the network still refuses a batch holding NaN, by feed).
-    An object that takes no weak reference is scanned every time."""
+    """:func:`not_finite`, skipping each read-only array (``np.load(..., mmap_mode="r")``)
+    that an earlier call proved finite as fed in ``dtype``: the same object (not another one at
+    its address), of the same shape and dtype. Another array, or the same one reshaped or viewed
+    as another dtype, is scanned again. A writable one is scanned every time: a script writes
+    it in place between fits (a buffer refilled per stage, ``x /= std``), and the network's
+    check of each batch named the feed, not the rows, and a test set's only after an epoch of
+    training. So is an object that takes no weak reference."""
     fed = str(np.dtype(dtype)) if dtype is not None else ""
     unproved = {n: a for n, a in arrays.items() if not _proved_finite(a, fed)}
     where = not_finite(unproved, dtype)
@@ -176,7 +179,19 @@ def _proved_finite(a: Any, fed: str) -> bool:
     return ref is not None and ref() is a and shape == tuple(a.shape) and dtype == a.dtype
 
 
+def _read_only(a: Any) -> bool:
+    """Whether neither ``a`` nor an array it views can be written (a view made read-only of a
+    writable array changes with it)."""
+    while isinstance(a, np.ndarray):
+        if a.flags.writeable:
+            return False
+        a = a.base
+    return True
+
+
 def _remember_finite(a: Any, fed: str) -> None:
+    if not _read_only(a):  # written in place before the next fit, it would not be read again
+        return
     key = (id(a), fed)
 
     def forget(ref: weakref.ref[Any]) -> None:  # only its own entry: the address is reused

@@ -147,8 +147,8 @@ def training_dtype(dtype: Any) -> Any:
 
 def refuse_not_finite(train: Arrays, test: Arrays | None, dtype: Any = None) -> None:
     """Refuse a training or test set holding NaN or infinity as fed in ``dtype``, naming its
-    rows (:func:`~distconv.arg.not_finite_once`: an array proved finite by an earlier ``fit``
-    is not read again). Device arrays are left to the network's check of each batch.
+    rows (:func:`~distconv.arg.not_finite_once`: a read-only array proved finite by an earlier
+    ``fit`` is not read again). Device arrays are left to the network's check of each batch.
 
     Every rank reads all of the training set: each epoch's shards are strided over another
     permutation, so a rank's rows over the run are the whole set.

@@ -33,16 +33,25 @@ def scanned(monkeypatch) -> list[list[str]]:
 
 
 def _memmapped(tmp_path, name: str, a: np.ndarray) -> np.memmap:
-    mapped = np.memmap(tmp_path / name, a.dtype, "w+", shape=a.shape)
-    mapped[...] = a
-    return mapped
+    """``a`` written to a file, mapped read-only, as ``np.load(..., mmap_mode="r")`` maps it."""
+    np.save(tmp_path / f"{name}.npy", a)
+    return np.load(tmp_path / f"{name}.npy", mmap_mode="r")
 
 
-def test_fits_on_one_memory_mapped_set_scan_it_once_and_a_new_array_again(tmp_path, scanned):
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+def _trainer() -> Trainer:
     net = Network()
     net.add("fc", FullyConnected(4, 3), "x")
     net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
-    trainer = Trainer(net, LocalSync(SGD(lr=0.1)), batch_size=8, accuracy=None)
+    return Trainer(net, LocalSync(SGD(lr=0.1)), batch_size=8, accuracy=None)
+
+
+def test_fits_on_one_memory_mapped_set_scan_it_once_and_a_new_array_again(tmp_path, scanned):
+    trainer = _trainer()
     train = _data()
     train["x"] = _memmapped(tmp_path, "x", train["x"])
     trainer.fit(train, epochs=1)
@@ -57,13 +66,40 @@ def test_fits_on_one_memory_mapped_set_scan_it_once_and_a_new_array_again(tmp_pa
 def test_another_array_at_a_freed_one_s_address_or_another_fed_type_is_scanned_again():
     """A cache by ``id`` alone took a new array allocated where a proved one was freed."""
     for _ in range(20):  # numpy's allocator hands the freed address back, mostly at once
-        proved = np.zeros((8, 3), np.float32)
+        proved = _read_only(np.zeros((8, 3), np.float32))
         assert not_finite_once({"x": proved}) is None
         del proved
         fresh = np.zeros((8, 3), np.float32)
         fresh[2, 0] = np.nan
+        fresh = _read_only(fresh)
         assert not_finite_once({"x": fresh}) == "'x' holds NaN or infinity in 1 row(s): 2"
-    wide = np.full((4, 2), 1e5, np.float32)
+    wide = _read_only(np.full((4, 2), 1e5, np.float32))
     assert not_finite_once({"x": wide}) is None
     assert "as float16" in not_finite_once({"x": wide}, np.dtype(np.float16))
     assert not_finite_once({"x": wide.reshape(2, 4)}) is None  # a view: another object
+
+
+@pytest.mark.parametrize("which", ["training", "test"])
+def test_a_writable_set_written_in_place_between_fits_is_named_by_its_rows_before_a_step(
+    which,
+):
+    """A buffer refilled between fits (the same object, shape and dtype) was not read again:
+    the test set's NaN stopped the run after an epoch of training, by feed, not by rows (review
+    k472)."""
+    train, test = _data(), _data(16)
+    trainer = _trainer()
+    trainer.fit(train, test, epochs=1)
+    (train if which == "training" else test)["x"][3, 1] = np.nan
+    before = trainer.network["fc"].weight.value.copy()
+    with pytest.raises(DataError, match=rf"^the {which} set's 'x' .* 1 row\(s\): 3$"):
+        trainer.fit(train, test, epochs=2)
+    np.testing.assert_array_equal(trainer.network["fc"].weight.value, before)  # no step ran
+
+
+def test_a_read_only_view_of_a_writable_array_is_scanned_again():
+    """Its values change with the array it views."""
+    x = np.zeros((8, 3), np.float32)
+    view = _read_only(x.view())
+    assert not_finite_once({"x": view}) is None
+    x[6, 2] = np.inf
+    assert not_finite_once({"x": view}) == "'x' holds NaN or infinity in 1 row(s): 6"
