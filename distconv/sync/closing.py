@@ -45,14 +45,15 @@ def closes_once(
     its base ``__init__`` never ran on, there is nothing to let go: it raises that clear error
     (``check_made``'s) where nothing else propagates, and does nothing where something does
     (``try: sync.setup() finally: sync.close()``: setup's TypeError goes on, not masked by an
-    AttributeError on a field the base's ``__init__`` sets)."""
+    AttributeError on a field the base's ``__init__`` sets). A clean end propagating counts
+    too (``sys.exit(0)``, which :func:`closing_error` calls none): it ended in the TypeError."""
 
     @functools.wraps(close)
     def once(self: Any) -> None:
         if self.closed:  # a script's own close, then the one in its finally
             return
         if unmade(self):
-            if closing_error() is None:
+            if sys.exc_info()[1] is None:
                 self.check_made()
             return
         try:

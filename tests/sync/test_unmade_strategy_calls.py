@@ -4,6 +4,7 @@ entry point, not only the Trainer's and ``setup``'s (review k469)."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import pytest
 
@@ -54,3 +55,16 @@ def test_close_in_a_finally_leaves_setup_s_error_unmasked(transport):
         finally:
             sync.close()
     assert info.value.__context__ is None  # setup's own, not one raised while it propagated
+
+
+@pytest.mark.parametrize("transport", ["plain", "local", "mpi", "pserver"])
+def test_close_in_a_finally_leaves_a_clean_exit_clean(transport):
+    """``sys.exit(0)`` propagating is something propagating: close raised the TypeError over
+    it, and the script ended with status 1 (review k472)."""
+    sync = _unmade(transport)
+    with pytest.raises(SystemExit) as info:
+        try:
+            sys.exit(0)
+        finally:
+            sync.close()
+    assert info.value.code == 0 and info.value.__context__ is None
