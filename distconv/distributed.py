@@ -318,12 +318,12 @@ def build_sync(
     options = _check_options(options)
     options = {k: v for k, v in options.items() if k in TRANSPORT_OPTIONS.get(kind, options)}
     if kind == "local":
-        if runtime.world_size > 1:
-            raise RuntimeConfigError(  # "--sync" alone named a flag a script lacks
-                f"this process is rank {runtime.rank} of {runtime.world_size} "
-                f"({runtime.source}), but local sync trains alone; use --sync pserver or mpi, "
-                "started with parameter servers (distconv-launch local --servers 1 or more) or "
-                "under MPI (distconv-launch mpi, mpiexec), as a script's init() picks itself"
+        if runtime.world_size > 1:  # distconv train refuses it first, in its own words
+            raise RuntimeConfigError(
+                f"this process is rank {runtime.rank} of {runtime.world_size} ({runtime.source})"
+                ", but local sync trains alone; use sync='pserver' or 'mpi' (--sync pserver or mpi "
+                "to distconv train), or leave sync out and init() picks it, with parameter servers "
+                "(distconv-launch local --servers 1 or more) or under MPI (distconv-launch mpi)"
             )
         if mpi_launcher_size() > 1:  # --rank 0 --world-size 1: ranks beside it would hang
             raise RuntimeConfigError(
