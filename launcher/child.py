@@ -358,9 +358,9 @@ class Child:
         self._waiter.join()
         self._drained()
 
-    def drain_log(self, timeout: float, stop: Callable[[], bool] | None = None) -> bool:
-        """Up to ``timeout`` s, till ``stop()``, for a held pump to drain (OutputPipe.drain)."""
-        return not self._drains or not self._output or self._output.drain(self._pump, timeout, stop)
+    def drain_log(self, timeout: float) -> bool:
+        """Up to ``timeout`` s for a held pump to drain its pipe (:meth:`OutputPipe.drain`)."""
+        return not self._drains or self._output is None or self._output.drain(self._pump, timeout)
 
     @property
     def victim(self) -> bool:

@@ -191,25 +191,18 @@ class OutputPipe:
         while alive() and not self._began.wait(0.05):
             continue
 
-    def drain(
-        self, pump: threading.Thread, timeout: float, stop: Callable[[], bool] | None = None
-    ) -> bool:
+    def drain(self, pump: threading.Thread, timeout: float) -> bool:
         """At the launcher's end, the pump no longer held up by its output: up to ``timeout``
         seconds for it to take what the pipe holds now, its line under way ended
         (:meth:`end_line`; a process outside the child's group may hold the pipe for good), or
-        to reach the pipe's end; no longer once ``stop()`` holds (a second stop signal);
-        whether it did."""
+        to reach the pipe's end; whether it did. (A second stop signal does not cut it: the
+        log is the whole record.)"""
         deadline = time.monotonic() + timeout
-
-        def over(_at: float = 0.0) -> bool:
-            return time.monotonic() >= deadline or (stop is not None and stop())
-
         # looked at each 0.05 s: a pump past the pipe's end (its last line still being handed
         # on) never answers, and must not spend the budget the other children share
-        if self.end_line(min(timeout, 0.05), over):
+        if self.end_line(min(timeout, 0.05), lambda at: time.monotonic() >= deadline):
             return True
-        while pump.is_alive() and not over():  # it was at the pipe's end already
-            pump.join(min(0.05, max(0.0, deadline - time.monotonic())))
+        pump.join(max(0.0, deadline - time.monotonic()))  # it was at the pipe's end already
         return not pump.is_alive()
 
     def end_line(self, timeout: float, stuck: Callable[[float], bool] | None = None) -> bool:

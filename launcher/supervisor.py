@@ -20,13 +20,13 @@ The rules (issue 11, "Gang semantics"):
   in any worker's group, the servers get their stop signals (a shard: SIGTERM, then SIGINT,
   which ends its drain at once), each group's followed by SIGCONT for a stopped process. At
   ``grace`` seconds after the first SIGTERM, or at a second signal to the launcher, whatever is
-  left is killed; a second signal also cuts short the end's bounded waits on a slow output and
-  on the pipes it held up. A group counts until its last process is gone, not only its leader:
-  a wrapper script that exits at once leaves the trainer its grace. On Linux each child also
-  asks the kernel for SIGTERM when the launcher dies (``PR_SET_PDEATHSIG``), so even a
-  SIGKILLed launcher takes its children with it. A process that leaves its group (``setsid``,
-  a daemon) is out of reach; holding a child's output, it is said, and that output not waited
-  for.
+  left is killed; a second signal also cuts short the end's bounded waits on a slow output
+  (not the pipes' drain into the logs: the record). A group counts until its last process is
+  gone, not only its leader: a wrapper script that exits at once leaves the trainer its grace.
+  On Linux each child also asks the kernel for SIGTERM when the launcher dies
+  (``PR_SET_PDEATHSIG``), so even a SIGKILLed launcher takes its children with it. A process
+  that leaves its group (``setsid``, a daemon) is out of reach; holding a child's output, it
+  is said, and that output not waited for.
 - The failure reported is the one that happened first: each child's exit time is taken by a
   thread waiting on it, so two children failing within one poll are told apart. A worker that
   exited 75 stopped because another rank failed (``distconv train``'s PeerFailed: the shard
@@ -364,16 +364,14 @@ class Supervisor:
         holds now where a process outside the child's group keeps it open for good
         (:meth:`~launcher.long_line.OutputPipe.drain`). The pumps are daemons, and each log must
         be the whole record though the launcher's output took none of it. A pipe not drained
-        by then, or at a second stop signal (:meth:`_stop_now`), is said."""
+        by then is said. A second stop signal does not cut it short: it is the record's (the
+        logs must hold every line; only the output's view may be cut), and bounded."""
         deadline = time.monotonic() + END_DRAIN_SECONDS
         for child in self._pumping:
-            if not child.drain_log(max(0.0, deadline - time.monotonic()), self._stop_now):
-                when = f"within {END_DRAIN_SECONDS:g} s of the job's end"
-                if self._stop_now():  # the user's choice: said all the same
-                    when = f"({signal_name(self._signals[1])} again cut the wait short)"
+            if not child.drain_log(max(0.0, deadline - time.monotonic())):
                 self.say(
-                    f"{child.spec.name}: its pipe was not drained {when}, so {child.log_path} "
-                    "lacks what it still held",
+                    f"{child.spec.name}: its pipe was not drained within {END_DRAIN_SECONDS:g} s "
+                    f"of the job's end, so {child.log_path} lacks what it still held",
                     level="warning",
                 )
 
