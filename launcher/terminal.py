@@ -295,7 +295,9 @@ class Terminal:
         launcher stopped by a signal, which must end promptly), till a stall at most; and no
         longer once ``stop()`` holds (a second stop signal: the launcher ends now).
         Returns, where it was not, what the launcher says of the lines it could not show (and
-        where they are), else None."""
+        where they are), else None; then, under the lock that counts them, the view is
+        :meth:`shut`: a pump given room after the count would queue a line nothing writes,
+        neither in it nor in :meth:`late`."""
         with self._ready:
             for name in list(self._dropped):
                 self._say_dropped(name)
@@ -310,7 +312,9 @@ class Terminal:
                 self._writer.join(timeout=min(left, STOP_LOOK if stop is not None else left))
         if not self._writer.is_alive():
             return None
-        with self._ready:
+        with self._ready:  # given up: a pump that gets room from now on is late, not
+            self._shut = True  # queued behind this count, neither shown nor counted
+            self._ready.notify_all()
             if stop is not None and stop():
                 return self._unshown("was left at a second stop signal")
             if self._stalled_for() >= OUTPUT_STALL_SECONDS and stall_ends:

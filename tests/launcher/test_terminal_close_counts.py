@@ -1,0 +1,64 @@
+""":meth:`launcher.terminal.Terminal.close` leaves no child's line neither shown nor counted
+(k473): a pump that got room between the close's count and :meth:`~Terminal.shut` queued a
+line behind the count that nothing wrote."""
+
+from __future__ import annotations
+
+import io
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+from launcher.terminal import Terminal
+from tests.launcher.real_children import wait_until
+
+LINE = b"x" * 99 + b"\n"
+
+
+class _Gated(io.BytesIO):
+    """An output whose writes wait for :attr:`gate` (a reader that holds, then moves)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate, self.entered = threading.Event(), threading.Event()
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        self.entered.set()
+        self.gate.wait(10)
+        return super().write(data)
+
+
+def _notice(message: str) -> bytes:
+    return f"distconv-launch: {message}\n".encode()
+
+
+def _counted(said: str | None) -> int:
+    """The lines of worker-0 that ``said`` (a close's or :meth:`Terminal.late`'s) counts."""
+    found = None if said is None else re.search(r"lacks (\d+) line\(s\) of worker-0 ", said)
+    return 0 if found is None else int(found[1])
+
+
+def _held_view(log: Path) -> tuple[_Gated, Terminal, threading.Thread]:
+    """A view whose first write waits, its queue full, and a pump waiting for room."""
+    out = _Gated()
+    view = Terminal(out, _notice, bound=3 * len(LINE))
+    assert view.put("worker-0", log, LINE)
+    wait_until(out.entered.is_set, "the first write")
+    assert view.put("worker-0", log, LINE) and view.put("worker-0", log, LINE)  # full
+    pump = threading.Thread(target=view.put, args=("worker-0", log, LINE))
+    pump.start()
+    pump.join(0.1)
+    assert pump.is_alive()  # waiting for room
+    return out, view, pump
+
+
+@pytest.mark.timeout(30)
+def test_a_line_that_gets_room_after_the_close_gave_up_is_counted(tmp_path: Path):
+    out, view, pump = _held_view(tmp_path / "w.log")
+    said = view.close(0.2)  # given up (no stall yet): it counts what it holds
+    out.gate.set()  # the output moves: room, between the count and shut()
+    pump.join(5)
+    view.shut()
+    assert _counted(said) + _counted(view.late()) == 4, (said, view.late())
