@@ -216,6 +216,11 @@ class Terminal:
                 log = None  # no child's lines: the close's count of lines unshown skips it
             self._append((name, log, self._notice(said), count, first, last))  # it stands for them
 
+    def _say_all_dropped(self) -> None:
+        """:meth:`_say_dropped` for every child with lines dropped (under the lock)."""
+        for name in list(self._dropped):
+            self._say_dropped(name)
+
     def _append(self, entry: _Entry) -> None:
         self._queue.append(entry)
         self._size += len(entry[2])
@@ -238,6 +243,8 @@ class Terminal:
             with self._ready:
                 while not self._queue and not self._closing:
                     self._ready.wait()
+                if self._closing:  # dropped since close() said them: said before the end
+                    self._say_all_dropped()
                 if not self._queue:
                     self._ended = True  # a line queued from now on would never be written
                     return
@@ -297,10 +304,9 @@ class Terminal:
         Returns, where it was not, what the launcher says of the lines it could not show (and
         where they are), else None; then, under the lock that counts them, the view is
         :meth:`shut`: a pump given room after the count would queue a line nothing writes,
-        neither in it nor in :meth:`late`."""
+        neither in it nor in :meth:`late`. The lines dropped meanwhile are in the count."""
         with self._ready:
-            for name in list(self._dropped):
-                self._say_dropped(name)
+            self._say_all_dropped()
             self._closing = True
             self._ready.notify_all()
         deadline = time.monotonic() + patience
@@ -313,6 +319,7 @@ class Terminal:
         if not self._writer.is_alive():
             return None
         with self._ready:  # given up: a pump that gets room from now on is late, not
+            self._say_all_dropped()  # dropped during the wait: their notice, in the count
             self._shut = True  # queued behind this count, neither shown nor counted
             self._ready.notify_all()
             if stop is not None and stop():

@@ -1,6 +1,7 @@
 """:meth:`launcher.terminal.Terminal.close` leaves no child's line neither shown nor counted
 (k473): a pump that got room between the close's count and :meth:`~Terminal.shut` queued a
-line behind the count that nothing wrote."""
+line behind the count that nothing wrote; and the lines dropped at a stall during the close's
+wait were counted in no notice, its count, or :meth:`~Terminal.late`."""
 
 from __future__ import annotations
 
@@ -62,3 +63,28 @@ def test_a_line_that_gets_room_after_the_close_gave_up_is_counted(tmp_path: Path
     pump.join(5)
     view.shut()
     assert _counted(said) + _counted(view.late()) == 4, (said, view.late())
+
+
+@pytest.mark.timeout(30)
+def test_the_lines_dropped_during_the_close_s_wait_are_counted(tmp_path: Path):
+    out, view, pump = _held_view(tmp_path / "w.log")
+    said = view.close(1.5)  # the stall (1 s) comes meanwhile: the pump's line dropped
+    assert not pump.is_alive()
+    assert _counted(said) == 4, said
+
+
+@pytest.mark.timeout(30)
+def test_the_lines_dropped_during_the_close_s_wait_are_said_where_the_output_ends(
+    tmp_path: Path,
+):
+    out, view, pump = _held_view(tmp_path / "w.log")
+    closing = threading.Thread(target=view.close, args=(10,))
+    closing.start()
+    pump.join(5)  # a stall (1 s) during the close's wait: the pump's line dropped
+    assert not pump.is_alive()
+    out.gate.set()  # the output moves: the writer takes the rest and ends
+    closing.join(10)
+    assert not closing.is_alive()
+    shown = out.getvalue()
+    assert shown.count(LINE) == 3
+    assert b"1 line(s) of worker-0 not shown" in shown, shown[-300:]
