@@ -28,7 +28,7 @@ from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, kept_line, signal_
 from .long_line import READ_PIECE as READ_PIECE  # still importable from here
 from .long_line import LongLine, OutputPipe
 from .long_line import continued_prefix as continued_prefix
-from .output_waits import WRITE_PIECE, OutputWaits, PumpWrites, held_output
+from .output_waits import WRITE_PIECE, OutputWaits, PumpWrites, held_output, joined
 from .process_group import group_has_member, parent_death_signal, signal_group
 from .process_group import running_groups as running_groups  # still importable from here
 from .pump import ChildLog, PumpFiles
@@ -139,22 +139,22 @@ class Child:
         self.proc.wait()
         self._drained()
 
-    def _drained(self) -> bool:
-        """Wait up to :data:`OUTPUT_DRAIN_SECONDS`, from when the pump (if started) reads, for
-        it to reach the pipe's end, then close the pipe and log; False where it did not
+    def _drained(self, stop: Callable[[], bool] | None = None) -> bool:
+        """Wait up to :data:`OUTPUT_DRAIN_SECONDS` (till ``stop()``: a second stop signal),
+        from when the pump (if started) reads, for it to reach the pipe's end, then close the
+        pipe and log (the log gets the rest: Supervisor._drain_logs); False where it did not
         (:attr:`output_held` says why; the pump closes them as it ends): then, unless a write to
         the launcher's output holds it up all along, it passes on the line under way
         (:meth:`OutputPipe.end_line`), and if no process holds the pipe, ends as late as that."""
         if self._output is not None:  # a pump that has read nothing yet would lose it all
             self._output.await_reader(self._pump.is_alive)
         since = time.monotonic()  # a write under way from before: the output holds the pump
-        if self._pump.is_alive():
-            self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)
+        joined(self._pump, OUTPUT_DRAIN_SECONDS, stop)
         if self._pump.is_alive() and not self._waits.waiting_since(since) and self._output:
             since = time.monotonic()  # a stray holds the pipe, or the host runs the pump late
-            stuck = self._writes.stuck_after(OUTPUT_DRAIN_SECONDS)
-            if self._output.end_line(OUTPUT_DRAIN_SECONDS, stuck) and self._output.unheld():
-                self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)  # only late: it reads the end now
+            stuck, ends = self._writes.stuck_after(OUTPUT_DRAIN_SECONDS), self._output.end_line
+            if ends(OUTPUT_DRAIN_SECONDS, stuck, stop) and self._output.unheld():
+                joined(self._pump, OUTPUT_DRAIN_SECONDS, stop)  # only late: it reads the end now
         held = self._pump.is_alive()  # unheld: no stray holds the pipe, its writes slowed it
         unheld = held and self._output is not None and self._output.unheld()
         if self._output is not None:  # its wake-up pipe: now, or as the pump ends
@@ -344,19 +344,19 @@ class Child:
             return False  # (Linux without /proc mounted): the group is known by its leader
         return group_has_member(self.proc.pid)  # no /proc (macOS, the leader reaped at once)
 
-    def finish(self) -> None:
+    def finish(self, stop: Callable[[], bool] | None = None) -> None:
         """Kill whatever is left of the group, reap, drain the output, close the log.
 
         Output still flowing :data:`OUTPUT_DRAIN_SECONDS` after the group is gone comes from a
         process that left the group but kept the pipe, or waits on the launcher's own output,
         which nothing reads: it is not waited for (closing the pipe here would block until the
         pump lets go), once what came of its last line is passed on, and :attr:`output_held`
-        says which.
+        says which; nor once ``stop()`` holds (a second stop signal).
         """
         self.signal_group(signal.SIGKILL)
         self.proc.wait()
         self._waiter.join()
-        self._drained()
+        self._drained(stop)
 
     def drain_log(self, timeout: float) -> bool:
         """Up to ``timeout`` s for a held pump to drain its pipe (:meth:`OutputPipe.drain`)."""

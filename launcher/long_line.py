@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from .failure import KeptEnds
+from .output_waits import STOP_LOOK
 
 #: bytes of a line the pump reads at once: a longer one (an array of gigabytes) goes in pieces
 READ_PIECE = 1 << 20
@@ -205,21 +206,31 @@ class OutputPipe:
         pump.join(max(0.0, deadline - time.monotonic()))  # it was at the pipe's end already
         return not pump.is_alive()
 
-    def end_line(self, timeout: float, stuck: Callable[[float], bool] | None = None) -> bool:
+    def end_line(
+        self,
+        timeout: float,
+        stuck: Callable[[float], bool] | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> bool:
         """From another thread: have the pump take what the pipe has, then pass on the line
         under way as ended (as :meth:`pieces` says). Whether it did within ``timeout`` seconds,
         or each ``timeout`` more while it is not ``stuck(at)`` (its writes hold the pump up: one
         begun at or before the monotonic ``at`` of the last look still waits, or they took too
         long in all): a pump that the host runs late answers, and the report's tail must have
         what it passes on (not where it waits on the launcher's own output, nor where
-        :meth:`pieces` is not reading: at the pipe's end, nobody would answer)."""
+        :meth:`pieces` is not reading: at the pipe's end, nobody would answer). Not once
+        ``stop()`` holds (a second stop signal), looked at every :data:`STOP_LOOK` seconds."""
         with self._lock:
             if not self._reading:
                 return False
             self._ended.clear()
             os.write(self._waker, b"\0")
         look = time.monotonic()
-        while not self._ended.wait(timeout):
+        while not self._ended.wait(timeout if stop is None else min(timeout, STOP_LOOK)):
+            if stop is not None and stop():
+                return False
+            if time.monotonic() - look < timeout:  # a look at stop() alone
+                continue
             if stuck is None or stuck(look) or not self._reading:
                 return False
             look = time.monotonic()

@@ -6,6 +6,7 @@ almost all the time, and never be stopped."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -22,6 +23,8 @@ WRITE_PIECE = 4096
 #: paused, a reader stopped): a stall never counts in a child's wrap-up, while the shorter waits
 #: (an output that moves, if slowly) do not count only up to the wrap-up's own length in all
 OUTPUT_STALL_SECONDS = 1.0
+#: seconds between looks at a bounded wait's ``stop`` (a second stop signal: "stop now")
+STOP_LOOK = 0.05
 
 
 class OutputWaits:
@@ -148,3 +151,15 @@ def held_output(
         f"{name}: a process that left its process group (setsid, a daemon) still holds its "
         "output; it was not stopped"
     )
+
+
+def joined(thread: threading.Thread, timeout: float, stop: Callable[[], bool] | None) -> bool:
+    """Up to ``timeout`` seconds for ``thread`` to end, no longer once ``stop()`` holds (a
+    second stop signal: looked at every :data:`STOP_LOOK` seconds); whether it ended."""
+    deadline = time.monotonic() + timeout
+    while thread.is_alive() and not (stop is not None and stop()):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        thread.join(left if stop is None else min(left, STOP_LOOK))
+    return not thread.is_alive()

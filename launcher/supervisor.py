@@ -272,7 +272,7 @@ class Supervisor:
                 self._stop(children, failed)
         finally:
             for child in children:
-                child.finish()
+                child.finish(self._stop_now)
             if self._terminal is not None:  # their lines first, then what is said of them
                 self._terminal.written(child_waits.OUTPUT_DRAIN_SECONDS, self._stop_now)
             for child in children:

@@ -24,16 +24,13 @@ from typing import BinaryIO
 
 from distconv.files import describe_os_error
 
-from .output_waits import OUTPUT_STALL_SECONDS, WRITE_PIECE
+from .output_waits import OUTPUT_STALL_SECONDS, STOP_LOOK, WRITE_PIECE, joined
 
 #: bytes of lines queued for the launcher's output at most (the launcher's memory for a stalled
 #: output, whatever the number of children): a few seconds of any job's output
 QUEUE_BYTES = 4 * 1024 * 1024
 #: bytes the writer takes from the queue for one write: few system calls for many short lines
 BATCH_BYTES = 64 * 1024
-
-#: seconds between looks at a bounded wait's ``stop`` (:meth:`Terminal.close`)
-STOP_LOOK = 0.05
 
 #: the name the launcher's own lines are queued under (:meth:`Terminal.say`): they have no log
 LAUNCHER = "the launcher"
@@ -311,11 +308,7 @@ class Terminal:
             self._ready.notify_all()
         deadline = time.monotonic() + patience
         if not stall_ends or self.written(patience, stop):
-            while self._writer.is_alive() and not (stop is not None and stop()):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._writer.join(timeout=min(left, STOP_LOOK if stop is not None else left))
+            joined(self._writer, deadline - time.monotonic(), stop)
         if not self._writer.is_alive():
             return None
         with self._ready:  # given up: a pump that gets room from now on is late, not
