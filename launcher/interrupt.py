@@ -33,6 +33,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 _pending: list[int] = []  # the signals that came while deferred
 _armed = False
+_taken = False  # the supervisor's handlers took over (taken_over): what is kept is no stop now
 _previous: dict[int, object] = {}  # the handlers defer() replaced, for release()
 #: seconds before a signal that came inside an import is sent again
 RETRY_SECONDS = 0.05
@@ -113,8 +114,9 @@ def arm() -> None:
 
 def kept() -> int | None:
     """The first stop signal kept since :func:`defer`, the launcher not armed yet (argparse's
-    usage error, its help), else None (once armed, :func:`arm` has raised it)."""
-    return _pending[0] if _pending and not _armed else None
+    usage error, its help), else None (once armed, :func:`arm` has raised it; once the job
+    ran, :func:`taken_over`, it is one to drop: a write it cut was the job's error line)."""
+    return _pending[0] if _pending and not _armed and not _taken else None
 
 
 def taken_over() -> None:
@@ -122,16 +124,17 @@ def taken_over() -> None:
     comes here again, once it gives the signals back at the job's end, is kept (and dropped by
     :func:`release`), not raised: it would have said "before the job started" with 128 + it for
     a job that had run, and cut the supervisor's own clean-up short."""
-    global _armed
-    _armed = False
+    global _armed, _taken
+    _armed, _taken = False, True
 
 
 def release() -> None:
     """Give the stop signals back to the handlers :func:`defer` found (the launcher called as
     a function, in a process that goes on); a signal kept, or waiting to be sent again, is
     dropped."""
-    global _armed, _released
+    global _armed, _released, _taken
     _armed = False  # first, before any call: a signal from here is kept, and dropped below
+    _taken = False
     with _retrying:
         _released += 1
     while _previous:
