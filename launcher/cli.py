@@ -47,7 +47,7 @@ from .commands import (
 from .failure import signal_name
 from .interrupt import arm, release, run_captured
 from .json_lines import json_lines, last_line
-from .options import add_k8s_options, add_local_options, add_mpi_options, ignored_flag, split_argv
+from .options import add_k8s_options, add_local_options, add_mpi_options, parse_own, split_argv
 from .owned import LOCAL_OWNED, MPI_OWNED
 from .ports import reserve_ports
 from .run_dir import run_dir_refused
@@ -372,11 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``distconv-launch``; returns the exit status."""
     own, rest = split_argv(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(own)
+    args = parse_own(build_parser(), own)  # a usage error gives the stop signals back
     quote_user_values(args, rest)  # the error lines show $'a\nb' as distconv train's do
-    ignored = ignored_flag(args.command_parser, args)
-    if ignored:  # a flag that would change nothing: refused as argparse refuses a bad one
-        args.command_parser.error(ignored)
     json_rest = () if args.command == "k8s" else rest  # only a job's lines turn JSON, no render's
     try:
         arm()  # a stop signal from here (or kept since the imports) ends the launch on one line

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from distconv.files import folder
 from distconv.number_text import decimal, int_at_least
 
+from .interrupt import release
 from .supervisor import SETTLE_SECONDS
 
 #: an argparse type: an integer of at least ``low``, as every distconv command line reads one
@@ -174,3 +175,20 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
         i = argv.index("--")
         return argv[:i], argv[i + 1 :]
     return argv, []
+
+
+def parse_own(parser: argparse.ArgumentParser, own: Sequence[str]) -> argparse.Namespace:
+    """The launcher's own arguments ``own`` parsed, a flag that would change nothing refused
+    as argparse refuses a bad one (:func:`ignored_flag`). A usage error (or ``--help``) gives
+    the stop signals back first (:func:`launcher.interrupt.release`): the launcher called as a
+    function, in a process that goes on, kept its SIGTERM for good, which then stopped nothing.
+    """
+    try:
+        args = parser.parse_args(own)
+        ignored = ignored_flag(args.command_parser, args)
+        if ignored:
+            args.command_parser.error(ignored)
+    except SystemExit:  # its status already set (128 + a signal kept meanwhile)
+        release()
+        raise
+    return args
