@@ -31,9 +31,10 @@ def failing_span(frame: Any, lasti: int) -> ast.stmt | None:
     spans = [line.encode() for line in lines]
     spans[-1] = spans[-1][:end]
     spans[0] = spans[0][start:]
-    try:
+    try:  # a long line's tree is built deep in the stack (a Trainer's, a notebook's): it may
+        # run out of depth where the line compiled at import, and the layer's error is the one
         return ast.parse(b"".join(spans).decode(errors="replace").strip()).body[0]
-    except (SyntaxError, ValueError, IndexError):
+    except (SyntaxError, ValueError, IndexError, RecursionError, MemoryError):
         return None
 
 

@@ -1,0 +1,56 @@
+"""Whose a layer's error is, read from the source of the line that raised it
+(``layers/source_spans.py``): the reading must never raise an error of its own in place of
+the layer's, nor drop the frozen weight's advice where the line does add into its gradient."""
+
+import importlib.util
+import sys
+import traceback
+
+import numpy as np
+
+from distconv import Arg
+
+
+def _layer_from(tmp_path, name, body):
+    """A Scale whose ``_backward`` is ``body``, imported from a file of its own: its lines are
+    read as a researcher's are (exec'd code has none)."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(
+        "from tests.layers.researcher_layers import Scale\n\n\n"
+        f"class Own(Scale):\n    cache = None\n\n    def _backward(self, dz, callback):\n{body}"
+    )
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    layer = module.Own(3)
+    layer.b.set_static(True)
+    layer.forward(Arg(np.ones((2, 3))))
+    layer.output.grad = np.ones((2, 3))
+    return layer
+
+
+def _with_little_stack(call, frames_left=150):
+    """``call()`` run where ``frames_left`` frames remain below the recursion limit, as a
+    Trainer's or a notebook's deep stack leaves: Python builds a line's syntax tree within it."""
+    depth = sys.getrecursionlimit() - len(traceback.extract_stack()) - frames_left
+
+    def nested(n):
+        return nested(n - 1) if n else call()
+
+    return nested(depth)
+
+
+def test_a_long_line_s_error_is_the_layer_s_not_a_recursion_error(tmp_path):
+    """A generated line of 2000 terms compiled at import, but the syntax tree of its failing
+    span, built deeper in the stack, raised "RecursionError: maximum recursion depth exceeded
+    during ast construction" out of backward, in place of the layer's TypeError."""
+    terms = " + ".join(["dz"] * 2000)
+    layer = _layer_from(tmp_path, "long_line", f"        self.w.grad += {terms} + self.cache\n")
+    try:
+        _with_little_stack(lambda: layer.backward(lambda p: None))
+    except RecursionError as exc:
+        raise AssertionError("the line's reading raised its own error") from exc
+    except TypeError as exc:
+        assert "NoneType" in str(exc)
+    else:
+        raise AssertionError("backward did not fail")
