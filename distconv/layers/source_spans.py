@@ -79,16 +79,18 @@ def plain_array(value: Any) -> bool:
 def touches_grad_of(exc: BaseException, params: Iterable[Any]) -> bool | None:
     """Whether a line ``exc`` passed through reads or writes the ``.grad`` of one of
     ``params`` (``p.grad += ...``, ``self.w.grad[...]``, ``out=self.w.grad``), or adds into
-    a variable holding None (``g = self.w.grad; g += ...``); None where no line of them can
-    be read. Each line on the way is read, not only the innermost: numpy's own Python
-    code may be where it was raised."""
-    ids, readable, tb = {id(p) for p in params}, False, exc.__traceback__
+    a variable holding None (``g = self.w.grad; g += ...``); None where a line of them cannot
+    be read (exec'd code, a .pyc alone, a line too long to parse): the base's own line always
+    can, and a layer's unread line was answered False. Each line on the way is read, not
+    only the innermost: numpy's own Python code may be where it was raised."""
+    ids, unread, tb = {id(p) for p in params}, False, exc.__traceback__
     while tb is not None:
         node, names = failing_span(tb.tb_frame, tb.tb_lasti), tb.tb_frame.f_locals
         tb = tb.tb_next
         if node is None:
+            unread = True
             continue
-        readable, target = True, written_target(node)
+        target = written_target(node)
         if isinstance(target, ast.Name) and target.id in names and names[target.id] is None:
             return True
         if any(
@@ -96,4 +98,4 @@ def touches_grad_of(exc: BaseException, params: Iterable[Any]) -> bool | None:
             for n in ast.walk(node)
         ):
             return True
-    return False if readable else None
+    return None if unread else False

@@ -7,8 +7,10 @@ import sys
 import traceback
 
 import numpy as np
+import pytest
 
 from distconv import Arg
+from distconv.layers.base import LayerTypeError
 
 
 def _layer_from(tmp_path, name, body):
@@ -54,3 +56,24 @@ def test_a_long_line_s_error_is_the_layer_s_not_a_recursion_error(tmp_path):
         assert "NoneType" in str(exc)
     else:
         raise AssertionError("backward did not fail")
+
+
+def test_a_frozen_weight_is_still_named_where_the_layer_s_line_cannot_be_read():
+    """A layer exec'd (a notebook's cell run so, code generated) has no lines to read: the
+    old rule was to apply, but the base's own line (``self._backward(dz, callback)``), always
+    readable, made the answer False, and "unsupported operand type(s) for +: 'NoneType'"
+    came out bare, the frozen bias named nowhere."""
+    source = (
+        "from tests.layers.researcher_layers import Scale\n"
+        "class Own(Scale):\n"
+        "    def _backward(self, dz, callback):\n"
+        "        self.b.grad += dz.sum(0)\n"
+    )
+    names = {}
+    exec(compile(source, "<a cell of one's own>", "exec"), names)
+    layer = names["Own"](3)
+    layer.b.set_static(True)
+    layer.forward(Arg(np.ones((2, 3))))
+    layer.output.grad = np.ones((2, 3))
+    with pytest.raises(LayerTypeError, match=r"static parameter\(s\) \['Own.b'\] have no grad"):
+        layer.backward(lambda p: None)
