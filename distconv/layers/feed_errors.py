@@ -76,7 +76,7 @@ def refused_arrays(exc: BaseException, *, writes: bool) -> list[Any] | None:
         tb = tb.tb_next
     for frame, lasti in reversed(frames):
         target = _written(frame, lasti) if writes else None
-        if target is not None:  # the line writes: that array or (a dict's item) none known
+        if target is not None:  # the line writes: that array or (an object's own item) none
             return [target] if is_array(target) else []
         found = [a for v in frame.f_locals.values() for a in _arrays(v)]
         if found:
@@ -87,8 +87,8 @@ def refused_arrays(exc: BaseException, *, writes: bool) -> list[Any] | None:
 def _written(frame: Any, lasti: int) -> Any:
     """What the failing instruction wrote in place, where its source says (an augmented
     assignment's target, a call's ``out=``): the array, or ``...`` where the expression
-    cannot be read without running code (a dict's item); None where the line writes nothing
-    or cannot be read (a compiled frame; Python 3.10 keeps no columns)."""
+    cannot be read without running code (an object's own item, a property); None where the
+    line writes nothing or cannot be read (a compiled frame; Python 3.10 keeps no columns)."""
     node = failing_span(frame, lasti)
     expr = written_target(node) if node is not None else None
     if expr is None:

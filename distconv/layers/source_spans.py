@@ -48,23 +48,43 @@ def written_target(node: ast.stmt) -> ast.expr | None:
     return outs[0] if outs else None
 
 
-def resolve(expr: ast.expr, names: dict[str, Any]) -> Any:
-    """What ``expr`` (a name, its attributes, a slice of one) holds, read without running
-    code of its own (an object's ``__dict__``, an Arg's values); None where it cannot be."""
+def resolve(expr: ast.expr, names: dict[str, Any], unread: Any = None) -> Any:
+    """What ``expr`` (a name, its attributes, a slice of an array, an item of a list, tuple
+    or dict) holds, read without running code of its own (an object's ``__dict__``, an Arg's
+    values); ``unread`` where it cannot be (a property, a call, an object's own ``[]``)."""
     if isinstance(expr, ast.Name):
-        return names.get(expr.id)
-    if isinstance(expr, ast.Subscript):  # a view: it shares the array's memory
-        return resolve(expr.value, names)
+        return names.get(expr.id, unread)
+    if isinstance(expr, ast.Subscript):
+        owner = resolve(expr.value, names, unread)
+        if plain_array(owner):  # a view: it shares the array's memory
+            return owner
+        key = _key(expr.slice, names)
+        if type(owner) is dict and type(key) in (int, str):  # exactly: theirs run no code
+            return owner.get(key, unread)
+        if type(owner) in (list, tuple) and type(key) is int and -len(owner) <= key < len(owner):
+            return owner[key]
+        return unread
     if isinstance(expr, ast.Attribute):
-        owner = resolve(expr.value, names)
+        owner = resolve(expr.value, names, unread)
         if issubclass(type(owner), Arg):
-            return owner.value if expr.attr == "value" else None
+            return owner.value if expr.attr == "value" else unread
         try:  # not getattr: a __getattr__ of one's own ran (one with __slots__), and raised
             attrs = object.__getattribute__(owner, "__dict__")
         except AttributeError:
-            return None
-        return attrs.get(expr.attr) if isinstance(attrs, (dict, MappingProxyType)) else None
-    return None
+            return unread
+        ok = isinstance(attrs, (dict, MappingProxyType))
+        return attrs.get(expr.attr, unread) if ok else unread
+    return unread
+
+
+def _key(expr: ast.expr, names: dict[str, Any]) -> Any:
+    """An index written as a constant (``["b"]``, ``[-1]``) or held by a variable; None else."""
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        value = _key(expr.operand, names)
+        return -value if type(value) is int else None
+    if isinstance(expr, ast.Constant):
+        return expr.value
+    return names.get(expr.id) if isinstance(expr, ast.Name) else None
 
 
 def plain_array(value: Any) -> bool:
@@ -79,23 +99,27 @@ def plain_array(value: Any) -> bool:
 def touches_grad_of(exc: BaseException, params: Iterable[Any]) -> bool | None:
     """Whether a line ``exc`` passed through reads or writes the ``.grad`` of one of
     ``params`` (``p.grad += ...``, ``self.w.grad[...]``, ``out=self.w.grad``), or adds into
-    a variable holding None (``g = self.w.grad; g += ...``); None where a line of them cannot
-    be read (exec'd code, a .pyc alone, a line too long to parse): the base's own line always
-    can, and a layer's unread line was answered False. Each line on the way is read, not
-    only the innermost: numpy's own Python code may be where it was raised."""
-    ids, unread, tb = {id(p) for p in params}, False, exc.__traceback__
+    a variable holding None (``g = self.w.grad; g += ...``, ``grads[1] += ...`` of a list of
+    gradients); None where a line of them cannot be read (exec'd code, a .pyc alone,
+    a line too long to parse), nor whose ``.grad`` it reads (a property's, ``parameters()[1]``,
+    an object's own ``[]``): only a line read whole answers False. Each line on the way is
+    read, not only the innermost: numpy's own Python code may be where it was raised."""
+    ids, unknown, tb = {id(p) for p in params}, False, exc.__traceback__
     while tb is not None:
         node, names = failing_span(tb.tb_frame, tb.tb_lasti), tb.tb_frame.f_locals
         tb = tb.tb_next
         if node is None:
-            unread = True
+            unknown = True
             continue
         target = written_target(node)
-        if isinstance(target, ast.Name) and target.id in names and names[target.id] is None:
-            return True
-        if any(
-            isinstance(n, ast.Attribute) and n.attr == "grad" and id(resolve(n.value, names)) in ids
-            for n in ast.walk(node)
-        ):
-            return True
-    return None if unread else False
+        while isinstance(target, (ast.Name, ast.Subscript)):  # g, grads[1], grads[1][...]
+            if resolve(target, names, ...) is None:
+                return True
+            target = getattr(target, "value", None)
+        for n in ast.walk(node):
+            if isinstance(n, ast.Attribute) and n.attr == "grad":
+                owner = resolve(n.value, names, ...)
+                if id(owner) in ids:
+                    return True
+                unknown = unknown or owner is ...
+    return None if unknown else False

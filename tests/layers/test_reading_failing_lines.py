@@ -11,6 +11,7 @@ import pytest
 
 from distconv import Arg
 from distconv.layers.base import LayerTypeError
+from tests.layers.researcher_layers import Scale
 
 
 def _layer_from(tmp_path, name, body):
@@ -76,4 +77,43 @@ def test_a_frozen_weight_is_still_named_where_the_layer_s_line_cannot_be_read():
     layer.forward(Arg(np.ones((2, 3))))
     layer.output.grad = np.ones((2, 3))
     with pytest.raises(LayerTypeError, match=r"static parameter\(s\) \['Own.b'\] have no grad"):
+        layer.backward(lambda p: None)
+
+
+class ReachesItsBias(Scale):
+    """Adds into its bias's gradient through a way of one's own to reach the bias."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__(3)
+        self.how = how
+
+    @property
+    def bias(self):
+        return self.b
+
+    def _backward(self, dz, callback):
+        if self.how == "a property":
+            self.bias.grad += dz.sum(0)
+        elif self.how == "an item of _params":
+            self._params["b"].grad += dz.sum(0)
+        elif self.how == "an item of parameters()":
+            self.parameters()[1].grad += dz.sum(0)
+        else:
+            grads = [p.grad for p in self.parameters()]
+            grads[-1] += dz.sum(0)
+
+
+@pytest.mark.parametrize(
+    "how", ["a property", "an item of _params", "an item of parameters()", "a list of grads"]
+)
+def test_a_frozen_weight_reached_in_a_way_of_one_s_own_is_still_named(how):
+    """The advice was given only where the bias's owner was read from a variable or an
+    object's __dict__: reached through a property (``self.bias.grad += ...``), a dict's or a
+    call's item, or a list of gradients, the line was taken for touching no frozen gradient
+    and "unsupported operand type(s) for +: 'NoneType' and 'float'" came out bare."""
+    layer = ReachesItsBias(how)
+    layer.b.set_static(True)
+    layer.forward(Arg(np.ones((2, 3))))
+    layer.output.grad = np.ones((2, 3))
+    with pytest.raises(LayerTypeError, match=r"\['ReachesItsBias.b'\] have no gradient"):
         layer.backward(lambda p: None)
