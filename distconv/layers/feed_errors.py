@@ -99,9 +99,12 @@ def _written(frame: Any, lasti: int) -> Any:
 
 def _arrays(value: Any) -> list[Any]:
     """The arrays ``value`` is or holds: an Arg's values, the items of a tuple or list."""
-    if issubclass(type(value), (tuple, list)):  # by type: no object of one's own is asked
-        return [a for v in value if not issubclass(type(v), (tuple, list)) for a in _arrays(v)]
-    value = value.value if issubclass(type(value), Arg) else value
+    kind = type(value)
+    if issubclass(kind, (tuple, list)):  # by type: no object of one's own is asked, nor is
+        # its __iter__ run (a list of one's own that consumes or loads as it is iterated)
+        items = list.__iter__(value) if issubclass(kind, list) else tuple.__iter__(value)
+        return [a for v in items if not issubclass(type(v), (tuple, list)) for a in _arrays(v)]
+    value = value.value if issubclass(kind, Arg) else value
     return [value] if plain_array(value) else []
 
 

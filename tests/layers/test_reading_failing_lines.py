@@ -9,8 +9,9 @@ import traceback
 import numpy as np
 import pytest
 
-from distconv import Arg
-from distconv.layers.base import LayerTypeError
+from distconv import Arg, Network
+from distconv.layers.base import Layer, LayerTypeError
+from distconv.network import NetworkError
 from tests.layers.researcher_layers import Scale
 
 
@@ -117,3 +118,29 @@ def test_a_frozen_weight_reached_in_a_way_of_one_s_own_is_still_named(how):
     layer.output.grad = np.ones((2, 3))
     with pytest.raises(LayerTypeError, match=r"\['ReachesItsBias.b'\] have no gradient"):
         layer.backward(lambda p: None)
+
+
+class Batches(list):
+    """A list of one's own that loads (here: refuses) as it is iterated."""
+
+    def __iter__(self):
+        raise RuntimeError("iterated: the batches were consumed")
+
+
+class HoldsBatches(Layer):
+    num_inputs = 2
+
+    def _forward(self, x, mask):
+        pending = Batches([x.value])  # noqa: F841  (a local the error's reading comes upon)
+        np.subtract(mask.value, mask.value)  # the bool feed's: numpy refuses it
+        return x.value
+
+
+def test_reading_a_forward_s_variables_runs_no_iteration_of_one_s_own():
+    """The arrays a failing forward held were read by iterating each list among its
+    variables: a list subclass's own ``__iter__`` ran, and its RuntimeError came out of
+    forward in place of "input 'mask' holds bool values"."""
+    net = Network()
+    net.add("own", HoldsBatches(), inputs=["x", "mask"])
+    with pytest.raises(NetworkError, match=r"input 'mask' holds bool values"):
+        net.forward({"x": Arg(np.ones((4, 3))), "mask": Arg(np.ones((4, 3), bool))})
