@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import linecache
 from collections.abc import Iterable
-from types import MappingProxyType
+from types import GetSetDescriptorType, MappingProxyType, MemberDescriptorType
 from typing import Any
 
 import numpy as np
@@ -68,13 +68,22 @@ def resolve(expr: ast.expr, names: dict[str, Any], unread: Any = None) -> Any:
         owner = resolve(expr.value, names, unread)
         if issubclass(type(owner), Arg):
             return owner.value if expr.attr == "value" else unread
-        try:  # not getattr: a __getattr__ of one's own ran (one with __slots__), and raised
-            attrs = object.__getattribute__(owner, "__dict__")
-        except AttributeError:
-            return unread
-        ok = isinstance(attrs, (dict, MappingProxyType))
-        return attrs.get(expr.attr, unread) if ok else unread
+        attrs = _own_dict(owner)
+        return attrs.get(expr.attr, unread) if attrs is not None else unread
     return unread
+
+
+def _own_dict(owner: Any) -> Any:
+    """``owner``'s attributes, read through the slot Python made for them: neither getattr
+    (a ``__getattr__`` of one's own ran, one with ``__slots__``, and raised) nor a ``__dict__``
+    of one's own (a lazy proxy's property, which loads what it stands for, and raised); None
+    where it has none."""
+    for kind in type(owner).__mro__:
+        slot = vars(kind).get("__dict__")
+        if type(slot) in (GetSetDescriptorType, MemberDescriptorType):  # Python's, a module's
+            attrs = slot.__get__(owner)
+            return attrs if type(attrs) in (dict, MappingProxyType) else None
+    return None
 
 
 def _key(expr: ast.expr, names: dict[str, Any]) -> Any:

@@ -144,3 +144,37 @@ def test_reading_a_forward_s_variables_runs_no_iteration_of_one_s_own():
     net.add("own", HoldsBatches(), inputs=["x", "mask"])
     with pytest.raises(NetworkError, match=r"input 'mask' holds bool values"):
         net.forward({"x": Arg(np.ones((4, 3))), "mask": Arg(np.ones((4, 3), bool))})
+
+
+class Lazy:
+    """A stand-in of one's own that loads what it stands for when its ``__dict__`` is asked,
+    as lazy proxies do (``lazy_object_proxy``): here, it cannot."""
+
+    @property
+    def __dict__(self):
+        raise RuntimeError("loaded: the table's file is gone")
+
+
+class CountsInLazy(Layer):
+    num_inputs = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tally = Lazy()
+        self.tally.seen = np.zeros(3, np.int64)  # kept in its own dict, as any attribute
+
+    def _forward(self, x, labels):
+        self.tally.seen += x.value.sum(0)  # numpy: "... output from float64 to int64"
+        return x.value + labels.value
+
+
+def test_reading_a_written_attribute_runs_no_dict_of_one_s_own():
+    """Whose int64 buffer a write refused was read by ``object.__getattribute__(owner,
+    "__dict__")``, which runs a ``__dict__`` property of one's own (a lazy proxy's): its
+    RuntimeError came out of forward in place of numpy's casting error."""
+    net = Network()
+    net.add("own", CountsInLazy(), inputs=["x", "labels"])
+    feeds = {"x": Arg(np.ones((4, 3))), "labels": Arg(np.ones((4, 3), np.int64))}
+    with pytest.raises(TypeError, match=r"^Cannot cast ufunc 'add' output") as e:
+        net.forward(feeds)
+    assert type(e.value) is not NetworkError, e.value
