@@ -37,6 +37,16 @@ _BASE_CALL = (
 _BASE_FIELDS = frozenset({"name", "act", "_params", "_owned", "inputs", "output"})
 
 
+#: the code of an ``__init__`` that :func:`~distconv.base_init.checks_base_init` wrapped
+_CHECKED_INIT = checks_base_init(lambda self: None, "", "", "").__code__
+
+
+def _init_checked(cls: type) -> bool:
+    """Whether ``cls``'s ``__init__`` is one of its own, wrapped to tell a base field read
+    before the base's ``__init__`` ran (a subclass of a dataclass layer)."""
+    return getattr(cls.__init__, "__code__", None) is _CHECKED_INIT
+
+
 class Layer:
     """A layer: ``forward(*inputs) -> Arg`` and ``backward(callback)``.
 
@@ -93,7 +103,8 @@ class Layer:
         # run only where the usual lookup failed, so no cost on the healthy path: a dataclass
         # layer's __init__ never ran the base's, which a Network's add says; run by hand, it
         # failed far away, "'Widths' object has no attribute 'name'"
-        if name in _BASE_FIELDS and is_dataclass(self):
+        # (not while an __init__ of one's own runs, checked: it tells the read as any layer's)
+        if name in _BASE_FIELDS and is_dataclass(self) and not _init_checked(type(self)):
             try:  # an AttributeError too: hasattr(layer, "name") is False, as for any
                 refuse_skipped_base_init(self, "_params", _BASE_CALL)
             except TypeError as exc:

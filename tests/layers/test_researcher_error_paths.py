@@ -311,3 +311,24 @@ def test_reading_the_failing_line_runs_no_code_of_one_s_own(how):
     )
     with pytest.raises(error, match=match):
         net.forward(feeds)
+
+
+class WidthsParamsFirst(Widths):
+    """A subclass of a dataclass layer, with an ``__init__`` of its own that makes its weight
+    before calling the base."""
+
+    def __init__(self, n: int) -> None:
+        self.w = self.new_param("w", np.ones(n))
+        super().__init__()
+
+
+def test_a_subclass_of_a_dataclass_layer_that_reads_before_the_base_is_told_as_any():
+    """Its own ``__init__`` read ``name`` before the base's: the dataclass's message,
+    raised as an AttributeError, was caught by that ``__init__``'s check and nested in its
+    own, "WidthsParamsFirst.__init__ failed (WidthsParamsFirst was made without calling
+    super().__init__(...) ...; a dataclass calls it in __post_init__) before calling
+    super().__init__(...) ...": the call told twice, and __post_init__, which this class
+    has none of. It is told as any layer that reads before the base (ParamsFirst)."""
+    with pytest.raises(TypeError, match=r"^WidthsParamsFirst.__init__ failed \(.*'name'\)") as e:
+        WidthsParamsFirst(3)
+    assert "__post_init__" not in str(e.value) and str(e.value).count("super()") == 1
