@@ -246,16 +246,16 @@ def test_an_interrupt_between_the_flags_stores_never_waits_on_a_request_dropped(
         assert kept == []
 
 
-class MaxInterrupted(np.ndarray):
-    """The flags as received; the first read of their largest meets a Ctrl-C."""
+class FlagsReadInterrupted(np.ndarray):
+    """The flags as received; their first read (one copy of their bytes) meets a Ctrl-C."""
 
     reads = 0
 
-    def max(self, *args: Any, **kwargs: Any) -> Any:
-        MaxInterrupted.reads += 1
-        if MaxInterrupted.reads == 1:
+    def tobytes(self, *args: Any, **kwargs: Any) -> Any:
+        FlagsReadInterrupted.reads += 1
+        if FlagsReadInterrupted.reads == 1:
             raise KeyboardInterrupt("reading the flags")
-        return super().max(*args, **kwargs)
+        return super().tobytes(*args, **kwargs)
 
 
 def test_an_interrupt_reading_the_flags_reads_them_again():
@@ -264,12 +264,13 @@ def test_an_interrupt_reading_the_flags_reads_them_again():
     exchange had stopped pending at its wait's end: the interrupt was raised at once, the
     refusal lost, and reduce_all left the step with its later buckets and its telling unmade."""
     used, kept = UsedParams(FlagsComm(theirs=FAILED), 2, None), []
-    MaxInterrupted.reads = 0
-    used.anywhere = np.zeros(2, dtype=np.uint8).view(MaxInterrupted)
+    FlagsReadInterrupted.reads = 0
+    used.anywhere = np.zeros(2, dtype=np.uint8).view(FlagsReadInterrupted)
     used.post()
     raised = completed(used, kept)
     assert isinstance(raised, SyncError), raised
     assert [str(k) for k in kept] == ["reading the flags"]
+    assert FlagsReadInterrupted.reads == 2  # read again, not skipped
 
 
 def test_to_the_end_passes_its_arguments_to_each_call_made():
