@@ -283,7 +283,7 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             known = slot is not None
             raise refusal(param, known, self._in_step, self.step, self.params, self.closed)
         slot.stamp = self._stamp
-        self._used.local[slot.index] = 1  # fired here (UsedParams)
+        self._used.fired[slot.index] = 1  # fired here (UsedParams: a bytearray, cheap)
         if not self._recorded:  # the first step's firing order, for the next layout
             self._first_pass.append(param.name)
         bucket = slot.bucket

@@ -37,8 +37,14 @@ class UsedParams:
     """One flag per parameter of the layout: set locally as gradients fire, then OR-ed over
     the ranks.
 
-    The sync sets ``local[index] = 1`` itself as each gradient fires (no method call on that
-    path, which runs once per gradient).
+    The sync sets ``fired[index] = 1`` itself as each gradient fires (no method call on that
+    path, which runs once per gradient): ``fired`` is the memory of ``local``, a bytearray,
+    whose item store costs a third of a numpy array's (a 4 MB step of 100 gradients: 3 us).
+
+    Attributes:
+        fired: this rank's flags as a bytearray, set as gradients fire.
+        local: the same flags as a numpy array (MPI's buffer, and every whole-array write).
+        anywhere: the flags OR-ed over the ranks, once the exchange is complete.
 
     Args:
         comm: the communicator of the main thread's collectives.
@@ -48,7 +54,8 @@ class UsedParams:
 
     def __init__(self, comm: Any, count: int, op: Any) -> None:
         self.comm, self.op = comm, op
-        self.local = np.zeros(count, dtype=np.uint8)
+        self.fired = bytearray(count)  # never resized: local holds its memory
+        self.local = np.frombuffer(self.fired, dtype=np.uint8)
         self.anywhere = np.zeros(count, dtype=np.uint8)
         self._request: Any = None
         self._thread: CommThread | None = None
