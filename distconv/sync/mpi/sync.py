@@ -375,12 +375,13 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
         wire, seconds = self.wire_bytes, self.sync_seconds
         return {"bytes_pushed": wire, "bytes_pulled": wire, "sync_seconds": seconds}
 
-    def _apply(self, bucket: Bucket, used: np.ndarray | None) -> None:
+    def _apply(self, bucket: Bucket, used: np.ndarray | None, checked: list | None = None) -> None:
         """The optimizer on the reduced gradients (views of the bucket) of the parameters that
-        fired on some rank (``used``: their flags; None: all of them), then zero gradients."""
+        fired on some rank (``used``: their flags; None: all of them), then zero gradients.
+        ``checked``: those parameters, as ``to_update`` returned them with no call since."""
         self._changed_in = self._open  # the step's update began (see state_dict)
         scale = bucket.grad_scale(self._total)
-        for p in bucket.to_update(used, self._slot):
+        for p in bucket.to_update(used, self._slot) if checked is None else checked:
             self.optimizer.update(p.value, p.grad, self.state[p.name], grad_scale=scale)
         spent = bucket.clear()
         if spent is not None:

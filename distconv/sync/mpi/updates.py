@@ -39,8 +39,8 @@ from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
 
 #: the optimizer on one reduced bucket, given the flags of the parameters that fired anywhere
-#: (None: every parameter of the bucket did)
-Update = Callable[[Bucket, np.ndarray | None], None]
+#: (None: every parameter of the bucket did), and maybe the bucket's checked ``to_update``
+Update = Callable[..., None]
 T = TypeVar("T")
 
 
@@ -77,9 +77,9 @@ def update_step(
     reduced: list[bool] = []  # every collective in, reduce_all returning: set as it returns
     try:
         flags = reduce_all(buckets, thread, comm, used, failed_alone, alone, reduced)
-        check_kept(buckets, flags, slots)
-        for bucket in buckets:
-            update(bucket, flags)
+        checked = check_kept(buckets, flags, slots)  # later buckets: checked again in update
+        for i, bucket in enumerate(buckets):
+            update(bucket, flags, None if i else checked)
     except BaseException as exc:  # an interrupt in an update too: the others finished the step;
         if reduced:  # also one as reduce_all returned (else it told its own failure, if alone)
             _tell(failed_alone, exc)
@@ -344,17 +344,17 @@ def _keep(alone: list[BaseException], exc: BaseException) -> None:
 
 def check_kept(
     buckets: Sequence[Bucket], flags: np.ndarray | None, slots: Mapping[str, Any]
-) -> None:
+) -> list[Any] | None:
     """Before the step's first update: the gradient of every parameter that fired on some rank
     (``flags``, as :meth:`~.buckets.Bucket.to_update` reads them) is still its bucket's view,
     so a replaced one fails the step with no parameter updated, not after the buckets before
-    it were.
+    it were. Returns the first bucket's ``to_update`` (None: none), for its update, made next.
 
     Raises:
         SyncError: naming the first parameter whose gradient was replaced after it fired.
     """
-    for bucket in buckets:
-        bucket.to_update(flags, slots)
+    first = [bucket.to_update(flags, slots) for bucket in buckets]
+    return first[0] if first else None
 
 
 def update_as_reduced(
