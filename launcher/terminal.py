@@ -108,8 +108,6 @@ class Terminal:
                 return False
             number = self._numbers.get(name, 0) + (0 if continued else 1)
             self._numbers[name] = number
-            if log is not None and (self._ended or self._shut):
-                return self._count_late(name, log, number)
             while self._size and self._size + len(line) > self._bound:  # one always fits
                 stalled = self._stalled_for()
                 if self._gone:
@@ -124,6 +122,8 @@ class Terminal:
                 self._ready.wait(OUTPUT_STALL_SECONDS - stalled)  # it moves: wait for room
                 if moved is not None:
                     moved()
+            if log is not None and (self._ended or self._shut):  # shut while it waited too:
+                return self._count_late(name, log, number)  # room then, behind close()'s count
             self._say_dropped(name)  # before the line: the gap is said where it is
             self._append((name, log, line, 1, number, number))
             return True

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -41,14 +42,17 @@ def _counted(said: str | None) -> int:
     return 0 if found is None else int(found[1])
 
 
-def _held_view(log: Path) -> tuple[_Gated, Terminal, threading.Thread]:
-    """A view whose first write waits, its queue full, and a pump waiting for room."""
+def _held_view(
+    log: Path, moved: Callable[[], None] | None = None
+) -> tuple[_Gated, Terminal, threading.Thread]:
+    """A view whose first write waits, its queue full, and a pump waiting for room
+    (``moved``: its :meth:`Terminal.put`'s, called as each wait for room ends)."""
     out = _Gated()
     view = Terminal(out, _notice, bound=3 * len(LINE))
     assert view.put("worker-0", log, LINE)
     wait_until(out.entered.is_set, "the first write")
     assert view.put("worker-0", log, LINE) and view.put("worker-0", log, LINE)  # full
-    pump = threading.Thread(target=view.put, args=("worker-0", log, LINE))
+    pump = threading.Thread(target=view.put, args=("worker-0", log, LINE, moved))
     pump.start()
     pump.join(0.1)
     assert pump.is_alive()  # waiting for room
@@ -57,11 +61,28 @@ def _held_view(log: Path) -> tuple[_Gated, Terminal, threading.Thread]:
 
 @pytest.mark.timeout(30)
 def test_a_line_that_gets_room_after_the_close_gave_up_is_counted(tmp_path: Path):
-    out, view, pump = _held_view(tmp_path / "w.log")
+    """The pump woken (by the close's give-up, or a stall) looks again only once the output
+    has moved (k476: it queued its line behind the count whenever the host ran it that late,
+    2 runs in 5 on a loaded host): its ``moved`` lets the lock go till then."""
+    room, woke = threading.Event(), threading.Event()
+    view: Terminal | None = None
+
+    def late_pump() -> None:  # under the view's lock, as each wait for room ends
+        assert view is not None
+        view._ready.release()  # the host runs the pump late: the lock free
+        try:
+            woke.set()
+            room.wait(10)
+        finally:
+            view._ready.acquire()
+
+    out, view, pump = _held_view(tmp_path / "w.log", late_pump)
     said = view.close(0.2)  # given up (no stall yet): it counts what it holds
-    out.gate.set()  # the output moves: room, between the count and shut()
+    out.gate.set()  # the output moves: room, after the count
+    wait_until(lambda: view.pending() <= 2 * len(LINE), "room")
+    room.set()
     pump.join(5)
-    view.shut()
+    assert woke.is_set() and not pump.is_alive()
     assert _counted(said) + _counted(view.late()) == 4, (said, view.late())
 
 
