@@ -95,7 +95,8 @@ def defer() -> None:
     if threading.current_thread() is threading.main_thread():
         for signum in stop_signals_to_catch():
             handler = signal.signal(signum, _on_signal)
-            _previous.setdefault(signum, handler)
+            if handler is not _on_signal:  # the caller's, set since the import's defer too
+                _previous[signum] = handler
 
 
 def arm() -> None:
@@ -129,9 +130,10 @@ def taken_over() -> None:
 
 
 def release() -> None:
-    """Give the stop signals back to the handlers :func:`defer` found (the launcher called as
-    a function, in a process that goes on); a signal kept, or waiting to be sent again, is
-    dropped."""
+    """Give the stop signals back to the handlers :func:`defer` found, the last it replaced
+    (a caller's set after the import's), where the launcher's is still in (not where the
+    caller set its own since: the launcher called as a function, in a process that goes on);
+    a signal kept, or waiting to be sent again, is dropped."""
     global _armed, _released, _taken
     _armed = False  # first, before any call: a signal from here is kept, and dropped below
     _taken = False
@@ -139,7 +141,8 @@ def release() -> None:
         _released += 1
     while _previous:
         signum, handler = _previous.popitem()
-        signal.signal(signum, handler)
+        if signal.getsignal(signum) is _on_signal:  # not one the caller set since: kept
+            signal.signal(signum, handler)
     _pending.clear()  # last: one kept till the handlers are given back is not left for arm()
 
 

@@ -49,3 +49,30 @@ def test_a_usage_error_of_main_called_as_a_function_gives_the_signals_back(argv,
         timeout=20,
     )  # fmt: skip
     assert done.returncode == -signal.SIGTERM, (done.returncode, done.stdout, done.stderr[-500:])
+
+
+#: the caller sets its own SIGTERM handler after the import (whose defer() noted the default):
+#: ``main(ARGV)`` must give that one back, not the default, nor replace it where it never
+#: took it over (a usage error: k476)
+OWN_HANDLER = CALLER.replace(
+    "from launcher.cli import main\n",
+    "from launcher.cli import main\nsignal.signal(signal.SIGTERM, lambda *_: os._exit(7))\n",
+)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["local", "--bogus"],
+        ["k8s", "--help"],
+        ["local", "--workers", "1", "--servers", "0", "--", "missing.py"],
+    ],
+    ids=["usage-error", "help", "run"],
+)
+def test_main_called_as_a_function_gives_the_caller_s_own_handler_back(argv, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", OWN_HANDLER, *argv], env=ENV, cwd=tmp_path, capture_output=True,
+        timeout=20,
+    )  # fmt: skip
+    assert done.returncode == 7, (done.returncode, done.stdout, done.stderr[-500:])
