@@ -250,7 +250,8 @@ class Supervisor:
 
     def _stop_now(self) -> bool:
         """Whether a second stop signal came ("stop now", as during the stop): the bounded
-        waits of the launcher's end on a slow output and on the held pipes are cut short."""
+        waits of the launcher's end on a slow output are cut short (not the held pipes' drain
+        into the logs, :meth:`_drain_logs`: the record)."""
         return len(self._signals) >= 2
 
     def _attempt(self, specs: list[ChildSpec], restart: int) -> Failure | None:
