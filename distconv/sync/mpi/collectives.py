@@ -18,6 +18,7 @@ from distconv.parameter import Parameter
 from distconv.sync.base import StateDict, SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi.comm import bcast_in_place, rank0_names, same_job
+from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.step_check import (
     BARRIER,
     BROADCAST,
@@ -218,11 +219,38 @@ class RankCollectives(LocalSync):
         (:meth:`_tell_failed_step`). A failure every rank shares (a mismatch, a refused 16-bit
         wire, another rank's abandon) is not told: each rank knows it, and the setup they
         then call, which the others may call first, must meet no FAILED."""
-        self._record_first_pass()  # the others, past the step, wait in that exchange
-        self._failed_finish = self.step
+        made: list[bool] = []
+        try:
+            self._record_first_pass(made)  # the others, past the step, wait in that exchange
+        finally:  # told too where a Ctrl-C held through it is raised once it is made
+            if made:
+                self._failed_finish = self.step
 
-    def _record_first_pass(self) -> None:
+    def _record_first_pass(self, made: list[bool] | None = None) -> None:
         """After the first step's collectives, on every rank that got past them (finished, or
-        failed alone): rank 0's firing order, the next layout's, on every rank (a collective)."""
-        if not self._recorded:
-            self._recorded = rank0_names(self.comm, self._first_pass)
+        failed alone): rank 0's firing order, the next layout's, on every rank (a collective).
+        ``made``: True appended once it is recorded (or was), before any Ctrl-C is raised.
+
+        A Ctrl-C in that exchange (one that came as this rank waited there for a slower one:
+        step 0's likeliest moment for it) is held until the order is recorded, then raised; one
+        before it began (nothing made) is kept, the exchange made, then raised. Raised between
+        its two collectives, it left the others waiting in the second; after them, the step
+        open here: either way close aborted the job. Asked twice, raised at once."""
+        made = [] if made is None else made
+        if self._recorded:
+            made.append(True)
+            return
+        kept: KeyboardInterrupt | None = None
+        while not made:  # rank 0 fired nothing: () recorded, and made again at the next step
+            began = False
+            try:
+                with HeldInterrupt():  # the first step only: no cost on a later one
+                    began = True
+                    self._recorded = rank0_names(self.comm, self._first_pass)
+                    made.append(True)
+            except KeyboardInterrupt as exc:
+                if began or kept is not None:
+                    raise
+                kept = exc
+        if kept is not None:
+            raise kept

@@ -1,0 +1,34 @@
+"""mpiexec -n 2 python -m mpi4py run_late_interrupt.py OUT WHERE: a SIGINT on rank 0 alone
+(``os.kill`` of its own process) late in step 0's ``finish_step``, no communication thread.
+
+``WHERE`` is ``Allgather`` or ``Allgatherv`` (once that collective of the first step's
+firing-order exchange returned on the job communicator: a Ctrl-C that came as rank 0 waited
+there for rank 1). Only ``a`` fires, so both buckets go in ``finish_step``. Each rank writes
+what its step raised to ``OUT/said<rank>.txt`` (``nothing`` where nothing was), then closes its
+sync (:func:`~tests.mpi.common.recorded`): a close that aborts ends the job with a status not 0.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.mpi.common import bucket_params, bucket_sync, recorded
+from tests.mpi.run_check_interrupt import step, what_raises
+from tests.mpi.run_start_interrupt import interrupted_after
+
+
+def main() -> None:
+    out, where = Path(sys.argv[1]), sys.argv[2]
+    sync, params = bucket_sync(overlap=False, timeout=3), bucket_params()
+    with recorded(sync, out):
+        sync.setup(params, {})
+        if sync.rank == 0:  # the watched job communicator's own, after setup's
+            setattr(sync.comm, where, interrupted_after(getattr(sync.comm, where)))
+        sync.start_step(1)
+        said = what_raises(lambda: step(sync, params[0]))
+        (out / f"said{sync.rank}.txt").write_text(said)
+
+
+if __name__ == "__main__":
+    main()

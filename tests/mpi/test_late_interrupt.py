@@ -1,0 +1,29 @@
+"""A Ctrl-C on one rank late in ``finish_step``, where no wait's keeping and no held start
+covered it (``run_late_interrupt.py``, real ``mpiexec -n 2``): it is raised once the step's
+collectives are done on that rank as on the other, and both close cleanly."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.mpi.common import NEEDS_MPIEXEC, run_two_ranks
+
+pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(60)]
+
+
+def _said(tmp_path, *args: str) -> list[str]:
+    """What each rank's run of ``run_late_interrupt.py`` with ``args`` said its step raised."""
+    run_two_ranks("run_late_interrupt.py", tmp_path, *args)
+    return [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+
+
+@pytest.mark.parametrize("where", ["Allgather", "Allgatherv"])
+def test_an_interrupt_in_the_firing_orders_exchange_leaves_the_step_over(tmp_path, where):
+    """Rank 0 interrupted as a collective of the first step's firing-order exchange returned
+    (a Ctrl-C while it waited there for rank 1: step 0's likeliest moment for one): it is held
+    until the order is recorded, then raised; rank 1 finishes the step and both close cleanly.
+    Before, it went up there: after the ``Allgather``, rank 0 never made the ``Allgatherv``
+    rank 1 waited in; after the ``Allgatherv``, the order went unrecorded and the step stayed
+    open; either way rank 0's close aborted the job ("sync closed in the middle of step 0")."""
+    assert _said(tmp_path, where) == ["KeyboardInterrupt: ", "nothing"]
+    assert not list(tmp_path.glob("rank*.err"))
