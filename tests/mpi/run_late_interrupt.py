@@ -3,9 +3,13 @@
 
 ``WHERE`` is ``Allgather`` or ``Allgatherv`` (once that collective of the first step's
 firing-order exchange returned on the job communicator: a Ctrl-C that came as rank 0 waited
-there for rank 1). Only ``a`` fires, so both buckets go in ``finish_step``. Each rank writes
-what its step raised to ``OUT/said<rank>.txt`` (``nothing`` where nothing was), then closes its
-sync (:func:`~tests.mpi.common.recorded`): a close that aborts ends the job with a status not 0.
+there for rank 1), or ``pack`` (rank 0's first pack of ``b``'s bucket fails, as a failed device
+copy would, and the SIGINT comes as ``finish_step``'s handler of that failure begins: once
+it asked the step check for a Ctrl-C kept at ``start_step``). Only ``a`` fires, so both
+buckets go in ``finish_step``. Each rank writes what its step raised to ``OUT/said<rank>.txt``
+(``nothing`` where nothing was) and the ``repr`` of its context to ``OUT/context<rank>.txt``,
+then closes its sync (:func:`~tests.mpi.common.recorded`): a close that aborts ends the job
+with a status not 0.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from pathlib import Path
 
 from tests.mpi.common import bucket_params, bucket_sync, recorded
 from tests.mpi.run_check_interrupt import step, what_raises
-from tests.mpi.run_start_interrupt import interrupted_after
+from tests.mpi.run_pack_failure import fail_first_pack
+from tests.mpi.run_start_interrupt import context_noted, interrupted_after
 
 
 def main() -> None:
@@ -23,10 +28,13 @@ def main() -> None:
     sync, params = bucket_sync(overlap=False, timeout=3), bucket_params()
     with recorded(sync, out):
         sync.setup(params, {})
-        if sync.rank == 0:  # the watched job communicator's own, after setup's
+        if sync.rank == 0 and where == "pack":  # kept_over: the handler's alone
+            fail_first_pack(sync, "b")
+            sync._check.kept_over = interrupted_after(sync._check.kept_over)  # type: ignore[method-assign]
+        elif sync.rank == 0:  # the watched job communicator's own, after setup's
             setattr(sync.comm, where, interrupted_after(getattr(sync.comm, where)))
         sync.start_step(1)
-        said = what_raises(lambda: step(sync, params[0]))
+        said = what_raises(lambda: context_noted(out, sync.rank, step, sync, params[0]))
         (out / f"said{sync.rank}.txt").write_text(said)
 
 

@@ -139,6 +139,8 @@ class RefusedAfterInterrupt:
     def _launch_ready(self, everything: bool = False) -> None:
         raise AssertionError("no bucket is packed after a failed check")
 
+    _fail_step = MPISync._fail_step  # finish_step's handler of a failed pack, the sync's own
+
 
 def test_an_interrupt_in_a_failing_check_is_raised_with_nothing_sent():
     """No rank sends a piece after a failed check: the interrupt is raised at once, the

@@ -27,3 +27,17 @@ def test_an_interrupt_in_the_firing_orders_exchange_leaves_the_step_over(tmp_pat
     open; either way rank 0's close aborted the job ("sync closed in the middle of step 0")."""
     assert _said(tmp_path, where) == ["KeyboardInterrupt: ", "nothing"]
     assert not list(tmp_path.glob("rank*.err"))
+
+
+def test_an_interrupt_in_the_handler_of_a_failed_pack_is_said_in_the_flags(tmp_path):
+    """Rank 0's pack of a bucket fails in ``finish_step`` and a Ctrl-C comes as its handler
+    begins: kept as what rank 0 raises (the pack's error its context), its flags still say
+    the failure, so rank 1 refuses the step and both close cleanly. Before, it went up from
+    the handler: rank 0 never started the flags nor sent its last pieces, which rank 1 waited
+    for, and rank 0's close aborted the job."""
+    said = _said(tmp_path, "pack")
+    assert said[0] == "KeyboardInterrupt: ", said
+    assert said[1].startswith("SyncError: another rank's finish_step failed"), said
+    context = (tmp_path / "context0.txt").read_text()
+    assert context.startswith("RuntimeError('copying bucket 0 to the host failed"), context
+    assert not list(tmp_path.glob("rank*.err"))

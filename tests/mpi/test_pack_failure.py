@@ -110,6 +110,8 @@ class Interrupted:
     def _launch_ready(self, everything: bool = False) -> None:
         raise KeyboardInterrupt("second Ctrl-C")
 
+    _fail_step = MPISync._fail_step  # finish_step's handler of a failed pack, the sync's own
+
 
 def test_an_error_starting_the_flags_does_not_lose_an_interrupt_kept_from_the_pack():
     """The interrupt kept from the last pack (:meth:`UsedParams.fail`) is raised even where

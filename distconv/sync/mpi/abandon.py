@@ -33,6 +33,8 @@ class Abandon:
     _abandoned: PiecePump | None
     abandoned_steps: int
     _check_refused: bool
+    _ended_alike: bool
+    world_size: int
     _matched: bool
     _check: StepCheck
     _used: UsedParams
@@ -55,6 +57,24 @@ class Abandon:
                 request to stop lost, the job trained on."""
         self._let_go()
         self._check.raise_kept()
+
+    def _fail_step(self, error: BaseException, said: BaseException, checked: bool) -> None:
+        """``finish_step`` failed (``error``) before its flags went: the step check read, if
+        an interrupt in its Wait left it unread (as the other ranks read it), then the flags
+        marked failed (:meth:`~.used.UsedParams.fail`), to say ``said``. Made again after a
+        Ctrl-C, it reads and marks nothing twice. ``checked``: the check had failed before.
+
+        Raises:
+            BaseException: ``said``, from the check's SyncError (every rank refused the step at
+                its first collective: none sends a piece or counts it), or where no other rank
+                waits (:meth:`~.used.UsedParams.fail`)."""
+        try:  # (None where it was read: a pack failed, or a mismatch)
+            self._complete_check()
+        except SyncError as refused:
+            self._ended_alike = True  # all done, alike: close leaves
+            raise said from refused
+        self._ended_alike = self._check_refused > checked  # refused here, as just above
+        self._used.fail(error, self.world_size, said)  # passed: the others wait for the pieces
 
     def _let_go(self) -> None:
         """:meth:`abandon_step`'s bookkeeping, which raises nothing (setup's drain, close)."""

@@ -330,15 +330,16 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             self._launch_ready(everything=True)
             self._check.raise_kept()  # a Ctrl-C as start_step posted the check, said in the flags
         except BaseException as exc:  # an interrupt too: raised here once the pieces went
-            self._in_step = False  # said in the flags, not let go of again by abandon_step
-            said = self._check.kept_over(exc)  # a Ctrl-C kept at start_step wins: exc its context
-            try:  # one as the check's Wait returned left it unread: read it, as the others did
-                self._complete_check()  # (None where it was read: a pack failed, or a mismatch)
-            except SyncError as refused:  # on every rank: none sends a piece or counts the step
-                self._ended_alike = True  # refused at its first collective, all done: close leaves
-                raise said from refused
-            self._ended_alike = self._check_refused > checked  # refused here, as just above
-            self._used.fail(exc, self.world_size, said)  # passed: the others wait for the pieces
+            self._in_step, said = False, exc  # said in the flags, not let go of by abandon_step
+            while True:  # a Ctrl-C in here (no wait's, no start held): said instead, not raised
+                try:  # (before, the flags never went: the others waited, close aborted)
+                    said = self._check.kept_over(said)  # one kept at start_step wins
+                    self._fail_step(exc, said, checked)
+                    break
+                except KeyboardInterrupt as again:  # said (raised on purpose), or asked twice
+                    if again is said or not isinstance(said, Exception):
+                        raise
+                    said = again  # exc its context
         alone: list[BaseException] = []  # an interrupt in a piece's wait: the step goes on
         done: list[bool] = []  # every update made: appended by update_step, before any Ctrl-C
         try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
