@@ -41,3 +41,16 @@ def test_an_interrupt_in_the_handler_of_a_failed_pack_is_said_in_the_flags(tmp_p
     context = (tmp_path / "context0.txt").read_text()
     assert context.startswith("RuntimeError('copying bucket 0 to the host failed"), context
     assert not list(tmp_path.glob("rank*.err"))
+
+
+@pytest.mark.parametrize("where", ["reduce", "thread-reduce"])
+def test_an_interrupt_between_the_last_pieces_and_the_reduction_fails_the_step_there(
+    tmp_path, where
+):
+    """Rank 0 interrupted once its last pieces went, before the step's reduction began (no
+    wait's keeping, no start held): kept as a wait's, the reduction and the flags completed
+    as on rank 1, then raised (the step failed there alone); rank 1 finishes the step and
+    both close cleanly. Before, it went up at once: rank 1 waited in collectives rank 0 never
+    completed, and rank 0's close aborted the job."""
+    assert _said(tmp_path, where) == ["KeyboardInterrupt: ", "nothing"]
+    assert not list(tmp_path.glob("rank*.err"))

@@ -100,6 +100,7 @@ class Interrupted:
     _watchdog = Watchdog(None, print, 0)  # watches nothing
     _check = StepCheck(SingleRankComm())  # no Ctrl-C kept as start_step posted it
     _pump = None  # handed to send_last with the flags: never reached, their start raises
+    _grad_comm, buckets, _slot, _apply, _note_failed_step = None, (), {}, None, None  # nor these
 
     def __init__(self) -> None:
         self._used = FailingStart(None, 2, None)

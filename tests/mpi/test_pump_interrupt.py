@@ -1,4 +1,4 @@
-"""finish_step's last pieces without the communication thread (updates.finish_pieces): a
+"""finish_step's last pieces without the communication thread (last_pieces.finish_pieces): a
 KeyboardInterrupt raised as a piece's Wait returns is kept and the Wait made again, so this rank
 ends the step's collectives; one raised while a piece starts (its Iallreduce made, its request
 not yet held by the pump: a SIGINT raised in the watchdog's wrapper of the request) is raised at
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.sync.mpi.last_pieces import finish_pieces
 from distconv.sync.mpi.pieces import PiecePump
 from distconv.sync.mpi.step_check import StepCheck
-from distconv.sync.mpi.updates import finish_pieces
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import Watchdog, WatchedRequest
 from tests.mpi.common import unguarded

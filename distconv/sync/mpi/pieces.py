@@ -209,7 +209,7 @@ class PiecePump:
         self.left = [*self.need, 1]  # a last piece that never comes: no end-of-list test
         self.cursor, self.request, self.started = 0, None, False
         #: a piece's start (or hand-over) under way, not yet recorded: left True where it
-        #: raised, so the piece may have started (see :func:`~.updates.send_last`)
+        #: raised, so the piece may have started (see :func:`~.last_pieces.send_last`)
         self.starting = False
 
     def arrive(self, covered: Sequence[int]) -> None:

@@ -53,13 +53,14 @@ from distconv.sync.mpi.comm import (
     job_world,
     thread_poll_seconds,
 )
+from distconv.sync.mpi.last_pieces import send_and_update
 from distconv.sync.mpi.layout import BucketLayout, devices
 from distconv.sync.mpi.leaving import install_abort_hook
 from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
 from distconv.sync.mpi.shutdown import Shutdown
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
-from distconv.sync.mpi.updates import refused_alike, send_last, update_step
+from distconv.sync.mpi.updates import refused_alike, update_step
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import DEFAULT_TIMEOUT, check_timeout, duplicate, watch
 
@@ -344,15 +345,12 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
         done: list[bool] = []  # every update made: appended by update_step, before any Ctrl-C
         try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
             # what fired anywhere, beside the pieces left: onto the wire, to the end (reduce_all
-            # waits for the flags), or to the thread; a Ctrl-C between the two kept in alone
-            send_last(self._used, self._thread, self._pump, alone)
-            # every piece queued before the flags' wait: else the thread, blocked there, would
-            # never start a piece the other ranks wait for
-            assert self._pump.done, "the flags' wait is queued before the step's last piece"
-            update = partial(update_step, self._thread, self._grad_comm, self.world_size)
-            # all or none (updates); a failure of this rank alone is told at its next call
-            failed_alone = self._note_failed_step
-            update(self.buckets, self._used, self._apply, self._slot, failed_alone, alone, done)
+            # waits for the flags), or to the thread; then all or none (updates), a failure of
+            # this rank alone told at its next call; a Ctrl-C between any two kept in alone
+            args = (self.buckets, self._used, self._apply, self._slot, self._note_failed_step)
+            update = partial(update_step, self._thread, self._grad_comm, self.world_size, *args)
+            last = (self._used, self._thread, self._pump, alone, self.world_size)
+            send_and_update(*last, partial(update, alone, done))
             done.append(True)  # (one rank with the thread: update_step appends nothing)
         except BaseException as exc:  # before the flags said this rank's failed pack: a Ctrl-C too
             self._ended_alike = refused_alike(exc, self._thread)  # a 16-bit wire, on every rank

@@ -55,6 +55,7 @@ def update_step(
     failed_alone: Callable[[], None] = lambda: None,
     alone: list[BaseException] | None = None,
     finished: list[bool] | None = None,
+    begun: list[bool] | None = None,
 ) -> None:
     """Reduce every bucket (on ``thread`` if any, else on ``comm``) and ``update`` each: all of
     them or none (see above), except on one rank with the thread, no 16-bit bucket and nothing
@@ -62,7 +63,8 @@ def update_step(
     error raised once every bucket and the flags are in (a replaced gradient, an optimizer's
     error): a failure of this rank alone, where every other rank may have finished the step (a
     bucket's copy back too, and an interrupt kept in ``alone``: :func:`reduce_all`).
-    ``finished``: True appended once every update is made, before any Ctrl-C is raised after.
+    ``finished``: True appended once every update is made, before any Ctrl-C is raised after;
+    ``begun``: once the reduction's own keeping of a Ctrl-C began (:func:`reduce_all`).
 
     Raises:
         SyncError: another rank abandoned the step, the thread failed (a 16-bit wire refused),
@@ -76,7 +78,7 @@ def update_step(
         return
     reduced: list[bool] = []  # every collective in, reduce_all returning: set as it returns
     try:
-        flags = reduce_all(buckets, thread, comm, used, failed_alone, alone, reduced)
+        flags = reduce_all(buckets, thread, comm, used, failed_alone, alone, reduced, begun)
         checked = check_kept(buckets, flags, slots)  # later buckets: checked again in update
         for i, bucket in enumerate(buckets):
             update(bucket, flags, None if i else checked)
@@ -96,12 +98,14 @@ def reduce_all(
     failed_alone: Callable[[], None] = lambda: None,
     alone: list[BaseException] | None = None,
     reduced: list[bool] | None = None,
+    begun: list[bool] | None = None,
 ) -> np.ndarray | None:
     """Every bucket reduced and unpacked, the flags completed; the flags
     (:meth:`~.used.UsedParams.complete`). ``alone``: this rank's failure so far, kept (an
     interrupt in the last pieces' wait: :func:`to_the_end`), treated as an unpack's below.
     ``reduced``: True appended as it returns the flags, with no call left to make in between:
     a Ctrl-C raised after that (in the caller, before its next call) is this rank's alone.
+    ``begun``: True appended once a Ctrl-C is kept here (before, nothing was made).
 
     A SyncError (another rank abandoned the step, a 16-bit wire refused) is raised alike on
     every rank, at the same bucket. Any other error of an unpack (a device copy) is this rank's
@@ -128,6 +132,8 @@ def reduce_all(
     try:  # a Ctrl-C between the calls (no wait's, no start held): kept, the rest made again
         while True:
             try:
+                if begun is not None:  # kept from here (last_pieces.send_and_update)
+                    begun.append(True)
                 flags = _reduce_rest(buckets, thread, comm, used, alone, by_hand)
                 break
             except KeyboardInterrupt as exc:  # asked twice, or the flags refused the step on
@@ -264,45 +270,6 @@ def to_the_end(
             if _stopping(kept) or (pending and not pending()):
                 raise
             _keep(kept, exc)
-
-
-def send_last(
-    used: UsedParams, thread: CommThread | None, pump: PiecePump, alone: list[BaseException]
-) -> None:
-    """Start the flags (:meth:`~.used.UsedParams.post`) and send the step's last pieces, to
-    the end (:func:`finish_pieces`) or to ``thread`` (:meth:`~.pieces.PiecePump.finish`). A
-    Ctrl-C raised between those calls (the flags' start returned, no last piece gone) is kept
-    in ``alone`` as a wait's, and what is left made again: the flags are not started twice
-    (:attr:`~.used.UsedParams.started`, recorded while the start is held), nor a piece (the
-    pump's cursor and request, recorded while each start is held). Before, it went up at once:
-    the other ranks waited for the pieces this rank never sent, until the watchdog aborted.
-    Raised at once, as before: one asked twice, one the flags' start raised (started or not,
-    unknown), and one a piece's start raised before it was recorded (``pump.starting``: made
-    again, it could be a collective on this rank alone)."""
-    while True:
-        try:
-            if not used.started:
-                used.post(thread, alone)
-            if thread is None:
-                finish_pieces(pump, alone)
-            else:
-                pump.finish()
-            return
-        except KeyboardInterrupt as exc:
-            if _stopping(alone) or used.start_unknown or pump.starting:
-                raise
-            _keep(alone, exc)
-
-
-def finish_pieces(pump: PiecePump, alone: list[BaseException]) -> None:
-    """Without the thread, the step's last pieces onto the wire and waited for
-    (:meth:`~.pieces.PiecePump.finish`), to the end (:func:`to_the_end`, keeping an interrupt
-    in ``alone``): only while a piece is on the wire, its request held by ``pump``, so the
-    interrupt came from its Wait (made again, it returns at once). One raised with none there,
-    where a piece's Iallreduce may be made and its request lost (a Ctrl-C in the watchdog's
-    wrapper), is raised at once: made again, that start would put a collective on this rank
-    alone, which meets another piece of the other ranks'."""
-    to_the_end(pump.finish, alone, pending=lambda: pump.request is not None)
 
 
 def refused_alike(error: BaseException, thread: CommThread | None) -> bool:
