@@ -40,22 +40,17 @@ from distconv.base_init import checks_base_init, refuse_skipped_base_init
 from distconv.kernels.shape import is_int
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, setup_params, trainable
-from distconv.sync.closing import (  # closing_error: transports import it from here
+from distconv.sync.closing import (  # transports import these three from here
+    SyncError,
     closes_once,
     closing_error,  # noqa: F401
     guarded,
+    step_refusal,  # noqa: F401
 )
 from distconv.sync.description import job_description
 
 #: optimizer state by parameter name, then state key (host or device arrays)
 StateDict = dict[str, dict[str, Any]]
-
-
-class SyncError(RuntimeError):
-    """Ranks disagree, a peer is gone, or the strategy was used out of order.
-
-    The message names the cause: the first field that differs between ranks, the rank that
-    stopped answering, or the call that came too early."""
 
 
 #: what a strategy's ``__init__`` must call, and why (:mod:`distconv.base_init`)
@@ -65,9 +60,8 @@ _BASE_CALL = (
 )
 #: what ``SyncStrategy.__init__`` sets: reading one before it runs is the skipped base call
 _BASE_FIELDS = frozenset({"optimizer", "rank", "world_size"})
-#: suffix of a per-row copy of an optimizer scalar (``step`` -> ``step_per_row``): what a
-#: parameter server saves for a ``sparse_rows`` table, whose rows were updated different numbers
-#: of times. A strategy that holds the table whole keeps one scalar and ignores these keys.
+#: suffix of a per-row copy of an optimizer scalar (``step`` -> ``step_per_row``), which a
+#: parameter server saves for a ``sparse_rows`` table; a strategy holding it whole ignores it.
 PER_ROW = "_per_row"
 
 
@@ -241,10 +235,9 @@ class SyncStrategy(ABC):
         the step alone, so that calls outside a step (an evaluation's :meth:`prefetch`) are
         served as such until the next step; gradients and values wait for the next
         :meth:`setup`, which every ``fit`` calls. Must not raise, but for a Ctrl-C kept from a
-        collective's start (MPISync), raised once all is let go. Default: nothing kept. LocalSync
-        and MPISync (not the parameter server's) refuse (:class:`SyncError`) :meth:`state_dict`
-        and :meth:`start_step` from a step's first update until every parameter (and state) took
-        it, or else until a :meth:`setup` succeeds; a state_dict before that update is served."""
+        collective's start (MPISync), raised once all is let go. Default: nothing kept. A step
+        abandoned after its first update and before its last leaves LocalSync and MPISync
+        refusing :meth:`state_dict` and :meth:`start_step` until a :meth:`setup` succeeds."""
 
     # -- optimizer ----------------------------------------------------------------------------
     def set_lr_scale(self, factor: float) -> None:
@@ -328,28 +321,6 @@ class SyncStrategy(ABC):
         server), so close outside an ``except`` clause a failure that was handled."""
 
 
-def step_refusal(
-    name: str,
-    in_step: bool,
-    known: bool = True,
-    twice_in: str = "one step",
-    whose: str = "",
-    closed: bool = False,
-) -> SyncError:
-    """Why the gradient of parameter ``name`` is refused, in the words of every transport that
-    checks the step's order: after :meth:`~SyncStrategy.close` (``closed``), outside a step,
-    not given to setup (``known`` False; ``whose`` may add whose it was), or fired twice in
-    ``twice_in`` (``"one step"``, ``"step 3"``)."""
-    if closed:  # "call start_step" would send the reader to a call the closed sync refuses
-        return SyncError(f"gradient of {name!r} arrived after close(): make a new sync to go on")
-    if not in_step:
-        hint = "call start_step(examples) before backward, finish_step() after it"
-        return SyncError(f"gradient of {name!r} arrived outside a step: {hint}")
-    if not known:
-        return SyncError(f"gradient of {name!r}, which was not given to setup{whose}")
-    return SyncError(f"parameter {name!r} fired twice in {twice_in}")
-
-
 #: the calls a closed strategy refuses: each would use what :meth:`SyncStrategy.close` let go
 #: (sockets, communicators, the watchdog) or train on without the peers that left.
 #: ``on_gradient`` is not among them: it runs per gradient, inside a step that ``start_step``
@@ -361,9 +332,8 @@ NEEDS_OPEN: tuple[str, ...] = tuple(
 
 
 def _guard_closing(cls: type[SyncStrategy]) -> None:
-    """Wrap ``close``, ``abandon_step`` and the :data:`NEEDS_OPEN` and ``cls.also_needs_open``
-    methods of ``cls`` not wrapped yet: those it defines, and those it takes from a mixin that
-    is no strategy (the parameter server's)."""
+    """Wrap ``close``, ``abandon_step``, :data:`NEEDS_OPEN` and ``cls.also_needs_open`` where
+    not wrapped yet: those ``cls`` defines, or takes from a mixin (the parameter server's)."""
     for name in ("abandon_step", *NEEDS_OPEN, *cls.also_needs_open):
         method = getattr(cls, name)
         if not getattr(method, "_guarded", False):

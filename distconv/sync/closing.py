@@ -1,4 +1,5 @@
-"""Whether a sync closes on a failure: what a transport tells its peers as it closes."""
+"""A sync's refusals (:class:`SyncError`, a gradient out of the step's order) and whether it
+closes on a failure: what a transport tells its peers as it closes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,35 @@ from typing import Any
 
 from distconv import stop_request
 from distconv.stop_request import Preempted
+
+
+class SyncError(RuntimeError):
+    """Ranks disagree, a peer is gone, or the strategy was used out of order.
+
+    The message names the cause: the first field that differs between ranks, the rank that
+    stopped answering, or the call that came too early."""
+
+
+def step_refusal(
+    name: str,
+    in_step: bool,
+    known: bool = True,
+    twice_in: str = "one step",
+    whose: str = "",
+    closed: bool = False,
+) -> SyncError:
+    """Why the gradient of parameter ``name`` is refused, in the words of every transport that
+    checks the step's order: after ``close()`` (``closed``), outside a step, not given to setup
+    (``known`` False; ``whose`` may add whose it was), or fired twice in ``twice_in``
+    (``"one step"``, ``"step 3"``)."""
+    if closed:  # "call start_step" would send the reader to a call the closed sync refuses
+        return SyncError(f"gradient of {name!r} arrived after close(): make a new sync to go on")
+    if not in_step:
+        hint = "call start_step(examples) before backward, finish_step() after it"
+        return SyncError(f"gradient of {name!r} arrived outside a step: {hint}")
+    if not known:
+        return SyncError(f"gradient of {name!r}, which was not given to setup{whose}")
+    return SyncError(f"parameter {name!r} fired twice in {twice_in}")
 
 
 def closing_error() -> BaseException | None:
