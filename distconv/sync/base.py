@@ -122,6 +122,7 @@ class SyncStrategy(ABC):
         self.params: list[Parameter] = []
         self.firing_order: list[str] = []
         self._examples = 0
+        self._stepped = False  # no start_step yet: step_examples has no step to count
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -180,7 +181,15 @@ class SyncStrategy(ABC):
     def step_examples(self) -> int:
         """This rank's examples in the step under way (or the last), as :meth:`start_step` was
         told: what a strategy of one's own divides its gradient sums by (after summing them
-        and this count over the ranks, where there are several)."""
+        and this count over the ranks, where there are several). Before any :meth:`start_step`
+        a :class:`SyncError` (it was 0: every weight went NaN, with a RuntimeWarning alone)."""
+        if not self._stepped:
+            own = type(self).start_step is not SyncStrategy.start_step
+            why = " (does start_step call super().start_step(examples)?)" * own
+            raise SyncError(
+                f"{type(self).__name__}.step_examples read before any start_step(examples): "
+                f"call it before backward{why}"
+            )
         return self._examples
 
     def start_step(self, examples: int) -> None:
@@ -194,7 +203,7 @@ class SyncStrategy(ABC):
             raise ValueError(
                 f"start_step: examples must be a count (an int >= 0), got {examples!r}"
             )
-        self._examples = int(examples)
+        self._examples, self._stepped = int(examples), True
 
     #: whether :meth:`prefetch` does anything: the strategy keeps ``sparse_rows`` tables
     #: elsewhere and moves only the rows a batch reads (a parameter server). Only then does the
