@@ -1,4 +1,5 @@
-"""What a step's checkpoint is checked for before any part of it is written.
+"""What a step is checked for: the parameters' layout a sync strategy must keep
+(:class:`ParamLayout`), and a step's checkpoint, before any part of it is written.
 
 A step's checkpoint is several files (:class:`~distconv.resume.StepCheckpoints`): the chief's
 part, then each parameter-server shard's. Parameters or state holding NaN or infinity, a step
@@ -13,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from distconv.backend import get_array_module
+from distconv.backend import get_array_module, is_gpu_array
 from distconv.checkpoint import check_savable
-from distconv.parameter import Parameter
+from distconv.parameter import Parameter, grads_left
+from distconv.sync import SyncError, SyncStrategy
 from distconv.sync.local import not_numbers
 
 
@@ -73,3 +75,62 @@ def _finite(a: Any) -> bool:
     """Whether the array (numpy or cupy) or number ``a`` holds no NaN nor infinity; True for
     what holds no numbers (``None``, a string), which ``save_checkpoint`` refuses by name."""
     return not_numbers(a) is not None or bool(get_array_module(a).isfinite(a).all())
+
+
+def _layout(value: Any) -> tuple[Any, Any, str]:
+    """Shape, dtype and device of a parameter's value (anything, where a strategy set it)."""
+    shape = getattr(value, "shape", None)
+    device = "gpu" if is_gpu_array(value) else "host"
+    return (None if shape is None else tuple(shape)), getattr(value, "dtype", None), device
+
+
+class ParamLayout:
+    """The shape, dtype and device of each trainable parameter's value, as a fit's setup left
+    them: what a sync strategy keeps when it gives a parameter a new array (one that adopts a
+    buffer it received). A weight it reshaped failed the next forward in its layer's words,
+    blaming the layer; one it widened to float64 trained on, beside float32 gradients, silently.
+
+    Checked where it costs no step anything: at the sync's first step, at each epoch's end, and
+    when a step raises (:meth:`blame`)."""
+
+    def __init__(self, params: Sequence[Parameter]) -> None:
+        self.params = [(p, _layout(p.value)) for p in params]
+
+    def moved(self, sync: SyncStrategy) -> SyncError | None:
+        """A :class:`SyncError` naming the first parameter whose layout changed, or None."""
+        for p, then in self.params:
+            if (now := _layout(p.value)) != then:
+                what = next(
+                    f"{kind} {a if a is None else str(a)} now, {b} at setup"
+                    for kind, a, b in zip(("shape", "dtype", "device"), now, then)
+                    if a != b
+                )
+                return SyncError(
+                    f"{type(sync).__name__} changed parameter {p.name!r}: {what}; a strategy "
+                    "may give a parameter a new array, of the shape, dtype and device its "
+                    "layers and gradient have"
+                )
+        return None
+
+    def check(self, sync: SyncStrategy) -> None:
+        """Raise :meth:`moved`'s error, if any."""
+        if (error := self.moved(sync)) is not None:
+            raise error
+
+    def blame(self, sync: SyncStrategy, error: BaseException) -> None:
+        """Raise :meth:`moved`'s error from ``error``, which a step raised, where the strategy
+        changed a layout: the layer that failed on it was not the cause. A Ctrl-C goes on."""
+        if isinstance(error, Exception) and (moved := self.moved(sync)) is not None:
+            raise moved from error
+
+    def first_step(self, sync: SyncStrategy) -> None:
+        """The sync's first step ended: every gradient it took is zero again (one of one's own
+        that zeroed none trained on, adding each step into every later one), and no layout
+        changed."""
+        if kept := grads_left(p for p, _ in self.params):
+            raise SyncError(
+                f"{type(sync).__name__}.finish_step() left the gradient of {kept[0]!r} "
+                "nonzero: a strategy zeroes each gradient it takes (p.grad[...] = 0), "
+                "else the next step adds it in again"
+            )
+        self.check(sync)

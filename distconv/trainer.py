@@ -28,7 +28,7 @@ from distconv.epoch_tally import EpochTally, check_test_set, evaluate_shares, ri
 from distconv.layers.base import LayerError
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
-from distconv.parameter import grads_left, keep_gradient
+from distconv.parameter import keep_gradient
 from distconv.resume import (
     JobStart,
     Position,
@@ -41,8 +41,9 @@ from distconv.resume import (
 )
 from distconv.run_dir import METRICS, PLOT, RunDirectory
 from distconv.sampler import GlobalBatchSampler, check_count, check_seed
+from distconv.step_guard import ParamLayout
 from distconv.stop_request import EXIT_STATUS, StopRequest, stop_signal
-from distconv.sync import SyncError, SyncStrategy
+from distconv.sync import SyncStrategy
 from distconv.trainer_args import (
     accuracy_pair,
     check_counts,
@@ -159,6 +160,7 @@ class Trainer:
         self.pos = Position()
         self.history: list[dict[str, Any]] = []
         self._stop = StopRequest()
+        self._layout = ParamLayout([])  # each fit's, after its setup
 
     def _take_trainable(self) -> None:
         """The parameters to train: those not frozen now (a fit after a freeze leaves it out)."""
@@ -206,18 +208,13 @@ class Trainer:
         try:
             loss_sum, correct = self._passes(arrays, passes)
             self.sync.finish_step()
-        except BaseException:  # the sync lets go of the step, then the error goes on
+        except BaseException as error:  # the sync lets go of the step, then the error goes on
             self.sync.abandon_step()
+            self._layout.blame(self.sync, error)  # a weight the sync reshaped, not its layer
             raise
         if not self.sync.firing_order and self.network.firing_order:
             self.sync.set_firing_order(self.network.firing_order)
-            # the sync's first step: one of one's own that zeroed none trained on, silently
-            if kept := grads_left(self.trainable):
-                raise SyncError(
-                    f"{type(self.sync).__name__}.finish_step() left the gradient of {kept[0]!r} "
-                    "nonzero: a strategy zeroes each gradient it takes (p.grad[...] = 0), "
-                    "else the next step adds it in again"
-                )
+            self._layout.first_step(self.sync)  # gradients left, layouts changed
         self.pos.step += 1
         if self.monitor is not None:
             self.monitor.observe_step(time.perf_counter() - began, examples, self.pos.step)
@@ -327,6 +324,7 @@ class Trainer:
             self.network.zero_grad()  # what a step cut short left (a second Ctrl-C, an error)
             layers = self.network.structure()  # every rank's model: the same, or stop
             self.sync.setup(self.trainable, {**self.config, "layers": layers}, state)
+            self._layout = ParamLayout(self.trainable)  # what the sync's steps must keep
             self.sync.all_equal(data)  # not setup's: shards keep that, fits vary
             check_test_set(self._forward, train, test)  # the ranks agree on it: all fail alike
             self.pos = share_position(self.sync, pos)
@@ -379,6 +377,7 @@ class Trainer:
                         raise Preempted(said, EXIT_STATUS[stop])
         tally.fold(self.pos)  # a collective: every rank's steps of the epoch are in
         self.sync.refresh_parameters()  # so each rank holds what it trained (async shards)
+        self._layout.check(self.sync)  # a float64 weight beside float32 gradients trains on
         self.pos = Position(self.pos.epoch + 1, self.pos.step, 0, {})
         # what a step trained on: the batch asked for claimed 100000 of a step of 1438
         record = tally.record(self.pos, sampler.examples_per_step, self.accuracy is not None)
