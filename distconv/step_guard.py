@@ -11,7 +11,7 @@ any disk.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 from distconv.backend import get_array_module, is_gpu_array
@@ -91,10 +91,28 @@ class ParamLayout:
     blaming the layer; one it widened to float64 trained on, beside float32 gradients, silently.
 
     Checked where it costs no step anything: at the sync's first step, at each epoch's end, and
-    when a step raises (:meth:`blame`)."""
+    when a step raises (:meth:`blame`).
 
-    def __init__(self, params: Sequence[Parameter]) -> None:
+    Args:
+        params: the parameters the sync was set up with.
+        sync: the sync, or None (no fit yet).
+        model: the names of every parameter of the model, frozen ones too.
+
+    Attributes:
+        order_due: whether the sync is to be told the model's firing order at the next step
+            (:meth:`first_step`): it holds none, or another model's, one naming a parameter
+            this model lacks (a second Trainer's on one sync: the first's order was kept).
+    """
+
+    def __init__(
+        self,
+        params: Sequence[Parameter],
+        sync: SyncStrategy | None = None,
+        model: Set[str] = frozenset(),
+    ) -> None:
         self.params = [(p, _layout(p.value)) for p in params]
+        order = set(sync.firing_order) if sync is not None else set()
+        self.order_due = sync is not None and (not order or not order <= model)
 
     def moved(self, sync: SyncStrategy) -> SyncError | None:
         """A :class:`SyncError` naming the first parameter whose layout changed, or None."""
@@ -123,10 +141,12 @@ class ParamLayout:
         if isinstance(error, Exception) and (moved := self.moved(sync)) is not None:
             raise moved from error
 
-    def first_step(self, sync: SyncStrategy) -> None:
-        """The sync's first step ended: every gradient it took is zero again (one of one's own
-        that zeroed none trained on, adding each step into every later one), and no layout
-        changed."""
+    def first_step(self, sync: SyncStrategy, order: Sequence[str]) -> None:
+        """The sync's first step with this model ended: it is told the model's firing ``order``;
+        every gradient it took is zero again (one of one's own that zeroed none trained on,
+        adding each step into every later one), and no layout changed."""
+        self.order_due = False
+        sync.set_firing_order(order)
         if kept := grads_left(p for p, _ in self.params):
             raise SyncError(
                 f"{type(sync).__name__}.finish_step() left the gradient of {kept[0]!r} "

@@ -212,9 +212,8 @@ class Trainer:
             self.sync.abandon_step()
             self._layout.blame(self.sync, error)  # a weight the sync reshaped, not its layer
             raise
-        if not self.sync.firing_order and self.network.firing_order:
-            self.sync.set_firing_order(self.network.firing_order)
-            self._layout.first_step(self.sync)  # gradients left, layouts changed
+        if self._layout.order_due and self.network.firing_order:  # this model's first step
+            self._layout.first_step(self.sync, self.network.firing_order)
         self.pos.step += 1
         if self.monitor is not None:
             self.monitor.observe_step(time.perf_counter() - began, examples, self.pos.step)
@@ -324,7 +323,8 @@ class Trainer:
             self.network.zero_grad()  # what a step cut short left (a second Ctrl-C, an error)
             layers = self.network.structure()  # every rank's model: the same, or stop
             self.sync.setup(self.trainable, {**self.config, "layers": layers}, state)
-            self._layout = ParamLayout(self.trainable)  # what the sync's steps must keep
+            names = {p.name for p in self.params}  # another model's firing order is due anew
+            self._layout = ParamLayout(self.trainable, self.sync, names)  # what steps must keep
             self.sync.all_equal(data)  # not setup's: shards keep that, fits vary
             check_test_set(self._forward, train, test)  # the ranks agree on it: all fail alike
             self.pos = share_position(self.sync, pos)
