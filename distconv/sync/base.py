@@ -68,9 +68,11 @@ PER_ROW = "_per_row"
 class SyncStrategy(ABC):
     """What happens to each gradient, and everything the Trainer needs across ranks.
 
-    Subclasses implement :meth:`on_gradient` and :meth:`finish_step`, and override the
-    collective methods (:meth:`broadcast_parameters`, :meth:`allreduce_sum`, :meth:`barrier`,
-    :meth:`all_equal`) for their transport. The defaults are those of a single process.
+    Subclasses implement :meth:`on_gradient`, :meth:`finish_step`, :meth:`state_dict` and
+    :meth:`load_state_dict` (abstract: a class lacking one cannot be made), make optimizer state
+    in :meth:`init_state`, and override the collective methods (:meth:`broadcast_parameters`,
+    :meth:`allreduce_sum`, :meth:`barrier`, :meth:`all_equal`) for their transport. The
+    defaults are those of a single process.
 
     Closed is closed, on every transport: after :meth:`close`, the calls in
     :data:`NEEDS_OPEN` raise :class:`SyncError` naming the call, and closing again does
