@@ -44,8 +44,11 @@ from distconv.sync.closing import (  # transports import these three from here
     SyncError,
     closes_once,
     closing_error,  # noqa: F401
+    ends_step,
     guarded,
-    step_refusal,  # noqa: F401
+    refuse_closed,
+    step_refusal,
+    unmade,
 )
 from distconv.sync.description import job_description
 
@@ -125,6 +128,9 @@ class SyncStrategy(ABC):
         self.firing_order: list[str] = []
         self._examples = 0
         self._stepped = False  # no start_step yet: step_examples has no step to count
+        #: ids of the parameters check_gradient took in the step under way; None outside one
+        self._taken: set[int] | None = None
+        self._known: tuple[list[Parameter], set[int]] = ([], set())  # check_gradient's
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -205,7 +211,7 @@ class SyncStrategy(ABC):
             raise ValueError(
                 f"start_step: examples must be a count (an int >= 0), got {examples!r}"
             )
-        self._examples, self._stepped = int(examples), True
+        self._examples, self._stepped, self._taken = int(examples), True, set()
 
     #: whether :meth:`prefetch` does anything: the strategy keeps ``sparse_rows`` tables
     #: elsewhere and moves only the rows a batch reads (a parameter server). Only then does the
@@ -232,6 +238,27 @@ class SyncStrategy(ABC):
 
     def __call__(self, param: Parameter) -> None:
         self.on_gradient(param)
+
+    def check_gradient(self, param: Parameter) -> None:
+        """Refuse ``param``'s gradient out of the step's order, in the words of LocalSync,
+        MPISync and the parameter server's worker: after :meth:`close`, outside
+        :meth:`start_step` ... :meth:`finish_step` (or :meth:`abandon_step`), a second time in
+        the step, or a parameter not given to :meth:`setup`. A strategy of one's own calls it
+        first in :meth:`on_gradient` (the base does not: that runs for every gradient).
+
+        Raises:
+            SyncError: naming the parameter and the rule; nothing is taken.
+        """
+        params, known = self._known
+        if params is not self.params:  # a setup since: its list, made anew
+            params, known = self.params, {id(p) for p in self.params}
+            self._known = params, known
+        taken, key = self._taken, id(param)
+        if self.closed or taken is None or key in taken or key not in known:
+            in_step = taken is not None and not self.closed
+            twice = in_step and key in taken  # type: ignore[operator]
+            raise step_refusal(param.name, in_step, twice or key in known, closed=self.closed)
+        taken.add(key)
 
     @abstractmethod
     def finish_step(self) -> None:
@@ -348,32 +375,12 @@ def _guard_closing(cls: type[SyncStrategy]) -> None:
     for name in ("abandon_step", *NEEDS_OPEN, *cls.also_needs_open):
         method = getattr(cls, name)
         if not getattr(method, "_guarded", False):
-            check = _refuse_unmade if name == "abandon_step" else _refuse_closed
+            check = _CHECKS.get(name, refuse_closed)
             setattr(cls, name, guarded(method, check))
     if not getattr(cls.close, "_guarded", False):
-        cls.close = closes_once(cls.close, _unmade)  # type: ignore[method-assign]
+        cls.close = closes_once(cls.close, unmade)  # type: ignore[method-assign]
 
 
-def _unmade(sync: SyncStrategy) -> bool:
-    """Whether the base's ``__init__`` never ran on ``sync`` (its marker, as ``check_made``)."""
-    return "_examples" not in sync.__dict__
-
-
-def _refuse_unmade(sync: SyncStrategy, call: str) -> None:
-    """``check_made``'s TypeError where a transport's own fields were never set: a dataclass
-    strategy's ``start_step`` failed on "'Quiet' object has no attribute '_fired'"."""
-    if _unmade(sync):
-        sync.check_made()
-
-
-def _refuse_closed(sync: SyncStrategy, call: str) -> None:
-    """A :class:`SyncError` naming ``call`` on a closed ``sync``; an unmade one's TypeError."""
-    if sync.closed:
-        raise SyncError(
-            f"{type(sync).__name__}.{call}() called after close(): make a new "
-            "sync to go on (evaluate and save state before closing)"
-        )
-    _refuse_unmade(sync, call)
-
-
+#: the wrappers' checks where not :func:`refuse_closed`: these two also end the step
+_CHECKS = {"abandon_step": ends_step, "finish_step": ends_step}
 _guard_closing(SyncStrategy)

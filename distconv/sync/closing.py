@@ -93,3 +93,32 @@ def closes_once(
 
     once._guarded = True  # type: ignore[attr-defined]
     return once
+
+
+def unmade(sync: Any) -> bool:
+    """Whether the base's ``__init__`` never ran on ``sync`` (its marker, as ``check_made``)."""
+    return "_examples" not in sync.__dict__
+
+
+def refuse_unmade(sync: Any, call: str) -> None:
+    """``check_made``'s TypeError where a transport's own fields were never set: a dataclass
+    strategy's ``start_step`` failed on "'Quiet' object has no attribute '_fired'"."""
+    if unmade(sync):
+        sync.check_made()
+
+
+def refuse_closed(sync: Any, call: str) -> None:
+    """A :class:`SyncError` naming ``call`` on a closed ``sync``; an unmade one's TypeError."""
+    if sync.closed:
+        raise SyncError(
+            f"{type(sync).__name__}.{call}() called after close(): make a new "
+            "sync to go on (evaluate and save state before closing)"
+        )
+    refuse_unmade(sync, call)
+
+
+def ends_step(sync: Any, call: str) -> None:
+    """``finish_step`` and ``abandon_step`` end the step for ``check_gradient`` (a closed
+    sync's ``finish_step`` refused, as :func:`refuse_closed` says)."""
+    (refuse_unmade if call == "abandon_step" else refuse_closed)(sync, call)
+    sync._taken = None

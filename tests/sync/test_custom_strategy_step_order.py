@@ -1,0 +1,102 @@
+"""A strategy of one's own gets the step-order refusals LocalSync, MPISync and the parameter
+server's worker make, by calling ``check_gradient(param)`` first in its ``on_gradient``: before,
+it had to keep the step's state itself, and one that did not applied a gradient handed in twice
+twice, one outside a step (after ``finish_step``, ``abandon_step`` or ``close``) unaveraged, and
+another model's of the same name with this one's state, each without a word."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv import Network, Trainer
+from distconv.layers import FullyConnected, MSELoss
+from distconv.optim import SGD
+from distconv.parameter import Parameter
+from distconv.sync.base import SyncError, SyncStrategy
+
+
+class Checked(SyncStrategy):
+    """Plain SGD on each gradient as it comes, after the base's order check."""
+
+    def __init__(self) -> None:
+        super().__init__(SGD(lr=0.1))
+
+    def on_gradient(self, param: Parameter) -> None:
+        self.check_gradient(param)
+        param.value -= 0.1 * param.grad / self.step_examples
+        param.grad[...] = 0
+
+    def finish_step(self) -> None:
+        """Nothing in flight."""
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state) -> None:
+        """SGD keeps no state."""
+
+
+def _set_up() -> tuple[Checked, Parameter]:
+    sync, w = Checked(), Parameter("w", np.ones(3))
+    sync.setup([w])
+    w.grad[...] = 1.0
+    return sync, w
+
+
+def _after_finish(sync: Checked, w: Parameter) -> None:
+    sync.start_step(2)
+    sync.finish_step()
+
+
+def _after_abandon(sync: Checked, w: Parameter) -> None:
+    sync.start_step(2)
+    sync.abandon_step()
+
+
+def _after_close(sync: Checked, w: Parameter) -> None:
+    sync.start_step(2)
+    sync.close()
+
+
+def _twice(sync: Checked, w: Parameter) -> None:
+    sync.start_step(2)
+    sync.on_gradient(w)
+    w.grad[...] = 1.0
+
+
+def _another_model_s(sync: Checked, w: Parameter) -> Parameter:
+    sync.start_step(2)
+    other = Parameter("w", np.ones(3))
+    other.grad[...] = 1.0
+    return other
+
+
+@pytest.mark.parametrize(
+    "before, words",
+    [
+        (lambda s, w: None, r"gradient of 'w' arrived outside a step: call start_step"),
+        (_after_finish, r"gradient of 'w' arrived outside a step"),
+        (_after_abandon, r"gradient of 'w' arrived outside a step"),
+        (_after_close, r"gradient of 'w' arrived after close\(\)"),
+        (_twice, r"parameter 'w' fired twice in one step"),
+        (_another_model_s, r"gradient of 'w', which was not given to setup"),
+    ],
+)
+def test_a_gradient_out_of_the_step_s_order_is_refused_and_changes_nothing(before, words):
+    sync, w = _set_up()
+    handed = before(sync, w) or w
+    kept = w.value.copy()
+    with pytest.raises(SyncError, match=words):
+        sync.on_gradient(handed)
+    assert np.array_equal(w.value, kept)
+
+
+def test_a_checked_strategy_trains_with_the_trainer_as_before():
+    rng = np.random.default_rng(0)
+    net = Network()
+    net.add("fc", FullyConnected(3, 1, dtype=np.float64), "x")
+    net.add("loss", MSELoss(), ["fc", "target"])
+    data = {"x": rng.standard_normal((16, 3)), "target": rng.standard_normal((16, 1))}
+    history = Trainer(net, Checked(), batch_size=4, accuracy=None).fit(data, epochs=3)
+    assert history[-1]["train_loss"] < history[0]["train_loss"]
