@@ -85,16 +85,16 @@ def _layout(value: Any) -> tuple[Any, Any, str]:
 
 
 class ParamLayout:
-    """The shape, dtype and device of each trainable parameter's value, as a fit's setup left
-    them: what a sync strategy keeps when it gives a parameter a new array (one that adopts a
-    buffer it received). A weight it reshaped failed the next forward in its layer's words,
+    """The shape, dtype and device of each trainable parameter's value as a fit begins: what a
+    sync strategy keeps (in its ``setup`` too) when it gives a parameter a new array (one that
+    adopts a buffer it received). A weight it reshaped failed the next forward in its layer's words,
     blaming the layer; one it widened to float64 trained on, beside float32 gradients, silently.
 
-    Checked where it costs no step anything: at the sync's first step, at each epoch's end, and
-    when a step raises (:meth:`blame`).
+    Checked where it costs no step anything: after setup, at the sync's first step, at each
+    epoch's end, and when a step raises (:meth:`blame`).
 
     Args:
-        params: the parameters the sync was set up with.
+        params: the parameters the sync is set up with.
         sync: the sync, or None (no fit yet).
         model: the names of every parameter of the model, frozen ones too.
 
@@ -119,7 +119,7 @@ class ParamLayout:
         for p, then in self.params:
             if (now := _layout(p.value)) != then:
                 what = next(
-                    f"{kind} {a if a is None else str(a)} now, {b} at setup"
+                    f"{kind} {a if a is None else str(a)} now, {b} when the fit began"
                     for kind, a, b in zip(("shape", "dtype", "device"), now, then)
                     if a != b
                 )

@@ -160,7 +160,7 @@ class Trainer:
         self.pos = Position()
         self.history: list[dict[str, Any]] = []
         self._stop = StopRequest()
-        self._layout = ParamLayout([])  # each fit's, after its setup
+        self._layout = ParamLayout([])  # each fit's, made before its setup
 
     def _take_trainable(self) -> None:
         """The parameters to train: those not frozen now (a fit after a freeze leaves it out)."""
@@ -322,9 +322,10 @@ class Trainer:
             self._take_trainable()
             self.network.zero_grad()  # what a step cut short left (a second Ctrl-C, an error)
             layers = self.network.structure()  # every rank's model: the same, or stop
-            self.sync.setup(self.trainable, {**self.config, "layers": layers}, state)
             names = {p.name for p in self.params}  # another model's firing order is due anew
-            self._layout = ParamLayout(self.trainable, self.sync, names)  # what steps must keep
+            self._layout = ParamLayout(self.trainable, self.sync, names)  # what the sync keeps
+            self.sync.setup(self.trainable, {**self.config, "layers": layers}, state)
+            self._layout.check(self.sync)  # its broadcast_parameters too
             self.sync.all_equal(data)  # not setup's: shards keep that, fits vary
             check_test_set(self._forward, train, test)  # the ranks agree on it: all fail alike
             self.pos = share_position(self.sync, pos)

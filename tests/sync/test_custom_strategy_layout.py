@@ -46,9 +46,9 @@ class Adopts(LocalSync):
 @pytest.mark.parametrize(
     "change, words",
     [
-        (lambda v: v.reshape(-1), r"shape \(12,\) now, \(4, 3\) at setup"),
-        (lambda v: v.T.copy(), r"shape \(3, 4\) now, \(4, 3\) at setup"),
-        (lambda v: v.astype(np.float64), r"dtype float64 now, float32 at setup"),
+        (lambda v: v.reshape(-1), r"shape \(12,\) now, \(4, 3\) when the fit began"),
+        (lambda v: v.T.copy(), r"shape \(3, 4\) now, \(4, 3\) when the fit began"),
+        (lambda v: v.astype(np.float64), r"dtype float64 now, float32 when the fit began"),
     ],
 )
 def test_a_strategy_that_changes_a_parameter_s_layout_is_named(change, words, at):
@@ -73,3 +73,20 @@ def test_a_layout_changed_by_hand_between_fits_is_the_next_fit_s():
     for p in net.parameters():
         p.cast(np.float64)
     trainer.fit({k: v.astype(np.float64) for k, v in data.items()}, epochs=2)
+
+
+class BroadcastsWide(LocalSync):
+    """Gives each parameter the float64 array its broadcast received, as a shared-memory
+    transport reading a float64 buffer would."""
+
+    def broadcast_parameters(self) -> None:
+        for p in self.params:
+            p.value = p.value.astype(np.float64)
+
+
+def test_a_strategy_whose_setup_changes_a_layout_is_named_before_a_step():
+    net, data = _model()
+    trainer = Trainer(net, BroadcastsWide(SGD(lr=0.01)), batch_size=4, progress=False)
+    with pytest.raises(SyncError, match=r"BroadcastsWide changed parameter 'fc1.weight': dtype"):
+        trainer.fit(data, epochs=1)
+    assert trainer.pos.step == 0
