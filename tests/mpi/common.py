@@ -12,9 +12,8 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -349,10 +348,3 @@ def stuck_step(fail: bool) -> Iterator[tuple[MPISync, Parameter]]:
         comm.release.set()
         with contextlib.suppress(SyncError):
             sync.close()
-
-
-def unguarded(method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method`` without the guard the sync base puts on a transport's step methods (it
-    refuses a closed strategy, or one whose base ``__init__`` never ran): for a test that runs
-    an MPISync method on a stand-in holding only what that method reads."""
-    return getattr(method, "__wrapped__", method)

@@ -12,7 +12,8 @@ from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.used import UsedParams
-from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_two_ranks, unguarded
+from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_two_ranks
+from tests.unguarded import unguarded
 
 pytestmark = pytest.mark.timeout(120)
 

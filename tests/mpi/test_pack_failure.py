@@ -19,8 +19,8 @@ from tests.mpi.common import (
     run_mpi,
     run_two_ranks,
     script,
-    unguarded,
 )
+from tests.unguarded import unguarded
 
 pytestmark = pytest.mark.timeout(120)
 

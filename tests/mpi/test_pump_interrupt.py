@@ -17,8 +17,8 @@ from distconv.sync.mpi.pieces import PiecePump
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import Watchdog, WatchedRequest
-from tests.mpi.common import unguarded
 from tests.mpi.sign_off import interrupting
+from tests.unguarded import unguarded
 
 pytestmark = pytest.mark.timeout(30)
 

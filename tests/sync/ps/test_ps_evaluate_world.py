@@ -20,6 +20,7 @@ from distconv.data import DataError
 from distconv.epoch_tally import evaluate_shares
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.wire import pack, unpack_header
+from tests.unguarded import unguarded
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,7 +35,7 @@ class _BareRank:
 
     def __init__(self, sock: zmq.Socket, rank: int, world: int) -> None:
         self.sock, self.rank, self.world_size, self._count = sock, rank, world, 0
-        self.allreduce_sum = PServerSync.allreduce_sum.__get__(self)
+        self.allreduce_sum = unguarded(PServerSync.allreduce_sum).__get__(self)
 
     def _gather(self, kind: str, value, answer: str = "values"):
         self._count += 1

@@ -1,0 +1,14 @@
+"""A sync method without the guard the sync base puts on every transport's step methods, for
+tests that run it on a stand-in object."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def unguarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` without the guard the sync base puts on a transport's step methods (it
+    refuses a closed strategy, or one whose base ``__init__`` never ran): for a test that runs
+    a transport's method on a stand-in holding only what that method reads."""
+    return getattr(method, "__wrapped__", method)
