@@ -122,6 +122,8 @@ class Terminal:
                 self._ready.wait(OUTPUT_STALL_SECONDS - stalled)  # it moves: wait for room
                 if moved is not None:
                     moved()
+            if self._gone:  # it went while this one waited: its give-up emptied the queue
+                return False
             if log is not None and (self._ended or self._shut):  # shut while it waited too:
                 return self._count_late(name, log, number)  # room then, behind close()'s count
             self._say_dropped(name)  # before the line: the gap is said where it is
