@@ -132,15 +132,16 @@ def taken_over() -> None:
 def release() -> None:
     """Give the stop signals back to the handlers :func:`defer` found, the last it replaced
     (a caller's set after the import's), where the launcher's is still in (not where the
-    caller set its own since: the launcher called as a function, in a process that goes on);
-    a signal kept, or waiting to be sent again, is dropped."""
+    caller set its own since: the launcher called as a function, in a process that goes on),
+    in the main thread alone (elsewhere signal.signal() raises: they stay the launcher's till
+    a release() there); a signal kept, or waiting to be sent again, is dropped."""
     global _armed, _released, _taken
     _armed = False  # first, before any call: a signal from here is kept, and dropped below
     _taken = False
     with _retrying:
         _released += 1
-    while _previous:
-        signum, handler = _previous.popitem()
+    while _previous and threading.current_thread() is threading.main_thread():  # else kept:
+        signum, handler = _previous.popitem()  # signal.signal() raises ValueError there
         if signal.getsignal(signum) is _on_signal:  # not one the caller set since: kept
             signal.signal(signum, handler)
     _pending.clear()  # last: one kept till the handlers are given back is not left for arm()

@@ -76,3 +76,42 @@ def test_main_called_as_a_function_gives_the_caller_s_own_handler_back(argv, tmp
         timeout=20,
     )  # fmt: skip
     assert done.returncode == 7, (done.returncode, done.stdout, done.stderr[-500:])
+
+
+#: ``main(ARGV)`` called in a thread of a process whose program is ``distconv-launch`` (the
+#: import's defer() took the handlers in the main thread): its status, or its usage error
+IN_A_THREAD = """\
+import sys, threading
+sys.argv[0] = "/usr/local/bin/distconv-launch"
+import launcher
+from launcher.cli import main
+ended = []
+def run():
+    try:
+        ended.append(main(sys.argv[1:]))
+    except BaseException as exc:
+        ended.append(repr(exc))
+worker = threading.Thread(target=run)
+worker.start()
+worker.join()
+print(ended)
+"""
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("argv", "ended"),
+    [
+        (["local", "--bogus"], "['SystemExit(2)']"),
+        (["local", "--workers", "1", "--servers", "0", "--", "missing.py"], "[1]"),
+    ],
+    ids=["usage-error", "run"],
+)
+def test_main_called_in_a_thread_gives_its_status(argv, ended, tmp_path):
+    """release() gave the handlers back with signal.signal(), which raises ValueError outside
+    the main thread (k478): main() raised that in place of its status or usage error."""
+    done = subprocess.run(
+        [sys.executable, "-c", IN_A_THREAD, *argv], env=ENV, cwd=tmp_path, capture_output=True,
+        timeout=20, text=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == ended, (done.stdout, done.stderr[-500:])
