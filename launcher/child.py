@@ -163,10 +163,11 @@ class Child:
         self._files.let_go(1 if self._pump.ident is not None else 2)  # 2: it never started
         if held:
             stalled, hung = self._writes.held_up(since)  # since the ask, or a later look
-            if hung and stop is not None and stop():  # the wait cut: slow is not hung (k476)
+            cut = hung and stop is not None and stop()  # the wait cut: slow is not hung (k476),
+            if cut:  # nor said to reach the log whole: the end's drain is bounded (k478)
                 hung = self._writes.held_up(time.monotonic() - OUTPUT_DRAIN_SECONDS)[1]
-            self.output_held = held_output(self.spec.name, self.log_path, stalled, hung, unheld)
-            self._drains = not hung  # a stray's pipe too: what it holds, not its end
+            said = held_output(self.spec.name, self.log_path, stalled, hung, unheld, cut)
+            self.output_held, self._drains = said, not hung  # a stray's pipe too: what it holds
         return not held
 
     def _wait(self) -> None:

@@ -118,19 +118,34 @@ class PumpWrites:
 
 
 def held_output(
-    name: str, log_path: Path, stalled: bool, log_hung: bool = False, unheld: bool = False
+    name: str,
+    log_path: Path,
+    stalled: bool,
+    log_hung: bool = False,
+    unheld: bool = False,
+    log_cut: bool = False,
 ) -> str:
     """What the launcher says of child ``name``'s output pipe that it stopped waiting for:
     ``stalled``, its own output held the pump up (:meth:`OutputWaits.waiting_since`): a slow
     one, or a stall of under :data:`OUTPUT_STALL_SECONDS`, after which the launcher's queue
     (:class:`launcher.terminal.Terminal`) drops the line and the pump goes on;
     ``log_hung``, a write to the child's log at ``log_path`` did (a hung file system);
+    ``log_cut``, one was under way when a second stop signal cut the wait, too short a time
+    to tell a slow file system from a hung one: the launcher's end drains the pipe into the
+    log, bounded, and says where it could not (:meth:`launcher.supervisor.Supervisor._drain_logs`);
     ``unheld``, no process holds the pipe, so slow writes (or a loaded host) held the pump up,
     not one that will never end; else a process outside the child's group holds the pipe."""
     if log_hung:
         return (
             f"{name}: a write to {log_path} has not ended (a hung file system?), so {name}'s "
             "last lines are missing from it, from the launcher's output and from failure.json"
+        )
+    if log_cut:
+        return (
+            f"{name}: a write to {log_path} was under way at the second stop signal (a slow "
+            f"file system, or a hung one), so {name}'s last lines are missing from failure.json "
+            "and the launcher's output; the launcher's end drains the rest into the log, if it "
+            "takes them in time"
         )
     if stalled:  # the pump goes on, each line to the log first; at the launcher's end the
         # output is shut and the pipe drained into the log (Supervisor._drain_logs)
