@@ -186,21 +186,29 @@ class Supervisor:
             self._report(failure, max_restarts)
             return failure.status
         finally:
-            if self._terminal is not None:  # its last lines: a stalled output has its bound
-                terminal, self._terminal = self._terminal, None
-                drain, stop = child_waits.OUTPUT_DRAIN_SECONDS, self._stop_now
-                unshown = terminal.close(drain, bool(self._signals), stop)
-                terminal.shut()  # the pumps it holds up: into the logs alone, then they end
-                self._drain_logs()
-                for said in (unshown, terminal.late()):  # queued still where shared: a stall
-                    if said:  # goes on; the lines that came after the output ended: counted
-                        self.say(said, level="warning")
-            # not cut by a second signal: the launcher's own last words (the kill, the stop)
-            # are few, and a stall ends this wait all the same
-            self.messages.end(child_waits.OUTPUT_DRAIN_SECONDS)
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            self.unclaim()
+            try:
+                self._end_output()
+            finally:  # given back whatever the end raised: release() gives back only its own
+                for signum, handler in previous.items():
+                    signal.signal(signum, handler)
+                self.unclaim()
+
+    def _end_output(self) -> None:
+        """The end of :meth:`run`'s output: the view's last lines (a stalled output has its
+        bound), the held pipes drained into the logs, what the output lacks, and the
+        launcher's own last words."""
+        if self._terminal is not None:
+            terminal, self._terminal = self._terminal, None
+            drain, stop = child_waits.OUTPUT_DRAIN_SECONDS, self._stop_now
+            unshown = terminal.close(drain, bool(self._signals), stop)
+            terminal.shut()  # the pumps it holds up: into the logs alone, then they end
+            self._drain_logs()
+            for said in (unshown, terminal.late()):  # queued still where shared: a stall
+                if said:  # goes on; the lines that came after the output ended: counted
+                    self.say(said, level="warning")
+        # not cut by a second signal: the launcher's own last words (the kill, the stop)
+        # are few, and a stall ends this wait all the same
+        self.messages.end(child_waits.OUTPUT_DRAIN_SECONDS)
 
     def claim(self) -> None:
         """Hold the run directory for this launch (``launch.lock``, until :meth:`run` returns or

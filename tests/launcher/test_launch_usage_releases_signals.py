@@ -115,3 +115,31 @@ def test_main_called_in_a_thread_gives_its_status(argv, ended, tmp_path):
         timeout=20, text=True,
     )  # fmt: skip
     assert done.stdout.strip() == ended, (done.stdout, done.stderr[-500:])
+
+
+#: the caller's own SIGTERM handler, and a launch whose end raises (a bug; here the drain of
+#: the held pipes) after the supervisor took the handlers over: the caller's must come back
+END_RAISES = CALLER.replace(
+    "from launcher.cli import main\n",
+    """from launcher.cli import main
+from launcher.supervisor import Supervisor
+def raises(self):
+    raise RuntimeError("the end raised")
+Supervisor._drain_logs = raises
+signal.signal(signal.SIGTERM, lambda *_: os._exit(7))
+""",
+).replace("except SystemExit:\n", "except RuntimeError:\n")
+
+
+@pytest.mark.timeout(30)
+def test_a_launch_whose_end_raises_gives_the_caller_s_own_handler_back(tmp_path):
+    """The supervisor gave its handlers back last in its ``finally``, after the output's end:
+    an error there left its own in, and release() gives back only where the launcher's is
+    (dc43ad98), so the caller's process kept a handler that stopped nothing (k478)."""
+    (tmp_path / "fails.py").write_text("raise SystemExit(3)\n")
+    argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "fails.py"]
+    done = subprocess.run(
+        [sys.executable, "-c", END_RAISES, *argv], env=ENV, cwd=tmp_path, capture_output=True,
+        timeout=20,
+    )  # fmt: skip
+    assert done.returncode == 7, (done.returncode, done.stdout, done.stderr[-500:])
