@@ -195,7 +195,9 @@ class StepCheck:
         """Wait for the exchange and check it.
 
         A call interrupted after the exchange's Wait returned (a KeyboardInterrupt) leaves the
-        step unchecked: the next call checks it, as this one would have.
+        step unchecked: the next call checks it, as this one would have; so does one
+        interrupted as it names a mismatch (before, marked read first: the next call returned
+        None, and the rank took a step every other rank refused for checked).
 
         Returns:
             The step's examples summed over the ranks, or None when it was checked already
@@ -208,12 +210,17 @@ class StepCheck:
         if not (self.drain() or self._unread):
             return None
         steps, hashes, examples = zip(*self._every.tolist())  # plain ints: a few rows
-        self._unread = False  # checked: said once, on every rank alike
-        if len(set(steps)) > 1:
-            self._raise_elsewhere()
-        if len(set(hashes)) > 1:
-            self._raise_layout_mismatch(hashes)
-        return sum(examples)
+        try:  # checked, said once on every rank alike: marked read only as it is raised
+            if len(set(steps)) > 1:
+                self._raise_elsewhere()
+            if len(set(hashes)) > 1:
+                self._raise_layout_mismatch(hashes)
+            total = sum(examples)
+        except SyncError:  # (no call between: no Ctrl-C raised there)
+            self._unread = False
+            raise
+        self._unread = False
+        return total
 
     def meet(self, what: int, steps: int, count: int = 0) -> None:
         """Open a meeting between steps: every rank must say the same ``what`` (a code, such
@@ -292,6 +299,7 @@ class StepCheck:
     def _raise_layout_mismatch(self, hashes: Sequence[int]) -> None:
         rank = self.comm.Get_rank()
         same = [h == hashes[rank] for h in hashes]
+        self._unread = False  # read from here: the gather below is made once, not again
         other, diff = difference_from(self.comm, dict(self._layout), same)
         raise SyncError(
             f"step {self._step}: rank {rank} and rank {other} lay out gradient buckets "
