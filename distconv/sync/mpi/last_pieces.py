@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from distconv.sync.mpi.kept import keep, stopping, to_the_end
 from distconv.sync.mpi.pieces import PiecePump
 from distconv.sync.mpi.thread import CommThread
-from distconv.sync.mpi.updates import _keep, _stopping, to_the_end
 from distconv.sync.mpi.used import UsedParams
 
 
@@ -37,9 +37,9 @@ def send_and_update(
             update(begun)
             return
         except KeyboardInterrupt as exc:
-            if begun or world_size == 1 or _stopping(alone) or used.start_unknown or pump.starting:
+            if begun or world_size == 1 or stopping(alone) or used.start_unknown or pump.starting:
                 raise
-            _keep(alone, exc)
+            keep(alone, exc)
 
 
 def send_last(
@@ -65,9 +65,9 @@ def send_last(
                 pump.finish()
             return
         except KeyboardInterrupt as exc:
-            if _stopping(alone) or used.start_unknown or pump.starting:
+            if stopping(alone) or used.start_unknown or pump.starting:
                 raise
-            _keep(alone, exc)
+            keep(alone, exc)
 
 
 def finish_pieces(pump: PiecePump, alone: list[BaseException]) -> None:

@@ -207,7 +207,7 @@ class CommThread:
         abort), two threads in MPI under ``MPI_THREAD_SERIALIZED``. After a failure every
         queued reduction is skipped and an ``always`` call only starts a request: quick.
 
-        A report made again after a Ctrl-C kept in that wait (:func:`~.updates.to_the_end`
+        A report made again after a Ctrl-C kept in that wait (:func:`~.kept.to_the_end`
         makes the bucket's or the flags' wait again, and so the report) waits for the same
         settling from its start, as :meth:`_await` does for a wait made again (which it cannot
         tell here: the bucket's wait comes between). A new settling, its patience counted
@@ -234,7 +234,7 @@ class CommThread:
         seconds without moving on, counted from this wait's start at the earliest: ``began``
         if given (a wait its caller made before), else the start of the wait an interrupt
         left, where this one waits for the same event next (a Ctrl-C kept and the wait made
-        again: :func:`~.updates.to_the_end`), else the patience began anew there and a stuck
+        again: :func:`~.kept.to_the_end`), else the patience began anew there and a stuck
         thread was named after up to twice as long.
 
         Not :attr:`patience` in all: the event may come behind several live collectives (the

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from distconv.sync.base import SyncError
 from distconv.sync.mpi.buckets import Bucket
 from distconv.sync.mpi.comm import WireRefused
 from distconv.sync.mpi.held import HeldInterrupt
+from distconv.sync.mpi.kept import keep, stopping, to_the_end
 from distconv.sync.mpi.pieces import PiecePump
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
@@ -41,7 +42,6 @@ from distconv.sync.mpi.used import UsedParams
 #: the optimizer on one reduced bucket, given the flags of the parameters that fired anywhere
 #: (None: every parameter of the bucket did), and maybe the bucket's checked ``to_update``
 Update = Callable[..., None]
-T = TypeVar("T")
 
 
 def update_step(
@@ -137,12 +137,12 @@ def reduce_all(
                 flags = _reduce_rest(buckets, thread, comm, used, alone, by_hand)
                 break
             except KeyboardInterrupt as exc:  # asked twice, or the flags refused the step on
-                if _stopping(alone) or used.refused:  # every rank (this rank's pack among
+                if stopping(alone) or used.refused:  # every rank (this rank's pack among
                     raise  # them): nothing is left that another rank waits for
-                _keep(alone, exc)
+                keep(alone, exc)
     except BaseException as exc:  # a SyncError (every rank's), an MPI error, an interrupt (a wait,
         # this rank's pack kept by UsedParams.fail): this rank's in a note
-        if _stopping(alone):  # an interrupt: asked to stop
+        if stopping(alone):  # an interrupt: asked to stop
             _raise_from(alone[0], exc)
         if alone and hasattr(exc, "add_note"):  # Python 3.11 on
             exc.add_note(f"an earlier bucket's copy back failed on this rank too: {alone[0]!r}")
@@ -205,9 +205,9 @@ def _by_hand(bucket: Bucket, comm: Any, alone: list[BaseException], done: set[Bu
         try:
             held.__exit__()
         except KeyboardInterrupt as exc:
-            if _stopping(alone):
+            if stopping(alone):
                 raise
-            _keep(alone, exc)
+            keep(alone, exc)
 
     def wait(request: Any) -> None:
         while True:  # no instruction unheld outside this try: a Ctrl-C there is kept too
@@ -217,9 +217,9 @@ def _by_hand(bucket: Bucket, comm: Any, alone: list[BaseException], done: set[Bu
                 held.__enter__(here)  # the next start (after a local sum)
                 return
             except KeyboardInterrupt as exc:  # unheld, outside the wait's: made again
-                if _stopping(alone):
+                if stopping(alone):
                     raise
-                _keep(alone, exc)
+                keep(alone, exc)
 
     held.__enter__(here)  # a Ctrl-C before it: nothing started, reduce_all makes this again
     try:
@@ -251,27 +251,6 @@ def _raise_from(interrupt: BaseException, error: BaseException) -> NoReturn:
     raise interrupt from error
 
 
-def to_the_end(
-    call: Callable[..., T],
-    kept: list[BaseException],
-    *args: Any,
-    pending: Callable[[], bool] | None = None,
-) -> T:
-    """``call(*args)``, made again until it returns: a KeyboardInterrupt raised there (a Ctrl-C in
-    a wait, raised once the wait returned) is kept in ``kept`` (:func:`_keep`), not raised,
-    unless ``kept`` holds one already (asked twice, this rank stops at once) or ``pending``
-    says the call has nothing left to wait for (the interrupt is no wait's: the flags raise
-    this rank's failed pack, :meth:`~.used.UsedParams.fail`). ``call`` must be safe to make
-    again: a wait on a completed request returns at once."""
-    while True:
-        try:
-            return call(*args)
-        except KeyboardInterrupt as exc:  # this rank's alone: the others' collectives first
-            if _stopping(kept) or (pending and not pending()):
-                raise
-            _keep(kept, exc)
-
-
 def refused_alike(error: BaseException, thread: CommThread | None) -> bool:
     """Whether ``error``, raised by ``finish_step`` without a communication thread, is a 16-bit
     wire's refusal (or an interrupt kept until then, raised from it: :func:`reduce_all`): every
@@ -283,30 +262,16 @@ def refused_alike(error: BaseException, thread: CommThread | None) -> bool:
 
 def _unpack(bucket: Bucket, alone: list[BaseException]) -> None:
     """Unpack ``bucket``; an error other than a SyncError (the 16-bit wire's check, made alike on
-    every rank), a KeyboardInterrupt too, is kept in ``alone`` (:func:`_keep`), not raised; but
+    every rank), a KeyboardInterrupt too, is kept in ``alone`` (:func:`keep`), not raised; but
     an interrupt where one is kept already (asked twice: stop at once, as :func:`to_the_end`)."""
     try:
         bucket.unpack()
     except SyncError:
         raise
     except BaseException as exc:  # this rank's alone: the other ranks' collectives come first
-        if _stopping(alone) and not isinstance(exc, Exception):
+        if stopping(alone) and not isinstance(exc, Exception):
             raise
-        _keep(alone, exc)
-
-
-def _stopping(alone: list[BaseException]) -> bool:
-    """Whether ``alone`` keeps an interrupt (not an Exception): this rank was asked to stop."""
-    return bool(alone) and not isinstance(alone[0], Exception)
-
-
-def _keep(alone: list[BaseException], exc: BaseException) -> None:
-    """Keep ``exc`` in ``alone``: the first only, but an interrupt after an error replaces it,
-    that error its context (what was asked is to stop)."""
-    if not alone:
-        alone.append(exc)
-    elif isinstance(alone[0], Exception) and not isinstance(exc, Exception):
-        exc.__context__, alone[0] = alone[0], exc
+        keep(alone, exc)
 
 
 def check_kept(

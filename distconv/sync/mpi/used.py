@@ -179,7 +179,7 @@ class UsedParams:
         if not self._posted:
             return None
         self._wait()
-        read = self._read()  # pending till read (updates.to_the_end makes the call again)
+        read = self._read()  # pending till read (kept.to_the_end makes the call again)
         # refused before the exchange is over: a Ctrl-C between the two, once it no longer
         # pends, is raised at once (updates.reduce_all), not taken for this rank's alone
         self.refused = isinstance(read, BaseException)
