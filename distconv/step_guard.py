@@ -101,7 +101,8 @@ class ParamLayout:
     Attributes:
         order_due: whether the sync is to be told the model's firing order at the next step
             (:meth:`first_step`): it holds none, or another model's, one naming a parameter
-            this model lacks (a second Trainer's on one sync: the first's order was kept).
+            this model lacks or lacking one it trains (a second Trainer's on one sync, a
+            shallower or deeper model of a sweep: the first's order was kept).
     """
 
     def __init__(
@@ -112,7 +113,8 @@ class ParamLayout:
     ) -> None:
         self.params = [(p, _layout(p.value)) for p in params]
         order = set(sync.firing_order) if sync is not None else set()
-        self.order_due = sync is not None and (not order or not order <= model)
+        trains = {p.name for p in params}  # a deeper model's, where the order is a shallower's
+        self.order_due = sync is not None and not (order and order <= model and trains <= order)
 
     def moved(self, sync: SyncStrategy) -> SyncError | None:
         """A :class:`SyncError` naming the first parameter whose layout changed, or None."""

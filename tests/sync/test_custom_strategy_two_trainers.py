@@ -66,3 +66,28 @@ def test_a_second_model_s_first_step_is_checked_too():
     second, data = _model("b")
     with pytest.raises(SyncError, match=r"left the gradient of 'b\w+\.\w+' nonzero"):
         Trainer(second, sync, batch_size=4, progress=False).fit(data, epochs=1)
+
+
+def _deeper(depth: int) -> tuple[Network, dict[str, np.ndarray]]:
+    """A sweep's models: ``depth`` layers fc1..fcN, a shallower one's names all in a deeper's."""
+    rng = np.random.default_rng(0)
+    net, last = Network(), "x"
+    for k in range(1, depth + 1):
+        net.add(f"fc{k}", FullyConnected(3, 1 if k == depth else 3), last)
+        last = f"fc{k}"
+    net.add("loss", MSELoss(), [last, "target"])
+    x = rng.standard_normal((16, 3)).astype(np.float32)
+    return net, {"x": x, "target": rng.standard_normal((16, 1)).astype(np.float32)}
+
+
+def test_a_deeper_model_of_a_sweep_is_given_its_own_firing_order_and_checked():
+    sync = Recording()
+    shallow, data = _deeper(1)
+    Trainer(shallow, sync, batch_size=4, progress=False).fit(data, epochs=1)
+    deep, data = _deeper(2)  # fc1's names are the shallow model's: its order named no fc2
+    Trainer(deep, sync, batch_size=4, progress=False).fit(data, epochs=1)
+    assert sync.firing_order == deep.firing_order
+    sync.keep = True
+    deeper, data = _deeper(3)
+    with pytest.raises(SyncError, match=r"left the gradient of 'fc\d\.\w+' nonzero"):
+        Trainer(deeper, sync, batch_size=4, progress=False).fit(data, epochs=1)
