@@ -244,8 +244,8 @@ class Trainer:
         by_name = {p.name: p for p in self.trainable}
         recorded = self.network.firing_order or ()
         for name in dict.fromkeys([*self.sync.firing_order, *recorded, *by_name]):
-            if name in by_name:
-                self.sync(by_name[name])
+            if name in by_name:  # on_gradient, as backward is handed: not an override of __call__
+                self.sync.on_gradient(by_name[name])
 
     # -- evaluation -----------------------------------------------------------------------------
     def evaluate(self, arrays: Arrays | Dataset, batch_size: int = 256) -> dict[str, float]:
