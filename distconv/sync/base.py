@@ -162,6 +162,7 @@ class SyncStrategy(ABC):
             ValueError: two parameters of one name (one listed twice is taken once).
         """
         self.check_made()
+        self._taken = None  # a step left open is let go of: check_gradient refuses its rest
         self.params = setup_params(trainable(params))  # TypeError for an integer one
         self.all_equal(job_description(self.params, self.optimizer, config or {}))
         self.init_state()

@@ -59,6 +59,12 @@ def _after_close(sync: Checked, w: Parameter) -> None:
     sync.close()
 
 
+def _after_setup(sync: Checked, w: Parameter) -> None:
+    sync.start_step(2)  # a step left open (a script's backward raised): setup lets go of it
+    sync.setup([w])
+    w.grad[...] = 1.0
+
+
 def _twice(sync: Checked, w: Parameter) -> None:
     sync.start_step(2)
     sync.on_gradient(w)
@@ -79,6 +85,7 @@ def _another_model_s(sync: Checked, w: Parameter) -> Parameter:
         (_after_finish, r"gradient of 'w' arrived outside a step"),
         (_after_abandon, r"gradient of 'w' arrived outside a step"),
         (_after_close, r"gradient of 'w' arrived after close\(\)"),
+        (_after_setup, r"gradient of 'w' arrived outside a step"),
         (_twice, r"parameter 'w' fired twice in one step"),
         (_another_model_s, r"gradient of 'w', which was not given to setup"),
     ],
