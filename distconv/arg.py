@@ -176,7 +176,9 @@ def not_finite_once(arrays: Mapping[str, Any], dtype: Any = None) -> str | None:
 
 def _proved_finite(a: Any, fed: str) -> bool:
     ref, shape, dtype = _PROVED_FINITE.get((id(a), fed), (None, None, None))
-    return ref is not None and ref() is a and shape == tuple(a.shape) and dtype == a.dtype
+    if ref is None or ref() is not a or shape != tuple(a.shape) or dtype != a.dtype:
+        return False
+    return _read_only(a)  # made writable again since (its flag set back): written, maybe
 
 
 def _read_only(a: Any) -> bool:

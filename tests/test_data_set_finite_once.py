@@ -103,3 +103,13 @@ def test_a_read_only_view_of_a_writable_array_is_scanned_again():
     assert not_finite_once({"x": view}) is None
     x[6, 2] = np.inf
     assert not_finite_once({"x": view}) == "'x' holds NaN or infinity in 1 row(s): 6"
+
+
+def test_an_array_made_writable_again_since_it_was_proved_finite_is_scanned_again():
+    """A script that locked its set (``x.flags.writeable = False``) and unlocked it to refill
+    it in place: the cache kept it proved, and the NaN written since went unread."""
+    x = _read_only(np.zeros((8, 3), np.float32))
+    assert not_finite_once({"x": x}) is None
+    x.flags.writeable = True
+    x[4, 1] = np.nan
+    assert not_finite_once({"x": x}) == "'x' holds NaN or infinity in 1 row(s): 4"
