@@ -143,8 +143,16 @@ def release() -> None:
     while _previous and threading.current_thread() is threading.main_thread():  # else kept:
         signum, handler = _previous.popitem()  # signal.signal() raises ValueError there
         if signal.getsignal(signum) is _on_signal:  # not one the caller set since: kept
-            signal.signal(signum, handler)
+            signal.signal(signum, restorable(handler))
     _pending.clear()  # last: one kept till the handlers are given back is not left for arm()
+
+
+def restorable(handler: object) -> object:
+    """``handler``, a stop signal's before the launcher's, as signal.signal() takes it back:
+    None, one set outside Python (an embedding program's, before Python started), which
+    Python cannot set again (signal.signal(signum, None) raises TypeError), is the default's:
+    the signal stops the process again, where the launcher's kept it for good."""
+    return signal.SIG_DFL if handler is None else handler
 
 
 def run_captured(argv: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess:

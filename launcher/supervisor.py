@@ -61,7 +61,7 @@ from .child import Child, ChildSpec, running_groups
 from .commands import LaunchError
 from .failure import Failure, signal_name, write_report
 from .gang import any_running, first_failed, killed_at_the_end, send_stop_signals
-from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
+from .interrupt import STOP_SIGNALS, restorable, stop_signals_to_catch, taken_over
 from .json_lines import JsonLines
 from .messages import Messages
 from .run_dir import clear_run_dir, make_run_dir
@@ -189,8 +189,8 @@ class Supervisor:
             try:
                 self._end_output()
             finally:  # given back whatever the end raised: release() gives back only its own
-                for signum, handler in previous.items():
-                    signal.signal(signum, handler)
+                for signum, handler in previous.items():  # None: one set outside Python
+                    signal.signal(signum, restorable(handler))
                 self.unclaim()
 
     def _end_output(self) -> None:

@@ -1,0 +1,68 @@
+"""A stop signal whose handler was set outside Python is given back as the default's (k482).
+
+A program that embeds Python and set its own C handler before Python started (or an
+extension that did before the signal module read them) has ``signal.getsignal()`` answer
+None. :func:`launcher.interrupt.defer` and the supervisor recorded that None, and gave it back
+with ``signal.signal(signum, None)``, which raises TypeError: ``main()`` raised it in place of
+its status or its usage error, and the launcher's handler stayed in, keeping the next SIGTERM
+for good. Here the signal module is made to read a C handler as such an embedding's does: the
+handler set with libc's ``signal()``, then the ``_signal`` module executed again."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.launcher.launch_cli import ENV
+
+#: a C handler on SIGTERM that Python reads as None, then ``main(ARGV)`` (or a supervisor run,
+#: for ARGV ``supervisor``), then a SIGTERM to itself: it must end the process
+C_HANDLER = """\
+import ctypes, importlib.util, os, signal, sys, time
+handler = ctypes.CFUNCTYPE(None, ctypes.c_int)(lambda signum: None)
+ctypes.CDLL(None).signal(signal.SIGTERM, handler)
+spec = importlib.util.find_spec("_signal")
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+assert signal.getsignal(signal.SIGTERM) is None
+if sys.argv[1:] == ["supervisor"]:
+    from launcher.child_spec import ChildSpec
+    from launcher.supervisor import Supervisor
+    job = [ChildSpec("worker", 0, [sys.executable, "-c", "raise SystemExit(3)"])]
+    print("ended", Supervisor("run").run(lambda restart: job), flush=True)
+else:  # the installed command: the import keeps the stop signals (defer) for main
+    sys.argv[0] = "/usr/local/bin/distconv-launch"
+    import launcher
+    from launcher.cli import main
+    try:
+        print("ended", main(sys.argv[1:]), flush=True)
+    except SystemExit as exc:
+        print("ended", exc.code, flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(2)
+print("SIGTERM kept: still running")
+"""
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("argv", "ended"),
+    [
+        (["local", "--bogus"], "ended 2"),
+        (
+            ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "f.py"],
+            "ended 3",
+        ),
+        (["supervisor"], "ended 3"),
+    ],
+    ids=["usage-error", "run", "supervisor"],
+)
+def test_a_handler_set_outside_python_is_given_back_as_the_default(argv, ended, tmp_path):
+    (tmp_path / "f.py").write_text("raise SystemExit(3)\n")
+    done = subprocess.run(
+        [sys.executable, "-c", C_HANDLER, *argv], env=ENV, cwd=tmp_path, capture_output=True,
+        timeout=20, text=True,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout.strip()) == (-signal.SIGTERM, ended), done.stderr[-800:]
