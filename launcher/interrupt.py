@@ -39,6 +39,9 @@ _previous: dict[int, object] = {}  # the handlers defer() replaced, for release(
 RETRY_SECONDS = 0.05
 _released = 0  # release()s so far: a retry set before one is not sent
 _retrying = threading.Lock()  # a retry's check and send, apart from release()
+#: arm() or release() ran outside the main thread, where handlers cannot be set: the next
+#: signal (its handler runs in the main thread) gives them back, then goes to the one given
+_elsewhere = False
 
 
 class Interrupted(KeyboardInterrupt):
@@ -61,6 +64,11 @@ def stop_signals_to_catch() -> list[int]:
 
 
 def _on_signal(signum: int, _frame: object) -> None:
+    if _elsewhere:  # a launch in another thread holds no signals: the caller forwards them
+        _give_back()
+        if signal.getsignal(signum) is not _on_signal:
+            os.kill(os.getpid(), signum)  # to the handler given back
+            return
     if not _armed:
         _pending.append(signum)  # raised by arm(): an import is no place for an exception
         return
@@ -92,7 +100,9 @@ def _importing(frame: object) -> bool:
 
 def defer() -> None:
     """Keep the stop signals that come from now on until :func:`arm` (main thread only)."""
+    global _elsewhere
     if threading.current_thread() is threading.main_thread():
+        _elsewhere = False  # taken again here, for a launch in this thread
         for signum in stop_signals_to_catch():
             handler = signal.signal(signum, _on_signal)
             if handler is not _on_signal:  # the caller's, set since the import's defer too
@@ -101,13 +111,16 @@ def defer() -> None:
 
 def arm() -> None:
     """From now on a stop signal raises :class:`Interrupted`; one kept by :func:`defer` is
-    raised at once.
+    raised at once. Outside the main thread, where the launch sets no handlers (the caller
+    forwards the signals), the next one gives back the handlers the import's defer() took.
 
     Raises:
         Interrupted: a stop signal came while deferred.
     """
-    global _armed
+    global _armed, _elsewhere
     defer()  # where the program's first step did not (the launcher called as a function)
+    if threading.current_thread() is not threading.main_thread():  # what the import's
+        _elsewhere = True  # defer() took: the caller's again, as a launch there sets none
     _armed = True
     if _pending:
         raise Interrupted(_pending[0])
@@ -133,18 +146,30 @@ def release() -> None:
     """Give the stop signals back to the handlers :func:`defer` found, the last it replaced
     (a caller's set after the import's), where the launcher's is still in (not where the
     caller set its own since: the launcher called as a function, in a process that goes on),
-    in the main thread alone (elsewhere signal.signal() raises: they stay the launcher's till
-    a release() there); a signal kept, or waiting to be sent again, is dropped."""
-    global _armed, _released, _taken
+    in the main thread (elsewhere signal.signal() raises: there the next signal gives them
+    back, in the main thread, and goes on to the handler given back); a signal kept, or
+    waiting to be sent again, is dropped."""
+    global _armed, _elsewhere, _released, _taken
     _armed = False  # first, before any call: a signal from here is kept, and dropped below
     _taken = False
     with _retrying:
         _released += 1
-    while _previous and threading.current_thread() is threading.main_thread():  # else kept:
-        signum, handler = _previous.popitem()  # signal.signal() raises ValueError there
+    if threading.current_thread() is threading.main_thread():
+        _give_back()
+    else:  # signal.signal() raises ValueError there: the next signal gives them back
+        _elsewhere = True
+    _pending.clear()  # last: one kept till the handlers are given back is not left for arm()
+
+
+def _give_back() -> None:
+    """The handlers :func:`defer` replaced back in, where the launcher's is still in (not
+    where the caller set its own since); main thread only."""
+    global _elsewhere
+    _elsewhere = False
+    while _previous:
+        signum, handler = _previous.popitem()
         if signal.getsignal(signum) is _on_signal:  # not one the caller set since: kept
             signal.signal(signum, restorable(handler))
-    _pending.clear()  # last: one kept till the handlers are given back is not left for arm()
 
 
 def restorable(handler: object) -> object:

@@ -143,3 +143,40 @@ def test_a_launch_whose_end_raises_gives_the_caller_s_own_handler_back(tmp_path)
         timeout=20,
     )  # fmt: skip
     assert done.returncode == 7, (done.returncode, done.stdout, done.stderr[-500:])
+
+
+#: a SIGTERM once ``main()`` in a thread returned: the default's, given back, ends the process
+SIGTERM_AFTER = f"""{IN_A_THREAD}import os, signal, time
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(2)
+print("SIGTERM kept: still running")
+"""
+#: a SIGTERM while the job of ``main()`` in a thread runs (armed: its log is there)
+SIGTERM_DURING = IN_A_THREAD.replace(
+    "worker.join()\n",
+    """import os, signal, time
+while not os.path.exists("run/logs/worker-0.log"):
+    time.sleep(0.05)
+os.kill(os.getpid(), signal.SIGTERM)
+worker.join()
+""",
+)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("script", "ended"), [(SIGTERM_AFTER, "[3]"), (SIGTERM_DURING, "")], ids=["after", "during"]
+)
+def test_main_called_in_a_thread_leaves_the_caller_its_sigterm(script, ended, tmp_path):
+    """release() in a thread other than the main one kept the handlers the import's defer()
+    took (9dd8ff42): the process went on with one that keeps every SIGTERM for good; and
+    arm() there armed the main thread's, so a SIGTERM during the job raised Interrupted in
+    the caller's main thread (the launch in a thread sets no handlers of its own) (k482)."""
+    (tmp_path / "job.py").write_text("import sys, time\ntime.sleep(3)\nsys.exit(3)\n")
+    argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "job.py"]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *argv], env=ENV, cwd=tmp_path, capture_output=True,
+        timeout=20, text=True,
+    )  # fmt: skip
+    said = (done.returncode, done.stdout.strip())
+    assert said == (-signal.SIGTERM, ended), (said, done.stderr[-800:])
