@@ -303,7 +303,9 @@ class Terminal:
         Returns, where it was not, what the launcher says of the lines it could not show (and
         where they are), else None; then, under the lock that counts them, the view is
         :meth:`shut`: a pump given room after the count would queue a line nothing writes,
-        neither in it nor in :meth:`late`. The lines dropped meanwhile are in the count."""
+        neither in it nor in :meth:`late`, and the children's lines it counts leave the queue
+        (but the write under way): a writer that goes on took them on, though said missing.
+        The lines dropped meanwhile are in the count."""
         with self._ready:
             self._say_all_dropped()
             self._closing = True
@@ -318,13 +320,18 @@ class Terminal:
             self._shut = True  # queued behind this count, neither shown nor counted
             self._ready.notify_all()
             if stop is not None and stop():
-                return self._unshown("was left at a second stop signal")
-            if self._stalled_for() >= OUTPUT_STALL_SECONDS and stall_ends:
-                return self._unshown("is stalled on its last lines (nothing reads it)")
-            return self._unshown(
-                f"did not take its last lines within {patience:g} s (nothing reads it, or too "
-                "slowly)"
-            )
+                why = "was left at a second stop signal"
+            elif self._stalled_for() >= OUTPUT_STALL_SECONDS and stall_ends:
+                why = "is stalled on its last lines (nothing reads it)"
+            else:
+                why = f"did not take its last lines within {patience:g} s (nothing reads it, or "
+                why += "too slowly)"
+            said = self._unshown(why)
+            # the children's lines counted are not written after all (a slow output took them
+            # on, said missing): the launcher's own, behind them, get the output's time
+            self._size -= sum(len(entry[2]) for entry in self._queue if entry[1] is not None)
+            self._queue = collections.deque(entry for entry in self._queue if entry[1] is None)
+            return said
 
     def _unshown(self, why: str) -> str | None:
         """What is still queued (under the lock), by child, as the launcher says it: a drop
