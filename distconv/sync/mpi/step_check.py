@@ -132,6 +132,8 @@ class StepCheck:
         # returned (a SIGINT that came while this rank waited for a slower one) leaves it so,
         # and the next complete() still checks it (the other ranks have passed it, or not)
         self._unread = False
+        #: a layout mismatch named as a Ctrl-C came (raised in its place): the next complete's
+        self._refusal: SyncError | None = None
         self._held = HeldInterrupt()
         #: a Ctrl-C held as :meth:`post` started the step's exchange (:meth:`raise_kept`)
         self.kept: KeyboardInterrupt | None = None
@@ -189,7 +191,7 @@ class StepCheck:
         with self._held:  # a Ctrl-C raised once the request is stored, for drain to complete
             self._request = self.comm.Iallgather(self._mine, self._every)
             if step is not None:
-                (self._step, self._layout), self._unread = step, True
+                (self._step, self._layout), self._unread, self._refusal = step, True, None
 
     def complete(self) -> int | None:
         """Wait for the exchange and check it.
@@ -207,6 +209,9 @@ class StepCheck:
             SyncError: the ranks are at different steps (or meetings), or lay out their buckets
                 differently.
         """
+        if self._refusal is not None:  # a layout mismatch's, named as a Ctrl-C came
+            refusal, self._refusal = self._refusal, None
+            raise refusal
         if not (self.drain() or self._unread):
             return None
         steps, hashes, examples = zip(*self._every.tolist())  # plain ints: a few rows
@@ -217,7 +222,7 @@ class StepCheck:
                 self._raise_layout_mismatch(hashes)
             total = sum(examples)
         except SyncError:  # (no call between: no Ctrl-C raised there)
-            self._unread = False
+            self._unread, self._refusal = False, None
             raise
         self._unread = False
         return total
@@ -299,9 +304,14 @@ class StepCheck:
     def _raise_layout_mismatch(self, hashes: Sequence[int]) -> None:
         rank = self.comm.Get_rank()
         same = [h == hashes[rank] for h in hashes]
-        self._unread = False  # read from here: the gather below is made once, not again
-        other, diff = difference_from(self.comm, dict(self._layout), same)
-        raise SyncError(
-            f"step {self._step}: rank {rank} and rank {other} lay out gradient buckets "
-            f"differently (parameters fired in another order?): {diff}"
-        )
+        # held from the exchange read to the refusal kept: a Ctrl-C in the two gathers (made
+        # once, on every rank: between them, the others waited in the second) is raised once
+        # both are made, and the next complete raises the refusal (before, it returned None)
+        with self._held:  # a Ctrl-C before the hold: unread still, the next complete gathers
+            self._unread = False
+            other, diff = difference_from(self.comm, dict(self._layout), same)
+            self._refusal = SyncError(
+                f"step {self._step}: rank {rank} and rank {other} lay out gradient buckets "
+                f"differently (parameters fired in another order?): {diff}"
+            )
+        raise self._refusal
