@@ -183,12 +183,20 @@ def _proved_finite(a: Any, fed: str) -> bool:
 
 def _read_only(a: Any) -> bool:
     """Whether neither ``a`` nor an array it views can be written (a view made read-only of a
-    writable array changes with it)."""
+    writable array changes with it), nor the buffer under them (``np.frombuffer`` of a
+    ``bytearray``, then locked: the bytearray still writes it); an owner of no buffer numpy
+    names (one it cannot read as such) counts as written."""
     while isinstance(a, np.ndarray):
         if a.flags.writeable:
             return False
         a = a.base
-    return True
+    if a is None:  # it owns its memory, and it is locked
+        return True
+    try:
+        with memoryview(a) as buffer:  # a read-only mmap, bytes: True
+            return buffer.readonly
+    except (TypeError, ValueError):  # no buffer protocol, or a closed mmap
+        return False
 
 
 def _remember_finite(a: Any, fed: str) -> None:

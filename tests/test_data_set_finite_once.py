@@ -113,3 +113,15 @@ def test_an_array_made_writable_again_since_it_was_proved_finite_is_scanned_agai
     x.flags.writeable = True
     x[4, 1] = np.nan
     assert not_finite_once({"x": x}) == "'x' holds NaN or infinity in 1 row(s): 4"
+
+
+def test_a_locked_array_over_a_writable_buffer_is_scanned_again():
+    """``np.frombuffer`` of a ``bytearray``, locked: the array is read-only, its buffer is not,
+    and a NaN written through the buffer went unread at the next fit."""
+    buffer = bytearray(8 * 3 * 4)
+    flat = np.frombuffer(buffer, np.float32)
+    flat.flags.writeable = False  # and every view of it: the buffer alone writes it
+    x = flat.reshape(8, 3)
+    assert not_finite_once({"x": x}) is None
+    np.frombuffer(buffer, np.float32)[5 * 3 + 2] = np.nan  # the buffer's own writer
+    assert not_finite_once({"x": x}) == "'x' holds NaN or infinity in 1 row(s): 5"
