@@ -376,12 +376,10 @@ def _guard_closing(cls: type[SyncStrategy]) -> None:
     for name in ("abandon_step", *NEEDS_OPEN, *cls.also_needs_open):
         method = getattr(cls, name)
         if not getattr(method, "_guarded", False):
-            check = _CHECKS.get(name, refuse_closed)
-            setattr(cls, name, guarded(method, check))
+            ends = name in ("abandon_step", "finish_step")  # they end the step: _taken
+            setattr(cls, name, ends_step(method) if ends else guarded(method, refuse_closed))
     if not getattr(cls.close, "_guarded", False):
         cls.close = closes_once(cls.close, unmade)  # type: ignore[method-assign]
 
 
-#: the wrappers' checks where not :func:`refuse_closed`: these two also end the step
-_CHECKS = {"abandon_step": ends_step, "finish_step": ends_step}
 _guard_closing(SyncStrategy)

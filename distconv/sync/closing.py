@@ -117,8 +117,20 @@ def refuse_closed(sync: Any, call: str) -> None:
     refuse_unmade(sync, call)
 
 
-def ends_step(sync: Any, call: str) -> None:
-    """``finish_step`` and ``abandon_step`` end the step for ``check_gradient`` (a closed
-    sync's ``finish_step`` refused, as :func:`refuse_closed` says)."""
-    (refuse_unmade if call == "abandon_step" else refuse_closed)(sync, call)
-    sync._taken = None
+def ends_step(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``finish_step`` or ``abandon_step``, which ends the step for ``check_gradient`` once
+    its body returned or raised, not before: a strategy's ``finish_step`` that hands itself
+    the gradients no backward fired (zeros, through its ``on_gradient``) is still in the step.
+    A closed sync's ``finish_step`` is refused, as :func:`refuse_closed` says."""
+    check = refuse_unmade if method.__name__ == "abandon_step" else refuse_closed
+
+    @functools.wraps(method)
+    def ending(self: Any, *args: Any, **kwargs: Any) -> Any:
+        check(self, method.__name__)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._taken = None
+
+    ending._guarded = True  # type: ignore[attr-defined]
+    return ending

@@ -109,3 +109,25 @@ def test_a_checked_strategy_trains_with_the_trainer_as_before():
     data = {"x": rng.standard_normal((16, 3)), "target": rng.standard_normal((16, 1))}
     history = Trainer(net, Checked(), batch_size=4, accuracy=None).fit(data, epochs=3)
     assert history[-1]["train_loss"] < history[0]["train_loss"]
+
+
+class FillsUnfired(Checked):
+    """Hands itself, in finish_step, a zero gradient for each parameter no backward fired (as
+    a strategy that must reduce every parameter each step does)."""
+
+    def finish_step(self) -> None:
+        for p in self.params:
+            if id(p) not in self._taken:
+                self.on_gradient(p)
+
+
+def test_a_finish_step_handing_itself_the_unfired_gradients_is_still_in_the_step():
+    sync, w, v = FillsUnfired(), Parameter("w", np.ones(3)), Parameter("v", np.ones(2))
+    sync.setup([w, v])
+    sync.start_step(2)
+    w.grad[...] = 1.0
+    sync.on_gradient(w)
+    sync.finish_step()  # v's zero gradient: refused as "outside a step" when it ended first
+    assert np.allclose(w.value, 0.95) and np.array_equal(v.value, np.ones(2))
+    with pytest.raises(SyncError, match=r"gradient of 'w' arrived outside a step"):
+        sync.on_gradient(w)  # and the step is over once finish_step returned
