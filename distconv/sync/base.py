@@ -258,7 +258,11 @@ class SyncStrategy(ABC):
         if self.closed or taken is None or key in taken or key not in known:
             in_step = taken is not None and not self.closed
             twice = in_step and key in taken  # type: ignore[operator]
-            raise step_refusal(param.name, in_step, twice or key in known, closed=self.closed)
+            named = key not in known and any(p.name == param.name for p in params)
+            whose = " (a parameter of that name was: another model's)" * named  # LocalSync's
+            raise step_refusal(
+                param.name, in_step, twice or key in known, "one step", whose, closed=self.closed
+            )
         taken.add(key)
 
     @abstractmethod

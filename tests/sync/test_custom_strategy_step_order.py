@@ -88,7 +88,10 @@ def _another_model_s(sync: Checked, w: Parameter) -> Parameter:
         (_after_close, r"gradient of 'w' arrived after close\(\)"),
         (_after_setup, r"gradient of 'w' arrived outside a step"),
         (_twice, r"parameter 'w' fired twice in one step"),
-        (_another_model_s, r"gradient of 'w', which was not given to setup"),
+        (
+            _another_model_s,
+            r"'w', which was not given to setup \(a parameter of that name was: another model's\)",
+        ),
     ],
 )
 def test_a_gradient_out_of_the_step_s_order_is_refused_and_changes_nothing(before, words):
