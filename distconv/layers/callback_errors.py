@@ -8,8 +8,10 @@ C function, which runs in no frame of its own, is given one: :func:`in_frame`)."
 from __future__ import annotations
 
 import functools
+from types import FunctionType, MethodType
 from typing import Any
 
+from distconv.layers.source_spans import class_attr
 from distconv.parameter import Parameter, UpdateCallback
 
 _INC_UPDATE = Parameter.inc_update.__code__
@@ -18,15 +20,17 @@ _INC_UPDATE = Parameter.inc_update.__code__
 def _code_of(callback: Any) -> Any:
     """The code a call of ``callback`` runs first: a function's or a bound method's, the
     function's under a ``functools.partial``, or ``__call__``'s for a callable object (a sync
-    strategy); None for a C function, which runs in no frame of its own."""
-    while isinstance(callback, functools.partial):
+    strategy); None for a C function, which runs in no frame of its own, or anything else
+    (framed then, at the cost of a call). Told by exact types and the class's own ``__call__``:
+    run each step, ``getattr(callback, "__func__", ...)`` ran a callback's own ``__getattr__``
+    (a proxy's, a sync strategy's delegating), whose KeyError came out of every backward."""
+    while type(callback) is functools.partial:  # exactly: a subclass's func may be its own
         callback = callback.func
-    fn = getattr(callback, "__func__", callback)
-    code = getattr(fn, "__code__", None)
-    if code is None:  # an object's __call__ (a slot wrapper for a C type: no code)
-        call = getattr(type(fn), "__call__", None)  # noqa: B004  (its code, not callable())
-        code = getattr(getattr(call, "__func__", call), "__code__", None)
-    return code
+    if type(callback) is MethodType:
+        callback = callback.__func__
+    if type(callback) is not FunctionType:  # an object's __call__, if a function
+        callback = class_attr(type(callback), "__call__")
+    return callback.__code__ if type(callback) is FunctionType else None
 
 
 def in_frame(callback: UpdateCallback) -> UpdateCallback:

@@ -96,6 +96,21 @@ def _key(expr: ast.expr, names: dict[str, Any]) -> Any:
     return names.get(expr.id) if isinstance(expr, ast.Name) else None
 
 
+#: a class's MRO and attributes, read as Python made them: ``kind.__mro__`` and ``vars(kind)``
+#: run a metaclass's own ``__getattribute__`` (or a property of it)
+_MRO, _CLASS_DICT = type.__dict__["__mro__"], type.__dict__["__dict__"]
+
+
+def class_attr(kind: type, name: str) -> Any:
+    """``name`` as the first class of ``kind``'s MRO defines it, not bound (a function, a
+    descriptor) and run by nothing of one's own; None where none defines it."""
+    for base in _MRO.__get__(kind):
+        attrs = _CLASS_DICT.__get__(base)
+        if name in attrs:
+            return attrs[name]
+    return None
+
+
 def plain_array(value: Any) -> bool:
     """Whether ``value`` is numpy's or cupy's array (or scalar), told first by its type: any
     other object's ``dtype`` or ``shape`` (a property, a ``__getattr__`` of one's own) is not
