@@ -78,11 +78,10 @@ def _own_dict(owner: Any) -> Any:
     (a ``__getattr__`` of one's own ran, one with ``__slots__``, and raised) nor a ``__dict__``
     of one's own (a lazy proxy's property, which loads what it stands for, and raised); None
     where it has none."""
-    for kind in type(owner).__mro__:
-        slot = vars(kind).get("__dict__")
-        if type(slot) in (GetSetDescriptorType, MemberDescriptorType):  # Python's, a module's
-            attrs = slot.__get__(owner)
-            return attrs if type(attrs) in (dict, MappingProxyType) else None
+    slot = class_attr(type(owner), "__dict__")
+    if type(slot) in (GetSetDescriptorType, MemberDescriptorType):  # Python's, a module's
+        attrs = slot.__get__(owner)
+        return attrs if type(attrs) in (dict, MappingProxyType) else None
     return None
 
 
@@ -98,7 +97,7 @@ def _key(expr: ast.expr, names: dict[str, Any]) -> Any:
 
 #: a class's MRO and attributes, read as Python made them: ``kind.__mro__`` and ``vars(kind)``
 #: run a metaclass's own ``__getattribute__`` (or a property of it)
-_MRO, _CLASS_DICT = type.__dict__["__mro__"], type.__dict__["__dict__"]
+_MRO, _CLASS_DICT, _MODULE = (type.__dict__[k] for k in ("__mro__", "__dict__", "__module__"))
 
 
 def class_attr(kind: type, name: str) -> Any:
@@ -114,10 +113,17 @@ def class_attr(kind: type, name: str) -> Any:
 def plain_array(value: Any) -> bool:
     """Whether ``value`` is numpy's or cupy's array (or scalar), told first by its type: any
     other object's ``dtype`` or ``shape`` (a property, a ``__getattr__`` of one's own) is not
-    run to ask, which raised out of an error's reading."""
+    run to ask, which raised out of an error's reading; nor is its class's ``__module__``
+    (a metaclass's own, or None: "'NoneType' object has no attribute 'startswith'")."""
     kind = type(value)
-    known = issubclass(kind, (np.ndarray, np.generic)) or kind.__module__.startswith("cupy")
-    return known and is_array(value)
+    if not issubclass(kind, (np.ndarray, np.generic)):
+        try:  # from its dict, or a C type's name (cupy's): as Python made it
+            module = _MODULE.__get__(kind)
+        except AttributeError:
+            return False
+        if type(module) is not str or module.partition(".")[0] != "cupy":
+            return False
+    return is_array(value)
 
 
 def touches_grad_of(exc: BaseException, params: Iterable[Any]) -> bool | None:

@@ -3,9 +3,14 @@ objects it comes upon as Python made them: no code of one's own runs (a ``__geta
 property, a metaclass's), and an error from one never comes out in place of the layer's."""
 
 import numpy as np
+import pytest
 
-from distconv import Arg
+from distconv import Arg, Network
+from distconv.layers.base import Layer
+from distconv.network import NetworkError
 from tests.layers.researcher_layers import Scale
+
+BOOL_FEEDS = {"x": Arg(np.ones((4, 3))), "mask": Arg(np.ones((4, 3), bool))}
 
 
 class Delegates:
@@ -33,3 +38,73 @@ def test_a_callback_s_own_getattr_is_not_run_by_backward():
     sync = Delegates()
     layer.backward(sync)
     assert sync.seen == ["scale.w", "scale.b"]
+
+
+class Guarded(type):
+    """A metaclass that answers for its classes itself (an ORM's, a registry's): asked what
+    Python keeps for them, it raises."""
+
+    def __getattribute__(cls, name):
+        if name in ("__module__", "__mro__", "__dict__"):
+            raise RuntimeError(f"the registry refused {name}")
+        return type.__getattribute__(cls, name)
+
+
+class Record(metaclass=Guarded):
+    pass
+
+
+#: a class made by code of one's own, which left no module
+Generated = type("Generated", (), {"__module__": None})
+
+
+class HoldsOwn(Layer):
+    """Holds an object of one's own while numpy refuses its bool feed."""
+
+    num_inputs = 2
+
+    def __init__(self, make) -> None:
+        super().__init__()
+        self.make = make
+
+    def _forward(self, x, mask):
+        held = self.make()  # noqa: F841  (a variable the error's reading comes upon)
+        np.subtract(mask.value, mask.value)  # numpy: "boolean subtract ... not supported"
+        return x.value
+
+
+@pytest.mark.parametrize("make", [Record, Generated], ids=["a metaclass's", "no module"])
+def test_a_variable_s_class_is_read_as_python_made_it(make):
+    """Whether each variable of a failing forward was an array was asked first of its
+    class's ``__module__``: a metaclass's own ``__getattribute__`` ran (and raised), and a
+    class whose ``__module__`` is None raised "'NoneType' object has no attribute
+    'startswith'", in place of "input 'mask' holds bool values"."""
+    net = Network()
+    net.add("own", HoldsOwn(make), inputs=["x", "mask"])
+    with pytest.raises(NetworkError, match=r"input 'mask' holds bool values"):
+        net.forward(BOOL_FEEDS)
+
+
+class CountsInRecord(Layer):
+    num_inputs = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tally = Record()
+        self.tally.seen = np.zeros(3, np.int64)
+
+    def _forward(self, x, labels):
+        self.tally.seen += x.value.sum(0)  # numpy: "... output from float64 to int64"
+        return x.value + labels.value
+
+
+def test_a_written_attribute_s_owner_is_read_as_python_made_it():
+    """Whose int64 buffer a write refused was read from ``vars(kind)`` along
+    ``type(owner).__mro__``: a metaclass's own ``__getattribute__`` ran, and its
+    RuntimeError came out of forward in place of numpy's casting error."""
+    net = Network()
+    net.add("own", CountsInRecord(), inputs=["x", "labels"])
+    feeds = {"x": Arg(np.ones((4, 3))), "labels": Arg(np.ones((4, 3), np.int64))}
+    with pytest.raises(TypeError, match=r"^Cannot cast ufunc 'add' output") as e:
+        net.forward(feeds)
+    assert type(e.value) is not NetworkError, e.value
