@@ -15,7 +15,13 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_array
 from distconv.layers.base import LayerTypeError
-from distconv.layers.source_spans import failing_span, plain_array, resolve, written_target
+from distconv.layers.source_spans import (
+    arg_value,
+    failing_span,
+    plain_array,
+    resolve,
+    written_target,
+)
 
 #: numpy's refusals of integer or bool values, whole phrases ("Cannot cast ufunc 'add' output
 #: ...", older numpy's "... could not be coerced to provided output parameter", "numpy boolean
@@ -104,7 +110,7 @@ def _arrays(value: Any) -> list[Any]:
         # its __iter__ run (a list of one's own that consumes or loads as it is iterated)
         items = list.__iter__(value) if issubclass(kind, list) else tuple.__iter__(value)
         return [a for v in items if not issubclass(type(v), (tuple, list)) for a in _arrays(v)]
-    value = value.value if issubclass(kind, Arg) else value
+    value = arg_value(value) if issubclass(kind, Arg) else value
     return [value] if plain_array(value) else []
 
 

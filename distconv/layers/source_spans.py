@@ -67,10 +67,22 @@ def resolve(expr: ast.expr, names: dict[str, Any], unread: Any = None) -> Any:
     if isinstance(expr, ast.Attribute):
         owner = resolve(expr.value, names, unread)
         if issubclass(type(owner), Arg):
-            return owner.value if expr.attr == "value" else unread
+            return arg_value(owner, unread) if expr.attr == "value" else unread
         attrs = _own_dict(owner)
         return attrs.get(expr.attr, unread) if attrs is not None else unread
     return unread
+
+
+_ARG_VALUE = Arg.__dict__["value"]
+
+
+def arg_value(arg: Arg, unread: Any = None) -> Any:
+    """``arg``'s values, read from Arg's own slot: an Arg subclass's ``value`` property (one
+    that loads them) is not run; ``unread`` where the slot holds nothing."""
+    try:
+        return _ARG_VALUE.__get__(arg)
+    except AttributeError:
+        return unread
 
 
 def _own_dict(owner: Any) -> Any:

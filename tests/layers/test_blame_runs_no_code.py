@@ -108,3 +108,54 @@ def test_a_written_attribute_s_owner_is_read_as_python_made_it():
     with pytest.raises(TypeError, match=r"^Cannot cast ufunc 'add' output") as e:
         net.forward(feeds)
     assert type(e.value) is not NetworkError, e.value
+
+
+class Staged(Arg):
+    """An Arg whose values are loaded once, where first asked (a staged batch of one's own):
+    asked again, they are gone."""
+
+    __slots__ = ("_load",)
+
+    def __init__(self, load) -> None:
+        super().__init__()
+        self._load = load
+
+    @property
+    def value(self):
+        load, self._load = self._load, None
+        if load is None:
+            raise RuntimeError("the staged values were loaded already")
+        return load()
+
+    @value.setter
+    def value(self, v) -> None:
+        pass
+
+
+class UsesStaged(Layer):
+    num_inputs = 2
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+
+    def _forward(self, x, mask):
+        staged = Staged(lambda: np.zeros(3, np.int64))
+        if self.how == "writes into it":  # numpy: "... output from float64 to int64"
+            np.add(x.value.sum(0), 0.5, out=staged.value)
+        counts = staged.value.sum() if self.how == "holds it" else 0  # noqa: F841  (loaded)
+        np.subtract(mask.value, mask.value)  # numpy: "boolean subtract ... not supported"
+        return x.value
+
+
+@pytest.mark.parametrize("how", ["writes into it", "holds it"])
+def test_an_arg_s_value_property_of_one_s_own_is_not_run(how):
+    """An Arg's values were read as ``arg.value``, which runs an Arg subclass's own
+    ``value`` property: a staged Arg's RuntimeError ("loaded already") came out of forward in
+    place of numpy's casting error, or of "input 'mask' holds bool values"."""
+    net = Network()
+    net.add("own", UsesStaged(how), inputs=["x", "mask"])
+    error = TypeError if how == "writes into it" else NetworkError
+    with pytest.raises(error, match=r"^Cannot cast ufunc|input 'mask' holds bool") as e:
+        net.forward(BOOL_FEEDS)
+    assert how == "holds it" or type(e.value) is not NetworkError, e.value
