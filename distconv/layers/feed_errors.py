@@ -7,7 +7,7 @@ read only where a forward failed: nothing on the healthy path."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -72,8 +72,9 @@ def refused_arrays(exc: BaseException, *, writes: bool) -> list[Any] | None:
     frame that holds any (cupy's compiled frames hold none): where it ``writes`` (an output
     numpy could not cast into), the one its line writes in place (``x += ...``, ``out=x``),
     if the line says; else each array, or an Arg's values, in its variables. None where
-    ``exc`` was never raised. A dtype alone blamed a feed for the layer's own buffer of its
-    dtype (``self.count += ...`` told "input 'labels' holds int64 values")."""
+    ``exc`` was never raised, or they hold too many to read. A dtype alone blamed a feed
+    for the layer's own buffer of its dtype (``self.count += ...`` told "input 'labels'
+    holds int64 values")."""
     frames, tb = [], exc.__traceback__
     if tb is None:
         return None
@@ -84,8 +85,8 @@ def refused_arrays(exc: BaseException, *, writes: bool) -> list[Any] | None:
         target = _written(frame, lasti) if writes else None
         if target is not None:  # the line writes: that array or (an object's own item) none
             return [target] if is_array(target) else []
-        found = [a for v in frame.f_locals.values() for a in _arrays(v)]
-        if found:
+        found = _arrays(frame.f_locals.values())
+        if found is None or found:
             return found
     return []
 
@@ -103,15 +104,34 @@ def _written(frame: Any, lasti: int) -> Any:
     return target if plain_array(target) else ...
 
 
-def _arrays(value: Any) -> list[Any]:
-    """The arrays ``value`` is or holds: an Arg's values, the items of a tuple or list."""
-    kind = type(value)
-    if issubclass(kind, (tuple, list)):  # by type: no object of one's own is asked, nor is
-        # its __iter__ run (a list of one's own that consumes or loads as it is iterated)
-        items = list.__iter__(value) if issubclass(kind, list) else tuple.__iter__(value)
-        return [a for v in items if not issubclass(type(v), (tuple, list)) for a in _arrays(v)]
-    value = arg_value(value) if issubclass(kind, Arg) else value
-    return [value] if plain_array(value) else []
+#: the most items of a frame's lists and tuples read: a forward holding a list of a million
+#: ids took seconds to fail, its items read one by one
+_MOST_ITEMS = 10_000
+
+
+def _arrays(values: Iterable[Any]) -> list[Any] | None:
+    """The arrays among ``values`` (a frame's variables): each array, an Arg's values, those
+    in a tuple or list; None where these hold more than :data:`_MOST_ITEMS` items."""
+    found, left = [], _MOST_ITEMS
+    for value in values:
+        kind = type(value)
+        if issubclass(kind, (tuple, list)):  # by type: no object of one's own is asked, nor
+            # its __len__ or __iter__ run (a list of one's own that loads as it is iterated)
+            listed = issubclass(kind, list)
+            left -= list.__len__(value) if listed else tuple.__len__(value)
+            if left < 0:
+                return None
+            items = list.__iter__(value) if listed else tuple.__iter__(value)
+            found += [a for a in map(_array, items) if a is not None]
+        elif (array := _array(value)) is not None:
+            found.append(array)
+    return found
+
+
+def _array(value: Any) -> Any:
+    """``value`` where it is an array, an Arg's values where they are one; None else."""
+    value = arg_value(value) if issubclass(type(value), Arg) else value
+    return value if plain_array(value) else None
 
 
 def _shared(a: Any, b: Any) -> bool:
