@@ -16,7 +16,7 @@ from typing import Any
 from distconv.arg import Arg
 from distconv.backend import ARRAY_KINDS, get_array_module, is_array, is_float_dtype
 from distconv.kernels.parallel import one_blas_thread
-from distconv.layers.base import Layer, LayerError, LayerResultError
+from distconv.layers.base import Layer, LayerError
 from distconv.layers.feed_errors import feed_to_blame
 from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, name_clash
@@ -217,8 +217,10 @@ class Network:
                 try:
                     outputs[name] = self.layers[name].forward(*args)
                 except TypeError as exc:  # numpy's casting errors; rare, so checked only here
-                    if not isinstance(exc, LayerResultError):  # the layer's own, whatever fed it
+                    try:  # read deep in the stack, it may run out of it: the error as it is
                         self._raise_for_integer_input(name, args, exc)
+                    except RecursionError:
+                        pass
                     raise
         self.outputs = outputs
         return outputs

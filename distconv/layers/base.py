@@ -257,24 +257,33 @@ class Layer:
         try:
             self._backward(dz, callback)
         except TypeError as exc:
-            # "unsupported operand type(s) for +=: 'NoneType' and 'float'" named neither the
-            # layer nor the frozen parameter whose absent gradient a _backward added into; one
-            # from a callback (the sync's, an optimizer's) is its own, not the frozen weight's
-            static = [p for p in self.parameters() if p.grad is None]
-            frozen = [p.name for p in static]
-            if not frozen or "NoneType" not in str(exc) or isinstance(exc, LayerError):
+            try:  # read deep in the stack, the reading may run out of it: the error as it is
+                error = self._frozen_error(exc, callback)
+            except RecursionError:
+                error = None
+            if error is None:
                 raise
-            # nor one whose line touched no frozen gradient (a cache of its own left None)
-            if through_callback(exc, callback) or touches_grad_of(exc, static) is False:
-                raise
-            raise LayerTypeError(
-                f"{self.label}: backward failed ({exc}); static parameter(s) {frozen} have no "
-                "gradient (grad is None): skip adding into one (if not p.static: p.grad += ...)"
-            ) from exc
+            raise error from exc
         except ValueError as exc:  # as forward's: "non-broadcastable output operand" named none
             if isinstance(exc, LayerError) or through_callback(exc, callback):
                 raise
             raise named(self.fail(f"backward: {exc}"), exc) from exc
+
+    def _frozen_error(self, exc: TypeError, callback: UpdateCallback) -> LayerError | None:
+        """``exc`` of a ``_backward``, "unsupported operand type(s) for +=: 'NoneType' and
+        'float'", naming the layer and the frozen parameter whose absent gradient it added
+        into; None where it is no frozen weight's: a callback's (the sync's, an optimizer's),
+        or a line's that touched no frozen gradient (a cache of the layer's own left None)."""
+        static = [p for p in self.parameters() if p.grad is None]
+        frozen = [p.name for p in static]
+        if not frozen or "NoneType" not in str(exc) or isinstance(exc, LayerError):
+            return None
+        if through_callback(exc, callback) or touches_grad_of(exc, static) is False:
+            return None
+        return LayerTypeError(
+            f"{self.label}: backward failed ({exc}); static parameter(s) {frozen} have no "
+            "gradient (grad is None): skip adding into one (if not p.static: p.grad += ...)"
+        )
 
     def backward_activation(self) -> Any:
         """The gradient of the pre-activation, from the output's gradient: an integer one (set

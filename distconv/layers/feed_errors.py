@@ -14,7 +14,7 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_array
-from distconv.layers.base import LayerTypeError
+from distconv.layers.base import LayerResultError, LayerTypeError
 from distconv.layers.source_spans import (
     arg_value,
     failing_span,
@@ -41,9 +41,12 @@ def feed_to_blame(
 ) -> tuple[str, Any] | None:
     """The feed, ``(name, dtype)``, whose integer or bool values ``exc`` refused: a layer's
     refusal (:class:`LayerTypeError`) or numpy's casting error; None for any other error,
-    which is the layer's own, or where no input holds such values. numpy's refusal of a
-    bool's arithmetic is a bool feed's: not an integer feed's wired before it."""
+    which is the layer's own (a :class:`LayerResultError` too), or where no input holds
+    such values. numpy's refusal of a bool's arithmetic is a bool feed's: not an integer
+    feed's wired before it."""
     kinds, text = "biu", str(exc)
+    if isinstance(exc, LayerResultError):  # the layer's own, whatever fed it
+        return None
     if not isinstance(exc, LayerTypeError):
         words = _CASTING.search(text)
         if words is None:

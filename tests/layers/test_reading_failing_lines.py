@@ -3,6 +3,7 @@
 the layer's, nor drop the frozen weight's advice where the line does add into its gradient."""
 
 import importlib.util
+import linecache
 import sys
 import traceback
 
@@ -178,3 +179,48 @@ def test_reading_a_written_attribute_runs_no_dict_of_one_s_own():
     with pytest.raises(TypeError, match=r"^Cannot cast ufunc 'add' output") as e:
         net.forward(feeds)
     assert type(e.value) is not NetworkError, e.value
+
+
+class AddsIntoBias(Scale):
+    def _backward(self, dz, callback):
+        self.b.grad += dz.sum(0)
+
+
+class SubtractsBools(Layer):
+    num_inputs = 2
+
+    def _forward(self, x, mask):
+        np.subtract(mask.value, mask.value)  # numpy: "boolean subtract ... not supported"
+        return x.value
+
+
+def _failing_backward():
+    layer = AddsIntoBias(3)
+    layer.b.set_static(True)
+    layer.forward(Arg(np.ones((2, 3))))
+    layer.output.grad = np.ones((2, 3))
+    return lambda: layer.backward(lambda p: None)
+
+
+def _failing_forward():
+    net = Network()
+    net.add("own", SubtractsBools(), inputs=["x", "mask"])
+    feeds = {"x": Arg(np.ones((4, 3))), "mask": Arg(np.ones((4, 3), bool))}
+    return lambda: net.forward(feeds)
+
+
+@pytest.mark.parametrize("make", [_failing_backward, _failing_forward], ids=["back", "forth"])
+def test_a_layer_failing_near_the_recursion_limit_keeps_its_error(make):
+    """Whose error it was is read in a few frames more than the layer used (its line's
+    tokens, numpy's dtype names, a chain of attributes): a layer failing within them of the
+    recursion limit (a recursive network, a deep notebook) had "RecursionError: maximum
+    recursion depth exceeded" come out in place of its own TypeError."""
+    for frames_left in range(1, 40):
+        linecache.clearcache()  # its lines read again: the most frames
+        call = make()
+        try:
+            _with_little_stack(call, frames_left)
+        except RecursionError as exc:  # the layer's own where nothing failed before
+            assert not isinstance(exc.__context__, TypeError), frames_left
+        except (TypeError, NetworkError):  # the layer's, or the feed named
+            pass
