@@ -19,11 +19,33 @@ from distconv.backend import is_array
 def failing_span(frame: Any, lasti: int) -> ast.stmt | None:
     """The source of ``frame``'s instruction at ``lasti``, parsed: an augmented assignment, a
     call, an expression; None where it cannot be read (a compiled frame, code with no source
-    file, exec'd; Python 3.10 keeps no columns) or does not parse alone."""
+    file, exec'd; Python 3.10 keeps no columns) or does not parse alone. ``g[...] += s``
+    fails reading ``g[...]``, which alone writes nothing: the statement is read then."""
     positions = getattr(frame.f_code, "co_positions", None)
     if positions is None:
         return None
-    first, last, start, end = list(positions())[lasti // 2]
+    at = list(positions())
+    node = _parsed(frame, *at[lasti // 2])
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Subscript):
+        first, last, start, end = at[lasti // 2]  # the next span that starts there, longer
+        around = (
+            p
+            for p in at[lasti // 2 :]
+            if None not in p and p[::2] == (first, start) and p[1:4:2] > (last, end)
+        )
+        whole = _parsed(frame, *next(around, (None,) * 4))
+        ends = (last - first + 1, end - (start if last == first else 0))  # in the read text
+        if isinstance(whole, ast.AugAssign) and ends == (
+            whole.target.end_lineno,
+            whole.target.end_col_offset,
+        ):
+            return whole  # whose target is the span read
+    return node
+
+
+def _parsed(frame: Any, first: Any, last: Any, start: Any, end: Any) -> ast.stmt | None:
+    """The source of ``frame``'s code from line ``first``, column ``start`` to line ``last``,
+    column ``end``, parsed; None where it cannot be read or does not parse alone."""
     lines = linecache.getlines(frame.f_code.co_filename)[first - 1 : last] if first else []
     if not lines or start is None or end is None:
         return None

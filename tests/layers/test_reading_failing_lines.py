@@ -224,3 +224,40 @@ def test_a_layer_failing_near_the_recursion_limit_keeps_its_error(make):
             assert not isinstance(exc.__context__, TypeError), frames_left
         except (TypeError, NetworkError):  # the layer's, or the feed named
             pass
+
+
+class AddsIntoItsAlias(Scale):
+    """Adds into its bias's gradient through a variable, by items."""
+
+    def _backward(self, dz, callback):
+        g = self.b.grad
+        g[...] += dz.sum(0)
+
+
+class ReadsItsCache(Scale):
+    """Reads an item of a cache of its own, left None."""
+
+    def _backward(self, dz, callback):
+        c = self.cache
+        self.w.grad += c[0] * dz.sum(0)
+
+
+def _backward_of(layer):
+    layer.b.set_static(True)
+    layer.cache = None
+    layer.forward(Arg(np.ones((2, 3))))
+    layer.output.grad = np.ones((2, 3))
+    layer.backward(lambda p: None)
+
+
+def test_adding_into_an_alias_s_items_names_the_frozen_weight():
+    """``g = self.b.grad; g[...] += s`` fails reading ``g[...]`` ("'NoneType' object is not
+    subscriptable"), a span that alone writes nothing: the frozen bias was named nowhere."""
+    with pytest.raises(LayerTypeError, match=r"\['AddsIntoItsAlias.b'\] have no gradient"):
+        _backward_of(AddsIntoItsAlias(3))
+
+
+def test_reading_an_item_of_a_none_of_one_s_own_is_not_blamed_on_the_frozen_weight():
+    with pytest.raises(TypeError, match="not subscriptable") as e:
+        _backward_of(ReadsItsCache(3))
+    assert not isinstance(e.value, LayerTypeError), e.value
