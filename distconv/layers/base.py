@@ -22,6 +22,7 @@ from distconv.layers.errors import (  # noqa: F401  (imported from here)
     checked,
     checked_shared,
     named,
+    told,
 )
 from distconv.layers.modes import forward_only, keeps_for_backward  # noqa: F401  (imported from here)
 from distconv.layers.settings import public_settings
@@ -228,7 +229,7 @@ class Layer:
         except LayerError:
             raise
         except ValueError as exc:  # a layer of one's own: numpy's broadcast error named none
-            raise named(self.fail(str(exc)), exc) from exc
+            raise named(self.fail(told(exc)), exc) from exc
         self.output = self.make_output(y, inputs)
         return self.output
 
@@ -252,7 +253,7 @@ class Layer:
         except LayerError:
             raise
         except ValueError as exc:  # chained, as a _backward's: checked() dropped it
-            raise named(self.fail(str(exc)), exc) from exc
+            raise named(self.fail(told(exc)), exc) from exc
         callback = in_frame(callback)  # a C callback's errors told from the layer's own
         try:
             self._backward(dz, callback)
@@ -267,7 +268,7 @@ class Layer:
         except ValueError as exc:  # as forward's: "non-broadcastable output operand" named none
             if isinstance(exc, LayerError) or through_callback(exc, callback):
                 raise
-            raise named(self.fail(f"backward: {exc}"), exc) from exc
+            raise named(self.fail(f"backward: {told(exc)}"), exc) from exc
 
     def _frozen_error(self, exc: TypeError, callback: UpdateCallback) -> LayerError | None:
         """``exc`` of a ``_backward``, "unsupported operand type(s) for +=: 'NoneType' and
@@ -276,12 +277,12 @@ class Layer:
         or a line's that touched no frozen gradient (a cache of the layer's own left None)."""
         static = [p for p in self.parameters() if p.grad is None]
         frozen = [p.name for p in static]
-        if not frozen or "NoneType" not in str(exc) or isinstance(exc, LayerError):
+        if not frozen or "NoneType" not in told(exc) or isinstance(exc, LayerError):
             return None
         if through_callback(exc, callback) or touches_grad_of(exc, static) is False:
             return None
         return LayerTypeError(
-            f"{self.label}: backward failed ({exc}); static parameter(s) {frozen} have no "
+            f"{self.label}: backward failed ({told(exc)}); static parameter(s) {frozen} have no "
             "gradient (grad is None): skip adding into one (if not p.static: p.grad += ...)"
         )
 

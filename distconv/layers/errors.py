@@ -33,6 +33,16 @@ class SkippedBaseInit(AttributeError, TypeError):
     any missing attribute instead of raising."""
 
 
+def told(exc: BaseException) -> str:
+    """``str(exc)``, or where an error's own ``__str__`` fails (one of one's own formatting
+    what it never set) what Python's traceback shows for it: read to tell whose the error is
+    or to name the layer in it, its IndexError came out in place of the error."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001  (any: the error told is the one to raise)
+        return f"<{type(exc).__name__}: str() failed>"
+
+
 class Fails(Protocol):
     """Anything that builds its own LayerError: a layer, or a part of one."""
 
@@ -67,7 +77,7 @@ def checked(owner: Fails, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise
     except ValueError as exc:
         ours = (getattr(fn, "__module__", None) or "").startswith("distconv.")
-        raise named(owner.fail(str(exc)), exc) from (None if ours else exc)
+        raise named(owner.fail(told(exc)), exc) from (None if ours else exc)
 
 
 #: the classes :func:`named` made, by (the layer's error class, the error's)

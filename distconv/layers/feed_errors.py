@@ -14,7 +14,7 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_array
-from distconv.layers.base import LayerResultError, LayerTypeError
+from distconv.layers.base import LayerResultError, LayerTypeError, told
 from distconv.layers.source_spans import (
     arg_value,
     failing_span,
@@ -44,7 +44,7 @@ def feed_to_blame(
     which is the layer's own (a :class:`LayerResultError` too), or where no input holds
     such values. numpy's refusal of a bool's arithmetic is a bool feed's: not an integer
     feed's wired before it."""
-    kinds, text = "biu", str(exc)
+    kinds, text = "biu", told(exc)
     if isinstance(exc, LayerResultError):  # the layer's own, whatever fed it
         return None
     if not isinstance(exc, LayerTypeError):

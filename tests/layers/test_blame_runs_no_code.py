@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from distconv import Arg, Network
-from distconv.layers.base import Layer
+from distconv.layers.base import Layer, LayerError
 from distconv.network import NetworkError
 from tests.layers.researcher_layers import Scale
 
@@ -182,3 +182,48 @@ def test_a_forward_holding_a_long_list_fails_in_no_time():
     with pytest.raises(NetworkError, match=r"input 'mask' holds bool values"):
         net.forward(BOOL_FEEDS)
     assert time.perf_counter() - started < 1.5
+
+
+class WrongShape(TypeError, ValueError):
+    """An error of one's own whose ``__str__`` formats what it never set (a bug of its own)."""
+
+    def __init__(self, shape) -> None:
+        super().__init__(shape)
+        self.shape = shape
+
+    def __str__(self) -> str:
+        return f"needs {self.shape[5]} columns"
+
+
+class RaisesOwn(Scale):
+    """Raises an error of its own class in forward or in backward."""
+
+    num_inputs = (1, 2)
+
+    def __init__(self, where: str) -> None:
+        super().__init__(3)
+        self.where = where
+
+    def _forward(self, x, *rest):
+        if self.where == "forward":
+            raise WrongShape(x.value.shape)
+        return x.value
+
+    def _backward(self, dz, callback):
+        raise WrongShape(dz.shape)
+
+
+@pytest.mark.parametrize("where", ["forward", "backward"])
+def test_an_error_whose_own_str_fails_is_still_the_one_raised(where):
+    """Whose a layer's TypeError was (a feed's, a frozen weight's), and the layer's name put
+    in its ValueError, were read from ``str(exc)``: an error of one's own whose ``__str__``
+    fails had its IndexError come out of forward or backward in place of it."""
+    layer = RaisesOwn(where)
+    layer.b.set_static(True)
+    net = Network()
+    net.add("own", layer, inputs=["x", "mask"])
+    with pytest.raises(WrongShape) as e:
+        net.forward(BOOL_FEEDS)
+        layer.output.grad = np.ones((4, 3))
+        layer.backward(lambda p: None)
+    assert isinstance(e.value, LayerError) or where == "backward"
