@@ -7,7 +7,6 @@ C function, which runs in no frame of its own, is given one: :func:`in_frame`)."
 
 from __future__ import annotations
 
-import functools
 from types import FunctionType, MethodType
 from typing import Any
 
@@ -18,14 +17,12 @@ _INC_UPDATE = Parameter.inc_update.__code__
 
 
 def _code_of(callback: Any) -> Any:
-    """The code a call of ``callback`` runs first: a function's or a bound method's, the
-    function's under a ``functools.partial``, or ``__call__``'s for a callable object (a sync
-    strategy); None for a C function, which runs in no frame of its own, or anything else
-    (framed then, at the cost of a call). Told by exact types and the class's own ``__call__``:
-    run each step, ``getattr(callback, "__func__", ...)`` ran a callback's own ``__getattr__``
-    (a proxy's, a sync strategy's delegating), whose KeyError came out of every backward."""
-    while type(callback) is functools.partial:  # exactly: a subclass's func may be its own
-        callback = callback.func
+    """The code a call of ``callback`` runs first: a function's or a bound method's, or
+    ``__call__``'s for a callable object (a sync strategy); None for a C function, which runs
+    in no frame of its own, or anything else (a ``functools.partial``: framed then, at the
+    cost of a call). Told by exact types and the class's own ``__call__``: run each step,
+    ``getattr(callback, "__func__", ...)`` ran a callback's own ``__getattr__`` (a proxy's,
+    a sync strategy's delegating), whose KeyError came out of every backward."""
     if type(callback) is MethodType:
         callback = callback.__func__
     if type(callback) is not FunctionType:  # an object's __call__, if a function
@@ -35,7 +32,7 @@ def _code_of(callback: Any) -> Any:
 
 def in_frame(callback: UpdateCallback) -> UpdateCallback:
     """``callback``, or where it has no code of its own (a C function, a ufunc, a bound method
-    of a C type such as ``list.remove``, an object or ``functools.partial`` around one) a
+    of a C type such as ``list.remove``, an object around one, any ``functools.partial``) a
     function calling it: its error showed no frame of its own in the traceback, and a layer
     that called it itself had it taken for its own ("backward: list.remove(x): x not in
     list", a LayerError). A Python function, as the Network's is, costs no call."""
