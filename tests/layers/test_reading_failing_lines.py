@@ -100,13 +100,27 @@ class ReachesItsBias(Scale):
             self._params["b"].grad += dz.sum(0)
         elif self.how == "an item of parameters()":
             self.parameters()[1].grad += dz.sum(0)
+        elif self.how == "a dict of grads":
+            grads = {key: p.grad for key, p in self._params.items()}
+            grads["b"] += dz.sum(0)
+        elif self.how == "a list of grads, by a variable":
+            grads, last = [p.grad for p in self.parameters()], len(self.parameters()) - 1
+            grads[last] += dz.sum(0)
         else:
             grads = [p.grad for p in self.parameters()]
             grads[-1] += dz.sum(0)
 
 
 @pytest.mark.parametrize(
-    "how", ["a property", "an item of _params", "an item of parameters()", "a list of grads"]
+    "how",
+    [
+        "a property",
+        "an item of _params",
+        "an item of parameters()",
+        "a list of grads",
+        "a dict of grads",
+        "a list of grads, by a variable",
+    ],
 )
 def test_a_frozen_weight_reached_in_a_way_of_one_s_own_is_still_named(how):
     """The advice was given only where the bias's owner was read from a variable or an
