@@ -22,7 +22,7 @@ from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import channel_sums, row_sums
-from distconv.layers.base import Layer, LayerError, LayerTypeError, named, size_arg
+from distconv.layers.base import Layer, LayerError, LayerTypeError, named, size_arg, told
 from distconv.layers.operator import Operator
 from distconv.layers.part import LayerPart, Projection
 from distconv.layers.settings import part_settings
@@ -229,7 +229,7 @@ class ProjectionLayer(Layer):
         except LayerError:
             raise
         except ValueError as exc:  # a part of one's own: "Mixed 'm': operands could not ..."
-            raise named((part or self).fail(str(exc)), exc) from exc
+            raise named((part or self).fail(told(exc)), exc) from exc
         if self.bias is not None:
             b = self.bias.value
             if self.shared_bias:
@@ -255,7 +255,7 @@ class ProjectionLayer(Layer):
             except LayerError:
                 raise
             except ValueError as exc:  # as Projection.backward: the part named (no callback)
-                raise named(op.fail(f"backward: {exc}"), exc) from exc
+                raise named(op.fail(f"backward: {told(exc)}"), exc) from exc
 
     def __repr__(self) -> str:
         parts = ", ".join(repr(p) for p in self._parts())

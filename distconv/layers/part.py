@@ -39,6 +39,7 @@ from distconv.layers.base import (
     grad_target,
     named,
     size_arg,
+    told,
 )
 from distconv.parameter import Parameter, UpdateCallback
 
@@ -250,7 +251,7 @@ class Projection(LayerPart):
         except LayerError:
             raise
         except ValueError as exc:  # "Mixed 'm': backward: operands ..." named not the part
-            raise named(self.fail(f"backward: {exc}"), exc) from exc
+            raise named(self.fail(f"backward: {told(exc)}"), exc) from exc
         if self.weight is not None:
             self.weight.inc_update(callback)
 

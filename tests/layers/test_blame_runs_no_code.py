@@ -9,6 +9,8 @@ import pytest
 
 from distconv import Arg, Network
 from distconv.layers.base import Layer, LayerError
+from distconv.layers.mixed import Mixed
+from distconv.layers.part import Projection, WeightSpec
 from distconv.network import NetworkError
 from tests.layers.researcher_layers import Scale
 
@@ -227,3 +229,37 @@ def test_an_error_whose_own_str_fails_is_still_the_one_raised(where):
         layer.output.grad = np.ones((4, 3))
         layer.backward(lambda p: None)
     assert isinstance(e.value, LayerError) or where == "backward"
+
+
+class WrongWidth(ValueError):
+    """A ValueError of one's own whose ``__str__`` formats what it never set."""
+
+    def __str__(self) -> str:
+        return f"needs {self.width} columns"
+
+
+class RefusesOwn(Projection):
+    """``out += x * w``, raising an error of its own in the pass named ``broken``."""
+
+    def __init__(self, broken: str) -> None:
+        super().__init__(3, 3, WeightSpec((3,), dtype=np.float64))
+        self.broken = broken
+
+    def forward(self, input, out):
+        if self.broken == "forward":
+            raise WrongWidth()
+        out += input.value * self.weight.value
+
+    def _backward(self, input, dout):
+        raise WrongWidth()
+
+
+@pytest.mark.parametrize("broken", ["forward", "backward"])
+def test_a_part_s_error_whose_own_str_fails_still_names_the_part(broken):
+    """A Mixed layer's projection of one's own named itself in its ValueError with
+    ``str(exc)``: one whose ``__str__`` fails had that AttributeError come out instead."""
+    layer = Mixed([RefusesOwn(broken)], name="mix")
+    with pytest.raises(WrongWidth, match=r"RefusesOwn 'proj0'.*str\(\) failed"):
+        layer.forward(Arg(np.ones((4, 3)), needs_grad=True))
+        layer.output.grad = np.ones((4, 3))
+        layer.backward(lambda p: None)
