@@ -381,7 +381,8 @@ def _guard_closing(cls: type[SyncStrategy]) -> None:
         method = getattr(cls, name)
         if not getattr(method, "_guarded", False):
             ends = name in ("abandon_step", "finish_step")  # they end the step: _taken
-            setattr(cls, name, ends_step(method) if ends else guarded(method, refuse_closed))
+            wrap = ends_step(method, name) if ends else guarded(method, refuse_closed, name)
+            setattr(cls, name, wrap)
     if not getattr(cls.close, "_guarded", False):
         cls.close = closes_once(cls.close, unmade)  # type: ignore[method-assign]
 

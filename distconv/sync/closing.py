@@ -55,13 +55,16 @@ def closing_error() -> BaseException | None:
     return error
 
 
-def guarded(method: Callable[..., Any], check: Callable[[Any, str], None]) -> Callable[..., Any]:
-    """``method``, which first has ``check(self, name)`` refuse the call where it must (a
-    closed strategy, one whose base ``__init__`` never ran), by raising."""
+def guarded(
+    method: Callable[..., Any], check: Callable[[Any, str], None], name: str
+) -> Callable[..., Any]:
+    """``method``, the class's ``name`` (its own name may differ: ``barrier = _wait``), which
+    first has ``check(self, name)`` refuse the call where it must (a closed strategy, one whose
+    base ``__init__`` never ran), by raising."""
 
     @functools.wraps(method)
     def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
-        check(self, method.__name__)
+        check(self, name)
         return method(self, *args, **kwargs)
 
     checked._guarded = True  # type: ignore[attr-defined]
@@ -117,16 +120,17 @@ def refuse_closed(sync: Any, call: str) -> None:
     refuse_unmade(sync, call)
 
 
-def ends_step(method: Callable[..., Any]) -> Callable[..., Any]:
+def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
     """``finish_step`` or ``abandon_step``, which ends the step for ``check_gradient`` once
     its body returned or raised, not before: a strategy's ``finish_step`` that hands itself
     the gradients no backward fired (zeros, through its ``on_gradient``) is still in the step.
-    A closed sync's ``finish_step`` is refused, as :func:`refuse_closed` says."""
-    check = refuse_unmade if method.__name__ == "abandon_step" else refuse_closed
+    A closed sync's ``finish_step`` is refused, as :func:`refuse_closed` says; ``abandon_step``
+    is not, whatever its function's own name (``abandon_step = _drop``)."""
+    check = refuse_unmade if name == "abandon_step" else refuse_closed
 
     @functools.wraps(method)
     def ending(self: Any, *args: Any, **kwargs: Any) -> Any:
-        check(self, method.__name__)
+        check(self, name)
         try:
             return method(self, *args, **kwargs)
         finally:

@@ -134,3 +134,29 @@ def test_a_finish_step_handing_itself_the_unfired_gradients_is_still_in_the_step
     assert np.allclose(w.value, 0.95) and np.array_equal(v.value, np.ones(2))
     with pytest.raises(SyncError, match=r"gradient of 'w' arrived outside a step"):
         sync.on_gradient(w)  # and the step is over once finish_step returned
+
+
+class DropsOnAbandon(Checked):
+    """Its abandon_step and barrier are helpers of other names (``abandon_step = _drop``)."""
+
+    def _drop(self) -> None:
+        self.dropped = True
+
+    def _wait(self) -> None:
+        """One rank: nobody to wait for."""
+
+    abandon_step, barrier = _drop, _wait
+
+
+def test_an_abandon_step_of_another_name_is_still_served_after_close():
+    """The wrappers took the call's name from the function's, so ``abandon_step = _drop`` was
+    guarded as a finish_step: refused after close ('_drop() called after close()'), which
+    abandon_step never is; and a refused barrier was named '_wait()'."""
+    sync = DropsOnAbandon()
+    sync.setup([Parameter("w", np.ones(3))])
+    sync.start_step(2)
+    sync.close()
+    sync.abandon_step()
+    assert sync.dropped
+    with pytest.raises(SyncError, match=r"DropsOnAbandon\.barrier\(\) called after close"):
+        sync.barrier()
