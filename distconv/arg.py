@@ -185,13 +185,22 @@ def _read_only(a: Any) -> bool:
     """Whether neither ``a`` nor an array it views can be written (a view made read-only of a
     writable array changes with it), nor the buffer under them (``np.frombuffer`` of a
     ``bytearray``, then locked: the bytearray still writes it); an owner of no buffer numpy
-    names (one it cannot read as such) counts as written."""
-    while isinstance(a, np.ndarray):
-        if a.flags.writeable:
+    names (one it cannot read as such) counts as written. A read-only ``memoryview`` is asked
+    for what it views (``memoryview(bytearray).toreadonly()``: the bytearray writes it)."""
+    while isinstance(a, (np.ndarray, memoryview)):
+        if isinstance(a, memoryview):
+            try:
+                if not a.readonly or a.obj is None:  # written, or an owner it does not name
+                    return False
+            except ValueError:  # released
+                return False
+            a = a.obj
+        elif a.flags.writeable:
             return False
-        a = a.base
-    if a is None:  # it owns its memory, and it is locked
-        return True
+        elif a.base is None:  # it owns its memory, and it is locked
+            return True
+        else:
+            a = a.base
     try:
         with memoryview(a) as buffer:  # a read-only mmap, bytes: True
             return buffer.readonly

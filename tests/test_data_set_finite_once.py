@@ -125,3 +125,13 @@ def test_a_locked_array_over_a_writable_buffer_is_scanned_again():
     assert not_finite_once({"x": x}) is None
     np.frombuffer(buffer, np.float32)[5 * 3 + 2] = np.nan  # the buffer's own writer
     assert not_finite_once({"x": x}) == "'x' holds NaN or infinity in 1 row(s): 5"
+
+
+def test_a_read_only_view_of_a_writable_buffer_is_scanned_again():
+    """``memoryview(bytearray).toreadonly()`` is read-only, the bytearray under it is not: the
+    walk asked the memoryview alone and remembered the array as proved finite."""
+    buffer = bytearray(8 * 3 * 4)
+    x = np.frombuffer(memoryview(buffer).toreadonly(), np.float32).reshape(8, 3)
+    assert not_finite_once({"x": x}) is None
+    np.frombuffer(buffer, np.float32)[5 * 3 + 2] = np.nan  # the buffer's own writer
+    assert not_finite_once({"x": x}) == "'x' holds NaN or infinity in 1 row(s): 5"
