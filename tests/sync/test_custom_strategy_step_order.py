@@ -160,3 +160,30 @@ def test_an_abandon_step_of_another_name_is_still_served_after_close():
     assert sync.dropped
     with pytest.raises(SyncError, match=r"DropsOnAbandon\.barrier\(\) called after close"):
         sync.barrier()
+
+
+class FailsToFinish(Checked):
+    """Its finish_step and abandon_step raise, as a transport's may (a peer gone, a Ctrl-C)."""
+
+    def finish_step(self) -> None:
+        raise SyncError("a peer is gone")
+
+    def abandon_step(self) -> None:
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize(
+    ("end", "raised"), [("finish_step", SyncError), ("abandon_step", KeyboardInterrupt)]
+)
+def test_a_step_whose_end_raised_is_over_for_check_gradient(end, raised):
+    """The step ends once the body returned or raised: no test asked for the second, and with
+    _taken cleared after a returning body alone a gradient was taken after the failed end."""
+    sync, w = FailsToFinish(), Parameter("w", np.ones(3))
+    sync.setup([w])
+    sync.start_step(2)
+    w.grad[...] = 1.0
+    with pytest.raises(raised):
+        getattr(sync, end)()
+    with pytest.raises(SyncError, match=r"gradient of 'w' arrived outside a step"):
+        sync.on_gradient(w)
+    assert np.array_equal(w.value, np.ones(3))
