@@ -192,7 +192,8 @@ class SyncStrategy(ABC):
         told: what a strategy of one's own divides its gradient sums by (after summing them
         and this count over the ranks, where there are several). Before any :meth:`start_step`
         a :class:`SyncError` (it was 0: every weight went NaN, with a RuntimeWarning alone)."""
-        if not self._stepped:
+        if not getattr(self, "_stepped", False):
+            self.check_made()  # a @dataclass one's: not "no attribute '_stepped'"
             own = type(self).start_step is not SyncStrategy.start_step
             why = " (does start_step call super().start_step(examples)?)" * own
             raise SyncError(
@@ -250,7 +251,11 @@ class SyncStrategy(ABC):
         Raises:
             SyncError: naming the parameter and the rule; nothing is taken.
         """
-        params, known = self._known
+        try:
+            params, known = self._known
+        except AttributeError:
+            self.check_made()  # a @dataclass one's: not "no attribute '_known'"
+            raise
         if params is not self.params:  # a setup since: its list, made anew
             params, known = self.params, {id(p) for p in self.params}
             self._known = params, known

@@ -68,3 +68,15 @@ def test_close_in_a_finally_leaves_a_clean_exit_clean(transport):
         finally:
             sync.close()
     assert info.value.code == 0 and info.value.__context__ is None
+
+
+@pytest.mark.parametrize("transport", ["plain", "local", "mpi", "pserver"])
+@pytest.mark.parametrize("read", ["step_examples", "check_gradient"])
+def test_the_base_s_step_reads_name_the_skipped_base_init(transport, read):
+    """A strategy of one's own reads them in its on_gradient (a script's step by hand): they
+    failed on "'Quiet' object has no attribute '_stepped'" ('_known'), the error check_made
+    exists to replace (review k487)."""
+    sync = _unmade(transport)
+    param = _model()[0].parameters()[0]
+    with pytest.raises(TypeError, match=_SKIPPED):
+        sync.check_gradient(param) if read == "check_gradient" else sync.step_examples
