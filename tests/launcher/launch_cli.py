@@ -8,13 +8,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from tests.child_env import child_path
-from tests.processes import run_job
+from tests.processes import job_left, run_job
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: the environments tests start launchers with: :data:`ENV`, and the test modules' own
@@ -127,3 +129,65 @@ def stalled_pipe() -> Iterator[int]:
     finally:
         os.close(write)
         os.close(read)
+
+
+class SlowReader:
+    """A thread that reads a launcher's stdout as ``read(stdout, *args, stop)`` does, till
+    ``stop`` (:meth:`end`) or the pipe's end."""
+
+    def __init__(self, launcher: subprocess.Popen, read: Callable[..., None], *args: object):
+        self.stop = threading.Event()
+        self._thread = threading.Thread(target=read, args=(launcher.stdout, *args, self.stop))
+        self._thread.start()
+
+    def end(self) -> None:
+        """Stop reading, and wait for the thread (5 s at most)."""
+        self.stop.set()
+        self._thread.join(5)
+
+
+@contextmanager
+def read_slowly(
+    launcher: subprocess.Popen, read: Callable[..., None], *args: object
+) -> Iterator[SlowReader]:
+    """A :class:`SlowReader` of ``launcher``'s stdout for the block; at its exit, whatever it
+    raised, the reader stopped, ``launcher`` killed, the reader ended, its stdout closed."""
+    reader = SlowReader(launcher, read, *args)
+    try:
+        yield reader
+    finally:
+        reader.stop.set()
+        launcher.kill()
+        reader.end()
+        launcher.stdout.close()
+
+
+def stderr_once_gone(env: dict[str, str], err: IO[str]) -> str:
+    """What the launcher wrote into ``err`` (a file open ``w+``), once nothing of its job
+    started in ``env`` (:func:`tests.processes.job_env`) is left."""
+    assert job_left(env, 5) == {}
+    err.seek(0)
+    return err.read()
+
+
+def read_till_exit(
+    read: int, proc: subprocess.Popen, hold: float, timeout: float
+) -> tuple[bytes, int]:
+    """After ``hold`` seconds, all that the pipe's read end ``read`` gives to its end (the exit
+    of ``proc``, its last writer), and ``proc``'s status (waited ``timeout`` seconds at most)."""
+    time.sleep(hold)
+    got = b""
+    while chunk := os.read(read, 65536):
+        got += chunk
+    return got, proc.wait(timeout=timeout)
+
+
+def run_python(
+    script: str, *argv: str, cwd: Path, text: bool = False
+) -> subprocess.CompletedProcess:
+    """``python -c SCRIPT ARGV`` in ``cwd`` with :data:`ENV`, its output captured (as text
+    where ``text``), 20 s at most: a caller of the launcher as a function."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *argv], env=ENV, cwd=cwd, capture_output=True,
+        timeout=20, text=text,
+    )  # fmt: skip

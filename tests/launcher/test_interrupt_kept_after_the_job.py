@@ -13,11 +13,10 @@ import fcntl
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.launcher.launch_cli import ENV
+from tests.launcher.launch_cli import ENV, read_till_exit
 
 #: the launcher's steps to its error line after a job: armed, taken over by the supervisor,
 #: given back (a SIGTERM kept then), and the line on a stderr that is slow to read
@@ -47,11 +46,7 @@ def test_a_signal_kept_after_the_job_does_not_cut_the_error_line():
         write = -1
         try:
             assert child.stdout.readline() == b"go\n"
-            time.sleep(0.3)  # within the line's bound (1 s)
-            got = b""
-            while chunk := os.read(read, 65536):  # to the pipe's end: the child's exit
-                got += chunk
-            status = child.wait(timeout=10)
+            got, status = read_till_exit(read, child, 0.3, 10)  # 0.3: within the bound (1 s)
         finally:
             child.kill()
             child.stdout.close()

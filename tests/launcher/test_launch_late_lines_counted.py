@@ -13,9 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.launcher.launch_cli import ENV, launcher_command, start_unread
+from tests.launcher.launch_cli import (
+    ENV,
+    launcher_command,
+    read_slowly,
+    start_unread,
+    stderr_once_gone,
+)
 from tests.launcher.test_launch_end_drain import LINES, PRINTS
-from tests.processes import job_env, job_left
+from tests.processes import job_env
 
 
 def _read_slowly_into(stream, into: list[bytes], stop: threading.Event) -> None:
@@ -30,25 +36,14 @@ def test_the_lines_that_came_after_the_output_ended_are_counted(tmp_path: Path):
     (tmp_path / "prints.py").write_text(PRINTS)
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "prints.py"]
     got: list[bytes] = []
-    stop = threading.Event()
     with job_env(ENV) as env, open(tmp_path / "stderr", "w+") as err:
         command = launcher_command(OUTPUT_DRAIN_SECONDS=0.5)  # its waits on the output, cut
         launcher = start_unread(argv, env, tmp_path, err, command)
-        reader = threading.Thread(target=_read_slowly_into, args=(launcher.stdout, got, stop))
-        reader.start()
-        try:
+        with read_slowly(launcher, _read_slowly_into, got) as reader:
             status = launcher.wait(timeout=30)
-            stop.set()
-            reader.join(5)
+            reader.end()
             got.append(launcher.stdout.read())  # what the pipe still holds: written, shown
-        finally:
-            stop.set()
-            launcher.kill()
-            reader.join(5)
-            launcher.stdout.close()
-        assert job_left(env, 5) == {}
-        err.seek(0)
-        stderr = err.read()
+        stderr = stderr_once_gone(env, err)
     assert status == 0, stderr
     total = LINES + 1  # the log has them all (test_launch_end_drain)
     shown = b"".join(got).count(b"\n")

@@ -7,16 +7,22 @@ held up (k473). (The held pipes' drain into the logs is not cut: the record.)"""
 from __future__ import annotations
 
 import signal
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from launcher.terminal import QUEUE_BYTES
-from tests.launcher.launch_cli import ENV, launcher_command, start_unread, wait_while_running
+from tests.launcher.launch_cli import (
+    ENV,
+    launcher_command,
+    read_slowly,
+    start_unread,
+    stderr_once_gone,
+    wait_while_running,
+)
 from tests.launcher.test_launch_end_drain import LINES, PRINTS, _read_slowly
-from tests.processes import job_env, job_left
+from tests.processes import job_env
 
 #: a worker that fills every queue on the way (:data:`PRINTS`), then waits to be stopped
 PRINTS_AND_WAITS = f"{PRINTS}import sys, time\nsys.stdout.flush()\ntime.sleep(60)\n"
@@ -31,14 +37,12 @@ def test_a_second_signal_cuts_the_end_s_waits_on_a_slow_output(tmp_path: Path):
     (tmp_path / "prints.py").write_text(PRINTS_AND_WAITS)
     log = tmp_path / "run" / "logs" / "worker-0.log"
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "prints.py"]
-    stop = threading.Event()
     with job_env(ENV) as env, open(tmp_path / "stderr", "w+") as err:
         launcher = start_unread(
             argv, env, tmp_path, err, launcher_command(OUTPUT_DRAIN_SECONDS=DRAIN)
         )
-        reader = threading.Thread(target=_read_slowly, args=(launcher.stdout, stop))
-        reader.start()
-        try:  # the queue and stdout's pipe full: the pump waits for room, its pipe fills
+        with read_slowly(launcher, _read_slowly):
+            # the queue and stdout's pipe full: the pump waits for room, its pipe fills
             wait_while_running(  # (once its last line is in the log, its pump is not held)
                 lambda: log.exists() and log.read_bytes().count(b"\n") >= QUEUED, launcher, "it"
             )
@@ -49,14 +53,7 @@ def test_a_second_signal_cuts_the_end_s_waits_on_a_slow_output(tmp_path: Path):
             launcher.send_signal(signal.SIGTERM)
             status = launcher.wait(timeout=30)
             took = time.monotonic() - second
-        finally:
-            stop.set()
-            launcher.kill()
-            reader.join(5)
-            launcher.stdout.close()
-        assert job_left(env, 5) == {}
-        err.seek(0)
-        stderr = err.read()
+        stderr = stderr_once_gone(env, err)
     assert status == 128 + signal.SIGTERM, stderr
     # none of the waits on the slow output runs on: the child's own on its pump
     # (launcher.child, DRAIN; k473), the queue's (DRAIN, twice)

@@ -6,16 +6,22 @@ the lines the pipe still held. The log is the record; the drain is bounded alrea
 from __future__ import annotations
 
 import signal
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from launcher.terminal import QUEUE_BYTES
-from tests.launcher.launch_cli import ENV, launcher_command, start_unread, wait_while_running
+from tests.launcher.launch_cli import (
+    ENV,
+    launcher_command,
+    read_slowly,
+    start_unread,
+    stderr_once_gone,
+    wait_while_running,
+)
 from tests.launcher.test_launch_end_drain import _read_slowly
-from tests.processes import job_env, job_left
+from tests.processes import job_env
 
 #: short lines (30 bytes; 41 behind ``[worker 0] ``) that fill the launcher's queue and its
 #: stdout pipe, then 600 KiB more in the child's pipe of 1 MiB (``F_SETPIPE_SZ``): many lines
@@ -38,13 +44,11 @@ def test_a_second_signal_leaves_the_log_whole(tmp_path: Path):
     (tmp_path / "prints.py").write_text(PRINTS_AND_WAITS)
     log = tmp_path / "run" / "logs" / "worker-0.log"
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "prints.py"]
-    stop = threading.Event()
     with job_env(ENV) as env, open(tmp_path / "stderr", "w+") as err:
         command = launcher_command(OUTPUT_DRAIN_SECONDS=1.0)  # its waits on the output, cut
         launcher = start_unread(argv, env, tmp_path, err, command)
-        reader = threading.Thread(target=_read_slowly, args=(launcher.stdout, stop))
-        reader.start()
-        try:  # the queue full: the pump waits for room, the child's pipe fills behind it
+        with read_slowly(launcher, _read_slowly):
+            # the queue full: the pump waits for room, the child's pipe fills behind it
             wait_while_running(
                 lambda: log.exists() and log.read_bytes().count(b"\n") >= QUEUED, launcher, "it"
             )
@@ -53,14 +57,7 @@ def test_a_second_signal_leaves_the_log_whole(tmp_path: Path):
             time.sleep(0.05)  # before the end: the stop under way
             launcher.send_signal(signal.SIGTERM)
             status = launcher.wait(timeout=30)
-        finally:
-            stop.set()
-            launcher.kill()
-            reader.join(5)
-            launcher.stdout.close()
-        assert job_left(env, 5) == {}
-        err.seek(0)
-        stderr = err.read()
+        stderr = stderr_once_gone(env, err)
     assert status == 128 + signal.SIGTERM, stderr
     lines = log.read_bytes().splitlines()
     assert (len(lines), lines[-1]) == (LINES + 1, b"the last line"), (len(lines), stderr)

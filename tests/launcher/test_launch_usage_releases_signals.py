@@ -10,12 +10,10 @@ SIGTERM stopped nothing."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 
 import pytest
 
-from tests.launcher.launch_cli import ENV
+from tests.launcher.launch_cli import run_python
 
 #: ``main(ARGV)`` caught, then a SIGTERM to itself: it must end the process
 CALLER = """\
@@ -44,10 +42,7 @@ print("SIGTERM kept: still running")
     ids=["usage-error", "ignored-flag", "help"],
 )
 def test_a_usage_error_of_main_called_as_a_function_gives_the_signals_back(argv, tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-c", CALLER, *argv], env=ENV, cwd=tmp_path, capture_output=True,
-        timeout=20,
-    )  # fmt: skip
+    done = run_python(CALLER, *argv, cwd=tmp_path)
     assert done.returncode == -signal.SIGTERM, (done.returncode, done.stdout, done.stderr[-500:])
 
 
@@ -71,10 +66,7 @@ OWN_HANDLER = CALLER.replace(
     ids=["usage-error", "help", "run"],
 )
 def test_main_called_as_a_function_gives_the_caller_s_own_handler_back(argv, tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-c", OWN_HANDLER, *argv], env=ENV, cwd=tmp_path, capture_output=True,
-        timeout=20,
-    )  # fmt: skip
+    done = run_python(OWN_HANDLER, *argv, cwd=tmp_path)
     assert done.returncode == 7, (done.returncode, done.stdout, done.stderr[-500:])
 
 
@@ -110,10 +102,7 @@ print(ended)
 def test_main_called_in_a_thread_gives_its_status(argv, ended, tmp_path):
     """release() gave the handlers back with signal.signal(), which raises ValueError outside
     the main thread (k478): main() raised that in place of its status or usage error."""
-    done = subprocess.run(
-        [sys.executable, "-c", IN_A_THREAD, *argv], env=ENV, cwd=tmp_path, capture_output=True,
-        timeout=20, text=True,
-    )  # fmt: skip
+    done = run_python(IN_A_THREAD, *argv, cwd=tmp_path, text=True)
     assert done.stdout.strip() == ended, (done.stdout, done.stderr[-500:])
 
 
@@ -138,10 +127,7 @@ def test_a_launch_whose_end_raises_gives_the_caller_s_own_handler_back(tmp_path)
     (dc43ad98), so the caller's process kept a handler that stopped nothing (k478)."""
     (tmp_path / "fails.py").write_text("raise SystemExit(3)\n")
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "fails.py"]
-    done = subprocess.run(
-        [sys.executable, "-c", END_RAISES, *argv], env=ENV, cwd=tmp_path, capture_output=True,
-        timeout=20,
-    )  # fmt: skip
+    done = run_python(END_RAISES, *argv, cwd=tmp_path)
     assert done.returncode == 7, (done.returncode, done.stdout, done.stderr[-500:])
 
 
@@ -174,9 +160,6 @@ def test_main_called_in_a_thread_leaves_the_caller_its_sigterm(script, ended, tm
     the caller's main thread (the launch in a thread sets no handlers of its own) (k482)."""
     (tmp_path / "job.py").write_text("import sys, time\ntime.sleep(3)\nsys.exit(3)\n")
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "job.py"]
-    done = subprocess.run(
-        [sys.executable, "-c", script, *argv], env=ENV, cwd=tmp_path, capture_output=True,
-        timeout=20, text=True,
-    )  # fmt: skip
+    done = run_python(script, *argv, cwd=tmp_path, text=True)
     said = (done.returncode, done.stdout.strip())
     assert said == (-signal.SIGTERM, ended), (said, done.stderr[-800:])

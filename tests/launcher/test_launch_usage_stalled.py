@@ -18,7 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.launcher.launch_cli import ENV, launcher_command, stalled_pipe, wait_while_running
+from tests.launcher.launch_cli import (
+    ENV,
+    launcher_command,
+    read_till_exit,
+    stalled_pipe,
+    wait_while_running,
+)
 from tests.processes import job_env, job_left
 
 #: a usage error of the launcher's own (argparse's: usage, then the ``error:`` line)
@@ -94,11 +100,7 @@ def test_a_stalled_stderr_gets_the_usage_before_its_error_line(
             write = -1
             try:
                 wait_while_running(lambda: writing_to_a_pipe(launcher.pid), launcher, "the usage")
-                time.sleep(hold)
-                got = b""
-                while chunk := os.read(read, 65536):  # to the pipe's end: the launcher's exit
-                    got += chunk
-                status = launcher.wait(timeout=15)
+                got, status = read_till_exit(read, launcher, hold, 15)
             finally:
                 launcher.kill()
             assert job_left(env, 5) == {}
