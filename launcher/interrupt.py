@@ -39,8 +39,8 @@ _previous: dict[int, object] = {}  # the handlers defer() replaced, for release(
 RETRY_SECONDS = 0.05
 _released = 0  # release()s so far: a retry set before one is not sent
 _retrying = threading.Lock()  # a retry's check and send, apart from release()
-#: arm() or release() ran outside the main thread, where handlers cannot be set: the next
-#: signal (its handler runs in the main thread) gives them back, then goes to the one given
+#: arm() or release() ran outside the main thread, where handlers cannot be set: each signal
+#: that comes next (its handler runs in the main thread) gives its own back, then goes to it
 _elsewhere = False
 
 
@@ -65,7 +65,9 @@ def stop_signals_to_catch() -> list[int]:
 
 def _on_signal(signum: int, _frame: object) -> None:
     if _elsewhere:  # a launch in another thread holds no signals: the caller forwards them
-        _give_back()
+        # its own alone: another one already come, its handler not run yet, still finds this
+        # one (given back as SIG_DFL or SIG_IGN before it ran, CPython dropped it unsaid)
+        _give_back(signum)
         if signal.getsignal(signum) is not _on_signal:
             os.kill(os.getpid(), signum)  # to the handler given back
             return
@@ -112,7 +114,7 @@ def defer() -> None:
 def arm() -> None:
     """From now on a stop signal raises :class:`Interrupted`; one kept by :func:`defer` is
     raised at once. Outside the main thread, where the launch sets no handlers (the caller
-    forwards the signals), the next one gives back the handlers the import's defer() took.
+    forwards the signals), each that comes gives back its handler the import's defer() took.
 
     Raises:
         Interrupted: a stop signal came while deferred.
@@ -146,9 +148,9 @@ def release() -> None:
     """Give the stop signals back to the handlers :func:`defer` found, the last it replaced
     (a caller's set after the import's), where the launcher's is still in (not where the
     caller set its own since: the launcher called as a function, in a process that goes on),
-    in the main thread (elsewhere signal.signal() raises: there the next signal gives them
-    back, in the main thread, and goes on to the handler given back); a signal kept, or
-    waiting to be sent again, is dropped."""
+    in the main thread (elsewhere signal.signal() raises: there each signal that comes gives
+    its own back, in the main thread, and goes on to the handler given back); a signal kept,
+    or waiting to be sent again, is dropped."""
     global _armed, _elsewhere, _released, _taken
     _armed = False  # first, before any call: a signal from here is kept, and dropped below
     _taken = False
@@ -156,20 +158,22 @@ def release() -> None:
         _released += 1
     if threading.current_thread() is threading.main_thread():
         _give_back()
-    else:  # signal.signal() raises ValueError there: the next signal gives them back
+    else:  # signal.signal() raises ValueError there: each signal gives its own back
         _elsewhere = True
     _pending.clear()  # last: one kept till the handlers are given back is not left for arm()
 
 
-def _give_back() -> None:
-    """The handlers :func:`defer` replaced back in, where the launcher's is still in (not
-    where the caller set its own since); main thread only."""
+def _give_back(*signums: int) -> None:
+    """The handlers :func:`defer` replaced back in, of ``signums`` (all where none), where
+    the launcher's is still in (not where the caller set its own since); main thread only.
+    Safe from a handler that a signal runs inside it (each is taken out before it is set)."""
     global _elsewhere
-    _elsewhere = False
-    while _previous:
-        signum, handler = _previous.popitem()
-        if signal.getsignal(signum) is _on_signal:  # not one the caller set since: kept
+    for signum in signums or list(_previous):
+        handler = _previous.pop(signum, _previous)
+        if handler is not _previous and signal.getsignal(signum) is _on_signal:  # else kept
             signal.signal(signum, restorable(handler))
+    if not _previous:  # last: a signal before it still finds its own to give back
+        _elsewhere = False
 
 
 def restorable(handler: object) -> object:

@@ -163,3 +163,38 @@ def test_main_called_in_a_thread_leaves_the_caller_its_sigterm(script, ended, tm
     done = run_python(script, *argv, cwd=tmp_path, text=True)
     said = (done.returncode, done.stdout.strip())
     assert said == (-signal.SIGTERM, ended), (said, done.stderr[-800:])
+
+
+#: the caller's own SIGINT handler (set before the import, whose defer() took it), then a
+#: SIGINT and a SIGTERM that come together while the job of ``main()`` in a thread runs: both
+#: are the caller's, its handler's line and SIGTERM's default
+TWO_AT_ONCE = IN_A_THREAD.replace(
+    "import launcher\n",
+    """import os, signal, time
+signal.signal(signal.SIGINT, lambda *_: print("the caller's SIGINT", flush=True))
+import launcher
+""",
+).replace(
+    "worker.join()\n",
+    """while not os.path.exists("run/logs/worker-0.log"):
+    time.sleep(0.05)
+both = {signal.SIGINT, signal.SIGTERM}
+signal.pthread_sigmask(signal.SIG_BLOCK, both)  # both to this thread, pending till unblocked
+signal.raise_signal(signal.SIGINT)
+signal.raise_signal(signal.SIGTERM)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, both)  # in together: SIGINT's handler runs first
+worker.join()
+""",
+)
+
+
+@pytest.mark.timeout(30)
+def test_two_signals_at_once_during_main_in_a_thread_both_reach_the_caller(tmp_path):
+    """The first signal's handler gave back every handler the import's defer() took: SIGTERM's
+    default was in before CPython ran SIGTERM's, already come, which it then dropped ("Signal
+    15 ignored due to race condition"), and the process ran on, SIGTERM lost (d4246dba)."""
+    (tmp_path / "job.py").write_text("import sys, time\ntime.sleep(3)\nsys.exit(3)\n")
+    argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "job.py"]
+    done = run_python(TWO_AT_ONCE, *argv, cwd=tmp_path, text=True)
+    said = (done.returncode, done.stdout.strip())
+    assert said == (-signal.SIGTERM, "the caller's SIGINT"), (said, done.stderr[-800:])
