@@ -70,7 +70,7 @@ def _on_signal(signum: int, _frame: object) -> None:
         _give_back(signum)
         if signal.getsignal(signum) is not _on_signal:
             os.kill(os.getpid(), signum)  # to the handler given back
-            return
+        return  # else one inside its own give-back, which sends it on: never raised here
     if not _armed:
         _pending.append(signum)  # raised by arm(): an import is no place for an exception
         return

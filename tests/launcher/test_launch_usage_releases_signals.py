@@ -198,3 +198,31 @@ def test_two_signals_at_once_during_main_in_a_thread_both_reach_the_caller(tmp_p
     done = run_python(TWO_AT_ONCE, *argv, cwd=tmp_path, text=True)
     said = (done.returncode, done.stdout.strip())
     assert said == (-signal.SIGTERM, "the caller's SIGINT"), (said, done.stderr[-800:])
+
+
+#: a SIGTERM while the job of ``main()`` in a thread runs, and another inside its handler's
+#: give-back (sent as the handler to set is looked up: run there, in raise_signal's check)
+ONE_INSIDE = SIGTERM_DURING.replace(
+    "os.kill(os.getpid(), signal.SIGTERM)\n",
+    """import launcher.interrupt as interrupt
+looked_up = interrupt.restorable
+def restorable(handler):
+    interrupt.restorable = looked_up
+    signal.raise_signal(signal.SIGTERM)
+    return looked_up(handler)
+interrupt.restorable = restorable
+os.kill(os.getpid(), signal.SIGTERM)
+""",
+)
+
+
+@pytest.mark.timeout(30)
+def test_a_signal_inside_the_give_back_of_main_in_a_thread_is_not_raised(tmp_path):
+    """A signal whose handler ran inside the give-back of its own, the launcher's still in,
+    went on as in a launch of the main thread's: armed, it raised Interrupted into the
+    caller's main thread, out of the handler it cut, the process going on (k485)."""
+    (tmp_path / "job.py").write_text("import sys, time\ntime.sleep(3)\nsys.exit(3)\n")
+    argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "job.py"]
+    done = run_python(ONE_INSIDE, *argv, cwd=tmp_path, text=True)
+    said = (done.returncode, done.stdout.strip())
+    assert said == (-signal.SIGTERM, ""), (said, done.stderr[-800:])
