@@ -11,12 +11,10 @@ handler set with libc's ``signal()``, then the ``_signal`` module executed again
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 
 import pytest
 
-from tests.launcher.launch_cli import ENV
+from tests.launcher.launch_cli import run_python
 
 #: a C handler on SIGTERM that Python reads as None, then ``main(ARGV)`` (or a supervisor run,
 #: for ARGV ``supervisor``), then a SIGTERM to itself: it must end the process
@@ -61,8 +59,5 @@ print("SIGTERM kept: still running")
 )
 def test_a_handler_set_outside_python_is_given_back_as_the_default(argv, ended, tmp_path):
     (tmp_path / "f.py").write_text("raise SystemExit(3)\n")
-    done = subprocess.run(
-        [sys.executable, "-c", C_HANDLER, *argv], env=ENV, cwd=tmp_path, capture_output=True,
-        timeout=20, text=True,
-    )  # fmt: skip
+    done = run_python(C_HANDLER, *argv, cwd=tmp_path, text=True)
     assert (done.returncode, done.stdout.strip()) == (-signal.SIGTERM, ended), done.stderr[-800:]
