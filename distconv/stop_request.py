@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distconv.logs import as_log_line
+from distconv.restorable import restorable
 
 #: the command line's exit status after a stop by each signal (128 + its number)
 EXIT_STATUS = {signal.SIGTERM: 143, signal.SIGINT: 130}
@@ -80,7 +81,7 @@ class StopRequest:
         def restore() -> None:
             global _pending
             for signum, handler in previous.items():
-                signal.signal(signum, handler)
+                signal.signal(signum, restorable(handler))
             _pending = None  # after: a signal until then runs our handler, which sets it
 
         return restore

@@ -24,6 +24,8 @@ import signal
 import threading
 from typing import TYPE_CHECKING
 
+from distconv.restorable import restorable
+
 if TYPE_CHECKING:  # the first import of the launcher: only what defer() needs, at once
     import subprocess
     from collections.abc import Sequence
@@ -174,14 +176,6 @@ def _give_back(*signums: int) -> None:
             signal.signal(signum, restorable(handler))
     if not _previous:  # last: a signal before it still finds its own to give back
         _elsewhere = False
-
-
-def restorable(handler: object) -> object:
-    """``handler``, a stop signal's before the launcher's, as signal.signal() takes it back:
-    None, one set outside Python (an embedding program's, before Python started), which
-    Python cannot set again (signal.signal(signum, None) raises TypeError), is the default's:
-    the signal stops the process again, where the launcher's kept it for good."""
-    return signal.SIG_DFL if handler is None else handler
 
 
 def run_captured(argv: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess:

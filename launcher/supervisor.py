@@ -55,13 +55,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 from distconv.files import LockTaken, describe_os_error, hold_lock
+from distconv.restorable import restorable
 
 from . import child as child_waits  # its waits, as set when used (tests cut them)
 from .child import Child, ChildSpec, running_groups
 from .commands import LaunchError
 from .failure import Failure, signal_name, write_report
 from .gang import any_running, first_failed, killed_at_the_end, send_stop_signals
-from .interrupt import STOP_SIGNALS, restorable, stop_signals_to_catch, taken_over
+from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
 from .json_lines import JsonLines
 from .messages import Messages
 from .run_dir import clear_run_dir, make_run_dir

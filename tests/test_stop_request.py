@@ -6,7 +6,10 @@ a person's Ctrl-C would: in the middle of a fit.
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -183,3 +186,33 @@ def test_the_ctrl_c_announcement_is_a_json_line_under_the_json_log(tmp_path):
     lines = [json.loads(line) for line in done.stderr.splitlines()]
     assert [(e["level"], e["message"].split(":")[0]) for e in lines] == [("warning", "distconv")]
     assert "Ctrl-C again stops at once" in lines[0]["message"]
+
+
+@pytest.mark.timeout(30)
+def test_a_sigterm_handler_set_outside_python_is_given_back_as_the_default(tmp_path):
+    """A SIGTERM handler set outside Python (an embedding program's) reads as None; a fit's
+    restore gave it back with ``signal.signal(SIGTERM, None)``, which raises TypeError: the
+    fit ended in it, and its own handler stayed in, keeping every later SIGTERM. (The handler
+    is set with libc's ``signal()``, then the ``_signal`` module run again, as an embedding's
+    is read.)"""
+    script = """\
+import ctypes, importlib.util, os, signal, time
+handler = ctypes.CFUNCTYPE(None, ctypes.c_int)(lambda signum: None)
+ctypes.CDLL(None).signal(signal.SIGTERM, handler)
+spec = importlib.util.find_spec("_signal")
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+assert signal.getsignal(signal.SIGTERM) is None
+from distconv.stop_request import StopRequest
+StopRequest(announce=False).install()()
+print("restored", flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(2)
+print("SIGTERM kept: still running")
+"""
+    env = {**os.environ, "PYTHONPATH": child_path()}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=20,
+    )  # fmt: skip
+    assert done.stdout == "restored\n", done.stderr[-2000:]
+    assert done.returncode == -signal.SIGTERM
