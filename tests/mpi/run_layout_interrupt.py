@@ -2,7 +2,9 @@
 differently (rank 0 was told another firing order), so step 0's check names a layout mismatch,
 gathering both layouts (an Allgather, then an Allgatherv); rank 1 reaches the gathers 1 s late,
 and rank 0 gets a SIGINT 0.3 s into its wait in the first (a real Ctrl-C, raised by Python once
-that wait returns). Nothing fires: ``finish_step`` completes the check.
+that wait returns). Nothing fires: ``finish_step`` completes the check. ``never`` after OUT:
+rank 1 never reaches the gathers (it sleeps a minute), rank 0 gets a second SIGINT 0.6 s in, and
+the watchdog (2 s) must end the job: the hold over the gathers leaves that wait to it.
 
 Each rank writes what ``finish_step`` raised to ``OUT/said<rank>.txt`` (with its cause), then
 closes. A rank that fails otherwise writes ``OUT/rank<r>.err``.
@@ -23,8 +25,8 @@ from tests.mpi.run_check_interrupt import what_raises
 
 
 def main() -> None:
-    out = Path(sys.argv[1])
-    sync, params = bucket_sync(timeout=5), bucket_params()
+    out, never = Path(sys.argv[1]), sys.argv[2:] == ["never"]
+    sync, params = bucket_sync(timeout=2 if never else 5), bucket_params()
     with recorded(sync, out):
         sync.setup(params, {})
         if sync.rank == 0:
@@ -33,10 +35,10 @@ def main() -> None:
 
         def late_or_interrupted(*args):
             if sync.rank == 1:
-                time.sleep(1.0)
+                time.sleep(60.0 if never else 1.0)
             else:
-                pid = os.getpid()
-                threading.Timer(0.3, os.kill, (pid, signal.SIGINT)).start()
+                for after in (0.3, 0.6) if never else (0.3,):
+                    threading.Timer(after, os.kill, (os.getpid(), signal.SIGINT)).start()
             return gather(*args)
 
         step_check.difference_from = late_or_interrupted

@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
 
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.step_check import StepCheck
-from tests.mpi.common import NEEDS_MPIEXEC, run_two_ranks
+from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, run_two_ranks, script
 from tests.mpi.test_check_interrupt import TwoRanks
 
 #: the other rank's layout (this rank's: {"buckets": [["a", "b"]]})
@@ -83,3 +84,21 @@ def test_an_interrupt_in_the_layout_gathers_refuses_the_step_on_both_ranks(tmp_p
     assert said[0].startswith("KeyboardInterrupt"), said[0]
     assert "(from SyncError: step 0: rank 0 and rank 1 lay out gradient buckets" in said[0]
     assert said[1].startswith("SyncError: step 0: rank 1 and rank 0 lay out gradient"), said[1]
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+@pytest.mark.timeout(60)
+def test_a_peer_that_never_reaches_the_layout_gathers_is_left_to_the_watchdog(tmp_path):
+    """The hold leaves the gathers' wait as interruptible as before: rank 1 never reaches
+    them, rank 0 gets two SIGINTs there (noted, held), and its watchdog (2 s) still stops
+    the job, in seconds, naming the first gather."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    began = time.monotonic()
+    command = ["-n", "2", *script("run_layout_interrupt.py"), str(tmp_path), "never"]
+    proc = run_mpi(command, timeout=40)
+    assert proc.returncode != 0, proc.stderr
+    assert "rank 0: SyncError: waited" in proc.stderr, proc.stderr
+    assert "in Allgather on the job communicator (step 0)" in proc.stderr, proc.stderr
+    assert time.monotonic() - began < 30
+    assert not list(tmp_path.glob("said*.txt"))
