@@ -9,8 +9,9 @@ while another starts a step, or closes, or sets up again, is named, not left wai
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -28,6 +29,25 @@ from distconv.sync.mpi.step_check import (
     StepCheck,
     where,
 )
+
+_T = TypeVar("_T")
+
+
+def held(meeting: Callable[..., _T]) -> Callable[..., _T]:
+    """``meeting`` (a meeting's exchange, then its collectives) with a Ctrl-C held to its end:
+    raised as the exchange's Wait returned (a SIGINT that came while this rank waited there for
+    a slower one), it left the exchange pending here, so every later step and meeting refused
+    ("no exchange ... while step N's check is open"), and the collectives after it unmade, which
+    the other ranks, past the exchange, waited in. Every wait in there is a blocking call, which
+    no Ctrl-C leaves before it returns: held or not, a rank that never comes is the watchdog's."""
+
+    @functools.wraps(meeting)
+    def held_to_the_end(*args: Any, **kwargs: Any) -> _T:
+        with HeldInterrupt():
+            return meeting(*args, **kwargs)
+
+    return held_to_the_end
+
 
 #: the ways on that a refusal after a step (or setup) that failed or was abandoned names: a
 #: setup on every rank (what a second fit does) takes the parameters as they are, rank 0's,
@@ -99,6 +119,7 @@ class RankCollectives(LocalSync):
         (every collective of theirs complete: nobody waits, nobody need abort)."""
         return self.step + self.abandoned_steps
 
+    @held
     def broadcast_parameters(self) -> None:
         """Copy rank 0's parameter values and optimizer state to every rank.
 
@@ -124,6 +145,7 @@ class RankCollectives(LocalSync):
         if self.world_size > 1:
             bcast_in_place(self.comm, array)
 
+    @held
     def all_equal(self, description: Mapping[str, Any]) -> None:
         """Compare a digest of ``description`` across ranks; on a mismatch, name the difference.
 
@@ -145,6 +167,7 @@ class RankCollectives(LocalSync):
             self._meet(SETUP)
         same_job(self.comm, self.rank, description)
 
+    @held
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:
         """Sum small metrics over every rank (float64), between steps."""
         buf = np.array([float(v) for v in values], dtype=np.float64)
@@ -180,6 +203,7 @@ class RankCollectives(LocalSync):
             )
         return super().state_dict()
 
+    @held
     def barrier(self) -> None:
         """Return once every rank has called it, between steps (the exchange of where they
         are is one)."""

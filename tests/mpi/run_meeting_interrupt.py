@@ -1,0 +1,46 @@
+"""mpiexec -n 2 python -m mpi4py run_meeting_interrupt.py OUT WHAT: a meeting between steps
+(``WHAT``: ``barrier``, ``sum``, ``broadcast`` or ``compare``: ``all_equal`` outside setup)
+that rank 1 reaches 1 s late, and rank 0 gets a SIGINT 0.3 s into its wait in the meeting's
+exchange (a real Ctrl-C, raised by Python once that wait returns). Each rank writes what the
+meeting raised to ``OUT/said<rank>.txt`` (``nothing`` where nothing was), goes on (a caught
+Ctrl-C) with one step (:func:`~tests.mpi.common.step_and_save`: ``OUT/values<rank>.npz``),
+then closes. A rank that fails otherwise writes ``OUT/rank<r>.err``. ``never`` after WHAT:
+rank 1 never reaches the meeting (it sleeps a minute), rank 0 gets a second SIGINT 0.6 s in, and
+the watchdog (2 s) must end the job: the hold over the meeting leaves that wait to it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from tests.mpi.common import bucket_params, bucket_sync, recorded, step_and_save
+from tests.mpi.run_check_interrupt import what_raises
+
+
+def main() -> None:
+    out, what, never = Path(sys.argv[1]), sys.argv[2], sys.argv[3:] == ["never"]
+    sync, params = bucket_sync(timeout=2 if never else 5), bucket_params()
+    meetings = {
+        "barrier": sync.barrier,
+        "sum": lambda: sync.allreduce_sum([1.0, 2.0]),
+        "broadcast": sync.broadcast_parameters,
+        "compare": lambda: sync.all_equal({"data": "the same"}),
+    }
+    with recorded(sync, out):
+        sync.setup(params, {})
+        if sync.rank == 1:
+            time.sleep(60.0 if never else 1.0)
+        else:
+            for after in (0.3, 0.6) if never else (0.3,):
+                threading.Timer(after, os.kill, (os.getpid(), signal.SIGINT)).start()
+        (out / f"said{sync.rank}.txt").write_text(what_raises(meetings[what]))
+        step_and_save(sync, params, out)
+
+
+if __name__ == "__main__":
+    main()

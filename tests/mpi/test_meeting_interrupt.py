@@ -1,0 +1,42 @@
+"""A Ctrl-C on one rank as a meeting between steps waits for a slower rank in its exchange
+(``run_meeting_interrupt.py``, real ``mpiexec -n 2``, a real SIGINT): raised as that Wait
+returned, it left the exchange pending on that rank and the meeting's own collectives (the
+sum's Allreduce, the broadcast's, the job compare's gathers) unmade, which the other rank waited
+in. A rank that caught it and went on was refused at its next step ("no exchange (step 0) while
+step 0's check is open", a step check long over) and its close aborted the job. Now the
+meeting is made to its end, then the interrupt raised: both ranks go on alike."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_mpi, run_two_ranks, script
+
+pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(60)]
+
+
+@pytest.mark.parametrize("what", ["barrier", "sum", "broadcast", "compare"])
+def test_an_interrupt_in_a_meetings_wait_is_raised_once_the_meeting_is_made(tmp_path, what):
+    run_two_ranks("run_meeting_interrupt.py", tmp_path, what)
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said == ["KeyboardInterrupt: ", "nothing"], said
+    assert not list(tmp_path.glob("rank*.err"))
+    assert_moved(tmp_path, 0.75)  # the step after it, alike: (1 + 2) / 2 examples * lr 0.5
+    np.testing.assert_equal(*(dict(np.load(tmp_path / f"values{r}.npz")) for r in (0, 1)))
+
+
+def test_a_peer_that_never_reaches_the_meeting_is_left_to_the_watchdog(tmp_path):
+    """The hold leaves the meeting's wait as interruptible as before: rank 1 never comes, rank 0
+    gets two SIGINTs there (noted, held), and its watchdog (2 s) still stops the job."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    began = time.monotonic()
+    command = ["-n", "2", *script("run_meeting_interrupt.py"), str(tmp_path), "barrier", "never"]
+    proc = run_mpi(command, timeout=40)
+    assert proc.returncode != 0, proc.stderr
+    assert "rank 0: SyncError: waited" in proc.stderr, proc.stderr
+    assert "in the Wait of an Iallgather on the job communicator" in proc.stderr, proc.stderr
+    assert time.monotonic() - began < 30
+    assert not list(tmp_path.glob("said*.txt"))
