@@ -31,14 +31,16 @@ class LaidOutElsewhere(TwoRanks):
     """Rank 1 at the same step with another layout hash, its layout given in the gathers; a
     SIGINT comes as the first gather returns."""
 
-    def __init__(self) -> None:
+    def __init__(self, interrupt: bool = True) -> None:
         super().__init__([0, 8, 3])
         self.gathers: list[str] = []
+        self.interrupt = interrupt
 
     def Allgather(self, mine, sizes):  # noqa: N802 - mpi4py's spelling
         self.gathers.append("Allgather")
         sizes[:] = [int(mine[0]), len(OTHER)]
-        os.kill(os.getpid(), signal.SIGINT)  # raised at Python's next check
+        if self.interrupt:
+            os.kill(os.getpid(), signal.SIGINT)  # raised at Python's next check
 
     def Allgatherv(self, mine, out):  # noqa: N802
         self.gathers.append("Allgatherv")
@@ -55,6 +57,19 @@ def test_an_interrupt_in_the_layout_gathers_is_raised_after_both_and_the_refusal
     with pytest.raises(SyncError, match="rank 0 and rank 1 lay out gradient buckets"):
         check.complete()
     assert check.complete() is None  # said once; no gather made again
+    assert comm.gathers == ["Allgather", "Allgatherv"]
+
+
+def test_a_refusal_raised_without_an_interrupt_is_said_once():
+    """No Ctrl-C: the refusal is raised at once and not kept (``complete``'s ``except``
+    drops it): kept, the next ``complete`` raised it again, and setup's drain of a step
+    abandoned so took one more step off ``abandoned_steps`` than ``abandon_step`` had added."""
+    comm = LaidOutElsewhere(interrupt=False)
+    check = StepCheck(comm)
+    check.post(0, {"buckets": [["a", "b"]]}, 7, 2)
+    with pytest.raises(SyncError, match="rank 0 and rank 1 lay out gradient buckets"):
+        check.complete()
+    assert check.complete() is None
     assert comm.gathers == ["Allgather", "Allgatherv"]
 
 
