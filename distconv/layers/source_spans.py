@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import linecache
 from collections.abc import Iterable
+from itertools import islice
 from types import GetSetDescriptorType, MappingProxyType, MemberDescriptorType
 from typing import Any
 
@@ -24,14 +25,14 @@ def failing_span(frame: Any, lasti: int) -> ast.stmt | None:
     positions = getattr(frame.f_code, "co_positions", None)
     if positions is None:
         return None
-    at = list(positions())
-    node = _parsed(frame, *at[lasti // 2])
+    # from the failing instruction on: the whole list was built per frame, O(the code's size)
+    at = islice(positions(), lasti // 2, None)
+    here = next(at, (None,) * 4)
+    node = _parsed(frame, *here)
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Subscript):
-        first, last, start, end = at[lasti // 2]  # the next span that starts there, longer
+        first, last, start, end = here  # the next span that starts there, longer
         around = (
-            p
-            for p in at[lasti // 2 :]
-            if None not in p and p[::2] == (first, start) and p[1:4:2] > (last, end)
+            p for p in at if None not in p and p[::2] == (first, start) and p[1:4:2] > (last, end)
         )
         whole = _parsed(frame, *next(around, (None,) * 4))
         ends = (last - first + 1, end - (start if last == first else 0))  # in the read text

@@ -2,16 +2,19 @@
 (``layers/source_spans.py``): the reading must never raise an error of its own in place of
 the layer's, nor drop the frozen weight's advice where the line does add into its gradient."""
 
+import ast
 import importlib.util
 import linecache
 import sys
 import traceback
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from distconv import Arg, Network
 from distconv.layers.base import Layer, LayerTypeError
+from distconv.layers.source_spans import failing_span
 from distconv.network import NetworkError
 from tests.layers.researcher_layers import Scale
 
@@ -275,3 +278,28 @@ def test_reading_an_item_of_a_none_of_one_s_own_is_not_blamed_on_the_frozen_weig
     with pytest.raises(TypeError, match="not subscriptable") as e:
         _backward_of(ReadsItsCache(3))
     assert not isinstance(e.value, LayerTypeError), e.value
+
+
+def test_a_long_backward_s_line_is_read_without_reading_all_its_code(tmp_path):
+    """``failing_span`` listed every instruction's position of the failing frame's code, each
+    time a traceback frame was read: O(the code's size) where it needs the instruction's own
+    and (for ``g[...] += s``) the few after it."""
+    body = "        g = self.b.grad\n        g[...] += dz.sum(axis=0)\n" + "        x = 1\n" * 5000
+    layer = _layer_from(tmp_path, "long_backward", body)
+    with pytest.raises(LayerTypeError) as e:
+        layer.backward(lambda p: None)
+    tb = e.value.__cause__.__traceback__
+    while tb.tb_frame.f_code.co_name != "_backward":
+        tb = tb.tb_next
+    code, read = tb.tb_frame.f_code, []
+
+    def positions():
+        for p in code.co_positions():
+            read.append(p)
+            yield p
+
+    frame = SimpleNamespace(
+        f_code=SimpleNamespace(co_positions=positions, co_filename=code.co_filename)
+    )
+    assert isinstance(failing_span(frame, tb.tb_lasti), ast.AugAssign)
+    assert len(read) < tb.tb_lasti // 2 + 50, f"{len(read)} positions read"
