@@ -148,7 +148,7 @@ class Layer:
                 # the wrong signature or one returning no array (a TypeError from calling it);
                 # a function's own error keeps its traceback: "scale < 0" alone hid the line of
                 # the caller's initialiser it came from
-                error = self.fail(f"{key}: {exc}")
+                error = self.fail(f"{key}: {told(exc)}")
                 if isinstance(exc, TypeError):  # a TypeError still, for callers that catch one
                     error = LayerTypeError(str(error))
                 else:  # an initialiser's LinAlgError (a cholesky) still caught by its class

@@ -9,6 +9,7 @@ import pytest
 
 from distconv import Arg, Network
 from distconv.layers.base import Layer, LayerError
+from distconv.layers.fc import FullyConnected
 from distconv.layers.mixed import Mixed
 from distconv.layers.part import Projection, WeightSpec
 from distconv.network import NetworkError
@@ -263,3 +264,23 @@ def test_a_part_s_error_whose_own_str_fails_still_names_the_part(broken):
         layer.forward(Arg(np.ones((4, 3)), needs_grad=True))
         layer.output.grad = np.ones((4, 3))
         layer.backward(lambda p: None)
+
+
+class BrokenText(ValueError):
+    """An initialiser's error of its own whose ``__str__`` fails, as :class:`WrongShape`'s."""
+
+    def __str__(self) -> str:
+        return f"needs {self.args[5]} rows"
+
+
+@pytest.mark.parametrize(("error", "caught"), [(WrongShape, TypeError), (BrokenText, BrokenText)])
+def test_an_initialiser_s_error_whose_own_str_fails_still_names_the_weight(error, caught):
+    """``make_weight`` named the weight in an initialiser's error with ``str(exc)``: one of
+    one's own whose ``__str__`` fails had its IndexError come out of the constructor."""
+
+    def init(shape, fan_in, fan_out, rng):
+        raise error((3,))
+
+    with pytest.raises(caught, match=r"FullyConnected.*weight.*str\(\) failed") as e:
+        FullyConnected(3, 2, init=init)
+    assert isinstance(e.value, LayerError), type(e.value)
