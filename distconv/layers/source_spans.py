@@ -82,9 +82,13 @@ def resolve(expr: ast.expr, names: dict[str, Any], unread: Any = None) -> Any:
         if plain_array(owner):  # a view: it shares the array's memory
             return owner
         key = _key(expr.slice, names)
-        if type(owner) is dict and type(key) in (int, str):  # exactly: theirs run no code
+        if type(owner) is dict and _one_of(type(key), int, str):  # exactly: theirs run no code
             return owner.get(key, unread)
-        if type(owner) in (list, tuple) and type(key) is int and -len(owner) <= key < len(owner):
+        if (
+            _one_of(type(owner), list, tuple)
+            and type(key) is int
+            and -len(owner) <= key < len(owner)
+        ):
             return owner[key]
         return unread
     if isinstance(expr, ast.Attribute):
@@ -114,10 +118,16 @@ def _own_dict(owner: Any) -> Any:
     of one's own (a lazy proxy's property, which loads what it stands for, and raised); None
     where it has none."""
     slot = class_attr(type(owner), "__dict__")
-    if type(slot) in (GetSetDescriptorType, MemberDescriptorType):  # Python's, a module's
+    if _one_of(type(slot), GetSetDescriptorType, MemberDescriptorType):  # Python's, a module's
         attrs = slot.__get__(owner)
-        return attrs if type(attrs) in (dict, MappingProxyType) else None
+        return attrs if _one_of(type(attrs), dict, MappingProxyType) else None
     return None
+
+
+def _one_of(kind: type, *kinds: type) -> bool:
+    """Whether ``kind`` is one of ``kinds``, by identity: ``kind in kinds`` compares with
+    ``==``, which runs a metaclass's own ``__eq__`` (the reflected one, first)."""
+    return any(kind is k for k in kinds)
 
 
 def _key(expr: ast.expr, names: dict[str, Any]) -> Any:

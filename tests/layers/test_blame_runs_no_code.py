@@ -284,3 +284,54 @@ def test_an_initialiser_s_error_whose_own_str_fails_still_names_the_weight(error
     with pytest.raises(caught, match=r"FullyConnected.*weight.*str\(\) failed") as e:
         FullyConnected(3, 2, init=init)
     assert isinstance(e.value, LayerError), type(e.value)
+
+
+class Compared(type):
+    """A metaclass that compares its classes itself (a registry's, an ORM's): asked, it
+    raises."""
+
+    def __eq__(cls, other):
+        raise RuntimeError("the registry refused ==")
+
+    __hash__ = type.__hash__
+
+
+class Key(metaclass=Compared):
+    """A key, and a box of items, of a class whose metaclass compares it."""
+
+    def __getitem__(self, key):
+        return None
+
+    def __setitem__(self, key, value):
+        pass
+
+
+class AddsThroughKeys(Scale):
+    """Adds into its frozen bias's gradient through a dict keyed by a Key, or through a Key's
+    own item."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__(3)
+        self.how = how
+
+    def _backward(self, dz, callback):
+        key = Key()
+        if self.how == "a dict keyed by it":
+            grads = {key: self.b.grad}
+            grads[key] += dz.sum(0)
+        else:
+            key[0] += dz.sum(0)
+
+
+@pytest.mark.parametrize("how", ["a dict keyed by it", "its own item"])
+def test_a_key_s_metaclass_is_not_asked_to_compare_its_class(how):
+    """``type(key) in (int, str)`` and ``type(owner) in (list, tuple)`` compared classes with
+    ``==``, which runs a metaclass's own ``__eq__`` (the reflected one first): its error came
+    out of backward in place of the line's own TypeError (a key of one's own is not read: its
+    ``__hash__`` and ``__eq__`` would run, so the advice is not given either)."""
+    layer = AddsThroughKeys(how)
+    layer.b.set_static(True)
+    layer.forward(Arg(np.ones((2, 3))))
+    layer.output.grad = np.ones((2, 3))
+    with pytest.raises(TypeError, match="unsupported operand type.*'NoneType'"):
+        layer.backward(lambda p: None)
