@@ -99,7 +99,16 @@ def named(error: LayerError, exc: ValueError) -> LayerError:
     except TypeError:
         return error
     made.__dict__.update(vars(exc))  # a JSONDecodeError's pos, notes
+    for kind in _UNICODE_KINDS:  # kept in C fields, not in its __dict__: left empty,
+        if issubclass(type(exc), kind):  # e.object[e.start:e.end] failed on None
+            for name in ("encoding", "object", "start", "end", "reason"):
+                field = kind.__dict__[name]  # as Python made it: no property of one's own
+                field.__set__(made, field.__get__(exc))
     return made
+
+
+#: the errors whose fields are C's own, each its own (its descriptors read only its own)
+_UNICODE_KINDS = (UnicodeDecodeError, UnicodeEncodeError, UnicodeTranslateError)
 
 
 def _both(error_class: type, exc_class: type) -> type:
