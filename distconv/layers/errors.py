@@ -89,14 +89,15 @@ def named(error: LayerError, exc: ValueError) -> LayerError:
     of ValueError (numpy's ``LinAlgError``, a ``JSONDecodeError``), ``error`` made an instance
     of that class too, its attributes copied: ``except LinAlgError`` around a forward caught
     nothing once the layer named itself. Left as it is where no class can be both (a layout
-    the two cannot share)."""
+    the two cannot share, a class that refuses subclasses)."""
     key = (type(error), type(exc))
     if key[1] is ValueError or isinstance(exc, LayerError):
         return error
-    try:
+    try:  # its class's own __init_subclass__, metaclass or __new__ run here: any error of
+        # theirs ("sealed", a registry's) leaves the layer's as it is, not raised in its place
         both = _BOTH.get(key) or _BOTH.setdefault(key, _both(*key))
         made = both(*error.args)
-    except TypeError:
+    except Exception:  # noqa: BLE001  (a layout the two cannot share is a TypeError)
         return error
     made.__dict__.update(vars(exc))  # a JSONDecodeError's pos, notes
     for kind in _UNICODE_KINDS:  # kept in C fields, not in its __dict__: left empty,

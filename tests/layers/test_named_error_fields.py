@@ -42,3 +42,23 @@ def test_a_unicode_error_named_after_the_layer_keeps_its_fields(how, error, bad)
     cause = e.value.__cause__
     assert e.value.object[e.value.start : e.value.end] == bad
     assert (e.value.encoding, e.value.reason) == (cause.encoding, cause.reason)
+
+
+class Sealed(ValueError):
+    """An error class that refuses subclasses of its own (a registry's, a sealed one)."""
+
+    def __init_subclass__(cls, **kwargs):
+        raise RuntimeError(f"{cls.__name__}: Sealed takes no subclasses")
+
+
+class RaisesSealed(Layer):
+    def _forward(self, x):
+        raise Sealed("3 columns, needs 4")
+
+
+def test_an_error_whose_class_refuses_subclasses_is_named_as_a_layer_error():
+    """Named after the layer, an error is made of its class and the layer's: a class that
+    refuses subclasses had its RuntimeError come out of forward in place of its own error."""
+    with pytest.raises(LayerError, match=r"^RaisesSealed 'sealed': 3 columns, needs 4$") as e:
+        RaisesSealed(name="sealed").forward(Arg(np.ones((2, 3))))
+    assert type(e.value.__cause__) is Sealed
