@@ -110,7 +110,13 @@ def test_a_check_interrupted_as_its_wait_returned_is_read_by_the_next_complete(i
 
 def test_a_mismatch_interrupted_as_its_wait_returned_is_raised_by_the_next_complete():
     """Another rank at another step: the next ``complete`` raises it (once), not None."""
-    check = InterruptedOnce(TwoRanks([1, 7, 3]))
+    assert_mismatch_kept_past_the_interrupt(InterruptedOnce(TwoRanks([1, 7, 3])))
+
+
+def assert_mismatch_kept_past_the_interrupt(check: StepCheck) -> None:
+    """``check``, whose ranks differ (this one at step 0, rank 1 at step 1) and which an
+    interrupt reaches as it completes: the first ``complete`` raises the interrupt, the next
+    the mismatch (once), the one after nothing."""
     check.post(0, {}, 7, 2)
     with pytest.raises(KeyboardInterrupt):
         check.complete()

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-from distconv.sync.base import SyncError
 from distconv.sync.mpi import step_check
 from distconv.sync.mpi.step_check import StepCheck
 from tests.mpi.run_start_interrupt import interrupted_before
-from tests.mpi.test_check_interrupt import TwoRanks
+from tests.mpi.test_check_interrupt import TwoRanks, assert_mismatch_kept_past_the_interrupt
 
 
 def test_an_interrupt_as_a_mismatch_is_named_leaves_it_for_the_next_complete():
@@ -25,12 +24,7 @@ def test_an_interrupt_as_a_mismatch_is_named_leaves_it_for_the_next_complete():
     there; the next ``complete`` raises the mismatch (once), not None."""
     check = StepCheck(TwoRanks([1, 7, 3]))
     check._raise_elsewhere = interrupted_before(check._raise_elsewhere)  # type: ignore[method-assign]
-    check.post(0, {}, 7, 2)
-    with pytest.raises(KeyboardInterrupt):
-        check.complete()
-    with pytest.raises(SyncError, match="rank 0: step 0, rank 1: step 1"):
-        check.complete()
-    assert check.complete() is None
+    assert_mismatch_kept_past_the_interrupt(check)
 
 
 def test_an_interrupt_as_a_passing_check_sums_the_examples_leaves_it_for_the_next_complete(
