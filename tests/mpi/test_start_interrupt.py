@@ -128,11 +128,18 @@ def test_an_interrupt_kept_at_the_step_check_wins_over_a_failed_pack(tmp_path):
     refuses the step), and rank 0 raises the interrupt, the pack's error its context; both
     close cleanly. Before, rank 0 raised the pack's error alone: the Ctrl-C was dropped."""
     said = _said(tmp_path, "check", "pack")
+    assert_interrupt_over_a_failed_pack(said, tmp_path)
+
+
+def assert_interrupt_over_a_failed_pack(said: list[str], folder) -> None:
+    """What the ranks said (``said``) and left in ``folder`` where rank 0 raised a Ctrl-C over
+    its failed pack of bucket 0: the interrupt, the pack's error its context; rank 1 refused
+    the step; neither rank's close aborted (no ``rank*.err``)."""
     assert said[0] == "KeyboardInterrupt: ", said
     assert said[1].startswith("SyncError: another rank's finish_step failed"), said
-    context = (tmp_path / "context0.txt").read_text()
+    context = (folder / "context0.txt").read_text()
     assert context.startswith("RuntimeError('copying bucket 0 to the host failed"), context
-    assert not list(tmp_path.glob("rank*.err"))
+    assert not list(folder.glob("rank*.err"))
 
 
 @NEEDS_MPIEXEC[0]
