@@ -89,7 +89,7 @@ def named(error: LayerError, exc: ValueError) -> LayerError:
     of ValueError (numpy's ``LinAlgError``, a ``JSONDecodeError``), ``error`` made an instance
     of that class too, its attributes copied: ``except LinAlgError`` around a forward caught
     nothing once the layer named itself. Left as it is where no class can be both (a layout
-    the two cannot share, a class that refuses subclasses)."""
+    the two cannot share, a class that refuses subclasses or whose __new__ hands out another)."""
     key = (type(error), type(exc))
     if key[1] is ValueError or isinstance(exc, LayerError):
         return error
@@ -98,6 +98,8 @@ def named(error: LayerError, exc: ValueError) -> LayerError:
         both = _BOTH.get(key) or _BOTH.setdefault(key, _both(*key))
         made = both(*error.args)
     except Exception:  # noqa: BLE001  (a layout the two cannot share is a TypeError)
+        return error
+    if type(made) is not both:  # its __new__ handed out another object (an interned one)
         return error
     made.__dict__.update(vars(exc))  # a JSONDecodeError's pos, notes
     for kind in _UNICODE_KINDS:  # kept in C fields, not in its __dict__: left empty,

@@ -62,3 +62,28 @@ def test_an_error_whose_class_refuses_subclasses_is_named_as_a_layer_error():
     with pytest.raises(LayerError, match=r"^RaisesSealed 'sealed': 3 columns, needs 4$") as e:
         RaisesSealed(name="sealed").forward(Arg(np.ones((2, 3))))
     assert type(e.value.__cause__) is Sealed
+
+
+class OneOfEach(ValueError):
+    """An error class whose ``__new__`` hands out one instance per class, made once (an
+    interned error of one's own): a subclass asked for one gets the class's own."""
+
+    _made: dict = {}
+
+    def __new__(cls, *args):
+        return OneOfEach._made.setdefault(OneOfEach, super().__new__(OneOfEach, *args))
+
+
+class RaisesOneOfEach(Layer):
+    def _forward(self, x):
+        raise OneOfEach("3 columns, needs 4")
+
+
+def test_an_error_class_whose_new_returns_another_object_is_named_as_a_layer_error():
+    """The class of both made nothing of its own where the error's ``__new__`` returned an
+    object of another class: the bare OneOfEach came out of forward, its message the layer's
+    and no LayerError, and the class's shared instance written over."""
+    with pytest.raises(LayerError, match=r"^RaisesOneOfEach 'once': 3 columns, needs 4$") as e:
+        RaisesOneOfEach(name="once").forward(Arg(np.ones((2, 3))))
+    assert type(e.value.__cause__) is OneOfEach
+    assert OneOfEach._made[OneOfEach].args == ("3 columns, needs 4",)
