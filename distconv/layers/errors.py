@@ -102,12 +102,20 @@ def named(error: LayerError, exc: ValueError) -> LayerError:
     if type(made) is not both:  # its __new__ handed out another object (an interned one)
         return error
     made.__dict__.update(vars(exc))  # a JSONDecodeError's pos, notes
-    for kind in _UNICODE_KINDS:  # kept in C fields, not in its __dict__: left empty,
-        if issubclass(type(exc), kind):  # e.object[e.start:e.end] failed on None
-            for name in ("encoding", "object", "start", "end", "reason"):
-                field = kind.__dict__[name]  # as Python made it: no property of one's own
-                field.__set__(made, field.__get__(exc))
+    for field, value in _c_fields(exc):  # not in its __dict__: left empty,
+        field.__set__(made, value)  # e.object[e.start:e.end] failed on None
     return made
+
+
+def _c_fields(exc: BaseException) -> list[tuple[Any, Any]]:
+    """A UnicodeError's fields, kept in C, not in its ``__dict__``: each read through its
+    class's own member descriptor (as Python made it: no property of one's own), with its
+    value; none for any other error."""
+    for kind in _UNICODE_KINDS:
+        if issubclass(type(exc), kind):
+            fields = (kind.__dict__[n] for n in ("encoding", "object", "start", "end", "reason"))
+            return [(field, field.__get__(exc)) for field in fields]
+    return []
 
 
 #: the errors whose fields are C's own, each its own (its descriptors read only its own)
@@ -125,9 +133,15 @@ def _both(error_class: type, exc_class: type) -> type:
             "__module__": error_class.__module__,
             "__init__": BaseException.__init__,
             "__str__": BaseException.__str__,
-            "__reduce__": lambda self: (_remade, (error_class, exc_class, self.args), vars(self)),
+            "__reduce__": lambda self: (_remade, (error_class, exc_class, self.args), _state(self)),
         },
     )
+
+
+def _state(made: BaseException) -> dict[str, Any]:
+    """What a pickled error of :func:`_both`'s class is made again with: its ``__dict__`` and
+    its C fields (a UnicodeError's: made from its message alone, they came back None)."""
+    return {**vars(made), **{field.__name__: value for field, value in _c_fields(made)}}
 
 
 def _remade(error_class: type, exc_class: type, args: tuple[Any, ...]) -> LayerError:

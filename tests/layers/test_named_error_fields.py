@@ -1,6 +1,8 @@
 """An error a layer names (``errors.named``) is still of its own class: its fields too, where
 Python keeps them in C (a UnicodeError's), not in its ``__dict__``."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -87,3 +89,16 @@ def test_an_error_class_whose_new_returns_another_object_is_named_as_a_layer_err
         RaisesOneOfEach(name="once").forward(Arg(np.ones((2, 3))))
     assert type(e.value.__cause__) is OneOfEach
     assert OneOfEach._made[OneOfEach].args == ("3 columns, needs 4",)
+
+
+@pytest.mark.parametrize("how", ["decodes", "encodes", "translates"])
+def test_a_named_unicode_error_keeps_its_fields_when_pickled(how):
+    """Pickled (sent back from a worker process, an MPI rank), the named UnicodeError was
+    made again from its message and its ``__dict__`` alone: its C fields came back None."""
+    with pytest.raises(UnicodeError) as e:
+        Decodes(how).forward(Arg(np.ones((2, 3))))
+    again = pickle.loads(pickle.dumps(e.value))
+    assert type(again) is type(e.value)
+    fields = ("encoding", "object", "start", "end", "reason")
+    assert [getattr(again, f) for f in fields] == [getattr(e.value, f) for f in fields]
+    assert str(again) == str(e.value)
