@@ -23,7 +23,7 @@ def failing_span(frame: Any, lasti: int) -> ast.stmt | None:
     file, exec'd; Python 3.10 keeps no columns) or does not parse alone. ``g[...] += s``
     fails reading ``g[...]``, which alone writes nothing: the statement is read then."""
     positions = getattr(frame.f_code, "co_positions", None)
-    if positions is None:
+    if positions is None or lasti < 0:  # a traceback made by hand may hold -1: no instruction
         return None
     # from the failing instruction on: the whole list was built per frame, O(the code's size)
     at = islice(positions(), lasti // 2, None)

@@ -7,7 +7,7 @@ import importlib.util
 import linecache
 import sys
 import traceback
-from types import SimpleNamespace
+from types import SimpleNamespace, TracebackType
 
 import numpy as np
 import pytest
@@ -286,3 +286,24 @@ def test_a_long_backward_s_line_is_read_without_reading_all_its_code(tmp_path):
     )
     assert isinstance(failing_span(frame, tb.tb_lasti), ast.AugAssign)
     assert len(read) < tb.tb_lasti // 2 + 50, f"{len(read)} positions read"
+
+
+class RethrowsWithItsOwnTraceback(Scale):
+    """Re-raises its error with a traceback of its own making (a traceback cleaner's), whose
+    instruction is -1: none."""
+
+    def _backward(self, dz, callback):
+        try:
+            self.b.grad += dz.sum(0)
+        except TypeError as exc:
+            frame = sys._getframe()
+            raise exc.with_traceback(TracebackType(None, frame, -1, frame.f_lineno)) from None
+
+
+def test_a_traceback_made_by_hand_with_no_instruction_is_not_read():
+    """Read lazily, ``failing_span`` sliced the positions from ``tb_lasti // 2``: a
+    traceback's -1 (made by hand) had islice's ValueError ("Indices for islice() must be
+    None or an integer") come out of backward in place of the frozen weight's advice."""
+    layer = frozen_bias_run_forward(RethrowsWithItsOwnTraceback(3))
+    with pytest.raises(LayerTypeError, match=r"\['RethrowsWithItsOwnTraceback.b'\] have no grad"):
+        layer.backward(lambda p: None)
