@@ -7,6 +7,8 @@ Ctrl-C) with one step (:func:`~tests.mpi.common.step_and_save`: ``OUT/values<ran
 then closes. A rank that fails otherwise writes ``OUT/rank<r>.err``. ``never`` after WHAT:
 rank 1 never reaches the meeting (it sleeps a minute), rank 0 gets a second SIGINT 0.6 s in, and
 the watchdog (2 s) must end the job: the hold over the meeting leaves that wait to it.
+``close`` as WHAT: the last exchange, no step after it; each rank then writes
+``OUT/left<rank>.txt`` a second later, unless an abort ended the job first.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def main() -> None:
         "sum": lambda: sync.allreduce_sum([1.0, 2.0]),
         "broadcast": sync.broadcast_parameters,
         "compare": lambda: sync.all_equal({"data": "the same"}),
+        "close": sync.close,
     }
     with recorded(sync, out):
         sync.setup(params, {})
@@ -39,7 +42,11 @@ def main() -> None:
             for after in (0.3, 0.6) if never else (0.3,):
                 threading.Timer(after, os.kill, (os.getpid(), signal.SIGINT)).start()
         (out / f"said{sync.rank}.txt").write_text(what_raises(meetings[what]))
-        step_and_save(sync, params, out)
+        if what == "close":
+            time.sleep(1.0)
+            (out / f"left{sync.rank}.txt").write_text("left")
+        else:
+            step_and_save(sync, params, out)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,10 @@ collectives still match, and a thread that will not stop named, never left runni
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 
 import pytest
 
@@ -162,3 +165,30 @@ def test_anything_raised_in_the_last_exchange_aborts_the_job_first(fault):
     with pytest.raises(type(fault)):
         leave(FailingCheck(comm), UsedParams(comm, 2, None), None, 0, aborted.append)
     assert aborted == [fault]
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_a_ctrl_c_in_the_last_exchange_aborts_only_where_it_was_not_made(refused):
+    """A SIGINT as the last exchange waits (for a slower rank) is raised once it is made: every
+    rank has left, none waits, so no abort (it aborted the job, exit 130, killing the ranks that
+    closed and went on). One with a refusal there still aborts, the Ctrl-C over the refusal."""
+
+    class Interrupted(StepCheck):
+        def say_closed(self, steps, failed=None):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler runs here, held or not
+            super().say_closed(steps, failed)
+            if refused:
+                raise SyncError("rank 1: at step 3")
+
+    comm = RecordingComm()
+    aborted: list[BaseException] = []
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # a runner may hold another
+    try:
+        with pytest.raises(KeyboardInterrupt) as raised:
+            leave(Interrupted(comm), UsedParams(comm, 2, None), None, 0, aborted.append)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert comm.log[-2:] == ["Iallgather closing", "check complete"]  # made
+    assert aborted == ([raised.value] if refused else [])
+    assert isinstance(raised.value.__context__, SyncError) is refused

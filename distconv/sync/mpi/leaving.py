@@ -17,6 +17,7 @@ from distconv.logs import as_log_line
 from distconv.messages import debugging
 from distconv.rank_endings import ABORTING_THE_JOB, reason_text
 from distconv.sync.base import SyncError
+from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.shared_memory import unlink_segments
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
@@ -56,19 +57,27 @@ def leave(
             stop, or failed in work no step reported (a reduction it still had queued, the
             zeroing of the last step's buffer; no last exchange then: the ranks' collectives
             may differ). ``abort`` (the job's, where other ranks wait) is called with it
-            first, as with anything else raised here (an MPI error, Ctrl-C in the last
-            exchange).
+            first, as with anything else raised here (an MPI error, a Ctrl-C before the last
+            exchange was made): a Ctrl-C in that exchange is held until it is made, then raised
+            without an abort, as every rank has left (it aborted the job, a rank that closed
+            first and went on to its own ending killed with it).
     """
+    made: list[bool] = []
     try:
-        _leave(check, used, thread, steps, failed_step)
+        _leave(check, used, thread, steps, failed_step, made)
     except BaseException as exc:
-        if abort is not None:
+        if abort is not None and not (made and isinstance(exc, KeyboardInterrupt)):
             abort(exc)
         raise
 
 
 def _leave(
-    check: StepCheck, used: UsedParams, thread: CommThread | None, steps: int, step: int | None
+    check: StepCheck,
+    used: UsedParams,
+    thread: CommThread | None,
+    steps: int,
+    step: int | None,
+    made: list[bool],
 ) -> None:
     failed = thread is not None and thread.error is not None
     if not failed:  # a failed thread skipped the flags' exchange: nothing to wait for
@@ -79,9 +88,11 @@ def _leave(
         # during the stop), never a silent close; one a step raised already, said once
         if thread.error is not None and not thread.reported:
             raise SyncError(f"sync closed after {thread.failure()}")
-    check.drain()  # every rank posted it in start_step: MPI must see it
-    if not failed:  # not after a failed reduction: the ranks' collectives differ
-        check.say_closed(steps, step)
+    with HeldInterrupt():  # a Ctrl-C in their Waits: raised once both are made (``made``)
+        check.drain()  # every rank posted it in start_step: MPI must see it
+        if not failed:  # not after a failed reduction: the ranks' collectives differ
+            check.say_closed(steps, step)
+            made.append(True)  # every rank made it: none waits for this one
 
 
 #: how long a rank waits between its last words and ``Abort`` (see :func:`abort`)
