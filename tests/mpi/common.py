@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -348,3 +349,16 @@ def stuck_step(fail: bool) -> Iterator[tuple[MPISync, Parameter]]:
         comm.release.set()
         with contextlib.suppress(SyncError):
             sync.close()
+
+
+def assert_left_to_the_watchdog(args: Sequence[str], folder: Path, wait: str) -> None:
+    """``mpiexec -n 2 SCRIPT ARGS``, whose rank 1 never reaches a wait rank 0 holds its
+    Ctrl-Cs in (two SIGINTs, noted, held): rank 0's watchdog (2 s) still stops the job, in
+    seconds, naming ``wait``, and no rank said anything into ``folder``."""
+    began = time.monotonic()
+    proc = run_mpi(["-n", "2", *args], timeout=40)
+    assert proc.returncode != 0, proc.stderr
+    assert "rank 0: SyncError: waited" in proc.stderr, proc.stderr
+    assert wait in proc.stderr, proc.stderr
+    assert time.monotonic() - began < 30
+    assert not list(folder.glob("said*.txt"))
