@@ -6,10 +6,10 @@ a person's Ctrl-C would: in the middle of a fit.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +18,8 @@ from distconv.data import split, synthetic
 from distconv.resume import Preempted
 from distconv.run_dir import RunDirectory
 from distconv.stop_request import StopRequest, stop_signal
-from tests.child_env import child_path
+from tests.child_env import child_env
+from tests.launcher.c_handler import C_HANDLER_ON_SIGTERM, SIGTERM_ENDS_IT
 from tests.signals import signal_at
 from tests.test_resume_checks import _trainer, _weights
 
@@ -166,22 +167,20 @@ restore()
 """
 
 
+def _run_python(script: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``python -c SCRIPT`` in ``cwd``, importing this checkout, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-c", script], env=child_env(), cwd=cwd, capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+
+
 def test_the_ctrl_c_announcement_is_a_json_line_under_the_json_log(tmp_path):
     """``--log-format json``: every line on stderr is JSON (docs/operations.md), the stop's
     announcement too, or a collector parsing the pod's output refuses it."""
     import json
-    import os
-    import subprocess
-    import sys
 
-    env = {**os.environ, "PYTHONPATH": child_path()}
-    done = subprocess.run(
-        [sys.executable, "-c", _CTRL_C_UNDER_JSON_LOG],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _run_python(_CTRL_C_UNDER_JSON_LOG, tmp_path)
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stderr.splitlines()]
     assert [(e["level"], e["message"].split(":")[0]) for e in lines] == [("warning", "distconv")]
@@ -192,27 +191,11 @@ def test_the_ctrl_c_announcement_is_a_json_line_under_the_json_log(tmp_path):
 def test_a_sigterm_handler_set_outside_python_is_given_back_as_the_default(tmp_path):
     """A SIGTERM handler set outside Python (an embedding program's) reads as None; a fit's
     restore gave it back with ``signal.signal(SIGTERM, None)``, which raises TypeError: the
-    fit ended in it, and its own handler stayed in, keeping every later SIGTERM. (The handler
-    is set with libc's ``signal()``, then the ``_signal`` module run again, as an embedding's
-    is read.)"""
-    script = """\
-import ctypes, importlib.util, os, signal, time
-handler = ctypes.CFUNCTYPE(None, ctypes.c_int)(lambda signum: None)
-ctypes.CDLL(None).signal(signal.SIGTERM, handler)
-spec = importlib.util.find_spec("_signal")
-spec.loader.exec_module(importlib.util.module_from_spec(spec))
-assert signal.getsignal(signal.SIGTERM) is None
-from distconv.stop_request import StopRequest
+    fit ended in it, and its own handler stayed in, keeping every later SIGTERM."""
+    script = f"""{C_HANDLER_ON_SIGTERM}from distconv.stop_request import StopRequest
 StopRequest(announce=False).install()()
 print("restored", flush=True)
-os.kill(os.getpid(), signal.SIGTERM)
-time.sleep(2)
-print("SIGTERM kept: still running")
-"""
-    env = {**os.environ, "PYTHONPATH": child_path()}
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True,
-        timeout=20,
-    )  # fmt: skip
+{SIGTERM_ENDS_IT}"""
+    done = _run_python(script, tmp_path)
     assert done.stdout == "restored\n", done.stderr[-2000:]
     assert done.returncode == -signal.SIGTERM

@@ -14,17 +14,12 @@ import signal
 
 import pytest
 
+from tests.launcher.c_handler import C_HANDLER_ON_SIGTERM, SIGTERM_ENDS_IT
 from tests.launcher.launch_cli import run_python
 
 #: a C handler on SIGTERM that Python reads as None, then ``main(ARGV)`` (or a supervisor run,
 #: for ARGV ``supervisor``), then a SIGTERM to itself: it must end the process
-C_HANDLER = """\
-import ctypes, importlib.util, os, signal, sys, time
-handler = ctypes.CFUNCTYPE(None, ctypes.c_int)(lambda signum: None)
-ctypes.CDLL(None).signal(signal.SIGTERM, handler)
-spec = importlib.util.find_spec("_signal")
-spec.loader.exec_module(importlib.util.module_from_spec(spec))
-assert signal.getsignal(signal.SIGTERM) is None
+C_HANDLER = f"""{C_HANDLER_ON_SIGTERM}import sys
 if sys.argv[1:] == ["supervisor"]:
     from launcher.child_spec import ChildSpec
     from launcher.supervisor import Supervisor
@@ -38,10 +33,7 @@ else:  # the installed command: the import keeps the stop signals (defer) for ma
         print("ended", main(sys.argv[1:]), flush=True)
     except SystemExit as exc:
         print("ended", exc.code, flush=True)
-os.kill(os.getpid(), signal.SIGTERM)
-time.sleep(2)
-print("SIGTERM kept: still running")
-"""
+{SIGTERM_ENDS_IT}"""
 
 
 @pytest.mark.timeout(30)

@@ -13,11 +13,12 @@ import signal
 
 import pytest
 
+from tests.launcher.c_handler import SIGTERM_ENDS_IT
 from tests.launcher.launch_cli import run_python
 
 #: ``main(ARGV)`` caught, then a SIGTERM to itself: it must end the process
-CALLER = """\
-import os, signal, sys, time
+CALLER = f"""\
+import os, signal, sys
 sys.argv[0] = "/usr/local/bin/distconv-launch"
 import launcher
 from launcher.cli import main
@@ -25,10 +26,7 @@ try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-os.kill(os.getpid(), signal.SIGTERM)
-time.sleep(2)
-print("SIGTERM kept: still running")
-"""
+{SIGTERM_ENDS_IT}"""
 
 
 @pytest.mark.timeout(30)
@@ -132,11 +130,7 @@ def test_a_launch_whose_end_raises_gives_the_caller_s_own_handler_back(tmp_path)
 
 
 #: a SIGTERM once ``main()`` in a thread returned: the default's, given back, ends the process
-SIGTERM_AFTER = f"""{IN_A_THREAD}import os, signal, time
-os.kill(os.getpid(), signal.SIGTERM)
-time.sleep(2)
-print("SIGTERM kept: still running")
-"""
+SIGTERM_AFTER = IN_A_THREAD + SIGTERM_ENDS_IT
 #: a SIGTERM while the job of ``main()`` in a thread runs (armed: its log is there)
 SIGTERM_DURING = IN_A_THREAD.replace(
     "worker.join()\n",
