@@ -4,9 +4,10 @@ From its first line to the supervisor's own handlers (:mod:`launcher.supervisor`
 imports numpy and distconv, makes the job's CURVE keys and asks ``mpiexec -V`` its flavor:
 about half a second. Without a handler of its own, a Ctrl-C there printed a traceback, and a
 SIGTERM or SIGHUP ended it silently, leaving a ``distconv keys`` it had started. :func:`defer`
-(the program's first step, stdlib only) keeps a signal that comes while the modules import;
-:func:`arm` then raises it, and every later one, as :class:`Interrupted`, which
-``distconv-launch`` turns into one line and ``128 + signal``.
+(the program's first step: the stdlib and :mod:`distconv.restorable` only, which imports no
+numpy) keeps a signal that comes while the modules import; :func:`arm` then raises it, and
+every later one, as :class:`Interrupted`, which ``distconv-launch`` turns into one line and
+``128 + signal``.
 
 An armed signal that lands inside an import (numpy's, lazily imported for a train job's flags)
 is not raised there: a half-imported numpy cannot be imported again, so the one line's own
