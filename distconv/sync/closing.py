@@ -126,15 +126,13 @@ def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
     the gradients no backward fired (zeros, through its ``on_gradient``) is still in the step.
     A closed sync's ``finish_step`` is refused, as :func:`refuse_closed` says; ``abandon_step``
     is not, whatever its function's own name (``abandon_step = _drop``)."""
-    check = refuse_unmade if name == "abandon_step" else refuse_closed
 
     @functools.wraps(method)
     def ending(self: Any, *args: Any, **kwargs: Any) -> Any:
-        check(self, name)
         try:
             return method(self, *args, **kwargs)
         finally:
             self._taken = None
 
-    ending._guarded = True  # type: ignore[attr-defined]
-    return ending
+    check = refuse_unmade if name == "abandon_step" else refuse_closed
+    return guarded(ending, check, name)
