@@ -8,7 +8,9 @@ then closes. A rank that fails otherwise writes ``OUT/rank<r>.err``. ``never`` a
 rank 1 never reaches the meeting (it sleeps a minute), rank 0 gets a second SIGINT 0.6 s in, and
 the watchdog (2 s) must end the job: the hold over the meeting leaves that wait to it.
 ``close`` as WHAT: the last exchange, no step after it; each rank then writes
-``OUT/left<rank>.txt`` a second later, unless an abort ended the job first.
+``OUT/left<rank>.txt`` a second later, unless an abort ended the job first. ``close-sigterm``:
+the same with a SIGTERM in place of the SIGINT, rank 0's handler raising ``SystemExit(143)``
+(as a script's own stop does), said as ``SystemExit: 143``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.mpi.common import bucket_params, bucket_sync, recorded, step_and_save
@@ -33,20 +36,33 @@ def main() -> None:
         "broadcast": sync.broadcast_parameters,
         "compare": lambda: sync.all_equal({"data": "the same"}),
         "close": sync.close,
+        "close-sigterm": sync.close,
     }
+    sent = signal.SIGINT
+    if what == "close-sigterm" and sync.rank == 0:
+        sent = signal.SIGTERM
+        signal.signal(sent, lambda *_: sys.exit(143))
     with recorded(sync, out):
         sync.setup(params, {})
         if sync.rank == 1:
             time.sleep(60.0 if never else 1.0)
         else:
             for after in (0.3, 0.6) if never else (0.3,):
-                threading.Timer(after, os.kill, (os.getpid(), signal.SIGINT)).start()
-        (out / f"said{sync.rank}.txt").write_text(what_raises(meetings[what]))
-        if what == "close":
+                threading.Timer(after, os.kill, (os.getpid(), sent)).start()
+        (out / f"said{sync.rank}.txt").write_text(said(meetings[what]))
+        if what.startswith("close"):
             time.sleep(1.0)
             (out / f"left{sync.rank}.txt").write_text("left")
         else:
             step_and_save(sync, params, out)
+
+
+def said(meeting: Callable[[], None]) -> str:
+    """:func:`what_raises`, a SystemExit said too (``SystemExit: <code>``)."""
+    try:
+        return what_raises(meeting)
+    except SystemExit as exc:
+        return f"SystemExit: {exc}"
 
 
 if __name__ == "__main__":

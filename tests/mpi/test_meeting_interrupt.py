@@ -32,14 +32,18 @@ def test_an_interrupt_in_a_meetings_wait_is_raised_once_the_meeting_is_made(tmp_
     np.testing.assert_equal(*(dict(np.load(tmp_path / f"values{r}.npz")) for r in (0, 1)))
 
 
-def test_an_interrupt_in_closes_last_exchange_is_raised_without_an_abort(tmp_path):
-    """Rank 1 comes to close 1 s late; rank 0's SIGINT comes as it waits there. Raised as the
-    Wait returned, it aborted the job (exit 130) though every rank had made the exchange, and
-    rank 1, closed and gone on, was killed with it. Now it is raised once the exchange is
-    made, with no abort: both ranks go on after their close."""
-    run_two_ranks("run_meeting_interrupt.py", tmp_path, "close")
+@pytest.mark.parametrize(
+    "what, raised", [("close", "KeyboardInterrupt: "), ("close-sigterm", "SystemExit: 143")]
+)
+def test_an_interrupt_in_closes_last_exchange_is_raised_without_an_abort(tmp_path, what, raised):
+    """Rank 1 comes to close 1 s late; rank 0's SIGINT (or a SIGTERM whose handler raises
+    SystemExit) comes as it waits there. Raised as the Wait returned, it aborted the job (exit
+    130, or 143) though every rank had made the exchange, and rank 1, closed and gone on, was
+    killed with it. Now it is raised once the exchange is made, with no abort: both ranks go
+    on after their close."""
+    run_two_ranks("run_meeting_interrupt.py", tmp_path, what)
     said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
-    assert said == ["KeyboardInterrupt: ", "nothing"], said
+    assert said == [raised, "nothing"], said
     assert [(tmp_path / f"left{rank}.txt").exists() for rank in (0, 1)] == [True, True]
 
 

@@ -59,14 +59,15 @@ def leave(
             may differ). ``abort`` (the job's, where other ranks wait) is called with it
             first, as with anything else raised here (an MPI error, a Ctrl-C before the last
             exchange was made): a Ctrl-C in that exchange is held until it is made, then raised
-            without an abort, as every rank has left (it aborted the job, a rank that closed
-            first and went on to its own ending killed with it).
+            without an abort, and so is a SIGTERM whose handler raises (SystemExit), as
+            every rank has left (it aborted the job, a rank that closed first and went on to
+            its own ending killed with it).
     """
     made: list[bool] = []
     try:
         _leave(check, used, thread, steps, failed_step, made)
     except BaseException as exc:
-        if abort is not None and not (made and isinstance(exc, KeyboardInterrupt)):
+        if abort is not None and not (made and isinstance(exc, (KeyboardInterrupt, SystemExit))):
             abort(exc)
         raise
 
@@ -88,11 +89,15 @@ def _leave(
         # during the stop), never a silent close; one a step raised already, said once
         if thread.error is not None and not thread.reported:
             raise SyncError(f"sync closed after {thread.failure()}")
-    with HeldInterrupt():  # a Ctrl-C in their Waits: raised once both are made (``made``)
-        check.drain()  # every rank posted it in start_step: MPI must see it
+    # a Ctrl-C in their Waits: raised once both are made (``made``); a SIGTERM whose handler
+    # raises (SystemExit) likewise, once they are made and checked (drain_through)
+    with HeldInterrupt():
+        stop = check.drain_through()  # every rank posted it in start_step: MPI must see it
         if not failed:  # not after a failed reduction: the ranks' collectives differ
-            check.say_closed(steps, step)
+            stop = check.say_closed(steps, step) or stop
             made.append(True)  # every rank made it: none waits for this one
+        if stop is not None:
+            raise stop
 
 
 #: how long a rank waits between its last words and ``Abort`` (see :func:`abort`)

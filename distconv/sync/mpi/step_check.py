@@ -255,7 +255,7 @@ class StepCheck:
         said = abandoned + ((0 if failed is None else steps - failed) << FAILED_SHIFT)
         self._exchange([SETUP, steps, said], _setup_compared)
 
-    def say_closed(self, steps: int, failed: int | None = None) -> None:
+    def say_closed(self, steps: int, failed: int | None = None) -> BaseException | None:
         """The last exchange, when this rank closes after ``steps`` steps: every other rank
         closes too, or is named where it is (it would otherwise wait there forever).
 
@@ -264,19 +264,51 @@ class StepCheck:
         finished that step and went on is refused naming it here, not only this rank's close;
         ranks that all close agree whatever each says of it (the count column is not compared).
 
+        Returns:
+            What a signal's handler raised as the exchange's Wait returned (a SIGTERM's
+            SystemExit: :meth:`drain_through`), for the caller to raise now that every rank
+            has made it; else None.
+
         Raises:
             SyncError: another rank is still at a step, or in another meeting.
         """
         said = 0 if failed is None else failed + 1
-        self._exchange([CLOSED, steps, said], lambda row: row[:2])
+        return self._exchange([CLOSED, steps, said], lambda row: row[:2], through=True)
 
-    def _exchange(self, row: list[int], compared: Callable[[list[int]], Sequence[int]]) -> None:
+    def _exchange(
+        self,
+        row: list[int],
+        compared: Callable[[list[int]], Sequence[int]],
+        through: bool = False,
+    ) -> BaseException | None:
         """Say ``row`` to every rank; name what each is doing where what is ``compared`` of a
-        rank's row differs from this one's."""
+        rank's row differs from this one's. ``through``: waited for with
+        :meth:`drain_through`, whose stop is returned."""
         self._start(row)
-        self.drain()
+        stop = None
+        if through:
+            stop = self.drain_through()
+        else:
+            self.drain()
         if any(compared(other) != compared(row) for other in self._every.tolist()):
             self._raise_elsewhere()
+        return stop
+
+    def drain_through(self) -> BaseException | None:
+        """:meth:`drain`, made again until it returns; what a signal's handler raised there
+        (not an Exception: a SIGTERM handler's SystemExit, a Ctrl-C not held) is returned,
+        not raised. Raised as the Wait returned, it left the exchange pending on this rank:
+        at close, the job was aborted though every rank had made it (one that closed first
+        and went on killed with it); the caller raises it once the exchange is checked."""
+        stop: BaseException | None = None
+        while True:
+            try:
+                self.drain()
+                return stop
+            except Exception:
+                raise
+            except BaseException as exc:  # a Wait on a completed request returns at once
+                stop = stop or exc
 
     def drain(self) -> bool:
         """Wait for a pending exchange without checking it (MPI must see every posted
