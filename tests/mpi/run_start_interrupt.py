@@ -31,11 +31,12 @@ fires, launching bucket 0 from ``on_gradient``, where rank 0 is interrupted: eve
 abandons the step, as ``Trainer.fit`` does, and sets up again (its SyncError written to
 ``OUT/setup<rank>.txt``). ``HOW`` ``abandon``: rank 0 abandons the step after ``start_step``
 (as ``Trainer.fit`` does when a layer raises in backward), rank 1 steps, and both set up again
-likewise (a KeyboardInterrupt from that setup written to ``OUT/again<rank>.txt``, and the setup
-made again: with ``flags``, rank 0 is interrupted as that setup starts the flags the abandoned
-step owes); ``pack``: the first pack of ``b``'s bucket in ``finish_step`` fails on rank 0 (as a
-failed device copy would), and each rank writes the ``repr`` of what its step raised's context
-to ``OUT/context<rank>.txt``; ``setup``: each rank sets up again straight after ``start_step``
+likewise (a KeyboardInterrupt from that setup, raised once it is made, written to
+``OUT/again<rank>.txt``, and the step taken, or the setup's refusal said: with ``flags``,
+rank 0 is interrupted as that setup starts the flags the abandoned step owes); ``pack``: the
+first pack of ``b``'s bucket in ``finish_step`` fails on rank 0 (as a failed device copy
+would), and each rank writes the ``repr`` of what its step raised's context to
+``OUT/context<rank>.txt``; ``setup``: each rank sets up again straight after ``start_step``
 (what that setup raised written as the step's), then takes one last step
 (:func:`~tests.mpi.common.step_and_save`); ``later``: a whole step first, the interrupted
 one the second. Each rank writes what its step raised to
@@ -134,13 +135,16 @@ def main() -> None:
 
 
 def refit(sync: MPISync, params: list[Parameter], out: Path) -> None:
-    """:func:`~tests.mpi.common.refit_and_save`, made again where its setup raised a
-    KeyboardInterrupt (written to ``out/again<rank>.txt``), as a rank that goes on would."""
+    """:func:`~tests.mpi.common.refit_and_save`; where its setup raised a KeyboardInterrupt
+    (written to ``out/again<rank>.txt``), held to the setup's end, the step taken all the same,
+    as a rank that goes on would, or the setup's own refusal (its context) raised."""
     try:
         refit_and_save(sync, params, out)
     except KeyboardInterrupt as exc:
         (out / f"again{sync.rank}.txt").write_text(f"{type(exc).__name__}: {exc}")
-        refit_and_save(sync, params, out)
+        if isinstance(exc.__context__, SyncError):  # the setup refused on every rank alike
+            raise exc.__context__ from None
+        step_and_save(sync, params, out)
 
 
 def context_noted(out: Path, rank: int, call: Callable[..., Any], *args: Any) -> None:

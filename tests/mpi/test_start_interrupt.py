@@ -147,9 +147,9 @@ def assert_interrupt_over_a_failed_pack(said: list[str], folder) -> None:
 def test_an_interrupt_as_setup_starts_the_owed_flags_is_raised_once_they_are_in(tmp_path):
     """Rank 0 abandons step 0, and its next setup is interrupted as it starts the flags the
     step owes (their ``Iallreduce`` returned, its request not yet stored): that setup raises
-    the interrupt once the flags are complete, and the setup made again starts nothing twice,
-    so both ranks meet in its check (which names the step one abandoned and the other
-    counted) and close cleanly. Before, the interrupt lost the request with the flags still
+    the interrupt once it is made (held from its start), its check (which names the step one
+    abandoned and the other counted) met with rank 1's, that refusal its context, and both
+    ranks close cleanly. Before, the interrupt lost the request with the flags still
     owed: the setup made again started them a second time, on rank 0 alone, against rank 1's
     check, and the job was aborted."""
     _abandoned_and_drained(tmp_path, "flags", "abandon", first="nothing")

@@ -44,7 +44,7 @@ from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, SyncStrategy
 from distconv.sync.mpi.abandon import Abandon
 from distconv.sync.mpi.buckets import Bucket, grads_moved, wire_dtype
-from distconv.sync.mpi.collectives import AFTER_FAILED_SETUP, WAYS_ON, RankCollectives
+from distconv.sync.mpi.collectives import AFTER_FAILED_SETUP, WAYS_ON, RankCollectives, held
 from distconv.sync.mpi.comm import (
     JobMismatch,
     SingleRankComm,
@@ -177,6 +177,7 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
         self._restore_hook = install_abort_hook(comm) if self.world_size > 1 else lambda: None
 
     # -- start-up ---------------------------------------------------------------------------
+    @held  # a blocking wait is no more interruptible without it: a stuck peer is the watchdog's
     def setup(
         self,
         params: Sequence[Parameter],
@@ -188,7 +189,10 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
         ``state`` (a checkpoint's optimizer state) is given on rank 0 alone; the broadcast hands
         it to every other rank. A step left open, not abandoned, is let go of first (as
         :meth:`abandon_step` does); a Ctrl-C it kept at ``start_step`` is raised once this
-        rank has set up as the others do (a KeyboardInterrupt), not dropped.
+        rank has set up as the others do (a KeyboardInterrupt), not dropped; so is a Ctrl-C
+        anywhere in it (held): raised between two of its exchanges (the job check and the
+        broadcast, the broadcast and the gradients' ``Comm.Dup``), it left the other ranks
+        waiting in the next, and this rank's setup unfinished, which its close aborted.
         """
         self.check_made()  # before its own fields: the base's setup, called below, checks late
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
