@@ -18,6 +18,7 @@ from typing import NoReturn
 
 from distconv.cores import usable_cores
 
+from .messages import shown
 from .stderr_line import bounded_log
 
 #: variables a parent launcher or scheduler may have left behind; a child that inherited them
@@ -89,13 +90,13 @@ def parse_program(args: Sequence[str]) -> Program:
     first = args[0]
     if first.endswith(".py"):
         if not os.path.isfile(first):
-            raise LaunchError(f"script {first!r} does not exist")
+            raise LaunchError(f"script {shown(first)} does not exist")
         return Program(args, is_train=False)
     if os.sep in first and not os.path.isfile(first):
-        raise LaunchError(f"program {first!r} does not exist")
+        raise LaunchError(f"program {shown(first)} does not exist")
     if os.sep not in first and shutil.which(first) is None:
         raise LaunchError(
-            f"{first!r} is neither a program on PATH nor a .py file; distconv train arguments "
+            f"{shown(first)} is neither a program on PATH nor a .py file; distconv train arguments "
             "start with an option, e.g. -- --epochs 2"
         )
     return Program(args, is_train=False)

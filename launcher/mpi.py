@@ -25,6 +25,7 @@ from distconv.files import describe_os_error
 
 from .commands import THREAD_VARS, LaunchError, Program, train_args
 from .interrupt import run_captured
+from .messages import shown
 from .startable import not_started, start_problem
 
 FLAVORS = ("mpich", "openmpi")
@@ -67,7 +68,7 @@ def find_mpiexec(explicit: str | None = None, python: str = sys.executable) -> s
     if explicit:
         found = shutil.which(explicit)
         if found is None:
-            raise LaunchError(f"--mpiexec {explicit!r} is not an executable")
+            raise LaunchError(f"--mpiexec {shown(explicit)} is not an executable")
         return found
     for name in ("mpiexec", "mpirun"):
         found = shutil.which(name)
@@ -91,7 +92,7 @@ def flavor_from_version(text: str) -> str:
     if "open mpi" in lowered or "open-mpi" in lowered or "openrte" in lowered:
         return "openmpi"
     first = text.strip().splitlines()[0] if text.strip() else "(no output)"
-    raise LaunchError(f"unknown MPI: `mpiexec --version` says {first!r}; pass --mpi-flavor")
+    raise LaunchError(f"unknown MPI: `mpiexec --version` says {shown(first)}; pass --mpi-flavor")
 
 
 def detect_flavor(mpiexec: str) -> str:
@@ -147,11 +148,11 @@ def parse_hostfile(text: str, where: str = "hostfile") -> list[Host]:
             for word in words[1:]:
                 key, eq, value = word.partition("=")
                 if not eq or key not in ("slots", "max_slots"):
-                    raise ValueError(f"unknown field {word!r}")
+                    raise ValueError(f"unknown field {shown(word)}")
                 if key == "slots":
                     host = Host(host.name, _slots(value))
         except ValueError as exc:
-            raise LaunchError(f"{where} line {number}: {exc} in {raw.strip()!r}") from None
+            raise LaunchError(f"{where} line {number}: {exc} in {shown(raw.strip())}") from None
         hosts.append(host)
     if not hosts:
         raise LaunchError(f"{where} names no hosts")
@@ -167,7 +168,7 @@ def parse_hosts(spec: str) -> list[Host]:
     try:
         hosts = [_host_word(word.strip()) for word in spec.split(",") if word.strip()]
     except ValueError as exc:
-        raise LaunchError(f"-H {spec!r}: {exc}") from None
+        raise LaunchError(f"-H {shown(spec)}: {exc}") from None
     if not hosts:
         raise LaunchError("-H names no hosts")
     return hosts
@@ -178,13 +179,13 @@ def _host_word(word: str) -> Host:
     if not colon:
         return Host(word)
     if not name:
-        raise ValueError(f"no host name in {word!r}")
+        raise ValueError(f"no host name in {shown(word)}")
     return Host(name, _slots(slots))
 
 
 def _slots(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"slots must be a positive integer, got {text!r}")
+        raise ValueError(f"slots must be a positive integer, got {shown(text)}")
     return int(text)
 
 
@@ -287,7 +288,7 @@ def mpi_command(
         LaunchError: unknown flavor, or more ranks than slots without ``oversubscribe``.
     """
     if flavor not in FLAVORS:
-        raise LaunchError(f"MPI flavor must be one of {', '.join(FLAVORS)}, got {flavor!r}")
+        raise LaunchError(f"MPI flavor must be one of {', '.join(FLAVORS)}, got {shown(flavor)}")
     slots = sum(h.slots for h in opts.hosts)
     if opts.hosts and opts.np > slots and not opts.oversubscribe:
         raise LaunchError(

@@ -13,6 +13,7 @@ from distconv.files import folder
 from distconv.number_text import decimal, int_at_least
 
 from .interrupt import release
+from .messages import shown
 from .supervisor import SETTLE_SECONDS
 
 #: an argparse type: an integer of at least ``low``, as every distconv command line reads one
@@ -36,11 +37,11 @@ def job_name(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError("must not be empty")
     if not all(c.isalnum() or c in "-_." for c in text):
-        raise argparse.ArgumentTypeError(f"must be letters, digits, '-', '_' or '.': {text!r}")
+        raise argparse.ArgumentTypeError(f"must be letters, digits, '-', '_' or '.': {shown(text)}")
     if text in (".", ".."):
-        raise argparse.ArgumentTypeError(f"{text!r} names no folder of its own (runs/{text})")
+        raise argparse.ArgumentTypeError(f"{shown(text)} names no folder of its own (runs/{text})")
     if text.startswith("-"):
-        raise argparse.ArgumentTypeError(f"must not start with '-': {text!r}")
+        raise argparse.ArgumentTypeError(f"must not start with '-': {shown(text)}")
     return text
 
 

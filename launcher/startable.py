@@ -21,6 +21,8 @@ import shutil
 
 from distconv.files import describe_os_error
 
+from .messages import shown
+
 
 def _located(program: str, path: str | None) -> str | None:
     """The file ``program`` names, looked up on ``path`` as exec does; None where none is."""
@@ -49,7 +51,7 @@ def _interpreter(first: bytes) -> str | None:
 
 
 def _missing(interpreter: str) -> str:
-    return f"the interpreter its #! line names, {interpreter!r}, does not exist"
+    return f"the interpreter its #! line names, {shown(interpreter)}, does not exist"
 
 
 def _not_executable(found: str) -> str:
@@ -74,7 +76,7 @@ def _no_format(found: str, depth: int = 0) -> str:
     interpreter = _interpreter(first)
     if interpreter is not None and depth < 4:  # the script is fine: its interpreter is not
         why = _no_format(interpreter, depth + 1)
-        return f"the interpreter its #! line names, {interpreter!r}, cannot be run: {why}"
+        return f"the interpreter its #! line names, {shown(interpreter)}, cannot be run: {why}"
     return "it has no #! line naming its interpreter: make its first line '#!/bin/sh' (or another)"
 
 

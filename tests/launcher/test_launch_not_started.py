@@ -29,7 +29,7 @@ def _program(tmp_path: Path, text: bytes, mode: int = 0o755) -> Path:
 CANNOT_START = pytest.mark.parametrize(
     "text, mode, said",
     [
-        (b"#!/bin/sh\r\necho hi\r\n", 0o755, "the interpreter its #! line names, '/bin/sh\\r', "),
+        (b"#!/bin/sh\r\necho hi\r\n", 0o755, "the interpreter its #! line names, $'/bin/sh\\r', "),
         (b"#! /no/such/sh -e\necho hi\n", 0o755, "its #! line names, '/no/such/sh', does not"),
         (b"#!/bin/sh\necho hi\n", 0o644, "run.sh is not executable (chmod +x it)"),
     ],
@@ -61,7 +61,7 @@ def test_a_program_that_cannot_start_is_named_with_why(tmp_path: Path, text, mod
 def test_a_program_on_path_is_looked_up_there(tmp_path: Path):
     program = _program(tmp_path, b"#!/bin/sh\r\n")
     why = not_started("run.sh", FileNotFoundError(2, "No such file or directory"), str(tmp_path))
-    assert why == "the interpreter its #! line names, '/bin/sh\\r', does not exist"
+    assert why == "the interpreter its #! line names, $'/bin/sh\\r', does not exist"
     assert program.exists()
 
 
@@ -119,7 +119,7 @@ def test_an_mpiexec_that_cannot_start_is_named_with_why(tmp_path: Path):
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1] == (
         "distconv-launch mpi: error: cannot run ./mpiexec.sh --version: the interpreter its #! "
-        "line names, '/bin/sh\\r', does not exist"
+        "line names, $'/bin/sh\\r', does not exist"
     )
 
 
