@@ -207,9 +207,9 @@ class Supervisor:
             for said in (unshown, terminal.late()):  # queued still where shared: a stall
                 if said:  # goes on; the lines that came after the output ended: counted
                     self.say(said, level="warning")
-        # not cut by a second signal: the launcher's own last words (the kill, the stop)
-        # are few, and a stall ends this wait all the same
-        self.messages.end(child_waits.OUTPUT_DRAIN_SECONDS)
+        # cut by a second signal too: a slow reader of their own stderr (the report's pieces
+        # taken one a second) held the launcher up to the whole wait after it
+        self.messages.end(child_waits.OUTPUT_DRAIN_SECONDS, self._stop_now)
 
     def claim(self) -> None:
         """Hold the run directory for this launch (``launch.lock``, until :meth:`run` returns or

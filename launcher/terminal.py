@@ -75,6 +75,9 @@ class Terminal:
         self._gone = self._closing = self._ended = False  # ended: the writer is done
         self._shut = False  # the children's lines refused: their pumps drain into the logs
         self._write_since: float | None = None  # monotonic start of the write under way
+        #: left at a second stop signal (:meth:`leave`): no piece more is written; and the
+        #: lines it dropped from the queue then
+        self._leaving, self._left = False, 0
         self._writer = threading.Thread(target=self._drain, name="terminal", daemon=True)
         self._writer.start()
 
@@ -254,12 +257,16 @@ class Terminal:
                 pieces = _pieces([entry[2] for entry in batch])
                 self._write_since, self._taken = time.monotonic(), 0
             for piece in pieces:  # outside the lock: a stalled write holds up no put()
+                if self._leaving:  # a second stop signal: the rest of the batch is dropped
+                    break
                 self._out.write(piece)
                 self._out.flush()
                 with self._ready:
                     self._moved(len(piece))
             with self._ready:
                 self._write_since = None
+                if self._leaving:
+                    self._left_said()
 
     def _give_up(self, exc: Exception) -> None:
         """No more output after ``exc``: what is queued is dropped, :meth:`put` answers False
@@ -332,6 +339,35 @@ class Terminal:
             self._size -= sum(len(entry[2]) for entry in self._queue if entry[1] is not None)
             self._queue = collections.deque(entry for entry in self._queue if entry[1] is None)
             return said
+
+    def leave(self, patience: float) -> None:
+        """Once :meth:`close` gave up at a second stop signal (the launcher ends now): drop
+        what is queued and the rest of the write under way (after its piece in flight), and
+        have the writer say, on a line of its own, how many of the launcher's messages were
+        not written, within ``patience`` seconds. A slow reader of the launcher's own stderr
+        kept the launcher up to :data:`~launcher.child.OUTPUT_DRAIN_SECONDS` after a second
+        signal, its last messages trickling out."""
+        with self._ready:
+            if self._ended or self._gone:
+                return
+            self._leaving, self._left = True, len(self._queue)
+            self._size -= sum(len(entry[2]) for entry in self._queue)
+            self._queue.clear()
+            self._ready.notify_all()
+        joined(self._writer, patience, None)
+
+    def _left_said(self) -> None:
+        """The writer's end of :meth:`leave` (under the lock): the rest of its batch dropped,
+        and the line counting what was not written queued (after a break, on a cut message)."""
+        cut, self._taken, self._leaving = self._taken > 0, 0, False  # the notice: written
+        dropped, self._left = self._left + len(self._writing), 0
+        self._writing.clear()
+        self._size = 0
+        if not dropped:
+            return
+        said = f"{dropped} message(s) of the launcher not written: its output took them too "
+        said += "slowly at a second stop signal (a failure report, if any, is in failure.json)"
+        self._append((LAUNCHER, None, (b"\n" if cut else b"") + self._notice(said), 0, 0, 0))
 
     def _unshown(self, why: str) -> str | None:
         """What is still queued (under the lock), by child, as the launcher says it: a drop

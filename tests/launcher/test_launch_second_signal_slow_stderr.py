@@ -1,0 +1,114 @@
+"""A second stop signal ends the launcher promptly on a slowly read stderr of its own (k495).
+
+Its last messages (a failure report of 20 long lines) went out through their own queue, and
+the end waited for that queue, cut by a stall (a write held 1 s) but not by a second signal:
+a reader taking a piece of them every 0.8 s, never a stall, held the launcher up to the whole
+drain (5 s; 3.4 s here) after the user's second Ctrl-C. Now the rest is dropped, and where the
+output takes it, one line says how many messages were not written (on a line of its own)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.terminal import Terminal
+from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
+from tests.launcher.real_children import RecordingOutput, wait_until
+from tests.processes import job_env, job_left
+
+#: worker 0 fails with 20 long last lines (a long report); worker 1 notes the launcher's
+#: SIGTERM and goes on (the stop waits the grace for it)
+FAILS_AND_STAYS = """\
+import os, signal, sys, time
+if os.environ["RANK"] == "0":
+    for i in range(20):
+        print(f"line {i} " + "x" * 900, flush=True)
+    sys.exit(1)
+signal.signal(signal.SIGTERM, lambda *_: print("stop asked", flush=True))
+time.sleep(60)
+"""
+
+
+def _read_slowly(fd: int, got: bytearray, stop: threading.Event) -> None:
+    """A slow reader of the launcher's stderr: a page (4 KiB) every 0.8 s, never a stall."""
+    while not stop.wait(0.8):
+        got.extend(os.read(fd, 4096))
+
+
+@pytest.mark.timeout(60)
+def test_a_second_signal_ends_the_launcher_on_a_slowly_read_stderr(tmp_path: Path):
+    (tmp_path / "job.py").write_text(FAILS_AND_STAYS)
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)  # a page: each piece waits on the reader
+    got, stop = bytearray(), threading.Event()
+    argv = ["local", "--workers", "2", "--servers", "0", "--grace", "30", "--", "job.py"]
+    reader = threading.Thread(target=_read_slowly, args=(read, got, stop))
+    try:
+        with job_env(ENV) as env, open(tmp_path / "out", "wb+") as out:
+            launcher = subprocess.Popen(
+                [*launcher_command(), *argv], env=env, cwd=tmp_path, stdout=out, stderr=write
+            )
+            os.close(write)
+            write = -1
+            reader.start()
+            try:
+                asked = (tmp_path / "out").read_bytes
+                wait_while_running(lambda: b"stop asked" in asked(), launcher, "the stop")
+                launcher.send_signal(signal.SIGINT)  # Ctrl-C, then another signal: two of
+                second = time.monotonic()  # one kind may arrive as one (SIGINT goes first)
+                launcher.send_signal(signal.SIGTERM)
+                status = launcher.wait(timeout=20)
+                took = time.monotonic() - second
+            finally:
+                launcher.kill()
+            assert job_left(env, 5) == {}
+    finally:
+        stop.set()
+        if reader.is_alive():
+            reader.join(5)
+        if write >= 0:
+            os.close(write)
+    while chunk := os.read(read, 65536):  # what the pipe still holds, to its end
+        got.extend(chunk)
+    os.close(read)
+    assert status == 128 + signal.SIGINT, got
+    assert took < 1.5, (took, got)  # was 3.4 s: the report's pieces, one each 0.8 s
+    assert got.endswith(b"\n"), got[-200:]  # pieces are whole writes: no half message
+
+
+class _Held(RecordingOutput):
+    """An output whose first write waits for :attr:`gate` (a slow reader's piece in flight)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate, self.entered = threading.Event(), threading.Event()
+
+    def hold(self, data: bytes) -> None:
+        if not self.entered.is_set():
+            self.entered.set()
+            self.gate.wait(10)
+
+
+@pytest.mark.timeout(30)
+def test_leaving_drops_the_rest_and_says_so_on_a_line_of_its_own():
+    out = _Held()
+    view = Terminal(out, lambda said: f"{said}\n".encode())
+    report = b"r" * 5000 + b"\n"  # two pieces: the first in flight, the second dropped
+    assert view.say(report) and view.say(b"after\n")
+    wait_until(out.entered.is_set, "the first piece under way")
+    assert view.say(b"last\n")  # queued behind the write under way
+    assert view.close(0.1, stall_ends=True, stop=lambda: True) is None  # none of a child's
+    threading.Timer(0.05, out.gate.set).start()  # the piece in flight ends during leave()
+    view.leave(2.0)
+    assert out.written == [
+        report[:4096],
+        b"\n3 message(s) of the launcher not written: its output took them too slowly at a "
+        b"second stop signal (a failure report, if any, is in failure.json)\n",
+    ]
