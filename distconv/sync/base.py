@@ -162,7 +162,9 @@ class SyncStrategy(ABC):
             ValueError: two parameters of one name (one listed twice is taken once).
         """
         self.check_made()
-        self._taken = None  # a step left open is let go of: check_gradient refuses its rest
+        # a step left open is let go of (check_gradient refuses its rest), and the list of the
+        # last model's parameters check_gradient kept: a model dropped from the sync is freed
+        self._taken, self._known = None, ([], set())
         self.params = setup_params(trainable(params))  # TypeError for an integer one
         self.all_equal(job_description(self.params, self.optimizer, config or {}))
         self.init_state()
