@@ -43,8 +43,6 @@ class LocalSync(SyncStrategy):
         self._state_of: dict[str, weakref.ref[Parameter]] = {}
         #: the optimizer that state was made by: another one given since starts afresh
         self._state_by: Optimizer | None = None
-        #: ids of the parameters fired in the step under way; None outside a step
-        self._fired: set[int] | None = None
         #: ids of the parameters whose update the step under way completed (one that raised
         #: is not among them)
         self._updated: set[int] = set()
@@ -66,7 +64,6 @@ class LocalSync(SyncStrategy):
         """:meth:`~distconv.sync.base.SyncStrategy.setup`, which also ends a step left open (an
         ``abandon_step`` overridden without ``super()``): the next setup clears what an
         abandoned step left, and every ``fit`` calls it."""
-        self._fired = None
         super().setup(params, config, state)
         self._applied_in_part = None  # the caller's values now, restored or trained on
 
@@ -104,11 +101,11 @@ class LocalSync(SyncStrategy):
                 the last step was abandoned after its first update: the parameters hold it
                 applied in part, until the next :meth:`setup`.
         """
-        if self._fired is not None:
-            raise self._asked(unfinished_step_refusal(type(self).__name__), "finish_step")
+        if self._taken is not None:  # the base's record; any finish_step of a subclass ends it
+            raise unfinished_step_refusal(type(self).__name__)
         self._refuse_part_applied("start_step")
         super().start_step(examples)
-        self._fired, self._updated, self._raised_in = set(), set(), None
+        self._updated, self._raised_in = set(), None
         self._frozen_at_start = {id(p) for p in self.params if p.static}
 
     def on_gradient(self, param: Parameter) -> None:
@@ -120,16 +117,9 @@ class LocalSync(SyncStrategy):
                 for a parameter fired twice in the step (updated twice), or for one not given
                 to :meth:`setup` (no state, or another parameter's of the same name).
         """
-        fired = self._fired
-        if (
-            fired is None
-            or id(param) in fired
-            or self._state_of.get(param.name, _gone)() is not param
-        ):
-            twice = fired is not None and id(param) in fired  # a backward's, not an override's
-            calls = ("start_step",) if fired is None else () if twice else ("setup", "init_state")
-            raise self._asked(_refusal(param, fired, self._state_of, self.closed), *calls)
-        fired.add(id(param))
+        refusal = self._refusal(param)
+        if refusal is not None:
+            raise refusal
         scale = mean_scale(self._examples)
         try:
             self.optimizer.update(param.value, param.grad, self.state[param.name], grad_scale=scale)
@@ -138,6 +128,26 @@ class LocalSync(SyncStrategy):
             raise
         self._updated.add(id(param))
         param.grad[...] = 0
+
+    def _refusal(self, param: Parameter) -> SyncError | None:
+        """Why :meth:`on_gradient` cannot take ``param`` (the base's :meth:`check_gradient`,
+        which counts it as fired where it may), asking after the calls a subclass overrides;
+        None where it can. A parameter given to setup with no state of its own (an
+        ``init_state`` overridden without ``super()``) is refused as not given to setup."""
+        try:
+            self.check_gradient(param)
+        except SyncError as refused:
+            taken = self._taken
+            twice = taken is not None and id(param) in taken  # a backward's, not an override's
+            calls = ("start_step",) if taken is None else () if twice else ("setup", "init_state")
+            return self._asked(refused, *calls)
+        if self._state_of.get(param.name, _gone)() is param:
+            return None
+        self._taken.discard(id(param))  # type: ignore[union-attr]  # in a step: check_gradient's
+        whose = " (a parameter of that name was: another model's)" * (param.name in self._state_of)
+        return self._asked(
+            step_refusal(param.name, True, False, whose=whose), "setup", "init_state"
+        )
 
     def _asked(self, refusal: SyncError, *calls: str) -> SyncError:
         """``refusal``, asking whether each of ``calls`` a subclass overrides calls LocalSync's
@@ -157,9 +167,8 @@ class LocalSync(SyncStrategy):
         Raises:
             SyncError: no step was started (:meth:`start_step`), or it ended already.
         """
-        if self._fired is None:
+        if self._taken is None:  # the base's wrapper ends the step once this returns
             raise SyncError(f"{type(self).__name__}.finish_step() without start_step()")
-        self._fired = None
 
     def abandon_step(self) -> None:
         """The step ends unfinished: gradients are refused until the next :meth:`start_step`.
@@ -170,11 +179,10 @@ class LocalSync(SyncStrategy):
         a whole step too: neither is refused."""
         if (part := self._part_applied()) is not None:
             self._applied_in_part = f"after a step abandoned after updating {part}"
-        self._fired = None
 
     def close(self) -> None:
         """End the step under way, if any: a gradient after close is refused, not applied."""
-        self._fired = None  # not abandon_step: a subclass's hook is for a step that raised
+        self._taken = None  # not abandon_step: a subclass's hook is for a step that raised
 
     def state_dict(self) -> StateDict:
         """The optimizer state by parameter name, the buffers themselves (not copies).
@@ -197,7 +205,7 @@ class LocalSync(SyncStrategy):
         lost, and one unfrozen in it (frozen when it began) not waited for: the step is whole
         when every parameter that trained at its start and trains now is among those updated,
         and M counts those and any other updated."""
-        if not self._fired:
+        if not self._taken:
             return None
         updated = self._updated
         frozen = self._frozen_at_start
@@ -257,19 +265,6 @@ def unfinished_step_refusal(owner: str) -> SyncError:
         f"{owner}.start_step() while a step is unfinished: call finish_step() first "
         "(abandon_step() where the step raised)"
     )
-
-
-def _refusal(
-    param: Parameter,
-    fired: set[int] | None,
-    state_of: Mapping[str, weakref.ref[Parameter]],
-    closed: bool,
-) -> SyncError:
-    """Why :meth:`LocalSync.on_gradient` cannot take the gradient of ``param``."""
-    whose = " (a parameter of that name was: another model's)" if param.name in state_of else ""
-    in_step = fired is not None
-    twice = in_step and id(param) in fired
-    return step_refusal(param.name, in_step, twice, whose=whose, closed=closed)
 
 
 def state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) -> list[str]:

@@ -9,24 +9,21 @@ unfinished step sent the first step's queued gradients with the second's.
 
 :class:`StepOrder` is the strategy :class:`~distconv.sync.ps.client.PServerSync` is built
 on: it reads the client's ``_by_name`` (parameter name -> index in ``params``, from setup).
+Which parameters fired in the step is the base's record (:meth:`SyncStrategy.check_gradient`),
+the one LocalSync keeps too.
 """
 
 from __future__ import annotations
 
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, SyncStrategy
-
-# the refusals LocalSync makes (its wording, its "another model's" hint)
-from distconv.sync.local import _refusal, unfinished_step_refusal
+from distconv.sync.local import unfinished_step_refusal  # LocalSync's words
 
 
 class StepOrder(SyncStrategy):
-    """A strategy that knows which parameters fired in the step under way."""
+    """A strategy that refuses a gradient out of the step's order before anything leaves."""
 
     _by_name: dict[str, int]  # parameter name -> index in params, from setup
-
-    #: ids of the parameters fired in the step under way; None outside a step
-    _fired: set[int] | None = None
 
     def start_step(self, examples: int) -> None:
         """A step begins: each parameter given to setup may fire once until it ends.
@@ -36,15 +33,15 @@ class StepOrder(SyncStrategy):
                 since): its queued gradients went out with this one's, under its number and
                 example count. Checked first: the open step keeps its examples.
         """
-        if self._fired is not None:
+        if self._taken is not None:
             raise unfinished_step_refusal(type(self).__name__)
         super().start_step(examples)
-        self._fired = set()
 
     def _end_step(self) -> None:
-        """The step ends (finished, abandoned, or a new setup): gradients are refused until
-        the next :meth:`start_step`."""
-        self._fired = None
+        """A new setup (the client's, which does not call the base's) ends the step, as the
+        base's does: gradients are refused until the next :meth:`start_step`, and the last
+        model's parameters, which :meth:`check_gradient`'s cache held, are let go of."""
+        self._taken, self._known = None, ([], set())
 
     def _take_gradient(self, param: Parameter) -> int:
         """Index of ``param`` among the parameters given to setup, counted as fired.
@@ -54,24 +51,15 @@ class StepOrder(SyncStrategy):
                 closed socket), outside a step, for a parameter fired twice in the step, or
                 for one not given to setup (none of its name, or another model's of that name).
         """
-        fired, i = self._fired, self._by_name.get(param.name)
-        refused = fired is None or id(param) in fired or i is None or self.params[i] is not param
-        if refused or self.closed:
-            raise _refusal(param, fired, self._by_name, self.closed)
-        fired.add(id(param))
-        return i
+        self.check_gradient(param)
+        return self._by_name[param.name]
 
     def _finish_started_step(self) -> None:
-        """End the step :meth:`finish_step` finishes.
+        """End the step :meth:`finish_step` finishes, before its pushes go out.
 
         Raises:
             SyncError: no step was started, or it ended already.
         """
-        if self._fired is None:
+        if self._taken is None:
             raise SyncError(f"{type(self).__name__}.finish_step() without start_step()")
-        self._end_step()
-
-    def abandon_step(self) -> None:
-        """The step ends unfinished: gradients are refused until the next ``start_step``."""
-        self._end_step()
-        super().abandon_step()
+        self._taken = None  # now, not as the base's wrapper does once the step's replies are in
