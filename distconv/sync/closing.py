@@ -123,16 +123,22 @@ def refuse_closed(sync: Any, call: str) -> None:
 def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
     """``finish_step`` or ``abandon_step``, which ends the step for ``check_gradient`` once
     its body returned or raised, not before: a strategy's ``finish_step`` that hands itself
-    the gradients no backward fired (zeros, through its ``on_gradient``) is still in the step.
+    the gradients no backward fired (zeros, through its ``on_gradient``) is still in the step,
+    and so is a subclass's after its ``super().finish_step()`` (the outermost call ends it).
     A closed sync's ``finish_step`` is refused, as :func:`refuse_closed` says; ``abandon_step``
     is not, whatever its function's own name (``abandon_step = _drop``)."""
 
     @functools.wraps(method)
     def ending(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # the outermost call ends the step: a subclass's, whose super().finish_step() is
+        # wrapped too, may hand itself gradients after it (LocalSync's has nothing in flight)
+        outermost = not self.__dict__.get("_ending", False)
+        self._ending = True
         try:
             return method(self, *args, **kwargs)
         finally:
-            self._taken = None
+            if outermost:
+                self._ending, self._taken = False, None
 
     check = refuse_unmade if name == "abandon_step" else refuse_closed
     return guarded(ending, check, name)

@@ -7,8 +7,12 @@ import gc
 import weakref
 
 import numpy as np
+import pytest
 
+from distconv.optim import SGD
 from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
+from distconv.sync.local import LocalSync
 from tests.sync.test_custom_strategy_step_order import Checked
 
 
@@ -26,3 +30,36 @@ def test_a_setup_lets_go_of_the_last_model_s_parameters():
     sync.setup([Parameter("v", np.ones(2))])
     gc.collect()
     assert dropped() is None
+
+
+class AppliesAfterFinish(LocalSync):
+    """Keeps each gradient in backward and hands them to LocalSync after its finish_step."""
+
+    def start_step(self, examples: int) -> None:
+        super().start_step(examples)
+        self.kept: list[tuple[Parameter, np.ndarray]] = []
+
+    def on_gradient(self, param: Parameter) -> None:
+        self.kept.append((param, param.grad.copy()))
+        param.grad[...] = 0
+
+    def finish_step(self) -> None:
+        super().finish_step()
+        for param, grad in self.kept:
+            param.grad[...] = grad
+            super().on_gradient(param)
+
+
+def test_a_subclass_s_gradients_after_super_finish_step_are_in_its_step():
+    """The step ends when the finish_step called returns (the outermost), as for a strategy's
+    own finish_step: the inner super().finish_step()'s wrapper ended it, and the kept
+    gradients were refused as 'arrived outside a step'."""
+    sync, w = AppliesAfterFinish(SGD(lr=0.1)), Parameter("w", np.ones(3))
+    sync.setup([w])
+    sync.start_step(2)
+    w.grad[...] = 1.0
+    sync.on_gradient(w)
+    sync.finish_step()
+    assert np.allclose(w.value, 0.95)
+    with pytest.raises(SyncError, match=r"gradient of 'w' arrived outside a step"):
+        LocalSync.on_gradient(sync, w)  # and the step is over once finish_step returned
