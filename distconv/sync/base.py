@@ -40,17 +40,9 @@ from distconv.base_init import checks_base_init, refuse_skipped_base_init
 from distconv.kernels.shape import is_int
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, setup_params, trainable
-from distconv.sync.closing import (  # transports import these three from here
-    SyncError,
-    closes_once,
-    closing_error,  # noqa: F401
-    ends_step,
-    guarded,
-    refuse_closed,
-    step_refusal,
-    unmade,
-)
+from distconv.sync.closing import NEEDS_OPEN, closing_error, guard_closing  # noqa: F401
 from distconv.sync.description import job_description
+from distconv.sync.errors import SyncError, step_refusal  # transports import them from here
 
 #: optimizer state by parameter name, then state key (host or device arrays)
 StateDict = dict[str, dict[str, Any]]
@@ -104,7 +96,7 @@ class SyncStrategy(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _guard_closing(cls)
+        guard_closing(cls)
         if "__init__" in vars(cls):
             cls.__init__ = checks_base_init(  # type: ignore[method-assign]
                 cls.__init__, cls.__name__, "_examples", _BASE_CALL, _BASE_FIELDS
@@ -371,27 +363,4 @@ class SyncStrategy(ABC):
         server), so close outside an ``except`` clause a failure that was handled."""
 
 
-#: the calls a closed strategy refuses: each would use what :meth:`SyncStrategy.close` let go
-#: (sockets, communicators, the watchdog) or train on without the peers that left.
-#: ``on_gradient`` is not among them: it runs per gradient, inside a step that ``start_step``
-#: already refused, or that ``close`` ended.
-NEEDS_OPEN: tuple[str, ...] = tuple(
-    "setup broadcast_parameters start_step prefetch finish_step state_dict load_state_dict "
-    "refresh_parameters checkpoint_state save_remote_parts allreduce_sum barrier all_equal".split()
-)
-
-
-def _guard_closing(cls: type[SyncStrategy]) -> None:
-    """Wrap ``close``, ``abandon_step``, :data:`NEEDS_OPEN` and ``cls.also_needs_open`` where
-    not wrapped yet: those ``cls`` defines, or takes from a mixin (the parameter server's)."""
-    for name in ("abandon_step", *NEEDS_OPEN, *cls.also_needs_open):
-        method = getattr(cls, name)
-        if not getattr(method, "_guarded", False):
-            ends = name in ("abandon_step", "finish_step")  # they end the step: _taken
-            wrap = ends_step(method, name) if ends else guarded(method, refuse_closed, name)
-            setattr(cls, name, wrap)
-    if not getattr(cls.close, "_guarded", False):
-        cls.close = closes_once(cls.close, unmade)  # type: ignore[method-assign]
-
-
-_guard_closing(SyncStrategy)
+guard_closing(SyncStrategy)

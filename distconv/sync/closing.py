@@ -1,5 +1,7 @@
-"""A sync's refusals (:class:`SyncError`, a gradient out of the step's order) and whether it
-closes on a failure: what a transport tells its peers as it closes."""
+"""Whether a sync closes on a failure (what a transport tells its peers as it closes), and the
+guards every strategy's calls get from the base: a closed one refuses them, an unmade one is
+told so, and ``finish_step``/``abandon_step`` end the step. :class:`SyncError` and the step's
+refusals are :mod:`distconv.sync.errors`'s."""
 
 from __future__ import annotations
 
@@ -10,35 +12,7 @@ from typing import Any
 
 from distconv import stop_request
 from distconv.stop_request import Preempted
-
-
-class SyncError(RuntimeError):
-    """Ranks disagree, a peer is gone, or the strategy was used out of order.
-
-    The message names the cause: the first field that differs between ranks, the rank that
-    stopped answering, or the call that came too early."""
-
-
-def step_refusal(
-    name: str,
-    in_step: bool,
-    known: bool = True,
-    twice_in: str = "one step",
-    whose: str = "",
-    closed: bool = False,
-) -> SyncError:
-    """Why the gradient of parameter ``name`` is refused, in the words of every transport that
-    checks the step's order: after ``close()`` (``closed``), outside a step, not given to setup
-    (``known`` False; ``whose`` may add whose it was), or fired twice in ``twice_in``
-    (``"one step"``, ``"step 3"``)."""
-    if closed:  # "call start_step" would send the reader to a call the closed sync refuses
-        return SyncError(f"gradient of {name!r} arrived after close(): make a new sync to go on")
-    if not in_step:
-        hint = "call start_step(examples) before backward, finish_step() after it"
-        return SyncError(f"gradient of {name!r} arrived outside a step: {hint}")
-    if not known:
-        return SyncError(f"gradient of {name!r}, which was not given to setup{whose}")
-    return SyncError(f"parameter {name!r} fired twice in {twice_in}")
+from distconv.sync.errors import SyncError
 
 
 def closing_error() -> BaseException | None:
@@ -142,3 +116,28 @@ def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
 
     check = refuse_unmade if name == "abandon_step" else refuse_closed
     return guarded(ending, check, name)
+
+
+#: the calls a closed strategy refuses: each would use what ``SyncStrategy.close`` let go
+#: (sockets, communicators, the watchdog) or train on without the peers that left.
+#: ``on_gradient`` is not among them: it runs per gradient, inside a step that ``start_step``
+#: already refused, or that ``close`` ended.
+NEEDS_OPEN: tuple[str, ...] = tuple(
+    "setup broadcast_parameters start_step prefetch finish_step state_dict load_state_dict "
+    "refresh_parameters checkpoint_state save_remote_parts allreduce_sum barrier all_equal".split()
+)
+
+
+def guard_closing(cls: Any) -> None:
+    """Wrap the ``close``, ``abandon_step``, :data:`NEEDS_OPEN` and ``cls.also_needs_open`` of
+    ``cls``, a :class:`~distconv.sync.base.SyncStrategy` (its ``__init_subclass__`` calls
+    this), where not wrapped yet: those it defines, or takes from a mixin (the parameter
+    server's)."""
+    for name in ("abandon_step", *NEEDS_OPEN, *cls.also_needs_open):
+        method = getattr(cls, name)
+        if not getattr(method, "_guarded", False):
+            ends = name in ("abandon_step", "finish_step")  # they end the step: _taken
+            wrap = ends_step(method, name) if ends else guarded(method, refuse_closed, name)
+            setattr(cls, name, wrap)
+    if not getattr(cls.close, "_guarded", False):
+        cls.close = closes_once(cls.close, unmade)  # type: ignore[method-assign]

@@ -63,3 +63,14 @@ def test_a_subclass_s_gradients_after_super_finish_step_are_in_its_step():
     assert np.allclose(w.value, 0.95)
     with pytest.raises(SyncError, match=r"gradient of 'w' arrived outside a step"):
         LocalSync.on_gradient(sync, w)  # and the step is over once finish_step returned
+
+
+def test_the_split_modules_keep_every_old_import():
+    """sync/closing.py's error and refusals moved to sync/errors.py, the closing guards' list
+    and wrapper from base.py to closing.py: where transports and tests import them from."""
+    from distconv.sync import SyncError as public
+    from distconv.sync import base, closing, errors
+
+    assert public is base.SyncError is closing.SyncError is errors.SyncError
+    assert base.step_refusal is errors.step_refusal and base.NEEDS_OPEN is closing.NEEDS_OPEN
+    assert base.closing_error is closing.closing_error

@@ -1,0 +1,33 @@
+"""A sync's error (:class:`SyncError`) and its words for a gradient out of the step's order,
+which every transport raises: the public ``distconv.sync.SyncError``."""
+
+from __future__ import annotations
+
+
+class SyncError(RuntimeError):
+    """Ranks disagree, a peer is gone, or the strategy was used out of order.
+
+    The message names the cause: the first field that differs between ranks, the rank that
+    stopped answering, or the call that came too early."""
+
+
+def step_refusal(
+    name: str,
+    in_step: bool,
+    known: bool = True,
+    twice_in: str = "one step",
+    whose: str = "",
+    closed: bool = False,
+) -> SyncError:
+    """Why the gradient of parameter ``name`` is refused, in the words of every transport that
+    checks the step's order: after ``close()`` (``closed``), outside a step, not given to setup
+    (``known`` False; ``whose`` may add whose it was), or fired twice in ``twice_in``
+    (``"one step"``, ``"step 3"``)."""
+    if closed:  # "call start_step" would send the reader to a call the closed sync refuses
+        return SyncError(f"gradient of {name!r} arrived after close(): make a new sync to go on")
+    if not in_step:
+        hint = "call start_step(examples) before backward, finish_step() after it"
+        return SyncError(f"gradient of {name!r} arrived outside a step: {hint}")
+    if not known:
+        return SyncError(f"gradient of {name!r}, which was not given to setup{whose}")
+    return SyncError(f"parameter {name!r} fired twice in {twice_in}")
