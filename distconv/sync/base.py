@@ -31,6 +31,7 @@ out the array as a view into a bucket buffer). Nobody else writes it in that win
 from __future__ import annotations
 
 import math
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from numbers import Real
@@ -97,6 +98,12 @@ class SyncStrategy(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         guard_closing(cls)
+        if "__call__" in vars(cls):  # a backward(sync) by hand calls it; the Trainer does not
+            warnings.warn(
+                f"{cls.__name__} overrides __call__, which the Trainer does not call: it hands "
+                "each gradient to on_gradient(param), where that work belongs",
+                stacklevel=3,  # the class statement, past ABCMeta.__new__
+            )
         if "__init__" in vars(cls):
             cls.__init__ = checks_base_init(  # type: ignore[method-assign]
                 cls.__init__, cls.__name__, "_examples", _BASE_CALL, _BASE_FIELDS

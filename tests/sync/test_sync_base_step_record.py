@@ -4,6 +4,7 @@ it keeps alive, and a subclass's gradients handed in by its own ``finish_step``.
 from __future__ import annotations
 
 import gc
+import warnings
 import weakref
 
 import numpy as np
@@ -74,3 +75,21 @@ def test_the_split_modules_keep_every_old_import():
     assert public is base.SyncError is closing.SyncError is errors.SyncError
     assert base.step_refusal is errors.step_refusal and base.NEEDS_OPEN is closing.NEEDS_OPEN
     assert base.closing_error is closing.closing_error
+
+
+def test_a_strategy_overriding_call_is_warned_where_it_is_made():
+    """The Trainer hands each gradient to on_gradient; a __call__ of one's own (the callback
+    before that contract) was passed by without a word, and its work never done."""
+    with pytest.warns(UserWarning, match=r"Counting overrides __call__.*on_gradient") as said:
+
+        class Counting(LocalSync):
+            def __call__(self, param: Parameter) -> None:
+                super().__call__(param)
+
+    assert said[0].filename == __file__  # the class statement, not distconv's own line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        class Plain(LocalSync):  # on_gradient's own: no warning
+            def on_gradient(self, param: Parameter) -> None:
+                super().on_gradient(param)
