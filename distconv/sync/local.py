@@ -152,7 +152,7 @@ class LocalSync(SyncStrategy):
     def _asked(self, refusal: SyncError, *calls: str) -> SyncError:
         """``refusal``, asking whether each of ``calls`` a subclass overrides calls LocalSync's
         own: one that skips it leaves the step's bookkeeping undone, and the refusal named a
-        call the script had made ("call finish_step() first", after a finish_step of its own)."""
+        call the script had made ("call start_step(examples)", after a start_step of its own)."""
         mine = [c for c in calls if getattr(type(self), c) is not getattr(LocalSync, c)]
         if not mine or self.closed:
             return refusal
