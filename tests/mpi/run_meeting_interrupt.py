@@ -10,7 +10,8 @@ the watchdog (2 s) must end the job: the hold over the meeting leaves that wait 
 ``close`` as WHAT: the last exchange, no step after it; each rank then writes
 ``OUT/left<rank>.txt`` a second later, unless an abort ended the job first. ``close-sigterm``:
 the same with a SIGTERM in place of the SIGINT, rank 0's handler raising ``SystemExit(143)``
-(as a script's own stop does), said as ``SystemExit: 143``.
+(as a script's own stop does), said as ``SystemExit: 143``, and a second SIGTERM as rank 0
+reads the exchange's rows, once its Wait returned (one that came a moment later).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from tests.mpi.common import bucket_params, bucket_sync, recorded, step_and_save
 from tests.mpi.run_check_interrupt import what_raises
@@ -44,6 +48,8 @@ def main() -> None:
         signal.signal(sent, lambda *_: sys.exit(143))
     with recorded(sync, out):
         sync.setup(params, {})
+        if sent == signal.SIGTERM:  # read next by close's exchange
+            sync._check._every = sync._check._every.view(SignalledRows)
         if sync.rank == 1:
             time.sleep(60.0 if never else 1.0)
         else:
@@ -55,6 +61,19 @@ def main() -> None:
             (out / f"left{sync.rank}.txt").write_text("left")
         else:
             step_and_save(sync, params, out)
+
+
+class SignalledRows(np.ndarray):
+    """The exchange's rows (its receive buffer), which send this process a SIGTERM the first
+    time they are read, before they are: its handler runs there, the exchange made."""
+
+    sent = False
+
+    def tolist(self) -> Any:
+        if not SignalledRows.sent:
+            SignalledRows.sent = True
+            os.kill(os.getpid(), signal.SIGTERM)
+        return super().tolist()
 
 
 def said(meeting: Callable[[], None]) -> str:

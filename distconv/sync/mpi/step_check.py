@@ -282,17 +282,20 @@ class StepCheck:
         through: bool = False,
     ) -> BaseException | None:
         """Say ``row`` to every rank; name what each is doing where what is ``compared`` of a
-        rank's row differs from this one's. ``through``: waited for with
-        :meth:`drain_through`, whose stop is returned."""
+        rank's row differs from this one's. ``through``: waited for and checked as
+        :meth:`drain_through` waits, whose stop is returned (one raised as the rows were
+        compared, the exchange made, aborted the job at close as one in the Wait did)."""
         self._start(row)
-        stop = None
+
+        def made() -> None:
+            self.drain()  # made again: returns at once once the request is waited for
+            if any(compared(other) != compared(row) for other in self._every.tolist()):
+                self._raise_elsewhere()
+
         if through:
-            stop = self.drain_through()
-        else:
-            self.drain()
-        if any(compared(other) != compared(row) for other in self._every.tolist()):
-            self._raise_elsewhere()
-        return stop
+            return self._through(made)
+        made()
+        return None
 
     def drain_through(self) -> BaseException | None:
         """:meth:`drain`, made again until it returns; what a signal's handler raised there
@@ -300,10 +303,18 @@ class StepCheck:
         not raised. Raised as the Wait returned, it left the exchange pending on this rank:
         at close, the job was aborted though every rank had made it (one that closed first
         and went on killed with it); the caller raises it once the exchange is checked."""
+        return self._through(self.drain)
+
+    @staticmethod
+    def _through(work: Callable[[], object]) -> BaseException | None:
+        """``work()``, made again until it returns or raises an Exception (a mismatch named:
+        raised, for the caller's abort, the stop dropped); the first stop raised meanwhile
+        (a second one dropped for it) returned. One that comes as the first is caught, before
+        the loop goes round (where Python runs handlers, outside the try), still escapes."""
         stop: BaseException | None = None
         while True:
             try:
-                self.drain()
+                work()
                 return stop
             except Exception:
                 raise
