@@ -18,6 +18,7 @@ def send_and_update(
     alone: list[BaseException],
     world_size: int,
     update: Callable[[list[bool]], None],
+    entered: list[bool],
 ) -> None:
     """:func:`send_last`, then ``update(begun)`` (:func:`~.updates.update_step`), which appends
     to ``begun`` once the reduction's own keeping began (:func:`~.updates.reduce_all`). A
@@ -26,10 +27,13 @@ def send_and_update(
     sent twice (:func:`send_last`), and the reduction ends the step's collectives as on the
     other ranks, then raises it (the step failed on this rank alone). Before, it went up: the
     others waited in collectives this rank never completed, and its close aborted the job.
-    Raised at once: one rank (nobody waits), or one :func:`send_last` raises itself."""
+    Raised at once: one rank (nobody waits), or one :func:`send_last` raises itself.
+    ``entered``: True appended once this keeping began (a Ctrl-C before it, as this was
+    called, is the caller's to keep: ``MPISync.finish_step``)."""
     while True:
         begun: list[bool] = []
         try:
+            entered.append(True)
             send_last(used, thread, pump, alone)
             # every piece queued before the flags' wait: else the thread, blocked there, would
             # never start a piece the other ranks wait for

@@ -53,6 +53,7 @@ from distconv.sync.mpi.comm import (
     job_world,
     thread_poll_seconds,
 )
+from distconv.sync.mpi.kept import keep, stopping
 from distconv.sync.mpi.last_pieces import send_and_update
 from distconv.sync.mpi.layout import BucketLayout, devices
 from distconv.sync.mpi.leaving import install_abort_hook
@@ -348,13 +349,20 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
         alone: list[BaseException] = []  # an interrupt in a piece's wait: the step goes on
         done: list[bool] = []  # every update made: appended by update_step, before any Ctrl-C
         try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
-            # what fired anywhere, beside the pieces left: onto the wire, to the end (reduce_all
-            # waits for the flags), or to the thread; then all or none (updates), a failure of
-            # this rank alone told at its next call; a Ctrl-C between any two kept in alone
+            # what fired anywhere and the pieces left: to the wire (reduce_all waits for the
+            # flags) or the thread; then all or none (updates), a failure here alone told later
             args = (self.buckets, self._used, self._apply, self._slot, self._note_failed_step)
             update = partial(update_step, self._thread, self._grad_comm, self.world_size, *args)
             last = (self._used, self._thread, self._pump, alone, self.world_size)
-            send_and_update(*last, partial(update, alone, done))
+            while True:  # a Ctrl-C kept in alone, as it is called too (nothing sent yet)
+                entered: list[bool] = []
+                try:
+                    send_and_update(*last, partial(update, alone, done), entered)
+                    break
+                except KeyboardInterrupt as exc:
+                    if entered or stopping(alone) or self.world_size == 1:
+                        raise
+                    keep(alone, exc)
             done.append(True)  # (one rank with the thread: update_step appends nothing)
         except BaseException as exc:  # before the flags said this rank's failed pack: a Ctrl-C too
             self._ended_alike = refused_alike(exc, self._thread)  # a 16-bit wire, on every rank
