@@ -6,27 +6,31 @@ only."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from distconv import Network, Trainer
 from distconv.layers import FullyConnected, MSELoss
 from distconv.optim import SGD
 from distconv.sync.local import LocalSync
 
+# overriding __call__ is warned where the class is made (the Trainer calls on_gradient); this
+# class overrides it on purpose, to show the Trainer never calls it
+with pytest.warns(UserWarning, match="on_gradient"):
 
-class Counting(LocalSync):
-    """LocalSync counting the gradients its on_gradient and its __call__ are handed."""
+    class Counting(LocalSync):
+        """LocalSync counting the gradients its on_gradient and its __call__ are handed."""
 
-    def __init__(self) -> None:
-        super().__init__(SGD(lr=0.01))
-        self.on, self.called = 0, 0
+        def __init__(self) -> None:
+            super().__init__(SGD(lr=0.01))
+            self.on, self.called = 0, 0
 
-    def on_gradient(self, param) -> None:
-        self.on += 1
-        super().on_gradient(param)
+        def on_gradient(self, param) -> None:
+            self.on += 1
+            super().on_gradient(param)
 
-    def __call__(self, param) -> None:
-        self.called += 1
-        super().__call__(param)
+        def __call__(self, param) -> None:
+            self.called += 1
+            super().__call__(param)
 
 
 def test_a_short_last_step_s_empty_pass_hands_gradients_to_on_gradient_as_backward_does():
