@@ -12,6 +12,7 @@ traceback instead. A rank that stopped because another rank failed (a
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -20,45 +21,52 @@ import traceback
 from collections.abc import Sequence
 
 from distconv import __version__
-from distconv.backend import BackendError, device_from_env, set_device
-from distconv.checkpoint import CheckpointError
-from distconv.data import DataError
-from distconv.distributed import choose_transport
-from distconv.job import TrainConfig, train
-from distconv.layers.base import LayerError
-from distconv.logs import as_log_line, configure_logging, error_line
+from distconv.logs import as_log_line, error_line
 from distconv.messages import debugging, quote_in_errors, quoted_in, say
-from distconv.metrics import MetricsError
-from distconv.network import NetworkError
-from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime, runtime_flags
+from distconv.runtime import Runtime, RuntimeConfigError
 from distconv.stdout_drop import drop_stdout
-from distconv.sync import SyncError
-from distconv.sync.mpi import leaving
-from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
-from distconv.sync.ps.cli import PserverStartError
 from distconv.train_args import add_train
-from distconv.trainer import METRICS, PLOT, Preempted, TrainingError
-from distconv.transport_flags import (
-    mpi_train_rank,
-    refuse_probe_flags_without_port,
-    refuse_unused_flags,
-    sync_options,
+
+#: failures with a cause the user can act on, by (module, name) where the class is defined;
+#: anything else is a bug and keeps its traceback. Names, not classes: importing the classes
+#: would load numpy, the trainer and the MPI sync at every start of every command
+USER_ERROR_NAMES = (
+    ("distconv.data", "DataError"),
+    ("distconv.checkpoint", "CheckpointError"),
+    ("distconv.backend", "BackendError"),
+    ("distconv.network", "NetworkError"),
+    ("distconv.placement", "RuntimeConfigError"),
+    ("distconv.sync.errors", "SyncError"),
+    ("distconv.sync.ps.cli", "PserverStartError"),
+    ("distconv.step_guard", "TrainingError"),
+    ("distconv.metrics", "MetricsError"),
+    ("distconv.layers.errors", "LayerError"),
+    ("builtins", "OSError"),
 )
 
-#: failures with a cause the user can act on; anything else is a bug and keeps its traceback
-USER_ERRORS = (
-    DataError,
-    CheckpointError,
-    BackendError,
-    NetworkError,
-    RuntimeConfigError,
-    SyncError,
-    PserverStartError,
-    TrainingError,
-    MetricsError,
-    LayerError,
-    OSError,
-)
+
+def user_errors(loaded_only: bool = False) -> tuple[type[BaseException], ...]:
+    """The exception classes of :data:`USER_ERROR_NAMES`.
+
+    With ``loaded_only``, those of modules already imported, and nothing is imported: an
+    exception can be an instance of a class only where the class's module has been loaded, so
+    that tuple classifies any exception raised so far as the whole one does.
+    """
+    if not loaded_only:
+        for module, _ in USER_ERROR_NAMES:
+            importlib.import_module(module)
+    return tuple(
+        getattr(sys.modules[module], name)
+        for module, name in USER_ERROR_NAMES
+        if module in sys.modules
+    )
+
+
+def __getattr__(name: str) -> tuple[type[BaseException], ...]:
+    """``USER_ERRORS``, the classes of :data:`USER_ERROR_NAMES`, imported when asked for."""
+    if name == "USER_ERRORS":
+        return user_errors()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def refuse_local_sync_of_many(sync: str | None, runtime: Runtime) -> None:
@@ -70,6 +78,8 @@ def refuse_local_sync_of_many(sync: str | None, runtime: Runtime) -> None:
     Raises:
         RuntimeConfigError: naming the rank, why local sync, and how to start the job instead.
     """
+    from distconv.distributed import choose_transport
+
     if runtime.world_size == 1 or (sync or choose_transport(runtime)) != "local":
         return
     why = "--sync local" if sync else "picked: no --pservers, no MPI launcher"
@@ -84,6 +94,20 @@ def refuse_local_sync_of_many(sync: str | None, runtime: Runtime) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     """Train as ``args`` say; print the final test accuracy and where the files went."""
+    # imported here: the other commands and every --help need none of numpy, the trainer,
+    # the transports and prometheus_client, which take most of a start
+    from distconv.backend import device_from_env, set_device
+    from distconv.distributed import choose_transport
+    from distconv.job import TrainConfig, train
+    from distconv.logs import configure_logging
+    from distconv.runtime import detect_runtime, runtime_flags
+    from distconv.sync.mpi import leaving
+    from distconv.transport_flags import (
+        refuse_probe_flags_without_port,
+        refuse_unused_flags,
+        sync_options,
+    )
+
     runtime = detect_runtime(runtime_flags(args))
     refuse_unused_flags(args, args.sync or choose_transport(runtime))
     refuse_local_sync_of_many(args.sync, runtime)
@@ -113,7 +137,7 @@ def run_train(args: argparse.Namespace) -> int:
         sync=args.sync,
         sync_options=sync_options(args),
     )
-    leaving.BRIEF_ERRORS = USER_ERRORS  # a rank aborting an MPI job on one: no traceback
+    leaving.BRIEF_ERRORS = user_errors()  # a rank aborting an MPI job on one: no traceback
     start = time.perf_counter()
     trainer = train(config, runtime)
     seconds = time.perf_counter() - start
@@ -138,6 +162,8 @@ def _written(out: str) -> str:
     """What a run that trained wrote in ``out``: the plot only where it is newer than the last
     line of the metrics log. A plot that could not be written (a full disk) is a warning that
     leaves the one before it, and the line after the warning said it was written."""
+    from distconv.trainer import METRICS, PLOT
+
     try:
         drawn = (
             os.stat(os.path.join(out, PLOT)).st_mtime_ns
@@ -230,11 +256,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
         raise
     finally:
-        if status and mpi_train_rank(sys.argv[1:] if argv is None else argv):
-            if sys.exc_info()[1] is not None and not isinstance(sys.exc_info()[1], SystemExit):
-                traceback.print_exc()  # before the abort ends this process
-            leaving.abort_uninitialised(status)
+        if status:
+            _abort_mpi_job(status, sys.argv[1:] if argv is None else argv)
     return status
+
+
+def _abort_mpi_job(status: int, argv: Sequence[str]) -> None:
+    """Abort the MPI job where this failed process is a rank of one that trains; its modules
+    are imported only on a failure."""
+    from distconv.transport_flags import mpi_train_rank
+
+    if mpi_train_rank(argv):
+        from distconv.sync.mpi import leaving
+
+        if sys.exc_info()[1] is not None and not isinstance(sys.exc_info()[1], SystemExit):
+            traceback.print_exc()  # before the abort ends this process
+        leaving.abort_uninitialised(status)
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -249,7 +286,18 @@ def _main(argv: Sequence[str] | None) -> int:
     fmt = getattr(args, "log_format", None)  # an error before the log is set up heeds it too
     try:
         return args.handler(args)
-    except USER_ERRORS as exc:
+    except KeyboardInterrupt:
+        say(as_log_line(f"distconv {args.command}: interrupted", logging.WARNING, fmt))
+        return 130
+    except Exception as exc:
+        if not isinstance(exc, user_errors(loaded_only=True)):
+            preempted = sys.modules.get("distconv.stop_request")
+            if preempted is None or not isinstance(exc, preempted.Preempted):
+                raise
+            say(as_log_line(f"distconv {args.command}: {exc}", logging.WARNING, fmt))
+            return exc.exit_status
+        from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
+
         status = PEER_FAILED_STATUS if peer_failure(exc) else 1  # another rank's failure
         if debugging():
             if status == 1:
@@ -258,9 +306,3 @@ def _main(argv: Sequence[str] | None) -> int:
             return status
         say(error_line(f"distconv {args.command}", exc, fmt))
         return status
-    except Preempted as exc:
-        say(as_log_line(f"distconv {args.command}: {exc}", logging.WARNING, fmt))
-        return exc.exit_status
-    except KeyboardInterrupt:
-        say(as_log_line(f"distconv {args.command}: interrupted", logging.WARNING, fmt))
-        return 130

@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from distconv.data import load_dataset
-from distconv.distributed import build_sync, choose_transport, start_training_process
-from distconv.init import set_seed
 from distconv.launch_env import launch_id, restart_count
-from distconv.models import lenet
-from distconv.optim import create_optimizer
-from distconv.resume import JobStart, Preempted
 from distconv.runtime import Runtime, detect_runtime
-from distconv.sampler import check_seed
-from distconv.service import ServiceEndpoints
-from distconv.trainer import Trainer
+
+if TYPE_CHECKING:  # numpy, the trainer, prometheus_client: imported by train() when it runs
+    from distconv.resume import Preempted
+    from distconv.service import ServiceEndpoints
+    from distconv.trainer import Trainer
 
 log = logging.getLogger("distconv.job")
 
@@ -74,6 +70,18 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
         Preempted: SIGTERM or Ctrl-C stopped it, after a checkpoint where one is written.
         ValueError: ``config.seed`` is not an int >= 0.
     """
+    # imported here, not at the top: a command line that only declares `train`'s flags (every
+    # `distconv` command, `--help`) reads TrainConfig's defaults and must not pay for numpy,
+    # the layers and prometheus_client at each start
+    from distconv.data import load_dataset
+    from distconv.distributed import build_sync, choose_transport, start_training_process
+    from distconv.init import set_seed
+    from distconv.models import lenet
+    from distconv.optim import create_optimizer
+    from distconv.resume import JobStart
+    from distconv.sampler import check_seed
+    from distconv.trainer import Trainer
+
     # the split and set_seed draw from it before the Trainer's check: numpy's own message
     check_seed(config.seed)
     runtime = runtime or detect_runtime()
@@ -134,6 +142,8 @@ def _fit(trainer: Trainer, train_set: Any, test_set: Any, config: TrainConfig) -
     as cleanly as a finished one; an MPI sync closing while an exception propagates must assume
     the opposite, and aborts the job with a traceback that reads like a crash.
     """
+    from distconv.resume import Preempted
+
     try:
         trainer.fit(train_set, test_set, config.epochs, resume=config.resume)
     except Preempted as exc:
@@ -148,6 +158,8 @@ def _start_service(
     kubelet probes the pod's address, so pods pass ``host`` 0.0.0.0."""
     if port is None:
         return None
+    from distconv.service import ServiceEndpoints  # prometheus_client, http.server: probes only
+
     service = ServiceEndpoints(role=runtime.role, rank=runtime.rank, stall_seconds=stall_seconds)
     service.set_restarts(restart_count())  # before the port is bound: a bad count leaks no server
     # the port this rank binds is not the one the user typed: an error about it says how

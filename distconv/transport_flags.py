@@ -10,7 +10,6 @@ import os
 from collections.abc import Sequence
 from typing import NoReturn
 
-from distconv.distributed import TRANSPORT_OPTIONS, mpi_launcher_size
 from distconv.runtime import RuntimeConfigError
 
 #: each transport setting's flag (the settings: ``distributed.TRANSPORT_OPTIONS``)
@@ -41,6 +40,8 @@ def sync_options(args: argparse.Namespace) -> dict:
 
 def transports_taking(flag: str) -> list[str]:
     """The transports a flag of ``distconv train`` is for (every one, for a flag of none)."""
+    from distconv.distributed import TRANSPORT_OPTIONS  # numpy, the syncs: not at every start
+
     if flag in SERVER_FLAGS.values():
         return ["pserver"]
     settings = [setting for setting, named in SETTING_FLAGS.items() if named == flag]
@@ -96,7 +97,12 @@ def mpi_train_rank(argv: Sequence[str]) -> bool:
     them. A local rank is always refused there (local sync trains alone), and ranks of the MPI
     sync beside it (an MPMD job) would wait for it in ``MPI_Init`` for ever."""
     argv = [a for a in argv if a not in ("-q", "--quiet")]  # the only options before it
-    if not argv or argv[0] != "train" or mpi_launcher_size() < 2:
+    if not argv or argv[0] != "train":
+        return False
+    # imported past the check: every failed command reads this, and the module imports the syncs
+    from distconv.distributed import mpi_launcher_size
+
+    if mpi_launcher_size() < 2:
         return False
     sniff = _sniffer()
     try:

@@ -26,7 +26,6 @@ from distconv.deploy.walk import (
     _writable,
     spec_of,
 )
-from distconv.distributed import TRANSPORT_OPTIONS
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, INTEGER_TEXT
 from distconv.train_args import FlagError, spelled_out
 from distconv.transport_flags import unused_flag
@@ -138,6 +137,8 @@ def _passed(container: Manifest, value: str | None) -> str | None:
 def _unused_flags(here: str, train: list[str]) -> Iterator[str]:
     """A flag for another transport than the ``--sync`` the pods run: every rank would refuse
     it at start."""
+    from distconv.distributed import TRANSPORT_OPTIONS  # the syncs: a job with a train command
+
     kind = _flag(train, "--sync", last=True)
     # none given (implied by --pservers or the launcher), or one the shell or Kubernetes
     # fills in (--sync $(SYNC)): nothing to compare the flags with here
