@@ -1,15 +1,20 @@
 """Shared hooks and fixtures: ``-n logical``'s worker count, a seeded generator, the optional
 PyTorch reference, cupy on a device, the kernel pool's use, the convolution layout forced, a
 convolution's weight gradient by its definition; MPI shared-memory files the run's aborted jobs
-left, removed as it ends."""
+left, removed as it ends; the checkout compiled once for the run's child processes."""
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import glob
 import os
+import shutil
 import signal
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,13 +28,38 @@ _SEGMENTS_BEFORE: set[str] = set()
 
 
 def pytest_configure(config) -> None:
-    """Take Ctrl-C as in a terminal. A shell starts a job run with ``&`` (no job control) or
-    under ``nohup`` with SIGINT ignored, children inherit that, and the launcher rightly keeps
-    a signal it was started ignoring: the tests of what Ctrl-C does (to the launcher, in
-    process or not) then failed for a reason that is not the code's (seen: three of them, in a
-    ``.ci/run`` started with ``&``). A test of the ignored case sets it in its child itself."""
+    """Share the checkout's bytecode (:func:`_share_bytecode`), and take Ctrl-C as in a
+    terminal. A shell starts a job run with ``&`` (no job control) or under ``nohup`` with
+    SIGINT ignored, children inherit that, and the launcher rightly keeps a signal it was
+    started ignoring: the tests of what Ctrl-C does (to the launcher, in process or not) then
+    failed for a reason that is not the code's (seen: three of them, in a ``.ci/run`` started
+    with ``&``). A test of the ignored case sets it in its child itself."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    _share_bytecode(config)
+
+
+#: the folders whose modules the run's child processes import
+_SOURCES = ("distconv", "launcher", "tests", "benchmarks", "examples")
+
+
+def _share_bytecode(config) -> None:
+    """Compile this checkout once for the whole run where ``PYTHONDONTWRITEBYTECODE`` is set
+    (as on the machines CI runs on). It keeps every Python from writing bytecode, so each of
+    the run's ~2000 child processes (commands, launchers, MPI ranks) compiled every distconv
+    module it imported from source again: a tenth of a second or more a start, some minutes
+    of the run. The bytecode goes to a folder of the run's own (``PYTHONPYCACHEPREFIX``, which
+    children inherit and read), not into the checkout, and is removed as the run ends."""
+    if hasattr(config, "workerinput") or not sys.dont_write_bytecode or sys.pycache_prefix:
+        return  # a worker (the controller did it), bytecode written anyway, or a prefix given
+    prefix = tempfile.mkdtemp(prefix="distconv-test-bytecode-")
+    sys.pycache_prefix = prefix  # where compileall writes and every later import reads
+    root = Path(__file__).resolve().parents[1]
+    for folder in _SOURCES:
+        if (root / folder).is_dir():
+            compileall.compile_dir(root / folder, quiet=1)
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    config.add_cleanup(lambda: shutil.rmtree(prefix, ignore_errors=True))
 
 
 def pytest_sessionstart(session) -> None:
