@@ -130,6 +130,9 @@ class SyncStrategy(ABC):
         #: ids of the parameters check_gradient took in the step under way; None outside one
         self._taken: set[int] | None = None
         self._known: tuple[list[Parameter], set[int]] = ([], set())  # check_gradient's
+        #: what _taken held when the step's finish_step raised (its wrapper ended the step),
+        #: until the abandon_step after it, the next start_step or setup; else None
+        self._taken_unfinished: set[int] | None = None
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -163,7 +166,7 @@ class SyncStrategy(ABC):
         self.check_made()
         # a step left open is let go of (check_gradient refuses its rest), and the list of the
         # last model's parameters check_gradient kept: a model dropped from the sync is freed
-        self._taken, self._known = None, ([], set())
+        self._taken, self._known, self._taken_unfinished = None, ([], set()), None
         self.params = setup_params(trainable(params))  # TypeError for an integer one
         self.all_equal(job_description(self.params, self.optimizer, config or {}))
         self.init_state()
@@ -215,6 +218,7 @@ class SyncStrategy(ABC):
                 f"start_step: examples must be a count (an int >= 0), got {examples!r}"
             )
         self._examples, self._stepped, self._taken = int(examples), True, set()
+        self._taken_unfinished = None
 
     #: whether :meth:`prefetch` does anything: the strategy keeps ``sparse_rows`` tables
     #: elsewhere and moves only the rows a batch reads (a parameter server). Only then does the

@@ -99,6 +99,9 @@ def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
     its body returned or raised, not before: a strategy's ``finish_step`` that hands itself
     the gradients no backward fired (zeros, through its ``on_gradient``) is still in the step,
     and so is a subclass's after its ``super().finish_step()`` (the outermost call ends it).
+    One that raised keeps what the step took as ``_taken_unfinished`` until the next call that
+    ends or starts a step: the ``abandon_step`` the Trainer calls then (LocalSync's asks
+    whether the step was applied in part) reads it, though ``check_gradient`` refuses now.
     A closed sync's ``finish_step`` is refused, as :func:`refuse_closed` says; ``abandon_step``
     is not, whatever its function's own name (``abandon_step = _drop``)."""
 
@@ -107,12 +110,15 @@ def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
         # the outermost call ends the step: a subclass's, whose super().finish_step() is
         # wrapped too, may hand itself gradients after it (LocalSync's has nothing in flight)
         outermost = not self.__dict__.get("_ending", False)
-        self._ending = True
+        self._ending, raised = True, True
         try:
-            return method(self, *args, **kwargs)
+            result = method(self, *args, **kwargs)
+            raised = False
+            return result
         finally:
-            if outermost:
-                self._ending, self._taken = False, None
+            if outermost:  # a finish_step that raised: what it took, for the abandon_step after
+                unfinished = self._taken if raised and name == "finish_step" else None
+                self._ending, self._taken, self._taken_unfinished = False, None, unfinished
 
     check = refuse_unmade if name == "abandon_step" else refuse_closed
     return guarded(ending, check, name)

@@ -204,8 +204,11 @@ class LocalSync(SyncStrategy):
         other one is whole. One frozen in the step after its update is neither waited for nor
         lost, and one unfrozen in it (frozen when it began) not waited for: the step is whole
         when every parameter that trained at its start and trains now is among those updated,
-        and M counts those and any other updated."""
-        if not self._taken:
+        and M counts those and any other updated. A step whose ``finish_step`` raised (an
+        update of its own there) is asked about by the ``abandon_step`` after it, though
+        the base's wrapper ended it."""
+        taken = self._taken if self._taken is not None else self._taken_unfinished
+        if not taken:
             return None
         updated = self._updated
         frozen = self._frozen_at_start

@@ -66,6 +66,31 @@ def test_a_subclass_s_gradients_after_super_finish_step_are_in_its_step():
         LocalSync.on_gradient(sync, w)  # and the step is over once finish_step returned
 
 
+def test_a_finish_step_that_raised_after_an_update_leaves_the_step_applied_in_part():
+    """Its wrapper ends the step for check_gradient, yet the abandon_step the Trainer calls
+    then must learn what the step took: it read the record the wrapper had cleared, and
+    state_dict and start_step went on from half a step without a word (LocalSync's _fired
+    outlived a finish_step that raised before its own)."""
+    sync = AppliesAfterFinish(SGD(lr=0.1))
+    w, v = Parameter("w", np.ones(3)), Parameter("v", np.ones(2))
+    sync.setup([w, v])
+    sync.start_step(2)
+    for p in (w, v):
+        p.grad[...] = 1.0
+        sync.on_gradient(p)
+    sync.kept[1] = (v, np.ones(5))  # v's update fails: its kept gradient no longer fits
+    with pytest.raises(ValueError):
+        sync.finish_step()
+    with pytest.raises(SyncError, match=r"gradient of 'v' arrived outside a step"):
+        LocalSync.on_gradient(sync, v)
+    sync.abandon_step()  # as the Trainer does
+    for call in (sync.state_dict, lambda: sync.start_step(2)):
+        with pytest.raises(SyncError, match=r"abandoned after updating 1 of 2 parameters"):
+            call()
+    sync.setup([w, v])  # a setup clears it, as after any step abandoned in part
+    sync.start_step(2)
+
+
 def test_the_split_modules_keep_every_old_import():
     """sync/closing.py's error and refusals moved to sync/errors.py, the closing guards' list
     and wrapper from base.py to closing.py: where transports and tests import them from."""

@@ -41,7 +41,7 @@ class StepOrder(SyncStrategy):
         """A new setup (the client's, which does not call the base's) ends the step, as the
         base's does: gradients are refused until the next :meth:`start_step`, and the last
         model's parameters, which :meth:`check_gradient`'s cache held, are let go of."""
-        self._taken, self._known = None, ([], set())
+        self._taken, self._known, self._taken_unfinished = None, ([], set()), None
 
     def _take_gradient(self, param: Parameter) -> int:
         """Index of ``param`` among the parameters given to setup, counted as fired.
