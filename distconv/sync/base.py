@@ -31,6 +31,7 @@ out the array as a view into a bucket buffer). Nobody else writes it in that win
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -98,11 +99,12 @@ class SyncStrategy(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         guard_closing(cls)
-        if "__call__" in vars(cls):  # a backward(sync) by hand calls it; the Trainer does not
+        call = cls.__call__  # its own, or a mixin's: a backward(sync) by hand calls it
+        if all(call is not b.__call__ for b in cls.__bases__ if issubclass(b, SyncStrategy)):
             warnings.warn(
                 f"{cls.__name__} overrides __call__, which the Trainer does not call: it hands "
                 "each gradient to on_gradient(param), where that work belongs",
-                stacklevel=3,  # the class statement, past ABCMeta.__new__
+                stacklevel=_class_statement(),
             )
         if "__init__" in vars(cls):
             cls.__init__ = checks_base_init(  # type: ignore[method-assign]
@@ -372,6 +374,16 @@ class SyncStrategy(ABC):
         An exception propagating then (:func:`closing_error`) is a failure the other ranks
         must learn of: a transport may abort them (MPI) or tell its servers why (parameter
         server), so close outside an ``except`` clause a failure that was handled."""
+
+
+def _class_statement() -> int:
+    """``warnings.warn``'s stacklevel, from an ``__init_subclass__``, for the line that made
+    the class: past every ``__init_subclass__`` (a user's base class may have one calling
+    ``super()``'s) and metaclass ``__new__`` (``ABCMeta``'s) between."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_name in ("__init_subclass__", "__new__"):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 guard_closing(SyncStrategy)

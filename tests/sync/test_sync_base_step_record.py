@@ -118,3 +118,37 @@ def test_a_strategy_overriding_call_is_warned_where_it_is_made():
         class Plain(LocalSync):  # on_gradient's own: no warning
             def on_gradient(self, param: Parameter) -> None:
                 super().on_gradient(param)
+
+
+class _Counts:
+    """A mixin whose __call__ counts: the Trainer, handing gradients to on_gradient, skips it."""
+
+    def __call__(self, param: Parameter) -> None:
+        self.calls = getattr(self, "calls", 0) + 1
+
+
+class _Registers(LocalSync):
+    """A user's base class that registers its subclasses (an __init_subclass__ of its own)."""
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+
+
+def test_a_call_taken_from_a_mixin_or_under_a_base_of_one_s_own_is_warned_at_its_class():
+    """Only a __call__ in the class's own body was warned, so a mixin's went by without a
+    word; and one more __init_subclass__ between (a user's base class) moved the warning's
+    line into abc's ('<frozen abc>:106'). A subclass of a warned class is not warned again."""
+    with pytest.warns(UserWarning, match=r"overrides __call__.*on_gradient") as said:
+
+        class FromMixin(_Counts, LocalSync):
+            pass
+
+        class UnderOwnBase(_Registers):
+            def __call__(self, param: Parameter) -> None:
+                super().__call__(param)
+
+        class Again(FromMixin):
+            pass
+
+    assert [str(w.message).split()[0] for w in said] == ["FromMixin", "UnderOwnBase"]
+    assert {w.filename for w in said} == {__file__}
