@@ -54,6 +54,8 @@ class LocalSync(SyncStrategy):
         #: a step abandoned after its first update (each parameter is updated as it fires), as
         #: the refusals say it, until the next setup; None while the parameters hold whole steps
         self._applied_in_part: str | None = None
+        #: the base's record of the step :meth:`start_step` began (not a base start_step alone)
+        self._started: set[int] | None = None
 
     def setup(
         self,
@@ -105,7 +107,7 @@ class LocalSync(SyncStrategy):
             raise unfinished_step_refusal(type(self).__name__)
         self._refuse_part_applied("start_step")
         super().start_step(examples)
-        self._updated, self._raised_in = set(), None
+        self._updated, self._raised_in, self._started = set(), None, self._taken
         self._frozen_at_start = {id(p) for p in self.params if p.static}
 
     def on_gradient(self, param: Parameter) -> None:
@@ -141,9 +143,13 @@ class LocalSync(SyncStrategy):
             twice = taken is not None and id(param) in taken  # a backward's, not an override's
             calls = ("start_step",) if taken is None else () if twice else ("setup", "init_state")
             return self._asked(refused, *calls)
+        taken: set[int] = self._taken  # type: ignore[assignment]  # in a step: check_gradient's
+        if taken is not self._started:  # begun by the base's start_step, not this one's
+            taken.discard(id(param))
+            return self._asked(step_refusal(param.name, False), "start_step")
         if self._state_of.get(param.name, _gone)() is param:
             return None
-        self._taken.discard(id(param))  # type: ignore[union-attr]  # in a step: check_gradient's
+        taken.discard(id(param))
         whose = " (a parameter of that name was: another model's)" * (param.name in self._state_of)
         return self._asked(
             step_refusal(param.name, True, False, whose=whose), "setup", "init_state"

@@ -12,7 +12,7 @@ import pytest
 
 from distconv.optim import SGD
 from distconv.parameter import Parameter
-from distconv.sync.base import SyncError
+from distconv.sync.base import SyncError, SyncStrategy
 from distconv.sync.local import LocalSync
 from tests.sync.test_custom_strategy_step_order import Checked
 
@@ -152,3 +152,23 @@ def test_a_call_taken_from_a_mixin_or_under_a_base_of_one_s_own_is_warned_at_its
 
     assert [str(w.message).split()[0] for w in said] == ["FromMixin", "UnderOwnBase"]
     assert {w.filename for w in said} == {__file__}
+
+
+class StartsTheBaseStep(LocalSync):
+    """Its start_step opens the base's step (as MPISync's does) and skips LocalSync's."""
+
+    def start_step(self, examples: int) -> None:
+        SyncStrategy.start_step(self, examples)
+
+
+def test_a_gradient_in_a_step_local_sync_s_start_step_never_began_is_refused_as_before():
+    """Before 7f6e88c0 LocalSync's own record refused it, asking whether start_step calls
+    super(); on the base's record it was taken, without the part-applied check at the start
+    and with the last step's updates counted as this one's."""
+    sync, w = StartsTheBaseStep(SGD(lr=0.1)), Parameter("w", np.ones(3))
+    sync.setup([w])
+    sync.start_step(2)
+    w.grad[...] = 1.0
+    with pytest.raises(SyncError, match=r"outside a step.*does it call super\(\)\.start_step"):
+        sync.on_gradient(w)
+    assert np.array_equal(w.value, np.ones(3)) and not sync._taken
