@@ -17,8 +17,9 @@ abandons the step and sets up again, as with ``launch``) or ``clock`` (at its la
 read, every update made) or ``reduced`` or ``thread-reduced``
 (once ``reduce_all`` returned, before the updates: every collective of the step is in) or
 ``post-entry`` or ``thread-post-entry`` (as ``send_last`` calls the flags' ``post``,
-before its start is reached: nothing made) or ``send-entry`` (as ``finish_step`` calls
-``send_and_update``, before its keeping begins: nothing sent) or ``flags-raised`` (no
+before its start is reached: nothing made) or ``send-entry`` (as ``finish_step`` makes the
+``partial`` it calls ``send_and_update`` with, its first call since the step's pieces went,
+before that keeping begins: nothing sent) or ``flags-raised`` (no
 thread: the flags' start made, then raised, a Ctrl-C noted meanwhile) or ``posted`` or
 ``thread-posted`` (once the used-parameter flags' start returned, before the step's last
 pieces go) or
@@ -114,7 +115,7 @@ def main() -> None:
         elif sync.rank == 0 and where.endswith("recorded"):  # the step's last collective made
             sync._record_first_pass = interrupted_after(sync._record_first_pass)  # type: ignore[method-assign]
         elif sync.rank == 0 and where == "send-entry":  # the step's sending, nothing sent
-            sync_module.send_and_update = interrupted_before(sync_module.send_and_update)
+            sync_module.partial = interrupted_before(sync_module.partial)
         elif sync.rank == 0 and where == "wire-entry":  # bucket 0's reduction by hand begins
             updates._by_hand = interrupted_before(updates._by_hand)
         elif sync.rank == 0 and where == "wire":  # a 16-bit bucket's first start, by hand

@@ -287,10 +287,11 @@ def test_an_interrupt_before_the_flags_start_is_made_keeps_the_step_going(tmp_pa
 @NEEDS_MPIEXEC[1]
 def test_an_interrupt_as_finish_step_begins_to_send_keeps_the_step_going(tmp_path):
     """Rank 0 interrupted as ``finish_step`` calls ``send_and_update``, before that call's
-    keeping begins (nothing sent): the interrupt is kept as one inside it is, so rank 0 raises
-    it once the step's collectives are done, rank 1 finishes the step, and both close cleanly.
-    Before, it went up at once: rank 1 waited in the flags and rank 0's close aborted the job
-    ("sync closed in the middle of step 0")."""
+    keeping begins (nothing sent), at the earliest: the ``partial`` made for the call: the
+    interrupt is kept as one inside it is, so rank 0 raises it once the step's collectives are
+    done, rank 1 finishes the step, and both close cleanly. Before, it went up at once: rank 1
+    waited in the flags and rank 0's close aborted the job ("sync closed in the middle of step
+    0"); so it did at the ``partial`` until k501 (made before the keeping's try)."""
     _failed_there_alone(tmp_path, "send-entry")
 
 

@@ -352,12 +352,12 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
             # what fired anywhere and the pieces left: to the wire (reduce_all waits for the
             # flags) or the thread; then all or none (updates), a failure here alone told later
             args = (self.buckets, self._used, self._apply, self._slot, self._note_failed_step)
-            update = partial(update_step, self._thread, self._grad_comm, self.world_size, *args)
+            every = (self._thread, self._grad_comm, self.world_size, *args, alone, done)
             last = (self._used, self._thread, self._pump, alone, self.world_size)
             while True:  # a Ctrl-C kept in alone, as it is called too (nothing sent yet)
                 entered: list[bool] = []
-                try:
-                    send_and_update(*last, partial(update, alone, done), entered)
+                try:  # partial too: a call, where Python raises a Ctrl-C (no call before it)
+                    send_and_update(*last, partial(update_step, *every), entered)
                     break
                 except KeyboardInterrupt as exc:
                     if entered or stopping(alone) or self.world_size == 1:
