@@ -10,8 +10,10 @@ the watchdog (2 s) must end the job: the hold over the meeting leaves that wait 
 ``close`` as WHAT: the last exchange, no step after it; each rank then writes
 ``OUT/left<rank>.txt`` a second later, unless an abort ended the job first. ``close-sigterm``:
 the same with a SIGTERM in place of the SIGINT, rank 0's handler raising ``SystemExit(143)``
-(as a script's own stop does), said as ``SystemExit: 143``, and a second SIGTERM as rank 0
-reads the exchange's rows, once its Wait returned (one that came a moment later).
+(as a script's own stop does), said as ``SystemExit: 143``; rank 0 also gets a SIGTERM as the
+exchange's start returns, before its request is stored, and a SIGUSR1 (a signal close does
+not hold, its handler raising as SIGTERM's does) as it reads the exchange's rows, once its
+Wait returned (one that came a moment later).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 
 from tests.mpi.common import bucket_params, bucket_sync, recorded, step_and_save
 from tests.mpi.run_check_interrupt import what_raises
+from tests.mpi.run_start_interrupt import interrupted_after
 
 
 def main() -> None:
@@ -45,10 +48,13 @@ def main() -> None:
     sent = signal.SIGINT
     if what == "close-sigterm" and sync.rank == 0:
         sent = signal.SIGTERM
-        signal.signal(sent, lambda *_: sys.exit(143))
+        for signum in (sent, signal.SIGUSR1):
+            signal.signal(signum, lambda *_: sys.exit(143))
     with recorded(sync, out):
         sync.setup(params, {})
-        if sent == signal.SIGTERM:  # read next by close's exchange
+        if sent == signal.SIGTERM:  # started and read next by close's exchange
+            comm = sync._check.comm
+            comm.Iallgather = interrupted_after(comm.Iallgather, signal.SIGTERM)
             sync._check._every = sync._check._every.view(SignalledRows)
         if sync.rank == 1:
             time.sleep(60.0 if never else 1.0)
@@ -64,7 +70,7 @@ def main() -> None:
 
 
 class SignalledRows(np.ndarray):
-    """The exchange's rows (its receive buffer), which send this process a SIGTERM the first
+    """The exchange's rows (its receive buffer), which send this process a SIGUSR1 the first
     time they are read, before they are: its handler runs there, the exchange made."""
 
     sent = False
@@ -72,7 +78,7 @@ class SignalledRows(np.ndarray):
     def tolist(self) -> Any:
         if not SignalledRows.sent:
             SignalledRows.sent = True
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGUSR1)
         return super().tolist()
 
 

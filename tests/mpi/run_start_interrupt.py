@@ -211,15 +211,16 @@ def interrupted_before(call: Callable[..., Any], after: int = 0) -> Callable[...
     return interrupted
 
 
-def interrupted_after(start: Callable[..., Any]) -> Callable[..., Any]:
-    """``start``, which sends this process a SIGINT once it returned, the first time only."""
+def interrupted_after(start: Callable[..., Any], signum: int = signal.SIGINT) -> Callable[..., Any]:
+    """``start``, which sends this process a SIGINT (or ``signum``) once it returned, the first
+    time only."""
     sent: list[bool] = []
 
     def interrupted(*args: Any) -> Any:
         started = start(*args)
         if not sent:
             sent.append(True)
-            os.kill(os.getpid(), signal.SIGINT)  # its handler runs at Python's next check
+            os.kill(os.getpid(), signum)  # its handler runs at Python's next check
         return started
 
     return interrupted

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -112,6 +113,28 @@ def test_a_second_ctrl_c_inside_still_stops_at_once(sigint):
         assert stop.received == {signal.SIGINT}
     finally:
         restore()
+
+
+def test_a_sigterm_held_beside_a_ctrl_c_is_raised_once_the_work_is_done(sigint):
+    """Close's hold (``leaving._leave``): SIGTERM held too, its handler raising SystemExit (as
+    a script's stop does) called once the stretch's work is done, and put back; a Ctrl-C
+    inside too is raised after it, the SystemExit its context (both exempt from close's
+    abort once the exchange is made)."""
+    before = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        done: list[str] = []
+        with pytest.raises(KeyboardInterrupt) as raised:
+            with HeldInterrupt(), HeldInterrupt(signal.SIGTERM):
+                os.kill(os.getpid(), signal.SIGTERM)
+                ctrl_c_then_finish(done)
+        assert done == ["recorded"]
+        assert isinstance(raised.value.__context__, SystemExit), repr(raised.value.__context__)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with pytest.raises(SystemExit):  # put back: raised where it comes
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 class Raised(Exception):

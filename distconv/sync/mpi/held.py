@@ -39,7 +39,9 @@ class HeldInterrupt:
     came (it raises there, once the body's work is recorded). Elsewhere (another thread, where
     Python raises no KeyboardInterrupt; SIGINT ignored or left to the system) it does nothing.
     Not reentrant: one stretch at a time, as the main thread starts one collective at a time.
-    About 1 us a stretch (two ``sigaction`` calls), a piece's start.
+    About 1 us a stretch (two ``sigaction`` calls), a piece's start. ``signum``: the signal
+    held (SIGINT by default; SIGTERM, for a stretch that must end alike however the job is
+    asked to stop: close's last exchange, ``leaving._leave``), one an instance.
 
     Another signal's handler that raises as the stretch ends, before ``__exit__`` could run a
     line, leaves the noting handler in place: the next SIGINT, seeing no stretch under way in
@@ -48,9 +50,10 @@ class HeldInterrupt:
     names the noting handler until then.
     """
 
-    __slots__ = ("_came", "_main", "_owner", "_previous")
+    __slots__ = ("_came", "_main", "_owner", "_previous", "_signum")
 
-    def __init__(self) -> None:
+    def __init__(self, signum: int = SIGINT) -> None:
+        self._signum = signum
         self._main = threading.main_thread().ident
         self._previous: Any = None
         self._came: list[FrameType | None] = []  # the frames SIGINTs came at, in order
@@ -62,7 +65,7 @@ class HeldInterrupt:
         the caller's."""
         if threading.get_ident() != self._main:
             return
-        previous = _sig.getsignal(SIGINT)
+        previous = _sig.getsignal(self._signum)
         if getattr(previous, "__self__", None) is self:  # ours, left by an error (see _note)
             previous = self._previous
         else:
@@ -71,7 +74,7 @@ class HeldInterrupt:
             self._previous = previous  # before the swap, as the stretch's frame
             self._owner = sys._getframe(1) if owner is None else owner
             try:
-                _sig.signal(SIGINT, self._note)  # a Ctrl-C before this: raised here
+                _sig.signal(self._signum, self._note)  # a Ctrl-C before this: raised here
             except BaseException:  # another handler's (a SIGTERM's SystemExit): no body, no exit
                 self.__exit__()
                 raise
@@ -90,7 +93,7 @@ class HeldInterrupt:
         while True:  # the previous handler back, whatever another handler raises meanwhile:
             try:  # signal first runs pending handlers (raising there, it swaps nothing), and
                 # Python runs them as it returns; left as ours, every later Ctrl-C is lost
-                _sig.signal(SIGINT, self._previous)
+                _sig.signal(self._signum, self._previous)
                 break
             except BaseException as error:  # made again: those handlers ran
                 raised = raised or error
@@ -101,4 +104,4 @@ class HeldInterrupt:
                 raise raised  # error its context; stop_request's first only notes it
         finally:
             for frame in came:  # those that came inside: handled now, each as it would have been
-                previous(SIGINT, frame)
+                previous(self._signum, frame)

@@ -89,9 +89,11 @@ def _leave(
         # during the stop), never a silent close; one a step raised already, said once
         if thread.error is not None and not thread.reported:
             raise SyncError(f"sync closed after {thread.failure()}")
-    # a Ctrl-C in their Waits: raised once both are made (``made``); a SIGTERM whose handler
-    # raises (SystemExit) likewise, once they are made and checked (drain_through)
-    with HeldInterrupt():
+    # a Ctrl-C or a SIGTERM whose handler raises (SystemExit) anywhere in them, their starts
+    # too: raised once both are made and checked (``made``); another signal's, once they are
+    # made (drain_through). Before, a SIGTERM's was held in their Waits and checks alone: one
+    # raised as the last start returned lost it, and the job was aborted (exit 143)
+    with HeldInterrupt(), HeldInterrupt(signal.SIGTERM):
         stop = check.drain_through()  # every rank posted it in start_step: MPI must see it
         if not failed:  # not after a failed reduction: the ranks' collectives differ
             stop = check.say_closed(steps, step) or stop

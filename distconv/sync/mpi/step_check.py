@@ -310,7 +310,8 @@ class StepCheck:
         """``work()``, made again until it returns or raises an Exception (a mismatch named:
         raised, for the caller's abort, the stop dropped); the first stop raised meanwhile
         (a second one dropped for it) returned. One that comes as the first is caught, before
-        the loop goes round (where Python runs handlers, outside the try), still escapes."""
+        the loop goes round (where Python runs handlers, outside the try), still escapes: at
+        close, another signal's than SIGINT's and SIGTERM's, held there (``leaving._leave``)."""
         stop: BaseException | None = None
         while True:
             try:
