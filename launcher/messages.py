@@ -27,8 +27,9 @@ from .terminal import Terminal
 
 #: bytes of the launcher's messages queued at most on a stderr of their own that stalls
 MESSAGE_BYTES = 256 * 1024
-#: seconds a second stop signal leaves the launcher's stderr to take the line saying what of
-#: its messages it dropped (the piece under way first): the launcher ends promptly all the same
+#: seconds a second stop signal leaves the launcher's stderr to take what is queued (a stderr
+#: that takes it at once loses none of it), then the line saying what of its messages it
+#: dropped (the piece under way first): the launcher ends promptly all the same
 LEFT_SAID_SECONDS = 0.2
 
 
@@ -94,15 +95,19 @@ class Messages:
     def end(self, patience: float, stop: Callable[[], bool] | None = None) -> None:
         """The messages queued on a queue of their own written, within ``patience`` seconds,
         or till a stall (the launcher must end), or till ``stop()`` holds (a second stop
-        signal: then what is left is dropped, said on a line of its own where the output
-        takes it within :data:`LEFT_SAID_SECONDS`: :meth:`Terminal.leave`). A message from
+        signal: then what the output does not take within :data:`LEFT_SAID_SECONDS` is
+        dropped, said on a line of its own where the output takes it within as long again:
+        :meth:`Terminal.leave`). A message from
         now on goes straight to ``err``, but while that queue's writer is under way (a
         stalled stderr): through it, which blocks none."""
         if self._own and self._terminal is not None:
             self._own = False
             self._terminal.close(patience, stall_ends=True, stop=stop)
-            if stop is not None and stop():
-                self._terminal.leave(LEFT_SAID_SECONDS)
+            # a stderr that takes them at once gets them all the same: the last words, queued
+            # just before, were dropped as said at a second Ctrl-C on a terminal (k499)
+            left = LEFT_SAID_SECONDS
+            if stop is not None and stop() and not self._terminal.written(left):
+                self._terminal.leave(left)
 
     def line(self, message: str, level: str = "info") -> bytes:
         """``message`` as the launcher's line: a JSON object of ``level`` under :attr:`lines`."""

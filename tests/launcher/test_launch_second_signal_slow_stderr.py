@@ -3,8 +3,9 @@
 Its last messages (a failure report of 20 long lines) went out through their own queue, and
 the end waited for that queue, cut by a stall (a write held 1 s) but not by a second signal:
 a reader taking a piece of them every 0.8 s, never a stall, held the launcher up to the whole
-drain (5 s; 3.4 s here) after the user's second Ctrl-C. Now the rest is dropped, and where the
-output takes it, one line says how many messages were not written (on a line of its own)."""
+drain (5 s; 3.4 s here) after the user's second Ctrl-C. Now what it does not take within
+0.2 s is dropped, and where the output takes it, one line says how many messages were not
+written (on a line of its own)."""
 
 from __future__ import annotations
 
@@ -79,8 +80,12 @@ def test_a_second_signal_ends_the_launcher_on_a_slowly_read_stderr(tmp_path: Pat
         got.extend(chunk)
     os.close(read)
     assert status == 128 + signal.SIGINT, got
-    assert took < 1.5, (took, got)  # was 3.4 s: the report's pieces, one each 0.8 s
-    assert got.endswith(b"\n"), got[-200:]  # pieces are whole writes: no half message
+    # was 3.4 s: the report's pieces, one each 0.8 s; now 0.2 s for the output to take the
+    # report, 0.2 s for the piece under way and the count line after it. (Whether it ends on a
+    # whole line depends on when the reader reads: a piece of the report taken, the count
+    # line then waits on a full pipe, and the launcher ends before it; k495's check of that
+    # passed only as the report was dropped unsaid before a piece of it was written, k499.)
+    assert took < 1.5, (took, got)
 
 
 class _Held(RecordingOutput):

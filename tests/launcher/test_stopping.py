@@ -186,6 +186,9 @@ def test_a_second_signal_kills_at_once(tmp_path):
     assert done_at(tmp_path, "w") is None
     # the kill is said, naming whom it hit (k198: it was silent, the stop read as clean)
     assert "got SIGINT during the stop: worker-0 killed without the rest of the grace" in said
+    # its last words, queued just before the end, on a stderr read at once: the second signal
+    # cut the end's wait for them before the writer took them (k499), dropped, said unwritten
+    assert said.endswith("distconv-launch: stopped by SIGINT\n"), said
 
 
 @pytest.mark.timeout(60)
