@@ -245,6 +245,8 @@ class Terminal:
             with self._ready:
                 while not self._queue and not self._closing:
                     self._ready.wait()
+                if self._leaving:  # said wherever leave() found the writer: here too, where it
+                    self._left_said()  # emptied the queue before a batch (it said none, k499)
                 if self._closing:  # dropped since close() said them: said before the end
                     self._say_all_dropped()
                 if not self._queue:
@@ -265,8 +267,6 @@ class Terminal:
                     self._moved(len(piece))
             with self._ready:
                 self._write_since = None
-                if self._leaving:
-                    self._left_said()
 
     def _give_up(self, exc: Exception) -> None:
         """No more output after ``exc``: what is queued is dropped, :meth:`put` answers False
@@ -361,8 +361,8 @@ class Terminal:
         and the line counting what was not written queued (after a break, on a cut message)."""
         cut, self._taken, self._leaving = self._taken > 0, 0, False  # the notice: written
         dropped, self._left = self._left + len(self._writing), 0
+        self._size -= sum(len(entry[2]) for entry in self._writing)  # a say() since: queued
         self._writing.clear()
-        self._size = 0
         if not dropped:
             return
         said = f"{dropped} message(s) of the launcher not written: its output took them too "

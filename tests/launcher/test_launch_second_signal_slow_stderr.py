@@ -13,6 +13,7 @@ import fcntl
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -35,6 +36,13 @@ if os.environ["RANK"] == "0":
 signal.signal(signal.SIGTERM, lambda *_: print("stop asked", flush=True))
 time.sleep(60)
 """
+
+
+#: the count line :meth:`Terminal.leave` has the writer say, for a count of messages
+LEFT = (
+    b"%d message(s) of the launcher not written: its output took them too slowly at a second "
+    b"stop signal (a failure report, if any, is in failure.json)\n"
+)
 
 
 def _read_slowly(fd: int, got: bytearray, stop: threading.Event) -> None:
@@ -112,8 +120,23 @@ def test_leaving_drops_the_rest_and_says_so_on_a_line_of_its_own():
     assert view.close(0.1, stall_ends=True, stop=lambda: True) is None  # none of a child's
     threading.Timer(0.05, out.gate.set).start()  # the piece in flight ends during leave()
     view.leave(2.0)
-    assert out.written == [
-        report[:4096],
-        b"\n3 message(s) of the launcher not written: its output took them too slowly at a "
-        b"second stop signal (a failure report, if any, is in failure.json)\n",
-    ]
+    assert out.written == [report[:4096], b"\n" + LEFT % 3]
+
+
+@pytest.mark.timeout(30)
+def test_leaving_before_the_writer_took_the_queue_still_says_what_it_dropped():
+    """The writer said the count only after a write of its own; where :meth:`Terminal.leave`
+    emptied the queue before the writer took it (the messages just queued, the writer not yet
+    run: a loaded host, as every second Ctrl-C on a fast stderr did before k499), the writer
+    found the queue empty and ended: the messages gone, unsaid (k499)."""
+    out = RecordingOutput()
+    view = Terminal(out, lambda said: f"{said}\n".encode())
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(30)  # the writer runs once this thread waits: in leave()'s join
+    try:
+        assert view.say(b"stopped\n") and view.say(b"report\n")
+        assert view.close(5.0, stall_ends=True, stop=lambda: True) is None
+        view.leave(2.0)
+    finally:
+        sys.setswitchinterval(previous)
+    assert out.written == [LEFT % 2]
