@@ -350,7 +350,7 @@ class Terminal:
         with self._ready:
             if self._ended or self._gone:
                 return
-            self._leaving, self._left = True, len(self._queue)
+            self._leaving, self._left = True, sum(entry[3] for entry in self._queue)
             self._size -= sum(len(entry[2]) for entry in self._queue)
             self._queue.clear()
             self._ready.notify_all()
@@ -360,7 +360,7 @@ class Terminal:
         """The writer's end of :meth:`leave` (under the lock): the rest of its batch dropped,
         and the line counting what was not written queued (after a break, on a cut message)."""
         cut, self._taken, self._leaving = self._taken > 0, 0, False  # the notice: written
-        dropped, self._left = self._left + len(self._writing), 0
+        dropped, self._left = self._left + sum(entry[3] for entry in self._writing), 0
         self._size -= sum(len(entry[2]) for entry in self._writing)  # a say() since: queued
         self._writing.clear()
         if not dropped:

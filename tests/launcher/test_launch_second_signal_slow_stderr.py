@@ -140,3 +140,19 @@ def test_leaving_before_the_writer_took_the_queue_still_says_what_it_dropped():
     finally:
         sys.setswitchinterval(previous)
     assert out.written == [LEFT % 2]
+
+
+@pytest.mark.timeout(30)
+def test_the_count_of_messages_not_written_holds_those_a_stall_dropped_before():
+    """A notice of messages a stall dropped (2 here) counted as one message not written where
+    a second signal dropped it in turn: the count said 1, and those 2 went unsaid (k499)."""
+    out = _Held()
+    view = Terminal(out, lambda said: f"{said}\n".encode(), bound=100)
+    assert view.say(b"a" * 60 + b"\n")
+    wait_until(out.entered.is_set, "the first message under way")
+    held = b"b" * 60 + b"\n"  # no room behind the first: dropped at the stall, as is the next
+    assert view.say(held) and view.say(held)
+    assert view.close(0.1, stall_ends=True, stop=lambda: True) is None  # their notice queued
+    threading.Timer(0.05, out.gate.set).start()
+    view.leave(2.0)
+    assert out.written == [b"a" * 60 + b"\n", LEFT % 2]
