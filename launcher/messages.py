@@ -97,7 +97,8 @@ class Messages:
         or till a stall (the launcher must end), or till ``stop()`` holds (a second stop
         signal: then what the output does not take within :data:`LEFT_SAID_SECONDS` is
         dropped, said on a line of its own where the output takes it within as long again:
-        :meth:`Terminal.leave`). A message from
+        :meth:`Terminal.leave`); where they share the children's queue (:meth:`share`), a
+        second stop signal leaves that queue as long to take them. A message from
         now on goes straight to ``err``, but while that queue's writer is under way (a
         stalled stderr): through it, which blocks none."""
         if self._own and self._terminal is not None:
@@ -108,6 +109,11 @@ class Messages:
             left = LEFT_SAID_SECONDS
             if stop is not None and stop() and not self._terminal.written(left):
                 self._terminal.leave(left)
+        elif self._terminal is not None and stop is not None and stop():
+            # shared with the children's lines (2>&1): their view's close gave up at once,
+            # its writer then not yet at the last words just queued; the launcher ended
+            # before it took them, on a file or terminal that takes them at once (k499)
+            self._terminal.written(LEFT_SAID_SECONDS)
 
     def line(self, message: str, level: str = "info") -> bytes:
         """``message`` as the launcher's line: a JSON object of ``level`` under :attr:`lines`."""

@@ -78,11 +78,17 @@ def signal_once_up(tmp_path: Path, events: list[str], *signals: tuple[float, int
 
 
 def supervise(
-    tmp_path: Path, specs: list[ChildSpec], grace: float = 20, signal_at=None, out=None, poll=0.05
+    tmp_path: Path,
+    specs: list[ChildSpec],
+    grace: float = 20,
+    signal_at=None,
+    out=None,
+    poll=0.05,
+    shared: bool = False,
 ):
     """Run ``specs`` under a real :class:`Supervisor`, its messages captured; ``signal_at``:
     ``(events, seconds, signum)``, see :func:`signal_once_up`; ``out``: the children's lines'
-    stream (default: discarded)."""
+    stream (default: discarded; ``shared``: the messages' own, ``2>&1``)."""
     err_r, err_w = os.pipe()
     err = os.fdopen(err_w, "wb")
     lines: list[bytes] = []
@@ -91,7 +97,9 @@ def supervise(
     if signal_at is not None:
         signal_once_up(tmp_path, signal_at[0], signal_at[1:])
     with open(os.devnull, "wb") as devnull:
-        supervisor = Supervisor(tmp_path / "run", grace, out or devnull, err, poll)
+        supervisor = Supervisor(
+            tmp_path / "run", grace, err if shared else out or devnull, err, poll
+        )
         status = supervisor.run(lambda r: specs)
     err.close()
     reader.join(5)
@@ -177,17 +185,19 @@ def test_a_signal_while_a_failed_attempt_stops_keeps_the_grace_and_the_report(tm
 
 
 @pytest.mark.timeout(60)
-def test_a_second_signal_kills_at_once(tmp_path):
+@pytest.mark.parametrize("shared", [False, True], ids=["own stderr", "2>&1"])
+def test_a_second_signal_kills_at_once(tmp_path, shared):
     specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 30))]
     signal_once_up(tmp_path, ["w.up"], (0.3, signal.SIGINT), (0.8, signal.SIGINT))
     began = time.monotonic()
-    status, said = supervise(tmp_path, specs, grace=30)
+    status, said = supervise(tmp_path, specs, grace=30, shared=shared)
     assert status == 130 and time.monotonic() - began < 10
     assert done_at(tmp_path, "w") is None
     # the kill is said, naming whom it hit (k198: it was silent, the stop read as clean)
     assert "got SIGINT during the stop: worker-0 killed without the rest of the grace" in said
     # its last words, queued just before the end, on a stderr read at once: the second signal
-    # cut the end's wait for them before the writer took them (k499), dropped, said unwritten
+    # cut the end's wait for them before the writer took them (k499): dropped from a queue of
+    # their own (every time), or left to the children's (2>&1) as the launcher ended (at times)
     assert said.endswith("distconv-launch: stopped by SIGINT\n"), said
 
 
