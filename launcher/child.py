@@ -301,9 +301,9 @@ class Child:
         return status > 0 or not self.reported_success()
 
     def overdue(self, every: float = 0.0) -> str | None:
-        """Why it must be stopped, where it still runs :data:`WRAPUP_SECONDS` after the line by
-        which it reported its end, naming that line and its last ones; else None. Its pump's
-        waits on the launcher's own output (:meth:`_write`), which block it, do not count
+        """The line by which it reported its end, where it still runs :data:`WRAPUP_SECONDS`
+        after it (:func:`launcher.wrapup.overdue_said` says why it is stopped); else None. Its
+        pump's waits on the launcher's own output (:meth:`_write`), which block it, do not count
         (stalls in full, the shorter waits up to WRAPUP_SECONDS: :mod:`launcher.output_waits`),
         nor do gaps between two looks over :data:`LAUNCHER_GAP_SECONDS` beyond ``every`` (the
         seconds the caller sleeps between its looks): the launcher was stopped."""
@@ -315,14 +315,7 @@ class Child:
         if now - last > every + LAUNCHER_GAP_SECONDS:  # beside a write: at worst counted twice
             self._launcher_gaps += now - last
         held = self._waits.held_up(now, WRAPUP_SECONDS) + self._launcher_gaps
-        if now < at + WRAPUP_SECONDS + held:
-            return None
-        last = " | ".join(list(self.tail)[-3:])
-        return (
-            f"{self.spec.role} {self.spec.rank} did not exit {WRAPUP_SECONDS:g} s after it "
-            f"reported the job's end ({line.strip()!r}); stopping it (SIGTERM, then SIGKILL at "
-            f"the grace's end); its last lines: {last}"
-        )
+        return None if now < at + WRAPUP_SECONDS + held else line
 
     def reported_success(self) -> bool:
         """Whether its lines from the report of its end on (:attr:`since_end`) say that every

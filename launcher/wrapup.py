@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from . import child as child_waits  # its wrap-up, as set when used (tests cut it)
 from .child import Child
+from .messages import shown
 
 
 def first_overdue(
@@ -18,9 +20,10 @@ def first_overdue(
     that succeeded (:func:`_ended_well`); why it is stopped; and whether the attempt
     succeeded."""
     for child in children:
-        why = child.overdue(every)
-        if why is None:
+        line = child.overdue(every)
+        if line is None:
             continue
+        why = overdue_said(child, line)
         if _ended_well(child, children):
             return None, f"{why}; every rank had exited 0, so the attempt succeeded", True
         return child, why, False
@@ -44,3 +47,15 @@ def _ended_well(child: Child, children: Sequence[Child]) -> bool:
     (:meth:`Child.reported_success`) and every other of ``children`` exited 0."""
     others = all(c.poll() == 0 for c in children if c is not child)
     return others and child.reported_success()
+
+
+def overdue_said(child: Child, line: str) -> str:
+    """Why ``child`` is stopped, overdue (:meth:`Child.overdue`) after ``line`` reported its
+    end: that line :func:`~launcher.messages.shown` (``repr()`` showed a quote in it in double
+    quotes, and a character that does not print as Python writes it, k499), and its last ones."""
+    last = " | ".join(list(child.tail)[-3:])
+    return (
+        f"{child.spec.role} {child.spec.rank} did not exit {child_waits.WRAPUP_SECONDS:g} s "
+        f"after it reported the job's end ({shown(line.strip())}); stopping it (SIGTERM, then "
+        f"SIGKILL at the grace's end); its last lines: {last}"
+    )

@@ -10,10 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from launcher.child import WRAPUP_SECONDS
+from launcher.child_spec import ChildSpec
 from launcher.commands import LaunchError, parse_program
 from launcher.mpi import find_mpiexec, parse_hosts
 from launcher.options import job_name
+from launcher.wrapup import overdue_said
 from tests.launcher.launch_cli import launch
+from tests.launcher.real_children import run_to_exit
 
 
 @pytest.mark.timeout(60)
@@ -53,3 +57,16 @@ def test_each_value_the_launcher_names_is_quoted_as_the_shell_does(refused, said
     with pytest.raises((LaunchError, argparse.ArgumentTypeError)) as raised:
         refused()
     assert said in str(raised.value)
+
+
+@pytest.mark.timeout(30)
+def test_the_line_an_overdue_child_reported_its_end_by_is_quoted_as_the_shell_does(tmp_path):
+    """The wrap-up's message quoted that line with ``repr()``, the launcher's last (k495 left
+    it: child.py was full): a quote in it came out in double quotes, a tab as ``\\t`` (k499)."""
+    child = run_to_exit(tmp_path, ChildSpec("mpiexec", 0, ["printf", "last\\n"]))
+    said = overdue_said(child, "it's\tdone\n")
+    assert said.startswith(
+        f"mpiexec 0 did not exit {WRAPUP_SECONDS:g} s after it reported the job's end "
+        "($'it\\'s\\tdone'); stopping it (SIGTERM, then SIGKILL at the grace's end); its last "
+        "lines: last"
+    ), said
