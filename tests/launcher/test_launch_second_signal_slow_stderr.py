@@ -25,15 +25,19 @@ from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
 from tests.launcher.real_children import RecordingOutput, wait_until
 from tests.processes import job_env, job_left
 
-#: worker 0 fails with 20 long last lines (a long report); worker 1 notes the launcher's
-#: SIGTERM and goes on (the stop waits the grace for it)
+#: worker 0 fails with 20 long last lines (a long report), once worker 1 notes the launcher's
+#: SIGTERM and goes on (the stop waits the grace for it): before it, a loaded host's SIGTERM
+#: could reach worker 1 first and end it, and the launcher with it (k499)
 FAILS_AND_STAYS = """\
 import os, signal, sys, time
 if os.environ["RANK"] == "0":
+    while not os.path.exists("ready"):
+        time.sleep(0.01)
     for i in range(20):
         print(f"line {i} " + "x" * 900, flush=True)
     sys.exit(1)
 signal.signal(signal.SIGTERM, lambda *_: print("stop asked", flush=True))
+open("ready", "w").close()
 time.sleep(60)
 """
 
