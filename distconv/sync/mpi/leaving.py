@@ -89,17 +89,19 @@ def _leave(
         # during the stop), never a silent close; one a step raised already, said once
         if thread.error is not None and not thread.reported:
             raise SyncError(f"sync closed after {thread.failure()}")
-    # a Ctrl-C or a SIGTERM whose handler raises (SystemExit) anywhere in them, their starts
-    # too: raised once both are made and checked (``made``); another signal's, once they are
-    # made (drain_through). Before, a SIGTERM's was held in their Waits and checks alone: one
-    # raised as the last start returned lost it, and the job was aborted (exit 143)
+    # a Ctrl-C or a SIGTERM whose handler raises (SystemExit) anywhere in here, the last
+    # exchange's start too: raised once it is made and checked (``made``); another signal's,
+    # once it is made (say_closed). Before, a SIGTERM's was held in its Wait and check alone:
+    # one raised as its start returned lost it, and the job was aborted (exit 143)
     with HeldInterrupt(), HeldInterrupt(signal.SIGTERM):
-        stop = check.drain_through()  # every rank posted it in start_step: MPI must see it
+        # a step's check still posted: a single rank's, closing mid-step (with more, close
+        # mid-step aborts, and every step that ended alike read its check): MPI must see it
+        check.drain()
         if not failed:  # not after a failed reduction: the ranks' collectives differ
-            stop = check.say_closed(steps, step) or stop
+            stop = check.say_closed(steps, step)
             made.append(True)  # every rank made it: none waits for this one
-        if stop is not None:
-            raise stop
+            if stop is not None:
+                raise stop
 
 
 #: how long a rank waits between its last words and ``Abort`` (see :func:`abort`)

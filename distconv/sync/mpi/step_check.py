@@ -265,9 +265,11 @@ class StepCheck:
         ranks that all close agree whatever each says of it (the count column is not compared).
 
         Returns:
-            What a signal's handler raised as the exchange's Wait returned (a SIGTERM's
-            SystemExit: :meth:`drain_through`), for the caller to raise now that every rank
-            has made it; else None.
+            What a signal's handler raised as the exchange's Wait returned or its rows were
+            read (not an Exception: a SystemExit; close holds SIGINT and SIGTERM, so another
+            signal's: ``leaving._leave``), for the caller to raise now that every rank has
+            made it (raised there, it left the exchange pending on this rank, and close
+            aborted the job, a rank that closed first and went on killed with it); else None.
 
         Raises:
             SyncError: another rank is still at a step, or in another meeting.
@@ -282,9 +284,8 @@ class StepCheck:
         through: bool = False,
     ) -> BaseException | None:
         """Say ``row`` to every rank; name what each is doing where what is ``compared`` of a
-        rank's row differs from this one's. ``through``: waited for and checked as
-        :meth:`drain_through` waits, whose stop is returned (one raised as the rows were
-        compared, the exchange made, aborted the job at close as one in the Wait did)."""
+        rank's row differs from this one's. ``through``: waited for and checked through a
+        signal's handler that raises (:meth:`_through`), whose stop is returned."""
         self._start(row)
 
         def made() -> None:
@@ -296,14 +297,6 @@ class StepCheck:
             return self._through(made)
         made()
         return None
-
-    def drain_through(self) -> BaseException | None:
-        """:meth:`drain`, made again until it returns; what a signal's handler raised there
-        (not an Exception: a SIGTERM handler's SystemExit, a Ctrl-C not held) is returned,
-        not raised. Raised as the Wait returned, it left the exchange pending on this rank:
-        at close, the job was aborted though every rank had made it (one that closed first
-        and went on killed with it); the caller raises it once the exchange is checked."""
-        return self._through(self.drain)
 
     @staticmethod
     def _through(work: Callable[[], object]) -> BaseException | None:
