@@ -167,15 +167,36 @@ def test_anything_raised_in_the_last_exchange_aborts_the_job_first(fault):
     assert aborted == [fault]
 
 
+class Stopped(Exception):
+    """What a script's own stop handler may raise: an Exception (as distconv's Preempted is),
+    not a SystemExit."""
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise Stopped(f"stopped by signal {signum}")
+
+
 @pytest.mark.parametrize("refused", [False, True])
-def test_a_ctrl_c_in_the_last_exchange_aborts_only_where_it_was_not_made(refused):
+@pytest.mark.parametrize(
+    "signum, handler, stop",
+    [
+        (signal.SIGINT, signal.default_int_handler, KeyboardInterrupt),
+        (signal.SIGTERM, _stopped, Stopped),
+    ],
+    ids=["ctrl-c", "sigterm-exception"],
+)
+def test_a_stop_in_the_last_exchange_aborts_only_where_it_was_not_made(
+    signum, handler, stop, refused
+):
     """A SIGINT as the last exchange waits (for a slower rank) is raised once it is made: every
     rank has left, none waits, so no abort (it aborted the job, exit 130, killing the ranks that
-    closed and went on). One with a refusal there still aborts, the Ctrl-C over the refusal."""
+    closed and went on). One with a refusal there still aborts, the Ctrl-C over the refusal.
+    So does a SIGTERM (held there too) whose handler raises an Exception, not a SystemExit:
+    until k504, made or not, it aborted the job (exit 1, or its ``exit_status``)."""
 
     class Interrupted(StepCheck):
         def say_closed(self, steps, failed=None):
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signum)
             time.sleep(0.05)  # the handler runs here, held or not
             super().say_closed(steps, failed)
             if refused:
@@ -183,12 +204,12 @@ def test_a_ctrl_c_in_the_last_exchange_aborts_only_where_it_was_not_made(refused
 
     comm = RecordingComm()
     aborted: list[BaseException] = []
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # a runner may hold another
+    before = signal.signal(signum, handler)  # a runner may hold another
     try:
-        with pytest.raises(KeyboardInterrupt) as raised:
+        with pytest.raises(stop) as raised:
             leave(Interrupted(comm), UsedParams(comm, 2, None), None, 0, aborted.append)
     finally:
-        signal.signal(signal.SIGINT, before)
+        signal.signal(signum, before)
     assert comm.log[-2:] == ["Iallgather closing", "check complete"]  # made
     assert aborted == ([raised.value] if refused else [])
     assert isinstance(raised.value.__context__, SyncError) is refused

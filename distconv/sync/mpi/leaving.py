@@ -59,15 +59,16 @@ def leave(
             may differ). ``abort`` (the job's, where other ranks wait) is called with it
             first, as with anything else raised here (an MPI error, a Ctrl-C before the last
             exchange was made): a Ctrl-C in that exchange is held until it is made, then raised
-            without an abort, and so is a SIGTERM whose handler raises (SystemExit), as
-            every rank has left (it aborted the job, a rank that closed first and went on to
-            its own ending killed with it).
+            without an abort, and so is a SIGTERM whose handler raises, as every rank has left
+            (it aborted the job, a rank that closed first and went on to its own ending killed
+            with it), whatever the handler raises: a SystemExit, or a script's own Exception
+            (as distconv's Preempted is), aborted until k504.
     """
     made: list[bool] = []
     try:
         _leave(check, used, thread, steps, failed_step, made)
     except BaseException as exc:
-        if abort is not None and not (made and isinstance(exc, (KeyboardInterrupt, SystemExit))):
+        if abort is not None and not made:  # made: only a held signal's handler raises since
             abort(exc)
         raise
 
