@@ -9,10 +9,8 @@ import compileall
 import contextlib
 import glob
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -48,18 +46,37 @@ def _share_bytecode(config) -> None:
     (as on the machines CI runs on). It keeps every Python from writing bytecode, so each of
     the run's ~2000 child processes (commands, launchers, MPI ranks) compiled every distconv
     module it imported from source again: a tenth of a second or more a start, some minutes
-    of the run. The bytecode goes to a folder of the run's own (``PYTHONPYCACHEPREFIX``, which
-    children inherit and read), not into the checkout, and is removed as the run ends."""
+    of the run. The variable stops writing, not reading: the bytecode goes where every Python
+    looks, the checkout's ``__pycache__`` folders, and what the run wrote is removed as it
+    ends. Not ``PYTHONPYCACHEPREFIX``: a Python given a prefix reads bytecode from there alone,
+    and every child compiled the standard library and numpy at each start instead, more than
+    twice the CPU of the checkout's own modules."""
     if hasattr(config, "workerinput") or not sys.dont_write_bytecode or sys.pycache_prefix:
         return  # a worker (the controller did it), bytecode written anyway, or a prefix given
-    prefix = tempfile.mkdtemp(prefix="distconv-test-bytecode-")
-    sys.pycache_prefix = prefix  # where compileall writes and every later import reads
     root = Path(__file__).resolve().parents[1]
-    for folder in _SOURCES:
-        if (root / folder).is_dir():
-            compileall.compile_dir(root / folder, quiet=1)
-    os.environ["PYTHONPYCACHEPREFIX"] = prefix
-    config.add_cleanup(lambda: shutil.rmtree(prefix, ignore_errors=True))
+    folders = [root / folder for folder in _SOURCES if (root / folder).is_dir()]
+    before = _compiled(folders)
+    for folder in folders:
+        # quiet: a read-only checkout, or a file that does not compile, is the tests' to report
+        compileall.compile_dir(folder, quiet=2)
+    written = _compiled(folders) - before  # another run's in this checkout are left to it
+    config.add_cleanup(lambda: _remove_compiled(written))
+
+
+def _compiled(folders: list[Path]) -> set[Path]:
+    """The bytecode of this Python in the ``__pycache__`` folders under ``folders``."""
+    tag = f"*.{sys.implementation.cache_tag}.pyc"
+    return {path for folder in folders for path in folder.rglob(f"__pycache__/{tag}")}
+
+
+def _remove_compiled(paths: set[Path]) -> None:
+    """Remove ``paths``, and each ``__pycache__`` folder they leave empty."""
+    for path in paths:
+        with contextlib.suppress(OSError):  # gone already
+            path.unlink()
+    for folder in {path.parent for path in paths}:
+        with contextlib.suppress(OSError):  # another file in it: not the run's
+            folder.rmdir()
 
 
 def pytest_sessionstart(session) -> None:
