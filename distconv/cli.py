@@ -55,11 +55,10 @@ def user_errors(loaded_only: bool = False) -> tuple[type[BaseException], ...]:
     if not loaded_only:
         for module, _ in USER_ERROR_NAMES:
             importlib.import_module(module)
-    return tuple(
-        getattr(sys.modules[module], name)
-        for module, name in USER_ERROR_NAMES
-        if module in sys.modules
-    )
+    # a module another thread is importing is in sys.modules before its class is defined:
+    # nothing raised so far can be an instance of that class
+    classes = (getattr(sys.modules.get(module), name, None) for module, name in USER_ERROR_NAMES)
+    return tuple(cls for cls in classes if cls is not None)
 
 
 def __getattr__(name: str) -> tuple[type[BaseException], ...]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -77,3 +78,21 @@ def test_each_user_error_is_named_by_the_module_that_defines_it():
     named = [(cls.__module__, cls.__name__) for cls in user_errors()]
     assert named == list(USER_ERROR_NAMES)
     assert raised_by_the_trainer is Preempted  # the class _main reads from stop_request
+
+
+def test_a_user_error_is_one_line_while_another_thread_imports_a_module_of_the_list(
+    monkeypatch, capsys
+):
+    """A module being imported is in ``sys.modules`` before its class is defined: reading the
+    class there raised AttributeError in the handler, a traceback in place of the error line."""
+    from distconv import cli
+    from distconv.data import DataError
+
+    def fails(args):
+        raise DataError("no data here")
+
+    monkeypatch.setattr(cli, "run_train", fails)
+    half_made = types.ModuleType("distconv.metrics")  # MetricsError not yet defined in it
+    monkeypatch.setitem(sys.modules, "distconv.metrics", half_made)
+    assert cli.main(["train"]) == 1
+    assert capsys.readouterr().err == "distconv train: error: no data here\n"
