@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from distconv.files import describe_os_error, folder_problem
+from distconv.files import folder_problem
 from distconv.messages import debugging, exception_line
 from distconv.procfs import process_identity
 
@@ -33,7 +33,6 @@ from .commands import (
     child_env,
     clean_environ,
     keys_command,
-    names_a_program,
     new_launch,
     option_value,
     parse_program,
@@ -47,11 +46,12 @@ from .commands import (
 from .failure import signal_name
 from .interrupt import arm, release, run_captured
 from .json_lines import json_lines, last_line
+from .k8s import run_k8s
 from .options import add_k8s_options, add_local_options, add_mpi_options, parse_own, split_argv
 from .owned import LOCAL_OWNED, MPI_OWNED
 from .ports import reserve_ports
 from .run_dir import run_dir_refused
-from .stderr_line import BoundedParser, quote_user_values, write_last
+from .stderr_line import BoundedParser, quote_user_values
 from .stdout import write_stdout
 from .supervisor import ChildSpec, Supervisor
 
@@ -298,55 +298,6 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         return supervisor.run(build, max_restarts=args.max_restarts)
     finally:
         supervisor.unclaim()
-
-
-def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
-    """``distconv-launch k8s``: render the job's manifests with the deploy renderer."""
-    try:
-        from distconv.deploy import manifest_problems, render
-    except ImportError as exc:
-        raise LaunchError(
-            f"the Kubernetes renderer distconv.deploy.render is missing: {exc}"
-        ) from None
-    # before parse_program, which would look for the program here, not in the image
-    if names_a_program(rest):
-        raise LaunchError("k8s renders distconv train jobs; put the program in the image instead")
-    program = parse_program(rest)
-    try:
-        objects = render.render_manifests(
-            job_name=args.job_name,
-            workers=args.workers,
-            servers=(0 if args.mpi else 1) if args.servers is None else args.servers,
-            image=args.image,
-            gpus=args.gpus,
-            train_args=list(program.argv),
-            mode=args.mode,
-            slots_per_worker=args.slots_per_worker,
-            mpi=True if args.mpi else None,
-            ipv6=args.ipv6,
-        )
-    except ValueError as exc:  # the renderer's check of the job's shape
-        raise LaunchError(str(exc)) from None
-    # what the schema cannot see (e.g. a train --out on the read-only root) would fail only
-    # in the cluster, at the first checkpoint: refuse it here, before anything is applied
-    problems = manifest_problems(objects)
-    if problems:
-        raise LaunchError(f"the manifests would not work: {'; '.join(problems)}")
-    # the renderer refused the flags it sets (in the pods' arguments or environment): what
-    # is left to check is a flag of the other transport
-    refuse_owned_flags(program, {}, "mpi" if objects[0]["kind"] == "MPIJob" else "pserver")
-    if args.out:
-        try:
-            render.write_manifests(objects, args.out)
-        except ValueError as exc:  # the folder holds another job's manifests
-            raise LaunchError(str(exc)) from None
-        except OSError as exc:  # it said '[Errno 2] No such file or directory: ...', no flag
-            why = describe_os_error(exc)
-            raise LaunchError(f"--out {args.out}: cannot write there: {why}") from None
-        write_last(f"wrote {len(objects)} object(s) to {args.out}")  # bounded: stderr may stall
-    else:
-        write_stdout(render.dump_yaml(objects), "the manifests", "pass --out DIR for the manifests")
-    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
