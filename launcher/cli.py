@@ -47,15 +47,20 @@ from .failure import signal_name
 from .interrupt import arm, release, run_captured
 from .json_lines import json_lines, last_line
 from .k8s import run_k8s
-from .options import add_k8s_options, add_local_options, add_mpi_options, parse_own, split_argv
+from .options import (
+    PROG,
+    add_k8s_options,
+    add_local_options,
+    add_mpi_options,
+    parse_own,
+    split_argv,
+)
 from .owned import LOCAL_OWNED, MPI_OWNED
 from .ports import reserve_ports
 from .run_dir import run_dir_refused
 from .stderr_line import BoundedParser, quote_user_values
 from .stdout import write_stdout
 from .supervisor import ChildSpec, Supervisor
-
-PROG = "distconv-launch"
 
 
 def _job_id(args: argparse.Namespace) -> str:
@@ -323,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``distconv-launch``; returns the exit status."""
     own, rest = split_argv(sys.argv[1:] if argv is None else argv)
-    args = parse_own(build_parser(), own)  # a usage error gives the stop signals back
+    args = parse_own(build_parser(), own, rest)  # a usage error gives the stop signals back
     quote_user_values(args, rest)  # the error lines show $'a\nb' as distconv train's do
     json_rest = () if args.command == "k8s" else rest  # only a job's lines turn JSON, no render's
     try:

@@ -7,6 +7,7 @@ the workers' program and is split off first (:func:`split_argv`).
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Sequence
 
 from distconv.files import folder
@@ -16,6 +17,8 @@ from .interrupt import release
 from .messages import shown
 from .supervisor import SETTLE_SECONDS
 
+#: the command's name, as its usage says it
+PROG = "distconv-launch"
 #: an argparse type: an integer of at least ``low``, as every distconv command line reads one
 at_least = int_at_least
 
@@ -178,14 +181,60 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def parse_own(parser: argparse.ArgumentParser, own: Sequence[str]) -> argparse.Namespace:
+def unrecognized(own: Sequence[str], extra: Sequence[str], rest: Sequence[str]) -> str:
+    """argparse's refusal of ``extra``, the arguments of ``own`` no option took, and where the
+    first is a ``distconv train`` flag (``--epochs`` before ``--``, the likeliest slip), where
+    they go: the command again with them after ``--`` (before ``rest``, what followed it, or
+    after it where it names a program of the user's, whose arguments they then are)."""
+    from distconv.messages import shell_quoted
+    from distconv.train_args import FlagError, full_flag  # numpy and all: on this error only
+
+    from .commands import names_a_program
+
+    # on one line, as the launcher's other lines show a value that breaks one
+    said = " ".join(w if w.isprintable() else shell_quoted(w) for w in extra)
+    said = f"unrecognized arguments: {said}"
+    program = names_a_program(rest)
+    try:
+        full_flag(extra[0])
+    except FlagError:  # not distconv train's either (or not a flag): argparse's words alone
+        if not (program and extra[0].startswith("-")):
+            return said
+    own, n = list(own), len(extra)
+    at = [i for i in range(len(own) - n + 1) if own[i : i + n] == list(extra)]
+    ahead = own[: at[0]] + own[at[0] + n :] if len(at) == 1 else [*own[:1], "..."]
+    after = [*rest, *extra] if program else [*extra, *rest]
+    again = " ".join(w if w == "..." else _word(w) for w in [PROG, *ahead, "--", *after])
+    where = "after its name, after --" if program else "after --"
+    whose = "the program's" if program else "distconv train's"
+    return f"{said} ({whose} arguments go {where}: {again})"
+
+
+def _word(text: str) -> str:
+    """``text`` as a shell word on one line: quoted where the shell needs it; a line break or
+    another character that does not print as the ``$'...'`` word."""
+    if text.isprintable():
+        return shlex.quote(text)
+    from distconv.messages import shell_quoted
+
+    return shell_quoted(text)
+
+
+def parse_own(
+    parser: argparse.ArgumentParser, own: Sequence[str], rest: Sequence[str] = ()
+) -> argparse.Namespace:
     """The launcher's own arguments ``own`` parsed, a flag that would change nothing refused
-    as argparse refuses a bad one (:func:`ignored_flag`). A usage error (or ``--help``) gives
-    the stop signals back first (:func:`launcher.interrupt.release`): the launcher called as a
-    function, in a process that goes on, kept its SIGTERM for good, which then stopped nothing.
+    as argparse refuses a bad one (:func:`ignored_flag`), arguments no option takes by the
+    command's parser, with where a train flag goes (:func:`unrecognized`; ``rest`` is what
+    followed ``--``): refused by the top-level parser, they showed its usage alone. A usage
+    error (or ``--help``) gives the stop signals back first
+    (:func:`launcher.interrupt.release`): the launcher called as a function, in a process that
+    goes on, kept its SIGTERM for good, which then stopped nothing.
     """
     try:
-        args = parser.parse_args(own)
+        args, extra = parser.parse_known_args(own)
+        if extra:
+            args.command_parser.error(unrecognized(own, extra, rest))
         ignored = ignored_flag(args.command_parser, args)
         if ignored:
             args.command_parser.error(ignored)
