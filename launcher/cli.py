@@ -241,6 +241,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     """``distconv-launch mpi``: build the mpiexec command; print it or supervise it."""
     from .mpi import (
         MpiOptions,
+        check_slots,
         detect_flavor,
         env_changes,
         find_mpiexec,
@@ -261,6 +262,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         hosts = parse_hosts(args.hosts)
     refuse_unstartable(program, hosts)
     opts = MpiOptions(args.np, tuple(hosts), args.oversubscribe, args.allow_run_as_root)
+    check_slots(opts)  # before the job is said or its run directory made
     mpiexec = find_mpiexec(args.mpiexec)
     flavor = args.mpi_flavor or detect_flavor(mpiexec)
     job_id = _job_id(args)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from distconv.files import describe_os_error
 
-from .commands import THREAD_VARS, LaunchError, Program, train_args
+from .commands import THREAD_VARS, LaunchError, Program, UsageError, train_args
 from .interrupt import run_captured
 from .messages import shown
 from .startable import not_started, start_problem
@@ -268,6 +268,21 @@ class MpiOptions:
     allow_run_as_root: bool = False
 
 
+def check_slots(opts: MpiOptions) -> None:
+    """Refuse more ranks than the hosts' slots, unless ``opts.oversubscribe``.
+
+    Raises:
+        UsageError: naming the counts and the fixes (a combination of flags: exit 2, as the
+            launcher's other usage errors).
+    """
+    slots = sum(h.slots for h in opts.hosts)
+    if opts.hosts and opts.np > slots and not opts.oversubscribe:
+        raise UsageError(
+            f"-np {opts.np} is more than the {slots} slot(s) of the hosts; add hosts or slots, "
+            "or pass --oversubscribe"
+        )
+
+
 def mpi_command(
     mpiexec: str,
     flavor: str,
@@ -285,16 +300,12 @@ def mpi_command(
         environ: the environment ``mpiexec`` will run with (names the OpenMPI exports).
 
     Raises:
-        LaunchError: unknown flavor, or more ranks than slots without ``oversubscribe``.
+        LaunchError: unknown flavor; :class:`UsageError` for more ranks than slots without
+            ``oversubscribe`` (:func:`check_slots`).
     """
     if flavor not in FLAVORS:
         raise LaunchError(f"MPI flavor must be one of {', '.join(FLAVORS)}, got {shown(flavor)}")
-    slots = sum(h.slots for h in opts.hosts)
-    if opts.hosts and opts.np > slots and not opts.oversubscribe:
-        raise LaunchError(
-            f"-np {opts.np} is more than the {slots} slot(s) of the hosts; add hosts or slots, "
-            "or pass --oversubscribe"
-        )
+    check_slots(opts)  # the launcher checked before anything; a library caller may not have
     if flavor == "mpich":
         argv = [mpiexec, "-n", str(opts.np)]
         if opts.hosts:
