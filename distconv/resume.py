@@ -147,8 +147,8 @@ class StepCheckpoints:
         run = self.run
         if resume is True and not os.path.lexists(run.root):  # a mistyped --out: not made
             raise CheckpointError(
-                f"--resume (resume=True): no complete checkpoint in {run.checkpoint_root}: "
-                f"{run.root} does not exist"
+                f"--resume: no complete checkpoint in {run.checkpoint_root}: {run.root} does "
+                "not exist (resume=True in a script)"
             )
         run.acquire()
         if resume in (False, "overwrite") and self.start.restarts_run_in(run):
@@ -165,18 +165,19 @@ class StepCheckpoints:
         if resume in (True, "auto") and (run.root / LEGACY_CHECKPOINT).exists():
             raise RunDirError(  # before "no complete checkpoint": there is one, of another kind
                 f"{run.root} holds a checkpoint of an older distconv ({LEGACY_CHECKPOINT}), "
-                "which this version cannot resume; pass --overwrite ('overwrite') to replace "
-                "the run"
+                "which this version cannot resume; pass --overwrite to replace the run "
+                "(resume='overwrite' in a script)"
             )
         if resume is True:
             raise CheckpointError(
-                f"--resume (resume=True): no complete checkpoint in {run.checkpoint_root}"
+                f"--resume: no complete checkpoint in {run.checkpoint_root} (resume=True in a "
+                "script)"
             )
         if run.holds_run() and resume != "auto":
             raise RunDirError(
-                f"{run.root} already holds a run; pass --resume (resume=True) to continue it, "
-                "--resume auto ('auto') to continue it if it has a checkpoint, or --overwrite "
-                "('overwrite') to replace it"
+                f"{run.root} already holds a run; pass --resume to continue it, --resume auto "
+                "to continue it if it has a checkpoint, or --overwrite to replace it (resume=True, "
+                "'auto' or 'overwrite' in a script)"
             )
         if resume == "auto":
             run.clear_unfinished()  # files of a run that never reached its first checkpoint

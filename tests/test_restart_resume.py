@@ -24,7 +24,7 @@ from tests.child_env import child_path
 from tests.restart_job import epochs_written, small_trainer
 
 REPO = Path(__file__).resolve().parents[1]
-REFUSED = "already holds a run; pass --resume (resume=True) to continue it"
+REFUSED = "already holds a run; pass --resume to continue it"
 
 
 @pytest.fixture(scope="module")

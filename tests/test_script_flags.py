@@ -200,7 +200,7 @@ def test_a_refused_out_with_a_line_break_is_shown_as_a_shell_word(tmp_path, give
     again = _run("mixed_regression.py", "--epochs", "1", *given, cwd=tmp_path)
     assert again.returncode == 1, again.stderr
     assert again.stderr == (
-        "mixed_regression.py: error: $'a\\nb' already holds a run; pass --resume (resume=True) "
-        "to continue it, --resume auto ('auto') to continue it if it has a checkpoint, or "
-        "--overwrite ('overwrite') to replace it\n"
+        "mixed_regression.py: error: $'a\\nb' already holds a run; pass --resume to continue "
+        "it, --resume auto to continue it if it has a checkpoint, or --overwrite to replace it "
+        "(resume=True, 'auto' or 'overwrite' in a script)\n"
     )
