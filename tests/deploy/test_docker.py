@@ -56,6 +56,11 @@ def structure_problems(text: str) -> list[str]:
         problems.append("no sshd for the non-root user (MPI operator)")
     if re.search(r"^\s+(tini|openssh-server|openssh-client|python3[.\d]*)\s", text, flags=re.M):
         problems.append("an apt package without a pinned version")
+    # a login shell (bash -lc) reads /etc/profile, which may set PATH anew without the venv
+    # (Debian's does): the CUDA image lacked the CPU image's fix (tests/deploy/test_login_path.py)
+    runtime = text.rsplit("\nFROM ", 1)[-1]
+    if not re.search(r"^COPY\s+docker/profile\.sh\s+/etc/profile\.d/\S+\.sh$", runtime, re.M):
+        problems.append("no docker/profile.sh in /etc/profile.d: a login shell may miss the venv")
     return problems
 
 
@@ -121,6 +126,7 @@ def test_hadolint_catches_a_broken_dockerfile(case, tmp_path):
         ('CMD ["distconv", "--help"]', "CMD distconv --help", "CMD is not in exec form"),
         ("openssh-server=1:9.2p1-*", "", "no sshd"),
         ("tini=0.19.*", "tini", "without a pinned version"),
+        ("COPY docker/profile.sh /etc/profile.d/distconv.sh", "", "login shell"),
     ],
 )
 def test_structure_check_catches_a_broken_dockerfile(old, new, problem):
