@@ -62,16 +62,21 @@ _HYDRA_CODES = re.compile(r"\[mpiexec@[^\]]*\] Exit codes: (.*)")
 _HOST_CODES = re.compile(r"\[(?!\d+\])[^\]]*\] (\d+(?:,\d+)*)")
 
 
-def signal_cause(tail: Sequence[str]) -> str | None:
+def signal_cause(tail: Sequence[str], ranks: int | None = None) -> str | None:
     """``rank 1 died of signal 9 (SIGKILL), as mpiexec says`` from the last lines of
     ``mpiexec``'s output (``a rank`` where MPI names none); None where they name no signal.
     Hydra's statuses of every process, where the lines hold them, say it alone (see above);
     where only their end is there (the first line cut off), nothing does: the banner below
-    them is their OR."""
+    them is their OR. They name the rank where they are one host's, ``ranks`` of them (the
+    job's, where known): a host's statuses are in rank order, so the job's all on one host
+    are; across hosts they are not (:func:`one_host_rank`)."""
     statuses = hydra_statuses(tail)
     if statuses is not None:
-        number = rank_signal_number(statuses)
-        return None if number is None else _said("a rank", number)
+        found = rank_signal(statuses)
+        if found is None:
+            return None
+        rank = one_host_rank(tail, found[0], ranks)
+        return _said("a rank" if rank is None else f"rank {rank}", found[1])
     if any(_HOST_CODES.fullmatch(line) for line in tail):
         return None
     for at in range(len(tail) - 1, -1, -1):
@@ -100,31 +105,58 @@ def _said(who: str, number: int) -> str:
 def hydra_statuses(tail: Sequence[str]) -> list[int] | None:
     """Every process's wait status from Hydra's last ``Exit codes:`` line and the hosts' lines
     after it; None where the lines hold none (another MPI, or cut off from the tail)."""
+    hosts = hydra_hosts(tail)
+    statuses = [status for host in hosts or () for status in host]
+    return statuses or None
+
+
+def hydra_hosts(tail: Sequence[str]) -> list[list[int]] | None:
+    """:func:`hydra_statuses` host by host, each host's by rank; None where there are none."""
     for start in range(len(tail) - 1, -1, -1):
         found = _HYDRA_CODES.match(tail[start])
         if found is None:
             continue
-        hosts = [found[1], *tail[start + 1 :]]
-        statuses = []
-        for line in hosts:
+        hosts = []
+        for line in [found[1], *tail[start + 1 :]]:
             codes = _HOST_CODES.fullmatch(line)
             if codes is None:
                 break
-            statuses += [int(code) for code in codes[1].split(",")]
-        return statuses or None
+            hosts.append([int(code) for code in codes[1].split(",")])
+        return hosts or None
     return None
 
 
-def rank_signal_number(statuses: Sequence[int]) -> int | None:
-    """The signal a rank died of, from every process's wait status: the first signal other
-    than SIGKILL, else SIGKILL where no process exited non-zero of itself (Hydra SIGKILLs the
-    others after a rank's failure, so beside such an exit it is Hydra's); else None."""
-    signals = [os.WTERMSIG(s) for s in statuses if os.WIFSIGNALED(s)]
-    own = [number for number in signals if number != signal.SIGKILL]
-    if own:
-        return own[0]
+def one_host_rank(tail: Sequence[str], index: int | None, ranks: int | None) -> int | None:
+    """The rank of the process at ``index`` of Hydra's statuses in ``tail``, where they are
+    one host's, ``ranks`` of them: the job's every rank ran on that host, whose statuses are
+    in rank order. None where ``index`` or ``ranks`` is, or the statuses span hosts (ranks
+    are placed on hosts by their slots, which the statuses do not show) or are fewer (a
+    block cut short)."""
+    hosts = hydra_hosts(tail)
+    if index is None or ranks is None or hosts is None or len(hosts) != 1:
+        return None
+    return index if len(hosts[0]) == ranks else None
+
+
+def rank_signal(statuses: Sequence[int]) -> tuple[int | None, int] | None:
+    """Where a rank died of a signal, the index of its status in ``statuses`` (every
+    process's) and the signal: the first signal other than SIGKILL, else SIGKILL where no
+    process exited non-zero of itself (Hydra SIGKILLs the others after a rank's failure, so
+    beside such an exit it is Hydra's); else None. The index is None where another process
+    died of such a signal too: which of them came first, the statuses do not say."""
+    signals = [(i, os.WTERMSIG(s)) for i, s in enumerate(statuses) if os.WIFSIGNALED(s)]
+    own = [(i, number) for i, number in signals if number != signal.SIGKILL]
     exited = any(os.WIFEXITED(s) and os.WEXITSTATUS(s) != 0 for s in statuses)
-    return int(signal.SIGKILL) if signals and not exited else None
+    found = own or (signals if signals and not exited else [])
+    if not found:
+        return None
+    return (found[0][0] if len(found) == 1 else None), found[0][1]
+
+
+def rank_signal_number(statuses: Sequence[int]) -> int | None:
+    """The signal a rank died of, from every process's wait status (:func:`rank_signal`)."""
+    found = rank_signal(statuses)
+    return None if found is None else found[1]
 
 
 def rank_status(statuses: Sequence[int]) -> int | None:
@@ -146,12 +178,15 @@ def rank_status(statuses: Sequence[int]) -> int | None:
     return exits[0] if exits else None
 
 
-def rank_ending(tail: Sequence[str], code: int) -> tuple[int, str | None] | None:
+def rank_ending(
+    tail: Sequence[str], code: int, ranks: int | None = None
+) -> tuple[int, str | None] | None:
     """The failing rank's own status (:func:`rank_status`) and the cause, naming mpiexec's own
     status ``code``, from Hydra's status lines in ``tail`` (Open MPI's line where mpirun was
     stopped after it: :func:`_noticed_before_stop`); None where they are not there, say
     nothing (all zero), or agree with ``code`` in a status other than a 75 (whose cause says
-    what a 75 is): then mpiexec's status is reported as it is."""
+    what a 75 is): then mpiexec's status is reported as it is. ``ranks``: the job's number of
+    ranks, where known (:func:`signal_cause`)."""
     statuses = hydra_statuses(tail)
     if statuses is None:
         return _noticed_before_stop(tail, code)
@@ -162,7 +197,7 @@ def rank_ending(tail: Sequence[str], code: int) -> tuple[int, str | None] | None
         said = _victim_said(statuses)
     else:
         said = [f"a rank exited with code {own}"] if own > 0 else []
-        signalled = signal_cause(tail)  # a rank's own signal beside an exit is said too
+        signalled = signal_cause(tail, ranks)  # a rank's own signal beside an exit too
         said += [signalled] if signalled else []
     ended = f"exited with code {code}" if code >= 0 else f"died of signal {signal_name(-code)}"
     return own, "; ".join([*said, f"mpiexec itself {ended}"])
@@ -220,12 +255,15 @@ def reports_success(tail: Sequence[str], ranks: int | None) -> bool:
     return not any(statuses)
 
 
-def said_by_rank(tail: Sequence[str], status: int | None, cause: str | None) -> str | None:
+def said_by_rank(
+    tail: Sequence[str], status: int | None, cause: str | None, ranks: int | None = None
+) -> str | None:
     """``cause`` led by the line by which a rank said why it ends the job
     (:func:`~launcher.rank_reason.rank_reason`), where ``tail`` has one: ``rank 1 ended the
     job: SyncError: ...`` (its ``MPI_Abort``, whose status says nothing), or, where the status
     ``status`` is SIGKILL, ``rank 1 ended itself (SIGKILL) after: ...`` in place of mpiexec's
-    word of that signal (its last resort, or the watchdog's end of its own rank)."""
+    word of that signal (its last resort, or the watchdog's end of its own rank). ``ranks``:
+    as :func:`signal_cause`'s, which made ``cause``."""
     said = rank_reason(tail)
     if said is None:
         return cause
@@ -233,7 +271,7 @@ def said_by_rank(tail: Sequence[str], status: int | None, cause: str | None) -> 
     if status != -signal.SIGKILL:
         return f"rank {rank} ended the job: {why}" + (f"; {cause}" if cause else "")
     lead = f"rank {rank} ended itself (SIGKILL) after: {why}"
-    signalled = signal_cause(tail)
+    signalled = signal_cause(tail, ranks)
     if cause is None or signalled is None or signalled not in cause:
         return lead + (f"; {cause}" if cause else "")
     return cause.replace(signalled, lead)
@@ -264,5 +302,13 @@ mpiexec_tail = TailReader(
 
 def mpiexec_reader(ranks: int) -> TailReader:
     """:data:`mpiexec_tail` for a job of ``ranks`` ranks: its report of success must hold a
-    status for each of them (:func:`reports_success`)."""
-    return replace(mpiexec_tail, succeeded=partial(reports_success, ranks=ranks))
+    status for each of them (:func:`reports_success`), and a rank's signal names the rank
+    where Hydra's statuses are all of them on one host (:func:`signal_cause`): a rank killed
+    on this host read "a rank died of signal 9", which rank not said."""
+    return replace(
+        mpiexec_tail,
+        cause=partial(signal_cause, ranks=ranks),
+        ending=partial(rank_ending, ranks=ranks),
+        succeeded=partial(reports_success, ranks=ranks),
+        said=partial(said_by_rank, ranks=ranks),
+    )
