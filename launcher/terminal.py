@@ -75,9 +75,8 @@ class Terminal:
         self._gone = self._closing = self._ended = False  # ended: the writer is done
         self._shut = False  # the children's lines refused: their pumps drain into the logs
         self._write_since: float | None = None  # monotonic start of the write under way
-        #: left at a second stop signal (:meth:`leave`): no piece more is written; and the
-        #: lines it dropped from the queue then
-        self._leaving, self._left = False, 0
+        self._leaving, self._left = False, 0  # at a second stop signal (:meth:`leave`): dropped
+        self._report: Path | str = "failure.json"  # the report's file last put(): leave() names it
         self._writer = threading.Thread(target=self._drain, name="terminal", daemon=True)
         self._writer.start()
 
@@ -109,6 +108,7 @@ class Terminal:
         with self._ready:
             if self._gone or (self._ended and log is None):
                 return False
+            self._report = report or self._report  # named where leave() drops messages
             number = self._numbers.get(name, 0) + (0 if continued else 1)
             self._numbers[name] = number
             while self._size and self._size + len(line) > self._bound:  # one always fits
@@ -366,7 +366,7 @@ class Terminal:
         if not dropped:
             return
         said = f"{dropped} message(s) of the launcher not written: its output took them too "
-        said += "slowly at a second stop signal (a failure report, if any, is in failure.json)"
+        said += f"slowly at a second stop signal (a failure report, if any, is in {self._report})"
         self._append((LAUNCHER, None, (b"\n" if cut else b"") + self._notice(said), 0, 0, 0))
 
     def _unshown(self, why: str) -> str | None:

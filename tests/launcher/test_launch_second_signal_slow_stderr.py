@@ -160,3 +160,20 @@ def test_the_count_of_messages_not_written_holds_those_a_stall_dropped_before():
     threading.Timer(0.05, out.gate.set).start()
     view.leave(2.0)
     assert out.written == [b"a" * 60 + b"\n", LEFT % 2]
+
+
+@pytest.mark.timeout(30)
+def test_the_count_of_messages_not_written_names_the_failure_reports_file(tmp_path: Path):
+    """The count named ``failure.json`` alone, where the report's path (the run directory's,
+    which ``--job-id`` makes) was known to the view: as the stall's notice names it (k505)."""
+    out = _Held()
+    view = Terminal(out, lambda said: f"{said}\n".encode())
+    report = tmp_path / "run" / "failure.json"
+    assert view.say(b"first\n")
+    wait_until(out.entered.is_set, "the first message under way")
+    assert view.say(b"the report\n", report=report)  # queued behind it: dropped at leave()
+    assert view.close(0.1, stall_ends=True, stop=lambda: True) is None
+    threading.Timer(0.05, out.gate.set).start()
+    view.leave(2.0)
+    said = LEFT.replace(b"failure.json", str(report).encode()) % 1
+    assert out.written == [b"first\n", said]
