@@ -101,19 +101,20 @@ class Messages:
         second stop signal leaves that queue as long to take them. A message from
         now on goes straight to ``err``, but while that queue's writer is under way (a
         stalled stderr): through it, which blocks none."""
-        if self._own and self._terminal is not None:
+        terminal = self._terminal
+        if terminal is None:
+            return
+        if self._own:
             self._own = False
-            self._terminal.close(patience, stall_ends=True, stop=stop)
-            # a stderr that takes them at once gets them all the same: the last words, queued
-            # just before, were dropped as said at a second Ctrl-C on a terminal (k499)
-            left = LEFT_SAID_SECONDS
-            if stop is not None and stop() and not self._terminal.written(left):
-                self._terminal.leave(left)
-        elif self._terminal is not None and stop is not None and stop():
-            # shared with the children's lines (2>&1): their view's close gave up at once,
-            # its writer then not yet at the last words just queued; the launcher ended
-            # before it took them, on a file or terminal that takes them at once (k499)
-            self._terminal.written(LEFT_SAID_SECONDS)
+            terminal.close(patience, stall_ends=True, stop=stop)
+        # a stderr that takes them at once gets them all the same: the last words, queued
+        # just before, were dropped as said at a second Ctrl-C on a terminal (k499); where
+        # shared with the children's lines (2>&1), their view's close gave up at once, its
+        # writer not yet at them (k499); what a slow output does not take is counted there
+        # too: the launcher ended with them queued, unsaid, a long line cut (k505)
+        left = LEFT_SAID_SECONDS
+        if stop is not None and stop() and not terminal.written(left):
+            terminal.leave(left)
 
     def line(self, message: str, level: str = "info") -> bytes:
         """``message`` as the launcher's line: a JSON object of ``level`` under :attr:`lines`."""

@@ -358,9 +358,9 @@ class Terminal:
 
     def _left_said(self) -> None:
         """The writer's end of :meth:`leave` (under the lock): the rest of its batch dropped,
-        and the line counting what was not written queued (after a break, on a cut message)."""
+        the line counting its messages not written queued (a cut line's: :meth:`close`'s)."""
         cut, self._taken, self._leaving = self._taken > 0, 0, False  # the notice: written
-        dropped, self._left = self._left + sum(entry[3] for entry in self._writing), 0
+        dropped, self._left = self._left + sum(e[3] for e in self._writing if e[1] is None), 0
         self._size -= sum(len(entry[2]) for entry in self._writing)  # a say() since: queued
         self._writing.clear()
         if not dropped:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher import messages
 from launcher.terminal import Terminal
 from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
 from tests.launcher.real_children import RecordingOutput, wait_until
@@ -177,3 +178,27 @@ def test_the_count_of_messages_not_written_names_the_failure_reports_file(tmp_pa
     view.leave(2.0)
     said = LEFT.replace(b"failure.json", str(report).encode()) % 1
     assert out.written == [b"first\n", said]
+
+
+@pytest.mark.timeout(30)
+def test_a_second_signal_says_the_launchers_messages_not_written_on_a_shared_output(
+    tmp_path: Path, monkeypatch
+):
+    """With its messages on the children's output (``2>&1``) a second signal left the view
+    :data:`~launcher.messages.LEFT_SAID_SECONDS` and the launcher ended with its last words
+    (the stop, the report) still queued, unsaid, and a child's long line cut where a piece
+    ended: as on a stderr of their own, they are dropped and counted on a line of its own
+    (k505)."""
+    monkeypatch.setattr(messages, "LEFT_SAID_SECONDS", 1.0)  # wide of the gate's timer
+    out = _Held()
+    view = Terminal(out, lambda said: f"{said}\n".encode())
+    said = messages.Messages(out, None)
+    said.share(view, out, 0.1)
+    line = b"w" * 5000 + b"\n"  # two pieces: the first in flight till the gate opens
+    assert view.put("worker-0", tmp_path / "worker-0.log", line)
+    wait_until(out.entered.is_set, "the child's line under way")
+    said.say("stopped by SIGINT")
+    assert "1 line(s) of worker-0" in view.close(0.1, stall_ends=True, stop=lambda: True)
+    threading.Timer(1.5, out.gate.set).start()  # after the view's 1 s, within leave()'s
+    said.end(5.0, stop=lambda: True)
+    assert out.written == [line[:4096], b"\n" + LEFT % 1]
