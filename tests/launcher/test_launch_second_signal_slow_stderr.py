@@ -202,3 +202,24 @@ def test_a_second_signal_says_the_launchers_messages_not_written_on_a_shared_out
     threading.Timer(1.5, out.gate.set).start()  # after the view's 1 s, within leave()'s
     said.end(5.0, stop=lambda: True)
     assert out.written == [line[:4096], b"\n" + LEFT % 1]
+
+
+@pytest.mark.timeout(30)
+def test_a_second_signal_leaves_a_shared_output_that_takes_them_at_once_the_last_words():
+    """``test_stopping``'s ``[2>&1]`` check of this (56f12534) raced the writer: the end
+    returned before the children's view took the last words just queued, and the launcher
+    ended without them (a run in three); here the writer gets no turn but in a wait of the
+    end's, so without that wait the words are never written by its return (k508)."""
+    out = RecordingOutput()  # takes every write at once
+    view = Terminal(out, lambda said: f"{said}\n".encode())
+    said = messages.Messages(out, None)
+    said.share(view, out, 0.1)
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(30)  # the writer runs once this thread waits
+    try:
+        said.say("stopped by SIGINT")
+        assert view.close(5.0, stall_ends=True, stop=lambda: True) is None  # gave up at once
+        said.end(5.0, stop=lambda: True)
+    finally:
+        sys.setswitchinterval(previous)
+    assert out.written == [b"distconv-launch: stopped by SIGINT\n"]

@@ -197,7 +197,8 @@ def test_a_second_signal_kills_at_once(tmp_path, shared):
     assert "got SIGINT during the stop: worker-0 killed without the rest of the grace" in said
     # its last words, queued just before the end, on a stderr read at once: the second signal
     # cut the end's wait for them before the writer took them (k499): dropped from a queue of
-    # their own (every time), or left to the children's (2>&1) as the launcher ended (at times)
+    # their own (every time), or left to the children's (2>&1) as the launcher ended (at times:
+    # test_launch_second_signal_slow_stderr checks that one in-process, every time, k508)
     assert said.endswith("distconv-launch: stopped by SIGINT\n"), said
 
 
