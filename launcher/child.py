@@ -111,7 +111,7 @@ class Child:
         self._leader_kept = False  # the exited leader left unreaped (see _wait)
         #: set by finish() where the output could not be drained: what the launcher says
         self.output_held: str | None = None
-        self._drains = False  # set with it but for a hung log: drain_log waits (k462)
+        self._drains = False  # set with it but for a hung log: drain_log waits
         self._files = PumpFiles(self.proc.stdout, self.log)  # the pump's too: see _drained
         pump = self._files.held_by(self._copy)
         self._pump = threading.Thread(
@@ -163,8 +163,8 @@ class Child:
         self._files.let_go(1 if self._pump.ident is not None else 2)  # 2: it never started
         if held:
             stalled, hung = self._writes.held_up(since)  # since the ask, or a later look
-            cut = hung and stop is not None and stop()  # the wait cut: slow is not hung (k476),
-            if cut:  # nor said to reach the log whole: the end's drain is bounded (k478)
+            cut = hung and stop is not None and stop()  # the wait cut: slow is not hung,
+            if cut:  # nor said to reach the log whole: the end's drain is bounded
                 hung = self._writes.held_up(time.monotonic() - OUTPUT_DRAIN_SECONDS)[1]
             said = held_output(self.spec.name, self.log_path, stalled, hung, unheld, cut)
             self.output_held, self._drains = said, not hung  # a stray's pipe too: what it holds

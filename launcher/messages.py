@@ -98,9 +98,10 @@ class Messages:
         signal: then what the output does not take within :data:`LEFT_SAID_SECONDS` is
         dropped, said on a line of its own where the output takes it within as long again:
         :meth:`Terminal.leave`); where they share the children's queue (:meth:`share`), a
-        second stop signal leaves that queue as long to take them. A message from
-        now on goes straight to ``err``, but while that queue's writer is under way (a
-        stalled stderr): through it, which blocks none."""
+        second stop signal leaves that queue as long to take them, then drops and counts the
+        rest as on a stderr of its own. A message from now on goes straight to ``err``, but
+        while that queue's writer is under way (a stalled stderr): through it, which blocks
+        none."""
         terminal = self._terminal
         if terminal is None:
             return
@@ -108,10 +109,10 @@ class Messages:
             self._own = False
             terminal.close(patience, stall_ends=True, stop=stop)
         # a stderr that takes them at once gets them all the same: the last words, queued
-        # just before, were dropped as said at a second Ctrl-C on a terminal (k499); where
-        # shared with the children's lines (2>&1), their view's close gave up at once, its
-        # writer not yet at them (k499); what a slow output does not take is counted there
-        # too: the launcher ended with them queued, unsaid, a long line cut (k505)
+        # just before, were once dropped at a second Ctrl-C on a terminal; where shared with
+        # the children's lines (2>&1), their view's close gave up at once, its writer not yet
+        # at them; what a slow output does not take is counted there too (the launcher once
+        # ended with them queued, unsaid, a long line cut)
         left = LEFT_SAID_SECONDS
         if stop is not None and stop() and not terminal.written(left):
             terminal.leave(left)

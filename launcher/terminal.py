@@ -246,7 +246,7 @@ class Terminal:
                 while not self._queue and not self._closing:
                     self._ready.wait()
                 if self._leaving:  # said wherever leave() found the writer: here too, where it
-                    self._left_said()  # emptied the queue before a batch (it said none, k499)
+                    self._left_said()  # emptied the queue before a batch (it once said none)
                 if self._closing:  # dropped since close() said them: said before the end
                     self._say_all_dropped()
                 if not self._queue:

@@ -52,7 +52,7 @@ def _ended_well(child: Child, children: Sequence[Child]) -> bool:
 def overdue_said(child: Child, line: str) -> str:
     """Why ``child`` is stopped, overdue (:meth:`Child.overdue`) after ``line`` reported its
     end: that line :func:`~launcher.messages.shown` (``repr()`` showed a quote in it in double
-    quotes, and a character that does not print as Python writes it, k499), and its last ones."""
+    quotes, and a character that does not print as Python writes it), and its last ones."""
     last = " | ".join(list(child.tail)[-3:])
     return (
         f"{child.spec.role} {child.spec.rank} did not exit {child_waits.WRAPUP_SECONDS:g} s "

@@ -62,7 +62,7 @@ def leave(
             without an abort, and so is a SIGTERM whose handler raises, as every rank has left
             (it aborted the job, a rank that closed first and went on to its own ending killed
             with it), whatever the handler raises: a SystemExit, or a script's own Exception
-            (as distconv's Preempted is), aborted until k504.
+            (as distconv's Preempted is), once aborted the job too.
     """
     made: list[bool] = []
     try:

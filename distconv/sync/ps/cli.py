@@ -224,7 +224,7 @@ def _check_checkpoint_dir(directory: str) -> None:
     job without any checkpoint (review k144). No probe file: the directory may be the chief's
     run directory, whose checks refuse files that no run writes. Not made here: the shard makes
     it once bound (:meth:`~distconv.sync.ps.server.Shard.bind`), so one that cannot start (its
-    port or its probes' taken, its keys missing) leaves no empty folder behind (review k414).
+    port or its probes' taken, its keys missing) leaves no empty folder behind.
 
     Raises:
         PserverStartError: the directory cannot be made or written, naming it and why.
