@@ -117,7 +117,9 @@ def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
             return result
         finally:
             if outermost:  # a finish_step that raised: what it took, for the abandon_step after
-                unfinished = self._taken if raised and name == "finish_step" else None
+                # (one refused for want of a step keeps what an earlier one that raised kept)
+                taken = self._taken if self._taken is not None else self._taken_unfinished
+                unfinished = taken if raised and name == "finish_step" else None
                 self._ending, self._taken, self._taken_unfinished = False, None, unfinished
 
     check = refuse_unmade if name == "abandon_step" else refuse_closed

@@ -66,21 +66,27 @@ def test_a_subclass_s_gradients_after_super_finish_step_are_in_its_step():
         LocalSync.on_gradient(sync, w)  # and the step is over once finish_step returned
 
 
+def _failed_after_an_update() -> tuple[AppliesAfterFinish, list[Parameter]]:
+    """A sync whose finish_step raised after updating w, of w and v, and its parameters."""
+    sync = AppliesAfterFinish(SGD(lr=0.1))
+    params = [Parameter("w", np.ones(3)), Parameter("v", np.ones(2))]
+    sync.setup(params)
+    sync.start_step(2)
+    for p in params:
+        p.grad[...] = 1.0
+        sync.on_gradient(p)
+    sync.kept[1] = (params[1], np.ones(5))  # v's update fails: its kept gradient no longer fits
+    with pytest.raises(ValueError):
+        sync.finish_step()
+    return sync, params
+
+
 def test_a_finish_step_that_raised_after_an_update_leaves_the_step_applied_in_part():
     """Its wrapper ends the step for check_gradient, yet the abandon_step the Trainer calls
     then must learn what the step took: it read the record the wrapper had cleared, and
     state_dict and start_step went on from half a step without a word (LocalSync's _fired
     outlived a finish_step that raised before its own)."""
-    sync = AppliesAfterFinish(SGD(lr=0.1))
-    w, v = Parameter("w", np.ones(3)), Parameter("v", np.ones(2))
-    sync.setup([w, v])
-    sync.start_step(2)
-    for p in (w, v):
-        p.grad[...] = 1.0
-        sync.on_gradient(p)
-    sync.kept[1] = (v, np.ones(5))  # v's update fails: its kept gradient no longer fits
-    with pytest.raises(ValueError):
-        sync.finish_step()
+    sync, (w, v) = _failed_after_an_update()
     with pytest.raises(SyncError, match=r"gradient of 'v' arrived outside a step"):
         LocalSync.on_gradient(sync, v)
     sync.abandon_step()  # as the Trainer does
@@ -89,6 +95,18 @@ def test_a_finish_step_that_raised_after_an_update_leaves_the_step_applied_in_pa
             call()
     sync.setup([w, v])  # a setup clears it, as after any step abandoned in part
     sync.start_step(2)
+
+
+def test_a_finish_step_refused_after_one_that_raised_keeps_the_step_applied_in_part():
+    """A finish_step called again (a retry) is refused for want of a step; its wrapper, the
+    outermost, kept what it took, nothing, over what the one that raised kept: the
+    abandon_step after it saw no step, and state_dict went on from half a step."""
+    sync, _ = _failed_after_an_update()
+    with pytest.raises(SyncError, match=r"finish_step\(\) without start_step\(\)"):
+        sync.finish_step()
+    sync.abandon_step()
+    with pytest.raises(SyncError, match=r"abandoned after updating 1 of 2 parameters"):
+        sync.state_dict()
 
 
 def test_the_split_modules_keep_every_old_import():
