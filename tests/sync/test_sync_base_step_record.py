@@ -3,6 +3,7 @@ it keeps alive, and a subclass's gradients handed in by its own ``finish_step``.
 
 from __future__ import annotations
 
+import copy
 import gc
 import warnings
 import weakref
@@ -107,6 +108,32 @@ def test_a_finish_step_refused_after_one_that_raised_keeps_the_step_applied_in_p
     sync.abandon_step()
     with pytest.raises(SyncError, match=r"abandoned after updating 1 of 2 parameters"):
         sync.state_dict()
+
+
+class SnapshotInFinish(LocalSync):
+    """Keeps a copy of itself made inside its finish_step (a snapshot of the step's end)."""
+
+    def finish_step(self) -> None:
+        super().finish_step()
+        self.snapshot = copy.copy(self)
+
+
+def test_a_setup_ends_the_steps_of_a_copy_made_inside_finish_step():
+    """The copy holds the finish_step wrapper's flag as set, its finally never run there:
+    each finish_step of the copy counted as nested, no step of it ended, and each
+    start_step after its first was refused as inside an unfinished step, a setup or not."""
+    sync, w = SnapshotInFinish(SGD(lr=0.1)), Parameter("w", np.ones(3))
+    sync.setup([w])
+    sync.start_step(1)
+    sync.finish_step()
+    copied = sync.snapshot
+    copied.setup([w])
+    for _ in range(2):
+        copied.start_step(1)
+        w.grad[...] = 1.0
+        copied.on_gradient(w)
+        copied.finish_step()
+    assert np.allclose(w.value, 0.8)
 
 
 def test_the_split_modules_keep_every_old_import():
