@@ -79,7 +79,7 @@ def unmade(sync: Any) -> bool:
 
 def refuse_unmade(sync: Any, call: str) -> None:
     """``check_made``'s TypeError where a transport's own fields were never set: a dataclass
-    strategy's ``start_step`` failed on "'Quiet' object has no attribute '_fired'"."""
+    LocalSync's ``start_step`` fails on "'Quiet' object has no attribute '_taken'" without it."""
     if unmade(sync):
         sync.check_made()
 
