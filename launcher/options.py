@@ -7,6 +7,7 @@ the workers' program and is split off first (:func:`split_argv`).
 from __future__ import annotations
 
 import argparse
+import difflib
 import shlex
 from collections.abc import Sequence
 
@@ -181,11 +182,15 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def unrecognized(own: Sequence[str], extra: Sequence[str], rest: Sequence[str]) -> str:
+def unrecognized(
+    own: Sequence[str], extra: Sequence[str], rest: Sequence[str], options: Sequence[str] = ()
+) -> str:
     """argparse's refusal of ``extra``, the arguments of ``own`` no option took, and where the
     first is a ``distconv train`` flag (``--epochs`` before ``--``, the likeliest slip), where
     they go: the command again with them after ``--`` (before ``rest``, what followed it, or
-    after it where it names a program of the user's, whose arguments they then are)."""
+    after it where it names a program of the user's, whose arguments they then are). A flag
+    of neither, spelled nearly as one of ``options`` (the command's own), is that one
+    mistyped: it is named, not sent after the program (``--max-restrts 2 -- job.py``)."""
     from distconv.messages import shell_quoted
     from distconv.train_args import FlagError, full_flag  # numpy and all: on this error only
 
@@ -198,6 +203,9 @@ def unrecognized(own: Sequence[str], extra: Sequence[str], rest: Sequence[str]) 
     try:
         full_flag(extra[0])
     except FlagError:  # not distconv train's either (or not a flag): argparse's words alone
+        close = difflib.get_close_matches(extra[0].split("=", 1)[0], options, n=1, cutoff=0.8)
+        if close and extra[0].startswith("-"):
+            return f"{said} (did you mean {close[0]}?)"
         if not (program and extra[0].startswith("-")):
             return said
     own, n = list(own), len(extra)
@@ -234,7 +242,8 @@ def parse_own(
     try:
         args, extra = parser.parse_known_args(own)
         if extra:
-            args.command_parser.error(unrecognized(own, extra, rest))
+            options = [o for a in args.command_parser._actions for o in a.option_strings]
+            args.command_parser.error(unrecognized(own, extra, rest, options))
         ignored = ignored_flag(args.command_parser, args)
         if ignored:
             args.command_parser.error(ignored)
