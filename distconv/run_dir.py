@@ -170,7 +170,7 @@ class RunDirectory:
             raise RunDirError(
                 f"{self.root} has no checkpoint to resume, and holds files that no distconv run "
                 f"without one leaves ({_listed(foreign)}), which starting afresh "
-                "would delete: move them away, or pass --overwrite ('overwrite')"
+                "would delete: move them away, or pass --overwrite (resume='overwrite' in a script)"
             )
         self.clear()
 
