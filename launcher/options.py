@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import shlex
+import shutil
 from collections.abc import Sequence
 
 from distconv.files import folder
@@ -190,7 +192,8 @@ def unrecognized(
     they go: the command again with them after ``--`` (before ``rest``, what followed it, or
     after it where it names a program of the user's, whose arguments they then are). A flag
     of neither, spelled nearly as one of ``options`` (the command's own), is that one
-    mistyped: it is named, not sent after the program (``--max-restrts 2 -- job.py``)."""
+    mistyped: it is named, not sent after the program (``--max-restrts 2 -- job.py``). A
+    program (or ``train``) before a ``--`` left out is shown after one."""
     from distconv.messages import shell_quoted
     from distconv.train_args import FlagError, full_flag  # numpy and all: on this error only
 
@@ -200,22 +203,34 @@ def unrecognized(
     said = " ".join(w if w.isprintable() else shell_quoted(w) for w in extra)
     said = f"unrecognized arguments: {said}"
     program = names_a_program(rest)
+    # a word first, nothing after --: the program (or the word train) where -- was forgotten
+    leading = not rest and _program_word(extra[0])
     try:
         full_flag(extra[0])
     except FlagError:  # not distconv train's either (or not a flag): argparse's words alone
         close = difflib.get_close_matches(extra[0].split("=", 1)[0], options, n=1, cutoff=0.8)
         if close and extra[0].startswith("-"):
             return f"{said} (did you mean {close[0]}?)"
-        if not (program and extra[0].startswith("-")):
+        if not (leading or (program and extra[0].startswith("-"))):
             return said
     own, n = list(own), len(extra)
     at = [i for i in range(len(own) - n + 1) if own[i : i + n] == list(extra)]
     ahead = own[: at[0]] + own[at[0] + n :] if len(at) == 1 else [*own[:1], "..."]
     after = [*rest, *extra] if program else [*extra, *rest]
     again = " ".join(w if w == "..." else _word(w) for w in [PROG, *ahead, "--", *after])
+    if leading and names_a_program(extra):
+        return f"{said} (a program goes after --: {again})"
     where = "after its name, after --" if program else "after --"
     whose = "the program's" if program else "distconv train's"
     return f"{said} ({whose} arguments go {where}: {again})"
+
+
+def _program_word(word: str) -> bool:
+    """Whether ``word`` reads as a program (or ``train``) put before ``--``: a file, a command
+    on PATH or a script's name; not a stray value (``-np 2 4``)."""
+    return (
+        word == "train" or word.endswith(".py") or os.path.exists(word) or bool(shutil.which(word))
+    )
 
 
 def _word(text: str) -> str:

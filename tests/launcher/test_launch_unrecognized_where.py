@@ -1,11 +1,16 @@
-"""A mistyped flag of the launcher's own is named as such, not sent after ``--``.
+"""Where ``distconv-launch`` says arguments no option took go: not after ``--`` where they
+are a mistyped flag of its own, and after ``--`` where they are a program put before it.
 
 With a program after ``--``, any flag before it that no option took was told to go after the
 program's name: ``distconv-launch local --workers 2 --max-restrts 2 -- python job.py`` showed
 ``distconv-launch local --workers 2 -- python job.py --max-restrts 2``, the launcher's own
-restarts handed to the user's program as its arguments."""
+restarts handed to the user's program as its arguments; and ``distconv-launch mpi -np 2 job.py``
+said ``unrecognized arguments: job.py`` alone."""
 
 from __future__ import annotations
+
+import shlex
+import sys
 
 import pytest
 
@@ -46,3 +51,26 @@ def test_a_mistyped_own_flag_is_named_not_moved_after_the_program(
     capsys: pytest.CaptureFixture[str], argv: list[str], said: str
 ):
     assert _refusal(capsys, *argv) == said
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (
+            ["mpi", "-np", "2", "job.py", "--epochs", "1"],
+            "unrecognized arguments: job.py --epochs 1 (a program goes after --: distconv-launch "
+            "mpi -np 2 -- job.py --epochs 1)",
+        ),
+        (
+            ["local", "--workers", "2", sys.executable, "job.py"],
+            f"unrecognized arguments: {sys.executable} job.py (a program goes after --: "
+            f"distconv-launch local --workers 2 -- {shlex.quote(sys.executable)} job.py)",
+        ),
+        (["mpi", "-np", "2", "4"], "unrecognized arguments: 4"),  # a stray value, no program
+    ],
+    ids=["script", "command", "stray-value"],
+)
+def test_a_program_before_a_forgotten_dashes_is_shown_after_them(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+):
+    assert _refusal(capsys, *argv) == f"distconv-launch {argv[0]}: error: {said}"
