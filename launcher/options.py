@@ -11,13 +11,14 @@ import difflib
 import os
 import shlex
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from distconv.files import folder
 from distconv.number_text import decimal, int_at_least
 
 from .interrupt import release
 from .messages import shown
+from .owned import LOCAL_OWNED, MPI_OWNED
 from .supervisor import SETTLE_SECONDS
 
 #: the command's name, as its usage says it
@@ -185,7 +186,11 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def unrecognized(
-    own: Sequence[str], extra: Sequence[str], rest: Sequence[str], options: Sequence[str] = ()
+    own: Sequence[str],
+    extra: Sequence[str],
+    rest: Sequence[str],
+    options: Sequence[str] = (),
+    owned: Mapping[str, str] | None = None,
 ) -> str:
     """argparse's refusal of ``extra``, the arguments of ``own`` no option took, and where the
     first is a ``distconv train`` flag (``--epochs`` before ``--``, the likeliest slip), where
@@ -193,7 +198,9 @@ def unrecognized(
     after it where it names a program of the user's, whose arguments they then are). A flag
     of neither, spelled nearly as one of ``options`` (the command's own), is that one
     mistyped: it is named, not sent after the program (``--max-restrts 2 -- job.py``). A
-    program (or ``train``) before a ``--`` left out is shown after one."""
+    program (or ``train``) before a ``--`` left out is shown after one. A train flag the
+    launch sets itself (``owned``: flag -> why) is said so, not sent after ``--``, where it
+    was refused in turn (``mpi -np 2 --rank 1``)."""
     from distconv.messages import shell_quoted
     from distconv.train_args import FlagError, full_flag  # numpy and all: on this error only
 
@@ -206,7 +213,9 @@ def unrecognized(
     # a word first, nothing after --: the program (or the word train) where -- was forgotten
     leading = not rest and _program_word(extra[0])
     try:
-        full_flag(extra[0])
+        flag = full_flag(extra[0])
+        if flag in (owned or {}) and not program:  # a program of the user's may take it
+            return f"{said} (distconv train's {flag}, which this launch sets: {owned[flag]})"
     except FlagError:  # not distconv train's either (or not a flag): argparse's words alone
         close = difflib.get_close_matches(extra[0].split("=", 1)[0], options, n=1, cutoff=0.8)
         if close and extra[0].startswith("-"):
@@ -258,7 +267,10 @@ def parse_own(
         args, extra = parser.parse_known_args(own)
         if extra:
             options = [o for a in args.command_parser._actions for o in a.option_strings]
-            args.command_parser.error(unrecognized(own, extra, rest, options))
+            owned = MPI_OWNED if args.command == "mpi" else None
+            if args.command == "local" and args.servers:  # without shards a worker picks
+                owned = LOCAL_OWNED
+            args.command_parser.error(unrecognized(own, extra, rest, options, owned))
         ignored = ignored_flag(args.command_parser, args)
         if ignored:
             args.command_parser.error(ignored)

@@ -5,7 +5,8 @@ With a program after ``--``, any flag before it that no option took was told to 
 program's name: ``distconv-launch local --workers 2 --max-restrts 2 -- python job.py`` showed
 ``distconv-launch local --workers 2 -- python job.py --max-restrts 2``, the launcher's own
 restarts handed to the user's program as its arguments; and ``distconv-launch mpi -np 2 job.py``
-said ``unrecognized arguments: job.py`` alone."""
+said ``unrecognized arguments: job.py`` alone. A train flag the launch sets itself (``mpi -np 2
+--rank 1``) was sent after ``--``, where it was refused in turn."""
 
 from __future__ import annotations
 
@@ -73,4 +74,34 @@ def test_a_mistyped_own_flag_is_named_not_moved_after_the_program(
 def test_a_program_before_a_forgotten_dashes_is_shown_after_them(
     capsys: pytest.CaptureFixture[str], argv: list[str], said: str
 ):
+    assert _refusal(capsys, *argv) == f"distconv-launch {argv[0]}: error: {said}"
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (
+            ["mpi", "-np", "2", "--rank", "1"],
+            "unrecognized arguments: --rank 1 (distconv train's --rank, which this launch sets: "
+            "MPI gives each rank its rank; drop it from the train arguments)",
+        ),
+        (
+            ["local", "--workers", "2", "--pservers", "h:1"],
+            "unrecognized arguments: --pservers h:1 (distconv train's --pservers, which this "
+            "launch sets: the launcher gives the workers its shards' addresses; drop it from the "
+            "train arguments)",
+        ),
+        (  # no shards: the worker picks its transport, and --pservers after -- is its own
+            ["local", "--workers", "2", "--servers", "0", "--pservers", "h:1"],
+            "unrecognized arguments: --pservers h:1 (distconv train's arguments go after --: "
+            "distconv-launch local --workers 2 --servers 0 -- --pservers h:1)",
+        ),
+    ],
+    ids=["mpi-rank", "local-pservers", "no-shards"],
+)
+def test_a_train_flag_the_launch_sets_is_not_sent_after_the_dashes(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+):
+    """Sent after ``--``, it was refused in turn (``--rank after --: MPI gives each rank its
+    rank``): the hint led to a second refusal."""
     assert _refusal(capsys, *argv) == f"distconv-launch {argv[0]}: error: {said}"
