@@ -803,6 +803,13 @@ def accuracy(args) -> None:
     print(json.dumps(runs))
 
 
+#: ``--grad-dtype``'s wires (``--accuracy`` hands each to its CNN jobs, float32 too)
+GRAD_DTYPES = ("float32", "float16", "bfloat16")
+#: the flags whose runs have no CNN rows, so no wire for ``--grad-dtype`` to set (``--accuracy``
+#: trains every wire itself)
+CNN_DROPPED = ("--no-cnn", "--stream-only", "--update-only", "--accuracy")
+
+
 def main() -> None:
     from distconv.job import TrainConfig
 
@@ -832,7 +839,13 @@ def main() -> None:
     ap.add_argument(
         "--cnn-pairs", type=int, default=3, help="alternated 1- and 2-rank CNN runs (3)"
     )
-    ap.add_argument("--grad-dtype", default="")
+    ap.add_argument(
+        "--grad-dtype",
+        choices=GRAD_DTYPES,
+        default="",
+        help="the wire of the CNN rows' 2-rank runs (default float32; the main table times "
+        "every wire)",
+    )
     ap.add_argument("--stream-only", action="store_true", help="only the streaming cases")
     ap.add_argument("--update-only", action="store_true", help="only the updates cases")
     ap.add_argument(
@@ -851,7 +864,14 @@ def main() -> None:
         return gloo_worker(args)
     if args.worker == "cnn":
         return cnn_worker(args)
-    if args.grad_dtype and not args.no_cnn:
+    # a flag the run would ignore reads as measured: refuse it before anything runs
+    dropped = [f for f in CNN_DROPPED if getattr(args, f.lstrip("-").replace("-", "_"))]
+    if args.grad_dtype and dropped:
+        ap.error(
+            f"--grad-dtype sets the wire of the CNN rows' 2-rank runs, and {dropped[0]} runs "
+            "none (the main table times every wire)"
+        )
+    if args.grad_dtype:
         from distconv.sync.mpi.buckets import wire_dtype
 
         try:  # now, not in the CNN's first 2-rank job, after the main table's minutes
