@@ -71,6 +71,20 @@ def test_the_report_names_the_sizes_that_ran(half_run):
     assert (result["mb"], result["grads"]) == (1, 2)  # the JSON line records them too
 
 
+@pytest.mark.timeout(420)
+def test_the_target_is_on_one_of_the_two_default_over_raw_figures(half_run):
+    """The table's default row and the line of the two alone were both 'MPISync default / raw
+    fused, paired', each with 'target <= 1.1x': a reader could not tell which one the docs'
+    'paired (<= 1.1)' row quotes (the table's paired column)."""
+    report, _ = half_run
+    row = next(line for line in report.splitlines() if line.startswith("MPISync default ("))
+    assert row.endswith("target <= 1.1x, paired")
+    alone = next(line for line in report.splitlines() if "the two taking turns" in line)
+    assert alone.startswith("MPISync default / raw fused, alone:")
+    assert "paired" not in alone.replace("paired column", "") and "target <=" not in alone
+    assert report.count("target <= 1.1x") == 1
+
+
 def _bench_module():
     """benchmarks/allreduce.py as a module. Its import sets one-thread variables in the
     environment and puts its folders on sys.path, as a script run alone should; both are put
