@@ -12,7 +12,8 @@ libraries alternate, ``--rounds`` times, and each figure is the median over the 
 process's median step time. The table reports samples/s, distconv over PyTorch (higher is
 better). The breakdown times each layer alone on the inputs of a real step (forward, then
 backward from a ones gradient, each backward after an untimed forward as in a step; PyTorch's
-backward is its forward+backward minus its forward).
+backward is its forward+backward minus its forward; ``n/a (noise)``, and no ratio, where that
+comes out negative).
 ``step overhead`` is measured inside real steps: the step's time outside every layer's
 forward/backward and the optimizer, i.e. the Python around the layers (network loop, Args,
 dicts, the sync's callbacks). The step is the sync contract's own (start_step, forward,
@@ -222,8 +223,9 @@ def _torch_worker(side: int, batch: int, repeat: int) -> dict:
             out.backward(torch.ones_like(out))
 
         result[f"{name} fwd"] = median_ms(fwd, repeat)
-        # torch's backward needs the graph of a forward with grad enabled: time both, subtract
-        result[f"{name} bwd"] = max(median_ms(bwd_and_fwd, repeat) - result[f"{name} fwd"], 0.0)
+        # torch's backward needs the graph of a forward with grad enabled: time both, subtract;
+        # kept negative where a stall in the forward's median outweighed it (the report says so)
+        result[f"{name} bwd"] = median_ms(bwd_and_fwd, repeat) - result[f"{name} fwd"]
         if module is not None:
             with torch.no_grad():
                 inp = module(inp)
@@ -286,6 +288,19 @@ def main() -> None:
     _report(measured, args)
 
 
+#: a PyTorch backward time below zero: its forward+backward minus its forward, where a stall in
+#: the forward's median outweighed the backward (a loaded machine, a small ``--repeat``)
+NOISE = "n/a (noise)"
+
+
+def _torch_cell(ref: dict, key: str) -> str:
+    """PyTorch's time for ``key`` in the per-layer table: ``-`` without PyTorch, :data:`NOISE`
+    where the subtraction came out negative, which no backward takes."""
+    if not ref:
+        return "-"
+    return f"{ref[key]:.2f}" if ref[key] >= 0 else NOISE
+
+
 def _report(measured: dict[str, dict[str, dict]], args: argparse.Namespace) -> None:
     print(
         f"# training step, {args.threads} thread(s), {args.clock} clock, median over "
@@ -315,8 +330,9 @@ def _report(measured: dict[str, dict[str, dict]], args: argparse.Namespace) -> N
             keys = [f"{name} fwd", f"{name} bwd"] if name != "optimizer" else ["optimizer"]
             mine, theirs = sum(ours[k] for k in keys), sum(ref.get(k, 0.0) for k in keys)
             cells = [f"{ours[k]:.2f}" for k in keys] + ["-"] * (2 - len(keys))
-            tcells = [f"{ref[k]:.2f}" if ref else "-" for k in keys] + ["-"] * (2 - len(keys))
-            ratio = f"{mine / theirs:.2f}" if theirs else "-"
+            tcells = [_torch_cell(ref, k) for k in keys] + ["-"] * (2 - len(keys))
+            noise = any(ref.get(k, 0.0) < 0 for k in keys)  # no ratio to a time we do not have
+            ratio = f"{mine / theirs:.2f}" if theirs and not noise else "-"
             rows.append([name, *cells, *tcells, ratio])
         overhead = ours["overhead"]
         rows.append(["step overhead", f"{overhead:.2f}", "-", "-", "-", "-"])
