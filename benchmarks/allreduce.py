@@ -163,6 +163,11 @@ def written(*buffers):
 WHOLE_STEP_RULES = ("sgd", "momentum", "adam")
 
 
+def layout_bytes(args) -> int:
+    """The bytes of the gradients' layout: ``--mb`` (a float, as ``pserver.py``'s) in bytes."""
+    return int(args.mb * MB)
+
+
 def make_params(total_bytes: int, grads: int):
     """``grads`` float32 parameters of (almost) equal size totalling ``total_bytes``."""
     from distconv.parameter import Parameter
@@ -239,7 +244,7 @@ def local_sync(args):
 def set_up(sync, args):
     """``sync`` set up over fresh parameters, and the order backward fires them in (the
     layout's)."""
-    params = make_params(args.mb * MB, args.grads)
+    params = make_params(layout_bytes(args), args.grads)
     sync.setup(params, {})
     return sync, list(reversed(params))
 
@@ -296,8 +301,8 @@ def mpi_worker(args) -> None:
     from distconv.sync.mpi import DEFAULT_BUCKET_BYTES
 
     comm = MPI.COMM_WORLD
-    fused = np.ones(args.mb * MB // 4, np.float32)
-    pieces = [p.value for p in make_params(args.mb * MB, args.grads)]
+    fused = np.ones(layout_bytes(args) // 4, np.float32)
+    pieces = [p.value for p in make_params(layout_bytes(args), args.grads)]
     ones = fused.copy()  # stays ones: summed over the ranks, then averaged
     mib_pieces = np.array_split(fused.copy(), max(1, fused.nbytes // MB))
     half = 1.0 / comm.size  # 2 ranks x 1 example: an exact product, as MPISync averages then
@@ -536,7 +541,7 @@ def gloo_worker(args) -> None:
     comm = MPI.COMM_WORLD
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=comm.rank, world_size=comm.size)
-    n = args.mb * MB // 4
+    n = layout_bytes(args) // 4
     fused, raw = torch.ones(n), np.ones(n, np.float32)
     pieces = list(torch.ones(n).split(-(-n // args.grads)))
     sync, order = make_sync(comm, args, bucket_bytes=DEFAULT_BUCKET_BYTES)
@@ -662,7 +667,7 @@ def cnn_pairs(args) -> dict:
 
 def report(r: dict) -> None:
     """The driver's table; its labels name the run's sizes (``mb``, ``grads``)."""
-    fused, mb, grads = r["raw_fused_ms"], r["mb"], r["grads"]
+    fused, mb, grads = r["raw_fused_ms"], f"{r['mb']:g}", r["grads"]
     rows = [(f"raw Allreduce, fused {mb} MB", "raw_fused", "baseline")]
     rows.append((f"raw Allreduce, {grads} calls", "raw_separate", ""))
     rows.append(("raw Allreduce, fused, then averaged", "raw_fused_average", "old floor"))
@@ -788,7 +793,7 @@ def report_streaming(r: dict) -> None:
 
     # the default buckets over the layout: one of the layout's size, up to DEFAULT_BUCKET_BYTES
     what = f"{min(r['mb'] * MB, DEFAULT_BUCKET_BYTES) / MB:g} MiB bucket"
-    what += f"s ({r['mb']} MB)" if r["mb"] * MB > DEFAULT_BUCKET_BYTES else ""
+    what += f"s ({r['mb']:g} MB)" if r["mb"] * MB > DEFAULT_BUCKET_BYTES else ""
     for kind in ("none", "free", "full"):
         on, off = r[f"stream_{kind}_on_ms"], r[f"stream_{kind}_off_ms"]
         line = f"{what}, compute {kind}: stream off {off:.2f} ms, on {on:.2f} ms"
@@ -836,30 +841,38 @@ def main() -> None:
     from distconv.job import TrainConfig
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--worker", choices=("mpi", "gloo", "cnn", "stream", "update"))
-    ap.add_argument("--rank", type=int, default=0)
-    ap.add_argument("--sync", default="mpi")
-    ap.add_argument("--mb", type=int, default=4)
-    ap.add_argument("--grads", type=int, default=100)
-    ap.add_argument("--reps", type=int, default=40)
-    ap.add_argument("--compute-ms", type=float, default=20.0, help="simulated backward")
-    ap.add_argument("--overlap-bucket", type=int, default=4 * MB, help="bucket bytes, overlap")
+    # the driver's own plumbing, handed to the jobs it starts: not for the command line
+    hidden = argparse.SUPPRESS
+    ap.add_argument("--worker", choices=("mpi", "gloo", "cnn", "stream", "update"), help=hidden)
+    ap.add_argument("--rank", type=int, default=0, help=hidden)
+    ap.add_argument("--sync", default="mpi", help=hidden)
+    ap.add_argument("--mb", type=float, default=4.0, help="MB of gradients (%(default)s)")
+    ap.add_argument("--grads", type=int, default=100, help="gradients (%(default)s)")
+    ap.add_argument("--reps", type=int, default=40, help="timed repetitions (%(default)s)")
+    ap.add_argument(
+        "--compute-ms", type=float, default=20.0, help="simulated backward (%(default)s)"
+    )
+    ap.add_argument(
+        "--overlap-bucket", type=int, default=4 * MB, help="bucket bytes, overlap (%(default)s)"
+    )
     ap.add_argument(
         "--epochs",
         type=int,
         default=TrainConfig.epochs,
-        help="epochs of the CNN runs (default: the default job's own; the first is the slowest)",
+        help="epochs of the CNN runs (default: the default job's own, %(default)s; the first is "
+        "the slowest)",
     )
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument(
         "--rotate",
         type=int,
         default=1,
-        help="1: each repetition of the main table starts one case later (0: always in order)",
+        help="1: each repetition of the main table starts one case later (0: always in order; "
+        "default %(default)s)",
     )
     ap.add_argument("--no-cnn", action="store_true")
     ap.add_argument(
-        "--cnn-pairs", type=int, default=3, help="alternated 1- and 2-rank CNN runs (3)"
+        "--cnn-pairs", type=int, default=3, help="alternated 1- and 2-rank CNN runs (%(default)s)"
     )
     ap.add_argument(
         "--grad-dtype",

@@ -41,9 +41,10 @@ def run_driver(*flags: str) -> tuple[str, dict]:
 
 @pytest.fixture(scope="module")
 def half_run() -> tuple[str, dict]:
-    """One driver run with the CNN rows and ``--grad-dtype float16``: the checks below share
-    it, as each driver run costs seconds of two ranks' training."""
-    return run_driver("--grad-dtype", "float16")
+    """One driver run with the CNN rows, ``--grad-dtype float16`` and half a MB (``--mb`` took
+    whole numbers only): the checks below share it, as each driver run costs seconds of two
+    ranks' training."""
+    return run_driver("--grad-dtype", "float16", "--mb", "0.5")
 
 
 @pytest.mark.timeout(420)
@@ -61,14 +62,19 @@ def test_grad_dtype_is_the_wire_of_the_cnns_two_rank_runs(half_run):
 @pytest.mark.timeout(420)
 def test_the_report_names_the_sizes_that_ran(half_run):
     """``--mb 1 --grads 2`` printed 'raw Allreduce, fused 4 MB', '100 calls', 'SGD update of
-    4 MB' and '4 MiB bucket' beside the figures of 1 MB as 2 gradients."""
+    4 MB' and '4 MiB bucket' beside the figures of 1 MB as 2 gradients; the run here is of
+    half a MB, as ``--mb 0.5`` (refused as no int before) asks."""
     report, result = half_run
-    for label in ("raw Allreduce, fused 1 MB ", "raw Allreduce, 2 calls ", "SGD update of 1 MB "):
+    for label in (
+        "raw Allreduce, fused 0.5 MB ",
+        "raw Allreduce, 2 calls ",
+        "SGD update of 0.5 MB ",
+    ):
         assert label in report
-    assert "1 MiB bucket, compute none: stream off" in report
+    assert "0.5 MiB bucket, compute none: stream off" in report
     assert "4 MB" not in report and "4 MiB bucket" not in report and "100 calls" not in report
     assert "update adam over 1 1 MiB bucket(s)" in report  # the update rows, in the table too
-    assert (result["mb"], result["grads"]) == (1, 2)  # the JSON line records them too
+    assert (result["mb"], result["grads"]) == (0.5, 2)  # the JSON line records them too
     # the free cores' compute under the docs' name, beside what was asked of it
     assert "free cores: the sleeps took " in report and " ms (0.1 ms asked)" in report
 
@@ -128,6 +134,26 @@ def _started(*args: str) -> subprocess.Popen:
         assert time.monotonic() < deadline, "the process never showed its arguments"
         time.sleep(0.01)
     return proc
+
+
+@pytest.mark.timeout(60)
+def test_the_help_shows_each_sizes_default():
+    """``--help`` showed no default for ``--mb``, ``--grads``, ``--reps`` or ``--compute-ms``:
+    only the docs' table had them."""
+    env = {**os.environ, "PYTHONPATH": child_path()}
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--help"], env=env, capture_output=True, text=True, timeout=50
+    )
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())  # argparse wraps the lines at the terminal's width
+    for words in (
+        "MB of gradients (4.0)",
+        "gradients (100)",
+        "repetitions (40)",
+        "backward (20.0)",
+    ):
+        assert words in text
+    assert "--worker" not in text  # the jobs' plumbing is not the user's
 
 
 @pytest.mark.timeout(30)
