@@ -1,7 +1,8 @@
 """MPISync against a raw fused ``Allreduce`` and ``torch.distributed`` (gloo), 2 ranks.
 
-Usage: ``python benchmarks/allreduce.py [--mb 4] [--grads 100] [--reps 40] [--no-torch]
-[--no-cnn] [--stream-only] [--update-only]``
+Usage: ``python benchmarks/allreduce.py [--mb 4] [--grads 100] [--reps 40] [--compute-ms 20]
+[--overlap-bucket BYTES] [--epochs N] [--rotate 1] [--no-torch] [--no-cnn] [--cnn-pairs 3]
+[--grad-dtype D] [--stream-only] [--update-only] [--accuracy]``
 
 Every number is the median over ``--reps`` repetitions of the slowest rank's time, and every
 ratio is against a baseline measured in the same run. Every case's buffers are written by the

@@ -1,6 +1,6 @@
 """Conv2D / ConvTranspose3D speed against PyTorch on the CPU, one process per library.
 
-Usage: ``python benchmarks/conv.py [--threads 1 2] [--cases NAME ...]``
+Usage: ``python benchmarks/conv.py [--threads 1 2] [--cases NAME ...] [--clock wall|cpu]``
 
 Prints, for each shape and thread count, the best-of-N time of forward and of forward+backward
 (input, weight and bias gradients), GFLOP/s, and the ratio distconv / PyTorch (lower is better).

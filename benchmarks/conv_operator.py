@@ -1,6 +1,7 @@
 """ConvOperator (a filter bank per sample) against the per-sample matrix product it replaced.
 
-Usage: ``python benchmarks/conv_operator.py [--threads 1 2] [--repeat 15] [--then DIR]``
+Usage: ``python benchmarks/conv_operator.py [--threads 1 2] [--repeat 15] [--then DIR]
+[--rounds 3]``
 
 Until issue 7 the operator multiplied each sample's filters with that sample's im2col columns
 itself (one batched matmul, plain col2im). It now runs on :mod:`distconv.kernels.conv_per_sample`

@@ -1,6 +1,7 @@
 """Parameter-server transport against a raw ZeroMQ DEALER/ROUTER round trip of the same bytes.
 
-Usage: ``python benchmarks/pserver.py [--mb 16] [--params 100] [--repeat 15] [--code DIR]
+Usage: ``python benchmarks/pserver.py [--mb 16] [--params 100] [--repeat 15]
+[--modes insecure,curve] [--code DIR] [--push-bytes N] [--keep-freed-buffers] [--json]
 [--finite]``
 
 One worker pushes ``--mb`` MB of float32 gradients as ``--params`` parameters through 2 real

@@ -1,6 +1,7 @@
 """A whole LeNet training step, distconv against PyTorch on the CPU, plus a per-layer breakdown.
 
-Usage: ``python benchmarks/train_step.py [--threads 2] [--rounds 5] [--cases NAME ...]``
+Usage: ``python benchmarks/train_step.py [--threads 2] [--rounds 5] [--repeat 30]
+[--cases NAME ...] [--clock wall|cpu] [--keep-memory distconv|both|neither]``
 
 The model is the same in both libraries: conv 32 3x3 pad 1 + relu, max-pool 2, conv 64 3x3
 pad 1 + relu, max-pool 2, fc 128 + relu, fc 10, softmax cross-entropy, Adam (ours is

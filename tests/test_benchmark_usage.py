@@ -1,0 +1,44 @@
+"""Each benchmark script's docstring usage names every flag its ``--help`` lists."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.child_env import child_path
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "script",
+    [
+        "pserver.py",
+        "allreduce.py",
+        "train_step.py",
+        "conv.py",
+        "conv_operator.py",
+        "selective_fc.py",
+    ],
+)
+def test_the_docstring_usage_names_every_flag(script):
+    """pserver.py's usage left out ``--modes``, ``--push-bytes``, ``--json`` and
+    ``--keep-freed-buffers``, allreduce.py's seven of its flags: a reader of the file took the
+    usage line for the whole interface."""
+    path = BENCHMARKS / script
+    env = {**os.environ, "PYTHONPATH": child_path()}
+    done = subprocess.run(
+        [sys.executable, str(path), "--help"], env=env, capture_output=True, text=True, timeout=50
+    )
+    assert done.returncode == 0, done.stderr
+    flags = set(re.findall(r"--[a-z][a-z-]*", done.stdout)) - {"--help"}
+    doc = ast.get_docstring(ast.parse(path.read_text()))
+    usage = doc[doc.index("Usage:") : doc.index("``", doc.index("Usage:") + 10)]
+    assert flags and sorted(f for f in flags if f not in usage) == []
