@@ -839,6 +839,8 @@ CNN_DROPPED = ("--no-cnn", "--stream-only", "--update-only", "--accuracy")
 
 
 def main() -> None:
+    from harness import blas_kernels
+
     from distconv.job import TrainConfig
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -914,6 +916,8 @@ def main() -> None:
             wire_dtype(args.grad_dtype)
         except (ValueError, ImportError) as exc:
             ap.error(f"--grad-dtype: {exc}")
+    # the jobs inherit this environment, so they run the kernels this line names
+    print(f"# {blas_kernels()}", flush=True)
     if args.accuracy:
         return accuracy(args)
     if args.stream_only:

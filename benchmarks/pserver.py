@@ -374,6 +374,11 @@ def main() -> None:
         echo_server(args.keys if args.echo == "curve" else None)
         return
 
+    from harness import blas_kernels  # beside this file; the shards' finite check is BLAS's
+
+    blas = blas_kernels()  # the shards and echoes inherit this environment, and its kernels
+    if not args.json:
+        print(f"# {blas}", flush=True)
     if args.keep_freed_buffers:
         keep_freed_buffers()
     n = int(args.mb * 2**20 / 4 / args.params)
@@ -390,7 +395,12 @@ def main() -> None:
     if args.json:
         print(
             json.dumps(
-                {"code": str(REPO), "keep_freed_buffers": args.keep_freed_buffers, **results}
+                {
+                    "code": str(REPO),
+                    "keep_freed_buffers": args.keep_freed_buffers,
+                    "blas": blas,
+                    **results,
+                }
             )
         )
         return

@@ -72,6 +72,7 @@ def test_the_report_names_the_sizes_that_ran(half_run):
     ):
         assert label in report
     assert "0.5 MiB bucket, compute none: stream off" in report
+    assert report.startswith("# numpy's BLAS: ")  # the kernels, as the other benchmarks say
     assert "4 MB" not in report and "4 MiB bucket" not in report and "100 calls" not in report
     assert "update adam over 1 1 MiB bucket(s)" in report  # the update rows, in the table too
     assert (result["mb"], result["grads"]) == (0.5, 2)  # the JSON line records them too

@@ -29,5 +29,6 @@ def test_a_shard_that_cannot_start_is_named_with_its_status_and_stderr(tmp_path)
     assert "IndexError" not in err
     assert "-m distconv pserver" in err and "exited with status 1 before saying where" in err
     assert "no shard here" in err
+    assert out.startswith("# numpy's BLAS: ")  # which kernels, as the other benchmarks say
     with pytest.raises(ProcessLookupError):  # the echoes started before it were stopped
         os.killpg(proc.pid, 0)
