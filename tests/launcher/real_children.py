@@ -38,6 +38,20 @@ class RecordingOutput:
         pass
 
 
+class GatedOutput(RecordingOutput):
+    """An output whose first write waits for :attr:`gate` (up to 10 s): a slow reader's
+    piece in flight, slow and not gone; :attr:`entered` is set once that write is under way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate, self.entered = threading.Event(), threading.Event()
+
+    def hold(self, data: bytes) -> None:
+        if not self.entered.is_set():
+            self.entered.set()
+            self.gate.wait(10)
+
+
 def mpiexec_or_skip() -> str:
     """The ``mpiexec`` on PATH; skips the test where there is none, or mpi4py is missing."""
     mpiexec = shutil.which("mpiexec")

@@ -23,7 +23,7 @@ import pytest
 from launcher import messages
 from launcher.terminal import Terminal
 from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
-from tests.launcher.real_children import RecordingOutput, wait_until
+from tests.launcher.real_children import GatedOutput, RecordingOutput, wait_until
 from tests.processes import job_env, job_left
 
 #: worker 0 fails with 20 long last lines (a long report), once worker 1 notes the launcher's
@@ -101,22 +101,9 @@ def test_a_second_signal_ends_the_launcher_on_a_slowly_read_stderr(tmp_path: Pat
     assert took < 1.5, (took, got)
 
 
-class _Held(RecordingOutput):
-    """An output whose first write waits for :attr:`gate` (a slow reader's piece in flight)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate, self.entered = threading.Event(), threading.Event()
-
-    def hold(self, data: bytes) -> None:
-        if not self.entered.is_set():
-            self.entered.set()
-            self.gate.wait(10)
-
-
 @pytest.mark.timeout(30)
 def test_leaving_drops_the_rest_and_says_so_on_a_line_of_its_own():
-    out = _Held()
+    out = GatedOutput()
     view = Terminal(out, lambda said: f"{said}\n".encode())
     report = b"r" * 5000 + b"\n"  # two pieces: the first in flight, the second dropped
     assert view.say(report) and view.say(b"after\n")
@@ -151,7 +138,7 @@ def test_leaving_before_the_writer_took_the_queue_still_says_what_it_dropped():
 def test_the_count_of_messages_not_written_holds_those_a_stall_dropped_before():
     """A notice of messages a stall dropped (2 here) counted as one message not written where
     a second signal dropped it in turn: the count said 1, and those 2 went unsaid (k499)."""
-    out = _Held()
+    out = GatedOutput()
     view = Terminal(out, lambda said: f"{said}\n".encode(), bound=100)
     assert view.say(b"a" * 60 + b"\n")
     wait_until(out.entered.is_set, "the first message under way")
@@ -167,7 +154,7 @@ def test_the_count_of_messages_not_written_holds_those_a_stall_dropped_before():
 def test_the_count_of_messages_not_written_names_the_failure_reports_file(tmp_path: Path):
     """The count named ``failure.json`` alone, where the report's path (the run directory's,
     which ``--job-id`` makes) was known to the view: as the stall's notice names it (k505)."""
-    out = _Held()
+    out = GatedOutput()
     view = Terminal(out, lambda said: f"{said}\n".encode())
     report = tmp_path / "run" / "failure.json"
     assert view.say(b"first\n")
@@ -190,7 +177,7 @@ def test_a_second_signal_says_the_launchers_messages_not_written_on_a_shared_out
     ended: as on a stderr of their own, they are dropped and counted on a line of its own
     (k505)."""
     monkeypatch.setattr(messages, "LEFT_SAID_SECONDS", 1.0)  # wide of the gate's timer
-    out = _Held()
+    out = GatedOutput()
     view = Terminal(out, lambda said: f"{said}\n".encode())
     said = messages.Messages(out, None)
     said.share(view, out, 0.1)

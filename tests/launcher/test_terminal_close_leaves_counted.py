@@ -6,33 +6,19 @@ waited for behind them."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
 
 from launcher.terminal import Terminal
-from tests.launcher.real_children import RecordingOutput, wait_until
+from tests.launcher.real_children import GatedOutput, wait_until
 
 LINE = b"x" * 99 + b"\n"
 
 
-class _Slow(RecordingOutput):
-    """An output whose first write waits for :attr:`gate`: slow, not gone."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate, self.entered = threading.Event(), threading.Event()
-
-    def hold(self, data: bytes) -> None:
-        if not self.entered.is_set():
-            self.entered.set()
-            self.gate.wait(10)
-
-
 @pytest.mark.timeout(30)
 def test_the_lines_a_close_counts_missing_are_not_written_after_it(tmp_path: Path):
-    out, log = _Slow(), tmp_path / "worker-0.log"
+    out, log = GatedOutput(), tmp_path / "worker-0.log"
     view = Terminal(out, lambda said: f"{said}\n".encode())
     assert view.put("worker-0", log, LINE)
     wait_until(out.entered.is_set, "the first write")  # under way: that line alone
