@@ -169,8 +169,8 @@ class SyncStrategy(ABC):
         # a step left open is let go of (check_gradient refuses its rest), and the list of the
         # last model's parameters check_gradient kept: a model dropped from the sync is freed
         self._taken, self._known, self._taken_unfinished = None, ([], set()), None
-        self._ending = False  # set by a finish_step's wrapper whose finally never ran here (a
-        # copy made inside it): every finish_step after it was nested, and no step ended
+        self.__ending = False  # closing.ENDING: set where a finish_step's wrapper never ended
+        # (a copy made inside it), every finish_step after it was nested, and no step ended
         self.params = setup_params(trainable(params))  # TypeError for an integer one
         self.all_equal(job_description(self.params, self.optimizer, config or {}))
         self.init_state()

@@ -94,6 +94,11 @@ def refuse_closed(sync: Any, call: str) -> None:
     refuse_unmade(sync, call)
 
 
+#: the attribute in which ``finish_step``'s wrapper marks its outermost call under way: the
+#: name ``self.__ending`` takes in SyncStrategy, so a subclass's own ``_ending`` is not it
+ENDING = "_SyncStrategy__ending"
+
+
 def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
     """``finish_step`` or ``abandon_step``, which ends the step for ``check_gradient`` once
     its body returned or raised, not before: a strategy's ``finish_step`` that hands itself
@@ -109,8 +114,9 @@ def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
     def ending(self: Any, *args: Any, **kwargs: Any) -> Any:
         # the outermost call ends the step: a subclass's, whose super().finish_step() is
         # wrapped too, may hand itself gradients after it (LocalSync's has nothing in flight)
-        outermost = not self.__dict__.get("_ending", False)
-        self._ending, raised = True, True
+        outermost = not self.__dict__.get(ENDING, False)
+        setattr(self, ENDING, True)
+        raised = True
         try:
             result = method(self, *args, **kwargs)
             raised = False
@@ -120,7 +126,8 @@ def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
                 # (one refused for want of a step keeps what an earlier one that raised kept)
                 taken = self._taken if self._taken is not None else self._taken_unfinished
                 unfinished = taken if raised and name == "finish_step" else None
-                self._ending, self._taken, self._taken_unfinished = False, None, unfinished
+                self._taken, self._taken_unfinished = None, unfinished
+                setattr(self, ENDING, False)
 
     check = refuse_unmade if name == "abandon_step" else refuse_closed
     return guarded(ending, check, name)

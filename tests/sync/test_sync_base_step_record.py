@@ -136,6 +136,28 @@ def test_a_setup_ends_the_steps_of_a_copy_made_inside_finish_step():
     assert np.allclose(w.value, 0.8)
 
 
+class KeepsItsOwnEnding(LocalSync):
+    """A user's subclass with an attribute of its own named ``_ending`` (the end of its data)."""
+
+    def start_step(self, examples: int) -> None:
+        super().start_step(examples)
+        self._ending = True
+
+
+def test_a_subclass_s_own_ending_attribute_does_not_keep_its_steps_open():
+    """The finish_step wrapper's flag was ``_ending``: a subclass's own attribute of that name
+    made each finish_step a nested one, no step ended, and the next start_step was refused as
+    inside an unfinished step."""
+    sync, w = KeepsItsOwnEnding(SGD(lr=0.1)), Parameter("w", np.ones(3))
+    sync.setup([w])
+    for _ in range(2):
+        sync.start_step(1)
+        w.grad[...] = 1.0
+        sync.on_gradient(w)
+        sync.finish_step()
+    assert np.allclose(w.value, 0.8) and sync._ending is True
+
+
 def test_the_split_modules_keep_every_old_import():
     """sync/closing.py's error and refusals moved to sync/errors.py, the closing guards' list
     and wrapper from base.py to closing.py: where transports and tests import them from."""
