@@ -42,7 +42,7 @@ from distconv.base_init import checks_base_init, refuse_skipped_base_init
 from distconv.kernels.shape import is_int
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, setup_params, trainable
-from distconv.sync.closing import NEEDS_OPEN, closing_error, guard_closing  # noqa: F401
+from distconv.sync.closing import NEEDS_OPEN, clear_step_record, closing_error, guard_closing  # noqa: F401
 from distconv.sync.description import job_description
 from distconv.sync.errors import SyncError, step_refusal  # transports import them from here
 
@@ -166,11 +166,7 @@ class SyncStrategy(ABC):
             ValueError: two parameters of one name (one listed twice is taken once).
         """
         self.check_made()
-        # a step left open is let go of (check_gradient refuses its rest), and the list of the
-        # last model's parameters check_gradient kept: a model dropped from the sync is freed
-        self._taken, self._known, self._taken_unfinished = None, ([], set()), None
-        self.__ending = False  # closing.ENDING: set where a finish_step's wrapper never ended
-        # (a copy made inside it), every finish_step after it was nested, and no step ended
+        clear_step_record(self)  # a step left open, the last model's parameters
         self.params = setup_params(trainable(params))  # TypeError for an integer one
         self.all_equal(job_description(self.params, self.optimizer, config or {}))
         self.init_state()

@@ -94,9 +94,20 @@ def refuse_closed(sync: Any, call: str) -> None:
     refuse_unmade(sync, call)
 
 
-#: the attribute in which ``finish_step``'s wrapper marks its outermost call under way: the
-#: name ``self.__ending`` takes in SyncStrategy, so a subclass's own ``_ending`` is not it
+#: the attribute in which ``finish_step``'s wrapper marks its outermost call under way, named
+#: as SyncStrategy's private ``__ending``: a subclass's own ``_ending`` is not it
 ENDING = "_SyncStrategy__ending"
+
+
+def clear_step_record(sync: Any) -> None:
+    """What a setup (the base's, the parameter-server client's) makes of the step's record: a
+    step left open is let go of (``check_gradient`` refuses its rest), and so is the list of
+    the last model's parameters ``check_gradient`` kept (a model dropped from the sync is
+    freed). The wrapper's flag is cleared, set where its finally never ran (a copy made inside
+    a ``finish_step``): every ``finish_step`` or ``abandon_step`` after it was nested, and no
+    step ended."""
+    sync._taken, sync._known, sync._taken_unfinished = None, ([], set()), None
+    setattr(sync, ENDING, False)
 
 
 def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, SyncStrategy
+from distconv.sync.closing import clear_step_record
 from distconv.sync.local import unfinished_step_refusal  # LocalSync's words
 
 
@@ -41,7 +42,7 @@ class StepOrder(SyncStrategy):
         """A new setup (the client's, which does not call the base's) ends the step, as the
         base's does: gradients are refused until the next :meth:`start_step`, and the last
         model's parameters, which :meth:`check_gradient`'s cache held, are let go of."""
-        self._taken, self._known, self._taken_unfinished = None, ([], set()), None
+        clear_step_record(self)
 
     def _take_gradient(self, param: Parameter) -> int:
         """Index of ``param`` among the parameters given to setup, counted as fired.

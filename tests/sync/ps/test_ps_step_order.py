@@ -8,14 +8,17 @@ and the last sent whatever was queued."""
 
 from __future__ import annotations
 
+import copy
 import signal
 
 import numpy as np
 import pytest
 from ps_helpers import insecure_worker
 
+from distconv.optim import SGD
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
+from distconv.sync.ps.client import PServerSync
 
 OUTSIDE = r"call start_step\(examples\) before backward, finish_step\(\) after it$"
 
@@ -216,5 +219,37 @@ def test_a_step_started_inside_another_is_refused_and_the_open_step_goes_on(shar
         sync.setup([a, b])
         sync.start_step(1)
         sync.finish_step()
+    finally:
+        sync.close()
+
+
+class SnapshotInFinish(PServerSync):
+    """Keeps a copy of itself made inside its finish_step (a snapshot of the step's end)."""
+
+    def finish_step(self) -> None:
+        super().finish_step()
+        self.snapshot = copy.copy(self)
+
+
+@pytest.mark.timeout(60)
+def test_a_setup_ends_the_abandoned_steps_of_a_copy_made_inside_finish_step(shards):
+    """The copy holds the finish_step wrapper's flag as set: each abandon_step of it counted
+    as nested and ended no step, so a gradient after it was pushed, outside any step, and the
+    next start_step refused; the base's setup clears the flag, the client's did not."""
+    (endpoint,) = shards.start(1, workers=1)
+    a = Parameter("a", np.zeros(3))
+    sync = SnapshotInFinish(SGD(lr=1.0), rank=0, world_size=1, pservers=[endpoint], insecure=True)
+    try:
+        sync.setup([a])
+        sync.start_step(1)
+        sync.finish_step()
+        copied = sync.snapshot
+        copied.setup([a])
+        copied.start_step(1)
+        copied.abandon_step()
+        a.grad[...] = 1.0
+        with pytest.raises(SyncError, match=rf"^gradient of 'a' arrived outside a step: {OUTSIDE}"):
+            copied.on_gradient(a)
+        copied.start_step(1)
     finally:
         sync.close()
