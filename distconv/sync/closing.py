@@ -117,7 +117,8 @@ def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
     and so is a subclass's after its ``super().finish_step()`` (the outermost call ends it).
     One that raised keeps what the step took as ``_taken_unfinished`` until the next call that
     ends or starts a step: the ``abandon_step`` the Trainer calls then (LocalSync's asks
-    whether the step was applied in part) reads it, though ``check_gradient`` refuses now.
+    whether the step was applied in part) reads it, though ``check_gradient`` refuses now; an
+    ``abandon_step`` that raised (a subclass's, before LocalSync's asked) keeps it too.
     A closed sync's ``finish_step`` is refused, as :func:`refuse_closed` says; ``abandon_step``
     is not, whatever its function's own name (``abandon_step = _drop``)."""
 
@@ -133,10 +134,10 @@ def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
             raised = False
             return result
         finally:
-            if outermost:  # a finish_step that raised: what it took, for the abandon_step after
+            if outermost:  # one that raised: what the step took, for the abandon_step after
                 # (one refused for want of a step keeps what an earlier one that raised kept)
                 taken = self._taken if self._taken is not None else self._taken_unfinished
-                unfinished = taken if raised and name == "finish_step" else None
+                unfinished = taken if raised else None
                 self._taken, self._taken_unfinished = None, unfinished
                 setattr(self, ENDING, False)
 

@@ -67,9 +67,11 @@ def test_a_subclass_s_gradients_after_super_finish_step_are_in_its_step():
         LocalSync.on_gradient(sync, w)  # and the step is over once finish_step returned
 
 
-def _failed_after_an_update() -> tuple[AppliesAfterFinish, list[Parameter]]:
+def _failed_after_an_update(
+    cls: type[AppliesAfterFinish] = AppliesAfterFinish,
+) -> tuple[AppliesAfterFinish, list[Parameter]]:
     """A sync whose finish_step raised after updating w, of w and v, and its parameters."""
-    sync = AppliesAfterFinish(SGD(lr=0.1))
+    sync = cls(SGD(lr=0.1))
     params = [Parameter("w", np.ones(3)), Parameter("v", np.ones(2))]
     sync.setup(params)
     sync.start_step(2)
@@ -106,6 +108,31 @@ def test_a_finish_step_refused_after_one_that_raised_keeps_the_step_applied_in_p
     with pytest.raises(SyncError, match=r"finish_step\(\) without start_step\(\)"):
         sync.finish_step()
     sync.abandon_step()
+    with pytest.raises(SyncError, match=r"abandoned after updating 1 of 2 parameters"):
+        sync.state_dict()
+
+
+class AbandonFailsOnce(AppliesAfterFinish):
+    """Its abandon_step lets go of something of its own before LocalSync's, which fails once."""
+
+    failing = True
+
+    def abandon_step(self) -> None:
+        if self.failing:
+            self.failing = False
+            raise OSError("could not let go")
+        super().abandon_step()
+
+
+def test_an_abandon_step_that_raised_keeps_the_step_applied_in_part():
+    """Its wrapper, the outermost, let go of what the finish_step that raised kept, before
+    LocalSync's abandon_step had recorded it: state_dict went on from half a step."""
+    sync, _ = _failed_after_an_update(AbandonFailsOnce)
+    with pytest.raises(OSError):
+        sync.abandon_step()
+    with pytest.raises(SyncError, match=r"in a step that updated 1 of 2 parameters"):
+        sync.state_dict()
+    sync.abandon_step()  # again, to the end
     with pytest.raises(SyncError, match=r"abandoned after updating 1 of 2 parameters"):
         sync.state_dict()
 
