@@ -3,14 +3,12 @@ base's lets go of, check_gradient's cache of the last setup's parameters include
 
 from __future__ import annotations
 
-import gc
-import weakref
-
 import numpy as np
 import pytest
 from ps_helpers import insecure_worker
 
 from distconv.parameter import Parameter
+from tests.sync.freed_model import freed_by_next_setup
 
 
 @pytest.mark.timeout(60)
@@ -20,16 +18,8 @@ def test_a_setup_lets_go_of_the_last_model_s_parameters(shards):
     (endpoint,) = shards.start(1, workers=1)
     sync = insecure_worker([endpoint], lr=1.0)
     try:
-        a = Parameter("a", np.zeros(3))
-        sync.setup([a])
-        sync.start_step(1)
-        a.grad[...] = 1.0
-        sync.on_gradient(a)
-        sync.finish_step()
-        dropped = weakref.ref(a)
-        del a
-        sync.setup([Parameter("a", np.zeros(3))])  # another model's, of the job's layout
-        gc.collect()
-        assert dropped() is None
+        # another model's next, of the job's layout
+        second = Parameter("a", np.zeros(3))
+        assert freed_by_next_setup(sync, lambda: Parameter("a", np.zeros(3)), second)
     finally:
         sync.close()
