@@ -11,7 +11,7 @@ import difflib
 import os
 import shlex
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from distconv.files import folder
 from distconv.number_text import decimal, int_at_least
@@ -191,6 +191,7 @@ def unrecognized(
     rest: Sequence[str],
     options: Sequence[str] = (),
     owned: Mapping[str, str] | None = None,
+    refused: Callable[[Sequence[str]], str | None] = lambda after: None,
 ) -> str:
     """argparse's refusal of ``extra``, the arguments of ``own`` no option took, and where the
     first is a ``distconv train`` flag (``--epochs`` before ``--``, the likeliest slip), where
@@ -200,7 +201,8 @@ def unrecognized(
     mistyped: it is named, not sent after the program (``--max-restrts 2 -- job.py``). A
     program (or ``train``) before a ``--`` left out is shown after one. A train flag the
     launch sets itself (``owned``: flag -> why) is said so, not sent after ``--``, where it
-    was refused in turn (``mpi -np 2 --rank 1``)."""
+    was refused in turn (``mpi -np 2 --rank 1``). Where the launch would refuse what the hint
+    puts after ``--`` (``refused``: why, or None), that is said instead of the hint."""
     from distconv.messages import shell_quoted
     from distconv.train_args import FlagError, full_flag  # numpy and all: on this error only
 
@@ -227,11 +229,43 @@ def unrecognized(
     ahead = own[: at[0]] + own[at[0] + n :] if len(at) == 1 else [*own[:1], "..."]
     after = [*rest, *extra] if program else [*extra, *rest]
     again = " ".join(w if w == "..." else _word(w) for w in [PROG, *ahead, "--", *after])
+    why = refused(after)  # '--epochs 1 job.py': job.py is no train argument after -- either
+    if why:
+        return f"{said} (not after -- either: {why})"
     if leading and names_a_program(extra):
         return f"{said} (a program goes after --: {again})"
     where = "after its name, after --" if program else "after --"
     whose = "the program's" if program else "distconv train's"
     return f"{said} ({whose} arguments go {where}: {again})"
+
+
+def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:
+    """Why the launch ``args`` would refuse ``after`` as what follows ``--`` (the checks of
+    :func:`launcher.cli.run_local` and ``run_mpi`` before anything starts); None if it takes
+    it, or where it names a program (its arguments are the program's; a script the launch
+    does not see may exist where it runs), or where ``args`` is a k8s render, whose renderer
+    checks after parsing."""
+    from .commands import (
+        LaunchError,
+        names_a_program,
+        parse_program,
+        refuse_other_transport_flags,
+        refuse_owned_flags,
+    )
+
+    if names_a_program(after):
+        return None
+    try:
+        program = parse_program(after)
+        if args.command == "mpi":
+            refuse_owned_flags(program, MPI_OWNED, "mpi")
+        elif args.command == "local" and args.servers:
+            refuse_owned_flags(program, LOCAL_OWNED, "pserver")
+        elif args.command == "local":
+            refuse_other_transport_flags(program)
+    except LaunchError as exc:
+        return str(exc)
+    return None
 
 
 def _program_word(word: str) -> bool:
@@ -270,7 +304,8 @@ def parse_own(
             owned = MPI_OWNED if args.command == "mpi" else None
             if args.command == "local" and args.servers:  # without shards a worker picks
                 owned = LOCAL_OWNED
-            args.command_parser.error(unrecognized(own, extra, rest, options, owned))
+            hint = unrecognized(own, extra, rest, options, owned, lambda a: refused(args, a))
+            args.command_parser.error(hint)
         ignored = ignored_flag(args.command_parser, args)
         if ignored:
             args.command_parser.error(ignored)

@@ -105,3 +105,35 @@ def test_a_train_flag_the_launch_sets_is_not_sent_after_the_dashes(
     """Sent after ``--``, it was refused in turn (``--rank after --: MPI gives each rank its
     rank``): the hint led to a second refusal."""
     assert _refusal(capsys, *argv) == f"distconv-launch {argv[0]}: error: {said}"
+
+
+@pytest.mark.parametrize(
+    "argv, why",
+    [
+        (  # job.py after --epochs's value: a train positional after --, which train refuses
+            ["mpi", "-np", "2", "--epochs", "1", "job.py"],
+            "unrecognized arguments: job.py (in the distconv train arguments after --)",
+        ),
+        (
+            ["mpi", "-np", "2", "--push-kb", "64"],
+            "--push-kb is for --sync pserver, and this run uses mpi sync (the train arguments "
+            "after --)",
+        ),
+        (  # the flag the launch sets is not the first one left over
+            ["mpi", "-np", "2", "--epochs", "1", "--rank", "1"],
+            "--rank after --: MPI gives each rank its rank; drop it from the train arguments",
+        ),
+        (
+            ["local", "--workers", "2", "--sync", "mpi"],
+            "--sync mpi after --, but this launch trains with --sync pserver",
+        ),
+    ],
+    ids=["program-after-a-value", "other-transport", "owned-not-first", "other-sync"],
+)
+def test_arguments_the_launch_refuses_after_the_dashes_are_not_sent_there(
+    capsys: pytest.CaptureFixture[str], argv: list[str], why: str
+):
+    """The hint ``distconv train's arguments go after --: ...`` led to a second refusal (or,
+    for ``job.py``, to a program read as a train argument): the refusal is said at once."""
+    said = _refusal(capsys, *argv)
+    assert said.endswith(f"(not after -- either: {why})"), said
