@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
 import shlex
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 
 from distconv.files import folder
@@ -269,11 +267,20 @@ def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:
 
 
 def _program_word(word: str) -> bool:
-    """Whether ``word`` reads as a program (or ``train``) put before ``--``: a file, a command
-    on PATH or a script's name; not a stray value (``-np 2 4``)."""
-    return (
-        word == "train" or word.endswith(".py") or os.path.exists(word) or bool(shutil.which(word))
-    )
+    """Whether ``word`` reads as a program (or ``train``) put before ``--``: a script's name
+    or a program :func:`launcher.commands.parse_program` would run; not a stray value
+    (``-np 2 4``), nor a folder or data file beside it (``runs``), refused after ``--``."""
+    from .commands import LaunchError, parse_program
+
+    if word == "train" or word.endswith(".py"):
+        return True
+    if word.startswith("-"):
+        return False
+    try:
+        parse_program([word])
+    except LaunchError:
+        return False
+    return True
 
 
 def _word(text: str) -> str:

@@ -137,3 +137,16 @@ def test_arguments_the_launch_refuses_after_the_dashes_are_not_sent_there(
     for ``job.py``, to a program read as a train argument): the refusal is said at once."""
     said = _refusal(capsys, *argv)
     assert said.endswith(f"(not after -- either: {why})"), said
+
+
+@pytest.mark.parametrize("stray", ["runs", "data.csv"])
+def test_a_stray_value_naming_no_program_keeps_argparse_words(
+    capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch: pytest.MonkeyPatch, stray: str
+):
+    """A folder or data file beside the launch is no program: '-- runs' was hinted, and then
+    refused ('runs' is neither a program on PATH nor a .py file)."""
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "data.csv").write_text("1\n")
+    monkeypatch.chdir(tmp_path)
+    said = _refusal(capsys, "local", "--workers", "2", stray)
+    assert said == f"distconv-launch local: error: unrecognized arguments: {stray}"
