@@ -45,9 +45,12 @@ def secrets_needed(objects: Sequence[dict[str, Any]], workers: int) -> str | Non
     )
 
 
-def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
-    """``distconv-launch k8s``: render the job's manifests with the deploy renderer; then say
-    on stderr which Secrets the cluster must hold first (:func:`secrets_needed`)."""
+def checked_manifests(args: argparse.Namespace, rest: Sequence[str]) -> list[dict[str, Any]]:
+    """The manifests of ``distconv-launch k8s`` ``args`` with ``rest`` after ``--``, checked.
+
+    Raises:
+        LaunchError: what the renderer or the checks of the manifests refuse.
+    """
     try:
         from distconv.deploy import manifest_problems, render
     except ImportError as exc:
@@ -81,6 +84,15 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
     # the renderer refused the flags it sets (in the pods' arguments or environment): what
     # is left to check is a flag of the other transport
     refuse_owned_flags(program, {}, "mpi" if objects[0]["kind"] == "MPIJob" else "pserver")
+    return objects
+
+
+def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
+    """``distconv-launch k8s``: render the job's manifests with the deploy renderer; then say
+    on stderr which Secrets the cluster must hold first (:func:`secrets_needed`)."""
+    from distconv.deploy import render
+
+    objects = checked_manifests(args, rest)
     notes = [secrets_needed(objects, args.workers)]
     if args.out:
         try:

@@ -240,9 +240,10 @@ def unrecognized(
 def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:
     """Why the launch ``args`` would refuse ``after`` as what follows ``--`` (the checks of
     :func:`launcher.cli.run_local` and ``run_mpi`` before anything starts); None if it takes
-    it, or where it names a program (its arguments are the program's; a script the launch
-    does not see may exist where it runs), or where ``args`` is a k8s render, whose renderer
-    checks after parsing."""
+    it, or where it names a program under local or mpi (its arguments are the program's; a
+    script the launch does not see may exist where it runs). A k8s render is checked whole
+    (:func:`launcher.k8s.checked_manifests`): it takes no program, and refuses the flags it
+    sets."""
     from .commands import (
         LaunchError,
         names_a_program,
@@ -251,9 +252,14 @@ def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:
         refuse_owned_flags,
     )
 
-    if names_a_program(after):
-        return None
     try:
+        if args.command == "k8s":
+            from .k8s import checked_manifests
+
+            checked_manifests(args, after)
+            return None
+        if names_a_program(after):
+            return None
         program = parse_program(after)
         if args.command == "mpi":
             refuse_owned_flags(program, MPI_OWNED, "mpi")

@@ -127,8 +127,24 @@ def test_a_train_flag_the_launch_sets_is_not_sent_after_the_dashes(
             ["local", "--workers", "2", "--sync", "mpi"],
             "--sync mpi after --, but this launch trains with --sync pserver",
         ),
+        (  # the renderer sets it: checked by rendering, as the k8s command does
+            ["k8s", "--workers", "2", "--image", "img", "--rank", "1"],
+            "--rank after --: each worker's rank comes from its Job index (or MPI under an "
+            "MPIJob); drop it from the train arguments",
+        ),
+        (
+            ["k8s", "--workers", "2", "--image", "img", "job.py"],
+            "k8s renders distconv train jobs; put the program in the image instead",
+        ),
     ],
-    ids=["program-after-a-value", "other-transport", "owned-not-first", "other-sync"],
+    ids=[
+        "program-after-a-value",
+        "other-transport",
+        "owned-not-first",
+        "other-sync",
+        "k8s-owned",
+        "k8s-program",
+    ],
 )
 def test_arguments_the_launch_refuses_after_the_dashes_are_not_sent_there(
     capsys: pytest.CaptureFixture[str], argv: list[str], why: str
