@@ -64,9 +64,19 @@ def _share_bytecode(config) -> None:
 
 
 def _compiled(folders: list[Path]) -> set[Path]:
-    """The bytecode of this Python in the ``__pycache__`` folders under ``folders``."""
-    tag = f"*.{sys.implementation.cache_tag}.pyc"
-    return {path for folder in folders for path in folder.rglob(f"__pycache__/{tag}")}
+    """The bytecode of this Python in the ``__pycache__`` folders under ``folders``. A folder
+    gone while looked at is skipped (``os.walk``'s way): another run's end removes its
+    ``__pycache__`` folders at any time, and ``Path.rglob`` raised FileNotFoundError for one
+    seen but gone before it was read, which failed this run before its first test."""
+    suffix = f".{sys.implementation.cache_tag}.pyc"
+    return {
+        Path(top, name)
+        for folder in folders
+        for top, _, names in os.walk(folder)
+        if os.path.basename(top) == "__pycache__"
+        for name in names
+        if name.endswith(suffix)
+    }
 
 
 def _remove_compiled(paths: set[Path]) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +65,28 @@ def test_the_runs_children_read_the_checkout_compiled_and_the_standard_librarys_
         timeout=50,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_a_pycache_folder_another_run_removes_while_this_one_looks_is_no_failure(
+    tmp_path, monkeypatch
+):
+    """Another run in the checkout removes the ``__pycache__`` folders it wrote as it ends, at
+    any time: one seen, then gone before it was read, raised FileNotFoundError from the walk
+    of what the run had compiled (``Path.rglob``), and this run failed before its first test
+    (about one walk in fifty, against a cleanup in a loop)."""
+    from tests import conftest
+
+    tag = sys.implementation.cache_tag
+    gone, kept = tmp_path / "a" / "__pycache__", tmp_path / "b" / "__pycache__"
+    for folder in (gone, kept):
+        folder.mkdir(parents=True)
+        (folder / f"m.{tag}.pyc").write_bytes(b"")
+    scandir = os.scandir
+
+    def removed_just_then(path="."):  # the other run's cleanup, between seeing it and reading
+        if not isinstance(path, int) and Path(path) == gone:  # rmtree's own: by descriptor
+            shutil.rmtree(gone)
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", removed_just_then)
+    assert conftest._compiled([tmp_path]) == {kept / f"m.{tag}.pyc"}
