@@ -230,7 +230,7 @@ def check_test_set(
     test: Mapping[str, Any] | None,
 ) -> None:
     """Forward one test example: a test set the model cannot read (another image size, say)
-    failed only in the first epoch's evaluation, and that epoch was lost (review k98).
+    failed only in the first epoch's evaluation, and that epoch was lost.
 
     Raises:
         DataError: the test set is empty, or its example does not go through the model (one

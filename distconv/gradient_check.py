@@ -351,9 +351,9 @@ def _compare(
     floor = 10 * eps * max(abs(obj.f0), 1.0) / (step * tol)
     noise = 10 * obj.rounding / step  # what rounding the outputs may move ``numeric`` by
     # within the noise and judged against the floor from |f0|, any gradient of this size passed:
-    # in float32 under a large output, a backward that added nothing to a weight (audit k244).
+    # in float32 under a large output, a backward that added nothing to a weight.
     # Above the floor it is judged on its own scale, where a wrong one fails; refused there too,
-    # a float32 FC or convolution whose derivatives agreed to 1e-4 could not be checked (k247):
+    # a float32 FC or convolution whose derivatives agreed to 1e-4 could not be checked:
     # the noise bounds the worst case, and grows with the count of outputs
     if resolve and max(abs(analytic), abs(numeric)) < min(noise, floor) and (analytic or numeric):
         raise ValueError(

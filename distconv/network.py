@@ -92,7 +92,7 @@ class Network:
     def _refuse_parameter_names(self, name: str, layer: Layer) -> None:
         """NetworkError if a name this add gives (``name.<key>``) is another parameter's: "fc" +
         "proj0.weight" is "fc.proj0" + "weight". Not the names of weights shared from layers not
-        added yet: their owners' adds rename them (two such were refused, review k247)."""
+        added yet: their owners' adds rename them (two such were refused)."""
         by_name = {p.name: p for other in self.layers.values() for p in other.parameters()}
         for p in layer.parameters():
             if p.name.startswith(f"{name}.") and by_name.setdefault(p.name, p) is not p:

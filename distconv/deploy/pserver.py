@@ -138,7 +138,7 @@ class _PserverWorkloads(_JobBase):
                 # every worker's container restarts count: after one worker's crash fails the
                 # job, the others restart (the kubelet waits 10, 20, 40, 80 s) and are refused
                 # until the failed shards' liveness restarts them (about 90 s): 3 a worker ran
-                # the Job out just as the shards came back (review k175)
+                # the Job out just as the shards came back
                 "backoffLimit": WORKER_RESTARTS * self.workers,
                 "template": {
                     "metadata": {"labels": self.labels("worker")},

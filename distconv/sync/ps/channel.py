@@ -243,7 +243,7 @@ class ShardChannel(ReplyIntake, BulkRuns):
             if not missing:
                 return
             was, quiet = quiet, self._heard(missing, answered, start)
-            if stoppable and stop_request.pending() is None:  # silences bytes since ended (k337)
+            if stoppable and stop_request.pending() is None:  # silences bytes since ended
                 ended = [polled - was.get(s, start) for s, t in quiet.items() if t > polled]
                 self._usual_quiet, polled = max(self._usual_quiet, *ended, 0.0), _now()
             deadline = min(quiet.values()) + limit
@@ -255,7 +255,7 @@ class ShardChannel(ReplyIntake, BulkRuns):
                     f"{self._named(shards, asked)} within {limit:g} s"
                     f"{self._handshakes.hint(shards) if self._handshakes else ''}"
                 )
-            left = min(left, limit / LINK_READS)  # not two limits late (review k316)
+            left = min(left, limit / LINK_READS)  # not two limits late
             if stoppable:
                 left = min(left, self._stop_patience_left(quiet, what, asked))
             if self._shard_processes is not None:

@@ -221,7 +221,7 @@ def _check_checkpoint_dir(directory: str) -> None:
     """Check that ``--checkpoint-dir`` can be made, or written where it is, now: the first
     checkpoint request (an epoch in, or hours) found it unusable, the shard refused the chief's
     request, and the chief, which asks the shards before it writes its own part, failed the
-    job without any checkpoint (review k144). No probe file: the directory may be the chief's
+    job without any checkpoint. No probe file: the directory may be the chief's
     run directory, whose checks refuse files that no run writes. Not made here: the shard makes
     it once bound (:meth:`~distconv.sync.ps.server.Shard.bind`), so one that cannot start (its
     port or its probes' taken, its keys missing) leaves no empty folder behind.

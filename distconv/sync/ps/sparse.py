@@ -53,7 +53,7 @@ class SparseRows:
     def abandon_step(self) -> None:
         """A step cut short (see the contract): its prefetched rows are forgotten, so an
         evaluation's rows before the next step are pulled in as many pieces as the caps need,
-        not held to the one push per shard a step's rows go back in (review k146)."""
+        not held to the one push per shard a step's rows go back in."""
         self._record_rows(False)
         super().abandon_step()  # type: ignore[misc]  # the step's order ends too (StepOrder)
 
@@ -123,7 +123,7 @@ class SparseRows:
     def _push_rows(self, i: int, grad: np.ndarray) -> None:
         """Push the rows of sparse parameter ``i`` this step read, one message per shard,
         every one checked before the first leaves: a shard refusing its part while another
-        applied its own would leave the table half updated (review k144)."""
+        applied its own would leave the table half updated."""
         plan = self._rows_by_shard(i, self._touched(i, grad), "push", whole=True)
         for shard, blocks, ids in plan:
             arrays = [a for r in ids for a in (r, grad[r])]
@@ -156,8 +156,8 @@ class SparseRows:
 
         The start-up check holds each block to the frame bound, but a row of fewer than 8
         bytes (a float32 table one column wide) makes the ids of half its block's rows larger
-        than the block, and ZeroMQ would drop that frame with the connection: a silent timeout
-        (review k137). A push is never cut (the shard takes a parameter's blocks on it in one
+        than the block, and ZeroMQ would drop that frame with the connection: a silent timeout.
+        A push is never cut (the shard takes a parameter's blocks on it in one
         push), and the rows of several accumulated passes may pass a cap each pass kept."""
         bound = max(self._frame_bytes[shard], MAX_HEADER_BYTES)  # the shard's MAXMSGSIZE
         spec = self._specs[blocks[0].param]  # a target holds at least one block
