@@ -26,7 +26,7 @@ from distconv.network import NetworkError
 from distconv.resume import RANK_LOSS, SUMS, Position, TrainingError
 from distconv.sampler import GlobalBatchSampler, stride_shard
 from distconv.sync import SyncStrategy
-from distconv.sync.description import digest
+from distconv.sync.description import digest, sync_scheme
 
 
 def epoch_sums(pos: Position, sampler: GlobalBatchSampler) -> dict[str, float]:
@@ -129,6 +129,10 @@ class EpochTally:
             pos: the position after the epoch (``epoch`` counts it).
             global_batch: examples per step over all ranks.
             accuracy: whether the record has ``train_acc``.
+
+        The first epoch's record also has ``scheme``, the sync's settings
+        (:func:`~distconv.sync.description.sync_scheme`): runs of several schemes side by side
+        are told apart by their metrics, not by their logs.
         """
         sums, world = self.sums, self.sync.world_size
         examples, seconds = max(sums["examples"], 1), max(sums["seconds"], 1e-9)
@@ -144,7 +148,10 @@ class EpochTally:
         record["seconds"] = sums["seconds"]
         record["examples_per_second"] = sums["examples"] / seconds
         record["examples_per_second_per_rank"] = self.sync.allreduce_sum(rates)
-        return {**record, "global_batch": global_batch, "world_size": world}
+        record = {**record, "global_batch": global_batch, "world_size": world}
+        if pos.epoch == 1:  # once, where a run's metrics start: which scheme computed them
+            record["scheme"] = sync_scheme(self.sync)
+        return record
 
 
 def evaluate_shares(

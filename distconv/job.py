@@ -80,6 +80,7 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
     from distconv.optim import create_optimizer
     from distconv.resume import JobStart
     from distconv.sampler import check_seed
+    from distconv.sync.description import sync_scheme
     from distconv.trainer import Trainer
 
     # the split and set_seed draw from it before the Trainer's check: numpy's own message
@@ -99,12 +100,12 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
     try:
         sync = build_sync(kind, optimizer, runtime, config.sync_options)
         log.info(
-            "training on %s: %d train, %d test examples; %s; %s sync, %d worker(s); config %s",
+            "training on %s: %d train, %d test examples; %s; %s, %d worker(s); config %s",
             config.data,
             len(train_set),
             len(test_set),
             optimizer,
-            kind,
+            scheme_text(sync_scheme(sync)),
             sync.world_size,
             asdict(config),
         )
@@ -133,6 +134,17 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
     if stopped is not None:
         raise stopped
     return trainer
+
+
+def scheme_text(scheme: dict[str, Any]) -> str:
+    """A start line's words for :func:`~distconv.sync.description.sync_scheme`'s dict:
+    ``mpi sync (grad_dtype bfloat16, bucket_bytes 262144)``. A parameter-server worker learns
+    its mode from the shards at setup, after this line: it says so, not "sync" for a mode."""
+    settings = {k: v for k, v in scheme.items() if k != "sync"}
+    if scheme["sync"] == "pserver" and "mode" not in settings:
+        return "pserver (mode and max_staleness: the shards', said at setup)"
+    words = ", ".join(f"{k} {v}" for k, v in settings.items())
+    return f"{scheme['sync']} sync" + f" ({words})" * bool(words)
 
 
 def _fit(trainer: Trainer, train_set: Any, test_set: Any, config: TrainConfig) -> Preempted | None:

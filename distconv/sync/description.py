@@ -88,3 +88,31 @@ def digest(description: Mapping[str, Any]) -> str:
     """A short SHA-256 of a JSON-able description (cheap to compare across ranks)."""
     text = json.dumps(description, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+#: the settings of a strategy that change what a run computes, recorded where it has them as
+#: attributes (:class:`~distconv.sync.mpi.MPISync`'s, :class:`~distconv.sync.ps.PServerSync`'s)
+SCHEME_SETTINGS = ("mode", "max_staleness", "grad_dtype", "bucket_bytes", "overlap")
+
+
+def sync_scheme(sync: Any) -> dict[str, Any]:
+    """What a run records of the sync it trained with (the first metrics line, the start line):
+    ``{"sync": "pserver", "mode": "async", "max_staleness": 4}``, ``{"sync": "mpi",
+    "grad_dtype": "bfloat16", "bucket_bytes": 262144, "overlap": True}``, ``{"sync": "local"}``.
+
+    ``sync`` is the transport's name (:data:`~distconv.sync.TRANSPORTS`), or the class's for a
+    strategy of one's own. The settings are the strategy's ``describe()`` where it has one,
+    else those of :data:`SCHEME_SETTINGS` it holds; one not known yet (a parameter-server
+    worker's mode before its shards said it) or left to the default (``grad_dtype`` None: the
+    gradients' own dtype) is left out.
+    """
+    from distconv.sync import TRANSPORTS  # imports this module: not at the top
+
+    cls = type(sync).__name__
+    name = next((k for k, v in TRANSPORTS.items() if v.endswith(f":{cls}")), cls)
+    describe = getattr(sync, "describe", None)
+    if callable(describe):
+        settings = dict(describe())
+    else:
+        settings = {k: getattr(sync, k, None) for k in SCHEME_SETTINGS}
+    return {"sync": name, **{k: v for k, v in settings.items() if v not in (None, "")}}

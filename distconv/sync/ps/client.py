@@ -82,6 +82,7 @@ class PServerSync(
 
     Attributes:
         mode: ``"sync"`` or ``"async"``, learnt from the shards in :meth:`setup`.
+        max_staleness: async mode's bound, from the shards' hello (a list if they differ).
         sparse: names of the parameters marked ``sparse_rows`` (their blocks hold whole rows;
             they move a batch's rows only), learnt in :meth:`setup`.
         drops: gradients (one per parameter and shard) the shards dropped as too stale.
@@ -118,7 +119,7 @@ class PServerSync(
         self.job_id = job_id
         self.sparse: set[str] = set()
         self.block_bytes = int(block_bytes)
-        self.mode = ""
+        self.mode, self.max_staleness = "", None  # the shards say (hello): a run records them
         self.drops = 0
         self._part_writers: list[int] = []
         self._bytes_pushed = self._bytes_pulled = 0
@@ -213,12 +214,9 @@ class PServerSync(
             self._stop_heartbeat()  # a failed setup must not keep the rank alive on the shards
             raise
         log.info(
-            "rank %d: %d parameters in %d blocks on %d shards (%s mode)",
-            self.rank,
-            len(self.params),
-            len(self.layout.blocks),
-            len(self._socks),
-            self.mode,
+            "rank %d: %d parameters in %d blocks on %d shards (%s mode%s)",
+            *(self.rank, len(self.params), len(self.layout.blocks), len(self._socks), self.mode),
+            f", max staleness {self.max_staleness}" * (self.mode == "async"),
         )
 
     def _spec(self, p: Parameter) -> ParamSpec:
@@ -246,6 +244,9 @@ class PServerSync(
         if len(modes) != 1:
             raise SyncError(f"pserver shards disagree on --mode: {sorted(map(str, modes))}")
         self.mode = modes.pop()
+        bounds = sorted({v for h, _ in replies if type(v := h.get("max_staleness")) is int})
+        bounds = bounds if self.mode == "async" else []  # a sync shard's bound is never used
+        self.max_staleness = bounds[0] if len(bounds) == 1 else bounds or None
         self._watch_shards(replies)
         # shards started without --checkpoint-dir keep no parts of their own; the chief's
         # checkpoint holds their state all the same
