@@ -138,6 +138,7 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
         "write metrics.jsonl, metrics.png and step checkpoints to --out.",
     )
     add_quiet(p)
+    _refuse_own_unknowns(p)
     p.add_argument("--data", choices=DATASETS, default=d.data, help="data set (%(default)s)")
     p.add_argument(
         "--data-dir", type=not_blank, help="directory of the MNIST IDX files (.gz or raw)"
@@ -202,6 +203,30 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
     add_distributed_arguments(p)
     return p
+
+
+#: words a researcher may try for asynchronous SGD, a setting of the shards, not of train
+_ASYNC_WORDS = ("--async", "--mode", "--staleness", "--max-staleness", "--max_staleness")
+ASYNC_HINT = (
+    "asynchronous SGD is the shards' setting: distconv pserver --mode async --max-staleness S, "
+    "or distconv-launch local --mode async"
+)
+
+
+def _refuse_own_unknowns(p: argparse.ArgumentParser) -> None:
+    """Make ``p`` refuse what it does not take, with its own usage: argparse hands a subcommand's
+    leftovers to the top-level parser, whose usage (``distconv [-h] ... COMMAND``) told nothing."""
+    known = p.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):
+        parsed, extra = known(args, namespace)
+        if extra:
+            hint = any(w.split("=", 1)[0] in _ASYNC_WORDS for w in extra)
+            p.error(f"unrecognized arguments: {' '.join(extra)}" + f" ({ASYNC_HINT})" * hint)
+        return parsed, extra
+
+    # an instance's, as parse_train_values sets error (looked up when called: its hook still hears)
+    p.parse_known_args = parse_known_args
 
 
 def add_distributed_arguments(p: argparse.ArgumentParser) -> None:

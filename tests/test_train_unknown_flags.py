@@ -1,0 +1,30 @@
+"""``distconv train`` refuses a flag it does not take with its own usage, and points an
+async-SGD guess at the shards' ``--mode async``: argparse left train's leftovers to the
+top-level parser, whose ``usage: distconv [-h] [--version] [-q] COMMAND ...`` named no flag of
+train's (review k509)."""
+
+from __future__ import annotations
+
+import pytest
+
+from distconv.train_args import ASYNC_HINT, parse_train_values
+from tests.test_cli import distconv
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_an_unknown_train_flag_gets_trains_usage_and_an_async_hint():
+    result = distconv("train", "--async", "--max-staleness", "0")
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: distconv train [-h]"), result.stderr
+    assert (
+        f"distconv train: error: unrecognized arguments: --async --max-staleness 0 ({ASYNC_HINT})"
+    ) in result.stderr
+
+
+def test_a_refusal_hook_hears_the_unknown_flag_and_another_gets_no_hint():
+    def refuse(message: str):
+        raise ValueError(message)
+
+    with pytest.raises(ValueError, match=r"^unrecognized arguments: --bogus 3$"):
+        parse_train_values(["--bogus", "3"], refuse, "no help")
