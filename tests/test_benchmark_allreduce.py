@@ -69,6 +69,7 @@ def test_the_report_names_the_sizes_that_ran(half_run):
         "raw Allreduce, fused 0.5 MB ",
         "raw Allreduce, 2 calls ",
         "SGD update of 0.5 MB ",
+        "raw Allreduce, fused buffer as one 0.5 MiB call ",  # not '1 MiB calls': one call
     ):
         assert label in report
     assert "0.5 MiB bucket, compute none: stream off" in report
@@ -180,6 +181,21 @@ def test_a_step_faster_than_its_compute_is_reported_as_noise(capsys):
     free = next(line for line in capsys.readouterr().out.splitlines() if "compute free" in line)
     # off: 2.0 ms against 2.5 ms of compute; on: 0.5 ms over it, of the 2.0 ms communication
     assert free.endswith(f"exposed off {bench.NOISE}, on 25%") and "-25%" not in free
+
+
+@pytest.mark.timeout(30)
+def test_the_1_mib_calls_are_cut_at_every_mib_of_a_decimal_mb():
+    """``--mb`` takes decimals, and the raw 1 MiB calls were ``np.array_split`` into
+    ``nbytes // MB`` parts: 1.5 MB went as one 1.5 MiB call, 2.5 MB as two of 1.25 MiB, under
+    the label 'fused buffer as 1 MiB calls'."""
+    bench = _bench_module()
+    mib = bench.MB
+    assert bench.mib_calls(4 * mib) == [mib] * 4  # the default, as before
+    assert bench.mib_calls(int(1.5 * mib)) == [mib, mib // 2]
+    assert bench.mib_calls(int(2.5 * mib)) == [mib, mib, mib // 2]
+    assert bench.mib_calls_label(4.0) == "raw Allreduce, fused buffer as 1 MiB calls"
+    assert bench.mib_calls_label(2.5).endswith("as 1 MiB calls, the last 0.5 MiB")
+    assert bench.mib_calls_label(0.5).endswith("as one 0.5 MiB call")
 
 
 @pytest.mark.timeout(30)
