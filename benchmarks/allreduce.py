@@ -828,10 +828,11 @@ def report_updates(r: dict) -> None:
     without, each update."""
     for rule in UPDATE_RULES:
         on, off = r[f"update_{rule}_thread_ms"], r[f"update_{rule}_nothread_ms"]
+        # bucket_bytes is 1 MiB, a cap: '--mb 0.5' has one bucket of 0.5 MiB, not '1 1 MiB'
         buckets = r[f"update_{rule}_buckets"]
         print(
-            f"update {rule} over {buckets} 1 MiB bucket(s), free cores: step without thread "
-            f"{off:.2f} ms, with {on:.2f} ms, with / without paired "
+            f"update {rule} over {buckets} bucket(s) of at most 1 MiB, free cores: step "
+            f"without thread {off:.2f} ms, with {on:.2f} ms, with / without paired "
             f"{r[f'update_{rule}_thread_x']:.3f}"
         )
 
