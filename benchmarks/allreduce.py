@@ -927,6 +927,8 @@ def main() -> None:
             f"--grad-dtype sets the wire of the CNN rows' 2-rank runs, and {dropped[0]} runs "
             "none (the main table times every wire)"
         )
+    if args.cnn_pairs < 1 and not dropped:  # cnn_pairs() takes the median of no pair
+        ap.error("--cnn-pairs must be at least 1 (--no-cnn skips the CNN rows)")
     if args.grad_dtype:
         from distconv.sync.mpi.buckets import wire_dtype
 

@@ -249,12 +249,15 @@ def test_a_failed_job_stops_the_job_started_beside_it():
         (["--grad-dtype", "float8"], "argument --grad-dtype: invalid choice: 'float8'"),
         (["--no-cnn", "--grad-dtype", "bfloat16"], "and --no-cnn runs none"),
         (["--update-only", "--grad-dtype", "float16"], "and --update-only runs none"),
+        # the main table ran for minutes, then cnn_pairs() died on the median of no pair
+        (["--cnn-pairs", "0"], "--cnn-pairs must be at least 1"),
     ],
 )
-def test_a_grad_dtype_the_run_cannot_use_is_refused_before_anything_runs(flags, words):
+def test_a_flag_the_run_cannot_use_is_refused_before_anything_runs(flags, words):
     """``--grad-dtype float8`` ran the main table and a 1-rank CNN job (minutes at the default
     sizes) before the 2-rank job died on it with a ValueError traceback; with ``--no-cnn``
-    any value, ``bogus`` too, ran every table and exited 0, the flag set nothing."""
+    any value, ``bogus`` too, ran every table and exited 0, the flag set nothing.
+    ``--cnn-pairs 0`` ran the main table, then died with an IndexError, its figures unprinted."""
     env = {**os.environ, "PYTHONPATH": child_path()}
     done = subprocess.run(
         [sys.executable, str(BENCH), *QUICK, *flags],
