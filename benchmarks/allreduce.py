@@ -856,6 +856,12 @@ GRAD_DTYPES = ("float32", "float16", "bfloat16")
 CNN_DROPPED = ("--no-cnn", "--stream-only", "--update-only", "--accuracy")
 
 
+def run_sizes(args) -> dict:
+    """What every JSON line records of the sizes it ran: the update rows' figures, as the
+    others', depend on ``--compute-ms`` (docs/benchmarks.md's table of them is keyed on it)."""
+    return {"mb": args.mb, "grads": args.grads, "compute_ms": args.compute_ms}
+
+
 def main() -> None:
     from harness import blas_kernels
 
@@ -941,16 +947,14 @@ def main() -> None:
     if args.accuracy:
         return accuracy(args)
     if args.stream_only:
-        result = {**mpiexec(2, "stream", args), "mb": args.mb, "grads": args.grads}
-        result["compute_ms"] = args.compute_ms
+        result = {**mpiexec(2, "stream", args), **run_sizes(args)}
         report_streaming(result)
         return print(json.dumps(result))
     if args.update_only:
-        result = mpiexec(2, "update", args)
+        result = {**mpiexec(2, "update", args), **run_sizes(args)}
         report_updates(result)
         return print(json.dumps(result))
-    result = {**mpiexec(2, "mpi", args), "mb": args.mb, "grads": args.grads}
-    result["compute_ms"] = args.compute_ms
+    result = {**mpiexec(2, "mpi", args), **run_sizes(args)}
     if not args.no_torch:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
         result.update(mpiexec(2, "gloo", args))

@@ -278,6 +278,8 @@ def test_the_update_rows_time_a_real_update_with_the_thread_against_without():
     gives up: the update rows time Adam and an update leaving the core free (a GPU's), over
     several buckets, the thread on against off in the same run."""
     report, result = run_driver("--update-only", "--mb", "3", "--grads", "6")
+    # its JSON line says what ran, as the others do: the docs' update table is by --compute-ms
+    assert (result["mb"], result["grads"], result["compute_ms"]) == (3, 6, 0.1)
     for rule in ("adam", "free"):
         assert result[f"update_{rule}_buckets"] > 1
         assert result[f"update_{rule}_nothread_x"] == 1.0  # the paired baseline
