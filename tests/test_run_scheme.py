@@ -5,6 +5,7 @@ tests/sync/ps/test_async_scheme_recorded.py."""
 
 from __future__ import annotations
 
+import enum
 import sys
 
 import numpy as np
@@ -31,6 +32,41 @@ def test_a_local_runs_first_metrics_line_names_its_sync(tmp_path):
     Trainer(net, sync, 8, out_dir=tmp_path / "run", progress=False).fit(data, epochs=2)
     first, second = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert first["scheme"] == {"sync": "local"} and "scheme" not in second
+
+
+class _Mode(enum.Enum):
+    ASYNC = "async"
+
+
+class _OwnSync(LocalSync):
+    """A strategy of one's own: a ``describe()`` of its own meaning, a ``mode`` that is no
+    JSON, an ``overlap`` that is a method."""
+
+    def __init__(self, optimizer) -> None:
+        super().__init__(optimizer)
+        self.mode = _Mode.ASYNC
+
+    def describe(self) -> str:
+        return "my own sync"
+
+    def overlap(self) -> bool:
+        return True
+
+
+def test_a_strategy_of_ones_own_is_recorded_not_a_failed_run(tmp_path):
+    """Its record failed the run at epoch 1's end, before the epoch's checkpoint (review k517):
+    ``dict()`` of a ``describe()`` that says a string, and a line json could not write."""
+    set_seed(0)
+    net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
+    rng = np.random.default_rng(0)
+    data = {"image": rng.standard_normal((16, 1, 8, 8)), "label": rng.integers(0, 4, 16)}
+    sync = _OwnSync(create_optimizer("sgd", lr=0.05))
+    Trainer(net, sync, 8, out_dir=tmp_path / "run", progress=False).fit(data, epochs=1)
+    (first,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert first["scheme"] == {"sync": "_OwnSync", "mode": "_Mode.ASYNC"}
+    # a class of one's own named as a transport's is not that transport
+    named_so = type("LocalSync", (_OwnSync,), {})(create_optimizer("sgd"))
+    assert sync_scheme(named_so)["sync"] == "LocalSync"
 
 
 def test_an_mpi_ranks_scheme_names_its_wire_and_buckets(monkeypatch):

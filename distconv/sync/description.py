@@ -101,18 +101,51 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
     "grad_dtype": "bfloat16", "bucket_bytes": 262144, "overlap": True}``, ``{"sync": "local"}``.
 
     ``sync`` is the transport's name (:data:`~distconv.sync.TRANSPORTS`), or the class's for a
-    strategy of one's own. The settings are the strategy's ``describe()`` where it has one,
-    else those of :data:`SCHEME_SETTINGS` it holds; one not known yet (a parameter-server
-    worker's mode before its shards said it) or left to the default (``grad_dtype`` None: the
-    gradients' own dtype) is left out.
+    strategy of one's own. The settings are the strategy's ``describe()`` where it has one
+    that takes no argument and returns a mapping, else those of :data:`SCHEME_SETTINGS` it
+    holds; one not known yet (a parameter-server worker's mode before its shards said it) or
+    left to the default (``grad_dtype`` None: the gradients' own dtype) is left out, as is a
+    method. A strategy of one's own may hold anything under these names: a value JSON has no
+    form for is written as its ``str`` (an Enum's name), not a run failed at epoch 1's end.
     """
     from distconv.sync import TRANSPORTS  # imports this module: not at the top
 
-    cls = type(sync).__name__
-    name = next((k for k, v in TRANSPORTS.items() if v.endswith(f":{cls}")), cls)
-    describe = getattr(sync, "describe", None)
-    if callable(describe):
-        settings = dict(describe())
-    else:
+    cls = type(sync)
+    name = next((k for k, v in TRANSPORTS.items() if _is_class(cls, v)), cls.__qualname__)
+    settings = _described(sync)
+    if settings is None:
         settings = {k: getattr(sync, k, None) for k in SCHEME_SETTINGS}
-    return {"sync": name, **{k: v for k, v in settings.items() if v not in (None, "")}}
+    kept = {str(k): v for k, v in settings.items() if not _unset(v) and not callable(v)}
+    return {"sync": name, **json.loads(json.dumps(kept, default=_plain, skipkeys=True))}
+
+
+def _is_class(cls: type, where: str) -> bool:
+    """Whether ``cls`` is the class ``module:name`` names (its module or one inside it, where
+    the package re-exports it), not a class of one's own of the same name."""
+    module, _, name = where.partition(":")
+    return cls.__qualname__ == name and (cls.__module__ + ".").startswith(module + ".")
+
+
+def _described(sync: Any) -> Mapping[str, Any] | None:
+    """``sync.describe()`` where it is the settings' mapping; None for a ``describe`` of one's
+    own that means something else (a string, a method taking arguments)."""
+    describe = getattr(sync, "describe", None)
+    if not callable(describe):
+        return None
+    try:
+        described = describe()
+    except TypeError:  # one that takes arguments: not this hook
+        return None
+    return described if isinstance(described, Mapping) else None
+
+
+def _unset(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value)
+
+
+def _plain(value: Any) -> Any:
+    """A value JSON has no form for: a numpy scalar as its number, anything else its str."""
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) == ():
+        return item()
+    return str(value)
