@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,10 +50,14 @@ class EpochTally:
         sync: sums over ranks (``allreduce_sum``), and this rank's place for its rate.
         pos: where the epoch starts (a resumed position carries the global sums so far).
         sampler: the batch order, for this rank's examples before a resumed position.
+        first: whether this is the first epoch its fit trains (a start's or a resume's): its
+            record has ``scheme`` (:meth:`record`).
     """
 
-    def __init__(self, sync: SyncStrategy, pos: Position, sampler: GlobalBatchSampler) -> None:
-        self.sync = sync
+    def __init__(
+        self, sync: SyncStrategy, pos: Position, sampler: GlobalBatchSampler, first: bool = False
+    ) -> None:
+        self.sync, self.first = sync, first
         self.sums = epoch_sums(pos, sampler)
         # the sums the epoch started from; this rank's additions since run on past every fold,
         # so that where the folds fall (checkpoints, a stop) changes no rounding of the loss
@@ -130,9 +134,11 @@ class EpochTally:
             global_batch: examples per step over all ranks.
             accuracy: whether the record has ``train_acc``.
 
-        The first epoch's record also has ``scheme``, the sync's settings
+        The record of a fit's first epoch (``first``) also has ``scheme``, the sync's settings
         (:func:`~distconv.sync.description.sync_scheme`): runs of several schemes side by side
-        are told apart by their metrics, not by their logs.
+        are told apart by their metrics, not by their logs. Each start and each resume has the
+        scheme it runs under, which may be another than the run resumed (MPI, then local);
+        its metrics line leaves out one the lines before already say (:meth:`metrics_line`).
         """
         sums, world = self.sums, self.sync.world_size
         examples, seconds = max(sums["examples"], 1), max(sums["seconds"], 1e-9)
@@ -149,9 +155,27 @@ class EpochTally:
         record["examples_per_second"] = sums["examples"] / seconds
         record["examples_per_second_per_rank"] = self.sync.allreduce_sum(rates)
         record = {**record, "global_batch": global_batch, "world_size": world}
-        if pos.epoch == 1:  # once, where a run's metrics start: which scheme computed them
+        if self.first:  # where this fit's lines start: which scheme computed them
             record["scheme"] = sync_scheme(self.sync)
         return record
+
+    @staticmethod
+    def metrics_line(record: Mapping[str, Any], lines: Sequence[Mapping[str, Any]]) -> dict:
+        """``record`` as the metrics line that follows ``lines`` (the run's so far): without
+        its ``scheme`` where that is the one in force (:func:`scheme_in_force`), so a resume
+        under the run's own scheme writes the lines an uninterrupted run writes, and one under
+        another scheme (an MPI run resumed locally) says its own, which its lines ran under."""
+        line = dict(record)
+        if "scheme" in line and line["scheme"] == scheme_in_force(lines):
+            del line["scheme"]
+        return line
+
+
+def scheme_in_force(lines: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The scheme the last of a run's metrics ``lines`` was computed under: the ``scheme`` of
+    the last line that has one (None where none has: a log written before schemes were).
+    A reader takes a line's scheme so: ``scheme_in_force(lines[: i + 1])``."""
+    return next((r["scheme"] for r in reversed(lines) if "scheme" in r), None)
 
 
 def evaluate_shares(

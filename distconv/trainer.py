@@ -341,7 +341,7 @@ class Trainer:
                 record = self._run_epoch(train, test, sampler)
                 self.history.append(record)
                 if writer is not None:  # before the checkpoint: a resume keeps its line
-                    writer.write(record)
+                    writer.write(EpochTally.metrics_line(record, writer.records))
                 self.checkpoints.save(self.pos, {})
                 log.info(summary(record, epochs))
             if writer is not None and writer.records:
@@ -356,7 +356,7 @@ class Trainer:
         self, train: Arrays, test: Arrays | None, sampler: GlobalBatchSampler
     ) -> dict[str, Any]:
         self.sync.set_lr_scale(self.lr_decay**self.pos.epoch)
-        tally = EpochTally(self.sync, self.pos, sampler)
+        tally = EpochTally(self.sync, self.pos, sampler, first=not self.history)
         bar = ProgressBar(
             sampler.steps_per_epoch - self.pos.step_in_epoch,
             f"epoch {self.pos.epoch + 1}",

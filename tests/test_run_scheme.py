@@ -6,11 +6,13 @@ tests/sync/ps/test_async_scheme_recorded.py."""
 from __future__ import annotations
 
 import enum
+import json
 import sys
 
 import numpy as np
 import pytest
 
+from distconv.epoch_tally import scheme_in_force
 from distconv.init import set_seed
 from distconv.job import scheme_text
 from distconv.metrics import read_metrics
@@ -23,13 +25,31 @@ from distconv.trainer import Trainer
 pytestmark = pytest.mark.timeout(60)
 
 
-def test_a_local_runs_first_metrics_line_names_its_sync(tmp_path):
+def _small_net():
     set_seed(0)
-    net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
-    rng = np.random.default_rng(0)
-    data = {"image": rng.standard_normal((16, 1, 8, 8)), "label": rng.integers(0, 4, 16)}
+    return lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
+
+
+#: 16 examples: two steps of 8 an epoch
+DATA = {
+    "image": np.random.default_rng(0).standard_normal((16, 1, 8, 8)),
+    "label": np.random.default_rng(1).integers(0, 4, 16),
+}
+
+
+@pytest.fixture
+def mpi_alone(monkeypatch):
+    """MPISync's single-rank stand-in (no MPI_Init in the test process): the class."""
+    monkeypatch.setitem(sys.modules, "mpi4py", None)
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", None)
+    from distconv.sync.mpi import MPISync
+
+    return MPISync
+
+
+def test_a_local_runs_first_metrics_line_names_its_sync(tmp_path):
     sync = LocalSync(create_optimizer("sgd", lr=0.05))
-    Trainer(net, sync, 8, out_dir=tmp_path / "run", progress=False).fit(data, epochs=2)
+    Trainer(_small_net(), sync, 8, out_dir=tmp_path / "run", progress=False).fit(DATA, epochs=2)
     first, second = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert first["scheme"] == {"sync": "local"} and "scheme" not in second
 
@@ -56,12 +76,8 @@ class _OwnSync(LocalSync):
 def test_a_strategy_of_ones_own_is_recorded_not_a_failed_run(tmp_path):
     """Its record failed the run at epoch 1's end, before the epoch's checkpoint (review k517):
     ``dict()`` of a ``describe()`` that says a string, and a line json could not write."""
-    set_seed(0)
-    net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
-    rng = np.random.default_rng(0)
-    data = {"image": rng.standard_normal((16, 1, 8, 8)), "label": rng.integers(0, 4, 16)}
     sync = _OwnSync(create_optimizer("sgd", lr=0.05))
-    Trainer(net, sync, 8, out_dir=tmp_path / "run", progress=False).fit(data, epochs=1)
+    Trainer(_small_net(), sync, 8, out_dir=tmp_path / "run", progress=False).fit(DATA, epochs=1)
     (first,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert first["scheme"] == {"sync": "_OwnSync", "mode": "_Mode.ASYNC"}
     # a class of one's own named as a transport's is not that transport
@@ -69,15 +85,45 @@ def test_a_strategy_of_ones_own_is_recorded_not_a_failed_run(tmp_path):
     assert sync_scheme(named_so)["sync"] == "LocalSync"
 
 
-def test_an_mpi_ranks_scheme_names_its_wire_and_buckets(monkeypatch):
-    monkeypatch.setitem(sys.modules, "mpi4py", None)  # MPISync's single-rank stand-in
-    monkeypatch.setitem(sys.modules, "mpi4py.MPI", None)
-    from distconv.sync.mpi import MPISync
-
-    sync = MPISync(create_optimizer("sgd"), grad_dtype="bfloat16", bucket_bytes=1 << 18)
+def test_an_mpi_ranks_scheme_names_its_wire_and_buckets(mpi_alone):
+    sync = mpi_alone(create_optimizer("sgd"), grad_dtype="bfloat16", bucket_bytes=1 << 18)
     try:
         scheme = sync_scheme(sync)
         assert scheme == {"sync": "mpi", "grad_dtype": "bfloat16", "bucket_bytes": 1 << 18}
         assert scheme_text(scheme) == "mpi sync (grad_dtype bfloat16, bucket_bytes 262144)"
     finally:
         sync.close()
+
+
+def test_each_start_and_resume_records_the_scheme_it_ran_under(tmp_path, mpi_alone):
+    """The first line each start or resume writes has its scheme where it is not the one in
+    force (the last line's at or before it that has one). An MPI bfloat16 run resumed locally
+    kept line 1's scheme alone, so the resumed epochs read as MPI bfloat16 (review k517). A
+    resume under the same scheme writes an uninterrupted run's lines; a log written before
+    schemes were recorded (no line has one) is resumed as before."""
+    out = tmp_path / "run"
+
+    def fit(sync, epochs: int) -> list[dict]:
+        try:
+            trainer = Trainer(_small_net(), sync, 8, out_dir=out, progress=False)
+            trainer.fit(DATA, epochs=epochs, resume="auto")
+        finally:
+            sync.close()
+        return read_metrics(out / "metrics.jsonl")
+
+    fit(mpi_alone(create_optimizer("sgd", lr=0.05), grad_dtype="bfloat16"), 1)
+    fit(LocalSync(create_optimizer("sgd", lr=0.05)), 2)
+    fit(LocalSync(create_optimizer("sgd", lr=0.05)), 3)
+    records = fit(mpi_alone(create_optimizer("sgd", lr=0.05)), 4)
+    mpi = {"sync": "mpi", "bucket_bytes": 4 << 20, "overlap": False}
+    assert [r.get("scheme") for r in records] == [
+        {**mpi, "grad_dtype": "bfloat16"},
+        {"sync": "local"},
+        None,  # resumed under the scheme in force: local, as epoch 2
+        mpi,
+    ]
+    assert scheme_in_force(records[:3]) == {"sync": "local"}  # epoch 3's, as a reader takes it
+    old = [{k: v for k, v in r.items() if k != "scheme"} for r in records]
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    records = fit(LocalSync(create_optimizer("sgd", lr=0.05)), 5)
+    assert records[:4] == old and records[4]["scheme"] == {"sync": "local"}
