@@ -216,7 +216,8 @@ class PServerSync(
         log.info(
             "rank %d: %d parameters in %d blocks on %d shards (%s mode%s)",
             *(self.rank, len(self.params), len(self.layout.blocks), len(self._socks), self.mode),
-            f", max staleness {self.max_staleness}" * (self.mode == "async"),
+            # an older shard's hello says no bound: "max staleness None" said what it did not
+            f", max staleness {self.max_staleness}" * (self.max_staleness is not None),
         )
 
     def _spec(self, p: Parameter) -> ParamSpec:
