@@ -36,8 +36,6 @@ from .commands import (
     new_launch,
     option_value,
     parse_program,
-    refuse_other_transport_flags,
-    refuse_owned_flags,
     server_command,
     threads_per_process,
     with_out,
@@ -55,7 +53,7 @@ from .options import (
     parse_own,
     split_argv,
 )
-from .owned import LOCAL_OWNED, MPI_OWNED
+from .owned import refuse_after_dashes
 from .ports import reserve_ports
 from .run_dir import run_dir_refused
 from .stderr_line import BoundedParser, quote_user_values
@@ -201,10 +199,7 @@ def local_children(
 def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     """``distconv-launch local``: supervise N workers and M shards on this host."""
     program = parse_program(rest)
-    if args.servers:
-        refuse_owned_flags(program, LOCAL_OWNED, "pserver")
-    else:  # the worker picks its own transport; another one's flag fails it at every start
-        refuse_other_transport_flags(program)
+    refuse_after_dashes(args, program)
     job_id = _job_id(args)
     run_dir = _run_dir(args, job_id)
     servers, job, worker_argv = local_plan(args, program, job_id, run_dir, os.environ)
@@ -249,18 +244,16 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         mpi_worker_command,
         parse_hosts,
         read_hostfile,
-        refuse_unstartable,
     )
     from .mpi_exit import is_status_line, mpiexec_reader
 
     program = parse_program(rest)
-    refuse_owned_flags(program, MPI_OWNED, "mpi")
+    refuse_after_dashes(args, program)  # the program only where no hosts are named to read
     hosts = []
     if args.hostfile:
         hosts = read_hostfile(args.hostfile)
     elif args.hosts:
         hosts = parse_hosts(args.hosts)
-    refuse_unstartable(program, hosts)
     opts = MpiOptions(args.np, tuple(hosts), args.oversubscribe, args.allow_run_as_root)
     check_slots(opts)  # before the job is said or its run directory made
     mpiexec = find_mpiexec(args.mpiexec)

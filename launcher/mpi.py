@@ -211,10 +211,10 @@ SCHEDULER_HOSTS = (
 
 
 def refuse_unstartable(
-    program: Program, hosts: Sequence[Host], environ: Mapping[str, str] | None = None
+    program: Program, remote: bool, environ: Mapping[str, str] | None = None
 ) -> None:
     """Refuse a program of the user's that the kernel cannot start, where every rank runs on
-    this host (no ``hosts``, and no batch system's host list in ``environ``:
+    this host (not ``remote``: no hosts given, and no batch system's host list in ``environ``:
     :data:`SCHEDULER_HOSTS`): mpiexec's ranks would only say ``execvp error on file ./run.sh
     (No such file or directory)`` of a file that is there (see :func:`start_problem`).
 
@@ -222,7 +222,7 @@ def refuse_unstartable(
         LaunchError: naming the program and why (its ``#!`` interpreter, its execute bit).
     """
     environ = os.environ if environ is None else environ
-    if program.is_train or program.is_script or hosts:  # on other hosts: their own files
+    if program.is_train or program.is_script or remote:  # on other hosts: their own files
         return
     if any(environ.get(name) for name in SCHEDULER_HOSTS):  # a login node's files differ
         return

@@ -16,7 +16,7 @@ from distconv.number_text import decimal, int_at_least
 
 from .interrupt import release
 from .messages import shown
-from .owned import LOCAL_OWNED, MPI_OWNED
+from .owned import owned_by, refuse_after_dashes
 from .supervisor import SETTLE_SECONDS
 
 #: the command's name, as its usage says it
@@ -238,19 +238,14 @@ def unrecognized(
 
 
 def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:
-    """Why the launch ``args`` would refuse ``after`` as what follows ``--`` (the checks of
-    :func:`launcher.cli.run_local` and ``run_mpi`` before anything starts); None if it takes
-    it, or where it names a program under local or mpi (its arguments are the program's; a
-    script the launch does not see may exist where it runs). A k8s render is checked whole
+    """Why the launch ``args`` would refuse ``after`` as what follows ``--`` (the checks
+    :func:`launcher.cli.run_local` and ``run_mpi`` make before anything starts:
+    :func:`launcher.owned.refuse_after_dashes`); None if it takes it. A program named there
+    is not looked for (a script the launch does not see may exist where it runs), but one of
+    this host that mpi's ranks cannot start is refused. A k8s render is checked whole
     (:func:`launcher.k8s.checked_manifests`): it takes no program, and refuses the flags it
     sets."""
-    from .commands import (
-        LaunchError,
-        names_a_program,
-        parse_program,
-        refuse_other_transport_flags,
-        refuse_owned_flags,
-    )
+    from .commands import LaunchError, Program, names_a_program, parse_program
 
     try:
         if args.command == "k8s":
@@ -259,14 +254,10 @@ def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:
             checked_manifests(args, after)
             return None
         if names_a_program(after):
-            return None
-        program = parse_program(after)
-        if args.command == "mpi":
-            refuse_owned_flags(program, MPI_OWNED, "mpi")
-        elif args.command == "local" and args.servers:
-            refuse_owned_flags(program, LOCAL_OWNED, "pserver")
-        elif args.command == "local":
-            refuse_other_transport_flags(program)
+            program = Program(tuple(after), is_train=False)
+        else:
+            program = parse_program(after)
+        refuse_after_dashes(args, program)
     except LaunchError as exc:
         return str(exc)
     return None
@@ -314,10 +305,9 @@ def parse_own(
         args, extra = parser.parse_known_args(own)
         if extra:
             options = [o for a in args.command_parser._actions for o in a.option_strings]
-            owned = MPI_OWNED if args.command == "mpi" else None
-            if args.command == "local" and args.servers:  # without shards a worker picks
-                owned = LOCAL_OWNED
-            hint = unrecognized(own, extra, rest, options, owned, lambda a: refused(args, a))
+            owned = owned_by(args)  # None without shards: a worker picks its transport
+            flags = owned and owned[0]
+            hint = unrecognized(own, extra, rest, options, flags, lambda a: refused(args, a))
             args.command_parser.error(hint)
         ignored = ignored_flag(args.command_parser, args)
         if ignored:

@@ -1,7 +1,16 @@
 """The ``distconv train`` flags a launch sets itself, and why each is refused when given
-(:func:`launcher.commands.refuse_owned_flags`)."""
+(:func:`launcher.commands.refuse_owned_flags`); the checks a local or mpi launch makes of
+what follows ``--`` (:func:`refuse_after_dashes`), which its run and the hints of its usage
+errors share."""
 
 from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .commands import Program
 
 #: distconv train flags a launch sets itself (see commands.refuse_owned_flags), and why
 DROP = "; drop it from the train arguments"
@@ -25,3 +34,39 @@ MPI_OWNED = {
         "a parameter-server flag, and this launch trains with allreduce" + DROP,
     ),
 }
+
+
+def owned_by(args: argparse.Namespace) -> tuple[Mapping[str, str], str] | None:
+    """The train flags the launch ``args`` sets itself (flag -> why) and the ``--sync`` its
+    workers train with; None where the workers pick their own transport (local without
+    shards) or nothing is launched (a k8s render, checked by
+    :func:`launcher.k8s.checked_manifests`)."""
+    if args.command == "mpi":
+        return MPI_OWNED, "mpi"
+    if args.command == "local" and args.servers:
+        return LOCAL_OWNED, "pserver"
+    return None
+
+
+def refuse_after_dashes(args: argparse.Namespace, program: Program) -> None:
+    """The checks a local or mpi launch ``args`` makes of ``program``, what follows ``--``,
+    before anything starts: the train flags it sets itself, a flag of another transport
+    than its workers', and under mpi a program of this host its ranks cannot start.
+    :func:`launcher.cli.run_local` and ``run_mpi`` run them, and the hint of a usage error
+    (:func:`launcher.options.refused`) runs them on what it would put after ``--``.
+
+    Raises:
+        LaunchError: what the first check that fails refuses.
+    """
+    from .commands import refuse_other_transport_flags, refuse_owned_flags
+
+    owned = owned_by(args)
+    if owned is None:  # the worker picks its transport; another one's flag fails every start
+        refuse_other_transport_flags(program)
+    else:
+        refuse_owned_flags(program, *owned)
+    if args.command == "mpi":
+        from .mpi import refuse_unstartable  # mpi's imports: for an mpi launch only
+
+        # ranks on other hosts start their own copy, which this host cannot look at
+        refuse_unstartable(program, remote=bool(args.hostfile or args.hosts))

@@ -165,9 +165,9 @@ def test_ranks_a_batch_system_places_have_their_own_program(tmp_path: Path, vari
     node, though the ranks would run it (review k213 of 8e3c94f); without such a variable it
     is refused as before."""
     program = Program((str(_program(tmp_path, b"#!/opt/on-the-nodes/python\n")),), False)
-    refuse_unstartable(program, [], {variable: "node[1-2]"})
+    refuse_unstartable(program, False, {variable: "node[1-2]"})
     with pytest.raises(LaunchError, match="cannot start"):
-        refuse_unstartable(program, [], {variable: ""})
+        refuse_unstartable(program, False, {variable: ""})
 
 
 _OPENED: list[str] = []  # the paths opened while _COUNTING (an audit hook cannot be removed)

@@ -59,8 +59,8 @@ def test_the_launchs_own_sync_still_passes(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "train --sync mpi --epochs 1" in done.stdout
-    from launcher.cli import LOCAL_OWNED
     from launcher.commands import parse_program, refuse_owned_flags
+    from launcher.owned import LOCAL_OWNED
 
     # a program of the user's is not distconv train: its flags are its own
     refuse_owned_flags(parse_program(["sh", "-c", "true", "--rank", "0"]), LOCAL_OWNED, "pserver")

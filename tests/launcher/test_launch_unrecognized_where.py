@@ -166,3 +166,36 @@ def test_a_stray_value_naming_no_program_keeps_argparse_words(
     monkeypatch.chdir(tmp_path)
     said = _refusal(capsys, "local", "--workers", "2", stray)
     assert said == f"distconv-launch local: error: unrecognized arguments: {stray}"
+
+
+@pytest.mark.parametrize(
+    "first, mode, why",
+    [
+        ("#!/bin/sh\n", 0o644, "./run.sh is not executable (chmod +x it)"),
+        (
+            "#!/no/such/sh\n",
+            0o755,
+            "the interpreter its #! line names, '/no/such/sh', does not exist",
+        ),
+    ],
+    ids=["no-execute-bit", "no-interpreter"],
+)
+def test_a_program_the_ranks_cannot_start_is_not_sent_after_the_dashes(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path,
+    monkeypatch: pytest.MonkeyPatch,
+    first: str,
+    mode: int,
+    why: str,
+):
+    """mpi refuses a program of this host that its ranks cannot start before anything starts
+    (``cannot start ./run.sh in the ranks``); the hint ``-- ./run.sh`` led to that refusal.
+    On hosts of their own (``-H``) the ranks start their own copy, which the hint still names."""
+    script = tmp_path / "run.sh"
+    script.write_text(first)
+    script.chmod(mode)
+    monkeypatch.chdir(tmp_path)
+    said = _refusal(capsys, "mpi", "-np", "2", "./run.sh")
+    assert said.endswith(f"(not after -- either: cannot start ./run.sh in the ranks: {why})"), said
+    said = _refusal(capsys, "mpi", "-np", "2", "-H", "a,b", "./run.sh")
+    assert said.endswith("(a program goes after --: distconv-launch mpi -np 2 -H a,b -- ./run.sh)")
