@@ -32,6 +32,7 @@ from .output_waits import WRITE_PIECE, OutputWaits, PumpWrites, held_output, joi
 from .process_group import group_has_member, parent_death_signal, signal_group
 from .process_group import running_groups as running_groups  # still importable from here
 from .pump import ChildLog, PumpFiles
+from .shown import shown
 from .startable import not_started
 from .terminal import Terminal
 
@@ -89,7 +90,9 @@ class Child:
             self.log = open(log_path, "ab", buffering=0)
         except OSError as exc:  # it said '[Errno 21] Is a directory: PATH', naming no child
             why = describe_os_error(exc)
-            raise LaunchError(f"cannot start {spec.name}: its log {log_path}: {why}") from None
+            raise LaunchError(
+                f"cannot start {spec.name}: its log {shown(log_path)}: {why}"
+            ) from None
         self._log_writes = ChildLog(self.log, log_path, spec.name, say)
         self._writes = PumpWrites(self._waits, self._log_writes)  # both: do they hold it up
         try:

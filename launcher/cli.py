@@ -56,6 +56,7 @@ from .options import (
 from .owned import refuse_after_dashes
 from .ports import reserve_ports
 from .run_dir import run_dir_refused
+from .shown import shown
 from .stderr_line import BoundedParser, quote_user_values
 from .stdout import write_stdout
 from .supervisor import ChildSpec, Supervisor
@@ -211,10 +212,10 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
         supervisor.claim()  # before the keys: a launch running there may be making its own
         reused = job.keys_dir is not None and make_keys(Path(job.keys_dir), args.workers)
         if reused:
-            supervisor.say(f"reusing the job's CURVE keys in {job.keys_dir}")
+            supervisor.say(f"reusing the job's CURVE keys in {shown(job.keys_dir)}")
         supervisor.say(
             f"job {job_id}: {args.workers} worker(s), {args.servers} server(s); logs in "
-            f"{run_dir / 'logs'}"
+            f"{shown(run_dir / 'logs')}"
         )
         # held till the launcher exits: each attempt's shards serve on them, no one else's
         reserved = reserve_ports(args.servers) if servers else []

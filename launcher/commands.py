@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from distconv.cores import usable_cores
 
-from .messages import shown
+from .shown import shown
 from .stderr_line import bounded_log
 
 #: variables a parent launcher or scheduler may have left behind; a child that inherited them

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from distconv.files import describe_os_error
 
+from .shown import shown
+
 #: lines of a child's end the report shows
 TAIL_LINES = 20
 #: bytes of one output line that a child's tail keeps: a longer line (a rank dumping an array)
@@ -260,8 +262,8 @@ def write_report(
         os.replace(tmp, path)
     except OSError as exc:
         _remove(tmp)
-        return f"report not written: {tmp}: {describe_os_error(exc)}", None
-    return f"report: {path}", path
+        return f"report not written: {shown(tmp)}: {describe_os_error(exc)}", None
+    return f"report: {shown(path)}", path
 
 
 def _remove(path: Path) -> None:

@@ -20,8 +20,6 @@ from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
-from distconv.messages import shell_quoted
-
 from .json_lines import JsonLines
 from .terminal import Terminal
 
@@ -31,17 +29,6 @@ MESSAGE_BYTES = 256 * 1024
 #: that takes it at once loses none of it), then the line saying what of its messages it
 #: dropped (the piece under way first): the launcher ends promptly all the same
 LEFT_SAID_SECONDS = 0.2
-
-
-def shown(value: str) -> str:
-    """``value`` (a path, a command, a name the user gave or a child wrote) as the launcher's
-    messages quote it: ``'value'``, or where it holds a quote or a character that does not
-    print, the shell's ``$'...'`` word (:func:`distconv.messages.shell_quoted`), as the rest
-    of the launcher's lines show such values. ``repr()`` wrote ``'no\\nfile.py'``, which a
-    shell pastes back as another name, and ``"it's"`` in double quotes."""
-    if value.isprintable() and "'" not in value:
-        return f"'{value}'"
-    return shell_quoted(value)
 
 
 def same_file(one: BinaryIO, other: BinaryIO) -> bool:

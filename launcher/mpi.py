@@ -25,7 +25,7 @@ from distconv.files import describe_os_error
 
 from .commands import THREAD_VARS, LaunchError, Program, UsageError, train_args
 from .interrupt import run_captured
-from .messages import shown
+from .shown import shown
 from .startable import not_started, start_problem
 
 FLAVORS = ("mpich", "openmpi")

@@ -15,8 +15,8 @@ from distconv.files import folder
 from distconv.number_text import decimal, int_at_least
 
 from .interrupt import release
-from .messages import shown
 from .owned import owned_by, refuse_after_dashes
+from .shown import shown
 from .supervisor import SETTLE_SECONDS
 
 #: the command's name, as its usage says it

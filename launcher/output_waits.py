@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 
 from .pump import ChildLog
+from .shown import shown
 
 #: bytes the pump writes to the launcher's output at once: a longer line goes in pieces, each
 #: its own wait, so a line that takes long on an output that moves (1 MB at 400 KB/s) is not
@@ -135,14 +136,15 @@ def held_output(
     log, bounded, and says where it could not (:meth:`launcher.supervisor.Supervisor._drain_logs`);
     ``unheld``, no process holds the pipe, so slow writes (or a loaded host) held the pump up,
     not one that will never end; else a process outside the child's group holds the pipe."""
+    log = shown(log_path)
     if log_hung:
         return (
-            f"{name}: a write to {log_path} has not ended (a hung file system?), so {name}'s "
+            f"{name}: a write to {log} has not ended (a hung file system?), so {name}'s "
             "last lines are missing from it, from the launcher's output and from failure.json"
         )
     if log_cut:
         return (
-            f"{name}: a write to {log_path} was under way at the second stop signal (a slow "
+            f"{name}: a write to {log} was under way at the second stop signal (a slow "
             f"file system, or a hung one), so {name}'s last lines are missing from failure.json "
             "and the launcher's output; the launcher's end drains the rest into the log, if it "
             "takes them in time"
@@ -151,15 +153,15 @@ def held_output(
         # output is shut and the pipe drained into the log (Supervisor._drain_logs)
         return (
             f"{name}: the launcher's output holds up its lines (read slowly, or not at all), "
-            f"so {name}'s last lines are missing from failure.json; {log_path} gets them all "
+            f"so {name}'s last lines are missing from failure.json; {log} gets them all "
             f"(drained there at the launcher's end), its output those it takes before a "
             f"{OUTPUT_STALL_SECONDS:g} s stall or that end"
         )
     if unheld:
         return (
             f"{name}: its output is passed on slowly (a slow reader of the launcher's output, a "
-            f"slow file system for {log_path}, a loaded host), so {name}'s last lines are "
-            f"missing from failure.json; {log_path} gets them all (drained there at the "
+            f"slow file system for {log}, a loaded host), so {name}'s last lines are "
+            f"missing from failure.json; {log} gets them all (drained there at the "
             "launcher's end), its output those it takes before that end"
         )
     return (

@@ -12,6 +12,8 @@ from typing import BinaryIO
 
 from distconv.files import describe_os_error
 
+from .shown import shown
+
 
 def log_line(
     log: BinaryIO, line: bytes, log_path: Path, name: str, say: Callable[[str], None] | None
@@ -24,7 +26,7 @@ def log_line(
     except OSError as exc:
         if say is not None:
             say(
-                f"cannot write {log_path}: {describe_os_error(exc)}; "
+                f"cannot write {shown(log_path)}: {describe_os_error(exc)}; "
                 f"{name}'s later lines go to the launcher's output only"
             )
         return False

@@ -21,7 +21,7 @@ import shutil
 
 from distconv.files import describe_os_error
 
-from .messages import shown
+from .shown import shown
 
 
 def _located(program: str, path: str | None) -> str | None:

@@ -66,6 +66,7 @@ from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
 from .json_lines import JsonLines
 from .messages import Messages
 from .run_dir import clear_run_dir, make_run_dir
+from .shown import shown
 from .stdout import binary_stream
 from .terminal import Terminal
 from .wrapup import first_overdue, reported_before
@@ -196,8 +197,7 @@ class Supervisor:
 
     def _end_output(self) -> None:
         """The end of :meth:`run`'s output: the view's last lines (a stalled output has its
-        bound), the held pipes drained into the logs, what the output lacks, and the
-        launcher's own last words."""
+        bound), the held pipes drained into the logs, what the output lacks, its last words."""
         if self._terminal is not None:
             terminal, self._terminal = self._terminal, None
             drain, stop = child_waits.OUTPUT_DRAIN_SECONDS, self._stop_now
@@ -381,7 +381,7 @@ class Supervisor:
             if not child.drain_log(max(0.0, deadline - time.monotonic())):
                 self.say(
                     f"{child.spec.name}: its pipe was not drained within {END_DRAIN_SECONDS:g} s "
-                    f"of the job's end, so {child.log_path} lacks what it still held",
+                    f"of the job's end, so {shown(child.log_path)} lacks what it still held",
                     level="warning",
                 )
 
@@ -394,7 +394,7 @@ class Supervisor:
         after = f"; then {then}" if then else ""
         self.say(
             f"{failure.describe()} (after {failure.restart} restart(s)){failure.stopped_too()}"
-            f"{after}; last lines of {failure.log}:\n{tail}\n{written}",
+            f"{after}; last lines of {shown(failure.log)}:\n{tail}\n{written}",
             level="error",
             report=kept,  # where it was written: the message dropped, the report is there
         )

@@ -25,6 +25,7 @@ from typing import BinaryIO
 from distconv.files import describe_os_error
 
 from .output_waits import OUTPUT_STALL_SECONDS, STOP_LOOK, WRITE_PIECE, joined
+from .shown import shown
 
 #: bytes of lines queued for the launcher's output at most (the launcher's memory for a stalled
 #: output, whatever the number of children): a few seconds of any job's output
@@ -149,7 +150,7 @@ class Terminal:
             if not self._late:
                 return None
             said = "; ".join(
-                f"{n} line(s) of {name} ({log})" for name, (n, log, _) in self._late.items()
+                f"{n} line(s) of {name} ({shown(log)})" for name, (n, log, _) in self._late.items()
             )
         return (
             f"the launcher's output took no more lines at the job's end, so it lacks {said}, "
@@ -168,8 +169,7 @@ class Terminal:
         """Refuse the children's lines from now on (:meth:`put` counts them at once, a pump's
         waiting for room too: :meth:`late`): at the launcher's end, after :meth:`close` gave
         up on a slow output, their pumps drain their pipes into the logs alone rather than
-        wait on it. The launcher's own lines are still queued (a stall drops them there,
-        never blocking)."""
+        wait on it. The launcher's own lines are still queued (a stall drops them, no block)."""
         with self._ready:
             self._shut = True
             self._ready.notify_all()
@@ -207,15 +207,14 @@ class Terminal:
         (beyond the bound: one per child at most, so still bounded)."""
         if name in self._dropped:
             count, log, first, last = self._dropped.pop(name)
-            said = (
-                f"{count} line(s) of {name} not shown: the launcher's output was stalled "
-                f"(nothing read it); {log} has them all"
-            )
             if name == LAUNCHER:  # its own messages: ``log`` is a dropped report's file
                 said = f"{count} message(s) of {name} not shown: its output was stalled"
                 if log is not None:  # the report that says why the job ended: not lost
-                    said += f"; the failure report among them is in {log}"
+                    said += f"; the failure report among them is in {shown(log)}"
                 log = None  # no child's lines: the close's count of lines unshown skips it
+            else:
+                said = f"{count} line(s) of {name} not shown: the launcher's output was stalled "
+                said += f"(nothing read it); {shown(log)} has them all"
             self._append((name, log, self._notice(said), count, first, last))  # it stands for them
 
     def _say_all_dropped(self) -> None:
@@ -284,7 +283,7 @@ class Terminal:
         why = describe_os_error(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}"
         if not isinstance(exc, OSError) and str(exc):
             why += f": {exc}"
-        where = f" ({', '.join(logs)})" if logs else ""
+        where = f" ({', '.join(map(shown, logs))})" if logs else ""
         self._failed(
             f"cannot write the launcher's output: {why}; the children's lines from now on "
             f"are in their logs alone{where}"
@@ -365,8 +364,8 @@ class Terminal:
         self._writing.clear()
         if not dropped:
             return
-        said = f"{dropped} message(s) of the launcher not written: its output took them too "
-        said += f"slowly at a second stop signal (a failure report, if any, is in {self._report})"
+        said = f"{dropped} message(s) of the launcher not written: its output took them too slowly"
+        said += f" at a second stop signal (a failure report, if any, is in {shown(self._report)})"
         self._append((LAUNCHER, None, (b"\n" if cut else b"") + self._notice(said), 0, 0, 0))
 
     def _unshown(self, why: str) -> str | None:
@@ -380,7 +379,7 @@ class Terminal:
             counts[name] = (count + lines - (first == before), log, last)  # a line once
         if not counts:
             return None
-        said = "; ".join(f"{n} line(s) of {name} ({log})" for name, (n, log, _) in counts.items())
+        said = "; ".join(f"{n} line(s) of {k} ({shown(p)})" for k, (n, p, _) in counts.items())
         return f"the launcher's output {why}, so it lacks {said}: their logs have them"
 
 

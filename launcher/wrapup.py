@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from . import child as child_waits  # its wrap-up, as set when used (tests cut it)
 from .child import Child
-from .messages import shown
+from .shown import shown
 
 
 def first_overdue(
@@ -51,7 +51,7 @@ def _ended_well(child: Child, children: Sequence[Child]) -> bool:
 
 def overdue_said(child: Child, line: str) -> str:
     """Why ``child`` is stopped, overdue (:meth:`Child.overdue`) after ``line`` reported its
-    end: that line :func:`~launcher.messages.shown` (``repr()`` showed a quote in it in double
+    end: that line :func:`~launcher.shown.shown` (``repr()`` showed a quote in it in double
     quotes, and a character that does not print as Python writes it), and its last ones."""
     last = " | ".join(list(child.tail)[-3:])
     return (

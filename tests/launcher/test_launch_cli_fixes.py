@@ -97,7 +97,7 @@ def test_a_job_launched_again_into_its_run_dir_reuses_its_keys(tmp_path):
     before = {p.name: p.read_bytes() for p in keys.iterdir()}
     again = _local(run, 2, tmp_path)
     assert again.returncode == 0, again.stderr
-    assert f"reusing the job's CURVE keys in {keys}" in again.stderr
+    assert f"reusing the job's CURVE keys in '{keys}'" in again.stderr
     assert again.stdout.count(f"keys {keys} True") == 2, again.stdout
     # the same keys, untouched: shards and workers of the first launch would still agree
     assert {p.name: p.read_bytes() for p in keys.iterdir()} == before

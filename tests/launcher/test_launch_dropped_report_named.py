@@ -36,7 +36,7 @@ def _failure(tmp_path: Path) -> Failure:
 
 def test_write_report_returns_the_file_it_wrote_or_none(tmp_path: Path):
     path = tmp_path / "failure.json"
-    assert write_report(path, _failure(tmp_path), 0, None) == (f"report: {path}", path)
+    assert write_report(path, _failure(tmp_path), 0, None) == (f"report: '{path}'", path)
     nowhere = tmp_path / "gone" / "failure.json"  # its folder is missing: not written
     said, written = write_report(nowhere, _failure(tmp_path), 0, None)
     assert written is None and said.startswith("report not written: "), said
@@ -64,5 +64,5 @@ def test_a_dropped_failure_report_is_named_in_the_notice(tmp_path: Path):
             launcher.stdout.close()
         assert job_left(env, 5) == {}
     assert status == 3
-    said = f"the failure report among them is in {report.resolve()}".encode()
+    said = f"the failure report among them is in '{report.resolve()}'".encode()
     assert said in got, got[-2000:]

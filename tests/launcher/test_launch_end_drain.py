@@ -84,7 +84,7 @@ def test_the_pipe_at_the_jobs_end_reaches_the_log(tmp_path: Path):
     assert status == 0, stderr
     assert (len(lines), lines[-1]) == (LINES + 1, b"the last line"), (len(lines), stderr)
     # what the launcher says of the held output is what holds: the log gets them all
-    assert "LOG gets them all (drained there at the launcher's end)" in stderr
+    assert "'LOG' gets them all (drained there at the launcher's end)" in stderr
     assert "was not drained within" not in stderr, stderr
 
 

@@ -34,7 +34,7 @@ def test_a_log_write_that_does_not_end_is_named_not_a_stray(tmp_path, monkeypatc
         said = child.output_held
     child._pump.join(10)
     assert said == (
-        f"worker-0: a write to {child.log_path} has not ended (a hung file system?), so "
+        f"worker-0: a write to '{child.log_path}' has not ended (a hung file system?), so "
         "worker-0's last lines are missing from it, from the launcher's output and from "
         "failure.json"
     )  # was "... a process that left its process group ..."; run late, "... passed on slowly"

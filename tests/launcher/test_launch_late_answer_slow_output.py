@@ -78,8 +78,8 @@ def test_a_slow_output_with_no_stray_is_named_not_blamed_on_one(tmp_path, monkey
         child._pump.join(10)
     assert child.output_held == (
         f"worker-0: its output is passed on slowly (a slow reader of the launcher's output, a "
-        f"slow file system for {tmp_path / 'w.log'}, a loaded host), so worker-0's last lines "
-        f"are missing from failure.json; {tmp_path / 'w.log'} gets them all (drained there at "
+        f"slow file system for '{tmp_path / 'w.log'}', a loaded host), so worker-0's last lines "
+        f"are missing from failure.json; '{tmp_path / 'w.log'}' gets them all (drained there at "
         "the launcher's end), its output those it takes before that end"
     )  # was "worker-0: a process that left its process group (setsid, a daemon) still ..."
     # then "...; they still reach the output and the log": not the output's last (k457)

@@ -33,7 +33,7 @@ def test_a_full_disk_under_the_log_keeps_the_lines_flowing(tmp_path: Path):
     assert done.returncode == 3, done.stderr  # the child's own status: it ran to its end
     assert done.stdout.count("[worker 0] line ") == 3000
     assert "Traceback" not in done.stderr
-    said = f"cannot write {run / 'logs' / 'worker-0.log'}: no space left on device; worker-0's"
+    said = f"cannot write '{run / 'logs' / 'worker-0.log'}': no space left on device; worker-0's"
     assert said in done.stderr
     assert "worker 0 failed with exit code 3" in done.stderr
     assert "line 2999 " in done.stderr  # the report's tail still has the last lines
@@ -53,5 +53,5 @@ def test_a_report_that_cannot_be_written_is_still_said(tmp_path: Path):
     assert done.returncode == 3, done.stderr
     assert "worker 0 failed with exit code 3 (after 0 restart(s)); last lines of" in done.stderr
     assert "    dying\n" in done.stderr
-    assert f"report not written: {run / 'failure.json.tmp'}: is a directory" in done.stderr
+    assert f"report not written: '{run / 'failure.json.tmp'}': is a directory" in done.stderr
     assert "error:" not in done.stderr

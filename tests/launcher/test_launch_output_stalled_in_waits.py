@@ -53,7 +53,7 @@ def test_an_output_write_begun_during_the_waits_that_stalls_is_named(tmp_path, m
         child._pump.join(10)
     assert said == (
         "worker-0: the launcher's output holds up its lines (read slowly, or not at all), so "
-        f"worker-0's last lines are missing from failure.json; {child.log_path} gets them all "
+        f"worker-0's last lines are missing from failure.json; '{child.log_path}' gets them all "
         "(drained there at the launcher's end), its output those it takes before a 1 s stall "
         "or that end"
     )  # was "worker-0: its output is passed on slowly (...); they still reach the output ..."

@@ -57,7 +57,7 @@ def test_a_path_in_the_run_directory_in_the_way_is_named(tmp_path, what):
 def test_a_child_log_in_the_way_is_named_with_its_child(tmp_path):
     said, path = _refusal(tmp_path, "log")
     assert said == (
-        f"distconv-launch local: error: cannot start worker-0: its log {path}: is a directory"
+        f"distconv-launch local: error: cannot start worker-0: its log '{path}': is a directory"
     )  # was: [Errno 21] Is a directory: '.../logs/worker-0.log'
 
 

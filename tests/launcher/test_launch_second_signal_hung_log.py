@@ -33,7 +33,7 @@ def test_a_log_write_under_way_at_a_second_signal_is_not_said_to_reach_the_log(
         said = child.output_held
         assert not child.drain_log(0.2)  # the end's drain: the write does not end
     assert said == (
-        f"worker-0: a write to {child.log_path} was under way at the second stop signal (a "
+        f"worker-0: a write to '{child.log_path}' was under way at the second stop signal (a "
         "slow file system, or a hung one), so worker-0's last lines are missing from "
         "failure.json and the launcher's output; the launcher's end drains the rest into the "
         "log, if it takes them in time"

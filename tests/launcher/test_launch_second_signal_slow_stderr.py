@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from launcher import messages
+from launcher.shown import shown
 from launcher.terminal import Terminal
 from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
 from tests.launcher.real_children import GatedOutput, RecordingOutput, wait_until
@@ -46,7 +47,7 @@ time.sleep(60)
 #: the count line :meth:`Terminal.leave` has the writer say, for a count of messages
 LEFT = (
     b"%d message(s) of the launcher not written: its output took them too slowly at a second "
-    b"stop signal (a failure report, if any, is in failure.json)\n"
+    b"stop signal (a failure report, if any, is in 'failure.json')\n"
 )
 
 
@@ -151,19 +152,21 @@ def test_the_count_of_messages_not_written_holds_those_a_stall_dropped_before():
 
 
 @pytest.mark.timeout(30)
-def test_the_count_of_messages_not_written_names_the_failure_reports_file(tmp_path: Path):
+@pytest.mark.parametrize("run", ["run", "my run\nx"])
+def test_the_count_of_messages_not_written_names_the_failure_reports_file(tmp_path: Path, run: str):
     """The count named ``failure.json`` alone, where the report's path (the run directory's,
-    which ``--job-id`` makes) was known to the view: as the stall's notice names it (k505)."""
+    which ``--job-id`` makes) was known to the view: as the stall's notice names it (k505).
+    Quoted: a run directory with a line break in its name split the count line in two."""
     out = GatedOutput()
     view = Terminal(out, lambda said: f"{said}\n".encode())
-    report = tmp_path / "run" / "failure.json"
+    report = tmp_path / run / "failure.json"
     assert view.say(b"first\n")
     wait_until(out.entered.is_set, "the first message under way")
     assert view.say(b"the report\n", report=report)  # queued behind it: dropped at leave()
     assert view.close(0.1, stall_ends=True, stop=lambda: True) is None
     threading.Timer(0.05, out.gate.set).start()
     view.leave(2.0)
-    said = LEFT.replace(b"failure.json", str(report).encode()) % 1
+    said = LEFT.replace(b"'failure.json'", shown(report).encode()) % 1
     assert out.written == [b"first\n", said]
 
 

@@ -64,7 +64,7 @@ def test_an_unread_stdout_holds_up_neither_the_job_nor_its_log(tmp_path: Path):
         stdout, re.M,
     )  # fmt: skip
     assert said is not None, stdout[-2000:]
-    assert int(said[1]) == LINES - len(numbers) and said[2] == str(log.resolve()).encode()
+    assert int(said[1]) == LINES - len(numbers) and said[2] == f"'{log.resolve()}'".encode()
 
 
 @pytest.mark.timeout(60)
@@ -89,7 +89,7 @@ def test_a_stdout_stalled_for_good_lets_the_launcher_end(tmp_path: Path):
     assert status == 0, stderr
     assert _log_lines(log) == LINES
     assert "the launcher's output did not take its last lines within 0.5 s" in stderr, stderr
-    assert f" line(s) of worker-0 ({log.resolve()}): their logs have them" in stderr, stderr
+    assert f" line(s) of worker-0 ('{log.resolve()}'): their logs have them" in stderr, stderr
     assert "Fatal Python error" not in stderr, stderr
 
 
@@ -114,4 +114,4 @@ def test_a_stop_while_stdout_stalls_ends_the_launcher_promptly(tmp_path: Path):
     assert status == 143, stderr
     assert took < 3, (took, stderr)
     said = "the launcher's output is stalled on its last lines (nothing reads it), so it lacks "
-    assert said in stderr and f" line(s) of worker-0 ({log.resolve()}): " in stderr, stderr
+    assert said in stderr and f" line(s) of worker-0 ('{log.resolve()}'): " in stderr, stderr

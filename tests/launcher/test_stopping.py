@@ -369,7 +369,7 @@ def test_a_child_whose_log_cannot_be_opened_never_starts(tmp_path):
     try:
         assert done.returncode == 1
         log = run / "logs" / "worker-0.log"
-        assert f"cannot start worker-0: its log {log}: is a directory" in done.stderr
+        assert f"cannot start worker-0: its log '{log}': is a directory" in done.stderr
         # the launcher is gone: once no process of its job is left, none can start the child
         # any more (a fixed 0.5 s pause missed a child that started, or ran, late)
         assert job_left(done.env, 10) == {}

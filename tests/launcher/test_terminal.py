@@ -82,7 +82,7 @@ def test_a_stalled_pipe_drops_whole_lines_and_says_so_in_order(tmp_path: Path):
         said = [e["message"] for e in entries if e["source"] == "launcher" and name in e["message"]]
         assert said == [
             f"{3001 - len(shown)} line(s) of {name} not shown: the launcher's output was "
-            f"stalled (nothing read it); {log} has them all"
+            f"stalled (nothing read it); '{log}' has them all"
         ]
         place = entries.index({"source": "launcher", "message": said[0]})
         assert entries[place + 1] == {"source": name, "i": 3000}  # just before its next line
@@ -99,7 +99,7 @@ def test_a_pipe_stalled_at_the_end_is_given_up_naming_what_it_lacks(tmp_path: Pa
         "the launcher's output did not take its last lines within 0.2 s (nothing reads it, or "
         "too slowly), so it lacks "
     ), said
-    assert said.endswith(f" line(s) of worker-0 ({tmp_path / 'w.log'}): their logs have them")
+    assert said.endswith(f" line(s) of worker-0 ('{tmp_path / 'w.log'}'): their logs have them")
 
 
 @pytest.mark.timeout(30)
@@ -176,7 +176,7 @@ def test_a_stdout_on_a_full_disk_is_said(tmp_path: Path):
     logs = tmp_path / "run" / "logs"
     assert (
         "distconv-launch: cannot write the launcher's output: no space left on device; the "
-        f"children's lines from now on are in their logs alone ({logs})\n"
+        f"children's lines from now on are in their logs alone ('{logs}')\n"
     ) in said, said
 
 

@@ -28,7 +28,7 @@ def test_the_lines_a_close_counts_missing_are_not_written_after_it(tmp_path: Pat
     said = view.close(0.2)  # gives up: the write under way has not ended
     assert said == (
         "the launcher's output did not take its last lines within 0.2 s (nothing reads it, or "
-        f"too slowly), so it lacks 1000 line(s) of worker-0 ({log}): their logs have them"
+        f"too slowly), so it lacks 1000 line(s) of worker-0 ('{log}'): their logs have them"
     )
     out.gate.set()  # the output moves again: the writer goes on
     view._writer.join(10)

@@ -82,7 +82,7 @@ def test_a_writer_killed_otherwise_than_by_an_os_error_is_said_and_ends_the_view
     wait_until(lambda: said, "the failure said")
     assert said == [
         "cannot write the launcher's output: RuntimeError: a bug in the stream; the children's "
-        f"lines from now on are in their logs alone ({log.parent})"
+        f"lines from now on are in their logs alone ('{log.parent}')"
     ]
     started = time.monotonic()
     assert not view.put("worker-0", log, b"another\n") and not view.say(b"a message\n")
@@ -123,4 +123,4 @@ def test_a_dropped_failure_report_is_named_in_the_drop_notice(tmp_path: Path):
         reader.join(10)
     text = b"".join(got).decode()
     notice = "1 message(s) of the launcher not shown: its output was stalled; the failure "
-    assert f"{notice}report among them is in {report}" in text, text[-400:]
+    assert f"{notice}report among them is in '{report}'" in text, text[-400:]

@@ -1,0 +1,45 @@
+"""The launcher's messages that name a run directory's files (its logs, the failure report, the
+counts of lines or messages not shown) quote each path as its other lines quote a value
+(:func:`launcher.shown.shown`): a ``--run-dir`` with a line break in its name split such a
+message in two, the second line without its ``distconv-launch:`` and read as another path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from launcher.output_waits import held_output
+from launcher.shown import shown
+from launcher.terminal import Terminal
+from tests.launcher.launch_cli import launch
+from tests.launcher.real_children import RecordingOutput
+
+
+@pytest.mark.timeout(60)
+def test_a_run_dir_with_a_line_break_leaves_each_message_on_its_lines(tmp_path: Path):
+    run_dir = tmp_path / "my run\nx"
+    argv = ["local", "--workers", "1", "--servers", "0", "--job-id", "j", "--run-dir"]
+    done = launch(*argv, str(run_dir), "--", "sh", "-c", "echo boom >&2; exit 3", cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    log = run_dir / "logs" / "worker-0.log"
+    assert done.stderr.splitlines() == [
+        f"distconv-launch: job j: 1 worker(s), 0 server(s); logs in $'{tmp_path}/my run\\nx/logs'",
+        "distconv-launch: worker 0 failed with exit code 3 (after 0 restart(s)); last lines of "
+        f"{shown(log)}:",
+        "    boom",  # the report's own lines: the child's last ones, then where it is
+        f"report: $'{tmp_path}/my run\\nx/failure.json'",
+    ]
+
+
+def test_the_notices_of_lines_not_shown_quote_the_logs(tmp_path: Path):
+    """What the output lacks at the end (:meth:`Terminal.late`) and a pipe the launcher
+    stopped waiting for (:func:`held_output`) name a child's log, on one line each."""
+    log = tmp_path / "run\nx" / "logs" / "worker-0.log"
+    view = Terminal(RecordingOutput(), lambda said: f"{said}\n".encode())
+    view.shut()
+    assert view.put("worker-0", log, b"late\n")
+    said = [view.late(), held_output("worker-0", log, stalled=True)]
+    view.close(1.0)
+    for line in said:
+        assert line is not None and "\n" not in line and shown(log) in line, line
