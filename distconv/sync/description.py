@@ -115,7 +115,12 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
     settings = _described(sync)
     if settings is None:
         settings = {k: getattr(sync, k, None) for k in SCHEME_SETTINGS}
-    kept = {str(k): v for k, v in settings.items() if not _unset(v) and not callable(v)}
+    # a method (or other callable) is no setting; a class is: grad_dtype=np.float16
+    kept = {
+        str(k): v
+        for k, v in settings.items()
+        if not _unset(v) and (isinstance(v, type) or not callable(v))
+    }
     return {"sync": name, **json.loads(json.dumps(kept, default=_plain, skipkeys=True))}
 
 
@@ -144,7 +149,10 @@ def _unset(value: Any) -> bool:
 
 
 def _plain(value: Any) -> Any:
-    """A value JSON has no form for: a numpy scalar as its number, anything else its str."""
+    """A value JSON has no form for: a numpy scalar as its number, a class as its name
+    (``np.float16``: ``float16``), anything else its str."""
+    if isinstance(value, type):
+        return value.__name__
     item = getattr(value, "item", None)
     if callable(item) and getattr(value, "shape", None) == ():
         return item()
