@@ -12,7 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from distconv.epoch_tally import scheme_in_force
+from distconv import strict_json
+from distconv.epoch_tally import EpochTally, scheme_in_force
 from distconv.init import set_seed
 from distconv.job import scheme_text
 from distconv.metrics import read_metrics
@@ -91,6 +92,17 @@ def test_a_setting_that_is_a_class_is_recorded_not_left_out():
     sync = _OwnSync(create_optimizer("sgd"))
     sync.grad_dtype = np.float16
     assert sync_scheme(sync) == {"sync": "_OwnSync", "mode": "_Mode.ASYNC", "grad_dtype": "float16"}
+
+
+def test_an_infinite_bound_is_recorded_as_its_line_says_it():
+    """A float ``inf`` stayed one in the scheme, but its metrics line says ``null``: a resume
+    under that very scheme took it for another and recorded it again (review k519)."""
+    sync = _OwnSync(create_optimizer("sgd"))
+    sync.max_staleness = float("inf")
+    record = {"epoch": 2, "scheme": sync_scheme(sync)}
+    line = json.loads(strict_json.dumps(record))  # as read back from metrics.jsonl
+    assert record["scheme"]["max_staleness"] == "Infinity"
+    assert EpochTally.metrics_line(record, [line]) == {"epoch": 2}
 
 
 def test_an_mpi_ranks_scheme_names_its_wire_and_buckets(mpi_alone):

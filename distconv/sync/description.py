@@ -106,7 +106,8 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
     holds; one not known yet (a parameter-server worker's mode before its shards said it) or
     left to the default (``grad_dtype`` None: the gradients' own dtype) is left out, as is a
     method. A strategy of one's own may hold anything under these names: a value JSON has no
-    form for is written as its ``str`` (an Enum's name), not a run failed at epoch 1's end.
+    form for is written as its ``str`` (an Enum's name), not a run failed at epoch 1's end; an
+    infinite or NaN float as ``"Infinity"`` or ``"NaN"``.
     """
     from distconv.sync import TRANSPORTS  # imports this module: not at the top
 
@@ -121,7 +122,10 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
         for k, v in settings.items()
         if not _unset(v) and (isinstance(v, type) or not callable(v))
     }
-    return {"sync": name, **json.loads(json.dumps(kept, default=_plain, skipkeys=True))}
+    text = json.dumps(kept, default=_plain, skipkeys=True)
+    # an infinite bound as the text "Infinity": the metrics line writes a float one null, and a
+    # resume under it then differed from its own line, each resume recording it anew
+    return {"sync": name, **json.loads(text, parse_constant=str)}
 
 
 def _is_class(cls: type, where: str) -> bool:
