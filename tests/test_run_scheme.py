@@ -105,6 +105,23 @@ def test_an_infinite_bound_is_recorded_as_its_line_says_it():
     assert EpochTally.metrics_line(record, [line]) == {"epoch": 2}
 
 
+class _Compressor:
+    """A setting that says nothing of itself: its default str has its address."""
+
+
+def test_a_setting_without_a_str_of_its_own_is_the_same_scheme_in_every_process():
+    """Its str has its address, another in each process: a resume under the run's own scheme
+    took it for another and recorded it again (review k519)."""
+    schemes = []
+    for _ in range(2):  # two objects, two addresses: as a run and its resume see it
+        sync = _OwnSync(create_optimizer("sgd"))
+        sync.overlap = _Compressor()
+        schemes.append(sync_scheme(sync))
+    assert schemes[0]["overlap"] == "_Compressor"
+    record = {"epoch": 2, "scheme": schemes[1]}
+    assert EpochTally.metrics_line(record, [{"epoch": 1, "scheme": schemes[0]}]) == {"epoch": 2}
+
+
 def test_an_mpi_ranks_scheme_names_its_wire_and_buckets(mpi_alone):
     sync = mpi_alone(create_optimizer("sgd"), grad_dtype="bfloat16", bucket_bytes=1 << 18)
     try:

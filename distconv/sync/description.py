@@ -154,9 +154,13 @@ def _unset(value: Any) -> bool:
 
 def _plain(value: Any) -> Any:
     """A value JSON has no form for: a numpy scalar as its number, a class as its name
-    (``np.float16``: ``float16``), anything else its str."""
+    (``np.float16``: ``float16``), an object that says nothing of itself as its class's name
+    (its default str has its address, so each resume found the scheme another), anything else
+    its str."""
     if isinstance(value, type):
         return value.__name__
+    if type(value).__str__ is object.__str__ and type(value).__repr__ is object.__repr__:
+        return type(value).__qualname__
     item = getattr(value, "item", None)
     if callable(item) and getattr(value, "shape", None) == ():
         return item()
