@@ -106,8 +106,8 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
     holds; one not known yet (a parameter-server worker's mode before its shards said it) or
     left to the default (``grad_dtype`` None: the gradients' own dtype) is left out, as is a
     method. A strategy of one's own may hold anything under these names: a value JSON has no
-    form for is written as its ``str`` (an Enum's name), not a run failed at epoch 1's end; an
-    infinite or NaN float as ``"Infinity"`` or ``"NaN"``.
+    form for is written as its ``str`` (an Enum member's: ``Mode.ASYNC``), not a run failed at
+    epoch 1's end; an infinite or NaN float as ``"Infinity"`` or ``"NaN"``.
     """
     from distconv.sync import TRANSPORTS  # imports this module: not at the top
 
