@@ -244,13 +244,17 @@ def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:
     is not looked for (a script the launch does not see may exist where it runs), but one of
     this host that mpi's ranks cannot start is refused. A k8s render is checked whole
     (:func:`launcher.k8s.checked_manifests`): it takes no program, and refuses the flags it
-    sets."""
+    sets; None where it refuses the launch's own flags without them (its error, not theirs)."""
     from .commands import LaunchError, Program, names_a_program, parse_program
 
     try:
         if args.command == "k8s":
             from .k8s import checked_manifests
 
+            try:  # the launch's own flags first: a render they fail blames no train argument
+                checked_manifests(args, [])
+            except LaunchError:
+                return None  # the usual hint: its own flags' error comes at the next try
             checked_manifests(args, after)
             return None
         if names_a_program(after):

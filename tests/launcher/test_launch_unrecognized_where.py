@@ -155,6 +155,22 @@ def test_arguments_the_launch_refuses_after_the_dashes_are_not_sent_there(
     assert said.endswith(f"(not after -- either: {why})"), said
 
 
+@pytest.mark.parametrize(
+    "own",
+    [["--mpi", "--ipv6"], ["--image", "bad image"], ["--job-name", "j" * 80]],
+    ids=["ipv6-under-mpi", "bad-image", "long-job-name"],
+)
+def test_a_k8s_render_its_own_flags_fail_does_not_blame_the_train_arguments(
+    capsys: pytest.CaptureFixture[str], own: list[str]
+):
+    """The hint rendered the job whole with the train arguments: a refusal of the launcher's
+    own flags said ``--epochs 1 (not after -- either: --ipv6 renders parameter-server jobs
+    only...)``, valid train arguments blamed and not sent after ``--``."""
+    said = _refusal(capsys, "k8s", "--workers", "2", "--image", "img", *own, "--epochs", "1")
+    assert "(distconv train's arguments go after --: " in said, said
+    assert said.endswith(" -- --epochs 1)"), said
+
+
 @pytest.mark.parametrize("stray", ["runs", "data.csv"])
 def test_a_stray_value_naming_no_program_keeps_argparse_words(
     capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch: pytest.MonkeyPatch, stray: str
