@@ -242,9 +242,10 @@ def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:
     :func:`launcher.cli.run_local` and ``run_mpi`` make before anything starts:
     :func:`launcher.owned.refuse_after_dashes`); None if it takes it. A program named there
     is not looked for (a script the launch does not see may exist where it runs), but one of
-    this host that mpi's ranks cannot start is refused. A k8s render is checked whole
-    (:func:`launcher.k8s.checked_manifests`): it takes no program, and refuses the flags it
-    sets; None where it refuses the launch's own flags without them (its error, not theirs)."""
+    this host that mpi's ranks, or local's workers, cannot start is refused. A k8s render is
+    checked whole (:func:`launcher.k8s.checked_manifests`): it takes no program, and refuses
+    the flags it sets; None where it refuses the launch's own flags without them (their
+    error, not the train arguments')."""
     from .commands import LaunchError, Program, names_a_program, parse_program
 
     try:
@@ -262,6 +263,12 @@ def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:
         else:
             program = parse_program(after)
         refuse_after_dashes(args, program)
+        if args.command == "local" and not (program.is_train or program.is_script):
+            from .startable import start_problem
+
+            problem = start_problem(program.argv[0])  # refused at its start, on this host
+            if problem is not None:  # './data.csv': no program, though a file with a '/'
+                return f"cannot start {shown(program.argv[0])}: {problem}"
     except LaunchError as exc:
         return str(exc)
     return None

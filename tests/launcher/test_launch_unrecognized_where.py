@@ -184,6 +184,18 @@ def test_a_stray_value_naming_no_program_keeps_argparse_words(
     assert said == f"distconv-launch local: error: unrecognized arguments: {stray}"
 
 
+def test_a_path_to_a_file_local_cannot_start_is_not_sent_after_the_dashes(
+    capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch: pytest.MonkeyPatch
+):
+    """A word with a '/' to a file counted as a program: ``local --workers 2 ./data.csv`` was
+    told ``-- ./data.csv``, which the launch then refused at the worker's start."""
+    (tmp_path / "data.csv").write_text("1\n")
+    monkeypatch.chdir(tmp_path)
+    said = _refusal(capsys, "local", "--workers", "2", "./data.csv")
+    why = "cannot start './data.csv': ./data.csv is not executable (chmod +x it)"
+    assert said.endswith(f"(not after -- either: {why})"), said
+
+
 @pytest.mark.parametrize(
     "first, mode, why",
     [
