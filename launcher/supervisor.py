@@ -254,8 +254,8 @@ class Supervisor:
         return previous
 
     def _on_signal(self, signum: int, _frame: object) -> None:
+        self._signals.append(signum)  # first: a second one's handler runs inside any call here
         self._first_signal_at = min(self._first_signal_at, time.monotonic())
-        self._signals.append(signum)
 
     def _stop_now(self) -> bool:
         """Whether a second stop signal came ("stop now", as during the stop): the bounded
