@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 import json
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -164,3 +165,15 @@ def test_each_start_and_resume_records_the_scheme_it_ran_under(tmp_path, mpi_alo
     (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
     records = fit(LocalSync(create_optimizer("sgd", lr=0.05)), 5)
     assert records[:4] == old and records[4]["scheme"] == {"sync": "local"}
+
+
+def test_a_set_or_an_objects_address_is_the_same_scheme_in_every_process():
+    """A set's order follows PYTHONHASHSEED and a lock's str has its address: each process
+    recorded another scheme, so a resume under the run's own recorded it again."""
+    schemes = []
+    for _ in range(2):
+        sync = _OwnSync(create_optimizer("sgd"))
+        sync.overlap, sync.mode = frozenset({"b", "a", "c"}), threading.Lock()
+        schemes.append(sync_scheme(sync))
+    assert schemes[0]["overlap"] == ["a", "b", "c"]
+    assert schemes[0] == schemes[1] and "0x" not in schemes[0]["mode"]

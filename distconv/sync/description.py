@@ -128,6 +128,10 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
     return {"sync": name, **json.loads(text, parse_constant=str)}
 
 
+#: an object's address in its text: another in each process
+ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
 def _is_class(cls: type, where: str) -> bool:
     """Whether ``cls`` is the class ``module:name`` names (its module or one inside it, where
     the package re-exports it), not a class of one's own of the same name."""
@@ -156,12 +160,15 @@ def _plain(value: Any) -> Any:
     """A value JSON has no form for: a numpy scalar as its number, a class as its name
     (``np.float16``: ``float16``), an object that says nothing of itself as its class's name
     (its default str has its address, so each resume found the scheme another), anything else
-    its str."""
+    its str, an address in it taken out (``<unlocked _thread.lock object at 0x7f..>``); a set
+    as a sorted list (its order follows ``PYTHONHASHSEED``, another in each process)."""
     if isinstance(value, type):
         return value.__name__
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
     if type(value).__str__ is object.__str__ and type(value).__repr__ is object.__repr__:
         return type(value).__qualname__
     item = getattr(value, "item", None)
     if callable(item) and getattr(value, "shape", None) == ():
         return item()
-    return str(value)
+    return ADDRESS.sub("", str(value))
