@@ -41,20 +41,21 @@ def run_driver(*flags: str) -> tuple[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def half_run(tmp_path_factory, worker_id) -> tuple[str, dict]:
+def half_run(tmp_path_factory) -> tuple[str, dict]:
     """One driver run with the CNN rows, ``--grad-dtype float16`` and half a MB (``--mb`` took
     whole numbers only): the checks below share it, as each driver run costs seconds of two
     ranks' training. Under pytest-xdist the first worker to ask runs it and the others read
     its result (a module fixture runs once a worker, and the checks land on both)."""
     flags = ("--grad-dtype", "float16", "--mb", "0.5")
-    if worker_id == "master":  # no xdist: this process is the whole run
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # no xdist (or -p no:xdist): the whole run
         return run_driver(*flags)
     shared = tmp_path_factory.getbasetemp().parent  # this run's, shared by its workers
     with open(shared / "allreduce-half-run.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
         kept = shared / "allreduce-half-run.json"
-        if not kept.exists():
-            kept.write_text(json.dumps(run_driver(*flags)))
+        if not kept.exists():  # written whole or not at all: another worker reads it next
+            (shared / "allreduce-half-run.part").write_text(json.dumps(run_driver(*flags)))
+            os.replace(shared / "allreduce-half-run.part", kept)
         report, result = json.loads(kept.read_text())
     return report, result
 
