@@ -863,7 +863,7 @@ def run_sizes(args) -> dict:
 
 
 def main() -> None:
-    from harness import blas_kernels
+    from harness import at_least, blas_kernels
 
     from distconv.job import TrainConfig
 
@@ -873,14 +873,21 @@ def main() -> None:
     ap.add_argument("--worker", choices=("mpi", "gloo", "cnn", "stream", "update"), help=hidden)
     ap.add_argument("--rank", type=int, default=0, help=hidden)
     ap.add_argument("--sync", default="mpi", help=hidden)
-    ap.add_argument("--mb", type=float, default=4.0, help="MB of gradients (%(default)s)")
-    ap.add_argument("--grads", type=int, default=100, help="gradients (%(default)s)")
-    ap.add_argument("--reps", type=int, default=40, help="timed repetitions (%(default)s)")
     ap.add_argument(
-        "--compute-ms", type=float, default=20.0, help="simulated backward (%(default)s)"
+        "--mb", type=at_least(0, strict=True), default=4.0, help="MB of gradients (%(default)s)"
+    )
+    ap.add_argument("--grads", type=at_least(1, int), default=100, help="gradients (%(default)s)")
+    ap.add_argument(
+        "--reps", type=at_least(1, int), default=40, help="timed repetitions (%(default)s)"
     )
     ap.add_argument(
-        "--overlap-bucket", type=int, default=4 * MB, help="bucket bytes, overlap (%(default)s)"
+        "--compute-ms", type=at_least(0), default=20.0, help="simulated backward (%(default)s)"
+    )
+    ap.add_argument(
+        "--overlap-bucket",
+        type=at_least(1, int),
+        default=4 * MB,
+        help="bucket bytes, overlap (%(default)s)",
     )
     ap.add_argument(
         "--epochs",

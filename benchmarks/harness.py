@@ -6,6 +6,7 @@ measurement runs in a fresh subprocess with the thread count fixed before any im
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -109,3 +110,21 @@ def print_table(header: list[str], rows: list[list[str]]) -> None:
     print(line.format(*header))
     for r in rows:
         print(line.format(*r))
+
+
+def at_least(low: float, kind: type = float, *, strict: bool = False) -> Callable[[str], float]:
+    """An argparse ``type`` that reads ``kind`` and refuses a value under ``low`` (or equal to
+    it, ``strict``): a run of ``--mb 0`` or ``--reps 0`` times nothing and prints a table that
+    reads as measured."""
+
+    def read(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < low or (strict and value == low):
+            bound = "more than" if strict else "at least"
+            raise argparse.ArgumentTypeError(f"must be {bound} {low:g}, got {text}")
+        return value
+
+    return read

@@ -345,10 +345,12 @@ def run_mode(
 
 
 def main() -> None:
+    from harness import at_least  # beside this file
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=float, default=16.0)
-    parser.add_argument("--params", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=15, help="rounds (%(default)s)")
+    parser.add_argument("--mb", type=at_least(0, strict=True), default=16.0)
+    parser.add_argument("--params", type=at_least(1, int), default=100)
+    parser.add_argument("--repeat", type=at_least(1, int), default=15, help="rounds (%(default)s)")
     parser.add_argument("--modes", default="insecure,curve", help="(%(default)s)")
     parser.add_argument("--code", help="measure the distconv of this checkout instead")
     parser.add_argument(

@@ -42,3 +42,25 @@ def test_the_docstring_usage_names_every_flag(script):
     doc = ast.get_docstring(ast.parse(path.read_text()))
     usage = doc[doc.index("Usage:") : doc.index("``", doc.index("Usage:") + 10)]
     assert flags and sorted(f for f in flags if f not in usage) == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "script, flag, value, said",
+    [
+        ("allreduce.py", "--mb", "0", "must be more than 0"),
+        ("pserver.py", "--repeat", "0", "must be at least 1"),
+    ],
+)
+def test_a_size_or_count_that_times_nothing_is_refused(script, flag, value, said):
+    """``allreduce.py --mb 0`` ran a whole table of zero-byte calls, whose times read as a
+    measurement: the sizes and counts are refused at the command line instead."""
+    env = {**os.environ, "PYTHONPATH": child_path()}
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), flag, value],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.returncode == 2 and f"argument {flag}: {said}, got {value}" in done.stderr
