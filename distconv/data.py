@@ -22,9 +22,10 @@ import numpy as np
 from distconv.arg import as_fed
 from distconv.backend import ARRAY_KINDS, is_array, is_float_dtype, to_host
 from distconv.kernels.shape import is_int
+from distconv.names import DATASET_NAMES
 from distconv.sampler import batches, check_seed, num_batches, shard_indices  # noqa: F401
 
-DATASETS = ("digits", "mnist", "synthetic")
+DATASETS = DATASET_NAMES  # the names live apart, for the command line (distconv.names)
 #: examples a data set's fingerprint reads, spread evenly over it (:func:`fingerprint`)
 FINGERPRINT_ROWS = 8
 

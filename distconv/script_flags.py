@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from distconv.checkpoint import CheckpointError
 from distconv.logs import as_log_line
 from distconv.messages import exception_line, quote_in_errors, quoted_in
-from distconv.optim import OPTIMIZERS
+from distconv.names import OPTIMIZER_NAMES
 from distconv.stdout_drop import drop_stdout
 from distconv.sync.mpi import leaving
 from distconv.sync.peers import peer_failure
@@ -58,9 +58,9 @@ directory = not_blank
 
 def optimizer(text: str) -> str:
     """An argparse type: the name of one of distconv's optimizers, in any case."""
-    if text.lower() not in OPTIMIZERS:
+    if text.lower() not in OPTIMIZER_NAMES:
         raise argparse.ArgumentTypeError(
-            f"unknown optimizer {text!r}; choose one of {', '.join(sorted(OPTIMIZERS))}"
+            f"unknown optimizer {text!r}; choose one of {', '.join(OPTIMIZER_NAMES)}"
         )
     return text.lower()
 

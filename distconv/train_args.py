@@ -14,11 +14,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from distconv.data import DATASETS
 from distconv.job import TrainConfig
+from distconv.names import DATASET_NAMES, OPTIMIZER_NAMES, TRANSPORT_NAMES
 from distconv.number_text import decimal, int_at_least, integer
-from distconv.optim import OPTIMIZERS
-from distconv.sync import TRANSPORTS
 
 _positive_int = int_at_least(1)
 
@@ -139,7 +137,7 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
     )
     add_quiet(p)
     _refuse_own_unknowns(p)
-    p.add_argument("--data", choices=DATASETS, default=d.data, help="data set (%(default)s)")
+    p.add_argument("--data", choices=DATASET_NAMES, default=d.data, help="data set (%(default)s)")
     p.add_argument(
         "--data-dir", type=not_blank, help="directory of the MNIST IDX files (.gz or raw)"
     )
@@ -160,7 +158,7 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
         help="forward/backward passes per optimizer step (%(default)s)",
     )
     p.add_argument(
-        "--optimizer", choices=sorted(OPTIMIZERS), default=d.optimizer, help="(%(default)s)"
+        "--optimizer", choices=OPTIMIZER_NAMES, default=d.optimizer, help="(%(default)s)"
     )
     p.add_argument("--lr", type=positive_float, help="learning rate (optimizer's default)")
     p.add_argument(
@@ -238,7 +236,7 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     d = TrainConfig()
     g.add_argument(
         "--sync",
-        choices=sorted(TRANSPORTS),
+        choices=TRANSPORT_NAMES,
         help="gradient synchronisation (default: pserver with --pservers, mpi under "
         "mpiexec, else local)",
     )

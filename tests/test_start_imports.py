@@ -14,9 +14,11 @@ from tests.child_env import child_env
 
 pytestmark = pytest.mark.timeout(60)
 
-#: what ``distconv train`` alone needs: the probes' server (prometheus_client, http.server),
-#: the checkpoints, the trainer and its layers, the transports
+#: what ``distconv train`` alone needs: numpy (half of a start: the names its flags offer are
+#: in distconv.names), the probes' server (prometheus_client, http.server), the checkpoints, the
+#: trainer and its layers, the transports
 TRAIN_ONLY = (
+    "numpy",
     "prometheus_client",
     "http.server",
     "distconv.checkpoint",

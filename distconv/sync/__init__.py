@@ -7,9 +7,10 @@ chosen, so single-process use needs neither mpi4py nor pyzmq.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from distconv.sync.base import SyncError, SyncStrategy
+if TYPE_CHECKING:
+    from distconv.sync.base import SyncError, SyncStrategy
 
 __all__ = ["SyncError", "SyncStrategy", "create_sync", "TRANSPORTS"]
 
@@ -34,3 +35,14 @@ def create_sync(kind: str, **kwargs: Any) -> SyncStrategy:
     module_name, _, class_name = TRANSPORTS[kind].partition(":")
     module = importlib.import_module(module_name)
     return getattr(module, class_name)(**kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    """``SyncError`` and ``SyncStrategy``, imported when first asked for: their module loads
+    numpy, which ``distconv keys``, ``pserver --help`` and every other subpackage's command line
+    (``distconv.sync.ps.cli``) would otherwise pay for at each start (PEP 562)."""
+    if name in ("SyncError", "SyncStrategy"):
+        from distconv.sync import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
