@@ -17,6 +17,7 @@ from typing import Any
 
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter
+from distconv.sync import plain_json
 
 
 def job_description(
@@ -65,9 +66,7 @@ def key_order(key: Any) -> tuple:
 def _differ(a: Any, b: Any) -> bool:
     """Whether two values differ as :func:`digest` sees them (``==`` where not JSON-able)."""
     try:
-        return json.dumps(a, sort_keys=True, default=str) != json.dumps(
-            b, sort_keys=True, default=str
-        )
+        return plain_json.dumps(a, sort_keys=True) != plain_json.dumps(b, sort_keys=True)
     except (TypeError, ValueError):
         return bool(a != b)
 
@@ -80,13 +79,16 @@ def _first_param_difference(a: list, b: list, quote=repr) -> str:
 
 
 def as_sent(description: Mapping[str, Any]) -> dict[str, Any]:
-    """``description`` as another rank receives it, through JSON: like compared with like."""
-    return json.loads(json.dumps(description, sort_keys=True, default=str))
+    """``description`` as another rank receives it, through JSON: like compared with like. A
+    value JSON has no form for is written as :func:`~distconv.sync.plain_json.plain` writes it,
+    the same on every rank that holds the same (a set sorted, an address taken out)."""
+    return json.loads(plain_json.dumps(description, sort_keys=True))
 
 
 def digest(description: Mapping[str, Any]) -> str:
-    """A short SHA-256 of a JSON-able description (cheap to compare across ranks)."""
-    text = json.dumps(description, sort_keys=True, default=str)
+    """A short SHA-256 of a description (cheap to compare across ranks), a value JSON has no
+    form for written as :func:`as_sent` writes it."""
+    text = plain_json.dumps(description, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -122,14 +124,10 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
         for k, v in settings.items()
         if not _unset(v) and (isinstance(v, type) or not callable(v))
     }
-    text = json.dumps(kept, default=_plain, skipkeys=True)
+    text = plain_json.dumps(kept, skipkeys=True)
     # an infinite bound as the text "Infinity": the metrics line writes a float one null, and a
     # resume under it then differed from its own line, each resume recording it anew
     return {"sync": name, **json.loads(text, parse_constant=str)}
-
-
-#: an object's address in its text: another in each process
-ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def _is_class(cls: type, where: str) -> bool:
@@ -154,21 +152,3 @@ def _described(sync: Any) -> Mapping[str, Any] | None:
 
 def _unset(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value)
-
-
-def _plain(value: Any) -> Any:
-    """A value JSON has no form for: a numpy scalar as its number, a class as its name
-    (``np.float16``: ``float16``), an object that says nothing of itself as its class's name
-    (its default str has its address, so each resume found the scheme another), anything else
-    its str, an address in it taken out (``<unlocked _thread.lock object at 0x7f..>``); a set
-    as a sorted list (its order follows ``PYTHONHASHSEED``, another in each process)."""
-    if isinstance(value, type):
-        return value.__name__
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=str)
-    if type(value).__str__ is object.__str__ and type(value).__repr__ is object.__repr__:
-        return type(value).__qualname__
-    item = getattr(value, "item", None)
-    if callable(item) and getattr(value, "shape", None) == ():
-        return item()
-    return ADDRESS.sub("", str(value))

@@ -1,0 +1,41 @@
+"""JSON text of a value that may hold what JSON has no form for, the same in every process.
+
+The job check compares such text across ranks (:func:`~distconv.sync.description.digest`),
+and a run compares the scheme it records with the one its metrics log holds
+(:func:`~distconv.sync.description.sync_scheme`). ``json.dumps(..., default=str)`` gave another
+text in each process for two kinds of value: a set, whose order follows ``PYTHONHASHSEED``
+(``mpiexec`` starts each rank with its own), and an object whose text holds its address. So
+ranks that agree were refused at setup, and a resume under a run's own scheme recorded it anew.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+#: an object's address in its text: another in each process
+ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def dumps(value: Any, **options: Any) -> str:
+    """``json.dumps(value, **options)``, a value JSON has no form for written by :func:`plain`."""
+    return json.dumps(value, default=plain, **options)
+
+
+def plain(value: Any) -> Any:
+    """A value JSON has no form for, as ``json.dumps``'s ``default``: a numpy scalar as its
+    number, a class as its name (``np.float16``: ``float16``), an object that says nothing of
+    itself as its class's name (its default str has its address), anything else its str, an
+    address in it taken out (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted
+    list (its order follows ``PYTHONHASHSEED``, another in each process)."""
+    if isinstance(value, type):
+        return value.__name__
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    if type(value).__str__ is object.__str__ and type(value).__repr__ is object.__repr__:
+        return type(value).__qualname__
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) == ():
+        return item()
+    return ADDRESS.sub("", str(value))

@@ -1,0 +1,55 @@
+"""mpiexec -n 1 env PYTHONHASHSEED=1 python -m mpi4py run_hash_seed_job_check.py OUT : -n 1 env
+PYTHONHASHSEED=2 ...: two ranks whose sets iterate in another order set up one job.
+
+The first setup's config holds a set, the second's an object that says nothing of itself (its
+default text has its address), alike on both ranks but for their hash order and their
+addresses: the job check must accept them. The third setup differs for real (each rank another
+batch size): the check must refuse it on every rank, naming the difference. Each rank writes
+``OUT/rank<r>.json``: the order its set iterates in, and what each setup said.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
+from distconv.sync.mpi import MPISync
+
+#: layer names: their order in a set differs between PYTHONHASHSEED 1 and 2 (the test checks)
+FROZEN = frozenset({"conv1", "conv2", "fc"})
+
+
+class Augment:
+    """A setting of one's own with no text of its own: its default one has its address."""
+
+
+def setup_said(sync: MPISync, config: dict) -> str:
+    """``ok`` where the job check accepted ``config``, else the refusal's message."""
+    try:
+        sync.setup([Parameter("w", np.zeros(3))], config)
+    except SyncError as error:
+        return f"{type(error).__name__}: {error}"
+    return "ok"
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    sync = MPISync(create_optimizer("sgd"), overlap=False)
+    try:
+        said = {"order": list(FROZEN), "set": setup_said(sync, {"frozen": FROZEN})}
+        said["object"] = setup_said(sync, {"augment": Augment()})
+        config = {"frozen": FROZEN, "augment": Augment(), "batch_size": 8 * (sync.rank + 1)}
+        said["differ"] = setup_said(sync, config)
+        (out / f"rank{sync.rank}.json").write_text(json.dumps(said))
+    finally:
+        sync.close()
+
+
+if __name__ == "__main__":
+    main()
