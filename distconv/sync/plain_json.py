@@ -28,14 +28,21 @@ def plain(value: Any) -> Any:
     number, a class as its name (``np.float16``: ``float16``), an object that says nothing of
     itself as its class's name (its default str has its address), anything else its str, an
     address in it taken out (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted
-    list (its order follows ``PYTHONHASHSEED``, another in each process)."""
+    list (its order follows ``PYTHONHASHSEED``, another in each process), its elements in the
+    order of their JSON text, then their type's name."""
     if isinstance(value, type):
         return value.__name__
     if isinstance(value, (set, frozenset)):
-        return sorted(value, key=str)
+        # by the text each is written as: by str, 1 and "1" tied and kept their hash order
+        return sorted(value, key=_written)
     if type(value).__str__ is object.__str__ and type(value).__repr__ is object.__repr__:
         return type(value).__qualname__
     item = getattr(value, "item", None)
     if callable(item) and getattr(value, "shape", None) == ():
         return item()
     return ADDRESS.sub("", str(value))
+
+
+def _written(element: Any) -> tuple[str, str]:
+    """A set's element as it is written, then its type's name: an order every process shares."""
+    return dumps(element), type(element).__qualname__
