@@ -25,13 +25,14 @@ def dumps(value: Any, **options: Any) -> str:
 
 def plain(value: Any) -> Any:
     """A value JSON has no form for, as ``json.dumps``'s ``default``: a numpy scalar as its
-    number, a class as its name (``np.float16``: ``float16``), an object that says nothing of
-    itself as its class's name (its default str has its address), anything else its str, an
-    address in it taken out (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted
-    list (its order follows ``PYTHONHASHSEED``, another in each process), its elements in the
-    order of their JSON text, then their type's name."""
+    number, a class as its qualified name (``np.float16``: ``float16``; a nested one as
+    ``Outer.Codec``, as its instance is named), an object that says nothing of itself as its
+    class's name (its default str has its address), anything else its str, an address in it
+    taken out (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted list (its order
+    follows ``PYTHONHASHSEED``, another in each process), its elements in the order of their
+    JSON text, then their type's name."""
     if isinstance(value, type):
-        return value.__name__
+        return value.__qualname__
     if isinstance(value, (set, frozenset)):
         # by the text each is written as: by str, 1 and "1" tied and kept their hash order
         return sorted(value, key=_written)
