@@ -10,6 +10,7 @@ its cause instead of hanging or training two models.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -107,9 +108,11 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
     that takes no argument and returns a mapping, else those of :data:`SCHEME_SETTINGS` it
     holds; one not known yet (a parameter-server worker's mode before its shards said it) or
     left to the default (``grad_dtype`` None: the gradients' own dtype) is left out, as is a
-    method. A strategy of one's own may hold anything under these names: a value JSON has no
-    form for is written as its ``str`` (an Enum member's: ``Mode.ASYNC``), not a run failed at
-    epoch 1's end; an infinite or NaN float as ``"Infinity"`` or ``"NaN"``.
+    method of the strategy; another callable is a setting (a ``functools.partial``, an object
+    with ``__call__``). A strategy of one's own may hold anything under these names: a value
+    JSON has no form for is written as :func:`~distconv.sync.plain_json.plain` writes it (an
+    Enum member as its ``str``: ``Mode.ASYNC``), not a run failed at epoch 1's end; an infinite
+    or NaN float as ``"Infinity"`` or ``"NaN"``.
     """
     from distconv.sync import TRANSPORTS  # imports this module: not at the top
 
@@ -118,12 +121,9 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
     settings = _described(sync)
     if settings is None:
         settings = {k: getattr(sync, k, None) for k in SCHEME_SETTINGS}
-    # a method (or other callable) is no setting; a class is: grad_dtype=np.float16
-    kept = {
-        str(k): v
-        for k, v in settings.items()
-        if not _unset(v) and (isinstance(v, type) or not callable(v))
-    }
+    # the strategy's own method is no setting; any other callable is (a class,
+    # grad_dtype=np.float16; a functools.partial or a compressor object, mode=...)
+    kept = {str(k): v for k, v in settings.items() if not _unset(v) and not _method_of(sync, v)}
     text = plain_json.dumps(kept, skipkeys=True)
     # an infinite bound as the text "Infinity": the metrics line writes a float one null, and a
     # resume under it then differed from its own line, each resume recording it anew
@@ -148,6 +148,11 @@ def _described(sync: Any) -> Mapping[str, Any] | None:
     except TypeError:  # one that takes arguments: not this hook
         return None
     return described if isinstance(described, Mapping) else None
+
+
+def _method_of(sync: Any, value: Any) -> bool:
+    """Whether ``value`` is a method of ``sync`` (or a class method of its class)."""
+    return inspect.ismethod(value) and (value.__self__ is sync or value.__self__ is type(sync))
 
 
 def _unset(value: Any) -> bool:

@@ -4,6 +4,8 @@ tests/test_run_scheme.py)."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from distconv.optim import create_optimizer
@@ -38,3 +40,41 @@ def test_a_nested_class_is_named_as_its_instance_is():
     scheme = sync_scheme(_own(grad_dtype=_Fast.Codec, mode=_Fast.Codec()))
     assert scheme["grad_dtype"] == scheme["mode"] == "_Fast.Codec"
     assert sync_scheme(_own(grad_dtype=Codec)) != sync_scheme(_own(grad_dtype=_Fast.Codec))
+
+
+def _scale(gradient, by):
+    return gradient * by
+
+
+class _Compress:
+    """A compressor of one's own: a callable object that says nothing of itself."""
+
+    def __call__(self, gradient):
+        return gradient
+
+
+class _Methods(LocalSync):
+    """A strategy whose settings' names are its methods': no settings."""
+
+    def mode(self) -> str:
+        return "async"
+
+    @classmethod
+    def overlap(cls) -> bool:
+        return True
+
+
+def test_a_callable_setting_is_recorded_where_it_sits_and_a_method_is_not():
+    """A callable object at the top level (a ``functools.partial``, a codec with
+    ``__call__``) was left out as a method is: two compressors recorded one scheme (review
+    k521). One nested in a setting is written without its address, as at the top."""
+    halve, third = (functools.partial(_scale, by=b) for b in (0.5, 1 / 3))
+    scheme = sync_scheme(_own(mode=halve, grad_dtype=_Compress(), overlap=[_scale]))
+    assert scheme == {
+        "sync": "local",
+        "mode": "functools.partial(<function _scale>, by=0.5)",
+        "grad_dtype": "_Compress",
+        "overlap": ["<function _scale>"],
+    }
+    assert sync_scheme(_own(mode=halve)) != sync_scheme(_own(mode=third))
+    assert sync_scheme(_Methods(create_optimizer("sgd"))) == {"sync": "_Methods"}
