@@ -139,15 +139,27 @@ def _is_class(cls: type, where: str) -> bool:
 
 def _described(sync: Any) -> Mapping[str, Any] | None:
     """``sync.describe()`` where it is the settings' mapping; None for a ``describe`` of one's
-    own that means something else (a string, a method taking arguments)."""
+    own that means something else (a string, a method taking arguments). An error inside the
+    hook is raised: a bug there, a TypeError too, is not a ``describe`` of another meaning."""
     describe = getattr(sync, "describe", None)
-    if not callable(describe):
+    if not callable(describe) or not _callable_bare(describe):
         return None
-    try:
-        described = describe()
-    except TypeError:  # one that takes arguments: not this hook
-        return None
+    described = describe()
     return described if isinstance(described, Mapping) else None
+
+
+def _callable_bare(function: Any) -> bool:
+    """Whether ``function``'s signature lets it be called with no argument (True where it has
+    none to read, as some builtins: the call then says)."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return True
+    try:
+        signature.bind()
+    except TypeError:  # an argument it needs
+        return False
+    return True
 
 
 def _method_of(sync: Any, value: Any) -> bool:

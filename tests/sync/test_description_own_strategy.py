@@ -78,3 +78,36 @@ def test_a_callable_setting_is_recorded_where_it_sits_and_a_method_is_not():
     }
     assert sync_scheme(_own(mode=halve)) != sync_scheme(_own(mode=third))
     assert sync_scheme(_Methods(create_optimizer("sgd"))) == {"sync": "_Methods"}
+
+
+class _Described(LocalSync):
+    """A strategy whose ``describe()`` is the scheme's hook: ``broken`` makes a bug in it."""
+
+    broken = False
+
+    def describe(self, verbose: bool = False) -> dict:
+        if self.broken:
+            return {"mode": "async", "bucket_bytes": 1 << None}  # TypeError: a bug
+        return {"mode": "async"}
+
+
+class _DescribedOtherwise(LocalSync):
+    """A ``describe`` of its own meaning, which takes an argument: not the scheme's hook."""
+
+    mode = "sync"
+
+    def describe(self, what: str) -> str:
+        return f"a sync for {what}"
+
+
+def test_a_bug_inside_describe_is_raised_not_taken_for_no_describe():
+    """A TypeError was caught as the one a ``describe`` taking arguments raises, so a bug
+    inside the hook recorded the attributes' scheme without a word (review k521); the
+    signature tells the two apart."""
+    sync = _Described(create_optimizer("sgd"))
+    assert sync_scheme(sync) == {"sync": "_Described", "mode": "async"}
+    sync.broken = True
+    with pytest.raises(TypeError, match="unsupported operand"):
+        sync_scheme(sync)
+    other = _DescribedOtherwise(create_optimizer("sgd"))
+    assert sync_scheme(other) == {"sync": "_DescribedOtherwise", "mode": "sync"}
