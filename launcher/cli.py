@@ -131,6 +131,7 @@ def local_plan(
             num_shards=args.servers,
             workers=args.workers,
             mode=args.mode,
+            max_staleness=args.max_staleness,
             job_id=job_id,
             keys_dir=keys_dir,
             checkpoint_dir=checkpoint_dir,

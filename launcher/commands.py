@@ -250,6 +250,8 @@ class ServerOptions:
     host: str = "127.0.0.1"
     drain_seconds: float = 0.0
     extra: tuple[str, ...] = field(default=())
+    #: async: the shards' ``--max-staleness``; None leaves them their default
+    max_staleness: int | None = None
 
 
 def server_command(
@@ -262,6 +264,8 @@ def server_command(
         argv += ["--bind-fd", str(fd)]
     argv += ["--shard", str(shard), "--num-shards", str(opts.num_shards)]
     argv += ["--workers", str(opts.workers), "--mode", opts.mode]
+    if opts.max_staleness is not None:
+        argv += ["--max-staleness", str(opts.max_staleness)]
     if opts.job_id:  # a shard serves only requests that name its job
         argv += ["--job-id", opts.job_id]
     if opts.keys_dir is not None:

@@ -33,6 +33,18 @@ def seconds(text: str) -> float:
     return value
 
 
+def staleness(text: str) -> int:
+    """An argparse type: an async shard's ``--max-staleness``, as ``distconv pserver`` takes it
+    (``distconv.sync.ps.config.ServerConfig.check``): 0 up to 2**63 - 1, which its ``hello``
+    tells the workers; past those every shard refused it at its start, after the keys."""
+    from distconv.sync.ps.config import MAX_SETTING  # the shards' bound: for this flag only
+
+    value = at_least(0)(text)
+    if value > MAX_SETTING:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SETTING} (2**63 - 1), got {value}")
+    return value
+
+
 def job_name(text: str) -> str:
     """An argparse type: a job id, which names ``runs/<job-id>`` and goes on the shards' command
     line: letters, digits, ``-``, ``_`` and ``.``, not blank (an unset variable, which
@@ -79,6 +91,13 @@ def add_local_options(p: argparse.ArgumentParser) -> None:
         "--servers", type=at_least(0), default=1, help="parameter-server shards; 0 for none (1)"
     )
     p.add_argument("--mode", choices=("sync", "async"), default="sync", help="(sync)")
+    p.add_argument(
+        "--max-staleness",
+        type=staleness,
+        metavar="N",
+        help="--mode async: a shard drops a push more than N updates behind its block (default: "
+        "the shards', 4)",
+    )
     p.add_argument("--insecure", action="store_true", help="no CURVE keys (passes --insecure on)")
     p.add_argument(
         "--settle",
@@ -146,9 +165,20 @@ def ignored_flag(parser: argparse.ArgumentParser, args: argparse.Namespace) -> s
     """Why a flag the operator typed would change nothing in this job (``--mode async`` with
     no shards); None when every flag counts. ``parser`` is the command's own."""
     if args.command == "local" and args.servers == 0:
-        for dest, flag in (("mode", f"--mode {args.mode}"), ("insecure", "--insecure")):
+        for dest, flag in (
+            ("mode", f"--mode {args.mode}"),
+            ("max_staleness", f"--max-staleness {args.max_staleness}"),
+            ("insecure", "--insecure"),
+        ):
             if set_by_operator(parser, args, dest):
                 return f"{flag} is for the parameter-server shards, and --servers 0 starts none"
+    if args.command == "local" and args.mode != "async" and args.max_staleness is not None:
+        # distconv pserver takes it and reads it in async mode only: a sync step applies
+        # every worker's push of that step, none of them stale
+        return (
+            f"--max-staleness {args.max_staleness} is for --mode async; a sync step takes "
+            "every worker's push of that step, so none is stale"
+        )
     if args.command == "mpi" and args.dry_run:
         # the printed command is mpiexec alone: nothing supervises it, restarts or stops it
         for dest, flag in (("max_restarts", "--max-restarts"), ("grace", "--grace")):

@@ -1,0 +1,87 @@
+"""``distconv-launch local --max-staleness N``: the async shards it starts drop a push more than
+N updates behind, as ``distconv pserver --max-staleness N`` does.
+
+The launcher started its shards with the default (4) and had no flag to change it: a staleness
+sweep, an async-SGD researcher's first experiment, meant starting every shard and worker by
+hand. Where it would change nothing (``--mode sync``, ``--servers 0``) it is refused as the
+launcher's other such flags are (:func:`launcher.options.ignored_flag`), and so is a value
+every shard would refuse at its start.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from launcher.cli import build_parser, local_plan
+from launcher.commands import parse_program, server_command
+from launcher.options import parse_own, split_argv
+from tests.launcher.launch_cli import launch
+
+WORKER = Path(__file__).with_name("ps_launch_worker.py")
+
+
+def _refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    own, rest = split_argv(argv)
+    with pytest.raises(SystemExit) as stopped:
+        parse_own(build_parser(), own, rest)
+    assert stopped.value.code == 2
+    return capsys.readouterr().err.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "own, said",
+    [
+        (["--max-staleness", "2"], "--max-staleness 2 is for --mode async; a sync step takes"),
+        (
+            ["--mode", "async", "--servers", "0", "--max-staleness", "2"],
+            "--mode async is for the parameter-server shards, and --servers 0 starts none",
+        ),
+        (
+            ["--servers", "0", "--max-staleness", "2"],
+            "--max-staleness 2 is for the parameter-server shards, and --servers 0 starts none",
+        ),
+        (
+            ["--mode", "async", "--max-staleness", "-1"],
+            "argument --max-staleness: must be >= 0, got -1",
+        ),
+        (
+            ["--mode", "async", "--max-staleness", str(2**63)],
+            f"argument --max-staleness: must be at most {2**63 - 1} (2**63 - 1), got {2**63}",
+        ),
+    ],
+    ids=["sync", "no-shards-async", "no-shards", "negative", "past-hello"],
+)
+def test_a_staleness_the_shards_would_not_read_or_take_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], own: list[str], said: str
+):
+    """Refused before anything starts: the shards read it in async mode only, and refused a
+    negative or too large one at their start, after the keys were made."""
+    line = _refusal(capsys, "local", "--workers", "2", *own, "--", "--epochs", "1")
+    assert line.startswith(f"distconv-launch local: error: {said}"), line
+
+
+def test_the_shards_are_given_the_staleness_only_where_it_is_given(tmp_path: Path):
+    def shard_argv(*own: str) -> list[str]:
+        args = parse_own(build_parser(), ["local", "--workers", "2", *own])
+        servers, _, _ = local_plan(args, parse_program(["--epochs", "1"]), "j", tmp_path, {})
+        return server_command(0, 7, servers, python="py")
+
+    given = shard_argv("--mode", "async", "--max-staleness", "0")
+    assert given[given.index("--max-staleness") :][:2] == ["--max-staleness", "0"]
+    assert "--max-staleness" not in shard_argv("--mode", "async")  # the shards' own default
+
+
+@pytest.mark.timeout(60)
+def test_an_async_shard_serves_with_the_staleness_given(tmp_path: Path):
+    """A real launch: the worker's setup line says the bound the shard told it in ``hello``."""
+    run = tmp_path / "run"
+    done = launch(
+        "local", "--workers", "1", "--servers", "1", "--mode", "async", "--max-staleness", "0",
+        "--run-dir", str(run), "--grace", "5", "--", str(WORKER), str(tmp_path),
+        "1", cwd=tmp_path, timeout=50,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    log = (run / "logs" / "worker-0.log").read_text()
+    assert "(async mode, max staleness 0)" in log, log[-3000:]
