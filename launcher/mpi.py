@@ -26,7 +26,7 @@ from distconv.files import describe_os_error
 from .commands import THREAD_VARS, LaunchError, Program, UsageError, train_args
 from .interrupt import run_captured
 from .shown import shown
-from .startable import not_started, start_problem
+from .startable import not_started, program_problem
 
 FLAVORS = ("mpich", "openmpi")
 
@@ -216,17 +216,17 @@ def refuse_unstartable(
     """Refuse a program of the user's that the kernel cannot start, where every rank runs on
     this host (not ``remote``: no hosts given, and no batch system's host list in ``environ``:
     :data:`SCHEDULER_HOSTS`): mpiexec's ranks would only say ``execvp error on file ./run.sh
-    (No such file or directory)`` of a file that is there (see :func:`start_problem`).
+    (No such file or directory)`` of a file that is there (see :func:`program_problem`).
 
     Raises:
         LaunchError: naming the program and why (its ``#!`` interpreter, its execute bit).
     """
     environ = os.environ if environ is None else environ
-    if program.is_train or program.is_script or remote:  # on other hosts: their own files
+    if remote:  # on other hosts: their own files
         return
     if any(environ.get(name) for name in SCHEDULER_HOSTS):  # a login node's files differ
         return
-    problem = start_problem(program.argv[0])
+    problem = program_problem(program)
     if problem is not None:
         raise LaunchError(f"cannot start {program.argv[0]} in the ranks: {problem}")
 

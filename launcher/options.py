@@ -292,13 +292,7 @@ def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:
             program = Program(tuple(after), is_train=False)
         else:
             program = parse_program(after)
-        refuse_after_dashes(args, program)
-        if args.command == "local" and not (program.is_train or program.is_script):
-            from .startable import start_problem
-
-            problem = start_problem(program.argv[0])  # refused at its start, on this host
-            if problem is not None:  # './data.csv': no program, though a file with a '/'
-                return f"cannot start {shown(program.argv[0])}: {problem}"
+        refuse_after_dashes(args, program)  # './data.csv': no program, though a file with a '/'
     except LaunchError as exc:
         return str(exc)
     return None

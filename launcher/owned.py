@@ -51,7 +51,7 @@ def owned_by(args: argparse.Namespace) -> tuple[Mapping[str, str], str] | None:
 def refuse_after_dashes(args: argparse.Namespace, program: Program) -> None:
     """The checks a local or mpi launch ``args`` makes of ``program``, what follows ``--``,
     before anything starts: the train flags it sets itself, a flag of another transport
-    than its workers', and under mpi a program of this host its ranks cannot start.
+    than its workers', and a program of this host its workers (or mpi's ranks) cannot start.
     :func:`launcher.cli.run_local` and ``run_mpi`` run them, and the hint of a usage error
     (:func:`launcher.options.refused`) runs them on what it would put after ``--``.
 
@@ -70,3 +70,13 @@ def refuse_after_dashes(args: argparse.Namespace, program: Program) -> None:
 
         # ranks on other hosts start their own copy, which this host cannot look at
         refuse_unstartable(program, remote=bool(args.hostfile or args.hosts))
+    elif args.command == "local":
+        from .commands import LaunchError
+        from .shown import shown
+        from .startable import program_problem
+
+        # every worker would fail at its start ('./data.csv', no execute bit), after the
+        # shards, the keys and the run directory
+        problem = program_problem(program)
+        if problem is not None:
+            raise LaunchError(f"cannot start {shown(program.argv[0])}: {problem}")

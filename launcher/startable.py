@@ -18,10 +18,14 @@ import errno
 import os
 import re
 import shutil
+from typing import TYPE_CHECKING
 
 from distconv.files import describe_os_error
 
 from .shown import shown
+
+if TYPE_CHECKING:
+    from .commands import Program
 
 
 def _located(program: str, path: str | None) -> str | None:
@@ -119,3 +123,12 @@ def start_problem(program: str, path: str | None = None) -> str | None:
     if interpreter is not None and not os.path.isfile(interpreter):
         return _missing(interpreter)
     return None
+
+
+def program_problem(program: Program) -> str | None:
+    """Why a user's ``program`` (what follows ``--``) would not start on this host
+    (:func:`start_problem` of its first word); None for ``distconv train`` arguments or a
+    ``.py`` file, which this Python runs, and for a program that would start."""
+    if program.is_train or program.is_script:
+        return None
+    return start_problem(program.argv[0])

@@ -38,24 +38,37 @@ CANNOT_START = pytest.mark.parametrize(
 NO_MPI = ("mpi", "-np", "2", "--mpiexec", "/bin/true", "--mpi-flavor", "mpich", "--dry-run")
 
 
-def _refused_locally(tmp_path: Path, workers: str, said: str) -> None:
-    """``local --workers N -- ./run.sh`` stops naming worker 0, its program and ``said``."""
+#: how a launch names ./run.sh refused before anything starts, and refused at worker 0's start
+BEFORE, AT_START = "'./run.sh'", "worker-0 (./run.sh)"
+
+
+def _refused_locally(tmp_path: Path, workers: str, said: str, named: str = AT_START) -> None:
+    """``local --workers N -- ./run.sh`` stops naming the program (``named``) and ``said``;
+    where it is refused before anything starts (``named`` :data:`BEFORE`), no run directory
+    was made."""
+    run_dir = tmp_path / "run"
     done = launch(
-        "local", "--workers", workers, "--servers", "0", "--run-dir", str(tmp_path / "run"),
+        "local", "--workers", workers, "--servers", "0", "--run-dir", str(run_dir),
         "--", "./run.sh",
         cwd=tmp_path, timeout=60,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     last = done.stderr.splitlines()[-1]
-    assert last.startswith("distconv-launch local: error: cannot start worker-0 (./run.sh): ")
+    assert last.startswith(f"distconv-launch local: error: cannot start {named}: "), last
     assert said in last, last
     assert "Traceback" not in done.stderr
+    assert named == AT_START or not run_dir.exists(), done.stderr  # no job said, none started
 
 
 @CANNOT_START
-def test_a_program_that_cannot_start_is_named_with_why(tmp_path: Path, text, mode, said):
+def test_a_program_that_cannot_start_is_refused_before_anything_starts(
+    tmp_path: Path, text, mode, said
+):
+    """What the kernel would refuse of this host's program is said before the supervisor, the
+    run directory (and with shards, the keys and the shards) start: it was said only at
+    worker 0's start, as ``cannot start worker-0 (./run.sh): ...`` (k525)."""
     _program(tmp_path, text, mode)
-    _refused_locally(tmp_path, "2", said)
+    _refused_locally(tmp_path, "2", said, named=BEFORE)
 
 
 def test_a_program_on_path_is_looked_up_there(tmp_path: Path):
@@ -145,17 +158,27 @@ def test_an_interpreter_the_kernel_knows_no_format_of_is_named_not_the_script(tm
 
 
 @pytest.mark.parametrize(
-    "text, said",
+    "text, said, named",
     [
-        (b"\xef\xbb\xbf#!/bin/sh\necho hi\n", "its #! line comes after a UTF-8 byte-order mark"),
-        (b"echo hi\n", "it has no #! line naming its interpreter: make its first line '#!/bin/sh'"),
+        (
+            b"\xef\xbb\xbf#!/bin/sh\necho hi\n",
+            "its #! line comes after a UTF-8 byte-order mark",
+            BEFORE,
+        ),
+        (
+            b"echo hi\n",
+            "it has no #! line naming its interpreter: make its first line '#!/bin/sh'",
+            AT_START,  # start_problem leaves it to the kernel: execvp (mpi) runs it with sh
+        ),
     ],
 )
-def test_a_script_the_kernel_knows_no_format_of_is_named_with_why(tmp_path: Path, text, said):
+def test_a_script_the_kernel_knows_no_format_of_is_named_with_why(
+    tmp_path: Path, text, said, named
+):
     """A script without a ``#!`` line, or with one behind a Windows editor's byte-order mark
     (invisible in an editor), stopped the launch with a bare ``exec format error`` (k201)."""
     _program(tmp_path, text)
-    _refused_locally(tmp_path, "1", said)
+    _refused_locally(tmp_path, "1", said, named)
 
 
 @pytest.mark.parametrize("variable", SCHEDULER_HOSTS)
