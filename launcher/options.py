@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 
@@ -220,6 +221,7 @@ def unrecognized(
     options: Sequence[str] = (),
     owned: Mapping[str, str] | None = None,
     refused: Callable[[Sequence[str]], str | None] = lambda after: None,
+    values: Mapping[str, str] | None = None,
 ) -> str:
     """argparse's refusal of ``extra``, the arguments of ``own`` no option took, and where the
     first is a ``distconv train`` flag (``--epochs`` before ``--``, the likeliest slip), where
@@ -230,7 +232,11 @@ def unrecognized(
     program (or ``train``) before a ``--`` left out is shown after one. A train flag the
     launch sets itself (``owned``: flag -> why) is said so, not sent after ``--``, where it
     was refused in turn (``mpi -np 2 --rank 1``). Where the launch would refuse what the hint
-    puts after ``--`` (``refused``: why, or None), that is said instead of the hint."""
+    puts after ``--`` (``refused``: why, or None), that is said instead of the hint. A value
+    one of the command's own options takes (``values``: value -> its flag) is that option's,
+    its flag left out (``local --workers 2 sync``), though a command on PATH is named so too
+    (``/usr/bin/sync``); a lone bare word on PATH (``test``) may be a program or a stray
+    value: it is shown after ``--`` only if it is the program to run."""
     from distconv.messages import shell_quoted
     from distconv.train_args import FlagError, full_flag  # numpy and all: on this error only
 
@@ -239,6 +245,8 @@ def unrecognized(
     # on one line, as the launcher's other lines show a value that breaks one
     said = " ".join(w if w.isprintable() else shell_quoted(w) for w in extra)
     said = f"unrecognized arguments: {said}"
+    if extra[0] in (values or {}):  # '--mode' left out, whatever PATH holds of that name
+        return f"{said} (did you mean {values[extra[0]]} {extra[0]}?)"
     program = names_a_program(rest)
     # a word first, nothing after --: the program (or the word train) where -- was forgotten
     leading = not rest and _program_word(extra[0])
@@ -261,6 +269,9 @@ def unrecognized(
     if why:
         return f"{said} (not after -- either: {why})"
     if leading and names_a_program(extra):
+        if len(extra) == 1 and os.sep not in extra[0] and not extra[0].endswith(".py"):
+            # a word found on PATH ('test', 'time') is as likely a stray value as a program
+            return f"{said} (if {shown(extra[0])} is the program to run, it goes after --: {again})"
         return f"{said} (a program goes after --: {again})"
     where = "after its name, after --" if program else "after --"
     whose = "the program's" if program else "distconv train's"
@@ -339,10 +350,17 @@ def parse_own(
     try:
         args, extra = parser.parse_known_args(own)
         if extra:
-            options = [o for a in args.command_parser._actions for o in a.option_strings]
+            actions = args.command_parser._actions
+            options = [o for a in actions for o in a.option_strings]
+            # each choice a flag takes (--mode's sync, async), to tell one whose flag was left out
+            values = {
+                c: max(a.option_strings, key=len) for a in actions if a.choices for c in a.choices
+            }
             owned = owned_by(args)  # None without shards: a worker picks its transport
             flags = owned and owned[0]
-            hint = unrecognized(own, extra, rest, options, flags, lambda a: refused(args, a))
+            hint = unrecognized(
+                own, extra, rest, options, flags, lambda a: refused(args, a), values
+            )
             args.command_parser.error(hint)
         ignored = ignored_flag(args.command_parser, args)
         if ignored:

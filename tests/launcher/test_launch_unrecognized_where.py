@@ -227,3 +227,30 @@ def test_a_program_the_ranks_cannot_start_is_not_sent_after_the_dashes(
     assert said.endswith(f"(not after -- either: cannot start ./run.sh in the ranks: {why})"), said
     said = _refusal(capsys, "mpi", "-np", "2", "-H", "a,b", "./run.sh")
     assert said.endswith("(a program goes after --: distconv-launch mpi -np 2 -H a,b -- ./run.sh)")
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["local", "--workers", "2", "sync"], "sync (did you mean --mode sync?)"),
+        (["k8s", "--workers", "2", "--image", "i", "async"], "async (did you mean --mode async?)"),
+        (["mpi", "-np", "2", "mpich"], "mpich (did you mean --mpi-flavor mpich?)"),
+        (
+            ["local", "--workers", "2", "test"],
+            "test (if 'test' is the program to run, it goes after --: distconv-launch local "
+            "--workers 2 -- test)",
+        ),
+    ],
+    ids=["mode-value", "k8s-mode-value", "flavor-value", "lone-command"],
+)
+def test_a_stray_word_that_names_a_command_is_not_taken_for_the_program(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+):
+    """Arguments before ``--`` are the launcher's: a value of its own option, its flag left
+    out, was hinted as the program (``local --workers 2 sync`` was told ``-- sync``, which
+    runs /usr/bin/sync in every worker); a lone word on PATH is as likely a stray value as
+    a program, so the hint says the command only for the program case (k525)."""
+    assert (
+        _refusal(capsys, *argv)
+        == f"distconv-launch {argv[0]}: error: unrecognized arguments: {said}"
+    )
