@@ -263,10 +263,19 @@ def unrecognized(
     own, n = list(own), len(extra)
     at = [i for i in range(len(own) - n + 1) if own[i : i + n] == list(extra)]
     ahead = own[: at[0]] + own[at[0] + n :] if len(at) == 1 else [*own[:1], "..."]
+
+    def command(after: Sequence[str]) -> str:  # the launch again, ``after`` after ``--``
+        return " ".join(w if w == "..." else _word(w) for w in [PROG, *ahead, "--", *after])
+
     after = [*rest, *extra] if program else [*extra, *rest]
-    again = " ".join(w if w == "..." else _word(w) for w in [PROG, *ahead, "--", *after])
+    again = command(after)
     why = refused(after)  # '--epochs 1 job.py': job.py is no train argument after -- either
     if why:
+        first = None if program else _program_first(extra, rest)
+        if first is not None and refused(first) is None:  # its arguments put before it
+            return (
+                f"{said} (a program goes first after --, its arguments after it: {command(first)})"
+            )
         return f"{said} (not after -- either: {why})"
     if leading and names_a_program(extra):
         if len(extra) == 1 and os.sep not in extra[0] and not extra[0].endswith(".py"):
@@ -306,6 +315,16 @@ def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:
         refuse_after_dashes(args, program)  # './data.csv': no program, though a file with a '/'
     except LaunchError as exc:
         return str(exc)
+    return None
+
+
+def _program_first(extra: Sequence[str], rest: Sequence[str]) -> list[str] | None:
+    """What goes after ``--`` where a program of ``extra`` (not its first word) comes after
+    its own arguments (``--epochs 1 job.py``): the program first, then the rest of ``extra``
+    and ``rest``; None where no later word reads as a program (:func:`_program_word`)."""
+    for i, word in enumerate(extra[1:], 1):
+        if word != "train" and _program_word(word):
+            return [word, *extra[:i], *extra[i + 1 :], *rest]
     return None
 
 

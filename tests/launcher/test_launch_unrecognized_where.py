@@ -110,10 +110,6 @@ def test_a_train_flag_the_launch_sets_is_not_sent_after_the_dashes(
 @pytest.mark.parametrize(
     "argv, why",
     [
-        (  # job.py after --epochs's value: a train positional after --, which train refuses
-            ["mpi", "-np", "2", "--epochs", "1", "job.py"],
-            "unrecognized arguments: job.py (in the distconv train arguments after --)",
-        ),
         (
             ["mpi", "-np", "2", "--push-kb", "64"],
             "--push-kb is for --sync pserver, and this run uses mpi sync (the train arguments "
@@ -138,7 +134,6 @@ def test_a_train_flag_the_launch_sets_is_not_sent_after_the_dashes(
         ),
     ],
     ids=[
-        "program-after-a-value",
         "other-transport",
         "owned-not-first",
         "other-sync",
@@ -254,3 +249,25 @@ def test_a_stray_word_that_names_a_command_is_not_taken_for_the_program(
         _refusal(capsys, *argv)
         == f"distconv-launch {argv[0]}: error: unrecognized arguments: {said}"
     )
+
+
+@pytest.mark.parametrize(
+    "argv, again",
+    [
+        (["mpi", "-np", "2", "--epochs", "1", "job.py"], "mpi -np 2 -- job.py --epochs 1"),
+        (
+            ["local", "--workers", "2", "--servers", "0", "--lr", "0.1", "job.py", "--", "-v"],
+            "local --workers 2 --servers 0 -- job.py --lr 0.1 -v",
+        ),
+    ],
+    ids=["mpi", "local-with-rest"],
+)
+def test_a_program_after_its_own_arguments_is_shown_first_after_the_dashes(
+    capsys: pytest.CaptureFixture[str], argv: list[str], again: str
+):
+    """``--epochs 1 job.py`` sent after ``--`` makes job.py a train argument, which the launch
+    refuses; the refusal said that alone (``not after -- either: unrecognized arguments:
+    job.py``), and no longer that the program goes first (k515's review of ced7f2d7)."""
+    said = _refusal(capsys, *argv)
+    hint = f"(a program goes first after --, its arguments after it: distconv-launch {again})"
+    assert said.endswith(hint), said
