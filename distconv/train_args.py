@@ -203,8 +203,8 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
     return p
 
 
-#: words a researcher may try for asynchronous SGD, a setting of the shards, not of train
-_ASYNC_WORDS = ("--async", "--mode", "--staleness", "--max-staleness", "--max_staleness")
+#: words a researcher may try for asynchronous SGD, a shards' setting (distconv-launch's too)
+ASYNC_WORDS = ("--async", "--mode", "--staleness", "--max-staleness", "--max_staleness")
 ASYNC_HINT = (
     "asynchronous SGD is the shards' setting: distconv pserver --mode async --max-staleness S, "
     "or distconv-launch local --mode async"
@@ -219,7 +219,7 @@ def _refuse_own_unknowns(p: argparse.ArgumentParser) -> None:
     def parse_known_args(args=None, namespace=None):
         parsed, extra = known(args, namespace)
         if extra:
-            hint = any(w.split("=", 1)[0] in _ASYNC_WORDS for w in extra)
+            hint = any(w.split("=", 1)[0] in ASYNC_WORDS for w in extra)
             p.error(f"unrecognized arguments: {' '.join(extra)}" + f" ({ASYNC_HINT})" * hint)
         return parsed, extra
 

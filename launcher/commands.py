@@ -18,6 +18,7 @@ from typing import NoReturn
 
 from distconv.cores import usable_cores
 
+from .owned import async_hint
 from .shown import shown
 from .stderr_line import bounded_log
 
@@ -114,7 +115,8 @@ def _train_program(args: tuple[str, ...]) -> Program:
     try:
         argv = tuple(spelled_out(args))
     except FlagError as exc:
-        raise LaunchError(f"{exc} (the arguments after -- are distconv train's)") from None
+        hint = async_hint(args)  # '-- --mode async': the launcher's flag, before --
+        raise LaunchError(f"{exc} (the arguments after -- are distconv train's{hint})") from None
     # distconv train refuses the two together: said here once, not by every rank and restart
     if has_option(argv, "--overwrite") and has_option(argv, "--resume"):
         raise LaunchError("distconv train takes --resume or --overwrite, not both")

@@ -16,7 +16,7 @@ from distconv.files import folder
 from distconv.number_text import decimal, int_at_least
 
 from .interrupt import release
-from .owned import owned_by, refuse_after_dashes
+from .owned import ASYNC_HINT, async_hint, owned_by, refuse_after_dashes
 from .shown import shown
 from .supervisor import SETTLE_SECONDS
 
@@ -259,7 +259,7 @@ def unrecognized(
         if close and extra[0].startswith("-"):
             return f"{said} (did you mean {close[0]}?)"
         if not (leading or (program and extra[0].startswith("-"))):
-            return said
+            return said + f" ({ASYNC_HINT})" * bool(async_hint(extra))  # 'mpi ... --mode async'
     own, n = list(own), len(extra)
     at = [i for i in range(len(own) - n + 1) if own[i : i + n] == list(extra)]
     ahead = own[: at[0]] + own[at[0] + n :] if len(at) == 1 else [*own[:1], "..."]

@@ -6,7 +6,7 @@ errors share."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -34,6 +34,22 @@ MPI_OWNED = {
         "a parameter-server flag, and this launch trains with allreduce" + DROP,
     ),
 }
+
+#: where asynchronous SGD is set in a launch: on its shards, by the launcher's own flags
+ASYNC_HINT = (
+    "asynchronous SGD is the shards' setting, a flag of the launcher's before --: "
+    "distconv-launch local --mode async --max-staleness N (or k8s --mode async)"
+)
+
+
+def async_hint(argv: Sequence[str]) -> str:
+    """``"; "`` and :data:`ASYNC_HINT` where ``argv`` (train arguments after ``--``) holds a
+    word a researcher tries for asynchronous SGD (:data:`distconv.train_args.ASYNC_WORDS`,
+    which ``distconv train`` hints at the same way), else ``""``."""
+    from distconv.train_args import ASYNC_WORDS
+
+    tried = any(w.startswith("-") and w.split("=", 1)[0] in ASYNC_WORDS for w in argv)
+    return f"; {ASYNC_HINT}" if tried else ""
 
 
 def owned_by(args: argparse.Namespace) -> tuple[Mapping[str, str], str] | None:
