@@ -3,7 +3,8 @@
 The chief owns the run directory (:class:`~distconv.run_dir.RunDirectory`): it decides whether
 to resume, restores the parameters and returns the optimizer state for the sync strategy to
 spread, and writes each checkpoint: the parameters, the optimizer state (gathered through the
-sync contract wherever it lives), the position in the data and the epoch's metric sums so far.
+sync contract wherever it lives), the position in the data, the epoch's metric sums so far and
+the sync's scheme (:func:`~distconv.sync.description.sync_scheme`, in ``extra["scheme"]``).
 Nothing else in training is random (the batch order is a function of seed and epoch), so the
 position is all a resumed run needs to see exactly the batches an uninterrupted one sees.
 """
@@ -41,6 +42,7 @@ from distconv.step_guard import TrainingError as TrainingError  # defined there:
 from distconv.step_guard import check_step_checkpoint
 from distconv.stop_request import Preempted as Preempted  # defined there: the syncs read it
 from distconv.sync import SyncError, SyncStrategy
+from distconv.sync.description import sync_scheme
 
 log = logging.getLogger("distconv.resume")
 
@@ -273,6 +275,8 @@ class StepCheckpoints:
                 **{k: v for k, v in self.facts.items() if k != "seed"},
                 "step_in_epoch": pos.step_in_epoch,
                 "sums": {k: sums[k] for k in (*SUMS, RANK_LOSS) if k in sums},
+                # the sync's settings now: a parameter-server worker's, its shards' since setup
+                "scheme": sync_scheme(self.sync),
             },
         )
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from distconv import strict_json
+from distconv.checkpoint import load_checkpoint
 from distconv.epoch_tally import EpochTally, scheme_in_force
 from distconv.init import set_seed
 from distconv.job import scheme_text
@@ -51,9 +52,13 @@ def mpi_alone(monkeypatch):
 
 def test_a_local_runs_first_metrics_line_names_its_sync(tmp_path):
     sync = LocalSync(create_optimizer("sgd", lr=0.05))
-    Trainer(_small_net(), sync, 8, out_dir=tmp_path / "run", progress=False).fit(DATA, epochs=2)
+    trainer = Trainer(_small_net(), sync, 8, out_dir=tmp_path / "run", progress=False)
+    trainer.fit(DATA, epochs=2)
     first, second = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert first["scheme"] == {"sync": "local"} and "scheme" not in second
+    # and each checkpoint's metadata, which a resume compares (review k524)
+    ckpt = load_checkpoint(trainer.checkpoints.run.latest().part("chief"))
+    assert ckpt.extra["scheme"] == {"sync": "local"}
 
 
 class _Mode(enum.Enum):
