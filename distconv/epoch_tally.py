@@ -25,6 +25,7 @@ from distconv.messages import exception_line
 from distconv.network import NetworkError
 from distconv.resume import RANK_LOSS, SUMS, Position, TrainingError
 from distconv.sampler import GlobalBatchSampler, stride_shard
+from distconv.scheme_history import EARLIER, resumed_under
 from distconv.sync import SyncStrategy
 from distconv.sync.description import digest, sync_scheme
 
@@ -51,13 +52,17 @@ class EpochTally:
         pos: where the epoch starts (a resumed position carries the global sums so far).
         sampler: the batch order, for this rank's examples before a resumed position.
         first: whether this is the first epoch its fit trains (a start's or a resume's): its
-            record has ``scheme`` (:meth:`record`).
+            record has ``scheme`` (:meth:`record`); a resume's warns where its checkpoint was
+            written under another scheme (:func:`~distconv.scheme_history.resumed_under`).
     """
 
     def __init__(
         self, sync: SyncStrategy, pos: Position, sampler: GlobalBatchSampler, first: bool = False
     ) -> None:
         self.sync, self.first = sync, first
+        # a resume's first epoch: the schemes of its steps before this sync's (a warning if the
+        # checkpoint's was another), for its record
+        self.earlier = resumed_under(pos, sync_scheme(sync)) if first and pos.schemes else []
         self.sums = epoch_sums(pos, sampler)
         # the sums the epoch started from; this rank's additions since run on past every fold,
         # so that where the folds fall (checkpoints, a stop) changes no rounding of the loss
@@ -139,6 +144,9 @@ class EpochTally:
         are told apart by their metrics, not by their logs. Each start and each resume has the
         scheme it runs under, which may be another than the run resumed (MPI, then local);
         its metrics line leaves out one the lines before already say (:meth:`metrics_line`).
+        A resume in the middle of the epoch under another scheme than its earlier steps' also
+        has :data:`~distconv.scheme_history.EARLIER`: those steps' schemes, each with its last
+        step (``scheme`` is then the one of the epoch's last steps, and of the lines after).
         """
         sums, world = self.sums, self.sync.world_size
         examples, seconds = max(sums["examples"], 1), max(sums["seconds"], 1e-9)
@@ -157,6 +165,8 @@ class EpochTally:
         record = {**record, "global_batch": global_batch, "world_size": world}
         if self.first:  # where this fit's lines start: which scheme computed them
             record["scheme"] = sync_scheme(self.sync)
+        if self.earlier:  # resumed in the middle of it under another scheme than its start's
+            record[EARLIER] = self.earlier
         return record
 
     @staticmethod
@@ -164,9 +174,10 @@ class EpochTally:
         """``record`` as the metrics line that follows ``lines`` (the run's so far): without
         its ``scheme`` where that is the one in force (:func:`scheme_in_force`), so a resume
         under the run's own scheme writes the lines an uninterrupted run writes, and one under
-        another scheme (an MPI run resumed locally) says its own, which its lines ran under."""
+        another scheme (an MPI run resumed locally) says its own, which its lines ran under. A
+        line with earlier schemes (a switch mid-epoch) keeps its ``scheme``, to be read whole."""
         line = dict(record)
-        if "scheme" in line and line["scheme"] == scheme_in_force(lines):
+        if "scheme" in line and EARLIER not in line and line["scheme"] == scheme_in_force(lines):
             del line["scheme"]
         return line
 

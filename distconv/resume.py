@@ -38,11 +38,11 @@ from distconv.run_dir import (
     RunDirectory,
     RunDirError,
 )
+from distconv.scheme_history import checkpoint_facts, checkpoint_schemes
 from distconv.step_guard import TrainingError as TrainingError  # defined there: epoch_tally's
 from distconv.step_guard import check_step_checkpoint
 from distconv.stop_request import Preempted as Preempted  # defined there: the syncs read it
 from distconv.sync import SyncError, SyncStrategy
-from distconv.sync.description import sync_scheme
 
 log = logging.getLogger("distconv.resume")
 
@@ -83,6 +83,8 @@ class Position:
     step: int = 0  # optimizer steps taken in all
     step_in_epoch: int = 0
     sums: dict[str, float] = field(default_factory=dict)
+    #: the chief's: the schemes the epoch ran under up to the checkpoint resumed (scheme_history)
+    schemes: list[dict[str, Any]] = field(default_factory=list)
 
 
 class StepCheckpoints:
@@ -275,8 +277,7 @@ class StepCheckpoints:
                 **{k: v for k, v in self.facts.items() if k != "seed"},
                 "step_in_epoch": pos.step_in_epoch,
                 "sums": {k: sums[k] for k in (*SUMS, RANK_LOSS) if k in sums},
-                # the sync's settings now: a parameter-server worker's, its shards' since setup
-                "scheme": sync_scheme(self.sync),
+                **checkpoint_facts(self.sync, pos),  # the scheme; the epoch's earlier ones
             },
         )
 
@@ -327,7 +328,8 @@ class StepCheckpoints:
         # save_checkpoint's own files record no position in an epoch nor sums: at its start
         in_epoch, sums = int(ckpt.extra.get("step_in_epoch", 0)), ckpt.extra.get("sums", {})
         restore_checkpoint(ckpt, self.params)
-        pos = Position(ckpt.epoch, ckpt.step, in_epoch, sums)
+        schemes = checkpoint_schemes(ckpt.extra, ckpt.step)  # none in an older distconv's
+        pos = Position(ckpt.epoch, ckpt.step, in_epoch, sums, schemes)
         log.info("resumed from %s at epoch %d, step %d", path, ckpt.epoch, ckpt.step)
         return _without_frozen(ckpt.optim_state, self.params), pos
 
@@ -381,7 +383,7 @@ def share_position(sync: SyncStrategy, pos: Position) -> Position:
     shared = dict(zip(SUMS, sums))
     if sums[len(SUMS)]:
         shared[RANK_LOSS] = sums[len(SUMS) + 1 :]
-    return Position(int(epoch), int(step), int(in_epoch), shared if in_epoch else {})
+    return Position(int(epoch), int(step), int(in_epoch), shared if in_epoch else {}, pos.schemes)
 
 
 def refuse_frozen_resume(params: Sequence[Parameter], pos: Position, world_size: int) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
+import signal
 import sys
 import threading
 
@@ -14,16 +16,20 @@ import numpy as np
 import pytest
 
 from distconv import strict_json
-from distconv.checkpoint import load_checkpoint
+from distconv.checkpoint import load_checkpoint, save_checkpoint
 from distconv.epoch_tally import EpochTally, scheme_in_force
 from distconv.init import set_seed
 from distconv.job import scheme_text
 from distconv.metrics import read_metrics
 from distconv.models import lenet
 from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.resume import Preempted
+from distconv.run_dir import RunDirectory
 from distconv.sync.description import sync_scheme
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
+from tests.signals import signal_at
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -182,3 +188,78 @@ def test_a_set_or_an_objects_address_is_the_same_scheme_in_every_process():
         schemes.append(sync_scheme(sync))
     assert schemes[0]["overlap"] == ["a", "b", "c"]
     assert schemes[0] == schemes[1] and "0x" not in schemes[0]["mode"]
+
+
+def _stopped_at(trainer: Trainer, step: int, epochs: int, **fit) -> None:
+    """Fit until a real SIGTERM after ``step``, which fit's handler turns into a checkpoint."""
+    signal_at(trainer, step, signal.SIGTERM)
+    with pytest.raises(Preempted, match=f"after step {step}"):
+        trainer.fit(DATA, epochs=epochs, **fit)
+
+
+#: what the resume's warning starts with
+SWITCHED = "under another sync scheme than its checkpoint's"
+
+
+def test_a_resume_under_another_scheme_says_both_and_its_epochs_line_the_earlier(
+    tmp_path, mpi_alone, caplog
+):
+    """A resume under another scheme than its checkpoint's said nothing, and one in the middle
+    of an epoch labelled the whole epoch with the new scheme (review k524). It warns, naming
+    both; the epoch's line keeps the steps' earlier schemes, also across a second resume of
+    it, and an epoch begun under the new scheme has no earlier one."""
+    out = tmp_path / "run"
+    bf16 = {"sync": "mpi", "grad_dtype": "bfloat16", "bucket_bytes": 4 << 20, "overlap": False}
+    local = {"sync": "local"}
+
+    def run(sync, epochs: int, stop: int | None = None) -> list[dict]:
+        caplog.clear()
+        trainer = Trainer(_small_net(), sync, 4, out_dir=out, progress=False)
+        try:
+            with caplog.at_level(logging.WARNING, logger="distconv.resume"):
+                if stop is None:
+                    trainer.fit(DATA, epochs=epochs, resume="auto")
+                else:
+                    _stopped_at(trainer, stop, epochs, resume="auto")
+        finally:
+            sync.close()
+        return read_metrics(out / "metrics.jsonl")
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if SWITCHED in r.getMessage()]
+
+    # epoch 2 (steps 5 to 8): steps 5 and 6 in bfloat16 over MPI, then locally
+    run(mpi_alone(create_optimizer("sgd", lr=0.05), grad_dtype="bfloat16"), 2, stop=6)
+    assert said() == []
+    run(LocalSync(create_optimizer("sgd", lr=0.05)), 2, stop=7)
+    (line,) = said()
+    assert json.dumps(bf16) in line and json.dumps(local) in line and "step 6" in line, line
+    run(LocalSync(create_optimizer("sgd", lr=0.05)), 2)  # the checkpoint's own scheme
+    assert said() == []
+    records = run(mpi_alone(create_optimizer("sgd", lr=0.05), grad_dtype="bfloat16"), 3)
+    assert len(said()) == 1  # at epoch 3's start: its line has its scheme, nothing earlier
+    assert [r.get("scheme") for r in records] == [bf16, local, bf16]
+    assert records[1]["earlier_schemes"] == [{"scheme": bf16, "to_step": 6}]
+    assert "earlier_schemes" not in records[0] and "earlier_schemes" not in records[2]
+    assert scheme_in_force(records[:2]) == local  # the one epoch 3's would go on from
+
+
+def test_a_checkpoint_without_a_scheme_resumes_as_before(tmp_path, mpi_alone, caplog):
+    """An older distconv's checkpoint records no scheme: it loads, and nothing is said of one."""
+    out = tmp_path / "run"
+    _stopped_at(Trainer(_small_net(), LocalSync(create_optimizer("sgd", lr=0.05)), 4,
+                        out_dir=out, progress=False), 2, 1)  # fmt: skip
+    part = RunDirectory(out, 3).latest().part("chief")
+    old = load_checkpoint(part)
+    extra = {k: v for k, v in old.extra.items() if k != "scheme"}
+    save_checkpoint(part, [Parameter(k, v) for k, v in old.params.items()], old.optim_state,
+                    step=old.step, epoch=old.epoch, seed=old.seed, optimizer=old.optimizer,
+                    extra=extra)  # fmt: skip
+    sync = mpi_alone(create_optimizer("sgd", lr=0.05))
+    try:
+        with caplog.at_level(logging.WARNING, logger="distconv.resume"):
+            trainer = Trainer(_small_net(), sync, 4, out_dir=out, progress=False)
+            (record,) = trainer.fit(DATA, epochs=1, resume=True)
+    finally:
+        sync.close()
+    assert SWITCHED not in caplog.text and "earlier_schemes" not in record

@@ -1,0 +1,82 @@
+"""Which sync schemes an epoch's steps ran under, across resumes.
+
+A run may be resumed under another scheme than its checkpoint's (an asynchronous
+parameter-server run resumed over MPI, or with shards in sync mode): a legitimate experiment,
+but its numbers are no longer those of one scheme. The chief says so in one warning as the
+resumed fit starts training (after the sync's setup: a parameter-server worker learns its mode
+and staleness from its shards there). Where the resume falls in the middle of an epoch, that
+epoch's metrics line keeps the schemes its earlier steps ran under (:data:`EARLIER`), as each
+checkpoint of the epoch does, so that a second resume of the epoch keeps them too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from distconv.sync.description import sync_scheme
+
+if TYPE_CHECKING:  # resume imports this module
+    from distconv.resume import Position
+
+log = logging.getLogger("distconv.resume")
+
+#: the key of a metrics line and of a checkpoint's ``extra`` that lists the schemes the epoch's
+#: earlier steps ran under, oldest first: ``[{"scheme": {...}, "to_step": 6}]``, steps up to
+#: ``to_step`` (the run's step count, as the line's ``step``) after the entry before
+EARLIER = "earlier_schemes"
+
+
+def checkpoint_schemes(extra: Mapping[str, Any], step: int) -> list[dict[str, Any]]:
+    """The schemes a checkpoint's epoch ran under up to its ``step``, oldest first (see
+    :data:`EARLIER`): those it lists as earlier, then its own ``scheme``. Empty for a
+    checkpoint that records no scheme (an older distconv's): which scheme it ran is unknown."""
+    scheme = extra.get("scheme")
+    if not isinstance(scheme, Mapping):
+        return []
+    earlier = extra.get(EARLIER) if extra.get("step_in_epoch") else None
+    kept = [dict(e) for e in earlier if isinstance(e, Mapping)] if isinstance(earlier, list) else []
+    return [*kept, {"scheme": dict(scheme), "to_step": int(step)}]
+
+
+def earlier_schemes(
+    schemes: Sequence[Mapping[str, Any]], step_in_epoch: int, now: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Of an epoch's schemes so far (:func:`checkpoint_schemes`), those its steps ran under
+    before the steps under ``now``: none at an epoch's start, and the last left out where it is
+    ``now`` (the steps went on under it, as in an uninterrupted run)."""
+    if not step_in_epoch or not schemes:
+        return []
+    return [dict(e) for e in (schemes[:-1] if schemes[-1]["scheme"] == now else schemes)]
+
+
+def checkpoint_facts(sync: Any, pos: Position) -> dict[str, Any]:
+    """What a checkpoint of ``pos`` records of schemes: ``scheme``, the sync's now (a
+    parameter-server worker's are its shards', known since setup), and where the epoch's
+    earlier steps ran under others, those (:data:`EARLIER`)."""
+    scheme = sync_scheme(sync)
+    earlier = earlier_schemes(pos.schemes, pos.step_in_epoch, scheme)
+    return {"scheme": scheme, **({EARLIER: earlier} if earlier else {})}
+
+
+def resumed_under(pos: Position, now: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Warn where the checkpoint ``pos`` was resumed from (the last of ``pos.schemes``) was
+    written under another scheme than ``now``; returns the schemes the epoch's steps before
+    ``now`` ran under (:func:`earlier_schemes`), for its metrics line."""
+    if pos.schemes and (then := pos.schemes[-1]["scheme"]) != now:
+        log.warning(
+            "resuming after step %d under another sync scheme than its checkpoint's: %s then, "
+            "%s now; %s",
+            *(pos.schemes[-1]["to_step"], _text(then), _text(now)),
+            f"epoch {pos.epoch + 1}'s metrics line lists the earlier one under {EARLIER!r}"
+            if pos.step_in_epoch
+            else "the metrics lines from here on say the new one",
+        )
+    return earlier_schemes(pos.schemes, pos.step_in_epoch, now)
+
+
+def _text(scheme: Mapping[str, Any]) -> str:
+    """A scheme as metrics.jsonl writes it."""
+    return json.dumps(dict(scheme))
