@@ -51,6 +51,7 @@ from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.processes import whoami
 from distconv.sync.ps.remote_state import RemoteState
 from distconv.sync.ps.reseed import Reseed
+from distconv.sync.ps.shard_settings import agreed_settings
 from distconv.sync.ps.sparse import SparseRows
 from distconv.sync.ps.step_order import StepOrder
 from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, VALUE_DTYPES, dtype_name, short
@@ -82,7 +83,7 @@ class PServerSync(
 
     Attributes:
         mode: ``"sync"`` or ``"async"``, learnt from the shards in :meth:`setup`.
-        max_staleness: async mode's bound, from the shards' hello (a list if they differ).
+        max_staleness: async mode's bound, from the shards' hello (which must agree on it).
         sparse: names of the parameters marked ``sparse_rows`` (their blocks hold whole rows;
             they move a batch's rows only), learnt in :meth:`setup`.
         drops: gradients (one per parameter and shard) the shards dropped as too stale.
@@ -241,13 +242,8 @@ class PServerSync(
                     f"pserver {self.endpoints[s]} is set up as {got}, this worker "
                     f"expects {expect} (check --pservers order and --workers)"
                 )
-        modes = {h.get("mode") for h, _ in replies}
-        if len(modes) != 1:
-            raise SyncError(f"pserver shards disagree on --mode: {sorted(map(str, modes))}")
-        self.mode = modes.pop()
-        bounds = sorted({v for h, _ in replies if type(v := h.get("max_staleness")) is int})
-        bounds = bounds if self.mode == "async" else []  # a sync shard's bound is never used
-        self.max_staleness = bounds[0] if len(bounds) == 1 else bounds or None
+        # one scheme for the job: shards of other modes or bounds are refused, named
+        self.mode, self.max_staleness = agreed_settings([h for h, _ in replies], self._named)
         self._watch_shards(replies)
         # shards started without --checkpoint-dir keep no parts of their own; the chief's
         # checkpoint holds their state all the same
