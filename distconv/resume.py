@@ -38,7 +38,7 @@ from distconv.run_dir import (
     RunDirectory,
     RunDirError,
 )
-from distconv.scheme_history import checkpoint_facts, checkpoint_schemes
+from distconv.scheme_history import checkpoint_facts, checkpoint_schemes, written_under
 from distconv.step_guard import TrainingError as TrainingError  # defined there: epoch_tally's
 from distconv.step_guard import check_step_checkpoint
 from distconv.stop_request import Preempted as Preempted  # defined there: the syncs read it
@@ -330,7 +330,8 @@ class StepCheckpoints:
         restore_checkpoint(ckpt, self.params)
         schemes = checkpoint_schemes(ckpt.extra, ckpt.step)  # none in an older distconv's
         pos = Position(ckpt.epoch, ckpt.step, in_epoch, sums, schemes)
-        log.info("resumed from %s at epoch %d, step %d", path, ckpt.epoch, ckpt.step)
+        said = (path, ckpt.epoch, ckpt.step, written_under(schemes))  # its scheme, where known
+        log.info("resumed from %s at epoch %d, step %d%s", *said)
         return _without_frozen(ckpt.optim_state, self.params), pos
 
 

@@ -6,7 +6,8 @@ but its numbers are no longer those of one scheme. The chief says so in one warn
 resumed fit starts training (after the sync's setup: a parameter-server worker learns its mode
 and staleness from its shards there). Where the resume falls in the middle of an epoch, that
 epoch's metrics line keeps the schemes its earlier steps ran under (:data:`EARLIER`), as each
-checkpoint of the epoch does, so that a second resume of the epoch keeps them too.
+checkpoint of the epoch does, so that a second resume of the epoch keeps them too. The
+resume's log line names the checkpoint's scheme in any case (:func:`written_under`).
 """
 
 from __future__ import annotations
@@ -75,6 +76,13 @@ def resumed_under(pos: Position, now: Mapping[str, Any]) -> list[dict[str, Any]]
             else "the metrics lines from here on say the new one",
         )
     return earlier_schemes(pos.schemes, pos.step_in_epoch, now)
+
+
+def written_under(schemes: Sequence[Mapping[str, Any]]) -> str:
+    """What the resume's log line says of the checkpoint's scheme (the last of ``schemes``,
+    :func:`checkpoint_schemes`): ``, written under {"sync": "local"}``; nothing where the
+    checkpoint records none."""
+    return f", written under {_text(schemes[-1]['scheme'])}" if schemes else ""
 
 
 def _text(scheme: Mapping[str, Any]) -> str:

@@ -216,7 +216,7 @@ def test_a_resume_under_another_scheme_says_both_and_its_epochs_line_the_earlier
         caplog.clear()
         trainer = Trainer(_small_net(), sync, 4, out_dir=out, progress=False)
         try:
-            with caplog.at_level(logging.WARNING, logger="distconv.resume"):
+            with caplog.at_level(logging.INFO, logger="distconv.resume"):
                 if stop is None:
                     trainer.fit(DATA, epochs=epochs, resume="auto")
                 else:
@@ -236,6 +236,8 @@ def test_a_resume_under_another_scheme_says_both_and_its_epochs_line_the_earlier
     assert json.dumps(bf16) in line and json.dumps(local) in line and "step 6" in line, line
     run(LocalSync(create_optimizer("sgd", lr=0.05)), 2)  # the checkpoint's own scheme
     assert said() == []
+    # the resume's line says the checkpoint's scheme: one need not open the file for it
+    assert 'step 7, written under {"sync": "local"}' in caplog.text, caplog.text
     records = run(mpi_alone(create_optimizer("sgd", lr=0.05), grad_dtype="bfloat16"), 3)
     assert len(said()) == 1  # at epoch 3's start: its line has its scheme, nothing earlier
     assert [r.get("scheme") for r in records] == [bf16, local, bf16]
@@ -257,9 +259,10 @@ def test_a_checkpoint_without_a_scheme_resumes_as_before(tmp_path, mpi_alone, ca
                     extra=extra)  # fmt: skip
     sync = mpi_alone(create_optimizer("sgd", lr=0.05))
     try:
-        with caplog.at_level(logging.WARNING, logger="distconv.resume"):
+        with caplog.at_level(logging.INFO, logger="distconv.resume"):
             trainer = Trainer(_small_net(), sync, 4, out_dir=out, progress=False)
             (record,) = trainer.fit(DATA, epochs=1, resume=True)
     finally:
         sync.close()
     assert SWITCHED not in caplog.text and "earlier_schemes" not in record
+    assert "written under" not in caplog.text
