@@ -4,11 +4,12 @@ settings two ranks of one job must agree on (:meth:`~distconv.layers.base.Layer.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from distconv.plain_json import ADDRESS
 
 
 def _is_frozen_dataclass(value: Any) -> bool:
@@ -42,9 +43,6 @@ def _is_plain(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float, str, np.generic))
 
 
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
 def setting_value(value: Any) -> Any:
     """``value`` in terms every process of a job writes alike, for :meth:`Layer.settings`:
     dataclasses as dicts (field by field), a numpy scalar as its Python number, a function or
@@ -64,4 +62,4 @@ def setting_value(value: Any) -> Any:
         return value
     if callable(value) and hasattr(value, "__qualname__"):
         return f"{getattr(value, '__module__', None)}.{value.__qualname__}"
-    return _ADDRESS.sub("", repr(value))
+    return ADDRESS.sub("", repr(value))

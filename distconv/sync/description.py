@@ -16,9 +16,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from distconv import plain_json
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter
-from distconv.sync import plain_json
 
 
 def job_description(
@@ -81,7 +81,7 @@ def _first_param_difference(a: list, b: list, quote=repr) -> str:
 
 def as_sent(description: Mapping[str, Any]) -> dict[str, Any]:
     """``description`` as another rank receives it, through JSON: like compared with like. A
-    value JSON has no form for is written as :func:`~distconv.sync.plain_json.plain` writes it,
+    value JSON has no form for is written as :func:`~distconv.plain_json.plain` writes it,
     the same on every rank that holds the same (a set sorted, an address taken out)."""
     return json.loads(plain_json.dumps(description, sort_keys=True))
 
@@ -110,7 +110,7 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
     left to the default (``grad_dtype`` None: the gradients' own dtype) is left out, as is a
     method of the strategy; another callable is a setting (a ``functools.partial``, an object
     with ``__call__``). A strategy of one's own may hold anything under these names: a value
-    JSON has no form for is written as :func:`~distconv.sync.plain_json.plain` writes it (an
+    JSON has no form for is written as :func:`~distconv.plain_json.plain` writes it (an
     Enum member as its ``str``: ``Mode.ASYNC``), not a run failed at epoch 1's end; an infinite
     or NaN float as ``"Infinity"`` or ``"NaN"``.
     """

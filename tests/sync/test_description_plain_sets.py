@@ -1,5 +1,5 @@
 """A set in a setting or a job description is written in one order in every process
-(:func:`~distconv.sync.plain_json.plain`), whatever order its hashes give it there."""
+(:func:`~distconv.plain_json.plain`), whatever order its hashes give it there."""
 
 from __future__ import annotations
 

@@ -2,10 +2,14 @@
 
 The job check compares such text across ranks (:func:`~distconv.sync.description.digest`),
 and a run compares the scheme it records with the one its metrics log holds
-(:func:`~distconv.sync.description.sync_scheme`). ``json.dumps(..., default=str)`` gave another
-text in each process for two kinds of value: a set, whose order follows ``PYTHONHASHSEED``
-(``mpiexec`` starts each rank with its own), and an object whose text holds its address. So
-ranks that agree were refused at setup, and a resume under a run's own scheme recorded it anew.
+(:func:`~distconv.sync.description.sync_scheme`); a layer's settings take an address out of
+a part's text with :data:`ADDRESS` (:mod:`distconv.layers.settings`). It imports nothing of
+distconv, so that the layers, which must not import :mod:`distconv.sync`, share it.
+
+``json.dumps(..., default=str)`` gave another text in each process for two kinds of value: a
+set, whose order follows ``PYTHONHASHSEED`` (``mpiexec`` starts each rank with its own), and an
+object whose text holds its address. So ranks that agree were refused at setup, and a resume
+under a run's own scheme recorded it anew.
 """
 
 from __future__ import annotations
