@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from typing import Any
 
 #: an object's address in its text: another in each process
@@ -23,8 +24,50 @@ ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def dumps(value: Any, **options: Any) -> str:
-    """``json.dumps(value, **options)``, a value JSON has no form for written by :func:`plain`."""
-    return json.dumps(value, default=plain, **options)
+    """``json.dumps(value, **options)``, a value JSON has no form for written by :func:`plain`,
+    each mapping's keys as :func:`keyed` writes them."""
+    return json.dumps(keyed(value), default=plain, **options)
+
+
+def keyed(value: Any) -> Any:
+    """``value`` with each dict's keys (however deep, in lists and tuples too) as the text JSON
+    writes them (``1``: ``"1"``, ``True``: ``"true"``), a key JSON has no form for (a tuple, an
+    Enum member) as its JSON text (``["conv", 1]``; a string's without its quotes); a key that
+    another key of its dict is written as too (``1`` beside ``"1"``) with its type's name:
+    ``"1 (int)"``. So ``sort_keys`` sorts keys of mixed types, and a tuple key is no TypeError
+    naming neither key nor rank: the job check's ``as_sent`` and ``digest`` raised those. A
+    value that holds itself is json's ValueError, not a RecursionError."""
+    return _keyed(value, set())
+
+
+def _keyed(value: Any, inside: set[int]) -> Any:
+    """:func:`keyed`; ``inside``: the ids of the containers ``value`` is in."""
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    if id(value) in inside:
+        raise ValueError("Circular reference detected")
+    inside.add(id(value))
+    if isinstance(value, dict):
+        texts = {key: key_text(key) for key in value}
+        shared = Counter(texts.values())  # 1 and "1": the string keeps its text
+        named = {
+            k: t if isinstance(k, str) or shared[t] == 1 else f"{t} ({type(k).__qualname__})"
+            for k, t in texts.items()
+        }
+        made: Any = {named[key]: _keyed(item, inside) for key, item in value.items()}
+    else:
+        made = [_keyed(item, inside) for item in value]
+    inside.discard(id(value))
+    return made
+
+
+def key_text(key: Any) -> str:
+    """A dict's key as JSON writes it, one JSON has no form for as its JSON text (see
+    :func:`keyed`)."""
+    if isinstance(key, str):
+        return key
+    text = json.dumps(key) if key is None or isinstance(key, (bool, int, float)) else dumps(key)
+    return json.loads(text) if text.startswith('"') else text
 
 
 def plain(value: Any) -> Any:

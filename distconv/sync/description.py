@@ -25,7 +25,8 @@ def job_description(
     params: Sequence[Parameter], optimizer: Optimizer, config: Mapping[str, Any]
 ) -> dict[str, Any]:
     """What every rank must agree on: the config, the optimizer, and each parameter's layout."""
-    description = {f"config.{k}": v for k, v in sorted(config.items())}
+    # sorted as text: keys of mixed types (1 and "lr") do not sort, a bare TypeError at setup
+    description = dict(sorted({f"config.{k}": v for k, v in config.items()}.items()))
     description["optimizer"] = optimizer.config()
     description["parameters"] = [[p.name, list(p.shape), str(p.value.dtype)] for p in params]
     return description

@@ -3,9 +3,11 @@ PYTHONHASHSEED=2 ...: two ranks whose sets iterate in another order set up one j
 
 The first setup's config holds a set, the second's an object that says nothing of itself (its
 default text has its address), alike on both ranks but for their hash order and their
-addresses: the job check must accept them. The third setup differs for real (each rank another
-batch size): the check must refuse it on every rank, naming the difference. Each rank writes
-``OUT/rank<r>.json``: the order its set iterates in, and what each setup said.
+addresses; the third's a dict of keys of mixed types and a tuple key, each rank's built in
+another order (a bare TypeError at setup): the job check must accept them. The last differs
+for real (each rank another batch size): the check must refuse it on every rank, naming the
+difference. Each rank writes ``OUT/rank<r>.json``: the order its set iterates in, and what
+each setup said.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ def main() -> None:
     try:
         said = {"order": list(FROZEN), "set": setup_said(sync, {"frozen": FROZEN})}
         said["object"] = setup_said(sync, {"augment": Augment()})
+        # keys of mixed types and a tuple key, each rank's dict built in another order
+        lr = [(1, 0.1), ("fc", 0.2), (("conv", 2), 0.3)][:: 1 - 2 * sync.rank]
+        said["keys"] = setup_said(sync, {"lr": dict(lr), 7: "top"})
         config = {"frozen": FROZEN, "augment": Augment(), "batch_size": 8 * (sync.rank + 1)}
         said["differ"] = setup_said(sync, config)
         (out / f"rank{sync.rank}.json").write_text(json.dumps(said))

@@ -1,0 +1,53 @@
+"""A job description whose config holds a dict with keys of mixed types, or keys JSON has no
+form for (a tuple), is written and compared (:func:`~distconv.plain_json.keyed`): it raised a
+bare TypeError at setup naming neither the key nor the rank (the real two-rank run:
+tests/mpi/test_hash_seed_job_check.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.description import as_sent, digest, first_difference, job_description
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def _described(config: dict) -> dict:
+    return as_sent(job_description([Parameter("w", np.zeros(2))], create_optimizer("sgd"), config))
+
+
+def test_keys_of_mixed_types_and_tuple_keys_are_written_as_text_and_compared():
+    """``sort_keys`` compared 1 with "fc" (TypeError: '<' not supported) and refused a tuple
+    (keys must be str, int, ...): now each key is written as JSON writes it, the same
+    whatever order the dict was built in, and a difference is named under its key."""
+    lr = {1: 0.1, "fc": 0.2, ("conv", 2): 0.3}
+    ours = _described({7: "top", "lr": lr})
+    assert ours["config.lr"] == {"1": 0.1, "fc": 0.2, '["conv", 2]': 0.3}
+    assert ours["config.7"] == "top"
+    built_backwards = _described({"lr": dict(reversed(lr.items())), 7: "top"})
+    assert digest(built_backwards) == digest(ours)
+    theirs = _described({7: "top", "lr": {**lr, ("conv", 2): 0.5}})
+    assert digest(theirs) != digest(ours)
+    assert first_difference(ours, theirs) == 'config.lr.["conv", 2]: 0.3 here, 0.5 there'
+
+
+def test_a_key_written_like_another_key_of_its_dict_is_kept_apart_by_its_type():
+    """1 and "1" are both written "1": one would hide the other's value from the check."""
+    ours = as_sent({"config.x": {1: "a", "1": "b"}})
+    assert ours == {"config.x": {"1": "b", "1 (int)": "a"}}
+    assert digest({"config.x": {"1": "b", 1: "a"}}) == digest({"config.x": {1: "a", "1": "b"}})
+    assert digest({"config.x": {1: "a", "1": "b"}}) != digest({"config.x": {1: "c", "1": "b"}})
+
+
+def test_a_config_that_holds_itself_is_refused_as_json_refuses_it():
+    """The keys are written by a walk of the value before json's: it must refuse a cycle as
+    json did, not recurse to Python's limit."""
+    looped: list = [1]
+    looped.append(looped)
+    with pytest.raises(ValueError, match="Circular reference detected"):
+        as_sent({"config.x": looped})
+    shared = [1, 2]  # the same list twice is no cycle
+    assert as_sent({"config.x": [shared, {"k": shared}]}) == {"config.x": [[1, 2], {"k": [1, 2]}]}
