@@ -121,7 +121,9 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
     name = next((k for k, v in TRANSPORTS.items() if _is_class(cls, v)), cls.__qualname__)
     settings = _described(sync)
     if settings is None:
-        settings = {k: getattr(sync, k, None) for k in SCHEME_SETTINGS}
+        # a static method's getattr is a plain function, no method to _method_of: left out here
+        kept_names = [k for k in SCHEME_SETTINGS if not _static_method(sync, k)]
+        settings = {k: getattr(sync, k, None) for k in kept_names}
     # the strategy's own method is no setting; any other callable is (a class,
     # grad_dtype=np.float16; a functools.partial or a compressor object, mode=...)
     kept = {str(k): v for k, v in settings.items() if not _unset(v) and not _method_of(sync, v)}
@@ -166,6 +168,12 @@ def _callable_bare(function: Any) -> bool:
 def _method_of(sync: Any, value: Any) -> bool:
     """Whether ``value`` is a method of ``sync`` (or a class method of its class)."""
     return inspect.ismethod(value) and (value.__self__ is sync or value.__self__ is type(sync))
+
+
+def _static_method(sync: Any, name: str) -> bool:
+    """Whether ``sync.<name>`` is a static method of its class (not an attribute of its own
+    of that name): one of the strategy's methods, no setting."""
+    return isinstance(inspect.getattr_static(sync, name, None), staticmethod)
 
 
 def _unset(value: Any) -> bool:

@@ -63,6 +63,10 @@ class _Methods(LocalSync):
     def overlap(cls) -> bool:
         return True
 
+    @staticmethod
+    def max_staleness() -> int:
+        return 4
+
 
 def test_a_callable_setting_is_recorded_where_it_sits_and_a_method_is_not():
     """A callable object at the top level (a ``functools.partial``, a codec with
@@ -78,6 +82,17 @@ def test_a_callable_setting_is_recorded_where_it_sits_and_a_method_is_not():
     }
     assert sync_scheme(_own(mode=halve)) != sync_scheme(_own(mode=third))
     assert sync_scheme(_Methods(create_optimizer("sgd"))) == {"sync": "_Methods"}
+
+
+def test_a_static_method_named_like_a_setting_is_left_out_as_a_method_is():
+    """A static method read through its instance is a plain function, no bound method: it was
+    recorded as a setting, ``"max_staleness": "<function _Methods.max_staleness>"``, where a
+    method and a class method of that name were left out (review k523). An attribute of the
+    instance's own of that name is a setting still."""
+    sync = _Methods(create_optimizer("sgd"))
+    assert sync_scheme(sync) == {"sync": "_Methods"}
+    sync.max_staleness = 8
+    assert sync_scheme(sync) == {"sync": "_Methods", "max_staleness": 8}
 
 
 class _Described(LocalSync):
