@@ -10,7 +10,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from distconv.sync.base import SyncError, SyncStrategy
+    from distconv.sync.base import SyncStrategy
+    from distconv.sync.errors import SyncError
 
 __all__ = ["SyncError", "SyncStrategy", "create_sync", "TRANSPORTS"]
 
@@ -37,12 +38,20 @@ def create_sync(kind: str, **kwargs: Any) -> SyncStrategy:
     return getattr(module, class_name)(**kwargs)
 
 
-def __getattr__(name: str) -> Any:
-    """``SyncError`` and ``SyncStrategy``, imported when first asked for: their module loads
-    numpy, which ``distconv keys``, ``pserver --help`` and every other subpackage's command line
-    (``distconv.sync.ps.cli``) would otherwise pay for at each start (PEP 562)."""
-    if name in ("SyncError", "SyncStrategy"):
-        from distconv.sync import base
+#: the names this package gives from its modules, imported when first asked for
+_LAZY = {"SyncError": "distconv.sync.errors", "SyncStrategy": "distconv.sync.base"}
 
-        return getattr(base, name)
+
+def __getattr__(name: str) -> Any:
+    """``SyncError`` and ``SyncStrategy``, imported when first asked for (PEP 562), then kept
+    here: ``SyncStrategy``'s module loads numpy, which ``distconv keys``, ``pserver --help`` and
+    every other subpackage's command line (``distconv.sync.ps.cli``) would otherwise pay for at
+    each start; ``SyncError``'s module loads nothing, so catching it costs no numpy."""
+    if name in _LAZY:
+        value = globals()[name] = getattr(importlib.import_module(_LAZY[name]), name)
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
