@@ -863,7 +863,7 @@ def run_sizes(args) -> dict:
 
 
 def main() -> None:
-    from harness import at_least, blas_kernels
+    from harness import at_least, blas_kernels, refuse_empty_gradients
 
     from distconv.job import TrainConfig
 
@@ -923,6 +923,7 @@ def main() -> None:
         help="only train the default CNN on 2 ranks, float32, float16, bfloat16 on the wire",
     )
     args = ap.parse_args()
+    refuse_empty_gradients(ap, args.mb, args.grads, "--grads")
     if args.worker == "mpi":
         return mpi_worker(args)
     if args.worker == "stream":

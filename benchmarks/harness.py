@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -115,16 +116,32 @@ def print_table(header: list[str], rows: list[list[str]]) -> None:
 def at_least(low: float, kind: type = float, *, strict: bool = False) -> Callable[[str], float]:
     """An argparse ``type`` that reads ``kind`` and refuses a value under ``low`` (or equal to
     it, ``strict``): a run of ``--mb 0`` or ``--reps 0`` times nothing and prints a table that
-    reads as measured."""
+    reads as measured. NaN and the infinities are refused too: no comparison refused them, and
+    the run ended in a traceback (``int(nan)``) or a sleep of ``--compute-ms inf``."""
 
     def read(text: str) -> float:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         if value < low or (strict and value == low):
             bound = "more than" if strict else "at least"
             raise argparse.ArgumentTypeError(f"must be {bound} {low:g}, got {text}")
         return value
 
     return read
+
+
+def refuse_empty_gradients(
+    parser: argparse.ArgumentParser, mb: float, count: int, flag: str
+) -> None:
+    """Refuse (``parser.error``) ``--mb`` of fewer float32s than ``count`` gradients (the
+    ``flag``'s): each of the rest had none, and their calls, timed as the others, of zero
+    bytes read as measured, as ``--mb 0``'s did (``--mb 0.0001`` with 100 gradients)."""
+    if int(mb * 2**20) // 4 < count:
+        parser.error(
+            f"--mb {mb:g} is {int(mb * 2**20)} bytes, under one float32 for each of the "
+            f"{count} gradients ({flag})"
+        )

@@ -345,7 +345,7 @@ def run_mode(
 
 
 def main() -> None:
-    from harness import at_least  # beside this file
+    from harness import at_least, refuse_empty_gradients  # beside this file
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=at_least(0, strict=True), default=16.0)
@@ -372,6 +372,7 @@ def main() -> None:
     parser.add_argument("--echo", choices=("insecure", "curve"), help=argparse.SUPPRESS)
     parser.add_argument("--keys", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    refuse_empty_gradients(parser, args.mb, args.params, "--params")
     if args.echo:
         echo_server(args.keys if args.echo == "curve" else None)
         return

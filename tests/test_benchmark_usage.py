@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import os
 import re
@@ -64,3 +65,40 @@ def test_a_size_or_count_that_times_nothing_is_refused(script, flag, value, said
         timeout=50,
     )
     assert done.returncode == 2 and f"argument {flag}: {said}, got {value}" in done.stderr
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf"])
+def test_a_number_that_is_not_finite_is_refused(monkeypatch, text):
+    """No comparison with the bound refuses NaN, and infinity is over any: ``--mb nan`` ended
+    in ``int(nan)``'s traceback, ``--compute-ms inf`` in a sleep's."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from harness import at_least
+
+    with pytest.raises(argparse.ArgumentTypeError, match=f"must be a finite number, got {text}"):
+        at_least(0)(text)
+    assert at_least(0)("2.5") == 2.5
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "script, flags",
+    [
+        ("allreduce.py", ["--mb", "0.0001", "--grads", "100"]),
+        ("pserver.py", ["--mb", "0.0001"]),
+    ],
+)
+def test_a_size_of_fewer_floats_than_gradients_is_refused(script, flags):
+    """``--mb 0.0001`` passed ``--mb``'s own check (more than 0) and gave 74 of 100 gradients
+    no float: their zero-byte calls were timed as ``--mb 0``'s were (pserver.py's all 100)."""
+    env = {**os.environ, "PYTHONPATH": child_path()}
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *flags],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.returncode == 2, done.stderr
+    assert (
+        "--mb 0.0001 is 104 bytes, under one float32 for each of the 100 gradients" in done.stderr
+    )
