@@ -891,7 +891,7 @@ def main() -> None:
     )
     ap.add_argument(
         "--epochs",
-        type=int,
+        type=at_least(1, int),
         default=TrainConfig.epochs,
         help="epochs of the CNN runs (default: the default job's own, %(default)s; the first is "
         "the slowest)",

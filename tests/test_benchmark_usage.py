@@ -51,6 +51,7 @@ def test_the_docstring_usage_names_every_flag(script):
     [
         ("allreduce.py", "--mb", "0", "must be more than 0"),
         ("pserver.py", "--repeat", "0", "must be at least 1"),
+        ("allreduce.py", "--epochs", "0", "must be at least 1"),
     ],
 )
 def test_a_size_or_count_that_times_nothing_is_refused(script, flag, value, said):
