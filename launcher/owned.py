@@ -69,7 +69,7 @@ def refuse_after_dashes(args: argparse.Namespace, program: Program) -> None:
     before anything starts: the train flags it sets itself, a flag of another transport
     than its workers', and a program of this host its workers (or mpi's ranks) cannot start.
     :func:`launcher.cli.run_local` and ``run_mpi`` run them, and the hint of a usage error
-    (:func:`launcher.options.refused`) runs them on what it would put after ``--``.
+    (:func:`launcher.usage_hint.refused`) runs them on what it would put after ``--``.
 
     Raises:
         LaunchError: what the first check that fails refuses.

@@ -1,0 +1,156 @@
+"""Where the arguments go that no option of a ``distconv-launch`` command took: the hint of its
+usage error (:func:`unrecognized`), which runs the launch's own checks on what it would put
+after ``--`` (:func:`refused`). :func:`launcher.options.parse_own` calls it."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+
+from .options import PROG
+from .owned import ASYNC_HINT, async_hint, refuse_after_dashes
+from .shown import shown
+
+
+def unrecognized(
+    own: Sequence[str],
+    extra: Sequence[str],
+    rest: Sequence[str],
+    options: Sequence[str] = (),
+    owned: Mapping[str, str] | None = None,
+    refused: Callable[[Sequence[str]], str | None] = lambda after: None,
+    values: Mapping[str, str] | None = None,
+) -> str:
+    """argparse's refusal of ``extra``, the arguments of ``own`` no option took, and where the
+    first is a ``distconv train`` flag (``--epochs`` before ``--``, the likeliest slip), where
+    they go: the command again with them after ``--`` (before ``rest``, what followed it, or
+    after it where it names a program of the user's, whose arguments they then are). A flag
+    of neither, spelled nearly as one of ``options`` (the command's own), is that one
+    mistyped: it is named, not sent after the program (``--max-restrts 2 -- job.py``). A
+    program (or ``train``) before a ``--`` left out is shown after one. A train flag the
+    launch sets itself (``owned``: flag -> why) is said so, not sent after ``--``, where it
+    was refused in turn (``mpi -np 2 --rank 1``). Where the launch would refuse what the hint
+    puts after ``--`` (``refused``: why, or None), that is said instead of the hint. A value
+    one of the command's own options takes (``values``: value -> its flag) is that option's,
+    its flag left out (``local --workers 2 sync``), though a command on PATH is named so too
+    (``/usr/bin/sync``); a lone bare word on PATH (``test``) may be a program or a stray
+    value: it is shown after ``--`` only if it is the program to run."""
+    from distconv.messages import shell_quoted
+    from distconv.train_args import FlagError, full_flag  # numpy and all: on this error only
+
+    from .commands import names_a_program
+
+    # on one line, as the launcher's other lines show a value that breaks one
+    said = " ".join(w if w.isprintable() else shell_quoted(w) for w in extra)
+    said = f"unrecognized arguments: {said}"
+    if extra[0] in (values or {}):  # '--mode' left out, whatever PATH holds of that name
+        return f"{said} (did you mean {values[extra[0]]} {extra[0]}?)"
+    program = names_a_program(rest)
+    # a word first, nothing after --: the program (or the word train) where -- was forgotten
+    leading = not rest and _program_word(extra[0])
+    try:
+        flag = full_flag(extra[0])
+        if flag in (owned or {}) and not program:  # a program of the user's may take it
+            return f"{said} (distconv train's {flag}, which this launch sets: {owned[flag]})"
+    except FlagError:  # not distconv train's either (or not a flag): argparse's words alone
+        close = difflib.get_close_matches(extra[0].split("=", 1)[0], options, n=1, cutoff=0.8)
+        if close and extra[0].startswith("-"):
+            return f"{said} (did you mean {close[0]}?)"
+        if not (leading or (program and extra[0].startswith("-"))):
+            return said + f" ({ASYNC_HINT})" * bool(async_hint(extra))  # 'mpi ... --mode async'
+    own, n = list(own), len(extra)
+    at = [i for i in range(len(own) - n + 1) if own[i : i + n] == list(extra)]
+    ahead = own[: at[0]] + own[at[0] + n :] if len(at) == 1 else [*own[:1], "..."]
+
+    def command(after: Sequence[str]) -> str:  # the launch again, ``after`` after ``--``
+        return " ".join(w if w == "..." else _word(w) for w in [PROG, *ahead, "--", *after])
+
+    after = [*rest, *extra] if program else [*extra, *rest]
+    again = command(after)
+    why = refused(after)  # '--epochs 1 job.py': job.py is no train argument after -- either
+    if why:
+        first = None if program else _program_first(extra, rest)
+        if first is not None and refused(first) is None:  # its arguments put before it
+            return (
+                f"{said} (a program goes first after --, its arguments after it: {command(first)})"
+            )
+        return f"{said} (not after -- either: {why})"
+    if leading and names_a_program(extra):
+        if len(extra) == 1 and os.sep not in extra[0] and not extra[0].endswith(".py"):
+            # a word found on PATH ('test', 'time') is as likely a stray value as a program
+            return f"{said} (if {shown(extra[0])} is the program to run, it goes after --: {again})"
+        return f"{said} (a program goes after --: {again})"
+    where = "after its name, after --" if program else "after --"
+    whose = "the program's" if program else "distconv train's"
+    return f"{said} ({whose} arguments go {where}: {again})"
+
+
+def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:
+    """Why the launch ``args`` would refuse ``after`` as what follows ``--`` (the checks
+    :func:`launcher.cli.run_local` and ``run_mpi`` make before anything starts:
+    :func:`launcher.owned.refuse_after_dashes`); None if it takes it. A program named there
+    is not looked for (a script the launch does not see may exist where it runs), but one of
+    this host that mpi's ranks, or local's workers, cannot start is refused. A k8s render is
+    checked whole (:func:`launcher.k8s.checked_manifests`): it takes no program, and refuses
+    the flags it sets; None where it refuses the launch's own flags without them (their
+    error, not the train arguments')."""
+    from .commands import LaunchError, Program, names_a_program, parse_program
+
+    try:
+        if args.command == "k8s":
+            from .k8s import checked_manifests
+
+            try:  # the launch's own flags first: a render they fail blames no train argument
+                checked_manifests(args, [])
+            except LaunchError:
+                return None  # the usual hint: its own flags' error comes at the next try
+            checked_manifests(args, after)
+            return None
+        if names_a_program(after):
+            program = Program(tuple(after), is_train=False)
+        else:
+            program = parse_program(after)
+        refuse_after_dashes(args, program)  # './data.csv': no program, though a file with a '/'
+    except LaunchError as exc:
+        return str(exc)
+    return None
+
+
+def _program_first(extra: Sequence[str], rest: Sequence[str]) -> list[str] | None:
+    """What goes after ``--`` where a program of ``extra`` (not its first word) comes after
+    its own arguments (``--epochs 1 job.py``): the program first, then the rest of ``extra``
+    and ``rest``; None where no later word reads as a program (:func:`_program_word`)."""
+    for i, word in enumerate(extra[1:], 1):
+        if word != "train" and _program_word(word):
+            return [word, *extra[:i], *extra[i + 1 :], *rest]
+    return None
+
+
+def _program_word(word: str) -> bool:
+    """Whether ``word`` reads as a program (or ``train``) put before ``--``: a script's name
+    or a program :func:`launcher.commands.parse_program` would run; not a stray value
+    (``-np 2 4``), nor a folder or data file beside it (``runs``), refused after ``--``."""
+    from .commands import LaunchError, parse_program
+
+    if word == "train" or word.endswith(".py"):
+        return True
+    if word.startswith("-"):
+        return False
+    try:
+        parse_program([word])
+    except LaunchError:
+        return False
+    return True
+
+
+def _word(text: str) -> str:
+    """``text`` as a shell word on one line: quoted where the shell needs it; a line break or
+    another character that does not print as the ``$'...'`` word."""
+    if text.isprintable():
+        return shlex.quote(text)
+    from distconv.messages import shell_quoted
+
+    return shell_quoted(text)
