@@ -34,7 +34,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from distconv.deploy.image_ref import FORM, is_image_reference
 from distconv.deploy.mpijob import LAUNCHER_RESOURCES, SSH_PORT, _MpiWorkload
 from distconv.deploy.pod import (
     ANY_ADDRESS,
@@ -56,10 +55,16 @@ from distconv.deploy.pserver import (
     SERVER_RESOURCES,
     _PserverWorkloads,
 )
-from distconv.deploy.train_values import refuse_train_values
+from distconv.deploy.render_args import (
+    ENVIRONMENT_FLAGS,
+    MAX_JOB_NAME,
+    MODES,
+    OWNED_FLAGS,
+    _check_args,
+    _undecoded,
+)
 from distconv.deploy.write import write_folders
 from distconv.sync.ps.config import check_workers
-from distconv.train_args import FlagError, spelled_out
 
 # The pieces live in pod.py (shared by every workload), pserver.py and mpijob.py; their
 # constants are re-exported here, where callers have always imported them from.
@@ -93,34 +98,6 @@ __all__ = [
     "write_examples",
     "write_manifests",
 ]
-
-_DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-#: leaves room for "-pserver-NNNNN" inside the 63-character DNS label a pod's hostname is
-MAX_JOB_NAME = 40
-MODES = ("sync", "async")
-#: flags the deployment sets itself; a second copy in train_args would silently win or clash
-OWNED_FLAGS = (
-    "--sync",
-    "--pservers",
-    "--keys",
-    "--insecure",
-    "--health-port",
-    "--health-host",
-    "--resume",
-)
-#: flags the deployment sets through the pods' environment, and why: a flag would win there, so
-#: every worker's hello would name a job its shards do not serve, or every pod claim one rank
-ENVIRONMENT_FLAGS = {
-    "--rank": "each worker's rank comes from its Job index (or MPI under an MPIJob)",
-    "--world-size": "the deployment sets the world size from --workers",
-    "--job-id": "the deployment sets DISTCONV_JOB_ID on every pod (the job's one name), from "
-    "--job-name",
-}
-#: flags the deployment does not set but excludes, and why
-EXCLUDED_FLAGS = {
-    "--overwrite": "every rank would refuse it beside the deployment's --resume auto (a "
-    "restarted rank resumes its run, never starts it over)",
-}
 
 
 def render_manifests(
@@ -201,58 +178,6 @@ def render_manifests(
     return [job.pserver_service(), job.pserver_statefulset(), job.worker_job()]
 
 
-def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots) -> list[str]:
-    """Refuse what cannot render; returns ``train_args`` spelled out in full."""
-    if not isinstance(job_name, str) or not _DNS_LABEL.fullmatch(job_name):
-        raise ValueError(
-            f"--job-name must be a DNS label (a-z, 0-9, '-', starting with a letter), got "
-            f"{job_name!r}"
-        )
-    if len(job_name) > MAX_JOB_NAME:
-        raise ValueError(f"--job-name must be at most {MAX_JOB_NAME} characters, got {job_name!r}")
-    for name, value, low in (
-        ("--workers", workers, 1),
-        ("--servers", servers, 0),
-        ("--gpus", gpus, 0),
-        ("--slots-per-worker", slots, 1),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    if not isinstance(image, str) or not image or any(c.isspace() for c in image):
-        raise ValueError(f"--image must be a non-empty image reference without spaces: {image!r}")
-    if mode not in MODES:
-        raise ValueError(f"--mode must be one of {MODES}, got {mode!r}")
-    if isinstance(train_args, str) or not all(isinstance(a, str) for a in train_args):
-        raise ValueError(f"the train arguments must be a sequence of strings, got {train_args!r}")
-    for text in (image, *train_args):
-        if _undecoded(text):  # no YAML file holds it: kubectl would refuse the whole manifest
-            raise ValueError(
-                f"{text!r} is not UTF-8 text (bytes this system's locale did not decode); a "
-                "manifest cannot hold it"
-            )
-    if not is_image_reference(image):  # every pod would fail with InvalidImageName
-        raise ValueError(f"--image must be an image reference ({FORM}), got {image!r}")
-    try:  # every rank would refuse such a flag; abbreviated, one could pass the checks below
-        spelled = spelled_out(train_args)
-    except FlagError as exc:
-        raise ValueError(f"{exc} (the train arguments after --)") from None
-    for name in (full.split("=", 1)[0] for full in spelled):
-        why = ENVIRONMENT_FLAGS.get(name) or EXCLUDED_FLAGS.get(name)
-        if why is not None:
-            raise ValueError(f"{name} after --: {why}; drop it from the train arguments")
-    owned = [
-        a if a == full else f"{a} ({full.split('=', 1)[0]})"
-        for a, full in zip(train_args, spelled)
-        if full.split("=", 1)[0] in OWNED_FLAGS
-    ]
-    if owned:
-        raise ValueError(
-            f"the train arguments after -- must leave {', '.join(owned)} to the deployment"
-        )
-    refuse_train_values(spelled)  # as distconv-launch k8s does: every rank would refuse them
-    return spelled
-
-
 class _Job(_PserverWorkloads, _MpiWorkload):
     """One job's objects: the parameter-server shape or the MPIJob."""
 
@@ -331,12 +256,6 @@ def _quoted(text: str) -> str:
         )
     parts = [f"\\U{ord(c):08X}" if ord(c) > 0xFFFF else json.dumps(c)[1:-1] for c in text]
     return f'"{"".join(parts)}"'
-
-
-def _undecoded(text: str) -> bool:
-    """Whether ``text`` holds a lone surrogate: how Python keeps an argument's bytes that are
-    not UTF-8 (``os.fsdecode``), which neither UTF-8 nor a YAML escape can write."""
-    return any(0xD800 <= ord(c) < 0xE000 for c in text)
 
 
 def manifest_filename(obj: Manifest) -> str:
