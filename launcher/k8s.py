@@ -73,6 +73,7 @@ def checked_manifests(args: argparse.Namespace, rest: Sequence[str]) -> list[dic
             slots_per_worker=args.slots_per_worker,
             mpi=True if args.mpi else None,
             ipv6=args.ipv6,
+            max_staleness=args.max_staleness,
         )
     except ValueError as exc:  # the renderer's check of the job's shape
         raise LaunchError(str(exc)) from None

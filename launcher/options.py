@@ -60,6 +60,17 @@ def job_name(text: str) -> str:
     return text
 
 
+def add_staleness_option(p: argparse.ArgumentParser) -> None:
+    """``--max-staleness N`` of ``local`` and ``k8s``, passed on to their async shards."""
+    p.add_argument(
+        "--max-staleness",
+        type=staleness,
+        metavar="N",
+        help="--mode async: a shard drops a push more than N updates behind its block (default: "
+        "the shards', 4)",
+    )
+
+
 def add_job_options(p: argparse.ArgumentParser) -> None:
     """Options every supervised job has: restarts, grace, run directory, job id, threads."""
     p.add_argument(
@@ -89,13 +100,7 @@ def add_local_options(p: argparse.ArgumentParser) -> None:
         "--servers", type=at_least(0), default=1, help="parameter-server shards; 0 for none (1)"
     )
     p.add_argument("--mode", choices=("sync", "async"), default="sync", help="(sync)")
-    p.add_argument(
-        "--max-staleness",
-        type=staleness,
-        metavar="N",
-        help="--mode async: a shard drops a push more than N updates behind its block (default: "
-        "the shards', 4)",
-    )
+    add_staleness_option(p)
     p.add_argument("--insecure", action="store_true", help="no CURVE keys (passes --insecure on)")
     p.add_argument(
         "--settle",
@@ -137,6 +142,7 @@ def add_k8s_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mode", choices=("sync", "async"), default="sync", help="parameter-server SGD (sync)"
     )
+    add_staleness_option(p)
     p.add_argument("--job-name", default="distconv", help="(distconv)")
     p.add_argument("--slots-per-worker", type=at_least(1), default=1, help="MPIJob slots (1)")
     p.add_argument(
@@ -170,7 +176,18 @@ def ignored_flag(parser: argparse.ArgumentParser, args: argparse.Namespace) -> s
         ):
             if set_by_operator(parser, args, dest):
                 return f"{flag} is for the parameter-server shards, and --servers 0 starts none"
-    if args.command == "local" and args.mode != "async" and args.max_staleness is not None:
+    if args.command == "k8s":
+        mpijob = "--mpi" if args.mpi else "--servers 0" if args.servers == 0 else None
+        for dest, flag in (
+            ("mode", f"--mode {args.mode}"),
+            ("max_staleness", f"--max-staleness {args.max_staleness}"),
+        ):
+            if mpijob and set_by_operator(parser, args, dest):
+                return (
+                    f"{flag} is for parameter-server shards, and {mpijob} renders an MPIJob, "
+                    "which has none"
+                )
+    if args.command != "mpi" and args.mode != "async" and args.max_staleness is not None:
         # distconv pserver takes it and reads it in async mode only: a sync step applies
         # every worker's push of that step, none of them stale
         return (
@@ -187,12 +204,7 @@ def ignored_flag(parser: argparse.ArgumentParser, args: argparse.Namespace) -> s
                 )
     if args.command != "k8s":
         return None
-    mpijob = "--mpi" if args.mpi else "--servers 0" if args.servers == 0 else None
-    if mpijob and set_by_operator(parser, args, "mode"):
-        return (
-            f"--mode {args.mode} is for parameter-server shards, and {mpijob} renders an MPIJob, "
-            "which has none"
-        )
+    mpijob = args.mpi or args.servers == 0
     if not mpijob and set_by_operator(parser, args, "slots_per_worker"):
         shape = "a parameter-server job" if args.servers is None else f"--servers {args.servers}"
         return (

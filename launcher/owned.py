@@ -38,7 +38,7 @@ MPI_OWNED = {
 #: where asynchronous SGD is set in a launch: on its shards, by the launcher's own flags
 ASYNC_HINT = (
     "asynchronous SGD is the shards' setting, a flag of the launcher's before --: "
-    "distconv-launch local --mode async --max-staleness N (or k8s --mode async)"
+    "distconv-launch local (or k8s) --mode async --max-staleness N"
 )
 
 

@@ -48,7 +48,17 @@ class _JobBase:
     object."""
 
     def __init__(
-        self, name, workers, servers, image, gpus, train_args, mode, slots, ipv6=False
+        self,
+        name,
+        workers,
+        servers,
+        image,
+        gpus,
+        train_args,
+        mode,
+        slots,
+        ipv6=False,
+        max_staleness=None,
     ) -> None:
         self.name = name
         self.workers = workers
@@ -61,6 +71,8 @@ class _JobBase:
         self.pserver = f"{name}-pserver"
         #: what the pods' servers listen on; the pod's address may be of either family
         self.any_address = ANY_ADDRESS[bool(ipv6)]
+        #: the async shards' --max-staleness; None leaves them their default
+        self.max_staleness: int | None = max_staleness
 
     def health_args(self) -> list[str]:
         """The probes on every interface: the kubelet calls the pod's address, not loopback."""

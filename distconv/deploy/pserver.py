@@ -60,6 +60,8 @@ class _PserverWorkloads(_JobBase):
         args = ["distconv", "pserver", "--bind", join_endpoint(self.any_address, PS_PORT)]
         args += ["--shard", "$(DISTCONV_SHARD)", "--num-shards", str(self.servers)]
         args += ["--workers", str(self.workers), "--mode", self.mode, "--keys", KEYS_DIR]
+        if self.max_staleness is not None:  # async: else the shards' default (4)
+            args += ["--max-staleness", str(self.max_staleness)]
         args += ["--checkpoint-dir", CHECKPOINT_DIR, *self.health_args()]
         env = self.rank_env("server", self.servers, _cpus(SERVER_RESOURCES), gpu=False)
         env += [

@@ -61,6 +61,7 @@ from distconv.deploy.render_args import (
     MODES,
     OWNED_FLAGS,
     _check_args,
+    _check_staleness,
     _undecoded,
 )
 from distconv.deploy.write import write_folders
@@ -112,6 +113,7 @@ def render_manifests(
     slots_per_worker: int = 1,
     mpi: bool | None = None,
     ipv6: bool = False,
+    max_staleness: int | None = None,
 ) -> list[Manifest]:
     """The manifests of one job, ready for ``kubectl apply`` (see :func:`dump_yaml`).
 
@@ -138,6 +140,9 @@ def render_manifests(
             exactly when ``servers == 0``.
         ipv6: the shards and probes listen on ``::`` (both families) instead of ``0.0.0.0``,
             for a cluster that gives pods IPv6 addresses (parameter-server jobs only).
+        max_staleness: async shards drop a push more than this many updates behind
+            (``distconv pserver --max-staleness``, 0 .. 2**63 - 1); None leaves them their
+            default. Refused for an MPIJob and with ``mode="sync"``, where no shard reads it.
 
     Returns:
         ``[Service, StatefulSet, Job]`` for a parameter-server job, ``[MPIJob]`` otherwise.
@@ -170,8 +175,18 @@ def render_manifests(
             raise ValueError(f"{exc} (the most a parameter-server shard serves)") from None
     if use_mpi and ipv6:  # mpirun's own launch (ssh, Hydra's proxies) was never tried on one
         raise ValueError("--ipv6 renders parameter-server jobs only, not an MPIJob")
+    _check_staleness(max_staleness, mode, use_mpi)
     job = _Job(
-        job_name, workers, servers, image, gpus, tuple(train_args), mode, slots_per_worker, ipv6
+        job_name,
+        workers,
+        servers,
+        image,
+        gpus,
+        tuple(train_args),
+        mode,
+        slots_per_worker,
+        ipv6,
+        max_staleness,
     )
     if use_mpi:
         return [job.mpijob()]

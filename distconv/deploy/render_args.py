@@ -8,6 +8,7 @@ import re
 
 from distconv.deploy.image_ref import FORM, is_image_reference
 from distconv.deploy.train_values import refuse_train_values
+from distconv.sync.ps.config import MAX_SETTING
 from distconv.train_args import FlagError, spelled_out
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -89,6 +90,28 @@ def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots
         )
     refuse_train_values(spelled)  # as distconv-launch k8s does: every rank would refuse them
     return spelled
+
+
+def _check_staleness(max_staleness, mode, use_mpi: bool) -> None:
+    """Refuse a shards' ``--max-staleness`` that no shard reads (an MPIJob's, a sync job's) or
+    that every shard refuses at its start (``distconv pserver``'s bounds), as
+    ``distconv-launch local --max-staleness`` is refused."""
+    if max_staleness is None:
+        return
+    if isinstance(max_staleness, bool) or not isinstance(max_staleness, int):
+        raise ValueError(f"--max-staleness must be an integer, got {max_staleness!r}")
+    if not 0 <= max_staleness <= MAX_SETTING:
+        raise ValueError(
+            f"--max-staleness must be >= 0 and at most {MAX_SETTING} (2**63 - 1), got "
+            f"{max_staleness}"
+        )
+    if use_mpi:
+        raise ValueError("--max-staleness is for parameter-server shards; an MPIJob has none")
+    if mode != "async":
+        raise ValueError(
+            f"--max-staleness {max_staleness} is for --mode async; a sync step takes every "
+            "worker's push of that step, so none is stale"
+        )
 
 
 def _undecoded(text: str) -> bool:

@@ -42,6 +42,9 @@ CONFIGS = {
         job_name="plain", workers=2, servers=0, image="d:1", train_args=["--epochs", "2"]
     ),
     "pserver-ipv6": dict(job_name="six", workers=2, servers=2, image="d:1", ipv6=True),
+    "pserver-staleness": dict(
+        job_name="stale", workers=2, servers=2, image="d:1", mode="async", max_staleness=0
+    ),
 }
 
 

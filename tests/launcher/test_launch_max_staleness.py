@@ -16,6 +16,7 @@ import pytest
 
 from launcher.cli import build_parser, local_plan
 from launcher.commands import parse_program, server_command
+from launcher.k8s import checked_manifests
 from launcher.options import parse_own, split_argv
 from tests.launcher.launch_cli import launch
 
@@ -60,6 +61,50 @@ def test_a_staleness_the_shards_would_not_read_or_take_is_a_usage_error(
     negative or too large one at their start, after the keys were made."""
     line = _refusal(capsys, "local", "--workers", "2", *own, "--", "--epochs", "1")
     assert line.startswith(f"distconv-launch local: error: {said}"), line
+
+
+K8S = ("k8s", "--workers", "2", "--image", "d:1")
+
+
+@pytest.mark.parametrize(
+    "own, said",
+    [
+        (["--max-staleness", "2"], "--max-staleness 2 is for --mode async; a sync step takes"),
+        (
+            ["--mpi", "--max-staleness", "2"],
+            "--max-staleness 2 is for parameter-server shards, and --mpi renders an MPIJob",
+        ),
+        (
+            ["--servers", "0", "--max-staleness", "2"],
+            "--max-staleness 2 is for parameter-server shards, and --servers 0 renders an MPIJob",
+        ),
+        (
+            ["--mode", "async", "--max-staleness", str(2**63)],
+            f"argument --max-staleness: must be at most {2**63 - 1} (2**63 - 1), got {2**63}",
+        ),
+    ],
+    ids=["sync", "mpi", "servers-0", "past-hello"],
+)
+def test_a_k8s_staleness_the_shards_would_not_read_or_take_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], own: list[str], said: str
+):
+    """k8s takes ``--max-staleness`` as local does, refused where local's is (k528)."""
+    line = _refusal(capsys, *K8S, *own, "--", "--epochs", "1")
+    assert line.startswith(f"distconv-launch k8s: error: {said}"), line
+
+
+def test_a_k8s_render_gives_its_shards_the_staleness():
+    """The StatefulSet's shards run ``--max-staleness N``: the renderer took no staleness, so
+    ``k8s`` had no such flag, and its shards ran with the default, 4 (k528)."""
+
+    def shard_argv(*own: str) -> list[str]:
+        objects = checked_manifests(parse_own(build_parser(), [*K8S, *own]), ["--epochs", "1"])
+        (shards,) = [o for o in objects if o["kind"] == "StatefulSet"]
+        return shards["spec"]["template"]["spec"]["containers"][0]["args"]
+
+    given = shard_argv("--mode", "async", "--max-staleness", "0")
+    assert given[given.index("--max-staleness") :][:2] == ["--max-staleness", "0"]
+    assert "--max-staleness" not in shard_argv("--mode", "async")  # the shards' own default
 
 
 def test_the_shards_are_given_the_staleness_only_where_it_is_given(tmp_path: Path):
