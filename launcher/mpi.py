@@ -228,7 +228,7 @@ def refuse_unstartable(
         return
     problem = program_problem(program)
     if problem is not None:
-        raise LaunchError(f"cannot start {program.argv[0]} in the ranks: {problem}")
+        raise LaunchError(f"cannot start {shown(program.argv[0])} in the ranks: {problem}")
 
 
 def mpi_worker_command(program: Program, python: str = sys.executable) -> list[str]:

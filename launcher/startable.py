@@ -59,7 +59,7 @@ def _missing(interpreter: str) -> str:
 
 
 def _not_executable(found: str) -> str:
-    return f"{found} is not executable (chmod +x it)"
+    return f"{shown(found)} is not executable (chmod +x it)"
 
 
 _BOM_SHEBANG = codecs.BOM_UTF8 + b"#!"

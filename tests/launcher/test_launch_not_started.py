@@ -31,7 +31,7 @@ CANNOT_START = pytest.mark.parametrize(
     [
         (b"#!/bin/sh\r\necho hi\r\n", 0o755, "the interpreter its #! line names, $'/bin/sh\\r', "),
         (b"#! /no/such/sh -e\necho hi\n", 0o755, "its #! line names, '/no/such/sh', does not"),
-        (b"#!/bin/sh\necho hi\n", 0o644, "run.sh is not executable (chmod +x it)"),
+        (b"#!/bin/sh\necho hi\n", 0o644, "run.sh' is not executable (chmod +x it)"),
     ],
 )
 #: an mpiexec that runs nothing (its flavor given): the command is printed, not run
@@ -106,7 +106,7 @@ def _refused_in_the_ranks(tmp_path: Path, said: str) -> None:
     done = launch(*NO_MPI, "--", "./run.sh", cwd=tmp_path, timeout=60)
     assert done.returncode == 1, done.stdout
     last = done.stderr.splitlines()[-1]
-    assert last.startswith("distconv-launch mpi: error: cannot start ./run.sh in the ranks: ")
+    assert last.startswith("distconv-launch mpi: error: cannot start './run.sh' in the ranks: ")
     assert said in last, last
     assert done.stdout == ""
 
@@ -191,6 +191,20 @@ def test_ranks_a_batch_system_places_have_their_own_program(tmp_path: Path, vari
     refuse_unstartable(program, False, {variable: "node[1-2]"})
     with pytest.raises(LaunchError, match="cannot start"):
         refuse_unstartable(program, False, {variable: ""})
+
+
+def test_a_program_the_ranks_cannot_start_is_quoted_as_local_quotes_it(tmp_path: Path):
+    """Its path unquoted, a line break in it split the one-line refusal in two, which only mpi's
+    said so: local's, and every other launcher line, quote it (:func:`launcher.shown.shown`;
+    k528)."""
+    path = tmp_path / "run\nme.sh"
+    path.write_bytes(b"#!/bin/sh\n")
+    path.chmod(0o644)
+    with pytest.raises(LaunchError) as refused:
+        refuse_unstartable(Program((str(path),), False), False, {})
+    said = str(refused.value)
+    assert said.startswith(f"cannot start $'{tmp_path}/run\\nme.sh' in the ranks: "), said
+    assert "\n" not in said, said
 
 
 _OPENED: list[str] = []  # the paths opened while _COUNTING (an audit hook cannot be removed)

@@ -187,14 +187,14 @@ def test_a_path_to_a_file_local_cannot_start_is_not_sent_after_the_dashes(
     (tmp_path / "data.csv").write_text("1\n")
     monkeypatch.chdir(tmp_path)
     said = _refusal(capsys, "local", "--workers", "2", "./data.csv")
-    why = "cannot start './data.csv': ./data.csv is not executable (chmod +x it)"
+    why = "cannot start './data.csv': './data.csv' is not executable (chmod +x it)"
     assert said.endswith(f"(not after -- either: {why})"), said
 
 
 @pytest.mark.parametrize(
     "first, mode, why",
     [
-        ("#!/bin/sh\n", 0o644, "./run.sh is not executable (chmod +x it)"),
+        ("#!/bin/sh\n", 0o644, "'./run.sh' is not executable (chmod +x it)"),
         (
             "#!/no/such/sh\n",
             0o755,
@@ -212,14 +212,14 @@ def test_a_program_the_ranks_cannot_start_is_not_sent_after_the_dashes(
     why: str,
 ):
     """mpi refuses a program of this host that its ranks cannot start before anything starts
-    (``cannot start ./run.sh in the ranks``); the hint ``-- ./run.sh`` led to that refusal.
+    (``cannot start './run.sh' in the ranks``); the hint ``-- ./run.sh`` led to that refusal.
     On hosts of their own (``-H``) the ranks start their own copy, which the hint still names."""
     script = tmp_path / "run.sh"
     script.write_text(first)
     script.chmod(mode)
     monkeypatch.chdir(tmp_path)
     said = _refusal(capsys, "mpi", "-np", "2", "./run.sh")
-    assert said.endswith(f"(not after -- either: cannot start ./run.sh in the ranks: {why})"), said
+    assert said.endswith(f"(not after -- either: cannot start './run.sh' in the ranks: {why})")
     said = _refusal(capsys, "mpi", "-np", "2", "-H", "a,b", "./run.sh")
     assert said.endswith("(a program goes after --: distconv-launch mpi -np 2 -H a,b -- ./run.sh)")
 
