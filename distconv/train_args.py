@@ -207,7 +207,7 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
 ASYNC_WORDS = ("--async", "--mode", "--staleness", "--max-staleness", "--max_staleness")
 ASYNC_HINT = (
     "asynchronous SGD is the shards' setting: distconv pserver --mode async --max-staleness S, "
-    "or distconv-launch local --mode async"
+    "or distconv-launch local (or k8s) --mode async --max-staleness S"
 )
 
 

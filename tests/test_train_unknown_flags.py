@@ -28,3 +28,16 @@ def test_a_refusal_hook_hears_the_unknown_flag_and_another_gets_no_hint():
 
     with pytest.raises(ValueError, match=r"^unrecognized arguments: --bogus 3$"):
         parse_train_values(["--bogus", "3"], refuse, "no help")
+
+
+def test_the_async_hint_names_the_launchers_staleness_flag_which_it_takes():
+    """``distconv-launch local`` (k525) and ``k8s`` (k528) take ``--max-staleness``: the hint
+    named only their ``--mode async``, so a staleness sweep read as shards started by hand."""
+    from launcher.cli import build_parser
+    from launcher.options import parse_own
+
+    named = ASYNC_HINT.split("or distconv-launch ", 1)[1]
+    assert named == "local (or k8s) --mode async --max-staleness S", ASYNC_HINT
+    flags = named.split(") ", 1)[1].replace("S", "3").split()
+    for command in (["local", "--workers", "2"], ["k8s", "--workers", "2", "--image", "d:1"]):
+        assert parse_own(build_parser(), [*command, *flags]).max_staleness == 3
