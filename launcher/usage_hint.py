@@ -72,15 +72,15 @@ def unrecognized(
     again = command(after)
     why = refused(after)  # '--epochs 1 job.py': job.py is no train argument after -- either
     if why:
-        first = None if program else _program_first(extra, rest)
+        first = None if program else _program_first(extra, rest, values or {})
         if first is not None and refused(first) is None:  # its arguments put before it
-            return (
-                f"{said} (a program goes first after --, its arguments after it: {command(first)})"
-            )
+            where = f"goes first after --, its arguments after it: {command(first)}"
+            if _bare(first[0]):  # 'test' on PATH: perhaps a stray value, as below
+                return f"{said} (if {shown(first[0])} is the program to run, it {where})"
+            return f"{said} (a program {where})"
         return f"{said} (not after -- either: {why})"
     if leading and names_a_program(extra):
-        if len(extra) == 1 and os.sep not in extra[0] and not extra[0].endswith(".py"):
-            # a word found on PATH ('test', 'time') is as likely a stray value as a program
+        if len(extra) == 1 and _bare(extra[0]):
             return f"{said} (if {shown(extra[0])} is the program to run, it goes after --: {again})"
         return f"{said} (a program goes after --: {again})"
     where = "after its name, after --" if program else "after --"
@@ -119,14 +119,23 @@ def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:
     return None
 
 
-def _program_first(extra: Sequence[str], rest: Sequence[str]) -> list[str] | None:
+def _program_first(
+    extra: Sequence[str], rest: Sequence[str], values: Mapping[str, str]
+) -> list[str] | None:
     """What goes after ``--`` where a program of ``extra`` (not its first word) comes after
     its own arguments (``--epochs 1 job.py``): the program first, then the rest of ``extra``
-    and ``rest``; None where no later word reads as a program (:func:`_program_word`)."""
+    and ``rest``; None where no later word reads as a program (:func:`_program_word`), a
+    value of the command's own options (``values``) none, though on PATH (``sync``)."""
     for i, word in enumerate(extra[1:], 1):
-        if word != "train" and _program_word(word):
+        if word != "train" and word not in values and _program_word(word):
             return [word, *extra[:i], *extra[i + 1 :], *rest]
     return None
+
+
+def _bare(word: str) -> bool:
+    """Whether ``word``, read as a program, is a lone name found on PATH (``test``, ``time``):
+    as likely a stray value as a program; not a path or a script's name."""
+    return os.sep not in word and not word.endswith(".py")
 
 
 def _program_word(word: str) -> bool:

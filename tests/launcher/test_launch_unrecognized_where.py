@@ -271,3 +271,29 @@ def test_a_program_after_its_own_arguments_is_shown_first_after_the_dashes(
     said = _refusal(capsys, *argv)
     hint = f"(a program goes first after --, its arguments after it: distconv-launch {again})"
     assert said.endswith(hint), said
+
+
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (  # sync is --mode's, and /usr/bin/sync: '-- sync --epochs 1' ran it in every worker
+            ["local", "--workers", "2", "--epochs", "1", "sync"],
+            "(not after -- either: unrecognized arguments: sync (in the distconv train "
+            "arguments after --))",
+        ),
+        (
+            ["mpi", "-np", "2", "--epochs", "1", "test"],
+            "(if 'test' is the program to run, it goes first after --, its arguments after it: "
+            "distconv-launch mpi -np 2 -- test --epochs 1)",
+        ),
+    ],
+    ids=["option-value", "lone-command"],
+)
+def test_a_stray_word_after_train_arguments_is_not_taken_for_the_program(
+    capsys: pytest.CaptureFixture[str], argv: list[str], hint: str
+):
+    """The word moved first after ``--`` as the program is read as 47226417 reads one before
+    ``--``: a value of the command's own option (``sync``, its ``--mode`` left out) is none,
+    though PATH holds ``/usr/bin/sync``, and a lone word on PATH only perhaps one (k528)."""
+    said = _refusal(capsys, *argv)
+    assert said.endswith(hint), said
