@@ -83,7 +83,8 @@ class Position:
     step: int = 0  # optimizer steps taken in all
     step_in_epoch: int = 0
     sums: dict[str, float] = field(default_factory=dict)
-    #: the chief's: the schemes the epoch ran under up to the checkpoint resumed (scheme_history)
+    #: the chief's: the schemes of the checkpoint resumed, its epoch's to its step, the last its
+    #: own (at an epoch's start, the epoch before's); scheme_history.checkpoint_schemes
     schemes: list[dict[str, Any]] = field(default_factory=list)
 
 

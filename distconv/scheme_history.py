@@ -38,19 +38,19 @@ def checkpoint_schemes(extra: Mapping[str, Any], step: int) -> list[dict[str, An
     if not isinstance(scheme, Mapping):
         return []
     earlier = extra.get(EARLIER) if extra.get("step_in_epoch") else None
-    kept = [dict(e) for e in earlier if isinstance(e, Mapping)] if isinstance(earlier, list) else []
+    kept = [dict(e) for e in earlier if _entry(e)] if isinstance(earlier, list) else []
     return [*kept, {"scheme": dict(scheme), "to_step": int(step)}]
 
 
-def earlier_schemes(
-    schemes: Sequence[Mapping[str, Any]], step_in_epoch: int, now: Mapping[str, Any]
-) -> list[dict[str, Any]]:
-    """Of an epoch's schemes so far (:func:`checkpoint_schemes`), those its steps ran under
-    before the steps under ``now``: none at an epoch's start, and the last left out where it is
+def earlier_schemes(pos: Position, now: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Of the schemes ``pos``'s epoch ran under so far (``pos.schemes``, those of the checkpoint
+    resumed: :func:`checkpoint_schemes`), those its steps ran under before the steps under
+    ``now``: those that ran one of its steps (an entry up to the step before the epoch's
+    first is the epoch before's: a resume at an epoch's start), the last left out where it is
     ``now`` (the steps went on under it, as in an uninterrupted run)."""
-    if not step_in_epoch or not schemes:
-        return []
-    return [dict(e) for e in (schemes[:-1] if schemes[-1]["scheme"] == now else schemes)]
+    began = pos.step - pos.step_in_epoch  # the step before the epoch's first
+    ran = [dict(e) for e in pos.schemes if e["to_step"] > began]
+    return ran[:-1] if ran and ran[-1]["scheme"] == now else ran
 
 
 def checkpoint_facts(sync: Any, pos: Position) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def checkpoint_facts(sync: Any, pos: Position) -> dict[str, Any]:
     parameter-server worker's are its shards', known since setup), and where the epoch's
     earlier steps ran under others, those (:data:`EARLIER`)."""
     scheme = sync_scheme(sync)
-    earlier = earlier_schemes(pos.schemes, pos.step_in_epoch, scheme)
+    earlier = earlier_schemes(pos, scheme)
     return {"scheme": scheme, **({EARLIER: earlier} if earlier else {})}
 
 
@@ -75,7 +75,7 @@ def resumed_under(pos: Position, now: Mapping[str, Any]) -> list[dict[str, Any]]
             if pos.step_in_epoch
             else "the metrics lines from here on say the new one",
         )
-    return earlier_schemes(pos.schemes, pos.step_in_epoch, now)
+    return earlier_schemes(pos, now)
 
 
 def written_under(schemes: Sequence[Mapping[str, Any]]) -> str:
@@ -83,6 +83,15 @@ def written_under(schemes: Sequence[Mapping[str, Any]]) -> str:
     :func:`checkpoint_schemes`): ``, written under {"sync": "local"}``; nothing where the
     checkpoint records none."""
     return f", written under {_text(schemes[-1]['scheme'])}" if schemes else ""
+
+
+def _entry(e: Any) -> bool:
+    """Whether ``e`` is an entry of :data:`EARLIER`: a scheme and the last step it ran."""
+    return (
+        isinstance(e, Mapping)
+        and isinstance(e.get("scheme"), Mapping)
+        and type(e.get("to_step")) is int
+    )
 
 
 def _text(scheme: Mapping[str, Any]) -> str:

@@ -266,3 +266,28 @@ def test_a_checkpoint_without_a_scheme_resumes_as_before(tmp_path, mpi_alone, ca
         sync.close()
     assert SWITCHED not in caplog.text and "earlier_schemes" not in record
     assert "written under" not in caplog.text
+
+
+def test_an_epoch_begun_under_the_new_scheme_keeps_no_earlier_one_across_its_checkpoints(
+    tmp_path, mpi_alone
+):
+    """A resume at an epoch's start under another scheme wrote the checkpoint's scheme into
+    the epoch's mid-epoch checkpoints as an earlier one (the position's schemes outlived the
+    epoch boundary), so a second resume labelled steps of the epoch before with it (review
+    k529): epoch 2 ran all its steps in bfloat16 over MPI, yet its line said local to step 4."""
+    out = tmp_path / "run"
+    local = LocalSync(create_optimizer("sgd", lr=0.05))
+    Trainer(_small_net(), local, 4, out_dir=out, progress=False).fit(DATA, epochs=1)
+    for stop in (6, None):  # epoch 2 (steps 5 to 8): stopped after step 6, then finished
+        sync = mpi_alone(create_optimizer("sgd", lr=0.05), grad_dtype="bfloat16")
+        trainer = Trainer(_small_net(), sync, 4, out_dir=out, progress=False)
+        try:
+            if stop is None:
+                trainer.fit(DATA, epochs=2, resume="auto")
+            else:
+                _stopped_at(trainer, stop, 2, resume="auto")
+        finally:
+            sync.close()
+    records = read_metrics(out / "metrics.jsonl")
+    assert [r.get("scheme", {}).get("sync") for r in records] == ["local", "mpi"]
+    assert "earlier_schemes" not in records[1], records[1]
