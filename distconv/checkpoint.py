@@ -29,6 +29,7 @@ import numpy as np
 from distconv.backend import copy_into, to_host
 from distconv.checkpoint_checks import (
     OptimState,
+    extra_text,
     flatten,
     malformed,
     mismatches,
@@ -116,7 +117,7 @@ def save_checkpoint(
         epoch: epochs completed.
         seed: the run's seed.
         optimizer: the optimizer's config.
-        extra: other JSON-able facts to keep.
+        extra: other facts to keep, as JSON (a set as a sorted list: :func:`extra_text`).
 
     Raises:
         CheckpointError: a parameter name clashes with the optimizer-state prefix or another
@@ -138,7 +139,7 @@ def save_checkpoint(
         "epoch": str(int(epoch)),
         "seed": "" if seed is None else str(int(seed)),
         "optimizer": json.dumps(dict(optimizer)) if optimizer is not None else "",
-        "extra": json.dumps(dict(extra or {})),
+        "extra": extra_text(extra or {}),
     }
     save_tensors(path, tensors, metadata)
 

@@ -6,16 +6,50 @@ before a save, each returning its problems as lines in the syncs' words
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from distconv import plain_json
 from distconv.backend import to_host
 from distconv.kernels.shape import is_int
 from distconv.sync.local import is_count, not_counts, not_numbers, per_row_count, state_problems
 
 OptimState = Mapping[str, Mapping[str, Any]]
+
+
+def extra_text(extra: Mapping[str, Any]) -> str:
+    """A checkpoint's ``extra`` as its metadata holds it: JSON, a value JSON has no form for
+    written as the job check writes it (:mod:`distconv.plain_json`: a set as a sorted
+    list, a numpy number as its number, an object as its text without its address, a tuple as a
+    key as its JSON text)."""
+    return plain_json.dumps(dict(extra))
+
+
+def as_saved(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """``facts`` as a checkpoint's ``extra`` reads them back (:func:`extra_text`): a resume
+    compares like with like (a live set with its saved list, a tuple with its list)."""
+    return json.loads(extra_text(facts))
+
+
+def savable_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """``facts`` (a Trainer's config), refused where a checkpoint could not hold one of them
+    (:func:`extra_text`: a value that holds itself): at the start, naming it, not at the first
+    checkpoint with a bare error that names nothing.
+
+    Raises:
+        ValueError: ``config 'grid' cannot be saved in a checkpoint ...``.
+    """
+    for key, value in facts.items():
+        try:
+            extra_text({key: value})
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"config {key!r} cannot be saved in a checkpoint (its metadata is JSON): {exc}"
+            ) from None
+    return dict(facts)
 
 
 def native(dtype: Any) -> np.dtype:

@@ -27,7 +27,7 @@ from distconv.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
-from distconv.checkpoint_checks import whole_set_each_step
+from distconv.checkpoint_checks import as_saved, savable_facts, whole_set_each_step
 from distconv.job_start import JobStart as JobStart  # defined there: trainer, job read it
 from distconv.parameter import Parameter
 from distconv.run_dir import (
@@ -109,7 +109,7 @@ class StepCheckpoints:
         start: JobStart | None = None,
     ) -> None:
         self.run, self.params, self.sync = run, list(params), sync
-        self.facts = dict(facts)
+        self.facts = savable_facts(facts)  # each checkpoint saves them: refused here
         self.start = start or JobStart.from_environment()
         self._said_nothing = False  # whether the chief said no output directory saves nothing
 
@@ -297,7 +297,7 @@ class StepCheckpoints:
         # first: another model (or dtype) is best named by the parameters that differ
         check_fit(ckpt, self.params)
         theirs = {**ckpt.extra, "seed": ckpt.seed, "optimizer": ckpt.optimizer}
-        ours = {**self.facts, "optimizer": self.sync.optimizer_config()}
+        ours = as_saved({**self.facts, "optimizer": self.sync.optimizer_config()})
         facts = [
             k
             for k in MUST_MATCH
