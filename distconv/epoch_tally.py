@@ -52,17 +52,22 @@ class EpochTally:
         pos: where the epoch starts (a resumed position carries the global sums so far).
         sampler: the batch order, for this rank's examples before a resumed position.
         first: whether this is the first epoch its fit trains (a start's or a resume's): its
-            record has ``scheme`` (:meth:`record`); a resume's warns where its checkpoint was
-            written under another scheme (:func:`~distconv.scheme_history.resumed_under`).
+            record has ``scheme`` (:meth:`record`), read here, before its first step (an error
+            in a strategy's ``describe()`` is raised here); a resume's warns where its
+            checkpoint was written under another scheme
+            (:func:`~distconv.scheme_history.resumed_under`).
     """
 
     def __init__(
         self, sync: SyncStrategy, pos: Position, sampler: GlobalBatchSampler, first: bool = False
     ) -> None:
         self.sync, self.first = sync, first
+        # the first epoch's scheme, read before its first step: a bug in a describe() of one's
+        # own is raised here, not after a whole epoch (the sync's settings are known since setup)
+        self.scheme = sync_scheme(sync) if first else None
         # a resume's first epoch: the schemes of its steps before this sync's (a warning if the
         # checkpoint's was another), for its record
-        self.earlier = resumed_under(pos, sync_scheme(sync)) if first and pos.schemes else []
+        self.earlier = resumed_under(pos, self.scheme) if first and pos.schemes else []
         self.sums = epoch_sums(pos, sampler)
         # the sums the epoch started from; this rank's additions since run on past every fold,
         # so that where the folds fall (checkpoints, a stop) changes no rounding of the loss
@@ -164,7 +169,7 @@ class EpochTally:
         record["examples_per_second_per_rank"] = self.sync.allreduce_sum(rates)
         record = {**record, "global_batch": global_batch, "world_size": world}
         if self.first:  # where this fit's lines start: which scheme computed them
-            record["scheme"] = sync_scheme(self.sync)
+            record["scheme"] = self.scheme
         if self.earlier:  # resumed in the middle of it under another scheme than its start's
             record[EARLIER] = self.earlier
         return record

@@ -291,3 +291,19 @@ def test_an_epoch_begun_under_the_new_scheme_keeps_no_earlier_one_across_its_che
     records = read_metrics(out / "metrics.jsonl")
     assert [r.get("scheme", {}).get("sync") for r in records] == ["local", "mpi"]
     assert "earlier_schemes" not in records[1], records[1]
+
+
+class _BuggySync(LocalSync):
+    """A strategy of one's own whose ``describe()`` hook has a bug inside."""
+
+    def describe(self) -> dict:
+        return {"shift": 1 << None}
+
+
+def test_a_bug_in_describe_is_raised_before_the_first_step():
+    """The first call of ``sync_scheme`` of a Trainer run was the first epoch's record: the
+    bug surfaced after a whole epoch of training (review k523, k529)."""
+    trainer = Trainer(_small_net(), _BuggySync(create_optimizer("sgd")), 8, progress=False)
+    with pytest.raises(TypeError, match="unsupported operand"):
+        trainer.fit(DATA, epochs=1)
+    assert trainer.pos.step == 0
