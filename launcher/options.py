@@ -237,18 +237,15 @@ def parse_own(
     try:
         args, extra = parser.parse_known_args(own)
         if extra:
-            from .usage_hint import refused, unrecognized  # on this error only
+            from .usage_hint import choice_values, refused, unrecognized  # on this error only
 
-            actions = args.command_parser._actions
-            options = [o for a in actions for o in a.option_strings]
-            # each choice a flag takes (--mode's sync, async), to tell one whose flag was left out
-            values = {
-                c: max(a.option_strings, key=len) for a in actions if a.choices for c in a.choices
-            }
+            command = args.command_parser
+            options = [o for a in command._actions for o in a.option_strings]
+            values, given = choice_values(command, own[own.index(args.command) + 1 :])
             owned = owned_by(args)  # None without shards: a worker picks its transport
             flags = owned and owned[0]
             hint = unrecognized(
-                own, extra, rest, options, flags, lambda a: refused(args, a), values
+                own, extra, rest, options, flags, lambda a: refused(args, a), values, given
             )
             args.command_parser.error(hint)
         ignored = ignored_flag(args.command_parser, args)

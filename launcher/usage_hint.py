@@ -23,6 +23,7 @@ def unrecognized(
     owned: Mapping[str, str] | None = None,
     refused: Callable[[Sequence[str]], str | None] = lambda after: None,
     values: Mapping[str, str] | None = None,
+    given: Mapping[str, str] | None = None,
 ) -> str:
     """argparse's refusal of ``extra``, the arguments of ``own`` no option took, and where the
     first is a ``distconv train`` flag (``--epochs`` before ``--``, the likeliest slip), where
@@ -36,8 +37,10 @@ def unrecognized(
     puts after ``--`` (``refused``: why, or None), that is said instead of the hint. A value
     one of the command's own options takes (``values``: value -> its flag) is that option's,
     its flag left out (``local --workers 2 sync``), though a command on PATH is named so too
-    (``/usr/bin/sync``); a lone bare word on PATH (``test``) may be a program or a stray
-    value: it is shown after ``--`` only if it is the program to run."""
+    (``/usr/bin/sync``), unless that flag is given (``given``: flag -> as given, ``--mode
+    async sync``): then it is a stray word, no program either. A lone bare word on PATH
+    (``test``) may be a program or a stray value: it is shown after ``--`` only if it is the
+    program to run."""
     from distconv.messages import shell_quoted
     from distconv.train_args import FlagError, full_flag  # numpy and all: on this error only
 
@@ -47,7 +50,10 @@ def unrecognized(
     said = " ".join(w if w.isprintable() else shell_quoted(w) for w in extra)
     said = f"unrecognized arguments: {said}"
     if extra[0] in (values or {}):  # '--mode' left out, whatever PATH holds of that name
-        return f"{said} (did you mean {values[extra[0]]} {extra[0]}?)"
+        flag = values[extra[0]]
+        if flag in (given or {}):  # '--mode async sync': not left out, a word too many
+            return f"{said} ({flag} is given already: {given[flag]})"
+        return f"{said} (did you mean {flag} {extra[0]}?)"
     program = names_a_program(rest)
     # a word first, nothing after --: the program (or the word train) where -- was forgotten
     leading = not rest and _program_word(extra[0])
@@ -86,6 +92,25 @@ def unrecognized(
     where = "after its name, after --" if program else "after --"
     whose = "the program's" if program else "distconv train's"
     return f"{said} ({whose} arguments go {where}: {again})"
+
+
+def choice_values(
+    parser: argparse.ArgumentParser, own: Sequence[str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Each value a choice option of the command ``parser`` takes (``--mode``'s sync and
+    async) -> its flag, and each such flag given in ``own`` (the command's arguments, parsed
+    again) -> how: ``--mode sync``, the default typed, counts as given (``set_by_operator``
+    cannot tell it from none), as do ``--mode=async`` and ``--mo async``."""
+    actions = [a for a in parser._actions if a.choices]
+    unset = object()  # argparse leaves a preset attribute alone where its flag is absent
+    parsed, _ = parser.parse_known_args(own, argparse.Namespace(**{a.dest: unset for a in actions}))
+    values, given = {}, {}
+    for action in actions:
+        flag = max(action.option_strings, key=len)
+        values.update(dict.fromkeys(action.choices, flag))
+        if getattr(parsed, action.dest) is not unset:
+            given[flag] = f"{flag} {getattr(parsed, action.dest)}"
+    return values, given
 
 
 def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:

@@ -297,3 +297,27 @@ def test_a_stray_word_after_train_arguments_is_not_taken_for_the_program(
     though PATH holds ``/usr/bin/sync``, and a lone word on PATH only perhaps one (k528)."""
     said = _refusal(capsys, *argv)
     assert said.endswith(hint), said
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["local", "--workers", "2", "--mode", "async", "sync"], "sync (--mode async)"),
+        (["local", "--workers", "2", "--mode", "sync", "async"], "async (--mode sync)"),
+        (["k8s", "--workers", "2", "--image", "i", "--mo=async", "sync"], "sync (--mode async)"),
+        (["mpi", "-np", "2", "--mpi-flavor", "mpich", "openmpi"], "openmpi (--mpi-flavor mpich)"),
+    ],
+    ids=["local", "default-typed", "k8s-abbreviated", "flavor"],
+)
+def test_a_value_of_an_option_already_given_is_not_told_to_give_it(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+):
+    """``local --workers 2 --mode async sync`` was told ``did you mean --mode sync?``, against
+    the ``--mode async`` typed just before; ``--mode sync``, the default typed, counts as given
+    too, and ``--mo=async`` as argparse reads it (found by k528)."""
+    word, given = said.split(" (")
+    flag = given.split()[0]
+    assert _refusal(capsys, *argv) == (
+        f"distconv-launch {argv[0]}: error: unrecognized arguments: {word} ({flag} is given "
+        f"already: {given}"
+    )
