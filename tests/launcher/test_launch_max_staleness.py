@@ -10,6 +10,8 @@ every shard would refuse at its start.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from launcher.cli import build_parser, local_plan
 from launcher.commands import parse_program, server_command
 from launcher.k8s import checked_manifests
 from launcher.options import parse_own, split_argv
+from tests.child_env import child_env
 from tests.launcher.launch_cli import launch
 
 WORKER = Path(__file__).with_name("ps_launch_worker.py")
@@ -130,3 +133,34 @@ def test_an_async_shard_serves_with_the_staleness_given(tmp_path: Path):
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
     log = (run / "logs" / "worker-0.log").read_text()
     assert "(async mode, max staleness 0)" in log, log[-3000:]
+
+
+#: a fresh interpreter reads the launcher's flags with --max-staleness: refused and taken
+_READ_FLAGS = """
+import contextlib, io, sys
+from launcher.cli import build_parser
+from launcher.options import parse_own
+for own in (["local", "--workers", "2", "--mode", "async", "--max-staleness", "-1"],
+            ["local", "--workers", "2", "--mode", "async", "--max-staleness", "99" * 20],
+            ["local", "--workers", "2", "--mode", "async", "--max-staleness", "3"],
+            ["k8s", "--workers", "2", "--image", "d:1", "--mode", "async", "--max-staleness", "3"]):
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(SystemExit):
+        parse_own(build_parser(), own)
+print(sorted(m for m in ("numpy", "zmq") if m in sys.modules))
+"""
+
+
+@pytest.mark.timeout(60)
+def test_the_staleness_flag_is_read_without_numpy():
+    """Its bound came from distconv.sync.ps.config, whose wire format loads numpy and pyzmq:
+    ``--max-staleness -1``'s usage error (and every launch given the flag) waited for them
+    while reading its flags (found by k528); the bound is still the shards'."""
+    from distconv.sync.ps.config import MAX_SETTING
+    from launcher.options import MAX_STALENESS
+
+    assert MAX_STALENESS == MAX_SETTING
+    done = subprocess.run(
+        [sys.executable, "-c", _READ_FLAGS], capture_output=True, text=True, env=child_env(),
+        timeout=50,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "[]\n"), done.stderr
