@@ -106,7 +106,7 @@ class Child:
         except OSError as exc:  # ENOENT for a script that is there: a '#!/bin/sh\r' line
             self.log.close()
             why = not_started(spec.argv[0], exc, spec.env.get("PATH") if spec.env else None)
-            raise LaunchError(f"cannot start {spec.name} ({spec.argv[0]}): {why}") from None
+            raise LaunchError(f"cannot start {spec.name} ({shown(spec.argv[0])}): {why}") from None
         except BaseException:
             self.log.close()
             raise

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import errno
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+from launcher.child import Child, ChildSpec
 from launcher.commands import LaunchError, Program
 from launcher.mpi import SCHEDULER_HOSTS, refuse_unstartable
 from launcher.startable import not_started, start_problem
@@ -39,7 +41,7 @@ NO_MPI = ("mpi", "-np", "2", "--mpiexec", "/bin/true", "--mpi-flavor", "mpich", 
 
 
 #: how a launch names ./run.sh refused before anything starts, and refused at worker 0's start
-BEFORE, AT_START = "'./run.sh'", "worker-0 (./run.sh)"
+BEFORE, AT_START = "'./run.sh'", "worker-0 ('./run.sh')"
 
 
 def _refused_locally(tmp_path: Path, workers: str, said: str, named: str = AT_START) -> None:
@@ -66,7 +68,7 @@ def test_a_program_that_cannot_start_is_refused_before_anything_starts(
 ):
     """What the kernel would refuse of this host's program is said before the supervisor, the
     run directory (and with shards, the keys and the shards) start: it was said only at
-    worker 0's start, as ``cannot start worker-0 (./run.sh): ...`` (k525)."""
+    worker 0's start, as ``cannot start worker-0 ('./run.sh'): ...`` (k525)."""
     _program(tmp_path, text, mode)
     _refused_locally(tmp_path, "2", said, named=BEFORE)
 
@@ -151,7 +153,7 @@ def test_an_interpreter_the_kernel_knows_no_format_of_is_named_not_the_script(tm
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert done.stderr.splitlines()[-1] == (
-        f"distconv-launch local: error: cannot start worker-0 (./run.sh): the interpreter its "
+        f"distconv-launch local: error: cannot start worker-0 ('./run.sh'): the interpreter its "
         f"#! line names, {str(wrapper)!r}, cannot be run: it has no #! line naming its "
         "interpreter: make its first line '#!/bin/sh' (or another)"
     )
@@ -204,6 +206,20 @@ def test_a_program_the_ranks_cannot_start_is_quoted_as_local_quotes_it(tmp_path:
         refuse_unstartable(Program((str(path),), False), False, {})
     said = str(refused.value)
     assert said.startswith(f"cannot start $'{tmp_path}/run\\nme.sh' in the ranks: "), said
+    assert "\n" not in said, said
+
+
+def test_a_worker_that_cannot_start_is_named_with_its_program_quoted(tmp_path: Path):
+    """``cannot start worker-0 (PATH): ...``, said at the start of a script that the kernel
+    refuses only then (no ``#!`` line), showed PATH unquoted: a line break in it split the
+    one-line refusal in two, as mpi's did (k528); quoted as the launcher's other lines are."""
+    path = tmp_path / "run\nme.sh"
+    path.write_bytes(b"echo hi\n")
+    path.chmod(0o755)
+    with open(tmp_path / "out", "wb") as out, pytest.raises(LaunchError) as refused:
+        Child(ChildSpec("worker", 0, [str(path)]), tmp_path / "w.log", out, threading.Lock())
+    said = str(refused.value)
+    assert said.startswith(f"cannot start worker-0 ($'{tmp_path}/run\\nme.sh'): it has no #!"), said
     assert "\n" not in said, said
 
 
