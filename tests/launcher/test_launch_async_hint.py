@@ -29,10 +29,25 @@ def test_an_async_word_after_the_dashes_is_told_the_launchers_flag(after: list[s
     )
 
 
-def test_another_unknown_train_flag_gets_no_async_hint():
+@pytest.mark.parametrize(
+    "after, hinted",
+    [
+        (["--no-such-flag"], False),
+        (["--model", "cnn"], False),  # spelled as --mode is, then more: no abbreviation of it
+        (["--out", "async", "--no-such-flag"], False),  # the word async, a value, is no flag
+        (["--out", "x", "--async"], True),  # the same line, its flag one of the words
+        (["--no-such-flag", "--max_staleness=1"], True),  # a later word, with its value
+    ],
+    ids=["unrelated", "longer-flag", "value", "flag", "later-flag"],
+)
+def test_the_async_hint_is_for_an_async_flag_alone(after: list[str], hinted: bool):
+    """The hint's edge, both sides of it: k525's test of an unrelated flag alone passed with the
+    hint or without it (no hint at all); here the rows that get it fail without it, and those
+    that must not get it (a flag spelled as ``--mode`` then more, the word ``async`` as
+    another flag's value) fail where the words are matched too loosely."""
     with pytest.raises(LaunchError) as refused:
-        parse_program(["--no-such-flag"])
-    assert "asynchronous" not in str(refused.value)
+        parse_program(after)
+    assert (ASYNC_HINT in str(refused.value)) is hinted, str(refused.value)
 
 
 def test_an_async_word_before_the_dashes_of_a_launch_without_it_is_told_where_it_goes(
