@@ -150,11 +150,28 @@ def _program_first(
     """What goes after ``--`` where a program of ``extra`` (not its first word) comes after
     its own arguments (``--epochs 1 job.py``): the program first, then the rest of ``extra``
     and ``rest``; None where no later word reads as a program (:func:`_program_word`), a
-    value of the command's own options (``values``) none, though on PATH (``sync``)."""
+    value of the command's own options (``values``) none, though on PATH (``sync``), nor the
+    value of the train flag before it (``--out test``: /usr/bin/test)."""
     for i, word in enumerate(extra[1:], 1):
-        if word != "train" and word not in values and _program_word(word):
+        if word == "train" or word in values or _takes_value(extra[i - 1]):
+            continue
+        if _program_word(word):
             return [word, *extra[:i], *extra[i + 1 :], *rest]
     return None
+
+
+def _takes_value(word: str) -> bool:
+    """Whether ``word`` is a ``distconv train`` flag that takes the next word as its value
+    (``--out``, ``--ou``; not ``--overwrite``, nor ``--out=x``, which holds its own)."""
+    from distconv.train_args import FlagError, full_flag, train_parser
+
+    if not word.startswith("-") or "=" in word:
+        return False
+    try:
+        flag = full_flag(word)
+    except FlagError:  # no flag of train's: whether it takes one cannot be told
+        return False
+    return any(flag in a.option_strings and a.nargs != 0 for a in train_parser()._actions)
 
 
 def _bare(word: str) -> bool:

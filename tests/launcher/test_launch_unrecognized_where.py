@@ -286,15 +286,21 @@ def test_a_program_after_its_own_arguments_is_shown_first_after_the_dashes(
             "(if 'test' is the program to run, it goes first after --, its arguments after it: "
             "distconv-launch mpi -np 2 -- test --epochs 1)",
         ),
+        (  # test is --out's value: '-- test --out --epochs 0' ran /usr/bin/test, --out empty
+            ["local", "--workers", "2", "--out", "test", "--epochs", "0"],
+            "(not after -- either: argument --epochs: must be >= 1, got 0 (in the distconv "
+            "train arguments after --))",
+        ),
     ],
-    ids=["option-value", "lone-command"],
+    ids=["option-value", "lone-command", "train-flag-value"],
 )
 def test_a_stray_word_after_train_arguments_is_not_taken_for_the_program(
     capsys: pytest.CaptureFixture[str], argv: list[str], hint: str
 ):
     """The word moved first after ``--`` as the program is read as 47226417 reads one before
     ``--``: a value of the command's own option (``sync``, its ``--mode`` left out) is none,
-    though PATH holds ``/usr/bin/sync``, and a lone word on PATH only perhaps one (k528)."""
+    though PATH holds ``/usr/bin/sync``, and a lone word on PATH only perhaps one (k528); nor
+    is the value of the train flag before it (``--out test``; k531)."""
     said = _refusal(capsys, *argv)
     assert said.endswith(hint), said
 
