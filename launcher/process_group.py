@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from distconv.procfs import stat_fields
 
+from .interrupt import STOP_SIGNALS
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -31,6 +33,9 @@ def parent_death_signal() -> Callable[[], None] | None:
     parent = os.getpid()
 
     def preexec() -> None:
+        # the stop signals the launcher's threads start blocked to (launcher.arrivals.deaf),
+        # inherited from the thread that started this child: its own again
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         # until exec the child keeps the launcher's Python handler (the supervisor's, which
         # only records a signal): the death signal must end it, not be recorded and dropped
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -55,14 +55,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 from distconv.files import LockTaken, describe_os_error, hold_lock
-from distconv.restorable import restorable
 
 from . import child as child_waits  # its waits, as set when used (tests cut them)
+from .arrivals import Arrivals, deaf
 from .child import Child, ChildSpec, running_groups
 from .commands import LaunchError
 from .failure import Failure, signal_name, write_report
 from .gang import any_running, first_failed, killed_at_the_end, send_stop_signals
-from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
+from .interrupt import STOP_SIGNALS
 from .json_lines import JsonLines
 from .messages import Messages
 from .run_dir import clear_run_dir, make_run_dir
@@ -116,8 +116,7 @@ class Supervisor:
         self._lock = threading.Lock()  # the children's lines on ``out``
         #: the launcher's messages: through the children's queue where ``err`` is ``out``'s file
         self.messages = Messages(self.err, lines)
-        self._signals: list[int] = []
-        self._first_signal_at = float("inf")  # monotonic time of the first signal
+        self._arrivals = Arrivals()  # the stop signals, in the order they came
         self._finished = False  # the attempt's workers all exited 0 before any signal
         self._claim: int | None = None  # the run directory's lock (LAUNCH_LOCK), while held
         #: the queue the children's lines go through to ``out`` while run() runs (never stalls)
@@ -148,7 +147,7 @@ class Supervisor:
         previous: dict[int, object] = {}
         try:  # a run directory refused here is let go as well
             clear_run_dir(self.run_dir)  # logs/, and no failure.json of a run before
-            previous = self._install_handlers()
+            previous = self._arrivals.catch()
             failed = partial(self.say, level="error")  # a full disk: said at once, on stderr
             notice = partial(self.messages.line, level="warning")
             self._terminal = Terminal(self.out, notice, failed=failed)
@@ -191,8 +190,7 @@ class Supervisor:
             try:
                 self._end_output()
             finally:  # given back whatever the end raised: release() gives back only its own
-                for signum, handler in previous.items():  # None: one set outside Python
-                    signal.signal(signum, restorable(handler))
+                self._arrivals.give_back(previous)  # its own only
                 self.unclaim()
 
     def _end_output(self) -> None:
@@ -244,18 +242,10 @@ class Supervisor:
             os.close(self._claim)
             self._claim = None
 
-    def _install_handlers(self) -> dict[int, object]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}  # signal handlers can only be set there; the caller forwards signals
-        previous = {}
-        for signum in stop_signals_to_catch():  # nohup's SIGHUP, a `&` job's SIGINT: ignored
-            previous[signum] = signal.signal(signum, self._on_signal)
-        taken_over()  # what run() gives back at the end no longer raises
-        return previous
-
-    def _on_signal(self, signum: int, _frame: object) -> None:
-        self._signals.append(signum)  # first: a second one's handler runs inside any call here
-        self._first_signal_at = min(self._first_signal_at, time.monotonic())
+    @property
+    def _signals(self) -> list[int]:
+        """The stop signals that came, in the order they came (:class:`Arrivals`)."""
+        return self._arrivals.signals()
 
     def _stop_now(self) -> bool:
         """Whether a second stop signal came ("stop now", as during the stop): the bounded
@@ -275,7 +265,8 @@ class Supervisor:
                     if self.lines is not None:
                         render = partial(self.lines.child_line, spec.role, spec.rank, restart)
                     out = self._terminal or self.out
-                    child = Child(spec, log_path, out, self._lock, render, self.say)
+                    with deaf():  # its threads: the main thread takes the stop signals
+                        child = Child(spec, log_path, out, self._lock, render, self.say)
                     children.append(child)
                 failed = self._watch(children)
             finally:  # also when a later child cannot start: the others get their grace
@@ -305,18 +296,18 @@ class Supervisor:
             signalled = bool(self._signals)  # read first: a failure seen below came before
             working = any(c.poll() is None for c in workers)
             first = first_failed(children, working)
-            if first is not None and first.exited_at < self._first_signal_at:
+            if first is not None and first.exited_at < self._arrivals.first_at:
                 return self._settle(first, children, workers) if first.victim else first
             stuck = None if signalled else first_overdue(workers, self.poll_interval)
             if stuck is not None:  # a Hydra that stays after its ranks' end (now and then)
                 failed, why, self._finished = stuck  # finished: all its ranks had succeeded
                 self.say(why, level="info" if self._finished else "error")
                 return failed
-            if not working and all(c.exited_at < self._first_signal_at for c in workers):
+            if not working and all(c.exited_at < self._arrivals.first_at for c in workers):
                 self._finished = True  # the signal, if one came, came after
                 return None
             if signalled:  # an end mpiexec reported before it stands
-                failed, self._finished = reported_before(workers, self._first_signal_at)
+                failed, self._finished = reported_before(workers, self._arrivals.first_at)
                 return failed
             time.sleep(self.poll_interval)
 
@@ -329,7 +320,7 @@ class Supervisor:
             signalled = bool(self._signals)
             working = any(c.poll() is None for c in workers)
             cause = first_failed(children, working, victims=False)
-            if cause is not None and cause.exited_at < self._first_signal_at:
+            if cause is not None and cause.exited_at < self._arrivals.first_at:
                 return cause
             if signalled or not working or time.monotonic() >= deadline:
                 return victim

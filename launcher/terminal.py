@@ -24,6 +24,7 @@ from typing import BinaryIO
 
 from distconv.files import describe_os_error
 
+from .arrivals import deaf_thread
 from .output_waits import OUTPUT_STALL_SECONDS, STOP_LOOK, WRITE_PIECE, joined
 from .shown import shown
 
@@ -203,8 +204,7 @@ class Terminal:
             return self._size
 
     def _say_dropped(self, name: str) -> None:
-        """Queue the line saying how many of ``name``'s lines were not shown, if any were
-        (beyond the bound: one per child at most, so still bounded)."""
+        """Queue the count of ``name``'s lines not shown, if any (one a child: still bounded)."""
         if name in self._dropped:
             count, log, first, last = self._dropped.pop(name)
             if name == LAUNCHER:  # its own messages: ``log`` is a dropped report's file
@@ -231,6 +231,7 @@ class Terminal:
         """The writer thread (:meth:`_write_all`), which ends the view, said, where it fails:
         a write's OS error, or anything else (a bug, a stream's own error), which otherwise
         ended the thread with a traceback and left the view queueing lines nothing wrote."""
+        deaf_thread()  # the main thread takes the stop signals, in the order they come
         try:
             self._write_all()
         except Exception as exc:  # noqa: BLE001 -- gone (EPIPE), full, closed, or a bug: said

@@ -101,6 +101,30 @@ def stop_when(
     return status, took
 
 
+def signal_taken(process: subprocess.Popen, signum: int, limit: float = 10) -> None:
+    """Send ``process`` ``signum`` and wait (``limit`` seconds at most) until the kernel has
+    handed it to one of its threads (pending in none: ``/proc``'s ``SigPnd`` and ``ShdPnd``),
+    so that one sent next comes after it. Two signals pending at once are the kernel's to
+    order: it runs the higher's handler first, whichever came first."""
+    process.send_signal(signum)
+    bit, task = 1 << (signum - 1), Path(f"/proc/{process.pid}/task")
+
+    def pending() -> bool:
+        masks = []
+        for status in task.glob("*/status"):
+            try:
+                lines = status.read_text().splitlines()
+            except OSError:  # a thread that ended
+                continue
+            masks += [int(line.split()[1], 16) for line in lines if line[3:7] == "Pnd:"]
+        return any(mask & bit for mask in masks)
+
+    deadline = time.monotonic() + limit
+    while pending():
+        assert time.monotonic() < deadline, f"signal {signum} still pending after {limit:g} s"
+        time.sleep(0.0001)
+
+
 def fill_pipe(pipe: int) -> None:
     """Fill the pipe whose write end is ``pipe`` till a byte more would block, through a
     description of its own (O_NONBLOCK on the launcher's would make its writes fail, not

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher import messages, supervisor
+from launcher import arrivals, messages, supervisor
 from launcher.shown import shown
 from launcher.terminal import Terminal
-from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
+from tests.launcher.launch_cli import ENV, launcher_command, signal_taken, wait_while_running
 from tests.launcher.real_children import GatedOutput, RecordingOutput, wait_until
 from tests.processes import job_env, job_left
 
@@ -76,8 +76,9 @@ def test_a_second_signal_ends_the_launcher_on_a_slowly_read_stderr(tmp_path: Pat
             try:
                 asked = (tmp_path / "out").read_bytes
                 wait_while_running(lambda: b"stop asked" in asked(), launcher, "the stop")
-                launcher.send_signal(signal.SIGINT)  # Ctrl-C, then another signal: two of
-                second = time.monotonic()  # one kind may arrive as one (SIGINT goes first)
+                # Ctrl-C, then another signal once the launcher took it: two pending at once
+                signal_taken(launcher, signal.SIGINT)  # are the kernel's to order (k526)
+                second = time.monotonic()
                 launcher.send_signal(signal.SIGTERM)
                 status = launcher.wait(timeout=20)
                 took = time.monotonic() - second
@@ -117,8 +118,10 @@ def test_a_second_signal_inside_the_first_ones_handler_is_the_second(
             signal.raise_signal(signal.SIGTERM)
         return time.monotonic()
 
-    monkeypatch.setattr(supervisor, "time", type("Clock", (), {"monotonic": monotonic}))
-    previous = {s: signal.signal(s, sup._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(arrivals, "time", type("Clock", (), {"monotonic": monotonic}))
+    previous = {
+        s: signal.signal(s, sup._arrivals.on_signal) for s in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         signal.raise_signal(signal.SIGINT)
     finally:

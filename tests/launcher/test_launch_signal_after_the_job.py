@@ -24,7 +24,7 @@ restore, taken = signal.signal, []
 
 def watching(signum, handler):
     previous = restore(signum, handler)
-    if type(getattr(handler, "__self__", None)).__name__ == "Supervisor":
+    if type(getattr(handler, "__self__", None)).__name__ == "Arrivals":
         taken.append(signum)  # the supervisor's own handlers are in
     elif taken and handler is interrupt._on_signal and signum == signal.SIGTERM:
         os.kill(os.getpid(), signal.SIGTERM)

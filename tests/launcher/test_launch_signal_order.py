@@ -1,0 +1,52 @@
+"""The launcher's first stop signal is the one that came first, though Python ran the handler
+of another first (k526).
+
+Where a SIGTERM and then a SIGINT both came before Python could run a handler (its main thread
+in a C call, the signals taken by another thread), Python ran them in signal-number order,
+SIGINT's first: the launcher recorded SIGINT as the first and exited 130, not 143. Its order
+is now the wakeup pipe's (:mod:`launcher.arrivals`), which the C-level handler writes as each
+signal comes."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from launcher.supervisor import Supervisor
+from tests.launcher.real_children import wait_until
+
+STOPS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _sigterm_then_sigint() -> None:
+    """SIGTERM, then SIGINT, to the thread that sends them (delivered before each call
+    returns): each C-level handler runs as its signal comes, in the order sent."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)  # the main thread's mask, inherited
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+
+@pytest.mark.timeout(30)
+def test_a_sigterm_then_a_sigint_both_come_before_a_handler_runs_first_sigterm(tmp_path: Path):
+    sup = Supervisor(tmp_path)
+    previous = sup._arrivals.catch()  # the handlers and wakeup pipe run() sets
+    try:
+        # the main thread takes neither signal, and waits in a C call (the join's lock) while
+        # both come: Python runs their handlers only once it is back, both pending by then
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+        try:
+            sender = threading.Thread(target=_sigterm_then_sigint)
+            sender.start()
+            sender.join()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        wait_until(lambda: len(sup._arrivals._caught) == 2, "both handlers run")
+        # the case itself: Python ran SIGINT's handler first, though SIGTERM came first
+        assert sup._arrivals._caught == [signal.SIGINT, signal.SIGTERM]
+        assert sup._signals == [signal.SIGTERM, signal.SIGINT]  # was [SIGINT, SIGTERM]: 130
+    finally:
+        sup._arrivals.give_back(previous)
+    assert signal.set_wakeup_fd(-1) == -1  # the wakeup descriptor given back (none before)
