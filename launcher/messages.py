@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
 from .json_lines import JsonLines
+from .shown import unbroken
 from .terminal import Terminal
 
 #: bytes of the launcher's messages queued at most on a stderr of their own that stalls
@@ -104,19 +105,30 @@ class Messages:
         if stop is not None and stop() and not terminal.written(left):
             terminal.leave(left)
 
-    def line(self, message: str, level: str = "info") -> bytes:
-        """``message`` as the launcher's line: a JSON object of ``level`` under :attr:`lines`."""
+    def line(self, message: str, level: str = "info", more: Sequence[str] = ()) -> bytes:
+        """``message`` as the launcher's line, each on one line whatever the values in it
+        hold (:func:`~launcher.shown.unbroken`), then the lines ``more`` (a failure report's
+        tail, its file), each on one line too; one JSON object of ``level`` under
+        :attr:`lines`, its message them all, a line each."""
         if self.lines is not None:
-            return self.lines.message(message, self.restart, level)
-        return f"distconv-launch: {message}\n".encode(errors="backslashreplace")
+            return self.lines.message("\n".join([message, *more]), self.restart, level)
+        said = "".join(f"{unbroken(each)}\n" for each in [f"distconv-launch: {message}", *more])
+        return said.encode(errors="backslashreplace")
 
-    def say(self, message: str, level: str = "info", report: Path | None = None) -> None:
+    def say(
+        self,
+        message: str,
+        level: str = "info",
+        report: Path | None = None,
+        more: Sequence[str] = (),
+    ) -> None:
         """Write ``message``: through the queue (:meth:`share`) where there is one that still
         takes lines (a stall drops it there, counted, never blocking for good), else on ``err``
         (dropped where that is gone: a closed terminal must not keep the children from their
         SIGTERM). ``report``: the file that holds the failure report ``message`` says, which
-        the notice of dropped messages names."""
-        line = self.line(message, level)
+        the notice of dropped messages names; ``more``: its lines after the first
+        (:meth:`line`)."""
+        line = self.line(message, level, more)
         terminal = self._terminal
         if terminal is not None and terminal.say(line, report):
             return

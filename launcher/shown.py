@@ -24,3 +24,16 @@ def shown(value: str | os.PathLike[str]) -> str:
     if value.isprintable() and "'" not in value:
         return f"'{value}'"
     return shell_quoted(value)
+
+
+#: the characters :meth:`str.splitlines` breaks a line at, each as its escape (``\\n``)
+_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def unbroken(text: str) -> str:
+    """``text`` on one line: each character that breaks a line (those of
+    :meth:`str.splitlines`) as its escape, ``\\n`` for a line break. The last guard of the
+    launcher's one-line messages (:meth:`launcher.messages.Messages.line`): a value put in one
+    unquoted (a program's path, an error naming it) split it, its second part read as a line
+    of another message, without the ``distconv-launch:`` prefix."""
+    return text.translate(_BREAKS)

@@ -227,11 +227,11 @@ class Supervisor:
             self._claim = hold_lock(lock)
         except LockTaken as holder:
             raise LaunchError(
-                f"{self.run_dir} is in use by the launch of {holder}; two launches must not "
+                f"{shown(self.run_dir)} is in use by the launch of {holder}; two launches must not "
                 "share a run directory (choose another --run-dir or --job-id)"
             ) from None
         except OSError as exc:  # flock's own error names no file: '[Errno 37] No locks ...'
-            raise LaunchError(f"cannot take {lock}: {describe_os_error(exc)}") from None
+            raise LaunchError(f"cannot take {shown(lock)}: {describe_os_error(exc)}") from None
         self.messages.begin()  # from its first message on: a stalled stderr blocks none
 
     def unclaim(self) -> None:
@@ -381,11 +381,12 @@ class Supervisor:
         ``stopped by SIGTERM``, or a restart that could not start)."""
         path = self.run_dir / "failure.json"
         written, kept = write_report(path, failure, max_restarts, then)
-        tail = "\n".join(f"    {line}" for line in failure.tail) or "    (no output)"
+        tail = [f"    {line}" for line in failure.tail] or ["    (no output)"]
         after = f"; then {then}" if then else ""
-        self.say(
+        self.messages.say(
             f"{failure.describe()} (after {failure.restart} restart(s)){failure.stopped_too()}"
-            f"{after}; last lines of {shown(failure.log)}:\n{tail}\n{written}",
+            f"{after}; last lines of {shown(failure.log)}:",
             level="error",
             report=kept,  # where it was written: the message dropped, the report is there
+            more=[*tail, written],
         )

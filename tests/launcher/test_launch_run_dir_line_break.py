@@ -43,3 +43,28 @@ def test_the_notices_of_lines_not_shown_quote_the_logs(tmp_path: Path):
     view.close(1.0)
     for line in said:
         assert line is not None and "\n" not in line and shown(log) in line, line
+
+
+#: a program that removes itself and fails: its restart cannot start it
+GONE_AFTER_ONE_RUN = '#!/bin/sh\nrm -- "$0"\necho gone\nexit 1\n'
+
+
+@pytest.mark.timeout(60)
+def test_each_message_is_one_line_though_a_value_in_it_is_not_quoted(tmp_path: Path):
+    """A value put unquoted in a message (the program's path in the error of a restart that
+    cannot start it) split the failure report's first line at its line break, the rest read
+    as a line of its own: :meth:`launcher.messages.Messages.line` keeps each on one line
+    (k526). A run directory held by another launch is named quoted too."""
+    program = tmp_path / "my\nprog"
+    program.write_text(GONE_AFTER_ONE_RUN)
+    program.chmod(0o755)
+    argv = ["local", "--workers", "1", "--servers", "0", "--max-restarts", "1", "--run-dir"]
+    done = launch(*argv, str(tmp_path / "run"), "--", f"./{program.name}", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    assert all(line.startswith(("distconv-launch: ", "    ", "report: ")) for line in lines), lines
+    assert lines[-3].endswith(
+        "then restart 1 of 1 could not start: cannot start worker-0 (./my\\nprog): no such file "
+        f"or directory; last lines of {shown(tmp_path / 'run' / 'logs' / 'worker-0.log')}:"
+    ), lines
+    assert lines[-2:] == ["    gone", f"report: {shown(tmp_path / 'run' / 'failure.json')}"]

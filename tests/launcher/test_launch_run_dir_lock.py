@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from launcher.shown import shown
 from tests.launcher.launch_cli import ENV, launch
 from tests.processes import job_env
 
@@ -52,8 +53,8 @@ def test_a_second_launch_into_a_running_launchs_run_dir_is_refused(tmp_path, sec
             )
             assert done.returncode == 1, done.stderr
             last = done.stderr.strip().splitlines()[-1]
-            assert last.startswith(f"distconv-launch {second}: error: {run_dir} is in use by the "
-                                   f"launch of pid {first.pid} on "), last  # fmt: skip
+            assert last.startswith(f"distconv-launch {second}: error: {shown(run_dir)} is in "
+                                   f"use by the launch of pid {first.pid} on "), last  # fmt: skip
             assert "second" not in done.stdout
             assert sorted(p.name for p in (run_dir / "logs").iterdir()) == logs
             assert (run_dir / "logs" / "worker-0.log").read_text() == ""  # none of the second's
@@ -105,7 +106,8 @@ def test_a_run_dir_without_flock_is_named_not_a_bare_errno(tmp_path, monkeypatch
     monkeypatch.undo()
     last = capsys.readouterr().err.strip().splitlines()[-1]
     lock = run_dir / "launch.lock"
-    assert last == f"distconv-launch local: error: cannot take {lock}: no locks available", last
+    said = f"distconv-launch local: error: cannot take {shown(lock)}: no locks available"
+    assert last == said, last
     assert opened, "the lock was never opened"
     for fd in opened:  # closed: a descriptor number no file has
         with pytest.raises(OSError):
