@@ -180,3 +180,26 @@ def joined(thread: threading.Thread, timeout: float, stop: Callable[[], bool] | 
             break
         thread.join(left if stop is None else min(left, STOP_LOOK))
     return not thread.is_alive()
+
+
+def write_pieces(lines: list[bytes]) -> list[bytes]:
+    """``lines`` (each whole, a message maybe of many) as the writes for them: whole lines, up
+    to :data:`WRITE_PIECE` bytes a write (one write is one piece of progress, and never cuts a
+    line that a launcher message on the same file, ``2>&1``, could then split), a longer entry
+    (a failure report) cut at its line ends, a line longer than a piece in pieces of that size.
+
+    On a pipe a write of :data:`WRITE_PIECE` (``PIPE_BUF``) bytes at most is taken whole or not
+    at all, so an output the launcher leaves between two writes (a second stop signal) ends on
+    a whole line, but within a line longer than a piece: the report cut at every 4 KiB, mid
+    line, ended the launcher's stderr so on a slow reader."""
+    pieces, piece = [], b""
+    for entry in lines:
+        for line in entry.splitlines(keepends=True) if len(entry) > WRITE_PIECE else [entry]:
+            if piece and len(piece) + len(line) > WRITE_PIECE:
+                pieces.append(piece)
+                piece = b""
+            if len(line) > WRITE_PIECE:
+                pieces += [line[at : at + WRITE_PIECE] for at in range(0, len(line), WRITE_PIECE)]
+            else:
+                piece += line
+    return [*pieces, piece] if piece else pieces

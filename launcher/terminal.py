@@ -25,7 +25,7 @@ from typing import BinaryIO
 from distconv.files import describe_os_error
 
 from .arrivals import deaf_thread
-from .output_waits import OUTPUT_STALL_SECONDS, STOP_LOOK, WRITE_PIECE, joined
+from .output_waits import OUTPUT_STALL_SECONDS, STOP_LOOK, joined, write_pieces
 from .shown import shown
 
 #: bytes of lines queued for the launcher's output at most (the launcher's memory for a stalled
@@ -77,6 +77,7 @@ class Terminal:
         self._gone = self._closing = self._ended = False  # ended: the writer is done
         self._shut = False  # the children's lines refused: their pumps drain into the logs
         self._write_since: float | None = None  # monotonic start of the write under way
+        self._line_ended = True  # the last piece written ended a line (leave() ends it else)
         self._leaving, self._left = False, 0  # at a second stop signal (:meth:`leave`): dropped
         self._report: Path | str = "failure.json"  # the report's file last put(): leave() names it
         self._writer = threading.Thread(target=self._drain, name="terminal", daemon=True)
@@ -238,8 +239,8 @@ class Terminal:
             self._give_up(exc)
 
     def _write_all(self) -> None:
-        """The queued lines to the output, in order, till :meth:`close`; :data:`WRITE_PIECE`
-        bytes at a time (:func:`_pieces`), each piece written its progress (a stall is a
+        """The queued lines to the output, in order, till :meth:`close`; a piece at a time
+        (:func:`~launcher.output_waits.write_pieces`), each piece written its progress (a stall is a
         piece's write that does not end, not a long batch or line on an output that moves)."""
         while True:
             with self._ready:
@@ -256,7 +257,7 @@ class Terminal:
                 while self._queue and size < BATCH_BYTES:
                     batch.append(self._queue.popleft())
                     size += len(batch[-1][2])
-                pieces = _pieces([entry[2] for entry in batch])
+                pieces = write_pieces([entry[2] for entry in batch])
                 self._write_since, self._taken = time.monotonic(), 0
             for piece in pieces:  # outside the lock: a stalled write holds up no put()
                 if self._leaving:  # a second stop signal: the rest of the batch is dropped
@@ -265,6 +266,7 @@ class Terminal:
                 self._out.flush()
                 with self._ready:
                     self._moved(len(piece))
+                    self._line_ended = piece.endswith(b"\n")  # where a cut leaves the output
             with self._ready:
                 self._write_since = None
 
@@ -359,7 +361,7 @@ class Terminal:
     def _left_said(self) -> None:
         """The writer's end of :meth:`leave` (under the lock): the rest of its batch dropped,
         the line counting its messages not written queued (a cut line's: :meth:`close`'s)."""
-        cut, self._taken, self._leaving = self._taken > 0, 0, False  # the notice: written
+        cut, self._taken, self._leaving = not self._line_ended, 0, False  # the notice: written
         dropped, self._left = self._left + sum(e[3] for e in self._writing if e[1] is None), 0
         self._size -= sum(len(entry[2]) for entry in self._writing)  # a say() since: queued
         self._writing.clear()
@@ -382,19 +384,3 @@ class Terminal:
             return None
         said = "; ".join(f"{n} line(s) of {k} ({shown(p)})" for k, (n, p, _) in counts.items())
         return f"the launcher's output {why}, so it lacks {said}: their logs have them"
-
-
-def _pieces(lines: list[bytes]) -> list[bytes]:
-    """``lines`` as the writes for them: whole lines, up to :data:`WRITE_PIECE` bytes a write
-    (one write is one piece of progress, and never cuts a line that a launcher message on the
-    same file, ``2>&1``, could then split), a longer line in pieces of that size."""
-    pieces, piece = [], b""
-    for line in lines:
-        if piece and len(piece) + len(line) > WRITE_PIECE:
-            pieces.append(piece)
-            piece = b""
-        if len(line) > WRITE_PIECE:
-            pieces += [line[at : at + WRITE_PIECE] for at in range(0, len(line), WRITE_PIECE)]
-        else:
-            piece += line
-    return [*pieces, piece] if piece else pieces

@@ -101,6 +101,7 @@ def test_a_second_signal_ends_the_launcher_on_a_slowly_read_stderr(tmp_path: Pat
     # line then waits on a full pipe, and the launcher ends before it; k495's check of that
     # passed only as the report was dropped unsaid before a piece of it was written, k499.)
     assert took < 1.5, (took, got)
+    assert got.endswith(b"\n"), got[-200:]  # the report's pieces end its lines (k526)
 
 
 def test_a_second_signal_inside_the_first_ones_handler_is_the_second(
@@ -142,6 +143,23 @@ def test_leaving_drops_the_rest_and_says_so_on_a_line_of_its_own():
     threading.Timer(0.05, out.gate.set).start()  # the piece in flight ends during leave()
     view.leave(2.0)
     assert out.written == [report[:4096], b"\n" + LEFT % 3]
+
+
+@pytest.mark.timeout(30)
+def test_leaving_a_report_of_many_lines_leaves_the_output_on_a_whole_line():
+    """A failure report of many lines was written in pieces of 4 KiB cut mid line, so that
+    the launcher, leaving at a second stop signal, ended its stderr within a line where its
+    reader was slow (the line saying so left waiting for it). Its pieces end its lines now,
+    each whole or not at all on a pipe: the output ends on a whole line (k526)."""
+    out = GatedOutput()
+    view = Terminal(out, lambda said: f"{said}\n".encode())
+    lines = [b"%d " % i + b"r" * 900 + b"\n" for i in range(10)]
+    assert view.say(b"".join(lines))  # the first piece in flight: its first four lines
+    wait_until(out.entered.is_set, "the first piece under way")
+    assert view.close(0.1, stall_ends=True, stop=lambda: True) is None
+    threading.Timer(0.05, out.gate.set).start()  # the piece in flight ends during leave()
+    view.leave(2.0)
+    assert out.written == [b"".join(lines[:4]), LEFT % 1]  # was the first 4 KiB, then "\n"
 
 
 @pytest.mark.timeout(30)
