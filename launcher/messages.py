@@ -77,8 +77,14 @@ class Messages:
         if not same_file(out, self.err):
             self.begin()
             return
-        self.end(patience)
+        self._close_own(patience)
         self._terminal = terminal
+
+    def _close_own(self, patience: float, stop: Callable[[], bool] | None = None) -> None:
+        """Close the queue of their own, if they have one (:meth:`end`)."""
+        if self._own and self._terminal is not None:
+            self._own = False
+            self._terminal.close(patience, stall_ends=True, stop=stop)
 
     def end(self, patience: float, stop: Callable[[], bool] | None = None) -> None:
         """The messages queued on a queue of their own written, within ``patience`` seconds,
@@ -87,23 +93,24 @@ class Messages:
         dropped, said on a line of its own where the output takes it within as long again:
         :meth:`Terminal.leave`); where they share the children's queue (:meth:`share`), a
         second stop signal leaves that queue as long to take them, then drops and counts the
-        rest as on a stderr of its own. A message from now on goes straight to ``err``, but
-        while that queue's writer is under way (a stalled stderr): through it, which blocks
-        none."""
+        rest as on a stderr of its own; so does an output too slow for ``patience`` (a first
+        stop signal, or none), its count said within as long. A message from now on goes
+        straight to ``err``, but while that queue's writer is under way (a stalled stderr):
+        through it, which blocks none."""
         terminal = self._terminal
         if terminal is None:
             return
-        if self._own:
-            self._own = False
-            terminal.close(patience, stall_ends=True, stop=stop)
+        self._close_own(patience, stop)
         # a stderr that takes them at once gets them all the same: the last words, queued
         # just before, were once dropped at a second Ctrl-C on a terminal; where shared with
         # the children's lines (2>&1), their view's close gave up at once, its writer not yet
         # at them; what a slow output does not take is counted there too (the launcher once
-        # ended with them queued, unsaid, a long line cut)
-        left = LEFT_SAID_SECONDS
-        if stop is not None and stop() and not terminal.written(left):
-            terminal.leave(left)
+        # ended with them queued, unsaid, a long line cut); at a first stop signal, or none,
+        # an output too slow for the wait above (or the shared view's close in
+        # Supervisor._end_output) lost the rest unsaid: counted as well (k526)
+        left, second = LEFT_SAID_SECONDS, stop is not None and stop()
+        if not terminal.written(left):
+            terminal.leave(left, "at a second stop signal" if second else "at the launcher's end")
 
     def line(self, message: str, level: str = "info", more: Sequence[str] = ()) -> bytes:
         """``message`` as the launcher's line, each on one line whatever the values in it

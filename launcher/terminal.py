@@ -79,6 +79,7 @@ class Terminal:
         self._write_since: float | None = None  # monotonic start of the write under way
         self._line_ended = True  # the last piece written ended a line (leave() ends it else)
         self._leaving, self._left = False, 0  # at a second stop signal (:meth:`leave`): dropped
+        self._left_when = "at a second stop signal"  # when leave() came, as its count says
         self._report: Path | str = "failure.json"  # the report's file last put(): leave() names it
         self._writer = threading.Thread(target=self._drain, name="terminal", daemon=True)
         self._writer.start()
@@ -342,16 +343,18 @@ class Terminal:
             self._queue = collections.deque(entry for entry in self._queue if entry[1] is None)
             return said
 
-    def leave(self, patience: float) -> None:
-        """Once :meth:`close` gave up at a second stop signal (the launcher ends now): drop
-        what is queued and the rest of the write under way (after its piece in flight), and
-        have the writer say, on a line of its own, how many of the launcher's messages were
-        not written, within ``patience`` seconds. A slow reader of the launcher's own stderr
-        kept the launcher up to :data:`~launcher.child.OUTPUT_DRAIN_SECONDS` after a second
-        signal, its last messages trickling out."""
+    def leave(self, patience: float, when: str = "at a second stop signal") -> None:
+        """Once :meth:`close` gave up (at a second stop signal, or on a slow output at the
+        launcher's end: ``when`` it was): drop what is queued and the rest of the write under
+        way (after its piece in flight), and have the writer say, on a line of its own, how
+        many of the launcher's messages were not written, within ``patience`` seconds. A slow
+        reader of the launcher's own stderr kept the launcher up to
+        :data:`~launcher.child.OUTPUT_DRAIN_SECONDS` after a second signal, its last messages
+        trickling out; after a first one, they were dropped at that end, unsaid."""
         with self._ready:
             if self._ended or self._gone:
                 return
+            self._left_when = when
             self._leaving, self._left = True, sum(entry[3] for entry in self._queue)
             self._size -= sum(len(entry[2]) for entry in self._queue)
             self._queue.clear()
@@ -368,7 +371,7 @@ class Terminal:
         if not dropped:
             return
         said = f"{dropped} message(s) of the launcher not written: its output took them too slowly"
-        said += f" at a second stop signal (a failure report, if any, is in {shown(self._report)})"
+        said += f" {self._left_when} (a failure report, if any, is in {shown(self._report)})"
         self._append((LAUNCHER, None, (b"\n" if cut else b"") + self._notice(said), 0, 0, 0))
 
     def _unshown(self, why: str) -> str | None:

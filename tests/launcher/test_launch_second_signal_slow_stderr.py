@@ -259,3 +259,32 @@ def test_a_second_signal_leaves_a_shared_output_that_takes_them_at_once_the_last
     finally:
         sys.setswitchinterval(previous)
     assert out.written == [b"distconv-launch: stopped by SIGINT\n"]
+
+
+class SlowOutput(RecordingOutput):
+    """An output that takes each write in 0.1 s: slow, never a stall."""
+
+    def hold(self, data: bytes) -> None:
+        time.sleep(0.1)
+
+
+@pytest.mark.timeout(30)
+def test_a_first_signal_on_a_slow_stderr_says_how_many_messages_it_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """The end's wait for the launcher's messages on a stderr of their own (a first stop
+    signal, or none) gave up on an output too slow for it, and the launcher ended with the
+    rest queued, unsaid; a second signal said how many it dropped. Now the end says it too
+    (k526)."""
+    monkeypatch.setattr(messages, "LEFT_SAID_SECONDS", 1.0)  # wide of a write's 0.1 s
+    out = SlowOutput()
+    said = messages.Messages(out, None)
+    said.begin()
+    sent = [b"m%d " % i + b"x" * 3000 for i in range(20)]  # a write each: 2 s in all
+    for message in sent:
+        said.say(message.decode())
+    said.end(0.5)  # the first signal's end: the wait gives up with most still queued
+    written = [line for line in out.written if line.startswith(b"distconv-launch: m")]
+    assert 0 < len(written) < len(sent), out.written
+    when = LEFT.replace(b" at a second stop signal", b" at the launcher's end")
+    assert out.written[-1] == b"distconv-launch: " + when % (len(sent) - len(written))
