@@ -22,6 +22,7 @@ from typing import BinaryIO
 
 from .json_lines import JsonLines
 from .shown import unbroken
+from .stderr_line import write_whole
 from .terminal import Terminal
 
 #: bytes of the launcher's messages queued at most on a stderr of their own that stalls
@@ -30,6 +31,9 @@ MESSAGE_BYTES = 256 * 1024
 #: that takes it at once loses none of it), then the line saying what of its messages it
 #: dropped (the piece under way first): the launcher ends promptly all the same
 LEFT_SAID_SECONDS = 0.2
+#: seconds a message written straight on stderr (after the end) may take before it is given
+#: up, and every later one dropped
+STRAIGHT_SECONDS = 1.0
 
 
 def same_file(one: BinaryIO, other: BinaryIO) -> bool:
@@ -61,6 +65,7 @@ class Messages:
         self._lock = threading.Lock()  # apart from the children's: a stalled stdout blocks none
         self._terminal: Terminal | None = None  # the queue the messages go through, if any
         self._own = False  # that queue is theirs alone (``err`` is not stdout's file)
+        self._stuck: threading.Thread | None = None  # the last straight write (_straight)
 
     def begin(self) -> None:
         """From now on (a launch's run directory held), the messages go through a queue of
@@ -140,8 +145,27 @@ class Messages:
         if terminal is not None and terminal.say(line, report):
             return
         with self._lock:
+            self._straight(line)
+
+    def _straight(self, line: bytes) -> None:
+        """``line`` straight on ``err`` (under the lock), within :data:`STRAIGHT_SECONDS`:
+        after the end (its queue's writer done) a blocking write there held the launcher for
+        good where the output stalled then (a full pipe, a paused pager: the end's own lines,
+        :meth:`Supervisor._end_output`). The write is a thread's, on the descriptor (not
+        ``err``'s buffer, whose lock a stalled writer holds), and once one is left stalled
+        every later line is dropped: one thread left at most, none waited for again."""
+        if self._stuck is not None and self._stuck.is_alive():
+            return
+        try:
+            fd = self.err.fileno()
+        except (OSError, ValueError, AttributeError):  # a stand-in (a test's buffer): no stall
             try:
                 self.err.write(line)
                 self.err.flush()
             except OSError:
                 pass
+            return
+        writer = threading.Thread(target=write_whole, args=(fd, line), name="message", daemon=True)
+        writer.start()
+        writer.join(STRAIGHT_SECONDS)
+        self._stuck = writer

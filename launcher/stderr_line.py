@@ -58,7 +58,7 @@ def write_within(text: str, stream: IO[str] | None, patience: float = LAST_LINE_
         except (OSError, ValueError):  # closed: dropped, as argparse drops it
             pass
         return
-    writer = threading.Thread(target=_write_all, args=(fd, data), name="last line", daemon=True)
+    writer = threading.Thread(target=write_whole, args=(fd, data), name="last line", daemon=True)
     writer.start()
     deadline = time.monotonic() + patience
     try:  # an armed stop signal raises; one kept before arming (a usage error) is looked for
@@ -104,7 +104,7 @@ class BoundedParser(argparse.ArgumentParser):
         sys.exit(status if signum is None else 128 + signum)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_whole(fd: int, data: bytes) -> None:
     """``data`` on descriptor ``fd``, whole; an OS error (a closed or gone reader) drops it."""
     try:
         while data:
