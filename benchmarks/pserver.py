@@ -354,7 +354,10 @@ def main() -> None:
     parser.add_argument("--modes", default="insecure,curve", help="(%(default)s)")
     parser.add_argument("--code", help="measure the distconv of this checkout instead")
     parser.add_argument(
-        "--push-bytes", type=int, help="the worker's push_bytes (its default if not given)"
+        "--push-bytes",
+        type=at_least(0, int),
+        help="the worker's push_bytes (its default if not given; 0 sends each gradient as soon "
+        "as the link is free)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     parser.add_argument(

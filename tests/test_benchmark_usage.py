@@ -52,11 +52,14 @@ def test_the_docstring_usage_names_every_flag(script):
         ("allreduce.py", "--mb", "0", "must be more than 0"),
         ("pserver.py", "--repeat", "0", "must be at least 1"),
         ("allreduce.py", "--epochs", "0", "must be at least 1"),
+        ("pserver.py", "--push-bytes", "-1", "must be at least 0"),
     ],
 )
 def test_a_size_or_count_that_times_nothing_is_refused(script, flag, value, said):
     """``allreduce.py --mb 0`` ran a whole table of zero-byte calls, whose times read as a
-    measurement: the sizes and counts are refused at the command line instead."""
+    measurement: the sizes and counts are refused at the command line instead. ``pserver.py
+    --push-bytes -1`` started the echoes and shards before PServerSync refused it with a
+    traceback (0 is a setting: each gradient leaves as soon as the link is free)."""
     env = {**os.environ, "PYTHONPATH": child_path()}
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / script), flag, value],
