@@ -48,17 +48,34 @@ def _keyed(value: Any, inside: set[int]) -> Any:
         raise ValueError("Circular reference detected")
     inside.add(id(value))
     if isinstance(value, dict):
-        texts = {key: key_text(key) for key in value}
-        shared = Counter(texts.values())  # 1 and "1": the string keeps its text
-        named = {
-            k: t if isinstance(k, str) or shared[t] == 1 else f"{t} ({type(k).__qualname__})"
-            for k, t in texts.items()
-        }
+        named = key_names(value)
         made: Any = {named[key]: _keyed(item, inside) for key, item in value.items()}
     else:
         made = [_keyed(item, inside) for item in value]
     inside.discard(id(value))
     return made
+
+
+def key_names(mapping: Any) -> dict[Any, str]:
+    """Each key of ``mapping`` -> the text it is written as (:func:`keyed`'s rule): its
+    :func:`key_text`, with its type's name where another key has that text too (``1`` beside
+    ``"1"``: ``"1 (int)"``; the string keeps its text). The same whatever order the keys came
+    in, and never one text for two keys: a pair the rule cannot tell apart (two types of one
+    name, or ``"1 (int)"`` beside ``1`` and ``"1"``) is a ValueError naming both, not a value
+    dropped without a word."""
+    texts = {key: key_text(key) for key in mapping}
+    shared = Counter(texts.values())
+    named = {
+        k: t if isinstance(k, str) or shared[t] == 1 else f"{t} ({type(k).__qualname__})"
+        for k, t in texts.items()
+    }
+    if len(set(named.values())) < len(named):
+        seen: dict[str, Any] = {}
+        for key, text in named.items():
+            if text in seen:
+                raise ValueError(f"keys {seen[text]!r} and {key!r} are both written {text!r}")
+            seen[text] = key
+    return named
 
 
 def key_text(key: Any) -> str:

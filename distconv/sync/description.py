@@ -25,8 +25,10 @@ def job_description(
     params: Sequence[Parameter], optimizer: Optimizer, config: Mapping[str, Any]
 ) -> dict[str, Any]:
     """What every rank must agree on: the config, the optimizer, and each parameter's layout."""
+    # named as a nested dict's keys are (1 beside "1": "config.1 (int)", no value dropped),
     # sorted as text: keys of mixed types (1 and "lr") do not sort, a bare TypeError at setup
-    description = dict(sorted({f"config.{k}": v for k, v in config.items()}.items()))
+    names = plain_json.key_names(config)
+    description = dict(sorted((f"config.{names[k]}", v) for k, v in config.items()))
     description["optimizer"] = optimizer.config()
     description["parameters"] = [[p.name, list(p.shape), str(p.value.dtype)] for p in params]
     return description
@@ -126,8 +128,8 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
         settings = {k: getattr(sync, k, None) for k in kept_names}
     # the strategy's own method is no setting; any other callable is (a class,
     # grad_dtype=np.float16; a functools.partial or a compressor object, mode=...)
-    kept = {str(k): v for k, v in settings.items() if not _unset(v) and not _method_of(sync, v)}
-    text = plain_json.dumps(kept, skipkeys=True)
+    kept = {k: v for k, v in settings.items() if not _unset(v) and not _method_of(sync, v)}
+    text = plain_json.dumps(kept)  # keys written as the job check's are: 1 beside "1" kept
     # an infinite bound as the text "Infinity": the metrics line writes a float one null, and a
     # resume under it then differed from its own line, each resume recording it anew
     return {"sync": name, **json.loads(text, parse_constant=str)}

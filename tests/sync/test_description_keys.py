@@ -51,3 +51,20 @@ def test_a_config_that_holds_itself_is_refused_as_json_refuses_it():
         as_sent({"config.x": looped})
     shared = [1, 2]  # the same list twice is no cycle
     assert as_sent({"config.x": [shared, {"k": shared}]}) == {"config.x": [[1, 2], {"k": [1, 2]}]}
+
+
+def test_a_config_key_written_like_another_is_kept_apart_at_the_top_too():
+    """``job_description`` named the config's own keys by ``str``: ``1`` and ``"1"`` both
+    became ``config.1`` and one value was dropped without a word, so two ranks that differ
+    there agreed."""
+    ours = _described({1: "a", "1": "b"})
+    assert (ours["config.1"], ours["config.1 (int)"]) == ("b", "a")
+    assert digest(ours) == digest(_described({"1": "b", 1: "a"}))
+    theirs = _described({1: "c", "1": "b"})
+    assert first_difference(ours, theirs) == "config.1 (int): 'a' here, 'c' there"
+
+
+def test_keys_the_rule_cannot_tell_apart_are_refused_naming_both():
+    """``"1 (int)"`` beside ``1`` and ``"1"``: one text for two keys, refused, not dropped."""
+    with pytest.raises(ValueError, match=r"keys .* are both written '1 \(int\)'"):
+        as_sent({"config.x": {1: "a", "1": "b", "1 (int)": "c"}})

@@ -126,3 +126,17 @@ def test_a_bug_inside_describe_is_raised_not_taken_for_no_describe():
         sync_scheme(sync)
     other = _DescribedOtherwise(create_optimizer("sgd"))
     assert sync_scheme(other) == {"sync": "_DescribedOtherwise", "mode": "sync"}
+
+
+class _DescribedByNumber(LocalSync):
+    """A ``describe()`` whose keys are written alike by ``str``: ``1`` and ``"1"``."""
+
+    def describe(self) -> dict:
+        return {1: "int's", "1": "str's"}
+
+
+def test_describe_keys_written_alike_are_both_recorded():
+    """``sync_scheme`` took ``str`` of each key, so ``1`` and ``"1"`` merged, one value lost;
+    they are written as the job check writes them."""
+    scheme = sync_scheme(_DescribedByNumber(create_optimizer("sgd")))
+    assert scheme == {"sync": "_DescribedByNumber", "1": "str's", "1 (int)": "int's"}
