@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 #: an object's address in its text: another in each process
@@ -30,7 +31,9 @@ def dumps(value: Any, **options: Any) -> str:
 
 
 def keyed(value: Any) -> Any:
-    """``value`` with each dict's keys (however deep, in lists and tuples too) as the text JSON
+    """``value`` with each mapping as a dict (a ``MappingProxyType``, a Mapping class of one's
+    own: json wrote those as their str, one with no text of its own as its class's name, two
+    contents alike) and its keys (however deep, in lists and tuples too) as the text JSON
     writes them (``1``: ``"1"``, ``True``: ``"true"``), a key JSON has no form for (a tuple, an
     Enum member) as its JSON text (``["conv", 1]``; a string's without its quotes); a key that
     another key of its dict is written as too (``1`` beside ``"1"``) with its type's name:
@@ -42,12 +45,12 @@ def keyed(value: Any) -> Any:
 
 def _keyed(value: Any, inside: set[int]) -> Any:
     """:func:`keyed`; ``inside``: the ids of the containers ``value`` is in."""
-    if not isinstance(value, (dict, list, tuple)):
+    if not isinstance(value, (Mapping, list, tuple)):
         return value
     if id(value) in inside:
         raise ValueError("Circular reference detected")
     inside.add(id(value))
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # a MappingProxyType, one's own too: walked, not its str
         named = key_names(value)
         made: Any = {named[key]: _keyed(item, inside) for key, item in value.items()}
     else:

@@ -5,6 +5,9 @@ tests/mpi/test_hash_seed_job_check.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 import numpy as np
 import pytest
 
@@ -68,3 +71,31 @@ def test_keys_the_rule_cannot_tell_apart_are_refused_naming_both():
     """``"1 (int)"`` beside ``1`` and ``"1"``: one text for two keys, refused, not dropped."""
     with pytest.raises(ValueError, match=r"keys .* are both written '1 \(int\)'"):
         as_sent({"config.x": {1: "a", "1": "b", "1 (int)": "c"}})
+
+
+class _Settings(Mapping):
+    """A Mapping of one's own with no text of its own: its str is its class's name only."""
+
+    def __init__(self, **items):
+        self._items = items
+
+    def __getitem__(self, key):
+        return self._items[key]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self):
+        return len(self._items)
+
+
+def test_a_mapping_that_is_no_dict_is_walked_not_written_as_its_text():
+    """json wrote a MappingProxyType or a Mapping of one's own by ``str``: an object's address
+    or a set's hash order in it differed between ranks, and one with no text of its own was
+    its class's name, so two contents agreed."""
+    ours = _described({"lr": _Settings(fc=0.1, conv=0.2)})
+    assert ours["config.lr"] == {"conv": 0.2, "fc": 0.1}
+    theirs = _described({"lr": _Settings(fc=0.1, conv=0.3)})
+    assert first_difference(ours, theirs) == "config.lr.conv: 0.2 here, 0.3 there"
+    proxy = as_sent({"config.x": MappingProxyType({1: {3, 1, 2}, "1": None})})
+    assert proxy == {"config.x": {"1": None, "1 (int)": [1, 2, 3]}}
