@@ -4,7 +4,8 @@ PYTHONHASHSEED=2 ...: two ranks whose sets iterate in another order set up one j
 The first setup's config holds a set, the second's an object that says nothing of itself (its
 default text has its address), alike on both ranks but for their hash order and their
 addresses; the third's a dict of keys of mixed types and a tuple key, each rank's built in
-another order (a bare TypeError at setup): the job check must accept them. The last differs
+another order (a bare TypeError at setup), beside a large array and an array of objects
+holding the set (its str had the set's hash order): the job check must accept them. The last differs
 for real (each rank another batch size): the check must refuse it on every rank, naming the
 difference. Each rank writes ``OUT/rank<r>.json``: the order its set iterates in, and what
 each setup said.
@@ -48,7 +49,9 @@ def main() -> None:
         said["object"] = setup_said(sync, {"augment": Augment()})
         # keys of mixed types and a tuple key, each rank's dict built in another order
         lr = [(1, 0.1), ("fc", 0.2), (("conv", 2), 0.3)][:: 1 - 2 * sync.rank]
-        said["keys"] = setup_said(sync, {"lr": dict(lr), 7: "top"})
+        # arrays: written as a hash of their values, one of objects (a set) of their JSON text
+        arrays = {"mask": np.arange(5000.0), "sets": np.array([FROZEN, None], dtype=object)}
+        said["keys"] = setup_said(sync, {"lr": dict(lr), 7: "top", **arrays})
         config = {"frozen": FROZEN, "augment": Augment(), "batch_size": 8 * (sync.rank + 1)}
         said["differ"] = setup_said(sync, config)
         (out / f"rank{sync.rank}.json").write_text(json.dumps(said))

@@ -99,3 +99,23 @@ def test_a_mapping_that_is_no_dict_is_walked_not_written_as_its_text():
     assert first_difference(ours, theirs) == "config.lr.conv: 0.2 here, 0.3 there"
     proxy = as_sent({"config.x": MappingProxyType({1: {3, 1, 2}, "1": None})})
     assert proxy == {"config.x": {"1": None, "1 (int)": [1, 2, 3]}}
+
+
+def test_a_large_array_is_compared_by_all_its_values_not_its_summarised_text():
+    """An array in a config was written as its str, which summarises one of over 1000
+    elements (``[0. 0. 0. ... 0. 0. 0.]``): two that differ only in the middle agreed. It is
+    written as its dtype, its shape and a hash of its bytes, of a bounded length."""
+    ours, middle = np.zeros(5000, np.float32), np.zeros(5000, np.float32)
+    middle[2500] = 1
+    assert digest(_described({"mask": ours})) != digest(_described({"mask": middle}))
+    sent = _described({"mask": ours})["config.mask"]
+    assert sent["dtype"] == "float32" and sent["shape"] == [5000]
+    assert len(sent["values_sha256"]) == 64
+    assert sent == _described({"mask": ours[::-1].copy()[::-1]})["config.mask"]  # strided
+    assert sent != _described({"mask": ours.astype(np.float64)})["config.mask"]
+    other_shape = _described({"mask": np.zeros(4999, np.float32)})
+    assert first_difference(_described({"mask": ours}), other_shape) == (
+        "config.mask.shape: [5000] here, [4999] there"
+    )
+    objects = np.array([{3, 1, 2}, None], dtype=object)
+    assert digest(_described({"o": objects})) == digest(_described({"o": objects.copy()}))
