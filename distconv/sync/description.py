@@ -13,6 +13,7 @@ import hashlib
 import inspect
 import json
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -145,21 +146,46 @@ def _is_class(cls: type, where: str) -> bool:
 def _described(sync: Any) -> Mapping[str, Any] | None:
     """``sync.describe()`` where it is the settings' mapping; None for a ``describe`` of one's
     own that means something else (a string, a method taking arguments). An error inside the
-    hook is raised: a bug there, a TypeError too, is not a ``describe`` of another meaning."""
+    hook is raised: a bug there, a TypeError too, is not a ``describe`` of another meaning.
+
+    Where the signature says nothing (``(*args, **kwargs)``: a decorator without
+    ``functools.wraps``; a builtin with none to read), a TypeError may be either: it is warned
+    of, naming it, and the attributes are recorded, as for a ``describe`` taking arguments: it
+    was raised, and a run whose ``describe`` has another meaning, which recording the scheme
+    has no business calling, could not start (the first epoch's tally reads the scheme)."""
     describe = getattr(sync, "describe", None)
-    if not callable(describe) or not _callable_bare(describe):
+    if not callable(describe):
         return None
-    described = describe()
+    bare = _callable_bare(describe)
+    if bare is False:
+        return None
+    try:
+        described = describe()
+    except TypeError as error:
+        if bare:
+            raise
+        warnings.warn(
+            f"{type(sync).__qualname__}.describe() raised TypeError: {error}; its signature "
+            "does not say whether it takes arguments (a decorator without functools.wraps?), "
+            "so it is taken for a describe() of another meaning and the sync's scheme is "
+            "recorded from its attributes",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
     return described if isinstance(described, Mapping) else None
 
 
-def _callable_bare(function: Any) -> bool:
-    """Whether ``function``'s signature lets it be called with no argument (True where it has
-    none to read, as some builtins: the call then says)."""
+def _callable_bare(function: Any) -> bool | None:
+    """Whether ``function``'s signature lets it be called with no argument; None where it says
+    nothing: none to read (some builtins), or only ``*args`` and ``**kwargs``."""
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
-        return True
+        return None
+    kinds = {p.kind for p in signature.parameters.values()}
+    if kinds and kinds <= {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}:
+        return None
     try:
         signature.bind()
     except TypeError:  # an argument it needs

@@ -140,3 +140,43 @@ def test_describe_keys_written_alike_are_both_recorded():
     they are written as the job check writes them."""
     scheme = sync_scheme(_DescribedByNumber(create_optimizer("sgd")))
     assert scheme == {"sync": "_DescribedByNumber", "1": "str's", "1 (int)": "int's"}
+
+
+def _logged(method):
+    """A decorator without ``functools.wraps``: the method's signature is hidden."""
+
+    def wrapper(*args, **kwargs):
+        return method(*args, **kwargs)
+
+    return wrapper
+
+
+class _WrappedOtherwise(LocalSync):
+    """A ``describe`` of another meaning behind such a decorator."""
+
+    mode = "sync"
+
+    @_logged
+    def describe(self, what: str) -> str:
+        return f"a sync for {what}"
+
+
+class _WrappedHook(LocalSync):
+    """The scheme's hook behind such a decorator."""
+
+    @_logged
+    def describe(self) -> dict:
+        return {"mode": "async"}
+
+
+def test_a_describe_whose_signature_says_nothing_is_warned_of_not_raised():
+    """``(*args, **kwargs)`` binds with no argument, so a wrapped ``describe(self, what)`` was
+    called bare and its TypeError ended the run (before its first step: the first epoch's
+    tally reads the scheme); the hook behind the same decorator is still read."""
+    sync = _WrappedOtherwise(create_optimizer("sgd"))
+    with pytest.warns(RuntimeWarning, match=r"_WrappedOtherwise.describe\(\) raised TypeError"):
+        assert sync_scheme(sync) == {"sync": "_WrappedOtherwise", "mode": "sync"}
+    assert sync_scheme(_WrappedHook(create_optimizer("sgd"))) == {
+        "sync": "_WrappedHook",
+        "mode": "async",
+    }
