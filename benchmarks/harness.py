@@ -124,7 +124,7 @@ def at_least(low: float, kind: type = float, *, strict: bool = False) -> Callabl
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):  # an int is finite
             raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         if value < low or (strict and value == low):
             bound = "more than" if strict else "at least"

@@ -83,6 +83,15 @@ def test_a_number_that_is_not_finite_is_refused(monkeypatch, text):
     assert at_least(0)("2.5") == 2.5
 
 
+def test_a_count_too_large_for_a_float_is_read_not_a_traceback(monkeypatch):
+    """``math.isfinite`` of an int over a float's range raised OverflowError, an argparse
+    traceback for ``--reps 1`` followed by 400 zeros: an int is finite."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from harness import at_least
+
+    assert at_least(1, int)("1" + "0" * 400) == 10**400
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     "script, flags",
