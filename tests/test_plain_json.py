@@ -4,8 +4,11 @@ check, the recorded sync scheme and the layers' settings."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import threading
 from pathlib import Path
+
+import numpy as np
 
 from distconv import plain_json
 from distconv.layers import settings
@@ -24,3 +27,21 @@ def test_the_layers_take_an_address_out_with_the_one_pattern_of_a_module_below_b
     imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     assert not [m for m in imported if m.split(".")[0] == "distconv"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Spec:
+    """A part's frozen spec of one's own, holding an array and a dict."""
+
+    mask: np.ndarray
+    scale: dict
+
+
+def test_a_layer_setting_writes_an_array_as_the_job_check_does():
+    """``setting_value`` wrote an array as its repr, summarised past 1000 elements: two ranks
+    whose masks differ only in the middle agreed."""
+    middle = np.zeros(5000)
+    middle[2500] = 1
+    ours = settings.setting_value(_Spec(np.zeros(5000), {}))
+    theirs = settings.setting_value(_Spec(middle, {}))
+    assert ours["mask"] == plain_json.plain(np.zeros(5000)) != theirs["mask"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.plain_json import ADDRESS
+from distconv.plain_json import ADDRESS, plain
 
 
 def _is_frozen_dataclass(value: Any) -> bool:
@@ -45,9 +45,11 @@ def _is_plain(value: Any) -> bool:
 
 def setting_value(value: Any) -> Any:
     """``value`` in terms every process of a job writes alike, for :meth:`Layer.settings`:
-    dataclasses as dicts (field by field), a numpy scalar as its Python number, a function or
-    class as where it is defined, and any other object as its repr less its memory address,
-    which differs from process to process (two ranks of one job would disagree)."""
+    dataclasses as dicts (field by field), a numpy scalar as its Python number, an array as the
+    job check writes it (:func:`~distconv.plain_json.plain`: its dtype, shape and a hash of its
+    values), a function or class as where it is defined, and any other object as its repr
+    less its memory address, which differs from process to process (two ranks of one job would
+    disagree)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: setting_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (tuple, list)):
@@ -58,6 +60,8 @@ def setting_value(value: Any) -> Any:
         return {str(k): setting_value(v) for k, v in value.items()}
     if isinstance(value, np.generic):
         return value.item()
+    if isinstance(value, np.ndarray) and value.shape != ():
+        return plain(value)  # its repr summarises one of over 1000 elements: two masks alike
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if callable(value) and hasattr(value, "__qualname__"):
