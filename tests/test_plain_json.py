@@ -45,3 +45,10 @@ def test_a_layer_setting_writes_an_array_as_the_job_check_does():
     ours = settings.setting_value(_Spec(np.zeros(5000), {}))
     theirs = settings.setting_value(_Spec(middle, {}))
     assert ours["mask"] == plain_json.plain(np.zeros(5000)) != theirs["mask"]
+
+
+def test_a_layer_setting_names_a_dict_s_keys_as_the_job_check_does():
+    """``setting_value`` wrote a dict's keys by ``str``: ``1`` and ``"1"`` merged, one value
+    dropped; and ``None`` was ``"None"`` where the job check writes ``"null"``."""
+    written = settings.setting_value(_Spec(np.zeros(1), {1: "a", "1": "b", None: "c"}))
+    assert written["scale"] == {"1 (int)": "a", "1": "b", "null": "c"}

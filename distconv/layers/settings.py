@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.plain_json import ADDRESS, plain
+from distconv.plain_json import ADDRESS, key_names, plain
 
 
 def _is_frozen_dataclass(value: Any) -> bool:
@@ -45,10 +45,12 @@ def _is_plain(value: Any) -> bool:
 
 def setting_value(value: Any) -> Any:
     """``value`` in terms every process of a job writes alike, for :meth:`Layer.settings`:
-    dataclasses as dicts (field by field), a numpy scalar as its Python number, an array as the
-    job check writes it (:func:`~distconv.plain_json.plain`: its dtype, shape and a hash of its
-    values), a function or class as where it is defined, and any other object as its repr
-    less its memory address, which differs from process to process (two ranks of one job would
+    dataclasses as dicts (field by field), a dict's keys as the job check names them
+    (:func:`~distconv.plain_json.key_names`: ``1`` beside ``"1"`` is ``"1 (int)"``), a numpy
+    scalar as its Python number, an array as the job check writes it
+    (:func:`~distconv.plain_json.plain`: its dtype, shape and a hash of its values), a
+    function or class as where it is defined, and any other object as its repr less its
+    memory address, which differs from process to process (two ranks of one job would
     disagree)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: setting_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
@@ -57,7 +59,8 @@ def setting_value(value: Any) -> Any:
         # a namedtuple takes its fields one by one, as dataclasses.asdict builds it
         return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
     if isinstance(value, dict):
-        return {str(k): setting_value(v) for k, v in value.items()}
+        names = key_names(value)  # as the job check names them: 1 beside "1" kept apart
+        return {names[k]: setting_value(v) for k, v in value.items()}
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray) and value.shape != ():
