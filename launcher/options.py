@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from distconv.files import folder
 from distconv.number_text import decimal, int_at_least
+from distconv.sync.ps.limits import MAX_SETTING  # the shards' bound, without their numpy
 
 from .interrupt import release
 from .owned import owned_by
@@ -31,21 +32,13 @@ def seconds(text: str) -> float:
     return value
 
 
-#: the most ``distconv pserver --max-staleness`` takes (``distconv.sync.ps.config.MAX_SETTING``,
-#: a count its ``hello`` tells the workers), written here: that module loads numpy and pyzmq
-#: (its wire format), which reading the launcher's flags, a usage error's above all, must not
-MAX_STALENESS = 2**63 - 1
-
-
 def staleness(text: str) -> int:
     """An argparse type: an async shard's ``--max-staleness``, as ``distconv pserver`` takes it
-    (``distconv.sync.ps.config.ServerConfig.check``): 0 up to 2**63 - 1, which its ``hello``
+    (``distconv.sync.ps.config.ShardConfig.check``): 0 up to 2**63 - 1, which its ``hello``
     tells the workers; past those every shard refused it at its start, after the keys."""
     value = at_least(0)(text)
-    if value > MAX_STALENESS:
-        raise argparse.ArgumentTypeError(
-            f"must be at most {MAX_STALENESS} (2**63 - 1), got {value}"
-        )
+    if value > MAX_SETTING:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SETTING} (2**63 - 1), got {value}")
     return value
 
 

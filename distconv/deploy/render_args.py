@@ -8,7 +8,7 @@ import re
 
 from distconv.deploy.image_ref import FORM, is_image_reference
 from distconv.deploy.train_values import refuse_train_values
-from distconv.sync.ps.config import MAX_SETTING
+from distconv.sync.ps.limits import MAX_SETTING
 from distconv.train_args import FlagError, spelled_out
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")

@@ -146,7 +146,7 @@ for own in (["local", "--workers", "2", "--mode", "async", "--max-staleness", "-
             ["k8s", "--workers", "2", "--image", "d:1", "--mode", "async", "--max-staleness", "3"]):
     with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(SystemExit):
         parse_own(build_parser(), own)
-print(sorted(m for m in ("numpy", "zmq") if m in sys.modules))
+print(sorted(m for m in ("numpy", "zmq", "distconv.sync.ps.config") if m in sys.modules))
 """
 
 
@@ -154,11 +154,15 @@ print(sorted(m for m in ("numpy", "zmq") if m in sys.modules))
 def test_the_staleness_flag_is_read_without_numpy():
     """Its bound came from distconv.sync.ps.config, whose wire format loads numpy and pyzmq:
     ``--max-staleness -1``'s usage error (and every launch given the flag) waited for them
-    while reading its flags (found by k528); the bound is still the shards'."""
-    from distconv.sync.ps.config import MAX_SETTING
-    from launcher.options import MAX_STALENESS
+    while reading its flags (found by k528); the bound is still the shards', one constant
+    that they, the launcher and the k8s renderer import (a copy in launcher.options, pinned
+    equal by this test, was a second place to change; k533)."""
+    from distconv.deploy import render_args
+    from distconv.sync.ps import config, limits
+    from launcher import options
 
-    assert MAX_STALENESS == MAX_SETTING
+    assert options.MAX_SETTING is config.MAX_SETTING is render_args.MAX_SETTING
+    assert limits.MAX_SETTING is config.MAX_SETTING
     done = subprocess.run(
         [sys.executable, "-c", _READ_FLAGS], capture_output=True, text=True, env=child_env(),
         timeout=50,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from distconv.endpoint import join_endpoint, split_endpoint
 from distconv.runtime import DEFAULT_JOB_ID
 from distconv.sync.base import SyncError
+from distconv.sync.ps.limits import MAX_SETTING  # the launcher reads it too, without numpy
 from distconv.sync.ps.wire import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES
 
 #: the shortest ``--timeout``, in seconds: workers beat four times per timeout, at most every
@@ -19,11 +20,6 @@ from distconv.sync.ps.wire import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES
 MIN_TIMEOUT = 0.2
 #: the largest file descriptor (a C int) that ``--bind-fd`` may name
 MAX_FD = 2**31 - 1
-#: the largest count a shard tells its workers in ``hello`` (``workers``, ``max_staleness``,
-#: the byte caps...): a 64-bit int, as msgpack carries it; a larger one (an extra digit, or
-#: ``--max-staleness`` 10**20 for "never drop") could not be packed, and every hello was
-#: answered "shard error: OverflowError", naming no flag
-MAX_SETTING = 2**63 - 1
 #: the most workers a job may declare (``--workers`` of a shard and of ``distconv keys``): a
 #: shard checks its declared ranks ten times a second, and 100000000 (a slip of the finger)
 #: took it 3.5 GB and a core before any worker came; ``distconv keys`` writes two files a rank
