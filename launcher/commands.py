@@ -135,8 +135,8 @@ def parse_train_values(argv: Sequence[str]) -> argparse.Namespace:
     """
     from distconv.train_args import parse_train_values as parse
 
-    def refuse(message: str) -> NoReturn:
-        raise UsageError(f"{message} (in the distconv train arguments after --)")
+    def refuse(message: str) -> NoReturn:  # '--sync async': told where async SGD is set
+        raise UsageError(f"{message} (in the distconv train arguments after --{async_hint(argv)})")
 
     help_refused = "-h/--help starts no job and renders no manifest; see distconv train --help"
     return parse(argv, refuse, help_refused)

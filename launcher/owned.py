@@ -45,11 +45,16 @@ ASYNC_HINT = (
 def async_hint(argv: Sequence[str]) -> str:
     """``"; "`` and :data:`ASYNC_HINT` where ``argv`` (train arguments after ``--``) holds a
     word a researcher tries for asynchronous SGD (:data:`distconv.train_args.ASYNC_WORDS`,
-    which ``distconv train`` hints at the same way), else ``""``."""
+    which ``distconv train`` hints at the same way), or asks ``--sync``, the transport, for
+    it (``--sync async``, ``--sync=async``: no transport's name), else ``""``."""
     from distconv.train_args import ASYNC_WORDS
 
-    tried = any(w.startswith("-") and w.split("=", 1)[0] in ASYNC_WORDS for w in argv)
-    return f"; {ASYNC_HINT}" if tried else ""
+    def tried(word: str, after: str) -> bool:
+        flag, eq, value = word.partition("=")
+        asked = (value if eq else after).lower().startswith("async")
+        return word.startswith("-") and (flag in ASYNC_WORDS or (flag == "--sync" and asked))
+
+    return f"; {ASYNC_HINT}" if any(map(tried, argv, [*argv[1:], ""])) else ""
 
 
 def owned_by(args: argparse.Namespace) -> tuple[Mapping[str, str], str] | None:

@@ -37,14 +37,18 @@ def test_an_async_word_after_the_dashes_is_told_the_launchers_flag(after: list[s
         (["--out", "async", "--no-such-flag"], False),  # the word async, a value, is no flag
         (["--out", "x", "--async"], True),  # the same line, its flag one of the words
         (["--no-such-flag", "--max_staleness=1"], True),  # a later word, with its value
+        (["--epochs", "1", "--sync", "async"], True),  # the transport asked for it (k533)
+        (["--sync=Asynchronous"], True),
+        (["--sync", "pserver", "--epochs", "0"], False),  # a transport's name, another refusal
     ],
-    ids=["unrelated", "longer-flag", "value", "flag", "later-flag"],
+    ids=["unrelated", "longer-flag", "value", "flag", "later-flag", "sync", "sync=", "transport"],
 )
 def test_the_async_hint_is_for_an_async_flag_alone(after: list[str], hinted: bool):
     """The hint's edge, both sides of it: k525's test of an unrelated flag alone passed with the
     hint or without it (no hint at all); here the rows that get it fail without it, and those
     that must not get it (a flag spelled as ``--mode`` then more, the word ``async`` as
-    another flag's value) fail where the words are matched too loosely."""
+    another flag's value) fail where the words are matched too loosely. ``--sync async``,
+    refused by train's parser as no transport's name, got no hint (k533)."""
     with pytest.raises(LaunchError) as refused:
         parse_program(after)
     assert (ASYNC_HINT in str(refused.value)) is hinted, str(refused.value)
