@@ -91,7 +91,30 @@ def unrecognized(
         return f"{said} (a program goes after --: {again})"
     where = "after its name, after --" if program else "after --"
     whose = "the program's" if program else "distconv train's"
-    return f"{said} ({whose} arguments go {where}: {again})"
+    also = "" if program or len(at) != 1 else _own_after(own, at[0] + n, options)
+    return f"{said} ({whose} arguments go {where}: {again}{also})"
+
+
+#: (command, flag): what a flag of the command's own means where ``distconv train`` takes
+#: one of that name for something else
+OTHER_MEANING = {("k8s", "--out"): "k8s's own, the folder its manifests are written to"}
+
+
+def _own_after(own: Sequence[str], start: int, options: Sequence[str]) -> str:
+    """``"; "`` and a note where ``own[start:]``, what followed the train arguments, gives a
+    flag of the command's own that train takes too, meaning another thing (:data:`OTHER_MEANING`):
+    ``k8s ... --epochs 1 --out /opt/x``, a ``--`` forgotten, wrote the manifests into /opt/x,
+    the workers' run folder the likelier wish; else ``""``."""
+    for word in own[start:]:
+        name = word.split("=", 1)[0]  # as argparse reads it: in full, or a prefix of one flag
+        full = [o for o in options if o == name] or [o for o in options if o.startswith(name)]
+        if name.startswith("--") and len(full) == 1 and (own[0], full[0]) in OTHER_MEANING:
+            meaning = OTHER_MEANING[own[0], full[0]]
+            return (
+                f"; the {full[0]} after them was read as {meaning}: if it was meant for the "
+                "workers, it goes after -- too"
+            )
+    return ""
 
 
 def choice_values(

@@ -327,3 +327,31 @@ def test_a_value_of_an_option_already_given_is_not_told_to_give_it(
         f"distconv-launch {argv[0]}: error: unrecognized arguments: {word} ({flag} is given "
         f"already: {given}"
     )
+
+
+#: what the hint adds where k8s took a --out after the train arguments as its own
+OUT_NOTE = (
+    "; the --out after them was read as k8s's own, the folder its manifests are written to: if "
+    "it was meant for the workers, it goes after -- too)"
+)
+
+
+@pytest.mark.parametrize(
+    "given, noted",
+    [
+        (["--epochs", "1", "--out", "/opt/x"], True),  # kubernetes.md's line, its -- forgotten
+        (["--epochs", "1", "--ou=/opt/x"], True),  # abbreviated, as argparse takes it
+        (["--out", "/opt/m", "--epochs", "1"], False),  # before them: the manifests' folder
+        (["--epochs", "1", "--ipv6"], False),  # another flag of k8s's own after them
+    ],
+    ids=["after", "abbreviated", "before", "other-flag"],
+)
+def test_a_k8s_out_after_the_train_arguments_is_said_to_be_the_manifests_folder(
+    capsys: pytest.CaptureFixture[str], given: list[str], noted: bool
+):
+    """``k8s ... --epochs 1 --out /opt/x``, its ``--`` forgotten, was told to put ``--epochs 1``
+    after ``--`` and keep ``--out /opt/x`` before it, where it is k8s's own flag: the manifests
+    written into /opt/x, not the workers' run folder (found by k531; k533)."""
+    said = _refusal(capsys, "k8s", "--workers", "2", "--image", "d:1", *given)
+    assert said.startswith("distconv-launch k8s: error: unrecognized arguments: --epochs 1 ("), said
+    assert said.endswith(OUT_NOTE) is noted, said
