@@ -12,7 +12,6 @@ interrupted run ends with exactly the weights of an uninterrupted one.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Mapping
@@ -42,7 +41,9 @@ from distconv.resume import (
 from distconv.run_dir import METRICS, PLOT, RunDirectory
 from distconv.sampler import GlobalBatchSampler, check_count, check_seed
 from distconv.step_guard import ParamLayout
-from distconv.stop_request import EXIT_STATUS, StopRequest, stop_signal
+from distconv.stop_agreement import STOP_CHECK_EVERY as STOP_CHECK_EVERY  # drain reads it
+from distconv.stop_agreement import stop_agreed
+from distconv.stop_request import EXIT_STATUS, StopRequest
 from distconv.sync import SyncStrategy
 from distconv.trainer_args import (
     accuracy_pair,
@@ -59,10 +60,6 @@ if TYPE_CHECKING:  # imported by the caller that serves probes, not by every tra
     from distconv.service import ServiceEndpoints
 
 log = logging.getLogger("distconv.trainer")
-
-
-#: ranks agree on a stop (SIGTERM, Ctrl-C) every this many steps: a collective costs a round trip
-STOP_CHECK_EVERY = 8
 
 
 class Trainer:
@@ -369,7 +366,7 @@ class Trainer:
                 self.pos.step_in_epoch += 1
                 if bar.enabled:
                     bar.update()
-                stop = self._stop_agreed()  # every rank, every STOP_CHECK_EVERY steps
+                stop = stop_agreed(self.sync, self._stop, self.pos.step)  # every rank
                 due = self.checkpoint_every and self.pos.step % self.checkpoint_every == 0
                 if stop is not None or due:
                     self.checkpoints.save(self.pos, tally.fold(self.pos))
@@ -386,15 +383,3 @@ class Trainer:
         if test is not None:
             record.update(self.evaluate(test))
         return record
-
-    def _stop_agreed(self) -> signal.Signals | None:
-        """The signal (SIGTERM or Ctrl-C) any rank got, or None: all ranks stop at the same step,
-        and by the same signal, so they exit with the same status.
-
-        Ranks agree every :data:`STOP_CHECK_EVERY` steps. The flags are read before the
-        collective and cleared only when a fit starts, so a signal during it counts at the next."""
-        if self.sync.world_size == 1:
-            return stop_signal(self._stop.flags) if self._stop.received else None
-        if self.pos.step % STOP_CHECK_EVERY:
-            return None
-        return stop_signal(self.sync.allreduce_sum(self._stop.flags))
