@@ -116,7 +116,7 @@ def save_checkpoint(
         step: optimizer steps taken.
         epoch: epochs completed.
         seed: the run's seed.
-        optimizer: the optimizer's config.
+        optimizer: the optimizer's config, as JSON as ``extra`` is (a custom one may hold a set).
         extra: other facts to keep, as JSON (a set as a sorted list: :func:`extra_text`).
 
     Raises:
@@ -138,7 +138,7 @@ def save_checkpoint(
         "step": str(int(step)),
         "epoch": str(int(epoch)),
         "seed": "" if seed is None else str(int(seed)),
-        "optimizer": json.dumps(dict(optimizer)) if optimizer is not None else "",
+        "optimizer": extra_text(optimizer) if optimizer is not None else "",  # as extra, below
         "extra": extra_text(extra or {}),
     }
     save_tensors(path, tensors, metadata)

@@ -21,10 +21,10 @@ OptimState = Mapping[str, Mapping[str, Any]]
 
 
 def extra_text(extra: Mapping[str, Any]) -> str:
-    """A checkpoint's ``extra`` as its metadata holds it: JSON, a value JSON has no form for
-    written as the job check writes it (:mod:`distconv.plain_json`: a set as a sorted
-    list, a numpy number as its number, an object as its text without its address, a tuple as a
-    key as its JSON text)."""
+    """A checkpoint's ``extra`` (and its optimizer's config) as its metadata holds it: JSON, a
+    value JSON has no form for written as the job check writes it (:mod:`distconv.plain_json`:
+    a set as a sorted list, a numpy number as its number, an object as its text without its
+    address, a tuple as a key as its JSON text)."""
     return plain_json.dumps(dict(extra))
 
 

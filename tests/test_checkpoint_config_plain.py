@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from distconv.checkpoint import CheckpointError, load_checkpoint
-from distconv.optim import create_optimizer
+from distconv.optim import SGD, create_optimizer
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
 from tests.test_run_scheme import DATA, _small_net
@@ -51,3 +51,24 @@ def test_a_config_no_checkpoint_can_hold_is_refused_at_the_start_naming_its_key(
     with pytest.raises(ValueError, match=r"config 'grid' cannot be saved.*[Cc]ircular"):
         Trainer(_small_net(), LocalSync(create_optimizer("sgd")), 8, out_dir=tmp_path,
                 config={"grid": loop})  # fmt: skip
+
+
+class _TaggedSGD(SGD):
+    """An optimizer of one's own whose config holds what JSON has no form for."""
+
+    def config(self) -> dict:
+        return {**super().config(), "groups": {"fc", "conv"}, "beta": np.float32(0.5)}
+
+
+def test_an_optimizer_config_json_cannot_write_is_saved_as_the_config_is_and_resumed(tmp_path):
+    """The optimizer's config was written with ``json.dumps``: a custom ``config()`` holding a
+    set or a numpy number ended the run at its first checkpoint (review k529, k532)."""
+    out = tmp_path / "run"
+    for epochs in (1, 2):
+        sync = LocalSync(_TaggedSGD(lr=0.05))
+        trainer = Trainer(_small_net(), sync, 8, out_dir=out, progress=False)
+        (record,) = trainer.fit(DATA, epochs=epochs, resume="auto")
+        assert record["epoch"] == epochs  # the second resumed: its live config equals the saved
+    optimizer = load_checkpoint(trainer.checkpoints.run.latest().part("chief")).optimizer
+    assert optimizer == {"name": "sgd", "lr": 0.05, "weight_decay": 0.0, "groups": ["conv", "fc"],
+                         "beta": 0.5}  # fmt: skip
