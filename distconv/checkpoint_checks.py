@@ -15,9 +15,20 @@ import numpy as np
 from distconv import plain_json
 from distconv.backend import to_host
 from distconv.kernels.shape import is_int
+from distconv.scheme_history import EARLIER
 from distconv.sync.local import is_count, not_counts, not_numbers, per_row_count, state_problems
 
 OptimState = Mapping[str, Mapping[str, Any]]
+#: the keys of a checkpoint's ``extra`` it keeps its own facts under, beside the run's
+#: (:class:`~distconv.resume.StepCheckpoints`), each with what it holds there: a config key of
+#: one of these names would lose its value in every checkpoint (:func:`savable_facts`)
+OWN_KEYS = {
+    "step_in_epoch": "the steps of its epoch done",
+    "sums": "its epoch's metric sums",
+    "scheme": "the sync scheme it was written under",
+    EARLIER: "the sync schemes of its epoch's earlier steps",
+    "train_data": "the training set's fingerprint",
+}
 
 
 def extra_text(extra: Mapping[str, Any]) -> str:
@@ -36,13 +47,20 @@ def as_saved(facts: Mapping[str, Any]) -> dict[str, Any]:
 
 def savable_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
     """``facts`` (a Trainer's config), refused where a checkpoint could not hold one of them
-    (:func:`extra_text`: a value that holds itself): at the start, naming it, not at the first
-    checkpoint with a bare error that names nothing.
+    (:func:`extra_text`: a value that holds itself), or would write its own fact in its place
+    (a key of :data:`OWN_KEYS`): at the start, naming it, not at the first checkpoint with a
+    bare error that names nothing, nor silently in each.
 
     Raises:
-        ValueError: ``config 'grid' cannot be saved in a checkpoint ...``.
+        ValueError: ``config 'grid' cannot be saved in a checkpoint ...``, ``config key
+            'scheme' is where a checkpoint keeps ...; rename it``.
     """
     for key, value in facts.items():
+        if key in OWN_KEYS:  # a refusal costs a rename; keeping both, a format with two places
+            raise ValueError(
+                f"config key {key!r} is where a checkpoint keeps {OWN_KEYS[key]}, which would "
+                f"replace the config's value in each checkpoint; rename it (e.g. 'my_{key}')"
+            )
         try:
             extra_text({key: value})
         except (TypeError, ValueError) as exc:

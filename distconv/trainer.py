@@ -96,7 +96,8 @@ class Trainer:
             ``keep_checkpoints``) that is not an int in range, ``lr_decay`` outside (0, 1], a
             blank ``out_dir``, ``loss`` not a layer, or ``accuracy`` naming neither a layer nor
             an input of the network (:mod:`distconv.trainer_args`), or a ``config`` entry a
-            checkpoint cannot save (:func:`~distconv.checkpoint_checks.savable_facts`).
+            checkpoint cannot save, or whose key it keeps a fact of its own under (``scheme``,
+            ``sums``: :func:`~distconv.checkpoint_checks.savable_facts`).
         TypeError: ``network`` is not a Network, ``sync`` not a sync strategy (an optimizer
             instead), or ``dtype`` is not one the Trainer trains in.
 

@@ -1,0 +1,46 @@
+"""A ``Trainer(config=...)`` key that a checkpoint keeps something of its own under
+(``scheme``, ``earlier_schemes``, ``step_in_epoch``, ``sums``, ``train_data``) was silently
+overwritten in each checkpoint's ``extra`` (review k529, k532): refused when the Trainer is
+made, naming the key and saying to rename it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.checkpoint import load_checkpoint
+from distconv.checkpoint_checks import OWN_KEYS
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.resume import Position, StepCheckpoints
+from distconv.run_dir import RunDirectory
+from distconv.sync.local import LocalSync
+from distconv.trainer import Trainer
+from tests.test_run_scheme import _small_net
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.mark.parametrize(
+    "key", ["scheme", "earlier_schemes", "step_in_epoch", "sums", "train_data"]
+)
+def test_a_config_key_a_checkpoint_keeps_its_own_under_is_refused_naming_it(key):
+    sync = LocalSync(create_optimizer("sgd"))
+    with pytest.raises(ValueError, match=rf"config key '{key}' .*checkpoint.* rename it"):
+        Trainer(_small_net(), sync, 8, config={"data": "digits", key: "cosine"})
+
+
+def test_every_key_a_checkpoint_writes_beside_the_config_is_one_of_its_own(tmp_path):
+    """What a checkpoint writes beside the run's facts, an epoch resumed under another scheme's
+    earlier ones included: a key added there and not to OWN_KEYS is overwritten unrefused."""
+    params = [Parameter("w", np.ones(3))]
+    sync = LocalSync(create_optimizer("sgd"))
+    sync.setup(params)
+    ckpts = StepCheckpoints(RunDirectory(tmp_path, keep=1), params, sync, {"seed": 0})
+    ckpts.open(False)
+    earlier = [{"scheme": {"sync": "mpi"}, "to_step": 3}]  # steps 3 of 2 to 5: another scheme
+    ckpts.save(Position(0, 4, 2, {}, earlier), {"loss": 1.0})
+    extra = load_checkpoint(ckpts.run.latest().part("chief")).extra
+    ckpts.close()
+    assert "earlier_schemes" in extra  # the save wrote each of its keys
+    assert set(extra) <= set(OWN_KEYS), sorted(set(extra) - set(OWN_KEYS))
