@@ -53,6 +53,7 @@ from distconv.trainer_args import (
     check_resume,
     output_dir,
     refuse_not_finite,
+    run_config,
     training_dtype,
 )
 
@@ -97,7 +98,8 @@ class Trainer:
             blank ``out_dir``, ``loss`` not a layer, or ``accuracy`` naming neither a layer nor
             an input of the network (:mod:`distconv.trainer_args`), or a ``config`` entry a
             checkpoint cannot save, or whose key it keeps a fact of its own under (``scheme``,
-            ``sums``: :func:`~distconv.checkpoint_checks.savable_facts`).
+            ``sums``: :func:`~distconv.checkpoint_checks.savable_facts`), or the Trainer does
+            with another value (``dtype``, ``seed``: :func:`~distconv.trainer_args.run_config`).
         TypeError: ``network`` is not a Network, ``sync`` not a sync strategy (an optimizer
             instead), or ``dtype`` is not one the Trainer trains in.
 
@@ -144,16 +146,16 @@ class Trainer:
             for p in self.params:
                 p.cast(self.dtype)
         self._take_trainable()
-        self.config = {
-            **(config or {}),
-            "batch_size": batch_size,
-            "accumulate": accumulate,
-            "seed": seed,
-            "lr_decay": lr_decay,
-            "dtype": dtype_fact(self.params),  # the network's, also when none was asked for
-            "checkpoint_every": checkpoint_every,  # which steps run checkpoint barriers
-        }
-        self.config["global_batch"] = self.global_batch
+        self.config = run_config(  # and the Trainer's facts: one's key with another value refused
+            config,
+            batch_size=batch_size,
+            accumulate=accumulate,
+            seed=seed,
+            lr_decay=lr_decay,
+            dtype=dtype_fact(self.params),  # the network's, also when none was asked for
+            checkpoint_every=checkpoint_every,  # which steps run checkpoint barriers
+            global_batch=self.global_batch,
+        )
         run = RunDirectory(self.out_dir, keep_checkpoints) if self.writes_files else None
         self.checkpoints = StepCheckpoints(run, self.params, sync, self.config, start)
         self.pos = Position()

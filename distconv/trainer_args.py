@@ -9,12 +9,14 @@ epochs, ``batch_size=True`` a batch of one). Each check here names the argument 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from numbers import Real
 from pathlib import Path
 from typing import Any
 
 from distconv.arg import not_finite_once
 from distconv.backend import is_gpu_array, resolve_dtype
+from distconv.checkpoint_checks import as_saved
 from distconv.data import Arrays, DataError
 from distconv.network import Network
 from distconv.sampler import check_count
@@ -31,6 +33,30 @@ def check_resume(resume: bool | str) -> None:
     """Refuse a ``resume`` that is not one of :data:`RESUME_MODES`."""
     if resume not in RESUME_MODES:
         raise ValueError(f"resume must be one of {RESUME_MODES}, got {resume!r}")
+
+
+def run_config(config: Mapping[str, Any] | None, **own: Any) -> dict[str, Any]:
+    """The run's facts, which the job check compares and each checkpoint keeps: the caller's
+    ``config`` and the Trainer's ``own`` (its batch size, seed, dtype, ...).
+
+    Raises:
+        ValueError: a key of ``config`` the Trainer keeps its own fact under, with another
+            value (compared as a checkpoint saves them: ``8`` and ``np.int64(8)`` are one): the
+            Trainer's replaced it without a word. The same value (``vars(args)``) is taken.
+    """
+    given = dict(config or {})
+    for key in own.keys() & given.keys():
+        try:
+            same = as_saved({key: given[key]}) == as_saved({key: own[key]})
+        except (TypeError, ValueError):  # a value that holds itself
+            same = False
+        if not same:
+            raise ValueError(
+                f"config key {key!r} is {given[key]!r}, but the Trainer keeps its own {key} "
+                f"({own[key]!r}) under it, which would replace the config's; rename it, or "
+                "leave it out"
+            )
+    return {**given, **own}
 
 
 def check_parts(network: Any, sync: Any, loss: str) -> None:

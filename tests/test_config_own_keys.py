@@ -44,3 +44,15 @@ def test_every_key_a_checkpoint_writes_beside_the_config_is_one_of_its_own(tmp_p
     ckpts.close()
     assert "earlier_schemes" in extra  # the save wrote each of its keys
     assert set(extra) <= set(OWN_KEYS), sorted(set(extra) - set(OWN_KEYS))
+
+
+def test_a_config_key_the_trainer_keeps_its_own_under_is_refused_where_it_differs():
+    """The Trainer's own facts (batch size, seed, dtype, ...) replaced a config key of their
+    name: ``config={"dtype": "float16"}`` in a float32 run was lost from the job check and each
+    checkpoint without a word. The same value (a script's ``vars(args)``) is taken."""
+    sync = LocalSync(create_optimizer("sgd"))
+    with pytest.raises(ValueError, match=r"config key 'dtype' .*'float16'.*'float32'.*rename"):
+        Trainer(_small_net(), sync, 8, config={"dtype": "float16"})
+    same = {"batch_size": np.int64(8), "seed": 0, "lr_decay": 1, "dtype": "float32", "lr": 0.1}
+    trainer = Trainer(_small_net(), sync, 8, config=same)
+    assert trainer.config["lr"] == 0.1 and trainer.config["lr_decay"] == 1.0
