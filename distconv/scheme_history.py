@@ -33,9 +33,10 @@ EARLIER = "earlier_schemes"
 def checkpoint_schemes(extra: Mapping[str, Any], step: int) -> list[dict[str, Any]]:
     """The schemes a checkpoint's epoch ran under up to its ``step``, oldest first (see
     :data:`EARLIER`): those it lists as earlier, then its own ``scheme``. Empty for a
-    checkpoint that records no scheme (an older distconv's): which scheme it ran is unknown."""
+    checkpoint that records no scheme (an older distconv's, whose ``scheme`` may be a config's
+    own: no ``"sync"`` name in it): which scheme it ran is unknown."""
     scheme = extra.get("scheme")
-    if not isinstance(scheme, Mapping):
+    if not _scheme(scheme):
         return []
     earlier = extra.get(EARLIER) if extra.get("step_in_epoch") else None
     kept = [dict(e) for e in earlier if _entry(e)] if isinstance(earlier, list) else []
@@ -87,11 +88,13 @@ def written_under(schemes: Sequence[Mapping[str, Any]]) -> str:
 
 def _entry(e: Any) -> bool:
     """Whether ``e`` is an entry of :data:`EARLIER`: a scheme and the last step it ran."""
-    return (
-        isinstance(e, Mapping)
-        and isinstance(e.get("scheme"), Mapping)
-        and type(e.get("to_step")) is int
-    )
+    return isinstance(e, Mapping) and _scheme(e.get("scheme")) and type(e.get("to_step")) is int
+
+
+def _scheme(scheme: Any) -> bool:
+    """Whether ``scheme`` is one :func:`~distconv.sync.description.sync_scheme` writes: a
+    mapping that names its sync (``{"sync": "local"}``)."""
+    return isinstance(scheme, Mapping) and isinstance(scheme.get("sync"), str)
 
 
 def _text(scheme: Mapping[str, Any]) -> str:

@@ -246,14 +246,20 @@ def test_a_resume_under_another_scheme_says_both_and_its_epochs_line_the_earlier
     assert scheme_in_force(records[:2]) == local  # the one epoch 3's would go on from
 
 
-def test_a_checkpoint_without_a_scheme_resumes_as_before(tmp_path, mpi_alone, caplog):
-    """An older distconv's checkpoint records no scheme: it loads, and nothing is said of one."""
+@pytest.mark.parametrize("config_scheme", [None, {"name": "cosine", "warmup": 5}])
+def test_a_checkpoint_without_a_scheme_resumes_as_before(
+    tmp_path, mpi_alone, caplog, config_scheme
+):
+    """An older distconv's checkpoint records no scheme: it loads, and nothing is said of one.
+    Nor where its extra has a config's own ``scheme`` (a mapping; k532): it was read as the
+    sync scheme, "written under {"name": "cosine", ...}", warned of and listed as earlier."""
     out = tmp_path / "run"
     _stopped_at(Trainer(_small_net(), LocalSync(create_optimizer("sgd", lr=0.05)), 4,
                         out_dir=out, progress=False), 2, 1)  # fmt: skip
     part = RunDirectory(out, 3).latest().part("chief")
     old = load_checkpoint(part)
     extra = {k: v for k, v in old.extra.items() if k != "scheme"}
+    extra.update({} if config_scheme is None else {"scheme": config_scheme})
     save_checkpoint(part, [Parameter(k, v) for k, v in old.params.items()], old.optim_state,
                     step=old.step, epoch=old.epoch, seed=old.seed, optimizer=old.optimizer,
                     extra=extra)  # fmt: skip
