@@ -152,6 +152,9 @@ class EpochTally:
         A resume in the middle of the epoch under another scheme than its earlier steps' also
         has :data:`~distconv.scheme_history.EARLIER`: those steps' schemes, each with its last
         step (``scheme`` is then the one of the epoch's last steps, and of the lines after).
+        The chief's record alone has it: the chief alone reads the checkpoint (its position's
+        ``schemes``) and writes metrics.jsonl; another rank's record of that epoch lacks it
+        (the sync contract shares floats, ``allreduce_sum``, not text).
         """
         sums, world = self.sums, self.sync.world_size
         examples, seconds = max(sums["examples"], 1), max(sums["seconds"], 1e-9)

@@ -104,7 +104,9 @@ class Trainer:
             instead), or ``dtype`` is not one the Trainer trains in.
 
     Attributes:
-        history: one record per epoch completed by this call of :meth:`fit`.
+        history: one record per epoch completed by this call of :meth:`fit` (on the chief
+            the first has ``earlier_schemes`` where a resume switched schemes mid-epoch;
+            another rank's has not: :meth:`~distconv.epoch_tally.EpochTally.record`).
     """
 
     def __init__(
