@@ -117,6 +117,10 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
     JSON has no form for is written as :func:`~distconv.plain_json.plain` writes it (an
     Enum member as its ``str``: ``Mode.ASYNC``), not a run failed at epoch 1's end; an infinite
     or NaN float as ``"Infinity"`` or ``"NaN"``.
+
+    Raises:
+        ValueError: a ``describe()`` holds a setting named ``sync`` (it took the transport's
+            name's place: a strategy of one's own recorded as ``mpi``), alike on every rank.
     """
     from distconv.sync import TRANSPORTS  # imports this module: not at the top
 
@@ -133,7 +137,13 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
     text = plain_json.dumps(kept)  # keys written as the job check's are: 1 beside "1" kept
     # an infinite bound as the text "Infinity": the metrics line writes a float one null, and a
     # resume under it then differed from its own line, each resume recording it anew
-    return {"sync": name, **json.loads(text, parse_constant=str)}
+    written = json.loads(text, parse_constant=str)
+    if "sync" in written:  # only a describe() names one: no SCHEME_SETTINGS is "sync"
+        raise ValueError(
+            f"{cls.__qualname__}.describe() returned a 'sync' setting ({written['sync']!r}): "
+            f"the recorded scheme's 'sync' is its transport's name ({name!r}); name it otherwise"
+        )
+    return {"sync": name, **written}
 
 
 def _is_class(cls: type, where: str) -> bool:

@@ -180,3 +180,18 @@ def test_a_describe_whose_signature_says_nothing_is_warned_of_not_raised():
         "sync": "_WrappedHook",
         "mode": "async",
     }
+
+
+class _DescribedAsMPI(LocalSync):
+    """A ``describe()`` holding a setting named ``sync``."""
+
+    def describe(self) -> dict:
+        return {"sync": "mpi", "mode": "sync"}
+
+
+def test_a_described_sync_setting_is_refused_not_taken_for_the_transport():
+    """``{"sync": name, **settings}`` let a ``describe()``'s ``sync`` replace the transport's
+    name: a LocalSync of one's own was recorded as the ``mpi`` transport (and a ``pserver``
+    one read as a parameter server's scheme by the start line)."""
+    with pytest.raises(ValueError, match=r"_DescribedAsMPI.describe\(\) returned a 'sync'"):
+        sync_scheme(_DescribedAsMPI(create_optimizer("sgd")))
