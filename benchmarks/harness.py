@@ -139,8 +139,12 @@ def refuse_empty_gradients(
 ) -> None:
     """Refuse (``parser.error``) ``--mb`` of fewer float32s than ``count`` gradients (the
     ``flag``'s): each of the rest had none, and their calls, timed as the others, of zero
-    bytes read as measured, as ``--mb 0``'s did (``--mb 0.0001`` with 100 gradients)."""
-    if int(mb * 2**20) // 4 < count:
+    bytes read as measured, as ``--mb 0``'s did (``--mb 0.0001`` with 100 gradients); and one
+    of more bytes than an array can hold (``sys.maxsize``): ``--mb 1e303``, finite, was
+    ``int(inf)`` bytes, an OverflowError's traceback."""
+    if not mb * 2**20 <= sys.maxsize:  # inf too
+        parser.error(f"--mb {mb:g} is more bytes than an array can hold")
+    elif int(mb * 2**20) // 4 < count:
         parser.error(
             f"--mb {mb:g} is {int(mb * 2**20)} bytes, under one float32 for each of the "
             f"{count} gradients ({flag})"

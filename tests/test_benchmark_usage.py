@@ -92,6 +92,24 @@ def test_a_count_too_large_for_a_float_is_read_not_a_traceback(monkeypatch):
     assert at_least(1, int)("1" + "0" * 400) == 10**400
 
 
+def test_a_size_too_large_for_any_array_is_refused_not_a_traceback(monkeypatch):
+    """``--mb 1e303`` is finite, so ``at_least`` took it, but its bytes (``mb * 2**20``) are
+    not: ``int(inf)`` ended the run in an OverflowError's traceback. Past what an array can
+    hold (``sys.maxsize`` bytes) it is refused at the command line."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from harness import refuse_empty_gradients
+
+    parser = argparse.ArgumentParser()
+    errors: list[str] = []
+    monkeypatch.setattr(parser, "error", lambda message: errors.append(message))
+    for mb in (1e303, 1e13):  # bytes inf; finite but over sys.maxsize
+        refuse_empty_gradients(parser, mb, 100, "--grads")
+    assert len(errors) == 2
+    assert errors[0] == "--mb 1e+303 is more bytes than an array can hold"
+    refuse_empty_gradients(parser, 4.0, 100, "--grads")
+    assert len(errors) == 2
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     "script, flags",
