@@ -97,10 +97,11 @@ def plain(value: Any) -> Any:
     number, a class as its qualified name (``np.float16``: ``float16``; a nested one as
     ``Outer.Codec``, as its instance is named), an object that says nothing of itself as its
     class's name (its default str has its address), a numpy array as :func:`_array` writes it
-    (its dtype, shape and a hash of its values), anything else its str, an address in it
-    taken out (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted list (its order
-    follows ``PYTHONHASHSEED``, another in each process), its elements in the order of their
-    JSON text, then their type's name."""
+    (its dtype, shape and a hash of its values), as a torch tensor or a cupy array is (read
+    through the methods they have: neither is imported here), anything else its str, an
+    address in it taken out (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted
+    list (its order follows ``PYTHONHASHSEED``, another in each process), its elements in the
+    order of their JSON text, then their type's name."""
     if isinstance(value, type):
         return value.__qualname__
     if isinstance(value, (set, frozenset)):
@@ -111,25 +112,65 @@ def plain(value: Any) -> Any:
     numpy = sys.modules.get("numpy")  # an array exists only once numpy is imported
     if numpy is not None and isinstance(value, numpy.ndarray) and value.shape != ():
         return _array(value)
+    if _foreign_array(value):  # a torch tensor, a cupy array: their str is summarised too
+        return _array(value)
     item = getattr(value, "item", None)
     if callable(item) and getattr(value, "shape", None) == ():
         return item()
     return ADDRESS.sub("", str(value))
 
 
+def _foreign_array(value: Any) -> bool:
+    """Whether ``value`` is another library's array of a dimension above 0 (one that speaks
+    DLPack or lives on a GPU: a torch tensor, a cupy or jax array), known without importing
+    that library."""
+    if not hasattr(value, "__dlpack__") and not hasattr(value, "__cuda_array_interface__"):
+        return False
+    shape = getattr(value, "shape", None)
+    return hasattr(value, "dtype") and isinstance(shape, tuple) and shape != ()
+
+
 def _array(array: Any) -> dict[str, Any]:
-    """A numpy array as its dtype, its shape and a SHA-256 of its values: exact, of a bounded
+    """An array as its dtype, its shape and a SHA-256 of its values: exact, of a bounded
     length, and the same in every process that holds the same. Its str summarised one of over
-    1000 elements (``[0. 0. 0. ... 0. 0. 0.]``), so two that differ in the middle agreed. An
-    array of objects is hashed by its values' JSON text (its bytes are their addresses)."""
-    if array.dtype.hasobject:
-        data = dumps(array.tolist(), sort_keys=True).encode()
-    else:
-        data = array.tobytes()  # in C order, whatever the array's own
-    digest = hashlib.sha256(data).hexdigest()
+    1000 elements (``[0. 0. 0. ... 0. 0. 0.]``, ``tensor([0., 0., ...])``), so two that
+    differ in the middle agreed."""
+    digest = hashlib.sha256(_values(array)).hexdigest()
     # keys in the order a difference is named in (first_difference sorts them): the shape's
     # before the hash's, which differs with it
-    return {"dtype": str(array.dtype), "shape": list(array.shape), "values_sha256": digest}
+    shape = [int(n) for n in array.shape]
+    return {"dtype": str(array.dtype), "shape": shape, "values_sha256": digest}
+
+
+def _values(array: Any) -> bytes:
+    """A numpy array's bytes (in C order, whatever its own); one of objects, its values' JSON
+    text (its bytes are their addresses). Another library's array is read on the host first
+    (a torch tensor detached and ``.cpu()``, a cupy array ``.get()``), then as numpy's, or
+    where numpy cannot take it (torch's bfloat16) by its values' JSON text (``tolist``)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not isinstance(array, numpy.ndarray):
+        host = _on_host(array)
+        try:
+            array = numpy.asarray(host)  # no numpy (None): by its text, below
+        except (AttributeError, TypeError, ValueError, RuntimeError):
+            array = None
+        if array is None or array.shape != tuple(host.shape) or array.dtype.hasobject:
+            return dumps(host.tolist()).encode()  # not taken whole: no object around itself
+    if array.dtype.hasobject:
+        return dumps(array.tolist(), sort_keys=True).encode()
+    return array.tobytes()
+
+
+def _on_host(array: Any) -> Any:
+    """Another library's array in host memory, by the methods it has: torch's ``detach`` (a
+    tensor that needs a gradient refuses numpy) and ``cpu``, cupy's ``get`` (it refuses an
+    implicit copy to the host)."""
+    for method in ("detach", "cpu"):
+        if callable(getattr(array, method, None)):
+            array = getattr(array, method)()
+    if hasattr(array, "__cuda_array_interface__") and callable(getattr(array, "get", None)):
+        array = array.get()
+    return array
 
 
 def _written(element: Any) -> tuple[str, str]:

@@ -119,3 +119,49 @@ def test_a_large_array_is_compared_by_all_its_values_not_its_summarised_text():
     )
     objects = np.array([{3, 1, 2}, None], dtype=object)
     assert digest(_described({"o": objects})) == digest(_described({"o": objects.copy()}))
+
+
+class _DeviceArray:
+    """A stand-in for a cupy array (none is installed here): device memory, no ``__array__``
+    (cupy refuses the implicit copy), read on the host by ``.get()``."""
+
+    __cuda_array_interface__: dict = {}
+
+    def __init__(self, values: np.ndarray):
+        self._values = values
+        self.dtype, self.shape = values.dtype, values.shape
+
+    def __str__(self) -> str:
+        return str(self._values)
+
+    def get(self) -> np.ndarray:
+        return self._values.copy()
+
+
+def test_a_torch_or_device_array_is_compared_by_all_its_values_not_its_summarised_text():
+    """A torch tensor (or a cupy array) in a config was written as its str, summarised past
+    1000 elements (``tensor([0., 0., 0.,  ..., 0., 0., 0.])``): two that differ only in the
+    middle agreed. It is written as a numpy array is, read on the host without importing its
+    library: a tensor that needs a gradient, one transposed, a bfloat16 one (numpy has no
+    such dtype: hashed by its values' JSON text)."""
+    torch = pytest.importorskip("torch")
+    middle = torch.zeros(5000)
+    middle[2500] = 1
+    ours = _described({"mask": torch.zeros(5000)})["config.mask"]
+    assert ours != _described({"mask": middle})["config.mask"]
+    assert ours["dtype"] == "torch.float32" and ours["shape"] == [5000]
+    assert ours == _described({"mask": torch.zeros(5000, requires_grad=True)})["config.mask"]
+    square = torch.arange(6.0).reshape(2, 3)
+    assert (
+        _described({"m": square.t()})["config.m"]
+        == _described({"m": square.t().contiguous()})["config.m"]
+    )
+    half, half_middle = torch.zeros(5000, dtype=torch.bfloat16), middle.to(torch.bfloat16)
+    written = _described({"h": half})["config.h"]
+    assert written["dtype"] == "torch.bfloat16"
+    assert written != _described({"h": half_middle})["config.h"]
+    assert written == _described({"h": torch.zeros(5000, dtype=torch.bfloat16)})["config.h"]
+    on_device = _described({"d": _DeviceArray(np.zeros(5000))})["config.d"]
+    assert on_device == _described({"d": np.zeros(5000)})["config.d"]
+    device_middle = _DeviceArray(middle.numpy().astype(np.float64))
+    assert on_device != _described({"d": device_middle})["config.d"]
