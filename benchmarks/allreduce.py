@@ -561,7 +561,7 @@ def gloo_worker(args) -> None:
     dist.init_process_group("gloo", rank=comm.rank, world_size=comm.size)
     n = layout_bytes(args) // 4
     fused, raw = torch.ones(n), np.ones(n, np.float32)
-    pieces = list(torch.ones(n).split(-(-n // args.grads)))
+    pieces = gradient_pieces(torch.ones(n), args.grads)
     sync, order = make_sync(comm, args, bucket_bytes=DEFAULT_BUCKET_BYTES)
     cases = {
         "gloo_fused": (written(fused), lambda: dist.all_reduce(fused), None),
@@ -578,6 +578,13 @@ def gloo_worker(args) -> None:
     if comm.rank == 0:
         print(json.dumps(out))
     dist.destroy_process_group()
+
+
+def gradient_pieces(fused, grads: int) -> list:
+    """``fused`` (a 1-d torch tensor) as the ``grads`` gradients ``gloo_separate`` reduces one
+    call each, of :func:`make_params`'s sizes (the first ``n % grads`` one float longer).
+    ``split(ceil(n / grads))`` made fewer: 150 floats over 100 gradients, 75 calls."""
+    return list(fused.tensor_split(grads))
 
 
 def free_port() -> int:

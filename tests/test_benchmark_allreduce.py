@@ -305,3 +305,15 @@ def test_the_update_rows_time_a_real_update_with_the_thread_against_without():
         pieces = result[f"update_{rule}_thread_pieces"]
         assert result[f"update_{rule}_nothread_pieces"] == pieces
         assert len(pieces[-1]) > 1
+
+
+def test_the_gloo_separate_row_makes_one_call_per_gradient():
+    """``gloo_separate`` split the buffer into pieces of ``ceil(n / grads)`` floats: 150 floats
+    over 100 gradients made 75 calls, timed as the ``--grads 100`` row. Its pieces are now
+    :func:`make_params`'s: one per gradient, of the same sizes."""
+    torch = pytest.importorskip("torch")
+    bench = _bench_module()
+    for n, grads in ((150, 100), (1_048_576, 100), (7, 7)):
+        pieces = bench.gradient_pieces(torch.ones(n), grads)
+        sizes = [p.value.size for p in bench.make_params(4 * n, grads)]
+        assert [len(p) for p in pieces] == sizes
