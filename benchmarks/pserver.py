@@ -17,7 +17,12 @@ split over 2 raw ROUTER echo processes as the blocks are over the shards) and wa
 echoes. A second raw baseline, ``raw grouped``, sends the gradients grouped as the worker's
 queue would group them with a free link (each shard's queued gradients go once they reach
 ``push_bytes``, the rest at the end), so the ratios against both show what the grouping
-itself buys. The shards' optimizer time (from their stats) is reported apart and subtracted,
+itself buys. A free link is what it models: at ``--push-bytes 0`` that is one message per
+gradient, the raw baseline's own (its two ratios then agree). The worker's own grouping, which
+``messages`` counts, follows when each push has left: gradients queued while one is on its way
+go together, and what is still queued at the end of the step is cut into messages of the
+default ``push_bytes`` (1 MiB, as 0 asks for no message per gradient there), which neither
+baseline sends. The shards' optimizer time (from their stats) is reported apart and subtracted,
 so the ratio compares transports. Each is measured with CURVE off and on. ``messages`` is the
 parameter server's push messages per step (the raw baselines' are printed beside).
 
