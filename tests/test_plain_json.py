@@ -7,6 +7,7 @@ import ast
 import dataclasses
 import threading
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
@@ -52,3 +53,20 @@ def test_a_layer_setting_names_a_dict_s_keys_as_the_job_check_does():
     dropped; and ``None`` was ``"None"`` where the job check writes ``"null"``."""
     written = settings.setting_value(_Spec(np.zeros(1), {1: "a", "1": "b", None: "c"}))
     assert written["scale"] == {"1 (int)": "a", "1": "b", "null": "c"}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Skips:
+    """A part's frozen spec of one's own holding a set, and a dict made read-only."""
+
+    skip: frozenset
+    table: MappingProxyType
+
+
+def test_a_layer_setting_writes_a_set_and_a_mapping_as_the_job_check_does():
+    """``setting_value`` wrote a frozenset (and a MappingProxyType holding a set) as its repr,
+    in its rank's hash order (``frozenset({'fc', 'conv1', 'conv2'})`` under one PYTHONHASHSEED,
+    ``frozenset({'conv1', 'conv2', 'fc'})`` under another): two ranks of one model refused."""
+    spec = _Skips(frozenset({"fc", "conv1", "conv2"}), MappingProxyType({1: {"y", "x"}, "1": 0}))
+    written = settings.setting_value(spec)
+    assert written == {"skip": ["conv1", "conv2", "fc"], "table": {"1 (int)": ["x", "y"], "1": 0}}

@@ -4,7 +4,7 @@ settings two ranks of one job must agree on (:meth:`~distconv.layers.base.Layer.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -45,7 +45,8 @@ def _is_plain(value: Any) -> bool:
 
 def setting_value(value: Any) -> Any:
     """``value`` in terms every process of a job writes alike, for :meth:`Layer.settings`:
-    dataclasses as dicts (field by field), a dict's keys as the job check names them
+    dataclasses as dicts (field by field), a set as a list sorted as the job check sorts one,
+    any mapping as a dict, its keys as the job check names them
     (:func:`~distconv.plain_json.key_names`: ``1`` beside ``"1"`` is ``"1 (int)"``), a numpy
     scalar as its Python number, an array as the job check writes it
     (:func:`~distconv.plain_json.plain`: its dtype, shape and a hash of its values), a
@@ -58,9 +59,11 @@ def setting_value(value: Any) -> Any:
         items = [setting_value(v) for v in value]
         # a namedtuple takes its fields one by one, as dataclasses.asdict builds it
         return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # a MappingProxyType too: its repr, a set's hash order
         names = key_names(value)  # as the job check names them: 1 beside "1" kept apart
         return {names[k]: setting_value(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):  # its repr: in hash order, another on each rank
+        return [setting_value(v) for v in plain(value)]  # sorted as the job check sorts it
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray) and value.shape != ():
