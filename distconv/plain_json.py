@@ -109,10 +109,7 @@ def plain(value: Any) -> Any:
         return sorted(value, key=_written)
     if type(value).__str__ is object.__str__ and type(value).__repr__ is object.__repr__:
         return type(value).__qualname__
-    numpy = sys.modules.get("numpy")  # an array exists only once numpy is imported
-    if numpy is not None and isinstance(value, numpy.ndarray) and value.shape != ():
-        return _array(value)
-    if _foreign_array(value):  # a torch tensor, a cupy array: their str is summarised too
+    if is_array(value):
         return _array(value)
     item = getattr(value, "item", None)
     if callable(item) and getattr(value, "shape", None) == ():
@@ -120,10 +117,13 @@ def plain(value: Any) -> Any:
     return ADDRESS.sub("", str(value))
 
 
-def _foreign_array(value: Any) -> bool:
-    """Whether ``value`` is another library's array of a dimension above 0 (one that speaks
-    DLPack or lives on a GPU: a torch tensor, a cupy or jax array), known without importing
-    that library."""
+def is_array(value: Any) -> bool:
+    """Whether ``value`` is an array of a dimension above 0, written as :func:`_array` writes
+    it: numpy's, or another library's (one that speaks DLPack or lives on a GPU: a torch
+    tensor, a cupy or jax array; their str is summarised too), known without importing it."""
+    numpy = sys.modules.get("numpy")  # an array exists only once numpy is imported
+    if numpy is not None and isinstance(value, numpy.ndarray):
+        return value.shape != ()
     if not hasattr(value, "__dlpack__") and not hasattr(value, "__cuda_array_interface__"):
         return False
     shape = getattr(value, "shape", None)

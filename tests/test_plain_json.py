@@ -10,6 +10,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
+import pytest
 
 from distconv import plain_json
 from distconv.layers import settings
@@ -70,3 +71,15 @@ def test_a_layer_setting_writes_a_set_and_a_mapping_as_the_job_check_does():
     spec = _Skips(frozenset({"fc", "conv1", "conv2"}), MappingProxyType({1: {"y", "x"}, "1": 0}))
     written = settings.setting_value(spec)
     assert written == {"skip": ["conv1", "conv2", "fc"], "table": {"1 (int)": ["x", "y"], "1": 0}}
+
+
+def test_a_layer_setting_writes_a_torch_tensor_as_the_job_check_does():
+    """``setting_value`` took only numpy's arrays by their values: a tensor (or a cupy array,
+    on a GPU the layers' own) in a part's frozen spec was its repr, summarised past 1000
+    elements, so two ranks whose masks differ only in the middle agreed."""
+    torch = pytest.importorskip("torch")
+    middle = torch.zeros(5000)
+    middle[2500] = 1
+    ours = settings.setting_value(_Spec(torch.zeros(5000), {}))
+    theirs = settings.setting_value(_Spec(middle, {}))
+    assert ours["mask"] == plain_json.plain(torch.zeros(5000)) != theirs["mask"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.plain_json import ADDRESS, key_names, plain
+from distconv.plain_json import ADDRESS, is_array, key_names, plain
 
 
 def _is_frozen_dataclass(value: Any) -> bool:
@@ -48,11 +48,11 @@ def setting_value(value: Any) -> Any:
     dataclasses as dicts (field by field), a set as a list sorted as the job check sorts one,
     any mapping as a dict, its keys as the job check names them
     (:func:`~distconv.plain_json.key_names`: ``1`` beside ``"1"`` is ``"1 (int)"``), a numpy
-    scalar as its Python number, an array as the job check writes it
-    (:func:`~distconv.plain_json.plain`: its dtype, shape and a hash of its values), a
-    function or class as where it is defined, and any other object as its repr less its
-    memory address, which differs from process to process (two ranks of one job would
-    disagree)."""
+    scalar as its Python number, an array (numpy's, cupy's, a torch tensor) as the job check
+    writes it (:func:`~distconv.plain_json.plain`: its dtype, shape and a hash of its
+    values), a function or class as where it is defined, and any other object as its repr
+    less its memory address, which differs from process to process (two ranks of one job
+    would disagree)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: setting_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (tuple, list)):
@@ -66,7 +66,7 @@ def setting_value(value: Any) -> Any:
         return [setting_value(v) for v in plain(value)]  # sorted as the job check sorts it
     if isinstance(value, np.generic):
         return value.item()
-    if isinstance(value, np.ndarray) and value.shape != ():
+    if is_array(value):  # a cupy array, a torch tensor too: neither imported here
         return plain(value)  # its repr summarises one of over 1000 elements: two masks alike
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
