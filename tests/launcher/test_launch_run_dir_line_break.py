@@ -45,16 +45,18 @@ def test_the_notices_of_lines_not_shown_quote_the_logs(tmp_path: Path):
         assert line is not None and "\n" not in line and shown(log) in line, line
 
 
-#: a program that removes itself and fails: its restart cannot start it
-GONE_AFTER_ONE_RUN = '#!/bin/sh\nrm -- "$0"\necho gone\nexit 1\n'
+#: a program that removes itself and fails, its last line holding a carriage return (a
+#: progress bar's): its restart cannot start it
+GONE_AFTER_ONE_RUN = '#!/bin/sh\nrm -- "$0"\nprintf "gone\\rback\\n"\nexit 1\n'
 
 
 @pytest.mark.timeout(60)
 def test_each_message_is_one_line_though_a_value_in_it_is_not_quoted(tmp_path: Path):
-    """A value put unquoted in a message (the program's path in the error of a restart that
-    cannot start it) split the failure report's first line at its line break, the rest read
-    as a line of its own: :meth:`launcher.messages.Messages.line` keeps each on one line
-    (k526). A run directory held by another launch is named quoted too."""
+    """A value put unquoted in a message split the failure report at its line break, the rest
+    read as a line of its own: :meth:`launcher.messages.Messages.line` keeps each on one line
+    (k526). The restart's 'cannot start' error quotes the program (k531); the report's tail,
+    the child's last line, holds a carriage return, which a reader splits lines at too: the
+    report's own line escapes it (k534: the program's path, quoted since, no longer tried it)."""
     program = tmp_path / "my\nprog"
     program.write_text(GONE_AFTER_ONE_RUN)
     program.chmod(0o755)
@@ -64,7 +66,7 @@ def test_each_message_is_one_line_though_a_value_in_it_is_not_quoted(tmp_path: P
     lines = done.stderr.splitlines()
     assert all(line.startswith(("distconv-launch: ", "    ", "report: ")) for line in lines), lines
     assert lines[-3].endswith(
-        "then restart 1 of 1 could not start: cannot start worker-0 (./my\\nprog): no such file "
-        f"or directory; last lines of {shown(tmp_path / 'run' / 'logs' / 'worker-0.log')}:"
+        "then restart 1 of 1 could not start: cannot start worker-0 ($'./my\\nprog'): no such "
+        f"file or directory; last lines of {shown(tmp_path / 'run' / 'logs' / 'worker-0.log')}:"
     ), lines
-    assert lines[-2:] == ["    gone", f"report: {shown(tmp_path / 'run' / 'failure.json')}"]
+    assert lines[-2:] == ["    gone\\rback", f"report: {shown(tmp_path / 'run' / 'failure.json')}"]
