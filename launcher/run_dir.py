@@ -9,13 +9,14 @@ from pathlib import Path
 from distconv.files import describe_os_error, folder_problem
 
 from .commands import LaunchError
+from .shown import shown
 
 
 def run_dir_refused(run_dir: Path, problem: str) -> LaunchError:
     """The error for a run directory ``run_dir`` that cannot be made, for ``problem``."""
     return LaunchError(
-        f"the run directory {run_dir} cannot be made: {problem} (choose another --run-dir or "
-        "--job-id)"
+        f"the run directory {shown(run_dir)} cannot be made: {problem} (choose another "
+        "--run-dir or --job-id)"
     )
 
 
@@ -48,9 +49,9 @@ def clear_run_dir(run_dir: Path) -> None:
     except OSError as exc:
         path = Path(exc.filename) if exc.filename else run_dir
         problem = (folder_problem(path) if path == logs else None) or (
-            f"{path}: {describe_os_error(exc)}"
+            f"{shown(path)}: {describe_os_error(exc)}"
         )
         raise LaunchError(
-            f"the run directory {run_dir} cannot be used: {problem} (move it away, or choose "
-            "another --run-dir or --job-id)"
+            f"the run directory {shown(run_dir)} cannot be used: {problem} (move it away, or "
+            "choose another --run-dir or --job-id)"
         ) from None

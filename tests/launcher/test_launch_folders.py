@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from launcher.shown import shown
 from tests.launcher.launch_cli import ENV, launch
 
 COMMANDS = {
@@ -86,7 +87,7 @@ def test_a_file_at_the_job_ids_run_dir_is_named_not_errno_17(tmp_path, command):
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""
     last = done.stderr.strip().splitlines()[-1]
-    said = f"distconv-launch {command}: error: the run directory {taken} cannot be made: "
+    said = f"distconv-launch {command}: error: the run directory {shown(taken)} cannot be made: "
     assert last == f"{said}{taken} is a file, not a folder (choose another --run-dir or --job-id)"
     assert taken.read_text() == "mine\n"
 
@@ -130,8 +131,8 @@ def test_a_runs_folder_linked_to_nowhere_is_named_not_errno_17(tmp_path, command
     last = done.stderr.strip().splitlines()[-1]
     run_dir = runs / "j1"
     assert last == (
-        f"distconv-launch {command}: error: the run directory {run_dir} cannot be made: {said} "
-        "(choose another --run-dir or --job-id)"
+        f"distconv-launch {command}: error: the run directory {shown(run_dir)} cannot be made: "
+        f"{said} (choose another --run-dir or --job-id)"
     ), last
     done = launch(*flags[command], *extra, "--run-dir", str(run_dir), "--", "true", cwd=tmp_path)
     assert done.returncode == 2, done.stderr

@@ -26,7 +26,7 @@ def test_a_run_dir_that_cannot_be_made_is_named_with_its_flag(tmp_path, command)
     done = launch(*command, "--run-dir", UNMAKEABLE, *PROGRAM, cwd=tmp_path, timeout=50)
     assert (done.returncode, done.stdout) == (1, ""), done.stderr
     assert done.stderr.splitlines()[-1] == (
-        f"distconv-launch {command[0]}: error: the run directory {UNMAKEABLE} cannot be made: "
+        f"distconv-launch {command[0]}: error: the run directory '{UNMAKEABLE}' cannot be made: "
         "no such file or directory (choose another --run-dir or --job-id)"
     )  # was: [Errno 2] No such file or directory: '/proc/distconv-nope'
     assert "distconv-launch: job" not in done.stderr  # refused before anything started

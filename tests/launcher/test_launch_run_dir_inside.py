@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.shown import shown
 from launcher.supervisor import LaunchError, Supervisor
 from tests.launcher.launch_cli import launch
 
@@ -30,7 +31,7 @@ def _in_the_way(run_dir: Path, what: str) -> Path:
 
 
 #: what the launcher says of each, after ``the run directory D cannot be used: ``
-CAUSES = {"logs": "{} is a file, not a folder", "report": "{}: is a directory"}
+CAUSES = {"logs": "{} is a file, not a folder", "report": "'{}': is a directory"}
 
 
 def _refusal(tmp_path: Path, what: str) -> tuple[str, Path]:
@@ -48,8 +49,8 @@ def _refusal(tmp_path: Path, what: str) -> tuple[str, Path]:
 def test_a_path_in_the_run_directory_in_the_way_is_named(tmp_path, what):
     said, path = _refusal(tmp_path, what)
     assert said == (
-        f"distconv-launch local: error: the run directory {tmp_path / 'run'} cannot be used: "
-        f"{CAUSES[what].format(path)} (move it away, or choose another --run-dir or --job-id)"
+        f"distconv-launch local: error: the run directory {shown(tmp_path / 'run')} cannot be "
+        f"used: {CAUSES[what].format(path)} (move it away, or choose another --run-dir or --job-id)"
     )  # was: [Errno 17] File exists: '.../logs' ([Errno 21] Is a directory: '...')
 
 

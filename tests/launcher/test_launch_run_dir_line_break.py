@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from launcher.commands import LaunchError
 from launcher.output_waits import held_output
+from launcher.run_dir import clear_run_dir, make_run_dir
 from launcher.shown import shown
 from launcher.terminal import Terminal
 from tests.launcher.launch_cli import launch
@@ -30,6 +32,25 @@ def test_a_run_dir_with_a_line_break_leaves_each_message_on_its_lines(tmp_path: 
         "    boom",  # the report's own lines: the child's last ones, then where it is
         f"report: $'{tmp_path}/my run\\nx/failure.json'",
     ]
+
+
+def test_a_refused_run_dir_is_named_quoted(tmp_path: Path):
+    """A run directory that cannot be made or used was named unquoted in the refusal: the
+    launcher's last line (cli's one line) turned its line break into a space, so it named
+    another path, one that a shell pastes back as two words (k534)."""
+    (tmp_path / "file").write_text("")
+    unmakeable = tmp_path / "file" / "my run\nx"
+    with pytest.raises(LaunchError) as made:
+        make_run_dir(unmakeable)
+    assert str(made.value).startswith(f"the run directory {shown(unmakeable)} cannot be made: ")
+    run_dir = tmp_path / "my run\nx"
+    (run_dir / "failure.json").mkdir(parents=True)  # in the way: a folder, not the report
+    with pytest.raises(LaunchError) as used:
+        clear_run_dir(run_dir)
+    assert str(used.value) == (
+        f"the run directory {shown(run_dir)} cannot be used: {shown(run_dir / 'failure.json')}: "
+        "is a directory (move it away, or choose another --run-dir or --job-id)"
+    )
 
 
 def test_the_notices_of_lines_not_shown_quote_the_logs(tmp_path: Path):
