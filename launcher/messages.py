@@ -66,6 +66,7 @@ class Messages:
         self._terminal: Terminal | None = None  # the queue the messages go through, if any
         self._own = False  # that queue is theirs alone (``err`` is not stdout's file)
         self._stuck: threading.Thread | None = None  # the last straight write (_straight)
+        self._ended: Terminal | None = None  # the queue :meth:`end` ended: not again
 
     def begin(self) -> None:
         """From now on (a launch's run directory held), the messages go through a queue of
@@ -101,10 +102,14 @@ class Messages:
         rest as on a stderr of its own; so does an output too slow for ``patience`` (a first
         stop signal, or none), its count said within as long. A message from now on goes
         straight to ``err``, but while that queue's writer is under way (a stalled stderr):
-        through it, which blocks none."""
+        through it, which blocks none. Once a queue is ended, a later call (``unclaim()``'s,
+        after :meth:`Supervisor.run`'s) leaves it be: it waited as long again on an output that
+        stayed slow, and its :meth:`Terminal.leave` counted the dropped messages anew, from the
+        queue the first had emptied, so that the count line said none (k534)."""
         terminal = self._terminal
-        if terminal is None:
+        if terminal is None or terminal is self._ended:
             return
+        self._ended = terminal
         self._close_own(patience, stop)
         # a stderr that takes them at once gets them all the same: the last words, queued
         # just before, were once dropped at a second Ctrl-C on a terminal; where shared with
