@@ -14,7 +14,6 @@ import fcntl
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,9 @@ from tests.launcher.launch_cli import (
 from tests.processes import job_env, job_left
 
 #: worker 0 fails once the test has filled the launcher's stderr; worker 1 outlasts its SIGTERM
-#: (said in a file), so the launcher has its grace's kill to say
+#: (said in a file), so the launcher has its grace's kill to say; it says when its handler is
+#: in ("ready"), and the test fills the pipe and lets worker 0 fail only then: on a loaded host
+#: worker 1 was still starting, its SIGTERM's default ended it, and the launcher with it (k534)
 WORKER = """\
 import os, pathlib, signal, time
 if os.environ["RANK"] == "0":
@@ -37,6 +38,7 @@ if os.environ["RANK"] == "0":
         time.sleep(0.01)
     raise SystemExit(3)
 signal.signal(signal.SIGTERM, lambda *_: pathlib.Path("termed").touch())
+pathlib.Path("ready").touch()
 while True:
     time.sleep(1)
 """
@@ -66,8 +68,9 @@ def test_a_stalled_stderr_holds_no_message_of_the_supervisor(tmp_path: Path):
         try:
             started = lambda: b"logs in " in take() and said.endswith(b"\n")  # noqa: E731
             wait_while_running(started, launcher, "the job's first line", 20)
-            time.sleep(0.2)  # the launcher's lines before the job's start: read
-            take()
+            ready = (tmp_path / "ready").exists
+            wait_while_running(ready, launcher, "worker 1's handler", 20)  # the job started:
+            take()  # the launcher's lines before its start, read
             fill_pipe(write)  # nothing reads it from now on
             (tmp_path / "go").touch()  # worker 0 fails: the others are stopped
             termed = tmp_path / "termed"  # then a SIGTERM within the grace: it blocked there
