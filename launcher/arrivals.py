@@ -84,8 +84,10 @@ class Arrivals:
         forwards the signals). Returns the handlers replaced, for :meth:`give_back`."""
         if threading.current_thread() is not threading.main_thread():
             return {}
-        read, write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        read, write = os.pipe()  # close-on-exec already (os.pipe2: none on macOS)
         self._pipe = (read, write)
+        for fd in self._pipe:  # set_wakeup_fd's is non-blocking, and the reads must not block
+            os.set_blocking(fd, False)
         self._wakeup = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
         caught = stop_signals_to_catch()
         previous = {signum: signal.signal(signum, self.on_signal) for signum in caught}

@@ -9,6 +9,7 @@ signal comes."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from pathlib import Path
@@ -50,3 +51,22 @@ def test_a_sigterm_then_a_sigint_both_come_before_a_handler_runs_first_sigterm(t
     finally:
         sup._arrivals.give_back(previous)
     assert signal.set_wakeup_fd(-1) == -1  # the wakeup descriptor given back (none before)
+
+
+@pytest.mark.timeout(30)
+def test_the_wakeup_pipe_is_made_where_there_is_no_pipe2(tmp_path: Path, monkeypatch):
+    """The wakeup pipe was made with :func:`os.pipe2`, which macOS lacks: every launch there
+    failed with an AttributeError as its job began (k534). A pipe of :func:`os.pipe` is
+    close-on-exec already, made non-blocking as set_wakeup_fd requires."""
+    monkeypatch.delattr(os, "pipe2")
+    sup = Supervisor(tmp_path)
+    previous = sup._arrivals.catch()
+    try:
+        pipe = sup._arrivals._pipe
+        assert pipe is not None
+        assert not any(os.get_blocking(fd) or os.get_inheritable(fd) for fd in pipe)
+        signal.raise_signal(signal.SIGTERM)  # its handler records it, through the pipe too
+        assert sup._signals == [signal.SIGTERM]
+    finally:
+        sup._arrivals.give_back(previous)
+    assert signal.set_wakeup_fd(-1) == -1
