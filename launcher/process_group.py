@@ -18,24 +18,31 @@ from .interrupt import STOP_SIGNALS
 _PR_SET_PDEATHSIG = 1
 
 
-def parent_death_signal() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking the kernel to SIGTERM the child when its parent dies (Linux).
+def parent_death_signal() -> Callable[[], None]:
+    """A ``preexec_fn`` that gives the child the stop signals again, which the launcher's
+    threads block (:func:`launcher.arrivals.deaf`): the child inherits the mask of the thread
+    that starts it, and keeps it through exec. On Linux it also asks the kernel to SIGTERM the
+    child when its parent dies; where that cannot be asked for (not Linux, or no libc that
+    ctypes finds), the children kept the block, a stop's SIGTERM pending in them till the
+    grace's SIGKILL (k534).
 
     Everything is looked up here, in the parent: between fork and exec the child only calls
     the prepared function (the launcher has threads, so the child may not take their locks).
     """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
+    prctl = None
+    if sys.platform.startswith("linux"):
+        try:
+            prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+        except (OSError, AttributeError):
+            pass
     parent = os.getpid()
 
     def preexec() -> None:
         # the stop signals the launcher's threads start blocked to (launcher.arrivals.deaf),
         # inherited from the thread that started this child: its own again
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        if prctl is None:
+            return
         # until exec the child keeps the launcher's Python handler (the supervisor's, which
         # only records a signal): the death signal must end it, not be recorded and dropped
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

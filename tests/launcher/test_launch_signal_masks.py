@@ -1,0 +1,82 @@
+"""The launcher's threads leave the stop signals to its main thread, so that it takes each as it
+comes (:mod:`launcher.arrivals`), and its children get them all the same: a child, started
+within that block, unblocks them before its program runs (k526). It did so only in the
+preexec that asks the kernel for the parent-death signal, which is not made where that cannot be
+asked for (not Linux, or a libc that ctypes cannot find): there the children kept the block
+through exec, and a stop's SIGTERM stayed pending in them till the grace's SIGKILL (k534)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from launcher import process_group
+from launcher.child import ChildSpec
+from launcher.interrupt import STOP_SIGNALS
+from launcher.supervisor import Supervisor
+from tests.launcher.real_children import RecordingOutput, wait_until
+
+#: the stop signals as a mask of /proc's ``SigBlk``
+STOPS = sum(1 << (signum - 1) for signum in STOP_SIGNALS)
+
+
+#: the child: its mask as /proc has it, then it waits for the file its argument names (a
+#: Python, whose mask is the one it was given: sh unblocks every signal as it starts)
+WAITS = """\
+import os, sys, time
+print(next(line for line in open("/proc/self/status") if line.startswith("SigBlk:")), end="")
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+"""
+
+
+def _blocked(status: str) -> int:
+    """The ``SigBlk`` mask in the text of a ``/proc/.../status``."""
+    return next(int(line.split()[1], 16) for line in status.splitlines() if line[:7] == "SigBlk:")
+
+
+def _no_libc(*_args: object, **_kwargs: object) -> object:
+    raise OSError("no libc here")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("prctl", [True, False], ids=["death-signal", "none"])
+def test_the_threads_block_the_stop_signals_and_the_children_do_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prctl: bool
+):
+    if not prctl:  # as on macOS, or where ctypes finds no libc: no death signal to ask for
+        monkeypatch.setattr(process_group.ctypes, "CDLL", _no_libc)
+    go = tmp_path / "go"
+    spec = ChildSpec("worker", 0, [sys.executable, "-c", WAITS, str(go)])
+    sup = Supervisor(tmp_path / "run", out=RecordingOutput(), err=RecordingOutput())
+    masks: dict[str, int] = {}
+    before = set(threading.enumerate())  # another test's, left in this process: not run()'s
+
+    def look() -> None:  # while run() holds the main thread: its threads' masks, then go
+        def started() -> list[threading.Thread]:
+            names = ("pump-worker-0", "wait-worker-0", "terminal")
+            return [t for t in set(threading.enumerate()) - before if t.name in names]
+
+        try:
+            wait_until(lambda: len(started()) == 4, "the child's threads and two writers")
+            for thread in started():
+                status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+                masks[f"{thread.name} {thread.native_id}"] = _blocked(status)
+        finally:
+            go.touch()
+
+    looker = threading.Thread(target=look)
+    looker.start()
+    try:
+        assert sup.run(lambda restart: [spec]) == 0
+    finally:
+        looker.join(10)
+    assert masks and all(mask & STOPS == STOPS for mask in masks.values()), masks
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) & set(STOP_SIGNALS) == set()  # main's
+    log = (tmp_path / "run" / "logs" / "worker-0.log").read_text()
+    assert _blocked(log) & STOPS == 0, log  # was 0x4003 without the death signal's preexec
