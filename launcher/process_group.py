@@ -38,6 +38,14 @@ def parent_death_signal() -> Callable[[], None]:
     parent = os.getpid()
 
     def preexec() -> None:
+        # first: a signal the child takes before exec (a Ctrl-C to the launcher's group, come
+        # as it forked, held by the block below) runs the launcher's handler, whose C half
+        # wrote it to the launcher's wakeup pipe, open here till exec: read there as the
+        # launcher's own, a second one (launcher.arrivals)
+        try:
+            signal.set_wakeup_fd(-1)
+        except ValueError:  # not this process's main thread: nothing can be set
+            pass
         # the stop signals the launcher's threads start blocked to (launcher.arrivals.deaf),
         # inherited from the thread that started this child: its own again
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)

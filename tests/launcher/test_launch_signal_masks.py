@@ -7,14 +7,16 @@ through exec, and a stop's SIGTERM stayed pending in them till the grace's SIGKI
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from launcher import process_group
+from launcher import child, process_group
 from launcher.child import ChildSpec
 from launcher.interrupt import STOP_SIGNALS
 from launcher.supervisor import Supervisor
@@ -80,3 +82,46 @@ def test_the_threads_block_the_stop_signals_and_the_children_do_not(
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) & set(STOP_SIGNALS) == set()  # main's
     log = (tmp_path / "run" / "logs" / "worker-0.log").read_text()
     assert _blocked(log) & STOPS == 0, log  # was 0x4003 without the death signal's preexec
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.timeout(30)
+def test_a_signal_a_child_takes_before_its_exec_is_not_the_launchers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A Ctrl-C to the launcher's process group reached a child forked but not yet in its own
+    session, held there by the launcher's block till its preexec unblocked it: the child, not
+    yet its program, took it with the launcher's handler and wrote it to the launcher's wakeup
+    pipe, which it shares till exec. The launcher read it as a signal of its own: one Ctrl-C
+    read as two, the stop's grace cut ("stop now"), or a SIGTERM that came first read as
+    second (k534). Here the child takes a SIGINT so; the launcher then gets one SIGTERM."""
+
+    def ctrl_c_at_the_fork() -> Callable[[], None]:
+        preexec = process_group.parent_death_signal()
+
+        def first_a_sigint() -> None:
+            os.kill(os.getpid(), signal.SIGINT)  # to the child, pending: it blocks it yet
+            preexec()
+
+        return first_a_sigint
+
+    monkeypatch.setattr(child, "parent_death_signal", ctrl_c_at_the_fork)
+    spec = ChildSpec("worker", 0, [sys.executable, "-c", WAITS, str(tmp_path / "never")])
+    sup = Supervisor(tmp_path / "run", grace=5, out=RecordingOutput(), err=RecordingOutput())
+
+    def stop() -> None:  # once the child runs its program: the launcher's one signal
+        log = tmp_path / "run" / "logs" / "worker-0.log"
+        try:
+            wait_until(lambda: log.exists() and log.read_text(), "the child's program")
+        except AssertionError:  # no signal to a process that may not be handling it: the
+            (tmp_path / "never").touch()  # child ends, and run() with it
+            raise
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    stopper = threading.Thread(target=stop)
+    stopper.start()
+    try:
+        status = sup.run(lambda restart: [spec])
+    finally:
+        stopper.join(10)
+    assert (status, sup._signals) == (128 + signal.SIGTERM, [signal.SIGTERM])  # was 130
