@@ -167,7 +167,7 @@ class Messages:
             try:
                 self.err.write(line)
                 self.err.flush()
-            except OSError:
+            except (OSError, ValueError):  # gone, or closed: dropped, as said above
                 pass
             return
         writer = threading.Thread(target=write_whole, args=(fd, line), name="message", daemon=True)

@@ -66,3 +66,16 @@ def test_a_second_end_neither_waits_again_nor_loses_the_count():
     wait_until(lambda: len(out.written) == 2, "the count line", 2)
     assert out.written == [b"distconv-launch: m0\n", LEFT_AT_THE_END % 3]
     assert took < 0.1, took  # was 0.4 s (LEFT_SAID_SECONDS twice)
+
+
+def test_a_message_on_a_closed_stderr_is_dropped(tmp_path):
+    """A message written straight on a stderr that is closed (the launcher called as a
+    function by a program that closed its own) raised the file's ValueError out of say(),
+    from the middle of a stop, say: say() drops a message its stderr cannot take (k534)."""
+    with open(tmp_path / "err", "wb") as err:
+        said = Messages(err, None)
+    said.say("before the queue")  # no descriptor: written on the file object, which is closed
+    said.begin()
+    said.end(1.0)  # the queue's writer gave up on it (gone): each message now goes straight
+    said.say("after the end")
+    assert (tmp_path / "err").read_bytes() == b""
