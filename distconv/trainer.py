@@ -51,6 +51,7 @@ from distconv.trainer_args import (
     check_lr_decay,
     check_parts,
     check_resume,
+    job_config,
     output_dir,
     refuse_not_finite,
     run_config,
@@ -327,7 +328,7 @@ class Trainer:
             layers = self.network.structure()  # every rank's model: the same, or stop
             names = {p.name for p in self.params}  # another model's firing order is due anew
             self._layout = ParamLayout(self.trainable, self.sync, names)  # what the sync keeps
-            self.sync.setup(self.trainable, {**self.config, "layers": layers}, state)
+            self.sync.setup(self.trainable, job_config(self.config, layers), state)
             self._layout.check(self.sync)  # its broadcast_parameters too
             self.sync.all_equal(data)  # not setup's: shards keep that, fits vary
             check_test_set(self._forward, train, test)  # the ranks agree on it: all fail alike

@@ -59,6 +59,19 @@ def run_config(config: Mapping[str, Any] | None, **own: Any) -> dict[str, Any]:
     return {**given, **own}
 
 
+def job_config(config: Mapping[str, Any], layers: Any) -> dict[str, Any]:
+    """What a fit's job check compares (the sync's ``setup`` config): the run's ``config``
+    and the network's structure ``layers``, under ``"layers"``, or where the config has a key
+    of that name (``vars(args)`` of a ``--layers`` flag) under ``"network layers"``
+    (``"network network layers"`` where that is taken too): both compared, neither lost. The
+    network's replaced the config's, so ranks whose ``config["layers"]`` differed agreed. A
+    config without the key is compared as before, under the same text."""
+    key = "layers"
+    while key in config:
+        key = f"network {key}"
+    return {**config, key: layers}
+
+
 def check_parts(network: Any, sync: Any, loss: str) -> None:
     """Refuse a model that is not a :class:`Network`, or a sync that is not a
     :class:`SyncStrategy` (an optimizer or its name passed as to ``torch``'s loops): each was
