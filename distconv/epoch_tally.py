@@ -52,19 +52,23 @@ class EpochTally:
         pos: where the epoch starts (a resumed position carries the global sums so far).
         sampler: the batch order, for this rank's examples before a resumed position.
         first: whether this is the first epoch its fit trains (a start's or a resume's): its
-            record has ``scheme`` (:meth:`record`), read here, before its first step (an error
-            in a strategy's ``describe()`` is raised here); a resume's warns where its
-            checkpoint was written under another scheme
-            (:func:`~distconv.scheme_history.resumed_under`).
+            record has ``scheme`` (:meth:`record`); a resume's warns where its checkpoint was
+            written under another scheme (:func:`~distconv.scheme_history.resumed_under`).
+
+    Attributes:
+        scheme: the sync's scheme (:func:`~distconv.sync.description.sync_scheme`), read here
+            once an epoch, before its first step (an error in a strategy's ``describe()`` is
+            raised here), for its record and each of its checkpoints.
     """
 
     def __init__(
         self, sync: SyncStrategy, pos: Position, sampler: GlobalBatchSampler, first: bool = False
     ) -> None:
         self.sync, self.first = sync, first
-        # the first epoch's scheme, read before its first step: a bug in a describe() of one's
-        # own is raised here, not after a whole epoch (the sync's settings are known since setup)
-        self.scheme = sync_scheme(sync) if first else None
+        # the epoch's scheme (its checkpoints record it), read once, before its first step: a
+        # bug in a describe() of one's own is raised here, not after a whole epoch (the sync's
+        # settings are known since setup; a resume under another scheme sets up anew)
+        self.scheme = sync_scheme(sync)
         # a resume's first epoch: the schemes of its steps before this sync's (a warning if the
         # checkpoint's was another), for its record
         self.earlier = resumed_under(pos, self.scheme) if first and pos.schemes else []

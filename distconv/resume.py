@@ -224,8 +224,9 @@ class StepCheckpoints:
         if self.run is not None:
             self.run.release()
 
-    def save(self, pos: Position, sums: Mapping[str, float]) -> None:
-        """Write the checkpoint of ``pos.step`` (chief), then let every rank go on.
+    def save(self, pos: Position, sums: Mapping[str, float], scheme: Mapping | None = None) -> None:
+        """Write the checkpoint of ``pos.step`` (chief), then let every rank go on. ``scheme``:
+        the sync's (:func:`~distconv.scheme_history.checkpoint_facts`; None reads it now).
 
         The optimizer state is gathered before anything is written (``checkpoint_state``,
         which makes the parameters current too), and the parameters and that state are checked
@@ -251,7 +252,7 @@ class StepCheckpoints:
             try:
                 # the chief's part first: what its save refuses (the state's counts, a full
                 # disk) leaves no part on a shard's disk either
-                self._write(part, pos, sums, state)
+                self._write(part, pos, sums, state, checkpoint_facts(self.sync, pos, scheme))
                 # shards prune before the manifest is committed: one part more keeps every part
                 # the kept manifests name, even if this process dies between the two
                 remote = self.sync.save_remote_parts(pos.step, keep=self.run.keep + 1)
@@ -263,9 +264,9 @@ class StepCheckpoints:
         self.sync.barrier()  # nobody reads a checkpoint the chief is still writing
 
     def _write(
-        self, part: Path, pos: Position, sums: Mapping[str, float], state: OptimState
+        self, part: Path, pos: Position, sums: Mapping[str, float], state: OptimState, schemes: dict
     ) -> None:
-        """Write the chief's part of the checkpoint of ``pos``, with optimizer ``state``."""
+        """Write the chief's part of the checkpoint of ``pos``: optimizer ``state``, ``schemes``."""
         save_checkpoint(
             part,
             self.params,
@@ -278,7 +279,7 @@ class StepCheckpoints:
                 **{k: v for k, v in self.facts.items() if k != "seed"},
                 "step_in_epoch": pos.step_in_epoch,
                 "sums": {k: sums[k] for k in (*SUMS, RANK_LOSS) if k in sums},
-                **checkpoint_facts(self.sync, pos),  # the scheme; the epoch's earlier ones
+                **schemes,  # the scheme; the epoch's earlier ones
             },
         )
 

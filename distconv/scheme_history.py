@@ -54,11 +54,14 @@ def earlier_schemes(pos: Position, now: Mapping[str, Any]) -> list[dict[str, Any
     return ran[:-1] if ran and ran[-1]["scheme"] == now else ran
 
 
-def checkpoint_facts(sync: Any, pos: Position) -> dict[str, Any]:
+def checkpoint_facts(
+    sync: Any, pos: Position, scheme: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """What a checkpoint of ``pos`` records of schemes: ``scheme``, the sync's now (a
-    parameter-server worker's are its shards', known since setup), and where the epoch's
-    earlier steps ran under others, those (:data:`EARLIER`)."""
-    scheme = sync_scheme(sync)
+    parameter-server worker's are its shards', known since setup; read here where not given:
+    a fit gives its epoch's, read once by :class:`~distconv.epoch_tally.EpochTally`), and
+    where the epoch's earlier steps ran under others, those (:data:`EARLIER`)."""
+    scheme = sync_scheme(sync) if scheme is None else dict(scheme)
     earlier = earlier_schemes(pos, scheme)
     return {"scheme": scheme, **({EARLIER: earlier} if earlier else {})}
 

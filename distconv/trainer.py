@@ -342,11 +342,11 @@ class Trainer:
                 MetricsWriter(self.out_dir / METRICS, self.pos.epoch) if self.writes_files else None
             )
             while self.pos.epoch < epochs:
-                record = self._run_epoch(train, test, sampler)
+                record, scheme = self._run_epoch(train, test, sampler)
                 self.history.append(record)
                 if writer is not None:  # before the checkpoint: a resume keeps its line
                     writer.write(EpochTally.metrics_line(record, writer.records))
-                self.checkpoints.save(self.pos, {})
+                self.checkpoints.save(self.pos, {}, scheme)
                 log.info(summary(record, epochs))
             if writer is not None and writer.records:
                 plot_metrics(writer.records, self.out_dir / PLOT, title=self.out_dir.name)
@@ -358,7 +358,8 @@ class Trainer:
 
     def _run_epoch(
         self, train: Arrays, test: Arrays | None, sampler: GlobalBatchSampler
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Train one epoch; returns its record and the scheme it ran under (read once)."""
         self.sync.set_lr_scale(self.lr_decay**self.pos.epoch)
         tally = EpochTally(self.sync, self.pos, sampler, first=not self.history)
         bar = ProgressBar(
@@ -375,7 +376,7 @@ class Trainer:
                 stop = stop_agreed(self.sync, self._stop, self.pos.step)  # every rank
                 due = self.checkpoint_every and self.pos.step % self.checkpoint_every == 0
                 if stop is not None or due:
-                    self.checkpoints.save(self.pos, tally.fold(self.pos))
+                    self.checkpoints.save(self.pos, tally.fold(self.pos), tally.scheme)
                     if stop is not None:
                         self.sync.refresh_parameters()  # as at an epoch's end, after the fold
                         said = f"stopped by {stop.name} after step {self.pos.step}"
@@ -388,4 +389,4 @@ class Trainer:
         record = tally.record(self.pos, sampler.examples_per_step, self.accuracy is not None)
         if test is not None:
             record.update(self.evaluate(test))
-        return record
+        return record, tally.scheme

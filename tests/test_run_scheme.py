@@ -313,3 +313,27 @@ def test_a_bug_in_describe_is_raised_before_the_first_step():
     with pytest.raises(TypeError, match="unsupported operand"):
         trainer.fit(DATA, epochs=1)
     assert trainer.pos.step == 0
+
+
+class _CountedSync(LocalSync):
+    """A strategy of one's own that counts the calls of its ``describe()``."""
+
+    calls = 0
+
+    def describe(self) -> dict:
+        self.calls += 1
+        return {"level": 2}
+
+
+def test_the_scheme_is_read_once_an_epoch_and_each_checkpoint_records_it(tmp_path):
+    """Each checkpoint read the scheme (a ``describe()`` of one's own) anew on the chief, one
+    read a step with ``checkpoint_every=1``, though the epoch's tally had read it (review
+    k532, k537): once an epoch now, every checkpoint of it recording that one."""
+    sync = _CountedSync(create_optimizer("sgd"))
+    out = tmp_path / "run"
+    trainer = Trainer(_small_net(), sync, 8, out_dir=out, checkpoint_every=1, progress=False)
+    trainer.fit(DATA, epochs=2)  # two steps an epoch: 4 step checkpoints, 2 at epochs' ends
+    assert sync.calls == 2
+    for manifest in RunDirectory(out, 3).scan()[0]:
+        scheme = load_checkpoint(manifest.part("chief")).extra["scheme"]
+        assert scheme == {"sync": "_CountedSync", "level": 2}, manifest
