@@ -69,10 +69,10 @@ UNKNOWN = (None, "None")
 OptimState = dict[str, dict[str, Any]]
 
 
-def dtype_fact(params: Sequence[Parameter]) -> str:
+def dtype_fact(params: Sequence[Parameter], cast: Any = None) -> str:
     """The parameters' real dtypes, as a checkpoint records them: ``"float32"``, or
-    ``"float16,float32"`` for a model that mixes them."""
-    return ",".join(sorted({str(p.value.dtype) for p in params}))
+    ``"float16,float32"`` for a model that mixes them; as they will be cast to ``cast``."""
+    return ",".join(sorted({str(p.value.dtype if cast is None else cast) for p in params}))
 
 
 @dataclass

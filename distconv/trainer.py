@@ -145,22 +145,23 @@ class Trainer:
         self.checkpoint_every, self.monitor, self.progress = checkpoint_every, monitor, progress
         self.dtype = training_dtype(dtype)
         self.params = network.parameters()
-        if self.dtype is not None:
-            for p in self.params:
-                p.cast(self.dtype)
-        self._take_trainable()
+        # the config refused before a weight is cast: a refused Trainer leaves the network as is
         self.config = run_config(  # and the Trainer's facts: one's key with another value refused
             config,
             batch_size=batch_size,
             accumulate=accumulate,
             seed=seed,
             lr_decay=lr_decay,
-            dtype=dtype_fact(self.params),  # the network's, also when none was asked for
+            dtype=dtype_fact(self.params, self.dtype),  # the network's as cast, or as it is
             checkpoint_every=checkpoint_every,  # which steps run checkpoint barriers
             global_batch=self.global_batch,
         )
         run = RunDirectory(self.out_dir, keep_checkpoints) if self.writes_files else None
         self.checkpoints = StepCheckpoints(run, self.params, sync, self.config, start)
+        if self.dtype is not None:
+            for p in self.params:
+                p.cast(self.dtype)
+        self._take_trainable()
         self.pos = Position()
         self.history: list[dict[str, Any]] = []
         self._stop = StopRequest()

@@ -56,3 +56,15 @@ def test_a_config_key_the_trainer_keeps_its_own_under_is_refused_where_it_differ
     same = {"batch_size": np.int64(8), "seed": 0, "lr_decay": 1, "dtype": "float32", "lr": 0.1}
     trainer = Trainer(_small_net(), sync, 8, config=same)
     assert trainer.config["lr"] == 0.1 and trainer.config["lr_decay"] == 1.0
+
+
+@pytest.mark.parametrize("config", [{"dtype": "float32"}, {"scheme": "cosine"}])
+def test_a_refused_config_leaves_the_network_uncast(config):
+    """The weights were cast to ``dtype`` before the config was refused: the network of a
+    refused ``Trainer(dtype="float64", config={"dtype": "float32"})`` was float64, and the
+    same Trainer without ``dtype=`` was then refused as keeping float64 (review k537)."""
+    net, sync = _small_net(), LocalSync(create_optimizer("sgd"))
+    with pytest.raises(ValueError, match="config key"):
+        Trainer(net, sync, 8, dtype="float64", config=config)
+    assert {str(p.value.dtype) for p in net.parameters()} == {"float32"}
+    Trainer(net, sync, 8, config={"dtype": "float32"})  # the retry without dtype= is taken
