@@ -42,10 +42,14 @@ def run_config(config: Mapping[str, Any] | None, **own: Any) -> dict[str, Any]:
     Raises:
         ValueError: a key of ``config`` the Trainer keeps its own fact under, with another
             value (compared as a checkpoint saves them: ``8`` and ``np.int64(8)`` are one): the
-            Trainer's replaced it without a word. The same value (``vars(args)``) is taken.
+            Trainer's replaced it without a word. The same value (``vars(args)``) is taken,
+            and so is None: not said (a ``--dtype`` flag left unset, as ``dtype=None`` is),
+            the Trainer's fact in its place, as a resume takes a None fact (``UNKNOWN``).
     """
     given = dict(config or {})
     for key in own.keys() & given.keys():
+        if given[key] is None:
+            continue
         try:
             same = as_saved({key: given[key]}) == as_saved({key: own[key]})
         except (TypeError, ValueError):  # a value that holds itself

@@ -68,3 +68,14 @@ def test_a_refused_config_leaves_the_network_uncast(config):
         Trainer(net, sync, 8, dtype="float64", config=config)
     assert {str(p.value.dtype) for p in net.parameters()} == {"float32"}
     Trainer(net, sync, 8, config={"dtype": "float32"})  # the retry without dtype= is taken
+
+
+def test_a_config_key_of_the_trainers_own_that_is_none_is_taken_as_not_said():
+    """A script's ``--dtype`` flag left to None, passed as ``Trainer(dtype=args.dtype,
+    config=vars(args))``, says what ``dtype=None`` says, the network's own: the refusal of a
+    value that differs from the Trainer's refused it (float32 is no None; review k537). The
+    Trainer's fact goes in its place, as before."""
+    sync = LocalSync(create_optimizer("sgd"))
+    said = {"dtype": None, "seed": None, "checkpoint_every": None, "layers": 3}
+    trainer = Trainer(_small_net(), sync, 8, dtype=said["dtype"], config=said)
+    assert (trainer.config["dtype"], trainer.config["seed"]) == ("float32", 0)
