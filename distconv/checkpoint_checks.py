@@ -7,7 +7,7 @@ before a save, each returning its problems as lines in the syncs' words
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from distconv.sync.local import is_count, not_counts, not_numbers, per_row_count
 OptimState = Mapping[str, Mapping[str, Any]]
 #: the keys of a checkpoint's ``extra`` it keeps its own facts under, beside the run's
 #: (:class:`~distconv.resume.StepCheckpoints`), each with what it holds there: a config key of
-#: one of these names would lose its value in every checkpoint (:func:`savable_facts`)
+#: one of these names is kept beside it, as ``config <key>`` (:func:`savable_facts`)
 OWN_KEYS = {
     "step_in_epoch": "the steps of its epoch done",
     "sums": "its epoch's metric sums",
@@ -46,28 +46,35 @@ def as_saved(facts: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def savable_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
-    """``facts`` (a Trainer's config), refused where a checkpoint could not hold one of them
-    (:func:`extra_text`: a value that holds itself), or would write its own fact in its place
-    (a key of :data:`OWN_KEYS`): at the start, naming it, not at the first checkpoint with a
-    bare error that names nothing, nor silently in each.
+    """``facts`` (a Trainer's config) as each checkpoint keeps them: a key a checkpoint keeps
+    its own fact under (:data:`OWN_KEYS`: ``scheme``, a script's ``--scheme``) as ``config
+    <key>`` (:func:`beside`), where its own fact wrote over it in each checkpoint without a
+    word; refused where a checkpoint could not hold one of them (:func:`extra_text`: a value
+    that holds itself): at the start, naming it, not at the first checkpoint with a bare error
+    that names nothing. Its own facts keep their keys, which a resume (and an older distconv's)
+    reads; a config's under another key is read by none of them, as it was by none before.
 
     Raises:
-        ValueError: ``config 'grid' cannot be saved in a checkpoint ...``, ``config key
-            'scheme' is where a checkpoint keeps ...; rename it``.
+        ValueError: ``config 'grid' cannot be saved in a checkpoint ...``.
     """
+    kept = {}
     for key, value in facts.items():
-        if key in OWN_KEYS:  # a refusal costs a rename; keeping both, a format with two places
-            raise ValueError(
-                f"config key {key!r} is where a checkpoint keeps {OWN_KEYS[key]}, which would "
-                f"replace the config's value in each checkpoint; rename it (e.g. 'my_{key}')"
-            )
+        kept[beside({*OWN_KEYS, *facts}, key, "config ") if key in OWN_KEYS else key] = value
         try:
             extra_text({key: value})
         except (TypeError, ValueError) as exc:
             raise ValueError(
                 f"config {key!r} cannot be saved in a checkpoint (its metadata is JSON): {exc}"
             ) from None
-    return dict(facts)
+    return kept
+
+
+def beside(taken: Collection[Any], key: str, prefix: str) -> str:
+    """``key``, or where ``taken`` holds it, ``prefix`` before it (again while that is taken
+    too): where a config keeps a key of its own beside one of distconv's of that name."""
+    while key in taken:
+        key = prefix + key
+    return key
 
 
 def native(dtype: Any) -> np.dtype:

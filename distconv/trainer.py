@@ -86,7 +86,9 @@ class Trainer:
         keep_checkpoints: complete checkpoints to keep.
         dtype: the float type of parameters and inputs (None keeps the network's).
         progress: draw a progress bar on the chief: None draws one on a terminal only.
-        config: more facts that must agree on every rank (data set, model), for the digest.
+        config: more facts that must agree on every rank (data set, model), for the digest;
+            each checkpoint keeps them (one under a key it keeps its own fact under, ``scheme``,
+            as ``config scheme``: :func:`~distconv.checkpoint_checks.savable_facts`).
         monitor: a :class:`~distconv.service.ServiceEndpoints` (``/readyz``, ``/healthz``,
             ``/metrics``) told when this rank is ready and how each step went, or None.
         start: which start of which job this is (:class:`~distconv.resume.JobStart`); a
@@ -98,9 +100,9 @@ class Trainer:
             ``keep_checkpoints``) that is not an int in range, ``lr_decay`` outside (0, 1], a
             blank ``out_dir``, ``loss`` not a layer, or ``accuracy`` naming neither a layer nor
             an input of the network (:mod:`distconv.trainer_args`), or a ``config`` entry a
-            checkpoint cannot save, or whose key it keeps a fact of its own under (``scheme``,
-            ``sums``: :func:`~distconv.checkpoint_checks.savable_facts`), or the Trainer does
-            with another value (``dtype``, ``seed``: :func:`~distconv.trainer_args.run_config`).
+            checkpoint cannot save (:func:`~distconv.checkpoint_checks.savable_facts`), or
+            whose key the Trainer keeps a fact of its own under with another value (``dtype``,
+            ``seed``: :func:`~distconv.trainer_args.run_config`).
         TypeError: ``network`` is not a Network, ``sync`` not a sync strategy (an optimizer
             instead), or ``dtype`` is not one the Trainer trains in.
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from distconv.arg import not_finite_once
 from distconv.backend import is_gpu_array, resolve_dtype
-from distconv.checkpoint_checks import as_saved
+from distconv.checkpoint_checks import as_saved, beside
 from distconv.data import Arrays, DataError
 from distconv.network import Network
 from distconv.sampler import check_count
@@ -70,10 +70,7 @@ def job_config(config: Mapping[str, Any], layers: Any) -> dict[str, Any]:
     (``"network network layers"`` where that is taken too): both compared, neither lost. The
     network's replaced the config's, so ranks whose ``config["layers"]`` differed agreed. A
     config without the key is compared as before, under the same text."""
-    key = "layers"
-    while key in config:
-        key = f"network {key}"
-    return {**config, key: layers}
+    return {**config, beside(config, "layers", "network "): layers}
 
 
 def check_parts(network: Any, sync: Any, loss: str) -> None:

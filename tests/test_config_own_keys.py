@@ -1,7 +1,7 @@
 """A ``Trainer(config=...)`` key that a checkpoint keeps something of its own under
 (``scheme``, ``earlier_schemes``, ``step_in_epoch``, ``sums``, ``train_data``) was silently
-overwritten in each checkpoint's ``extra`` (review k529, k532): refused when the Trainer is
-made, naming the key and saying to rename it."""
+overwritten in each checkpoint's ``extra`` (review k529, k532): kept beside it, as ``config
+<key>`` (k537). A key the Trainer keeps its own fact under, with another value, is refused."""
 
 from __future__ import annotations
 
@@ -16,18 +16,35 @@ from distconv.resume import Position, StepCheckpoints
 from distconv.run_dir import RunDirectory
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
-from tests.test_run_scheme import _small_net
+from tests.test_run_scheme import DATA, _small_net
 
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.mark.parametrize(
-    "key", ["scheme", "earlier_schemes", "step_in_epoch", "sums", "train_data"]
-)
-def test_a_config_key_a_checkpoint_keeps_its_own_under_is_refused_naming_it(key):
+@pytest.mark.parametrize("key", sorted(OWN_KEYS))
+def test_a_config_key_a_checkpoint_keeps_its_own_under_is_kept_beside_it(tmp_path, key):
+    """Refused at first (k532), where a script's ``--scheme`` flag in ``vars(args)`` had run
+    (review k537): kept as ``config <key>`` in each checkpoint, and under its own name in the
+    job check; the checkpoint's own fact keeps its key, which a resume reads."""
+    out, config = tmp_path / "run", {key: "cosine", "data": "digits"}
+    for epochs in (1, 2):  # the second resumes: the checkpoint's own facts read back
+        sync = LocalSync(create_optimizer("sgd"))
+        trainer = Trainer(_small_net(), sync, 8, out_dir=out, progress=False, config=config)
+        (record,) = trainer.fit(DATA, epochs=epochs, resume="auto")
+        assert record["epoch"] == epochs and trainer.config[key] == "cosine"
+    extra = load_checkpoint(trainer.checkpoints.run.latest().part("chief")).extra
+    assert extra[f"config {key}"] == "cosine" and extra["scheme"] == {"sync": "local"}
+    assert extra["train_data"]["examples"] == 16 and extra["step_in_epoch"] == 0
+
+
+def test_a_config_key_beside_one_a_checkpoint_keeps_is_kept_too(tmp_path):
     sync = LocalSync(create_optimizer("sgd"))
-    with pytest.raises(ValueError, match=rf"config key '{key}' .*checkpoint.* rename it"):
-        Trainer(_small_net(), sync, 8, config={"data": "digits", key: "cosine"})
+    config = {"sums": 1, "config sums": 2}
+    trainer = Trainer(_small_net(), sync, 8, out_dir=tmp_path, progress=False, config=config)
+    trainer.fit(DATA, epochs=1)
+    extra = load_checkpoint(trainer.checkpoints.run.latest().part("chief")).extra
+    assert (extra["config config sums"], extra["config sums"]) == (1, 2)
+    assert extra["sums"] == {}  # the epoch's end's own: none to go on from
 
 
 def test_every_key_a_checkpoint_writes_beside_the_config_is_one_of_its_own(tmp_path):
@@ -58,13 +75,18 @@ def test_a_config_key_the_trainer_keeps_its_own_under_is_refused_where_it_differ
     assert trainer.config["lr"] == 0.1 and trainer.config["lr_decay"] == 1.0
 
 
-@pytest.mark.parametrize("config", [{"dtype": "float32"}, {"scheme": "cosine"}])
+_LOOP: dict = {}
+_LOOP["self"] = _LOOP  # a config no checkpoint can hold
+
+
+@pytest.mark.parametrize("config", [{"dtype": "float32"}, {"grid": _LOOP}])
 def test_a_refused_config_leaves_the_network_uncast(config):
     """The weights were cast to ``dtype`` before the config was refused: the network of a
     refused ``Trainer(dtype="float64", config={"dtype": "float32"})`` was float64, and the
-    same Trainer without ``dtype=`` was then refused as keeping float64 (review k537)."""
+    same Trainer without ``dtype=`` was then refused as keeping float64 (review k537). So was
+    one with a config no checkpoint can hold."""
     net, sync = _small_net(), LocalSync(create_optimizer("sgd"))
-    with pytest.raises(ValueError, match="config key"):
+    with pytest.raises(ValueError, match="config (key )?'"):
         Trainer(net, sync, 8, dtype="float64", config=config)
     assert {str(p.value.dtype) for p in net.parameters()} == {"float32"}
     Trainer(net, sync, 8, config={"dtype": "float32"})  # the retry without dtype= is taken
