@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from distconv.async_hint import ASYNC_HINT, refuse_own_unknowns
 from distconv.job import TrainConfig
 from distconv.names import DATASET_NAMES, OPTIMIZER_NAMES, TRANSPORT_NAMES
 from distconv.number_text import decimal, int_at_least, integer
@@ -125,9 +126,12 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_train(
+    subparsers: argparse._SubParsersAction, async_hint: str = ASYNC_HINT
+) -> argparse.ArgumentParser:
     """Add ``distconv train`` (train LeNet alone or as one worker of a job) to ``subparsers``;
-    returns its parser."""
+    returns its parser, whose refusals of arguments asking for asynchronous SGD end with
+    ``async_hint`` (:func:`distconv.async_hint.refuse_own_unknowns`)."""
     d = TrainConfig()
     p = subparsers.add_parser(
         "train",
@@ -136,7 +140,7 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
         "write metrics.jsonl, metrics.png and step checkpoints to --out.",
     )
     add_quiet(p)
-    _refuse_own_unknowns(p)
+    refuse_own_unknowns(p, async_hint)
     p.add_argument("--data", choices=DATASET_NAMES, default=d.data, help="data set (%(default)s)")
     p.add_argument(
         "--data-dir", type=not_blank, help="directory of the MNIST IDX files (.gz or raw)"
@@ -201,30 +205,6 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
     add_distributed_arguments(p)
     return p
-
-
-#: words a researcher may try for asynchronous SGD, a shards' setting (distconv-launch's too)
-ASYNC_WORDS = ("--async", "--mode", "--staleness", "--max-staleness", "--max_staleness")
-ASYNC_HINT = (
-    "asynchronous SGD is the shards' setting: distconv pserver --mode async --max-staleness S, "
-    "or distconv-launch local (or k8s) --mode async --max-staleness S"
-)
-
-
-def _refuse_own_unknowns(p: argparse.ArgumentParser) -> None:
-    """Make ``p`` refuse what it does not take, with its own usage: argparse hands a subcommand's
-    leftovers to the top-level parser, whose usage (``distconv [-h] ... COMMAND``) told nothing."""
-    known = p.parse_known_args
-
-    def parse_known_args(args=None, namespace=None):
-        parsed, extra = known(args, namespace)
-        if extra:
-            hint = any(w.split("=", 1)[0] in ASYNC_WORDS for w in extra)
-            p.error(f"unrecognized arguments: {' '.join(extra)}" + f" ({ASYNC_HINT})" * hint)
-        return parsed, extra
-
-    # an instance's, as parse_train_values sets error (looked up when called: its hook still hears)
-    p.parse_known_args = parse_known_args
 
 
 def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
@@ -311,21 +291,26 @@ class FlagError(ValueError):
     """A command line names a flag the command does not take, or abbreviates several."""
 
 
-def train_parser() -> argparse.ArgumentParser:
-    """``distconv train``'s parser on its own (without the handler that runs it)."""
-    return add_train(argparse.ArgumentParser(prog="distconv").add_subparsers())
+def train_parser(async_hint: str = ASYNC_HINT) -> argparse.ArgumentParser:
+    """``distconv train``'s parser on its own (without the handler that runs it); see
+    :func:`add_train` for ``async_hint``."""
+    return add_train(argparse.ArgumentParser(prog="distconv").add_subparsers(), async_hint)
 
 
 def parse_train_values(
-    argv: Sequence[str], refuse: Callable[[str], NoReturn], on_help: str
+    argv: Sequence[str],
+    refuse: Callable[[str], NoReturn],
+    on_help: str,
+    async_hint: str = ASYNC_HINT,
 ) -> argparse.Namespace:
     """Parse ``argv`` (after ``train``) with :func:`train_parser`, as every rank or worker would,
     before any starts. ``refuse`` takes argparse's message for a value it refuses (``--epochs
     -1``) and must raise, instead of argparse's print and exit; ``-h``/``--help``, whose help
-    and exit 0 would stand for a job, is refused with ``on_help``."""
+    and exit 0 would stand for a job, is refused with ``on_help``. A refusal of arguments asking
+    for asynchronous SGD ends with ``async_hint`` (``""``: none, the caller says its own)."""
     if any(a in ("-h", "--help") for a in argv):
         refuse(on_help)
-    parser = train_parser()
+    parser = train_parser(async_hint)
     parser.error = refuse  # argparse's hook for every refusal; it would print and exit
     return parser.parse_args(list(argv))
 

@@ -139,7 +139,7 @@ def parse_train_values(argv: Sequence[str]) -> argparse.Namespace:
         raise UsageError(f"{message} (in the distconv train arguments after --{async_hint(argv)})")
 
     help_refused = "-h/--help starts no job and renders no manifest; see distconv train --help"
-    return parse(argv, refuse, help_refused)
+    return parse(argv, refuse, help_refused, async_hint="")  # refuse says the launcher's
 
 
 def has_option(argv: Sequence[str], name: str) -> bool:

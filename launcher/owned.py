@@ -43,18 +43,12 @@ ASYNC_HINT = (
 
 
 def async_hint(argv: Sequence[str]) -> str:
-    """``"; "`` and :data:`ASYNC_HINT` where ``argv`` (train arguments after ``--``) holds a
-    word a researcher tries for asynchronous SGD (:data:`distconv.train_args.ASYNC_WORDS`,
-    which ``distconv train`` hints at the same way), or asks ``--sync``, the transport, for
-    it (``--sync async``, ``--sync=async``: no transport's name), else ``""``."""
-    from distconv.train_args import ASYNC_WORDS
+    """``"; "`` and :data:`ASYNC_HINT` where ``argv`` (train arguments after ``--``) asks for
+    asynchronous SGD (:func:`distconv.async_hint.asks_async`, the test ``distconv train``'s
+    own refusals make), else ``""``."""
+    from distconv.async_hint import asks_async
 
-    def tried(word: str, after: str) -> bool:
-        flag, eq, value = word.partition("=")
-        asked = (value if eq else after).lower().startswith("async")
-        return word.startswith("-") and (flag in ASYNC_WORDS or (flag == "--sync" and asked))
-
-    return f"; {ASYNC_HINT}" if any(map(tried, argv, [*argv[1:], ""])) else ""
+    return f"; {ASYNC_HINT}" if asks_async(argv) else ""
 
 
 def owned_by(args: argparse.Namespace) -> tuple[Mapping[str, str], str] | None:

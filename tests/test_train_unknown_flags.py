@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from distconv.train_args import ASYNC_HINT, parse_train_values
+from distconv.async_hint import ASYNC_HINT
+from distconv.train_args import parse_train_values, train_parser
 from tests.test_cli import distconv
 
 pytestmark = pytest.mark.timeout(60)
@@ -41,3 +42,41 @@ def test_the_async_hint_names_the_launchers_staleness_flag_which_it_takes():
     flags = named.split(") ", 1)[1].replace("S", "3").split()
     for command in (["local", "--workers", "2"], ["k8s", "--workers", "2", "--image", "d:1"]):
         assert parse_own(build_parser(), [*command, *flags]).max_staleness == 3
+
+
+def test_sync_async_given_to_train_itself_gets_the_async_hint():
+    """``distconv train --sync async`` got only argparse's ``invalid choice``, though ``--mode
+    async`` there and ``distconv-launch local -- --sync async`` were told where asynchronous
+    SGD is set (k536 F4)."""
+    result = distconv("train", "--sync", "async", "--epochs", "1")
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: distconv train [-h]"), result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "distconv train: error: argument --sync: invalid choice: 'async' (choose from 'local', "
+        f"'mpi', 'pserver') ({ASYNC_HINT})"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, hinted",
+    [
+        (["--sync=Asynchronous"], True),
+        (["--epochs", "0", "--max-staleness=2"], True),  # another refusal, async asked too
+        (["--sync", "pserver", "--epochs", "0"], False),  # a transport's name
+        (["--out", "async", "--epochs", "0"], False),  # the word as another flag's value
+        (["--sync", "mpi", "--bogus", "async"], False),
+    ],
+    ids=["sync=", "staleness", "transport", "value", "unknown-then-value"],
+)
+def test_trains_refusals_hint_at_async_as_the_launchers_do(
+    argv: list[str], hinted: bool, capsys: pytest.CaptureFixture[str]
+):
+    """One test of a word that means async (:func:`distconv.async_hint.asks_async`), shared
+    with :func:`launcher.owned.async_hint`: the rows agree with the launcher's."""
+    from launcher.owned import async_hint
+
+    with pytest.raises(SystemExit):
+        train_parser().parse_args(argv)
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert said.endswith(f" ({ASYNC_HINT})") is hinted, said
+    assert bool(async_hint(argv)) is hinted

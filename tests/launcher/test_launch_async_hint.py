@@ -1,5 +1,5 @@
 """``distconv-launch ... -- --mode async`` is told where asynchronous SGD is set, as
-``distconv train --mode async`` is (:data:`distconv.train_args.ASYNC_WORDS`).
+``distconv train --mode async`` is (:data:`distconv.async_hint.ASYNC_WORDS`).
 
 It said only ``distconv train takes no --mode``, with no word of the launcher's own ``--mode
 async`` (and ``--max-staleness``), before ``--``; so did ``mpi -np 2 --mode async``, whose
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from distconv.async_hint import ASYNC_HINT as TRAIN_HINT
 from launcher.cli import build_parser
 from launcher.commands import LaunchError, parse_program
 from launcher.options import parse_own, split_argv
@@ -52,6 +53,7 @@ def test_the_async_hint_is_for_an_async_flag_alone(after: list[str], hinted: boo
     with pytest.raises(LaunchError) as refused:
         parse_program(after)
     assert (ASYNC_HINT in str(refused.value)) is hinted, str(refused.value)
+    assert TRAIN_HINT not in str(refused.value)  # the launcher's hint only, not train's too
 
 
 def test_an_async_word_before_the_dashes_of_a_launch_without_it_is_told_where_it_goes(

@@ -1,0 +1,62 @@
+"""Where a researcher who asks ``distconv train`` for asynchronous SGD is pointed: it is the
+shards' setting (``distconv pserver --mode async``, or the launcher's ``--mode async`` before
+``--``), not a flag of the workers'.
+
+:func:`asks_async` is the one test of "a word that means async", which ``distconv train``'s
+refusals (:func:`refuse_own_unknowns`) and the launcher's (:func:`launcher.owned.async_hint`)
+share; each says its own hint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+#: flags a researcher may try for asynchronous SGD, a shards' setting (distconv-launch's too)
+ASYNC_WORDS = ("--async", "--mode", "--staleness", "--max-staleness", "--max_staleness")
+#: what ``distconv train`` says of them: where asynchronous SGD is set
+ASYNC_HINT = (
+    "asynchronous SGD is the shards' setting: distconv pserver --mode async --max-staleness S, "
+    "or distconv-launch local (or k8s) --mode async --max-staleness S"
+)
+
+
+def asks_async(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` (``distconv train`` arguments) holds a flag a researcher tries for
+    asynchronous SGD (:data:`ASYNC_WORDS`, alone or as ``--flag=value``), or asks ``--sync``,
+    the transport, for it (``--sync async``, ``--sync=Asynchronous``: no transport's name).
+    The word ``async`` as another flag's value (``--out async``) asks nothing."""
+
+    def tried(word: str, after: str) -> bool:
+        flag, eq, value = word.partition("=")
+        asked = (value if eq else after).lower().startswith("async")
+        return word.startswith("-") and (flag in ASYNC_WORDS or (flag == "--sync" and asked))
+
+    return any(map(tried, argv, [*argv[1:], ""]))
+
+
+def refuse_own_unknowns(p: argparse.ArgumentParser, hint: str = ASYNC_HINT) -> None:
+    """Make ``p`` (``distconv train``'s parser) refuse what it does not take, with its own
+    usage: argparse hands a subcommand's leftovers to the top-level parser, whose usage
+    (``distconv [-h] ... COMMAND``) told nothing. Any refusal of arguments that ask for
+    asynchronous SGD (:func:`asks_async`: ``--mode async`` unrecognized, ``--sync async`` no
+    transport's name) ends with ``hint`` in brackets; ``""`` adds none, for a caller that
+    says its own (the launcher)."""
+    known = p.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):
+        # looked up when called: parse_train_values sets an instance's error, its hook
+        refuse = p.error
+        words = sys.argv[1:] if args is None else list(args)
+        said = f" ({hint})" if hint and asks_async(words) else ""
+        p.error = lambda message: refuse(message + said)  # argparse's hook for every refusal
+        try:
+            parsed, extra = known(args, namespace)
+            if extra:
+                p.error(f"unrecognized arguments: {' '.join(extra)}")
+        finally:
+            p.error = refuse
+        return parsed, extra
+
+    p.parse_known_args = parse_known_args
