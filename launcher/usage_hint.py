@@ -31,7 +31,9 @@ def unrecognized(
     after it where it names a program of the user's, whose arguments they then are). A flag
     of neither, spelled nearly as one of ``options`` (the command's own), is that one
     mistyped: it is named, not sent after the program (``--max-restrts 2 -- job.py``). A
-    program (or ``train``) before a ``--`` left out is shown after one. A train flag the
+    program (or ``train``) before a ``--`` left out is shown after one; a program before a
+    ``--`` given, first after it (``./run.sh -- --epochs 1``), and ``train`` (or
+    ``distconv``) there is said to be the launch's own program, to drop. A train flag the
     launch sets itself (``owned``: flag -> why) is said so, not sent after ``--``, where it
     was refused in turn (``mpi -np 2 --rank 1``). Where the launch would refuse what the hint
     puts after ``--`` (``refused``: why, or None), that is said instead of the hint. A value
@@ -55,8 +57,24 @@ def unrecognized(
             return f"{said} ({flag} is given already: {given[flag]})"
         return f"{said} (did you mean {flag} {extra[0]}?)"
     program = names_a_program(rest)
-    # a word first, nothing after --: the program (or the word train) where -- was forgotten
-    leading = not rest and _program_word(extra[0])
+    # a word first: the program (or the word train) where -- was forgotten, or put before it
+    leading = _program_word(extra[0])
+    own, n = list(own), len(extra)
+    at = [i for i in range(len(own) - n + 1) if own[i : i + n] == list(extra)]
+    ahead = own[: at[0]] + own[at[0] + n :] if len(at) == 1 else [*own[:1], "..."]
+
+    def command(after: Sequence[str]) -> str:  # the launch again, ``after`` after ``--``
+        return " ".join(w if w == "..." else _word(w) for w in [PROG, *ahead, "--", *after])
+
+    runs = _runs_itself(extra) if rest else 0  # 'train -- --epochs 1': no program to run
+    if runs:
+        why = refused([*extra[runs:], *rest])
+        drop = f"not after -- either: {why}" if why else command([*extra[runs:], *rest])
+        drop = f"drop {' '.join(extra[:runs])} ({drop})"
+        if program:  # '-- ./run.sh' after it, which runs instead
+            return f"{said} (the program after -- runs instead of distconv train: {drop})"
+        other = "" if own[0] == "k8s" else ", or put a program after --"  # k8s renders train's
+        return f"{said} (the launcher runs distconv train itself: {drop}{other})"
     try:
         flag = full_flag(extra[0])
         if flag in (owned or {}) and not program:  # a program of the user's may take it
@@ -67,14 +85,8 @@ def unrecognized(
             return f"{said} (did you mean {close[0]}?)"
         if not (leading or (program and extra[0].startswith("-"))):
             return said + f" ({ASYNC_HINT})" * bool(async_hint(extra))  # 'mpi ... --mode async'
-    own, n = list(own), len(extra)
-    at = [i for i in range(len(own) - n + 1) if own[i : i + n] == list(extra)]
-    ahead = own[: at[0]] + own[at[0] + n :] if len(at) == 1 else [*own[:1], "..."]
-
-    def command(after: Sequence[str]) -> str:  # the launch again, ``after`` after ``--``
-        return " ".join(w if w == "..." else _word(w) for w in [PROG, *ahead, "--", *after])
-
-    after = [*rest, *extra] if program else [*extra, *rest]
+    # a program of the user's after --, its arguments before it; a program before it, first
+    after = [*rest, *extra] if program and not leading else [*extra, *rest]
     again = command(after)
     why = refused(after)  # '--epochs 1 job.py': job.py is no train argument after -- either
     if why:
@@ -195,6 +207,14 @@ def _takes_value(word: str) -> bool:
     except FlagError:  # no flag of train's: whether it takes one cannot be told
         return False
     return any(flag in a.option_strings and a.nargs != 0 for a in train_parser()._actions)
+
+
+def _runs_itself(extra: Sequence[str]) -> int:
+    """How many words of ``extra``, first, name the program the launch runs itself where
+    nothing after ``--`` names one: ``train``, ``distconv`` or ``distconv train`` (else 0)."""
+    if list(extra[:2]) == ["distconv", "train"]:
+        return 2
+    return 1 if extra[0] in ("distconv", "train") else 0
 
 
 def _bare(word: str) -> bool:

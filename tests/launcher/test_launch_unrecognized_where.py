@@ -355,3 +355,60 @@ def test_a_k8s_out_after_the_train_arguments_is_said_to_be_the_manifests_folder(
     said = _refusal(capsys, "k8s", "--workers", "2", "--image", "d:1", *given)
     assert said.startswith("distconv-launch k8s: error: unrecognized arguments: --epochs 1 ("), said
     assert said.endswith(OUT_NOTE) is noted, said
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (
+            ["local", "--workers", "2", "./run.sh", "--", "--epochs", "1"],
+            "./run.sh (a program goes after --: distconv-launch local --workers 2 -- ./run.sh "
+            "--epochs 1)",
+        ),
+        (
+            ["mpi", "-np", "2", sys.executable, "--", "job.py"],
+            f"{sys.executable} (a program goes after --: distconv-launch mpi -np 2 -- "
+            f"{shlex.quote(sys.executable)} job.py)",
+        ),
+        (
+            ["local", "--workers", "2", "train", "--", "--epochs", "1"],
+            "train (the launcher runs distconv train itself: drop train (distconv-launch local "
+            "--workers 2 -- --epochs 1), or put a program after --)",
+        ),
+        (
+            ["local", "--workers", "2", "distconv", "train", "--epochs", "2", "--", "--lr", "1"],
+            "distconv train --epochs 2 (the launcher runs distconv train itself: drop distconv "
+            "train (distconv-launch local --workers 2 -- --epochs 2 --lr 1), or put a program "
+            "after --)",
+        ),
+        (
+            ["mpi", "-np", "2", "train", "--", "./run.sh"],
+            "train (the program after -- runs instead of distconv train: drop train "
+            "(distconv-launch mpi -np 2 -- ./run.sh))",
+        ),
+        (
+            ["k8s", "--workers", "2", "--image", "i", "distconv", "--", "--epochs", "1"],
+            "distconv (the launcher runs distconv train itself: drop distconv (distconv-launch "
+            "k8s --workers 2 --image i -- --epochs 1))",  # k8s takes no program of the user's
+        ),
+    ],
+    ids=["script", "interpreter", "train", "distconv-train", "train-then-program", "k8s"],
+)
+def test_a_program_before_the_dashes_given_is_shown_after_them(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    said: str,
+):
+    """``./run.sh -- --epochs 1`` said ``unrecognized arguments: ./run.sh`` alone: only a
+    program with nothing after ``--`` was told it goes after it (k536 F5); and ``train`` (or
+    ``distconv``) there, the program the launch runs itself, was told nothing either."""
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    assert (
+        _refusal(capsys, *argv)
+        == f"distconv-launch {argv[0]}: error: unrecognized arguments: {said}"
+    )
