@@ -335,8 +335,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debugging():
             raise
         last_line(f"{PROG} {args.command}: error: {exception_line(exc)}", json_rest)
-        # a train value argparse refuses is a usage error, as argparse's own (the launcher's
-        # usage would not show it, so only the line)
+        # train arguments refused (a value, a flag train does not take, one the launch sets)
+        # are a usage error, as argparse's own (the launcher's usage would not show them, so
+        # only the line)
         return 2 if isinstance(exc, UsageError) else 1
     except KeyboardInterrupt as stop:  # before the supervisor's handlers (keys, mpiexec -V)
         signum = getattr(stop, "signum", signal.SIGINT)  # launcher.interrupt.Interrupted

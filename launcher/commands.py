@@ -48,8 +48,11 @@ class LaunchError(ValueError):
 
 
 class UsageError(LaunchError):
-    """Train arguments after ``--`` that argparse refuses (``--epochs -1``): one line, and
-    exit status 2, as argparse's usage errors."""
+    """Train arguments after ``--`` that ``distconv train`` or the launch refuses: a value
+    argparse refuses (``--epochs -1``), a flag train does not take (``--mode async``), one
+    the launch sets itself (``--rank``) or of another transport (``--push-kb`` under mpi).
+    One line, and exit status 2, as argparse's usage errors: the same slip after ``--``
+    exited 1 or 2 by which check caught it."""
 
 
 @dataclass(frozen=True)
@@ -81,9 +84,9 @@ def parse_program(args: Sequence[str]) -> Program:
     ``torchrun`` runs any script.
 
     Raises:
-        LaunchError: the first word is neither an option nor a file or program that exists;
-            a train flag that ``distconv train`` does not take, or that abbreviates several.
-        UsageError: train arguments ``distconv train``'s parser refuses (``--epochs -1``).
+        LaunchError: the first word is neither an option nor a file or program that exists.
+        UsageError: train arguments ``distconv train``'s parser refuses (``--epochs -1``), a
+            flag it does not take or that abbreviates several, or --resume with --overwrite.
     """
     args = tuple(args)
     if not names_a_program(args):
@@ -116,10 +119,10 @@ def _train_program(args: tuple[str, ...]) -> Program:
         argv = tuple(spelled_out(args))
     except FlagError as exc:
         hint = async_hint(args)  # '-- --mode async': the launcher's flag, before --
-        raise LaunchError(f"{exc} (the arguments after -- are distconv train's{hint})") from None
+        raise UsageError(f"{exc} (the arguments after -- are distconv train's{hint})") from None
     # distconv train refuses the two together: said here once, not by every rank and restart
     if has_option(argv, "--overwrite") and has_option(argv, "--resume"):
-        raise LaunchError("distconv train takes --resume or --overwrite, not both")
+        raise UsageError("distconv train takes --resume or --overwrite, not both")
     parse_train_values(argv)
     return Program(argv, is_train=True)
 
@@ -167,17 +170,17 @@ def refuse_owned_flags(program: Program, owned: Mapping[str, str], sync: str) ->
     transport than ``sync`` (``--push-kb`` under mpi; :func:`refuse_other_transport_flags`).
 
     Raises:
-        LaunchError: one line naming the flag, what sets it and what to do (``owned``'s text),
+        UsageError: one line naming the flag, what sets it and what to do (``owned``'s text),
             or the transports the flag is for.
     """
     if not program.is_train:
         return
     for name, setter in owned.items():
         if has_option(program.argv, name):
-            raise LaunchError(f"{name} after --: {setter}")
+            raise UsageError(f"{name} after --: {setter}")
     chosen = option_value(program.argv, "--sync")
     if chosen is not None and chosen != sync:
-        raise LaunchError(f"--sync {chosen} after --, but this launch trains with --sync {sync}")
+        raise UsageError(f"--sync {chosen} after --, but this launch trains with --sync {sync}")
     refuse_other_transport_flags(program, sync)
 
 
@@ -189,7 +192,7 @@ def refuse_other_transport_flags(program: Program, sync: str | None = None) -> N
     ``distconv train``'s own check, which this runs.
 
     Raises:
-        LaunchError: the flag, the transports it is for and this run's.
+        UsageError: the flag, the transports it is for and this run's.
     """
     if not program.is_train:
         return
@@ -202,7 +205,7 @@ def refuse_other_transport_flags(program: Program, sync: str | None = None) -> N
     try:
         refuse_unused_flags(values, kind)
     except RuntimeConfigError as exc:
-        raise LaunchError(f"{exc} (the train arguments after --)") from None
+        raise UsageError(f"{exc} (the train arguments after --)") from None
 
 
 def with_out(program: Program, run_dir: str | os.PathLike) -> Program:

@@ -71,7 +71,9 @@ def refuse_after_dashes(args: argparse.Namespace, program: Program) -> None:
     (:func:`launcher.usage_hint.refused`) runs them on what it would put after ``--``.
 
     Raises:
-        LaunchError: what the first check that fails refuses.
+        UsageError: a train flag refused (set by the launch, or another transport's): exit
+            status 2, as a train value argparse refuses.
+        LaunchError: a program its workers (or ranks) cannot start.
     """
     from .commands import refuse_other_transport_flags, refuse_owned_flags
 

@@ -1,5 +1,6 @@
 """Train flags the launcher sets itself, or a flag of another transport than the launch's, are
-refused before anything starts.
+refused before anything starts, as usage errors (exit 2, as a train value argparse refuses;
+k536 F9: they exited 1).
 
 After ``--`` they won over the launcher's: ``--pservers`` or ``--insecure`` left every worker
 waiting 90 s or more for shards that never answered it, ``--rank 0`` made two workers clash on
@@ -44,7 +45,7 @@ def test_a_flag_the_launcher_sets_is_one_line_and_starts_nothing(tmp_path, comma
     run_dir = tmp_path / "run"
     argv = [command, *shape, "--run-dir", str(run_dir), "--", "--epochs", "1", *train]
     done = launch(*argv, cwd=tmp_path)
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"distconv-launch {command}: error: "), lines
     assert said in lines[0], lines
@@ -94,7 +95,7 @@ def test_insecure_passed_to_both_says_the_launcher_already_passes_it(tmp_path):
         "local", "--insecure", "--workers", "2", "--servers", "1", "--run-dir", str(run_dir),
         "--", "--epochs", "1", "--insecure", cwd=tmp_path,
     )  # fmt: skip
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr
     assert done.stderr.strip().endswith(
         "--insecure after --: the launcher already sets it, on the workers and the shards, "
         "from distconv-launch local --insecure; pass it only to the launcher"
@@ -175,7 +176,7 @@ def test_a_job_without_shards_refuses_a_flag_of_another_transport_than_its_worke
         "local", "--workers", "1", "--servers", "0", "--run-dir", str(run_dir), "--",
         "--epochs", "1", "--push-kb", "64", cwd=tmp_path,
     )  # fmt: skip
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         "distconv-launch local: error: --push-kb is for --sync pserver, and this run uses local "
         "sync (the train arguments after --)"
