@@ -14,6 +14,7 @@ under a run's own scheme recorded it anew.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -41,24 +42,69 @@ def keyed(value: Any) -> Any:
     another key of its dict is written as too (``1`` beside ``"1"``) with its type's name:
     ``"1 (int)"``. So ``sort_keys`` sorts keys of mixed types, and a tuple key is no TypeError
     naming neither key nor rank: the job check's ``as_sent`` and ``digest`` raised those. A
-    value that holds itself is json's ValueError, not a RecursionError."""
+    value that holds itself is json's ValueError, not a RecursionError; an object walked by
+    :func:`fields_of` that holds itself has its fields there written ``"..."`` (as a
+    dataclass's repr writes it)."""
     return _keyed(value, set())
+
+
+#: the types JSON writes as they are (a subclass's, an Enum of str's, may be walked)
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 def _keyed(value: Any, inside: set[int]) -> Any:
     """:func:`keyed`; ``inside``: the ids of the containers ``value`` is in."""
-    if not isinstance(value, (Mapping, list, tuple)):
+    if type(value) in _LEAVES:  # most of a description: no fields_of to ask (its cost)
+        return value
+    fields = None if isinstance(value, (Mapping, list, tuple)) else fields_of(value)
+    if fields is None and not isinstance(value, (Mapping, list, tuple)):
         return value
     if id(value) in inside:
+        if fields is not None:  # an object's back reference (a parent's child's parent)
+            return {"class": type(value).__qualname__, "fields": "..."}
         raise ValueError("Circular reference detected")
     inside.add(id(value))
-    if isinstance(value, Mapping):  # a MappingProxyType, one's own too: walked, not its str
+    if fields is not None:
+        made: Any = {"class": type(value).__qualname__, "fields": _keyed(fields, inside)}
+    elif isinstance(value, Mapping):  # a MappingProxyType, one's own too: walked, not its str
         named = key_names(value)
-        made: Any = {named[key]: _keyed(item, inside) for key, item in value.items()}
+        made = {named[key]: _keyed(item, inside) for key, item in value.items()}
     else:
         made = [_keyed(item, inside) for item in value]
     inside.discard(id(value))
     return made
+
+
+def fields_of(value: Any) -> dict[str, Any] | None:
+    """The fields an object is written by (:func:`keyed`: its qualified class name beside
+    them), or None where it is written otherwise: a dataclass's fields (its repr summarised a
+    large array, and wrote a set in its process's hash order); an object's attributes
+    (``__dict__``, ``__slots__``) where its class has no str or repr of its own (its text was
+    its class's name alone: ``Aug(p=0.1)`` and ``Aug(p=0.9)`` agreed), None for one that
+    holds none (written as its class's name, as before). An object with a text of its own is
+    written as that text: its author chose what it shows."""
+    if isinstance(value, type):
+        return None
+    if dataclasses.is_dataclass(value):
+        unset = object()  # a field with no default that __post_init__ never set
+        found = {f.name: getattr(value, f.name, unset) for f in dataclasses.fields(value)}
+        return {name: v for name, v in found.items() if v is not unset}
+    cls = type(value)
+    if cls.__str__ is not object.__str__ or cls.__repr__ is not object.__repr__:
+        return None
+    found = dict(getattr(value, "__dict__", None) or {})
+    for owner in cls.__mro__:
+        slots = owner.__dict__.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            name = f"_{owner.__name__.lstrip('_')}{slot}" if _private(slot) else slot
+            if slot not in ("__dict__", "__weakref__") and hasattr(value, name):
+                found.setdefault(slot, getattr(value, name))
+    return found or None
+
+
+def _private(name: str) -> bool:
+    """Whether ``name`` is mangled in its class (``__x``, not ``__x__``)."""
+    return name.startswith("__") and not name.endswith("__")
 
 
 def key_names(mapping: Any) -> dict[Any, str]:
@@ -95,8 +141,10 @@ def key_text(key: Any) -> str:
 def plain(value: Any) -> Any:
     """A value JSON has no form for, as ``json.dumps``'s ``default``: a numpy scalar as its
     number, a class as its qualified name (``np.float16``: ``float16``; a nested one as
-    ``Outer.Codec``, as its instance is named), an object that says nothing of itself as its
-    class's name (its default str has its address), a numpy array as :func:`_array` writes it
+    ``Outer.Codec``, as its instance is named), a dataclass or an object with no text of its
+    own as :func:`keyed` writes it (``{"class": "Aug", "fields": {"p": 0.1}}``: see
+    :func:`fields_of`), one holding nothing as its class's name (its default str has its
+    address), a numpy array as :func:`_array` writes it
     (its dtype, shape and a hash of its values), as a torch tensor or a cupy array is (read
     through the methods they have: neither is imported here), anything else its str, an
     address in it taken out (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted
@@ -107,6 +155,8 @@ def plain(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         # by the text each is written as: by str, 1 and "1" tied and kept their hash order
         return sorted(value, key=_written)
+    if fields_of(value) is not None:  # a dataclass, an object of attributes and no text
+        return keyed(value)
     if type(value).__str__ is object.__str__ and type(value).__repr__ is object.__repr__:
         return type(value).__qualname__
     if is_array(value):

@@ -5,6 +5,7 @@ tests/mpi/test_hash_seed_job_check.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -165,3 +166,53 @@ def test_a_torch_or_device_array_is_compared_by_all_its_values_not_its_summarise
     assert on_device == _described({"d": np.zeros(5000)})["config.d"]
     device_middle = _DeviceArray(middle.numpy().astype(np.float64))
     assert on_device != _described({"d": device_middle})["config.d"]
+
+
+class _Aug:
+    """An augmentation of one's own: attributes, no str or repr of its own."""
+
+    def __init__(self, p: float):
+        self.p = p
+        self.owner: _Aug | None = None
+
+
+class _Slotted:
+    """The same, its attributes in ``__slots__`` (one of them private: mangled)."""
+
+    __slots__ = ("p", "__seed")
+
+    def __init__(self, p: float, seed: int):
+        self.p, self.__seed = p, seed
+
+
+@dataclasses.dataclass
+class _Crop:
+    """A dataclass in a config: its repr summarises a large array, writes a set unsorted."""
+
+    mask: np.ndarray
+    skip: set
+
+
+def test_a_dataclass_or_an_object_without_a_text_is_compared_by_its_fields():
+    """A dataclass was compared by its repr: a large array in it summarised (two masks that
+    differ in the middle agreed), a set in its rank's hash order (two ranks that agree were
+    refused). An object whose class has no str or repr of its own was its class's name
+    alone: ``_Aug(p=0.1)`` and ``_Aug(p=0.9)`` agreed at the job check and at a resume. Both
+    are their class's name and their fields, walked as any value; an object that holds
+    itself is written, its back reference as ``"..."``; one holding nothing is its name."""
+    middle = np.zeros(5000)
+    middle[2500] = 1
+    ours = _described({"crop": _Crop(np.zeros(5000), {"fc", "conv1", "conv2"})})
+    assert ours["config.crop"]["class"] == "_Crop"
+    assert ours["config.crop"]["fields"]["skip"] == ["conv1", "conv2", "fc"]
+    theirs = _described({"crop": _Crop(middle, {"fc", "conv1", "conv2"})})
+    assert first_difference(ours, theirs).startswith("config.crop.fields.mask.values_sha256: ")
+    low, high = _described({"aug": _Aug(0.1)}), _described({"aug": _Aug(0.9)})
+    assert first_difference(low, high) == "config.aug.fields.p: 0.1 here, 0.9 there"
+    slotted = _described({"aug": _Slotted(0.1, 7)})["config.aug"]
+    assert slotted == {"class": "_Slotted", "fields": {"__seed": 7, "p": 0.1}}
+    looped = _Aug(0.1)
+    looped.owner = looped
+    written = _described({"aug": looped})["config.aug"]["fields"]
+    assert written == {"owner": {"class": "_Aug", "fields": "..."}, "p": 0.1}
+    assert _described({"aug": object.__new__(_Aug)})["config.aug"] == "_Aug"
