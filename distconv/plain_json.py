@@ -112,8 +112,9 @@ def key_names(mapping: Any) -> dict[Any, str]:
     :func:`key_text`, with its type's name where another key has that text too (``1`` beside
     ``"1"``: ``"1 (int)"``; the string keeps its text). The same whatever order the keys came
     in, and never one text for two keys: a pair the rule cannot tell apart (two types of one
-    name, or ``"1 (int)"`` beside ``1`` and ``"1"``) is a ValueError naming both, not a value
-    dropped without a word."""
+    name, ``"1 (int)"`` beside ``1`` and ``"1"``) is told apart by :func:`_kept_apart`, not
+    one value dropped without a word, nor a ValueError: raised on the one rank whose config
+    held the pair, before the job check's exchange, it left the others waiting in it."""
     texts = {key: key_text(key) for key in mapping}
     shared = Counter(texts.values())
     named = {
@@ -121,12 +122,33 @@ def key_names(mapping: Any) -> dict[Any, str]:
         for k, t in texts.items()
     }
     if len(set(named.values())) < len(named):
-        seen: dict[str, Any] = {}
-        for key, text in named.items():
-            if text in seen:
-                raise ValueError(f"keys {seen[text]!r} and {key!r} are both written {text!r}")
-            seen[text] = key
+        return _kept_apart(named)
     return named
+
+
+def _kept_apart(named: dict[Any, str]) -> dict[Any, str]:
+    """``named`` with a text several keys share kept by one: a string key keeps its own, each
+    other key takes its type's module-qualified name (``1`` beside ``"1"`` and ``"1 (int)"``:
+    ``"1 (builtins.int)"``), then a number where that is taken too (two NaN keys: ``"NaN
+    (builtins.float)"``, ``"NaN (builtins.float) 2"``), in the order of those names, then
+    the mapping's own."""
+    count = Counter(named.values())
+    kept = {k: t for k, t in named.items() if isinstance(k, str) or count[t] == 1}
+    used = set(kept.values())
+    left = [k for k in named if k not in kept]
+    for key in sorted(left, key=lambda k: (named[k], _type_name(k))):  # sorted is stable
+        base = text = f"{key_text(key)} ({_type_name(key)})"
+        number = 1
+        while text in used:
+            number += 1
+            text = f"{base} {number}"
+        kept[key] = text
+        used.add(text)
+    return {key: kept[key] for key in named}
+
+
+def _type_name(key: Any) -> str:
+    return f"{type(key).__module__}.{type(key).__qualname__}"
 
 
 def key_text(key: Any) -> str:

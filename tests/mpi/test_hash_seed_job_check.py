@@ -24,7 +24,15 @@ def test_ranks_with_other_hash_seeds_agree_on_a_set_and_still_name_a_difference(
     assert proc.returncode == 0, proc.stderr
     said = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert said[0]["order"] != said[1]["order"], "the two seeds order the set alike: no test"
-    assert [(s["set"], s["object"], s["keys"]) for s in said] == [("ok", "ok", "ok")] * 2
+    assert [(s["set"], s["object"], s["keys"], s["dataclass"]) for s in said] == [
+        ("ok", "ok", "ok", "ok")
+    ] * 2
+    # rank 0's pair raised before the exchange, rank 1 waiting in it (review k535, k538)
+    assert [s["one_rank_pair"] for s in said] == [
+        f"JobMismatch: rank {r} and rank {1 - r} run different jobs: config.k.1 (builtins.int): "
+        f"{(0, repr('<missing>'))[r]} here, {(repr('<missing>'), 0)[r]} there"
+        for r in (0, 1)
+    ]
     for rank, other, ours, theirs in ((0, 1, 8, 16), (1, 0, 16, 8)):
         assert said[rank]["differ"] == (
             f"JobMismatch: rank {rank} and rank {other} run different jobs: "
