@@ -83,3 +83,24 @@ def test_a_layer_setting_writes_a_torch_tensor_as_the_job_check_does():
     ours = settings.setting_value(_Spec(torch.zeros(5000), {}))
     theirs = settings.setting_value(_Spec(middle, {}))
     assert ours["mask"] == plain_json.plain(torch.zeros(5000)) != theirs["mask"]
+
+
+class _Leaky:
+    """An activation of one's own: an attribute, no str or repr of its own."""
+
+    def __init__(self, slope: float):
+        self.slope = slope
+
+    def __call__(self, x):
+        return x
+
+
+def test_a_layer_setting_writes_an_object_without_a_text_by_its_attributes():
+    """``setting_value`` wrote an object whose class has no repr of its own as that repr less
+    its address, ``<tests.test_plain_json._Leaky object>``: two ranks whose parts' specs
+    held ``_Leaky(0.1)`` and ``_Leaky(0.2)`` agreed on one model. It is written as the job
+    check writes it: its class's name and its attributes."""
+    ours = settings.setting_value(_Spec(np.zeros(1), {"act": _Leaky(0.1)}))
+    theirs = settings.setting_value(_Spec(np.zeros(1), {"act": _Leaky(0.2)}))
+    assert ours["scale"]["act"] == {"class": "_Leaky", "fields": {"slope": 0.1}}
+    assert ours != theirs
