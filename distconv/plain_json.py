@@ -182,9 +182,12 @@ def plain(value: Any) -> Any:
     if type(value).__str__ is object.__str__ and type(value).__repr__ is object.__repr__:
         return type(value).__qualname__
     if is_array(value):
-        return _array(value)
+        try:
+            return _array(value)
+        except (RuntimeError, TypeError, ValueError):  # no values it gives the host: a sparse,
+            pass  # a meta or a quantized tensor, written by its str as before, not refused
     item = getattr(value, "item", None)
-    if callable(item) and getattr(value, "shape", None) == ():
+    if callable(item) and _shape(value) == ():
         return item()
     return ADDRESS.sub("", str(value))
 
@@ -198,8 +201,16 @@ def is_array(value: Any) -> bool:
         return value.shape != ()
     if not hasattr(value, "__dlpack__") and not hasattr(value, "__cuda_array_interface__"):
         return False
-    shape = getattr(value, "shape", None)
+    shape = _shape(value)
     return hasattr(value, "dtype") and isinstance(shape, tuple) and shape != ()
+
+
+def _shape(value: Any) -> Any:
+    """``value.shape``; None where it has none, or cannot say (a nested tensor raises)."""
+    try:
+        return getattr(value, "shape", None)
+    except (RuntimeError, TypeError, ValueError):
+        return None
 
 
 def _array(array: Any) -> dict[str, Any]:

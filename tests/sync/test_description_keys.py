@@ -6,6 +6,7 @@ tests/mpi/test_hash_seed_job_check.py)."""
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -227,3 +228,21 @@ def test_a_dataclass_or_an_object_without_a_text_is_compared_by_its_fields():
     written = _described({"aug": looped})["config.aug"]["fields"]
     assert written == {"owner": {"class": "_Aug", "fields": "..."}, "p": 0.1}
     assert _described({"aug": object.__new__(_Aug)})["config.aug"] == "_Aug"
+
+
+def test_a_tensor_with_no_values_on_the_host_is_written_by_its_text_not_refused():
+    """A sparse, a meta or a quantized tensor in a config failed setup (and a Trainer's
+    start) with a bare RuntimeError, ``Cannot access data pointer of Tensor that doesn't
+    have storage``, from reading its values to hash them: it is written by its str, as before
+    tensors were hashed. A nested tensor's ``shape`` raised (``NestedTensorImpl doesn't
+    support sizes``) in asking whether it is an array."""
+    torch = pytest.importorskip("torch")
+    sparse = torch.sparse_coo_tensor([[0, 1]], [1.0, 2.0], (3,))
+    assert "nnz=2" in _described({"adjacency": sparse})["config.adjacency"]
+    assert "device='meta'" in _described({"m": torch.empty(3, device="meta")})["config.m"]
+    quantized = torch.quantize_per_tensor(torch.zeros(3), 0.1, 0, torch.qint8)
+    assert "qint8" in _described({"q": quantized})["config.q"]
+    with warnings.catch_warnings():  # torch's: the nested tensor API is a prototype
+        warnings.simplefilter("ignore")
+        nested = torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)])
+    assert _described({"n": nested})["config.n"].startswith("nested_tensor([")
