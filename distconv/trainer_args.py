@@ -41,8 +41,9 @@ def run_config(config: Mapping[str, Any] | None, **own: Any) -> dict[str, Any]:
 
     Raises:
         ValueError: a key of ``config`` the Trainer keeps its own fact under, with another
-            value (compared as a checkpoint saves them: ``8`` and ``np.int64(8)`` are one): the
-            Trainer's replaced it without a word. The same value (``vars(args)``) is taken,
+            value (compared as a checkpoint saves them: ``8`` and ``np.int64(8)`` are one; a
+            dtype by its name, ``"f8"`` and ``"float64"``): the Trainer's replaced it without a
+            word. The same value (``vars(args)``) is taken,
             and so is None: not said (a ``--dtype`` flag left unset, as ``dtype=None`` is),
             the Trainer's fact in its place, as a resume takes a None fact (``UNKNOWN``).
     """
@@ -54,13 +55,23 @@ def run_config(config: Mapping[str, Any] | None, **own: Any) -> dict[str, Any]:
             same = as_saved({key: given[key]}) == as_saved({key: own[key]})
         except (TypeError, ValueError):  # a value that holds itself
             same = False
-        if not same:
+        if not same and not (key == "dtype" and _dtype_name(given[key]) == own[key]):
             raise ValueError(
                 f"config key {key!r} is {given[key]!r}, but the Trainer keeps its own {key} "
                 f"({own[key]!r}) under it, which would replace the config's; rename it, or "
                 "leave it out"
             )
     return {**given, **own}
+
+
+def _dtype_name(dtype: Any) -> str | None:
+    """The name of the dtype ``dtype`` says as ``Trainer(dtype=...)`` takes it (``"f8"``,
+    ``"double"``, ``float``: ``"float64"``), or None: a config's ``dtype`` said so is the
+    Trainer's own (``dtype=args.dtype, config=vars(args)``), not another value."""
+    try:
+        return resolve_dtype(dtype).name
+    except (TypeError, ValueError):
+        return None
 
 
 def job_config(config: Mapping[str, Any], layers: Any) -> dict[str, Any]:

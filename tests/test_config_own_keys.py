@@ -101,3 +101,15 @@ def test_a_config_key_of_the_trainers_own_that_is_none_is_taken_as_not_said():
     said = {"dtype": None, "seed": None, "checkpoint_every": None, "layers": 3}
     trainer = Trainer(_small_net(), sync, 8, dtype=said["dtype"], config=said)
     assert (trainer.config["dtype"], trainer.config["seed"]) == ("float32", 0)
+
+
+@pytest.mark.parametrize("said", ["f8", "double", float])
+def test_a_config_dtype_said_in_another_of_numpys_names_is_the_trainers_own(said):
+    """``Trainer(dtype=args.dtype, config=vars(args))`` of a ``--dtype f8`` (or ``double``,
+    or Python's ``float``), a name ``dtype=`` takes, was refused as another dtype than the
+    Trainer's ``float64``, its own argument's (review k542); ``float16`` is still refused."""
+    sync = LocalSync(create_optimizer("sgd"))
+    trainer = Trainer(_small_net(), sync, 8, dtype=said, config={"dtype": said})
+    assert trainer.config["dtype"] == "float64"
+    with pytest.raises(ValueError, match=r"config key 'dtype' is 'f2'.*'float64'"):
+        Trainer(_small_net(), sync, 8, dtype=said, config={"dtype": "f2"})
