@@ -9,7 +9,15 @@ from typing import Any
 
 from distconv.files import describe_os_error
 
-from .commands import LaunchError, names_a_program, parse_program, refuse_owned_flags
+from .commands import (
+    LaunchError,
+    Program,
+    UsageError,
+    has_option,
+    names_a_program,
+    parse_program,
+    refuse_owned_flags,
+)
 from .stderr_line import write_last
 from .stdout import write_stdout
 
@@ -49,10 +57,13 @@ def checked_manifests(args: argparse.Namespace, rest: Sequence[str]) -> list[dic
     """The manifests of ``distconv-launch k8s`` ``args`` with ``rest`` after ``--``, checked.
 
     Raises:
-        LaunchError: what the renderer or the checks of the manifests refuse.
+        UsageError: a train flag the deployment sets or excludes (``-- --rank 1``), or of the
+            other transport (``--mpi -- --push-kb 3``); train's parse of the arguments.
+        LaunchError: what the renderer refuses of the launch's own flags, or the checks of
+            the manifests (``-- --out /opt/x`` on the read-only root).
     """
     try:
-        from distconv.deploy import manifest_problems, render
+        from distconv.deploy import manifest_problems, render  # noqa: F401 (render: _render's)
     except ImportError as exc:
         raise LaunchError(
             f"the Kubernetes renderer distconv.deploy.render is missing: {exc}"
@@ -62,30 +73,56 @@ def checked_manifests(args: argparse.Namespace, rest: Sequence[str]) -> list[dic
         raise LaunchError("k8s renders distconv train jobs; put the program in the image instead")
     program = parse_program(rest)
     try:
-        objects = render.render_manifests(
-            job_name=args.job_name,
-            workers=args.workers,
-            servers=(0 if args.mpi else 1) if args.servers is None else args.servers,
-            image=args.image,
-            gpus=args.gpus,
-            train_args=list(program.argv),
-            mode=args.mode,
-            slots_per_worker=args.slots_per_worker,
-            mpi=True if args.mpi else None,
-            ipv6=args.ipv6,
-            max_staleness=args.max_staleness,
-        )
-    except ValueError as exc:  # the renderer's check of the job's shape
-        raise LaunchError(str(exc)) from None
+        objects = _render(args, program.argv)
+    except ValueError as exc:  # the renderer's check of the job's shape, or of a train flag
+        raise _refusal(args, program, exc) from None
+    # the renderer refused the flags it sets (in the pods' arguments or environment): what
+    # is left to check is a flag of the other transport, a usage error (exit 2) as local's
+    # and mpi's, before the manifests' check would say it as a problem of theirs (exit 1)
+    refuse_owned_flags(program, {}, "mpi" if objects[0]["kind"] == "MPIJob" else "pserver")
     # what the schema cannot see (e.g. a train --out on the read-only root) would fail only
     # in the cluster, at the first checkpoint: refuse it here, before anything is applied
     problems = manifest_problems(objects)
     if problems:
         raise LaunchError(f"the manifests would not work: {'; '.join(problems)}")
-    # the renderer refused the flags it sets (in the pods' arguments or environment): what
-    # is left to check is a flag of the other transport
-    refuse_owned_flags(program, {}, "mpi" if objects[0]["kind"] == "MPIJob" else "pserver")
     return objects
+
+
+def _render(args: argparse.Namespace, train_args: Sequence[str]) -> list[dict[str, Any]]:
+    """The deploy renderer's manifests of ``args`` with ``train_args``; its ValueError as is."""
+    from distconv.deploy import render
+
+    return render.render_manifests(
+        job_name=args.job_name,
+        workers=args.workers,
+        servers=(0 if args.mpi else 1) if args.servers is None else args.servers,
+        image=args.image,
+        gpus=args.gpus,
+        train_args=list(train_args),
+        mode=args.mode,
+        slots_per_worker=args.slots_per_worker,
+        mpi=True if args.mpi else None,
+        ipv6=args.ipv6,
+        max_staleness=args.max_staleness,
+    )
+
+
+def _refusal(args: argparse.Namespace, program: Program, exc: ValueError) -> LaunchError:
+    """The renderer's refusal ``exc`` as the launcher's: a usage error (exit 2, as local's and
+    mpi's refusal of a flag they set) where the train arguments name a flag the deployment
+    sets or excludes (``-- --rank 1``) and the job renders without them, so that the flag is
+    what it refuses; else (the launch's own flags: ``--job-name``) a plain LaunchError."""
+    from distconv.deploy.render_args import ENVIRONMENT_FLAGS, EXCLUDED_FLAGS, OWNED_FLAGS
+
+    sets = (*OWNED_FLAGS, *ENVIRONMENT_FLAGS, *EXCLUDED_FLAGS)
+    if any(has_option(program.argv, flag) for flag in sets):
+        try:
+            _render(args, [])
+        except ValueError:
+            pass  # the launch's own flags are refused too, and first
+        else:
+            return UsageError(str(exc))
+    return LaunchError(str(exc))
 
 
 def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:

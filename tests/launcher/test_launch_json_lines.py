@@ -132,7 +132,7 @@ def test_a_renders_refusal_stays_text(tmp_path: Path):
         "--pservers", "a:1",
         cwd=tmp_path,
     )  # fmt: skip
-    assert done.returncode == 1
+    assert done.returncode == 2  # --pservers, which the deployment sets: a usage error
     assert done.stderr.startswith("distconv-launch k8s: error: "), done.stderr
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from launcher.cli import build_parser
 from launcher.commands import LaunchError, UsageError, parse_program
+from launcher.k8s import checked_manifests
 from launcher.owned import refuse_after_dashes
 from tests.launcher.launch_cli import launch
 
@@ -39,6 +40,45 @@ def test_a_train_slip_after_the_dashes_is_a_usage_error(shape: str, train: list[
     args = build_parser().parse_args(SHAPES[shape])
     with pytest.raises(UsageError):
         refuse_after_dashes(args, parse_program(["--epochs", "1", *train]))
+
+
+K8S = ["k8s", "--workers", "2", "--image", "reg/distconv:1"]
+
+
+@pytest.mark.parametrize(
+    "launch_flags, train",
+    [
+        ([], ["--rank", "1"]),  # a flag the deployment sets in the pods' environment
+        ([], ["--ra", "1"]),
+        (["--mpi"], ["--world-size", "3"]),
+        ([], ["--overwrite"]),  # one it excludes beside its --resume auto
+        ([], ["--sync", "mpi"]),  # one it sets in the pods' arguments
+        (["--mpi"], ["--pservers", "a:1"]),
+        (["--mpi"], ["--push-kb", "3"]),  # another transport's: the manifests' check said it
+        ([], ["--foo", "1"]),  # a flag train does not take (parse_program's, exit 2 already)
+    ],
+)
+def test_a_train_slip_after_the_dashes_of_k8s_is_a_usage_error(launch_flags, train):
+    """Under k8s, ``-- --rank 1`` and ``--mpi -- --push-kb 3`` exited 1 (the renderer's and
+    the manifests' refusals), while ``-- --foo 1`` and local's ``-- --rank 1`` exit 2."""
+    args = build_parser().parse_args([*K8S, *launch_flags])
+    with pytest.raises(UsageError):
+        checked_manifests(args, ["--epochs", "1", *train])
+
+
+@pytest.mark.parametrize(
+    "launch_flags, train",
+    [
+        (["--job-name", "Bad_Name"], ["--rank", "1"]),  # the launch's own flag, refused first
+        ([], ["--out", "/opt/x"]),  # no flag refused: the manifests would not work
+        (["--gpus", "1"], ["--device", "cpu"]),
+    ],
+)
+def test_what_k8s_refuses_of_its_own_flags_or_manifests_is_no_usage_error(launch_flags, train):
+    args = build_parser().parse_args([*K8S, *launch_flags])
+    with pytest.raises(LaunchError) as refused:
+        checked_manifests(args, ["--epochs", "1", *train])
+    assert not isinstance(refused.value, UsageError), refused.value
 
 
 def test_a_program_the_workers_cannot_start_is_no_usage_error(tmp_path):
