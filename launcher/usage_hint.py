@@ -211,10 +211,14 @@ def _takes_value(word: str) -> bool:
 
 def _runs_itself(extra: Sequence[str]) -> int:
     """How many words of ``extra``, first, name the program the launch runs itself where
-    nothing after ``--`` names one: ``train``, ``distconv`` or ``distconv train`` (else 0)."""
+    nothing after ``--`` names one: ``train``, ``distconv`` or ``distconv train`` (else 0).
+    ``distconv`` before another word (``distconv keys out``) is another command of its own,
+    a program of the user's: dropped, its subcommand was left to run as a program."""
     if list(extra[:2]) == ["distconv", "train"]:
         return 2
-    return 1 if extra[0] in ("distconv", "train") else 0
+    if extra[0] == "distconv":
+        return 1 if len(extra) == 1 or extra[1].startswith("-") else 0
+    return 1 if extra[0] == "train" else 0
 
 
 def _bare(word: str) -> bool:

@@ -412,3 +412,18 @@ def test_a_program_before_the_dashes_given_is_shown_after_them(
         _refusal(capsys, *argv)
         == f"distconv-launch {argv[0]}: error: unrecognized arguments: {said}"
     )
+
+
+def test_another_distconv_command_before_the_dashes_is_a_program_of_the_users(
+    capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch: pytest.MonkeyPatch
+):
+    """``distconv keys out -- x`` was told to drop ``distconv`` as the program the launch
+    runs itself, leaving ``-- keys out x``: ``keys``, no program, run by every worker."""
+    (tmp_path / "distconv").write_text("#!/bin/sh\n")
+    (tmp_path / "distconv").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    said = _refusal(capsys, "local", "--workers", "2", "distconv", "keys", "out", "--", "x")
+    assert said == (
+        "distconv-launch local: error: unrecognized arguments: distconv keys out (a program "
+        "goes after --: distconv-launch local --workers 2 -- distconv keys out x)"
+    )
