@@ -33,7 +33,8 @@ def unrecognized(
     mistyped: it is named, not sent after the program (``--max-restrts 2 -- job.py``). A
     program (or ``train``) before a ``--`` left out is shown after one; a program before a
     ``--`` given, first after it (``./run.sh -- --epochs 1``), and ``train`` (or
-    ``distconv``) there is said to be the launch's own program, to drop. A train flag the
+    ``distconv``) there is said to be the launch's own program, to drop, as ``distconv``
+    (``distconv train``) is where ``--`` was left out. A train flag the
     launch sets itself (``owned``: flag -> why) is said so, not sent after ``--``, where it
     was refused in turn (``mpi -np 2 --rank 1``). Where the launch would refuse what the hint
     puts after ``--`` (``refused``: why, or None), that is said instead of the hint. A value
@@ -64,9 +65,12 @@ def unrecognized(
     ahead = own[: at[0]] + own[at[0] + n :] if len(at) == 1 else [*own[:1], "..."]
 
     def command(after: Sequence[str]) -> str:  # the launch again, ``after`` after ``--``
-        return " ".join(w if w == "..." else _word(w) for w in [PROG, *ahead, "--", *after])
+        dashes = ["--", *after] if after else []  # 'distconv' alone: train's defaults
+        return " ".join(w if w == "..." else _word(w) for w in [PROG, *ahead, *dashes])
 
-    runs = _runs_itself(extra) if rest else 0  # 'train -- --epochs 1': no program to run
+    # 'train -- --epochs 1': no program to run; nor 'distconv train --epochs 1', -- left out
+    # ('train --epochs 1' is train's arguments as they are: -- train --epochs 1 takes them)
+    runs = _runs_itself(extra) if rest or extra[0] == "distconv" else 0
     if runs:
         why = refused([*extra[runs:], *rest])
         drop = f"not after -- either: {why}" if why else command([*extra[runs:], *rest])

@@ -427,3 +427,40 @@ def test_another_distconv_command_before_the_dashes_is_a_program_of_the_users(
         "distconv-launch local: error: unrecognized arguments: distconv keys out (a program "
         "goes after --: distconv-launch local --workers 2 -- distconv keys out x)"
     )
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (
+            ["local", "--workers", "2", "distconv", "train", "--epochs", "1"],
+            "distconv train --epochs 1 (the launcher runs distconv train itself: drop distconv "
+            "train (distconv-launch local --workers 2 -- --epochs 1), or put a program after --)",
+        ),
+        (
+            ["mpi", "-np", "2", "distconv", "--epochs", "1"],
+            "distconv --epochs 1 (the launcher runs distconv train itself: drop distconv "
+            "(distconv-launch mpi -np 2 -- --epochs 1), or put a program after --)",
+        ),
+        (
+            ["local", "--workers", "2", "distconv"],
+            "distconv (the launcher runs distconv train itself: drop distconv (distconv-launch "
+            "local --workers 2), or put a program after --)",
+        ),
+        (
+            ["k8s", "--workers", "2", "--image", "i", "distconv", "train", "--epochs", "1"],
+            "distconv train --epochs 1 (the launcher runs distconv train itself: drop distconv "
+            "train (distconv-launch k8s --workers 2 --image i -- --epochs 1))",
+        ),
+    ],
+    ids=["local", "mpi", "alone", "k8s"],
+)
+def test_distconv_train_with_no_dashes_is_said_to_be_the_launchs_own(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+):
+    """``local --workers 2 distconv train --epochs 1`` was told ``-- distconv train --epochs
+    1``: distconv run as a program of the user's by every worker, with no --out of the run's
+    nor the checks of the flags the launch sets, as a ``--`` given was not (b95794c7)."""
+    assert _refusal(capsys, *argv) == (
+        f"distconv-launch {argv[0]}: error: unrecognized arguments: {said}"
+    )
