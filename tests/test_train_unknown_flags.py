@@ -80,3 +80,20 @@ def test_trains_refusals_hint_at_async_as_the_launchers_do(
     said = capsys.readouterr().err.splitlines()[-1]
     assert said.endswith(f" ({ASYNC_HINT})") is hinted, said
     assert bool(async_hint(argv)) is hinted
+
+
+@pytest.mark.parametrize("argv", [["--syn", "async"], ["--sy=Async", "--epochs", "1"]])
+def test_an_abbreviated_sync_asking_for_async_is_hinted_as_the_launcher_hints_it(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+):
+    """``distconv train --syn async`` is ``--sync async`` to argparse, and the launcher's
+    ``-- --syn async`` (spelled out first) was hinted, train's own refusal not."""
+    from launcher.commands import UsageError, parse_program
+    from launcher.owned import ASYNC_HINT as LAUNCHER_HINT
+
+    with pytest.raises(SystemExit):
+        train_parser().parse_args(argv)
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert said.endswith(f" ({ASYNC_HINT})"), said
+    with pytest.raises(UsageError, match=LAUNCHER_HINT.split(":")[0]):
+        parse_program(argv)
