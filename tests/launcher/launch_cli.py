@@ -215,3 +215,18 @@ def run_python(
         [sys.executable, "-c", script, *argv], env=ENV, cwd=cwd, capture_output=True,
         timeout=20, text=text,
     )  # fmt: skip
+
+
+def usage_refusal(capsys, *argv: str) -> str:
+    """The last stderr line of the launcher's own parser refusing ``argv`` (a usage error,
+    exit 2), parsed in this process: a refusal needs no launch."""
+    import pytest
+
+    from launcher.cli import build_parser
+    from launcher.options import parse_own, split_argv
+
+    own, rest = split_argv(argv)
+    with pytest.raises(SystemExit) as stopped:
+        parse_own(build_parser(), own, rest)
+    assert stopped.value.code == 2
+    return capsys.readouterr().err.splitlines()[-1]

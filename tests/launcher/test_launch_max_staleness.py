@@ -19,19 +19,11 @@ import pytest
 from launcher.cli import build_parser, local_plan
 from launcher.commands import parse_program, server_command
 from launcher.k8s import checked_manifests
-from launcher.options import parse_own, split_argv
+from launcher.options import parse_own
 from tests.child_env import child_env
-from tests.launcher.launch_cli import launch
+from tests.launcher.launch_cli import launch, usage_refusal
 
 WORKER = Path(__file__).with_name("ps_launch_worker.py")
-
-
-def _refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    own, rest = split_argv(argv)
-    with pytest.raises(SystemExit) as stopped:
-        parse_own(build_parser(), own, rest)
-    assert stopped.value.code == 2
-    return capsys.readouterr().err.splitlines()[-1]
 
 
 @pytest.mark.parametrize(
@@ -62,7 +54,7 @@ def test_a_staleness_the_shards_would_not_read_or_take_is_a_usage_error(
 ):
     """Refused before anything starts: the shards read it in async mode only, and refused a
     negative or too large one at their start, after the keys were made."""
-    line = _refusal(capsys, "local", "--workers", "2", *own, "--", "--epochs", "1")
+    line = usage_refusal(capsys, "local", "--workers", "2", *own, "--", "--epochs", "1")
     assert line.startswith(f"distconv-launch local: error: {said}"), line
 
 
@@ -92,7 +84,7 @@ def test_a_k8s_staleness_the_shards_would_not_read_or_take_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], own: list[str], said: str
 ):
     """k8s takes ``--max-staleness`` as local does, refused where local's is (k528)."""
-    line = _refusal(capsys, *K8S, *own, "--", "--epochs", "1")
+    line = usage_refusal(capsys, *K8S, *own, "--", "--epochs", "1")
     assert line.startswith(f"distconv-launch k8s: error: {said}"), line
 
 

@@ -15,16 +15,7 @@ import sys
 
 import pytest
 
-from launcher.cli import build_parser
-from launcher.options import parse_own, split_argv
-
-
-def _refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    own, rest = split_argv(argv)
-    with pytest.raises(SystemExit) as stopped:
-        parse_own(build_parser(), own, rest)
-    assert stopped.value.code == 2
-    return capsys.readouterr().err.splitlines()[-1]
+from tests.launcher.launch_cli import usage_refusal
 
 
 @pytest.mark.parametrize(
@@ -51,7 +42,7 @@ def _refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 def test_a_mistyped_own_flag_is_named_not_moved_after_the_program(
     capsys: pytest.CaptureFixture[str], argv: list[str], said: str
 ):
-    assert _refusal(capsys, *argv) == said
+    assert usage_refusal(capsys, *argv) == said
 
 
 @pytest.mark.parametrize(
@@ -74,7 +65,7 @@ def test_a_mistyped_own_flag_is_named_not_moved_after_the_program(
 def test_a_program_before_a_forgotten_dashes_is_shown_after_them(
     capsys: pytest.CaptureFixture[str], argv: list[str], said: str
 ):
-    assert _refusal(capsys, *argv) == f"distconv-launch {argv[0]}: error: {said}"
+    assert usage_refusal(capsys, *argv) == f"distconv-launch {argv[0]}: error: {said}"
 
 
 @pytest.mark.parametrize(
@@ -104,7 +95,7 @@ def test_a_train_flag_the_launch_sets_is_not_sent_after_the_dashes(
 ):
     """Sent after ``--``, it was refused in turn (``--rank after --: MPI gives each rank its
     rank``): the hint led to a second refusal."""
-    assert _refusal(capsys, *argv) == f"distconv-launch {argv[0]}: error: {said}"
+    assert usage_refusal(capsys, *argv) == f"distconv-launch {argv[0]}: error: {said}"
 
 
 @pytest.mark.parametrize(
@@ -146,7 +137,7 @@ def test_arguments_the_launch_refuses_after_the_dashes_are_not_sent_there(
 ):
     """The hint ``distconv train's arguments go after --: ...`` led to a second refusal (or,
     for ``job.py``, to a program read as a train argument): the refusal is said at once."""
-    said = _refusal(capsys, *argv)
+    said = usage_refusal(capsys, *argv)
     assert said.endswith(f"(not after -- either: {why})"), said
 
 
@@ -161,7 +152,7 @@ def test_a_k8s_render_its_own_flags_fail_does_not_blame_the_train_arguments(
     """The hint rendered the job whole with the train arguments: a refusal of the launcher's
     own flags said ``--epochs 1 (not after -- either: --ipv6 renders parameter-server jobs
     only...)``, valid train arguments blamed and not sent after ``--``."""
-    said = _refusal(capsys, "k8s", "--workers", "2", "--image", "img", *own, "--epochs", "1")
+    said = usage_refusal(capsys, "k8s", "--workers", "2", "--image", "img", *own, "--epochs", "1")
     assert "(distconv train's arguments go after --: " in said, said
     assert said.endswith(" -- --epochs 1)"), said
 
@@ -175,7 +166,7 @@ def test_a_stray_value_naming_no_program_keeps_argparse_words(
     (tmp_path / "runs").mkdir()
     (tmp_path / "data.csv").write_text("1\n")
     monkeypatch.chdir(tmp_path)
-    said = _refusal(capsys, "local", "--workers", "2", stray)
+    said = usage_refusal(capsys, "local", "--workers", "2", stray)
     assert said == f"distconv-launch local: error: unrecognized arguments: {stray}"
 
 
@@ -186,7 +177,7 @@ def test_a_path_to_a_file_local_cannot_start_is_not_sent_after_the_dashes(
     told ``-- ./data.csv``, which the launch then refused at the worker's start."""
     (tmp_path / "data.csv").write_text("1\n")
     monkeypatch.chdir(tmp_path)
-    said = _refusal(capsys, "local", "--workers", "2", "./data.csv")
+    said = usage_refusal(capsys, "local", "--workers", "2", "./data.csv")
     why = "cannot start './data.csv': './data.csv' is not executable (chmod +x it)"
     assert said.endswith(f"(not after -- either: {why})"), said
 
@@ -218,9 +209,9 @@ def test_a_program_the_ranks_cannot_start_is_not_sent_after_the_dashes(
     script.write_text(first)
     script.chmod(mode)
     monkeypatch.chdir(tmp_path)
-    said = _refusal(capsys, "mpi", "-np", "2", "./run.sh")
+    said = usage_refusal(capsys, "mpi", "-np", "2", "./run.sh")
     assert said.endswith(f"(not after -- either: cannot start './run.sh' in the ranks: {why})")
-    said = _refusal(capsys, "mpi", "-np", "2", "-H", "a,b", "./run.sh")
+    said = usage_refusal(capsys, "mpi", "-np", "2", "-H", "a,b", "./run.sh")
     assert said.endswith("(a program goes after --: distconv-launch mpi -np 2 -H a,b -- ./run.sh)")
 
 
@@ -246,7 +237,7 @@ def test_a_stray_word_that_names_a_command_is_not_taken_for_the_program(
     runs /usr/bin/sync in every worker); a lone word on PATH is as likely a stray value as
     a program, so the hint says the command only for the program case (k525)."""
     assert (
-        _refusal(capsys, *argv)
+        usage_refusal(capsys, *argv)
         == f"distconv-launch {argv[0]}: error: unrecognized arguments: {said}"
     )
 
@@ -268,7 +259,7 @@ def test_a_program_after_its_own_arguments_is_shown_first_after_the_dashes(
     """``--epochs 1 job.py`` sent after ``--`` makes job.py a train argument, which the launch
     refuses; the refusal said that alone (``not after -- either: unrecognized arguments:
     job.py``), and no longer that the program goes first (k515's review of ced7f2d7)."""
-    said = _refusal(capsys, *argv)
+    said = usage_refusal(capsys, *argv)
     hint = f"(a program goes first after --, its arguments after it: distconv-launch {again})"
     assert said.endswith(hint), said
 
@@ -301,7 +292,7 @@ def test_a_stray_word_after_train_arguments_is_not_taken_for_the_program(
     ``--``: a value of the command's own option (``sync``, its ``--mode`` left out) is none,
     though PATH holds ``/usr/bin/sync``, and a lone word on PATH only perhaps one (k528); nor
     is the value of the train flag before it (``--out test``; k531)."""
-    said = _refusal(capsys, *argv)
+    said = usage_refusal(capsys, *argv)
     assert said.endswith(hint), said
 
 
@@ -323,7 +314,7 @@ def test_a_value_of_an_option_already_given_is_not_told_to_give_it(
     too, and ``--mo=async`` as argparse reads it (found by k528)."""
     word, given = said.split(" (")
     flag = given.split()[0]
-    assert _refusal(capsys, *argv) == (
+    assert usage_refusal(capsys, *argv) == (
         f"distconv-launch {argv[0]}: error: unrecognized arguments: {word} ({flag} is given "
         f"already: {given}"
     )
@@ -352,7 +343,7 @@ def test_a_k8s_out_after_the_train_arguments_is_said_to_be_the_manifests_folder(
     """``k8s ... --epochs 1 --out /opt/x``, its ``--`` forgotten, was told to put ``--epochs 1``
     after ``--`` and keep ``--out /opt/x`` before it, where it is k8s's own flag: the manifests
     written into /opt/x, not the workers' run folder (found by k531; k533)."""
-    said = _refusal(capsys, "k8s", "--workers", "2", "--image", "d:1", *given)
+    said = usage_refusal(capsys, "k8s", "--workers", "2", "--image", "d:1", *given)
     assert said.startswith("distconv-launch k8s: error: unrecognized arguments: --epochs 1 ("), said
     assert said.endswith(OUT_NOTE) is noted, said
 
@@ -409,7 +400,7 @@ def test_a_program_before_the_dashes_given_is_shown_after_them(
     script.chmod(0o755)
     monkeypatch.chdir(tmp_path)
     assert (
-        _refusal(capsys, *argv)
+        usage_refusal(capsys, *argv)
         == f"distconv-launch {argv[0]}: error: unrecognized arguments: {said}"
     )
 
@@ -422,7 +413,7 @@ def test_another_distconv_command_before_the_dashes_is_a_program_of_the_users(
     (tmp_path / "distconv").write_text("#!/bin/sh\n")
     (tmp_path / "distconv").chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    said = _refusal(capsys, "local", "--workers", "2", "distconv", "keys", "out", "--", "x")
+    said = usage_refusal(capsys, "local", "--workers", "2", "distconv", "keys", "out", "--", "x")
     assert said == (
         "distconv-launch local: error: unrecognized arguments: distconv keys out (a program "
         "goes after --: distconv-launch local --workers 2 -- distconv keys out x)"
@@ -461,6 +452,6 @@ def test_distconv_train_with_no_dashes_is_said_to_be_the_launchs_own(
     """``local --workers 2 distconv train --epochs 1`` was told ``-- distconv train --epochs
     1``: distconv run as a program of the user's by every worker, with no --out of the run's
     nor the checks of the flags the launch sets, as a ``--`` given was not (b95794c7)."""
-    assert _refusal(capsys, *argv) == (
+    assert usage_refusal(capsys, *argv) == (
         f"distconv-launch {argv[0]}: error: unrecognized arguments: {said}"
     )
