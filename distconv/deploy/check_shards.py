@@ -32,7 +32,7 @@ from distconv.deploy.walk import (
 )
 from distconv.endpoint import split_endpoint
 from distconv.runtime import RuntimeConfigError
-from distconv.sync.ps.cli import add_pserver, shard_config
+from distconv.sync.ps.cli import add_pserver, shard_config, unread_staleness
 from distconv.transport_flags import refuse_probe_flags_without_port
 
 #: what stands for a value only the cluster knows: no flag starts so, no value is written so
@@ -246,6 +246,9 @@ def shard_argv_problem(
         return _shown(f"unrecognized arguments: {' '.join(wrong)}")
     if filled > len(missing):  # one token the cluster fills in is left for any flag
         return None
+    unread = unread_staleness(namespace)  # the shard's usage error, first after the parse
+    if unread is not None:
+        return _shown(unread)
     try:  # the shard's own refusals after the parse, in its order: it exits 1 at start
         shard_config(_with_stand_ins(namespace), "").check()
         refuse_probe_flags_without_port(namespace)

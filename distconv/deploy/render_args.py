@@ -8,7 +8,7 @@ import re
 
 from distconv.deploy.image_ref import FORM, is_image_reference
 from distconv.deploy.train_values import refuse_train_values
-from distconv.sync.ps.limits import MAX_SETTING
+from distconv.sync.ps.limits import MAX_SETTING, staleness_in_sync
 from distconv.train_args import FlagError, spelled_out
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -108,10 +108,7 @@ def _check_staleness(max_staleness, mode, use_mpi: bool) -> None:
     if use_mpi:
         raise ValueError("--max-staleness is for parameter-server shards; an MPIJob has none")
     if mode != "async":
-        raise ValueError(
-            f"--max-staleness {max_staleness} is for --mode async; a sync step takes every "
-            "worker's push of that step, so none is stale"
-        )
+        raise ValueError(staleness_in_sync(max_staleness))
 
 
 def _undecoded(text: str) -> bool:

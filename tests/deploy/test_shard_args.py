@@ -132,7 +132,7 @@ def test_placeholders_are_read_as_the_kubelet_fills_them_in():
 def test_env_from_a_config_map_may_define_any_name():
     objs = copy.deepcopy(render_manifests(**CONFIGS["pserver"]))
     here, container = _shards(objs)
-    container["args"] += ["--max-staleness", "$(STALENESS)"]
+    container["args"] += ["--mode", "async", "--max-staleness", "$(STALENESS)"]
     assert "must be an integer, got '$(STALENESS)'" in "; ".join(manifest_problems(objs))
     container["envFrom"] = [{"configMapRef": {"name": "shard-settings"}}]
     assert manifest_problems(objs) == []
@@ -145,11 +145,11 @@ CONFIG_KEY = {"configMapKeyRef": {"name": "shard-settings", "key": "k"}}
     "args, env",
     [
         # the kubelet defines these for the namespace's Services (the API server's always)
-        (["--max-staleness", "$(KUBERNETES_SERVICE_PORT)"], []),
+        (["--mode", "async", "--max-staleness", "$(KUBERNETES_SERVICE_PORT)"], []),
         (["--health-port", "$(SHARD_METRICS_SERVICE_PORT_HTTP)"], []),
         # the last of two variables of one name is the one the kubelet keeps
         (
-            ["--max-staleness", "$(S)"],
+            ["--mode", "async", "--max-staleness", "$(S)"],
             [{"name": "S", "value": "x"}, {"name": "S", "valueFrom": CONFIG_KEY}],
         ),
         # a variable filled in may be a flag, and the token after it its value
@@ -331,7 +331,7 @@ def test_a_health_port_the_cluster_may_fill_in_is_not_refused_for_a_probe_settin
         (["--keep-parts", "-1"], "--keep-parts must be >= 0, got -1"),
         # (inf no longer gets past the parse: "must be finite, got 'inf'", k226)
         (["--drain-seconds", "-1"], "--drain-seconds must be finite and >= 0, got -1.0"),
-        (["--max-staleness", "-1"], "--max-staleness must be >= 0, got -1"),
+        (["--mode", "async", "--max-staleness", "-1"], "--max-staleness must be >= 0, got -1"),
         # checked before the probe flags, as the shard checks them
         (["--timeout", "0", "--stall-seconds", "5"], "--timeout must be finite"),
     ],
@@ -375,6 +375,31 @@ def test_continue_is_refused_beside_sync_and_not_beside_a_mode_the_cluster_fills
         f"{here}: distconv pserver: --on-worker-loss continue needs --mode async: a sync step "
         "waits for every worker's push, so losing one fails the job whatever this flag says "
         "(every shard would exit)"
+    ]
+    assert _shard_problems(here, problems) == (expected if refused else [])
+
+
+@pytest.mark.parametrize(
+    "name, args, refused",
+    [
+        ("pserver", ("--max-staleness", "2"), "2"),  # rendered --mode sync
+        ("pserver", ("--max-staleness", "$(S)"), "$(S)"),  # whatever the bound, sync reads none
+        ("one-worker", ("--max-staleness", "2"), None),  # rendered --mode async
+        ("pserver", ("--mode", "$(MODE)", "--max-staleness", "2"), None),  # may be async
+    ],
+)
+def test_a_staleness_bound_is_refused_beside_sync_as_the_shard_refuses_it(name, args, refused):
+    """A sync shard refuses ``--max-staleness`` as a usage error (exit 2 at start), in
+    ``distconv-launch k8s``'s words: a StatefulSet edited to ``--mode sync`` that kept
+    ``--max-staleness 2`` checked clean (audit k536 F1)."""
+    env = [
+        {"name": var, "valueFrom": {"configMapKeyRef": {"name": "shard-settings", "key": var}}}
+        for var in ("MODE", "S")
+    ]
+    here, problems = _problems_with(name, *args, env=env)
+    expected = [
+        f"{here}: distconv pserver: --max-staleness {refused} is for --mode async; a sync step "
+        "takes every worker's push of that step, so none is stale (every shard would exit)"
     ]
     assert _shard_problems(here, problems) == (expected if refused else [])
 

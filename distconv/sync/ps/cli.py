@@ -7,6 +7,7 @@ code when they run, so ``distconv train`` starts without pyzmq.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from distconv.files import folder, folder_problem
 from distconv.job import TrainConfig
 from distconv.number_text import decimal, integer
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, RuntimeConfigError, job_id_from
+from distconv.sync.ps.limits import DEFAULT_MAX_STALENESS, staleness_in_sync
 from distconv.train_args import add_quiet, not_blank
 from distconv.transport_flags import refuse_probe_flags_without_port
 
@@ -69,11 +71,12 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     p.add_argument("--num-shards", type=integer, required=True, help="shards in the job")
     p.add_argument("--workers", type=integer, required=True, help="workers in the job")
     p.add_argument("--mode", choices=("sync", "async"), default="sync", help="(%(default)s)")
+    # no default here: one given in sync mode, which reads none, is refused (unread_staleness)
     p.add_argument(
         "--max-staleness",
         type=integer,
-        default=4,
-        help="async: drop a gradient more than this many updates behind (%(default)s)",
+        help="--mode async: drop a gradient more than this many updates behind "
+        f"({DEFAULT_MAX_STALENESS}; refused with --mode sync, whose steps take every push)",
     )
     p.add_argument(
         "--on-worker-loss",
@@ -160,15 +163,28 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
         help=f"/healthz turns 503 when the serving loop is stuck this long ({STALL_SECONDS:g})",
     )
     add_quiet(p)
-    p.set_defaults(handler=run_pserver)
+    p.set_defaults(handler=functools.partial(run_pserver, parser=p))
     return p
 
 
-def run_pserver(args: argparse.Namespace) -> int:
-    """Serve until SIGTERM (and the workers' ``bye``) or SIGINT."""
+def unread_staleness(args: argparse.Namespace) -> str | None:
+    """The refusal of a ``--max-staleness`` given to a sync shard (``--mode sync``, the
+    default), which reads it nowhere, in the launcher's words; None where it is not given or
+    the mode is not sync (async, or a value the cluster fills in)."""
+    if args.max_staleness is None or args.mode != "sync":
+        return None
+    return staleness_in_sync(args.max_staleness)
+
+
+def run_pserver(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Serve until SIGTERM (and the workers' ``bye``) or SIGINT. ``parser`` (the command's)
+    refuses a flag the mode does not read with its usage, as argparse refuses a bad one."""
     from distconv.sync.ps.keys import KeyFileError
     from distconv.sync.ps.server import run_shard
 
+    problem = unread_staleness(args)
+    if problem is not None:  # exit 2 before anything: as distconv-launch local refuses it
+        parser.error(problem)
     try:  # as the workers read theirs: a padded id was kept here and stripped there
         job_id = job_id_from({"job_id": args.job_id}, os.environ)
     except RuntimeConfigError as exc:  # it names the flag, or DISTCONV_JOB_ID
@@ -202,7 +218,7 @@ def shard_config(args: argparse.Namespace, job_id: str) -> ShardConfig:
         num_shards=args.num_shards,
         workers=args.workers,
         mode=args.mode,
-        max_staleness=args.max_staleness,
+        max_staleness=DEFAULT_MAX_STALENESS if args.max_staleness is None else args.max_staleness,
         timeout=args.timeout,
         on_worker_loss=args.on_worker_loss,
         keys_dir=args.keys,

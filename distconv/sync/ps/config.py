@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from distconv.endpoint import join_endpoint, split_endpoint
 from distconv.runtime import DEFAULT_JOB_ID
 from distconv.sync.base import SyncError
-from distconv.sync.ps.limits import MAX_SETTING  # the launcher reads it too, without numpy
+from distconv.sync.ps.limits import DEFAULT_MAX_STALENESS, MAX_SETTING  # the launcher's too
 from distconv.sync.ps.wire import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES
 
 #: the shortest ``--timeout``, in seconds: workers beat four times per timeout, at most every
@@ -63,7 +63,7 @@ class ShardConfig:
     num_shards: int = 1
     workers: int = 1
     mode: str = "sync"
-    max_staleness: int = 4
+    max_staleness: int = DEFAULT_MAX_STALENESS
     timeout: float = 60.0
     on_worker_loss: str = "fail"
     keys_dir: str | None = None

@@ -83,7 +83,8 @@ def test_after_fit_every_worker_holds_the_shards_values_and_a_second_fit_starts_
 ):
     """``stop``: the first fit ends in ``Preempted`` (SIGTERM, no ``out_dir``: no checkpoint);
     a script that catches it keeps that model, or fits again."""
-    endpoints = shards.start(2, workers=2, mode=mode, extra=["--max-staleness", "100"])
+    staleness = ["--max-staleness", "100"] * (mode == "async")  # a sync shard takes none
+    endpoints = shards.start(2, workers=2, mode=mode, extra=staleness)
     procs = start_workers(endpoints, tmp_path, stop)
     try:
         wait_for(procs, "fit1")

@@ -23,7 +23,7 @@ from distconv.sync.base import SyncError
             r"shard 1 \((?P<b>[^)]+)\) says 4",
         ),
         (
-            [("async", "4"), ("sync", "4")],
+            [("async", "4"), ("sync", None)],  # a sync shard takes no --max-staleness
             r"disagree on --mode: shard 0 \((?P<a>[^)]+)\) says async, "
             r"shard 1 \((?P<b>[^)]+)\) says sync",
         ),
@@ -35,7 +35,7 @@ def test_shards_of_other_settings_are_refused_at_setup_naming_both(
     endpoints = [
         shards.launch(
             shard_argv(["-m", "distconv"], shard=i, shards=2, mode=mode)
-            + ["--max-staleness", staleness],
+            + ["--max-staleness", staleness] * (staleness is not None),
             tmp_path / f"s{i}.log",
         )
         for i, (mode, staleness) in enumerate(settings)
