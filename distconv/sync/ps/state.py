@@ -371,11 +371,11 @@ class BlockUpdates:
                 applied.append((p, ids, parts[mine]))
                 continue
             self.stats.drops += 1  # INFO for each was 352 lines an epoch at staleness 0
-            first = self.stats.drops == 1
+            first, updates = self.stats.drops == 1, "update" + "s" * (staleness != 1)
             log.log(
                 logging.INFO if first else logging.DEBUG,
-                "shard %d: dropped a push of %s from rank %d: %d updates stale (max %d)%s",
-                *(self.index, self.params[p].name, header["rank"], staleness),
+                "shard %d: dropped a push of %s from rank %d: %d %s stale (max %d)%s",
+                *(self.index, self.params[p].name, header["rank"], staleness, updates),
                 *(self.config.max_staleness, DROPS_COUNTED * first),
             )
         self.optimizer.lr = float(header["lr"])

@@ -23,3 +23,15 @@ def test_only_the_first_drop_is_an_info_line(hand, caplog):
     assert [r.levelno for r in drops] == [logging.INFO] + [logging.DEBUG] * 2, drops
     assert "further drops are counted in the stats line" in drops[0].getMessage()
     assert h.shard.stats.drops == 3
+
+
+@pytest.mark.timeout(60)
+def test_a_drop_counts_its_updates_in_words(hand, caplog):
+    """One update stale is said "1 update stale", not "1 updates" (audit k536 F10)."""
+    h = hand(mode="async", max_staleness=0)
+    h.seed()
+    with caplog.at_level(logging.DEBUG, logger="distconv.pserver"):
+        for step, versions in enumerate(([0], [0], [1], [0]), start=1):
+            h.ask(*_push(step, versions * BLOCKS))  # the blocks at 1, then 2: stale by 1, 2
+    said = [r.getMessage().split(": ")[-1] for r in caplog.records if "dropped" in r.getMessage()]
+    assert [s.split(";")[0] for s in said] == ["1 update stale (max 0)", "2 updates stale (max 0)"]
