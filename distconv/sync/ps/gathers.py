@@ -13,7 +13,7 @@ import numpy as np
 from distconv.messages import SENT_ERROR_CHARS, one_line
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.state import _Refused, _Waiting
-from distconv.sync.ps.stuck import held_now, stuck
+from distconv.sync.ps.stuck import another_job, held_now, stuck
 from distconv.sync.ps.wire import MAX_HEADER_BYTES, WireError, pack, short
 
 log = logging.getLogger("distconv.pserver")
@@ -39,7 +39,7 @@ class ShardGathers:
     hello_at: dict[int, int]
     accepted_at: dict[int, int]
     refused_at: dict[int, tuple[int, int | None]]
-    refused_host: set[int]
+    other_job: dict[int, str]
     run_of: dict[int, int | None]
     bye_at: dict[int, int]
     bye_error: dict[int, str | None]
@@ -175,9 +175,7 @@ class ShardGathers:
         refused for its host is blamed: its own failure)."""
         blamed: set[int] = set()
         for rank in gone:
-            refused = self.refused_at.get(rank, (-1,))[0] > self.accepted_at.get(rank, -1)
-            refused = refused and rank not in self.refused_host  # another job: no one's fault
-            if self.bye_error.get(rank) and not refused:
+            if self.bye_error.get(rank) and self._other_job(rank) is None:  # no one's fault
                 blamed.update(self.bye_blames.get(rank) or [rank])
         return sorted(blamed)
 
@@ -205,9 +203,11 @@ class ShardGathers:
             if behind:
                 waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
                 verb = "waits" if len(behind) == 1 else "wait"
+                diff = self._other_job(gone)  # the cause, where it is another job's
+                cause = "" if diff is None else f"{another_job(gone, diff)}; "
                 self._fail(
-                    f"{self._who(gone)} {self._closed(gone)}; {waiting} {verb} for its push, "
-                    "and the step cannot complete without it",
+                    f"{cause}{self._who(gone)} {self._closed(gone)}; {waiting} {verb} for its "
+                    "push, and the step cannot complete without it",
                     self._blamed([gone]),  # fewer steps, another job: no one failed
                 )
                 return
@@ -250,7 +250,9 @@ class ShardGathers:
             return  # a rank still to come to a gather, no step held, nobody gone: the usual
         gathers, pushes, since = held_now(self.waiting, self.hello_at, self._live())
         gone = {r for r in self.left if self._left_this_run(r, since)}
-        message = stuck(gathers, pushes, self._live(), gone, self._who, self._closed)
+        message = stuck(
+            gathers, pushes, self._live(), gone, self._who, self._closed, self._other_job
+        )
         if message:  # a rank gone on an error is the cause; else the ranks disagree
             self._fail(message, self._blamed(gone))
 

@@ -132,7 +132,7 @@ class RequestHandlers:
         if len(host) > HOST_CHARS or not host.isprintable():  # quoted in every later failure
             if new_run:  # it closes: its bye counts, so the ranks waiting for it learn why
                 self.refused_at[rank] = (self.requests, run)
-                self.refused_host.add(rank)  # its own failure, unlike another job: blamed
+                self.other_job.pop(rank, None)  # its own failure, unlike another job: blamed
             what = f"{len(host)} characters" if len(host) > HOST_CHARS else "not printable"
             raise WireError(
                 f"hello: host {short(host)} ({what}): at most {HOST_CHARS} printable characters"
@@ -143,13 +143,13 @@ class RequestHandlers:
         if self.job is None:
             self.job = job
         elif (diff := job.difference(self.job)) is not None:
-            if new_run:  # it closes: its bye counts (see _of_latest_run)
-                self.refused_at[rank] = (self.requests, run)
-                self.refused_host.discard(rank)
             # each value is cut already (job_hello.VALUE_CHARS); this cuts a long received key,
             # on one line, but keeps the spaces: values may differ in nothing else
             diff = " ".join(diff.splitlines())
             diff = diff if len(diff) <= DIFFERENCE_CHARS else diff[: DIFFERENCE_CHARS - 3] + "..."
+            if new_run:  # it closes: its bye counts (see _of_latest_run)
+                self.refused_at[rank] = (self.requests, run)
+                self.other_job[rank] = diff  # told to the ranks it leaves waiting
             raise _Refused(f"rank {rank} runs another job than rank(s) before: {diff}")
         self.left.discard(rank)
         if new_run:

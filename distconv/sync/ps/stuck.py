@@ -101,6 +101,7 @@ def stuck(
     gone: Collection[int],
     who: Callable[[int], str] = lambda rank: f"rank {rank}",
     closed: Callable[[int], str] = lambda rank: "closed",
+    other_job: Callable[[int], str | None] = lambda rank: None,
 ) -> str | None:
     """Why the requests a shard holds can never all be answered, or None.
 
@@ -111,10 +112,12 @@ def stuck(
         gone: the ranks whose ``bye`` is of the gathering ranks' run (the shard decides).
         who: how to name a rank in the message (the shard adds its host and last step).
         closed: how a rank in ``gone`` left (the shard adds the error its bye carried).
+        other_job: what differs where a rank's hello was refused as another job's, else None.
 
     Returns:
-        A message naming what each live rank is doing and why none can go on; None when every
-        held request may still be answered.
+        A message naming what each live rank is doing and why none can go on, led by the
+        first rank gone that runs another job (the cause: the others only waited for it);
+        None when every held request may still be answered.
     """
     if not gathers:
         return None
@@ -127,7 +130,7 @@ def stuck(
         why = "a rank closed (bye) while another waits in a collective"
     else:
         return None
-    doing = []
+    doing, cause = [], ""
     for r in live:
         if r in gathers:
             kind = gathers[r].partition(":")[0]
@@ -136,6 +139,16 @@ def stuck(
             doing.append(f"{who(r)}: pushed step {pushes[r]}, waiting for the others' pushes")
         elif r in gone:
             doing.append(f"{who(r)}: {closed(r)}")
+            diff = other_job(r)
+            if diff is not None and not cause:
+                cause = f"{another_job(r, diff)}; "
         else:
             doing.append(f"{who(r)}: nothing held here")
-    return f"ranks are at different points of the job ({'; '.join(doing)}): {why}"
+    return f"{cause}ranks are at different points of the job ({'; '.join(doing)}): {why}"
+
+
+def another_job(rank: int, diff: str) -> str:
+    """How the ranks ``rank`` leaves waiting are told that its hello was refused as another
+    job's, ``diff`` being what differs, in the words the shard refused it with (its "here" is
+    the refused hello's)."""
+    return f"rank {rank} runs another job: {diff} (here: rank {rank}'s hello; there: the job's)"

@@ -163,8 +163,9 @@ def test_a_job_whose_description_passes_the_header_cap_says_hello_and_trains(sha
 
 
 def _refusal(results: list) -> str:
-    """The one rank's refused hello: the other rank's hello came first (either may)."""
-    refused = [str(r) for r in results if "runs another job" in str(r)]
+    """The one rank's refused hello: the other rank's hello came first (either may). (The
+    other rank, left waiting, names it too, in other words: not its hello's refusal.)"""
+    refused = [str(r) for r in results if re.match(r"rank \d, hello: .* runs another job", str(r))]
     assert len(refused) == 1, results
     return refused[0]
 

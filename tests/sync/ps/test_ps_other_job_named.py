@@ -1,0 +1,65 @@
+"""A rank whose hello was refused as another job's is named so on the rank left waiting: rank
+0, in the start-up gather when rank 1 closed on the refusal, said only that "ranks are at
+different points of the job (...: closed on "SyncError: ...")", the cause buried in a quote
+of rank 1's error, where rank 1 itself said it runs another job (audit k536 F12). Real
+shard, real workers (threads of this process) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from ps_helpers import insecure_worker, run_ranks, small_net
+from test_ps_stuck import _bye, _hello_run, _push_w
+
+from distconv.sync.base import SyncError
+from distconv.sync.ps.stuck import stuck
+
+DIFF = "config.batch: 9 here, 8 there"
+
+
+@pytest.mark.timeout(60)
+def test_the_waiting_rank_leads_with_the_rank_that_runs_another_job(shards):
+    (endpoint,) = shards.start(1, workers=2, extra=["--timeout", "60"])
+
+    def rank_fn(rank: int) -> str | None:
+        time.sleep(0.5 * rank)  # rank 0's job is the shard's; rank 1's is refused
+        sync = insecure_worker([endpoint], rank, 2, timeout=60)
+        try:
+            sync.setup(small_net().parameters(), {"batch": 8 + rank})
+        except SyncError as exc:
+            return str(exc)
+        finally:
+            sync.close()
+        return None
+
+    said = run_ranks(rank_fn, 2, timeout=30)
+    assert f"rank 1 runs another job than rank(s) before: {DIFF}" in said[1], said[1]
+    shard_said = said[0].partition(f"pserver {endpoint}: ")[2]
+    assert shard_said.startswith(f"rank 1 runs another job: {DIFF} (here: rank 1's hello"), said[0]
+    assert "ranks are at different points of the job" in shard_said  # what each rank was doing
+
+
+@pytest.mark.parametrize("gone", [(1,), (1, 2)])
+def test_the_first_rank_gone_as_another_job_leads(gone):
+    """A rank gone without a refusal (rank 2) is listed, not led with."""
+    message = stuck({0: "all_equal:1"}, {}, [0, 1, 2], gone, other_job={1: DIFF}.get)
+    assert message.startswith(f"rank 1 runs another job: {DIFF} (here: rank 1's hello; "), message
+    assert stuck({0: "all_equal:1"}, {}, [0, 2], (2,), other_job={1: DIFF}.get).startswith(
+        "ranks are at different points of the job"
+    )
+
+
+@pytest.mark.timeout(30)
+def test_a_step_left_by_a_restart_of_another_job_leads_with_it(hand):
+    """Sync: rank 0 pushed step 1; rank 1's restart runs another job, is refused and closes:
+    the step that cannot complete is failed leading with why, not with a bare "closed"."""
+    h = hand(workers=2)
+    for rank, run in ((0, 5), (1, 11)):
+        assert _hello_run(h, rank, run)["op"] == "ok"
+    h.seed()
+    _push_w(h, 0, 1)  # held for rank 1's push of step 1
+    assert "another job" in _hello_run(h, 1, 33, {"batch": 8})["error"]
+    _bye(h, 1, run=33)
+    assert h.shard.failed.startswith("rank 1 runs another job: batch: 8 here, "), h.shard.failed
+    assert "rank 0 (step 1) waits for its push" in h.shard.failed
