@@ -11,7 +11,11 @@ from collections.abc import Sequence
 
 from distconv.files import folder
 from distconv.number_text import decimal, int_at_least
-from distconv.sync.ps.limits import MAX_SETTING  # the shards' bound, without their numpy
+from distconv.sync.ps.limits import (  # the shards' bound and refusal, without their numpy
+    DEFAULT_MAX_STALENESS,
+    MAX_SETTING,
+    staleness_in_sync,
+)
 
 from .interrupt import release
 from .owned import owned_by
@@ -66,7 +70,7 @@ def add_staleness_option(p: argparse.ArgumentParser) -> None:
         type=staleness,
         metavar="N",
         help="--mode async: a shard drops a push more than N updates behind its block (default: "
-        "the shards', 4)",
+        f"the shards', {DEFAULT_MAX_STALENESS})",
     )
 
 
@@ -187,12 +191,7 @@ def ignored_flag(parser: argparse.ArgumentParser, args: argparse.Namespace) -> s
                     "which has none"
                 )
     if args.command != "mpi" and args.mode != "async" and args.max_staleness is not None:
-        # distconv pserver takes it and reads it in async mode only: a sync step applies
-        # every worker's push of that step, none of them stale
-        return (
-            f"--max-staleness {args.max_staleness} is for --mode async; a sync step takes "
-            "every worker's push of that step, so none is stale"
-        )
+        return staleness_in_sync(args.max_staleness)  # as distconv pserver refuses it
     if args.command == "mpi" and args.dry_run:
         # the printed command is mpiexec alone: nothing supervises it, restarts or stops it
         for dest, flag in (("max_restarts", "--max-restarts"), ("grace", "--grace")):
