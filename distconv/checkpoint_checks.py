@@ -62,7 +62,7 @@ def savable_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
         kept[beside({*OWN_KEYS, *facts}, key, "config ") if key in OWN_KEYS else key] = value
         try:
             extra_text({key: value})
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:  # too deep: one line, named
             raise ValueError(
                 f"config {key!r} cannot be saved in a checkpoint (its metadata is JSON): {exc}"
             ) from None

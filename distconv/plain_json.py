@@ -29,8 +29,26 @@ ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 def dumps(value: Any, **options: Any) -> str:
     """``json.dumps(value, **options)``, a value JSON has no form for written by :func:`plain`,
-    each mapping's keys as :func:`keyed` writes them."""
-    return json.dumps(keyed(value), default=plain, **options)
+    each mapping's keys as :func:`keyed` writes them.
+
+    Raises:
+        TooDeep: a value nested deeper than Python's stack allows (a chain of some 300
+            objects, each its next's holder), in one line, not a bare RecursionError.
+    """
+    try:
+        return json.dumps(keyed(value), default=plain, **options)
+    except TooDeep:
+        raise
+    except RecursionError:
+        raise TooDeep(
+            f"nests deeper than {sys.getrecursionlimit()} Python calls can walk"
+        ) from None
+
+
+class TooDeep(ValueError, RecursionError):
+    """A value nested deeper than :func:`dumps` can walk: a ValueError, as a value that holds
+    itself is (a config refused in one line), and a RecursionError, which the parameter
+    server's hello takes as nested too deep."""
 
 
 def keyed(value: Any) -> Any:
@@ -56,6 +74,8 @@ def _keyed(value: Any, inside: set[int]) -> Any:
     """:func:`keyed`; ``inside``: the ids of the containers ``value`` is in."""
     if type(value) in _LEAVES:  # most of a description: no fields_of to ask (its cost)
         return value
+    if isinstance(value, (set, frozenset)):  # walked here: one ``inside`` (see _sorted)
+        return _sorted(value, inside)
     fields = None if isinstance(value, (Mapping, list, tuple)) else fields_of(value)
     if fields is None and not isinstance(value, (Mapping, list, tuple)):
         return value
@@ -73,6 +93,16 @@ def _keyed(value: Any, inside: set[int]) -> Any:
         made = [_keyed(item, inside) for item in value]
     inside.discard(id(value))
     return made
+
+
+def _sorted(elements: Any, inside: set[int]) -> list[Any]:
+    """A set's elements walked with the ``inside`` of the set's holder, in the order of their
+    text (sorted keys) then their type's name: :func:`plain` dumped each afresh, so a tree's
+    node holding a set of children, each linking back to it, recursed until a RecursionError."""
+    walked = [(_keyed(element, inside), type(element).__qualname__) for element in elements]
+    texts = [json.dumps(w, default=plain, sort_keys=True) for w, _ in walked]
+    order = sorted(range(len(walked)), key=lambda i: (texts[i], walked[i][1]))
+    return [walked[i][0] for i in order]
 
 
 def fields_of(value: Any) -> dict[str, Any] | None:
@@ -258,4 +288,4 @@ def _on_host(array: Any) -> Any:
 
 def _written(element: Any) -> tuple[str, str]:
     """A set's element as it is written, then its type's name: an order every process shares."""
-    return dumps(element), type(element).__qualname__
+    return dumps(element, sort_keys=True), type(element).__qualname__

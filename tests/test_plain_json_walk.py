@@ -1,0 +1,80 @@
+"""How :mod:`distconv.plain_json` walks a config's objects: through a set with one walk state,
+a deep chain refused in one line, process state left out, a structured array by its values
+(review k543)."""
+
+from __future__ import annotations
+
+import pytest
+
+from distconv import plain_json
+from distconv.optim import create_optimizer
+from distconv.sync.description import digest
+from distconv.sync.local import LocalSync
+from distconv.trainer import Trainer
+from tests.test_run_scheme import _small_net
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class _Node:
+    """A tree's node: a set of children, each linking back to it."""
+
+    def __init__(self, parent: _Node | None = None) -> None:
+        self.parent, self.children = parent, set()
+        if parent is not None:
+            parent.children.add(self)
+
+
+class _Link:
+    def __init__(self, after: _Link | None) -> None:
+        self.after = after
+
+
+def _trainer(out, config) -> Trainer:
+    return Trainer(_small_net(), LocalSync(create_optimizer("sgd")), 8, out_dir=out, config=config)
+
+
+def test_a_cycle_through_a_set_is_a_back_reference_and_a_deep_chain_one_named_line(tmp_path):
+    """c97fcd95 dumped each set element afresh, losing the cycle guard: a tree gave a bare
+    RecursionError at Trainer() and at the job check, as did a chain of 330 objects."""
+    root = _Node()
+    _Node(root)
+    assert plain_json.dumps({"tree": root}, sort_keys=True) == (
+        '{"tree": {"class": "_Node", "fields": {"children": [{"class": "_Node", "fields": '
+        '{"children": [], "parent": {"class": "_Node", "fields": "..."}}}], "parent": null}}}'
+    )
+    digest({"config.tree": root})
+    _trainer(tmp_path / "tree", {"tree": root})
+    chain = None
+    for _ in range(2000):
+        chain = _Link(chain)
+    with pytest.raises(ValueError, match=r"^config 'chain' cannot .*nests deeper") as caught:
+        _trainer(tmp_path / "chain", {"chain": chain})
+    assert "\n" not in str(caught.value)
+    with pytest.raises(ValueError, match="nests deeper") as caught:
+        digest({"config.chain": chain})
+    assert isinstance(caught.value, RecursionError)  # as the PS hello takes "too deep"
+
+
+def test_a_set_s_elements_are_ordered_by_their_text_with_sorted_keys():
+    """Set elements sorted by their text written without sorted keys flipped with the order
+    their attributes were set in: the same config, two digests (L3)."""
+
+    class _Pair:
+        pass
+
+    def pair(a: int, b: int, a_first: bool) -> _Pair:
+        made = _Pair()
+        for name in ("a", "b") if a_first else ("b", "a"):
+            setattr(made, name, {"a": a, "b": b}[name])
+        return made
+
+    one = [pair(2, 1, True), pair(1, 2, True)]
+    other = [pair(2, 1, True), pair(1, 2, False)]
+    text = plain_json.dumps(frozenset(one), sort_keys=True)
+    assert text == plain_json.dumps(frozenset(other), sort_keys=True)
+
+    def by_plain(elements: list[_Pair]) -> list[str]:  # a set inside a repr: plain sorts it
+        return [plain_json.dumps(e, sort_keys=True) for e in plain_json.plain(set(elements))]
+
+    assert by_plain(one) == by_plain(other)
