@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import re
+import socket
 import sys
+import threading
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -107,34 +110,53 @@ def _sorted(elements: Any, inside: set[int]) -> list[Any]:
 
 def fields_of(value: Any) -> dict[str, Any] | None:
     """The fields an object is written by (:func:`keyed`: its qualified class name beside
-    them), or None where it is written otherwise: a dataclass's fields (its repr summarised a
-    large array, and wrote a set in its process's hash order); an object's attributes
-    (``__dict__``, ``__slots__``) where its class has no str or repr of its own (its text was
-    its class's name alone: ``Aug(p=0.1)`` and ``Aug(p=0.9)`` agreed), None for one that
-    holds none (written as its class's name, as before). An object with a text of its own is
-    written as that text: its author chose what it shows."""
+    them), or None where it is written otherwise: a dataclass's fields its repr shows
+    (``repr=True``; its repr summarised a large array, and wrote a set in its process's hash
+    order); an object's public attributes (``__dict__``, ``__slots__``; a name not starting
+    with ``_``) where its class has no str or repr of its own (its text was its class's name
+    alone: ``Aug(p=0.1)`` and ``Aug(p=0.9)`` agreed), None for one that holds none (written as
+    its class's name, as before) and for :func:`is_process_state` (its type's name). A private
+    attribute is its process's own state (a prefetch thread, a cache): walked, ranks that
+    agree were refused. An object with a text of its own is written as that text: its author
+    chose what it shows."""
     if isinstance(value, type):
         return None
     if dataclasses.is_dataclass(value):
         unset = object()  # a field with no default that __post_init__ never set
-        found = {f.name: getattr(value, f.name, unset) for f in dataclasses.fields(value)}
+        fields = [f.name for f in dataclasses.fields(value) if f.repr]  # as its repr shows
+        found = {name: getattr(value, name, unset) for name in fields}
         return {name: v for name, v in found.items() if v is not unset}
     cls = type(value)
     if cls.__str__ is not object.__str__ or cls.__repr__ is not object.__repr__:
         return None
-    found = dict(getattr(value, "__dict__", None) or {})
+    if is_process_state(value):
+        return None
+    # public attributes only: a private one holds the process's own state (a prefetch
+    # thread, a lock, a cache), so ranks that agree were refused, and every resume
+    found = {k: v for k, v in (getattr(value, "__dict__", None) or {}).items() if k[:1] != "_"}
     for owner in cls.__mro__:
         slots = owner.__dict__.get("__slots__", ())
         for slot in (slots,) if isinstance(slots, str) else slots:
-            name = f"_{owner.__name__.lstrip('_')}{slot}" if _private(slot) else slot
-            if slot not in ("__dict__", "__weakref__") and hasattr(value, name):
-                found.setdefault(slot, getattr(value, name))
+            if slot[:1] != "_" and hasattr(value, slot):
+                found.setdefault(slot, getattr(value, slot))
     return found or None
 
 
-def _private(name: str) -> bool:
-    """Whether ``name`` is mangled in its class (``__x``, not ``__x__``)."""
-    return name.startswith("__") and not name.endswith("__")
+def is_process_state(value: Any) -> bool:
+    """Whether ``value`` is state of its process alone (a thread, a process, an executor, a
+    lock or other threading primitive, an open file or socket), written by its type's name:
+    its text held a thread's ident, a pid, a lock's state, a per-rank file name."""
+    kinds: list[type] = [threading.Thread, io.IOBase, socket.socket]
+    kinds += [type(threading.Lock()), type(threading.RLock()), threading.Condition]
+    kinds += [threading.Semaphore, threading.Event, threading.Barrier]
+    for module, name in (
+        ("multiprocessing.process", "BaseProcess"),
+        ("concurrent.futures", "Executor"),
+    ):
+        found = getattr(sys.modules.get(module), name, None)  # only once imported: no cost
+        if isinstance(found, type):
+            kinds.append(found)
+    return isinstance(value, tuple(kinds))
 
 
 def key_names(mapping: Any) -> dict[Any, str]:
@@ -195,7 +217,8 @@ def plain(value: Any) -> Any:
     number, a class as its qualified name (``np.float16``: ``float16``; a nested one as
     ``Outer.Codec``, as its instance is named), a dataclass or an object with no text of its
     own as :func:`keyed` writes it (``{"class": "Aug", "fields": {"p": 0.1}}``: see
-    :func:`fields_of`), one holding nothing as its class's name (its default str has its
+    :func:`fields_of`), a thread, a lock, an open file as its type's name
+    (:func:`is_process_state`), one holding nothing as its class's name (its default str has its
     address), a numpy array as :func:`_array` writes it
     (its dtype, shape and a hash of its values), as a torch tensor or a cupy array is (read
     through the methods they have: neither is imported here), anything else its str, an
@@ -204,6 +227,8 @@ def plain(value: Any) -> Any:
     order of their JSON text, then their type's name."""
     if isinstance(value, type):
         return value.__qualname__
+    if is_process_state(value):
+        return type(value).__qualname__
     if isinstance(value, (set, frozenset)):
         # by the text each is written as: by str, 1 and "1" tied and kept their hash order
         return sorted(value, key=_written)

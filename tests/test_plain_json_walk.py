@@ -4,6 +4,12 @@ a deep chain refused in one line, process state left out, a structured array by 
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
+import threading
+import time
+
 import pytest
 
 from distconv import plain_json
@@ -78,3 +84,45 @@ def test_a_set_s_elements_are_ordered_by_their_text_with_sorted_keys():
         return [plain_json.dumps(e, sort_keys=True) for e in plain_json.plain(set(elements))]
 
     assert by_plain(one) == by_plain(other)
+
+
+class _Loader:
+    """A data object that starts a prefetch thread: its state is its process's alone."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.worker = name, threading.Thread(target=time.sleep, args=(0,))
+        self.worker.start()
+        self.lock, self._cache = threading.Lock(), {"seen": id(self)}
+        self.worker.join()
+
+
+class _Aug:
+    def __init__(self, p: float) -> None:
+        self.p, self._calls = p, 0
+
+
+@dataclasses.dataclass
+class _Spec:
+    name: str
+    pid: int = dataclasses.field(default_factory=os.getpid, repr=False)
+
+
+def test_an_object_is_walked_by_its_public_attributes_and_process_state_by_its_type():
+    """c97fcd95 walked every attribute, private ones too, and wrote a thread, a lock or a
+    file by its text (an ident, a state, a name): ranks that agree were refused at setup, and
+    a resume of a config holding a data object with a prefetch thread as "a different run"."""
+    one, other = _Loader("digits"), _Loader("digits")
+    other.lock.acquire()
+    assert plain_json.dumps(one) == plain_json.dumps(other)
+    assert json.loads(plain_json.dumps(one)) == {
+        "class": "_Loader",
+        "fields": {"name": "digits", "worker": "Thread", "lock": "lock"},
+    }
+    other.name = "letters"
+    assert plain_json.dumps(one) != plain_json.dumps(other)
+    busy = _Aug(0.1)
+    busy._calls = 7
+    assert plain_json.dumps(busy) == plain_json.dumps(_Aug(0.1))
+    assert plain_json.dumps(_Aug(0.1)) != plain_json.dumps(_Aug(0.9))
+    assert plain_json.dumps(_Spec("a", pid=1)) == plain_json.dumps(_Spec("a", pid=2))
+    assert plain_json.dumps(_Spec("a")) != plain_json.dumps(_Spec("b"))

@@ -10,7 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from distconv.plain_json import ADDRESS, dumps, fields_of, is_array, key_names, plain
+from distconv.plain_json import (
+    ADDRESS,
+    dumps,
+    fields_of,
+    is_array,
+    is_process_state,
+    key_names,
+    plain,
+)
 
 
 def _is_frozen_dataclass(value: Any) -> bool:
@@ -53,8 +61,10 @@ def setting_value(value: Any) -> Any:
     writes it (:func:`~distconv.plain_json.plain`: its dtype, shape and a hash of its
     values), a function or class as where it is defined, an object whose class has no str or
     repr of its own as the job check writes it (its class's name and its attributes:
-    :func:`~distconv.plain_json.fields_of`), and any other object as its repr less its memory
-    address, which differs from process to process (two ranks of one job would disagree)."""
+    :func:`~distconv.plain_json.fields_of`), a thread, a lock or an open file by its type's
+    name (:func:`~distconv.plain_json.is_process_state`), and any other object as its repr
+    less its memory address, which differs from process to process (two ranks of one job
+    would disagree)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: setting_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (tuple, list)):
@@ -74,6 +84,8 @@ def setting_value(value: Any) -> Any:
         return value
     if callable(value) and hasattr(value, "__qualname__"):
         return f"{getattr(value, '__module__', None)}.{value.__qualname__}"
+    if is_process_state(value):  # a thread's ident, a lock's state: its process's alone
+        return type(value).__qualname__
     if fields_of(value) is not None:  # no text of its own: its repr named its class alone
         return json.loads(dumps(value))  # its class's name and its fields, as the job check's
     return ADDRESS.sub("", repr(value))
