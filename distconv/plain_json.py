@@ -282,7 +282,8 @@ def _array(array: Any) -> dict[str, Any]:
 
 def _values(array: Any) -> bytes:
     """A numpy array's bytes (in C order, whatever its own); one of objects, its values' JSON
-    text (its bytes are their addresses). Another library's array is read on the host first
+    text (its bytes are their addresses); a structured one's fields' bytes, packed (not its
+    padding). Another library's array is read on the host first
     (a torch tensor detached and ``.cpu()``, a cupy array ``.get()``), then as numpy's, or
     where numpy cannot take it (torch's bfloat16) by its values' JSON text (``tolist``)."""
     numpy = sys.modules.get("numpy")
@@ -296,6 +297,10 @@ def _values(array: Any) -> bytes:
             return dumps(host.tolist()).encode()  # not taken whole: no object around itself
     if array.dtype.hasobject:
         return dumps(array.tolist(), sort_keys=True).encode()
+    if array.dtype.fields is not None:  # its padding bytes: uninitialised, another each time
+        from numpy.lib import recfunctions  # numpy is imported: an array exists
+
+        return recfunctions.repack_fields(array, align=False, recurse=True).tobytes()
     return array.tobytes()
 
 
