@@ -236,11 +236,8 @@ def plain(value: Any) -> Any:
         return keyed(value)
     if type(value).__str__ is object.__str__ and type(value).__repr__ is object.__repr__:
         return type(value).__qualname__
-    if is_array(value):
-        try:
-            return _array(value)
-        except (RuntimeError, TypeError, ValueError):  # no values it gives the host: a sparse,
-            pass  # a meta or a quantized tensor, written by its str as before, not refused
+    if is_array(value) and not _no_host_values(value):
+        return _array(value)  # an error here (a GPU's out of memory) is no text: raised
     item = getattr(value, "item", None)
     if callable(item) and _shape(value) == ():
         return item()
@@ -258,6 +255,18 @@ def is_array(value: Any) -> bool:
         return False
     shape = _shape(value)
     return hasattr(value, "dtype") and isinstance(shape, tuple) and shape != ()
+
+
+def _no_host_values(tensor: Any) -> bool:
+    """Whether a torch tensor gives the host no values to hash (a sparse, a meta, a quantized
+    or a nested one): written by its str, asked first, not read and its error caught: a catch
+    of RuntimeError took a GPU's out of memory too, one rank's str beside its peers' hash."""
+    layout = getattr(tensor, "layout", None)
+    if layout is not None and str(layout) != "torch.strided":
+        return True
+    return any(
+        getattr(tensor, flag, False) is True for flag in ("is_meta", "is_quantized", "is_nested")
+    )
 
 
 def _shape(value: Any) -> Any:

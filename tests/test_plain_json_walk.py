@@ -149,3 +149,37 @@ def test_a_structured_array_is_hashed_by_its_fields_values_not_its_padding(dtype
 
     assert plain_json.dumps(table(7, 1)) == plain_json.dumps(table(9, 1))
     assert plain_json.dumps(table(7, 1)) != plain_json.dumps(table(7, 2))
+
+
+class OutOfMemoryError(RuntimeError):
+    """torch.cuda's: a RuntimeError."""
+
+
+class _GpuTensor:
+    """A dense tensor on a GPU whose copy to the host runs out of memory."""
+
+    dtype, shape, layout, is_meta, is_quantized, is_nested = (
+        "float32",
+        (4,),
+        "torch.strided",
+        False,
+        False,
+        False,
+    )
+
+    def __repr__(self) -> str:  # summarised, as a tensor's is
+        return "tensor([0., 0., 0., 0.], device='cuda:0')"
+
+    def __dlpack__(self) -> None:  # an array to is_array
+        raise NotImplementedError
+
+    def cpu(self) -> None:
+        raise OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
+def test_an_out_of_memory_error_copying_an_array_is_raised_not_written_as_its_str():
+    """8cbe29e4 caught RuntimeError from reading a tensor's values, to write a sparse one by
+    its str: one rank out of memory wrote the str while its peers wrote the hash, and the job
+    check named no cause. It is raised; a sparse tensor is told by its layout first."""
+    with pytest.raises(OutOfMemoryError):
+        plain_json.dumps({"mask": _GpuTensor()})
