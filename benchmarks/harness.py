@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -114,18 +113,14 @@ def print_table(header: list[str], rows: list[list[str]]) -> None:
 
 
 def at_least(low: float, kind: type = float, *, strict: bool = False) -> Callable[[str], float]:
-    """An argparse ``type`` that reads ``kind`` and refuses a value under ``low`` (or equal to
-    it, ``strict``): a run of ``--mb 0`` or ``--reps 0`` times nothing and prints a table that
-    reads as measured. NaN and the infinities are refused too: no comparison refused them, and
-    the run ended in a traceback (``int(nan)``) or a sleep of ``--compute-ms inf``."""
+    """An argparse ``type`` that reads ``kind`` as ``distconv train``'s flags do
+    (:func:`distconv.number_text.number`: ASCII digits, finite) and refuses a value under
+    ``low`` (or equal to it, ``strict``): a run of ``--mb 0`` or ``--reps 0`` times nothing and
+    prints a table that reads as measured."""
+    from distconv.number_text import number  # the checkout measured, on sys.path by now
 
     def read(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if isinstance(value, float) and not math.isfinite(value):  # an int is finite
-            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+        value = number(text, kind)
         if value < low or (strict and value == low):
             bound = "more than" if strict else "at least"
             raise argparse.ArgumentTypeError(f"must be {bound} {low:g}, got {text}")

@@ -78,9 +78,24 @@ def test_a_number_that_is_not_finite_is_refused(monkeypatch, text):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     from harness import at_least
 
-    with pytest.raises(argparse.ArgumentTypeError, match=f"must be a finite number, got {text}"):
+    with pytest.raises(argparse.ArgumentTypeError, match=f"must be finite, got '{text}'"):
         at_least(0)(text)
     assert at_least(0)("2.5") == 2.5
+
+
+@pytest.mark.parametrize(
+    "text, kind, said",
+    [("1.5", int, "must be an integer"), ("1_0", float, "must be a number"), ("١٠", int, "")],
+)
+def test_a_number_is_read_as_distconv_train_reads_one(monkeypatch, text, kind, said):
+    """``at_least`` read with ``int()`` and ``float()``, which take ``1_0`` and other scripts'
+    digits, and said "not a number" of ``1.5`` where an integer is asked for: it reads as
+    ``distconv.number_text`` does, the rule of every distconv command line."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from harness import at_least
+
+    with pytest.raises(argparse.ArgumentTypeError, match=said):
+        at_least(0, kind)(text)
 
 
 def test_a_count_too_large_for_a_float_is_read_not_a_traceback(monkeypatch):
