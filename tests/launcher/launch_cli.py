@@ -13,7 +13,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pytest
 
 from tests.child_env import child_path
 from tests.processes import job_left, run_job
@@ -217,7 +220,7 @@ def run_python(
     )  # fmt: skip
 
 
-def usage_refusal(capsys, *argv: str) -> str:
+def usage_refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     """The last stderr line of the launcher's own parser refusing ``argv`` (a usage error,
     exit 2), parsed in this process: a refusal needs no launch."""
     import pytest

@@ -11,10 +11,9 @@ from __future__ import annotations
 import pytest
 
 from distconv.async_hint import ASYNC_HINT as TRAIN_HINT
-from launcher.cli import build_parser
 from launcher.commands import LaunchError, parse_program
-from launcher.options import parse_own, split_argv
 from launcher.owned import ASYNC_HINT
+from tests.launcher.launch_cli import usage_refusal
 
 
 @pytest.mark.parametrize(
@@ -59,10 +58,7 @@ def test_the_async_hint_is_for_an_async_flag_alone(after: list[str], hinted: boo
 def test_an_async_word_before_the_dashes_of_a_launch_without_it_is_told_where_it_goes(
     capsys: pytest.CaptureFixture[str],
 ):
-    own, rest = split_argv(["mpi", "-np", "2", "--mode", "async"])
-    with pytest.raises(SystemExit):
-        parse_own(build_parser(), own, rest)
-    said = capsys.readouterr().err.splitlines()[-1]
+    said = usage_refusal(capsys, "mpi", "-np", "2", "--mode", "async")
     assert (
         said == f"distconv-launch mpi: error: unrecognized arguments: --mode async ({ASYNC_HINT})"
     )
