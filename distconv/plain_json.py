@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import queue
 import re
 import socket
 import sys
@@ -144,11 +145,12 @@ def fields_of(value: Any) -> dict[str, Any] | None:
 
 def is_process_state(value: Any) -> bool:
     """Whether ``value`` is state of its process alone (a thread, a process, an executor, a
-    lock or other threading primitive, an open file or socket), written by its type's name:
+    lock or other threading primitive, a queue between threads, an open file or socket), written
+    by its type's name (a queue's contents are what its threads have done by then):
     its text held a thread's ident, a pid, a lock's state, a per-rank file name."""
     kinds: list[type] = [threading.Thread, io.IOBase, socket.socket]
     kinds += [type(threading.Lock()), type(threading.RLock()), threading.Condition]
-    kinds += [threading.Semaphore, threading.Event, threading.Barrier]
+    kinds += [threading.Semaphore, threading.Event, threading.Barrier, queue.Queue]
     for module, name in (
         ("multiprocessing.process", "BaseProcess"),
         ("concurrent.futures", "Executor"),
@@ -239,8 +241,8 @@ def plain(value: Any) -> Any:
     if is_array(value) and not _no_host_values(value):
         return _array(value)  # an error here (a GPU's out of memory) is no text: raised
     item = getattr(value, "item", None)
-    if callable(item) and _shape(value) == ():
-        return item()
+    if callable(item) and _shape(value) == () and not _no_host_values(value):
+        return item()  # a 0-d meta tensor has no value to give: its str, below
     return ADDRESS.sub("", str(value))
 
 
@@ -306,11 +308,17 @@ def _values(array: Any) -> bytes:
             return dumps(host.tolist()).encode()  # not taken whole: no object around itself
     if array.dtype.hasobject:
         return dumps(array.tolist(), sort_keys=True).encode()
-    if array.dtype.fields is not None:  # its padding bytes: uninitialised, another each time
-        from numpy.lib import recfunctions  # numpy is imported: an array exists
+    return _field_bytes(array)
 
-        return recfunctions.repack_fields(array, align=False, recurse=True).tobytes()
-    return array.tobytes()
+
+def _field_bytes(array: Any) -> bytes:
+    """A numpy array's values' bytes in C order; a structured one's field by field, down to the
+    fields of a nested struct or of a subarray of structs, never its padding: uninitialised,
+    it is another in each process (a repacked copy of a subarray of aligned structs kept a
+    padding of its own, of fresh memory)."""
+    if array.dtype.fields is None:
+        return array.tobytes()
+    return b"".join(_field_bytes(array[name]) for name in array.dtype.names)
 
 
 def _on_host(array: Any) -> Any:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -18,6 +20,7 @@ from distconv.optim import create_optimizer
 from distconv.sync.description import digest
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
+from tests.child_env import child_env
 from tests.test_run_scheme import _small_net
 
 pytestmark = pytest.mark.timeout(60)
@@ -183,3 +186,53 @@ def test_an_out_of_memory_error_copying_an_array_is_raised_not_written_as_its_st
     check named no cause. It is raised; a sparse tensor is told by its layout first."""
     with pytest.raises(OutOfMemoryError):
         plain_json.dumps({"mask": _GpuTensor()})
+
+
+_SUBARRAY_OF_STRUCTS = """
+import sys
+import numpy as np
+from distconv import plain_json
+junk = [np.frombuffer(np.random.bytes(1 << 12), np.uint8).copy() for _ in range({n})]
+del junk  # freed memory of random bytes, which a fresh allocation may be given
+dtype = np.dtype([("a", "i1"), ("b", [("c", "i1"), ("d", "f8")], (2,))], align=True)
+table = np.zeros(3, dtype)
+table["a"] = [1, 2, 3]
+print(plain_json.dumps(table))
+"""
+
+
+def test_a_subarray_of_aligned_structs_is_hashed_the_same_in_every_process():
+    """A field that is an array of aligned structs kept a padding of its own in the repacked
+    copy the hash read, fresh memory: another digest in each process for one table of zeros,
+    so ranks that agree, and a resume, were refused."""
+    written = {
+        subprocess.run(
+            [sys.executable, "-c", _SUBARRAY_OF_STRUCTS.format(n=n)],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=50,
+            check=True,
+        ).stdout
+        for n in (0, 5, 50)
+    }
+    assert len(written) == 1, written
+
+
+def test_a_queue_between_threads_is_written_by_its_type_not_its_contents():
+    """A queue.Queue was walked by its public attributes, its queued items among them: ranks
+    whose threads had put another count by then disagreed."""
+    import queue
+
+    ahead, behind = queue.Queue(), queue.Queue()
+    ahead.put(1)
+    assert plain_json.dumps({"q": ahead}) == plain_json.dumps({"q": behind}) == '{"q": "Queue"}'
+
+
+def test_a_0d_meta_tensor_is_written_by_its_text_not_a_traceback():
+    """A 0-d tensor was read with item() before the meta check: a meta one has no value to
+    give, and Trainer() ended in a bare RuntimeError."""
+    torch = pytest.importorskip("torch")
+
+    assert "meta" in plain_json.dumps({"m": torch.ones((), device="meta")})
+    assert plain_json.dumps({"z": torch.tensor(3.5)}) == '{"z": 3.5}'
