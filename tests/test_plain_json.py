@@ -102,3 +102,20 @@ def test_a_layer_setting_writes_an_object_without_a_text_by_its_attributes():
     theirs = settings.setting_value(_Spec(np.zeros(1), {"act": _Leaky(0.2)}))
     assert ours["scale"]["act"] == {"class": "_Leaky", "fields": {"slope": 0.1}}
     assert ours != theirs
+
+
+def test_a_layer_setting_dataclass_leaves_out_its_repr_false_fields():
+    """A layer's dataclass setting was written with every field, a ``repr=False`` one too,
+    which the job check leaves out as the process's own (a pid, a log path): ranks of one
+    model that agree refused each other at setup."""
+    import dataclasses
+
+    from distconv.layers.settings import setting_value
+
+    @dataclasses.dataclass(frozen=True)
+    class Spec:
+        width: int
+        pid: int = dataclasses.field(default=0, repr=False)
+
+    assert setting_value(Spec(3, pid=1)) == setting_value(Spec(3, pid=2)) == {"width": 3}
+    assert setting_value(Spec(3)) != setting_value(Spec(4))

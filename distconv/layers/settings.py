@@ -54,8 +54,8 @@ def _is_plain(value: Any) -> bool:
 
 def setting_value(value: Any) -> Any:
     """``value`` in terms every process of a job writes alike, for :meth:`Layer.settings`:
-    dataclasses as dicts (field by field), a set as a list sorted as the job check sorts one,
-    any mapping as a dict, its keys as the job check names them
+    dataclasses as dicts (the fields their repr shows), a set as a list sorted as the job
+    check sorts one, any mapping as a dict, its keys as the job check names them
     (:func:`~distconv.plain_json.key_names`: ``1`` beside ``"1"`` is ``"1 (int)"``), a numpy
     scalar as its Python number, an array (numpy's, cupy's, a torch tensor) as the job check
     writes it (:func:`~distconv.plain_json.plain`: its dtype, shape and a hash of its
@@ -66,7 +66,10 @@ def setting_value(value: Any) -> Any:
     less its memory address, which differs from process to process (two ranks of one job
     would disagree)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: setting_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        # the fields its repr shows, as the job check writes one: a repr=False field holds
+        # the process's own (a pid, a log path), and ranks that agree refused each other
+        shown = (f.name for f in dataclasses.fields(value) if f.repr)
+        return {name: setting_value(getattr(value, name)) for name in shown}
     if isinstance(value, (tuple, list)):
         items = [setting_value(v) for v in value]
         # a namedtuple takes its fields one by one, as dataclasses.asdict builds it
