@@ -21,6 +21,7 @@ from distconv.cores import usable_cores
 from .owned import async_hint
 from .shown import shown
 from .stderr_line import bounded_log
+from .train_words import not_a_program, train_arguments
 
 #: variables a parent launcher or scheduler may have left behind; a child that inherited them
 #: would see two sources for its rank (the runtime refuses that), or size its threads for
@@ -77,11 +78,12 @@ class Program:
 def parse_program(args: Sequence[str]) -> Program:
     """Decide what follows ``--``: ``distconv train`` arguments, a ``.py`` file or a program.
 
-    Train arguments start with an option (``--epochs 2``) or with the word ``train``, which is
-    dropped. Their flags are spelled out as ``distconv train`` reads them (``--ou x`` is
-    ``--out x``), so that the options the launcher adds beside the user's see them. Anything
-    else must be a ``.py`` file or a program found on ``PATH``, which then runs instead, as
-    ``torchrun`` runs any script.
+    Train arguments start with an option (``--epochs 2``) or with the words ``train`` or
+    ``distconv train`` (``distconv -q train``, ``python3 -m distconv train``), which are
+    dropped: the launch's own train, with its ``--out`` and checks. Their flags are spelled
+    out as train reads them (``--ou x`` is ``--out x``), so that the options the launcher adds
+    see them. Anything else must be a ``.py`` file or a program found on ``PATH``, which then
+    runs instead, as ``torchrun`` runs any script.
 
     Raises:
         LaunchError: the first word is neither an option nor a file or program that exists.
@@ -89,8 +91,9 @@ def parse_program(args: Sequence[str]) -> Program:
             flag it does not take or that abbreviates several, or --resume with --overwrite.
     """
     args = tuple(args)
-    if not names_a_program(args):
-        return _train_program(args[1:] if args and args[0] == "train" else args)
+    train = train_arguments(args)
+    if train is not None:
+        return _train_program(train)
     first = args[0]
     if first.endswith(".py"):
         if not os.path.isfile(first):
@@ -99,17 +102,15 @@ def parse_program(args: Sequence[str]) -> Program:
     if os.sep in first and not os.path.isfile(first):
         raise LaunchError(f"program {shown(first)} does not exist")
     if os.sep not in first and shutil.which(first) is None:
-        raise LaunchError(
-            f"{shown(first)} is neither a program on PATH nor a .py file; distconv train arguments "
-            "start with an option, e.g. -- --epochs 2"
-        )
+        raise LaunchError(not_a_program(first))
     return Program(args, is_train=False)
 
 
 def names_a_program(args: Sequence[str]) -> bool:
     """Whether ``args`` (what follows ``--``) name a program of the user's rather than
-    ``distconv train`` arguments, which start with an option or the word ``train``."""
-    return bool(args) and not args[0].startswith("-") and args[0] != "train"
+    ``distconv train`` arguments, which start with an option or the words naming train
+    (``train``, ``distconv train``: :func:`launcher.train_words.launch_words`)."""
+    return train_arguments(args) is None
 
 
 def _train_program(args: tuple[str, ...]) -> Program:

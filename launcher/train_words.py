@@ -1,0 +1,66 @@
+"""Which leading words of a command name the launch's own program, ``distconv train``, rather
+than a program of the user's: ``train``, ``distconv train``, ``distconv -q train``, ``python3
+-m distconv train``, or ``distconv`` alone or before a flag. After ``--`` they are dropped and
+the rest read as train arguments (:func:`launcher.commands.parse_program`); before it, the
+usage hint says to drop them (:mod:`launcher.usage_hint`). ``distconv`` before another of its
+commands (``distconv keys out``) is a program of the user's."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+
+#: distconv's own options before its command (``distconv -q train``): train's too, so kept
+QUIET = ("-q", "--quiet")
+
+_PYTHON = re.compile(r"python(3(\.\d+)?)?")
+
+
+def launch_words(args: Sequence[str]) -> list[int] | None:
+    """The indices of the leading words of ``args`` that name ``distconv train``, to drop: []
+    where none do (train arguments start with a flag, or another program comes first), None
+    where ``distconv`` names another of its commands (a program of the user's). A ``-q``
+    between ``distconv`` and ``train`` is kept: ``-- -q --epochs 1`` is the working form."""
+    if not args:
+        return []
+    if args[0] == "train":
+        return [0]
+    start = _distconv_words(args)
+    if not start:
+        return []
+    at = start
+    while at < len(args) and args[at] in QUIET:
+        at += 1
+    if at == len(args) or args[at].startswith("-"):  # 'distconv --epochs 1': train's default
+        return list(range(start))
+    return [*range(start), at] if args[at] == "train" else None
+
+
+def train_arguments(args: Sequence[str]) -> tuple[str, ...] | None:
+    """``args`` (what follows ``--``) as ``distconv train`` arguments, the words naming it
+    dropped (:func:`launch_words`); None where they name a program of the user's."""
+    drop = launch_words(args)
+    if drop is None or not (drop or not args or args[0].startswith("-")):
+        return None
+    return tuple(w for i, w in enumerate(args) if i not in drop)
+
+
+def not_a_program(word: str) -> str:
+    """What to say of ``word``, first after ``--``, that is neither a program nor a flag: the
+    likelier slip is a train flag's dashes left out (``-- epochs 2``)."""
+    from .shown import shown
+
+    return (
+        f"{shown(word)} is neither a program on PATH nor a .py file; distconv train arguments "
+        "start with an option, e.g. -- --epochs 2"
+    )
+
+
+def _distconv_words(args: Sequence[str]) -> int:
+    """How many first words of ``args`` run distconv: 1 for ``distconv``, 3 for ``python3 -m
+    distconv`` (any python), else 0."""
+    if args[0] == "distconv":
+        return 1
+    python = _PYTHON.fullmatch(os.path.basename(args[0])) is not None
+    return 3 if python and list(args[1:3]) == ["-m", "distconv"] else 0
