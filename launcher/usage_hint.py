@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from .options import PROG
 from .owned import ASYNC_HINT, async_hint, refuse_after_dashes
 from .shown import shown
+from .train_words import launch_words
 
 
 def unrecognized(
@@ -70,11 +71,13 @@ def unrecognized(
 
     # 'train -- --epochs 1': no program to run; nor 'distconv train --epochs 1', -- left out
     # ('train --epochs 1' is train's arguments as they are: -- train --epochs 1 takes them)
-    runs = _runs_itself(extra) if rest or extra[0] == "distconv" else 0
+    # ('distconv -q train': the -q kept, train's too; 'distconv keys': a program of the user's)
+    runs = (launch_words(extra) or []) if rest or extra[0] == "distconv" else []
     if runs:
-        why = refused([*extra[runs:], *rest])
-        drop = f"not after -- either: {why}" if why else command([*extra[runs:], *rest])
-        drop = f"drop {' '.join(extra[:runs])} ({drop})"
+        kept = [word for i, word in enumerate(extra) if i not in runs]
+        why = refused([*kept, *rest])
+        drop = f"not after -- either: {why}" if why else command([*kept, *rest])
+        drop = f"drop {' '.join(extra[i] for i in runs)} ({drop})"
         if program:  # '-- ./run.sh' after it, which runs instead
             return f"{said} (the program after -- runs instead of distconv train: {drop})"
         other = "" if own[0] == "k8s" else ", or put a program after --"  # k8s renders train's
@@ -211,18 +214,6 @@ def _takes_value(word: str) -> bool:
     except FlagError:  # no flag of train's: whether it takes one cannot be told
         return False
     return any(flag in a.option_strings and a.nargs != 0 for a in train_parser()._actions)
-
-
-def _runs_itself(extra: Sequence[str]) -> int:
-    """How many words of ``extra``, first, name the program the launch runs itself where
-    nothing after ``--`` names one: ``train``, ``distconv`` or ``distconv train`` (else 0).
-    ``distconv`` before another word (``distconv keys out``) is another command of its own,
-    a program of the user's: dropped, its subcommand was left to run as a program."""
-    if list(extra[:2]) == ["distconv", "train"]:
-        return 2
-    if extra[0] == "distconv":
-        return 1 if len(extra) == 1 or extra[1].startswith("-") else 0
-    return 1 if extra[0] == "train" else 0
 
 
 def _bare(word: str) -> bool:

@@ -443,8 +443,19 @@ def test_another_distconv_command_before_the_dashes_is_a_program_of_the_users(
             "distconv train --epochs 1 (the launcher runs distconv train itself: drop distconv "
             "train (distconv-launch k8s --workers 2 --image i -- --epochs 1))",
         ),
+        (  # k548 D2: -q was read as the start of train's, and 'train' refused after --
+            ["local", "--workers", "2", "distconv", "-q", "train", "--epochs", "1"],
+            "distconv -q train --epochs 1 (the launcher runs distconv train itself: drop "
+            "distconv train (distconv-launch local --workers 2 -- -q --epochs 1), or put a "
+            "program after --)",
+        ),
+        (  # ... and 'distconv -q keys' was said to be the launch's own distconv train
+            ["local", "--workers", "2", "distconv", "--quiet", "keys", "out"],
+            "distconv --quiet keys out (a program goes after --: distconv-launch local "
+            "--workers 2 -- distconv --quiet keys out)",
+        ),
     ],
-    ids=["local", "mpi", "alone", "k8s"],
+    ids=["local", "mpi", "alone", "k8s", "quiet-train", "quiet-keys"],
 )
 def test_distconv_train_with_no_dashes_is_said_to_be_the_launchs_own(
     capsys: pytest.CaptureFixture[str], argv: list[str], said: str
