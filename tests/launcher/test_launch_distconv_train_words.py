@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from launcher.commands import Program, UsageError, parse_program
+from launcher.commands import LaunchError, Program, UsageError, parse_program
+from tests.launcher.test_launch_k8s import needs_renderer
 
 
 @pytest.mark.parametrize(
@@ -55,3 +56,34 @@ def test_distconv_train_after_the_dashes_gets_the_launchs_checks(argv, said):
     with pytest.raises(UsageError) as refused:
         refuse_after_dashes(args, parse_program(rest))
     assert said in str(refused.value)
+
+
+def k8s_refusal(*after: str) -> UsageError | LaunchError | None:
+    """What ``distconv-launch k8s --workers 2 --image d:1 -- AFTER`` refuses, checked in process
+    (:func:`launcher.k8s.checked_manifests`, as the command runs it); None where it renders."""
+    from launcher.cli import build_parser
+    from launcher.k8s import checked_manifests
+    from launcher.options import parse_own
+
+    own = ["k8s", "--workers", "2", "--servers", "0", "--image", "d:1"]
+    try:
+        checked_manifests(parse_own(build_parser(), own, list(after)), list(after))
+    except LaunchError as exc:
+        return exc
+    return None
+
+
+@needs_renderer
+def test_k8s_tells_a_train_slip_from_a_program_to_put_in_the_image():
+    """``-- epochs 2`` and ``-- distconv train ...`` were told "put the program in the image"
+    (exit 1): the first is a flag's dashes left out, a usage error; the second renders."""
+    slip = k8s_refusal("epochs", "2")
+    assert isinstance(slip, UsageError)  # exit 2, as the train args' other slips
+    assert str(slip) == (
+        "'epochs' is neither a program on PATH nor a .py file; distconv train arguments start "
+        "with an option, e.g. -- --epochs 2 (k8s renders distconv train jobs: a program of "
+        "yours goes in the image)"
+    )
+    assert k8s_refusal("distconv", "train", "--epochs", "2") is None
+    program = k8s_refusal("ls")  # a program indeed: still a manifest problem, exit 1
+    assert type(program) is LaunchError and "put the program in the image" in str(program)
