@@ -39,7 +39,7 @@ from distconv.messages import debugging, say
 from distconv.optim import OPTIMIZERS, Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
 from distconv.stop_request import Preempted
-from distconv.sync import SyncError, SyncStrategy, create_sync
+from distconv.sync import SyncStrategy, create_sync
 from distconv.sync.mpi.leaving import abort_uninitialised
 from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
 
@@ -150,11 +150,11 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     run (under MPI it aborted). A Ctrl-C during setup, or a second one: ``interrupted`` and 130
     (``DISTCONV_DEBUG=1`` prints the traceback).
 
-    A :class:`~distconv.runtime.RuntimeConfigError` (``RANK=x``) or a
-    :class:`~distconv.sync.errors.SyncError` (a rank of another job) is ``script.py: error:
-    ...`` and exit 1 as well (its traceback under ``DISTCONV_DEBUG=1``, or an MPI sync's abort
-    hook); a rank failing before it initialised MPI aborts the MPI job. Lines are JSON under a
-    JSON log (a peer failure's traceback under ``"exception"``). Any other exception propagates."""
+    A :class:`~distconv.runtime.RuntimeConfigError` (``RANK=x``) is ``script.py: error: ...``
+    and exit 1 as well (its traceback under ``DISTCONV_DEBUG=1``, or an MPI sync's abort hook);
+    a rank failing before it initialised MPI aborts the MPI job. Lines are JSON under a JSON log
+    (a peer failure's traceback under ``"exception"``). Any other exception propagates.
+    """
     ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
     try:
         return main()
@@ -179,8 +179,8 @@ def run_main(main: Callable[[], _Result]) -> _Result:
 def _failure_status(error: Exception) -> int | None:
     """Say why ``error`` ends the script and return its exit status, as ``distconv train``
     does: :data:`~distconv.sync.peers.PEER_FAILED_STATUS` for another rank's failure (with
-    the traceback), 1 for a malformed environment or a sync's refusal (one line); None for
-    anything else (a bug's traceback, which propagates), and for one an exception hook takes."""
+    the traceback), 1 for a malformed environment (one line); None for anything else (a bug's
+    traceback, which propagates), and for an error an exception hook takes."""
     if peer_failure(error) is not None:
         if writes_json(_log_format):  # the traceback in the line: every line JSON there
             trace = "".join(traceback.format_exception(error)).rstrip()
@@ -191,7 +191,7 @@ def _failure_status(error: Exception) -> int | None:
     # another exception hook wants it uncaught: an MPI job's (MPISync's) aborts every rank,
     # where a SystemExit skipped it and left the others waiting in a collective for this one
     hooked = sys.excepthook is not sys.__excepthook__
-    if isinstance(error, (RuntimeConfigError, SyncError)) and not hooked and not debugging():
+    if isinstance(error, RuntimeConfigError) and not hooked and not debugging():
         say(error_line(_program(), error, _log_format))
         return 1
     return None
