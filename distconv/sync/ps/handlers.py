@@ -23,6 +23,7 @@ from distconv.sync.ps.state import (
     _Refused,
     dense_gradients,
 )
+from distconv.sync.ps.stuck import different_jobs, one_line
 from distconv.sync.ps.values import ValueStore
 from distconv.sync.ps.wire import (
     WireError,
@@ -54,6 +55,8 @@ class RequestHandlers:
 
     #: whether a failure no check foresaw has been logged with its traceback yet
     _traced = False
+    #: the rank whose hello set :attr:`job` (the first accepted)
+    job_rank = 0
 
     # -- dispatch -----------------------------------------------------------------------------
     def handle(self, frames: Sequence[Any]) -> None:
@@ -141,15 +144,12 @@ class RequestHandlers:
         self._refuse_lost(rank)
         self.hosts[rank] = host
         if self.job is None:
-            self.job = job
+            self.job, self.job_rank = job, rank  # which rank set it: see different_jobs
         elif (diff := job.difference(self.job)) is not None:
-            # each value is cut already (job_hello.VALUE_CHARS); this cuts a long received key,
-            # on one line, but keeps the spaces: values may differ in nothing else
-            diff = " ".join(diff.splitlines())
-            diff = diff if len(diff) <= DIFFERENCE_CHARS else diff[: DIFFERENCE_CHARS - 3] + "..."
+            diff = one_line(diff, DIFFERENCE_CHARS)
             if new_run:  # it closes: its bye counts (see _of_latest_run)
                 self.refused_at[rank] = (self.requests, run)
-                self.other_job[rank] = diff  # told to the ranks it leaves waiting
+                self.other_job[rank] = different_jobs(rank, self.job_rank, diff)  # see stuck()
             raise _Refused(f"rank {rank} runs another job than rank(s) before: {diff}")
         self.left.discard(rank)
         if new_run:

@@ -112,7 +112,8 @@ def stuck(
         gone: the ranks whose ``bye`` is of the gathering ranks' run (the shard decides).
         who: how to name a rank in the message (the shard adds its host and last step).
         closed: how a rank in ``gone`` left (the shard adds the error its bye carried).
-        other_job: what differs where a rank's hello was refused as another job's, else None.
+        other_job: where a rank's hello was refused as another job's, the shard's words for
+            it (:func:`different_jobs`), else None.
 
     Returns:
         A message naming what each live rank is doing and why none can go on, led by the
@@ -147,8 +148,27 @@ def stuck(
     return f"{cause}ranks are at different points of the job ({'; '.join(doing)}): {why}"
 
 
-def another_job(rank: int, diff: str) -> str:
+def another_job(rank: int, said: str) -> str:
     """How the ranks ``rank`` leaves waiting are told that its hello was refused as another
-    job's, ``diff`` being what differs, in the words the shard refused it with (its "here" is
-    the refused hello's)."""
-    return f"rank {rank} runs another job: {diff} (here: rank {rank}'s hello; there: the job's)"
+    job's: ``said``, the shard's :func:`different_jobs` for it, which names both ranks."""
+    return said
+
+
+def different_jobs(rank: int, job_rank: int, diff: str) -> str:
+    """That ``rank``'s hello and ``job_rank``'s (the first accepted, which set the job) differ
+    in ``diff``, naming both ranks as MPI's ``JobMismatch`` does: the shard cannot tell which
+    one is wrong (the odd rank may have said hello first), so it blames neither."""
+    if rank == job_rank:  # a restart of the rank that set the job, with another description
+        return f"rank {rank} runs another job than its first hello: {diff} (here: the new one)"
+    return (
+        f"rank {rank} and rank {job_rank} run different jobs: {diff} "
+        f"(here: rank {rank}'s hello; there: rank {job_rank}'s, the first the shard accepted)"
+    )
+
+
+def one_line(diff: str, limit: int) -> str:
+    """``diff`` on one line, cut to ``limit`` characters: each value is cut already
+    (``job_hello.VALUE_CHARS``), this cuts a long received key, but keeps the spaces (values
+    may differ in nothing else)."""
+    diff = " ".join(diff.splitlines())
+    return diff if len(diff) <= limit else diff[: limit - 3] + "..."

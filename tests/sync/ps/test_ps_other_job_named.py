@@ -1,8 +1,9 @@
 """A rank whose hello was refused as another job's is named so on the rank left waiting: rank
 0, in the start-up gather when rank 1 closed on the refusal, said only that "ranks are at
 different points of the job (...: closed on "SyncError: ...")", the cause buried in a quote
-of rank 1's error, where rank 1 itself said it runs another job (audit k536 F12). Real
-shard, real workers (threads of this process) on 127.0.0.1."""
+of rank 1's error, where rank 1 itself said it runs another job (audit k536 F12). The shard
+names both ranks, as MPI does: the first hello set the job, which may be the odd one's
+(review k546 D2). Real shard, real workers (threads of this process) on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import time
 
 import pytest
 from ps_helpers import insecure_worker, run_ranks, small_net
-from test_ps_stuck import _bye, _hello_run, _push_w
+from test_ps_stuck import _bye, _gather, _hello_run, _push_w
 
 from distconv.sync.base import SyncError
-from distconv.sync.ps.stuck import stuck
+from distconv.sync.ps.stuck import different_jobs, stuck
 
 DIFF = "config.batch: 9 here, 8 there"
 
@@ -36,16 +37,19 @@ def test_the_waiting_rank_leads_with_the_rank_that_runs_another_job(shards):
     said = run_ranks(rank_fn, 2, timeout=30)
     assert f"rank 1 runs another job than rank(s) before: {DIFF}" in said[1], said[1]
     shard_said = said[0].partition(f"pserver {endpoint}: ")[2]
-    assert shard_said.startswith(f"rank 1 runs another job: {DIFF} (here: rank 1's hello"), said[0]
+    assert shard_said.startswith(f"rank 1 and rank 0 run different jobs: {DIFF} (here: rank 1's"), (
+        said[0]
+    )
     assert "ranks are at different points of the job" in shard_said  # what each rank was doing
 
 
 @pytest.mark.parametrize("gone", [(1,), (1, 2)])
 def test_the_first_rank_gone_as_another_job_leads(gone):
     """A rank gone without a refusal (rank 2) is listed, not led with."""
-    message = stuck({0: "all_equal:1"}, {}, [0, 1, 2], gone, other_job={1: DIFF}.get)
-    assert message.startswith(f"rank 1 runs another job: {DIFF} (here: rank 1's hello; "), message
-    assert stuck({0: "all_equal:1"}, {}, [0, 2], (2,), other_job={1: DIFF}.get).startswith(
+    said = {1: different_jobs(1, 0, DIFF)}
+    message = stuck({0: "all_equal:1"}, {}, [0, 1, 2], gone, other_job=said.get)
+    assert message.startswith(f"rank 1 and rank 0 run different jobs: {DIFF} (here: "), message
+    assert stuck({0: "all_equal:1"}, {}, [0, 2], (2,), other_job=said.get).startswith(
         "ranks are at different points of the job"
     )
 
@@ -61,5 +65,21 @@ def test_a_step_left_by_a_restart_of_another_job_leads_with_it(hand):
     _push_w(h, 0, 1)  # held for rank 1's push of step 1
     assert "another job" in _hello_run(h, 1, 33, {"batch": 8})["error"]
     _bye(h, 1, run=33)
-    assert h.shard.failed.startswith("rank 1 runs another job: batch: 8 here, "), h.shard.failed
+    assert h.shard.failed.startswith("rank 1 and rank 0 run different jobs: batch: 8 here, "), (
+        h.shard.failed
+    )
     assert "rank 0 (step 1) waits for its push" in h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_the_odd_rank_first_is_not_called_right(hand):
+    """Rank 1, the odd one, says hello first and sets the job; rank 0's hello is refused and
+    it closes. Rank 1 was told "rank 0 runs another job", which sent the user to fix the
+    rank that was right (review k546 D2): both are named, neither blamed."""
+    h = hand(workers=2)
+    assert _hello_run(h, 1, 11, {"batch": 9})["op"] == "ok"
+    _gather(h, 1, "all_equal:1")
+    assert "another job" in _hello_run(h, 0, 5)["error"]
+    _bye(h, 0, run=5)
+    assert h.shard.failed.startswith("rank 0 and rank 1 run different jobs: "), h.shard.failed
+    assert "(here: rank 0's hello; there: rank 1's, the first" in h.shard.failed
