@@ -7,7 +7,7 @@ names both ranks, as MPI does: the first hello set the job, which may be the odd
 
 from __future__ import annotations
 
-import time
+import threading
 
 import pytest
 from ps_helpers import insecure_worker, run_ranks, small_net
@@ -23,9 +23,23 @@ DIFF = "config.batch: 9 here, 8 there"
 def test_the_waiting_rank_leads_with_the_rank_that_runs_another_job(shards):
     (endpoint,) = shards.start(1, workers=2, extra=["--timeout", "60"])
 
+    said_hello = threading.Event()  # rank 0's hello answered: its job is the shard's
+
     def rank_fn(rank: int) -> str | None:
-        time.sleep(0.5 * rank)  # rank 0's job is the shard's; rank 1's is refused
+        # an event, not a sleep: on a loaded machine rank 0's start outlasted a head start
+        if rank == 1:
+            assert said_hello.wait(30), "rank 0's hello never came back"
         sync = insecure_worker([endpoint], rank, 2, timeout=60)
+        if rank == 0:
+            hello = sync._hello
+
+            def hello_then_go(description):
+                try:
+                    return hello(description)
+                finally:
+                    said_hello.set()
+
+            sync._hello = hello_then_go
         try:
             sync.setup(small_net().parameters(), {"batch": 8 + rank})
         except SyncError as exc:
