@@ -153,7 +153,13 @@ def is_process_state(value: Any) -> bool:
     kinds += [threading.Semaphore, threading.Event, threading.Barrier, queue.Queue]
     for module, name in (
         ("multiprocessing.process", "BaseProcess"),
+        ("multiprocessing.synchronize", "SemLock"),  # its Lock's text names its owner
+        ("multiprocessing.synchronize", "Event"),  # and whether it is set
         ("concurrent.futures", "Executor"),
+        ("asyncio", "Queue"),  # an asyncio.Queue's text holds its items
+        ("asyncio", "Event"),
+        ("asyncio", "Lock"),
+        ("asyncio", "Semaphore"),
     ):
         found = getattr(sys.modules.get(module), name, None)  # only once imported: no cost
         if isinstance(found, type):
@@ -293,8 +299,8 @@ def _array(array: Any) -> dict[str, Any]:
 
 def _values(array: Any) -> bytes:
     """A numpy array's bytes (in C order, whatever its own); one of objects, its values' JSON
-    text (its bytes are their addresses); a structured one's fields' bytes, packed (not its
-    padding). Another library's array is read on the host first
+    text (its bytes are their addresses); a structured one's fields' bytes, field by field
+    (not its padding). Another library's array is read on the host first
     (a torch tensor detached and ``.cpu()``, a cupy array ``.get()``), then as numpy's, or
     where numpy cannot take it (torch's bfloat16) by its values' JSON text (``tolist``)."""
     numpy = sys.modules.get("numpy")

@@ -119,3 +119,18 @@ def test_a_layer_setting_dataclass_leaves_out_its_repr_false_fields():
 
     assert setting_value(Spec(3, pid=1)) == setting_value(Spec(3, pid=2)) == {"width": 3}
     assert setting_value(Spec(3)) != setting_value(Spec(4))
+
+
+def test_a_layer_setting_dataclass_leaves_out_an_init_false_field_never_set():
+    """``setting_value`` read every shown field with getattr: one declared ``init=False`` and
+    never set raised AttributeError, where the job check leaves it out."""
+    import dataclasses
+
+    from distconv.layers.settings import setting_value
+
+    @dataclasses.dataclass
+    class Spec:
+        width: int
+        cache: int = dataclasses.field(init=False)
+
+    assert setting_value(Spec(3)) == {"width": 3}

@@ -236,3 +236,21 @@ def test_a_0d_meta_tensor_is_written_by_its_text_not_a_traceback():
 
     assert "meta" in plain_json.dumps({"m": torch.ones((), device="meta")})
     assert plain_json.dumps({"z": torch.tensor(3.5)}) == '{"z": 3.5}'
+
+
+def test_asyncio_and_multiprocessing_primitives_are_written_by_their_type():
+    """Their text holds their state (an asyncio.Queue's items, a multiprocessing Lock's owner,
+    an Event's flag): ranks that agree were refused, as with a queue.Queue."""
+    import asyncio
+    import multiprocessing
+
+    full, empty = asyncio.Queue(), asyncio.Queue()
+    full.put_nowait(1)
+    assert plain_json.dumps(full) == plain_json.dumps(empty)
+    is_set, unset = multiprocessing.Event(), multiprocessing.Event()
+    is_set.set()
+    assert plain_json.dumps(is_set) == plain_json.dumps(unset)
+    held, free = multiprocessing.Lock(), multiprocessing.Lock()
+    held.acquire()
+    assert plain_json.dumps(held) == plain_json.dumps(free)
+    held.release()

@@ -66,10 +66,9 @@ def setting_value(value: Any) -> Any:
     less its memory address, which differs from process to process (two ranks of one job
     would disagree)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        # the fields its repr shows, as the job check writes one: a repr=False field holds
-        # the process's own (a pid, a log path), and ranks that agree refused each other
-        shown = (f.name for f in dataclasses.fields(value) if f.repr)
-        return {name: setting_value(getattr(value, name)) for name in shown}
+        # the fields its repr shows, as the job check writes one (a repr=False field holds
+        # the process's own: a pid, a log path), an init=False field never set left out
+        return {name: setting_value(v) for name, v in (fields_of(value) or {}).items()}
     if isinstance(value, (tuple, list)):
         items = [setting_value(v) for v in value]
         # a namedtuple takes its fields one by one, as dataclasses.asdict builds it
