@@ -155,11 +155,14 @@ def is_process_state(value: Any) -> bool:
         ("multiprocessing.process", "BaseProcess"),
         ("multiprocessing.synchronize", "SemLock"),  # its Lock's text names its owner
         ("multiprocessing.synchronize", "Event"),  # and whether it is set
+        ("multiprocessing.synchronize", "Condition"),  # its lock's owner
         ("concurrent.futures", "Executor"),
         ("asyncio", "Queue"),  # an asyncio.Queue's text holds its items
         ("asyncio", "Event"),
         ("asyncio", "Lock"),
         ("asyncio", "Semaphore"),
+        ("asyncio", "Condition"),  # locked or not
+        ("asyncio", "Barrier"),  # its waiters (Python 3.11 on)
     ):
         found = getattr(sys.modules.get(module), name, None)  # only once imported: no cost
         if isinstance(found, type):

@@ -254,3 +254,7 @@ def test_asyncio_and_multiprocessing_primitives_are_written_by_their_type():
     held.acquire()
     assert plain_json.dumps(held) == plain_json.dumps(free)
     held.release()
+    owned, loose = multiprocessing.Condition(), multiprocessing.Condition()
+    owned.acquire()
+    assert plain_json.dumps(owned) == plain_json.dumps(loose)
+    owned.release()
