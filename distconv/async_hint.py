@@ -46,10 +46,14 @@ def refuse_own_unknowns(p: argparse.ArgumentParser, hint: str = ASYNC_HINT) -> N
     known = p.parse_known_args
 
     def parse_known_args(args=None, namespace=None):
+        from distconv.train_args import spelled_out  # which imports this module
+
         # looked up when called: parse_train_values sets an instance's error, its hook
         refuse = p.error
-        words = _spelled(p, sys.argv[1:] if args is None else args)  # '--syn async' too
-        said = f" ({hint})" if hint and asks_async(words) else ""
+        given = sys.argv[1:] if args is None else args
+        # spelled out ('--syn async' is '--sync async'), as the launcher hears its train args
+        asked = hint and asks_async(spelled_out(given, lenient=True))
+        said = f" ({hint})" if asked else ""
         p.error = lambda message: refuse(message + said)  # argparse's hook for every refusal
         try:
             parsed, extra = known(args, namespace)
@@ -60,16 +64,3 @@ def refuse_own_unknowns(p: argparse.ArgumentParser, hint: str = ASYNC_HINT) -> N
         return parsed, extra
 
     p.parse_known_args = parse_known_args
-
-
-def _spelled(p: argparse.ArgumentParser, words: Sequence[str]) -> list[str]:
-    """``words`` with each abbreviation of one of ``p``'s flags in full (``--syn async``:
-    ``--sync async``), as argparse reads it, so that :func:`asks_async` hears what the
-    launcher's check hears (its train arguments are spelled out first)."""
-    flags = [f for f in p._option_string_actions if f.startswith("--")]
-    spelled = []
-    for word in words:
-        flag, eq, value = word.partition("=")
-        full = [f for f in flags if f.startswith(flag)] if flag.startswith("--") else []
-        spelled.append(full[0] + eq + value if len(full) == 1 and flag not in flags else word)
-    return spelled

@@ -321,6 +321,7 @@ _NUMBER = re.compile(r"-\.?\d")
 
 
 @functools.cache
+@functools.cache  # a whole parser's build: spelled_out asks once for each flag it reads
 def train_options() -> frozenset[str]:
     """Every option ``distconv train`` takes: the long ones (``--name``), ``-h`` and ``-q``."""
     actions = train_parser()._actions  # argparse lists its options nowhere public
@@ -363,20 +364,25 @@ def _is_flag(token: str) -> bool:
     return " " not in token or bool(_matches(token.split("=", 1)[0]))
 
 
-def spelled_out(argv: Sequence[str]) -> list[str]:
+def spelled_out(argv: Sequence[str], *, lenient: bool = False) -> list[str]:
     """A ``distconv train`` command line (after ``train``) with every long option written out
     in full as argparse reads it (``--ep 3`` is ``--epochs 3``, ``--ou=x`` is ``--out=x``), so
     that a reader looking for a flag by its name finds it however it was written. Values are
     kept as they are (whether each flag has the values it needs is left to argparse).
+    ``lenient`` keeps a flag it cannot spell out as it is, for a caller that only looks.
 
     Raises:
-        FlagError: a flag the command does not take (``-x``), or one that abbreviates
-            several.
+        FlagError: (not ``lenient``) a flag the command does not take (``-x``), or one that
+            abbreviates several.
     """
     out = []
     for token in argv:
         if _is_flag(token):
             name, sep, value = token.partition("=")
-            token = full_flag(name) + sep + value
+            try:
+                token = full_flag(name) + sep + value
+            except FlagError:
+                if not lenient:
+                    raise
         out.append(token)
     return out
