@@ -249,7 +249,8 @@ def plain(value: Any) -> Any:
     (:func:`is_process_state`), one holding nothing as its class's name (its default str has its
     address), a numpy array as :func:`_array` writes it
     (its dtype, shape and a hash of its values), as a torch tensor or a cupy array is (read
-    through the methods they have: neither is imported here), anything else its str, an
+    through the methods they have: neither is imported here), a sparse tensor by its content
+    (:func:`_sparse`), anything else its str, an
     address in it taken out (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted
     list (its order follows ``PYTHONHASHSEED``, another in each process), its elements in the
     order of their JSON text, then their type's name."""
@@ -264,6 +265,8 @@ def plain(value: Any) -> Any:
         return keyed(value)
     if type(value).__str__ is object.__str__ and type(value).__repr__ is object.__repr__:
         return type(value).__qualname__
+    if _is_sparse(value):
+        return _sparse(value)
     if is_array(value) and not _no_host_values(value):
         return _array(value)  # an error here (a GPU's out of memory) is no text: raised
     item = getattr(value, "item", None)
@@ -286,15 +289,42 @@ def is_array(value: Any) -> bool:
 
 
 def _no_host_values(tensor: Any) -> bool:
-    """Whether a torch tensor gives the host no values to hash (a sparse, a meta, a quantized
-    or a nested one): written by its str, asked first, not read and its error caught: a catch
-    of RuntimeError took a GPU's out of memory too, one rank's str beside its peers' hash."""
+    """Whether a torch tensor gives the host no values to hash as a dense one's (a sparse one:
+    :func:`_sparse`; a meta, a quantized or a nested one: its str), asked first, not read and
+    its error caught: a catch of RuntimeError took a GPU's out of memory too, one rank's str
+    beside its peers' hash."""
     layout = getattr(tensor, "layout", None)
     if layout is not None and str(layout) != "torch.strided":
         return True
     return any(
         getattr(tensor, flag, False) is True for flag in ("is_meta", "is_quantized", "is_nested")
     )
+
+
+def _is_sparse(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor of a sparse layout (COO, CSR, CSC, BSR, BSC) with
+    values on a host or a GPU: a meta one has none, and is written by its str."""
+    layout = str(getattr(value, "layout", ""))
+    return layout.startswith("torch.sparse_") and getattr(value, "is_meta", False) is not True
+
+
+def _sparse(tensor: Any) -> dict[str, Any]:
+    """A sparse tensor as its dtype, layout, shape and the SHA-256 of its indices' and of its
+    values (:func:`_array`'s), read as COO and coalesced: one whose entries came in another
+    order, or one entry given twice over (summed), agrees with its coalesced self. Its str
+    summarised one of over 1000 entries, so two that differ in the middle agreed."""
+    entries = tensor.detach()
+    if str(entries.layout) != "torch.sparse_coo":
+        entries = entries.to_sparse_coo()  # CSR, CSC, BSR, BSC: one form to hash
+    entries = entries.coalesce()  # sorted indices, each once
+    # keys sorted as first_difference names them: the shape's before the hashes'
+    return {
+        "dtype": str(tensor.dtype),
+        "layout": str(tensor.layout),
+        "shape": [int(n) for n in tensor.shape],
+        "sparse_indices_sha256": hashlib.sha256(_values(entries.indices())).hexdigest(),
+        "values_sha256": hashlib.sha256(_values(entries.values())).hexdigest(),
+    }
 
 
 def _shape(value: Any) -> Any:

@@ -258,3 +258,37 @@ def test_asyncio_and_multiprocessing_primitives_are_written_by_their_type():
     owned.acquire()
     assert plain_json.dumps(owned) == plain_json.dumps(loose)
     owned.release()
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_a_sparse_tensor_is_written_by_its_content_not_its_summarised_text():
+    """A sparse tensor was written by its str, which summarises past 1000 values: two that
+    differ only in the middle agreed. Its layout, shape, dtype and its coalesced indices' and
+    values' hashes: a tensor with its entries given twice over, or in another order, agrees."""
+    torch = pytest.importorskip("torch")
+    where = torch.arange(3000).repeat(2, 1)
+
+    def sparse(middle: float):
+        values = torch.ones(3000)
+        values[1500] = middle
+        return torch.sparse_coo_tensor(where, values, (3000, 3000), check_invariants=True)
+
+    ours = plain_json.dumps({"mask": sparse(1.0)})
+    assert ours != plain_json.dumps({"mask": sparse(2.0)})
+    # the same in another order, the middle entry first and given twice: 0.5 and 0.5
+    turned = torch.cat([where[:, 1500:], where[:, :1500], where[:, 1500:1501]], 1)
+    values = torch.ones(3001)
+    values[0] = values[3000] = 0.5
+    doubled = torch.sparse_coo_tensor(turned, values, check_invariants=True)
+    assert plain_json.dumps({"mask": doubled}) == ours
+    written = plain_json.plain(sparse(1.0))
+    assert (written["layout"], written["shape"], written["dtype"]) == (
+        "torch.sparse_coo",
+        [3000, 3000],
+        "torch.float32",
+    )
+    if hasattr(torch, "sparse_csr"):  # CSR: by its content too, told from COO by its layout
+        csr = plain_json.plain(sparse(1.0).to_sparse_csr())
+        assert csr["layout"] == "torch.sparse_csr"
+        assert csr["values_sha256"] == written["values_sha256"]
+        assert csr != plain_json.plain(sparse(2.0).to_sparse_csr())
