@@ -3,8 +3,9 @@
 The job check compares such text across ranks (:func:`~distconv.sync.description.digest`),
 and a run compares the scheme it records with the one its metrics log holds
 (:func:`~distconv.sync.description.sync_scheme`); a layer's settings take an address out of
-a part's text with :data:`ADDRESS` (:mod:`distconv.layers.settings`). It imports nothing of
-distconv, so that the layers, which must not import :mod:`distconv.sync`, share it.
+a part's text with :data:`ADDRESS` (:mod:`distconv.layers.settings`). Of distconv it imports
+only :mod:`distconv.plain_names`, which imports none: the layers, which must not import
+:mod:`distconv.sync`, share it.
 
 ``json.dumps(..., default=str)`` gave another text in each process for two kinds of value: a
 set, whose order follows ``PYTHONHASHSEED`` (``mpiexec`` starts each rank with its own), and an
@@ -26,6 +27,8 @@ import threading
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
+
+from distconv.plain_names import code_name
 
 #: an object's address in its text: another in each process
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -247,10 +250,11 @@ def plain(value: Any) -> Any:
     own as :func:`keyed` writes it (``{"class": "Aug", "fields": {"p": 0.1}}``: see
     :func:`fields_of`), a thread, a lock, an open file as its type's name
     (:func:`is_process_state`), one holding nothing as its class's name (its default str has its
-    address), a numpy array as :func:`_array` writes it
-    (its dtype, shape and a hash of its values), as a torch tensor or a cupy array is (read
+    address), a numpy array as :func:`_array` writes it (its dtype, shape and a hash of its
+    values), as a torch tensor or a cupy array is (read
     through the methods they have: neither is imported here), a sparse tensor by its content
-    (:func:`_sparse`), anything else its str, an
+    (:func:`_sparse`), a module by its name (:func:`~distconv.plain_names.code_name`),
+    anything else its str, an
     address in it taken out (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted
     list (its order follows ``PYTHONHASHSEED``, another in each process), its elements in the
     order of their JSON text, then their type's name."""
@@ -258,6 +262,8 @@ def plain(value: Any) -> Any:
         return value.__qualname__
     if is_process_state(value):
         return type(value).__qualname__
+    if code_name(value) is not None:  # a module: by its name, not its file's path
+        return code_name(value)
     if isinstance(value, (set, frozenset)):
         # by the text each is written as: by str, 1 and "1" tied and kept their hash order
         return sorted(value, key=_written)

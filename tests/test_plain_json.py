@@ -12,7 +12,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from distconv import plain_json
+from distconv import plain_json, plain_names
 from distconv.layers import settings
 
 
@@ -23,10 +23,16 @@ def test_the_layers_take_an_address_out_with_the_one_pattern_of_a_module_below_b
     assert settings.ADDRESS is plain_json.ADDRESS
     lock = threading.Lock()
     assert settings.setting_value(lock) == plain_json.plain(lock) == "lock"  # not its state
-    tree = ast.parse(Path(plain_json.__file__).read_text())
+    assert _distconv_imports(plain_json.__file__) == ["distconv.plain_names"]
+    assert not _distconv_imports(plain_names.__file__)  # the part it imports imports none
+
+
+def _distconv_imports(path: str) -> list[str]:
+    """The modules of distconv the file at ``path`` imports."""
+    tree = ast.parse(Path(path).read_text())
     imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    assert not [m for m in imported if m.split(".")[0] == "distconv"]
+    return [m for m in imported if m.split(".")[0] == "distconv"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
