@@ -251,18 +251,17 @@ def plain(value: Any) -> Any:
     :func:`fields_of`), a thread, a lock, an open file as its type's name
     (:func:`is_process_state`), one holding nothing as its class's name (its default str has its
     address), a numpy array as :func:`_array` writes it (its dtype, shape and a hash of its
-    values), as a torch tensor or a cupy array is (read
-    through the methods they have: neither is imported here), a sparse tensor by its content
-    (:func:`_sparse`), a module by its name (:func:`~distconv.plain_names.code_name`),
-    anything else its str, an
-    address in it taken out (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted
+    values), as a torch tensor or a cupy array is (read through the methods they have: neither
+    is imported here), a sparse tensor by its content (:func:`_sparse`), a module or a function
+    by its name (:func:`~distconv.plain_names.code_name`), anything else its str, an address in
+    it taken out (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted
     list (its order follows ``PYTHONHASHSEED``, another in each process), its elements in the
     order of their JSON text, then their type's name."""
     if isinstance(value, type):
         return value.__qualname__
     if is_process_state(value):
         return type(value).__qualname__
-    if code_name(value) is not None:  # a module: by its name, not its file's path
+    if code_name(value) is not None:  # a module, a function: by name, not path or address
         return code_name(value)
     if isinstance(value, (set, frozenset)):
         # by the text each is written as: by str, 1 and "1" tied and kept their hash order

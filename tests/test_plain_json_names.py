@@ -4,6 +4,8 @@ another one of the same short name."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,13 +19,17 @@ from tests.child_env import child_env, child_path
 _CONFIG_MODULE = """\
 def scale(x):
     return 2 * x
+
+
+halve = lambda x: x / 2  # noqa: E731
+third = lambda x: x / 3  # noqa: E731
 """
 
 #: what each process writes of it
 _WRITE = """
 import json_of_own
 from distconv import plain_json
-print(plain_json.dumps([json_of_own]))
+print(plain_json.dumps([json_of_own, json_of_own.scale, json_of_own.halve]))
 """
 
 
@@ -52,6 +58,39 @@ def test_a_module_is_written_by_its_name_not_its_install_path(installs: list[str
     """A module's text held its file's path (``<module 'x' from '/home/a/venv/...'>``): ranks
     on two hosts, or two venvs, that hold the same module disagreed."""
     ours, theirs = installs
-    assert ours == theirs == "[\"<module 'json_of_own'>\"]\n"
+    assert ours == theirs
+    assert json.loads(ours)[0] == "<module 'json_of_own'>"
     assert plain_json.plain(sys) != plain_json.plain(subprocess)
     assert str(Path(subprocess.__file__).parent) not in plain_json.dumps(subprocess)
+
+
+def _module(folder: Path, name: str):
+    """The config module :data:`_CONFIG_MODULE` imported from ``folder`` as ``name``, not
+    left in ``sys.modules`` nor on ``sys.path``."""
+    path = folder / f"{name}.py"
+    path.write_text(_CONFIG_MODULE)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_function_is_written_by_its_module_and_qualified_name_a_lambda_by_its_line_too(
+    installs: list[str], tmp_path: Path
+):
+    """A function was written by its text less its address, ``<function scale>``: two
+    modules' ``scale`` (or two lambdas anywhere) agreed. Its module and qualified name tell
+    two functions of one name apart; a lambda's (``<lambda>``, as a function's made in a
+    call is ``make.<locals>.f``) names no one function of its module, so its first line
+    follows. The same function is the same text in each process, whatever its folder."""
+    ours, theirs = installs
+    assert ours == theirs
+    assert json.loads(ours)[1:] == [
+        "<function json_of_own.scale>",
+        "<function json_of_own.<lambda> line 5>",
+    ]
+    one, other = _module(tmp_path, "config_one"), _module(tmp_path, "config_two")
+    assert plain_json.plain(one.scale) != plain_json.plain(other.scale)
+    assert plain_json.plain(one.halve) != plain_json.plain(other.halve)
+    assert plain_json.plain(one.halve) != plain_json.plain(one.third)
+    assert plain_json.dumps({"f": one.scale}) == plain_json.dumps({"f": one.scale})
