@@ -23,7 +23,14 @@ TRANSPORTS = {
 }
 
 
-def create_sync(kind: str, **kwargs: Any) -> SyncStrategy:
+# the package's own name: create_sync's annotation names SyncStrategy through it, so
+# typing.get_type_hints, which looks names up in this module's dict and not through
+# __getattr__ below, gets it loaded when asked (a bare ``SyncStrategy`` was a NameError in a
+# process that had not asked for it yet); distconv is loaded already, so this costs nothing
+import distconv  # noqa: E402
+
+
+def create_sync(kind: str, **kwargs: Any) -> distconv.sync.SyncStrategy:
     """Build the sync strategy named ``kind`` with the transport's own keyword arguments.
 
     Raises:
