@@ -16,40 +16,35 @@ under ``distconv-launch``::
 ``init`` picks the transport from the runtime when not told: a parameter server when servers
 are listed (``DISTCONV_PSERVERS``), MPI when ``mpiexec`` started the process with more than one
 rank, and a single local process otherwise.
+
+``run_main(main)`` (:mod:`distconv.script_main`, given here too) ends such a script as
+``distconv train`` ends: a user's error (a malformed environment) in one line and exit 1.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
-import traceback
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from distconv import stop_request
 from distconv.allocator import keep_freed_memory
 from distconv.kernels.conv_layout import autotune_enabled
 from distconv.kernels.parallel import num_threads
 from distconv.launch_env import stop_with_launcher
-from distconv.logs import as_log_line, configure_logging, error_line, writes_json
-from distconv.messages import debugging, say
+from distconv.logs import configure_logging
 from distconv.optim import OPTIMIZERS, Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
-from distconv.stop_request import Preempted
+from distconv.script_main import mpi_launcher_size, note_log_format
+from distconv.script_main import run_main as run_main  # dist.run_main(main), as it always was
 from distconv.sync import SyncStrategy, create_sync
-from distconv.sync.mpi.leaving import abort_uninitialised
-from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
 
 log = logging.getLogger("distconv.distributed")
-_Result = TypeVar("_Result")
 
 #: runtime sources that mean "an MPI launcher started me"
 _MPI_SOURCES = ("openmpi", "pmi")
-#: the format the last :func:`init` asked for: :func:`run_main`'s line for an error before it
-_log_format: str | None = None
 #: set to 1 by ``distconv-launch local --insecure``: its shards run without CURVE, and a script
 #: has no ``--insecure`` flag to be told so (``distconv train`` gets the flag)
 ENV_INSECURE = "DISTCONV_INSECURE"
@@ -100,9 +95,8 @@ def init(
             ``hyperparameters`` beside an optimizer (built already: they would be dropped), or
             ``flags`` or ``sync_options`` not a mapping.
     """
-    global _log_format
     _check_arguments(optimizer, hyperparameters, flags=flags, sync_options=sync_options)
-    _log_format = log_format  # run_main's line for an error before the log is set up heeds it
+    note_log_format(log_format)  # run_main's line for an error before the log is set up heeds it
     runtime = detect_runtime(flags)
     start_training_process()
     if log_format is not None:
@@ -137,81 +131,6 @@ def _check_arguments(optimizer: Any, hyperparameters: Mapping[str, Any], **mappi
             )
 
 
-def run_main(main: Callable[[], _Result]) -> _Result:
-    """Run a training script's ``main()`` and return what it returns (a ``main`` that returns
-    an exit status keeps it: ``sys.exit(run_main(main))``), ending as ``distconv train`` does.
-
-    Another rank's failure (:class:`~distconv.sync.peers.PeerFailed`, its traceback printed)
-    exits 75 (``PEER_FAILED_STATUS``), not 1: ``distconv-launch`` reports the rank that failed.
-
-    A stop by SIGTERM or Ctrl-C (the Trainer's :class:`~distconv.stop_request.Preempted`, after
-    its checkpoint) ends it as ``distconv train``: one line and exit 143 or 130, not a traceback
-    and 1 (a failure to a launcher); a sync ``main`` closes meanwhile leaves as after a finished
-    run (under MPI it aborted). A Ctrl-C during setup, or a second one: ``interrupted`` and 130
-    (``DISTCONV_DEBUG=1`` prints the traceback).
-
-    A :class:`~distconv.runtime.RuntimeConfigError` (``RANK=x``) is ``script.py: error: ...``
-    and exit 1 as well (its traceback under ``DISTCONV_DEBUG=1``, or an MPI sync's abort hook);
-    a rank failing before it initialised MPI aborts the MPI job. Lines are JSON under a JSON log
-    (a peer failure's traceback under ``"exception"``). Any other exception propagates.
-    """
-    ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
-    try:
-        return main()
-    except Preempted as exc:
-        say(as_log_line(f"{_program()}: {exc}", logging.WARNING))  # JSON as the log may be
-        raise SystemExit(exc.exit_status) from None
-    except KeyboardInterrupt:  # before the Trainer takes Ctrl-C (setup), or the second one
-        if debugging():
-            traceback.print_exc()
-        say(as_log_line(f"{_program()}: interrupted", logging.WARNING))
-        raise SystemExit(130) from None
-    except Exception as exc:
-        status = _failure_status(exc)
-        _abort_mpi_before_init(status)
-        if status is None:
-            raise
-        raise SystemExit(status) from None
-    finally:
-        stop_request.preempted_ends_run = ends_run
-
-
-def _failure_status(error: Exception) -> int | None:
-    """Say why ``error`` ends the script and return its exit status, as ``distconv train``
-    does: :data:`~distconv.sync.peers.PEER_FAILED_STATUS` for another rank's failure (with
-    the traceback), 1 for a malformed environment (one line); None for anything else (a bug's
-    traceback, which propagates), and for an error an exception hook takes."""
-    if peer_failure(error) is not None:
-        if writes_json(_log_format):  # the traceback in the line: every line JSON there
-            trace = "".join(traceback.format_exception(error)).rstrip()
-            say(error_line(_program(), error, _log_format, exception=trace))
-        else:
-            traceback.print_exc()
-        return PEER_FAILED_STATUS
-    # another exception hook wants it uncaught: an MPI job's (MPISync's) aborts every rank,
-    # where a SystemExit skipped it and left the others waiting in a collective for this one
-    hooked = sys.excepthook is not sys.__excepthook__
-    if isinstance(error, RuntimeConfigError) and not hooked and not debugging():
-        say(error_line(_program(), error, _log_format))
-        return 1
-    return None
-
-
-def _abort_mpi_before_init(status: int | None) -> None:
-    """Abort the MPI job from a rank failing before ``MPI_Init``, as ``distconv train`` does:
-    Hydra left the others waiting there for ever (after a pserver's peer failure none wait)."""
-    mpi_job = mpi_launcher_size() > 1 and not os.environ.get("DISTCONV_PSERVERS")
-    if mpi_job and status != PEER_FAILED_STATUS:
-        if status is None and "mpi4py.MPI" not in sys.modules:
-            traceback.print_exc()  # a bug's, before the abort ends this process
-        abort_uninitialised(status or 1)  # returns where MPI is initialised already
-
-
-def _program() -> str:
-    """The script's name, as its stop line starts (``distconv train`` says its own)."""
-    return os.path.basename(sys.argv[0]) or "python"
-
-
 def _insecure_from_env(runtime: Runtime) -> bool:
     """What ``DISTCONV_INSECURE=1`` means beside the runtime's keys: no CURVE without keys;
     keys from a flag win (a flag beats a variable); ``DISTCONV_KEYS`` beside it is an error,
@@ -242,20 +161,6 @@ def start_training_process() -> None:
     except ValueError as exc:
         raise RuntimeConfigError(str(exc)) from None
     stop_with_launcher()
-
-
-def mpi_launcher_size(environ: Mapping[str, str] | None = None) -> int:
-    """The world size an MPI launcher (MPICH's or Open MPI's) gave this process, read from its
-    size variable alone (as :mod:`distconv.runtime` reads them); 1 where there is none or it is
-    not a number. Never raises: it is read on the way out of a process that has already failed."""
-    env = os.environ if environ is None else environ
-    for size_var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
-        if size_var in env:
-            try:
-                return int(env[size_var].strip())
-            except ValueError:
-                return 1
-    return 1
 
 
 def choose_transport(runtime: Runtime) -> str:

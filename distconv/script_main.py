@@ -1,0 +1,126 @@
+"""How a user script ends: :func:`run_main` runs its ``main()`` and says a user's error in one
+line, as ``distconv train`` does (``from distconv.distributed import run_main`` gives it too).
+
+One line and exit 1: a malformed environment (:class:`~distconv.runtime.RuntimeConfigError`).
+Another rank's failure exits 75, a stop 143 or 130. Any other exception propagates with its
+traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+from distconv import stop_request
+from distconv.logs import as_log_line, error_line, writes_json
+from distconv.messages import debugging, say
+from distconv.runtime import RuntimeConfigError
+from distconv.stop_request import Preempted
+from distconv.sync.mpi.leaving import abort_uninitialised
+from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
+
+_Result = TypeVar("_Result")
+
+#: the format the last :func:`distconv.distributed.init` asked for (:func:`note_log_format`):
+#: :func:`run_main`'s line for an error before it is set up heeds it
+_log_format: str | None = None
+
+
+def note_log_format(log_format: str | None) -> None:
+    """Remember the log format a script's ``init`` asked for (``"text"``, ``"json"``, None),
+    before anything there can fail: :func:`run_main`'s lines are JSON under a JSON log."""
+    global _log_format
+    _log_format = log_format
+
+
+def run_main(main: Callable[[], _Result]) -> _Result:
+    """Run a training script's ``main()`` and return what it returns (a ``main`` that returns
+    an exit status keeps it: ``sys.exit(run_main(main))``), ending as ``distconv train`` does.
+
+    Another rank's failure (:class:`~distconv.sync.peers.PeerFailed`, its traceback printed)
+    exits 75 (``PEER_FAILED_STATUS``), not 1: ``distconv-launch`` reports the rank that failed.
+
+    A stop by SIGTERM or Ctrl-C (the Trainer's :class:`~distconv.stop_request.Preempted`, after
+    its checkpoint) ends it as ``distconv train``: one line and exit 143 or 130, not a traceback
+    and 1 (a failure to a launcher); a sync ``main`` closes meanwhile leaves as after a finished
+    run (under MPI it aborted). A Ctrl-C during setup, or a second one: ``interrupted`` and 130
+    (``DISTCONV_DEBUG=1`` prints the traceback).
+
+    A :class:`~distconv.runtime.RuntimeConfigError` (``RANK=x``) is ``script.py: error: ...``
+    and exit 1 as well (its traceback under ``DISTCONV_DEBUG=1``, or an MPI sync's abort hook);
+    a rank failing before it initialised MPI aborts the MPI job. Lines are JSON under a JSON log
+    (a peer failure's traceback under ``"exception"``). Any other exception propagates.
+    """
+    ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
+    try:
+        return main()
+    except Preempted as exc:
+        say(as_log_line(f"{_program()}: {exc}", logging.WARNING))  # JSON as the log may be
+        raise SystemExit(exc.exit_status) from None
+    except KeyboardInterrupt:  # before the Trainer takes Ctrl-C (setup), or the second one
+        if debugging():
+            traceback.print_exc()
+        say(as_log_line(f"{_program()}: interrupted", logging.WARNING))
+        raise SystemExit(130) from None
+    except Exception as exc:
+        status = _failure_status(exc)
+        _abort_mpi_before_init(status)
+        if status is None:
+            raise
+        raise SystemExit(status) from None
+    finally:
+        stop_request.preempted_ends_run = ends_run
+
+
+def _failure_status(error: Exception) -> int | None:
+    """Say why ``error`` ends the script and return its exit status, as ``distconv train``
+    does: :data:`~distconv.sync.peers.PEER_FAILED_STATUS` for another rank's failure (with
+    the traceback), 1 for a malformed environment (one line); None for anything else (a bug's
+    traceback, which propagates), and for an error an exception hook takes."""
+    if peer_failure(error) is not None:
+        if writes_json(_log_format):  # the traceback in the line: every line JSON there
+            trace = "".join(traceback.format_exception(error)).rstrip()
+            say(error_line(_program(), error, _log_format, exception=trace))
+        else:
+            traceback.print_exc()
+        return PEER_FAILED_STATUS
+    # another exception hook wants it uncaught: an MPI job's (MPISync's) aborts every rank,
+    # where a SystemExit skipped it and left the others waiting in a collective for this one
+    hooked = sys.excepthook is not sys.__excepthook__
+    if isinstance(error, RuntimeConfigError) and not hooked and not debugging():
+        say(error_line(_program(), error, _log_format))
+        return 1
+    return None
+
+
+def _abort_mpi_before_init(status: int | None) -> None:
+    """Abort the MPI job from a rank failing before ``MPI_Init``, as ``distconv train`` does:
+    Hydra left the others waiting there for ever (after a pserver's peer failure none wait)."""
+    mpi_job = mpi_launcher_size() > 1 and not os.environ.get("DISTCONV_PSERVERS")
+    if mpi_job and status != PEER_FAILED_STATUS:
+        if status is None and "mpi4py.MPI" not in sys.modules:
+            traceback.print_exc()  # a bug's, before the abort ends this process
+        abort_uninitialised(status or 1)  # returns where MPI is initialised already
+
+
+def _program() -> str:
+    """The script's name, as its stop line starts (``distconv train`` says its own)."""
+    return os.path.basename(sys.argv[0]) or "python"
+
+
+def mpi_launcher_size(environ: Mapping[str, str] | None = None) -> int:
+    """The world size an MPI launcher (MPICH's or Open MPI's) gave this process, read from its
+    size variable alone (as :mod:`distconv.runtime` reads them); 1 where there is none or it is
+    not a number. Never raises: it is read on the way out of a process that has already failed."""
+    env = os.environ if environ is None else environ
+    for size_var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        if size_var in env:
+            try:
+                return int(env[size_var].strip())
+            except ValueError:
+                return 1
+    return 1
