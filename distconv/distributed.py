@@ -18,7 +18,8 @@ are listed (``DISTCONV_PSERVERS``), MPI when ``mpiexec`` started the process wit
 rank, and a single local process otherwise.
 
 ``run_main(main)`` (:mod:`distconv.script_main`, given here too) ends such a script as
-``distconv train`` ends: a user's error (a malformed environment) in one line and exit 1.
+``distconv train`` ends: a user's error (a malformed environment, ranks that run different
+jobs: :class:`~distconv.sync.errors.JobRefused`) in one line and exit 1.
 """
 
 from __future__ import annotations

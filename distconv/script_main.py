@@ -1,9 +1,13 @@
 """How a user script ends: :func:`run_main` runs its ``main()`` and says a user's error in one
 line, as ``distconv train`` does (``from distconv.distributed import run_main`` gives it too).
 
-One line and exit 1: a malformed environment (:class:`~distconv.runtime.RuntimeConfigError`).
-Another rank's failure exits 75, a stop 143 or 130. Any other exception propagates with its
-traceback.
+One line and exit 1: a malformed environment (:class:`~distconv.runtime.RuntimeConfigError`)
+and ranks that run different jobs, or a shard that refused this job
+(:class:`~distconv.sync.errors.JobRefused`): the user's configuration is the cause. Another
+rank's failure exits 75, a stop 143 or 130. Any other exception propagates with its traceback,
+a plain :class:`~distconv.sync.errors.SyncError` included: there it is most often the sync
+API used out of order (``start_step`` twice, a step after ``close()``), whose traceback shows
+where.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from distconv.logs import as_log_line, error_line, writes_json
 from distconv.messages import debugging, say
 from distconv.runtime import RuntimeConfigError
 from distconv.stop_request import Preempted
+from distconv.sync.errors import JobRefused
 from distconv.sync.mpi.leaving import abort_uninitialised
 from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
 
@@ -52,8 +57,13 @@ def run_main(main: Callable[[], _Result]) -> _Result:
 
     A :class:`~distconv.runtime.RuntimeConfigError` (``RANK=x``) is ``script.py: error: ...``
     and exit 1 as well (its traceback under ``DISTCONV_DEBUG=1``, or an MPI sync's abort hook);
-    a rank failing before it initialised MPI aborts the MPI job. Lines are JSON under a JSON log
-    (a peer failure's traceback under ``"exception"``). Any other exception propagates.
+    a rank failing before it initialised MPI aborts the MPI job. So is a
+    :class:`~distconv.sync.errors.JobRefused` (``rank 1 and rank 0 run different jobs: ...``,
+    or a shard's refusal of this job), under MPI too: every rank raises a ``JobMismatch``
+    alike, so each says its line and exits 1 (mpi4py's ``-m mpi4py`` runner may abort then),
+    none left waiting. Lines are JSON under a JSON log (a peer failure's traceback under
+    ``"exception"``). Any other exception propagates, a plain ``SyncError`` (most often the
+    sync API used out of order) included.
     """
     ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
     try:
@@ -79,8 +89,9 @@ def run_main(main: Callable[[], _Result]) -> _Result:
 def _failure_status(error: Exception) -> int | None:
     """Say why ``error`` ends the script and return its exit status, as ``distconv train``
     does: :data:`~distconv.sync.peers.PEER_FAILED_STATUS` for another rank's failure (with
-    the traceback), 1 for a malformed environment (one line); None for anything else (a bug's
-    traceback, which propagates), and for an error an exception hook takes."""
+    the traceback), 1 for a malformed environment or a job refused (one line); None for
+    anything else (a bug's traceback, which propagates), for anything under
+    ``DISTCONV_DEBUG=1``, and for an error an exception hook takes."""
     if peer_failure(error) is not None:
         if writes_json(_log_format):  # the traceback in the line: every line JSON there
             trace = "".join(traceback.format_exception(error)).rstrip()
@@ -88,10 +99,13 @@ def _failure_status(error: Exception) -> int | None:
         else:
             traceback.print_exc()
         return PEER_FAILED_STATUS
-    # another exception hook wants it uncaught: an MPI job's (MPISync's) aborts every rank,
-    # where a SystemExit skipped it and left the others waiting in a collective for this one
+    if debugging():
+        return None
+    # another exception hook wants a rank's own error uncaught: an MPI job's (MPISync's)
+    # aborts every rank, where a SystemExit skipped it and left the others waiting in a
+    # collective for this one. Not a JobRefused: every rank raises it alike, none waits
     hooked = sys.excepthook is not sys.__excepthook__
-    if isinstance(error, RuntimeConfigError) and not hooked and not debugging():
+    if isinstance(error, JobRefused) or (isinstance(error, RuntimeConfigError) and not hooked):
         say(error_line(_program(), error, _log_format))
         return 1
     return None

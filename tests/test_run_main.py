@@ -173,6 +173,7 @@ def test_a_ctrl_c_before_the_trainer_takes_it_says_interrupted_and_exits_130(tmp
 SETUP = """\
 import sys
 import distconv.distributed as dist
+from distconv.sync import JobRefused
 from distconv.sync.peers import PeerFailed
 
 
@@ -183,6 +184,10 @@ def main():
         raise PeerFailed("rank 1 failed", [1])
     if sys.argv[2] == "bug":
         raise ValueError("a bug")
+    if sys.argv[2] == "misuse":  # the sync API out of order: a plain SyncError
+        sync.start_step(1)
+    if sys.argv[2] == "refused":
+        raise JobRefused("rank 0 and rank 1 run different jobs: config.batch: 8 here, 9 there")
 
 
 dist.run_main(main)
@@ -237,6 +242,34 @@ def test_a_bug_keeps_its_traceback(tmp_path):
     done = run_setup(tmp_path, ["text", "bug"])
     assert done.returncode == 1, done.stderr[-2000:]
     assert "Traceback" in done.stderr and "ValueError: a bug" in done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_misuse_of_the_sync_keeps_its_traceback(tmp_path):
+    """A plain SyncError from run_main's script is most often the sync API used out of order
+    (here a step after close()): its traceback shows where, so it stays (only JobRefused, the
+    user's configuration, is one line)."""
+    done = run_setup(tmp_path, ["text", "misuse"])
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" in done.stderr, done.stderr[-2000:]
+    assert "SyncError: LocalSync.start_step() called after close()" in done.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_job_refused_is_one_line_and_status_1(tmp_path, log_format):
+    """Ranks that run different jobs (JobRefused) ended a script run through run_main with a
+    traceback, where ``distconv train`` says one line and exits 1 (k555): the same line, JSON
+    under a JSON log; the traceback under DISTCONV_DEBUG=1."""
+    done = run_setup(tmp_path, [log_format, "refused"])
+    assert done.returncode == 1, done.stderr[-2000:]
+    (line,) = done.stderr.splitlines()
+    message = json.loads(line)["message"] if log_format == "json" else line
+    assert message == (
+        "setup.py: error: rank 0 and rank 1 run different jobs: config.batch: 8 here, 9 there"
+    ), line
+    debugged = run_setup(tmp_path, [log_format, "refused"], DISTCONV_DEBUG="1")
+    assert debugged.returncode == 1 and "Traceback" in debugged.stderr, debugged.stderr[-2000:]
 
 
 @pytest.mark.timeout(60)

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from distconv.sync.base import SyncStrategy
-    from distconv.sync.errors import SyncError
+    from distconv.sync.errors import JobRefused, SyncError
 
-__all__ = ["SyncError", "SyncStrategy", "create_sync", "TRANSPORTS"]
+__all__ = ["JobRefused", "SyncError", "SyncStrategy", "create_sync", "TRANSPORTS"]
 
 #: transport name -> "module:class"; the module is imported only when the transport is chosen
 TRANSPORTS = {
@@ -46,7 +46,11 @@ def create_sync(kind: str, **kwargs: Any) -> distconv.sync.SyncStrategy:
 
 
 #: the names this package gives from its modules, imported when first asked for
-_LAZY = {"SyncError": "distconv.sync.errors", "SyncStrategy": "distconv.sync.base"}
+_LAZY = {
+    "JobRefused": "distconv.sync.errors",
+    "SyncError": "distconv.sync.errors",
+    "SyncStrategy": "distconv.sync.base",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,5 +1,7 @@
-"""A sync's error (:class:`SyncError`) and its words for a gradient out of the step's order,
-which every transport raises: the public ``distconv.sync.SyncError``."""
+"""A sync's error (:class:`SyncError`), its narrower :class:`JobRefused` (the ranks run
+different jobs, or a shard refused this job), and its words for a gradient out of the step's
+order, which every transport raises: the public ``distconv.sync.SyncError`` and
+``distconv.sync.JobRefused``."""
 
 from __future__ import annotations
 
@@ -9,6 +11,15 @@ class SyncError(RuntimeError):
 
     The message names the cause: the first field that differs between ranks, the rank that
     stopped answering, or the call that came too early."""
+
+
+class JobRefused(SyncError):
+    """The ranks run different jobs, or a shard refused this job: the user's configuration is
+    the cause (a batch size, a model or a setting unlike another rank's), not their code.
+
+    :func:`distconv.distributed.run_main` ends a script on it with one line and exit 1, as
+    ``distconv train`` does; any other :class:`SyncError` (often the sync API used out of
+    order) keeps its traceback there."""
 
 
 def step_refusal(

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
+from tests.other_jobs import OTHER_JOBS
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(120)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
@@ -74,3 +75,22 @@ def test_a_setting_error_after_the_mpi_sync_is_built_still_aborts_the_job(tmp_pa
     done = run_mpi(["-n", "2", sys.executable, str(script), str(tmp_path / "out")], timeout=60)
     assert done.returncode != 0, done.stderr[-3000:]
     assert "a setting refused on rank 1" in done.stderr, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("runner", [[], ["-m", "mpi4py"]], ids=["python", "mpi4py"])
+def test_ranks_that_run_different_jobs_each_say_one_line(tmp_path, runner):
+    """A JobMismatch ended each rank of a script run through run_main with a traceback, where
+    ``distconv train`` says one line (k555). Every rank raises it alike, so each says its line
+    and exits 1, none left waiting (mpi4py's runner aborts then, which ends the job as well)."""
+    script = tmp_path / "jobs.py"
+    script.write_text(OTHER_JOBS)
+    command = [sys.executable, *runner, str(script), str(tmp_path / "out")]
+    done = run_mpi(["-n", "2", *command], timeout=30)
+    assert done.returncode != 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    said = [line for line in done.stderr.splitlines() if line.startswith("jobs.py: ")]
+    assert sorted(said) == [
+        f"jobs.py: error: rank {r} and rank {1 - r} run different jobs: "
+        f"config.batch_size: {2 + r} here, {3 - r} there"
+        for r in (0, 1)
+    ], done.stderr[-3000:]

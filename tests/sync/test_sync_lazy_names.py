@@ -15,7 +15,7 @@ pytestmark = pytest.mark.timeout(30)
 
 _PROBE = """
 import json, pickle, sys, typing
-from distconv.sync import SyncError
+from distconv.sync import JobRefused, SyncError
 numpy = "numpy" in sys.modules
 star = {}
 exec("from distconv.sync import *", star)
@@ -28,7 +28,8 @@ print(json.dumps({
     "same": star["SyncError"] is SyncError is base.SyncError
     and star["SyncStrategy"] is base.SyncStrategy,
     "pickled": [type(error) is SyncError, str(error)],
-    "dir": sorted({"SyncError", "SyncStrategy"} & set(dir(package))),
+    "dir": sorted({"JobRefused", "SyncError", "SyncStrategy"} & set(dir(package))),
+    "refused": issubclass(JobRefused, SyncError) and star["JobRefused"] is JobRefused,
     "hints": typing.get_type_hints(package.create_sync)["return"] is base.SyncStrategy,
 }))
 """
@@ -45,9 +46,10 @@ def test_sync_error_costs_no_numpy_and_every_way_to_the_lazy_names_works():
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {
         "numpy": False,
-        "star": ["SyncError", "SyncStrategy", "TRANSPORTS", "create_sync"],
+        "star": ["JobRefused", "SyncError", "SyncStrategy", "TRANSPORTS", "create_sync"],
         "same": True,
         "pickled": [True, "gone"],
-        "dir": ["SyncError", "SyncStrategy"],
+        "dir": ["JobRefused", "SyncError", "SyncStrategy"],
+        "refused": True,
         "hints": True,
     }

@@ -17,8 +17,8 @@ from distconv.cores import usable_cores
 from distconv.kernels.parallel import num_threads
 from distconv.messages import exception_line
 from distconv.runtime import RuntimeConfigError
-from distconv.sync.base import SyncError
 from distconv.sync.description import as_sent, digest, first_difference
+from distconv.sync.errors import JobRefused
 
 log = logging.getLogger("distconv.sync.mpi")
 #: thread levels by the names mpi4py's ``rc.thread_level`` uses, lowest first
@@ -198,12 +198,12 @@ def allgather_bytes(comm: Any, data: bytes) -> list[bytes]:
     return [out[a:b].tobytes() for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-class JobMismatch(SyncError):
+class JobMismatch(JobRefused):
     """Ranks run different jobs. Every rank raises it alike, once the collectives that found
     it are complete on all of them: none waits for another."""
 
 
-class WireRefused(SyncError):
+class WireRefused(JobRefused):
     """A reduced 16-bit wire holds NaN or infinity
     (:meth:`~distconv.sync.mpi.buckets.Bucket.check_wire`). Every rank holds the same bits and
     raises it alike, at the same bucket."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -16,6 +17,7 @@ from distconv import stop_request
 from distconv.endpoint import split_endpoint
 from distconv.messages import described
 from distconv.sync.base import SyncError, closing_error
+from distconv.sync.errors import JobRefused
 from distconv.sync.peers import PeerFailed, failed_peers, peer_failure
 from distconv.sync.ps import handshakes
 from distconv.sync.ps import keys as keyfiles
@@ -31,6 +33,15 @@ from distconv.sync.ps.wire import (
 )
 
 log = logging.getLogger("distconv.pserver")
+
+#: how a shard's error reply starts where it refuses this job, not a request (docs/protocol.md):
+#: a hello of another job than the first accepted (``handlers._op_hello``), ranks that run
+#: different jobs leading a failure (``stuck.different_jobs``), another job's id
+#: (``handlers._check_sender``). Anchored: a quoted error (a bye's) names no refusal
+JOB_REFUSALS = re.compile(
+    r"rank \d+ (runs another job than |and rank \d+ run different jobs: )"
+    r"|job .*, this shard serves "
+)
 
 #: a worker waits this much longer than ``timeout`` for a shard's reply (from the wait's start
 #: or that shard's latest reply), so that the shard's own timeout (which names the missing
@@ -238,7 +249,7 @@ class ShardChannel(ReplyIntake, BulkRuns):
                     error = reply[0].get("error")
                     message = f"rank {self.rank}, {what}: pserver{where}: {error}"
                     peers = failed_peers(reply[0].get("failed_ranks"), self.rank)
-                    raise PeerFailed(message, peers) if peers else SyncError(message)
+                    raise PeerFailed(message, peers) if peers else shard_error(message, error)
                 yield rid, reply
             if not missing:
                 return
@@ -373,3 +384,13 @@ _GIVING_UP = {
 
 def _now() -> float:
     return time.monotonic()
+
+
+def shard_error(message: str, error: Any) -> SyncError:
+    """The error for a shard's error reply whose text is ``error`` (``message`` names the rank,
+    the request and the shard): :class:`~distconv.sync.errors.JobRefused` where the shard
+    refused the job (:data:`JOB_REFUSALS`: the user's configuration, one line from
+    :func:`~distconv.distributed.run_main`), else :class:`SyncError` (a protocol error or a
+    shard's bug, whose traceback the user needs)."""
+    refused = isinstance(error, str) and JOB_REFUSALS.match(error) is not None
+    return (JobRefused if refused else SyncError)(message)

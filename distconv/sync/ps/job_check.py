@@ -15,8 +15,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from distconv.sync.base import SyncError
 from distconv.sync.description import as_sent, digest, first_difference
+from distconv.sync.errors import JobRefused
 
 
 def gather_problem(
@@ -44,9 +44,10 @@ def gather_problem(
 def check_all_equal(
     gather: Callable[[str, Any], list[Any]], rank: int, description: Mapping[str, Any]
 ) -> None:
-    """Raise SyncError naming the first rank whose description differs from this rank's, and
-    the first difference. ``gather(kind, value)`` is the worker's gather on shard 0: every live
-    rank sees the same digests, so every rank makes the same number of gathers."""
+    """Raise :class:`~distconv.sync.errors.JobRefused` naming the first rank whose description
+    differs from this rank's, and the first difference. ``gather(kind, value)`` is the
+    worker's gather on shard 0: every live rank sees the same digests, so every rank makes the
+    same number of gathers."""
     ours = as_sent(description)
     mine = digest(ours)
     digests = gather("all_equal", mine)
@@ -62,7 +63,7 @@ def check_all_equal(
     theirs = _description(texts[other])
     diff = first_difference(ours, theirs) if isinstance(theirs, dict) else None
     unread = " (shard 0 answered its description as no JSON map)" if theirs is False else ""
-    raise SyncError(
+    raise JobRefused(
         f"rank {rank} and rank {other} run different jobs: "
         f"{diff or f'digest {mine} here, {digests[other]} there{unread}'}"
     )

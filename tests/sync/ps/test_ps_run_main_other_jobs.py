@@ -1,0 +1,114 @@
+"""Workers of different jobs against a real shard, each a script run through
+``distconv.distributed.run_main``: each ends with one line and exit 1, not a traceback (k555).
+
+The shard refuses the second hello as another job's (that rank's ``JobRefused``), and fails
+the start-up gather the first waits in leading with the ranks that run different jobs (the
+other's): both are the user's configuration, said as ``distconv train`` says it. So are
+another job id and the workers' own job check; a shard's other error replies stay plain
+``SyncError`` (their traceback stays)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from ps_helpers import insecure_worker, run_ranks, small_net
+
+from distconv.sync import JobRefused, SyncError
+from distconv.sync.ps.channel import shard_error
+from tests.child_env import child_path
+from tests.other_jobs import OTHER_JOBS
+
+
+@pytest.mark.timeout(60)
+def test_workers_of_different_jobs_each_say_one_line(shards, tmp_path):
+    (endpoint,) = shards.start(1, workers=2)
+    script = tmp_path / "jobs.py"
+    script.write_text(OTHER_JOBS)
+    env = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"}
+    env.update(WORLD_SIZE="2", DISTCONV_PSERVERS=endpoint, DISTCONV_INSECURE="1")
+    env.pop("DISTCONV_DEBUG", None)
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path / "out")],
+            env={**env, "RANK": str(r)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for r in range(2)
+    ]
+    try:
+        errs = [p.communicate(timeout=40)[1] for p in ranks]
+    finally:
+        for p in ranks:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    said = []
+    for p, err in zip(ranks, errs):
+        assert p.returncode == 1, err[-2000:]
+        assert "Traceback" not in err, err[-2000:]
+        (line,) = [x for x in err.splitlines() if x.startswith("jobs.py: ")]  # and a log line
+        said.append(line.partition(": pserver ")[2].partition(": ")[2])
+    # whichever hello came second is refused; the other rank hears of it in the gather
+    refused, waited = sorted(said, key=lambda line: " and rank " in line.partition(":")[0])
+    r = said.index(refused)  # its batch size is 2 + r, the other's 3 - r
+    assert refused == (
+        f"rank {r} runs another job than rank(s) before: config.batch_size: "
+        f"{2 + r} here, {3 - r} there"
+    ), refused
+    assert waited.startswith(f"rank {r} and rank {1 - r} run different jobs: "), waited
+
+
+@pytest.mark.timeout(30)
+def test_a_worker_of_another_job_id_is_refused_as_a_job(shards):
+    """The shard's refusal of another job's id is the user's configuration (the job ids
+    differ) too: a JobRefused, one line from run_main."""
+    endpoints = shards.start(1, workers=1, extra=["--job-id", "job7"])
+    sync = insecure_worker(endpoints, job_id="job8", timeout=10)
+    try:
+        with pytest.raises(JobRefused, match="job 'job8', this shard serves 'job7'"):
+            sync.setup(small_net().parameters())
+    finally:
+        sync.close()
+
+
+@pytest.mark.timeout(30)
+def test_the_workers_job_check_refuses_the_job(shards):
+    """The workers' own comparison of their descriptions (a gather on shard 0) names the ranks
+    that run different jobs as a JobRefused too, not a plain SyncError."""
+    (endpoint,) = shards.start(1, workers=2)
+
+    def rank_fn(rank: int) -> str:
+        sync = insecure_worker([endpoint], rank=rank, world=2, timeout=10)
+        try:
+            sync.setup(small_net().parameters())
+            with pytest.raises(JobRefused) as refused:
+                sync.all_equal({"batch": 8 + rank})
+        finally:
+            sync.close()
+        return str(refused.value)
+
+    assert run_ranks(rank_fn, 2, timeout=20) == [
+        f"rank {r} and rank {1 - r} run different jobs: batch: {8 + r} here, {9 - r} there"
+        for r in (0, 1)
+    ]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "shard error: KeyError: 'w'",  # a shard's bug
+        "rank 1 outside 0..0",  # a request no shard of this job takes: a protocol error
+        # a job refusal quoted in another failure (a bye's error) is not the reply's own
+        'rank 1 (host h, last step 3) closed on "JobRefused: rank 1 runs another job than '
+        'rank(s) before: x"; rank 0 (step 4) waits for its push',
+    ],
+)
+def test_other_error_replies_stay_a_plain_sync_error(error):
+    """Only the shard's refusals of the job are JobRefused: another error reply keeps its
+    traceback under run_main (a plain SyncError)."""
+    assert type(shard_error(f"rank 0, push: pserver x: {error}", error)) is SyncError
