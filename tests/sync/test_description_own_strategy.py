@@ -78,7 +78,7 @@ def test_a_callable_setting_is_recorded_where_it_sits_and_a_method_is_not():
         "sync": "local",
         "mode": "functools.partial(<function _scale>, by=0.5)",
         "grad_dtype": "_Compress",
-        "overlap": ["<function _scale>"],
+        "overlap": [f"<function {__name__}._scale>"],  # with its module
     }
     assert sync_scheme(_own(mode=halve)) != sync_scheme(_own(mode=third))
     assert sync_scheme(_Methods(create_optimizer("sgd"))) == {"sync": "_Methods"}
