@@ -33,7 +33,7 @@ DESCRIPTION_BUDGET = MAX_HEADER_BYTES // 4
 #: a digest as :func:`~distconv.sync.description.digest` writes it: 16 lowercase hex digits
 _DIGEST = re.compile(r"[0-9a-f]{16}")
 #: the most characters of each value a refused hello's difference quotes: both values, so the
-#: shard's cut of the whole line (handlers.DIFFERENCE_CHARS) never drops the job's, "there"
+#: shard's cut of the whole line (startup.DIFFERENCE_CHARS) never drops the job's, "there"
 VALUE_CHARS = 400
 
 

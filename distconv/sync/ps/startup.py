@@ -1,0 +1,125 @@
+"""A shard's start-up requests: a worker's ``hello`` (checked against the job the first
+accepted hello set) and rank 0's ``seed``, part by part (split from
+:mod:`~distconv.sync.ps.handlers`, which dispatches to them)."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+
+from distconv.sync.ps.config import HOST_CHARS
+from distconv.sync.ps.job_hello import HelloJob
+from distconv.sync.ps.seeding import Seeding
+from distconv.sync.ps.state import _Refused
+from distconv.sync.ps.stuck import different_jobs, one_line
+from distconv.sync.ps.values import ValueStore
+from distconv.sync.ps.wire import WireError, short
+
+log = logging.getLogger("distconv.pserver")
+
+#: the most characters of a refused hello's first difference quoted (both values, cut short:
+#: whole, two large entries made an error reply over the header cap, which no worker reads)
+DIFFERENCE_CHARS = 1000
+
+#: the error a held push gets when a new seed drops it
+STALE_PUSH = (
+    "the shards were seeded again (rank 0 started a new run): this push is of the run before, "
+    "dropped"
+)
+
+
+class StartupHandlers:
+    """The ``hello`` and ``seed`` side of :class:`~distconv.sync.ps.server.Shard` (whose state
+    it shares), reached through :class:`~distconv.sync.ps.handlers.RequestHandlers`."""
+
+    #: the rank whose hello set :attr:`job` (the first accepted)
+    job_rank = 0
+
+    def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        rank, run, host = header["rank"], header.get("run"), header["host"]
+        new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
+        if len(host) > HOST_CHARS or not host.isprintable():  # quoted in every later failure
+            if new_run:  # it closes: its bye counts, so the ranks waiting for it learn why
+                self.refused_at[rank] = (self.requests, run)
+                self.other_job.pop(rank, None)  # its own failure, unlike another job: blamed
+            what = f"{len(host)} characters" if len(host) > HOST_CHARS else "not printable"
+            raise WireError(
+                f"hello: host {short(host)} ({what}): at most {HOST_CHARS} printable characters"
+            )
+        job = HelloJob.of(header)  # checked first: a malformed one never becomes the job's
+        self._refuse_lost(rank)
+        self.hosts[rank] = host
+        if self.job is None:
+            self.job, self.job_rank = job, rank  # which rank set it: see different_jobs
+        elif (diff := job.difference(self.job)) is not None:
+            diff = one_line(diff, DIFFERENCE_CHARS)
+            if new_run:  # it closes: its bye counts (see _of_latest_run)
+                self.refused_at[rank] = (self.requests, run)
+                self.other_job[rank] = different_jobs(rank, self.job_rank, diff)  # see stuck()
+            raise _Refused(f"rank {rank} runs another job than rank(s) before: {diff}")
+        self.left.discard(rank)
+        if new_run:
+            self.hello_at[rank] = self.requests  # see _check_stuck
+        self.accepted_at[rank] = self.requests  # see _of_latest_run
+        self.run_of[rank] = run
+        self.processes.track(rank, header.get("process", ""), host)  # see _check_timeouts
+        self._note_alive(header)
+        self.last_step.pop(rank, None)
+        self.pushed.pop(rank, None)  # a new worker's steps start again (async: _refuse_repeat)
+        self._forget_gathers(rank)
+        self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
+
+    def _op_seed(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        """One part of a seed: ``part`` of ``parts`` (0 of 1 when absent), each within the
+        message cap. Part 0 starts a fresh seed; the blocks replace the shard's state once the
+        last part has arrived, so a shard is never seen half seeded."""
+        if header["rank"] != 0:  # (another rank's seed leaves rank 0's in progress alone)
+            raise WireError(f"only rank 0 seeds the shards, got rank {header['rank']}")
+        # a refused part spoils the seed, rank 0 starts again from part 0: see _spoil_seed
+        seeding = self._seed_part(header, arrays)
+        seeding.next += 1
+        if seeding.next == seeding.parts:
+            self._seeding = None
+            self._install_seed(seeding)
+        self._reply(ident, header)
+
+    def _seed_part(self, header: dict[str, Any], arrays: list) -> Seeding:
+        """The seed in progress with this part's blocks added (part 0 starts one); WireError
+        for a part out of range or order, or whose params, optimizer or blocks do not fit."""
+        part, parts = header.get("part", 0), header.get("parts", 1)
+        if not 0 <= part < parts:
+            raise WireError(f"seed part {part} of {parts}")
+        if part == 0:
+            self._seeding = Seeding(header, parts)
+        elif self._seeding is None or (part, parts) != (self._seeding.next, self._seeding.parts):
+            expected = None if self._seeding is None else self._seeding.next
+            raise WireError(f"seed part {part} of {parts} out of order (expected {expected})")
+        seeding = self._seeding
+        if (header["params"], header["optimizer"]) != (seeding.params_wire, seeding.config):
+            raise WireError(f"seed part {part}: params or optimizer differ from part 0")
+        seeding.add(header["table"], arrays)
+        return seeding
+
+    def _install_seed(self, seeding: Seeding) -> None:
+        self.params, self.blocks, self.optimizer = seeding.params, seeding.blocks, seeding.optimizer
+        self.store = ValueStore(self.blocks)  # one buffer per dtype: a reply is one frame
+        self.seed_id = secrets.randbits(62)  # values no push count of the seed before tells
+        self.by_param = {}
+        for bid in sorted(self.blocks):
+            self.by_param.setdefault(self.blocks[bid].param, []).append(bid)
+        self.completed, self.pushed = {}, {}
+        self.top_step = -1  # a new run's steps (a resumed one's may start lower)
+        # a push held now is of the run before (a run's pushes follow its seed): its worker,
+        # if still alive, stops now, naming why, instead of at its timeout
+        stale = [w for key, w in self.waiting.items() if key not in self.gathers_held]
+        self.waiting = {k: w for k, w in self.waiting.items() if k in self.gathers_held}
+        self._dismiss([e for w in stale for e in w.by_rank.values()], STALE_PUSH)
+        log.info(
+            "shard %d: seeded with %d blocks of %d parameters in %d part(s), %s",
+            self.index,
+            len(self.blocks),
+            len(self.by_param),
+            seeding.parts,
+            self.optimizer,
+        )
