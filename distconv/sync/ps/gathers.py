@@ -249,20 +249,30 @@ class ShardGathers:
         if in_gathers < self.config.workers - len(self.lost) and not pushes_held and not self.left:
             return  # a rank still to come to a gather, no step held, nobody gone: the usual
         gathers, pushes, since = held_now(self.waiting, self.hello_at, self._live())
-        gone = {r for r in self.left if self._left_this_run(r, since)}
+        first = min((self.hello_at.get(r, -1) for r in gathers), default=-1)
+        gone = {r for r in self.left if self._left_this_run(r, since, first)}
         message = stuck(
             gathers, pushes, self._live(), gone, self._who, self._closed, self._other_job
         )
         if message:  # a rank gone on an error is the cause; else the ranks disagree
             self._fail(message, self._blamed(gone))
 
-    def _left_this_run(self, rank: int, since: int) -> bool:
-        """Whether ``rank``'s bye came in the run of the ranks in a gather, whose latest hello
-        of a new run came at ``since``: after it, and either the ranks have met since (every
-        live rank was in one answered gather) or ``rank`` said hello of a new run (or was
-        refused) after it too. Else it may be a worker of the run before, still alive after
-        another rank restarted (a second setup of it too): the timeout decides."""
-        hello = max(self.hello_at.get(rank, -1), self.refused_at.get(rank, (-1,))[0])
+    def _left_this_run(self, rank: int, since: int, first: int = -1) -> bool:
+        """Whether ``rank``'s bye came in the run of the ranks in a gather, whose hellos of a
+        new run came from ``first`` to ``since``: after ``since``, and either the ranks have
+        met since (every live rank was in one answered gather) or ``rank`` said hello of a new
+        run (or was refused) after it too. Else it may be a worker of the run before, still
+        alive after another rank restarted (a second setup of it too): the timeout decides.
+
+        A rank whose latest hello of a new run was refused, after ``first``, counts once its
+        bye came after the refusal, before ``since`` or not: a refused worker closes at once,
+        so it was of this run, and its rank joins no gather of it. With three ranks, a third's
+        hello between the refusal and the bye (or after both) left the others waiting out the
+        timeout, told only that the rank closed (review k555)."""
+        refused = self.refused_at.get(rank, (-1,))[0]
+        if first < refused and self.accepted_at.get(rank, -1) < refused < self.bye_at.get(rank, -1):
+            return True
+        hello = max(self.hello_at.get(rank, -1), refused)
         after = self.bye_at.get(rank, -1) > since
         return after and (self.met_at > since or hello > since)
 

@@ -22,14 +22,16 @@ past the start-up one or a ``bye`` from before the gathering ranks' latest ``hel
 run, count for nothing here (:func:`held_now`, and the shard's ``bye`` filter); the shard
 drops a rank's held gathers when it says ``hello`` again (and every held push at a new seed),
 answering each with why, and refuses what a worker of another run than its rank's latest
-then sends. A ``bye`` counts only once the ranks have met since the gathering ranks'
-``hello``, or its rank said ``hello`` of a new run (or was refused) after them: one from a
-worker of the run before, still alive after another rank restarted, is left to the timeout;
-one from a second worker of a rank, alive beside its restart, carries another run id than
-the rank's latest accepted ``hello`` (and than a refused one since, whose worker closes) and
-is ignored. Pushes are held only in sync mode, and only shard 0 holds gathers, so the last
-two are seen where the push or the ``bye`` reaches shard 0; other cases end at the timeout,
-as before. What the shard cannot tell apart without a job-wide run number is listed in
+then sends. A ``bye`` counts only once the ranks have met since the gathering ranks' ``hello``,
+or its rank said ``hello`` of a new run (or was refused) after them, or its rank's latest
+``hello`` of a new run was refused after the first of theirs (a refused worker closes at once:
+with three ranks, a third's ``hello`` may come between the refusal and the ``bye``, or after
+both): one from a worker of the run before, still alive after another rank restarted, is left to
+the timeout; one from a second worker of a rank, alive beside its restart, carries another run
+id than the rank's latest accepted ``hello`` (and than a refused one since, whose worker closes)
+and is ignored. Pushes are held only in sync mode, and only shard 0 holds gathers, so the last
+two are seen where the push or the ``bye`` reaches shard 0; other cases end at the timeout, as
+before. What the shard cannot tell apart without a job-wide run number is listed in
 ``docs/protocol.md`` (Timeouts and failures).
 """
 
