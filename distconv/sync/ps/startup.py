@@ -53,11 +53,13 @@ class StartupHandlers:
         if self.job is None:
             self.job, self.job_rank = job, rank  # which rank set it: see different_jobs
         elif (diff := job.difference(self.job)) is not None:
-            diff = one_line(diff, DIFFERENCE_CHARS)
+            # in the words the waiting ranks get (stuck()), and MPI's JobMismatch: one
+            # mismatch reads alike on every rank, the refused one too
+            said = different_jobs(rank, self.job_rank, one_line(diff, DIFFERENCE_CHARS))
             if new_run:  # it closes: its bye counts (see _of_latest_run)
                 self.refused_at[rank] = (self.requests, run)
-                self.other_job[rank] = different_jobs(rank, self.job_rank, diff)  # see stuck()
-            raise _Refused(f"rank {rank} runs another job than rank(s) before: {diff}")
+                self.other_job[rank] = said  # see stuck()
+            raise _Refused(said)
         self.left.discard(rank)
         if new_run:
             self.hello_at[rank] = self.requests  # see _check_stuck

@@ -92,7 +92,7 @@ def _large(batch: int, layers: str = "x") -> dict:
 def test_descriptions_that_differ_are_named_by_value_else_by_the_entry_s_digest(hand):
     small, large, other_large = hello_fields({"batch": 16, "name": "job"}), _large(8), _large(16)
     other_layers = _large(8, "y")
-    said = "rank 1 runs another job than rank(s) before: "
+    said = "rank 1 and rank 0 run different jobs: "
     cases = [  # the job's hello, rank 1's, what the refusal says
         (GOOD, small, "batch: 16 here, 8 there"),  # both whole: the first difference
         (large, other_large, "batch: 16 here, 8 there"),  # an entry both carried

@@ -11,7 +11,9 @@ import json
 from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.wire import MAX_HEADER_BYTES
 
-SAID = "rank 1 runs another job than rank(s) before: "
+SAID = "rank 1 and rank 0 run different jobs: "
+#: how a refusal ends, after what differs: whose hellos "here" and "there" are
+BY = " (here: rank 1's hello; there: rank 0's, the first the shard accepted)"
 
 
 def _hello(h, rank: int, **job) -> dict:
@@ -42,9 +44,11 @@ def test_both_values_are_quoted_cut_short_the_jobs_one_too(hand):
     h = hand(workers=3)
     assert _hello(h, 0, **hello_fields({"batch": 8, "layers": "x" * 2000}))["op"] == "ok"
     refused = _hello(h, 1, **hello_fields({"batch": 8, "layers": "y" * 200_000}))["error"]
-    assert refused.startswith(SAID + "layers: 'yyy") and refused.endswith("xxx... there"), refused
+    assert refused.startswith(SAID + "layers: 'yyy") and refused.endswith("xxx... there" + BY), (
+        refused
+    )
     assert "... here, 'xxx" in refused and len(refused) < 1000, refused
-    said = "rank 2 runs another job than rank(s) before: "
+    said = "rank 2 and rank 0 run different jobs: "
     refused = _hello(h, 2, **hello_fields({"batch": 8, "layers": "z" * 200_000 + "!"}))["error"]
     assert refused.startswith(said + "layers: 'zzz") and "... here, 'xxx" in refused, refused
 
@@ -55,11 +59,11 @@ def test_values_that_differ_in_their_spaces_alone_are_quoted_as_they_are(hand):
     h = hand(workers=2)
     assert _hello(h, 0, **hello_fields({"act": "a  b"}))["op"] == "ok"
     refused = _hello(h, 1, **hello_fields({"act": "a b"}))["error"]
-    assert refused == SAID + "act: 'a b' here, 'a  b' there", refused
+    assert refused == SAID + "act: 'a b' here, 'a  b' there" + BY, refused
     h2 = hand(workers=2)  # a received key with a line break still makes one line
     assert _hello(h2, 0, **hello_fields({"a\nb": 1}))["op"] == "ok"
     refused = _hello(h2, 1, **hello_fields({"a\nb": 2}))["error"]
-    assert refused == SAID + "a b: 2 here, 1 there", refused
+    assert refused == SAID + "a b: 2 here, 1 there" + BY, refused
 
 
 def test_long_values_that_differ_late_are_quoted_where_they_differ(hand):
@@ -70,8 +74,10 @@ def test_long_values_that_differ_late_are_quoted_where_they_differ(hand):
     refused = _hello(h, 1, **hello_fields({"layers": "x" * 1000 + "b" + "y" * 1000}))["error"]
     assert refused.startswith(SAID + "layers: ...xxx") and len(refused) < 1000, refused
     assert "xxxbyyy" in refused.split(" here, ")[0] and "xxxayyy" in refused.split(" here, ")[1]
-    assert refused.endswith("yyy... there"), refused
+    assert refused.endswith("yyy... there" + BY), refused
     h2 = hand(workers=2)  # the end of a value is quoted whole: no "..." after it
     assert _hello(h2, 0, **hello_fields({"layers": list(range(300)) + [1]}))["op"] == "ok"
     refused = _hello(h2, 1, **hello_fields({"layers": list(range(300)) + [2]}))["error"]
-    assert ", 298, 299, 2] here, ..." in refused and refused.endswith(", 299, 1] there"), refused
+    assert ", 298, 299, 2] here, ..." in refused and refused.endswith(", 299, 1] there" + BY), (
+        refused
+    )

@@ -494,7 +494,7 @@ def test_a_refused_hello_is_no_sign_of_life(hand):
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
     assert _hello(h, 0, 5)["op"] == "ok"
     refused = h.ask({"op": "hello", "rank": 1, "host": "h", **hello_fields({"x": 1}), "run": 6})
-    assert "another job" in refused[0]["error"]
+    assert "run different jobs" in refused[0]["error"]
     assert 1 not in h.shard.last_seen
     _gather(h, 0, "all_equal:1", "{}")
     h.shard.waiting["gather:all_equal:1"].since -= 10
@@ -511,7 +511,7 @@ def test_a_rank_whose_restart_was_refused_after_the_gather_began_is_no_straggler
         assert _hello(h, rank, rank)["op"] == "ok"
     _gather(h, 0, "barrier:2", None)
     refused = h.ask({"op": "hello", "rank": 1, "host": "h", **hello_fields({"x": 1}), "run": 7})
-    assert "another job" in refused[0]["error"]
+    assert "run different jobs" in refused[0]["error"]
     assert h.ask({"op": "beat", "rank": 1, "run": 1})[0]["op"] == "ok"  # the old worker
     h.shard.waiting["gather:barrier:2"].since -= 10
     h.shard._check_timeouts(time.monotonic())
@@ -551,7 +551,7 @@ def test_a_restart_refused_before_the_gather_still_makes_its_rank_late(hand):
     for rank in (0, 1):
         assert _hello(h, rank, rank)["op"] == "ok"
     refused = h.ask({"op": "hello", "rank": 1, "host": "h", **hello_fields({"x": 1}), "run": 7})
-    assert "another job" in refused[0]["error"]
+    assert "run different jobs" in refused[0]["error"]
     _gather(h, 0, "barrier:2", None)
     assert h.ask({"op": "beat", "rank": 1, "run": 1})[0]["op"] == "ok"  # the old worker
     h.shard.waiting["gather:barrier:2"].since -= 10

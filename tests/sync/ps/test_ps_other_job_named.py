@@ -49,7 +49,7 @@ def test_the_waiting_rank_leads_with_the_rank_that_runs_another_job(shards):
         return None
 
     said = run_ranks(rank_fn, 2, timeout=30)
-    assert f"rank 1 runs another job than rank(s) before: {DIFF}" in said[1], said[1]
+    assert f"rank 1 and rank 0 run different jobs: {DIFF} (here: rank 1's" in said[1], said[1]
     shard_said = said[0].partition(f"pserver {endpoint}: ")[2]
     assert shard_said.startswith(f"rank 1 and rank 0 run different jobs: {DIFF} (here: rank 1's"), (
         said[0]
@@ -77,7 +77,7 @@ def test_a_step_left_by_a_restart_of_another_job_leads_with_it(hand):
         assert _hello_run(h, rank, run)["op"] == "ok"
     h.seed()
     _push_w(h, 0, 1)  # held for rank 1's push of step 1
-    assert "another job" in _hello_run(h, 1, 33, {"batch": 8})["error"]
+    assert "run different jobs" in _hello_run(h, 1, 33, {"batch": 8})["error"]
     _bye(h, 1, run=33)
     assert h.shard.failed.startswith("rank 1 and rank 0 run different jobs: batch: 8 here, "), (
         h.shard.failed
@@ -93,7 +93,7 @@ def test_the_odd_rank_first_is_not_called_right(hand):
     h = hand(workers=2)
     assert _hello_run(h, 1, 11, {"batch": 9})["op"] == "ok"
     _gather(h, 1, "all_equal:1")
-    assert "another job" in _hello_run(h, 0, 5)["error"]
+    assert "run different jobs" in _hello_run(h, 0, 5)["error"]
     _bye(h, 0, run=5)
     assert h.shard.failed.startswith("rank 0 and rank 1 run different jobs: "), h.shard.failed
     assert "(here: rank 0's hello; there: rank 1's, the first" in h.shard.failed

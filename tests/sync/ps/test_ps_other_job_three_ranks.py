@@ -4,7 +4,8 @@ With two workers, rank 1's refused hello and its bye both come after rank 0's he
 shard counts that bye (review k546). With a third, rank 2 may say hello after rank 1's refused
 one and wait in the start-up gather before rank 1's bye comes, or say hello after that bye: the
 shard took the bye for one of a run before, and ranks 0 and 2 waited in the start-up gather for
-the whole --timeout, then failed naming rank 1 closed (review k555, found pre-existing). Real
+the whole --timeout, then failed naming rank 1 closed (review k555, found pre-existing). The
+refused rank's own reply leads with the words the waiting ranks (and MPI's ranks) get. Real
 workers (threads) on a real shard served on a thread of this process, whose held gathers and
 byes the test reads to order the requests (ZeroMQ orders no two workers' messages), not sleeps.
 """
@@ -109,6 +110,7 @@ def test_every_rank_hears_at_once_that_rank_1_runs_another_job(bye_first):
     with _served(workers=3) as shard:
         said = _job(shard, bye_first)
     both = f"rank 1 and rank 0 run different jobs: {DIFF} (here: rank 1's hello; there: rank 0's"
+    assert both in said[1][0], said[1][0]  # the refused rank, in the same words
     for rank in (0, 2):
         message, when = said[rank]
         assert message.partition(f"pserver {shard.endpoint}: ")[2].startswith(both), message

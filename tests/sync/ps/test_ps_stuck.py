@@ -363,7 +363,7 @@ def test_a_rank_refused_at_hello_that_closes_is_named_at_once(hand):
     _hello(h, 0)
     _gather(h, 0, "all_equal:1")
     other = {"op": "hello", "rank": 1, "host": "h", **hello_fields({"batch": 8})}
-    assert "another job" in h.ask(other)[0]["error"]
+    assert "run different jobs" in h.ask(other)[0]["error"]
     _bye(h, 1)
     assert h.shard.failed and "closed (bye)" in h.shard.failed
     assert h.read()[0]["error"] == h.shard.failed  # rank 0's gather
@@ -379,7 +379,7 @@ def test_a_refused_hello_hides_nothing_the_rank_holds(hand):
     h.seed()
     _push_w(h, 1, 3)
     stray = {"op": "hello", "rank": 1, "host": "stray", **hello_fields({"batch": 8})}
-    assert "another job" in h.ask(stray)[0]["error"]
+    assert "run different jobs" in h.ask(stray)[0]["error"]
     _gather(h, 0, "allreduce:5")
     assert h.shard.failed and "needs its push" in h.shard.failed
 
@@ -536,7 +536,7 @@ def test_a_refused_restart_s_bye_after_a_same_run_second_setup_is_ignored(hand):
     for rank, run in ((0, 5), (1, 11)):
         assert _hello_run(h, rank, run)["op"] == "ok"
     _meet(h)
-    assert "another job" in _hello_run(h, 1, 33, {"batch": 8})["error"]
+    assert "run different jobs" in _hello_run(h, 1, 33, {"batch": 8})["error"]
     assert _hello_run(h, 1, 11)["op"] == "ok"
     _bye(h, 1, run=33)
     _gather(h, 0, "all_equal:2")
@@ -578,7 +578,7 @@ def test_a_refused_second_setup_of_a_worker_of_the_run_before_is_no_new_run(hand
     refused hello with the rank's own run is no new run either, so its bye is left to the
     timeout (review k47)."""
     h = _rank_0_restarted(hand)
-    assert "another job" in _hello_run(h, 1, 11, {"batch": 8})["error"]
+    assert "run different jobs" in _hello_run(h, 1, 11, {"batch": 8})["error"]
     _bye(h, 1, run=11)
     assert not h.shard.failed, h.shard.failed
 
