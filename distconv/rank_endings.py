@@ -1,4 +1,5 @@
-"""The line by which a rank that ends an MPI job says why, in one place for both its sides.
+"""The line by which a rank that ends an MPI job says why, in one place for both its sides;
+and the words by which every rank says that the ranks run different jobs.
 
 The sync writes it (:func:`distconv.sync.mpi.leaving.reason`, from ``abort_job`` before
 ``MPI_Abort`` and the watchdog's stop before the SIGKILL of its own rank)::
@@ -15,6 +16,7 @@ neither numpy nor MPI (the launcher imports it, and must not need them).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 #: how the watchdog's stop ends the line: it then SIGKILLs its own rank
 ENDING_THIS_RANK = "ending this rank"
@@ -44,3 +46,26 @@ def reason_text(rank: int, why: str, ending: str) -> str:
     if ending not in ENDINGS:
         raise ValueError(f"a rank's reason ends with one of {ENDINGS}, not {ending!r}")
     return f"rank {rank}: {why}; {ending}"
+
+
+#: how a rank says that ranks run different jobs (:func:`different_jobs_text`), wherever it
+#: stands in a line (a worker's error line, a rank's reason): the group is the text from there
+DIFFERENT_JOBS = re.compile(r"\b(rank \d+ and rank \d+ run different jobs: .*)")
+
+
+def different_jobs_text(rank: int, other: int, diff: str) -> str:
+    """``rank 1 and rank 0 run different jobs: config.batch_size: 16 here, 8 there``: how
+    every rank says it (a shard's refused hello and what it tells the ranks left waiting, the
+    workers' start-up check, MPI's ``JobMismatch``). Every rank stops on it, none is at fault,
+    and the launcher reads it back from a worker's last lines (:func:`different_jobs_in`), so
+    that the failure report names it rather than blame the rank that happened to exit first."""
+    return f"rank {rank} and rank {other} run different jobs: {diff}"
+
+
+def different_jobs_in(lines: Sequence[str]) -> str | None:
+    """The last of ``lines`` that says the ranks run different jobs, from those words on; None
+    where none does."""
+    for line in reversed(lines):
+        if found := DIFFERENT_JOBS.search(line):
+            return found.group(1)
+    return None

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from distconv.files import describe_os_error
+from distconv.rank_endings import DIFFERENT_JOBS, different_jobs_in
 
 from .shown import shown
 
@@ -193,7 +194,9 @@ class TailReader:
 @dataclass(frozen=True)
 class Failure:
     """The first child that failed in an attempt (a victim only where no other failed: see
-    :attr:`victims`)."""
+    :attr:`victims`). Where its last lines say that the ranks run different jobs
+    (:func:`~distconv.rank_endings.different_jobs_in`), which stops every rank alike, that is
+    its :attr:`cause`, and :meth:`describe` blames no rank."""
 
     role: str
     rank: int
@@ -209,6 +212,12 @@ class Failure:
     #: besides this one: ``{"role", "rank", "exit_code", "log"}`` each
     victims: list[dict] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        # a job mismatch stops every rank, each saying so: the first to exit is no culprit,
+        # and its words are the cause (its status says no more than "1")
+        if self.cause is None and (said := different_jobs_in(self.tail)) is not None:
+            object.__setattr__(self, "cause", said)
+
     @property
     def status(self) -> int:
         """The launcher's exit status for this failure: the child's code (1 for a server's 0),
@@ -220,6 +229,11 @@ class Failure:
 
     def describe(self) -> str:
         """The headline: who failed and how (:meth:`stopped_too` says who stopped with it)."""
+        if self.signal is None and self.exit_code and DIFFERENT_JOBS.match(self.cause or ""):
+            return (  # every rank stops on it alike: none is blamed
+                f"the ranks run different jobs, which stops every rank ({self.role} {self.rank} "
+                f"exited first, with exit code {self.exit_code}): {self.cause}"
+            )
         if self.signal is not None:
             said = f"{self.role} {self.rank} failed with signal {self.signal}"
         elif self.exit_code == 0:  # only a server ends an attempt so (the workers need it)

@@ -40,6 +40,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
+from distconv.rank_endings import different_jobs_text
+
 #: what a rank in a gather of each kind is doing, for the message
 GATHER_WORDS = {
     "all_equal": "comparing job descriptions (start-up)",
@@ -162,9 +164,11 @@ def different_jobs(rank: int, job_rank: int, diff: str) -> str:
     one is wrong (the odd rank may have said hello first), so it blames neither."""
     if rank == job_rank:  # a restart of the rank that set the job, with another description
         return f"rank {rank} runs another job than its first hello: {diff} (here: the new one)"
-    return (
-        f"rank {rank} and rank {job_rank} run different jobs: {diff} "
-        f"(here: rank {rank}'s hello; there: rank {job_rank}'s, the first the shard accepted)"
+    return different_jobs_text(
+        rank,
+        job_rank,
+        f"{diff} (here: rank {rank}'s hello; there: rank {job_rank}'s, the first the shard "
+        "accepted)",
     )
 
 
