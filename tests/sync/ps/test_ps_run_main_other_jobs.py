@@ -54,11 +54,13 @@ def test_workers_of_different_jobs_each_say_one_line(shards, tmp_path):
         (line,) = [x for x in err.splitlines() if x.startswith("jobs.py: ")]  # and a log line
         said.append(line.partition(": pserver ")[2].partition(": ")[2])
     # whichever hello came second is refused; the other rank hears of it in the gather
-    refused, waited = sorted(said, key=lambda line: " and rank " in line.partition(":")[0])
+    # the waiting rank's line leads with the same words, then says where each rank was
+    refused, waited = sorted(said, key=len)
     r = said.index(refused)  # its batch size is 2 + r, the other's 3 - r
     assert refused == (
-        f"rank {r} runs another job than rank(s) before: config.batch_size: "
-        f"{2 + r} here, {3 - r} there"
+        f"rank {r} and rank {1 - r} run different jobs: config.batch_size: "
+        f"{2 + r} here, {3 - r} there (here: rank {r}'s hello; there: rank {1 - r}'s, the first "
+        "the shard accepted)"
     ), refused
     assert waited.startswith(f"rank {r} and rank {1 - r} run different jobs: "), waited
 
