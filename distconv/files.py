@@ -163,24 +163,29 @@ def _create_temporary(directory: Path, prefix: str, mode: int) -> tuple[int, Pat
             continue
 
 
-def folder(text: str) -> str:
+def folder(text: str, show: Callable[[str], str] = str) -> str:
     """An argparse type: a folder a command writes into, made where missing. A blank one (an
     unset variable: ``--run-dir "$RUN_DIR"``) named none: the launcher put its default in its
     place without a word, ``distconv keys ""`` wrote the secret keys into the working
-    directory; a file there failed later, with ``[Errno 17] File exists``."""
+    directory; a file there failed later, with ``[Errno 17] File exists``. ``show`` writes
+    the paths its refusal names (:func:`folder_problem`)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
-    problem = folder_problem(text)
+    problem = folder_problem(text, show)
     if problem is not None:  # argparse prints it as it is: a line break in it quoted here
         raise argparse.ArgumentTypeError(quoted_in(problem, [text]))
     return text
 
 
-def folder_problem(path: str | os.PathLike) -> str | None:
+def folder_problem(path: str | os.PathLike, show: Callable[[str], str] = str) -> str | None:
     """Why ``path`` cannot be a folder made with ``mkdir -p``, naming the culprit, or None: it
     or a folder above it is a file, or a symlink to nowhere. ``makedirs`` said ``[Errno 17]
     File exists`` of a dangling link (``runs -> /scratch/runs``, the scratch unmounted), as if
-    an existing folder were the trouble. Checked from ``path`` up to the first folder there."""
+    an existing folder were the trouble. Checked from ``path`` up to the first folder there.
+
+    ``show`` writes each path it names: bare by default; the launcher quotes them
+    (:func:`launcher.shown.shown`), as its other lines do, where a bare path with a space in
+    it (``run 1/logs is a file``) read as words of the message."""
     for where in (Path(path), *Path(path).parents):
         try:
             mode = os.stat(where).st_mode
@@ -191,8 +196,8 @@ def folder_problem(path: str | os.PathLike) -> str | None:
             # may not search (EACCES) was named as if unmounted; mkdir names that truly
             if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                 return None
-            return f"{where} is a symlink to {_link_target(where)}, not there"
-        return None if stat.S_ISDIR(mode) else f"{where} is a file, not a folder"
+            return f"{show(str(where))} is a symlink to {show(_link_target(where))}, not there"
+        return None if stat.S_ISDIR(mode) else f"{show(str(where))} is a file, not a folder"
     return None
 
 

@@ -75,7 +75,7 @@ def _run_dir(args: argparse.Namespace, job_id: str) -> Path:
         LaunchError: it or a folder above it (``runs/``) is a file or a symlink to nowhere.
     """
     run_dir = Path(args.run_dir or os.path.join("runs", job_id)).absolute()
-    problem = folder_problem(run_dir)
+    problem = folder_problem(run_dir, shown)
     if problem is not None:
         raise run_dir_refused(run_dir, problem)
     return run_dir

@@ -117,15 +117,17 @@ def read_hostfile(path: str) -> list[Host]:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise LaunchError(f"--hostfile {path}: cannot read it: {describe_os_error(exc)}") from None
+        raise LaunchError(
+            f"--hostfile {shown(path)}: cannot read it: {describe_os_error(exc)}"
+        ) from None
     try:
         text = data.decode("utf-8-sig")  # a byte-order mark (a Windows editor's) dropped
     except UnicodeDecodeError as exc:
         # a binary file passed by mistake: say so, not a traceback
         raise LaunchError(
-            f"{path}: not a text hostfile ({exc.reason} at byte {exc.start})"
+            f"--hostfile {shown(path)}: not a text hostfile ({exc.reason} at byte {exc.start})"
         ) from None
-    return parse_hostfile(text, where=path)
+    return parse_hostfile(text, where=f"--hostfile {shown(path)}")
 
 
 def parse_hostfile(text: str, where: str = "hostfile") -> list[Host]:

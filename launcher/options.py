@@ -28,6 +28,12 @@ PROG = "distconv-launch"
 at_least = int_at_least
 
 
+def launch_folder(text: str) -> str:
+    """An argparse type: :func:`distconv.files.folder`, the paths its refusal names quoted
+    (:func:`.shown.shown`) as the launcher's other lines quote them."""
+    return folder(text, shown)
+
+
 def seconds(text: str) -> float:
     """An argparse type: a finite, non-negative number of seconds."""
     value = decimal(text)  # finite: a grace of inf (or nan) would wait forever
@@ -83,7 +89,7 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
         "--grace", type=seconds, default=30.0, help="seconds from SIGTERM to SIGKILL (30)"
     )
     p.add_argument(
-        "--run-dir", type=folder, help="logs, keys and failure.json (default: runs/<job-id>)"
+        "--run-dir", type=launch_folder, help="logs, keys and failure.json (default: runs/<job-id>)"
     )
     p.add_argument(
         "--job-id", type=job_name, help="names the job (default: launch-<time>-<random>)"
@@ -158,7 +164,7 @@ def add_k8s_options(p: argparse.ArgumentParser) -> None:
         "IPv6 addresses; parameter-server jobs only",
     )
     p.add_argument(
-        "--out", type=folder, help="write one file per object here (default: YAML to stdout)"
+        "--out", type=launch_folder, help="write one file per object here (default: YAML to stdout)"
     )
 
 

@@ -48,7 +48,7 @@ def clear_run_dir(run_dir: Path) -> None:
         (run_dir / "failure.json").unlink(missing_ok=True)
     except OSError as exc:
         path = Path(exc.filename) if exc.filename else run_dir
-        problem = (folder_problem(path) if path == logs else None) or (
+        problem = (folder_problem(path, shown) if path == logs else None) or (
             f"{shown(path)}: {describe_os_error(exc)}"
         )
         raise LaunchError(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.shown import shown
 from tests.launcher.launch_cli import ENV, launch, wait_while_running
 from tests.processes import job_env
 
@@ -36,7 +37,7 @@ def test_a_binary_hostfile_is_one_line_not_a_traceback(tmp_path):
         cwd=tmp_path,
     )  # fmt: skip
     line = one_error_line(done, "mpi")
-    assert f"{hostfile}: not a text hostfile" in line
+    assert f"--hostfile {shown(hostfile)}: not a text hostfile" in line
 
 
 def test_a_hostfile_saved_with_a_byte_order_mark_reads_as_without(tmp_path):

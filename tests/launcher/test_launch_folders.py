@@ -46,7 +46,9 @@ def test_a_file_where_the_folder_goes_is_named_as_such(tmp_path, command):
     assert done.returncode == 2, done.stderr
     flag = COMMANDS[command][-1]
     last = done.stderr.strip().splitlines()[-1]
-    said = f"distconv-launch {command}: error: argument {flag}: {taken} is a file, not a folder"
+    said = (
+        f"distconv-launch {command}: error: argument {flag}: {shown(taken)} is a file, not a folder"
+    )
     assert last == said, last
     assert "distconv-launch: job" not in done.stderr  # nothing said to have started
     assert taken.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [taken]
@@ -88,7 +90,10 @@ def test_a_file_at_the_job_ids_run_dir_is_named_not_errno_17(tmp_path, command):
     assert done.stdout == ""
     last = done.stderr.strip().splitlines()[-1]
     said = f"distconv-launch {command}: error: the run directory {shown(taken)} cannot be made: "
-    assert last == f"{said}{taken} is a file, not a folder (choose another --run-dir or --job-id)"
+    assert (
+        last
+        == f"{said}{shown(taken)} is a file, not a folder (choose another --run-dir or --job-id)"
+    )
     assert taken.read_text() == "mine\n"
 
 
@@ -99,6 +104,7 @@ def test_a_symlink_to_nowhere_is_named_not_errno_17(tmp_path):
     link = tmp_path / "link"
     link.symlink_to(tmp_path / "missing" / "dir")
     said = f"{link} is a symlink to {tmp_path / 'missing' / 'dir'}, not there"
+    quoted = f"{shown(link)} is a symlink to {shown(tmp_path / 'missing' / 'dir')}, not there"
     done = subprocess.run(
         [sys.executable, "-m", "distconv", "keys", str(link), "--workers", "1"],
         env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=50,
@@ -108,7 +114,7 @@ def test_a_symlink_to_nowhere_is_named_not_errno_17(tmp_path):
     done = launch(*COMMANDS["local"], str(link), "--", "true", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert last == f"distconv-launch local: error: argument --run-dir: {said}", last
+    assert last == f"distconv-launch local: error: argument --run-dir: {quoted}", last
     assert not (tmp_path / "missing").exists()
 
 
@@ -123,6 +129,7 @@ def test_a_runs_folder_linked_to_nowhere_is_named_not_errno_17(tmp_path, command
     runs, gone = tmp_path / "runs", tmp_path / "scratch" / "runs"
     runs.symlink_to(gone)
     said = f"{runs} is a symlink to {gone}, not there"
+    quoted = f"{shown(runs)} is a symlink to {shown(gone)}, not there"  # as the launcher says it
     flags = {"local": ("local", "--workers", "1", "--servers", "0"), "mpi": ("mpi", "-np", "1")}
     extra = ("--dry-run",) if command == "mpi" else ()
     done = launch(*flags[command], *extra, "--job-id", "j1", "--", "true", cwd=tmp_path)
@@ -132,12 +139,12 @@ def test_a_runs_folder_linked_to_nowhere_is_named_not_errno_17(tmp_path, command
     run_dir = runs / "j1"
     assert last == (
         f"distconv-launch {command}: error: the run directory {shown(run_dir)} cannot be made: "
-        f"{said} (choose another --run-dir or --job-id)"
+        f"{quoted} (choose another --run-dir or --job-id)"
     ), last
     done = launch(*flags[command], *extra, "--run-dir", str(run_dir), "--", "true", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert last == f"distconv-launch {command}: error: argument --run-dir: {said}", last
+    assert last == f"distconv-launch {command}: error: argument --run-dir: {quoted}", last
     done = subprocess.run(
         [sys.executable, "-m", "distconv", "keys", str(runs / "keys"), "--workers", "1"],
         env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=50,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from launcher.shown import shown
 from tests.launcher.launch_cli import launch
 
 #: a folder under which nothing can be made, even by root: mkdir says ENOENT
@@ -42,10 +43,8 @@ def test_a_hostfile_that_cannot_be_read_is_named_with_its_flag(tmp_path):
         done = launch("mpi", "-np", "2", "--hostfile", hostfile, "--dry-run", *PROGRAM,
                       cwd=tmp_path, timeout=50)  # fmt: skip
         assert (done.returncode, done.stdout) == (1, ""), done.stderr
-        assert (
-            done.stderr
-            == f"distconv-launch mpi: error: --hostfile {hostfile}: cannot read it: {cause}\n"
-        )
+        said = f"--hostfile {shown(hostfile)}: cannot read it: {cause}"
+        assert done.stderr == f"distconv-launch mpi: error: {said}\n"
 
 
 @pytest.mark.timeout(60)
