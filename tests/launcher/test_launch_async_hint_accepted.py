@@ -1,0 +1,77 @@
+"""The hint ``distconv-launch local ... -- --mode async`` gets names a launch the launcher
+accepts, tried here: it named ``distconv-launch local (or k8s) --mode async --max-staleness
+N``, which a launch of ``--servers 0`` is refused in turn (``--mode async is for the
+parameter-server shards, and --servers 0 starts none``), and whose ``N`` is no number (k558).
+
+The hinted launch is tried in this process up to where its job would start (its supervisor
+a stand-in that records the children it would start): every check the launcher makes
+before that is the real one, with no job to wait for."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from launcher import cli
+from launcher.commands import UsageError
+from launcher.options import PROG, parse_own, split_argv
+
+#: the hint's words before the command it names
+TOLD = "asynchronous SGD is the shards' setting, a flag of the launcher's before --: "
+
+
+def _run_local(argv: list[str]) -> int:
+    """``distconv-launch ARGV`` (a local launch) as :func:`launcher.cli.main` runs it, less
+    its signal handling: its own arguments parsed, then :func:`launcher.cli.run_local`."""
+    own, rest = split_argv(argv)
+    return cli.run_local(parse_own(cli.build_parser(), own, rest), rest)
+
+
+class _Started:
+    """A stand-in for the supervisor: records the children the launch would start."""
+
+    children: list = []
+
+    def __init__(self, run_dir: Path, **_: object) -> None:
+        self.run_dir = run_dir
+
+    def claim(self) -> None: ...
+
+    def unclaim(self) -> None: ...
+
+    def say(self, line: str) -> None: ...
+
+    def run(self, build, max_restarts: int) -> int:
+        _Started.children = build(0)
+        return 0
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "launch, after",
+    [
+        (["--workers", "1", "--servers", "0"], ["--mode", "async"]),
+        (
+            ["--workers", "2", "--servers", "0"],
+            ["--epochs", "1", "--mode=async", "--staleness", "3"],
+        ),
+        (["--workers", "1"], ["--sync", "async", "--epochs", "1"]),  # N was no number here
+        (["--workers", "1", "--mode", "async"], ["--max-staleness", "-1", "--async"]),
+    ],
+    ids=["servers-0", "servers-0-staleness", "sync-async", "bound-refused"],
+)
+def test_the_async_hint_names_a_launch_the_launcher_accepts(tmp_path, monkeypatch, launch, after):
+    with pytest.raises(UsageError) as refused:
+        _run_local(["local", *launch, "--", *after])
+    said = str(refused.value)
+    assert TOLD in said, said
+    hinted = shlex.split(said.split(TOLD, 1)[1].removesuffix(")"))
+    assert hinted[:2] == [PROG, "local"] and "--mode" in hinted, hinted
+    monkeypatch.chdir(tmp_path)  # its run directory: runs/<job-id> here
+    monkeypatch.setattr(cli, "Supervisor", _Started)
+    monkeypatch.setattr(cli, "make_keys", lambda keys_dir, workers: False)
+    assert _run_local(hinted[1:]) == 0  # was: a UsageError of its own
+    servers = [c for c in _Started.children if c.role == "server"]
+    assert servers and all(c.argv[c.argv.index("--mode") + 1] == "async" for c in servers)
