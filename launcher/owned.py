@@ -90,10 +90,10 @@ def refuse_after_dashes(args: argparse.Namespace, program: Program) -> None:
     elif args.command == "local":
         from .commands import LaunchError
         from .shown import shown
-        from .startable import program_problem
+        from .startable import local_problem
 
-        # every worker would fail at its start ('./data.csv', no execute bit), after the
-        # shards, the keys and the run directory
-        problem = program_problem(program)
+        # every worker would fail at its start ('./data.csv', no execute bit, no #! line),
+        # after the shards, the keys and the run directory
+        problem = local_problem(program)
         if problem is not None:
             raise LaunchError(f"cannot start {shown(program.argv[0])}: {problem}")

@@ -17,10 +17,12 @@ import codecs
 import errno
 import os
 import re
+import shlex
 import shutil
 from typing import TYPE_CHECKING
 
 from distconv.files import describe_os_error
+from distconv.messages import shell_quoted
 
 from .shown import shown
 
@@ -132,3 +134,38 @@ def program_problem(program: Program) -> str | None:
     if program.is_train or program.is_script:
         return None
     return start_problem(program.argv[0])
+
+
+#: the interpreter a script without a ``#!`` line is named to run with, by its name's ending
+_BY_SUFFIX = {".sh": "sh", ".bash": "bash", ".zsh": "zsh", ".pl": "perl", ".rb": "ruby"}
+
+
+def local_problem(program: Program) -> str | None:
+    """Why a user's ``program`` would not start as a local worker: :func:`program_problem`,
+    and a script with no ``#!`` line, which the kernel refuses (``exec format error``) and
+    Python's ``subprocess`` runs with no shell in its place, unlike ``execvp`` (mpi's ranks).
+    Said at worker 0's start, that came after the shards, the keys and the run directory,
+    other workers started first; here it is said before anything starts, with how to run it
+    (its interpreter first after ``--``). A binary (ELF, or anything not text: a format
+    ``binfmt_misc`` may run) is left to the kernel."""
+    problem = program_problem(program)
+    if problem is not None or program.is_train or program.is_script:
+        return problem
+    found = _located(program.argv[0], None)
+    if found is None:
+        return None
+    first = _first_line(found)
+    if first.startswith((b"#!", b"\x7fELF")) or b"\0" in first:
+        return None
+    interpreter = _BY_SUFFIX.get(os.path.splitext(found)[1])
+    ways = [interpreter] if interpreter else ["python3", "sh"]
+    runs = " or ".join(f"-- {_words([way, *program.argv])}" for way in ways)
+    return (
+        "it has no #! line naming its interpreter: name the interpreter first after --, "
+        f"{runs}, or make its first line '#!/bin/sh' (or another)"
+    )
+
+
+def _words(argv: list[str]) -> str:
+    """``argv`` as shell words on one line (a line break in one as the ``$'...'`` word)."""
+    return " ".join(shlex.quote(w) if w.isprintable() else shell_quoted(w) for w in argv)

@@ -167,10 +167,12 @@ def test_an_interpreter_the_kernel_knows_no_format_of_is_named_not_the_script(tm
             "its #! line comes after a UTF-8 byte-order mark",
             BEFORE,
         ),
-        (
+        (  # refused before the job since k558: start_problem leaves it to the kernel, as
+            # execvp (mpi) runs it with sh, but a local worker's subprocess has no such fallback
             b"echo hi\n",
-            "it has no #! line naming its interpreter: make its first line '#!/bin/sh'",
-            AT_START,  # start_problem leaves it to the kernel: execvp (mpi) runs it with sh
+            "it has no #! line naming its interpreter: name the interpreter first after --, "
+            "-- sh ./run.sh, or make its first line '#!/bin/sh'",
+            BEFORE,
         ),
     ],
 )
@@ -254,3 +256,29 @@ def test_a_scripts_first_line_is_read_once(tmp_path: Path, ask):
     finally:
         _COUNTING[0] = False
     assert _OPENED.count(str(path)) == 1, _OPENED
+
+
+@pytest.mark.timeout(60)
+def test_a_script_without_a_shebang_is_refused_before_any_worker_with_how_to_run_it(
+    tmp_path: Path,
+):
+    """A Python script with no ``#!`` line and no ``.py`` name, executable: refused at worker
+    0's start, after the run directory was made and other workers may have started (k558).
+    Now refused before anything starts, one line naming it and how to run it, and the way it
+    names runs it."""
+    job = tmp_path / "job"
+    job.write_text("import os\nprint('rank', os.environ['RANK'], 'ran')\n")
+    job.chmod(0o755)
+    run_dir = tmp_path / "run"
+    local = ("local", "--workers", "2", "--servers", "0", "--run-dir", str(run_dir), "--")
+    done = launch(*local, "./job", "--x", cwd=tmp_path, timeout=50)
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    told = "name the interpreter first after --, -- python3 ./job --x or -- sh ./job --x, or"
+    assert done.stderr == (
+        f"distconv-launch local: error: cannot start {BEFORE.replace('run.sh', 'job')}: it has "
+        f"no #! line naming its interpreter: {told} make its first line '#!/bin/sh' (or another)\n"
+    )
+    assert not run_dir.exists()  # no job said, nothing made or started
+    done = launch(*local, "python3", "./job", "--x", cwd=tmp_path, timeout=50)
+    assert done.returncode == 0, done.stderr
+    assert "[worker 0] rank 0 ran" in done.stdout and "[worker 1] rank 1 ran" in done.stdout
