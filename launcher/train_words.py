@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import sysconfig
 from collections.abc import Sequence
 
 #: distconv's own options before its command (``distconv -q train``): train's too, so kept
@@ -60,7 +62,26 @@ def not_a_program(word: str) -> str:
 def _distconv_words(args: Sequence[str]) -> int:
     """How many first words of ``args`` run distconv: 1 for ``distconv``, 3 for ``python3 -m
     distconv`` (any python), else 0."""
-    if args[0] == "distconv":
+    if is_distconv(args[0]):
         return 1
     python = _PYTHON.fullmatch(os.path.basename(args[0])) is not None
     return 3 if python and list(args[1:3]) == ["-m", "distconv"] else 0
+
+
+def is_distconv(word: str) -> bool:
+    """Whether ``word`` runs this install's ``distconv``: the bare word, or a path (``$(which
+    distconv)``, ``.venv/bin/distconv``, a link to it) to the same file as the one the bare
+    word runs on ``PATH`` or as the console script this Python installed (in its scripts
+    folder); not another install's, a copy of it, nor a program of another name."""
+    if word == "distconv":
+        return True
+    if os.sep not in word:  # another name on PATH: a program of the user's
+        return False
+    own = (shutil.which("distconv"), os.path.join(sysconfig.get_path("scripts"), "distconv"))
+    for script in filter(None, own):
+        try:
+            if os.path.samefile(word, script):  # links resolved: the same file, not the name
+                return True
+        except OSError:  # either is not there (or out of reach): not this one
+            continue
+    return False

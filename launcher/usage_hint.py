@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from .options import PROG
 from .owned import ASYNC_HINT, async_hint, refuse_after_dashes
 from .shown import shown
-from .train_words import launch_words
+from .train_words import is_distconv, launch_words
 
 
 def unrecognized(
@@ -72,7 +72,7 @@ def unrecognized(
     # 'train -- --epochs 1': no program to run; nor 'distconv train --epochs 1', -- left out
     # ('train --epochs 1' is train's arguments as they are: -- train --epochs 1 takes them)
     # ('distconv -q train': the -q kept, train's too; 'distconv keys': a program of the user's)
-    runs = (launch_words(extra) or []) if rest or extra[0] == "distconv" else []
+    runs = (launch_words(extra) or []) if rest or is_distconv(extra[0]) else []
     if runs:
         kept = [word for i, word in enumerate(extra) if i not in runs]
         why = refused([*kept, *rest])

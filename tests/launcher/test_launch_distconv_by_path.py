@@ -1,0 +1,67 @@
+"""``-- /path/to/distconv train ...``, this install's console script by its path (``$(which
+distconv) train``), is the launch's own train, as the bare word ``distconv train`` is: it ran
+as a program of the user's, in ./runs and past the launch's checks (``--rank`` after ``--``).
+Only a path to the very file the bare word runs, or to this Python's console script, counts:
+a copy, or another install's ``distconv``, stays a program of the user's (k558)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from launcher.commands import Program, UsageError, parse_program, refuse_owned_flags
+from launcher.owned import LOCAL_OWNED
+from tests.launcher.launch_cli import usage_refusal
+
+#: the console script this Python installed for distconv (pip's ``distconv`` entry point)
+SCRIPT = Path(sysconfig.get_path("scripts"), "distconv")
+needs_script = pytest.mark.skipif(not SCRIPT.is_file(), reason="distconv is not installed here")
+TRAIN = ["train", "--epochs", "1"]
+
+
+@needs_script
+def test_this_installs_console_script_by_its_path_or_a_link_is_the_launchs_train(tmp_path):
+    link = tmp_path / "dc"
+    link.symlink_to(SCRIPT)
+    for path in (str(SCRIPT), str(link)):
+        assert parse_program([path, *TRAIN]) == Program(("--epochs", "1"), is_train=True)
+    with pytest.raises(UsageError, match="--rank after --"):  # the launch's checks apply
+        refuse_owned_flags(
+            parse_program([str(link), *TRAIN, "--rank", "1"]), LOCAL_OWNED, "pserver"
+        )
+
+
+@needs_script
+def test_a_copy_of_the_console_script_stays_a_program_of_the_users(tmp_path):
+    copy = tmp_path / "distconv"
+    shutil.copy2(SCRIPT, copy)  # the same text, another install's place: not this one
+    assert not parse_program([str(copy), *TRAIN]).is_train
+
+
+def test_the_file_the_bare_word_runs_on_path_is_the_launchs_own(tmp_path, monkeypatch):
+    """The bare word ``distconv`` is the launch's own whichever file PATH finds for it; that
+    file by its path is then the same, and one of that name elsewhere is not."""
+    on_path, elsewhere = tmp_path / "bin", tmp_path / "other"
+    for folder in (on_path, elsewhere):
+        folder.mkdir()
+        (folder / "distconv").write_text("#!/bin/sh\n")
+        (folder / "distconv").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{on_path}{os.pathsep}{os.environ['PATH']}")
+    assert parse_program([str(on_path / "distconv"), *TRAIN]).is_train
+    assert not parse_program([str(elsewhere / "distconv"), *TRAIN]).is_train
+
+
+@needs_script
+def test_the_console_script_before_the_dashes_is_told_to_drop_as_the_bare_word(capsys):
+    """``local ... /path/to/distconv train --epochs 1``, ``--`` left out: told, as of the bare
+    word, that the launch runs train itself, not to put the path after ``--``."""
+    local = ("local", "--workers", "1", "--servers", "0")
+    said = usage_refusal(capsys, *local, str(SCRIPT), *TRAIN)
+    assert said.endswith(
+        f"(the launcher runs distconv train itself: drop {SCRIPT} train (distconv-launch local "
+        "--workers 1 --servers 0 -- --epochs 1), or put a program after --)"
+    ), said
