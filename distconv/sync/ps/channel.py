@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -25,6 +24,7 @@ from distconv.sync.ps.bulk import BulkRuns
 from distconv.sync.ps.config import tcp_url, uses_ipv6
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.intake import ReplyIntake
+from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.wire import (
     MAX_HEADER_BYTES,
@@ -33,15 +33,6 @@ from distconv.sync.ps.wire import (
 )
 
 log = logging.getLogger("distconv.pserver")
-
-#: how a shard's error reply starts where it refuses this job, not a request (docs/protocol.md):
-#: a hello of another job than the first accepted (``handlers._op_hello``), ranks that run
-#: different jobs leading a failure (``stuck.different_jobs``), another job's id
-#: (``handlers._check_sender``). Anchored: a quoted error (a bye's) names no refusal
-JOB_REFUSALS = re.compile(
-    r"rank \d+ (runs another job than |and rank \d+ run different jobs: )"
-    r"|job .*, this shard serves "
-)
 
 #: a worker waits this much longer than ``timeout`` for a shard's reply (from the wait's start
 #: or that shard's latest reply), so that the shard's own timeout (which names the missing
@@ -249,7 +240,9 @@ class ShardChannel(ReplyIntake, BulkRuns):
                     error = reply[0].get("error")
                     message = f"rank {self.rank}, {what}: pserver{where}: {error}"
                     peers = failed_peers(reply[0].get("failed_ranks"), self.rank)
-                    raise PeerFailed(message, peers) if peers else shard_error(message, error)
+                    if peers:
+                        raise PeerFailed(message, peers)
+                    raise shard_error(message, reply[0].get("refused"))
                 yield rid, reply
             if not missing:
                 return
@@ -386,11 +379,11 @@ def _now() -> float:
     return time.monotonic()
 
 
-def shard_error(message: str, error: Any) -> SyncError:
-    """The error for a shard's error reply whose text is ``error`` (``message`` names the rank,
-    the request and the shard): :class:`~distconv.sync.errors.JobRefused` where the shard
-    refused the job (:data:`JOB_REFUSALS`: the user's configuration, one line from
+def shard_error(message: str, refused: Any) -> SyncError:
+    """The error for a shard's error reply (``message`` names the rank, the request, the shard
+    and its text) whose ``refused`` field is ``refused``:
+    :class:`~distconv.sync.errors.JobRefused` where the shard refused the job
+    (:data:`~distconv.sync.ps.job_hello.REFUSED_JOB`: the user's configuration, one line from
     :func:`~distconv.distributed.run_main`), else :class:`SyncError` (a protocol error or a
-    shard's bug, whose traceback the user needs)."""
-    refused = isinstance(error, str) and JOB_REFUSALS.match(error) is not None
-    return (JobRefused if refused else SyncError)(message)
+    shard's bug, whose traceback the user needs; and a shard without the field)."""
+    return (JobRefused if refused == REFUSED_JOB["refused"] else SyncError)(message)

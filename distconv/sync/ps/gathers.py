@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from distconv.messages import SENT_ERROR_CHARS, one_line
+from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.state import _Refused, _Waiting
 from distconv.sync.ps.stuck import another_job, held_now, stuck
@@ -209,6 +210,7 @@ class ShardGathers:
                     f"{cause}{self._who(gone)} {self._closed(gone)}; {waiting} {verb} for its "
                     "push, and the step cannot complete without it",
                     self._blamed([gone]),  # fewer steps, another job: no one failed
+                    **(REFUSED_JOB if diff is not None else {}),
                 )
                 return
 
@@ -251,11 +253,17 @@ class ShardGathers:
         gathers, pushes, since = held_now(self.waiting, self.hello_at, self._live())
         first = min((self.hello_at.get(r, -1) for r in gathers), default=-1)
         gone = {r for r in self.left if self._left_this_run(r, since, first)}
-        message = stuck(
-            gathers, pushes, self._live(), gone, self._who, self._closed, self._other_job
-        )
+        other_jobs: list[int] = []  # the ranks gone as another job's that stuck() read
+
+        def other_job(rank: int) -> str | None:
+            said = self._other_job(rank)
+            if said is not None:  # stuck() leads its message with the first such rank
+                other_jobs.append(rank)
+            return said
+
+        message = stuck(gathers, pushes, self._live(), gone, self._who, self._closed, other_job)
         if message:  # a rank gone on an error is the cause; else the ranks disagree
-            self._fail(message, self._blamed(gone))
+            self._fail(message, self._blamed(gone), **(REFUSED_JOB if other_jobs else {}))
 
     def _left_this_run(self, rank: int, since: int, first: int = -1) -> bool:
         """Whether ``rank``'s bye came in the run of the ranks in a gather, whose hellos of a

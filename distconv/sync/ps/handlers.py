@@ -15,6 +15,7 @@ import numpy as np
 from distconv.messages import named
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import rows_bytes
+from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.startup import STALE_PUSH as STALE_PUSH  # where tests read it
 from distconv.sync.ps.startup import StartupHandlers
 from distconv.sync.ps.state import _Block, _Refused, dense_gradients
@@ -100,7 +101,11 @@ class RequestHandlers(StartupHandlers):
 
     def _check_sender(self, header: dict[str, Any], frame: Any) -> None:
         if header["job"] != self.config.job_id:
-            raise WireError(f"job {short(header['job'])}, this shard serves {self.config.job_id!r}")
+            other = WireError(
+                f"job {short(header['job'])}, this shard serves {self.config.job_id!r}"
+            )
+            other.fields = REFUSED_JOB  # the reply's, as a _Refused's (handle)
+            raise other
         rank = header["rank"]
         if not 0 <= rank < self.config.workers:
             raise WireError(f"rank {rank} outside 0..{self.config.workers - 1}")

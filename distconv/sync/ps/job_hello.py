@@ -35,6 +35,10 @@ _DIGEST = re.compile(r"[0-9a-f]{16}")
 #: the most characters of each value a refused hello's difference quotes: both values, so the
 #: shard's cut of the whole line (startup.DIFFERENCE_CHARS) never drops the job's, "there"
 VALUE_CHARS = 400
+#: the field, and its value, of a shard's error reply that refuses this job, not a request
+#: (docs/protocol.md): another job's hello, ranks that run different jobs leading a failure,
+#: another job's id. The worker raises JobRefused on it (a shard without it: SyncError)
+REFUSED_JOB = {"refused": "job"}
 
 
 def hello_fields(description: Mapping[str, Any]) -> dict[str, Any]:

@@ -100,6 +100,7 @@ class Shard(
         self.job: HelloJob | None = None  # the first accepted hello's (see _op_hello)
         self.failed: str | None = None
         self.failed_ranks: list[int] = []  # the ranks whose failure failed the job, if any
+        self.failed_fields: dict[str, Any] = {}  # its replies' other fields (refused: job)
         self.completed: dict[int, int] = {}  # param -> last step applied (sync)
         self.pushed: dict[int, dict[int, int]] = {}  # rank -> param -> last step pushed (async)
         self.top_step = -1  # the highest step an update was applied for since the seed (probes)
@@ -299,13 +300,15 @@ class Shard(
     def _live(self) -> set[int]:
         return set(range(self.config.workers)) - self.lost
 
-    def _fail(self, message: str, ranks: Iterable[int] = ()) -> None:
+    def _fail(self, message: str, ranks: Iterable[int] = (), **fields: Any) -> None:
         """The job cannot go on: answer everything held and everything later with ``message``;
         ``ranks``: the workers whose failure it is (one that closed on an error, or went silent
-        for the timeout), named in the replies' ``failed_ranks`` (none: the shard's own)."""
+        for the timeout), named in the replies' ``failed_ranks`` (none: the shard's own);
+        ``fields``: the replies' others (``refused``: the ranks run different jobs)."""
         if self.failed:
             return
         self.failed, self.failed_ranks = message, sorted(set(ranks))
+        self.failed_fields = fields
         log.error("shard %d: job failed: %s", self.index, message)
         try:
             held = [e for w in self.waiting.values() for e in w.by_rank.values()]
@@ -316,7 +319,8 @@ class Shard(
 
     def _failed_fields(self) -> dict[str, Any]:
         """The failed job's reply fields besides its message (``docs/protocol.md``)."""
-        return {"failed_ranks": self.failed_ranks} if self.failed_ranks else {}
+        ranks = {"failed_ranks": self.failed_ranks} if self.failed_ranks else {}
+        return {**ranks, **self.failed_fields}
 
     def _dismiss(
         self, held: Iterable[tuple[bytes, dict[str, Any], Any]], why: str, **fields: Any

@@ -9,7 +9,7 @@ import secrets
 from typing import Any
 
 from distconv.sync.ps.config import HOST_CHARS
-from distconv.sync.ps.job_hello import HelloJob
+from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob
 from distconv.sync.ps.seeding import Seeding
 from distconv.sync.ps.state import _Refused
 from distconv.sync.ps.stuck import different_jobs, one_line
@@ -59,7 +59,7 @@ class StartupHandlers:
             if new_run:  # it closes: its bye counts (see _of_latest_run)
                 self.refused_at[rank] = (self.requests, run)
                 self.other_job[rank] = said  # see stuck()
-            raise _Refused(said)
+            raise _Refused(said, **REFUSED_JOB)
         self.left.discard(rank)
         if new_run:
             self.hello_at[rank] = self.requests  # see _check_stuck
