@@ -48,9 +48,20 @@ def reason_text(rank: int, why: str, ending: str) -> str:
     return f"rank {rank}: {why}; {ending}"
 
 
-#: how a rank says that ranks run different jobs (:func:`different_jobs_text`), wherever it
-#: stands in a line (a worker's error line, a rank's reason): the group is the text from there
-DIFFERENT_JOBS = re.compile(r"\b(rank \d+ and rank \d+ run different jobs: .*)")
+#: a line (its text as the rank wrote it: MPI's tag and a JSON log's object taken off) that
+#: says the ranks run different jobs (:func:`different_jobs_text`), the group those words on.
+#: Only behind what a rank's own line puts before them: ``NAME: error: `` (run_main's, ``distconv
+#: train``'s), a parameter server reply's ``rank N, REQUEST: pserver HOST:PORT: ``, a rank's
+#: reason's ``rank N: `` (the launcher's ``rank N ended the job: ``) and the error's class
+#: (``JobMismatch: ``, a traceback's ``distconv.sync.errors.JobRefused: ``); the reason's ending
+#: is left out. Not a quote of them inside another failure (a bye's error, a user's message)
+_CLASS = r"(?:[^\W\d][\w.]*: )?"  # an error's class name, as a traceback's last line has it
+DIFFERENT_JOBS = re.compile(
+    rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+(?:, \S+: pserver(?: \S+)?| ended the job)?: )?"
+    rf"{_CLASS}(rank \d+ and rank \d+ run different jobs: .*?)"
+    rf"(?:; (?:{'|'.join(re.escape(e) for e in ENDINGS)}))?",
+    re.DOTALL,
+)
 
 
 def different_jobs_text(rank: int, other: int, diff: str) -> str:
@@ -63,9 +74,9 @@ def different_jobs_text(rank: int, other: int, diff: str) -> str:
 
 
 def different_jobs_in(lines: Sequence[str]) -> str | None:
-    """The last of ``lines`` that says the ranks run different jobs, from those words on; None
-    where none does."""
+    """The last of ``lines`` (each a rank's text, as :data:`DIFFERENT_JOBS` reads it) that says
+    the ranks run different jobs, from those words on; None where none does."""
     for line in reversed(lines):
-        if found := DIFFERENT_JOBS.search(line):
+        if found := DIFFERENT_JOBS.fullmatch(line):
             return found.group(1)
     return None

@@ -13,8 +13,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from distconv.files import describe_os_error
-from distconv.rank_endings import DIFFERENT_JOBS, different_jobs_in
+from distconv.rank_endings import different_jobs_in
 
+from .json_lines import MPI_TAG
+from .rank_reason import _json_message
 from .shown import shown
 
 #: lines of a child's end the report shows
@@ -27,6 +29,8 @@ KEPT_LINE_BYTES = 64 * 1024
 #: a worker's exit status when it stopped because another rank failed (``distconv train``:
 #: :data:`distconv.sync.peers.PEER_FAILED_STATUS`): a victim, not the failure's cause
 PEER_FAILED_STATUS = 75
+#: MPI's tag of a rank's line (:mod:`launcher.json_lines`)
+_TAG = re.compile(MPI_TAG)
 
 
 def signal_name(number: int) -> str:
@@ -215,7 +219,7 @@ class Failure:
     def __post_init__(self) -> None:
         # a job mismatch stops every rank, each saying so: the first to exit is no culprit,
         # and its words are the cause (its status says no more than "1")
-        if self.cause is None and (said := different_jobs_in(self.tail)) is not None:
+        if self.cause is None and (said := different_jobs_in(_said(self.tail))) is not None:
             object.__setattr__(self, "cause", said)
 
     @property
@@ -229,7 +233,7 @@ class Failure:
 
     def describe(self) -> str:
         """The headline: who failed and how (:meth:`stopped_too` says who stopped with it)."""
-        if self.signal is None and self.exit_code and DIFFERENT_JOBS.match(self.cause or ""):
+        if self.signal is None and self.exit_code and different_jobs_in([self.cause or ""]):
             return (  # every rank stops on it alike: none is blamed
                 f"the ranks run different jobs, which stops every rank ({self.role} {self.rank} "
                 f"exited first, with exit code {self.exit_code}): {self.cause}"
@@ -258,6 +262,19 @@ class Failure:
     @property
     def _victim(self) -> bool:
         return self.role == "worker" and self.exit_code == PEER_FAILED_STATUS
+
+
+def _said(tail: Sequence[str]) -> list[str]:
+    """Each line of ``tail`` as its rank wrote it: MPI's tag of the rank taken off, and a JSON
+    log's error line read for its ``message`` (whole, it ended the cause in the object's
+    other fields: ``...8 there","logger":"distconv",...}``)."""
+    said = []
+    for line in tail:
+        tag = _TAG.match(line)
+        body = line[tag.end() :] if tag else line
+        message = _json_message(body) if body.startswith("{") else None
+        said.append(body if message is None else message)
+    return said
 
 
 def write_report(

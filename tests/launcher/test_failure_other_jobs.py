@@ -1,0 +1,89 @@
+"""The failure report reads that the ranks run different jobs from a rank's own line, as each
+launch path writes it, and from nothing else (k560): under ``--log-format json`` the cause was
+the words up to the line's end, the JSON object's other fields with them
+(``...8 there","logger":"distconv",...}``); a rank's reason behind ``rank 1 ended the job:
+JobMismatch:`` was not taken for a mismatch (the headline blamed mpiexec's first rank to exit);
+and the words quoted inside another failure (a bye's error, a user's message) were.
+
+One real ``distconv-launch mpi`` of ``distconv train`` ranks (the lines as Hydra tags them);
+the other lines, each as a launch path writes it (seen in real runs), on :class:`Failure`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.failure import Failure
+from tests.launcher.launch_cli import ENV
+from tests.launcher.real_children import mpiexec_or_skip
+from tests.processes import run_job
+
+OTHER_JOB = Path(__file__).with_name("ps_train_other_job.py")
+SAID = "rank 1 and rank 0 run different jobs: config.batch_size: 16 here, 8 there"
+HEADLINE = "the ranks run different jobs, which stops every rank (worker 1 exited first, "
+
+
+def _failure(*tail: str, cause: str | None = None) -> Failure:
+    return Failure("worker", 1, 1, None, "l", list(tail), 0, cause=cause)
+
+
+def _json(message: str, level: str = "error") -> str:
+    entry = {"time": "t", "level": level, "message": message, "logger": "distconv", "rank": 1}
+    return json.dumps(entry, separators=(",", ":"))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"distconv train: error: {SAID}",  # MPI's ranks under run_main
+        f"[1] distconv train: error: {SAID}",  # behind Hydra's tag
+        f"[1,1]<stderr>: script.py: error: {SAID}",  # Open MPI's, a script's run_main
+        f"distconv train: error: rank 1, hello: pserver 127.0.0.1:5555: {SAID}",  # a shard's
+        f"distconv.sync.errors.JobRefused: rank 1, all_equal:1: pserver [::1]:5: {SAID}",
+        f"[1] rank 1: JobMismatch: {SAID}; aborting the MPI job",  # a rank's reason
+        _json(f"distconv train: error: {SAID}"),  # --log-format json
+        "[1] " + _json(f"distconv train: error: {SAID}"),
+    ],
+)
+def test_a_ranks_own_line_is_the_cause(line):
+    failure = _failure("some output", line)
+    assert failure.cause == SAID
+    assert failure.describe() == f"{HEADLINE}with exit code 1): {SAID}"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "distconv train: error: rank 1, push: pserver x: rank 2 (host h, last step 3) closed "
+        f'on "JobRefused: {SAID}"; rank 1 (step 4) waits for its push',
+        f"ValueError: could not read '{SAID}'",
+        _json(f"distconv train: error: {SAID}", level="info"),  # a log line, no error
+    ],
+)
+def test_a_quote_of_the_words_in_another_failure_is_no_cause(line):
+    failure = _failure(line)
+    assert failure.cause is None
+    assert failure.describe() == "worker 1 failed with exit code 1"
+
+
+def test_a_reason_read_by_mpiexecs_reader_names_the_mismatch():
+    """mpiexec's reader gives ``rank 1 ended the job: JobMismatch: ...`` as the cause."""
+    cause = f"rank 1 ended the job: JobMismatch: {SAID}"
+    assert _failure(cause=cause).describe() == f"{HEADLINE}with exit code 1): {cause}"
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(100)
+def test_a_json_log_under_mpi_reports_the_words_alone(tmp_path):
+    mpiexec_or_skip()
+    argv = [sys.executable, "-m", "launcher", "mpi", "-np", "2", "--mpi-flavor", "mpich",
+            "--run-dir", str(tmp_path / "run"), "--", sys.executable, str(OTHER_JOB),
+            str(tmp_path / "out"), "--log-format", "json"]  # fmt: skip
+    done = run_job(argv, env={k: v for k, v in ENV.items() if k != "DISTCONV_DEBUG"}, timeout=80)
+    assert done.returncode == 1, done.stderr[-3000:]
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert report["cause"] in (SAID, "rank 0 and rank 1 run different jobs: config.batch_size: "
+                               "8 here, 16 there"), report  # fmt: skip
