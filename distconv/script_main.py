@@ -61,9 +61,10 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     :class:`~distconv.sync.errors.JobRefused` (``rank 1 and rank 0 run different jobs: ...``,
     or a shard's refusal of this job), under MPI too: every rank raises a ``JobMismatch``
     alike, so each says its line and exits 1 (mpi4py's ``-m mpi4py`` runner may abort then),
-    none left waiting. Lines are JSON under a JSON log (a peer failure's traceback under
-    ``"exception"``). Any other exception propagates, a plain ``SyncError`` (most often the
-    sync API used out of order) included.
+    none left waiting; one not raised alike (``raised_alike``: a strategy's own) goes to an
+    MPI sync's abort hook, as a RuntimeConfigError does. Lines are JSON under a JSON log (a
+    peer failure's traceback under ``"exception"``). Any other exception propagates, a plain
+    ``SyncError`` (most often the sync API used out of order) included.
     """
     ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
     try:
@@ -103,9 +104,10 @@ def _failure_status(error: Exception) -> int | None:
         return None
     # another exception hook wants a rank's own error uncaught: an MPI job's (MPISync's)
     # aborts every rank, where a SystemExit skipped it and left the others waiting in a
-    # collective for this one. Not a JobRefused: every rank raises it alike, none waits
+    # collective for this one. Not a refusal every rank raises alike (MPI's): none waits
     hooked = sys.excepthook is not sys.__excepthook__
-    if isinstance(error, JobRefused) or (isinstance(error, RuntimeConfigError) and not hooked):
+    alike = isinstance(error, JobRefused) and error.raised_alike
+    if alike or (isinstance(error, JobRefused | RuntimeConfigError) and not hooked):
         say(error_line(_program(), error, _log_format))
         return 1
     return None

@@ -22,7 +22,13 @@ class JobRefused(SyncError):
 
     :func:`distconv.distributed.run_main` ends a script on it with one line and exit 1, as
     ``distconv train`` does; any other :class:`SyncError` (often the sync API used out of
-    order) keeps its traceback there."""
+    order) keeps its traceback there. Under an MPI sync's abort hook, only a refusal
+    :attr:`raised_alike` does: another (a strategy's or a script's own, maybe raised on one
+    rank alone) goes to the hook, which aborts the job, as no rank may be left waiting."""
+
+    #: True where every rank raises it alike, none left waiting in a collective for another
+    #: (MPI's ``JobMismatch`` and ``WireRefused``): a rank may then leave without aborting
+    raised_alike = False
 
 
 def step_refusal(

@@ -94,3 +94,24 @@ def test_ranks_that_run_different_jobs_each_say_one_line(tmp_path, runner):
         f"config.batch_size: {2 + r} here, {3 - r} there"
         for r in (0, 1)
     ], done.stderr[-3000:]
+
+
+#: rank 1 refuses the job alone (a strategy's or the script's own JobRefused, which no other
+#: rank raises) once its MPI sync is built; rank 0 goes on into setup's collectives
+ONE_RANK_REFUSES = LATE_ERROR.replace(
+    'raise RuntimeConfigError("a setting refused on rank 1")',
+    'raise JobRefused("rank 1 refuses this job alone")',
+).replace("from distconv.runtime import RuntimeConfigError", "from distconv.sync import JobRefused")
+
+
+def test_a_job_refused_on_one_rank_alone_still_aborts_the_job(tmp_path):
+    """run_main's one line for a JobRefused (exit 1 by SystemExit) skipped the MPI sync's
+    exception hook whatever raised it, though only MPI's own refusals (JobMismatch,
+    WireRefused) are raised alike on every rank: one raised on rank 1 alone left rank 0
+    waiting in setup's collectives (review k559). A refusal not known alike goes to the hook,
+    which says it and ends every rank."""
+    script = tmp_path / "alone.py"
+    script.write_text(ONE_RANK_REFUSES)
+    done = run_mpi(["-n", "2", sys.executable, str(script), str(tmp_path / "out")], timeout=30)
+    assert done.returncode != 0, done.stderr[-3000:]
+    assert "rank 1 refuses this job alone" in done.stderr, done.stderr[-3000:]

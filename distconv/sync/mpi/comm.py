@@ -202,11 +202,15 @@ class JobMismatch(JobRefused):
     """Ranks run different jobs. Every rank raises it alike, once the collectives that found
     it are complete on all of them: none waits for another."""
 
+    raised_alike = True
+
 
 class WireRefused(JobRefused):
     """A reduced 16-bit wire holds NaN or infinity
     (:meth:`~distconv.sync.mpi.buckets.Bucket.check_wire`). Every rank holds the same bits and
     raises it alike, at the same bucket."""
+
+    raised_alike = True
 
 
 def same_job(comm: Any, rank: int, description: Mapping[str, Any]) -> None:
