@@ -16,6 +16,7 @@ from distconv.backend import copy_into, to_host
 from distconv.cores import usable_cores
 from distconv.kernels.parallel import num_threads
 from distconv.messages import exception_line
+from distconv.rank_endings import different_jobs_text
 from distconv.runtime import RuntimeConfigError
 from distconv.sync.description import as_sent, digest, first_difference
 from distconv.sync.errors import JobRefused
@@ -224,7 +225,7 @@ def same_job(comm: Any, rank: int, description: Mapping[str, Any]) -> None:
     if len(set(digests)) == 1:
         return
     other, diff = difference_from(comm, ours, [d == digests[rank] for d in digests])
-    raise JobMismatch(f"rank {rank} and rank {other} run different jobs: {diff}")
+    raise JobMismatch(different_jobs_text(rank, other, diff))  # the launcher reads it back
 
 
 def bcast_in_place(comm: Any, array: Any) -> None:

@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from distconv.rank_endings import different_jobs_text
 from distconv.sync.description import as_sent, digest, first_difference
 from distconv.sync.errors import JobRefused
 
@@ -63,10 +64,8 @@ def check_all_equal(
     theirs = _description(texts[other])
     diff = first_difference(ours, theirs) if isinstance(theirs, dict) else None
     unread = " (shard 0 answered its description as no JSON map)" if theirs is False else ""
-    raise JobRefused(
-        f"rank {rank} and rank {other} run different jobs: "
-        f"{diff or f'digest {mine} here, {digests[other]} there{unread}'}"
-    )
+    said = diff or f"digest {mine} here, {digests[other]} there{unread}"
+    raise JobRefused(different_jobs_text(rank, other, said))  # the launcher reads it back
 
 
 def _description(text: str | None) -> dict[str, Any] | None | bool:
