@@ -53,7 +53,9 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     its checkpoint) ends it as ``distconv train``: one line and exit 143 or 130, not a traceback
     and 1 (a failure to a launcher); a sync ``main`` closes meanwhile leaves as after a finished
     run (under MPI it aborted). A Ctrl-C during setup, or a second one: ``interrupted`` and 130
-    (``DISTCONV_DEBUG=1`` prints the traceback).
+    (``DISTCONV_DEBUG=1`` prints the traceback); under an MPI sync's abort hook the hook's
+    traceback, and the job aborted (another rank may wait for this one), and before
+    ``MPI_Init`` the MPI job aborted too.
 
     A :class:`~distconv.runtime.RuntimeConfigError` (``RANK=x``) is ``script.py: error: ...``
     and exit 1 as well (its traceback under ``DISTCONV_DEBUG=1``, or an MPI sync's abort hook);
@@ -73,9 +75,12 @@ def run_main(main: Callable[[], _Result]) -> _Result:
         say(as_log_line(f"{_program()}: {exc}", logging.WARNING))  # JSON as the log may be
         raise SystemExit(exc.exit_status) from None
     except KeyboardInterrupt:  # before the Trainer takes Ctrl-C (setup), or the second one
+        if _hooked():  # an MPI sync's abort hook: maybe this rank alone, the others waiting
+            raise
         if debugging():
             traceback.print_exc()
         say(as_log_line(f"{_program()}: interrupted", logging.WARNING))
+        _abort_mpi_before_init(130)  # the others wait in MPI_Init for this one
         raise SystemExit(130) from None
     except Exception as exc:
         status = _failure_status(exc)
@@ -102,15 +107,19 @@ def _failure_status(error: Exception) -> int | None:
         return PEER_FAILED_STATUS
     if debugging():
         return None
-    # another exception hook wants a rank's own error uncaught: an MPI job's (MPISync's)
-    # aborts every rank, where a SystemExit skipped it and left the others waiting in a
-    # collective for this one. Not a refusal every rank raises alike (MPI's): none waits
-    hooked = sys.excepthook is not sys.__excepthook__
+    # said here under an MPI sync's abort hook (_hooked) too where every rank raises it alike
+    # (MPI's refusals): none waits; any other error of this rank's goes to the hook
     alike = isinstance(error, JobRefused) and error.raised_alike
-    if alike or (isinstance(error, JobRefused | RuntimeConfigError) and not hooked):
+    if alike or (isinstance(error, JobRefused | RuntimeConfigError) and not _hooked()):
         say(error_line(_program(), error, _log_format))
         return 1
     return None
+
+
+def _hooked() -> bool:
+    """Whether another exception hook wants an error uncaught: an MPI job's (MPISync's) aborts
+    every rank, where a SystemExit skipped it and left the others waiting for this one."""
+    return sys.excepthook is not sys.__excepthook__
 
 
 def _abort_mpi_before_init(status: int | None) -> None:

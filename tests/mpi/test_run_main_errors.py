@@ -100,22 +100,35 @@ def test_ranks_that_run_different_jobs_each_say_one_line(tmp_path, runner):
         assert different_jobs_in([line]) == line.partition(": error: ")[2], line
 
 
-#: rank 1 refuses the job alone (a strategy's or the script's own JobRefused, which no other
-#: rank raises) once its MPI sync is built; rank 0 goes on into setup's collectives
-ONE_RANK_REFUSES = LATE_ERROR.replace(
-    'raise RuntimeConfigError("a setting refused on rank 1")',
-    'raise JobRefused("rank 1 refuses this job alone")',
-).replace("from distconv.runtime import RuntimeConfigError", "from distconv.sync import JobRefused")
+def _stopping_alone(script: str, stop: str) -> str:
+    """``script`` (:data:`LATE_ERROR`, :data:`EARLY_ERROR`) with rank 1's error ``stop``."""
+    return script.replace('RuntimeConfigError("a setting refused on rank 1")', stop).replace(
+        "from distconv.runtime import RuntimeConfigError", "from distconv.sync import JobRefused"
+    )
 
 
-def test_a_job_refused_on_one_rank_alone_still_aborts_the_job(tmp_path):
-    """run_main's one line for a JobRefused (exit 1 by SystemExit) skipped the MPI sync's
-    exception hook whatever raised it, though only MPI's own refusals (JobMismatch,
-    WireRefused) are raised alike on every rank: one raised on rank 1 alone left rank 0
-    waiting in setup's collectives (review k559). A refusal not known alike goes to the hook,
-    which says it and ends every rank."""
+#: rank 1 stops alone, rank 0 goes on into setup's collectives (or MPI_Init): a refusal of
+#: the job no other rank raises (a strategy's or the script's own JobRefused), a Ctrl-C
+ALONE = {
+    "refused": _stopping_alone(LATE_ERROR, 'JobRefused("rank 1 refuses this job alone")'),
+    "interrupted": _stopping_alone(LATE_ERROR, "KeyboardInterrupt('rank 1 interrupted')"),
+    "interrupted-before-init": _stopping_alone(
+        EARLY_ERROR, "KeyboardInterrupt('rank 1 interrupted')"
+    ),
+}
+
+
+@pytest.mark.parametrize("stop", ALONE)
+def test_a_rank_that_stops_alone_still_ends_the_job(tmp_path, stop):
+    """run_main's one line for a JobRefused or a Ctrl-C (exit 1 or 130 by SystemExit) skipped
+    the MPI sync's exception hook whatever raised it, though only MPI's own refusals
+    (JobMismatch, WireRefused) are raised alike on every rank: one raised on rank 1 alone
+    left rank 0 waiting in setup's collectives until the watchdog's 600 s, and a Ctrl-C before
+    MPI_Init left it in MPI_Init for ever (review k559). Such a stop goes to the hook, which
+    says it and aborts the job, or, before MPI_Init, aborts it as a setting error does."""
     script = tmp_path / "alone.py"
-    script.write_text(ONE_RANK_REFUSES)
+    script.write_text(ALONE[stop])
     done = run_mpi(["-n", "2", sys.executable, str(script), str(tmp_path / "out")], timeout=30)
     assert done.returncode != 0, done.stderr[-3000:]
-    assert "rank 1 refuses this job alone" in done.stderr, done.stderr[-3000:]
+    said = "rank 1 refuses this job alone" if stop == "refused" else "interrupted"
+    assert said in done.stderr, done.stderr[-3000:]
