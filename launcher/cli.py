@@ -95,7 +95,8 @@ def make_keys(keys_dir: Path, workers: int) -> bool:
         differs = key_set_mismatch(keys_dir, workers)
         if differs is not None:
             raise LaunchError(
-                f"{keys_dir} {differs}, so its keys cannot be reused; remove {keys_dir} to "
+                f"{shown(keys_dir)} {differs}, so its keys cannot be reused; remove "
+                f"{shown(keys_dir)} to "
                 "make new ones, or choose another --run-dir or --job-id"
             )
         return True

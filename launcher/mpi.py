@@ -100,9 +100,10 @@ def detect_flavor(mpiexec: str) -> str:
     try:
         done = run_captured([mpiexec, "--version"], timeout=30)
     except OSError as exc:  # a wrapper script with a '#!/bin/sh\r' line: not 'No such file'
-        raise LaunchError(f"cannot run {mpiexec} --version: {not_started(mpiexec, exc)}") from None
+        said = not_started(mpiexec, exc)
+        raise LaunchError(f"cannot run {shown(mpiexec)} --version: {said}") from None
     except subprocess.TimeoutExpired as exc:
-        raise LaunchError(f"cannot run {mpiexec} --version: {exc}") from None
+        raise LaunchError(f"cannot run {shown(mpiexec)} --version: {exc}") from None
     return flavor_from_version(done.stdout + done.stderr)
 
 

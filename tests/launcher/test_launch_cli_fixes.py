@@ -115,15 +115,15 @@ def test_keys_for_another_worker_count_are_refused_in_one_line(tmp_path):
     assert made.returncode == 0, made.stderr
     done = _local(run, 2, tmp_path)
     line = one_error_line(done, "local")
-    assert f"{keys} holds keys for 3 worker(s) (worker-0..worker-2), not 2" in line
-    assert f"remove {keys} to make new ones" in line
+    assert f"{shown(keys)} holds keys for 3 worker(s) (worker-0..worker-2), not 2" in line
+    assert f"remove {shown(keys)} to make new ones" in line
     assert not (run / "logs").exists()  # refused before anything started
     # a key set cut short (no secret for worker 1) is refused too, not half used
     (keys / "worker-2.key").unlink()
     (keys / "worker-2.key_secret").unlink()
     (keys / "worker-1.key_secret").unlink()
     line = one_error_line(_local(run, 2, tmp_path), "local")
-    assert f"{keys} lacks worker-1.key_secret" in line
+    assert f"{shown(keys)} lacks worker-1.key_secret" in line
 
 
 @pytest.mark.skipif(not HAS_RENDERER, reason="distconv.deploy is not merged yet")

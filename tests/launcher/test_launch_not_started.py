@@ -133,8 +133,8 @@ def test_an_mpiexec_that_cannot_start_is_named_with_why(tmp_path: Path):
     )  # fmt: skip
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1] == (
-        "distconv-launch mpi: error: cannot run ./mpiexec.sh --version: the interpreter its #! "
-        "line names, $'/bin/sh\\r', does not exist"
+        "distconv-launch mpi: error: cannot run './mpiexec.sh' --version: the interpreter its "
+        "#! line names, $'/bin/sh\\r', does not exist"
     )
 
 

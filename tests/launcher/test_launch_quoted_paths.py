@@ -59,3 +59,23 @@ def test_a_hostfile_refused_is_named_quoted(tmp_path):
                       cwd=tmp_path, timeout=50)  # fmt: skip
         assert done.returncode == 1, done.stderr
         assert _last(done) == f"distconv-launch mpi: error: {said}"
+
+
+def test_keys_that_do_not_fit_and_an_mpiexec_that_cannot_run_are_named_quoted(tmp_path):
+    """In process: ``make_keys`` reads the keys there, ``detect_flavor`` runs the file."""
+    from distconv.sync.ps.keys import make_keys as write_keys
+    from launcher.cli import make_keys
+    from launcher.commands import LaunchError
+    from launcher.mpi import detect_flavor
+
+    keys_dir = tmp_path / "run 1" / "keys"
+    write_keys(keys_dir, 1)
+    with pytest.raises(LaunchError) as refused:
+        make_keys(keys_dir, 2)
+    assert str(refused.value).startswith(f"{shown(keys_dir)} ")
+    assert f"; remove {shown(keys_dir)} to make new ones" in str(refused.value)
+    mpiexec = tmp_path / "my mpiexec"
+    mpiexec.write_text("not run\n")  # not executable: PermissionError
+    with pytest.raises(LaunchError) as refused:
+        detect_flavor(str(mpiexec))
+    assert str(refused.value).startswith(f"cannot run {shown(mpiexec)} --version: ")
