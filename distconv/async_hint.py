@@ -31,9 +31,31 @@ def asks_async(argv: Sequence[str]) -> bool:
     def tried(word: str, after: str) -> bool:
         flag, eq, value = word.partition("=")
         asked = (value if eq else after).lower().startswith("async")
-        return word.startswith("-") and (flag in ASYNC_WORDS or (flag == "--sync" and asked))
+        named = async_word(flag)
+        return word.startswith("-") and (named in ASYNC_WORDS or (named == "--sync" and asked))
 
     return any(map(tried, argv, [*argv[1:], ""]))
+
+
+def async_word(flag: str) -> str | None:
+    """The word of :data:`ASYNC_WORDS` or ``--sync`` that argparse would read ``flag`` as,
+    were the async words ``distconv train``'s: itself, or the one that a long ``flag`` is
+    the start of among those and train's options (``--mo`` is ``--mode``, ``--syn`` is
+    ``--sync``), as :func:`distconv.train_args.spelled_out` spells train's own; else None
+    (``--ep``, train's ``--epochs``; ``--s``, several). ``--max_staleness`` counts as
+    ``--max-staleness``, one flag of two spellings."""
+    from distconv.train_args import train_options  # which imports this module
+
+    options = train_options() | set(ASYNC_WORDS)
+    if flag in options:
+        matches = [flag]
+    elif flag.startswith("--") and flag != "--":  # only long options are abbreviated
+        matches = [o for o in options if o.startswith(flag)]
+    else:
+        return None
+    named = {o.replace("_", "-") for o in matches}
+    word = min(matches) if len(named) == 1 else None
+    return word if word in (*ASYNC_WORDS, "--sync") else None
 
 
 def refuse_own_unknowns(p: argparse.ArgumentParser, hint: str = ASYNC_HINT) -> None:

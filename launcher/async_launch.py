@@ -23,7 +23,7 @@ def async_launch(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
     ``--mode async``, the staleness bound given before ``--`` or after it (where the launcher
     takes that value), and the train arguments less the words that asked for it
     (:func:`distconv.async_hint.asks_async`'s: ``--mode async``, ``--sync async``, ...)."""
-    from distconv.async_hint import ASYNC_WORDS
+    from distconv.async_hint import ASYNC_WORDS, async_word
     from distconv.train_args import spelled_out
 
     from .options import PROG, staleness
@@ -37,16 +37,15 @@ def async_launch(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
         flag, eq, value = word.partition("=")
         after = words[at + 1] if at + 1 < len(words) else ""
         value_next = bool(after) and (not after.startswith("-") or after[1:2].isdigit())
-        takes = not eq and flag != "--async" and value_next  # '--staleness -4' takes the -4
+        named = async_word(flag)  # '--mo async' is '--mode async', as asks_async reads it
+        takes = not eq and named != "--async" and value_next  # '--staleness -4' takes the -4
         given = value if eq else after if takes else ""
-        # '--mod async': no flag of train's (--model's abbreviations are spelled out above)
-        named = flag in ASYNC_WORDS or (len(flag) > 3 and _abbreviates(flag, ASYNC_WORDS))
-        asks = named or (flag == "--sync" and given.lower().startswith("async"))
+        asks = named in ASYNC_WORDS or (named == "--sync" and given.lower().startswith("async"))
         if not (word.startswith("-") and asks):
             kept.append(word)
             at += 1
             continue
-        if flag in _STALENESS:
+        if named in _STALENESS:
             try:  # a bound the launcher refuses is left out: the hint names an accepted launch
                 bound = staleness(given)
             except (argparse.ArgumentTypeError, ValueError):
@@ -69,8 +68,3 @@ def async_retold(error: UsageError, args: argparse.Namespace, rest: Sequence[str
     launch = shlex.join(async_launch(args, rest))
     told = "asynchronous SGD is the shards' setting, a flag of the launcher's before --: "
     return UsageError(said.replace(ASYNC_HINT, told + launch))
-
-
-def _abbreviates(flag: str, words: Sequence[str]) -> bool:
-    """Whether ``flag`` is the start of one of ``words``, as argparse would read it."""
-    return any(word.startswith(flag) for word in words)

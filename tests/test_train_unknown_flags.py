@@ -65,8 +65,9 @@ def test_sync_async_given_to_train_itself_gets_the_async_hint():
         (["--sync", "pserver", "--epochs", "0"], False),  # a transport's name
         (["--out", "async", "--epochs", "0"], False),  # the word as another flag's value
         (["--sync", "mpi", "--bogus", "async"], False),
+        (["--mo", "async"], True),  # --mode's start, which argparse would read as it (k562)
     ],
-    ids=["sync=", "staleness", "transport", "value", "unknown-then-value"],
+    ids=["sync=", "staleness", "transport", "value", "unknown-then-value", "mode-start"],
 )
 def test_trains_refusals_hint_at_async_as_the_launchers_do(
     argv: list[str], hinted: bool, capsys: pytest.CaptureFixture[str]

@@ -40,8 +40,16 @@ def test_an_async_word_after_the_dashes_is_told_the_launchers_flag(after: list[s
         (["--epochs", "1", "--sync", "async"], True),  # the transport asked for it (k533)
         (["--sync=Asynchronous"], True),
         (["--sync", "pserver", "--epochs", "0"], False),  # a transport's name, another refusal
+        (["--mo", "async"], True),  # --mode's start, as argparse would take it (k562)
+        (["--epochs", "1", "--ma=2"], True),  # --max-staleness's (and --max_staleness's)
+        (["--syn", "async"], True),  # --sync's, as train's parser takes it
+        (["--s", "async"], False),  # --seed, --sync, --staleness...: argparse takes none
+        (["--stal", "3", "--no-such-flag"], False),  # --stall-seconds or --staleness: none
     ],
-    ids=["unrelated", "longer-flag", "value", "flag", "later-flag", "sync", "sync=", "transport"],
+    ids=[
+        *("unrelated", "longer-flag", "value", "flag", "later-flag", "sync", "sync=", "transport"),
+        *("mode-start", "staleness-start", "sync-start", "several", "train-or-async"),
+    ],
 )
 def test_the_async_hint_is_for_an_async_flag_alone(after: list[str], hinted: bool):
     """The hint's edge, both sides of it: k525's test of an unrelated flag alone passed with the

@@ -59,8 +59,9 @@ class _Started:
         ),
         (["--workers", "1"], ["--sync", "async", "--epochs", "1"]),  # N was no number here
         (["--workers", "1", "--mode", "async"], ["--max-staleness", "-1", "--async"]),
+        (["--workers", "1"], ["--epochs", "1", "--mo", "async", "--ma", "3"]),  # k562
     ],
-    ids=["servers-0", "servers-0-staleness", "sync-async", "bound-refused"],
+    ids=["servers-0", "servers-0-staleness", "sync-async", "bound-refused", "abbreviated"],
 )
 def test_the_async_hint_names_a_launch_the_launcher_accepts(tmp_path, monkeypatch, launch, after):
     with pytest.raises(UsageError) as refused:
@@ -75,3 +76,13 @@ def test_the_async_hint_names_a_launch_the_launcher_accepts(tmp_path, monkeypatc
     assert _run_local(hinted[1:]) == 0  # was: a UsageError of its own
     servers = [c for c in _Started.children if c.role == "server"]
     assert servers and all(c.argv[c.argv.index("--mode") + 1] == "async" for c in servers)
+
+
+def test_the_async_hint_takes_an_abbreviated_bound_over():
+    """``-- --mo async --ma 3``: ``--mode async`` and ``--max-staleness 3`` as argparse would
+    read them; the 3 the hinted launch's bound, not a train argument left over (k562)."""
+    with pytest.raises(UsageError) as refused:
+        _run_local(["local", "--workers", "1", "--", "--epochs", "1", "--mo", "async", "--ma", "3"])
+    hinted = shlex.split(str(refused.value).split(TOLD, 1)[1].removesuffix(")"))
+    assert hinted[hinted.index("--max-staleness") + 1] == "3", hinted
+    assert hinted[hinted.index("--") :] == ["--", "--epochs", "1"], hinted
