@@ -1,36 +1,75 @@
-"""The launch a ``distconv-launch local`` refusal of an asynchronous-SGD word after ``--``
-(``-- --mode async``) points to: this launch as the launcher takes it with asynchronous SGD,
-a command to paste, not the general :data:`launcher.owned.ASYNC_HINT`. That one named
-``distconv-launch local ... --mode async --max-staleness N``: refused in turn under
-``--servers 0`` (no shards to set), and for its ``N``, no number."""
+"""The launch a refusal of an asynchronous-SGD word after ``--`` (``-- --mode async``) points
+to: this launch as the launcher takes it with asynchronous SGD, a command to paste, not the
+general :data:`launcher.owned.ASYNC_HINT`. That one named ``distconv-launch local ... --mode
+async --max-staleness N``: refused in turn under ``--servers 0`` (no shards to set), and for
+its ``N``, no number; and under ``k8s --mpi`` and ``mpi``, whose launch has no shards, it
+named none that they take.
+
+The command is rebuilt from the launch's own words (:func:`launcher.options.parse_own` keeps
+them): its ``--run-dir``, ``--job-id``, ``--threads``, ``--grace``, ... kept, so that it is
+the same run made asynchronous, not another one under a new job id and run directory."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from .commands import UsageError
 from .owned import ASYNC_HINT
 
 #: the train-side spellings of the shards' staleness bound, whose value the launch takes over
 _STALENESS = ("--staleness", "--max-staleness", "--max_staleness")
+#: per command, its options (dests) that the asynchronous launch sets itself: dropped from
+#: its words (k8s: an MPIJob's, which has no shards)
+_SET = {
+    "local": {"servers", "mode", "max_staleness"},
+    "k8s": {"servers", "mode", "max_staleness", "mpi", "slots_per_worker"},
+}
+#: mpi's options that a local launch takes as they are (the job's, not mpiexec's)
+_JOB = {"max_restarts", "grace", "run_dir", "job_id", "threads"}
+#: what the hint says before the command
+TOLD = "asynchronous SGD is the shards' setting, a flag of the launcher's before --: "
 
 
 def async_launch(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
-    """The command line of the local launch ``args`` (``rest``: what followed ``--``) with
-    asynchronous SGD: its workers, at least one shard (``--servers 0`` has none to set),
-    ``--mode async``, the staleness bound given before ``--`` or after it (where the launcher
-    takes that value), and the train arguments less the words that asked for it
-    (:func:`distconv.async_hint.asks_async`'s: ``--mode async``, ``--sync async``, ...)."""
+    """The command line of the launch ``args`` (``rest``: what followed ``--``) with
+    asynchronous SGD: its own words less those it sets, at least one shard (``--servers 0``
+    and an MPIJob have none to set), ``--mode async``, the staleness bound given before
+    ``--`` or after it (where the launcher takes that value), and the train arguments less the
+    words that asked for it (:func:`distconv.async_hint.asks_async`'s: ``--mode async``,
+    ``--sync async``, ...). An ``mpi`` launch's is a local one of ``-np`` workers, with the
+    job's options (``--run-dir``, ``--grace``, ...)."""
+    from .options import PROG
+
+    kept, bound = _train_words(args, rest)
+    own = list(getattr(args, "own", (args.command,)))
+    groups = _option_groups(args.command_parser, own[own.index(args.command) + 1 :])
+    if args.command == "mpi":
+        words = [w for dest, group in groups if dest in _JOB for w in group]
+        command = [PROG, "local", "--workers", str(args.np), *words, "--servers", "1"]
+    else:
+        words = [w for dest, group in groups if dest not in _SET[args.command] for w in group]
+        servers = 1 if args.servers is None else max(args.servers, 1)
+        command = [PROG, args.command, *words, "--servers", str(servers)]
+    command += ["--mode", "async"]
+    if bound is not None:
+        command += ["--max-staleness", str(bound)]
+    return command + (["--", *kept] if kept else [])
+
+
+def _train_words(args: argparse.Namespace, rest: Sequence[str]) -> tuple[list[str], int | None]:
+    """``rest`` less the words that ask for asynchronous SGD, and the staleness bound: one
+    given after ``--`` that the launcher takes, else the launch's own."""
     from distconv.async_hint import ASYNC_WORDS, async_word
     from distconv.train_args import spelled_out
 
-    from .options import PROG, staleness
+    from .options import staleness
 
     words = spelled_out(rest, lenient=True)  # '--max-stal 3' found by its full name
     kept: list[str] = []
-    bound = args.max_staleness
+    bound = getattr(args, "max_staleness", None)
     at = 0
     while at < len(words):
         word = words[at]
@@ -51,20 +90,65 @@ def async_launch(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
             except (argparse.ArgumentTypeError, ValueError):
                 pass
         at += 2 if takes else 1
-    command = [PROG, "local", "--workers", str(args.workers), "--servers", str(args.servers or 1)]
-    command += ["--mode", "async"]
-    if bound is not None:
-        command += ["--max-staleness", str(bound)]
-    return command + (["--", *kept] if kept else [])
+    return kept, bound
+
+
+def _option_groups(
+    parser: argparse.ArgumentParser, words: Sequence[str]
+) -> list[tuple[str | None, list[str]]]:
+    """``words`` (a command's own arguments, which ``parser`` took) in groups, each an option
+    with its value (``--grace 5``, ``--grace=5``, ``-n2``) and the dest it sets, read as
+    argparse reads them (``--gr 5`` is ``--grace``); None for a word of no option."""
+    options = {o: a for a in parser._actions for o in a.option_strings}
+    groups: list[tuple[str | None, list[str]]] = []
+    at = 0
+    while at < len(words):
+        action, inline = _option(options, words[at])
+        size = 1 if action is None or inline or action.nargs == 0 else 2
+        groups.append((action and action.dest, list(words[at : at + size])))
+        at += size
+    return groups
+
+
+def _option(options: dict, word: str) -> tuple[argparse.Action | None, bool]:
+    """The action ``word`` names and whether its value is in it (``--grace=5``, ``-n2``)."""
+    if word in options:
+        return options[word], False
+    flag, eq, _ = word.partition("=")
+    if flag in options:
+        return options[flag], bool(eq)
+    if flag.startswith("--"):  # argparse's abbreviations, of long options only
+        found = {id(a): a for o, a in options.items() if o.startswith(flag)}
+        return (next(iter(found.values())), bool(eq)) if len(found) == 1 else (None, False)
+    short = word[:2]
+    if word.startswith("-") and short in options and len(word) > 2:  # '-n2'
+        return options[short], True
+    return None, False
 
 
 def async_retold(error: UsageError, args: argparse.Namespace, rest: Sequence[str]) -> UsageError:
-    """``error`` (a refusal of ``rest``, the train arguments after ``--`` of the local launch
+    """``error`` (a refusal of ``rest``, the train arguments after ``--`` of the launch
     ``args``) with its hint of where asynchronous SGD is set naming :func:`async_launch`'s
-    command in place of the general one; ``error`` itself where it gives no such hint."""
+    command in place of the general one; ``error`` itself where it gives no such hint. An
+    ``mpi`` launch over hosts has no local launch that is the same run: it is told that
+    asynchronous SGD needs parameter-server shards, which mpi starts none of."""
     said = str(error)
     if ASYNC_HINT not in said:
         return error
-    launch = shlex.join(async_launch(args, rest))
-    told = "asynchronous SGD is the shards' setting, a flag of the launcher's before --: "
-    return UsageError(said.replace(ASYNC_HINT, told + launch))
+    if args.command == "mpi" and (args.hostfile or args.hosts):
+        told = (
+            "asynchronous SGD needs parameter-server shards, and distconv-launch mpi starts "
+            "none: distconv-launch local (this host) or k8s --mode async"
+        )
+    else:
+        told = TOLD + shlex.join(async_launch(args, rest))
+    return UsageError(said.replace(ASYNC_HINT, told))
+
+
+@contextmanager
+def async_retelling(args: argparse.Namespace, rest: Sequence[str]) -> Iterator[None]:
+    """A refusal of the train arguments ``rest`` raised inside, retold by :func:`async_retold`."""
+    try:
+        yield
+    except UsageError as exc:  # '-- --mode async': the hint names this launch, made async
+        raise async_retold(exc, args, rest) from None

@@ -22,6 +22,7 @@ from distconv.files import folder_problem
 from distconv.messages import debugging, exception_line
 from distconv.procfs import process_identity
 
+from .async_launch import async_retelling
 from .commands import (
     BLAS_THREAD_VARS,
     THREAD_VARS,
@@ -201,13 +202,9 @@ def local_children(
 
 def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     """``distconv-launch local``: supervise N workers and M shards on this host."""
-    try:
+    with async_retelling(args, rest):  # '-- --mode async': the hint names this launch, async
         program = parse_program(rest)
         refuse_after_dashes(args, program)
-    except UsageError as exc:  # '-- --mode async': the hint names this launch, made async
-        from .async_launch import async_retold
-
-        raise async_retold(exc, args, rest) from None
     job_id = _job_id(args)
     run_dir = _run_dir(args, job_id)
     servers, job, worker_argv = local_plan(args, program, job_id, run_dir, os.environ)

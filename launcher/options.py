@@ -252,6 +252,7 @@ def parse_own(
                 own, extra, rest, options, flags, lambda a: refused(args, a), values, given
             )
             args.command_parser.error(hint)
+        args.own = tuple(own)  # the launch's own words, for a hint that names it changed
         ignored = ignored_flag(args.command_parser, args)
         if ignored:
             args.command_parser.error(ignored)

@@ -9,6 +9,7 @@ before that is the real one, with no job to wait for."""
 
 from __future__ import annotations
 
+import argparse
 import shlex
 from pathlib import Path
 
@@ -22,11 +23,37 @@ from launcher.options import PROG, parse_own, split_argv
 TOLD = "asynchronous SGD is the shards' setting, a flag of the launcher's before --: "
 
 
+def _parsed(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """``distconv-launch ARGV``'s own arguments parsed as :func:`launcher.cli.main` parses
+    them, and what followed ``--``."""
+    own, rest = split_argv(argv)
+    return parse_own(cli.build_parser(), own, rest), rest
+
+
 def _run_local(argv: list[str]) -> int:
     """``distconv-launch ARGV`` (a local launch) as :func:`launcher.cli.main` runs it, less
     its signal handling: its own arguments parsed, then :func:`launcher.cli.run_local`."""
-    own, rest = split_argv(argv)
-    return cli.run_local(parse_own(cli.build_parser(), own, rest), rest)
+    return cli.run_local(*_parsed(argv))
+
+
+def _hinted(refused: pytest.ExceptionInfo) -> list[str]:
+    """The command the hint of the refusal ``refused`` names."""
+    said = str(refused.value)
+    assert TOLD in said, said
+    return shlex.split(said.split(TOLD, 1)[1].removesuffix(")"))
+
+
+def _same_run(launch: list[str], hinted: list[str], dests: set[str]) -> None:
+    """The launch ``hinted`` sets each of ``dests`` (the job's options) as ``launch`` does:
+    the same run (its run directory, job id, threads, restarts, grace), made async."""
+    was, now = _parsed(launch)[0], _parsed(hinted[1:])[0]
+    assert {d: getattr(now, d) for d in dests} == {d: getattr(was, d) for d in dests}, hinted
+
+
+#: a local launch's options its async hint keeps as they are
+LOCAL_SAME = {"workers", "run_dir", "job_id", "threads", "max_restarts", "grace", "settle"}
+#: the job's options, abbreviated and not, with ``=`` and without
+JOB = ("--threads", "2", "--max-r=1", "--gr", "5", "--settle", "0.5")
 
 
 class _Started:
@@ -60,16 +87,22 @@ class _Started:
         (["--workers", "1"], ["--sync", "async", "--epochs", "1"]),  # N was no number here
         (["--workers", "1", "--mode", "async"], ["--max-staleness", "-1", "--async"]),
         (["--workers", "1"], ["--epochs", "1", "--mo", "async", "--ma", "3"]),  # k562
+        (  # the same run: its job's options kept (k562)
+            [*("--workers", "2", "--servers", "0", "--run-dir", "my run", "--job-id=j1"), *JOB],
+            ["--mode", "async"],
+        ),
     ],
-    ids=["servers-0", "servers-0-staleness", "sync-async", "bound-refused", "abbreviated"],
+    ids=[
+        *("servers-0", "servers-0-staleness", "sync-async", "bound-refused", "abbreviated"),
+        "job-options",
+    ],
 )
 def test_the_async_hint_names_a_launch_the_launcher_accepts(tmp_path, monkeypatch, launch, after):
     with pytest.raises(UsageError) as refused:
         _run_local(["local", *launch, "--", *after])
-    said = str(refused.value)
-    assert TOLD in said, said
-    hinted = shlex.split(said.split(TOLD, 1)[1].removesuffix(")"))
+    hinted = _hinted(refused)
     assert hinted[:2] == [PROG, "local"] and "--mode" in hinted, hinted
+    _same_run(["local", *launch, "--", *after], hinted, LOCAL_SAME)
     monkeypatch.chdir(tmp_path)  # its run directory: runs/<job-id> here
     monkeypatch.setattr(cli, "Supervisor", _Started)
     monkeypatch.setattr(cli, "make_keys", lambda keys_dir, workers: False)
