@@ -252,8 +252,9 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     )
     from .mpi_exit import is_status_line, mpiexec_reader
 
-    program = parse_program(rest)
-    refuse_after_dashes(args, program)  # the program only where no hosts are named to read
+    with async_retelling(args, rest):  # '-- --mode async': a local launch with shards
+        program = parse_program(rest)
+        refuse_after_dashes(args, program)  # the program only where no hosts are named to read
     hosts = []
     if args.hostfile:
         hosts = read_hostfile(args.hostfile)

@@ -11,6 +11,7 @@ from typing import Any
 
 from distconv.files import describe_os_error
 
+from .async_launch import async_retelling
 from .commands import (
     LaunchError,
     Program,
@@ -77,7 +78,8 @@ def checked_manifests(args: argparse.Namespace, rest: Sequence[str]) -> list[dic
             image = "k8s renders distconv train jobs: a program of yours goes in the image"
             raise UsageError(f"{not_a_program(rest[0])} ({image})")
         raise LaunchError("k8s renders distconv train jobs; put the program in the image instead")
-    program = parse_program(rest)
+    with async_retelling(args, rest):  # '-- --mode async': this render with shards, async
+        program = parse_program(rest)
     try:
         objects = _render(args, program.argv)
     except ValueError as exc:  # the renderer's check of the job's shape, or of a train flag

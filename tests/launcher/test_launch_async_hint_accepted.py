@@ -10,6 +10,7 @@ before that is the real one, with no job to wait for."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shlex
 from pathlib import Path
 
@@ -119,3 +120,63 @@ def test_the_async_hint_takes_an_abbreviated_bound_over():
     hinted = shlex.split(str(refused.value).split(TOLD, 1)[1].removesuffix(")"))
     assert hinted[hinted.index("--max-staleness") + 1] == "3", hinted
     assert hinted[hinted.index("--") :] == ["--", "--epochs", "1"], hinted
+
+
+def _started_async(tmp_path, monkeypatch, hinted: list[str]) -> None:
+    """Run the local launch ``hinted`` up to its supervisor: it starts async shards."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "Supervisor", _Started)
+    monkeypatch.setattr(cli, "make_keys", lambda keys_dir, workers: False)
+    assert _run_local(hinted[1:]) == 0
+    servers = [c for c in _Started.children if c.role == "server"]
+    assert servers and all(c.argv[c.argv.index("--mode") + 1] == "async" for c in servers)
+
+
+@pytest.mark.timeout(30)
+def test_an_mpi_launchs_async_hint_is_a_local_launch_of_its_ranks(tmp_path, monkeypatch):
+    """mpi has no shards: it was told 'distconv-launch local (or k8s) --mode async
+    --max-staleness N' (k562). Its hint is a local launch of -np workers, its job's options
+    kept; over hosts, that asynchronous SGD needs shards."""
+    launch = ["mpi", "-np", "2", "--job-id", "j2", "--run-dir", "run 2", *JOB[:5]]
+    with pytest.raises(UsageError) as refused:
+        cli.run_mpi(*_parsed([*launch, "--", "--epochs", "1", "--mode=async"]))
+    hinted = _hinted(refused)
+    assert hinted[:4] == [PROG, "local", "--workers", "2"], hinted
+    _same_run(launch, hinted, {"run_dir", "job_id", "threads", "max_restarts", "grace"})
+    _started_async(tmp_path, monkeypatch, hinted)
+    with pytest.raises(UsageError) as refused:
+        cli.run_mpi(*_parsed(["mpi", "-np", "2", "-H", "a:1,b:1", "--", "--mode", "async"]))
+    assert "needs parameter-server shards, and distconv-launch mpi starts none" in str(
+        refused.value
+    )
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("distconv.deploy") is None, reason="no Kubernetes renderer"
+)
+@pytest.mark.parametrize(
+    "launch",
+    [
+        ["--mpi", "--slots-per-worker", "2"],
+        ["--servers", "0", "--max-staleness", "3"],  # refused under --servers 0: not async
+        ["--servers", "2", "--job-name", "jj", "--out", "my manifests"],
+    ],
+    ids=["mpi", "servers-0", "servers-2"],
+)
+def test_a_k8s_renders_async_hint_is_a_render_it_takes(tmp_path, launch):
+    """k8s --mpi (an MPIJob) was told the general hint, whose '--mode async' its render
+    refuses (k562): its hint is this render with shards, the same image and workers."""
+    from launcher.k8s import checked_manifests
+
+    own = ["k8s", "--workers", "2", "--image", "img:1", *launch]
+    if "--max-staleness" in launch:
+        own = own[:-2]  # a bound with no shards is refused before --
+    with pytest.raises(UsageError) as refused:
+        checked_manifests(*_parsed([*own, "--", "--mode", "async", "--epochs", "1"]))
+    hinted = _hinted(refused)
+    assert hinted[:2] == [PROG, "k8s"] and "--mpi" not in hinted, hinted
+    _same_run(own, hinted, {"workers", "image", "job_name", "out", "gpus"})
+    objects = checked_manifests(*_parsed(hinted[1:]))  # was: a refusal of its own
+    assert "MPIJob" not in {o["kind"] for o in objects}
+    servers = max(int(own[own.index("--servers") + 1]), 1) if "--servers" in own else 1
+    assert _parsed(hinted[1:])[0].servers == servers
