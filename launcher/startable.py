@@ -154,7 +154,11 @@ def local_problem(program: Program) -> str | None:
     found = _located(program.argv[0], None)
     if found is None:
         return None
-    first = _first_line(found)
+    try:
+        with open(found, "rb") as file:
+            first = file.readline(256)
+    except OSError:  # an execute-only binary (mode 0111) runs, unread: left to the kernel
+        return None
     if first.startswith((b"#!", b"\x7fELF")) or b"\0" in first:
         return None
     interpreter = _BY_SUFFIX.get(os.path.splitext(found)[1])
