@@ -50,7 +50,8 @@ def async_launch(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
         words = [w for dest, group in groups if dest in _JOB for w in group]
         command = [PROG, "local", "--workers", str(args.np), *words, "--servers", "1"]
     else:
-        words = [w for dest, group in groups if dest not in _SET[args.command] for w in group]
+        drop = {None, *_SET[args.command]}  # None: a word no option took (the caller's)
+        words = [w for dest, group in groups if dest not in drop for w in group]
         servers = 1 if args.servers is None else max(args.servers, 1)
         command = [PROG, args.command, *words, "--servers", str(servers)]
     command += ["--mode", "async"]
@@ -129,12 +130,19 @@ def _option(options: dict, word: str) -> tuple[argparse.Action | None, bool]:
 def async_retold(error: UsageError, args: argparse.Namespace, rest: Sequence[str]) -> UsageError:
     """``error`` (a refusal of ``rest``, the train arguments after ``--`` of the launch
     ``args``) with its hint of where asynchronous SGD is set naming :func:`async_launch`'s
-    command in place of the general one; ``error`` itself where it gives no such hint. An
-    ``mpi`` launch over hosts has no local launch that is the same run: it is told that
-    asynchronous SGD needs parameter-server shards, which mpi starts none of."""
+    command in place of the general one (:func:`async_told`); ``error`` itself where it gives
+    no such hint."""
     said = str(error)
+    return error if ASYNC_HINT not in said else UsageError(async_told(said, args, rest))
+
+
+def async_told(said: str, args: argparse.Namespace, rest: Sequence[str]) -> str:
+    """``said`` (a refusal of the launch ``args``, ``rest`` after its ``--``) with the general
+    :data:`ASYNC_HINT` in it replaced by :func:`async_launch`'s command. An ``mpi`` launch
+    over hosts has no local launch that is the same run: it is told that asynchronous SGD
+    needs parameter-server shards, which mpi starts none of."""
     if ASYNC_HINT not in said:
-        return error
+        return said
     if args.command == "mpi" and (args.hostfile or args.hosts):
         told = (
             "asynchronous SGD needs parameter-server shards, and distconv-launch mpi starts "
@@ -142,7 +150,7 @@ def async_retold(error: UsageError, args: argparse.Namespace, rest: Sequence[str
         )
     else:
         told = TOLD + shlex.join(async_launch(args, rest))
-    return UsageError(said.replace(ASYNC_HINT, told))
+    return said.replace(ASYNC_HINT, told)
 
 
 @contextmanager

@@ -240,8 +240,11 @@ def parse_own(
     """
     try:
         args, extra = parser.parse_known_args(own)
+        args.own = tuple(own)  # the launch's own words, for a hint that names it changed
         if extra:
-            from .usage_hint import choice_values, refused, unrecognized  # on this error only
+            from .async_launch import async_told  # on this error only
+            from .commands import names_a_program
+            from .usage_hint import choice_values, refused, unrecognized
 
             command = args.command_parser
             options = [o for a in command._actions for o in a.option_strings]
@@ -251,8 +254,9 @@ def parse_own(
             hint = unrecognized(
                 own, extra, rest, options, flags, lambda a: refused(args, a), values, given
             )
-            args.command_parser.error(hint)
-        args.own = tuple(own)  # the launch's own words, for a hint that names it changed
+            # 'mpi ... --mode async': the words before -- no option took are train's after it
+            train = rest if names_a_program(rest) else [*extra, *rest]
+            args.command_parser.error(async_told(hint, args, train))
         ignored = ignored_flag(args.command_parser, args)
         if ignored:
             args.command_parser.error(ignored)

@@ -180,3 +180,35 @@ def test_a_k8s_renders_async_hint_is_a_render_it_takes(tmp_path, launch):
     assert "MPIJob" not in {o["kind"] for o in objects}
     servers = max(int(own[own.index("--servers") + 1]), 1) if "--servers" in own else 1
     assert _parsed(hinted[1:])[0].servers == servers
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "argv, expected, after",
+    [
+        (
+            ["mpi", "-np", "2", "--job-id", "j3", "--mode", "async", "--max-staleness", "2"],
+            {"workers": 2, "job_id": "j3", "max_staleness": 2},
+            [],
+        ),
+        (
+            ["local", "--workers", "1", "--async", "--gr", "5", "--", "--epochs", "1"],
+            {"workers": 1, "grace": 5.0},
+            ["--epochs", "1"],
+        ),
+    ],
+    ids=["mpi-mode", "local-async"],
+)
+def test_an_async_word_before_the_dashes_is_told_a_launch_taken(
+    tmp_path, monkeypatch, capsys, argv, expected, after
+):
+    """'mpi -np 2 --mode async' (no flag of mpi's) was told the general hint too, the launch
+    it named none that takes it (k562): it names the launch made async, as after --."""
+    with pytest.raises(SystemExit):
+        _parsed(argv)
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert TOLD in said, said
+    hinted = shlex.split(said.split(TOLD, 1)[1].removesuffix(")"))
+    args, rest = _parsed(hinted[1:])
+    assert ({d: getattr(args, d) for d in expected}, rest) == (expected, after), hinted
+    _started_async(tmp_path, monkeypatch, hinted)
