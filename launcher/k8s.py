@@ -21,6 +21,7 @@ from .commands import (
     parse_program,
     refuse_owned_flags,
 )
+from .shown import shown
 from .stderr_line import write_last
 from .stdout import write_stdout
 from .train_words import not_a_program
@@ -153,7 +154,7 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
             raise LaunchError(str(exc)) from None
         except OSError as exc:  # it said '[Errno 2] No such file or directory: ...', no flag
             why = describe_os_error(exc)
-            raise LaunchError(f"--out {args.out}: cannot write there: {why}") from None
+            raise LaunchError(f"--out {shown(args.out)}: cannot write there: {why}") from None
         notes.insert(0, f"wrote {len(objects)} object(s) to {args.out}")
     else:
         write_stdout(render.dump_yaml(objects), "the manifests", "pass --out DIR for the manifests")

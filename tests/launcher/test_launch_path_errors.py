@@ -53,6 +53,6 @@ def test_a_k8s_out_that_cannot_be_made_is_named_with_its_flag(tmp_path):
                   timeout=50)  # fmt: skip
     assert (done.returncode, done.stdout) == (1, ""), done.stderr
     assert done.stderr == (
-        f"distconv-launch k8s: error: --out {UNMAKEABLE}: cannot write there: no such file or "
-        "directory\n"
-    )
+        f"distconv-launch k8s: error: --out {shown(UNMAKEABLE)}: cannot write there: no such "
+        "file or directory\n"
+    )  # quoted as --hostfile's path is (k562)
