@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from distconv.plain_names import code_name
+from distconv.plain_names import call_fields, code_name
 
 #: an object's address in its text: another in each process
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -113,18 +113,20 @@ def _sorted(elements: Any, inside: set[int]) -> list[Any]:
 
 
 def fields_of(value: Any) -> dict[str, Any] | None:
-    """The fields an object is written by (:func:`keyed`: its qualified class name beside
-    them), or None where it is written otherwise: a dataclass's fields its repr shows
-    (``repr=True``; its repr summarised a large array, and wrote a set in its process's hash
-    order); an object's public attributes (``__dict__``, ``__slots__``; a name not starting
-    with ``_``) where its class has no str or repr of its own (its text was its class's name
-    alone: ``Aug(p=0.1)`` and ``Aug(p=0.9)`` agreed), None for one that holds none (written as
-    its class's name, as before) and for :func:`is_process_state` (its type's name). A private
-    attribute is its process's own state (a prefetch thread, a cache): walked, ranks that
-    agree were refused. An object with a text of its own is written as that text: its author
-    chose what it shows."""
+    """The fields an object is written by (:func:`keyed`: its qualified class name beside them), or
+    None where it is written otherwise: a partial's and a bound method's
+    (:func:`~distconv.plain_names.call_fields`); a dataclass's fields its repr shows (``repr=True``;
+    its repr summarised a large array, and wrote a set in its process's hash order); an object's
+    public attributes (``__dict__``, ``__slots__``; a name not starting with ``_``) where its class
+    has no str or repr of its own (its text was its class's name alone: ``Aug(p=0.1)`` and
+    ``Aug(p=0.9)`` agreed), None for one that holds none (written as its class's name, as before)
+    and for :func:`is_process_state` (its type's name). A private attribute is its process's own
+    state (a prefetch thread, a cache): walked, ranks that agree were refused. An object with a text
+    of its own is written as that text: its author chose what it shows."""
     if isinstance(value, type):
         return None
+    if (called := call_fields(value)) is not None:  # a partial, a bound method: walked
+        return called
     if dataclasses.is_dataclass(value):
         unset = object()  # a field with no default that __post_init__ never set
         fields = [f.name for f in dataclasses.fields(value) if f.repr]  # as its repr shows
@@ -244,19 +246,18 @@ def key_text(key: Any) -> str:
 
 
 def plain(value: Any) -> Any:
-    """A value JSON has no form for, as ``json.dumps``'s ``default``: a numpy scalar as its
-    number, a class as its qualified name (``np.float16``: ``float16``; a nested one as
-    ``Outer.Codec``, as its instance is named), a dataclass or an object with no text of its
+    """A value JSON has no form for, as ``json.dumps``'s ``default``: a numpy scalar as its number,
+    a class as its qualified name (``np.float16``: ``float16``; a nested one as ``Outer.Codec``, as
+    its instance is named), a dataclass, a partial, a bound method or an object with no text of its
     own as :func:`keyed` writes it (``{"class": "Aug", "fields": {"p": 0.1}}``: see
     :func:`fields_of`), a thread, a lock, an open file as its type's name
     (:func:`is_process_state`), one holding nothing as its class's name (its default str has its
-    address), a numpy array as :func:`_array` writes it (its dtype, shape and a hash of its
-    values), as a torch tensor or a cupy array is (read through the methods they have: neither
-    is imported here), a sparse tensor by its content (:func:`_sparse`), a module or a function
-    by its name (:func:`~distconv.plain_names.code_name`), anything else its str, an address in
-    it taken out (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted
-    list (its order follows ``PYTHONHASHSEED``, another in each process), its elements in the
-    order of their JSON text, then their type's name."""
+    address), a numpy array as :func:`_array` writes it (its dtype, shape and a hash of its values),
+    as a torch tensor or a cupy array is (read through the methods they have: neither is imported
+    here), a sparse tensor by its content (:func:`_sparse`), a module or a function by its name
+    (:func:`~distconv.plain_names.code_name`), anything else its str, an address in it taken out
+    (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted list (its order follows
+    ``PYTHONHASHSEED``), its elements in the order of their JSON text, then their type's name."""
     if isinstance(value, type):
         return value.__qualname__
     if is_process_state(value):

@@ -1,10 +1,12 @@
 """The text :mod:`distconv.plain_json` writes a module and a function by: what names it, the
-same in every process that holds it, never its address nor its install path. It imports
-nothing of distconv: :mod:`distconv.plain_json`, which the layers share, imports it.
+same in every process that holds it, never its address nor its install path; and the fields it
+walks a ``functools.partial`` and a bound method by. It imports nothing of distconv:
+:mod:`distconv.plain_json`, which the layers share, imports it.
 """
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any
 
@@ -29,4 +31,20 @@ def code_name(value: Any) -> str | None:
         if "<" in value.__qualname__:  # <lambda>, <locals>: not one function of its module
             name += f" line {value.__code__.co_firstlineno}"
         return f"<function {name}>"
+    return None
+
+
+def call_fields(value: Any) -> dict[str, Any] | None:
+    """The fields a ``functools.partial`` (its ``func``, ``args`` and ``keywords``) or a bound
+    method (its function and the object it is bound to: ``func``, ``self``) is written by, as
+    an object's are (:func:`~distconv.plain_json.fields_of`), or None where ``value`` is
+    neither. Their repr wrote a partial's function without its module and its arguments by
+    their repr (a set in its process's hash order, an array summarised past 1000 values, an
+    object with no text of its own as its class's name), and a method's object by its repr:
+    walked, each is written as it would be alone, and an object that holds its own method is
+    no endless walk (its second visit is ``"..."``)."""
+    if isinstance(value, functools.partial):
+        return {"func": value.func, "args": list(value.args), "keywords": dict(value.keywords)}
+    if isinstance(value, types.MethodType):
+        return {"func": value.__func__, "self": value.__self__}
     return None

@@ -4,12 +4,14 @@ another one of the same short name."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from distconv import plain_json
@@ -23,22 +25,42 @@ def scale(x):
 
 halve = lambda x: x / 2  # noqa: E731
 third = lambda x: x / 3  # noqa: E731
+
+import functools
+
+
+def pick(x, keep):
+    return x
+
+
+class Mask:
+    def __init__(self, keep):
+        self.keep = keep
+
+    def apply(self, x):
+        return x
+
+
+kept = functools.partial(pick, keep={"conv1", "conv2", "fc1", "fc2", "head"})
+masked = Mask({"conv1", "conv2", "fc1", "fc2", "head"}).apply
 """
 
 #: what each process writes of it
 _WRITE = """
 import json_of_own
 from distconv import plain_json
-print(plain_json.dumps([json_of_own, json_of_own.scale, json_of_own.halve]))
+own = json_of_own
+print(plain_json.dumps([own, own.scale, own.halve, own.kept, own.masked]))
 """
 
 
 @pytest.fixture(scope="module")
 def installs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The text two processes write of one config module, each imported from another folder
-    (two hosts' installs): one run each, shared by the checks below."""
+    (two hosts' installs) under another ``PYTHONHASHSEED`` (as ``mpiexec`` starts each rank):
+    one run each, shared by the checks below."""
     written = []
-    for host in ("host_a", "host_b"):
+    for host, seed in (("host_a", "1"), ("host_b", "2")):
         folder = tmp_path_factory.mktemp(host)
         (folder / "json_of_own.py").write_text(_CONFIG_MODULE)
         written.append(
@@ -46,7 +68,7 @@ def installs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
                 [sys.executable, "-c", _WRITE],
                 capture_output=True,
                 text=True,
-                env=child_env(PYTHONPATH=child_path(folder)),
+                env=child_env(PYTHONPATH=child_path(folder), PYTHONHASHSEED=seed),
                 timeout=50,
                 check=True,
             ).stdout
@@ -85,7 +107,7 @@ def test_a_function_is_written_by_its_module_and_qualified_name_a_lambda_by_its_
     follows. The same function is the same text in each process, whatever its folder."""
     ours, theirs = installs
     assert ours == theirs
-    assert json.loads(ours)[1:] == [
+    assert json.loads(ours)[1:3] == [
         "<function json_of_own.scale>",
         "<function json_of_own.<lambda> line 5>",
     ]
@@ -94,3 +116,64 @@ def test_a_function_is_written_by_its_module_and_qualified_name_a_lambda_by_its_
     assert plain_json.plain(one.halve) != plain_json.plain(other.halve)
     assert plain_json.plain(one.halve) != plain_json.plain(one.third)
     assert plain_json.dumps({"f": one.scale}) == plain_json.dumps({"f": one.scale})
+
+
+def test_a_partial_and_a_bound_method_are_walked_not_written_by_their_repr(
+    installs: list[str], tmp_path: Path
+):
+    """A ``functools.partial`` was written by its repr less addresses, its function without
+    its module (``functools.partial(<function scale>, ...)``) and its arguments by their repr:
+    a set in its process's hash order (ranks that agree disagreed), an array summarised (two
+    that differ in the middle agreed); a bound method by its repr, its object's too. Each is
+    walked: the function by its name, what it holds as it would be written alone."""
+    ours, theirs = installs
+    assert ours == theirs  # each process under its own PYTHONHASHSEED
+    keep = ["conv1", "conv2", "fc1", "fc2", "head"]
+    function = "<function json_of_own.{}>".format
+    assert json.loads(ours)[3:] == [
+        {
+            "class": "partial",
+            "fields": {"func": function("pick"), "args": [], "keywords": {"keep": keep}},
+        },
+        {
+            "class": "method",
+            "fields": {
+                "func": function("Mask.apply"),
+                "self": {"class": "Mask", "fields": {"keep": keep}},
+            },
+        },
+    ]
+    one, other = _module(tmp_path, "config_one"), _module(tmp_path, "config_two")
+    assert plain_json.dumps(functools.partial(one.scale)) != plain_json.dumps(
+        functools.partial(other.scale)
+    )
+    middle = np.zeros(3000)
+    changed = middle.copy()
+    changed[1500] = 1.0
+    assert plain_json.dumps(functools.partial(one.pick, middle)) != plain_json.dumps(
+        functools.partial(one.pick, changed)
+    )
+    assert plain_json.dumps(one.Mask({1}).apply) != plain_json.dumps(one.Mask({2}).apply)
+
+
+class _Trainer:
+    """An object holding its own method (a callback) and a partial of it."""
+
+    def __init__(self):
+        self.lr = 0.1
+        self.on_step = self.step
+        self.later = functools.partial(self.step, 2)
+
+    def step(self, n=1):
+        return n
+
+
+def test_an_object_holding_its_own_bound_method_is_written_once_not_walked_forever():
+    """An object holding its own method (a callback: ``self.on_step = self.step``), or a
+    partial of it, walks back to itself through the method's ``self``: written ``"..."``
+    there, as an object's back reference is, not walked until Python's stack ran out."""
+    written = json.loads(plain_json.dumps(_Trainer()))
+    assert written["fields"]["lr"] == 0.1
+    back = {"class": "_Trainer", "fields": "..."}
+    assert written["fields"]["on_step"]["fields"]["self"] == back
+    assert written["fields"]["later"]["fields"]["func"]["fields"]["self"] == back

@@ -76,7 +76,14 @@ def test_a_callable_setting_is_recorded_where_it_sits_and_a_method_is_not():
     scheme = sync_scheme(_own(mode=halve, grad_dtype=_Compress(), overlap=[_scale]))
     assert scheme == {
         "sync": "local",
-        "mode": "functools.partial(<function _scale>, by=0.5)",
+        "mode": {  # its function by its name, its arguments as they are written alone
+            "class": "partial",
+            "fields": {
+                "func": f"<function {__name__}._scale>",
+                "args": [],
+                "keywords": {"by": 0.5},
+            },
+        },
         "grad_dtype": "_Compress",
         "overlap": [f"<function {__name__}._scale>"],  # with its module
     }
