@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from distconv.plain_names import call_fields, code_name
+from distconv.plain_names import call_fields, code_name, type_name
 
 #: an object's address in its text: another in each process
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -94,7 +94,7 @@ def _keyed(value: Any, inside: set[int]) -> Any:
     if fields is not None:
         made: Any = {"class": type(value).__qualname__, "fields": _keyed(fields, inside)}
     elif isinstance(value, Mapping):  # a MappingProxyType, one's own too: walked, not its str
-        named = key_names(value)
+        named = key_names(value, inside)  # a key back to a holder: "..." there
         made = {named[key]: _keyed(item, inside) for key, item in value.items()}
     else:
         made = [_keyed(item, inside) for item in value]
@@ -192,37 +192,38 @@ def is_process_state(value: Any) -> bool:
     return False
 
 
-def key_names(mapping: Any) -> dict[Any, str]:
+def key_names(mapping: Any, inside: set[int] | None = None) -> dict[Any, str]:
     """Each key of ``mapping`` -> the text it is written as (:func:`keyed`'s rule): its
     :func:`key_text`, with its type's name where another key has that text too (``1`` beside
     ``"1"``: ``"1 (int)"``; the string keeps its text). The same whatever order the keys came
     in, and never one text for two keys: a pair the rule cannot tell apart (two types of one
     name, ``"1 (int)"`` beside ``1`` and ``"1"``) is told apart by :func:`_kept_apart`, not
     one value dropped without a word, nor a ValueError: raised on the one rank whose config
-    held the pair, before the job check's exchange, it left the others waiting in it."""
-    texts = {key: key_text(key) for key in mapping}
+    held the pair, before the job check's exchange, it left the others waiting in it.
+    ``inside``: as :func:`key_text` takes it."""
+    texts = {key: key_text(key, inside) for key in mapping}
     shared = Counter(texts.values())
     named = {
         k: t if isinstance(k, str) or shared[t] == 1 else f"{t} ({type(k).__qualname__})"
         for k, t in texts.items()
     }
     if len(set(named.values())) < len(named):
-        return _kept_apart(named)
+        return _kept_apart(named, texts)
     return named
 
 
-def _kept_apart(named: dict[Any, str]) -> dict[Any, str]:
+def _kept_apart(named: dict[Any, str], texts: dict[Any, str]) -> dict[Any, str]:
     """``named`` with a text several keys share kept by one: a string key keeps its own, each
     other key takes its type's module-qualified name (``1`` beside ``"1"`` and ``"1 (int)"``:
     ``"1 (builtins.int)"``), then a number where that is taken too (two NaN keys: ``"NaN
     (builtins.float)"``, ``"NaN (builtins.float) 2"``), in the order of those names, then
-    the mapping's own."""
+    the mapping's own; ``texts``: each key's :func:`key_text`."""
     count = Counter(named.values())
     kept = {k: t for k, t in named.items() if isinstance(k, str) or count[t] == 1}
     used = set(kept.values())
     left = [k for k in named if k not in kept]
-    for key in sorted(left, key=lambda k: (named[k], _type_name(k))):  # sorted is stable
-        base = text = f"{key_text(key)} ({_type_name(key)})"
+    for key in sorted(left, key=lambda k: (named[k], type_name(k))):  # sorted is stable
+        base = text = f"{texts[key]} ({type_name(key)})"
         number = 1
         while text in used:
             number += 1
@@ -232,16 +233,15 @@ def _kept_apart(named: dict[Any, str]) -> dict[Any, str]:
     return {key: kept[key] for key in named}
 
 
-def _type_name(key: Any) -> str:
-    return f"{type(key).__module__}.{type(key).__qualname__}"
-
-
-def key_text(key: Any) -> str:
+def key_text(key: Any, inside: set[int] | None = None) -> str:
     """A dict's key as JSON writes it, one JSON has no form for as its JSON text (see
-    :func:`keyed`)."""
+    :func:`keyed`), walked within ``inside`` (the ids of what holds the dict: :func:`_keyed`'s):
+    walked afresh, a key back to the dict's holder (an object's own method) never ended."""
     if isinstance(key, str):
         return key
-    text = json.dumps(key) if key is None or isinstance(key, (bool, int, float)) else dumps(key)
+    if key is None or isinstance(key, (bool, int, float)):
+        return json.dumps(key)  # null, true, 1, NaN: never quoted
+    text = dumps(key) if inside is None else json.dumps(_keyed(key, inside), default=plain)
     return json.loads(text) if text.startswith('"') else text
 
 

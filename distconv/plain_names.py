@@ -34,6 +34,11 @@ def code_name(value: Any) -> str | None:
     return None
 
 
+def type_name(value: Any) -> str:
+    """The module-qualified name of ``value``'s type (``builtins.int``)."""
+    return f"{type(value).__module__}.{type(value).__qualname__}"
+
+
 def call_fields(value: Any) -> dict[str, Any] | None:
     """The fields a ``functools.partial`` (its ``func``, ``args`` and ``keywords``) or a bound
     method (its function and the object it is bound to: ``func``, ``self``) is written by, as

@@ -177,3 +177,33 @@ def test_an_object_holding_its_own_bound_method_is_written_once_not_walked_forev
     back = {"class": "_Trainer", "fields": "..."}
     assert written["fields"]["on_step"]["fields"]["self"] == back
     assert written["fields"]["later"]["fields"]["func"]["fields"]["self"] == back
+
+
+class _Hooks:
+    """An object keying its callbacks by its own methods."""
+
+    def __init__(self):
+        self.hooks = {self.start: "before", self.stop: "after"}
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+
+def test_a_key_leading_back_to_its_dict_s_holder_is_a_back_reference_there():
+    """A key JSON has no form for was walked afresh, apart from its dict's walk: a key that
+    leads back to the dict's holder (a method of it, keying its callbacks) walked the holder
+    again, its dict, that key, ... until TooDeep refused the config (its repr was its text
+    before a method was walked). Walked within its dict's walk, the holder there is
+    ``"..."``, as a back reference in a value is."""
+    hooks = json.loads(plain_json.dumps(_Hooks()))["fields"]["hooks"]
+    back = {"class": "_Hooks", "fields": "..."}
+    start, stop = (f"<function {__name__}._Hooks.{n}>" for n in ("start", "stop"))
+    assert {json.loads(key)["fields"]["func"]: value for key, value in hooks.items()} == {
+        start: "before",
+        stop: "after",
+    }
+    assert all(json.loads(key)["fields"]["self"] == back for key in hooks)
+    assert plain_json.dumps(_Hooks()) == plain_json.dumps(_Hooks())
