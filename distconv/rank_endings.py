@@ -51,13 +51,15 @@ def reason_text(rank: int, why: str, ending: str) -> str:
 #: a line (its text as the rank wrote it: MPI's tag and a JSON log's object taken off) that
 #: says the ranks run different jobs (:func:`different_jobs_text`), the group those words on.
 #: Only behind what a rank's own line puts before them: ``NAME: error: `` (run_main's, ``distconv
-#: train``'s), a parameter server reply's ``rank N, REQUEST: pserver HOST:PORT: ``, a rank's
+#: train``'s), a parameter server reply's ``rank N, REQUEST: pserver HOST:PORT: `` (REQUEST as
+#: the worker names it: ``hello``, a gather's tag, ``step 3``, ``checkpoint 3``), a rank's
 #: reason's ``rank N: `` (the launcher's ``rank N ended the job: ``) and the error's class
 #: (``JobMismatch: ``, a traceback's ``distconv.sync.errors.JobRefused: ``); the reason's ending
 #: is left out. Not a quote of them inside another failure (a bye's error, a user's message)
 _CLASS = r"(?:[^\W\d][\w.]*: )?"  # an error's class name, as a traceback's last line has it
+_PSERVER = r", \S+(?: \d+)?: pserver(?: \S+)?"  # a worker's request and the shard it asked
 DIFFERENT_JOBS = re.compile(
-    rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+(?:, \S+: pserver(?: \S+)?| ended the job)?: )?"
+    rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?"
     rf"{_CLASS}(rank \d+ and rank \d+ run different jobs: .*?)"
     rf"(?:; (?:{'|'.join(re.escape(e) for e in ENDINGS)}))?",
     re.DOTALL,

@@ -42,6 +42,8 @@ def _json(message: str, level: str = "error") -> str:
         f"[1] distconv train: error: {SAID}",  # behind Hydra's tag
         f"[1,1]<stderr>: script.py: error: {SAID}",  # Open MPI's, a script's run_main
         f"distconv train: error: rank 1, hello: pserver 127.0.0.1:5555: {SAID}",  # a shard's
+        f"distconv train: error: rank 1, step 3: pserver 127.0.0.1:5555: {SAID}",  # a push's
+        f"distconv train: error: rank 0, checkpoint 4: pserver [::1]:5: {SAID}",
         f"distconv.sync.errors.JobRefused: rank 1, all_equal:1: pserver [::1]:5: {SAID}",
         f"[1] rank 1: JobMismatch: {SAID}; aborting the MPI job",  # a rank's reason
         _json(f"distconv train: error: {SAID}"),  # --log-format json
