@@ -16,7 +16,7 @@ from distconv.files import describe_os_error
 from distconv.rank_endings import different_jobs_in
 
 from .json_lines import MPI_TAG
-from .rank_reason import _json_message
+from .rank_reason import json_message
 from .shown import shown
 
 #: lines of a child's end the report shows
@@ -272,7 +272,7 @@ def _said(tail: Sequence[str]) -> list[str]:
     for line in tail:
         tag = _TAG.match(line)
         body = line[tag.end() :] if tag else line
-        message = _json_message(body) if body.startswith("{") else None
+        message = json_message(body) if body.startswith("{") else None
         said.append(body if message is None else message)
     return said
 

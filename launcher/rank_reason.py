@@ -55,15 +55,17 @@ def _reason(line: str) -> tuple[int, str] | None:
         return None
     body = line[tag.end() :]
     if body.startswith("{"):  # --log-format json: the same text as the object's message
-        body = _json_message(body)
+        body = json_message(body)
     found = None if body is None else REASON.fullmatch(body)
     if found is None or found[1] != tag[1]:  # another rank's line, quoted
         return None
     return int(found[1]), found[2]
 
 
-def _json_message(body: str) -> str | None:
-    """The message of ``body`` where it is ``reason``'s JSON object; else None."""
+def json_message(body: str) -> str | None:
+    """The message of ``body`` where it is distconv's JSON error line (``--log-format json``:
+    ``reason``'s, run_main's ``NAME: error: ...``, :func:`launcher.failure.Failure`'s read of
+    a rank's last lines); else None."""
     try:
         entry = json.loads(body)
     except (ValueError, RecursionError):  # RecursionError: nested deeper than json parses
