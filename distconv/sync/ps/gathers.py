@@ -14,7 +14,7 @@ from distconv.messages import SENT_ERROR_CHARS, one_line
 from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.state import _Refused, _Waiting
-from distconv.sync.ps.stuck import another_job, held_now, stuck
+from distconv.sync.ps.stuck import held_now, stuck
 from distconv.sync.ps.wire import MAX_HEADER_BYTES, WireError, pack, short
 
 log = logging.getLogger("distconv.pserver")
@@ -204,13 +204,13 @@ class ShardGathers:
             if behind:
                 waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
                 verb = "waits" if len(behind) == 1 else "wait"
-                diff = self._other_job(gone)  # the cause, where it is another job's
-                cause = "" if diff is None else f"{another_job(gone, diff)}; "
+                said = self._other_job(gone)  # the cause, where it is another job's
+                cause = "" if said is None else f"{said}; "
                 self._fail(
                     f"{cause}{self._who(gone)} {self._closed(gone)}; {waiting} {verb} for its "
                     "push, and the step cannot complete without it",
                     self._blamed([gone]),  # fewer steps, another job: no one failed
-                    **(REFUSED_JOB if diff is not None else {}),
+                    **(REFUSED_JOB if said is not None else {}),
                 )
                 return
 

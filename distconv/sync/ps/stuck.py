@@ -144,18 +144,12 @@ def stuck(
             doing.append(f"{who(r)}: pushed step {pushes[r]}, waiting for the others' pushes")
         elif r in gone:
             doing.append(f"{who(r)}: {closed(r)}")
-            diff = other_job(r)
-            if diff is not None and not cause:
-                cause = f"{another_job(r, diff)}; "
+            said = other_job(r)  # the shard's words for it, naming both ranks
+            if said is not None and not cause:
+                cause = f"{said}; "
         else:
             doing.append(f"{who(r)}: nothing held here")
     return f"{cause}ranks are at different points of the job ({'; '.join(doing)}): {why}"
-
-
-def another_job(rank: int, said: str) -> str:
-    """How the ranks ``rank`` leaves waiting are told that its hello was refused as another
-    job's: ``said``, the shard's :func:`different_jobs` for it, which names both ranks."""
-    return said
 
 
 def different_jobs(rank: int, job_rank: int, diff: str) -> str:
