@@ -48,8 +48,15 @@ def reason_text(rank: int, why: str, ending: str) -> str:
     return f"rank {rank}: {why}; {ending}"
 
 
+#: how the ranks say that they run different jobs (:func:`different_jobs_text`), and a
+#: parameter server shard that a rank started again runs another job than its first did
+#: (:func:`another_job_text`): :data:`DIFFERENT_JOBS` reads both
+_DIFFERENT = "run different jobs"
+_ANOTHER = "runs another job than its first hello"
+
 #: a line (its text as the rank wrote it: MPI's tag and a JSON log's object taken off) that
-#: says the ranks run different jobs (:func:`different_jobs_text`), the group those words on.
+#: says the ranks run different jobs (:func:`different_jobs_text`, :func:`another_job_text`),
+#: the group those words on.
 #: Only behind what a rank's own line puts before them: ``NAME: error: `` (run_main's, ``distconv
 #: train``'s), a parameter server reply's ``rank N, REQUEST: pserver HOST:PORT: `` (REQUEST as
 #: the worker names it: ``hello``, a gather's tag, ``step 3``, ``checkpoint 3``), a rank's
@@ -60,7 +67,7 @@ _CLASS = r"(?:[^\W\d][\w.]*: )?"  # an error's class name, as a traceback's last
 _PSERVER = r", \S+(?: \d+)?: pserver(?: \S+)?"  # a worker's request and the shard it asked
 DIFFERENT_JOBS = re.compile(
     rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?"
-    rf"{_CLASS}(rank \d+ and rank \d+ run different jobs: .*?)"
+    rf"{_CLASS}((?:rank \d+ and rank \d+ {_DIFFERENT}|rank \d+ {_ANOTHER}): .*?)"
     rf"(?:; (?:{'|'.join(re.escape(e) for e in ENDINGS)}))?",
     re.DOTALL,
 )
@@ -72,7 +79,15 @@ def different_jobs_text(rank: int, other: int, diff: str) -> str:
     workers' start-up check, MPI's ``JobMismatch``). Every rank stops on it, none is at fault,
     and the launcher reads it back from a worker's last lines (:func:`different_jobs_in`), so
     that the failure report names it rather than blame the rank that happened to exit first."""
-    return f"rank {rank} and rank {other} run different jobs: {diff}"
+    return f"rank {rank} and rank {other} {_DIFFERENT}: {diff}"
+
+
+def another_job_text(rank: int, diff: str) -> str:
+    """``rank 0 runs another job than its first hello: config.batch_size: 16 here, 8 there``:
+    how a parameter server shard refuses a restart of the rank whose hello set the job, with
+    another description (``diff``; the others' job is its first's). Every rank stops on it as
+    on :func:`different_jobs_text`, and the launcher reads it back alike."""
+    return f"rank {rank} {_ANOTHER}: {diff}"
 
 
 def different_jobs_in(lines: Sequence[str]) -> str | None:

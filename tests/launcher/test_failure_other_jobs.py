@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from distconv.sync.ps.stuck import different_jobs
 from launcher.failure import Failure
 from tests.launcher.launch_cli import ENV
 from tests.launcher.real_children import mpiexec_or_skip
@@ -89,3 +90,18 @@ def test_a_json_log_under_mpi_reports_the_words_alone(tmp_path):
     report = json.loads((tmp_path / "run" / "failure.json").read_text())
     assert report["cause"] in (SAID, "rank 0 and rank 1 run different jobs: config.batch_size: "
                                "8 here, 16 there"), report  # fmt: skip
+
+
+def test_a_restart_of_the_rank_that_set_the_job_with_another_is_the_cause():
+    """A shard refuses it as ``rank 0 runs another job than its first hello`` (its own
+    words, here), and the ranks it leaves waiting hear it first: every rank stops on it, as
+    on the ranks' different jobs, so none that exited first is blamed."""
+    said = different_jobs(0, 0, "config.batch_size: 16 here, 8 there")
+    waited = f"{said}; ranks are at different points of the job (rank 1 (host h): ...): why"
+    for line, cause in (
+        (f"distconv train: error: rank 0, hello: pserver 127.0.0.1:5: {said}", said),
+        ("[1] " + _json(f"distconv train: error: rank 1, step 3: pserver h:5: {waited}"), waited),
+    ):
+        failure = _failure(line)
+        assert failure.cause == cause, line
+        assert failure.describe() == f"{HEADLINE}with exit code 1): {cause}"

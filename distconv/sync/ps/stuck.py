@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
-from distconv.rank_endings import different_jobs_text
+from distconv.rank_endings import another_job_text, different_jobs_text
 
 #: what a rank in a gather of each kind is doing, for the message
 GATHER_WORDS = {
@@ -157,7 +157,7 @@ def different_jobs(rank: int, job_rank: int, diff: str) -> str:
     in ``diff``, naming both ranks as MPI's ``JobMismatch`` does: the shard cannot tell which
     one is wrong (the odd rank may have said hello first), so it blames neither."""
     if rank == job_rank:  # a restart of the rank that set the job, with another description
-        return f"rank {rank} runs another job than its first hello: {diff} (here: the new one)"
+        return another_job_text(rank, f"{diff} (here: the new one)")
     return different_jobs_text(
         rank,
         job_rank,
