@@ -16,8 +16,7 @@ import sys
 import pytest
 from ps_helpers import insecure_worker, run_ranks, small_net
 
-from distconv.sync import JobRefused, SyncError
-from distconv.sync.ps.channel import shard_error
+from distconv.sync import JobRefused
 from tests.child_env import child_path
 from tests.other_jobs import OTHER_JOBS
 
@@ -98,20 +97,3 @@ def test_the_workers_job_check_refuses_the_job(shards):
         f"rank {r} and rank {1 - r} run different jobs: batch: {8 + r} here, {9 - r} there"
         for r in (0, 1)
     ]
-
-
-@pytest.mark.parametrize(
-    "error",
-    [
-        "shard error: KeyError: 'w'",  # a shard's bug
-        "rank 1 outside 0..0",  # a request no shard of this job takes: a protocol error
-        # a job refusal quoted in another failure (a bye's error) is not the reply's own
-        'rank 1 (host h, last step 3) closed on "JobRefused: rank 1 and rank 0 run different '
-        'jobs: x"; rank 0 (step 4) waits for its push',
-    ],
-)
-def test_other_error_replies_stay_a_plain_sync_error(error):
-    """Only the shard's refusals of the job (its reply's ``refused`` field) are JobRefused:
-    another error reply, which has none, keeps its traceback under run_main (a plain
-    SyncError)."""
-    assert type(shard_error(f"rank 0, push: pserver x: {error}", None)) is SyncError
