@@ -63,10 +63,13 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     :class:`~distconv.sync.errors.JobRefused` (``rank 1 and rank 0 run different jobs: ...``,
     or a shard's refusal of this job), under MPI too: every rank raises a ``JobMismatch``
     alike, so each says its line and exits 1 (mpi4py's ``-m mpi4py`` runner may abort then),
-    none left waiting; one not raised alike (``raised_alike``: a strategy's own) goes to an
-    MPI sync's abort hook, as a RuntimeConfigError does. Lines are JSON under a JSON log (a
-    peer failure's traceback under ``"exception"``). Any other exception propagates, a plain
-    ``SyncError`` (most often the sync API used out of order) included.
+    none left waiting, the sync closed in a ``finally`` or not; so does a 16-bit wire's
+    ``WireRefused`` without the communication thread (with it, a plain ``SyncError`` that
+    aborts the job: the thread skipped what it had queued); one not raised alike
+    (``raised_alike``: a strategy's own) goes to an MPI sync's abort hook, as a
+    RuntimeConfigError does. Lines are JSON under a JSON log (a peer failure's traceback under
+    ``"exception"``). Any other exception propagates, a plain ``SyncError`` (most often the
+    sync API used out of order) included.
     """
     ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
     try:

@@ -1,12 +1,14 @@
-"""mpiexec -n 2 python -m mpi4py run_wire_overflow.py OVERLAP ERRORS_DIR [caught]: a 16-bit
-wire whose sum overflows.
+"""mpiexec -n 2 python -m mpi4py run_wire_overflow.py OVERLAP ERRORS_DIR [caught|run_main]: a
+16-bit wire whose sum overflows.
 
 Each rank holds one float64 parameter and one example whose gradient, averaged over the step's
 two examples, is 40,000: finite in float16 on each rank, but the ranks' sum (80,000) is past
 float16's largest value (65,504). Each rank writes what ``finish_step`` raised and its
 parameter's values after it to ``ERRORS_DIR/rank<r>.err`` and ``rank<r>.npy``, then raises: the
 sync's ``close`` ends the job. ``caught``: the error is not raised, the sync closed after it (a
-close that aborts ends the job with a status not 0).
+close that aborts ends the job with a status not 0). ``run_main``: ``main`` is run through
+``distconv.distributed.run_main`` (start it without ``-m mpi4py``, whose runner aborts on any
+exit status but 0), the sync closed in its ``finally`` as the README's script does.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from distconv.distributed import run_main
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.mpi import MPISync
@@ -41,4 +44,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main) if sys.argv[3:] == ["run_main"] else main()

@@ -95,6 +95,34 @@ def test_a_refused_float16_wire_caught_closes_cleanly_without_the_thread(overlap
         np.testing.assert_array_equal(np.load(tmp_path / f"rank{rank}.npy"), START)
 
 
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed")
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_run_main_says_a_refused_float16_wire_in_one_line_without_the_thread(overlap, tmp_path):
+    """run_main's one line for a WireRefused, raised alike on every rank, with the sync closed
+    in a ``finally`` (the README's script): close exempted a JobMismatch alone from its abort,
+    so without the communication thread the job aborted with a traceback on every rank,
+    though every rank refused the same bucket once the step's collectives were complete (review
+    k563). With the thread the refusal skipped what the thread had queued: close aborts still,
+    saying the wire's refusal and the way out."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    command = [sys.executable, str(HERE / "run_wire_overflow.py"), overlap, str(tmp_path)]
+    proc = run_mpi(["-n", "2", *command, "run_main"], timeout=45)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    said = [line for line in proc.stderr.splitlines() if "not finite after the float16" in line]
+    if overlap == "0":
+        assert "Traceback" not in proc.stderr and "abort" not in proc.stderr, proc.stderr[-3000:]
+        assert len(said) == 2 and all(
+            line.startswith("run_wire_overflow.py: error: gradient bucket 0 (w) is not finite")
+            for line in said
+        ), proc.stderr[-3000:]
+    else:
+        assert any("aborting the MPI job" in line and "bfloat16" in line for line in said)
+    for rank in range(2):
+        np.testing.assert_array_equal(np.load(tmp_path / f"rank{rank}.npy"), START)
+
+
 def float16_params_step(params: list[Parameter], grad_dtype: str | None) -> None:
     """One SGD step over ``params`` on a world of one, every gradient 1."""
     sync = MPISync(create_optimizer("sgd"), comm=SingleRankComm(), grad_dtype=grad_dtype)

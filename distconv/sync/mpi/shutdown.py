@@ -22,12 +22,21 @@ from functools import partial
 from typing import Any
 
 from distconv.sync.base import closing_error
-from distconv.sync.mpi.comm import JobMismatch
+from distconv.sync.errors import JobRefused
 from distconv.sync.mpi.leaving import abort_job, leave, why_not_leave
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import Watchdog
+
+
+def _raised_alike(error: BaseException | None) -> bool:
+    """Whether ``error`` is a refusal every rank raises alike (``raised_alike``: a
+    ``JobMismatch`` in setup, a ``WireRefused`` without the communication thread), which a
+    close leaves on where nothing is left open (``_open`` None) or the step ended alike
+    (``_ended_alike``): it aborted the job there, a traceback on every rank, though ``run_main``
+    says it in one line, the README's ``finally: sync.close()`` included (k563)."""
+    return isinstance(error, JobRefused) and error.raised_alike
 
 
 class Shutdown:
@@ -60,9 +69,11 @@ class Shutdown:
         """Abort the job at once if an exception propagates (other ranks may wait for this one;
         one being handled counts too: close after an ``except`` clause, not inside it) or this
         rank cannot leave cleanly (:func:`~.leaving.why_not_leave`), else leave it
-        (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook."""
+        (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook. A refusal
+        every rank raises alike (:func:`_raised_alike`) propagating leaves too, where no setup
+        or step is open or the step ended alike: ``run_main`` says it in one line."""
         error = closing_error()
-        if isinstance(error, JobMismatch) and self._open is None:
+        if _raised_alike(error) and (self._open is None or self._ended_alike):
             error = None  # raised alike on every rank, none waits: the caller's to report
         self._watchdog.phase = "close"
         if self.world_size > 1:
