@@ -121,8 +121,11 @@ def _failure_status(error: Exception) -> int | None:
 
 def _hooked() -> bool:
     """Whether another exception hook wants an error uncaught: an MPI job's (MPISync's) aborts
-    every rank, where a SystemExit skipped it and left the others waiting for this one."""
-    return sys.excepthook is not sys.__excepthook__
+    every rank, where a SystemExit skipped it and left the others waiting for this one. Not a
+    script's own hook (a logger's) where MPI is not loaded: taken for one, it got the traceback
+    of a refusal said in one line without it (the parameter server's job check, a script's own
+    JobRefused), and of a Ctrl-C, which then died by SIGINT, not ``interrupted`` and 130 (k563)."""
+    return sys.excepthook is not sys.__excepthook__ and "mpi4py.MPI" in sys.modules
 
 
 def _abort_mpi_before_init(status: int | None) -> None:

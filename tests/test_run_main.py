@@ -176,6 +176,9 @@ import distconv.distributed as dist
 from distconv.sync import JobRefused
 from distconv.sync.peers import PeerFailed
 
+if sys.argv[3:] == ["hook"]:  # a script's own exception hook (a logger's), no MPI loaded
+    sys.excepthook = lambda *exc: sys.__excepthook__(*exc)
+
 
 def main():
     sync = dist.init("sgd", lr=0.01, log_format=sys.argv[1])
@@ -270,6 +273,18 @@ def test_a_job_refused_is_one_line_and_status_1(tmp_path, log_format):
     ), line
     debugged = run_setup(tmp_path, [log_format, "refused"], DISTCONV_DEBUG="1")
     assert debugged.returncode == 1 and "Traceback" in debugged.stderr, debugged.stderr[-2000:]
+
+
+@pytest.mark.timeout(60)
+def test_a_job_refused_is_one_line_under_a_scripts_own_exception_hook(tmp_path):
+    """run_main left a JobRefused not raised alike (the parameter server's job check) to any
+    exception hook not Python's own, taken for an MPI sync's abort hook: a script's own (a
+    logger's) printed its traceback (review k563). Only an MPI job's hook takes it."""
+    done = run_setup(tmp_path, ["text", "refused", "hook"])
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stderr.splitlines() == [
+        "setup.py: error: rank 0 and rank 1 run different jobs: config.batch: 8 here, 9 there"
+    ], done.stderr[-2000:]
 
 
 @pytest.mark.timeout(60)
