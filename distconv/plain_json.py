@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from distconv.plain_names import call_fields, code_name, type_name
+from distconv.plain_names import attribute, call_fields, code_name, public_attributes, type_name
 
 #: an object's address in its text: another in each process
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -131,22 +131,14 @@ def fields_of(value: Any) -> dict[str, Any] | None:
     if dataclasses.is_dataclass(value):
         unset = object()  # a field with no default that __post_init__ never set
         fields = [f.name for f in dataclasses.fields(value) if f.repr]  # as its repr shows
-        found = {name: getattr(value, name, unset) for name in fields}
+        found = {name: attribute(value, name, unset) for name in fields}
         return {name: v for name, v in found.items() if v is not unset}
     cls = type(value)
     if cls.__str__ is not object.__str__ or cls.__repr__ is not object.__repr__:
         return None
     if is_process_state(value):
         return None
-    # public attributes only: a private one holds the process's own state (a prefetch
-    # thread, a lock, a cache), so ranks that agree were refused, and every resume
-    found = {k: v for k, v in (getattr(value, "__dict__", None) or {}).items() if k[:1] != "_"}
-    for owner in cls.__mro__:
-        slots = owner.__dict__.get("__slots__", ())
-        for slot in (slots,) if isinstance(slots, str) else slots:
-            if slot[:1] != "_" and hasattr(value, slot):
-                found.setdefault(slot, getattr(value, slot))
-    return found or None
+    return public_attributes(value) or None
 
 
 #: the process's own state of modules always loaded: known once, not made again at each value

@@ -1,7 +1,7 @@
 """The text :mod:`distconv.plain_json` writes a module and a function by: what names it, the
 same in every process that holds it, never its address nor its install path; and the fields it
-walks a ``functools.partial`` and a bound method by. It imports nothing of distconv:
-:mod:`distconv.plain_json`, which the layers share, imports it.
+walks a ``functools.partial``, a bound method and an object of attributes by. It imports
+nothing of distconv: :mod:`distconv.plain_json`, which the layers share, imports it.
 """
 
 from __future__ import annotations
@@ -53,3 +53,29 @@ def call_fields(value: Any) -> dict[str, Any] | None:
     if isinstance(value, types.MethodType):
         return {"func": value.__func__, "self": value.__self__}
     return None
+
+
+def public_attributes(value: Any) -> dict[str, Any]:
+    """``value``'s public attributes (``__dict__``, then ``__slots__``; a name not starting with
+    ``_``), each read by :func:`attribute`. A private one holds the process's own state (a
+    prefetch thread, a lock, a cache): walked, ranks that agree were refused, and every resume."""
+    unset = object()
+    found = {k: v for k, v in (attribute(value, "__dict__") or {}).items() if k[:1] != "_"}
+    for owner in type(value).__mro__:
+        slots = owner.__dict__.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if slot[:1] != "_" and (got := attribute(value, slot, unset)) is not unset:
+                found.setdefault(slot, got)
+    return found
+
+
+def attribute(value: Any, name: str, missing: Any = None) -> Any:
+    """``value``'s attribute ``name`` as Python's own lookup finds it (its class's descriptors,
+    its ``__dict__``), or ``missing`` where it has none; never through its class's
+    ``__getattr__``, which an unset slot or field fell to: one answering from a dict of its
+    own (``KeyError``) refused the config with a bare error naming nothing, and one answering
+    any name wrote what it made up (a method's object, walked, reached both)."""
+    try:
+        return object.__getattribute__(value, name)
+    except AttributeError:
+        return missing

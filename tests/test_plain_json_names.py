@@ -209,3 +209,46 @@ def test_a_key_leading_back_to_its_dict_s_holder_is_a_back_reference_there():
     }
     assert all(json.loads(key)["fields"]["self"] == back for key in hooks)
     assert plain_json.dumps(_Hooks()) == plain_json.dumps(_Hooks())
+
+
+class _Options:
+    """Options read through ``__getattr__`` from a dict of their own, as attribute-dict
+    configs are: an unknown name is a KeyError, not an AttributeError."""
+
+    __slots__ = ("rate", "decay", "extra")
+
+    def __init__(self):
+        self.rate = 0.1
+        self.extra = {"decay": 0.5}  # decay, a slot, left unset
+
+    def __getattr__(self, name):
+        return self.extra[name]
+
+    def apply(self, x):
+        return x
+
+
+class _AnyName:
+    """An object that answers any name (a stub, a lazy proxy)."""
+
+    __slots__ = ("size",)
+
+    def __getattr__(self, name):
+        return f"made up {name}"
+
+    def run(self):
+        pass
+
+
+def test_an_object_s_attributes_are_read_without_its_getattr():
+    """An object's attributes were read with ``getattr``: an unset slot fell to its class's
+    ``__getattr__``, so a method of an object answering from its own dict (a KeyError) refused
+    the config with a bare KeyError naming nothing, its repr its text before methods were
+    walked; one answering any name had an unset slot written as what it made up. Each
+    attribute is read as Python's own lookup finds it, an unset one left out."""
+    written = json.loads(plain_json.dumps({"step": _Options().apply, "stub": _AnyName().run}))
+    assert written["step"]["fields"]["self"] == {
+        "class": "_Options",
+        "fields": {"rate": 0.1, "extra": {"decay": 0.5}},
+    }
+    assert written["stub"]["fields"]["self"] == "_AnyName"  # no attribute set: its name
