@@ -252,3 +252,29 @@ def test_an_object_s_attributes_are_read_without_its_getattr():
         "fields": {"rate": 0.1, "extra": {"decay": 0.5}},
     }
     assert written["stub"]["fields"]["self"] == "_AnyName"  # no attribute set: its name
+
+
+class _Settings:
+    """Settings read through ``__getattr__`` from a dict of their own, with a text of their own."""
+
+    def __init__(self, **given):
+        self._given = given
+
+    def __getattr__(self, name):
+        return self._given[name]
+
+    def __repr__(self):
+        return f"_Settings({self._given})"
+
+    def build(self):
+        pass
+
+
+def test_an_object_with_a_text_of_its_own_is_asked_for_no_array_s_attribute():
+    """An object with a text of its own was asked for an array's attributes (``layout``,
+    ``__dlpack__``, ``item``) before its text: one answering from a dict of its own raised
+    a bare KeyError ('layout'), and a method of it did too once walked (its repr was its text
+    before). Only an object whose type has one of them is asked."""
+    written = json.loads(plain_json.dumps({"s": _Settings(lr=0.1), "m": _Settings(lr=0.1).build}))
+    assert written["s"] == "_Settings({'lr': 0.1})"
+    assert written["m"]["fields"]["self"] == written["s"]
