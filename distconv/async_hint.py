@@ -20,6 +20,8 @@ ASYNC_HINT = (
     "asynchronous SGD is the shards' setting: distconv pserver --mode async --max-staleness S, "
     "or distconv-launch local (or k8s) --mode async --max-staleness S"
 )
+#: what a ``--mode`` of another value than async is told: the shards train so unasked
+SYNC_HINT = "synchronous SGD is the shards' default"
 
 
 def asks_async(argv: Sequence[str]) -> bool:
@@ -32,9 +34,35 @@ def asks_async(argv: Sequence[str]) -> bool:
         flag, eq, value = word.partition("=")
         asked = (value if eq else after).lower().startswith("async")
         named = async_word(flag)
-        return word.startswith("-") and (named in ASYNC_WORDS or (named == "--sync" and asked))
+        valued = named in ("--sync", "--mode")  # '--mode sync' asks the shards' default
+        return word.startswith("-") and ((named in ASYNC_WORDS and not valued) or asked and valued)
 
     return any(map(tried, argv, [*argv[1:], ""]))
+
+
+def sync_asked(argv: Sequence[str]) -> str | None:
+    """The words of ``argv`` (``distconv train`` arguments) that give the shards' ``--mode``
+    another value than async (``--mode sync``, ``--mo=sync``, a bare ``--mode``), as typed;
+    None where none do. Synchronous SGD is the shards' default: no flag asks for it."""
+    for at, word in enumerate(argv):
+        flag, eq, value = word.partition("=")
+        after = argv[at + 1] if at + 1 < len(argv) else ""
+        given = value if eq else "" if after.startswith("-") else after
+        if word.startswith("-") and async_word(flag) == "--mode":
+            if not given.lower().startswith("async"):
+                return word if eq or not given else f"{word} {given}"
+    return None
+
+
+def mode_hint(argv: Sequence[str], hint: str) -> str:
+    """What a refusal of ``argv`` (train arguments) says of the shards' mode: ``hint`` (where
+    asynchronous SGD is set) where ``argv`` asks for it (:func:`asks_async`); that synchronous
+    SGD is the shards' default, and to drop the words, where they give ``--mode`` another
+    value (:func:`sync_asked`: ``--mode sync`` was told where async is set); else ``""``."""
+    if asks_async(argv):
+        return hint
+    words = sync_asked(argv)
+    return f"{SYNC_HINT}: drop {words}" if words else ""
 
 
 def async_word(flag: str) -> str | None:
@@ -74,8 +102,8 @@ def refuse_own_unknowns(p: argparse.ArgumentParser, hint: str = ASYNC_HINT) -> N
         refuse = p.error
         given = sys.argv[1:] if args is None else args
         # spelled out ('--syn async' is '--sync async'), as the launcher hears its train args
-        asked = hint and asks_async(spelled_out(given, lenient=True))
-        said = f" ({hint})" if asked else ""
+        told = hint and mode_hint(spelled_out(given, lenient=True), hint)
+        said = f" ({told})" if told else ""
         p.error = lambda message: refuse(message + said)  # argparse's hook for every refusal
         try:
             parsed, extra = known(args, namespace)

@@ -45,10 +45,12 @@ ASYNC_HINT = (
 def async_hint(argv: Sequence[str]) -> str:
     """``"; "`` and :data:`ASYNC_HINT` where ``argv`` (train arguments after ``--``) asks for
     asynchronous SGD (:func:`distconv.async_hint.asks_async`, the test ``distconv train``'s
-    own refusals make), else ``""``."""
-    from distconv.async_hint import asks_async
+    own refusals make), or that sync is the shards' default where it gives ``--mode`` another
+    value (``--mode sync``: :func:`distconv.async_hint.mode_hint`), else ``""``."""
+    from distconv.async_hint import mode_hint
 
-    return f"; {ASYNC_HINT}" if asks_async(argv) else ""
+    told = mode_hint(argv, ASYNC_HINT)
+    return f"; {told}" if told else ""
 
 
 def owned_by(args: argparse.Namespace) -> tuple[Mapping[str, str], str] | None:

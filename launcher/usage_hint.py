@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 
 from .options import PROG
-from .owned import ASYNC_HINT, async_hint, refuse_after_dashes
+from .owned import async_hint, refuse_after_dashes
 from .shown import shown
 from .train_words import is_distconv, launch_words
 
@@ -91,7 +91,8 @@ def unrecognized(
         if close and extra[0].startswith("-"):
             return f"{said} (did you mean {close[0]}?)"
         if not (leading or (program and extra[0].startswith("-"))):
-            return said + f" ({ASYNC_HINT})" * bool(async_hint(extra))  # 'mpi ... --mode async'
+            told = async_hint(extra)[2:]  # 'mpi ... --mode async' ('--mode sync': the default)
+            return f"{said} ({told})" if told else said
     # a program of the user's after --, its arguments before it; a program before it, first
     after = [*rest, *extra] if program and not leading else [*extra, *rest]
     again = command(after)

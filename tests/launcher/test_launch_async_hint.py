@@ -74,3 +74,32 @@ def test_an_async_word_before_the_dashes_of_a_launch_without_it_is_told_where_it
         "the shards' setting, a flag of the launcher's before --: distconv-launch local "
         "--workers 2 --servers 1 --mode async)"
     )
+
+
+@pytest.mark.parametrize(
+    "after, dropped",
+    [
+        (["--mode", "sync"], "--mode sync"),
+        (["--epochs", "1", "--mo=sync"], "--mo=sync"),  # abbreviated, its value in it
+        (["--mode", "--epochs", "1"], "--mode"),  # no value: no async asked either
+    ],
+    ids=["mode-sync", "abbreviated", "no-value"],
+)
+def test_a_mode_sync_after_the_dashes_is_told_sync_is_the_default(after, dropped):
+    """``-- --mode sync`` was told where asynchronous SGD is set, though sync was asked:
+    ``--mode`` counts only where its value is async, as ``--sync``'s does (k565)."""
+    from distconv.async_hint import SYNC_HINT
+
+    with pytest.raises(LaunchError) as refused:
+        parse_program(after)
+    said = str(refused.value)
+    assert ASYNC_HINT not in said and said.endswith(f"; {SYNC_HINT}: drop {dropped})"), said
+
+
+def test_a_mode_sync_before_the_dashes_of_mpi_is_told_sync_is_the_default(capsys):
+    """``mpi -np 2 --mode sync`` (no flag of mpi's) was told to launch local with async (k565)."""
+    said = usage_refusal(capsys, "mpi", "-np", "2", "--mode", "sync")
+    assert said == (
+        "distconv-launch mpi: error: unrecognized arguments: --mode sync (synchronous SGD is "
+        "the shards' default: drop --mode sync)"
+    )
