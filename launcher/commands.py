@@ -19,7 +19,7 @@ from typing import NoReturn
 from distconv.cores import usable_cores
 
 from .owned import async_hint
-from .shown import shown
+from .startable import not_a_file
 from .stderr_line import bounded_log
 from .train_words import not_a_program, train_arguments
 
@@ -95,13 +95,9 @@ def parse_program(args: Sequence[str]) -> Program:
     if train is not None:
         return _train_program(train)
     first = args[0]
-    if first.endswith(".py"):
-        if not os.path.isfile(first):
-            raise LaunchError(f"script {shown(first)} does not exist")
-        return Program(args, is_train=False)
-    if os.sep in first and not os.path.isfile(first):
-        raise LaunchError(f"program {shown(first)} does not exist")
-    if os.sep not in first and shutil.which(first) is None:
+    if (first.endswith(".py") or os.sep in first) and not os.path.isfile(first):
+        raise LaunchError(not_a_file(first))  # './data/': a folder, not 'does not exist'
+    if not first.endswith(".py") and os.sep not in first and shutil.which(first) is None:
         raise LaunchError(not_a_program(first))
     return Program(args, is_train=False)
 

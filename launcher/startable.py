@@ -36,6 +36,15 @@ def _located(program: str, path: str | None) -> str | None:
     return found if found and os.path.isfile(found) else None
 
 
+def not_a_file(first: str) -> str:
+    """Why ``first``, a path or ``.py`` file named after ``--``, is no file to run: a folder
+    (``-- ./data``, which was said not to exist, though it is there), or nothing there."""
+    what = "script" if first.endswith(".py") else "program"
+    if os.path.isdir(first):
+        return f"{shown(first)} is a folder, not a {what}"
+    return f"{what} {shown(first)} does not exist"
+
+
 def _first_line(found: str) -> bytes:
     """The start of the first line of ``found`` (empty where it cannot be read)."""
     try:

@@ -67,6 +67,16 @@ def test_parse_program(tmp_path):
         parse_program(["/no/such"])
 
 
+@pytest.mark.parametrize("name", ["data", "data/", "data.py"])
+def test_a_folder_after_the_dashes_is_said_to_be_a_folder(tmp_path, name):
+    """``-- ./data`` was said not to exist, though it is there: a folder, no program (k565)."""
+    (tmp_path / name).mkdir()
+    what = "script" if name.endswith(".py") else "program"
+    with pytest.raises(LaunchError) as refused:
+        parse_program([f"{tmp_path}/{name}", "--epochs", "1"])
+    assert str(refused.value) == f"'{tmp_path}/{name}' is a folder, not a {what}"
+
+
 def test_train_flags_are_spelled_out_so_the_launchers_own_see_them(tmp_path):
     program = parse_program(["--ou", "mine", "--ep=2"])
     assert program == Program(("--out", "mine", "--epochs=2"), is_train=True)
