@@ -146,7 +146,11 @@ def program_problem(program: Program) -> str | None:
 
 
 #: the interpreter a script without a ``#!`` line is named to run with, by its name's ending
-_BY_SUFFIX = {".sh": "sh", ".bash": "bash", ".zsh": "zsh", ".pl": "perl", ".rb": "ruby"}
+#: (a link's target's: ``run`` -> ``steps.sh`` is a shell script; ``.py``: a link not so named)
+_BY_SUFFIX = {
+    **{".sh": "sh", ".bash": "bash", ".zsh": "zsh", ".pl": "perl", ".rb": "ruby"},
+    ".py": "python3",
+}
 
 
 def local_problem(program: Program) -> str | None:
@@ -170,7 +174,7 @@ def local_problem(program: Program) -> str | None:
         return None
     if first.startswith((b"#!", b"\x7fELF")) or b"\0" in first:
         return None
-    interpreter = _BY_SUFFIX.get(os.path.splitext(found)[1])
+    interpreter = _BY_SUFFIX.get(os.path.splitext(os.path.realpath(found))[1])  # its target's
     ways = [interpreter] if interpreter else ["python3", "sh"]
     runs = " or ".join(f"-- {_words([way, *program.argv])}" for way in ways)
     return (

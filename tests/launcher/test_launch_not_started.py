@@ -17,7 +17,7 @@ import pytest
 from launcher.child import Child, ChildSpec
 from launcher.commands import LaunchError, Program
 from launcher.mpi import SCHEDULER_HOSTS, refuse_unstartable
-from launcher.startable import not_started, start_problem
+from launcher.startable import local_problem, not_started, start_problem
 from tests.launcher.launch_cli import launch
 
 
@@ -282,3 +282,21 @@ def test_a_script_without_a_shebang_is_refused_before_any_worker_with_how_to_run
     done = launch(*local, "python3", "./job", "--x", cwd=tmp_path, timeout=50)
     assert done.returncode == 0, done.stderr
     assert "[worker 0] rank 0 ran" in done.stdout and "[worker 1] rank 1 ran" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "link, target, way",
+    [("run", "steps.sh", "sh"), ("go.sh", "job.rb", "ruby"), ("job", "job.py", "python3")],
+    ids=["shell", "ruby-named-sh", "python"],
+)
+def test_a_linked_script_without_a_shebang_is_named_its_targets_interpreter(
+    tmp_path: Path, link, target, way
+):
+    """A link to a script with no ``#!`` line was told the interpreter its own name suggests
+    (``run`` -> ``steps.sh``: python3 or sh; ``go.sh`` -> ``job.rb``: sh), not its target's
+    (k565)."""
+    (tmp_path / target).write_text("echo hi\n")
+    (tmp_path / target).chmod(0o755)
+    (tmp_path / link).symlink_to(target)
+    said = local_problem(Program((str(tmp_path / link),), is_train=False))
+    assert f"first after --, -- {way} {tmp_path / link}, or make" in str(said), said
