@@ -44,10 +44,12 @@ def async_launch(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
     from .options import PROG
 
     kept, bound = _train_words(args, rest)
+    kept, moved = _taken(kept, args)
     own = list(getattr(args, "own", (args.command,)))
     groups = _option_groups(args.command_parser, own[own.index(args.command) + 1 :])
+    groups += [("moved", moved)]  # '-- --job-id j': the launcher's own, as its refusal says
     if args.command == "mpi":
-        words = [w for dest, group in groups if dest in _JOB for w in group]
+        words = [w for dest, group in groups if dest in {*_JOB, "moved"} for w in group]
         command = [PROG, "local", "--workers", str(args.np), *words, "--servers", "1"]
     else:
         drop = {None, *_SET[args.command]}  # None: a word no option took (the caller's)
@@ -92,6 +94,43 @@ def _train_words(args: argparse.Namespace, rest: Sequence[str]) -> tuple[list[st
                 pass
         at += 2 if takes else 1
     return kept, bound
+
+
+def _taken(words: list[str], args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """``words`` (train arguments, spelled out) less those the async launch, a job with shards
+    (its workers' ``--sync pserver``), refuses after ``--`` though ``args`` took them: a
+    ``--sync`` (``mpi -np 2 -- --sync mpi``), a flag it sets itself (``--rank``, ...) or of
+    another transport (``--bucket-mb``); and the words of its own flags among them
+    (``--job-id``, ``--insecure``: a local launch's, which the launch ``args`` lacks)."""
+    from distconv.train_args import train_parser
+
+    from .commands import names_a_program
+    from .owned import LOCAL_OWNED
+
+    if names_a_program(words):  # a program's arguments, not train's: its own
+        return words, []
+    actions = {o: a for a in train_parser()._actions for o in a.option_strings}
+    kept: list[str] = []
+    own: list[str] = []
+    at = 0
+    while at < len(words):
+        flag, eq, _ = words[at].partition("=")
+        action = actions.get(flag) if flag.startswith("--") else None
+        group = words[at : at + (1 if action is None or eq or action.nargs == 0 else 2)]
+        at += len(group)
+        if action is None or (flag not in ("--sync", *LOCAL_OWNED) and _pserver(flag)):
+            kept += group
+        elif args.command != "k8s" and flag in ("--job-id", "--insecure"):
+            if not getattr(args, action.dest, None):  # the launch's own one kept, not two
+                own += group
+    return kept, own
+
+
+def _pserver(flag: str) -> bool:
+    """Whether train's ``flag`` does something under pserver sync, the async launch's."""
+    from distconv.transport_flags import transports_taking
+
+    return "pserver" in transports_taking(flag)
 
 
 def _option_groups(

@@ -92,10 +92,14 @@ class _Started:
             [*("--workers", "2", "--servers", "0", "--run-dir", "my run", "--job-id=j1"), *JOB],
             ["--mode", "async"],
         ),
+        (  # train flags the shards' launch refuses after --, taken without them (k565)
+            ["--workers", "1", "--servers", "0"],
+            ["--sync", "local", "--rank", "0", "--world-size=1", "--mode", "async"],
+        ),
     ],
     ids=[
         *("servers-0", "servers-0-staleness", "sync-async", "bound-refused", "abbreviated"),
-        "job-options",
+        *("job-options", "refused-after-dashes"),
     ],
 )
 def test_the_async_hint_names_a_launch_the_launcher_accepts(tmp_path, monkeypatch, launch, after):
@@ -211,4 +215,18 @@ def test_an_async_word_before_the_dashes_is_told_a_launch_taken(
     hinted = shlex.split(said.split(TOLD, 1)[1].removesuffix(")"))
     args, rest = _parsed(hinted[1:])
     assert ({d: getattr(args, d) for d in expected}, rest) == (expected, after), hinted
+    _started_async(tmp_path, monkeypatch, hinted)
+
+
+@pytest.mark.timeout(30)
+def test_an_mpi_launchs_async_hint_leaves_out_the_train_flags_shards_refuse(tmp_path, monkeypatch):
+    """'mpi -np 2 -- --sync mpi --bucket-mb 4 --job-id j4 --mode async': its hint kept the
+    --sync mpi and --bucket-mb that a launch with shards refuses, and the --job-id it takes
+    only as its own (k565): the hinted launch was refused in turn."""
+    after = ["--sync", "mpi", "--bucket-mb", "4", "--job-id", "j4", "--mode", "async"]
+    with pytest.raises(UsageError) as refused:
+        cli.run_mpi(*_parsed(["mpi", "-np", "2", "--", *after, "--epochs", "1"]))
+    hinted = _hinted(refused)
+    args, rest = _parsed(hinted[1:])
+    assert (args.job_id, rest) == ("j4", ["--epochs", "1"]), hinted
     _started_async(tmp_path, monkeypatch, hinted)
