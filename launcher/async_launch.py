@@ -178,11 +178,12 @@ def async_retold(error: UsageError, args: argparse.Namespace, rest: Sequence[str
 def async_told(said: str, args: argparse.Namespace, rest: Sequence[str]) -> str:
     """``said`` (a refusal of the launch ``args``, ``rest`` after its ``--``) with the general
     :data:`ASYNC_HINT` in it replaced by :func:`async_launch`'s command. An ``mpi`` launch
-    over hosts has no local launch that is the same run: it is told that asynchronous SGD
-    needs parameter-server shards, which mpi starts none of."""
+    over hosts (its own, or a batch system's allocation) has no local launch that is the same
+    run: it is told that asynchronous SGD needs parameter-server shards, which mpi starts
+    none of."""
     if ASYNC_HINT not in said:
         return said
-    if args.command == "mpi" and (args.hostfile or args.hosts):
+    if args.command == "mpi" and _over_hosts(args):
         told = (
             "asynchronous SGD needs parameter-server shards, and distconv-launch mpi starts "
             "none: distconv-launch local (this host) or k8s --mode async"
@@ -190,6 +191,16 @@ def async_told(said: str, args: argparse.Namespace, rest: Sequence[str]) -> str:
     else:
         told = TOLD + shlex.join(async_launch(args, rest))
     return said.replace(ASYNC_HINT, told)
+
+
+def _over_hosts(args: argparse.Namespace) -> bool:
+    """Whether the mpi launch ``args`` puts its ranks on other hosts: its -H or --hostfile,
+    or a batch system's host list (``SLURM_JOB_NODELIST``, ...), which mpiexec reads."""
+    import os
+
+    from .mpi import SCHEDULER_HOSTS  # mpi's imports: for this hint of an mpi launch only
+
+    return bool(args.hostfile or args.hosts) or any(os.environ.get(n) for n in SCHEDULER_HOSTS)
 
 
 @contextmanager

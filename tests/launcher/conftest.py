@@ -31,3 +31,14 @@ def own_home(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathF
         monkeypatch.setitem(env, "HOME", str(home))
         monkeypatch.setitem(env, "MPLCONFIGDIR", MATPLOTLIB)
     return home
+
+
+@pytest.fixture
+def no_batch_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No batch system's host list in this process's environment
+    (:data:`launcher.mpi.SCHEDULER_HOSTS`): an in-process mpi launch's hint is then the local
+    one of its ranks, as on a workstation, also where the tests run inside a Slurm job."""
+    from launcher.mpi import SCHEDULER_HOSTS
+
+    for name in SCHEDULER_HOSTS:
+        monkeypatch.delenv(name, raising=False)

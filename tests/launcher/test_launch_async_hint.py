@@ -15,6 +15,9 @@ from launcher.commands import LaunchError, parse_program
 from launcher.owned import ASYNC_HINT
 from tests.launcher.launch_cli import usage_refusal
 
+#: the mpi launches here run on this host, not a batch system's (k565)
+pytestmark = pytest.mark.usefixtures("no_batch_hosts")
+
 
 @pytest.mark.parametrize(
     "after",

@@ -20,6 +20,8 @@ from launcher import cli
 from launcher.commands import UsageError
 from launcher.options import PROG, parse_own, split_argv
 
+#: the mpi launches here run on this host, not a batch system's (k565)
+pytestmark = pytest.mark.usefixtures("no_batch_hosts")
 #: the hint's words before the command it names
 TOLD = "asynchronous SGD is the shards' setting, a flag of the launcher's before --: "
 
@@ -230,3 +232,14 @@ def test_an_mpi_launchs_async_hint_leaves_out_the_train_flags_shards_refuse(tmp_
     args, rest = _parsed(hinted[1:])
     assert (args.job_id, rest) == ("j4", ["--epochs", "1"]), hinted
     _started_async(tmp_path, monkeypatch, hinted)
+
+
+@pytest.mark.parametrize("variable", ["SLURM_JOB_NODELIST", "PBS_NODEFILE"])
+def test_an_mpi_launch_on_a_batch_systems_hosts_is_not_told_a_local_launch(monkeypatch, variable):
+    """Under Slurm (or PBS, ...) mpiexec takes its hosts from the allocation, with no -H:
+    'mpi -np 64 -- --mode async' was told 'local --workers 64', all on this node (k565)."""
+    monkeypatch.setenv(variable, "node[1-2]")
+    with pytest.raises(UsageError) as refused:
+        cli.run_mpi(*_parsed(["mpi", "-np", "4", "--", "--mode", "async"]))
+    assert TOLD not in str(refused.value)
+    assert "distconv-launch mpi starts none" in str(refused.value)
