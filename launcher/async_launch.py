@@ -12,12 +12,12 @@ the same run made asynchronous, not another one under a new job id and run direc
 from __future__ import annotations
 
 import argparse
-import shlex
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from .commands import UsageError
 from .owned import ASYNC_HINT
+from .startable import shell_words
 
 #: the train-side spellings of the shards' staleness bound, whose value the launch takes over
 _STALENESS = ("--staleness", "--max-staleness", "--max_staleness")
@@ -189,7 +189,8 @@ def async_told(said: str, args: argparse.Namespace, rest: Sequence[str]) -> str:
             "none: distconv-launch local (this host) or k8s --mode async"
         )
     else:
-        told = TOLD + shlex.join(async_launch(args, rest))
+        # a word with a line break as its $'...' word: the line stays one, pasted back the same
+        told = TOLD + shell_words(async_launch(args, rest))
     return said.replace(ASYNC_HINT, told)
 
 

@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import shutil
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from distconv.files import describe_os_error
@@ -176,13 +177,13 @@ def local_problem(program: Program) -> str | None:
         return None
     interpreter = _BY_SUFFIX.get(os.path.splitext(os.path.realpath(found))[1])  # its target's
     ways = [interpreter] if interpreter else ["python3", "sh"]
-    runs = " or ".join(f"-- {_words([way, *program.argv])}" for way in ways)
+    runs = " or ".join(f"-- {shell_words([way, *program.argv])}" for way in ways)
     return (
         "it has no #! line naming its interpreter: name the interpreter first after --, "
         f"{runs}, or make its first line '#!/bin/sh' (or another)"
     )
 
 
-def _words(argv: list[str]) -> str:
+def shell_words(argv: Sequence[str]) -> str:
     """``argv`` as shell words on one line (a line break in one as the ``$'...'`` word)."""
     return " ".join(shlex.quote(w) if w.isprintable() else shell_quoted(w) for w in argv)

@@ -243,3 +243,13 @@ def test_an_mpi_launch_on_a_batch_systems_hosts_is_not_told_a_local_launch(monke
         cli.run_mpi(*_parsed(["mpi", "-np", "4", "--", "--mode", "async"]))
     assert TOLD not in str(refused.value)
     assert "distconv-launch mpi starts none" in str(refused.value)
+
+
+def test_the_async_hints_launch_names_a_line_break_as_a_shell_word():
+    """A --run-dir with a line break was joined by shlex (its break kept in quotes), which
+    the one-line refusal wrote as ``'$'my\\nrun''``: pasted, the run directory ``$mynrun``
+    (k565). It is the ``$'...'`` word, as the launcher's other hints write one."""
+    with pytest.raises(UsageError) as refused:
+        _run_local(["local", "--workers", "1", "--run-dir", "my\nrun", "--", "--mode", "async"])
+    said = str(refused.value)
+    assert "\n" not in said and f"{TOLD}{PROG} local --workers 1 --run-dir $'my\\nrun' " in said
