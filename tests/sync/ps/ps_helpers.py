@@ -421,6 +421,22 @@ def shard_values(endpoints: list[str], block_bytes: int = 64) -> dict[str, np.nd
 
 
 @contextlib.contextmanager
+def served(shard: Any) -> Iterator[Any]:
+    """``shard`` (a :class:`~distconv.sync.ps.server.Shard`) bound to its configured address
+    and served on a thread of this process, so that a test can read its state or change its
+    optimizer; stopped, joined and closed after."""
+    shard.bind()
+    loop = threading.Thread(target=shard.serve, daemon=True)
+    loop.start()
+    try:
+        yield shard
+    finally:
+        shard.stop()
+        loop.join(10)
+        shard.close()
+
+
+@contextlib.contextmanager
 def asked_to_stop() -> Iterator[None]:
     """Inside the ``with``, this process was asked to stop by SIGTERM, as the Trainer's handlers
     record it; the handlers are put back at its end."""

@@ -15,10 +15,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
-from ps_helpers import insecure_worker, run_ranks, small_net
+from ps_helpers import insecure_worker, run_ranks, served, small_net
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps.config import ShardConfig
@@ -29,21 +29,10 @@ SHARD_TIMEOUT = 4.0
 DIFF = "config.batch: 9 here, 8 there"
 
 
-@contextlib.contextmanager
-def _served(workers: int) -> Iterator[Shard]:
+def _served(workers: int) -> contextlib.AbstractContextManager[Shard]:
     """A shard for ``workers`` ranks served on a thread of this process."""
-    shard = Shard(
-        ShardConfig(bind="127.0.0.1:0", workers=workers, insecure=True, timeout=SHARD_TIMEOUT)
-    )
-    shard.bind()
-    loop = threading.Thread(target=shard.serve, daemon=True)
-    loop.start()
-    try:
-        yield shard
-    finally:
-        shard.stop()
-        loop.join(10)
-        shard.close()
+    config = ShardConfig(bind="127.0.0.1:0", workers=workers, insecure=True, timeout=SHARD_TIMEOUT)
+    return served(Shard(config))
 
 
 def _until(seen: Callable[[], bool], what: str) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import zmq
 from hand_shard import BLOCKS, ROWS
-from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
+from ps_helpers import batches, insecure_worker, run_ranks, served, small_net, train_steps
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps.config import ShardConfig
@@ -455,19 +455,9 @@ def test_a_refused_run_s_bye_after_an_accepted_restart_is_ignored(hand):
     assert 1 not in h.shard.left and not h.shard.failed
 
 
-@contextlib.contextmanager
-def _serving_shard():
+def _serving_shard() -> contextlib.AbstractContextManager[Shard]:
     """A one-worker shard served on a thread of this process (its state readable here)."""
-    shard = Shard(ShardConfig(bind="127.0.0.1:0", workers=1, insecure=True, timeout=TIMEOUT))
-    shard.bind()
-    loop = threading.Thread(target=shard.serve, daemon=True)
-    loop.start()
-    try:
-        yield shard
-    finally:
-        shard.stop()
-        loop.join(10)
-        shard.close()
+    return served(Shard(ShardConfig(bind="127.0.0.1:0", workers=1, insecure=True, timeout=TIMEOUT)))
 
 
 @pytest.mark.timeout(60)
