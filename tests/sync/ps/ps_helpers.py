@@ -420,6 +420,33 @@ def shard_values(endpoints: list[str], block_bytes: int = 64) -> dict[str, np.nd
     return values
 
 
+def script_ranks(argv: Sequence[str], endpoint: str, seconds: float) -> list[tuple[int, str]]:
+    """Run ``argv`` as ranks 0 and 1 of a 2-worker job of the shard at ``endpoint`` (insecure,
+    one BLAS thread, ``DISTCONV_DEBUG`` unset); each rank's exit status and stderr, the ranks
+    killed if they outlive ``seconds``."""
+    env = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"}
+    env.update(WORLD_SIZE="2", DISTCONV_PSERVERS=endpoint, DISTCONV_INSECURE="1")
+    env.pop("DISTCONV_DEBUG", None)
+    ranks = [
+        subprocess.Popen(
+            list(argv),
+            env={**env, "RANK": str(r)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for r in range(2)
+    ]
+    try:
+        errs = [p.communicate(timeout=seconds)[1] for p in ranks]
+    finally:
+        for p in ranks:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    return [(p.returncode, err) for p, err in zip(ranks, errs)]
+
+
 @contextlib.contextmanager
 def served(shard: Any) -> Iterator[Any]:
     """``shard`` (a :class:`~distconv.sync.ps.server.Shard`) bound to its configured address

@@ -9,14 +9,10 @@ that failed and names it (``distconv.distributed.run_main``).
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 
 import pytest
-from ps_helpers import REPO_ROOT
-
-from tests.child_env import child_path
+from ps_helpers import REPO_ROOT, script_ranks
 
 #: runs an example, with rank 1's fifth step raising: rank 0 is its victim
 FAILING_RANK_1 = """\
@@ -44,26 +40,8 @@ def test_a_rank_stopped_by_another_ranks_failure_exits_75(shards, tmp_path, exam
     (endpoint,) = shards.start(1, workers=2)
     script = tmp_path / "failing_rank_1.py"
     script.write_text(FAILING_RANK_1)
-    env = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"}
-    env.update(WORLD_SIZE="2", DISTCONV_PSERVERS=endpoint, DISTCONV_INSECURE="1")
     argv = [sys.executable, str(script), str(REPO_ROOT / "examples" / example), "--epochs", "1"]
-    ranks = [
-        subprocess.Popen(
-            argv,
-            env={**env, "RANK": str(r)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for r in range(2)
-    ]
-    try:
-        (_, err0), (_, err1) = (p.communicate(timeout=90) for p in ranks)
-    finally:
-        for p in ranks:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
-    assert ranks[1].returncode == 1 and "RuntimeError: rank 1 broke at step 5" in err1, err1
+    (status0, err0), (status1, err1) = script_ranks(argv, endpoint, 90)
+    assert status1 == 1 and "RuntimeError: rank 1 broke at step 5" in err1, err1
     assert "PeerFailed" in err0 and "rank 1 broke at step 5" in err0, err0  # the traceback
-    assert ranks[0].returncode == 75, err0[-2000:]
+    assert status0 == 75, err0[-2000:]

@@ -9,15 +9,12 @@ another job id and the workers' own job check; a shard's other error replies sta
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 
 import pytest
-from ps_helpers import insecure_worker, run_ranks, small_net
+from ps_helpers import insecure_worker, run_ranks, script_ranks, small_net
 
 from distconv.sync import JobRefused
-from tests.child_env import child_path
 from tests.other_jobs import OTHER_JOBS
 
 
@@ -26,29 +23,10 @@ def test_workers_of_different_jobs_each_say_one_line(shards, tmp_path):
     (endpoint,) = shards.start(1, workers=2)
     script = tmp_path / "jobs.py"
     script.write_text(OTHER_JOBS)
-    env = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"}
-    env.update(WORLD_SIZE="2", DISTCONV_PSERVERS=endpoint, DISTCONV_INSECURE="1")
-    env.pop("DISTCONV_DEBUG", None)
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(tmp_path / "out")],
-            env={**env, "RANK": str(r)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for r in range(2)
-    ]
-    try:
-        errs = [p.communicate(timeout=40)[1] for p in ranks]
-    finally:
-        for p in ranks:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
+    ended = script_ranks([sys.executable, str(script), str(tmp_path / "out")], endpoint, 40)
     said = []
-    for p, err in zip(ranks, errs):
-        assert p.returncode == 1, err[-2000:]
+    for status, err in ended:
+        assert status == 1, err[-2000:]
         assert "Traceback" not in err, err[-2000:]
         (line,) = [x for x in err.splitlines() if x.startswith("jobs.py: ")]  # and a log line
         said.append(line.partition(": pserver ")[2].partition(": ")[2])
