@@ -14,11 +14,11 @@ class SyncError(RuntimeError):
 
 
 class JobRefused(SyncError):
-    """The job as configured cannot go on, and every rank that needs telling is told: the
-    ranks run different jobs, a shard refused this job, or a 16-bit gradient wire overflowed
-    (every rank holds the same sums, so each refuses the same bucket). The user's configuration
-    is the cause (a batch size, a model, a setting unlike another rank's; a wire too narrow),
-    not their code.
+    """The job as configured cannot go on: the ranks run different jobs, a shard refused this
+    job, or a 16-bit gradient wire overflowed without the communication thread (every rank
+    holds the same sums, so each refuses the same bucket). The user's configuration is the
+    cause (a batch size, a model, a setting unlike another rank's; a wire too narrow), not
+    their code.
 
     :func:`distconv.distributed.run_main` ends a script on it with one line and exit 1, as
     ``distconv train`` does; any other :class:`SyncError` (often the sync API used out of
