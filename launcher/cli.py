@@ -248,12 +248,15 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         mpi_command,
         mpi_worker_command,
         parse_hosts,
+        ranks_elsewhere,
         read_hostfile,
     )
     from .mpi_exit import is_status_line, mpiexec_reader
 
+    # ranks on other hosts start their own copy of a program, which this host may lack
+    elsewhere = ranks_elsewhere(bool(args.hostfile or args.hosts))
     with async_retelling(args, rest):  # '-- --mode async': a local launch with shards
-        program = parse_program(rest)
+        program = parse_program(rest, elsewhere)
         refuse_after_dashes(args, program)  # the program only where no hosts are named to read
     hosts = []
     if args.hostfile:

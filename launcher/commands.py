@@ -75,7 +75,7 @@ class Program:
         return not self.is_train and self.argv[0].endswith(".py")
 
 
-def parse_program(args: Sequence[str]) -> Program:
+def parse_program(args: Sequence[str], elsewhere: bool = False) -> Program:
     """Decide what follows ``--``: ``distconv train`` arguments, a ``.py`` file or a program.
 
     Train arguments start with an option (``--epochs 2``) or with the words ``train`` or
@@ -83,10 +83,12 @@ def parse_program(args: Sequence[str]) -> Program:
     dropped: the launch's own train, with its ``--out`` and checks. Their flags are spelled
     out as train reads them (``--ou x`` is ``--out x``), so that the options the launcher adds
     see them. Anything else must be a ``.py`` file or a program found on ``PATH``, which then
-    runs instead, as ``torchrun`` runs any script.
+    runs instead, as ``torchrun`` runs any script. Where it runs ``elsewhere`` (mpi's ranks
+    on other hosts, which start their own copy), one missing here is theirs to find.
 
     Raises:
-        LaunchError: the first word is neither an option nor a file or program that exists.
+        LaunchError: the first word is neither an option nor a file or program that exists
+            (here, unless ``elsewhere``), or is a folder here.
         UsageError: train arguments ``distconv train``'s parser refuses (``--epochs -1``), a
             flag it does not take or that abbreviates several, or --resume with --overwrite.
     """
@@ -95,6 +97,8 @@ def parse_program(args: Sequence[str]) -> Program:
     if train is not None:
         return _train_program(train)
     first = args[0]
+    if elsewhere and not os.path.isdir(first):  # '/opt/on-nodes/prog': each node's own file
+        return Program(args, is_train=False)
     if (first.endswith(".py") or os.sep in first) and not os.path.isfile(first):
         raise LaunchError(not_a_file(first))  # './data/': a folder, not 'does not exist'
     if not first.endswith(".py") and os.sep not in first and shutil.which(first) is None:

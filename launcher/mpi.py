@@ -213,6 +213,14 @@ SCHEDULER_HOSTS = (
 )
 
 
+def ranks_elsewhere(hosts_given: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether an mpi launch's ranks may run on other hosts, which start their own copy of
+    its program: ``hosts_given`` (its ``-H`` or ``--hostfile``), or a batch system's host
+    list in ``environ`` (:data:`SCHEDULER_HOSTS`), which mpiexec reads without either."""
+    environ = os.environ if environ is None else environ
+    return hosts_given or any(environ.get(name) for name in SCHEDULER_HOSTS)
+
+
 def refuse_unstartable(
     program: Program, remote: bool, environ: Mapping[str, str] | None = None
 ) -> None:
@@ -224,10 +232,7 @@ def refuse_unstartable(
     Raises:
         LaunchError: naming the program and why (its ``#!`` interpreter, its execute bit).
     """
-    environ = os.environ if environ is None else environ
-    if remote:  # on other hosts: their own files
-        return
-    if any(environ.get(name) for name in SCHEDULER_HOSTS):  # a login node's files differ
+    if ranks_elsewhere(remote, environ):  # other hosts' own files (a login node's differ)
         return
     problem = program_problem(program)
     if problem is not None:

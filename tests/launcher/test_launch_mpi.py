@@ -400,3 +400,29 @@ def test_the_launcher_and_its_mpiexec_run_with_a_home_of_the_tests_own(tmp_path)
                   env={"SEEN": str(seen)}, tmp_path=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert seen.read_text() == f"{tmp_path / 'home'}\n"  # was /tmp
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "where, env",
+    [
+        (["-H", "a:1,b:1"], {}),
+        (["--hostfile", "hosts"], {}),
+        ([], {"SLURM_JOB_NODELIST": "node[1-2]"}),  # a batch allocation: mpiexec's own hosts
+    ],
+    ids=["hosts", "hostfile", "batch"],
+)
+def test_a_program_the_other_hosts_have_is_not_refused_for_missing_here(tmp_path, where, env):
+    """'mpi -H a:1,b:1 -- /opt/on-nodes/prog' was refused, 'program ... does not exist',
+    looked for on this host before the hosts were: each host's ranks start their own copy.
+    Where every rank runs here, it is still refused before mpiexec starts (k569)."""
+    (tmp_path / "hosts").write_text("a slots=1\nb slots=1\n")
+    program = str(tmp_path / "on-nodes" / "prog")  # nothing there on this host
+    done = launch("-np", "2", *where, "--dry-run", "--", program, "--lr", "1",
+                  tmp_path=tmp_path, env=env, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith(shlex.join([program, "--lr", "1"])), done.stdout
+    here = launch("-np", "2", "--dry-run", "--", program, tmp_path=tmp_path, cwd=tmp_path)
+    assert (here.returncode, here.stdout) == (1, ""), here.stderr
+    assert f"program {program!r} does not exist" in here.stderr
