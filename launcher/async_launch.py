@@ -31,6 +31,12 @@ _SET = {
 _JOB = {"max_restarts", "grace", "run_dir", "job_id", "threads"}
 #: what the hint says before the command
 TOLD = "asynchronous SGD is the shards' setting, a flag of the launcher's before --: "
+#: what a launch whose workers use the user's own shards (``-- --pservers``) is told, before
+#: the staleness bound
+OWN_SHARDS = (
+    "asynchronous SGD is the setting of the shards --pservers names, which you start: "
+    "start each (distconv pserver) with --mode async --max-staleness "
+)
 
 
 def async_launch(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
@@ -180,10 +186,15 @@ def async_told(said: str, args: argparse.Namespace, rest: Sequence[str]) -> str:
     :data:`ASYNC_HINT` in it replaced by :func:`async_launch`'s command. An ``mpi`` launch
     over hosts (its own, or a batch system's allocation) has no local launch that is the same
     run: it is told that asynchronous SGD needs parameter-server shards, which mpi starts
-    none of."""
+    none of. A launch whose workers train with the user's own shards (``--pservers`` after
+    ``--``) is told that it is those shards' setting: a launch with new shards in their
+    place would leave them out."""
     if ASYNC_HINT not in said:
         return said
-    if args.command == "mpi" and _over_hosts(args):
+    if _own_shards(args, rest):  # '--servers 0 -- --pservers h:p': the user's shards
+        bound = _train_words(args, rest)[1]
+        told = OWN_SHARDS + ("S" if bound is None else str(bound))
+    elif args.command == "mpi" and _over_hosts(args):
         told = (
             "asynchronous SGD needs parameter-server shards, and distconv-launch mpi starts "
             "none: distconv-launch local (this host) or k8s --mode async"
@@ -192,6 +203,20 @@ def async_told(said: str, args: argparse.Namespace, rest: Sequence[str]) -> str:
         # a word with a line break as its $'...' word: the line stays one, pasted back the same
         told = TOLD + shell_words(async_launch(args, rest))
     return said.replace(ASYNC_HINT, told)
+
+
+def _own_shards(args: argparse.Namespace, rest: Sequence[str]) -> bool:
+    """Whether the launch ``args`` starts no shards and its train arguments ``rest`` name
+    shards of the user's own (``--pservers``, ``--pserv=...`` as train reads it), whose mode
+    their own launch sets. A launch with shards refuses ``--pservers``: its hint drops it."""
+    from distconv.train_args import spelled_out
+
+    from .commands import names_a_program
+
+    shards = args.command != "mpi" and not getattr(args, "mpi", False) and args.servers != 0
+    if shards or names_a_program(rest):  # a program's arguments are its own
+        return False
+    return any(w.partition("=")[0] == "--pservers" for w in spelled_out(rest, lenient=True))
 
 
 def _over_hosts(args: argparse.Namespace) -> bool:

@@ -253,3 +253,25 @@ def test_the_async_hints_launch_names_a_line_break_as_a_shell_word():
         _run_local(["local", "--workers", "1", "--run-dir", "my\nrun", "--", "--mode", "async"])
     said = str(refused.value)
     assert "\n" not in said and f"{TOLD}{PROG} local --workers 1 --run-dir $'my\\nrun' " in said
+
+
+@pytest.mark.parametrize(
+    "launch", [["local", "--workers", "2", "--servers", "0"], ["mpi", "-np", "2"]]
+)
+def test_a_launch_on_the_users_own_shards_is_told_their_setting(launch):
+    """'local --servers 0 -- --pservers h:p,h:q --mode async' was told a local launch that
+    drops --pservers and starts shards of its own, in place of the user's (k569): it is
+    told that asynchronous SGD is the setting of those shards, which their own start takes."""
+    from distconv.cli import build_parser
+
+    after = ["--sync", "pserver", "--pserv", "127.0.0.1:1,127.0.0.1:2", "--epochs", "1"]
+    args, rest = _parsed([*launch, "--", *after, "--mode", "async", "--max-stal=3"])
+    with pytest.raises(UsageError) as refused:
+        getattr(cli, f"run_{launch[0]}")(args, rest)
+    said = str(refused.value)
+    assert TOLD not in said and "the shards --pservers names, which you start" in said, said
+    flags = shlex.split(said.rsplit(" with ", 1)[1].removesuffix(")"))
+    assert flags == ["--mode", "async", "--max-staleness", "3"], said
+    shard = ["--bind", "tcp://127.0.0.1:1", "--shard", "0", "--num-shards", "2", "--workers", "2"]
+    taken = build_parser().parse_args(["pserver", *shard, *flags])  # flags the shards take
+    assert (taken.mode, taken.max_staleness) == ("async", 3)
