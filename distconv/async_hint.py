@@ -31,9 +31,8 @@ def asks_async(argv: Sequence[str]) -> bool:
     The word ``async`` as another flag's value (``--out async``) asks nothing."""
 
     def tried(word: str, after: str) -> bool:
-        flag, eq, value = word.partition("=")
-        asked = (value if eq else after).lower().startswith("async")
-        named = async_word(flag)
+        named, given, _ = async_flag(word, after)
+        asked = given.lower().startswith("async")
         valued = named in ("--sync", "--mode")  # '--mode sync' asks the shards' default
         return word.startswith("-") and ((named in ASYNC_WORDS and not valued) or asked and valued)
 
@@ -44,13 +43,10 @@ def sync_asked(argv: Sequence[str]) -> str | None:
     """The words of ``argv`` (``distconv train`` arguments) that give the shards' ``--mode``
     another value than async (``--mode sync``, ``--mo=sync``, a bare ``--mode``), as typed;
     None where none do. Synchronous SGD is the shards' default: no flag asks for it."""
-    for at, word in enumerate(argv):
-        flag, eq, value = word.partition("=")
-        after = argv[at + 1] if at + 1 < len(argv) else ""
-        given = value if eq else "" if after.startswith("-") else after
-        if word.startswith("-") and async_word(flag) == "--mode":
-            if not given.lower().startswith("async"):
-                return word if eq or not given else f"{word} {given}"
+    for word, after in zip(argv, [*argv[1:], ""]):
+        named, given, takes = async_flag(word, after)
+        if word.startswith("-") and named == "--mode" and not given.lower().startswith("async"):
+            return f"{word} {given}" if takes else word
     return None
 
 
@@ -63,6 +59,19 @@ def mode_hint(argv: Sequence[str], hint: str) -> str:
         return hint
     words = sync_asked(argv)
     return f"{SYNC_HINT}: drop {words}" if words else ""
+
+
+def async_flag(word: str, after: str) -> tuple[str | None, str, bool]:
+    """``word`` (of train arguments, ``after`` the next one or ``""``) read as a flag:
+    :func:`async_word` of its name, its value (``--mode=async``'s, or the next word's where
+    that is one: ``--staleness -4`` takes the ``-4``, ``--mode --epochs`` none) and whether
+    the value is the next word. ``--async`` takes none. The one reading of :func:`asks_async`,
+    :func:`sync_asked` and the launcher's hint (:mod:`launcher.async_launch`)."""
+    flag, eq, value = word.partition("=")
+    named = async_word(flag)
+    value_next = bool(after) and (not after.startswith("-") or after[1:2].isdigit())
+    takes = not eq and named != "--async" and value_next
+    return named, value if eq else after if takes else "", takes
 
 
 def async_word(flag: str) -> str | None:

@@ -71,7 +71,7 @@ def async_launch(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
 def _train_words(args: argparse.Namespace, rest: Sequence[str]) -> tuple[list[str], int | None]:
     """``rest`` less the words that ask for asynchronous SGD, and the staleness bound: one
     given after ``--`` that the launcher takes, else the launch's own."""
-    from distconv.async_hint import ASYNC_WORDS, async_word
+    from distconv.async_hint import ASYNC_WORDS, async_flag
     from distconv.train_args import spelled_out
 
     from .options import staleness
@@ -82,12 +82,8 @@ def _train_words(args: argparse.Namespace, rest: Sequence[str]) -> tuple[list[st
     at = 0
     while at < len(words):
         word = words[at]
-        flag, eq, value = word.partition("=")
-        after = words[at + 1] if at + 1 < len(words) else ""
-        value_next = bool(after) and (not after.startswith("-") or after[1:2].isdigit())
-        named = async_word(flag)  # '--mo async' is '--mode async', as asks_async reads it
-        takes = not eq and named != "--async" and value_next  # '--staleness -4' takes the -4
-        given = value if eq else after if takes else ""
+        # '--mo async' is '--mode async', as asks_async reads it; every --mode is dropped
+        named, given, takes = async_flag(word, words[at + 1] if at + 1 < len(words) else "")
         asks = named in ASYNC_WORDS or (named == "--sync" and given.lower().startswith("async"))
         if not (word.startswith("-") and asks):
             kept.append(word)
@@ -115,19 +111,14 @@ def _taken(words: list[str], args: argparse.Namespace) -> tuple[list[str], list[
 
     if names_a_program(words):  # a program's arguments, not train's: its own
         return words, []
-    actions = {o: a for a in train_parser()._actions for o in a.option_strings}
     kept: list[str] = []
     own: list[str] = []
-    at = 0
-    while at < len(words):
-        flag, eq, _ = words[at].partition("=")
-        action = actions.get(flag) if flag.startswith("--") else None
-        group = words[at : at + (1 if action is None or eq or action.nargs == 0 else 2)]
-        at += len(group)
-        if action is None or (flag not in ("--sync", *LOCAL_OWNED) and _pserver(flag)):
+    for dest, group in _option_groups(train_parser(), words):
+        flag = group[0].partition("=")[0]
+        if dest is None or (flag not in ("--sync", *LOCAL_OWNED) and _pserver(flag)):
             kept += group
         elif args.command != "k8s" and flag in ("--job-id", "--insecure"):
-            if not getattr(args, action.dest, None):  # the launch's own one kept, not two
+            if not getattr(args, dest, None):  # the launch's own one kept, not two
                 own += group
     return kept, own
 
@@ -186,15 +177,21 @@ def async_told(said: str, args: argparse.Namespace, rest: Sequence[str]) -> str:
     :data:`ASYNC_HINT` in it replaced by :func:`async_launch`'s command. An ``mpi`` launch
     over hosts (its own, or a batch system's allocation) has no local launch that is the same
     run: it is told that asynchronous SGD needs parameter-server shards, which mpi starts
-    none of. A launch whose workers train with the user's own shards (``--pservers`` after
+    none of (:func:`launcher.mpi.ranks_elsewhere`, the test of its program's refusal too). A
+    launch whose workers train with the user's own shards (``--pservers`` after
     ``--``) is told that it is those shards' setting: a launch with new shards in their
     place would leave them out."""
     if ASYNC_HINT not in said:
         return said
+    over_hosts = False
+    if args.command == "mpi":
+        from .mpi import ranks_elsewhere  # mpi's imports: for this hint of an mpi launch only
+
+        over_hosts = ranks_elsewhere(bool(args.hostfile or args.hosts))
     if _own_shards(args, rest):  # '--servers 0 -- --pservers h:p': the user's shards
         bound = _train_words(args, rest)[1]
         told = OWN_SHARDS + ("S" if bound is None else str(bound))
-    elif args.command == "mpi" and _over_hosts(args):
+    elif over_hosts:
         told = (
             "asynchronous SGD needs parameter-server shards, and distconv-launch mpi starts "
             "none: distconv-launch local (this host) or k8s --mode async"
@@ -217,16 +214,6 @@ def _own_shards(args: argparse.Namespace, rest: Sequence[str]) -> bool:
     if shards or names_a_program(rest):  # a program's arguments are its own
         return False
     return any(w.partition("=")[0] == "--pservers" for w in spelled_out(rest, lenient=True))
-
-
-def _over_hosts(args: argparse.Namespace) -> bool:
-    """Whether the mpi launch ``args`` puts its ranks on other hosts: its -H or --hostfile,
-    or a batch system's host list (``SLURM_JOB_NODELIST``, ...), which mpiexec reads."""
-    import os
-
-    from .mpi import SCHEDULER_HOSTS  # mpi's imports: for this hint of an mpi launch only
-
-    return bool(args.hostfile or args.hosts) or any(os.environ.get(n) for n in SCHEDULER_HOSTS)
 
 
 @contextmanager

@@ -106,3 +106,12 @@ def test_a_mode_sync_before_the_dashes_of_mpi_is_told_sync_is_the_default(capsys
         "distconv-launch mpi: error: unrecognized arguments: --mode sync (synchronous SGD is "
         "the shards' default: drop --mode sync)"
     )
+
+
+def test_a_negative_mode_value_is_told_dropped_with_its_flag():
+    """'-- --mode -4' was told 'drop --mode', its -4 left behind to be refused next: the
+    test of the sync words read '-4' as no value, unlike the async hint's launch, which
+    takes '--staleness -4' whole. One reading of a flag's value serves both (k569)."""
+    with pytest.raises(LaunchError) as refused:
+        parse_program(["--mode", "-4", "--epochs", "1"])
+    assert str(refused.value).endswith("synchronous SGD is the shards' default: drop --mode -4)")
