@@ -58,7 +58,8 @@ from .owned import refuse_after_dashes
 from .ports import reserve_ports
 from .run_dir import run_dir_refused
 from .shown import shown
-from .stderr_line import BoundedParser, quote_user_values
+from .startable import missing_here
+from .stderr_line import BoundedParser, quote_user_values, write_last
 from .stdout import write_stdout
 from .supervisor import ChildSpec, Supervisor
 
@@ -258,6 +259,9 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     with async_retelling(args, rest):  # '-- --mode async': a local launch with shards
         program = parse_program(rest, elsewhere)
         refuse_after_dashes(args, program)  # the program only where no hosts are named to read
+    # a program not here is started as it is, said once: '-- epochs 2' may be a slip
+    missing = missing_here(program.argv[0]) if elsewhere and not program.is_train else None
+    note = missing and f"on this host, {missing}; the ranks start each host's own copy"
     hosts = []
     if args.hostfile:
         hosts = read_hostfile(args.hostfile)
@@ -297,6 +301,8 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
 
     if args.dry_run:
         (spec,) = build(0)
+        if note:  # stdout is the command's alone
+            write_last(f"{PROG} mpi: note: {note}")  # bounded: a stalled stderr
         line = shlex.join([*env_changes(os.environ, spec.env), *spec.argv]) + "\n"
         write_stdout(line, "the command", "--dry-run prints the command there")
         return 0
@@ -304,6 +310,8 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     try:  # a stop signal before run(), which lets the run directory go itself
         supervisor.claim()  # in the try: a signal handled as it returns must let it go too
         supervisor.say(f"job {job_id}: {args.np} rank(s) under {flavor} {mpiexec}")
+        if note:
+            supervisor.say(note, level="warning")
         return supervisor.run(build, max_restarts=args.max_restarts)
     finally:
         supervisor.unclaim()

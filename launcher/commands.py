@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,9 +18,9 @@ from typing import NoReturn
 from distconv.cores import usable_cores
 
 from .owned import async_hint
-from .startable import not_a_file
+from .startable import missing_here
 from .stderr_line import bounded_log
-from .train_words import not_a_program, train_arguments
+from .train_words import train_arguments
 
 #: variables a parent launcher or scheduler may have left behind; a child that inherited them
 #: would see two sources for its rank (the runtime refuses that), or size its threads for
@@ -97,12 +96,10 @@ def parse_program(args: Sequence[str], elsewhere: bool = False) -> Program:
     if train is not None:
         return _train_program(train)
     first = args[0]
-    if elsewhere and not os.path.isdir(first):  # '/opt/on-nodes/prog': each node's own file
-        return Program(args, is_train=False)
-    if (first.endswith(".py") or os.sep in first) and not os.path.isfile(first):
-        raise LaunchError(not_a_file(first))  # './data/': a folder, not 'does not exist'
-    if not first.endswith(".py") and os.sep not in first and shutil.which(first) is None:
-        raise LaunchError(not_a_program(first))
+    missing = missing_here(first)  # './data/': a folder, not 'does not exist'
+    # '/opt/on-nodes/prog': each node's own file, which run_mpi notes is not here
+    if missing is not None and not (elsewhere and not os.path.isdir(first)):
+        raise LaunchError(missing)
     return Program(args, is_train=False)
 
 

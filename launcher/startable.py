@@ -46,6 +46,16 @@ def not_a_file(first: str) -> str:
     return f"{what} {shown(first)} does not exist"
 
 
+def missing_here(first: str) -> str | None:
+    """Why ``first``, the first word after ``--`` (not train's), names no file to run on this
+    host (:func:`not_a_file`, or no program on ``PATH``); None where it names one."""
+    from .train_words import not_a_program
+
+    if first.endswith(".py") or os.sep in first:
+        return None if os.path.isfile(first) else not_a_file(first)
+    return not_a_program(first) if shutil.which(first) is None else None
+
+
 def _first_line(found: str) -> bytes:
     """The start of the first line of ``found`` (empty where it cannot be read)."""
     try:

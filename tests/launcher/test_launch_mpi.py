@@ -423,6 +423,8 @@ def test_a_program_the_other_hosts_have_is_not_refused_for_missing_here(tmp_path
                   tmp_path=tmp_path, env=env, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.rstrip().endswith(shlex.join([program, "--lr", "1"])), done.stdout
+    said = f"note: on this host, program {program!r} does not exist; the ranks start each host's"
+    assert said in done.stderr, done.stderr  # a slip ('-- epochs 2') is still said
     here = launch("-np", "2", "--dry-run", "--", program, tmp_path=tmp_path, cwd=tmp_path)
     assert (here.returncode, here.stdout) == (1, ""), here.stderr
     assert f"program {program!r} does not exist" in here.stderr
