@@ -31,11 +31,21 @@ def one_step(grad_dtype: str, grad: np.ndarray, overlap: bool, examples: int = 1
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 @pytest.mark.parametrize("overlap", [False, True])
 def test_an_average_past_float16s_range_is_an_error_not_an_infinite_parameter(overlap):
+    """The refusal alone: the cast into the wire that overflows, exactly what it reports, no
+    longer warns of it first (numpy's ``overflow encountered``, on every rank)."""
     with pytest.raises(SyncError, match=r"bucket 0 \(w\).*not finite.*float16.*65504"):
-        with np.errstate(over="ignore"):
-            one_step("float16", np.array([1e6, 1.0, -2.0]), overlap)
+        one_step("float16", np.array([1e6, 1.0, -2.0]), overlap)
+
+
+@pytest.mark.timeout(60)
+def test_an_overflow_into_a_float32_wire_still_warns():
+    """A native wire is not checked (:meth:`~distconv.sync.mpi.buckets.Bucket.check_wire`):
+    numpy's warning is all that tells of an average past float32's range there."""
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        one_step("float32", np.array([1e39, 1.0, -2.0]), overlap=False)
 
 
 @pytest.mark.timeout(60)
@@ -70,6 +80,8 @@ def test_two_ranks_whose_float16_sum_overflows_stop_with_their_parameters_untouc
     command = [sys.executable, "-m", "mpi4py", str(HERE / "run_wire_overflow.py")]
     proc = run_mpi(["-n", "2", *command, overlap, str(tmp_path)], timeout=45)
     assert proc.returncode != 0
+    # the float16 sum's overflow is the refusal's to say: no numpy warning of it first
+    assert "RuntimeWarning" not in proc.stderr, proc.stderr[-3000:]
     for rank in range(2):  # each rank's sum is finite alone: only the ranks' sum overflows
         record = (tmp_path / f"rank{rank}.err").read_text()
         said = record.split(": ")[0]  # the thread's failure, or the wire's (a SyncError)
@@ -110,6 +122,7 @@ def test_run_main_says_a_refused_float16_wire_in_one_line_without_the_thread(ove
     command = [sys.executable, str(HERE / "run_wire_overflow.py"), overlap, str(tmp_path)]
     proc = run_mpi(["-n", "2", *command, "run_main"], timeout=45)
     assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "RuntimeWarning" not in proc.stderr, proc.stderr[-3000:]
     said = [line for line in proc.stderr.splitlines() if "not finite after the float16" in line]
     if overlap == "0":
         assert "Traceback" not in proc.stderr and "abort" not in proc.stderr, proc.stderr[-3000:]

@@ -109,8 +109,7 @@ class Bucket:
         self.scratch = np.empty_like(self.target) if self.compressed else None
         # what one Iallreduce each reduces (none: a 16-bit wire, reduced by hand)
         self.pieces = [] if self.compressed else [slice(0, self.target.size)]
-        self.pending = len(self.params)
-        self.unpacked = False
+        self.reset()
         self.done = threading.Event()  # set by the communication thread once reduced
         self.error: BaseException | None = None
 
@@ -161,8 +160,7 @@ class Bucket:
 
     def reset(self) -> None:
         """A new step: no gradient has fired yet."""
-        self.pending = len(self.params)
-        self.unpacked = False
+        self.pending, self.unpacked = len(self.params), False
 
     @property
     def casts(self) -> bool:
@@ -191,8 +189,9 @@ class Bucket:
         if self.on_device:
             self.buffer.get(out=self.host)
         if self.averages and (self.casts or scale != 1.0):
-            out = self.target[: self.size]
-            np.multiply(self.host, scale, out=out, dtype=self.scaled_in, casting="unsafe")
+            out = self.target[: self.size]  # past a 16-bit wire's range: check_wire refuses it
+            with np.errstate(over="ignore" if self.compressed else None):
+                np.multiply(self.host, scale, out=out, dtype=self.scaled_in, casting="unsafe")
 
     def unpack(self) -> None:
         """The reduced gradients back into the gradient buffer (once a step; no-ops where the
@@ -275,7 +274,9 @@ class Bucket:
         wire, parts = self.target, self.scratch
         wait(comm.Ialltoall(wire.view(np.uint8), parts.view(np.uint8)))
         chunk = parts.reshape(comm.Get_size(), -1).astype(np.float32).sum(axis=0)
-        wait(comm.Iallgather(chunk.astype(wire.dtype).view(np.uint8), wire.view(np.uint8)))
+        with np.errstate(over="ignore"):  # a sum past the wire's range: check_wire refuses it
+            chunk = chunk.astype(wire.dtype)
+        wait(comm.Iallgather(chunk.view(np.uint8), wire.view(np.uint8)))
 
     def reduce_piece(
         self, comm: Any, wait: Callable[[Any], None], in_place: Any, op: Any, j: int
@@ -393,8 +394,7 @@ def build_buckets(
     if not (stream and wired and wired[-1].streams):
         last_piece_bytes = None
     sizes = [(0 if b.compressed else b.target.size, b.target.itemsize) for b in buckets]
-    for bucket, pieces in zip(
-        buckets, plan_pieces(sizes, first_piece_bytes, piece_bytes, last_piece_bytes)
-    ):
+    plans = plan_pieces(sizes, first_piece_bytes, piece_bytes, last_piece_bytes)
+    for bucket, pieces in zip(buckets, plans):
         bucket.pieces = pieces
     return buckets
