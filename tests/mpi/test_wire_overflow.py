@@ -19,6 +19,7 @@ from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.sync.mpi.comm import WireRefused
 from tests.mpi.common import HERE, mpiexec, one_rank_step, run_mpi
 
 START = np.array([1.0, -1.0, 0.5])
@@ -35,9 +36,18 @@ def one_step(grad_dtype: str, grad: np.ndarray, overlap: bool, examples: int = 1
 @pytest.mark.parametrize("overlap", [False, True])
 def test_an_average_past_float16s_range_is_an_error_not_an_infinite_parameter(overlap):
     """The refusal alone: the cast into the wire that overflows, exactly what it reports, no
-    longer warns of it first (numpy's ``overflow encountered``, on every rank)."""
-    with pytest.raises(SyncError, match=r"bucket 0 \(w\).*not finite.*float16.*65504"):
+    longer warns of it first (numpy's ``overflow encountered``, on every rank). With the
+    communication thread it reaches the main thread as the bucket refused there, not as an
+    allreduce that failed (a transport's failure), a plain SyncError (the job aborts: the
+    thread skipped what it had queued) chained to the WireRefused."""
+    with pytest.raises(SyncError, match=r"bucket 0 \(w\).*not finite.*float16.*65504") as caught:
         one_step("float16", np.array([1e6, 1.0, -2.0]), overlap)
+    if overlap:
+        assert type(caught.value) is SyncError and type(caught.value.__cause__) is WireRefused
+        assert str(caught.value).startswith(
+            "gradient bucket 0 refused on the communication thread: gradient bucket 0 (w) is "
+            "not finite after the float16 wire"
+        ), caught.value
 
 
 @pytest.mark.timeout(60)
@@ -84,8 +94,10 @@ def test_two_ranks_whose_float16_sum_overflows_stop_with_their_parameters_untouc
     assert "RuntimeWarning" not in proc.stderr, proc.stderr[-3000:]
     for rank in range(2):  # each rank's sum is finite alone: only the ranks' sum overflows
         record = (tmp_path / f"rank{rank}.err").read_text()
-        said = record.split(": ")[0]  # the thread's failure, or the wire's (a SyncError)
+        said = record.split(": ")[0]  # the thread's report (a SyncError), else the wire's
         assert said in ("SyncError", "WireRefused") and "not finite" in record, record
+        thread = "SyncError: gradient bucket 0 refused on the communication thread: "
+        assert record.startswith(thread) == (overlap == "1"), record
         np.testing.assert_array_equal(np.load(tmp_path / f"rank{rank}.npy"), START)
 
 
@@ -131,7 +143,13 @@ def test_run_main_says_a_refused_float16_wire_in_one_line_without_the_thread(ove
             for line in said
         ), proc.stderr[-3000:]
     else:
-        assert any("aborting the MPI job" in line and "bfloat16" in line for line in said)
+        assert any(
+            line.startswith("rank ")
+            and "SyncError: gradient bucket 0 refused on the comm" in line
+            and "aborting the MPI job" in line
+            and "bfloat16" in line
+            for line in said
+        ), proc.stderr[-3000:]
     for rank in range(2):
         np.testing.assert_array_equal(np.load(tmp_path / f"rank{rank}.npy"), START)
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.buckets import Bucket
-from distconv.sync.mpi.comm import POLL_SECONDS
+from distconv.sync.mpi.comm import POLL_SECONDS, WireRefused
 
 #: how many times the sync's ``timeout`` the main thread lets the communication thread go
 #: without moving on (starting something, or entering or leaving a request's wait): past the
@@ -123,8 +123,11 @@ class CommThread:
             self._report(self.error)
 
     def failure(self) -> str:
-        """What failed on the thread, and how (after :attr:`error` is set)."""
-        return f"{self.failed} failed on the communication thread: {self.error}"
+        """What failed on the thread, and how (after :attr:`error` is set): a 16-bit wire's
+        :class:`~distconv.sync.mpi.comm.WireRefused` is the bucket refused, not a failed
+        transport, though the job aborts all the same (the thread skipped what it had queued)."""
+        how = "refused" if isinstance(self.error, WireRefused) else "failed"
+        return f"{self.failed} {how} on the communication thread: {self.error}"
 
     def _run(self) -> None:
         try:
@@ -148,7 +151,9 @@ class CommThread:
                     self._enter(f"the allreduce of gradient bucket {bucket.index}")
                     self._reduce(bucket, self._wait_request, piece)
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
-                self.error, self.failed = exc, f"allreduce of gradient bucket {bucket.index}"
+                what = f"gradient bucket {bucket.index}"
+                self.error = exc
+                self.failed = what if isinstance(exc, WireRefused) else f"allreduce of {what}"
             finally:
                 self.inside = ""
                 if self.error is not None:
