@@ -25,7 +25,7 @@ from distconv.messages import debugging, say
 from distconv.runtime import RuntimeConfigError
 from distconv.stop_request import Preempted
 from distconv.sync.errors import JobRefused
-from distconv.sync.mpi.leaving import abort_uninitialised
+from distconv.sync.mpi.leaving import abort_uninitialised, is_abort_hook
 from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
 
 _Result = TypeVar("_Result")
@@ -120,12 +120,13 @@ def _failure_status(error: Exception) -> int | None:
 
 
 def _hooked() -> bool:
-    """Whether another exception hook wants an error uncaught: an MPI job's (MPISync's) aborts
-    every rank, where a SystemExit skipped it and left the others waiting for this one. Not a
-    script's own hook (a logger's) where MPI is not loaded: taken for one, it got the traceback
-    of a refusal said in one line without it (the parameter server's job check, a script's own
-    JobRefused), and of a Ctrl-C, which then died by SIGINT, not ``interrupted`` and 130 (k563)."""
-    return sys.excepthook is not sys.__excepthook__ and "mpi4py.MPI" in sys.modules
+    """Whether MPISync's abort hook wants an error uncaught: it aborts every rank, where a
+    SystemExit skipped it and left the others waiting for this one. Told by the hook's mark
+    (:func:`~distconv.sync.mpi.leaving.is_abort_hook`), not by any hook but the default one:
+    a script's own (a logger's), taken for it, got the traceback of a refusal said in one line
+    without it (the parameter server's job check, a script's own JobRefused), and of a Ctrl-C,
+    which then died by SIGINT, not ``interrupted`` and 130 (k563), mpi4py loaded too (k568)."""
+    return is_abort_hook(sys.excepthook)
 
 
 def _abort_mpi_before_init(status: int | None) -> None:

@@ -6,11 +6,16 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
+from distconv.distributed import run_main
+from distconv.sync import JobRefused
+from distconv.sync.mpi.leaving import install_abort_hook
 from tests.child_env import child_path
+from tests.mpi.test_abort_hook import AbortRecorder
 from tests.signals import sigint_as_in_a_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -298,3 +303,67 @@ def test_a_peer_failure_under_a_json_log_is_a_json_line(tmp_path):
     assert lines[-1]["message"] == "setup.py: error: rank 1 failed", lines[-1]
     assert lines[-1]["level"] == "error" and lines[-1]["rank"] == 0
     assert "PeerFailed: rank 1 failed" in lines[-1]["exception"]
+
+
+def ends_of_run_main(capsys) -> list[str]:
+    """How an in-process run_main ends a ``main`` that raises a script's own JobRefused, then
+    one that raises KeyboardInterrupt: ``exit N`` and what it said on stderr, or the name of
+    the exception it left uncaught."""
+    ends = []
+    for error in (JobRefused("a script's own refusal"), KeyboardInterrupt()):
+
+        def main(error: BaseException = error) -> None:
+            raise error
+
+        try:
+            run_main(main)
+        except SystemExit as exc:
+            ends.append(f"exit {exc.code}: {capsys.readouterr().err}")
+        except BaseException as exc:  # noqa: BLE001 - what run_main let through is the result
+            ends.append(type(exc).__name__)
+    return ends
+
+
+#: :func:`ends_of_run_main` with no hook to leave an error to: one line, status 1, then 130
+SAID = ["exit 1: script.py: error: a script's own refusal\n", "exit 130: script.py: interrupted\n"]
+
+
+@pytest.fixture
+def mpi_loaded_and_a_scripts_hook(monkeypatch):
+    """An MPI job's process as run_main sees it, not under mpiexec: mpi4py.MPI loaded (a
+    stand-in where it is not), a script's own exception hook (a logger's) installed."""
+    loaded = sys.modules.get("mpi4py.MPI") or types.ModuleType("mpi4py.MPI")
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", loaded)
+    for name in ("DISTCONV_DEBUG", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "DISTCONV_PSERVERS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "argv", ["script.py"])
+    monkeypatch.setattr(sys, "excepthook", lambda *exc: sys.__excepthook__(*exc))
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.usefixtures("mpi_loaded_and_a_scripts_hook")
+def test_a_scripts_own_hook_with_mpi4py_loaded_is_no_abort_hook(capsys):
+    """run_main took any hook but Python's own, where mpi4py.MPI was loaded, for MPISync's
+    abort hook: a script's own (a logger's) in an MPI job got the traceback of a refusal (a
+    script's own JobRefused), and a Ctrl-C died by SIGINT, not ``interrupted`` and 130
+    (review k568). Only MPISync's hook, by its mark, takes them."""
+    assert ends_of_run_main(capsys) == SAID
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.usefixtures("mpi_loaded_and_a_scripts_hook")
+def test_mpisyncs_abort_hook_takes_the_error_uncaught_until_closed(capsys):
+    """Under MPISync's hook (installed over the script's) run_main leaves a refusal raised on
+    one rank, and a Ctrl-C, to the hook, which aborts the job (another rank may wait for this
+    one). Closed, it aborts no more: left installed (a first sync closed under a second's,
+    put back by the second's close), it is no abort hook, and run_main says its line."""
+    comms = AbortRecorder(), AbortRecorder()
+    close_first, close_second = install_abort_hook(comms[0]), install_abort_hook(comms[1])
+    try:
+        close_first()  # under the second's: left installed, told it is closed
+        assert ends_of_run_main(capsys) == ["JobRefused", "KeyboardInterrupt"]
+    finally:
+        close_second()  # puts the first's back
+    assert sys.excepthook.__name__ == "print_and_abort"  # the first's, closed
+    assert ends_of_run_main(capsys) == SAID
+    assert comms[0].aborted == comms[1].aborted == []  # run_main never called a hook

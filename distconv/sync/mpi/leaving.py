@@ -183,11 +183,22 @@ def exit_status(error: BaseException | None) -> int:
     return int(getattr(error, "exit_status", 1))
 
 
+#: the attribute that marks the hook :func:`install_abort_hook` installs, True until closed
+_ABORTS_THE_JOB = "distconv_aborts_the_mpi_job"
+
+
+def is_abort_hook(hook: Any) -> bool:
+    """Whether ``hook`` (``sys.excepthook``) is an MPI sync's abort hook, not yet closed: an
+    error left uncaught there aborts every rank. Told by its mark alone: any other hook (a
+    script's own, a logger's) is not, whatever is loaded, and neither is one that wraps ours."""
+    return getattr(hook, _ABORTS_THE_JOB, False) is True
+
+
 def install_abort_hook(comm: Any) -> Callable[[], None]:
     """Make an uncaught exception print its traceback, then abort the whole job.
 
     Without it one rank's crash leaves the others blocked in a collective (and ``mpiexec`` with
-    them) until something kills them.
+    them) until something kills them. The hook is marked (:func:`is_abort_hook`) until closed.
 
     Returns:
         A function that puts the previous hook back (if ours is still the one installed) and,
@@ -218,9 +229,11 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
     def restore() -> None:
         nonlocal closed
         closed = True
+        setattr(print_and_abort, _ABORTS_THE_JOB, False)  # left installed, it aborts no more
         if sys.excepthook is print_and_abort:
             sys.excepthook = previous
 
+    setattr(print_and_abort, _ABORTS_THE_JOB, True)
     sys.excepthook = print_and_abort
     return restore
 
