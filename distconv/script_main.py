@@ -121,11 +121,12 @@ def _failure_status(error: Exception) -> int | None:
 
 def _hooked() -> bool:
     """Whether MPISync's abort hook wants an error uncaught: it aborts every rank, where a
-    SystemExit skipped it and left the others waiting for this one. Told by the hook's mark
-    (:func:`~distconv.sync.mpi.leaving.is_abort_hook`), not by any hook but the default one:
-    a script's own (a logger's), taken for it, got the traceback of a refusal said in one line
-    without it (the parameter server's job check, a script's own JobRefused), and of a Ctrl-C,
-    which then died by SIGINT, not ``interrupted`` and 130 (k563), mpi4py loaded too (k568)."""
+    SystemExit skipped it and left the others waiting for this one. Told by
+    :func:`~distconv.sync.mpi.leaving.is_abort_hook`: the hook itself, or a script's hook set
+    over it while it is open (which may hand on to it); not a script's own hook (a logger's)
+    where no MPI sync is open, which was taken for it and got the traceback of a refusal said
+    in one line without it (the parameter server's job check), and of a Ctrl-C, which then
+    died by SIGINT, not ``interrupted`` and 130."""
     return is_abort_hook(sys.excepthook)
 
 

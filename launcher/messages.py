@@ -105,7 +105,7 @@ class Messages:
         through it, which blocks none. Once a queue is ended, a later call (``unclaim()``'s,
         after :meth:`Supervisor.run`'s) leaves it be: it waited as long again on an output that
         stayed slow, and its :meth:`Terminal.leave` counted the dropped messages anew, from the
-        queue the first had emptied, so that the count line said none (k534)."""
+        queue the first had emptied, so that the count line said none."""
         terminal = self._terminal
         if terminal is None or terminal is self._ended:
             return
@@ -117,7 +117,7 @@ class Messages:
         # at them; what a slow output does not take is counted there too (the launcher once
         # ended with them queued, unsaid, a long line cut); at a first stop signal, or none,
         # an output too slow for the wait above (or the shared view's close in
-        # Supervisor._end_output) lost the rest unsaid: counted as well (k526)
+        # Supervisor._end_output) lost the rest unsaid: counted as well
         left, second = LEFT_SAID_SECONDS, stop is not None and stop()
         if not terminal.written(left):
             terminal.leave(left, "at a second stop signal" if second else "at the launcher's end")

@@ -24,7 +24,7 @@ def parent_death_signal() -> Callable[[], None]:
     that starts it, and keeps it through exec. On Linux it also asks the kernel to SIGTERM the
     child when its parent dies; where that cannot be asked for (not Linux, or no libc that
     ctypes finds), the children kept the block, a stop's SIGTERM pending in them till the
-    grace's SIGKILL (k534).
+    grace's SIGKILL.
 
     Everything is looked up here, in the parent: between fork and exec the child only calls
     the prepared function (the launcher has threads, so the child may not take their locks).

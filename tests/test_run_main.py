@@ -367,3 +367,22 @@ def test_mpisyncs_abort_hook_takes_the_error_uncaught_until_closed(capsys):
     assert sys.excepthook.__name__ == "print_and_abort"  # the first's, closed
     assert ends_of_run_main(capsys) == SAID
     assert comms[0].aborted == comms[1].aborted == []  # run_main never called a hook
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.usefixtures("mpi_loaded_and_a_scripts_hook")
+def test_a_scripts_hook_set_over_an_open_abort_hook_takes_the_error_uncaught(capsys, monkeypatch):
+    """A hook a script sets after ``init()`` often hands on to the one it replaced, MPISync's:
+    while that is open, run_main leaves a one-rank refusal and a Ctrl-C uncaught for it (the
+    job aborts), not one line and an exit that left the other ranks waiting in a collective.
+    Once it is closed, the script's hook is its own again."""
+    comm = AbortRecorder()
+    close = install_abort_hook(comm)
+    ours = sys.excepthook
+    monkeypatch.setattr(sys, "excepthook", lambda *exc: ours(*exc))  # the script's, over ours
+    try:
+        assert ends_of_run_main(capsys) == ["JobRefused", "KeyboardInterrupt"]
+    finally:
+        close()
+    assert ends_of_run_main(capsys) == SAID
+    assert comm.aborted == []  # run_main never called a hook

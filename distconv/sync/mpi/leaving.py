@@ -187,11 +187,19 @@ def exit_status(error: BaseException | None) -> int:
 _ABORTS_THE_JOB = "distconv_aborts_the_mpi_job"
 
 
+#: how many abort hooks are installed and not yet closed in this process
+_open_hooks = 0
+
+
 def is_abort_hook(hook: Any) -> bool:
-    """Whether ``hook`` (``sys.excepthook``) is an MPI sync's abort hook, not yet closed: an
-    error left uncaught there aborts every rank. Told by its mark alone: any other hook (a
-    script's own, a logger's) is not, whatever is loaded, and neither is one that wraps ours."""
-    return getattr(hook, _ABORTS_THE_JOB, False) is True
+    """Whether ``hook`` (``sys.excepthook``) is an MPI sync's abort hook, not yet closed, or
+    one set over such a hook while it is open: an error left uncaught there may reach ours,
+    which aborts every rank. Ours is told by its mark; another (a script's own, a logger's)
+    counts only while one of ours is open, since a hook set after ``init()`` often hands on to
+    the one it replaced, and a rank leaving on its own would leave the others waiting."""
+    if getattr(hook, _ABORTS_THE_JOB, False) is True:
+        return True
+    return _open_hooks > 0 and hook is not sys.__excepthook__
 
 
 def install_abort_hook(comm: Any) -> Callable[[], None]:
@@ -227,12 +235,16 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
             _abort(comm, exit_status(value), before)
 
     def restore() -> None:
+        global _open_hooks
         nonlocal closed
+        _open_hooks -= not closed
         closed = True
         setattr(print_and_abort, _ABORTS_THE_JOB, False)  # left installed, it aborts no more
         if sys.excepthook is print_and_abort:
             sys.excepthook = previous
 
+    global _open_hooks
+    _open_hooks += 1
     setattr(print_and_abort, _ABORTS_THE_JOB, True)
     sys.excepthook = print_and_abort
     return restore

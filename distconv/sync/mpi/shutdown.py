@@ -35,7 +35,7 @@ def _raised_alike(error: BaseException | None) -> bool:
     ``JobMismatch`` in setup, a ``WireRefused`` without the communication thread), which a
     close leaves on where nothing is left open (``_open`` None) or the step ended alike
     (``_ended_alike``): it aborted the job there, a traceback on every rank, though ``run_main``
-    says it in one line, the README's ``finally: sync.close()`` included (k563)."""
+    says it in one line, the README's ``finally: sync.close()`` included."""
     return isinstance(error, JobRefused) and error.raised_alike
 
 

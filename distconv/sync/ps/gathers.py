@@ -276,7 +276,7 @@ class ShardGathers:
         bye came after the refusal, before ``since`` or not: a refused worker closes at once,
         so it was of this run, and its rank joins no gather of it. With three ranks, a third's
         hello between the refusal and the bye (or after both) left the others waiting out the
-        timeout, told only that the rank closed (review k555)."""
+        timeout, told only that the rank closed."""
         refused = self.refused_at.get(rank, (-1,))[0]
         if first < refused and self.accepted_at.get(rank, -1) < refused < self.bye_at.get(rank, -1):
             return True
