@@ -12,6 +12,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -423,28 +424,35 @@ def shard_values(endpoints: list[str], block_bytes: int = 64) -> dict[str, np.nd
 def script_ranks(argv: Sequence[str], endpoint: str, seconds: float) -> list[tuple[int, str]]:
     """Run ``argv`` as ranks 0 and 1 of a 2-worker job of the shard at ``endpoint`` (insecure,
     one BLAS thread, ``DISTCONV_DEBUG`` unset); each rank's exit status and stderr, the ranks
-    killed if they outlive ``seconds``."""
+    killed if they outlive ``seconds`` together. Their stderr goes to files, not pipes: a rank
+    writing more than a pipe holds while the other is waited for would block both."""
     env = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"}
     env.update(WORLD_SIZE="2", DISTCONV_PSERVERS=endpoint, DISTCONV_INSECURE="1")
     env.pop("DISTCONV_DEBUG", None)
-    ranks = [
-        subprocess.Popen(
-            list(argv),
-            env={**env, "RANK": str(r)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for r in range(2)
-    ]
-    try:
-        errs = [p.communicate(timeout=seconds)[1] for p in ranks]
-    finally:
-        for p in ranks:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
-    return [(p.returncode, err) for p, err in zip(ranks, errs)]
+    with tempfile.TemporaryFile("w+") as err0, tempfile.TemporaryFile("w+") as err1:
+        errs = (err0, err1)
+        ranks = [
+            subprocess.Popen(
+                list(argv),
+                env={**env, "RANK": str(r)},
+                stdout=subprocess.DEVNULL,
+                stderr=errs[r],
+                text=True,
+            )  # fmt: skip
+            for r in range(2)
+        ]
+        deadline = time.monotonic() + seconds
+        try:
+            for p in ranks:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        finally:
+            for p in ranks:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        for err in errs:
+            err.seek(0)
+        return [(p.returncode, err.read()) for p, err in zip(ranks, errs)]
 
 
 @contextlib.contextmanager

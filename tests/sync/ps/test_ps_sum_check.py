@@ -9,7 +9,6 @@ the check are kept quiet about overflows (the optimizer still warns)."""
 from __future__ import annotations
 
 import re
-import threading
 import time
 import tracemalloc
 import warnings
@@ -18,7 +17,7 @@ import numpy as np
 import pytest
 import zmq
 from hand_shard import BLOCKS, ROWS
-from ps_helpers import run_ranks, small_net, sparse_table_net
+from ps_helpers import run_ranks, served, small_net, sparse_table_net
 
 from distconv import backend
 from distconv.backend import DOT_CHECK_SIZE, all_finite
@@ -84,13 +83,8 @@ def shard(monkeypatch):
         return real_send(sock, frames, **kwargs)
 
     monkeypatch.setattr(server, "send", record)
-    shard.bind()
-    loop = threading.Thread(target=shard.serve, daemon=True)
-    loop.start()
-    yield shard
-    shard.stop()
-    loop.join(10)
-    shard.close()
+    with served(shard):
+        yield shard
 
 
 def _settled(shard: Shard, seconds: float = 10.0) -> None:
