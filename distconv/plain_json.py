@@ -4,8 +4,8 @@ The job check compares such text across ranks (:func:`~distconv.sync.description
 and a run compares the scheme it records with the one its metrics log holds
 (:func:`~distconv.sync.description.sync_scheme`); a layer's settings take an address out of
 a part's text with :data:`ADDRESS` (:mod:`distconv.layers.settings`). Of distconv it imports
-only :mod:`distconv.plain_names`, which imports none: the layers, which must not import
-:mod:`distconv.sync`, share it.
+only :mod:`distconv.plain_names` and :mod:`distconv.plain_sparse`, which import none: the
+layers, which must not import :mod:`distconv.sync`, share it.
 
 ``json.dumps(..., default=str)`` gave another text in each process for two kinds of value: a
 set, whose order follows ``PYTHONHASHSEED`` (``mpiexec`` starts each rank with its own), and an
@@ -15,7 +15,6 @@ under a run's own scheme recorded it anew.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import io
@@ -30,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from distconv.plain_names import attribute, call_fields, code_name, public_attributes, type_name
+from distconv.plain_sparse import coo_entries
 
 #: an object's address in its text: another in each process
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -314,20 +314,16 @@ def _is_sparse(value: Any) -> bool:
 
 def _sparse(tensor: Any) -> dict[str, Any]:
     """A sparse tensor as its dtype, layout, shape and the SHA-256 of its indices' and values'
-    (:func:`_array`'s) read as COO and coalesced: entries in another order, or one given twice
-    (summed), agree; one of a dtype torch sums none of (float8, uint16) is read as stored. Its
-    str summarised one of over 1000 entries, so two that differ in the middle agreed."""
-    entries = tensor.detach()
-    if str(entries.layout) != "torch.sparse_coo":
-        entries = entries.to_sparse_coo()  # CSR, CSC, BSR, BSC: one form to hash
-    with contextlib.suppress(NotImplementedError):  # coalesce raised it: a config refused
-        entries = entries.coalesce()  # sorted indices, each once
+    (:func:`_array`'s) in one order (:func:`~distconv.plain_sparse.coo_entries`): entries in
+    another order, or one given twice (summed where torch sums its dtype), agree. Its str
+    summarised one of over 1000 entries, so two that differ in the middle agreed."""
+    indices, values = coo_entries(tensor)
     return {  # keys sorted as first_difference names them: the shape's before the hashes'
         "dtype": str(tensor.dtype),
         "layout": str(tensor.layout),
         "shape": [int(n) for n in tensor.shape],
-        "sparse_indices_sha256": hashlib.sha256(_values(entries._indices())).hexdigest(),
-        "values_sha256": hashlib.sha256(_values(entries._values())).hexdigest(),
+        "sparse_indices_sha256": hashlib.sha256(_values(indices)).hexdigest(),
+        "values_sha256": hashlib.sha256(_values(values)).hexdigest(),
     }
 
 

@@ -12,7 +12,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from distconv import plain_json, plain_names
+from distconv import plain_json, plain_names, plain_sparse
 from distconv.layers import settings
 
 
@@ -23,8 +23,10 @@ def test_the_layers_take_an_address_out_with_the_one_pattern_of_a_module_below_b
     assert settings.ADDRESS is plain_json.ADDRESS
     lock = threading.Lock()
     assert settings.setting_value(lock) == plain_json.plain(lock) == "lock"  # not its state
-    assert _distconv_imports(plain_json.__file__) == ["distconv.plain_names"]
-    assert not _distconv_imports(plain_names.__file__)  # the part it imports imports none
+    imported = ["distconv.plain_names", "distconv.plain_sparse"]
+    assert _distconv_imports(plain_json.__file__) == imported
+    for part in (plain_names, plain_sparse):  # the parts it imports import none
+        assert not _distconv_imports(part.__file__)
 
 
 def _distconv_imports(path: str) -> list[str]:

@@ -297,7 +297,8 @@ def test_a_sparse_tensor_is_written_by_its_content_not_its_summarised_text():
 def test_a_sparse_tensor_of_a_dtype_torch_sums_none_of_is_written_by_its_entries():
     """An uncoalesced sparse tensor of a dtype torch has no sum for (float8, uint16..64) made
     coalesce raise NotImplementedError: a config that its str wrote before was refused with a
-    bare error. It is read as stored: the same tensor agrees, another middle entry does not."""
+    bare error. It is read by its entries (in one order: test_plain_json_sparse.py): the same
+    tensor agrees, another middle entry does not."""
     torch = pytest.importorskip("torch")
     where = torch.arange(3000).repeat(2, 1)
 

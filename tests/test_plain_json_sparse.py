@@ -1,0 +1,78 @@
+"""How :mod:`distconv.plain_json` writes a sparse tensor of a dtype torch sums none of (float8,
+uint16..64, complex32): by its entries in one order, whatever order they were built in
+(review k571)."""
+
+from __future__ import annotations
+
+import pytest
+
+from distconv import plain_json
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.timeout(60)
+
+#: the dtypes whose coalesce raises NotImplementedError (torch has no sum for them)
+_NO_SUM = ("float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64", "complex32")
+
+
+def _dtypes() -> list:
+    return [getattr(torch, name) for name in _NO_SUM if hasattr(torch, name)]
+
+
+def _coo(where: list[list[int]], values: list[int], dtype, shape=(4, 5)):
+    """A COO tensor of ``values`` (made as float32, then cast) at ``where``, not coalesced."""
+    return torch.sparse_coo_tensor(
+        torch.tensor(where), torch.tensor(values).float().to(dtype), shape
+    )
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+@pytest.mark.parametrize("dtype", _dtypes(), ids=str)
+def test_the_same_entries_in_another_order_agree(dtype):
+    """coalesce raised for these dtypes and the tensor was hashed as stored: two ranks that
+    built the same tensor with its entries in another order disagreed in the job check (a
+    false refusal). Its entries are ordered by index; another value still differs."""
+    where, values = [[0, 3, 1, 2], [4, 0, 2, 1]], [1, 2, 3, 4]
+    ours = plain_json.plain(_coo(where, values, dtype))
+    turned = [list(reversed(row)) for row in where]
+    assert plain_json.plain(_coo(turned, list(reversed(values)), dtype)) == ours
+    ordered = _coo([[0, 1, 2, 3], [4, 2, 1, 0]], [1, 3, 4, 2], dtype)  # marked coalesced:
+    ordered = torch.sparse_coo_tensor(ordered._indices(), ordered._values(), is_coalesced=True)
+    assert plain_json.plain(ordered) == ours  # coalesce gives it as it is, in the same order
+    assert plain_json.plain(_coo(where, [1, 2, 3, 5], dtype)) != ours
+    moved = [[0, 3, 1, 2], [4, 0, 2, 2]]  # the last value at another index
+    assert plain_json.plain(_coo(moved, values, dtype)) != ours
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+@pytest.mark.parametrize("dtype", _dtypes(), ids=str)
+def test_a_repeated_index_is_kept_in_one_order(dtype):
+    """An index given twice needs a sum torch cannot do: its entries are kept, ordered by index
+    then value, so the same duplicates in any order agree; a tensor of other duplicates (or
+    their sum given once) does not, as documented (never two different tensors agreeing)."""
+    where, values = [[1, 0, 1, 3], [2, 0, 2, 4]], [1, 7, 2, 5]
+    ours = plain_json.plain(_coo(where, values, dtype))
+    for order in ([3, 2, 1, 0], [2, 0, 3, 1], [0, 2, 1, 3]):
+        shuffled = [[row[i] for i in order] for row in where]
+        again = _coo(shuffled, [values[i] for i in order], dtype)
+        assert plain_json.plain(again) == ours, order
+    summed = _coo([[0, 1, 3], [0, 2, 4]], [7, 3, 5], dtype)
+    assert plain_json.plain(summed) != ours
+    assert plain_json.plain(_coo(where, [1, 7, 3, 5], dtype)) != ours
+
+
+def test_a_hybrid_tensor_is_ordered_by_its_rows():
+    """A tensor with dense dimensions (a row of values at each index) is ordered too."""
+    dtype = torch.uint16
+    where = torch.tensor([[2, 0, 2], [1, 3, 1]])
+    rows = torch.tensor([[1, 2], [3, 4], [5, 6]]).to(dtype)
+    ours = plain_json.plain(torch.sparse_coo_tensor(where, rows, (4, 5, 2)))
+    flipped = torch.sparse_coo_tensor(where.flip(1), rows.flip(0), (4, 5, 2))
+    assert plain_json.plain(flipped) == ours
+
+
+def test_a_summable_dtype_is_still_coalesced():
+    """float32 keeps coalesce: an index given twice is summed, so its sum given once agrees."""
+    twice = _coo([[1, 0, 1], [2, 0, 2]], [1, 7, 2], torch.float32)
+    once = _coo([[0, 1], [0, 2]], [7, 3], torch.float32)
+    assert plain_json.plain(twice) == plain_json.plain(once)
