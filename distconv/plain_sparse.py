@@ -12,7 +12,8 @@ from typing import Any
 
 def coo_entries(tensor: Any) -> tuple[Any, Any]:
     """The indices (sparse dims x entries) and values of a sparse tensor read as COO, in one
-    order: coalesced (sorted indices, each once, a repeated one's values summed) where torch can
+    order: coalesced (sorted indices, each once, a repeated one's values summed: a float's in
+    :func:`sorted_entries`' order, as its sum's bits follow its terms' order) where torch can
     sum its dtype; where it cannot (float8, uint16..64, and complex32 with an index repeated:
     ``coalesce`` raises NotImplementedError) sorted by :func:`sorted_entries`, its entries as
     stored. They were hashed in their stored order: two ranks that built the same tensor with
@@ -21,10 +22,16 @@ def coo_entries(tensor: Any) -> tuple[Any, Any]:
     if str(entries.layout) != "torch.sparse_coo":
         entries = entries.to_sparse_coo()  # CSR, CSC, BSR, BSC: one form to hash
     try:
-        entries = entries.coalesce()
+        summed = entries.coalesce()
     except NotImplementedError:  # no sum for its dtype: one order all the same
         return sorted_entries(entries._indices(), entries._values(), entries.shape)
-    return entries._indices(), entries._values()
+    exact = not (entries.dtype.is_floating_point or entries.dtype.is_complex)
+    if exact or summed._nnz() == entries._nnz():
+        return summed._indices(), summed._values()
+    # a float sum's bits follow its terms' order (coalesce keeps the stored one): summed in one
+    indices, values = sorted_entries(entries._indices(), entries._values(), entries.shape)
+    made = sys.modules["torch"].sparse_coo_tensor(indices, values, entries.shape).coalesce()
+    return made._indices(), made._values()
 
 
 def sorted_entries(indices: Any, values: Any, shape: Any) -> tuple[Any, Any]:

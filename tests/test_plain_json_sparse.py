@@ -19,7 +19,7 @@ def _dtypes() -> list:
     return [getattr(torch, name) for name in _NO_SUM if hasattr(torch, name)]
 
 
-def _coo(where: list[list[int]], values: list[int], dtype, shape=(4, 5)):
+def _coo(where: list[list[int]], values: list[float], dtype, shape=(4, 5)):
     """A COO tensor of ``values`` (made as float32, then cast) at ``where``, not coalesced."""
     return torch.sparse_coo_tensor(
         torch.tensor(where), torch.tensor(values).float().to(dtype), shape
@@ -76,3 +76,14 @@ def test_a_summable_dtype_is_still_coalesced():
     twice = _coo([[1, 0, 1], [2, 0, 2]], [1, 7, 2], torch.float32)
     once = _coo([[0, 1], [0, 2]], [7, 3], torch.float32)
     assert plain_json.plain(twice) == plain_json.plain(once)
+
+
+def test_float_duplicates_in_another_order_agree():
+    """coalesce sums a repeated index's values in their stored order, and a float sum's bits
+    follow its terms' order: 1e8 + 1 - 1e8 is 0 in float32, 1e8 - 1e8 + 1 is 1. Two ranks that
+    built the same tensor with its duplicates in another order disagreed; they are summed in
+    one order now (sorted_entries' first)."""
+    where = [[0, 0, 0], [1, 1, 1]]
+    ours = plain_json.plain(_coo(where, [1e8, 1, -1e8], torch.float32))
+    assert plain_json.plain(_coo(where, [1e8, -1e8, 1], torch.float32)) == ours
+    assert plain_json.plain(_coo(where, [1, -1e8, 1e8], torch.float32)) == ours
