@@ -178,9 +178,9 @@ def async_told(said: str, args: argparse.Namespace, rest: Sequence[str]) -> str:
     over hosts (its own, or a batch system's allocation) has no local launch that is the same
     run: it is told that asynchronous SGD needs parameter-server shards, which mpi starts
     none of (:func:`launcher.mpi.ranks_elsewhere`, the test of its program's refusal too). A
-    launch whose workers train with the user's own shards (``--pservers`` after
-    ``--``) is told that it is those shards' setting: a launch with new shards in their
-    place would leave them out."""
+    ``local --servers 0`` launch whose workers train with the user's own shards
+    (``--pservers`` after ``--``) is told that it is those shards' setting: a launch with
+    new shards in their place would leave them out."""
     if ASYNC_HINT not in said:
         return said
     over_hosts = False
@@ -203,14 +203,16 @@ def async_told(said: str, args: argparse.Namespace, rest: Sequence[str]) -> str:
 
 
 def _own_shards(args: argparse.Namespace, rest: Sequence[str]) -> bool:
-    """Whether the launch ``args`` starts no shards and its train arguments ``rest`` name
-    shards of the user's own (``--pservers``, ``--pserv=...`` as train reads it), whose mode
-    their own launch sets. A launch with shards refuses ``--pservers``: its hint drops it."""
+    """Whether the launch ``args`` is ``local --servers 0`` and its train arguments ``rest``
+    name shards of the user's own (``--pservers``, ``--pserv=...`` as train reads it), whose
+    mode their own launch sets. Every other launch refuses ``--pservers``: its hint drops it."""
     from distconv.train_args import spelled_out
 
     from .commands import names_a_program
 
-    shards = args.command != "mpi" and not getattr(args, "mpi", False) and args.servers != 0
+    # mpi's ranks (allreduce) and a k8s render (its deployment's shards) refuse --pservers
+    # after --: their own hints, which drop it, are the ones they take
+    shards = args.command != "local" or args.servers != 0
     if shards or names_a_program(rest):  # a program's arguments are its own
         return False
     return any(w.partition("=")[0] == "--pservers" for w in spelled_out(rest, lenient=True))

@@ -255,19 +255,20 @@ def test_the_async_hints_launch_names_a_line_break_as_a_shell_word():
     assert "\n" not in said and f"{TOLD}{PROG} local --workers 1 --run-dir $'my\\nrun' " in said
 
 
-@pytest.mark.parametrize(
-    "launch", [["local", "--workers", "2", "--servers", "0"], ["mpi", "-np", "2"]]
-)
-def test_a_launch_on_the_users_own_shards_is_told_their_setting(launch):
+#: train arguments on the user's own shards, made async
+OWN_SHARDS = ["--sync", "pserver", "--pserv", "127.0.0.1:1,127.0.0.1:2", "--epochs", "1"]
+OWN_ASYNC = [*OWN_SHARDS, "--mode", "async", "--max-stal=3"]
+
+
+def test_a_launch_on_the_users_own_shards_is_told_their_setting():
     """'local --servers 0 -- --pservers h:p,h:q --mode async' was told a local launch that
     drops --pservers and starts shards of its own, in place of the user's (k569): it is
     told that asynchronous SGD is the setting of those shards, which their own start takes."""
     from distconv.cli import build_parser
 
-    after = ["--sync", "pserver", "--pserv", "127.0.0.1:1,127.0.0.1:2", "--epochs", "1"]
-    args, rest = _parsed([*launch, "--", *after, "--mode", "async", "--max-stal=3"])
+    args, rest = _parsed(["local", "--workers", "2", "--servers", "0", "--", *OWN_ASYNC])
     with pytest.raises(UsageError) as refused:
-        getattr(cli, f"run_{launch[0]}")(args, rest)
+        cli.run_local(args, rest)
     said = str(refused.value)
     assert TOLD not in said and "the shards --pservers names, which you start" in said, said
     flags = shlex.split(said.rsplit(" with ", 1)[1].removesuffix(")"))
@@ -275,3 +276,32 @@ def test_a_launch_on_the_users_own_shards_is_told_their_setting(launch):
     shard = ["--bind", "tcp://127.0.0.1:1", "--shard", "0", "--num-shards", "2", "--workers", "2"]
     taken = build_parser().parse_args(["pserver", *shard, *flags])  # flags the shards take
     assert (taken.mode, taken.max_staleness) == ("async", 3)
+
+
+@pytest.mark.timeout(30)
+def test_an_mpi_launch_on_the_users_own_shards_is_told_a_launch_taken(tmp_path, monkeypatch):
+    """mpi's ranks train with allreduce, refusing --pservers after --: 'mpi -np 2 --
+    --pservers h:p --mode async' was told to start those shards with --mode async (k569),
+    and the launch was refused next for --pservers itself. Its hint is the local launch
+    of its ranks, which starts async shards of its own."""
+    with pytest.raises(UsageError) as refused:
+        cli.run_mpi(*_parsed(["mpi", "-np", "2", "--", *OWN_ASYNC]))
+    hinted = _hinted(refused)
+    assert hinted[:4] == [PROG, "local", "--workers", "2"], hinted
+    _started_async(tmp_path, monkeypatch, hinted)  # was: '--pservers after --' refused
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("distconv.deploy") is None, reason="no Kubernetes renderer"
+)
+@pytest.mark.parametrize("launch", [["--mpi"], ["--servers", "0"]], ids=["mpi", "servers-0"])
+def test_a_k8s_render_on_the_users_own_shards_is_told_a_render_it_takes(launch):
+    """A k8s render leaves --pservers to its deployment: its own-shards hint (k569) named a
+    render refused for --pservers. Its hint is this render with shards, which it takes."""
+    from launcher.k8s import checked_manifests
+
+    own = ["k8s", "--workers", "2", "--image", "img:1", *launch]
+    with pytest.raises(UsageError) as refused:
+        checked_manifests(*_parsed([*own, "--", *OWN_ASYNC]))
+    hinted = _hinted(refused)
+    assert checked_manifests(*_parsed(hinted[1:]))  # was: '--pservers' refused
