@@ -185,9 +185,9 @@ def async_told(said: str, args: argparse.Namespace, rest: Sequence[str]) -> str:
         return said
     over_hosts = False
     if args.command == "mpi":
-        from .mpi import ranks_elsewhere  # mpi's imports: for this hint of an mpi launch only
+        from .mpi import hosts_elsewhere  # mpi's imports: for this hint of an mpi launch only
 
-        over_hosts = ranks_elsewhere(bool(args.hostfile or args.hosts))
+        over_hosts = hosts_elsewhere(args)
     if _own_shards(args, rest):  # '--servers 0 -- --pservers h:p': the user's shards
         bound = _train_words(args, rest)[1]
         told = OWN_SHARDS + ("S" if bound is None else str(bound))

@@ -246,27 +246,23 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         detect_flavor,
         env_changes,
         find_mpiexec,
+        launch_hosts,
         mpi_command,
         mpi_worker_command,
-        parse_hosts,
         ranks_elsewhere,
-        read_hostfile,
     )
     from .mpi_exit import is_status_line, mpiexec_reader
 
-    # ranks on other hosts start their own copy of a program, which this host may lack
-    elsewhere = ranks_elsewhere(bool(args.hostfile or args.hosts))
+    # ranks on other hosts start their own copy of a program, which this host may lack;
+    # hosts that are all this one (-H localhost:2) start this host's
+    hosts = launch_hosts(args)
+    elsewhere = ranks_elsewhere(hosts)
     with async_retelling(args, rest):  # '-- --mode async': a local launch with shards
         program = parse_program(rest, elsewhere)
         refuse_after_dashes(args, program)  # the program only where no hosts are named to read
     # a program not here is started as it is, said once: '-- epochs 2' may be a slip
     missing = missing_here(program.argv[0]) if elsewhere and not program.is_train else None
     note = missing and f"on this host, {missing}; the ranks start each host's own copy"
-    hosts = []
-    if args.hostfile:
-        hosts = read_hostfile(args.hostfile)
-    elif args.hosts:
-        hosts = parse_hosts(args.hosts)
     opts = MpiOptions(args.np, tuple(hosts), args.oversubscribe, args.allow_run_as_root)
     check_slots(opts)  # before the job is said or its run directory made
     mpiexec = find_mpiexec(args.mpiexec)

@@ -13,6 +13,7 @@ OpenMPI does) and passed on as a host list, so either file works with either MPI
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -211,28 +212,68 @@ SCHEDULER_HOSTS = (
     "OMPI_MCA_orte_default_hostfile",
     "PRTE_MCA_prte_default_hostfile",
 )
+#: those of :data:`SCHEDULER_HOSTS` that hold the host names themselves, comma-separated
+SLURM_LISTS = ("SLURM_JOB_NODELIST", "SLURM_NODELIST")
 
 
-def ranks_elsewhere(hosts_given: bool, environ: Mapping[str, str] | None = None) -> bool:
+def launch_hosts(args: argparse.Namespace) -> list[Host]:
+    """The hosts the mpi launch ``args`` names: its ``--hostfile``'s, else its ``-H``'s, else
+    none (mpiexec's own, or a batch system's).
+
+    Raises:
+        LaunchError: the hostfile cannot be read, or either refuses (:func:`read_hostfile`,
+            :func:`parse_hosts`).
+    """
+    if args.hostfile:
+        return read_hostfile(args.hostfile)
+    return parse_hosts(args.hosts) if args.hosts else []
+
+
+def ranks_elsewhere(hosts: Sequence[Host], environ: Mapping[str, str] | None = None) -> bool:
     """Whether an mpi launch's ranks may run on other hosts, which start their own copy of
-    its program: ``hosts_given`` (its ``-H`` or ``--hostfile``), or a batch system's host
-    list in ``environ`` (:data:`SCHEDULER_HOSTS`), which mpiexec reads without either."""
+    its program: a host of ``hosts`` (its ``-H`` or ``--hostfile``) that is not this one
+    (:func:`launcher.this_host.is_this_host`: ``-H localhost:2`` runs here), or, with none,
+    a batch system's host list in ``environ`` (:data:`SCHEDULER_HOSTS`), which mpiexec reads
+    without either; a Slurm node list of this host's name alone runs here too."""
+    from .this_host import all_here
+
+    if hosts:
+        return not all_here(h.name for h in hosts)
     environ = os.environ if environ is None else environ
-    return hosts_given or any(environ.get(name) for name in SCHEDULER_HOSTS)
+    for name in SCHEDULER_HOSTS:
+        value = environ.get(name)
+        if not value:
+            continue
+        # Slurm's list is 'node1,node2' or 'node[1-2]': plain names are read, a range is not
+        if name not in SLURM_LISTS or "[" in value or not all_here(value.split(",")):
+            return True
+    return False
+
+
+def hosts_elsewhere(args: argparse.Namespace) -> bool:
+    """:func:`ranks_elsewhere` of the mpi launch ``args``, for a hint or a check before its
+    run reads its hosts: a hostfile that cannot be read counts as other hosts (its run
+    refuses it in its own words)."""
+    try:
+        hosts = launch_hosts(args)
+    except LaunchError:
+        return True
+    return ranks_elsewhere(hosts)
 
 
 def refuse_unstartable(
-    program: Program, remote: bool, environ: Mapping[str, str] | None = None
+    program: Program, hosts: Sequence[Host], environ: Mapping[str, str] | None = None
 ) -> None:
     """Refuse a program of the user's that the kernel cannot start, where every rank runs on
-    this host (not ``remote``: no hosts given, and no batch system's host list in ``environ``:
-    :data:`SCHEDULER_HOSTS`): mpiexec's ranks would only say ``execvp error on file ./run.sh
-    (No such file or directory)`` of a file that is there (see :func:`program_problem`).
+    this host (every one of ``hosts`` is this host, and with none no batch system's host list
+    is in ``environ``: :func:`ranks_elsewhere`): mpiexec's ranks would only say ``execvp error
+    on file ./run.sh (No such file or directory)`` of a file that is there (see
+    :func:`program_problem`).
 
     Raises:
         LaunchError: naming the program and why (its ``#!`` interpreter, its execute bit).
     """
-    if ranks_elsewhere(remote, environ):  # other hosts' own files (a login node's differ)
+    if ranks_elsewhere(hosts, environ):  # other hosts' own files (a login node's differ)
         return
     problem = program_problem(program)
     if problem is not None:

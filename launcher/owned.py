@@ -77,7 +77,7 @@ def refuse_after_dashes(args: argparse.Namespace, program: Program) -> None:
             status 2, as a train value argparse refuses.
         LaunchError: a program its workers (or ranks) cannot start.
     """
-    from .commands import refuse_other_transport_flags, refuse_owned_flags
+    from .commands import LaunchError, refuse_other_transport_flags, refuse_owned_flags
 
     owned = owned_by(args)
     if owned is None:  # the worker picks its transport; another one's flag fails every start
@@ -85,12 +85,15 @@ def refuse_after_dashes(args: argparse.Namespace, program: Program) -> None:
     else:
         refuse_owned_flags(program, *owned)
     if args.command == "mpi":
-        from .mpi import refuse_unstartable  # mpi's imports: for an mpi launch only
+        from .mpi import launch_hosts, refuse_unstartable  # mpi's imports: for mpi only
 
+        try:
+            hosts = launch_hosts(args)
+        except LaunchError:  # its run refuses the hostfile, in its own words
+            return
         # ranks on other hosts start their own copy, which this host cannot look at
-        refuse_unstartable(program, remote=bool(args.hostfile or args.hosts))
+        refuse_unstartable(program, hosts)
     elif args.command == "local":
-        from .commands import LaunchError
         from .shown import shown
         from .startable import local_problem
 

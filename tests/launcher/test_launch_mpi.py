@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -428,3 +429,26 @@ def test_a_program_the_other_hosts_have_is_not_refused_for_missing_here(tmp_path
     here = launch("-np", "2", "--dry-run", "--", program, tmp_path=tmp_path, cwd=tmp_path)
     assert (here.returncode, here.stdout) == (1, ""), here.stderr
     assert f"program {program!r} does not exist" in here.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "where, env",
+    [
+        (["-H", "localhost:2"], {}),
+        (["-H", "127.0.0.1:1,[::1]:1"], {}),
+        (["--hostfile", "hosts"], {}),  # this host's own name
+        ([], {"SLURM_JOB_NODELIST": socket.gethostname()}),  # a one-node allocation: this one
+    ],
+    ids=["localhost", "loopback", "hostfile", "batch"],
+)
+def test_hosts_that_are_this_one_refuse_a_program_missing_here(tmp_path, where, env):
+    """Any host list counted as ranks elsewhere: 'mpi -H localhost:2 -- /opt/x/prog' was only
+    noted, then every rank's mpiexec said 'execvp error' (review k572). Hosts that are all
+    this one start this host's program, which is looked for here, before mpiexec (k575)."""
+    (tmp_path / "hosts").write_text(f"{socket.gethostname()} slots=2\n")
+    program = str(tmp_path / "on-nodes" / "prog")  # nothing there on this host
+    done = launch("-np", "2", *where, "--dry-run", "--", program,
+                  tmp_path=tmp_path, env=env, cwd=tmp_path)  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    assert f"error: program {program!r} does not exist" in done.stderr, done.stderr

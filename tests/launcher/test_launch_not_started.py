@@ -114,11 +114,15 @@ def _refused_in_the_ranks(tmp_path: Path, said: str) -> None:
 
 
 def test_ranks_on_other_hosts_have_their_own_program(tmp_path: Path):
-    """Where hosts are named, each runs its own copy: this host's is not judged."""
+    """Where other hosts are named, each runs its own copy: this host's is not judged. Hosts
+    that are all this one (``-H localhost:2``) run this host's, which is (k575)."""
     _program(tmp_path, b"#!/bin/sh\r\n")
-    done = launch(*NO_MPI, "-H", "localhost:2", "--", "./run.sh", cwd=tmp_path, timeout=60)
+    done = launch(*NO_MPI, "-H", "a:1,b:1", "--", "./run.sh", cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.rstrip().endswith(" ./run.sh")
+    here = launch(*NO_MPI, "-H", "localhost:2", "--", "./run.sh", cwd=tmp_path, timeout=60)
+    assert (here.returncode, here.stdout) == (1, ""), here.stderr
+    assert "cannot start './run.sh' in the ranks: " in here.stderr
 
 
 def test_an_mpiexec_that_cannot_start_is_named_with_why(tmp_path: Path):
@@ -192,9 +196,9 @@ def test_ranks_a_batch_system_places_have_their_own_program(tmp_path: Path, vari
     node, though the ranks would run it (review k213 of 8e3c94f); without such a variable it
     is refused as before."""
     program = Program((str(_program(tmp_path, b"#!/opt/on-the-nodes/python\n")),), False)
-    refuse_unstartable(program, False, {variable: "node[1-2]"})
+    refuse_unstartable(program, (), {variable: "node[1-2]"})
     with pytest.raises(LaunchError, match="cannot start"):
-        refuse_unstartable(program, False, {variable: ""})
+        refuse_unstartable(program, (), {variable: ""})
 
 
 def test_a_program_the_ranks_cannot_start_is_quoted_as_local_quotes_it(tmp_path: Path):
@@ -205,7 +209,7 @@ def test_a_program_the_ranks_cannot_start_is_quoted_as_local_quotes_it(tmp_path:
     path.write_bytes(b"#!/bin/sh\n")
     path.chmod(0o644)
     with pytest.raises(LaunchError) as refused:
-        refuse_unstartable(Program((str(path),), False), False, {})
+        refuse_unstartable(Program((str(path),), False), (), {})
     said = str(refused.value)
     assert said.startswith(f"cannot start $'{tmp_path}/run\\nme.sh' in the ranks: "), said
     assert "\n" not in said, said
