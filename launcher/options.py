@@ -251,8 +251,21 @@ def parse_own(
             values, given = choice_values(command, own[own.index(args.command) + 1 :])
             owned = owned_by(args)  # None without shards: a worker picks its transport
             flags = owned and owned[0]
+            elsewhere = False  # a program only the other hosts have: mpi's over hosts
+            if args.command == "mpi":
+                from .mpi import hosts_elsewhere
+
+                elsewhere = hosts_elsewhere(args)
             hint = unrecognized(
-                own, extra, rest, options, flags, lambda a: refused(args, a), values, given
+                own,
+                extra,
+                rest,
+                options,
+                flags,
+                lambda a: refused(args, a),
+                values,
+                given,
+                elsewhere,
             )
             # 'mpi ... --mode async': the words before -- no option took are train's after it
             train = rest if names_a_program(rest) else [*extra, *rest]

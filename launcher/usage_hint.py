@@ -25,6 +25,7 @@ def unrecognized(
     refused: Callable[[Sequence[str]], str | None] = lambda after: None,
     values: Mapping[str, str] | None = None,
     given: Mapping[str, str] | None = None,
+    elsewhere: bool = False,
 ) -> str:
     """argparse's refusal of ``extra``, the arguments of ``own`` no option took, and where the
     first is a ``distconv train`` flag (``--epochs`` before ``--``, the likeliest slip), where
@@ -44,7 +45,9 @@ def unrecognized(
     (``/usr/bin/sync``), unless that flag is given (``given``: flag -> as given, ``--mode
     async sync``): then it is a stray word, no program either. A lone bare word on PATH
     (``test``) may be a program or a stray value: it is shown after ``--`` only if it is the
-    program to run."""
+    program to run. Where the launch's ranks run ``elsewhere`` (mpi over other hosts:
+    :func:`launcher.mpi.ranks_elsewhere`), a path missing here is a program all the same, as
+    after ``--`` (:func:`launcher.commands.parse_program`)."""
     from distconv.messages import shell_quoted
     from distconv.train_args import FlagError, full_flag  # numpy and all: on this error only
 
@@ -60,7 +63,7 @@ def unrecognized(
         return f"{said} (did you mean {flag} {extra[0]}?)"
     program = names_a_program(rest)
     # a word first: the program (or the word train) where -- was forgotten, or put before it
-    leading = _program_word(extra[0])
+    leading = _program_word(extra[0], elsewhere)
     own, n = list(own), len(extra)
     at = [i for i in range(len(own) - n + 1) if own[i : i + n] == list(extra)]
     ahead = own[: at[0]] + own[at[0] + n :] if len(at) == 1 else [*own[:1], "..."]
@@ -98,7 +101,7 @@ def unrecognized(
     again = command(after)
     why = refused(after)  # '--epochs 1 job.py': job.py is no train argument after -- either
     if why:
-        first = None if program else _program_first(extra, rest, values or {})
+        first = None if program else _program_first(extra, rest, values or {}, elsewhere)
         if first is not None and refused(first) is None:  # its arguments put before it
             where = f"goes first after --, its arguments after it: {command(first)}"
             if _bare(first[0]):  # 'test' on PATH: perhaps a stray value, as below
@@ -188,7 +191,7 @@ def refused(args: argparse.Namespace, after: Sequence[str]) -> str | None:
 
 
 def _program_first(
-    extra: Sequence[str], rest: Sequence[str], values: Mapping[str, str]
+    extra: Sequence[str], rest: Sequence[str], values: Mapping[str, str], elsewhere: bool
 ) -> list[str] | None:
     """What goes after ``--`` where a program of ``extra`` (not its first word) comes after
     its own arguments (``--epochs 1 job.py``): the program first, then the rest of ``extra``
@@ -198,7 +201,7 @@ def _program_first(
     for i, word in enumerate(extra[1:], 1):
         if word == "train" or word in values or _takes_value(extra[i - 1]):
             continue
-        if _program_word(word):
+        if _program_word(word, elsewhere):
             return [word, *extra[:i], *extra[i + 1 :], *rest]
     return None
 
@@ -223,10 +226,11 @@ def _bare(word: str) -> bool:
     return os.sep not in word and not word.endswith(".py")
 
 
-def _program_word(word: str) -> bool:
+def _program_word(word: str, elsewhere: bool = False) -> bool:
     """Whether ``word`` reads as a program (or ``train``) put before ``--``: a script's name
-    or a program :func:`launcher.commands.parse_program` would run; not a stray value
-    (``-np 2 4``), nor a folder or data file beside it (``runs``), refused after ``--``."""
+    or a program :func:`launcher.commands.parse_program` would run (a path only the other
+    hosts may have too, where the ranks run ``elsewhere``); not a stray value (``-np 2 4``),
+    nor a folder or data file beside it (``runs``), refused after ``--``."""
     from .commands import LaunchError, parse_program
 
     if word == "train" or word.endswith(".py"):
@@ -234,7 +238,9 @@ def _program_word(word: str) -> bool:
     if word.startswith("-"):
         return False
     try:
-        parse_program([word])
+        # a path (/opt/on-nodes/prog) the other hosts may have; a bare word missing here is
+        # likelier a stray value than a program on their PATH alone
+        parse_program([word], elsewhere and os.sep in word)
     except LaunchError:
         return False
     return True

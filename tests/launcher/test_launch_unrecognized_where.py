@@ -466,3 +466,36 @@ def test_distconv_train_with_no_dashes_is_said_to_be_the_launchs_own(
     assert usage_refusal(capsys, *argv) == (
         f"distconv-launch {argv[0]}: error: unrecognized arguments: {said}"
     )
+
+
+#: what the ranks' other hosts have and this one does not
+ON_NODES = "/opt/on-nodes/prog"
+
+
+@pytest.mark.usefixtures("no_batch_hosts")  # the launch's hosts are its -H alone
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (
+            ["-H", "a:1,b:1", ON_NODES, "--lr", "1"],
+            f"{ON_NODES} --lr 1 (a program goes after --: distconv-launch mpi -np 2 -H a:1,b:1 "
+            f"-- {ON_NODES} --lr 1)",
+        ),
+        (
+            ["-H", "a:1,b:1", "--lr", "1", ON_NODES],
+            f"--lr 1 {ON_NODES} (a program goes first after --, its arguments after it: "
+            f"distconv-launch mpi -np 2 -H a:1,b:1 -- {ON_NODES} --lr 1)",
+        ),
+        (["-H", "localhost:2", ON_NODES], ON_NODES),  # this host runs it: it does not exist
+        (["-H", "a:1,b:1", "4"], "4"),  # a bare word missing here: a stray value, no program
+    ],
+    ids=["forgotten", "after-its-arguments", "hosts-here", "bare-word"],
+)
+def test_a_program_only_the_other_hosts_have_is_told_to_go_after_the_dashes(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+):
+    """'mpi -H a:1,b:1 -- /opt/on-nodes/prog' runs each host's own copy, but with -- left
+    out that program was told nothing ('unrecognized arguments: ...' alone), read as a
+    program after -- but not before it (review k572): its hint names it after -- (k575)."""
+    got = usage_refusal(capsys, "mpi", "-np", "2", *argv)
+    assert got == f"distconv-launch mpi: error: unrecognized arguments: {said}", got
