@@ -231,9 +231,15 @@ class Failure:
             return 128 + int(number) if number else 1
         return self.exit_code if self.exit_code and 0 < self.exit_code < 256 else 1
 
+    @property
+    def different_jobs(self) -> bool:
+        """Whether the ranks run different jobs: every rank stops on it alike, and a restart
+        of the same command would only stop on it again."""
+        return self.signal is None and bool(self.exit_code) and _mismatch(self.cause)
+
     def describe(self) -> str:
         """The headline: who failed and how (:meth:`stopped_too` says who stopped with it)."""
-        if self.signal is None and self.exit_code and different_jobs_in([self.cause or ""]):
+        if self.different_jobs:
             return (  # every rank stops on it alike: none is blamed
                 f"the ranks run different jobs, which stops every rank ({self.role} {self.rank} "
                 f"exited first, with exit code {self.exit_code}): {self.cause}"
@@ -262,6 +268,10 @@ class Failure:
     @property
     def _victim(self) -> bool:
         return self.role == "worker" and self.exit_code == PEER_FAILED_STATUS
+
+
+def _mismatch(cause: str | None) -> bool:
+    return different_jobs_in([cause or ""]) is not None
 
 
 def _said(tail: Sequence[str]) -> list[str]:

@@ -180,6 +180,12 @@ class Supervisor:
                     return 128 + self._signals[0]
                 if failure is None:
                     return 0
+                if restart < max_restarts and failure.different_jobs:
+                    self.say(  # the same command would only stop on it again
+                        f"not restarting (--max-restarts {max_restarts}): the ranks run "
+                        "different jobs, which every attempt would stop on"
+                    )
+                    break
                 if restart < max_restarts:
                     attempt = f"{restart + 1} of {max_restarts}"
                     said = failure.describe() + failure.stopped_too()

@@ -32,8 +32,9 @@ def test_the_report_names_the_mismatch_not_the_first_worker_to_exit(tmp_path):
     )
     env["PYTHONPATH"] = child_path()
     env.pop("DISTCONV_DEBUG", None)  # the one-line error, not a traceback
+    # restarts allowed: a mismatch is not retried, every attempt would stop on it again
     argv = [sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "1",
-            "--run-dir", str(tmp_path / "run"), "--", str(OTHER_JOB),
+            "--max-restarts", "2", "--run-dir", str(tmp_path / "run"), "--", str(OTHER_JOB),
             str(tmp_path / "out")]  # fmt: skip
     done = run_job(argv, env=env, timeout=80, cwd=tmp_path)
     said = done.stderr + done.stdout[-3000:]
@@ -46,3 +47,5 @@ def test_the_report_names_the_mismatch_not_the_first_worker_to_exit(tmp_path):
     report = json.loads((tmp_path / "run" / "failure.json").read_text())
     assert re.match(MISMATCH, report["cause"] or ""), report
     assert report["exit_code"] == 1, report
+    assert report["restart"] == 0 and "restarting the job" not in done.stderr, said
+    assert "not restarting (--max-restarts 2): the ranks run different jobs" in done.stderr, said
