@@ -365,6 +365,27 @@ def test_close_without_an_exception_does_not_abort():
     assert events == ["thread stopped"]
 
 
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("fails", ["_close_gradients", "_let_go"])
+def test_close_puts_the_hook_back_when_releasing_the_sync_raises(fails, monkeypatch):
+    """A Ctrl-C or an MPI error (the communicator's Free) while close released the sync skipped
+    putting the hook back: it stayed installed and open, and a later error on this rank (a
+    second fit's refusal, a Ctrl-C) aborted a job every rank had left (review k573)."""
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    sync = MPISync(create_optimizer("sgd"), comm=SingleRankComm(), overlap=False)
+    sync.setup([Parameter("w", np.zeros(3))], {})
+    sync._restore_hook = install_abort_hook(AbortRecorder())  # as with two ranks or more
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sync, fails, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sync.close()
+    assert sys.excepthook is sys.__excepthook__
+    assert not leaving.is_abort_hook(sys.excepthook) and not leaving._open_hooks
+
+
 #: an MPI initialised at FUNNELED, below SERIALIZED: no second thread may call it
 FUNNELED = types.SimpleNamespace(Query_thread=lambda: 1, THREAD_SERIALIZED=2)
 

@@ -91,10 +91,12 @@ class Shutdown:
             self._release()
 
     def _release(self) -> None:
-        self._let_go()  # a gradient after close is refused, never sent on a freed comm
-        self._watchdog.close()
-        self._close_gradients()
-        self._restore_hook()  # does nothing once the hook is back, or was never ours
+        try:
+            self._let_go()  # a gradient after close is refused, never sent on a freed comm
+            self._watchdog.close()
+            self._close_gradients()
+        finally:  # a Ctrl-C or an MPI error here left the hook open: it aborted a job left
+            self._restore_hook()  # does nothing once the hook is back, or was never ours
 
     def _close_gradients(self) -> None:
         """Stop the communication thread and free the gradients' communicator, if any."""
