@@ -8,7 +8,9 @@ parameter's values after it to ``ERRORS_DIR/rank<r>.err`` and ``rank<r>.npy``, t
 sync's ``close`` ends the job. ``caught``: the error is not raised, the sync closed after it (a
 close that aborts ends the job with a status not 0). ``run_main``: ``main`` is run through
 ``distconv.distributed.run_main`` (start it without ``-m mpi4py``, whose runner aborts on any
-exit status but 0), the sync closed in its ``finally`` as the README's script does.
+exit status but 0), the sync closed in its ``finally`` as the README's script does; and the
+last value's average is past float16's range on each rank alone, with opposite signs (200,000
+and -200,000 summed over the step: +inf and -inf on the wire, NaN summed), refused alike.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ def main() -> None:
     try:
         sync.setup([param], {})
         sync.start_step(1)
-        param.grad += np.array([80_000.0, 1.0, -1.0])
+        signs = sys.argv[3:] == ["run_main"]  # each rank's inf, of opposite signs
+        param.grad += np.array([80_000.0, 1.0, (-1.0) ** sync.rank * 200_000 if signs else -1.0])
         sync(param)
         sync.finish_step()
     except Exception as error:

@@ -129,7 +129,9 @@ def test_run_main_says_a_refused_float16_wire_in_one_line_without_the_thread(ove
     so without the communication thread the job aborted with a traceback on every rank,
     though every rank refused the same bucket once the step's collectives were complete (review
     k563). With the thread the refusal skipped what the thread had queued: close aborts still,
-    saying the wire's refusal and the way out."""
+    saying the wire's refusal and the way out. Its last value overflows on each rank alone, with
+    opposite signs: no numpy warning of the ranks' inf + -inf (NaN) comes first either (the
+    float32 sum warned ``invalid value encountered in reduce``; review k573)."""
     pytest.importorskip("mpi4py", reason="mpi4py is not installed")
     command = [sys.executable, str(HERE / "run_wire_overflow.py"), overlap, str(tmp_path)]
     proc = run_mpi(["-n", "2", *command, "run_main"], timeout=45)

@@ -273,9 +273,9 @@ class Bucket:
             return
         wire, parts = self.target, self.scratch
         wait(comm.Ialltoall(wire.view(np.uint8), parts.view(np.uint8)))
-        chunk = parts.reshape(comm.Get_size(), -1).astype(np.float32).sum(axis=0)
-        with np.errstate(over="ignore"):  # a sum past the wire's range: check_wire refuses it
-            chunk = chunk.astype(wire.dtype)
+        with np.errstate(over="ignore", invalid="ignore"):  # no warning: check_wire refuses
+            chunk = parts.reshape(comm.Get_size(), -1).astype(np.float32).sum(axis=0)
+            chunk = chunk.astype(wire.dtype)  # ranks' inf + -inf: NaN; a sum past its range: inf
         wait(comm.Iallgather(chunk.view(np.uint8), wire.view(np.uint8)))
 
     def reduce_piece(
