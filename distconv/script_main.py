@@ -25,7 +25,11 @@ from distconv.messages import debugging, say
 from distconv.runtime import RuntimeConfigError
 from distconv.stop_request import Preempted
 from distconv.sync.errors import JobRefused
-from distconv.sync.mpi.leaving import abort_uninitialised, is_abort_hook
+from distconv.sync.mpi.leaving import (
+    abort_through_open_hook,
+    abort_uninitialised,
+    is_abort_hook,
+)
 from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
 
 _Result = TypeVar("_Result")
@@ -67,18 +71,19 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     ``WireRefused`` without the communication thread (with it, a plain ``SyncError`` that
     aborts the job: the thread skipped what it had queued); one not raised alike
     (``raised_alike``: a strategy's own) goes to an MPI sync's abort hook, as a
-    RuntimeConfigError does. Lines are JSON under a JSON log (a peer failure's traceback under
-    ``"exception"``). Any other exception propagates, a plain ``SyncError`` (most often the
-    sync API used out of order) included.
-    """
+    RuntimeConfigError does (called here where a script's hook, set after ``init()``, took
+    its place: that one need not hand on to it). Lines are JSON under a JSON log (a peer
+    failure's traceback under ``"exception"``). Any other exception propagates, a plain
+    ``SyncError`` (most often the sync API used out of order) included; under a script's hook
+    while an MPI sync's abort hook is open, that hook takes it and aborts the job."""
     ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
     try:
         return main()
     except Preempted as exc:
         say(as_log_line(f"{_program()}: {exc}", logging.WARNING))  # JSON as the log may be
         raise SystemExit(exc.exit_status) from None
-    except KeyboardInterrupt:  # before the Trainer takes Ctrl-C (setup), or the second one
-        if _hooked():  # an MPI sync's abort hook: maybe this rank alone, the others waiting
+    except KeyboardInterrupt as exc:  # before the Trainer takes Ctrl-C (setup), or a second
+        if _hooked(exc):  # an MPI sync's abort hook: maybe this rank alone, the others waiting
             raise
         if debugging():
             traceback.print_exc()
@@ -108,26 +113,28 @@ def _failure_status(error: Exception) -> int | None:
         else:
             traceback.print_exc()
         return PEER_FAILED_STATUS
-    if debugging():
-        return None
-    # said here under an MPI sync's abort hook (_hooked) too where every rank raises it alike
-    # (MPI's refusals): none waits; any other error of this rank's goes to the hook
+    # said here under an MPI sync's abort hook too where every rank raises it alike (MPI's
+    # refusals): none waits; any other error of this rank's goes to the hook (_hooked)
     alike = isinstance(error, JobRefused) and error.raised_alike
-    if alike or (isinstance(error, JobRefused | RuntimeConfigError) and not _hooked()):
+    if (not alike and _hooked(error)) or debugging():  # the hook first: it must abort
+        return None
+    if isinstance(error, JobRefused | RuntimeConfigError):
         say(error_line(_program(), error, _log_format))
         return 1
     return None
 
 
-def _hooked() -> bool:
-    """Whether MPISync's abort hook wants an error uncaught: it aborts every rank, where a
-    SystemExit skipped it and left the others waiting for this one. Told by
-    :func:`~distconv.sync.mpi.leaving.is_abort_hook`: the hook itself, or a script's hook set
-    over it while it is open (which may hand on to it); not a script's own hook (a logger's)
-    where no MPI sync is open, which was taken for it and got the traceback of a refusal said
-    in one line without it (the parameter server's job check), and of a Ctrl-C, which then
-    died by SIGINT, not ``interrupted`` and 130."""
-    return is_abort_hook(sys.excepthook)
+def _hooked(error: BaseException) -> bool:
+    """Whether an MPI sync's abort hook is open, which must abort every rank on ``error``
+    (this rank's alone, maybe, the others waiting for it), where a SystemExit left them
+    waiting. Installed (:func:`~distconv.sync.mpi.leaving.is_abort_hook`), the error is left
+    uncaught for it. Under a hook a script set after ``init()``, which need not hand on to ours
+    (one that calls Python's own, or ``sys.__excepthook__`` put back), the open hook is called
+    here (:func:`~distconv.sync.mpi.leaving.abort_through_open_hook`): it prints the error and
+    aborts the job, and returns only with a test's stand-in ``Abort``. With none open, a
+    script's own hook (a logger's) is no abort hook: a refusal is said in one line, a Ctrl-C
+    ``interrupted`` and 130."""
+    return is_abort_hook(sys.excepthook) or abort_through_open_hook(error)
 
 
 def _abort_mpi_before_init(status: int | None) -> None:

@@ -119,10 +119,20 @@ def _stopping_alone(script: str, stop: str) -> str:
     )
 
 
+#: :data:`LATE_ERROR`'s refusal on rank 1 alone under a hook the script sets after ``init()``
+#: that does not hand on to MPISync's: a logger's calling Python's own, Python's own put back
+_REFUSED = _stopping_alone(LATE_ERROR, 'JobRefused("rank 1 refuses this job alone")')
+_INIT = '    sync = dist.init("sgd", lr=0.01)\n'
+_OWN_HOOK = "    sys.excepthook = lambda *exc: sys.__excepthook__(*exc)\n"
+
 #: rank 1 stops alone, rank 0 goes on into setup's collectives (or MPI_Init): a refusal of
 #: the job no other rank raises (a strategy's or the script's own JobRefused), a Ctrl-C
 ALONE = {
-    "refused": _stopping_alone(LATE_ERROR, 'JobRefused("rank 1 refuses this job alone")'),
+    "refused": _REFUSED,
+    "refused-under-a-loggers-hook": _REFUSED.replace(_INIT, _INIT + _OWN_HOOK),
+    "refused-under-pythons-hook": _REFUSED.replace(
+        _INIT, _INIT + "    sys.excepthook = sys.__excepthook__\n"
+    ),
     "interrupted": _stopping_alone(LATE_ERROR, "KeyboardInterrupt('rank 1 interrupted')"),
     "interrupted-before-init": _stopping_alone(
         EARLY_ERROR, "KeyboardInterrupt('rank 1 interrupted')"
@@ -137,10 +147,13 @@ def test_a_rank_that_stops_alone_still_ends_the_job(tmp_path, stop):
     (JobMismatch, WireRefused) are raised alike on every rank: one raised on rank 1 alone
     left rank 0 waiting in setup's collectives until the watchdog's 600 s, and a Ctrl-C before
     MPI_Init left it in MPI_Init for ever (review k559). Such a stop goes to the hook, which
-    says it and aborts the job, or, before MPI_Init, aborts it as a setting error does."""
+    says it and aborts the job, or, before MPI_Init, aborts it as a setting error does; so
+    under a hook the script set after init() that does not hand on to it, which left rank 0
+    waiting as well (review k573): run_main calls the open hook itself."""
+    assert ALONE[stop].count("sys.excepthook") == ("under" in stop)  # the replace still holds
     script = tmp_path / "alone.py"
     script.write_text(ALONE[stop])
     done = run_mpi(["-n", "2", sys.executable, str(script), str(tmp_path / "out")], timeout=30)
     assert done.returncode != 0, done.stderr[-3000:]
-    said = "rank 1 refuses this job alone" if stop == "refused" else "interrupted"
+    said = "rank 1 refuses this job alone" if stop.startswith("refused") else "interrupted"
     assert said in done.stderr, done.stderr[-3000:]

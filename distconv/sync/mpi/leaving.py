@@ -187,19 +187,27 @@ def exit_status(error: BaseException | None) -> int:
 _ABORTS_THE_JOB = "distconv_aborts_the_mpi_job"
 
 
-#: how many abort hooks are installed and not yet closed in this process
-_open_hooks = 0
+#: the abort hooks installed and not yet closed in this process, the latest last
+_open_hooks: list[Callable[[type[BaseException], BaseException, Any], None]] = []
 
 
 def is_abort_hook(hook: Any) -> bool:
-    """Whether ``hook`` (``sys.excepthook``) is an MPI sync's abort hook, not yet closed, or
-    one set over such a hook while it is open: an error left uncaught there may reach ours,
-    which aborts every rank. Ours is told by its mark; another (a script's own, a logger's)
-    counts only while one of ours is open, since a hook set after ``init()`` often hands on to
-    the one it replaced, and a rank leaving on its own would leave the others waiting."""
-    if getattr(hook, _ABORTS_THE_JOB, False) is True:
-        return True
-    return _open_hooks > 0 and hook is not sys.__excepthook__
+    """Whether ``hook`` (``sys.excepthook``) is an MPI sync's abort hook, not yet closed (told
+    by its mark): an error left uncaught there aborts every rank."""
+    return getattr(hook, _ABORTS_THE_JOB, False) is True
+
+
+def abort_through_open_hook(error: BaseException) -> bool:
+    """Hand ``error`` to the latest MPI sync's abort hook not yet closed, whatever
+    ``sys.excepthook`` is now: it prints it through the hook it replaced, then aborts every
+    rank. False where none is open (nothing done). A hook a script set after ``init()`` need
+    not hand on to ours (one that calls Python's own, or ``sys.__excepthook__`` put back): an
+    error left to it ended this rank alone, the others waiting in a collective. Returns (True)
+    only where ``Abort`` and the process's end after it are stand-ins (a test's)."""
+    if not _open_hooks:
+        return False
+    _open_hooks[-1](type(error), error, error.__traceback__)
+    return True
 
 
 def install_abort_hook(comm: Any) -> Callable[[], None]:
@@ -235,16 +243,15 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
             _abort(comm, exit_status(value), before)
 
     def restore() -> None:
-        global _open_hooks
         nonlocal closed
-        _open_hooks -= not closed
+        if not closed:
+            _open_hooks.remove(print_and_abort)
         closed = True
         setattr(print_and_abort, _ABORTS_THE_JOB, False)  # left installed, it aborts no more
         if sys.excepthook is print_and_abort:
             sys.excepthook = previous
 
-    global _open_hooks
-    _open_hooks += 1
+    _open_hooks.append(print_and_abort)
     setattr(print_and_abort, _ABORTS_THE_JOB, True)
     sys.excepthook = print_and_abort
     return restore
