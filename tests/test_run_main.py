@@ -16,7 +16,7 @@ from distconv.sync import JobRefused
 from distconv.sync.mpi import leaving
 from distconv.sync.mpi.leaving import install_abort_hook
 from tests.child_env import child_path
-from tests.mpi.test_abort_hook import AbortRecorder
+from tests.mpi.common import AbortRecorder
 from tests.signals import sigint_as_in_a_terminal
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -362,3 +362,13 @@ def assert_left_to_the_watchdog(args: Sequence[str], folder: Path, wait: str) ->
     assert wait in proc.stderr, proc.stderr
     assert time.monotonic() - began < 30
     assert not list(folder.glob("said*.txt"))
+
+
+class AbortRecorder:
+    """Stands in for a communicator: records Abort instead of ending the process."""
+
+    def __init__(self) -> None:
+        self.aborted: list[int] = []
+
+    def Abort(self, code: int) -> None:  # noqa: N802 - mpi4py's name
+        self.aborted.append(code)

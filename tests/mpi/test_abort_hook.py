@@ -16,6 +16,7 @@ from distconv.sync.mpi import comm as comm_mod
 from distconv.sync.mpi.comm import want_thread
 from distconv.sync.mpi.leaving import abort_job, install_abort_hook, reason
 from distconv.sync.mpi.step_check import BARRIER, CLOSED, SETUP, SUMMING, StepCheck
+from tests.mpi.common import AbortRecorder
 
 
 @pytest.fixture(autouse=True)
@@ -26,16 +27,6 @@ def exits(monkeypatch):
     monkeypatch.setattr(leaving, "_exit", seen.append)
     monkeypatch.setattr(leaving, "FORWARD_SECONDS", 0.0)  # no launcher forwards the output
     return seen
-
-
-class AbortRecorder:
-    """Stands in for a communicator: records Abort instead of ending the process."""
-
-    def __init__(self) -> None:
-        self.aborted: list[int] = []
-
-    def Abort(self, code: int) -> None:  # noqa: N802 - mpi4py's name
-        self.aborted.append(code)
 
 
 def _raise_and_hook(error: BaseException) -> None:
