@@ -3,10 +3,11 @@ this machine, whose ranks start this host's own files: checked cheaply, with no 
 that can hang a launch.
 
 A name is this host's when it is ``localhost``, this host's name (``socket.gethostname``, or
-its first label), or its fully qualified name; an address when this host can bind it (a
-loopback address or one of its interfaces'). The fully qualified name may need a resolver,
-so it is looked up only for a name that starts with this host's own first label, and for
-:data:`FQDN_BOUND` seconds at most.
+its first label), or its fully qualified name; an address when it is a loopback address or
+the one this host's kernel picks as its own source for it (one of its interfaces'). An
+address that names no single host (``0.0.0.0``, ``::``, multicast, broadcast) is none.
+The fully qualified name may need a resolver, so it is looked up only for a name that starts
+with this host's own first label, and for :data:`FQDN_BOUND` seconds at most.
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ def is_this_host(name: str) -> bool:
         address = ipaddress.ip_address(name.partition("%")[0])
     except ValueError:
         return _is_this_name(name)
-    return address.is_loopback or _bindable(str(address), address.version)
+    if address.is_loopback:
+        return True
+    if address.is_unspecified or address.is_multicast or address == _BROADCAST:
+        return False
+    return _own_source(str(address), address.version)
 
 
 def all_here(names: Iterable[str]) -> bool:
@@ -62,12 +67,18 @@ def _fqdn() -> str | None:
     return found[0].lower().rstrip(".") if found else None
 
 
-def _bindable(address: str, version: int) -> bool:
-    """Whether this host can bind ``address``: one of its own (no packet is sent)."""
+_BROADCAST = ipaddress.ip_address("255.255.255.255")
+
+
+def _own_source(address: str, version: int) -> bool:
+    """Whether ``address`` is one of this host's own: the source address the kernel picks to
+    reach it is the address itself only then. A UDP connect only chooses a route, so no packet
+    is sent. Binding the address is no test: with ``net.ipv4.ip_nonlocal_bind=1`` (keepalived
+    and HAProxy nodes) any address binds."""
     family = socket.AF_INET if version == 4 else socket.AF_INET6
     try:
         with socket.socket(family, socket.SOCK_DGRAM) as probe:
-            probe.bind((address, 0))
-    except OSError:  # EADDRNOTAVAIL: another host's; no IPv6 here at all
+            probe.connect((address, 9))
+            return probe.getsockname()[0].partition("%")[0] == address
+    except OSError:  # no route (ENETUNREACH), a broadcast (EACCES), no IPv6 here at all
         return False
-    return True

@@ -17,6 +17,7 @@ import pytest
 from launcher.commands import LaunchError, Program, threads_per_process, usable_cpus
 from launcher.mpi import (
     LINE_BUFFERED,
+    SCHEDULER_HOSTS,
     Host,
     MpiOptions,
     exported_names,
@@ -146,8 +147,15 @@ def launch_env(tmp_path: Path) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     base = {"PATH": os.environ["PATH"], "PYTHONPATH": child_path(), "HOME": str(home)}
-    # Open MPI's own settings (root in a container, oversubscription: .ci/openmpi) carry over
-    base.update({k: v for k, v in os.environ.items() if k.startswith(("OMPI_", "PRTE_"))})
+    # Open MPI's own settings (root in a container, oversubscription: .ci/openmpi) carry over;
+    # a runner's default hostfile does not: it would send the ranks elsewhere (k581)
+    base.update(
+        {
+            k: v
+            for k, v in os.environ.items()
+            if k.startswith(("OMPI_", "PRTE_")) and k not in SCHEDULER_HOSTS
+        }
+    )
     return base
 
 
@@ -442,11 +450,15 @@ def test_a_program_the_other_hosts_have_is_not_refused_for_missing_here(tmp_path
     ],
     ids=["localhost", "loopback", "hostfile", "batch"],
 )
-def test_hosts_that_are_this_one_refuse_a_program_missing_here(tmp_path, where, env):
+def test_hosts_that_are_this_one_refuse_a_program_missing_here(tmp_path, monkeypatch, where, env):
     """Any host list counted as ranks elsewhere: 'mpi -H localhost:2 -- /opt/x/prog' was only
     noted, then every rank's mpiexec said 'execvp error' (review k572). Hosts that are all
-    this one start this host's program, which is looked for here, before mpiexec (k575)."""
+    this one start this host's program, which is looked for here, before mpiexec (k575). A
+    runner's own default hostfile is not the launch's (k581): launch_env leaves it out."""
     (tmp_path / "hosts").write_text(f"{socket.gethostname()} slots=2\n")
+    (tmp_path / "runners").write_text("a slots=1\nb slots=1\n")
+    monkeypatch.setenv("OMPI_MCA_orte_default_hostfile", str(tmp_path / "runners"))
+    monkeypatch.setenv("PRTE_MCA_prte_default_hostfile", str(tmp_path / "runners"))
     program = str(tmp_path / "on-nodes" / "prog")  # nothing there on this host
     done = launch("-np", "2", *where, "--dry-run", "--", program,
                   tmp_path=tmp_path, env=env, cwd=tmp_path)  # fmt: skip
