@@ -246,20 +246,22 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         detect_flavor,
         env_changes,
         find_mpiexec,
+        hosts_elsewhere,
         launch_hosts,
         mpi_command,
         mpi_worker_command,
-        ranks_elsewhere,
     )
     from .mpi_exit import is_status_line, mpiexec_reader
 
     # ranks on other hosts start their own copy of a program, which this host may lack;
-    # hosts that are all this one (-H localhost:2) start this host's
-    hosts = launch_hosts(args)
-    elsewhere = ranks_elsewhere(hosts)
+    # hosts that are all this one (-H localhost:2) start this host's. A hostfile that cannot
+    # be read counts as other hosts until the arguments after -- are judged: their usage
+    # error (exit 2, the async hint) comes first, as before hosts were read here (k581)
+    elsewhere = hosts_elsewhere(args)
     with async_retelling(args, rest):  # '-- --mode async': a local launch with shards
         program = parse_program(rest, elsewhere)
         refuse_after_dashes(args, program)  # the program only where no hosts are named to read
+    hosts = launch_hosts(args)  # an unreadable hostfile is refused here, in its own words
     # a program not here is started as it is, said once: '-- epochs 2' may be a slip
     missing = missing_here(program.argv[0]) if elsewhere and not program.is_train else None
     note = missing and f"on this host, {missing}; the ranks start each host's own copy"

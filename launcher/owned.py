@@ -89,7 +89,7 @@ def refuse_after_dashes(args: argparse.Namespace, program: Program) -> None:
 
         try:
             hosts = launch_hosts(args)
-        except LaunchError:  # its run refuses the hostfile, in its own words
+        except LaunchError:  # run_mpi refuses it next, in its own words; a hint leaves it
             return
         # ranks on other hosts start their own copy, which this host cannot look at
         refuse_unstartable(program, hosts)
