@@ -147,6 +147,14 @@ def start_problem(program: str, path: str | None = None) -> str | None:
     return None
 
 
+def reads_as_program(found: str) -> bool:
+    """Whether the file ``found`` reads as a program wherever it runs: executable here, or a
+    script (``#!``) or binary whose copy on another host may have its execute bit; not a
+    data file (``set.npz``), which no host runs."""
+    first = _first_line(found)
+    return os.access(found, os.X_OK) or first.startswith((b"#!", _BOM_SHEBANG, b"\x7fELF"))
+
+
 def program_problem(program: Program) -> str | None:
     """Why a user's ``program`` (what follows ``--``) would not start on this host
     (:func:`start_problem` of its first word); None for ``distconv train`` arguments or a

@@ -229,21 +229,26 @@ def _bare(word: str) -> bool:
 def _program_word(word: str, elsewhere: bool = False) -> bool:
     """Whether ``word`` reads as a program (or ``train``) put before ``--``: a script's name
     or a program :func:`launcher.commands.parse_program` would run (a path only the other
-    hosts may have too, where the ranks run ``elsewhere``); not a stray value (``-np 2 4``),
-    nor a folder or data file beside it (``runs``), refused after ``--``."""
+    hosts may have too, where the ranks run ``elsewhere``, and this one lacks); not a stray
+    value (``-np 2 4``), nor a folder or data file beside it (``runs``, ``./set.npz``),
+    refused after ``--``."""
     from .commands import LaunchError, parse_program
+    from .startable import reads_as_program
 
     if word == "train" or word.endswith(".py"):
         return True
     if word.startswith("-"):
         return False
+    here = os.path.exists(word)
     try:
         # a path (/opt/on-nodes/prog) the other hosts may have; a bare word missing here is
         # likelier a stray value than a program on their PATH alone
-        parse_program([word], elsewhere and os.sep in word)
+        program = parse_program([word], elsewhere and os.sep in word and not here)
     except LaunchError:
         return False
-    return True
+    # a file this host has (a shared /home) is the other hosts' program only where it reads
+    # as one (its execute bit, a #! line): a data file beside the launch is no one's (k581)
+    return not (elsewhere and here and not reads_as_program(program.argv[0]))
 
 
 def _word(text: str) -> str:

@@ -499,3 +499,19 @@ def test_a_program_only_the_other_hosts_have_is_told_to_go_after_the_dashes(
     program after -- but not before it (review k572): its hint names it after -- (k575)."""
     got = usage_refusal(capsys, "mpi", "-np", "2", *argv)
     assert got == f"distconv-launch mpi: error: unrecognized arguments: {said}", got
+
+
+@pytest.mark.usefixtures("no_batch_hosts")  # the launch's hosts are its -H alone
+@pytest.mark.parametrize("argv", [["--epochs", "1", "./set.npz"], ["./set.npz", "--epochs", "1"]])
+def test_a_data_file_this_host_has_is_no_program_of_the_other_hosts(
+    capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch, argv: list[str]
+):
+    """Over other hosts, a path was taken for their program whatever it was here: a data
+    file beside the launch (a shared /home has it on every host) was told 'a program goes
+    first after --' (review k578). A file this host has is a program only where it reads as
+    one: executable, or a script (test_a_program_the_ranks_cannot_start_...) (k581)."""
+    (tmp_path / "set.npz").write_bytes(b"PK\x03\x04")  # no execute bit, no #! line
+    monkeypatch.chdir(tmp_path)
+    got = usage_refusal(capsys, "mpi", "-np", "2", "-H", "a:1,b:1", *argv)
+    assert "a program goes" not in got, got
+    assert got.startswith(f"distconv-launch mpi: error: unrecognized arguments: {' '.join(argv)}")
