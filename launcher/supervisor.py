@@ -181,11 +181,11 @@ class Supervisor:
                 if failure is None:
                     return 0
                 if restart < max_restarts and failure.different_jobs:
-                    self.say(  # the same command would only stop on it again
-                        f"not restarting (--max-restarts {max_restarts}): the ranks run "
-                        "different jobs, which every attempt would stop on"
-                    )
-                    break
+                    # the same command would only stop on it again: why, in failure.json too
+                    unused = f"not restarting (--max-restarts {max_restarts}): the ranks run "
+                    unused += "different jobs, which every attempt would stop on"
+                    self._report(failure, max_restarts, then=unused)
+                    return failure.status
                 if restart < max_restarts:
                     attempt = f"{restart + 1} of {max_restarts}"
                     said = failure.describe() + failure.stopped_too()
