@@ -28,7 +28,14 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from distconv.plain_names import attribute, call_fields, code_name, public_attributes, type_name
+from distconv.plain_names import (
+    attribute,
+    call_fields,
+    code_name,
+    probe,
+    public_attributes,
+    type_name,
+)
 from distconv.plain_sparse import coo_entries
 
 #: an object's address in its text: another in each process
@@ -270,7 +277,7 @@ def plain(value: Any) -> Any:
         return _sparse(value)
     if is_array(value) and not _no_host_values(value):
         return _array(value)  # an error here (a GPU's out of memory) is no text: raised
-    item = getattr(value, "item", None)
+    item = probe(value, "item")
     if callable(item) and _shape(value) == () and not _no_host_values(value):
         return item()  # a 0-d meta tensor has no value to give: its str, below
     return ADDRESS.sub("", str(value))
@@ -287,10 +294,10 @@ def is_array(value: Any) -> bool:
     numpy = sys.modules.get("numpy")  # an array exists only once numpy is imported
     if numpy is not None and isinstance(value, numpy.ndarray):
         return value.shape != ()
-    if not hasattr(value, "__dlpack__") and not hasattr(value, "__cuda_array_interface__"):
+    if probe(value, "__dlpack__") is None and probe(value, "__cuda_array_interface__") is None:
         return False
     shape = _shape(value)
-    return hasattr(value, "dtype") and isinstance(shape, tuple) and shape != ()
+    return probe(value, "dtype") is not None and isinstance(shape, tuple) and shape != ()
 
 
 def _no_host_values(tensor: Any) -> bool:
@@ -298,18 +305,18 @@ def _no_host_values(tensor: Any) -> bool:
     :func:`_sparse`; a meta, a quantized or a nested one: its str), asked first, not read and
     its error caught: a catch of RuntimeError took a GPU's out of memory too, one rank's str
     beside its peers' hash."""
-    layout = getattr(tensor, "layout", None)
+    layout = probe(tensor, "layout")
     if layout is not None and str(layout) != "torch.strided":
         return True
     return any(
-        getattr(tensor, flag, False) is True for flag in ("is_meta", "is_quantized", "is_nested")
+        probe(tensor, flag, False) is True for flag in ("is_meta", "is_quantized", "is_nested")
     )
 
 
 def _is_sparse(value: Any) -> bool:
     """Whether ``value`` is a sparse torch tensor (COO, CSR, CSC, BSR, BSC) not on meta."""
-    layout = str(getattr(value, "layout", ""))
-    return layout.startswith("torch.sparse_") and getattr(value, "is_meta", False) is not True
+    layout = str(probe(value, "layout", ""))
+    return layout.startswith("torch.sparse_") and probe(value, "is_meta", False) is not True
 
 
 def _sparse(tensor: Any) -> dict[str, Any]:
@@ -329,10 +336,7 @@ def _sparse(tensor: Any) -> dict[str, Any]:
 
 def _shape(value: Any) -> Any:
     """``value.shape``; None where it has none, or cannot say (a nested tensor raises)."""
-    try:
-        return getattr(value, "shape", None)
-    except (RuntimeError, TypeError, ValueError):
-        return None
+    return probe(value, "shape")
 
 
 def _array(array: Any) -> dict[str, Any]:

@@ -79,3 +79,16 @@ def attribute(value: Any, name: str, missing: Any = None) -> Any:
         return object.__getattribute__(value, name)
     except AttributeError:
         return missing
+
+
+def probe(value: Any, name: str, missing: Any = None) -> Any:
+    """``value``'s attribute ``name``, asked as ``getattr`` asks (through its ``__getattr__``:
+    a proxy's, a lazy wrapper's that hands a tensor's on), or ``missing`` where the lookup
+    fails with any error: an object answering from a dict of its own raises KeyError for a
+    name it has not, and a config of one was refused with a bare KeyError ('layout') in the
+    job check. Only a lookup is caught: an array's ``layout``, ``shape`` or ``__dlpack__``
+    allocates nothing (a GPU's out of memory is raised where the values are read)."""
+    try:
+        return getattr(value, name, missing)
+    except Exception:  # a __getattr__'s KeyError, a nested tensor's shape's RuntimeError
+        return missing

@@ -278,3 +278,29 @@ def test_an_object_with_a_text_of_its_own_is_asked_for_no_array_s_attribute():
     written = json.loads(plain_json.dumps({"s": _Settings(lr=0.1), "m": _Settings(lr=0.1).build}))
     assert written["s"] == "_Settings({'lr': 0.1})"
     assert written["m"]["fields"]["self"] == written["s"]
+
+
+class _Config:
+    """A config with an ``item(key)`` method, answering other names from a dict of its own."""
+
+    def __init__(self, **given):
+        self._given = given
+
+    def __getattr__(self, name):
+        return self._given[name]
+
+    def item(self, key):
+        return self._given[key]
+
+    def __repr__(self):
+        return f"_Config({self._given})"
+
+
+def test_an_object_with_an_array_s_method_name_is_asked_for_no_other_through_its_getattr():
+    """Only an object whose type had an array's name (``item``, ``layout``) was asked for the
+    others: one with an ``item(key)`` method had ``layout`` looked up through its
+    ``__getattr__``, a bare KeyError ('layout') in the job check and savable_facts. A lookup
+    that fails, with any error, is a name it has not."""
+    written = json.loads(plain_json.dumps({"c": _Config(lr=0.1), "m": _Config(lr=0.1).item}))
+    assert written["c"] == "_Config({'lr': 0.1})"
+    assert written["m"]["fields"]["self"] == written["c"]
