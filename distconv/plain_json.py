@@ -271,8 +271,7 @@ def plain(value: Any) -> Any:
         return keyed(value)
     if type(value).__str__ is object.__str__ and type(value).__repr__ is object.__repr__:
         return type(value).__qualname__
-    if not any(hasattr(type(value), name) for name in _ARRAY_ATTRIBUTES):
-        return ADDRESS.sub("", str(value))  # no array: its __getattr__ (a KeyError) not asked
+    # an array's attributes asked of the object (probe): a proxy of a tensor hands them on
     if _is_sparse(value):
         return _sparse(value)
     if is_array(value) and not _no_host_values(value):
@@ -281,10 +280,6 @@ def plain(value: Any) -> Any:
     if callable(item) and _shape(value) == () and not _no_host_values(value):
         return item()  # a 0-d meta tensor has no value to give: its str, below
     return ADDRESS.sub("", str(value))
-
-
-#: what an array's type has, one of them at least (numpy's, torch's, cupy's, jax's, DLPack's)
-_ARRAY_ATTRIBUTES = ("layout", "__dlpack__", "__cuda_array_interface__", "item")
 
 
 def is_array(value: Any) -> bool:
