@@ -70,10 +70,12 @@ def sorted_entries(indices: Any, values: Any, shape: Any) -> tuple[Any, Any]:
 
 def _linear(indices: Any, shape: Any) -> Any:
     """Each entry's linear index in the sparse dims: the key that orders ``indices`` (torch
-    refuses a shape whose element count passes int64, so it never overflows)."""
+    refuses a shape whose element count passes int64, so it never overflows); with no sparse
+    dim, each entry's is 0 (a sum of no terms was the int 0, which has no ``sort``)."""
     sizes = [int(n) for n in shape[: indices.shape[0]]]
     strides = [math.prod(sizes[d + 1 :]) for d in range(len(sizes))]
-    return sum(indices[d] * stride for d, stride in enumerate(strides))
+    zero = indices.new_zeros(indices.shape[1])
+    return sum((indices[d] * stride for d, stride in enumerate(strides)), zero)
 
 
 def _value_words(values: Any) -> list[Any]:

@@ -87,3 +87,15 @@ def test_float_duplicates_in_another_order_agree():
     ours = plain_json.plain(_coo(where, [1e8, 1, -1e8], torch.float32))
     assert plain_json.plain(_coo(where, [1e8, -1e8, 1], torch.float32)) == ours
     assert plain_json.plain(_coo(where, [1, -1e8, 1e8], torch.float32)) == ours
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint16], ids=str)
+def test_a_tensor_of_no_sparse_dimension_is_hashed_in_one_order(dtype):
+    """With no sparse dimension every entry's index is one: its linear index, a sum of no
+    terms, was the int 0 and sorting it an AttributeError ('int' object has no attribute
+    'sort') where 814c8a51 and ca60381d's sort was reached (a float tensor of 2 entries
+    coalesced, or one torch sums not)."""
+    none = torch.empty(0, 2, dtype=torch.long)
+    rows = torch.tensor([[1.0, 2.0], [3.0, 4.0]]).to(dtype)
+    ours = plain_json.plain(torch.sparse_coo_tensor(none, rows, (2,)))
+    assert plain_json.plain(torch.sparse_coo_tensor(none, rows.flip(0), (2,))) == ours
