@@ -81,7 +81,10 @@ def _linear(indices: Any, shape: Any) -> Any:
 def _value_words(values: Any) -> list[Any]:
     """Each entry's value bytes as int64 words (zero-padded to 8 bytes), the last word first:
     an order of any dtype, float8's and complex32's too, that torch sorts (it compares none of
-    those); which order matters not, only that every process shares it."""
+    those); which order matters not, only that every process shares it. Rows of no bytes (a
+    dense dim of size 0) have none: all equal, no int64 view of them exists."""
+    if math.prod(values.shape[1:]) == 0:
+        return []
     torch = sys.modules["torch"]  # given a tensor, torch is loaded
     rows = values.contiguous().view(torch.uint8).reshape(values.shape[0], -1)
     padding = -rows.shape[1] % 8

@@ -99,3 +99,16 @@ def test_a_tensor_of_no_sparse_dimension_is_hashed_in_one_order(dtype):
     rows = torch.tensor([[1.0, 2.0], [3.0, 4.0]]).to(dtype)
     ours = plain_json.plain(torch.sparse_coo_tensor(none, rows, (2,)))
     assert plain_json.plain(torch.sparse_coo_tensor(none, rows.flip(0), (2,))) == ours
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint16], ids=str)
+def test_a_hybrid_tensor_of_empty_rows_with_a_repeated_index_is_hashed(dtype):
+    """A dense dimension of size 0 gives each entry a row of 0 bytes: its value words were read
+    by viewing no bytes as int64, a RuntimeError where a repeated index reached them. Such rows
+    are all equal, ordered by their index alone."""
+    where, rows = torch.tensor([[0, 2, 0]]), torch.zeros(3, 0, dtype=dtype)
+    ours = plain_json.plain(torch.sparse_coo_tensor(where, rows, (3, 0)))
+    assert plain_json.plain(torch.sparse_coo_tensor(where.flip(1), rows, (3, 0))) == ours
+    assert (
+        plain_json.plain(torch.sparse_coo_tensor(torch.tensor([[0, 1, 0]]), rows, (3, 0))) != ours
+    )
