@@ -12,31 +12,33 @@ from typing import Any
 
 def coo_entries(tensor: Any) -> tuple[Any, Any]:
     """The indices (sparse dims x entries) and values of a sparse tensor read as COO, in one
-    order: coalesced (sorted indices, each once, a repeated one's values summed: a float's in
-    :func:`sorted_entries`' order, as its sum's bits follow its terms' order) where torch can
-    sum its dtype; where it cannot (float8, uint16..64, and complex32 with an index repeated:
-    ``coalesce`` raises NotImplementedError) sorted by :func:`sorted_entries`, its entries as
-    stored. They were hashed in their stored order: two ranks that built the same tensor with
-    its entries in another order disagreed in the job check."""
+    order: coalesced (sorted indices, each once, a repeated one's values summed in
+    :func:`sorted_entries`' order, as a float sum's bits follow its terms' order) where torch
+    can sum its dtype; where it cannot (float8, uint16..64, and complex32 with an index
+    repeated: ``coalesce`` raises NotImplementedError) sorted by :func:`sorted_entries`, its
+    entries as stored. They were hashed in their stored order: two ranks that built the same
+    tensor with its entries in another order disagreed in the job check."""
     entries = tensor.detach()
     if str(entries.layout) != "torch.sparse_coo":
         entries = entries.to_sparse_coo()  # CSR, CSC, BSR, BSC: one form to hash
+    if entries.is_coalesced():  # sorted, each index once: coalesce would give it as it is
+        return entries._indices(), entries._values()
+    # one sort: with no index repeated it is coalesce's output, else coalesced once from it
+    # (coalesce sorted anew and a float's repeated index was sorted and summed twice)
+    indices, values, repeated = sorted_entries(entries._indices(), entries._values(), entries.shape)
+    if not repeated:
+        return indices, values
+    made = sys.modules["torch"].sparse_coo_tensor(indices, values, entries.shape)
     try:
-        summed = entries.coalesce()
-    except NotImplementedError:  # no sum for its dtype: one order all the same
-        return sorted_entries(entries._indices(), entries._values(), entries.shape)
-    exact = not (entries.dtype.is_floating_point or entries.dtype.is_complex)
-    if exact or summed._nnz() == entries._nnz():
-        return summed._indices(), summed._values()
-    # a float sum's bits follow its terms' order (coalesce keeps the stored one): summed in one
-    indices, values = sorted_entries(entries._indices(), entries._values(), entries.shape)
-    made = sys.modules["torch"].sparse_coo_tensor(indices, values, entries.shape).coalesce()
+        made = made.coalesce()  # summed in this order: coalesce's sort is stable
+    except NotImplementedError:  # no sum for its dtype: each entry kept, in this order
+        return indices, values
     return made._indices(), made._values()
 
 
-def sorted_entries(indices: Any, values: Any, shape: Any) -> tuple[Any, Any]:
+def sorted_entries(indices: Any, values: Any, shape: Any) -> tuple[Any, Any, bool]:
     """COO ``indices`` and ``values`` ordered by index; entries of one index (a sum torch cannot
-    do) kept, each, ordered by their values' bytes after it.
+    do) kept, each, ordered by their values' bytes after it; and whether an index repeats.
 
     So the same entries in any order agree, and two different tensors never do. A repeated
     index is not refused: a ValueError on the one rank that holds it, raised before the job
@@ -50,12 +52,12 @@ def sorted_entries(indices: Any, values: Any, shape: Any) -> tuple[Any, Any]:
         shape: the tensor's shape: its first ``len(indices)`` sizes bound each index.
     """
     if int(indices.shape[1]) < 2:
-        return indices, values
+        return indices, values, False
     linear, order = _linear(indices, shape).sort(stable=True)
     indices, values = indices.index_select(1, order), values[order]  # faster than [:, order]
     same = linear[1:] == linear[:-1]
     if not bool(same.any()):
-        return indices, values
+        return indices, values, False
     # the values of a repeated index sorted again, by value then index (stable passes, least
     # significant first), in their places; its entries' indices are one, left as they are
     grouped = same.new_zeros(len(linear))
@@ -65,7 +67,7 @@ def sorted_entries(indices: Any, values: Any, shape: Any) -> tuple[Any, Any]:
     torch = sys.modules["torch"]  # given a tensor, torch is loaded
     order = torch.arange(len(linear), device=linear.device)  # a gather: uint16 has no index_put
     order[at] = at[_stable_order(_value_words(values[at]) + [linear[at]])]
-    return indices, values[order]
+    return indices, values[order], True
 
 
 def _linear(indices: Any, shape: Any) -> Any:
