@@ -42,6 +42,10 @@ def test_the_same_entries_in_another_order_agree(dtype):
     assert plain_json.plain(_coo(where, [1, 2, 3, 5], dtype)) != ours
     moved = [[0, 3, 1, 2], [4, 0, 2, 2]]  # the last value at another index
     assert plain_json.plain(_coo(moved, values, dtype)) != ours
+    # index (3, 0) given twice, values 2 and 6: complex32's coalesce raises only then
+    twice = _coo([[*where[0], 3], [*where[1], 0]], [*values, 6], dtype)
+    again = _coo([[3, *turned[0]], [0, *turned[1]]], [6, *reversed(values)], dtype)
+    assert plain_json.plain(again) == plain_json.plain(twice) != ours
 
 
 @pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
