@@ -34,6 +34,8 @@ def is_this_host(name: str) -> bool:
         address = ipaddress.ip_address(name.partition("%")[0])
     except ValueError:
         return _is_this_name(name)
+    if getattr(address, "ipv4_mapped", None) is not None:  # ::ffff:127.0.0.1 is 127.0.0.1
+        address = address.ipv4_mapped
     if address.is_loopback:
         return True
     if address.is_unspecified or address.is_multicast or address == _BROADCAST:

@@ -239,7 +239,7 @@ def _program_word(word: str, elsewhere: bool = False) -> bool:
         return True
     if word.startswith("-"):
         return False
-    here = os.path.exists(word)
+    here = os.sep in word and os.path.exists(word)  # a bare word is a PATH program's name
     try:
         # a path (/opt/on-nodes/prog) the other hosts may have; a bare word missing here is
         # likelier a stray value than a program on their PATH alone
@@ -247,7 +247,7 @@ def _program_word(word: str, elsewhere: bool = False) -> bool:
     except LaunchError:
         return False
     # a file this host has (a shared /home) is the other hosts' program only where it reads
-    # as one (its execute bit, a #! line): a data file beside the launch is no one's (k581)
+    # as one (its execute bit, a #! line): a data file beside the launch is no one's
     return not (elsewhere and here and not reads_as_program(program.argv[0]))
 
 

@@ -515,3 +515,15 @@ def test_a_data_file_this_host_has_is_no_program_of_the_other_hosts(
     got = usage_refusal(capsys, "mpi", "-np", "2", "-H", "a:1,b:1", *argv)
     assert "a program goes" not in got, got
     assert got.startswith(f"distconv-launch mpi: error: unrecognized arguments: {' '.join(argv)}")
+
+
+@pytest.mark.usefixtures("no_batch_hosts")  # the launch's hosts are its -H alone
+def test_a_programs_name_is_not_judged_by_a_file_of_that_name_here(
+    capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch
+):
+    """A bare word names a program on PATH: a data file of the same name in the working
+    directory (``hostname``) made it read as that file, and the hint was lost."""
+    (tmp_path / "hostname").write_bytes(b"PK\x03\x04")  # no execute bit, no #! line
+    monkeypatch.chdir(tmp_path)
+    got = usage_refusal(capsys, "mpi", "-np", "2", "-H", "a:1,b:1", "--epochs", "1", "hostname")
+    assert "goes first after --, its arguments after it: distconv-launch mpi -np 2 " in got, got
