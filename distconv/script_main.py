@@ -71,11 +71,12 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     ``WireRefused`` without the communication thread (with it, a plain ``SyncError`` that
     aborts the job: the thread skipped what it had queued); one not raised alike
     (``raised_alike``: a strategy's own) goes to an MPI sync's abort hook, as a
-    RuntimeConfigError does (called here where a script's hook, set after ``init()``, took
-    its place: that one need not hand on to it). Lines are JSON under a JSON log (a peer
-    failure's traceback under ``"exception"``). Any other exception propagates, a plain
-    ``SyncError`` (most often the sync API used out of order) included; under a script's hook
-    while an MPI sync's abort hook is open, that hook takes it and aborts the job."""
+    RuntimeConfigError does (where a script's hook, set after ``init()``, took its place, it
+    gets the error, then MPISync's aborts: the script's need not hand on to it). Lines are
+    JSON under a JSON log (a peer failure's traceback under ``"exception"``). Any other
+    exception propagates, a plain ``SyncError`` (most often the sync API used out of order)
+    included; under a script's hook while an MPI sync's abort hook is open, that hook takes it
+    and aborts the job."""
     ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
     try:
         return main()
@@ -129,9 +130,10 @@ def _hooked(error: BaseException) -> bool:
     (this rank's alone, maybe, the others waiting for it), where a SystemExit left them
     waiting. Installed (:func:`~distconv.sync.mpi.leaving.is_abort_hook`), the error is left
     uncaught for it. Under a hook a script set after ``init()``, which need not hand on to ours
-    (one that calls Python's own, or ``sys.__excepthook__`` put back), the open hook is called
-    here (:func:`~distconv.sync.mpi.leaving.abort_through_open_hook`): it prints the error and
-    aborts the job, and returns only with a test's stand-in ``Abort``. With none open, a
+    (one that calls Python's own, or ``sys.__excepthook__`` put back), the error goes to the
+    script's hook (a logger's sees it), then the open hook aborts the job
+    (:func:`~distconv.sync.mpi.leaving.abort_through_open_hook`, which returns only with a
+    test's stand-in ``Abort``). With none open, a
     script's own hook (a logger's) is no abort hook: a refusal is said in one line, a Ctrl-C
     ``interrupted`` and 130."""
     return is_abort_hook(sys.excepthook) or abort_through_open_hook(error)

@@ -124,6 +124,31 @@ def test_the_job_aborts_even_when_printing_fails(monkeypatch):
     assert comm.aborted == [1]
 
 
+def test_a_scripts_hook_that_raises_is_guarded_then_the_job_aborts(monkeypatch):
+    """run_main hands an error to the hook a script set over ours (review k579) under the last
+    resort, which a hook that blocks cannot outlast, and aborts the job even where it raises."""
+    events: list[str] = []
+
+    class Timer:
+        def cancel(self) -> None:
+            events.append("disarmed")
+
+    def broken(*exc: object) -> None:
+        events.append("script's hook")
+        raise OSError("the log is gone")
+
+    monkeypatch.setattr(leaving, "last_resort", lambda: events.append("armed") or Timer())
+    comm = AbortRecorder()
+    restore = install_abort_hook(comm)
+    monkeypatch.setattr(sys, "excepthook", broken)
+    try:
+        with pytest.raises(OSError):  # only since the stand-in Abort returns
+            leaving.abort_through_open_hook(ValueError("rank 1 fails on purpose"))
+    finally:
+        restore()
+    assert events[:2] == ["armed", "script's hook"] and comm.aborted == [1]
+
+
 class FakeGather:
     """A two-rank ``Iallgather`` whose other rank sends ``theirs``."""
 

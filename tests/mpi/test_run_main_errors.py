@@ -120,10 +120,18 @@ def _stopping_alone(script: str, stop: str) -> str:
 
 
 #: :data:`LATE_ERROR`'s refusal on rank 1 alone under a hook the script sets after ``init()``
-#: that does not hand on to MPISync's: a logger's calling Python's own, Python's own put back
+#: that does not hand on to MPISync's: a logger's calling Python's own (it logs to
+#: ``<out>.log``), Python's own put back
 _REFUSED = _stopping_alone(LATE_ERROR, 'JobRefused("rank 1 refuses this job alone")')
 _INIT = '    sync = dist.init("sgd", lr=0.01)\n'
-_OWN_HOOK = "    sys.excepthook = lambda *exc: sys.__excepthook__(*exc)\n"
+_OWN_HOOK = (
+    "    def logged(*exc):\n"
+    "        with open(sys.argv[1] + '.log', 'a') as log:\n"
+    "            log.write(f'LOGGED {exc[1]!r}\\n')\n"
+    "        sys.__excepthook__(*exc)\n"
+    "\n"
+    "    sys.excepthook = logged\n"
+)
 
 #: rank 1 stops alone, rank 0 goes on into setup's collectives (or MPI_Init): a refusal of
 #: the job no other rank raises (a strategy's or the script's own JobRefused), a Ctrl-C
@@ -149,7 +157,8 @@ def test_a_rank_that_stops_alone_still_ends_the_job(tmp_path, stop):
     MPI_Init left it in MPI_Init for ever (review k559). Such a stop goes to the hook, which
     says it and aborts the job, or, before MPI_Init, aborts it as a setting error does; so
     under a hook the script set after init() that does not hand on to it, which left rank 0
-    waiting as well (review k573): run_main calls the open hook itself."""
+    waiting as well (review k573): run_main hands it to the script's hook, which it had skipped
+    (a logger's log stayed empty; review k579), then aborts the job through the open one."""
     assert ALONE[stop].count("sys.excepthook") == ("under" in stop)  # the replace still holds
     script = tmp_path / "alone.py"
     script.write_text(ALONE[stop])
@@ -157,3 +166,9 @@ def test_a_rank_that_stops_alone_still_ends_the_job(tmp_path, stop):
     assert done.returncode != 0, done.stderr[-3000:]
     said = "rank 1 refuses this job alone" if stop.startswith("refused") else "interrupted"
     assert said in done.stderr, done.stderr[-3000:]
+    assert done.stderr.count("Traceback (most recent call last)") <= 1, done.stderr[-3000:]
+    log = tmp_path / "out.log"
+    logged = log.read_text() if log.exists() else None
+    assert logged == (
+        "LOGGED JobRefused('rank 1 refuses this job alone')\n" if "logger" in stop else None
+    )

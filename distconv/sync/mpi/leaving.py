@@ -188,7 +188,7 @@ _ABORTS_THE_JOB = "distconv_aborts_the_mpi_job"
 
 
 #: the abort hooks installed and not yet closed in this process, the latest last
-_open_hooks: list[Callable[[type[BaseException], BaseException, Any], None]] = []
+_open_hooks: list[Callable[..., None]] = []
 
 
 def is_abort_hook(hook: Any) -> bool:
@@ -198,15 +198,15 @@ def is_abort_hook(hook: Any) -> bool:
 
 
 def abort_through_open_hook(error: BaseException) -> bool:
-    """Hand ``error`` to the latest MPI sync's abort hook not yet closed, whatever
-    ``sys.excepthook`` is now: it prints it through the hook it replaced, then aborts every
-    rank. False where none is open (nothing done). A hook a script set after ``init()`` need
-    not hand on to ours (one that calls Python's own, or ``sys.__excepthook__`` put back): an
-    error left to it ended this rank alone, the others waiting in a collective. Returns (True)
-    only where ``Abort`` and the process's end after it are stand-ins (a test's)."""
+    """Hand ``error`` to ``sys.excepthook`` (a hook a script set after ``init()``: a logger's
+    sees it), then abort every rank through the latest MPI sync's abort hook not yet closed;
+    False where none is open (nothing done). The script's hook need not hand on to ours (one
+    calling Python's own): left to it, an error ended this rank alone, the others waiting in a
+    collective. One that hands on aborts in ours, once; one that blocks or raises, all the same.
+    In a real job this does not return (True: ``Abort`` and ``_exit`` are a test's stand-ins)."""
     if not _open_hooks:
         return False
-    _open_hooks[-1](type(error), error, error.__traceback__)
+    _open_hooks[-1](type(error), error, error.__traceback__, sys.excepthook)
     return True
 
 
@@ -224,23 +224,32 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
     """
     previous = sys.excepthook
     closed = False
+    aborted: list[int] = []  # Aborts that returned (stand-ins'): a script's hook handed on
 
-    def print_and_abort(etype: type[BaseException], value: BaseException, tb: Any) -> None:
+    def print_and_abort(
+        etype: type[BaseException], value: BaseException, tb: Any, hook: Any = None
+    ) -> None:
+        """``hook``: a script's set over ours, printed through in place of ``previous``."""
         if closed:
             previous(etype, value, tb)
             return
-        before = None
+        before, went = None, len(aborted)
         try:
-            before = last_resort()  # the previous hook (a logging one) may block
-            if previous is sys.__excepthook__:
+            before = last_resort()  # the hook printing (a logging one) may block
+            say = previous if hook is None else hook
+            if say is sys.__excepthook__:
                 # one write, where the default hook makes a hundred: a rank killed by another's
                 # abort then loses its whole message or none of it, never half a line
                 sys.stderr.write("".join(traceback.format_exception(etype, value, tb)))
             else:
-                previous(etype, value, tb)
+                say(etype, value, tb)
             sys.stderr.flush()
         finally:  # abort even if printing failed: the other ranks must not hang
-            _abort(comm, exit_status(value), before)
+            if len(aborted) == went:  # else ``hook`` handed on to ours, which aborted
+                _abort(comm, exit_status(value), before)
+                aborted.append(1)
+            elif before is not None:
+                before.cancel()
 
     def restore() -> None:
         nonlocal closed
