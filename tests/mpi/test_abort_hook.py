@@ -111,6 +111,37 @@ def test_hooks_restored_out_of_order_abort_no_more(capsys, monkeypatch):
     assert "ValueError: after both closed" in capsys.readouterr().err
 
 
+class _RemovalInterrupted(list):
+    """``_open_hooks`` where a Ctrl-C comes as the first hook closed is taken off the list."""
+
+    interrupted = False
+
+    def remove(self, hook: object) -> None:
+        if not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+        super().remove(hook)
+
+
+def test_a_ctrl_c_as_the_hook_is_closed_leaves_it_closed(capsys, monkeypatch):
+    """Closing took the hook off the open list before it marked it closed: a Ctrl-C between
+    the two left it installed, marked and aborting, an error run_main then left to it aborting
+    a job every rank had left (review k579). It is marked closed first, and only a marked hook
+    counts open; the next close (``_release``'s ``finally``) puts the previous one back."""
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    monkeypatch.setattr(leaving, "_open_hooks", _RemovalInterrupted())
+    comm = AbortRecorder()
+    restore = install_abort_hook(comm)
+    with pytest.raises(KeyboardInterrupt):
+        restore()
+    assert not leaving.is_abort_hook(sys.excepthook)
+    assert leaving.abort_through_open_hook(ValueError("after the close")) is False
+    _raise_and_hook(ValueError("after the close"))
+    assert comm.aborted == [] and "ValueError: after the close" in capsys.readouterr().err
+    restore()
+    assert sys.excepthook is sys.__excepthook__ and not leaving._open_hooks
+
+
 def test_the_job_aborts_even_when_printing_fails(monkeypatch):
     def broken_hook(*args):
         raise OSError("stderr is gone")

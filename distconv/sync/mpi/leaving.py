@@ -187,7 +187,7 @@ def exit_status(error: BaseException | None) -> int:
 _ABORTS_THE_JOB = "distconv_aborts_the_mpi_job"
 
 
-#: the abort hooks installed and not yet closed in this process, the latest last
+#: the abort hooks installed in this process and not yet closed (told by the mark), latest last
 _open_hooks: list[Callable[..., None]] = []
 
 
@@ -199,14 +199,14 @@ def is_abort_hook(hook: Any) -> bool:
 
 def abort_through_open_hook(error: BaseException) -> bool:
     """Hand ``error`` to ``sys.excepthook`` (a hook a script set after ``init()``: a logger's
-    sees it), then abort every rank through the latest MPI sync's abort hook not yet closed;
-    False where none is open (nothing done). The script's hook need not hand on to ours (one
-    calling Python's own): left to it, an error ended this rank alone, the others waiting in a
-    collective. One that hands on aborts in ours, once; one that blocks or raises, all the same.
-    In a real job this does not return (True: ``Abort`` and ``_exit`` are a test's stand-ins)."""
-    if not _open_hooks:
+    sees it), then abort every rank through the latest MPI sync's abort hook still marked open;
+    False where none is (nothing done). The script's hook need not hand on to ours: left to it,
+    an error ended this rank alone, the others waiting. One that hands on aborts in ours, once;
+    one that blocks or raises, all the same. In a real job this does not return (True: a test's)."""
+    opened = [hook for hook in _open_hooks if is_abort_hook(hook)]  # not one closed mid-removal
+    if not opened:
         return False
-    _open_hooks[-1](type(error), error, error.__traceback__, sys.excepthook)
+    opened[-1](type(error), error, error.__traceback__, sys.excepthook)
     return True
 
 
@@ -253,10 +253,10 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
 
     def restore() -> None:
         nonlocal closed
-        if not closed:
-            _open_hooks.remove(print_and_abort)
-        closed = True
+        closed = True  # first, then unmarked: a Ctrl-C in here leaves no closed hook open
         setattr(print_and_abort, _ABORTS_THE_JOB, False)  # left installed, it aborts no more
+        if print_and_abort in _open_hooks:  # the list orders them; the mark tells them open
+            _open_hooks.remove(print_and_abort)
         if sys.excepthook is print_and_abort:
             sys.excepthook = previous
 
