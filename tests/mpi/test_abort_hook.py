@@ -11,7 +11,7 @@ import pytest
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
-from distconv.sync.mpi import MPISync, SingleRankComm, leaving
+from distconv.sync.mpi import MPISync, SingleRankComm, leaving, shutdown
 from distconv.sync.mpi import comm as comm_mod
 from distconv.sync.mpi.comm import want_thread
 from distconv.sync.mpi.leaving import abort_job, install_abort_hook, reason
@@ -431,6 +431,36 @@ def test_close_puts_the_hook_back_when_releasing_the_sync_raises(fails, monkeypa
         sync.close()
     assert sys.excepthook is sys.__excepthook__
     assert not leaving.is_abort_hook(sys.excepthook) and not leaving._open_hooks
+
+
+@pytest.mark.timeout(10)
+def test_a_close_interrupted_after_leaving_does_not_leave_again(monkeypatch):
+    """A Ctrl-C in close's release, after leave() made the last exchange, leaves the gradients'
+    communicator set: a second close (a Trainer's, then the script's ``finally``) that ran
+    leave() again would wait in a last exchange the other ranks, gone, never join, maybe with
+    the watchdog already closed (review k579). The sync counts closed once a close has run
+    (``closes_once``): the second does nothing."""
+    sync = MPISync(create_optimizer("sgd"), comm=SingleRankComm(), overlap=False)
+    sync.setup([Parameter("w", np.zeros(3))], {})
+    left: list[object] = []
+    monkeypatch.setattr(shutdown, "leave", lambda *args: left.append(args))
+    let_go = sync._let_go
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sync, "_let_go", interrupted)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sync.close()
+        assert len(left) == 1 and sync._grad_comm is not None  # left, not yet released
+        monkeypatch.setattr(sync, "_let_go", let_go)  # no Ctrl-C this time
+        sync.close()
+        assert len(left) == 1
+    finally:  # what the interrupted release skipped: nothing outlives the test
+        let_go()
+        sync._watchdog.close()
+        sync._close_gradients()
 
 
 #: an MPI initialised at FUNNELED, below SERIALIZED: no second thread may call it
