@@ -75,8 +75,8 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     gets the error, then MPISync's aborts: the script's need not hand on to it). Lines are
     JSON under a JSON log (a peer failure's traceback under ``"exception"``). Any other
     exception propagates, a plain ``SyncError`` (most often the sync API used out of order)
-    included; under a script's hook while an MPI sync's abort hook is open, that hook takes it
-    and aborts the job."""
+    included; under a hook the script set after ``init()`` while an MPI sync's abort hook is
+    open, the script's hook gets it, then MPISync's abort hook aborts the job."""
     ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
     try:
         return main()
