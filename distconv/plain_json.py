@@ -330,8 +330,8 @@ def _sparse(tensor: Any) -> dict[str, Any]:
 
 
 def _shape(value: Any) -> Any:
-    """``value.shape``; None where it has none, or cannot say (a nested tensor raises)."""
-    return probe(value, "shape")
+    """``value.shape``; None where it has none, or cannot say (a nested tensor's raises)."""
+    return None if probe(value, "is_nested", False) is True else probe(value, "shape")
 
 
 def _array(array: Any) -> dict[str, Any]:

@@ -84,11 +84,12 @@ def attribute(value: Any, name: str, missing: Any = None) -> Any:
 def probe(value: Any, name: str, missing: Any = None) -> Any:
     """``value``'s attribute ``name``, asked as ``getattr`` asks (through its ``__getattr__``:
     a proxy's, a lazy wrapper's that hands a tensor's on), or ``missing`` where the lookup
-    fails with any error: an object answering from a dict of its own raises KeyError for a
-    name it has not, and a config of one was refused with a bare KeyError ('layout') in the
-    job check. Only a lookup is caught: an array's ``layout``, ``shape`` or ``__dlpack__``
-    allocates nothing (a GPU's out of memory is raised where the values are read)."""
+    says it has none: an object answering from a dict of its own raises KeyError for a name
+    it has not, and a config of one was refused with a bare KeyError ('layout') in the job
+    check. Any other error is raised: a lazy proxy loading its tensor there (a missing file,
+    an out of memory) taken for no attribute wrote the proxy's text on that rank beside its
+    peers' hash, a mismatch named in place of the cause."""
     try:
         return getattr(value, name, missing)
-    except Exception:  # a __getattr__'s KeyError, a nested tensor's shape's RuntimeError
+    except LookupError:  # a __getattr__ answering from a mapping of its own
         return missing

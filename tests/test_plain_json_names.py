@@ -332,3 +332,25 @@ def test_a_proxy_handing_on_a_tensor_s_attributes_is_written_as_the_tensor():
     assert plain_json.plain(_Wrapped(torch.tensor(3.5))) == 3.5
     sparse = torch.sparse_coo_tensor(torch.tensor([[0, 1]]), torch.tensor([1.0, 2.0]), (3,))
     assert plain_json.plain(_Wrapped(sparse)) == plain_json.plain(sparse)
+
+
+class _Lazy:
+    """A lazy proxy whose tensor cannot be loaded: ``__getattr__`` raises OSError."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __getattr__(self, name: str):
+        raise OSError(f"cannot load {self.path}: no such file")
+
+    def __repr__(self) -> str:
+        return f"Lazy({self.path})"
+
+
+def test_a_lazy_proxy_that_cannot_load_raises_its_error_not_its_text():
+    """An error other than a mapping's KeyError in a lookup was taken for no attribute: a lazy
+    proxy that could not load its tensor (a missing file, an out of memory) was written by its
+    text on that rank, beside its peers' hash, and the job check named a mismatch in place of
+    the cause."""
+    with pytest.raises(OSError, match="cannot load weights.pt"):
+        plain_json.plain(_Lazy("weights.pt"))
