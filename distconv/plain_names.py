@@ -91,5 +91,7 @@ def probe(value: Any, name: str, missing: Any = None) -> Any:
     peers' hash, a mismatch named in place of the cause."""
     try:
         return getattr(value, name, missing)
-    except LookupError:  # a __getattr__ answering from a mapping of its own
+    except KeyError as exc:  # a __getattr__ answering from a mapping of its own: that name
+        if exc.args != (name,):  # another key (a lazy proxy's missing state-dict entry)
+            raise
         return missing

@@ -354,3 +354,19 @@ def test_a_lazy_proxy_that_cannot_load_raises_its_error_not_its_text():
     the cause."""
     with pytest.raises(OSError, match="cannot load weights.pt"):
         plain_json.plain(_Lazy("weights.pt"))
+
+
+class _StateDictProxy(_Lazy):
+    """A lazy proxy reading a state dict that lacks its key: ``__getattr__`` raises KeyError
+    of that key, not of the attribute asked for."""
+
+    def __getattr__(self, name: str):
+        raise KeyError("enc.w")
+
+
+def test_a_proxy_s_missing_state_dict_key_raises_not_its_text():
+    """A KeyError was taken for no attribute whatever its key: a lazy proxy whose state dict
+    lacked its entry was written by its text beside its peers' hash. Only a KeyError of the
+    attribute's own name says the object has none."""
+    with pytest.raises(KeyError, match="enc.w"):
+        plain_json.plain(_StateDictProxy("weights.pt"))

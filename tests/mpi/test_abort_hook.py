@@ -14,7 +14,7 @@ from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync, SingleRankComm, leaving, shutdown
 from distconv.sync.mpi import comm as comm_mod
 from distconv.sync.mpi.comm import want_thread
-from distconv.sync.mpi.leaving import abort_job, install_abort_hook, reason
+from distconv.sync.mpi.leaving import abort_job, install_abort_hook, is_abort_hook, reason
 from distconv.sync.mpi.step_check import BARRIER, CLOSED, SETUP, SUMMING, StepCheck
 from tests.mpi.common import AbortRecorder
 
@@ -604,3 +604,19 @@ def test_distconv_debug_off_values_keep_the_abort_line_brief(
     err = capsys.readouterr().err
     assert ("Traceback (most recent call last)" not in err) is brief, err
     assert err.endswith("sync closed in the middle of step 3; aborting the MPI job\n")
+
+
+def test_a_hook_wrapping_ours_is_not_ours():
+    """``functools.wraps(ours)`` copies the open hook's mark: a script's logger made so was
+    taken for the abort hook (run_main left it the error, and this rank ended alone while the
+    others waited), and after close still (its copy never cleared). Ours is told by identity."""
+    import functools
+
+    close = install_abort_hook(AbortRecorder())
+    try:
+        ours = sys.excepthook
+        wrapped = functools.wraps(ours)(lambda *exc: None)
+        assert is_abort_hook(ours) and not is_abort_hook(wrapped)
+    finally:
+        close()
+    assert not is_abort_hook(ours) and not is_abort_hook(wrapped)

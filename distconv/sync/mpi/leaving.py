@@ -192,9 +192,9 @@ _open_hooks: list[Callable[..., None]] = []
 
 
 def is_abort_hook(hook: Any) -> bool:
-    """Whether ``hook`` (``sys.excepthook``) is an MPI sync's abort hook, not yet closed (told
-    by its mark): an error left uncaught there aborts every rank."""
-    return getattr(hook, _ABORTS_THE_JOB, False) is True
+    """Whether ``hook`` (``sys.excepthook``) is an MPI sync's abort hook, not yet closed (one of
+    the open ones, still marked; ``functools.wraps`` copies the mark, not the identity)."""
+    return any(hook is h for h in _open_hooks) and getattr(hook, _ABORTS_THE_JOB, 0) is True
 
 
 def abort_through_open_hook(error: BaseException) -> bool:
