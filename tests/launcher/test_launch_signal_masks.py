@@ -57,6 +57,7 @@ def test_the_threads_block_the_stop_signals_and_the_children_do_not(
     spec = ChildSpec("worker", 0, [sys.executable, "-c", WAITS, str(go)])
     sup = Supervisor(tmp_path / "run", out=RecordingOutput(), err=RecordingOutput())
     masks: dict[str, int] = {}
+    failed: list[BaseException] = []  # the looker's own failure: a thread's is lost otherwise
     before = set(threading.enumerate())  # another test's, left in this process: not run()'s
 
     def look() -> None:  # while run() holds the main thread: its threads' masks, then go
@@ -67,8 +68,16 @@ def test_the_threads_block_the_stop_signals_and_the_children_do_not(
         try:
             wait_until(lambda: len(started()) == 4, "the child's threads and two writers")
             for thread in started():
-                status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+                try:
+                    status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+                except FileNotFoundError:
+                    if thread.is_alive():  # alive, and no /proc entry: a failure to report
+                        raise
+                    continue  # a writer done already (FileNotFoundError at its /proc entry)
                 masks[f"{thread.name} {thread.native_id}"] = _blocked(status)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test's assertion
+            names = sorted(t.name for t in set(threading.enumerate()) - before)
+            failed.append(AssertionError(f"{exc!r}; threads started: {names}"))
         finally:
             go.touch()
 
@@ -78,6 +87,7 @@ def test_the_threads_block_the_stop_signals_and_the_children_do_not(
         assert sup.run(lambda restart: [spec]) == 0
     finally:
         looker.join(10)
+    assert not failed, failed
     assert masks and all(mask & STOPS == STOPS for mask in masks.values()), masks
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) & set(STOP_SIGNALS) == set()  # main's
     log = (tmp_path / "run" / "logs" / "worker-0.log").read_text()
