@@ -15,8 +15,7 @@ from pathlib import Path
 from distconv.files import describe_os_error
 from distconv.rank_endings import different_jobs_in
 
-from .json_lines import MPI_TAG
-from .rank_reason import json_message
+from .rank_reason import rank_text
 from .shown import shown
 
 #: lines of a child's end the report shows
@@ -29,8 +28,6 @@ KEPT_LINE_BYTES = 64 * 1024
 #: a worker's exit status when it stopped because another rank failed (``distconv train``:
 #: :data:`distconv.sync.peers.PEER_FAILED_STATUS`): a victim, not the failure's cause
 PEER_FAILED_STATUS = 75
-#: MPI's tag of a rank's line (:mod:`launcher.json_lines`)
-_TAG = re.compile(MPI_TAG)
 
 
 def signal_name(number: int) -> str:
@@ -278,13 +275,7 @@ def _said(tail: Sequence[str]) -> list[str]:
     """Each line of ``tail`` as its rank wrote it: MPI's tag of the rank taken off, and a JSON
     log's error line read for its ``message`` (whole, it ended the cause in the object's
     other fields: ``...8 there","logger":"distconv",...}``)."""
-    said = []
-    for line in tail:
-        tag = _TAG.match(line)
-        body = line[tag.end() :] if tag else line
-        message = json_message(body) if body.startswith("{") else None
-        said.append(body if message is None else message)
-    return said
+    return [rank_text(line)[1] for line in tail]
 
 
 def write_report(

@@ -50,16 +50,23 @@ def rank_reason(tail: Sequence[str]) -> tuple[int, str] | None:
 
 def _reason(line: str) -> tuple[int, str] | None:
     """The rank and its why where ``line`` is a rank's ``reason`` line behind its own tag."""
-    tag = _TAG.match(line)
+    tag, body = rank_text(line)
     if tag is None:
         return None
-    body = line[tag.end() :]
-    if body.startswith("{"):  # --log-format json: the same text as the object's message
-        body = json_message(body)
-    found = None if body is None else REASON.fullmatch(body)
+    found = REASON.fullmatch(body)
     if found is None or found[1] != tag[1]:  # another rank's line, quoted
         return None
     return int(found[1]), found[2]
+
+
+def rank_text(line: str) -> tuple[re.Match[str] | None, str]:
+    """``line`` as its rank wrote it: MPI's tag (None where it has none) taken off, and a JSON
+    log's error line read for its ``message`` (``--log-format json``: the same text; whole, it
+    ran on into the object's other fields)."""
+    tag = _TAG.match(line)
+    body = line[tag.end() :] if tag else line
+    message = json_message(body) if body.startswith("{") else None
+    return tag, body if message is None else message
 
 
 def json_message(body: str) -> str | None:
