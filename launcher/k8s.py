@@ -155,7 +155,7 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
         except OSError as exc:  # it said '[Errno 2] No such file or directory: ...', no flag
             why = describe_os_error(exc)
             raise LaunchError(f"--out {shown(args.out)}: cannot write there: {why}") from None
-        notes.insert(0, f"wrote {len(objects)} object(s) to {args.out}")
+        notes.insert(0, f"wrote {len(objects)} object(s) to {shown(args.out)}")
     else:
         write_stdout(render.dump_yaml(objects), "the manifests", "pass --out DIR for the manifests")
     said = "\n".join(note for note in notes if note)

@@ -63,17 +63,19 @@ def test_stdout_is_the_renderers_yaml(argv, servers):
 @needs_renderer
 @pytest.mark.timeout(60)
 def test_out_folder_gets_one_file_per_object(tmp_path):
+    """Each object in a file of its own; the note of them quotes the folder as the
+    launcher's other messages quote a path (a space in it made two words)."""
     from distconv.deploy.render import manifest_filename, render_manifests
 
-    done = launch(*JOBS[0][0], "--out", str(tmp_path / "m"), "--", "--epochs", "1")
+    out = tmp_path / "my manifests"
+    done = launch(*JOBS[0][0], "--out", str(out), "--", "--epochs", "1")
     assert done.returncode == 0, done.stderr
     objects = render_manifests(
         job_name="distconv", workers=3, servers=2, image="reg/distconv:1", mode="async",
         train_args=["--epochs", "1"],
     )  # fmt: skip
-    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == sorted(
-        manifest_filename(o) for o in objects
-    )
+    assert sorted(p.name for p in out.iterdir()) == sorted(manifest_filename(o) for o in objects)
+    assert f"wrote {len(objects)} object(s) to '{out}'" in done.stderr
 
 
 @needs_renderer

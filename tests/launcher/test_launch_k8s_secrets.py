@@ -36,7 +36,7 @@ def test_the_secrets_are_named_after_wrote_n_objects(tmp_path: Path):
     done = launch(*PSERVER, "--out", "m", "--", "--epochs", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [
-        "wrote 3 object(s) to m",
+        "wrote 3 object(s) to 'm'",
         f"the pods mount the Secrets distconv-server-keys and distconv-worker-keys, {HOW}",
     ]
 
