@@ -24,6 +24,7 @@ from pathlib import Path
 
 from distconv.files import describe_os_error
 
+from .batch_hosts import SCHEDULER_HOSTS, scheduler_hosts_here
 from .commands import THREAD_VARS, LaunchError, Program, UsageError, train_args
 from .interrupt import run_captured
 from .shown import shown
@@ -198,24 +199,6 @@ def hosts_arg(hosts: Sequence[Host]) -> str:
     return ",".join(f"{h.name}:{h.slots}" for h in hosts)
 
 
-#: variables by which a batch system hands mpiexec its hosts without ``-H`` or a hostfile flag
-#: (Hydra and Open MPI read them): the ranks then run on nodes whose files may differ
-SCHEDULER_HOSTS = (
-    "SLURM_JOB_NODELIST",
-    "SLURM_NODELIST",
-    "PBS_NODEFILE",
-    "LSB_HOSTS",
-    "LSB_MCPU_HOSTS",
-    "PE_HOSTFILE",
-    "COBALT_NODEFILE",
-    "HYDRA_HOST_FILE",
-    "OMPI_MCA_orte_default_hostfile",
-    "PRTE_MCA_prte_default_hostfile",
-)
-#: those of :data:`SCHEDULER_HOSTS` that hold the host names themselves, comma-separated
-SLURM_LISTS = ("SLURM_JOB_NODELIST", "SLURM_NODELIST")
-
-
 def launch_hosts(args: argparse.Namespace) -> list[Host]:
     """The hosts the mpi launch ``args`` names: its ``--hostfile``'s, else its ``-H``'s, else
     none (mpiexec's own, or a batch system's).
@@ -234,20 +217,17 @@ def ranks_elsewhere(hosts: Sequence[Host], environ: Mapping[str, str] | None = N
     its program: a host of ``hosts`` (its ``-H`` or ``--hostfile``) that is not this one
     (:func:`launcher.this_host.is_this_host`: ``-H localhost:2`` runs here), or, with none,
     a batch system's host list in ``environ`` (:data:`SCHEDULER_HOSTS`), which mpiexec reads
-    without either; a Slurm node list of this host's name alone runs here too."""
+    without either; one that names this host alone (a Slurm node list, a PBS node file, LSF's
+    host lists: :func:`launcher.batch_hosts.scheduler_hosts_here`) runs here too."""
     from .this_host import all_here
 
     if hosts:
         return not all_here(h.name for h in hosts)
     environ = os.environ if environ is None else environ
-    for name in SCHEDULER_HOSTS:
-        value = environ.get(name)
-        if not value:
-            continue
-        # Slurm's list is 'node1,node2' or 'node[1-2]': plain names are read, a range is not
-        if name not in SLURM_LISTS or "[" in value or not all_here(value.split(",")):
-            return True
-    return False
+    return any(
+        environ.get(name) and not scheduler_hosts_here(name, environ[name])
+        for name in SCHEDULER_HOSTS
+    )
 
 
 def hosts_elsewhere(args: argparse.Namespace) -> bool:

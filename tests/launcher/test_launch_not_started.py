@@ -201,6 +201,34 @@ def test_ranks_a_batch_system_places_have_their_own_program(tmp_path: Path, vari
         refuse_unstartable(program, (), {variable: ""})
 
 
+def _batch_list(tmp_path: Path, variable: str, hosts: list[str]) -> str:
+    """``variable``'s value naming ``hosts``, two slots each, as its batch system writes it."""
+    if variable == "PBS_NODEFILE":  # a file of one host a line, a line per slot
+        nodes = tmp_path / "nodes"
+        nodes.write_text("".join(f"{host}\n{host}\n" for host in hosts))
+        return str(nodes)
+    if variable == "LSB_MCPU_HOSTS":
+        return " ".join(f"{host} 2" for host in hosts)
+    return " ".join(f"{host} {host}" for host in hosts)  # LSB_HOSTS: a host a slot
+
+
+@pytest.mark.parametrize("variable", ["PBS_NODEFILE", "LSB_HOSTS", "LSB_MCPU_HOSTS"])
+def test_a_pbs_or_lsf_allocation_of_this_host_alone_runs_here(tmp_path: Path, variable):
+    """A PBS or LSF host list naming this host alone counted as other hosts, where Slurm's
+    and ``-H localhost:2`` run here: a program the ranks cannot start was let through (a
+    missing one only noted). Each is read and its hosts judged by
+    :func:`launcher.this_host.is_this_host` (k589); another host in it is elsewhere."""
+    import socket
+
+    program = Program((str(_program(tmp_path, b"#!/opt/on-the-nodes/python\n")),), False)
+    for here in (["localhost"], [socket.gethostname(), "127.0.0.1"]):
+        with pytest.raises(LaunchError, match="cannot start"):
+            refuse_unstartable(program, (), {variable: _batch_list(tmp_path, variable, here)})
+    refuse_unstartable(
+        program, (), {variable: _batch_list(tmp_path, variable, ["localhost", "n1"])}
+    )
+
+
 def test_a_program_the_ranks_cannot_start_is_quoted_as_local_quotes_it(tmp_path: Path):
     """Its path unquoted, a line break in it split the one-line refusal in two, which only mpi's
     said so: local's, and every other launcher line, quote it (:func:`launcher.shown.shown`;
