@@ -20,7 +20,7 @@ from distconv.cores import usable_cores
 from .owned import async_hint
 from .startable import missing_here
 from .stderr_line import bounded_log
-from .train_words import train_arguments
+from .train_words import flag_slip, train_arguments
 
 #: variables a parent launcher or scheduler may have left behind; a child that inherited them
 #: would see two sources for its rank (the runtime refuses that), or size its threads for
@@ -89,13 +89,16 @@ def parse_program(args: Sequence[str], elsewhere: bool = False) -> Program:
         LaunchError: the first word is neither an option nor a file or program that exists
             (here, unless ``elsewhere``), or is a folder here.
         UsageError: train arguments ``distconv train``'s parser refuses (``--epochs -1``), a
-            flag it does not take or that abbreviates several, or --resume with --overwrite.
+            flag it does not take or that abbreviates several, or --resume with --overwrite;
+            a train flag's dashes left out (``epochs 2``: :func:`flag_slip`).
     """
     args = tuple(args)
     train = train_arguments(args)
     if train is not None:
         return _train_program(train)
     first = args[0]
+    if (slip := flag_slip(args)) is not None:  # '-- epochs 2', over other hosts too
+        raise UsageError(slip)
     missing = missing_here(first)  # './data/': a folder, not 'does not exist'
     # '/opt/on-nodes/prog': each node's own file, which run_mpi notes is not here
     if missing is not None and not (elsewhere and not os.path.isdir(first)):

@@ -77,7 +77,7 @@ def checked_manifests(args: argparse.Namespace, rest: Sequence[str]) -> list[dic
     if names_a_program(rest):  # not 'distconv train --epochs 1': its words are dropped
         if not _program_here(rest[0]):  # '-- epochs 2': a train flag's dashes left out
             image = "k8s renders distconv train jobs: a program of yours goes in the image"
-            raise UsageError(f"{not_a_program(rest[0])} ({image})")
+            raise UsageError(f"{not_a_program(rest[0], rest[1:])} ({image})")
         raise LaunchError("k8s renders distconv train jobs; put the program in the image instead")
     with async_retelling(args, rest):  # '-- --mode async': this render with shards, async
         program = parse_program(rest)

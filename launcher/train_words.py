@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import sysconfig
 from collections.abc import Sequence
@@ -48,15 +49,42 @@ def train_arguments(args: Sequence[str]) -> tuple[str, ...] | None:
     return tuple(w for i, w in enumerate(args) if i not in drop)
 
 
-def not_a_program(word: str) -> str:
-    """What to say of ``word``, first after ``--``, that is neither a program nor a flag: the
-    likelier slip is a train flag's dashes left out (``-- epochs 2``)."""
+def not_a_program(word: str, after: Sequence[str] = ()) -> str:
+    """What to say of ``word``, first after ``--`` (``after`` the words after it), that is
+    neither a program nor a flag: the likelier slip is a train flag's dashes left out
+    (``-- epochs 2``), whose fix is named where ``word`` is a train flag's name
+    (:func:`dashed`: ``-- --batch-size 32``)."""
     from .shown import shown
 
-    return (
-        f"{shown(word)} is neither a program on PATH nor a .py file; distconv train arguments "
-        "start with an option, e.g. -- --epochs 2"
-    )
+    start = f"{shown(word)} is neither a program on PATH nor a .py file; distconv train arguments"
+    flag = dashed(word)
+    if flag is None:
+        return f"{start} start with an option, e.g. -- --epochs 2"
+    value = list(after[:1]) if after and not after[0].startswith("-") else []
+    return f"{start} start with an option: did you mean -- {shlex.join([flag, *value])}?"
+
+
+def dashed(word: str) -> str | None:
+    """The ``distconv train`` option ``word`` names with its dashes left out (``epochs`` is
+    ``--epochs``, ``batch_size`` ``--batch-size``); None where it names none."""
+    if not re.fullmatch(r"[A-Za-z][\w-]*", word):
+        return None
+    from distconv.train_args import train_options  # numpy and all: only for such a slip
+
+    options = train_options()
+    return next((f for f in (f"--{word}", f"--{word.replace('_', '-')}") if f in options), None)
+
+
+def flag_slip(args: Sequence[str]) -> str | None:
+    """Why ``args`` (what follows ``--``, a program's words) are refused as a usage error
+    before anything starts, wherever the program runs: a first word that is no program on
+    this host's ``PATH`` and no path, but a train flag's name with its dashes left out
+    (``-- epochs 2``; :func:`not_a_program` names the fix); None otherwise. A program named
+    so that is on ``PATH`` here runs: it is the user's."""
+    word = args[0]
+    if word.endswith(".py") or os.sep in word or shutil.which(word) is not None:
+        return None
+    return not_a_program(word, args[1:]) if dashed(word) is not None else None
 
 
 def _distconv_words(args: Sequence[str]) -> int:

@@ -81,8 +81,8 @@ def test_k8s_tells_a_train_slip_from_a_program_to_put_in_the_image():
     assert isinstance(slip, UsageError)  # exit 2, as the train args' other slips
     assert str(slip) == (
         "'epochs' is neither a program on PATH nor a .py file; distconv train arguments start "
-        "with an option, e.g. -- --epochs 2 (k8s renders distconv train jobs: a program of "
-        "yours goes in the image)"
+        "with an option: did you mean -- --epochs 2? (k8s renders distconv train jobs: a "
+        "program of yours goes in the image)"
     )
     assert k8s_refusal("distconv", "train", "--epochs", "2") is None
     program = k8s_refusal("ls")  # a program indeed: still a manifest problem, exit 1

@@ -440,6 +440,39 @@ def test_a_program_the_other_hosts_have_is_not_refused_for_missing_here(tmp_path
 
 
 @pytest.mark.timeout(60)
+def test_a_train_flags_dashes_left_out_are_refused_over_other_hosts_too(tmp_path):
+    """``mpi -H a:1,b:1 -- epochs 2`` was only noted (``program 'epochs' does not exist``)
+    and mpiexec started the ranks on a program no host has: a bare word that is no program
+    here but a train flag's name is refused as a usage error (exit 2), before anything
+    starts, naming the fix; a program of that name on ``PATH`` here still runs (k589)."""
+    refused = launch("-np", "2", "-H", "a:1,b:1", "--dry-run", "--", "batch_size", "32",
+                     tmp_path=tmp_path, cwd=tmp_path)  # fmt: skip
+    assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+    assert refused.stderr.rstrip().endswith("did you mean -- --batch-size 32?"), refused.stderr
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "epochs").write_text("#!/bin/sh\n")
+    (tools / "epochs").chmod(0o755)
+    path = {"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
+    ran = launch("-np", "2", "-H", "a:1,b:1", "--dry-run", "--", "epochs", "2",
+                 tmp_path=tmp_path, env=path, cwd=tmp_path)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.rstrip().endswith(" epochs 2"), ran.stdout
+
+
+def test_a_train_flags_dashes_left_out_are_a_usage_error_here_too():
+    """Where the ranks run here the slip was refused already, as a missing program (exit 1);
+    now as the usage error it is, as k8s's and over other hosts, with the fix named."""
+    from launcher.commands import UsageError, parse_program
+
+    for elsewhere in (False, True):
+        with pytest.raises(UsageError, match=r"did you mean -- --epochs 2\?$"):
+            parse_program(["epochs", "2"], elsewhere)
+    with pytest.raises(UsageError, match=r"did you mean -- --epochs\?$"):
+        parse_program(["epochs", "--lr", "1"], True)
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     "where, env",
     [
