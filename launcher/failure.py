@@ -215,9 +215,12 @@ class Failure:
 
     def __post_init__(self) -> None:
         # a job mismatch stops every rank, each saying so: the first to exit is no culprit,
-        # and its words are the cause (its status says no more than "1")
-        if self.cause is None and (said := different_jobs_in(_said(self.tail))) is not None:
-            object.__setattr__(self, "cause", said)
+        # and its words are the cause (its status says no more than "1"), led by them where
+        # the cause read so far is mpiexec's status apart from the failing rank's (k589)
+        if _mismatch(self.cause) or (said := different_jobs_in(_said(self.tail))) is None:
+            return
+        said = _once(said)
+        object.__setattr__(self, "cause", f"{said}; {self.cause}" if self.cause else said)
 
     @property
     def status(self) -> int:
@@ -269,6 +272,20 @@ class Failure:
 
 def _mismatch(cause: str | None) -> bool:
     return different_jobs_in([cause or ""]) is not None
+
+
+def _once(said: str) -> str:
+    """``said`` up to the ``; `` after which its words so far are quoted again, the longest such
+    start: a rank left waiting by a mismatch says it, then where each rank was, the one that
+    closed quoting the mismatch again (``X; ranks are at different points of the job (...
+    closed on "JobRefused: ...: X"): ...``, some 900 characters), where ``X`` is the cause."""
+    cut = len(said)
+    at = said.find("; ")
+    while at != -1:
+        if said[:at] in said[at:]:
+            cut = at
+        at = said.find("; ", at + 2)
+    return said[:cut]
 
 
 def _said(tail: Sequence[str]) -> list[str]:

@@ -105,3 +105,51 @@ def test_a_restart_of_the_rank_that_set_the_job_with_another_is_the_cause():
         failure = _failure(line)
         assert failure.cause == cause, line
         assert failure.describe() == f"{HEADLINE}with exit code 1): {cause}"
+
+
+#: a rank's mismatch and exit, the other rank's 75 (stopped because another rank failed):
+#: Hydra's exit status ORs theirs, 75, apart from the failing rank's 1
+_MISMATCH_AND_75 = f"""import os, sys
+if os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK")) == "1":
+    sys.exit(75)
+print("distconv train: error: {SAID}", file=sys.stderr, flush=True)
+sys.exit(1)
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_a_mismatch_is_the_cause_whatever_mpiexecs_status(tmp_path):
+    """Where mpiexec's status (Hydra's OR of its ranks', 75) differs from the failing rank's
+    (1), the cause was that difference, ``a rank exited with code 1; mpiexec itself exited
+    with code 75``, the rank's mismatch line not read: it leads the cause, and the headline
+    blames no rank (k589)."""
+    mpiexec_or_skip()
+    script = tmp_path / "rank.py"
+    script.write_text(_MISMATCH_AND_75)
+    argv = [sys.executable, "-m", "launcher", "mpi", "-np", "2", "--mpi-flavor", "mpich",
+            "--run-dir", str(tmp_path / "run"), "--", sys.executable, str(script)]  # fmt: skip
+    done = run_job(argv, env=ENV, timeout=50)
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert report["cause"].startswith(f"{SAID}; "), report["cause"]
+    assert "the ranks run different jobs, which stops every rank" in done.stderr, done.stderr
+
+
+def test_a_mismatch_quoted_again_by_where_the_ranks_were_is_said_once():
+    """A rank left waiting says the mismatch, then where each rank was, the one that closed
+    quoting it again: the cause, printed and in ``failure.json``, was all of it (some 900
+    characters, the mismatch twice); it is the mismatch alone (k589). A line of a real run."""
+    said = (
+        "rank 1 and rank 0 run different jobs: config.batch_size: 16 here, 8 there (here: rank "
+        "1's hello; there: rank 0's, the first the shard accepted)"
+    )
+    line = (
+        f"distconv train: error: rank 0, all_equal:1: pserver 127.0.0.1:5: {said}; ranks are at "
+        "different points of the job (rank 0 (host vm, last step none): comparing job "
+        "descriptions (start-up) (all_equal:1); rank 1 (host vm, last step none): closed on "
+        f'"JobRefused: rank 1, hello: pserver 127.0.0.1:5: {said}"): a rank closed (bye) while '
+        "another waits in a collective"
+    )
+    failure = _failure(line)
+    assert failure.cause == said
+    assert failure.describe() == f"{HEADLINE}with exit code 1): {said}"
