@@ -100,16 +100,28 @@ def is_distconv(word: str) -> bool:
     """Whether ``word`` runs this install's ``distconv``: the bare word, or a path (``$(which
     distconv)``, ``.venv/bin/distconv``, a link to it) to the same file as the one the bare
     word runs on ``PATH`` or as the console script this Python installed (in its scripts
-    folder); not another install's, a copy of it, nor a program of another name."""
+    folder); not another install's, a copy of it, nor a program of another name. A pyenv shim
+    (``~/.pyenv/shims/distconv``, the same file for every Python version) is this install's
+    where ``pyenv which distconv`` names this Python's console script
+    (:func:`launcher.pyenv_shim.shim_target`), and only then."""
+    from .pyenv_shim import shim_root, shim_target
+
     if word == "distconv":
         return True
     if os.sep not in word:  # another name on PATH: a program of the user's
         return False
-    own = (shutil.which("distconv"), os.path.join(sysconfig.get_path("scripts"), "distconv"))
-    for script in filter(None, own):
-        try:
-            if os.path.samefile(word, script):  # links resolved: the same file, not the name
-                return True
-        except OSError:  # either is not there (or out of reach): not this one
-            continue
-    return False
+    script = os.path.join(sysconfig.get_path("scripts"), "distconv")
+    if shim_root(word) is not None:  # it runs pyenv's choice: that file decides
+        return _same(shim_target(word), script)
+    return _same(word, shutil.which("distconv")) or _same(word, script)
+
+
+def _same(word: str | None, script: str | None) -> bool:
+    """Whether ``word`` and ``script`` are one file (links resolved: the file, not the name);
+    False where either is None, not there or out of reach."""
+    if word is None or script is None:
+        return False
+    try:
+        return os.path.samefile(word, script)
+    except OSError:
+        return False

@@ -65,3 +65,55 @@ def test_the_console_script_before_the_dashes_is_told_to_drop_as_the_bare_word(c
         f"(the launcher runs distconv train itself: drop {SCRIPT} train (distconv-launch local "
         "--workers 1 --servers 0 -- --epochs 1), or put a program after --)"
     ), said
+
+
+#: a pyenv shim as pyenv writes it (its root in place of ``/root/.pyenv``)
+_SHIM = """#!/usr/bin/env bash
+set -e
+program="${{0##*/}}"
+export PYENV_ROOT="{root}"
+exec "{root}/libexec/pyenv" exec "$program" "$@"
+"""
+
+
+def _pyenv(root: Path, which: str) -> Path:
+    """A pyenv at ``root`` whose shim ``distconv`` it says runs ``which``; the shim's path."""
+    for folder in ("shims", "libexec"):
+        (root / folder).mkdir(parents=True)
+    (root / "libexec" / "pyenv").write_text(
+        f'#!/bin/sh\n[ "$1 $2" = "which distconv" ] && {which}\n'
+    )
+    (root / "shims" / "distconv").write_text(_SHIM.format(root=root))
+    for tool in (root / "libexec" / "pyenv", root / "shims" / "distconv"):
+        tool.chmod(0o755)
+    return root / "shims" / "distconv"
+
+
+@needs_script
+@pytest.mark.parametrize("where", ["PYENV_ROOT", "~/.pyenv"])
+def test_a_pyenv_shim_is_this_installs_where_pyenv_runs_this_pythons_script(
+    tmp_path, monkeypatch, where
+):
+    """``$(which distconv)`` under pyenv is its shim, the same file for every Python version:
+    it ran as a program of the user's. It is the launch's train where ``pyenv which distconv``
+    names this Python's console script, and only then: another version's, a pyenv that
+    fails, or one that hangs past :data:`launcher.pyenv_shim.WHICH_BOUND`, stays the user's
+    (k589)."""
+    import launcher.pyenv_shim
+
+    if where == "PYENV_ROOT":
+        root = tmp_path / "pyenv"
+        monkeypatch.setenv("PYENV_ROOT", str(root))
+    else:
+        monkeypatch.setenv("HOME", str(tmp_path))
+        monkeypatch.delenv("PYENV_ROOT", raising=False)
+        root = tmp_path / ".pyenv"
+    shim = _pyenv(root, f"echo {SCRIPT}")
+    assert parse_program([str(shim), *TRAIN]) == Program(("--epochs", "1"), is_train=True)
+    other = tmp_path / "other" / "distconv"  # another version's console script
+    other.parent.mkdir()
+    shutil.copy2(SCRIPT, other)
+    monkeypatch.setattr(launcher.pyenv_shim, "WHICH_BOUND", 0.3)
+    for which in (f"echo {other}", "exit 1", "exec sleep 5"):
+        (root / "libexec" / "pyenv").write_text(f'#!/bin/sh\n[ "$1" = which ] && {which}\n')
+        assert not parse_program([str(shim), *TRAIN]).is_train, which
