@@ -4,8 +4,6 @@ must hold before they are applied (:func:`secrets_needed`)."""
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +22,7 @@ from .commands import (
 from .shown import shown
 from .stderr_line import write_last
 from .stdout import write_stdout
-from .train_words import not_a_program
+from .train_words import not_a_program, reads_as_program
 
 #: where the operator learns to make the parameter-server job's Secrets
 SECRETS_DOCS = 'docs/kubernetes.md, "Deploying with parameter servers", step 1'
@@ -75,7 +73,7 @@ def checked_manifests(args: argparse.Namespace, rest: Sequence[str]) -> list[dic
         ) from None
     # before parse_program, which would look for the program here, not in the image
     if names_a_program(rest):  # not 'distconv train --epochs 1': its words are dropped
-        if not _program_here(rest[0]):  # '-- epochs 2': a train flag's dashes left out
+        if not reads_as_program(rest[0]):  # '-- epochs 2': a train flag's dashes left out
             image = "k8s renders distconv train jobs: a program of yours goes in the image"
             raise UsageError(f"{not_a_program(rest[0], rest[1:])} ({image})")
         raise LaunchError("k8s renders distconv train jobs; put the program in the image instead")
@@ -95,12 +93,6 @@ def checked_manifests(args: argparse.Namespace, rest: Sequence[str]) -> list[dic
     if problems:
         raise LaunchError(f"the manifests would not work: {'; '.join(problems)}")
     return objects
-
-
-def _program_here(word: str) -> bool:
-    """Whether ``word``, first after ``--``, reads as a program: a ``.py`` file, a path, or a
-    name on this host's ``PATH``; else the likelier slip is a flag's dashes left out."""
-    return word.endswith(".py") or os.sep in word or shutil.which(word) is not None
 
 
 def _render(args: argparse.Namespace, train_args: Sequence[str]) -> list[dict[str, Any]]:

@@ -49,9 +49,9 @@ def not_a_file(first: str) -> str:
 def missing_here(first: str) -> str | None:
     """Why ``first``, the first word after ``--`` (not train's), names no file to run on this
     host (:func:`not_a_file`, or no program on ``PATH``); None where it names one."""
-    from .train_words import not_a_program
+    from .train_words import names_a_path, not_a_program
 
-    if first.endswith(".py") or os.sep in first:
+    if names_a_path(first):
         return None if os.path.isfile(first) else not_a_file(first)
     return not_a_program(first) if shutil.which(first) is None else None
 

@@ -82,9 +82,23 @@ def flag_slip(args: Sequence[str]) -> str | None:
     (``-- epochs 2``; :func:`not_a_program` names the fix); None otherwise. A program named
     so that is on ``PATH`` here runs: it is the user's."""
     word = args[0]
-    if word.endswith(".py") or os.sep in word or shutil.which(word) is not None:
+    if reads_as_program(word):
         return None
     return not_a_program(word, args[1:]) if dashed(word) is not None else None
+
+
+def names_a_path(word: str) -> bool:
+    """Whether ``word``, first after ``--``, names a file by its path (``./run.sh``) or a
+    ``.py`` script, not a program to look up on ``PATH``."""
+    return word.endswith(".py") or os.sep in word
+
+
+def reads_as_program(word: str) -> bool:
+    """Whether ``word``, first after ``--``, reads as a program wherever its file is: a path or
+    a ``.py`` file (:func:`names_a_path`; k8s's is in the image, mpi's on other hosts), or a
+    name on this host's ``PATH``; else the likelier slip is a train flag's dashes left out.
+    :func:`launcher.startable.missing_here` asks more of a path: that its file is here."""
+    return names_a_path(word) or shutil.which(word) is not None
 
 
 def _distconv_words(args: Sequence[str]) -> int:
