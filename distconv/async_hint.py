@@ -69,9 +69,20 @@ def async_flag(word: str, after: str) -> tuple[str | None, str, bool]:
     :func:`sync_asked` and the launcher's hint (:mod:`launcher.async_launch`)."""
     flag, eq, value = word.partition("=")
     named = async_word(flag)
-    value_next = bool(after) and (not after.startswith("-") or after[1:2].isdigit())
+    value_next = bool(after) and _value_word(after)
     takes = not eq and named != "--async" and value_next
     return named, value if eq else after if takes else "", takes
+
+
+#: how argparse tells a negative number (``-4``, ``-.5``; not ``-1e3``) from an option: its own
+#: matcher, which differs between Python versions
+_NEGATIVE = argparse.ArgumentParser()._negative_number_matcher
+
+
+def _value_word(word: str) -> bool:
+    """Whether argparse reads ``word`` as a value, not an option: it does not start with ``-``,
+    is ``-`` alone, a negative number (:data:`_NEGATIVE`) or holds a space."""
+    return not word.startswith("-") or word == "-" or bool(_NEGATIVE.match(word)) or " " in word
 
 
 def async_word(flag: str) -> str | None:
