@@ -61,9 +61,11 @@ def test_the_threads_block_the_stop_signals_and_the_children_do_not(
     before = set(threading.enumerate())  # another test's, left in this process: not run()'s
 
     def look() -> None:  # while run() holds the main thread: its threads' masks, then go
-        def started() -> list[threading.Thread]:
+        def started() -> list[threading.Thread]:  # running: one still starting (enumerate
+            # lists it) has no native_id yet, its /proc path '.../task/None' then missing
             names = ("pump-worker-0", "wait-worker-0", "terminal")
-            return [t for t in set(threading.enumerate()) - before if t.name in names]
+            threads = set(threading.enumerate()) - before
+            return [t for t in threads if t.name in names and t.is_alive()]
 
         try:
             wait_until(lambda: len(started()) == 4, "the child's threads and two writers")
