@@ -27,9 +27,10 @@ from distconv.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
-from distconv.checkpoint_checks import as_saved, savable_facts, whole_set_each_step
+from distconv.checkpoint_checks import as_saved, savable_facts
 from distconv.job_start import JobStart as JobStart  # defined there: trainer, job read it
 from distconv.parameter import Parameter
+from distconv.resume_facts import check_same_run
 from distconv.run_dir import (
     CHIEF,
     CHIEF_PART,
@@ -51,21 +52,6 @@ SUMS = ("loss", "correct", "examples", "seconds")
 #: each rank's own loss sum so far, beside SUMS where they hold the epoch's whole loss: a resume
 #: on as many ranks goes on from them, adding as the run it continues did (no other rounding)
 RANK_LOSS = "rank_loss"
-#: what must match between a checkpoint and the run resuming it
-MUST_MATCH = (
-    "seed",
-    "global_batch",
-    "optimizer",
-    "lr_decay",
-    "dtype",
-    "data",
-    "model",
-    "train_data",
-)
-#: a checkpoint's value for a fact it does not know: older checkpoints lack some facts, or
-#: recorded the dtype as "None" (the one asked for, not the network's); these resume as before
-UNKNOWN = (None, "None")
-
 OptimState = dict[str, dict[str, Any]]
 
 
@@ -95,7 +81,8 @@ class StepCheckpoints:
         run: the run directory (the chief's), or None on other ranks and without files.
         params: every parameter of the model, static ones included.
         sync: the strategy (optimizer config and state go through it).
-        facts: what a checkpoint must agree on with this run (:data:`MUST_MATCH`) and records.
+        facts: what a checkpoint must agree on with this run
+            (:data:`~distconv.resume_facts.MUST_MATCH`) and records.
         start: which start of which job this is, recorded in each manifest (None: as the
             environment says it, :meth:`JobStart.from_environment`).
     """
@@ -290,8 +277,7 @@ class StepCheckpoints:
             CheckpointError: the checkpoint does not fit the model (names, shapes, dtypes), or
                 comes from a run whose seed, global batch, optimizer, learning-rate decay,
                 dtype, data set (its name, or the training set's fingerprint) or model
-                differ. A fact the checkpoint or this run does not record (:data:`UNKNOWN`)
-                is not compared.
+                differ (:func:`~distconv.resume_facts.check_same_run`).
         """
         ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
         path = ckpt.path
@@ -299,34 +285,7 @@ class StepCheckpoints:
         check_fit(ckpt, self.params)
         theirs = {**ckpt.extra, "seed": ckpt.seed, "optimizer": ckpt.optimizer}
         ours = as_saved({**self.facts, "optimizer": self.sync.optimizer_config()})
-        facts = [
-            k
-            for k in MUST_MATCH
-            if _known(theirs.get(k)) and _known(ours.get(k)) and theirs.get(k) != ours.get(k)
-        ]
-        if "global_batch" in facts and whole_set_each_step(theirs, ours):
-            facts.remove("global_batch")  # each step trains on the whole set either way
-            log.info(
-                "resuming with global batch %s, the checkpoint's %s: both reach the %s training "
-                "examples, so each epoch is still one step of all of them",
-                ours["global_batch"],
-                theirs["global_batch"],
-                ours["train_data"]["examples"],
-            )
-        if facts:
-            differ = [said for k in facts for said in _differences(k, theirs[k], ours[k])]
-            batch = (
-                " The global batch (world size x batch size x accumulate) must stay the same "
-                "across a resume."
-                if "global_batch" in facts
-                else ""
-            )
-            raise CheckpointError(
-                f"checkpoint {path} comes from a different run; resuming would not reproduce it "
-                f"({'; '.join(differ)}).{batch} To train on from these weights otherwise (other "
-                "data: fine-tuning), start a new run and load them first "
-                "(distconv.checkpoint.restore_checkpoint)."
-            )
+        check_same_run(path, theirs, ours)
         # save_checkpoint's own files record no position in an epoch nor sums: at its start
         in_epoch, sums = int(ckpt.extra.get("step_in_epoch", 0)), ckpt.extra.get("sums", {})
         restore_checkpoint(ckpt, self.params)
@@ -353,23 +312,6 @@ def _without_frozen(state: OptimState, params: Sequence[Parameter]) -> OptimStat
     if frozen:
         log.warning("not restoring the optimizer state of %s: frozen since the checkpoint", frozen)
     return {name: s for name, s in state.items() if name not in frozen}
-
-
-def _differences(name: str, theirs: Any, ours: Any) -> list[str]:
-    """How a fact differs: by its entries where both are records of the same fields (a data
-    set's length, feeds and sample digest), else as a whole (another optimizer's settings)."""
-    if isinstance(theirs, dict) and isinstance(ours, dict) and theirs.keys() == ours.keys():
-        return [
-            f"{name}.{k}: checkpoint {theirs[k]!r}, this run {ours[k]!r}"
-            for k in theirs
-            if theirs[k] != ours[k]
-        ]
-    return [f"{name}: checkpoint {theirs!r}, this run {ours!r}"]
-
-
-def _known(fact: Any) -> bool:
-    """Whether both sides can be compared on ``fact`` (an API run records no data set)."""
-    return fact not in UNKNOWN
 
 
 def share_position(sync: SyncStrategy, pos: Position) -> Position:

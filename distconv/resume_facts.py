@@ -1,0 +1,89 @@
+"""What a checkpoint must agree on with the run that resumes it, and how a difference is told:
+the run's facts (:class:`~distconv.resume.StepCheckpoints`) against those the checkpoint
+records, each side as a checkpoint's ``extra`` reads back
+(:func:`~distconv.checkpoint_checks.as_saved`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from distconv.checkpoint import CheckpointError
+from distconv.checkpoint_checks import whole_set_each_step
+
+log = logging.getLogger("distconv.resume")
+
+#: what must match between a checkpoint and the run resuming it
+MUST_MATCH = (
+    "seed",
+    "global_batch",
+    "optimizer",
+    "lr_decay",
+    "dtype",
+    "data",
+    "model",
+    "train_data",
+)
+#: a checkpoint's value for a fact it does not know: older checkpoints lack some facts, or
+#: recorded the dtype as "None" (the one asked for, not the network's); these resume as before
+UNKNOWN = (None, "None")
+
+
+def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> None:
+    """Refuse to resume the checkpoint at ``path`` whose facts ``theirs`` differ from this
+    run's ``ours`` in one of :data:`MUST_MATCH`; a global batch of another size passes where
+    each step trains on the whole set either way (said at info level).
+
+    Raises:
+        CheckpointError: the checkpoint comes from a run whose seed, global batch, optimizer,
+            learning-rate decay, dtype, data set (its name, or the training set's fingerprint)
+            or model differ. A fact the checkpoint or this run does not record
+            (:data:`UNKNOWN`) is not compared.
+    """
+    facts = [
+        k
+        for k in MUST_MATCH
+        if _known(theirs.get(k)) and _known(ours.get(k)) and theirs.get(k) != ours.get(k)
+    ]
+    if "global_batch" in facts and whole_set_each_step(theirs, ours):
+        facts.remove("global_batch")  # each step trains on the whole set either way
+        log.info(
+            "resuming with global batch %s, the checkpoint's %s: both reach the %s training "
+            "examples, so each epoch is still one step of all of them",
+            ours["global_batch"],
+            theirs["global_batch"],
+            ours["train_data"]["examples"],
+        )
+    if facts:
+        differ = [said for k in facts for said in _differences(k, theirs[k], ours[k])]
+        batch = (
+            " The global batch (world size x batch size x accumulate) must stay the same "
+            "across a resume."
+            if "global_batch" in facts
+            else ""
+        )
+        raise CheckpointError(
+            f"checkpoint {path} comes from a different run; resuming would not reproduce it "
+            f"({'; '.join(differ)}).{batch} To train on from these weights otherwise (other "
+            "data: fine-tuning), start a new run and load them first "
+            "(distconv.checkpoint.restore_checkpoint)."
+        )
+
+
+def _differences(name: str, theirs: Any, ours: Any) -> list[str]:
+    """How a fact differs: by its entries where both are records of the same fields (a data
+    set's length, feeds and sample digest), else as a whole (another optimizer's settings)."""
+    if isinstance(theirs, dict) and isinstance(ours, dict) and theirs.keys() == ours.keys():
+        return [
+            f"{name}.{k}: checkpoint {theirs[k]!r}, this run {ours[k]!r}"
+            for k in theirs
+            if theirs[k] != ours[k]
+        ]
+    return [f"{name}: checkpoint {theirs!r}, this run {ours!r}"]
+
+
+def _known(fact: Any) -> bool:
+    """Whether both sides can be compared on ``fact`` (an API run records no data set)."""
+    return fact not in UNKNOWN
