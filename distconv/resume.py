@@ -11,6 +11,7 @@ position is all a resumed run needs to see exactly the batches an uninterrupted 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distconv import plain_json
 from distconv.checkpoint import (
     Checkpoint,
     CheckpointDamaged,
@@ -99,6 +101,7 @@ class StepCheckpoints:
         self.facts = savable_facts(facts)  # each checkpoint saves them: refused here
         self.start = start or JobStart.from_environment()
         self._said_nothing = False  # whether the chief said no output directory saves nothing
+        self._saved: dict[Any, Any] | None = None  # the facts as saved: _saved_facts
 
     def open(
         self, resume: bool | str, train_data: Mapping[str, Any] | None = None
@@ -120,6 +123,7 @@ class StepCheckpoints:
         ``"overwrite"`` replaces it, also one of an earlier launch of the same job id. A fresh
         run records this start's job and launch as its claim (:meth:`JobStart.claim`).
         """
+        self._saved = None  # a new fit: its config may have changed since the last one's
         if train_data is not None:
             self.facts["train_data"] = dict(train_data)
         if self.run is None:
@@ -178,6 +182,7 @@ class StepCheckpoints:
     def _begin(self, run: RunDirectory) -> tuple[None, Position]:
         """Start a fresh run in ``run``, claimed by this start's job and launch: where it dies
         before its first checkpoint is complete, its restart tells the files it left by that."""
+        self._saved_facts()  # as the fit's setup holds them (a resume's restore makes them too)
         self.start.claim(run)
         return None, Position()
 
@@ -206,6 +211,18 @@ class StepCheckpoints:
                 continue
             return self.restore(ckpt)
         raise AssertionError("unreachable: the oldest checkpoint raises or returns")
+
+    def _saved_facts(self) -> dict[Any, Any]:
+        """The run's facts, each value in the JSON form a checkpoint's ``extra`` keeps it in
+        (its key as it is: the save writes keys as before), written once a fit (:meth:`open`
+        drops them), not at each save: a value may cost much to write (a sparse tensor is
+        coalesced and hashed, about a second at 5M entries). Once a fit is enough: the facts
+        are the config the job check compared at the fit's setup, and a resume compares a
+        checkpoint's with its own run's at its setup; a change within a fit is seen by neither
+        (the job check is not run again), and one between fits is written by the next fit."""
+        if self._saved is None:
+            self._saved = {key: json.loads(plain_json.dumps(v)) for key, v in self.facts.items()}
+        return self._saved
 
     def close(self) -> None:
         if self.run is not None:
@@ -263,7 +280,7 @@ class StepCheckpoints:
             seed=self.facts.get("seed"),
             optimizer=self.sync.optimizer_config(),
             extra={
-                **{k: v for k, v in self.facts.items() if k != "seed"},
+                **{k: v for k, v in self._saved_facts().items() if k != "seed"},
                 "step_in_epoch": pos.step_in_epoch,
                 "sums": {k: sums[k] for k in (*SUMS, RANK_LOSS) if k in sums},
                 **schemes,  # the scheme; the epoch's earlier ones
@@ -284,7 +301,7 @@ class StepCheckpoints:
         # first: another model (or dtype) is best named by the parameters that differ
         check_fit(ckpt, self.params)
         theirs = {**ckpt.extra, "seed": ckpt.seed, "optimizer": ckpt.optimizer}
-        ours = as_saved({**self.facts, "optimizer": self.sync.optimizer_config()})
+        ours = as_saved({**self._saved_facts(), "optimizer": self.sync.optimizer_config()})
         check_same_run(path, theirs, ours)
         # save_checkpoint's own files record no position in an epoch nor sums: at its start
         in_epoch, sums = int(ckpt.extra.get("step_in_epoch", 0)), ckpt.extra.get("sums", {})

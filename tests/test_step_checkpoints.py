@@ -24,12 +24,14 @@ from distconv.sync import create_sync
 from tests.small_disk import small_tmpfs
 
 
-def _checkpoints(root, size=1000):
-    """A run's checkpoints of one parameter of ``size`` float64s, opened fresh."""
+def _checkpoints(root, size=1000, facts=None):
+    """A run's checkpoints of one parameter of ``size`` float64s, opened fresh; ``facts``: the
+    run's (a seed of 0 alone by default)."""
     params = [Parameter("w", np.linspace(0.0, 1.0, size))]
     sync = create_sync("local", optimizer=create_optimizer("sgd", lr=0.1))
     sync.setup(params)
-    ckpts = StepCheckpoints(RunDirectory(root, keep=2), params, sync, {"seed": 0})
+    facts = {"seed": 0} if facts is None else facts
+    ckpts = StepCheckpoints(RunDirectory(root, keep=2), params, sync, facts)
     ckpts.open(False)
     return ckpts
 
