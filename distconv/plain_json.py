@@ -4,8 +4,9 @@ The job check compares such text across ranks (:func:`~distconv.sync.description
 and a run compares the scheme it records with the one its metrics log holds
 (:func:`~distconv.sync.description.sync_scheme`); a layer's settings take an address out of
 a part's text with :data:`ADDRESS` (:mod:`distconv.layers.settings`). Of distconv it imports
-only :mod:`distconv.plain_names` and :mod:`distconv.plain_sparse`, which import none: the
-layers, which must not import :mod:`distconv.sync`, share it.
+only :mod:`distconv.plain_names`, :mod:`distconv.plain_sparse` and
+:mod:`distconv.plain_state`, which import none: the layers, which must not import
+:mod:`distconv.sync`, share it.
 
 ``json.dumps(..., default=str)`` gave another text in each process for two kinds of value: a
 set, whose order follows ``PYTHONHASHSEED`` (``mpiexec`` starts each rank with its own), and an
@@ -17,13 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
-import queue
 import re
-import socket
 import sys
-import threading
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -37,6 +34,7 @@ from distconv.plain_names import (
     type_name,
 )
 from distconv.plain_sparse import coo_entries
+from distconv.plain_state import is_process_state as is_process_state  # layers' settings read it
 
 #: an object's address in its text: another in each process
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -146,50 +144,6 @@ def fields_of(value: Any) -> dict[str, Any] | None:
     if is_process_state(value):
         return None
     return public_attributes(value) or None
-
-
-#: the process's own state of modules always loaded: known once, not made again at each value
-#: walked (type(threading.Lock()) makes a lock)
-_PROCESS_STATE: tuple[type, ...] = (
-    threading.Thread,
-    io.IOBase,
-    socket.socket,
-    type(threading.Lock()),
-    type(threading.RLock()),
-    threading.Condition,
-    threading.Semaphore,
-    threading.Event,
-    threading.Barrier,
-    queue.Queue,
-)
-#: the same of modules a config may hold only once its program imported them: looked up then
-_LOADED_PROCESS_STATE = (
-    ("multiprocessing.process", "BaseProcess"),
-    ("multiprocessing.synchronize", "SemLock"),  # its Lock's text names its owner
-    ("multiprocessing.synchronize", "Event"),  # and whether it is set
-    ("multiprocessing.synchronize", "Condition"),  # its lock's owner
-    ("concurrent.futures", "Executor"),
-    ("asyncio", "Queue"),  # an asyncio.Queue's text holds its items
-    ("asyncio", "Event"),
-    ("asyncio", "Lock"),
-    ("asyncio", "Semaphore"),
-    ("asyncio", "Condition"),  # locked or not
-    ("asyncio", "Barrier"),  # its waiters (Python 3.11 on)
-)
-
-
-def is_process_state(value: Any) -> bool:
-    """Whether ``value`` is state of its process alone (a thread, a process, an executor, a
-    lock or other threading primitive, a queue between threads, an open file or socket), written
-    by its type's name (a queue's contents are what its threads have done by then):
-    its text held a thread's ident, a pid, a lock's state, a per-rank file name."""
-    if isinstance(value, _PROCESS_STATE):
-        return True
-    for module, name in _LOADED_PROCESS_STATE:
-        found = getattr(sys.modules.get(module), name, None)  # only once imported: no cost
-        if isinstance(found, type) and isinstance(value, found):
-            return True
-    return False
 
 
 def key_names(mapping: Any, inside: set[int] | None = None) -> dict[Any, str]:

@@ -12,7 +12,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from distconv import plain_json, plain_names, plain_sparse
+from distconv import plain_json, plain_names, plain_sparse, plain_state
 from distconv.layers import settings
 
 
@@ -23,9 +23,9 @@ def test_the_layers_take_an_address_out_with_the_one_pattern_of_a_module_below_b
     assert settings.ADDRESS is plain_json.ADDRESS
     lock = threading.Lock()
     assert settings.setting_value(lock) == plain_json.plain(lock) == "lock"  # not its state
-    imported = ["distconv.plain_names", "distconv.plain_sparse"]
+    imported = ["distconv.plain_names", "distconv.plain_sparse", "distconv.plain_state"]
     assert _distconv_imports(plain_json.__file__) == imported
-    for part in (plain_names, plain_sparse):  # the parts it imports import none
+    for part in (plain_names, plain_sparse, plain_state):  # the parts it imports import none
         assert not _distconv_imports(part.__file__)
 
 

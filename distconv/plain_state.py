@@ -1,0 +1,56 @@
+"""Which values are the state of their process alone (a thread, a lock, an open file, a queue
+between threads): :mod:`distconv.plain_json` writes them by their type's name, as the layers'
+settings do. It imports nothing of distconv.
+"""
+
+from __future__ import annotations
+
+import io
+import queue
+import socket
+import sys
+import threading
+from typing import Any
+
+#: the process's own state of modules always loaded: known once, not made again at each value
+#: walked (type(threading.Lock()) makes a lock)
+_PROCESS_STATE: tuple[type, ...] = (
+    threading.Thread,
+    io.IOBase,
+    socket.socket,
+    type(threading.Lock()),
+    type(threading.RLock()),
+    threading.Condition,
+    threading.Semaphore,
+    threading.Event,
+    threading.Barrier,
+    queue.Queue,
+)
+#: the same of modules a config may hold only once its program imported them: looked up then
+_LOADED_PROCESS_STATE = (
+    ("multiprocessing.process", "BaseProcess"),
+    ("multiprocessing.synchronize", "SemLock"),  # its Lock's text names its owner
+    ("multiprocessing.synchronize", "Event"),  # and whether it is set
+    ("multiprocessing.synchronize", "Condition"),  # its lock's owner
+    ("concurrent.futures", "Executor"),
+    ("asyncio", "Queue"),  # an asyncio.Queue's text holds its items
+    ("asyncio", "Event"),
+    ("asyncio", "Lock"),
+    ("asyncio", "Semaphore"),
+    ("asyncio", "Condition"),  # locked or not
+    ("asyncio", "Barrier"),  # its waiters (Python 3.11 on)
+)
+
+
+def is_process_state(value: Any) -> bool:
+    """Whether ``value`` is state of its process alone (a thread, a process, an executor, a
+    lock or other threading primitive, a queue between threads, an open file or socket), written
+    by its type's name (a queue's contents are what its threads have done by then):
+    its text held a thread's ident, a pid, a lock's state, a per-rank file name."""
+    if isinstance(value, _PROCESS_STATE):
+        return True
+    for module, name in _LOADED_PROCESS_STATE:
+        found = getattr(sys.modules.get(module), name, None)  # only once imported: no cost
+        if isinstance(found, type) and isinstance(value, found):
+            return True
+    return False
