@@ -305,19 +305,33 @@ def _values(array: Any) -> bytes:
     text (its bytes are their addresses); a structured one's fields' bytes, field by field
     (not its padding). Another library's array is read on the host first
     (a torch tensor detached and ``.cpu()``, a cupy array ``.get()``), then as numpy's, or
-    where numpy cannot take it (torch's bfloat16) by its values' JSON text (``tolist``)."""
+    where numpy cannot take it (torch's bfloat16, float8, complex32) by its bytes
+    (:func:`_torch_bytes`), or else by its values' JSON text (``tolist``)."""
     numpy = sys.modules.get("numpy")
     if numpy is None or not isinstance(array, numpy.ndarray):
         host = _on_host(array)
         try:
             array = numpy.asarray(host)  # no numpy (None): by its text, below
         except (AttributeError, TypeError, ValueError, RuntimeError):
+            if numpy is not None and (raw := _torch_bytes(host)) is not None:
+                return raw
             array = None
         if array is None or array.shape != tuple(host.shape) or array.dtype.hasobject:
             return dumps(host.tolist()).encode()  # not taken whole: no object around itself
     if array.dtype.hasobject:
         return dumps(array.tolist(), sort_keys=True).encode()
     return _field_bytes(array)
+
+
+def _torch_bytes(tensor: Any) -> bytes | None:
+    """A torch tensor's bytes in C order, read as uint8, or None where it is no torch tensor.
+    Its values' JSON text (``tolist``) made a Python float of each (half a second a million);
+    the bytes are one copy, tell -0.0 from 0.0 as that text did, and are what an ml_dtypes
+    array of its values holds (numpy's bfloat16 hashes alike)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(tensor, torch.Tensor):
+        return None
+    return tensor.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 def _field_bytes(array: Any) -> bytes:
@@ -332,9 +346,10 @@ def _field_bytes(array: Any) -> bytes:
 
 def _on_host(array: Any) -> Any:
     """Another library's array in host memory, by the methods it has: torch's ``detach`` (a
-    tensor that needs a gradient refuses numpy) and ``cpu``, cupy's ``get`` (it refuses an
-    implicit copy to the host)."""
-    for method in ("detach", "cpu"):
+    tensor that needs a gradient refuses numpy), ``resolve_conj`` and ``resolve_neg`` (a lazy
+    conjugate's view refuses numpy: written by its text, it disagreed with its equal copy) and
+    ``cpu``, cupy's ``get`` (it refuses an implicit copy to the host)."""
+    for method in ("detach", "resolve_conj", "resolve_neg", "cpu"):
         if callable(getattr(array, method, None)):
             array = getattr(array, method)()
     if hasattr(array, "__cuda_array_interface__") and callable(getattr(array, "get", None)):
