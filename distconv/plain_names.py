@@ -23,14 +23,33 @@ def code_name(value: Any) -> str | None:
     in its module, so its first line follows: ``<function pkg.mod.<lambda> line 12>``, the same
     in each process that runs that source (no path in it), another where the source moved.
     Two lambdas on one line still agree, as do a closure's copies over other captured values.
+
+    A built-in function is written by its module and name too (``<built-in function
+    math.sqrt>``), one of a type by the type's (``<built-in method builtins.dict.fromkeys>``):
+    their text named neither, so ``math.sqrt`` and ``cmath.sqrt`` agreed. One bound to an
+    object (``[].append``) is not: its text names the object's type.
     """
     if isinstance(value, types.ModuleType):
         return f"<module {value.__name__!r}>"
+    if isinstance(value, types.BuiltinFunctionType):
+        return _builtin_name(value)
     if isinstance(value, types.FunctionType):
         name = f"{value.__module__}.{value.__qualname__}"
         if "<" in value.__qualname__:  # <lambda>, <locals>: not one function of its module
             name += f" line {value.__code__.co_firstlineno}"
         return f"<function {name}>"
+    return None
+
+
+def _builtin_name(value: types.BuiltinFunctionType) -> str | None:
+    """The text of a built-in function of a module or a type (see :func:`code_name`), or None
+    for one bound to an object."""
+    owner = value.__self__
+    if owner is None or isinstance(owner, types.ModuleType):
+        module = value.__module__ or getattr(owner, "__name__", "builtins")
+        return f"<built-in function {module}.{value.__qualname__}>"
+    if isinstance(owner, type):  # the type it was looked up on, not the one defining it
+        return f"<built-in method {owner.__module__}.{owner.__qualname__}.{value.__name__}>"
     return None
 
 

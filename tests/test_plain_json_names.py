@@ -4,9 +4,12 @@ another one of the same short name."""
 
 from __future__ import annotations
 
+import cmath
+import collections
 import functools
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -118,6 +121,20 @@ def test_a_function_is_written_by_its_module_and_qualified_name_a_lambda_by_its_
     # imported here from a third folder, under this process's own PYTHONHASHSEED: as theirs
     here = _module(tmp_path, "json_of_own")
     assert [plain_json.plain(here.scale), plain_json.plain(here.halve)] == json.loads(ours)[1:3]
+
+
+def test_a_built_in_function_is_written_by_its_module_and_qualified_name():
+    """``math.sqrt`` and ``cmath.sqrt`` were both ``<built-in function sqrt>``: a config that
+    chose one on a rank and the other on another passed the job check; a type's own
+    (``dict.fromkeys``, ``OrderedDict.fromkeys``) was ``<built-in method fromkeys of type
+    object>`` for each. One bound to an object is written by that object's type, as before."""
+    assert plain_json.plain(math.sqrt) == "<built-in function math.sqrt>"
+    assert plain_json.plain(cmath.sqrt) == "<built-in function cmath.sqrt>"
+    assert plain_json.plain(len) == "<built-in function builtins.len>"
+    assert plain_json.plain(dict.fromkeys) == "<built-in method builtins.dict.fromkeys>"
+    ordered = plain_json.plain(collections.OrderedDict.fromkeys)
+    assert ordered == "<built-in method collections.OrderedDict.fromkeys>"
+    assert plain_json.plain([].append) == "<built-in method append of list object>"
 
 
 def test_a_partial_and_a_bound_method_are_walked_not_written_by_their_repr(
