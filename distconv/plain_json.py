@@ -120,7 +120,7 @@ def _sorted(elements: Any, inside: set[int]) -> list[Any]:
 
 def fields_of(value: Any) -> dict[str, Any] | None:
     """The fields an object is written by (:func:`keyed`: its qualified class name beside them), or
-    None where it is written otherwise: a partial's and a bound method's
+    None where it is written otherwise: a partial's, a bound method's and a closure's
     (:func:`~distconv.plain_names.call_fields`); a dataclass's fields its repr shows (``repr=True``;
     its repr summarised a large array, and wrote a set in its process's hash order); an object's
     public attributes (``__dict__``, ``__slots__``; a name not starting with ``_``) where its class
@@ -202,8 +202,8 @@ def key_text(key: Any, inside: set[int] | None = None) -> str:
 def plain(value: Any) -> Any:
     """A value JSON has no form for, as ``json.dumps``'s ``default``: a numpy scalar as its number,
     a class as its qualified name (``np.float16``: ``float16``; a nested one as ``Outer.Codec``, as
-    its instance is named), a dataclass, a partial, a bound method or an object with no text of its
-    own as :func:`keyed` writes it (``{"class": "Aug", "fields": {"p": 0.1}}``: see
+    its instance is named), a dataclass, a partial, a bound method, a closure or an object with
+    no text of its own as :func:`keyed` writes it (``{"class": "Aug", "fields": {"p": 0.1}}``: see
     :func:`fields_of`), a thread, a lock, an open file as its type's name
     (:func:`is_process_state`), one holding nothing as its class's name (its default str has its
     address), a numpy array as :func:`_array` writes it (its dtype, shape and a hash of its values),
@@ -216,8 +216,9 @@ def plain(value: Any) -> Any:
         return value.__qualname__
     if is_process_state(value):
         return type(value).__qualname__
-    if code_name(value) is not None:  # a module, a function: by name, not path or address
-        return code_name(value)
+    name = code_name(value)  # a module, a function: by name, not path or address
+    if name is not None and call_fields(value) is None:  # a closure: and its cells, below
+        return name
     if isinstance(value, (set, frozenset)):
         # by the text each is written as: by str, 1 and "1" tied and kept their hash order
         return sorted(value, key=_written)

@@ -22,7 +22,8 @@ def code_name(value: Any) -> str | None:
     made in another's call (``make.<locals>.scale``), is not the only one of its qualified name
     in its module, so its first line follows: ``<function pkg.mod.<lambda> line 12>``, the same
     in each process that runs that source (no path in it), another where the source moved.
-    Two lambdas on one line still agree, as do a closure's copies over other captured values.
+    Two lambdas on one line still agree; a closure's copies over other captured values are
+    told apart by its cells (:func:`call_fields`), not here.
 
     A built-in function is written by its module and name too (``<built-in function
     math.sqrt>``), one of a type by the type's (``<built-in method builtins.dict.fromkeys>``):
@@ -59,19 +60,36 @@ def type_name(value: Any) -> str:
 
 
 def call_fields(value: Any) -> dict[str, Any] | None:
-    """The fields a ``functools.partial`` (its ``func``, ``args`` and ``keywords``) or a bound
-    method (its function and the object it is bound to: ``func``, ``self``) is written by, as
-    an object's are (:func:`~distconv.plain_json.fields_of`), or None where ``value`` is
-    neither. Their repr wrote a partial's function without its module and its arguments by
+    """The fields a ``functools.partial`` (its ``func``, ``args`` and ``keywords``), a bound
+    method (its function and the object it is bound to: ``func``, ``self``) or a closure (its
+    :func:`code_name` and what it captured: ``func``, ``closure``) is written by, as an
+    object's are (:func:`~distconv.plain_json.fields_of`), or None where ``value`` is none of
+    them. Their repr wrote a partial's function without its module and its arguments by
     their repr (a set in its process's hash order, an array summarised past 1000 values, an
     object with no text of its own as its class's name), and a method's object by its repr:
     walked, each is written as it would be alone, and an object that holds its own method is
-    no endless walk (its second visit is ``"..."``)."""
+    no endless walk (its second visit is ``"..."``). A closure was its name alone: two made
+    by one factory over other values agreed (two ranks whose configs differ there passed the
+    job check)."""
     if isinstance(value, functools.partial):
         return {"func": value.func, "args": list(value.args), "keywords": dict(value.keywords)}
     if isinstance(value, types.MethodType):
         return {"func": value.__func__, "self": value.__self__}
+    if isinstance(value, types.FunctionType) and value.__closure__:
+        return {"func": code_name(value), "closure": closure_values(value)}
     return None
+
+
+def closure_values(function: types.FunctionType) -> dict[str, Any]:
+    """What ``function`` captured, by the name its code reads it by; a cell not yet set (a
+    name its factory assigns after making it) left out."""
+    found = {}
+    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
+        try:
+            found[name] = cell.cell_contents
+        except ValueError:  # empty: nothing captured yet
+            continue
+    return found
 
 
 def public_attributes(value: Any) -> dict[str, Any]:

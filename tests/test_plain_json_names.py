@@ -46,6 +46,16 @@ class Mask:
 
 kept = functools.partial(pick, keep={"conv1", "conv2", "fc1", "fc2", "head"})
 masked = Mask({"conv1", "conv2", "fc1", "fc2", "head"}).apply
+
+
+def keeping(keep):
+    def chosen(name):
+        return name in keep
+
+    return chosen
+
+
+chosen = keeping({"conv1", "conv2", "fc1", "fc2", "head"})
 """
 
 #: what each process writes of it
@@ -53,7 +63,7 @@ _WRITE = """
 import json_of_own
 from distconv import plain_json
 own = json_of_own
-print(plain_json.dumps([own, own.scale, own.halve, own.kept, own.masked]))
+print(plain_json.dumps([own, own.scale, own.halve, own.kept, own.masked, own.chosen]))
 """
 
 
@@ -149,7 +159,7 @@ def test_a_partial_and_a_bound_method_are_walked_not_written_by_their_repr(
     assert ours == theirs  # each process under its own PYTHONHASHSEED
     keep = ["conv1", "conv2", "fc1", "fc2", "head"]
     function = "<function json_of_own.{}>".format
-    assert json.loads(ours)[3:] == [
+    assert json.loads(ours)[3:5] == [
         {
             "class": "partial",
             "fields": {"func": function("pick"), "args": [], "keywords": {"keep": keep}},
@@ -173,6 +183,45 @@ def test_a_partial_and_a_bound_method_are_walked_not_written_by_their_repr(
         functools.partial(one.pick, changed)
     )
     assert plain_json.dumps(one.Mask({1}).apply) != plain_json.dumps(one.Mask({2}).apply)
+
+
+def _scaler(factor):
+    def scale(x):
+        return factor * x
+
+    return scale
+
+
+def _countdown():
+    def down(n):  # its own cell holds it
+        return n and down(n - 1)
+
+    return down
+
+
+def test_a_closure_is_written_with_the_values_it_captured(installs: list[str]):
+    """Two closures of one factory over other values were one text (its name and first
+    line): two ranks whose configs differ in a captured value passed the job check. Its cells
+    are walked as a partial's arguments are, by name: the same text in each process (no
+    address, a set in one order), one that holds itself a back reference, not an endless
+    walk."""
+    ours, theirs = installs
+    assert ours == theirs  # each process under its own PYTHONHASHSEED
+    chosen = json.loads(ours)[5]
+    assert chosen == {
+        "class": "function",
+        "fields": {
+            "func": "<function json_of_own.keeping.<locals>.chosen line 28>",
+            "closure": {"keep": ["conv1", "conv2", "fc1", "fc2", "head"]},
+        },
+    }
+    assert plain_json.dumps(_scaler(2)) != plain_json.dumps(_scaler(3))
+    assert plain_json.plain(_scaler(2)) != plain_json.plain(_scaler(3))
+    assert plain_json.dumps(_scaler(np.zeros(3))) == plain_json.dumps(_scaler(np.zeros(3)))
+    assert plain_json.dumps(_scaler(np.zeros(3))) != plain_json.dumps(_scaler(np.ones(3)))
+    down = plain_json.plain(_countdown())
+    assert down["fields"]["closure"] == {"down": {"class": "function", "fields": "..."}}
+    assert plain_json.dumps(_countdown()) == plain_json.dumps(_countdown())
 
 
 class _Trainer:
