@@ -143,3 +143,33 @@ def test_a_summable_tensor_is_sorted_once_and_coalesced_only_where_an_index_repe
     once = torch.sparse_coo_tensor(torch.tensor([[2, 0, 1]]), torch.tensor(values), (3,))
     assert _coalesces(once) == 0
     assert plain_json.plain(once) == plain_json.plain(once.coalesce())
+
+
+def _zeros(where: list[int], values: list[float], dtype):
+    """A 1-D COO tensor of four entries' room, ``values`` (signed zeros) at ``where``."""
+    return torch.sparse_coo_tensor(torch.tensor([where]), torch.tensor(values).to(dtype), (4,))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float8_e4m3fn], ids=str)
+def test_minus_zero_entries_are_told_from_zero_as_a_dense_tensors_are(dtype):
+    """-0.0 and 0.0 are other bytes, as a dense tensor's are (:func:`_array`): a sum of
+    repeated -0.0 is -0.0, one with a 0.0 in it 0.0 in either order (IEEE's sum, the CPU's
+    coalesce); a dtype with no sum keeps each, in one order. A GPU's coalesce (another order
+    of sums, another start) is not run here (review k588)."""
+    minus, plus = (
+        plain_json.plain(_zeros([1], [-0.0], dtype)),
+        plain_json.plain(_zeros([1], [0.0], dtype)),
+    )
+    assert minus != plus
+    dense = [plain_json.plain(torch.tensor([z]).to(dtype))["values_sha256"] for z in (-0.0, 0.0)]
+    assert dense == [minus["values_sha256"], plus["values_sha256"]]
+    both = plain_json.plain(_zeros([1, 1], [-0.0, 0.0], dtype))
+    assert both == plain_json.plain(_zeros([1, 1], [0.0, -0.0], dtype))
+    twice = plain_json.plain(_zeros([1, 1], [-0.0, -0.0], dtype))
+    if dtype in _dtypes():  # no sum: each entry kept, -0.0 still told from 0.0
+        assert (
+            len({str(both), str(twice), str(plain_json.plain(_zeros([1, 1], [0.0, 0.0], dtype)))})
+            == 3
+        )
+    else:
+        assert (both, twice) == (plus, minus)
