@@ -40,7 +40,7 @@ class ShardGathers:
     hello_at: dict[int, int]
     accepted_at: dict[int, int]
     refused_at: dict[int, tuple[int, int | None]]
-    other_job: dict[int, str]
+    other_job: dict[int, tuple[int, str]]
     run_of: dict[int, int | None]
     bye_at: dict[int, int]
     bye_error: dict[int, str | None]

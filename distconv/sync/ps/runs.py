@@ -28,7 +28,7 @@ class RunChecks:
     run_of: dict[int, int | None]  # the run id of each rank's latest accepted hello
     accepted_at: dict[int, int]
     refused_at: dict[int, tuple[int, int | None]]
-    other_job: dict[int, str]
+    other_job: dict[int, tuple[int, str]]
     last_seen: dict[int, float]
     last_step: dict[int, int]
     bye_error: dict[int, str | None]
@@ -111,8 +111,9 @@ class RunChecks:
         return f'closed on "{error}"' if error else "closed"
 
     def _other_job(self, rank: int) -> str | None:
-        """What differs where ``rank``'s latest hello, of a new run, was refused as another
-        job's (:meth:`~distconv.sync.ps.handlers.RequestHandlers._op_hello`) and none accepted
+        """What differs where ``rank``'s latest hello (of a new run, or a second setup of its
+        worker) was refused as another job's
+        (:meth:`~distconv.sync.ps.handlers.RequestHandlers._op_hello`) and none accepted
         since; else None (never refused, accepted since, or refused for its host)."""
-        refused = self.refused_at.get(rank, (-1,))[0] > self.accepted_at.get(rank, -1)
-        return self.other_job.get(rank) if refused else None
+        when, said = self.other_job.get(rank, (-1, None))
+        return said if when > self.accepted_at.get(rank, -1) else None

@@ -122,10 +122,11 @@ class Shard(
         self.accepted_at: dict[int, int] = {}
         #: per rank, when its latest hello was refused (another job's description), its run id
         self.refused_at: dict[int, tuple[int, int | None]] = {}
-        #: per rank whose latest refused hello was another job's, what differs: the cause
-        #: the ranks it leaves waiting are told first (_other_job); one refused for its host
-        #: has none here, failed on its own, and is blamed for its bye's error (_blamed)
-        self.other_job: dict[int, str] = {}
+        #: per rank whose latest refused hello was another job's (of a new run, or a second
+        #: setup of its worker), when, and what differs: the cause the ranks it leaves waiting
+        #: are told first (_other_job); one refused for its host has none here, failed on its
+        #: own, and is blamed for its bye's error (_blamed)
+        self.other_job: dict[int, tuple[int, str]] = {}
         self.run_of: dict[int, int | None] = {}  # the run id of each rank's latest accepted hello
         self.bye_at: dict[int, int] = {}
         self.bye_error: dict[int, str | None] = {}  # what each rank's latest bye said it failed on

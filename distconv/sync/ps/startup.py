@@ -42,7 +42,7 @@ class StartupHandlers:
         if len(host) > HOST_CHARS or not host.isprintable():  # quoted in every later failure
             if new_run:  # it closes: its bye counts, so the ranks waiting for it learn why
                 self.refused_at[rank] = (self.requests, run)
-                self.other_job.pop(rank, None)  # its own failure, unlike another job: blamed
+            self.other_job.pop(rank, None)  # its own failure, unlike another job: blamed
             what = f"{len(host)} characters" if len(host) > HOST_CHARS else "not printable"
             raise WireError(
                 f"hello: host {short(host)} ({what}): at most {HOST_CHARS} printable characters"
@@ -58,7 +58,9 @@ class StartupHandlers:
             said = different_jobs(rank, self.job_rank, one_line(diff, DIFFERENCE_CHARS))
             if new_run:  # it closes: its bye counts (see _of_latest_run)
                 self.refused_at[rank] = (self.requests, run)
-                self.other_job[rank] = said  # see stuck()
+            # a second setup of the rank's worker (its own run) too: its bye counts as its
+            # run's, and the ranks it leaves waiting hear this, not a peer's failure (stuck())
+            self.other_job[rank] = (self.requests, said)
             raise _Refused(said, **REFUSED_JOB)
         self.left.discard(rank)
         if new_run:
