@@ -16,6 +16,7 @@ from distconv.messages import named
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import rows_bytes
 from distconv.sync.ps.job_hello import REFUSED_JOB
+from distconv.sync.ps.other_ids import OtherJobIds
 from distconv.sync.ps.startup import STALE_PUSH as STALE_PUSH  # where tests read it
 from distconv.sync.ps.startup import StartupHandlers
 from distconv.sync.ps.state import _Block, _Refused, dense_gradients
@@ -32,10 +33,11 @@ from distconv.sync.ps.wire import (
 log = logging.getLogger("distconv.pserver")
 
 
-class RequestHandlers(StartupHandlers):
+class RequestHandlers(StartupHandlers, OtherJobIds):
     """The request side of :class:`~distconv.sync.ps.server.Shard`: check a request, dispatch
     it to its ``_op_`` method (``hello`` and ``seed`` in
-    :class:`~distconv.sync.ps.startup.StartupHandlers`)."""
+    :class:`~distconv.sync.ps.startup.StartupHandlers`; a hello of another job's id is
+    :class:`~distconv.sync.ps.other_ids.OtherJobIds`')."""
 
     #: whether a failure no check foresaw has been logged with its traceback yet
     _traced = False
@@ -66,6 +68,7 @@ class RequestHandlers(StartupHandlers):
             getattr(self, f"_op_{header['op']}")(ident, header, arrays)
             if header["op"] in ("gather", "push", "bye"):  # may leave every rank held for ever
                 self._check_stuck(header["op"])
+                self._check_other_ids()  # a rank of this job claimed by another's alone
         except (WireError, _Refused) as exc:
             self.stats.errors += 1
             self._spoil_seed(header, sender)
@@ -105,6 +108,7 @@ class RequestHandlers(StartupHandlers):
                 f"job {short(header['job'])}, this shard serves {self.config.job_id!r}"
             )
             other.fields = REFUSED_JOB  # the reply's, as a _Refused's (handle)
+            self._note_other_id(header, str(other))  # the ranks waiting for it hear it
             raise other
         rank = header["rank"]
         if not 0 <= rank < self.config.workers:

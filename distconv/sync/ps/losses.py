@@ -117,10 +117,18 @@ class WorkerLosses:
 
     def _why(self, missing: list[int], key: str) -> str:
         """What the ``missing`` ranks of held request ``key`` do instead, where the shard knows:
-        wait in another gather, or closed; appended to the timeout's message."""
+        wait in another gather, or closed; and whether a worker of another job's id claimed
+        the rank since its latest hello here (its worker of this job went silent, replaced:
+        the shard cannot tell it from one busy in its step, :mod:`~distconv.sync.ps.other_ids`);
+        appended to the timeout's message."""
         doing = {r: self._closed(r) for r in self.left}  # a worker of it may still wait, below
         doing.update({r: f"waits in {tag}" for r, tag in self._in_other_gathers(key).items()})
         said = [f"rank {r} {doing[r]}" for r in missing if r in doing]
+        said += [
+            f"a worker of rank {r} was refused as another job ({why})"
+            for r in missing
+            if (why := self._other_id(r)) is not None
+        ]
         return f" ({'; '.join(said)})" if said else ""
 
     def _lose(self, rank: int, message: str) -> None:
