@@ -29,6 +29,9 @@ from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import Watchdog
 
+#: ``_open`` of a sync whose setup was never called: no collective of it was ever started
+NEVER_SET_UP = "the job's start (setup was never called)"
+
 
 def _raised_alike(error: BaseException | None) -> bool:
     """Whether ``error`` is a refusal every rank raises alike (``raised_alike``: a
@@ -71,13 +74,17 @@ class Shutdown:
         rank cannot leave cleanly (:func:`~.leaving.why_not_leave`), else leave it
         (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook. A refusal
         every rank raises alike (:func:`_raised_alike`) propagating leaves too, where no setup
-        or step is open or the step ended alike: ``run_main`` says it in one line."""
+        or step is open, the step ended alike, or setup was never called
+        (:data:`NEVER_SET_UP`): ``run_main`` says it in one line."""
         error = closing_error()
-        if _raised_alike(error) and (self._open is None or self._ended_alike):
+        # a sync never set up (a script's second one, the first's refusal propagating) started
+        # no collective: no rank waits in one of its (else it aborted every job so closed)
+        unset = _raised_alike(error) and self._open is NEVER_SET_UP
+        if _raised_alike(error) and (self._open is None or self._ended_alike or unset):
             error = None  # raised alike on every rank, none waits: the caller's to report
         self._watchdog.phase = "close"
         if self.world_size > 1:
-            unfinished = None if self._ended_alike else self._open
+            unfinished = None if self._ended_alike or unset else self._open
             error = error or why_not_leave(self._thread, unfinished)
             if error is not None:  # before anything that may block
                 abort_job(self.comm, self.rank, error)

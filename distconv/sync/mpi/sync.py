@@ -58,7 +58,7 @@ from distconv.sync.mpi.last_pieces import send_and_update
 from distconv.sync.mpi.layout import BucketLayout, devices
 from distconv.sync.mpi.leaving import install_abort_hook
 from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
-from distconv.sync.mpi.shutdown import Shutdown
+from distconv.sync.mpi.shutdown import NEVER_SET_UP, Shutdown
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.updates import refused_alike, update_step
@@ -167,7 +167,7 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
         self._ended_alike = False  # the step failed, every collective of it in (Shutdown)
         self._abandoned: PiecePump | None = None  # its wire (and buckets), for setup
         #: setup or the step under way until its last collective (see leaving.why_not_leave)
-        self._open: str | None = "the job's start (setup was never called)"
+        self._open: str | None = NEVER_SET_UP
         #: a setup every rank refused (JobMismatch), until one succeeds: start_step names it
         self._failed_setup: str | None = None
         self._pump: PiecePump | None = None
