@@ -1,4 +1,4 @@
-"""UsedParams.drain, as close() calls it (leaving.leave): flags left pending (a second Ctrl-C
+"""UsedParams.drain, as close() calls it (clean_leave.leave): flags left pending (a second Ctrl-C
 in finish_step as they were waited for or read) are completed, as MPI must see them, but not
 read. What they say (another rank's failed or abandoned step, this rank's failed pack) was the
 failed step's to raise; read at close, a refusal was raised there and the job aborted. (MPISync
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distconv.sync.mpi.leaving import leave
+from distconv.sync.mpi.clean_leave import leave
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import ABANDONED, FAILED, UsedParams

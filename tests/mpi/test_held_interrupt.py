@@ -116,7 +116,7 @@ def test_a_second_ctrl_c_inside_still_stops_at_once(sigint):
 
 
 def test_a_sigterm_held_beside_a_ctrl_c_is_raised_once_the_work_is_done(sigint):
-    """Close's hold (``leaving._leave``): SIGTERM held too, its handler raising SystemExit (as
+    """Close's hold (``clean_leave._leave``): SIGTERM held too, its handler raising SystemExit (as
     a script's stop does) called once the stretch's work is done, and put back; a Ctrl-C
     inside too is raised after it, the SystemExit its context (both exempt from close's
     abort once the exchange is made)."""

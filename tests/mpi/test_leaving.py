@@ -11,7 +11,7 @@ import time
 import pytest
 
 from distconv.sync.base import SyncError
-from distconv.sync.mpi.leaving import leave, why_not_leave
+from distconv.sync.mpi.clean_leave import leave, why_not_leave
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams

@@ -41,7 +41,7 @@ class HeldInterrupt:
     Not reentrant: one stretch at a time, as the main thread starts one collective at a time.
     About 1 us a stretch (two ``sigaction`` calls), a piece's start. ``signum``: the signal
     held (SIGINT by default; SIGTERM, for a stretch that must end alike however the job is
-    asked to stop: close's last exchange, ``leaving._leave``), one an instance.
+    asked to stop: close's last exchange, ``clean_leave._leave``), one an instance.
 
     Another signal's handler that raises as the stretch ends, before ``__exit__`` could run a
     line, leaves the noting handler in place: the next SIGINT, seeing no stretch under way in

@@ -2,8 +2,8 @@
 
 :meth:`Shutdown.close` is the sync contract's ``close`` for :class:`~distconv.sync.mpi.MPISync`:
 a rank that fails, or cannot leave cleanly (a step or setup still open,
-:func:`~distconv.sync.mpi.leaving.why_not_leave`), aborts the job at once, since the other
-ranks may wait for it; else the ranks leave together (:func:`~distconv.sync.mpi.leaving.leave`).
+:func:`~distconv.sync.mpi.clean_leave.why_not_leave`), aborts the job at once, since the other
+ranks may wait for it; else the ranks leave together (:func:`~distconv.sync.mpi.clean_leave.leave`).
 A step whose ``finish_step`` failed once every collective of it completed (``_ended_alike``:
 the flags refused it on every rank, or, without the communication thread, a 16-bit wire did
 (``WireRefused``), or the step check did in ``finish_step``, at the step's first collective;
@@ -23,7 +23,8 @@ from typing import Any
 
 from distconv.sync.base import closing_error
 from distconv.sync.errors import JobRefused
-from distconv.sync.mpi.leaving import abort_job, leave, why_not_leave
+from distconv.sync.mpi.clean_leave import leave, why_not_leave
+from distconv.sync.mpi.leaving import abort_job
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
@@ -71,8 +72,8 @@ class Shutdown:
     def close(self) -> None:
         """Abort the job at once if an exception propagates (other ranks may wait for this one;
         one being handled counts too: close after an ``except`` clause, not inside it) or this
-        rank cannot leave cleanly (:func:`~.leaving.why_not_leave`), else leave it
-        (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook. A refusal
+        rank cannot leave cleanly (:func:`~.clean_leave.why_not_leave`), else leave it
+        (:func:`~.clean_leave.leave`: a last exchange); free the communicator, unhook. A refusal
         every rank raises alike (:func:`_raised_alike`) propagating leaves too, where no setup
         or step is open, the step ended alike, or setup was never called
         (:data:`NEVER_SET_UP`): ``run_main`` says it in one line."""

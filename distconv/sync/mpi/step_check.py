@@ -267,7 +267,7 @@ class StepCheck:
         Returns:
             What a signal's handler raised as the exchange's Wait returned or its rows were
             read (not an Exception: a SystemExit; close holds SIGINT and SIGTERM, so another
-            signal's: ``leaving._leave``), for the caller to raise now that every rank has
+            signal's: ``clean_leave._leave``), for the caller to raise now that every rank has
             made it (raised there, it left the exchange pending on this rank, and close
             aborted the job, a rank that closed first and went on killed with it); else None.
 
@@ -304,7 +304,7 @@ class StepCheck:
         raised, for the caller's abort, the stop dropped); the first stop raised meanwhile
         (a second one dropped for it) returned. One that comes as the first is caught, before
         the loop goes round (where Python runs handlers, outside the try), still escapes: at
-        close, another signal's than SIGINT's and SIGTERM's, held there (``leaving._leave``)."""
+        close, another signal's than SIGINT's and SIGTERM's, held there (``clean_leave._leave``)."""
         stop: BaseException | None = None
         while True:
             try:

@@ -166,7 +166,7 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
         self._check_refused = False  # the step's check failed (abandon_step counts it not)
         self._ended_alike = False  # the step failed, every collective of it in (Shutdown)
         self._abandoned: PiecePump | None = None  # its wire (and buckets), for setup
-        #: setup or the step under way until its last collective (see leaving.why_not_leave)
+        #: setup or the step under way until its last collective (see clean_leave.why_not_leave)
         self._open: str | None = NEVER_SET_UP
         #: a setup every rank refused (JobMismatch), until one succeeds: start_step names it
         self._failed_setup: str | None = None

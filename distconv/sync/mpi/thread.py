@@ -77,7 +77,7 @@ class CommThread:
         self.error: BaseException | None = None
         self.failed = ""  # what raised it, for the message
         #: whether :meth:`finish` or :meth:`wait` raised it to the main thread: a close after
-        #: that is quiet, a close before it says it (:func:`~.leaving.leave`)
+        #: that is quiet, a close before it says it (:func:`~.clean_leave.leave`)
         self.reported = False
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stopping = False

@@ -270,7 +270,7 @@ class UsedParams:
         second Ctrl-C as the flags were waited for or read): what the flags say (another
         rank's failed or abandoned step, this rank's failed pack) was that step's to raise,
         and the rank raised its interrupt instead. Draining neither raises it nor, for it,
-        has a close abort the job (:func:`~.leaving.leave`)."""
+        has a close abort the job (:func:`~.clean_leave.leave`)."""
         if self._posted:
             self._wait()
             self._done()
