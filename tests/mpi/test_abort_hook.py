@@ -126,15 +126,17 @@ class _RemovalInterrupted(list):
 def test_a_ctrl_c_as_the_hook_is_closed_leaves_it_closed(capsys, monkeypatch):
     """Closing took the hook off the open list before it marked it closed: a Ctrl-C between
     the two left it installed, marked and aborting, an error run_main then left to it aborting
-    a job every rank had left (review k579). It is marked closed first, and only a marked hook
-    counts open; the next close (``_release``'s ``finally``) puts the previous one back."""
+    a job every rank had left (review k579). Only a marked hook counts open, and the rest of
+    the close (closed, unmarked, the previous hook back) is made however the removal ended: no
+    second close comes to finish it (``closes_once``; k586)."""
     monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
     monkeypatch.setattr(leaving, "_open_hooks", _RemovalInterrupted())
     comm = AbortRecorder()
     restore = install_abort_hook(comm)
     with pytest.raises(KeyboardInterrupt):
         restore()
-    assert not leaving.is_abort_hook(sys.excepthook)
+    assert sys.excepthook is sys.__excepthook__  # put back, though the removal failed
+    assert not leaving.is_abort_hook(leaving._open_hooks[0])  # listed, unmarked: not open
     assert leaving.abort_through_open_hook(ValueError("after the close")) is False
     _raise_and_hook(ValueError("after the close"))
     assert comm.aborted == [] and "ValueError: after the close" in capsys.readouterr().err

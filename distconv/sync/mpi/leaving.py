@@ -17,6 +17,7 @@ from typing import Any
 from distconv.logs import as_log_line
 from distconv.messages import debugging
 from distconv.rank_endings import ABORTING_THE_JOB, reason_text
+from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.shared_memory import unlink_segments
 
 #: how long a rank waits between its last words and ``Abort`` (see :func:`abort`)
@@ -167,12 +168,19 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
 
     def restore() -> None:
         nonlocal closed
-        closed = True  # first, then unmarked: a Ctrl-C in here leaves no closed hook open
-        setattr(print_and_abort, _ABORTS_THE_JOB, False)  # left installed, it aborts no more
-        if print_and_abort in _open_hooks:  # the list orders them; the mark tells them open
-            _open_hooks.remove(print_and_abort)
-        if sys.excepthook is print_and_abort:
-            sys.excepthook = previous
+        # a Ctrl-C held until every step is made: one between them left the hook closed yet
+        # marked and listed (counted open: run_main left an error to it, which it neither
+        # aborted on nor handed on; its communicator kept alive), and no second close comes
+        # to finish it (closes_once). One before the hold: nothing done, the hook still open
+        with HeldInterrupt():
+            try:  # off the list first (the list orders them; the mark tells them open)
+                if print_and_abort in _open_hooks:
+                    _open_hooks.remove(print_and_abort)
+            finally:  # the rest however the removal ended
+                closed = True
+                setattr(print_and_abort, _ABORTS_THE_JOB, False)  # left installed: no abort
+                if sys.excepthook is print_and_abort:
+                    sys.excepthook = previous
 
     _open_hooks.append(print_and_abort)
     setattr(print_and_abort, _ABORTS_THE_JOB, True)
