@@ -20,8 +20,11 @@ def why_not_leave(thread: CommThread | None, unfinished: str | None) -> SyncErro
     abandoned, a setup that raised, or a ``finish_step`` that raised before every collective
     of the step completed), or after its thread skipped
     collectives, it would leave them waiting in collectives it never starts: a caught error
-    must not hang the job."""
-    if thread is not None and thread.error is not None:
+    must not hang the job; but a thread that skipped them after a 16-bit wire's refusal raised
+    alike, in a step that ended alike (``unfinished`` None): every rank's skipped the same
+    (:attr:`~.thread.CommThread.refused_alike`)."""
+    failed = thread is not None and thread.error is not None
+    if failed and not (unfinished is None and thread.refused_alike):
         return SyncError(f"sync closed after {thread.failure()}")
     if unfinished is not None:
         return SyncError(f"sync closed in the middle of {unfinished}")
@@ -72,7 +75,9 @@ def _leave(
     made: list[bool],
 ) -> None:
     failed = thread is not None and thread.error is not None
-    if not failed:  # a failed thread skipped the flags' exchange: nothing to wait for
+    refused = failed and thread.refused_alike  # alike on every rank's thread
+    failed = failed and not refused
+    if not (failed or refused):  # a failed thread skips the flags' wait: none to make there
         used.drain()
     if thread is not None:
         thread.stop()
@@ -80,6 +85,8 @@ def _leave(
         # during the stop), never a silent close; one a step raised already, said once
         if thread.error is not None and not thread.reported:
             raise SyncError(f"sync closed after {thread.failure()}")
+    if refused:  # the flags' start, made by every rank's thread after the refusal too
+        used.drop()  # (``always``): completed here, the thread stopped, as every rank does
     # a Ctrl-C or a SIGTERM whose handler raises (SystemExit) anywhere in here, the last
     # exchange's start too: raised once it is made and checked (``made``); another signal's,
     # once it is made (say_closed). Before, a SIGTERM's was held in its Wait and check alone:

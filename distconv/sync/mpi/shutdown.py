@@ -5,13 +5,14 @@ a rank that fails, or cannot leave cleanly (a step or setup still open,
 :func:`~distconv.sync.mpi.clean_leave.why_not_leave`), aborts the job at once, since the other
 ranks may wait for it; else the ranks leave together (:func:`~distconv.sync.mpi.clean_leave.leave`).
 A step whose ``finish_step`` failed once every collective of it completed (``_ended_alike``:
-the flags refused it on every rank, or, without the communication thread, a 16-bit wire did
-(``WireRefused``), or the step check did in ``finish_step``, at the step's first collective;
-or it failed on this rank alone after them: an optimizer's error, a Ctrl-C kept while the
-step's waits were made again) leaves no rank waiting in it, so
-close leaves: a rank that finished the step and went on learns at its next exchange that this
-one closed (:meth:`~distconv.sync.mpi.step_check.StepCheck.say_closed`), and is refused there,
-naming the step that failed here where it failed on this rank alone.
+the flags refused it on every rank, or a 16-bit wire did (``WireRefused``; with the
+communication thread, close completes the flags its thread started:
+:func:`~.updates.refused_alike`), or the step check did in ``finish_step``, at the step's first
+collective; or it failed on this rank alone after them: an optimizer's error, a Ctrl-C kept
+while the step's waits were made again) leaves no rank waiting in it, so close leaves: a rank
+that finished the step and went on learns at its next exchange that this one closed
+(:meth:`~distconv.sync.mpi.step_check.StepCheck.say_closed`), and is refused there, naming the
+step that failed here where it failed on this rank alone.
 Either way the communication thread stops and the gradients' communicator is freed.
 """
 
@@ -36,7 +37,7 @@ NEVER_SET_UP = "the job's start (setup was never called)"
 
 def _raised_alike(error: BaseException | None) -> bool:
     """Whether ``error`` is a refusal every rank raises alike (``raised_alike``: a
-    ``JobMismatch`` in setup, a ``WireRefused`` without the communication thread), which a
+    ``JobMismatch`` in setup, a ``WireRefused`` in ``finish_step``), which a
     close leaves on where nothing is left open (``_open`` None) or the step ended alike
     (``_ended_alike``): it aborted the job there, a traceback on every rank, though ``run_main``
     says it in one line, the README's ``finally: sync.close()`` included."""

@@ -365,7 +365,7 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
                     keep(alone, exc)
             done.append(True)  # (one rank with the thread: update_step appends nothing)
         except BaseException as exc:  # before the flags said this rank's failed pack: a Ctrl-C too
-            self._ended_alike = refused_alike(exc, self._thread)  # a 16-bit wire, on every rank
+            self._ended_alike = refused_alike(exc)  # a 16-bit wire, on every rank
             self._used.note_unsaid(exc)
             raise
         finally:  # failed once every collective of the step completed, alike on every rank

@@ -125,9 +125,18 @@ class CommThread:
     def failure(self) -> str:
         """What failed on the thread, and how (after :attr:`error` is set): a 16-bit wire's
         :class:`~distconv.sync.mpi.comm.WireRefused` is the bucket refused, not a failed
-        transport, though the job aborts all the same (the thread skipped what it had queued)."""
+        transport (raised as the refusal itself: :meth:`_report`)."""
         how = "refused" if isinstance(self.error, WireRefused) else "failed"
         return f"{self.failed} {how} on the communication thread: {self.error}"
+
+    @property
+    def refused_alike(self) -> bool:
+        """Whether the thread's failure is a 16-bit wire's refusal (``WireRefused``) raised on
+        the main thread: every rank's thread refused the same bucket (the ranks hold the same
+        bits) and skipped the same work after it, so a close may leave
+        (:func:`~.clean_leave.why_not_leave`) once it has completed the flags' exchange, whose
+        start (``always``) every rank's thread made."""
+        return isinstance(self.error, WireRefused) and self.reported
 
     def _run(self) -> None:
         try:
@@ -230,6 +239,8 @@ class CommThread:
                 self._settling = (settled, began)
                 raise
         self.reported = True
+        if isinstance(error, WireRefused):  # raised alike, as without the thread (its words)
+            raise WireRefused(str(error)) from error
         raise SyncError(self.failure()) from error
 
     def _await(

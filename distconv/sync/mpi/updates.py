@@ -251,13 +251,17 @@ def _raise_from(interrupt: BaseException, error: BaseException) -> NoReturn:
     raise interrupt from error
 
 
-def refused_alike(error: BaseException, thread: CommThread | None) -> bool:
-    """Whether ``error``, raised by ``finish_step`` without a communication thread, is a 16-bit
-    wire's refusal (or an interrupt kept until then, raised from it: :func:`reduce_all`): every
-    rank refused the step at the same bucket once the flags and every earlier reduction were
-    complete, and no rank starts a later one, so nothing is left for a rank to wait for. With
-    the thread, the refusal stopped it: what it still had queued is skipped (close aborts)."""
-    return thread is None and WireRefused in (type(error), type(error.__cause__))
+def refused_alike(error: BaseException) -> bool:
+    """Whether ``error``, raised by ``finish_step``, is a 16-bit wire's refusal (or an interrupt
+    kept until then, raised from it: :func:`reduce_all`): every rank refused the step at the
+    same bucket (the ranks hold the same bits), none waits for another. Without the
+    communication thread every earlier collective and the flags were complete, and no rank
+    starts a later one. With it, what every rank's thread does after is alike too: a refusal
+    on the thread skips what it had queued, one on the main thread (a device bucket's unpack)
+    leaves the thread to reduce the later buckets on every rank; either way the flags were
+    started on every rank, and close completes them (:func:`~.clean_leave.leave`). Before,
+    with the thread, close aborted the job, a traceback on every rank."""
+    return WireRefused in (type(error), type(error.__cause__))
 
 
 def _unpack(bucket: Bucket, alone: list[BaseException]) -> None:
