@@ -88,6 +88,8 @@ class RankCollectives(LocalSync):
     _changed_in: str | None = None
     #: inside :meth:`setup`, whose first collective (:meth:`all_equal`'s) met the other ranks
     _setting_up = False
+    #: inside :meth:`setup`, whether its job check's exchange was reached
+    _job_met = False
     #: steps abandoned (``abandon_step``), which ``step`` does not count: setup's check says
     #: them, so a rank that finished (counted) a step another abandoned is named as the cause
     abandoned_steps = 0
@@ -105,12 +107,33 @@ class RankCollectives(LocalSync):
         state: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         """:meth:`~distconv.sync.base.SyncStrategy.setup`, marked as under way: its job check
-        opens with setup's own exchange, and its broadcast follows that check."""
-        self._setting_up = True
+        opens with setup's own exchange, and its broadcast follows that check.
+
+        An error raised here before the job check's exchange (the parameters refused, the
+        job's description failing to build: maybe on this rank alone, a script catching it
+        there) makes that exchange all the same, its description naming the error, then
+        raises it: the other ranks raise a ``JobMismatch`` naming it at once, where they
+        waited in the exchange until the watchdog's timeout (600 s)."""
+        self._setting_up, self._job_met = True, False
         try:
             super().setup(params, config, state)
+        except Exception as exc:  # not an interrupt: held in setup, raised once it is over
+            if not self._job_met and self.world_size > 1:
+                self._fail_before_check(exc)
+            raise
         finally:
             self._setting_up = False
+
+    def _fail_before_check(self, error: Exception) -> None:
+        """Make the job check's exchange for a setup that raised ``error`` before it: a
+        description of the error alone (under ``name``, which sorts first: the others'
+        mismatch names it). Its own refusal there (the mismatch; or, where another rank is not
+        in setup, the meeting's) is dropped: ``error``, raised next, is this rank's cause."""
+        said = f"setup failed on rank {self.rank} before its job check: {type(error).__name__}"
+        with contextlib.suppress(SyncError):
+            self.all_equal({"name": f"{said}: {error}"})
+        if hasattr(error, "add_note"):  # Python 3.11 on
+            error.add_note("setup made its job check all the same, telling the other ranks")
 
     @property
     def steps_ended(self) -> int:
@@ -160,6 +183,7 @@ class RankCollectives(LocalSync):
                 key; or what each rank is doing, where a rank is not in setup; or, outside
                 setup, called inside a step or after one that failed (see :meth:`_meet`).
         """
+        self._job_met = True  # setup's exchange reached (made, or raised as it was made)
         if self._setting_up:  # the step that failed here alone, if untold, said (and so told)
             failed, self._failed_finish = self._failed_finish, None
             self._check.say_setup(self.step, self.abandoned_steps, failed)
