@@ -29,7 +29,7 @@ from distconv.restorable import restorable
 
 if TYPE_CHECKING:  # the first import of the launcher: only what defer() needs, at once
     import subprocess
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 #: signals that stop the job: each becomes SIGTERM to every child, then 128 + it as our status
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -179,8 +179,10 @@ def _give_back(*signums: int) -> None:
         _elsewhere = False
 
 
-def run_captured(argv: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess:
-    """``subprocess.run(argv, capture_output=True, text=True)``, whose child a stop signal
+def run_captured(
+    argv: Sequence[str], timeout: float | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv, capture_output=True, text=True, env=env)``, whose child a stop signal
     never leaves running: a signal that comes while ``Popen`` starts it is kept, and raised once
     the object that can kill it exists (raised inside ``Popen()`` it left the child with nothing
     holding its pid: a ``mpiexec --version`` alive after the launcher).
@@ -203,7 +205,7 @@ def run_captured(argv: Sequence[str], timeout: float | None = None) -> subproces
     _armed = False  # _on_signal keeps what comes now in _pending
     try:
         child = subprocess.Popen(
-            list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
     except BaseException:
         _rearm(armed, kept)

@@ -8,6 +8,7 @@ install's ``distconv`` it runs (:func:`launcher.train_words.is_distconv`).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 #: seconds ``pyenv which`` may take: it reads a few files and runs no Python; a pyenv that does
@@ -15,35 +16,55 @@ import subprocess
 WHICH_BOUND = 2.0
 
 
-def shim_root(path: str) -> str | None:
-    """The pyenv root whose shim ``path`` (links resolved) is: a file in ``$PYENV_ROOT/shims``
-    (``~/.pyenv/shims`` without it, pyenv's default) that runs ``pyenv exec``, as every shim
-    pyenv writes does; None for any other file."""
-    root = os.path.realpath(os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv"))
+#: what marks a file as a shim pyenv wrote (``pyenv rehash``): the root it exports and the
+#: pyenv it execs, ``$(command -v pyenv)`` at the time, which is the install's own
+#: ``libexec/pyenv``: under ``$PYENV_ROOT`` for a git clone, elsewhere for Homebrew's
+#: (``/opt/homebrew/Cellar/pyenv/2.4.0/libexec/pyenv``) or a root set apart from the install
+_SHIM = re.compile(rb'^export PYENV_ROOT="([^"\n]+)"$.*?^exec "([^"\n]+)" exec ', re.M | re.S)
+
+
+def _shim(path: str) -> tuple[str, str] | None:
+    """The root and the pyenv program of the pyenv shim ``path`` (links resolved): a file in
+    the ``shims`` folder of the root it exports that execs ``pyenv exec``, as every shim pyenv
+    writes does; None for any other file."""
     real = os.path.realpath(path)
-    if os.path.dirname(real) != os.path.join(root, "shims"):
-        return None
     try:
         with open(real, "rb") as file:
             text = file.read(4096)
     except OSError:
         return None
-    return root if b"pyenv" in text and b" exec " in text else None
+    found = _SHIM.search(text)
+    if found is None:
+        return None
+    root, pyenv = (os.fsdecode(group) for group in found.groups())
+    if os.path.dirname(real) != os.path.join(os.path.realpath(root), "shims"):
+        return None
+    return root, pyenv
+
+
+def shim_root(path: str) -> str | None:
+    """The pyenv root whose shim ``path`` is (:func:`_shim`: the root the shim exports, not
+    ``$PYENV_ROOT`` or ``~/.pyenv`` as this environment has them); None for any other file."""
+    shim = _shim(path)
+    return None if shim is None else shim[0]
 
 
 def shim_target(path: str) -> str | None:
     """The file the pyenv shim ``path`` runs here (``pyenv which NAME`` in this environment and
-    folder, which the launch's children inherit), or None: ``path`` is no shim
-    (:func:`shim_root`), or pyenv names none, fails or takes over :data:`WHICH_BOUND`."""
+    folder, which the launch's children inherit, with the root the shim exports), or None:
+    ``path`` is no shim (:func:`_shim`), or pyenv names none, fails or takes over
+    :data:`WHICH_BOUND`."""
     from .interrupt import run_captured  # a stop signal never leaves pyenv running
 
-    root = shim_root(path)
-    if root is None:
+    shim = _shim(path)
+    if shim is None:
         return None
-    pyenv = os.path.join(root, "libexec", "pyenv")  # the program every shim execs
+    root, pyenv = shim  # the program the shim execs, as it does
     name = os.path.basename(os.path.realpath(path))
     try:
-        done = run_captured([pyenv, "which", name], timeout=WHICH_BOUND)
+        done = run_captured(
+            [pyenv, "which", name], timeout=WHICH_BOUND, env={**os.environ, "PYENV_ROOT": root}
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     found = done.stdout.strip()

@@ -67,24 +67,27 @@ def test_the_console_script_before_the_dashes_is_told_to_drop_as_the_bare_word(c
     ), said
 
 
-#: a pyenv shim as pyenv writes it (its root in place of ``/root/.pyenv``)
+#: a pyenv shim as pyenv writes it (its root in place of ``/root/.pyenv``, the pyenv it execs
+#: in place of ``/root/.pyenv/libexec/pyenv``)
 _SHIM = """#!/usr/bin/env bash
 set -e
 program="${{0##*/}}"
 export PYENV_ROOT="{root}"
-exec "{root}/libexec/pyenv" exec "$program" "$@"
+exec "{install}/libexec/pyenv" exec "$program" "$@"
 """
 
 
-def _pyenv(root: Path, which: str) -> Path:
-    """A pyenv at ``root`` whose shim ``distconv`` it says runs ``which``; the shim's path."""
-    for folder in ("shims", "libexec"):
-        (root / folder).mkdir(parents=True)
-    (root / "libexec" / "pyenv").write_text(
+def _pyenv(root: Path, which: str, install: Path | None = None) -> Path:
+    """A pyenv at ``root`` (installed there, or in ``install``: Homebrew's) whose shim
+    ``distconv`` it says runs ``which``; the shim's path."""
+    install = root if install is None else install
+    for folder in (root / "shims", install / "libexec"):
+        folder.mkdir(parents=True, exist_ok=True)
+    (install / "libexec" / "pyenv").write_text(
         f'#!/bin/sh\n[ "$1 $2" = "which distconv" ] && {which}\n'
     )
-    (root / "shims" / "distconv").write_text(_SHIM.format(root=root))
-    for tool in (root / "libexec" / "pyenv", root / "shims" / "distconv"):
+    (root / "shims" / "distconv").write_text(_SHIM.format(root=root, install=install))
+    for tool in (install / "libexec" / "pyenv", root / "shims" / "distconv"):
         tool.chmod(0o755)
     return root / "shims" / "distconv"
 
@@ -117,3 +120,29 @@ def test_a_pyenv_shim_is_this_installs_where_pyenv_runs_this_pythons_script(
     for which in (f"echo {other}", "exit 1", "exec sleep 5"):
         (root / "libexec" / "pyenv").write_text(f'#!/bin/sh\n[ "$1" = which ] && {which}\n')
         assert not parse_program([str(shim), *TRAIN]).is_train, which
+
+
+@needs_script
+def test_a_shim_of_a_pyenv_installed_apart_from_its_root_asks_the_pyenv_it_runs(
+    tmp_path, monkeypatch
+):
+    """A shim execs the pyenv that wrote it, which Homebrew installs apart from its root
+    (``/opt/homebrew/Cellar/pyenv/V/libexec/pyenv``), with the root it exports, which need not
+    be ``$PYENV_ROOT`` or ``~/.pyenv`` here: ``$ROOT/libexec/pyenv`` was asked (there is none),
+    so this Python's shim ran as a program of the user's; and a root the environment did not
+    name left the shim unread, so, PATH's ``distconv``, it counted as this install's whichever
+    version it ran (k590)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("PYENV_ROOT", raising=False)
+    root, cellar = tmp_path / "root", tmp_path / "cellar"
+    # this Python's script where pyenv runs with the shim's root, as the shim runs it
+    asked = f'[ "$PYENV_ROOT" = "{root}" ] && echo {SCRIPT}'
+    shim = _pyenv(root, asked, install=cellar)
+    assert parse_program([str(shim), *TRAIN]) == Program(("--epochs", "1"), is_train=True)
+    other = tmp_path / "other" / "distconv"  # another version's console script
+    other.parent.mkdir()
+    shutil.copy2(SCRIPT, other)
+    _pyenv(root, f"echo {other}", install=cellar)
+    monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
+    assert shutil.which("distconv") == str(shim)
+    assert not parse_program([str(shim), *TRAIN]).is_train
