@@ -69,7 +69,7 @@ def async_flag(word: str, after: str) -> tuple[str | None, str, bool]:
     :func:`sync_asked` and the launcher's hint (:mod:`launcher.async_launch`)."""
     flag, eq, value = word.partition("=")
     named = async_word(flag)
-    value_next = bool(after) and _value_word(after)
+    value_next = bool(after) and value_word(after)
     takes = not eq and named != "--async" and value_next
     return named, value if eq else after if takes else "", takes
 
@@ -79,7 +79,7 @@ def async_flag(word: str, after: str) -> tuple[str | None, str, bool]:
 _NEGATIVE = argparse.ArgumentParser()._negative_number_matcher
 
 
-def _value_word(word: str) -> bool:
+def value_word(word: str) -> bool:
     """Whether argparse reads ``word`` as a value, not an option: it does not start with ``-``,
     is ``-`` alone, a negative number (:data:`_NEGATIVE`) or holds a space."""
     return not word.startswith("-") or word == "-" or bool(_NEGATIVE.match(word)) or " " in word

@@ -60,7 +60,9 @@ def not_a_program(word: str, after: Sequence[str] = ()) -> str:
     flag = dashed(word)
     if flag is None:
         return f"{start} start with an option, e.g. -- --epochs 2"
-    value = list(after[:1]) if after and not after[0].startswith("-") else []
+    from distconv.async_hint import value_word
+
+    value = list(after[:1]) if after and value_word(after[0]) else []  # '-- lr -0.1' too
     return f"{start} start with an option: did you mean -- {shlex.join([flag, *value])}?"
 
 

@@ -470,6 +470,9 @@ def test_a_train_flags_dashes_left_out_are_a_usage_error_here_too():
             parse_program(["epochs", "2"], elsewhere)
     with pytest.raises(UsageError, match=r"did you mean -- --epochs\?$"):
         parse_program(["epochs", "--lr", "1"], True)
+    # a negative value is the flag's, as argparse reads it: it was left out of the fix (k590)
+    with pytest.raises(UsageError, match=r"did you mean -- --lr -0\.1\?$"):
+        parse_program(["lr", "-0.1"], True)
 
 
 @pytest.mark.timeout(60)
