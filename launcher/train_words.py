@@ -119,7 +119,7 @@ def is_distconv(word: str) -> bool:
     folder); not another install's, a copy of it, nor a program of another name. A pyenv shim
     (``~/.pyenv/shims/distconv``, the same file for every Python version) is this install's
     where ``pyenv which distconv`` names this Python's console script
-    (:func:`launcher.pyenv_shim.shim_target`), and only then."""
+    (:func:`launcher.pyenv_shim.shim_target`), and only then; pyenv's other shims are not."""
     from .pyenv_shim import shim_root, shim_target
 
     if word == "distconv":
@@ -128,7 +128,10 @@ def is_distconv(word: str) -> bool:
         return False
     script = os.path.join(sysconfig.get_path("scripts"), "distconv")
     if shim_root(word) is not None:  # it runs pyenv's choice: that file decides
-        return _same(shim_target(word), script)
+        # pyenv is asked of its distconv shim alone: '-- ~/.pyenv/shims/python3 x.py' waited
+        # on it (twice a launch, up to the bound each) for a program no other name can be
+        named = os.path.basename(os.path.realpath(word)) == "distconv"
+        return named and _same(shim_target(word), script)
     return _same(word, shutil.which("distconv")) or _same(word, script)
 
 

@@ -146,3 +146,18 @@ def test_a_shim_of_a_pyenv_installed_apart_from_its_root_asks_the_pyenv_it_runs(
     monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
     assert shutil.which("distconv") == str(shim)
     assert not parse_program([str(shim), *TRAIN]).is_train
+
+
+def test_pyenv_is_not_asked_of_a_shim_of_another_name(tmp_path, monkeypatch):
+    """``-- ~/.pyenv/shims/python3 train.py``: pyenv was asked which file the shim runs, to
+    tell whether it is distconv, twice a launch, up to its 2 s bound each where pyenv hangs;
+    a shim of another name runs no distconv, and pyenv is not asked (k590)."""
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    asked = tmp_path / "asked"
+    shim = _pyenv(tmp_path, f"echo {SCRIPT}")
+    (tmp_path / "libexec" / "pyenv").write_text(f"#!/bin/sh\ntouch {asked}\necho {SCRIPT}\n")
+    python = shim.with_name("python3")
+    shutil.copy2(shim, python)
+    argv = (str(python), "train.py")
+    assert parse_program(argv) == Program(argv, is_train=False)
+    assert not asked.exists()
