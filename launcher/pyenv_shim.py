@@ -14,6 +14,10 @@ import subprocess
 #: seconds ``pyenv which`` may take: it reads a few files and runs no Python; a pyenv that does
 #: not answer in that time leaves the shim a program of the user's, run as it is
 WHICH_BOUND = 2.0
+#: the ``pyenv which`` questions (pyenv, root, name) that took over :data:`WHICH_BOUND` in this
+#: process: not asked again, as a launch reads its first word more than once (a hung pyenv
+#: held it twice the bound)
+_HUNG: set[tuple[str, str, str]] = set()
 
 
 #: what marks a file as a shim pyenv wrote (``pyenv rehash``): the root it exports and the
@@ -53,7 +57,7 @@ def shim_target(path: str) -> str | None:
     """The file the pyenv shim ``path`` runs here (``pyenv which NAME`` in this environment and
     folder, which the launch's children inherit, with the root the shim exports), or None:
     ``path`` is no shim (:func:`_shim`), or pyenv names none, fails or takes over
-    :data:`WHICH_BOUND`."""
+    :data:`WHICH_BOUND` (this time or once before: :data:`_HUNG`)."""
     from .interrupt import run_captured  # a stop signal never leaves pyenv running
 
     shim = _shim(path)
@@ -61,11 +65,17 @@ def shim_target(path: str) -> str | None:
         return None
     root, pyenv = shim  # the program the shim execs, as it does
     name = os.path.basename(os.path.realpath(path))
+    asked = (pyenv, root, name)
+    if asked in _HUNG:
+        return None
     try:
         done = run_captured(
             [pyenv, "which", name], timeout=WHICH_BOUND, env={**os.environ, "PYENV_ROOT": root}
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except subprocess.TimeoutExpired:
+        _HUNG.add(asked)
+        return None
+    except OSError:
         return None
     found = done.stdout.strip()
     return found if done.returncode == 0 and os.path.isabs(found) else None

@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from launcher.commands import Program, UsageError, parse_program, refuse_owned_flags
+from launcher.commands import (
+    Program,
+    UsageError,
+    names_a_program,
+    parse_program,
+    refuse_owned_flags,
+)
 from launcher.owned import LOCAL_OWNED
 from tests.launcher.launch_cli import usage_refusal
 
@@ -161,3 +167,20 @@ def test_pyenv_is_not_asked_of_a_shim_of_another_name(tmp_path, monkeypatch):
     argv = (str(python), "train.py")
     assert parse_program(argv) == Program(argv, is_train=False)
     assert not asked.exists()
+
+
+def test_a_pyenv_that_hangs_is_waited_for_once_a_launch(tmp_path, monkeypatch):
+    """A launch reads its first word more than once (the program, then whether it names one):
+    a pyenv that hangs held it for the bound each time, twice the 2 s the docs name; one that
+    took over the bound is not asked again (k590)."""
+    import launcher.pyenv_shim
+
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    monkeypatch.setattr(launcher.pyenv_shim, "WHICH_BOUND", 0.3)
+    asked = tmp_path / "asked"
+    shim = _pyenv(tmp_path, "")
+    (tmp_path / "libexec" / "pyenv").write_text(f"#!/bin/sh\necho >> {asked}\nexec sleep 5\n")
+    argv = [str(shim), *TRAIN]
+    assert parse_program(argv) == Program(tuple(argv), is_train=False)
+    assert names_a_program(argv)
+    assert asked.read_text() == "\n"
