@@ -147,10 +147,11 @@ def start_problem(program: str, path: str | None = None) -> str | None:
     return None
 
 
-def reads_as_program(found: str) -> bool:
-    """Whether the file ``found`` reads as a program wherever it runs: executable here, or a
-    script (``#!``) or binary whose copy on another host may have its execute bit; not a
-    data file (``set.npz``), which no host runs."""
+def is_program_file(found: str) -> bool:
+    """Whether the file ``found`` is a program wherever it runs: executable here, or a script
+    (``#!``) or binary whose copy on another host may have its execute bit; not a data file
+    (``set.npz``), which no host runs. (Of a word after ``--`` rather than a file,
+    :func:`launcher.train_words.reads_as_program` asks whether it names a program.)"""
     first = _first_line(found)
     return os.access(found, os.X_OK) or first.startswith((b"#!", _BOM_SHEBANG, b"\x7fELF"))
 

@@ -233,7 +233,7 @@ def _program_word(word: str, elsewhere: bool = False) -> bool:
     value (``-np 2 4``), nor a folder or data file beside it (``runs``, ``./set.npz``),
     refused after ``--``."""
     from .commands import LaunchError, parse_program
-    from .startable import reads_as_program
+    from .startable import is_program_file
 
     if word == "train" or word.endswith(".py"):
         return True
@@ -248,7 +248,7 @@ def _program_word(word: str, elsewhere: bool = False) -> bool:
         return False
     # a file this host has (a shared /home) is the other hosts' program only where it reads
     # as one (its execute bit, a #! line): a data file beside the launch is no one's
-    return not (elsewhere and here and not reads_as_program(program.argv[0]))
+    return not (elsewhere and here and not is_program_file(program.argv[0]))
 
 
 def _word(text: str) -> str:

@@ -332,3 +332,18 @@ def test_a_linked_script_without_a_shebang_is_named_its_targets_interpreter(
     (tmp_path / link).symlink_to(target)
     said = local_problem(Program((str(tmp_path / link),), is_train=False))
     assert f"first after --, -- {way} {tmp_path / link}, or make" in str(said), said
+
+
+def test_a_file_that_is_a_program_is_asked_by_a_name_of_its_own(tmp_path: Path):
+    """:mod:`launcher.startable` asked of a file and :mod:`launcher.train_words` of a word
+    after ``--`` under one name, ``reads_as_program``: the file's question is
+    :func:`launcher.startable.is_program_file` (k594). A script without its execute bit (a
+    copy elsewhere may have it) is a program; a data file beside the launch is not."""
+    import launcher.startable as startable
+
+    script = _program(tmp_path, b"#!/bin/sh\n", 0o644)
+    data = tmp_path / "set.npz"
+    data.write_bytes(b"PK\x03\x04")
+    assert startable.is_program_file(str(script))
+    assert not startable.is_program_file(str(data))
+    assert not hasattr(startable, "reads_as_program")
