@@ -97,7 +97,7 @@ def parse_program(args: Sequence[str], elsewhere: bool = False) -> Program:
     if train is not None:
         return _train_program(train)
     first = args[0]
-    if (slip := flag_slip(args)) is not None:  # '-- epochs 2', over other hosts too
+    if (slip := flag_slip(args, elsewhere)) is not None:  # '-- epochs 2', over other hosts too
         raise UsageError(slip)
     missing = missing_here(first)  # './data/': a folder, not 'does not exist'
     # '/opt/on-nodes/prog': each node's own file, which run_mpi notes is not here

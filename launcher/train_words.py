@@ -77,16 +77,25 @@ def dashed(word: str) -> str | None:
     return next((f for f in (f"--{word}", f"--{word.replace('_', '-')}") if f in options), None)
 
 
-def flag_slip(args: Sequence[str]) -> str | None:
+def flag_slip(args: Sequence[str], elsewhere: bool = False) -> str | None:
     """Why ``args`` (what follows ``--``, a program's words) are refused as a usage error
     before anything starts, wherever the program runs: a first word that is no program on
     this host's ``PATH`` and no path, but a train flag's name with its dashes left out
     (``-- epochs 2``; :func:`not_a_program` names the fix); None otherwise. A program named
-    so that is on ``PATH`` here runs: it is the user's."""
+    so that is on ``PATH`` here runs: it is the user's. Where the ranks run ``elsewhere``
+    (mpi over other hosts), a program of that name only they have is named the way it runs:
+    by its path (``-- /path/to/seed``), which is no slip."""
     word = args[0]
-    if reads_as_program(word):
+    if reads_as_program(word) or dashed(word) is None:
         return None
-    return not_a_program(word, args[1:]) if dashed(word) is not None else None
+    slip = not_a_program(word, args[1:])
+    if not elsewhere:
+        return slip
+    from .shown import shown
+
+    # the word is no path and no name on PATH here: only its path reaches the nodes' own file
+    path = shlex.quote(os.path.join(os.sep, "path", "to", word))
+    return f"{slip} (a program {shown(word)} on the other hosts is started by its path: -- {path})"
 
 
 def names_a_path(word: str) -> bool:

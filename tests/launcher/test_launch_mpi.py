@@ -448,7 +448,9 @@ def test_a_train_flags_dashes_left_out_are_refused_over_other_hosts_too(tmp_path
     refused = launch("-np", "2", "-H", "a:1,b:1", "--dry-run", "--", "batch_size", "32",
                      tmp_path=tmp_path, cwd=tmp_path)  # fmt: skip
     assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
-    assert refused.stderr.rstrip().endswith("did you mean -- --batch-size 32?"), refused.stderr
+    said = "did you mean -- --batch-size 32? (a program 'batch_size' on the other hosts is "
+    assert said in refused.stderr, refused.stderr  # and how one the nodes alone have runs
+    assert refused.stderr.rstrip().endswith("by its path: -- /path/to/batch_size)")
     tools = tmp_path / "bin"
     tools.mkdir()
     (tools / "epochs").write_text("#!/bin/sh\n")
@@ -462,16 +464,20 @@ def test_a_train_flags_dashes_left_out_are_refused_over_other_hosts_too(tmp_path
 
 def test_a_train_flags_dashes_left_out_are_a_usage_error_here_too():
     """Where the ranks run here the slip was refused already, as a missing program (exit 1);
-    now as the usage error it is, as k8s's and over other hosts, with the fix named."""
+    now as the usage error it is, as k8s's and over other hosts, with the fix named. Over
+    other hosts a program of that name that only they have (``-- seed 1``, a tool on the
+    nodes alone) is named too, started by its path, which the refusal says (k594)."""
     from launcher.commands import UsageError, parse_program
 
-    for elsewhere in (False, True):
-        with pytest.raises(UsageError, match=r"did you mean -- --epochs 2\?$"):
-            parse_program(["epochs", "2"], elsewhere)
-    with pytest.raises(UsageError, match=r"did you mean -- --epochs\?$"):
+    with pytest.raises(UsageError, match=r"did you mean -- --epochs 2\?$"):
+        parse_program(["epochs", "2"], False)  # all ranks here: no other host's program
+    nodes = r"\? \(a program 'seed' on the other hosts is started by its path: -- /path/to/seed\)$"
+    with pytest.raises(UsageError, match=r"did you mean -- --seed 1" + nodes):
+        parse_program(["seed", "1"], True)
+    with pytest.raises(UsageError, match=r"did you mean -- --epochs\? \(a program 'epochs' "):
         parse_program(["epochs", "--lr", "1"], True)
     # a negative value is the flag's, as argparse reads it: it was left out of the fix (k590)
-    with pytest.raises(UsageError, match=r"did you mean -- --lr -0\.1\?$"):
+    with pytest.raises(UsageError, match=r"did you mean -- --lr -0\.1\? \("):
         parse_program(["lr", "-0.1"], True)
 
 
