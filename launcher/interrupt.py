@@ -180,12 +180,20 @@ def _give_back(*signums: int) -> None:
 
 
 def run_captured(
-    argv: Sequence[str], timeout: float | None = None, env: Mapping[str, str] | None = None
+    argv: Sequence[str],
+    timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    kill_group: bool = False,
 ) -> subprocess.CompletedProcess:
     """``subprocess.run(argv, capture_output=True, text=True, env=env)``, whose child a stop signal
     never leaves running: a signal that comes while ``Popen`` starts it is kept, and raised once
     the object that can kill it exists (raised inside ``Popen()`` it left the child with nothing
     holding its pid: a ``mpiexec --version`` alive after the launcher).
+
+    With ``kill_group`` the child starts in a session (and process group) of its own, and a
+    timeout or a stop kills that whole group: the processes it started too, which outlived it
+    otherwise (a hung ``pyenv which``'s own children, holding its output pipe). Without it
+    (the default) the child stays in the launcher's group and only it is killed.
 
     It is kept by the handler, not by a signal mask: a mask holds the signal off one thread
     only, and the kernel hands a signal sent to the process to any thread that does not block
@@ -201,11 +209,18 @@ def run_captured(
     import subprocess
 
     global _armed
+    if kill_group:  # here, not on the way out: it imports ctypes (process_group imports us)
+        from .process_group import signal_group
     armed, kept = _armed, len(_pending)
     _armed = False  # _on_signal keeps what comes now in _pending
     try:
         child = subprocess.Popen(
-            list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            list(argv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=kill_group,
         )
     except BaseException:
         _rearm(armed, kept)
@@ -220,6 +235,8 @@ def run_captured(
             # a pending handler; _rearm left _armed and _pending as they were at the start
             _armed = False
             try:
+                if kill_group:  # before the wait: the unreaped leader keeps the group's id ours
+                    signal_group(child.pid, signal.SIGKILL)
                 child.kill()
                 child.wait()
             finally:  # a stop already on its way is the one raised, as the supervisor's first

@@ -69,8 +69,12 @@ def shim_target(path: str) -> str | None:
     if asked in _HUNG:
         return None
     try:
+        # its group killed past the bound: what pyenv started (its hooks') outlived it
         done = run_captured(
-            [pyenv, "which", name], timeout=WHICH_BOUND, env={**os.environ, "PYENV_ROOT": root}
+            [pyenv, "which", name],
+            timeout=WHICH_BOUND,
+            env={**os.environ, "PYENV_ROOT": root},
+            kill_group=True,
         )
     except subprocess.TimeoutExpired:
         _HUNG.add(asked)

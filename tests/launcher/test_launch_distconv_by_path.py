@@ -22,6 +22,7 @@ from launcher.commands import (
 )
 from launcher.owned import LOCAL_OWNED
 from tests.launcher.launch_cli import usage_refusal
+from tests.processes import MARK, job_env, job_left
 
 #: the console script this Python installed for distconv (pip's ``distconv`` entry point)
 SCRIPT = Path(sysconfig.get_path("scripts"), "distconv")
@@ -184,3 +185,23 @@ def test_a_pyenv_that_hangs_is_waited_for_once_a_launch(tmp_path, monkeypatch):
     assert parse_program(argv) == Program(tuple(argv), is_train=False)
     assert names_a_program(argv)
     assert asked.read_text() == "\n"
+
+
+def test_a_pyenv_that_hangs_leaves_nothing_it_started_running(tmp_path, monkeypatch):
+    """Past :data:`launcher.pyenv_shim.WHICH_BOUND` only pyenv's own process was killed: a
+    process it had started (a hook's) ran on after the launch, holding its output pipe. pyenv
+    runs in a process group of its own, killed whole (k594)."""
+    import launcher.pyenv_shim
+
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    monkeypatch.setattr(launcher.pyenv_shim, "WHICH_BOUND", 1.0)
+    started = tmp_path / "started"
+    shim = _pyenv(tmp_path, "")
+    (tmp_path / "libexec" / "pyenv").write_text(
+        f"#!/bin/sh\nsleep 300 &\necho $! > {started}\nwait\n"
+    )
+    with job_env(os.environ) as job:
+        monkeypatch.setenv(MARK, job[MARK])  # what pyenv starts is the job: killed at the end
+        assert launcher.pyenv_shim.shim_target(str(shim)) is None
+        assert started.read_text().strip().isdigit()  # the child ran
+        assert job_left(job, 2.0) == {}
