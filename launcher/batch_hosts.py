@@ -30,19 +30,38 @@ SLURM_LISTS = ("SLURM_JOB_NODELIST", "SLURM_NODELIST")
 NODEFILE_BOUND = 1 << 20
 
 
+def _file_text(value: str) -> str | None:
+    """The text of the host file ``value`` (:data:`NODEFILE_BOUND` at most); None where it
+    cannot be read here (a login node's path) or is longer: the ranks' hosts are unknown."""
+    try:
+        with open(value, encoding="utf-8", errors="replace") as file:
+            text = file.read(NODEFILE_BOUND + 1)
+    except OSError:
+        return None
+    return text if len(text) <= NODEFILE_BOUND else None
+
+
 def _slurm(value: str) -> list[str] | None:
     # 'node1,node2' or 'node[1-2]': plain names are read, a range is not
     return None if "[" in value else value.split(",")
 
 
 def _nodefile(value: str) -> list[str] | None:
-    # PBS's $PBS_NODEFILE: a file of one host a line, a line per slot
-    try:
-        with open(value, encoding="utf-8", errors="replace") as file:
-            text = file.read(NODEFILE_BOUND + 1)
-    except OSError:  # not readable here (a login node's path): the ranks' hosts are unknown
+    # PBS's $PBS_NODEFILE (a line per slot) and Cobalt's $COBALT_NODEFILE: one host a line
+    text = _file_text(value)
+    return None if text is None else text.split()
+
+
+def _sge_hostfile(value: str) -> list[str] | None:
+    # SGE's $PE_HOSTFILE: a line per host, 'host slots queue processors'; a line not so
+    # written (no slot count after the host) leaves the hosts unknown
+    text = _file_text(value)
+    if text is None:
         return None
-    return text.split() if len(text) <= NODEFILE_BOUND else None
+    lines = [line.split() for line in text.splitlines() if line.strip()]
+    if not all(len(words) >= 2 and words[1].isdigit() for words in lines):
+        return None
+    return [words[0] for words in lines]
 
 
 def _lsf_hosts(value: str) -> list[str] | None:
@@ -56,22 +75,25 @@ def _lsf_mcpu(value: str) -> list[str] | None:
     return words[::2] if len(words) % 2 == 0 else None
 
 
-#: how each variable of :data:`SCHEDULER_HOSTS` read here names its hosts; the rest (SGE's and
-#: the MPIs' hostfiles, Cobalt's) are not read: they count as other hosts
+#: how each variable of :data:`SCHEDULER_HOSTS` read here names its hosts; the rest (the MPIs'
+#: own hostfiles, whose lines take options) are not read: they count as other hosts
 _READERS: dict[str, Callable[[str], list[str] | None]] = {
     **dict.fromkeys(SLURM_LISTS, _slurm),
     "PBS_NODEFILE": _nodefile,
     "LSB_HOSTS": _lsf_hosts,
     "LSB_MCPU_HOSTS": _lsf_mcpu,
+    "PE_HOSTFILE": _sge_hostfile,
+    "COBALT_NODEFILE": _nodefile,
 }
 
 
 def scheduler_hosts_here(name: str, value: str) -> bool:
     """Whether the batch system's host list ``value`` of the variable ``name`` (one of
     :data:`SCHEDULER_HOSTS`) names this host alone (:func:`launcher.this_host.all_here`):
-    Slurm's plain node list, PBS's node file, LSF's ``LSB_HOSTS`` and ``LSB_MCPU_HOSTS``. A
-    list not read here (a range, a file that cannot be read, another system's) is False: its
-    ranks may run elsewhere."""
+    Slurm's plain node list, PBS's node file, LSF's ``LSB_HOSTS`` and ``LSB_MCPU_HOSTS``,
+    SGE's ``PE_HOSTFILE`` (a line per host: ``host slots queue processors``) and Cobalt's
+    ``COBALT_NODEFILE`` (a host a line). A list not read here (a range, a file that cannot be
+    read, another system's) is False: its ranks may run elsewhere."""
     reader = _READERS.get(name)
     hosts = reader(value) if reader is not None else None
     return bool(hosts) and all_here(set(hosts))

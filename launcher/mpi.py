@@ -218,7 +218,8 @@ def ranks_elsewhere(hosts: Sequence[Host], environ: Mapping[str, str] | None = N
     (:func:`launcher.this_host.is_this_host`: ``-H localhost:2`` runs here), or, with none,
     a batch system's host list in ``environ`` (:data:`SCHEDULER_HOSTS`), which mpiexec reads
     without either; one that names this host alone (a Slurm node list, a PBS node file, LSF's
-    host lists: :func:`launcher.batch_hosts.scheduler_hosts_here`) runs here too."""
+    host lists, SGE's ``PE_HOSTFILE``, Cobalt's node file:
+    :func:`launcher.batch_hosts.scheduler_hosts_here`) runs here too."""
     from .this_host import all_here
 
     if hosts:

@@ -203,21 +203,30 @@ def test_ranks_a_batch_system_places_have_their_own_program(tmp_path: Path, vari
 
 def _batch_list(tmp_path: Path, variable: str, hosts: list[str]) -> str:
     """``variable``'s value naming ``hosts``, two slots each, as its batch system writes it."""
-    if variable == "PBS_NODEFILE":  # a file of one host a line, a line per slot
+    lines = {
+        "PBS_NODEFILE": "".join(f"{host}\n{host}\n" for host in hosts),  # a line per slot
+        "COBALT_NODEFILE": "".join(f"{host}\n" for host in hosts),  # a line per host
+        "PE_HOSTFILE": "".join(f"{host} 2 all.q@{host} UNDEFINED\n" for host in hosts),
+    }
+    if variable in lines:  # a file
         nodes = tmp_path / "nodes"
-        nodes.write_text("".join(f"{host}\n{host}\n" for host in hosts))
+        nodes.write_text(lines[variable])
         return str(nodes)
     if variable == "LSB_MCPU_HOSTS":
         return " ".join(f"{host} 2" for host in hosts)
     return " ".join(f"{host} {host}" for host in hosts)  # LSB_HOSTS: a host a slot
 
 
-@pytest.mark.parametrize("variable", ["PBS_NODEFILE", "LSB_HOSTS", "LSB_MCPU_HOSTS"])
-def test_a_pbs_or_lsf_allocation_of_this_host_alone_runs_here(tmp_path: Path, variable):
+@pytest.mark.parametrize(
+    "variable",
+    ["PBS_NODEFILE", "LSB_HOSTS", "LSB_MCPU_HOSTS", "PE_HOSTFILE", "COBALT_NODEFILE"],
+)
+def test_a_pbs_lsf_sge_or_cobalt_allocation_of_this_host_alone_runs_here(tmp_path: Path, variable):
     """A PBS or LSF host list naming this host alone counted as other hosts, where Slurm's
     and ``-H localhost:2`` run here: a program the ranks cannot start was let through (a
     missing one only noted). Each is read and its hosts judged by
-    :func:`launcher.this_host.is_this_host` (k589); another host in it is elsewhere."""
+    :func:`launcher.this_host.is_this_host` (k589); another host in it is elsewhere. SGE's
+    ``PE_HOSTFILE`` and Cobalt's ``COBALT_NODEFILE`` are read alike (k594)."""
     import socket
 
     program = Program((str(_program(tmp_path, b"#!/opt/on-the-nodes/python\n")),), False)
@@ -227,6 +236,18 @@ def test_a_pbs_or_lsf_allocation_of_this_host_alone_runs_here(tmp_path: Path, va
     refuse_unstartable(
         program, (), {variable: _batch_list(tmp_path, variable, ["localhost", "n1"])}
     )
+
+
+def test_an_sge_hostfile_not_written_as_sge_writes_it_counts_as_other_hosts(tmp_path: Path):
+    """A ``PE_HOSTFILE`` line without its slot count after the host is not read as one host
+    a line: its hosts are unknown, so the ranks may run elsewhere (k594)."""
+    from launcher.batch_hosts import scheduler_hosts_here
+
+    nodes = tmp_path / "pe_hostfile"
+    nodes.write_text("localhost 2 all.q@localhost UNDEFINED\n")
+    assert scheduler_hosts_here("PE_HOSTFILE", str(nodes))
+    nodes.write_text("localhost\nlocalhost all.q\n")
+    assert not scheduler_hosts_here("PE_HOSTFILE", str(nodes))
 
 
 def test_a_program_the_ranks_cannot_start_is_quoted_as_local_quotes_it(tmp_path: Path):
