@@ -48,15 +48,17 @@ def reason_text(rank: int, why: str, ending: str) -> str:
     return f"rank {rank}: {why}; {ending}"
 
 
-#: how the ranks say that they run different jobs (:func:`different_jobs_text`), and a
+#: how the ranks say that they run different jobs (:func:`different_jobs_text`), that a
 #: parameter server shard that a rank started again runs another job than its first did
-#: (:func:`another_job_text`): :data:`DIFFERENT_JOBS` reads both
+#: (:func:`another_job_text`), and that a rank names another job id than the shard's
+#: (:func:`another_id_text`): :data:`DIFFERENT_JOBS` reads all three
 _DIFFERENT = "run different jobs"
 _ANOTHER = "runs another job than its first hello"
+_OTHER_ID = "names another job id than the shard"
 
 #: a line (its text as the rank wrote it: MPI's tag and a JSON log's object taken off) that
-#: says the ranks run different jobs (:func:`different_jobs_text`, :func:`another_job_text`),
-#: the group those words on.
+#: says the ranks run different jobs (:func:`different_jobs_text`, :func:`another_job_text`,
+#: :func:`another_id_text`), the group those words on.
 #: Only behind what a rank's own line puts before them: ``NAME: error: `` (run_main's, ``distconv
 #: train``'s), a parameter server reply's ``rank N, REQUEST: pserver HOST:PORT: `` (REQUEST as
 #: the worker names it: ``hello``, a gather's tag, ``step 3``, ``checkpoint 3``), a rank's
@@ -67,7 +69,7 @@ _CLASS = r"(?:[^\W\d][\w.]*: )?"  # an error's class name, as a traceback's last
 _PSERVER = r", \S+(?: \d+)?: pserver(?: \S+)?"  # a worker's request and the shard it asked
 DIFFERENT_JOBS = re.compile(
     rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?"
-    rf"{_CLASS}((?:rank \d+ and rank \d+ {_DIFFERENT}|rank \d+ {_ANOTHER}): .*?)"
+    rf"{_CLASS}((?:rank \d+ and rank \d+ {_DIFFERENT}|rank \d+ (?:{_ANOTHER}|{_OTHER_ID})): .*?)"
     rf"(?:; (?:{'|'.join(re.escape(e) for e in ENDINGS)}))?",
     re.DOTALL,
 )
@@ -88,6 +90,16 @@ def another_job_text(rank: int, diff: str) -> str:
     another description (``diff``; the others' job is its first's). Every rank stops on it as
     on :func:`different_jobs_text`, and the launcher reads it back alike."""
     return f"rank {rank} {_ANOTHER}: {diff}"
+
+
+def another_id_text(rank: int, job: str, served: str) -> str:
+    """``rank 1 names another job id than the shard: 'job8' here, 'job7' there``: how a
+    parameter server shard refuses a request naming another ``--job-id`` (``job``, quoted as
+    the shard quotes it) than the one it serves (``served``), and what it tells the ranks of
+    its job left waiting for that rank. The worker stops on it (a JobRefused), and so may
+    the others: the launcher reads it back as :func:`different_jobs_text`, so that the report
+    blames no rank that merely exited first."""
+    return f"rank {rank} {_OTHER_ID}: {job} here, {served} there"
 
 
 def different_jobs_in(lines: Sequence[str]) -> str | None:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from distconv.messages import named
+from distconv.rank_endings import another_id_text
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import rows_bytes
 from distconv.sync.ps.job_hello import REFUSED_JOB
@@ -104,9 +105,8 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
 
     def _check_sender(self, header: dict[str, Any], frame: Any) -> None:
         if header["job"] != self.config.job_id:
-            other = WireError(
-                f"job {short(header['job'])}, this shard serves {self.config.job_id!r}"
-            )
+            served = repr(self.config.job_id)
+            other = WireError(another_id_text(header["rank"], short(header["job"]), served))
             other.fields = REFUSED_JOB  # the reply's, as a _Refused's (handle)
             self._note_other_id(header, str(other))  # the ranks waiting for it hear it
             raise other

@@ -125,7 +125,7 @@ class WorkerLosses:
         doing.update({r: f"waits in {tag}" for r, tag in self._in_other_gathers(key).items()})
         said = [f"rank {r} {doing[r]}" for r in missing if r in doing]
         said += [
-            f"a worker of rank {r} was refused as another job ({why})"
+            f"a worker of {why}"  # rank R names another job id than the shard: ...
             for r in missing
             if (why := self._other_id(r)) is not None
         ]

@@ -79,9 +79,8 @@ class OtherJobIds:
                 continue
             doing = self._waiting_for(rank)
             if doing:
-                self._fail(
-                    f"a worker of rank {rank} was refused as another job ({why}), and no worker "
-                    f"of this job holds rank {rank} here: {'; '.join(doing)}",
+                self._fail(  # led by the refusal's words, which the launcher reads
+                    f"{why}; no worker of this job holds rank {rank} here: {'; '.join(doing)}",
                     **REFUSED_JOB,  # no rank failed: the jobs' ids do not fit
                 )
                 return

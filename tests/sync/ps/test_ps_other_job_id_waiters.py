@@ -16,6 +16,7 @@ import pytest
 from ps_helpers import script_ranks, served
 from test_ps_stuck import _bye, _gather, _hello_run, _meet, _push_w
 
+from distconv.rank_endings import another_id_text
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.server import Shard
@@ -24,9 +25,9 @@ from tests.other_jobs import OTHER_JOBS
 #: the shard's --timeout: the waiting rank heard of the refusal only when it had waited it out
 SHARD_TIMEOUT = 20.0
 #: what the shard refuses a worker of job 'job8' with
-REFUSAL = "job 'job8', this shard serves 'local'"
+REFUSAL = another_id_text(1, "'job8'", "'local'")
 #: what the ranks waiting for rank 1 hear, leading
-WAITERS = f"a worker of rank 1 was refused as another job ({REFUSAL}), and no worker of this job "
+WAITERS = f"{REFUSAL}; no worker of this job "
 
 
 @pytest.mark.timeout(60)
@@ -61,7 +62,8 @@ def _other_id_hello(h, rank: int = 1) -> dict:
     replies = [h.read()[0]]
     while replies[-1]["id"] != h.next_id:
         replies.append(h.read()[0])
-    assert replies[-1]["error"] == REFUSAL and replies[-1].get("refused") == "job", replies
+    refusal = another_id_text(rank, "'job8'", "'local'")
+    assert replies[-1]["error"] == refusal and replies[-1].get("refused") == "job", replies
     return replies[:-1]
 
 
@@ -157,5 +159,5 @@ def test_a_silent_rank_claimed_by_another_id_is_named_at_the_timeout(hand):
     assert _other_id_hello(h) == []
     time.sleep(0.3)
     h.shard._check_timeouts(time.monotonic())
-    assert h.shard.failed.endswith(f"(a worker of rank 1 was refused as another job ({REFUSAL}))")
+    assert h.shard.failed.endswith(f"(a worker of {REFUSAL})"), h.shard.failed
     assert h.shard.failed_ranks == [1], h.shard.failed_ranks  # silent: its failure, as before

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from test_ps_stuck import _bye, _gather, _hello_run, _push_w
 
+from distconv.rank_endings import another_id_text
 from distconv.sync import JobRefused, SyncError
 from distconv.sync.ps.channel import shard_error
 from distconv.sync.ps.job_hello import hello_fields
@@ -48,7 +49,7 @@ def test_a_step_left_by_a_restart_of_another_job_is_refused_as_a_job(hand):
 def test_another_job_id_is_refused_as_a_job(hand):
     h = hand(workers=1)
     reply = h.ask({"op": "hello", "job": "job8", "host": "h", **hello_fields({})})[0]
-    assert reply["error"] == "job 'job8', this shard serves 'local'", reply
+    assert reply["error"] == another_id_text(0, "'job8'", "'local'"), reply
     assert reply.get("refused") == "job", reply
 
 

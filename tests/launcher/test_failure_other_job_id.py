@@ -1,0 +1,71 @@
+"""A worker started with another ``--job-id`` than its job's shards: the shard refuses it
+(``rank 1 names another job id than the shard: ...``) and, at once, the ranks of the job left
+waiting for its rank (k587): both exit 1, and the failure report blamed whichever exited first
+(``worker 0 failed with exit code 1: ...``), as the launcher read no job mismatch in the id
+refusal's words. It reads them as the ranks' different jobs now: no rank is blamed, and no
+restart is tried (review k592). Real ``distconv-launch local``, real ``distconv train`` workers
+and shard."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+
+import pytest
+
+from launcher.failure import Failure
+from tests.child_env import child_path
+from tests.launcher.launch_cli import launcher_env
+from tests.processes import run_job
+
+#: ``distconv train`` with rank 1 started under another job id than the launch's
+OTHER_ID = """\
+import os, sys
+from distconv.cli import main
+if os.environ["RANK"] == "1":
+    os.environ["DISTCONV_JOB_ID"] = "job8"
+argv = ["train", "--data", "synthetic", "--batch-size", "8", "--epochs", "1", "--no-progress"]
+sys.exit(main([*argv, "--out", sys.argv[1]]))
+"""
+#: the refusal, as both ranks say it (the one waiting adds what it waited in)
+REFUSAL = r"rank 1 names another job id than the shard: 'job8' here, 'j7' there"
+
+
+@pytest.mark.timeout(100)
+def test_the_report_names_the_other_job_id_not_the_first_worker_to_exit(tmp_path):
+    script = tmp_path / "other_id.py"
+    script.write_text(OTHER_ID)
+    env = launcher_env(
+        {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    )
+    env["PYTHONPATH"] = child_path()
+    env.pop("DISTCONV_DEBUG", None)  # the one-line error, not a traceback
+    argv = [sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "1",
+            "--job-id", "j7", "--max-restarts", "1", "--run-dir", str(tmp_path / "run"), "--",
+            str(script), str(tmp_path / "out")]  # fmt: skip
+    done = run_job(argv, env=env, timeout=80, cwd=tmp_path)
+    said = done.stderr + done.stdout[-3000:]
+    assert done.returncode == 1, said
+    headline = (
+        r"distconv-launch: the ranks run different jobs, which stops every rank \(worker [01] "
+        r"exited first, with exit code 1\): " + REFUSAL
+    )
+    assert re.search(headline, done.stderr), said
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert re.match(REFUSAL, report["cause"] or ""), report
+    assert report["restart"] == 0 and "restarting the job" not in done.stderr, said
+
+
+def test_a_silent_rank_named_beside_a_refusal_is_no_mismatch():
+    """At the timeout, where this job's worker of rank 1 went silent and one of another id
+    claimed rank 1, the shard names the refusal inside the silent rank's failure: a peer's
+    failure, blamed on rank 1, not the ranks' different jobs."""
+    refusal = "rank 1 names another job id than the shard: 'job8' here, 'j7' there"
+    line = (
+        "distconv train: error: rank 0, step 2: pserver 127.0.0.1:5: rank 1 (host h, last step "
+        f"1) sent nothing for step 2 (push:0) within 5 s (a worker of {refusal})"
+    )
+    failure = Failure("worker", 0, 75, None, "l", [line], 0)
+    assert failure.cause is None and not failure.different_jobs, failure
