@@ -73,7 +73,7 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
         except (WireError, _Refused) as exc:
             self.stats.errors += 1
             self._spoil_seed(header, sender)
-            if isinstance(exc, WireError):
+            if isinstance(exc, WireError) and not getattr(exc, "quiet", False):
                 log.warning("shard %d: bad request from %s: %s", self.index, short(ident), exc)
             said = header or {"id": getattr(exc, "rid", -1)}  # a header refused: its id, if read
             self._reply(ident, said, error=str(exc), **getattr(exc, "fields", {}))
@@ -108,6 +108,8 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
             served = repr(self.config.job_id)
             other = WireError(another_id_text(header["rank"], short(header["job"]), served))
             other.fields = REFUSED_JOB  # the reply's, as a _Refused's (handle)
+            # logged once a worker: its hello's refusal, not again at its bye, which follows
+            other.quiet = header["op"] == "bye"
             self._note_other_id(header, str(other))  # the ranks waiting for it hear it
             raise other
         rank = header["rank"]

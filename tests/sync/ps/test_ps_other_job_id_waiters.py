@@ -9,6 +9,7 @@ under real worker processes (``run_main``), and one handed its requests one by o
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 
@@ -161,3 +162,16 @@ def test_a_silent_rank_claimed_by_another_id_is_named_at_the_timeout(hand):
     h.shard._check_timeouts(time.monotonic())
     assert h.shard.failed.endswith(f"(a worker of {REFUSAL})"), h.shard.failed
     assert h.shard.failed_ranks == [1], h.shard.failed_ranks  # silent: its failure, as before
+
+
+@pytest.mark.timeout(30)
+def test_a_worker_of_another_id_is_logged_once(hand, caplog):
+    """Its hello is refused, and so is the bye it closes with: the shard logged each as a
+    bad request, two warnings a worker (review k592); the hello's alone now."""
+    h = hand(workers=2)
+    with caplog.at_level(logging.WARNING, logger="distconv.pserver"):
+        _other_id_hello(h)
+        reply = h.ask({"op": "bye", "job": "job8", "rank": 1})[0]
+    assert reply["error"] == REFUSAL and reply.get("refused") == "job", reply
+    warned = [r.getMessage() for r in caplog.records if "bad request" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].endswith(REFUSAL), warned
