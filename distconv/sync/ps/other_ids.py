@@ -10,9 +10,11 @@ The id is what tells jobs apart, so a worker of another id never takes the place
 this job: a stray of another job (its own shards' address mistyped) claiming a rank whose worker
 is here must not stop a job that can go on. It explains a wait only where this job has no worker
 of that rank: none said ``hello`` here, or the latest said ``bye`` before the refusal (a job
-started again against shards that kept running). Then the ranks that wait for it hear at once
-that it was refused as another job, as a refusal of the job (a ``JobRefused``: one line and
-exit 1 under ``run_main``), and the refused worker keeps its own refusal. A rank outside the
+started again against shards that kept running), and the refusal is no older than ``--timeout``
+(one from before, a stray while no run of the job was on the shard, is forgotten). Then the
+ranks that wait for it hear at once that it was refused as another job, as a refusal of the job
+(a ``JobRefused``: one line and exit 1 under ``run_main``), and the refused worker keeps its own
+refusal. A rank outside the
 worker count, or one declared lost (nothing waits for it), changes nothing; nor does a worker
 of this job that went silent and was replaced by one of another id: the shard cannot tell it
 from one busy in its step, so the timeout decides, and its message names the refusal.
@@ -20,6 +22,7 @@ from one busy in its step, so the timeout decides, and its message names the ref
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from distconv.sync.ps.job_hello import REFUSED_JOB
@@ -38,8 +41,9 @@ class OtherJobIds:
     bye_at: dict[int, int]
     left: set[int]
     #: per rank of this job's count, when a hello naming another job's id was last refused for
-    #: it (the shard's count of requests, which the refusal advances), and the refusal's words
-    other_ids: dict[int, tuple[int, str]]
+    #: it (the shard's count of requests, which the refusal advances), the refusal's words,
+    #: and its time.monotonic()
+    other_ids: dict[int, tuple[int, str, float]]
 
     def _note_other_id(self, header: dict[str, Any], why: str) -> None:
         """A request naming another job's id was refused with ``why``: where it is a ``hello``
@@ -49,18 +53,24 @@ class OtherJobIds:
         if header["op"] != "hello" or not 0 <= rank < self.config.workers:
             return  # a rank outside the count never counted: nobody waits for it
         self.requests += 1  # after the rank's latest accepted hello or bye, never with it
-        self.other_ids[rank] = (self.requests, why)
+        self.other_ids[rank] = (self.requests, why, time.monotonic())
         self._check_other_ids()
 
     def _other_id(self, rank: int) -> str | None:
         """The words of the latest refusal of another job's hello for ``rank`` since its latest
         accepted hello, or None."""
-        when, why = self.other_ids.get(rank, (-1, None))
+        when, why, _ = self.other_ids.get(rank, (-1, None, 0.0))
         return why if when > self.accepted_at.get(rank, -1) else None
 
     def _vacant(self, rank: int) -> str | None:
         """The refusal's words where ``rank`` has no worker of this job (:meth:`_other_id`, and
-        none accepted here, or the latest said bye before it), else None."""
+        none accepted here, or the latest said bye before it), else None; None too for a
+        refusal older than ``--timeout``: a worker of another id that said hello that long
+        before is none of a run starting now (its ranks start within the timeout of each
+        other), but a stray from before it (shards kept running between two runs of the job),
+        and the run's own worker of the rank may yet come."""
+        if time.monotonic() - self.other_ids.get(rank, (0, "", 0.0))[2] > self.config.timeout:
+            return None
         why = self._other_id(rank)
         if why is None or rank not in self.accepted_at:
             return why

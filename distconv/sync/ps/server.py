@@ -127,7 +127,7 @@ class Shard(
         #: are told first (_other_job); one refused for its host has none here, failed on its
         #: own, and is blamed for its bye's error (_blamed)
         self.other_job: dict[int, tuple[int, str]] = {}
-        self.other_ids: dict[int, tuple[int, str]] = {}  # hellos of another job's id (other_ids)
+        self.other_ids: dict[int, tuple[int, str, float]] = {}  # another job's id (other_ids)
         self.run_of: dict[int, int | None] = {}  # the run id of each rank's latest accepted hello
         self.bye_at: dict[int, int] = {}
         self.bye_error: dict[int, str | None] = {}  # what each rank's latest bye said it failed on

@@ -175,3 +175,28 @@ def test_a_worker_of_another_id_is_logged_once(hand, caplog):
     assert reply["error"] == REFUSAL and reply.get("refused") == "job", reply
     warned = [r.getMessage() for r in caplog.records if "bad request" in r.getMessage()]
     assert len(warned) == 1 and warned[0].endswith(REFUSAL), warned
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("runs_before", [0, 1], ids=["first-run", "between-runs"])
+def test_a_refusal_older_than_the_timeout_stops_no_later_run(hand, runs_before):
+    """A stray of another id claimed rank 1 while no run of this job was on the shard (before
+    its first, or between two runs of shards kept running), longer than ``--timeout`` before
+    this job's ranks came: it stopped the job at rank 0's start-up gather, before rank 1's
+    worker of this job could say hello, and the shard stayed failed (review k592). It is no
+    worker of this run's start (its ranks start within the timeout of each other)."""
+    h = hand(workers=2, timeout=0.2)
+    for _ in range(runs_before):
+        for rank, run in ((0, 3), (1, 9)):
+            assert _hello_run(h, rank, run)["op"] == "ok"
+        _meet(h)
+        for rank, run in ((0, 3), (1, 9)):
+            _bye(h, rank, run=run)
+    assert _other_id_hello(h) == []
+    time.sleep(0.3)
+    assert _hello_run(h, 0, 5)["op"] == "ok"
+    _gather(h, 0, "all_equal:1")
+    assert not h.shard.failed, h.shard.failed
+    assert _hello_run(h, 1, 11)["op"] == "ok"
+    _gather(h, 1, "all_equal:1")
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2 and not h.shard.failed
