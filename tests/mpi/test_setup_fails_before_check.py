@@ -56,3 +56,48 @@ def test_a_setup_that_raises_on_one_rank_before_the_job_check_is_told_at_once(tm
         for line in said
     ), done.stderr[-3000:]
     assert time.monotonic() - began < 15
+
+
+#: rank 0 is given a checkpoint's optimizer state that does not fit (Adam's ``m`` of another
+#: shape): its load fails after the job check, before the broadcast. Each rank catches what its
+#: setup raised, says it, and sets up again without that state (a script falling back to a
+#: fresh start); the watchdog's 40 s end after the test's 20 s
+BAD_STATE_RETRIED = """\
+import numpy as np
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.mpi import MPISync
+
+sync = MPISync(create_optimizer("adam"), timeout=40)
+w = Parameter("w", np.full(3, float(sync.rank)))
+try:
+    try:
+        sync.setup([w], {}, {"w": {"m": np.zeros(2)}} if sync.rank == 0 else None)
+    except Exception as error:
+        print(f"rank {sync.rank} caught {type(error).__name__}: {error}", flush=True)
+        sync.setup([w], {})
+    print(f"rank {sync.rank} set up again: {w.value.tolist()}", flush=True)
+finally:
+    sync.close()
+"""
+
+
+def test_a_checkpoints_state_refused_on_rank_0_after_the_job_check_is_told_at_once(tmp_path):
+    """Rank 0's load of the checkpoint's optimizer state failed after the job check: rank 1
+    waited in the parameters' broadcast until the watchdog's timeout (600 s by default), or
+    rank 0's close aborted, and a setup rank 0 made again met it there. Every rank now says
+    whether it made its state before the broadcast: rank 1 raises at once naming rank 0's
+    error, nothing broadcast, and both set up again together (k591)."""
+    script = tmp_path / "state.py"
+    script.write_text(BAD_STATE_RETRIED)
+    began = time.monotonic()
+    done = run_mpi(["-n", "2", sys.executable, str(script)], timeout=20)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "rank 0 caught ValueError: MPISync.load_state_dict: w/m: shape (2,)" in done.stdout
+    assert (
+        "rank 1 caught SyncError: setup failed on rank 0 after the job check, before the "
+        "parameters' broadcast: ValueError: MPISync.load_state_dict: w/m" in done.stdout
+    ), done.stdout
+    for rank in range(2):  # rank 0's values on both, broadcast by the setup made again
+        assert f"rank {rank} set up again: [0.0, 0.0, 0.0]" in done.stdout, done.stdout
+    assert time.monotonic() - began < 15

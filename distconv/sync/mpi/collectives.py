@@ -18,7 +18,7 @@ import numpy as np
 from distconv.parameter import Parameter
 from distconv.sync.base import StateDict, SyncError
 from distconv.sync.local import LocalSync
-from distconv.sync.mpi.comm import bcast_in_place, rank0_names, same_job
+from distconv.sync.mpi.comm import allgather_bytes, bcast_in_place, rank0_names, same_job
 from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.step_check import (
     BARRIER,
@@ -90,6 +90,8 @@ class RankCollectives(LocalSync):
     _setting_up = False
     #: inside :meth:`setup`, whether its job check's exchange was reached
     _job_met = False
+    #: inside :meth:`setup`, its job check passed and how its state's making ended is untold
+    _state_untold = False
     #: steps abandoned (``abandon_step``), which ``step`` does not count: setup's check says
     #: them, so a rank that finished (counted) a step another abandoned is named as the cause
     abandoned_steps = 0
@@ -114,15 +116,17 @@ class RankCollectives(LocalSync):
         there) makes that exchange all the same, its description naming the error, then
         raises it: the other ranks raise a ``JobMismatch`` naming it at once, where they
         waited in the exchange until the watchdog's timeout (600 s)."""
-        self._setting_up, self._job_met = True, False
+        self._setting_up, self._job_met, self._state_untold = True, False, False
         try:
             super().setup(params, config, state)
         except Exception as exc:  # not an interrupt: held in setup, raised once it is over
             if not self._job_met and self.world_size > 1:
                 self._fail_before_check(exc)
+            elif self._state_untold:  # after the check, before the broadcast: a bad checkpoint
+                self._tell_state(exc)
             raise
         finally:
-            self._setting_up = False
+            self._setting_up = self._state_untold = False
 
     def _fail_before_check(self, error: Exception) -> None:
         """Make the job check's exchange for a setup that raised ``error`` before it: a
@@ -134,6 +138,29 @@ class RankCollectives(LocalSync):
             self.all_equal({"name": f"{said}: {error}"})
         if hasattr(error, "add_note"):  # Python 3.11 on
             error.add_note("setup made its job check all the same, telling the other ranks")
+
+    def _tell_state(self, error: Exception | None) -> None:
+        """Between setup's job check and its broadcast, every rank says whether it made its
+        optimizer state (``error``: why not; a checkpoint's state refused on rank 0, which
+        alone is given it): the others waited in the broadcast until the watchdog's timeout
+        (600 s) where one failed, or until its close aborted. A rank that failed raises its
+        own error next; the others raise a SyncError naming it, and none broadcasts."""
+        self._state_untold = False
+        if self.world_size == 1:
+            return
+        if error is None:
+            told = allgather_bytes(self.comm, b"")
+            failed = next(((r, t) for r, t in enumerate(told) if t), None)
+            if failed is not None:
+                raise SyncError(
+                    f"setup failed on rank {failed[0]} after the job check, before the "
+                    f"parameters' broadcast: {failed[1].decode(errors='replace')}"
+                )
+            return
+        with contextlib.suppress(SyncError):  # its own error, raised next, is its cause
+            allgather_bytes(self.comm, f"{type(error).__name__}: {error}".encode())
+        if hasattr(error, "add_note"):  # Python 3.11 on
+            error.add_note("setup told the other ranks before its broadcast")
 
     @property
     def steps_ended(self) -> int:
@@ -159,6 +186,8 @@ class RankCollectives(LocalSync):
         """
         if not self._setting_up:
             self._meet(BROADCAST)
+        elif self._state_untold:  # every rank made its state, or none broadcasts
+            self._tell_state(None)
         for p in self.params:
             self._bcast(p.value)
             for key in sorted(self.state[p.name]):
@@ -190,6 +219,7 @@ class RankCollectives(LocalSync):
         else:
             self._meet(SETUP)
         same_job(self.comm, self.rank, description)
+        self._state_untold = self._setting_up  # passed: the state's making follows
 
     @held
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:
