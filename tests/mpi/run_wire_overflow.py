@@ -3,7 +3,8 @@
 
 OVERLAP: ``0`` (no communication thread), ``1`` (the thread) or ``device`` (the thread, and the
 parameter on the stand-in device of ``tests/mpi/fake_cupy``: a device bucket is unpacked, so
-its wire checked, on the main thread, as a GPU's is).
+its wire checked, on the main thread, as a GPU's is); ``mixed``: ``device``'s, but ``u`` on the
+host, its sum past float16's range too: refused on the thread after ``w``'s on the main thread.
 
 Each rank holds a float64 parameter ``w`` and one example whose gradient, averaged over the
 step's two examples, is 40,000: finite in float16 on each rank, but the ranks' sum (80,000) is
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-if sys.argv[1] == "device":
+if sys.argv[1] in ("device", "mixed"):
     sys.path.insert(0, str(Path(__file__).resolve().parent / "fake_cupy"))
 
 from distconv.backend import to_host
@@ -39,17 +40,19 @@ from distconv.sync.mpi import MPISync
 def main() -> None:
     overlap, errors, caught = sys.argv[1] != "0", Path(sys.argv[2]), sys.argv[3:] == ["caught"]
     to = np.asarray
-    if sys.argv[1] == "device":
+    if sys.argv[1] in ("device", "mixed"):
         import cupy
 
         to = cupy.asarray
+    mixed = sys.argv[1] == "mixed"  # u on the host, past float16's range too
     param = Parameter("w", to(np.array([1.0, -1.0, 0.5])))
-    later = Parameter("u", to(np.ones(3)))  # a bucket of its own after w's (reverse order)
+    # a bucket of its own after w's (reverse order)
+    later = Parameter("u", np.ones(3) if mixed else to(np.ones(3)))
     sync = MPISync(create_optimizer("sgd"), grad_dtype="float16", overlap=overlap, bucket_bytes=24)
     try:
         sync.setup([later, param], {})
         sync.start_step(1)
-        later.grad += to(np.ones(3))
+        later.grad += np.full(3, 80_000.0) if mixed else to(np.ones(3))
         sync(later)
         signs = sys.argv[3:] == ["run_main"]  # each rank's inf, of opposite signs
         param.grad += to(np.array([80_000, 1, (-1.0) ** sync.rank * 200_000 if signs else -1]))

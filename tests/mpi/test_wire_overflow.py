@@ -99,14 +99,16 @@ def test_two_ranks_whose_float16_sum_overflows_stop_with_their_parameters_untouc
 @pytest.mark.mpi
 @pytest.mark.timeout(60)
 @pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed")
-@pytest.mark.parametrize("overlap", ["0", "1", "device"])
+@pytest.mark.parametrize("overlap", ["0", "1", "device", "mixed"])
 def test_a_refused_float16_wire_caught_closes_cleanly(overlap, tmp_path):
     """The refusal caught, each rank closes its sync. Without the communication thread every
     rank refused the step at the same bucket once every collective before it was complete, and
     none starts a later one: the ranks leave together (the job exits 0; it aborted). With the
     thread every rank's did alike after the refusal (skipped what it had queued, or, for a
     device bucket refused on the main thread, reduced the later buckets), and every rank's
-    started the flags: close completes them and leaves (it aborted; k586)."""
+    started the flags: close completes them and leaves (it aborted; k586). So where a host
+    bucket after the device one was refused on every rank's thread too, unreported (the main
+    thread raised the device bucket's first): close aborted, a traceback on every rank (k591)."""
     pytest.importorskip("mpi4py", reason="mpi4py is not installed")
     command = [sys.executable, "-m", "mpi4py", str(HERE / "run_wire_overflow.py")]
     proc = run_mpi(["-n", "2", *command, overlap, str(tmp_path), "caught"], timeout=45)

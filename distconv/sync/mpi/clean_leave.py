@@ -8,6 +8,7 @@ import signal
 from collections.abc import Callable
 
 from distconv.sync.base import SyncError
+from distconv.sync.mpi.comm import WireRefused
 from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
@@ -74,18 +75,23 @@ def _leave(
     step: int | None,
     made: list[bool],
 ) -> None:
-    failed = thread is not None and thread.error is not None
-    refused = failed and thread.refused_alike  # alike on every rank's thread
-    failed = failed and not refused
-    if not (failed or refused):  # a failed thread skips the flags' wait: none to make there
-        used.drain()
+    def refused() -> bool:  # a 16-bit wire, alike on every rank's thread, reported or not
+        return thread is not None and thread.error is not None and thread.refused_alike
+
+    if thread is None or thread.error is None:  # a failed thread skips the flags' wait
+        try:
+            used.drain()
+        except WireRefused:  # a later (host) bucket's, refused on the thread meanwhile, after
+            if not refused():  # a device bucket's on the main thread ended the step
+                raise
     if thread is not None:
         thread.stop()
         # a failure no step raised (it came after the last one: zeroing its used buffer, or
         # during the stop), never a silent close; one a step raised already, said once
-        if thread.error is not None and not thread.reported:
+        if thread.error is not None and not thread.reported and not refused():
             raise SyncError(f"sync closed after {thread.failure()}")
-    if refused:  # the flags' start, made by every rank's thread after the refusal too
+    failed = thread is not None and thread.error is not None and not refused()
+    if refused():  # the flags' start, made by every rank's thread after the refusal too
         used.drop()  # (``always``): completed here, the thread stopped, as every rank does
     # a Ctrl-C or a SIGTERM whose handler raises (SystemExit) anywhere in here, the last
     # exchange's start too: raised once it is made and checked (``made``); another signal's,

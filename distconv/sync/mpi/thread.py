@@ -131,12 +131,14 @@ class CommThread:
 
     @property
     def refused_alike(self) -> bool:
-        """Whether the thread's failure is a 16-bit wire's refusal (``WireRefused``) raised on
-        the main thread: every rank's thread refused the same bucket (the ranks hold the same
-        bits) and skipped the same work after it, so a close may leave
+        """Whether the thread's failure is a 16-bit wire's refusal (``WireRefused``): every
+        rank's thread refused the same bucket (the ranks hold the same bits) and skipped the
+        same work after it, so a close after a step that ended alike may leave
         (:func:`~.clean_leave.why_not_leave`) once it has completed the flags' exchange, whose
-        start (``always``) every rank's thread made."""
-        return isinstance(self.error, WireRefused) and self.reported
+        start (``always``) every rank's thread made. Raised on the main thread or not: where a
+        device bucket's refusal (the main thread's) ended the step first, a later host bucket's
+        on the thread is never reported, and close aborted the job (k591)."""
+        return isinstance(self.error, WireRefused)
 
     def _run(self) -> None:
         try:
