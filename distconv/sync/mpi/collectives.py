@@ -115,7 +115,11 @@ class RankCollectives(LocalSync):
         job's description failing to build: maybe on this rank alone, a script catching it
         there) makes that exchange all the same, its description naming the error, then
         raises it: the other ranks raise a ``JobMismatch`` naming it at once, where they
-        waited in the exchange until the watchdog's timeout (600 s)."""
+        waited in the exchange until the watchdog's timeout (600 s). A rank that catches it
+        and sets up again meets the others only where they set up again too: one that closes
+        instead, no setup of its sync having succeeded, leaves without a last exchange (as
+        after any setup every rank refused), and the setup made again waits for it until the
+        watchdog's timeout. Set up again on every rank, or close."""
         self._setting_up, self._job_met, self._state_untold = True, False, False
         try:
             super().setup(params, config, state)
