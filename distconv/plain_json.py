@@ -217,7 +217,7 @@ def plain(value: Any) -> Any:
     if is_process_state(value):
         return type(value).__qualname__
     name = code_name(value)  # a module, a function: by name, not path or address
-    if name is not None and call_fields(value) is None:  # a closure: and its cells, below
+    if name is not None and call_fields(value) is None:  # a closure: and its cells (defaults)
         return name
     if isinstance(value, (set, frozenset)):
         # by the text each is written as: by str, 1 and "1" tied and kept their hash order

@@ -22,8 +22,9 @@ def code_name(value: Any) -> str | None:
     made in another's call (``make.<locals>.scale``), is not the only one of its qualified name
     in its module, so its first line follows: ``<function pkg.mod.<lambda> line 12>``, the same
     in each process that runs that source (no path in it), another where the source moved.
-    Two lambdas on one line still agree; a closure's copies over other captured values are
-    told apart by its cells (:func:`call_fields`), not here.
+    Two lambdas on one line still agree; a closure's copies over other captured values, and a
+    function's over other defaults, are told apart by its cells and defaults
+    (:func:`call_fields`), not here.
 
     A built-in function is written by its module and name too (``<built-in function
     math.sqrt>``), one of a type by the type's (``<built-in method builtins.dict.fromkeys>``):
@@ -61,8 +62,9 @@ def type_name(value: Any) -> str:
 
 def call_fields(value: Any) -> dict[str, Any] | None:
     """The fields a ``functools.partial`` (its ``func``, ``args`` and ``keywords``), a bound
-    method (its function and the object it is bound to: ``func``, ``self``) or a closure (its
-    :func:`code_name` and what it captured: ``func``, ``closure``) is written by, as an
+    method (its function and the object it is bound to: ``func``, ``self``) or a closure or a
+    function with defaults (its :func:`code_name`, what it captured and its default arguments:
+    ``func``, ``closure``, ``defaults``) is written by, as an
     object's are (:func:`~distconv.plain_json.fields_of`), or None where ``value`` is none of
     them. Their repr wrote a partial's function without its module and its arguments by
     their repr (a set in its process's hash order, an array summarised past 1000 values, an
@@ -75,9 +77,25 @@ def call_fields(value: Any) -> dict[str, Any] | None:
         return {"func": value.func, "args": list(value.args), "keywords": dict(value.keywords)}
     if isinstance(value, types.MethodType):
         return {"func": value.__func__, "self": value.__self__}
-    if isinstance(value, types.FunctionType) and value.__closure__:
-        return {"func": code_name(value), "closure": closure_values(value)}
+    if isinstance(value, types.FunctionType) and (value.__closure__ or _defaults(value)):
+        fields = {"func": code_name(value)}
+        if value.__closure__:
+            fields["closure"] = closure_values(value)
+        if defaults := _defaults(value):
+            fields["defaults"] = defaults
+        return fields
     return None
+
+
+def _defaults(function: types.FunctionType) -> dict[str, Any]:
+    """``function``'s default arguments by their parameters' names (``__defaults__``, then
+    ``__kwdefaults__``): ``lambda x, k=k: x * k`` made in a loop was one text for each ``k``
+    (its name and line), so two ranks whose configs differ in a default passed the job check."""
+    code = function.__code__
+    given = function.__defaults__ or ()
+    names = code.co_varnames[: code.co_argcount]
+    positional = names[len(names) - len(given) :]
+    return {**dict(zip(positional, given)), **(function.__kwdefaults__ or {})}
 
 
 def closure_values(function: types.FunctionType) -> dict[str, Any]:

@@ -56,6 +56,7 @@ def keeping(keep):
 
 
 chosen = keeping({"conv1", "conv2", "fc1", "fc2", "head"})
+scales = [lambda x, k=k: x * k for k in (2, 3)]
 """
 
 #: what each process writes of it
@@ -63,7 +64,7 @@ _WRITE = """
 import json_of_own
 from distconv import plain_json
 own = json_of_own
-print(plain_json.dumps([own, own.scale, own.halve, own.kept, own.masked, own.chosen]))
+print(plain_json.dumps([own, own.scale, own.halve, own.kept, own.masked, own.chosen, own.scales]))
 """
 
 
@@ -222,6 +223,27 @@ def test_a_closure_is_written_with_the_values_it_captured(installs: list[str]):
     down = plain_json.plain(_countdown())
     assert down["fields"]["closure"] == {"down": {"class": "function", "fields": "..."}}
     assert plain_json.dumps(_countdown()) == plain_json.dumps(_countdown())
+
+
+def test_a_function_is_written_with_its_default_arguments(installs: list[str]):
+    """``lambda x, k=k: x * k`` made in a loop was one text for each ``k`` (its name and
+    line): two ranks whose configs differ in a default passed the job check. Its defaults are
+    written by their parameters' names, a keyword-only one's too, alike in each process."""
+    ours, theirs = installs
+    assert ours == theirs  # each process under its own PYTHONHASHSEED
+    scales = json.loads(ours)[6]
+    assert [s["fields"]["defaults"] for s in scales] == [{"k": 2}, {"k": 3}]
+    assert scales[0]["fields"]["func"] == scales[1]["fields"]["func"]
+
+    def pick(x, keep=frozenset({"conv1", "fc1"}), *rest, scale=1.0, **more):
+        return x
+
+    assert plain_json.plain(pick)["fields"]["defaults"] == {
+        "keep": ["conv1", "fc1"],
+        "scale": 1.0,
+    }
+    assert plain_json.dumps(lambda x, *, k=1: x) != plain_json.dumps(lambda x, *, k=2: x)
+    assert plain_json.plain(_scaler(2))["fields"].keys() == {"func", "closure"}  # no defaults
 
 
 class _Trainer:
