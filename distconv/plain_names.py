@@ -29,7 +29,8 @@ def code_name(value: Any) -> str | None:
     A built-in function is written by its module and name too (``<built-in function
     math.sqrt>``), one of a type by the type's (``<built-in method builtins.dict.fromkeys>``):
     their text named neither, so ``math.sqrt`` and ``cmath.sqrt`` agreed. One bound to an
-    object (``[].append``) is not: its text names the object's type.
+    object (``",".join``, ``table.get``) is walked as a bound method is (:func:`call_fields`):
+    its text named the object's type alone, so ``",".join`` and ``";".join`` agreed.
     """
     if isinstance(value, types.ModuleType):
         return f"<module {value.__name__!r}>"
@@ -62,7 +63,8 @@ def type_name(value: Any) -> str:
 
 def call_fields(value: Any) -> dict[str, Any] | None:
     """The fields a ``functools.partial`` (its ``func``, ``args`` and ``keywords``), a bound
-    method (its function and the object it is bound to: ``func``, ``self``) or a closure or a
+    method (its function and the object it is bound to: ``func``, ``self``; a built-in one's
+    function by its type's module-qualified name and its own) or a closure or a
     function with defaults (its :func:`code_name`, what it captured and its default arguments:
     ``func``, ``closure``, ``defaults``) is written by, as an
     object's are (:func:`~distconv.plain_json.fields_of`), or None where ``value`` is none of
@@ -77,6 +79,10 @@ def call_fields(value: Any) -> dict[str, Any] | None:
         return {"func": value.func, "args": list(value.args), "keywords": dict(value.keywords)}
     if isinstance(value, types.MethodType):
         return {"func": value.__func__, "self": value.__self__}
+    if isinstance(value, types.BuiltinFunctionType) and _builtin_name(value) is None:
+        # bound to an object: its text named the object's type alone (",".join, ";".join)
+        owner = value.__self__
+        return {"func": f"<built-in method {type_name(owner)}.{value.__name__}>", "self": owner}
     if isinstance(value, types.FunctionType) and (value.__closure__ or _defaults(value)):
         fields = {"func": code_name(value)}
         if value.__closure__:

@@ -57,6 +57,8 @@ def keeping(keep):
 
 chosen = keeping({"conv1", "conv2", "fc1", "fc2", "head"})
 scales = [lambda x, k=k: x * k for k in (2, 3)]
+joins = [",".join, ";".join]
+lookup = {"a": {"y", "x"}}.get
 """
 
 #: what each process writes of it
@@ -64,7 +66,9 @@ _WRITE = """
 import json_of_own
 from distconv import plain_json
 own = json_of_own
-print(plain_json.dumps([own, own.scale, own.halve, own.kept, own.masked, own.chosen, own.scales]))
+written = [own.scale, own.halve, own.kept, own.masked, own.chosen]
+written += [own.scales, own.joins, own.lookup]
+print(plain_json.dumps([own, *written]))
 """
 
 
@@ -145,7 +149,25 @@ def test_a_built_in_function_is_written_by_its_module_and_qualified_name():
     assert plain_json.plain(dict.fromkeys) == "<built-in method builtins.dict.fromkeys>"
     ordered = plain_json.plain(collections.OrderedDict.fromkeys)
     assert ordered == "<built-in method collections.OrderedDict.fromkeys>"
-    assert plain_json.plain([].append) == "<built-in method append of list object>"
+    appended = {"func": "<built-in method builtins.list.append>", "self": [1]}
+    assert plain_json.plain([1].append) == {
+        "class": "builtin_function_or_method",
+        "fields": appended,
+    }
+
+
+def test_a_built_in_method_bound_to_an_object_is_walked_as_a_bound_method_is(installs):
+    """Its text named the object's type alone (``<built-in method join of str object>``):
+    ``",".join`` and ``";".join``, or two tables' ``get``, agreed, and two ranks whose configs
+    chose each passed the job check. Its object is walked as a bound method's ``self`` is,
+    alike in each process (a set in one order)."""
+    ours, theirs = installs
+    assert ours == theirs  # each process under its own PYTHONHASHSEED
+    joins = [j["fields"] for j in json.loads(ours)[7]]
+    assert joins == [{"func": "<built-in method builtins.str.join>", "self": s} for s in ",;"]
+    lookup = json.loads(ours)[8]["fields"]
+    assert lookup == {"func": "<built-in method builtins.dict.get>", "self": {"a": ["x", "y"]}}
+    assert plain_json.dumps({1: 2}.get) != plain_json.dumps({1: 3}.get)
 
 
 def test_a_partial_and_a_bound_method_are_walked_not_written_by_their_repr(
