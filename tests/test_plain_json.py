@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import threading
 from pathlib import Path
 from types import MappingProxyType
@@ -142,3 +143,41 @@ def test_a_layer_setting_dataclass_leaves_out_an_init_false_field_never_set():
         cache: int = dataclasses.field(init=False)
 
     assert setting_value(Spec(3)) == {"width": 3}
+
+
+class _Gate:
+    """An object whose bound method a part's spec holds."""
+
+    def __init__(self, keep: float):
+        self.keep = keep
+
+    def apply(self, x):
+        return x
+
+
+def _scaled(factor: float):
+    def scale(x):
+        return factor * x
+
+    return scale
+
+
+def test_a_layer_setting_writes_a_function_as_the_job_check_does():
+    """``setting_value`` wrote a function or a bound method as its module and qualified name:
+    two lambdas made in a loop (other defaults), two closures of one factory, two objects'
+    bound methods and ``",".join`` beside ``";".join`` each agreed, so two ranks whose parts'
+    specs held each agreed on one model, where the job check told them apart. It is written
+    as the job check writes it (one reading); a class still by where it is defined."""
+    pairs = [
+        [lambda x, k=k: x * k for k in (1, 2)],
+        [_scaled(1.0), _scaled(2.0)],
+        [_Gate(0.1).apply, _Gate(0.9).apply],
+        [",".join, ";".join],
+    ]
+    for one, other in pairs:
+        ours = settings.setting_value(_Spec(np.zeros(1), {"f": one}))["scale"]["f"]
+        assert ours == json.loads(plain_json.dumps(one)) != json.loads(plain_json.dumps(other))
+        assert ours != settings.setting_value(_Spec(np.zeros(1), {"f": other}))["scale"]["f"]
+    assert settings.setting_value(_scaled) == "<function tests.test_plain_json._scaled>"
+    assert settings.setting_value(np.float32) == "numpy.float32"
+    assert settings.setting_value(plain_json) == "<module 'distconv.plain_json'>"  # no path

@@ -19,6 +19,7 @@ from distconv.plain_json import (
     key_names,
     plain,
 )
+from distconv.plain_names import call_fields, code_name
 
 
 def _is_frozen_dataclass(value: Any) -> bool:
@@ -59,12 +60,14 @@ def setting_value(value: Any) -> Any:
     (:func:`~distconv.plain_json.key_names`: ``1`` beside ``"1"`` is ``"1 (int)"``), a numpy
     scalar as its Python number, an array (numpy's, cupy's, a torch tensor) as the job check
     writes it (:func:`~distconv.plain_json.plain`: its dtype, shape and a hash of its
-    values), a function or class as where it is defined, an object whose class has no str or
-    repr of its own as the job check writes it (its class's name and its attributes:
-    :func:`~distconv.plain_json.fields_of`), a thread, a lock or an open file by its type's
-    name (:func:`~distconv.plain_json.is_process_state`), and any other object as its repr
-    less its memory address, which differs from process to process (two ranks of one job
-    would disagree)."""
+    values), a class as where it is defined, a function, a closure, a bound method or a
+    module as the job check writes it (:func:`~distconv.plain_names.code_name`,
+    :func:`~distconv.plain_names.call_fields`: its cells, defaults, object), an object whose
+    class has no str or repr of its own as the job check writes it (its class's name and its
+    attributes: :func:`~distconv.plain_json.fields_of`), a thread, a lock or an open file by
+    its type's name (:func:`~distconv.plain_json.is_process_state`), and any other object as
+    its repr less its memory address, which differs from process to process (two ranks of
+    one job would disagree)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         # the fields its repr shows, as the job check writes one (a repr=False field holds
         # the process's own: a pid, a log path), an init=False field never set left out
@@ -84,6 +87,13 @@ def setting_value(value: Any) -> Any:
         return plain(value)  # its repr summarises one of over 1000 elements: two masks alike
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    if code_name(value) is not None or call_fields(value) is not None:
+        # a function, a closure, a built-in, a bound method, a partial, a module: as the job
+        # check writes it (one reading), not by its qualified name alone (two lambdas, two
+        # closures of one factory, two objects' bound methods agreed)
+        return json.loads(dumps(value))
     if callable(value) and hasattr(value, "__qualname__"):
         return f"{getattr(value, '__module__', None)}.{value.__qualname__}"
     if is_process_state(value):  # a thread's ident, a lock's state: its process's alone
