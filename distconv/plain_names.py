@@ -83,32 +83,36 @@ def call_fields(value: Any) -> dict[str, Any] | None:
         # bound to an object: its text named the object's type alone (",".join, ";".join)
         owner = value.__self__
         return {"func": f"<built-in method {type_name(owner)}.{value.__name__}>", "self": owner}
-    if isinstance(value, types.FunctionType) and (value.__closure__ or _defaults(value)):
-        fields = {"func": code_name(value)}
-        if value.__closure__:
-            fields["closure"] = closure_values(value)
-        if defaults := _defaults(value):
-            fields["defaults"] = defaults
-        return fields
+    if isinstance(value, types.FunctionType):
+        kept = {"closure": closure_values(value), "defaults": _defaults(value)}
+        kept = {what: found for what, found in kept.items() if found}
+        return {"func": code_name(value), **kept} if kept else None
     return None
 
 
 def _defaults(function: types.FunctionType) -> dict[str, Any]:
     """``function``'s default arguments by their parameters' names (``__defaults__``, then
     ``__kwdefaults__``): ``lambda x, k=k: x * k`` made in a loop was one text for each ``k``
-    (its name and line), so two ranks whose configs differ in a default passed the job check."""
+    (its name and line), so two ranks whose configs differ in a default passed the job check.
+    A private one (``_cache={}``, a name starting with ``_``) is left out, as an object's
+    private attribute is (:func:`public_attributes`): what the process filled in."""
     code = function.__code__
     given = function.__defaults__ or ()
     names = code.co_varnames[: code.co_argcount]
-    positional = names[len(names) - len(given) :]
-    return {**dict(zip(positional, given)), **(function.__kwdefaults__ or {})}
+    found = dict(zip(names[len(names) - len(given) :], given))
+    found.update(function.__kwdefaults__ or {})
+    return {name: value for name, value in found.items() if name[:1] != "_"}
 
 
 def closure_values(function: types.FunctionType) -> dict[str, Any]:
     """What ``function`` captured, by the name its code reads it by; a cell not yet set (a
-    name its factory assigns after making it) left out."""
+    name its factory assigns after making it) left out, and a private one (``_seen``, a name
+    starting with ``_``), as an object's private attribute is (:func:`public_attributes`):
+    a cache the process filled in, or ``__class__`` (which a method's name tells already)."""
     found = {}
     for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
+        if name[:1] == "_":
+            continue
         try:
             found[name] = cell.cell_contents
         except ValueError:  # empty: nothing captured yet

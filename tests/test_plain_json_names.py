@@ -268,6 +268,41 @@ def test_a_function_is_written_with_its_default_arguments(installs: list[str]):
     assert plain_json.plain(_scaler(2))["fields"].keys() == {"func", "closure"}  # no defaults
 
 
+def _memo(x, _cache={}):  # noqa: B006 (the idiom itself)
+    return _cache.setdefault(x, x)
+
+
+def _counting():
+    _seen = set()
+
+    def count(x):
+        _seen.add(x)
+        return len(_seen)
+
+    return count
+
+
+class _Method:
+    def describe(self):
+        return super().__repr__()  # a __class__ cell
+
+
+def test_a_private_default_or_cell_is_left_out_as_a_private_attribute_is():
+    """A memo in a default (``_cache={}``) or a cell (``_seen``) is what the process filled in,
+    as an object's private attribute is: written, ranks that agree refused each other once one
+    had called it. A method using ``super()`` (its ``__class__`` cell) is its name alone."""
+    before = plain_json.dumps(_memo)
+    _memo(1)
+    assert plain_json.dumps(_memo) == before == '"<function tests.test_plain_json_names._memo>"'
+    count = _counting()
+    before = plain_json.dumps(count)
+    count("conv1")
+    assert plain_json.dumps(count) == before
+    assert plain_json.plain(_Method.describe) == (
+        "<function tests.test_plain_json_names._Method.describe>"
+    )
+
+
 class _Trainer:
     """An object holding its own method (a callback) and a partial of it."""
 
