@@ -66,7 +66,8 @@ def call_fields(value: Any) -> dict[str, Any] | None:
     method (its function and the object it is bound to: ``func``, ``self``; a built-in one's
     function by its type's module-qualified name and its own) or a closure or a
     function with defaults (its :func:`code_name`, what it captured and its default arguments:
-    ``func``, ``closure``, ``defaults``) is written by, as an
+    ``func``, ``closure``, ``defaults``), or a wrapper of no text of its own (``functools.cache``'s:
+    the function it wraps as ``func``, its public attributes) is written by, as an
     object's are (:func:`~distconv.plain_json.fields_of`), or None where ``value`` is none of
     them. Their repr wrote a partial's function without its module and its arguments by
     their repr (a set in its process's hash order, an array summarised past 1000 values, an
@@ -83,6 +84,10 @@ def call_fields(value: Any) -> dict[str, Any] | None:
         # bound to an object: its text named the object's type alone (",".join, ";".join)
         owner = value.__self__
         return {"func": f"<built-in method {type_name(owner)}.{value.__name__}>", "self": owner}
+    wrapped = attribute(value, "__wrapped__")  # functools.cache's wrapper: its function
+    if wrapped is not None and not isinstance(value, types.FunctionType):
+        if callable(value) and type(value).__repr__ is object.__repr__:  # no text of its own
+            return {"func": wrapped, **public_attributes(value)}
     if isinstance(value, types.FunctionType):
         kept = {"closure": closure_values(value), "defaults": _defaults(value)}
         kept = {what: found for what, found in kept.items() if found}

@@ -303,6 +303,30 @@ def test_a_private_default_or_cell_is_left_out_as_a_private_attribute_is():
     )
 
 
+@functools.cache
+def _cached_sqrt(x):
+    return math.sqrt(x)
+
+
+@functools.cache
+def _cached_log(x):
+    return math.log(x)
+
+
+def test_a_cached_function_is_written_by_the_function_it_wraps():
+    """``functools.cache``'s wrapper has no text of its own: it was written by its cache's
+    settings alone, so two cached functions (``_cached_sqrt``, ``_cached_log``) agreed and two
+    ranks whose configs chose each passed the job check."""
+    written = json.loads(plain_json.dumps(_cached_sqrt))["fields"]
+    assert written["func"] == "<function tests.test_plain_json_names._cached_sqrt>"
+    assert plain_json.dumps(_cached_sqrt) != plain_json.dumps(_cached_log)
+    assert plain_json.dumps(functools.lru_cache(8)(math.sqrt)) != plain_json.dumps(
+        functools.lru_cache(8)(cmath.sqrt)
+    )
+    _cached_sqrt(4.0)  # what it cached is not written
+    assert json.loads(plain_json.dumps(_cached_sqrt))["fields"] == written
+
+
 class _Trainer:
     """An object holding its own method (a callback) and a partial of it."""
 
