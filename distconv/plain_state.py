@@ -39,12 +39,14 @@ _LOADED_PROCESS_STATE = (
     ("asyncio", "Semaphore"),
     ("asyncio", "Condition"),  # locked or not
     ("asyncio", "Barrier"),  # its waiters (Python 3.11 on)
+    ("random", "Random"),  # what it drew: gauss_next, set by every other random.gauss
 )
 
 
 def is_process_state(value: Any) -> bool:
     """Whether ``value`` is state of its process alone (a thread, a process, an executor, a
-    lock or other threading primitive, a queue between threads, an open file or socket), written
+    lock or other threading primitive, a queue between threads, an open file or socket, a
+    ``random.Random``: the bound ``random.random`` and ``random.gauss`` walk it), written
     by its type's name (a queue's contents are what its threads have done by then):
     its text held a thread's ident, a pid, a lock's state, a per-rank file name."""
     if isinstance(value, _PROCESS_STATE):

@@ -10,6 +10,7 @@ import functools
 import importlib.util
 import json
 import math
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -325,6 +326,22 @@ def test_a_cached_function_is_written_by_the_function_it_wraps():
     )
     _cached_sqrt(4.0)  # what it cached is not written
     assert json.loads(plain_json.dumps(_cached_sqrt))["fields"] == written
+
+
+def test_the_random_modules_functions_are_written_alike_whatever_was_drawn():
+    """``random.gauss`` and ``random.random`` are bound to the module's ``Random``, walked as a
+    bound method's object: its ``gauss_next``, set by every other ``random.gauss`` call, was
+    written, so ranks whose configs name them refused each other once one had drawn an odd
+    number of them. A ``Random`` is its process's state, written by its type's name."""
+    chosen = [random.random, random.gauss, random.Random(3).random]
+    before = plain_json.dumps(chosen)
+    state = random.getstate()  # the module's draws put back: other tests share it
+    try:
+        random.gauss(0.0, 1.0)
+        assert plain_json.dumps(chosen) == before
+    finally:
+        random.setstate(state)
+    assert json.loads(before)[0]["fields"]["self"] == "Random"
 
 
 class _Trainer:
