@@ -80,8 +80,9 @@ def call_fields(value: Any) -> dict[str, Any] | None:
         return {"func": value.func, "args": list(value.args), "keywords": dict(value.keywords)}
     if isinstance(value, types.MethodType):
         return {"func": value.__func__, "self": value.__self__}
-    if isinstance(value, types.BuiltinFunctionType) and _builtin_name(value) is None:
-        # bound to an object: its text named the object's type alone (",".join, ";".join)
+    if isinstance(value, types.MethodWrapperType) or (
+        isinstance(value, types.BuiltinFunctionType) and _builtin_name(value) is None
+    ):  # bound to an object: its text named the object's type alone (",".join, (2).__mul__)
         owner = value.__self__
         return {"func": f"<built-in method {type_name(owner)}.{value.__name__}>", "self": owner}
     wrapped = attribute(value, "__wrapped__")  # functools.cache's wrapper: its function

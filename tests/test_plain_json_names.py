@@ -169,6 +169,9 @@ def test_a_built_in_method_bound_to_an_object_is_walked_as_a_bound_method_is(ins
     lookup = json.loads(ours)[8]["fields"]
     assert lookup == {"func": "<built-in method builtins.dict.get>", "self": {"a": ["x", "y"]}}
     assert plain_json.dumps({1: 2}.get) != plain_json.dumps({1: 3}.get)
+    doubled = {"func": "<built-in method builtins.int.__mul__>", "self": 2}  # a method-wrapper
+    assert json.loads(plain_json.dumps((2).__mul__))["fields"] == doubled
+    assert plain_json.dumps((2).__mul__) != plain_json.dumps((3).__mul__)
 
 
 def test_a_partial_and_a_bound_method_are_walked_not_written_by_their_repr(
