@@ -15,8 +15,8 @@ class SyncError(RuntimeError):
 
 class JobRefused(SyncError):
     """The job as configured cannot go on: the ranks run different jobs, a shard refused this
-    job, or a 16-bit gradient wire overflowed without the communication thread (every rank
-    holds the same sums, so each refuses the same bucket). The user's configuration is the
+    job, or a 16-bit gradient wire overflowed (every rank holds the same sums, so each refuses
+    the same bucket, with or without the communication thread). The user's configuration is the
     cause (a batch size, a model, a setting unlike another rank's; a wire too narrow), not
     their code.
 
