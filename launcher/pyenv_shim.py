@@ -53,6 +53,14 @@ def shim_root(path: str) -> str | None:
     return None if shim is None else shim[0]
 
 
+def shim_name(path: str) -> str:
+    """The program a pyenv shim started as ``path`` asks pyenv for: the name it is started by
+    (``program="${0##*/}"``, the shim's first step), not its file's: a link ``~/bin/dc`` to
+    ``shims/distconv`` runs ``pyenv exec dc``, and a link ``distconv`` to ``shims/python3``
+    runs ``pyenv exec distconv``."""
+    return os.path.basename(path)
+
+
 def shim_target(path: str) -> str | None:
     """The file the pyenv shim ``path`` runs here (``pyenv which NAME`` in this environment and
     folder, which the launch's children inherit, with the root the shim exports), or None:
@@ -64,7 +72,7 @@ def shim_target(path: str) -> str | None:
     if shim is None:
         return None
     root, pyenv = shim  # the program the shim execs, as it does
-    name = os.path.basename(os.path.realpath(path))
+    name = shim_name(path)
     asked = (pyenv, root, name)
     if asked in _HUNG:
         return None

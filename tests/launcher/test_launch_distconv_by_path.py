@@ -170,6 +170,23 @@ def test_pyenv_is_not_asked_of_a_shim_of_another_name(tmp_path, monkeypatch):
     assert not asked.exists()
 
 
+@needs_script
+def test_a_link_to_a_shim_runs_the_program_of_its_own_name(tmp_path, monkeypatch):
+    """A shim runs ``pyenv exec`` of the name it is started by (``${0##*/}``), not its file's:
+    a link ``dc`` to the ``distconv`` shim runs no distconv (``pyenv: dc: command not found``)
+    and was read as this install's train; a link ``distconv`` to the ``python3`` shim runs
+    this install's distconv and was read as a program of the user's (k595)."""
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    shim = _pyenv(tmp_path, f"echo {SCRIPT}")  # pyenv names a file for 'distconv' alone
+    shutil.copy2(shim, shim.with_name("python3"))
+    links = tmp_path / "bin"
+    links.mkdir()
+    (links / "dc").symlink_to(shim)
+    (links / "distconv").symlink_to(shim.with_name("python3"))
+    assert not parse_program([str(links / "dc"), *TRAIN]).is_train
+    assert parse_program([str(links / "distconv"), *TRAIN]).is_train
+
+
 def test_a_pyenv_that_hangs_is_waited_for_once_a_launch(tmp_path, monkeypatch):
     """A launch reads its first word more than once (the program, then whether it names one):
     a pyenv that hangs held it for the bound each time, twice the 2 s the docs name; one that
