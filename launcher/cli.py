@@ -337,6 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``distconv-launch``; returns the exit status."""
+    from .pyenv_shim import forget
+
+    forget()  # the launch before's pyenv answers, a caller's that launches again in-process
     own, rest = split_argv(sys.argv[1:] if argv is None else argv)
     args = parse_own(build_parser(), own, rest)  # a usage error gives the stop signals back
     quote_user_values(args, rest)  # the error lines show $'a\nb' as distconv train's do

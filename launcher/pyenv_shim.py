@@ -14,10 +14,18 @@ import subprocess
 #: seconds ``pyenv which`` may take: it reads a few files and runs no Python; a pyenv that does
 #: not answer in that time leaves the shim a program of the user's, run as it is
 WHICH_BOUND = 2.0
-#: the ``pyenv which`` questions (pyenv, root, name) that took over :data:`WHICH_BOUND` in this
-#: process: not asked again, as a launch reads its first word more than once (a hung pyenv
-#: held it twice the bound)
-_HUNG: set[tuple[str, str, str]] = set()
+#: this launch's ``pyenv which`` answers by question (pyenv, root, name), None for one that
+#: failed or took over :data:`WHICH_BOUND`: a launch reads its first word more than once
+#: (parse_program, then names_a_program), and each read asked again (a hung pyenv held it twice
+#: the bound, one that answered slowly as long, and two answers could differ); :func:`forget`,
+#: at each launch's start, clears them (a library caller's next launch asks pyenv again)
+_ANSWERS: dict[tuple[str, str, str], str | None] = {}
+
+
+def forget() -> None:
+    """Forget the ``pyenv which`` answers of the launch before (:data:`_ANSWERS`): a launch's
+    first step, for a caller that launches more than once in one process."""
+    _ANSWERS.clear()
 
 
 #: what marks a file as a shim pyenv wrote (``pyenv rehash``): the root it exports and the
@@ -65,17 +73,23 @@ def shim_target(path: str) -> str | None:
     """The file the pyenv shim ``path`` runs here (``pyenv which NAME`` in this environment and
     folder, which the launch's children inherit, with the root the shim exports), or None:
     ``path`` is no shim (:func:`_shim`), or pyenv names none, fails or takes over
-    :data:`WHICH_BOUND` (this time or once before: :data:`_HUNG`)."""
-    from .interrupt import run_captured  # a stop signal never leaves pyenv running
-
+    :data:`WHICH_BOUND`; asked once a launch (:data:`_ANSWERS`)."""
     shim = _shim(path)
     if shim is None:
         return None
     root, pyenv = shim  # the program the shim execs, as it does
-    name = shim_name(path)
-    asked = (pyenv, root, name)
-    if asked in _HUNG:
-        return None
+    asked = (pyenv, root, shim_name(path))
+    if asked not in _ANSWERS:  # once a launch (its words are read more than once)
+        _ANSWERS[asked] = _which(*asked)
+    return _ANSWERS[asked]
+
+
+def _which(pyenv: str, root: str, name: str) -> str | None:
+    """``pyenv which NAME`` of the pyenv program ``pyenv`` with the root ``root``, as a shim
+    runs it: the file it names, or None where it names none, fails or takes over
+    :data:`WHICH_BOUND` (killed with what it started)."""
+    from .interrupt import run_captured  # a stop signal never leaves pyenv running
+
     try:
         # its group killed past the bound: what pyenv started (its hooks') outlived it
         done = run_captured(
@@ -84,10 +98,7 @@ def shim_target(path: str) -> str | None:
             env={**os.environ, "PYENV_ROOT": root},
             kill_group=True,
         )
-    except subprocess.TimeoutExpired:
-        _HUNG.add(asked)
-        return None
-    except OSError:
+    except (OSError, subprocess.TimeoutExpired):
         return None
     found = done.stdout.strip()
     return found if done.returncode == 0 and os.path.isabs(found) else None

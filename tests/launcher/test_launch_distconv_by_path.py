@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -21,8 +22,9 @@ from launcher.commands import (
     refuse_owned_flags,
 )
 from launcher.owned import LOCAL_OWNED
-from tests.launcher.launch_cli import usage_refusal
-from tests.processes import MARK, job_env, job_left
+from launcher.pyenv_shim import forget
+from tests.launcher.launch_cli import ENV, usage_refusal
+from tests.processes import MARK, job_env, job_left, run_job
 
 #: the console script this Python installed for distconv (pip's ``distconv`` entry point)
 SCRIPT = Path(sysconfig.get_path("scripts"), "distconv")
@@ -72,6 +74,12 @@ def test_the_console_script_before_the_dashes_is_told_to_drop_as_the_bare_word(c
         f"(the launcher runs distconv train itself: drop {SCRIPT} train (distconv-launch local "
         "--workers 1 --servers 0 -- --epochs 1), or put a program after --)"
     ), said
+
+
+@pytest.fixture(autouse=True)
+def _no_pyenv_answers() -> None:
+    """Each test a launch of its own: no ``pyenv which`` answer kept from another's."""
+    forget()
 
 
 #: a pyenv shim as pyenv writes it (its root in place of ``/root/.pyenv``, the pyenv it execs
@@ -126,6 +134,7 @@ def test_a_pyenv_shim_is_this_installs_where_pyenv_runs_this_pythons_script(
     monkeypatch.setattr(launcher.pyenv_shim, "WHICH_BOUND", 0.3)
     for which in (f"echo {other}", "exit 1", "exec sleep 5"):
         (root / "libexec" / "pyenv").write_text(f'#!/bin/sh\n[ "$1" = which ] && {which}\n')
+        forget()  # a launch of its own: pyenv is asked once a launch
         assert not parse_program([str(shim), *TRAIN]).is_train, which
 
 
@@ -150,6 +159,7 @@ def test_a_shim_of_a_pyenv_installed_apart_from_its_root_asks_the_pyenv_it_runs(
     other.parent.mkdir()
     shutil.copy2(SCRIPT, other)
     _pyenv(root, f"echo {other}", install=cellar)
+    forget()  # a launch of its own: pyenv is asked once a launch
     monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
     assert shutil.which("distconv") == str(shim)
     assert not parse_program([str(shim), *TRAIN]).is_train
@@ -222,3 +232,42 @@ def test_a_pyenv_that_hangs_leaves_nothing_it_started_running(tmp_path, monkeypa
         assert launcher.pyenv_shim.shim_target(str(shim)) is None
         assert started.read_text().strip().isdigit()  # the child ran
         assert job_left(job, 2.0) == {}
+
+
+#: launches in one process, as a library caller makes them (``launcher.cli.main``): the
+#: ``pyenv which`` asks after each, and its status
+_LAUNCHES = """
+import sys
+import launcher.pyenv_shim
+from launcher.cli import main
+
+launcher.pyenv_shim.WHICH_BOUND = 0.3
+shim, asked = sys.argv[1:]
+for own, after in (([], ["--bogus"]), (["--bogus"], []), (["--bogus"], [])):
+    try:
+        status = main(["local", "--workers", "1", *own, "--", shim, "train", *after])
+    except SystemExit as exc:
+        status = exc.code
+    print(status, len(open(asked).readlines()), flush=True)
+"""
+
+
+@needs_script
+def test_pyenv_is_asked_once_a_launch_and_again_the_next(tmp_path):
+    """A launch reads its first word more than once: only a pyenv past the bound was not
+    asked again, so one that answered was asked twice a launch (twice as long where slow,
+    the docs' 'once a launch' untrue), and one past the bound never again in that process:
+    a library caller's next launch took the shim for a program of its own unasked. Each
+    launch asks once (k595)."""
+    asked, answer = tmp_path / "asked", tmp_path / "answer"
+    shim = _pyenv(tmp_path, "")
+    answering = f"[ -e {answer} ] && rm {answer} && echo {SCRIPT} && exit"
+    (tmp_path / "libexec" / "pyenv").write_text(
+        f"#!/bin/sh\necho >> {asked}\n{answering}\nexec sleep 5\n"
+    )
+    answer.touch()  # the first launch's pyenv answers; the next two hang
+    argv = [sys.executable, "-c", _LAUNCHES, str(shim), str(asked)]
+    done = run_job(argv, env=ENV, timeout=60, cwd=tmp_path)
+    # train's refusal of --bogus (the shim is this install's), then the launcher's own
+    assert done.stdout.split("\n")[:3] == ["2 1", "2 2", "2 3"], (done.stdout, done.stderr)
+    assert "distconv train takes no --bogus" in done.stderr, done.stderr
