@@ -62,7 +62,11 @@ def not_a_program(word: str, after: Sequence[str] = ()) -> str:
         return f"{start} start with an option, e.g. -- --epochs 2"
     from distconv.async_hint import value_word
 
-    value = list(after[:1]) if after and value_word(after[0]) else []  # '-- lr -0.1' too
+    from .usage_hint import takes_value
+
+    # '-- lr -0.1' too; not '-- overwrite x', a flag that takes none ('--overwrite x' refused)
+    takes = bool(after) and value_word(after[0]) and takes_value(flag)
+    value = list(after[:1]) if takes else []
     return f"{start} start with an option: did you mean -- {shlex.join([flag, *value])}?"
 
 

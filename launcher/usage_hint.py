@@ -199,14 +199,14 @@ def _program_first(
     value of the command's own options (``values``) none, though on PATH (``sync``), nor the
     value of the train flag before it (``--out test``: /usr/bin/test)."""
     for i, word in enumerate(extra[1:], 1):
-        if word == "train" or word in values or _takes_value(extra[i - 1]):
+        if word == "train" or word in values or takes_value(extra[i - 1]):
             continue
         if _program_word(word, elsewhere):
             return [word, *extra[:i], *extra[i + 1 :], *rest]
     return None
 
 
-def _takes_value(word: str) -> bool:
+def takes_value(word: str) -> bool:
     """Whether ``word`` is a ``distconv train`` flag that takes the next word as its value
     (``--out``, ``--ou``; not ``--overwrite``, nor ``--out=x``, which holds its own)."""
     from distconv.train_args import FlagError, full_flag, train_parser

@@ -479,6 +479,9 @@ def test_a_train_flags_dashes_left_out_are_a_usage_error_here_too():
     # a negative value is the flag's, as argparse reads it: it was left out of the fix (k590)
     with pytest.raises(UsageError, match=r"did you mean -- --lr -0\.1\? \("):
         parse_program(["lr", "-0.1"], True)
+    # a flag that takes no value is named alone: '-- --overwrite x' is refused (k595)
+    with pytest.raises(UsageError, match=r"did you mean -- --overwrite\?$"):
+        parse_program(["overwrite", "x"], False)
 
 
 @pytest.mark.timeout(60)
