@@ -105,6 +105,9 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
 
     def _check_sender(self, header: dict[str, Any], frame: Any) -> None:
         if header["job"] != self.config.job_id:
+            # the key first: a worker of this job's keys claiming another's rank under another
+            # id is refused for the key, and claims no rank that the ranks waiting could hear of
+            self._check_key(header["rank"], frame)
             served = repr(self.config.job_id)
             other = WireError(another_id_text(header["rank"], short(header["job"]), served))
             other.fields = REFUSED_JOB  # the reply's, as a _Refused's (handle)
@@ -115,10 +118,12 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
         rank = header["rank"]
         if not 0 <= rank < self.config.workers:
             raise WireError(f"rank {rank} outside 0..{self.config.workers - 1}")
-        if self._key_rank:
-            key = keyfiles.user_id(frame)
-            if self._key_rank.get(key) != rank:
-                raise WireError(f"rank {rank} sent with another worker's key")
+        self._check_key(rank, frame)
+
+    def _check_key(self, rank: Any, frame: Any) -> None:
+        """Secure: refuse a request for ``rank`` sent with another worker's key."""
+        if self._key_rank and self._key_rank.get(keyfiles.user_id(frame)) != rank:
+            raise WireError(f"rank {rank} sent with another worker's key")
 
     # -- values and state ---------------------------------------------------------------------
     def _blocks(self, header: dict[str, Any]) -> list[tuple[int, _Block]]:

@@ -14,13 +14,16 @@ import sys
 import time
 
 import pytest
+import zmq
 from ps_helpers import script_ranks, served
 from test_ps_stuck import _bye, _gather, _hello_run, _meet, _push_w
 
 from distconv.rank_endings import another_id_text
+from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.server import Shard
+from distconv.sync.ps.wire import pack, unpack_header
 from tests.other_jobs import OTHER_JOBS
 
 #: the shard's --timeout: the waiting rank heard of the refusal only when it had waited it out
@@ -200,3 +203,33 @@ def test_a_refusal_older_than_the_timeout_stops_no_later_run(hand, runs_before):
     assert _hello_run(h, 1, 11)["op"] == "ok"
     _gather(h, 1, "all_equal:1")
     assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2 and not h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_a_key_of_this_job_claiming_another_rank_under_another_id_stops_nothing(job_keys):
+    """Secure: rank 0's key sends a hello of job 'job8' for rank 1 while rank 0 waits in its
+    start-up gather. The shard took it as rank 1's refusal before it looked at the key, and
+    failed the job as a refusal of it (review k597); it is refused for the key, claiming no
+    rank, and rank 0's gather waits on."""
+    config = ShardConfig(bind="127.0.0.1:0", workers=2, keys_dir=job_keys, timeout=SHARD_TIMEOUT)
+    with served(Shard(config)) as shard, zmq.Context() as ctx:
+        sock = ctx.socket(zmq.DEALER)
+        sock.linger = 0
+        keyfiles.curve_client(sock, keyfiles.worker_keys(job_keys, 0))
+        sock.connect(f"tcp://{shard.endpoint}")
+        hello = {"op": "hello", "host": "h", **hello_fields({}), "run": 5}
+        asked = [
+            {**hello, "id": 1, "job": "local", "rank": 0},
+            {"op": "gather", "id": 2, "job": "local", "rank": 0, "tag": "all_equal:1"},
+            {**hello, "id": 3, "job": "job8", "rank": 1},
+        ]
+        for head in asked:
+            sock.send_multipart(pack({**head, "value": None} if head["id"] == 2 else head))
+        replies = []
+        while not replies or replies[-1]["id"] != 3:
+            assert sock.poll(10_000), replies
+            replies.append(unpack_header(sock.recv_multipart()[0], request=False))
+        assert [r["id"] for r in replies] == [1, 3] and replies[0]["op"] == "ok", replies
+        assert "another worker's key" in replies[1]["error"], replies
+        assert not shard.failed, shard.failed
+        sock.close(0)
