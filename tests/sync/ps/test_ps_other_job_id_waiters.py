@@ -141,12 +141,33 @@ def test_a_stray_of_another_id_stops_no_job_whose_rank_is_here(hand, mode, hold,
 @pytest.mark.timeout(30)
 def test_a_worker_of_this_job_after_the_stray_takes_its_rank(hand):
     """The stray of another id came first; rank 1's worker of this job says hello after it:
-    rank 0's start-up gather waits for it, and is answered."""
-    h = hand(workers=2)
+    rank 0's start-up gather waits for it, and is answered. When rank 1 goes silent later,
+    the timeout names no refusal: the stray came before rank 1's latest hello."""
+    h = hand(workers=2, timeout=0.2)
     assert _other_id_hello(h) == []
     for rank, run in ((0, 5), (1, 11)):
         assert _hello_run(h, rank, run)["op"] == "ok"
     _meet(h)
+    assert not h.shard.failed, h.shard.failed
+    _held_push(h)
+    time.sleep(0.3)
+    h.shard._check_timeouts(time.monotonic())
+    assert "sent nothing" in h.shard.failed and "job id" not in h.shard.failed, h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_a_push_held_from_a_run_before_waits_for_no_rank(hand):
+    """Rank 0's push of its run before is still held when rank 0 says hello again and rank 1
+    says bye; a stray of another id then claims rank 1: nothing of rank 0's new run waits
+    for it (the held push is ignored, as the stuck check ignores it), so nothing stops."""
+    h = hand(workers=2)
+    for rank, run in ((0, 5), (1, 11)):
+        assert _hello_run(h, rank, run)["op"] == "ok"
+    _meet(h)
+    _held_push(h)
+    assert _hello_run(h, 0, 6)["op"] == "ok"
+    _bye(h, 1, run=11)
+    _other_id_hello(h)
     assert not h.shard.failed, h.shard.failed
 
 
