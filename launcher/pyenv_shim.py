@@ -15,10 +15,11 @@ import subprocess
 #: not answer in that time leaves the shim a program of the user's, run as it is
 WHICH_BOUND = 2.0
 #: this launch's ``pyenv which`` answers by question (pyenv, root, name), None for one that
-#: failed or took over :data:`WHICH_BOUND`: a launch reads its first word more than once
-#: (parse_program, then names_a_program), and each read asked again (a hung pyenv held it twice
-#: the bound, one that answered slowly as long, and two answers could differ); :func:`forget`,
-#: at each launch's start, clears them (a library caller's next launch asks pyenv again)
+#: failed, took over :data:`WHICH_BOUND` or was stopped: a launch reads its first word more
+#: than once (parse_program, names_a_program, the last line's), and each read asked again (a
+#: hung pyenv held it twice the bound, one that answered slowly as long, and two answers could
+#: differ); :func:`forget`, at each launch's start, clears them (a library caller's next launch
+#: asks pyenv again)
 _ANSWERS: dict[tuple[str, str, str], str | None] = {}
 
 
@@ -73,13 +74,17 @@ def shim_target(path: str) -> str | None:
     """The file the pyenv shim ``path`` runs here (``pyenv which NAME`` in this environment and
     folder, which the launch's children inherit, with the root the shim exports), or None:
     ``path`` is no shim (:func:`_shim`), or pyenv names none, fails or takes over
-    :data:`WHICH_BOUND`; asked once a launch (:data:`_ANSWERS`)."""
+    :data:`WHICH_BOUND`; asked once a launch (:data:`_ANSWERS`), a stop while it is asked
+    (:class:`launcher.interrupt.Interrupted`) leaving the answer None for the launch."""
     shim = _shim(path)
     if shim is None:
         return None
     root, pyenv = shim  # the program the shim execs, as it does
     asked = (pyenv, root, shim_name(path))
     if asked not in _ANSWERS:  # once a launch (its words are read more than once)
+        # None first: a stop that ends the asking (Interrupted) leaves it asked; the stopped
+        # launch's last line reads the words again, and waited on pyenv anew
+        _ANSWERS[asked] = None
         _ANSWERS[asked] = _which(*asked)
     return _ANSWERS[asked]
 

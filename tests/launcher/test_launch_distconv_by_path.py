@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -23,7 +25,7 @@ from launcher.commands import (
 )
 from launcher.owned import LOCAL_OWNED
 from launcher.pyenv_shim import forget
-from tests.launcher.launch_cli import ENV, usage_refusal
+from tests.launcher.launch_cli import ENV, usage_refusal, wait_while_running
 from tests.processes import MARK, job_env, job_left, run_job
 
 #: the console script this Python installed for distconv (pip's ``distconv`` entry point)
@@ -271,3 +273,49 @@ def test_pyenv_is_asked_once_a_launch_and_again_the_next(tmp_path):
     # train's refusal of --bogus (the shim is this install's), then the launcher's own
     assert done.stdout.split("\n")[:3] == ["2 1", "2 2", "2 3"], (done.stdout, done.stderr)
     assert "distconv train takes no --bogus" in done.stderr, done.stderr
+
+
+#: ``distconv-launch ARGV`` (``python -m launcher``), its pyenv's bound past any test's: only a
+#: stop ends its wait on a pyenv that hangs
+_HUNG_LAUNCH = """
+import runpy
+import launcher.pyenv_shim
+
+launcher.pyenv_shim.WHICH_BOUND = 120.0
+runpy.run_module("launcher", run_name="__main__", alter_sys=True)
+"""
+
+
+def _hung_launch(tmp_path: Path, job: dict[str, str], *own: str) -> subprocess.Popen:
+    """A launcher (``local --workers 1 OWN -- SHIM train``) in a session of its own, in the
+    job ``job``, once its pyenv, which hangs, has started a child (``sleep 300 &``, a hook's);
+    each time pyenv is asked, a line in ``tmp_path/asked``."""
+    asked, started = tmp_path / "asked", tmp_path / "started"
+    shim = _pyenv(tmp_path, "")
+    (tmp_path / "libexec" / "pyenv").write_text(
+        f"#!/bin/sh\necho >> {asked}\nsleep 300 &\n"
+        f"echo $! > {started}.tmp && mv {started}.tmp {started}\nwait\n"
+    )
+    argv = ["local", "--workers", "1", *own, "--", str(shim), "train"]
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", _HUNG_LAUNCH, *argv], env=job, cwd=tmp_path, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    wait_while_running(started.exists, launcher, "pyenv's child", 10)
+    return launcher
+
+
+def test_a_sigterm_to_a_launch_waiting_on_a_hung_pyenv_ends_it_and_what_pyenv_started(
+    tmp_path,
+):
+    """A SIGTERM to the launcher (armed: run_local's reading of its program asks pyenv) ends
+    the launch at once, 143, and nothing pyenv started outlives it. pyenv, stopped, was
+    asked again by the launch's last line (whether the program writes JSON lines), which
+    waited out its bound (2 s) or a second stop (k599)."""
+    with job_env(ENV) as job:
+        launcher = _hung_launch(tmp_path, job)
+        launcher.send_signal(signal.SIGTERM)
+        _, err = launcher.communicate(timeout=10)
+        assert launcher.returncode == 143, err
+        assert err.endswith("stopped by SIGTERM before the job started\n"), err
+        assert job_left(job, 3.0) == {}
