@@ -192,8 +192,11 @@ def run_captured(
 
     With ``kill_group`` the child starts in a session (and process group) of its own, and a
     timeout or a stop kills that whole group: the processes it started too, which outlived it
-    otherwise (a hung ``pyenv which``'s own children, holding its output pipe). Without it
-    (the default) the child stays in the launcher's group and only it is killed.
+    otherwise (a hung ``pyenv which``'s own children, holding its output pipe); so does its
+    end, and the launcher's death however it dies, which a kill of the launcher's own group
+    no longer reached (:func:`launcher.process_group.watched`: its stdin is /dev/null, and a
+    program that cannot be started its shell's status 127). Without it (the default) the
+    child stays in the launcher's group and only it is killed.
 
     It is kept by the handler, not by a signal mask: a mask holds the signal off one thread
     only, and the kernel hands a signal sent to the process to any thread that does not block
@@ -202,47 +205,58 @@ def run_captured(
     the child is dead: raised first, it left the child running and Popen's exit waiting for it.
 
     Raises:
-        OSError: the program cannot be started.
+        OSError: the program cannot be started (without ``kill_group``).
         subprocess.TimeoutExpired: it ran past ``timeout`` (it is killed first).
         Interrupted: a stop signal came once the launcher was armed (the child is killed).
     """
     import subprocess
 
     global _armed
+    command, watchdog, group_end = list(argv), None, None
     if kill_group:  # here, not on the way out: it imports ctypes (process_group imports us)
-        from .process_group import signal_group
+        from .process_group import signal_group, watched
+
+        command, watchdog, group_end = watched(argv)  # its group killed at our death too
     armed, kept = _armed, len(_pending)
     _armed = False  # _on_signal keeps what comes now in _pending
     try:
-        child = subprocess.Popen(
-            list(argv),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            start_new_session=kill_group,
-        )
-    except BaseException:
-        _rearm(armed, kept)
-        raise
-    with child:
         try:
-            _rearm(armed, kept)  # from here a signal raises in this try, which kills the child
-            stdout, stderr = child.communicate(timeout=timeout)
-        except BaseException as stop:  # a timeout or a stop signal: not left running
-            # kept till it is dead: a second signal raised before the kill left it running,
-            # and Popen's exit then waited for it. First, before any call, where CPython runs
-            # a pending handler; _rearm left _armed and _pending as they were at the start
-            _armed = False
-            try:
-                if kill_group:  # before the wait: the unreaped leader keeps the group's id ours
-                    signal_group(child.pid, signal.SIGKILL)
-                child.kill()
-                child.wait()
-            finally:  # a stop already on its way is the one raised, as the supervisor's first
-                _rearm(armed, kept, raising=not isinstance(stop, Interrupted))
+            child = subprocess.Popen(
+                command,
+                stdin=watchdog,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                start_new_session=kill_group,
+            )
+        except BaseException:
+            _rearm(armed, kept)
             raise
-    return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
+        finally:
+            if watchdog is not None:  # the child's alone: the launcher holds the write end
+                os.close(watchdog)
+        with child:
+            try:
+                _rearm(armed, kept)  # from here a signal raises in this try: the child killed
+                stdout, stderr = child.communicate(timeout=timeout)
+            except BaseException as stop:  # a timeout or a stop signal: not left running
+                # kept till it is dead: a second signal raised before the kill left it
+                # running, and Popen's exit then waited for it. First, before any call, where
+                # CPython runs a pending handler; _rearm left _armed and _pending as they were
+                _armed = False
+                try:
+                    if kill_group:  # before the wait: the unreaped leader keeps its group ours
+                        signal_group(child.pid, signal.SIGKILL)
+                    child.kill()
+                    child.wait()
+                finally:  # a stop already on its way is the one raised, as the supervisor's
+                    _rearm(armed, kept, raising=not isinstance(stop, Interrupted))
+                raise
+    finally:  # the watchdog's end of file: what the child left running in its group dies
+        if group_end is not None:
+            os.close(group_end)
+    return subprocess.CompletedProcess(list(argv), child.returncode, stdout, stderr)
 
 
 def _rearm(armed: bool, kept: int, raising: bool = True) -> None:

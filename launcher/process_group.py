@@ -9,7 +9,7 @@ import ctypes.util
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from distconv.procfs import stat_fields
 
@@ -59,6 +59,32 @@ def parent_death_signal() -> Callable[[], None]:
             os.kill(os.getpid(), signal.SIGTERM)
 
     return preexec
+
+
+#: what a :func:`watched` command runs first: its stdin, the pipe, kept as fd 3 (stdin is
+#: /dev/null from here), a watchdog started beside it, then the program in the shell's place
+#: (fd 3 closed). The watchdog reads fd 3 till its end of file and kills the whole process
+#: group; its output goes nowhere, as it would hold the program's pipes open
+_WATCHDOG = 'exec 3<&0 </dev/null; (read _ <&3; kill -s KILL 0) >/dev/null 2>&1 & exec "$@" 3<&-'
+
+
+def watched(argv: Sequence[str]) -> tuple[list[str], int, int]:
+    """``argv`` as a command whose process group dies with the launcher, for a child started
+    in a session of its own (``start_new_session``) with the returned ``read`` end of a pipe
+    as its stdin: a watchdog in its group kills the whole group at the end of file of that
+    pipe, whose ``write`` end only the launcher holds, open till it is done with the child.
+    Its death, however it comes, closes it: a SIGKILL of the launcher or of its own process
+    group (``timeout -s KILL``, a batch system's killpg), which reaches no group of the
+    child's own, and ``PR_SET_PDEATHSIG`` would end the child alone, not what it started.
+    The program's own stdin is /dev/null; one that cannot be started is the shell's 126 or
+    127, not an OSError.
+
+    Returns:
+        the command (``/bin/sh -c``), the read end (the child's stdin, closed by the caller
+        once it started) and the write end (closed by the caller: the group's end).
+    """
+    read, write = os.pipe()
+    return ["/bin/sh", "-c", _WATCHDOG, argv[0], *argv], read, write
 
 
 def running_groups() -> set[int] | None:

@@ -236,6 +236,24 @@ def test_a_pyenv_that_hangs_leaves_nothing_it_started_running(tmp_path, monkeypa
         assert job_left(job, 2.0) == {}
 
 
+def test_a_pyenv_that_answers_leaves_nothing_it_started_running(tmp_path, monkeypatch):
+    """A process pyenv started and left running (a hook's, its output elsewhere) once it
+    answered is killed with pyenv's group at the answer, as it is past the bound (k599)."""
+    import launcher.pyenv_shim
+
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    started = tmp_path / "started"
+    shim = _pyenv(tmp_path, "")
+    (tmp_path / "libexec" / "pyenv").write_text(
+        f"#!/bin/sh\nsleep 300 >/dev/null 2>&1 &\necho $! > {started}\necho {shim}\n"
+    )
+    with job_env(os.environ) as job:
+        monkeypatch.setenv(MARK, job[MARK])  # what pyenv starts is the job: killed at the end
+        assert launcher.pyenv_shim.shim_target(str(shim)) == str(shim)
+        assert started.read_text().strip().isdigit()  # the child ran
+        assert job_left(job, 2.0) == {}
+
+
 #: launches in one process, as a library caller makes them (``launcher.cli.main``): the
 #: ``pyenv which`` asks after each, and its status
 _LAUNCHES = """
@@ -303,6 +321,18 @@ def _hung_launch(tmp_path: Path, job: dict[str, str], *own: str) -> subprocess.P
     )  # fmt: skip
     wait_while_running(started.exists, launcher, "pyenv's child", 10)
     return launcher
+
+
+def test_a_launcher_killed_while_pyenv_hangs_leaves_nothing_pyenv_started(tmp_path):
+    """A SIGKILL of the launcher's process group (``timeout -s KILL``, a batch system's
+    killpg) while pyenv hangs: pyenv ran in a session of its own, which the kill did not
+    reach, so pyenv and its hook's child ran on; a watchdog in pyenv's group kills it whole
+    at the launcher's death, however it dies (k599)."""
+    with job_env(ENV) as job:
+        launcher = _hung_launch(tmp_path, job)
+        os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.communicate(timeout=10)
+        assert job_left(job, 3.0) == {}
 
 
 def test_a_sigterm_to_a_launch_waiting_on_a_hung_pyenv_ends_it_and_what_pyenv_started(
