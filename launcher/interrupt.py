@@ -29,7 +29,7 @@ from distconv.restorable import restorable
 
 if TYPE_CHECKING:  # the first import of the launcher: only what defer() needs, at once
     import subprocess
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 #: signals that stop the job: each becomes SIGTERM to every child, then 128 + it as our status
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -45,6 +45,9 @@ _retrying = threading.Lock()  # a retry's check and send, apart from release()
 #: arm() or release() ran outside the main thread, where handlers cannot be set: each signal
 #: that comes next (its handler runs in the main thread) gives its own back, then goes to it
 _elsewhere = False
+#: kills the process group of the ``kill_group`` child that :func:`run_captured` waits for
+#: (None where it waits for none), as a stop kept for :func:`arm` or :func:`kept` comes
+_captured: Callable[[], None] | None = None
 
 
 class Interrupted(KeyboardInterrupt):
@@ -76,7 +79,9 @@ def _on_signal(signum: int, _frame: object) -> None:
         return  # else one inside its own give-back, which sends it on: never raised here
     if not _armed:
         _pending.append(signum)  # raised by arm(): an import is no place for an exception
-        return
+        if _captured is not None and not _taken:  # the launch ends on it, before it armed:
+            _captured()  # pyenv's answer is no use, and in a session of its own a terminal's
+        return  # Ctrl-C no longer reached it (the launch waited out its bound)
     if _importing(_frame):
         again = threading.Timer(RETRY_SECONDS, _send_again, (signum, _released))
         again.daemon = True
@@ -196,7 +201,9 @@ def run_captured(
     end, and the launcher's death however it dies, which a kill of the launcher's own group
     no longer reached (:func:`launcher.process_group.watched`: its stdin is /dev/null, and a
     program that cannot be started its shell's status 127). Without it (the default) the
-    child stays in the launcher's group and only it is killed.
+    child stays in the launcher's group and only it is killed. A stop kept before the
+    launcher armed kills that group too, as a terminal's Ctrl-C to the launcher's no longer
+    does: the launch ends on it.
 
     It is kept by the handler, not by a signal mask: a mask holds the signal off one thread
     only, and the kernel hands a signal sent to the process to any thread that does not block
@@ -211,9 +218,11 @@ def run_captured(
     """
     import subprocess
 
-    global _armed
+    global _armed, _captured
     command, watchdog, group_end = list(argv), None, None
     if kill_group:  # here, not on the way out: it imports ctypes (process_group imports us)
+        from functools import partial
+
         from .process_group import signal_group, watched
 
         command, watchdog, group_end = watched(argv)  # its group killed at our death too
@@ -236,6 +245,8 @@ def run_captured(
         finally:
             if watchdog is not None:  # the child's alone: the launcher holds the write end
                 os.close(watchdog)
+        if kill_group:  # its group ours till group_end closes (the watchdog in it)
+            _captured = partial(signal_group, child.pid, signal.SIGKILL)
         with child:
             try:
                 _rearm(armed, kept)  # from here a signal raises in this try: the child killed
@@ -254,6 +265,7 @@ def run_captured(
                     _rearm(armed, kept, raising=not isinstance(stop, Interrupted))
                 raise
     finally:  # the watchdog's end of file: what the child left running in its group dies
+        _captured = None  # first: the group's id is free once the watchdog killed it
         if group_end is not None:
             os.close(group_end)
     return subprocess.CompletedProcess(list(argv), child.returncode, stdout, stderr)

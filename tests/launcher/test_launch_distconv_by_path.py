@@ -349,3 +349,17 @@ def test_a_sigterm_to_a_launch_waiting_on_a_hung_pyenv_ends_it_and_what_pyenv_st
         assert launcher.returncode == 143, err
         assert err.endswith("stopped by SIGTERM before the job started\n"), err
         assert job_left(job, 3.0) == {}
+
+
+def test_a_ctrl_c_before_the_launcher_armed_ends_a_hung_pyenv_at_once(tmp_path):
+    """A Ctrl-C (SIGINT to the launcher's process group, as a terminal sends it) while pyenv
+    hangs before the launcher armed its handlers (a usage error's hint reads the program
+    after ``--``): the launcher keeps it for its exit status, and pyenv, in a session of its
+    own, no longer got it; the launch waited for pyenv's bound. The kept stop kills pyenv's
+    group (k599)."""
+    with job_env(ENV) as job:
+        launcher = _hung_launch(tmp_path, job, "--bogus")
+        os.killpg(launcher.pid, signal.SIGINT)
+        _, err = launcher.communicate(timeout=10)
+        assert launcher.returncode == 130, err
+        assert job_left(job, 3.0) == {}
