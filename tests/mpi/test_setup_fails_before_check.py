@@ -13,9 +13,10 @@ from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(60)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
-#: rank 1 gives setup two parameters of one name (a ValueError before the job check), catches
-#: it and works alone for 30 s (no MPI) before it closes; rank 0's setup is good. The test's
-#: 20 s end first, as would the watchdog's 40 s
+#: rank 1's setup raises a ValueError before the job check (RANK1_SETUP: two parameters of one
+#: name; or a config that holds itself, which JSON cannot write), catches it and works alone
+#: for 30 s (no MPI) before it closes; rank 0's setup is good. The test's 20 s end first, as
+#: would the watchdog's 40 s
 CAUGHT_ALONE = """\
 import time
 import numpy as np
@@ -25,10 +26,12 @@ from distconv.sync.mpi import MPISync
 
 sync = MPISync(create_optimizer("sgd"), timeout=40)
 w = Parameter("w", np.ones(3))
-params = [w, Parameter("w", np.zeros(2))] if sync.rank == 1 else [w]
+looped = []
+looped.append(looped)
+params, config = ({RANK1_SETUP}) if sync.rank == 1 else ([w], {{}})
 try:
     try:
-        sync.setup(params, {})
+        sync.setup(params, config)
     except ValueError as error:
         print(f"rank {sync.rank} caught: {error}", flush=True)
         time.sleep(30)
@@ -37,13 +40,25 @@ finally:
 """
 
 
-def test_a_setup_that_raises_on_one_rank_before_the_job_check_is_told_at_once(tmp_path):
+@pytest.mark.parametrize(
+    ("rank1_setup", "error"),
+    [
+        ('[w, Parameter("w", np.zeros(2))], {}', "ValueError: two parameters"),
+        ('[w], {"data": looped}', "ValueError: Circular reference detected"),
+    ],
+    ids=["two-parameters-of-one-name", "config-holding-itself"],
+)
+def test_a_setup_that_raises_on_one_rank_before_the_job_check_is_told_at_once(
+    rank1_setup, error, tmp_path
+):
     """Rank 1's setup refused its parameters before the job check, and rank 1 went on alone:
     rank 0 waited in the job check's exchange until rank 1's close aborted, or the watchdog's
     timeout (600 s by default). The exchange is made all the same, naming the error, so rank 0
-    raises a JobMismatch saying it at once."""
+    raises a JobMismatch saying it at once. So where rank 1's config holds itself: its JSON,
+    written inside the job check once its first exchange was made, failed there, and rank 0
+    waited in the digests' gather (k596)."""
     script = tmp_path / "alone.py"
-    script.write_text(CAUGHT_ALONE)
+    script.write_text(CAUGHT_ALONE.replace("{RANK1_SETUP}", rank1_setup).replace("{{}}", "{}"))
     began = time.monotonic()
     # under mpi4py's runner, whose abort on rank 0's JobMismatch ends rank 1's work alone
     done = run_mpi(["-n", "2", sys.executable, "-m", "mpi4py", str(script)], timeout=20)
@@ -52,7 +67,7 @@ def test_a_setup_that_raises_on_one_rank_before_the_job_check_is_told_at_once(tm
     said = [line for line in done.stderr.splitlines() if line.startswith("distconv.sync")]
     assert any(
         line.startswith("distconv.sync.mpi.comm.JobMismatch: rank 0 and rank 1 run different")
-        and "setup failed on rank 1 before its job check: ValueError: two parameters" in line
+        and f"setup failed on rank 1 before its job check: {error}" in line
         for line in said
     ), done.stderr[-3000:]
     assert time.monotonic() - began < 15

@@ -17,6 +17,7 @@ import numpy as np
 
 from distconv.parameter import Parameter
 from distconv.sync.base import StateDict, SyncError
+from distconv.sync.description import as_sent
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi.comm import allgather_bytes, bcast_in_place, rank0_names, same_job
 from distconv.sync.mpi.held import HeldInterrupt
@@ -216,13 +217,17 @@ class RankCollectives(LocalSync):
                 key; or what each rank is doing, where a rank is not in setup; or, outside
                 setup, called inside a step or after one that failed (see :meth:`_meet`).
         """
+        # before the exchange: a value JSON cannot write (one that holds itself), on this rank
+        # alone, raised after it left the others waiting in the digests' gather until the
+        # watchdog's timeout; raised here, setup's check is made naming it (_fail_before_check)
+        ours = as_sent(description)
         self._job_met = True  # setup's exchange reached (made, or raised as it was made)
         if self._setting_up:  # the step that failed here alone, if untold, said (and so told)
             failed, self._failed_finish = self._failed_finish, None
             self._check.say_setup(self.step, self.abandoned_steps, failed)
         else:
             self._meet(SETUP)
-        same_job(self.comm, self.rank, description)
+        same_job(self.comm, self.rank, ours)
         self._state_untold = self._setting_up  # passed: the state's making follows
 
     @held

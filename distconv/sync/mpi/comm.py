@@ -18,7 +18,7 @@ from distconv.kernels.parallel import num_threads
 from distconv.messages import exception_line
 from distconv.rank_endings import different_jobs_text
 from distconv.runtime import RuntimeConfigError
-from distconv.sync.description import as_sent, digest, first_difference
+from distconv.sync.description import digest, first_difference
 from distconv.sync.errors import JobRefused
 
 log = logging.getLogger("distconv.sync.mpi")
@@ -214,13 +214,15 @@ class WireRefused(JobRefused):
     raised_alike = True
 
 
-def same_job(comm: Any, rank: int, description: Mapping[str, Any]) -> None:
-    """Compare a digest of ``description`` across ranks; on a mismatch, name the difference.
+def same_job(comm: Any, rank: int, ours: Mapping[str, Any]) -> None:
+    """Compare a digest of ``ours`` across ranks; on a mismatch, name the difference.
+
+    ``ours``: a description as sent (:func:`~distconv.sync.description.as_sent`), made before
+    any exchange: a value JSON cannot write, refused there, is refused before the job check.
 
     Raises:
         JobMismatch: naming this rank, the first rank that differs, and the first differing key.
     """
-    ours = as_sent(description)
     digests = allgather_bytes(comm, digest(ours).encode())
     if len(set(digests)) == 1:
         return
