@@ -13,10 +13,10 @@ from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(60)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
-#: rank 1's setup raises a ValueError before the job check (RANK1_SETUP: two parameters of one
-#: name; or a config that holds itself, which JSON cannot write), catches it and works alone
-#: for 30 s (no MPI) before it closes; rank 0's setup is good. The test's 20 s end first, as
-#: would the watchdog's 40 s
+#: rank 1's setup raises before the job check (RANK1_SETUP: two parameters of one name; a
+#: config that holds itself, which JSON cannot write; an item that is no parameter), catches it
+#: and works alone for 30 s (no MPI) before it closes; rank 0's setup is good. The test's 20 s
+#: end first, as would the watchdog's 40 s
 CAUGHT_ALONE = """\
 import time
 import numpy as np
@@ -32,7 +32,7 @@ params, config = ({RANK1_SETUP}) if sync.rank == 1 else ([w], {{}})
 try:
     try:
         sync.setup(params, config)
-    except ValueError as error:
+    except (ValueError, AttributeError) as error:
         print(f"rank {sync.rank} caught: {error}", flush=True)
         time.sleep(30)
 finally:
@@ -45,8 +45,9 @@ finally:
     [
         ('[w, Parameter("w", np.zeros(2))], {}', "ValueError: two parameters"),
         ('[w], {"data": looped}', "ValueError: Circular reference detected"),
+        ("[w, None], {}", "AttributeError: 'NoneType' object has no attribute 'static'"),
     ],
-    ids=["two-parameters-of-one-name", "config-holding-itself"],
+    ids=["two-parameters-of-one-name", "config-holding-itself", "no-parameter"],
 )
 def test_a_setup_that_raises_on_one_rank_before_the_job_check_is_told_at_once(
     rank1_setup, error, tmp_path
@@ -56,7 +57,8 @@ def test_a_setup_that_raises_on_one_rank_before_the_job_check_is_told_at_once(
     timeout (600 s by default). The exchange is made all the same, naming the error, so rank 0
     raises a JobMismatch saying it at once. So where rank 1's config holds itself: its JSON,
     written inside the job check once its first exchange was made, failed there, and rank 0
-    waited in the digests' gather (k596)."""
+    waited in the digests' gather; and where one of its parameters is none (None): MPISync
+    read each one's device before the base setup took them, outside its guard (k596)."""
     script = tmp_path / "alone.py"
     script.write_text(CAUGHT_ALONE.replace("{RANK1_SETUP}", rank1_setup).replace("{{}}", "{}"))
     began = time.monotonic()

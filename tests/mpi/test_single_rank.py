@@ -422,3 +422,21 @@ def test_a_broadcast_hands_back_the_shape_it_was_given(monkeypatch):
     for array in (np.zeros((), np.int64), np.zeros((2, 3)), np.zeros((3, 2)).T):
         comm_module.bcast_in_place(SingleRankComm(), array)
         assert given[-1] == array.shape
+
+
+def test_parameters_given_as_a_generator_are_set_up_as_a_list_is(no_mpi4py):
+    """setup takes any iterable of parameters (the base setup lists them, as LocalSync's
+    does): MPISync read a generator for the job check's device first, so its setup took no
+    parameter, and the first gradient was refused as not given to setup (k596)."""
+    w = Parameter("w", np.ones(3))
+    sync = MPISync(create_optimizer("sgd"))
+    try:
+        sync.setup(p for p in [w])
+        assert sync.params == [w]
+        sync.start_step(1)
+        w.grad += 1.0
+        sync(w)
+        sync.finish_step()
+    finally:
+        sync.close()
+    assert (w.value < 1.0).all()

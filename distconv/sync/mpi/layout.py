@@ -4,7 +4,7 @@ the layout's digest that every step's check compares across ranks."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from distconv.backend import is_gpu_array
@@ -21,8 +21,24 @@ def devices(params: Sequence[Any]) -> str:
     Ranks on different devices run the optimizer on different kernels (cupy's may round
     otherwise than numpy's), so their parameters, meant to be identical, could drift apart
     without a word; a device bucket's 16-bit wire is also checked on the main thread, a host
-    one's on the communication thread, which after a refused wire go on differently."""
-    return "+".join(sorted({"gpu" if is_gpu_array(p.value) else "cpu" for p in params})) or "cpu"
+    one's on the communication thread, which after a refused wire go on differently. An item
+    with no values (no parameter: setup refuses it) is on the host."""
+    held = {"gpu" if is_gpu_array(getattr(p, "value", None)) else "cpu" for p in params}
+    return "+".join(sorted(held)) or "cpu"
+
+
+def taken_once(params: Any) -> tuple[Any, str]:
+    """``params`` as setup takes them, as a list (any iterable, as the base setup's
+    :func:`~distconv.parameter.trainable` takes them: a generator read by :func:`devices` first
+    was spent, and setup took no parameter), and :func:`devices` of them. No iterable is left
+    as it is, on the host, for the base setup to refuse: there, inside setup's guard, the other
+    ranks are told (:meth:`~.collectives.RankCollectives._fail_before_check`); raised before
+    it, here (an item with no ``value``), they waited in the job check until the watchdog's
+    timeout."""
+    if not isinstance(params, Iterable):
+        return params, "cpu"
+    params = list(params)
+    return params, devices(params)
 
 
 class BucketLayout:

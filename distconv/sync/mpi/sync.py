@@ -55,7 +55,7 @@ from distconv.sync.mpi.comm import (
 )
 from distconv.sync.mpi.kept import keep, stopping
 from distconv.sync.mpi.last_pieces import send_and_update
-from distconv.sync.mpi.layout import BucketLayout, devices
+from distconv.sync.mpi.layout import BucketLayout, taken_once
 from distconv.sync.mpi.leaving import install_abort_hook
 from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
 from distconv.sync.mpi.shutdown import NEVER_SET_UP, Shutdown
@@ -198,7 +198,7 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
         self.check_made()  # before its own fields: the base's setup, called below, checks late
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
         wire["sync.piece_bytes"], wire["sync.stream"] = list(self._pieces_asked), self.stream
-        wire["sync.device"] = devices(params)  # the ranks' optimizers must round alike
+        params, wire["sync.device"] = taken_once(params)  # the ranks' optimizers round alike
         # the parameters' (and which they are: the base setup takes the list before its job
         # check) as they are: kept if the job check fails
         changed_in, kept = self._changed_in, self.params
