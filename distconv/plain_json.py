@@ -89,6 +89,8 @@ def _keyed(value: Any, inside: set[int]) -> Any:
         return value
     if isinstance(value, (set, frozenset)):  # walked here: one ``inside`` (see _sorted)
         return _sorted(value, inside)
+    if type(value) is not dict and isinstance(value, Mapping) and is_process_state(value):
+        return type(value).__qualname__  # os.environ, a weak table: the rank's own
     fields = None if isinstance(value, (Mapping, list, tuple)) else fields_of(value)
     if fields is None and not isinstance(value, (Mapping, list, tuple)):
         return value

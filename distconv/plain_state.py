@@ -6,6 +6,7 @@ settings do. It imports nothing of distconv.
 from __future__ import annotations
 
 import io
+import os
 import queue
 import socket
 import sys
@@ -25,6 +26,7 @@ _PROCESS_STATE: tuple[type, ...] = (
     threading.Event,
     threading.Barrier,
     queue.Queue,
+    type(os.environ),  # a mapping: its text and walk were the rank's whole environment
 )
 #: the same of modules a config may hold only once its program imported them: looked up then
 _LOADED_PROCESS_STATE = (
@@ -46,7 +48,9 @@ _LOADED_PROCESS_STATE = (
 def is_process_state(value: Any) -> bool:
     """Whether ``value`` is state of its process alone (a thread, a process, an executor, a
     lock or other threading primitive, a queue between threads, an open file or socket, a
-    ``random.Random``: the bound ``random.random`` and ``random.gauss`` walk it), written
+    ``random.Random``: the bound ``random.random`` and ``random.gauss`` walk it; ``os.environ``,
+    a mapping the bound ``os.environ.get`` walks: each rank's own ``OMPI_COMM_WORLD_RANK``,
+    host name, paths), written
     by its type's name (a queue's contents are what its threads have done by then):
     its text held a thread's ident, a pid, a lock's state, a per-rank file name."""
     if isinstance(value, _PROCESS_STATE):

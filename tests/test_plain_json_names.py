@@ -10,6 +10,7 @@ import functools
 import importlib.util
 import json
 import math
+import os
 import random
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 
 from distconv import plain_json
+from distconv.layers import settings
 from tests.child_env import child_env, child_path
 
 #: a config's module, as each rank's install holds it (another folder on each host or venv)
@@ -559,3 +561,20 @@ def test_a_proxy_s_missing_state_dict_key_raises_not_its_text():
     attribute's own name says the object has none."""
     with pytest.raises(KeyError, match="enc.w"):
         plain_json.plain(_StateDictProxy("weights.pt"))
+
+
+def test_the_environment_is_written_by_its_type_not_each_ranks_variables(monkeypatch):
+    """``os.environ`` (and the bound ``os.environ.get`` a config may choose a setting's reader
+    by, its object walked) was written whole: each rank's own ``OMPI_COMM_WORLD_RANK``, host
+    name and paths, so ranks that agree refused each other at the job check, and a layer's
+    settings held them. It is its process's state, written by its type's name."""
+    chosen = [os.environ.get, os.environ, {"env": os.environ}]
+    before = plain_json.dumps(chosen)
+    monkeypatch.setenv("DISTCONV_TEST_RANK_ONLY", "rank 1's own")
+    after = plain_json.dumps(chosen)
+    assert after == before and "DISTCONV_TEST_RANK_ONLY" not in after
+    assert json.loads(before)[0]["fields"]["self"] == "_Environ"
+    assert settings.setting_value({"read": os.environ, "get": os.environ.get}) == {
+        "read": "_Environ",
+        "get": json.loads(before)[0],
+    }

@@ -64,10 +64,10 @@ def setting_value(value: Any) -> Any:
     module as the job check writes it (:func:`~distconv.plain_names.code_name`,
     :func:`~distconv.plain_names.call_fields`: its cells, defaults, object), an object whose
     class has no str or repr of its own as the job check writes it (its class's name and its
-    attributes: :func:`~distconv.plain_json.fields_of`), a thread, a lock or an open file by
-    its type's name (:func:`~distconv.plain_json.is_process_state`), and any other object as
-    its repr less its memory address, which differs from process to process (two ranks of
-    one job would disagree)."""
+    attributes: :func:`~distconv.plain_json.fields_of`), a thread, a lock, an open file or
+    ``os.environ`` by its type's name (:func:`~distconv.plain_json.is_process_state`), and
+    any other object as its repr less its memory address, which differs from process to
+    process (two ranks of one job would disagree)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         # the fields its repr shows, as the job check writes one (a repr=False field holds
         # the process's own: a pid, a log path), an init=False field never set left out
@@ -76,7 +76,8 @@ def setting_value(value: Any) -> Any:
         items = [setting_value(v) for v in value]
         # a namedtuple takes its fields one by one, as dataclasses.asdict builds it
         return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-    if isinstance(value, Mapping):  # a MappingProxyType too: its repr, a set's hash order
+    if isinstance(value, Mapping) and not is_process_state(value):  # os.environ: its type's
+        # a MappingProxyType too: its repr, a set's hash order
         names = key_names(value)  # as the job check names them: 1 beside "1" kept apart
         return {names[k]: setting_value(v) for k, v in value.items()}
     if isinstance(value, (set, frozenset)):  # its repr: in hash order, another on each rank
