@@ -21,6 +21,7 @@ import hashlib
 import json
 import re
 import sys
+import types
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +30,7 @@ from distconv.plain_names import (
     attribute,
     call_fields,
     code_name,
+    is_bound_builtin,
     probe,
     public_attributes,
     type_name,
@@ -75,7 +77,9 @@ def keyed(value: Any) -> Any:
     naming neither key nor rank: the job check's ``as_sent`` and ``digest`` raised those. A
     value that holds itself is json's ValueError, not a RecursionError; an object walked by
     :func:`fields_of` that holds itself has its fields there written ``"..."`` (as a
-    dataclass's repr writes it)."""
+    dataclass's repr writes it), and a bound method of a table or list that holds it
+    (``table["get"] = table.get``) its ``self`` there: refused as circular, such a config
+    failed on every rank once its built-in methods were walked."""
     return _keyed(value, set())
 
 
@@ -100,6 +104,10 @@ def _keyed(value: Any, inside: set[int]) -> Any:
         raise ValueError("Circular reference detected")
     inside.add(id(value))
     if fields is not None:
+        bound = isinstance(value, types.MethodType) or is_bound_builtin(value)
+        owner = fields.get("self") if bound else None
+        if isinstance(owner, (Mapping, list, tuple)) and id(owner) in inside:
+            fields = {**fields, "self": "..."}  # a table holding its own get: not refused
         made: Any = {"class": type(value).__qualname__, "fields": _keyed(fields, inside)}
     elif isinstance(value, Mapping):  # a MappingProxyType, one's own too: walked, not its str
         named = key_names(value, inside)  # a key back to a holder: "..." there

@@ -80,9 +80,7 @@ def call_fields(value: Any) -> dict[str, Any] | None:
         return {"func": value.func, "args": list(value.args), "keywords": dict(value.keywords)}
     if isinstance(value, types.MethodType):
         return {"func": value.__func__, "self": value.__self__}
-    if isinstance(value, types.MethodWrapperType) or (
-        isinstance(value, types.BuiltinFunctionType) and _builtin_name(value) is None
-    ):  # bound to an object: its text named the object's type alone (",".join, (2).__mul__)
+    if is_bound_builtin(value):  # its text named the object's type alone (",".join)
         owner = value.__self__
         return {"func": f"<built-in method {type_name(owner)}.{value.__name__}>", "self": owner}
     wrapped = attribute(value, "__wrapped__")  # functools.cache's wrapper: its function
@@ -94,6 +92,14 @@ def call_fields(value: Any) -> dict[str, Any] | None:
         kept = {what: found for what, found in kept.items() if found}
         return {"func": code_name(value), **kept} if kept else None
     return None
+
+
+def is_bound_builtin(value: Any) -> bool:
+    """Whether ``value`` is a built-in method bound to an object (``",".join``, ``{}.get``) or a
+    method-wrapper (``(2).__mul__``), walked as :func:`call_fields` walks a bound method."""
+    return isinstance(value, types.MethodWrapperType) or (
+        isinstance(value, types.BuiltinFunctionType) and _builtin_name(value) is None
+    )
 
 
 def _defaults(function: types.FunctionType) -> dict[str, Any]:

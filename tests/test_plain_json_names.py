@@ -372,6 +372,28 @@ def test_an_object_holding_its_own_bound_method_is_written_once_not_walked_forev
     assert written["fields"]["later"]["fields"]["func"]["fields"]["self"] == back
 
 
+def test_a_table_or_list_holding_its_own_built_in_method_is_written_not_refused():
+    """A table holding its own ``get`` (a registry's fallback: ``table["default"] =
+    table.get``), or a list its own ``append``, walked back to itself through the method's
+    ``self``: refused as circular (json's ValueError), the config failed on every rank since
+    a built-in method's object is walked. Its ``self`` there is ``"..."``."""
+    table = {"scale": 2}
+    table["default"] = table.get
+    later = [1]
+    later.append(functools.partial(later.append, 3))
+    written = json.loads(plain_json.dumps([table, later]))
+    assert written[0]["default"]["fields"] == {
+        "func": "<built-in method builtins.dict.get>",
+        "self": "...",
+    }
+    assert written[1][1]["fields"]["func"]["fields"]["self"] == "..."
+    assert plain_json.dumps(table) != plain_json.dumps({"scale": 3, "default": table.get})
+    looped = {}
+    looped["self"] = looped  # a table holding itself is still refused, as json refuses it
+    with pytest.raises(ValueError, match="Circular"):
+        plain_json.dumps(looped)
+
+
 class _Hooks:
     """An object keying its callbacks by its own methods."""
 
