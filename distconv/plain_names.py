@@ -24,7 +24,8 @@ def code_name(value: Any) -> str | None:
     in each process that runs that source (no path in it), another where the source moved.
     Two lambdas on one line still agree; a closure's copies over other captured values, and a
     function's over other defaults, are told apart by its cells and defaults
-    (:func:`call_fields`), not here.
+    (:func:`call_fields`), not here. A function Cython compiled is written so too
+    (``<cyfunction pkg.fast.scale>``): its text named it without its module.
 
     A built-in function is written by its module and name too (``<built-in function
     math.sqrt>``), one of a type by the type's (``<built-in method builtins.dict.fromkeys>``):
@@ -36,12 +37,27 @@ def code_name(value: Any) -> str | None:
         return f"<module {value.__name__!r}>"
     if isinstance(value, types.BuiltinFunctionType):
         return _builtin_name(value)
-    if isinstance(value, types.FunctionType):
+    if _is_function(value):
         name = f"{value.__module__}.{value.__qualname__}"
         if "<" in value.__qualname__:  # <lambda>, <locals>: not one function of its module
             name += f" line {value.__code__.co_firstlineno}"
-        return f"<function {name}>"
+        kind = "function" if isinstance(value, types.FunctionType) else "cyfunction"
+        return f"<{kind} {name}>"
     return None
+
+
+#: the types of a function Cython compiled (``_cython_3_0_11.cython_function_or_method``): one
+#: module of that name per Cython version, so known by their names
+_CYTHON_FUNCTIONS = frozenset({"cython_function_or_method", "fused_cython_function"})
+
+
+def _is_function(value: Any) -> bool:
+    """Whether ``value`` is a Python function or one Cython compiled: its text
+    (``<cyfunction scale at 0x..>``) less its address was its qualified name alone, so two
+    modules' compiled ``scale`` agreed, and so did one's copies over other defaults."""
+    if isinstance(value, types.FunctionType):
+        return True
+    return type(value).__name__ in _CYTHON_FUNCTIONS and hasattr(value, "__code__")
 
 
 def _builtin_name(value: types.BuiltinFunctionType) -> str | None:
@@ -84,10 +100,10 @@ def call_fields(value: Any) -> dict[str, Any] | None:
         owner = value.__self__
         return {"func": f"<built-in method {type_name(owner)}.{value.__name__}>", "self": owner}
     wrapped = attribute(value, "__wrapped__")  # functools.cache's wrapper: its function
-    if wrapped is not None and not isinstance(value, types.FunctionType):
+    if wrapped is not None and not _is_function(value):
         if callable(value) and type(value).__repr__ is object.__repr__:  # no text of its own
             return {"func": wrapped, **public_attributes(value)}
-    if isinstance(value, types.FunctionType):
+    if _is_function(value):
         kept = {"closure": closure_values(value), "defaults": _defaults(value)}
         kept = {what: found for what, found in kept.items() if found}
         return {"func": code_name(value), **kept} if kept else None

@@ -600,3 +600,38 @@ def test_the_environment_is_written_by_its_type_not_each_ranks_variables(monkeyp
         "read": "_Environ",
         "get": json.loads(before)[0],
     }
+
+
+def _compiled(module: str, qualname: str, default: int):
+    """A stand-in of a function Cython compiled (its type's name, its text, the attributes a
+    real one has: Cython 3's ``cython_function_or_method``), made without a compiler."""
+
+    def scale(x, k=default):
+        return x * k
+
+    kind = type(
+        "cython_function_or_method",
+        (),
+        {"__repr__": lambda self: f"<cyfunction {qualname} at {id(self):#x}>"},
+    )
+    made = kind()
+    made.__module__, made.__qualname__, made.__name__ = module, qualname, qualname
+    made.__code__, made.__defaults__, made.__kwdefaults__ = scale.__code__, (default,), None
+    made.__closure__ = None
+    return made
+
+
+def test_a_compiled_function_is_written_by_its_module_and_its_defaults():
+    """A Cython function's text less its address (``<cyfunction scale>``) named it alone: two
+    modules' compiled ``scale``, or one's copies over other defaults, agreed, and two ranks
+    whose configs chose each passed the job check (where a layer's settings told them apart).
+    It is written by its module and qualified name, and its defaults, as a function is."""
+    ours = _compiled("fast_a", "scale", 2)
+    assert plain_json.plain(ours)["fields"] == {
+        "func": "<cyfunction fast_a.scale>",
+        "defaults": {"k": 2},
+    }
+    assert plain_json.dumps(ours) == plain_json.dumps(_compiled("fast_a", "scale", 2))
+    assert plain_json.dumps(ours) != plain_json.dumps(_compiled("fast_b", "scale", 2))
+    assert plain_json.dumps(ours) != plain_json.dumps(_compiled("fast_a", "scale", 3))
+    assert settings.setting_value(ours) == json.loads(plain_json.dumps(ours))
