@@ -11,6 +11,7 @@ import queue
 import socket
 import sys
 import threading
+import weakref
 from typing import Any
 
 #: the process's own state of modules always loaded: known once, not made again at each value
@@ -27,6 +28,9 @@ _PROCESS_STATE: tuple[type, ...] = (
     threading.Barrier,
     queue.Queue,
     type(os.environ),  # a mapping: its text and walk were the rank's whole environment
+    weakref.WeakKeyDictionary,  # what the process keeps alive: a cache (singledispatch's)
+    weakref.WeakValueDictionary,
+    weakref.WeakSet,
 )
 #: the same of modules a config may hold only once its program imported them: looked up then
 _LOADED_PROCESS_STATE = (
@@ -50,7 +54,8 @@ def is_process_state(value: Any) -> bool:
     lock or other threading primitive, a queue between threads, an open file or socket, a
     ``random.Random``: the bound ``random.random`` and ``random.gauss`` walk it; ``os.environ``,
     a mapping the bound ``os.environ.get`` walks: each rank's own ``OMPI_COMM_WORLD_RANK``,
-    host name, paths), written
+    host name, paths; a weak table or set, what the process keeps alive: a
+    ``functools.singledispatch`` function's cache of the types it was called with), written
     by its type's name (a queue's contents are what its threads have done by then):
     its text held a thread's ident, a pid, a lock's state, a per-rank file name."""
     if isinstance(value, _PROCESS_STATE):

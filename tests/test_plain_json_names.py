@@ -14,6 +14,7 @@ import os
 import random
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -635,3 +636,28 @@ def test_a_compiled_function_is_written_by_its_module_and_its_defaults():
     assert plain_json.dumps(ours) != plain_json.dumps(_compiled("fast_b", "scale", 2))
     assert plain_json.dumps(ours) != plain_json.dumps(_compiled("fast_a", "scale", 3))
     assert settings.setting_value(ours) == json.loads(plain_json.dumps(ours))
+
+
+@functools.singledispatch
+def _describe(value):
+    return "value"
+
+
+@_describe.register
+def _(value: int):
+    return "int"
+
+
+def test_a_single_dispatch_function_is_written_alike_whatever_it_was_called_with():
+    """A ``functools.singledispatch`` function is a closure over its cache of the types it was
+    called with (a ``WeakKeyDictionary``): walked, it was written with what that rank had
+    called it on, so ranks that agree refused each other at the job check once one had. A weak
+    table or set holds what the process keeps alive: written by its type's name. What it
+    registered is still written."""
+    before = plain_json.dumps(_describe)
+    assert _describe(3) == "int"
+    assert plain_json.dumps(_describe) == before
+    assert '"int": "<function tests.test_plain_json_names._>"' in before
+    weak = [weakref.WeakSet(), weakref.WeakKeyDictionary(), weakref.WeakValueDictionary()]
+    assert json.loads(plain_json.dumps(weak)) == [type(w).__qualname__ for w in weak]
+    assert settings.setting_value(weak) == [type(w).__qualname__ for w in weak]
