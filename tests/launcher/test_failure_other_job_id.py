@@ -8,17 +8,10 @@ and shard."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import sys
-
 import pytest
 
 from launcher.failure import Failure
-from tests.child_env import child_path
-from tests.launcher.launch_cli import launcher_env
-from tests.processes import run_job
+from tests.other_jobs import assert_different_jobs_reported, launch_two_workers
 
 #: ``distconv train`` with rank 1 started under another job id than the launch's
 OTHER_ID = """\
@@ -37,25 +30,9 @@ REFUSAL = r"rank 1 names another job id than the shard: 'job8' here, 'j7' there"
 def test_the_report_names_the_other_job_id_not_the_first_worker_to_exit(tmp_path):
     script = tmp_path / "other_id.py"
     script.write_text(OTHER_ID)
-    env = launcher_env(
-        {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    )
-    env["PYTHONPATH"] = child_path()
-    env.pop("DISTCONV_DEBUG", None)  # the one-line error, not a traceback
-    argv = [sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "1",
-            "--job-id", "j7", "--max-restarts", "1", "--run-dir", str(tmp_path / "run"), "--",
-            str(script), str(tmp_path / "out")]  # fmt: skip
-    done = run_job(argv, env=env, timeout=80, cwd=tmp_path)
-    said = done.stderr + done.stdout[-3000:]
-    assert done.returncode == 1, said
-    headline = (
-        r"distconv-launch: the ranks run different jobs, which stops every rank \(worker [01] "
-        r"exited first, with exit code 1\): " + REFUSAL
-    )
-    assert re.search(headline, done.stderr), said
-    report = json.loads((tmp_path / "run" / "failure.json").read_text())
-    assert re.match(REFUSAL, report["cause"] or ""), report
-    assert report["restart"] == 0 and "restarting the job" not in done.stderr, said
+    flags = ["--job-id", "j7", "--max-restarts", "1"]
+    done = launch_two_workers(tmp_path, flags, [str(script), str(tmp_path / "out")])
+    assert_different_jobs_reported(tmp_path, done, REFUSAL)
 
 
 def test_a_silent_rank_named_beside_a_refusal_is_no_mismatch():
