@@ -216,42 +216,48 @@ def test_a_pyenv_that_hangs_is_waited_for_once_a_launch(tmp_path, monkeypatch):
     assert asked.read_text() == "\n"
 
 
+def _pyenv_starting_a_sleep(tmp_path: Path, monkeypatch, sleep: str, then: str) -> Path:
+    """A pyenv shim under ``tmp_path`` (``$PYENV_ROOT``) whose pyenv runs ``sleep`` (a
+    ``sleep 300`` in the background), writes its pid to ``tmp_path / "started"``, then runs
+    ``then``: the shim."""
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    shim = _pyenv(tmp_path, "")
+    script = f"#!/bin/sh\n{sleep}\necho $! > {tmp_path / 'started'}\n{then}\n"
+    (tmp_path / "libexec" / "pyenv").write_text(script)
+    return shim
+
+
+def _left_by(monkeypatch, shim: Path, started: Path) -> str | None:
+    """What pyenv answers of ``shim`` (:func:`_pyenv_starting_a_sleep`), asked as a job of
+    :mod:`tests.processes`, once its sleep ran and nothing of the job is left (it is killed at
+    the end otherwise)."""
+    import launcher.pyenv_shim
+
+    with job_env(os.environ) as job:
+        monkeypatch.setenv(MARK, job[MARK])  # what pyenv starts is the job
+        answer = launcher.pyenv_shim.shim_target(str(shim))
+        assert started.read_text().strip().isdigit()  # the child ran
+        assert job_left(job, 2.0) == {}
+    return answer
+
+
 def test_a_pyenv_that_hangs_leaves_nothing_it_started_running(tmp_path, monkeypatch):
     """Past :data:`launcher.pyenv_shim.WHICH_BOUND` only pyenv's own process was killed: a
     process it had started (a hook's) ran on after the launch, holding its output pipe. pyenv
     runs in a process group of its own, killed whole (k594)."""
     import launcher.pyenv_shim
 
-    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
     monkeypatch.setattr(launcher.pyenv_shim, "WHICH_BOUND", 1.0)
-    started = tmp_path / "started"
-    shim = _pyenv(tmp_path, "")
-    (tmp_path / "libexec" / "pyenv").write_text(
-        f"#!/bin/sh\nsleep 300 &\necho $! > {started}\nwait\n"
-    )
-    with job_env(os.environ) as job:
-        monkeypatch.setenv(MARK, job[MARK])  # what pyenv starts is the job: killed at the end
-        assert launcher.pyenv_shim.shim_target(str(shim)) is None
-        assert started.read_text().strip().isdigit()  # the child ran
-        assert job_left(job, 2.0) == {}
+    shim = _pyenv_starting_a_sleep(tmp_path, monkeypatch, "sleep 300 &", "wait")
+    assert _left_by(monkeypatch, shim, tmp_path / "started") is None
 
 
 def test_a_pyenv_that_answers_leaves_nothing_it_started_running(tmp_path, monkeypatch):
     """A process pyenv started and left running (a hook's, its output elsewhere) once it
     answered is killed with pyenv's group at the answer, as it is past the bound (k599)."""
-    import launcher.pyenv_shim
-
-    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
-    started = tmp_path / "started"
-    shim = _pyenv(tmp_path, "")
-    (tmp_path / "libexec" / "pyenv").write_text(
-        f"#!/bin/sh\nsleep 300 >/dev/null 2>&1 &\necho $! > {started}\necho {shim}\n"
-    )
-    with job_env(os.environ) as job:
-        monkeypatch.setenv(MARK, job[MARK])  # what pyenv starts is the job: killed at the end
-        assert launcher.pyenv_shim.shim_target(str(shim)) == str(shim)
-        assert started.read_text().strip().isdigit()  # the child ran
-        assert job_left(job, 2.0) == {}
+    answer = f"echo {tmp_path / 'shims' / 'distconv'}"
+    shim = _pyenv_starting_a_sleep(tmp_path, monkeypatch, "sleep 300 >/dev/null 2>&1 &", answer)
+    assert _left_by(monkeypatch, shim, tmp_path / "started") == str(shim)
 
 
 #: launches in one process, as a library caller makes them (``launcher.cli.main``): the
