@@ -81,8 +81,23 @@ _NEGATIVE = argparse.ArgumentParser()._negative_number_matcher
 
 def value_word(word: str) -> bool:
     """Whether argparse reads ``word`` as a value, not an option: it does not start with ``-``,
-    is ``-`` alone, a negative number (:data:`_NEGATIVE`) or holds a space."""
-    return not word.startswith("-") or word == "-" or bool(_NEGATIVE.match(word)) or " " in word
+    is ``-`` alone, a negative number (:data:`_NEGATIVE`) or holds a space but names no option
+    of ``distconv train`` (:func:`_names_an_option`: argparse asks that first)."""
+    if not word.startswith("-") or word == "-" or _NEGATIVE.match(word):
+        return True
+    return " " in word and not _names_an_option(word)
+
+
+def _names_an_option(word: str) -> bool:
+    """Whether argparse reads ``word`` (starting with ``-``) as one of ``distconv train``'s
+    options, whatever follows: ``--epochs=a b`` by its name before ``=``, ``-q y`` by its
+    first two characters, ``--epo x`` as the start of one (argparse's abbreviations)."""
+    from distconv.train_args import train_options  # which imports this module
+
+    options = train_options()
+    name = word.partition("=")[0]
+    short = not word.startswith("--") and word[:2] in options
+    return name in options or short or any(o.startswith(name) for o in options)
 
 
 def async_word(flag: str) -> str | None:

@@ -320,7 +320,6 @@ def parse_train_values(
 _NUMBER = re.compile(r"-\.?\d")
 
 
-@functools.cache
 @functools.cache  # a whole parser's build: spelled_out asks once for each flag it reads
 def train_options() -> frozenset[str]:
     """Every option ``distconv train`` takes: the long ones (``--name``), ``-h`` and ``-q``."""
