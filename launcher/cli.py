@@ -256,7 +256,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     # ranks on other hosts start their own copy of a program, which this host may lack;
     # hosts that are all this one (-H localhost:2) start this host's. A hostfile that cannot
     # be read counts as other hosts until the arguments after -- are judged: their usage
-    # error (exit 2, the async hint) comes first, as before hosts were read here (k581)
+    # error (exit 2, the async hint) comes first, as before hosts were read here
     elsewhere = hosts_elsewhere(args)
     with async_retelling(args, rest):  # '-- --mode async': a local launch with shards
         program = parse_program(rest, elsewhere)

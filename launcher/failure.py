@@ -216,7 +216,7 @@ class Failure:
     def __post_init__(self) -> None:
         # a job mismatch stops every rank, each saying so: the first to exit is no culprit,
         # and its words are the cause (its status says no more than "1"), led by them where
-        # the cause read so far is mpiexec's status apart from the failing rank's (k589)
+        # the cause read so far is mpiexec's status apart from the failing rank's
         if _mismatch(self.cause) or (said := different_jobs_in(_said(self.tail))) is None:
             return
         said = _once(said)

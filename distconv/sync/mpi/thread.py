@@ -137,7 +137,7 @@ class CommThread:
         (:func:`~.clean_leave.why_not_leave`) once it has completed the flags' exchange, whose
         start (``always``) every rank's thread made. Raised on the main thread or not: where a
         device bucket's refusal (the main thread's) ended the step first, a later host bucket's
-        on the thread is never reported, and close aborted the job (k591)."""
+        on the thread is never reported, and close aborted the job."""
         return isinstance(self.error, WireRefused)
 
     def _run(self) -> None:
