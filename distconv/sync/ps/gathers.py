@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from distconv.messages import SENT_ERROR_CHARS, one_line
+from distconv.rank_endings import different_jobs_in
 from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.state import _Refused, _Waiting
@@ -172,13 +173,25 @@ class ShardGathers:
         """The ranks whose failure it is that the ``gone`` ranks (each said bye) left: one
         that closed on an error, or, where that error was another rank's failure (its bye's
         ``failed_ranks``), that rank; none for a rank that closed without an error (fewer
-        steps) or after its hello was refused as another job (the ranks' jobs do not fit; one
-        refused for its host is blamed: its own failure)."""
+        steps) or on the ranks' different jobs (:meth:`_job_refused`: the ranks' jobs do not
+        fit; one refused for its host is blamed: its own failure)."""
         blamed: set[int] = set()
         for rank in gone:
-            if self.bye_error.get(rank) and self._other_job(rank) is None:  # no one's fault
+            if self.bye_error.get(rank) and self._job_refused(rank) is None:  # no one's fault
                 blamed.update(self.bye_blames.get(rank) or [rank])
         return sorted(blamed)
+
+    def _job_refused(self, rank: int) -> str | None:
+        """The words saying that the ranks run different jobs where ``rank`` left on them, or
+        None: its hello refused here as another job's (:meth:`_other_job`), or its bye's error
+        saying so (:func:`~distconv.rank_endings.different_jobs_in`). The latter is a refusal
+        heard elsewhere: with two shards, a rank that shard 0 stopped in its start-up gather
+        for a rank of another ``--job-id`` closes with that ``JobRefused`` here, and was blamed
+        for it, the other ranks stopping as on its failure (review k597)."""
+        said = self._other_job(rank)
+        if said is None and (error := self.bye_error.get(rank)):
+            said = different_jobs_in([error])
+        return said
 
     def _fail_step_left_behind(self) -> None:
         """Sync: a rank closed (an exception, or fewer steps) while other ranks' pushes of a
@@ -204,7 +217,7 @@ class ShardGathers:
             if behind:
                 waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
                 verb = "waits" if len(behind) == 1 else "wait"
-                said = self._other_job(gone)  # the cause, where it is another job's
+                said = self._job_refused(gone)  # the cause, where the jobs differ
                 cause = "" if said is None else f"{said}; "
                 self._fail(
                     f"{cause}{self._who(gone)} {self._closed(gone)}; {waiting} {verb} for its "
@@ -256,7 +269,7 @@ class ShardGathers:
         other_jobs: list[int] = []  # the ranks gone as another job's that stuck() read
 
         def other_job(rank: int) -> str | None:
-            said = self._other_job(rank)
+            said = self._job_refused(rank)
             if said is not None:  # stuck() leads its message with the first such rank
                 other_jobs.append(rank)
             return said
