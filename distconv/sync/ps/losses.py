@@ -119,15 +119,18 @@ class WorkerLosses:
         """What the ``missing`` ranks of held request ``key`` do instead, where the shard knows:
         wait in another gather, or closed; and whether a worker of another job's id claimed
         the rank since its latest hello here (its worker of this job went silent, replaced:
-        the shard cannot tell it from one busy in its step, :mod:`~distconv.sync.ps.other_ids`);
-        appended to the timeout's message."""
+        the shard cannot tell it from one busy in its step, :mod:`~distconv.sync.ps.other_ids`)
+        no longer than ``--timeout`` before the wait began; appended to the timeout's message.
+        An older refusal is a stray's from before this run (shards kept running between runs),
+        which said nothing of a rank that never came."""
         doing = {r: self._closed(r) for r in self.left}  # a worker of it may still wait, below
         doing.update({r: f"waits in {tag}" for r, tag in self._in_other_gathers(key).items()})
         said = [f"rank {r} {doing[r]}" for r in missing if r in doing]
+        since = self.waiting[key].since - self.config.timeout  # its ranks start within that
         said += [
             f"a worker of {why}"  # rank R names another job id than the shard: ...
             for r in missing
-            if (why := self._other_id(r)) is not None
+            if (why := self._other_id(r, since)) is not None
         ]
         return f" ({'; '.join(said)})" if said else ""
 

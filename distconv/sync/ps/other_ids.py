@@ -14,14 +14,15 @@ started again against shards that kept running), and the refusal is no older tha
 (one from before, a stray while no run of the job was on the shard, is forgotten). Then the
 ranks that wait for it hear at once that it was refused as another job, as a refusal of the job
 (a ``JobRefused``: one line and exit 1 under ``run_main``), and the refused worker keeps its own
-refusal. A rank outside the
-worker count, or one declared lost (nothing waits for it), changes nothing; nor does a worker
-of this job that went silent and was replaced by one of another id: the shard cannot tell it
-from one busy in its step, so the timeout decides, and its message names the refusal.
+refusal. A rank outside the worker count, or one declared lost (nothing waits for it), changes
+nothing; nor does a worker of this job that went silent and was replaced by one of another id:
+the shard cannot tell it from one busy in its step, so the timeout decides, and its message
+names the refusal (one no older than ``--timeout`` before the wait began).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -56,11 +57,11 @@ class OtherJobIds:
         self.other_ids[rank] = (self.requests, why, time.monotonic())
         self._check_other_ids()
 
-    def _other_id(self, rank: int) -> str | None:
+    def _other_id(self, rank: int, since: float = -math.inf) -> str | None:
         """The words of the latest refusal of another job's hello for ``rank`` since its latest
-        accepted hello, or None."""
-        when, why, _ = self.other_ids.get(rank, (-1, None, 0.0))
-        return why if when > self.accepted_at.get(rank, -1) else None
+        accepted hello, and at ``since`` (a ``time.monotonic()``) or later; else None."""
+        when, why, at = self.other_ids.get(rank, (-1, None, 0.0))
+        return why if when > self.accepted_at.get(rank, -1) and at >= since else None
 
     def _vacant(self, rank: int) -> str | None:
         """The refusal's words where ``rank`` has no worker of this job (:meth:`_other_id`, and
@@ -69,9 +70,7 @@ class OtherJobIds:
         before is none of a run starting now (its ranks start within the timeout of each
         other), but a stray from before it (shards kept running between two runs of the job),
         and the run's own worker of the rank may yet come."""
-        if time.monotonic() - self.other_ids.get(rank, (0, "", 0.0))[2] > self.config.timeout:
-            return None
-        why = self._other_id(rank)
+        why = self._other_id(rank, time.monotonic() - self.config.timeout)
         if why is None or rank not in self.accepted_at:
             return why
         closed = rank in self.left and self.bye_at.get(rank, -1) < self.other_ids[rank][0]

@@ -189,6 +189,24 @@ def test_a_silent_rank_claimed_by_another_id_is_named_at_the_timeout(hand):
 
 
 @pytest.mark.timeout(30)
+def test_a_refusal_from_before_the_run_is_not_named_at_the_timeout(hand):
+    """A stray of another id claimed rank 1 longer than ``--timeout`` before rank 0's start-up
+    gather began, and rank 1's worker of this job never says hello: the timeout named the
+    stray's refusal as if it explained the silent rank (review k597); a refusal that old is of
+    no run starting now, so the timeout names rank 1 as silent alone."""
+    h = hand(workers=2, timeout=0.2)
+    assert _other_id_hello(h) == []
+    time.sleep(0.3)
+    assert _hello_run(h, 0, 5)["op"] == "ok"
+    _gather(h, 0, "all_equal:1")
+    time.sleep(0.3)
+    h.shard._check_timeouts(time.monotonic())
+    silent = "rank 1 (host unknown host, last step none) sent nothing for all_equal:1"
+    assert h.shard.failed == f"{silent} (gather:all_equal:1) within 0.2 s", h.shard.failed
+    assert h.shard.failed_ranks == [1], h.shard.failed_ranks
+
+
+@pytest.mark.timeout(30)
 def test_a_worker_of_another_id_is_logged_once(hand, caplog):
     """Its hello is refused, and so is the bye it closes with: the shard logged each as a
     bad request, two warnings a worker (review k592); the hello's alone now."""
