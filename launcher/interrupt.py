@@ -203,7 +203,8 @@ def run_captured(
     program that cannot be started its shell's status 127). Without it (the default) the
     child stays in the launcher's group and only it is killed. A stop kept before the
     launcher armed kills that group too, as a terminal's Ctrl-C to the launcher's no longer
-    does: the launch ends on it.
+    does: the launch ends on it; so does one kept before the call (the imports', one
+    :func:`arm` raised), at once.
 
     It is kept by the handler, not by a signal mask: a mask holds the signal off one thread
     only, and the kernel hands a signal sent to the process to any thread that does not block
@@ -247,6 +248,8 @@ def run_captured(
                 os.close(watchdog)
         if kill_group:  # its group ours till group_end closes (the watchdog in it)
             _captured = partial(signal_group, child.pid, signal.SIGKILL)
+            if _pending and not _taken:  # a stop kept already (the imports', one come as Popen
+                _captured()  # started it, one arm() raised): the launch ends on it, no answer
         with child:
             try:
                 _rearm(armed, kept)  # from here a signal raises in this try: the child killed

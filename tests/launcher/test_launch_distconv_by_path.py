@@ -299,21 +299,29 @@ def test_pyenv_is_asked_once_a_launch_and_again_the_next(tmp_path):
     assert "distconv train takes no --bogus" in done.stderr, done.stderr
 
 
-#: ``distconv-launch ARGV`` (``python -m launcher``), its pyenv's bound past any test's: only a
-#: stop ends its wait on a pyenv that hangs
+#: ``distconv-launch ARGV`` (``python -m launcher``) after its first argument, its pyenv's
+#: bound past any test's: only a stop ends its wait on a pyenv that hangs. A first argument
+#: ``kept``: a Ctrl-C in its imports, kept for main
 _HUNG_LAUNCH = """
-import runpy
+import os, runpy, signal, sys
 import launcher.pyenv_shim
+from launcher import interrupt
 
 launcher.pyenv_shim.WHICH_BOUND = 120.0
+if sys.argv.pop(1) == "kept":
+    interrupt.defer()
+    os.kill(os.getpid(), signal.SIGINT)
 runpy.run_module("launcher", run_name="__main__", alter_sys=True)
 """
 
 
-def _hung_launch(tmp_path: Path, job: dict[str, str], *own: str) -> subprocess.Popen:
+def _hung_launch(
+    tmp_path: Path, job: dict[str, str], *own: str, kept: bool = False
+) -> subprocess.Popen:
     """A launcher (``local --workers 1 OWN -- SHIM train``) in a session of its own, in the
     job ``job``, once its pyenv, which hangs, has started a child (``sleep 300 &``, a hook's);
-    each time pyenv is asked, a line in ``tmp_path/asked``."""
+    each time pyenv is asked, a line in ``tmp_path/asked``. Where ``kept``, a stop kept from
+    its imports, and at once: pyenv may be killed before it starts its child."""
     asked, started = tmp_path / "asked", tmp_path / "started"
     shim = _pyenv(tmp_path, "")
     (tmp_path / "libexec" / "pyenv").write_text(
@@ -322,10 +330,12 @@ def _hung_launch(tmp_path: Path, job: dict[str, str], *own: str) -> subprocess.P
     )
     argv = ["local", "--workers", "1", *own, "--", str(shim), "train"]
     launcher = subprocess.Popen(
-        [sys.executable, "-c", _HUNG_LAUNCH, *argv], env=job, cwd=tmp_path, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        [sys.executable, "-c", _HUNG_LAUNCH, "kept" if kept else "-", *argv], env=job,
+        cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
     )  # fmt: skip
-    wait_while_running(started.exists, launcher, "pyenv's child", 10)
+    if not kept:
+        wait_while_running(started.exists, launcher, "pyenv's child", 10)
     return launcher
 
 
@@ -367,5 +377,18 @@ def test_a_ctrl_c_before_the_launcher_armed_ends_a_hung_pyenv_at_once(tmp_path):
         launcher = _hung_launch(tmp_path, job, "--bogus")
         os.killpg(launcher.pid, signal.SIGINT)
         _, err = launcher.communicate(timeout=10)
+        assert launcher.returncode == 130, err
+        assert job_left(job, 3.0) == {}
+
+
+@pytest.mark.parametrize("own", [(), ("--bogus",)])
+def test_a_stop_kept_before_pyenv_is_asked_ends_the_launch_at_once(tmp_path, own):
+    """A Ctrl-C in the launcher's imports, kept, then pyenv asked: by a usage error's hint
+    (``--bogus``, the launcher not armed) or by the last line of the launch that arm() ended
+    on it. No signal came while pyenv ran, so nothing killed it: the launch waited out its
+    bound (2 s) before its 130. A stop kept already kills pyenv's group once started (k606)."""
+    with job_env(ENV) as job:
+        launcher = _hung_launch(tmp_path, job, *own, kept=True)
+        _, err = launcher.communicate(timeout=5)
         assert launcher.returncode == 130, err
         assert job_left(job, 3.0) == {}
