@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import fcntl
 import os
 import signal
 import sys
@@ -83,8 +84,20 @@ def watched(argv: Sequence[str]) -> tuple[list[str], int, int]:
         the command (``/bin/sh -c``), the read end (the child's stdin, closed by the caller
         once it started) and the write end (closed by the caller: the group's end).
     """
-    read, write = os.pipe()
+    read, write = (_above_std_streams(end) for end in os.pipe())
     return ["/bin/sh", "-c", _WATCHDOG, argv[0], *argv], read, write
+
+
+def _above_std_streams(fd: int) -> int:
+    """``fd`` moved to 3 or above (close-on-exec, the low one closed): a launcher started with
+    its stdout and stderr closed (``>&- 2>&-``) got the pipe as fds 1 and 2, and a write to its
+    "stderr" (a C library's warning) reached the watchdog, which killed pyenv's group at once."""
+    if fd > 2:
+        return fd
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    finally:
+        os.close(fd)
 
 
 def running_groups() -> set[int] | None:
