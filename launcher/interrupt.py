@@ -46,7 +46,8 @@ _retrying = threading.Lock()  # a retry's check and send, apart from release()
 #: that comes next (its handler runs in the main thread) gives its own back, then goes to it
 _elsewhere = False
 #: kills the process group of the ``kill_group`` child that :func:`run_captured` waits for
-#: (None where it waits for none), as a stop kept for :func:`arm` or :func:`kept` comes
+#: (None where it waits for none, or once it killed it), as a stop kept for :func:`arm` or
+#: :func:`kept` comes
 _captured: Callable[[], None] | None = None
 
 
@@ -80,8 +81,8 @@ def _on_signal(signum: int, _frame: object) -> None:
     if not _armed:
         _pending.append(signum)  # raised by arm(): an import is no place for an exception
         if _captured is not None and not _taken:  # the launch ends on it, before it armed:
-            _captured()  # pyenv's answer is no use, and in a session of its own a terminal's
-        return  # Ctrl-C no longer reached it (the launch waited out its bound)
+            _kill_captured()  # pyenv's answer is no use, and in a session of its own a
+        return  # terminal's Ctrl-C no longer reached it (the launch waited out its bound)
     if _importing(_frame):
         again = threading.Timer(RETRY_SECONDS, _send_again, (signum, _released))
         again.daemon = True
@@ -247,9 +248,9 @@ def run_captured(
             if watchdog is not None:  # the child's alone: the launcher holds the write end
                 os.close(watchdog)
         if kill_group:  # its group ours till group_end closes (the watchdog in it)
-            _captured = partial(signal_group, child.pid, signal.SIGKILL)
+            _captured = partial(_kill_unreaped, child, signal_group)
             if _pending and not _taken:  # a stop kept already (the imports', one come as Popen
-                _captured()  # started it, one arm() raised): the launch ends on it, no answer
+                _kill_captured()  # started it, one arm() raised): the launch ends on it
         with child:
             try:
                 _rearm(armed, kept)  # from here a signal raises in this try: the child killed
@@ -259,6 +260,7 @@ def run_captured(
                 # running, and Popen's exit then waited for it. First, before any call, where
                 # CPython runs a pending handler; _rearm left _armed and _pending as they were
                 _armed = False
+                _captured = None  # before the wait, which frees the group's id: no stop kills it
                 try:
                     if kill_group:  # before the wait: the unreaped leader keeps its group ours
                         signal_group(child.pid, signal.SIGKILL)
@@ -272,6 +274,23 @@ def run_captured(
         if group_end is not None:
             os.close(group_end)
     return subprocess.CompletedProcess(list(argv), child.returncode, stdout, stderr)
+
+
+def _kill_captured() -> None:
+    """Kill the group :data:`_captured` names, once: it is forgotten first, as its leader may
+    be reaped from here, its id then free (another's, once reused)."""
+    global _captured
+    kill, _captured = _captured, None
+    if kill is not None:
+        kill()
+
+
+def _kill_unreaped(child: subprocess.Popen, signal_group: Callable[[int, int], None]) -> None:
+    """SIGKILL to the process group of ``child``, a group's leader, while it is not reaped (a
+    kill from elsewhere, ``kill 0`` in pyenv, ended it; ``communicate`` reaps it): only then
+    does the group's id stay its own."""
+    if child.returncode is None:
+        signal_group(child.pid, signal.SIGKILL)
 
 
 def _rearm(armed: bool, kept: int, raising: bool = True) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.child_env import child_path
-from tests.processes import job_env, job_processes
+from tests.processes import job_env, job_left, job_processes, run_job
 
 REPO = str(Path(__file__).resolve().parents[2])
 
@@ -133,3 +133,50 @@ def test_a_second_stop_signal_before_the_kill_leaves_the_query_not_running(
     the supervisor reports its first); after a timeout the first signal kept (the SIGHUP where
     one came as the stop was handled), not TimeoutExpired."""
     assert _query_stopped(tmp_path, SIGNALLED_BEFORE_THE_KILL, first, landing) == said
+
+
+#: a ``kill_group`` query that sends the launcher SIGINT (armed where argv[1] is "armed", else
+#: kept: deferred), then a second SIGINT once its group's leader is reaped (the first wait:
+#: the stop's, or communicate's after the kept stop killed the group); prints the groups
+#: killed with their leader reaped, their id free, then how run_captured ended
+SECOND_STOP_ONCE_REAPED = """
+import os, signal, subprocess, sys
+from launcher import interrupt, process_group
+
+freed, signal_group, wait = [], process_group.signal_group, subprocess.Popen.wait
+
+def checked(group, signum):
+    try:
+        os.waitid(os.P_PID, group, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # reaped: its id free, another's once reused
+        freed.append(group)
+        return
+    signal_group(group, signum)
+
+def wait_then_stop(self, *args, **kwargs):
+    done = wait(self, *args, **kwargs)
+    if not self.__dict__.get("stopped"):
+        self.stopped = True
+        os.kill(os.getpid(), signal.SIGINT)
+    return done
+
+process_group.signal_group, subprocess.Popen.wait = checked, wait_then_stop
+interrupt.arm() if sys.argv[1] == "armed" else interrupt.defer()
+query = ["sh", "-c", "kill -s INT $PPID; exec sleep 300"]
+try:
+    done = interrupt.run_captured(query, kill_group=True)
+    print(freed, done.returncode, flush=True)
+except interrupt.Interrupted as stopped:
+    print(freed, "interrupted", stopped.signum, flush=True)
+"""
+
+
+@pytest.mark.parametrize(("launcher", "said"), [("armed", "interrupted 2"), ("deferred", "-9")])
+def test_a_second_stop_once_the_group_is_reaped_kills_no_freed_group(tmp_path, launcher, said):
+    """A stop kills the query's group, whose leader is then reaped: its id is free (another
+    group's once the pid is reused), but the launcher still held the kill of it, and a second
+    stop before run_captured's end sent SIGKILL to that id. The kill is dropped first (k606)."""
+    argv = [sys.executable, "-c", SECOND_STOP_ONCE_REAPED, launcher]
+    done = run_job(argv, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": child_path()}, timeout=30)
+    assert done.stdout == f"[] {said}\n", done
+    assert job_left(done.env, 3.0) == {}
