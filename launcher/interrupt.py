@@ -47,7 +47,7 @@ _retrying = threading.Lock()  # a retry's check and send, apart from release()
 _elsewhere = False
 #: kills the process group of the ``kill_group`` child that :func:`run_captured` waits for
 #: (None where it waits for none, or once it killed it), as a stop kept for :func:`arm` or
-#: :func:`kept` comes
+#: :func:`kept` comes; one child, the main thread's (run_captured's kill_group is for it)
 _captured: Callable[[], None] | None = None
 
 
@@ -205,7 +205,10 @@ def run_captured(
     child stays in the launcher's group and only it is killed. A stop kept before the
     launcher armed kills that group too, as a terminal's Ctrl-C to the launcher's no longer
     does: the launch ends on it; so does one kept before the call (the imports', one
-    :func:`arm` raised), at once.
+    :func:`arm` raised), at once. ``kill_group`` is for the main thread, one call at a time,
+    as the launch makes it: the group to kill is one module global (:data:`_captured`), which a
+    call in another thread at once would replace, then clear, and a stop's handler runs in the
+    main thread alone.
 
     It is kept by the handler, not by a signal mask: a mask holds the signal off one thread
     only, and the kernel hands a signal sent to the process to any thread that does not block
