@@ -216,6 +216,33 @@ def test_a_pyenv_that_hangs_is_waited_for_once_a_launch(tmp_path, monkeypatch):
     assert asked.read_text() == "\n"
 
 
+def test_a_launch_whose_words_name_no_pyenv_shim_starts_no_process(tmp_path, monkeypatch):
+    """Only a pyenv shim's ``distconv`` has a process asked (``/bin/sh``, pyenv's watchdog,
+    then ``pyenv which``): reading any other first word after ``--`` (a name, a path, a ``.py``
+    file, a file that is not there, a shell script, one named ``distconv``) starts none (k606)."""
+    started = []
+
+    def popen(*args, **kwargs):
+        started.append(args[0] if args else kwargs.get("args"))
+        return real_popen(*args, **kwargs)
+
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    script, named = tmp_path / "run.sh", tmp_path / "bin" / "distconv"
+    named.parent.mkdir()
+    for file in (script, named, tmp_path / "train.py"):
+        file.write_text("#!/bin/sh\n")
+        file.chmod(0o755)
+    words = ["distconv", "python3", shutil.which("python3"), str(tmp_path / "train.py")]
+    words += ["./train.py", str(tmp_path / "missing"), str(script), str(named), str(SCRIPT)]
+    for argv in [*([word, *TRAIN] for word in words), ["python3", "-m", "distconv", *TRAIN]]:
+        names_a_program(argv)
+        parse_program(argv, elsewhere=True)
+    assert started == []
+    names_a_program([str(_pyenv(tmp_path / "pyenv", "exit 1")), *TRAIN])  # a shim's: one
+    assert [argv[0] for argv in started] == ["/bin/sh"]
+
+
 def _pyenv_starting_a_sleep(tmp_path: Path, monkeypatch, sleep: str, then: str) -> Path:
     """A pyenv shim under ``tmp_path`` (``$PYENV_ROOT``) whose pyenv runs ``sleep`` (a
     ``sleep 300`` in the background), writes its pid to ``tmp_path / "started"``, then runs
