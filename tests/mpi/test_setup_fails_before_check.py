@@ -14,7 +14,8 @@ pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(60)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 #: rank 1's setup raises before the job check (RANK1_SETUP: two parameters of one name; a
-#: config that holds itself, which JSON cannot write; an item that is no parameter), catches it
+#: config that holds itself, which JSON cannot write; an item that is no parameter, in a list or
+#: in a generator whose own filter fails on it), catches it
 #: and works alone for 30 s (no MPI) before it closes; rank 0's setup is good. The test's 20 s
 #: end first, as would the watchdog's 40 s
 CAUGHT_ALONE = """\
@@ -46,8 +47,12 @@ finally:
         ('[w, Parameter("w", np.zeros(2))], {}', "ValueError: two parameters"),
         ('[w], {"data": looped}', "ValueError: Circular reference detected"),
         ("[w, None], {}", "AttributeError: 'NoneType' object has no attribute 'static'"),
+        (
+            "(p for p in [w, None] if p.value is not None), {}",
+            "AttributeError: 'NoneType' object has no attribute 'value'",
+        ),
     ],
-    ids=["two-parameters-of-one-name", "config-holding-itself", "no-parameter"],
+    ids=["two-parameters-of-one-name", "config-holding-itself", "no-parameter", "generator"],
 )
 def test_a_setup_that_raises_on_one_rank_before_the_job_check_is_told_at_once(
     rank1_setup, error, tmp_path
@@ -58,7 +63,8 @@ def test_a_setup_that_raises_on_one_rank_before_the_job_check_is_told_at_once(
     raises a JobMismatch saying it at once. So where rank 1's config holds itself: its JSON,
     written inside the job check once its first exchange was made, failed there, and rank 0
     waited in the digests' gather; and where one of its parameters is none (None): MPISync
-    read each one's device before the base setup took them, outside its guard (k596)."""
+    read each one's device before the base setup took them, outside its guard (k596); and where
+    a generator's own filter fails on it: MPISync listed it there still (k602)."""
     script = tmp_path / "alone.py"
     script.write_text(CAUGHT_ALONE.replace("{RANK1_SETUP}", rank1_setup).replace("{{}}", "{}"))
     began = time.monotonic()

@@ -4,7 +4,7 @@ the layout's digest that every step's check compares across ranks."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from distconv.backend import is_gpu_array
@@ -27,6 +27,18 @@ def devices(params: Sequence[Any]) -> str:
     return "+".join(sorted(held)) or "cpu"
 
 
+class _Raising:
+    """An iterable whose listing raises ``error`` again: what :func:`taken_once` hands the base
+    setup for parameters whose own listing raised (a generator whose filter fails), so that it
+    is raised inside setup's guard, where the other ranks are told."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def __iter__(self) -> Iterator[Any]:
+        raise self.error
+
+
 def taken_once(params: Any) -> tuple[Any, str]:
     """``params`` as setup takes them, as a list (any iterable, as the base setup's
     :func:`~distconv.parameter.trainable` takes them: a generator read by :func:`devices` first
@@ -34,10 +46,14 @@ def taken_once(params: Any) -> tuple[Any, str]:
     as it is, on the host, for the base setup to refuse: there, inside setup's guard, the other
     ranks are told (:meth:`~.collectives.RankCollectives._fail_before_check`); raised before
     it, here (an item with no ``value``), they waited in the job check until the watchdog's
-    timeout."""
+    timeout. So for an error raised while they are listed (a generator's own filter failing,
+    on one rank alone): it is raised again where the base setup lists them."""
     if not isinstance(params, Iterable):
         return params, "cpu"
-    params = list(params)
+    try:
+        params = list(params)
+    except Exception as exc:  # not an interrupt: setup holds it, raised once setup is over
+        return _Raising(exc), "cpu"
     return params, devices(params)
 
 
