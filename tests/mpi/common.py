@@ -7,6 +7,7 @@ their results as ``.npz`` files; the tests compare those with single-process tra
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -34,6 +36,19 @@ from tests.child_env import child_path
 from tests.processes import run_job
 
 HERE = Path(__file__).resolve().parent
+
+
+def fake_cupy(name: str = "cupy") -> ModuleType:
+    """The stand-in cupy of ``tests/mpi/fake_cupy``, loaded in this process under ``name`` and
+    left out of ``sys.modules`` (a real cupy stays where it is): under ``"cupy"`` its arrays
+    are device arrays to :func:`~distconv.backend.is_gpu_array`, which goes by their module."""
+    path = HERE / "fake_cupy" / "cupy" / "__init__.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 REPO_ROOT = HERE.parents[1]
 #: the global batch of each step; the last one is uneven (7 examples over 2 ranks: 4 + 3)
 GLOBAL_BATCHES = (16, 16, 16, 7)

@@ -8,22 +8,16 @@ It was a numpy subclass, which numpy converts without asking: ``bcast_in_place``
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-FAKE = Path(__file__).resolve().parent / "fake_cupy" / "cupy" / "__init__.py"
+from tests.mpi.common import fake_cupy
 
 
 @pytest.fixture
 def fake():
     """The stand-in, loaded under a name of its own: a real cupy stays where it is."""
-    spec = importlib.util.spec_from_file_location("_fake_cupy_under_test", FAKE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return fake_cupy("_fake_cupy_under_test")
 
 
 @pytest.mark.parametrize(

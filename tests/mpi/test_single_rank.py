@@ -7,12 +7,14 @@ import sys
 import numpy as np
 import pytest
 
+from distconv import backend
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
-from tests.mpi.common import RecordingComm, small_lenet, train, weights
+from distconv.sync.mpi.layout import taken_once
+from tests.mpi.common import RecordingComm, fake_cupy, small_lenet, train, weights
 
 
 @pytest.fixture
@@ -440,3 +442,23 @@ def test_parameters_given_as_a_generator_are_set_up_as_a_list_is(no_mpi4py):
     finally:
         sync.close()
     assert (w.value < 1.0).all()
+
+
+class _OldSequence:
+    """A container iterable through ``__getitem__`` alone (the old sequence protocol), which
+    ``list`` and the base setup take, but which is no ``collections.abc.Iterable``."""
+
+    def __init__(self, items: list[Parameter]) -> None:
+        self.items = items
+
+    def __getitem__(self, index: int) -> Parameter:
+        return self.items[index]
+
+
+def test_a_container_iterable_through_getitem_alone_is_listed_on_its_device(monkeypatch):
+    """The job check's ``sync.device`` of GPU parameters given in an old-style sequence said
+    "cpu" (taken as no iterable), so a GPU rank and a CPU rank passed the job check (k602)."""
+    cupy = fake_cupy()
+    monkeypatch.setattr(backend, "_cupy", cupy)  # the parameter's gradient is made with it
+    w = Parameter("w", cupy.asarray(np.ones(3)))
+    assert taken_once(_OldSequence([w])) == ([w], "gpu")

@@ -4,7 +4,7 @@ the layout's digest that every step's check compares across ranks."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from distconv.backend import is_gpu_array
@@ -47,11 +47,16 @@ def taken_once(params: Any) -> tuple[Any, str]:
     ranks are told (:meth:`~.collectives.RankCollectives._fail_before_check`); raised before
     it, here (an item with no ``value``), they waited in the job check until the watchdog's
     timeout. So for an error raised while they are listed (a generator's own filter failing,
-    on one rank alone): it is raised again where the base setup lists them."""
-    if not isinstance(params, Iterable):
+    on one rank alone): it is raised again where the base setup lists them. Iterable is as
+    ``list`` takes it: ``iter``, not ``isinstance(params, Iterable)``, which misses a container
+    iterable through ``__getitem__`` alone, said "cpu" for its GPU parameters, and a GPU rank
+    and a CPU rank passed the job check together."""
+    try:
+        items = iter(params)
+    except TypeError:
         return params, "cpu"
     try:
-        params = list(params)
+        params = list(items)
     except Exception as exc:  # not an interrupt: setup holds it, raised once setup is over
         return _Raising(exc), "cpu"
     return params, devices(params)
