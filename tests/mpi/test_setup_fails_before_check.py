@@ -15,7 +15,7 @@ pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 #: rank 1's setup raises before the job check (RANK1_SETUP: two parameters of one name; a
 #: config that holds itself, which JSON cannot write; an item that is no parameter, in a list or
-#: in a generator whose own filter fails on it), catches it
+#: in a generator whose own filter fails on it; an error whose text cannot be made), catches it
 #: and works alone for 30 s (no MPI) before it closes; rank 0's setup is good. The test's 20 s
 #: end first, as would the watchdog's 40 s
 CAUGHT_ALONE = """\
@@ -29,12 +29,23 @@ sync = MPISync(create_optimizer("sgd"), timeout=40)
 w = Parameter("w", np.ones(3))
 looped = []
 looped.append(looped)
+
+
+class Unsayable(ValueError):
+    def __str__(self):
+        raise RuntimeError("no text")
+
+
+def unsayable(p):
+    raise Unsayable
+
+
 params, config = ({RANK1_SETUP}) if sync.rank == 1 else ([w], {{}})
 try:
     try:
         sync.setup(params, config)
     except (ValueError, AttributeError) as error:
-        print(f"rank {sync.rank} caught: {error}", flush=True)
+        print(f"rank {sync.rank} caught: {type(error).__name__}", flush=True)
         time.sleep(30)
 finally:
     sync.close()
@@ -51,8 +62,15 @@ finally:
             "(p for p in [w, None] if p.value is not None), {}",
             "AttributeError: 'NoneType' object has no attribute 'value'",
         ),
+        ("(p for p in [w] if unsayable(p)), {}", "Unsayable (its text could not be made)"),
     ],
-    ids=["two-parameters-of-one-name", "config-holding-itself", "no-parameter", "generator"],
+    ids=[
+        "two-parameters-of-one-name",
+        "config-holding-itself",
+        "no-parameter",
+        "generator",
+        "error-without-text",
+    ],
 )
 def test_a_setup_that_raises_on_one_rank_before_the_job_check_is_told_at_once(
     rank1_setup, error, tmp_path
@@ -64,7 +82,8 @@ def test_a_setup_that_raises_on_one_rank_before_the_job_check_is_told_at_once(
     written inside the job check once its first exchange was made, failed there, and rank 0
     waited in the digests' gather; and where one of its parameters is none (None): MPISync
     read each one's device before the base setup took them, outside its guard (k596); and where
-    a generator's own filter fails on it: MPISync listed it there still (k602)."""
+    a generator's own filter fails on it: MPISync listed it there still (k602); and where the
+    error's own ``__str__`` raises: its text, made before the exchange, raised there (k605)."""
     script = tmp_path / "alone.py"
     script.write_text(CAUGHT_ALONE.replace("{RANK1_SETUP}", rank1_setup).replace("{{}}", "{}"))
     began = time.monotonic()

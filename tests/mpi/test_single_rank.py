@@ -462,3 +462,19 @@ def test_a_container_iterable_through_getitem_alone_is_listed_on_its_device(monk
     monkeypatch.setattr(backend, "_cupy", cupy)  # the parameter's gradient is made with it
     w = Parameter("w", cupy.asarray(np.ones(3)))
     assert taken_once(_OldSequence([w])) == ([w], "gpu")
+
+
+class _Unsayable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_an_errors_text_told_to_the_other_ranks_is_made_whatever_its_str_does():
+    """Setup tells the others its error's text (before the job check, or before the
+    broadcast); made before the exchange, a ``__str__`` that raised, or a text UTF-8 cannot
+    encode (the broadcast's exchange sends it encoded), left them waiting in it (k605)."""
+    from distconv.sync.mpi.collectives import error_text
+
+    assert error_text(ValueError("bad")) == "ValueError: bad"
+    assert error_text(_Unsayable()) == "_Unsayable (its text could not be made)"
+    assert error_text(ValueError("\udc80")).encode() == b"ValueError: \\udc80"

@@ -68,6 +68,19 @@ AFTER_FAILED_SETUP = (
 )
 
 
+def error_text(error: BaseException) -> str:
+    """``"Type: text"`` of ``error``, as another rank is told it, never raising: where its
+    ``__str__`` raises (user code), its type's name alone; made before the exchange, that
+    raised on this rank alone, and the others waited in it until the watchdog's timeout. Text
+    UTF-8 cannot encode (a lone surrogate) is escaped, as the exchange sends it encoded."""
+    name = type(error).__name__
+    try:
+        text = f"{name}: {error}"
+    except Exception:  # noqa: BLE001 - anything its __str__ raises
+        return f"{name} (its text could not be made)"
+    return text.encode(errors="backslashreplace").decode()
+
+
 class RankCollectives(LocalSync):
     """A :class:`~distconv.sync.local.LocalSync` whose ranks meet on ``self.comm``.
 
@@ -138,11 +151,12 @@ class RankCollectives(LocalSync):
         description of the error alone (under ``name``, which sorts first: the others'
         mismatch names it). Its own refusal there (the mismatch; or, where another rank is not
         in setup, the meeting's) is dropped: ``error``, raised next, is this rank's cause."""
-        said = f"setup failed on rank {self.rank} before its job check: {type(error).__name__}"
-        with contextlib.suppress(SyncError):
-            self.all_equal({"name": f"{said}: {error}"})
-        if hasattr(error, "add_note"):  # Python 3.11 on
-            error.add_note("setup made its job check all the same, telling the other ranks")
+        said = f"setup failed on rank {self.rank} before its job check: "
+        self._tell_error(
+            error,
+            lambda text: self.all_equal({"name": said + text}),
+            "setup made its job check all the same, telling the other ranks",
+        )
 
     def _tell_state(self, error: Exception | None) -> None:
         """Between setup's job check and its broadcast, every rank says whether it made its
@@ -162,10 +176,18 @@ class RankCollectives(LocalSync):
                     f"parameters' broadcast: {failed[1].decode(errors='replace')}"
                 )
             return
-        with contextlib.suppress(SyncError):  # its own error, raised next, is its cause
-            allgather_bytes(self.comm, f"{type(error).__name__}: {error}".encode())
+        told = "setup told the other ranks before its broadcast"
+        self._tell_error(error, lambda text: allgather_bytes(self.comm, text.encode()), told)
+
+    @staticmethod
+    def _tell_error(error: Exception, exchange: Callable[[str], Any], note: str) -> None:
+        """Make ``exchange`` (the collective the other ranks wait in) with ``error``'s
+        :func:`error_text`, its own SyncError dropped (``error``, raised next, is this rank's
+        cause), and note on ``error`` that the others were told (``note``)."""
+        with contextlib.suppress(SyncError):
+            exchange(error_text(error))
         if hasattr(error, "add_note"):  # Python 3.11 on
-            error.add_note("setup told the other ranks before its broadcast")
+            error.add_note(note)
 
     @property
     def steps_ended(self) -> int:
