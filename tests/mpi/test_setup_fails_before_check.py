@@ -17,7 +17,9 @@ pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 #: config that holds itself, which JSON cannot write; an item that is no parameter, in a list or
 #: in a generator whose own filter fails on it; an error whose text cannot be made), catches it
 #: and works alone for 30 s (no MPI) before it closes; rank 0's setup is good. The test's 20 s
-#: end first, as would the watchdog's 40 s
+#: end first, as would the watchdog's 40 s. Or its setup is good, and its description at the
+#: meeting that follows (RANK1_MEETING) is one JSON cannot write: rank 0's close, after the
+#: meeting's refusal, waits for rank 1's (RANK1_SLEEP, 3 s) as after any meeting refused
 CAUGHT_ALONE = """\
 import time
 import numpy as np
@@ -44,9 +46,10 @@ params, config = ({RANK1_SETUP}) if sync.rank == 1 else ([w], {{}})
 try:
     try:
         sync.setup(params, config)
+        sync.all_equal({RANK1_MEETING} if sync.rank == 1 else {{"data": 1}})
     except (ValueError, AttributeError) as error:
         print(f"rank {sync.rank} caught: {type(error).__name__}", flush=True)
-        time.sleep(30)
+        time.sleep({RANK1_SLEEP})
 finally:
     sync.close()
 """
@@ -84,18 +87,41 @@ def test_a_setup_that_raises_on_one_rank_before_the_job_check_is_told_at_once(
     read each one's device before the base setup took them, outside its guard (k596); and where
     a generator's own filter fails on it: MPISync listed it there still (k602); and where the
     error's own ``__str__`` raises: its text, made before the exchange, raised there (k605)."""
+    rank0_is_told_at_once(tmp_path, (rank1_setup, '{"data": 1}', "30"), f"{BEFORE_CHECK}: {error}")
+
+
+#: what rank 0's JobMismatch says where rank 1's setup failed before the job check
+BEFORE_CHECK = "setup failed on rank 1 before its job check"
+
+
+def test_a_meeting_whose_description_fails_on_one_rank_is_told_at_once(tmp_path):
+    """Both set up, then rank 1's description at an ``all_equal`` meeting (as the Trainer's,
+    or a script's own) holds itself, which JSON cannot write: raised before the meeting's
+    exchange, rank 0 waited there until rank 1's close aborted, or the watchdog's timeout. The
+    meeting is made all the same, its description naming the error (k605): rank 0 raises a
+    JobMismatch saying it, where rank 1's close told it "rank 1 closed"."""
+    said = "all_equal failed on rank 1 before its exchange: ValueError: Circular reference"
+    rank0_is_told_at_once(tmp_path, ("[w], {}", '{"data": looped}', "3"), said)
+
+
+def rank0_is_told_at_once(tmp_path, rank1: tuple[str, str, str], said: str) -> None:
+    """Run :data:`CAUGHT_ALONE` with rank 1's setup, meeting and sleep (``rank1``): rank 0
+    raises a JobMismatch saying ``said`` at once."""
     script = tmp_path / "alone.py"
-    script.write_text(CAUGHT_ALONE.replace("{RANK1_SETUP}", rank1_setup).replace("{{}}", "{}"))
+    text = CAUGHT_ALONE.replace("{{", "{").replace("}}", "}")
+    for name, value in zip(("SETUP", "MEETING", "SLEEP"), rank1, strict=True):
+        text = text.replace(f"{{RANK1_{name}}}", value)
+    script.write_text(text)
     began = time.monotonic()
     # under mpi4py's runner, whose abort on rank 0's JobMismatch ends rank 1's work alone
     done = run_mpi(["-n", "2", sys.executable, "-m", "mpi4py", str(script)], timeout=20)
     assert done.returncode != 0, done.stdout + done.stderr[-3000:]
     assert "rank 1 caught: " in done.stdout, done.stdout
-    said = [line for line in done.stderr.splitlines() if line.startswith("distconv.sync")]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("distconv.sync")]
     assert any(
         line.startswith("distconv.sync.mpi.comm.JobMismatch: rank 0 and rank 1 run different")
-        and f"setup failed on rank 1 before its job check: {error}" in line
-        for line in said
+        and said in line
+        for line in lines
     ), done.stderr[-3000:]
     assert time.monotonic() - began < 15
 

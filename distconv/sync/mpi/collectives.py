@@ -232,7 +232,10 @@ class RankCollectives(LocalSync):
         (:data:`~distconv.sync.mpi.step_check.SETUP`): a rank that sets up again, or late,
         while another is at a step or a meeting is named there, not left waiting in setup's
         blocking collectives, which match none of theirs. Outside setup (the Trainer compares
-        its data so) it is a meeting between steps like the others.
+        its data so) it is a meeting between steps like the others; there, a description JSON
+        cannot write (on this rank alone) is raised once the meeting is made all the same, its
+        description naming the error: the others raise a JobMismatch saying it, where they
+        waited in the meeting until the watchdog's timeout.
 
         Raises:
             SyncError: naming this rank, the first rank that differs, and the first differing
@@ -241,8 +244,20 @@ class RankCollectives(LocalSync):
         """
         # before the exchange: a value JSON cannot write (one that holds itself), on this rank
         # alone, raised after it left the others waiting in the digests' gather until the
-        # watchdog's timeout; raised here, setup's check is made naming it (_fail_before_check)
-        ours = as_sent(description)
+        # watchdog's timeout; raised here, setup's check is made naming it (_fail_before_check),
+        # and a meeting's is made as any other, the description naming it alone
+        try:
+            ours = as_sent(description)
+        except Exception as exc:
+            if not self._setting_up and self.world_size > 1:
+                self._meet(SETUP)  # refused (raised) where this is no meeting's time
+                said = f"all_equal failed on rank {self.rank} before its exchange: "
+                self._tell_error(
+                    exc,
+                    lambda text: same_job(self.comm, self.rank, {"name": said + text}),
+                    "all_equal made its exchange all the same, telling the other ranks",
+                )
+            raise
         self._job_met = True  # setup's exchange reached (made, or raised as it was made)
         if self._setting_up:  # the step that failed here alone, if untold, said (and so told)
             failed, self._failed_finish = self._failed_finish, None
