@@ -99,15 +99,25 @@ def call_fields(value: Any) -> dict[str, Any] | None:
     if is_bound_builtin(value):  # its text named the object's type alone (",".join)
         owner = value.__self__
         return {"func": f"<built-in method {type_name(owner)}.{value.__name__}>", "self": owner}
-    wrapped = attribute(value, "__wrapped__")  # functools.cache's wrapper: its function
-    if wrapped is not None and not _is_function(value):
-        if callable(value) and type(value).__repr__ is object.__repr__:  # no text of its own
-            return {"func": wrapped, **public_attributes(value)}
     if _is_function(value):
         kept = {"closure": closure_values(value), "defaults": _defaults(value)}
         kept = {what: found for what, found in kept.items() if found}
         return {"func": code_name(value), **kept} if kept else None
+    if callable(value) and type(value).__repr__ is object.__repr__:  # no text of its own
+        wrapped = _wrapped(value)  # functools.cache's wrapper: its function
+        if wrapped is not None:
+            return {"func": wrapped, **public_attributes(value)}
     return None
+
+
+def _wrapped(value: Any) -> Any:
+    """The function ``value`` wraps (its ``__wrapped__``), or None where it names none or
+    reading it raises (a lazy handle's property, one answering from a dict of its own with
+    ``KeyError``): read of every object walked, such an error stopped the job check."""
+    try:
+        return attribute(value, "__wrapped__")
+    except Exception:  # any error of its own: no wrapper, written as any object is
+        return None
 
 
 def is_bound_builtin(value: Any) -> bool:
