@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import types
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -91,7 +92,8 @@ def call_fields(value: Any) -> dict[str, Any] | None:
     walked, each is written as it would be alone, and an object that holds its own method is
     no endless walk (its second visit is ``"..."``). A closure was its name alone: two made
     by one factory over other values agreed (two ranks whose configs differ there passed the
-    job check)."""
+    job check). A ``functools.singledispatch`` function is written by its function and its
+    registry (:func:`_dispatch_registry`), not its cells."""
     if isinstance(value, functools.partial):
         return {"func": value.func, "args": list(value.args), "keywords": dict(value.keywords)}
     if isinstance(value, types.MethodType):
@@ -100,6 +102,8 @@ def call_fields(value: Any) -> dict[str, Any] | None:
         owner = value.__self__
         return {"func": f"<built-in method {type_name(owner)}.{value.__name__}>", "self": owner}
     if _is_function(value):
+        if (registry := _dispatch_registry(value)) is not None:
+            return {"func": _wrapped(value) or code_name(value), "registry": registry}
         kept = {"closure": closure_values(value), "defaults": _defaults(value)}
         kept = {what: found for what, found in kept.items() if found}
         return {"func": code_name(value), **kept} if kept else None
@@ -108,6 +112,19 @@ def call_fields(value: Any) -> dict[str, Any] | None:
         if wrapped is not None:
             return {"func": wrapped, **public_attributes(value)}
     return None
+
+
+def _dispatch_registry(function: Any) -> dict[str, Any] | None:
+    """A ``functools.singledispatch`` function's registry (it has ``registry`` and
+    ``dispatch``): each registered type's module-qualified name -> its function, or None for
+    any other function. Its closure is not walked: it holds ``cache_token``, abc's count of
+    registrations in the process, another in each process that imported other modules first
+    (``fractions`` registers with ``numbers``' abstract classes), and in one once a type is
+    registered with an abstract class and the function called."""
+    registry, dispatch = attribute(function, "registry"), attribute(function, "dispatch")
+    if not isinstance(registry, Mapping) or not callable(dispatch):
+        return None
+    return {f"{kind.__module__}.{kind.__qualname__}": found for kind, found in registry.items()}
 
 
 def _wrapped(value: Any) -> Any:

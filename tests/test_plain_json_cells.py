@@ -6,11 +6,14 @@ imported other modules first), and without an error where a value's attribute ra
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from distconv import plain_json
 from distconv.layers import settings
+from tests.child_env import child_env
 
 
 class _Unloaded:
@@ -43,4 +46,52 @@ def test_an_object_whose_wrapped_raises_is_written_not_an_error(error: Exception
     assert json.loads(plain_json.dumps(_UnloadedCall(error))) == {
         **written,
         "class": "_UnloadedCall",
+    }
+
+
+#: a config's singledispatch function over an abstract class, written after a call: each
+#: process imports it after other modules of its own (``import fractions`` registers with
+#: ``numbers``' abstract classes, moving abc's count of registrations)
+_DISPATCH = """
+{extra}
+import collections.abc, functools
+from distconv import plain_json
+
+@functools.singledispatch
+def describe(x):
+    return "value"
+
+@describe.register
+def _(x: collections.abc.Sequence):
+    return "sequence"
+
+describe([1])
+print(plain_json.dumps({{"describe": describe}}))
+"""
+
+
+def test_a_single_dispatch_function_is_written_alike_whatever_else_its_process_imported():
+    """A ``functools.singledispatch`` function's closure holds ``cache_token``, abc's count of
+    registrations in its process: walked, two processes that had imported other modules (one
+    ``fractions`` more) wrote other counts, and ranks of one config refused each other at the
+    job check. It is written by its function and its registry, the registered functions by
+    type, not by its cells."""
+    written = [
+        subprocess.run(
+            [sys.executable, "-c", _DISPATCH.format(extra=extra)],
+            capture_output=True,
+            text=True,
+            env=child_env(PYTHONHASHSEED=seed),
+            timeout=50,
+            check=True,
+        ).stdout
+        for extra, seed in (("", "1"), ("import fractions", "2"))
+    ]
+    assert written[0] == written[1]
+    assert json.loads(written[0])["describe"]["fields"] == {
+        "func": "<function __main__.describe>",
+        "registry": {
+            "builtins.object": "<function __main__.describe>",
+            "collections.abc.Sequence": "<function __main__._>",
+        },
     }

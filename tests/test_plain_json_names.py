@@ -657,7 +657,7 @@ def test_a_single_dispatch_function_is_written_alike_whatever_it_was_called_with
     before = plain_json.dumps(_describe)
     assert _describe(3) == "int"
     assert plain_json.dumps(_describe) == before
-    assert '"int": "<function tests.test_plain_json_names._>"' in before
+    assert '"builtins.int": "<function tests.test_plain_json_names._>"' in before
     weak = [weakref.WeakSet(), weakref.WeakKeyDictionary(), weakref.WeakValueDictionary()]
     assert json.loads(plain_json.dumps(weak)) == [type(w).__qualname__ for w in weak]
     assert settings.setting_value(weak) == [type(w).__qualname__ for w in weak]
