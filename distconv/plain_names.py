@@ -6,7 +6,10 @@ nothing of distconv: :mod:`distconv.plain_json`, which the layers share, imports
 
 from __future__ import annotations
 
+import dis
+import enum
 import functools
+import sys
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -79,21 +82,20 @@ def type_name(value: Any) -> str:
 
 
 def call_fields(value: Any) -> dict[str, Any] | None:
-    """The fields a ``functools.partial`` (its ``func``, ``args`` and ``keywords``), a bound
-    method (its function and the object it is bound to: ``func``, ``self``; a built-in one's
-    function by its type's module-qualified name and its own) or a closure or a
-    function with defaults (its :func:`code_name`, what it captured and its default arguments:
+    """The fields a ``functools.partial`` (its ``func``, ``args`` and ``keywords``), a bound method
+    (its function and the object it is bound to: ``func``, ``self``; a built-in one's function by
+    its type's module-qualified name and its own) or a closure or a function with defaults (its
+    :func:`code_name`, what it captured and its default arguments, each as :func:`held` writes it:
     ``func``, ``closure``, ``defaults``), or a wrapper of no text of its own (``functools.cache``'s:
-    the function it wraps as ``func``, its public attributes) is written by, as an
-    object's are (:func:`~distconv.plain_json.fields_of`), or None where ``value`` is none of
-    them. Their repr wrote a partial's function without its module and its arguments by
-    their repr (a set in its process's hash order, an array summarised past 1000 values, an
-    object with no text of its own as its class's name), and a method's object by its repr:
-    walked, each is written as it would be alone, and an object that holds its own method is
-    no endless walk (its second visit is ``"..."``). A closure was its name alone: two made
-    by one factory over other values agreed (two ranks whose configs differ there passed the
-    job check). A ``functools.singledispatch`` function is written by its function and its
-    registry (:func:`_dispatch_registry`), not its cells."""
+    the function it wraps as ``func``, its public attributes) is written by, as an object's are
+    (:func:`~distconv.plain_json.fields_of`), or None where ``value`` is none of them. Their repr
+    wrote a partial's function without its module and its arguments by their repr (a set in its
+    process's hash order, an array summarised past 1000 values, an object with no text of its own as
+    its class's name), and a method's object by its repr: walked, each is written as it would be
+    alone, and an object that holds its own method is no endless walk (its second visit is
+    ``"..."``). A closure was its name alone: two made by one factory over other values agreed (two
+    ranks whose configs differ there passed the job check). A ``functools.singledispatch`` function
+    is written by its function and its registry (:func:`_dispatch_registry`), not its cells."""
     if isinstance(value, functools.partial):
         return {"func": value.func, "args": list(value.args), "keywords": dict(value.keywords)}
     if isinstance(value, types.MethodType):
@@ -149,30 +151,105 @@ def _defaults(function: types.FunctionType) -> dict[str, Any]:
     """``function``'s default arguments by their parameters' names (``__defaults__``, then
     ``__kwdefaults__``): ``lambda x, k=k: x * k`` made in a loop was one text for each ``k``
     (its name and line), so two ranks whose configs differ in a default passed the job check.
-    A private one (``_cache={}``, a name starting with ``_``) is left out, as an object's
-    private attribute is (:func:`public_attributes`): what the process filled in."""
+    Each is written as :func:`held` writes it (``memo={}`` as ``"<dict>"``), and a private
+    one (``_cache={}``, a name starting with ``_``) is left out, as an object's private
+    attribute is (:func:`public_attributes`)."""
     code = function.__code__
     given = function.__defaults__ or ()
     names = code.co_varnames[: code.co_argcount]
     found = dict(zip(names[len(names) - len(given) :], given))
     found.update(function.__kwdefaults__ or {})
-    return {name: value for name, value in found.items() if name[:1] != "_"}
+    return {name: held(value) for name, value in found.items() if name[:1] != "_"}
 
 
 def closure_values(function: types.FunctionType) -> dict[str, Any]:
-    """What ``function`` captured, by the name its code reads it by; a cell not yet set (a
-    name its factory assigns after making it) left out, and a private one (``_seen``, a name
-    starting with ``_``), as an object's private attribute is (:func:`public_attributes`):
-    a cache the process filled in, or ``__class__`` (which a method's name tells already)."""
+    """What ``function`` captured, by the name its code reads it by, each as :func:`held`
+    writes it (a memo's ``cache = {}`` as ``"<dict>"``), one its code rebinds (``nonlocal
+    calls``) by its type's name alone (``"<int>"``): the value it holds is the count of its
+    calls. A cell not yet set (a name its factory assigns after making it) is left out, and a
+    private one (``_seen``, a name starting with ``_``), as an object's private attribute is
+    (:func:`public_attributes`), and so ``__class__`` (which a method's name tells already):
+    the rule of kinds (:func:`held`) is on top of the rule of names, not in its place."""
     found = {}
-    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
+    code = function.__code__
+    for name, cell in zip(code.co_freevars, function.__closure__ or ()):
         if name[:1] == "_":
             continue
         try:
-            found[name] = cell.cell_contents
+            value = cell.cell_contents
         except ValueError:  # empty: nothing captured yet
             continue
+        found[name] = _kind(value) if name in _rebound(code) else held(value)
     return found
+
+
+def held(value: Any) -> Any:
+    """A cell's or a default's value as it is written: as itself where it is of a kind that
+    does not change with use (None, a bool, a number, a string, bytes, a numpy scalar, a
+    class, a module, an enum member, a function, whose own cells and defaults are written by
+    this rule, a tuple or frozenset of such); an array by its dtype and shape (its values are
+    written in place: ``{"dtype": "float32", "shape": [3]}``); any other value (a dict, a
+    list, a set, an object) by its type's name alone (``"<dict>"``), whatever it holds.
+    Written with what they held, a memo decorator's ``cache = {}`` or a list default filled in
+    made ranks that agree refuse each other at the job check once one had called it (a dry
+    step on rank 0), which blocks a correct job; two configs that differ only in what such a
+    value holds now agree, which the job check misses."""
+    if isinstance(value, _FIXED) or _is_function(value) or _is_scalar(value):
+        return value
+    if isinstance(value, types.BuiltinFunctionType) and _builtin_name(value) is not None:
+        return value  # math.sqrt, dict.fromkeys: not bound to an object
+    if isinstance(value, (tuple, frozenset)) and all(held(v) is v for v in value):
+        return value
+    shape = _array_shape(value)
+    return shape if shape is not None else _kind(value)
+
+
+#: the kinds of value :func:`held` writes as themselves: none changes with use
+_FIXED = (type(None), bool, int, float, complex, str, bytes, type, types.ModuleType, enum.Enum)
+
+
+def _kind(value: Any) -> str:
+    """``value``'s type's name, as :func:`held` writes a value that may change with use."""
+    return f"<{type(value).__qualname__}>"
+
+
+def _is_scalar(value: Any) -> bool:
+    """Whether ``value`` is a numpy scalar (``np.float32(2)``), known without importing numpy."""
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.generic)
+
+
+def _array_shape(value: Any) -> dict[str, Any] | None:
+    """An array's dtype and shape (numpy's, or one that speaks DLPack or lives on a GPU: a
+    torch tensor, a cupy array), or None for any other value; read without its
+    ``__getattr__``, an error there taken as no array."""
+    numpy = sys.modules.get("numpy")
+    try:
+        if not (numpy is not None and isinstance(value, numpy.ndarray)):
+            if attribute(value, "__dlpack__") is None:
+                if attribute(value, "__cuda_array_interface__") is None:
+                    return None
+        dtype, shape = attribute(value, "dtype"), attribute(value, "shape")
+    except Exception:  # a property of its own raising: no array of ours
+        return None
+    if dtype is None or not isinstance(shape, tuple):
+        return None
+    return {"dtype": str(dtype), "shape": [int(n) for n in shape]}
+
+
+@functools.lru_cache(maxsize=4096)
+def _rebound(code: types.CodeType) -> frozenset[str]:
+    """The free names ``code`` (or a function made in it) assigns or deletes (``nonlocal``):
+    a cell whose value changes with each call, whatever its kind. Once a code object."""
+    names = {
+        found.argval
+        for found in dis.get_instructions(code)
+        if found.opname in ("STORE_DEREF", "DELETE_DEREF")
+    }
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _rebound(const)
+    return frozenset(names)
 
 
 def public_attributes(value: Any) -> dict[str, Any]:

@@ -5,10 +5,12 @@ imported other modules first), and without an error where a value's attribute ra
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from distconv import plain_json
@@ -47,6 +49,84 @@ def test_an_object_whose_wrapped_raises_is_written_not_an_error(error: Exception
         **written,
         "class": "_UnloadedCall",
     }
+
+
+def _memo(function):
+    """The usual memo decorator: its cache a public cell, filled in by each call."""
+    cache = {}
+
+    @functools.wraps(function)
+    def remembered(x):
+        if x not in cache:
+            cache[x] = function(x)
+        return cache[x]
+
+    return remembered
+
+
+@_memo
+def _square(x):
+    return x * x
+
+
+def _counting():
+    calls = 0  # rebound by each call (nonlocal): an int, but not the one it was made with
+
+    def count(x):
+        nonlocal calls
+        calls += 1
+        return x
+
+    return count
+
+
+def _keeping(kept, seen=[], limit=2, names=("conv1",)):  # noqa: B006 (the idiom itself)
+    def keep(x):
+        seen.append(x)
+        kept[...] = x
+        return limit, names
+
+    return keep
+
+
+def _scaler(factor):
+    def scale(x):
+        return factor * x
+
+    return scale
+
+
+def test_a_cell_or_default_that_changes_with_use_is_written_by_its_kind_alone():
+    """A public cell or default holding a mutable value (a memo decorator's ``cache = {}``, a
+    list default filled in, an array written in place) or one its function rebinds
+    (``nonlocal calls``) was written with what it held: ranks that agree refused each other
+    at the job check once one had called it (a dry step on rank 0). It is written by its
+    type's name (an array by its dtype and shape); a value that cannot change (a number, a
+    tuple or frozenset of such, a function) is still written, so two made over other values
+    differ."""
+    made = [_square, _counting(), _keeping(np.zeros(3))]
+    before = plain_json.dumps(made)
+    for function in made:
+        function(3)
+    assert plain_json.dumps(made) == before
+    assert settings.setting_value(made) == json.loads(before)
+    square, count, keep = json.loads(before)
+    assert square["fields"]["closure"] == {
+        "cache": "<dict>",
+        "function": "<function tests.test_plain_json_cells._square>",
+    }
+    assert count["fields"]["closure"] == {"calls": "<int>"}
+    assert keep["fields"]["closure"] == {
+        "kept": {"dtype": "float64", "shape": [3]},
+        "limit": 2,
+        "names": ["conv1"],
+        "seen": "<list>",
+    }
+    assert plain_json.dumps(_scaler(2)) != plain_json.dumps(_scaler(3))
+    assert plain_json.dumps(_scaler((1, frozenset({2})))) != plain_json.dumps(_scaler((1,)))
+    assert plain_json.dumps(_scaler(_scaler(2))) != plain_json.dumps(_scaler(_scaler(3)))
+    assert plain_json.dumps(_scaler(np.zeros(3))) != plain_json.dumps(_scaler(np.zeros(4)))
+    assert plain_json.dumps(_scaler([1])) == plain_json.dumps(_scaler([2]))  # refused alike
 
 
 #: a config's singledispatch function over an abstract class, written after a call: each
