@@ -9,6 +9,7 @@ import functools
 import json
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -175,3 +176,22 @@ def test_a_single_dispatch_function_is_written_alike_whatever_else_its_process_i
             "collections.abc.Sequence": "<function __main__._>",
         },
     }
+
+
+def test_a_layer_setting_asks_a_plain_dict_or_list_nothing_of_process_state(monkeypatch):
+    """A layer's settings asked :func:`~distconv.plain_json.is_process_state` (a dozen type
+    checks) of every mapping, a plain dict too (a fifth slower over many small ones), which
+    is never process state: asked only of another mapping (``os.environ``), as the job
+    check asks."""
+    asked = []
+
+    def counted(value):
+        asked.append(type(value).__qualname__)
+        return False
+
+    monkeypatch.setattr(settings, "is_process_state", counted)
+    value = {"a": [{"b": 1}, ({"c": 2},)]}
+    assert settings.setting_value(value) == {"a": [{"b": 1}, ({"c": 2},)]}
+    assert asked == []
+    settings.setting_value(types.MappingProxyType({"a": 1}))
+    assert asked == ["mappingproxy"]

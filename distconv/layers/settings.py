@@ -76,8 +76,9 @@ def setting_value(value: Any) -> Any:
         items = [setting_value(v) for v in value]
         # a namedtuple takes its fields one by one, as dataclasses.asdict builds it
         return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-    if isinstance(value, Mapping) and not is_process_state(value):  # os.environ: its type's
-        # a MappingProxyType too: its repr, a set's hash order
+    if isinstance(value, Mapping) and (type(value) is dict or not is_process_state(value)):
+        # a dict is never process state (os.environ: its type's name); a MappingProxyType is
+        # walked too, not its repr (a set in hash order)
         names = key_names(value)  # as the job check names them: 1 beside "1" kept apart
         return {names[k]: setting_value(v) for k, v in value.items()}
     if isinstance(value, (set, frozenset)):  # its repr: in hash order, another on each rank
