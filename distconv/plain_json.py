@@ -108,14 +108,21 @@ def _keyed(value: Any, inside: set[int]) -> Any:
         owner = fields.get("self") if bound else None
         if isinstance(owner, (Mapping, list, tuple)) and id(owner) in inside:
             fields = {**fields, "self": "..."}  # a table holding its own get: not refused
-        made: Any = {"class": type(value).__qualname__, "fields": _keyed(fields, inside)}
-    elif isinstance(value, Mapping):  # a MappingProxyType, one's own too: walked, not its str
-        named = key_names(value, inside)  # a key back to a holder: "..." there
-        made = {named[key]: _keyed(item, inside) for key, item in value.items()}
+    # loops, not comprehensions, and an object's fields walked here, not in a call of their
+    # own: each is a Python frame a level (3.11), and a closure's level cost five (its
+    # fields, its cells), so a chain of 200 composed functions was refused as too deep
+    mapping = fields if fields is not None else value if isinstance(value, Mapping) else None
+    if mapping is not None:  # a MappingProxyType, one's own too: walked, not its str
+        named = key_names(mapping, inside)  # a key back to a holder: "..." there
+        walked: Any = {}
+        for key, item in mapping.items():
+            walked[named[key]] = _keyed(item, inside)
     else:
-        made = [_keyed(item, inside) for item in value]
+        walked = []
+        for item in value:
+            walked.append(_keyed(item, inside))
     inside.discard(id(value))
-    return made
+    return walked if fields is None else {"class": type(value).__qualname__, "fields": walked}
 
 
 def _sorted(elements: Any, inside: set[int]) -> list[Any]:

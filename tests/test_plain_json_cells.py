@@ -195,3 +195,19 @@ def test_a_layer_setting_asks_a_plain_dict_or_list_nothing_of_process_state(monk
     assert asked == []
     settings.setting_value(types.MappingProxyType({"a": 1}))
     assert asked == ["mappingproxy"]
+
+
+def _composed(first, then):
+    return lambda x: then(first(x))
+
+
+def test_a_chain_of_250_composed_functions_is_written_not_refused_as_too_deep():
+    """Each closure's level of a composed transform cost five Python calls of the walk (its
+    fields, its cells, each dict's comprehension), so one of 200 steps was refused as too
+    deep on every rank, where its name alone had been written before cells were walked. The
+    walk now costs two a level; JSON's own encoder, three a level, bounds it near 330."""
+    steps = [_scaler(k) for k in range(250)]
+    chain = functools.reduce(_composed, steps)
+    written = json.loads(plain_json.dumps({"transform": chain}))["transform"]
+    assert written["fields"]["closure"]["then"]["fields"]["closure"] == {"factor": 249}
+    assert settings.setting_value(chain) == written
