@@ -6,9 +6,13 @@ nothing of distconv: :mod:`distconv.plain_json`, which the layers share, imports
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import dis
 import enum
+import fractions
 import functools
+import pathlib
 import sys
 import types
 from collections.abc import Mapping
@@ -186,9 +190,11 @@ def closure_values(function: types.FunctionType) -> dict[str, Any]:
 def held(value: Any) -> Any:
     """A cell's or a default's value as it is written: as itself where it is of a kind that
     does not change with use (None, a bool, a number, a string, bytes, a numpy scalar, a
-    class, a module, an enum member, a function, whose own cells and defaults are written by
-    this rule, a tuple or frozenset of such); an array by its dtype and shape (its values are
-    written in place: ``{"dtype": "float32", "shape": [3]}``); any other value (a dict, a
+    class, a module, an enum member, a range, a slice, a path, a Decimal or Fraction, a date,
+    time or timedelta, a function, whose own cells and defaults are written by this rule, a
+    tuple or frozenset of such, a ``functools.partial`` whose function and arguments are);
+    an array by its dtype and shape (its values are written in place: ``{"dtype": "float32",
+    "shape": [3]}``); any other value (a dict, a
     list, a set, an object) by its type's name alone (``"<dict>"``), whatever it holds.
     Written with what they held, a memo decorator's ``cache = {}`` or a list default filled in
     made ranks that agree refuse each other at the job check once one had called it (a dry
@@ -200,12 +206,23 @@ def held(value: Any) -> Any:
         return value  # math.sqrt, dict.fromkeys: not bound to an object
     if isinstance(value, (tuple, frozenset)) and all(held(v) is v for v in value):
         return value
+    if isinstance(value, functools.partial) and _held_partial(value):
+        return value
     shape = _array_shape(value)
     return shape if shape is not None else _kind(value)
 
 
 #: the kinds of value :func:`held` writes as themselves: none changes with use
 _FIXED = (type(None), bool, int, float, complex, str, bytes, type, types.ModuleType, enum.Enum)
+_FIXED += (range, slice, pathlib.PurePath, decimal.Decimal, fractions.Fraction)
+_FIXED += (datetime.date, datetime.time, datetime.timedelta)
+
+
+def _held_partial(value: functools.partial) -> bool:
+    """Whether :func:`held` writes the partial ``value`` as itself: its function and every
+    argument it binds are written so (``partial(scale, factor=2)``)."""
+    bound = (value.func, *value.args, *value.keywords.values())
+    return all(held(v) is v for v in bound)
 
 
 def _kind(value: Any) -> str:

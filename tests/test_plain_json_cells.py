@@ -5,8 +5,12 @@ imported other modules first), and without an error where a value's attribute ra
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import fractions
 import functools
 import json
+import pathlib
 import subprocess
 import sys
 import types
@@ -211,3 +215,39 @@ def test_a_chain_of_250_composed_functions_is_written_not_refused_as_too_deep():
     written = json.loads(plain_json.dumps({"transform": chain}))["transform"]
     assert written["fields"]["closure"]["then"]["fields"]["closure"] == {"factor": 249}
     assert settings.setting_value(chain) == written
+
+
+def _scaled_by(factor: object):
+    """A closure over ``factor`` (a setting held in a cell)."""
+
+    def scaled(x):
+        return x * factor
+
+    return scaled
+
+
+@pytest.mark.parametrize(
+    "one, other",
+    [
+        (range(3), range(4)),
+        (slice(0, 2), slice(0, 3)),
+        (pathlib.Path("a"), pathlib.Path("b")),
+        (decimal.Decimal("0.1"), decimal.Decimal("0.2")),
+        (fractions.Fraction(1, 3), fractions.Fraction(1, 4)),
+        (datetime.timedelta(1), datetime.timedelta(2)),
+        (functools.partial(max, 1), functools.partial(max, 2)),
+    ],
+)
+def test_a_captured_value_that_cannot_change_is_written_by_value(one, other):
+    """A range, slice, path, Decimal, Fraction, timedelta or a partial of such captured by a
+    closure was written by its type's name alone, as a dict is: closures over two of them
+    agreed, in the job check and in a layer's settings, though none changes with use."""
+    assert plain_json.dumps(_scaled_by(one)) == plain_json.dumps(_scaled_by(one))
+    assert plain_json.dumps(_scaled_by(one)) != plain_json.dumps(_scaled_by(other))
+    assert settings.setting_value(_scaled_by(one)) != settings.setting_value(_scaled_by(other))
+
+
+def test_a_partial_holding_a_mutable_value_is_written_by_its_type():
+    """A partial that binds a dict may change with use, as the dict itself may."""
+    memo_one, memo_two = functools.partial(max, {}), functools.partial(max, {"a": 1})
+    assert plain_json.dumps(_scaled_by(memo_one)) == plain_json.dumps(_scaled_by(memo_two))
