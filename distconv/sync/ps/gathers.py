@@ -181,6 +181,15 @@ class ShardGathers:
                 blamed.update(self.bye_blames.get(rank) or [rank])
         return sorted(blamed)
 
+    def _refusal(self, gone: Iterable[int]) -> str | None:
+        """The words that lead a failure the ``gone`` ranks left (each said bye), as a refusal
+        of the job (``refused: "job"``), where every one of them left on the ranks' different
+        jobs (:meth:`_job_refused`): the first's. None where any did not: one that failed on
+        its own is blamed, and the failure is its, whatever the others heard; one that closed
+        without an error trained fewer steps; one that never said bye went silent."""
+        said = [self._job_refused(r) if r in self.left else None for r in sorted(gone)]
+        return said[0] if said and None not in said else None
+
     def _job_refused(self, rank: int) -> str | None:
         """The words saying that the ranks run different jobs where ``rank`` left on them, or
         None: its hello refused here as another job's (:meth:`_other_job`), or its bye's error

@@ -14,6 +14,7 @@ import logging
 import time
 from typing import Any
 
+from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.processes import WORKER_ENDED, ProcessWatch
 
 log = logging.getLogger("distconv.pserver")
@@ -77,9 +78,13 @@ class WorkerLosses:
                 # the silent ranks failed; of those that said bye, only one that failed did
                 gone = self.left.intersection(missing)
                 failed = set(missing) - gone | set(self._blamed(gone))
-                self._fail(
-                    f"{', '.join(self._who(r) for r in missing)} {late}" + self._why(missing, key),
+                said = self._refusal(missing)  # each closed on the ranks' different jobs
+                lead, fields = ("", {}) if said is None else (f"{said}; ", REFUSED_JOB)
+                self._fail(  # led by those words, as a step or a gather a bye left: a refusal
+                    f"{lead}{', '.join(self._who(r) for r in missing)} {late}"
+                    + self._why(missing, key),
                     failed,
+                    **fields,
                 )
                 return
             for rank in missing:
