@@ -172,13 +172,18 @@ class ShardGathers:
     def _blamed(self, gone: Iterable[int]) -> list[int]:
         """The ranks whose failure it is that the ``gone`` ranks (each said bye) left: one
         that closed on an error, or, where that error was another rank's failure (its bye's
-        ``failed_ranks``), that rank; none for a rank that closed without an error (fewer
+        ``failed_ranks``), that rank, whatever its words (a peer's failure is a failure, as
+        the shard that named it said); none for a rank that closed without an error (fewer
         steps) or on the ranks' different jobs (:meth:`_job_refused`: the ranks' jobs do not
         fit; one refused for its host is blamed: its own failure)."""
         blamed: set[int] = set()
         for rank in gone:
-            if self.bye_error.get(rank) and self._job_refused(rank) is None:  # no one's fault
-                blamed.update(self.bye_blames.get(rank) or [rank])
+            if not self.bye_error.get(rank):
+                continue  # fewer steps: no one's fault
+            if self.bye_blames.get(rank):
+                blamed.update(self.bye_blames[rank])
+            elif self._job_refused(rank) is None:
+                blamed.add(rank)
         return sorted(blamed)
 
     def _refusal(self, gone: Iterable[int]) -> str | None:
@@ -196,7 +201,10 @@ class ShardGathers:
         saying so (:func:`~distconv.rank_endings.different_jobs_in`). The latter is a refusal
         heard elsewhere: with two shards, a rank that shard 0 stopped in its start-up gather
         for a rank of another ``--job-id`` closes with that ``JobRefused`` here, and was blamed
-        for it, the other ranks stopping as on its failure (review k597)."""
+        for it, the other ranks stopping as on its failure (review k597). None for a rank whose
+        bye carried ``failed_ranks`` as well: it stopped on their failure (:meth:`_blamed`)."""
+        if self.bye_error.get(rank) and self.bye_blames.get(rank):
+            return None  # it closed on another rank's failure (:meth:`_blamed`), not on this
         said = self._other_job(rank)
         if said is None and (error := self.bye_error.get(rank)):
             said = different_jobs_in([error])
@@ -207,7 +215,9 @@ class ShardGathers:
         parameter's step it never pushed are held here, whichever came first. That step can
         never complete: a worker of the rank started again would say ``hello`` and wait in the
         start-up gather, which fails the job then (:func:`~distconv.sync.ps.stuck.stuck`). So
-        fail it now, naming the rank and its error, instead of at the timeout. Read per
+        fail it now, naming every such rank and its error, instead of at the timeout: blaming
+        each that failed (:meth:`_blamed`), and a refusal of the job, led by the words, only
+        where all of them closed on the ranks' different jobs (:meth:`_refusal`). Read per
         parameter, not per step: a worker that raised in backward may have pushed some of the
         step's parameters to this shard (push_bytes coalescing sends them as they come), and
         the others of that step still wait for it. (A rank in ``left`` said bye in this run of
@@ -217,24 +227,32 @@ class ShardGathers:
         if not gone_ranks:  # the usual case: nothing to read on every push
             return
         _, pushes, _ = held_now(self.waiting, self.hello_at, self._live())
-        for gone in gone_ranks:
-            behind: dict[int, int] = {}
-            for key, held in self.waiting.items():
-                if key in self.gathers_held or gone in held.by_rank:
-                    continue
-                behind.update({q: pushes[q] for q in held.by_rank if q in pushes})
-            if behind:
-                waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
-                verb = "waits" if len(behind) == 1 else "wait"
-                said = self._job_refused(gone)  # the cause, where the jobs differ
-                cause = "" if said is None else f"{said}; "
-                self._fail(
-                    f"{cause}{self._who(gone)} {self._closed(gone)}; {waiting} {verb} for its "
-                    "push, and the step cannot complete without it",
-                    self._blamed([gone]),  # fewer steps, another job: no one failed
-                    **(REFUSED_JOB if said is not None else {}),
-                )
-                return
+        behind: dict[int, int] = {}  # the ranks whose held steps wait for a gone rank's push
+        gone = []  # every gone rank a held step waits for, not the first alone: each is named
+        for rank in gone_ranks:
+            waits = {
+                q: pushes[q]
+                for key, held in self.waiting.items()
+                if key not in self.gathers_held and rank not in held.by_rank
+                for q in held.by_rank
+                if q in pushes
+            }
+            if waits:
+                gone.append(rank)
+                behind.update(waits)
+        if not gone:
+            return
+        waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
+        verb = "waits" if len(behind) == 1 else "wait"
+        its = "its push, and the step cannot complete without it"
+        if len(gone) > 1:
+            its = "their pushes, and the step cannot complete without them"
+        said = self._refusal(gone)  # the cause, where each closed on the ranks' different jobs
+        lead, fields = ("", {}) if said is None else (f"{said}; ", REFUSED_JOB)
+        closed = "; ".join(f"{self._who(r)} {self._closed(r)}" for r in gone)
+        self._fail(  # one that failed on its own is blamed, whatever the others heard
+            f"{lead}{closed}; {waiting} {verb} for {its}", self._blamed(gone), **fields
+        )
 
     def _refuse_lost(self, rank: int) -> None:
         """Shard 0, which holds the gathers, refuses a ``hello`` or a ``gather`` of a rank it

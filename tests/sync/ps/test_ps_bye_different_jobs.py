@@ -18,15 +18,21 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_ps_stuck import _gather, _hello_run
+from test_ps_stuck import _gather, _hello_run, _push_w
 
 from distconv.messages import described
 from distconv.rank_endings import different_jobs_text
 from distconv.sync import JobRefused
+from distconv.sync.peers import PeerFailed
 
 #: what a rank whose hello another shard refused as another job's heard, and says bye with
 WORDS = different_jobs_text(1, 0, "config.batch: 9 here, 8 there")
 HEARD = described(JobRefused(f"rank 1, hello: pserver 127.0.0.1:1: {WORDS}"))
+
+
+def _replies(h, count: int) -> dict[str, dict]:
+    """The next ``count`` reply headers by their ``op`` (a bye's ``ok``, a held one's error)."""
+    return {head["op"]: head for head, _ in (h.read() for _ in range(count))}
 
 
 @pytest.mark.timeout(30)
@@ -46,3 +52,54 @@ def test_the_timeout_of_a_rank_gone_on_different_jobs_is_a_refusal_of_the_job(ha
     assert reply["op"] == "error" and reply["error"].startswith(f"{WORDS}; rank 1 (host h"), reply
     assert "sent nothing for all_equal:1" in reply["error"], reply
     assert reply.get("refused") == "job" and "failed_ranks" not in reply, reply
+
+
+def _three_ranks_seeded(h) -> None:
+    for rank, run in ((0, 5), (1, 11), (2, 17)):
+        assert _hello_run(h, rank, run)["op"] == "ok"
+    h.seed()
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_that_failed_is_blamed_whatever_another_gone_rank_heard(hand):
+    """Rank 2 closes on its own error, rank 0 on the mismatch it heard; then rank 1's push of a
+    step neither pushed is held: the step fails blaming rank 2 and naming both, no refusal
+    (rank 0, the lowest, decided alone: a refusal of the job, blaming no rank)."""
+    h = hand(workers=3)
+    _three_ranks_seeded(h)
+    h.send({"op": "bye", "rank": 2, "run": 17, "error": described(ValueError("loss is nan"))})
+    h.send({"op": "bye", "rank": 0, "run": 5, "error": HEARD})
+    _push_w(h, 1, 1)
+    reply = _replies(h, 3)["error"]
+    assert 'closed on "ValueError: loss is nan"' in reply["error"], reply
+    assert 'closed on "JobRefused: rank 1, hello' in reply["error"], reply
+    assert not reply["error"].startswith(WORDS), reply  # the launcher would read a mismatch
+    assert reply.get("failed_ranks") == [2] and "refused" not in reply, reply
+
+
+@pytest.mark.timeout(30)
+def test_a_step_left_by_ranks_that_all_closed_on_different_jobs_is_a_refusal(hand):
+    h = hand(workers=3)
+    _three_ranks_seeded(h)
+    for rank, run in ((2, 17), (0, 5)):
+        h.send({"op": "bye", "rank": rank, "run": run, "error": HEARD})
+    _push_w(h, 1, 1)
+    reply = _replies(h, 3)["error"]
+    assert reply["error"].startswith(f"{WORDS}; rank 0 (host h"), reply
+    assert "rank 2 (host h" in reply["error"], reply  # named too
+    assert reply.get("refused") == "job" and "failed_ranks" not in reply, reply
+
+
+@pytest.mark.timeout(30)
+def test_a_bye_naming_failed_ranks_blames_them_whatever_its_words(hand):
+    """Rank 0 closed on a ``PeerFailed`` that shard 0 led with the mismatch but blamed rank 2
+    in (a stuck gather's, a rank gone on its own error beside one gone on the mismatch): this
+    shard blames rank 2 as well, not a refusal of the job; both shards' replies agree."""
+    h = hand(workers=3)
+    _three_ranks_seeded(h)
+    peer = PeerFailed(f"rank 0, barrier:2: pserver 127.0.0.1:1: {WORDS}; ranks are at ...", [2])
+    h.send({"op": "bye", "rank": 0, "run": 5, "error": described(peer), "failed_ranks": [2]})
+    _push_w(h, 1, 1)
+    reply = _replies(h, 2)["error"]
+    assert reply.get("failed_ranks") == [2] and "refused" not in reply, reply
+    assert not reply["error"].startswith(WORDS), reply
