@@ -56,6 +56,10 @@ _DIFFERENT = "run different jobs"
 _ANOTHER = "runs another job than its first hello"
 _OTHER_ID = "names another job id than the shard"
 
+#: the errors the ranks raise the words under, by class name (as a traceback's last line has
+#: it, behind its module's): the shards' refusals and MPI's check, and ``SyncError``, a shard's
+#: refusal read from an older shard (no ``refused`` field)
+_CLASSES = ("JobRefused", "JobMismatch", "SyncError")
 #: a line (its text as the rank wrote it: MPI's tag and a JSON log's object taken off) that
 #: says the ranks run different jobs (:func:`different_jobs_text`, :func:`another_job_text`,
 #: :func:`another_id_text`), the group those words on.
@@ -64,8 +68,9 @@ _OTHER_ID = "names another job id than the shard"
 #: the worker names it: ``hello``, a gather's tag, ``step 3``, ``checkpoint 3``), a rank's
 #: reason's ``rank N: `` (the launcher's ``rank N ended the job: ``) and the error's class
 #: (``JobMismatch: ``, a traceback's ``distconv.sync.errors.JobRefused: ``); the reason's ending
-#: is left out. Not a quote of them inside another failure (a bye's error, a user's message)
-_CLASS = r"(?:[^\W\d][\w.]*: )?"  # an error's class name, as a traceback's last line has it
+#: is left out. Not a quote of them inside another failure (a bye's error, a user's message),
+#: nor behind another class (``ValueError: retry: ``, a ``PeerFailed``: another rank failed)
+_CLASS = rf"(?:(?:distconv(?:\.\w+)*\.)?(?:{'|'.join(_CLASSES)}): )?"
 _PSERVER = r", \S+(?: \d+)?: pserver(?: \S+)?"  # a worker's request and the shard it asked
 DIFFERENT_JOBS = re.compile(
     rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?"
