@@ -195,6 +195,15 @@ class ShardGathers:
         said = [self._job_refused(r) if r in self.left else None for r in sorted(gone)]
         return said[0] if said and None not in said else None
 
+    def _refusal_lead(self, gone: Iterable[int]) -> tuple[str, dict[str, str]]:
+        """What leads a failure the ``gone`` ranks left, and its reply's fields: the words and
+        ``refused: "job"`` where each closed on the ranks' different jobs (:meth:`_refusal`),
+        else nothing: the same rule on every path (a step left behind, a stuck gather, the
+        timeout), so that no failure blaming a rank leads with words the launcher reads as
+        the mismatch (no restart)."""
+        said = self._refusal(gone)
+        return ("", {}) if said is None else (f"{said}; ", REFUSED_JOB)
+
     def _job_refused(self, rank: int) -> str | None:
         """The words saying that the ranks run different jobs where ``rank`` left on them, or
         None: its hello refused here as another job's (:meth:`_other_job`), or its bye's error
@@ -247,8 +256,7 @@ class ShardGathers:
         its = "its push, and the step cannot complete without it"
         if len(gone) > 1:
             its = "their pushes, and the step cannot complete without them"
-        said = self._refusal(gone)  # the cause, where each closed on the ranks' different jobs
-        lead, fields = ("", {}) if said is None else (f"{said}; ", REFUSED_JOB)
+        lead, fields = self._refusal_lead(gone)
         closed = "; ".join(f"{self._who(r)} {self._closed(r)}" for r in gone)
         self._fail(  # one that failed on its own is blamed, whatever the others heard
             f"{lead}{closed}; {waiting} {verb} for {its}", self._blamed(gone), **fields
@@ -293,17 +301,10 @@ class ShardGathers:
         gathers, pushes, since = held_now(self.waiting, self.hello_at, self._live())
         first = min((self.hello_at.get(r, -1) for r in gathers), default=-1)
         gone = {r for r in self.left if self._left_this_run(r, since, first)}
-        other_jobs: list[int] = []  # the ranks gone as another job's that stuck() read
-
-        def other_job(rank: int) -> str | None:
-            said = self._job_refused(rank)
-            if said is not None:  # stuck() leads its message with the first such rank
-                other_jobs.append(rank)
-            return said
-
-        message = stuck(gathers, pushes, self._live(), gone, self._who, self._closed, other_job)
+        message = stuck(gathers, pushes, self._live(), gone, self._who, self._closed)
         if message:  # a rank gone on an error is the cause; else the ranks disagree
-            self._fail(message, self._blamed(gone), **(REFUSED_JOB if other_jobs else {}))
+            lead, fields = self._refusal_lead(gone)  # as a step left behind reads them
+            self._fail(f"{lead}{message}", self._blamed(gone), **fields)
 
     def _left_this_run(self, rank: int, since: int, first: int = -1) -> bool:
         """Whether ``rank``'s bye came in the run of the ranks in a gather, whose hellos of a

@@ -14,7 +14,6 @@ import logging
 import time
 from typing import Any
 
-from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.processes import WORKER_ENDED, ProcessWatch
 
 log = logging.getLogger("distconv.pserver")
@@ -78,8 +77,7 @@ class WorkerLosses:
                 # the silent ranks failed; of those that said bye, only one that failed did
                 gone = self.left.intersection(missing)
                 failed = set(missing) - gone | set(self._blamed(gone))
-                said = self._refusal(missing)  # each closed on the ranks' different jobs
-                lead, fields = ("", {}) if said is None else (f"{said}; ", REFUSED_JOB)
+                lead, fields = self._refusal_lead(missing)  # each gone on different jobs
                 self._fail(  # led by those words, as a step or a gather a bye left: a refusal
                     f"{lead}{', '.join(self._who(r) for r in missing)} {late}"
                     + self._why(missing, key),

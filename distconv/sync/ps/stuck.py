@@ -105,7 +105,6 @@ def stuck(
     gone: Collection[int],
     who: Callable[[int], str] = lambda rank: f"rank {rank}",
     closed: Callable[[int], str] = lambda rank: "closed",
-    other_job: Callable[[int], str | None] = lambda rank: None,
 ) -> str | None:
     """Why the requests a shard holds can never all be answered, or None.
 
@@ -116,13 +115,11 @@ def stuck(
         gone: the ranks whose ``bye`` is of the gathering ranks' run (the shard decides).
         who: how to name a rank in the message (the shard adds its host and last step).
         closed: how a rank in ``gone`` left (the shard adds the error its bye carried).
-        other_job: where a rank's hello was refused as another job's, the shard's words for
-            it (:func:`different_jobs`), else None.
 
     Returns:
-        A message naming what each live rank is doing and why none can go on, led by the
-        first rank gone that runs another job (the cause: the others only waited for it);
-        None when every held request may still be answered.
+        A message naming what each live rank is doing and why none can go on (the shard leads
+        it with the ranks' different jobs where every rank gone closed on them: the cause, the
+        others only waited); None when every held request may still be answered.
     """
     if not gathers:
         return None
@@ -135,7 +132,7 @@ def stuck(
         why = "a rank closed (bye) while another waits in a collective"
     else:
         return None
-    doing, cause = [], ""
+    doing = []
     for r in live:
         if r in gathers:
             kind = gathers[r].partition(":")[0]
@@ -144,12 +141,9 @@ def stuck(
             doing.append(f"{who(r)}: pushed step {pushes[r]}, waiting for the others' pushes")
         elif r in gone:
             doing.append(f"{who(r)}: {closed(r)}")
-            said = other_job(r)  # the shard's words for it, naming both ranks
-            if said is not None and not cause:
-                cause = f"{said}; "
         else:
             doing.append(f"{who(r)}: nothing held here")
-    return f"{cause}ranks are at different points of the job ({'; '.join(doing)}): {why}"
+    return f"ranks are at different points of the job ({'; '.join(doing)}): {why}"
 
 
 def different_jobs(rank: int, job_rank: int, diff: str) -> str:

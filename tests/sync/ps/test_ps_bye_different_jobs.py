@@ -8,7 +8,9 @@ others heard (review k608):
 - a step left behind by two ranks read the lowest-numbered one's bye alone: a rank that closed
   on the mismatch it heard hid one that raised on its own, which was neither named nor blamed;
 - a bye carrying ``failed_ranks`` (a ``PeerFailed`` from another shard) whose text leads with
-  those words blamed no rank here, while the shard that failed first blamed its ranks.
+  those words blamed no rank here, while the shard that failed first blamed its ranks;
+- a gather left stuck by two ranks led with the words of the first gone on the mismatch and
+  carried ``refused: "job"`` while it blamed another that raised on its own.
 
 Each on a real shard on 127.0.0.1 port 0 handed its requests one by one (:mod:`hand_shard`):
 the orders here are ones a real run reaches only by chance."""
@@ -103,3 +105,49 @@ def test_a_bye_naming_failed_ranks_blames_them_whatever_its_words(hand):
     reply = _replies(h, 2)["error"]
     assert reply.get("failed_ranks") == [2] and "refused" not in reply, reply
     assert not reply["error"].startswith(WORDS), reply
+
+
+def _three_ranks_met(h) -> None:
+    """Ranks 0, 1 and 2 say hello and meet in the start-up gather, which is answered."""
+    for rank, run in ((0, 5), (1, 11), (2, 17)):
+        assert _hello_run(h, rank, run)["op"] == "ok"
+    for rank in range(3):
+        _gather(h, rank, "all_equal:1")
+    assert [h.read()[0]["op"] for _ in range(3)] == ["ok"] * 3
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("rank_2_said", [described(ValueError("loss is nan")), None])
+def test_a_gather_left_by_a_rank_that_failed_is_no_refusal_whatever_another_heard(
+    hand, rank_2_said
+):
+    """Rank 2 closes on its own error (or with none: fewer steps), rank 1 on the mismatch it
+    heard; then rank 0 waits at a barrier: stuck at once, blaming rank 2 where it failed, and
+    no refusal of the job, nor led by the words (the launcher would read a mismatch: no
+    restart), as a step left behind reads them. It was led by rank 1's words, the lower, with
+    ``refused: "job"`` beside rank 2 blamed: every worker's line read as the mismatch."""
+    h = hand(workers=3)
+    _three_ranks_met(h)
+    error = {"error": rank_2_said} if rank_2_said else {}
+    h.send({"op": "bye", "rank": 2, "run": 17, **error})
+    h.send({"op": "bye", "rank": 1, "run": 11, "error": HEARD})
+    _gather(h, 0, "barrier:2")
+    reply = _replies(h, 3)["error"]
+    assert reply["error"].startswith("ranks are at different points of the job"), reply
+    assert 'rank 1 (host h, last step none): closed on "JobRefused: rank 1' in reply["error"]
+    assert "refused" not in reply, reply
+    assert reply.get("failed_ranks", []) == ([2] if rank_2_said else []), reply
+
+
+@pytest.mark.timeout(30)
+def test_a_gather_left_by_ranks_that_all_closed_on_different_jobs_is_a_refusal(hand):
+    """Both ranks gone closed on the mismatch they heard: still led by the words, a refusal
+    of the job, blaming no rank."""
+    h = hand(workers=3)
+    _three_ranks_met(h)
+    for rank, run in ((2, 17), (1, 11)):
+        h.send({"op": "bye", "rank": rank, "run": run, "error": HEARD})
+    _gather(h, 0, "barrier:2")
+    reply = _replies(h, 3)["error"]
+    assert reply["error"].startswith(f"{WORDS}; ranks are at different points of"), reply
+    assert reply.get("refused") == "job" and "failed_ranks" not in reply, reply
