@@ -210,7 +210,7 @@ class ShardGathers:
         saying so (:func:`~distconv.rank_endings.different_jobs_in`). The latter is a refusal
         heard elsewhere: with two shards, a rank that shard 0 stopped in its start-up gather
         for a rank of another ``--job-id`` closes with that ``JobRefused`` here, and was blamed
-        for it, the other ranks stopping as on its failure (review k597). None for a rank whose
+        for it, the other ranks stopping as on its failure. None for a rank whose
         bye carried ``failed_ranks`` as well: it stopped on their failure (:meth:`_blamed`)."""
         if self.bye_error.get(rank) and self.bye_blames.get(rank):
             return None  # it closed on another rank's failure (:meth:`_blamed`), not on this
