@@ -206,6 +206,9 @@ def held(value: Any) -> Any:
         return value  # math.sqrt, dict.fromkeys: not bound to an object
     if isinstance(value, (tuple, frozenset)) and all(held(v) is v for v in value):
         return value
+    ends = (value.start, value.stop, value.step) if isinstance(value, slice) else None
+    if ends is not None and all(held(v) is v for v in ends):
+        return value  # slice(0, a_list) is written by its text, which the list's changes change
     if isinstance(value, functools.partial) and _held_partial(value):
         return value
     shape = _array_shape(value)
@@ -214,15 +217,17 @@ def held(value: Any) -> Any:
 
 #: the kinds of value :func:`held` writes as themselves: none changes with use
 _FIXED = (type(None), bool, int, float, complex, str, bytes, type, types.ModuleType, enum.Enum)
-_FIXED += (range, slice, pathlib.PurePath, decimal.Decimal, fractions.Fraction)
+_FIXED += (range, pathlib.PurePath, decimal.Decimal, fractions.Fraction)
 _FIXED += (datetime.date, datetime.time, datetime.timedelta)
 
 
 def _held_partial(value: functools.partial) -> bool:
     """Whether :func:`held` writes the partial ``value`` as itself: its function and every
-    argument it binds are written so (``partial(scale, factor=2)``)."""
+    argument it binds are written so (``partial(scale, factor=2)``), none a partial itself (a
+    chain of them, each level three calls deep, was refused as too deep long before the
+    config's own limit: written by its type's name instead)."""
     bound = (value.func, *value.args, *value.keywords.values())
-    return all(held(v) is v for v in bound)
+    return all(not isinstance(v, functools.partial) and held(v) is v for v in bound)
 
 
 def _kind(value: Any) -> str:

@@ -251,3 +251,28 @@ def test_a_partial_holding_a_mutable_value_is_written_by_its_type():
     """A partial that binds a dict may change with use, as the dict itself may."""
     memo_one, memo_two = functools.partial(max, {}), functools.partial(max, {"a": 1})
     assert plain_json.dumps(_scaled_by(memo_one)) == plain_json.dumps(_scaled_by(memo_two))
+
+
+def test_a_slice_over_a_list_is_written_by_its_type():
+    """A slice is written by its text, so one bound to a list changed as the list did."""
+    ends = [1]
+    before = plain_json.dumps(_scaled_by(slice(0, ends)))
+    ends.append(2)
+    assert plain_json.dumps(_scaled_by(slice(0, ends))) == before
+
+
+def test_a_chain_of_partials_is_written_by_its_type_not_refused():
+    """A closure over a chain of partials (each level three calls of the check deep) was
+    refused as too deep from some 250 levels; a partial binding a partial is a partial."""
+    chain = functools.partial(max, 1)
+    for _ in range(400):  # each bound as the next one's argument (partial(partial(...)) is flat)
+        chain = functools.partial(max, chain)
+    assert json.loads(plain_json.dumps(_scaled_by(chain))) is not None
+
+
+def test_a_partials_keyword_and_a_date_are_written_by_value():
+    """A partial's keyword arguments and a date are settings, as its positional ones are."""
+    one, two = functools.partial(max, key=abs), functools.partial(max, key=len)
+    assert plain_json.dumps(_scaled_by(one)) != plain_json.dumps(_scaled_by(two))
+    days = datetime.date(2026, 1, 1), datetime.date(2026, 1, 2)
+    assert plain_json.dumps(_scaled_by(days[0])) != plain_json.dumps(_scaled_by(days[1]))
