@@ -91,7 +91,8 @@ def value_word(word: str) -> bool:
 def _names_an_option(word: str) -> bool:
     """Whether argparse reads ``word`` (starting with ``-``) as one of ``distconv train``'s
     options, whatever follows: ``--epochs=a b`` by its name before ``=``, ``-q y`` by its
-    first two characters, ``--epo x`` as the start of one (argparse's abbreviations)."""
+    first two characters, ``--epo=a b`` by the start of one before ``=`` (argparse's
+    abbreviations; ``--epo x``, with no ``=``, starts no option's name, and is a value)."""
     from distconv.train_args import train_options  # which imports this module
 
     options = train_options()

@@ -123,14 +123,15 @@ def test_a_negative_mode_value_is_told_dropped_with_its_flag():
 @pytest.mark.parametrize(
     "after",
     ["-.5", "-1e3", "-4", "-1.5", "-inf", "-", "-x y", "--epochs", "3", "-1_0"]
-    + ["-q y", "--epochs=a b", "--epo x", "--nope x"],
+    + ["-q y", "--epochs=a b", "--epo x", "--epo=a b", "--nope x"],
 )
 def test_a_flags_next_word_is_its_value_where_argparse_reads_it_so(after: str):
     """The next word was a value where it began with a digit after its dash: '-1e3', '-inf' and
     '-1_0' were taken as values (argparse reads them as options), '-.5', '-' and '-x y' were
     not (argparse takes them as values); then a word with a space was taken as a value though
-    it names one of train's options ('-q y', '--epochs=a b', '--epo x': argparse asks that
-    first). A real parser of this Python, with some of train's options, is the judge."""
+    it names one of train's options ('-q y', '--epochs=a b', '--epo=a b': argparse asks
+    that first; '--epo x' is a value). A real parser of this Python, with some of train's
+    options, is the judge."""
     parser = argparse.ArgumentParser(exit_on_error=False, add_help=False)
     parser.add_argument("--staleness")
     parser.add_argument("--epochs")
