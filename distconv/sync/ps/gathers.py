@@ -188,12 +188,18 @@ class ShardGathers:
 
     def _refusal(self, gone: Iterable[int]) -> str | None:
         """The words that lead a failure the ``gone`` ranks left (each said bye), as a refusal
-        of the job (``refused: "job"``), where every one of them left on the ranks' different
-        jobs (:meth:`_job_refused`): the first's. None where any did not: one that failed on
-        its own is blamed, and the failure is its, whatever the others heard; one that closed
-        without an error trained fewer steps; one that never said bye went silent."""
-        said = [self._job_refused(r) if r in self.left else None for r in sorted(gone)]
-        return said[0] if said and None not in said else None
+        of the job (``refused: "job"``), where one of them left on the ranks' different jobs
+        (:meth:`_job_refused`) and each other one did too or closed without an error (it
+        trained fewer steps: no rank failed, and a restart would stop on the mismatch again):
+        the first's. None where any failed on its own (blamed: the failure is its, whatever
+        the others heard) or never said bye (it went silent)."""
+        said = []
+        for rank in sorted(gone):
+            words = self._job_refused(rank) if rank in self.left else None
+            if words is None and (rank not in self.left or self.bye_error.get(rank)):
+                return None
+            said += [words] if words is not None else []
+        return said[0] if said else None
 
     def _refusal_lead(self, gone: Iterable[int]) -> tuple[str, dict[str, str]]:
         """What leads a failure the ``gone`` ranks left, and its reply's fields: the words and
@@ -300,7 +306,7 @@ class ShardGathers:
             return  # a rank still to come to a gather, no step held, nobody gone: the usual
         gathers, pushes, since = held_now(self.waiting, self.hello_at, self._live())
         first = min((self.hello_at.get(r, -1) for r in gathers), default=-1)
-        gone = {r for r in self.left if self._left_this_run(r, since, first)}
+        gone = {r for r in self.left - self.lost if self._left_this_run(r, since, first)}
         message = stuck(gathers, pushes, self._live(), gone, self._who, self._closed)
         if message:  # a rank gone on an error is the cause; else the ranks disagree
             lead, fields = self._refusal_lead(gone)  # as a step left behind reads them

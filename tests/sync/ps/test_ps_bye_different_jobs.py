@@ -117,26 +117,54 @@ def _three_ranks_met(h) -> None:
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize("rank_2_said", [described(ValueError("loss is nan")), None])
-def test_a_gather_left_by_a_rank_that_failed_is_no_refusal_whatever_another_heard(
-    hand, rank_2_said
-):
-    """Rank 2 closes on its own error (or with none: fewer steps), rank 1 on the mismatch it
-    heard; then rank 0 waits at a barrier: stuck at once, blaming rank 2 where it failed, and
-    no refusal of the job, nor led by the words (the launcher would read a mismatch: no
-    restart), as a step left behind reads them. It was led by rank 1's words, the lower, with
-    ``refused: "job"`` beside rank 2 blamed: every worker's line read as the mismatch."""
-    h = hand(workers=3)
-    _three_ranks_met(h)
-    error = {"error": rank_2_said} if rank_2_said else {}
-    h.send({"op": "bye", "rank": 2, "run": 17, **error})
-    h.send({"op": "bye", "rank": 1, "run": 11, "error": HEARD})
-    _gather(h, 0, "barrier:2")
-    reply = _replies(h, 3)["error"]
+def test_a_gather_left_by_a_rank_that_failed_is_no_refusal_whatever_another_heard(hand):
+    """Rank 2 closes on its own error, rank 1 on the mismatch it heard; then rank 0 waits at a
+    barrier: stuck at once, blaming rank 2, and no refusal of the job, nor led by the words
+    (the launcher would read a mismatch: no restart), as a step left behind reads them. It was
+    led by rank 1's words, the lower, with ``refused: "job"`` beside rank 2 blamed: every
+    worker's line read as the mismatch."""
+    reply = _gather_left_by(hand, {"error": described(ValueError("loss is nan"))})
     assert reply["error"].startswith("ranks are at different points of the job"), reply
     assert 'rank 1 (host h, last step none): closed on "JobRefused: rank 1' in reply["error"]
     assert "refused" not in reply, reply
-    assert reply.get("failed_ranks", []) == ([2] if rank_2_said else []), reply
+    assert reply.get("failed_ranks") == [2], reply
+
+
+@pytest.mark.timeout(30)
+def test_a_gather_left_by_a_rank_of_fewer_steps_and_one_on_the_mismatch_is_a_refusal(hand):
+    """Rank 2 closes with no error (it trained fewer steps: no rank failed), rank 1 on the
+    mismatch it heard: a refusal of the job, led by the words. It was a failure neither blamed
+    nor refused: rank 0 raised a plain SyncError (a traceback) and the launcher, where rank 0
+    exited first, restarted a job every attempt of which stopped on the mismatch again."""
+    reply = _gather_left_by(hand, {})
+    assert reply["error"].startswith(f"{WORDS}; ranks are at different points of"), reply
+    assert reply.get("refused") == "job" and "failed_ranks" not in reply, reply
+
+
+@pytest.mark.timeout(30)
+def test_a_lost_rank_that_said_bye_leaves_a_gather_refused(hand):
+    """An async rank declared lost, then its bye, beside rank 1 gone on the mismatch: the
+    lost rank is no rank gone from the gather (the message names the live ones), so the
+    failure is still the refusal; it blocked it, and with an error was blamed unnamed."""
+    h = hand(workers=3, mode="async", on_worker_loss="continue")
+    _three_ranks_met(h)
+    h.shard._lose(2, "rank 2 silent")
+    reply = _gather_left_by(h, {"error": described(ValueError("loss is nan"))}, met=True)
+    assert reply["error"].startswith(f"{WORDS}; ranks are at different points of"), reply
+    assert reply.get("refused") == "job" and "failed_ranks" not in reply, reply
+
+
+def _gather_left_by(hand, rank_2_bye: dict, met: bool = False) -> dict:
+    """Rank 2 says bye with ``rank_2_bye``'s fields, rank 1 on the mismatch it heard, then
+    rank 0 gathers at a barrier: the gather's error reply (``hand`` a shard that ``met``
+    already, else made here with three workers that meet)."""
+    h = hand if met else hand(workers=3)
+    if not met:
+        _three_ranks_met(h)
+    h.send({"op": "bye", "rank": 2, "run": 17, **rank_2_bye})
+    h.send({"op": "bye", "rank": 1, "run": 11, "error": HEARD})
+    _gather(h, 0, "barrier:2")
+    return _replies(h, 3)["error"]
 
 
 @pytest.mark.timeout(30)
