@@ -187,15 +187,16 @@ def closure_values(function: types.FunctionType) -> dict[str, Any]:
     return found
 
 
-def held(value: Any) -> Any:
+def held(value: Any, depth: int = 0) -> Any:
     """A cell's or a default's value as it is written: as itself where it is of a kind that
     does not change with use (None, a bool, a number, a string, bytes, a numpy scalar, a
-    class, a module, an enum member, a range, a slice, a path, a Decimal or Fraction, a date,
+    class, a module, an enum member, a range, a path, a Decimal or Fraction, a date,
     time or timedelta, a function, whose own cells and defaults are written by this rule, a
-    tuple or frozenset of such, a ``functools.partial`` whose function and arguments are);
-    an array by its dtype and shape (its values are written in place: ``{"dtype": "float32",
-    "shape": [3]}``); any other value (a dict, a
-    list, a set, an object) by its type's name alone (``"<dict>"``), whatever it holds.
+    tuple, frozenset or slice of such, a ``functools.partial`` whose function and arguments
+    are, each nested no deeper than :data:`HELD_DEPTH`); an array by its dtype and shape (its
+    values are written in place: ``{"dtype": "float32", "shape": [3]}``); any other value (a
+    dict, a list, a set, an object) by its type's name alone (``"<dict>"``), whatever it
+    holds.
     Written with what they held, a memo decorator's ``cache = {}`` or a list default filled in
     made ranks that agree refuse each other at the job check once one had called it (a dry
     step on rank 0), which blocks a correct job; two configs that differ only in what such a
@@ -204,12 +205,14 @@ def held(value: Any) -> Any:
         return value
     if isinstance(value, types.BuiltinFunctionType) and _builtin_name(value) is not None:
         return value  # math.sqrt, dict.fromkeys: not bound to an object
-    if isinstance(value, (tuple, frozenset)) and all(held(v) is v for v in value):
+    if depth >= HELD_DEPTH and isinstance(value, _NESTING):  # a walk a few calls a level
+        return _kind(value)
+    if isinstance(value, (tuple, frozenset)) and all(held(v, depth + 1) is v for v in value):
         return value
     ends = (value.start, value.stop, value.step) if isinstance(value, slice) else None
-    if ends is not None and all(held(v) is v for v in ends):
+    if ends is not None and all(held(v, depth + 1) is v for v in ends):
         return value  # slice(0, a_list) is written by its text, which the list's changes change
-    if isinstance(value, functools.partial) and _held_partial(value):
+    if isinstance(value, functools.partial) and _held_partial(value, depth + 1):
         return value
     shape = _array_shape(value)
     return shape if shape is not None else _kind(value)
@@ -221,13 +224,19 @@ _FIXED += (range, pathlib.PurePath, decimal.Decimal, fractions.Fraction)
 _FIXED += (datetime.date, datetime.time, datetime.timedelta)
 
 
-def _held_partial(value: functools.partial) -> bool:
+def _held_partial(value: functools.partial, depth: int) -> bool:
     """Whether :func:`held` writes the partial ``value`` as itself: its function and every
-    argument it binds are written so (``partial(scale, factor=2)``), none a partial itself (a
-    chain of them, each level three calls deep, was refused as too deep long before the
-    config's own limit: written by its type's name instead)."""
+    argument it binds are written so (``partial(scale, factor=2)``), at ``depth``."""
     bound = (value.func, *value.args, *value.keywords.values())
-    return all(not isinstance(v, functools.partial) and held(v) is v for v in bound)
+    return all(held(v, depth) is v for v in bound)
+
+
+#: how deep :func:`held` walks tuples, frozensets, slices and partials inside one another: a
+#: chain of them deeper than this is written by its type's name (each level costs a few calls,
+#: and a chain some 250 deep was refused as too deep long before a config's own limit)
+HELD_DEPTH = 8
+#: what nests other values, written by its type's name past :data:`HELD_DEPTH`
+_NESTING = (tuple, frozenset, slice, functools.partial)
 
 
 def _kind(value: Any) -> str:
