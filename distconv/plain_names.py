@@ -232,9 +232,10 @@ def _held_partial(value: functools.partial, depth: int) -> bool:
 
 
 #: how deep :func:`held` walks tuples, frozensets, slices and partials inside one another: a
-#: chain of them deeper than this is written by its type's name (each level costs a few calls,
-#: and a chain some 250 deep was refused as too deep long before a config's own limit)
-HELD_DEPTH = 8
+#: value nested deeper than this is written by its type's name, whole (each level costs a few
+#: calls: a chain some 140 deep was refused as too deep, before a config's own limit); deep
+#: enough that settings nested as a config nests them are written by value
+HELD_DEPTH = 32
 #: what nests other values, written by its type's name past :data:`HELD_DEPTH`
 _NESTING = (tuple, frozenset, slice, functools.partial)
 

@@ -294,3 +294,17 @@ def test_a_chain_wrapped_in_tuples_or_slices_is_written_not_refused(wrap):
     for _ in range(400):
         chain = functools.partial(max, wrap(chain))
     assert json.loads(plain_json.dumps(_scaled_by(chain))) is not None
+
+
+def test_a_setting_nested_in_a_few_tuples_is_written_by_value():
+    """Past eight levels a nested tuple was written by its type's name, and so was each tuple
+    around it: (0.1, deep) and (0.2, deep) agreed, the 0.1 lost with the deep part."""
+
+    def nest(value: object, levels: int) -> object:
+        for _ in range(levels):
+            value = (value,)
+        return value
+
+    deep = nest(1, 9)
+    assert plain_json.dumps(_scaled_by((0.1, deep))) != plain_json.dumps(_scaled_by((0.2, deep)))
+    assert plain_json.dumps(_scaled_by(nest(0.1, 9))) != plain_json.dumps(_scaled_by(nest(0.2, 9)))
