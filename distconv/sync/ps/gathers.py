@@ -203,7 +203,8 @@ class ShardGathers:
 
     def _refusal_lead(self, gone: Iterable[int]) -> tuple[str, dict[str, str]]:
         """What leads a failure the ``gone`` ranks left, and its reply's fields: the words and
-        ``refused: "job"`` where each closed on the ranks' different jobs (:meth:`_refusal`),
+        ``refused: "job"`` where one closed on the ranks' different jobs and each other one
+        did too or closed without an error (:meth:`_refusal`),
         else nothing: the same rule on every path (a step left behind, a stuck gather, the
         timeout), so that no failure blaming a rank leads with words the launcher reads as
         the mismatch (no restart)."""
@@ -232,7 +233,8 @@ class ShardGathers:
         start-up gather, which fails the job then (:func:`~distconv.sync.ps.stuck.stuck`). So
         fail it now, naming every such rank and its error, instead of at the timeout: blaming
         each that failed (:meth:`_blamed`), and a refusal of the job, led by the words, only
-        where all of them closed on the ranks' different jobs (:meth:`_refusal`). Read per
+        where one of them closed on the ranks' different jobs and none failed on its own
+        (:meth:`_refusal`). Read per
         parameter, not per step: a worker that raised in backward may have pushed some of the
         step's parameters to this shard (push_bytes coalescing sends them as they come), and
         the others of that step still wait for it. (A rank in ``left`` said bye in this run of

@@ -77,7 +77,7 @@ class WorkerLosses:
                 # the silent ranks failed; of those that said bye, only one that failed did
                 gone = self.left.intersection(missing)
                 failed = set(missing) - gone | set(self._blamed(gone))
-                lead, fields = self._refusal_lead(missing)  # each gone on different jobs
+                lead, fields = self._refusal_lead(missing)  # gone on different jobs, none failed
                 self._fail(  # led by those words, as a step or a gather a bye left: a refusal
                     f"{lead}{', '.join(self._who(r) for r in missing)} {late}"
                     + self._why(missing, key),

@@ -118,8 +118,9 @@ def stuck(
 
     Returns:
         A message naming what each live rank is doing and why none can go on (the shard leads
-        it with the ranks' different jobs where every rank gone closed on them: the cause, the
-        others only waited); None when every held request may still be answered.
+        it with the ranks' different jobs where a rank gone closed on them and none failed on
+        its own: the cause, the others only waited); None when every held request may still
+        be answered.
     """
     if not gathers:
         return None

@@ -1,6 +1,6 @@
 """A rank whose ``bye`` says the ranks run different jobs (a ``JobRefused`` it heard from
 another shard) fails no rank, and the failure it leads is a refusal of the job; but only where
-every rank gone said so, and a rank that failed on its own is named and blamed whatever the
+no rank gone failed on its own, and a rank that failed on its own is named and blamed whatever the
 others heard (review k608):
 
 - the timeout of a held request missing such a rank was a plain failure (``SyncError``, exit 1
@@ -11,6 +11,9 @@ others heard (review k608):
   those words blamed no rank here, while the shard that failed first blamed its ranks;
 - a gather left stuck by two ranks led with the words of the first gone on the mismatch and
   carried ``refused: "job"`` while it blamed another that raised on its own.
+
+A rank gone with no error (it trained fewer steps) beside one gone on the mismatch leaves a
+refusal too: no rank failed, and a restart would stop on the mismatch again.
 
 Each on a real shard on 127.0.0.1 port 0 handed its requests one by one (:mod:`hand_shard`):
 the orders here are ones a real run reaches only by chance."""
@@ -80,11 +83,15 @@ def test_a_rank_that_failed_is_blamed_whatever_another_gone_rank_heard(hand):
 
 
 @pytest.mark.timeout(30)
-def test_a_step_left_by_ranks_that_all_closed_on_different_jobs_is_a_refusal(hand):
+@pytest.mark.parametrize("rank_2_said", [HEARD, None], ids=["mismatch", "fewer-steps"])
+def test_a_step_left_by_ranks_that_all_closed_on_different_jobs_is_a_refusal(hand, rank_2_said):
+    """Ranks 0 and 2 gone, rank 0 on the mismatch and rank 2 on it too or with no error (it
+    trained fewer steps: no rank failed): a refusal of the job, naming both."""
     h = hand(workers=3)
     _three_ranks_seeded(h)
-    for rank, run in ((2, 17), (0, 5)):
-        h.send({"op": "bye", "rank": rank, "run": run, "error": HEARD})
+    error = {"error": rank_2_said} if rank_2_said else {}
+    h.send({"op": "bye", "rank": 2, "run": 17, **error})
+    h.send({"op": "bye", "rank": 0, "run": 5, "error": HEARD})
     _push_w(h, 1, 1)
     reply = _replies(h, 3)["error"]
     assert reply["error"].startswith(f"{WORDS}; rank 0 (host h"), reply
