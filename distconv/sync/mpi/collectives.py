@@ -19,7 +19,13 @@ from distconv.parameter import Parameter
 from distconv.sync.base import StateDict, SyncError
 from distconv.sync.description import as_sent
 from distconv.sync.local import LocalSync
-from distconv.sync.mpi.comm import allgather_bytes, bcast_in_place, rank0_names, same_job
+from distconv.sync.mpi.comm import (
+    JobMismatch,
+    allgather_bytes,
+    bcast_in_place,
+    rank0_names,
+    same_job,
+)
 from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.step_check import (
     BARRIER,
@@ -106,6 +112,9 @@ class RankCollectives(LocalSync):
     _job_met = False
     #: inside :meth:`setup`, its job check passed and how its state's making ended is untold
     _state_untold = False
+    #: the error this rank's setup failed on before its job check, told to every other rank
+    #: there (they raised a JobMismatch naming it): its close leaves with it propagating
+    _told_failure: BaseException | None = None
     #: steps abandoned (``abandon_step``), which ``step`` does not count: setup's check says
     #: them, so a rank that finished (counted) a step another abandoned is named as the cause
     abandoned_steps = 0
@@ -146,17 +155,23 @@ class RankCollectives(LocalSync):
         finally:
             self._setting_up = self._state_untold = False
 
-    def _fail_before_check(self, error: Exception) -> None:
+    def _fail_before_check(self, error: BaseException) -> None:
         """Make the job check's exchange for a setup that raised ``error`` before it: a
         description of the error alone (under ``name``, which sorts first: the others'
         mismatch names it). Its own refusal there (the mismatch; or, where another rank is not
-        in setup, the meeting's) is dropped: ``error``, raised next, is this rank's cause."""
+        in setup, the meeting's) is dropped: ``error``, raised next, is this rank's cause.
+        Refused as a mismatch, every rank made the check: ``error`` is :attr:`_told_failure`."""
         said = f"setup failed on rank {self.rank} before its job check: "
-        self._tell_error(
-            error,
-            lambda text: self.all_equal({"name": said + text}),
-            "setup made its job check all the same, telling the other ranks",
-        )
+
+        def exchange(text: str) -> None:
+            try:
+                self.all_equal({"name": said + text})
+            except JobMismatch:  # every rank's, alike: none waits for this one
+                self._told_failure = error
+                raise
+
+        told = "setup made its job check all the same, telling the other ranks"
+        self._tell_error(error, exchange, told)
 
     def _tell_state(self, error: Exception | None) -> None:
         """Between setup's job check and its broadcast, every rank says whether it made its
@@ -180,7 +195,7 @@ class RankCollectives(LocalSync):
         self._tell_error(error, lambda text: allgather_bytes(self.comm, text.encode()), told)
 
     @staticmethod
-    def _tell_error(error: Exception, exchange: Callable[[str], Any], note: str) -> None:
+    def _tell_error(error: BaseException, exchange: Callable[[str], Any], note: str) -> None:
         """Make ``exchange`` (the collective the other ranks wait in) with ``error``'s
         :func:`error_text`, its own SyncError dropped (``error``, raised next, is this rank's
         cause), and note on ``error`` that the others were told (``note``)."""

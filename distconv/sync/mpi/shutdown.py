@@ -62,6 +62,7 @@ class Shutdown:
     _open: str | None
     _ended_alike: bool
     _failed_finish: int | None
+    _told_failure: BaseException | None
     _check: StepCheck
     _used: UsedParams
     _thread: CommThread | None
@@ -77,13 +78,17 @@ class Shutdown:
         (:func:`~.clean_leave.leave`: a last exchange); free the communicator, unhook. A refusal
         every rank raises alike (:func:`_raised_alike`) propagating leaves too, where no setup
         or step is open, the step ended alike, or setup was never called
-        (:data:`NEVER_SET_UP`): ``run_main`` says it in one line."""
+        (:data:`NEVER_SET_UP`): ``run_main`` says it in one line; so does this rank's own
+        failure to set up, told to the others in the job check
+        (:class:`~distconv.sync.mpi.setup_start.SetupStart`), where nothing opened since."""
         error = closing_error()
         # a sync never set up (a script's second one, the first's refusal propagating) started
         # no collective: no rank waits in one of its (else it aborted every job so closed)
         unset = _raised_alike(error) and self._open is NEVER_SET_UP
         if _raised_alike(error) and (self._open is None or self._ended_alike or unset):
             error = None  # raised alike on every rank, none waits: the caller's to report
+        if error is not None and error is self._told_failure and self._open is None:
+            error = None  # this rank's setup failure, told in the job check: none waits
         self._watchdog.phase = "close"
         if self.world_size > 1:
             unfinished = None if self._ended_alike or unset else self._open

@@ -46,7 +46,6 @@ from distconv.sync.mpi.abandon import Abandon
 from distconv.sync.mpi.buckets import Bucket, grads_moved, wire_dtype
 from distconv.sync.mpi.collectives import AFTER_FAILED_SETUP, WAYS_ON, RankCollectives, held
 from distconv.sync.mpi.comm import (
-    JobMismatch,
     SingleRankComm,
     check_poll_seconds,
     import_mpi,
@@ -58,6 +57,7 @@ from distconv.sync.mpi.last_pieces import send_and_update
 from distconv.sync.mpi.layout import BucketLayout, taken_once
 from distconv.sync.mpi.leaving import install_abort_hook
 from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
+from distconv.sync.mpi.setup_start import SetupStart
 from distconv.sync.mpi.shutdown import NEVER_SET_UP, Shutdown
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
@@ -72,7 +72,7 @@ __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 DEFAULT_BUCKET_BYTES = 4 << 20
 
 
-class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
+class MPISync(Abandon, Shutdown, BucketLayout, SetupStart, RankCollectives):
     """Data-parallel training over MPI: bucketed allreduce, then the optimizer on every rank.
 
     Args:
@@ -201,21 +201,12 @@ class MPISync(Abandon, Shutdown, BucketLayout, RankCollectives):
         params, wire["sync.device"] = taken_once(params)  # the ranks' optimizers round alike
         # the parameters' (and which they are: the base setup takes the list before its job
         # check) as they are: kept if the job check fails
-        changed_in, kept = self._changed_in, self.params
-        self._open = self._changed_in = "setup (it failed)"
-        self._ended_alike = False  # a failed step's: close after a failed setup aborts
-        self._watchdog.phase = "setup"  # a second fit's too (it said "after step N" there)
-        self._drain_abandoned()
-        self._stop_thread()  # before the main thread calls MPI (MPI_THREAD_SERIALIZED)
-        self._check.drain()  # an abandoned step's, posted on every rank: setup meets after it
-        self._used.drop()  # a failed finish_step's, started on every rank before it failed
+        kept = self._begin_setup()
         try:
             super().setup(params, {**(config or {}), **wire}, state)
-        except JobMismatch as exc:  # every rank alike, in the job check: nobody waits, and
-            self._open, self._changed_in = None, changed_in  # nothing changed, but no step runs
-            self.params = kept  # a broadcast between steps is the last good setup's
-            self._failed_setup = f"a setup that failed on every rank ({type(exc).__name__}: {exc})"
-            raise
+        except Exception as exc:  # where every rank failed alike, in the job check, nobody
+            self._failed_alike(exc, kept)  # waits and nothing changed (a broadcast between
+            raise  # steps is the last good setup's), but no step runs
         self._close_gradients()  # a second setup's (a second fit): new ones, laid out afresh
         self._grad_comm = duplicate(self.comm, "gradients")
         on_gpu = any(is_gpu_array(p.value) for p in self.params)

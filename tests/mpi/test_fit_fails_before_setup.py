@@ -1,0 +1,55 @@
+"""A rank whose setup fails before its job check tells the other ranks there and closes
+without aborting the job (real ``mpiexec -n 2``, no ``-m mpi4py``: MPISync's own hook and
+close decide). The other ranks raise a ``JobMismatch`` naming that rank and its error at once;
+each rank says its own error, none ``aborting the MPI job`` (k614)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
+
+pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(60)]
+pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+
+#: what neither rank may say: an abort of the job (MPISync's close, or mpiexec's report of it)
+ABORTS = ("aborting the MPI job", "MPI_Abort")
+
+
+#: rank 1's setup raises before its job check (two parameters of one name), the error
+#: propagating through its ``finally: sync.close()`` to the end of the script
+RAISES_BEFORE_CHECK = """\
+import numpy as np
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.mpi import MPISync
+
+sync = MPISync(create_optimizer("sgd"), timeout=40)
+w = Parameter("w", np.ones(3))
+try:
+    sync.setup([w, Parameter("w", np.zeros(2))] if sync.rank == 1 else [w], {})
+finally:
+    sync.close()
+"""
+
+
+def test_a_setup_failure_told_before_the_job_check_closes_without_an_abort(tmp_path):
+    """Rank 1's setup raised before its job check and told rank 0 there (k586), but its close
+    then aborted the job all the same ("sync closed in the middle of setup (it failed)"), a
+    traceback on every rank: the job check was made on every rank, none waits for rank 1. Its
+    close now leaves, as rank 0's does after the JobMismatch: each rank's own error, no abort."""
+    script = tmp_path / "raises.py"
+    script.write_text(RAISES_BEFORE_CHECK)
+    done = run_mpi(["-n", "2", sys.executable, str(script)], timeout=30)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said[-3000:]
+    assert not any(abort in said for abort in ABORTS), said[-3000:]
+    # rank 1's own error: its note (the ranks' lines may interleave in mpiexec's stderr)
+    assert "setup made its job check all the same, telling the other ranks" in said, said[-3000:]
+    assert (
+        "distconv.sync.mpi.comm.JobMismatch: rank 0 and rank 1 run different jobs: name: "
+        "'<missing>' here, \"setup failed on rank 1 before its job check: ValueError: two "
+        "parameters are named 'w'" in done.stderr
+    ), said[-3000:]
