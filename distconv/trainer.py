@@ -44,7 +44,7 @@ from distconv.step_guard import ParamLayout
 from distconv.stop_agreement import STOP_CHECK_EVERY as STOP_CHECK_EVERY  # drain reads it
 from distconv.stop_agreement import stop_agreed
 from distconv.stop_request import EXIT_STATUS, StopRequest
-from distconv.sync import SyncStrategy
+from distconv.sync.base import SyncStrategy, tell_setup_failed
 from distconv.trainer_args import (
     accuracy_pair,
     check_counts,
@@ -324,13 +324,17 @@ class Trainer:
         handles_signals = threading.current_thread() is threading.main_thread()
         restore_handlers = None
         try:
-            data = data_facts(train, test, self.dtype)  # the inputs as cast: what trains
-            state, pos = self.checkpoints.open(resume, data["train_data"])
-            self._take_trainable()
-            self.network.zero_grad()  # what a step cut short left (a second Ctrl-C, an error)
-            layers = self.network.structure()  # every rank's model: the same, or stop
-            names = {p.name for p in self.params}  # another model's firing order is due anew
-            self._layout = ParamLayout(self.trainable, self.sync, names)  # what the sync keeps
+            try:  # maybe on this rank alone: the others would wait in their setup for it
+                data = data_facts(train, test, self.dtype)  # the inputs as cast: what trains
+                state, pos = self.checkpoints.open(resume, data["train_data"])
+                self._take_trainable()
+                self.network.zero_grad()  # what a step cut short left (a second Ctrl-C, an error)
+                layers = self.network.structure()  # every rank's model: the same, or stop
+                names = {p.name for p in self.params}  # another model's firing order is due anew
+                self._layout = ParamLayout(self.trainable, self.sync, names)  # what the sync keeps
+            except Exception as exc:  # not a Ctrl-C: this rank's own error, for the others
+                tell_setup_failed(self.sync, exc)
+                raise
             self.sync.setup(self.trainable, job_config(self.config, layers), state)
             self._layout.check(self.sync)  # its broadcast_parameters too
             self.sync.all_equal(data)  # not setup's: shards keep that, fits vary

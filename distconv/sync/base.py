@@ -122,13 +122,11 @@ class SyncStrategy(ABC):
             raise ValueError(
                 f"need integers 0 <= rank < world_size, got rank {rank!r} of {world_size!r}"
             )
-        self.optimizer = optimizer
+        self.optimizer, self.world_size = optimizer, int(world_size)
         self.rank = int(rank)  # numpy's as Python's: msgpack cannot pack an np.int64 rank
-        self.world_size = int(world_size)
         self.params: list[Parameter] = []
         self.firing_order: list[str] = []
-        self._examples = 0
-        self._stepped = False  # no start_step yet: step_examples has no step to count
+        self._examples, self._stepped = 0, False  # no start_step yet: step_examples has none
         #: ids of the parameters check_gradient took in the step under way; None outside one
         self._taken: set[int] | None = None
         self._known: tuple[list[Parameter], set[int]] = ([], set())  # check_gradient's
@@ -173,6 +171,11 @@ class SyncStrategy(ABC):
         if state is not None:
             self.load_state_dict(state)
         self.broadcast_parameters()
+
+    def fail_setup(self, error: BaseException) -> None:
+        """Instead of :meth:`setup`, on a rank that cannot set up (``error``: a checkpoint refused
+        on the chief alone): tell the other ranks, whose setup then raises an error naming this
+        rank and ``error``, and return; the caller raises it. Default: nothing (one rank)."""
 
     def check_made(self) -> None:
         """Refuse a strategy whose base ``__init__`` never ran (a ``@dataclass`` one's does
@@ -372,6 +375,15 @@ class SyncStrategy(ABC):
         An exception propagating then (:func:`closing_error`) is a failure the other ranks
         must learn of: a transport may abort them (MPI) or tell its servers why (parameter
         server), so close outside an ``except`` clause a failure that was handled."""
+
+
+def tell_setup_failed(sync: SyncStrategy, error: Exception) -> None:
+    """``sync.fail_setup(error)``, the caller raising ``error`` next: it stays the cause."""
+    try:
+        sync.fail_setup(error)
+    except Exception as failed:  # a strategy's own: noted (a warning before Python 3.11)
+        note = getattr(error, "add_note", warnings.warn)
+        note(f"telling the other ranks failed too: {failed!r}")
 
 
 def _class_statement() -> int:

@@ -1,21 +1,45 @@
-"""A rank whose setup fails before its job check tells the other ranks there and closes
-without aborting the job (real ``mpiexec -n 2``, no ``-m mpi4py``: MPISync's own hook and
-close decide). The other ranks raise a ``JobMismatch`` naming that rank and its error at once;
-each rank says its own error, none ``aborting the MPI job`` (k614)."""
+"""A rank whose setup cannot start, or fails before its job check, tells the other ranks and
+closes without aborting the job (real ``mpiexec -n 2``, no ``-m mpi4py``: MPISync's own
+hook and close decide). The other ranks raise a ``JobMismatch`` naming that rank and its error
+at once; each rank says its own error, none ``aborting the MPI job`` (k614)."""
 
 from __future__ import annotations
 
 import sys
+import time
 
 import pytest
 
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
+from tests.setup_failures import FAILED_ON_RANK_0, FAILS_BEFORE_SETUP, NO_CHECKPOINT
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(60)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 #: what neither rank may say: an abort of the job (MPISync's close, or mpiexec's report of it)
 ABORTS = ("aborting the MPI job", "MPI_Abort")
+
+
+def test_a_fit_that_fails_before_setup_on_rank_0_is_told_to_rank_1(tmp_path):
+    """Rank 0's fit refused ``resume=True`` (no checkpoint where it alone looks) before its
+    sync's setup; rank 1 went on into setup and waited in the job check until rank 0's close,
+    with the CheckpointError propagating, aborted the job: a traceback from rank 0, nothing
+    from rank 1 but the abort. ``Trainer.fit`` now calls ``fail_setup``: the job check is made
+    naming the error, rank 1 says in one line that rank 0 failed and why, and rank 0's close
+    leaves the job (its error is already told)."""
+    script = tmp_path / "fails.py"
+    script.write_text(FAILS_BEFORE_SETUP)
+    began = time.monotonic()
+    done = run_mpi(["-n", "2", sys.executable, str(script), str(tmp_path / "none")], timeout=30)
+    took = time.monotonic() - began
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said[-3000:]
+    assert not any(abort in said for abort in ABORTS), said[-3000:]
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("fails.py: error: ")]
+    assert line.startswith("fails.py: error: rank 1 and rank 0 run different jobs: "), line
+    assert f"'{FAILED_ON_RANK_0} {tmp_path / 'none'}/checkpoints" in line, line
+    assert f"distconv.checkpoint.CheckpointError: {NO_CHECKPOINT}" in done.stderr, said[-3000:]
+    assert took < 20, f"took {took:.1f} s"
 
 
 #: rank 1's setup raises before its job check (two parameters of one name), the error

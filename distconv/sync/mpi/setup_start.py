@@ -1,7 +1,6 @@
 """How an MPI setup begins, and how one ends that failed on every rank alike: the ranks refused
 the job in its check (a ``JobMismatch``), or a rank failed before its check and told the others
-there (an error inside setup before it:
-:meth:`~distconv.sync.mpi.collectives.RankCollectives._fail_before_check`).
+there (:meth:`SetupStart.fail_setup`, or an error inside setup before it).
 
 Either way every collective of the setup completed on every rank: none waits for another, the
 sync serves meetings between steps as after its last good setup and refuses a step, and close
@@ -14,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from distconv.parameter import Parameter
-from distconv.sync.mpi.collectives import error_text
+from distconv.sync.closing import clear_step_record
+from distconv.sync.mpi.collectives import error_text, held
 from distconv.sync.mpi.comm import JobMismatch
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.used import UsedParams
@@ -25,12 +25,13 @@ SETUP_OPEN = "setup (it failed)"
 
 
 class SetupStart:
-    """The start of :class:`~distconv.sync.mpi.MPISync`'s setup, and its failure alike (a
-    mixin before :class:`~distconv.sync.mpi.collectives.RankCollectives`).
+    """The start of :class:`~distconv.sync.mpi.MPISync`'s setup, and its failure told (a mixin
+    before :class:`~distconv.sync.mpi.collectives.RankCollectives`).
 
     It reads and sets what the sync sets up: ``params``, ``_open``, ``_changed_in``,
-    ``_ended_alike``, ``_failed_setup``, ``_told_failure``, ``_watchdog``, ``_check`` and
-    ``_used``, and calls the sync's ``_drain_abandoned`` and ``_stop_thread``.
+    ``_ended_alike``, ``_failed_setup``, ``_told_failure``, ``_watchdog``, ``_check``,
+    ``_used``, ``_setting_up``, ``_job_met``, ``closed`` and ``world_size``, and calls the
+    sync's ``_drain_abandoned``, ``_stop_thread`` and ``_fail_before_check``.
     """
 
     params: list[Parameter]
@@ -42,13 +43,18 @@ class SetupStart:
     _watchdog: Watchdog
     _check: StepCheck
     _used: UsedParams
+    _setting_up: bool
+    _job_met: bool
+    closed: bool
+    world_size: int
     _drain_abandoned: Callable[[], None]  # the sync's (annotated only: not shadowed here)
     _stop_thread: Callable[[], None]
+    _fail_before_check: Callable[[BaseException], None]
 
     def _begin_setup(self) -> tuple[str | None, list[Parameter]]:
-        """What must happen before this rank's setup calls MPI for its job check; returns what
-        a failure every rank shares keeps: what was open when the parameters began to change,
-        and which they are."""
+        """What must happen before this rank's setup calls MPI for the job check, a setup's
+        or one that cannot be made (:meth:`fail_setup`); returns what a failure every rank
+        shares keeps: what was open when the parameters began to change, and which they are."""
         changed_in, kept = self._changed_in, self.params
         self._open = self._changed_in = SETUP_OPEN
         self._ended_alike = False  # a failed step's: close after a failed setup aborts
@@ -72,3 +78,23 @@ class SetupStart:
         told = error is self._told_failure
         whose = "this rank before its job check, told to the others" if told else "every rank"
         self._failed_setup = f"a setup that failed on {whose} ({error_text(error)})"
+
+    @held  # as setup: a Ctrl-C in the exchange is raised once it is made
+    def fail_setup(self, error: BaseException) -> None:
+        """This rank cannot set up (``error``): make the job check's exchange all the same, its
+        description naming ``error``, as a setup that raised before its check does
+        (:meth:`~.collectives.RankCollectives._fail_before_check`). The other ranks' setup
+        raises a ``JobMismatch`` saying "setup failed on rank R before its job check: Type:
+        text" at once, where they waited until this rank's close aborted the job (or the
+        watchdog's timeout); this rank is left as they are, and its close leaves the job with
+        ``error`` propagating. Nothing on a closed sync, or with one rank."""
+        if self.closed or self.world_size == 1:
+            return
+        kept = self._begin_setup()
+        clear_step_record(self)  # as setup's: a step left open is let go of
+        self._setting_up, self._job_met = True, False
+        try:
+            self._fail_before_check(error)
+        finally:
+            self._setting_up = False
+        self._failed_alike(error, kept)

@@ -1,0 +1,57 @@
+"""A script whose rank 0 alone fails in ``Trainer.fit`` before its sync's setup, run through
+``distconv.distributed.run_main``: the tests of what the other ranks hear
+(``tests/mpi/test_fit_fails_before_setup.py``)."""
+
+from __future__ import annotations
+
+#: ``python FAILS_BEFORE_SETUP OUT_DIR [linger]``: every rank fits a small net with
+#: ``resume=True`` and ``out_dir=OUT_DIR``, a directory that does not exist, which the chief alone
+#: opens: its ``CheckpointError`` comes before the sync's setup, the other ranks' fit goes on
+#: into it. Every rank closes its sync in a ``finally``; with ``linger``, rank 0 does not, but
+#: waits (up to 30 s) for ``OUT_DIR.done``, which every other rank writes as its fit ends: it
+#: never closes while they wait
+FAILS_BEFORE_SETUP = """\
+import sys
+import time
+from pathlib import Path
+import numpy as np
+import distconv.distributed as dist
+from distconv import Trainer
+from distconv.layers import FullyConnected, MSELoss
+from distconv.network import Network
+
+out = Path(sys.argv[1])
+done = out.with_name(out.name + ".done")
+linger = sys.argv[2:] == ["linger"]
+
+
+def main():
+    sync = dist.init("sgd", lr=0.01)
+    try:
+        net = Network()
+        net.add("out", FullyConnected(4, 1), "x")
+        net.add("loss", MSELoss(), ["out", "target"])
+        rng = np.random.default_rng(0)
+        data = {"x": rng.standard_normal((64, 4)), "target": rng.standard_normal((64, 1))}
+        trainer = Trainer(net, sync, 2, out_dir=out, progress=False)
+        try:
+            trainer.fit(data, epochs=1, resume=True)
+        finally:
+            if sync.rank != 0:
+                done.touch()
+    finally:
+        if linger and sync.rank == 0:
+            deadline = time.monotonic() + 30
+            while not done.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        else:
+            sync.close()
+
+
+dist.run_main(main)
+"""
+
+#: what rank 0's fit raises: ``CheckpointError: <this> <OUT_DIR>/checkpoints: ...``
+NO_CHECKPOINT = "--resume: no complete checkpoint in"
+#: what every other rank's setup names, leading: rank 0's failure, before its job check
+FAILED_ON_RANK_0 = f"setup failed on rank 0 before its job check: CheckpointError: {NO_CHECKPOINT}"
