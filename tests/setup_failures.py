@@ -1,6 +1,7 @@
 """A script whose rank 0 alone fails in ``Trainer.fit`` before its sync's setup, run through
-``distconv.distributed.run_main``: the tests of what the other ranks hear
-(``tests/mpi/test_fit_fails_before_setup.py``)."""
+``distconv.distributed.run_main``: the MPI and the parameter-server tests of what the other
+ranks hear (``tests/mpi/test_fit_fails_before_setup.py``,
+``tests/sync/ps/test_ps_fit_fails_before_setup.py``)."""
 
 from __future__ import annotations
 

@@ -39,7 +39,6 @@ from distconv.parameter import Parameter, trainable
 from distconv.runtime import DEFAULT_JOB_ID, refuse_repeated_servers
 from distconv.sync.base import SyncError, setup_params
 from distconv.sync.description import job_description
-from distconv.sync.ps.beats import HeartbeatOwner
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
 from distconv.sync.ps.config import usable_here
@@ -51,6 +50,7 @@ from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.processes import whoami
 from distconv.sync.ps.remote_state import RemoteState
 from distconv.sync.ps.reseed import Reseed
+from distconv.sync.ps.setup_failure import SetupFailure
 from distconv.sync.ps.shard_settings import agreed_settings
 from distconv.sync.ps.sparse import SparseRows
 from distconv.sync.ps.step_order import StepOrder
@@ -60,7 +60,7 @@ log = logging.getLogger("distconv.pserver")
 
 
 class PServerSync(
-    SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState, Reseed, HeartbeatOwner, StepOrder
+    SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState, Reseed, SetupFailure, StepOrder
 ):
     """Gradients go to parameter-server shards; the optimizer runs there.
 
@@ -201,6 +201,7 @@ class PServerSync(
         }
         self._stop_heartbeat()  # a second setup: a failed hello must not leave the old one
         heads = self._hello(description)
+        self._check_sizes(self._frame_bytes)  # this layout (fail_setup's hello has none)
         self._start_heartbeat(heads)
         try:
             self.all_equal(description)
@@ -250,7 +251,6 @@ class PServerSync(
         self._part_writers = [s for s, (h, _) in enumerate(replies) if h.get("checkpoints")]
         self._set_caps([h.get("max_message_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
         self._frame_bytes = [h.get("max_frame_bytes", MAX_MESSAGE_BYTES) for h, _ in replies]
-        self._check_sizes(self._frame_bytes)
         return [h for h, _ in replies]
 
     def refresh_parameters(self) -> None:

@@ -1,0 +1,103 @@
+"""A parameter-server worker whose fit fails before its sync's setup (rank 0's ``resume=True``
+with no checkpoint where it alone looks) tells the other workers through the shard
+(``fail_setup``: its hello, the job check's gather and its bye, naming the error), k614. They
+waited in the start-up job check for it until the shard's ``--timeout``: its close says no bye
+(it never set up), and a worker that never closes said nothing at all. Real shards on
+127.0.0.1 port 0, served on a thread; the workers are processes (``run_main``) or threads."""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+from ps_helpers import insecure_worker, run_ranks, script_ranks, served
+
+from distconv.checkpoint import CheckpointError
+from distconv.layers import FullyConnected, MSELoss
+from distconv.network import Network
+from distconv.sync import JobRefused
+from distconv.sync.ps.config import ShardConfig
+from distconv.sync.ps.server import Shard
+from distconv.trainer import Trainer
+from tests.setup_failures import FAILED_ON_RANK_0, FAILS_BEFORE_SETUP, NO_CHECKPOINT
+
+#: the shard's --timeout, which the waiting rank heard the failure at; every test ends sooner
+SHARD_TIMEOUT = 12.0
+
+
+def _shard() -> Shard:
+    return Shard(ShardConfig(bind="127.0.0.1:0", workers=2, insecure=True, timeout=SHARD_TIMEOUT))
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_that_fails_before_setup_and_never_closes_is_heard_at_once(tmp_path):
+    """Rank 0 fails in fit, then goes on without closing until rank 1 has ended: rank 1 says
+    in one line (run_main's, exit 1) that the ranks run different jobs, rank 0's side naming
+    its failure, well before the shard's timeout."""
+    script = tmp_path / "fails.py"
+    script.write_text(FAILS_BEFORE_SETUP)
+    argv = [sys.executable, str(script), str(tmp_path / "none"), "linger"]
+    with served(_shard()) as shard:
+        began = time.monotonic()
+        ended = script_ranks(argv, shard.endpoint, SHARD_TIMEOUT + 5)
+        took = time.monotonic() - began
+    (status0, err0), (status1, err1) = ended
+    assert status1 == 1 and "Traceback" not in err1, err1[-2000:]
+    (line,) = [x for x in err1.splitlines() if x.startswith("fails.py: error: ")]
+    assert re.search(r"rank \d and rank \d run different jobs: name: ", line), line
+    assert f"'{FAILED_ON_RANK_0} {tmp_path / 'none'}/checkpoints" in line, line
+    assert status0 == 1 and f"CheckpointError: {NO_CHECKPOINT}" in err0, err0[-2000:]
+    assert took < SHARD_TIMEOUT, f"took {took:.1f} s: {line}"
+
+
+def _net() -> Network:
+    net = Network()
+    net.add("out", FullyConnected(4, 1), "x")
+    net.add("loss", MSELoss(), ["out", "target"])
+    return net
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("failing_first", [True, False], ids=["failing-first", "failing-second"])
+def test_the_other_rank_hears_whichever_hello_the_shard_took_first(tmp_path, failing_first):
+    """Threads as ranks, so that the order of the hellos is the test's: where the shard
+    took rank 1's first, rank 1 waits in the job check's gather and rank 0's hello is refused
+    as another job's; rank 0's bye then fails that gather (rank 0 closes only once rank 1
+    has ended). Else rank 1's hello is refused, naming rank 0's failure."""
+    data = {"x": np.ones((8, 4)), "target": np.zeros((8, 1))}
+    rank1_done = threading.Event()
+    with served(_shard()) as shard:
+
+        def rank(r: int) -> BaseException:
+            first = 0 if failing_first else 1
+            deadline = time.monotonic() + 10
+            while r != first and first not in shard.accepted_at:  # its hello taken first
+                assert time.monotonic() < deadline, "the first rank's hello never came"
+                time.sleep(0.01)
+            sync = insecure_worker([shard.endpoint], r, 2, timeout=SHARD_TIMEOUT)
+            trainer = Trainer(_net(), sync, 2, out_dir=tmp_path / "none", progress=False)
+            try:
+                trainer.fit(data, epochs=1, resume=True)
+            except Exception as exc:
+                return exc
+            finally:
+                if r == 0:  # never closed while rank 1 waits
+                    rank1_done.wait(SHARD_TIMEOUT + 5)
+                else:
+                    rank1_done.set()
+                sync.close()
+            raise AssertionError(f"rank {r}'s fit did not fail")
+
+        began = time.monotonic()
+        failed, refused = run_ranks(rank, 2, timeout=SHARD_TIMEOUT + 10)
+        took = time.monotonic() - began
+    assert isinstance(failed, CheckpointError), repr(failed)
+    assert str(failed).startswith(NO_CHECKPOINT), failed
+    assert isinstance(refused, JobRefused), repr(refused)
+    assert re.search(r"rank \d and rank \d run different jobs: name: ", str(refused)), refused
+    assert f"'{FAILED_ON_RANK_0} {tmp_path / 'none'}/checkpoints" in str(refused), refused
+    assert took < SHARD_TIMEOUT / 2, f"took {took:.1f} s: {refused}"
