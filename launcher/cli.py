@@ -13,6 +13,7 @@ import os
 import secrets
 import shlex
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -83,13 +84,20 @@ def _run_dir(args: argparse.Namespace, job_id: str) -> Path:
     return run_dir
 
 
+#: seconds ``distconv keys`` may take: a Python start and a few key pairs, far under it even
+#: on a slow shared file system; a hung one held the launch (and a batch job's hosts) for ever
+KEYS_BOUND = 120.0
+
+
 def make_keys(keys_dir: Path, workers: int) -> bool:
-    """The job's CURVE keys: made by ``distconv keys DIR --workers N`` (a subprocess), or those
+    """The job's CURVE keys: made by ``distconv keys DIR --workers N`` (a subprocess, in a
+    process group of its own killed whole past :data:`KEYS_BOUND` or on a stop), or those
     already in ``keys_dir`` when they fit ``workers``, so a job can be launched again into its
     run directory. Returns True when existing keys are reused.
 
     Raises:
-        LaunchError: one line, when ``distconv keys`` fails or the existing keys do not fit.
+        LaunchError: one line, when ``distconv keys`` fails, takes over :data:`KEYS_BOUND`, or
+            the existing keys do not fit.
     """
     if (keys_dir / "server.key").exists():
         from distconv.sync.ps.keys import key_set_mismatch
@@ -102,7 +110,13 @@ def make_keys(keys_dir: Path, workers: int) -> bool:
                 "make new ones, or choose another --run-dir or --job-id"
             )
         return True
-    done = run_captured(keys_command(str(keys_dir), workers))
+    try:  # its group killed past the bound or on a stop: nothing it started outlives it
+        done = run_captured(keys_command(str(keys_dir), workers), KEYS_BOUND, kill_group=True)
+    except subprocess.TimeoutExpired:
+        raise LaunchError(
+            f"`distconv keys` made no CURVE keys in {KEYS_BOUND:g} s (killed); the job did not "
+            "start"
+        ) from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise LaunchError(f"`distconv keys` failed to make the job's CURVE keys: {last}")

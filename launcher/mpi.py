@@ -28,7 +28,7 @@ from .batch_hosts import SCHEDULER_HOSTS, scheduler_hosts_here
 from .commands import THREAD_VARS, LaunchError, Program, UsageError, train_args
 from .interrupt import run_captured
 from .shown import shown
-from .startable import not_started, program_problem
+from .startable import program_problem, start_problem
 
 FLAVORS = ("mpich", "openmpi")
 
@@ -97,15 +97,34 @@ def flavor_from_version(text: str) -> str:
     raise LaunchError(f"unknown MPI: `mpiexec --version` says {shown(first)}; pass --mpi-flavor")
 
 
+#: seconds ``mpiexec --version`` may take before it is killed, with all it started
+VERSION_BOUND = 30.0
+#: the statuses of the shell that starts a program it cannot run (:func:`run_captured`'s
+#: ``kill_group``): 126 found but not run, 127 not found
+_NOT_RUN = (126, 127)
+
+
 def detect_flavor(mpiexec: str) -> str:
-    """Run ``mpiexec --version`` and read which MPI it is."""
+    """Run ``mpiexec --version`` and read which MPI it is.
+
+    It runs in a process group of its own, killed whole past :data:`VERSION_BOUND` or on a
+    stop signal (:func:`launcher.interrupt.run_captured`): a wrapper's real ``mpiexec``, or
+    what a hung one started, ran on after the launcher otherwise.
+
+    Raises:
+        LaunchError: it cannot be run (why, as :func:`launcher.startable.start_problem` says:
+            a wrapper script with a ``'#!/bin/sh\r'`` line is not 'No such file'), takes
+            over :data:`VERSION_BOUND`, or names no MPI this launcher knows.
+    """
+    cannot = f"cannot run {shown(mpiexec)} --version"
     try:
-        done = run_captured([mpiexec, "--version"], timeout=30)
-    except OSError as exc:  # a wrapper script with a '#!/bin/sh\r' line: not 'No such file'
-        said = not_started(mpiexec, exc)
-        raise LaunchError(f"cannot run {shown(mpiexec)} --version: {said}") from None
-    except subprocess.TimeoutExpired as exc:
-        raise LaunchError(f"cannot run {shown(mpiexec)} --version: {exc}") from None
+        done = run_captured([mpiexec, "--version"], timeout=VERSION_BOUND, kill_group=True)
+    except subprocess.TimeoutExpired:  # its argv is the watchdog's shell: named here instead
+        said = f"no answer in {VERSION_BOUND:g} s (killed); pass --mpi-flavor"
+        raise LaunchError(f"{cannot}: {said}") from None
+    if done.returncode in _NOT_RUN and not done.stdout.strip():  # the shell's exec failed
+        said = start_problem(mpiexec) or (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise LaunchError(f"{cannot}: {said}")
     return flavor_from_version(done.stdout + done.stderr)
 
 

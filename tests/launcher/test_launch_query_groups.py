@@ -1,0 +1,91 @@
+"""The launcher's queries before a job, ``mpiexec --version`` and ``distconv keys``: past their
+bound, or on a stop signal, what they started goes with them. Only the query's own process was
+killed: a wrapper's ``mpiexec`` (or a grandchild of a hung one) ran on after the launcher, in
+its process group, holding the query's output pipe (k615)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from launcher.commands import LaunchError
+from launcher.shown import shown
+from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
+from tests.processes import MARK, job_env, job_left
+
+
+def _hung_query(tmp_path: Path) -> Path:
+    """A stand-in query under ``tmp_path`` that starts a grandchild (``sleep 300`` in the
+    background, its pid written to ``tmp_path / "started"``) and waits for it: a hung
+    ``mpiexec --version`` whose wrapper started the real one."""
+    query = tmp_path / "mpiexec"
+    started = tmp_path / "started"
+    # the pid written whole before the file is there (mv): the test reads it once it is
+    query.write_text(
+        f'#!/bin/sh\nsleep 300 &\necho $! > "{started}.tmp"\nmv "{started}.tmp" "{started}"\nwait\n'
+    )
+    query.chmod(0o755)
+    return query
+
+
+def _nothing_left(monkeypatch, tmp_path: Path, ask) -> str:
+    """What ``ask()`` refuses (a LaunchError's text), run as a job of :mod:`tests.processes`
+    once its stand-in's grandchild ran, and that nothing of the job is left after it."""
+    with job_env(os.environ) as job:
+        monkeypatch.setenv(MARK, job[MARK])  # what the query starts is the job
+        with pytest.raises(LaunchError) as refused:
+            ask()
+        assert (tmp_path / "started").read_text().strip().isdigit()  # the grandchild ran
+        assert job_left(job, 2.0) == {}
+    return str(refused.value)
+
+
+def test_an_mpiexec_past_its_bound_leaves_nothing_it_started_running(tmp_path, monkeypatch):
+    from launcher import mpi
+
+    monkeypatch.setattr(mpi, "VERSION_BOUND", 1.0)
+    query = _hung_query(tmp_path)
+    said = _nothing_left(monkeypatch, tmp_path, lambda: mpi.detect_flavor(str(query)))
+    assert (
+        said == f"cannot run {shown(query)} --version: no answer in 1 s (killed); pass --mpi-flavor"
+    )
+
+
+def test_distconv_keys_past_its_bound_leaves_nothing_it_started_running(tmp_path, monkeypatch):
+    """A hung key generation held the launch for ever: it has a bound, named in the error."""
+    from launcher import cli
+
+    monkeypatch.setattr(cli, "KEYS_BOUND", 1.0)
+    query = _hung_query(tmp_path)
+    monkeypatch.setattr(cli, "keys_command", lambda keys_dir, workers: [str(query)])
+    said = _nothing_left(monkeypatch, tmp_path, lambda: cli.make_keys(tmp_path / "keys", 2))
+    assert said == "`distconv keys` made no CURVE keys in 1 s (killed); the job did not start"
+
+
+@pytest.mark.timeout(60)
+def test_a_ctrl_c_while_mpiexec_is_asked_leaves_nothing_it_started_running(tmp_path):
+    """A terminal's Ctrl-C (SIGINT to the launcher's process group) while ``mpiexec --version``
+    hangs: the query, in a session of its own, no longer gets it; the launcher kills its
+    group, the grandchild too, and says so."""
+    query = _hung_query(tmp_path)
+    argv = ["mpi", "-np", "1", "--mpiexec", str(query), "--run-dir", str(tmp_path / "run")]
+    with job_env(ENV) as env:  # a hung launcher goes with what it started
+        launcher = subprocess.Popen(
+            [*launcher_command(), *argv, "--", "--epochs", "1"], env=env, cwd=tmp_path,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,  # a terminal's foreground group of its own
+        )  # fmt: skip
+        try:
+            wait_while_running((tmp_path / "started").exists, launcher, "the grandchild")
+            os.killpg(launcher.pid, signal.SIGINT)
+            _, stderr = launcher.communicate(timeout=30)
+        finally:
+            launcher.kill()
+            launcher.wait()
+        assert stderr.strip() == "distconv-launch mpi: interrupted before the job started"
+        assert launcher.returncode == 128 + signal.SIGINT
+        assert job_left(env, 2.0) == {}
