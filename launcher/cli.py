@@ -57,6 +57,7 @@ from .options import (
 )
 from .owned import refuse_after_dashes
 from .ports import reserve_ports
+from .pyenv_shim import one_launch
 from .run_dir import run_dir_refused
 from .shown import shown
 from .startable import missing_here
@@ -215,6 +216,7 @@ def local_children(
     return specs
 
 
+@one_launch()
 def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     """``distconv-launch local``: supervise N workers and M shards on this host."""
     with async_retelling(args, rest):  # '-- --mode async': the hint names this launch, async
@@ -252,6 +254,7 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
         supervisor.unclaim()
 
 
+@one_launch()
 def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     """``distconv-launch mpi``: build the mpiexec command; print it or supervise it."""
     from .mpi import (
@@ -351,9 +354,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``distconv-launch``; returns the exit status."""
-    from .pyenv_shim import forget
+    with one_launch():  # pyenv asked once for the launch, its usage errors' hints included
+        return _main(argv)
 
-    forget()  # the launch before's pyenv answers, a caller's that launches again in-process
+
+def _main(argv: Sequence[str] | None) -> int:
+    """:func:`main` within its launch's :func:`~launcher.pyenv_shim.one_launch`."""
     own, rest = split_argv(sys.argv[1:] if argv is None else argv)
     args = parse_own(build_parser(), own, rest)  # a usage error gives the stop signals back
     quote_user_values(args, rest)  # the error lines show $'a\nb' as distconv train's do

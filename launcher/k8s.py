@@ -19,6 +19,7 @@ from .commands import (
     parse_program,
     refuse_owned_flags,
 )
+from .pyenv_shim import one_launch
 from .shown import shown
 from .stderr_line import write_last
 from .stdout import write_stdout
@@ -132,6 +133,7 @@ def _refusal(args: argparse.Namespace, program: Program, exc: ValueError) -> Lau
     return LaunchError(str(exc))
 
 
+@one_launch()
 def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
     """``distconv-launch k8s``: render the job's manifests with the deploy renderer; then say
     on stderr which Secrets the cluster must hold first (:func:`secrets_needed`)."""

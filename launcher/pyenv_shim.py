@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 #: seconds ``pyenv which`` may take: it reads a few files and runs no Python; a pyenv that does
 #: not answer in that time leaves the shim a program of the user's, run as it is
@@ -18,15 +20,37 @@ WHICH_BOUND = 2.0
 #: failed, took over :data:`WHICH_BOUND` or was stopped: a launch reads its first word more
 #: than once (parse_program, names_a_program, the last line's), and each read asked again (a
 #: hung pyenv held it twice the bound, one that answered slowly as long, and two answers could
-#: differ); :func:`forget`, at each launch's start, clears them (a library caller's next launch
-#: asks pyenv again)
+#: differ); cleared as a launch starts and ends (:func:`one_launch`)
 _ANSWERS: dict[tuple[str, str, str], str | None] = {}
+#: how many :func:`one_launch` blocks are open: the command line's and its handler's within
+_OPEN = 0
 
 
 def forget() -> None:
-    """Forget the ``pyenv which`` answers of the launch before (:data:`_ANSWERS`): a launch's
-    first step, for a caller that launches more than once in one process."""
+    """Forget the ``pyenv which`` answers asked so far (:data:`_ANSWERS`), for a caller that
+    reads a launch's words itself (:func:`launcher.commands.parse_program`) outside one."""
     _ANSWERS.clear()
+
+
+@contextmanager
+def one_launch() -> Iterator[None]:
+    """A launch, in which pyenv is asked each question once: the answers of any before are
+    forgotten as the outermost block starts and ends. Only the command line's ``main`` forgot
+    them, so a library caller's launches (``launcher.cli.run_local``, ``run_mpi``,
+    ``launcher.k8s.run_k8s``, each in one) kept the first answer for the process's life, after
+    the user switched pyenv versions; a handler's block within ``main``'s is the same launch
+    (its usage errors read the words before the handler). A context manager and a decorator
+    (``@one_launch()``); for the main thread, as a launch is."""
+    global _OPEN
+    if _OPEN == 0:
+        forget()
+    _OPEN += 1
+    try:
+        yield
+    finally:
+        _OPEN -= 1
+        if _OPEN == 0:
+            forget()
 
 
 #: what marks a file as a shim pyenv wrote (``pyenv rehash``): the root it exports and the

@@ -1,0 +1,41 @@
+"""A library caller's launches, one after another in one process, each ask pyenv which file
+its ``distconv`` shim runs: only the command line's ``main`` forgot the answers of the launch
+before, so a caller of the launch's handler (``launcher.k8s.run_k8s``, ``launcher.cli.run_local``)
+kept the first for the process's life, after the user switched pyenv versions (k615)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from launcher.cli import build_parser
+from launcher.commands import LaunchError
+from launcher.k8s import run_k8s
+from launcher.options import parse_own
+from tests.launcher.test_launch_distconv_by_path import SCRIPT, TRAIN, _pyenv, needs_script
+
+
+def _k8s_refusal(tmp_path: Path, after: list[str]) -> str | None:
+    """What ``distconv-launch k8s ... --out DIR -- AFTER`` refuses, launched in process by its
+    handler as a library caller would; None where it renders."""
+    own = ["k8s", "--workers", "2", "--servers", "0", "--image", "d:1"]
+    own += ["--out", str(tmp_path / "manifests")]
+    try:
+        run_k8s(parse_own(build_parser(), own, after), after)
+    except LaunchError as exc:
+        return str(exc)
+    return None
+
+
+@needs_script
+def test_a_library_callers_next_launch_asks_pyenv_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    after = [str(_pyenv(tmp_path, f"echo {SCRIPT}")), *TRAIN]
+    assert _k8s_refusal(tmp_path, after) is None  # this install's train: rendered
+    other = tmp_path / "other" / "distconv"  # another version's console script
+    other.parent.mkdir()
+    shutil.copy2(SCRIPT, other)
+    _pyenv(tmp_path, f"echo {other}")  # 'pyenv shell 3.11': the shim runs that version's
+    assert _k8s_refusal(tmp_path, after) == (
+        "k8s renders distconv train jobs; put the program in the image instead"
+    )
