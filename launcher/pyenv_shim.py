@@ -60,10 +60,12 @@ def one_launch() -> Iterator[None]:
 _SHIM = re.compile(rb'^export PYENV_ROOT="([^"\n]+)"$.*?^exec "([^"\n]+)" exec ', re.M | re.S)
 
 
-def _shim(path: str) -> tuple[str, str] | None:
+def read_shim(path: str) -> tuple[str, str] | None:
     """The root and the pyenv program of the pyenv shim ``path`` (links resolved): a file in
     the ``shims`` folder of the root it exports that execs ``pyenv exec``, as every shim pyenv
-    writes does; None for any other file."""
+    writes does (the root: not ``$PYENV_ROOT`` or ``~/.pyenv`` as this environment has them);
+    None for any other file. Read once for both questions, whether it is a shim and which file
+    it runs (:func:`shim_target`'s ``shim``)."""
     real = os.path.realpath(path)
     try:
         with open(real, "rb") as file:
@@ -79,13 +81,6 @@ def _shim(path: str) -> tuple[str, str] | None:
     return root, pyenv
 
 
-def shim_root(path: str) -> str | None:
-    """The pyenv root whose shim ``path`` is (:func:`_shim`: the root the shim exports, not
-    ``$PYENV_ROOT`` or ``~/.pyenv`` as this environment has them); None for any other file."""
-    shim = _shim(path)
-    return None if shim is None else shim[0]
-
-
 def shim_name(path: str) -> str:
     """The program a pyenv shim started as ``path`` asks pyenv for: the name it is started by
     (``program="${0##*/}"``, the shim's first step), not its file's: a link ``~/bin/dc`` to
@@ -94,13 +89,16 @@ def shim_name(path: str) -> str:
     return os.path.basename(path)
 
 
-def shim_target(path: str) -> str | None:
+def shim_target(path: str, shim: tuple[str, str] | None = None) -> str | None:
     """The file the pyenv shim ``path`` runs here (``pyenv which NAME`` in this environment and
     folder, which the launch's children inherit, with the root the shim exports), or None:
-    ``path`` is no shim (:func:`_shim`), or pyenv names none, fails or takes over
+    ``path`` is no shim (:func:`read_shim`), or pyenv names none, fails or takes over
     :data:`WHICH_BOUND`; asked once a launch (:data:`_ANSWERS`), a stop while it is asked
-    (:class:`launcher.interrupt.Interrupted`) leaving the answer None for the launch."""
-    shim = _shim(path)
+    (:class:`launcher.interrupt.Interrupted`) leaving the answer None for the launch. ``shim``:
+    :func:`read_shim` of ``path`` already, not read again (a file replaced between two reads
+    answered of another file than the one judged a shim)."""
+    if shim is None:
+        shim = read_shim(path)
     if shim is None:
         return None
     root, pyenv = shim  # the program the shim execs, as it does

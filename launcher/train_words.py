@@ -133,18 +133,19 @@ def is_distconv(word: str) -> bool:
     (``~/.pyenv/shims/distconv``, the same file for every Python version) is this install's
     where ``pyenv which distconv`` names this Python's console script
     (:func:`launcher.pyenv_shim.shim_target`), and only then; pyenv's other shims are not."""
-    from .pyenv_shim import shim_name, shim_root, shim_target
+    from .pyenv_shim import read_shim, shim_name, shim_target
 
     if word == "distconv":
         return True
     if os.sep not in word:  # another name on PATH: a program of the user's
         return False
     script = os.path.join(sysconfig.get_path("scripts"), "distconv")
-    if shim_root(word) is not None:  # it runs pyenv's choice: that file decides
+    shim = read_shim(word)  # read once: whether it is a shim, then what pyenv is asked of
+    if shim is not None:  # it runs pyenv's choice: that file decides
         # pyenv is asked of its distconv shim alone: '-- ~/.pyenv/shims/python3 x.py' waited
         # on it (twice a launch, up to the bound each) for a program no other name can be
         named = shim_name(word) == "distconv"  # the name it runs: a link's, not its file's
-        return named and _same(shim_target(word), script)
+        return named and _same(shim_target(word, shim), script)
     return _same(word, shutil.which("distconv")) or _same(word, script)
 
 
