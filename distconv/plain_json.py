@@ -31,11 +31,10 @@ from distconv.plain_names import (
     call_fields,
     code_name,
     is_bound_builtin,
-    probe,
     public_attributes,
     type_name,
 )
-from distconv.plain_sparse import coo_entries
+from distconv.plain_sparse import coo_entries, field_bytes, on_host, torch_bytes
 from distconv.plain_state import is_process_state as is_process_state  # layers' settings read it
 
 #: an object's address in its text: another in each process
@@ -324,57 +323,39 @@ def _values(array: Any) -> bytes:
     (not its padding). Another library's array is read on the host first
     (a torch tensor detached and ``.cpu()``, a cupy array ``.get()``), then as numpy's, or
     where numpy cannot take it (torch's bfloat16, float8, complex32) by its bytes
-    (:func:`_torch_bytes`), or else by its values' JSON text (``tolist``)."""
+    (:func:`~distconv.plain_sparse.torch_bytes`), or else by its values' JSON text (``tolist``)."""
     numpy = sys.modules.get("numpy")
     if numpy is None or not isinstance(array, numpy.ndarray):
-        host = _on_host(array)
+        host = on_host(array)
         try:
             array = numpy.asarray(host)  # no numpy (None): by its text, below
         except (AttributeError, TypeError, ValueError, RuntimeError):
-            if numpy is not None and (raw := _torch_bytes(host)) is not None:
+            if numpy is not None and (raw := torch_bytes(host)) is not None:
                 return raw
             array = None
         if array is None or array.shape != tuple(host.shape) or array.dtype.hasobject:
             return dumps(host.tolist()).encode()  # not taken whole: no object around itself
     if array.dtype.hasobject:
         return dumps(array.tolist(), sort_keys=True).encode()
-    return _field_bytes(array)
-
-
-def _torch_bytes(tensor: Any) -> bytes | None:
-    """A torch tensor's bytes in C order, read as uint8, or None where it is no torch tensor.
-    Its values' JSON text (``tolist``) made a Python float of each (half a second a million);
-    the bytes are one copy, tell -0.0 from 0.0 as that text did, and are what an ml_dtypes
-    array of its values holds (numpy's bfloat16 hashes alike)."""
-    torch = sys.modules.get("torch")
-    if torch is None or not isinstance(tensor, torch.Tensor):
-        return None
-    return tensor.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-
-
-def _field_bytes(array: Any) -> bytes:
-    """A numpy array's values' bytes in C order; a structured one's field by field, down to the
-    fields of a nested struct or of a subarray of structs, never its padding: uninitialised,
-    it is another in each process (a repacked copy of a subarray of aligned structs kept a
-    padding of its own, of fresh memory)."""
-    if array.dtype.fields is None:
-        return array.tobytes()
-    return b"".join(_field_bytes(array[name]) for name in array.dtype.names)
-
-
-def _on_host(array: Any) -> Any:
-    """Another library's array in host memory, by the methods it has: torch's ``detach`` (a
-    tensor that needs a gradient refuses numpy), ``resolve_conj`` and ``resolve_neg`` (a lazy
-    conjugate's view refuses numpy: written by its text, it disagreed with its equal copy) and
-    ``cpu``, cupy's ``get`` (it refuses an implicit copy to the host)."""
-    for method in ("detach", "resolve_conj", "resolve_neg", "cpu"):
-        if callable(getattr(array, method, None)):
-            array = getattr(array, method)()
-    if hasattr(array, "__cuda_array_interface__") and callable(getattr(array, "get", None)):
-        array = array.get()
-    return array
+    return field_bytes(array)
 
 
 def _written(element: Any) -> tuple[str, str]:
     """A set's element as it is written, then its type's name: an order every process shares."""
     return dumps(element, sort_keys=True), type(element).__qualname__
+
+
+def probe(value: Any, name: str, missing: Any = None) -> Any:
+    """``value``'s attribute ``name``, asked as ``getattr`` asks (through its ``__getattr__``:
+    a proxy's, a lazy wrapper's that hands a tensor's on), or ``missing`` where the lookup
+    says it has none: an object answering from a dict of its own raises KeyError for a name
+    it has not, and a config of one was refused with a bare KeyError ('layout') in the job
+    check. Any other error is raised: a lazy proxy loading its tensor there (a missing file,
+    an out of memory) taken for no attribute wrote the proxy's text on that rank beside its
+    peers' hash, a mismatch named in place of the cause."""
+    try:
+        return getattr(value, name, missing)
+    except KeyError as exc:  # a __getattr__ answering from a mapping of its own: that name
+        if exc.args != (name,):  # another key (a lazy proxy's missing state-dict entry)
+            raise
+        return missing

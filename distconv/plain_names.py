@@ -308,19 +308,3 @@ def attribute(value: Any, name: str, missing: Any = None) -> Any:
         return object.__getattribute__(value, name)
     except AttributeError:
         return missing
-
-
-def probe(value: Any, name: str, missing: Any = None) -> Any:
-    """``value``'s attribute ``name``, asked as ``getattr`` asks (through its ``__getattr__``:
-    a proxy's, a lazy wrapper's that hands a tensor's on), or ``missing`` where the lookup
-    says it has none: an object answering from a dict of its own raises KeyError for a name
-    it has not, and a config of one was refused with a bare KeyError ('layout') in the job
-    check. Any other error is raised: a lazy proxy loading its tensor there (a missing file,
-    an out of memory) taken for no attribute wrote the proxy's text on that rank beside its
-    peers' hash, a mismatch named in place of the cause."""
-    try:
-        return getattr(value, name, missing)
-    except KeyError as exc:  # a __getattr__ answering from a mapping of its own: that name
-        if exc.args != (name,):  # another key (a lazy proxy's missing state-dict entry)
-            raise
-        return missing

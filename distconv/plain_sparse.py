@@ -1,5 +1,6 @@
-"""A sparse torch tensor's entries in one order, the same whatever order they were built in:
-what :mod:`distconv.plain_json` hashes it by. It imports nothing of distconv, nor torch (a
+"""A sparse torch tensor's entries in one order, the same whatever order they were built in,
+and an array's bytes on the host (another library's read there first): what
+:mod:`distconv.plain_json` hashes them by. It imports nothing of distconv, nor torch (a
 tensor's own methods are used; torch is asked for by name only where a tensor is given).
 """
 
@@ -104,3 +105,37 @@ def _stable_order(keys: list[Any]) -> Any:
     for key in keys[1:]:
         order = order[key[order].argsort(stable=True)]
     return order
+
+
+def torch_bytes(tensor: Any) -> bytes | None:
+    """A torch tensor's bytes in C order, read as uint8, or None where it is no torch tensor.
+    Its values' JSON text (``tolist``) made a Python float of each (half a second a million);
+    the bytes are one copy, tell -0.0 from 0.0 as that text did, and are what an ml_dtypes
+    array of its values holds (numpy's bfloat16 hashes alike)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(tensor, torch.Tensor):
+        return None
+    return tensor.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def field_bytes(array: Any) -> bytes:
+    """A numpy array's values' bytes in C order; a structured one's field by field, down to the
+    fields of a nested struct or of a subarray of structs, never its padding: uninitialised,
+    it is another in each process (a repacked copy of a subarray of aligned structs kept a
+    padding of its own, of fresh memory)."""
+    if array.dtype.fields is None:
+        return array.tobytes()
+    return b"".join(field_bytes(array[name]) for name in array.dtype.names)
+
+
+def on_host(array: Any) -> Any:
+    """Another library's array in host memory, by the methods it has: torch's ``detach`` (a
+    tensor that needs a gradient refuses numpy), ``resolve_conj`` and ``resolve_neg`` (a lazy
+    conjugate's view refuses numpy: written by its text, it disagreed with its equal copy) and
+    ``cpu``, cupy's ``get`` (it refuses an implicit copy to the host)."""
+    for method in ("detach", "resolve_conj", "resolve_neg", "cpu"):
+        if callable(getattr(array, method, None)):
+            array = getattr(array, method)()
+    if hasattr(array, "__cuda_array_interface__") and callable(getattr(array, "get", None)):
+        array = array.get()
+    return array
