@@ -98,8 +98,8 @@ def call_fields(value: Any) -> dict[str, Any] | None:
     its class's name), and a method's object by its repr: walked, each is written as it would be
     alone, and an object that holds its own method is no endless walk (its second visit is
     ``"..."``). A closure was its name alone: two made by one factory over other values agreed (two
-    ranks whose configs differ there passed the job check). A ``functools.singledispatch`` function
-    is written by its function and its registry (:func:`_dispatch_registry`), not its cells."""
+    ranks whose configs differ there passed the job check). A ``singledispatch`` function and a
+    ``singledispatchmethod`` are written by their registries (:func:`_dispatch_method`)."""
     if isinstance(value, functools.partial):
         return {"func": value.func, "args": list(value.args), "keywords": dict(value.keywords)}
     if isinstance(value, types.MethodType):
@@ -107,6 +107,8 @@ def call_fields(value: Any) -> dict[str, Any] | None:
     if is_bound_builtin(value):  # its text named the object's type alone (",".join)
         owner = value.__self__
         return {"func": f"<built-in method {type_name(owner)}.{value.__name__}>", "self": owner}
+    if (method := _dispatch_method(value)) is not None:
+        return method
     if _is_function(value):
         if (registry := _dispatch_registry(value)) is not None:
             return {"func": _wrapped(value) or code_name(value), "registry": registry}
@@ -131,6 +133,27 @@ def _dispatch_registry(function: Any) -> dict[str, Any] | None:
     if not isinstance(registry, Mapping) or not callable(dispatch):
         return None
     return {f"{kind.__module__}.{kind.__qualname__}": found for kind, found in registry.items()}
+
+
+def _dispatch_method(value: Any) -> dict[str, Any] | None:
+    """A ``functools.singledispatchmethod`` as an object or its class hands it out (Python
+    3.11's function holds the object in its cell ``obj``, a later one's object as ``_obj``),
+    written as a bound method: its function, its registry and the object (``self``; none from
+    the class); None for any other value. By its cells' kinds, two agreed whose methods
+    register other implementations, or whose objects hold other settings."""
+    if not (_is_function(value) or type(value).__name__ == "_singledispatchmethod_get"):
+        return None  # no attribute of any other object read: a property of its own may raise
+    method = attribute(attribute(value, "register"), "__self__")
+    if not isinstance(method, functools.singledispatchmethod):
+        return None
+    cells = (
+        dict(zip(value.__code__.co_freevars, value.__closure__ or ()))
+        if _is_function(value)
+        else {}
+    )
+    bound = cells["obj"].cell_contents if "obj" in cells else attribute(value, "_obj")
+    fields = {"func": method.func, "registry": _dispatch_registry(method.dispatcher)}
+    return fields if bound is None else {**fields, "self": bound}
 
 
 def _wrapped(value: Any) -> Any:
@@ -280,13 +303,10 @@ _STORES = frozenset({"STORE_DEREF", "DELETE_DEREF"})
 def _rebound_names(function: types.FunctionType) -> frozenset[str]:
     """The free names of ``function`` whose cells change with use: those its own code (or a
     function made in it) assigns or deletes (``nonlocal calls``), and those another function
-    sharing the cell does (a factory's ``count`` rebinding the ``calls`` its ``read`` reads:
-    written by value, ``read`` changed with each call of ``count``). The factory's own
-    assignments are not: done once it returns, every call sees the value its cell holds then.
-    The factory is found by the qualified name's first part in the function's module
-    (``make.<locals>.read``: ``make``, through a class, a static or class method, a property,
-    a decorator's ``__wrapped__``); where that name is gone or names another function now,
-    only ``function``'s own code is read."""
+    sharing the cell does (a factory's ``count`` beside its ``read``), not the factory's own
+    assignments (done once it returns). The factory is found by the qualified name's first
+    part in the function's module (``make.<locals>.read``: ``make``); where that name is gone
+    or names another function now, only ``function``'s own code is read."""
     own = _free_stores(function.__code__)
     parts = function.__qualname__.split(".<locals>.")
     if len(parts) < 2:  # made at a module's or a class's level: no factory's cell
@@ -299,8 +319,8 @@ def _rebound_names(function: types.FunctionType) -> frozenset[str]:
 
 def _codes_named(namespace: dict[str, Any], dotted: str) -> list[types.CodeType]:
     """The code objects of the function ``dotted`` names in ``namespace`` (a module's globals;
-    ``Model.build``: a class's attribute), each read by :func:`attribute` (never a proxy's
-    ``__getattr__``); none where it names no function."""
+    ``Model.build``: a class's attribute), through static and class methods, properties and
+    decorators (``__wrapped__``, read by :func:`attribute`); none where it names no function."""
     first, *rest = dotted.split(".")
     found = namespace.get(first)
     for name in rest:
@@ -320,18 +340,15 @@ def _codes_named(namespace: dict[str, Any], dotted: str) -> list[types.CodeType]
 
 @functools.lru_cache(maxsize=4096)
 def _shared_rebound(top: types.CodeType, code: types.CodeType) -> frozenset[str] | None:
-    """The free names of ``code`` that a function made within ``top`` assigns or deletes in
-    the cell ``code`` reads, or None where ``code`` (itself, not an equal one) is no function
-    made within ``top``."""
-    chain = _path(top, code)
-    if chain is None:
+    """The free names of ``code`` a function made within ``top`` assigns or deletes in the
+    cell ``code`` reads; None where ``code`` (itself, not an equal one) is not made within it."""
+    if (chain := _path(top, code)) is None:
         return None
     free, names = set(code.co_freevars), set()
     for owner in reversed(chain):  # the factory first, then the one around it
         here = free & set(owner.co_cellvars)  # the cells this one owns
-        for const in owner.co_consts:
-            if isinstance(const, types.CodeType):
-                names |= here & _free_stores(const)
+        made = [_free_stores(c) for c in owner.co_consts if isinstance(c, types.CodeType)]
+        names |= here.intersection(set().union(*made))
         free = (free - here) & set(owner.co_freevars)  # handed on from further out
     return frozenset(names)
 

@@ -3,6 +3,7 @@ function rebinds, and a ``functools.singledispatchmethod``'s registry."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 from distconv import plain_json
@@ -73,3 +74,60 @@ def test_a_cell_its_factory_set_again_is_written_by_the_value_it_holds_now():
     """A factory's own assignment after making a closure is done once it returns: the closure
     computes with the value the cell holds now, and two over other values differ."""
     assert json.loads(plain_json.dumps(_rebound_after()))["fields"]["closure"] == {"scale": 2}
+
+
+class _Scaler:
+    """Dispatches on its input's type; a number scaled by ``factor``."""
+
+    def __init__(self, factor: float):
+        self.factor = factor
+
+    @functools.singledispatchmethod
+    def apply(self, x):
+        return x
+
+    @apply.register
+    def _(self, x: float):
+        return x * self.factor
+
+
+class _ScalerOfInts(_Scaler):
+    """One more implementation registered, for ints."""
+
+    @functools.singledispatchmethod
+    def apply(self, x):
+        return x
+
+    @apply.register
+    def _(self, x: float):
+        return x * self.factor
+
+    @apply.register
+    def _(self, x: int):
+        return x * self.factor
+
+
+def test_a_single_dispatch_method_is_written_by_its_registry_and_its_object():
+    """A ``functools.singledispatch`` function is written by its registry; a
+    ``singledispatchmethod`` as its object hands it out (a function holding the method and the
+    object in its cells) was written by its cells' types alone (``"<singledispatchmethod>"``,
+    ``"<_Scaler>"``): two configs whose methods register other implementations, or whose
+    objects hold other settings, agreed in the job check. It is written as a bound method,
+    its registry in place of its function's cells."""
+    written = json.loads(plain_json.dumps(_Scaler(0.5).apply))["fields"]
+    name = "tests.test_plain_json_methods._Scaler"
+    assert written == {
+        "func": f"<function {name}.apply>",
+        "registry": {
+            "builtins.object": f"<function {name}.apply>",
+            "builtins.float": (f"<function {name}._>"),
+        },
+        "self": {"class": "_Scaler", "fields": {"factor": 0.5}},
+    }
+    assert plain_json.dumps(_Scaler(0.5).apply) == plain_json.dumps(_Scaler(0.5).apply)
+    assert plain_json.dumps(_Scaler(0.5).apply) != plain_json.dumps(_Scaler(0.25).apply)
+    ints = plain_json.dumps(_ScalerOfInts(0.5).apply)
+    assert "builtins.int" in json.loads(ints)["fields"]["registry"]
+    assert plain_json.dumps(_Scaler.apply) != plain_json.dumps(_ScalerOfInts.apply)  # unbound
+    assert "self" not in json.loads(plain_json.dumps(_Scaler.apply))["fields"]
+    assert settings.setting_value(_Scaler(0.5).apply) == {"class": "function", "fields": written}
