@@ -35,7 +35,7 @@ from distconv.plain_names import (
     type_name,
 )
 from distconv.plain_sparse import coo_entries, field_bytes, on_host, torch_bytes
-from distconv.plain_state import is_process_state as is_process_state  # layers' settings read it
+from distconv.plain_state import is_process_state, state_name  # the layers read the first
 
 #: an object's address in its text: another in each process
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -92,8 +92,10 @@ def _keyed(value: Any, inside: set[int]) -> Any:
         return value
     if isinstance(value, (set, frozenset)):  # walked here: one ``inside`` (see _sorted)
         return _sorted(value, inside)
-    if type(value) is not dict and isinstance(value, Mapping) and is_process_state(value):
-        return type(value).__qualname__  # os.environ, a weak table: the rank's own
+    if isinstance(value, Mapping) and (
+        value is sys.modules or type(value) is not dict and is_process_state(value)
+    ):
+        return state_name(value)  # os.environ, sys.modules, a weak table: the rank's own
     fields = None if isinstance(value, (Mapping, list, tuple)) else fields_of(value)
     if fields is None and not isinstance(value, (Mapping, list, tuple)):
         return value
@@ -231,7 +233,7 @@ def plain(value: Any) -> Any:
     if isinstance(value, type):
         return value.__qualname__
     if is_process_state(value):
-        return type(value).__qualname__
+        return state_name(value)
     name = code_name(value)  # a module, a function: by name, not path or address
     if name is not None and call_fields(value) is None:  # a closure: and its cells (defaults)
         return name

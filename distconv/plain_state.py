@@ -54,14 +54,22 @@ def is_process_state(value: Any) -> bool:
     lock or other threading primitive, a queue between threads, an open file or socket, a
     ``random.Random``: the bound ``random.random`` and ``random.gauss`` walk it; ``os.environ``,
     a mapping the bound ``os.environ.get`` walks: each rank's own ``OMPI_COMM_WORLD_RANK``,
-    host name, paths; a weak table or set, what the process keeps alive: a
-    ``functools.singledispatch`` function's cache of the types it was called with), written
-    by its type's name (a queue's contents are what its threads have done by then):
-    its text held a thread's ident, a pid, a lock's state, a per-rank file name."""
-    if isinstance(value, _PROCESS_STATE):
+    host name, paths; ``sys.modules``, which ``sys.modules.get`` walks: every module the
+    process imported, another list where a rank imported others first; a weak table or set,
+    what the process keeps alive: a ``functools.singledispatch`` function's cache of the
+    types it was called with), written by its type's name (:func:`state_name`; a queue's
+    contents are what its threads have done by then): its text held a thread's ident, a pid,
+    a lock's state, a per-rank file name."""
+    if value is sys.modules or isinstance(value, _PROCESS_STATE):
         return True
     for module, name in _LOADED_PROCESS_STATE:
         found = getattr(sys.modules.get(module), name, None)  # only once imported: no cost
         if isinstance(found, type) and isinstance(value, found):
             return True
     return False
+
+
+def state_name(value: Any) -> str:
+    """The text :func:`is_process_state`'s ``value`` is written as: its type's name
+    (``_Environ``, ``lock``), ``sys.modules`` by that name (its type's, ``dict``, names any)."""
+    return "sys.modules" if value is sys.modules else type(value).__qualname__
