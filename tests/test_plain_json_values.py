@@ -4,13 +4,20 @@ JSON has no form for that are written by their text (a ``Decimal``)."""
 from __future__ import annotations
 
 import dataclasses
+import decimal
+import fractions
 import functools
 import json
 import os
+import pathlib
 import sys
 import types
 
+import numpy as np
+import pytest
+
 from distconv import plain_json
+from distconv.checkpoint_checks import as_saved
 
 
 @dataclasses.dataclass
@@ -46,3 +53,35 @@ def test_sys_modules_and_its_methods_are_written_by_name_not_walked(monkeypatch)
     assert plain_json.dumps(os.environ.get) != plain_json.dumps(sys.modules.get)
     assert plain_json.is_process_state(sys.modules)
     assert json.loads(plain_json.dumps({"modules": {"a": 1}})) == {"modules": {"a": 1}}
+
+
+@pytest.mark.parametrize(
+    "number, kind, text",
+    [
+        (decimal.Decimal("0.1"), "Decimal", "0.1"),
+        (1 + 2j, "complex", "(1+2j)"),
+        (np.complex64(1 + 2j), "complex", "(1+2j)"),  # its item(): a complex
+    ],
+    ids=["decimal", "complex", "numpy complex"],
+)
+def test_a_number_json_has_no_form_for_is_written_with_its_type(number, kind, text):
+    """A Decimal or a complex was written by its text alone: ``Decimal("0.1")`` and the
+    string ``"0.1"`` agreed in the job check, though one computes exactly and the other is no
+    number. Its type is written beside its text."""
+    written = json.loads(plain_json.dumps({"lr": number}))["lr"]
+    assert written == {"class": kind, "text": text}
+    assert plain_json.dumps(number) != plain_json.dumps(text)
+    assert plain_json.dumps({number: 1}) != plain_json.dumps({text: 1})
+    assert plain_json.dumps(_Lookup(number)) != plain_json.dumps(_Lookup(text))
+
+
+def test_plain_json_values_and_other_texts_are_written_as_before():
+    """Values JSON writes, and those an older checkpoint's facts hold by their text (a path, a
+    dtype, a Fraction: ``lr_decay`` takes any Real, and a resume compares it with the
+    checkpoint's "9/10"), are written as before: the checkpoint is still resumed."""
+    plain = {"s": "0.1", "i": 1, "f": 0.1, "b": True, "n": None, "l": [1, "a"], "d": {"k": [2.5]}}
+    assert plain_json.dumps(plain) == json.dumps(plain)
+    assert plain_json.dumps(plain, sort_keys=True) == json.dumps(plain, sort_keys=True)
+    others = [pathlib.Path("data"), np.dtype("float16"), np.float32(0.5), np.int64(3)]
+    assert json.loads(plain_json.dumps(others)) == ["data", "float16", 0.5, 3]
+    assert as_saved({"lr_decay": fractions.Fraction(9, 10)}) == {"lr_decay": "9/10"}
