@@ -125,17 +125,27 @@ def sweep_segments(pattern: str, before: set[str]) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config) -> int | None:
-    """``-n logical`` (the README's and CI's command): one worker per CPU this process may run
-    on. pytest-xdist asks psutil first where it is installed, and psutil counts every CPU of
-    the host, past ``taskset`` and a container's ``--cpuset-cpus``: a job pinned to 2 of 64
-    started 64 workers there (2 where psutil is missing). ``PYTEST_XDIST_AUTO_NUM_WORKERS``
-    still decides where it is set; ``-n auto`` is left as pytest-xdist has it."""
+    """``-n logical`` (the README's and CI's command): two workers per CPU this process may run
+    on, up to :data:`_EXTRA_WORKERS` more than the CPUs. The suite mostly waits (for child
+    processes to start, for a timeout a test sets off, for a peer's reply): one worker per
+    CPU kept the CPUs a third busy (the parameter server's tests: 241 CPU seconds in 335 s
+    on 2 CPUs), and two per CPU ran them in 183 s. pytest-xdist asks psutil first where it
+    is installed, and psutil counts every CPU of the host, past ``taskset`` and a
+    container's ``--cpuset-cpus``: a job pinned to 2 of 64 started 64 workers there.
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides where it is set; ``-n auto`` is left as
+    pytest-xdist has it."""
     if config.option.numprocesses != "logical" or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     try:
-        return len(os.sched_getaffinity(0)) or None
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows: pytest-xdist's own count
         return None
+    return min(2 * cpus, cpus + _EXTRA_WORKERS) or None
+
+
+#: the most workers ``-n logical`` starts beyond one per CPU: each test's children (MPI ranks,
+#: shards, launchers) need CPUs of their own too
+_EXTRA_WORKERS = 8
 
 
 @pytest.fixture

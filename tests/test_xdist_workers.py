@@ -1,5 +1,6 @@
-"""``pytest -n logical`` (the README's test command) starts one worker per CPU this process
-may run on, whether or not psutil is installed (tests/conftest.py)."""
+"""``pytest -n logical`` (the README's test command) starts two workers per CPU this process
+may run on, at most eight more than the CPUs, whether or not psutil is installed
+(tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,20 @@ def _workers(config, monkeypatch, numprocesses: str) -> int:
 @needs_affinity
 @pytest.mark.timeout(30)
 def test_logical_counts_the_cpus_this_process_may_use(pytestconfig, monkeypatch, host_wide_psutil):
-    assert _workers(pytestconfig, monkeypatch, "logical") == len(os.sched_getaffinity(0))
+    usable = len(os.sched_getaffinity(0))
+    assert _workers(pytestconfig, monkeypatch, "logical") == min(2 * usable, usable + 8)
+
+
+@needs_affinity
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("cpus", "workers"), [(1, 2), (2, 4), (8, 16), (9, 17), (64, 72)])
+def test_logical_starts_two_workers_a_cpu_and_at_most_eight_more(
+    pytestconfig, monkeypatch, host_wide_psutil, cpus, workers
+):
+    """The suite mostly waits, so two workers share a CPU; on a large host, each worker's
+    children need CPUs too: the workers beyond one a CPU stop at eight."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    assert _workers(pytestconfig, monkeypatch, "logical") == workers
 
 
 @needs_affinity
