@@ -28,7 +28,7 @@ from .batch_hosts import SCHEDULER_HOSTS, scheduler_hosts_here
 from .commands import THREAD_VARS, LaunchError, Program, UsageError, train_args
 from .interrupt import run_captured
 from .shown import shown
-from .startable import program_problem, start_problem
+from .startable import exec_failure, program_problem
 
 FLAVORS = ("mpich", "openmpi")
 
@@ -112,18 +112,21 @@ def detect_flavor(mpiexec: str) -> str:
     what a hung one started, ran on after the launcher otherwise.
 
     Raises:
-        LaunchError: it cannot be run (why, as :func:`launcher.startable.start_problem` says:
+        LaunchError: it cannot be run (why, as :func:`launcher.startable.exec_failure` says:
             a wrapper script with a ``'#!/bin/sh\r'`` line is not 'No such file'), takes
             over :data:`VERSION_BOUND`, or names no MPI this launcher knows.
     """
     cannot = f"cannot run {shown(mpiexec)} --version"
+    why = exec_failure(mpiexec)  # its shell ran a script with no #! line as shell code
+    if why is not None:
+        raise LaunchError(f"{cannot}: {why}")
     try:
         done = run_captured([mpiexec, "--version"], timeout=VERSION_BOUND, kill_group=True)
     except subprocess.TimeoutExpired:  # its argv is the watchdog's shell: named here instead
         said = f"no answer in {VERSION_BOUND:g} s (killed); pass --mpi-flavor"
         raise LaunchError(f"{cannot}: {said}") from None
     if done.returncode in _NOT_RUN and not done.stdout.strip():  # the shell's exec failed
-        said = start_problem(mpiexec) or (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        said = exec_failure(mpiexec) or (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise LaunchError(f"{cannot}: {said}")
     return flavor_from_version(done.stdout + done.stderr)
 

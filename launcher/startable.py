@@ -134,16 +134,52 @@ def start_problem(program: str, path: str | None = None) -> str | None:
     Python script as shell: ``import: not found``); None where it would start, or is no file
     here (then the starter's own error says so)."""
     found = _located(program, path)
-    if found is None:
-        return None
+    return None if found is None else _start_problem(found, _first_line(found))
+
+
+def _start_problem(found: str, first: bytes) -> str | None:
+    """:func:`start_problem` of the file ``found``, whose :func:`_first_line` is ``first``."""
     if not os.access(found, os.X_OK):
         return _not_executable(found)
-    first = _first_line(found)
     if first.startswith(_BOM_SHEBANG):
         return _BOM_REASON
     interpreter = _interpreter(first)
     if interpreter is not None and not os.path.isfile(interpreter):
         return _missing(interpreter)
+    return None
+
+
+def _runs_as_shell_code(first: bytes) -> bool:
+    """Whether a file whose :func:`_first_line` is ``first`` is text without a ``#!`` line
+    (or empty): the kernel knows no format for it (``ENOEXEC``), and a shell's ``exec`` or
+    ``execvp`` runs it as shell code instead. A binary (ELF, or anything not text: a format
+    ``binfmt_misc`` may run) is left to the kernel."""
+    return not first.startswith((b"#!", b"\x7fELF")) and b"\0" not in first
+
+
+def exec_failure(program: str, path: str | None = None) -> str | None:
+    """Why the kernel would refuse to start ``program`` (looked up on ``path`` as exec does):
+    :func:`start_problem`'s reasons, and a file it knows no format of (``ENOEXEC``, "exec
+    format error": no ``#!`` line, or one naming an interpreter without one), which a child
+    started through ``/bin/sh`` (:func:`launcher.process_group.watched`) cannot tell: the
+    shell's ``exec`` runs such a file as shell code, and its output was read as the program's
+    (``mpiexec --version``). None where it would start, or is no file here; a file this
+    process cannot read (an execute-only binary) is left to the kernel."""
+    found = _located(program, path)
+    if found is None:
+        return None
+    first = _first_line(found)  # read once: every answer is of one version of the file
+    problem = _start_problem(found, first)
+    if problem is not None:
+        return problem
+    runs = found
+    for _ in range(5):  # the file, then the kernel's 4 levels of #! interpreters
+        if not os.access(runs, os.R_OK):
+            return None
+        interpreter = _interpreter(first)
+        if interpreter is None:
+            return _no_format(found) if _runs_as_shell_code(first) else None
+        runs, first = interpreter, _first_line(interpreter)
     return None
 
 
@@ -192,7 +228,7 @@ def local_problem(program: Program) -> str | None:
             first = file.readline(256)
     except OSError:  # an execute-only binary (mode 0111) runs, unread: left to the kernel
         return None
-    if first.startswith((b"#!", b"\x7fELF")) or b"\0" in first:
+    if not _runs_as_shell_code(first):
         return None
     interpreter = _BY_SUFFIX.get(os.path.splitext(os.path.realpath(found))[1])  # its target's
     ways = [interpreter] if interpreter else ["python3", "sh"]

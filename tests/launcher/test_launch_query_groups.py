@@ -89,3 +89,25 @@ def test_a_ctrl_c_while_mpiexec_is_asked_leaves_nothing_it_started_running(tmp_p
         assert stderr.strip() == "distconv-launch mpi: interrupted before the job started"
         assert launcher.returncode == 128 + signal.SIGINT
         assert job_left(env, 2.0) == {}
+
+
+@pytest.mark.parametrize("first", [b"", b"#!{wrap}\n"], ids=["no #!", "#! of a script with none"])
+def test_an_mpiexec_the_kernel_cannot_exec_is_refused_not_run_as_shell_code(tmp_path, first):
+    """Started through the watchdog's shell, an ``--mpiexec`` the kernel knows no format of
+    (ENOEXEC: no ``#!`` line, or one naming a script without one) was run by the shell's
+    ``exec`` as shell code, its output read as the MPI's version: ``unknown MPI: `mpiexec
+    --version` says 'Open MPI'`` for a script that is no MPI; it was refused, and is again,
+    before anything runs (k619)."""
+    from launcher import mpi
+
+    wrap, ran = tmp_path / "wrap", tmp_path / "ran"
+    wrap.write_bytes(f'touch "{ran}"\necho "mpiexec (Open MPI) 4.1.0"\n'.encode())
+    query = tmp_path / "mpiexec"
+    query.write_bytes(first.replace(b"{wrap}", bytes(wrap)) + wrap.read_bytes())
+    for path in (wrap, query):
+        path.chmod(0o755)
+    with pytest.raises(LaunchError) as refused:
+        mpi.detect_flavor(str(query))
+    assert str(refused.value).startswith(f"cannot run {shown(query)} --version: ")
+    assert "it has no #! line naming its interpreter" in str(refused.value)
+    assert not ran.exists()
