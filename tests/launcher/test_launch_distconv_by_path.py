@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -26,12 +25,10 @@ from launcher.commands import (
 from launcher.owned import LOCAL_OWNED
 from launcher.pyenv_shim import forget
 from tests.launcher.launch_cli import ENV, usage_refusal, wait_while_running
+from tests.launcher.pyenv_fake import SCRIPT, TRAIN, fake_pyenv, needs_script
 from tests.processes import MARK, job_env, job_left, run_job
 
 #: the console script this Python installed for distconv (pip's ``distconv`` entry point)
-SCRIPT = Path(sysconfig.get_path("scripts"), "distconv")
-needs_script = pytest.mark.skipif(not SCRIPT.is_file(), reason="distconv is not installed here")
-TRAIN = ["train", "--epochs", "1"]
 
 
 @needs_script
@@ -84,31 +81,6 @@ def _no_pyenv_answers() -> None:
     forget()
 
 
-#: a pyenv shim as pyenv writes it (its root in place of ``/root/.pyenv``, the pyenv it execs
-#: in place of ``/root/.pyenv/libexec/pyenv``)
-_SHIM = """#!/usr/bin/env bash
-set -e
-program="${{0##*/}}"
-export PYENV_ROOT="{root}"
-exec "{install}/libexec/pyenv" exec "$program" "$@"
-"""
-
-
-def _pyenv(root: Path, which: str, install: Path | None = None) -> Path:
-    """A pyenv at ``root`` (installed there, or in ``install``: Homebrew's) whose shim
-    ``distconv`` it says runs ``which``; the shim's path."""
-    install = root if install is None else install
-    for folder in (root / "shims", install / "libexec"):
-        folder.mkdir(parents=True, exist_ok=True)
-    (install / "libexec" / "pyenv").write_text(
-        f'#!/bin/sh\n[ "$1 $2" = "which distconv" ] && {which}\n'
-    )
-    (root / "shims" / "distconv").write_text(_SHIM.format(root=root, install=install))
-    for tool in (install / "libexec" / "pyenv", root / "shims" / "distconv"):
-        tool.chmod(0o755)
-    return root / "shims" / "distconv"
-
-
 @needs_script
 @pytest.mark.parametrize("where", ["PYENV_ROOT", "~/.pyenv"])
 def test_a_pyenv_shim_is_this_installs_where_pyenv_runs_this_pythons_script(
@@ -128,7 +100,7 @@ def test_a_pyenv_shim_is_this_installs_where_pyenv_runs_this_pythons_script(
         monkeypatch.setenv("HOME", str(tmp_path))
         monkeypatch.delenv("PYENV_ROOT", raising=False)
         root = tmp_path / ".pyenv"
-    shim = _pyenv(root, f"echo {SCRIPT}")
+    shim = fake_pyenv(root, f"echo {SCRIPT}")
     assert parse_program([str(shim), *TRAIN]) == Program(("--epochs", "1"), is_train=True)
     other = tmp_path / "other" / "distconv"  # another version's console script
     other.parent.mkdir()
@@ -155,12 +127,12 @@ def test_a_shim_of_a_pyenv_installed_apart_from_its_root_asks_the_pyenv_it_runs(
     root, cellar = tmp_path / "root", tmp_path / "cellar"
     # this Python's script where pyenv runs with the shim's root, as the shim runs it
     asked = f'[ "$PYENV_ROOT" = "{root}" ] && echo {SCRIPT}'
-    shim = _pyenv(root, asked, install=cellar)
+    shim = fake_pyenv(root, asked, install=cellar)
     assert parse_program([str(shim), *TRAIN]) == Program(("--epochs", "1"), is_train=True)
     other = tmp_path / "other" / "distconv"  # another version's console script
     other.parent.mkdir()
     shutil.copy2(SCRIPT, other)
-    _pyenv(root, f"echo {other}", install=cellar)
+    fake_pyenv(root, f"echo {other}", install=cellar)
     forget()  # a launch of its own: pyenv is asked once a launch
     monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
     assert shutil.which("distconv") == str(shim)
@@ -173,7 +145,7 @@ def test_pyenv_is_not_asked_of_a_shim_of_another_name(tmp_path, monkeypatch):
     a shim of another name runs no distconv, and pyenv is not asked (k590)."""
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
     asked = tmp_path / "asked"
-    shim = _pyenv(tmp_path, f"echo {SCRIPT}")
+    shim = fake_pyenv(tmp_path, f"echo {SCRIPT}")
     (tmp_path / "libexec" / "pyenv").write_text(f"#!/bin/sh\ntouch {asked}\necho {SCRIPT}\n")
     python = shim.with_name("python3")
     shutil.copy2(shim, python)
@@ -189,7 +161,7 @@ def test_a_link_to_a_shim_runs_the_program_of_its_own_name(tmp_path, monkeypatch
     and was read as this install's train; a link ``distconv`` to the ``python3`` shim runs
     this install's distconv and was read as a program of the user's (k595)."""
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
-    shim = _pyenv(tmp_path, f"echo {SCRIPT}")  # pyenv names a file for 'distconv' alone
+    shim = fake_pyenv(tmp_path, f"echo {SCRIPT}")  # pyenv names a file for 'distconv' alone
     shutil.copy2(shim, shim.with_name("python3"))
     links = tmp_path / "bin"
     links.mkdir()
@@ -208,7 +180,7 @@ def test_a_pyenv_that_hangs_is_waited_for_once_a_launch(tmp_path, monkeypatch):
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
     monkeypatch.setattr(launcher.pyenv_shim, "WHICH_BOUND", 0.3)
     asked = tmp_path / "asked"
-    shim = _pyenv(tmp_path, "")
+    shim = fake_pyenv(tmp_path, "")
     (tmp_path / "libexec" / "pyenv").write_text(f"#!/bin/sh\necho >> {asked}\nexec sleep 5\n")
     argv = [str(shim), *TRAIN]
     assert parse_program(argv) == Program(tuple(argv), is_train=False)
@@ -239,7 +211,7 @@ def test_a_launch_whose_words_name_no_pyenv_shim_starts_no_process(tmp_path, mon
         names_a_program(argv)
         parse_program(argv, elsewhere=True)
     assert started == []
-    names_a_program([str(_pyenv(tmp_path / "pyenv", "exit 1")), *TRAIN])  # a shim's: one
+    names_a_program([str(fake_pyenv(tmp_path / "pyenv", "exit 1")), *TRAIN])  # a shim's: one
     assert [argv[0] for argv in started] == ["/bin/sh"]
 
 
@@ -248,7 +220,7 @@ def _pyenv_starting_a_sleep(tmp_path: Path, monkeypatch, sleep: str, then: str) 
     ``sleep 300`` in the background), writes its pid to ``tmp_path / "started"``, then runs
     ``then``: the shim."""
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
-    shim = _pyenv(tmp_path, "")
+    shim = fake_pyenv(tmp_path, "")
     script = f"#!/bin/sh\n{sleep}\necho $! > {tmp_path / 'started'}\n{then}\n"
     (tmp_path / "libexec" / "pyenv").write_text(script)
     return shim
@@ -313,7 +285,7 @@ def test_pyenv_is_asked_once_a_launch_and_again_the_next(tmp_path):
     a library caller's next launch took the shim for a program of its own unasked. Each
     launch asks once (k595)."""
     asked, answer = tmp_path / "asked", tmp_path / "answer"
-    shim = _pyenv(tmp_path, "")
+    shim = fake_pyenv(tmp_path, "")
     answering = f"[ -e {answer} ] && rm {answer} && echo {SCRIPT} && exit"
     (tmp_path / "libexec" / "pyenv").write_text(
         f"#!/bin/sh\necho >> {asked}\n{answering}\nexec sleep 5\n"
@@ -350,7 +322,7 @@ def _hung_launch(
     each time pyenv is asked, a line in ``tmp_path/asked``. Where ``kept``, a stop kept from
     its imports, and at once: pyenv may be killed before it starts its child."""
     asked, started = tmp_path / "asked", tmp_path / "started"
-    shim = _pyenv(tmp_path, "")
+    shim = fake_pyenv(tmp_path, "")
     (tmp_path / "libexec" / "pyenv").write_text(
         f"#!/bin/sh\necho >> {asked}\nsleep 300 &\n"
         f"echo $! > {started}.tmp && mv {started}.tmp {started}\nwait\n"

@@ -12,7 +12,7 @@ from launcher.cli import build_parser
 from launcher.commands import LaunchError
 from launcher.k8s import run_k8s
 from launcher.options import parse_own
-from tests.launcher.test_launch_distconv_by_path import SCRIPT, TRAIN, _pyenv, needs_script
+from tests.launcher.pyenv_fake import SCRIPT, TRAIN, fake_pyenv, needs_script
 
 
 def _k8s_refusal(tmp_path: Path, after: list[str]) -> str | None:
@@ -30,12 +30,12 @@ def _k8s_refusal(tmp_path: Path, after: list[str]) -> str | None:
 @needs_script
 def test_a_library_callers_next_launch_asks_pyenv_again(tmp_path, monkeypatch):
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
-    after = [str(_pyenv(tmp_path, f"echo {SCRIPT}")), *TRAIN]
+    after = [str(fake_pyenv(tmp_path, f"echo {SCRIPT}")), *TRAIN]
     assert _k8s_refusal(tmp_path, after) is None  # this install's train: rendered
     other = tmp_path / "other" / "distconv"  # another version's console script
     other.parent.mkdir()
     shutil.copy2(SCRIPT, other)
-    _pyenv(tmp_path, f"echo {other}")  # 'pyenv shell 3.11': the shim runs that version's
+    fake_pyenv(tmp_path, f"echo {other}")  # 'pyenv shell 3.11': the shim runs that version's
     assert _k8s_refusal(tmp_path, after) == (
         "k8s renders distconv train jobs; put the program in the image instead"
     )
