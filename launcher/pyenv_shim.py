@@ -10,26 +10,41 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 #: seconds ``pyenv which`` may take: it reads a few files and runs no Python; a pyenv that does
 #: not answer in that time leaves the shim a program of the user's, run as it is
 WHICH_BOUND = 2.0
-#: this launch's ``pyenv which`` answers by question (pyenv, root, name), None for one that
-#: failed, took over :data:`WHICH_BOUND` or was stopped: a launch reads its first word more
-#: than once (parse_program, names_a_program, the last line's), and each read asked again (a
-#: hung pyenv held it twice the bound, one that answered slowly as long, and two answers could
-#: differ); cleared as a launch starts and ends (:func:`one_launch`)
-_ANSWERS: dict[tuple[str, str, str], str | None] = {}
-#: how many :func:`one_launch` blocks are open: the command line's and its handler's within
-_OPEN = 0
+
+
+class _Launch(threading.local):
+    """This thread's launch: a launch is its thread's (a library caller's local job may run
+    in one for hours while another thread launches again), so one count and one set of
+    answers for the process made every launch begun meanwhile part of that one, which
+    forgot no answer while it ran."""
+
+    def __init__(self) -> None:
+        #: this thread's ``pyenv which`` answers by question (pyenv, root, name), None for one
+        #: that failed, took over :data:`WHICH_BOUND` or was stopped: a launch reads its first
+        #: word more than once (parse_program, names_a_program, the last line's), and each
+        #: read asked again (a hung pyenv held it twice the bound, one that answered slowly
+        #: as long, and two answers could differ); cleared as a launch starts and ends
+        #: (:func:`one_launch`)
+        self.answers: dict[tuple[str, str, str], str | None] = {}
+        #: how many :func:`one_launch` blocks are open: the command line's and its handler's
+        self.open = 0
+
+
+_LAUNCH = _Launch()
 
 
 def forget() -> None:
-    """Forget the ``pyenv which`` answers asked so far (:data:`_ANSWERS`), for a caller that
-    reads a launch's words itself (:func:`launcher.commands.parse_program`) outside one."""
-    _ANSWERS.clear()
+    """Forget this thread's ``pyenv which`` answers asked so far (:class:`_Launch`), for a
+    caller that reads a launch's words itself (:func:`launcher.commands.parse_program`)
+    outside one."""
+    _LAUNCH.answers.clear()
 
 
 @contextmanager
@@ -40,16 +55,16 @@ def one_launch() -> Iterator[None]:
     ``launcher.k8s.run_k8s``, each in one) kept the first answer for the process's life, after
     the user switched pyenv versions; a handler's block within ``main``'s is the same launch
     (its usage errors read the words before the handler). A context manager and a decorator
-    (``@one_launch()``); for the main thread, as a launch is."""
-    global _OPEN
-    if _OPEN == 0:
+    (``@one_launch()``); of the thread it runs in, as a launch is (:class:`_Launch`)."""
+    launch = _LAUNCH
+    if launch.open == 0:
         forget()
-    _OPEN += 1
+    launch.open += 1
     try:
         yield
     finally:
-        _OPEN -= 1
-        if _OPEN == 0:
+        launch.open -= 1
+        if launch.open == 0:
             forget()
 
 
@@ -93,7 +108,7 @@ def shim_target(path: str, shim: tuple[str, str] | None = None) -> str | None:
     """The file the pyenv shim ``path`` runs here (``pyenv which NAME`` in this environment and
     folder, which the launch's children inherit, with the root the shim exports), or None:
     ``path`` is no shim (:func:`read_shim`), or pyenv names none, fails or takes over
-    :data:`WHICH_BOUND`; asked once a launch (:data:`_ANSWERS`), a stop while it is asked
+    :data:`WHICH_BOUND`; asked once a launch (:class:`_Launch`), a stop while it is asked
     (:class:`launcher.interrupt.Interrupted`) leaving the answer None for the launch. ``shim``:
     :func:`read_shim` of ``path`` already, not read again (a file replaced between two reads
     answered of another file than the one judged a shim)."""
@@ -102,13 +117,13 @@ def shim_target(path: str, shim: tuple[str, str] | None = None) -> str | None:
     if shim is None:
         return None
     root, pyenv = shim  # the program the shim execs, as it does
-    asked = (pyenv, root, shim_name(path))
-    if asked not in _ANSWERS:  # once a launch (its words are read more than once)
+    asked, answers = (pyenv, root, shim_name(path)), _LAUNCH.answers
+    if asked not in answers:  # once a launch (its words are read more than once)
         # None first: a stop that ends the asking (Interrupted) leaves it asked; the stopped
         # launch's last line reads the words again, and waited on pyenv anew
-        _ANSWERS[asked] = None
-        _ANSWERS[asked] = _which(*asked)
-    return _ANSWERS[asked]
+        answers[asked] = None
+        answers[asked] = _which(*asked)
+    return answers[asked]
 
 
 def _which(pyenv: str, root: str, name: str) -> str | None:

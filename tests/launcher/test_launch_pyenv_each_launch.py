@@ -6,12 +6,14 @@ kept the first for the process's life, after the user switched pyenv versions (k
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 from launcher.cli import build_parser
 from launcher.commands import LaunchError
 from launcher.k8s import run_k8s
 from launcher.options import parse_own
+from launcher.pyenv_shim import one_launch
 from tests.launcher.pyenv_fake import SCRIPT, TRAIN, fake_pyenv, needs_script
 
 
@@ -27,9 +29,9 @@ def _k8s_refusal(tmp_path: Path, after: list[str]) -> str | None:
     return None
 
 
-@needs_script
-def test_a_library_callers_next_launch_asks_pyenv_again(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+def _switched_versions_seen(tmp_path: Path) -> None:
+    """Two launches of ``run_k8s``, the user switching pyenv versions between them: the first
+    renders this install's train, the second refuses the shim as another version's."""
     after = [str(fake_pyenv(tmp_path, f"echo {SCRIPT}")), *TRAIN]
     assert _k8s_refusal(tmp_path, after) is None  # this install's train: rendered
     other = tmp_path / "other" / "distconv"  # another version's console script
@@ -39,3 +41,32 @@ def test_a_library_callers_next_launch_asks_pyenv_again(tmp_path, monkeypatch):
     assert _k8s_refusal(tmp_path, after) == (
         "k8s renders distconv train jobs; put the program in the image instead"
     )
+
+
+@needs_script
+def test_a_library_callers_next_launch_asks_pyenv_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    _switched_versions_seen(tmp_path)
+
+
+@needs_script
+def test_a_launch_in_another_thread_keeps_no_answer_for_this_ones(tmp_path, monkeypatch):
+    """A launch in a thread (a library caller's local job, running for hours) is not this
+    thread's: one count of open launches for the process made this thread's launches part
+    of that one, never forgetting an answer while it ran (k619)."""
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    opened, done = threading.Event(), threading.Event()
+
+    def long_launch() -> None:
+        with one_launch():
+            opened.set()
+            done.wait(30)
+
+    other = threading.Thread(target=long_launch, daemon=True)
+    other.start()
+    try:
+        assert opened.wait(30)
+        _switched_versions_seen(tmp_path)
+    finally:
+        done.set()
+        other.join(30)
