@@ -18,6 +18,7 @@ import pytest
 
 from distconv import plain_json
 from distconv.checkpoint_checks import as_saved
+from distconv.layers import settings
 
 
 @dataclasses.dataclass
@@ -53,6 +54,25 @@ def test_sys_modules_and_its_methods_are_written_by_name_not_walked(monkeypatch)
     assert plain_json.dumps(os.environ.get) != plain_json.dumps(sys.modules.get)
     assert plain_json.is_process_state(sys.modules)
     assert json.loads(plain_json.dumps({"modules": {"a": 1}})) == {"modules": {"a": 1}}
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenLookup:
+    """A layer part's frozen spec holding a mapping of its own choosing."""
+
+    find: object
+
+
+def test_a_layer_setting_holding_sys_modules_writes_it_by_name_as_the_job_check(monkeypatch):
+    """``setting_value`` walked a plain dict whatever it was, ``sys.modules`` too: every
+    module the rank imported, by name (kilobytes, another list on a rank that imported others
+    first), so a layer's settings differed between ranks that agree."""
+    held = [sys.modules, _FrozenLookup(sys.modules), {"modules": sys.modules}]
+    before = [settings.setting_value(value) for value in held]
+    monkeypatch.setitem(sys.modules, "_k618_imported_later", types.ModuleType("later"))
+    assert [settings.setting_value(value) for value in held] == before
+    assert before == ["sys.modules", {"find": "sys.modules"}, {"modules": "sys.modules"}]
+    assert settings.setting_value({"a": 1}) == {"a": 1}  # another dict still walked
 
 
 @pytest.mark.parametrize(

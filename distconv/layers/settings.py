@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from distconv.plain_json import (
     plain,
 )
 from distconv.plain_names import call_fields, code_name
+from distconv.plain_state import state_name
 
 
 def _is_frozen_dataclass(value: Any) -> bool:
@@ -65,7 +67,8 @@ def setting_value(value: Any) -> Any:
     :func:`~distconv.plain_names.call_fields`: its cells, defaults, object), an object whose
     class has no str or repr of its own as the job check writes it (its class's name and its
     attributes: :func:`~distconv.plain_json.fields_of`), a thread, a lock, an open file or
-    ``os.environ`` by its type's name (:func:`~distconv.plain_json.is_process_state`), and
+    ``os.environ`` by its type's name (:func:`~distconv.plain_json.is_process_state`),
+    ``sys.modules`` by that name (walked, every module the rank imported), and
     any other object as its repr less its memory address, which differs from process to
     process (two ranks of one job would disagree)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -76,9 +79,13 @@ def setting_value(value: Any) -> Any:
         items = [setting_value(v) for v in value]
         # a namedtuple takes its fields one by one, as dataclasses.asdict builds it
         return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-    if isinstance(value, Mapping) and (type(value) is dict or not is_process_state(value)):
-        # a dict is never process state (os.environ: its type's name); a MappingProxyType is
-        # walked too, not its repr (a set in hash order)
+    if (
+        isinstance(value, Mapping)
+        and value is not sys.modules
+        and (type(value) is dict or not is_process_state(value))
+    ):
+        # a dict is process state only as sys.modules (by name below; os.environ: its type's
+        # name); a MappingProxyType is walked too, not its repr (a set in hash order)
         names = key_names(value)  # as the job check names them: 1 beside "1" kept apart
         return {names[k]: setting_value(v) for k, v in value.items()}
     if isinstance(value, (set, frozenset)):  # its repr: in hash order, another on each rank
@@ -99,7 +106,7 @@ def setting_value(value: Any) -> Any:
     if callable(value) and hasattr(value, "__qualname__"):
         return f"{getattr(value, '__module__', None)}.{value.__qualname__}"
     if is_process_state(value):  # a thread's ident, a lock's state: its process's alone
-        return type(value).__qualname__
+        return state_name(value)  # sys.modules by that name, as the job check writes it
     if fields_of(value) is not None:  # no text of its own: its repr named its class alone
         return json.loads(dumps(value))  # its class's name and its fields, as the job check's
     return ADDRESS.sub("", repr(value))
