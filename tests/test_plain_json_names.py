@@ -489,7 +489,7 @@ def test_an_object_with_a_text_of_its_own_is_asked_for_no_array_s_attribute():
     """An object with a text of its own was asked for an array's attributes (``layout``,
     ``__dlpack__``, ``item``) before its text: one answering from a dict of its own raised
     a bare KeyError ('layout'), and a method of it did too once walked (its repr was its text
-    before). A lookup that fails is a name it has not (plain_names.probe)."""
+    before). A lookup that fails is a name it has not (plain_json.probe)."""
     written = json.loads(plain_json.dumps({"s": _Settings(lr=0.1), "m": _Settings(lr=0.1).build}))
     assert written["s"] == "_Settings({'lr': 0.1})"
     assert written["m"]["fields"]["self"] == written["s"]
