@@ -6,7 +6,9 @@ records, each side as a checkpoint's ``extra`` reads back
 
 from __future__ import annotations
 
+import json
 import logging
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,7 +47,7 @@ def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]
     facts = [
         k
         for k in MUST_MATCH
-        if _known(theirs.get(k)) and _known(ours.get(k)) and theirs.get(k) != ours.get(k)
+        if _known(theirs.get(k)) and _known(ours.get(k)) and not _same(theirs.get(k), ours.get(k))
     ]
     if "global_batch" in facts and whole_set_each_step(theirs, ours):
         facts.remove("global_batch")  # each step trains on the whole set either way
@@ -82,6 +84,57 @@ def _differences(name: str, theirs: Any, ours: Any) -> list[str]:
             if theirs[k] != ours[k]
         ]
     return [f"{name}: checkpoint {theirs!r}, this run {ours!r}"]
+
+
+#: the numbers written by their type beside their text (``{"class": "Decimal", "text": "0.1"}``),
+#: which an older distconv wrote by their text alone (``"0.1"``): a number no Real
+_TYPED_NUMBERS = frozenset({"Decimal", "complex"})
+
+
+def _same(theirs: Any, ours: Any) -> bool:
+    """Whether the checkpoint's fact is this run's, as this distconv or an older one wrote it
+    (:func:`_older_form`): a config's Decimal in ``data`` saved as ``"0.1"`` resumes."""
+    return theirs == ours or theirs == _older_form(ours)
+
+
+def _older_form(fact: Any) -> Any:
+    """``fact`` as distconv wrote it before numbers no Real carried their type: each
+    ``{"class": "Decimal", "text": "0.1"}`` in it (:data:`_TYPED_NUMBERS`) as its text, a key
+    too (its JSON text), with its type's name where another key has that text
+    (``"0.1 (Decimal)"`` beside ``"0.1"``, as the job check names keys)."""
+    if isinstance(fact, list):
+        return [_older_form(v) for v in fact]
+    if not isinstance(fact, dict):
+        return fact
+    if (number := _typed(fact)) is not None:
+        return number[1]
+    keys = {k: _typed(_json(k)) for k in fact}
+    texts = Counter(found[1] if found else k for k, found in keys.items())
+    older = {}
+    for key, value in fact.items():
+        if (found := keys[key]) is not None:
+            kind, text = found
+            key = text if texts[text] == 1 else f"{text} ({kind})"
+        older[key] = _older_form(value)
+    return older
+
+
+def _typed(fact: Any) -> tuple[str, str] | None:
+    """A typed number's class and text, or None where ``fact`` is none."""
+    if isinstance(fact, dict) and fact.keys() == {"class", "text"}:
+        if fact["class"] in _TYPED_NUMBERS and isinstance(fact["text"], str):
+            return fact["class"], fact["text"]
+    return None
+
+
+def _json(key: str) -> Any:
+    """The value a key's JSON text holds (a typed number's key), or None."""
+    if not key.startswith("{"):
+        return None
+    try:
+        return json.loads(key)
+    except ValueError:
+        return None
 
 
 def _known(fact: Any) -> bool:
