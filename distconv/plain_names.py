@@ -146,11 +146,8 @@ def _dispatch_method(value: Any) -> dict[str, Any] | None:
     method = attribute(attribute(value, "register"), "__self__")
     if not isinstance(method, functools.singledispatchmethod):
         return None
-    cells = (
-        dict(zip(value.__code__.co_freevars, value.__closure__ or ()))
-        if _is_function(value)
-        else {}
-    )
+    code = attribute(value, "__code__")  # a function's (Python 3.11's); none later
+    cells = dict(zip(code.co_freevars, value.__closure__ or ())) if code is not None else {}
     bound = cells["obj"].cell_contents if "obj" in cells else attribute(value, "_obj")
     fields = {"func": method.func, "registry": _dispatch_registry(method.dispatcher)}
     return fields if bound is None else {**fields, "self": bound}
@@ -341,7 +338,8 @@ def _codes_named(namespace: dict[str, Any], dotted: str) -> list[types.CodeType]
 @functools.lru_cache(maxsize=4096)
 def _shared_rebound(top: types.CodeType, code: types.CodeType) -> frozenset[str] | None:
     """The free names of ``code`` a function made within ``top`` assigns or deletes in the
-    cell ``code`` reads; None where ``code`` (itself, not an equal one) is not made within it."""
+    cell ``code`` reads; None where neither ``code`` nor one equal to it (its source run again, a
+    module reloaded: an equal key of the cache, whichever came first) is made within it."""
     if (chain := _path(top, code)) is None:
         return None
     free, names = set(code.co_freevars), set()
@@ -354,9 +352,9 @@ def _shared_rebound(top: types.CodeType, code: types.CodeType) -> frozenset[str]
 
 
 def _path(top: types.CodeType, code: types.CodeType) -> list[types.CodeType] | None:
-    """The code objects from ``top`` down to the one holding ``code`` as a constant, or None."""
+    """The code objects from ``top`` down to one holding ``code`` (or its equal), or None."""
     for const in top.co_consts:
-        if const is code:
+        if const == code:
             return [top]
         if isinstance(const, types.CodeType) and (below := _path(const, code)) is not None:
             return [top, *below]

@@ -70,6 +70,35 @@ def test_a_cell_a_sibling_rebinds_is_written_by_its_type_as_ones_own_rebinding_i
     assert json.loads(before)["fields"]["closure"] == {"total": "<int>"}
 
 
+#: a factory as a notebook's cell (or a module reloaded) defines it, run twice
+_FACTORY = """
+def _k618_make():
+    calls = 0
+    def read():
+        return calls
+    def count():
+        nonlocal calls
+        calls += 1
+    return read, count
+"""
+
+
+def test_a_cells_rule_is_the_same_whichever_closure_of_a_factory_run_again_came_first():
+    """The sibling rule is cached by code, and code objects compare equal by their text: a
+    closure of a factory defined again (the same source run again) was written first, found
+    no factory holding its code by identity, and the cache answered the same for the new
+    factory's closures: its sibling's cell was written by value, in the process that had
+    written an older closure first and by type in one that had not."""
+    namespace: dict = {}
+    exec(compile(_FACTORY, "<cell 1>", "exec"), namespace)
+    older, _ = namespace["_k618_make"]()
+    exec(compile(_FACTORY, "<cell 2>", "exec"), namespace)
+    read, count = namespace["_k618_make"]()
+    count()
+    for made in (older, read):
+        assert json.loads(plain_json.dumps(made))["fields"]["closure"] == {"calls": "<int>"}
+
+
 def test_a_cell_its_factory_set_again_is_written_by_the_value_it_holds_now():
     """A factory's own assignment after making a closure is done once it returns: the closure
     computes with the value the cell holds now, and two over other values differ."""
