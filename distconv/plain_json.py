@@ -36,7 +36,7 @@ from distconv.plain_names import (
     type_name,
 )
 from distconv.plain_sparse import coo_entries, field_bytes, on_host, torch_bytes
-from distconv.plain_state import is_process_state, state_name  # the layers read the first
+from distconv.plain_state import is_process_dict, is_process_state, state_name
 
 #: an object's address in its text: another in each process
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -94,9 +94,9 @@ def _keyed(value: Any, inside: set[int]) -> Any:
     if isinstance(value, (set, frozenset)):  # walked here: one ``inside`` (see _sorted)
         return _sorted(value, inside)
     if isinstance(value, Mapping) and (
-        value is sys.modules or type(value) is not dict and is_process_state(value)
+        is_process_dict(value) or type(value) is not dict and is_process_state(value)
     ):
-        return state_name(value)  # os.environ, sys.modules, a weak table: the rank's own
+        return state_name(value)  # os.environ, sys.modules, vars(sys), a weak table: the rank's
     fields = None if isinstance(value, (Mapping, list, tuple)) else fields_of(value)
     if fields is None and not isinstance(value, (Mapping, list, tuple)):
         return value

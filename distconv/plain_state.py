@@ -55,12 +55,13 @@ def is_process_state(value: Any) -> bool:
     ``random.Random``: the bound ``random.random`` and ``random.gauss`` walk it; ``os.environ``,
     a mapping the bound ``os.environ.get`` walks: each rank's own ``OMPI_COMM_WORLD_RANK``,
     host name, paths; ``sys.modules``, which ``sys.modules.get`` walks: every module the
-    process imported, another list where a rank imported others first; a weak table or set,
+    process imported, another list where a rank imported others first, and ``vars(sys)``,
+    which holds it beside the rank's ``argv``, ``path`` and streams; a weak table or set,
     what the process keeps alive: a ``functools.singledispatch`` function's cache of the
     types it was called with), written by its type's name (:func:`state_name`; a queue's
     contents are what its threads have done by then): its text held a thread's ident, a pid,
     a lock's state, a per-rank file name."""
-    if value is sys.modules or isinstance(value, _PROCESS_STATE):
+    if is_process_dict(value) or isinstance(value, _PROCESS_STATE):
         return True
     for module, name in _LOADED_PROCESS_STATE:
         found = getattr(sys.modules.get(module), name, None)  # only once imported: no cost
@@ -69,7 +70,16 @@ def is_process_state(value: Any) -> bool:
     return False
 
 
+def is_process_dict(value: Any) -> bool:
+    """Whether ``value`` is a plain dict of the process alone: ``sys.modules`` or ``vars(sys)``
+    (checked by identity: any other dict is walked, at no cost)."""
+    return value is sys.modules or value is sys.__dict__
+
+
 def state_name(value: Any) -> str:
     """The text :func:`is_process_state`'s ``value`` is written as: its type's name
-    (``_Environ``, ``lock``), ``sys.modules`` by that name (its type's, ``dict``, names any)."""
-    return "sys.modules" if value is sys.modules else type(value).__qualname__
+    (``_Environ``, ``lock``), ``sys.modules`` and ``vars(sys)`` by those names (their type's,
+    ``dict``, names any)."""
+    if is_process_dict(value):
+        return "sys.modules" if value is sys.modules else "vars(sys)"
+    return type(value).__qualname__

@@ -56,6 +56,20 @@ def test_sys_modules_and_its_methods_are_written_by_name_not_walked(monkeypatch)
     assert json.loads(plain_json.dumps({"modules": {"a": 1}})) == {"modules": {"a": 1}}
 
 
+def test_vars_of_sys_is_written_by_name_not_walked(monkeypatch):
+    """``vars(sys)`` (``sys.__dict__``: ``vars(sys).get`` in a config, a layer's setting)
+    was walked in full: the rank's ``argv``, ``path``, streams, and ``sys.modules`` beside
+    them, kilobytes and another text on each rank."""
+    held = [{"ns": vars(sys)}, vars(sys).get, _Lookup(sys.__dict__)]
+    before = plain_json.dumps(held)
+    monkeypatch.setattr(sys, "argv", [*sys.argv, "--rank-1"])
+    assert plain_json.dumps(held) == before
+    assert len(before) < 600
+    assert json.loads(before)[0] == {"ns": "vars(sys)"}
+    assert settings.setting_value(vars(sys)) == "vars(sys)"
+    assert settings.setting_value(_FrozenLookup(vars(sys))) == {"find": "vars(sys)"}
+
+
 @dataclasses.dataclass(frozen=True)
 class _FrozenLookup:
     """A layer part's frozen spec holding a mapping of its own choosing."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,7 +20,7 @@ from distconv.plain_json import (
     plain,
 )
 from distconv.plain_names import call_fields, code_name
-from distconv.plain_state import state_name
+from distconv.plain_state import is_process_dict, state_name
 
 
 def _is_frozen_dataclass(value: Any) -> bool:
@@ -68,7 +67,8 @@ def setting_value(value: Any) -> Any:
     class has no str or repr of its own as the job check writes it (its class's name and its
     attributes: :func:`~distconv.plain_json.fields_of`), a thread, a lock, an open file or
     ``os.environ`` by its type's name (:func:`~distconv.plain_json.is_process_state`),
-    ``sys.modules`` by that name (walked, every module the rank imported), and
+    ``sys.modules`` and ``vars(sys)`` by those names (walked, every module the rank imported,
+    its argv), and
     any other object as its repr less its memory address, which differs from process to
     process (two ranks of one job would disagree)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -81,11 +81,11 @@ def setting_value(value: Any) -> Any:
         return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
     if (
         isinstance(value, Mapping)
-        and value is not sys.modules
+        and not is_process_dict(value)
         and (type(value) is dict or not is_process_state(value))
     ):
-        # a dict is process state only as sys.modules (by name below; os.environ: its type's
-        # name); a MappingProxyType is walked too, not its repr (a set in hash order)
+        # a dict is process state only as sys.modules or vars(sys) (by name below; os.environ:
+        # its type's name); a MappingProxyType is walked too, not its repr (a set in hash order)
         names = key_names(value)  # as the job check names them: 1 beside "1" kept apart
         return {names[k]: setting_value(v) for k, v in value.items()}
     if isinstance(value, (set, frozenset)):  # its repr: in hash order, another on each rank
