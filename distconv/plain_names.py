@@ -148,6 +148,8 @@ def _dispatch_method(value: Any) -> dict[str, Any] | None:
         return None
     code = attribute(value, "__code__")  # a function's (Python 3.11's); none later
     cells = dict(zip(code.co_freevars, value.__closure__ or ())) if code is not None else {}
+    if code is not None and (code.co_name != "_method" or "obj" not in cells):
+        return None  # functools.wraps copied ``register`` onto a wrapper: its own cells
     bound = cells["obj"].cell_contents if "obj" in cells else attribute(value, "_obj")
     fields = {"func": method.func, "registry": _dispatch_registry(method.dispatcher)}
     return fields if bound is None else {**fields, "self": bound}

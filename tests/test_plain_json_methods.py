@@ -160,3 +160,25 @@ def test_a_single_dispatch_method_is_written_by_its_registry_and_its_object():
     assert plain_json.dumps(_Scaler.apply) != plain_json.dumps(_ScalerOfInts.apply)  # unbound
     assert "self" not in json.loads(plain_json.dumps(_Scaler.apply))["fields"]
     assert settings.setting_value(_Scaler(0.5).apply) == {"class": "function", "fields": written}
+
+
+def _times(method, times):
+    """A wrapper of ``method`` (``functools.wraps``: it copies its ``register`` too)."""
+
+    @functools.wraps(method)
+    def wrapper(x):
+        return method(x) * times
+
+    return wrapper
+
+
+def test_a_wrapper_of_a_single_dispatch_method_is_written_by_its_own_cells():
+    """``functools.wraps`` copies a dispatch method's ``register`` onto its wrapper, which
+    was then written as the method itself, with neither the object nor the wrapper's cells:
+    wrappers over other objects, or over other factors of their own, agreed."""
+    written = json.loads(plain_json.dumps(_times(_Scaler(0.5).apply, 3)))["fields"]["closure"]
+    assert written["times"] == 3
+    assert written["method"]["fields"]["self"] == {"class": "_Scaler", "fields": {"factor": 0.5}}
+    ours = plain_json.dumps(_times(_Scaler(0.5).apply, 3))
+    assert ours != plain_json.dumps(_times(_Scaler(0.5).apply, 5))
+    assert ours != plain_json.dumps(_times(_Scaler(0.25).apply, 3))
