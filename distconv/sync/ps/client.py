@@ -163,6 +163,36 @@ class PServerSync(
         optimizer state of parameters trained again: :mod:`.reseed`; then the restored
         ``state`` if any), pull (others)."""
         self.check_made()  # the base's setup, not called here, checks that first
+        try:  # this rank's own failure (two parameters of one name, a layout): not the others'
+            description = self._lay_out(params, config)
+        except Exception as exc:  # they would wait for its hello (not a Ctrl-C: as MPI's)
+            self.fail_setup(exc)
+            raise
+        self._stop_heartbeat()  # a second setup: a failed hello must not leave the old one
+        heads = self._hello(description)
+        self._check_sizes(self._frame_bytes)  # this layout (fail_setup's hello has none)
+        self._start_heartbeat(heads)
+        try:
+            self.all_equal(description)
+            if self.is_chief:
+                self._seed_keeping_state(heads)
+                if state is not None:
+                    self.load_state_dict(state)
+            self.barrier()
+            if not self.is_chief:
+                self._pull_all()
+        except BaseException:
+            self._stop_heartbeat()  # a failed setup must not keep the rank alive on the shards
+            raise
+        log.info(
+            "rank %d: %d parameters in %d blocks on %d shards (%s mode%s)",
+            *(self.rank, len(self.params), len(self.layout.blocks), len(self._socks), self.mode),
+            # an older shard's hello says no bound: "max staleness None" said what it did not
+            f", max staleness {self.max_staleness}" * (self.max_staleness is not None),
+        )
+
+    def _lay_out(self, params: Sequence[Parameter], config: Mapping | None) -> dict[str, Any]:
+        """Setup's work before its hello, on this rank alone: its job description."""
         self._drop_pushes()  # those of a step cut short (a second Ctrl-C), if any
         self.params = setup_params(trainable(params))  # before any hello: as the base's
         # anew at each setup: a later fit may train another set (a layer frozen or unfrozen)
@@ -193,34 +223,9 @@ class PServerSync(
                 for s, p in zip(self._specs, self.params)
             ],
         )
-        description = job_description(self.params, self.optimizer, config or {})
-        description["pserver"] = {
-            "block_bytes": self.block_bytes,
-            "shards": len(self._socks),
-            "sparse": sorted(self.sparse),
-        }
-        self._stop_heartbeat()  # a second setup: a failed hello must not leave the old one
-        heads = self._hello(description)
-        self._check_sizes(self._frame_bytes)  # this layout (fail_setup's hello has none)
-        self._start_heartbeat(heads)
-        try:
-            self.all_equal(description)
-            if self.is_chief:
-                self._seed_keeping_state(heads)
-                if state is not None:
-                    self.load_state_dict(state)
-            self.barrier()
-            if not self.is_chief:
-                self._pull_all()
-        except BaseException:
-            self._stop_heartbeat()  # a failed setup must not keep the rank alive on the shards
-            raise
-        log.info(
-            "rank %d: %d parameters in %d blocks on %d shards (%s mode%s)",
-            *(self.rank, len(self.params), len(self.layout.blocks), len(self._socks), self.mode),
-            # an older shard's hello says no bound: "max staleness None" said what it did not
-            f", max staleness {self.max_staleness}" * (self.max_staleness is not None),
-        )
+        pserver = {"block_bytes": self.block_bytes, "shards": len(self._socks)}
+        pserver["sparse"] = sorted(self.sparse)
+        return {**job_description(self.params, self.optimizer, config or {}), "pserver": pserver}
 
     def _spec(self, p: Parameter) -> ParamSpec:
         host = to_host(p.value)

@@ -19,6 +19,7 @@ from ps_helpers import insecure_worker, run_ranks, script_ranks, served
 from distconv.checkpoint import CheckpointError
 from distconv.layers import FullyConnected, MSELoss
 from distconv.network import Network
+from distconv.parameter import Parameter
 from distconv.sync import JobRefused
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.server import Shard
@@ -100,4 +101,42 @@ def test_the_other_rank_hears_whichever_hello_the_shard_took_first(tmp_path, fai
     assert isinstance(refused, JobRefused), repr(refused)
     assert re.search(r"rank \d and rank \d run different jobs: name: ", str(refused)), refused
     assert f"'{FAILED_ON_RANK_0} {tmp_path / 'none'}/checkpoints" in str(refused), refused
+    assert took < SHARD_TIMEOUT / 2, f"took {took:.1f} s: {refused}"
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("failing_first", [True, False], ids=["failing-first", "failing-second"])
+def test_a_setup_that_fails_before_its_hello_is_told_to_the_other_rank(failing_first):
+    """Rank 1's own setup fails before its hello (two parameters named ``w``), the fit having
+    nothing to do with it: rank 0's setup raises at once, naming rank 1's ValueError, where it
+    waited in the job check until the shard's timeout (rank 1 closes only once it has ended)."""
+    rank0_done = threading.Event()
+    twice = [Parameter("w", np.ones(3)), Parameter("w", np.ones(2))]
+    with served(_shard()) as shard:
+
+        def rank(r: int) -> BaseException:
+            first = 1 if failing_first else 0
+            deadline = time.monotonic() + 10
+            while r != first and first not in shard.accepted_at:  # its hello taken first
+                assert time.monotonic() < deadline, "the first rank's hello never came"
+                time.sleep(0.01)
+            sync = insecure_worker([shard.endpoint], r, 2, timeout=SHARD_TIMEOUT)
+            try:
+                sync.setup(twice if r == 1 else [Parameter("w", np.ones(3))])
+            except Exception as exc:
+                return exc
+            finally:
+                if r == 1:  # never closed while rank 0 waits
+                    rank0_done.wait(SHARD_TIMEOUT + 5)
+                else:
+                    rank0_done.set()
+                sync.close()
+            raise AssertionError(f"rank {r}'s setup did not fail")
+
+        began = time.monotonic()
+        refused, failed = run_ranks(rank, 2, timeout=SHARD_TIMEOUT + 10)
+        took = time.monotonic() - began
+    assert isinstance(failed, ValueError) and "two parameters are named 'w'" in str(failed)
+    assert isinstance(refused, JobRefused), repr(refused)
+    assert "setup failed on rank 1 before its job check: ValueError: two " in str(refused)
     assert took < SHARD_TIMEOUT / 2, f"took {took:.1f} s: {refused}"
