@@ -22,8 +22,9 @@ import numpy as np
 
 from distconv.arg import feeds_of
 from distconv.backend import widened
-from distconv.data import Arrays, Dataset, array_length, as_arrays, data_facts
+from distconv.data import Arrays, Dataset, array_length, as_arrays
 from distconv.epoch_tally import EpochTally, check_test_set, evaluate_shares, right_answers
+from distconv.fit_start import start_fit
 from distconv.layers.base import LayerError
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
@@ -325,13 +326,7 @@ class Trainer:
         restore_handlers = None
         try:
             try:  # maybe on this rank alone: the others would wait in their setup for it
-                data = data_facts(train, test, self.dtype)  # the inputs as cast: what trains
-                state, pos = self.checkpoints.open(resume, data["train_data"])
-                self._take_trainable()
-                self.network.zero_grad()  # what a step cut short left (a second Ctrl-C, an error)
-                layers = self.network.structure()  # every rank's model: the same, or stop
-                names = {p.name for p in self.params}  # another model's firing order is due anew
-                self._layout = ParamLayout(self.trainable, self.sync, names)  # what the sync keeps
+                data, state, pos, layers = start_fit(self, train, test, resume)
             except Exception as exc:  # not a Ctrl-C: this rank's own error, for the others
                 tell_setup_failed(self.sync, exc)
                 raise
