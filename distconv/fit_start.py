@@ -1,35 +1,60 @@
 """What :meth:`~distconv.trainer.Trainer.fit` does before its sync's setup, on this rank alone:
-the inputs' facts, the checkpoint to resume from (the chief alone opens it), the parameters to
-train and their layout. An error there may be this rank's alone (a checkpoint refused on the
-chief), and the other ranks wait in their setup for it: ``fit`` tells them
-(:func:`~distconv.sync.base.tell_setup_failed`) before raising it.
+the data sets checked and sampled, the inputs' facts, the checkpoint to resume from (the chief
+alone opens it), the parameters to train and their layout. An error there may be this rank's
+alone (a checkpoint refused on the chief, NaN in its data), and the other ranks wait in their
+setup for it: ``fit`` tells them (:func:`~distconv.sync.base.tell_setup_failed`) before
+raising it.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from distconv.data import Arrays, data_facts
+from distconv.data import Arrays, array_length, as_arrays, data_facts
 from distconv.resume import Position
+from distconv.sampler import GlobalBatchSampler
 from distconv.step_guard import ParamLayout
+from distconv.trainer_args import refuse_not_finite
 
 if TYPE_CHECKING:
     from distconv.trainer import Trainer
 
+log = logging.getLogger("distconv.trainer")  # the warning fit said before
+
 
 class FitStart(NamedTuple):
-    """What fit goes on with: the inputs' facts (for the ranks' check), the restored state
-    and position, and the model's structure (for the job check)."""
+    """What fit goes on with: the data sets as arrays and their sampler, the inputs' facts (for
+    the ranks' check), the restored state and position, the model's structure (for the job
+    check)."""
 
+    train: Arrays
+    test: Arrays | None
+    sampler: GlobalBatchSampler
     data: dict[str, Any]
     state: Any
     pos: Position
     layers: Any
 
 
-def start_fit(trainer: Trainer, train: Arrays, test: Arrays | None, resume: Any) -> FitStart:
-    """Before ``trainer``'s sync's setup: open the checkpoints, take the parameters to train and
-    lay them out (``trainer._layout``); see the module docstring."""
+def start_fit(trainer: Trainer, train: Any, test: Any, resume: Any) -> FitStart:
+    """Before ``trainer``'s sync's setup: take the data sets (refusing NaN and infinity where
+    the network checks its feeds), sample them, open the checkpoints, take the parameters to
+    train and lay them out (``trainer._layout``); see the module docstring."""
+    train, test = as_arrays(train), (as_arrays(test) if test is not None else None)
+    if trainer.network.check_finite:  # named before a step, by its rows
+        refuse_not_finite(train, test, trainer.dtype)  # maybe in this rank's data alone
+    sync = trainer.sync
+    sampler = GlobalBatchSampler(
+        array_length(train),
+        trainer.batch_size,
+        sync.rank,
+        sync.world_size,
+        trainer.accumulate,
+        trainer.seed,
+    )
+    if (too_large := sampler.larger_than_the_data()) and sync.is_chief:
+        log.warning("%s", too_large)
     data = data_facts(train, test, trainer.dtype)  # the inputs as cast: what trains
     state, pos = trainer.checkpoints.open(resume, data["train_data"])
     trainer._take_trainable()
@@ -37,4 +62,4 @@ def start_fit(trainer: Trainer, train: Arrays, test: Arrays | None, resume: Any)
     layers = trainer.network.structure()  # every rank's model: the same, or stop
     names = {p.name for p in trainer.params}  # another model's firing order is due anew
     trainer._layout = ParamLayout(trainer.trainable, trainer.sync, names)  # what the sync keeps
-    return FitStart(data, state, pos, layers)
+    return FitStart(train, test, sampler, data, state, pos, layers)

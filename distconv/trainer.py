@@ -54,7 +54,6 @@ from distconv.trainer_args import (
     check_resume,
     job_config,
     output_dir,
-    refuse_not_finite,
     run_config,
     training_dtype,
 )
@@ -308,25 +307,14 @@ class Trainer:
         check_count("epochs", epochs, 0)  # -3 trained nothing, 1.5 two epochs, silently
         self.history = []  # this call's
         self._stop = StopRequest(announce=self.sync.is_chief)  # an old signal is done
-        train, test = as_arrays(train), (as_arrays(test) if test is not None else None)
-        if self.network.check_finite:  # named before a step, by its rows
-            refuse_not_finite(train, test, self.dtype)
-        sampler = GlobalBatchSampler(
-            array_length(train),
-            self.batch_size,
-            self.sync.rank,
-            self.sync.world_size,
-            self.accumulate,
-            self.seed,
-        )
-        if (too_large := sampler.larger_than_the_data()) and self.sync.is_chief:
-            log.warning("%s", too_large)
         # only the main thread may handle signals (a test can run ranks as threads)
         handles_signals = threading.current_thread() is threading.main_thread()
         restore_handlers = None
         try:
             try:  # maybe on this rank alone: the others would wait in their setup for it
-                data, state, pos, layers = start_fit(self, train, test, resume)
+                train, test, sampler, data, state, pos, layers = start_fit(
+                    self, train, test, resume
+                )
             except Exception as exc:  # not a Ctrl-C: this rank's own error, for the others
                 tell_setup_failed(self.sync, exc)
                 raise

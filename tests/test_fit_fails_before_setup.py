@@ -92,3 +92,20 @@ def test_an_error_of_setup_itself_or_an_interrupt_is_not_told_by_fit():
     with pytest.raises(KeyboardInterrupt):
         trainer.fit(DATA, epochs=1)
     assert sync.told == [] and trainer.sync.told == []
+
+
+@pytest.mark.parametrize(
+    "data, refused",
+    [
+        ({**DATA, "x": np.full((8, 4), np.nan)}, "NaN"),  # this rank's data alone, maybe
+        ({"x": np.ones((0, 4)), "target": np.zeros((0, 1))}, "the training set is empty"),
+    ],
+    ids=["not-finite", "empty"],
+)
+def test_fits_checks_of_this_ranks_data_are_told_too(data, refused):
+    """The data are each rank's own (a script may load a shard of them per rank): their
+    refusal, before the checkpoints are opened, is told as any error before setup is."""
+    sync = Telling()
+    with pytest.raises(Exception, match=refused) as raised:
+        _trainer(sync).fit(data, epochs=1)
+    assert sync.told == [raised.value]
