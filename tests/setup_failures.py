@@ -56,3 +56,5 @@ dist.run_main(main)
 NO_CHECKPOINT = "--resume: no complete checkpoint in"
 #: what every other rank's setup names, leading: rank 0's failure, before its job check
 FAILED_ON_RANK_0 = f"setup failed on rank 0 before its job check: CheckpointError: {NO_CHECKPOINT}"
+#: what another rank's job check says of it, where it made the check itself (MPI's)
+TOLD_OF_RANK_0 = f"rank 0 could not set up: CheckpointError: {NO_CHECKPOINT}"

@@ -95,19 +95,27 @@ def test_resume_and_overwrite_together_are_refused_and_the_run_kept(tmp_path, bo
 
 
 @pytest.mark.skipif(shutil.which("mpiexec") is None, reason="needs mpiexec")
-def test_a_run_in_out_under_mpi_is_the_ranks_abort_line_without_a_traceback(tmp_path):
-    """Under MPI the sync closed in the example's finally aborts the job before the refusal
-    reaches the script: the abort printed the RunDirError's traceback."""
+def test_a_run_in_out_under_mpi_is_one_line_on_each_rank_without_a_traceback(tmp_path):
+    """Under MPI the sync closed in the example's finally aborted the job before the refusal
+    reached the script: the abort printed the RunDirError's traceback. Now rank 0 tells rank 1
+    (``fail_setup``): each says its line, rank 1 that rank 0 could not set up (not that the
+    ranks run different jobs), and neither aborts. No ``-m mpi4py``: its runner aborts the job
+    on a rank's exit status 1, which may kill rank 1 before it says its line."""
     out = tmp_path / "run"
     argv = [str(REPO / "examples" / "mixed_regression.py"), "--epochs", "1", "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"}
-    run = ["mpiexec", "-n", "2", sys.executable, "-m", "mpi4py", *argv]
+    run = ["mpiexec", "-n", "2", sys.executable, *argv]
     first = subprocess.run(run, env=env, capture_output=True, text=True, timeout=90)
     assert first.returncode == 0, first.stderr
     again = subprocess.run(run, env=env, capture_output=True, text=True, timeout=90)
-    assert again.returncode != 0
-    assert "Traceback" not in again.stderr, again.stderr
-    assert f"rank 0: RunDirError: {out} already holds a run" in again.stderr
+    assert again.returncode == 1, again.stderr
+    lines = again.stderr.splitlines()
+    said = f"{out} already holds a run; pass --resume"
+    assert any(x.startswith(f"mixed_regression.py: error: {said}") for x in lines), again.stderr
+    told = f"mixed_regression.py: error: rank 0 could not set up: RunDirError: {said}"
+    assert any(x.startswith(told) for x in lines), again.stderr
+    for unsaid in ("Traceback", "run different jobs", "aborting the MPI job", "Abort("):
+        assert unsaid not in again.stderr, again.stderr
 
 
 #: a script that logs JSON and whose output directory is refused

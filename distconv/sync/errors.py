@@ -5,6 +5,15 @@ order, which every transport raises: the public ``distconv.sync.SyncError`` and
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
+from distconv.rank_endings import different_jobs_text
+
+#: a rank that cannot set up makes the job check all the same, its description naming its
+#: error alone (under ``name``: :func:`setup_failure_description`); the others read it back
+_SETUP_FAILED = re.compile(r"setup failed on rank (\d+) before its job check: (.*)", re.DOTALL)
+
 
 class SyncError(RuntimeError):
     """Ranks disagree, a peer is gone, or the strategy was used out of order.
@@ -51,3 +60,34 @@ def step_refusal(
     if not known:
         return SyncError(f"gradient of {name!r}, which was not given to setup{whose}")
     return SyncError(f"parameter {name!r} fired twice in {twice_in}")
+
+
+def setup_failure_description(rank: int, text: str) -> dict[str, str]:
+    """The job description by which rank ``rank``, which cannot set up (``text``: its error,
+    ``Type: message``), makes the job check all the same: every other rank's check fails on
+    it, and says so in :func:`setup_failure_in`'s words, not as a difference of jobs."""
+    return {"name": f"setup failed on rank {rank} before its job check: {text}"}
+
+
+def setup_failure_in(*descriptions: object) -> str | None:
+    """``rank 0 could not set up: RunDirError: runs/x already holds a run``: what a rank whose
+    job check failed says where one of ``descriptions`` (the other rank's, then its own) is a
+    :func:`setup_failure_description`; None where none is. A difference of jobs ("name:
+    '<missing>' here, 'setup failed on rank 0 ...' there") said what did not happen, and the
+    launcher read it as the ranks' different jobs: no rank blamed, no restart."""
+    for description in descriptions:
+        if isinstance(description, Mapping) and list(description) == ["name"]:
+            if isinstance(name := description["name"], str) and (
+                found := _SETUP_FAILED.fullmatch(name)
+            ):
+                return f"rank {found[1]} could not set up: {found[2]}"
+    return None
+
+
+def refusal_text(rank: int, other: int, ours: object, theirs: object, diff: str) -> str:
+    """Why a job check refused the job, on ``rank``, the first rank unlike it being ``other``
+    (``ours``, ``theirs``: the two descriptions; ``diff``: their first difference): that
+    rank could not set up (:func:`setup_failure_in`), else the ranks' different jobs
+    (:func:`~distconv.rank_endings.different_jobs_text`, which the launcher reads back): the
+    words of MPI's job check and the parameter server workers' alike."""
+    return setup_failure_in(theirs, ours) or different_jobs_text(rank, other, diff)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
-from tests.setup_failures import FAILED_ON_RANK_0, FAILS_BEFORE_SETUP, NO_CHECKPOINT
+from tests.setup_failures import FAILS_BEFORE_SETUP, NO_CHECKPOINT, TOLD_OF_RANK_0
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(60)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
@@ -36,8 +36,8 @@ def test_a_fit_that_fails_before_setup_on_rank_0_is_told_to_rank_1(tmp_path):
     assert done.returncode == 1, said[-3000:]
     assert not any(abort in said for abort in ABORTS), said[-3000:]
     (line,) = [x for x in done.stderr.splitlines() if x.startswith("fails.py: error: ")]
-    assert line.startswith("fails.py: error: rank 1 and rank 0 run different jobs: "), line
-    assert f"'{FAILED_ON_RANK_0} {tmp_path / 'none'}/checkpoints" in line, line
+    # what happened, not a difference of jobs (the launcher would blame no rank)
+    assert line.startswith(f"fails.py: error: {TOLD_OF_RANK_0} {tmp_path / 'none'}/checkpoints")
     assert f"distconv.checkpoint.CheckpointError: {NO_CHECKPOINT}" in done.stderr, said[-3000:]
     assert took < 20, f"took {took:.1f} s"
 
@@ -72,8 +72,5 @@ def test_a_setup_failure_told_before_the_job_check_closes_without_an_abort(tmp_p
     assert not any(abort in said for abort in ABORTS), said[-3000:]
     # rank 1's own error: its note (the ranks' lines may interleave in mpiexec's stderr)
     assert "setup made its job check all the same, telling the other ranks" in said, said[-3000:]
-    assert (
-        "distconv.sync.mpi.comm.JobMismatch: rank 0 and rank 1 run different jobs: name: "
-        "'<missing>' here, \"setup failed on rank 1 before its job check: ValueError: two "
-        "parameters are named 'w'" in done.stderr
-    ), said[-3000:]
+    told = "JobMismatch: rank 1 could not set up: ValueError: two parameters are named 'w'"
+    assert told in done.stderr, said[-3000:]

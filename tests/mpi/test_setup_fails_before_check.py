@@ -90,8 +90,9 @@ def test_a_setup_that_raises_on_one_rank_before_the_job_check_is_told_at_once(
     rank0_is_told_at_once(tmp_path, (rank1_setup, '{"data": 1}', "30"), f"{BEFORE_CHECK}: {error}")
 
 
-#: what rank 0's JobMismatch says where rank 1's setup failed before the job check
-BEFORE_CHECK = "setup failed on rank 1 before its job check"
+#: what rank 0's JobMismatch says where rank 1's setup failed before the job check: what
+#: happened, not a difference of jobs (k617: "name: '<missing>' here, 'setup failed ...' there")
+BEFORE_CHECK = "rank 1 could not set up"
 
 
 def test_a_meeting_whose_description_fails_on_one_rank_is_told_at_once(tmp_path):
@@ -119,9 +120,7 @@ def rank0_is_told_at_once(tmp_path, rank1: tuple[str, str, str], said: str) -> N
     assert "rank 1 caught: " in done.stdout, done.stdout
     lines = [line for line in done.stderr.splitlines() if line.startswith("distconv.sync")]
     assert any(
-        line.startswith("distconv.sync.mpi.comm.JobMismatch: rank 0 and rank 1 run different")
-        and said in line
-        for line in lines
+        line.startswith("distconv.sync.mpi.comm.JobMismatch: ") and said in line for line in lines
     ), done.stderr[-3000:]
     assert time.monotonic() - began < 15
 

@@ -18,6 +18,7 @@ import numpy as np
 from distconv.parameter import Parameter
 from distconv.sync.base import StateDict, SyncError
 from distconv.sync.description import as_sent
+from distconv.sync.errors import setup_failure_description
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi.comm import (
     JobMismatch,
@@ -161,11 +162,10 @@ class RankCollectives(LocalSync):
         mismatch names it). Its own refusal there (the mismatch; or, where another rank is not
         in setup, the meeting's) is dropped: ``error``, raised next, is this rank's cause.
         Refused as a mismatch, every rank made the check: ``error`` is :attr:`_told_failure`."""
-        said = f"setup failed on rank {self.rank} before its job check: "
 
         def exchange(text: str) -> None:
             try:
-                self.all_equal({"name": said + text})
+                self.all_equal(setup_failure_description(self.rank, text))
             except JobMismatch:  # every rank's, alike: none waits for this one
                 self._told_failure = error
                 raise

@@ -16,10 +16,9 @@ from distconv.backend import copy_into, to_host
 from distconv.cores import usable_cores
 from distconv.kernels.parallel import num_threads
 from distconv.messages import exception_line
-from distconv.rank_endings import different_jobs_text
 from distconv.runtime import RuntimeConfigError
 from distconv.sync.description import digest, first_difference
-from distconv.sync.errors import JobRefused
+from distconv.sync.errors import JobRefused, refusal_text
 
 log = logging.getLogger("distconv.sync.mpi")
 #: thread levels by the names mpi4py's ``rc.thread_level`` uses, lowest first
@@ -221,13 +220,14 @@ def same_job(comm: Any, rank: int, ours: Mapping[str, Any]) -> None:
     any exchange: a value JSON cannot write, refused there, is refused before the job check.
 
     Raises:
-        JobMismatch: naming this rank, the first rank that differs, and the first differing key.
+        JobMismatch: naming this rank, the first rank that differs, and the first differing key
+            (or a rank that could not set up: :func:`~distconv.sync.errors.refusal_text`).
     """
     digests = allgather_bytes(comm, digest(ours).encode())
     if len(set(digests)) == 1:
         return
-    other, diff = difference_from(comm, ours, [d == digests[rank] for d in digests])
-    raise JobMismatch(different_jobs_text(rank, other, diff))  # the launcher reads it back
+    other, theirs = description_from(comm, ours, [d == digests[rank] for d in digests])
+    raise JobMismatch(refusal_text(rank, other, ours, theirs, first_difference(ours, theirs)))
 
 
 def bcast_in_place(comm: Any, array: Any) -> None:
@@ -255,9 +255,15 @@ def ranks_on_node(comm: Any, mpi: Any) -> int:
 def difference_from(comm: Any, ours: Any, same: Sequence[bool]) -> tuple[int, str]:
     """The first rank whose ``same`` is False, and the first way its ``ours`` (a JSON value)
     differs from this rank's: gathers every rank's JSON, so call it on every rank."""
+    other, theirs = description_from(comm, ours, same)
+    return other, first_difference(ours, theirs)
+
+
+def description_from(comm: Any, ours: Any, same: Sequence[bool]) -> tuple[int, Any]:
+    """The first rank whose ``same`` is False, and its ``ours``: :func:`difference_from`'s."""
     texts = allgather_bytes(comm, json.dumps(ours, sort_keys=True).encode())
     other = next(r for r, alike in enumerate(same) if not alike)
-    return other, first_difference(ours, json.loads(texts[other]))
+    return other, json.loads(texts[other])
 
 
 class _Done:

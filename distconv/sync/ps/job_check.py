@@ -15,9 +15,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from distconv.rank_endings import different_jobs_text
 from distconv.sync.description import as_sent, digest, first_difference
-from distconv.sync.errors import JobRefused
+from distconv.sync.errors import JobRefused, refusal_text
 
 
 def gather_problem(
@@ -65,7 +64,7 @@ def check_all_equal(
     diff = first_difference(ours, theirs) if isinstance(theirs, dict) else None
     unread = " (shard 0 answered its description as no JSON map)" if theirs is False else ""
     said = diff or f"digest {mine} here, {digests[other]} there{unread}"
-    raise JobRefused(different_jobs_text(rank, other, said))  # the launcher reads it back
+    raise JobRefused(refusal_text(rank, other, ours, theirs, said))  # the launcher reads it
 
 
 def _description(text: str | None) -> dict[str, Any] | None | bool:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from distconv.messages import described
-from distconv.sync.errors import SyncError
+from distconv.sync.errors import SyncError, setup_failure_description
 from distconv.sync.ps.beats import HeartbeatOwner
 
 
@@ -49,7 +49,7 @@ class SetupFailure(HeartbeatOwner):
             text = described(error)
         except Exception:  # its __str__ raised (user code): the others are told all the same
             text = f"{type(error).__name__} (its text could not be made)"
-        description = {"name": f"setup failed on rank {self.rank} before its job check: {text}"}
+        description = setup_failure_description(self.rank, text)
         self._stop_heartbeat()  # a second setup's: the shards hear this hello's run
         try:
             with contextlib.suppress(SyncError):  # JobRefused, on every rank: the others told
