@@ -205,10 +205,13 @@ def run_captured(
     child stays in the launcher's group and only it is killed. A stop kept before the
     launcher armed kills that group too, as a terminal's Ctrl-C to the launcher's no longer
     does: the launch ends on it; so does one kept before the call (the imports', one
-    :func:`arm` raised), at once. ``kill_group`` is for the main thread, one call at a time,
-    as the launch makes it: the group to kill is one module global (:data:`_captured`), which a
-    call in another thread at once would replace, then clear, and a stop's handler runs in the
-    main thread alone.
+    :func:`arm` raised), at once. All this is the main thread's, one call at a time, as the
+    launch makes it (the group to kill is one module global, :data:`_captured`). In another
+    thread (a launch a library caller runs there) the stop signals are the caller's, whose
+    handlers run in the main thread: the call leaves their state alone (it disarmed the main
+    thread's launch while it started the child, or killed it, and a stop kept then killed
+    this thread's query, then raised here), and only a timeout (or an exception raised in
+    this thread) kills the child, its group too.
 
     It is kept by the handler, not by a signal mask: a mask holds the signal off one thread
     only, and the kernel hands a signal sent to the process to any thread that does not block
@@ -231,25 +234,20 @@ def run_captured(
         from .process_group import signal_group, watched
 
         command, watchdog, group_end = watched(argv)  # its group killed at our death too
+    if threading.current_thread() is not threading.main_thread():  # the stops are not ours
+        try:
+            return _run_elsewhere(argv, command, watchdog, timeout, env, kill_group)
+        finally:  # the watchdog's end of file: what the child left running in its group dies
+            if group_end is not None:
+                os.close(group_end)
     armed, kept = _armed, len(_pending)
     _armed = False  # _on_signal keeps what comes now in _pending
     try:
         try:
-            child = subprocess.Popen(
-                command,
-                stdin=watchdog,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env,
-                start_new_session=kill_group,
-            )
+            child = _start(command, watchdog, env, kill_group)
         except BaseException:
             _rearm(armed, kept)
             raise
-        finally:
-            if watchdog is not None:  # the child's alone: the launcher holds the write end
-                os.close(watchdog)
         if kill_group:  # its group ours till group_end closes (the watchdog in it)
             _captured = partial(_kill_unreaped, child, signal_group)
             if _pending and not _taken:  # a stop kept already (the imports', one come as Popen
@@ -265,10 +263,7 @@ def run_captured(
                 _armed = False
                 _captured = None  # before the wait, which frees the group's id: no stop kills it
                 try:
-                    if kill_group:  # before the wait: the unreaped leader keeps its group ours
-                        signal_group(child.pid, signal.SIGKILL)
-                    child.kill()
-                    child.wait()
+                    _kill(child, kill_group)
                 finally:  # a stop already on its way is the one raised, as the supervisor's
                     _rearm(armed, kept, raising=not isinstance(stop, Interrupted))
                 raise
@@ -276,6 +271,61 @@ def run_captured(
         _captured = None  # first: the group's id is free once the watchdog killed it
         if group_end is not None:
             os.close(group_end)
+    return subprocess.CompletedProcess(list(argv), child.returncode, stdout, stderr)
+
+
+def _start(
+    command: Sequence[str], watchdog: int | None, env: Mapping[str, str] | None, kill_group: bool
+) -> subprocess.Popen:
+    """:func:`run_captured`'s child started (in a session of its own with ``kill_group``, its
+    stdin the ``watchdog`` pipe's read end, closed here once it is the child's alone)."""
+    import subprocess
+
+    try:
+        return subprocess.Popen(
+            command,
+            stdin=watchdog,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=kill_group,
+        )
+    finally:
+        if watchdog is not None:  # the child's alone: the launcher holds the write end
+            os.close(watchdog)
+
+
+def _kill(child: subprocess.Popen, kill_group: bool) -> None:
+    """SIGKILL to ``child`` (to its process group first with ``kill_group``: before the wait,
+    as the unreaped leader keeps its group's id ours), then its wait."""
+    if kill_group:
+        from .process_group import signal_group
+
+        signal_group(child.pid, signal.SIGKILL)
+    child.kill()
+    child.wait()
+
+
+def _run_elsewhere(
+    argv: Sequence[str],
+    command: Sequence[str],
+    watchdog: int | None,
+    timeout: float | None,
+    env: Mapping[str, str] | None,
+    kill_group: bool,
+) -> subprocess.CompletedProcess:
+    """:func:`run_captured` outside the main thread: no stop signal's state is touched (they
+    are the main thread's, and the caller's there); a timeout, or anything raised in this
+    thread, kills the child (its group with ``kill_group``) before it is raised."""
+    import subprocess
+
+    with _start(command, watchdog, env, kill_group) as child:
+        try:
+            stdout, stderr = child.communicate(timeout=timeout)
+        except BaseException:
+            _kill(child, kill_group)
+            raise
     return subprocess.CompletedProcess(list(argv), child.returncode, stdout, stderr)
 
 

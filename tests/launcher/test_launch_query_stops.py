@@ -1,0 +1,69 @@
+"""The stop signals around a launcher's query (``mpiexec --version``, ``distconv keys``) that
+:func:`launcher.interrupt.run_captured` waits for: a query in a thread other than the main one
+leaves the main thread's stops alone, and a stop kept before the launcher is armed, which kills
+the query, ends the launch as a stop, not as the query's empty answer (k621). Each in a real
+process, whose signals are its own."""
+
+from __future__ import annotations
+
+import sys
+
+from tests.child_env import child_path
+from tests.processes import job_left, run_job
+
+#: the main thread armed, as a launch's, while a launch in another thread asks a query that
+#: starts a grandchild and hangs, past its 1.5 s bound: a SIGTERM comes as the thread's Popen
+#: starts it (the thread then lets the main one run a while); the main thread waits for the
+#: thread, and prints how each ended
+THREAD_QUERY = """
+import os, signal, subprocess, threading, time
+from launcher import interrupt
+
+interrupt.arm()
+query = ["sh", "-c", "sleep 300 & wait"]
+ended, started = [], subprocess.Popen._execute_child
+
+def start_then_signal(self, *args, **kwargs):
+    started(self, *args, **kwargs)
+    if threading.current_thread() is not threading.main_thread():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.3)  # the main thread runs its handler meanwhile
+
+subprocess.Popen._execute_child = start_then_signal
+
+def ask():
+    try:
+        ended.append(interrupt.run_captured(query, timeout=1.5, kill_group=True).returncode)
+    except BaseException as exc:
+        ended.append(type(exc).__name__)
+
+thread = threading.Thread(target=ask)
+thread.start()
+try:
+    while thread.is_alive():
+        time.sleep(0.05)
+    print("main not stopped", flush=True)
+except interrupt.Interrupted as stop:
+    print("main interrupted", stop.signum, flush=True)
+thread.join()
+print("thread", *ended, flush=True)
+"""
+
+
+def _run(script: str, *argv: str) -> str:
+    """The output of ``python -c script argv`` in a job of its own, once nothing of the job is
+    left (what its queries started included)."""
+    argv = [sys.executable, "-c", script, *argv]
+    done = run_job(argv, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": child_path()}, timeout=30)
+    assert job_left(done.env, 3.0) == {}
+    return done.stdout
+
+
+def test_a_query_in_another_thread_leaves_the_main_threads_stops_alone():
+    """A launch run in a thread by a library caller disarmed the main thread's launch while
+    its query started, and while it was killed (``distconv keys``: up to 120 s): a SIGTERM
+    then was kept, not raised, killed the thread's query instead, then raised in the thread.
+    Now the main thread is stopped, and the thread's query runs till its own bound, which
+    kills its group (the grandchild too)."""
+    said = _run(THREAD_QUERY)
+    assert said == "main interrupted 15\nthread TimeoutExpired\n", said
