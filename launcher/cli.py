@@ -99,6 +99,7 @@ def make_keys(keys_dir: Path, workers: int) -> bool:
     Raises:
         LaunchError: one line, when ``distconv keys`` fails, takes over :data:`KEYS_BOUND`, or
             the existing keys do not fit.
+        Interrupted: a stop kept before the launcher armed (a library caller's) killed it.
     """
     if (keys_dir / "server.key").exists():
         from distconv.sync.ps.keys import key_set_mismatch
@@ -112,7 +113,9 @@ def make_keys(keys_dir: Path, workers: int) -> bool:
             )
         return True
     try:  # its group killed past the bound or on a stop: nothing it started outlives it
-        done = run_captured(keys_command(str(keys_dir), workers), KEYS_BOUND, kill_group=True)
+        done = run_captured(
+            keys_command(str(keys_dir), workers), KEYS_BOUND, kill_group=True, kept_stops=True
+        )
     except subprocess.TimeoutExpired:
         raise LaunchError(
             f"`distconv keys` made no CURVE keys in {KEYS_BOUND:g} s (killed); the job did not "

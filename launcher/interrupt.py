@@ -190,6 +190,7 @@ def run_captured(
     timeout: float | None = None,
     env: Mapping[str, str] | None = None,
     kill_group: bool = False,
+    kept_stops: bool = False,
 ) -> subprocess.CompletedProcess:
     """``subprocess.run(argv, capture_output=True, text=True, env=env)``, whose child a stop signal
     never leaves running: a signal that comes while ``Popen`` starts it is kept, and raised once
@@ -205,13 +206,19 @@ def run_captured(
     child stays in the launcher's group and only it is killed. A stop kept before the
     launcher armed kills that group too, as a terminal's Ctrl-C to the launcher's no longer
     does: the launch ends on it; so does one kept before the call (the imports', one
-    :func:`arm` raised), at once. All this is the main thread's, one call at a time, as the
-    launch makes it (the group to kill is one module global, :data:`_captured`). In another
-    thread (a launch a library caller runs there) the stop signals are the caller's, whose
-    handlers run in the main thread: the call leaves their state alone (it disarmed the main
-    thread's launch while it started the child, or killed it, and a stop kept then killed
-    this thread's query, then raised here), and only a timeout (or an exception raised in
-    this thread) kills the child, its group too.
+    :func:`arm` raised), at once. With ``kept_stops`` too, such a kill raises that stop (as
+    :class:`Interrupted`) instead of returning the query's death as its answer (``unknown
+    MPI: `mpiexec --version` says ''``): a launch that reads the answer then ends as a stop
+    (a library caller's, which does not arm; a ``pyenv which`` asked while the launcher
+    parses its words takes the answer as none, and :func:`arm` raises the stop).
+
+    All this is the main thread's, one call at a time, as the launch makes it (the group to
+    kill is one module global, :data:`_captured`). In another thread (a launch a library
+    caller runs there) the stop signals are the caller's, whose handlers run in the main
+    thread: the call leaves their state alone (it disarmed the main thread's launch while it
+    started the child, or killed it, and a stop kept then killed this thread's query, then
+    raised here), and only a timeout (or an exception raised in this thread) kills the child,
+    its group too.
 
     It is kept by the handler, not by a signal mask: a mask holds the signal off one thread
     only, and the kernel hands a signal sent to the process to any thread that does not block
@@ -222,7 +229,8 @@ def run_captured(
     Raises:
         OSError: the program cannot be started (without ``kill_group``).
         subprocess.TimeoutExpired: it ran past ``timeout`` (it is killed first).
-        Interrupted: a stop signal came once the launcher was armed (the child is killed).
+        Interrupted: a stop signal came once the launcher was armed (the child is killed),
+            or, with ``kept_stops``, a stop kept before it armed killed the child's group.
     """
     import subprocess
 
@@ -267,10 +275,13 @@ def run_captured(
                 finally:  # a stop already on its way is the one raised, as the supervisor's
                     _rearm(armed, kept, raising=not isinstance(stop, Interrupted))
                 raise
+        stopped = kill_group and _captured is None  # a kept stop killed its group
     finally:  # the watchdog's end of file: what the child left running in its group dies
         _captured = None  # first: the group's id is free once the watchdog killed it
         if group_end is not None:
             os.close(group_end)
+    if stopped and kept_stops:  # _pending holds it still: kept() and arm() say it too
+        raise Interrupted(_pending[0])
     return subprocess.CompletedProcess(list(argv), child.returncode, stdout, stderr)
 
 

@@ -115,13 +115,16 @@ def detect_flavor(mpiexec: str) -> str:
         LaunchError: it cannot be run (why, as :func:`launcher.startable.exec_failure` says:
             a wrapper script with a ``'#!/bin/sh\r'`` line is not 'No such file'), takes
             over :data:`VERSION_BOUND`, or names no MPI this launcher knows.
+        Interrupted: a stop kept before the launcher armed (a library caller's) killed it.
     """
     cannot = f"cannot run {shown(mpiexec)} --version"
     why = exec_failure(mpiexec)  # its shell ran a script with no #! line as shell code
     if why is not None:
         raise LaunchError(f"{cannot}: {why}")
     try:
-        done = run_captured([mpiexec, "--version"], timeout=VERSION_BOUND, kill_group=True)
+        done = run_captured(
+            [mpiexec, "--version"], timeout=VERSION_BOUND, kill_group=True, kept_stops=True
+        )
     except subprocess.TimeoutExpired:  # its argv is the watchdog's shell: named here instead
         said = f"no answer in {VERSION_BOUND:g} s (killed); pass --mpi-flavor"
         raise LaunchError(f"{cannot}: {said}") from None

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from tests.child_env import child_path
 from tests.processes import job_left, run_job
 
@@ -67,3 +69,37 @@ def test_a_query_in_another_thread_leaves_the_main_threads_stops_alone():
     kills its group (the grandchild too)."""
     said = _run(THREAD_QUERY)
     assert said == "main interrupted 15\nthread TimeoutExpired\n", said
+
+
+#: the launcher's stops kept (:func:`launcher.interrupt.defer`, as its first step does), not
+#: armed yet, while it asks ``argv[2]``, a query that sends it SIGTERM and hangs: ``mpi`` asks
+#: it as ``mpiexec --version``, ``keys`` as ``distconv keys`` (into ``argv[3]``); prints how
+#: the asking ended
+KEPT_STOP = """
+import sys
+from pathlib import Path
+from launcher import cli, interrupt, mpi
+
+interrupt.defer()
+query = sys.argv[2]
+cli.keys_command = lambda keys_dir, workers: [query]
+ask = {"mpi": lambda: mpi.detect_flavor(query), "keys": lambda: cli.make_keys(Path(sys.argv[3]), 2)}
+try:
+    print("returned", ask[sys.argv[1]](), flush=True)
+except interrupt.Interrupted as stop:
+    print("interrupted", stop.signum, flush=True)
+except Exception as exc:
+    print(type(exc).__name__, exc, flush=True)
+"""
+
+
+@pytest.mark.parametrize("asked", ["mpi", "keys"])
+def test_a_stop_kept_before_arming_that_kills_the_query_is_a_stop(tmp_path, asked):
+    """A stop that comes before the launcher is armed kills the query's group (the launch ends
+    on it), and the query's death read as its answer: ``unknown MPI: `mpiexec --version` says
+    ''`` or ``distconv keys failed …: (no output)``. It is the stop, raised."""
+    query = tmp_path / "query"
+    query.write_text("#!/bin/sh\nkill -s TERM $PPID\nexec sleep 300\n")
+    query.chmod(0o755)
+    said = _run(KEPT_STOP, asked, str(query), str(tmp_path / "keys"))
+    assert said == "interrupted 15\n", said
