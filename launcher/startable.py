@@ -19,7 +19,7 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from distconv.files import describe_os_error
@@ -91,17 +91,19 @@ _BOM_REASON = (
 )
 
 
-def _no_format(found: str, depth: int = 0) -> str:
+def _no_format(found: str, read: Mapping[str, bytes] | None = None, depth: int = 0) -> str:
     """Why the kernel knows no format for ``found`` (``ENOEXEC``, "exec format error"), or for
-    the interpreter its ``#!`` line names (followed as deep as the kernel's 4 levels)."""
-    first = _first_line(found)
+    the interpreter its ``#!`` line names (followed as deep as the kernel's 4 levels). ``read``:
+    the :func:`_first_line` of files already read, by path, not read again (a second read
+    could answer of another version of the file than the one judged)."""
+    first = read[found] if read and found in read else _first_line(found)
     if first.startswith(_BOM_SHEBANG):
         return _BOM_REASON
     if first.startswith(b"\x7fELF"):
         return "it is a binary for another machine or system (exec format error)"
     interpreter = _interpreter(first)
     if interpreter is not None and depth < 4:  # the script is fine: its interpreter is not
-        why = _no_format(interpreter, depth + 1)
+        why = _no_format(interpreter, read, depth + 1)
         return f"the interpreter its #! line names, {shown(interpreter)}, cannot be run: {why}"
     return "it has no #! line naming its interpreter: make its first line '#!/bin/sh' (or another)"
 
@@ -172,13 +174,14 @@ def exec_failure(program: str, path: str | None = None) -> str | None:
     problem = _start_problem(found, first)
     if problem is not None:
         return problem
-    runs = found
+    runs, read = found, {}
     for _ in range(5):  # the file, then the kernel's 4 levels of #! interpreters
         if not os.access(runs, os.R_OK):
             return None
+        read[runs] = first
         interpreter = _interpreter(first)
-        if interpreter is None:
-            return _no_format(found) if _runs_as_shell_code(first) else None
+        if interpreter is None:  # _no_format follows the same lines, read once
+            return _no_format(found, read) if _runs_as_shell_code(first) else None
         runs, first = interpreter, _first_line(interpreter)
     return None
 

@@ -92,13 +92,21 @@ def test_a_ctrl_c_while_mpiexec_is_asked_leaves_nothing_it_started_running(tmp_p
 
 
 @pytest.mark.parametrize("first", [b"", b"#!{wrap}\n"], ids=["no #!", "#! of a script with none"])
-def test_an_mpiexec_the_kernel_cannot_exec_is_refused_not_run_as_shell_code(tmp_path, first):
+def test_an_mpiexec_the_kernel_cannot_exec_is_refused_not_run_as_shell_code(
+    tmp_path, monkeypatch, first
+):
     """Started through the watchdog's shell, an ``--mpiexec`` the kernel knows no format of
     (ENOEXEC: no ``#!`` line, or one naming a script without one) was run by the shell's
     ``exec`` as shell code, its output read as the MPI's version: ``unknown MPI: `mpiexec
     --version` says 'Open MPI'`` for a script that is no MPI; it was refused, and is again,
-    before anything runs (k619)."""
-    from launcher import mpi
+    before anything runs (k619). Each file's first line is read once: the reason read them
+    again, of what may be another version of the file than the one judged (k621)."""
+    from launcher import mpi, startable
+
+    reads, first_line = [], startable._first_line
+    monkeypatch.setattr(
+        startable, "_first_line", lambda path: reads.append(path) or first_line(path)
+    )
 
     wrap, ran = tmp_path / "wrap", tmp_path / "ran"
     wrap.write_bytes(f'touch "{ran}"\necho "mpiexec (Open MPI) 4.1.0"\n'.encode())
@@ -111,3 +119,4 @@ def test_an_mpiexec_the_kernel_cannot_exec_is_refused_not_run_as_shell_code(tmp_
     assert str(refused.value).startswith(f"cannot run {shown(query)} --version: ")
     assert "it has no #! line naming its interpreter" in str(refused.value)
     assert not ran.exists()
+    assert sorted(reads) == sorted(set(reads)), reads
