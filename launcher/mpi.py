@@ -28,7 +28,7 @@ from .batch_hosts import SCHEDULER_HOSTS, scheduler_hosts_here
 from .commands import THREAD_VARS, LaunchError, Program, UsageError, train_args
 from .interrupt import run_captured
 from .shown import shown
-from .startable import exec_failure, program_problem
+from .startable import binary_refused, exec_failure, program_problem
 
 FLAVORS = ("mpich", "openmpi")
 
@@ -129,7 +129,10 @@ def detect_flavor(mpiexec: str) -> str:
         said = f"no answer in {VERSION_BOUND:g} s (killed); pass --mpi-flavor"
         raise LaunchError(f"{cannot}: {said}") from None
     if done.returncode in _NOT_RUN and not done.stdout.strip():  # the shell's exec failed
-        said = exec_failure(mpiexec) or (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        # 126 of a binary for another machine: the kernel's reason, not the shell's line
+        binary = binary_refused(mpiexec) if done.returncode == 126 else None
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        said = exec_failure(mpiexec) or binary or last
         raise LaunchError(f"{cannot}: {said}")
     return flavor_from_version(done.stdout + done.stderr)
 

@@ -129,6 +129,19 @@ def not_started(program: str, exc: OSError, path: str | None = None) -> str:
     return "the file is there, but its program loader (another machine's binary?) is missing"
 
 
+def binary_refused(program: str, path: str | None = None) -> str | None:
+    """Why the kernel refused ``program`` (looked up on ``path`` as exec does), a binary (ELF),
+    where the shell that ran it says only its own line (its status 126, ``exec: …: Exec format
+    error``): the reason :func:`not_started` gives of the kernel's ``ENOEXEC`` (a binary for
+    another machine). None where ``program`` is no ELF file here, or this process cannot read
+    it."""
+    found = _located(program, path)
+    if found is None:
+        return None
+    first = _first_line(found)
+    return _no_format(found, {found: first}) if first.startswith(b"\x7fELF") else None
+
+
 def start_problem(program: str, path: str | None = None) -> str | None:
     """Why ``program`` (looked up on ``path`` as exec does) would not start on this host: a
     file without its execute bit, a ``#!`` line naming an interpreter that does not exist, or

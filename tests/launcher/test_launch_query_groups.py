@@ -6,6 +6,7 @@ its process group, holding the query's output pipe (k615)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -120,3 +121,24 @@ def test_an_mpiexec_the_kernel_cannot_exec_is_refused_not_run_as_shell_code(
     assert "it has no #! line naming its interpreter" in str(refused.value)
     assert not ran.exists()
     assert sorted(reads) == sorted(set(reads)), reads
+
+
+def test_an_mpiexec_binary_for_another_machine_is_named_so(tmp_path):
+    """An ELF ``--mpiexec`` the kernel refuses (ENOEXEC: built for another machine) ends with
+    the watchdog's shell's 126, whose line (``/bin/sh: 1: exec: …: Exec format error``) was
+    the reason given; it is the one a child's start gives (:func:`startable.not_started`)
+    (k621)."""
+    from launcher import mpi, startable
+
+    query = tmp_path / "mpiexec"
+    elf = bytearray(Path(shutil.which("true")).read_bytes())
+    elf[18:20] = b"\xef\xbe"  # e_machine: one no kernel (nor binfmt_misc) runs
+    query.write_bytes(elf)
+    query.chmod(0o755)
+    with pytest.raises(OSError) as kernel:  # the kernel's ENOEXEC, as a child's start gets it
+        subprocess.run([query], check=False)
+    with pytest.raises(LaunchError) as refused:
+        mpi.detect_flavor(str(query))
+    why = startable.not_started(str(query), kernel.value)
+    assert str(refused.value) == f"cannot run {shown(query)} --version: {why}"
+    assert "binary for another machine" in why
