@@ -227,7 +227,11 @@ def run_captured(
     the child is dead: raised first, it left the child running and Popen's exit waiting for it.
 
     Raises:
-        OSError: the program cannot be started (without ``kill_group``).
+        OSError: no child could be made (no file descriptor for its pipes, ``fork``'s
+            EAGAIN); without ``kill_group`` also a program that cannot be started. With it
+            (every launcher caller) the watchdog's shell starts the program, and one it
+            cannot start is that shell's status, 126 or 127, returned: a caller says why
+            itself (:func:`launcher.startable.exec_failure`, as :mod:`launcher.mpi` does).
         subprocess.TimeoutExpired: it ran past ``timeout`` (it is killed first).
         Interrupted: a stop signal came once the launcher was armed (the child is killed),
             or, with ``kept_stops``, a stop kept before it armed killed the child's group.
