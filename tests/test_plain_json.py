@@ -13,7 +13,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from distconv import plain_json, plain_names, plain_sparse, plain_state
+from distconv import plain_cells, plain_json, plain_names, plain_sparse, plain_state
 from distconv.layers import settings
 
 
@@ -26,7 +26,10 @@ def test_the_layers_take_an_address_out_with_the_one_pattern_of_a_module_below_b
     assert settings.setting_value(lock) == plain_json.plain(lock) == "lock"  # not its state
     imported = ["distconv.plain_names", "distconv.plain_sparse", "distconv.plain_state"]
     assert _distconv_imports(plain_json.__file__) == imported
-    for part in (plain_names, plain_sparse, plain_state):  # the parts it imports import none
+    # the parts import nothing of distconv but one another: the sibling-closure rule's reading
+    # of code (plain_cells) is plain_names' alone
+    assert _distconv_imports(plain_names.__file__) == ["distconv.plain_cells"]
+    for part in (plain_cells, plain_sparse, plain_state):
         assert not _distconv_imports(part.__file__)
 
 
