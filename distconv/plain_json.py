@@ -34,6 +34,7 @@ from distconv.plain_names import (
     is_bound_builtin,
     public_attributes,
     type_name,
+    unused_name,
 )
 from distconv.plain_sparse import coo_entries, field_bytes, on_host, torch_bytes
 from distconv.plain_state import is_process_dict, is_process_state, state_name
@@ -196,11 +197,7 @@ def _kept_apart(named: dict[Any, str], texts: dict[Any, str]) -> dict[Any, str]:
     used = set(kept.values())
     left = [k for k in named if k not in kept]
     for key in sorted(left, key=lambda k: (named[k], type_name(k))):  # sorted is stable
-        base = text = f"{texts[key]} ({type_name(key)})"
-        number = 1
-        while text in used:
-            number += 1
-            text = f"{base} {number}"
+        text = unused_name(f"{texts[key]} ({type_name(key)})", used)
         kept[key] = text
         used.add(text)
     return {key: kept[key] for key in named}

@@ -15,7 +15,7 @@ import functools
 import pathlib
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import Any
 
 from distconv.plain_cells import rebound_names
@@ -127,14 +127,31 @@ def call_fields(value: Any) -> dict[str, Any] | None:
 def _dispatch_registry(function: Any) -> dict[str, Any] | None:
     """A ``functools.singledispatch`` function's registry (it has ``registry`` and
     ``dispatch``): each registered type's module-qualified name -> its function, or None for
-    any other function. Its closure is not walked: it holds ``cache_token``, abc's count of
-    registrations in the process, another in each process that imported other modules first
-    (``fractions`` registers with ``numbers``' abstract classes), and in one once a type is
-    registered with an abstract class and the function called."""
+    any other function; a name another type took before it (two local classes of one factory)
+    numbered in the order registered (``mod.make.<locals>.A 2``): keyed by name alone, the
+    later replaced the earlier, and two registries that differ there agreed. Its closure is
+    not walked: it holds ``cache_token``, abc's count of registrations in the process, another
+    in each process that imported other modules first (``fractions`` registers with
+    ``numbers``' abstract classes), and in one once a type is registered with an abstract
+    class and the function called."""
     registry, dispatch = attribute(function, "registry"), attribute(function, "dispatch")
     if not isinstance(registry, Mapping) or not callable(dispatch):
         return None
-    return {f"{kind.__module__}.{kind.__qualname__}": found for kind, found in registry.items()}
+    named: dict[str, Any] = {}
+    for kind, found in registry.items():  # a dict: the order registered, the same each rank
+        named[unused_name(f"{kind.__module__}.{kind.__qualname__}", named)] = found
+    return named
+
+
+def unused_name(base: str, used: Container[str]) -> str:
+    """``base``, or where ``used`` holds it the first of ``base 2``, ``base 3``, ... it does
+    not: a name several entries share, each kept under its own, numbered in an order every
+    rank shares (a registry's, :func:`~distconv.plain_json.key_names`')."""
+    name, number = base, 1
+    while name in used:
+        number += 1
+        name = f"{base} {number}"
+    return name
 
 
 def _dispatch_method(value: Any) -> dict[str, Any] | None:
