@@ -5,12 +5,14 @@ settings do. It imports nothing of distconv.
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import queue
 import socket
 import sys
 import threading
+import types
 import weakref
 from typing import Any
 
@@ -63,6 +65,8 @@ def is_process_state(value: Any) -> bool:
     a lock's state, a per-rank file name."""
     if is_process_dict(value) or isinstance(value, _PROCESS_STATE):
         return True
+    if type(value) in _VIEWS and _view_name(value) is not None:  # sys.modules.keys()
+        return True
     for module, name in _LOADED_PROCESS_STATE:
         found = getattr(sys.modules.get(module), name, None)  # only once imported: no cost
         if isinstance(found, type) and isinstance(value, found):
@@ -72,7 +76,8 @@ def is_process_state(value: Any) -> bool:
 
 def is_process_dict(value: Any) -> bool:
     """Whether ``value`` is a plain dict of the process alone: ``sys.modules`` or ``vars(sys)``
-    (checked by identity: any other dict is walked, at no cost)."""
+    (checked by identity: any other dict is walked, at no cost); a proxy or view of either is
+    process state too (:func:`is_process_state`)."""
     return value is sys.modules or value is sys.__dict__
 
 
@@ -82,4 +87,30 @@ def state_name(value: Any) -> str:
     ``dict``, names any)."""
     if is_process_dict(value):
         return "sys.modules" if value is sys.modules else "vars(sys)"
-    return type(value).__qualname__
+    return _view_name(value) or type(value).__qualname__
+
+
+#: the types that show a dict through another face, and how one of them is written: a
+#: read-only proxy (``types.MappingProxyType``) and a dict's keys, values and items views
+_VIEWS = {
+    types.MappingProxyType: "mappingproxy({})",
+    type({}.keys()): "{}.keys()",
+    type({}.values()): "{}.values()",
+    type({}.items()): "{}.items()",
+}
+
+
+def _view_name(value: Any) -> str | None:
+    """The text of a proxy or view of ``sys.modules`` or ``vars(sys)`` (``sys.modules.keys()``,
+    ``mappingproxy(sys.modules)``; a proxy's own proxy too), or None for any other value.
+    Neither names the dict it shows, but it is the one object it refers to (its traversal,
+    ``gc.get_referents``: no walk of the dict, no collection). Walked, a proxy listed every
+    module the rank imported, and a view's text did: another on a rank that imported others."""
+    form = _VIEWS.get(type(value))
+    if form is None:
+        return None
+    shown = gc.get_referents(value)
+    if len(shown) != 1:
+        return None
+    inner = state_name(shown[0]) if is_process_dict(shown[0]) else _view_name(shown[0])
+    return None if inner is None else form.format(inner)
