@@ -4,6 +4,7 @@ function rebinds, and a ``functools.singledispatchmethod``'s registry."""
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 
 from distconv import plain_json
@@ -70,17 +71,9 @@ def test_a_cell_a_sibling_rebinds_is_written_by_its_type_as_ones_own_rebinding_i
     assert json.loads(before)["fields"]["closure"] == {"total": "<int>"}
 
 
-#: a factory as a notebook's cell (or a module reloaded) defines it, run twice
-_FACTORY = """
-def _k618_make():
-    calls = 0
-    def read():
-        return calls
-    def count():
-        nonlocal calls
-        calls += 1
-    return read, count
-"""
+#: a factory as a notebook's cell (or a module reloaded) defines it, run twice: _counter's own
+#: source, so the two cannot drift apart
+_FACTORY = inspect.getsource(_counter)
 
 
 def test_a_cells_rule_is_the_same_whichever_closure_of_a_factory_run_again_came_first():
@@ -91,9 +84,9 @@ def test_a_cells_rule_is_the_same_whichever_closure_of_a_factory_run_again_came_
     written an older closure first and by type in one that had not."""
     namespace: dict = {}
     exec(compile(_FACTORY, "<cell 1>", "exec"), namespace)
-    older, _ = namespace["_k618_make"]()
+    older, _ = namespace["_counter"]()
     exec(compile(_FACTORY, "<cell 2>", "exec"), namespace)
-    read, count = namespace["_k618_make"]()
+    read, count = namespace["_counter"]()
     count()
     for made in (older, read):
         assert json.loads(plain_json.dumps(made))["fields"]["closure"] == {"calls": "<int>"}
