@@ -17,6 +17,7 @@ under a run's own scheme recorded it anew.
 from __future__ import annotations
 
 import dataclasses
+import fractions
 import hashlib
 import json
 import numbers
@@ -225,12 +226,13 @@ def plain(value: Any) -> Any:
     address), a numpy array as :func:`_array` writes it (its dtype, shape and a hash of its values),
     as a torch tensor or a cupy array is (read through the methods they have: neither is imported
     here), a sparse tensor by its content (:func:`_sparse`), a module or a function by its name
-    (:func:`~distconv.plain_names.code_name`), a number JSON has no form for and no Real (a
-    Decimal, a complex) as its type's name and its str (``{"class": "Decimal", "text":
-    "0.1"}``: by its str alone, it agreed with the string ``"0.1"``), anything else its str
-    (a Fraction, which ``lr_decay`` takes as any Real, a path, a dtype, an Enum member: as
-    older checkpoints' facts and recorded schemes hold them, which a resume compares), an
-    address in it taken out (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted
+    (:func:`~distconv.plain_names.code_name`), a number JSON has no form for, no Real (a
+    Decimal, a complex) or a Fraction (``lr_decay`` takes any Real), as its type's name and its
+    str (``{"class": "Decimal", "text": "0.1"}``: by its str alone, it agreed with the string
+    ``"0.1"``; an older checkpoint's text still resumes: :mod:`distconv.resume_facts`),
+    anything else its str (a path, a dtype, an Enum member: as older checkpoints' facts and
+    recorded schemes hold them, which a resume compares), an address in it taken out
+    (``<unlocked _thread.lock object at 0x7f..>``); a set as a sorted
     list (its order follows ``PYTHONHASHSEED``), its elements in the order of their JSON
     text, then their type's name."""
     if isinstance(value, type):
@@ -256,7 +258,9 @@ def plain(value: Any) -> Any:
     if callable(item) and _shape(value) == () and not _no_host_values(value):
         return item()  # a 0-d meta tensor has no value to give: its str, below
     text = ADDRESS.sub("", str(value))
-    if isinstance(value, numbers.Number) and not isinstance(value, numbers.Real):
+    if isinstance(value, fractions.Fraction) or (
+        isinstance(value, numbers.Number) and not isinstance(value, numbers.Real)
+    ):
         return {"class": type(value).__qualname__, "text": text}  # Decimal("0.1") beside "0.1"
     return text
 

@@ -87,8 +87,9 @@ def _differences(name: str, theirs: Any, ours: Any) -> list[str]:
 
 
 #: the numbers written by their type beside their text (``{"class": "Decimal", "text": "0.1"}``),
-#: which an older distconv wrote by their text alone (``"0.1"``): a number no Real
-_TYPED_NUMBERS = frozenset({"Decimal", "complex"})
+#: which an older distconv wrote by their text alone (``"0.1"``): a number no Real, and a
+#: Fraction (an ``lr_decay`` of ``Fraction(9, 10)`` was ``"9/10"``)
+_TYPED_NUMBERS = frozenset({"Decimal", "complex", "Fraction"})
 
 
 def _same(theirs: Any, ours: Any) -> bool:

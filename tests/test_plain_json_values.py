@@ -95,13 +95,14 @@ def test_a_layer_setting_holding_sys_modules_writes_it_by_name_as_the_job_check(
         (decimal.Decimal("0.1"), "Decimal", "0.1"),
         (1 + 2j, "complex", "(1+2j)"),
         (np.complex64(1 + 2j), "complex", "(1+2j)"),  # its item(): a complex
+        (fractions.Fraction(1, 10), "Fraction", "1/10"),  # a Real, but no JSON number
     ],
-    ids=["decimal", "complex", "numpy complex"],
+    ids=["decimal", "complex", "numpy complex", "fraction"],
 )
 def test_a_number_json_has_no_form_for_is_written_with_its_type(number, kind, text):
-    """A Decimal or a complex was written by its text alone: ``Decimal("0.1")`` and the
-    string ``"0.1"`` agreed in the job check, though one computes exactly and the other is no
-    number. Its type is written beside its text."""
+    """A Decimal, a complex or a Fraction was written by its text alone: ``Decimal("0.1")``
+    and the string ``"0.1"`` agreed in the job check, though one computes exactly and the
+    other is no number. Its type is written beside its text."""
     written = json.loads(plain_json.dumps({"lr": number}))["lr"]
     assert written == {"class": kind, "text": text}
     assert plain_json.dumps(number) != plain_json.dumps(text)
@@ -111,11 +112,14 @@ def test_a_number_json_has_no_form_for_is_written_with_its_type(number, kind, te
 
 def test_plain_json_values_and_other_texts_are_written_as_before():
     """Values JSON writes, and those an older checkpoint's facts hold by their text (a path, a
-    dtype, a Fraction: ``lr_decay`` takes any Real, and a resume compares it with the
-    checkpoint's "9/10"), are written as before: the checkpoint is still resumed."""
+    dtype), are written as before: the checkpoint is still resumed. (A Fraction is written
+    with its type now, and an older checkpoint's "9/10" still resumes:
+    tests/test_resume_older_number_form.py.)"""
     plain = {"s": "0.1", "i": 1, "f": 0.1, "b": True, "n": None, "l": [1, "a"], "d": {"k": [2.5]}}
     assert plain_json.dumps(plain) == json.dumps(plain)
     assert plain_json.dumps(plain, sort_keys=True) == json.dumps(plain, sort_keys=True)
     others = [pathlib.Path("data"), np.dtype("float16"), np.float32(0.5), np.int64(3)]
     assert json.loads(plain_json.dumps(others)) == ["data", "float16", 0.5, 3]
-    assert as_saved({"lr_decay": fractions.Fraction(9, 10)}) == {"lr_decay": "9/10"}
+    assert as_saved({"lr_decay": fractions.Fraction(9, 10)}) == {
+        "lr_decay": {"class": "Fraction", "text": "9/10"}
+    }

@@ -1,10 +1,12 @@
 """A checkpoint an older distconv wrote, whose ``data`` or ``model`` fact held a number no Real
-(a Decimal, a complex) by its text alone, resumes: the job check now writes such a number with
-its type (``{"class": "Decimal", "text": "0.1"}``), and a resume compared it with the text."""
+(a Decimal, a complex) by its text alone, or whose ``lr_decay`` was a Fraction's text
+(``"9/10"``), resumes: the job check now writes such a number with its type (``{"class":
+"Decimal", "text": "0.1"}``), and a resume compared it with the text."""
 
 from __future__ import annotations
 
 from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 
@@ -13,16 +15,23 @@ from distconv.data import split, synthetic
 from tests.test_resume_checks import _rewrite_extra, _trainer
 
 
-def test_a_checkpoint_holding_a_decimal_by_its_text_alone_resumes(tmp_path):
+def test_a_checkpoint_holding_numbers_by_their_text_alone_resumes(tmp_path):
     train, test = split(synthetic(n=64, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
     data = {"name": "digits", "noise": Decimal("0.1"), Decimal("0.5"): 1j, "0.5": 2}
-    first = _trainer(tmp_path, config={"data": data, "model": "lenet"})
+    data[Fraction(1, 4)] = Fraction(1, 3)
+    config, decay = {"data": data, "model": "lenet"}, Fraction(9, 10)
+    first = _trainer(tmp_path, config=config, lr_decay=decay)
     first.fit(train, test, epochs=1)
-    older = {"name": "digits", "noise": "0.1", "0.5 (Decimal)": "1j", "0.5": 2}
-    _rewrite_extra(first.checkpoints.run.latest(), data=older)  # as before k616
+    older = {"name": "digits", "noise": "0.1", "0.5 (Decimal)": "1j", "0.5": 2, "1/4": "1/3"}
+    # as before k616 (the Decimal, the complex), and before k622 (the Fractions)
+    _rewrite_extra(first.checkpoints.run.latest(), data=older, lr_decay="9/10")
     with pytest.raises(CheckpointError, match=r"'noise': '0.1'.*this run .*'text': '0.2'"):
         _trainer(tmp_path, config={"data": {**data, "noise": Decimal("0.2")}}).fit(
             train, test, epochs=2, resume=True
         )
-    again = _trainer(tmp_path, config={"data": data, "model": "lenet"})
+    with pytest.raises(CheckpointError, match=r"lr_decay: checkpoint '9/10', this run .*4/5"):
+        _trainer(tmp_path, config=config, lr_decay=Fraction(4, 5)).fit(
+            train, test, epochs=2, resume=True
+        )
+    again = _trainer(tmp_path, config=config, lr_decay=decay)
     assert [r["epoch"] for r in again.fit(train, test, epochs=2, resume=True)] == [2]
