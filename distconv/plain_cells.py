@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import inspect
 import types
 from typing import Any
 
@@ -65,8 +66,34 @@ def _shared_rebound(top: types.CodeType, code: types.CodeType) -> frozenset[str]
         here = free & set(owner.co_cellvars)  # the cells this one owns
         made = [_free_stores(c) for c in owner.co_consts if isinstance(c, types.CodeType)]
         names |= here.intersection(set().union(*made))
+        if owner.co_flags & _SUSPENDS:  # a generator's own stores once resumed count too
+            names |= here & _stores_after_yield(owner)
         free = (free - here) & set(owner.co_freevars)  # handed on from further out
     return frozenset(names)
+
+
+#: the code flags of a function that suspends and resumes (a generator, a coroutine, an
+#: asynchronous generator): it is not done with its cells when it hands out a closure
+_SUSPENDS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+@functools.lru_cache(maxsize=4096)
+def _stores_after_yield(code: types.CodeType) -> frozenset[str]:
+    """The cells ``code`` (a generator's) assigns or deletes once it may have yielded: a store
+    after a yield, or one in a loop that yields (a jump back to it from past a yield). A
+    closure it yields sees such a cell change each time the generator is resumed; a store
+    before the first yield is done before any closure it yields is seen, as a function's."""
+    found = list(dis.get_instructions(code))
+    yields = [i.offset for i in found if i.opname == "YIELD_VALUE"]
+    if not yields:
+        return frozenset()
+    back = [(i.offset, i.argval) for i in found if "JUMP_BACKWARD" in i.opname]
+    return frozenset(
+        i.argval
+        for i in found
+        if i.opname in _STORES
+        and (yields[0] < i.offset or any(t <= i.offset and yields[0] < s for s, t in back))
+    )
 
 
 def _path(top: types.CodeType, code: types.CodeType) -> list[types.CodeType] | None:

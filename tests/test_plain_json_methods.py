@@ -175,3 +175,54 @@ def test_a_wrapper_of_a_single_dispatch_method_is_written_by_its_own_cells():
     ours = plain_json.dumps(_times(_Scaler(0.5).apply, 3))
     assert ours != plain_json.dumps(_times(_Scaler(0.5).apply, 5))
     assert ours != plain_json.dumps(_times(_Scaler(0.25).apply, 3))
+
+
+def _stepped():
+    """A generator factory that yields a reader, then sets the cell again when resumed."""
+    scale = 1
+
+    def read():
+        return scale
+
+    yield read
+    scale = 2
+    yield read
+
+
+def _looped():
+    """A generator factory that sets the cell at the top of a loop it yields in."""
+    scale = 1
+
+    def read():
+        return scale
+
+    for step in range(3):
+        scale = step
+        yield read
+
+
+def _set_before_yield():
+    """A generator factory that sets the cell again before its one yield, never after."""
+    scale = 1
+
+    def read():
+        return scale
+
+    scale = 2
+    yield read
+
+
+def test_a_cell_a_generator_factory_sets_after_it_yields_is_written_by_its_type():
+    """A generator factory is not done once it hands out its closure: a reader it yields sees
+    the cell change each time it is resumed, so two ranks at other points of it wrote other
+    values and were refused. The cell is written by its type; one the generator sets only
+    before its first yield, as a function factory does, is written by its value."""
+    for factory in (_stepped, _looped):
+        steps = factory()
+        read = next(steps)
+        before = plain_json.dumps(read)
+        next(steps)
+        assert plain_json.dumps(read) == before
+        assert json.loads(before)["fields"]["closure"] == {"scale": "<int>"}
+    once = next(_set_before_yield())
+    assert json.loads(plain_json.dumps(once))["fields"]["closure"] == {"scale": 2}
