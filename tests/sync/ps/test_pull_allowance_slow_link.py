@@ -5,8 +5,10 @@ model, or a checkpoint's optimizer state, is silent to the worker while the byte
 shard is heard from while its bytes arrive (review k305; review k301 allowed it a fixed time
 per byte instead). Here the link really is slow: a proxy (:class:`SlowLink`) carries the
 shard's bytes to each worker at :data:`RATE`, so a reply takes seconds to cross while the
-silence allowed is a fraction of one; on loopback alone it took about as long as the shard's
-work before its first byte, which the allowed silence must cover. Each test runs twice: with
+silence allowed (:data:`SILENCE`) is under half of one. That silence must also cover the shard's
+own work before its first byte (0.12 s for the state's, but 0.3 to 0.8 s with the CPUs busy, as
+the suite's other workers keep them: 0.3 s was exceeded, review k620), so it is that work's five
+times, and the crossing twice the silence. Each test runs twice: with
 the link's bytes read (Linux), and without (the allowance per byte, elsewhere). Real shards.
 """
 
@@ -29,7 +31,9 @@ from distconv.sync.ps.handshakes import HandshakeWatch
 
 HIDDEN = 200_000  # fc1 of 200000 x 12 float64, fc2 4 x 200000: about 27 MB, Adam's state twice
 BLOCK_BYTES = 8 << 20
-RATE = 40e6  # bytes/s from the shard to each worker: 27 MB take ~0.7 s, 54 MB ~1.4 s
+RATE = 20e6  # bytes/s from the shard to each worker: 27 MB take ~1.4 s, 54 MB ~2.7 s
+#: the silence each test allows a shard (its timeout this over GRACE): see the docstring
+SILENCE = 0.6
 CHUNK = 1 << 16
 
 
@@ -115,7 +119,7 @@ def test_a_stopping_rank_waits_for_a_live_shard_s_large_pull(slow_shard, monkeyp
     try:
         run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
         run_ranks(lambda r: train_steps(nets[r], syncs[r], batches(1, 8), r, 2), 2)
-        monkeypatch.setattr(channel, "STOP_PATIENCE", 0.3)  # a fraction of the pull's ~0.7 s
+        monkeypatch.setattr(channel, "STOP_PATIENCE", SILENCE)  # under half the pull's ~1.4 s
         for s in syncs:  # as a worker whose waits were short (its replies small or staggered)
             s._usual_quiet = 0.0
         # the rank that pushed first holds values without the other's update: they differ
@@ -143,7 +147,7 @@ def test_a_large_state_is_gathered_from_a_live_shard(slow_shard, monkeypatch):
     try:
         sync.setup(net.parameters())
         train_steps(net, sync, batches(1, 8))
-        monkeypatch.setattr(sync, "timeout", 0.2)  # 0.3 s of silence, not the state's ~1.4 s
+        monkeypatch.setattr(sync, "timeout", SILENCE / channel.GRACE)  # not the state's ~2.7 s
         state = sync.state_dict()
     finally:
         sync.close()
@@ -161,7 +165,7 @@ def test_a_step_waits_for_a_live_shard_s_large_push_replies(slow_shard, monkeypa
     try:
         sync.setup(net.parameters())
         before = net.parameters()[0].value.copy()
-        monkeypatch.setattr(sync, "timeout", 0.2)  # 0.3 s of silence, not the values' ~0.7 s
+        monkeypatch.setattr(sync, "timeout", SILENCE / channel.GRACE)  # not the values' ~1.4 s
         train_steps(net, sync, batches(1, 8))  # each push's reply: its blocks' new values
     finally:
         sync.close()
@@ -173,8 +177,8 @@ def test_a_step_waits_for_a_live_shard_s_large_push_replies(slow_shard, monkeypa
 def test_a_seed_and_pushes_crossing_a_slow_link_are_waited_for(slow_shard):
     endpoint = slow_shard(1, up=True)
     net = small_net(hidden=HIDDEN)
-    # 0.3 s of silence allowed, not the ~0.7 s the seed's (or a step's pushes') ~27 MB take
-    sync = insecure_worker([endpoint], block_bytes=BLOCK_BYTES, timeout=0.2)
+    # SILENCE allowed, not the ~1.4 s the seed's (or a step's pushes') ~27 MB take
+    sync = insecure_worker([endpoint], block_bytes=BLOCK_BYTES, timeout=SILENCE / channel.GRACE)
     try:
         sync.setup(net.parameters())
         before = net.parameters()[0].value.copy()
