@@ -257,7 +257,7 @@ class ShardGathers:
             if waits:
                 gone.append(rank)
                 behind.update(waits)
-        if not gone:
+        if not gone or self._refused_instead(gone):  # a refusal, where it explains the wait
             return
         waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
         verb = "waits" if len(behind) == 1 else "wait"

@@ -94,6 +94,17 @@ class OtherJobIds:
                 )
                 return
 
+    def _refused_instead(self, gone: list[int]) -> bool:
+        """Whether a sync step the ``gone`` ranks left behind failed as a refusal of the job
+        instead (:meth:`_check_other_ids`, run here): a worker of another id claimed one of
+        them since its bye, and none failed on its own (``_blamed``: the failure is then its,
+        and the refused stray goes away). Checked first, the step said only that the rank
+        closed, and dropped the cause that stops any restart of it (review k620)."""
+        if self._blamed(gone) or not any(self._vacant(rank) for rank in gone):
+            return False
+        self._check_other_ids()
+        return self.failed is not None
+
     def _waiting_for(self, rank: int) -> list[str]:
         """What each rank held here waits in for ``rank``: a gather or a sync step that lacks
         its part, left out a request from before its own rank's latest hello of a new run."""
