@@ -192,11 +192,13 @@ class ShardGathers:
         (:meth:`_job_refused`) and each other one did too or closed without an error (it
         trained fewer steps: no rank failed, and a restart would stop on the mismatch again):
         the first's. None where any failed on its own (blamed: the failure is its, whatever
-        the others heard) or never said bye (it went silent)."""
+        the others heard). One that never said bye (silent, at a timeout) keeps no such words
+        from leading: the failure names and blames it too, but the mismatch is the known cause,
+        which a restart would stop on again (review k620)."""
         said = []
-        for rank in sorted(gone):
-            words = self._job_refused(rank) if rank in self.left else None
-            if words is None and (rank not in self.left or self.bye_error.get(rank)):
+        for rank in sorted(set(gone) & self.left):
+            words = self._job_refused(rank)
+            if words is None and self.bye_error.get(rank):
                 return None
             said += [words] if words is not None else []
         return said[0] if said else None
