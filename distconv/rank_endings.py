@@ -15,6 +15,7 @@ neither numpy nor MPI (the launcher imports it, and must not need them).
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Sequence
 
@@ -113,4 +114,62 @@ def different_jobs_in(lines: Sequence[str]) -> str | None:
     for line in reversed(lines):
         if found := DIFFERENT_JOBS.fullmatch(line):
             return found.group(1)
+    return None
+
+
+#: how a rank that cannot set up names its error in the job check's description (its
+#: ``name``: :func:`setup_failure_name`), and how the others say it (:func:`setup_failure_text`)
+_SETUP_FAILED = "before its job check"
+_COULD_NOT = "could not set up"
+#: a :func:`setup_failure_name`, the rank and its error (``Type: message``) its groups
+SETUP_FAILURE_NAME = re.compile(rf"setup failed on rank (\d+) {_SETUP_FAILED}: (.*)", re.DOTALL)
+#: a rank's line (as :data:`DIFFERENT_JOBS` reads it, behind the same words) that says another
+#: rank could not set up (:func:`setup_failure_text`: MPI's job check, the parameter server
+#: workers'), its rank and error the groups; or that the ranks run different jobs where one
+#: side's ``name`` is a :func:`setup_failure_name` (a shard's refusal of a hello, which
+#: compares the descriptions itself), the two quoted names the groups
+_QUOTED = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""  # a name as repr() quotes it
+_SETUP_FAILURE = re.compile(
+    rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?{_CLASS}"
+    rf"(?:rank (\d+) {_COULD_NOT}: (.*?)|(?:rank \d+ and rank \d+ {_DIFFERENT}|rank \d+ "
+    rf"{_ANOTHER}): name: ({_QUOTED}) here, ({_QUOTED}) there(?:[ ;].*)?)"
+    rf"(?:; (?:{'|'.join(re.escape(e) for e in ENDINGS)}))?",
+    re.DOTALL,
+)
+
+
+def setup_failure_name(rank: int, text: str) -> str:
+    """``setup failed on rank 0 before its job check: CheckpointError: ...``: the ``name`` of
+    the job description by which rank ``rank``, which cannot set up (``text``: its error,
+    ``Type: message``), makes the job check all the same
+    (:func:`distconv.sync.errors.setup_failure_description`)."""
+    return f"setup failed on rank {rank} {_SETUP_FAILED}: {text}"
+
+
+def setup_failure_text(rank: int, text: str) -> str:
+    """``rank 0 could not set up: RunDirError: runs/x already holds a run``: how the other
+    ranks' job check says that rank ``rank`` could not set up (``text``: its error). The
+    launcher reads it back (:func:`setup_failure_in_lines`) as that rank's failure: the
+    report names it, and blames no rank that was only told."""
+    return f"rank {rank} {_COULD_NOT}: {text}"
+
+
+def setup_failure_in_lines(lines: Sequence[str]) -> tuple[int, str] | None:
+    """The rank that could not set up and its error (``CheckpointError: ...``), from the last of
+    ``lines`` (each a rank's text, as :data:`DIFFERENT_JOBS` reads it) that says so: in
+    :func:`setup_failure_text`'s words, or as the ranks' different jobs, one side's ``name``
+    a :func:`setup_failure_name` (a parameter server shard's refusal of a hello); None where
+    none does. A rank's line that says it was only told of that failure: no mismatch of jobs."""
+    for line in reversed(lines):
+        if (found := _SETUP_FAILURE.fullmatch(line)) is None:
+            continue
+        if found[1] is not None:
+            return int(found[1]), found[2]
+        for quoted in found.group(3, 4):
+            try:
+                name = ast.literal_eval(quoted)
+            except (ValueError, SyntaxError):  # no literal after all (a stray backslash)
+                continue
+            if isinstance(name, str) and (failed := SETUP_FAILURE_NAME.fullmatch(name)):
+                return int(failed[1]), failed[2]
     return None

@@ -24,7 +24,7 @@ from distconv.files import describe_os_error
 
 from .child_spec import ChildSpec
 from .commands import LaunchError
-from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, kept_line, signal_name
+from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, kept_line, signal_name, told
 from .long_line import READ_PIECE as READ_PIECE  # still importable from here
 from .long_line import LongLine, OutputPipe
 from .long_line import continued_prefix as continued_prefix
@@ -366,18 +366,20 @@ class Child:
         """Whether it is a worker that exited because another rank failed."""
         return self.spec.role == "worker" and self.poll() == PEER_FAILED_STATUS
 
-    def failure(self, restart: int, victims: Sequence[Child] = ()) -> Failure:
+    def failure(self, restart: int, others: Sequence[Child] = ()) -> Failure:
         """What went wrong, for the report; call after :meth:`finish` so the tail is whole.
         The reader reads the tail led by the lines that the lines after the report of its end
         pushed out of it: those before that report (a rank's reason), and those of
-        :attr:`since_end` (Hydra's statuses). ``victims``: the other children that stopped
-        because of it."""
+        :attr:`since_end` (Hydra's statuses). ``others``: the other children; those that
+        stopped because of it are its victims, and their lines may name it (:func:`told`)."""
         lines, reader = list(self.tail), self.spec.reader
         left = max(self._after_end - len(lines), 0)  # lines from the report on, pushed out
         before = self._before_end  # those of them pushed out, the report in the tail or not
         before = before[: max(len(before) + self._after_end - len(lines), 0)]
         read = [*before, *self.since_end[:left], *lines]  # no overlap, nor a line twice
         code, cause = (self.poll(), None) if reader is None else reader.read(read, self.poll())
+        peers = [(o.spec.role, list(o.tail)) for o in others]
+        cause = told(cause, self.spec.role, self.spec.rank, read, peers)
         number = -code if code is not None and code < 0 else None
         return Failure(
             role=self.spec.role,
@@ -391,6 +393,7 @@ class Child:
             cause=cause,
             victims=[
                 dict(role=v.spec.role, rank=v.spec.rank, exit_code=v.poll(), log=str(v.log_path))
-                for v in victims
+                for v in others
+                if v.victim
             ],
         )

@@ -13,7 +13,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from distconv.files import describe_os_error
-from distconv.rank_endings import different_jobs_in
+from distconv.rank_endings import (
+    different_jobs_in,
+    setup_failure_in_lines,
+    setup_failure_text,
+)
 
 from .rank_reason import rank_text
 from .shown import shown
@@ -197,7 +201,9 @@ class Failure:
     """The first child that failed in an attempt (a victim only where no other failed: see
     :attr:`victims`). Where its last lines say that the ranks run different jobs
     (:func:`~distconv.rank_endings.different_jobs_in`), which stops every rank alike, that is
-    its :attr:`cause`, and :meth:`describe` blames no rank."""
+    its :attr:`cause`, and :meth:`describe` blames no rank; where they say that a rank could
+    not set up (:func:`~distconv.rank_endings.setup_failure_in_lines`: the other ranks were
+    told of it, and stop as its victims), that leads its cause (:func:`setup_failure_cause`)."""
 
     role: str
     rank: int
@@ -216,8 +222,12 @@ class Failure:
     def __post_init__(self) -> None:
         # a job mismatch stops every rank, each saying so: the first to exit is no culprit,
         # and its words are the cause (its status says no more than "1"), led by them where
-        # the cause read so far is mpiexec's status apart from the failing rank's
-        if _mismatch(self.cause) or (said := different_jobs_in(_said(self.tail))) is None:
+        # the cause read so far is mpiexec's status apart from the failing rank's. A rank's
+        # failure told to the others is no mismatch, though a shard's refusal says it so
+        if _mismatch(self.cause) or _told(self.cause):
+            return
+        said = setup_failure_cause(self.role, self.rank, self.tail)
+        if said is None and (said := different_jobs_in(_said(self.tail))) is None:
             return
         said = _once(said)
         object.__setattr__(self, "cause", f"{said}; {self.cause}" if self.cause else said)
@@ -272,6 +282,42 @@ class Failure:
 
 def _mismatch(cause: str | None) -> bool:
     return different_jobs_in([cause or ""]) is not None
+
+
+def _told(cause: str | None) -> bool:
+    return setup_failure_in_lines([(cause or "").partition("; ")[0]]) is not None
+
+
+def setup_failure_cause(
+    role: str, rank: int, tail: Sequence[str], peers: Sequence[tuple[str, Sequence[str]]] = ()
+) -> str | None:
+    """``rank 0 could not set up: CheckpointError: ...``, where ``tail`` (the last lines of
+    the failed child, ``role`` ``rank``) says that a rank could not set up
+    (:func:`~distconv.rank_endings.setup_failure_in_lines`), or, for a worker, where a peer's
+    (``(role, tail)`` each: the other children) says that this worker could not: the failing
+    rank's own lines say its error (a traceback), those of the ranks it told name it. None
+    where none does."""
+    found = setup_failure_in_lines(_said(tail))
+    for peer_role, peer_tail in peers if found is None and role == "worker" else ():
+        if peer_role == "worker" and (told := setup_failure_in_lines(_said(peer_tail))):
+            if told[0] == rank:
+                found = told
+                break
+    return None if found is None else setup_failure_text(*found)
+
+
+def told(
+    cause: str | None,
+    role: str,
+    rank: int,
+    tail: Sequence[str],
+    peers: Sequence[tuple[str, Sequence[str]]],
+) -> str | None:
+    """``cause`` (read so far) led by :func:`setup_failure_cause`'s, where there is one."""
+    said = setup_failure_cause(role, rank, tail, peers)
+    if said is None:
+        return cause
+    return f"{said}; {cause}" if cause else said
 
 
 def _once(said: str) -> str:

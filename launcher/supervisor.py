@@ -288,7 +288,7 @@ class Supervisor:
                     self._pumping.append(child)
         if failed is None:
             return None
-        return failed.failure(restart, [c for c in children if c is not failed and c.victim])
+        return failed.failure(restart, [c for c in children if c is not failed])
 
     def _watch(self, children: list[Child]) -> Child | None:
         """The first child to fail, also where a signal came after it; None when every worker

@@ -5,14 +5,14 @@ order, which every transport raises: the public ``distconv.sync.SyncError`` and
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
-from distconv.rank_endings import different_jobs_text
-
-#: a rank that cannot set up makes the job check all the same, its description naming its
-#: error alone (under ``name``: :func:`setup_failure_description`); the others read it back
-_SETUP_FAILED = re.compile(r"setup failed on rank (\d+) before its job check: (.*)", re.DOTALL)
+from distconv.rank_endings import (
+    SETUP_FAILURE_NAME,
+    different_jobs_text,
+    setup_failure_name,
+    setup_failure_text,
+)
 
 
 class SyncError(RuntimeError):
@@ -66,21 +66,23 @@ def setup_failure_description(rank: int, text: str) -> dict[str, str]:
     """The job description by which rank ``rank``, which cannot set up (``text``: its error,
     ``Type: message``), makes the job check all the same: every other rank's check fails on
     it, and says so in :func:`setup_failure_in`'s words, not as a difference of jobs."""
-    return {"name": f"setup failed on rank {rank} before its job check: {text}"}
+    return {"name": setup_failure_name(rank, text)}
 
 
 def setup_failure_in(*descriptions: object) -> str | None:
     """``rank 0 could not set up: RunDirError: runs/x already holds a run``: what a rank whose
     job check failed says where one of ``descriptions`` (the other rank's, then its own) is a
-    :func:`setup_failure_description`; None where none is. A difference of jobs ("name:
+    :func:`setup_failure_description` (its error alone, under ``name``: the others read it
+    back); None where none is. The words are :mod:`distconv.rank_endings`', which the
+    launcher reads back as that rank's failure. A difference of jobs ("name:
     '<missing>' here, 'setup failed on rank 0 ...' there") said what did not happen, and the
     launcher read it as the ranks' different jobs: no rank blamed, no restart."""
     for description in descriptions:
         if isinstance(description, Mapping) and list(description) == ["name"]:
             if isinstance(name := description["name"], str) and (
-                found := _SETUP_FAILED.fullmatch(name)
+                found := SETUP_FAILURE_NAME.fullmatch(name)
             ):
-                return f"rank {found[1]} could not set up: {found[2]}"
+                return setup_failure_text(int(found[1]), found[2])
     return None
 
 

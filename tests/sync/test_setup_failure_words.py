@@ -3,7 +3,9 @@ error (``fail_setup``); the other ranks' check says so: ``rank 0 could not set u
 that the ranks run different jobs (a ``name`` '<missing>' here), words the launcher reads back
 as the ranks' different jobs, blaming no rank and never restarting (k617). MPI's check is run
 under mpiexec in ``tests/mpi/test_fit_fails_before_setup.py``; this is the parameter server
-workers' (:func:`~distconv.sync.ps.job_check.check_all_equal`), over shard 0's answers."""
+workers' (:func:`~distconv.sync.ps.job_check.check_all_equal`), over shard 0's answers; and
+what the launcher reads back from a rank's line (:class:`~launcher.failure.Failure`): that
+rank's failure, as a shard's refusal of a hello tells it too (k625)."""
 
 from __future__ import annotations
 
@@ -11,13 +13,15 @@ import json
 
 import pytest
 
-from distconv.rank_endings import different_jobs_in
-from distconv.sync.description import as_sent, digest
+from distconv.rank_endings import different_jobs_in, setup_failure_in_lines
+from distconv.sync.description import as_sent, digest, first_difference
 from distconv.sync.errors import JobRefused, setup_failure_description, setup_failure_in
 from distconv.sync.ps.job_check import check_all_equal
+from distconv.sync.ps.stuck import different_jobs
 from launcher.failure import Failure
 
-FAILED = setup_failure_description(0, "RunDirError: runs/x already holds a run")
+ERROR = "RunDirError: runs/x already holds a run"
+FAILED = setup_failure_description(0, ERROR)
 JOB = {"name": "mlp", "config": {"batch_size": 16}}
 
 
@@ -52,13 +56,32 @@ def test_different_jobs_are_said_as_before():
     assert different_jobs_in([said]) is not None
 
 
-def test_the_launcher_reads_no_mismatch_in_the_ranks_lines():
-    """Rank 0's own error and rank 1's line naming it: a failure of rank 0's, which the
-    launcher blames and may restart, not the ranks' different jobs (which it restarts never)."""
-    told = setup_failure_in(FAILED)
-    tail = [
-        "distconv train: error: runs/x already holds a run",
-        f"distconv train: error: {told}",
-    ]
-    failure = Failure("worker", 1, 1, None, "l", tail, 0)
-    assert not failure.different_jobs and failure.cause is None, failure.describe()
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"distconv train: error: {setup_failure_in(FAILED)}",  # MPI's, the workers' check
+        f"[1] distconv.sync.mpi.comm.JobMismatch: {setup_failure_in(FAILED)}",  # a traceback's
+        # a shard's refusal of a hello: it compares the descriptions itself (its own words)
+        "fails.py: error: rank 1, hello: pserver 127.0.0.1:5: "
+        + different_jobs(1, 0, first_difference(JOB, FAILED)),
+        "fails.py: error: rank 1, all_equal:1: pserver 127.0.0.1:5: "
+        + different_jobs(0, 1, first_difference(FAILED, JOB))
+        + '; ranks are at different points of the job (rank 0: closed on "X")',
+    ],
+)
+def test_the_launcher_blames_the_rank_that_could_not_set_up(line):
+    """Rank 0's own error and rank 1's line naming it: a failure of rank 0's, its error the
+    cause (rank 1 was only told), not the ranks' different jobs (no rank blamed, never
+    restarted), nor a failure without a cause (k625: the launcher read none)."""
+    tail = ["distconv train: error: runs/x already holds a run", line]
+    failure = Failure("worker", 1, 75, None, "l", tail, 0)
+    told = f"rank 0 could not set up: {ERROR}"
+    assert failure.cause == told and not failure.different_jobs, failure.describe()
+    assert setup_failure_in_lines([line.partition("] ")[2] or line]) == (0, ERROR)
+    assert failure.describe().endswith(f": {told}"), failure.describe()
+
+
+def test_a_quote_of_the_words_in_another_failure_is_no_cause():
+    """As for the ranks' different jobs: behind another class, the words are a quote."""
+    failure = Failure("worker", 1, 1, None, "l", [f"ValueError: {setup_failure_in(FAILED)}"], 0)
+    assert failure.cause is None, failure.describe()

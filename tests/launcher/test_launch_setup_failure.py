@@ -1,0 +1,52 @@
+"""A rank that could not set up (``Trainer.fit`` failed before its sync's setup, ``fail_setup``
+telling the others) is the failure that ``distconv-launch`` reports, named with its error, and
+the job is restarted as on any rank's own error (k625). The launcher read no cause from
+``rank 0 could not set up: ...`` (failure.json's ``cause`` null, the headline naming no
+reason), and under ``local`` the told worker exited 1: where it exited first it was blamed,
+and a shard's refusal that told it (``run different jobs: name: ... 'setup failed on rank 0
+...'``) was read as the ranks' different jobs, never restarted. Real launches of
+:data:`tests.setup_failures.FAILS_BEFORE_SETUP`: ``mpi -np 2`` (one ``mpiexec`` child) and
+``local`` with two workers and a shard."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.launcher.launch_cli import launch
+from tests.launcher.real_children import mpiexec_or_skip
+from tests.setup_failures import FAILS_BEFORE_SETUP, TOLD_OF_RANK_0
+
+#: restarted once: a rank's own error, as the launcher restarts any (it tells none transient)
+RESTARTING = "; restarting the job (1 of 1)"
+
+
+def _launched(tmp_path: Path, *how: str) -> tuple[str, dict]:
+    """``distconv-launch HOW --max-restarts 1 -- FAILS_BEFORE_SETUP <none>`` in ``tmp_path``:
+    its stderr, and its failure.json; exit status 1 (rank 0's, not the told rank's)."""
+    script = tmp_path / "fails.py"
+    script.write_text(FAILS_BEFORE_SETUP)
+    run = tmp_path / "run"
+    argv = [*how, "--max-restarts", "1", "--run-dir", str(run), "--", str(script)]
+    done = launch(*argv, str(tmp_path / "none"), cwd=tmp_path, timeout=60)
+    assert done.returncode == 1, done.stderr[-3000:]
+    return done.stderr, json.loads((run / "failure.json").read_text())
+
+
+def _told(tmp_path: Path) -> str:
+    """Rank 0's error, as the ranks it told name it: the cause."""
+    return f"{TOLD_OF_RANK_0} {tmp_path / 'none'}/checkpoints: "
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_an_mpi_rank_that_could_not_set_up_is_the_cause(tmp_path):
+    mpiexec_or_skip()
+    said, report = _launched(tmp_path, "mpi", "-np", "2", "--mpi-flavor", "mpich")
+    assert report["cause"].startswith(_told(tmp_path)), report["cause"]
+    headline = f"distconv-launch: mpiexec 0 failed with exit code 1: {report['cause']}"
+    assert said.count(f"{headline}{RESTARTING}\n") == 1, said[-3000:]
+    assert f"{headline} (after 1 restart(s)); last lines of" in said, said[-3000:]
+    assert (report["role"], report["rank"], report["restart"]) == ("mpiexec", 0, 1), report
