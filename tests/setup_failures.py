@@ -5,13 +5,16 @@ ranks hear (``tests/mpi/test_fit_fails_before_setup.py``,
 
 from __future__ import annotations
 
-#: ``python FAILS_BEFORE_SETUP OUT_DIR [linger]``: every rank fits a small net with
+#: ``python FAILS_BEFORE_SETUP OUT_DIR [linger|outlive]``: every rank fits a small net with
 #: ``resume=True`` and ``out_dir=OUT_DIR``, a directory that does not exist, which the chief alone
 #: opens: its ``CheckpointError`` comes before the sync's setup, the other ranks' fit goes on
 #: into it. Every rank closes its sync in a ``finally``; with ``linger``, rank 0 does not, but
-#: waits (up to 30 s) for ``OUT_DIR.done``, which every other rank writes as its fit ends: it
-#: never closes while they wait
+#: waits (up to 30 s) for ``OUT_DIR.done``, which every other rank writes (its pid) as its fit
+#: ends: it never closes while they wait. With ``outlive``, rank 0 waits (up to 30 s) for the
+#: process that wrote it to end (an earlier attempt's ``OUT_DIR.done`` removed first), then
+#: closes: the told rank exits first
 FAILS_BEFORE_SETUP = """\
+import os
 import sys
 import time
 from pathlib import Path
@@ -24,6 +27,14 @@ from distconv.network import Network
 out = Path(sys.argv[1])
 done = out.with_name(out.name + ".done")
 linger = sys.argv[2:] == ["linger"]
+outlive = sys.argv[2:] == ["outlive"]
+
+
+def gone(pid):  # ended: a zombie its parent holds too
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def main():
@@ -35,17 +46,22 @@ def main():
         rng = np.random.default_rng(0)
         data = {"x": rng.standard_normal((64, 4)), "target": rng.standard_normal((64, 1))}
         trainer = Trainer(net, sync, 2, out_dir=out, progress=False)
+        if outlive and sync.rank == 0:  # an earlier attempt's: rank 1 writes it once told
+            done.unlink(missing_ok=True)
         try:
             trainer.fit(data, epochs=1, resume=True)
         finally:
-            if sync.rank != 0:
-                done.touch()
+            if sync.rank != 0:  # whole or not at all: rank 0 reads it
+                done.with_name(f"{done.name}.{sync.rank}").write_text(str(os.getpid()))
+                done.with_name(f"{done.name}.{sync.rank}").replace(done)
     finally:
-        if linger and sync.rank == 0:
+        if (linger or outlive) and sync.rank == 0:
             deadline = time.monotonic() + 30
             while not done.exists() and time.monotonic() < deadline:
                 time.sleep(0.05)
-        else:
+            while outlive and not gone(int(done.read_text())) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        if not linger or sync.rank != 0:
             sync.close()
 
 

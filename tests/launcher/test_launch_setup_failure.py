@@ -23,14 +23,15 @@ from tests.setup_failures import FAILS_BEFORE_SETUP, TOLD_OF_RANK_0
 RESTARTING = "; restarting the job (1 of 1)"
 
 
-def _launched(tmp_path: Path, *how: str) -> tuple[str, dict]:
-    """``distconv-launch HOW --max-restarts 1 -- FAILS_BEFORE_SETUP <none>`` in ``tmp_path``:
-    its stderr, and its failure.json; exit status 1 (rank 0's, not the told rank's)."""
+def _launched(tmp_path: Path, *how: str, mode: tuple[str, ...] = ()) -> tuple[str, dict]:
+    """``distconv-launch HOW --max-restarts 1 -- FAILS_BEFORE_SETUP <none> MODE`` in
+    ``tmp_path``: its stderr, and its failure.json; exit status 1 (rank 0's, not the told
+    rank's)."""
     script = tmp_path / "fails.py"
     script.write_text(FAILS_BEFORE_SETUP)
     run = tmp_path / "run"
     argv = [*how, "--max-restarts", "1", "--run-dir", str(run), "--", str(script)]
-    done = launch(*argv, str(tmp_path / "none"), cwd=tmp_path, timeout=60)
+    done = launch(*argv, str(tmp_path / "none"), *mode, cwd=tmp_path, timeout=60)
     assert done.returncode == 1, done.stderr[-3000:]
     return done.stderr, json.loads((run / "failure.json").read_text())
 
@@ -50,3 +51,19 @@ def test_an_mpi_rank_that_could_not_set_up_is_the_cause(tmp_path):
     assert said.count(f"{headline}{RESTARTING}\n") == 1, said[-3000:]
     assert f"{headline} (after 1 restart(s)); last lines of" in said, said[-3000:]
     assert (report["role"], report["rank"], report["restart"]) == ("mpiexec", 0, 1), report
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_that_could_not_set_up_is_blamed_not_the_one_it_told(tmp_path):
+    """Worker 1, told by the shard, exits first (rank 0 outlives it): it exited 1, and the
+    launcher blamed it (``worker 1 failed with exit code 1``). It exits 75, a victim: the
+    launcher reports worker 0, with its error as the rank it told names it."""
+    how = ("local", "--workers", "2", "--servers", "1")
+    said, report = _launched(tmp_path, *how, mode=("outlive",))
+    assert report["cause"].startswith(_told(tmp_path)), report["cause"]
+    assert (report["role"], report["rank"], report["restart"]) == ("worker", 0, 1), report
+    assert [(v["rank"], v["exit_code"]) for v in report["victims"]] == [(1, 75)], report
+    headline = f"distconv-launch: worker 0 failed with exit code 1: {report['cause']}"
+    stopped = "; worker 1 stopped because of it (exit code 75)"
+    assert said.count(f"{headline}{stopped}{RESTARTING}\n") == 1, said[-3000:]
+    assert f"{headline} (after 1 restart(s)){stopped}; last lines of" in said, said[-3000:]

@@ -14,8 +14,10 @@ import json
 import pytest
 
 from distconv.rank_endings import different_jobs_in, setup_failure_in_lines
+from distconv.script_main import run_main
 from distconv.sync.description import as_sent, digest, first_difference
 from distconv.sync.errors import JobRefused, setup_failure_description, setup_failure_in
+from distconv.sync.peers import PEER_FAILED_STATUS
 from distconv.sync.ps.job_check import check_all_equal
 from distconv.sync.ps.stuck import different_jobs
 from launcher.failure import Failure
@@ -85,3 +87,22 @@ def test_a_quote_of_the_words_in_another_failure_is_no_cause():
     """As for the ranks' different jobs: behind another class, the words are a quote."""
     failure = Failure("worker", 1, 1, None, "l", [f"ValueError: {setup_failure_in(FAILED)}"], 0)
     assert failure.cause is None, failure.describe()
+
+
+@pytest.mark.parametrize("alike", [False, True], ids=["pserver", "mpi"])
+def test_a_worker_told_of_the_failure_exits_as_its_victim(capsys, alike):
+    """A parameter-server worker whose refusal only tells of rank 0's failure exits 75 under
+    ``run_main`` (its line said), as on a ``PeerFailed``: the launcher then blames rank 0 where
+    this worker exits first. Not MPI's refusal (``raised_alike``): one mpiexec child, 1."""
+    told = JobRefused(
+        f"rank 1, hello: pserver h:5: {different_jobs(1, 0, first_difference(JOB, FAILED))}"
+    )
+    told.raised_alike = alike
+
+    def main():
+        raise told
+
+    with pytest.raises(SystemExit) as ended:
+        run_main(main)
+    assert ended.value.code == (1 if alike else PEER_FAILED_STATUS)
+    assert str(told) in capsys.readouterr().err
