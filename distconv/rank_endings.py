@@ -123,12 +123,14 @@ _SETUP_FAILED = "before its job check"
 _COULD_NOT = "could not set up"
 #: a :func:`setup_failure_name`, the rank and its error (``Type: message``) its groups
 SETUP_FAILURE_NAME = re.compile(rf"setup failed on rank (\d+) {_SETUP_FAILED}: (.*)", re.DOTALL)
+#: a name as repr() quotes it, or its start cut off with ``...`` (a shard's refusal quotes 400
+#: characters of each value at most: ``distconv.sync.ps.job_hello.VALUE_CHARS``)
+_QUOTED = r"'(?:[^'\\]|\\.)*(?:'|\.\.\.)|\"(?:[^\"\\]|\\.)*(?:\"|\.\.\.)"
 #: a rank's line (as :data:`DIFFERENT_JOBS` reads it, behind the same words) that says another
 #: rank could not set up (:func:`setup_failure_text`: MPI's job check, the parameter server
 #: workers'), its rank and error the groups; or that the ranks run different jobs where one
 #: side's ``name`` is a :func:`setup_failure_name` (a shard's refusal of a hello, which
 #: compares the descriptions itself), the two quoted names the groups
-_QUOTED = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""  # a name as repr() quotes it
 _SETUP_FAILURE = re.compile(
     rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?{_CLASS}"
     rf"(?:rank (\d+) {_COULD_NOT}: (.*?)|(?:rank \d+ and rank \d+ {_DIFFERENT}|rank \d+ "
@@ -166,10 +168,17 @@ def setup_failure_in_lines(lines: Sequence[str]) -> tuple[int, str] | None:
         if found[1] is not None:
             return int(found[1]), found[2]
         for quoted in found.group(3, 4):
-            try:
-                name = ast.literal_eval(quoted)
-            except (ValueError, SyntaxError):  # no literal after all (a stray backslash)
-                continue
-            if isinstance(name, str) and (failed := SETUP_FAILURE_NAME.fullmatch(name)):
+            if (failed := SETUP_FAILURE_NAME.fullmatch(_unquoted(quoted))) is not None:
                 return int(failed[1]), failed[2]
     return None
+
+
+def _unquoted(quoted: str) -> str:
+    """The name a :data:`_QUOTED` stands for; one cut short keeps its ``...``, as written."""
+    if len(quoted) > 1 and quoted[-1] == quoted[0]:
+        try:
+            name = ast.literal_eval(quoted)
+        except (ValueError, SyntaxError):  # no literal after all (a stray backslash)
+            return ""
+        return name if isinstance(name, str) else ""
+    return quoted[1:]

@@ -19,6 +19,7 @@ from distconv.sync.description import as_sent, digest, first_difference
 from distconv.sync.errors import JobRefused, setup_failure_description, setup_failure_in
 from distconv.sync.peers import PEER_FAILED_STATUS
 from distconv.sync.ps.job_check import check_all_equal
+from distconv.sync.ps.job_hello import _difference
 from distconv.sync.ps.stuck import different_jobs
 from launcher.failure import Failure
 
@@ -106,3 +107,18 @@ def test_a_worker_told_of_the_failure_exits_as_its_victim(capsys, alike):
         run_main(main)
     assert ended.value.code == (1 if alike else PEER_FAILED_STATUS)
     assert str(told) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("failed_first", [True, False], ids=["here", "there"])
+def test_a_long_error_cut_short_by_the_shard_is_still_read(failed_first):
+    """A shard's refused hello quotes 400 characters of each value at most, ``...`` in place
+    of the rest and of the closing quote: a rank's long error (a deep path) was no literal,
+    and its told worker's line neither the cause nor a victim's (exit 1)."""
+    long = f"CheckpointError: {'no checkpoint in /deep/' * 30}"
+    pair = (setup_failure_description(0, long), JOB)
+    said = different_jobs(1, 0, _difference(*(pair if failed_first else pair[::-1])))
+    assert "..." in said and long not in said, said  # cut: the test's premise
+    failure = Failure(
+        "worker", 1, 75, None, "l", [f"fails.py: error: rank 1, hello: pserver h:5: {said}"], 0
+    )
+    assert (failure.cause or "").startswith(f"rank 0 could not set up: {long[:300]}"), said
