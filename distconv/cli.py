@@ -295,9 +295,10 @@ def _main(argv: Sequence[str] | None) -> int:
                 raise
             say(as_log_line(f"distconv {args.command}: {exc}", logging.WARNING, fmt))
             return exc.exit_status
-        from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
+        from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure, told_failure
 
-        status = PEER_FAILED_STATUS if peer_failure(exc) else 1  # another rank's failure
+        # another rank's failure: a PeerFailed, or a shard's word that it could not set up
+        status = PEER_FAILED_STATUS if peer_failure(exc) or told_failure(exc) else 1
         if debugging():
             if status == 1:
                 raise

@@ -5,10 +5,10 @@ One line and exit 1: a malformed environment (:class:`~distconv.runtime.RuntimeC
 and ranks that run different jobs, or a shard that refused this job
 (:class:`~distconv.sync.errors.JobRefused`): the user's configuration is the cause. Another
 rank's failure exits 75 (a shard's refusal that tells of a rank that could not set up too,
-after its line: :func:`told_failure`), a stop 143 or 130. Any other exception propagates
-with its traceback, a plain :class:`~distconv.sync.errors.SyncError` included: there it is
-most often the sync API used out of order (``start_step`` twice, a step after ``close()``),
-whose traceback shows where.
+after its line: :func:`~distconv.sync.peers.told_failure`), a stop 143 or 130. Any other
+exception propagates with its traceback, a plain :class:`~distconv.sync.errors.SyncError`
+included: there it is most often the sync API used out of order (``start_step`` twice, a step
+after ``close()``), whose traceback shows where.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import TypeVar
 from distconv import stop_request
 from distconv.logs import as_log_line, error_line, writes_json
 from distconv.messages import debugging, say
-from distconv.rank_endings import setup_failure_in_lines
 from distconv.runtime import RuntimeConfigError
 from distconv.stop_request import Preempted
 from distconv.sync.errors import JobRefused
@@ -32,7 +31,7 @@ from distconv.sync.mpi.leaving import (
     abort_uninitialised,
     is_abort_hook,
 )
-from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
+from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure, told_failure
 
 _Result = TypeVar("_Result")
 
@@ -107,7 +106,7 @@ def _failure_status(error: Exception) -> int | None:
     """Say why ``error`` ends the script and return its exit status, as ``distconv train``
     does: :data:`~distconv.sync.peers.PEER_FAILED_STATUS` for another rank's failure (with
     the traceback), 1 for a malformed environment or a job refused (one line; 75 where the
-    refusal tells of another rank's failure: :func:`told_failure`); None for
+    refusal tells of another rank's failure: :func:`~distconv.sync.peers.told_failure`); None for
     anything else (a bug's traceback, which propagates), for anything under
     ``DISTCONV_DEBUG=1``, and for an error an exception hook takes."""
     if peer_failure(error) is not None:
@@ -126,20 +125,6 @@ def _failure_status(error: Exception) -> int | None:
         say(error_line(_program(), error, _log_format))
         return PEER_FAILED_STATUS if told_failure(error) else 1
     return None
-
-
-def told_failure(error: BaseException) -> bool:
-    """Whether ``error`` is a parameter-server worker's refusal that only tells of another
-    rank's failure: that rank could not set up (``fail_setup``; its words as
-    :func:`~distconv.rank_endings.setup_failure_in_lines` reads them). Such a worker is its
-    victim, as on a :class:`~distconv.sync.peers.PeerFailed`: it exits
-    :data:`~distconv.sync.peers.PEER_FAILED_STATUS`, so that ``distconv-launch`` blames the
-    rank that failed where this one exits first. Not MPI's refusals (``raised_alike``): the
-    ranks of one ``mpiexec`` are one child to the launcher, whose status is the first
-    ``MPI_Abort``'s under mpi4py's runner, where a 75 would stand for the failing rank's 1."""
-    if not isinstance(error, JobRefused) or error.raised_alike:
-        return False
-    return setup_failure_in_lines([str(error)]) is not None
 
 
 def _hooked(error: BaseException) -> bool:

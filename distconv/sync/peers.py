@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from distconv.rank_endings import setup_failure_in_lines
 from distconv.sync.base import SyncError
+from distconv.sync.errors import JobRefused
 
-__all__ = ["PEER_FAILED_STATUS", "PeerFailed", "peer_failure"]
+__all__ = ["PEER_FAILED_STATUS", "PeerFailed", "peer_failure", "told_failure"]
 
 #: ``distconv train``'s exit status when it stopped because another rank failed (a free code:
 #: 1 is an error, 2 a usage error, 9 the watchdog, 128 + N a signal; 75 is ``EX_TEMPFAIL``
@@ -56,3 +58,17 @@ def peer_failure(error: BaseException | None) -> PeerFailed | None:
             return error
         error, seen = error.__cause__, seen + 1
     return None
+
+
+def told_failure(error: BaseException) -> bool:
+    """Whether ``error`` is a parameter-server worker's refusal that only tells of another
+    rank's failure: that rank could not set up (``fail_setup``; its words as
+    :func:`~distconv.rank_endings.setup_failure_in_lines` reads them). Such a worker is its
+    victim, as on a :class:`~distconv.sync.peers.PeerFailed`: it exits
+    :data:`~distconv.sync.peers.PEER_FAILED_STATUS`, so that ``distconv-launch`` blames the
+    rank that failed where this one exits first. Not MPI's refusals (``raised_alike``): the
+    ranks of one ``mpiexec`` are one child to the launcher, whose status is the first
+    ``MPI_Abort``'s under mpi4py's runner, where a 75 would stand for the failing rank's 1."""
+    if not isinstance(error, JobRefused) or error.raised_alike:
+        return False
+    return setup_failure_in_lines([str(error)]) is not None

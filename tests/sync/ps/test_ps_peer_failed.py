@@ -13,7 +13,9 @@ from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_ste
 from test_ps_stuck import _bye, _gather, _hello, _hello_run, _push_w
 
 from distconv import cli
+from distconv.rank_endings import different_jobs_text, setup_failure_text
 from distconv.sync.base import SyncError
+from distconv.sync.errors import JobRefused
 from distconv.sync.peers import PEER_FAILED_STATUS, PeerFailed, failed_peers, peer_failure
 
 TIMEOUT = 120
@@ -147,6 +149,9 @@ def test_a_rank_that_closed_after_fewer_steps_is_no_peer_failure(shards):
         (PeerFailed("rank 0, step 6: pserver x: rank 1 closed on ...", [1]), PEER_FAILED_STATUS),
         (SyncError("rank 0 and rank 1 run different jobs: batch"), 1),
         (SyncError("rank 0: no answer to step 3 from pserver shard(s) 0 within 90 s"), 1),
+        # a shard's word that another rank could not set up (fail_setup): that rank's victim
+        (JobRefused(f"rank 1: {setup_failure_text(0, 'CheckpointError: none')}"), 75),
+        (JobRefused(f"rank 1: {different_jobs_text(1, 0, 'batch_size')}"), 1),
     ],
 )
 @pytest.mark.parametrize("debug", [False, True])
