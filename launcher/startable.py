@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import codecs
 import errno
+import functools
 import os
 import re
 import shlex
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -65,6 +67,22 @@ def _first_line(found: str) -> bytes:
         return b""
 
 
+#: the bytes of a file the kernel reads to tell its format (BINPRM_BUF_SIZE): the ``#!`` line
+#: it reads is as long, and an ELF header's e_machine is at bytes 18 and 19
+_HEAD = 256
+
+
+def _head(found: str) -> bytes:
+    """The first :data:`_HEAD` bytes of ``found``, read whole (empty where it cannot be read),
+    not by ``readline``, which stops at a 0x0a byte: an ELF header may hold one before its
+    e_machine ends (that of ``EM_MIPS_RS3_LE`` is 10)."""
+    try:
+        with open(found, "rb") as file:
+            return file.read(_HEAD)
+    except OSError:
+        return b""
+
+
 def _interpreter(first: bytes) -> str | None:
     """The interpreter the ``#!`` line ``first`` (a file's :func:`_first_line`) names (None
     without one): the callers read the line once and ask it every question, so no two answers
@@ -91,6 +109,43 @@ _BOM_REASON = (
 )
 
 
+_FOREIGN = "it is a binary for another machine or system (exec format error)"
+#: the e_machine values of one family, of its 32-bit and its 64-bit binaries, which a 64-bit
+#: kernel may run alike (x86_64's i386, aarch64's arm, ppc64's ppc, sparcv9's sparc): one of
+#: them refused is not surely refused for its machine
+_FAMILIES = (frozenset({3, 62}), frozenset({40, 183}), frozenset({20, 21}), frozenset({2, 18, 43}))
+
+
+def _machines(head: bytes) -> frozenset[int]:
+    """The e_machine of the ELF file whose :func:`_head` is ``head`` (none where it is no ELF
+    file), at one offset in a 32-bit and a 64-bit header alike: read in the byte order its
+    EI_DATA names, and in this host's, as the kernel reads it (a native binary whose EI_DATA
+    says otherwise runs)."""
+    if len(head) < 20 or not head.startswith(b"\x7fELF"):
+        return frozenset()
+    named = {1: "little", 2: "big"}.get(head[5], sys.byteorder)
+    return frozenset(int.from_bytes(head[18:20], order) for order in (named, sys.byteorder))
+
+
+@functools.cache
+def _host_machines() -> frozenset[int]:
+    """The e_machine values this host's kernel runs: its own Python's binary's (read from
+    ``/proc/self/exe``, else ``sys.executable``) and its family's (:data:`_FAMILIES`); none
+    where neither is an ELF file (not Linux): then no binary is said to be another's."""
+    for exe in ("/proc/self/exe", sys.executable):
+        own = _machines(_head(exe))
+        if own:
+            return own.union(*(family for family in _FAMILIES if own & family))
+    return frozenset()
+
+
+def _foreign(head: bytes) -> bool:
+    """Whether ``head`` is the start of an ELF binary for a machine this host's kernel does
+    not run (:func:`_machines`, :func:`_host_machines`)."""
+    machines, host = _machines(head), _host_machines()
+    return bool(machines and host) and not machines & host
+
+
 def _no_format(found: str, read: Mapping[str, bytes] | None = None, depth: int = 0) -> str:
     """Why the kernel knows no format for ``found`` (``ENOEXEC``, "exec format error"), or for
     the interpreter its ``#!`` line names (followed as deep as the kernel's 4 levels). ``read``:
@@ -100,7 +155,7 @@ def _no_format(found: str, read: Mapping[str, bytes] | None = None, depth: int =
     if first.startswith(_BOM_SHEBANG):
         return _BOM_REASON
     if first.startswith(b"\x7fELF"):
-        return "it is a binary for another machine or system (exec format error)"
+        return _FOREIGN
     interpreter = _interpreter(first)
     if interpreter is not None and depth < 4:  # the script is fine: its interpreter is not
         why = _no_format(interpreter, read, depth + 1)
@@ -130,16 +185,15 @@ def not_started(program: str, exc: OSError, path: str | None = None) -> str:
 
 
 def binary_refused(program: str, path: str | None = None) -> str | None:
-    """Why the kernel refused ``program`` (looked up on ``path`` as exec does), a binary (ELF),
-    where the shell that ran it says only its own line (its status 126, ``exec: …: Exec format
-    error``): the reason :func:`not_started` gives of the kernel's ``ENOEXEC`` (a binary for
-    another machine). None where ``program`` is no ELF file here, or this process cannot read
-    it."""
+    """Why the kernel refused ``program`` (looked up on ``path`` as exec does), a binary (ELF)
+    for a machine this host's kernel does not run (its e_machine: :func:`_foreign`), where the
+    shell that ran it says only its own line (its status 126, ``exec: …: Exec format
+    error``): the reason :func:`not_started` gives of the kernel's ``ENOEXEC``. None where it
+    is no such file here, or this process cannot read it: the shell's status 126 is of any
+    error but a missing file, and its line is then the true one (a native ``mpiexec`` still
+    open for writing: "Text file busy")."""
     found = _located(program, path)
-    if found is None:
-        return None
-    first = _first_line(found)
-    return _no_format(found, {found: first}) if first.startswith(b"\x7fELF") else None
+    return _FOREIGN if found is not None and _foreign(_head(found)) else None
 
 
 def start_problem(program: str, path: str | None = None) -> str | None:

@@ -5,6 +5,7 @@ its process group, holding the query's output pipe (k615)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -123,16 +124,19 @@ def test_an_mpiexec_the_kernel_cannot_exec_is_refused_not_run_as_shell_code(
     assert sorted(reads) == sorted(set(reads)), reads
 
 
-def test_an_mpiexec_binary_for_another_machine_is_named_so(tmp_path):
+@pytest.mark.parametrize(
+    "machine", [b"\xef\xbe", b"\x0a\x00"], ids=["0xbeef", "EM_MIPS_RS3_LE, a newline byte"]
+)
+def test_an_mpiexec_binary_for_another_machine_is_named_so(tmp_path, machine):
     """An ELF ``--mpiexec`` the kernel refuses (ENOEXEC: built for another machine) ends with
     the watchdog's shell's 126, whose line (``/bin/sh: 1: exec: …: Exec format error``) was
     the reason given; it is the one a child's start gives (:func:`startable.not_started`)
-    (k621)."""
+    (k621). Its e_machine is read whole, a 0x0a byte in it too (k627)."""
     from launcher import mpi, startable
 
     query = tmp_path / "mpiexec"
     elf = bytearray(Path(shutil.which("true")).read_bytes())
-    elf[18:20] = b"\xef\xbe"  # e_machine: one no kernel (nor binfmt_misc) runs
+    elf[18:20] = machine  # e_machine: one no kernel (nor binfmt_misc) runs here
     query.write_bytes(elf)
     query.chmod(0o755)
     with pytest.raises(OSError) as kernel:  # the kernel's ENOEXEC, as a child's start gets it
@@ -142,3 +146,20 @@ def test_an_mpiexec_binary_for_another_machine_is_named_so(tmp_path):
     why = startable.not_started(str(query), kernel.value)
     assert str(refused.value) == f"cannot run {shown(query)} --version: {why}"
     assert "binary for another machine" in why
+
+
+def test_a_native_mpiexec_refused_for_another_reason_keeps_the_shells_line(tmp_path):
+    """The watchdog's shell ends with 126 for every error of its ``exec`` but a missing file:
+    a native ``mpiexec`` still open for writing (ETXTBSY: being copied or built) was named
+    "a binary for another machine". Its e_machine is this host's: the shell's line, the
+    kernel's true reason, is kept (k627)."""
+    from launcher import mpi
+
+    query = tmp_path / "mpiexec"
+    shutil.copyfile(shutil.which("true"), query)
+    query.chmod(0o755)
+    with open(query, "r+b"), pytest.raises(LaunchError) as refused:  # held open for writing
+        mpi.detect_flavor(str(query))
+    said = str(refused.value)
+    assert said.startswith(f"cannot run {shown(query)} --version: "), said
+    assert said.endswith(os.strerror(errno.ETXTBSY)), said
