@@ -3,8 +3,10 @@ execute bit or its format.
 
 ``execve`` says "No such file or directory" of a script that is there when the interpreter its
 ``#!`` line names is missing (a script saved with Windows line ends names ``'/bin/sh\\r'``),
-"Permission denied" of a file without its execute bit, and "Exec format error" of a script
-without a ``#!`` line (or with one behind a Windows editor's byte-order mark).
+"Permission denied" of a file without its execute bit (or whose interpreter is a folder, or has
+none), and "Exec format error" of a script without a ``#!`` line (or with one behind a Windows
+editor's byte-order mark); of each interpreter's own ``#!`` line alike, as deep as the kernel
+follows them.
 :func:`not_started` turns such an error into the reason; :func:`start_problem` finds the first
 two, and a ``#!`` behind a byte-order mark, before the program is started by another process
 (``mpiexec``'s ranks, whose ``execvp`` runs a script without a ``#!`` line with ``/bin/sh``),
@@ -21,7 +23,7 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from distconv.files import describe_os_error
@@ -94,10 +96,6 @@ def _interpreter(first: bytes) -> str | None:
     return interpreter.decode(errors="replace")
 
 
-def _missing(interpreter: str) -> str:
-    return f"the interpreter its #! line names, {shown(interpreter)}, does not exist"
-
-
 def _not_executable(found: str) -> str:
     return f"{shown(found)} is not executable (chmod +x it)"
 
@@ -146,42 +144,101 @@ def _foreign(head: bytes) -> bool:
     return bool(machines and host) and not machines & host
 
 
-def _no_format(found: str, read: Mapping[str, bytes] | None = None, depth: int = 0) -> str:
-    """Why the kernel knows no format for ``found`` (``ENOEXEC``, "exec format error"), or for
-    the interpreter its ``#!`` line names (followed as deep as the kernel's 4 levels). ``read``:
-    the :func:`_first_line` of files already read, by path, not read again (a second read
-    could answer of another version of the file than the one judged)."""
-    first = read[found] if read and found in read else _first_line(found)
+_NO_SHEBANG = (
+    "it has no #! line naming its interpreter: make its first line '#!/bin/sh' (or another)"
+)
+#: the levels of ``#!`` interpreters the kernel follows (past them its own error says so)
+_LEVELS = 4
+
+
+def _unrunnable(interpreter: str) -> str | None:
+    """Why the kernel cannot run ``interpreter``, named by a ``#!`` line, whatever is in it:
+    it does not exist (the script's "No such file or directory"), or is a folder or has no
+    execute bit (its "Permission denied"); None where it is a file the kernel may run."""
+    if not os.path.exists(interpreter):
+        return "does not exist"
+    if os.path.isdir(interpreter):
+        return "is a folder, not a program"
+    if not os.access(interpreter, os.X_OK):
+        return "is not executable (chmod +x it)"
+    return None
+
+
+def _refused(
+    first: bytes,
+    read: dict[str, bytes],
+    last: Callable[[bytes], str | None],
+    depth: int = 0,
+) -> str | None:
+    """Why the kernel refuses a file whose :func:`_first_line` is ``first``, by its ``#!``
+    line: one behind a byte-order mark, or one naming an interpreter :func:`_unrunnable`
+    says why of, or one the kernel refuses so itself (followed as deep as its
+    :data:`_LEVELS`); ``last`` says why of the first line of the file that names no
+    interpreter (its format), if it is a reason. ``read``: the first lines already read, by
+    path, filled in: each file is read once, so no two answers are of two versions of one.
+    None where nothing is found, or an interpreter cannot be read (an execute-only binary,
+    left to the kernel). The one judge of ``#!`` lines: of a child's start
+    (:func:`not_started`) and of one before it (:func:`start_problem`,
+    :func:`exec_failure`)."""
     if first.startswith(_BOM_SHEBANG):
         return _BOM_REASON
-    if first.startswith(b"\x7fELF"):
-        return _FOREIGN
     interpreter = _interpreter(first)
-    if interpreter is not None and depth < 4:  # the script is fine: its interpreter is not
-        why = _no_format(interpreter, read, depth + 1)
-        return f"the interpreter its #! line names, {shown(interpreter)}, cannot be run: {why}"
-    return "it has no #! line naming its interpreter: make its first line '#!/bin/sh' (or another)"
+    if interpreter is None:
+        return last(first)
+    if depth >= _LEVELS:
+        return None
+    named = f"the interpreter its #! line names, {shown(interpreter)}"
+    why = _unrunnable(interpreter)
+    if why is not None:
+        return f"{named}, {why}"
+    if not os.access(interpreter, os.R_OK):
+        return None
+    if interpreter not in read:
+        read[interpreter] = _first_line(interpreter)
+    why = _refused(read[interpreter], read, last, depth + 1)
+    return None if why is None else f"{named}, cannot be run: {why}"
+
+
+def _format_unknown(first: bytes) -> str:
+    """Why the kernel knows no format (``ENOEXEC``) of a file whose :func:`_first_line` is
+    ``first`` and that names no interpreter: a binary for another machine, or text."""
+    return _FOREIGN if first.startswith(b"\x7fELF") else _NO_SHEBANG
+
+
+def _as_shell_code(first: bytes) -> str | None:
+    """:func:`exec_failure`'s :func:`_format_unknown` of a text file only
+    (:func:`_runs_as_shell_code`): a binary is left to the kernel (``binfmt_misc``)."""
+    return _NO_SHEBANG if _runs_as_shell_code(first) else None
+
+
+def _any_format(first: bytes) -> None:
+    """:func:`start_problem`'s judgement of a file's format: none (``execvp`` runs a script
+    without a ``#!`` line with ``/bin/sh``)."""
+    return None
 
 
 def not_started(program: str, exc: OSError, path: str | None = None) -> str:
     """Why ``program`` (a child's first word, looked up on ``path`` as exec does) did not
     start: the kernel's "no such file" for a file that is there is about its ``#!``
-    interpreter (a script saved with Windows line ends names ``'/bin/sh\\r'``) or its loader,
-    "permission denied" for a file without its execute bit, and "exec format error" for a
-    script without a ``#!`` line (or one behind a byte-order mark)."""
+    interpreter (a script saved with Windows line ends names ``'/bin/sh\\r'``, or the
+    interpreter's own) or its loader, "permission denied" for a file without its execute bit
+    or whose interpreter is a folder or has none, and "exec format error" for a script without
+    a ``#!`` line (or one behind a byte-order mark)."""
     found = _located(program, path)
     if found is None:
         return describe_os_error(exc)
     if isinstance(exc, PermissionError) and not os.access(found, os.X_OK):
         return _not_executable(found)
-    if exc.errno == errno.ENOEXEC:
-        return _no_format(found)
-    if not isinstance(exc, FileNotFoundError):
+    if exc.errno not in (errno.ENOEXEC, errno.ENOENT, errno.EACCES):
         return describe_os_error(exc)
-    interpreter = _interpreter(_first_line(found))
-    if interpreter is not None:
-        return _missing(interpreter)
-    return "the file is there, but its program loader (another machine's binary?) is missing"
+    first = _first_line(found)
+    last = _format_unknown if exc.errno == errno.ENOEXEC else _any_format
+    why = _refused(first, {found: first}, last)
+    if why is not None:
+        return why
+    if isinstance(exc, FileNotFoundError):
+        return "the file is there, but its program loader (another machine's binary?) is missing"
+    return describe_os_error(exc)
 
 
 def binary_refused(program: str, path: str | None = None) -> str | None:
@@ -198,10 +255,11 @@ def binary_refused(program: str, path: str | None = None) -> str | None:
 
 def start_problem(program: str, path: str | None = None) -> str | None:
     """Why ``program`` (looked up on ``path`` as exec does) would not start on this host: a
-    file without its execute bit, a ``#!`` line naming an interpreter that does not exist, or
-    one behind a byte-order mark (``execvp`` runs the file with ``/bin/sh``, which reads a
-    Python script as shell: ``import: not found``); None where it would start, or is no file
-    here (then the starter's own error says so)."""
+    file without its execute bit, a ``#!`` line naming an interpreter that does not exist, is
+    a folder or has no execute bit (or is refused so itself), or one behind a byte-order mark
+    (``execvp`` runs the file with ``/bin/sh``, which reads a Python script as shell:
+    ``import: not found``); None where it would start, or is no file here (then the
+    starter's own error says so)."""
     found = _located(program, path)
     return None if found is None else _start_problem(found, _first_line(found))
 
@@ -210,12 +268,7 @@ def _start_problem(found: str, first: bytes) -> str | None:
     """:func:`start_problem` of the file ``found``, whose :func:`_first_line` is ``first``."""
     if not os.access(found, os.X_OK):
         return _not_executable(found)
-    if first.startswith(_BOM_SHEBANG):
-        return _BOM_REASON
-    interpreter = _interpreter(first)
-    if interpreter is not None and not os.path.isfile(interpreter):
-        return _missing(interpreter)
-    return None
+    return _refused(first, {found: first}, _any_format)
 
 
 def _runs_as_shell_code(first: bytes) -> bool:
@@ -238,19 +291,11 @@ def exec_failure(program: str, path: str | None = None) -> str | None:
     if found is None:
         return None
     first = _first_line(found)  # read once: every answer is of one version of the file
-    problem = _start_problem(found, first)
-    if problem is not None:
-        return problem
-    runs, read = found, {}
-    for _ in range(5):  # the file, then the kernel's 4 levels of #! interpreters
-        if not os.access(runs, os.R_OK):
-            return None
-        read[runs] = first
-        interpreter = _interpreter(first)
-        if interpreter is None:  # _no_format follows the same lines, read once
-            return _no_format(found, read) if _runs_as_shell_code(first) else None
-        runs, first = interpreter, _first_line(interpreter)
-    return None
+    if not os.access(found, os.X_OK):
+        return _not_executable(found)
+    if not os.access(found, os.R_OK):  # an execute-only binary runs unread: the kernel's
+        return None
+    return _refused(first, {found: first}, _as_shell_code)
 
 
 def is_program_file(found: str) -> bool:
