@@ -110,7 +110,8 @@ def detect_flavor(mpiexec: str) -> str:
         Interrupted: a stop kept before the launcher armed (a library caller's) killed it.
     """
     cannot = f"cannot run {shown(mpiexec)} --version"
-    why = exec_failure(mpiexec)  # its shell ran a script with no #! line as shell code
+    read: dict[str, bytes] = {}  # each file read once: every answer is of what was judged
+    why = exec_failure(mpiexec, read=read)  # its shell ran a script without #! as shell code
     if why is not None:
         raise LaunchError(f"{cannot}: {why}")
     try:
@@ -122,9 +123,8 @@ def detect_flavor(mpiexec: str) -> str:
         raise LaunchError(f"{cannot}: {said}") from None
     if done.returncode in _NOT_RUN and not done.stdout.strip():  # the shell's exec failed
         # 126 of a binary for another machine: the kernel's reason, not the shell's line
-        binary = binary_refused(mpiexec) if done.returncode == 126 else None
-        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        said = exec_failure(mpiexec) or binary or last
+        binary = binary_refused(mpiexec, read=read) if done.returncode == 126 else None
+        said = binary or (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise LaunchError(f"{cannot}: {said}")
     return flavor_from_version(done.stdout + done.stderr)
 

@@ -23,7 +23,7 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from distconv.files import describe_os_error
@@ -60,15 +60,6 @@ def missing_here(first: str) -> str | None:
     return not_a_program(first) if shutil.which(first) is None else None
 
 
-def _first_line(found: str) -> bytes:
-    """The start of the first line of ``found`` (empty where it cannot be read)."""
-    try:
-        with open(found, "rb") as file:
-            return file.readline(256)
-    except OSError:
-        return b""
-
-
 #: the bytes of a file the kernel reads to tell its format (BINPRM_BUF_SIZE): the ``#!`` line
 #: it reads is as long, and an ELF header's e_machine is at bytes 18 and 19
 _HEAD = 256
@@ -85,14 +76,14 @@ def _head(found: str) -> bytes:
         return b""
 
 
-def _interpreter(first: bytes) -> str | None:
-    """The interpreter the ``#!`` line ``first`` (a file's :func:`_first_line`) names (None
-    without one): the callers read the line once and ask it every question, so no two answers
-    are about two versions of a file being written."""
-    if not first.startswith(b"#!"):
+def _interpreter(head: bytes) -> str | None:
+    """The interpreter the ``#!`` line that starts ``head`` (a file's :func:`_head`) names
+    (None without one): the callers read the file once and ask it every question, so no two
+    answers are about two versions of a file being written."""
+    if not head.startswith(b"#!"):
         return None
     # the kernel takes the interpreter up to a space, a tab or the newline (a '\r' is kept)
-    interpreter = re.split(rb"[ \t\n]", first[2:].lstrip(b" \t"), maxsplit=1)[0]
+    interpreter = re.split(rb"[ \t\n]", head[2:].lstrip(b" \t"), maxsplit=1)[0]
     return interpreter.decode(errors="replace")
 
 
@@ -165,26 +156,26 @@ def _unrunnable(interpreter: str) -> str | None:
 
 
 def _refused(
-    first: bytes,
+    head: bytes,
     read: dict[str, bytes],
     last: Callable[[bytes], str | None],
     depth: int = 0,
 ) -> str | None:
-    """Why the kernel refuses a file whose :func:`_first_line` is ``first``, by its ``#!``
+    """Why the kernel refuses a file whose :func:`_head` is ``head``, by its ``#!``
     line: one behind a byte-order mark, or one naming an interpreter :func:`_unrunnable`
     says why of, or one the kernel refuses so itself (followed as deep as its
     :data:`_LEVELS`); ``last`` says why of the first line of the file that names no
-    interpreter (its format), if it is a reason. ``read``: the first lines already read, by
+    interpreter (its format), if it is a reason. ``read``: the heads already read, by
     path, filled in: each file is read once, so no two answers are of two versions of one.
     None where nothing is found, or an interpreter cannot be read (an execute-only binary,
     left to the kernel). The one judge of ``#!`` lines: of a child's start
     (:func:`not_started`) and of one before it (:func:`start_problem`,
     :func:`exec_failure`)."""
-    if first.startswith(_BOM_SHEBANG):
+    if head.startswith(_BOM_SHEBANG):
         return _BOM_REASON
-    interpreter = _interpreter(first)
+    interpreter = _interpreter(head)
     if interpreter is None:
-        return last(first)
+        return last(head)
     if depth >= _LEVELS:
         return None
     named = f"the interpreter its #! line names, {shown(interpreter)}"
@@ -194,24 +185,24 @@ def _refused(
     if not os.access(interpreter, os.R_OK):
         return None
     if interpreter not in read:
-        read[interpreter] = _first_line(interpreter)
+        read[interpreter] = _head(interpreter)
     why = _refused(read[interpreter], read, last, depth + 1)
     return None if why is None else f"{named}, cannot be run: {why}"
 
 
-def _format_unknown(first: bytes) -> str:
-    """Why the kernel knows no format (``ENOEXEC``) of a file whose :func:`_first_line` is
-    ``first`` and that names no interpreter: a binary for another machine, or text."""
-    return _FOREIGN if first.startswith(b"\x7fELF") else _NO_SHEBANG
+def _format_unknown(head: bytes) -> str:
+    """Why the kernel knows no format (``ENOEXEC``) of a file whose :func:`_head` is
+    ``head`` and that names no interpreter: a binary for another machine, or text."""
+    return _FOREIGN if head.startswith(b"\x7fELF") else _NO_SHEBANG
 
 
-def _as_shell_code(first: bytes) -> str | None:
+def _as_shell_code(head: bytes) -> str | None:
     """:func:`exec_failure`'s :func:`_format_unknown` of a text file only
     (:func:`_runs_as_shell_code`): a binary is left to the kernel (``binfmt_misc``)."""
-    return _NO_SHEBANG if _runs_as_shell_code(first) else None
+    return _NO_SHEBANG if _runs_as_shell_code(head) else None
 
 
-def _any_format(first: bytes) -> None:
+def _any_format(head: bytes) -> None:
     """:func:`start_problem`'s judgement of a file's format: none (``execvp`` runs a script
     without a ``#!`` line with ``/bin/sh``)."""
     return None
@@ -231,9 +222,9 @@ def not_started(program: str, exc: OSError, path: str | None = None) -> str:
         return _not_executable(found)
     if exc.errno not in (errno.ENOEXEC, errno.ENOENT, errno.EACCES):
         return describe_os_error(exc)
-    first = _first_line(found)
+    head = _head(found)
     last = _format_unknown if exc.errno == errno.ENOEXEC else _any_format
-    why = _refused(first, {found: first}, last)
+    why = _refused(head, {found: head}, last)
     if why is not None:
         return why
     if isinstance(exc, FileNotFoundError):
@@ -241,16 +232,21 @@ def not_started(program: str, exc: OSError, path: str | None = None) -> str:
     return describe_os_error(exc)
 
 
-def binary_refused(program: str, path: str | None = None) -> str | None:
+def binary_refused(
+    program: str, path: str | None = None, read: Mapping[str, bytes] | None = None
+) -> str | None:
     """Why the kernel refused ``program`` (looked up on ``path`` as exec does), a binary (ELF)
     for a machine this host's kernel does not run (its e_machine: :func:`_foreign`), where the
     shell that ran it says only its own line (its status 126, ``exec: …: Exec format
     error``): the reason :func:`not_started` gives of the kernel's ``ENOEXEC``. None where it
     is no such file here, or this process cannot read it: the shell's status 126 is of any
     error but a missing file, and its line is then the true one (a native ``mpiexec`` still
-    open for writing: "Text file busy")."""
+    open for writing: "Text file busy"). ``read``: what :func:`exec_failure` read, by path,
+    not read again."""
     found = _located(program, path)
-    return _FOREIGN if found is not None and _foreign(_head(found)) else None
+    if found is None:
+        return None
+    return _FOREIGN if _foreign(read[found] if read and found in read else _head(found)) else None
 
 
 def start_problem(program: str, path: str | None = None) -> str | None:
@@ -261,41 +257,48 @@ def start_problem(program: str, path: str | None = None) -> str | None:
     ``import: not found``); None where it would start, or is no file here (then the
     starter's own error says so)."""
     found = _located(program, path)
-    return None if found is None else _start_problem(found, _first_line(found))
+    return None if found is None else _start_problem(found, _head(found))
 
 
-def _start_problem(found: str, first: bytes) -> str | None:
-    """:func:`start_problem` of the file ``found``, whose :func:`_first_line` is ``first``."""
+def _start_problem(found: str, head: bytes) -> str | None:
+    """:func:`start_problem` of the file ``found``, whose :func:`_head` is ``head``."""
     if not os.access(found, os.X_OK):
         return _not_executable(found)
-    return _refused(first, {found: first}, _any_format)
+    return _refused(head, {found: head}, _any_format)
 
 
-def _runs_as_shell_code(first: bytes) -> bool:
-    """Whether a file whose :func:`_first_line` is ``first`` is text without a ``#!`` line
-    (or empty): the kernel knows no format for it (``ENOEXEC``), and a shell's ``exec`` or
-    ``execvp`` runs it as shell code instead. A binary (ELF, or anything not text: a format
-    ``binfmt_misc`` may run) is left to the kernel."""
-    return not first.startswith((b"#!", b"\x7fELF")) and b"\0" not in first
+def _runs_as_shell_code(head: bytes) -> bool:
+    """Whether a file whose :func:`_head` (or first line) is ``head`` is text without a
+    ``#!`` line (or empty): the kernel knows no format for it (``ENOEXEC``), and a shell's
+    ``exec`` or ``execvp`` runs it as shell code instead. A binary (ELF, or a first line not
+    text: a format ``binfmt_misc`` may run) is left to the kernel."""
+    line = head.split(b"\n", 1)[0]
+    return not line.startswith((b"#!", b"\x7fELF")) and b"\0" not in line
 
 
-def exec_failure(program: str, path: str | None = None) -> str | None:
+def exec_failure(
+    program: str, path: str | None = None, read: dict[str, bytes] | None = None
+) -> str | None:
     """Why the kernel would refuse to start ``program`` (looked up on ``path`` as exec does):
     :func:`start_problem`'s reasons, and a file it knows no format of (``ENOEXEC``, "exec
     format error": no ``#!`` line, or one naming an interpreter without one), which a child
     started through ``/bin/sh`` (:func:`launcher.process_group.watched`) cannot tell: the
     shell's ``exec`` runs such a file as shell code, and its output was read as the program's
     (``mpiexec --version``). None where it would start, or is no file here; a file this
-    process cannot read (an execute-only binary) is left to the kernel."""
+    process cannot read (an execute-only binary) is left to the kernel. ``read``: what was
+    read of each file, by path, filled in, for a later question of the same call
+    (:func:`binary_refused` of a start that failed after all) to answer of what was judged."""
     found = _located(program, path)
     if found is None:
         return None
-    first = _first_line(found)  # read once: every answer is of one version of the file
+    read = {} if read is None else read
+    if found not in read:  # read once: every answer is of one version of the file
+        read[found] = _head(found)
     if not os.access(found, os.X_OK):
         return _not_executable(found)
     if not os.access(found, os.R_OK):  # an execute-only binary runs unread: the kernel's
         return None
-    return _refused(first, {found: first}, _as_shell_code)
+    return _refused(read[found], read, _as_shell_code)
 
 
 def is_program_file(found: str) -> bool:
@@ -303,8 +306,8 @@ def is_program_file(found: str) -> bool:
     (``#!``) or binary whose copy on another host may have its execute bit; not a data file
     (``set.npz``), which no host runs. (Of a word after ``--`` rather than a file,
     :func:`launcher.train_words.reads_as_program` asks whether it names a program.)"""
-    first = _first_line(found)
-    return os.access(found, os.X_OK) or first.startswith((b"#!", _BOM_SHEBANG, b"\x7fELF"))
+    head = _head(found)
+    return os.access(found, os.X_OK) or head.startswith((b"#!", _BOM_SHEBANG, b"\x7fELF"))
 
 
 def program_problem(program: Program) -> str | None:

@@ -8,7 +8,6 @@ that is there; a program without its execute bit with a bare ``[Errno 13]``.
 from __future__ import annotations
 
 import errno
-import sys
 import threading
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from launcher.commands import LaunchError, Program
 from launcher.mpi import SCHEDULER_HOSTS, refuse_unstartable
 from launcher.startable import local_problem, not_started, start_problem
 from tests.launcher.launch_cli import launch
+from tests.launcher.opened_files import opened
 
 
 def _program(tmp_path: Path, text: bytes, mode: int = 0o755) -> Path:
@@ -278,18 +278,6 @@ def test_a_worker_that_cannot_start_is_named_with_its_program_quoted(tmp_path: P
     assert "\n" not in said, said
 
 
-_OPENED: list[str] = []  # the paths opened while _COUNTING (an audit hook cannot be removed)
-_COUNTING = [False]
-
-
-def _count_opens(event: str, args: tuple) -> None:
-    if _COUNTING[0] and event == "open" and isinstance(args[0], str):
-        _OPENED.append(args[0])
-
-
-sys.addaudithook(_count_opens)
-
-
 @pytest.mark.parametrize(
     "ask",
     [
@@ -302,13 +290,9 @@ def test_a_scripts_first_line_is_read_once(tmp_path: Path, ask):
     """Each check read the line again (the BOM, then the #! interpreter): two answers could be
     about two versions of a file being written."""
     path = _program(tmp_path, b"#!/no/such/shell\necho hi\n")
-    _OPENED.clear()
-    _COUNTING[0] = True
-    try:
+    with opened() as paths:
         assert ask(path) is not None
-    finally:
-        _COUNTING[0] = False
-    assert _OPENED.count(str(path)) == 1, _OPENED
+    assert paths.count(str(path)) == 1, paths
 
 
 @pytest.mark.timeout(60)

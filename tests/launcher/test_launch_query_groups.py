@@ -17,6 +17,7 @@ import pytest
 from launcher.commands import LaunchError
 from launcher.shown import shown
 from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
+from tests.launcher.opened_files import opened
 from tests.processes import MARK, job_env, job_left
 
 
@@ -94,21 +95,14 @@ def test_a_ctrl_c_while_mpiexec_is_asked_leaves_nothing_it_started_running(tmp_p
 
 
 @pytest.mark.parametrize("first", [b"", b"#!{wrap}\n"], ids=["no #!", "#! of a script with none"])
-def test_an_mpiexec_the_kernel_cannot_exec_is_refused_not_run_as_shell_code(
-    tmp_path, monkeypatch, first
-):
+def test_an_mpiexec_the_kernel_cannot_exec_is_refused_not_run_as_shell_code(tmp_path, first):
     """Started through the watchdog's shell, an ``--mpiexec`` the kernel knows no format of
     (ENOEXEC: no ``#!`` line, or one naming a script without one) was run by the shell's
     ``exec`` as shell code, its output read as the MPI's version: ``unknown MPI: `mpiexec
     --version` says 'Open MPI'`` for a script that is no MPI; it was refused, and is again,
     before anything runs (k619). Each file's first line is read once: the reason read them
     again, of what may be another version of the file than the one judged (k621)."""
-    from launcher import mpi, startable
-
-    reads, first_line = [], startable._first_line
-    monkeypatch.setattr(
-        startable, "_first_line", lambda path: reads.append(path) or first_line(path)
-    )
+    from launcher import mpi
 
     wrap, ran = tmp_path / "wrap", tmp_path / "ran"
     wrap.write_bytes(f'touch "{ran}"\necho "mpiexec (Open MPI) 4.1.0"\n'.encode())
@@ -116,12 +110,12 @@ def test_an_mpiexec_the_kernel_cannot_exec_is_refused_not_run_as_shell_code(
     query.write_bytes(first.replace(b"{wrap}", bytes(wrap)) + wrap.read_bytes())
     for path in (wrap, query):
         path.chmod(0o755)
-    with pytest.raises(LaunchError) as refused:
+    with opened() as paths, pytest.raises(LaunchError) as refused:
         mpi.detect_flavor(str(query))
     assert str(refused.value).startswith(f"cannot run {shown(query)} --version: ")
     assert "it has no #! line naming its interpreter" in str(refused.value)
     assert not ran.exists()
-    assert sorted(reads) == sorted(set(reads)), reads
+    assert paths.count(str(query)) == 1 and paths.count(str(wrap)) <= 1, paths
 
 
 @pytest.mark.parametrize(
@@ -152,14 +146,17 @@ def test_a_native_mpiexec_refused_for_another_reason_keeps_the_shells_line(tmp_p
     """The watchdog's shell ends with 126 for every error of its ``exec`` but a missing file:
     a native ``mpiexec`` still open for writing (ETXTBSY: being copied or built) was named
     "a binary for another machine". Its e_machine is this host's: the shell's line, the
-    kernel's true reason, is kept (k627)."""
+    kernel's true reason, is kept (k627). The file is read once, before the query: it was
+    read again twice after the shell's 126, which could describe another version of it."""
     from launcher import mpi
 
     query = tmp_path / "mpiexec"
     shutil.copyfile(shutil.which("true"), query)
     query.chmod(0o755)
-    with open(query, "r+b"), pytest.raises(LaunchError) as refused:  # held open for writing
-        mpi.detect_flavor(str(query))
+    with open(query, "r+b"), opened() as paths:  # held open for writing
+        with pytest.raises(LaunchError) as refused:
+            mpi.detect_flavor(str(query))
     said = str(refused.value)
     assert said.startswith(f"cannot run {shown(query)} --version: "), said
     assert said.endswith(os.strerror(errno.ETXTBSY)), said
+    assert paths.count(str(query)) == 1, paths
