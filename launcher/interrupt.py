@@ -209,8 +209,11 @@ def run_captured(
     :func:`arm` raised), at once. With ``kept_stops`` too, such a kill raises that stop (as
     :class:`Interrupted`) instead of returning the query's death as its answer (``unknown
     MPI: `mpiexec --version` says ''``): a launch that reads the answer then ends as a stop
-    (a library caller's, which does not arm; a ``pyenv which`` asked while the launcher
-    parses its words takes the answer as none, and :func:`arm` raises the stop).
+    (a caller's that called :func:`defer` itself and has not armed: the launcher's own
+    queries run armed; a ``pyenv which`` asked while the launcher parses its words takes
+    the answer as none, and :func:`arm` raises the stop). The stops so raised are no longer
+    kept (nor :func:`kept`, nor raised by :func:`arm`): the caller's next query runs, and
+    its next stop is kept and raised in turn.
 
     All this is the main thread's, one call at a time, as the launch makes it (the group to
     kill is one module global, :data:`_captured`). In another thread (a launch a library
@@ -234,7 +237,8 @@ def run_captured(
             itself (:func:`launcher.startable.exec_failure`, as :mod:`launcher.mpi` does).
         subprocess.TimeoutExpired: it ran past ``timeout`` (it is killed first).
         Interrupted: a stop signal came once the launcher was armed (the child is killed),
-            or, with ``kept_stops``, a stop kept before it armed killed the child's group.
+            or, with ``kept_stops``, a stop kept before it armed killed the child's group
+            (raised once: dropped from what is kept).
     """
     import subprocess
 
@@ -284,8 +288,14 @@ def run_captured(
         _captured = None  # first: the group's id is free once the watchdog killed it
         if group_end is not None:
             os.close(group_end)
-    if stopped and kept_stops:  # _pending holds it still: kept() and arm() say it too
-        raise Interrupted(_pending[0])
+    if stopped and kept_stops:
+        # raised once: what was kept till now goes with it, or it stayed pending, killed every
+        # later query at once and raised it again, and swallowed the caller's next Ctrl-C
+        # too. One that comes from here is kept, for the next query (or arm()) to raise
+        came = len(_pending)  # before the read: one kept between the two is not dropped
+        signum = _pending[0]
+        del _pending[:came]
+        raise Interrupted(signum)
     return subprocess.CompletedProcess(list(argv), child.returncode, stdout, stderr)
 
 

@@ -107,7 +107,8 @@ def detect_flavor(mpiexec: str) -> str:
         LaunchError: it cannot be run (why, as :func:`launcher.startable.exec_failure` says:
             a wrapper script with a ``'#!/bin/sh\r'`` line is not 'No such file'), takes
             over :data:`VERSION_BOUND`, or names no MPI this launcher knows.
-        Interrupted: a stop kept before the launcher armed (a library caller's) killed it.
+        Interrupted: a stop kept before the launcher armed (a caller's that called
+            :func:`launcher.interrupt.defer` itself) killed it; raised once.
     """
     cannot = f"cannot run {shown(mpiexec)} --version"
     read: dict[str, bytes] = {}  # each file read once: every answer is of what was judged

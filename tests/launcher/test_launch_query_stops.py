@@ -103,3 +103,39 @@ def test_a_stop_kept_before_arming_that_kills_the_query_is_a_stop(tmp_path, aske
     query.chmod(0o755)
     said = _run(KEPT_STOP, asked, str(query), str(tmp_path / "keys"))
     assert said == "interrupted 15\n", said
+
+
+#: a caller's own deferral (:func:`launcher.interrupt.defer`), never armed: asks ``mpiexec
+#: --version`` of ``argv[1]`` (which sends it SIGTERM and hangs), then of ``argv[2]`` (which
+#: answers Open MPI), then of ``argv[2]`` twice after a Ctrl-C of its own; prints each answer
+KEPT_STOP_ONCE = """
+import os, signal, sys
+from launcher import interrupt, mpi
+
+interrupt.defer()
+stopping, answering = sys.argv[1:3]
+
+def ask(query):
+    try:
+        return mpi.detect_flavor(query)
+    except interrupt.Interrupted as stop:
+        return f"interrupted {stop.signum}"
+
+print(ask(stopping), ask(answering), flush=True)
+os.kill(os.getpid(), signal.SIGINT)  # the caller's own Ctrl-C, kept while it defers
+print(ask(answering), ask(answering), interrupt.kept(), flush=True)
+"""
+
+
+def test_a_kept_stop_raised_by_a_query_is_raised_once(tmp_path):
+    """The stop a query raised (``kept_stops``) stayed kept: every later query of the caller
+    was killed at once and raised it again, and the caller's next Ctrl-C was only kept with
+    it (k627). It is raised once: the next query answers, and the next stop is raised in
+    turn, by the query it kills, once."""
+    stopping, answering = tmp_path / "stopping", tmp_path / "answering"
+    stopping.write_text("#!/bin/sh\nkill -s TERM $PPID\nexec sleep 300\n")
+    answering.write_text("#!/bin/sh\necho 'mpiexec (Open MPI) 4.1.0'\n")
+    for query in (stopping, answering):
+        query.chmod(0o755)
+    said = _run(KEPT_STOP_ONCE, str(stopping), str(answering))
+    assert said == "interrupted 15 openmpi\ninterrupted 2 openmpi None\n", said
