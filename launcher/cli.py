@@ -99,7 +99,8 @@ def make_keys(keys_dir: Path, workers: int) -> bool:
     Raises:
         LaunchError: one line, when ``distconv keys`` fails, takes over :data:`KEYS_BOUND`, or
             the existing keys do not fit.
-        Interrupted: a stop kept before the launcher armed (a library caller's) killed it.
+        Interrupted: a stop kept before the launcher armed (by a caller that called
+            :func:`launcher.interrupt.defer` itself) killed it; raised once.
     """
     if (keys_dir / "server.key").exists():
         from distconv.sync.ps.keys import key_set_mismatch
