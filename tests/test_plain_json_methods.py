@@ -212,6 +212,32 @@ def _set_before_yield():
     yield read
 
 
+def _set_before_reader(scale):
+    """A generator factory that sets the cell after its first yield, but before it makes the
+    reader: the cell never changes once the reader exists."""
+    yield None
+    kept = scale
+
+    def read():
+        return kept
+
+    yield read
+
+
+def _set_on_other_branch(scale, hand_out):
+    """A generator factory that sets the cell again only on the branch that never hands the
+    reader out."""
+
+    def read():
+        return scale
+
+    if hand_out:
+        yield read
+    else:
+        yield None
+        scale = 0
+
+
 def test_a_cell_a_generator_factory_sets_after_it_yields_is_written_by_its_type():
     """A generator factory is not done once it hands out its closure: a reader it yields sees
     the cell change each time it is resumed, so two ranks at other points of it wrote other
@@ -226,3 +252,18 @@ def test_a_cell_a_generator_factory_sets_after_it_yields_is_written_by_its_type(
         assert json.loads(before)["fields"]["closure"] == {"scale": "<int>"}
     once = next(_set_before_yield())
     assert json.loads(plain_json.dumps(once))["fields"]["closure"] == {"scale": 2}
+
+
+def test_a_cell_a_generator_factory_sets_only_before_the_reader_is_seen_is_written_by_value():
+    """Only a store the generator can make after it yielded, once the reader was made and
+    used, changes what the reader sees: one made after a first yield but before the reader
+    exists, or on a branch where the reader is never handed out, does not. Written by type,
+    two ranks whose factories were given 1 and 2 agreed: configs that compute otherwise."""
+    for made in (_set_before_reader, functools.partial(_set_on_other_branch, hand_out=True)):
+        readers = []
+        for scale in (1, 2):
+            steps = made(scale)
+            reader = next(steps)
+            readers.append(next(steps) if reader is None else reader)
+        written = [json.loads(plain_json.dumps(r))["fields"]["closure"] for r in readers]
+        assert [next(iter(w.values())) for w in written] == [1, 2]
