@@ -28,6 +28,13 @@ MUST_MATCH = (
     "model",
     "train_data",
 )
+#: the key of a checkpoint's ``extra`` that says in which form its facts are written, and the
+#: form this distconv writes: a number no Real with its type (``{"class": "Decimal", "text":
+#: "0.1"}``). A checkpoint without it was written before, maybe by text alone (``"0.1"``), and
+#: is compared in that form too (:func:`_older_form`); one with it only as written, so a fact
+#: that held the string ``"0.1"`` never agrees with a run that now holds ``Decimal("0.1")``.
+#: An older distconv ignores the key (it reads the ``extra`` keys it knows).
+FACTS_FORM_KEY, FACTS_FORM = "facts_form", 2
 #: a checkpoint's value for a fact it does not know: older checkpoints lack some facts, or
 #: recorded the dtype as "None" (the one asked for, not the network's); these resume as before
 UNKNOWN = (None, "None")
@@ -44,10 +51,14 @@ def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]
             or model differ. A fact the checkpoint or this run does not record
             (:data:`UNKNOWN`) is not compared.
     """
+    form = theirs.get(FACTS_FORM_KEY)  # an older one's config could hold the key: a number?
+    older = not (type(form) is int and form >= FACTS_FORM)  # written maybe by text alone
     facts = [
         k
         for k in MUST_MATCH
-        if _known(theirs.get(k)) and _known(ours.get(k)) and not _same(theirs.get(k), ours.get(k))
+        if _known(theirs.get(k))
+        and _known(ours.get(k))
+        and not _same(theirs.get(k), ours.get(k), older)
     ]
     if "global_batch" in facts and whole_set_each_step(theirs, ours):
         facts.remove("global_batch")  # each step trains on the whole set either way
@@ -92,10 +103,11 @@ def _differences(name: str, theirs: Any, ours: Any) -> list[str]:
 _TYPED_NUMBERS = frozenset({"Decimal", "complex", "Fraction"})
 
 
-def _same(theirs: Any, ours: Any) -> bool:
-    """Whether the checkpoint's fact is this run's, as this distconv or an older one wrote it
+def _same(theirs: Any, ours: Any, older: bool) -> bool:
+    """Whether the checkpoint's fact is this run's, as this distconv wrote it, or where the
+    checkpoint is ``older`` (no :data:`FACTS_FORM_KEY`) as an older one did
     (:func:`_older_form`): a config's Decimal in ``data`` saved as ``"0.1"`` resumes."""
-    return theirs == ours or theirs == _older_form(ours)
+    return theirs == ours or (older and theirs == _older_form(ours))
 
 
 def _older_form(fact: Any) -> Any:

@@ -5,13 +5,16 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from fractions import Fraction
 
 import pytest
 
+from distconv import plain_json
 from distconv.checkpoint import CheckpointError
 from distconv.data import split, synthetic
+from distconv.resume_facts import FACTS_FORM, FACTS_FORM_KEY, check_same_run
 from tests.test_resume_checks import _rewrite_extra, _trainer
 
 
@@ -24,7 +27,9 @@ def test_a_checkpoint_holding_numbers_by_their_text_alone_resumes(tmp_path):
     first.fit(train, test, epochs=1)
     older = {"name": "digits", "noise": "0.1", "0.5 (Decimal)": "1j", "0.5": 2, "1/4": "1/3"}
     # as before k616 (the Decimal, the complex), and before k622 (the Fractions)
-    _rewrite_extra(first.checkpoints.run.latest(), data=older, lr_decay="9/10")
+    _rewrite_extra(  # no facts_form: an older distconv did not write one
+        first.checkpoints.run.latest(), data=older, lr_decay="9/10", facts_form=None
+    )
     with pytest.raises(CheckpointError, match=r"'noise': '0.1'.*this run .*'text': '0.2'"):
         _trainer(tmp_path, config={"data": {**data, "noise": Decimal("0.2")}}).fit(
             train, test, epochs=2, resume=True
@@ -35,3 +40,22 @@ def test_a_checkpoint_holding_numbers_by_their_text_alone_resumes(tmp_path):
         )
     again = _trainer(tmp_path, config=config, lr_decay=decay)
     assert [r["epoch"] for r in again.fit(train, test, epochs=2, resume=True)] == [2]
+
+
+def _saved(value):
+    """``value`` as a checkpoint's facts keep it (its JSON form)."""
+    return json.loads(plain_json.dumps(value))
+
+
+def test_a_checkpoint_of_this_distconv_holding_the_text_never_agrees_with_the_number():
+    """A checkpoint that records its facts' form was written with numbers typed: its string
+    ``"0.1"`` (or ``"9/10"``) was a string, and a run that now holds ``Decimal("0.1")`` (or
+    ``Fraction(9, 10)``) is another run. Compared by text too, as an older checkpoint is, it
+    resumed. Without the marker (an older checkpoint) the text still resumes."""
+    for text, number in (("0.1", Decimal("0.1")), ("9/10", Fraction(9, 10))):
+        ours = {"data": _saved({"eps": number})}
+        theirs = {"data": _saved({"eps": text})}
+        check_same_run("older", theirs, ours)
+        with pytest.raises(CheckpointError, match=r"data.eps: checkpoint '"):
+            check_same_run("now", {**theirs, FACTS_FORM_KEY: FACTS_FORM}, ours)
+        check_same_run("now", {"data": ours["data"], FACTS_FORM_KEY: FACTS_FORM}, ours)
