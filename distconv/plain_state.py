@@ -5,6 +5,7 @@ settings do. It imports nothing of distconv.
 
 from __future__ import annotations
 
+import collections.abc
 import gc
 import io
 import os
@@ -90,27 +91,50 @@ def state_name(value: Any) -> str:
     return _view_name(value) or type(value).__qualname__
 
 
-#: the types that show a dict through another face, and how one of them is written: a
-#: read-only proxy (``types.MappingProxyType``) and a dict's keys, values and items views
+#: the types that show a mapping through another face, and how one of them is written: a
+#: read-only proxy (``types.MappingProxyType``), a dict's keys, values and items views, and a
+#: Mapping's (``os.environ.keys()``: ``collections.abc.KeysView``, exactly that type)
 _VIEWS = {
     types.MappingProxyType: "mappingproxy({})",
     type({}.keys()): "{}.keys()",
     type({}.values()): "{}.values()",
     type({}.items()): "{}.items()",
+    collections.abc.KeysView: "{}.keys()",
+    collections.abc.ValuesView: "{}.values()",
+    collections.abc.ItemsView: "{}.items()",
 }
 
 
 def _view_name(value: Any) -> str | None:
-    """The text of a proxy or view of ``sys.modules`` or ``vars(sys)`` (``sys.modules.keys()``,
-    ``mappingproxy(sys.modules)``; a proxy's own proxy too), or None for any other value.
-    Neither names the dict it shows, but it is the one object it refers to (its traversal,
-    ``gc.get_referents``: no walk of the dict, no collection). Walked, a proxy listed every
-    module the rank imported, and a view's text did: another on a rank that imported others."""
+    """The text of a proxy or view of a mapping of the process's own (:func:`is_process_state`:
+    ``sys.modules.keys()``, ``mappingproxy(sys.modules)``, ``mappingproxy(_Environ)``,
+    ``_Environ.items()``; a proxy's own proxy too), or None for any other value: one rule for
+    every such mapping, not for each. Walked, a proxy of ``sys.modules`` listed every module
+    the rank imported, and one of ``os.environ`` its whole environment; a view's text did."""
     form = _VIEWS.get(type(value))
-    if form is None:
+    if form is None or (shown := _shown(value)) is None:
         return None
-    shown = gc.get_referents(value)
-    if len(shown) != 1:
-        return None
-    inner = state_name(shown[0]) if is_process_dict(shown[0]) else _view_name(shown[0])
+    if type(shown) in _VIEWS:  # a proxy's proxy: once down the chain, not again for its name
+        inner = _view_name(shown)
+    else:
+        inner = state_name(shown) if is_process_state(shown) else None
     return None if inner is None else form.format(inner)
+
+
+def _shown(view: Any) -> Any:
+    """The mapping a proxy or view shows, or None where it is not found: a Mapping's view holds
+    it in its slot, a proxy or a dict's view as the one object it refers to (its traversal,
+    ``gc.get_referents``: no walk of the mapping, no collection). A copy (``os.environ.copy()``,
+    ``dict(sys.modules)``) is no view: a dict of the config's own, walked."""
+    if type(view) in _MAPPING_VIEWS:  # exactly: a dict's views are registered as their kin
+        try:
+            return _MAPPING_SLOT.__get__(view)
+        except AttributeError:  # a view whose slot was never set
+            return None
+    shown = gc.get_referents(view)
+    return shown[0] if len(shown) == 1 else None
+
+
+#: a Mapping's views, and their slot: read by its descriptor, as it is stored
+_MAPPING_VIEWS = (collections.abc.KeysView, collections.abc.ValuesView, collections.abc.ItemsView)
+_MAPPING_SLOT = collections.abc.MappingView.__dict__["_mapping"]
