@@ -127,9 +127,14 @@ def call_fields(value: Any) -> dict[str, Any] | None:
 def _dispatch_registry(function: Any) -> dict[str, Any] | None:
     """A ``functools.singledispatch`` function's registry (it has ``registry`` and
     ``dispatch``): each registered type's module-qualified name -> its function, or None for
-    any other function; a name another type took before it (two local classes of one factory)
-    numbered in the order registered (``mod.make.<locals>.A 2``): keyed by name alone, the
-    later replaced the earlier, and two registries that differ there agreed. Its closure is
+    any other function; in the order of those names, not the order registered (another on a
+    rank whose modules registered in another order: refused), and a name two types share (two
+    local classes of one factory) numbered in the order of their functions' names
+    (:func:`code_name`, else their type's: ``mod.make.<locals>.A 2``): keyed by name alone, the
+    later replaced the earlier, and two registries that differ there agreed. Two functions of
+    one name too (closures of one factory) keep the order registered: nothing cheaper tells
+    them apart before they are written, and JSON cannot tell those types apart anyway. Its
+    closure is
     not walked: it holds ``cache_token``, abc's count of registrations in the process, another
     in each process that imported other modules first (``fractions`` registers with
     ``numbers``' abstract classes), and in one once a type is registered with an abstract
@@ -137,10 +142,24 @@ def _dispatch_registry(function: Any) -> dict[str, Any] | None:
     registry, dispatch = attribute(function, "registry"), attribute(function, "dispatch")
     if not isinstance(registry, Mapping) or not callable(dispatch):
         return None
+    entries = [
+        (f"{kind.__module__}.{kind.__qualname__}", _entry_name(f)) for kind, f in registry.items()
+    ]
+    order = sorted(range(len(entries)), key=entries.__getitem__)  # stable: registered, at last
+    found = list(registry.values())
     named: dict[str, Any] = {}
-    for kind, found in registry.items():  # a dict: the order registered, the same each rank
-        named[unused_name(f"{kind.__module__}.{kind.__qualname__}", named)] = found
+    for at in order:
+        named[unused_name(entries[at][0], named)] = found[at]
     return named
+
+
+def _entry_name(function: Any) -> str:
+    """What a registry's entries of one type name are ordered by: ``function``'s name
+    (:func:`code_name`), else its type's; read, not walked (it may hold the registry)."""
+    try:
+        return code_name(function) or type_name(function)
+    except Exception:  # an attribute of its own that raises: its type's name alone
+        return type_name(function)
 
 
 def unused_name(base: str, used: Container[str]) -> str:
