@@ -28,6 +28,7 @@ OWN_KEYS = {
     "scheme": "the sync scheme it was written under",
     EARLIER: "the sync schemes of its epoch's earlier steps",
     "train_data": "the training set's fingerprint",
+    "facts_form": "the form its facts are written in (resume_facts.FACTS_FORM)",
 }
 
 

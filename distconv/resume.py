@@ -32,7 +32,7 @@ from distconv.checkpoint import (
 from distconv.checkpoint_checks import as_saved, savable_facts
 from distconv.job_start import JobStart as JobStart  # defined there: trainer, job read it
 from distconv.parameter import Parameter
-from distconv.resume_facts import check_same_run
+from distconv.resume_facts import FACTS_FORM, FACTS_FORM_KEY, check_same_run
 from distconv.run_dir import (
     CHIEF,
     CHIEF_PART,
@@ -281,6 +281,7 @@ class StepCheckpoints:
             optimizer=self.sync.optimizer_config(),
             extra={
                 **{k: v for k, v in self._saved_facts().items() if k != "seed"},
+                FACTS_FORM_KEY: FACTS_FORM,  # numbers typed: compared only as written
                 "step_in_epoch": pos.step_in_epoch,
                 "sums": {k: sums[k] for k in (*SUMS, RANK_LOSS) if k in sums},
                 **schemes,  # the scheme; the epoch's earlier ones

@@ -59,3 +59,18 @@ def test_a_checkpoint_of_this_distconv_holding_the_text_never_agrees_with_the_nu
         with pytest.raises(CheckpointError, match=r"data.eps: checkpoint '"):
             check_same_run("now", {**theirs, FACTS_FORM_KEY: FACTS_FORM}, ours)
         check_same_run("now", {"data": ours["data"], FACTS_FORM_KEY: FACTS_FORM}, ours)
+
+
+def test_a_run_of_this_distconv_whose_config_held_the_text_is_not_resumed_with_the_number(
+    tmp_path,
+):
+    """The marker is written with each checkpoint: a run whose data fact held ``"0.1"`` is
+    refused by one that holds ``Decimal("0.1")``, and resumed by one that holds ``"0.1"``."""
+    train, test = split(synthetic(n=64, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
+    _trainer(tmp_path, config={"data": {"eps": "0.1"}}).fit(train, test, epochs=1)
+    with pytest.raises(CheckpointError, match=r"data.eps: checkpoint '0.1'"):
+        _trainer(tmp_path, config={"data": {"eps": Decimal("0.1")}}).fit(
+            train, test, epochs=2, resume=True
+        )
+    again = _trainer(tmp_path, config={"data": {"eps": "0.1"}})
+    assert [r["epoch"] for r in again.fit(train, test, epochs=2, resume=True)] == [2]
