@@ -62,13 +62,12 @@ def _shared_rebound(top: types.CodeType, code: types.CodeType) -> frozenset[str]
     if (chain := _path(top, code)) is None:
         return None
     free, names = set(code.co_freevars), set()
-    # the factory first, then the one around it; each beside the code it makes on the way
-    for owner, child in reversed(list(zip(chain, [*chain[1:], code]))):
+    for owner in reversed(chain):  # the factory first, then the one around it
         here = free & set(owner.co_cellvars)  # the cells this one owns
         made = [_free_stores(c) for c in owner.co_consts if isinstance(c, types.CodeType)]
         names |= here.intersection(set().union(*made))
-        if owner.co_flags & _SUSPENDS:  # a generator's own stores once resumed count too
-            names |= here & _stores_after_yield(owner, child)
+        if owner.co_flags & _SUSPENDS:  # a generator's own stores count too: it resumes
+            names |= here & _own_stores(owner)
         free = (free - here) & set(owner.co_freevars)  # handed on from further out
     return frozenset(names)
 
@@ -79,86 +78,15 @@ _SUSPENDS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENER
 
 
 @functools.lru_cache(maxsize=4096)
-def _stores_after_yield(code: types.CodeType, made: types.CodeType) -> frozenset[str]:
-    """The cells ``code`` (a generator's) assigns or deletes once it may have handed out the
-    function it makes of ``made`` and yielded: a store the flow of its code can reach from a
-    yield that follows a use of that function (its making, or a load of the name it is stored
-    in), a loop's jump back included. A closure it yields sees such a cell change each time the
-    generator is resumed; a store before then, or on a branch taken only where the closure was
-    never used, is done before any closure it yields is seen, as a function's: written by its
-    value, so two ranks whose factories were given other values do not agree."""
-    found = list(dis.get_instructions(code))
-    after = _successors(code, found)
-    escapes = _uses(found, made)
-    yields = [i for i in _reached(after, escapes) if found[i].opname == "YIELD_VALUE"]
-    return frozenset(found[i].argval for i in _reached(after, yields) if found[i].opname in _STORES)
-
-
-#: the jumps that never go on to the next instruction, and the instructions that leave
-_GOES_ON_NEVER = frozenset(
-    {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE", "JUMP"}
-    | {"JUMP_NO_INTERRUPT", "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"}
-)
-_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
-
-
-def _successors(code: types.CodeType, found: list[dis.Instruction]) -> list[list[int]]:
-    """Where the flow may go from each of ``found`` (by index): the next instruction, a jump's
-    target, an exception's handler (the table of Python 3.11 on)."""
-    at = {i.offset: n for n, i in enumerate(found)}
-    handlers = getattr(dis.Bytecode(code), "exception_entries", ())
-    after: list[list[int]] = []
-    for n, i in enumerate(found):
-        goes = [] if i.opname in _GOES_ON_NEVER or n + 1 == len(found) else [n + 1]
-        if i.opcode in _JUMPS and i.argval in at:
-            goes.append(at[i.argval])
-        goes += [at[h.target] for h in handlers if h.start <= i.offset < h.end]
-        after.append(goes)
-    return after
-
-
-def _uses(found: list[dis.Instruction], made: types.CodeType) -> list[int]:
-    """Where the function made of ``made`` may leave the generator's hands: its making, where
-    it is not stored in a name at once (a decorator's call, ``yield lambda: x``), else each
-    load of that name (``yield read``). A name rebound later only adds loads: more, not less."""
-    uses = []
-    for n, i in enumerate(found):
-        if i.opname != "LOAD_CONST" or i.argval != made:
-            continue
-        k = n + 1
-        while k < len(found) and found[k].opname in _MAKING:
-            k += 1
-        if k == len(found) or found[k].opname not in ("STORE_FAST", "STORE_DEREF"):
-            uses.append(n)
-            continue
-        name = found[k].argval
-        uses += [
-            m
-            for m, j in enumerate(found)
-            if m > k and j.opname.startswith("LOAD_") and name in _names(j.argval)
-        ]
-    return uses
-
-
-#: what follows the load of a function's code in its making (its name, Python 3.10; its
-#: closure's attribute, Python 3.13)
-_MAKING = frozenset({"LOAD_CONST", "MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE"})
-
-
-def _names(argval: Any) -> tuple[Any, ...]:
-    """The names an instruction loads (Python 3.13's ``LOAD_FAST_LOAD_FAST``: two)."""
-    return argval if isinstance(argval, tuple) else (argval,)
-
-
-def _reached(after: list[list[int]], starts: list[int]) -> list[int]:
-    """The instructions (by index) the flow may reach past any of ``starts``."""
-    seen: set[int] = set()
-    todo = [n for s in starts for n in after[s]]
-    while todo:
-        if (n := todo.pop()) not in seen:
-            seen.add(n)
-            todo += after[n]
-    return sorted(seen)
+def _own_stores(code: types.CodeType) -> frozenset[str]:
+    """The cells ``code`` (a generator's) assigns or deletes itself, wherever in its code. A
+    closure it yields sees such a cell change each time the generator is resumed past the
+    store, and whether a store can come after a reader was handed out follows the flow of its
+    code (loops, handlers, a reader handed out by ``locals()``), which an earlier rule that
+    followed it got wrong both ways and slowly. Written by type, a store made only before the
+    reader exists makes two factories given other values agree: the job check misses that
+    difference rather than refuse ranks that agree (as for a memo's ``cache = {}``)."""
+    return frozenset(i.argval for i in dis.get_instructions(code) if i.opname in _STORES)
 
 
 def _path(top: types.CodeType, code: types.CodeType) -> list[types.CodeType] | None:

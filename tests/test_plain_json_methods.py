@@ -238,12 +238,28 @@ def _set_on_other_branch(scale, hand_out):
         scale = 0
 
 
-def test_a_cell_a_generator_factory_sets_after_it_yields_is_written_by_its_type():
+def _yields_before_making():
+    """A generator factory that hands out the reader made in a loop's last turn before it
+    sets the cell again in the next: a store that comes before the reader's making in the code
+    and after it in time."""
+    scale = 0
+    read = None
+    for step in range(3):
+        if read is not None:
+            yield read
+        scale = step
+
+        def read():
+            return scale  # noqa: B023 (the cell as it is when read: the point here)
+
+
+def test_a_cell_a_generator_factory_sets_anywhere_is_written_by_its_type():
     """A generator factory is not done once it hands out its closure: a reader it yields sees
-    the cell change each time it is resumed, so two ranks at other points of it wrote other
-    values and were refused. The cell is written by its type; one the generator sets only
-    before its first yield, as a function factory does, is written by its value."""
-    for factory in (_stepped, _looped):
+    the cell change each time it is resumed past a store, so two ranks at other points of it
+    wrote other values and were refused. Any cell it sets is written by its type, before or
+    after its yields, on any branch: which store can come after a reader was handed out is its
+    code's flow (a loop turning it round: ``_yields_before_making``), not its order."""
+    for factory in (_stepped, _looped, _yields_before_making):
         steps = factory()
         read = next(steps)
         before = plain_json.dumps(read)
@@ -251,19 +267,24 @@ def test_a_cell_a_generator_factory_sets_after_it_yields_is_written_by_its_type(
         assert plain_json.dumps(read) == before
         assert json.loads(before)["fields"]["closure"] == {"scale": "<int>"}
     once = next(_set_before_yield())
-    assert json.loads(plain_json.dumps(once))["fields"]["closure"] == {"scale": 2}
-
-
-def test_a_cell_a_generator_factory_sets_only_before_the_reader_is_seen_is_written_by_value():
-    """Only a store the generator can make after it yielded, once the reader was made and
-    used, changes what the reader sees: one made after a first yield but before the reader
-    exists, or on a branch where the reader is never handed out, does not. Written by type,
-    two ranks whose factories were given 1 and 2 agreed: configs that compute otherwise."""
+    assert json.loads(plain_json.dumps(once))["fields"]["closure"] == {"scale": "<int>"}
     for made in (_set_before_reader, functools.partial(_set_on_other_branch, hand_out=True)):
-        readers = []
-        for scale in (1, 2):
-            steps = made(scale)
-            reader = next(steps)
-            readers.append(next(steps) if reader is None else reader)
-        written = [json.loads(plain_json.dumps(r))["fields"]["closure"] for r in readers]
-        assert [next(iter(w.values())) for w in written] == [1, 2]
+        steps = made(1)
+        reader = next(steps)
+        reader = next(steps) if reader is None else reader
+        written = json.loads(plain_json.dumps(reader))["fields"]["closure"]
+        assert list(written.values()) == ["<int>"], written
+
+
+def test_a_cell_a_generator_factory_only_reads_is_written_by_value():
+    """A cell the generator never sets (its argument, read by the reader) is written by its
+    value, as a function factory's: two ranks whose factories were given 1 and 2 differ."""
+
+    def given(scale):
+        def read():
+            return scale
+
+        yield read
+
+    written = [json.loads(plain_json.dumps(next(given(v))))["fields"]["closure"] for v in (1, 2)]
+    assert written == [{"scale": 1}, {"scale": 2}]
