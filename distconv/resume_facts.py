@@ -33,8 +33,9 @@ MUST_MATCH = (
 #: "0.1"}``). A checkpoint without it was written before, maybe by text alone (``"0.1"``), and
 #: is compared in that form too (:func:`_older_form`); one with it only as written, so a fact
 #: that held the string ``"0.1"`` never agrees with a run that now holds ``Decimal("0.1")``.
-#: An older distconv ignores the key (it reads the ``extra`` keys it knows).
-FACTS_FORM_KEY, FACTS_FORM = "facts_form", 2
+#: An older distconv ignores the key (it reads the ``extra`` keys it knows). The form is a text
+#: no older checkpoint's own ``facts_form`` (a config's key of that name) holds by chance.
+FACTS_FORM_KEY, FACTS_FORM = "facts_form", "distconv: numbers with their types"
 #: a checkpoint's value for a fact it does not know: older checkpoints lack some facts, or
 #: recorded the dtype as "None" (the one asked for, not the network's); these resume as before
 UNKNOWN = (None, "None")
@@ -51,8 +52,7 @@ def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]
             or model differ. A fact the checkpoint or this run does not record
             (:data:`UNKNOWN`) is not compared.
     """
-    form = theirs.get(FACTS_FORM_KEY)  # an older one's config could hold the key: a number?
-    older = not (type(form) is int and form >= FACTS_FORM)  # written maybe by text alone
+    older = theirs.get(FACTS_FORM_KEY) != FACTS_FORM  # written maybe by text alone
     facts = [
         k
         for k in MUST_MATCH
