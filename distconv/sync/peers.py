@@ -10,9 +10,12 @@ finished printing its traceback (``docs/operations.md``, Output, logs and failur
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import re
+from collections.abc import Mapping, Sequence
 
-from distconv.rank_endings import setup_failure_in_lines
+from distconv.placement import from_environment
+from distconv.rank_endings import another_job_text, different_jobs_in, setup_failure_in_lines
 from distconv.sync.base import SyncError
 from distconv.sync.errors import JobRefused
 
@@ -60,7 +63,17 @@ def peer_failure(error: BaseException | None) -> PeerFailed | None:
     return None
 
 
-def told_failure(error: BaseException) -> bool:
+#: the lead of a shard's error reply, as the worker words it (``rank 1, hello: pserver
+#: HOST:PORT: ``): the rank that asked, this worker's own
+_ASKED = re.compile(r"rank (\d+), \S+(?: \d+)?: pserver")
+#: the words a shard refuses a rank's second hello with, unlike its first: always about the
+#: refused rank's own two hellos, never another's failure (``another_job_text``'s, rank left off)
+_ANOTHER_JOB = re.compile(rf"rank \d+ {re.escape(another_job_text(0, '').removeprefix('rank 0 '))}")
+
+
+def told_failure(
+    error: BaseException, rank: int | None = None, env: Mapping[str, str] | None = None
+) -> bool:
     """Whether ``error`` is a parameter-server worker's refusal that only tells of another
     rank's failure: that rank could not set up (``fail_setup``; its words as
     :func:`~distconv.rank_endings.setup_failure_in_lines` reads them). Such a worker is its
@@ -68,7 +81,31 @@ def told_failure(error: BaseException) -> bool:
     :data:`~distconv.sync.peers.PEER_FAILED_STATUS`, so that ``distconv-launch`` blames the
     rank that failed where this one exits first. Not MPI's refusals (``raised_alike``): the
     ranks of one ``mpiexec`` are one child to the launcher, whose status is the first
-    ``MPI_Abort``'s under mpi4py's runner, where a 75 would stand for the failing rank's 1."""
+    ``MPI_Abort``'s under mpi4py's runner, where a 75 would stand for the failing rank's 1.
+
+    Not where the failure named is this worker's own (``rank``; where None, the rank a
+    shard's reply names as the one that asked, else the environment's, ``env`` or
+    ``os.environ``): the failing rank, set up again, must not exit as its own victim. Nor a
+    shard's refusal of a rank's second hello unlike its first ("runs another job than its
+    first hello"), which names one rank's own two hellos."""
     if not isinstance(error, JobRefused) or error.raised_alike:
         return False
-    return setup_failure_in_lines([str(error)]) is not None
+    text = str(error)
+    if (said := different_jobs_in([text])) is not None and _ANOTHER_JOB.match(said):
+        return False
+    if (found := setup_failure_in_lines([text])) is None:
+        return False
+    own = rank if rank is not None else _own_rank(text, os.environ if env is None else env)
+    return found[0] != own
+
+
+def _own_rank(text: str, env: Mapping[str, str]) -> int | None:
+    """This worker's rank: the one a shard's reply ``text`` leads with, else the environment's
+    (the launcher's ``RANK``); None where neither says (a malformed environment included)."""
+    if (asked := _ASKED.match(text)) is not None:
+        return int(asked[1])
+    try:
+        placement = from_environment(env, None)
+    except ValueError:  # RuntimeConfigError: no rank to read, said elsewhere
+        return None
+    return None if placement is None else placement.rank

@@ -17,7 +17,7 @@ from distconv.rank_endings import different_jobs_in, setup_failure_in_lines
 from distconv.script_main import run_main
 from distconv.sync.description import as_sent, digest, first_difference
 from distconv.sync.errors import JobRefused, setup_failure_description, setup_failure_in
-from distconv.sync.peers import PEER_FAILED_STATUS
+from distconv.sync.peers import PEER_FAILED_STATUS, told_failure
 from distconv.sync.ps.job_check import check_all_equal
 from distconv.sync.ps.job_hello import _difference
 from distconv.sync.ps.stuck import different_jobs
@@ -107,6 +107,29 @@ def test_a_worker_told_of_the_failure_exits_as_its_victim(capsys, alike):
         run_main(main)
     assert ended.value.code == (1 if alike else PEER_FAILED_STATUS)
     assert str(told) in capsys.readouterr().err
+
+
+_OWN_HELLO = different_jobs(0, 0, first_difference(JOB, FAILED))  # rank 0 set up again
+_PLAIN = f"rank 2 could not set up: {ERROR}"  # the job check's words, or a script's own
+
+
+@pytest.mark.parametrize(
+    ("text", "rank", "env", "told"),
+    [
+        (f"rank 0, hello: pserver h:5: {_OWN_HELLO}", None, {}, False),  # its own, 2nd hello
+        (f"rank 1, hello: pserver h:5: {_OWN_HELLO}", None, {}, False),  # never "told"
+        (_PLAIN, 2, {}, False),  # the rank it names is this one
+        (_PLAIN, None, {"RANK": "2", "WORLD_SIZE": "3"}, False),  # so the launcher's RANK says
+        (_PLAIN, None, {"RANK": "1", "WORLD_SIZE": "3"}, True),  # another rank's: told
+        (_PLAIN, None, {"RANK": "x"}, True),  # no rank to read: told, as before
+    ],
+    ids=["own-again", "other-again", "own-rank", "own-env", "other-env", "unknown"],
+)
+def test_a_rank_is_no_victim_of_its_own_failure(text, rank, env, told):
+    """The rank that failed, set up again, is refused by the shard as another job than its
+    first hello (the failure's): it exited 75 as its own victim, and the launcher waited for
+    another rank to blame (k630 D1). A refusal is "told" only where it names another rank."""
+    assert told_failure(JobRefused(text), rank, env) is told
 
 
 @pytest.mark.parametrize("failed_first", [True, False], ids=["here", "there"])
