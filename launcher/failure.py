@@ -9,7 +9,7 @@ import re
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from distconv.files import describe_os_error
@@ -218,6 +218,9 @@ class Failure:
     #: the workers that stopped because another rank failed (:data:`PEER_FAILED_STATUS`),
     #: besides this one: ``{"role", "rank", "exit_code", "log"}`` each
     victims: list[dict] = field(default_factory=list)
+    #: a rank whose failure its victims named, still running at the settle's end, which the
+    #: launcher stopped (:meth:`outstayed`): no status of its own (not in ``failure.json``)
+    stopped: bool = False
 
     def __post_init__(self) -> None:
         # a job mismatch stops every rank, each saying so: the first to exit is no culprit,
@@ -231,6 +234,13 @@ class Failure:
             return
         said = _once(said)
         object.__setattr__(self, "cause", f"{said}; {self.cause}" if self.cause else said)
+
+    def outstayed(self) -> Failure:
+        """This failure of a worker that its victims named as the rank that could not set up,
+        but that never exited (it hangs after its failure): the launcher stopped it after its
+        settle time, so its end says nothing; it, not a victim (75, "try again"), is blamed,
+        and the launcher exits 1."""
+        return replace(self, exit_code=None, signal=None, signal_number=None, stopped=True)
 
     @property
     def status(self) -> int:
@@ -256,6 +266,8 @@ class Failure:
             )
         if self.signal is not None:
             said = f"{self.role} {self.rank} failed with signal {self.signal}"
+        elif self.stopped:
+            said = f"{self.role} {self.rank} failed and did not exit (stopped by the launcher)"
         elif self.exit_code == 0:  # only a server ends an attempt so (the workers need it)
             said = f"{self.role} {self.rank} exited (code 0) while workers were running"
         else:
@@ -306,6 +318,13 @@ def setup_failure_cause(
     return None if found is None else setup_failure_text(*found)
 
 
+def told_rank(tail: Sequence[str]) -> int | None:
+    """The rank that ``tail`` (a victim's last lines) says could not set up
+    (:func:`~distconv.rank_endings.setup_failure_in_lines`); None where it names none."""
+    found = setup_failure_in_lines(_said(tail))
+    return None if found is None else found[0]
+
+
 def told(
     cause: str | None,
     role: str,
@@ -351,6 +370,7 @@ def write_report(
     else None (what a notice of the report's message dropped names)."""
     entry = {**asdict(failure), "max_restarts": max_restarts, "time": time.time()}
     entry["then"] = then
+    del entry["stopped"]  # not a field docs/operations.md lists: exit_code, signal null say it
     tmp = path.with_suffix(".json.tmp")
     try:
         tmp.write_text(json.dumps(entry, indent=2) + "\n")

@@ -34,7 +34,8 @@ The rules (issue 11, "Gang semantics"):
   printing its traceback: when the first failure is such a victim, the launcher waits up to
   ``settle`` seconds (:data:`SETTLE_SECONDS`) after its exit, sending no signal yet, for a
   child that failed otherwise, and reports that one (its status, its log's tail), naming the
-  victims; if none comes, the victim is reported.
+  victims; if none comes, the worker the victim names as the rank that could not set up,
+  where it still runs (stopped, exit 1), else the victim is reported.
 - Each line of output is written whole, behind its child's prefix, through one bounded queue
   (:mod:`launcher.terminal`: a stalled stdout drops lines, counted, and never stalls the job);
   the child's own log in ``<run_dir>/logs/`` gets the same lines without the prefix, all. With
@@ -60,8 +61,9 @@ from . import child as child_waits  # its waits, as set when used (tests cut the
 from .arrivals import Arrivals, deaf
 from .child import Child, ChildSpec, running_groups
 from .commands import LaunchError
-from .failure import Failure, signal_name, write_report
+from .failure import Failure, signal_name, told_rank, write_report
 from .gang import any_running, first_failed, killed_at_the_end, send_stop_signals
+from .held_logs import drain_held
 from .interrupt import STOP_SIGNALS
 from .json_lines import JsonLines
 from .messages import Messages
@@ -75,9 +77,6 @@ __all__ = ["SETTLE_SECONDS", "STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor
 
 #: seconds a victim's failure (a worker's exit 75) waits for the failure that caused it
 SETTLE_SECONDS = 2.0
-#: seconds the launcher's end waits, in all, for the pipes its output held up to end into the
-#: children's logs (:meth:`Supervisor._drain_logs`)
-END_DRAIN_SECONDS = 2.0
 #: held (flock) by the launcher in its run directory while it runs a job
 LAUNCH_LOCK = "launch.lock"
 
@@ -114,10 +113,11 @@ class Supervisor:
         self.settle = settle
         self.lines = lines
         self._lock = threading.Lock()  # the children's lines on ``out``
-        #: the launcher's messages: through the children's queue where ``err`` is ``out``'s file
+        # the launcher's messages: through the children's queue where ``err`` is ``out``'s file
         self.messages = Messages(self.err, lines)
         self._arrivals = Arrivals()  # the stop signals, in the order they came
         self._finished = False  # the attempt's workers all exited 0 before any signal
+        self._outstayed: Child | None = None  # a victim's cause, stopped at the settle's end
         self._claim: int | None = None  # the run directory's lock (LAUNCH_LOCK), while held
         #: the queue the children's lines go through to ``out`` while run() runs (never stalls)
         self._terminal: Terminal | None = None
@@ -254,9 +254,8 @@ class Supervisor:
         return self._arrivals.signals()
 
     def _stop_now(self) -> bool:
-        """Whether a second stop signal came ("stop now", as during the stop): the bounded
-        waits of the launcher's end on a slow output are cut short (not the held pipes' drain
-        into the logs, :meth:`_drain_logs`: the record)."""
+        """Whether a second stop signal came ("stop now"): the end's bounded waits on a slow
+        output are cut short (not the held pipes' drain into the logs: the record)."""
         return len(self._signals) >= 2
 
     def _attempt(self, specs: list[ChildSpec], restart: int) -> Failure | None:
@@ -288,7 +287,8 @@ class Supervisor:
                     self._pumping.append(child)
         if failed is None:
             return None
-        return failed.failure(restart, [c for c in children if c is not failed])
+        failure = failed.failure(restart, [c for c in children if c is not failed])
+        return failure.outstayed() if failed is self._outstayed else failure
 
     def _watch(self, children: list[Child]) -> Child | None:
         """The first child to fail, also where a signal came after it; None when every worker
@@ -320,7 +320,10 @@ class Supervisor:
     def _settle(self, victim: Child, children: list[Child], workers: list[Child]) -> Child:
         """The failure that made ``victim`` (the first failure) stop: the first that is no
         victim, seen within :attr:`settle` seconds of its exit, before a signal to the
-        launcher and while a worker runs; else ``victim`` itself. Nothing is signalled yet."""
+        launcher and while a worker runs; at the settle's end, the worker whose rank its
+        lines say could not set up, where it still runs (:attr:`_outstayed`: it hangs after
+        its failure; its 75 was the launcher's status, "try again"); else ``victim`` itself.
+        Nothing is signalled yet."""
         deadline = victim.exited_at + self.settle
         while True:
             signalled = bool(self._signals)
@@ -328,8 +331,13 @@ class Supervisor:
             cause = first_failed(children, working, victims=False)
             if cause is not None and cause.exited_at < self._arrivals.first_at:
                 return cause
-            if signalled or not working or time.monotonic() >= deadline:
+            if signalled or not working:
                 return victim
+            if time.monotonic() >= deadline:  # the rank it names, if it still runs, is blamed
+                named = told_rank(list(victim.tail))
+                alive = (w for w in workers if w.spec.rank == named and w.poll() is None)
+                self._outstayed = next(alive, None)
+                return self._outstayed or victim
             time.sleep(self.poll_interval)
 
     def _stop(self, children: list[Child], failed: Child | None = None) -> None:
@@ -366,21 +374,8 @@ class Supervisor:
             time.sleep(self.poll_interval)
 
     def _drain_logs(self) -> None:
-        """What the pipes of children whose pumps were held past their attempt still hold,
-        into their logs, up to :data:`END_DRAIN_SECONDS` in all: the pipe's end, or what it
-        holds now where a process outside the child's group keeps it open for good
-        (:meth:`~launcher.long_line.OutputPipe.drain`). The pumps are daemons, and each log must
-        be the whole record though the launcher's output took none of it. A pipe not drained
-        by then is said. A second stop signal does not cut it short: it is the record's (the
-        logs must hold every line; only the output's view may be cut), and bounded."""
-        deadline = time.monotonic() + END_DRAIN_SECONDS
-        for child in self._pumping:
-            if not child.drain_log(max(0.0, deadline - time.monotonic())):
-                self.say(
-                    f"{child.spec.name}: its pipe was not drained within {END_DRAIN_SECONDS:g} s "
-                    f"of the job's end, so {shown(child.log_path)} lacks what it still held",
-                    level="warning",
-                )
+        """What the held pipes still hold, into the logs, bounded (:func:`drain_held`)."""
+        drain_held(self._pumping, self.say)
 
     def _report(self, failure: Failure, max_restarts: int, then: str | None = None) -> None:
         """The failure on stderr and in ``failure.json`` (``then``: what came after it, as

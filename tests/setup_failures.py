@@ -5,14 +5,15 @@ ranks hear (``tests/mpi/test_fit_fails_before_setup.py``,
 
 from __future__ import annotations
 
-#: ``python FAILS_BEFORE_SETUP OUT_DIR [linger|outlive]``: every rank fits a small net with
+#: ``python FAILS_BEFORE_SETUP OUT_DIR [linger|outlive|hang]``: every rank fits a small net with
 #: ``resume=True`` and ``out_dir=OUT_DIR``, a directory that does not exist, which the chief alone
 #: opens: its ``CheckpointError`` comes before the sync's setup, the other ranks' fit goes on
 #: into it. Every rank closes its sync in a ``finally``; with ``linger``, rank 0 does not, but
 #: waits (up to 30 s) for ``OUT_DIR.done``, which every other rank writes (its pid) as its fit
 #: ends: it never closes while they wait. With ``outlive``, rank 0 waits (up to 30 s) for the
 #: process that wrote it to end (an earlier attempt's ``OUT_DIR.done`` removed first), then
-#: closes: the told rank exits first
+#: closes: the told rank exits first. With ``hang``, rank 0 sleeps 30 s after its failure and
+#: only then closes: it outlives the launcher's settle time
 FAILS_BEFORE_SETUP = """\
 import os
 import sys
@@ -28,6 +29,7 @@ out = Path(sys.argv[1])
 done = out.with_name(out.name + ".done")
 linger = sys.argv[2:] == ["linger"]
 outlive = sys.argv[2:] == ["outlive"]
+hang = sys.argv[2:] == ["hang"]
 
 
 def gone(pid):  # ended: a zombie its parent holds too
@@ -55,6 +57,8 @@ def main():
                 done.with_name(f"{done.name}.{sync.rank}").write_text(str(os.getpid()))
                 done.with_name(f"{done.name}.{sync.rank}").replace(done)
     finally:
+        if hang and sync.rank == 0:
+            time.sleep(30)
         if (linger or outlive) and sync.rank == 0:
             deadline = time.monotonic() + 30
             while not done.exists() and time.monotonic() < deadline:

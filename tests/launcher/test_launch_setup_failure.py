@@ -23,14 +23,16 @@ from tests.setup_failures import FAILS_BEFORE_SETUP, TOLD_OF_RANK_0
 RESTARTING = "; restarting the job (1 of 1)"
 
 
-def _launched(tmp_path: Path, *how: str, mode: tuple[str, ...] = ()) -> tuple[str, dict]:
-    """``distconv-launch HOW --max-restarts 1 -- FAILS_BEFORE_SETUP <none> MODE`` in
+def _launched(
+    tmp_path: Path, *how: str, mode: tuple[str, ...] = (), restarts: int = 1
+) -> tuple[str, dict]:
+    """``distconv-launch HOW --max-restarts RESTARTS -- FAILS_BEFORE_SETUP <none> MODE`` in
     ``tmp_path``: its stderr, and its failure.json; exit status 1 (rank 0's, not the told
     rank's)."""
     script = tmp_path / "fails.py"
     script.write_text(FAILS_BEFORE_SETUP)
     run = tmp_path / "run"
-    argv = [*how, "--max-restarts", "1", "--run-dir", str(run), "--", str(script)]
+    argv = [*how, "--max-restarts", str(restarts), "--run-dir", str(run), "--", str(script)]
     done = launch(*argv, str(tmp_path / "none"), *mode, cwd=tmp_path, timeout=60)
     assert done.returncode == 1, done.stderr[-3000:]
     return done.stderr, json.loads((run / "failure.json").read_text())
@@ -67,3 +69,18 @@ def test_a_worker_that_could_not_set_up_is_blamed_not_the_one_it_told(tmp_path):
     stopped = "; worker 1 stopped because of it (exit code 75)"
     assert said.count(f"{headline}{stopped}{RESTARTING}\n") == 1, said[-3000:]
     assert f"{headline} (after 1 restart(s)){stopped}; last lines of" in said, said[-3000:]
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_that_failed_and_hangs_is_blamed_not_the_one_it_told(tmp_path):
+    """Rank 0 fails, tells worker 1 (which exits 75) and then never exits: after --settle the
+    launcher blamed worker 1 (``failed with exit code 75``) and exited 75, "try again later" to
+    a scheduler, for a configuration error (k630 D2). It blames worker 0, stopped, and exits 1."""
+    how = ("local", "--workers", "2", "--servers", "1", "--settle", "0.5", "--grace", "1")
+    said, report = _launched(tmp_path, *how, mode=("hang",), restarts=0)
+    assert report["cause"].startswith(_told(tmp_path)), report["cause"]
+    assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 0, None), report
+    assert (report["signal"], report["signal_number"]) == (None, None), report
+    assert [(v["rank"], v["exit_code"]) for v in report["victims"]] == [(1, 75)], report
+    headline = "worker 0 failed and did not exit (stopped by the launcher)"
+    assert f"distconv-launch: {headline}: {report['cause']} (after 0 restart(s)); " in said, said
