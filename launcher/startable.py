@@ -190,10 +190,21 @@ def _refused(
     return None if why is None else f"{named}, cannot be run: {why}"
 
 
+#: an ELF file the kernel refuses whose e_machine is not another machine's (or unread)
+_UNLOADABLE = (
+    "it is an ELF file the kernel cannot run: truncated, damaged or not an executable "
+    "(exec format error)"
+)
+
+
 def _format_unknown(head: bytes) -> str:
     """Why the kernel knows no format (``ENOEXEC``) of a file whose :func:`_head` is
-    ``head`` and that names no interpreter: a binary for another machine, or text."""
-    return _FOREIGN if head.startswith(b"\x7fELF") else _NO_SHEBANG
+    ``head`` and that names no interpreter: a binary for another machine (its e_machine,
+    :func:`_foreign`, as :func:`binary_refused` reads it), another ELF file (a native binary
+    cut short: the kernel refuses it alike), or text."""
+    if _foreign(head):
+        return _FOREIGN
+    return _UNLOADABLE if head.startswith(b"\x7fELF") else _NO_SHEBANG
 
 
 def _as_shell_code(head: bytes) -> str | None:
