@@ -145,7 +145,10 @@ _LEVELS = 4
 def _unrunnable(interpreter: str) -> str | None:
     """Why the kernel cannot run ``interpreter``, named by a ``#!`` line, whatever is in it:
     it does not exist (the script's "No such file or directory"), or is a folder or has no
-    execute bit (its "Permission denied"); None where it is a file the kernel may run."""
+    execute bit (its "Permission denied"); None where it is a file the kernel may run. A
+    relative one (``#!venv/bin/python3``) is judged against this process's working directory,
+    as the kernel resolves it against the starting process's: the children's, as the launcher
+    gives none another (no ``cwd``, no ``-wdir``); a caller that did must judge it there."""
     if not os.path.exists(interpreter):
         return "does not exist"
     if os.path.isdir(interpreter):
