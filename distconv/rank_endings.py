@@ -123,6 +123,15 @@ _SETUP_FAILED = "before its job check"
 _COULD_NOT = "could not set up"
 #: a :func:`setup_failure_name`, the rank and its error (``Type: message``) its groups
 SETUP_FAILURE_NAME = re.compile(rf"setup failed on rank (\d+) {_SETUP_FAILED}: (.*)", re.DOTALL)
+#: how a rank whose description at an ``all_equal`` meeting between steps cannot be written
+#: names its error in the meeting's description (:func:`meeting_failure_name`), and how the
+#: others say it: that rank's failure as a setup's is, not the ranks' different jobs
+_MEETING_FAILED = "before its exchange"
+_COULD_NOT_MEET = "could not make its all_equal description"
+#: a :func:`meeting_failure_name`, the rank and its error its groups
+MEETING_FAILURE_NAME = re.compile(
+    rf"all_equal failed on rank (\d+) {_MEETING_FAILED}: (.*)", re.DOTALL
+)
 #: a name as repr() quotes it, or its start cut off with ``...`` (a shard's refusal quotes 400
 #: characters of each value at most: ``distconv.sync.ps.job_hello.VALUE_CHARS``)
 _QUOTED = r"'(?:[^'\\]|\\.)*(?:'|\.\.\.)|\"(?:[^\"\\]|\\.)*(?:\"|\.\.\.)"
@@ -133,8 +142,9 @@ _QUOTED = r"'(?:[^'\\]|\\.)*(?:'|\.\.\.)|\"(?:[^\"\\]|\\.)*(?:\"|\.\.\.)"
 #: compares the descriptions itself), the two quoted names the groups
 _SETUP_FAILURE = re.compile(
     rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?{_CLASS}"
-    rf"(?:rank (\d+) {_COULD_NOT}: (.*?)|(?:rank \d+ and rank \d+ {_DIFFERENT}|rank \d+ "
-    rf"{_ANOTHER}): name: ({_QUOTED}) here, ({_QUOTED}) there(?:[ ;].*)?)"
+    rf"(?:rank (\d+) (?:{_COULD_NOT}|{_COULD_NOT_MEET}): (.*?)"
+    rf"|(?:rank \d+ and rank \d+ {_DIFFERENT}|rank \d+ {_ANOTHER}): "
+    rf"name: ({_QUOTED}) here, ({_QUOTED}) there(?:[ ;].*)?)"
     rf"(?:; (?:{'|'.join(re.escape(e) for e in ENDINGS)}))?",
     re.DOTALL,
 )
@@ -156,12 +166,35 @@ def setup_failure_text(rank: int, text: str) -> str:
     return f"rank {rank} {_COULD_NOT}: {text}"
 
 
+def meeting_failure_name(rank: int, text: str) -> str:
+    """``all_equal failed on rank 1 before its exchange: ValueError: ...``: the ``name`` of
+    the description by which rank ``rank``, whose own description at an ``all_equal`` meeting
+    between steps cannot be written (``text``: its error), makes the meeting all the same."""
+    return f"all_equal failed on rank {rank} {_MEETING_FAILED}: {text}"
+
+
+def told_failure_text(name: object) -> str | None:
+    """What the other ranks say where a description's ``name`` is a
+    :func:`setup_failure_name` (:func:`setup_failure_text`) or a
+    :func:`meeting_failure_name` (``rank 1 could not make its all_equal description: ...``):
+    that rank's own failure, which the launcher reads back as such
+    (:func:`setup_failure_in_lines`); None for any other name."""
+    if not isinstance(name, str):
+        return None
+    if found := SETUP_FAILURE_NAME.fullmatch(name):
+        return setup_failure_text(int(found[1]), found[2])
+    if found := MEETING_FAILURE_NAME.fullmatch(name):
+        return f"rank {found[1]} {_COULD_NOT_MEET}: {found[2]}"
+    return None
+
+
 def setup_failure_in_lines(lines: Sequence[str]) -> tuple[int, str] | None:
     """The rank that could not set up and its error (``CheckpointError: ...``), from the last of
     ``lines`` (each a rank's text, as :data:`DIFFERENT_JOBS` reads it) that says so: in
-    :func:`setup_failure_text`'s words, or as the ranks' different jobs, one side's ``name``
-    a :func:`setup_failure_name` (a parameter server shard's refusal of a hello); None where
-    none does. A rank's line that says it was only told of that failure: no mismatch of jobs."""
+    :func:`setup_failure_text`'s words (or :func:`told_failure_text`'s for a meeting), or as
+    the ranks' different jobs, one side's ``name`` a :func:`setup_failure_name` (a parameter
+    server shard's refusal of a hello); None where none does. A rank's line that says it was
+    only told of that failure: no mismatch of jobs."""
     for line in reversed(lines):
         if (found := _SETUP_FAILURE.fullmatch(line)) is None:
             continue

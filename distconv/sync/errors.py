@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from distconv.rank_endings import (
-    SETUP_FAILURE_NAME,
     different_jobs_text,
+    meeting_failure_name,
     setup_failure_name,
-    setup_failure_text,
+    told_failure_text,
 )
 
 
@@ -69,6 +69,14 @@ def setup_failure_description(rank: int, text: str) -> dict[str, str]:
     return {"name": setup_failure_name(rank, text)}
 
 
+def meeting_failure_description(rank: int, text: str) -> dict[str, str]:
+    """The description by which rank ``rank``, whose own at an ``all_equal`` meeting between
+    steps cannot be written (``text``: its error), makes the meeting all the same: the others
+    say ``rank 1 could not make its all_equal description: ...`` (:func:`setup_failure_in`),
+    which the launcher reads as that rank's failure, not as the ranks' different jobs."""
+    return {"name": meeting_failure_name(rank, text)}
+
+
 def setup_failure_in(*descriptions: object) -> str | None:
     """``rank 0 could not set up: RunDirError: runs/x already holds a run``: what a rank whose
     job check failed says where one of ``descriptions`` (the other rank's, then its own) is a
@@ -79,10 +87,8 @@ def setup_failure_in(*descriptions: object) -> str | None:
     launcher read it as the ranks' different jobs: no rank blamed, no restart."""
     for description in descriptions:
         if isinstance(description, Mapping) and list(description) == ["name"]:
-            if isinstance(name := description["name"], str) and (
-                found := SETUP_FAILURE_NAME.fullmatch(name)
-            ):
-                return setup_failure_text(int(found[1]), found[2])
+            if said := told_failure_text(description["name"]):  # a meeting's too
+                return said
     return None
 
 

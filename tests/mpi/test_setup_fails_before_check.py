@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from distconv.rank_endings import different_jobs_in, setup_failure_in_lines
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(60)]
@@ -100,14 +101,18 @@ def test_a_meeting_whose_description_fails_on_one_rank_is_told_at_once(tmp_path)
     or a script's own) holds itself, which JSON cannot write: raised before the meeting's
     exchange, rank 0 waited there until rank 1's close aborted, or the watchdog's timeout. The
     meeting is made all the same, its description naming the error (k605): rank 0 raises a
-    JobMismatch saying it, where rank 1's close told it "rank 1 closed"."""
-    said = "all_equal failed on rank 1 before its exchange: ValueError: Circular reference"
-    rank0_is_told_at_once(tmp_path, ("[w], {}", '{"data": looped}', "3"), said)
+    JobMismatch saying it, where rank 1's close told it "rank 1 closed". In words of rank 1's
+    own failure, which the launcher reads back as such (blamed, restarted), not as the ranks'
+    different jobs ("name: '<missing>' here, 'all_equal failed ...' there"; k632)."""
+    said = "rank 1 could not make its all_equal description: ValueError: Circular reference"
+    line = rank0_is_told_at_once(tmp_path, ("[w], {}", '{"data": looped}', "3"), said)
+    assert different_jobs_in([line]) is None, line
+    assert setup_failure_in_lines([line]) == (1, "ValueError: Circular reference detected"), line
 
 
-def rank0_is_told_at_once(tmp_path, rank1: tuple[str, str, str], said: str) -> None:
+def rank0_is_told_at_once(tmp_path, rank1: tuple[str, str, str], said: str) -> str:
     """Run :data:`CAUGHT_ALONE` with rank 1's setup, meeting and sleep (``rank1``): rank 0
-    raises a JobMismatch saying ``said`` at once."""
+    raises a JobMismatch saying ``said`` at once; returns the traceback's line saying it."""
     script = tmp_path / "alone.py"
     text = CAUGHT_ALONE.replace("{{", "{").replace("}}", "}")
     for name, value in zip(("SETUP", "MEETING", "SLEEP"), rank1, strict=True):
@@ -119,10 +124,14 @@ def rank0_is_told_at_once(tmp_path, rank1: tuple[str, str, str], said: str) -> N
     assert done.returncode != 0, done.stdout + done.stderr[-3000:]
     assert "rank 1 caught: " in done.stdout, done.stdout
     lines = [line for line in done.stderr.splitlines() if line.startswith("distconv.sync")]
-    assert any(
-        line.startswith("distconv.sync.mpi.comm.JobMismatch: ") and said in line for line in lines
-    ), done.stderr[-3000:]
+    said_by = [
+        line
+        for line in lines
+        if line.startswith("distconv.sync.mpi.comm.JobMismatch: ") and said in line
+    ]
+    assert said_by, done.stderr[-3000:]
     assert time.monotonic() - began < 15
+    return said_by[0]
 
 
 #: rank 0 is given a checkpoint's optimizer state that does not fit (Adam's ``m`` of another

@@ -18,7 +18,7 @@ import numpy as np
 from distconv.parameter import Parameter
 from distconv.sync.base import StateDict, SyncError
 from distconv.sync.description import as_sent
-from distconv.sync.errors import setup_failure_description
+from distconv.sync.errors import meeting_failure_description, setup_failure_description
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi.comm import (
     JobMismatch,
@@ -266,10 +266,10 @@ class RankCollectives(LocalSync):
         except Exception as exc:
             if not self._setting_up and self.world_size > 1:
                 self._meet(SETUP)  # refused (raised) where this is no meeting's time
-                said = f"all_equal failed on rank {self.rank} before its exchange: "
+                failed = functools.partial(meeting_failure_description, self.rank)
                 self._tell_error(
                     exc,
-                    lambda text: same_job(self.comm, self.rank, {"name": said + text}),
+                    lambda text: same_job(self.comm, self.rank, failed(text)),
                     "all_equal made its exchange all the same, telling the other ranks",
                 )
             raise
