@@ -74,3 +74,51 @@ def test_a_setup_failure_told_before_the_job_check_closes_without_an_abort(tmp_p
     assert "setup made its job check all the same, telling the other ranks" in said, said[-3000:]
     told = "JobMismatch: rank 1 could not set up: ValueError: two parameters are named 'w'"
     assert told in done.stderr, said[-3000:]
+
+
+#: rank 0 cannot set up (a ValueError) and tells rank 1 (``tell_setup_failed``, as fit does),
+#: a Ctrl-C arriving as its exchange begins (a SIGINT to itself: held to the exchange's end);
+#: rank 1 sets up. Each says what it raised, then both close, nothing propagating
+INTERRUPTED_TELLING = """\
+import os
+import signal
+import numpy as np
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.base import tell_setup_failed
+from distconv.sync.mpi import MPISync
+
+sync = MPISync(create_optimizer("sgd"), timeout=40)
+exchange = sync._fail_before_check
+
+
+def interrupted(error):
+    os.kill(os.getpid(), signal.SIGINT)
+    exchange(error)
+
+
+sync._fail_before_check = interrupted
+try:
+    if sync.rank == 0:
+        tell_setup_failed(sync, ValueError("no checkpoint here"))
+    else:
+        sync.setup([Parameter("w", np.ones(3))], {})
+except BaseException as raised:
+    said = [f"{type(raised).__name__}: {raised}", *getattr(raised, "__notes__", [])]
+    print(f"rank {sync.rank} raised " + " | ".join(said), flush=True)
+sync.close()
+"""
+
+
+def test_a_ctrl_c_while_telling_the_failure_is_raised_saying_it(tmp_path):
+    """A Ctrl-C during ``fail_setup`` is the user's: a KeyboardInterrupt ends the run, but the
+    error it cut short was only its context, which a one-line ending ("interrupted") never
+    says: a note on it names that error, and that the other ranks were told (k632)."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED_TELLING)
+    done = run_mpi(["-n", "2", sys.executable, str(script)], timeout=30)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    told = "this rank could not set up (ValueError: no checkpoint here); the others were told"
+    assert f"rank 0 raised KeyboardInterrupt:  | {told}" in done.stdout, said[-3000:]
+    assert "rank 1 raised JobMismatch: rank 0 could not set up: ValueError" in done.stdout

@@ -10,6 +10,7 @@ leaves the job instead of aborting it (the told error propagating included:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 from distconv.parameter import Parameter
@@ -79,15 +80,28 @@ class SetupStart:
         whose = "this rank before its job check, told to the others" if told else "every rank"
         self._failed_setup = f"a setup that failed on {whose} ({error_text(error)})"
 
-    @held  # as setup: a Ctrl-C in the exchange is raised once it is made
     def fail_setup(self, error: BaseException) -> None:
         """This rank cannot set up (``error``): make the job check's exchange all the same, its
         description naming ``error``, as a setup that raised before its check does
         (:meth:`~.collectives.RankCollectives._fail_before_check`). The other ranks' setup
-        raises a ``JobMismatch`` saying "setup failed on rank R before its job check: Type:
-        text" at once, where they waited until this rank's close aborted the job (or the
-        watchdog's timeout); this rank is left as they are, and its close leaves the job with
-        ``error`` propagating. Nothing on a closed sync, or with one rank."""
+        raises a ``JobMismatch`` saying "rank R could not set up: Type: text" at once, where
+        they waited until this rank's close aborted the job (or the watchdog's timeout); this
+        rank is left as they are, and its close leaves the job with ``error`` propagating.
+        Nothing on a closed sync, or with one rank.
+
+        A Ctrl-C in it (held to the exchange's end) is raised: the user's, it ends the run in
+        ``error``'s place, which it says in a note (and whether the others were told), where
+        ``error`` was only its context, which a one-line ending ("interrupted") never says."""
+        try:
+            self._tell_failed_setup(error)
+        except KeyboardInterrupt as interrupt:
+            told = "told" if self._told_failure is error else "not told"
+            said = f"this rank could not set up ({error_text(error)}); the others were {told}"
+            getattr(interrupt, "add_note", warnings.warn)(said)  # a warning before Python 3.11
+            raise
+
+    @held  # as setup: a Ctrl-C in the exchange is raised once it is made
+    def _tell_failed_setup(self, error: BaseException) -> None:
         if self.closed or self.world_size == 1:
             return
         kept = self._begin_setup()
