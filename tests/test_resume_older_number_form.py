@@ -56,6 +56,8 @@ def test_a_checkpoint_of_this_distconv_holding_the_text_never_agrees_with_the_nu
         ours = {"data": _saved({"eps": number})}
         theirs = {"data": _saved({"eps": text})}
         check_same_run("older", theirs, ours)
+        # an older checkpoint whose config had a key of the marker's name is still older
+        check_same_run("older, its config's own facts_form", {**theirs, FACTS_FORM_KEY: 2}, ours)
         with pytest.raises(CheckpointError, match=r"data.eps: checkpoint '"):
             check_same_run("now", {**theirs, FACTS_FORM_KEY: FACTS_FORM}, ours)
         check_same_run("now", {"data": ours["data"], FACTS_FORM_KEY: FACTS_FORM}, ours)
