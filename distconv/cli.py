@@ -298,7 +298,8 @@ def _main(argv: Sequence[str] | None) -> int:
         from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure, told_failure
 
         # another rank's failure: a PeerFailed, or a shard's word that it could not set up
-        status = PEER_FAILED_STATUS if peer_failure(exc) or told_failure(exc) else 1
+        told = told_failure(exc, getattr(args, "rank", None))  # --rank too, not RANK alone
+        status = PEER_FAILED_STATUS if peer_failure(exc) or told else 1
         if debugging():
             if status == 1:
                 raise

@@ -122,8 +122,20 @@ _PLAIN = f"rank 2 could not set up: {ERROR}"  # the job check's words, or a scri
         (_PLAIN, None, {"RANK": "2", "WORLD_SIZE": "3"}, False),  # so the launcher's RANK says
         (_PLAIN, None, {"RANK": "1", "WORLD_SIZE": "3"}, True),  # another rank's: told
         (_PLAIN, None, {"RANK": "x"}, True),  # no rank to read: told, as before
+        # a shard's reply leads with the rank that asked: it wins over the environment
+        (f"rank 2, all_equal 1: pserver h:5: {_PLAIN}", None, {"RANK": "1"}, False),
+        (f"rank 1, all_equal 1: pserver h:5: {_PLAIN}", None, {"RANK": "2"}, True),
     ],
-    ids=["own-again", "other-again", "own-rank", "own-env", "other-env", "unknown"],
+    ids=[
+        "own-again",
+        "other-again",
+        "own-rank",
+        "own-env",
+        "other-env",
+        "unknown",
+        "own-lead",
+        "other-lead",
+    ],
 )
 def test_a_rank_is_no_victim_of_its_own_failure(text, rank, env, told):
     """The rank that failed, set up again, is refused by the shard as another job than its

@@ -257,3 +257,17 @@ def test_a_worker_closing_on_peer_failed_names_those_ranks_in_its_bye():
         channel._say_bye()
     assert [s for s, _ in sent] == [0, 1], sent  # both said bye, naming no peer
     assert all("failed_ranks" not in h and "Boom" in h["error"] for _, h in sent), sent
+
+
+def test_distconv_train_given_its_rank_by_flag_is_no_victim_of_its_own_failure(monkeypatch):
+    """``--rank 0`` names this worker's rank where no ``RANK`` does: a shard's word that rank 0
+    could not set up is its own failure, exit 1, not another's (exit 75)."""
+
+    def handler(args):
+        raise JobRefused(setup_failure_text(0, "CheckpointError: none"))
+
+    monkeypatch.setattr(cli, "run_train", handler)
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("DISTCONV_DEBUG", raising=False)
+    assert cli._main(["train", "--data", "synthetic", "--rank", "0"]) == 1
+    assert cli._main(["train", "--data", "synthetic", "--rank", "1"]) == PEER_FAILED_STATUS
