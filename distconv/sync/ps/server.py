@@ -53,6 +53,7 @@ from distconv.sync.ps.losses import WorkerLosses
 from distconv.sync.ps.parts import CheckpointParts
 from distconv.sync.ps.processes import ProcessWatch, whoami
 from distconv.sync.ps.runs import RunChecks
+from distconv.sync.ps.setup_notes import SetupNote
 from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
 from distconv.sync.ps.values import ValueStore
 from distconv.sync.ps.wire import frame_limit, pack, send, zmq_max_msg_size
@@ -101,6 +102,8 @@ class Shard(
         self.failed: str | None = None
         self.failed_ranks: list[int] = []  # the ranks whose failure failed the job, if any
         self.failed_fields: dict[str, Any] = {}  # its replies' other fields (refused: job)
+        self.setup_notes: dict[int, SetupNote] = {}  # ranks that could not set up
+        self.noted_run: dict[int, int | None] = {}  # (setup_notes.py)
         self.completed: dict[int, int] = {}  # param -> last step applied (sync)
         self.pushed: dict[int, dict[int, int]] = {}  # rank -> param -> last step pushed (async)
         self.top_step = -1  # the highest step an update was applied for since the seed (probes)

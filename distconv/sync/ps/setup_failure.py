@@ -2,15 +2,16 @@
 (:meth:`SetupFailure.fail_setup`): they waited in their start-up job check for it until the
 shards' timeout, its close (a sync never set up says no bye) telling them nothing.
 
-It says ``hello`` and joins the job check's gather on shard 0 as a setup does, with a
-description naming its error alone (``name``: "setup failed on rank R before its job check:
-Type: text"), then ``bye``. Whichever hello a shard accepted first, every other worker's setup
-raises a :class:`~distconv.sync.errors.JobRefused` naming this rank and that text at once: the
-shard refuses their hello as another job's, or the job check
-(:func:`~.job_check.check_all_equal`) names the difference on every rank, or, where the shard
-refused this rank's hello and the others wait in the gather, the shard fails that gather at
-this rank's bye (it counts a refused rank there), as a refusal of the job, in those words.
-No shard or wire change: hello, gather and bye are those of any job whose ranks differ.
+It says ``hello`` to the shards with a description naming its error alone (``name``:
+"setup failed on rank R before its job check: Type: text"), then ``bye``. The shards read it
+as a failure note (:mod:`~distconv.sync.ps.setup_notes`), not as a job: shard 0 answers every
+other worker's start-up gather, held or still to come, at once with "rank R could not set up:
+Type: text" (``refused: job``: a ``JobRefused`` whose words make its worker R's victim, exit
+75: :func:`~distconv.sync.peers.told_failure`). The note binds no job and fails none, and its
+``bye`` counts for nothing, so that a fit with the error fixed (every rank failing alike: NaN
+data, an empty set) goes on on the same shards. The refusal of its own hello is dropped here;
+it never joins the gather (a shard older than the notes took the hello as a job's, and
+answered the others as the ranks' different jobs: the gather is still made, for it).
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ class SetupFailure(HeartbeatOwner):
     _say_bye: Callable[[], None]
 
     def fail_setup(self, error: BaseException) -> None:
-        """This rank cannot set up (``error``): say hello, make the job check with a
-        description naming ``error`` and say bye (see the module docstring), then return; the
-        caller raises ``error`` next (its bye then carries it, from an ``except`` clause, as
-        ``Trainer.fit``'s). Its own refusal there (the other job's, as every rank's) is
+        """This rank cannot set up (``error``): say hello with a description naming
+        ``error`` and say bye (see the module docstring), then return; the caller raises
+        ``error`` next (its bye then carries it, from an ``except`` clause, as
+        ``Trainer.fit``'s). The shards' refusal of that hello (in the note's words) is
         dropped, and so is a shard that cannot be reached: ``error`` is the cause. A script
         may set up again (a new hello), or close. Nothing on a closed sync, or with one
         worker (none waits for it)."""
@@ -52,13 +53,13 @@ class SetupFailure(HeartbeatOwner):
         description = setup_failure_description(self.rank, text)
         self._stop_heartbeat()  # a second setup's: the shards hear this hello's run
         try:
-            with contextlib.suppress(SyncError):  # JobRefused, on every rank: the others told
+            with contextlib.suppress(SyncError):  # the note's own refusal: the others told
                 self._start_heartbeat(self._hello(description))  # as setup waits: beating
                 self.all_equal(description)
         finally:
             self._stop_heartbeat()
-            # now, not at close, which may never come: a rank whose hello a shard refused
-            # fails the gather the others wait in at its bye
+            # now, not at close, which may never come: an older shard that took the hello as
+            # a job's fails the gather the others wait in at its bye
             self._say_bye()
         if hasattr(error, "add_note"):  # Python 3.11 on
             error.add_note("setup made its job check all the same, telling the other ranks")

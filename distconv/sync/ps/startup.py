@@ -11,6 +11,7 @@ from typing import Any
 from distconv.sync.ps.config import HOST_CHARS
 from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob
 from distconv.sync.ps.seeding import Seeding
+from distconv.sync.ps.setup_notes import SetupNotes
 from distconv.sync.ps.state import _Refused
 from distconv.sync.ps.stuck import different_jobs, one_line
 from distconv.sync.ps.values import ValueStore
@@ -29,7 +30,7 @@ STALE_PUSH = (
 )
 
 
-class StartupHandlers:
+class StartupHandlers(SetupNotes):
     """The ``hello`` and ``seed`` side of :class:`~distconv.sync.ps.server.Shard` (whose state
     it shares), reached through :class:`~distconv.sync.ps.handlers.RequestHandlers`."""
 
@@ -49,6 +50,7 @@ class StartupHandlers:
             )
         job = HelloJob.of(header)  # checked first: a malformed one never becomes the job's
         self._refuse_lost(rank)
+        self._take_setup_note(rank, run, job)  # a note binds, compares and fails nothing
         self.hosts[rank] = host
         if self.job is None:
             self.job, self.job_rank = job, rank  # which rank set it: see different_jobs

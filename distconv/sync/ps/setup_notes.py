@@ -1,0 +1,119 @@
+"""The shard's side of a worker that could not set up (a failure note, review k623).
+
+A parameter-server worker whose fit fails before its setup says ``hello`` with a description
+naming its error alone (:func:`~distconv.sync.errors.setup_failure_description`, sent by
+:meth:`~distconv.sync.ps.setup_failure.SetupFailure.fail_setup`), then ``bye``. Taken as a
+job's description, two such hellos (every rank failing alike: NaN data, an empty set) differed
+in the rank they name, the shard failed the job for good, and a fit with the data fixed, or
+the trained state of an earlier fit, was refused until the shard restarted; its ``/healthz``
+turned 503 on a user's data error.
+
+So the shard reads such a hello as what it is, "rank R could not set up": it neither binds
+the job's description, nor compares it, nor fails the job. It refuses the hello in those words
+(the worker drops the refusal: its own error is the cause), answers every other live rank's
+held gather, or its next one, at once with them (``refused: job``, as MPI's job check
+refuses: a told worker raises ``JobRefused`` in those words, which ``run_main`` and
+``distconv train`` end with one line and exit 75, its victim, and the launcher reads as rank
+R's failure: :func:`~distconv.sync.peers.told_failure`), and ignores the ``bye`` of R's run
+that follows (its rank did not close on the job: it never joined).
+A rank told, or failing too, is not told again; R's next hello with a real description (the
+fixed fit) ends the note and goes on as any hello: on a fresh shard as the job's first, else
+against the job an earlier good fit bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from distconv.sync.errors import setup_failure_in
+from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob
+from distconv.sync.ps.state import _Refused, _Waiting
+
+
+@dataclass
+class SetupNote:
+    """A rank's failure note, standing until every other live rank knows of it."""
+
+    said: str  #: "rank R could not set up: Type: text"
+    at: int  #: the shard's count of requests when it came
+    #: the live ranks not yet told of it, nor failing themselves since (a note of theirs)
+    told: set[int] = field(default_factory=set)
+    #: False once its rank said hello again with a real description: it tells no one then
+    #: (its rank may meet their gathers now), but a late note of another rank's same failed
+    #: fit still finds it (each failed: neither is told of the other's)
+    telling: bool = True
+
+
+class SetupNotes:
+    """The failure notes of :class:`~distconv.sync.ps.server.Shard` (a mixin placed before
+    :class:`~distconv.sync.ps.gathers.ShardGathers`, whose ``gather`` and ``bye`` it sees
+    first), whose state it shares."""
+
+    index: int
+    requests: int
+    met_at: int  # the count when every live rank last met in a gather
+    waiting: dict[str, _Waiting]
+    gathers_held: set[str]
+    #: per rank whose note stands (see :class:`SetupNote`)
+    setup_notes: dict[int, SetupNote]
+    #: per rank whose latest hello was a note: its run, whose ``bye`` then counts for nothing
+    noted_run: dict[int, int | None]
+    _live: Callable[[], set[int]]
+    _drop_gather: Callable[[str], None]
+    _dismiss: Callable[..., None]
+    _reply: Callable[..., None]
+
+    def _take_setup_note(self, rank: int, run: int | None, job: HelloJob) -> None:
+        """Read ``rank``'s hello (of ``run``, naming ``job``): a real description makes its
+        note, if any, tell no one, and returns; a failure note is taken (see the module
+        docstring).
+
+        Raises:
+            _Refused: the note's hello, in its words (``refused: job``).
+        """
+        said = setup_failure_in(job.described) if job.left_out is None else None
+        if said is None:
+            if rank in self.setup_notes:
+                self.setup_notes[rank].telling = False
+            self.noted_run.pop(rank, None)
+            return
+        self.noted_run[rank] = run
+        # a note from before the ranks last met is of a fit they got past: it pairs with none
+        notes = {r: n for r, n in self.setup_notes.items() if n.at > self.met_at}
+        # a rank that failed too in this fit will not wait: neither is told of the other's
+        note = SetupNote(said, self.requests, self._live() - {rank} - set(notes))
+        for other in notes.values():
+            other.told.discard(rank)
+        for key in list(self.gathers_held):
+            held = self.waiting[key]
+            dropped = [held.by_rank.pop(r) for r in sorted(note.told & set(held.by_rank))]
+            note.told -= {header["rank"] for _, header, _ in dropped}
+            if not held.by_rank:
+                self._drop_gather(key)
+            self._dismiss(dropped, said, **REFUSED_JOB)
+        notes[rank] = note
+        self.setup_notes = {r: n for r, n in notes.items() if n.told}
+        raise _Refused(said, **REFUSED_JOB)
+
+    def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        """A rank still to be told of a note is answered with it at once: its gather would wait
+        for a rank that never joins."""
+        rank = header["rank"]
+        for noted, note in sorted(self.setup_notes.items()):
+            if self.index == 0 and note.telling and rank in note.told:
+                note.told.discard(rank)
+                if not note.told:
+                    del self.setup_notes[noted]
+                raise _Refused(note.said, **REFUSED_JOB)
+        super()._op_gather(ident, header, arrays)  # type: ignore[misc]
+
+    def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        """The ``bye`` that follows a note (its run's) counts for nothing: that rank never
+        joined the job, so no rank waits for it, and no failure is its closing."""
+        rank = header["rank"]
+        if rank in self.noted_run and self.noted_run[rank] == header.get("run"):
+            self._reply(ident, header)
+            return
+        super()._op_bye(ident, header, arrays)  # type: ignore[misc]

@@ -1,0 +1,130 @@
+"""A worker that could not set up says ``hello`` with a failure note (its description naming
+its error alone) and ``bye`` (``fail_setup``): the shard takes it as "rank R could not set
+up", and neither binds the job's description nor fails the job (review k623, item 1). Where
+every rank failed alike each note named its own rank, the shard failed the job on the two
+"different jobs", for good: a fit with the data fixed, or after a trained fit, was refused
+until the shard restarted, and its /healthz turned 503. In-process shard, requests by hand."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+from test_ps_hello_description import GOOD
+
+from distconv.service import ServiceEndpoints
+from distconv.sync.errors import setup_failure_description
+from distconv.sync.ps.job_hello import hello_fields
+
+#: rank 0's note: its error, as fail_setup sends it
+NOTE = hello_fields(setup_failure_description(0, "DataError: the training set's 'x' holds NaN"))
+TOLD = "rank 0 could not set up: DataError: the training set's 'x' holds NaN"
+
+
+def _hello(h, rank: int, run: int, job: dict) -> dict | None:
+    return h.answer({"op": "hello", "rank": rank, "run": run, "host": "h", **job})
+
+
+def _health(port: int) -> str:
+    """The shard's /healthz text (urllib raises on a 503)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as reply:
+        return reply.read().decode()
+
+
+def _meet(h, tag: str) -> None:
+    """Ranks 0 and 1 meet in gather ``tag``: both answered with the values."""
+    assert h.answer({"op": "gather", "rank": 0, "tag": tag, "value": "d"}) is None
+    h.send({"op": "gather", "rank": 1, "tag": tag, "value": "d"})
+    replies = [h.read()[0] for _ in range(2)]
+    assert [r["op"] for r in replies] == ["ok", "ok"], replies
+
+
+@pytest.mark.timeout(30)
+def test_a_note_tells_the_waiting_rank_and_fails_nothing(hand):
+    """Rank 1 waits in the start-up gather; rank 0's note answers it at once, as rank 0's
+    failure, its bye counts for nothing, /healthz stays 200, and rank 0's fixed setup then
+    meets rank 1's next one."""
+    h = hand(workers=2)
+    with ServiceEndpoints(role="server", rank=0) as service:
+        port = service.start()
+        h.shard.service = service
+        assert _hello(h, 1, 11, GOOD)["op"] == "ok"
+        assert h.answer({"op": "gather", "rank": 1, "tag": "all_equal:1", "value": "d"}) is None
+        h.send({"op": "hello", "rank": 0, "run": 10, "host": "h", **NOTE})
+        gather, hello = h.read()[0], h.read()[0]  # the gather dismissed first, then the hello
+        for reply in (gather, hello):
+            assert reply["op"] == "error" and reply["error"] == TOLD, reply
+            assert reply["refused"] == "job" and "failed_ranks" not in reply, reply
+        assert not h.shard.gathers_held
+        bye = {"op": "bye", "rank": 0, "run": 10, "error": "DataError: NaN"}
+        assert h.answer(bye)["op"] == "ok"
+        assert not h.shard.left and not h.shard.failed
+        h.shard._report_probes()  # the serving loop's turn
+        assert _health(port).startswith("ok: server 0")
+        assert _hello(h, 0, 10, GOOD)["op"] == "ok"  # the fixed fit: a second setup
+        assert _hello(h, 1, 11, GOOD)["op"] == "ok"
+        _meet(h, "all_equal:2")
+        assert not h.shard.setup_notes and not h.shard.noted_run
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("trained", [False, True], ids=["fresh", "after-a-good-fit"])
+def test_notes_of_every_rank_leave_the_job_to_the_next_fit(hand, trained):
+    """Both ranks fail alike, each note naming its own rank: on a fresh shard the fixed fit's
+    description becomes the job's, after a good fit its own job goes on (another job's is
+    still refused); neither is told of the other's note (each failed itself)."""
+    h = hand(workers=2)
+    job = hello_fields({"batch": 8, "name": "job", "model": "m"})
+    if trained:
+        for rank in (0, 1):
+            assert _hello(h, rank, 20 + rank, job)["op"] == "ok"
+        _meet(h, "all_equal:1")
+    for rank in (0, 1):
+        note = hello_fields(setup_failure_description(rank, "ValueError: an empty set"))
+        reply = _hello(h, rank, 20 + rank, note)
+        assert reply["error"] == f"rank {rank} could not set up: ValueError: an empty set"
+        assert h.answer({"op": "bye", "rank": rank, "run": 20 + rank})["op"] == "ok"
+    assert not h.shard.failed and not h.shard.left and not h.shard.setup_notes
+    assert (h.shard.job is not None) == trained
+    if trained:  # the job bound by the good fit still decides
+        assert _hello(h, 0, 20, GOOD)["refused"] == "job"
+    for rank in (0, 1):
+        assert _hello(h, rank, 20 + rank, job)["op"] == "ok"
+    _meet(h, "all_equal:3" if trained else "all_equal:2")
+    assert not h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_gathering_after_the_note_is_told_once(hand):
+    """Rank 0's note (and bye) came before rank 1's hello: rank 1's gather is answered with
+    it at once; its next gather (a refit, rank 0 fixed too) waits as any other."""
+    h = hand(workers=2)
+    assert _hello(h, 0, 10, NOTE)["error"] == TOLD
+    assert h.answer({"op": "bye", "rank": 0, "run": 10})["op"] == "ok"
+    assert _hello(h, 1, 11, GOOD)["op"] == "ok"
+    told = h.answer({"op": "gather", "rank": 1, "tag": "all_equal:1", "value": "d"})
+    assert told["error"] == TOLD and told["refused"] == "job", told
+    assert _hello(h, 1, 11, GOOD)["op"] == "ok"  # rank 1 fits again, before rank 0 does
+    assert h.answer({"op": "gather", "rank": 1, "tag": "all_equal:2", "value": "d"}) is None
+    assert _hello(h, 0, 10, GOOD)["op"] == "ok"
+    h.send({"op": "gather", "rank": 0, "tag": "all_equal:2", "value": "d"})
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
+
+
+@pytest.mark.timeout(30)
+def test_a_late_note_of_the_same_failed_fit_tells_no_rank_that_failed_too(hand):
+    """Both ranks' fits fail alike, but rank 0 is quick: its note, its bye and its next fit's
+    hello and gather all come before rank 1's note. Rank 1's note is of the fit rank 0
+    failed too: rank 0's gather is not told of it, and meets rank 1's next one."""
+    h = hand(workers=2)
+    assert _hello(h, 0, 10, NOTE)["error"] == TOLD
+    assert h.answer({"op": "bye", "rank": 0, "run": 10})["op"] == "ok"
+    assert _hello(h, 0, 10, GOOD)["op"] == "ok"
+    assert h.answer({"op": "gather", "rank": 0, "tag": "all_equal:1", "value": "d"}) is None
+    note = hello_fields(setup_failure_description(1, "DataError: NaN"))
+    assert "could not set up" in _hello(h, 1, 11, note)["error"]  # rank 0's gather is still held
+    assert h.answer({"op": "bye", "rank": 1, "run": 11})["op"] == "ok"
+    assert _hello(h, 1, 11, GOOD)["op"] == "ok"
+    h.send({"op": "gather", "rank": 1, "tag": "all_equal:1", "value": "d"})
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
+    assert not h.shard.failed and not h.shard.setup_notes
