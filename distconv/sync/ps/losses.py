@@ -54,8 +54,9 @@ class WorkerLosses:
             now = max(now, time.monotonic())  # the look after the read: the next is LOOK_EVERY on
         for rank, pid in self.processes.ended(self._live() - self.left, now):
             gone = f"{self._who(rank)}: its process (pid {pid}, on this host) {WORKER_ENDED}"
-            if self.config.mode == "sync":
-                self._fail(gone, [rank])
+            if self.config.mode == "sync":  # blamed, beside the mismatch a rank left on, as
+                lead, fields = self._refusal_lead(self._missed())  # at the timeout (k620)
+                self._fail(f"{lead}{gone}", [rank], **fields)
             else:
                 self._lose(rank, gone)
             if self.failed:
@@ -89,6 +90,11 @@ class WorkerLosses:
                 self._lose(rank, f"{self._who(rank)} {late}")
                 if self.failed:
                     return
+
+    def _missed(self) -> set[int]:
+        """The live ranks some held request waits for: those whose leaving may explain it."""
+        live = self._live()
+        return {r for held in self.waiting.values() for r in live - set(held.by_rank)}
 
     def _stragglers(self, key: str, missing: list[int]) -> bool:
         """Whether gather ``key``'s timeout loses the ``missing`` ranks rather than failing

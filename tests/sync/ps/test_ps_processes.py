@@ -483,3 +483,33 @@ def test_a_lost_rank_is_no_longer_watched(hand, sleeper):
     h.shard._check_timeouts(time.monotonic())
     assert h.shard.lost == {1} and not h.shard.failed
     assert not h.shard.processes.look_due(time.monotonic() + 2 * LOOK_EVERY)
+
+
+def test_sync_a_killed_worker_beside_a_rank_gone_on_another_job_leads_with_the_refusal(
+    hand, sleeper
+):
+    """Rank 1 left on the ranks' different jobs (its hello refused, then its bye) while rank
+    0 waits in the start-up gather; then rank 2's process ends. The failure named rank 2's
+    end alone, which the launcher read as rank 2's failure (a restart, that stops on the
+    mismatch again): it now leads with the mismatch and ``refused: job``, as the gather's
+    timeout does (gathers._refusal, k620), rank 2 still named and blamed."""
+    h = hand(workers=3, mode="sync", timeout=LONG)
+    workers = [sleeper() for _ in range(3)]
+    _hello(h, 2, workers[2].pid)  # its job is the job
+    head = {"op": "hello", "rank": 1, "host": HOST, **hello_fields({"batch": 9}), "run": 1}
+    refused = h.ask({**head, "process": identity_of(workers[1].pid)})[0]
+    assert refused.get("refused") == "job", refused
+    bye = {"op": "bye", "rank": 1, "run": 1, "error": f"JobRefused: {refused['error']}"}
+    assert h.ask(bye)[0]["op"] == "ok"
+    _hello(h, 0, workers[0].pid)
+    h.send({"op": "gather", "rank": 0, "tag": "all_equal:1", "value": None})
+    assert not h.shard.failed
+    _kill(workers[2])
+    _two_looks(h)
+    reply = h.read()[0]  # the gather rank 0 waits in ends, led by the mismatch
+    assert reply["op"] == "error" and reply["error"].startswith(
+        "rank 1 and rank 2 run different jobs: batch: "
+    ), reply
+    ended = f"rank 2 (host {HOST}, last step none): its process (pid {workers[2].pid}, on "
+    assert f"; {ended}" in reply["error"], reply
+    assert reply["failed_ranks"] == [2] and reply["refused"] == "job", reply
