@@ -16,9 +16,11 @@ refuses: a told worker raises ``JobRefused`` in those words, which ``run_main`` 
 ``distconv train`` end with one line and exit 75, its victim, and the launcher reads as rank
 R's failure: :func:`~distconv.sync.peers.told_failure`), and ignores the ``bye`` of R's run
 that follows (its rank did not close on the job: it never joined).
-A rank told, or failing too, is not told again; R's next hello with a real description (the
-fixed fit) ends the note and goes on as any hello: on a fresh shard as the job's first, else
-against the job an earlier good fit bound.
+In sync mode, a note of a rank whose restarted worker left a step the others' held pushes
+wait for fails the job at once, as its failure (``failed_ranks`` [R]): that step can never
+complete. A rank told, or failing too, is not told again; R's next hello with a real
+description (the fixed fit) ends the note and goes on as any hello: on a fresh shard as the
+job's first, else against the job an earlier good fit bound.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 from distconv.sync.errors import setup_failure_in
 from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob
 from distconv.sync.ps.state import _Refused, _Waiting
+from distconv.sync.ps.stuck import held_now
 
 
 @dataclass
@@ -52,7 +55,9 @@ class SetupNotes:
     first), whose state it shares."""
 
     index: int
+    config: Any
     requests: int
+    hello_at: dict[int, int]
     met_at: int  # the count when every live rank last met in a gather
     waiting: dict[str, _Waiting]
     gathers_held: set[str]
@@ -64,6 +69,7 @@ class SetupNotes:
     _drop_gather: Callable[[str], None]
     _dismiss: Callable[..., None]
     _reply: Callable[..., None]
+    _fail: Callable[..., None]
 
     def _take_setup_note(self, rank: int, run: int | None, job: HelloJob) -> None:
         """Read ``rank``'s hello (of ``run``, naming ``job``): a real description makes its
@@ -95,7 +101,27 @@ class SetupNotes:
             self._dismiss(dropped, said, **REFUSED_JOB)
         notes[rank] = note
         self.setup_notes = {r: n for r, n in notes.items() if n.told}
+        self._fail_steps_without(rank, said)
         raise _Refused(said, **REFUSED_JOB)
+
+    def _fail_steps_without(self, rank: int, said: str) -> None:
+        """Sync: ``rank`` (its worker restarted mid-training, then failed before setup) left
+        steps the other ranks' held pushes wait for; no push of it will come, so fail the job
+        now, as its failure, not at the timeout (as a step left behind by a ``bye`` does)."""
+        if self.config.mode != "sync":
+            return
+        _, pushes, _ = held_now(self.waiting, self.hello_at, self._live())  # of this run
+        behind = {
+            q: pushes[q]
+            for key, held in self.waiting.items()
+            if key not in self.gathers_held and rank not in held.by_rank
+            for q in held.by_rank
+            if q in pushes
+        }
+        if behind:
+            waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
+            verb = "waits" if len(behind) == 1 else "wait"
+            self._fail(f"{said}; {waiting} {verb} for its push of a step held here", [rank])
 
     def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         """A rank still to be told of a note is answered with it at once: its gather would wait
