@@ -35,7 +35,7 @@ The rules (issue 11, "Gang semantics"):
   ``settle`` seconds (:data:`SETTLE_SECONDS`) after its exit, sending no signal yet, for a
   child that failed otherwise, and reports that one (its status, its log's tail), naming the
   victims; if none comes, the worker the victim names as the rank that could not set up,
-  where it still runs (stopped, exit 1), else the victim is reported.
+  where it still runs (where the stop ends it: "did not exit", exit 1), else the victim.
 - Each line of output is written whole, behind its child's prefix, through one bounded queue
   (:mod:`launcher.terminal`: a stalled stdout drops lines, counted, and never stalls the job);
   the child's own log in ``<run_dir>/logs/`` gets the same lines without the prefix, all. With
@@ -117,7 +117,8 @@ class Supervisor:
         self.messages = Messages(self.err, lines)
         self._arrivals = Arrivals()  # the stop signals, in the order they came
         self._finished = False  # the attempt's workers all exited 0 before any signal
-        self._outstayed: Child | None = None  # a victim's cause, stopped at the settle's end
+        self._outstayed: Child | None = None  # a victim's cause, running at the settle's end
+        self._stopped: list[Child] = []  # the children running as the attempt's stop began
         self._claim: int | None = None  # the run directory's lock (LAUNCH_LOCK), while held
         #: the queue the children's lines go through to ``out`` while run() runs (never stalls)
         self._terminal: Terminal | None = None
@@ -261,7 +262,7 @@ class Supervisor:
     def _attempt(self, specs: list[ChildSpec], restart: int) -> Failure | None:
         """Start the children, watch them until the attempt ends, stop what is left."""
         children: list[Child] = []
-        failed, self._finished = None, False
+        failed, self._finished, self._outstayed = None, False, None
         try:
             try:
                 for spec in specs:
@@ -288,7 +289,10 @@ class Supervisor:
         if failed is None:
             return None
         failure = failed.failure(restart, [c for c in children if c is not failed])
-        return failure.outstayed() if failed is self._outstayed else failure
+        # "did not exit" where the stop ended it (a signal); an exit of its own just after the
+        # settle, or a close slower than it (SIGTERM ignored, or handled), has its status
+        stopped = failed in self._stopped and (failed.poll() or 0) < 0
+        return failure.outstayed() if failed is self._outstayed and stopped else failure
 
     def _watch(self, children: list[Child]) -> Child | None:
         """The first child to fail, also where a signal came after it; None when every worker
@@ -345,6 +349,7 @@ class Supervisor:
         SIGKILL to all at the grace period's end, or at the launcher's second signal. The
         signals go before any message (whose stream may be stalled)."""
         deadline = time.monotonic() + self.grace
+        self._stopped = [c for c in children if c.poll() is None]  # ended by it, if by a signal
         servers = [c for c in children if c.spec.role == "server"]
         workers = [c for c in children if c not in servers]
         send_stop_signals(workers)

@@ -13,9 +13,12 @@ from __future__ import annotations
 #: ends: it never closes while they wait. With ``outlive``, rank 0 waits (up to 30 s) for the
 #: process that wrote it to end (an earlier attempt's ``OUT_DIR.done`` removed first), then
 #: closes: the told rank exits first. With ``hang``, rank 0 sleeps 30 s after its failure and
-#: only then closes: it outlives the launcher's settle time
+#: only then closes: it outlives the launcher's settle time. With ``late SECONDS``, rank 0 ignores
+#: SIGTERM and waits as with ``outlive``, then SECONDS more (past the settle time, through the
+#: launcher's stop), then closes and exits 1 on its own
 FAILS_BEFORE_SETUP = """\
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -28,7 +31,8 @@ from distconv.network import Network
 out = Path(sys.argv[1])
 done = out.with_name(out.name + ".done")
 linger = sys.argv[2:] == ["linger"]
-outlive = sys.argv[2:] == ["outlive"]
+late = sys.argv[2:3] == ["late"]
+outlive = sys.argv[2:] == ["outlive"] or late
 hang = sys.argv[2:] == ["hang"]
 
 
@@ -57,6 +61,8 @@ def main():
                 done.with_name(f"{done.name}.{sync.rank}").write_text(str(os.getpid()))
                 done.with_name(f"{done.name}.{sync.rank}").replace(done)
     finally:
+        if late and sync.rank == 0:  # the launcher's stop: it exits when it will
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if hang and sync.rank == 0:
             time.sleep(30)
         if (linger or outlive) and sync.rank == 0:
@@ -65,6 +71,8 @@ def main():
                 time.sleep(0.05)
             while outlive and not gone(int(done.read_text())) and time.monotonic() < deadline:
                 time.sleep(0.01)
+        if late and sync.rank == 0:
+            time.sleep(float(sys.argv[3]))
         if not linger or sync.rank != 0:
             sync.close()
 

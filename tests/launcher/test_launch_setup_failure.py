@@ -84,3 +84,17 @@ def test_a_worker_that_failed_and_hangs_is_blamed_not_the_one_it_told(tmp_path):
     assert [(v["rank"], v["exit_code"]) for v in report["victims"]] == [(1, 75)], report
     headline = "worker 0 failed and did not exit (stopped by the launcher)"
     assert f"distconv-launch: {headline}: {report['cause']} (after 0 restart(s)); " in said, said
+
+
+@pytest.mark.timeout(60)
+def test_a_named_worker_that_exits_on_its_own_after_the_settle_keeps_its_status(tmp_path):
+    """Rank 0 fails, tells worker 1 (75) and exits 1 on its own 1 s after it, past --settle, its
+    SIGTERM ignored: the launcher reported ``failed and did not exit``, exit code null (review
+    k634 D2). Its own exit code 1 stands; it is still the one blamed."""
+    how = ("local", "--workers", "2", "--servers", "1", "--settle", "0.3", "--grace", "10")
+    said, report = _launched(tmp_path, *how, mode=("late", "1"), restarts=0)
+    assert report["cause"].startswith(_told(tmp_path)), report["cause"]
+    assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 0, 1), report
+    assert [(v["rank"], v["exit_code"]) for v in report["victims"]] == [(1, 75)], report
+    headline = f"distconv-launch: worker 0 failed with exit code 1: {report['cause']}"
+    assert f"{headline} (after 0 restart(s)); worker 1 stopped because" in said, said[-3000:]
