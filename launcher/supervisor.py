@@ -117,13 +117,11 @@ class Supervisor:
         self.messages = Messages(self.err, lines)
         self._arrivals = Arrivals()  # the stop signals, in the order they came
         self._finished = False  # the attempt's workers all exited 0 before any signal
-        self._outstayed: Child | None = None  # a victim's cause, running at the settle's end
+        self._outstayed: list[Child] | None = None  # the workers running at a settle's end
         self._stopped: list[Child] = []  # the children running as the attempt's stop began
         self._claim: int | None = None  # the run directory's lock (LAUNCH_LOCK), while held
-        #: the queue the children's lines go through to ``out`` while run() runs (never stalls)
-        self._terminal: Terminal | None = None
-        #: children whose output held their pumps up past their attempt (:meth:`_drain_logs`)
-        self._pumping: list[Child] = []
+        self._terminal: Terminal | None = None  # the lines' queue to ``out`` (never stalls)
+        self._pumping: list[Child] = []  # output held their pumps past the attempt (_drain_logs)
 
     def say(self, message: str, level: str = "info", report: Path | None = None) -> None:
         """One launcher message (:meth:`Messages.say`), never inside a child's line, never
@@ -250,8 +248,7 @@ class Supervisor:
             self._claim = None
 
     @property
-    def _signals(self) -> list[int]:
-        """The stop signals that came, in the order they came (:class:`Arrivals`)."""
+    def _signals(self) -> list[int]:  # the stop signals that came, in order (Arrivals)
         return self._arrivals.signals()
 
     def _stop_now(self) -> bool:
@@ -288,11 +285,19 @@ class Supervisor:
                     self._pumping.append(child)
         if failed is None:
             return None
+        failed, stopped = self._blamed(failed)
         failure = failed.failure(restart, [c for c in children if c is not failed])
-        # "did not exit" where the stop ended it (a signal); an exit of its own just after the
-        # settle, or a close slower than it (SIGTERM ignored, or handled), has its status
-        stopped = failed in self._stopped and (failed.poll() or 0) < 0
-        return failure.outstayed() if failed is self._outstayed and stopped else failure
+        return failure.outstayed() if stopped else failure
+
+    def _blamed(self, failed: Child) -> tuple[Child, bool]:
+        """Whom to blame for ``failed``, and whether the stop ended it (ran as it began, ended by
+        a signal): at a settle's end (:attr:`_outstayed`), the worker the victim's whole output
+        names as the rank that could not set up, where it still ran then; else ``failed``."""
+        named = None if self._outstayed is None else told_rank(list(failed.tail))
+        cause = next((w for w in self._outstayed or () if w.spec.rank == named), None)
+        if cause is None:
+            return failed, False
+        return cause, cause in self._stopped and (cause.poll() or 0) < 0
 
     def _watch(self, children: list[Child]) -> Child | None:
         """The first child to fail, also where a signal came after it; None when every worker
@@ -324,10 +329,9 @@ class Supervisor:
     def _settle(self, victim: Child, children: list[Child], workers: list[Child]) -> Child:
         """The failure that made ``victim`` (the first failure) stop: the first that is no
         victim, seen within :attr:`settle` seconds of its exit, before a signal to the
-        launcher and while a worker runs; at the settle's end, the worker whose rank its
-        lines say could not set up, where it still runs (:attr:`_outstayed`: it hangs after
-        its failure; its 75 was the launcher's status, "try again"); else ``victim`` itself.
-        Nothing is signalled yet."""
+        launcher and while a worker runs; else ``victim``, the workers running at the settle's
+        end kept (:attr:`_outstayed`, for :meth:`_blamed`: one may hang after its failure, its
+        victim's 75 no "try again"). Nothing is signalled yet."""
         deadline = victim.exited_at + self.settle
         while True:
             signalled = bool(self._signals)
@@ -337,11 +341,9 @@ class Supervisor:
                 return cause
             if signalled or not working:
                 return victim
-            if time.monotonic() >= deadline:  # the rank it names, if it still runs, is blamed
-                named = told_rank(list(victim.tail))
-                alive = (w for w in workers if w.spec.rank == named and w.poll() is None)
-                self._outstayed = next(alive, None)
-                return self._outstayed or victim
+            if time.monotonic() >= deadline:  # whom it names: once its output is in (_blamed)
+                self._outstayed = [w for w in workers if w.poll() is None]
+                return victim
             time.sleep(self.poll_interval)
 
     def _stop(self, children: list[Child], failed: Child | None = None) -> None:

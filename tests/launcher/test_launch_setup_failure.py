@@ -11,12 +11,16 @@ and a shard's refusal that told it (``run different jobs: name: ... 'setup faile
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
+from distconv.rank_endings import setup_failure_text
+from launcher.child import ChildSpec
 from tests.launcher.launch_cli import launch
 from tests.launcher.real_children import mpiexec_or_skip
+from tests.launcher.test_launch_peer_failed import _run
 from tests.setup_failures import FAILS_BEFORE_SETUP, TOLD_OF_RANK_0
 
 #: restarted once: a rank's own error, as the launcher restarts any (it tells none transient)
@@ -98,3 +102,33 @@ def test_a_named_worker_that_exits_on_its_own_after_the_settle_keeps_its_status(
     assert [(v["rank"], v["exit_code"]) for v in report["victims"]] == [(1, 75)], report
     headline = f"distconv-launch: worker 0 failed with exit code 1: {report['cause']}"
     assert f"{headline} (after 0 restart(s)); worker 1 stopped because" in said, said[-3000:]
+
+
+#: a worker whose line naming rank 0 comes after its exit 75: a process of its group (which
+#: ignores SIGTERM) writes it 0.5 s later, the output of a slow pump
+_TELLS_LATE = f"""\
+import os, subprocess, sys
+ready, told = os.pipe()
+later = (
+    "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); os.close({{told}}); "
+    "time.sleep(0.5); print({setup_failure_text(0, "CheckpointError: none")!r}, flush=True)"
+)
+subprocess.Popen([sys.executable, "-c", later.format(told=told)], pass_fds=[told])
+os.close(told)
+os.read(ready, 1)  # its SIGTERM ignored: the launcher's stop comes at once
+sys.exit(75)
+"""
+
+
+@pytest.mark.timeout(30)
+def test_the_victim_s_line_naming_the_cause_is_read_once_its_output_is_in(tmp_path):
+    """With ``--settle 0`` the victim's last lines were read at its exit, before the line
+    naming rank 0 had come: the victim was blamed, exit 75 (review k634 D3). Stand-ins: worker
+    0 hangs, worker 1's line comes after its exit."""
+    hangs = ChildSpec("worker", 0, [sys.executable, "-c", "import time; time.sleep(30)"])
+    tells = ChildSpec("worker", 1, [sys.executable, "-c", _TELLS_LATE])
+    status, err, report, _ = _run(tmp_path, [hangs, tells], settle=0)
+    assert status == 1, err
+    assert (report["rank"], report["exit_code"], report["signal"]) == (0, None, None), report
+    assert report["cause"] == "rank 0 could not set up: CheckpointError: none", report
+    assert "worker 0 failed and did not exit (stopped by the launcher)" in err, err
