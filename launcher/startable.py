@@ -117,15 +117,20 @@ def _machines(head: bytes) -> frozenset[int]:
 
 
 @functools.cache
-def _host_machines() -> frozenset[int]:
-    """The e_machine values this host's kernel runs: its own Python's binary's (read from
-    ``/proc/self/exe``, else ``sys.executable``) and its family's (:data:`_FAMILIES`); none
-    where neither is an ELF file (not Linux): then no binary is said to be another's."""
+def _host_own() -> frozenset[int]:
+    """The e_machine of this host's own Python's binary (read from ``/proc/self/exe``, else
+    ``sys.executable``); none where neither is an ELF file (not Linux)."""
     for exe in ("/proc/self/exe", sys.executable):
-        own = _machines(_head(exe))
-        if own:
-            return own.union(*(family for family in _FAMILIES if own & family))
+        if own := _machines(_head(exe)):
+            return own
     return frozenset()
+
+
+def _host_machines() -> frozenset[int]:
+    """The e_machine values this host's kernel runs: its own (:func:`_host_own`) and its
+    family's (:data:`_FAMILIES`); none off Linux: then no binary is said to be another's."""
+    own = _host_own()
+    return own.union(*(family for family in _FAMILIES if own & family))
 
 
 def _foreign(head: bytes) -> bool:
@@ -198,15 +203,24 @@ _UNLOADABLE = (
     "it is an ELF file the kernel cannot run: truncated, damaged or not an executable "
     "(exec format error)"
 )
+#: an ELF file the kernel refuses whose e_machine is its family's other width (_FAMILIES)
+_SIBLING = (
+    "it is a {bits}-bit binary of this machine's family, which this kernel does not run "
+    "(built without {bits}-bit support?), or one truncated or damaged (exec format error)"
+)
 
 
 def _format_unknown(head: bytes) -> str:
     """Why the kernel knows no format (``ENOEXEC``) of a file whose :func:`_head` is
     ``head`` and that names no interpreter: a binary for another machine (its e_machine,
-    :func:`_foreign`, as :func:`binary_refused` reads it), another ELF file (a native binary
-    cut short: the kernel refuses it alike), or text."""
+    :func:`_foreign`, as :func:`binary_refused` reads it), one of this machine's other width
+    (its family's: a kernel without 32-bit support refuses an i386 binary; a cut one alike),
+    another ELF file (a native binary cut short: the kernel refuses it alike), or text."""
     if _foreign(head):
         return _FOREIGN
+    bits = {1: 32, 2: 64}.get(head[4]) if len(head) > 4 else None
+    if bits and _machines(head) & _host_machines() and not _machines(head) & _host_own():
+        return _SIBLING.format(bits=bits)  # i386 on x86_64 without its 32-bit support
     return _UNLOADABLE if head.startswith(b"\x7fELF") else _NO_SHEBANG
 
 
