@@ -291,7 +291,9 @@ def test_a_slow_stage_before_the_abort_leaves_the_abort_its_own_grace(how):
     grace, and returned, had the rank SIGKILLed in the pause, the Abort never made, and the
     job's exit status (a preempted run's 143, which a scheduler requeues on) lost. The Abort
     now gets a whole grace of its own."""
-    grace, slow, forward = 2.0, 1.5, 1.0  # slow + forward > grace, each alone well under it
+    # slow + forward > grace, each alone well under it: by a second, which a loaded machine's
+    # start-up and scheduling took from half of one (seen under four test workers on two CPUs)
+    grace, slow, forward = 4.0, 3.0, 2.0
     code = SLOW.format(grace=grace, slow=slow, forward=forward, how=how)
     done, _ = run_child(code, timeout=30)
     assert done is not None, "the process never ended"
