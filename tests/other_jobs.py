@@ -13,9 +13,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+#: the lines of a script's ``main`` (inside its ``try``, indented eight) that make a small net
+#: ``net`` and its ``data``: the jobs of these scripts differ by their other settings alone
+SMALL_NET = """\
+        net = Network()
+        net.add("out", FullyConnected(4, 1), "x")
+        net.add("loss", MSELoss(), ["out", "target"])
+        rng = np.random.default_rng(0)
+        data = {"x": rng.standard_normal((64, 4)), "target": rng.standard_normal((64, 1))}
+"""
+
 #: ``python OTHER_JOBS OUT_DIR``: every rank trains a small net with batch size 2 + its rank,
 #: so each one's setup is refused (a JobRefused) under whichever transport ``init`` picks
-OTHER_JOBS = """\
+OTHER_JOBS = (
+    """\
 import sys
 import numpy as np
 import distconv.distributed as dist
@@ -27,12 +38,9 @@ from distconv.network import Network
 def main():
     sync = dist.init("sgd", lr=0.01)
     try:
-        net = Network()
-        net.add("out", FullyConnected(4, 1), "x")
-        net.add("loss", MSELoss(), ["out", "target"])
-        rng = np.random.default_rng(0)
-        data = {"x": rng.standard_normal((64, 4)), "target": rng.standard_normal((64, 1))}
-        trainer = Trainer(net, sync, 2 + sync.rank, out_dir=sys.argv[1], progress=False)
+"""
+    + SMALL_NET
+    + """        trainer = Trainer(net, sync, 2 + sync.rank, out_dir=sys.argv[1], progress=False)
         trainer.fit(data, epochs=1)
     finally:
         sync.close()
@@ -40,6 +48,7 @@ def main():
 
 dist.run_main(main)
 """
+)
 
 
 def launch_two_workers(tmp_path: Path, flags: list[str], program: list[str]) -> Any:

@@ -5,6 +5,8 @@ ranks hear (``tests/mpi/test_fit_fails_before_setup.py``,
 
 from __future__ import annotations
 
+from tests.other_jobs import SMALL_NET
+
 #: ``python FAILS_BEFORE_SETUP OUT_DIR [linger|outlive|hang]``: every rank fits a small net with
 #: ``resume=True`` and ``out_dir=OUT_DIR``, a directory that does not exist, which the chief alone
 #: opens: its ``CheckpointError`` comes before the sync's setup, the other ranks' fit goes on
@@ -16,7 +18,8 @@ from __future__ import annotations
 #: only then closes: it outlives the launcher's settle time. With ``late SECONDS``, rank 0 ignores
 #: SIGTERM and waits as with ``outlive``, then SECONDS more (past the settle time, through the
 #: launcher's stop), then closes and exits 1 on its own
-FAILS_BEFORE_SETUP = """\
+FAILS_BEFORE_SETUP = (
+    """\
 import os
 import signal
 import sys
@@ -46,12 +49,9 @@ def gone(pid):  # ended: a zombie its parent holds too
 def main():
     sync = dist.init("sgd", lr=0.01)
     try:
-        net = Network()
-        net.add("out", FullyConnected(4, 1), "x")
-        net.add("loss", MSELoss(), ["out", "target"])
-        rng = np.random.default_rng(0)
-        data = {"x": rng.standard_normal((64, 4)), "target": rng.standard_normal((64, 1))}
-        trainer = Trainer(net, sync, 2, out_dir=out, progress=False)
+"""
+    + SMALL_NET
+    + """        trainer = Trainer(net, sync, 2, out_dir=out, progress=False)
         if outlive and sync.rank == 0:  # an earlier attempt's: rank 1 writes it once told
             done.unlink(missing_ok=True)
         try:
@@ -79,6 +79,7 @@ def main():
 
 dist.run_main(main)
 """
+)
 
 #: what rank 0's fit raises: ``CheckpointError: <this> <OUT_DIR>/checkpoints: ...``
 NO_CHECKPOINT = "--resume: no complete checkpoint in"
