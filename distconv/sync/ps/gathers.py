@@ -194,7 +194,7 @@ class ShardGathers:
         the first's. None where any failed on its own (blamed: the failure is its, whatever
         the others heard). One that never said bye (silent, at a timeout) keeps no such words
         from leading: the failure names and blames it too, but the mismatch is the known cause,
-        which a restart would stop on again (review k620)."""
+        which a restart would stop on again."""
         said = []
         for rank in sorted(set(gone) & self.left):
             words = self._job_refused(rank)

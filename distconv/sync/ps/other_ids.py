@@ -99,7 +99,7 @@ class OtherJobIds:
         instead (:meth:`_check_other_ids`, run here): a worker of another id claimed one of
         them since its bye, and none failed on its own (``_blamed``: the failure is then its,
         and the refused stray goes away). Checked first, the step said only that the rank
-        closed, and dropped the cause that stops any restart of it (review k620)."""
+        closed, and dropped the cause that stops any restart of it."""
         if self._blamed(gone) or not any(self._vacant(rank) for rank in gone):
             return False
         self._check_other_ids()
