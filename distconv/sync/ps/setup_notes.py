@@ -15,7 +15,8 @@ held gather, or its next one, at once with them (``refused: job``, as MPI's job 
 refuses: a told worker raises ``JobRefused`` in those words, which ``run_main`` and
 ``distconv train`` end with one line and exit 75, its victim, and the launcher reads as rank
 R's failure: :func:`~distconv.sync.peers.told_failure`), and ignores the ``bye`` of R's run
-that follows (its rank did not close on the job: it never joined).
+that follows (its rank did not close on the job: it never joined), but for its process: no
+longer watched, its end (the script's, after its last fit failed) is no crash.
 In sync mode, a note of a rank whose restarted worker left a step the others' held pushes
 wait for fails the job at once, as its failure (``failed_ranks`` [R]): that step can never
 complete. A rank told, or failing too, is not told again; R's next hello with a real
@@ -31,6 +32,7 @@ from typing import Any
 
 from distconv.sync.errors import setup_failure_in
 from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob
+from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.state import _Refused, _Waiting
 from distconv.sync.ps.stuck import held_now
 
@@ -65,6 +67,8 @@ class SetupNotes:
     setup_notes: dict[int, SetupNote]
     #: per rank whose latest hello was a note: its run, whose ``bye`` then counts for nothing
     noted_run: dict[int, int | None]
+    processes: ProcessWatch
+    last_seen: dict[int, float]
     _live: Callable[[], set[int]]
     _drop_gather: Callable[[str], None]
     _dismiss: Callable[..., None]
@@ -137,9 +141,15 @@ class SetupNotes:
 
     def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         """The ``bye`` that follows a note (its run's) counts for nothing: that rank never
-        joined the job, so no rank waits for it, and no failure is its closing."""
+        joined the job, so no rank waits for it, and no failure is its closing. Nor is its
+        process's end, or its silence, a loss: a run the shard accepted before (a trained fit,
+        then the same script's failed last one) was watched, and the script's end failed the
+        job as a crash (review k636, item 1); its next hello (a fixed fit) watches it again.
+        It stays live, not closed: the other ranks' next fit waits for its next."""
         rank = header["rank"]
         if rank in self.noted_run and self.noted_run[rank] == header.get("run"):
+            self.processes.forget(rank)
+            self.last_seen.pop(rank, None)
             self._reply(ident, header)
             return
         super()._op_bye(ident, header, arrays)  # type: ignore[misc]
