@@ -37,6 +37,12 @@ from distconv.sync.ps.state import _Refused, _Waiting
 from distconv.sync.ps.stuck import held_now
 
 
+def _job_check(tag: Any) -> bool:
+    """Whether gather ``tag`` is a start-up job check (``all_equal``), the one gather a note
+    answers: a rank that could not set up was never in any other (review k636, item 2)."""
+    return str(tag).startswith("all_equal:")
+
+
 @dataclass
 class SetupNote:
     """A rank's failure note, standing until every other live rank knows of it."""
@@ -96,7 +102,7 @@ class SetupNotes:
         note = SetupNote(said, self.requests, self._live() - {rank} - set(notes))
         for other in notes.values():
             other.told.discard(rank)
-        for key in list(self.gathers_held):
+        for key in sorted(k for k in self.gathers_held if _job_check(self.waiting[k].what)):
             held = self.waiting[key]
             dropped = [held.by_rank.pop(r) for r in sorted(note.told & set(held.by_rank))]
             note.told -= {header["rank"] for _, header, _ in dropped}
@@ -128,10 +134,11 @@ class SetupNotes:
             self._fail(f"{said}; {waiting} {verb} for its push of a step held here", [rank])
 
     def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
-        """A rank still to be told of a note is answered with it at once: its gather would wait
-        for a rank that never joins."""
+        """A rank still to be told of a note is answered with it at once in its start-up job
+        check: that gather would wait for a rank that never joins. Another gather (a barrier
+        between epochs of an async job going on without a lost rank) is not the note's."""
         rank = header["rank"]
-        for noted, note in sorted(self.setup_notes.items()):
+        for noted, note in sorted(self.setup_notes.items()) if _job_check(header["tag"]) else ():
             if self.index == 0 and note.telling and rank in note.told:
                 note.told.discard(rank)
                 if not note.told:

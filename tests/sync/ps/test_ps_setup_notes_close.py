@@ -1,10 +1,13 @@
 """A failure note's neighbours on a real shard (review k636): the process of a rank whose
-last fit failed before setup ends without failing the job (item 1)."""
+last fit failed before setup ends without failing the job (item 1); a note answers the start-up
+job check only (item 2)."""
 
 from __future__ import annotations
 
 import pytest
+from test_ps_hello_description import GOOD
 from test_ps_processes import HOST, LONG, _kill, _two_looks, identity_of, sleeper  # noqa: F401, F811
+from test_ps_setup_note import _hello
 
 from distconv.sync.errors import setup_failure_description
 from distconv.sync.ps.job_hello import hello_fields
@@ -37,3 +40,15 @@ def test_a_process_ending_after_its_note_fails_nothing(hand, sleeper, mode):  # 
         _kill(w)
     _two_looks(h)
     assert (h.shard.failed, h.shard.lost) == (None, set())
+
+
+def test_a_note_mid_training_answers_no_barrier(hand):
+    """Async with ``--on-worker-loss continue``: rank 2's restarted worker fails before setup
+    mid-training; the other ranks' next barrier is no job check: it is held (rank 2 is lost
+    at the timeout, and the job goes on), not refused with the note."""
+    h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=LONG)
+    for rank in range(3):
+        assert _hello(h, rank, 10 + rank, GOOD)["op"] == "ok"
+    assert "could not set up" in _hello(h, 2, 99, _note(2))["error"]
+    assert h.answer({"op": "gather", "rank": 0, "tag": "barrier:7", "value": None}) is None
+    assert not h.shard.failed
