@@ -21,26 +21,50 @@ In sync mode, a note of a rank whose restarted worker left a step the others' he
 wait for fails the job at once, as its failure (``failed_ranks`` [R]): that step can never
 complete. A rank told, or failing too, is not told again; R's next hello with a real
 description (the fixed fit) ends the note and goes on as any hello: on a fresh shard as the
-job's first, else against the job an earlier good fit bound.
+job's first, else against the job an earlier good fit bound. A note naming another rank than
+its sender's, or a meeting's failure (no hello carries one), is refused as malformed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from distconv.rank_endings import SETUP_FAILURE_NAME, setup_failure_text
 from distconv.sync.errors import setup_failure_in
 from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.state import _Refused, _Waiting
 from distconv.sync.ps.stuck import held_now
+from distconv.sync.ps.wire import WireError
 
 
 def _job_check(tag: Any) -> bool:
     """Whether gather ``tag`` is a start-up job check (``all_equal``), the one gather a note
     answers: a rank that could not set up was never in any other (review k636, item 2)."""
     return str(tag).startswith("all_equal:")
+
+
+def _note_said(rank: int, described: object) -> str | None:
+    """ "rank R could not set up: Type: text" where ``described`` is rank ``rank``'s failure
+    note (a :func:`~distconv.sync.errors.setup_failure_description`), else None.
+
+    Raises:
+        WireError: a note naming another rank, or a meeting's failure (a hello never carries
+            one): taken, it told a rank of its own failure, and its launcher blamed it
+            (review k636, item 3).
+    """
+    if not isinstance(described, Mapping) or list(described) != ["name"]:
+        return None
+    name = described["name"]
+    if (found := SETUP_FAILURE_NAME.fullmatch(name) if isinstance(name, str) else None) is None:
+        if setup_failure_in(described) is not None:
+            raise WireError(f"hello of rank {rank}: a meeting's failure, not a setup's")
+        return None
+    if int(found[1]) != rank:
+        raise WireError(f"hello of rank {rank}: a failure note of rank {found[1]}")
+    return setup_failure_text(rank, found[2])
 
 
 @dataclass
@@ -89,7 +113,7 @@ class SetupNotes:
         Raises:
             _Refused: the note's hello, in its words (``refused: job``).
         """
-        said = setup_failure_in(job.described) if job.left_out is None else None
+        said = _note_said(rank, job.described) if job.left_out is None else None
         if said is None:
             if rank in self.setup_notes:
                 self.setup_notes[rank].telling = False

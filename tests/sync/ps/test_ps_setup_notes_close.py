@@ -1,6 +1,6 @@
 """A failure note's neighbours on a real shard (review k636): the process of a rank whose
 last fit failed before setup ends without failing the job (item 1); a note answers the start-up
-job check only (item 2)."""
+job check only (item 2), and only one of its sender's own setup (item 3)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from test_ps_hello_description import GOOD
 from test_ps_processes import HOST, LONG, _kill, _two_looks, identity_of, sleeper  # noqa: F401, F811
 from test_ps_setup_note import _hello
 
-from distconv.sync.errors import setup_failure_description
+from distconv.sync.errors import meeting_failure_description, setup_failure_description
 from distconv.sync.ps.job_hello import hello_fields
 
 pytestmark = pytest.mark.timeout(60)
@@ -52,3 +52,20 @@ def test_a_note_mid_training_answers_no_barrier(hand):
     assert "could not set up" in _hello(h, 2, 99, _note(2))["error"]
     assert h.answer({"op": "gather", "rank": 0, "tag": "barrier:7", "value": None}) is None
     assert not h.shard.failed
+
+
+@pytest.mark.parametrize(
+    "described",
+    [setup_failure_description(0, "X: y"), meeting_failure_description(1, "X: y")],
+    ids=["naming-rank-0", "a-meeting's"],
+)
+def test_a_note_not_of_its_senders_setup_is_refused_and_tells_no_one(hand, described):
+    """Rank 1's hello with a note naming rank 0, or a meeting's failure (which no hello
+    carries), is refused as malformed: rank 0's held job check is not told "rank 0 could not
+    set up" (its launcher blamed it for rank 1's words)."""
+    h = hand(workers=2)
+    assert _hello(h, 0, 10, GOOD)["op"] == "ok"
+    assert h.answer({"op": "gather", "rank": 0, "tag": "all_equal:1", "value": "d"}) is None
+    reply = _hello(h, 1, 11, hello_fields(described))
+    assert "refused" not in reply and "could not" not in reply["error"]
+    assert not h.client.poll(200) and not h.shard.setup_notes  # rank 0's gather still held
