@@ -55,7 +55,7 @@ class WorkerLosses:
         for rank, pid in self.processes.ended(self._live() - self.left, now):
             gone = f"{self._who(rank)}: its process (pid {pid}, on this host) {WORKER_ENDED}"
             if self.config.mode == "sync":  # blamed, beside the mismatch a rank left on, as
-                lead, fields = self._refusal_lead(self._missed())  # at the timeout (k620)
+                lead, fields = self._refusal_lead(self._missed())  # as at the timeout
                 self._fail(f"{lead}{gone}", [rank], **fields)
             else:
                 self._lose(rank, gone)

@@ -1,4 +1,4 @@
-"""The shard's side of a worker that could not set up (a failure note, review k623).
+"""The shard's side of a worker that could not set up (a failure note).
 
 A parameter-server worker whose fit fails before its setup says ``hello`` with a description
 naming its error alone (:func:`~distconv.sync.errors.setup_failure_description`, sent by
@@ -42,7 +42,7 @@ from distconv.sync.ps.wire import WireError
 
 def _job_check(tag: Any) -> bool:
     """Whether gather ``tag`` is a start-up job check (``all_equal``), the one gather a note
-    answers: a rank that could not set up was never in any other (review k636, item 2)."""
+    answers: a rank that could not set up was never in any other."""
     return str(tag).startswith("all_equal:")
 
 
@@ -52,8 +52,7 @@ def _note_said(rank: int, described: object) -> str | None:
 
     Raises:
         WireError: a note naming another rank, or a meeting's failure (a hello never carries
-            one): taken, it told a rank of its own failure, and its launcher blamed it
-            (review k636, item 3).
+            one): taken, it told a rank of its own failure, and its launcher blamed it.
     """
     if not isinstance(described, Mapping) or list(described) != ["name"]:
         return None
@@ -175,7 +174,7 @@ class SetupNotes:
         joined the job, so no rank waits for it, and no failure is its closing. Nor is its
         process's end, or its silence, a loss: a run the shard accepted before (a trained fit,
         then the same script's failed last one) was watched, and the script's end failed the
-        job as a crash (review k636, item 1); its next hello (a fixed fit) watches it again.
+        job as a crash; its next hello (a fixed fit) watches it again.
         It stays live, not closed: the other ranks' next fit waits for its next."""
         rank = header["rank"]
         if rank in self.noted_run and self.noted_run[rank] == header.get("run"):
