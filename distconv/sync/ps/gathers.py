@@ -15,7 +15,7 @@ from distconv.rank_endings import different_jobs_in
 from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.state import _Refused, _Waiting
-from distconv.sync.ps.stuck import held_now, stuck
+from distconv.sync.ps.stuck import held_now, pushes_waiting_for, stuck
 from distconv.sync.ps.wire import MAX_HEADER_BYTES, WireError, pack, short
 
 log = logging.getLogger("distconv.pserver")
@@ -249,13 +249,7 @@ class ShardGathers:
         behind: dict[int, int] = {}  # the ranks whose held steps wait for a gone rank's push
         gone = []  # every gone rank a held step waits for, not the first alone: each is named
         for rank in gone_ranks:
-            waits = {
-                q: pushes[q]
-                for key, held in self.waiting.items()
-                if key not in self.gathers_held and rank not in held.by_rank
-                for q in held.by_rank
-                if q in pushes
-            }
+            waits = pushes_waiting_for(self.waiting, self.gathers_held, pushes, rank)
             if waits:
                 gone.append(rank)
                 behind.update(waits)

@@ -36,7 +36,7 @@ from distconv.sync.errors import setup_failure_in
 from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.state import _Refused, _Waiting
-from distconv.sync.ps.stuck import held_now
+from distconv.sync.ps.stuck import held_now, pushes_waiting_for
 from distconv.sync.ps.wire import WireError
 
 
@@ -144,13 +144,7 @@ class SetupNotes:
         if self.config.mode != "sync":
             return
         _, pushes, _ = held_now(self.waiting, self.hello_at, self._live())  # of this run
-        behind = {
-            q: pushes[q]
-            for key, held in self.waiting.items()
-            if key not in self.gathers_held and rank not in held.by_rank
-            for q in held.by_rank
-            if q in pushes
-        }
+        behind = pushes_waiting_for(self.waiting, self.gathers_held, pushes, rank)
         if behind:
             waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
             verb = "waits" if len(behind) == 1 else "wait"

@@ -50,6 +50,21 @@ GATHER_WORDS = {
 }
 
 
+def pushes_waiting_for(
+    waiting: Mapping[str, Any], gathers_held: Collection[str], pushes: Mapping[int, int], rank: int
+) -> dict[int, int]:
+    """The ranks whose held sync push (``pushes``: :func:`held_now`'s, rank -> step) waits for
+    ``rank``'s, each with that step: held in a request other than a gather, which ``rank`` has
+    not joined. A step left behind by a rank gone, or by one that could not set up."""
+    return {
+        q: pushes[q]
+        for key, held in waiting.items()
+        if key not in gathers_held and rank not in held.by_rank
+        for q in held.by_rank
+        if q in pushes
+    }
+
+
 def held_now(
     waiting: Mapping[str, Any], hello_at: Mapping[int, int], live: Collection[int] | None = None
 ) -> tuple[dict[int, str], dict[int, int], int]:
