@@ -66,6 +66,15 @@ def _heard(shard: Shard, rank: int) -> bool:
     return rank in shard.accepted_at or rank in shard.noted_run
 
 
+def _after_hello_of(shard: Shard, first: int, rank: int) -> None:
+    """Return once the shard has taken ``first``'s hello (at once for ``first`` itself): the
+    order of the two ranks' hellos, forced."""
+    deadline = time.monotonic() + 10
+    while rank != first and not _heard(shard, first):
+        assert time.monotonic() < deadline, "the first rank's hello never came"
+        time.sleep(0.01)
+
+
 def _net() -> Network:
     net = Network()
     net.add("out", FullyConnected(4, 1), "x")
@@ -86,10 +95,7 @@ def test_the_other_rank_hears_whichever_hello_the_shard_took_first(tmp_path, fai
 
         def rank(r: int) -> BaseException:
             first = 0 if failing_first else 1
-            deadline = time.monotonic() + 10
-            while r != first and not _heard(shard, first):  # its hello taken first
-                assert time.monotonic() < deadline, "the first rank's hello never came"
-                time.sleep(0.01)
+            _after_hello_of(shard, first, r)
             sync = insecure_worker([shard.endpoint], r, 2, timeout=SHARD_TIMEOUT)
             trainer = Trainer(_net(), sync, 2, out_dir=tmp_path / "none", progress=False)
             try:
@@ -126,10 +132,7 @@ def test_a_setup_that_fails_before_its_hello_is_told_to_the_other_rank(failing_f
 
         def rank(r: int) -> BaseException:
             first = 1 if failing_first else 0
-            deadline = time.monotonic() + 10
-            while r != first and not _heard(shard, first):  # its hello taken first
-                assert time.monotonic() < deadline, "the first rank's hello never came"
-                time.sleep(0.01)
+            _after_hello_of(shard, first, r)
             sync = insecure_worker([shard.endpoint], r, 2, timeout=SHARD_TIMEOUT)
             try:
                 sync.setup(twice if r == 1 else [Parameter("w", np.ones(3))])
