@@ -5,6 +5,10 @@ ranks hear (``tests/mpi/test_fit_fails_before_setup.py``,
 
 from __future__ import annotations
 
+from distconv.rank_endings import setup_failure_text
+from distconv.sync.errors import JobRefused
+from distconv.sync.ps.channel import shard_error
+from distconv.sync.ps.job_hello import REFUSED_JOB
 from tests.other_jobs import SMALL_NET
 
 #: ``python FAILS_BEFORE_SETUP OUT_DIR [linger|outlive|hang]``: every rank fits a small net with
@@ -87,3 +91,15 @@ NO_CHECKPOINT = "--resume: no complete checkpoint in"
 FAILED_ON_RANK_0 = f"setup failed on rank 0 before its job check: CheckpointError: {NO_CHECKPOINT}"
 #: what another rank's job check says of it, where it made the check itself (MPI's)
 TOLD_OF_RANK_0 = f"rank 0 could not set up: CheckpointError: {NO_CHECKPOINT}"
+
+
+def told_by_a_shard(rank: int, failed: int, error: str = "CheckpointError: none") -> JobRefused:
+    """The ``JobRefused`` rank ``rank``'s worker raises where shard 0 answers its job check
+    with rank ``failed``'s failure note (``error``), made as its channel makes it
+    (:func:`~distconv.sync.ps.channel.shard_error`): marked as telling of that failure."""
+    said = setup_failure_text(failed, error)
+    made = shard_error(
+        f"rank {rank}, all_equal 1: pserver 127.0.0.1:5: {said}", REFUSED_JOB["refused"]
+    )
+    assert isinstance(made, JobRefused)
+    return made

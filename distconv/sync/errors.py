@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from distconv.rank_endings import (
     different_jobs_text,
     meeting_failure_name,
+    setup_failure_in_lines,
     setup_failure_name,
     told_failure_text,
 )
@@ -38,6 +39,16 @@ class JobRefused(SyncError):
     #: True where every rank raises it alike, none left waiting in a collective for another
     #: (MPI's ``JobMismatch`` and ``WireRefused``): a rank may then leave without aborting
     raised_alike = False
+
+    def __init__(self, *args: object, told_of: int | None = None) -> None:
+        super().__init__(*args)
+        #: the rank whose failure (it could not set up, or make its ``all_equal``
+        #: description) this refusal only tells of, where distconv itself made the words: its
+        #: job check (:func:`job_refusal`) or a shard's refusal; None for any other, a
+        #: script's own in those words included, which :func:`~distconv.sync.peers.told_failure`
+        #: must not take for a victim's (the launcher then blamed the rank the text named).
+        #: Kept through pickling and ``copy``, as an exception's ``__dict__`` is
+        self.told_of = told_of
 
 
 def step_refusal(
@@ -99,3 +110,12 @@ def refusal_text(rank: int, other: int, ours: object, theirs: object, diff: str)
     (:func:`~distconv.rank_endings.different_jobs_text`, which the launcher reads back): the
     words of MPI's job check and the parameter server workers' alike."""
     return setup_failure_in(theirs, ours) or different_jobs_text(rank, other, diff)
+
+
+def job_refusal(rank: int, other: int, ours: object, theirs: object, diff: str) -> JobRefused:
+    """The :class:`JobRefused` of a parameter server worker's job check, in
+    :func:`refusal_text`'s words (the arguments are its), marked
+    :attr:`~JobRefused.told_of` the rank that could not set up where one did."""
+    said = refusal_text(rank, other, ours, theirs, diff)
+    failed = setup_failure_in_lines([said]) if setup_failure_in(theirs, ours) else None
+    return JobRefused(said, told_of=None if failed is None else failed[0])

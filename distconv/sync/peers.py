@@ -19,7 +19,7 @@ from distconv.rank_endings import another_job_text, different_jobs_in, setup_fai
 from distconv.sync.base import SyncError
 from distconv.sync.errors import JobRefused
 
-__all__ = ["PEER_FAILED_STATUS", "PeerFailed", "peer_failure", "told_failure"]
+__all__ = ["PEER_FAILED_STATUS", "PeerFailed", "peer_failure", "told_failure", "told_of_in"]
 
 #: ``distconv train``'s exit status when it stopped because another rank failed (a free code:
 #: 1 is an error, 2 a usage error, 9 the watchdog, 128 + N a signal; 75 is ``EX_TEMPFAIL``
@@ -71,32 +71,46 @@ _ASKED = re.compile(r"rank (\d+), \S+(?: \d+)?: pserver")
 _ANOTHER_JOB = re.compile(rf"rank \d+ {re.escape(another_job_text(0, '').removeprefix('rank 0 '))}")
 
 
+def told_of_in(text: str) -> int | None:
+    """The rank whose failure a shard's refusal of the job (``text``, as the worker words it)
+    only tells of: that rank could not set up (``fail_setup``; its words as
+    :func:`~distconv.rank_endings.setup_failure_in_lines` reads them), which
+    :func:`~distconv.sync.ps.channel.shard_error` marks its ``JobRefused`` with
+    (:attr:`~distconv.sync.errors.JobRefused.told_of`); None for any other refusal, a shard's
+    of a rank's second hello unlike its first ("runs another job than its first hello")
+    included, which names one rank's own two hellos, never another's failure."""
+    if (said := different_jobs_in([text])) is not None and _ANOTHER_JOB.match(said):
+        return None
+    found = setup_failure_in_lines([text])
+    return None if found is None else found[0]
+
+
 def told_failure(
     error: BaseException, rank: int | None = None, env: Mapping[str, str] | None = None
 ) -> bool:
     """Whether ``error`` is a parameter-server worker's refusal that only tells of another
-    rank's failure: that rank could not set up (``fail_setup``; its words as
-    :func:`~distconv.rank_endings.setup_failure_in_lines` reads them). Such a worker is its
-    victim, as on a :class:`~distconv.sync.peers.PeerFailed`: it exits
-    :data:`~distconv.sync.peers.PEER_FAILED_STATUS`, so that ``distconv-launch`` blames the
-    rank that failed where this one exits first. Not MPI's refusals (``raised_alike``): the
-    ranks of one ``mpiexec`` are one child to the launcher, whose status is the first
-    ``MPI_Abort``'s under mpi4py's runner, where a 75 would stand for the failing rank's 1.
+    rank's failure: that rank could not set up (``fail_setup``), as distconv's job check or a
+    shard's refusal marked it (:attr:`~distconv.sync.errors.JobRefused.told_of`; not the
+    error's words: a script's own ``JobRefused("rank 3 could not set up: ...")`` is its own
+    failure). Such a worker is its victim, as on a :class:`~distconv.sync.peers.PeerFailed`:
+    it exits :data:`~distconv.sync.peers.PEER_FAILED_STATUS`, so that ``distconv-launch``
+    blames the rank that failed where this one exits first. Not MPI's refusals
+    (``raised_alike``): the ranks of one ``mpiexec`` are one child to the launcher, whose
+    status is the first ``MPI_Abort``'s under mpi4py's runner, where a 75 would stand for the
+    failing rank's 1.
 
     Not where the failure named is this worker's own (``rank``; where None, the rank a
     shard's reply names as the one that asked, else the environment's, ``env`` or
     ``os.environ``): the failing rank, set up again, must not exit as its own victim. Nor a
-    shard's refusal of a rank's second hello unlike its first ("runs another job than its
-    first hello"), which names one rank's own two hellos."""
+    shard's refusal of a rank's second hello unlike its first, never marked
+    (:func:`told_of_in`)."""
     if not isinstance(error, JobRefused) or error.raised_alike:
         return False
-    text = str(error)
-    if (said := different_jobs_in([text])) is not None and _ANOTHER_JOB.match(said):
+    told = getattr(error, "told_of", None)  # a subclass that skipped JobRefused's __init__
+    if told is None:
         return False
-    if (found := setup_failure_in_lines([text])) is None:
-        return False
-    own = rank if rank is not None else _own_rank(text, os.environ if env is None else env)
-    return found[0] != own
+    own = rank if rank is not None else _own_rank(str(error), os.environ if env is None else env)
+    return told != own
 
 
 def _own_rank(text: str, env: Mapping[str, str]) -> int | None:

@@ -9,7 +9,9 @@ rank's failure, as a shard's refusal of a hello tells it too (k625)."""
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 
 import pytest
 
@@ -18,10 +20,12 @@ from distconv.script_main import run_main
 from distconv.sync.description import as_sent, digest, first_difference
 from distconv.sync.errors import JobRefused, setup_failure_description, setup_failure_in
 from distconv.sync.peers import PEER_FAILED_STATUS, told_failure
+from distconv.sync.ps.channel import shard_error
 from distconv.sync.ps.job_check import check_all_equal
-from distconv.sync.ps.job_hello import _difference
+from distconv.sync.ps.job_hello import REFUSED_JOB, _difference
 from distconv.sync.ps.stuck import different_jobs
 from launcher.failure import Failure
+from tests.setup_failures import told_by_a_shard
 
 ERROR = "RunDirError: runs/x already holds a run"
 FAILED = setup_failure_description(0, ERROR)
@@ -48,6 +52,15 @@ def test_a_rank_that_could_not_set_up_is_named_with_its_error(rank):
     said = str(raised.value)
     assert said == "rank 0 could not set up: RunDirError: runs/x already holds a run", said
     assert different_jobs_in([said]) is None
+    assert raised.value.told_of == 0  # marked: the rank whose failure it tells of
+
+
+def test_the_mark_survives_pickling_and_copy():
+    """A thread's error is handed over pickled: a told worker's must stay told."""
+    told = told_by_a_shard(1, 0)
+    for made in (pickle.loads(pickle.dumps(told)), copy.copy(told), copy.deepcopy(told)):
+        assert type(made) is JobRefused and str(made) == str(told) and made.told_of == 0
+    assert pickle.loads(pickle.dumps(JobRefused("x"))).told_of is None
 
 
 def test_different_jobs_are_said_as_before():
@@ -57,6 +70,7 @@ def test_different_jobs_are_said_as_before():
     said = str(raised.value)
     assert said == "rank 1 and rank 0 run different jobs: config.batch_size: 8 here, 16 there"
     assert different_jobs_in([said]) is not None
+    assert raised.value.told_of is None
 
 
 @pytest.mark.parametrize(
@@ -90,41 +104,70 @@ def test_a_quote_of_the_words_in_another_failure_is_no_cause():
     assert failure.cause is None, failure.describe()
 
 
-@pytest.mark.parametrize("alike", [False, True], ids=["pserver", "mpi"])
-def test_a_worker_told_of_the_failure_exits_as_its_victim(capsys, alike):
+_REFUSED_HELLO = (
+    f"rank 1, hello: pserver h:5: {different_jobs(1, 0, first_difference(JOB, FAILED))}"
+)
+
+
+@pytest.mark.parametrize(
+    ("made", "status"),
+    [("shard", PEER_FAILED_STATUS), ("mpi", 1), ("script", 1)],
+)
+def test_a_worker_told_of_the_failure_exits_as_its_victim(capsys, made, status):
     """A parameter-server worker whose refusal only tells of rank 0's failure exits 75 under
     ``run_main`` (its line said), as on a ``PeerFailed``: the launcher then blames rank 0 where
-    this worker exits first. Not MPI's refusal (``raised_alike``): one mpiexec child, 1."""
-    told = JobRefused(
-        f"rank 1, hello: pserver h:5: {different_jobs(1, 0, first_difference(JOB, FAILED))}"
-    )
-    told.raised_alike = alike
+    this worker exits first. Not MPI's refusal (``raised_alike``): one mpiexec child, 1. Nor a
+    script's own ``JobRefused`` in the same words: it was taken for told by its text, exited
+    75, and the launcher blamed rank 0 for the script's own failure."""
+    told = shard_error(_REFUSED_HELLO, REFUSED_JOB["refused"])
+    if made == "script":
+        told = JobRefused(_REFUSED_HELLO)
+    told.raised_alike = made == "mpi"
 
     def main():
         raise told
 
     with pytest.raises(SystemExit) as ended:
         run_main(main)
-    assert ended.value.code == (1 if alike else PEER_FAILED_STATUS)
+    assert ended.value.code == status
     assert str(told) in capsys.readouterr().err
 
 
 _OWN_HELLO = different_jobs(0, 0, first_difference(JOB, FAILED))  # rank 0 set up again
-_PLAIN = f"rank 2 could not set up: {ERROR}"  # the job check's words, or a script's own
+_PLAIN = f"rank 2 could not set up: {ERROR}"  # the job check's words
+
+
+def _refusal(made: str, text: str) -> JobRefused:
+    """A refusal in ``text``'s words as ``made`` makes it: a shard's reply (``text`` its
+    worker's message), the job check's (rank 2's failure, ``text`` _PLAIN), a script's own."""
+    if made == "shard":
+        refused = shard_error(text, REFUSED_JOB["refused"])
+        assert isinstance(refused, JobRefused)
+        return refused
+    if made == "check":
+        failed = [JOB, JOB, setup_failure_description(2, ERROR)]
+        with pytest.raises(JobRefused) as raised:
+            check_all_equal(_gather_of(failed), 1, JOB)
+        assert str(raised.value) == text
+        return raised.value
+    return JobRefused(text)
 
 
 @pytest.mark.parametrize(
-    ("text", "rank", "env", "told"),
+    ("made", "text", "rank", "env", "told"),
     [
-        (f"rank 0, hello: pserver h:5: {_OWN_HELLO}", None, {}, False),  # its own, 2nd hello
-        (f"rank 1, hello: pserver h:5: {_OWN_HELLO}", None, {}, False),  # never "told"
-        (_PLAIN, 2, {}, False),  # the rank it names is this one
-        (_PLAIN, None, {"RANK": "2", "WORLD_SIZE": "3"}, False),  # so the launcher's RANK says
-        (_PLAIN, None, {"RANK": "1", "WORLD_SIZE": "3"}, True),  # another rank's: told
-        (_PLAIN, None, {"RANK": "x"}, True),  # no rank to read: told, as before
+        ("shard", f"rank 0, hello: pserver h:5: {_OWN_HELLO}", None, {}, False),  # its own
+        ("shard", f"rank 1, hello: pserver h:5: {_OWN_HELLO}", None, {}, False),  # never told
+        ("check", _PLAIN, 2, {}, False),  # the rank it names is this one
+        ("check", _PLAIN, None, {"RANK": "2", "WORLD_SIZE": "3"}, False),  # the launcher's RANK
+        ("check", _PLAIN, None, {"RANK": "1", "WORLD_SIZE": "3"}, True),  # another's: told
+        ("check", _PLAIN, None, {"RANK": "x"}, True),  # no rank to read: told, as before
         # a shard's reply leads with the rank that asked: it wins over the environment
-        (f"rank 2, all_equal 1: pserver h:5: {_PLAIN}", None, {"RANK": "1"}, False),
-        (f"rank 1, all_equal 1: pserver h:5: {_PLAIN}", None, {"RANK": "2"}, True),
+        ("shard", f"rank 2, all_equal 1: pserver h:5: {_PLAIN}", None, {"RANK": "1"}, False),
+        ("shard", f"rank 1, all_equal 1: pserver h:5: {_PLAIN}", None, {"RANK": "2"}, True),
+        # a script's own in the words of either: its own failure, whatever rank they name
+        ("script", _PLAIN, None, {"RANK": "1", "WORLD_SIZE": "3"}, False),
+        ("script", f"rank 1, all_equal 1: pserver h:5: {_PLAIN}", 1, {}, False),
     ],
     ids=[
         "own-again",
@@ -135,13 +178,16 @@ _PLAIN = f"rank 2 could not set up: {ERROR}"  # the job check's words, or a scri
         "unknown",
         "own-lead",
         "other-lead",
+        "script-words",
+        "script-lead",
     ],
 )
-def test_a_rank_is_no_victim_of_its_own_failure(text, rank, env, told):
+def test_a_rank_is_no_victim_of_its_own_failure(made, text, rank, env, told):
     """The rank that failed, set up again, is refused by the shard as another job than its
     first hello (the failure's): it exited 75 as its own victim, and the launcher waited for
-    another rank to blame (k630 D1). A refusal is "told" only where it names another rank."""
-    assert told_failure(JobRefused(text), rank, env) is told
+    another rank to blame. A refusal is "told" only where distconv marked it so, naming
+    another rank."""
+    assert told_failure(_refusal(made, text), rank, env) is told
 
 
 @pytest.mark.parametrize("failed_first", [True, False], ids=["here", "there"])

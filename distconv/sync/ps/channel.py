@@ -17,7 +17,7 @@ from distconv.endpoint import split_endpoint
 from distconv.messages import described
 from distconv.sync.base import SyncError, closing_error
 from distconv.sync.errors import JobRefused
-from distconv.sync.peers import PeerFailed, failed_peers, peer_failure
+from distconv.sync.peers import PeerFailed, failed_peers, peer_failure, told_of_in
 from distconv.sync.ps import handshakes
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.bulk import BulkRuns
@@ -384,6 +384,10 @@ def shard_error(message: str, refused: Any) -> SyncError:
     and its text) whose ``refused`` field is ``refused``:
     :class:`~distconv.sync.errors.JobRefused` where the shard refused the job
     (:data:`~distconv.sync.ps.job_hello.REFUSED_JOB`: the user's configuration, one line from
-    :func:`~distconv.distributed.run_main`), else :class:`SyncError` (a protocol error or a
-    shard's bug, whose traceback the user needs; and a shard without the field)."""
-    return (JobRefused if refused == REFUSED_JOB["refused"] else SyncError)(message)
+    :func:`~distconv.distributed.run_main`), marked with the rank whose failure it tells of
+    where it does (:func:`~distconv.sync.peers.told_of_in`), else :class:`SyncError` (a
+    protocol error or a shard's bug, whose traceback the user needs; and a shard without the
+    field)."""
+    if refused == REFUSED_JOB["refused"]:
+        return JobRefused(message, told_of=told_of_in(message))
+    return SyncError(message)

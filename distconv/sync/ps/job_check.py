@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from distconv.sync.description import as_sent, digest, first_difference
-from distconv.sync.errors import JobRefused, refusal_text
+from distconv.sync.errors import job_refusal
 
 
 def gather_problem(
@@ -45,7 +45,8 @@ def check_all_equal(
     gather: Callable[[str, Any], list[Any]], rank: int, description: Mapping[str, Any]
 ) -> None:
     """Raise :class:`~distconv.sync.errors.JobRefused` naming the first rank whose description
-    differs from this rank's, and the first difference. ``gather(kind, value)`` is the
+    differs from this rank's, and the first difference, or the rank that could not set up
+    (marked so: :func:`~distconv.sync.errors.job_refusal`). ``gather(kind, value)`` is the
     worker's gather on shard 0: every live rank sees the same digests, so every rank makes the
     same number of gathers."""
     ours = as_sent(description)
@@ -64,7 +65,7 @@ def check_all_equal(
     diff = first_difference(ours, theirs) if isinstance(theirs, dict) else None
     unread = " (shard 0 answered its description as no JSON map)" if theirs is False else ""
     said = diff or f"digest {mine} here, {digests[other]} there{unread}"
-    raise JobRefused(refusal_text(rank, other, ours, theirs, said))  # the launcher reads it
+    raise job_refusal(rank, other, ours, theirs, said)  # the launcher reads it
 
 
 def _description(text: str | None) -> dict[str, Any] | None | bool:

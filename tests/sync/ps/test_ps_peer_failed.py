@@ -15,8 +15,9 @@ from test_ps_stuck import _bye, _gather, _hello, _hello_run, _push_w
 from distconv import cli
 from distconv.rank_endings import different_jobs_text, setup_failure_text
 from distconv.sync.base import SyncError
-from distconv.sync.errors import JobRefused
+from distconv.sync.errors import JobRefused, job_refusal, setup_failure_description
 from distconv.sync.peers import PEER_FAILED_STATUS, PeerFailed, failed_peers, peer_failure
+from tests.setup_failures import told_by_a_shard
 
 TIMEOUT = 120
 
@@ -150,7 +151,9 @@ def test_a_rank_that_closed_after_fewer_steps_is_no_peer_failure(shards):
         (SyncError("rank 0 and rank 1 run different jobs: batch"), 1),
         (SyncError("rank 0: no answer to step 3 from pserver shard(s) 0 within 90 s"), 1),
         # a shard's word that another rank could not set up (fail_setup): that rank's victim
-        (JobRefused(f"rank 1: {setup_failure_text(0, 'CheckpointError: none')}"), 75),
+        (told_by_a_shard(1, 0), 75),
+        # a script's own refusal in the same words: its own failure, no victim's
+        (JobRefused(str(told_by_a_shard(1, 0))), 1),
         (JobRefused(f"rank 1: {different_jobs_text(1, 0, 'batch_size')}"), 1),
     ],
 )
@@ -260,14 +263,20 @@ def test_a_worker_closing_on_peer_failed_names_those_ranks_in_its_bye():
 
 
 def test_distconv_train_given_its_rank_by_flag_is_no_victim_of_its_own_failure(monkeypatch):
-    """``--rank 0`` names this worker's rank where no ``RANK`` does: a shard's word that rank 0
-    could not set up is its own failure, exit 1, not another's (exit 75)."""
+    """``--rank 0`` names this worker's rank where no ``RANK`` does: the job check's word that
+    rank 0 could not set up is its own failure, exit 1, not another's (exit 75)."""
+    raised = []
 
     def handler(args):
-        raise JobRefused(setup_failure_text(0, "CheckpointError: none"))
+        raise raised[-1]
 
     monkeypatch.setattr(cli, "run_train", handler)
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.delenv("DISTCONV_DEBUG", raising=False)
+    failed = setup_failure_description(0, "CheckpointError: none")
+    raised.append(job_refusal(1, 0, {"name": "mlp"}, failed, "name"))
+    assert str(raised[-1]) == setup_failure_text(0, "CheckpointError: none")
     assert cli._main(["train", "--data", "synthetic", "--rank", "0"]) == 1
     assert cli._main(["train", "--data", "synthetic", "--rank", "1"]) == PEER_FAILED_STATUS
+    raised.append(JobRefused(str(raised[-1])))  # a script's own, in the same words
+    assert cli._main(["train", "--data", "synthetic", "--rank", "1"]) == 1
