@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Sequence
 
 from distconv import __version__
-from distconv.logs import as_log_line, error_line
+from distconv.logs import as_log_line, error_line, interrupted_line
 from distconv.messages import debugging, quote_in_errors, quoted_in, say
 from distconv.runtime import Runtime, RuntimeConfigError
 from distconv.stdout_drop import drop_stdout
@@ -285,8 +285,8 @@ def _main(argv: Sequence[str] | None) -> int:
     fmt = getattr(args, "log_format", None)  # an error before the log is set up heeds it too
     try:
         return args.handler(args)
-    except KeyboardInterrupt:
-        say(as_log_line(f"distconv {args.command}: interrupted", logging.WARNING, fmt))
+    except KeyboardInterrupt as interrupt:  # its notes name what it cut short (fail_setup's)
+        say(interrupted_line(f"distconv {args.command}", interrupt, fmt))
         return 130
     except Exception as exc:
         if not isinstance(exc, user_errors(loaded_only=True)):

@@ -192,3 +192,16 @@ def error_line(program: str, error: BaseException, fmt: str | None = None, **fie
     ``PROGRAM: error: message`` on one line, as :func:`as_log_line` writes it (``fields``:
     keys of its own under JSON)."""
     return as_log_line(f"{program}: error: {exception_line(error)}", logging.ERROR, fmt, **fields)
+
+
+def interrupted_line(program: str, interrupt: BaseException, fmt: str | None = None) -> str:
+    """The last lines of a process that a Ctrl-C (``interrupt``) ended: ``PROGRAM:
+    interrupted``, then each line of the notes it carries (PEP 678: ``MPISync.fail_setup``'s
+    names the error the Ctrl-C cut short, and whether the other ranks were told, which the
+    interrupt line alone never said), each ``PROGRAM: note`` as :func:`as_log_line` writes
+    it (one JSON object a line under JSON)."""
+    notes = getattr(interrupt, "__notes__", None)
+    notes = notes if isinstance(notes, list) else []  # as Python's traceback reads them
+    said = [line for note in notes if isinstance(note, str) for line in note.splitlines()]
+    lines = ["interrupted", *said]
+    return "\n".join(as_log_line(f"{program}: {line}", logging.WARNING, fmt) for line in lines)

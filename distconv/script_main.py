@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from distconv import stop_request
-from distconv.logs import as_log_line, error_line, writes_json
+from distconv.logs import as_log_line, error_line, interrupted_line, writes_json
 from distconv.messages import debugging, say
 from distconv.runtime import RuntimeConfigError
 from distconv.stop_request import Preempted
@@ -58,7 +58,8 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     its checkpoint) ends it as ``distconv train``: one line and exit 143 or 130, not a traceback
     and 1 (a failure to a launcher); a sync ``main`` closes meanwhile leaves as after a finished
     run (under MPI it aborted). A Ctrl-C during setup, or a second one: ``interrupted`` and 130
-    (``DISTCONV_DEBUG=1`` prints the traceback); under an MPI sync's abort hook the hook's
+    (then each line of its notes: ``MPISync.fail_setup``'s names the error it cut short;
+    ``DISTCONV_DEBUG=1`` prints the traceback); under an MPI sync's abort hook the hook's
     traceback, and the job aborted (another rank may wait for this one), and before
     ``MPI_Init`` the MPI job aborted too.
 
@@ -89,7 +90,7 @@ def run_main(main: Callable[[], _Result]) -> _Result:
             raise
         if debugging():
             traceback.print_exc()
-        say(as_log_line(f"{_program()}: interrupted", logging.WARNING))
+        say(interrupted_line(_program(), exc))  # its notes: what it cut short (fail_setup's)
         _abort_mpi_before_init(130)  # the others wait in MPI_Init for this one
         raise SystemExit(130) from None
     except Exception as exc:

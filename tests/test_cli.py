@@ -581,3 +581,26 @@ def test_a_blank_keys_variable_is_no_key_directory(tmp_path):
     _assert_one_line_error(proc, "--sync pserver needs the job's CURVE keys: --keys DIR")
     assert "key_secret" not in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_distconv_train_says_a_ctrl_cs_notes_after_interrupted(monkeypatch, capsys):
+    """``distconv train`` ended a Ctrl-C with ``interrupted`` alone: where it came during
+    ``MPISync.fail_setup``, its note, naming the error the fit had failed with and whether the
+    other ranks were told, was said nowhere. Each line of its notes follows now. (The handler
+    is replaced to raise it: such a Ctrl-C cannot be timed in a real run from here; the MPI
+    one's note is made for real in ``tests/mpi/test_fit_fails_before_setup.py``.)"""
+    note = "this rank could not set up (ValueError: x); the others were told"
+
+    def handler(args):
+        interrupt = KeyboardInterrupt()
+        interrupt.add_note(note)
+        interrupt.add_note("one\ntwo")
+        raise interrupt
+
+    from distconv import cli
+
+    monkeypatch.setattr(cli, "run_train", handler)
+    assert cli._main(["train", "--data", "synthetic"]) == 130
+    said = capsys.readouterr().err.splitlines()[-4:]
+    lead = "distconv train: "
+    assert said == [f"{lead}interrupted", f"{lead}{note}", f"{lead}one", f"{lead}two"], said

@@ -135,17 +135,22 @@ def test_the_stop_line_of_a_script_logging_json_is_json(tmp_path):
     assert lines[-1]["level"] == "warning" and lines[-1]["rank"] == 0
 
 
-#: Ctrl-C while the script sets up, before the Trainer handles it
+#: Ctrl-C while the script sets up, before the Trainer handles it; with an argument, the
+#: KeyboardInterrupt carries it as a note (two lines), as ``MPISync.fail_setup``'s does
 INTERRUPTED = """\
-import os, signal
+import os, signal, sys
 import distconv.distributed as dist
 
 
 def main():
-    sync = dist.init("sgd", lr=0.01)
+    sync = dist.init("sgd", lr=0.01, log_format=os.environ.get("LOG_FORMAT", "text"))
     try:
         os.kill(os.getpid(), signal.SIGINT)
         signal.pause()  # the handler raises KeyboardInterrupt here
+    except KeyboardInterrupt as interrupt:
+        for note in sys.argv[1:]:
+            interrupt.add_note(note)
+        raise
     finally:
         sync.close()
 
@@ -154,25 +159,59 @@ dist.run_main(main)
 """
 
 
-@pytest.mark.timeout(60)
-def test_a_ctrl_c_before_the_trainer_takes_it_says_interrupted_and_exits_130(tmp_path):
-    """It printed KeyboardInterrupt's traceback and died by SIGINT, where ``distconv train``
-    says ``interrupted`` and exits 130 (review k191 of 2204130)."""
+def run_interrupted(tmp_path: Path, *notes: str, **env: str) -> subprocess.CompletedProcess:
+    """Run :data:`INTERRUPTED` (its Ctrl-C carrying ``notes``), ``env`` added to its own."""
     script = tmp_path / "setup.py"
     script.write_text(INTERRUPTED)
-    env = {**os.environ, "PYTHONPATH": child_path()}
+    env = {**os.environ, "PYTHONPATH": child_path(), **env}
     env.pop("DISTCONV_DEBUG", None)
-    done = subprocess.run(
-        [sys.executable, str(script)],
+    return subprocess.run(
+        [sys.executable, str(script), *notes],
         env=env,
         capture_output=True,
         text=True,
         timeout=50,
         preexec_fn=sigint_as_in_a_terminal,
     )
+
+
+@pytest.mark.timeout(60)
+def test_a_ctrl_c_before_the_trainer_takes_it_says_interrupted_and_exits_130(tmp_path):
+    """It printed KeyboardInterrupt's traceback and died by SIGINT, where ``distconv train``
+    says ``interrupted`` and exits 130 (review k191 of 2204130)."""
+    done = run_interrupted(tmp_path)
     assert done.returncode == 130, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.splitlines()[-1] == "setup.py: interrupted"
+
+
+#: a Ctrl-C's notes, as MPISync.fail_setup's names the error it cut short (one of two lines)
+NOTES = ("this rank could not set up (ValueError: x); the others were told", "one\ntwo")
+
+
+@pytest.mark.timeout(60)
+def test_a_ctrl_c_says_its_notes_after_interrupted(tmp_path):
+    """The notes of a Ctrl-C (``MPISync.fail_setup``'s: the error it cut short, whether the
+    other ranks were told) were said nowhere: only ``interrupted``. Each line follows it."""
+    done = run_interrupted(tmp_path, *NOTES)
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    said = ["setup.py: interrupted", f"setup.py: {NOTES[0]}", "setup.py: one", "setup.py: two"]
+    assert done.stderr.splitlines()[-4:] == said, done.stderr[-2000:]
+
+
+@pytest.mark.timeout(60)
+def test_a_ctrl_c_says_its_notes_as_json_lines_under_a_json_log(tmp_path):
+    done = run_interrupted(tmp_path, *NOTES, LOG_FORMAT="json")
+    assert done.returncode == 130, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stderr.splitlines()[-4:]]
+    assert [line["message"] for line in lines] == [
+        "setup.py: interrupted",
+        f"setup.py: {NOTES[0]}",
+        "setup.py: one",
+        "setup.py: two",
+    ]
+    assert all(line["level"] == "warning" and line["rank"] == 0 for line in lines), lines
 
 
 #: a script whose ``init`` reads a malformed environment, or whose ``main`` fails after it

@@ -78,11 +78,15 @@ def test_a_setup_failure_told_before_the_job_check_closes_without_an_abort(tmp_p
 
 #: rank 0 cannot set up (a ValueError) and tells rank 1 (``tell_setup_failed``, as fit does),
 #: a Ctrl-C arriving as its exchange begins (a SIGINT to itself: held to the exchange's end);
-#: rank 1 sets up. Each says what it raised, then both close, nothing propagating
+#: rank 1 sets up. Each says what it raised, then both close, nothing propagating; given
+#: ``run_main``, each closes, then raises it again for ``run_main`` to end the script with
+#: (close after an except clause: closed inside it, or in a ``finally``, it aborts the job)
 INTERRUPTED_TELLING = """\
 import os
 import signal
+import sys
 import numpy as np
+from distconv.distributed import run_main
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import tell_setup_failed
@@ -98,27 +102,64 @@ def interrupted(error):
 
 
 sync._fail_before_check = interrupted
-try:
-    if sync.rank == 0:
-        tell_setup_failed(sync, ValueError("no checkpoint here"))
-    else:
-        sync.setup([Parameter("w", np.ones(3))], {})
-except BaseException as raised:
+
+
+def set_up():
+    try:
+        if sync.rank == 0:
+            tell_setup_failed(sync, ValueError("no checkpoint here"))
+        else:
+            sync.setup([Parameter("w", np.ones(3))], {})
+    except BaseException as raised:
+        return raised
+    return None
+
+
+def main():
+    raised = set_up()
+    sync.close()
+    if raised is not None:
+        raise raised
+
+
+if sys.argv[1:] == ["run_main"]:
+    run_main(main)
+raised = set_up()
+if raised is not None:
     said = [f"{type(raised).__name__}: {raised}", *getattr(raised, "__notes__", [])]
     print(f"rank {sync.rank} raised " + " | ".join(said), flush=True)
 sync.close()
 """
+#: the note on rank 0's Ctrl-C
+TOLD_AND_INTERRUPTED = (
+    "this rank could not set up (ValueError: no checkpoint here); the others were told"
+)
 
 
 def test_a_ctrl_c_while_telling_the_failure_is_raised_saying_it(tmp_path):
     """A Ctrl-C during ``fail_setup`` is the user's: a KeyboardInterrupt ends the run, but the
     error it cut short was only its context, which a one-line ending ("interrupted") never
-    says: a note on it names that error, and that the other ranks were told (k632)."""
+    says: a note on it names that error, and that the other ranks were told."""
     script = tmp_path / "interrupted.py"
     script.write_text(INTERRUPTED_TELLING)
     done = run_mpi(["-n", "2", sys.executable, str(script)], timeout=30)
     said = done.stdout + done.stderr
     assert done.returncode == 0, said[-3000:]
-    told = "this rank could not set up (ValueError: no checkpoint here); the others were told"
-    assert f"rank 0 raised KeyboardInterrupt:  | {told}" in done.stdout, said[-3000:]
+    assert f"rank 0 raised KeyboardInterrupt:  | {TOLD_AND_INTERRUPTED}" in done.stdout, said
     assert "rank 1 raised JobMismatch: rank 0 could not set up: ValueError" in done.stdout
+
+
+def test_run_main_says_what_the_ctrl_c_cut_short(tmp_path):
+    """``run_main`` ended such a Ctrl-C with ``interrupted`` alone (exit 130): the error the fit
+    failed with, and whether the other ranks were told, were said nowhere. The note's lines
+    follow that line, in its form; rank 1 says its refusal as before."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED_TELLING)
+    done = run_mpi(["-n", "2", sys.executable, str(script), "run_main"], timeout=30)
+    said = done.stdout + done.stderr
+    ended = ["interrupted.py: interrupted", f"interrupted.py: {TOLD_AND_INTERRUPTED}"]
+    lines = done.stderr.splitlines()
+    assert any(lines[i : i + 2] == ended for i in range(len(lines))), said[-3000:]
+    assert "interrupted.py: error: rank 0 could not set up: ValueError" in done.stderr, said
+    assert "raised" not in done.stdout and "Traceback" not in said, said[-3000:]
+    assert not any(abort in said for abort in ABORTS), said[-3000:]
