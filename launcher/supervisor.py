@@ -61,13 +61,14 @@ from . import child as child_waits  # its waits, as set when used (tests cut the
 from .arrivals import Arrivals, deaf
 from .child import Child, ChildSpec, running_groups
 from .commands import LaunchError
-from .failure import Failure, signal_name, told_rank, write_report
+from .failure import Failure, signal_name, write_report
 from .gang import any_running, first_failed, killed_at_the_end, send_stop_signals
 from .held_logs import drain_held
 from .interrupt import STOP_SIGNALS
 from .json_lines import JsonLines
 from .messages import Messages
 from .run_dir import clear_run_dir, make_run_dir
+from .settle import blamed, settle
 from .shown import shown
 from .stdout import binary_stream
 from .terminal import Terminal
@@ -285,19 +286,9 @@ class Supervisor:
                     self._pumping.append(child)
         if failed is None:
             return None
-        failed, stopped = self._blamed(failed)
+        failed, stopped = blamed(failed, self._outstayed, self._stopped)
         failure = failed.failure(restart, [c for c in children if c is not failed])
         return failure.outstayed() if stopped else failure
-
-    def _blamed(self, failed: Child) -> tuple[Child, bool]:
-        """Whom to blame for ``failed``, and whether the stop ended it (ran as it began, ended by
-        a signal): at a settle's end (:attr:`_outstayed`), the worker the victim's whole output
-        names as the rank that could not set up, where it still ran then; else ``failed``."""
-        named = None if self._outstayed is None else told_rank(list(failed.tail))
-        cause = next((w for w in self._outstayed or () if w.spec.rank == named), None)
-        if cause is None:
-            return failed, False
-        return cause, cause in self._stopped and (cause.poll() or 0) < 0
 
     def _watch(self, children: list[Child]) -> Child | None:
         """The first child to fail, also where a signal came after it; None when every worker
@@ -312,7 +303,13 @@ class Supervisor:
             working = any(c.poll() is None for c in workers)
             first = first_failed(children, working)
             if first is not None and first.exited_at < self._arrivals.first_at:
-                return self._settle(first, children, workers) if first.victim else first
+                if not first.victim:
+                    return first
+                arrivals, poll = self._arrivals, self.poll_interval
+                failed, self._outstayed = settle(
+                    first, children, workers, self.settle, poll, arrivals
+                )
+                return failed
             stuck = None if signalled else first_overdue(workers, self.poll_interval)
             if stuck is not None:  # a Hydra that stays after its ranks' end (now and then)
                 failed, why, self._finished = stuck  # finished: all its ranks had succeeded
@@ -324,26 +321,6 @@ class Supervisor:
             if signalled:  # an end mpiexec reported before it stands
                 failed, self._finished = reported_before(workers, self._arrivals.first_at)
                 return failed
-            time.sleep(self.poll_interval)
-
-    def _settle(self, victim: Child, children: list[Child], workers: list[Child]) -> Child:
-        """The failure that made ``victim`` (the first failure) stop: the first that is no
-        victim, seen within :attr:`settle` seconds of its exit, before a signal to the
-        launcher and while a worker runs; else ``victim``, the workers running at the settle's
-        end kept (:attr:`_outstayed`, for :meth:`_blamed`: one may hang after its failure, its
-        victim's 75 no "try again"). Nothing is signalled yet."""
-        deadline = victim.exited_at + self.settle
-        while True:
-            signalled = bool(self._signals)
-            working = any(c.poll() is None for c in workers)
-            cause = first_failed(children, working, victims=False)
-            if cause is not None and cause.exited_at < self._arrivals.first_at:
-                return cause
-            if signalled or not working:
-                return victim
-            if time.monotonic() >= deadline:  # whom it names: once its output is in (_blamed)
-                self._outstayed = [w for w in workers if w.poll() is None]
-                return victim
             time.sleep(self.poll_interval)
 
     def _stop(self, children: list[Child], failed: Child | None = None) -> None:

@@ -1,0 +1,55 @@
+"""Whom a victim's failure blames: a worker that exited 75 (another rank failed) waits the
+settle time for the failure that caused it (:func:`settle`), and at the attempt's end the rank
+its whole output names as the one that could not set up, where that still ran at the settle's
+end, is blamed instead of it (:func:`blamed`). :class:`launcher.supervisor.Supervisor`'s
+helpers, apart from its loop."""
+
+from __future__ import annotations
+
+import time
+
+from .arrivals import Arrivals
+from .child import Child
+from .failure import told_rank
+from .gang import first_failed
+
+
+def settle(
+    victim: Child,
+    children: list[Child],
+    workers: list[Child],
+    seconds: float,
+    poll: float,
+    arrivals: Arrivals,
+) -> tuple[Child, list[Child] | None]:
+    """The failure that made ``victim`` (the first failure) stop: the first that is no
+    victim, seen within ``seconds`` of its exit, before a signal to the launcher and while a
+    worker runs; else ``victim``, with the workers running at the settle's end (for
+    :func:`blamed`: one may hang after its failure, its victim's 75 no "try again"), None
+    where the settle did not run out. Nothing is signalled yet."""
+    deadline = victim.exited_at + seconds
+    while True:
+        signalled = bool(arrivals.signals())
+        working = any(c.poll() is None for c in workers)
+        cause = first_failed(children, working, victims=False)
+        if cause is not None and cause.exited_at < arrivals.first_at:
+            return cause, None
+        if signalled or not working:
+            return victim, None
+        if time.monotonic() >= deadline:  # whom it names: once its output is in (blamed)
+            return victim, [w for w in workers if w.poll() is None]
+        time.sleep(poll)
+
+
+def blamed(
+    failed: Child, outstayed: list[Child] | None, stopped: list[Child]
+) -> tuple[Child, bool]:
+    """Whom to blame for ``failed``, and whether the stop ended it (in ``stopped``, running as
+    it began, ended by a signal): at a settle's end (``outstayed``: the workers running then,
+    :func:`settle`), the worker the victim's whole output names as the rank that could not set
+    up, where it still ran then; else ``failed``."""
+    named = None if outstayed is None else told_rank(list(failed.tail))
+    cause = next((w for w in outstayed or () if w.spec.rank == named), None)
+    if cause is None:
+        return failed, False
+    return cause, cause in stopped and (cause.poll() or 0) < 0
