@@ -6,12 +6,16 @@ helpers, apart from its loop."""
 
 from __future__ import annotations
 
+import signal
 import time
 
 from .arrivals import Arrivals
 from .child import Child
 from .failure import told_rank
 from .gang import first_failed
+
+#: the signals by which the launcher's stop ends a worker: its SIGTERM, and the grace's SIGKILL
+STOP_ENDS = (signal.SIGTERM, signal.SIGKILL)
 
 
 def settle(
@@ -45,11 +49,12 @@ def blamed(
     failed: Child, outstayed: list[Child] | None, stopped: list[Child]
 ) -> tuple[Child, bool]:
     """Whom to blame for ``failed``, and whether the stop ended it (in ``stopped``, running as
-    it began, ended by a signal): at a settle's end (``outstayed``: the workers running then,
-    :func:`settle`), the worker the victim's whole output names as the rank that could not set
-    up, where it still ran then; else ``failed``."""
+    it began, ended by a signal the stop sends, :data:`STOP_ENDS`: a signal of its own, as a
+    SIGABRT after it ignored the SIGTERM, is its own status): at a settle's end
+    (``outstayed``: the workers running then, :func:`settle`), the worker the victim's whole
+    output names as the rank that could not set up, where it still ran then; else ``failed``."""
     named = None if outstayed is None else told_rank(list(failed.tail))
     cause = next((w for w in outstayed or () if w.spec.rank == named), None)
     if cause is None:
         return failed, False
-    return cause, cause in stopped and (cause.poll() or 0) < 0
+    return cause, cause in stopped and -(cause.poll() or 0) in STOP_ENDS

@@ -132,3 +132,36 @@ def test_the_victim_s_line_naming_the_cause_is_read_once_its_output_is_in(tmp_pa
     assert (report["rank"], report["exit_code"], report["signal"]) == (0, None, None), report
     assert report["cause"] == "rank 0 could not set up: CheckpointError: none", report
     assert "worker 0 failed and did not exit (stopped by the launcher)" in err, err
+
+
+#: worker 1: names rank 0 as the rank that could not set up, then exits 75 (its victim)
+_TELLS = (
+    "import sys, time; time.sleep(0.2); "
+    f"print({setup_failure_text(0, 'CheckpointError: none')!r}, flush=True); sys.exit(75)"
+)
+
+
+def _named(tmp_path: Path, cause: str) -> tuple[int, str, dict]:
+    """Worker 0 runs ``cause`` (past the settle of 0.3 s), worker 1 :data:`_TELLS` of it:
+    the launcher's status, its messages and failure.json."""
+    hangs = ChildSpec("worker", 0, [sys.executable, "-c", cause])
+    tells = ChildSpec("worker", 1, [sys.executable, "-c", _TELLS])
+    status, err, report, _ = _run(tmp_path, [hangs, tells], settle=0.3)
+    assert report["cause"] == "rank 0 could not set up: CheckpointError: none", report
+    assert [(v["rank"], v["exit_code"]) for v in report["victims"]] == [(1, 75)], report
+    return status, err, report
+
+
+@pytest.mark.timeout(30)
+def test_a_named_worker_killed_by_its_own_signal_after_the_settle_keeps_it(tmp_path):
+    """Worker 0 ignores the launcher's SIGTERM and aborts on its own 1.5 s later: it was
+    reported ``failed and did not exit (stopped by the launcher)``, signal null, status 1, as
+    though the launcher's stop had ended it. Its SIGABRT stands (128 + 6)."""
+    cause = (
+        "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "time.sleep(1.5); os.abort()"
+    )
+    status, err, report = _named(tmp_path, cause)
+    assert status == 134, err
+    assert (report["rank"], report["exit_code"], report["signal"]) == (0, None, "SIGABRT"), report
+    assert "worker 0 failed with signal SIGABRT: rank 0 could not set up" in err, err
