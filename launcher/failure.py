@@ -96,8 +96,11 @@ class Failure:
     #: besides this one: ``{"role", "rank", "exit_code", "log"}`` each
     victims: list[dict] = field(default_factory=list)
     #: a rank whose failure its victims named, still running at the settle's end, which the
-    #: launcher stopped (:meth:`outstayed`): no status of its own (not in ``failure.json``)
+    #: launcher's stop ended (:meth:`outstayed`): not its own status (not in ``failure.json``)
     stopped: bool = False
+    #: blamed because a victim named it as the rank that could not set up (:meth:`outstayed`;
+    #: not in ``failure.json``)
+    named: bool = False
 
     def __post_init__(self) -> None:
         # a job mismatch stops every rank, each saying so: the first to exit is no culprit,
@@ -112,12 +115,18 @@ class Failure:
         said = _once(said)
         object.__setattr__(self, "cause", f"{said}; {self.cause}" if self.cause else said)
 
-    def outstayed(self) -> Failure:
+    def outstayed(self, stopped: bool) -> Failure:
         """This failure of a worker that its victims named as the rank that could not set up,
-        but that never exited (it hangs after its failure): the launcher stopped it after its
-        settle time, so its end says nothing; it, not a victim (75, "try again"), is blamed,
-        and the launcher exits 1."""
-        return replace(self, exit_code=None, signal=None, signal_number=None, stopped=True)
+        still running at the settle's end: it, not a victim (75, "try again"), is blamed. Where
+        the launcher's stop ended it (``stopped``): by its signal, its end says nothing (it
+        hung after its failure: "did not exit"); by an exit 143 (a SIGTERM handler), that is
+        the stop's status, not one of a signal to the launcher; either way the launcher exits
+        1."""
+        if stopped and self.signal is not None:
+            return replace(
+                self, exit_code=None, signal=None, signal_number=None, stopped=True, named=True
+            )
+        return replace(self, stopped=stopped, named=True)
 
     @property
     def status(self) -> int:
@@ -126,6 +135,8 @@ class Failure:
         if self.signal is not None:
             number = self.signal_number or getattr(signal, self.signal, None)
             return 128 + int(number) if number else 1
+        if self.stopped:  # the launcher's stop ended it: its 143 no signal to the launcher
+            return 1
         return self.exit_code if self.exit_code and 0 < self.exit_code < 256 else 1
 
     @property
@@ -143,8 +154,17 @@ class Failure:
             )
         if self.signal is not None:
             said = f"{self.role} {self.rank} failed with signal {self.signal}"
-        elif self.stopped:
+        elif self.stopped and self.exit_code is None:
             said = f"{self.role} {self.rank} failed and did not exit (stopped by the launcher)"
+        elif self.stopped:
+            said = (
+                f"{self.role} {self.rank} failed, was stopped by the launcher after --settle and "
+                f"exited with code {self.exit_code}"
+            )
+        elif self.named and self.exit_code == 0:  # its failure, as the victim's lines say it
+            said = (
+                f"{self.role} {self.rank} was named as the failure's cause but exited with code 0"
+            )
         elif self.exit_code == 0:  # only a server ends an attempt so (the workers need it)
             said = f"{self.role} {self.rank} exited (code 0) while workers were running"
         else:
@@ -247,7 +267,8 @@ def write_report(
     else None (what a notice of the report's message dropped names)."""
     entry = {**asdict(failure), "max_restarts": max_restarts, "time": time.time()}
     entry["then"] = then
-    del entry["stopped"]  # not a field docs/operations.md lists: exit_code, signal null say it
+    del entry["stopped"], entry["named"]  # fields docs/operations.md does not list: the
+    # headline says them (exit_code and signal null: the launcher's stop ended it)
     tmp = path.with_suffix(".json.tmp")
     try:
         tmp.write_text(json.dumps(entry, indent=2) + "\n")

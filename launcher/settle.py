@@ -16,6 +16,8 @@ from .gang import first_failed
 
 #: the signals by which the launcher's stop ends a worker: its SIGTERM, and the grace's SIGKILL
 STOP_ENDS = (signal.SIGTERM, signal.SIGKILL)
+#: how a worker that handles the stop's SIGTERM exits (128 + SIGTERM): the stop's status too
+STOPPED_STATUS = 128 + signal.SIGTERM
 
 
 def settle(
@@ -49,12 +51,14 @@ def blamed(
     failed: Child, outstayed: list[Child] | None, stopped: list[Child]
 ) -> tuple[Child, bool]:
     """Whom to blame for ``failed``, and whether the stop ended it (in ``stopped``, running as
-    it began, ended by a signal the stop sends, :data:`STOP_ENDS`: a signal of its own, as a
-    SIGABRT after it ignored the SIGTERM, is its own status): at a settle's end
-    (``outstayed``: the workers running then, :func:`settle`), the worker the victim's whole
-    output names as the rank that could not set up, where it still ran then; else ``failed``."""
+    it began, ended by a signal the stop sends, :data:`STOP_ENDS`, or exiting
+    :data:`STOPPED_STATUS` on its SIGTERM; a signal of its own, as a SIGABRT after it ignored
+    the SIGTERM, is its own status): at a settle's end (``outstayed``: the workers running
+    then, :func:`settle`), the worker the victim's whole output names as the rank that could
+    not set up, where it still ran then; else ``failed``."""
     named = None if outstayed is None else told_rank(list(failed.tail))
     cause = next((w for w in outstayed or () if w.spec.rank == named), None)
     if cause is None:
         return failed, False
-    return cause, cause in stopped and -(cause.poll() or 0) in STOP_ENDS
+    code = cause.poll() or 0
+    return cause, cause in stopped and (-code in STOP_ENDS or code == STOPPED_STATUS)

@@ -286,9 +286,9 @@ class Supervisor:
                     self._pumping.append(child)
         if failed is None:
             return None
-        failed, stopped = blamed(failed, self._outstayed, self._stopped)
-        failure = failed.failure(restart, [c for c in children if c is not failed])
-        return failure.outstayed() if stopped else failure
+        cause, stopped = blamed(failed, self._outstayed, self._stopped)
+        failure = cause.failure(restart, [c for c in children if c is not cause])
+        return failure if cause is failed else failure.outstayed(stopped)
 
     def _watch(self, children: list[Child]) -> Child | None:
         """The first child to fail, also where a signal came after it; None when every worker
