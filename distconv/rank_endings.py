@@ -139,10 +139,11 @@ _QUOTED = r"'(?:[^'\\]|\\.)*(?:'|\.\.\.)|\"(?:[^\"\\]|\\.)*(?:\"|\.\.\.)"
 #: rank could not set up (:func:`setup_failure_text`: MPI's job check, the parameter server
 #: workers'), its rank and error the groups; or that the ranks run different jobs where one
 #: side's ``name`` is a :func:`setup_failure_name` (a shard's refusal of a hello, which
-#: compares the descriptions itself), the two quoted names the groups
+#: compares the descriptions itself), the two quoted names the groups (4 and 5; the first
+#: form's words ``could not ...`` group 2)
 _SETUP_FAILURE = re.compile(
     rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?{_CLASS}"
-    rf"(?:rank (\d+) (?:{_COULD_NOT}|{_COULD_NOT_MEET}): (.*?)"
+    rf"(?:rank (\d+) ({_COULD_NOT}|{_COULD_NOT_MEET}): (.*?)"
     rf"|(?:rank \d+ and rank \d+ {_DIFFERENT}|rank \d+ {_ANOTHER}): "
     rf"name: ({_QUOTED}) here, ({_QUOTED}) there(?:[ ;].*)?)"
     rf"(?:; (?:{'|'.join(re.escape(e) for e in ENDINGS)}))?",
@@ -195,14 +196,30 @@ def setup_failure_in_lines(lines: Sequence[str]) -> tuple[int, str] | None:
     the ranks' different jobs, one side's ``name`` a :func:`setup_failure_name` (a parameter
     server shard's refusal of a hello); None where none does. A rank's line that says it was
     only told of that failure: no mismatch of jobs."""
+    found = _setup_failure_found(lines)
+    return None if found is None else found[:2]
+
+
+def setup_failure_said_in_lines(lines: Sequence[str]) -> str | None:
+    """What :func:`setup_failure_in_lines` reads, in the words the ranks said it: ``rank 0
+    could not set up: ...``, or a meeting's ``rank 1 could not make its all_equal description:
+    ...`` (:func:`told_failure_text`), not rebuilt as a setup's; a shard's refusal naming a
+    :func:`setup_failure_name` in :func:`setup_failure_text`'s. None where none says it."""
+    found = _setup_failure_found(lines)
+    return None if found is None else found[2]
+
+
+def _setup_failure_found(lines: Sequence[str]) -> tuple[int, str, str] | None:
+    """The rank, its error and the words said (:func:`setup_failure_said_in_lines`)."""
     for line in reversed(lines):
         if (found := _SETUP_FAILURE.fullmatch(line)) is None:
             continue
         if found[1] is not None:
-            return int(found[1]), found[2]
-        for quoted in found.group(3, 4):
+            return int(found[1]), found[3], f"rank {found[1]} {found[2]}: {found[3]}"
+        for quoted in found.group(4, 5):
             if (failed := SETUP_FAILURE_NAME.fullmatch(_unquoted(quoted))) is not None:
-                return int(failed[1]), failed[2]
+                rank, error = int(failed[1]), failed[2]
+                return rank, error, setup_failure_text(rank, error)
     return None
 
 

@@ -15,7 +15,7 @@ from distconv.files import describe_os_error
 from distconv.rank_endings import (
     different_jobs_in,
     setup_failure_in_lines,
-    setup_failure_text,
+    setup_failure_said_in_lines,
 )
 
 from .kept_line import KEPT_LINE_BYTES as KEPT_LINE_BYTES
@@ -200,19 +200,21 @@ def _told(cause: str | None) -> bool:
 def setup_failure_cause(
     role: str, rank: int, tail: Sequence[str], peers: Sequence[tuple[str, Sequence[str]]] = ()
 ) -> str | None:
-    """``rank 0 could not set up: CheckpointError: ...``, where ``tail`` (the last lines of
-    the failed child, ``role`` ``rank``) says that a rank could not set up
+    """``rank 0 could not set up: CheckpointError: ...`` (or a meeting's ``rank 1 could not
+    make its all_equal description: ...``: the words as the ranks said them,
+    :func:`~distconv.rank_endings.setup_failure_said_in_lines`), where ``tail`` (the last lines
+    of the failed child, ``role`` ``rank``) says that a rank could not set up
     (:func:`~distconv.rank_endings.setup_failure_in_lines`), or, for a worker, where a peer's
     (``(role, tail)`` each: the other children) says that this worker could not: the failing
     rank's own lines say its error (a traceback), those of the ranks it told name it. None
     where none does."""
-    found = setup_failure_in_lines(_said(tail))
-    for peer_role, peer_tail in peers if found is None and role == "worker" else ():
+    said = setup_failure_said_in_lines(_said(tail))
+    for peer_role, peer_tail in peers if said is None and role == "worker" else ():
         if peer_role == "worker" and (told := setup_failure_in_lines(_said(peer_tail))):
             if told[0] == rank:
-                found = told
+                said = setup_failure_said_in_lines(_said(peer_tail))
                 break
-    return None if found is None else setup_failure_text(*found)
+    return said
 
 
 def told_rank(tail: Sequence[str]) -> int | None:

@@ -197,3 +197,25 @@ def test_a_named_worker_that_exits_0_says_it_was_named_as_the_cause(tmp_path):
     assert (report["rank"], report["exit_code"], report["signal"]) == (0, 0, None), report
     said = "worker 0 was named as the failure's cause but exited with code 0"
     assert f"distconv-launch: {said}: rank 0 could not set up: " in err, err
+
+
+#: rank 0's line where rank 1's all_equal description between steps could not be written
+#: (``tests/mpi/test_setup_fails_before_check.py`` makes it under mpiexec)
+_MEETING = "rank 1 could not make its all_equal description: ValueError: Circular reference"
+
+
+@pytest.mark.timeout(30)
+def test_a_meeting_s_failure_is_reported_in_its_own_words_not_a_setup_s(tmp_path):
+    """The ranks name rank 1's failed all_equal description in a meeting between steps, and
+    the launcher's cause read ``rank 1 could not set up: ...``, a failure that never happened
+    (it rebuilt the words as a setup's). Its own words now; still rank 1's failure, restarted
+    (not the ranks' different jobs)."""
+    line = f"distconv.sync.mpi.comm.JobMismatch: {_MEETING}"
+    says = f"import sys; print({line!r}, flush=True); sys.exit(1)"
+    specs = [ChildSpec("worker", 0, [sys.executable, "-c", says])]
+    status, err, report, _ = _run(tmp_path, specs, settle=0.3, max_restarts=1)
+    assert status == 1, err
+    assert report["cause"] == _MEETING, report
+    headline = f"distconv-launch: worker 0 failed with exit code 1: {_MEETING}"
+    assert err.count(f"{headline}{RESTARTING}\n") == 1, err
+    assert f"{headline} (after 1 restart(s)); last lines of" in err, err

@@ -15,7 +15,11 @@ import pickle
 
 import pytest
 
-from distconv.rank_endings import different_jobs_in, setup_failure_in_lines
+from distconv.rank_endings import (
+    different_jobs_in,
+    setup_failure_in_lines,
+    setup_failure_said_in_lines,
+)
 from distconv.script_main import run_main
 from distconv.sync.description import as_sent, digest, first_difference
 from distconv.sync.errors import JobRefused, setup_failure_description, setup_failure_in
@@ -203,3 +207,24 @@ def test_a_long_error_cut_short_by_the_shard_is_still_read(failed_first):
         "worker", 1, 75, None, "l", [f"fails.py: error: rank 1, hello: pserver h:5: {said}"], 0
     )
     assert (failure.cause or "").startswith(f"rank 0 could not set up: {long[:300]}"), said
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"rank 0 could not set up: {ERROR}",
+        f"rank 0 could not make its all_equal description: {ERROR}",
+        "fails.py: error: rank 1, all_equal:1: pserver 127.0.0.1:5: "
+        + different_jobs(0, 1, first_difference(FAILED, JOB)),
+    ],
+    ids=["setup", "meeting", "shard-refusal"],
+)
+def test_the_words_read_back_are_the_failure_s_own(line):
+    """What :func:`setup_failure_said_in_lines` gives is what the ranks said of the failure: a
+    meeting's words stay a meeting's (they were rebuilt as ``rank 0 could not set up``); a
+    shard's refusal quoting a failed setup's name reads as the setup's words."""
+    said = setup_failure_said_in_lines([line])
+    meeting = "could not make its all_equal description" in line
+    words = "could not make its all_equal description" if meeting else "could not set up"
+    assert said == f"rank 0 {words}: {ERROR}", said
+    assert setup_failure_in_lines([line]) == (0, ERROR)
