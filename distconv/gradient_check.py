@@ -30,7 +30,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module, to_host
 from distconv.layers.base import Layer
-from distconv.optim import _check
+from distconv.optim_base import _check
 from distconv.parameter import Parameter
 from distconv.sampler import check_count
 

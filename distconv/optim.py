@@ -18,109 +18,18 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from numbers import Real
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
-
-from distconv.backend import get_array_module, is_float_dtype, sum_dtype
-
-State = dict[str, Any]
-
-
-class Optimizer:
-    """Base class: hyperparameters, state layout and the in-place update rule.
-
-    Subclasses set :attr:`name`, list the per-parameter buffers in :attr:`buffers` (zeros shaped
-    like the parameter), and implement :meth:`_apply`. Weight decay (L2, added to the gradient
-    as ``torch.optim`` does) is common to every rule and handled here.
-
-    Args:
-        lr: learning rate, > 0.
-        **hyper: the subclass's hyperparameters; all are reported by :meth:`config`.
-
-    Attributes:
-        lr: the learning rate the rules use now: ``base_lr`` times the schedule's factor.
-        base_lr: the learning rate the optimizer was built with (what :meth:`config` reports).
-        hyper: the other hyperparameters, by name.
-    """
-
-    name: ClassVar[str] = "base"
-    #: names of the state buffers shaped like the parameter
-    buffers: ClassVar[tuple[str, ...]] = ()
-
-    def __init__(self, lr: float, **hyper: float) -> None:
-        _check("lr", lr, low=0.0, low_open=True)
-        _check("weight_decay", hyper.get("weight_decay", 0.0), low=0.0)
-        self.base_lr = self.lr = float(lr)
-        self.hyper = {k: float(v) for k, v in hyper.items()}
-
-    def scale_lr(self, factor: float) -> None:
-        """Set the working rate to ``base_lr * factor`` (a schedule's value for this epoch).
-
-        Raises:
-            ValueError: ``factor`` is not a finite number >= 0 (NaN made every weight NaN).
-        """
-        _check("factor", factor, low=0.0)  # as SyncStrategy.set_lr_scale refuses it
-        self.lr = self.base_lr * float(factor)
-
-    def init_state(self, value: Any) -> State:
-        """Fresh state for a parameter ``value``: arrays on ``value``'s device, of its dtype.
-
-        Raises:
-            ValueError: the rule's ``eps`` is 0 in ``value``'s dtype (1e-8 in float16), so its
-                denominator would be 0 once the squared gradients underflow: a NaN step.
-        """
-        eps = self.hyper.get("eps", 0.0)
-        if eps and is_float_dtype(value.dtype) and not value.dtype.type(eps):
-            raise ValueError(
-                f"{self.name}: eps={eps:g} is 0 in {value.dtype}, so a step can divide by 0; "
-                f"give an eps {value.dtype} holds (1e-4 is usual there), or train in bfloat16"
-            )
-        xp = get_array_module(value)
-        return {key: xp.zeros_like(value) for key in self.buffers}
-
-    def update(self, value: Any, grad: Any, state: State, grad_scale: float = 1.0) -> None:
-        """Apply one step to ``value`` in place, updating ``state`` in place.
-
-        ``grad`` is read, never written. Pure array operations, so ``value`` may be a numpy or a
-        cupy array, a whole parameter or a slice of one.
-
-        Args:
-            value: the parameter, updated in place.
-            grad: its gradient, or a sum of gradients that ``grad_scale`` turns into one.
-            state: the parameter's state (from :meth:`init_state`), updated in place.
-            grad_scale: the rule sees ``grad * grad_scale`` (a sync hands in sums over the
-                step's examples and ``1 / examples``). The factor is folded into scalars the
-                rule multiplies by anyway (``(lr * s) * g``), so SGD, RMSProp and Adam add no
-                pass over memory; Momentum and AdaGrad form one ``s * g`` temporary (their
-                state is kept in averaged units). The result equals
-                ``update(value, grad * grad_scale, state)`` to an ulp or two, and bitwise for a
-                power of two. The gradient is scaled first (one pass) for 16-bit parameters,
-                where ``(1 - beta2) * s * s`` underflows, and for a scale of 0 or so near it
-                that ``mu / s`` or ``decay / s`` could overflow float32 (``|s|`` below
-                ``2**-126 * (1 + decay)``; 2**-126 is float32's least normal).
-        """
-        scale, decay = float(grad_scale), self.hyper.get("weight_decay", 0.0)
-        if scale != 1.0 and (value.dtype.itemsize <= 2 or abs(scale) < 2.0**-126 * (1 + decay)):
-            grad, scale = scaled_copy(grad, scale), 1.0
-        if decay:  # s * (g + (decay / s) * w) = s * g + decay * w: the L2 term is not scaled
-            grad = grad + typed(value, decay / scale)[0] * value
-        self._apply(value, grad, state, scale)
-
-    def _apply(self, value: Any, grad: Any, state: State, scale: float) -> None:
-        """The rule on the gradient ``grad * scale`` (``scale`` folded into its scalars)."""
-        raise NotImplementedError
-
-    def config(self) -> dict[str, Any]:
-        """The name and every hyperparameter, JSON-able; :func:`optimizer_from_config` inverts."""
-        return {"name": self.name, "lr": self.base_lr, **self.hyper}
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if k != "name")
-        return f"{type(self).__name__}({args})"
+from distconv.backend import get_array_module
+from distconv.optim_base import (  # noqa: F401  (State, mean_scale, scaled_copy: imported from here)
+    Optimizer,
+    State,
+    _check,
+    mean_scale,
+    scaled_copy,
+    typed,
+)
 
 
 class SGD(Optimizer):
@@ -312,43 +221,6 @@ class Adam(Optimizer):
         value -= step
 
 
-def mean_scale(examples: int) -> float:
-    """The ``grad_scale`` that turns a gradient summed over ``examples`` into their mean."""
-    return 1.0 / examples if examples > 1 else 1.0
-
-
-def typed(value: Any, *scalars: float) -> tuple[Any, ...]:
-    """``scalars`` as numpy float32 scalars for a 16-bit parameter ``value``, the type its
-    update computes in; as they are for any other (they compute in its own type already, and
-    an update runs once a parameter, or a block on a shard, every step).
-
-    A Python float meets a 16-bit array in the array's type (NEP 50: NumPy 2 for float16,
-    ``ml_dtypes`` from 0.6 on for bfloat16), so the hyperparameters would be rounded first:
-    beta1 = 0.9 is 0.8984 in bfloat16, beta2 = 0.999 is 1.0. A float32 scalar makes the
-    operation run in float32, rounded once into the array, as PyTorch computes 16-bit tensors
-    with Python scalars. (Storage still rounds: ``v * 0.999`` comes back as ``v`` in bfloat16,
-    whose steps are 2**-7 of the power of two below ``v`` (0.1 % is under half a step), so a
-    16-bit second moment barely decays either way; NumPy 1 and cupy before 14 computed in
-    float16 and do so still.)
-    """
-    wide = sum_dtype(value.dtype)
-    if wide is None:  # a Python float already computes in a 32- or 64-bit array's own type
-        return scalars
-    kind = np.dtype(wide).type
-    return tuple(kind(s) for s in scalars)
-
-
-def scaled_copy(grad: Any, scale: float) -> Any:
-    """``grad * scale`` in ``grad``'s dtype, multiplied in float32 for a 16-bit one (one pass
-    over memory): ``scale`` itself (``1 / examples``) may be subnormal in float16. Wider ones
-    in their own (a float64 gradient beyond float32's range would be inf in float32).
-    """
-    xp, wide = get_array_module(grad), sum_dtype(grad.dtype) or grad.dtype
-    out = xp.empty_like(grad)
-    xp.multiply(grad, scale, out=out, dtype=wide, casting="unsafe")
-    return out
-
-
 OPTIMIZERS: dict[str, type[Optimizer]] = {
     cls.name: cls for cls in (SGD, Momentum, Nesterov, AdaGrad, RMSProp, Adam)
 }
@@ -376,25 +248,3 @@ def optimizer_from_config(config: Mapping[str, Any]) -> Optimizer:
         raise ValueError(f"optimizer config has no 'name': {dict(config)!r}")
     kwargs = {k: v for k, v in config.items() if k != "name"}
     return create_optimizer(config["name"], **kwargs)
-
-
-def _check(
-    name: str,
-    x: float,
-    *,
-    low: float | None = None,
-    high: float | None = None,
-    low_open: bool = False,
-) -> None:
-    """Raise ValueError naming the hyperparameter unless ``low <=/< x < high``."""
-    bad = (
-        not isinstance(x, Real)
-        or isinstance(x, bool)
-        or not math.isfinite(x)  # NaN and infinity alike
-        or (low is not None and (x <= low if low_open else x < low))
-        or (high is not None and x >= high)
-    )
-    if bad:
-        lo = "" if low is None else f"{low} {'<' if low_open else '<='} "
-        hi = "" if high is None else f" < {high}"
-        raise ValueError(f"{name} must satisfy {lo}{name}{hi}, got {x!r}")
