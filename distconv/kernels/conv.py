@@ -51,12 +51,8 @@ from distconv.kernels.im2col import (
     widen_output,
 )
 from distconv.kernels.parallel import over_batch, side_by_side
-from distconv.kernels.shape import (
-    ConvGeometry,
-    check_conv_shapes,
-    check_conv_transpose_grad,
-    volume,
-)
+from distconv.kernels.shape import ConvGeometry, volume
+from distconv.kernels.shape_checks import check_conv_shapes, check_conv_transpose_grad
 
 
 def grouped_weight(w: Any, groups: int) -> Any:

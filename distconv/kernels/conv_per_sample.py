@@ -38,7 +38,8 @@ from distconv.kernels.im2col import (
     widen_output_channels_last,
 )
 from distconv.kernels.parallel import over_batch
-from distconv.kernels.shape import ConvGeometry, check_conv_shapes, volume
+from distconv.kernels.shape import ConvGeometry, volume
+from distconv.kernels.shape_checks import check_conv_shapes
 
 #: the fewest channels per group for which the flipped filter gradient multiplies the columns
 #: by a contiguous copy of ``x^T`` (:func:`~distconv.kernels.im2col.widen_output_channels_last`)

@@ -35,7 +35,8 @@ from distconv.backend import get_array_module, is_gpu_array, sum_dtype, widened
 from distconv.kernels.im2col import pad_spatial
 from distconv.kernels.parallel import over_batch
 from distconv.kernels.pool_rare import RareWindows
-from distconv.kernels.shape import ConvGeometry, check_pool_shapes, volume
+from distconv.kernels.shape import ConvGeometry, volume
+from distconv.kernels.shape_checks import check_pool_shapes
 
 _ALL2 = (slice(None), slice(None))
 
