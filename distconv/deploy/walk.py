@@ -12,14 +12,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from distconv.deploy.commands import unprinted
+from distconv.deploy.env_options import split_env_strings
 from distconv.deploy.pod import HOME
-from distconv.deploy.shell import (
-    SHELL_SYNTAX,
-    removes_variable,
-    sets_variable,
-    shell_command,
-    split_env_strings,
-)
+from distconv.deploy.shell import SHELL_SYNTAX, removes_variable, sets_variable, shell_command
 from distconv.deploy.words import split_words
 
 Manifest = dict[str, Any]
@@ -174,7 +169,7 @@ def _argv(container: Manifest) -> list[str]:
     plain command string (``sh -c "exec distconv train --out /x"``), that command's words
     (:func:`shell_command`; ``$NAME`` of a plain value filled in), so that a rank or a shard
     started so is held to the same checks; an ``env -S STRING`` in it split as env splits it
-    (:func:`~distconv.deploy.shell.split_env_strings`)."""
+    (:func:`~distconv.deploy.env_options.split_env_strings`)."""
     argv = [str(a) for a in (*container.get("command", []), *container.get("args", []))]
     environment = None if container.get("envFrom") else _env(container)  # what the shell exports
     words = shell_command(argv, _plain_variables(container), _plain_values(container), environment)

@@ -19,7 +19,8 @@ import subprocess
 import pytest
 
 from distconv.deploy import manifest_problems, render_manifests
-from distconv.deploy.shell import removes_variable, split_env_strings
+from distconv.deploy.env_options import split_env_strings
+from distconv.deploy.shell import removes_variable
 
 pytestmark = pytest.mark.timeout(60)
 
