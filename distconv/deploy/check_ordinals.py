@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from distconv.deploy.check_index import INDEX_NAME, LOCALS, PAIRS, _train_args
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand
 from distconv.deploy.counts import MAX_NAMED, and_more
+from distconv.deploy.index_reads import INDEX_NAME, LOCALS, PAIRS, _train_args
 from distconv.deploy.walk import Manifest, _flag, pod_hostname
 from distconv.placement import ENV_RANK_FROM_HOSTNAME, ENV_WORLD_SIZE, RuntimeConfigError
 from distconv.runtime import ENV_ROLE, detect_runtime

@@ -293,7 +293,7 @@ def _mpi_world_size_var(here: str, container: Manifest, size: int) -> Iterator[s
     ``DISTCONV_WORLD_SIZE`` there must be mpirun's ``-np``, which each rank reads from PMI, or
     every rank stops (``two sources disagree about the world size``), as at a ``$(`` the
     kubelet left as written (the rank reads the text). One the cluster fills in is not judged."""
-    from distconv.deploy.check_index import why_left  # which imports this module
+    from distconv.deploy.index_reads import why_left  # which imports this module
 
     known, value = env_as_seen(container, "DISTCONV_WORLD_SIZE")
     if known and value is not None and _other_count(value, size):

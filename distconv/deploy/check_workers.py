@@ -11,23 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.check_index import (
+from distconv.deploy.check_index import _pair_problems, index_rank_problems
+from distconv.deploy.check_ordinals import by_ordinal, ordinal_hosts
+from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
+from distconv.deploy.counts import count, counted, judged_pods, known_count
+from distconv.deploy.index_reads import (
     EACH_INDEX,
     INDEX,
     INDEX_NAME,
     _index_removed,
-    _pair_problems,
     _pairs,
     _seen,
     _train_args,
-    index_rank_problems,
     placed_by,
     refused_alone,
     why_left,
 )
-from distconv.deploy.check_ordinals import by_ordinal, ordinal_hosts
-from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
-from distconv.deploy.counts import count, counted, judged_pods, known_count
 from distconv.deploy.programs import trains_with_the_shards, unknown_transports
 from distconv.deploy.shell import KUBELET_REFERENCE
 from distconv.deploy.walk import (

@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from distconv.deploy.check_index import _train_args
 from distconv.deploy.check_shards import _FILLED, _is_filled, env_as_seen, expand
 from distconv.deploy.commands import SHELLS, command_starts, past_wrappers, program_name
+from distconv.deploy.index_reads import _train_args
 from distconv.deploy.shell import SHELL_OWN
 from distconv.deploy.walk import (
     Manifest,
