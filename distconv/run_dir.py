@@ -1,6 +1,6 @@
 """A run's output directory: one owner at a time, step checkpoints tied together by manifests.
 
-Layout::
+Layout (the names, and which files a run writes, are :mod:`distconv.run_files`'s)::
 
     <out>/run.lock                         held (flock) by the chief while the run lives
     <out>/run.claim                        the job id and launch that began the run
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import replace
@@ -40,32 +39,25 @@ from distconv.files import (
 )
 from distconv.messages import named
 from distconv.metrics import MetricsError, read_metrics
+from distconv.run_files import (
+    CHECKPOINTS,
+    CLAIM,
+    LOCK,
+    METRICS,
+    PLOT,
+    RUN_FILES,
+    STEP_DIR,
+    first_epoch_at_most,
+    foreign_checkpoints,
+    has_content,
+    named_by_manifest,
+)
+from distconv.run_files import CHIEF_PART as CHIEF_PART  # resume and tests read it here
+from distconv.run_files import LEGACY_CHECKPOINT as LEGACY_CHECKPOINT  # resume reads it here
 from distconv.sampler import check_count
 
 log = logging.getLogger("distconv.checkpoint")
 PRUNING = "not pruning old checkpoints now: %s"  # a save's warning: a later save prunes
-
-LOCK = "run.lock"
-#: who began the run (:mod:`distconv.job_start`): no run file, since a run that failed in its
-#: first epoch, leaving it and an empty metrics log, is none
-CLAIM = "run.claim"
-CHECKPOINTS = "checkpoints"
-CHIEF_PART = "chief.safetensors"
-#: the single checkpoint file of distconv 0.1, before step checkpoints
-LEGACY_CHECKPOINT = "checkpoint.safetensors"
-#: files that mark a directory as holding a run, in the order clear() deletes them: the
-#: checkpoints before their metrics, which a failure midway must not leave behind them
-METRICS, PLOT = "metrics.jsonl", "metrics.png"
-RUN_FILES = (CHECKPOINTS, LEGACY_CHECKPOINT, METRICS)
-#: what a run writes in ``checkpoints/``: step directories of parts, manifests (and those set
-#: aside), parameter-server shards' parts (their directory may be this one), and the temporary
-#: files of a write a crash cut short
-_STEP_DIR = re.compile(r"step-\d{8,}")
-_PART = re.compile(rf"\.?{re.escape(CHIEF_PART)}(\..+\.tmp)?")
-_MANIFEST = re.compile(
-    r"\.?(step-\d{8,}\.json(\.unusable)?|pserver-shard\d+-step(\d+|last)\.safetensors)"
-    r"(\..+\.tmp)?"
-)
 
 
 class RunDirError(CheckpointError):
@@ -121,7 +113,7 @@ class RunDirectory:
     def holds_run(self) -> bool:
         """Whether the directory already holds a run's files (finished or partial). An empty
         metrics log, all that a run which failed in its first epoch leaves, is none."""
-        return any(_has_content(self.root / name) for name in RUN_FILES)
+        return any(has_content(self.root / name) for name in RUN_FILES)
 
     def clear(self) -> None:
         """Delete a previous run's checkpoints, metrics and claim (``--overwrite``).
@@ -136,7 +128,7 @@ class RunDirectory:
         """
         linked = self.checkpoint_root.is_symlink() and self.checkpoint_root.is_dir()
         try:
-            foreign = self._foreign_checkpoints() if linked else []
+            foreign = foreign_checkpoints(self.checkpoint_root) if linked else []
             if foreign:
                 raise RunDirError(
                     f"cannot clear the run in {self.root}: {self.checkpoint_root} links to "
@@ -165,7 +157,7 @@ class RunDirectory:
         Raises:
             RunDirError: naming such files; nothing is deleted.
         """
-        foreign = self._foreign_checkpoints() + self._foreign_metrics()
+        foreign = foreign_checkpoints(self.checkpoint_root) + self._foreign_metrics()
         if foreign:
             raise RunDirError(
                 f"{self.root} has no checkpoint to resume, and holds files that no distconv run "
@@ -174,26 +166,13 @@ class RunDirectory:
             )
         self.clear()
 
-    def _foreign_checkpoints(self) -> list[str]:
-        root = self.checkpoint_root
-        if not root.is_dir():
-            return [str(root)] if root.exists() or root.is_symlink() else []
-        foreign = []
-        for entry in sorted(root.iterdir()):
-            step = _STEP_DIR.fullmatch(entry.name.removesuffix(".unusable"))  # or set aside
-            if entry.is_dir() and not entry.is_symlink() and step:
-                foreign += [str(f) for f in sorted(entry.iterdir()) if not _PART.fullmatch(f.name)]
-            elif not (entry.is_file() and _MANIFEST.fullmatch(entry.name)):
-                foreign.append(str(entry))
-        return foreign
-
     def _foreign_metrics(self) -> list[str]:
         """The metrics files, where they hold more than a run with no checkpoint leaves: the
         line of its first epoch at most (written before that epoch's checkpoint), and no plot
         (drawn after the last). A finished run whose checkpoints were deleted is not cleared."""
         foreign = [str(p) for p in [self.root / PLOT] if p.exists() or p.is_symlink()]
         path = self.root / METRICS
-        if not _has_content(path):
+        if not has_content(path):
             return foreign
         try:
             records = read_metrics(path) if path.is_file() else None
@@ -204,7 +183,7 @@ class RunDirectory:
                 f"{self.root} has no checkpoint to resume, and its {path.name} cannot be read "
                 f"({describe_os_error(exc)}) to tell whether starting afresh may delete it"
             ) from None
-        if records is not None and _first_epoch_at_most(records):
+        if records is not None and first_epoch_at_most(records):
             return foreign
         return [str(path)] + foreign
 
@@ -275,7 +254,7 @@ class RunDirectory:
         disk): a checkpoint never resumed from, whose room the save's retry needs. One that a
         manifest names (the step saved before, its part since replaced whole) stays."""
         folder = self.checkpoint_root / f"step-{step:08d}"
-        if not _named(folder) and folder.is_dir() and not folder.is_symlink():
+        if not named_by_manifest(folder) and folder.is_dir() and not folder.is_symlink():
             shutil.rmtree(folder, ignore_errors=True)
 
     def manifests(self) -> list[Manifest]:
@@ -362,38 +341,12 @@ class RunDirectory:
             log.warning("not looking for orphaned checkpoint directories now: %s", exc)
             return
         for entry in entries:
-            if not (_STEP_DIR.fullmatch(entry.name) and entry.is_dir()) or entry.is_symlink():
+            if not (STEP_DIR.fullmatch(entry.name) and entry.is_dir()) or entry.is_symlink():
                 continue
-            if int(entry.name[5:]) < oldest_kept and not _named(entry):
+            if int(entry.name[5:]) < oldest_kept and not named_by_manifest(entry):
                 shutil.rmtree(entry, ignore_errors=True)
-
-
-def _named(step_dir: Path) -> bool:
-    """Whether a manifest names ``step_dir``: its own, or one set aside that left it in place
-    (an older distconv, or a directory that could not move). One set aside beside a
-    ``step-N.unusable`` holds its files there: ``step-N`` is then the step saved again."""
-    beside = [step_dir.with_name(step_dir.name + end) for end in (".json", ".json.unusable")]
-    if os.path.lexists(beside[0]):
-        return True
-    return os.path.lexists(beside[1]) and not os.path.lexists(f"{step_dir}.unusable")
 
 
 def _listed(paths: list[str]) -> str:
     """The first three of ``paths``, and how many more."""
     return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-
-
-def _first_epoch_at_most(records: list[dict]) -> bool:
-    """Whether ``records`` are what a run leaves before its first checkpoint: none, or the
-    line of epoch 1."""
-    if not records:
-        return True
-    epoch = records[0].get("epoch")
-    return len(records) == 1 and type(epoch) is int and epoch == 1
-
-
-def _has_content(path: Path) -> bool:
-    """Whether ``path`` exists and is not an empty file or directory."""
-    if path.is_dir():
-        return any(path.iterdir())
-    return path.exists() and not (path.is_file() and path.stat().st_size == 0)

@@ -25,6 +25,7 @@ from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.resume import Position, Preempted
 from distconv.run_dir import RunDirectory, RunDirError
+from distconv.run_files import foreign_checkpoints
 from distconv.sampler import GlobalBatchSampler
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
@@ -651,7 +652,7 @@ def test_a_damaged_checkpoint_set_aside_keeps_its_file_when_the_run_saves_that_s
     assert aside.read_bytes() == b"damaged"
     assert (out / "checkpoints" / "step-00000015.json.unusable").is_file()
     load_checkpoint(RunDirectory(out).latest().part("chief"))  # the new one, whole
-    assert RunDirectory(out)._foreign_checkpoints() == []
+    assert foreign_checkpoints(RunDirectory(out).checkpoint_root) == []
 
 
 @pytest.mark.timeout(60)
@@ -680,7 +681,8 @@ def test_the_manifest_set_aside_names_the_damaged_part_not_the_step_saved_again(
         "job": "j",
         "launch": "l",
     }
-    assert [m.step for m in run.manifests()] == [1, 2] and run._foreign_checkpoints() == []
+    assert [m.step for m in run.manifests()] == [1, 2]
+    assert foreign_checkpoints(run.checkpoint_root) == []
 
 
 @pytest.mark.timeout(120)

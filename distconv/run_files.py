@@ -1,0 +1,75 @@
+"""The names in a run's output directory, and which files there a distconv run writes.
+
+:class:`distconv.run_dir.RunDirectory` reads them to hold, clear and prune a run: what marks a
+directory as holding one, the files of a run that never finished a checkpoint, and the files
+no run writes, which clearing refuses to delete.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+LOCK = "run.lock"
+#: who began the run (:mod:`distconv.job_start`): no run file, since a run that failed in its
+#: first epoch, leaving it and an empty metrics log, is none
+CLAIM = "run.claim"
+CHECKPOINTS = "checkpoints"
+CHIEF_PART = "chief.safetensors"
+#: the single checkpoint file of distconv 0.1, before step checkpoints
+LEGACY_CHECKPOINT = "checkpoint.safetensors"
+#: files that mark a directory as holding a run, in the order clear() deletes them: the
+#: checkpoints before their metrics, which a failure midway must not leave behind them
+METRICS, PLOT = "metrics.jsonl", "metrics.png"
+RUN_FILES = (CHECKPOINTS, LEGACY_CHECKPOINT, METRICS)
+#: what a run writes in ``checkpoints/``: step directories of parts, manifests (and those set
+#: aside), parameter-server shards' parts (their directory may be this one), and the temporary
+#: files of a write a crash cut short
+STEP_DIR = re.compile(r"step-\d{8,}")
+_PART = re.compile(rf"\.?{re.escape(CHIEF_PART)}(\..+\.tmp)?")
+_MANIFEST = re.compile(
+    r"\.?(step-\d{8,}\.json(\.unusable)?|pserver-shard\d+-step(\d+|last)\.safetensors)"
+    r"(\..+\.tmp)?"
+)
+
+
+def foreign_checkpoints(root: Path) -> list[str]:
+    """What a run's checkpoints folder ``root`` holds that no distconv run writes there: the
+    paths, or ``root`` itself where it is no directory; empty where it is missing."""
+    if not root.is_dir():
+        return [str(root)] if root.exists() or root.is_symlink() else []
+    foreign = []
+    for entry in sorted(root.iterdir()):
+        step = STEP_DIR.fullmatch(entry.name.removesuffix(".unusable"))  # or set aside
+        if entry.is_dir() and not entry.is_symlink() and step:
+            foreign += [str(f) for f in sorted(entry.iterdir()) if not _PART.fullmatch(f.name)]
+        elif not (entry.is_file() and _MANIFEST.fullmatch(entry.name)):
+            foreign.append(str(entry))
+    return foreign
+
+
+def named_by_manifest(step_dir: Path) -> bool:
+    """Whether a manifest names ``step_dir``: its own, or one set aside that left it in place
+    (an older distconv, or a directory that could not move). One set aside beside a
+    ``step-N.unusable`` holds its files there: ``step-N`` is then the step saved again."""
+    beside = [step_dir.with_name(step_dir.name + end) for end in (".json", ".json.unusable")]
+    if os.path.lexists(beside[0]):
+        return True
+    return os.path.lexists(beside[1]) and not os.path.lexists(f"{step_dir}.unusable")
+
+
+def first_epoch_at_most(records: list[dict]) -> bool:
+    """Whether ``records`` are what a run leaves before its first checkpoint: none, or the
+    line of epoch 1."""
+    if not records:
+        return True
+    epoch = records[0].get("epoch")
+    return len(records) == 1 and type(epoch) is int and epoch == 1
+
+
+def has_content(path: Path) -> bool:
+    """Whether ``path`` exists and is not an empty file or directory."""
+    if path.is_dir():
+        return any(path.iterdir())
+    return path.exists() and not (path.is_file() and path.stat().st_size == 0)
