@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module, to_host
+from distconv.backend import get_array_module
+from distconv.finite_differences import Objective, check_array
 from distconv.layers.base import Layer
 from distconv.optim_base import _check
 from distconv.parameter import Parameter
@@ -49,36 +50,7 @@ class GradCheckReport:
         return max(self.diffs.values(), default=0.0)
 
 
-class _Objective:
-    """``f = sum(layer(*inputs) * r)`` with ``r`` drawn once."""
-
-    def __init__(self, layer: Layer, inputs: list[Arg], rng: np.random.Generator) -> None:
-        self.layer, self.inputs = layer, inputs
-        out = layer.forward(*inputs).value
-        xp = get_array_module(out)
-        self.r = xp.asarray(rng.uniform(0.5, 1.5, out.shape) * rng.choice([-1, 1], out.shape))
-        self.r = self.r.astype(out.dtype)
-        self.dtype = np.dtype(out.dtype)
-        self.f0 = self.value()
-        # what rounding each output to its dtype may move f by: |f0| alone is far less when
-        # the terms of f cancel (r's signs are random)
-        self.rounding = float(np.finfo(self.dtype).eps) * float(
-            xp.sum(xp.abs(out.astype(np.float64) * self.r))
-        )
-
-    def value(self) -> float:
-        out = self.layer.forward(*self.inputs).value
-        xp = get_array_module(out)
-        return float(xp.sum(out.astype(np.float64) * self.r))
-
-    def backward(self, callback: Any) -> None:
-        """Fresh forward, seed ``d f / d output = r``, backward."""
-        self.layer.forward(*self.inputs)
-        self.layer.output.grad = self.r.copy()
-        self.layer.backward(callback)
-
-
-def _analytic(obj: _Objective, params: list[Parameter], passes: int) -> tuple[dict, dict]:
+def _analytic(obj: Objective, params: list[Parameter], passes: int) -> tuple[dict, dict]:
     """Gradients after ``passes`` backward passes from zero, and callback counts per name.
 
     Raises:
@@ -127,7 +99,7 @@ def _analytic(obj: _Objective, params: list[Parameter], passes: int) -> tuple[di
 
 
 def _check_nothing_read_after_firing(
-    obj: _Objective, params: list[Parameter], names: list[str]
+    obj: Objective, params: list[Parameter], names: list[str]
 ) -> None:
     """Every gradient of the pass is finite: none was computed from a parameter the callback
     had already had (its value was NaN from then on), nor from an input or a parameter holding
@@ -155,44 +127,20 @@ def _check_nothing_read_after_firing(
     raise AssertionError(f"{obj.layer}: the gradient of {', '.join(bad)} is not finite")
 
 
-def _not_finite_grads(obj: _Objective, params: list[Parameter]) -> list[str]:
+def _not_finite_grads(obj: Objective, params: list[Parameter]) -> list[str]:
     """The names of the gradients of the pass that hold NaN or inf."""
     grads = [(f"param {p.name}", p.grad) for p in params if not p.static]
     grads += [(f"input {i}", a.grad) for i, a in enumerate(obj.inputs) if a.needs_grad]
     return [name for name, g in grads if not bool(get_array_module(g).isfinite(g).all())]
 
 
-def _targets(obj: _Objective, params: list[Parameter]) -> dict[str, tuple[Any, Any]]:
+def _targets(obj: Objective, params: list[Parameter]) -> dict[str, tuple[Any, Any]]:
     """Name -> (owner, attribute) of every array whose gradient is checked."""
     t = {f"param {p.name}": (p, "value") for p in params if not p.static}
     for i, a in enumerate(obj.inputs):
         if a.needs_grad:
             t[f"input {i}"] = (a, "value")
     return t
-
-
-def _central(obj: _Objective, owner: Any, direction: Any, step: float, name: str) -> tuple:
-    """``(f(v + step*d) - f(v - step*d)) / (2 step)``, restoring ``v`` afterwards, and ``d`` as
-    taken: rounded to ``v``'s dtype (``3000 + 1e-3`` is ``3000 + 9.8e-4`` in float32).
-
-    Layers read ``param.value`` and ``arg.value`` at each forward, so swapping the attribute
-    perturbs a parameter and an input alike. ValueError: rounding loses the step of an entry.
-    """
-    original, d, base = owner.value, to_host(direction), owner.value.astype(np.float64)
-    plus, minus = ((base + s * step * direction).astype(original.dtype) for s in (1, -1))
-    taken = to_host(plus.astype(np.float64) - minus.astype(np.float64)) / (2 * step)
-    taken = np.where(np.isfinite(taken), taken, d)  # an inf entry stays put: d, as it was
-    if bool(((taken == 0) & (d != 0)).any()):
-        what = f"{name} to {original.dtype}"
-        raise ValueError(f"{obj.layer}: step {step:g} is lost rounding {what}; give a larger step")
-    try:
-        owner.value = plus
-        f_plus = obj.value()
-        owner.value = minus
-        f_minus = obj.value()
-    finally:
-        owner.value = original
-    return (f_plus - f_minus) / (2 * step), taken
 
 
 def check_layer_grad(
@@ -242,7 +190,7 @@ def check_layer_grad(
     params = layer.parameters()
     for p in params:  # the layer alone, as a one-layer Network would count its users
         p.shared_count = sum(q is p for q in params)  # (_analytic's zero_grad resets the rest)
-    obj = _Objective(layer, inputs, rng)
+    obj = Objective(layer, inputs, rng)
     if not (targets := _targets(obj, params)):  # an empty report passed any backward
         raise ValueError(
             f"{layer}: nothing to check: no parameter trains, no input needs_grad "
@@ -262,7 +210,7 @@ def check_layer_grad(
         # 1e-6 to a few of its spacings, and a right gradient was called off
         narrower = min(obj.dtype, np.dtype(owner.value.dtype), key=lambda d: d.itemsize)
         d_step, d_tol = DEFAULTS.get(narrower, DEFAULTS[np.dtype(np.float32)])
-        report.diffs[name] = _check_array(  # a given step or tol is > 0, checked above
+        report.diffs[name] = check_array(  # a given step or tol is > 0, checked above
             obj, owner, grads[name], step or d_step, tol or d_tol, elements, rng, name
         )
     twice, fired2 = _analytic(obj, params, passes=2)
@@ -275,7 +223,7 @@ def check_layer_grad(
     return report
 
 
-def _refuse_not_finite(obj: _Objective, params: list[Parameter]) -> None:
+def _refuse_not_finite(obj: Objective, params: list[Parameter]) -> None:
     """ValueError for an input or a parameter holding NaN or inf, AssertionError for an output
     that does without them: either way ``f`` is not finite, every numeric derivative is NaN,
     and no gradient can be judged (each comparison with NaN passed, a wrong gradient too)."""
@@ -285,7 +233,7 @@ def _refuse_not_finite(obj: _Objective, params: list[Parameter]) -> None:
     raise AssertionError(f"{obj.layer}: its output is not finite (NaN or inf) for finite inputs")
 
 
-def _refuse_holding_not_finite(obj: _Objective, params: list[Parameter]) -> None:
+def _refuse_holding_not_finite(obj: Objective, params: list[Parameter]) -> None:
     """ValueError naming the first parameter or input that holds NaN or inf, if one does."""
     arrays = [(f"param {p.name}", p.value) for p in params]
     arrays += [(f"input {i}", a.value) for i, a in enumerate(obj.inputs) if a.value is not None]
@@ -299,76 +247,15 @@ def _refuse_holding_not_finite(obj: _Objective, params: list[Parameter]) -> None
 def _refuse_narrow(layer: Layer, what: str, dtype: np.dtype) -> None:
     """TypeError unless ``dtype`` is float32 or float64 (or wider), what finite differences can
     judge. ml_dtypes' bfloat16 ...: numpy's finfo does not know them. float16: its rounding of f
-    outweighs what the step moves f by, so the floor in _compare passed any gradient (a layer
-    whose backward added nothing at all passed). A bfloat16 weight under a float32 output (its
-    matrix products return float32) rounds the step away: a right gradient was called off."""
+    outweighs what the step moves f by, so the floor in finite_differences.compare passed any
+    gradient (a layer whose backward added nothing at all passed). A bfloat16 weight under a
+    float32 output (its matrix products return float32) rounds the step away: a right gradient
+    was called off."""
     if dtype.kind != "f" or dtype.itemsize < 4:
         raise TypeError(
             f"{layer}: {what} is {dtype}; finite differences need numpy's float32 or "
             "float64 (float64 for a tight check): cast the layer's weights and inputs"
         )
-
-
-def _check_array(
-    obj: _Objective, owner: Any, grad: Any, step: float, tol: float, elements: int, rng, name: str
-) -> float:
-    xp = get_array_module(grad)
-    g = to_host(grad).astype(np.float64)
-    # Paddle's direction: random magnitudes, signs of the gradient (random where it is zero).
-    signs = np.where(g != 0, np.sign(g), rng.choice([-1.0, 1.0], g.shape))
-    direction = signs * rng.uniform(0.5, 1.5, g.shape)
-    worst = _compare(obj, owner, xp.asarray(direction), g, step, tol, name, resolve=True)
-    flat = rng.choice(g.size, size=min(elements, g.size), replace=False)
-    for k in flat:
-        e = np.zeros(g.shape)
-        e.flat[k] = 1.0
-        idx = np.unravel_index(k, g.shape)
-        diff = _compare(obj, owner, xp.asarray(e), g, step, tol, f"{name}{list(idx)}")
-        worst = max(worst, diff)
-    return worst
-
-
-def _compare(
-    obj, owner, direction, g: np.ndarray, step: float, tol: float, name: str, resolve=False
-) -> float:
-    """The relative difference of ``g``'s and the numeric derivative along ``direction`` taken.
-
-    Args:
-        resolve: the direction follows the gradient's signs, so a derivative along it that
-            is not zero and is below the floor must stand above the outputs' rounding noise to
-            be judged at all.
-
-    Raises:
-        AssertionError: they differ by more than ``tol``.
-        ValueError: ``resolve`` and the derivative along ``direction`` is within the noise
-            and below the floor.
-    """
-    numeric, taken = _central(obj, owner, direction, step, name)
-    analytic = float((g * taken).sum())
-    # Rounding in f limits the numeric derivative to about eps*|f|/step: derivatives below that
-    # floor (a dead ReLU, a zero entry) are judged on an absolute scale instead of their own.
-    eps = float(np.finfo(obj.dtype).eps)
-    floor = 10 * eps * max(abs(obj.f0), 1.0) / (step * tol)
-    noise = 10 * obj.rounding / step  # what rounding the outputs may move ``numeric`` by
-    # within the noise and judged against the floor from |f0|, any gradient of this size passed:
-    # in float32 under a large output, a backward that added nothing to a weight.
-    # Above the floor it is judged on its own scale, where a wrong one fails; refused there too,
-    # a float32 FC or convolution whose derivatives agreed to 1e-4 could not be checked:
-    # the noise bounds the worst case, and grows with the count of outputs
-    if resolve and max(abs(analytic), abs(numeric)) < min(noise, floor) and (analytic or numeric):
-        raise ValueError(
-            f"{obj.layer}: the gradient of {name} cannot be judged in {obj.dtype}: along the "
-            f"gradient it is {analytic:.4g} (numeric {numeric:.4g}), within the {noise:.3g} "
-            "that rounding the outputs may move a finite difference by; check in float64 or "
-            "on smaller outputs"
-        )
-    diff = abs(analytic - numeric) / max(abs(analytic), abs(numeric), floor)
-    if not diff <= tol:  # NaN too: a comparison with NaN is False, and NaN passed
-        raise AssertionError(
-            f"{obj.layer}: gradient of {name} is off: analytic {analytic:.10g}, "
-            f"numeric {numeric:.10g}, relative difference {diff:.3g} > {tol}"
-        )
-    return diff
 
 
 def _check_fired(layer: Layer, params: list[Parameter], fired: dict[str, int], passes: int) -> None:
@@ -384,7 +271,7 @@ def _check_fired(layer: Layer, params: list[Parameter], fired: dict[str, int], p
             )
 
 
-def _check_static(layer: Layer, obj: _Objective, params: list[Parameter], grads: dict) -> None:
+def _check_static(layer: Layer, obj: Objective, params: list[Parameter], grads: dict) -> None:
     was = [p.static for p in params]
     try:
         for p in params:

@@ -1,0 +1,140 @@
+"""The numeric side of :func:`distconv.gradient_check.check_layer_grad`: the scalar it
+differentiates (:class:`Objective`, ``f = sum(output * r)``), its central finite differences
+along a direction, and their comparison with an analytic gradient, judged above the rounding
+of the layer's outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from distconv.arg import Arg
+from distconv.backend import get_array_module, to_host
+from distconv.layers.base import Layer
+
+
+class Objective:
+    """``f = sum(layer(*inputs) * r)`` with ``r`` drawn once."""
+
+    def __init__(self, layer: Layer, inputs: list[Arg], rng: np.random.Generator) -> None:
+        self.layer, self.inputs = layer, inputs
+        out = layer.forward(*inputs).value
+        xp = get_array_module(out)
+        self.r = xp.asarray(rng.uniform(0.5, 1.5, out.shape) * rng.choice([-1, 1], out.shape))
+        self.r = self.r.astype(out.dtype)
+        self.dtype = np.dtype(out.dtype)
+        self.f0 = self.value()
+        # what rounding each output to its dtype may move f by: |f0| alone is far less when
+        # the terms of f cancel (r's signs are random)
+        self.rounding = float(np.finfo(self.dtype).eps) * float(
+            xp.sum(xp.abs(out.astype(np.float64) * self.r))
+        )
+
+    def value(self) -> float:
+        """``f`` at the layer's parameters and inputs as they are now (a fresh forward)."""
+        out = self.layer.forward(*self.inputs).value
+        xp = get_array_module(out)
+        return float(xp.sum(out.astype(np.float64) * self.r))
+
+    def backward(self, callback: Any) -> None:
+        """Fresh forward, seed ``d f / d output = r``, backward."""
+        self.layer.forward(*self.inputs)
+        self.layer.output.grad = self.r.copy()
+        self.layer.backward(callback)
+
+
+def central(obj: Objective, owner: Any, direction: Any, step: float, name: str) -> tuple:
+    """``(f(v + step*d) - f(v - step*d)) / (2 step)``, restoring ``v`` afterwards, and ``d`` as
+    taken: rounded to ``v``'s dtype (``3000 + 1e-3`` is ``3000 + 9.8e-4`` in float32).
+
+    Layers read ``param.value`` and ``arg.value`` at each forward, so swapping the attribute
+    perturbs a parameter and an input alike. ValueError: rounding loses the step of an entry.
+    """
+    original, d, base = owner.value, to_host(direction), owner.value.astype(np.float64)
+    plus, minus = ((base + s * step * direction).astype(original.dtype) for s in (1, -1))
+    taken = to_host(plus.astype(np.float64) - minus.astype(np.float64)) / (2 * step)
+    taken = np.where(np.isfinite(taken), taken, d)  # an inf entry stays put: d, as it was
+    if bool(((taken == 0) & (d != 0)).any()):
+        what = f"{name} to {original.dtype}"
+        raise ValueError(f"{obj.layer}: step {step:g} is lost rounding {what}; give a larger step")
+    try:
+        owner.value = plus
+        f_plus = obj.value()
+        owner.value = minus
+        f_minus = obj.value()
+    finally:
+        owner.value = original
+    return (f_plus - f_minus) / (2 * step), taken
+
+
+def check_array(
+    obj: Objective, owner: Any, grad: Any, step: float, tol: float, elements: int, rng, name: str
+) -> float:
+    """The worst relative difference of ``grad``, the gradient of ``owner.value`` called
+    ``name``, from finite differences of ``obj`` with ``step``: along a random direction with
+    the gradient's signs, and at ``elements`` single entries drawn by ``rng``.
+
+    Raises:
+        AssertionError: one differs by more than ``tol`` (:func:`compare`).
+        ValueError: the gradient cannot be judged in the output's dtype, or ``step`` is lost
+            rounding an entry.
+    """
+    xp = get_array_module(grad)
+    g = to_host(grad).astype(np.float64)
+    # Paddle's direction: random magnitudes, signs of the gradient (random where it is zero).
+    signs = np.where(g != 0, np.sign(g), rng.choice([-1.0, 1.0], g.shape))
+    direction = signs * rng.uniform(0.5, 1.5, g.shape)
+    worst = compare(obj, owner, xp.asarray(direction), g, step, tol, name, resolve=True)
+    flat = rng.choice(g.size, size=min(elements, g.size), replace=False)
+    for k in flat:
+        e = np.zeros(g.shape)
+        e.flat[k] = 1.0
+        idx = np.unravel_index(k, g.shape)
+        diff = compare(obj, owner, xp.asarray(e), g, step, tol, f"{name}{list(idx)}")
+        worst = max(worst, diff)
+    return worst
+
+
+def compare(
+    obj, owner, direction, g: np.ndarray, step: float, tol: float, name: str, resolve=False
+) -> float:
+    """The relative difference of ``g``'s and the numeric derivative along ``direction`` taken.
+
+    Args:
+        resolve: the direction follows the gradient's signs, so a derivative along it that
+            is not zero and is below the floor must stand above the outputs' rounding noise to
+            be judged at all.
+
+    Raises:
+        AssertionError: they differ by more than ``tol``.
+        ValueError: ``resolve`` and the derivative along ``direction`` is within the noise
+            and below the floor.
+    """
+    numeric, taken = central(obj, owner, direction, step, name)
+    analytic = float((g * taken).sum())
+    # Rounding in f limits the numeric derivative to about eps*|f|/step: derivatives below that
+    # floor (a dead ReLU, a zero entry) are judged on an absolute scale instead of their own.
+    eps = float(np.finfo(obj.dtype).eps)
+    floor = 10 * eps * max(abs(obj.f0), 1.0) / (step * tol)
+    noise = 10 * obj.rounding / step  # what rounding the outputs may move ``numeric`` by
+    # within the noise and judged against the floor from |f0|, any gradient of this size passed:
+    # in float32 under a large output, a backward that added nothing to a weight.
+    # Above the floor it is judged on its own scale, where a wrong one fails; refused there too,
+    # a float32 FC or convolution whose derivatives agreed to 1e-4 could not be checked:
+    # the noise bounds the worst case, and grows with the count of outputs
+    if resolve and max(abs(analytic), abs(numeric)) < min(noise, floor) and (analytic or numeric):
+        raise ValueError(
+            f"{obj.layer}: the gradient of {name} cannot be judged in {obj.dtype}: along the "
+            f"gradient it is {analytic:.4g} (numeric {numeric:.4g}), within the {noise:.3g} "
+            "that rounding the outputs may move a finite difference by; check in float64 or "
+            "on smaller outputs"
+        )
+    diff = abs(analytic - numeric) / max(abs(analytic), abs(numeric), floor)
+    if not diff <= tol:  # NaN too: a comparison with NaN is False, and NaN passed
+        raise AssertionError(
+            f"{obj.layer}: gradient of {name} is off: analytic {analytic:.10g}, "
+            f"numeric {numeric:.10g}, relative difference {diff:.3g} > {tol}"
+        )
+    return diff
