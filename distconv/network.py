@@ -14,11 +14,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from distconv.arg import Arg
-from distconv.backend import ARRAY_KINDS, get_array_module, is_array, is_float_dtype
+from distconv.backend import get_array_module
 from distconv.kernels.parallel import one_blas_thread
 from distconv.layers.base import Layer, LayerError
-from distconv.layers.feed_errors import feed_to_blame
 from distconv.layers.loss import SoftmaxCrossEntropy
+from distconv.network_feeds import arg_problem, integer_input_problem, not_finite_problem
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, name_clash
 
 
@@ -227,13 +227,9 @@ class Network:
 
     def _raise_for_integer_input(self, name: str, args: list[Arg], exc: TypeError) -> None:
         """A casting error (a layer's, numpy's) of integer values as a NetworkError; no other."""
-        blamed = feed_to_blame(exc, self.wiring[name], args)
-        if blamed is not None:
-            raise NetworkError(
-                f"layer {self.layers[name].label}: input {blamed[0]!r} holds {blamed[1]} values, "
-                f"but the layer computes in floating point; feed float arrays (images as "
-                f"x.astype(np.float32) / 255) or integer ids as Arg(ids=...)"
-            ) from exc
+        problem = integer_input_problem(self.layers[name].label, self.wiring[name], args, exc)
+        if problem is not None:
+            raise NetworkError(problem) from exc
 
     def rows_needed(self, feeds: Mapping[str, Arg | Any]) -> dict[str, Any]:
         """The rows a forward on ``feeds`` reads of each trainable ``sparse_rows`` parameter.
@@ -273,35 +269,15 @@ class Network:
         if name not in feeds:
             raise NetworkError(f"input {name!r} was not fed (feeds: {sorted(feeds)})")
         arg = feeds[name]
-        if not isinstance(arg, Arg):
-            if not is_array(arg):  # a torch tensor: "Cannot interpret 'torch.float32' ..."
-                raise NetworkError(
-                    f"input {name!r} must be an Arg or an array, got {type(arg).__name__} "
-                    f"({ARRAY_KINDS})"
-                )
-            return Arg(arg, needs_grad=False)
-        if arg.value is None and arg.ids is None:
-            raise NetworkError(f"input {name!r} is an Arg with neither a value nor ids")
-        for field in ("value", "ids"):  # Arg reads a list of ids as an array, not a tensor
-            v = getattr(arg, field)
-            if v is not None and not is_array(v):
-                raise NetworkError(
-                    f"input {name!r}: Arg.{field} must be an array, got {type(v).__name__} "
-                    f"({ARRAY_KINDS})"
-                )
-        return arg
+        if (problem := arg_problem(name, arg)) is not None:
+            raise NetworkError(problem)
+        return arg if isinstance(arg, Arg) else Arg(arg, needs_grad=False)
 
     def _check_feed(self, name: str, feeds: Mapping[str, Arg | Any]) -> Arg:
         """:meth:`_feed_arg`, and float values checked finite when ``check_finite``."""
         arg = self._feed_arg(name, feeds)
-        v = arg.value
-        if self.check_finite and v is not None and is_float_dtype(v.dtype):
-            xp = get_array_module(v)
-            if not bool(xp.isfinite(v).all()):
-                bad = int((~xp.isfinite(v)).sum())
-                raise NetworkError(
-                    f"input {name!r} of shape {tuple(v.shape)} holds {bad} NaN or infinite values"
-                )
+        if self.check_finite and (problem := not_finite_problem(name, arg.value)) is not None:
+            raise NetworkError(problem)
         return arg
 
     def backward(
