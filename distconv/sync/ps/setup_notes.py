@@ -27,7 +27,7 @@ its sender's, or a meeting's failure (no hello carries one), is refused as malfo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,7 @@ class SetupNotes:
     config: Any
     requests: int
     hello_at: dict[int, int]
+    accepted_at: dict[int, int]
     met_at: int  # the count when every live rank last met in a gather
     waiting: dict[str, _Waiting]
     gathers_held: set[str]
@@ -96,6 +97,9 @@ class SetupNotes:
     setup_notes: dict[int, SetupNote]
     #: per rank whose latest hello was a note: its run, whose ``bye`` then counts for nothing
     noted_run: dict[int, int | None]
+    #: per rank, the shard's count of requests when it was last told of a note: one told
+    #: since the ranks last met is not told of another note of that fit (told once)
+    told_at: dict[int, int]
     processes: ProcessWatch
     last_seen: dict[int, float]
     _live: Callable[[], set[int]]
@@ -121,14 +125,21 @@ class SetupNotes:
         self.noted_run[rank] = run
         # a note from before the ranks last met is of a fit they got past: it pairs with none
         notes = {r: n for r, n in self.setup_notes.items() if n.at > self.met_at}
-        # a rank that failed too in this fit will not wait: neither is told of the other's
-        note = SetupNote(said, self.requests, self._live() - {rank} - set(notes))
+        # a rank that failed too in this fit will not wait: neither is told of the other's;
+        # nor is one told of another's note of this fit and not set up since: its fit ended
+        told = {
+            q
+            for q, at in self.told_at.items()
+            if at > max(self.met_at, self.accepted_at.get(q, -1))
+        }
+        note = SetupNote(said, self.requests, self._live() - {rank} - set(notes) - told)
         for other in notes.values():
             other.told.discard(rank)
         for key in sorted(k for k in self.gathers_held if _job_check(self.waiting[k].what)):
             held = self.waiting[key]
             dropped = [held.by_rank.pop(r) for r in sorted(note.told & set(held.by_rank))]
-            note.told -= {header["rank"] for _, header, _ in dropped}
+            for q in (header["rank"] for _, header, _ in dropped):
+                self._told(q, [note, *notes.values()])
             if not held.by_rank:
                 self._drop_gather(key)
             self._dismiss(dropped, said, **REFUSED_JOB)
@@ -136,6 +147,14 @@ class SetupNotes:
         self.setup_notes = {r: n for r, n in notes.items() if n.told}
         self._fail_steps_without(rank, said)
         raise _Refused(said, **REFUSED_JOB)
+
+    def _told(self, rank: int, notes: Iterable[SetupNote]) -> None:
+        """``rank`` is told of a note now: told once, it is told of none of ``notes`` (the
+        others standing, of ranks that failed that fit too), which would refuse its next fit
+        too, one that may meet their fixed ones."""
+        self.told_at[rank] = self.requests
+        for note in notes:
+            note.told.discard(rank)
 
     def _fail_steps_without(self, rank: int, said: str) -> None:
         """Sync: ``rank`` (its worker restarted mid-training, then failed before setup) left
@@ -155,11 +174,10 @@ class SetupNotes:
         check: that gather would wait for a rank that never joins. Another gather (a barrier
         between epochs of an async job going on without a lost rank) is not the note's."""
         rank = header["rank"]
-        for noted, note in sorted(self.setup_notes.items()) if _job_check(header["tag"]) else ():
+        for _, note in sorted(self.setup_notes.items()) if _job_check(header["tag"]) else ():
             if self.index == 0 and note.telling and rank in note.told:
-                note.told.discard(rank)
-                if not note.told:
-                    del self.setup_notes[noted]
+                self._told(rank, self.setup_notes.values())
+                self.setup_notes = {r: n for r, n in self.setup_notes.items() if n.told}
                 raise _Refused(note.said, **REFUSED_JOB)
         super()._op_gather(ident, header, arrays)  # type: ignore[misc]
 

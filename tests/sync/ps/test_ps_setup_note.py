@@ -152,3 +152,49 @@ def test_a_note_of_a_rank_restarted_mid_step_fails_the_step_it_left_at_once(hand
     assert pushed["error"].startswith(f"{TOLD}; rank 1 (step 4) waits for its push"), pushed
     assert pushed["failed_ranks"] == [0], pushed
     assert h.shard.failed == pushed["error"]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("held", [True, False], ids=["held", "gathering-after"])
+def test_a_rank_told_of_one_note_is_not_told_of_another_of_the_same_fit(hand, held):
+    """Ranks 0 and 1 fail alike; rank 2 is told of rank 0's note (in its held job check, or
+    its job check after both notes), and refits: its next job check is not refused with rank
+    1's note of the fit it was already refused for, and meets the others' fixed fits."""
+    h = hand(workers=3)
+    assert _hello(h, 2, 12, GOOD)["op"] == "ok"
+    if held:
+        assert h.answer({"op": "gather", "rank": 2, "tag": "all_equal:1", "value": "d"}) is None
+    for rank in (0, 1):
+        note = hello_fields(setup_failure_description(rank, "ValueError: an empty set"))
+        h.send({"op": "hello", "rank": rank, "run": 10 + rank, "host": "h", **note})
+        for _ in range(2 if held and rank == 0 else 1):  # rank 2's gather, then the hello
+            assert "could not set up" in h.read()[0]["error"]
+        assert h.answer({"op": "bye", "rank": rank, "run": 10 + rank})["op"] == "ok"
+    if not held:
+        told = h.answer({"op": "gather", "rank": 2, "tag": "all_equal:1", "value": "d"})
+        assert told["error"].startswith("rank 0 could not set up"), told
+    assert _hello(h, 2, 12, GOOD)["op"] == "ok"  # rank 2 refits first
+    assert h.answer({"op": "gather", "rank": 2, "tag": "all_equal:2", "value": "d"}) is None
+    for rank in (0, 1):
+        assert _hello(h, rank, 10 + rank, GOOD)["op"] == "ok"
+    assert h.answer({"op": "gather", "rank": 0, "tag": "all_equal:2", "value": "d"}) is None
+    h.send({"op": "gather", "rank": 1, "tag": "all_equal:2", "value": "d"})
+    assert [h.read()[0]["op"] for _ in range(3)] == ["ok"] * 3
+    assert not h.shard.failed and not h.shard.setup_notes
+
+
+@pytest.mark.timeout(30)
+def test_a_told_rank_that_fits_again_is_told_of_a_second_failed_fit(hand):
+    """Rank 1 is told of rank 0's note and fits again; rank 0's next fit fails too: rank 1's
+    held job check is told of that note at once (not left to the timeout)."""
+    h = hand(workers=2)
+    assert _hello(h, 1, 11, GOOD)["op"] == "ok"
+    assert h.answer({"op": "gather", "rank": 1, "tag": "all_equal:1", "value": "d"}) is None
+    h.send({"op": "hello", "rank": 0, "run": 10, "host": "h", **NOTE})
+    assert [h.read()[0]["error"] for _ in range(2)] == [TOLD] * 2
+    assert h.answer({"op": "bye", "rank": 0, "run": 10})["op"] == "ok"
+    assert _hello(h, 1, 11, GOOD)["op"] == "ok"
+    assert h.answer({"op": "gather", "rank": 1, "tag": "all_equal:2", "value": "d"}) is None
+    h.send({"op": "hello", "rank": 0, "run": 10, "host": "h", **NOTE})
+    assert h.client.poll(2000), "rank 1's job check left to the timeout"
+    assert [h.read()[0]["error"] for _ in range(2)] == [TOLD] * 2
