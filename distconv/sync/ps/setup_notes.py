@@ -19,7 +19,8 @@ that follows (its rank did not close on the job: it never joined), but for its p
 longer watched, its end (the script's, after its last fit failed) is no crash.
 In sync mode, a note of a rank whose restarted worker left a step the others' held pushes
 wait for fails the job at once, as its failure (``failed_ranks`` [R]): that step can never
-complete. A rank told, or failing too, is not told again; R's next hello with a real
+complete. Like any hello, a note drops its rank's gathers of the run before (their worker
+told). A rank told, or failing too, is not told again; R's next hello with a real
 description (the fixed fit) ends the note and goes on as any hello: on a fresh shard as the
 job's first, else against the job an earlier good fit bound. A note naming another rank than
 its sender's, or a meeting's failure (no hello carries one), is refused as malformed.
@@ -104,6 +105,7 @@ class SetupNotes:
     last_seen: dict[int, float]
     _live: Callable[[], set[int]]
     _drop_gather: Callable[[str], None]
+    _forget_gathers: Callable[[int], None]
     _dismiss: Callable[..., None]
     _reply: Callable[..., None]
     _fail: Callable[..., None]
@@ -123,6 +125,10 @@ class SetupNotes:
             self.noted_run.pop(rank, None)
             return
         self.noted_run[rank] = run
+        # as any hello: a gather of the rank's run before (a worker gone while in its job
+        # check) is dropped, its worker told; held, it met a restarted rank's job check later,
+        # which went on as if this rank had set up
+        self._forget_gathers(rank)
         # a note from before the ranks last met is of a fit they got past: it pairs with none
         notes = {r: n for r, n in self.setup_notes.items() if n.at > self.met_at}
         # a rank that failed too in this fit will not wait: neither is told of the other's;

@@ -198,3 +198,29 @@ def test_a_told_rank_that_fits_again_is_told_of_a_second_failed_fit(hand):
     h.send({"op": "hello", "rank": 0, "run": 10, "host": "h", **NOTE})
     assert h.client.poll(2000), "rank 1's job check left to the timeout"
     assert [h.read()[0]["error"] for _ in range(2)] == [TOLD] * 2
+
+
+@pytest.mark.timeout(30)
+def test_a_note_of_a_restarted_worker_drops_its_gather_of_the_run_before(hand):
+    """Rank 0's worker waits in its job check, then a restarted worker of it (a new run)
+    fails before setup: its old gather is dropped, its worker told so, as at any hello; left
+    held, rank 1's restarted worker's job check met it and went on as if rank 0 had set up."""
+    h = hand(workers=2)
+    assert _hello(h, 0, 10, GOOD)["op"] == "ok"
+    assert h.answer({"op": "gather", "rank": 0, "tag": "all_equal:1", "value": "d"}) is None
+    assert _hello(h, 1, 11, GOOD)["op"] == "ok"
+    h.send({"op": "hello", "rank": 0, "run": 20, "host": "h2", **NOTE})
+    old = h.read()[0]
+    assert h.client.poll(2000), f"one reply alone, the old worker's gather still held: {old}"
+    hello = h.read()[0]
+    assert old["error"] == (
+        "rank 0 started again (a newer worker said hello from host h2): this worker's "
+        "all_equal:1 is of the run before, dropped"
+    ), old
+    assert hello["error"] == TOLD, hello
+    assert not h.shard.gathers_held
+    assert h.answer({"op": "bye", "rank": 0, "run": 20})["op"] == "ok"
+    told = h.answer({"op": "gather", "rank": 1, "tag": "all_equal:1", "value": "d"})
+    assert told["error"] == TOLD, told
+    assert _hello(h, 1, 21, GOOD)["op"] == "ok"  # rank 1 restarted too
+    assert h.answer({"op": "gather", "rank": 1, "tag": "all_equal:1", "value": "d"}) is None
