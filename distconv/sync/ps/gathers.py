@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from distconv.messages import SENT_ERROR_CHARS, one_line
-from distconv.rank_endings import different_jobs_in
-from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.processes import ProcessWatch
+from distconv.sync.ps.refusals import GatherRefusals
 from distconv.sync.ps.state import _Refused, _Waiting
 from distconv.sync.ps.stuck import held_now, pushes_waiting_for, stuck
 from distconv.sync.ps.wire import MAX_HEADER_BYTES, WireError, pack, short
@@ -31,7 +29,7 @@ TAG_DIGITS = 20
 VALUE_DEPTH = 64
 
 
-class ShardGathers:
+class ShardGathers(GatherRefusals):
     """The gather and bye side of :class:`~distconv.sync.ps.server.Shard` (whose state they
     share: ``waiting``, ``gathers_held``, the request counts of each rank's hellos and byes)."""
 
@@ -168,65 +166,6 @@ class ShardGathers:
                 if type(r) is int and 0 <= r < self.config.workers and r != rank
             ]  # fmt: skip
         self._reply(ident, header)
-
-    def _blamed(self, gone: Iterable[int]) -> list[int]:
-        """The ranks whose failure it is that the ``gone`` ranks (each said bye) left: one
-        that closed on an error, or, where that error was another rank's failure (its bye's
-        ``failed_ranks``), that rank, whatever its words (a peer's failure is a failure, as
-        the shard that named it said); none for a rank that closed without an error (fewer
-        steps) or on the ranks' different jobs (:meth:`_job_refused`: the ranks' jobs do not
-        fit; one refused for its host is blamed: its own failure)."""
-        blamed: set[int] = set()
-        for rank in gone:
-            if not self.bye_error.get(rank):
-                continue  # fewer steps: no one's fault
-            if self.bye_blames.get(rank):
-                blamed.update(self.bye_blames[rank])
-            elif self._job_refused(rank) is None:
-                blamed.add(rank)
-        return sorted(blamed)
-
-    def _refusal(self, gone: Iterable[int]) -> str | None:
-        """The words that lead a failure the ``gone`` ranks left (each said bye), as a refusal
-        of the job (``refused: "job"``), where one of them left on the ranks' different jobs
-        (:meth:`_job_refused`) and each other one did too or closed without an error (it
-        trained fewer steps: no rank failed, and a restart would stop on the mismatch again):
-        the first's. None where any failed on its own (blamed: the failure is its, whatever
-        the others heard). One that never said bye (silent, at a timeout) keeps no such words
-        from leading: the failure names and blames it too, but the mismatch is the known cause,
-        which a restart would stop on again."""
-        said = []
-        for rank in sorted(set(gone) & self.left):
-            words = self._job_refused(rank)
-            if words is None and self.bye_error.get(rank):
-                return None
-            said += [words] if words is not None else []
-        return said[0] if said else None
-
-    def _refusal_lead(self, gone: Iterable[int]) -> tuple[str, dict[str, str]]:
-        """What leads a failure the ``gone`` ranks left, and its reply's fields: the words and
-        ``refused: "job"`` where one closed on the ranks' different jobs and each other one
-        did too or closed without an error (:meth:`_refusal`),
-        else nothing: the same rule on every path (a step left behind, a stuck gather, the
-        timeout), so that no failure blaming a rank leads with words the launcher reads as
-        the mismatch (no restart)."""
-        said = self._refusal(gone)
-        return ("", {}) if said is None else (f"{said}; ", REFUSED_JOB)
-
-    def _job_refused(self, rank: int) -> str | None:
-        """The words saying that the ranks run different jobs where ``rank`` left on them, or
-        None: its hello refused here as another job's (:meth:`_other_job`), or its bye's error
-        saying so (:func:`~distconv.rank_endings.different_jobs_in`). The latter is a refusal
-        heard elsewhere: with two shards, a rank that shard 0 stopped in its start-up gather
-        for a rank of another ``--job-id`` closes with that ``JobRefused`` here, and was blamed
-        for it, the other ranks stopping as on its failure. None for a rank whose
-        bye carried ``failed_ranks`` as well: it stopped on their failure (:meth:`_blamed`)."""
-        if self.bye_error.get(rank) and self.bye_blames.get(rank):
-            return None  # it closed on another rank's failure (:meth:`_blamed`), not on this
-        said = self._other_job(rank)
-        if said is None and (error := self.bye_error.get(rank)):
-            said = different_jobs_in([error])
-        return said
 
     def _fail_step_left_behind(self) -> None:
         """Sync: a rank closed (an exception, or fewer steps) while other ranks' pushes of a
