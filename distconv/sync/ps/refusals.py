@@ -46,7 +46,12 @@ class GatherRefusals:
         the first's. None where any failed on its own (blamed: the failure is its, whatever
         the others heard). One that never said bye (silent, at a timeout) keeps no such words
         from leading: the failure names and blames it too, but the mismatch is the known cause,
-        which a restart would stop on again."""
+        which a restart would stop on again. A failure note (a rank that could not set up:
+        :mod:`~distconv.sync.ps.setup_notes`) is none of these: its ``bye`` is not recorded
+        (it never puts its rank in ``left``), so its words never lead here; they reach the
+        other ranks as the refusal of their start-up job check, or lead the failure the note
+        itself makes where held sync pushes wait for its rank. Its rank, still live, that
+        says nothing more is silent at a timeout: named and blamed, led by no refusal."""
         said = []
         for rank in sorted(set(gone) & self.left):
             words = self._job_refused(rank)
