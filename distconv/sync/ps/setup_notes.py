@@ -11,12 +11,14 @@ turned 503 on a user's data error.
 So the shard reads such a hello as what it is, "rank R could not set up": it neither binds
 the job's description, nor compares it, nor fails the job. It refuses the hello in those words
 (the worker drops the refusal: its own error is the cause), answers every other live rank's
-held gather, or its next one, at once with them (``refused: job``, as MPI's job check
-refuses: a told worker raises ``JobRefused`` in those words, which ``run_main`` and
-``distconv train`` end with one line and exit 75, its victim, and the launcher reads as rank
-R's failure: :func:`~distconv.sync.peers.told_failure`), and ignores the ``bye`` of R's run
-that follows (its rank did not close on the job: it never joined), but for its process: no
-longer watched, its end (the script's, after its last fit failed) is no crash.
+held start-up job check, or its next one (or any other gather, but in an async job going
+on without a lost rank: :meth:`SetupNotes._notes_answer`), at once with them (``refused:
+job``, as MPI's job check refuses: a told worker raises ``JobRefused`` in those words,
+which ``run_main`` and ``distconv train`` end with one line and exit 75, its victim, and the
+launcher reads as rank R's failure: :func:`~distconv.sync.peers.told_failure`), and
+ignores the ``bye`` of R's run that follows (its rank did not close on the job: it never
+joined), but for its process: no longer watched, its end (the script's, after its last fit
+failed) is no crash.
 In sync mode, a note of a rank whose restarted worker left a step the others' held pushes
 wait for fails the job at once, as its failure (``failed_ranks`` [R]): that step can never
 complete. Like any hello, a note drops its rank's gathers of the run before (their worker
@@ -43,7 +45,8 @@ from distconv.sync.ps.wire import WireError
 
 def _job_check(tag: Any) -> bool:
     """Whether gather ``tag`` is a start-up job check (``all_equal``), the one gather a note
-    answers: a rank that could not set up was never in any other."""
+    answers in an async job going on without a lost rank: a rank that could not set up was
+    never in any other."""
     return str(tag).startswith("all_equal:")
 
 
@@ -141,7 +144,7 @@ class SetupNotes:
         note = SetupNote(said, self.requests, self._live() - {rank} - set(notes) - told)
         for other in notes.values():
             other.told.discard(rank)
-        for key in sorted(k for k in self.gathers_held if _job_check(self.waiting[k].what)):
+        for key in sorted(k for k in self.gathers_held if self._notes_answer(self.waiting[k].what)):
             held = self.waiting[key]
             dropped = [held.by_rank.pop(r) for r in sorted(note.told & set(held.by_rank))]
             for q in (header["rank"] for _, header, _ in dropped):
@@ -175,12 +178,23 @@ class SetupNotes:
             verb = "waits" if len(behind) == 1 else "wait"
             self._fail(f"{said}; {waiting} {verb} for its push of a step held here", [rank])
 
+    def _notes_answer(self, tag: Any) -> bool:
+        """Whether a note answers gather ``tag`` of a rank to be told: a start-up job check
+        always; any other (a barrier, a metrics sum: of a fit past its job check, which the
+        note's rank, at a fit's start, never makes) unless the job goes on without a rank
+        lost (async, ``--on-worker-loss continue``), whose barrier waits for the timeout
+        that loses the rank. Elsewhere it waited for the timeout only to fail the job then."""
+        return _job_check(tag) or self.config.on_worker_loss != "continue"
+
     def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         """A rank still to be told of a note is answered with it at once in its start-up job
-        check: that gather would wait for a rank that never joins. Another gather (a barrier
-        between epochs of an async job going on without a lost rank) is not the note's."""
+        check, or another gather where :meth:`_notes_answer`: that gather would wait for a
+        rank that never joins. A barrier between epochs of an async job going on without a
+        lost rank is not the note's."""
         rank = header["rank"]
-        for _, note in sorted(self.setup_notes.items()) if _job_check(header["tag"]) else ():
+        for _, note in (
+            sorted(self.setup_notes.items()) if self._notes_answer(header["tag"]) else ()
+        ):
             if self.index == 0 and note.telling and rank in note.told:
                 self._told(rank, self.setup_notes.values())
                 self.setup_notes = {r: n for r, n in self.setup_notes.items() if n.told}

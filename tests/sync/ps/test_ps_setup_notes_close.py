@@ -69,3 +69,36 @@ def test_a_note_not_of_its_senders_setup_is_refused_and_tells_no_one(hand, descr
     reply = _hello(h, 1, 11, hello_fields(described))
     assert "refused" not in reply and "could not" not in reply["error"]
     assert not h.client.poll(200) and not h.shard.setup_notes  # rank 0's gather still held
+
+
+@pytest.mark.parametrize(
+    ("mode", "held"),
+    [("sync", True), ("sync", False), ("async", True)],
+    ids=["sync-held", "sync-after", "async-fail-held"],
+)
+def test_a_note_answers_a_barrier_where_the_job_cannot_go_on_without_its_rank(hand, mode, held):
+    """The ranks met in their job check; rank 0's worker restarts and fails before setup
+    while rank 1 waits in the start-up barrier (or comes to it after the note): in sync mode,
+    or async losing no rank (``--on-worker-loss fail``), that barrier can only fail at the
+    timeout, so it is answered at once with the note, as a job check is."""
+    h = hand(workers=2, mode=mode, timeout=LONG)
+    for rank in (0, 1):
+        assert _hello(h, rank, 10 + rank, GOOD)["op"] == "ok"
+    assert h.answer({"op": "gather", "rank": 0, "tag": "all_equal:1", "value": "d"}) is None
+    h.send({"op": "gather", "rank": 1, "tag": "all_equal:1", "value": "d"})
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
+    barrier = {"op": "gather", "rank": 1, "tag": "barrier:2", "value": None}
+    if held:
+        assert h.answer(barrier) is None
+    h.send({"op": "hello", "rank": 0, "run": 20, "host": HOST, **_note(0)})
+    replies = [h.read()[0]]
+    if held:
+        assert h.client.poll(2000), f"one reply alone, the barrier still held: {replies}"
+        replies.append(h.read()[0])
+    else:
+        assert h.answer({"op": "bye", "rank": 0, "run": 20})["op"] == "ok"
+        replies.append(h.answer(barrier))
+    for reply in replies:
+        assert reply["error"] == "rank 0 could not set up: ValueError: an empty set", reply
+        assert reply["refused"] == "job", reply
+    assert not h.shard.gathers_held and not h.shard.failed
