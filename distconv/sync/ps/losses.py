@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from distconv.sync.ps.processes import WORKER_ENDED, ProcessWatch
@@ -44,6 +45,8 @@ class WorkerLosses:
     hello_at: dict[int, int]
     refused_at: dict[int, tuple[int, int | None]]
     requests: int
+    noted_at: dict[int, tuple[str, int]]
+    _noted_process_ended: Callable[[int, int], None]
 
     def _check_timeouts(self, now: float) -> None:
         """Fail the job, or lose ranks (async), for every wait past ``--timeout``: first the
@@ -53,6 +56,9 @@ class WorkerLosses:
             self._drain(until=time.monotonic() + READ_BEFORE_LOOK)
             now = max(now, time.monotonic())  # the look after the read: the next is LOOK_EVERY on
         for rank, pid in self.processes.ended(self._live() - self.left, now):
+            if rank in self.noted_at:  # its fit failed before setup: its end is no crash
+                self._noted_process_ended(rank, pid)
+                continue
             gone = f"{self._who(rank)}: its process (pid {pid}, on this host) {WORKER_ENDED}"
             if self.config.mode == "sync":  # blamed, beside the mismatch a rank left on, as
                 lead, fields = self._refusal_lead(self._missed())  # as at the timeout

@@ -105,6 +105,8 @@ class Shard(
         self.setup_notes: dict[int, SetupNote] = {}  # ranks that could not set up
         self.noted_run: dict[int, int | None] = {}  # (setup_notes.py)
         self.told_at: dict[int, int] = {}  # rank -> when last told of a note (setup_notes.py)
+        self.noted_at: dict[int, tuple[str, int]] = {}  # rank -> its note's words, when
+        self.noted_gone: dict[int, str] = {}  # rank -> why: its noted process ended
         self.completed: dict[int, int] = {}  # param -> last step applied (sync)
         self.pushed: dict[int, dict[int, int]] = {}  # rank -> param -> last step pushed (async)
         self.top_step = -1  # the highest step an update was applied for since the seed (probes)

@@ -17,8 +17,9 @@ job``, as MPI's job check refuses: a told worker raises ``JobRefused`` in those 
 which ``run_main`` and ``distconv train`` end with one line and exit 75, its victim, and the
 launcher reads as rank R's failure: :func:`~distconv.sync.peers.told_failure`), and
 ignores the ``bye`` of R's run that follows (its rank did not close on the job: it never
-joined), but for its process: no longer watched, its end (the script's, after its last fit
-failed) is no crash.
+joined), but for its process: its end (the script's, after its last fit failed) is no
+crash, but answers a worker from before the note that waits for R, told and fitting again, at
+once (not in an async job going on without a lost rank).
 In sync mode, a note of a rank whose restarted worker left a step the others' held pushes
 wait for fails the job at once, as its failure (``failed_ranks`` [R]): that step can never
 complete. Like any hello, a note drops its rank's gathers of the run before (their worker
@@ -113,21 +114,28 @@ class SetupNotes:
     _reply: Callable[..., None]
     _fail: Callable[..., None]
 
-    def _take_setup_note(self, rank: int, run: int | None, job: HelloJob) -> None:
-        """Read ``rank``'s hello (of ``run``, naming ``job``): a real description makes its
-        note, if any, tell no one, and returns; a failure note is taken (see the module
-        docstring).
+    def _take_setup_note(
+        self, rank: int, run: int | None, job: HelloJob, header: Mapping[str, Any]
+    ) -> None:
+        """Read ``rank``'s hello (of ``run``, naming ``job``; its ``header``): a real
+        description makes its note, if any, tell no one, and returns; a failure note is taken
+        (see the module docstring).
 
         Raises:
             _Refused: the note's hello, in its words (``refused: job``).
         """
         said = _note_said(rank, job.described) if job.left_out is None else None
+        self.noted_gone.pop(rank, None)  # a worker of it again
         if said is None:
             if rank in self.setup_notes:
                 self.setup_notes[rank].telling = False
             self.noted_run.pop(rank, None)
+            self.noted_at.pop(rank, None)
             return
         self.noted_run[rank] = run
+        self.noted_at[rank] = (said, self.requests)
+        # its process, watched still: its end is no crash, but answers a wait for its rank
+        self.processes.track(rank, header.get("process", ""), header["host"])
         # as any hello: a gather of the rank's run before (a worker gone while in its job
         # check) is dropped, its worker told; held, it met a restarted rank's job check later,
         # which went on as if this rank had set up
@@ -192,6 +200,8 @@ class SetupNotes:
         rank that never joins. A barrier between epochs of an async job going on without a
         lost rank is not the note's."""
         rank = header["rank"]
+        if self.index == 0 and (why := self._noted_gone_for(rank)):
+            raise _Refused(why, **REFUSED_JOB)
         for _, note in (
             sorted(self.setup_notes.items()) if self._notes_answer(header["tag"]) else ()
         ):
@@ -204,14 +214,46 @@ class SetupNotes:
     def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         """The ``bye`` that follows a note (its run's) counts for nothing: that rank never
         joined the job, so no rank waits for it, and no failure is its closing. Nor is its
-        process's end, or its silence, a loss: a run the shard accepted before (a trained fit,
-        then the same script's failed last one) was watched, and the script's end failed the
-        job as a crash; its next hello (a fixed fit) watches it again.
+        silence a loss, or its process's end a crash (a trained fit, then the same script's
+        failed last one: the script's end failed the job as a crash): that end answers only
+        the waits for its rank that no worker of it will join (:meth:`_noted_process_ended`).
         It stays live, not closed: the other ranks' next fit waits for its next."""
         rank = header["rank"]
         if rank in self.noted_run and self.noted_run[rank] == header.get("run"):
-            self.processes.forget(rank)
             self.last_seen.pop(rank, None)
             self._reply(ident, header)
             return
         super()._op_bye(ident, header, arrays)  # type: ignore[misc]
+
+    def _noted_gone_for(self, rank: int) -> str | None:
+        """Why ``rank``'s gather can never be met, or None: a rank whose process ended after
+        its note (:meth:`_noted_process_ended`), where ``rank``'s worker is one from before
+        that note (its latest hello of a new run came before it: a relaunch may meet the
+        noted rank's relaunch), and the job does not go on without a lost rank."""
+        if self.config.on_worker_loss == "continue":
+            return None
+        for noted, why in sorted(self.noted_gone.items()):
+            if noted != rank and self.hello_at.get(rank, -1) < self.noted_at[noted][1]:
+                return why
+        return None
+
+    def _noted_process_ended(self, rank: int, pid: int) -> None:
+        """The process of ``rank``, whose latest hello was a note, ended (on this host): no
+        crash (the script's end after its last fit failed), but no worker of that run will
+        join a gather any more. A worker from before the note that waits for the rank (told,
+        it fitted again) is answered at once with the note and the end, as is its next
+        gather, not at the timeout; a worker started since (a relaunch) waits on, for the
+        rank's relaunch."""
+        said, _ = self.noted_at[rank]
+        self.noted_gone[rank] = f"{said}; its process (pid {pid}, on this host) ended since"
+        for key in sorted(self.gathers_held):
+            held = self.waiting[key]
+            if rank in held.by_rank:
+                continue
+            answered = [q for q in sorted(held.by_rank) if self._noted_gone_for(q)]
+            why = [self._noted_gone_for(q) for q in answered]
+            dropped = [held.by_rank.pop(q) for q in answered]
+            if not held.by_rank:
+                self._drop_gather(key)
+            for entry, words in zip(dropped, why):
+                self._dismiss([entry], words, **REFUSED_JOB)

@@ -51,7 +51,7 @@ class StartupHandlers(SetupNotes):
         job = HelloJob.of(header)  # checked first: a malformed one never becomes the job's
         self._refuse_lost(rank)
         self.hosts[rank] = host  # a note's too: its rank's newest worker (_restarted)
-        self._take_setup_note(rank, run, job)  # a note binds, compares and fails nothing
+        self._take_setup_note(rank, run, job, header)  # a note binds, compares, fails nothing
         if self.job is None:
             self.job, self.job_rank = job, rank  # which rank set it: see different_jobs
         elif (diff := job.difference(self.job)) is not None:

@@ -1,0 +1,84 @@
+"""The process of a rank whose fit failed before setup (its failure note sent, its bye said)
+ends while a worker that was told of the note and fitted again waits for that rank: no worker
+of the rank will join that wait, so it is answered at once with the note and the end, not at
+the timeout. A rank's worker started after the note (a relaunch) still waits, for the rank's
+relaunched worker; so does an async job going on without a lost rank. Real processes."""
+
+from __future__ import annotations
+
+import pytest
+from test_ps_hello_description import GOOD
+from test_ps_processes import HOST, LONG, _kill, _two_looks, identity_of, sleeper  # noqa: F401, F811
+
+from distconv.sync.errors import setup_failure_description
+from distconv.sync.ps.job_hello import hello_fields
+
+pytestmark = pytest.mark.timeout(60)
+
+TOLD = "rank 0 could not set up: ValueError: an empty set"
+
+
+def _hello(h, rank: int, run: int, job: dict, pid: int | None = None) -> dict:
+    head = {"op": "hello", "rank": rank, "run": run, "host": HOST, **job}
+    return h.ask({**head, "process": identity_of(pid)} if pid else head)[0]
+
+
+def _gather(h, tag: str) -> dict | None:
+    return h.answer({"op": "gather", "rank": 1, "tag": tag, "value": "d"})
+
+
+def _noted_and_told(h, pid: int) -> None:
+    """Rank 0's note (from process ``pid``) and its bye; rank 1 told in its job check."""
+    assert _hello(h, 1, 11, GOOD)["op"] == "ok"
+    note = hello_fields(setup_failure_description(0, "ValueError: an empty set"))
+    assert _hello(h, 0, 10, note, pid)["error"] == TOLD
+    assert h.ask({"op": "bye", "rank": 0, "run": 10, "error": "ValueError"})[0]["op"] == "ok"
+    assert _gather(h, "all_equal:1")["error"] == TOLD
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("held", [True, False], ids=["held", "gathering-after"])
+def test_a_noted_process_ending_answers_a_refit_waiting_for_it(hand, sleeper, mode, held):  # noqa: F811
+    h = hand(workers=2, mode=mode, timeout=LONG)
+    worker = sleeper()
+    _noted_and_told(h, worker.pid)
+    assert _hello(h, 1, 11, GOOD)["op"] == "ok"  # rank 1 fits again (its own worker)
+    if held:
+        assert _gather(h, "all_equal:2") is None
+    _kill(worker)
+    _two_looks(h)
+    if held:
+        reply = h.read()[0] if h.client.poll(2000) else None
+    else:
+        reply = _gather(h, "all_equal:2")
+    assert reply is not None and reply["error"].startswith(f"{TOLD}; its process (pid "), reply
+    assert "ended since" in reply["error"] and reply["refused"] == "job", reply
+    assert (h.shard.failed, h.shard.lost, h.shard.gathers_held) == (None, set(), set())
+
+
+def test_a_rank_relaunched_after_the_noted_process_ended_waits_for_its_relaunch(hand, sleeper):  # noqa: F811
+    """Rank 1's relaunched worker (a new run, after the note) waits in its job check: rank 0's
+    relaunched worker may still join it."""
+    h = hand(workers=2, mode="sync", timeout=LONG)
+    worker = sleeper()
+    _noted_and_told(h, worker.pid)
+    _kill(worker)
+    _two_looks(h)
+    assert _hello(h, 1, 21, GOOD)["op"] == "ok"
+    assert _gather(h, "all_equal:1") is None
+    assert _hello(h, 0, 20, GOOD)["op"] == "ok"
+    h.send({"op": "gather", "rank": 0, "tag": "all_equal:1", "value": "d"})
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
+
+
+def test_going_on_without_a_lost_rank_a_noted_process_ending_answers_no_barrier(hand, sleeper):  # noqa: F811
+    """Async with ``--on-worker-loss continue``: the barrier waits for the timeout, which
+    loses the rank, and the job goes on."""
+    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=LONG)
+    worker = sleeper()
+    _noted_and_told(h, worker.pid)
+    assert _hello(h, 1, 11, GOOD)["op"] == "ok"
+    assert _gather(h, "barrier:2") is None
+    _kill(worker)
+    _two_looks(h)
+    assert not h.client.poll(200) and not h.shard.failed and not h.shard.lost
