@@ -95,6 +95,7 @@ class SetupNotes:
     requests: int
     hello_at: dict[int, int]
     accepted_at: dict[int, int]
+    lost: set[int]
     met_at: int  # the count when every live rank last met in a gather
     waiting: dict[str, _Waiting]
     gathers_held: set[str]
@@ -202,10 +203,11 @@ class SetupNotes:
         rank = header["rank"]
         if self.index == 0 and (why := self._noted_gone_for(rank)):
             raise _Refused(why, **REFUSED_JOB)
-        for _, note in (
+        for noted, note in (
             sorted(self.setup_notes.items()) if self._notes_answer(header["tag"]) else ()
         ):
-            if self.index == 0 and note.telling and rank in note.told:
+            # a rank lost since (async, continue): the job goes on without it, no note stops it
+            if self.index == 0 and note.telling and rank in note.told and noted not in self.lost:
                 self._told(rank, self.setup_notes.values())
                 self.setup_notes = {r: n for r, n in self.setup_notes.items() if n.told}
                 raise _Refused(note.said, **REFUSED_JOB)

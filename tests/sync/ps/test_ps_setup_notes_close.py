@@ -4,6 +4,8 @@ job check only (item 2), and only one of its sender's own setup (item 3)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from test_ps_hello_description import GOOD
 from test_ps_processes import HOST, LONG, _kill, _two_looks, identity_of, sleeper  # noqa: F401, F811
@@ -102,3 +104,28 @@ def test_a_note_answers_a_barrier_where_the_job_cannot_go_on_without_its_rank(ha
         assert reply["error"] == "rank 0 could not set up: ValueError: an empty set", reply
         assert reply["refused"] == "job", reply
     assert not h.shard.gathers_held and not h.shard.failed
+
+
+def test_a_note_of_a_rank_lost_since_answers_no_later_job_check(hand):
+    """Async with ``--on-worker-loss continue``: rank 2's restarted worker fails before setup
+    mid-training; the others' barrier loses it at the timeout and the job goes on; their next
+    fit's job check meets without it, not refused with the lost rank's note (every rank
+    stopped, where the job was to go on without it)."""
+    h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=0.5)
+    for rank in range(3):
+        assert _hello(h, rank, 10 + rank, GOOD)["op"] == "ok"
+    assert "could not set up" in _hello(h, 2, 99, _note(2))["error"]
+    assert h.answer({"op": "bye", "rank": 2, "run": 99})["op"] == "ok"
+    assert h.answer({"op": "gather", "rank": 0, "tag": "barrier:7", "value": None}) is None
+    assert h.answer({"op": "gather", "rank": 1, "tag": "barrier:7", "value": None}) is None
+    time.sleep(0.6)  # the barrier's timeout; ranks 0 and 1 beat meanwhile (not silent)
+    for rank in (0, 1):
+        assert h.answer({"op": "beat", "rank": rank, "run": 10 + rank})["op"] == "ok"
+    h.shard._check_timeouts(time.monotonic())  # the serving loop's turn: rank 2 lost
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
+    assert h.shard.lost == {2} and not h.shard.failed
+    for rank in (0, 1):
+        assert _hello(h, rank, 10 + rank, GOOD)["op"] == "ok"
+    assert h.answer({"op": "gather", "rank": 0, "tag": "all_equal:8", "value": "d"}) is None
+    h.send({"op": "gather", "rank": 1, "tag": "all_equal:8", "value": "d"})
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
