@@ -121,7 +121,7 @@ class Failure:
         the launcher's stop ended it (``stopped``): by its signal, its end says nothing (it
         hung after its failure: "did not exit"); by an exit 143 (a SIGTERM handler), that is
         the stop's status, not one of a signal to the launcher; either way the launcher exits
-        1."""
+        1, as it does where it exits 0 or 75 (no victim's "try again": its victims named it)."""
         if stopped and self.signal is not None:
             return replace(
                 self, exit_code=None, signal=None, signal_number=None, stopped=True, named=True
@@ -130,12 +130,14 @@ class Failure:
 
     @property
     def status(self) -> int:
-        """The launcher's exit status for this failure: the child's code (1 for a server's 0),
-        or 128 + signal."""
+        """The launcher's exit status for this failure: the child's code (1 for a server's 0,
+        and for a named cause's 0 or 75, or one the stop ended), or 128 + signal."""
         if self.signal is not None:
             number = self.signal_number or getattr(signal, self.signal, None)
             return 128 + int(number) if number else 1
         if self.stopped:  # the launcher's stop ended it: its 143 no signal to the launcher
+            return 1
+        if self.named and self.exit_code == PEER_FAILED_STATUS:  # the cause: no "try again"
             return 1
         return self.exit_code if self.exit_code and 0 < self.exit_code < 256 else 1
 
@@ -161,9 +163,10 @@ class Failure:
                 f"{self.role} {self.rank} failed, was stopped by the launcher after --settle and "
                 f"exited with code {self.exit_code}"
             )
-        elif self.named and self.exit_code == 0:  # its failure, as the victim's lines say it
-            said = (
-                f"{self.role} {self.rank} was named as the failure's cause but exited with code 0"
+        elif self.named and self.exit_code in (0, PEER_FAILED_STATUS):  # the victim's lines
+            said = (  # say its failure: neither a success nor another rank's failure
+                f"{self.role} {self.rank} was named as the failure's cause but exited with code "
+                f"{self.exit_code}"
             )
         elif self.exit_code == 0:  # only a server ends an attempt so (the workers need it)
             said = f"{self.role} {self.rank} exited (code 0) while workers were running"
@@ -185,8 +188,8 @@ class Failure:
         return f"; {names} stopped {why} (exit code {PEER_FAILED_STATUS})"
 
     @property
-    def _victim(self) -> bool:
-        return self.role == "worker" and self.exit_code == PEER_FAILED_STATUS
+    def _victim(self) -> bool:  # a named cause's 75 is no victim's: its victims named it
+        return self.role == "worker" and self.exit_code == PEER_FAILED_STATUS and not self.named
 
 
 def _mismatch(cause: str | None) -> bool:

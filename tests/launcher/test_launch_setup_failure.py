@@ -219,3 +219,22 @@ def test_a_meeting_s_failure_is_reported_in_its_own_words_not_a_setup_s(tmp_path
     headline = f"distconv-launch: worker 0 failed with exit code 1: {_MEETING}"
     assert err.count(f"{headline}{RESTARTING}\n") == 1, err
     assert f"{headline} (after 1 restart(s)); last lines of" in err, err
+
+
+@pytest.mark.timeout(30)
+def test_a_named_worker_that_exits_75_after_the_settle_is_no_victim(tmp_path):
+    """Worker 0, named by worker 1's line as the rank that could not set up, exits 75 on the
+    stop's SIGTERM after the settle: it was reported as a victim (``failed with exit code 75
+    (stopped because another rank failed: ...)``, worker 1 ``stopped too``) and the launcher
+    exited 75, "try again later" to a scheduler, for the failure the victim named. It is the
+    cause, named so, and the launcher exits 1."""
+    cause = (
+        "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(75)); "
+        "time.sleep(30)"
+    )
+    status, err, report = _named(tmp_path, cause)
+    assert status == 1, err
+    assert (report["rank"], report["exit_code"], report["signal"]) == (0, 75, None), report
+    said = "worker 0 was named as the failure's cause but exited with code 75"
+    assert f"distconv-launch: {said}: rank 0 could not set up: " in err, err
+    assert "; worker 1 stopped because of it (exit code 75); last lines of" in err, err
