@@ -1,8 +1,8 @@
 """Whom a victim's failure blames: a worker that exited 75 (another rank failed) waits the
 settle time for the failure that caused it (:func:`settle`), and at the attempt's end the rank
 its whole output names as the one that could not set up, where that still ran at the settle's
-end, is blamed instead of it (:func:`blamed`). :class:`launcher.supervisor.Supervisor`'s
-helpers, apart from its loop."""
+end or exited 0 or 75 (:func:`nameable`), is blamed instead of it (:func:`blamed`).
+:class:`launcher.supervisor.Supervisor`'s helpers, apart from its loop."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 from .arrivals import Arrivals
 from .child import Child
-from .failure import told_rank
+from .failure import PEER_FAILED_STATUS, told_rank
 from .gang import first_failed
 
 #: the signals by which the launcher's stop ends a worker: its SIGTERM, and the grace's SIGKILL
@@ -30,9 +30,9 @@ def settle(
 ) -> tuple[Child, list[Child] | None]:
     """The failure that made ``victim`` (the first failure) stop: the first that is no
     victim, seen within ``seconds`` of its exit, before a signal to the launcher and while a
-    worker runs; else ``victim``, with the workers running at the settle's end (for
+    worker runs; else ``victim``, with the workers it may name (:func:`nameable`, for
     :func:`blamed`: one may hang after its failure, its victim's 75 no "try again"), None
-    where the settle did not run out. Nothing is signalled yet."""
+    where a signal to the launcher ended the settle. Nothing is signalled yet."""
     deadline = victim.exited_at + seconds
     while True:
         signalled = bool(arrivals.signals())
@@ -40,11 +40,20 @@ def settle(
         cause = first_failed(children, working, victims=False)
         if cause is not None and cause.exited_at < arrivals.first_at:
             return cause, None
-        if signalled or not working:
+        if signalled:
             return victim, None
-        if time.monotonic() >= deadline:  # whom it names: once its output is in (blamed)
-            return victim, [w for w in workers if w.poll() is None]
+        if not working or time.monotonic() >= deadline:  # whom it names: once its output is
+            return victim, nameable(victim, workers)  # in (blamed)
         time.sleep(poll)
+
+
+def nameable(victim: Child, workers: list[Child]) -> list[Child]:
+    """The workers other than ``victim`` that its lines may name as the rank that could not
+    set up, at the settle's end: those still running, and those that exited 0 or 75 (no
+    failure of their own that the settle would have seen), within the settle or before it, as
+    one that exits so after it is: a rank named whose exit happened to fall inside the settle
+    left the victim blamed, and the launcher exiting 75, "try again later"."""
+    return [w for w in workers if w is not victim and w.poll() in (None, 0, PEER_FAILED_STATUS)]
 
 
 def blamed(
@@ -53,9 +62,9 @@ def blamed(
     """Whom to blame for ``failed``, and whether the stop ended it (in ``stopped``, running as
     it began, ended by a signal the stop sends, :data:`STOP_ENDS`, or exiting
     :data:`STOPPED_STATUS` on its SIGTERM; a signal of its own, as a SIGABRT after it ignored
-    the SIGTERM, is its own status): at a settle's end (``outstayed``: the workers running
-    then, :func:`settle`), the worker the victim's whole output names as the rank that could
-    not set up, where it still ran then; else ``failed``."""
+    the SIGTERM, is its own status): at a settle's end (``outstayed``: the workers the victim
+    may name then, :func:`nameable`), the worker the victim's whole output names as the rank
+    that could not set up, where it is one of them; else ``failed``."""
     named = None if outstayed is None else told_rank(list(failed.tail))
     cause = next((w for w in outstayed or () if w.spec.rank == named), None)
     if cause is None:

@@ -35,7 +35,8 @@ The rules (issue 11, "Gang semantics"):
   ``settle`` seconds (:data:`SETTLE_SECONDS`) after its exit, sending no signal yet, for a
   child that failed otherwise, and reports that one (its status, its log's tail), naming the
   victims; if none comes, the worker the victim names as the rank that could not set up,
-  where it still runs (where the stop ends it: "did not exit", exit 1), else the victim.
+  where it still runs or exited 0 or 75 (where the stop ends it: "did not exit", exit 1),
+  else the victim.
 - Each line of output is written whole, behind its child's prefix, through one bounded queue
   (:mod:`launcher.terminal`: a stalled stdout drops lines, counted, and never stalls the job);
   the child's own log in ``<run_dir>/logs/`` gets the same lines without the prefix, all. With
@@ -118,7 +119,7 @@ class Supervisor:
         self.messages = Messages(self.err, lines)
         self._arrivals = Arrivals()  # the stop signals, in the order they came
         self._finished = False  # the attempt's workers all exited 0 before any signal
-        self._outstayed: list[Child] | None = None  # the workers running at a settle's end
+        self._outstayed: list[Child] | None = None  # whom a settle's victim may name
         self._stopped: list[Child] = []  # the children running as the attempt's stop began
         self._claim: int | None = None  # the run directory's lock (LAUNCH_LOCK), while held
         self._terminal: Terminal | None = None  # the lines' queue to ``out`` (never stalls)

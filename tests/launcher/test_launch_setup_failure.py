@@ -20,6 +20,7 @@ from distconv.rank_endings import setup_failure_text
 from launcher.child import ChildSpec
 from tests.launcher.launch_cli import launch
 from tests.launcher.real_children import mpiexec_or_skip
+from tests.launcher.test_launch_peer_failed import EXITS_IN_ORDER as _ORDER
 from tests.launcher.test_launch_peer_failed import _run
 from tests.setup_failures import FAILS_BEFORE_SETUP, TOLD_OF_RANK_0
 
@@ -238,3 +239,29 @@ def test_a_named_worker_that_exits_75_after_the_settle_is_no_victim(tmp_path):
     said = "worker 0 was named as the failure's cause but exited with code 75"
     assert f"distconv-launch: {said}: rank 0 could not set up: " in err, err
     assert "; worker 1 stopped because of it (exit code 75); last lines of" in err, err
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("code", [0, 75])
+def test_a_named_worker_that_exits_within_the_settle_is_blamed_as_after_it(tmp_path, code):
+    """Worker 0, named by worker 1's line (its exit 75) as the rank that could not set up,
+    exits ``code`` 0.5 s after it, within the settle of 3 s: the settle ended with no worker
+    left and the victim was blamed, ``failed with exit code 75``, the launcher exiting 75,
+    where the same exit 1.5 s later (past a settle of 1 s) blamed worker 0 and exited 1. The
+    named worker is blamed either way."""
+    folder = tmp_path / "order"
+    tells = (
+        f"import sys, time; from pathlib import Path; sys.path.insert(0, {str(_ORDER.parent)!r}); "
+        f"from exits_in_order import record_pid; record_pid(Path({str(folder)!r}), 1); "
+        f"time.sleep(0.2); print({setup_failure_text(0, 'CheckpointError: none')!r}, "
+        "flush=True); sys.exit(75)"
+    )
+    named = [sys.executable, str(_ORDER), str(folder), "0", str(code), "1"]  # after worker 1
+    specs = [ChildSpec("worker", 0, named), ChildSpec("worker", 1, [sys.executable, "-c", tells])]
+    status, err, report, _ = _run(tmp_path, specs, settle=3.0)
+    assert status == 1, err
+    assert (report["rank"], report["exit_code"], report["signal"]) == (0, code, None), report
+    assert report["cause"] == "rank 0 could not set up: CheckpointError: none", report
+    assert [(v["rank"], v["exit_code"]) for v in report["victims"]] == [(1, 75)], report
+    said = f"worker 0 was named as the failure's cause but exited with code {code}"
+    assert f"distconv-launch: {said}: rank 0 could not set up: " in err, err
