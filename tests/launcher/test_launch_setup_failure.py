@@ -169,34 +169,29 @@ def test_a_named_worker_killed_by_its_own_signal_after_the_settle_keeps_it(tmp_p
 
 
 @pytest.mark.timeout(30)
-def test_a_named_worker_that_exits_143_on_the_stop_s_sigterm_says_the_launcher_stopped_it(tmp_path):
-    """Worker 0 handles the stop's SIGTERM after the settle by exiting 143: it was reported
-    ``failed with exit code 143`` and the launcher exited 143, as though the launcher itself had
-    been sent SIGTERM. The report says the launcher stopped it, and the launcher exits 1."""
+@pytest.mark.parametrize(
+    "code, said",
+    [
+        (
+            143,
+            "worker 0 failed, was stopped by the launcher after --settle and exited with code 143",
+        ),
+        (0, "worker 0 was named as the failure's cause but exited with code 0"),
+    ],
+)
+def test_a_named_worker_that_exits_on_the_stop_s_sigterm_says_what_happened(tmp_path, code, said):
+    """Worker 0 handles the stop's SIGTERM after the settle by exiting 143 or 0. With 143 it was
+    reported ``failed with exit code 143`` and the launcher exited 143, as though the launcher
+    itself had been sent SIGTERM; with 0, ``exited (code 0) while workers were running``, a
+    server's words. The report says the launcher stopped it, or that the victim named it as the
+    failure's cause, and the launcher exits 1."""
     cause = (
-        "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(143)); "
+        f"import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit({code})); "
         "time.sleep(30)"
     )
     status, err, report = _named(tmp_path, cause)
     assert status == 1, err
-    assert (report["rank"], report["exit_code"], report["signal"]) == (0, 143, None), report
-    said = "worker 0 failed, was stopped by the launcher after --settle and exited with code 143"
-    assert f"distconv-launch: {said}: rank 0 could not set up: " in err, err
-
-
-@pytest.mark.timeout(30)
-def test_a_named_worker_that_exits_0_says_it_was_named_as_the_cause(tmp_path):
-    """Worker 0 exits 0 on the stop's SIGTERM after the settle: it was reported ``exited (code
-    0) while workers were running``, a server's words. The report says the victim named it as
-    the failure's cause, and the launcher exits 1."""
-    cause = (
-        "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "
-        "time.sleep(30)"
-    )
-    status, err, report = _named(tmp_path, cause)
-    assert status == 1, err
-    assert (report["rank"], report["exit_code"], report["signal"]) == (0, 0, None), report
-    said = "worker 0 was named as the failure's cause but exited with code 0"
+    assert (report["rank"], report["exit_code"], report["signal"]) == (0, code, None), report
     assert f"distconv-launch: {said}: rank 0 could not set up: " in err, err
 
 
