@@ -79,8 +79,12 @@ def test_a_setup_failure_told_before_the_job_check_closes_without_an_abort(tmp_p
 #: rank 0 cannot set up (a ValueError) and tells rank 1 (``tell_setup_failed``, as fit does),
 #: a Ctrl-C arriving as its exchange begins (a SIGINT to itself: held to the exchange's end);
 #: rank 1 sets up. Each says what it raised, then both close, nothing propagating; given
-#: ``run_main``, each closes, then raises it again for ``run_main`` to end the script with
-#: (close after an except clause: closed inside it, or in a ``finally``, it aborts the job)
+#: ``run_main``, each closes, then raises it again for ``run_main`` to end the script with;
+#: given ``finally``, each closes in a ``finally`` as it propagates (the README's pattern), in
+#: ``run_main``; given ``bare``, so too without ``run_main``, the error ending the script.
+#: With ``untold`` too, both ranks set up first (rank 0's is a second fit's: nothing is open as
+#: the Ctrl-C comes) and rank 0's Ctrl-C arrives just before the exchange: raised there, the
+#: exchange never made, so rank 1 waits in its job check
 INTERRUPTED_TELLING = """\
 import os
 import signal
@@ -93,7 +97,12 @@ from distconv.sync.base import tell_setup_failed
 from distconv.sync.mpi import MPISync
 
 sync = MPISync(create_optimizer("sgd"), timeout=40)
-exchange = sync._fail_before_check
+untold = "untold" in sys.argv
+if untold:
+    sync.setup([Parameter("w", np.ones(3))], {})
+# the exchange, or (untold) the held stretch around it, that the Ctrl-C comes at the start of
+hooked = "_tell_failed_setup" if untold else "_fail_before_check"
+exchange = getattr(sync, hooked)
 
 
 def interrupted(error):
@@ -101,15 +110,19 @@ def interrupted(error):
     exchange(error)
 
 
-sync._fail_before_check = interrupted
+setattr(sync, hooked, interrupted)
+
+
+def fit():
+    if sync.rank == 0:
+        tell_setup_failed(sync, ValueError("no checkpoint here"))
+    else:
+        sync.setup([Parameter("w", np.ones(3))], {})
 
 
 def set_up():
     try:
-        if sync.rank == 0:
-            tell_setup_failed(sync, ValueError("no checkpoint here"))
-        else:
-            sync.setup([Parameter("w", np.ones(3))], {})
+        fit()
     except BaseException as raised:
         return raised
     return None
@@ -122,8 +135,19 @@ def main():
         raise raised
 
 
-if sys.argv[1:] == ["run_main"]:
+def closing():
+    try:
+        fit()
+    finally:
+        sync.close()
+
+
+if sys.argv[1:2] == ["run_main"]:
     run_main(main)
+if sys.argv[1:2] == ["finally"]:
+    run_main(closing)
+if sys.argv[1:2] == ["bare"]:
+    closing()
 raised = set_up()
 if raised is not None:
     said = [f"{type(raised).__name__}: {raised}", *getattr(raised, "__notes__", [])]
@@ -149,13 +173,17 @@ def test_a_ctrl_c_while_telling_the_failure_is_raised_saying_it(tmp_path):
     assert "rank 1 raised JobMismatch: rank 0 could not set up: ValueError" in done.stdout
 
 
-def test_run_main_says_what_the_ctrl_c_cut_short(tmp_path):
+@pytest.mark.parametrize("closed", ["run_main", "finally"])
+def test_run_main_says_what_the_ctrl_c_cut_short(tmp_path, closed):
     """``run_main`` ended such a Ctrl-C with ``interrupted`` alone (exit 130): the error the fit
     failed with, and whether the other ranks were told, were said nowhere. The note's lines
-    follow that line, in its form; rank 1 says its refusal as before."""
+    follow that line, in its form; rank 1 says its refusal as before. So where each rank closes
+    in a ``finally`` as the error propagates (``finally``): rank 0's close aborted the job there
+    (``rank 0: KeyboardInterrupt; aborting the MPI job``, the note in the abort's traceback
+    alone), where the note says the others were told, so none waits; it now leaves."""
     script = tmp_path / "interrupted.py"
     script.write_text(INTERRUPTED_TELLING)
-    done = run_mpi(["-n", "2", sys.executable, str(script), "run_main"], timeout=30)
+    done = run_mpi(["-n", "2", sys.executable, str(script), closed], timeout=30)
     said = done.stdout + done.stderr
     ended = ["interrupted.py: interrupted", f"interrupted.py: {TOLD_AND_INTERRUPTED}"]
     lines = done.stderr.splitlines()
@@ -163,3 +191,40 @@ def test_run_main_says_what_the_ctrl_c_cut_short(tmp_path):
     assert "interrupted.py: error: rank 0 could not set up: ValueError" in done.stderr, said
     assert "raised" not in done.stdout and "Traceback" not in said, said[-3000:]
     assert not any(abort in said for abort in ABORTS), said[-3000:]
+    # rank 0's 130 and rank 1's 1, which MPICH's mpiexec (Hydra) ORs
+    assert done.returncode == 130 | 1, said[-3000:]
+
+
+def test_a_ctrl_c_told_propagating_without_run_main_leaves_the_job(tmp_path):
+    """Without ``run_main``, the Ctrl-C raised by ``fail_setup`` once the others were told
+    ends rank 0's script as Python ends one (its traceback, then the SIGINT that killed it,
+    which ``mpiexec`` reports); its close in the ``finally`` leaves the job, where it aborted
+    it before: the note shows in that traceback, no abort anywhere."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED_TELLING)
+    done = run_mpi(["-n", "2", sys.executable, str(script), "bare"], timeout=30)
+    said = done.stdout + done.stderr
+    # (its lines only: rank 1's traceback may come between them in mpiexec's stderr)
+    assert "KeyboardInterrupt" in done.stderr, said[-3000:]
+    assert TOLD_AND_INTERRUPTED in done.stderr, said[-3000:]
+    assert not any(abort in said for abort in ABORTS), said[-3000:]
+    assert done.returncode != 0, said[-3000:]  # rank 0 killed by its SIGINT (Python's way)
+
+
+def test_a_ctrl_c_before_the_others_were_told_still_aborts_the_job(tmp_path):
+    """Rank 0's Ctrl-C came just before ``fail_setup``'s exchange: rank 1 was never told and
+    waits in its setup's job check. Its note says so, and rank 0's close, in a ``finally`` as
+    the Ctrl-C propagates, must abort the job (nothing is open on rank 0: its sync was set up
+    before, as in a second fit), where leaving would leave rank 1 waiting for the watchdog."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED_TELLING)
+    began = time.monotonic()
+    done = run_mpi(["-n", "2", sys.executable, str(script), "finally", "untold"], timeout=30)
+    took = time.monotonic() - began
+    said = done.stdout + done.stderr
+    untold = "this rank could not set up (ValueError: no checkpoint here); the others were not told"
+    assert untold in done.stderr, said[-3000:]
+    assert "rank 0: KeyboardInterrupt; aborting the MPI job" in done.stderr, said[-3000:]
+    assert "could not set up: ValueError" not in done.stderr.replace(untold, ""), said[-3000:]
+    assert done.returncode == 130, said[-3000:]  # MPI_Abort's
+    assert took < 20, f"took {took:.1f} s"

@@ -4,8 +4,8 @@ there (:meth:`SetupStart.fail_setup`, or an error inside setup before it).
 
 Either way every collective of the setup completed on every rank: none waits for another, the
 sync serves meetings between steps as after its last good setup and refuses a step, and close
-leaves the job instead of aborting it (the told error propagating included:
-:class:`~distconv.sync.mpi.shutdown.Shutdown`).
+leaves the job instead of aborting it (the told error propagating included, or the Ctrl-C
+:meth:`SetupStart.fail_setup` raised in its place: :class:`~distconv.sync.mpi.shutdown.Shutdown`).
 """
 
 from __future__ import annotations
@@ -91,13 +91,19 @@ class SetupStart:
 
         A Ctrl-C in it (held to the exchange's end) is raised: the user's, it ends the run in
         ``error``'s place, which it says in a note (and whether the others were told), where
-        ``error`` was only its context, which a one-line ending ("interrupted") never says."""
+        ``error`` was only its context, which a one-line ending ("interrupted") never says.
+        Where they were told, close leaves the job with it propagating, as with ``error``
+        (a ``finally: sync.close()`` aborted the job there, none waiting); where they were not
+        (it came before the exchange), close aborts: they wait in their job check."""
         try:
             self._tell_failed_setup(error)
         except KeyboardInterrupt as interrupt:
-            told = "told" if self._told_failure is error else "not told"
-            said = f"this rank could not set up ({error_text(error)}); the others were {told}"
+            told = self._told_failure is error
+            said = f"this rank could not set up ({error_text(error)}); the others were "
+            said += "told" if told else "not told"
             getattr(interrupt, "add_note", warnings.warn)(said)  # a warning before Python 3.11
+            if told:  # raised in the told error's place: close's test of it is this one's
+                self._told_failure = interrupt
             raise
 
     @held  # as setup: a Ctrl-C in the exchange is raised once it is made

@@ -80,7 +80,9 @@ class Shutdown:
         or step is open, the step ended alike, or setup was never called
         (:data:`NEVER_SET_UP`): ``run_main`` says it in one line; so does this rank's own
         failure to set up, told to the others in the job check
-        (:class:`~distconv.sync.mpi.setup_start.SetupStart`), where nothing opened since."""
+        (:class:`~distconv.sync.mpi.setup_start.SetupStart`), where nothing opened since, and
+        the Ctrl-C ``fail_setup`` raised in its place once it was told (``run_main`` says
+        ``interrupted`` and its note); one that came before the others were told aborts."""
         error = closing_error()
         # a sync never set up (a script's second one, the first's refusal propagating) started
         # no collective: no rank waits in one of its (else it aborted every job so closed)
@@ -88,7 +90,7 @@ class Shutdown:
         if _raised_alike(error) and (self._open is None or self._ended_alike or unset):
             error = None  # raised alike on every rank, none waits: the caller's to report
         if error is not None and error is self._told_failure and self._open is None:
-            error = None  # this rank's setup failure, told in the job check: none waits
+            error = None  # this rank's setup failure (or fail_setup's Ctrl-C), told: none waits
         self._watchdog.phase = "close"
         if self.world_size > 1:
             unfinished = None if self._ended_alike or unset else self._open
