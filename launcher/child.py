@@ -24,7 +24,8 @@ from distconv.files import describe_os_error
 
 from .child_spec import ChildSpec
 from .commands import LaunchError
-from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, kept_line, signal_name, told
+from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, signal_name, told
+from .kept_line import kept_line
 from .long_line import READ_PIECE as READ_PIECE  # still importable from here
 from .long_line import LongLine, OutputPipe
 from .long_line import continued_prefix as continued_prefix

@@ -18,9 +18,6 @@ from distconv.rank_endings import (
     setup_failure_said_in_lines,
 )
 
-from .kept_line import KEPT_LINE_BYTES as KEPT_LINE_BYTES
-from .kept_line import KeptEnds as KeptEnds
-from .kept_line import kept_line as kept_line
 from .rank_reason import rank_text
 from .shown import shown
 

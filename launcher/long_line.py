@@ -1,8 +1,8 @@
 """A child's line over :data:`READ_PIECE`, read and passed on a piece at a time, never held
 whole (:meth:`launcher.child.Child._copy_long` copies it): each piece is a line of its own on
 the launcher's output, cut between UTF-8 characters (:func:`split_chars`), the later ones behind
-:func:`continued_prefix`; the report's tail keeps its :func:`~launcher.failure.kept_line`
-(:class:`~launcher.failure.KeptEnds`). :class:`OutputPipe` reads the child's pipe into such
+:func:`continued_prefix`; the report's tail keeps its :func:`~launcher.kept_line.kept_line`
+(:class:`~launcher.kept_line.KeptEnds`). :class:`OutputPipe` reads the child's pipe into such
 lines and pieces."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from .failure import KeptEnds
+from .kept_line import KeptEnds
 from .output_waits import STOP_LOOK
 
 #: bytes of a line the pump reads at once: a longer one (an array of gigabytes) goes in pieces

@@ -1,4 +1,4 @@
-"""A long line's cut (:func:`launcher.failure.kept_line`) never falls inside a JSON string's
+"""A long line's cut (:func:`launcher.kept_line.kept_line`) never falls inside a JSON string's
 escape: under ``--log-format json`` a rank's reason is a JSON object, and a reason over 64 KiB
 whose message escapes characters (``é`` as ``\\u00e9``, a quote, a backslash) was cut inside
 an escape often enough, which left the object unreadable and the reason out of the cause."""
@@ -11,7 +11,7 @@ import time
 import pytest
 
 from distconv.logs import json_entry
-from launcher.failure import KEPT_LINE_BYTES, kept_line
+from launcher.kept_line import KEPT_LINE_BYTES, kept_line
 from launcher.rank_reason import rank_reason
 
 

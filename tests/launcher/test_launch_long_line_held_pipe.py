@@ -2,7 +2,7 @@
 still holds its pipe: :meth:`launcher.child.Child.finish` stops waiting for the pump, which is
 still inside the line. Its pieces so far were on the output and in the log, but the report's
 tail had nothing of it (the tail took the line only at its end): it now has the line's
-:func:`~launcher.failure.kept_line`. The bytes after the last whole piece (the ``c`` s below)
+:func:`~launcher.kept_line.kept_line`. The bytes after the last whole piece (the ``c`` s below)
 were in neither the tail, nor the log, nor the output (``readline`` held them, waiting for the
 rest of the piece): the pump now passes them on, the line ended, as the launcher gives up."""
 
@@ -18,7 +18,7 @@ import pytest
 
 import launcher.child
 from launcher.child import READ_PIECE, Child, ChildSpec
-from launcher.failure import kept_line
+from launcher.kept_line import kept_line
 from tests.launcher.real_children import stray_holding_the_pipe, wait_until
 
 #: a stray leaves the group and keeps the pipe; then the leader prints two pieces and a bit of

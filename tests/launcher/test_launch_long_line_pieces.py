@@ -4,7 +4,7 @@ printing one 2 GB line without a newline made the launcher hold about twice that
 goes to the log as it comes (the line whole there), and to the launcher's output as a line of
 its own under the output's lock for that piece alone, the later pieces behind
 :func:`~launcher.child.continued_prefix`: a child stopped in the middle of its line holds up no
-other child's output. The tail keeps the line's :func:`~launcher.failure.kept_line`."""
+other child's output. The tail keeps the line's :func:`~launcher.kept_line.kept_line`."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 from test_supervision import ENV, launch_argv
 
 from launcher.child import READ_PIECE, Child, ChildSpec, continued_prefix
-from launcher.failure import KEPT_LINE_BYTES, KeptEnds, kept_line
+from launcher.kept_line import KEPT_LINE_BYTES, KeptEnds, kept_line
 from tests.launcher.real_children import wait_until
 from tests.processes import job_env
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from launcher.child import READ_PIECE, ChildSpec, continued_prefix
-from launcher.failure import KEPT_LINE_BYTES, KeptEnds, kept_line
+from launcher.kept_line import KEPT_LINE_BYTES, KeptEnds, kept_line
 from launcher.long_line import LongLine, split_chars
 from tests.launcher.real_children import output_lines
 

@@ -1,4 +1,4 @@
-"""A child's tail keeps each line up to :data:`launcher.failure.KEPT_LINE_BYTES`: it bounded
+"""A child's tail keeps each line up to :data:`launcher.kept_line.KEPT_LINE_BYTES`: it bounded
 how many lines it kept (mpiexec's 1,024, in the tail, ``since_end`` and the lines before the
 report), not how long each was, so an mpiexec printing 1 MB lines (a rank dumping an array)
 held about 3 GB in the launcher. The log and the launcher's output keep the lines whole, and
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from launcher.child_spec import ChildSpec
-from launcher.failure import KEPT_LINE_BYTES, kept_line
+from launcher.kept_line import KEPT_LINE_BYTES, kept_line
 from launcher.mpi_exit import mpiexec_reader
 from tests.launcher.real_children import run_to_exit
 
