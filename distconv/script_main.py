@@ -83,14 +83,14 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     try:
         return main()
     except Preempted as exc:
-        say(as_log_line(f"{_program()}: {exc}", logging.WARNING))  # JSON as the log may be
+        say(as_log_line(f"{_program()}: {exc}", logging.WARNING, _log_format))  # JSON as asked
         raise SystemExit(exc.exit_status) from None
     except KeyboardInterrupt as exc:  # before the Trainer takes Ctrl-C (setup), or a second
         if _hooked(exc):  # an MPI sync's abort hook: maybe this rank alone, the others waiting
             raise
         if debugging():
             traceback.print_exc()
-        say(interrupted_line(_program(), exc))  # its notes: what it cut short (fail_setup's)
+        say(interrupted_line(_program(), exc, _log_format))  # its notes: fail_setup's cut short
         _abort_mpi_before_init(130)  # the others wait in MPI_Init for this one
         raise SystemExit(130) from None
     except Exception as exc:

@@ -214,6 +214,37 @@ def test_a_ctrl_c_says_its_notes_as_json_lines_under_a_json_log(tmp_path):
     assert all(line["level"] == "warning" and line["rank"] == 0 for line in lines), lines
 
 
+#: a Ctrl-C after ``init`` noted the JSON log format but before it set the log up
+BEFORE_THE_LOG = """\
+import distconv.distributed as dist
+from distconv.script_main import note_log_format
+
+
+def main():
+    note_log_format("json")  # what init does first, before configure_logging
+    raise KeyboardInterrupt
+
+
+dist.run_main(main)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_ctrl_c_before_the_log_is_set_up_says_interrupted_as_json_when_asked(tmp_path):
+    """``run_main`` wrote its ``interrupted`` line as text where ``init`` had asked for JSON
+    but had not yet set the log up: the format noted was passed to its errors' line alone."""
+    script = tmp_path / "early.py"
+    script.write_text(BEFORE_THE_LOG)
+    env = {**os.environ, "PYTHONPATH": child_path()}
+    env.pop("DISTCONV_DEBUG", None)
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=50
+    )
+    assert done.returncode == 130, done.stderr[-2000:]
+    line = json.loads(done.stderr.splitlines()[-1])
+    assert line["message"] == "early.py: interrupted" and line["level"] == "warning", line
+
+
 #: a script whose ``init`` reads a malformed environment, or whose ``main`` fails after it
 SETUP = """\
 import sys
