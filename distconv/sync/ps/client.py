@@ -44,6 +44,7 @@ from distconv.sync.ps.channel import ShardChannel, _now
 from distconv.sync.ps.config import usable_here
 from distconv.sync.ps.gradients import GradientRuns
 from distconv.sync.ps.inbox import ReplyWriter
+from distconv.sync.ps.incarnations import incarnation_field
 from distconv.sync.ps.job_check import check_all_equal, gather_problem
 from distconv.sync.ps.job_hello import hello_fields, hello_reply_problem
 from distconv.sync.ps.outbox import PushQueue
@@ -235,8 +236,9 @@ class PServerSync(
         return ParamSpec(p.name, tuple(p.shape), dtype, p.name in self.sparse)
 
     def _hello(self, description: dict[str, Any]) -> list[dict[str, Any]]:
-        """Say hello to every shard and check their settings; their replies' headers."""
-        head = {"op": "hello", **hello_fields(description), **whoami()}  # _send adds the run
+        """Say hello to every shard (``_send`` adds the run; the launch's incarnation
+        here) and check their settings; their replies' headers."""
+        head = {"op": "hello", **hello_fields(description), **whoami(), **incarnation_field()}
         replies = self._ask_all([(s, head, ()) for s in range(len(self._socks))], "hello")
         for s, (h, _) in enumerate(replies):
             if (problem := hello_reply_problem(h)) is not None:  # before any setting is read

@@ -48,6 +48,7 @@ from distconv.sync.ps.config import (
 from distconv.sync.ps.drain import Draining
 from distconv.sync.ps.gathers import ShardGathers
 from distconv.sync.ps.handlers import RequestHandlers
+from distconv.sync.ps.incarnations import Incarnation
 from distconv.sync.ps.job_hello import HelloJob
 from distconv.sync.ps.losses import WorkerLosses
 from distconv.sync.ps.parts import CheckpointParts
@@ -107,6 +108,7 @@ class Shard(
         self.told_at: dict[int, int] = {}  # rank -> when last told of a note (setup_notes.py)
         self.noted_at: dict[int, tuple[str, int]] = {}  # rank -> its note's words, when
         self.noted_gone: dict[int, str] = {}  # rank -> why: its noted process ended
+        self.incarnations: dict[int, Incarnation | None] = {}  # rank -> its latest hello's
         self.completed: dict[int, int] = {}  # param -> last step applied (sync)
         self.pushed: dict[int, dict[int, int]] = {}  # rank -> param -> last step pushed (async)
         self.top_step = -1  # the highest step an update was applied for since the seed (probes)

@@ -27,6 +27,9 @@ told). A rank told, or failing too, is not told again; R's next hello with a rea
 description (the fixed fit) ends the note and goes on as any hello: on a fresh shard as the
 job's first, else against the job an earlier good fit bound. A note naming another rank than
 its sender's, or a meeting's failure (no hello carries one), is refused as malformed.
+A note tells no worker known to come from another start of the job than its own (a launch's
+restart: :mod:`~distconv.sync.ps.incarnations`), and the first hello of a later restart of
+that launch drops it: the ranks it was to tell were stopped with it.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Any
 
 from distconv.rank_endings import SETUP_FAILURE_NAME, setup_failure_text
 from distconv.sync.errors import setup_failure_in
+from distconv.sync.ps.incarnations import Incarnation, differ, older
 from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.state import _Refused, _Waiting
@@ -83,6 +87,8 @@ class SetupNote:
     #: (its rank may meet their gathers now), but a late note of another rank's same failed
     #: fit still finds it (each failed: neither is told of the other's)
     telling: bool = True
+    #: the start of the job its hello came from (:mod:`~distconv.sync.ps.incarnations`)
+    incarnation: Incarnation | None = None
 
 
 class SetupNotes:
@@ -106,6 +112,8 @@ class SetupNotes:
     #: per rank, the shard's count of requests when it was last told of a note: one told
     #: since the ranks last met is not told of another note of that fit (told once)
     told_at: dict[int, int]
+    #: per rank, the incarnation of its latest hello (None: it carried none)
+    incarnations: dict[int, Incarnation | None]
     processes: ProcessWatch
     last_seen: dict[int, float]
     _live: Callable[[], set[int]]
@@ -116,17 +124,29 @@ class SetupNotes:
     _fail: Callable[..., None]
 
     def _take_setup_note(
-        self, rank: int, run: int | None, job: HelloJob, header: Mapping[str, Any]
+        self,
+        rank: int,
+        run: int | None,
+        job: HelloJob,
+        header: Mapping[str, Any],
+        incarnation: Incarnation | None = None,
     ) -> None:
-        """Read ``rank``'s hello (of ``run``, naming ``job``; its ``header``): a real
-        description makes its note, if any, tell no one, and returns; a failure note is taken
-        (see the module docstring).
+        """Read ``rank``'s hello (of ``run``, naming ``job``; its ``header``; from
+        ``incarnation``): a note of an earlier start of the job is dropped; a real description
+        makes its note, if any, tell no one, and returns; a failure note is taken (see the
+        module docstring).
 
         Raises:
             _Refused: the note's hello, in its words (``refused: job``).
         """
         said = _note_said(rank, job.described) if job.left_out is None else None
         self.noted_gone.pop(rank, None)  # a worker of it again
+        self.incarnations[rank] = incarnation
+        # the launcher started the job again: the ranks a note of the start before was to tell
+        # are gone, and its rank's worker of this start has not failed (yet)
+        self.setup_notes = {
+            r: n for r, n in self.setup_notes.items() if not older(n.incarnation, incarnation)
+        }
         if said is None:
             if rank in self.setup_notes:
                 self.setup_notes[rank].telling = False
@@ -150,12 +170,15 @@ class SetupNotes:
             for q, at in self.told_at.items()
             if at > max(self.met_at, self.accepted_at.get(q, -1))
         }
-        note = SetupNote(said, self.requests, self._live() - {rank} - set(notes) - told)
+        note = SetupNote(
+            said, self.requests, self._live() - {rank} - set(notes) - told, incarnation=incarnation
+        )
         for other in notes.values():
             other.told.discard(rank)
         for key in sorted(k for k in self.gathers_held if self._notes_answer(self.waiting[k].what)):
             held = self.waiting[key]
-            dropped = [held.by_rank.pop(r) for r in sorted(note.told & set(held.by_rank))]
+            to_tell = [r for r in sorted(note.told & set(held.by_rank)) if self._tells(note, r)]
+            dropped = [held.by_rank.pop(r) for r in to_tell]
             for q in (header["rank"] for _, header, _ in dropped):
                 self._told(q, [note, *notes.values()])
             if not held.by_rank:
@@ -165,6 +188,12 @@ class SetupNotes:
         self.setup_notes = {r: n for r, n in notes.items() if n.told}
         self._fail_steps_without(rank, said)
         raise _Refused(said, **REFUSED_JOB)
+
+    def _tells(self, note: SetupNote, rank: int) -> bool:
+        """Whether ``note`` may tell ``rank``: not where the two are known to come from two
+        starts of the job (:func:`~distconv.sync.ps.incarnations.differ`). A hello without an
+        incarnation, or of another launch, is told as any."""
+        return not differ(note.incarnation, self.incarnations.get(rank))
 
     def _told(self, rank: int, notes: Iterable[SetupNote]) -> None:
         """``rank`` is told of a note now: told once, it is told of none of ``notes`` (the
@@ -207,7 +236,13 @@ class SetupNotes:
             sorted(self.setup_notes.items()) if self._notes_answer(header["tag"]) else ()
         ):
             # a rank lost since (async, continue): the job goes on without it, no note stops it
-            if self.index == 0 and note.telling and rank in note.told and noted not in self.lost:
+            if (
+                self.index == 0
+                and note.telling
+                and rank in note.told
+                and noted not in self.lost
+                and self._tells(note, rank)
+            ):
                 self._told(rank, self.setup_notes.values())
                 self.setup_notes = {r: n for r, n in self.setup_notes.items() if n.told}
                 raise _Refused(note.said, **REFUSED_JOB)

@@ -9,6 +9,7 @@ import secrets
 from typing import Any
 
 from distconv.sync.ps.config import HOST_CHARS
+from distconv.sync.ps.incarnations import hello_incarnation
 from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob
 from distconv.sync.ps.seeding import Seeding
 from distconv.sync.ps.setup_notes import SetupNotes
@@ -49,9 +50,11 @@ class StartupHandlers(SetupNotes):
                 f"hello: host {short(host)} ({what}): at most {HOST_CHARS} printable characters"
             )
         job = HelloJob.of(header)  # checked first: a malformed one never becomes the job's
+        incarnation = hello_incarnation(header)  # as malformed as a bad digest
         self._refuse_lost(rank)
         self.hosts[rank] = host  # a note's too: its rank's newest worker (_restarted)
-        self._take_setup_note(rank, run, job, header)  # a note binds, compares, fails nothing
+        # a note binds, compares, fails nothing
+        self._take_setup_note(rank, run, job, header, incarnation)
         if self.job is None:
             self.job, self.job_rank = job, rank  # which rank set it: see different_jobs
         elif (diff := job.difference(self.job)) is not None:
