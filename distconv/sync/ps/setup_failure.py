@@ -6,8 +6,9 @@ It says ``hello`` to the shards with a description naming its error alone (``nam
 "setup failed on rank R before its job check: Type: text"), then ``bye``. The shards read it
 as a failure note (:mod:`~distconv.sync.ps.setup_notes`), not as a job: shard 0 answers every
 other worker's start-up gather, held or still to come, at once with "rank R could not set up:
-Type: text" (``refused: job``: a ``JobRefused`` whose words make its worker R's victim, exit
-75: :func:`~distconv.sync.peers.told_failure`). The note binds no job and fails none, and its
+Type: text" (``refused: job``: a ``JobRefused`` marked as telling of R's failure, its
+``told_of`` read from those words where the reply arrives, so that its worker is R's victim,
+exit 75: :func:`~distconv.sync.peers.told_failure`). The note binds no job and fails none, and its
 ``bye`` counts for nothing, so that a fit with the error fixed (every rank failing alike: NaN
 data, an empty set) goes on on the same shards. The refusal of its own hello is dropped here;
 it never joins the gather (a shard older than the notes took the hello as a job's, and

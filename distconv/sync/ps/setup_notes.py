@@ -13,8 +13,8 @@ the job's description, nor compares it, nor fails the job. It refuses the hello 
 (the worker drops the refusal: its own error is the cause), answers every other live rank's
 held start-up job check, or its next one (or any other gather, but in an async job going
 on without a lost rank: :meth:`SetupNotes._notes_answer`), at once with them (``refused:
-job``, as MPI's job check refuses: a told worker raises ``JobRefused`` in those words,
-which ``run_main`` and ``distconv train`` end with one line and exit 75, its victim, and the
+job``, as MPI's job check refuses: a told worker raises ``JobRefused`` marked with R,
+its ``told_of``, which ``run_main`` and ``distconv train`` end with one line and exit 75, and the
 launcher reads as rank R's failure: :func:`~distconv.sync.peers.told_failure`), and
 ignores the ``bye`` of R's run that follows (its rank did not close on the job: it never
 joined), but for its process: its end (the script's, after its last fit failed) is no
