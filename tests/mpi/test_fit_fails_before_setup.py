@@ -86,9 +86,11 @@ def test_a_setup_failure_told_before_the_job_check_closes_without_an_abort(tmp_p
 #: ``run_main``, each closes, then raises it again for ``run_main`` to end the script with;
 #: given ``finally``, each closes in a ``finally`` as it propagates (the README's pattern), in
 #: ``run_main``; given ``bare``, so too without ``run_main``, the error ending the script.
-#: With ``untold`` too, both ranks set up first (rank 0's is a second fit's: nothing is open as
-#: the Ctrl-C comes) and rank 0's Ctrl-C arrives just before the exchange: raised there, the
-#: exchange never made, so rank 1 waits in its job check
+#: With ``first`` too, both ranks set up first (rank 0's is a second fit's: nothing is open as
+#: the Ctrl-C comes, and its close makes the last exchange); with ``untold``, so too, and rank
+#: 0's Ctrl-C arrives just before the exchange: raised there, the exchange never made, so rank 1
+#: waits in its job check. With ``retry``, rank 1 sets up again after its JobMismatch (the way
+#: on after a failed setup: a second fit), where rank 0, interrupted, never comes
 INTERRUPTED_TELLING = """\
 import os
 import signal
@@ -99,10 +101,11 @@ from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import tell_setup_failed
 from distconv.sync.mpi import MPISync
+from distconv.sync.mpi.comm import JobMismatch
 
 sync = MPISync(create_optimizer("sgd"), timeout=40)
 untold = "untold" in sys.argv
-if untold:
+if untold or "first" in sys.argv:
     sync.setup([Parameter("w", np.ones(3))], {})
 # the exchange, or (untold) the held stretch around it, that the Ctrl-C comes at the start of
 hooked = "_tell_failed_setup" if untold else "_fail_before_check"
@@ -121,7 +124,12 @@ def fit():
     if sync.rank == 0:
         tell_setup_failed(sync, ValueError("no checkpoint here"))
     else:
-        sync.setup([Parameter("w", np.ones(3))], {})
+        try:
+            sync.setup([Parameter("w", np.ones(3))], {})
+        except JobMismatch:
+            if "retry" not in sys.argv:
+                raise
+            sync.setup([Parameter("w", np.ones(3))], {})
 
 
 def set_up():
@@ -177,17 +185,18 @@ def test_a_ctrl_c_while_telling_the_failure_is_raised_saying_it(tmp_path):
     assert "rank 1 raised JobMismatch: rank 0 could not set up: ValueError" in done.stdout
 
 
-@pytest.mark.parametrize("closed", ["run_main", "finally"])
+@pytest.mark.parametrize("closed", [["run_main"], ["finally", "first"]], ids=["main", "finally"])
 def test_run_main_says_what_the_ctrl_c_cut_short(tmp_path, closed):
     """``run_main`` ended such a Ctrl-C with ``interrupted`` alone (exit 130): the error the fit
     failed with, and whether the other ranks were told, were said nowhere. The note's lines
     follow that line, in its form; rank 1 says its refusal as before. So where each rank closes
-    in a ``finally`` as the error propagates (``finally``): rank 0's close aborted the job there
-    (``rank 0: KeyboardInterrupt; aborting the MPI job``, the note in the abort's traceback
-    alone), where the note says the others were told, so none waits; it now leaves."""
+    in a ``finally`` as the error propagates (``finally``; a setup succeeded before, so close
+    makes the last exchange): rank 0's close aborted the job there (``rank 0:
+    KeyboardInterrupt; aborting the MPI job``, the note in the abort's traceback alone), where
+    the note says the others were told, so none waits; it now leaves."""
     script = tmp_path / "interrupted.py"
     script.write_text(INTERRUPTED_TELLING)
-    done = run_mpi(["-n", "2", sys.executable, str(script), closed], timeout=30)
+    done = run_mpi(["-n", "2", sys.executable, str(script), *closed], timeout=30)
     said = done.stdout + done.stderr
     ended = ["interrupted.py: interrupted", f"interrupted.py: {TOLD_AND_INTERRUPTED}"]
     lines = done.stderr.splitlines()
@@ -203,10 +212,11 @@ def test_a_ctrl_c_told_propagating_without_run_main_leaves_the_job(tmp_path):
     """Without ``run_main``, the Ctrl-C raised by ``fail_setup`` once the others were told
     ends rank 0's script as Python ends one (its traceback, then the SIGINT that killed it,
     which ``mpiexec`` reports); its close in the ``finally`` leaves the job, where it aborted
-    it before: the note shows in that traceback, no abort anywhere."""
+    it before: the note shows in that traceback, no abort anywhere (a setup succeeded before:
+    close makes the last exchange, which a rank that set up again would meet)."""
     script = tmp_path / "interrupted.py"
     script.write_text(INTERRUPTED_TELLING)
-    done = run_mpi(["-n", "2", sys.executable, str(script), "bare"], timeout=30)
+    done = run_mpi(["-n", "2", sys.executable, str(script), "bare", "first"], timeout=30)
     said = done.stdout + done.stderr
     # (its lines only: rank 1's traceback may come between them in mpiexec's stderr)
     assert "KeyboardInterrupt" in done.stderr, said[-3000:]
@@ -231,4 +241,29 @@ def test_a_ctrl_c_before_the_others_were_told_still_aborts_the_job(tmp_path):
     assert "rank 0: KeyboardInterrupt; aborting the MPI job" in done.stderr, said[-3000:]
     assert "could not set up: ValueError" not in done.stderr.replace(untold, ""), said[-3000:]
     assert done.returncode == 130, said[-3000:]  # MPI_Abort's
+    assert took < 20, f"took {took:.1f} s"
+
+
+@pytest.mark.parametrize("first", [False, True], ids=["never-set-up", "set-up-before"])
+def test_a_told_ctrl_c_ends_a_rank_that_sets_up_again(tmp_path, first):
+    """Rank 1, told only that rank 0 could not set up, sets up again (the way on after a failed
+    setup), while rank 0's Ctrl-C, in ``fail_setup``'s exchange, ends its script: its close, in
+    a ``finally``, left the job where no setup had succeeded (no last exchange then), and rank 1
+    waited in its job check until the watchdog's timeout (600 s by default). It aborts there
+    now, at once; where a setup succeeded before, it leaves, and its last exchange refuses
+    rank 1's setup made again, at once too."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED_TELLING)
+    command = ["-n", "2", sys.executable, str(script), "finally", "retry"]
+    began = time.monotonic()
+    done = run_mpi(command + (["first"] if first else []), timeout=30)
+    took = time.monotonic() - began
+    said = done.stdout + done.stderr
+    assert TOLD_AND_INTERRUPTED in done.stderr, said[-3000:]
+    assert "waited" not in said, said[-3000:]  # the watchdog's words
+    if first:
+        assert "a rank closed its sync while another went on" in done.stderr, said[-3000:]
+    else:
+        assert "rank 0: KeyboardInterrupt; aborting the MPI job" in done.stderr, said[-3000:]
+        assert done.returncode == 130, said[-3000:]  # MPI_Abort's
     assert took < 20, f"took {took:.1f} s"

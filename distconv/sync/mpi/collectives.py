@@ -115,7 +115,8 @@ class RankCollectives(LocalSync):
     _state_untold = False
     #: the error this rank's setup failed on before its job check, told to every other rank
     #: there (they raised a JobMismatch naming it), or the Ctrl-C ``fail_setup`` raised in its
-    #: place once it was told: its close leaves with it propagating
+    #: place once it was told, where a setup succeeded before: its close leaves with it
+    #: propagating
     _told_failure: BaseException | None = None
     #: steps abandoned (``abandon_step``), which ``step`` does not count: setup's check says
     #: them, so a rank that finished (counted) a step another abandoned is named as the cause

@@ -5,13 +5,15 @@ there (:meth:`SetupStart.fail_setup`, or an error inside setup before it).
 Either way every collective of the setup completed on every rank: none waits for another, the
 sync serves meetings between steps as after its last good setup and refuses a step, and close
 leaves the job instead of aborting it (the told error propagating included, or the Ctrl-C
-:meth:`SetupStart.fail_setup` raised in its place: :class:`~distconv.sync.mpi.shutdown.Shutdown`).
+:meth:`SetupStart.fail_setup` raised in its place where a setup succeeded before:
+:class:`~distconv.sync.mpi.shutdown.Shutdown`).
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 from distconv.parameter import Parameter
 from distconv.sync.closing import clear_step_record
@@ -31,8 +33,9 @@ class SetupStart:
 
     It reads and sets what the sync sets up: ``params``, ``_open``, ``_changed_in``,
     ``_ended_alike``, ``_failed_setup``, ``_told_failure``, ``_watchdog``, ``_check``,
-    ``_used``, ``_setting_up``, ``_job_met``, ``closed`` and ``world_size``, and calls the
-    sync's ``_drain_abandoned``, ``_stop_thread`` and ``_fail_before_check``.
+    ``_used``, ``_setting_up``, ``_job_met``, ``closed`` and ``world_size``, reads
+    ``_grad_comm``, and calls the sync's ``_drain_abandoned``, ``_stop_thread`` and
+    ``_fail_before_check``.
     """
 
     params: list[Parameter]
@@ -41,6 +44,7 @@ class SetupStart:
     _ended_alike: bool
     _failed_setup: str | None
     _told_failure: BaseException | None
+    _grad_comm: Any  # a good setup's (its last exchange at close), None before one
     _watchdog: Watchdog
     _check: StepCheck
     _used: UsedParams
@@ -92,9 +96,12 @@ class SetupStart:
         A Ctrl-C in it (held to the exchange's end) is raised: the user's, it ends the run in
         ``error``'s place, which it says in a note (and whether the others were told), where
         ``error`` was only its context, which a one-line ending ("interrupted") never says.
-        Where they were told, close leaves the job with it propagating, as with ``error``
-        (a ``finally: sync.close()`` aborted the job there, none waiting); where they were not
-        (it came before the exchange), close aborts: they wait in their job check."""
+        Where they were told and a setup succeeded before (a second fit), close leaves the job
+        with it propagating, as with ``error``: its last exchange meets whatever another rank
+        does next, a setup made again too, which is refused there. Where none did, close
+        aborts: a rank told only ``error`` may set up again (the way on after a failed setup),
+        and it waited for this one in its job check until the watchdog's timeout, no last
+        exchange made; so where they were not told (it came before the exchange): they wait."""
         try:
             self._tell_failed_setup(error)
         except KeyboardInterrupt as interrupt:
@@ -102,7 +109,9 @@ class SetupStart:
             said = f"this rank could not set up ({error_text(error)}); the others were "
             said += "told" if told else "not told"
             getattr(interrupt, "add_note", warnings.warn)(said)  # a warning before Python 3.11
-            if told:  # raised in the told error's place: close's test of it is this one's
+            # in the told error's place where close's last exchange tells a rank that set
+            # up again that this one left (no sync set up: none made, that rank would wait)
+            if told and self._grad_comm is not None:
                 self._told_failure = interrupt
             raise
 

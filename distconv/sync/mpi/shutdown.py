@@ -81,8 +81,10 @@ class Shutdown:
         (:data:`NEVER_SET_UP`): ``run_main`` says it in one line; so does this rank's own
         failure to set up, told to the others in the job check
         (:class:`~distconv.sync.mpi.setup_start.SetupStart`), where nothing opened since, and
-        the Ctrl-C ``fail_setup`` raised in its place once it was told (``run_main`` says
-        ``interrupted`` and its note); one that came before the others were told aborts."""
+        the Ctrl-C ``fail_setup`` raised in its place once it was told, where a setup succeeded
+        before (``run_main`` says ``interrupted`` and its note; the last exchange refuses a
+        rank that set up again); one that came before the others were told, or on a sync
+        never set up (a rank told may set up again and wait for this one), aborts."""
         error = closing_error()
         # a sync never set up (a script's second one, the first's refusal propagating) started
         # no collective: no rank waits in one of its (else it aborted every job so closed)
