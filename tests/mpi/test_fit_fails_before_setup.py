@@ -267,3 +267,85 @@ def test_a_told_ctrl_c_ends_a_rank_that_sets_up_again(tmp_path, first):
         assert "rank 0: KeyboardInterrupt; aborting the MPI job" in done.stderr, said[-3000:]
         assert done.returncode == 130, said[-3000:]  # MPI_Abort's
     assert took < 20, f"took {took:.1f} s"
+
+
+#: ``python AFTER_TELLING HOW``: both ranks set up (a first fit), then rank 0's second fit fails
+#: before its setup (a ValueError, caught as ``Trainer.fit`` does), which it tells rank 1
+#: (``tell_setup_failed``), whose second setup raises a JobMismatch; each closes in a
+#: ``finally`` inside ``run_main``. Rank 0 ends on something raised while its told error
+#: propagates: ``interrupted``, a Ctrl-C once it was told; ``twice``, a second Ctrl-C as the
+#: one held in the exchange propagates; ``wrapped``, the script's own error raised from it
+AFTER_TELLING = """\
+import os
+import signal
+import sys
+import numpy as np
+from distconv.distributed import run_main
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.base import tell_setup_failed
+from distconv.sync.mpi import MPISync
+
+how = sys.argv[1]
+sync = MPISync(create_optimizer("sgd"), timeout=40)
+sync.setup([Parameter("w", np.ones(3))], {})
+exchange = sync._fail_before_check
+
+
+def interrupted(error):
+    os.kill(os.getpid(), signal.SIGINT)
+    exchange(error)
+
+
+if how == "twice":
+    sync._fail_before_check = interrupted
+
+
+def fit():
+    if sync.rank != 0:
+        sync.setup([Parameter("w", np.ones(3))], {})
+        return
+    try:
+        raise ValueError("no checkpoint here")
+    except ValueError as exc:
+        try:
+            tell_setup_failed(sync, exc)
+        except KeyboardInterrupt:
+            os.kill(os.getpid(), signal.SIGINT)
+        if how == "interrupted":
+            os.kill(os.getpid(), signal.SIGINT)
+        if how == "wrapped":
+            raise RuntimeError("the fit failed") from exc
+        raise
+
+
+def closing():
+    try:
+        fit()
+    finally:
+        sync.close()
+
+
+run_main(closing)
+"""
+
+
+@pytest.mark.parametrize("how", ["interrupted", "twice", "wrapped"])
+def test_what_ends_a_told_failure_leaves_the_job(tmp_path, how):
+    """Rank 0 told rank 1 that it could not set up, then ended on something raised as that
+    error propagated: a Ctrl-C (after the exchange, or a second one), or an error of its own
+    raised from it. Its close aborted the job, none waiting (a setup succeeded before: its last
+    exchange meets rank 1's), and rank 1, killed in its own last exchange, never said its
+    line. Each now says its own ending, no abort."""
+    script = tmp_path / "after.py"
+    script.write_text(AFTER_TELLING)
+    done = run_mpi(["-n", "2", sys.executable, str(script), how], timeout=30)
+    said = done.stdout + done.stderr
+    assert not any(abort in said for abort in ABORTS), said[-3000:]
+    assert "after.py: error: rank 0 could not set up: ValueError" in done.stderr, said[-3000:]
+    if how == "wrapped":
+        assert "RuntimeError: the fit failed" in done.stderr, said[-3000:]
+        assert done.returncode == 1, said[-3000:]
+    else:
+        assert "after.py: interrupted" in done.stderr, said[-3000:]
+        assert done.returncode == 130 | 1, said[-3000:]  # rank 0's and rank 1's, ORed

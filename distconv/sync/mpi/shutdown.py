@@ -80,18 +80,19 @@ class Shutdown:
         or step is open, the step ended alike, or setup was never called
         (:data:`NEVER_SET_UP`): ``run_main`` says it in one line; so does this rank's own
         failure to set up, told to the others in the job check
-        (:class:`~distconv.sync.mpi.setup_start.SetupStart`), where nothing opened since, and
-        the Ctrl-C ``fail_setup`` raised in its place once it was told, where a setup succeeded
-        before (``run_main`` says ``interrupted`` and its note; the last exchange refuses a
-        rank that set up again); one that came before the others were told, or on a sync
-        never set up (a rank told may set up again and wait for this one), aborts."""
+        (:class:`~distconv.sync.mpi.setup_start.SetupStart`), where nothing opened since, and,
+        where a setup succeeded before, the Ctrl-C ``fail_setup`` raised in its place once it
+        was told (``run_main`` says ``interrupted`` and its note) and what was raised as the
+        failure told propagated (:meth:`_of_told_failure`); a Ctrl-C that came before the
+        others were told, or on a sync never set up (a rank told may set up again and wait for
+        this one), aborts."""
         error = closing_error()
         # a sync never set up (a script's second one, the first's refusal propagating) started
         # no collective: no rank waits in one of its (else it aborted every job so closed)
         unset = _raised_alike(error) and self._open is NEVER_SET_UP
         if _raised_alike(error) and (self._open is None or self._ended_alike or unset):
             error = None  # raised alike on every rank, none waits: the caller's to report
-        if error is not None and error is self._told_failure and self._open is None:
+        if error is not None and self._open is None and self._of_told_failure(error):
             error = None  # this rank's setup failure (or fail_setup's Ctrl-C), told: none waits
         self._watchdog.phase = "close"
         if self.world_size > 1:
@@ -107,6 +108,26 @@ class Shutdown:
                 leave(self._check, self._used, self._thread, steps, abort, failed)
         finally:
             self._release()
+
+    def _of_told_failure(self, error: BaseException) -> bool:
+        """Whether ``error`` ends this rank's setup failure told to the others
+        (``_told_failure``): it is that failure, or, where a setup succeeded before, was raised
+        as it propagated (a Ctrl-C after the exchange, a second one, an error raised from it).
+        Every other rank's setup failed too, so none is in a step: whatever it does next opens
+        with an exchange, which meets the last one close makes (refused where they differ).
+        With no setup before, close makes none: a rank told may set up again, and waited for
+        this one until the watchdog's timeout, so only the error told itself leaves there."""
+        told = self._told_failure
+        if error is told:
+            return told is not None
+        raised_while = error.__context__ if self._grad_comm is not None else None
+        seen: set[int] = set()  # a chain a script made by hand may loop
+        while raised_while is not None and id(raised_while) not in seen:
+            if raised_while is told:
+                return True
+            seen.add(id(raised_while))
+            raised_while = raised_while.__context__
+        return False
 
     def _release(self) -> None:
         try:
