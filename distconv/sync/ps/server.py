@@ -106,6 +106,7 @@ class Shard(
         self.setup_notes: dict[int, SetupNote] = {}  # ranks that could not set up
         self.noted_run: dict[int, int | None] = {}  # (setup_notes.py)
         self.told_at: dict[int, int] = {}  # rank -> when last told of a note (setup_notes.py)
+        self.knows_of: dict[int, set[int]] = {}  # rank -> the noted ranks it knows of (idem)
         self.noted_at: dict[int, tuple[str, int]] = {}  # rank -> its note's words, when
         self.noted_gone: dict[int, str] = {}  # rank -> why: its noted process ended
         self.incarnations: dict[int, Incarnation | None] = {}  # rank -> its latest hello's

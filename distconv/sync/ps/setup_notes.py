@@ -23,9 +23,10 @@ once (not in an async job going on without a lost rank).
 In sync mode, a note of a rank whose restarted worker left a step the others' held pushes
 wait for fails the job at once, as its failure (``failed_ranks`` [R]): that step can never
 complete. Like any hello, a note drops its rank's gathers of the run before (their worker
-told). A rank told, or failing too, is not told again; R's next hello with a real
-description (the fixed fit) ends the note and goes on as any hello: on a fresh shard as the
-job's first, else against the job an earlier good fit bound. A note naming another rank than
+told). A rank told, or failing too, is not told of another note of that fit, but is of a
+later note of a rank it knows of (a new fit); R's next hello with a real description (the
+fixed fit) ends the note and goes on as any hello: on a fresh shard as the job's first, else
+against the job an earlier good fit bound. A note naming another rank than
 its sender's, or a meeting's failure (no hello carries one), is refused as malformed.
 A note tells no worker known to come from another start of the job than its own (a launch's
 restart: :mod:`~distconv.sync.ps.incarnations`), and the first hello of a later restart of
@@ -34,7 +35,7 @@ that launch drops it: the ranks it was to tell were stopped with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,6 +113,10 @@ class SetupNotes:
     #: per rank, the shard's count of requests when it was last told of a note: one told
     #: since the ranks last met is not told of another note of that fit (told once)
     told_at: dict[int, int]
+    #: per rank told since it last set up, the ranks whose failed fit it knows of (told of
+    #: their notes, or left off one as failing alike): a later note of one of them is of a
+    #: new fit, which it is told of
+    knows_of: dict[int, set[int]]
     #: per rank, the incarnation of its latest hello (None: it carried none)
     incarnations: dict[int, Incarnation | None]
     processes: ProcessWatch
@@ -164,12 +169,11 @@ class SetupNotes:
         # a note from before the ranks last met is of a fit they got past: it pairs with none
         notes = {r: n for r, n in self.setup_notes.items() if n.at > self.met_at}
         # a rank that failed too in this fit will not wait: neither is told of the other's;
-        # nor is one told of another's note of this fit and not set up since: its fit ended
-        told = {
-            q
-            for q, at in self.told_at.items()
-            if at > max(self.met_at, self.accepted_at.get(q, -1))
-        }
+        # nor is one told of another's note of this fit and not set up since: its fit ended.
+        # One that knows of a note of this rank is told: a rank's next note is of a new fit
+        told = {q for q in self.told_at if self._told_lately(q) and rank not in self.knows_of[q]}
+        for q in told:
+            self.knows_of[q].add(rank)
         note = SetupNote(
             said, self.requests, self._live() - {rank} - set(notes) - told, incarnation=incarnation
         )
@@ -179,8 +183,8 @@ class SetupNotes:
             held = self.waiting[key]
             to_tell = [r for r in sorted(note.told & set(held.by_rank)) if self._tells(note, r)]
             dropped = [held.by_rank.pop(r) for r in to_tell]
-            for q in (header["rank"] for _, header, _ in dropped):
-                self._told(q, [note, *notes.values()])
+            for q in (request["rank"] for _, request, _ in dropped):
+                self._told(q, {**notes, rank: note})
             if not held.by_rank:
                 self._drop_gather(key)
             self._dismiss(dropped, said, **REFUSED_JOB)
@@ -195,13 +199,23 @@ class SetupNotes:
         incarnation, or of another launch, is told as any."""
         return not differ(note.incarnation, self.incarnations.get(rank))
 
-    def _told(self, rank: int, notes: Iterable[SetupNote]) -> None:
+    def _told(self, rank: int, notes: Mapping[int, SetupNote]) -> None:
         """``rank`` is told of a note now: told once, it is told of none of ``notes`` (the
-        others standing, of ranks that failed that fit too), which would refuse its next fit
-        too, one that may meet their fixed ones."""
+        others standing, by rank, of ranks that failed that fit too), which would refuse its
+        next fit too, one that may meet their fixed ones; a later note of one of their ranks
+        is of a new fit, which it is told of (:attr:`knows_of`)."""
+        if not self._told_lately(rank):
+            self.knows_of[rank] = set()
         self.told_at[rank] = self.requests
-        for note in notes:
+        self.knows_of[rank].update(notes)
+        for note in notes.values():
             note.told.discard(rank)
+
+    def _told_lately(self, rank: int) -> bool:
+        """Whether ``rank`` was told of a note since the ranks last met and since its latest
+        accepted hello (it has not fitted again since)."""
+        told = self.told_at.get(rank, -1)
+        return told > max(self.met_at, self.accepted_at.get(rank, -1))
 
     def _fail_steps_without(self, rank: int, said: str) -> None:
         """Sync: ``rank`` (its worker restarted mid-training, then failed before setup) left
@@ -243,7 +257,7 @@ class SetupNotes:
                 and noted not in self.lost
                 and self._tells(note, rank)
             ):
-                self._told(rank, self.setup_notes.values())
+                self._told(rank, self.setup_notes)
                 self.setup_notes = {r: n for r, n in self.setup_notes.items() if n.told}
                 raise _Refused(note.said, **REFUSED_JOB)
         super()._op_gather(ident, header, arrays)  # type: ignore[misc]

@@ -23,6 +23,11 @@ NOTE = hello_fields(setup_failure_description(0, "DataError: the training set's 
 TOLD = "rank 0 could not set up: DataError: the training set's 'x' holds NaN"
 
 
+def _note(rank: int, error: str = "ValueError: an empty set") -> dict:
+    """Rank ``rank``'s failure note, as ``fail_setup`` sends it."""
+    return hello_fields(setup_failure_description(rank, error))
+
+
 def _hello(h, rank: int, run: int, job: dict) -> dict | None:
     return h.answer({"op": "hello", "rank": rank, "run": run, "host": "h", **job})
 
@@ -224,3 +229,42 @@ def test_a_note_of_a_restarted_worker_drops_its_gather_of_the_run_before(hand):
     assert told["error"] == TOLD, told
     assert _hello(h, 1, 21, GOOD)["op"] == "ok"  # rank 1 restarted too
     assert h.answer({"op": "gather", "rank": 1, "tag": "all_equal:1", "value": "d"}) is None
+
+
+@pytest.mark.timeout(30)
+def test_a_second_note_of_a_rank_tells_a_rank_told_of_its_first(hand):
+    """Rank 1 is told of rank 0's note in its held job check; rank 0's next fit fails before
+    setup too (a second note) before rank 1 fits again: rank 1's next job check is told of it
+    at once, not held for a rank whose fit failed (the timeout, the note's words lost)."""
+    h = hand(workers=2, timeout=3600.0)
+    assert _hello(h, 1, 11, GOOD)["op"] == "ok"
+    assert h.answer({"op": "gather", "rank": 1, "tag": "all_equal:1", "value": "d"}) is None
+    h.send({"op": "hello", "rank": 0, "run": 10, "host": "h", **NOTE})
+    assert [h.read()[0]["error"] for _ in range(2)] == [TOLD] * 2
+    assert h.answer({"op": "bye", "rank": 0, "run": 10})["op"] == "ok"
+    assert _hello(h, 0, 10, NOTE)["error"] == TOLD  # rank 0's next fit fails too
+    assert h.answer({"op": "bye", "rank": 0, "run": 10})["op"] == "ok"
+    assert _hello(h, 1, 11, GOOD)["op"] == "ok"  # rank 1 fits again
+    told = h.answer({"op": "gather", "rank": 1, "tag": "all_equal:2", "value": "d"})
+    assert told is not None, "rank 1's job check held for rank 0, whose fit failed"
+    assert (told["error"], told["refused"]) == (TOLD, "job"), told
+    assert not h.shard.setup_notes and not h.shard.gathers_held
+
+
+@pytest.mark.timeout(30)
+def test_a_second_note_of_a_rank_left_off_as_failing_alike_tells(hand):
+    """Ranks 0 and 1 fail alike; rank 2 is told of rank 0's note in its held job check and
+    left off rank 1's (the same fit). Rank 1's next fit fails too before rank 2 fits again:
+    that note is of a new fit, so rank 2's next job check is told of it at once."""
+    h = hand(workers=3, timeout=3600.0)
+    assert _hello(h, 2, 12, GOOD)["op"] == "ok"
+    assert h.answer({"op": "gather", "rank": 2, "tag": "all_equal:1", "value": "d"}) is None
+    h.send({"op": "hello", "rank": 0, "run": 10, "host": "h", **_note(0)})
+    assert ["rank 0 could not" in h.read()[0]["error"] for _ in range(2)] == [True] * 2
+    for error in ("ValueError: an empty set", "ValueError: fit 2's set is empty"):
+        assert "rank 1 could not" in _hello(h, 1, 11, _note(1, error))["error"]
+        assert h.answer({"op": "bye", "rank": 1, "run": 11})["op"] == "ok"
+    assert _hello(h, 2, 12, GOOD)["op"] == "ok"  # rank 2 fits again
+    told = h.answer({"op": "gather", "rank": 2, "tag": "all_equal:2", "value": "d"})
+    assert told is not None, "rank 2's job check held for rank 1, whose next fit failed"
+    assert told["error"] == "rank 1 could not set up: ValueError: fit 2's set is empty", told

@@ -9,17 +9,12 @@ import time
 import pytest
 from test_ps_hello_description import GOOD
 from test_ps_processes import HOST, LONG, _kill, _two_looks, identity_of, sleeper  # noqa: F401, F811
-from test_ps_setup_note import _hello
+from test_ps_setup_note import _hello, _note
 
 from distconv.sync.errors import meeting_failure_description, setup_failure_description
 from distconv.sync.ps.job_hello import hello_fields
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def _note(rank: int) -> dict:
-    """Rank ``rank``'s failure note, as ``fail_setup`` sends it."""
-    return hello_fields(setup_failure_description(rank, "ValueError: an empty set"))
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
