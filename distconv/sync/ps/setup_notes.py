@@ -19,7 +19,9 @@ launcher reads as rank R's failure: :func:`~distconv.sync.peers.told_failure`), 
 ignores the ``bye`` of R's run that follows (its rank did not close on the job: it never
 joined), but for its process: its end (the script's, after its last fit failed) is no
 crash, but answers a worker from before the note that waits for R, told and fitting again, at
-once (not in an async job going on without a lost rank).
+once (not in an async job going on without a lost rank). A rank that closed an earlier run
+(its bye) is closed no more once its note comes: its process's end answers those waits too,
+and a timeout blames it.
 In sync mode, a note of a rank whose restarted worker left a step the others' held pushes
 wait for fails the job at once, as its failure (``failed_ranks`` [R]): that step can never
 complete. Like any hello, a note drops its rank's gathers of the run before (their worker
@@ -103,6 +105,7 @@ class SetupNotes:
     hello_at: dict[int, int]
     accepted_at: dict[int, int]
     lost: set[int]
+    left: set[int]
     met_at: int  # the count when every live rank last met in a gather
     waiting: dict[str, _Waiting]
     gathers_held: set[str]
@@ -160,6 +163,11 @@ class SetupNotes:
             return
         self.noted_run[rank] = run
         self.noted_at[rank] = (said, self.requests)
+        # no longer closed (a bye of an earlier run): a rank the others' next fit waits for,
+        # whose process's end and silence at a timeout are its own; but no request of its
+        # earlier run says when it went silent (its note's bye stops that watch anyway)
+        self.left.discard(rank)
+        self.last_seen.pop(rank, None)
         # its process, watched still: its end is no crash, but answers a wait for its rank
         self.processes.track(rank, header.get("process", ""), header["host"])
         # as any hello: a gather of the rank's run before (a worker gone while in its job

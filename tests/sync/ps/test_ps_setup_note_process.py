@@ -6,6 +6,8 @@ relaunched worker; so does an async job going on without a lost rank. Real proce
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from test_ps_hello_description import GOOD
 from test_ps_processes import HOST, LONG, _kill, _two_looks, identity_of, sleeper  # noqa: F401, F811
@@ -82,3 +84,62 @@ def test_going_on_without_a_lost_rank_a_noted_process_ending_answers_no_barrier(
     _kill(worker)
     _two_looks(h)
     assert not h.client.poll(200) and not h.shard.failed and not h.shard.lost
+
+
+def _closed_a_run_before(h) -> None:
+    """Both ranks set up, meet in their job check and close (bye, no error): a script that
+    closes its sync after one fit and makes another for the next."""
+    for rank in (0, 1):
+        assert _hello(h, rank, rank, GOOD)["op"] == "ok"
+    assert h.answer({"op": "gather", "rank": 0, "tag": "all_equal:1", "value": "d"}) is None
+    assert _gather(h, "all_equal:1")["op"] == "ok" and h.read()[0]["op"] == "ok"
+    for rank in (0, 1):
+        assert h.ask({"op": "bye", "rank": rank, "run": rank})[0]["op"] == "ok"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_noted_process_ending_answers_a_refit_after_a_closed_run(hand, sleeper, mode):  # noqa: F811
+    """Rank 0 closed a run before its next fit failed before setup: its process's end still
+    answers rank 1's refit waiting for it, as where rank 0 never closed (its clean bye kept
+    that end unseen, and the timeout blamed no rank: "rank 0 closed", exit 1)."""
+    h = hand(workers=2, mode=mode, timeout=LONG)
+    worker = sleeper()
+    _closed_a_run_before(h)
+    _noted_and_told(h, worker.pid)
+    assert _hello(h, 1, 11, GOOD)["op"] == "ok"
+    assert _gather(h, "all_equal:2") is None
+    _kill(worker)
+    _two_looks(h)
+    reply = h.read()[0] if h.client.poll(2000) else None
+    assert reply is not None, "rank 1 waits for the timeout for a noted rank whose process ended"
+    assert reply["error"].startswith(f"{TOLD}; its process (pid {worker.pid}, on this"), reply
+    assert reply["refused"] == "job" and (h.shard.failed, h.shard.lost) == (None, set())
+
+
+def test_a_noted_rank_that_closed_a_run_before_is_blamed_at_the_timeout(hand):
+    """Rank 0 (on another host: no process seen) closed a run before its next fit failed
+    before setup; rank 1's refit waits for it: the timeout blames rank 0 (``failed_ranks``),
+    not that it "closed" (a plain failure, which the worker ended with exit 1, no one's)."""
+    h = hand(workers=2, mode="sync", timeout=0.5)
+    _closed_a_run_before(h)
+    _noted_and_told(h, None)
+    assert _hello(h, 1, 11, GOOD)["op"] == "ok"
+    assert _gather(h, "all_equal:2") is None
+    time.sleep(0.6)  # the gather's timeout
+    h.shard._check_timeouts(time.monotonic())
+    reply = h.read()[0]
+    assert reply["failed_ranks"] == [0] and "closed" not in reply["error"], reply
+    assert reply["error"].startswith("rank 0 (host "), reply
+
+
+def test_a_note_after_its_rank_closed_a_run_before_is_no_silence(hand):
+    """Async: rank 0 closed a run longer than --timeout before its next fit's note: the note
+    makes it no silent rank (its last request of that run is not its last sign of life)."""
+    h = hand(workers=2, mode="async", timeout=0.5)
+    _closed_a_run_before(h)
+    time.sleep(0.6)
+    assert _hello(h, 1, 11, GOOD)["op"] == "ok"
+    note = hello_fields(setup_failure_description(0, "ValueError: an empty set"))
+    assert _hello(h, 0, 10, note)["error"] == TOLD  # its bye not come yet
+    h.shard._check_timeouts(time.monotonic())
+    assert (h.shard.failed, h.shard.lost) == (None, set())
