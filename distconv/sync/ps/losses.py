@@ -112,14 +112,24 @@ class WorkerLosses:
         a silent one does."""
         if self.config.mode == "sync" or self.config.on_worker_loss == "fail":
             return False
-        began = min(self.waiting[key].arrived.values(), default=self.requests)
+        began = self._began(key)
         elsewhere = self._in_other_gathers(key)
+        return all(
+            self._joined_before(r, began) and r not in self.left and r not in elsewhere
+            for r in missing
+        )
 
-        def joined_before(rank: int) -> bool:  # an accepted hello of a new run, none refused
-            accepted = self.hello_at.get(rank, -1)
-            return 0 <= accepted < began and self.refused_at.get(rank, (-1,))[0] < accepted
+    def _began(self, key: str) -> int:
+        """The shard's count of requests when held request ``key`` began (its first arrived),
+        or now where none is held under it yet."""
+        held = self.waiting.get(key)
+        return min(held.arrived.values(), default=self.requests) if held else self.requests
 
-        return all(joined_before(r) and r not in self.left and r not in elsewhere for r in missing)
+    def _joined_before(self, rank: int, began: int) -> bool:
+        """Whether ``rank``'s latest hello of a new run was accepted before the shard's count
+        ``began`` (a gather's start), and none of it refused since."""
+        accepted = self.hello_at.get(rank, -1)
+        return 0 <= accepted < began and self.refused_at.get(rank, (-1,))[0] < accepted
 
     def _in_other_gathers(self, key: str) -> dict[int, str]:
         """The ranks held in a gather other than held request ``key``, each with its tag."""

@@ -11,17 +11,19 @@ turned 503 on a user's data error.
 So the shard reads such a hello as what it is, "rank R could not set up": it neither binds
 the job's description, nor compares it, nor fails the job. It refuses the hello in those words
 (the worker drops the refusal: its own error is the cause), answers every other live rank's
-held start-up job check, or its next one (or any other gather, but in an async job going
-on without a lost rank: :meth:`SetupNotes._notes_answer`), at once with them (``refused:
+held start-up job check, or its next one (or any other gather, but where an async job
+going on without a lost rank would lose R at its timeout, which it never does for rank 0,
+the chief, nor for one that never joined: :meth:`SetupNotes._notes_answer`), at once with
+them (``refused:
 job``, as MPI's job check refuses: a told worker raises ``JobRefused`` marked with R,
 its ``told_of``, which ``run_main`` and ``distconv train`` end with one line and exit 75, and the
 launcher reads as rank R's failure: :func:`~distconv.sync.peers.told_failure`), and
 ignores the ``bye`` of R's run that follows (its rank did not close on the job: it never
 joined), but for its process: its end (the script's, after its last fit failed) is no
 crash, but answers a worker from before the note that waits for R, told and fitting again, at
-once (not in an async job going on without a lost rank). A rank that closed an earlier run
-(its bye) is closed no more once its note comes: its process's end answers those waits too,
-and a timeout blames it.
+once (not where an async job going on without a lost rank would lose R then). A rank that
+closed an earlier run (its bye) is closed no more once its note comes: its process's end
+answers those waits too, and a timeout blames it.
 In sync mode, a note of a rank whose restarted worker left a step the others' held pushes
 wait for fails the job at once, as its failure (``failed_ranks`` [R]): that step can never
 complete. Like any hello, a note drops its rank's gathers of the run before (their worker
@@ -125,6 +127,8 @@ class SetupNotes:
     processes: ProcessWatch
     last_seen: dict[int, float]
     _live: Callable[[], set[int]]
+    _began: Callable[[str], int]
+    _joined_before: Callable[[int, int], bool]
     _drop_gather: Callable[[str], None]
     _forget_gathers: Callable[[int], None]
     _dismiss: Callable[..., None]
@@ -187,8 +191,10 @@ class SetupNotes:
         )
         for other in notes.values():
             other.told.discard(rank)
-        for key in sorted(k for k in self.gathers_held if self._notes_answer(self.waiting[k].what)):
+        for key in sorted(self.gathers_held):
             held = self.waiting[key]
+            if not self._notes_answer(held.what, rank, self._began(key)):
+                continue
             to_tell = [r for r in sorted(note.told & set(held.by_rank)) if self._tells(note, r)]
             dropped = [held.by_rank.pop(r) for r in to_tell]
             for q in (request["rank"] for _, request, _ in dropped):
@@ -238,25 +244,38 @@ class SetupNotes:
             verb = "waits" if len(behind) == 1 else "wait"
             self._fail(f"{said}; {waiting} {verb} for its push of a step held here", [rank])
 
-    def _notes_answer(self, tag: Any) -> bool:
-        """Whether a note answers gather ``tag`` of a rank to be told: a start-up job check
-        always; any other (a barrier, a metrics sum: of a fit past its job check, which the
-        note's rank, at a fit's start, never makes) unless the job goes on without a rank
-        lost (async, ``--on-worker-loss continue``), whose barrier waits for the timeout
-        that loses the rank. Elsewhere it waited for the timeout only to fail the job then."""
-        return _job_check(tag) or self.config.on_worker_loss != "continue"
+    def _notes_answer(self, tag: Any, noted: int, began: int) -> bool:
+        """Whether rank ``noted``'s note answers gather ``tag`` (begun at the shard's count
+        ``began``) of a rank to be told: a start-up job check always; any other (a barrier, a
+        metrics sum: of a fit past its job check, which the note's rank, at a fit's start,
+        never makes) unless its timeout loses the noted rank and the job goes on
+        (:meth:`_lost_at_timeout`). Elsewhere it waited for the timeout only to fail the job
+        then."""
+        return _job_check(tag) or not self._lost_at_timeout(noted, began)
+
+    def _lost_at_timeout(self, noted: int, began: int) -> bool:
+        """Whether a gather begun at the shard's count ``began`` that waits for rank ``noted``
+        ends at its timeout by losing that rank, the job going on without it
+        (:meth:`~distconv.sync.ps.losses.WorkerLosses._stragglers`): in an async job with
+        ``--on-worker-loss continue``, for a rank other than 0 (the chief: the job cannot go
+        on without it) that joined the job before the gather began (for one that never did,
+        the timeout fails the job)."""
+        return (
+            self.config.on_worker_loss == "continue"
+            and noted != 0
+            and self._joined_before(noted, began)
+        )
 
     def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         """A rank still to be told of a note is answered with it at once in its start-up job
         check, or another gather where :meth:`_notes_answer`: that gather would wait for a
         rank that never joins. A barrier between epochs of an async job going on without a
-        lost rank is not the note's."""
+        lost rank is not the note's where its timeout loses the rank."""
         rank = header["rank"]
-        if self.index == 0 and (why := self._noted_gone_for(rank)):
+        began = self._began(f"gather:{header['tag']}")
+        if self.index == 0 and (why := self._noted_gone_for(rank, began)):
             raise _Refused(why, **REFUSED_JOB)
-        for noted, note in (
-            sorted(self.setup_notes.items()) if self._notes_answer(header["tag"]) else ()
-        ):
+        for noted, note in sorted(self.setup_notes.items()):
             # a rank lost since (async, continue): the job goes on without it, no note stops it
             if (
                 self.index == 0
@@ -264,6 +283,7 @@ class SetupNotes:
                 and rank in note.told
                 and noted not in self.lost
                 and self._tells(note, rank)
+                and self._notes_answer(header["tag"], noted, began)
             ):
                 self._told(rank, self.setup_notes)
                 self.setup_notes = {r: n for r, n in self.setup_notes.items() if n.told}
@@ -284,15 +304,18 @@ class SetupNotes:
             return
         super()._op_bye(ident, header, arrays)  # type: ignore[misc]
 
-    def _noted_gone_for(self, rank: int) -> str | None:
-        """Why ``rank``'s gather can never be met, or None: a rank whose process ended after
-        its note (:meth:`_noted_process_ended`), where ``rank``'s worker is one from before
-        that note (its latest hello of a new run came before it: a relaunch may meet the
-        noted rank's relaunch), and the job does not go on without a lost rank."""
-        if self.config.on_worker_loss == "continue":
-            return None
+    def _noted_gone_for(self, rank: int, began: int) -> str | None:
+        """Why ``rank``'s gather (begun at the shard's count ``began``) can never be met, or
+        None: a rank whose process ended after its note (:meth:`_noted_process_ended`), where
+        ``rank``'s worker is one from before that note (its latest hello of a new run came
+        before it: a relaunch may meet the noted rank's relaunch), and the gather's timeout
+        would not lose that rank, the job going on (:meth:`_lost_at_timeout`)."""
         for noted, why in sorted(self.noted_gone.items()):
-            if noted != rank and self.hello_at.get(rank, -1) < self.noted_at[noted][1]:
+            if (
+                noted != rank
+                and self.hello_at.get(rank, -1) < self.noted_at[noted][1]
+                and not self._lost_at_timeout(noted, began)
+            ):
                 return why
         return None
 
@@ -306,11 +329,11 @@ class SetupNotes:
         said, _ = self.noted_at[rank]
         self.noted_gone[rank] = f"{said}; its process (pid {pid}, on this host) ended since"
         for key in sorted(self.gathers_held):
-            held = self.waiting[key]
+            held, began = self.waiting[key], self._began(key)
             if rank in held.by_rank:
                 continue
-            answered = [q for q in sorted(held.by_rank) if self._noted_gone_for(q)]
-            why = [self._noted_gone_for(q) for q in answered]
+            answered = [q for q in sorted(held.by_rank) if self._noted_gone_for(q, began)]
+            why = [self._noted_gone_for(q, began) for q in answered]
             dropped = [held.by_rank.pop(q) for q in answered]
             if not held.by_rank:
                 self._drop_gather(key)

@@ -2,7 +2,8 @@
 ends while a worker that was told of the note and fitted again waits for that rank: no worker
 of the rank will join that wait, so it is answered at once with the note and the end, not at
 the timeout. A rank's worker started after the note (a relaunch) still waits, for the rank's
-relaunched worker; so does an async job going on without a lost rank. Real processes."""
+relaunched worker; so does an async job going on without a lost rank, where the wait's
+timeout loses the rank (not rank 0, the chief, nor one that never joined). Real processes."""
 
 from __future__ import annotations
 
@@ -74,13 +75,20 @@ def test_a_rank_relaunched_after_the_noted_process_ended_waits_for_its_relaunch(
 
 
 def test_going_on_without_a_lost_rank_a_noted_process_ending_answers_no_barrier(hand, sleeper):  # noqa: F811
-    """Async with ``--on-worker-loss continue``: the barrier waits for the timeout, which
-    loses the rank, and the job goes on."""
+    """Async with ``--on-worker-loss continue``: the ranks met in their job check; rank 1's
+    worker restarts and fails before setup, its process ends while rank 0 waits in a barrier:
+    that barrier waits for the timeout, which loses rank 1 (it joined the job, and is not
+    the chief), and the job goes on."""
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=LONG)
     worker = sleeper()
-    _noted_and_told(h, worker.pid)
-    assert _hello(h, 1, 11, GOOD)["op"] == "ok"
-    assert _gather(h, "barrier:2") is None
+    for rank in (0, 1):
+        assert _hello(h, rank, 10 + rank, GOOD)["op"] == "ok"
+    assert h.answer({"op": "gather", "rank": 0, "tag": "all_equal:1", "value": "d"}) is None
+    assert _gather(h, "all_equal:1")["op"] == "ok" and h.read()[0]["op"] == "ok"
+    note = hello_fields(setup_failure_description(1, "ValueError: an empty set"))
+    assert "rank 1 could not set up" in _hello(h, 1, 21, note, worker.pid)["error"]
+    assert h.ask({"op": "bye", "rank": 1, "run": 21})[0]["op"] == "ok"
+    assert h.answer({"op": "gather", "rank": 0, "tag": "barrier:2", "value": None}) is None
     _kill(worker)
     _two_looks(h)
     assert not h.client.poll(200) and not h.shard.failed and not h.shard.lost
@@ -143,3 +151,29 @@ def test_a_note_after_its_rank_closed_a_run_before_is_no_silence(hand):
     assert _hello(h, 0, 10, note)["error"] == TOLD  # its bye not come yet
     h.shard._check_timeouts(time.monotonic())
     assert (h.shard.failed, h.shard.lost) == (None, set())
+
+
+def test_going_on_without_a_lost_rank_a_noted_process_ending_answers_a_rank_never_joined(
+    hand,
+    sleeper,  # noqa: F811
+):
+    """Async with ``--on-worker-loss continue``: rank 0 is told of rank 1's note in its job
+    check (rank 1 never set up), fits again and waits; rank 1's process ends: the timeout
+    would fail the job, not lose rank 1 (it never joined), so the end answers the wait."""
+    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=LONG)
+    worker = sleeper()
+    assert _hello(h, 0, 10, GOOD)["op"] == "ok"
+    note = hello_fields(setup_failure_description(1, "ValueError: an empty set"))
+    said = "rank 1 could not set up: ValueError: an empty set"
+    assert _hello(h, 1, 11, note, worker.pid)["error"] == said
+    assert h.ask({"op": "bye", "rank": 1, "run": 11})[0]["op"] == "ok"
+    gather = {"op": "gather", "rank": 0, "tag": "all_equal:1", "value": "d"}
+    assert h.answer(gather)["error"] == said
+    assert _hello(h, 0, 10, GOOD)["op"] == "ok"
+    assert h.answer({**gather, "tag": "all_equal:2"}) is None
+    _kill(worker)
+    _two_looks(h)
+    reply = h.read()[0] if h.client.poll(2000) else None
+    assert reply is not None, "rank 0 waits for the timeout, which fails the job"
+    assert reply["error"].startswith(f"{said}; its process (pid {worker.pid}, on this"), reply
+    assert (h.shard.failed, h.shard.lost, h.shard.gathers_held) == (None, set(), set())

@@ -69,16 +69,25 @@ def test_a_note_not_of_its_senders_setup_is_refused_and_tells_no_one(hand, descr
 
 
 @pytest.mark.parametrize(
-    ("mode", "held"),
-    [("sync", True), ("sync", False), ("async", True)],
-    ids=["sync-held", "sync-after", "async-fail-held"],
+    ("mode", "loss", "held"),
+    [
+        ("sync", "fail", True),
+        ("sync", "fail", False),
+        ("async", "fail", True),
+        ("async", "continue", True),
+        ("async", "continue", False),
+    ],
+    ids=["sync-held", "sync-after", "async-fail-held", "continue-held", "continue-after"],
 )
-def test_a_note_answers_a_barrier_where_the_job_cannot_go_on_without_its_rank(hand, mode, held):
+def test_a_note_answers_a_barrier_where_the_job_cannot_go_on_without_its_rank(
+    hand, mode, loss, held
+):
     """The ranks met in their job check; rank 0's worker restarts and fails before setup
     while rank 1 waits in the start-up barrier (or comes to it after the note): in sync mode,
-    or async losing no rank (``--on-worker-loss fail``), that barrier can only fail at the
-    timeout, so it is answered at once with the note, as a job check is."""
-    h = hand(workers=2, mode=mode, timeout=LONG)
+    or async losing no rank (``--on-worker-loss fail``), or going on without a lost rank
+    (``continue``) but for rank 0, the chief, that barrier can only fail at the timeout, so
+    it is answered at once with the note, as a job check is."""
+    h = hand(workers=2, mode=mode, on_worker_loss=loss, timeout=LONG)
     for rank in (0, 1):
         assert _hello(h, rank, 10 + rank, GOOD)["op"] == "ok"
     assert h.answer({"op": "gather", "rank": 0, "tag": "all_equal:1", "value": "d"}) is None
