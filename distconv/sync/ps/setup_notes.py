@@ -26,12 +26,13 @@ closed an earlier run (its bye) is closed no more once its note comes: its proce
 answers those waits too, and a timeout blames it.
 In sync mode, a note of a rank whose restarted worker left a step the others' held pushes
 wait for fails the job at once, as its failure (``failed_ranks`` [R]): that step can never
-complete. Like any hello, a note drops its rank's gathers of the run before (their worker
-told). A rank told, or failing too, is not told of another note of that fit, but is of a
-later note of a rank it knows of (a new fit); R's next hello with a real description (the
-fixed fit) ends the note and goes on as any hello: on a fresh shard as the job's first, else
-against the job an earlier good fit bound. A note naming another rank than
-its sender's, or a meeting's failure (no hello carries one), is refused as malformed.
+complete; so does such a push that comes after the note. Like any hello, a note drops its
+rank's gathers of the run before (their worker told). A rank told, or failing too, is not told
+of another note of that fit, but is of a later note of a rank it knows of (a new fit); R's
+next hello with a real description (the fixed fit) ends the note and goes on as any hello: on
+a fresh shard as the job's first, else against the job an earlier good fit bound. A note
+naming another rank than its sender's, or a meeting's failure (no hello carries one), is
+refused as malformed.
 A note tells no worker known to come from another start of the job than its own (a launch's
 restart: :mod:`~distconv.sync.ps.incarnations`), and the first hello of a later restart of
 that launch drops it: the ranks it was to tell were stopped with it.
@@ -122,6 +123,10 @@ class SetupNotes:
     #: their notes, or left off one as failing alike): a later note of one of them is of a
     #: new fit, which it is told of
     knows_of: dict[int, set[int]]
+    #: per rank whose latest hello was a note: its words, and when it came
+    noted_at: dict[int, tuple[str, int]]
+    #: per noted rank whose process ended since its note: why (its words and that end)
+    noted_gone: dict[int, str]
     #: per rank, the incarnation of its latest hello (None: it carried none)
     incarnations: dict[int, Incarnation | None]
     processes: ProcessWatch
@@ -134,6 +139,7 @@ class SetupNotes:
     _dismiss: Callable[..., None]
     _reply: Callable[..., None]
     _fail: Callable[..., None]
+    failed: str | None
 
     def _take_setup_note(
         self,
@@ -243,6 +249,18 @@ class SetupNotes:
             waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
             verb = "waits" if len(behind) == 1 else "wait"
             self._fail(f"{said}; {waiting} {verb} for its push of a step held here", [rank])
+
+    def _fail_step_left_behind(self) -> None:
+        """Sync, after a push or a bye: a step left behind by a rank gone
+        (:meth:`~distconv.sync.ps.gathers.ShardGathers._fail_step_left_behind`), or by a rank
+        whose latest hello is a note (its worker restarted mid-training, then failed before
+        setup), fails the job now: a push that waits for it and came after the note, not
+        before, was held for the timeout, the note's words lost."""
+        super()._fail_step_left_behind()  # type: ignore[misc]
+        for noted, (said, _) in sorted(self.noted_at.items()):
+            if self.failed:
+                return
+            self._fail_steps_without(noted, said)
 
     def _notes_answer(self, tag: Any, noted: int, began: int) -> bool:
         """Whether rank ``noted``'s note answers gather ``tag`` (begun at the shard's count

@@ -138,21 +138,30 @@ def test_a_late_note_of_the_same_failed_fit_tells_no_rank_that_failed_too(hand):
 
 
 @pytest.mark.timeout(30)
-def test_a_note_of_a_rank_restarted_mid_step_fails_the_step_it_left_at_once(hand):
+@pytest.mark.parametrize("push_first", [True, False], ids=["push-then-note", "note-then-push"])
+def test_a_note_of_a_rank_restarted_mid_step_fails_the_step_it_left_at_once(hand, push_first):
     """Sync: rank 1's push of step 4 waits for rank 0's; rank 0's worker restarts (a new run)
     and fails before its setup. Its push can never come: the note fails the job at once, as
-    rank 0's failure, as a step left behind by a bye does, not at the timeout."""
+    rank 0's failure, as a step left behind by a bye does, not at the timeout; so does rank
+    1's push that comes just after the note (and its bye), as it would just before it."""
     h = hand(workers=2, mode="sync", timeout=3600.0)
     h.seed()
     for rank in (0, 1):
         assert _hello(h, rank, 10 + rank, GOOD)["op"] == "ok"
     push = {"op": "push", "rank": 1, "run": 11, "step": 4, "count": 1, "lr": 0.1, "params": [0]}
     push |= {"blocks": list(range(BLOCKS)), "versions": [0] * BLOCKS}
-    h.send(push, [np.zeros((ROWS, 1))] * BLOCKS)
-    h.send({"op": "hello", "rank": 0, "run": 12, "host": "h", **NOTE})
-    first = h.read()[0]
-    assert h.client.poll(2000), f"one reply alone, the held push unanswered: {first}"
-    pushed, hello = first, h.read()[0]
+    if push_first:
+        h.send(push, [np.zeros((ROWS, 1))] * BLOCKS)
+        h.send({"op": "hello", "rank": 0, "run": 12, "host": "h", **NOTE})
+        first = h.read()[0]
+        assert h.client.poll(2000), f"one reply alone, the held push unanswered: {first}"
+        pushed, hello = first, h.read()[0]
+    else:
+        hello = _hello(h, 0, 12, NOTE)
+        assert h.answer({"op": "bye", "rank": 0, "run": 12})["op"] == "ok"
+        h.send(push, [np.zeros((ROWS, 1))] * BLOCKS)
+        assert h.client.poll(2000), "rank 1's push held for the timeout"
+        pushed = h.read()[0]
     assert hello["error"] == TOLD and hello["refused"] == "job", hello
     assert pushed["error"].startswith(f"{TOLD}; rank 1 (step 4) waits for its push"), pushed
     assert pushed["failed_ranks"] == [0], pushed
