@@ -47,11 +47,13 @@ class GatherRefusals:
         the others heard). One that never said bye (silent, at a timeout) keeps no such words
         from leading: the failure names and blames it too, but the mismatch is the known cause,
         which a restart would stop on again. A failure note (a rank that could not set up:
-        :mod:`~distconv.sync.ps.setup_notes`) is none of these: its ``bye`` is not recorded
-        (it never puts its rank in ``left``), so its words never lead here; they reach the
-        other ranks as the refusal of their start-up job check, or lead the failure the note
-        itself makes where held sync pushes wait for its rank. Its rank, still live, that
-        says nothing more is silent at a timeout: named and blamed, led by no refusal."""
+        :mod:`~distconv.sync.ps.setup_notes`) is none of these: its ``bye`` is not recorded,
+        and the note takes its rank out of ``left`` (a ``bye`` of an earlier run), so its
+        words never lead here; they reach the other ranks as the refusal of their gathers
+        (the start-up job check; a barrier or an allreduce but where the timeout loses the
+        rank; the waits its process's end answers), or lead the failure the note makes where
+        held sync pushes wait for its rank. Its rank, still live, that says nothing more is
+        silent at a timeout: named and blamed, led by no refusal."""
         said = []
         for rank in sorted(set(gone) & self.left):
             words = self._job_refused(rank)

@@ -1,9 +1,9 @@
 """A worker that could not set up says ``hello`` with a failure note (its description naming
 its error alone) and ``bye`` (``fail_setup``): the shard takes it as "rank R could not set
-up", and neither binds the job's description nor fails the job (review k623, item 1). Where
-every rank failed alike each note named its own rank, the shard failed the job on the two
-"different jobs", for good: a fit with the data fixed, or after a trained fit, was refused
-until the shard restarted, and its /healthz turned 503. In-process shard, requests by hand."""
+up", and neither binds the job's description nor fails the job. Where every rank failed alike
+each note named its own rank, the shard failed the job on the two "different jobs", for good:
+a fit with the data fixed, or after a trained fit, was refused until the shard restarted, and
+its /healthz turned 503. In-process shard, requests by hand."""
 
 from __future__ import annotations
 

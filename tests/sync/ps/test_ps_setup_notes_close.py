@@ -1,6 +1,8 @@
-"""A failure note's neighbours on a real shard (review k636): the process of a rank whose
-last fit failed before setup ends without failing the job (item 1); a note answers the start-up
-job check only (item 2), and only one of its sender's own setup (item 3)."""
+"""A failure note's neighbours on a real shard: the process of a rank whose last fit failed
+before setup ends without failing the job; a note answers the start-up job check, and another
+gather where the job cannot go on without its rank (not a barrier whose timeout loses the rank
+under ``--on-worker-loss continue``), nor once its rank is lost; a note naming another rank
+than its sender, or a meeting's failure, is refused as malformed."""
 
 from __future__ import annotations
 
