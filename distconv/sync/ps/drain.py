@@ -3,7 +3,8 @@
 A pod eviction, a deleted job or the launcher's death signals the workers and the shards at
 once, and a worker writes its checkpoint through the shards before it says ``bye``; a shard
 that quit at its signal would cost the work since the last checkpoint. So at SIGTERM a shard
-goes on serving while a worker that said ``hello`` has not said ``bye`` (nor was lost), and
+goes on serving while a worker that said ``hello`` has not said ``bye`` (nor was lost, nor
+sent a failure note since: :mod:`~distconv.sync.ps.setup_notes`), and
 stops when none is left, when the job has failed, at SIGINT or a SIGTERM
 :data:`REPEAT_SECONDS` or more after the first (the kernel's parent-death signal comes once
 per thread of a dead launcher, so repeats within that second are the same request), after
@@ -45,6 +46,7 @@ class Draining:
     accepted_at: dict[int, int]
     left: set[int]
     lost: set[int]
+    noted_at: dict[int, tuple[str, int]]  # the ranks whose latest hello is a failure note
     failed: str | None
     last_step: dict[int, int]
     _stop: bool
@@ -71,7 +73,9 @@ class Draining:
 
     def drained(self, now: float) -> bool:
         """Whether a draining shard may stop now; logs what it waits for, and why it stops."""
-        working = sorted(set(self.accepted_at) - self.left - self.lost)
+        # a rank whose latest hello is a failure note (its fit failed before setup) has no
+        # worker in the job to checkpoint: its next fit says hello again
+        working = sorted(set(self.accepted_at) - self.left - self.lost - set(self.noted_at))
         if self._drain_from is None:  # the first look since the signal
             self._drain_from = dict(self.last_step)
         if not working or self.failed is not None:

@@ -135,3 +135,21 @@ def test_a_note_of_a_rank_lost_since_answers_no_later_job_check(hand):
     assert h.answer({"op": "gather", "rank": 0, "tag": "all_equal:8", "value": "d"}) is None
     h.send({"op": "gather", "rank": 1, "tag": "all_equal:8", "value": "d"})
     assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize("closed_before", [False, True], ids=["training", "closed-a-run"])
+def test_a_draining_shard_waits_for_no_rank_whose_fit_failed_before_setup(hand, closed_before):
+    """Rank 1 trained (and closed that run, or not); its next worker's fit fails before setup
+    (its note, its bye); rank 0 says bye. At SIGTERM no worker of this job is in: the drain
+    ends at once, not after --drain-seconds (90 s by default) waiting for a rank that has
+    nothing to checkpoint."""
+    h = hand(workers=2, timeout=LONG)
+    for rank in (0, 1):
+        assert _hello(h, rank, 10 + rank, GOOD)["op"] == "ok"
+    if closed_before:
+        assert h.answer({"op": "bye", "rank": 1, "run": 11})["op"] == "ok"
+    assert "could not set up" in _hello(h, 1, 21, _note(1))["error"]
+    assert h.answer({"op": "bye", "rank": 1, "run": 21})["op"] == "ok"
+    assert h.answer({"op": "bye", "rank": 0, "run": 10})["op"] == "ok"
+    h.shard.drain()
+    assert h.shard.drained(time.monotonic())
