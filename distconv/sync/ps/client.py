@@ -18,7 +18,7 @@ only once every parameter in it is updated, so every push of a step is sent befo
 wait.
 
 Collectives (the start-up digest, the barrier, metric sums) go through shard 0, since workers
-have no direct links to each other.
+have no direct links to each other (:mod:`.collectives`).
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ from distconv.sync.base import SyncError, setup_params
 from distconv.sync.description import job_description
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
+from distconv.sync.ps.collectives import Collectives
 from distconv.sync.ps.config import usable_here
 from distconv.sync.ps.gradients import GradientRuns
 from distconv.sync.ps.inbox import ReplyWriter
 from distconv.sync.ps.incarnations import incarnation_field
-from distconv.sync.ps.job_check import check_all_equal, gather_problem
 from distconv.sync.ps.job_hello import hello_fields, hello_reply_problem
 from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.processes import whoami
@@ -55,13 +55,21 @@ from distconv.sync.ps.setup_failure import SetupFailure
 from distconv.sync.ps.shard_settings import agreed_settings
 from distconv.sync.ps.sparse import SparseRows
 from distconv.sync.ps.step_order import StepOrder
-from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, VALUE_DTYPES, dtype_name, short
+from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, VALUE_DTYPES, dtype_name
 
 log = logging.getLogger("distconv.pserver")
 
 
 class PServerSync(
-    SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState, Reseed, SetupFailure, StepOrder
+    SparseRows,
+    ReplyWriter,
+    PushQueue,
+    ShardChannel,
+    RemoteState,
+    Reseed,
+    SetupFailure,
+    Collectives,
+    StepOrder,
 ):
     """Gradients go to parameter-server shards; the optimizer runs there.
 
@@ -358,35 +366,6 @@ class PServerSync(
             "sync_seconds": self._sync_seconds,
             "stale_dropped": self.drops,
         }
-
-    # -- collectives (through shard 0) --------------------------------------------------------
-    def _gather(self, kind: str, value: Any, answer: str = "values") -> Any:
-        """Field ``answer`` of shard 0's reply to this rank's next gather of ``kind``, once
-        every live rank sent its ``value``: ``values``, by rank (None for a rank lost in async
-        mode), or an ``allreduce``'s ``sum``."""
-        self._collective += 1
-        tag = f"{kind}:{self._collective}"
-        ((header, _),) = self._ask_all([(0, {"op": "gather", "tag": tag, "value": value}, ())], tag)
-        got = header.get(answer)
-        want, own = (
-            (self.world_size, (self.rank, value)) if answer == "values" else (len(value), None)
-        )
-        if (problem := gather_problem(got, answer, want, kind, own)) is not None:
-            raise self._malformed(0, f"{tag} answered with {answer} {short(got)}: {problem}")
-        return got
-
-    def allreduce_sum(self, values: Sequence[float]) -> list[float]:
-        """Sum small metrics over the ranks, in rank order: shard 0 adds them, and refuses
-        ranks that sum different numbers of values (other code, another point of the job)."""
-        ours = [float(v) for v in values]
-        return [float(v) for v in self._gather("allreduce", ours, answer="sum")]  # checked
-
-    def barrier(self) -> None:
-        """Return once every live rank has reached it (through shard 0)."""
-        self._gather("barrier", None)
-
-    def all_equal(self, description: Mapping[str, Any]) -> None:
-        check_all_equal(self._gather, self.rank, description)  # a digest, then what differs
 
     def close(self) -> None:
         """Tell the shards this worker is done, and why if an exception propagates (best

@@ -1,0 +1,58 @@
+"""A parameter-server worker's collectives: the start-up job check, the barrier and metric
+sums, each a ``gather`` through shard 0, since workers have no direct links to each other.
+
+Each gather's tag is its kind and the worker's count of its gathers (``all_equal:1``,
+``barrier:2``, ...): shard 0 answers a tag once every live rank has sent it, so every rank
+must make the same gathers in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from distconv.sync.errors import SyncError
+from distconv.sync.ps.job_check import check_all_equal, gather_problem
+from distconv.sync.ps.wire import short
+
+
+class Collectives:
+    """The collective side of :class:`~distconv.sync.ps.client.PServerSync` (a mixin), which
+    sets ``_collective`` to 0 when it is made. It reads ``rank`` and ``world_size``, and calls
+    the channel's ``_ask_all`` and ``_malformed``."""
+
+    rank: int
+    world_size: int
+    _collective: int  # the gathers made so far: the next one's tag counts on from it
+    _ask_all: Callable[..., list[tuple[dict[str, Any], list]]]
+    _malformed: Callable[[int, object], SyncError]
+
+    def _gather(self, kind: str, value: Any, answer: str = "values") -> Any:
+        """Field ``answer`` of shard 0's reply to this rank's next gather of ``kind``, once
+        every live rank sent its ``value``: ``values``, by rank (None for a rank lost in async
+        mode), or an ``allreduce``'s ``sum``."""
+        self._collective += 1
+        tag = f"{kind}:{self._collective}"
+        ((header, _),) = self._ask_all([(0, {"op": "gather", "tag": tag, "value": value}, ())], tag)
+        got = header.get(answer)
+        want, own = (
+            (self.world_size, (self.rank, value)) if answer == "values" else (len(value), None)
+        )
+        if (problem := gather_problem(got, answer, want, kind, own)) is not None:
+            raise self._malformed(0, f"{tag} answered with {answer} {short(got)}: {problem}")
+        return got
+
+    def allreduce_sum(self, values: Sequence[float]) -> list[float]:
+        """Sum small metrics over the ranks, in rank order: shard 0 adds them, and refuses
+        ranks that sum different numbers of values (other code, another point of the job)."""
+        ours = [float(v) for v in values]
+        return [float(v) for v in self._gather("allreduce", ours, answer="sum")]  # checked
+
+    def barrier(self) -> None:
+        """Return once every live rank has reached it (through shard 0)."""
+        self._gather("barrier", None)
+
+    def all_equal(self, description: Mapping[str, Any]) -> None:
+        """Raise :class:`~distconv.sync.errors.JobRefused` where another live rank's
+        ``description`` differs (:func:`~distconv.sync.ps.job_check.check_all_equal`)."""
+        check_all_equal(self._gather, self.rank, description)  # a digest, then what differs
