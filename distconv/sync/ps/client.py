@@ -247,6 +247,7 @@ class PServerSync(
         """Say hello to every shard (``_send`` adds the run; the launch's incarnation
         here) and check their settings; their replies' headers."""
         head = {"op": "hello", **hello_fields(description), **whoami(), **incarnation_field()}
+        self._number_anew()  # every rank's setup starts its gathers at all_equal:1
         replies = self._ask_all([(s, head, ()) for s in range(len(self._socks))], "hello")
         for s, (h, _) in enumerate(replies):
             if (problem := hello_reply_problem(h)) is not None:  # before any setting is read

@@ -1,9 +1,14 @@
 """A parameter-server worker's collectives: the start-up job check, the barrier and metric
 sums, each a ``gather`` through shard 0, since workers have no direct links to each other.
 
-Each gather's tag is its kind and the worker's count of its gathers (``all_equal:1``,
-``barrier:2``, ...): shard 0 answers a tag once every live rank has sent it, so every rank
-must make the same gathers in the same order.
+Each gather's tag is its kind and the worker's count of its gathers since its latest
+``hello`` (``all_equal:1``, ``barrier:2``, ...): shard 0 answers a tag once every live rank has
+sent it, so every rank must make the same gathers in the same order. Each setup's hello starts
+the count again (:meth:`Collectives._number_anew`), so every rank's first gather of a setup is
+``all_equal:1``, whatever gathers its worker made before: a rank told of another rank's failed
+setup made a job check (refused) that the failed rank never made, and counted over the worker's
+life, its next setup's job check (``all_equal:2``) never met the fixed rank's
+(``all_equal:1``), when a script catches the refusal and fits again on every rank.
 """
 
 from __future__ import annotations
@@ -23,9 +28,13 @@ class Collectives:
 
     rank: int
     world_size: int
-    _collective: int  # the gathers made so far: the next one's tag counts on from it
+    _collective: int  # the gathers made since the latest hello: the next tag counts on
     _ask_all: Callable[..., list[tuple[dict[str, Any], list]]]
     _malformed: Callable[[int, object], SyncError]
+
+    def _number_anew(self) -> None:
+        """A hello of a setup (or of a failure note): its gathers are numbered from 1 again."""
+        self._collective = 0
 
     def _gather(self, kind: str, value: Any, answer: str = "values") -> Any:
         """Field ``answer`` of shard 0's reply to this rank's next gather of ``kind``, once

@@ -551,8 +551,8 @@ def test_a_bye_after_a_second_setup_of_a_worker_of_the_run_before_is_left_to_the
     own run) and closes. That bye is of the run before: rank 1's restart may still come, and
     does (review k46: the second setup's hello counted as rank 1's new run, and the job
     failed naming rank 1 closed). A real second setup sends its start-up gather between the
-    two, which the shard cannot tell from the new run's (the job then fails at once, naming
-    both gathers); this order needs a setup that failed after its hello."""
+    two, all_equal:1 as the new run's, which it meets (the job goes on with that worker); this
+    order needs a setup that failed after its hello."""
     h = _rank_0_restarted(hand)
     assert _hello_run(h, 1, 11)["op"] == "ok"
     _bye(h, 1, run=11)
@@ -679,15 +679,16 @@ def test_a_gather_of_a_second_process_of_a_rank_is_refused_not_answered(hand):
 @pytest.mark.timeout(30)
 def test_a_second_setup_in_one_process_is_not_a_new_run(hand):
     """Rank 0 alone sums metrics between two fits; rank 1's second setup says hello again with
-    the same run id, and its start-up gather is all_equal:3, not :1. The ranks can never meet:
-    named at once (review k44; not left out as a gather of a run before)."""
+    the same run id, and its start-up gather is all_equal:1 (each setup numbers its gathers
+    anew). The ranks can never meet: named at once (review k44; not left out as a gather of a
+    run before)."""
     h = hand(workers=2)
     for rank in (0, 1):
         assert _hello_run(h, rank, 10 + rank)["op"] == "ok"
     _meet(h)
     _gather(h, 0, "allreduce:2")
     assert _hello_run(h, 1, 11)["op"] == "ok"
-    _gather(h, 1, "all_equal:3")
+    _gather(h, 1, "all_equal:1")
     assert h.shard.failed and "each rank waits in a collective another" in h.shard.failed
 
 
