@@ -199,9 +199,38 @@ def interrupted_line(program: str, interrupt: BaseException, fmt: str | None = N
     interrupted``, then each line of the notes it carries (PEP 678: ``MPISync.fail_setup``'s
     names the error the Ctrl-C cut short, and whether the other ranks were told, which the
     interrupt line alone never said), each ``PROGRAM: note`` as :func:`as_log_line` writes
-    it (one JSON object a line under JSON)."""
-    notes = getattr(interrupt, "__notes__", None)
-    notes = notes if isinstance(notes, list) else []  # as Python's traceback reads them
-    said = [line for note in notes if isinstance(note, str) for line in note.splitlines()]
-    lines = ["interrupted", *said]
+    it (one JSON object a line under JSON).
+
+    So too the notes of each KeyboardInterrupt in its ``__context__`` chain, after its own:
+    a second Ctrl-C, raised as the noted first propagated, ended the run with that one as its
+    context only, and the note was said nowhere. Each interrupt's notes are read once, and a
+    note said once (a chain that loops, or a note added to two interrupts)."""
+    said: list[str] = []
+    for each in _interrupts(interrupt):
+        notes = getattr(each, "__notes__", None)
+        notes = notes if isinstance(notes, list) else []  # as Python's traceback reads them
+        said += [note for note in notes if isinstance(note, str) and note not in said]
+    lines = ["interrupted", *(line for note in said for line in note.splitlines())]
     return "\n".join(as_log_line(f"{program}: {line}", logging.WARNING, fmt) for line in lines)
+
+
+#: how far :func:`interrupted_line` follows a context chain: its length is the script's to
+#: make (an error raised in each of many nested handlers), and the process's last lines are not
+_CHAIN_LIMIT = 64
+
+
+def _interrupts(interrupt: BaseException) -> list[BaseException]:
+    """``interrupt``, then each KeyboardInterrupt in its ``__context__`` chain, in its order,
+    each once (a chain made to loop, ``a.__context__ = b`` after ``b``'s was ``a``: Python
+    breaks only the loops that raising makes), up to :data:`_CHAIN_LIMIT` links."""
+    found: list[BaseException] = [interrupt]
+    seen = {id(interrupt)}
+    link = interrupt.__context__
+    for _ in range(_CHAIN_LIMIT):
+        if link is None or id(link) in seen:
+            break
+        seen.add(id(link))
+        if isinstance(link, KeyboardInterrupt):
+            found.append(link)
+        link = link.__context__
+    return found

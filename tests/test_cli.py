@@ -583,19 +583,25 @@ def test_a_blank_keys_variable_is_no_key_directory(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_distconv_train_says_a_ctrl_cs_notes_after_interrupted(monkeypatch, capsys):
+@pytest.mark.parametrize("second", [False, True], ids=["one", "second"])
+def test_distconv_train_says_a_ctrl_cs_notes_after_interrupted(monkeypatch, capsys, second):
     """``distconv train`` ended a Ctrl-C with ``interrupted`` alone: where it came during
     ``MPISync.fail_setup``, its note, naming the error the fit had failed with and whether the
-    other ranks were told, was said nowhere. Each line of its notes follows now. (The handler
-    is replaced to raise it: such a Ctrl-C cannot be timed in a real run from here; the MPI
-    one's note is made for real in ``tests/mpi/test_fit_fails_before_setup.py``.)"""
+    other ranks were told, was said nowhere. Each line of its notes follows now, and so where a
+    second Ctrl-C came as that one propagated (its context). (The handler is replaced to raise
+    it: such a Ctrl-C cannot be timed in a real run from here; the MPI one's note is made for
+    real in ``tests/mpi/test_fit_fails_before_setup.py``.)"""
     note = "this rank could not set up (ValueError: x); the others were told"
 
     def handler(args):
         interrupt = KeyboardInterrupt()
         interrupt.add_note(note)
         interrupt.add_note("one\ntwo")
-        raise interrupt
+        try:
+            raise interrupt
+        finally:
+            if second:
+                raise KeyboardInterrupt  # its context: the noted one
 
     from distconv import cli
 

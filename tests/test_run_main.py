@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from distconv.distributed import run_main
+from distconv.logs import interrupted_line
 from distconv.sync import JobRefused
 from distconv.sync.mpi import leaving
 from distconv.sync.mpi.leaving import install_abort_hook
@@ -136,7 +137,8 @@ def test_the_stop_line_of_a_script_logging_json_is_json(tmp_path):
 
 
 #: Ctrl-C while the script sets up, before the Trainer handles it; with an argument, the
-#: KeyboardInterrupt carries it as a note (two lines), as ``MPISync.fail_setup``'s does
+#: KeyboardInterrupt carries it as a note (two lines), as ``MPISync.fail_setup``'s does; with
+#: ``SECOND`` in the environment, a second Ctrl-C comes as the noted one propagates
 INTERRUPTED = """\
 import os, signal, sys
 import distconv.distributed as dist
@@ -150,6 +152,9 @@ def main():
     except KeyboardInterrupt as interrupt:
         for note in sys.argv[1:]:
             interrupt.add_note(note)
+        if os.environ.get("SECOND"):  # raised here: the noted one is its context
+            os.kill(os.getpid(), signal.SIGINT)
+            signal.pause()
         raise
     finally:
         sync.close()
@@ -212,6 +217,43 @@ def test_a_ctrl_c_says_its_notes_as_json_lines_under_a_json_log(tmp_path):
         "setup.py: two",
     ]
     assert all(line["level"] == "warning" and line["rank"] == 0 for line in lines), lines
+
+
+@pytest.mark.timeout(60)
+def test_a_second_ctrl_c_says_the_notes_of_the_first(tmp_path):
+    """A second Ctrl-C as the noted first propagated (``MPISync.fail_setup``'s) ended the
+    script with ``interrupted`` alone: the first, its note naming the error it cut short, was
+    only the second's context. Its notes follow now, each line once."""
+    done = run_interrupted(tmp_path, *NOTES, SECOND="1")
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    said = ["setup.py: interrupted", f"setup.py: {NOTES[0]}", "setup.py: one", "setup.py: two"]
+    assert done.stderr.splitlines()[-4:] == said, done.stderr[-2000:]
+    assert done.stderr.count(NOTES[0]) == 1, done.stderr[-2000:]
+
+
+def test_the_notes_of_a_context_chain_that_loops_are_said_once():
+    """A context chain made to loop (Python breaks only the loops raising makes) is read to
+    where it comes back, each interrupt's notes once and a note twice added once; an error in
+    the chain that is no Ctrl-C is passed over, its notes not said (they are its traceback's)."""
+    last, error, first = KeyboardInterrupt(), ValueError("cut short"), KeyboardInterrupt()
+    last.add_note("second")
+    error.add_note("the error's")
+    first.add_note("first\nof two lines")
+    first.add_note("second")
+    last.__context__, error.__context__, first.__context__ = error, first, last
+    said = interrupted_line("script.py", last).splitlines()
+    assert said == [
+        "script.py: interrupted",
+        "script.py: second",
+        "script.py: first",
+        "script.py: of two lines",
+    ]
+    chain = KeyboardInterrupt()  # a chain as long as a loop of handlers makes: read so far
+    for n in range(10_000):
+        chain.add_note(f"note {n}")
+        chain, chain.__context__ = KeyboardInterrupt(), chain
+    assert 1 < len(interrupted_line("script.py", chain).splitlines()) < 200
 
 
 #: a Ctrl-C after ``init`` noted the JSON log format but before it set the log up

@@ -336,7 +336,8 @@ def test_what_ends_a_told_failure_leaves_the_job(tmp_path, how):
     error propagated: a Ctrl-C (after the exchange, or a second one), or an error of its own
     raised from it. Its close aborted the job, none waiting (a setup succeeded before: its last
     exchange meets rank 1's), and rank 1, killed in its own last exchange, never said its
-    line. Each now says its own ending, no abort."""
+    line. Each now says its own ending, no abort; after a second Ctrl-C, ``run_main`` says the
+    first one's note too, where it said ``interrupted`` alone."""
     script = tmp_path / "after.py"
     script.write_text(AFTER_TELLING)
     done = run_mpi(["-n", "2", sys.executable, str(script), how], timeout=30)
@@ -349,3 +350,7 @@ def test_what_ends_a_told_failure_leaves_the_job(tmp_path, how):
     else:
         assert "after.py: interrupted" in done.stderr, said[-3000:]
         assert done.returncode == 130 | 1, said[-3000:]  # rank 0's and rank 1's, ORed
+    if how == "twice":  # the first Ctrl-C's note, on the second's context, said after it
+        ended = ["after.py: interrupted", f"after.py: {TOLD_AND_INTERRUPTED}"]
+        lines = done.stderr.splitlines()  # one write (messages.say): together
+        assert any(lines[i : i + 2] == ended for i in range(len(lines))), said[-3000:]
