@@ -473,7 +473,7 @@ def test_an_errors_text_told_to_the_other_ranks_is_made_whatever_its_str_does():
     """Setup tells the others its error's text (before the job check, or before the
     broadcast); made before the exchange, a ``__str__`` that raised, or a text UTF-8 cannot
     encode (the broadcast's exchange sends it encoded), left them waiting in it (k605)."""
-    from distconv.sync.mpi.collectives import error_text
+    from distconv.sync.mpi.telling import error_text
 
     assert error_text(ValueError("bad")) == "ValueError: bad"
     assert error_text(_Unsayable()) == "_Unsayable (its text could not be made)"

@@ -37,6 +37,7 @@ from distconv.sync.mpi.step_check import (
     StepCheck,
     where,
 )
+from distconv.sync.mpi.telling import tell_error
 
 _T = TypeVar("_T")
 
@@ -73,19 +74,6 @@ AFTER_FAILED_SETUP = (
     "a step needs a setup that succeeds on every rank (the error names the difference, or "
     "why none can); or close the sync (it ends the job)"
 )
-
-
-def error_text(error: BaseException) -> str:
-    """``"Type: text"`` of ``error``, as another rank is told it, never raising: where its
-    ``__str__`` raises (user code), its type's name alone; made before the exchange, that
-    raised on this rank alone, and the others waited in it until the watchdog's timeout. Text
-    UTF-8 cannot encode (a lone surrogate) is escaped, as the exchange sends it encoded."""
-    name = type(error).__name__
-    try:
-        text = f"{name}: {error}"
-    except Exception:  # noqa: BLE001 - anything its __str__ raises
-        return f"{name} (its text could not be made)"
-    return text.encode(errors="backslashreplace").decode()
 
 
 class RankCollectives(LocalSync):
@@ -173,7 +161,7 @@ class RankCollectives(LocalSync):
                 raise
 
         told = "setup made its job check all the same, telling the other ranks"
-        self._tell_error(error, exchange, told)
+        tell_error(error, exchange, told)
 
     def _tell_state(self, error: Exception | None) -> None:
         """Between setup's job check and its broadcast, every rank says whether it made its
@@ -194,17 +182,7 @@ class RankCollectives(LocalSync):
                 )
             return
         told = "setup told the other ranks before its broadcast"
-        self._tell_error(error, lambda text: allgather_bytes(self.comm, text.encode()), told)
-
-    @staticmethod
-    def _tell_error(error: BaseException, exchange: Callable[[str], Any], note: str) -> None:
-        """Make ``exchange`` (the collective the other ranks wait in) with ``error``'s
-        :func:`error_text`, its own SyncError dropped (``error``, raised next, is this rank's
-        cause), and note on ``error`` that the others were told (``note``)."""
-        with contextlib.suppress(SyncError):
-            exchange(error_text(error))
-        if hasattr(error, "add_note"):  # Python 3.11 on
-            error.add_note(note)
+        tell_error(error, lambda text: allgather_bytes(self.comm, text.encode()), told)
 
     @property
     def steps_ended(self) -> int:
@@ -269,7 +247,7 @@ class RankCollectives(LocalSync):
             if not self._setting_up and self.world_size > 1:
                 self._meet(SETUP)  # refused (raised) where this is no meeting's time
                 failed = functools.partial(meeting_failure_description, self.rank)
-                self._tell_error(
+                tell_error(
                     exc,
                     lambda text: same_job(self.comm, self.rank, failed(text)),
                     "all_equal made its exchange all the same, telling the other ranks",

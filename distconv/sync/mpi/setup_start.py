@@ -17,9 +17,10 @@ from typing import Any
 
 from distconv.parameter import Parameter
 from distconv.sync.closing import clear_step_record
-from distconv.sync.mpi.collectives import error_text, held
+from distconv.sync.mpi.collectives import held
 from distconv.sync.mpi.comm import JobMismatch
 from distconv.sync.mpi.step_check import StepCheck
+from distconv.sync.mpi.telling import error_text
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import Watchdog
 
