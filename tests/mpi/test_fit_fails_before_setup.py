@@ -90,7 +90,9 @@ def test_a_setup_failure_told_before_the_job_check_closes_without_an_abort(tmp_p
 #: the Ctrl-C comes, and its close makes the last exchange); with ``untold``, so too, and rank
 #: 0's Ctrl-C arrives just before the exchange: raised there, the exchange never made, so rank 1
 #: waits in its job check. With ``retry``, rank 1 sets up again after its JobMismatch (the way
-#: on after a failed setup: a second fit), where rank 0, interrupted, never comes
+#: on after a failed setup: a second fit), where rank 0, interrupted, never comes. With
+#: ``barrier`` (and ``first``), rank 1 waits at a barrier in place of its setup; with ``calm``,
+#: no Ctrl-C comes
 INTERRUPTED_TELLING = """\
 import os
 import signal
@@ -117,12 +119,17 @@ def interrupted(error):
     exchange(error)
 
 
-setattr(sync, hooked, interrupted)
+if "calm" not in sys.argv:
+    setattr(sync, hooked, interrupted)
 
 
 def fit():
     if sync.rank == 0:
-        tell_setup_failed(sync, ValueError("no checkpoint here"))
+        error = ValueError("no checkpoint here")
+        tell_setup_failed(sync, error)
+        raise error  # as Trainer.fit does, once told (calm: no Ctrl-C raised in its place)
+    elif "barrier" in sys.argv:
+        sync.barrier()
     else:
         try:
             sync.setup([Parameter("w", np.ones(3))], {})
@@ -166,10 +173,9 @@ if raised is not None:
     print(f"rank {sync.rank} raised " + " | ".join(said), flush=True)
 sync.close()
 """
-#: the note on rank 0's Ctrl-C
-TOLD_AND_INTERRUPTED = (
-    "this rank could not set up (ValueError: no checkpoint here); the others were told"
-)
+#: the note on rank 0's Ctrl-C: what it cut short, then whether the others were told
+CUT_SHORT = "this rank could not set up (ValueError: no checkpoint here)"
+TOLD_AND_INTERRUPTED = f"{CUT_SHORT}; the others were told"
 
 
 def test_a_ctrl_c_while_telling_the_failure_is_raised_saying_it(tmp_path):
@@ -236,11 +242,50 @@ def test_a_ctrl_c_before_the_others_were_told_still_aborts_the_job(tmp_path):
     done = run_mpi(["-n", "2", sys.executable, str(script), "finally", "untold"], timeout=30)
     took = time.monotonic() - began
     said = done.stdout + done.stderr
-    untold = "this rank could not set up (ValueError: no checkpoint here); the others were not told"
+    untold = f"{CUT_SHORT}; the others were not told"
     assert untold in done.stderr, said[-3000:]
     assert "rank 0: KeyboardInterrupt; aborting the MPI job" in done.stderr, said[-3000:]
     assert "could not set up: ValueError" not in done.stderr.replace(untold, ""), said[-3000:]
     assert done.returncode == 130, said[-3000:]  # MPI_Abort's
+    assert took < 20, f"took {took:.1f} s"
+
+
+#: what the told error's note begins with
+TOLD_AS_BEFORE = "setup made its job check all the same"
+#: what each rank raises where rank 0's ``fail_setup`` meets rank 1 at a barrier
+AT_THE_BARRIER = (
+    "ranks are at different points of the job (rank 0: comparing the job (setup's check) "
+    "after 0 steps, rank 1: at the barrier after 0 steps)"
+)
+
+
+@pytest.mark.parametrize("calm", [False, True], ids=["ctrl-c", "no-ctrl-c"])
+def test_a_failure_met_by_a_rank_at_a_meeting_says_the_others_were_only_refused(tmp_path, calm):
+    """Rank 0's fit fails before its setup while rank 1, past a first setup, waits at a
+    barrier: ``fail_setup``'s exchange (setup's check) meets rank 1's barrier, and both are
+    refused there as at different points of the job. Rank 1 raises that at once, not rank 0's
+    error. Rank 0's error said ``telling the other ranks`` all the same, and a Ctrl-C held in
+    the exchange ``the others were not told`` alone, as where they wait: each now says that
+    they were only refused where they were, and where each rank was. Rank 0's close aborts
+    the job (its setup left open), which no rank waits for."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED_TELLING)
+    command = ["-n", "2", sys.executable, str(script), "barrier", "first"]
+    began = time.monotonic()
+    done = run_mpi(command + (["calm"] if calm else []), timeout=30)
+    took = time.monotonic() - began
+    said = done.stdout + done.stderr
+    refused = f"the others were not told, only refused where they were: {AT_THE_BARRIER}"
+    if calm:  # the error's own note
+        note = f"ValueError: no checkpoint here | {TOLD_AS_BEFORE}, but {refused}"
+    else:  # the note on the Ctrl-C raised in the error's place
+        note = f"KeyboardInterrupt:  | {CUT_SHORT}; {refused}"
+    assert f"rank 0 raised {note}" in done.stdout, said[-3000:]
+    assert f"rank 1 raised SyncError: {AT_THE_BARRIER}" in done.stdout, said[-3000:]
+    assert f"{TOLD_AS_BEFORE}, telling" not in said, said[-3000:]
+    closed = "sync closed in the middle of setup (it failed); aborting the MPI job"
+    assert f"rank 0: SyncError: {closed}" in done.stderr, said[-3000:]
+    assert done.returncode == 1, said[-3000:]  # MPI_Abort's
     assert took < 20, f"took {took:.1f} s"
 
 

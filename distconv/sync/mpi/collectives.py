@@ -37,7 +37,7 @@ from distconv.sync.mpi.step_check import (
     StepCheck,
     where,
 )
-from distconv.sync.mpi.telling import tell_error
+from distconv.sync.mpi.telling import tell_error, untold
 
 _T = TypeVar("_T")
 
@@ -106,6 +106,10 @@ class RankCollectives(LocalSync):
     #: place once it was told, where a setup succeeded before: its close leaves with it
     #: propagating
     _told_failure: BaseException | None = None
+    #: the refusal of the job check's exchange made for a setup that failed before it, where
+    #: another rank was not in setup (at a meeting, in a step, closing): the others were
+    #: refused where they were, not told the error (``fail_setup``'s Ctrl-C says so)
+    _refused_untold: SyncError | None = None
     #: steps abandoned (``abandon_step``), which ``step`` does not count: setup's check says
     #: them, so a rank that finished (counted) a step another abandoned is named as the cause
     abandoned_steps = 0
@@ -151,7 +155,9 @@ class RankCollectives(LocalSync):
         description of the error alone (under ``name``, which sorts first: the others'
         mismatch names it). Its own refusal there (the mismatch; or, where another rank is not
         in setup, the meeting's) is dropped: ``error``, raised next, is this rank's cause.
-        Refused as a mismatch, every rank made the check: ``error`` is :attr:`_told_failure`."""
+        Refused as a mismatch, every rank made the check: ``error`` is :attr:`_told_failure`.
+        Refused as a meeting, the others were refused where they were, not told ``error``: its
+        note says so, naming where each rank was, and :attr:`_refused_untold` holds it."""
 
         def exchange(text: str) -> None:
             try:
@@ -160,8 +166,10 @@ class RankCollectives(LocalSync):
                 self._told_failure = error
                 raise
 
-        told = "setup made its job check all the same, telling the other ranks"
-        tell_error(error, exchange, told)
+        made = "setup made its job check all the same"
+        self._refused_untold = tell_error(error, exchange, f"{made}, telling the other ranks")
+        if self._refused_untold is not None and hasattr(error, "add_note"):
+            error.add_note(f"{made}, but {untold(self._refused_untold)}")
 
     def _tell_state(self, error: Exception | None) -> None:
         """Between setup's job check and its broadcast, every rank says whether it made its

@@ -16,11 +16,12 @@ from collections.abc import Callable
 from typing import Any
 
 from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
 from distconv.sync.closing import clear_step_record
 from distconv.sync.mpi.collectives import held
 from distconv.sync.mpi.comm import JobMismatch
 from distconv.sync.mpi.step_check import StepCheck
-from distconv.sync.mpi.telling import error_text
+from distconv.sync.mpi.telling import error_text, untold
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import Watchdog
 
@@ -33,10 +34,10 @@ class SetupStart:
     before :class:`~distconv.sync.mpi.collectives.RankCollectives`).
 
     It reads and sets what the sync sets up: ``params``, ``_open``, ``_changed_in``,
-    ``_ended_alike``, ``_failed_setup``, ``_told_failure``, ``_watchdog``, ``_check``,
-    ``_used``, ``_setting_up``, ``_job_met``, ``closed`` and ``world_size``, reads
-    ``_grad_comm``, and calls the sync's ``_drain_abandoned``, ``_stop_thread`` and
-    ``_fail_before_check``.
+    ``_ended_alike``, ``_failed_setup``, ``_told_failure``, ``_refused_untold``,
+    ``_watchdog``, ``_check``, ``_used``, ``_setting_up``, ``_job_met``, ``closed`` and
+    ``world_size``, reads ``_grad_comm``, and calls the sync's ``_drain_abandoned``,
+    ``_stop_thread`` and ``_fail_before_check``.
     """
 
     params: list[Parameter]
@@ -45,6 +46,7 @@ class SetupStart:
     _ended_alike: bool
     _failed_setup: str | None
     _told_failure: BaseException | None
+    _refused_untold: SyncError | None  # the job check's refusal as a meeting: none told
     _grad_comm: Any  # a good setup's (its last exchange at close), None before one
     _watchdog: Watchdog
     _check: StepCheck
@@ -103,12 +105,18 @@ class SetupStart:
         aborts: a rank told only ``error`` may set up again (the way on after a failed setup),
         and it waited for this one in its job check until the watchdog's timeout, no last
         exchange made; so where they were not told (it came before the exchange): they wait."""
+        self._refused_untold = None  # an earlier setup's: this Ctrl-C may come before its own
         try:
             self._tell_failed_setup(error)
         except KeyboardInterrupt as interrupt:
             told = self._told_failure is error
-            said = f"this rank could not set up ({error_text(error)}); the others were "
-            said += "told" if told else "not told"
+            said = f"this rank could not set up ({error_text(error)}); "
+            if told:
+                said += "the others were told"
+            elif self._refused_untold is not None:  # another rank not in setup: no wait there
+                said += untold(self._refused_untold)
+            else:
+                said += "the others were not told"
             getattr(interrupt, "add_note", warnings.warn)(said)  # a warning before Python 3.11
             # in the told error's place where close's last exchange tells a rank that set
             # up again that this one left (no sync set up: none made, that rank would wait)

@@ -1,14 +1,15 @@
 """How a rank tells the others an error raised on it alone, in the collective they wait in: the
 error's text (:func:`error_text`), the collective made with it (:func:`tell_error`), and a note
-on the error that they were told, before it is raised on this rank."""
+on the error that they were told, before it is raised on this rank; or, where that collective
+was refused as a meeting, that they were not (:func:`untold`)."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from distconv.sync.base import SyncError
+from distconv.sync.mpi.comm import JobMismatch
 
 
 def error_text(error: BaseException) -> str:
@@ -24,11 +25,27 @@ def error_text(error: BaseException) -> str:
     return text.encode(errors="backslashreplace").decode()
 
 
-def tell_error(error: BaseException, exchange: Callable[[str], Any], note: str) -> None:
+def tell_error(error: BaseException, exchange: Callable[[str], Any], note: str) -> SyncError | None:
     """Make ``exchange`` (the collective the other ranks wait in) with ``error``'s
     :func:`error_text`, its own SyncError dropped (``error``, raised next, is this rank's
-    cause), and note on ``error`` that the others were told (``note``)."""
-    with contextlib.suppress(SyncError):
+    cause), and note on ``error`` that the others were told (``note``).
+
+    Returns that SyncError, with no note made, where it is no ``JobMismatch`` (raised on every
+    rank alike, told): setup's job check refused as a meeting, another rank not in setup (at a
+    meeting between steps, in a step, closing), which was refused where it was and never saw
+    ``error``: the caller says so (:func:`untold`); else None."""
+    try:
         exchange(error_text(error))
+    except JobMismatch:  # raised on every rank alike: none is left waiting
+        pass
+    except SyncError as refused:
+        return refused
     if hasattr(error, "add_note"):  # Python 3.11 on
         error.add_note(note)
+    return None
+
+
+def untold(refused: SyncError) -> str:
+    """That the other ranks were not told an error, ``refused`` (:func:`tell_error`'s) where
+    they were instead, in its words: what each rank was doing."""
+    return f"the others were not told, only refused where they were: {refused}"
