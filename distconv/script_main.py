@@ -58,7 +58,8 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     its checkpoint) ends it as ``distconv train``: one line and exit 143 or 130, not a traceback
     and 1 (a failure to a launcher); a sync ``main`` closes meanwhile leaves as after a finished
     run (under MPI it aborted). A Ctrl-C during setup, or a second one: ``interrupted`` and 130
-    (then each line of its notes: ``MPISync.fail_setup``'s names the error it cut short;
+    (then each line of its notes, and those of each Ctrl-C in its context chain, a second
+    Ctrl-C's first: ``MPISync.fail_setup``'s names the error it cut short;
     ``DISTCONV_DEBUG=1`` prints the traceback); under an MPI sync's abort hook the hook's
     traceback, and the job aborted (another rank may wait for this one), and before
     ``MPI_Init`` the MPI job aborted too.
