@@ -142,7 +142,8 @@ class WorkerLosses:
 
     def _why(self, missing: list[int], key: str) -> str:
         """What the ``missing`` ranks of held request ``key`` do instead, where the shard knows:
-        wait in another gather, or closed; and whether a worker of another job's id claimed
+        wait in another gather, or closed, or failed before setup (its failure note's words,
+        where its latest hello was one); and whether a worker of another job's id claimed
         the rank since its latest hello here (its worker of this job went silent, replaced:
         the shard cannot tell it from one busy in its step, :mod:`~distconv.sync.ps.other_ids`)
         no longer than ``--timeout`` before the wait began; appended to the timeout's message.
@@ -151,6 +152,8 @@ class WorkerLosses:
         doing = {r: self._closed(r) for r in self.left}  # a worker of it may still wait, below
         doing.update({r: f"waits in {tag}" for r, tag in self._in_other_gathers(key).items()})
         said = [f"rank {r} {doing[r]}" for r in missing if r in doing]
+        # its latest hello was a failure note (setup_notes.py): its words, not silence alone
+        said += [self.noted_at[r][0] for r in missing if r in self.noted_at and r not in doing]
         since = self.waiting[key].since - self.config.timeout  # its ranks start within that
         said += [
             f"a worker of {why}"  # rank R names another job id than the shard: ...
