@@ -28,7 +28,9 @@ In sync mode, a note of a rank whose restarted worker left a step the others' he
 wait for fails the job at once, as its failure (``failed_ranks`` [R]): that step can never
 complete; so does such a push that comes after the note. Like any hello, a note drops its
 rank's gathers of the run before (their worker told). A rank told, or failing too, is not told
-of another note of that fit, but is of a later note of a rank it knows of (a new fit); R's
+of another note of that fit, but is of a later note of a rank it knows of (a new fit), and
+R's own note, where R was told of another's note since it last set up, is of its next fit: it
+tells that note's rank too (its fixed fit may wait for R). R's
 next hello with a real description (the fixed fit) ends the note and goes on as any hello: on
 a fresh shard as the job's first, else against the job an earlier good fit bound. A note
 naming another rank than its sender's, or a meeting's failure (no hello carries one), is
@@ -186,6 +188,10 @@ class SetupNotes:
         self._forget_gathers(rank)
         # a note from before the ranks last met is of a fit they got past: it pairs with none
         notes = {r: n for r, n in self.setup_notes.items() if n.at > self.met_at}
+        # nor one this rank was told of (or left off as failing alike) since it last set up:
+        # this note is of its next fit, not of that one, and the ranks it tells are its own
+        known = self.knows_of.get(rank, set()) if self._told_lately(rank) else set()
+        paired = {r: n for r, n in notes.items() if r not in known}
         # a rank that failed too in this fit will not wait: neither is told of the other's;
         # nor is one told of another's note of this fit and not set up since: its fit ended.
         # One that knows of a note of this rank is told: a rank's next note is of a new fit
@@ -193,9 +199,9 @@ class SetupNotes:
         for q in told:
             self.knows_of[q].add(rank)
         note = SetupNote(
-            said, self.requests, self._live() - {rank} - set(notes) - told, incarnation=incarnation
+            said, self.requests, self._live() - {rank} - set(paired) - told, incarnation=incarnation
         )
-        for other in notes.values():
+        for other in paired.values():
             other.told.discard(rank)
         for key in sorted(self.gathers_held):
             held = self.waiting[key]
