@@ -28,9 +28,10 @@ In sync mode, a note of a rank whose restarted worker left a step the others' he
 wait for fails the job at once, as its failure (``failed_ranks`` [R]): that step can never
 complete; so does such a push that comes after the note. Like any hello, a note drops its
 rank's gathers of the run before (their worker told). A rank told, or failing too, is not told
-of another note of that fit, but is of a later note of a rank it knows of (a new fit), and
-R's own note, where R was told of another's note since it last set up, is of its next fit: it
-tells that note's rank too (its fixed fit may wait for R). R's
+of another note of that fit (from a rank still to be told of the first), even where it
+fitted again since, but is of a later note of a rank it knows of (a new fit); R's own note,
+where R was told of another's note, or failed alike, is of its next fit: it pairs with none
+of them, and tells their ranks too (a fixed fit may wait for R). R's
 next hello with a real description (the fixed fit) ends the note and goes on as any hello: on
 a fresh shard as the job's first, else against the job an earlier good fit bound. A note
 naming another rank than its sender's, or a meeting's failure (no hello carries one), is
@@ -188,16 +189,19 @@ class SetupNotes:
         self._forget_gathers(rank)
         # a note from before the ranks last met is of a fit they got past: it pairs with none
         notes = {r: n for r, n in self.setup_notes.items() if n.at > self.met_at}
-        # nor one this rank was told of (or left off as failing alike) since it last set up:
-        # this note is of its next fit, not of that one, and the ranks it tells are its own
-        known = self.knows_of.get(rank, set()) if self._told_lately(rank) else set()
-        paired = {r: n for r, n in notes.items() if r not in known}
+        # and one pairs only where this rank is still to be told of it (never told, nor failed
+        # since): a rank told of it, or left off it, has ended that fit, so this note is of its
+        # next, and the ranks it tells are its own (the fixed fit of that note's rank too)
+        paired = {r: n for r, n in notes.items() if rank in n.told}
         # a rank that failed too in this fit will not wait: neither is told of the other's;
         # nor is one told of another's note of this fit and not set up since: its fit ended.
         # One that knows of a note of this rank is told: a rank's next note is of a new fit
         told = {q for q in self.told_at if self._told_lately(q) and rank not in self.knows_of[q]}
+        # and one told of (or left off) a note this one pairs with, fitting again since: it
+        # ended that fit, and its next one waits for this rank's next
+        told |= {q for r, n in paired.items() for q in self._live() - n.told - {r, rank}}
         for q in told:
-            self.knows_of[q].add(rank)
+            self.knows_of.setdefault(q, set()).add(rank)
         note = SetupNote(
             said, self.requests, self._live() - {rank} - set(paired) - told, incarnation=incarnation
         )
