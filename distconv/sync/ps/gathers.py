@@ -20,8 +20,8 @@ log = logging.getLogger("distconv.pserver")
 
 #: the collectives workers gather through shard 0, tagged "<kind>:<counter>"
 GATHER_KINDS = ("allreduce", "barrier", "all_equal")
-#: the most digits of a tag's counter (a worker's count of its collectives, from 1: 20 digits
-#: pass 2**64): every message naming a rank in a gather quotes its tag
+#: the most digits of a tag's counter (a worker's count of its collectives since its latest
+#: hello, from 1: 20 digits pass 2**64): every message naming a rank in a gather quotes its tag
 TAG_DIGITS = 20
 #: the most levels a gather's value may nest (lists and maps in a list): the reply holds it two
 #: levels deeper (its header's map, the ranks' list), and msgpack reads no header nested past

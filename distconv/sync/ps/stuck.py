@@ -109,7 +109,8 @@ def held_now(
 
 
 def _first(tag: str) -> bool:
-    """Whether a gather's tag is a run's first (a worker numbers its collectives from 1)."""
+    """Whether a gather's tag is a setup's first (a worker numbers its collectives from 1 at
+    each hello)."""
     return tag.partition(":")[2] == "1"
 
 
