@@ -102,13 +102,15 @@ class RankCollectives(LocalSync):
     #: inside :meth:`setup`, its job check passed and how its state's making ended is untold
     _state_untold = False
     #: the error this rank's setup failed on before its job check, told to every other rank
-    #: there (they raised a JobMismatch naming it), or the Ctrl-C ``fail_setup`` raised in its
+    #: there (they raised a JobMismatch naming it; or one refusing the steps the ranks counted,
+    #: :attr:`_refused_untold`, raised alike, none told), or the Ctrl-C ``fail_setup`` raised in its
     #: place once it was told, where a setup succeeded before: its close leaves with it
     #: propagating
     _told_failure: BaseException | None = None
     #: the refusal of the job check's exchange made for a setup that failed before it, where
-    #: another rank was not in setup (at a meeting, in a step, closing): the others were
-    #: refused where they were, not told the error (``fail_setup``'s Ctrl-C says so)
+    #: another rank was not in setup (at a meeting, in a step, closing), or the ranks counted
+    #: different steps (a JobMismatch): the others were refused where they were, or in their
+    #: check, not told the error (``fail_setup``'s Ctrl-C says so)
     _refused_untold: SyncError | None = None
     #: steps abandoned (``abandon_step``), which ``step`` does not count: setup's check says
     #: them, so a rank that finished (counted) a step another abandoned is named as the cause
@@ -156,8 +158,9 @@ class RankCollectives(LocalSync):
         mismatch names it). Its own refusal there (the mismatch; or, where another rank is not
         in setup, the meeting's) is dropped: ``error``, raised next, is this rank's cause.
         Refused as a mismatch, every rank made the check: ``error`` is :attr:`_told_failure`.
-        Refused as a meeting, the others were refused where they were, not told ``error``: its
-        note says so, naming where each rank was, and :attr:`_refused_untold` holds it."""
+        Refused as a meeting, or as a mismatch of the steps each rank counted (before the
+        descriptions were compared), the others were refused, not told ``error``: its note
+        says so, naming where each rank was, and :attr:`_refused_untold` holds it."""
 
         def exchange(text: str) -> None:
             try:

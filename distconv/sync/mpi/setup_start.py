@@ -46,7 +46,7 @@ class SetupStart:
     _ended_alike: bool
     _failed_setup: str | None
     _told_failure: BaseException | None
-    _refused_untold: SyncError | None  # the job check's refusal as a meeting: none told
+    _refused_untold: SyncError | None  # the job check's refusal before the descriptions: none told
     _grad_comm: Any  # a good setup's (its last exchange at close), None before one
     _watchdog: Watchdog
     _check: StepCheck
@@ -83,9 +83,14 @@ class SetupStart:
             return
         self._changed_in, self.params = kept
         self._open = None  # every collective of it made: close leaves
-        told = error is self._told_failure
-        whose = "this rank before its job check, told to the others" if told else "every rank"
-        self._failed_setup = f"a setup that failed on {whose} ({error_text(error)})"
+        failed = f"a setup that failed on %s ({error_text(error)})"
+        if error is not self._told_failure:
+            self._failed_setup = failed % "every rank"
+        elif self._refused_untold is None:
+            self._failed_setup = failed % "this rank before its job check, told to the others"
+        else:  # the ranks counted different steps: refused in the check, never told
+            failed %= "this rank before its job check"
+            self._failed_setup = f"{failed}, {untold(self._refused_untold)}"
 
     def fail_setup(self, error: BaseException) -> None:
         """This rank cannot set up (``error``): make the job check's exchange all the same, its
@@ -109,12 +114,12 @@ class SetupStart:
         try:
             self._tell_failed_setup(error)
         except KeyboardInterrupt as interrupt:
-            told = self._told_failure is error
+            told = self._told_failure is error  # a JobMismatch on every rank: none waits
             said = f"this rank could not set up ({error_text(error)}); "
-            if told:
-                said += "the others were told"
-            elif self._refused_untold is not None:  # another rank not in setup: no wait there
+            if self._refused_untold is not None:  # refused before the descriptions: no wait
                 said += untold(self._refused_untold)
+            elif told:
+                said += "the others were told"
             else:
                 said += "the others were not told"
             getattr(interrupt, "add_note", warnings.warn)(said)  # a warning before Python 3.11

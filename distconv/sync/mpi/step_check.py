@@ -114,6 +114,14 @@ def abandoned_hint(rows: Sequence[Sequence[int]]) -> str:
     )
 
 
+def steps_apart(refusal: BaseException) -> bool:
+    """Whether ``refusal`` is setup's check refused in its steps' exchange
+    (:meth:`StepCheck.say_setup`): every rank was in its check, but they counted different
+    steps, so it was raised before the ranks' descriptions were compared (a JobMismatch all
+    the same): no rank saw another's, nor the error a failed setup's description names."""
+    return isinstance(refusal, JobMismatch) and getattr(refusal, "steps_apart", False) is True
+
+
 class StepCheck:
     """One step's exchange on ``comm``: :meth:`post`, then :meth:`complete` (or :meth:`drain`);
     or a meeting between steps: :meth:`meet`."""
@@ -336,7 +344,9 @@ class StepCheck:
             raise SyncError(said)
         # every rank in setup's check raises this alike, with nothing else pending: none waits
         # for another (JobMismatch), so each says it before a close aborts the job
-        raise JobMismatch(said + abandoned_hint(rows))
+        mismatch = JobMismatch(said + abandoned_hint(rows))
+        mismatch.steps_apart = True  # before the descriptions: no rank saw another's
+        raise mismatch
 
     def _raise_layout_mismatch(self, hashes: Sequence[int]) -> None:
         rank = self.comm.Get_rank()
