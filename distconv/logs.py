@@ -204,7 +204,9 @@ def interrupted_line(program: str, interrupt: BaseException, fmt: str | None = N
     So too the notes of each KeyboardInterrupt in its ``__context__`` chain, after its own:
     a second Ctrl-C, raised as the noted first propagated, ended the run with that one as its
     context only, and the note was said nowhere. Each interrupt's notes are read once, and a
-    note said once (a chain that loops, or a note added to two interrupts)."""
+    note said once (a chain that loops, or a note added to two interrupts). The chain is read
+    up to an interrupt whose notes were settled (:func:`settle_notes`): a later Ctrl-C, raised
+    in a handler that set up again, cut short no failure they name."""
     said: list[str] = []
     for each in _interrupts(interrupt):
         notes = getattr(each, "__notes__", None)
@@ -212,6 +214,20 @@ def interrupted_line(program: str, interrupt: BaseException, fmt: str | None = N
         said += [note for note in notes if isinstance(note, str) and note not in said]
     lines = ["interrupted", *(line for note in said for line in note.splitlines())]
     return "\n".join(as_log_line(f"{program}: {line}", logging.WARNING, fmt) for line in lines)
+
+
+#: the attribute :func:`settle_notes` sets (an exception takes no weak reference, so it is
+#: marked itself, not held in a set)
+_SETTLED = "_distconv_notes_settled"
+
+
+def settle_notes(interrupt: BaseException) -> None:
+    """Mark ``interrupt``'s notes as settled: what they say no longer holds for a later Ctrl-C
+    raised while it is handled, which keeps it as its ``__context__`` (MPISync's setup made
+    again after ``fail_setup``'s noted Ctrl-C, in the handler that caught it: a later Ctrl-C
+    there cut short no failure to set up). :func:`interrupted_line` says no notes of it, nor of
+    the interrupts before it in the chain; its own traceback still shows them."""
+    setattr(interrupt, _SETTLED, True)
 
 
 #: how far :func:`interrupted_line` follows a context chain: its length is the script's to
@@ -222,12 +238,13 @@ _CHAIN_LIMIT = 64
 def _interrupts(interrupt: BaseException) -> list[BaseException]:
     """``interrupt``, then each KeyboardInterrupt in its ``__context__`` chain, in its order,
     each once (a chain made to loop, ``a.__context__ = b`` after ``b``'s was ``a``: Python
-    breaks only the loops that raising makes), up to :data:`_CHAIN_LIMIT` links."""
+    breaks only the loops that raising makes), up to :data:`_CHAIN_LIMIT` links, and to the
+    first whose notes were settled (:func:`settle_notes`), which ends it: older still."""
     found: list[BaseException] = [interrupt]
     seen = {id(interrupt)}
     link = interrupt.__context__
     for _ in range(_CHAIN_LIMIT):
-        if link is None or id(link) in seen:
+        if link is None or id(link) in seen or getattr(link, _SETTLED, False):
             break
         seen.add(id(link))
         if isinstance(link, KeyboardInterrupt):

@@ -138,10 +138,13 @@ def test_the_stop_line_of_a_script_logging_json_is_json(tmp_path):
 
 #: Ctrl-C while the script sets up, before the Trainer handles it; with an argument, the
 #: KeyboardInterrupt carries it as a note (two lines), as ``MPISync.fail_setup``'s does; with
-#: ``SECOND`` in the environment, a second Ctrl-C comes as the noted one propagates
+#: ``SECOND`` in the environment, a second Ctrl-C comes as the noted one propagates; with
+#: ``SETTLED`` too, the noted one's notes are settled first (``settle_notes``: what a setup made
+#: again in the handler, after ``fail_setup``'s note, does)
 INTERRUPTED = """\
 import os, signal, sys
 import distconv.distributed as dist
+from distconv.logs import settle_notes
 
 
 def main():
@@ -152,6 +155,8 @@ def main():
     except KeyboardInterrupt as interrupt:
         for note in sys.argv[1:]:
             interrupt.add_note(note)
+        if os.environ.get("SETTLED"):
+            settle_notes(interrupt)
         if os.environ.get("SECOND"):  # raised here: the noted one is its context
             os.kill(os.getpid(), signal.SIGINT)
             signal.pause()
@@ -230,6 +235,20 @@ def test_a_second_ctrl_c_says_the_notes_of_the_first(tmp_path):
     said = ["setup.py: interrupted", f"setup.py: {NOTES[0]}", "setup.py: one", "setup.py: two"]
     assert done.stderr.splitlines()[-4:] == said, done.stderr[-2000:]
     assert done.stderr.count(NOTES[0]) == 1, done.stderr[-2000:]
+
+
+@pytest.mark.timeout(60)
+def test_a_later_ctrl_c_says_no_notes_of_one_settled_in_its_context(tmp_path):
+    """A script that caught ``fail_setup``'s noted Ctrl-C and set up again in its handler, a
+    later Ctrl-C ending it there, ended with the first one's note (``this rank could not set
+    up ...``) as if this Ctrl-C had cut that failure short, though a setup followed it. The
+    setup settles that note (``settle_notes``): the later Ctrl-C says ``interrupted`` alone,
+    where an unsettled one's notes are still said (the test above)."""
+    done = run_interrupted(tmp_path, *NOTES, SECOND="1", SETTLED="1")
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1] == "setup.py: interrupted", done.stderr[-2000:]
+    assert NOTES[0] not in done.stderr, done.stderr[-2000:]
 
 
 def test_the_notes_of_a_context_chain_that_loops_are_said_once():

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from distconv.logs import settle_notes
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.closing import clear_step_record
@@ -35,8 +36,8 @@ class SetupStart:
 
     It reads and sets what the sync sets up: ``params``, ``_open``, ``_changed_in``,
     ``_ended_alike``, ``_failed_setup``, ``_told_failure``, ``_refused_untold``,
-    ``_watchdog``, ``_check``, ``_used``, ``_setting_up``, ``_job_met``, ``closed`` and
-    ``world_size``, reads ``_grad_comm``, and calls the sync's ``_drain_abandoned``,
+    ``_noted_interrupt``, ``_watchdog``, ``_check``, ``_used``, ``_setting_up``, ``_job_met``,
+    ``closed`` and ``world_size``, reads ``_grad_comm``, and calls the sync's ``_drain_abandoned``,
     ``_stop_thread`` and ``_fail_before_check``.
     """
 
@@ -58,6 +59,10 @@ class SetupStart:
     _drain_abandoned: Callable[[], None]  # the sync's (annotated only: not shadowed here)
     _stop_thread: Callable[[], None]
     _fail_before_check: Callable[[BaseException], None]
+    #: the Ctrl-C :meth:`fail_setup` raised with its note, until a setup begins again: that
+    #: settles the note, which a later Ctrl-C raised in the handler that caught it (its
+    #: context) says no more (:func:`~distconv.logs.settle_notes`)
+    _noted_interrupt: BaseException | None = None
 
     def _begin_setup(self) -> tuple[str | None, list[Parameter]]:
         """What must happen before this rank's setup calls MPI for the job check, a setup's
@@ -67,6 +72,9 @@ class SetupStart:
         self._open = self._changed_in = SETUP_OPEN
         self._ended_alike = False  # a failed step's: close after a failed setup aborts
         self._told_failure = None  # a failure told at an earlier setup is not this one's
+        if self._noted_interrupt is not None:  # what its note says is over: set up again
+            settle_notes(self._noted_interrupt)
+            self._noted_interrupt = None
         self._watchdog.phase = "setup"  # a second fit's too (it said "after step N" there)
         self._drain_abandoned()
         self._stop_thread()  # before the main thread calls MPI (MPI_THREAD_SERIALIZED)
@@ -123,6 +131,7 @@ class SetupStart:
             else:
                 said += "the others were not told"
             getattr(interrupt, "add_note", warnings.warn)(said)  # a warning before Python 3.11
+            self._noted_interrupt = interrupt
             # in the told error's place where close's last exchange tells a rank that set
             # up again that this one left (no sync set up: none made, that rank would wait)
             if told and self._grad_comm is not None:
