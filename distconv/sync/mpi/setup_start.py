@@ -106,8 +106,11 @@ class SetupStart:
         (:meth:`~.collectives.RankCollectives._fail_before_check`). The other ranks' setup
         raises a ``JobMismatch`` saying "rank R could not set up: Type: text" at once, where
         they waited until this rank's close aborted the job (or the watchdog's timeout); this
-        rank is left as they are, and its close leaves the job with ``error`` propagating.
-        Nothing on a closed sync, or with one rank.
+        rank is left as they are, and its close leaves the job with ``error`` propagating. On a
+        sync never set up that close makes no last exchange: a rank told that sets up again
+        waits for this one in its job check until the watchdog's timeout, so after a failed
+        first fit every rank sets up again, or every rank closes. Nothing on a closed sync, or
+        with one rank.
 
         A Ctrl-C in it (held to the exchange's end) is raised: the user's, it ends the run in
         ``error``'s place, which it says in a note (and whether the others were told), where
