@@ -252,6 +252,17 @@ def test_a_ctrl_c_before_the_others_were_told_still_aborts_the_job(tmp_path):
 
 #: what the told error's note begins with
 TOLD_AS_BEFORE = "setup made its job check all the same"
+
+
+def refused_note(calm: bool, refused: str) -> str:
+    """What rank 0 raised, as its script prints it, where its failure's check was only
+    refused (``refused``: those words): the error's own note (``calm``), or the note on the
+    Ctrl-C raised in the error's place."""
+    if calm:
+        return f"ValueError: no checkpoint here | {TOLD_AS_BEFORE}, but {refused}"
+    return f"KeyboardInterrupt:  | {CUT_SHORT}; {refused}"
+
+
 #: what each rank raises where rank 0's ``fail_setup`` meets rank 1 at a barrier
 AT_THE_BARRIER = (
     "ranks are at different points of the job (rank 0: comparing the job (setup's check) "
@@ -276,11 +287,7 @@ def test_a_failure_met_by_a_rank_at_a_meeting_says_the_others_were_only_refused(
     took = time.monotonic() - began
     said = done.stdout + done.stderr
     refused = f"the others were not told, only refused where they were: {AT_THE_BARRIER}"
-    if calm:  # the error's own note
-        note = f"ValueError: no checkpoint here | {TOLD_AS_BEFORE}, but {refused}"
-    else:  # the note on the Ctrl-C raised in the error's place
-        note = f"KeyboardInterrupt:  | {CUT_SHORT}; {refused}"
-    assert f"rank 0 raised {note}" in done.stdout, said[-3000:]
+    assert f"rank 0 raised {refused_note(calm, refused)}" in done.stdout, said[-3000:]
     assert f"rank 1 raised SyncError: {AT_THE_BARRIER}" in done.stdout, said[-3000:]
     assert f"{TOLD_AS_BEFORE}, telling" not in said, said[-3000:]
     closed = "sync closed in the middle of setup (it failed); aborting the MPI job"

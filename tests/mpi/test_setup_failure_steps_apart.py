@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
-from tests.mpi.test_fit_fails_before_setup import ABORTS, CUT_SHORT, TOLD_AS_BEFORE
+from tests.mpi.test_fit_fails_before_setup import ABORTS, refused_note
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(60)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
@@ -96,11 +96,7 @@ def test_a_failure_refused_as_steps_apart_says_the_others_were_only_refused(tmp_
     took = time.monotonic() - began
     said = done.stdout + done.stderr
     refused = f"the others were not told, only refused in their check: {APART}"
-    if calm:  # the error's own note
-        note = f"ValueError: no checkpoint here | {TOLD_AS_BEFORE}, but {refused}"
-    else:  # the note on the Ctrl-C raised in the error's place
-        note = f"KeyboardInterrupt:  | {CUT_SHORT}; {refused}"
-    assert f"rank 0 raised {note}" in done.stdout, said[-3000:]
+    assert f"rank 0 raised {refused_note(calm, refused)}" in done.stdout, said[-3000:]
     assert f"rank 1 raised JobMismatch: {APART}" in done.stdout, said[-3000:]
     # rank 0's own two lines alone name its error: rank 1 never saw it
     assert done.stdout.count("no checkpoint here") == 2, said[-3000:]
