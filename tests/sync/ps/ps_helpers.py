@@ -192,6 +192,18 @@ def small_net(seed: int = 0, dtype=np.float64, hidden: int = 8):
     return net
 
 
+def regression_net():
+    """One fully connected layer (4 inputs, 1 output) under a squared loss: the model of the
+    scripts that fit, fail before setup and fit again, fed ``x`` and ``target``."""
+    from distconv.layers import FullyConnected, MSELoss
+    from distconv.network import Network
+
+    net = Network()
+    net.add("out", FullyConnected(4, 1), "x")
+    net.add("loss", MSELoss(), ["out", "target"])
+    return net
+
+
 def sparse_table_net(vocab: int, width: int, classes: int, seed: int = 0):
     """A ``sparse=True`` table of ``vocab x width`` (``embed.proj0.weight``) under a classifier,
     in float64: the sparse-row tests' model, fed ``words`` (ids) and ``label``."""

@@ -16,12 +16,10 @@ import urllib.request
 
 import numpy as np
 import pytest
-from ps_helpers import insecure_worker, run_ranks, script_ranks, served
+from ps_helpers import insecure_worker, regression_net, run_ranks, script_ranks, served
 
 from distconv.checkpoint import CheckpointError
 from distconv.data import DataError
-from distconv.layers import FullyConnected, MSELoss
-from distconv.network import Network
 from distconv.parameter import Parameter
 from distconv.service import ServiceEndpoints
 from distconv.sync import JobRefused
@@ -75,13 +73,6 @@ def _after_hello_of(shard: Shard, first: int, rank: int) -> None:
         time.sleep(0.01)
 
 
-def _net() -> Network:
-    net = Network()
-    net.add("out", FullyConnected(4, 1), "x")
-    net.add("loss", MSELoss(), ["out", "target"])
-    return net
-
-
 @pytest.mark.timeout(40)
 @pytest.mark.parametrize("failing_first", [True, False], ids=["failing-first", "failing-second"])
 def test_the_other_rank_hears_whichever_hello_the_shard_took_first(tmp_path, failing_first):
@@ -97,7 +88,7 @@ def test_the_other_rank_hears_whichever_hello_the_shard_took_first(tmp_path, fai
             first = 0 if failing_first else 1
             _after_hello_of(shard, first, r)
             sync = insecure_worker([shard.endpoint], r, 2, timeout=SHARD_TIMEOUT)
-            trainer = Trainer(_net(), sync, 2, out_dir=tmp_path / "none", progress=False)
+            trainer = Trainer(regression_net(), sync, 2, out_dir=tmp_path / "none", progress=False)
             try:
                 trainer.fit(data, epochs=1, resume=True)
             except Exception as exc:
@@ -172,7 +163,7 @@ def test_fits_that_fail_alike_on_every_rank_leave_the_shard_to_the_next_fit():
 
             def rank(r: int) -> list[object]:
                 sync = insecure_worker([shard.endpoint], r, 2, timeout=SHARD_TIMEOUT)
-                net = _net()
+                net = regression_net()
                 trainer = Trainer(net, sync, 2, progress=False)
                 said: list[object] = []
                 try:

@@ -17,14 +17,13 @@ from ps_helpers import (
     assert_equals_local_training,
     batches,
     insecure_worker,
+    regression_net,
     run_ranks,
     served,
     small_net,
     train_steps,
 )
 
-from distconv.layers import FullyConnected, MSELoss
-from distconv.network import Network
 from distconv.parameter import Parameter
 from distconv.sync import JobRefused, SyncError
 from distconv.sync.ps.config import ShardConfig
@@ -96,13 +95,6 @@ def test_a_told_rank_that_sets_up_again_trains_with_the_fixed_rank(first):
     assert took < SHARD_TIMEOUT / 2, f"took {took:.1f} s"
 
 
-def _net() -> Network:
-    net = Network()
-    net.add("out", FullyConnected(4, 1), "x")
-    net.add("loss", MSELoss(), ["out", "target"])
-    return net
-
-
 @pytest.mark.timeout(40)
 def test_a_script_that_fits_again_after_the_refusal_trains_on_every_rank(tmp_path):
     """The documented flow through the Trainer: rank 0's fit fails before its setup (a resume
@@ -116,7 +108,7 @@ def test_a_script_that_fits_again_after_the_refusal_trains_on_every_rank(tmp_pat
         def rank(r: int) -> tuple[list[np.ndarray], list[np.ndarray], BaseException]:
             if r == 0:
                 _until("rank 1's job check", lambda: _in_a_gather(shard, 1))
-            net = _net()
+            net = regression_net()
             start = [p.value.copy() for p in net.parameters()]
             sync = insecure_worker([shard.endpoint], r, 2, timeout=SHARD_TIMEOUT)
             trainer = Trainer(net, sync, 2, out_dir=tmp_path / "run", progress=False)
