@@ -1,6 +1,6 @@
 """A Ctrl-C that ends a script after it set up again in the handler of ``fail_setup``'s noted
-Ctrl-C (real ``mpiexec -n 2``): its ending says no note of that first one, which a setup that
-succeeded since made stale."""
+Ctrl-C (real ``mpiexec -n 2``): its ending says no note of that first one, which a setup begun
+since made stale (a setup begun again settles the note, even one that is itself refused)."""
 
 from __future__ import annotations
 
