@@ -23,12 +23,15 @@ log = logging.getLogger("distconv.pserver")
 #: it has read a batch (BATCH requests, whatever they take) if that many are queued (a bound: a
 #: steady stream of requests must not keep the loop from its timeouts and its stop)
 READ_BEFORE_LOOK = 0.1
+_CHIEF = "rank 0 writes the checkpoints and the metrics, so the job cannot go on without it"
+_OTHERS_ONLY = "--on-worker-loss continue goes on without the other ranks only"
 #: why losing rank 0 stops the job even with ``--on-worker-loss continue``
 CHIEF_LOST = (
-    "rank 0 writes the checkpoints and the metrics, so the job cannot go on without it "
-    "(--on-worker-loss continue goes on without the other ranks only; if it was only "
-    "paused or busy for longer than --timeout, raise it)"
+    f"{_CHIEF} ({_OTHERS_ONLY}; if it was only paused or busy for longer than --timeout, raise it)"
 )
+#: the same, where rank 0's latest hello was a failure note (:mod:`~distconv.sync.ps.setup_notes`):
+#: its fit failed before setup, which no longer ``--timeout`` would have waited out
+CHIEF_NOTED = f"{_CHIEF} ({_OTHERS_ONLY})"
 
 
 class WorkerLosses:
@@ -92,8 +95,8 @@ class WorkerLosses:
                     **fields,
                 )
                 return
-            for rank in missing:
-                self._lose(rank, f"{self._who(rank)} {late}")
+            for rank in missing:  # a noted rank that had joined: its note's words too
+                self._lose(rank, f"{self._who(rank)} {late}" + self._why([rank], key))
                 if self.failed:
                     return
 
@@ -166,12 +169,13 @@ class WorkerLosses:
         """Async: ``rank`` said nothing for the timeout (no request, no heartbeat: its process
         is gone or stopped), or a gather waited for it that long. Fail the job, unless
         ``--on-worker-loss continue`` and it is not rank 0, the chief, which writes the
-        checkpoints and the metrics: without it the others would train on with nothing saved."""
+        checkpoints and the metrics: without it the others would train on with nothing saved
+        (where its latest hello was a failure note, no advice to raise the timeout follows)."""
         if self.config.on_worker_loss == "fail":
             self._fail(message, [rank])
             return
         if rank == 0:
-            self._fail(f"{message}: {CHIEF_LOST}", [rank])
+            self._fail(f"{message}: {CHIEF_NOTED if rank in self.noted_at else CHIEF_LOST}", [0])
             return
         log.warning(
             "shard %d: %s; --on-worker-loss continue: going on without it", self.index, message
