@@ -50,6 +50,7 @@ class WorkerLosses:
     requests: int
     noted_at: dict[int, tuple[str, int]]
     _noted_process_ended: Callable[[int, int], None]
+    _standing_note: Callable[[int], str | None]
 
     def _check_timeouts(self, now: float) -> None:
         """Fail the job, or lose ranks (async), for every wait past ``--timeout``: first the
@@ -146,17 +147,19 @@ class WorkerLosses:
     def _why(self, missing: list[int], key: str) -> str:
         """What the ``missing`` ranks of held request ``key`` do instead, where the shard knows:
         wait in another gather, or closed, or failed before setup (its failure note's words,
-        where its latest hello was one); and whether a worker of another job's id claimed
-        the rank since its latest hello here (its worker of this job went silent, replaced:
-        the shard cannot tell it from one busy in its step, :mod:`~distconv.sync.ps.other_ids`)
-        no longer than ``--timeout`` before the wait began; appended to the timeout's message.
+        where its latest hello was one that still stands: not one of the start of the job
+        before a launcher's restart); and whether a worker of another job's id claimed the rank
+        since its latest hello here (its worker of this job went silent, replaced: the shard
+        cannot tell it from one busy in its step, :mod:`~distconv.sync.ps.other_ids`) no longer
+        than ``--timeout`` before the wait began; appended to the timeout's message.
         An older refusal is a stray's from before this run (shards kept running between runs),
         which said nothing of a rank that never came."""
         doing = {r: self._closed(r) for r in self.left}  # a worker of it may still wait, below
         doing.update({r: f"waits in {tag}" for r, tag in self._in_other_gathers(key).items()})
         said = [f"rank {r} {doing[r]}" for r in missing if r in doing]
-        # its latest hello was a failure note (setup_notes.py): its words, not silence alone
-        said += [self.noted_at[r][0] for r in missing if r in self.noted_at and r not in doing]
+        # its latest hello was a failure note (setup_notes.py): its words, not silence alone;
+        # not a note of the start before a launcher's restart, which blamed this start's worker
+        said += [n for r in missing if r not in doing and (n := self._standing_note(r))]
         since = self.waiting[key].since - self.config.timeout  # its ranks start within that
         said += [
             f"a worker of {why}"  # rank R names another job id than the shard: ...
@@ -170,12 +173,14 @@ class WorkerLosses:
         is gone or stopped), or a gather waited for it that long. Fail the job, unless
         ``--on-worker-loss continue`` and it is not rank 0, the chief, which writes the
         checkpoints and the metrics: without it the others would train on with nothing saved
-        (where its latest hello was a failure note, no advice to raise the timeout follows)."""
+        (where its latest hello was a failure note that still stands, no advice to raise the
+        timeout follows)."""
         if self.config.on_worker_loss == "fail":
             self._fail(message, [rank])
             return
         if rank == 0:
-            self._fail(f"{message}: {CHIEF_NOTED if rank in self.noted_at else CHIEF_LOST}", [0])
+            noted = self._standing_note(rank) is not None
+            self._fail(f"{message}: {CHIEF_NOTED if noted else CHIEF_LOST}", [0])
             return
         log.warning(
             "shard %d: %s; --on-worker-loss continue: going on without it", self.index, message

@@ -38,7 +38,8 @@ naming another rank than its sender's, or a meeting's failure (no hello carries 
 refused as malformed.
 A note tells no worker known to come from another start of the job than its own (a launch's
 restart: :mod:`~distconv.sync.ps.incarnations`), and the first hello of a later restart of
-that launch drops it: the ranks it was to tell were stopped with it.
+that launch drops it: the ranks it was to tell were stopped with it, and a timeout waiting for
+its rank no longer quotes it (:meth:`SetupNotes._standing_note`).
 """
 
 from __future__ import annotations
@@ -222,6 +223,18 @@ class SetupNotes:
         self.setup_notes = {r: n for r, n in notes.items() if n.told}
         self._fail_steps_without(rank, said)
         raise _Refused(said, **REFUSED_JOB)
+
+    def _standing_note(self, rank: int) -> str | None:
+        """The words of ``rank``'s failure note where its latest hello was one that still
+        stands, else None: not one of an earlier start of the job than another rank's latest
+        hello (the launcher restarted every worker since: that restart's first hello dropped the
+        note, and the rank's worker of this start has not failed, or has not said so yet)."""
+        if rank not in self.noted_at:
+            return None
+        own = self.incarnations.get(rank)
+        if any(older(own, theirs) for theirs in self.incarnations.values()):
+            return None
+        return self.noted_at[rank][0]
 
     def _tells(self, note: SetupNote, rank: int) -> bool:
         """Whether ``note`` may tell ``rank``: not where the two are known to come from two

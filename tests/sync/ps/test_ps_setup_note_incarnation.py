@@ -7,18 +7,24 @@ stopped before its job check, and refused that rank's worker of restart 1 at its
 check, before the noted rank's worker of restart 1 (which sets up) said hello: one needless
 restart, or the job's end where none was left. A note of the same restart still tells a slow
 rank that says hello after it (else it waits out ``--timeout``), and a hello without the field,
-or of another launch, is told as before. In-process shard on 127.0.0.1, requests by hand; the
+or of another launch, is told as before. A timeout of restart 1 that waited for the noted rank
+quoted the note of restart 0, dropped as stale, blaming the rank's worker of restart 1 with its
+words. In-process shard on 127.0.0.1, requests by hand; the
 launch's own test runs real processes."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from ps_helpers import served
 from test_ps_hello_description import GOOD
+from test_ps_note_timeout_words import _wait_past_timeout
 from test_ps_setup_note import NOTE, TOLD
 
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.incarnations import incarnation_field
+from distconv.sync.ps.losses import CHIEF_LOST
 from distconv.sync.ps.server import Shard
 from tests.launcher.launch_cli import launch
 from tests.other_jobs import SMALL_NET
@@ -86,6 +92,51 @@ def test_a_note_tells_a_slow_rank_of_its_own_start(hand, held, before):
         assert _hello(h, 1, 21, GOOD, [LAUNCH, 1])["op"] == "ok"
         told = _gather(h, 1)
     assert told["error"] == TOLD and told["refused"] == "job", told
+
+
+@pytest.mark.parametrize("restart", [0, 1], ids=["note-of-restart-0", "note-of-restart-1"])
+def test_a_timeout_of_restart_1_says_only_a_note_of_its_own_start(hand, restart):
+    """Restart 1: rank 1's worker waits in its job check (told first of a note of restart 1),
+    and rank 0's worker never says hello (slow or stuck on its host). The timeout blames rank
+    0, with the note's words where the note is of restart 1; one of restart 0, dropped as stale
+    at restart 1's first hello, is not quoted: it blamed rank 0's worker of restart 1, which may
+    well set up, with the error of the worker before."""
+    h = hand(workers=2, timeout=0.5)
+    if restart == 0:
+        _noted(h, [LAUNCH, 0])
+    assert _hello(h, 1, 21, GOOD, [LAUNCH, 1])["op"] == "ok"
+    if restart == 1:
+        _noted(h, [LAUNCH, 1])
+        assert _gather(h, 1)["error"] == TOLD
+        assert _hello(h, 1, 21, GOOD, [LAUNCH, 1])["op"] == "ok"  # fits again
+    assert _gather(h, 1) is None
+    time.sleep(0.6)  # past the gather's timeout
+    h.shard._check_timeouts(time.monotonic())
+    reply = h.read()[0]
+    late = "rank 0 (host h, last step none) sent nothing for all_equal:1 (gather:all_equal:1)"
+    words = f" ({TOLD})" if restart == 1 else ""
+    assert reply["failed_ranks"] == [0], reply
+    assert reply["error"] == f"{late} within 0.5 s{words}", reply
+
+
+def test_a_continue_timeout_of_restart_1_losing_rank_0_says_no_note_of_restart_0(hand):
+    """Async, ``--on-worker-loss continue``: at restart 0 both ranks met (rank 0 joined), then
+    rank 0's next fit failed before setup. At restart 1 rank 1 waits in its job check and rank
+    0's worker never says hello: the timeout loses rank 0, which fails the job as a chief
+    that went silent (raise ``--timeout`` if it was only slow), not with restart 0's note."""
+    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=0.5)
+    assert _hello(h, 0, 10, GOOD, [LAUNCH, 0])["op"] == "ok"
+    assert _hello(h, 1, 11, GOOD, [LAUNCH, 0])["op"] == "ok"
+    assert _gather(h, 0) is None
+    assert _gather(h, 1)["values"] == ["d", "d"] and h.read()[0]["values"] == ["d", "d"]
+    _noted(h, [LAUNCH, 0])
+    assert _hello(h, 1, 21, GOOD, [LAUNCH, 1])["op"] == "ok"
+    assert _gather(h, 1) is None
+    _wait_past_timeout(h, 1, 21)
+    reply = h.read()[0]
+    late = "rank 0 (host h, last step none) sent nothing for all_equal:1 (gather:all_equal:1)"
+    assert reply["failed_ranks"] == [0], reply
+    assert reply["error"] == f"{late} within 0.5 s: {CHIEF_LOST}", reply
 
 
 @pytest.mark.parametrize(
