@@ -309,8 +309,8 @@ class StepCheckpoints:
         restore_checkpoint(ckpt, self.params)
         schemes = checkpoint_schemes(ckpt.extra, ckpt.step)  # none in an older distconv's
         pos = Position(ckpt.epoch, ckpt.step, in_epoch, sums, schemes)
-        said = (path, ckpt.epoch, ckpt.step, written_under(schemes))  # its scheme, where known
-        log.info("resumed from %s at epoch %d, step %d%s", *said)
+        where = _where_in_epochs(ckpt.epoch, in_epoch)
+        log.info("resumed from %s at step %d, %s%s", path, ckpt.step, where, written_under(schemes))
         return _without_frozen(ckpt.optim_state, self.params), pos
 
 
@@ -358,3 +358,14 @@ def refuse_frozen_resume(params: Sequence[Parameter], pos: Position, world_size:
             f"cannot resume {world_size} ranks with frozen parameters {frozen}: their "
             "checkpointed values would reach rank 0 only; resume on one rank, or unfreeze them"
         )
+
+
+def _where_in_epochs(done: int, in_epoch: int) -> str:
+    """Where a checkpoint stands in the epochs as the log numbers them (from 1): ``after epoch
+    2`` at an epoch's end, ``5 steps into epoch 3`` inside one. The checkpoint's own ``epoch``
+    counts the epochs finished (``done``), so ``at epoch 0`` read as an epoch the log never
+    shows."""
+    if in_epoch == 0:
+        return f"after epoch {done}"
+    steps = "step" if in_epoch == 1 else "steps"
+    return f"{in_epoch} {steps} into epoch {done + 1}"

@@ -138,6 +138,7 @@ def _assert_resumed_its_own_run(done: subprocess.CompletedProcess, out: Path, st
     )
     resumed = [line for line in done.stdout.splitlines() if "resumed from" in line]
     assert len(resumed) == 1 and f"step-{step:08d}" in resumed[0], done.stdout
+    assert f" at step {step}, after epoch 1" in resumed[0], resumed  # not "at epoch 1"
     assert epochs_written(out) == [1, 2]
 
 

@@ -784,3 +784,19 @@ def test_a_resume_past_the_data_from_a_batch_within_it_is_still_refused(
     _batch_trainer(tmp_path, first).fit(train, test, epochs=1)
     with pytest.raises(CheckpointError, match=f"global_batch: checkpoint {first}, this run"):
         _batch_trainer(tmp_path, second).fit(train, test, epochs=2, resume=True)
+
+
+@pytest.mark.parametrize(
+    "done, in_epoch, said",
+    [
+        (0, 10, "10 steps into epoch 1"),
+        (2, 1, "1 step into epoch 3"),
+        (2, 0, "after epoch 2"),
+    ],
+)
+def test_the_resumed_line_numbers_epochs_as_the_log_does(done, in_epoch, said):
+    """``resumed from ... at epoch 0, step 10`` named an epoch the log never shows (it numbers
+    them from 1; the checkpoint's ``epoch`` counts those finished)."""
+    from distconv.resume import _where_in_epochs
+
+    assert _where_in_epochs(done, in_epoch) == said
