@@ -44,6 +44,7 @@ from .commands import (
     worker_command,
 )
 from .failure import signal_name
+from .go_on import go_on_hint
 from .interrupt import arm, release, run_captured
 from .json_lines import json_lines, last_line
 from .k8s import run_k8s
@@ -221,6 +222,13 @@ def local_children(
 
 
 @one_launch()
+def _hinted(supervisor: Supervisor, args: argparse.Namespace, job_id: str, status: int) -> int:
+    """``status``, after the line saying how to go on where a stop ended the launch."""
+    if hint := go_on_hint(args, job_id, status):
+        supervisor.say(hint)
+    return status
+
+
 def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     """``distconv-launch local``: supervise N workers and M shards on this host."""
     with async_retelling(args, rest):  # '-- --mode async': the hint names this launch, async
@@ -251,7 +259,7 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
                 program, servers, job, args.workers, restart, os.environ, ports, fds
             )
 
-        return supervisor.run(build, max_restarts=args.max_restarts)
+        return _hinted(supervisor, args, job_id, supervisor.run(build, args.max_restarts))
     finally:
         for sock in reserved:
             sock.close()
@@ -331,7 +339,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         supervisor.say(f"job {job_id}: {args.np} rank(s) under {flavor} {mpiexec}")
         if note:
             supervisor.say(note, level="warning")
-        return supervisor.run(build, max_restarts=args.max_restarts)
+        return _hinted(supervisor, args, job_id, supervisor.run(build, args.max_restarts))
     finally:
         supervisor.unclaim()
 

@@ -1,0 +1,56 @@
+"""A launch stopped by Ctrl-C or SIGTERM whose job id the launcher chose says how to go on with
+that run: the same command again picks a new job id, so a new, empty run directory, where
+``--resume`` finds no checkpoint (an operator had to dig the id out of the launch's first line)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
+from tests.processes import job_env
+
+
+def _stopped(tmp_path: Path, signum: int, *own: str) -> tuple[int, str]:
+    """Launch one worker that waits, send the launcher ``signum`` once it runs; its status and
+    stderr (``own``: options of the launch, before ``--``)."""
+    up = tmp_path / "up"
+    program = [
+        sys.executable,
+        "-c",
+        f"import pathlib, time; pathlib.Path({str(up)!r}).touch(); time.sleep(60)",
+    ]
+    argv = [*launcher_command(), "local", "--workers", "1", "--servers", "0", *own, "--", *program]
+    with job_env(ENV) as env:
+        launcher = subprocess.Popen(
+            argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            wait_while_running(up.exists, launcher, "the worker's start", limit=60)
+            launcher.send_signal(signum)
+            _, stderr = launcher.communicate(timeout=60)
+        finally:
+            launcher.kill()
+            launcher.wait()
+    return launcher.returncode, stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_launch_says_the_job_id_to_go_on_with(tmp_path, signum):
+    status, stderr = _stopped(tmp_path, signum)
+    assert status == 128 + signum, stderr
+    job_id = stderr.split("job ", 1)[1].split(":", 1)[0]  # its first line: "job ID: 1 worker(s)"
+    hint = f"to go on with this run, give the same command --job-id {job_id} "
+    assert stderr.splitlines()[-1].startswith(f"distconv-launch: {hint}"), stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_launch_given_its_job_id_says_no_more(tmp_path):
+    status, stderr = _stopped(tmp_path, signal.SIGINT, "--job-id", "mine")
+    assert status == 130, stderr
+    assert "to go on with this run" not in stderr, stderr
