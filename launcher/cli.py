@@ -221,14 +221,14 @@ def local_children(
     return specs
 
 
-@one_launch()
 def _hinted(supervisor: Supervisor, args: argparse.Namespace, job_id: str, status: int) -> int:
     """``status``, after the line saying how to go on where a stop ended the launch."""
-    if hint := go_on_hint(args, job_id, status):
+    if hint := go_on_hint(args, job_id, status, supervisor.stopped_by):
         supervisor.say(hint)
     return status
 
 
+@one_launch()
 def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     """``distconv-launch local``: supervise N workers and M shards on this host."""
     with async_retelling(args, rest):  # '-- --mode async': the hint names this launch, async

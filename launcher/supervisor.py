@@ -253,6 +253,11 @@ class Supervisor:
     def _signals(self) -> list[int]:  # the stop signals that came, in order (Arrivals)
         return self._arrivals.signals()
 
+    @property
+    def stopped_by(self) -> int | None:
+        """The first stop signal the launcher got (SIGINT, SIGTERM, ...), None where none came."""
+        return self._signals[0] if self._signals else None
+
     def _stop_now(self) -> bool:
         """Whether a second stop signal came ("stop now"): the end's bounded waits on a slow
         output are cut short (not the held pipes' drain into the logs: the record)."""

@@ -45,7 +45,7 @@ def test_a_stopped_launch_says_the_job_id_to_go_on_with(tmp_path, signum):
     status, stderr = _stopped(tmp_path, signum)
     assert status == 128 + signum, stderr
     job_id = stderr.split("job ", 1)[1].split(":", 1)[0]  # its first line: "job ID: 1 worker(s)"
-    hint = f"to go on with this run, give the same command --job-id {job_id} "
+    hint = f"to go on with this run, give the same command --job-id {job_id} (and --resume auto"
     assert stderr.splitlines()[-1].startswith(f"distconv-launch: {hint}"), stderr
 
 
@@ -54,3 +54,27 @@ def test_a_launch_given_its_job_id_says_no_more(tmp_path):
     status, stderr = _stopped(tmp_path, signal.SIGINT, "--job-id", "mine")
     assert status == 130, stderr
     assert "to go on with this run" not in stderr, stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_exits_130_itself_gets_no_hint(tmp_path):
+    """The hint followed any launch whose status was 130 or 143, so a worker that exited 130
+    (or died of SIGTERM) on its own, the launcher never signalled, was told how to go on."""
+    argv = [
+        *launcher_command(),
+        "local",
+        "--workers",
+        "1",
+        "--servers",
+        "0",
+        "--",
+        "sh",
+        "-c",
+        "exit 130",
+    ]
+    with job_env(ENV) as env:
+        done = subprocess.run(
+            argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+    assert "worker 0 failed" in done.stderr, done.stderr
+    assert "to go on with this run" not in done.stderr, done.stderr

@@ -9,7 +9,7 @@ import shutil
 import threading
 from pathlib import Path
 
-from launcher.cli import build_parser
+from launcher.cli import build_parser, run_local, run_mpi
 from launcher.commands import LaunchError
 from launcher.k8s import run_k8s
 from launcher.options import parse_own
@@ -70,3 +70,11 @@ def test_a_launch_in_another_thread_keeps_no_answer_for_this_ones(tmp_path, monk
     finally:
         done.set()
         other.join(30)
+
+
+def test_each_launch_handler_is_one_launch():
+    """A helper written between ``@one_launch()`` and ``run_local`` took the decorator, and a
+    library caller's ``run_local`` kept pyenv's answers of the launch before (the tests above
+    launch ``run_k8s`` alone): each handler is wrapped itself."""
+    for handler in (run_local, run_mpi, run_k8s):
+        assert handler.__wrapped__.__name__ == handler.__name__, handler
