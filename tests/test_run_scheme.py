@@ -237,7 +237,7 @@ def test_a_resume_under_another_scheme_says_both_and_its_epochs_line_the_earlier
     run(LocalSync(create_optimizer("sgd", lr=0.05)), 2)  # the checkpoint's own scheme
     assert said() == []
     # the resume's line says the checkpoint's scheme: one need not open the file for it
-    assert 'step 7, written under {"sync": "local"}' in caplog.text, caplog.text
+    assert 'at step 7, 3 steps into epoch 2, written under {"sync": "local"}' in caplog.text
     records = run(mpi_alone(create_optimizer("sgd", lr=0.05), grad_dtype="bfloat16"), 3)
     assert len(said()) == 1  # at epoch 3's start: its line has its scheme, nothing earlier
     assert [r.get("scheme") for r in records] == [bf16, local, bf16]

@@ -63,6 +63,7 @@ class _Started:
     """A stand-in for the supervisor: records the children the launch would start."""
 
     children: list = []
+    stopped_by = None  # no stop signal: the launch ran to its end
 
     def __init__(self, run_dir: Path, **_: object) -> None:
         self.run_dir = run_dir
