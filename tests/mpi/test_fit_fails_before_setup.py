@@ -6,6 +6,7 @@ at once; each rank says its own error, none ``aborting the MPI job`` (k614)."""
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import time
 
@@ -236,12 +237,7 @@ def test_a_ctrl_c_before_the_others_were_told_still_aborts_the_job(tmp_path):
     waits in its setup's job check. Its note says so, and rank 0's close, in a ``finally`` as
     the Ctrl-C propagates, must abort the job (nothing is open on rank 0: its sync was set up
     before, as in a second fit), where leaving would leave rank 1 waiting for the watchdog."""
-    script = tmp_path / "interrupted.py"
-    script.write_text(INTERRUPTED_TELLING)
-    began = time.monotonic()
-    done = run_mpi(["-n", "2", sys.executable, str(script), "finally", "untold"], timeout=30)
-    took = time.monotonic() - began
-    said = done.stdout + done.stderr
+    done, took, said = _telling(tmp_path, "finally", "untold")
     untold = f"{CUT_SHORT}; the others were not told"
     assert untold in done.stderr, said[-3000:]
     assert "rank 0: KeyboardInterrupt; aborting the MPI job" in done.stderr, said[-3000:]
@@ -252,6 +248,16 @@ def test_a_ctrl_c_before_the_others_were_told_still_aborts_the_job(tmp_path):
 
 #: what the told error's note begins with
 TOLD_AS_BEFORE = "setup made its job check all the same"
+
+
+def _telling(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, float, str]:
+    """Run :data:`INTERRUPTED_TELLING` with ``args`` on 2 ranks: what ``mpiexec`` returned, the
+    seconds it took, and its stdout and stderr together (for the assertions' messages)."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED_TELLING)
+    began = time.monotonic()
+    done = run_mpi(["-n", "2", sys.executable, str(script), *args], timeout=30)
+    return done, time.monotonic() - began, done.stdout + done.stderr
 
 
 def refused_note(calm: bool, refused: str) -> str:
@@ -279,13 +285,7 @@ def test_a_failure_met_by_a_rank_at_a_meeting_says_the_others_were_only_refused(
     the exchange ``the others were not told`` alone, as where they wait: each now says that
     they were only refused where they were, and where each rank was. Rank 0's close aborts
     the job (its setup left open), which no rank waits for."""
-    script = tmp_path / "interrupted.py"
-    script.write_text(INTERRUPTED_TELLING)
-    command = ["-n", "2", sys.executable, str(script), "barrier", "first"]
-    began = time.monotonic()
-    done = run_mpi(command + (["calm"] if calm else []), timeout=30)
-    took = time.monotonic() - began
-    said = done.stdout + done.stderr
+    done, took, said = _telling(tmp_path, "barrier", "first", *(["calm"] if calm else []))
     refused = f"the others were not told, only refused where they were: {AT_THE_BARRIER}"
     assert f"rank 0 raised {refused_note(calm, refused)}" in done.stdout, said[-3000:]
     assert f"rank 1 raised SyncError: {AT_THE_BARRIER}" in done.stdout, said[-3000:]
@@ -304,13 +304,7 @@ def test_a_told_ctrl_c_ends_a_rank_that_sets_up_again(tmp_path, first):
     waited in its job check until the watchdog's timeout (600 s by default). It aborts there
     now, at once; where a setup succeeded before, it leaves, and its last exchange refuses
     rank 1's setup made again, at once too."""
-    script = tmp_path / "interrupted.py"
-    script.write_text(INTERRUPTED_TELLING)
-    command = ["-n", "2", sys.executable, str(script), "finally", "retry"]
-    began = time.monotonic()
-    done = run_mpi(command + (["first"] if first else []), timeout=30)
-    took = time.monotonic() - began
-    said = done.stdout + done.stderr
+    done, took, said = _telling(tmp_path, "finally", "retry", *(["first"] if first else []))
     assert TOLD_AND_INTERRUPTED in done.stderr, said[-3000:]
     assert "waited" not in said, said[-3000:]  # the watchdog's words
     if first:
