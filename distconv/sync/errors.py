@@ -116,6 +116,7 @@ def job_refusal(rank: int, other: int, ours: object, theirs: object, diff: str) 
     """The :class:`JobRefused` of a parameter server worker's job check, in
     :func:`refusal_text`'s words (the arguments are its), marked
     :attr:`~JobRefused.told_of` the rank that could not set up where one did."""
-    said = refusal_text(rank, other, ours, theirs, diff)
-    failed = setup_failure_in_lines([said]) if setup_failure_in(theirs, ours) else None
-    return JobRefused(said, told_of=None if failed is None else failed[0])
+    if (told := setup_failure_in(theirs, ours)) is None:  # refusal_text's first choice
+        return JobRefused(different_jobs_text(rank, other, diff))
+    failed = setup_failure_in_lines([told])  # the rank its own words name
+    return JobRefused(told, told_of=None if failed is None else failed[0])
