@@ -10,10 +10,13 @@ and diffed.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 CHIEF = "chief"  # the part the chief writes: weights, optimizer state, position
+#: a manifest's file name, which says its step (eight digits, more past 99,999,999)
+MANIFEST_NAME = re.compile(r"step-(\d+)\.json")
 
 
 @dataclass(frozen=True)
@@ -50,12 +53,19 @@ class Manifest:
 
         Raises:
             ValueError, KeyError, TypeError: it is damaged (not JSON, not an object, a field
-                missing or of another type, a step that is not an int, no :data:`CHIEF` part).
+                missing or of another type, a step that is not an int or not the one its name
+                says, no :data:`CHIEF` part).
         """
         data = json.loads(raw)  # bytes: a decoding error is damage too (a ValueError)
         step = data["step"]  # first: a TypeError for JSON that is not an object
         if type(step) is not int:  # int() took 2.5 and true as steps, and 1e999 overflowed
             raise TypeError(f"the step must be a whole number, got {step!r}")
+        # the step sorts the checkpoints: one wrong digit (manifests carry no checksum) made an
+        # old checkpoint the newest, every resume went back to it, and prunes deleted the rest
+        named = MANIFEST_NAME.fullmatch(path.name)
+        if named is None or int(named[1]) != step:
+            said = f"its name's {int(named[1])}" if named else "in its name (step-N.json)"
+            raise ValueError(f"its step {step} is not {said}")
         parts = dict(data["parts"])
         if not all(isinstance(part, str) for part in parts.values()):
             raise TypeError(f"a part's file must be a string, got {parts}")

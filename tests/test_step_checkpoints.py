@@ -134,3 +134,24 @@ def test_a_keep_that_is_not_a_count_is_refused_when_the_run_directory_is_made(tm
     written ("slice indices must be integers"); "3" and None failed comparing with 1."""
     with pytest.raises(ValueError, match=r"keep must be an int >= 1, got"):
         RunDirectory(tmp_path, keep=keep)
+
+
+def test_a_manifest_whose_step_is_not_its_names_is_damaged_and_prunes_nothing(tmp_path):
+    """A manifest's step is what the scan sorts by: one wrong digit in an older manifest (a
+    hand edit, a bit flip: manifests carry no checksum) made it the newest checkpoint for good,
+    every resume went back to it silently, and each save's prune deleted the checkpoints that
+    really were newer."""
+    run = RunDirectory(tmp_path, keep=2)
+    for n in (1, 2, 3):
+        part = run.step_dir(n) / "chief.safetensors"
+        save_checkpoint(part, [Parameter("w", np.full(2, float(n)))], step=n)
+        run.commit(n, {"chief": part})
+    manifest = run.checkpoint_root / "step-00000002.json"
+    manifest.write_text(manifest.read_text().replace('"step": 2', '"step": 30000'))
+    complete, problems = run.scan()
+    assert [m.step for m in complete] == [3]
+    assert problems == [f"{manifest} is damaged (ValueError: its step 30000 is not its name's 2)"]
+    part = run.step_dir(4) / "chief.safetensors"
+    save_checkpoint(part, [Parameter("w", np.full(2, 4.0))], step=4)
+    run.commit(4, {"chief": part})
+    assert [m.step for m in run.manifests()] == [3, 4]
