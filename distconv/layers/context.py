@@ -77,6 +77,15 @@ class ContextProjection(Projection):
         pad_rows = self.begin_pad + self.end_pad
         self.trainable_padding = trainable_padding
         shape = (pad_rows, width) if trainable_padding and pad_rows else None
+        if shape is None and weight is not None:
+            # the shape check said "needs None", as though the given shape were the fault
+            why = (
+                "trainable_padding=False"
+                if not trainable_padding
+                else f"the window (start {self.context_start}, length {context_length}) reads "
+                "no row outside a sequence"
+            )
+            raise self.fail(f"has no padding rows to learn ({why}), so no weight to share")
         spec = WeightSpec(shape, (width, width), init, dtype, weight)
         super().__init__(width, width * context_length, spec)
 

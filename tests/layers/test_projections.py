@@ -1,5 +1,7 @@
 """Projections and operators, each alone inside a Mixed layer: gradients, references, errors."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -181,6 +183,22 @@ def test_context_default_start_is_paddles():
 def test_context_without_trainable_padding_has_no_parameter():
     layer = Mixed([ContextProjection(3, 3, -1)])
     assert layer.parameters() == [] and layer.projections[0].weight is None
+
+
+@pytest.mark.parametrize(
+    "args,why",
+    [
+        ((3, 3, -1), r"trainable_padding=False"),  # zeros outside a sequence, nothing to learn
+        ((3, 1, 0, True), r"reads no row outside a sequence"),  # the window is the row itself
+    ],
+)
+def test_context_given_a_weight_it_has_no_room_for_says_why(args, why):
+    """A window that learns no padding holds no parameter: a weight given to share was
+    refused as "shared weight has shape (2, 3), needs None", as though a shape were wrong."""
+    w = Parameter("pad", np.zeros((2, 3), np.float32))
+    with pytest.raises(LayerError, match=r"has no padding rows to learn") as e:
+        ContextProjection(*args, weight=w)
+    assert re.search(why, str(e.value)) and "needs None" not in str(e.value)
 
 
 # -- convolutions ---------------------------------------------------------------------------------
