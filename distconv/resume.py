@@ -262,8 +262,8 @@ class StepCheckpoints:
                 remote = self.sync.save_remote_parts(pos.step, keep=self.run.keep + 1)
                 job, launch = self.start.job_id, self.start.launch
                 self.run.commit(pos.step, {CHIEF: part}, remote, job=job, launch=launch)
-            except (CheckpointError, SyncError):  # a full disk: what it left keeps it full
-                self.run.discard(pos.step)
+            except BaseException:  # a full disk (what it left keeps it full), a second Ctrl-C
+                self.run.discard(pos.step)  # (a folder left in a first epoch made a run of it)
                 raise
         self.sync.barrier()  # nobody reads a checkpoint the chief is still writing
 

@@ -50,6 +50,7 @@ from distconv.run_files import (
     first_epoch_at_most,
     foreign_checkpoints,
     has_content,
+    holds_checkpoints,
     named_by_manifest,
 )
 from distconv.run_files import CHIEF_PART as CHIEF_PART  # resume and tests read it here
@@ -112,8 +113,12 @@ class RunDirectory:
 
     def holds_run(self) -> bool:
         """Whether the directory already holds a run's files (finished or partial). An empty
-        metrics log, all that a run which failed in its first epoch leaves, is none."""
-        return any(has_content(self.root / name) for name in RUN_FILES)
+        metrics log, all that a run which failed in its first epoch leaves, is none, and so is
+        a first checkpoint cut short (:func:`~distconv.run_files.holds_checkpoints`)."""
+        others = (LEGACY_CHECKPOINT, METRICS)
+        return holds_checkpoints(self.root / CHECKPOINTS) or any(
+            has_content(self.root / name) for name in others
+        )
 
     def clear(self) -> None:
         """Delete a previous run's checkpoints, metrics and claim (``--overwrite``).

@@ -73,3 +73,18 @@ def has_content(path: Path) -> bool:
     if path.is_dir():
         return any(path.iterdir())
     return path.exists() and not (path.is_file() and path.stat().st_size == 0)
+
+
+def holds_checkpoints(root: Path) -> bool:
+    """Whether a run's checkpoints folder ``root`` holds anything but what a first checkpoint
+    cut short (SIGKILL, a second Ctrl-C) leaves: a step directory no manifest names, holding
+    at most the chief's part, whole or not. That is no checkpoint, so no run."""
+    if not root.is_dir():  # a link to one is read through (checkpoints on a larger disk)
+        return has_content(root)
+    return any(not _cut_short(entry) for entry in root.iterdir())
+
+
+def _cut_short(entry: Path) -> bool:
+    if not (STEP_DIR.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink()):
+        return False
+    return not named_by_manifest(entry) and all(_PART.fullmatch(f.name) for f in entry.iterdir())

@@ -50,16 +50,17 @@ def _die_in(where: str):
     def dying(self, *args):
         if where == "save":
             raise Died
-        commit = self.run.commit
+        commit, discard = self.run.commit, self.run.discard
 
         def no_manifest(*a, **k):
             raise Died
 
-        self.run.commit = no_manifest
+        # SIGKILL cleans nothing up: the step directory stays, as no exception would leave it
+        self.run.commit, self.run.discard = no_manifest, lambda step: None
         try:
             save(self, *args)
         finally:
-            self.run.commit = commit
+            self.run.commit, self.run.discard = commit, discard
 
     return dying
 
