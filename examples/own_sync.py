@@ -1,0 +1,135 @@
+"""A sync strategy of your own: SGD clipped by the norm of ALL the step's gradients at once.
+
+``LocalSync`` applies the optimizer to each gradient the moment backward completes it.
+Global-norm clipping (``torch.nn.utils.clip_grad_norm_``) cannot: one factor scales every
+gradient, and it depends on all of them. So this strategy holds each gradient in
+``on_gradient`` and hands it to ``LocalSync.on_gradient`` in ``finish_step``, which keeps
+LocalSync's averaging, zeroing, optimizer state, checkpoints (``--out``, ``--resume``) and
+refusals (docs/architecture.md, "A strategy of your own: an example")::
+
+    python examples/own_sync.py --epochs 3 --max-norm 1.0
+
+It trains alone, as LocalSync does. Across ranks the norm is that of the gradients summed over
+the ranks (divided by their examples summed), known once they are allreduced: each rank then
+computes the same factor. The ranks' own squared norms summed with ``allreduce_sum`` are
+another number (``|g0 + g1|^2`` is not ``|g0|^2 + |g1|^2``), right only where each rank holds
+a part of the parameters. ``MPISync`` updates each bucket as soon as it is reduced, with no
+public seam before the first update: such a strategy subclasses ``SyncStrategy`` and
+allreduces the gradients itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import distconv.distributed as dist
+from distconv import Trainer
+from distconv.data import load_digits
+from distconv.init import set_seed
+from distconv.models import lenet
+from distconv.optim import Optimizer
+from distconv.parameter import Parameter
+from distconv.script_flags import (
+    add_run_flags,
+    positive_float,
+    print_last_epoch,
+    print_result,
+    refusals,
+)
+from distconv.sync.local import LocalSync
+
+
+class GlobalNormClipSync(LocalSync):
+    """World size 1: the step's gradients, averaged over its examples, scaled down together
+    so that their joint L2 norm is at most ``max_norm``, then ``optimizer`` applied to each.
+
+    Args:
+        optimizer: the update rule (LocalSync runs it and keeps its state).
+        max_norm: the largest norm of the step's averaged gradients over every parameter;
+            ``math.inf`` clips nothing (the steps are LocalSync's, to the last bit).
+    """
+
+    def __init__(self, optimizer: Optimizer, max_norm: float = math.inf) -> None:
+        super().__init__(optimizer)
+        if not max_norm > 0:  # NaN too: it would leave every step unclipped without a word
+            raise ValueError(f"max_norm must be a number > 0, got {max_norm!r}")
+        self.max_norm = float(max_norm)
+        self._held: list[Parameter] | None = None  # the step's gradients; None outside one
+        self.last_norm = math.nan  # the last step's norm before clipping (to log or test)
+
+    def start_step(self, examples: int) -> None:
+        """A step begins: LocalSync's refusals and record of it, then nothing held yet."""
+        super().start_step(examples)
+        self._held = []
+
+    def on_gradient(self, param: Parameter) -> None:
+        """Hold ``param``: its gradient sum stays in ``param.grad`` until :meth:`finish_step`."""
+        if self._held is None:  # outside a step, or closed: the base's refusal, in its words
+            self.check_gradient(param)
+        self._held.append(param)  # type: ignore[union-attr]  # check_gradient raised if None
+
+    def finish_step(self) -> None:
+        """Scale the held gradients by one factor, then let LocalSync update each parameter
+        (averaging by the step's examples, and zeroing the gradient) and end the step."""
+        held, self._held = self._held, None
+        if held is None:  # no step under way: LocalSync's refusal
+            return super().finish_step()
+        # the gradients are sums over the step's examples: the norm is that of their mean
+        squares = sum(float((p.grad * p.grad).sum()) for p in held)
+        self.last_norm = math.sqrt(squares) / max(self.step_examples, 1)
+        if self.last_norm > self.max_norm:  # not multiplied by 1.0 otherwise: bit for bit
+            for p in held:
+                p.grad *= self.max_norm / self.last_norm
+        for p in held:
+            super().on_gradient(p)  # its check_gradient refuses one fired twice in the step
+        super().finish_step()
+
+    def abandon_step(self) -> None:
+        """Nothing was updated: drop what was held (the next setup clears the gradients)."""
+        self._held = None
+        super().abandon_step()
+
+    def close(self) -> None:
+        """A gradient after close is refused, not held."""
+        self._held = None
+        super().close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_run_flags(parser, epochs=3, batch_size=32)
+    parser.add_argument("--lr", type=positive_float, default=0.1, help="SGD's rate (%(default)s)")
+    parser.add_argument(
+        "--max-norm", type=positive_float, default=1.0, help="largest gradient norm (%(default)s)"
+    )
+    args = parser.parse_args()
+
+    # the runtime, logging and kernel settings as every script has them; several ranks refused
+    local = dist.init("sgd", lr=args.lr, sync="local")
+    sync = GlobalNormClipSync(local.optimizer, args.max_norm)
+    local.close()
+    train, test = load_digits(seed=0)
+    set_seed(0)
+    with refusals(parser):  # a run already in --out and no --resume: one line, not a traceback
+        try:
+            trainer = Trainer(
+                lenet(train.image_shape, channels=(8, 16), hidden=32), sync, args.batch_size,
+                out_dir=args.out, progress=False,
+            )  # fmt: skip
+            trainer.fit(train, test, args.epochs, resume=args.resume)
+        finally:
+            sync.close()
+    if not trainer.history:  # a resume past --epochs: "nothing left to do", as the others say
+        print_last_epoch(trainer, args.out)
+        return
+    last = trainer.history[-1]
+    print_result(
+        f"test accuracy {last['test_acc']:.4f} (loss {last['test_loss']:.4f}) after epoch "
+        f"{last['epoch']}, gradient norm {sync.last_norm:.3f} (max {sync.max_norm:g})",
+        epoch=last["epoch"], test_acc=last["test_acc"], test_loss=last["test_loss"],
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    dist.run_main(main)  # a malformed environment, or several ranks: one line and exit 1

@@ -1,0 +1,145 @@
+"""``examples/own_sync.py``: a sync strategy of one's own (global-norm gradient clipping, the
+updates made at ``finish_step``), written from the contract in docs/architecture.md and
+checked against LocalSync, against clipped SGD computed here in numpy, as a script, and
+through a checkpoint and resume. The float64 LeNet of the MPI tests, trained for real."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from distconv.arg import Arg
+from distconv.optim import create_optimizer
+from distconv.sync.base import SyncError
+from distconv.sync.local import LocalSync
+from distconv.trainer import Trainer
+from tests.child_env import REPO_ROOT, child_env
+from tests.mpi.common import global_batches, one_step, small_lenet, train, trainer_data, weights
+
+EXAMPLE = REPO_ROOT / "examples" / "own_sync.py"
+_spec = importlib.util.spec_from_file_location("own_sync_example", EXAMPLE)
+EX = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(EX)
+
+
+def _relative_gap(ours: dict[str, np.ndarray], theirs: dict[str, np.ndarray]) -> float:
+    """``|a - b| / |b|``, each the norm over every parameter at once (a bias may be all 0)."""
+    assert ours.keys() == theirs.keys()
+    a, b = (np.concatenate([w[k].ravel() for k in sorted(w)]) for w in (ours, theirs))
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def test_an_infinite_max_norm_trains_as_local_sync_does():
+    """Nothing clipped, the updates made at finish_step instead of during backward: Adam's
+    steps are LocalSync's (its state carried over four steps, the last one uneven)."""
+    ends = {}
+    for name, sync in [
+        ("local", LocalSync(create_optimizer("adam", lr=0.01))),
+        ("clip", EX.GlobalNormClipSync(create_optimizer("adam", lr=0.01), math.inf)),
+    ]:
+        net = small_lenet(seed=3)
+        start = weights(net)
+        sync.setup(net.parameters())
+        train(net, sync)
+        ends[name] = weights(net)
+        assert sync.state["fc2.weight"]["step"] == 4  # the state LocalSync keeps, moved
+    assert _relative_gap(ends["local"], start) > 1e-3  # they trained
+    assert _relative_gap(ends["clip"], ends["local"]) <= 1e-12
+
+
+def test_one_clipped_step_is_sgd_on_the_mean_gradient_scaled_to_max_norm():
+    """One step from the same weights: the gradients summed over the batch (a backward with a
+    callback that keeps them), averaged, scaled by ``max_norm / norm`` over every parameter,
+    and subtracted times the learning rate, all here in numpy."""
+    x, y = next(global_batches())
+    net = small_lenet(seed=3)
+    net.forward({"image": Arg(x, needs_grad=False), "label": Arg(ids=y, needs_grad=False)})
+    net.backward(lambda param: None, loss="loss", loss_scale=len(y))
+    mean = {p.name: p.grad / len(y) for p in net.parameters()}
+    norm = math.sqrt(sum(float((g * g).sum()) for g in mean.values()))
+    lr, max_norm = 0.5, norm / 4  # a quarter of the step
+    expected = {p.name: p.value - lr * (max_norm / norm) * mean[p.name] for p in net.parameters()}
+
+    net = small_lenet(seed=3)
+    sync = EX.GlobalNormClipSync(create_optimizer("sgd", lr=lr), max_norm)
+    sync.setup(net.parameters())
+    one_step(net, sync, x, y)
+    assert sync.last_norm == pytest.approx(norm, rel=1e-12)
+    assert _relative_gap(weights(net), expected) <= 1e-12
+    assert all(not p.grad.any() for p in net.parameters())  # left zero, as the contract says
+
+
+def test_a_gradient_outside_a_step_or_after_close_is_refused_and_an_abandoned_step_is_not():
+    """The held gradients are refused where LocalSync refuses its own; a step abandoned before
+    its finish_step updated nothing, so the next one starts (LocalSync's own refusal of a step
+    applied in part would have named it)."""
+    net = small_lenet(seed=3)
+    sync = EX.GlobalNormClipSync(create_optimizer("sgd", lr=0.1), 1.0)
+    sync.setup(net.parameters())
+    before = weights(net)
+    param = net.parameters()[0]
+    with pytest.raises(SyncError, match=f"gradient of '{param.name}' arrived outside a step"):
+        sync.on_gradient(param)
+    x, y = next(global_batches())
+    sync.start_step(len(y))
+    net.forward({"image": Arg(x, needs_grad=False), "label": Arg(ids=y, needs_grad=False)})
+    net.backward(sync, loss="loss", loss_scale=len(y))
+    sync.abandon_step()
+    assert _relative_gap(weights(net), before) == 0  # nothing applied
+    with pytest.raises(SyncError, match=f"gradient of '{param.name}' arrived outside a step"):
+        sync.on_gradient(param)  # after abandon_step, as LocalSync says it
+    for p in net.parameters():
+        p.grad[...] = 0  # what the next setup would do
+    one_step(net, sync, x, y)
+    assert _relative_gap(weights(net), before) > 0
+    sync.start_step(len(y))
+    sync.close()  # a step's backward still running
+    with pytest.raises(SyncError, match=f"gradient of '{param.name}' arrived after close"):
+        sync.on_gradient(param)
+
+
+def _fit(out, epochs: int, resume: bool = False) -> dict[str, np.ndarray]:
+    """Momentum, clipped hard (every step), 3 steps an epoch, a checkpoint after each."""
+    sync = EX.GlobalNormClipSync(create_optimizer("momentum", lr=0.1), 0.05)
+    trainer = Trainer(small_lenet(seed=3), sync, 16, out_dir=out, progress=False)
+    trainer.fit(trainer_data(), epochs=epochs, resume=resume)
+    assert sync.last_norm > sync.max_norm  # the steps were clipped
+    return weights(trainer.network)
+
+
+def test_a_resumed_run_ends_with_the_weights_of_one_never_stopped(tmp_path):
+    """Its state is LocalSync's (the velocity): saved and restored, a run stopped after its
+    first epoch and resumed ends where one that went straight through does."""
+    straight = _fit(tmp_path / "straight", 2)
+    _fit(tmp_path / "stopped", 1)
+    resumed = _fit(tmp_path / "stopped", 2, resume=True)
+    assert _relative_gap(resumed, straight) <= 1e-12
+    assert _relative_gap(straight, _fit(None, 1)) > 1e-3  # the second epoch moved them
+
+
+@pytest.mark.timeout(60)
+def test_the_script_trains_on_the_digits_and_prints_its_accuracy(tmp_path):
+    """``python examples/own_sync.py --epochs 1``: exit 0 and one closing line, the test
+    accuracy the run's metrics recorded, well above a guess's 0.1."""
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--epochs", "1", "--max-norm", "1", "--out", "run"],
+        env=child_env(OMP_NUM_THREADS="1"), cwd=tmp_path, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    said = re.fullmatch(
+        r"test accuracy (0\.\d{4}) \(loss \d+\.\d{4}\) after epoch 1, gradient norm \d+\.\d{3} "
+        r"\(max 1\)\n",
+        proc.stdout,
+    )
+    assert said, proc.stdout
+    (record,) = [line for line in (tmp_path / "run" / "metrics.jsonl").open() if '"epoch"' in line]
+    assert float(said[1]) == pytest.approx(float(re.search(r'"test_acc": ([\d.]+)', record)[1]),
+                                           abs=5e-5)  # fmt: skip
+    assert float(said[1]) > 0.3
