@@ -190,7 +190,14 @@ def _placement(
             "JOB_COMPLETION_INDEX): each would train as rank 0; give --rank too"
         )
     source = "flags" if ("rank" in flags or "world_size" in flags) else base.source
-    return Placement(source, rank, world, local, f"rank={rank}, world_size={world}")
+    names = f"rank={rank}, world_size={world}"
+    if found is not None and ("rank" in flags) != ("world_size" in flags):
+        # one number from a flag, the other from the environment: the message said both were
+        # the flags' ("from rank=1, world_size=1 (flags)" where only --world-size was given)
+        env_key, flag_key = ("world_size", "rank") if "rank" in flags else ("rank", "world_size")
+        value = {"rank": rank, "world_size": world}
+        names = f"{env_key}={value[env_key]} ({found.source}) and {flag_key}={value[flag_key]}"
+    return Placement(source, rank, world, local, names)
 
 
 def _flag_int(flags: Mapping[str, Any], key: str, default: int | None) -> int | None:

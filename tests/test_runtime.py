@@ -235,6 +235,18 @@ def test_roles_servers_keys_and_job_id_from_env_and_flags():
         ({"PMI_SIZE": "2"}, None, "PMI_SIZE is set but PMI_RANK is not"),
         ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "5"}, None, "local rank 5 is out of range"),
         ({}, {"rank": 4, "world_size": 4}, "rank 4 is out of range.*rank=4, world_size=4"),
+        # one number from a flag, the other from the environment: each named by its source
+        (
+            {"RANK": "1", "WORLD_SIZE": "2"},
+            {"world_size": 1},
+            r"rank 1 is out of range for world size 1 \(need 0 <= rank < world size\), "
+            r"from rank=1 \(distconv\) and world_size=1 \(flags\)$",
+        ),
+        (
+            {"RANK": "1", "WORLD_SIZE": "2"},
+            {"rank": 3},
+            r"from world_size=2 \(distconv\) and rank=3 \(flags\)$",
+        ),
         ({}, {"rank": "two"}, "--rank must be an integer, got 'two'"),
         ({}, {"ranks": 1}, r"unknown runtime flag\(s\) \['ranks'\]"),
         ({"DISTCONV_ROLE": "chief"}, None, "DISTCONV_ROLE must be one of worker, server"),
