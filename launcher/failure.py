@@ -259,18 +259,26 @@ def _said(tail: Sequence[str]) -> list[str]:
     return [rank_text(line)[1] for line in tail]
 
 
-def write_report(
-    path: Path, failure: Failure, max_restarts: int, then: str | None
-) -> tuple[str, Path | None]:
-    """``failure`` as ``failure.json`` at ``path``, whole or not at all (written beside it,
-    then renamed); ``then``: what came after it (a signal, a restart that could not start).
-    Returns what the report's last line says: where it is, or why it was not written (a full
-    disk: the report on stderr is all there is, not lost); and ``path`` where it was written,
-    else None (what a notice of the report's message dropped names)."""
+def report_entry(failure: Failure, max_restarts: int, then: str | None) -> dict:
+    """``failure``'s report as ``failure.json`` holds it (each line of ``restarts.jsonl`` too:
+    :mod:`launcher.restarts`): its fields, ``max_restarts``, the ``time`` now, and ``then``,
+    what came after it (a signal, a restart, a restart that could not start), or None."""
     entry = {**asdict(failure), "max_restarts": max_restarts, "time": time.time()}
     entry["then"] = then
     del entry["stopped"], entry["named"]  # fields docs/operations.md does not list: the
     # headline says them (exit_code and signal null: the launcher's stop ended it)
+    return entry
+
+
+def write_report(
+    path: Path, failure: Failure, max_restarts: int, then: str | None
+) -> tuple[str, Path | None]:
+    """``failure`` as ``failure.json`` at ``path`` (:func:`report_entry`), whole or not at all
+    (written beside it, then renamed); ``then``: what came after it (a signal, a restart that
+    could not start). Returns what the report's last line says: where it is, or why it was not
+    written (a full disk: the report on stderr is all there is, not lost); and ``path`` where
+    it was written, else None (what a notice of the report's message dropped names)."""
+    entry = report_entry(failure, max_restarts, then)
     tmp = path.with_suffix(".json.tmp")
     try:
         tmp.write_text(json.dumps(entry, indent=2) + "\n")

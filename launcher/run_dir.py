@@ -1,6 +1,6 @@
-"""The run directory a job writes its logs, keys and ``failure.json`` in: a refusal of it, or
-of what the launcher makes in it, is one line naming the flags that choose another, never
-Python's ``[Errno N] ...: 'PATH'``."""
+"""The run directory a job writes its logs, keys, ``failure.json`` and ``restarts.jsonl`` in: a
+refusal of it, or of what the launcher makes in it, is one line naming the flags that choose
+another, never Python's ``[Errno N] ...: 'PATH'``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from distconv.files import describe_os_error, folder_problem
 
 from .commands import LaunchError
+from .restarts import RESTARTS_NAME
 from .shown import shown
 
 
@@ -35,8 +36,11 @@ def make_run_dir(run_dir: Path) -> None:
 
 
 def clear_run_dir(run_dir: Path) -> None:
-    """Make ``run_dir``'s ``logs`` folder where missing and remove the ``failure.json`` of a
-    run before, in a run directory made already (:func:`make_run_dir`).
+    """Make ``run_dir``'s ``logs`` folder where missing and remove the ``failure.json`` and
+    ``restarts.jsonl`` (:mod:`launcher.restarts`) of a run before, in a run directory made
+    already (:func:`make_run_dir`), so that what is there describes this launch. A folder
+    where ``restarts.jsonl`` goes is no launch's record, and is left: each line the launch
+    cannot write there is a warning, not a refusal (the record is not worth the job).
 
     Raises:
         LaunchError: one of them is in the way (``logs`` a file, ``failure.json`` a folder) or
@@ -46,6 +50,10 @@ def clear_run_dir(run_dir: Path) -> None:
     try:
         logs.mkdir(exist_ok=True)
         (run_dir / "failure.json").unlink(missing_ok=True)
+        try:
+            (run_dir / RESTARTS_NAME).unlink(missing_ok=True)
+        except IsADirectoryError:  # no launch's record (a link to one is removed): left
+            pass
     except OSError as exc:
         path = Path(exc.filename) if exc.filename else run_dir
         problem = (folder_problem(path, shown) if path == logs else None) or (

@@ -7,7 +7,8 @@ The rules (issue 11, "Gang semantics"):
   leaves the group: below).
 - A child that fails (non-zero exit or a signal, or a server that exits while workers run)
   ends the attempt: the others are stopped (below). The job is started again, up to
-  ``max_restarts`` times; then the launcher exits non-zero with a report naming the first
+  ``max_restarts`` times (each failure a restart follows a line of ``<run_dir>/restarts.jsonl``:
+  :mod:`launcher.restarts`); then the launcher exits non-zero with a report naming the first
   failing role and rank, its exit code or signal and the tail of its log, on stderr and as JSON
   in ``<run_dir>/failure.json``.
 - The attempt succeeds when every worker has exited 0; servers still running then are stopped.
@@ -68,6 +69,7 @@ from .held_logs import drain_held
 from .interrupt import STOP_SIGNALS
 from .json_lines import JsonLines
 from .messages import Messages
+from .restarts import RestartRecord
 from .run_dir import clear_run_dir, make_run_dir
 from .settle import blamed, settle
 from .shown import shown
@@ -87,7 +89,7 @@ class Supervisor:
     """Runs a job's children as a gang, with restarts and a failure report.
 
     Args:
-        run_dir: where ``logs/<role>-<rank>.log`` and ``failure.json`` go.
+        run_dir: where ``logs/<role>-<rank>.log``, ``failure.json``, ``restarts.jsonl`` go.
         grace: seconds between SIGTERM and SIGKILL when stopping children.
         out: where prefixed child lines go (default: the launcher's stdout).
         err: where the launcher's own messages and the failure report go (default stderr).
@@ -95,6 +97,7 @@ class Supervisor:
         settle: seconds a first failure that is a victim (exit 75) waits for its cause.
         lines: writes every line as a JSON object (children's and the launcher's); None:
             children's lines behind their prefix, messages behind ``distconv-launch:``.
+        job_id: the job's, named by the line a job that restarts saved ends with (None: "the job").
     """
 
     def __init__(
@@ -106,6 +109,7 @@ class Supervisor:
         poll: float = 0.05,
         settle: float = SETTLE_SECONDS,
         lines: JsonLines | None = None,
+        job_id: str | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.grace = grace
@@ -114,6 +118,7 @@ class Supervisor:
         self.poll_interval = poll
         self.settle = settle
         self.lines = lines
+        self.job_id = job_id
         self._lock = threading.Lock()  # the children's lines on ``out``
         # the launcher's messages: through the children's queue where ``err`` is ``out``'s file
         self.messages = Messages(self.err, lines)
@@ -133,6 +138,8 @@ class Supervisor:
 
     def run(self, build: Callable[[int], list[ChildSpec]], max_restarts: int = 0) -> int:
         """Run the job until it succeeds, runs out of restarts, or the launcher is signalled.
+        Each failure a restart follows is a line of ``<run_dir>/restarts.jsonl``
+        (:class:`RestartRecord`), which a job that succeeds after restarts ends naming.
 
         Args:
             build: the children of attempt ``restart`` (0 first), called once per attempt so
@@ -147,7 +154,8 @@ class Supervisor:
         self.claim()
         previous: dict[int, object] = {}
         try:  # a run directory refused here is let go as well
-            clear_run_dir(self.run_dir)  # logs/, and no failure.json of a run before
+            clear_run_dir(self.run_dir)  # logs/, no failure.json, restarts.jsonl of a run before
+            record = RestartRecord(self.run_dir, self.say)
             previous = self._arrivals.catch()
             failed = partial(self.say, level="error")  # a full disk: said at once, on stderr
             notice = partial(self.messages.line, level="warning")
@@ -172,6 +180,7 @@ class Supervisor:
                     return failure.status if stop is None else 128 + stop
                 if self._signals and self._finished:  # came while the servers were stopping
                     self.say(f"got {signal_name(self._signals[0])} after the job had finished")
+                    record.finish(self.job_id)
                     return 0
                 if self._signals:  # also when it came while a failed attempt was stopping
                     stopped = f"stopped by {signal_name(self._signals[0])}"
@@ -180,6 +189,7 @@ class Supervisor:
                     self.say(stopped)
                     return 128 + self._signals[0]
                 if failure is None:
+                    record.finish(self.job_id)  # where restarts saved it: what they recovered from
                     return 0
                 if restart < max_restarts and failure.different_jobs:
                     # the same command would only stop on it again: why, in failure.json too
@@ -188,9 +198,9 @@ class Supervisor:
                     self._report(failure, max_restarts, then=unused)
                     return failure.status
                 if restart < max_restarts:
-                    attempt = f"{restart + 1} of {max_restarts}"
-                    said = failure.describe() + failure.stopped_too()
-                    self.say(f"{said}; restarting the job ({attempt})")
+                    then = f"restarting the job ({restart + 1} of {max_restarts})"
+                    self.say(f"{failure.describe()}{failure.stopped_too()}; {then}")
+                    record.add(failure, max_restarts, then)  # before the restart starts
             self._report(failure, max_restarts)
             return failure.status
         finally:
