@@ -15,7 +15,8 @@ under ``distconv-launch``::
 
 ``init`` picks the transport from the runtime when not told: a parameter server when servers
 are listed (``DISTCONV_PSERVERS``), MPI when ``mpiexec`` started the process with more than one
-rank, and a single local process otherwise.
+rank, and a single local process otherwise. A strategy of one's own is made by what ``sync``
+names, from the optimizer: ``dist.init("sgd", lr=0.1, sync=lambda opt: MySync(opt, 1.0))``.
 
 ``run_main(main)`` (:mod:`distconv.script_main`, given here too) ends such a script as
 ``distconv train`` ends: a user's error (a malformed environment, ranks that run different
@@ -37,6 +38,7 @@ from distconv.kernels.parallel import num_threads
 from distconv.launch_env import stop_with_launcher
 from distconv.logs import configure_logging
 from distconv.optim import OPTIMIZERS, Optimizer, create_optimizer
+from distconv.own_strategy import SyncFactory, build_own_sync, named
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
 from distconv.script_main import mpi_launcher_size, note_log_format
 from distconv.script_main import run_main as run_main  # dist.run_main(main), as it always was
@@ -54,7 +56,7 @@ ENV_INSECURE = "DISTCONV_INSECURE"
 def init(
     optimizer: Optimizer | str = "sgd",
     *,
-    sync: str | None = None,
+    sync: str | SyncFactory | None = None,
     flags: Mapping[str, Any] | None = None,
     log_format: str | None = "text",
     sync_options: Mapping[str, Any] | None = None,
@@ -68,7 +70,14 @@ def init(
 
     Args:
         optimizer: an optimizer, or the name of one built with ``hyperparameters``.
-        sync: ``"local"``, ``"pserver"`` or ``"mpi"``; None chooses from the runtime.
+        sync: ``"local"``, ``"pserver"`` or ``"mpi"``; None chooses from the runtime; or a
+            callable that makes a strategy of one's own from the optimizer (its class, or
+            ``lambda opt: MySync(opt, max_norm)``), called once everything before a transport
+            is built has run (the checks, the runtime, logging, the kernels' settings). What
+            it returns must be a :class:`SyncStrategy` whose rank and world size are the
+            runtime's, where flags or the environment give them (as for ``"mpi"``): one of
+            world size 1 under an MPI launcher of several ranks is refused too, and a
+            strategy refused is closed first.
         flags: explicit runtime settings (``rank``, ``world_size``, ``pservers``, ...), which
             override the environment.
         log_format: ``"text"`` or ``"json"``; None leaves logging alone.
@@ -79,7 +88,8 @@ def init(
             Without ``insecure``, ``DISTCONV_INSECURE=1`` (``distconv-launch local
             --insecure``) stands for ``insecure=True`` to a parameter server, unless ``flags``
             give keys.
-            ``insecure`` beside ``DISTCONV_KEYS`` drops the keys, and says so.
+            ``insecure`` beside ``DISTCONV_KEYS`` drops the keys, and says so. Refused beside
+            a callable ``sync``, which makes its strategy with its own settings.
         **hyperparameters: for an optimizer given by name (``lr=0.01``); refused beside an
             optimizer built already.
 
@@ -90,13 +100,18 @@ def init(
 
     Raises:
         RuntimeConfigError: the environment is inconsistent or a setting in it malformed, or
-            the transport's rank and world size disagree with it.
+            the rank and world size of the transport (or of the strategy ``sync`` makes)
+            disagree with it.
         ValueError: a ``sync_options`` key no transport takes, or a bad value.
         TypeError: ``optimizer`` is neither an optimizer nor the name of one,
-            ``hyperparameters`` beside an optimizer (built already: they would be dropped), or
-            ``flags`` or ``sync_options`` not a mapping.
+            ``hyperparameters`` beside an optimizer (built already: they would be dropped),
+            ``flags`` or ``sync_options`` not a mapping, ``sync`` neither a name nor a
+            callable (or a strategy made already), ``sync_options`` beside a callable, or a
+            callable that returns no :class:`SyncStrategy` (or one whose base ``__init__``
+            never ran).
     """
     _check_arguments(optimizer, hyperparameters, flags=flags, sync_options=sync_options)
+    _check_sync(sync, sync_options)
     note_log_format(log_format)  # run_main's line for an error before the log is set up heeds it
     runtime = detect_runtime(flags)
     start_training_process()
@@ -104,6 +119,8 @@ def init(
         configure_logging(runtime, fmt=log_format)
     if isinstance(optimizer, str):
         optimizer = create_optimizer(optimizer, **hyperparameters)
+    if callable(sync):
+        return build_own_sync(sync, optimizer, runtime)
     kind = sync or choose_transport(runtime)
     return build_sync(kind, optimizer, runtime, dict(sync_options or {}))
 
@@ -130,6 +147,32 @@ def _check_arguments(optimizer: Any, hyperparameters: Mapping[str, Any], **mappi
                 f"init: {name} must be a mapping (a dict: {{'rank': 1}}), got "
                 f"{type(value).__name__} {value!r:.60}"
             )
+
+
+def _check_sync(sync: Any, sync_options: Mapping[str, Any] | None) -> None:
+    """Refuse a ``sync`` that :func:`init` cannot use, before anything is read or connected,
+    as :func:`_check_arguments` does: a strategy made already (callable, since it takes
+    gradients: it would be handed the optimizer as one), what is neither a name nor a callable
+    (an unknown transport, found only after connecting), and ``sync_options`` beside a
+    callable, which makes its strategy with its own settings (they would be dropped)."""
+    if isinstance(sync, SyncStrategy):
+        name = type(sync).__name__
+        raise TypeError(
+            f"init: sync is a {name} made already: pass what makes one from the optimizer "
+            f"(sync={name}, or sync=lambda opt: {name}(opt, ...))"
+        )
+    if not (sync is None or isinstance(sync, str) or callable(sync)):
+        raise TypeError(
+            f"init: sync must be a transport name ({', '.join(map(repr, TRANSPORT_OPTIONS))}) "
+            "or a callable that makes a SyncStrategy from the optimizer, got "
+            f"{type(sync).__name__} {sync!r:.60}"
+        )
+    if callable(sync) and sync_options:
+        raise TypeError(
+            f"init: sync_options {sorted(sync_options)} are for a transport given by name; "
+            f"sync={named(sync)} makes a strategy with its own settings: give them to it "
+            "(sync=lambda opt: MySync(opt, timeout=5))"
+        )
 
 
 def _insecure_from_env(runtime: Runtime) -> bool:
