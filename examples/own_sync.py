@@ -5,17 +5,19 @@ Global-norm clipping (``torch.nn.utils.clip_grad_norm_``) cannot: one factor sca
 gradient, and it depends on all of them. So this strategy holds each gradient in
 ``on_gradient`` and hands it to ``LocalSync.on_gradient`` in ``finish_step``, which keeps
 LocalSync's averaging, zeroing, optimizer state, checkpoints (``--out``, ``--resume``) and
-refusals (docs/architecture.md, "A strategy of your own: an example")::
+refusals (docs/architecture.md, "A strategy of your own: an example"). ``dist.init`` makes it
+(``sync=`` a callable taking the optimizer) after the runtime checks, logging and kernel
+settings every script gets::
 
     python examples/own_sync.py --epochs 3 --max-norm 1.0
 
-It trains alone, as LocalSync does. Across ranks the norm is that of the gradients summed over
-the ranks (divided by their examples summed), known once they are allreduced: each rank then
-computes the same factor. The ranks' own squared norms summed with ``allreduce_sum`` are
-another number (``|g0 + g1|^2`` is not ``|g0|^2 + |g1|^2``), right only where each rank holds
-a part of the parameters. ``MPISync`` updates each bucket as soon as it is reduced, with no
-public seam before the first update: such a strategy subclasses ``SyncStrategy`` and
-allreduces the gradients itself.
+It trains alone, as LocalSync does: under ``mpiexec -n 2`` init refuses it on every rank.
+Across ranks the norm is that of the gradients summed over the ranks (divided by their examples
+summed), known once they are allreduced: each rank then computes the same factor. The ranks'
+own squared norms summed with ``allreduce_sum`` are another number (``|g0 + g1|^2`` is not
+``|g0|^2 + |g1|^2``), right only where each rank holds a part of the parameters. ``MPISync``
+updates each bucket as soon as it is reduced, with no public seam before the first update: such
+a strategy subclasses ``SyncStrategy`` and allreduces the gradients itself.
 """
 
 from __future__ import annotations
@@ -105,10 +107,9 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    # the runtime, logging and kernel settings as every script has them; several ranks refused
-    local = dist.init("sgd", lr=args.lr, sync="local")
-    sync = GlobalNormClipSync(local.optimizer, args.max_norm)
-    local.close()
+    # the runtime, logging and kernel settings as every script has them, then the strategy,
+    # made from the optimizer init builds; several ranks refused (it trains alone)
+    sync = dist.init("sgd", lr=args.lr, sync=lambda opt: GlobalNormClipSync(opt, args.max_norm))
     train, test = load_digits(seed=0)
     set_seed(0)
     with refusals(parser):  # a run already in --out and no --resume: one line, not a traceback

@@ -1,7 +1,8 @@
 """``examples/own_sync.py``: a sync strategy of one's own (global-norm gradient clipping, the
 updates made at ``finish_step``), written from the contract in docs/architecture.md and
 checked against LocalSync, against clipped SGD computed here in numpy, as a script, and
-through a checkpoint and resume. The float64 LeNet of the MPI tests, trained for real."""
+through a checkpoint and resume. The float64 LeNet of the MPI tests, trained for real. Made by
+``dist.init(sync=...)``, it is refused on ranks of several, in one line on each."""
 
 from __future__ import annotations
 
@@ -20,7 +21,16 @@ from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
 from tests.child_env import REPO_ROOT, child_env
-from tests.mpi.common import global_batches, one_step, small_lenet, train, trainer_data, weights
+from tests.mpi.common import (
+    NEEDS_MPIEXEC,
+    global_batches,
+    one_step,
+    run_mpi,
+    small_lenet,
+    train,
+    trainer_data,
+    weights,
+)
 
 EXAMPLE = REPO_ROOT / "examples" / "own_sync.py"
 _spec = importlib.util.spec_from_file_location("own_sync_example", EXAMPLE)
@@ -143,3 +153,28 @@ def test_the_script_trains_on_the_digits_and_prints_its_accuracy(tmp_path):
     assert float(said[1]) == pytest.approx(float(re.search(r'"test_acc": ([\d.]+)', record)[1]),
                                            abs=5e-5)  # fmt: skip
     assert float(said[1]) > 0.3
+
+
+@pytest.mark.timeout(60)
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+def test_under_mpiexec_every_rank_stops_in_one_line_naming_the_strategy(tmp_path):
+    """``mpiexec -n 2 python -m mpi4py examples/own_sync.py``: the strategy trains alone, so
+    init refuses it on each rank, naming it and both ranks and sizes (the LocalSync it was
+    made beside was refused instead, told to use sync='pserver' or 'mpi', no setting of this
+    script), and the job ends non-zero before any training (no --out written)."""
+    done = run_mpi(
+        ["-n", "2", sys.executable, "-m", "mpi4py", str(EXAMPLE), "--epochs", "1", "--out",
+         str(tmp_path / "run")],
+        timeout=30,
+    )  # fmt: skip
+    assert done.returncode != 0 and done.stdout == "", (done.stdout, done.stderr)
+    said = re.compile(
+        r"own_sync\.py: error: GlobalNormClipSync says rank 0 of 1, but the environment "
+        r"\((?:pmi|openmpi)\) says rank ([01]) of 2; it trains alone: start one process .*"
+    )
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    ranks = sorted(m[1] if (m := said.fullmatch(line)) else line for line in errors)
+    assert ranks == ["0", "1"], done.stderr  # each rank's line, once
+    assert "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "run").exists()
