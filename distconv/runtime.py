@@ -191,12 +191,13 @@ def _placement(
         )
     source = "flags" if ("rank" in flags or "world_size" in flags) else base.source
     names = f"rank={rank}, world_size={world}"
-    if found is not None and ("rank" in flags) != ("world_size" in flags):
-        # one number from a flag, the other from the environment: the message said both were
-        # the flags' ("from rank=1, world_size=1 (flags)" where only --world-size was given)
+    if ("rank" in flags) != ("world_size" in flags):
+        # one number from a flag, the other from the environment or the default: the message
+        # said both were the flags' ("from rank=1, world_size=1 (flags)" where only
+        # --world-size was given, or only --rank, the world size of 1 being the default's)
         env_key, flag_key = ("world_size", "rank") if "rank" in flags else ("rank", "world_size")
         value = {"rank": rank, "world_size": world}
-        names = f"{env_key}={value[env_key]} ({found.source}) and {flag_key}={value[flag_key]}"
+        names = f"{env_key}={value[env_key]} ({base.source}) and {flag_key}={value[flag_key]}"
     return Placement(source, rank, world, local, names)
 
 

@@ -247,6 +247,14 @@ def test_roles_servers_keys_and_job_id_from_env_and_flags():
             {"rank": 3},
             r"from world_size=2 \(distconv\) and rank=3 \(flags\)$",
         ),
+        # one number from a flag, the other the default (nothing set): not the flags'
+        (
+            {},
+            {"rank": 3},
+            r"rank 3 is out of range for world size 1 \(need 0 <= rank < world size\), "
+            r"from world_size=1 \(default\) and rank=3 \(flags\)$",
+        ),
+        ({}, {"world_size": 0}, r"got 0 from rank=0 \(default\) and world_size=0 \(flags\)$"),
         ({}, {"rank": "two"}, "--rank must be an integer, got 'two'"),
         ({}, {"ranks": 1}, r"unknown runtime flag\(s\) \['ranks'\]"),
         ({"DISTCONV_ROLE": "chief"}, None, "DISTCONV_ROLE must be one of worker, server"),
