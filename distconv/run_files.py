@@ -32,6 +32,8 @@ _MANIFEST = re.compile(
     r"\.?(step-\d{8,}\.json(\.unusable)?|pserver-shard\d+-step(\d+|last)\.safetensors)"
     r"(\..+\.tmp)?"
 )
+#: the temporary file of a manifest's write that a crash cut short: no manifest yet
+_MANIFEST_WRITE = re.compile(r"\.step-\d{8,}\.json\.[0-9a-f]+\.tmp")
 
 
 def foreign_checkpoints(root: Path) -> list[str]:
@@ -78,13 +80,16 @@ def has_content(path: Path) -> bool:
 def holds_checkpoints(root: Path) -> bool:
     """Whether a run's checkpoints folder ``root`` holds anything but what a first checkpoint
     cut short (SIGKILL, a second Ctrl-C) leaves: a step directory no manifest names, holding
-    at most the chief's part, whole or not. That is no checkpoint, so no run."""
+    at most the chief's part, whole or not, and the temporary file of its manifest's write
+    (killed before the rename, which no scan reads). That is no checkpoint, so no run."""
     if not root.is_dir():  # a link to one is read through (checkpoints on a larger disk)
         return has_content(root)
     return any(not _cut_short(entry) for entry in root.iterdir())
 
 
 def _cut_short(entry: Path) -> bool:
+    if _MANIFEST_WRITE.fullmatch(entry.name):
+        return entry.is_file() and not entry.is_symlink()
     if not (STEP_DIR.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink()):
         return False
     return not named_by_manifest(entry) and all(_PART.fullmatch(f.name) for f in entry.iterdir())

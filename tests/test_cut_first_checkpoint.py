@@ -11,6 +11,11 @@ directory no manifest names, holding only the chief's part (whole or cut short),
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -19,6 +24,7 @@ from distconv.parameter import Parameter
 from distconv.resume import Position, StepCheckpoints
 from distconv.run_dir import RunDirectory
 from distconv.sync.local import LocalSync
+from tests.child_env import child_path
 
 
 class CutAtShards(LocalSync):
@@ -77,3 +83,41 @@ def test_a_step_directory_a_manifest_names_or_holding_other_files_is_a_run(tmp_p
     (step.parent / "step-00000169.json").unlink()
     (step.parent / "other").mkdir()
     assert RunDirectory(tmp_path).holds_run()
+
+
+#: the first start SIGKILLs itself while writing its first checkpoint's manifest: its chief's
+#: part whole, the manifest's temporary file on disk, not yet renamed
+KILL_IN_MANIFEST = """
+import os, signal
+if os.environ.get("KILL_IN_MANIFEST") == "1":
+    from distconv import files
+    def die(path):
+        if path.name.startswith("step-") and path.name.endswith(".json"):
+            os.kill(os.getpid(), signal.SIGKILL)
+    files.write_hook = die
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_train_killed_while_writing_its_first_manifest_leaves_no_run(tmp_path):
+    """``distconv train --checkpoint-every 5`` SIGKILLed inside its first checkpoint's manifest
+    write leaves ``.step-00000005.json.<random>.tmp`` beside the step directory: no manifest
+    (a scan reads none), so no checkpoint, and the same command starts afresh."""
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(KILL_IN_MANIFEST)
+    out = tmp_path / "run"
+    train = ("--data", "synthetic", "--epochs", "1", "--batch-size", "16", "--no-progress")
+    argv = [sys.executable, "-m", "distconv", "train", *train, "--checkpoint-every", "5"]
+    argv += ["--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": child_path(inject), "OMP_NUM_THREADS": "1"}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_RESTART", "DISTCONV_LAUNCH"):
+        env.pop(name, None)
+    run = dict(cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    killed = subprocess.run(argv, env={**env, "KILL_IN_MANIFEST": "1"}, **run)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    left = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert left[1:] == ["step-00000005"] and left[0].startswith(".step-00000005.json."), left
+    again = subprocess.run(argv, env=env, **run)
+    assert again.returncode == 0, again.stderr
+    assert RunDirectory(out).latest().step == 24  # 384 synthetic examples / 16, afresh
