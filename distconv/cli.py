@@ -26,6 +26,7 @@ from distconv.messages import debugging, quote_in_errors, quoted_in, say
 from distconv.runtime import Runtime, RuntimeConfigError
 from distconv.stdout_drop import drop_stdout
 from distconv.train_args import add_train
+from distconv.verbosity import add_verbosity, debug_own_lines, log_level, refuse_both
 
 #: failures with a cause the user can act on, by (module, name) where the class is defined;
 #: anything else is a bug and keeps its traceback. Names, not classes: importing the classes
@@ -111,7 +112,7 @@ def run_train(args: argparse.Namespace) -> int:
     refuse_unused_flags(args, args.sync or choose_transport(runtime))
     refuse_local_sync_of_many(args.sync, runtime)
     refuse_probe_flags_without_port(args)
-    configure_logging(runtime, logging.WARNING if args.quiet else logging.INFO, args.log_format)
+    configure_logging(runtime, log_level(args), args.log_format)
     set_device(args.device or device_from_env(), local_rank=runtime.local_rank)
     out = args.out or os.path.join("runs", f"{args.data}-{args.optimizer}-seed{args.seed}")
     probes = {"health_host": args.health_host, "stall_seconds": args.stall_seconds}
@@ -189,9 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="distconv", description="A hackable data-parallel training framework."
     )
     parser.add_argument("--version", action="version", version=f"distconv {__version__}")
-    parser.add_argument(
-        "-q", "--quiet", action="store_true", help="log warnings only (or after the COMMAND)"
-    )
+    add_verbosity(parser, quiet_help="log warnings only (or after the COMMAND)")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_train(subparsers).set_defaults(handler=run_train)
     from distconv.sync.ps.cli import add_keys, add_pserver  # declares flags only; no zmq import
@@ -274,14 +273,17 @@ def _abort_mpi_job(status: int, argv: Sequence[str]) -> None:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    refuse_both(parser, args)
     # a path given with a line break is shown quoted in the error line, not squeezed
     quote_in_errors(v for v in vars(args).values() if isinstance(v, (str, os.PathLike)))
     logging.basicConfig(
-        level=logging.WARNING if args.quiet else logging.INFO,
+        level=log_level(args),
         format="%(asctime)s %(message)s",
         datefmt="%H:%M:%S",
     )
+    debug_own_lines(args)
     fmt = getattr(args, "log_format", None)  # an error before the log is set up heeds it too
     try:
         return args.handler(args)

@@ -18,6 +18,7 @@ from distconv.async_hint import ASYNC_HINT, refuse_own_unknowns
 from distconv.job import TrainConfig
 from distconv.names import DATASET_NAMES, OPTIMIZER_NAMES, TRANSPORT_NAMES
 from distconv.number_text import decimal, int_at_least, integer
+from distconv.verbosity import add_verbosity
 
 _positive_int = int_at_least(1)
 
@@ -113,19 +114,6 @@ def add_resume_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_quiet(p: argparse.ArgumentParser) -> None:
-    """Declare ``-q``/``--quiet`` on a subcommand's parser as well: ``distconv train -q`` means
-    ``distconv -q train``, where users put a flag, after the command. SUPPRESS: ``distconv -q
-    train`` sets it first, and the subcommand's default must not undo that."""
-    p.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        default=argparse.SUPPRESS,
-        help="log warnings only (as distconv -q)",
-    )
-
-
 def add_train(
     subparsers: argparse._SubParsersAction, async_hint: str = ASYNC_HINT
 ) -> argparse.ArgumentParser:
@@ -139,7 +127,7 @@ def add_train(
         description="Train LeNet on a data set, alone or as one worker of a distributed job; "
         "write metrics.jsonl, metrics.png and step checkpoints to --out.",
     )
-    add_quiet(p)
+    add_verbosity(p)
     refuse_own_unknowns(p, async_hint)
     p.add_argument("--data", choices=DATASET_NAMES, default=d.data, help="data set (%(default)s)")
     p.add_argument(

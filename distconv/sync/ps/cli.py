@@ -18,8 +18,9 @@ from distconv.job import TrainConfig
 from distconv.number_text import decimal, integer
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, RuntimeConfigError, job_id_from
 from distconv.sync.ps.limits import DEFAULT_MAX_STALENESS, staleness_in_sync
-from distconv.train_args import add_quiet, not_blank
+from distconv.train_args import not_blank
 from distconv.transport_flags import refuse_probe_flags_without_port
+from distconv.verbosity import add_verbosity
 
 if TYPE_CHECKING:
     from distconv.sync.ps.config import ShardConfig
@@ -162,7 +163,7 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
         type=seconds,
         help=f"/healthz turns 503 when the serving loop is stuck this long ({STALL_SECONDS:g})",
     )
-    add_quiet(p)
+    add_verbosity(p)
     p.set_defaults(handler=functools.partial(run_pserver, parser=p))
     return p
 
@@ -292,7 +293,7 @@ def add_keys(subparsers: argparse._SubParsersAction) -> None:
         "dir", type=folder, help="directory to write (created; existing keys are never replaced)"
     )
     p.add_argument("--workers", type=integer, required=True, help="workers in the job")
-    add_quiet(p)
+    add_verbosity(p)
     p.set_defaults(handler=run_keys)
 
 

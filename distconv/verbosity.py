@@ -1,0 +1,53 @@
+"""How much a ``distconv`` command logs: ``-q`` (warnings only) or ``-v`` (debug lines too),
+given before the command or after it (``distconv -v pserver ...``, ``distconv train -q``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+
+def add_verbosity(p: argparse.ArgumentParser, *, quiet_help: str | None = None) -> None:
+    """Declare ``-q``/``--quiet`` and ``-v``/``--verbose`` on a parser. On a subcommand's
+    (``quiet_help`` None), ``distconv train -q`` means ``distconv -q train``, where users put a
+    flag: after the command. SUPPRESS there: ``distconv -q train`` sets it first, and the
+    subcommand's default must not undo that."""
+    sub = quiet_help is None
+    default = argparse.SUPPRESS if sub else False
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default,
+        help="log warnings only (as distconv -q)" if sub else quiet_help,
+    )
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="log distconv's debug lines too (a parameter-server shard's: each stale push it "
+        "drops, each prune of its checkpoint parts)"
+        + (" (as distconv -v)" if sub else " (or after the COMMAND)"),
+    )
+
+
+def log_level(args: argparse.Namespace) -> int:
+    """The root logger's level ``args`` ask for: WARNING with ``-q``, else INFO (``-v`` too:
+    its debug lines are distconv's own, :func:`debug_own_lines`; matplotlib's font search
+    alone logged 150 lines a run at DEBUG)."""
+    return logging.WARNING if getattr(args, "quiet", False) else logging.INFO
+
+
+def debug_own_lines(args: argparse.Namespace) -> None:
+    """With ``-v``, let distconv's own loggers (``distconv.*``) log their debug lines."""
+    if getattr(args, "verbose", False):
+        logging.getLogger("distconv").setLevel(logging.DEBUG)
+
+
+def refuse_both(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A usage error (exit 2) for ``-q`` before the command and ``-v`` after it, or the other
+    way round: each parser's own exclusion sees only its own flags."""
+    if getattr(args, "quiet", False) and getattr(args, "verbose", False):
+        parser.error("argument -v/--verbose: not allowed with argument -q/--quiet")
