@@ -27,6 +27,7 @@ import math
 
 import distconv.distributed as dist
 from distconv import Trainer
+from distconv.backend import widened
 from distconv.data import load_digits
 from distconv.init import set_seed
 from distconv.models import lenet
@@ -77,8 +78,10 @@ class GlobalNormClipSync(LocalSync):
         held, self._held = self._held, None
         if held is None:  # no step under way: LocalSync's refusal
             return super().finish_step()
-        # the gradients are sums over the step's examples: the norm is that of their mean
-        squares = sum(float((p.grad * p.grad).sum()) for p in held)
+        # the gradients are sums over the step's examples: the norm is that of their mean.
+        # Squared and summed in float32 at least: a 16-bit gradient's squares pass float16's
+        # 65504 (the norm was inf, and the step scaled to nothing)
+        squares = sum(float((g * g).sum()) for g in (widened(p.grad) for p in held))
         self.last_norm = math.sqrt(squares) / max(self.step_examples, 1)
         if self.last_norm > self.max_norm:  # not multiplied by 1.0 otherwise: bit for bit
             for p in held:
