@@ -185,3 +185,60 @@ def test_an_mpi_job_records_what_its_restart_recovered_from(tmp_path):
         "distconv-launch: mpiexec 0 failed with exit code 3; restarting the job (1 of 1)\n"
         + _finished(run, 1)
     ), done.stderr
+
+
+#: attempt 0 puts a folder where its own log goes, then exits 3: restart 1 cannot open it
+BREAKS_ITS_LOG = """\
+import os, sys
+os.remove("run/logs/worker-0.log")
+os.mkdir("run/logs/worker-0.log")
+print("attempt 0 fails", flush=True)
+sys.exit(3)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_restart_that_cannot_start_keeps_its_line_and_failure_json_says_why(tmp_path):
+    """operations.md: the failure still has its line (its ``then`` the restart it was to be),
+    and ``failure.json``, the same failure, says that restart could not start; no line says
+    the job finished."""
+    script, run = tmp_path / "breaks_its_log.py", tmp_path / "run"
+    script.write_text(BREAKS_ITS_LOG)
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--max-restarts", "2", "--run-dir", "run",
+        "--job-id", "j", "--", str(script), cwd=tmp_path, timeout=50,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert job_left(done.env, 5) == {}
+    (entry,) = _lines(run / "restarts.jsonl")
+    report = json.loads((run / "failure.json").read_text())
+    assert (entry["restart"], entry["then"]) == (0, "restarting the job (1 of 2)")
+    assert report["then"].startswith("restart 1 of 2 could not start: cannot start worker-0: ")
+    same = {k: v for k, v in report.items() if k not in ("time", "then")}
+    assert same == {k: v for k, v in entry.items() if k in same}
+    assert "finished after" not in done.stderr, done.stderr
+
+
+#: every attempt stops as ranks of different jobs do: never restarted
+DIFFERENT_JOBS = """\
+import sys
+print("rank 1 and rank 0 run different jobs: config.batch_size: 16 here, 8 there", flush=True)
+sys.exit(1)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_ranks_of_different_jobs_are_not_restarted_and_leave_no_record(tmp_path):
+    """Not restarted, so no line; the launch before's record is cleared all the same."""
+    script, run = tmp_path / "different_jobs.py", tmp_path / "run"
+    script.write_text(DIFFERENT_JOBS)
+    run.mkdir()
+    (run / "restarts.jsonl").write_text('{"restart": 0}\n')  # a launch before's
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--max-restarts", "2", "--run-dir", "run",
+        "--job-id", "j", "--", str(script), cwd=tmp_path, timeout=50,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert job_left(done.env, 5) == {}
+    assert not (run / "restarts.jsonl").exists()
+    assert json.loads((run / "failure.json").read_text())["then"].startswith("not restarting")
