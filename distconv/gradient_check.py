@@ -22,6 +22,8 @@ Layer tests call it for every option; it raises ``AssertionError`` naming the ar
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,7 +158,9 @@ def check_layer_grad(
     """Check ``layer``'s backward against finite differences; see the module docstring.
 
     Args:
-        layer: the layer under test (its parameters are perturbed in place and restored).
+        layer: the layer under test. Its parameters are perturbed in place and put back as
+            they were, however the check ends: values, gradient arrays and their contents,
+            ``static``, ``shared_count`` and the users counted so far in a pass.
         inputs: its inputs; those with ``needs_grad`` are checked too.
         step: finite-difference step, finite and > 0, each entry moved by it as rounded to its
             array's dtype (the derivative is taken along that); when None by the narrower dtype
@@ -188,6 +192,21 @@ def check_layer_grad(
     check_count("elements", elements, 0)
     rng = np.random.default_rng(seed)
     params = layer.parameters()
+    with kept(params):
+        return _check_layer(layer, inputs, params, step, tol, elements, rng, check_static)
+
+
+def _check_layer(
+    layer: Layer,
+    inputs: list[Arg],
+    params: list[Parameter],
+    step: float | None,
+    tol: float | None,
+    elements: int,
+    rng: np.random.Generator,
+    check_static: bool,
+) -> GradCheckReport:
+    """:func:`check_layer_grad` on ``layer``'s ``params``, which it leaves changed."""
     for p in params:  # the layer alone, as a one-layer Network would count its users
         p.shared_count = sum(q is p for q in params)  # (_analytic's zero_grad resets the rest)
     obj = Objective(layer, inputs, rng)
@@ -221,6 +240,25 @@ def check_layer_grad(
     if check_static and params:
         _check_static(layer, obj, params, grads)
     return report
+
+
+@contextmanager
+def kept(params: list[Parameter]) -> Iterator[None]:
+    """Put back on each of ``params`` what a check changes, however the check ends: its value
+    and gradient arrays (the same objects, the gradient's contents too), ``static``, its count
+    of users and the users it has counted in the pass. The check counts the users itself and
+    zeroes the gradient; left so, a weight shared by layers called by hand fired after its
+    first user with part of its gradient, and a gradient accumulated over passes was lost."""
+    saved = {id(p): (p, p.value, p.grad, p.static, p.shared_count, p._pending) for p in params}
+    grads = {key: grad.copy() for key, (_, _, grad, *_) in saved.items() if grad is not None}
+    try:
+        yield
+    finally:
+        for key, (p, value, grad, static, count, pending) in saved.items():
+            p.value, p.grad, p.static, p.shared_count = value, grad, static, count
+            p._pending = pending  # no setter: a pass half counted is rare outside a check
+            if grad is not None:
+                grad[...] = grads[key]
 
 
 def _refuse_not_finite(obj: Objective, params: list[Parameter]) -> None:
