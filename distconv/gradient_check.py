@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from distconv.analytic_pass import analytic_pass, check_fired, refuse_holding_not_finite
 from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.finite_differences import Objective, check_array
@@ -50,90 +51,6 @@ class GradCheckReport:
     @property
     def worst(self) -> float:
         return max(self.diffs.values(), default=0.0)
-
-
-def _analytic(obj: Objective, params: list[Parameter], passes: int) -> tuple[dict, dict]:
-    """Gradients after ``passes`` backward passes from zero, and callback counts per name.
-
-    Raises:
-        AssertionError: a parameter's gradient changed after its callback fired in a pass, or
-            a gradient is not finite.
-        ValueError: a gradient is not finite, and an input or a parameter holds NaN or inf.
-    """
-    for p in params:
-        p.zero_grad()
-    for a in obj.inputs:
-        a.grad = None
-    fired: dict[str, int] = {}
-    at_fire: dict[str, Any] = {}
-    kept: list[tuple[Parameter, Any]] = []
-
-    def callback(p: Parameter) -> None:
-        fired[p.name] = fired.get(p.name, 0) + 1
-        if p.grad is not None:  # a static one has none: _check_static names its firing
-            at_fire[p.name] = (p, p.grad.copy())
-        kept.append((p, p.value.copy()))
-        p.value[...] = np.nan  # in place, as an optimizer changes it: nothing may read it now
-
-    for _ in range(passes):
-        at_fire.clear()
-        for p in params:  # users outside the layer never come: each pass counts afresh
-            p.reset_pending()
-        try:
-            obj.backward(callback)
-        finally:
-            for p, value in reversed(kept):
-                p.value[...] = value
-            kept.clear()
-        for name, (p, grad) in at_fire.items():
-            # NaN at the same places is no addition (a NaN from backward is named below)
-            if not bool(get_array_module(grad).array_equal(grad, p.grad, equal_nan=True)):
-                raise AssertionError(
-                    f"{obj.layer}: parameter {name} fired its callback before its gradient "
-                    "was complete (more was added to it afterwards)"
-                )
-        _check_nothing_read_after_firing(obj, params, list(at_fire))
-    grads = {f"param {p.name}": p.grad.copy() for p in params if not p.static}
-    for i, a in enumerate(obj.inputs):
-        if a.needs_grad:
-            grads[f"input {i}"] = a.grad.copy()
-    return grads, fired
-
-
-def _check_nothing_read_after_firing(
-    obj: Objective, params: list[Parameter], names: list[str]
-) -> None:
-    """Every gradient of the pass is finite: none was computed from a parameter the callback
-    had already had (its value was NaN from then on), nor from an input or a parameter holding
-    NaN or inf (ValueError naming it: an output can be finite where a gradient is not, a
-    ``-inf`` input to a unit a ReLU turns off giving ``-inf * 0``, NaN, in the weight's).
-    A callback is blamed only where a pass whose callbacks leave the values alone gives finite
-    gradients: a NaN that backward itself made is named as such."""
-    bad = _not_finite_grads(obj, params)
-    if not bad:
-        return
-    _refuse_holding_not_finite(obj, params)
-    if names:  # fired: were the NaN values it left read, or did backward make the NaN itself?
-        for p in params:
-            p.zero_grad()  # and its pending count
-        for a in obj.inputs:
-            a.grad = None
-        obj.backward(lambda p: None)
-        if not _not_finite_grads(obj, params):
-            raise AssertionError(
-                f"{obj.layer}: the gradient of {', '.join(bad)} is not finite: computed from a "
-                f"parameter after its callback fired (fired: {names})? The callback may change "
-                "the weight, so compute input gradients before inc_update"
-            )
-    # no value was made NaN, or backward makes it so without: it did, of finite values
-    raise AssertionError(f"{obj.layer}: the gradient of {', '.join(bad)} is not finite")
-
-
-def _not_finite_grads(obj: Objective, params: list[Parameter]) -> list[str]:
-    """The names of the gradients of the pass that hold NaN or inf."""
-    grads = [(f"param {p.name}", p.grad) for p in params if not p.static]
-    grads += [(f"input {i}", a.grad) for i, a in enumerate(obj.inputs) if a.needs_grad]
-    return [name for name, g in grads if not bool(get_array_module(g).isfinite(g).all())]
 
 
 def _targets(obj: Objective, params: list[Parameter]) -> dict[str, tuple[Any, Any]]:
@@ -208,7 +125,7 @@ def _check_layer(
 ) -> GradCheckReport:
     """:func:`check_layer_grad` on ``layer``'s ``params``, which it leaves changed."""
     for p in params:  # the layer alone, as a one-layer Network would count its users
-        p.shared_count = sum(q is p for q in params)  # (_analytic's zero_grad resets the rest)
+        p.shared_count = sum(q is p for q in params)  # (analytic_pass's zero_grad resets the rest)
     obj = Objective(layer, inputs, rng)
     if not (targets := _targets(obj, params)):  # an empty report passed any backward
         raise ValueError(
@@ -220,8 +137,8 @@ def _check_layer(
         _refuse_narrow(layer, name, np.dtype(owner.value.dtype))
     _refuse_not_finite(obj, params)
 
-    grads, fired = _analytic(obj, params, passes=1)
-    _check_fired(layer, params, fired, passes=1)
+    grads, fired = analytic_pass(obj, params, passes=1)
+    check_fired(layer, params, fired, passes=1)
     report = GradCheckReport()
     for name, (owner, _) in targets.items():
         # by the narrower of the output and the array perturbed, not the output alone: a float32
@@ -232,8 +149,8 @@ def _check_layer(
         report.diffs[name] = check_array(  # a given step or tol is > 0, checked above
             obj, owner, grads[name], step or d_step, tol or d_tol, elements, rng, name
         )
-    twice, fired2 = _analytic(obj, params, passes=2)
-    _check_fired(layer, params, fired2, passes=2)
+    twice, fired2 = analytic_pass(obj, params, passes=2)
+    check_fired(layer, params, fired2, passes=2)
     for name, g in grads.items():
         if not bool(get_array_module(g).allclose(twice[name], 2 * g, rtol=1e-5, atol=1e-12)):
             raise AssertionError(f"{layer}: {name}: backward twice did not double the gradient")
@@ -267,19 +184,8 @@ def _refuse_not_finite(obj: Objective, params: list[Parameter]) -> None:
     and no gradient can be judged (each comparison with NaN passed, a wrong gradient too)."""
     if np.isfinite(obj.f0):
         return
-    _refuse_holding_not_finite(obj, params)
+    refuse_holding_not_finite(obj, params)
     raise AssertionError(f"{obj.layer}: its output is not finite (NaN or inf) for finite inputs")
-
-
-def _refuse_holding_not_finite(obj: Objective, params: list[Parameter]) -> None:
-    """ValueError naming the first parameter or input that holds NaN or inf, if one does."""
-    arrays = [(f"param {p.name}", p.value) for p in params]
-    arrays += [(f"input {i}", a.value) for i, a in enumerate(obj.inputs) if a.value is not None]
-    for name, v in arrays:
-        if v.dtype.kind == "f" and not bool(get_array_module(v).isfinite(v).all()):
-            raise ValueError(
-                f"{obj.layer}: {name} holds NaN or inf; finite differences need finite values"
-            )
 
 
 def _refuse_narrow(layer: Layer, what: str, dtype: np.dtype) -> None:
@@ -296,25 +202,12 @@ def _refuse_narrow(layer: Layer, what: str, dtype: np.dtype) -> None:
         )
 
 
-def _check_fired(layer: Layer, params: list[Parameter], fired: dict[str, int], passes: int) -> None:
-    """Each parameter fires once per pass, after all its uses inside ``layer``; a static one
-    never. That each fired with its gradient complete is checked in :func:`_analytic`."""
-    for p in params:
-        want = 0 if p.static else passes
-        got = fired.get(p.name, 0)
-        if got != want:
-            raise AssertionError(
-                f"{layer}: parameter {p.name} fired its callback {got} times in {passes} passes"
-                f" (expected {want})"
-            )
-
-
 def _check_static(layer: Layer, obj: Objective, params: list[Parameter], grads: dict) -> None:
     was = [p.static for p in params]
     try:
         for p in params:
             p.set_static(True)
-        frozen, fired = _analytic(obj, params, passes=1)
+        frozen, fired = analytic_pass(obj, params, passes=1)
         if fired:
             raise AssertionError(f"{layer}: static parameters fired callbacks: {fired}")
         for name, g in frozen.items():
