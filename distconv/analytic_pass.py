@@ -1,4 +1,4 @@
-"""The analytic side of :func:`distconv.gradient_check.check_layer_grad`: the gradients of
+"""The analytic side of :mod:`distconv.gradient_check`'s checks: the gradients of
 backward passes from zero, and the checks of each pass's callbacks (each parameter fires once,
 with its gradient complete, and nothing reads its value after it fires).
 """
@@ -11,7 +11,6 @@ import numpy as np
 
 from distconv.backend import get_array_module
 from distconv.finite_differences import Objective
-from distconv.layers.base import Layer
 from distconv.parameter import Parameter
 
 
@@ -52,14 +51,14 @@ def analytic_pass(obj: Objective, params: list[Parameter], passes: int) -> tuple
             # NaN at the same places is no addition (a NaN from backward is named below)
             if not bool(get_array_module(grad).array_equal(grad, p.grad, equal_nan=True)):
                 raise AssertionError(
-                    f"{obj.layer}: parameter {name} fired its callback before its gradient "
+                    f"{obj.subject}: parameter {name} fired its callback before its gradient "
                     "was complete (more was added to it afterwards)"
                 )
         _check_nothing_read_after_firing(obj, params, list(at_fire))
     grads = {f"param {p.name}": p.grad.copy() for p in params if not p.static}
-    for i, a in enumerate(obj.inputs):
+    for name, a in zip(obj.input_names, obj.inputs):
         if a.needs_grad:
-            grads[f"input {i}"] = a.grad.copy()
+            grads[name] = a.grad.copy()
     return grads, fired
 
 
@@ -84,40 +83,41 @@ def _check_nothing_read_after_firing(
         obj.backward(lambda p: None)
         if not _not_finite_grads(obj, params):
             raise AssertionError(
-                f"{obj.layer}: the gradient of {', '.join(bad)} is not finite: computed from a "
+                f"{obj.subject}: the gradient of {', '.join(bad)} is not finite: computed from a "
                 f"parameter after its callback fired (fired: {names})? The callback may change "
                 "the weight, so compute input gradients before inc_update"
             )
     # no value was made NaN, or backward makes it so without: it did, of finite values
-    raise AssertionError(f"{obj.layer}: the gradient of {', '.join(bad)} is not finite")
+    raise AssertionError(f"{obj.subject}: the gradient of {', '.join(bad)} is not finite")
 
 
 def _not_finite_grads(obj: Objective, params: list[Parameter]) -> list[str]:
     """The names of the gradients of the pass that hold NaN or inf."""
     grads = [(f"param {p.name}", p.grad) for p in params if not p.static]
-    grads += [(f"input {i}", a.grad) for i, a in enumerate(obj.inputs) if a.needs_grad]
+    grads += [(n, a.grad) for n, a in zip(obj.input_names, obj.inputs) if a.needs_grad]
     return [name for name, g in grads if not bool(get_array_module(g).isfinite(g).all())]
 
 
 def refuse_holding_not_finite(obj: Objective, params: list[Parameter]) -> None:
     """ValueError naming the first parameter or input that holds NaN or inf, if one does."""
     arrays = [(f"param {p.name}", p.value) for p in params]
-    arrays += [(f"input {i}", a.value) for i, a in enumerate(obj.inputs) if a.value is not None]
+    arrays += [(n, a.value) for n, a in zip(obj.input_names, obj.inputs) if a.value is not None]
     for name, v in arrays:
         if v.dtype.kind == "f" and not bool(get_array_module(v).isfinite(v).all()):
             raise ValueError(
-                f"{obj.layer}: {name} holds NaN or inf; finite differences need finite values"
+                f"{obj.subject}: {name} holds NaN or inf; finite differences need finite values"
             )
 
 
-def check_fired(layer: Layer, params: list[Parameter], fired: dict[str, int], passes: int) -> None:
-    """Each parameter fires once per pass, after all its uses inside ``layer``; a static one
-    never. That each fired with its gradient complete is checked in :func:`analytic_pass`."""
+def check_fired(subject: str, params: list[Parameter], fired: dict[str, int], passes: int) -> None:
+    """Each parameter fires once per pass, after all its uses inside the layer or network
+    ``subject`` names; a static one never. That each fired with its gradient complete is
+    checked in :func:`analytic_pass`."""
     for p in params:
         want = 0 if p.static else passes
         got = fired.get(p.name, 0)
         if got != want:
             raise AssertionError(
-                f"{layer}: parameter {p.name} fired its callback {got} times in {passes} passes"
+                f"{subject}: parameter {p.name} fired its callback {got} times in {passes} passes"
                 f" (expected {want})"
             )

@@ -1,7 +1,7 @@
-"""The numeric side of :func:`distconv.gradient_check.check_layer_grad`: the scalar it
-differentiates (:class:`Objective`, ``f = sum(output * r)``), its central finite differences
-along a direction, and their comparison with an analytic gradient, judged above the rounding
-of the layer's outputs.
+"""The numeric side of :mod:`distconv.gradient_check`: the scalar it differentiates
+(:class:`Objective`, ``f = sum(output * r)`` of a layer; :class:`NetworkObjective`, the sum
+of a network's loss), its central finite differences along a direction, and their comparison
+with an analytic gradient, judged above the rounding of the outputs.
 """
 
 from __future__ import annotations
@@ -13,18 +13,37 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module, to_host
 from distconv.layers.base import Layer
+from distconv.network import Network
 
 
 class Objective:
-    """``f = sum(layer(*inputs) * r)`` with ``r`` drawn once."""
+    """``f = sum(layer(*inputs) * r)`` with ``r`` drawn once.
+
+    What the checks read of it, the same for :class:`NetworkObjective`: ``subject`` (what the
+    messages name), ``inputs`` and ``input_names``, ``dtype`` (the output's), ``f0``,
+    ``rounding``, :meth:`value` and :meth:`backward`.
+    """
 
     def __init__(self, layer: Layer, inputs: list[Arg], rng: np.random.Generator) -> None:
         self.layer, self.inputs = layer, inputs
-        out = layer.forward(*inputs).value
+        self.input_names = [f"input {i}" for i in range(len(inputs))]
+        out = self._output()
         xp = get_array_module(out)
         self.r = xp.asarray(rng.uniform(0.5, 1.5, out.shape) * rng.choice([-1, 1], out.shape))
-        self.r = self.r.astype(out.dtype)
-        self.dtype = np.dtype(out.dtype)
+        self._settle(out, self.r.astype(out.dtype))
+
+    @property
+    def subject(self) -> str:
+        return str(self.layer)
+
+    def _output(self) -> Any:
+        """The output's array after a fresh forward at the values as they are now."""
+        return self.layer.forward(*self.inputs).value
+
+    def _settle(self, out: Any, r: Any) -> None:
+        """The output's dtype, ``f0`` and its rounding, from the first ``out`` and ``r``."""
+        xp = get_array_module(out)
+        self.r, self.dtype = r, np.dtype(out.dtype)
         self.f0 = self.value()
         # what rounding each output to its dtype may move f by: |f0| alone is far less when
         # the terms of f cancel (r's signs are random)
@@ -33,8 +52,8 @@ class Objective:
         )
 
     def value(self) -> float:
-        """``f`` at the layer's parameters and inputs as they are now (a fresh forward)."""
-        out = self.layer.forward(*self.inputs).value
+        """``f`` at the parameters and inputs as they are now (a fresh forward)."""
+        out = self._output()
         xp = get_array_module(out)
         return float(xp.sum(out.astype(np.float64) * self.r))
 
@@ -43,6 +62,33 @@ class Objective:
         self.layer.forward(*self.inputs)
         self.layer.output.grad = self.r.copy()
         self.layer.backward(callback)
+
+
+class NetworkObjective(Objective):
+    """``f = sum(output of layer loss)`` of ``net`` fed ``feeds``: the scalar whose gradient
+    ``net.backward(callback, loss=loss)`` computes (it seeds each entry of that output with 1;
+    the Trainer's ``loss_scale`` scales both alike). ``inputs`` are the fed Args the network
+    reads, in :attr:`~distconv.network.Network.feed_names` order."""
+
+    def __init__(self, net: Network, feeds: dict[str, Arg], loss: str) -> None:
+        self.net, self.feeds, self.loss = net, feeds, loss
+        names = [name for name in net.feed_names if isinstance(feeds.get(name), Arg)]
+        self.inputs = [feeds[name] for name in names]
+        self.input_names = [f"input {name}" for name in names]
+        out = self._output()
+        self._settle(out, get_array_module(out).ones_like(out))
+
+    @property
+    def subject(self) -> str:
+        return f"network (loss {self.loss!r})"
+
+    def _output(self) -> Any:
+        return self.net.forward(self.feeds)[self.loss].value
+
+    def backward(self, callback: Any) -> None:
+        """Fresh forward, backward from the loss."""
+        self.net.forward(self.feeds)
+        self.net.backward(callback, loss=self.loss)
 
 
 def central(obj: Objective, owner: Any, direction: Any, step: float, name: str) -> tuple:
@@ -58,7 +104,9 @@ def central(obj: Objective, owner: Any, direction: Any, step: float, name: str) 
     taken = np.where(np.isfinite(taken), taken, d)  # an inf entry stays put: d, as it was
     if bool(((taken == 0) & (d != 0)).any()):
         what = f"{name} to {original.dtype}"
-        raise ValueError(f"{obj.layer}: step {step:g} is lost rounding {what}; give a larger step")
+        raise ValueError(
+            f"{obj.subject}: step {step:g} is lost rounding {what}; give a larger step"
+        )
     try:
         owner.value = plus
         f_plus = obj.value()
@@ -70,11 +118,25 @@ def central(obj: Objective, owner: Any, direction: Any, step: float, name: str) 
 
 
 def check_array(
-    obj: Objective, owner: Any, grad: Any, step: float, tol: float, elements: int, rng, name: str
+    obj: Objective,
+    owner: Any,
+    grad: Any,
+    step: float,
+    tol: float,
+    elements: int,
+    rng: np.random.Generator,
+    name: str,
+    *,
+    elements_first: bool = False,
 ) -> float:
     """The worst relative difference of ``grad``, the gradient of ``owner.value`` called
     ``name``, from finite differences of ``obj`` with ``step``: along a random direction with
     the gradient's signs, and at ``elements`` single entries drawn by ``rng``.
+
+    Args:
+        elements_first: check the single entries before the direction, so that a gradient
+            wrong throughout is named at an entry (``name[i, j]``), not along the direction;
+            the direction comes first otherwise, and decides whether it can be judged at all.
 
     Raises:
         AssertionError: one differs by more than ``tol`` (:func:`compare`).
@@ -86,15 +148,20 @@ def check_array(
     # Paddle's direction: random magnitudes, signs of the gradient (random where it is zero).
     signs = np.where(g != 0, np.sign(g), rng.choice([-1.0, 1.0], g.shape))
     direction = signs * rng.uniform(0.5, 1.5, g.shape)
-    worst = compare(obj, owner, xp.asarray(direction), g, step, tol, name, resolve=True)
     flat = rng.choice(g.size, size=min(elements, g.size), replace=False)
-    for k in flat:
+
+    def along() -> float:
+        return compare(obj, owner, xp.asarray(direction), g, step, tol, name, resolve=True)
+
+    def at(k: int) -> float:
         e = np.zeros(g.shape)
         e.flat[k] = 1.0
         idx = np.unravel_index(k, g.shape)
-        diff = compare(obj, owner, xp.asarray(e), g, step, tol, f"{name}{list(idx)}")
-        worst = max(worst, diff)
-    return worst
+        return compare(obj, owner, xp.asarray(e), g, step, tol, f"{name}{[int(i) for i in idx]}")
+
+    entries = [lambda k=k: at(k) for k in flat]
+    checks = [*entries, along] if elements_first else [along, *entries]
+    return max(check() for check in checks)
 
 
 def compare(
@@ -126,7 +193,7 @@ def compare(
     # the noise bounds the worst case, and grows with the count of outputs
     if resolve and max(abs(analytic), abs(numeric)) < min(noise, floor) and (analytic or numeric):
         raise ValueError(
-            f"{obj.layer}: the gradient of {name} cannot be judged in {obj.dtype}: along the "
+            f"{obj.subject}: the gradient of {name} cannot be judged in {obj.dtype}: along the "
             f"gradient it is {analytic:.4g} (numeric {numeric:.4g}), within the {noise:.3g} "
             "that rounding the outputs may move a finite difference by; check in float64 or "
             "on smaller outputs"
@@ -134,7 +201,7 @@ def compare(
     diff = abs(analytic - numeric) / max(abs(analytic), abs(numeric), floor)
     if not diff <= tol:  # NaN too: a comparison with NaN is False, and NaN passed
         raise AssertionError(
-            f"{obj.layer}: gradient of {name} is off: analytic {analytic:.10g}, "
+            f"{obj.subject}: gradient of {name} is off: analytic {analytic:.10g}, "
             f"numeric {numeric:.10g}, relative difference {diff:.3g} > {tol}"
         )
     return diff

@@ -1,4 +1,4 @@
-"""Numerical gradient checks for layers, modelled on Paddle's ``LayerGradUtil``.
+"""Numerical gradient checks for layers and networks, modelled on Paddle's ``LayerGradUtil``.
 
 :func:`check_layer_grad` takes a layer and its inputs and proves, against central finite
 differences of the scalar ``f = sum(output * r)`` (``r`` a fixed random array):
@@ -18,11 +18,16 @@ differences of the scalar ``f = sum(output * r)`` (``r`` a fixed random array):
 4. with every parameter static the input gradients are unchanged and no callback fires.
 
 Layer tests call it for every option; it raises ``AssertionError`` naming the array that failed.
+
+:func:`check_network_grad` proves 1 and 3 for a whole :class:`~distconv.network.Network`, of
+the sum of its loss layer's output (what its backward seeds with ones), in float64 by default,
+with the same finite differences, steps and tolerances; each parameter's users are the
+network's. Both put back what they change on the parameters (:func:`kept`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,9 +36,11 @@ import numpy as np
 
 from distconv.analytic_pass import analytic_pass, check_fired, refuse_holding_not_finite
 from distconv.arg import Arg
-from distconv.backend import get_array_module
-from distconv.finite_differences import Objective, check_array
+from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
+from distconv.finite_differences import NetworkObjective, Objective, check_array
 from distconv.layers.base import Layer
+from distconv.network import Network, NetworkError
+from distconv.network_feeds import arg_problem
 from distconv.optim_base import _check
 from distconv.parameter import Parameter
 from distconv.sampler import check_count
@@ -56,9 +63,9 @@ class GradCheckReport:
 def _targets(obj: Objective, params: list[Parameter]) -> dict[str, tuple[Any, Any]]:
     """Name -> (owner, attribute) of every array whose gradient is checked."""
     t = {f"param {p.name}": (p, "value") for p in params if not p.static}
-    for i, a in enumerate(obj.inputs):
+    for name, a in zip(obj.input_names, obj.inputs):
         if a.needs_grad:
-            t[f"input {i}"] = (a, "value")
+            t[name] = (a, "value")
     return t
 
 
@@ -103,10 +110,7 @@ def check_layer_grad(
             float64 (bfloat16, float16 ...), in which finite differences cannot tell a wrong
             gradient from a right one.
     """
-    for name, given in (("step", step), ("tol", tol)):
-        if given is not None:  # NaN, inf and str too
-            _check(name, given, low=0.0, low_open=True)
-    check_count("elements", elements, 0)
+    _check_settings(step, tol, elements)
     rng = np.random.default_rng(seed)
     params = layer.parameters()
     with kept(params):
@@ -132,13 +136,149 @@ def _check_layer(
             f"{layer}: nothing to check: no parameter trains, no input needs_grad "
             "(give data as Arg(x), whose needs_grad is True)"
         )
-    _refuse_narrow(layer, "its output", obj.dtype)
-    for name, (owner, _) in targets.items():
-        _refuse_narrow(layer, name, np.dtype(owner.value.dtype))
-    _refuse_not_finite(obj, params)
+    grads, report = _check_gradients(obj, params, targets, step, tol, elements, rng)
+    twice, fired2 = analytic_pass(obj, params, passes=2)
+    check_fired(obj.subject, params, fired2, passes=2)
+    for name, g in grads.items():
+        if not bool(get_array_module(g).allclose(twice[name], 2 * g, rtol=1e-5, atol=1e-12)):
+            raise AssertionError(f"{layer}: {name}: backward twice did not double the gradient")
+    if check_static and params:
+        _check_static(layer, obj, params, grads)
+    return report
 
+
+def check_network_grad(
+    net: Network,
+    feeds: Mapping[str, Arg | Any],
+    *,
+    loss: str | None = None,
+    dtype: Any = np.float64,
+    inputs: bool = False,
+    step: float | None = None,
+    tol: float | None = None,
+    elements: int = 6,
+    seed: int = 0,
+) -> GradCheckReport:
+    """Check ``net``'s backward against finite differences of its loss; see the module docstring.
+
+    The scalar differentiated is the sum of the loss layer's output, as ``net.backward(callback,
+    loss=loss)`` seeds it; every trainable parameter's gradient (and, with ``inputs``, every
+    float feed's) is compared with central differences of it, element by element on a sample
+    of entries first, so that a wrong gradient is named at an entry, then along a direction.
+
+    Args:
+        net: the network; its parameters are put back as they were, however the check ends
+            (values, gradient arrays and their contents, ``static``, ``shared_count``, pending
+            counts; :attr:`~distconv.network.Network.firing_order` too). It runs forwards: run
+            one of your own before your next backward.
+        feeds: what :meth:`~distconv.network.Network.forward` takes; left as they are (the
+            check computes on copies).
+        loss: the layer whose output is the loss; when None the one layer no other reads.
+        dtype: what the float parameters and feeds are cast to for the check (copies; float64
+            makes a tight one), or None to check them as they are.
+        inputs: also check the gradients of the float feeds.
+        step, tol, elements, seed: as for :func:`check_layer_grad`.
+
+    Returns:
+        The worst relative difference per array: ``param <name>``, ``input <feed>``.
+
+    Raises:
+        AssertionError: a gradient or a callback is wrong; the message names the parameter
+            (or feed) and the entry, with both derivatives.
+        NetworkError: ``loss`` is no layer, or is None and several layers are read by none;
+            a feed is missing or bad.
+        ValueError: nothing to check (no trainable parameter, and ``inputs`` False or no float
+            feed), ``step``, ``tol`` or ``elements`` out of range, or as :func:`check_layer_grad`.
+        TypeError: ``dtype`` is no float type, or, with ``dtype`` None, the loss, a parameter
+            or a feed checked is 16-bit.
+    """
+    _check_settings(step, tol, elements)
+    if dtype is not None and not is_float_dtype(dtype := resolve_dtype(dtype)):
+        raise TypeError(f"check_network_grad(dtype={dtype}): finite differences need a float type")
+    if loss is None:
+        loss = net._only_output()  # the one backward seeds when none is named
+    elif loss not in net.layers:
+        raise NetworkError(f"check_network_grad(loss={loss!r}): no such layer ({net.order()})")
+    rng = np.random.default_rng(seed)
+    params = net.parameters()
+    order = net.firing_order
+    with kept(params):
+        try:
+            for p in params:  # copies: kept puts the parameter's own arrays back
+                if is_float_dtype(p.value.dtype):
+                    p.value = _copy(p.value, dtype)
+                    p.grad = (
+                        None if p.grad is None else get_array_module(p.value).zeros_like(p.value)
+                    )
+            obj = NetworkObjective(net, _own_feeds(feeds, dtype, inputs), loss)
+            if not (targets := _targets(obj, params)):
+                raise ValueError(
+                    f"{obj.subject}: nothing to check: no parameter trains"
+                    + ("" if inputs else " (and inputs=False)")
+                )
+            return _check_gradients(
+                obj, params, targets, step, tol, elements, rng, elements_first=True
+            )[1]
+        finally:
+            net.firing_order = order
+
+
+def _own_feeds(feeds: Mapping[str, Arg | Any], dtype: Any, inputs: bool) -> Any:
+    """Fresh Args for ``feeds``: float values copied (cast to ``dtype`` unless None), with
+    ``needs_grad`` as ``inputs`` says; the others as they are read. Backward sets the feeds'
+    gradients, and ``central`` swaps their values. What the network cannot read is handed on
+    as it is, for its forward to refuse."""
+    if not isinstance(feeds, Mapping):
+        return feeds
+    own: dict[str, Any] = {}
+    for name, given in feeds.items():
+        if arg_problem(name, given) is not None:
+            own[name] = given
+            continue
+        arg = given if isinstance(given, Arg) else Arg(given, needs_grad=False)
+        value, wants = arg.value, False
+        if value is not None and is_float_dtype(value.dtype):
+            value, wants = _copy(value, dtype), inputs
+        own[name] = Arg(value, seq_starts=arg.seq_starts, ids=arg.ids, needs_grad=wants)
+    return own
+
+
+def _copy(a: Any, dtype: np.dtype | None) -> Any:
+    """A copy of the array ``a``, in ``dtype`` unless that is None."""
+    return a.astype(a.dtype if dtype is None else dtype)
+
+
+def _check_settings(step: float | None, tol: float | None, elements: int) -> None:
+    """ValueError naming ``step``, ``tol`` or ``elements`` where it is out of range."""
+    for name, given in (("step", step), ("tol", tol)):
+        if given is not None:  # NaN, inf and str too
+            _check(name, given, low=0.0, low_open=True)
+    check_count("elements", elements, 0)
+
+
+def _check_gradients(
+    obj: Objective,
+    params: list[Parameter],
+    targets: dict[str, tuple[Any, Any]],
+    step: float | None,
+    tol: float | None,
+    elements: int,
+    rng: np.random.Generator,
+    *,
+    elements_first: bool = False,
+) -> tuple[dict[str, Any], GradCheckReport]:
+    """Points 1 and 3 of the module docstring for ``targets``: one analytic pass, its callbacks
+    checked, and each gradient against finite differences (:func:`check_array`).
+
+    Returns:
+        The analytic gradients by name, and the worst relative difference of each.
+    """
+    _refuse_narrow(obj.subject, "its output", obj.dtype)
+    for name, (owner, _) in targets.items():
+        _refuse_narrow(obj.subject, name, np.dtype(owner.value.dtype))
+    _refuse_not_finite(obj, params)
     grads, fired = analytic_pass(obj, params, passes=1)
-    check_fired(layer, params, fired, passes=1)
+    check_fired(obj.subject, params, fired, passes=1)
     report = GradCheckReport()
     for name, (owner, _) in targets.items():
         # by the narrower of the output and the array perturbed, not the output alone: a float32
@@ -147,16 +287,17 @@ def _check_layer(
         narrower = min(obj.dtype, np.dtype(owner.value.dtype), key=lambda d: d.itemsize)
         d_step, d_tol = DEFAULTS.get(narrower, DEFAULTS[np.dtype(np.float32)])
         report.diffs[name] = check_array(  # a given step or tol is > 0, checked above
-            obj, owner, grads[name], step or d_step, tol or d_tol, elements, rng, name
+            obj,
+            owner,
+            grads[name],
+            step or d_step,
+            tol or d_tol,
+            elements,
+            rng,
+            name,
+            elements_first=elements_first,
         )
-    twice, fired2 = analytic_pass(obj, params, passes=2)
-    check_fired(layer, params, fired2, passes=2)
-    for name, g in grads.items():
-        if not bool(get_array_module(g).allclose(twice[name], 2 * g, rtol=1e-5, atol=1e-12)):
-            raise AssertionError(f"{layer}: {name}: backward twice did not double the gradient")
-    if check_static and params:
-        _check_static(layer, obj, params, grads)
-    return report
+    return grads, report
 
 
 @contextmanager
@@ -185,10 +326,10 @@ def _refuse_not_finite(obj: Objective, params: list[Parameter]) -> None:
     if np.isfinite(obj.f0):
         return
     refuse_holding_not_finite(obj, params)
-    raise AssertionError(f"{obj.layer}: its output is not finite (NaN or inf) for finite inputs")
+    raise AssertionError(f"{obj.subject}: its output is not finite (NaN or inf) for finite inputs")
 
 
-def _refuse_narrow(layer: Layer, what: str, dtype: np.dtype) -> None:
+def _refuse_narrow(subject: str, what: str, dtype: np.dtype) -> None:
     """TypeError unless ``dtype`` is float32 or float64 (or wider), what finite differences can
     judge. ml_dtypes' bfloat16 ...: numpy's finfo does not know them. float16: its rounding of f
     outweighs what the step moves f by, so the floor in finite_differences.compare passed any
@@ -197,8 +338,8 @@ def _refuse_narrow(layer: Layer, what: str, dtype: np.dtype) -> None:
     was called off."""
     if dtype.kind != "f" or dtype.itemsize < 4:
         raise TypeError(
-            f"{layer}: {what} is {dtype}; finite differences need numpy's float32 or "
-            "float64 (float64 for a tight check): cast the layer's weights and inputs"
+            f"{subject}: {what} is {dtype}; finite differences need numpy's float32 or "
+            "float64 (float64 for a tight check): cast the weights and inputs"
         )
 
 
