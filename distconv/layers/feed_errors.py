@@ -23,16 +23,22 @@ from distconv.layers.source_spans import (
     written_target,
 )
 
-#: numpy's refusals of integer or bool values, whole phrases ("Cannot cast ufunc 'add' output
-#: ...", older numpy's "... could not be coerced to provided output parameter", "numpy boolean
-#: negative ..."): "broadcast" holds "cast", and a layer's own "broadcast_to() missing 1
+#: numpy's and cupy's refusals of integer or bool values, whole phrases ("Cannot cast ufunc
+#: 'add' output ...", CuPy 11's and older numpy's "... could not be coerced to provided output
+#: parameter", "numpy boolean negative ...", CuPy 13's "cupy boolean negative ..."):
+#: "broadcast" holds "cast", and a layer's own "broadcast_to() missing 1
 #: required positional argument" was blamed on its integer feed; "ufunc" alone is in numpy's
 #: words for a layer's own mistake too, np.tanh(x) of an Arg ("loop of ufunc does not support
 #: argument 0 of type Arg"), which is no feed's
-_CASTING = re.compile(r"\b(?:[Cc]annot cast|could not be coerced to provided|numpy (boolean))\b")
-#: the two dtypes of numpy's casting error, and whether a ufunc's output was cast
-_NAMED = re.compile(r"(output )?from (dtype\(.+?\)) to (dtype\(.+?\))(?: with| according|$)")
-#: the provided output's typecode in cupy's and older numpy's casting error
+_CASTING = re.compile(
+    r"\b(?:[Cc]annot cast|could not be coerced to provided|(?:numpy|cupy) (boolean))\b"
+)
+#: the two dtypes of a casting error, and whether a ufunc's output was cast (numpy's "output
+#: from", CuPy 12-14's "output operand from": cupy/_core/_dtype.pyx _raise_if_invalid_cast)
+_NAMED = re.compile(
+    r"(output (?:operand )?)?from (dtype\(.+?\)) to (dtype\(.+?\))(?: with| according|$)"
+)
+#: the provided output's typecode in CuPy 11's and older numpy's casting error
 _TYPECODE = re.compile(r"provided output parameter \(typecode '(.)'\)")
 
 
@@ -146,8 +152,9 @@ def _refused_dtype(text: str) -> Callable[[Any], bool] | None:
     """Which feed's dtype numpy's casting error refused, as a test of a dtype; None where it
     names none (a layer's own refusal, numpy's bool refusals).
 
-    A ufunc's output cast ("... output from dtype('float64') to dtype('int64')", cupy's and
-    older numpy's "provided output parameter (typecode 'l')") refused the array written in
+    A ufunc's output cast ("... output from dtype('float64') to dtype('int64')", CuPy 13's
+    "output operand from ...", CuPy 11's and older numpy's "provided output parameter
+    (typecode 'l')") refused the array written in
     place: its target. Any other ("Cannot cast array data from dtype('float64') to
     dtype('int64')" of np.take given float indices, "... input 0 from ...") is a feed's only
     where its values were to be computed in floating point: the source, cast to a float."""

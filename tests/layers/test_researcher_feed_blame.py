@@ -312,3 +312,35 @@ def test_a_layer_s_refusal_blames_the_integer_feed_it_refused_not_the_first_one(
     with pytest.raises(NetworkError, match=r"input 'x' holds int32 values") as e:
         net.forward(feeds)
     assert "got int32 values" in str(e.value.__cause__)
+
+
+@pytest.mark.parametrize(
+    "words, blamed",
+    [
+        # CuPy 12-14, cupy/_core/_dtype.pyx _raise_if_invalid_cast("output operand"): "operand"
+        # stands between "output" and "from", and the output cast was read as an input's
+        (
+            "Cannot cast output operand from dtype('float64') to dtype('int64') according to "
+            "the rule 'same_kind'",
+            ("mask", np.dtype(np.int64)),
+        ),
+        # CuPy 13, cupy/_core/_routines_math.pyx: "cupy boolean", never numpy's words
+        (
+            "The cupy boolean negative, the `-` operator, is not supported, use the `~` "
+            "operator or the logical_not function instead.",
+            ("flags", np.dtype(bool)),
+        ),
+        (
+            "cupy boolean subtract, the `-` operator, is deprecated, use the bitwise_xor, the "
+            "`^` operator, or the logical_xor function instead.",
+            ("flags", np.dtype(bool)),
+        ),
+    ],
+)
+def test_cupy_13_s_refusals_are_blamed_on_the_feed_they_refused(words, blamed):
+    """The supported CuPy words these refusals otherwise than CuPy 11 and numpy did: on the GPU
+    the integer or bool feed went unnamed, the bare TypeError passing up."""
+    from distconv.layers.feed_errors import feed_to_blame
+
+    args = [Arg(np.ones((4, 3))), Arg(np.ones((4, 3), np.int64)), Arg(np.ones((4, 3), bool))]
+    assert feed_to_blame(TypeError(words), ["x", "mask", "flags"], args) == blamed
