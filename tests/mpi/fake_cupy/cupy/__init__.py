@@ -8,7 +8,9 @@ to become numpy arrays implicitly (``np.asarray``, ``host[...] = device``, the b
 that MPI would read: TypeError) and to meet plain numpy arrays in a ufunc or a numpy function
 (cupy raises TypeError where code forgets to stage): only ``get`` and ``set`` cross between
 host and "device". Every ``get`` and ``set`` is logged with the thread that called it
-(:data:`moves`): the main thread owns the device.
+(:data:`moves`): the main thread owns the device. It computes with numpy, so its errors are
+numpy's words, not cupy's: code that reads an error's text is tested with cupy's own words,
+quoted from its source (tests/layers/test_researcher_feed_blame.py).
 """
 
 from __future__ import annotations
