@@ -32,17 +32,18 @@ one that waits longer than ``timeout`` for a rank that never comes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
 import numpy as np
 
 from distconv.backend import is_gpu_array
-from distconv.optim import Optimizer, mean_scale
+from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, SyncStrategy
 from distconv.sync.mpi.abandon import Abandon
+from distconv.sync.mpi.arrivals import Arrivals
 from distconv.sync.mpi.buckets import Bucket, grads_moved, wire_dtype
 from distconv.sync.mpi.collectives import AFTER_FAILED_SETUP, WAYS_ON, RankCollectives, held
 from distconv.sync.mpi.comm import (
@@ -56,7 +57,7 @@ from distconv.sync.mpi.kept import keep, stopping
 from distconv.sync.mpi.last_pieces import send_and_update
 from distconv.sync.mpi.layout import BucketLayout, taken_once
 from distconv.sync.mpi.leaving import install_abort_hook
-from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
+from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes
 from distconv.sync.mpi.setup_start import SetupStart
 from distconv.sync.mpi.shutdown import NEVER_SET_UP, Shutdown
 from distconv.sync.mpi.step_check import StepCheck
@@ -72,7 +73,7 @@ __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 DEFAULT_BUCKET_BYTES = 4 << 20
 
 
-class MPISync(Abandon, Shutdown, BucketLayout, SetupStart, RankCollectives):
+class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollectives):
     """Data-parallel training over MPI: bucketed allreduce, then the optimizer on every rank.
 
     Args:
@@ -271,47 +272,6 @@ class MPISync(Abandon, Shutdown, BucketLayout, SetupStart, RankCollectives):
             raise
         if total is not None:
             self._total, self._matched = total, True
-
-    def on_gradient(self, param: Parameter) -> None:
-        """Count ``param`` in its bucket and move the wire on: a piece goes once everything
-        under it has arrived, a complete bucket is packed (or handed to the thread) at once."""
-        slot = self._slot.get(param.name)
-        if slot is None or slot.stamp == self._stamp or not self._in_step:
-            known = slot is not None
-            raise refusal(param, known, self._in_step, self.step, self.params, self.closed)
-        slot.stamp = self._stamp
-        self._used.fired[slot.index] = 1  # fired here (UsedParams: a bytearray, cheap)
-        if not self._recorded:  # the first step's firing order, for the next layout
-            self._first_pass.append(param.name)
-        bucket = slot.bucket
-        if param.grad is not bucket.views[slot.position]:  # replaced, not added to
-            bucket.adopt(slot.position)
-        bucket.pending -= 1
-        if bucket.pending == 0:
-            self._launch_ready()
-        pump = self._pump  # the arrival, or a piece to move on: test the wire
-        if pump is not None and (slot.covered or pump.request is not None):
-            pump.arrive(slot.covered)
-
-    def _launch_ready(self, everything: bool = False) -> None:
-        """Start the buckets that are complete, in layout order (all of them at the end)."""
-        while self._next_launch < len(self.buckets):
-            bucket = self.buckets[self._next_launch]
-            if not (everything or bucket.pending == 0):
-                return
-            self._launch(bucket)
-            self._next_launch += 1
-
-    def _launch(self, bucket: Bucket) -> None:
-        self._complete_check()
-        bucket.pack(mean_scale(self._total))
-        self.wire_bytes += bucket.target.nbytes
-        if self._at_pack[bucket.index]:
-            self._pump.arrive(self._at_pack[bucket.index])
-
-    def _reduce(self, bucket: Bucket, wait: Callable[[Any], None], piece: int | None) -> None:
-        """On the communication thread: see :meth:`~.buckets.Bucket.reduce_on_thread`."""
-        bucket.reduce_on_thread(self._grad_comm, wait, self._in_place, self._op, piece)
 
     def finish_step(self) -> None:
         """Wait for every bucket, apply the optimizer (averaging inside it), zero gradients."""
