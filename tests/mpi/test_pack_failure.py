@@ -97,6 +97,7 @@ class Interrupted:
 
     world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
     _failed_finish, _ended_alike, _check_refused = None, False, False
+    grad_hook, _total = None, 0  # no hook
     _watchdog = Watchdog(None, print, 0)  # watches nothing
     _check = StepCheck(SingleRankComm())  # no Ctrl-C kept as start_step posted it
     _pump = None  # handed to send_last with the flags: never reached, their start raises

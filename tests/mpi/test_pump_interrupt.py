@@ -93,6 +93,7 @@ class Finishing:
     world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
     _grad_comm, buckets, _slot, _failed_finish = None, (), {}, None
     _check_refused = _ended_alike = False
+    grad_hook, _total = None, 0  # no hook: the update call as without one
     _check = StepCheck(SingleRankComm())  # no Ctrl-C kept as start_step posted it
 
     def __init__(self, comm: Comm, watchdog: Watchdog | None = None) -> None:

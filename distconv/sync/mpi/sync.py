@@ -12,7 +12,8 @@ models). One step:
    (a bucket staged or cast first: once the whole bucket is).
 3. :meth:`MPISync.finish_step` waits for the rest and runs the optimizer on the sums with
    ``grad_scale = 1 / global examples`` (16-bit buckets are averaged in
-   :meth:`~distconv.sync.mpi.buckets.Bucket.pack` instead), then zeroes the gradients.
+   :meth:`~distconv.sync.mpi.buckets.Bucket.pack` instead), then zeroes the gradients. A
+   ``grad_hook`` sees every reduced gradient first, before any update (a global-norm clip).
 
 Buckets follow the order in which the first backward pass fired the parameters (before that,
 the reverse of the network's order, DDP's guess too).
@@ -32,7 +33,7 @@ one that waits longer than ``timeout`` for a rank that never comes.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -108,6 +109,16 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
             (:func:`~distconv.cores.usable_cores`) the ranks' compute leaves (their kernel
             threads, one each on a GPU) hold one for each rank on the node, else
             :data:`~distconv.sync.mpi.comm.POLL_SECONDS`.
+        grad_hook: ``grad_hook(params, examples)``, called once a step on every rank once every
+            bucket is reduced (and copied back) and the used-parameter flags are in, before the
+            first update: ``params`` the parameters about to be updated (those that fired on
+            some rank), whose ``.grad`` hold what the optimizer reads (the sums over every
+            rank's examples; averages in a bucket that averages itself: a ``grad_dtype`` cast,
+            or 16-bit gradients), ``examples`` the step's global example count. It may change
+            the gradients in place (never rebind ``p.grad``): a global-norm clip across ranks.
+            Where it raises, no parameter is updated and the step fails on this rank alone, as
+            a failed update does. With it, one rank with the thread no longer updates each
+            bucket as soon as it is reduced.
 
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
@@ -131,8 +142,12 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
         poll_seconds: float | None = None,
         stream: bool = True,
         timeout: float | None = DEFAULT_TIMEOUT,
+        grad_hook: Callable[[list[Parameter], int], None] | None = None,
     ) -> None:
         super().__init__(optimizer)
+        if grad_hook is not None and not callable(grad_hook):
+            raise TypeError(f"grad_hook must be callable or None, got {grad_hook!r}")
+        self.grad_hook = grad_hook
         self.poll_seconds = check_poll_seconds(poll_seconds)
         # Python ints from here on: the job description compares them as JSON
         bucket_bytes, piece_bytes = check_sizes(  # type: ignore[assignment]
@@ -304,11 +319,15 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
             # flags) or the thread; then all or none (updates), a failure here alone told later
             args = (self.buckets, self._used, self._apply, self._slot, self._note_failed_step)
             every = (self._thread, self._grad_comm, self.world_size, *args, alone, done)
+            hook, total = self.grad_hook, self._total  # (the hook's: the global examples)
             last = (self._used, self._thread, self._pump, alone, self.world_size)
             while True:  # a Ctrl-C kept in alone, as it is called too (nothing sent yet)
                 entered: list[bool] = []
                 try:  # partial too: a call, where Python raises a Ctrl-C (no call before it)
-                    send_and_update(*last, partial(update_step, *every), entered)
+                    update = partial(update_step, *every)
+                    if hook is not None:  # only then: without one, the call is as it was
+                        update = partial(update, before=lambda params: hook(params, total))
+                    send_and_update(*last, update, entered)
                     break
                 except KeyboardInterrupt as exc:
                     if entered or stopping(alone) or self.world_size == 1:

@@ -56,10 +56,16 @@ def update_step(
     alone: list[BaseException] | None = None,
     finished: list[bool] | None = None,
     begun: list[bool] | None = None,
+    *,
+    before: Callable[[list[Any]], None] | None = None,
 ) -> None:
     """Reduce every bucket (on ``thread`` if any, else on ``comm``) and ``update`` each: all of
-    them or none (see above), except on one rank with the thread, no 16-bit bucket and nothing
-    kept in ``alone``, where each is updated once reduced. ``failed_alone`` is called before an
+    them or none (see above), except on one rank with the thread, no 16-bit bucket, no
+    ``before`` and nothing kept in ``alone``, where each is updated once reduced. ``before``:
+    called with the parameters about to be updated, every bucket's in layout order, once every
+    bucket is reduced and copied back and the flags are in, before the first update (an error
+    there is a failure of this rank alone, as an update's; a gradient it rebound is refused
+    before any update, as one replaced after it fired). ``failed_alone`` is called before an
     error raised once every bucket and the flags are in (a replaced gradient, an optimizer's
     error): a failure of this rank alone, where every other rank may have finished the step (a
     bucket's copy back too, and an interrupt kept in ``alone``: :func:`reduce_all`).
@@ -71,7 +77,7 @@ def update_step(
             or a gradient was replaced after it fired; no parameter updated.
     """
     # not with an interrupt kept (the flags' start, queued): reduce_all raises it once all is in
-    as_reduced = thread is not None and world_size == 1 and not alone
+    as_reduced = thread is not None and world_size == 1 and not alone and before is None
     if as_reduced and not any(b.compressed for b in buckets):
         check_kept(buckets, used.local, slots)  # one rank: what fired here fired anywhere
         update_as_reduced(buckets, thread, used, update)
@@ -80,6 +86,9 @@ def update_step(
     try:
         flags = reduce_all(buckets, thread, comm, used, failed_alone, alone, reduced, begun)
         checked = check_kept(buckets, flags, slots)  # later buckets: checked again in update
+        if before is not None:  # every gradient as the optimizer will read it, none read yet
+            before([p for bucket in buckets for p in bucket.to_update(flags, slots)])
+            checked = check_kept(buckets, flags, slots)  # one it rebound: refused, none updated
         for i, bucket in enumerate(buckets):
             update(bucket, flags, None if i else checked)
     except BaseException as exc:  # an interrupt in an update too: the others finished the step;

@@ -1,0 +1,141 @@
+"""mpiexec -n 2 python -m mpi4py run_grad_hook.py OUT MODE ...: MPISync's ``grad_hook``.
+
+``clip OVERLAP BUCKET_BYTES MAX_NORM``: the float64 LeNet of the equivalence tests, each rank
+half of every global batch, the gradients clipped by their global norm in the hook
+(:func:`clip_by_global_norm`, the example's arithmetic); ``OUT/rank<r>.npz``: the weights,
+and under ``_norms`` each step's norm before clipping.
+
+``fired OVERLAP``: three parameters, a bucket each; rank 0 fires ``a`` (3 examples), rank 1
+``b`` (4 examples), none ``c``. ``OUT/rank<r>.json``: what the hook got (names, examples,
+gradients, values) and the values after the step.
+
+``raise HOW``: step 0 as ``fired``'s, then in step 1 the hook raises on rank 1 alone. Rank 1
+writes its values after the failure to ``OUT/values1.json``, rank 0 its after step 1 to
+``OUT/values0.json``, then each runs a step 2. ``HOW`` ``uncaught``: the error goes up out of
+the script; ``closed``: each rank catches its error, writes it to ``OUT/rank<r>.err``, then
+closes its sync.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+from common import (  # noqa: E402
+    bucket_params,
+    bucket_sync,
+    fire,
+    recorded,
+    small_lenet,
+    train,
+    weights,
+)
+
+from distconv.optim import create_optimizer  # noqa: E402
+from distconv.parameter import Parameter  # noqa: E402
+from distconv.sync.mpi import MPISync  # noqa: E402
+
+
+def clip_by_global_norm(params: list[Parameter], examples: int, max_norm: float) -> float:
+    """Scale the reduced gradients (sums over ``examples``) so that the norm of their mean
+    over every parameter is at most ``max_norm``; returns that norm before clipping."""
+    norm = math.sqrt(sum(float((p.grad * p.grad).sum()) for p in params)) / max(examples, 1)
+    if norm > max_norm:
+        for p in params:
+            p.grad *= max_norm / norm
+    return norm
+
+
+def clip(out: Path, overlap: bool, bucket_bytes: int, max_norm: float) -> None:
+    norms: list[float] = []
+
+    def hook(params: list[Parameter], examples: int) -> None:
+        norms.append(clip_by_global_norm(params, examples, max_norm))
+
+    sync = MPISync(
+        create_optimizer("momentum"), overlap=overlap, bucket_bytes=bucket_bytes, grad_hook=hook
+    )
+    net = small_lenet(0)
+    sync.setup(net.parameters(), {})
+    with recorded(sync, out):
+        assert sync.overlap is overlap
+        train(net, sync, sync.rank, sync.world_size)
+        buckets = len(sync.buckets)
+    np.savez(out / f"rank{sync.rank}.npz", _norms=norms, _buckets=buckets, **weights(net))
+
+
+def fired(out: Path, overlap: bool) -> None:
+    calls: list[dict] = []
+
+    def hook(params: list[Parameter], examples: int) -> None:
+        calls.append(
+            {
+                "names": [p.name for p in params],
+                "examples": examples,
+                "grads": {p.name: p.grad.tolist() for p in params},
+                "values": {p.name: p.value.tolist() for p in params},
+            }
+        )
+
+    sync = bucket_sync(overlap=overlap, grad_hook=hook)
+    params = bucket_params("abc")
+    sync.setup(params, {})
+    with recorded(sync, out):
+        sync.start_step(3 + sync.rank)
+        fire(sync, params[sync.rank], sync.rank + 1.0)  # a on rank 0, b on rank 1
+        sync.finish_step()
+    after = {p.name: p.value.tolist() for p in params}
+    (out / f"rank{sync.rank}.json").write_text(json.dumps({"calls": calls, "after": after}))
+
+
+def failing(out: Path, how: str) -> None:
+    def hook(params: list[Parameter], examples: int) -> None:
+        if sync.rank == 1 and sync.step == 1:
+            raise FloatingPointError("the hook fails on rank 1")
+
+    sync = bucket_sync(grad_hook=hook, timeout=120)  # not the watchdog that ends the job
+    params = bucket_params("ab")
+    sync.setup(params, {})
+
+    def step() -> None:
+        sync.start_step(1)
+        for p in reversed(params):
+            fire(sync, p, 1.0)
+        sync.finish_step()
+
+    def steps() -> None:
+        step()
+        try:
+            step()
+        finally:
+            values = {p.name: p.value.tolist() for p in params}
+            (out / f"values{sync.rank}.json").write_text(json.dumps(values))
+        step()
+
+    if how == "uncaught":
+        steps()
+        return
+    try:  # caught, closed after the except clause: close leaves (no error propagating)
+        steps()
+    except Exception as exc:  # noqa: BLE001 - the test reads it
+        (out / f"rank{sync.rank}.err").write_text(f"{type(exc).__name__}: {exc}")
+    sync.close()
+
+
+def main() -> None:
+    out, mode, args = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+    if mode == "clip":
+        clip(out, args[0] == "1", int(args[1]), float(args[2]))
+    elif mode == "fired":
+        fired(out, args[0] == "1")
+    else:
+        failing(out, args[0])
+
+
+if __name__ == "__main__":
+    main()

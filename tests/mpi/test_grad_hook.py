@@ -1,0 +1,135 @@
+"""MPISync's ``grad_hook`` on one rank (:class:`SingleRankComm`, no MPI): called once a step
+with every gradient the optimizer will read, before any update, the thread on too (where each
+bucket was updated as soon as it was reduced); a failing hook updates nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
+from distconv.sync.mpi import MPISync, SingleRankComm
+from tests.mpi.common import bucket_params, bucket_sync, fire
+
+
+class Seen:
+    """A hook recording, per call, the parameters' names, values and gradients as it got them
+    and the examples; ``then`` (if any) is called after, with the parameters."""
+
+    def __init__(self, then=None) -> None:
+        self.calls: list[dict] = []
+        self.then = then
+
+    def __call__(self, params: list[Parameter], examples: int) -> None:
+        self.calls.append(
+            {
+                "names": [p.name for p in params],
+                "values": {p.name: p.value.copy() for p in params},
+                "grads": {p.name: p.grad.copy() for p in params},
+                "dtypes": {p.name: p.grad.dtype for p in params},
+                "examples": examples,
+            }
+        )
+        if self.then is not None:
+            self.then(params)
+
+
+def one_step(sync: MPISync, params: list[Parameter], examples: int, grads: dict[str, float]):
+    """A step of ``examples`` in which each named parameter fires its gradient, last first."""
+    sync.start_step(examples)
+    for p in reversed(params):
+        if p.name in grads:
+            fire(sync, p, grads[p.name])
+    sync.finish_step()
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_the_hook_sees_every_reduced_gradient_before_any_update(overlap):
+    """Three buckets; with the thread, each bucket was updated once reduced, so a hook called
+    there would have seen the first bucket's parameter moved already. It sees every value as
+    it was, the sums, and the global examples; it halves them, which the update then uses."""
+    hook = Seen(then=lambda params: [np.multiply(p.grad, 0.5, out=p.grad) for p in params])
+    sync = bucket_sync(comm=SingleRankComm(), overlap=overlap, grad_hook=hook)
+    params = bucket_params("abc")
+    sync.setup(params, {})
+    try:
+        assert sync.overlap is overlap and len(sync.buckets) == 3
+        one_step(sync, params, 4, {"a": 2.0, "b": 4.0})  # c fires nowhere
+    finally:
+        sync.close()
+    (call,) = hook.calls
+    assert call["names"] == ["b", "a"]  # laid out c, b, a; c fired on no rank: absent
+    assert call["examples"] == 4
+    for i, (name, grad) in enumerate([("a", 2.0), ("b", 4.0)]):
+        np.testing.assert_array_equal(call["values"][name], np.arange(3.0) + i)  # not updated
+        np.testing.assert_array_equal(call["grads"][name], np.full(3, grad))
+        # sgd at lr 0.5 on the halved sums over 4 examples
+        np.testing.assert_array_equal(params[i].value, np.arange(3.0) + i - 0.5 * grad / 2 / 4)
+    np.testing.assert_array_equal(params[2].value, np.arange(3.0) + 2)
+    assert all(not p.grad.any() for p in params)
+
+
+def test_on_a_cast_wire_the_hook_sees_what_the_optimizer_reads_the_averages():
+    """A ``grad_dtype`` other than the gradients' averages on the way (the optimizer's scale is
+    then 1): the hook gets those averages, in the parameters' own dtype."""
+    hook = Seen()
+    sync = bucket_sync(comm=SingleRankComm(), overlap=True, grad_dtype="float16", grad_hook=hook)
+    params = bucket_params("ab")
+    sync.setup(params, {})
+    try:
+        one_step(sync, params, 4, {"a": 2.0, "b": 4.0})
+    finally:
+        sync.close()
+    (call,) = hook.calls
+    assert call["dtypes"] == {"a": np.float64, "b": np.float64}
+    np.testing.assert_array_equal(call["grads"]["a"], np.full(3, 0.5))
+    np.testing.assert_array_equal(call["grads"]["b"], np.full(3, 1.0))
+    np.testing.assert_array_equal(params[1].value, np.arange(3.0) + 1 - 0.5 * 1.0)
+
+
+def _failing(params: list[Parameter]) -> None:
+    raise FloatingPointError("the hook fails")
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_failing_hook_updates_nothing_and_the_step_stays_failed(overlap):
+    """The hook's error is finish_step's; no parameter moved (the thread's first bucket
+    neither); the next step is refused as after any failed finish_step."""
+    sync = bucket_sync(comm=SingleRankComm(), overlap=overlap, grad_hook=Seen(then=_failing))
+    params = bucket_params("ab")
+    sync.setup(params, {})
+    try:
+        with pytest.raises(FloatingPointError, match="the hook fails"):
+            one_step(sync, params, 1, {"a": 1.0, "b": 1.0})
+        for i, p in enumerate(params):
+            np.testing.assert_array_equal(p.value, np.arange(3.0) + i)
+        with pytest.raises(SyncError, match="start_step after step 0"):
+            sync.start_step(1)
+    finally:
+        sync.close()
+
+
+def test_a_gradient_the_hook_rebinds_is_refused_before_any_update():
+    """Rebinding ``p.grad`` (not in place) would leave the optimizer reading an array of the
+    hook's, not the bucket's: refused before the first bucket is updated."""
+
+    def rebind(params: list[Parameter]) -> None:
+        params[-1].grad = params[-1].grad * 0.5
+
+    sync = bucket_sync(comm=SingleRankComm(), grad_hook=Seen(then=rebind))
+    params = bucket_params("ab")
+    sync.setup(params, {})
+    try:
+        with pytest.raises(SyncError, match="the gradient of 'a' was replaced"):
+            one_step(sync, params, 1, {"a": 1.0, "b": 1.0})
+        for i, p in enumerate(params):
+            np.testing.assert_array_equal(p.value, np.arange(3.0) + i)
+    finally:
+        sync.close()
+
+
+def test_a_hook_that_is_no_callable_is_refused():
+    with pytest.raises(TypeError, match="grad_hook must be callable or None, got 1.0"):
+        MPISync(create_optimizer("sgd"), comm=SingleRankComm(), grad_hook=1.0)
