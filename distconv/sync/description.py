@@ -98,8 +98,9 @@ def digest(description: Mapping[str, Any]) -> str:
 
 
 #: the settings of a strategy that change what a run computes, recorded where it has them as
-#: attributes (:class:`~distconv.sync.mpi.MPISync`'s, :class:`~distconv.sync.ps.PServerSync`'s)
-SCHEME_SETTINGS = ("mode", "max_staleness", "grad_dtype", "bucket_bytes", "overlap")
+#: attributes (:class:`~distconv.sync.mpi.MPISync`'s, :class:`~distconv.sync.ps.PServerSync`'s;
+#: ``grad_hook``, MPISync's transform of the reduced gradients, by its name)
+SCHEME_SETTINGS = ("mode", "max_staleness", "grad_dtype", "bucket_bytes", "overlap", "grad_hook")
 
 
 def sync_scheme(sync: Any) -> dict[str, Any]:

@@ -4,12 +4,15 @@ bucket was updated as soon as it was reduced); a failing hook updates nothing.""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
+from distconv.sync.description import sync_scheme
 from distconv.sync.mpi import MPISync, SingleRankComm
 from tests.mpi.common import bucket_params, bucket_sync, fire
 
@@ -133,3 +136,28 @@ def test_a_gradient_the_hook_rebinds_is_refused_before_any_update():
 def test_a_hook_that_is_no_callable_is_refused():
     with pytest.raises(TypeError, match="grad_hook must be callable or None, got 1.0"):
         MPISync(create_optimizer("sgd"), comm=SingleRankComm(), grad_hook=1.0)
+
+
+def _clip(params: list[Parameter], examples: int, max_norm: float) -> None:
+    """A clipping hook's signature (this test only reads how it is recorded)."""
+
+
+def test_the_hook_is_recorded_in_the_scheme_a_run_writes_and_no_hook_is_not():
+    """It changes what a run computes, as ``grad_dtype`` does: the scheme (the first metrics
+    line, a checkpoint's, compared on resume) names it and its settings; none, no key."""
+    hook = functools.partial(_clip, max_norm=0.5)
+    scheme = sync_scheme(MPISync(create_optimizer("sgd"), comm=SingleRankComm(), grad_hook=hook))
+    assert scheme == {
+        "sync": "mpi",
+        "bucket_bytes": 4 << 20,
+        "grad_hook": {
+            "class": "partial",
+            "fields": {
+                "func": "<function tests.mpi.test_grad_hook._clip>",
+                "args": [],
+                "keywords": {"max_norm": 0.5},
+            },
+        },
+    }
+    plain = sync_scheme(MPISync(create_optimizer("sgd"), comm=SingleRankComm()))
+    assert plain == {"sync": "mpi", "bucket_bytes": 4 << 20}
