@@ -5,7 +5,8 @@ path); the catalogue below adds
 projections, operators, sequences, selective FC, multiplex, expand and concatenation.
 
 Skipped where cupy or a CUDA device is missing (CI has none); run them on a GPU machine with
-``pytest -m gpu``.
+``pytest -m gpu``. Layers of mixed dtypes, a Trainer's resume, a feed's blame, the gradient
+checker and a part's settings on the device are in ``test_gpu_since_audit.py``.
 """
 
 import numpy as np
