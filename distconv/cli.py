@@ -26,7 +26,13 @@ from distconv.messages import debugging, quote_in_errors, quoted_in, say
 from distconv.runtime import Runtime, RuntimeConfigError
 from distconv.stdout_drop import drop_stdout
 from distconv.train_args import add_train
-from distconv.verbosity import add_verbosity, debug_own_lines, log_level, refuse_both
+from distconv.verbosity import (
+    add_verbosity,
+    after_own_options,
+    debug_own_lines,
+    log_level,
+    refuse_both,
+)
 
 #: failures with a cause the user can act on, by (module, name) where the class is defined;
 #: anything else is a bug and keeps its traceback. Names, not classes: importing the classes
@@ -264,7 +270,9 @@ def _abort_mpi_job(status: int, argv: Sequence[str]) -> None:
     are imported only on a failure."""
     from distconv.transport_flags import mpi_train_rank
 
-    if mpi_train_rank(argv):
+    # 'distconv -v train': the check reads past -q alone, and a rank with a bad flag after
+    # -v exited without the abort, its peers waiting in MPI_Init for ever
+    if mpi_train_rank(after_own_options(argv)):
         from distconv.sync.mpi import leaving
 
         if sys.exc_info()[1] is not None and not isinstance(sys.exc_info()[1], SystemExit):

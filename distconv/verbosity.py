@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Sequence
+
+#: the options ``distconv`` takes before its command (``distconv -v train``)
+OWN_OPTIONS = ("-q", "--quiet", "-v", "--verbose")
 
 
 def add_verbosity(p: argparse.ArgumentParser, *, quiet_help: str | None = None) -> None:
@@ -51,3 +55,13 @@ def refuse_both(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     way round: each parser's own exclusion sees only its own flags."""
     if getattr(args, "quiet", False) and getattr(args, "verbose", False):
         parser.error("argument -v/--verbose: not allowed with argument -q/--quiet")
+
+
+def after_own_options(argv: Sequence[str]) -> list[str]:
+    """``argv`` (a ``distconv`` command line) less the options :data:`OWN_OPTIONS` before its
+    command: ``-v train ...`` is ``train ...``, as what reads the command before the parse
+    (:func:`~distconv.transport_flags.mpi_train_rank`) must see it."""
+    at = 0
+    while at < len(argv) and argv[at] in OWN_OPTIONS:
+        at += 1
+    return list(argv[at:])
