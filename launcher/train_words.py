@@ -14,8 +14,11 @@ import shutil
 import sysconfig
 from collections.abc import Sequence
 
-#: distconv's own options before its command (``distconv -q train``): train's too, so kept
-QUIET = ("-q", "--quiet")
+from distconv.verbosity import OWN_OPTIONS
+
+#: distconv's own options before its command (``distconv -q train``, ``distconv -v train``):
+#: train's too, so kept
+QUIET = OWN_OPTIONS
 
 _PYTHON = re.compile(r"python(3(\.\d+)?)?")
 
@@ -23,8 +26,8 @@ _PYTHON = re.compile(r"python(3(\.\d+)?)?")
 def launch_words(args: Sequence[str]) -> list[int] | None:
     """The indices of the leading words of ``args`` that name ``distconv train``, to drop: []
     where none do (train arguments start with a flag, or another program comes first), None
-    where ``distconv`` names another of its commands (a program of the user's). A ``-q``
-    between ``distconv`` and ``train`` is kept: ``-- -q --epochs 1`` is the working form."""
+    where ``distconv`` names another of its commands (a program of the user's). A ``-q`` or
+    ``-v`` between ``distconv`` and ``train`` is kept: ``-- -q --epochs 1`` is the working form."""
     if not args:
         return []
     if args[0] == "train":

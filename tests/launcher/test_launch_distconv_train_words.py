@@ -18,11 +18,12 @@ from tests.launcher.test_launch_k8s import needs_renderer
     [
         (["distconv", "train", "--epochs", "1"], ("--epochs", "1")),
         (["distconv", "-q", "train", "--epochs", "1"], ("-q", "--epochs", "1")),
+        (["distconv", "-v", "train", "--epochs", "1"], ("-v", "--epochs", "1")),
         (["distconv", "--epochs", "1"], ("--epochs", "1")),  # distconv's default command
         (["distconv"], ()),
         ([sys.executable, "-m", "distconv", "train", "--epochs", "1"], ("--epochs", "1")),
     ],
-    ids=["train", "quiet", "flag", "alone", "python-m"],
+    ids=["train", "quiet", "verbose", "flag", "alone", "python-m"],
 )
 def test_distconv_train_after_the_dashes_is_the_launchs_own_train(after, train):
     """``-- distconv train --epochs 1`` ran distconv as a program of the user's in every
