@@ -10,20 +10,21 @@ refusals (docs/architecture.md, "A strategy of your own: an example"). ``dist.in
 settings every script gets::
 
     python examples/own_sync.py --epochs 3 --max-norm 1.0
+    mpiexec -n 2 python -m mpi4py examples/own_sync.py --epochs 3 --max-norm 1.0
 
-It trains alone, as LocalSync does: under ``mpiexec -n 2`` init refuses it on every rank.
 Across ranks the norm is that of the gradients summed over the ranks (divided by their examples
-summed), known once they are allreduced: each rank then computes the same factor. The ranks'
-own squared norms summed with ``allreduce_sum`` are another number (``|g0 + g1|^2`` is not
-``|g0|^2 + |g1|^2``), right only where each rank holds a part of the parameters. ``MPISync``
-updates each bucket as soon as it is reduced, with no public seam before the first update: such
-a strategy subclasses ``SyncStrategy`` and allreduces the gradients itself.
+summed), known once they are reduced; the ranks' own squared norms summed with
+``allreduce_sum`` are another number (``|g0 + g1|^2`` is not ``|g0|^2 + |g1|^2``). So under
+MPI the script needs no strategy of its own: ``MPISync(grad_hook=...)`` calls the same
+clipping (:func:`clip_by_global_norm`) once every bucket is reduced and before any update, and
+every rank, holding the same sums, takes the same factor.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
 
 import distconv.distributed as dist
 from distconv import Trainer
@@ -33,6 +34,7 @@ from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter
+from distconv.runtime import detect_runtime
 from distconv.script_flags import (
     add_run_flags,
     positive_float,
@@ -41,6 +43,34 @@ from distconv.script_flags import (
     refusals,
 )
 from distconv.sync.local import LocalSync
+from distconv.sync.mpi import MPISync
+
+
+def clip_by_global_norm(params: Sequence[Parameter], examples: int, max_norm: float) -> float:
+    """Scale the gradients of ``params`` (sums over ``examples``) by one factor, so that the
+    norm of their mean over every parameter is at most ``max_norm``; returns that norm before
+    clipping. A norm within ``max_norm`` multiplies nothing (bit for bit)."""
+    # squared and summed in float32 at least: a 16-bit gradient's squares pass float16's 65504
+    # (the norm was inf, and the step scaled to nothing)
+    squares = sum(float((g * g).sum()) for g in (widened(p.grad) for p in params))
+    norm = math.sqrt(squares) / max(examples, 1)
+    if norm > max_norm:
+        for p in params:
+            p.grad *= max_norm / norm
+    return norm
+
+
+class ClipHook:
+    """:func:`clip_by_global_norm` as ``MPISync``'s ``grad_hook``: called on every rank with the
+    gradients summed over the ranks and the step's global example count; ``last_norm`` the
+    last step's norm before clipping."""
+
+    def __init__(self, max_norm: float) -> None:
+        self.max_norm = float(max_norm)
+        self.last_norm = math.nan
+
+    def __call__(self, params: Sequence[Parameter], examples: int) -> None:
+        self.last_norm = clip_by_global_norm(params, examples, self.max_norm)
 
 
 class GlobalNormClipSync(LocalSync):
@@ -78,14 +108,8 @@ class GlobalNormClipSync(LocalSync):
         held, self._held = self._held, None
         if held is None:  # no step under way: LocalSync's refusal
             return super().finish_step()
-        # the gradients are sums over the step's examples: the norm is that of their mean.
-        # Squared and summed in float32 at least: a 16-bit gradient's squares pass float16's
-        # 65504 (the norm was inf, and the step scaled to nothing)
-        squares = sum(float((g * g).sum()) for g in (widened(p.grad) for p in held))
-        self.last_norm = math.sqrt(squares) / max(self.step_examples, 1)
-        if self.last_norm > self.max_norm:  # not multiplied by 1.0 otherwise: bit for bit
-            for p in held:
-                p.grad *= self.max_norm / self.last_norm
+        # the gradients are sums over the step's examples: the norm is that of their mean
+        self.last_norm = clip_by_global_norm(held, self.step_examples, self.max_norm)
         for p in held:
             super().on_gradient(p)  # its check_gradient refuses one fired twice in the step
         super().finish_step()
@@ -111,8 +135,17 @@ def main() -> None:
     args = parser.parse_args()
 
     # the runtime, logging and kernel settings as every script has them, then the strategy,
-    # made from the optimizer init builds; several ranks refused (it trains alone)
-    sync = dist.init("sgd", lr=args.lr, sync=lambda opt: GlobalNormClipSync(opt, args.max_norm))
+    # made from the optimizer init builds: alone this one, under MPI the clipping as a hook
+    clip = ClipHook(args.max_norm)
+    several = detect_runtime().world_size > 1
+    sync = dist.init(
+        "sgd",
+        lr=args.lr,
+        sync=(lambda opt: MPISync(opt, grad_hook=clip))
+        if several
+        else (lambda opt: GlobalNormClipSync(opt, args.max_norm)),
+    )
+    clipped = clip if several else sync  # whose last_norm the closing line reads
     train, test = load_digits(seed=0)
     set_seed(0)
     with refusals(parser):  # a run already in --out and no --resume: one line, not a traceback
@@ -124,16 +157,18 @@ def main() -> None:
             trainer.fit(train, test, args.epochs, resume=args.resume)
         finally:
             sync.close()
+    if not sync.is_chief:  # the chief says how the run ended
+        return
     if not trainer.history:  # a resume past --epochs: "nothing left to do", as the others say
         print_last_epoch(trainer, args.out)
         return
     last = trainer.history[-1]
     print_result(
         f"test accuracy {last['test_acc']:.4f} (loss {last['test_loss']:.4f}) after epoch "
-        f"{last['epoch']}, gradient norm {sync.last_norm:.3f} (max {sync.max_norm:g})",
+        f"{last['epoch']}, gradient norm {clipped.last_norm:.3f} (max {clipped.max_norm:g})",
         epoch=last["epoch"], test_acc=last["test_acc"], test_loss=last["test_loss"],
     )  # fmt: skip
 
 
 if __name__ == "__main__":
-    dist.run_main(main)  # a malformed environment, or several ranks: one line and exit 1
+    dist.run_main(main)  # a malformed environment: one line and exit 1

@@ -2,7 +2,7 @@
 
 ``clip OVERLAP BUCKET_BYTES MAX_NORM``: the float64 LeNet of the equivalence tests, each rank
 half of every global batch, the gradients clipped by their global norm in the hook
-(:func:`clip_by_global_norm`, the example's arithmetic); ``OUT/rank<r>.npz``: the weights,
+(``examples/own_sync.py``'s :func:`clip_by_global_norm`); ``OUT/rank<r>.npz``: the weights,
 and under ``_norms`` each step's norm before clipping.
 
 ``fired OVERLAP``: three parameters, a bucket each; rank 0 fires ``a`` (3 examples), rank 1
@@ -18,8 +18,8 @@ closes its sync.
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -40,15 +40,11 @@ from distconv.optim import create_optimizer  # noqa: E402
 from distconv.parameter import Parameter  # noqa: E402
 from distconv.sync.mpi import MPISync  # noqa: E402
 
-
-def clip_by_global_norm(params: list[Parameter], examples: int, max_norm: float) -> float:
-    """Scale the reduced gradients (sums over ``examples``) so that the norm of their mean
-    over every parameter is at most ``max_norm``; returns that norm before clipping."""
-    norm = math.sqrt(sum(float((p.grad * p.grad).sum()) for p in params)) / max(examples, 1)
-    if norm > max_norm:
-        for p in params:
-            p.grad *= max_norm / norm
-    return norm
+_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "own_sync.py"
+_spec = importlib.util.spec_from_file_location("own_sync", _EXAMPLE)
+_example = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_example)
+clip_by_global_norm = _example.clip_by_global_norm
 
 
 def clip(out: Path, overlap: bool, bucket_bytes: int, max_norm: float) -> None:
