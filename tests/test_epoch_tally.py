@@ -47,6 +47,7 @@ class _LostRank1:
     async mode with ``--on-worker-loss continue`` once rank 1 is lost: the client's own sum."""
 
     rank, world_size, closed = 0, 2, False
+    _set_up = True  # its setup completed: the sums are served
 
     def _gather(self, kind, value, answer="values"):
         return _answer([value, None], answer)

@@ -187,12 +187,13 @@ class PServerSync(
                 self._seed_keeping_state(heads)
                 if state is not None:
                     self.load_state_dict(state)
-            self.barrier()
+            self._meet()  # the barrier: not refused before the first setup completed
             if not self.is_chief:
                 self._pull_all()
         except BaseException:
             self._stop_heartbeat()  # a failed setup must not keep the rank alive on the shards
             raise
+        self._set_up = True  # every rank holds rank 0's parameters: sums and barriers served
         log.info(
             "rank %d: %d parameters in %d blocks on %d shards (%s mode%s)",
             *(self.rank, len(self.params), len(self.layout.blocks), len(self._socks), self.mode),

@@ -9,6 +9,14 @@ the count again (:meth:`Collectives._number_anew`), so every rank's first gather
 setup made a job check (refused) that the failed rank never made, and counted over the worker's
 life, its next setup's job check (``all_equal:2``) never met the fixed rank's
 (``all_equal:1``), when a script catches the refusal and fits again on every rank.
+
+A metrics sum and the barrier are refused until this worker's first setup has completed, as
+``MPISync`` refuses them, before anything is sent (:meth:`Collectives._before_setup`).
+Until a setup has made every rank's parameters rank 0's they may differ (each rank's own seed):
+shard 0 summed an evaluation before ``fit`` over the ranks' different models into one number,
+without a word. A rank that alone sums raises at once, holding nothing on shard 0 (its gather
+failed the job where it met another rank's setup). Setup's own barrier is
+:meth:`Collectives._meet`.
 """
 
 from __future__ import annotations
@@ -23,12 +31,17 @@ from distconv.sync.ps.wire import short
 
 class Collectives:
     """The collective side of :class:`~distconv.sync.ps.client.PServerSync` (a mixin), which
-    sets ``_collective`` to 0 when it is made. It reads ``rank`` and ``world_size``, and calls
-    the channel's ``_ask_all`` and ``_malformed``."""
+    sets ``_collective`` to 0 when it is made, and ``_set_up`` once a setup has completed. It
+    reads ``rank`` and ``world_size``, and calls the channel's ``_ask_all`` and
+    ``_malformed``."""
 
     rank: int
     world_size: int
     _collective: int  # the gathers made since the latest hello: the next tag counts on
+    #: whether a setup of this worker completed, every rank's parameters made rank 0's: the
+    #: metrics sums and the barrier are served from then on (a later setup refused changes
+    #: nothing, as the sync contract says)
+    _set_up: bool = False
     _ask_all: Callable[..., list[tuple[dict[str, Any], list]]]
     _malformed: Callable[[int, object], SyncError]
 
@@ -51,14 +64,46 @@ class Collectives:
             raise self._malformed(0, f"{tag} answered with {answer} {short(got)}: {problem}")
         return got
 
+    def _before_setup(self, what: str, why: str) -> SyncError:
+        """The refusal of a collective (``what``) asked before this worker's first setup
+        completed, raised before anything is sent: no other rank is left waiting in a gather
+        for this one (see the module docstring). ``why`` says why, and what to do instead."""
+        return SyncError(f"rank {self.rank}: {what} before setup: {why}")
+
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:
         """Sum small metrics over the ranks, in rank order: shard 0 adds them, and refuses
-        ranks that sum different numbers of values (other code, another point of the job)."""
+        ranks that sum different numbers of values (other code, another point of the job).
+
+        Raises:
+            SyncError: before this worker's first setup completed (nothing sent), or the
+                gather failed."""
+        if not self._set_up:
+            raise self._before_setup(
+                f"summing {len(values)} value{'s' * (len(values) != 1)}",
+                "the ranks' parameters may still differ (each its own initial values), and "
+                "the sum would mix their models' metrics (evaluate after fit, whose setup makes "
+                "every rank's parameters rank 0's; or in one process, with LocalSync)",
+            )
         ours = [float(v) for v in values]
         return [float(v) for v in self._gather("allreduce", ours, answer="sum")]  # checked
 
     def barrier(self) -> None:
-        """Return once every live rank has reached it (through shard 0)."""
+        """Return once every live rank has reached it (through shard 0).
+
+        Raises:
+            SyncError: before this worker's first setup completed (nothing sent), as under
+                MPI, or the gather failed."""
+        if not self._set_up:
+            raise self._before_setup(
+                "a barrier",
+                "the ranks meet once a setup made their parameters rank 0's, under MPI too "
+                "(call it after fit)",
+            )
+        self._meet()
+
+    def _meet(self) -> None:
+        """The barrier's gather, never refused: setup's own, where the other ranks wait for
+        the chief's seed."""
         self._gather("barrier", None)
 
     def all_equal(self, description: Mapping[str, Any]) -> None:

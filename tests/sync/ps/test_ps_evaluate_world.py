@@ -32,6 +32,7 @@ class _BareRank:
     a bare socket to shard 0."""
 
     closed = False
+    _set_up = True  # its setup completed: the sums are served
 
     def __init__(self, sock: zmq.Socket, rank: int, world: int) -> None:
         self.sock, self.rank, self.world_size, self._count = sock, rank, world, 0

@@ -211,13 +211,13 @@ def test_a_setup_cut_short_in_its_seed_keeps_the_state_for_the_next(shards, monk
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("cut", ["barrier", "_gather_state"])
+@pytest.mark.parametrize("cut", ["_meet", "_gather_state"])  # _meet: setup's barrier
 def test_a_setup_cut_short_after_reading_the_state_keeps_it_for_the_next(shards, monkeypatch, cut):
     with _momentum_after_one_step(shards) as (sync, w):
         real = getattr(sync, cut)
 
         def ctrl_c(*args, **kwargs):
-            if cut == "barrier":
+            if cut == "_meet":
                 real(*args)  # rank 0 seeded and sent the state back, then waits here
             raise KeyboardInterrupt
 
