@@ -65,7 +65,7 @@ class _Started:
     children: list = []
     stopped_by = None  # no stop signal: the launch ran to its end
 
-    def __init__(self, run_dir: Path, **_: object) -> None:
+    def __init__(self, run_dir: Path, *_: object, **__: object) -> None:  # grace, its settings
         self.run_dir = run_dir
 
     def claim(self) -> None: ...
