@@ -259,8 +259,9 @@ class Trainer:
         """Mean loss (and accuracy) over the whole set, each rank forwarding its stride share.
 
         Across processes call it after :meth:`fit` and before the sync's ``close()``: the ranks
-        sum their shares, which MPISync refuses before setup, when the ranks' parameters may
-        still differ, and every sync refuses once closed (``SyncError``)."""
+        sum their shares, which MPISync and PServerSync refuse before setup (nothing sent),
+        when the ranks' parameters may still differ, and every sync refuses once closed
+        (``SyncError``)."""
         check_count("batch_size", batch_size, 1)  # a negative one ran no batch: a loss of 0
         arrays = as_arrays(arrays)
         if array_length(arrays) == 0:
