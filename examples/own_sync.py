@@ -63,14 +63,21 @@ def clip_by_global_norm(params: Sequence[Parameter], examples: int, max_norm: fl
 class ClipHook:
     """:func:`clip_by_global_norm` as ``MPISync``'s ``grad_hook``: called on every rank with the
     gradients summed over the ranks and the step's global example count; ``last_norm`` the
-    last step's norm before clipping."""
+    last step's norm before clipping, kept in a private attribute: the scheme a run records
+    (each checkpoint's, compared on resume) writes a hook by its public attributes, and a
+    norm there made a resume warn of a sync scheme changed where nothing had."""
 
     def __init__(self, max_norm: float) -> None:
         self.max_norm = float(max_norm)
-        self.last_norm = math.nan
+        self._last_norm = math.nan
+
+    @property
+    def last_norm(self) -> float:
+        """The last step's norm before clipping (NaN before the first)."""
+        return self._last_norm
 
     def __call__(self, params: Sequence[Parameter], examples: int) -> None:
-        self.last_norm = clip_by_global_norm(params, examples, self.max_norm)
+        self._last_norm = clip_by_global_norm(params, examples, self.max_norm)
 
 
 class GlobalNormClipSync(LocalSync):

@@ -20,7 +20,9 @@ from distconv.backend import resolve_dtype
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
+from distconv.sync.description import sync_scheme
 from distconv.sync.local import LocalSync
+from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.trainer import Trainer
 from tests.child_env import REPO_ROOT, child_env
 from tests.mpi.common import (
@@ -109,6 +111,22 @@ def test_a_16_bit_gradient_whose_squares_pass_float16s_range_is_not_clipped_to_n
     sync.finish_step()
     assert sync.last_norm == pytest.approx(6.0, rel=1e-6)
     assert np.asarray(param.value, dtype=np.float64) == pytest.approx([-0.3] * 4, rel=1e-2)
+
+
+def test_the_clip_hook_is_recorded_by_its_max_norm_not_by_the_last_norm_it_saw():
+    """The scheme a run records (each epoch's, each checkpoint's, compared on resume) names
+    the hook's setting alone. With ``last_norm`` among its fields, every checkpoint recorded
+    the norm of the step before it, and a resume under mpiexec warned of "another sync
+    scheme than its checkpoint's" (NaN now, the last norm then) where nothing had changed."""
+    hook = EX.ClipHook(1.0)
+    sync = MPISync(create_optimizer("sgd"), comm=SingleRankComm(), grad_hook=hook)
+    before = sync_scheme(sync)
+    param = Parameter("w", np.zeros(4))
+    param.grad[...] = 8.0  # a norm of 16 over one example: clipped
+    hook([param], 1)
+    assert hook.last_norm == 16.0 and param.grad == pytest.approx([0.5] * 4)
+    assert sync_scheme(sync) == before
+    assert before["grad_hook"] == {"class": "ClipHook", "fields": {"max_norm": 1.0}}
 
 
 def test_a_gradient_outside_a_step_or_after_close_is_refused_and_an_abandoned_step_is_not():
