@@ -143,8 +143,10 @@ def main() -> None:
 
     # the runtime, logging and kernel settings as every script has them, then the strategy,
     # made from the optimizer init builds: alone this one, under MPI the clipping as a hook
+    # (chosen by the transport init would pick, not by the world size: under a parameter-server
+    # launch an MPISync was made, and refused as one that trains alone)
     clip = ClipHook(args.max_norm)
-    several = detect_runtime().world_size > 1
+    several = dist.choose_transport(detect_runtime()) == "mpi"
     sync = dist.init(
         "sgd",
         lr=args.lr,

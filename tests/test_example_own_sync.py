@@ -2,7 +2,8 @@
 updates made at ``finish_step``), written from the contract in docs/architecture.md and
 checked against LocalSync, against clipped SGD computed here in numpy, as a script, and
 through a checkpoint and resume. The float64 LeNet of the MPI tests, trained for real. Made by
-``dist.init(sync=...)``, it is refused on ranks of several, in one line on each."""
+``dist.init(sync=...)``: under mpiexec the script makes MPISync with the same clipping as its
+``grad_hook`` instead; under a parameter-server launch its strategy is refused on each worker."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.trainer import Trainer
 from tests.child_env import REPO_ROOT, child_env
+from tests.launcher.launch_cli import launch
 from tests.mpi.common import (
     NEEDS_MPIEXEC,
     global_batches,
@@ -221,3 +223,19 @@ def test_under_mpiexec_two_ranks_clip_in_mpisyncs_hook_as_one_process_clips(tmp_
     assert all(said), (two.stdout, one.stdout)  # one closing line each: the chief's
     assert float(said[0][1]) == pytest.approx(float(said[1][1]), abs=0.01)
     assert float(said[0][2]) == pytest.approx(float(said[1][2]), rel=1e-3)  # the last norm
+
+
+def test_under_a_parameter_server_launch_the_strategy_that_trains_alone_is_refused(tmp_path):
+    """``distconv-launch local --workers 2``: two workers and a shard, no MPI. The script clips
+    across ranks only under mpiexec (MPISync's hook); here its own strategy is refused, on
+    each worker, as one that trains alone. Choosing by the world size alone, it made an
+    MPISync, refused as "MPISync says rank 0 of 1 ... it trains alone ... make a strategy of
+    several ranks": the framework's own MPI transport, blamed for a launch without MPI."""
+    done = launch(
+        "local", "--workers", "2", "--servers", "1", "--insecure", "--run-dir",
+        str(tmp_path / "job"), "--", str(EXAMPLE), "--epochs", "1", cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    said = re.findall(r"\[worker ([01])\] own_sync\.py: error: (\w+) says rank 0 of 1", done.stdout)
+    assert sorted(said) == [("0", "GlobalNormClipSync"), ("1", "GlobalNormClipSync")], (
+        done.stdout + done.stderr
+    )
