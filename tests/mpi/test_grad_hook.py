@@ -74,9 +74,11 @@ def test_the_hook_sees_every_reduced_gradient_before_any_update(overlap):
     assert all(not p.grad.any() for p in params)
 
 
-def test_on_a_cast_wire_the_hook_sees_what_the_optimizer_reads_the_averages():
+def test_on_a_cast_wire_the_hook_sees_the_averages_and_divides_by_one():
     """A ``grad_dtype`` other than the gradients' averages on the way (the optimizer's scale is
-    then 1): the hook gets those averages, in the parameters' own dtype."""
+    then 1): the hook gets those averages, in the parameters' own dtype, and ``examples`` 1,
+    so ``p.grad / examples`` is the mean on every wire (it got the global count, 4, and a clip
+    by the mean's norm took averages for sums: its norm 4 times too small, it under-clipped)."""
     hook = Seen()
     sync = bucket_sync(comm=SingleRankComm(), overlap=True, grad_dtype="float16", grad_hook=hook)
     params = bucket_params("ab")
@@ -86,10 +88,27 @@ def test_on_a_cast_wire_the_hook_sees_what_the_optimizer_reads_the_averages():
     finally:
         sync.close()
     (call,) = hook.calls
+    assert call["examples"] == 1
     assert call["dtypes"] == {"a": np.float64, "b": np.float64}
     np.testing.assert_array_equal(call["grads"]["a"], np.full(3, 0.5))
     np.testing.assert_array_equal(call["grads"]["b"], np.full(3, 1.0))
     np.testing.assert_array_equal(params[1].value, np.arange(3.0) + 1 - 0.5 * 1.0)
+
+
+def test_a_16_bit_parameter_beside_a_wider_one_is_refused_before_any_update():
+    """Its bucket carries averages, the other sums: no one ``examples`` gives the hook every
+    mean, so the step fails naming the way out, nothing updated."""
+    hook = Seen()
+    sync = bucket_sync(comm=SingleRankComm(), grad_hook=hook)
+    params = [Parameter("a", np.arange(3.0)), Parameter("b", np.arange(3, dtype=np.float16))]
+    sync.setup(params, {})
+    try:
+        with pytest.raises(SyncError, match="sums in some buckets and averages in others"):
+            one_step(sync, params, 2, {"a": 1.0, "b": 1.0})
+    finally:
+        sync.close()
+    assert hook.calls == []
+    np.testing.assert_array_equal(params[0].value, np.arange(3.0))
 
 
 def _failing(params: list[Parameter]) -> None:

@@ -113,8 +113,9 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
             bucket is reduced (and copied back) and the used-parameter flags are in, before the
             first update: ``params`` the parameters about to be updated (those that fired on
             some rank), whose ``.grad`` hold what the optimizer reads (the sums over every
-            rank's examples; averages in a bucket that averages itself: a ``grad_dtype`` cast,
-            or 16-bit gradients), ``examples`` the step's global example count. It may change
+            rank's examples; averages where the buckets average themselves: a ``grad_dtype``
+            cast, or 16-bit gradients), ``examples`` what they divide by to give the means
+            (the step's global example count; 1 for averages: :func:`mean_divisor`). It may change
             the gradients in place (never rebind ``p.grad``): a global-norm clip across ranks.
             Where it raises, no parameter is updated and the step fails on this rank alone, as
             a failed update does. With it, one rank with the thread no longer updates each
@@ -319,7 +320,7 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
             # flags) or the thread; then all or none (updates), a failure here alone told later
             args = (self.buckets, self._used, self._apply, self._slot, self._note_failed_step)
             every = (self._thread, self._grad_comm, self.world_size, *args, alone, done)
-            hook, total = self.grad_hook, self._total  # (the hook's: the global examples)
+            hook, total = self.grad_hook, mean_divisor(self.buckets, self._total)
             last = (self._used, self._thread, self._pump, alone, self.world_size)
             while True:  # a Ctrl-C kept in alone, as it is called too (nothing sent yet)
                 entered: list[bool] = []
@@ -368,3 +369,23 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
         spent = bucket.clear()
         if spent is not None:
             self._thread.zero(spent)  # done before this bucket's next reduction
+
+
+def mean_divisor(buckets: Sequence[Bucket], total: int) -> int:
+    """What a ``grad_hook`` divides the gradients by to have their means: ``total`` (the
+    step's global examples) where the buckets hold sums, 1 where they carried averages (a
+    ``grad_dtype`` cast, 16-bit gradients: :attr:`~.buckets.Bucket.averages`), so that a clip
+    by the mean's norm reads one quantity on every wire.
+
+    Raises:
+        SyncError: some buckets hold sums and others averages (16-bit parameters beside wider
+            ones): no one divisor gives every mean; raised before any update, on every rank.
+    """
+    kinds = {bucket.averages for bucket in buckets}
+    if len(kinds) > 1:
+        raise SyncError(
+            "grad_hook: the gradients are sums in some buckets and averages in others (16-bit "
+            "parameters beside wider ones), so no one count gives their means; give every "
+            "parameter one dtype, or a 16-bit grad_dtype, with which every bucket averages"
+        )
+    return 1 if kinds == {True} else total
