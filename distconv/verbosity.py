@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 from collections.abc import Sequence
 
 #: the options ``distconv`` takes before its command (``distconv -v train``)
@@ -57,11 +58,24 @@ def refuse_both(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error("argument -v/--verbose: not allowed with argument -q/--quiet")
 
 
+def is_own_option(word: str) -> bool:
+    """Whether ``word``, before a ``distconv`` command, is one of :data:`OWN_OPTIONS` as
+    argparse may take it: repeated or joined (``-vv``, ``-qq``; ``-qv``, refused) or a long
+    one abbreviated (``--verb``, ``--q``; ``--ver``, ambiguous beside ``--version``)."""
+    if re.fullmatch(r"-[qv]+", word):
+        return True
+    return len(word) > 2 and any(
+        long.startswith(word) for long in OWN_OPTIONS if long.startswith("--")
+    )
+
+
 def after_own_options(argv: Sequence[str]) -> list[str]:
     """``argv`` (a ``distconv`` command line) less the options :data:`OWN_OPTIONS` before its
-    command: ``-v train ...`` is ``train ...``, as what reads the command before the parse
-    (:func:`~distconv.transport_flags.mpi_train_rank`) must see it."""
+    command (:func:`is_own_option`): ``-v train ...`` is ``train ...``, as what reads the
+    command before the parse (:func:`~distconv.transport_flags.mpi_train_rank`) must see it.
+    ``--verb`` and ``-vv`` too: argparse takes them, and a rank failing after either exited
+    without the abort, its peers waiting in ``MPI_Init``."""
     at = 0
-    while at < len(argv) and argv[at] in OWN_OPTIONS:
+    while at < len(argv) and is_own_option(argv[at]):
         at += 1
     return list(argv[at:])
