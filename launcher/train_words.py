@@ -14,11 +14,7 @@ import shutil
 import sysconfig
 from collections.abc import Sequence
 
-from distconv.verbosity import OWN_OPTIONS
-
-#: distconv's own options before its command (``distconv -q train``, ``distconv -v train``):
-#: train's too, so kept
-QUIET = OWN_OPTIONS
+from distconv.verbosity import is_own_option
 
 _PYTHON = re.compile(r"python(3(\.\d+)?)?")
 
@@ -27,7 +23,9 @@ def launch_words(args: Sequence[str]) -> list[int] | None:
     """The indices of the leading words of ``args`` that name ``distconv train``, to drop: []
     where none do (train arguments start with a flag, or another program comes first), None
     where ``distconv`` names another of its commands (a program of the user's). A ``-q`` or
-    ``-v`` between ``distconv`` and ``train`` is kept: ``-- -q --epochs 1`` is the working form."""
+    ``-v`` between ``distconv`` and ``train`` is kept, as is any form of them distconv takes
+    there (``--verb``, ``-vv``: :func:`~distconv.verbosity.is_own_option`): they are train's
+    too, and ``-- -q --epochs 1`` is the working form."""
     if not args:
         return []
     if args[0] == "train":
@@ -36,7 +34,7 @@ def launch_words(args: Sequence[str]) -> list[int] | None:
     if not start:
         return []
     at = start
-    while at < len(args) and args[at] in QUIET:
+    while at < len(args) and is_own_option(args[at]):
         at += 1
     if at == len(args) or args[at].startswith("-"):  # 'distconv --epochs 1': train's default
         return list(range(start))
