@@ -313,16 +313,23 @@ def test_1d_convolutions_run_on_im2col_and_match_host(cupy, monkeypatch, rng, cu
     assert chosen and not any(chosen)
 
 
-def _catalogue_case(cupy, rng, make, specs, rtol=None):
-    """One case of the catalogue: forward and gradients on the device match the host's (to
-    ``rtol``, absolute too, where given: 16-bit layers)."""
+def _twins(cupy, rng, make):
+    """The layer ``make`` makes on the host and on the device, their parameters given the same
+    random values (zero-initialised padding and bias too)."""
     set_device("cpu")
     host = make()
     set_device("gpu")
     dev = make()
     for p, q in zip(host.parameters(), dev.parameters()):
-        p.value[...] = rng.standard_normal(p.shape)  # zero-initialised padding and bias too
+        p.value[...] = rng.standard_normal(p.shape)
         q.value[...] = cupy.asarray(p.value)
+    return host, dev
+
+
+def _catalogue_case(cupy, rng, make, specs, rtol=None):
+    """One case of the catalogue: forward and gradients on the device match the host's (to
+    ``rtol``, absolute too, where given: 16-bit layers)."""
+    host, dev = _twins(cupy, rng, make)
     xs, xd = _args(specs, np.asarray), _args(specs, cupy.asarray)
     y, yd = host(*xs), dev(*xd)
     assert isinstance(yd.value, cupy.ndarray)

@@ -38,7 +38,7 @@ from distconv.optim import create_optimizer
 from distconv.sync.description import digest, first_difference
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
-from tests.kernels.test_gpu import _args, _ran_on_cudnn, _use_cudnn
+from tests.kernels.test_gpu import _args, _ran_on_cudnn, _twins, _use_cudnn
 from tests.test_core import _WrongGrad
 
 pytestmark = pytest.mark.gpu
@@ -156,13 +156,7 @@ def _close(device, host, tol: float, what: str) -> None:
 def _mixed_case(cupy, rng, make, specs, out, tol) -> None:
     """Forward and backward of one layer on each device, the device's parameters given the
     host's values: the output, input and parameter gradients alike in dtype and values."""
-    set_device("cpu")
-    host = make()
-    set_device("gpu")
-    dev = make()
-    for p, q in zip(host.parameters(), dev.parameters()):
-        p.value[...] = rng.standard_normal(p.shape)  # zero-initialised padding and bias too
-        q.value[...] = cupy.asarray(p.value)
+    host, dev = _twins(cupy, rng, make)
     values = [p.value for p in host.parameters()] + [s["value"] for s in specs if "value" in s]
     assert len({v.dtype for v in values}) > 1, "a case of one dtype"
     # the definition: the inputs widened to the output's dtype first (host and device alike

@@ -35,14 +35,18 @@ print(f"attempt {restart} works", flush=True)
 """
 
 
-def _local(tmp_path: Path, fails: int, restarts: int, *how: str, run: str = "run"):
+def _local(
+    tmp_path: Path, fails: int, restarts: int, *how: str, run: str = "run", source: str = ""
+):
     """``distconv-launch local`` of one worker running :data:`FAILS_FIRST` ``fails`` ``how``
-    with ``--max-restarts`` ``restarts``, as job ``j``, in ``tmp_path``; nothing of it left."""
-    script = tmp_path / "fails_first.py"
-    script.write_text(FAILS_FIRST)
+    (``source``, given: that script, with no arguments) with ``--max-restarts`` ``restarts``,
+    as job ``j``, in ``tmp_path``; nothing of it left."""
+    script = tmp_path / "worker.py"
+    script.write_text(source or FAILS_FIRST)
+    arguments = () if source else (str(fails), *how)
     done = launch(
         "local", "--workers", "1", "--servers", "0", "--max-restarts", str(restarts),
-        "--run-dir", run, "--job-id", "j", "--", str(script), str(fails), *how,
+        "--run-dir", run, "--job-id", "j", "--", str(script), *arguments,
         cwd=tmp_path, timeout=50,
     )  # fmt: skip
     assert job_left(done.env, 5) == {}
@@ -202,14 +206,9 @@ def test_a_restart_that_cannot_start_keeps_its_line_and_failure_json_says_why(tm
     """operations.md: the failure still has its line (its ``then`` the restart it was to be),
     and ``failure.json``, the same failure, says that restart could not start; no line says
     the job finished."""
-    script, run = tmp_path / "breaks_its_log.py", tmp_path / "run"
-    script.write_text(BREAKS_ITS_LOG)
-    done = launch(
-        "local", "--workers", "1", "--servers", "0", "--max-restarts", "2", "--run-dir", "run",
-        "--job-id", "j", "--", str(script), cwd=tmp_path, timeout=50,
-    )  # fmt: skip
+    run = tmp_path / "run"
+    done = _local(tmp_path, 0, 2, source=BREAKS_ITS_LOG)
     assert done.returncode == 3, done.stderr
-    assert job_left(done.env, 5) == {}
     (entry,) = _lines(run / "restarts.jsonl")
     report = json.loads((run / "failure.json").read_text())
     assert (entry["restart"], entry["then"]) == (0, "restarting the job (1 of 2)")
@@ -230,15 +229,10 @@ sys.exit(1)
 @pytest.mark.timeout(60)
 def test_ranks_of_different_jobs_are_not_restarted_and_leave_no_record(tmp_path):
     """Not restarted, so no line; the launch before's record is cleared all the same."""
-    script, run = tmp_path / "different_jobs.py", tmp_path / "run"
-    script.write_text(DIFFERENT_JOBS)
+    run = tmp_path / "run"
     run.mkdir()
     (run / "restarts.jsonl").write_text('{"restart": 0}\n')  # a launch before's
-    done = launch(
-        "local", "--workers", "1", "--servers", "0", "--max-restarts", "2", "--run-dir", "run",
-        "--job-id", "j", "--", str(script), cwd=tmp_path, timeout=50,
-    )  # fmt: skip
+    done = _local(tmp_path, 0, 2, source=DIFFERENT_JOBS)
     assert done.returncode == 1, done.stderr
-    assert job_left(done.env, 5) == {}
     assert not (run / "restarts.jsonl").exists()
     assert json.loads((run / "failure.json").read_text())["then"].startswith("not restarting")
