@@ -180,3 +180,27 @@ def test_the_hook_is_recorded_in_the_scheme_a_run_writes_and_no_hook_is_not():
     }
     plain = sync_scheme(MPISync(create_optimizer("sgd"), comm=SingleRankComm()))
     assert plain == {"sync": "mpi", "bucket_bytes": 4 << 20}
+
+
+@pytest.mark.parametrize(
+    ("wire", "dtypes"),
+    [(None, (np.float64, np.float16)), ("float32", (np.float64, np.float32))],
+)
+def test_without_a_hook_parameters_of_several_dtypes_train_as_before(wire, dtypes):
+    """The refusal of sums beside averages is the hook's (no one ``examples`` fits both);
+    without a hook each bucket's optimizer scales its own, as before it. It was made at every
+    step, hook or none: a model with a 16-bit parameter beside a float64 one (or float64 and
+    float32 ones on a float32 wire) failed its first step, 2 ranks aborting their job."""
+    sync = bucket_sync(comm=SingleRankComm(), grad_dtype=wire)
+    params = [
+        Parameter("a", np.arange(3.0, dtype=dtypes[0])),
+        Parameter("b", np.arange(3.0, dtype=dtypes[1])),
+    ]
+    sync.setup(params, {})
+    try:
+        one_step(sync, params, 2, {"a": 1.0, "b": 1.0})
+    finally:
+        sync.close()
+    for p, dtype in zip(params, dtypes):  # sgd at lr 0.5 on the mean, 1 / 2 a step
+        assert p.value.dtype == dtype
+        np.testing.assert_array_equal(p.value, np.arange(3.0) - 0.25)

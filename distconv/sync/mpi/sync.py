@@ -320,7 +320,8 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
             # flags) or the thread; then all or none (updates), a failure here alone told later
             args = (self.buckets, self._used, self._apply, self._slot, self._note_failed_step)
             every = (self._thread, self._grad_comm, self.world_size, *args, alone, done)
-            hook, total = self.grad_hook, mean_divisor(self.buckets, self._total)
+            hook = self.grad_hook  # its divisor only with it: without, mixed buckets train
+            total = None if hook is None else mean_divisor(self.buckets, self._total)
             last = (self._used, self._thread, self._pump, alone, self.world_size)
             while True:  # a Ctrl-C kept in alone, as it is called too (nothing sent yet)
                 entered: list[bool] = []
