@@ -103,7 +103,9 @@ def test_a_16_bit_parameter_beside_a_wider_one_is_refused_before_any_update():
     params = [Parameter("a", np.arange(3.0)), Parameter("b", np.arange(3, dtype=np.float16))]
     sync.setup(params, {})
     try:
-        with pytest.raises(SyncError, match="sums in some buckets and averages in others"):
+        with pytest.raises(
+            SyncError, match=r"sums in some buckets \(float64\) and averages in others \(float16"
+        ):
             one_step(sync, params, 2, {"a": 1.0, "b": 1.0})
     finally:
         sync.close()
@@ -204,3 +206,19 @@ def test_without_a_hook_parameters_of_several_dtypes_train_as_before(wire, dtype
     for p, dtype in zip(params, dtypes):  # sgd at lr 0.5 on the mean, 1 / 2 a step
         assert p.value.dtype == dtype
         np.testing.assert_array_equal(p.value, np.arange(3.0) - 0.25)
+
+
+def test_float64_beside_float32_on_a_float32_wire_is_refused_naming_their_dtypes():
+    """The float64 bucket is cast to the wire (averages), the float32 one is not (sums): the
+    refusal names them. It said "16-bit parameters beside wider ones" where none was 16-bit."""
+    sync = bucket_sync(comm=SingleRankComm(), grad_dtype="float32", grad_hook=Seen())
+    params = [Parameter("a", np.arange(3.0)), Parameter("b", np.arange(3, dtype=np.float32))]
+    sync.setup(params, {})
+    try:
+        with pytest.raises(SyncError) as refused:
+            one_step(sync, params, 2, {"a": 1.0, "b": 1.0})
+    finally:
+        sync.close()
+    said = str(refused.value)
+    assert "sums in some buckets (float32) and averages in others (float64" in said, said
+    assert "16-bit parameters" not in said

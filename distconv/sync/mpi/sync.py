@@ -379,14 +379,18 @@ def mean_divisor(buckets: Sequence[Bucket], total: int) -> int:
     by the mean's norm reads one quantity on every wire.
 
     Raises:
-        SyncError: some buckets hold sums and others averages (16-bit parameters beside wider
-            ones): no one divisor gives every mean; raised before any update, on every rank.
+        SyncError: some buckets hold sums and others averages (parameters of several dtypes:
+            16-bit beside wider, or some cast to the wire and others of its dtype), naming
+            which: no one divisor gives every mean; raised before any update, on every rank.
     """
-    kinds = {bucket.averages for bucket in buckets}
-    if len(kinds) > 1:
+    kinds = {
+        k: sorted({str(b.host.dtype) for b in buckets if b.averages == k}) for k in (True, False)
+    }
+    if all(kinds.values()):
         raise SyncError(
-            "grad_hook: the gradients are sums in some buckets and averages in others (16-bit "
-            "parameters beside wider ones), so no one count gives their means; give every "
-            "parameter one dtype, or a 16-bit grad_dtype, with which every bucket averages"
+            f"grad_hook: the gradients are sums in some buckets ({', '.join(kinds[False])}) and "
+            f"averages in others ({', '.join(kinds[True])}: cast to grad_dtype or 16-bit), so "
+            "no one count gives their means; give every parameter one dtype, or a 16-bit "
+            "grad_dtype, with which every bucket averages"
         )
-    return 1 if kinds == {True} else total
+    return 1 if kinds[True] else total
