@@ -1,9 +1,9 @@
 """mpiexec -n 2 python -m mpi4py run_grad_hook.py OUT MODE ...: MPISync's ``grad_hook``.
 
-``clip OVERLAP BUCKET_BYTES MAX_NORM``: the float64 LeNet of the equivalence tests, each rank
-half of every global batch, the gradients clipped by their global norm in the hook
-(``examples/own_sync.py``'s :func:`clip_by_global_norm`); ``OUT/rank<r>.npz``: the weights,
-and under ``_norms`` each step's norm before clipping.
+``clip OVERLAP BUCKET_BYTES MAX_NORM [GRAD_DTYPE]``: the float64 LeNet of the equivalence
+tests, each rank half of every global batch, the gradients clipped by their global norm in the
+hook (``examples/own_sync.py``'s :func:`clip_by_global_norm`), on a ``GRAD_DTYPE`` wire where
+given; ``OUT/rank<r>.npz``: the weights, and under ``_norms`` each step's norm before clipping.
 
 ``fired OVERLAP``: three parameters, a bucket each; rank 0 fires ``a`` (3 examples), rank 1
 ``b`` (4 examples), none ``c``. ``OUT/rank<r>.json``: what the hook got (names, examples,
@@ -47,14 +47,20 @@ _spec.loader.exec_module(_example)
 clip_by_global_norm = _example.clip_by_global_norm
 
 
-def clip(out: Path, overlap: bool, bucket_bytes: int, max_norm: float) -> None:
+def clip(
+    out: Path, overlap: bool, bucket_bytes: int, max_norm: float, wire: str | None = None
+) -> None:
     norms: list[float] = []
 
     def hook(params: list[Parameter], examples: int) -> None:
         norms.append(clip_by_global_norm(params, examples, max_norm))
 
     sync = MPISync(
-        create_optimizer("momentum"), overlap=overlap, bucket_bytes=bucket_bytes, grad_hook=hook
+        create_optimizer("momentum"),
+        overlap=overlap,
+        bucket_bytes=bucket_bytes,
+        grad_dtype=wire,
+        grad_hook=hook,
     )
     net = small_lenet(0)
     sync.setup(net.parameters(), {})
@@ -126,7 +132,7 @@ def failing(out: Path, how: str) -> None:
 def main() -> None:
     out, mode, args = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
     if mode == "clip":
-        clip(out, args[0] == "1", int(args[1]), float(args[2]))
+        clip(out, args[0] == "1", int(args[1]), float(args[2]), *args[3:])
     elif mode == "fired":
         fired(out, args[0] == "1")
     else:
