@@ -62,7 +62,8 @@ def clip_by_global_norm(params: Sequence[Parameter], examples: int, max_norm: fl
 
 class ClipHook:
     """:func:`clip_by_global_norm` as ``MPISync``'s ``grad_hook``: called on every rank with the
-    gradients summed over the ranks and the step's global example count; ``last_norm`` the
+    gradients summed over the ranks and the step's global example count (on a ``grad_dtype``
+    wire, or with 16-bit gradients: their averages, and 1); ``last_norm`` the
     last step's norm before clipping, kept in a private attribute: the scheme a run records
     (each checkpoint's, compared on resume) writes a hook by its public attributes, and a
     norm there made a resume warn of a sync scheme changed where nothing had."""
