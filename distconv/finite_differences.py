@@ -205,7 +205,11 @@ def compare(
             but its central difference stands where it was, and only a kink's moves. The
             retry judges small derivatives against a floor ten times higher: a halved
             derivative of 0.01 under a small float32 output passed there where the first
-            step had failed it at a smooth point.
+            step had failed it at a smooth point. That floor is the retry's only where its
+            central difference moved by more than the outputs' rounding may move the two by
+            (twice :attr:`Objective.rounding` over the smaller step), as a kink's does; else
+            it is the first step's: under a float32 output of 1 or 10, whose rounding the
+            excess is within, a derivative 5% off or halved passed at a smooth point.
         first: the retry's: the first step's numeric derivative and by how much the first
             comparison failed.
 
@@ -235,6 +239,9 @@ def compare(
         )
     if first is not None and abs(numeric - first[0]) + 2 * noise < first[1]:
         raise _NotAKink  # the central difference stood: the first failure was no kink's
+    if first is not None and abs(numeric - first[0]) <= 2 * obj.rounding / step:
+        # no move beyond the outputs' rounding: no kink's smaller step, so no higher floor
+        floor /= KINK_SHRINK
     scale = max(abs(analytic), abs(numeric), floor)
     diff = abs(analytic - numeric) / scale
     kink = abs(right - left)
