@@ -28,8 +28,8 @@ from distconv.stdout_drop import drop_stdout
 from distconv.train_args import add_train
 from distconv.verbosity import (
     add_verbosity,
-    after_own_options,
     debug_own_lines,
+    from_command,
     log_level,
     refuse_both,
 )
@@ -270,9 +270,9 @@ def _abort_mpi_job(status: int, argv: Sequence[str]) -> None:
     are imported only on a failure."""
     from distconv.transport_flags import mpi_train_rank
 
-    # 'distconv -v train': the check reads past -q alone, and a rank with a bad flag after
-    # -v exited without the abort, its peers waiting in MPI_Init for ever
-    if mpi_train_rank(after_own_options(argv)):
+    # 'distconv -v train', 'distconv --verbose=1 train': the check reads past -q alone, and a
+    # rank failing after another option exited without the abort, its peers in MPI_Init
+    if mpi_train_rank(from_command(argv)):
         from distconv.sync.mpi import leaving
 
         if sys.exc_info()[1] is not None and not isinstance(sys.exc_info()[1], SystemExit):

@@ -69,13 +69,15 @@ def is_own_option(word: str) -> bool:
     )
 
 
-def after_own_options(argv: Sequence[str]) -> list[str]:
-    """``argv`` (a ``distconv`` command line) less the options :data:`OWN_OPTIONS` before its
-    command (:func:`is_own_option`): ``-v train ...`` is ``train ...``, as what reads the
-    command before the parse (:func:`~distconv.transport_flags.mpi_train_rank`) must see it.
-    ``--verb`` and ``-vv`` too: argparse takes them, and a rank failing after either exited
-    without the abort, its peers waiting in ``MPI_Init``."""
+def from_command(argv: Sequence[str]) -> list[str]:
+    """``argv`` (a ``distconv`` command line) from its command on, as what reads the command
+    before the parse (:func:`~distconv.transport_flags.mpi_train_rank`) must see it: ``-v
+    train ...`` is ``train ...``. Every word before it that starts with a dash is read past,
+    not only :data:`OWN_OPTIONS` in the forms argparse takes (:func:`is_own_option`): none of
+    distconv's options there takes a value, so the first word without one is the command, and
+    a rank whose parse failed on another (``--verbose=1``, ``-vx``, a typo) exited without the
+    abort, its peers waiting in ``MPI_Init`` until killed."""
     at = 0
-    while at < len(argv) and is_own_option(argv[at]):
+    while at < len(argv) and argv[at].startswith("-"):
         at += 1
     return list(argv[at:])
