@@ -47,7 +47,14 @@ def train_arguments(args: Sequence[str]) -> tuple[str, ...] | None:
     drop = launch_words(args)
     if drop is None or not (drop or not args or args[0].startswith("-")):
         return None
-    return tuple(w for i, w in enumerate(args) if i not in drop)
+    # '-vv' is '-v' to distconv train's parser, which takes it; the launch reads its flags one
+    # to a word (distconv.train_args.spelled_out), and refused it as a flag train takes not
+    return tuple(_once(w) for i, w in enumerate(args) if i not in drop)
+
+
+def _once(word: str) -> str:
+    """``word`` with a repeated ``-q`` or ``-v`` (``-vv``, ``-qqq``) said once."""
+    return word[:2] if re.fullmatch(r"-v+|-q+", word) else word
 
 
 def not_a_program(word: str, after: Sequence[str] = ()) -> str:

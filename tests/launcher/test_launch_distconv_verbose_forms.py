@@ -17,11 +17,16 @@ def test_an_abbreviated_own_option_before_train_is_trains(option, kept):
     assert parse_program(after) == Program((kept, "--epochs", "1"), is_train=True)
 
 
-@pytest.mark.parametrize("option", ["-vv", "-qq"])
-def test_a_repeated_one_is_refused_as_train_refuses_it(option):
-    """As ``-- -vv --epochs 1`` is: not as a program's unrecognized ``train``."""
-    with pytest.raises(UsageError) as alone:
-        parse_program([option, "--epochs", "1"])
-    with pytest.raises(UsageError) as named:
-        parse_program(["distconv", option, "train", "--epochs", "1"])
-    assert str(named.value) == str(alone.value)
+@pytest.mark.parametrize("option, once", [("-vv", "-v"), ("-qqq", "-q")])
+def test_a_repeated_one_is_taken_as_distconv_train_takes_it(option, once):
+    """``distconv -vv train`` and ``distconv train -vv`` run; the launch refused both (``distconv
+    train takes no -vv``), after ``distconv`` as alone after ``--``."""
+    for after in ([option, "--epochs", "1"], ["distconv", option, "train", "--epochs", "1"]):
+        assert parse_program(after) == Program((once, "--epochs", "1"), is_train=True)
+    assert parse_program(["--epochs", "1", option]).argv == ("--epochs", "1", once)
+
+
+def test_refused_together_as_distconv_refuses_them():
+    """``-qv``: -q and -v at once, which distconv refuses too."""
+    with pytest.raises(UsageError):
+        parse_program(["distconv", "-qv", "train", "--epochs", "1"])
