@@ -326,6 +326,16 @@ def _twins(cupy, rng, make):
     return host, dev
 
 
+def _backward_twins(cupy, rng, host, dev) -> None:
+    """Backward of the ``(layer, output)`` pairs ``host`` and ``dev`` from one random output
+    gradient (on the device, its copy)."""
+    (layer, y), (layer_d, yd) = host, dev
+    dy = rng.standard_normal(y.value.shape).astype(y.value.dtype)
+    y.grad, yd.grad = dy, cupy.asarray(dy)
+    layer.backward(lambda p: None)
+    layer_d.backward(lambda p: None)
+
+
 def _catalogue_case(cupy, rng, make, specs, rtol=None):
     """One case of the catalogue: forward and gradients on the device match the host's (to
     ``rtol``, absolute too, where given: 16-bit layers)."""
@@ -337,10 +347,7 @@ def _catalogue_case(cupy, rng, make, specs, rtol=None):
     np.testing.assert_allclose(to_host(yd.value), y.value, *forward)
     if y.ids is not None:
         np.testing.assert_array_equal(to_host(yd.ids), y.ids)
-    dy = rng.standard_normal(y.value.shape).astype(y.value.dtype)
-    y.grad, yd.grad = dy, cupy.asarray(dy)
-    host.backward(lambda p: None)
-    dev.backward(lambda p: None)
+    _backward_twins(cupy, rng, (host, y), (dev, yd))
     for i, (a, b) in enumerate(zip(xs, xd)):
         if a.needs_grad:
             np.testing.assert_allclose(to_host(b.grad), a.grad, *backward, err_msg=i)

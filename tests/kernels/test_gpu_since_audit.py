@@ -38,7 +38,7 @@ from distconv.optim import create_optimizer
 from distconv.sync.description import digest, first_difference
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
-from tests.kernels.test_gpu import _args, _ran_on_cudnn, _twins, _use_cudnn
+from tests.kernels.test_gpu import _args, _backward_twins, _ran_on_cudnn, _twins, _use_cudnn
 from tests.test_core import _WrongGrad
 
 pytestmark = pytest.mark.gpu
@@ -168,10 +168,7 @@ def _mixed_case(cupy, rng, make, specs, out, tol) -> None:
     assert y.value.dtype == out, f"the output's dtype on the host: {y.value.dtype}, not {out}"
     _close(yd.value, y.value, tol, "output")
     _close(yd.value, defined, tol, "output against the inputs widened")
-    dy = rng.standard_normal(y.value.shape).astype(y.value.dtype)
-    y.grad, yd.grad = dy, cupy.asarray(dy)
-    host.backward(lambda p: None)
-    dev.backward(lambda p: None)
+    _backward_twins(cupy, rng, (host, y), (dev, yd))
     for i, (a, b) in enumerate(zip(xs, xd)):
         if a.needs_grad:
             assert a.grad.dtype == a.value.dtype  # an input's gradient in its own dtype
