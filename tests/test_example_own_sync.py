@@ -239,3 +239,4 @@ def test_under_a_parameter_server_launch_the_strategy_that_trains_alone_is_refus
     # the first to fail stops the other, which may not have said its own line by then
     assert said and {name for _, name in said} == {"GlobalNormClipSync"}, done.stdout + done.stderr
     assert "MPISync" not in done.stdout + done.stderr
+    assert done.returncode == 1, done.stderr
