@@ -184,7 +184,7 @@ def compare(
     name: str,
     resolve=False,
     retry=True,
-    first: tuple[float, float] | None = None,
+    first: tuple[float, float, float] | None = None,
 ) -> float:
     """The relative difference of ``g``'s and the numeric derivative along ``direction`` taken.
 
@@ -207,11 +207,14 @@ def compare(
             derivative of 0.01 under a small float32 output passed there where the first
             step had failed it at a smooth point. That floor is the retry's only where its
             central difference moved by more than the outputs' rounding may move the two by
-            (twice :attr:`Objective.rounding` over the smaller step), as a kink's does; else
-            it is the first step's: under a float32 output of 1 or 10, whose rounding the
-            excess is within, a derivative 5% off or halved passed at a smooth point.
-        first: the retry's: the first step's numeric derivative and by how much the first
-            comparison failed.
+            (twice :attr:`Objective.rounding` over the smaller step), as a kink's does, and its
+            one-sided slopes did not part by a tenth of the first step's gap, as a curve's do
+            (:func:`_kinked`); else it is the first step's: under a float32 output of 1 or 10,
+            whose rounding the excess is within, a derivative 5% off or halved passed at a
+            smooth point, and so did a halved one where a sine bends sharply, whose step's
+            truncation moved the central difference.
+        first: the retry's: the first step's numeric derivative, by how much the first
+            comparison failed, and the gap of its one-sided slopes.
 
     Raises:
         AssertionError: they differ by more than ``tol``.
@@ -239,15 +242,14 @@ def compare(
         )
     if first is not None and abs(numeric - first[0]) + 2 * noise < first[1]:
         raise _NotAKink  # the central difference stood: the first failure was no kink's
-    if first is not None and abs(numeric - first[0]) <= 2 * obj.rounding / step:
-        # no move beyond the outputs' rounding: no kink's smaller step, so no higher floor
-        floor /= KINK_SHRINK
+    kink = abs(right - left)
+    if first is not None and not _kinked(obj, numeric, kink, step, first):
+        floor /= KINK_SHRINK  # no kink's smaller step, so no higher floor
     scale = max(abs(analytic), abs(numeric), floor)
     diff = abs(analytic - numeric) / scale
-    kink = abs(right - left)
     if not diff <= tol and retry and kink > 2 * noise:
         shrunk = step / KINK_SHRINK
-        failed = (numeric, abs(analytic - numeric) - tol * scale)
+        failed = (numeric, abs(analytic - numeric) - tol * scale, kink)
         try:
             again = (obj, owner, direction, g, shrunk, tol, name, resolve)
             return compare(*again, retry=False, first=failed)
@@ -259,3 +261,13 @@ def compare(
             f"numeric {numeric:.10g}, relative difference {diff:.3g} > {tol}"
         )
     return diff
+
+
+def _kinked(obj: Objective, numeric: float, kink: float, step: float, first: tuple) -> bool:
+    """Whether the retry at ``step`` moved the central difference as only a kink does: by more
+    than the outputs' rounding moves the two by, and with one-sided slopes that did not part
+    by a tenth of the first step's, as a curve's do (their gap is its second derivative times
+    the step): a smooth point's truncation moves the difference too."""
+    rounding = 2 * obj.rounding / step
+    moved = abs(numeric - first[0]) > rounding
+    return moved and abs(kink - first[2] / KINK_SHRINK) > 2 * rounding
