@@ -212,7 +212,10 @@ def compare(
             (:func:`_kinked`); else it is the first step's: under a float32 output of 1 or 10,
             whose rounding the excess is within, a derivative 5% off or halved passed at a
             smooth point, and so did a halved one where a sine bends sharply, whose step's
-            truncation moved the central difference.
+            truncation moved the central difference. Across a kink the floor is raised no
+            further than the outputs' rounding at the smaller step needs (its noise over
+            ``tol``): the floor counts ``|f|`` as at least 1, and under a float32 output of
+            0.1 a leaky ReLU's backward that dropped its leak of 0.01 passed near the kink.
         first: the retry's: the first step's numeric derivative, by how much the first
             comparison failed, and the gap of its one-sided slopes.
 
@@ -245,6 +248,8 @@ def compare(
     kink = abs(right - left)
     if first is not None and not _kinked(obj, numeric, kink, step, first):
         floor /= KINK_SHRINK  # no kink's smaller step, so no higher floor
+    elif first is not None:  # raised no further than the outputs' rounding at this step needs
+        floor = max(floor / KINK_SHRINK, min(floor, noise / tol))
     scale = max(abs(analytic), abs(numeric), floor)
     diff = abs(analytic - numeric) / scale
     if not diff <= tol and retry and kink > 2 * noise:
