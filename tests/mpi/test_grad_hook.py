@@ -117,18 +117,30 @@ def _failing(params: list[Parameter]) -> None:
     raise FloatingPointError("the hook fails")
 
 
+def _refused_step(then, raised: type, match: str, overlap: bool | None = None) -> MPISync:
+    """A step whose hook runs ``then``: it raises ``raised`` (matching ``match``) with no
+    parameter moved; returns the sync, still open, for what the caller checks next (the
+    caller closes it)."""
+    sync = bucket_sync(comm=SingleRankComm(), overlap=overlap, grad_hook=Seen(then=then))
+    params = bucket_params("ab")
+    sync.setup(params, {})
+    try:
+        with pytest.raises(raised, match=match):
+            one_step(sync, params, 1, {"a": 1.0, "b": 1.0})
+        for i, p in enumerate(params):
+            np.testing.assert_array_equal(p.value, np.arange(3.0) + i)
+    except BaseException:
+        sync.close()
+        raise
+    return sync
+
+
 @pytest.mark.parametrize("overlap", [True, False])
 def test_a_failing_hook_updates_nothing_and_the_step_stays_failed(overlap):
     """The hook's error is finish_step's; no parameter moved (the thread's first bucket
     neither); the next step is refused as after any failed finish_step."""
-    sync = bucket_sync(comm=SingleRankComm(), overlap=overlap, grad_hook=Seen(then=_failing))
-    params = bucket_params("ab")
-    sync.setup(params, {})
+    sync = _refused_step(_failing, FloatingPointError, "the hook fails", overlap)
     try:
-        with pytest.raises(FloatingPointError, match="the hook fails"):
-            one_step(sync, params, 1, {"a": 1.0, "b": 1.0})
-        for i, p in enumerate(params):
-            np.testing.assert_array_equal(p.value, np.arange(3.0) + i)
         with pytest.raises(SyncError, match="start_step after step 0"):
             sync.start_step(1)
     finally:
@@ -142,16 +154,7 @@ def test_a_gradient_the_hook_rebinds_is_refused_before_any_update():
     def rebind(params: list[Parameter]) -> None:
         params[-1].grad = params[-1].grad * 0.5
 
-    sync = bucket_sync(comm=SingleRankComm(), grad_hook=Seen(then=rebind))
-    params = bucket_params("ab")
-    sync.setup(params, {})
-    try:
-        with pytest.raises(SyncError, match="the gradient of 'a' was replaced"):
-            one_step(sync, params, 1, {"a": 1.0, "b": 1.0})
-        for i, p in enumerate(params):
-            np.testing.assert_array_equal(p.value, np.arange(3.0) + i)
-    finally:
-        sync.close()
+    _refused_step(rebind, SyncError, "the gradient of 'a' was replaced").close()
 
 
 def test_a_hook_that_is_no_callable_is_refused():
