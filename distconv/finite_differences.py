@@ -193,29 +193,26 @@ def compare(
             is not zero and is below the floor must stand above the outputs' rounding noise to
             be judged at all.
         retry: where they differ and ``f`` bends within the step (its one-sided slopes differ
-            by more than rounding can make them: a ReLU's kink, a max pool's choice, several
-            of them under one weight of a convolution), compare once more with a step
-            :data:`KINK_SHRINK` times smaller. The central difference there is a mean of
-            several slopes, the gradient one of them: float32's step of 1e-3 called a right
-            backward of a small ReLU and max-pool network wrong at 8 of 30 seeds. A wrong
-            gradient is as wrong at the smaller step, and fails there; where that step is lost
-            to rounding, the difference at ``step`` is the one judged. So is it where the
-            smaller step did not move the central difference by the first comparison's excess
-            (beyond what rounding moves either by): a curve's one-sided slopes differ too,
-            but its central difference stands where it was, and only a kink's moves. The
-            retry judges small derivatives against a floor ten times higher: a halved
-            derivative of 0.01 under a small float32 output passed there where the first
-            step had failed it at a smooth point. That floor is the retry's only where its
-            central difference moved by more than the outputs' rounding may move the two by
-            (twice :attr:`Objective.rounding` over the smaller step), as a kink's does, and its
-            one-sided slopes did not part by a tenth of the first step's gap, as a curve's do
-            (:func:`_kinked`); else it is the first step's: under a float32 output of 1 or 10,
-            whose rounding the excess is within, a derivative 5% off or halved passed at a
-            smooth point, and so did a halved one where a sine bends sharply, whose step's
-            truncation moved the central difference. Across a kink the floor is raised no
-            further than the outputs' rounding at the smaller step needs (its noise over
-            ``tol``): the floor counts ``|f|`` as at least 1, and under a float32 output of
-            0.1 a leaky ReLU's backward that dropped its leak of 0.01 passed near the kink.
+            by more than rounding can make them: a ReLU's kink, a max pool's choice), compare
+            once more with a step :data:`KINK_SHRINK` times smaller, since a central difference
+            across a kink averages several slopes, the gradient being one of them (float32's
+            1e-3 called a right backward of a small ReLU and max-pool network wrong at 8 of 30
+            seeds). The retry's verdict stands only where a kink explains the first failure;
+            else the first step's does:
+
+            - the smaller step must move the central difference by the first comparison's
+              excess, beyond rounding (a curve's stays where it was), and not be lost to
+              rounding;
+            - its ten-times-higher floor for small derivatives holds only where
+              :func:`_kinked` says the move and the one-sided slopes are a kink's, not a
+              curve's or a sharp bend's truncation; else the first step's floor is used;
+            - across a kink that floor rises no further than the outputs' rounding at the
+              smaller step needs (its noise over ``tol``), since the floor counts ``|f|`` as
+              at least 1.
+
+            Each limit closed a way a wrong float32 gradient passed (a halved or 5 %-high
+            derivative at a smooth point, under a sharp sine, near a leaky ReLU's kink under
+            a small output). A wrong gradient is as wrong at the smaller step.
         first: the retry's: the first step's numeric derivative, by how much the first
             comparison failed, and the gap of its one-sided slopes.
 
