@@ -103,10 +103,12 @@ def run_train(args: argparse.Namespace) -> int:
     # imported here: the other commands and every --help need none of numpy, the trainer,
     # the transports and prometheus_client, which take most of a start
     from distconv.backend import device_from_env, set_device
+    from distconv.default_out import check_resume_into_default, default_out
     from distconv.distributed import choose_transport
     from distconv.job import TrainConfig, train
     from distconv.logs import configure_logging
     from distconv.runtime import detect_runtime, runtime_flags
+    from distconv.script_flags import nothing_left
     from distconv.sync.mpi import leaving
     from distconv.transport_flags import (
         refuse_probe_flags_without_port,
@@ -120,7 +122,10 @@ def run_train(args: argparse.Namespace) -> int:
     refuse_probe_flags_without_port(args)
     configure_logging(runtime, log_level(args), args.log_format)
     set_device(args.device or device_from_env(), local_rank=runtime.local_rank)
-    out = args.out or os.path.join("runs", f"{args.data}-{args.optimizer}-seed{args.seed}")
+    out = args.out or default_out(args.data, args.optimizer, args.seed)
+    if args.out is None and runtime.is_chief:  # the only rank with a run directory
+        made_of = f"--data {args.data} --optimizer {args.optimizer} --seed {args.seed}"
+        check_resume_into_default(out, args.resume, made_of)
     probes = {"health_host": args.health_host, "stall_seconds": args.stall_seconds}
     config = TrainConfig(
         data=args.data,
@@ -150,7 +155,7 @@ def run_train(args: argparse.Namespace) -> int:
     if not runtime.is_chief:
         return 0
     if not trainer.history:
-        line = f"nothing left to do: the run in {out} has finished epoch {trainer.pos.epoch}"
+        line = nothing_left(out, trainer.pos.epoch, trainer.pos.step_in_epoch)
         # --out $'a\nb' shown as the error lines show it: a reader by lines got half a path
         _print(as_log_line(quoted_in(line, [out]), epoch=trainer.pos.epoch, out=out))
         return 0

@@ -126,6 +126,20 @@ def print_result(line: str, **fields: Any) -> None:
         drop_stdout()
 
 
+def nothing_left(out: str | None, epoch: int, steps: int) -> str:
+    """The closing line of a run resumed past its ``--epochs``: ``nothing left to do: the run
+    in OUT has finished epoch N``, and where its newest checkpoint lies ``steps`` into epoch
+    N + 1 (a checkpoint mid-epoch), how to finish that epoch: its weights are past N's end, and
+    the line alone read as though it had stopped there."""
+    line = f"nothing left to do: the run in {out} has finished epoch {epoch}"
+    if not steps:
+        return line
+    return (
+        f"{line} and is {steps} steps into epoch {epoch + 1}; --epochs counts the run's epochs "
+        f"from its start: --epochs {epoch + 1} finishes that one"
+    )
+
+
 def print_last_epoch(trainer: Trainer, out: str | None) -> dict[str, Any] | None:
     """Print how the rank's ``fit`` ended, as ``distconv train`` says it (:func:`print_result`):
     the last epoch's test loss (its training loss where ``fit`` had no test set), or, where a
@@ -139,7 +153,7 @@ def print_last_epoch(trainer: Trainer, out: str | None) -> dict[str, Any] | None
     where = {} if out is None else {"out": out}  # a JSON key, as distconv train's lines have
     if not trainer.history:
         epoch = trainer.pos.epoch
-        line = f"nothing left to do: the run in {out} has finished epoch {epoch}"
+        line = nothing_left(out, epoch, trainer.pos.step_in_epoch)
         print_result(quoted_in(line, [out or ""]), epoch=epoch, **where)  # $'a\nb': one line
         return None
     last = trainer.history[-1]

@@ -1,0 +1,91 @@
+"""What ``distconv train`` says about the output directory it picks itself (``--out`` left to
+its default, ``runs/<data>-<optimizer>-seed<seed>``) when asked to resume, and about a run whose
+newest checkpoint lies inside an epoch that ``--epochs`` did not ask for. Real subprocesses."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import SMALL, _assert_one_line_error, distconv
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_resume_into_a_default_out_that_is_not_there_names_the_default_and_the_runs(tmp_path):
+    """A --resume with another --seed looked in another default directory and said only "no
+    complete checkpoint in runs/...-seed1/checkpoints ... does not exist", a folder the user
+    never named; now it says whose default it is and which runs are there to resume."""
+    proc = distconv("train", *SMALL, "--epochs", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    proc = distconv("train", *SMALL, "--epochs", "2", "--seed", "1", "--resume", cwd=tmp_path)
+    _assert_one_line_error(
+        proc,
+        "--resume: no run in runs/synthetic-adam-seed1, the default --out for --data synthetic "
+        "--optimizer adam --seed 1 (a resumed run keeps the data, optimizer and seed it began "
+        "with); runs/ holds synthetic-adam-seed0: pass --out runs/NAME to resume one of them",
+    )
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["synthetic-adam-seed0"]
+
+
+def test_resume_auto_into_a_new_default_out_says_it_trains_a_fresh_run(tmp_path):
+    """--resume auto with another --optimizer trained a fresh run from scratch in another
+    default directory and said only where it wrote; now a line says a fresh run began, and
+    where the earlier one is. A launcher's run directory (no checkpoints of its own) is not
+    named as one to pass to --out."""
+    (tmp_path / "runs" / "launch-x" / "train").mkdir(parents=True)
+    first = distconv("train", *SMALL, "--epochs", "1", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    args = ("--epochs", "1", "--optimizer", "sgd", "--resume", "auto")
+    proc = distconv("train", *SMALL, *args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    said = (
+        "--resume auto: no run in runs/synthetic-sgd-seed0, the default --out for --data "
+        "synthetic --optimizer sgd --seed 0: training a fresh run; runs/ holds "
+        "synthetic-adam-seed0: pass --out runs/NAME to resume one of them"
+    )
+    assert said in proc.stderr
+    assert "test accuracy" in proc.stdout  # it trained: the fresh run the line announced
+    again = distconv("train", *SMALL, *args, cwd=tmp_path)  # now there: resumed, no line
+    assert again.returncode == 0 and "no run in" not in again.stderr, again.stderr
+    assert "nothing left to do" in again.stdout
+
+
+def test_a_given_out_that_is_not_there_keeps_its_own_message(tmp_path):
+    """Only the default is explained: a --out the user typed is theirs to have mistyped."""
+    out = tmp_path / "typo"
+    proc = distconv("train", *SMALL, "--out", str(out), "--resume", cwd=tmp_path)
+    _assert_one_line_error(proc, f"no complete checkpoint in {out / 'checkpoints'}: {out} does not")
+    assert "default --out" not in proc.stderr
+
+
+def test_nothing_left_to_do_names_a_started_epoch_and_how_to_finish_it(tmp_path):
+    """A run whose newest checkpoint is 3 steps into epoch 2, resumed with --epochs 1, said
+    only "has finished epoch 1": its weights are those of step 15, and --epochs 2 finishes
+    the epoch it is in (12 steps an epoch: 384 examples, 32 a batch)."""
+    out = tmp_path / "run"
+    base = (*SMALL, "--out", str(out), "--checkpoint-every", "5", "--keep-checkpoints", "9")
+    proc = distconv("train", *base, "--epochs", "2")
+    assert proc.returncode == 0, proc.stderr
+    checkpoints = out / "checkpoints"
+    for step in (20, 24):  # newest left: step 15, 3 steps into epoch 2
+        (checkpoints / f"step-{step:08d}.json").unlink()
+        shutil.rmtree(checkpoints / f"step-{step:08d}")
+    proc = distconv("train", *base, "--epochs", "1", "--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        f"nothing left to do: the run in {out} has finished epoch 1 and is 3 steps into epoch "
+        "2; --epochs counts the run's epochs from its start: --epochs 2 finishes that one"
+    ) in proc.stdout
+
+
+def test_nothing_left_to_do_at_an_epoch_end_says_no_more(tmp_path: Path):
+    out = tmp_path / "run"
+    proc = distconv("train", *SMALL, "--out", str(out), "--epochs", "1")
+    assert proc.returncode == 0, proc.stderr
+    proc = distconv("train", *SMALL, "--out", str(out), "--epochs", "1", "--resume")
+    assert proc.returncode == 0, proc.stderr
+    line = f"nothing left to do: the run in {out} has finished epoch 1\n"
+    assert proc.stdout == line
