@@ -54,6 +54,7 @@ from distconv.sync.mpi.comm import (
     job_world,
     thread_poll_seconds,
 )
+from distconv.sync.mpi.hook import mean_divisor
 from distconv.sync.mpi.kept import keep, stopping
 from distconv.sync.mpi.last_pieces import send_and_update
 from distconv.sync.mpi.layout import BucketLayout, taken_once
@@ -115,8 +116,9 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
             some rank), whose ``.grad`` hold what the optimizer reads (the sums over every
             rank's examples; averages where the buckets average themselves: a ``grad_dtype``
             cast, or 16-bit gradients), ``examples`` what they divide by to give the means
-            (the step's global example count; 1 for averages: :func:`mean_divisor`). It may change
-            the gradients in place (never rebind ``p.grad``): a global-norm clip across ranks.
+            (the step's global example count; 1 for averages: :func:`~.hook.mean_divisor`). It
+            may change the gradients in place (never rebind ``p.grad``): a global-norm clip
+            across ranks.
             Where it raises, no parameter is updated and the step fails on this rank alone, as
             a failed update does. With it, one rank with the thread no longer updates each
             bucket as soon as it is reduced.
@@ -370,27 +372,3 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
         spent = bucket.clear()
         if spent is not None:
             self._thread.zero(spent)  # done before this bucket's next reduction
-
-
-def mean_divisor(buckets: Sequence[Bucket], total: int) -> int:
-    """What a ``grad_hook`` divides the gradients by to have their means: ``total`` (the
-    step's global examples) where the buckets hold sums, 1 where they carried averages (a
-    ``grad_dtype`` cast, 16-bit gradients: :attr:`~.buckets.Bucket.averages`), so that a clip
-    by the mean's norm reads one quantity on every wire.
-
-    Raises:
-        SyncError: some buckets hold sums and others averages (parameters of several dtypes:
-            16-bit beside wider, or some cast to the wire and others of its dtype), naming
-            which: no one divisor gives every mean; raised before any update, on every rank.
-    """
-    kinds = {
-        k: sorted({str(b.host.dtype) for b in buckets if b.averages == k}) for k in (True, False)
-    }
-    if all(kinds.values()):
-        raise SyncError(
-            f"grad_hook: the gradients are sums in some buckets ({', '.join(kinds[False])}) and "
-            f"averages in others ({', '.join(kinds[True])}: cast to grad_dtype or 16-bit), so "
-            "no one count gives their means; give every parameter one dtype, or a 16-bit "
-            "grad_dtype, with which every bucket averages"
-        )
-    return 1 if kinds[True] else total
