@@ -9,6 +9,11 @@ given; ``OUT/rank<r>.npz``: the weights, and under ``_norms`` each step's norm b
 ``b`` (4 examples), none ``c``. ``OUT/rank<r>.json``: what the hook got (names, examples,
 gradients, values) and the values after the step.
 
+``mixed OVERLAP WIRE``: a float64 parameter beside a float16 one (``WIRE`` ``none``), or beside
+a float32 one on a float32 wire (``WIRE`` ``float32``): buckets of sums beside averages, which
+setup refuses. Each rank catches setup's error, then tries a step, and writes what each said,
+the hook's calls and the values to ``OUT/rank<r>.json``, then closes.
+
 ``raise HOW``: step 0 as ``fired``'s, then in step 1 the hook raises on rank 1 alone. Rank 1
 writes its values after the failure to ``OUT/values1.json``, rank 0 its after step 1 to
 ``OUT/values0.json``, then each runs a step 2. ``HOW`` ``uncaught``: the error goes up out of
@@ -38,6 +43,7 @@ from common import (  # noqa: E402
 
 from distconv.optim import create_optimizer  # noqa: E402
 from distconv.parameter import Parameter  # noqa: E402
+from distconv.sync.base import SyncError  # noqa: E402
 from distconv.sync.mpi import MPISync  # noqa: E402
 
 _EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "own_sync.py"
@@ -95,6 +101,34 @@ def fired(out: Path, overlap: bool) -> None:
     (out / f"rank{sync.rank}.json").write_text(json.dumps({"calls": calls, "after": after}))
 
 
+def mixed(out: Path, overlap: bool, wire: str) -> None:
+    calls: list[int] = []
+    grad_dtype = None if wire == "none" else wire
+    sync = bucket_sync(
+        overlap=overlap, grad_dtype=grad_dtype, grad_hook=lambda _, n: calls.append(n)
+    )
+    other = np.float16 if grad_dtype is None else np.float32
+    params = [Parameter("a", np.arange(3.0)), Parameter("b", np.arange(3, dtype=other))]
+    said: dict[str, str] = {}
+    try:
+        try:
+            sync.setup(params, {})
+        except SyncError as exc:
+            said["setup"] = f"{type(exc).__name__}: {exc}"
+        try:  # refused where setup was; else a step, whose finish_step refused it before
+            sync.start_step(1)
+            for p in reversed(params):
+                fire(sync, p, 1.0)
+            sync.finish_step()
+        except SyncError as exc:
+            said["step"] = f"{type(exc).__name__}: {exc}"
+        after = {p.name: p.value.tolist() for p in params}
+        record = {"said": said, "calls": calls, "after": after}
+        (out / f"rank{sync.rank}.json").write_text(json.dumps(record))
+    finally:
+        sync.close()
+
+
 def failing(out: Path, how: str) -> None:
     def hook(params: list[Parameter], examples: int) -> None:
         if sync.rank == 1 and sync.step == 1:
@@ -135,6 +169,8 @@ def main() -> None:
         clip(out, args[0] == "1", int(args[1]), float(args[2]), *args[3:])
     elif mode == "fired":
         fired(out, args[0] == "1")
+    elif mode == "mixed":
+        mixed(out, args[0] == "1", args[1])
     else:
         failing(out, args[0])
 

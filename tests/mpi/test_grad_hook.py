@@ -14,6 +14,7 @@ from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.description import sync_scheme
 from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.sync.mpi.hook import HookRefused
 from tests.mpi.common import bucket_params, bucket_sync, fire
 
 
@@ -95,14 +96,41 @@ def test_on_a_cast_wire_the_hook_sees_the_averages_and_divides_by_one():
     np.testing.assert_array_equal(params[1].value, np.arange(3.0) + 1 - 0.5 * 1.0)
 
 
-def test_a_16_bit_parameter_beside_a_wider_one_is_refused_before_any_update():
-    """Its bucket carries averages, the other sums: no one ``examples`` gives the hook every
-    mean, so the step fails naming the way out, nothing updated."""
+def _refused_at_setup(grad_dtype: str | None, other: type, match: str) -> None:
+    """A float64 parameter beside one of ``other`` on a ``grad_dtype`` wire: buckets of sums
+    beside averages, so no one ``examples`` gives the hook every mean; setup refuses it (a
+    refusal every rank raises alike), the step after it is refused as after a failed job
+    check, and nothing is updated, no hook called."""
+    hook = Seen()
+    sync = bucket_sync(comm=SingleRankComm(), grad_dtype=grad_dtype, grad_hook=hook)
+    params = [Parameter("a", np.arange(3.0)), Parameter("b", np.arange(3, dtype=other))]
+    try:
+        with pytest.raises(HookRefused, match=match) as refused:
+            sync.setup(params, {})
+        assert refused.value.raised_alike
+        with pytest.raises(SyncError, match="start_step after a setup that failed on every rank"):
+            sync.start_step(2)
+    finally:
+        sync.close()
+    assert hook.calls == []
+    np.testing.assert_array_equal(params[0].value, np.arange(3.0))
+
+
+def test_a_16_bit_parameter_beside_a_wider_one_is_refused_at_setup():
+    """Known once the buckets are laid out: refused there, not at the first step."""
+    match = r"sums in some buckets \(float64\) and averages in others \(float16"
+    _refused_at_setup(None, np.float16, match)
+
+
+def test_a_parameter_cast_to_16_bits_after_setup_is_refused_at_the_step():
+    """``start_step`` lays the buckets out anew where a parameter was cast (or frozen, or
+    unfrozen) since, without a setup: the step refuses that layout, before any update."""
     hook = Seen()
     sync = bucket_sync(comm=SingleRankComm(), grad_hook=hook)
-    params = [Parameter("a", np.arange(3.0)), Parameter("b", np.arange(3, dtype=np.float16))]
+    params = bucket_params("ab")
     sync.setup(params, {})
     try:
+        params[1].cast(np.float16)
         with pytest.raises(
             SyncError, match=r"sums in some buckets \(float64\) and averages in others \(float16"
         ):
@@ -214,14 +242,5 @@ def test_without_a_hook_parameters_of_several_dtypes_train_as_before(wire, dtype
 def test_float64_beside_float32_on_a_float32_wire_is_refused_naming_their_dtypes():
     """The float64 bucket is cast to the wire (averages), the float32 one is not (sums): the
     refusal names them. It said "16-bit parameters beside wider ones" where none was 16-bit."""
-    sync = bucket_sync(comm=SingleRankComm(), grad_dtype="float32", grad_hook=Seen())
-    params = [Parameter("a", np.arange(3.0)), Parameter("b", np.arange(3, dtype=np.float32))]
-    sync.setup(params, {})
-    try:
-        with pytest.raises(SyncError) as refused:
-            one_step(sync, params, 2, {"a": 1.0, "b": 1.0})
-    finally:
-        sync.close()
-    said = str(refused.value)
-    assert "sums in some buckets (float32) and averages in others (float64" in said, said
-    assert "16-bit parameters" not in said
+    match = r"sums in some buckets \(float32\) and averages in others \(float64: "
+    _refused_at_setup("float32", np.float32, match)

@@ -15,6 +15,7 @@ import pytest
 from distconv.optim import create_optimizer
 from tests.child_env import REPO_ROOT
 from tests.mpi.common import (
+    AFTER_FAILED_SETUP,
     NEEDS_MPIEXEC,
     global_batches,
     max_relative,
@@ -127,3 +128,37 @@ def test_a_hook_raising_on_one_rank_caught_then_closed_stops_the_other_naming_it
         "after 2 steps (its finish_step of step 1 failed)); a rank closed its sync while "
         "another went on"
     )
+
+
+#: setup's refusal of a hook on buckets of sums beside averages, by the wire
+MIXED = {
+    "none": "sums in some buckets (float64) and averages in others (float16: cast to "
+    "grad_dtype or 16-bit)",
+    "float32": "sums in some buckets (float32) and averages in others (float64: cast to "
+    "grad_dtype or 16-bit)",
+}
+
+
+@pytest.mark.parametrize(("overlap", "wire"), [("0", "none"), ("1", "none"), ("0", "float32")])
+def test_a_hook_on_sums_beside_averages_is_refused_at_setup_alike_and_closes_cleanly(
+    tmp_path, overlap, wire
+):
+    """Known once the buckets are laid out, the same on every rank: setup raises it on both
+    (a refusal raised alike, as a failed job check), the next step is refused as after one,
+    no hook runs, nothing moves, and close leaves the job (exit 0). It came at the first
+    step, where close then aborted the job."""
+    run_two_ranks("run_grad_hook.py", tmp_path, "mixed", overlap, wire)
+    for rank in (0, 1):
+        record = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        refused = (
+            f"HookRefused: grad_hook: the gradients are {MIXED[wire]}, so no one count gives "
+            "their means; give every parameter one dtype, or a 16-bit grad_dtype, with which "
+            "every bucket averages"
+        )
+        assert record["said"]["setup"] == refused
+        assert record["said"]["step"] == (
+            f"SyncError: start_step after a setup that failed on every rank ({refused}): "
+            f"{AFTER_FAILED_SETUP}"
+        )
+        assert record["calls"] == []
+        assert record["after"] == {"a": [0.0, 1.0, 2.0], "b": [0.0, 1.0, 2.0]}

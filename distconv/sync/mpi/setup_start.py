@@ -19,8 +19,8 @@ from distconv.logs import settle_notes
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.closing import clear_step_record
+from distconv.sync.errors import JobRefused
 from distconv.sync.mpi.collectives import held
-from distconv.sync.mpi.comm import JobMismatch
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.telling import error_text, untold
 from distconv.sync.mpi.used import UsedParams
@@ -85,9 +85,13 @@ class SetupStart:
     def _failed_alike(self, error: BaseException, kept: tuple[str | None, list[Parameter]]) -> None:
         """Where setup's ``error`` ended it on every rank alike (a ``JobMismatch``, or this
         rank's own failure told in the job check), take back ``kept``
-        (:meth:`_begin_setup`'s): nothing changed, and nobody waits, but no step runs. Any
-        other error leaves setup open: close aborts the job (another rank may wait in it)."""
-        if not isinstance(error, JobMismatch) and error is not self._told_failure:
+        (:meth:`_begin_setup`'s): nothing changed, and nobody waits, but no step runs. So too
+        for another refusal every rank raises alike (``raised_alike``) once setup's last
+        exchange is made (a ``grad_hook`` the layout cannot serve: :mod:`~.hook`), the
+        parameters' broadcast made. Any other error leaves setup open: close aborts the job
+        (another rank may wait in it)."""
+        alike = isinstance(error, JobRefused) and error.raised_alike
+        if not alike and error is not self._told_failure:
             return
         self._changed_in, self.params = kept
         self._open = None  # every collective of it made: close leaves

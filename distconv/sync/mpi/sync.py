@@ -54,7 +54,7 @@ from distconv.sync.mpi.comm import (
     job_world,
     thread_poll_seconds,
 )
-from distconv.sync.mpi.hook import mean_divisor
+from distconv.sync.mpi.hook import mean_divisor, refuse_mixed_layout
 from distconv.sync.mpi.kept import keep, stopping
 from distconv.sync.mpi.last_pieces import send_and_update
 from distconv.sync.mpi.layout import BucketLayout, taken_once
@@ -121,7 +121,9 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
             across ranks.
             Where it raises, no parameter is updated and the step fails on this rank alone, as
             a failed update does. With it, one rank with the thread no longer updates each
-            bucket as soon as it is reduced.
+            bucket as soon as it is reduced. Buckets of sums beside averages (parameters of
+            several dtypes) are refused at setup, alike on every rank
+            (:class:`~.hook.HookRefused`: a failed setup, which close leaves).
 
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
@@ -235,6 +237,12 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
         if self.overlap:
             self._thread = CommThread(self._reduce, seconds, self.timeout)
         self._lay_out([p.name for p in reversed(self.params)], again=True)
+        try:  # alike on every rank (the job check compared dtypes and wire), none waiting
+            refuse_mixed_layout(self.grad_hook, self.buckets)
+        except Exception as exc:  # left as a failed job check leaves it: no step, close leaves
+            self._failed_alike(exc, kept)
+            self._check.raise_kept()  # a Ctrl-C the step let go of had kept: the user's first
+            raise
         self._open = self._changed_in = self._failed_setup = None
         # a Ctrl-C kept by the step this setup let go of unabandoned: raised, every rank set up
         self._check.raise_kept()
