@@ -127,7 +127,7 @@ def sync_scheme(sync: Any) -> dict[str, Any]:
 
     cls = type(sync)
     name = next((k for k, v in TRANSPORTS.items() if _is_class(cls, v)), cls.__qualname__)
-    settings = _described(sync)
+    settings = described(sync)
     if settings is None:
         # a static method's getattr is a plain function, no method to _method_of: left out here
         kept_names = [k for k in SCHEME_SETTINGS if not _static_method(sync, k)]
@@ -154,10 +154,14 @@ def _is_class(cls: type, where: str) -> bool:
     return cls.__qualname__ == name and (cls.__module__ + ".").startswith(module + ".")
 
 
-def _described(sync: Any) -> Mapping[str, Any] | None:
+def described(
+    sync: Any, otherwise: str = "the sync's scheme is recorded from its attributes"
+) -> Mapping[str, Any] | None:
     """``sync.describe()`` where it is the settings' mapping; None for a ``describe`` of one's
     own that means something else (a string, a method taking arguments). An error inside the
     hook is raised: a bug there, a TypeError too, is not a ``describe`` of another meaning.
+    ``sync`` may be any object that says what it is so (a ``grad_hook``: ``otherwise`` then
+    says how it is described instead, in the warning below).
 
     Where the signature says nothing (``(*args, **kwargs)``: a decorator without
     ``functools.wraps``; a builtin with none to read), a TypeError may be either: it is warned
@@ -171,20 +175,19 @@ def _described(sync: Any) -> Mapping[str, Any] | None:
     if bare is False:
         return None
     try:
-        described = describe()
+        said = describe()
     except TypeError as error:
         if bare:
             raise
         warnings.warn(
             f"{type(sync).__qualname__}.describe() raised TypeError: {error}; its signature "
             "does not say whether it takes arguments (a decorator without functools.wraps?), "
-            "so it is taken for a describe() of another meaning and the sync's scheme is "
-            "recorded from its attributes",
+            f"so it is taken for a describe() of another meaning and {otherwise}",
             RuntimeWarning,
             stacklevel=3,
         )
         return None
-    return described if isinstance(described, Mapping) else None
+    return said if isinstance(said, Mapping) else None
 
 
 def _callable_bare(function: Any) -> bool | None:

@@ -14,6 +14,13 @@ a float32 one on a float32 wire (``WIRE`` ``float32``): buckets of sums beside a
 setup refuses. Each rank catches setup's error, then tries a step, and writes what each said,
 the hook's calls and the values to ``OUT/rank<r>.json``, then closes.
 
+``hooks KIND``: each rank its own hook: ``object``, the example's ``ClipHook`` with a
+``max_norm`` of 1 + rank; ``closure``, a clip closing over 1 + rank; ``function``, another
+lambda on each rank; ``same``, one clip on both, closing over a list and the rank under a
+private name; ``failing``, a hook whose ``describe()`` raises on rank 1. Each rank catches
+setup's error, else takes a step (``same``'s hook clipping every gradient to 1e-3), and writes
+what setup said and the values to ``OUT/rank<r>.json``.
+
 ``raise HOW``: step 0 as ``fired``'s, then in step 1 the hook raises on rank 1 alone. Rank 1
 writes its values after the failure to ``OUT/values1.json``, rank 0 its after step 1 to
 ``OUT/values0.json``, then each runs a step 2. ``HOW`` ``uncaught``: the error goes up out of
@@ -129,6 +136,72 @@ def mixed(out: Path, overlap: bool, wire: str) -> None:
         sync.close()
 
 
+def _clip_to(max_norm: float):
+    def hook(params: list[Parameter], examples: int) -> None:
+        clip_by_global_norm(params, examples, max_norm)
+
+    return hook
+
+
+class _Failing:
+    """A hook whose ``describe()`` raises on rank ``failing``."""
+
+    def __init__(self, rank: int, failing: int) -> None:
+        self._rank, self._failing = rank, failing
+
+    def describe(self) -> dict:
+        if self._rank == self._failing:
+            raise ValueError(f"describe fails on rank {self._rank}")
+        return {}
+
+    def __call__(self, params: list[Parameter], examples: int) -> None:
+        pass
+
+
+def _hook_of(kind: str, rank: int):
+    """The hook of ``hooks KIND`` on ``rank``."""
+    if kind == "object":
+        return _example.ClipHook(1.0 + rank)
+    if kind == "closure":
+        return _clip_to(1.0 + rank)
+    if kind == "failing":
+        return _Failing(rank, 1)
+    if kind == "function":
+        first = lambda params, examples: None  # noqa: E731 - two functions alike but for the line
+        second = lambda params, examples: None  # noqa: E731
+        return first if rank == 0 else second
+    seen: list[int] = []  # changes with use: by its type's name
+    _rank, max_norm = rank, 1e-3  # the rank is the rank's own: a private name
+
+    def clip(params: list[Parameter], examples: int) -> None:
+        seen.append(_rank)
+        clip_by_global_norm(params, examples, max_norm)
+
+    return clip
+
+
+def hooks(out: Path, kind: str) -> None:
+    from mpi4py import MPI
+
+    sync = bucket_sync(grad_hook=_hook_of(kind, MPI.COMM_WORLD.Get_rank()))
+    params = bucket_params("ab")
+    said: dict[str, str] = {}
+    try:
+        try:
+            sync.setup(params, {})
+        except Exception as exc:  # noqa: BLE001 - the test reads it
+            said["setup"] = f"{type(exc).__name__}: {exc}"
+        else:
+            sync.start_step(1)
+            for p in reversed(params):
+                fire(sync, p, 1.0 + sync.rank)
+            sync.finish_step()
+        after = {p.name: p.value.tolist() for p in params}
+        (out / f"rank{sync.rank}.json").write_text(json.dumps({"said": said, "after": after}))
+    finally:
+        sync.close()
+
+
 def failing(out: Path, how: str) -> None:
     def hook(params: list[Parameter], examples: int) -> None:
         if sync.rank == 1 and sync.step == 1:
@@ -171,6 +244,8 @@ def main() -> None:
         fired(out, args[0] == "1")
     elif mode == "mixed":
         mixed(out, args[0] == "1", args[1])
+    elif mode == "hooks":
+        hooks(out, args[0])
     else:
         failing(out, args[0])
 

@@ -1,14 +1,20 @@
 """What :class:`~distconv.sync.mpi.MPISync`'s ``grad_hook`` is given besides the gradients:
 the count they divide by to give their means (:func:`mean_divisor`), and the refusal, at setup,
-of a layout for which there is none (:func:`refuse_mixed_layout`).
+of a layout for which there is none (:func:`refuse_mixed_layout`); and what the job check
+compares of the hook itself (:func:`hook_description`).
 """
 
 from __future__ import annotations
 
+import numbers
+import types
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
+from distconv.plain_names import call_fields, code_name, public_attributes
 from distconv.sync.base import SyncError
+from distconv.sync.description import described
 from distconv.sync.errors import JobRefused
 from distconv.sync.mpi.buckets import Bucket
 
@@ -69,3 +75,68 @@ def mean_divisor(buckets: Sequence[Bucket], total: int) -> int:
     if said is not None:
         raise SyncError(said)
     return 1 if any(b.averages for b in buckets) else total
+
+
+def hook_description(hook: Callable[..., Any] | None) -> Any:
+    """What setup's job check compares of ``hook`` (None: no hook), so that ranks given
+    different hooks are refused at setup, naming where they differ, and ranks running one
+    script with one configuration agree:
+
+    - an object whose ``describe()`` returns a mapping: its class (module and qualified name)
+      and that mapping, as it says what it is (and nothing else of it is read);
+    - a Python function: its module, qualified name and first line, and the plain values of
+      its public defaults and closure (:func:`_plain`; a cell its code rebinds, a count of
+      calls, by its type's name alone: :func:`~distconv.plain_names.closure_values`);
+    - a ``functools.partial``: its function so, and its arguments' plain values;
+    - a bound method: its function so, and the object it is bound to as below;
+    - any other object: its class and the plain values of its public attributes (its
+      settings; a private one, a name starting with ``_``, is its running state: a last norm);
+    - a built-in function: its module and name.
+
+    No digest of the code: the same source compiles to other bytecode under another Python,
+    and ranks of one job may run two. Nor a value that may change with use or differs by host
+    (a list, an object, a path): by its type's name alone.
+    """
+    if hook is None:
+        return None
+    if isinstance(hook, partial):
+        args = [_plain(a) for a in hook.args]
+        keywords = {k: _plain(v) for k, v in hook.keywords.items()}
+        return {"partial": hook_description(hook.func), "args": args, "keywords": keywords}
+    if isinstance(hook, types.MethodType):
+        return {"method": hook_description(hook.__func__), "self": _object(hook.__self__)}
+    if isinstance(hook, types.FunctionType):
+        fields = call_fields(hook) or {}
+        found: dict[str, Any] = {"function": f"{hook.__module__}.{hook.__qualname__}"}
+        found["line"] = hook.__code__.co_firstlineno
+        for kind in ("defaults", "closure"):
+            if fields.get(kind):
+                found[kind] = {k: _plain(v) for k, v in fields[kind].items()}
+        return found
+    return code_name(hook) or _object(hook)
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """An object as :func:`hook_description` writes it: its class, then its ``describe()`` or
+    the plain values of its public attributes."""
+    cls = type(value)
+    found: dict[str, Any] = {"class": f"{cls.__module__}.{cls.__qualname__}"}
+    said = described(value, "the grad_hook is described by its public attributes")
+    if said is not None:
+        found["describe"] = dict(said)
+    else:
+        found["settings"] = {k: _plain(v) for k, v in public_attributes(value).items()}
+    return found
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """``value`` where it is a plain one (None, a bool, a number, a string, a tuple of them, a
+    class, a function or module by its name); else its type's name (``"<list>"``), whatever
+    it holds."""
+    if value is None or isinstance(value, (str, bool, numbers.Real)):
+        return value
+    if isinstance(value, tuple) and depth < 8:
+        return [_plain(v, depth + 1) for v in value]
+    if isinstance(value, type):
+        return f"<class {value.__module__}.{value.__qualname__}>"
+    return code_name(value) or f"<{type(value).__qualname__}>"

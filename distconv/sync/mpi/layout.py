@@ -27,7 +27,7 @@ def devices(params: Sequence[Any]) -> str:
     return "+".join(sorted(held)) or "cpu"
 
 
-class _Raising:
+class Raising:
     """An iterable whose listing raises ``error`` again: what :func:`taken_once` hands the base
     setup for parameters whose own listing raised (a generator whose filter fails), so that it
     is raised inside setup's guard, where the other ranks are told."""
@@ -58,7 +58,7 @@ def taken_once(params: Any) -> tuple[Any, str]:
     try:
         params = list(items)
     except Exception as exc:  # not an interrupt: setup holds it, raised once setup is over
-        return _Raising(exc), "cpu"
+        return Raising(exc), "cpu"
     return params, devices(params)
 
 

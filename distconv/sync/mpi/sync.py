@@ -54,10 +54,10 @@ from distconv.sync.mpi.comm import (
     job_world,
     thread_poll_seconds,
 )
-from distconv.sync.mpi.hook import mean_divisor, refuse_mixed_layout
+from distconv.sync.mpi.hook import hook_description, mean_divisor, refuse_mixed_layout
 from distconv.sync.mpi.kept import keep, stopping
 from distconv.sync.mpi.last_pieces import send_and_update
-from distconv.sync.mpi.layout import BucketLayout, taken_once
+from distconv.sync.mpi.layout import BucketLayout, Raising, taken_once
 from distconv.sync.mpi.leaving import install_abort_hook
 from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes
 from distconv.sync.mpi.setup_start import SetupStart
@@ -123,7 +123,9 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
             a failed update does. With it, one rank with the thread no longer updates each
             bucket as soon as it is reduced. Buckets of sums beside averages (parameters of
             several dtypes) are refused at setup, alike on every rank
-            (:class:`~.hook.HookRefused`: a failed setup, which close leaves).
+            (:class:`~.hook.HookRefused`: a failed setup, which close leaves). Setup's job
+            check compares the hook (:func:`~.hook.hook_description`): ranks given different
+            ones are refused there, naming what differs.
 
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
@@ -220,6 +222,11 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
         wire["sync.piece_bytes"], wire["sync.stream"] = list(self._pieces_asked), self.stream
         params, wire["sync.device"] = taken_once(params)  # the ranks' optimizers round alike
+        if self.grad_hook is not None:  # ranks given different hooks drift apart: refused
+            try:
+                wire["sync.grad_hook"] = hook_description(self.grad_hook)
+            except Exception as exc:  # its describe(): raised in setup's guard, others told
+                params = Raising(exc)
         # the parameters' (and which they are: the base setup takes the list before its job
         # check) as they are: kept if the job check fails
         kept = self._begin_setup()
