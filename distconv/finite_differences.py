@@ -6,12 +6,15 @@ with an analytic gradient, judged above the rounding of the outputs.
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module, to_host
+from distconv.backend import get_array_module, is_float_dtype, to_host
 from distconv.layers.base import Layer
 from distconv.network import Network
 
@@ -21,11 +24,12 @@ class Objective:
 
     What the checks read of it, the same for :class:`NetworkObjective`: ``subject`` (what the
     messages name), ``inputs`` and ``input_names``, ``dtype`` (the output's), ``f0``,
-    ``rounding``, :meth:`value` and :meth:`backward`.
+    ``rounding``, ``params`` (the parameters ``f`` depends on), :meth:`value` and
+    :meth:`backward`.
     """
 
     def __init__(self, layer: Layer, inputs: list[Arg], rng: np.random.Generator) -> None:
-        self.layer, self.inputs = layer, inputs
+        self.layer, self.inputs, self.params = layer, inputs, layer.parameters()
         self.input_names = [f"input {i}" for i in range(len(inputs))]
         out = self._output()
         xp = get_array_module(out)
@@ -71,7 +75,7 @@ class NetworkObjective(Objective):
     reads, in :attr:`~distconv.network.Network.feed_names` order."""
 
     def __init__(self, net: Network, feeds: dict[str, Arg], loss: str) -> None:
-        self.net, self.feeds, self.loss = net, feeds, loss
+        self.net, self.feeds, self.loss, self.params = net, feeds, loss, net.parameters()
         names = [name for name in net.feed_names if isinstance(feeds.get(name), Arg)]
         self.inputs = [feeds[name] for name in names]
         self.input_names = [f"input {name}" for name in names]
@@ -91,8 +95,8 @@ class NetworkObjective(Objective):
         self.net.backward(callback, loss=self.loss)
 
 
-#: how much smaller the step of the one retry at a kink is (:func:`compare`)
-KINK_SHRINK = 10.0
+#: (step, tolerance on the relative difference) per dtype
+DEFAULTS = {np.dtype(np.float64): (1e-6, 1e-6), np.dtype(np.float32): (1e-3, 2e-2)}
 
 
 def central(obj: Objective, owner: Any, direction: Any, step: float, name: str) -> tuple:
@@ -170,56 +174,37 @@ def check_array(
     return max(check() for check in checks)
 
 
-class _NotAKink(ValueError):
-    """A retry at a smaller step left the central difference where it was (:func:`compare`)."""
-
-
 def compare(
-    obj,
-    owner,
-    direction,
+    obj: Objective,
+    owner: Any,
+    direction: Any,
     g: np.ndarray,
     step: float,
     tol: float,
     name: str,
-    resolve=False,
-    retry=True,
-    first: tuple[float, float, float] | None = None,
+    resolve: bool = False,
+    retry: bool = True,
 ) -> float:
     """The relative difference of ``g``'s and the numeric derivative along ``direction`` taken.
+
+    Where they differ, a central difference across a kink (a ReLU, a max pool's choice) or a
+    curve that bends within the step may be no derivative at the point, so the comparison is
+    made again and its verdict stands: in float32, in float64 (:func:`widened`) at float64's
+    step; in float64, at a step ten times smaller. Only where that cannot be made (a layer
+    that computes in its own dtype, a smaller step lost to rounding) does this one decide.
 
     Args:
         resolve: the direction follows the gradient's signs, so a derivative along it that
             is not zero and is below the floor must stand above the outputs' rounding noise to
             be judged at all.
-        retry: where they differ and ``f`` bends within the step (its one-sided slopes differ
-            by more than rounding can make them: a ReLU's kink, a max pool's choice), compare
-            once more with a step :data:`KINK_SHRINK` times smaller, since a central difference
-            across a kink averages several slopes, the gradient being one of them (float32's
-            1e-3 called a right backward of a small ReLU and max-pool network wrong at 8 of 30
-            seeds). The retry's verdict stands only where a kink explains the first failure;
-            else the first step's does:
-
-            - the smaller step must move the central difference by the first comparison's
-              excess, beyond rounding (a curve's stays where it was), and not be lost to
-              rounding;
-            - its ten-times-higher floor for small derivatives holds only where
-              :func:`_kinked` says the move and the one-sided slopes are a kink's, not a
-              curve's or a sharp bend's truncation; else the first step's floor is used;
-            - across a kink that floor rises no further than the outputs' rounding at the
-              smaller step needs (its noise over ``tol``), since the floor counts ``|f|`` as
-              at least 1.
-
-            Each limit closed a way a wrong float32 gradient passed (a halved or 5 %-high
-            derivative at a smooth point, under a sharp sine, near a leaky ReLU's kink under
-            a small output). A wrong gradient is as wrong at the smaller step.
-        first: the retry's: the first step's numeric derivative, by how much the first
-            comparison failed, and the gap of its one-sided slopes.
+        retry: whether a float64 comparison that fails is made again at a smaller step.
 
     Raises:
         AssertionError: they differ by more than ``tol``.
         ValueError: ``resolve`` and the derivative along ``direction`` is within the noise
-            and below the floor.
+            and below the floor; or, in float32 with no float64 comparison to be had, they
+            differ where ``f`` bends within the step (its one-sided slopes differ by more
+            than rounding): a kink's, which cannot be judged there.
     """
     numeric, taken, (right, left) = central(obj, owner, direction, step, name)
     analytic = float((g * taken).sum())
@@ -240,36 +225,50 @@ def compare(
             "that rounding the outputs may move a finite difference by; check in float64 or "
             "on smaller outputs"
         )
-    if first is not None and abs(numeric - first[0]) + 2 * noise < first[1]:
-        raise _NotAKink  # the central difference stood: the first failure was no kink's
-    kink = abs(right - left)
-    if first is not None and not _kinked(obj, numeric, kink, step, first):
-        floor /= KINK_SHRINK  # no kink's smaller step, so no higher floor
-    elif first is not None:  # raised no further than the outputs' rounding at this step needs
-        floor = max(floor / KINK_SHRINK, min(floor, noise / tol))
-    scale = max(abs(analytic), abs(numeric), floor)
-    diff = abs(analytic - numeric) / scale
-    if not diff <= tol and retry and kink > 2 * noise:
-        shrunk = step / KINK_SHRINK
-        failed = (numeric, abs(analytic - numeric) - tol * scale, kink)
-        try:
-            again = (obj, owner, direction, g, shrunk, tol, name, resolve)
-            return compare(*again, retry=False, first=failed)
-        except ValueError:  # lost to rounding, or no kink's: the difference at this step
-            pass
-    if not diff <= tol:  # NaN too: a comparison with NaN is False, and NaN passed
-        raise AssertionError(
-            f"{obj.subject}: gradient of {name} is off: analytic {analytic:.10g}, "
-            f"numeric {numeric:.10g}, relative difference {diff:.3g} > {tol}"
+    diff = abs(analytic - numeric) / max(abs(analytic), abs(numeric), floor)
+    if diff <= tol:
+        return diff
+    try:
+        if obj.dtype != np.float64:
+            with widened(obj) as wide:
+                if wide is not None:
+                    wide_step = DEFAULTS[np.dtype(np.float64)][0]
+                    return compare(wide, owner, direction, g, wide_step, tol, name)
+        elif retry:
+            return compare(obj, owner, direction, g, step / 10, tol, name, retry=False)
+    except (TypeError, ValueError):  # a smaller step lost to rounding, or float64 refused
+        pass
+    if obj.dtype != np.float64 and abs(right - left) > 2 * noise:
+        raise ValueError(
+            f"{obj.subject}: the gradient of {name} cannot be judged in {obj.dtype}: f bends "
+            f"within the step of {step:g} (one-sided slopes {right:.6g} and {left:.6g}: a "
+            f"kink?), analytic {analytic:.10g}, numeric {numeric:.10g}; check in float64"
         )
-    return diff
+    # NaN too: a comparison with NaN is False, and NaN passed
+    raise AssertionError(
+        f"{obj.subject}: gradient of {name} is off: analytic {analytic:.10g}, "
+        f"numeric {numeric:.10g}, relative difference {diff:.3g} > {tol}"
+    )
 
 
-def _kinked(obj: Objective, numeric: float, kink: float, step: float, first: tuple) -> bool:
-    """Whether the retry at ``step`` moved the central difference as only a kink does: by more
-    than the outputs' rounding moves the two by, and with one-sided slopes that did not part
-    by a tenth of the first step's, as a curve's do (their gap is its second derivative times
-    the step): a smooth point's truncation moves the difference too."""
-    rounding = 2 * obj.rounding / step
-    moved = abs(numeric - first[0]) > rounding
-    return moved and abs(kink - first[2] / KINK_SHRINK) > 2 * rounding
+@contextmanager
+def widened(obj: Objective) -> Iterator[Objective | None]:
+    """``obj`` computed in float64: its parameters' and inputs' float values swapped for
+    float64 copies of them, put back on leaving; the same ``r``. None where its output stays
+    narrower (a layer that computes in a dtype of its own)."""
+    arrays = (*obj.params, *obj.inputs)
+    owners = [a for a in arrays if a.value is not None and is_float_dtype(a.value.dtype)]
+    values = [a.value for a in owners]
+    try:
+        for a, v in zip(owners, values):
+            a.value = v.astype(np.float64)
+        out = obj._output()  # a layer that refuses float64 raises: no float64 comparison
+        if out.dtype != np.float64:
+            yield None
+            return
+        wide = copy.copy(obj)
+        wide._settle(out, obj.r.astype(np.float64))
+        yield wide
+    finally:
+        for a, v in zip(owners, values):
+            a.value = v

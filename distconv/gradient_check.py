@@ -37,16 +37,13 @@ import numpy as np
 from distconv.analytic_pass import analytic_pass, check_fired, refuse_holding_not_finite
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
-from distconv.finite_differences import NetworkObjective, Objective, check_array
+from distconv.finite_differences import DEFAULTS, NetworkObjective, Objective, check_array
 from distconv.layers.base import Layer
 from distconv.network import Network, NetworkError
 from distconv.network_feeds import arg_problem
 from distconv.optim_base import _check
 from distconv.parameter import Parameter
 from distconv.sampler import check_count
-
-#: (step, tolerance on the relative difference) per dtype
-DEFAULTS = {np.dtype(np.float64): (1e-6, 1e-6), np.dtype(np.float32): (1e-3, 2e-2)}
 
 
 @dataclass
@@ -104,8 +101,10 @@ def check_layer_grad(
         ValueError: nothing to check (each parameter static, no input ``needs_grad``), ``step``,
             ``tol`` or ``elements`` out of range, or ``step`` lost rounding an entry to its
             array's dtype (give a larger one); an input or a parameter holds NaN or inf that
-            makes the output or a gradient not finite (no gradient can be judged), or a gradient
-            too small beside the rounding of a large output to be judged in its dtype.
+            makes the output or a gradient not finite (no gradient can be judged), a gradient
+            too small beside the rounding of a large output to be judged in its dtype, or a
+            float32 comparison failed where the output bends within the step (a kink) and the
+            layer does not compute in float64, where it would be made again.
         TypeError: the layer's output, a parameter or an input it checks is not float32 or
             float64 (bfloat16, float16 ...), in which finite differences cannot tell a wrong
             gradient from a right one.

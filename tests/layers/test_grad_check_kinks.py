@@ -1,6 +1,7 @@
 """A gradient check in float32 across the kinks of ReLUs and max pools: float32's step of 1e-3
 crossed several of them under one weight of a convolution, and a right backward was called
-wrong; a wrong one is still caught."""
+wrong (at 25 of 100 seeds with no second comparison, at 3 with a retry at a ten times smaller
+step: 12, 45 and 47); a wrong one is still caught."""
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from distconv.gradient_check import check_network_grad
 from tests.layers.test_network_grad_check import feeds, model
 
 #: seeds at which the float32 check of the right model crossed a kink at step 1e-3
-KINKED = [1, 4, 10, 15, 19, 27, 29]
+KINKED = [1, 4, 10, 12, 15, 19, 27, 29, 45, 47]
 
 
 @pytest.mark.parametrize("seed", KINKED)

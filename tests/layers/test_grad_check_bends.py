@@ -1,0 +1,113 @@
+"""The gradient check where ``f`` bends within float32's step of 1e-3: at a leaky ReLU's kink
+and on curves sharp beside the step (bowls, sines). There a float32 central difference is no
+derivative at the point; the comparison that fails is made again in float64, whose verdict
+stands. Each wrong gradient here once passed a float32 check through the retry at a ten times
+smaller step that this replaced (a curve's truncation taken for a kink's, a floor ten times
+higher); the right ones pass at every seed, and a layer that computes in float32 only is told
+it cannot be judged there."""
+
+import numpy as np
+import pytest
+
+from distconv import Arg
+from distconv.gradient_check import check_layer_grad
+from distconv.layers.base import Layer, grad_target
+
+SEEDS = range(5)
+
+
+def bowl(offset: float = 0.0):
+    """``50 (x - 0.3)^2 + offset`` and its derivative."""
+    return lambda v: 50 * (v - 0.3) ** 2 + offset, lambda v: 100 * (v - 0.3)
+
+
+def wave(k: float, a: float, x0: float, slope: float, offset: float = 0.0):
+    """``a sin(k x) - s x + offset``, ``s`` leaving the derivative ``slope`` at ``x0``."""
+    s = a * k * np.cos(k * x0) - slope
+    return lambda v: a * np.sin(k * v) - s * v + offset, lambda v: a * k * np.cos(k * v) - s
+
+
+def leaky():
+    """``0.1 + (x - 0.3)`` right of the kink at 0.3, a leak of 0.01 times that left of it."""
+    return (
+        lambda v: 0.1 + np.where(v < 0.3, 0.01 * (v - 0.3), v - 0.3),
+        lambda v: np.where(v < 0.3, 0.01, 1.0),
+    )
+
+
+#: (name, curve, where it is checked in float32, the wrong backward's factors)
+CASES = [
+    ("bowl", bowl(), 0.3 + 1e-4, [0.5]),
+    ("bowl", bowl(), 0.3 + 3e-4, [0.5]),
+    ("bowl over 1", bowl(1.0), 0.3 + 1e-3, [1.05]),
+    ("bowl over 10", bowl(10.0), 0.3 + 3e-4, [0.5]),
+    ("bowl over 10", bowl(10.0), 0.3 + 1e-2, [1.05]),
+    ("sin(50 x)", wave(50, 1.0, 0.02, 0.01), 0.02, [0.5]),
+    ("0.001 sin(1000 x)", wave(1000, 0.001, 0.3, 0.01, 1.0), 0.3, [0.5]),
+    ("leaky ReLU", leaky(), 0.3 - 2e-4, [0.0, 0.5]),  # the step crosses the kink
+]
+
+
+class Curve(Layer):
+    """``y = f(x)``, computed in float64 and cast to ``dtype`` (None: the input's); its
+    backward scaled by ``factor``."""
+
+    def __init__(self, curve, factor: float, dtype=None) -> None:
+        super().__init__()
+        (self.f, self.df), self.factor, self.dtype = curve, factor, dtype
+
+    def _forward(self, x):
+        return self.f(x.value.astype(np.float64)).astype(self.dtype or x.value.dtype)
+
+    def _backward(self, dz, callback):
+        dx = grad_target(self.inputs[0])
+        if dx is not None:
+            v = self.inputs[0].value.astype(np.float64)
+            dx += (self.factor * dz * self.df(v)).astype(dx.dtype)
+
+
+def _at(x: float, dtype=np.float32) -> list[Arg]:
+    return [Arg(np.array([x], dtype), needs_grad=True)]
+
+
+WRONG = [pytest.param(c, x, f, id=f"{n} at {x:g}, x{f}") for n, c, x, fs in CASES for f in fs]
+RIGHT = [pytest.param(c, x, id=f"{n} at {x:g}") for n, c, x, _ in CASES]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("curve, x, factor", WRONG)
+def test_a_wrong_gradient_where_f_bends_within_the_step_fails_in_float32(curve, x, factor, seed):
+    at = _at(x)
+    value = at[0].value
+    with pytest.raises(AssertionError, match=r"Curve: gradient of input 0.* is off"):
+        check_layer_grad(Curve(curve, factor), at, elements=1, seed=seed)
+    assert at[0].value is value  # the float64 comparison's copy put back
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("curve, x", RIGHT)
+def test_the_right_gradient_there_passes_in_float32(curve, x, seed):
+    at = _at(x)
+    value = at[0].value
+    assert check_layer_grad(Curve(curve, 1.0), at, elements=1, seed=seed).worst <= 2e-2
+    assert at[0].value is value and value.dtype == np.float32
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_float64_retries_a_kink_within_its_step_at_a_smaller_one(seed):
+    """Its step of 1e-6 crosses the kink 2e-7 away; a tenth of it does not."""
+    at = _at(0.3 - 2e-7, np.float64)
+    assert check_layer_grad(Curve(leaky(), 1.0), at, elements=1, seed=seed).worst <= 1e-6
+    with pytest.raises(AssertionError, match=r"Curve: gradient of input 0.* is off"):
+        check_layer_grad(Curve(leaky(), 0.5), at, elements=1, seed=seed)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_layer_computing_in_float32_only_cannot_be_judged_across_a_kink(seed):
+    """No float64 comparison to be had: across the kink, even the right gradient is refused as
+    one that cannot be judged there; at a point where f is straight a wrong one fails."""
+    layer = Curve(leaky(), 1.0, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"cannot be judged in float32: f bends within the step"):
+        check_layer_grad(layer, _at(0.3 - 2e-4), elements=1, seed=seed)
+    with pytest.raises(AssertionError, match=r"Curve: gradient of input 0.* is off"):
+        check_layer_grad(Curve(leaky(), 0.5, dtype=np.float32), _at(0.25), elements=1, seed=seed)
