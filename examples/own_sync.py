@@ -99,6 +99,11 @@ class GlobalNormClipSync(LocalSync):
         self._held: list[Parameter] | None = None  # the step's gradients; None outside one
         self.last_norm = math.nan  # the last step's norm before clipping (to log or test)
 
+    def describe(self) -> dict[str, float]:
+        """The setting a run records in its scheme: a resume with another ``max_norm`` is then
+        warned of as another sync scheme (without it, the scheme named the class alone)."""
+        return {"max_norm": self.max_norm}
+
     def start_step(self, examples: int) -> None:
         """A step begins: LocalSync's refusals and record of it, then nothing held yet."""
         super().start_step(examples)

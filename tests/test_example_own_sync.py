@@ -131,6 +131,16 @@ def test_the_clip_hook_is_recorded_by_its_max_norm_not_by_the_last_norm_it_saw()
     assert before["grad_hook"] == {"class": "ClipHook", "fields": {"max_norm": 1.0}}
 
 
+def test_the_strategy_records_its_max_norm_so_a_resume_with_another_is_a_scheme_change():
+    """Its scheme named the class alone (``{"sync": "GlobalNormClipSync"}``), so a resume with
+    another ``--max-norm`` changed the training without the warning another scheme gives."""
+    schemes = [sync_scheme(EX.GlobalNormClipSync(create_optimizer("sgd"), n)) for n in (1, 0.5)]
+    assert schemes[0] == {"sync": "GlobalNormClipSync", "max_norm": 1.0}
+    assert schemes[1] == {"sync": "GlobalNormClipSync", "max_norm": 0.5}
+    unclipped = sync_scheme(EX.GlobalNormClipSync(create_optimizer("sgd")))
+    assert unclipped == {"sync": "GlobalNormClipSync", "max_norm": "Infinity"}
+
+
 def test_a_gradient_outside_a_step_or_after_close_is_refused_and_an_abandoned_step_is_not():
     """The held gradients are refused where LocalSync refuses its own; a step abandoned before
     its finish_step updated nothing, so the next one starts (LocalSync's own refusal of a step
