@@ -13,7 +13,6 @@ import os
 import secrets
 import shlex
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -34,7 +33,6 @@ from .commands import (
     UsageError,
     child_env,
     clean_environ,
-    keys_command,
     new_launch,
     option_value,
     parse_program,
@@ -45,7 +43,8 @@ from .commands import (
 )
 from .failure import signal_name
 from .go_on import go_on_hint
-from .interrupt import arm, release, run_captured
+from .interrupt import arm, release
+from .job_keys import make_keys
 from .json_lines import json_lines, last_line
 from .k8s import run_k8s
 from .options import (
@@ -84,49 +83,6 @@ def _run_dir(args: argparse.Namespace, job_id: str) -> Path:
     if problem is not None:
         raise run_dir_refused(run_dir, problem)
     return run_dir
-
-
-#: seconds ``distconv keys`` may take: a Python start and a few key pairs, far under it even
-#: on a slow shared file system; a hung one held the launch (and a batch job's hosts) for ever
-KEYS_BOUND = 120.0
-
-
-def make_keys(keys_dir: Path, workers: int) -> bool:
-    """The job's CURVE keys: made by ``distconv keys DIR --workers N`` (a subprocess, in a
-    process group of its own killed whole past :data:`KEYS_BOUND` or on a stop), or those
-    already in ``keys_dir`` when they fit ``workers``, so a job can be launched again into its
-    run directory. Returns True when existing keys are reused.
-
-    Raises:
-        LaunchError: one line, when ``distconv keys`` fails, takes over :data:`KEYS_BOUND`, or
-            the existing keys do not fit.
-        Interrupted: a stop kept before the launcher armed (by a caller that called
-            :func:`launcher.interrupt.defer` itself) killed it; raised once.
-    """
-    if (keys_dir / "server.key").exists():
-        from distconv.sync.ps.keys import key_set_mismatch
-
-        differs = key_set_mismatch(keys_dir, workers)
-        if differs is not None:
-            raise LaunchError(
-                f"{shown(keys_dir)} {differs}, so its keys cannot be reused; remove "
-                f"{shown(keys_dir)} to "
-                "make new ones, or choose another --run-dir or --job-id"
-            )
-        return True
-    try:  # its group killed past the bound or on a stop: nothing it started outlives it
-        done = run_captured(
-            keys_command(str(keys_dir), workers), KEYS_BOUND, kill_group=True, kept_stops=True
-        )
-    except subprocess.TimeoutExpired:
-        raise LaunchError(
-            f"`distconv keys` made no CURVE keys in {KEYS_BOUND:g} s (killed); the job did not "
-            "start"
-        ) from None
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise LaunchError(f"`distconv keys` failed to make the job's CURVE keys: {last}")
-    return False
 
 
 def local_plan(

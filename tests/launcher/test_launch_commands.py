@@ -408,7 +408,7 @@ def test_failure_status_and_description():
 
 def test_the_jobs_keys_are_never_readable_by_others(tmp_path):
     """The launcher's keys (made by `distconv keys`): directory 0700, no file open to others."""
-    from launcher.cli import make_keys
+    from launcher.job_keys import make_keys
 
     previous = os.umask(0o022)  # a typical umask, whatever the test runner has
     try:

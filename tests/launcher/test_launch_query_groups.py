@@ -60,12 +60,12 @@ def test_an_mpiexec_past_its_bound_leaves_nothing_it_started_running(tmp_path, m
 
 def test_distconv_keys_past_its_bound_leaves_nothing_it_started_running(tmp_path, monkeypatch):
     """A hung key generation held the launch for ever: it has a bound, named in the error."""
-    from launcher import cli
+    from launcher import job_keys
 
-    monkeypatch.setattr(cli, "KEYS_BOUND", 1.0)
+    monkeypatch.setattr(job_keys, "KEYS_BOUND", 1.0)
     query = _hung_query(tmp_path)
-    monkeypatch.setattr(cli, "keys_command", lambda keys_dir, workers: [str(query)])
-    said = _nothing_left(monkeypatch, tmp_path, lambda: cli.make_keys(tmp_path / "keys", 2))
+    monkeypatch.setattr(job_keys, "keys_command", lambda keys_dir, workers: [str(query)])
+    said = _nothing_left(monkeypatch, tmp_path, lambda: job_keys.make_keys(tmp_path / "keys", 2))
     assert said == "`distconv keys` made no CURVE keys in 1 s (killed); the job did not start"
 
 

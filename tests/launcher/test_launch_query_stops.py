@@ -78,12 +78,15 @@ def test_a_query_in_another_thread_leaves_the_main_threads_stops_alone():
 KEPT_STOP = """
 import sys
 from pathlib import Path
-from launcher import cli, interrupt, mpi
+from launcher import interrupt, job_keys, mpi
 
 interrupt.defer()
 query = sys.argv[2]
-cli.keys_command = lambda keys_dir, workers: [query]
-ask = {"mpi": lambda: mpi.detect_flavor(query), "keys": lambda: cli.make_keys(Path(sys.argv[3]), 2)}
+job_keys.keys_command = lambda keys_dir, workers: [query]
+ask = {
+    "mpi": lambda: mpi.detect_flavor(query),
+    "keys": lambda: job_keys.make_keys(Path(sys.argv[3]), 2),
+}
 try:
     print("returned", ask[sys.argv[1]](), flush=True)
 except interrupt.Interrupted as stop:

@@ -64,8 +64,8 @@ def test_a_hostfile_refused_is_named_quoted(tmp_path):
 def test_keys_that_do_not_fit_and_an_mpiexec_that_cannot_run_are_named_quoted(tmp_path):
     """In process: ``make_keys`` reads the keys there, ``detect_flavor`` runs the file."""
     from distconv.sync.ps.keys import make_keys as write_keys
-    from launcher.cli import make_keys
     from launcher.commands import LaunchError
+    from launcher.job_keys import make_keys
     from launcher.mpi import detect_flavor
 
     keys_dir = tmp_path / "run 1" / "keys"

@@ -1,0 +1,54 @@
+"""The job's CURVE keys for a local launch with parameter servers: made once into
+``<run-dir>/keys`` by ``distconv keys`` (a subprocess with a bound), or those already there
+reused by a launch into the same run directory."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from .commands import LaunchError, keys_command
+from .interrupt import run_captured
+from .shown import shown
+
+#: seconds ``distconv keys`` may take: a Python start and a few key pairs, far under it even
+#: on a slow shared file system; a hung one held the launch (and a batch job's hosts) for ever
+KEYS_BOUND = 120.0
+
+
+def make_keys(keys_dir: Path, workers: int) -> bool:
+    """The job's CURVE keys: made by ``distconv keys DIR --workers N`` (a subprocess, in a
+    process group of its own killed whole past :data:`KEYS_BOUND` or on a stop), or those
+    already in ``keys_dir`` when they fit ``workers``, so a job can be launched again into its
+    run directory. Returns True when existing keys are reused.
+
+    Raises:
+        LaunchError: one line, when ``distconv keys`` fails, takes over :data:`KEYS_BOUND`, or
+            the existing keys do not fit.
+        Interrupted: a stop kept before the launcher armed (by a caller that called
+            :func:`launcher.interrupt.defer` itself) killed it; raised once.
+    """
+    if (keys_dir / "server.key").exists():
+        from distconv.sync.ps.keys import key_set_mismatch
+
+        differs = key_set_mismatch(keys_dir, workers)
+        if differs is not None:
+            raise LaunchError(
+                f"{shown(keys_dir)} {differs}, so its keys cannot be reused; remove "
+                f"{shown(keys_dir)} to "
+                "make new ones, or choose another --run-dir or --job-id"
+            )
+        return True
+    try:  # its group killed past the bound or on a stop: nothing it started outlives it
+        done = run_captured(
+            keys_command(str(keys_dir), workers), KEYS_BOUND, kill_group=True, kept_stops=True
+        )
+    except subprocess.TimeoutExpired:
+        raise LaunchError(
+            f"`distconv keys` made no CURVE keys in {KEYS_BOUND:g} s (killed); the job did not "
+            "start"
+        ) from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise LaunchError(f"`distconv keys` failed to make the job's CURVE keys: {last}")
+    return False
