@@ -34,9 +34,8 @@ def make_keys(keys_dir: Path, workers: int) -> bool:
         differs = key_set_mismatch(keys_dir, workers)
         if differs is not None:
             raise LaunchError(
-                f"{shown(keys_dir)} {differs}, so its keys cannot be reused; remove "
-                f"{shown(keys_dir)} to "
-                "make new ones, or choose another --run-dir or --job-id"
+                f"{shown(keys_dir)} {differs}, so its keys cannot be reused; "
+                f"{_how_to_go_on(keys_dir, workers)}"
             )
         return True
     try:  # its group killed past the bound or on a stop: nothing it started outlives it
@@ -52,3 +51,17 @@ def make_keys(keys_dir: Path, workers: int) -> bool:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise LaunchError(f"`distconv keys` failed to make the job's CURVE keys: {last}")
     return False
+
+
+def _how_to_go_on(keys_dir: Path, workers: int) -> str:
+    """What to do about keys that do not fit: remove them, and the launch makes new ones for
+    ``workers`` in the same run directory, whose run (its ``train/``) it goes on with. Not
+    done unasked: the launcher cannot tell its own keys from an operator's, nor whether a
+    process started by hand still uses them. Another run directory was offered as the other
+    way, which begins a new run: a ``--resume`` there finds nothing."""
+    run = keys_dir.parent
+    return (
+        f"to go on with the run in {shown(run)} on {workers} worker(s), remove "
+        f"{shown(keys_dir)} and launch again: new keys are made (stop first anything still "
+        "using these). Another --run-dir or --job-id starts a new run, not this one"
+    )

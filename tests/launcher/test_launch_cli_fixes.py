@@ -6,6 +6,7 @@ Each test runs the real launcher as a subprocess on real files (review k59, find
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import signal
 import subprocess
 import sys
@@ -116,7 +117,7 @@ def test_keys_for_another_worker_count_are_refused_in_one_line(tmp_path):
     done = _local(run, 2, tmp_path)
     line = one_error_line(done, "local")
     assert f"{shown(keys)} holds keys for 3 worker(s) (worker-0..worker-2), not 2" in line
-    assert f"remove {shown(keys)} to make new ones" in line
+    assert f"2 worker(s), remove {shown(keys)} and launch again" in line
     assert not (run / "logs").exists()  # refused before anything started
     # a key set cut short (no secret for worker 1) is refused too, not half used
     (keys / "worker-2.key").unlink()
@@ -124,6 +125,29 @@ def test_keys_for_another_worker_count_are_refused_in_one_line(tmp_path):
     (keys / "worker-1.key_secret").unlink()
     line = one_error_line(_local(run, 2, tmp_path), "local")
     assert f"{shown(keys)} lacks worker-1.key_secret" in line
+
+
+@pytest.mark.timeout(120)
+def test_keys_for_another_worker_count_say_how_to_go_on_with_the_run(tmp_path):
+    """The refusal offered another --run-dir or --job-id beside removing the keys, as if
+    either went on with the run: another run directory is a new run, without this one's
+    checkpoints (``train/`` lives under it). It says how to go on here, and that works."""
+    run = tmp_path / "run"
+    keys = run / "keys"
+    made = subprocess.run(
+        [sys.executable, "-m", "distconv", "keys", str(keys), "--workers", "2"],
+        env=ENV, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    line = one_error_line(_local(run, 1, tmp_path), "local")
+    go_on = f"to go on with the run in {shown(run)} on 1 worker(s), remove {shown(keys)} and "
+    assert go_on + "launch again" in line
+    assert "another --run-dir or --job-id starts a new run, not this one" in line.lower()
+    shutil.rmtree(keys)  # as the refusal says
+    again = _local(run, 1, tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count(f"keys {keys} True") == 1, again.stdout
+    assert sorted(p.name for p in keys.glob("worker-*")) == ["worker-0.key", "worker-0.key_secret"]
 
 
 @pytest.mark.skipif(not HAS_RENDERER, reason="distconv.deploy is not merged yet")

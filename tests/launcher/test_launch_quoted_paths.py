@@ -73,7 +73,7 @@ def test_keys_that_do_not_fit_and_an_mpiexec_that_cannot_run_are_named_quoted(tm
     with pytest.raises(LaunchError) as refused:
         make_keys(keys_dir, 2)
     assert str(refused.value).startswith(f"{shown(keys_dir)} ")
-    assert f"; remove {shown(keys_dir)} to make new ones" in str(refused.value)
+    assert f" worker(s), remove {shown(keys_dir)} and launch again" in str(refused.value)
     mpiexec = tmp_path / "my mpiexec"
     mpiexec.write_text("not run\n")  # not executable: PermissionError
     with pytest.raises(LaunchError) as refused:
