@@ -1,5 +1,6 @@
 """The line by which a rank that ends an MPI job says why, in one place for both its sides;
-and the words by which every rank says that the ranks run different jobs.
+the words by which every rank says that the ranks run different jobs; and those by which a
+rank says that its resume was refused for good (:func:`resume_refused_in`).
 
 The sync writes it (:func:`distconv.sync.mpi.leaving.reason`, from ``abort_job`` before
 ``MPI_Abort`` and the watchdog's stop before the SIGKILL of its own rank)::
@@ -117,6 +118,17 @@ def different_jobs_in(lines: Sequence[str]) -> str | None:
     return None
 
 
+#: the words by which distconv refuses to resume from a checkpoint of another run
+#: (``distconv.resume_facts.check_same_run``: ``checkpoint P comes from a different run;
+#: resuming would not reproduce it (...)``) or one that does not fit the model
+#: (``distconv.checkpoint.check_fit``: ``checkpoint P does not fit the model: ...``): the same
+#: checkpoint, so the same refusal, on every attempt. Written there, read here: a change of
+#: those words drops the launcher's exemption of them from ``--max-restarts``
+_OTHER_RUN = "comes from a different run"
+_RESUME_REFUSALS = (f"{_OTHER_RUN}; resuming would not reproduce it", "does not fit the model: ")
+_CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?CheckpointError: "
+
+
 #: how a rank that cannot set up names its error in the job check's description (its
 #: ``name``: :func:`setup_failure_name`), and how the others say it (:func:`setup_failure_text`)
 _SETUP_FAILED = "before its job check"
@@ -149,6 +161,30 @@ _SETUP_FAILURE = re.compile(
     rf"(?:; (?:{'|'.join(re.escape(e) for e in ENDINGS)}))?",
     re.DOTALL,
 )
+
+
+#: what a rank (or another, told of it: :func:`setup_failure_text`) says where its resume was
+#: refused (:data:`_RESUME_REFUSALS`), as :data:`DIFFERENT_JOBS` reads a line: behind
+#: ``NAME: error: `` or the error's class (``CheckpointError: ``, a traceback's
+#: ``distconv.checkpoint.CheckpointError: ``), at least one of them; the refusal's kind its group
+_TO_REFUSAL = (
+    rf"{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?{_CLASS}(?:rank \d+ {_COULD_NOT}: )?"
+)
+RESUME_REFUSED = re.compile(
+    rf"(?:[^:]+: error: {_TO_REFUSAL}(?:{_CHECKPOINT_ERROR})?|{_TO_REFUSAL}{_CHECKPOINT_ERROR})"
+    rf"checkpoint .*? ({'|'.join(re.escape(r) for r in _RESUME_REFUSALS)}).*",
+    re.DOTALL,
+)
+
+
+def resume_refused_in(lines: Sequence[str]) -> str | None:
+    """Why the last of ``lines`` (each a rank's text, as :data:`DIFFERENT_JOBS` reads it) that
+    says a resume was refused refused it: ``comes from a different run`` or ``does not fit the
+    model``, words that every attempt of the job would meet again; None where none says so."""
+    for line in reversed(lines):
+        if found := RESUME_REFUSED.fullmatch(line):
+            return _OTHER_RUN if found[1].startswith(_OTHER_RUN) else found[1].removesuffix(": ")
+    return None
 
 
 def setup_failure_name(rank: int, text: str) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from distconv.files import describe_os_error
 from distconv.rank_endings import (
     different_jobs_in,
+    resume_refused_in,
     setup_failure_in_lines,
     setup_failure_said_in_lines,
 )
@@ -143,6 +144,22 @@ class Failure:
         """Whether the ranks run different jobs: every rank stops on it alike, and a restart
         of the same command would only stop on it again."""
         return self.signal is None and bool(self.exit_code) and _mismatch(self.cause)
+
+    @property
+    def every_attempt(self) -> str | None:
+        """What every attempt of the same command would stop on again, so that a restart is
+        no use (``the ranks run different jobs, ...``); None where a restart may help. So too
+        a resume refused because the checkpoint comes from a different run or does not fit
+        the model (:func:`~distconv.rank_endings.resume_refused_in`, in the failing rank's
+        last lines or in what its peers were told): the same checkpoint is read again."""
+        if self.different_jobs:
+            return "the ranks run different jobs, which every attempt would stop on"
+        if self.signal is not None or not self.exit_code:
+            return None
+        refused = resume_refused_in([*_said(self.tail), self.cause or ""])
+        if refused is None:
+            return None
+        return f"the checkpoint to resume {refused}, which every attempt would refuse"
 
     def describe(self) -> str:
         """The headline: who failed and how (:meth:`stopped_too` says who stopped with it)."""

@@ -191,10 +191,9 @@ class Supervisor:
                 if failure is None:
                     record.finish(self.job_id)  # where restarts saved it: what they recovered from
                     return 0
-                if restart < max_restarts and failure.different_jobs:
+                if restart < max_restarts and (alike := failure.every_attempt) is not None:
                     # the same command would only stop on it again: why, in failure.json too
-                    unused = f"not restarting (--max-restarts {max_restarts}): the ranks run "
-                    unused += "different jobs, which every attempt would stop on"
+                    unused = f"not restarting (--max-restarts {max_restarts}): {alike}"
                     self._report(failure, max_restarts, then=unused)
                     return failure.status
                 if restart < max_restarts:

@@ -1,0 +1,93 @@
+"""A resume that distconv refuses because the checkpoint is of another run, or does not fit the
+model, fails the same way on every attempt: ``--max-restarts`` restarted it all the same (two
+restarts, the refusal three times over), where the ranks' different jobs were already not
+retried. Real ``distconv train`` runs: one to checkpoint, then real launches resuming it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from distconv.rank_endings import resume_refused_in
+from tests.launcher.launch_cli import ENV, launch
+
+#: a short run of distconv train's own: its checkpoint is the one each launch resumes
+TRAIN = ("--data", "synthetic", "--epochs", "1", "--no-progress", "-q")
+
+
+@pytest.fixture(scope="module")
+def checkpointed(tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("first") / "out"
+    command = [sys.executable, "-m", "distconv", "train", *TRAIN, "--batch-size", "64"]
+    done = subprocess.run(
+        [*command, "--out", str(out)], env=ENV, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return str(out)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("job", "change", "refusal"),
+    [  # the rank's own line (one worker), and a rank told of it (a shard's job: two)
+        (("--workers", "1", "--servers", "0"), ("--batch-size", "64", "--seed", "1"),
+         "the checkpoint to resume comes from a different run"),
+        (("--workers", "2", "--servers", "1", "--insecure"),
+         ("--batch-size", "32", "--dtype", "float64"),
+         "the checkpoint to resume does not fit the model"),
+    ],
+)  # fmt: skip
+def test_a_refused_resume_is_not_restarted(tmp_path, checkpointed, job, change, refusal):
+    out = tmp_path / "out"
+    shutil.copytree(checkpointed, out)
+    run = tmp_path / "run"
+    done = launch(
+        "local", *job, "--max-restarts", "2", "--run-dir", str(run), "--",
+        *TRAIN[:2], "--epochs", "2", "--out", str(out), "--resume", *change, cwd=tmp_path,
+    )  # fmt: skip
+    said = done.stderr + done.stdout
+    assert done.returncode == 1, said[-3000:]
+    unused = f"not restarting (--max-restarts 2): {refusal}, which every attempt would refuse"
+    assert unused in done.stderr, said[-3000:]
+    assert said.count("[worker 0] distconv train: error: ") == 1, said[-3000:]  # one attempt
+    report = json.loads((run / "failure.json").read_text())
+    assert report["restart"] == 0 and report["then"] == unused, report
+    assert not (run / "restarts.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "distconv train: error: checkpoint /r/a b/step-1/chief.safetensors comes from a "
+        "different run; resuming would not reproduce it (seed: checkpoint 0, this run 1).",
+        "rank 0: CheckpointError: checkpoint /r/c.safetensors does not fit the model: "
+        "parameter 'w': model shape (4,), checkpoint shape (10,); aborting the MPI job",
+        "distconv train: error: rank 1, all_equal:1: pserver 127.0.0.1:5: rank 0 could not "
+        "set up: CheckpointError: checkpoint /r/c.safetensors comes from a different run; "
+        "resuming would not reproduce it (global_batch: checkpoint 16, this run 8). To t...",
+        "distconv.checkpoint.CheckpointError: checkpoint /r/c.safetensors does not fit the "
+        "model: parameter 'w': model dtype float64, checkpoint dtype float32",
+    ],
+)
+def test_the_refusals_are_read_in_each_form_a_rank_says_them(line):
+    """Each form a rank's last line takes: ``distconv train``'s, MPI's reason, a rank told of
+    it by a shard, a script's traceback."""
+    kinds = ("comes from a different run", "does not fit the model")
+    assert resume_refused_in(["before", line]) in kinds
+
+
+@pytest.mark.parametrize(
+    "line",
+    [  # a quote of the words in another failure, or a checkpoint that may come next time
+        "my_model.py: error: ValueError: retry: checkpoint x comes from a different run; "
+        "resuming would not reproduce it",
+        "distconv train: error: --resume: no complete checkpoint in /r/checkpoints",
+        "checkpoint x does not fit the model: parameter 'w'",
+    ],
+)
+def test_other_lines_are_no_refused_resume(line):
+    assert resume_refused_in([line]) is None
