@@ -52,6 +52,7 @@ from distconv.run_files import (
     has_content,
     holds_checkpoints,
     named_by_manifest,
+    shard_parts,
 )
 from distconv.run_files import CHIEF_PART as CHIEF_PART  # resume and tests read it here
 from distconv.run_files import LEGACY_CHECKPOINT as LEGACY_CHECKPOINT  # resume reads it here
@@ -121,7 +122,9 @@ class RunDirectory:
         )
 
     def clear(self) -> None:
-        """Delete a previous run's checkpoints, metrics and claim (``--overwrite``).
+        """Delete a previous run's checkpoints, metrics and claim (``--overwrite``), and the
+        parameter-server shards' parts at the directory's top (``distconv-launch local``
+        points the shards there): the old run's ``steplast`` part read as the new run's.
 
         A ``checkpoints`` that is a link to a directory (checkpoints kept on a larger disk)
         stays, emptied: the next run writes there too, and ``rmtree`` refuses a link. Being
@@ -142,9 +145,10 @@ class RunDirectory:
                 )
             # the claim last: leftovers a failure midway leaves are still their launch's, and
             # its restart clears them again rather than refusing them as another run's
-            for name in RUN_FILES + (PLOT, CLAIM):
-                path = self.root / name
-                if name == CHECKPOINTS and linked:
+            files = [self.root / name for name in RUN_FILES]
+            files += [*shard_parts(self.root), self.root / PLOT, self.root / CLAIM]
+            for path in files:
+                if path == self.checkpoint_root and linked:
                     for entry in path.iterdir():
                         delete_path(entry)
                 elif path.exists():

@@ -28,10 +28,13 @@ RUN_FILES = (CHECKPOINTS, LEGACY_CHECKPOINT, METRICS)
 #: files of a write a crash cut short
 STEP_DIR = re.compile(r"step-\d{8,}")
 _PART = re.compile(rf"\.?{re.escape(CHIEF_PART)}(\..+\.tmp)?")
-_MANIFEST = re.compile(
-    r"\.?(step-\d{8,}\.json(\.unusable)?|pserver-shard\d+-step(\d+|last)\.safetensors)"
-    r"(\..+\.tmp)?"
-)
+#: a parameter-server shard's checkpoint part (:mod:`distconv.sync.ps.parts`): in
+#: ``checkpoints/``, or at the top of the output directory, where ``distconv-launch local``
+#: points the shards' ``--checkpoint-dir``
+SHARD_PART = r"pserver-shard\d+-step(\d+|last)\.safetensors"
+_MANIFEST = re.compile(rf"\.?(step-\d{{8,}}\.json(\.unusable)?|{SHARD_PART})(\..+\.tmp)?")
+#: a shard's part, or the temporary file of its write that a crash cut short
+_SHARD_PART_FILE = re.compile(rf"\.?{SHARD_PART}(\..+\.tmp)?")
 #: the temporary file of a manifest's write that a crash cut short: no manifest yet
 _MANIFEST_WRITE = re.compile(r"\.step-\d{8,}\.json\.[0-9a-f]+\.tmp")
 
@@ -49,6 +52,22 @@ def foreign_checkpoints(root: Path) -> list[str]:
         elif not (entry.is_file() and _MANIFEST.fullmatch(entry.name)):
             foreign.append(str(entry))
     return foreign
+
+
+def shard_parts(root: Path) -> list[Path]:
+    """The shards' checkpoint parts at the top of ``root`` (and their writes a crash cut
+    short): files, or links (never what they point at); none where ``root`` is no directory.
+
+    Raises:
+        OSError: ``root`` cannot be read.
+    """
+    if not root.is_dir():
+        return []
+    return [
+        entry
+        for entry in sorted(root.iterdir())
+        if _SHARD_PART_FILE.fullmatch(entry.name) and (entry.is_symlink() or entry.is_file())
+    ]
 
 
 def named_by_manifest(step_dir: Path) -> bool:
