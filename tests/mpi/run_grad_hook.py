@@ -17,9 +17,11 @@ the hook's calls and the values to ``OUT/rank<r>.json``, then closes.
 ``hooks KIND``: each rank its own hook: ``object``, the example's ``ClipHook`` with a
 ``max_norm`` of 1 + rank; ``closure``, a clip closing over 1 + rank; ``function``, another
 lambda on each rank; ``same``, one clip on both, closing over a list and the rank under a
-private name; ``failing``, a hook whose ``describe()`` raises on rank 1. Each rank catches
-setup's error, else takes a step (``same``'s hook clipping every gradient to 1e-3), and writes
-what setup said and the values to ``OUT/rank<r>.json``.
+private name; ``delegating``, one clip on both whose ``__getattr__`` reads its settings from a
+dict of its own (a name it lacks: ``KeyError``); ``failing``, a hook whose ``describe()``
+raises on rank 1. Each rank catches setup's error, else takes a step (``same``'s and
+``delegating``'s hooks clipping every gradient to 1e-3), and writes what setup said and the
+values to ``OUT/rank<r>.json``.
 
 ``raise HOW``: step 0 as ``fired``'s, then in step 1 the hook raises on rank 1 alone. Rank 1
 writes its values after the failure to ``OUT/values1.json``, rank 0 its after step 1 to
@@ -158,6 +160,20 @@ class _Failing:
         pass
 
 
+class _Delegating:
+    """A clip whose settings are read from a dict of its own by ``__getattr__``, which raises
+    ``KeyError`` for a name the dict lacks (``describe`` among them)."""
+
+    def __init__(self, **settings: float) -> None:
+        self._settings = settings
+
+    def __getattr__(self, name: str) -> float:
+        return self._settings[name]
+
+    def __call__(self, params: list[Parameter], examples: int) -> None:
+        clip_by_global_norm(params, examples, self.max_norm)
+
+
 def _hook_of(kind: str, rank: int):
     """The hook of ``hooks KIND`` on ``rank``."""
     if kind == "object":
@@ -166,6 +182,8 @@ def _hook_of(kind: str, rank: int):
         return _clip_to(1.0 + rank)
     if kind == "failing":
         return _Failing(rank, 1)
+    if kind == "delegating":
+        return _Delegating(max_norm=1e-3)
     if kind == "function":
         first = lambda params, examples: None  # noqa: E731 - two functions alike but for the line
         second = lambda params, examples: None  # noqa: E731

@@ -45,11 +45,14 @@ def test_ranks_given_different_hooks_are_refused_at_setup_naming_the_difference(
 
 @NEEDS_MPIEXEC[0]
 @NEEDS_MPIEXEC[1]
-def test_ranks_running_one_script_with_one_configuration_agree(tmp_path):
-    """One clip closing over a list the hook appends to and the rank under a private name:
-    both ranks pass the check and take the same clipped step (the sums 3 over 2 examples,
-    their mean's norm 3 * sqrt(6) / 2 cut to 1e-3, SGD at lr 0.5)."""
-    run_two_ranks("run_grad_hook.py", tmp_path, "hooks", "same")
+@pytest.mark.parametrize("kind", ["same", "delegating"])
+def test_ranks_running_one_script_with_one_configuration_agree(tmp_path, kind):
+    """One clip closing over a list the hook appends to and the rank under a private name, or
+    one object whose ``__getattr__`` answers from a dict of its own (``KeyError`` for
+    ``describe``, which every rank's setup raised, bare): both ranks pass the check and take
+    the same clipped step (the sums 3 over 2 examples, their mean's norm 3 * sqrt(6) / 2 cut
+    to 1e-3, SGD at lr 0.5)."""
+    run_two_ranks("run_grad_hook.py", tmp_path, "hooks", kind)
     moved = 0.5 * 1e-3 / np.sqrt(6.0)
     for rank in (0, 1):
         record = json.loads((tmp_path / f"rank{rank}.json").read_text())
@@ -146,3 +149,27 @@ def test_a_describe_that_raises_fails_setup_with_its_error():
             sync.setup(bucket_params("ab"), {})
     finally:
         sync.close()
+
+
+class _Delegating:
+    def __init__(self, **settings) -> None:
+        self.name, self._settings = "clip", settings
+
+    def __getattr__(self, name: str):
+        return self._settings[name]  # KeyError for a name it lacks
+
+    def __call__(self, params, examples) -> None:
+        pass
+
+
+def test_an_object_answering_from_a_dict_of_its_own_is_described_by_its_attributes():
+    """Its ``__getattr__`` is not asked for a ``describe`` (a ``KeyError`` from it failed
+    every rank's setup, naming nothing): the object, or its method, is described by its class
+    and public attributes, as any other."""
+    hook = _Delegating(max_norm=1.0)
+    expected = {
+        "class": "tests.mpi.test_grad_hook_job_check._Delegating",
+        "settings": {"name": "clip"},
+    }
+    assert hook_description(hook) == expected
+    assert hook_description(hook.__call__)["self"] == expected

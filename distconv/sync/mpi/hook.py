@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from distconv.plain_names import call_fields, code_name, public_attributes
+from distconv.plain_names import attribute, call_fields, code_name, public_attributes
 from distconv.sync.base import SyncError
 from distconv.sync.description import described
 from distconv.sync.errors import JobRefused
@@ -118,10 +118,15 @@ def hook_description(hook: Callable[..., Any] | None) -> Any:
 
 def _object(value: Any) -> dict[str, Any]:
     """An object as :func:`hook_description` writes it: its class, then its ``describe()`` or
-    the plain values of its public attributes."""
+    the plain values of its public attributes. Its ``describe`` is looked up as Python's own
+    lookup finds it (:func:`~distconv.plain_names.attribute`), never through its class's
+    ``__getattr__``: one answering from a dict of its own raised ``KeyError: 'describe'`` on
+    every rank, failing a job whose ranks agree."""
     cls = type(value)
     found: dict[str, Any] = {"class": f"{cls.__module__}.{cls.__qualname__}"}
-    said = described(value, "the grad_hook is described by its public attributes")
+    said = None
+    if attribute(value, "describe") is not None:
+        said = described(value, "the grad_hook is described by its public attributes")
     if said is not None:
         found["describe"] = dict(said)
     else:
