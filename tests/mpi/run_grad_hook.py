@@ -14,6 +14,11 @@ a float32 one on a float32 wire (``WIRE`` ``float32``): buckets of sums beside a
 setup refuses. Each rank catches setup's error, then tries a step, and writes what each said,
 the hook's calls and the values to ``OUT/rank<r>.json``, then closes.
 
+``cast OVERLAP``: two float64 parameters, a step, then every rank casts ``b`` to float16
+(buckets of sums beside averages, laid out anew by ``start_step``, no setup between) and tries
+a step; then casts it back and takes one. ``OUT/rank<r>.json``: what each step said, the
+hook's calls and the values after; then each rank closes.
+
 ``hooks KIND``: each rank its own hook: ``object``, the example's ``ClipHook`` with a
 ``max_norm`` of 1 + rank; ``closure``, a clip closing over 1 + rank; ``function``, another
 lambda on each rank; ``same``, one clip on both, closing over a list and the rank under a
@@ -131,6 +136,36 @@ def mixed(out: Path, overlap: bool, wire: str) -> None:
             sync.finish_step()
         except SyncError as exc:
             said["step"] = f"{type(exc).__name__}: {exc}"
+        after = {p.name: p.value.tolist() for p in params}
+        record = {"said": said, "calls": calls, "after": after}
+        (out / f"rank{sync.rank}.json").write_text(json.dumps(record))
+    finally:
+        sync.close()
+
+
+def cast(out: Path, overlap: bool) -> None:
+    calls: list[int] = []
+    sync = bucket_sync(overlap=overlap, grad_hook=lambda _, n: calls.append(n))
+    params = bucket_params("ab")
+    said: dict[str, str] = {}
+
+    def step(name: str) -> None:
+        try:
+            sync.start_step(1)
+            for p in reversed(params):
+                fire(sync, p, 1.0)
+            sync.finish_step()
+            said[name] = "done"
+        except SyncError as exc:
+            said[name] = f"{type(exc).__name__}: {exc}"
+
+    sync.setup(params, {})
+    try:
+        step("first")
+        params[1].cast(np.float16)
+        step("cast")
+        params[1].cast(np.float64)
+        step("back")
         after = {p.name: p.value.tolist() for p in params}
         record = {"said": said, "calls": calls, "after": after}
         (out / f"rank{sync.rank}.json").write_text(json.dumps(record))
@@ -262,6 +297,8 @@ def main() -> None:
         fired(out, args[0] == "1")
     elif mode == "mixed":
         mixed(out, args[0] == "1", args[1])
+    elif mode == "cast":
+        cast(out, args[0] == "1")
     elif mode == "hooks":
         hooks(out, args[0])
     else:

@@ -162,3 +162,24 @@ def test_a_hook_on_sums_beside_averages_is_refused_at_setup_alike_and_closes_cle
         )
         assert record["calls"] == []
         assert record["after"] == {"a": [0.0, 1.0, 2.0], "b": [0.0, 1.0, 2.0]}
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_a_cast_after_setup_to_sums_beside_averages_is_refused_at_start_step_and_closes(
+    tmp_path, overlap
+):
+    """Every rank casts a parameter to float16 after setup: ``start_step`` lays the buckets out
+    anew, of sums beside averages. It refuses the step there, alike on every rank, before its
+    check is posted (its finish_step raised it, the step open, and close aborted the job);
+    cast back, the next step runs, and close leaves the job (exit 0)."""
+    run_two_ranks("run_grad_hook.py", tmp_path, "cast", overlap)
+    refused = (
+        f"HookRefused: grad_hook: the gradients are {MIXED['none']}, so no one count gives "
+        "their means; give every parameter one dtype, or a 16-bit grad_dtype, with which "
+        "every bucket averages"
+    )
+    for rank in (0, 1):
+        record = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert record["said"] == {"first": "done", "cast": refused, "back": "done"}
+        assert record["calls"] == [2, 2]  # the two steps taken, their sums over 2 examples
+        assert record["after"] == {"a": [-1.0, 0.0, 1.0], "b": [0.0, 1.0, 2.0]}

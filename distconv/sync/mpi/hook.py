@@ -22,7 +22,10 @@ from distconv.sync.mpi.buckets import Bucket
 class HookRefused(JobRefused):
     """A ``grad_hook`` on a job whose buckets hold sums beside averages, refused at setup once
     the buckets are laid out: they are the same on every rank (the job check compared the
-    parameters' dtypes and ``grad_dtype``), so every rank raises it alike, none waiting."""
+    parameters' dtypes and ``grad_dtype``), so every rank raises it alike, none waiting. So too
+    at ``start_step``, where it laid them out anew for a parameter cast (frozen, unfrozen)
+    since, before the step's check is posted: nothing is open, and a rank that cast alone is
+    met by the others' checks at its close's last exchange."""
 
     raised_alike = True
 
@@ -45,7 +48,8 @@ def mixed_sums(buckets: Sequence[Bucket]) -> str | None:
 
 
 def refuse_mixed_layout(hook: Callable[..., Any] | None, buckets: Sequence[Bucket]) -> None:
-    """At setup, once ``buckets`` are laid out: refuse a ``hook`` they cannot serve.
+    """At setup, once ``buckets`` are laid out, and at each ``start_step``, before its check
+    is posted: refuse a ``hook`` they cannot serve.
 
     Raises:
         HookRefused: a hook, and buckets holding sums beside averages (:func:`mixed_sums`),
@@ -62,9 +66,10 @@ def mean_divisor(buckets: Sequence[Bucket], total: int) -> int:
     ``grad_dtype`` cast, 16-bit gradients: :attr:`~.buckets.Bucket.averages`), so that a clip
     by the mean's norm reads one quantity on every wire.
 
-    Setup refuses a layout of both kinds (:func:`refuse_mixed_layout`); this asks again at
-    each step, as ``start_step`` lays the buckets out anew without a setup where a parameter
-    was frozen, unfrozen or cast since (a float16 one frozen at setup, unfrozen beside float64).
+    Setup refuses a layout of both kinds (:func:`refuse_mixed_layout`), and so does each
+    ``start_step``, which lays the buckets out anew without a setup where a parameter was
+    frozen, unfrozen or cast since (a float16 one frozen at setup, unfrozen beside float64);
+    this asks again, in case.
 
     Raises:
         SyncError: some buckets hold sums and others averages (parameters of several dtypes:

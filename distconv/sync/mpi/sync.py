@@ -123,7 +123,8 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
             a failed update does. With it, one rank with the thread no longer updates each
             bucket as soon as it is reduced. Buckets of sums beside averages (parameters of
             several dtypes) are refused at setup, alike on every rank
-            (:class:`~.hook.HookRefused`: a failed setup, which close leaves). Setup's job
+            (:class:`~.hook.HookRefused`: a failed setup, which close leaves), and at a
+            ``start_step`` after a parameter was cast (nothing open, close leaves). Setup's job
             check compares the hook (:func:`~.hook.hook_description`): ranks given different
             ones are refused there, naming what differs.
 
@@ -276,6 +277,9 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
             self._lay_out(order or self._laid_from, again=True)
         elif order and order is not self._laid_from:  # not checked name by name each step
             self._lay_out(order)
+        # a cast since setup, alike on every rank (else a rank's check meets its close): before
+        # the check is posted, nothing open, so close leaves (in finish_step: the step open)
+        refuse_mixed_layout(self.grad_hook, self.buckets)
         for b in self.buckets:
             b.reset()
         self._first_pass, self._next_launch = [], 0
