@@ -23,10 +23,11 @@ hook's calls and the values after; then each rank closes.
 ``max_norm`` of 1 + rank; ``closure``, a clip closing over 1 + rank; ``function``, another
 lambda on each rank; ``same``, one clip on both, closing over a list and the rank under a
 private name; ``delegating``, one clip on both whose ``__getattr__`` reads its settings from a
-dict of its own (a name it lacks: ``KeyError``); ``failing``, a hook whose ``describe()``
-raises on rank 1. Each rank catches setup's error, else takes a step (``same``'s and
-``delegating``'s hooks clipping every gradient to 1e-3), and writes what setup said and the
-values to ``OUT/rank<r>.json``.
+dict of its own (a name it lacks: ``KeyError``); ``partial``, a ``functools.partial`` of one
+clip binding the rank under a private keyword; ``failing``, a hook whose ``describe()``
+raises on rank 1. Each rank catches setup's error, else takes a step (``same``'s,
+``delegating``'s and ``partial``'s hooks clipping every gradient to 1e-3), and writes what
+setup said and the values to ``OUT/rank<r>.json``.
 
 ``raise HOW``: step 0 as ``fired``'s, then in step 1 the hook raises on rank 1 alone. Rank 1
 writes its values after the failure to ``OUT/values1.json``, rank 0 its after step 1 to
@@ -37,6 +38,7 @@ closes its sync.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import sys
@@ -209,6 +211,11 @@ class _Delegating:
         clip_by_global_norm(params, examples, self.max_norm)
 
 
+def _clip_on(params: list[Parameter], examples: int, max_norm: float, _rank: int) -> None:
+    """A clip told the rank it runs on (to log on one alone, say), as ``_rank``."""
+    clip_by_global_norm(params, examples, max_norm)
+
+
 def _hook_of(kind: str, rank: int):
     """The hook of ``hooks KIND`` on ``rank``."""
     if kind == "object":
@@ -219,6 +226,8 @@ def _hook_of(kind: str, rank: int):
         return _Failing(rank, 1)
     if kind == "delegating":
         return _Delegating(max_norm=1e-3)
+    if kind == "partial":
+        return functools.partial(_clip_on, max_norm=1e-3, _rank=rank)
     if kind == "function":
         first = lambda params, examples: None  # noqa: E731 - two functions alike but for the line
         second = lambda params, examples: None  # noqa: E731

@@ -45,11 +45,12 @@ def test_ranks_given_different_hooks_are_refused_at_setup_naming_the_difference(
 
 @NEEDS_MPIEXEC[0]
 @NEEDS_MPIEXEC[1]
-@pytest.mark.parametrize("kind", ["same", "delegating"])
+@pytest.mark.parametrize("kind", ["same", "delegating", "partial"])
 def test_ranks_running_one_script_with_one_configuration_agree(tmp_path, kind):
-    """One clip closing over a list the hook appends to and the rank under a private name, or
-    one object whose ``__getattr__`` answers from a dict of its own (``KeyError`` for
-    ``describe``, which every rank's setup raised, bare): both ranks pass the check and take
+    """One clip closing over a list the hook appends to and the rank under a private name, one
+    object whose ``__getattr__`` answers from a dict of its own (``KeyError`` for
+    ``describe``, which every rank's setup raised, bare), or a partial binding the rank under
+    a private keyword (compared, it was refused): both ranks pass the check and take
     the same clipped step (the sums 3 over 2 examples, their mean's norm 3 * sqrt(6) / 2 cut
     to 1e-3, SGD at lr 0.5)."""
     run_two_ranks("run_grad_hook.py", tmp_path, "hooks", kind)
@@ -120,6 +121,9 @@ def test_the_description_tells_apart_what_a_user_means_and_leaves_alone_what_dif
     assert not _apart(filled, _Clip(1.0))
     assert _apart(functools.partial(_Clip.__call__, _Clip(1.0)), functools.partial(len))
     assert _apart(functools.partial(_clip_to, 1.0), functools.partial(_clip_to, 2.0))
+    assert _apart(functools.partial(_clip_to, 1.0), functools.partial(_clip_to, max_norm=1.0))
+    assert _apart(functools.partial(_clip_to, _rank=0), functools.partial(_clip_to, rank=0))
+    assert not _apart(functools.partial(_clip_to, _rank=0), functools.partial(_clip_to, _rank=1))
     assert _apart(_Clip(1.0).__call__, _Clip(2.0).__call__)
     assert _apart(_Clip(1.0), _Described(1.0))  # another class
     assert hook_description(_Described(1.0, rank=3)) == {

@@ -92,7 +92,8 @@ def hook_description(hook: Callable[..., Any] | None) -> Any:
     - a Python function: its module, qualified name and first line, and the plain values of
       its public defaults and closure (:func:`_plain`; a cell its code rebinds, a count of
       calls, by its type's name alone: :func:`~distconv.plain_names.closure_values`);
-    - a ``functools.partial``: its function so, and its arguments' plain values;
+    - a ``functools.partial``: its function so, and its arguments' plain values (a private
+      keyword, ``_rank=rank``, left out);
     - a bound method: its function so, and the object it is bound to as below;
     - any other object: its class and the plain values of its public attributes (its
       settings; a private one, a name starting with ``_``, is its running state: a last norm);
@@ -106,7 +107,9 @@ def hook_description(hook: Callable[..., Any] | None) -> Any:
         return None
     if isinstance(hook, partial):
         args = [_plain(a) for a in hook.args]
-        keywords = {k: _plain(v) for k, v in hook.keywords.items()}
+        # a private keyword left out, as a default or an attribute is: the way the docs give
+        # a value meant to differ by rank (``_rank=rank``), compared, refused that job
+        keywords = {k: _plain(v) for k, v in hook.keywords.items() if k[:1] != "_"}
         return {"partial": hook_description(hook.func), "args": args, "keywords": keywords}
     if isinstance(hook, types.MethodType):
         return {"method": hook_description(hook.__func__), "self": _object(hook.__self__)}
