@@ -24,10 +24,11 @@ hook's calls and the values after; then each rank closes.
 lambda on each rank; ``same``, one clip on both, closing over a list and the rank under a
 private name; ``delegating``, one clip on both whose ``__getattr__`` reads its settings from a
 dict of its own (a name it lacks: ``KeyError``); ``partial``, a ``functools.partial`` of one
-clip binding the rank under a private keyword; ``failing``, a hook whose ``describe()``
-raises on rank 1. Each rank catches setup's error, else takes a step (``same``'s,
-``delegating``'s and ``partial``'s hooks clipping every gradient to 1e-3), and writes what
-setup said and the values to ``OUT/rank<r>.json``.
+clip binding the rank under a private keyword; ``method``, an ``MPISync`` of one's own whose
+hook is a method of its own (the sync, whose ``rank`` is public, its object); ``failing``, a
+hook whose ``describe()`` raises on rank 1. Each rank catches setup's error, else takes a
+step (``same``'s, ``delegating``'s, ``partial``'s and ``method``'s hooks clipping every
+gradient to 1e-3), and writes what setup said and the values to ``OUT/rank<r>.json``.
 
 ``raise HOW``: step 0 as ``fired``'s, then in step 1 the hook raises on rank 1 alone. Rank 1
 writes its values after the failure to ``OUT/values1.json``, rank 0 its after step 1 to
@@ -216,6 +217,18 @@ def _clip_on(params: list[Parameter], examples: int, max_norm: float, _rank: int
     clip_by_global_norm(params, examples, max_norm)
 
 
+class _ClipSync(MPISync):
+    """An ``MPISync`` of one's own that clips by ``max_norm`` in a method of its own, its hook
+    (as :func:`~tests.mpi.common.bucket_sync` makes one otherwise)."""
+
+    def __init__(self, max_norm: float) -> None:
+        self.max_norm = max_norm
+        super().__init__(create_optimizer("sgd", lr=0.5), bucket_bytes=24, grad_hook=self.clip)
+
+    def clip(self, params: list[Parameter], examples: int) -> None:
+        clip_by_global_norm(params, examples, self.max_norm)
+
+
 def _hook_of(kind: str, rank: int):
     """The hook of ``hooks KIND`` on ``rank``."""
     if kind == "object":
@@ -245,7 +258,10 @@ def _hook_of(kind: str, rank: int):
 def hooks(out: Path, kind: str) -> None:
     from mpi4py import MPI
 
-    sync = bucket_sync(grad_hook=_hook_of(kind, MPI.COMM_WORLD.Get_rank()))
+    if kind == "method":
+        sync = _ClipSync(1e-3)
+    else:
+        sync = bucket_sync(grad_hook=_hook_of(kind, MPI.COMM_WORLD.Get_rank()))
     params = bucket_params("ab")
     said: dict[str, str] = {}
     try:

@@ -11,7 +11,8 @@ import json
 import numpy as np
 import pytest
 
-from distconv.sync.mpi import SingleRankComm
+from distconv.optim import create_optimizer
+from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.sync.mpi.hook import hook_description
 from tests.mpi.common import NEEDS_MPIEXEC, bucket_params, bucket_sync, run_two_ranks
 
@@ -45,12 +46,13 @@ def test_ranks_given_different_hooks_are_refused_at_setup_naming_the_difference(
 
 @NEEDS_MPIEXEC[0]
 @NEEDS_MPIEXEC[1]
-@pytest.mark.parametrize("kind", ["same", "delegating", "partial"])
+@pytest.mark.parametrize("kind", ["same", "delegating", "partial", "method"])
 def test_ranks_running_one_script_with_one_configuration_agree(tmp_path, kind):
     """One clip closing over a list the hook appends to and the rank under a private name, one
     object whose ``__getattr__`` answers from a dict of its own (``KeyError`` for
-    ``describe``, which every rank's setup raised, bare), or a partial binding the rank under
-    a private keyword (compared, it was refused): both ranks pass the check and take
+    ``describe``, which every rank's setup raised, bare), a partial binding the rank under
+    a private keyword (compared, it was refused), or a method of an MPISync of one's own (its
+    public ``rank``, compared, refused it): both ranks pass the check and take
     the same clipped step (the sums 3 over 2 examples, their mean's norm 3 * sqrt(6) / 2 cut
     to 1e-3, SGD at lr 0.5)."""
     run_two_ranks("run_grad_hook.py", tmp_path, "hooks", kind)
@@ -177,3 +179,39 @@ def test_an_object_answering_from_a_dict_of_its_own_is_described_by_its_attribut
     }
     assert hook_description(hook) == expected
     assert hook_description(hook.__call__)["self"] == expected
+
+
+class _OwnSync(MPISync):
+    def __init__(self, max_norm: float, **options) -> None:
+        self.max_norm = max_norm
+        super().__init__(create_optimizer("sgd"), grad_hook=self.clip, **options)
+
+    def clip(self, params, examples) -> None:
+        pass
+
+
+class _DescribedSync(_OwnSync):
+    def describe(self) -> dict:
+        return {"max_norm": self.max_norm}
+
+
+def test_a_method_of_the_sync_itself_is_described_by_its_class_not_its_running_state():
+    """The sync's own public attributes are its rank, its counters and its timings (another on
+    each rank, after a fit too) and its settings, which the job check compares already: a
+    method of the sync (or the sync itself as the hook) is described by the sync's class, and
+    its ``describe()`` where it has one (a subclass's settings); another object's method by
+    its attributes still."""
+    sync = _OwnSync(1.0, comm=SingleRankComm())
+    try:
+        function = hook_description(_OwnSync.clip)
+        cls = "tests.mpi.test_grad_hook_job_check._OwnSync"
+        expected = {"method": function, "self": {"class": cls}}
+        assert hook_description(sync.clip, sync) == expected
+        assert hook_description(sync, sync) == {"class": cls}
+        assert "settings" in hook_description(sync.clip)["self"]  # not the sync set up
+        described_sync = _DescribedSync(2.0, comm=SingleRankComm())
+        said = hook_description(described_sync.clip, described_sync)["self"]
+        assert said["describe"] == {"max_norm": 2.0}
+        described_sync.close()
+    finally:
+        sync.close()

@@ -82,10 +82,10 @@ def mean_divisor(buckets: Sequence[Bucket], total: int) -> int:
     return 1 if any(b.averages for b in buckets) else total
 
 
-def hook_description(hook: Callable[..., Any] | None) -> Any:
-    """What setup's job check compares of ``hook`` (None: no hook), so that ranks given
-    different hooks are refused at setup, naming where they differ, and ranks running one
-    script with one configuration agree:
+def hook_description(hook: Callable[..., Any] | None, sync: Any = None) -> Any:
+    """What setup's job check compares of ``hook`` (None: no hook), the hook of ``sync``, so
+    that ranks given different hooks are refused at setup, naming where they differ, and ranks
+    running one script with one configuration agree:
 
     - an object whose ``describe()`` returns a mapping: its class (module and qualified name)
       and that mapping, as it says what it is (and nothing else of it is read);
@@ -97,6 +97,10 @@ def hook_description(hook: Callable[..., Any] | None) -> Any:
     - a bound method: its function so, and the object it is bound to as below;
     - any other object: its class and the plain values of its public attributes (its
       settings; a private one, a name starting with ``_``, is its running state: a last norm);
+      but ``sync`` itself (a method of a sync of one's own; the sync as its own hook) by its
+      class, and its ``describe()`` where it has one: its public attributes are its rank, its
+      counters and timings, another on each rank, and its settings, which the job check
+      compares already;
     - a built-in function: its module and name.
 
     No digest of the code: the same source compiles to other bytecode under another Python,
@@ -110,9 +114,12 @@ def hook_description(hook: Callable[..., Any] | None) -> Any:
         # a private keyword left out, as a default or an attribute is: the way the docs give
         # a value meant to differ by rank (``_rank=rank``), compared, refused that job
         keywords = {k: _plain(v) for k, v in hook.keywords.items() if k[:1] != "_"}
-        return {"partial": hook_description(hook.func), "args": args, "keywords": keywords}
+        return {"partial": hook_description(hook.func, sync), "args": args, "keywords": keywords}
     if isinstance(hook, types.MethodType):
-        return {"method": hook_description(hook.__func__), "self": _object(hook.__self__)}
+        return {
+            "method": hook_description(hook.__func__, sync),
+            "self": _object(hook.__self__, sync),
+        }
     if isinstance(hook, types.FunctionType):
         fields = call_fields(hook) or {}
         found: dict[str, Any] = {"function": f"{hook.__module__}.{hook.__qualname__}"}
@@ -121,15 +128,15 @@ def hook_description(hook: Callable[..., Any] | None) -> Any:
             if fields.get(kind):
                 found[kind] = {k: _plain(v) for k, v in fields[kind].items()}
         return found
-    return code_name(hook) or _object(hook)
+    return code_name(hook) or _object(hook, sync)
 
 
-def _object(value: Any) -> dict[str, Any]:
+def _object(value: Any, sync: Any = None) -> dict[str, Any]:
     """An object as :func:`hook_description` writes it: its class, then its ``describe()`` or
-    the plain values of its public attributes. Its ``describe`` is looked up as Python's own
-    lookup finds it (:func:`~distconv.plain_names.attribute`), never through its class's
-    ``__getattr__``: one answering from a dict of its own raised ``KeyError: 'describe'`` on
-    every rank, failing a job whose ranks agree."""
+    the plain values of its public attributes (none of ``sync``'s). Its ``describe`` is looked
+    up as Python's own lookup finds it (:func:`~distconv.plain_names.attribute`), never through
+    its class's ``__getattr__``: one answering from a dict of its own raised ``KeyError:
+    'describe'`` on every rank, failing a job whose ranks agree."""
     cls = type(value)
     found: dict[str, Any] = {"class": f"{cls.__module__}.{cls.__qualname__}"}
     said = None
@@ -137,7 +144,7 @@ def _object(value: Any) -> dict[str, Any]:
         said = described(value, "the grad_hook is described by its public attributes")
     if said is not None:
         found["describe"] = dict(said)
-    else:
+    elif value is not sync:  # the sync's: its rank (refused every job), its step and timings
         found["settings"] = {k: _plain(v) for k, v in public_attributes(value).items()}
     return found
 

@@ -225,7 +225,7 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
         params, wire["sync.device"] = taken_once(params)  # the ranks' optimizers round alike
         if self.grad_hook is not None:  # ranks given different hooks drift apart: refused
             try:
-                wire["sync.grad_hook"] = hook_description(self.grad_hook)
+                wire["sync.grad_hook"] = hook_description(self.grad_hook, self)
             except Exception as exc:  # its describe(): raised in setup's guard, others told
                 params = Raising(exc)
         # the parameters' (and which they are: the base setup takes the list before its job
