@@ -103,13 +103,29 @@ def setup_failure_in(*descriptions: object) -> str | None:
     return None
 
 
+#: where the ranks' descriptions first differ in the grad_hook (MPISync's job check): the hook's
+#: public values are compared, so a value taken from the process refuses a correct job
+HOOK_KEY = "config.sync.grad_hook"
+HOOK_ADVICE = (
+    " (a grad_hook's public values are compared across ranks: keep one meant to differ by rank, "
+    "such as the rank it logs on, a start time or a pid, under a private name, _rank = rank, "
+    "or give the hook a describe() that leaves it out)"
+)
+
+
+def with_advice(diff: str) -> str:
+    """``diff`` (a first difference of two jobs' descriptions), with how to go on where what
+    differs is the grad_hook: its words alone named a setting the user may mean to differ."""
+    return diff + HOOK_ADVICE if diff.startswith(HOOK_KEY) else diff
+
+
 def refusal_text(rank: int, other: int, ours: object, theirs: object, diff: str) -> str:
     """Why a job check refused the job, on ``rank``, the first rank unlike it being ``other``
     (``ours``, ``theirs``: the two descriptions; ``diff``: their first difference): that
     rank could not set up (:func:`setup_failure_in`), else the ranks' different jobs
     (:func:`~distconv.rank_endings.different_jobs_text`, which the launcher reads back): the
     words of MPI's job check and the parameter server workers' alike."""
-    return setup_failure_in(theirs, ours) or different_jobs_text(rank, other, diff)
+    return setup_failure_in(theirs, ours) or different_jobs_text(rank, other, with_advice(diff))
 
 
 def job_refusal(rank: int, other: int, ours: object, theirs: object, diff: str) -> JobRefused:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from distconv.optim import create_optimizer
+from distconv.sync.errors import HOOK_ADVICE
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.sync.mpi.hook import hook_description
 from tests.mpi.common import NEEDS_MPIEXEC, bucket_params, bucket_sync, run_two_ranks
@@ -27,7 +28,8 @@ def test_ranks_given_different_hooks_are_refused_at_setup_naming_the_difference(
     """The example's ClipHook with another max_norm on each rank, a clip closing over another
     number, another lambda: each passed the job check (the hook was not in it), and each rank
     clipped by its own norm. Now every rank's setup refuses the job alike, naming the
-    setting and the other rank; nothing moves, and close leaves the job (exit 0)."""
+    setting and the other rank, and how to keep a value meant to differ by rank out of the
+    check; nothing moves, and close leaves the job (exit 0)."""
     run_two_ranks("run_grad_hook.py", tmp_path, "hooks", kind)
     records = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     said = [r["said"].get("setup", "") for r in records]
@@ -40,7 +42,9 @@ def test_ranks_given_different_hooks_are_refused_at_setup_naming_the_difference(
         assert said[rank] == (
             f"JobMismatch: rank {rank} and rank {other} run different jobs: "
             f"config.sync.grad_hook.{key}: {values[rank]} here, {values[other]} there"
+            + HOOK_ADVICE  # how to go on, where the value was meant to differ by rank
         )
+        assert "under a private name, _rank = rank" in said[rank]  # the advice has words
         assert records[rank]["after"] == {"a": [0.0, 1.0, 2.0], "b": [1.0, 2.0, 3.0]}
 
 
