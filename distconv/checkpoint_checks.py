@@ -29,6 +29,7 @@ OWN_KEYS = {
     EARLIER: "the sync schemes of its epoch's earlier steps",
     "train_data": "the training set's fingerprint",
     "facts_form": "the form its facts are written in (resume_facts.FACTS_FORM)",
+    "layers": "the network's structure (Network.structure)",
 }
 
 

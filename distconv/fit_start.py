@@ -26,7 +26,7 @@ log = logging.getLogger("distconv.trainer")  # the warning fit said before
 class FitStart(NamedTuple):
     """What fit goes on with: the data sets as arrays and their sampler, the inputs' facts (for
     the ranks' check), the restored state and position, the model's structure (for the job
-    check)."""
+    check; a resume compared it with the checkpoint's)."""
 
     train: Arrays
     test: Arrays | None
@@ -56,10 +56,11 @@ def start_fit(trainer: Trainer, train: Any, test: Any, resume: Any) -> FitStart:
     if (too_large := sampler.larger_than_the_data()) and sync.is_chief:
         log.warning("%s", too_large)
     data = data_facts(train, test, trainer.dtype)  # the inputs as cast: what trains
-    state, pos = trainer.checkpoints.open(resume, data["train_data"])
+    # every rank's model: the same, or stop; and the checkpoint's, or no resume
+    layers = trainer.network.structure()
+    state, pos = trainer.checkpoints.open(resume, data["train_data"], layers)
     trainer._take_trainable()
     trainer.network.zero_grad()  # what a step cut short left (a second Ctrl-C, an error)
-    layers = trainer.network.structure()  # every rank's model: the same, or stop
     names = {p.name for p in trainer.params}  # another model's firing order is due anew
     trainer._layout = ParamLayout(trainer.trainable, trainer.sync, names)  # what the sync keeps
     return FitStart(train, test, sampler, data, state, pos, layers)

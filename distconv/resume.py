@@ -32,7 +32,7 @@ from distconv.checkpoint import (
 from distconv.checkpoint_checks import as_saved, savable_facts
 from distconv.job_start import JobStart as JobStart  # defined there: trainer, job read it
 from distconv.parameter import Parameter
-from distconv.resume_facts import FACTS_FORM, FACTS_FORM_KEY, check_same_run
+from distconv.resume_facts import FACTS_FORM, FACTS_FORM_KEY, LAYERS, check_same_run
 from distconv.run_dir import (
     CHIEF,
     CHIEF_PART,
@@ -104,13 +104,19 @@ class StepCheckpoints:
         self._saved: dict[Any, Any] | None = None  # the facts as saved: _saved_facts
 
     def open(
-        self, resume: bool | str, train_data: Mapping[str, Any] | None = None
+        self,
+        resume: bool | str,
+        train_data: Mapping[str, Any] | None = None,
+        layers: Mapping[str, Any] | None = None,
     ) -> tuple[OptimState | None, Position]:
         """Take the directory and decide: resume (returns the state and position) or start.
 
         ``train_data`` is the training set's :func:`~distconv.data.fingerprint`: a fact each
         checkpoint records and a resume compares, since a set of another length or content
-        would not continue the batch order the checkpoint's position stands in.
+        would not continue the batch order the checkpoint's position stands in. ``layers`` is
+        the network's :meth:`~distconv.network.Network.structure`, recorded and compared alike
+        (:data:`~distconv.resume_facts.LAYERS`): another activation or wiring on the same
+        parameter shapes is another model on the checkpoint's weights.
 
         ``resume`` is False (refuse a directory holding a run), True (a checkpoint must exist),
         ``"auto"`` (resume if one exists) or ``"overwrite"`` (delete the previous run first).
@@ -126,6 +132,8 @@ class StepCheckpoints:
         self._saved = None  # a new fit: its config may have changed since the last one's
         if train_data is not None:
             self.facts["train_data"] = dict(train_data)
+        if layers is not None:  # a config's own "layers" is kept beside it (OWN_KEYS)
+            self.facts[LAYERS] = dict(layers)
         if self.run is None:
             if resume is True and self.sync.is_chief:  # asked to resume, it must not start over
                 raise CheckpointError(
@@ -281,7 +289,7 @@ class StepCheckpoints:
             optimizer=self.sync.optimizer_config(),
             extra={
                 **{k: v for k, v in self._saved_facts().items() if k != "seed"},
-                FACTS_FORM_KEY: FACTS_FORM,  # numbers typed: compared only as written
+                FACTS_FORM_KEY: FACTS_FORM,  # numbers typed, the layers: compared as written
                 "step_in_epoch": pos.step_in_epoch,
                 "sums": {k: sums[k] for k in (*SUMS, RANK_LOSS) if k in sums},
                 **schemes,  # the scheme; the epoch's earlier ones
@@ -294,8 +302,9 @@ class StepCheckpoints:
         Raises:
             CheckpointError: the checkpoint does not fit the model (names, shapes, dtypes), or
                 comes from a run whose seed, global batch, optimizer, learning-rate decay,
-                dtype, data set (its name, or the training set's fingerprint) or model
-                differ (:func:`~distconv.resume_facts.check_same_run`).
+                dtype, data set (its name, or the training set's fingerprint) or model (its
+                name, or the network's structure) differ
+                (:func:`~distconv.resume_facts.check_same_run`).
         """
         ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
         path = ckpt.path

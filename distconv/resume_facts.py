@@ -14,6 +14,7 @@ from typing import Any
 
 from distconv.checkpoint import CheckpointError
 from distconv.checkpoint_checks import whole_set_each_step
+from distconv.sync.description import first_difference
 
 log = logging.getLogger("distconv.resume")
 
@@ -27,15 +28,29 @@ MUST_MATCH = (
     "data",
     "model",
     "train_data",
+    "layers",
 )
+#: the network's structure (:meth:`~distconv.network.Network.structure`: each layer's type,
+#: inputs and settings), the one fact compared by its first difference (``layers.mix.act``)
+LAYERS = "layers"
 #: the key of a checkpoint's ``extra`` that says in which form its facts are written, and the
-#: form this distconv writes: a number no Real with its type (``{"class": "Decimal", "text":
-#: "0.1"}``). A checkpoint without it was written before, maybe by text alone (``"0.1"``), and
-#: is compared in that form too (:func:`_older_form`); one with it only as written, so a fact
+#: forms this distconv reads, oldest first: numbers no Real with their type (``{"class":
+#: "Decimal", "text": "0.1"}``); then the network's structure too, under :data:`LAYERS`. A
+#: checkpoint without one of them was written before, maybe by text alone (``"0.1"``), and is
+#: compared in that form too (:func:`_older_form`); one with one only as written, so a fact
 #: that held the string ``"0.1"`` never agrees with a run that now holds ``Decimal("0.1")``.
-#: An older distconv ignores the key (it reads the ``extra`` keys it knows). The form is a text
+#: An older distconv ignores the key (it reads the ``extra`` keys it knows). Each form is a text
 #: no older checkpoint's own ``facts_form`` (a config's key of that name) holds by chance.
-FACTS_FORM_KEY, FACTS_FORM = "facts_form", "distconv: numbers with their types"
+FACTS_FORM_KEY = "facts_form"
+FACTS_FORMS = (
+    "distconv: numbers with their types",
+    "distconv: numbers with their types; the network's layers",
+)
+#: the form this distconv writes
+FACTS_FORM = FACTS_FORMS[-1]
+#: the facts a checkpoint records from a form on: in one of an earlier form, a key of that name
+#: is its config's own (``config=vars(args)`` of a ``--layers`` flag), never compared as the fact
+SINCE_FORM = {LAYERS: FACTS_FORMS[1]}
 #: a checkpoint's value for a fact it does not know: older checkpoints lack some facts, or
 #: recorded the dtype as "None" (the one asked for, not the network's); these resume as before
 UNKNOWN = (None, "None")
@@ -49,14 +64,16 @@ def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]
     Raises:
         CheckpointError: the checkpoint comes from a run whose seed, global batch, optimizer,
             learning-rate decay, dtype, data set (its name, or the training set's fingerprint)
-            or model differ. A fact the checkpoint or this run does not record
-            (:data:`UNKNOWN`) is not compared.
+            or model (``model``; the network's structure: :func:`_layer_differences`) differ.
+            A fact the checkpoint or this run does not record (:data:`UNKNOWN`, or not in the
+            checkpoint's form: :func:`recorded`) is not compared.
     """
-    older = theirs.get(FACTS_FORM_KEY) != FACTS_FORM  # written maybe by text alone
+    older = theirs.get(FACTS_FORM_KEY) not in FACTS_FORMS  # written maybe by text alone
     facts = [
         k
         for k in MUST_MATCH
-        if _known(theirs.get(k))
+        if k != LAYERS
+        and _known(theirs.get(k))
         and _known(ours.get(k))
         and not _same(theirs.get(k), ours.get(k), older)
     ]
@@ -69,8 +86,9 @@ def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]
             theirs["global_batch"],
             ours["train_data"]["examples"],
         )
-    if facts:
-        differ = [said for k in facts for said in _differences(k, theirs[k], ours[k])]
+    differ = [said for k in facts for said in _differences(k, theirs[k], ours[k])]
+    differ += _layer_differences(recorded(theirs, LAYERS), ours.get(LAYERS))
+    if differ:
         batch = (
             " The global batch (world size x batch size x accumulate) must stay the same "
             "across a resume."
@@ -83,6 +101,54 @@ def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]
             "data: fine-tuning), start a new run and load them first "
             "(distconv.checkpoint.restore_checkpoint)."
         )
+
+
+def recorded(extra: Mapping[str, Any], key: str) -> Any:
+    """The fact ``key`` of a checkpoint's ``extra``; None where the checkpoint's form is older
+    than the one that records it (:data:`SINCE_FORM`): a key of that name was its config's."""
+    form = extra.get(FACTS_FORM_KEY)
+    since = SINCE_FORM.get(key)
+    if since is not None and not (form in FACTS_FORMS and form_order(form) >= form_order(since)):
+        return None
+    return extra.get(key)
+
+
+def form_order(form: str) -> int:
+    """Where ``form`` stands among :data:`FACTS_FORMS`, oldest first."""
+    return FACTS_FORMS.index(form)
+
+
+def _layer_differences(theirs: Any, ours: Any) -> list[str]:
+    """The first difference between the checkpoint's network structure and this run's
+    (``layers.mix.act: checkpoint 'tanh', this run 'relu'``), or none where either records
+    none. Each layer's entries are compared where both hold them, at every depth
+    (:func:`_both_hold`): a later distconv whose layers record another setting (a key more in
+    a layer's :meth:`~distconv.layers.base.Layer.settings`, or in a spec's) still resumes an
+    earlier one's checkpoint, and another type, other inputs or another value of a setting both
+    record is refused. A layer one side has and the other has not is another model."""
+    if not isinstance(theirs, Mapping) or not isinstance(ours, Mapping):
+        return []
+    theirs, ours = dict(theirs), dict(ours)
+    for name in theirs.keys() & ours.keys():
+        theirs[name], ours[name] = _both_hold(theirs[name], ours[name])
+    values: list[Any] = []  # the two values the sentence quotes, the checkpoint's first
+    said = first_difference(theirs, ours, f"{LAYERS}.", quote=lambda v: values.append(v) or "\0")
+    if said is None:
+        return []
+    head = said.rsplit("\0", 2)[0]  # the last two: a layer's name may hold one
+    return [f"{head}checkpoint {values[-2]!r}, this run {values[-1]!r}"]
+
+
+def _both_hold(theirs: Any, ours: Any) -> tuple[Any, Any]:
+    """``theirs`` and ``ours`` with each mapping in them cut to the keys both hold, down every
+    mapping and every list of one length; anything else as it is."""
+    if isinstance(theirs, Mapping) and isinstance(ours, Mapping):
+        pairs = {k: _both_hold(v, ours[k]) for k, v in theirs.items() if k in ours}
+        return {k: a for k, (a, _) in pairs.items()}, {k: b for k, (_, b) in pairs.items()}
+    if isinstance(theirs, list) and isinstance(ours, list) and len(theirs) == len(ours):
+        pairs_ = [_both_hold(a, b) for a, b in zip(theirs, ours)]
+        return [a for a, _ in pairs_], [b for _, b in pairs_]
+    return theirs, ours
 
 
 def _differences(name: str, theirs: Any, ours: Any) -> list[str]:

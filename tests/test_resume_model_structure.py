@@ -1,0 +1,105 @@
+"""A resume compares the network's structure (each layer's type, inputs and settings) with the
+checkpoint's: a model whose activation or wiring changed on the same parameter shapes resumed
+silently as another model on the old weights. A checkpoint of an older distconv (no
+structure recorded), or of one whose layers record other settings, resumes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv import Network, Trainer
+from distconv.checkpoint import CheckpointError, load_checkpoint
+from distconv.init import set_seed
+from distconv.layers import FullMatrixProjection, FullyConnected, Mixed, MSELoss
+from distconv.optim import create_optimizer
+from distconv.resume_facts import FACTS_FORM_KEY, FACTS_FORMS
+from distconv.sync.local import LocalSync
+from tests.test_resume_checks import _rewrite_extra
+
+pytestmark = pytest.mark.timeout(60)
+
+RNG = np.random.default_rng(5)
+#: 64 examples in batches of 16: four steps an epoch; inputs of one width, so a swap keeps shapes
+DATA = {
+    "a": RNG.standard_normal((64, 4)).astype(np.float32),
+    "b": RNG.standard_normal((64, 4)).astype(np.float32),
+    "target": RNG.standard_normal((64, 1)).astype(np.float32),
+}
+
+
+def _net(act: str = "tanh", inputs: tuple[str, str] = ("a", "b")) -> Network:
+    """``mix = act(A a + B b + c)``, ``out = W mix + d``: the same parameters for any ``act``."""
+    set_seed(0)
+    net = Network()
+    mix = Mixed([FullMatrixProjection(4, 8), FullMatrixProjection(4, 8)], bias=True, act=act)
+    net.add("mix", mix, list(inputs))
+    net.add("out", FullyConnected(8, 1), "mix")
+    net.add("loss", MSELoss(), ["out", "target"])
+    return net
+
+
+def _trainer(out, net: Network | None = None, **kw) -> Trainer:
+    sync = LocalSync(create_optimizer("adam", lr=0.01))
+    return Trainer(net or _net(), sync, 16, out_dir=out, progress=False, **kw)
+
+
+def _weights(trainer: Trainer) -> dict[str, np.ndarray]:
+    return {p.name: p.value.copy() for p in trainer.params}
+
+
+def _latest_extra(trainer: Trainer) -> dict:
+    return load_checkpoint(trainer.checkpoints.run.latest().part("chief")).extra
+
+
+def test_another_activation_or_wiring_is_refused_and_the_same_model_resumes(tmp_path):
+    out = tmp_path / "run"
+    first = _trainer(out)
+    first.fit(DATA, epochs=1)
+    assert _latest_extra(first)["layers"]["mix"]["act"] == "Tanh"
+    relu = _trainer(out, _net("relu"))
+    before = _weights(relu)
+    said = r"\(layers\.mix\.act: checkpoint 'Tanh', this run 'ReLU'\)"
+    with pytest.raises(CheckpointError, match=said):
+        relu.fit(DATA, epochs=2, resume=True)
+    assert all(np.array_equal(before[k], v) for k, v in _weights(relu).items())  # not restored
+    swapped = _trainer(out, _net(inputs=("b", "a")))
+    said = r"layers\.mix\.inputs: checkpoint \['a', 'b'\], this run \['b', 'a'\]"
+    with pytest.raises(CheckpointError, match=said):
+        swapped.fit(DATA, epochs=2, resume=True)
+    again = _trainer(out)
+    assert [r["epoch"] for r in again.fit(DATA, epochs=2, resume=True)] == [2]
+    whole = _trainer(tmp_path / "whole")  # the resumed run is the uninterrupted one
+    whole.fit(DATA, epochs=2)
+    assert all(np.array_equal(_weights(whole)[k], v) for k, v in _weights(again).items())
+
+
+def test_a_checkpoint_without_the_structure_resumes_as_before(tmp_path):
+    """Written before the structure was recorded (the form before it), also where its config
+    had a ``layers`` key of its own (a script's ``--layers`` flag), kept under that name."""
+    out = tmp_path / "run"
+    first = _trainer(out)
+    first.fit(DATA, epochs=1)
+    older = {FACTS_FORM_KEY: FACTS_FORMS[0]}
+    _rewrite_extra(first.checkpoints.run.latest(), layers=None, **older)
+    assert [r["epoch"] for r in _trainer(out, _net("relu")).fit(DATA, epochs=2, resume=True)] == [2]
+    _rewrite_extra(first.checkpoints.run.latest(), layers=3, **older)  # its config's "layers"
+    relu = _trainer(out, _net("relu"), config={"layers": 3})
+    assert [r["epoch"] for r in relu.fit(DATA, epochs=3, resume=True)] == [3]
+    assert _latest_extra(relu)["config layers"] == 3  # kept beside the structure now
+
+
+def test_settings_one_side_records_and_the_other_does_not_are_not_compared(tmp_path):
+    """A later distconv whose layers record one setting more (or one fewer) resumes this one's
+    checkpoint: only what both record is compared; a setting both hold still is."""
+    out = tmp_path / "run"
+    first = _trainer(out)
+    first.fit(DATA, epochs=1)
+    layers = _latest_extra(first)["layers"]
+    mix = dict(layers["mix"], clip={"max": 5.0})  # a setting this distconv does not record
+    mix["projections"] = [dict(p, scale=1.0) for p in mix["projections"]]
+    del layers["out"]["act"]  # and one this distconv records, which that one does not
+    _rewrite_extra(first.checkpoints.run.latest(), layers={**layers, "mix": mix})
+    assert [r["epoch"] for r in _trainer(out).fit(DATA, epochs=2, resume=True)] == [2]
+    with pytest.raises(CheckpointError, match=r"layers\.mix\.act: checkpoint 'Tanh'"):
+        _trainer(out, _net("relu")).fit(DATA, epochs=3, resume=True)
