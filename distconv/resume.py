@@ -32,7 +32,13 @@ from distconv.checkpoint import (
 from distconv.checkpoint_checks import as_saved, savable_facts
 from distconv.job_start import JobStart as JobStart  # defined there: trainer, job read it
 from distconv.parameter import Parameter
-from distconv.resume_facts import FACTS_FORM, FACTS_FORM_KEY, LAYERS, check_same_run
+from distconv.resume_facts import (
+    FACTS_FORM,
+    FACTS_FORM_KEY,
+    LAYERS,
+    check_same_run,
+    warn_of_config_changes,
+)
 from distconv.run_dir import (
     CHIEF,
     CHIEF_PART,
@@ -313,6 +319,7 @@ class StepCheckpoints:
         theirs = {**ckpt.extra, "seed": ckpt.seed, "optimizer": ckpt.optimizer}
         ours = as_saved({**self._saved_facts(), "optimizer": self.sync.optimizer_config()})
         check_same_run(path, theirs, ours)
+        warn_of_config_changes(theirs, ours)  # a script's own: recorded, never refused
         # save_checkpoint's own files record no position in an epoch nor sums: at its start
         in_epoch, sums = int(ckpt.extra.get("step_in_epoch", 0)), ckpt.extra.get("sums", {})
         restore_checkpoint(ckpt, self.params)

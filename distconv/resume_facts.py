@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from distconv.checkpoint import CheckpointError
-from distconv.checkpoint_checks import whole_set_each_step
+from distconv.checkpoint_checks import OWN_KEYS, whole_set_each_step
 from distconv.sync.description import first_difference
 
 log = logging.getLogger("distconv.resume")
@@ -51,6 +51,10 @@ FACTS_FORM = FACTS_FORMS[-1]
 #: the facts a checkpoint records from a form on: in one of an earlier form, a key of that name
 #: is its config's own (``config=vars(args)`` of a ``--layers`` flag), never compared as the fact
 SINCE_FORM = {LAYERS: FACTS_FORMS[1]}
+#: the run's facts beside the config's own entries that a resume lets change without a word:
+#: the epochs asked for (a resume asks for more), and the Trainer's own that split the global
+#: batch otherwise (which is compared) or put checkpoints elsewhere
+MAY_CHANGE = ("epochs", "batch_size", "accumulate", "checkpoint_every")
 #: a checkpoint's value for a fact it does not know: older checkpoints lack some facts, or
 #: recorded the dtype as "None" (the one asked for, not the network's); these resume as before
 UNKNOWN = (None, "None")
@@ -100,6 +104,28 @@ def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]
             f"({'; '.join(differ)}).{batch} To train on from these weights otherwise (other "
             "data: fine-tuning), start a new run and load them first "
             "(distconv.checkpoint.restore_checkpoint)."
+        )
+
+
+def warn_of_config_changes(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> None:
+    """Warn, in one line, of each config entry whose value differs between the checkpoint's
+    facts ``theirs`` and this run's ``ours``: a script's own entries are recorded, never
+    compared, and an entry may change the model or the training (a ``--act`` flag the model
+    reads) where a resume must go on all the same (a ``config=vars(args)`` whose harmless flags
+    change). Not warned of: what :func:`check_same_run` compares, the checkpoint's own facts
+    (:data:`~distconv.checkpoint_checks.OWN_KEYS`), :data:`MAY_CHANGE`, and an entry one side
+    has and the other has not (a flag a script added since)."""
+    older = theirs.get(FACTS_FORM_KEY) not in FACTS_FORMS
+    quiet = {*MUST_MATCH, *OWN_KEYS, *MAY_CHANGE}
+    changed = [
+        k for k in theirs if k in ours and k not in quiet and not _same(theirs[k], ours[k], older)
+    ]
+    if changed:
+        log.warning(
+            "resuming with config entries other than the checkpoint's (%s): a resume compares "
+            "none of a script's own config, so the run goes on; where one of them changes the "
+            "model or the training, start a new run in another output directory instead",
+            "; ".join(said for k in changed for said in _differences(k, theirs[k], ours[k])),
         )
 
 
@@ -173,7 +199,13 @@ def _same(theirs: Any, ours: Any, older: bool) -> bool:
     """Whether the checkpoint's fact is this run's, as this distconv wrote it, or where the
     checkpoint is ``older`` (no :data:`FACTS_FORM_KEY`) as an older one did
     (:func:`_older_form`): a config's Decimal in ``data`` saved as ``"0.1"`` resumes."""
-    return theirs == ours or (older and theirs == _older_form(ours))
+    return theirs == ours or _text(theirs) == _text(ours) or (older and theirs == _older_form(ours))
+
+
+def _text(fact: Any) -> str:
+    """``fact`` as JSON text, keys sorted: a NaN is the NaN it was, where ``==`` of a bare
+    float NaN (a config's ``--clip nan``) is never true."""
+    return json.dumps(fact, sort_keys=True)
 
 
 def _older_form(fact: Any) -> Any:
