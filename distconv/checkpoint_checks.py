@@ -15,7 +15,7 @@ import numpy as np
 from distconv import plain_json
 from distconv.backend import to_host
 from distconv.kernels.shape import is_int
-from distconv.scheme_history import EARLIER
+from distconv.scheme_history import EARLIER, WORLD_SIZE
 from distconv.sync.local import is_count, not_counts, not_numbers, per_row_count, state_problems
 
 OptimState = Mapping[str, Mapping[str, Any]]
@@ -30,6 +30,7 @@ OWN_KEYS = {
     "train_data": "the training set's fingerprint",
     "facts_form": "the form its facts are written in (resume_facts.FACTS_FORM)",
     "layers": "the network's structure (Network.structure)",
+    WORLD_SIZE: "the world size it was written on",
 }
 
 

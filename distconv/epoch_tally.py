@@ -71,7 +71,9 @@ class EpochTally:
         self.scheme = sync_scheme(sync)
         # a resume's first epoch: the schemes of its steps before this sync's (a warning if the
         # checkpoint's was another), for its record
-        self.earlier = resumed_under(pos, self.scheme) if first and pos.schemes else []
+        self.earlier = (
+            resumed_under(pos, self.scheme, sync.world_size) if first and pos.schemes else []
+        )
         self.sums = epoch_sums(pos, sampler)
         # the sums the epoch started from; this rank's additions since run on past every fold,
         # so that where the folds fall (checkpoints, a stop) changes no rounding of the loss

@@ -37,6 +37,7 @@ from distconv.resume_facts import (
     FACTS_FORM_KEY,
     LAYERS,
     check_same_run,
+    recorded,
     warn_of_config_changes,
 )
 from distconv.run_dir import (
@@ -47,7 +48,12 @@ from distconv.run_dir import (
     RunDirectory,
     RunDirError,
 )
-from distconv.scheme_history import checkpoint_facts, checkpoint_schemes, written_under
+from distconv.scheme_history import (
+    WORLD_SIZE,
+    checkpoint_facts,
+    checkpoint_schemes,
+    written_under,
+)
 from distconv.step_guard import TrainingError as TrainingError  # defined there: epoch_tally's
 from distconv.step_guard import check_step_checkpoint
 from distconv.stop_request import Preempted as Preempted  # defined there: the syncs read it
@@ -80,6 +86,8 @@ class Position:
     #: the chief's: the schemes of the checkpoint resumed, its epoch's to its step, the last its
     #: own (at an epoch's start, the epoch before's); scheme_history.checkpoint_schemes
     schemes: list[dict[str, Any]] = field(default_factory=list)
+    #: the chief's: the world size the checkpoint resumed was written on (None: not recorded)
+    world_size: int | None = None
 
 
 class StepCheckpoints:
@@ -324,7 +332,9 @@ class StepCheckpoints:
         in_epoch, sums = int(ckpt.extra.get("step_in_epoch", 0)), ckpt.extra.get("sums", {})
         restore_checkpoint(ckpt, self.params)
         schemes = checkpoint_schemes(ckpt.extra, ckpt.step)  # none in an older distconv's
-        pos = Position(ckpt.epoch, ckpt.step, in_epoch, sums, schemes)
+        world = recorded(ckpt.extra, WORLD_SIZE)  # of this form on: a config's before
+        world = world if type(world) is int else None
+        pos = Position(ckpt.epoch, ckpt.step, in_epoch, sums, schemes, world)
         where = _where_in_epochs(ckpt.epoch, in_epoch)
         log.info("resumed from %s at step %d, %s%s", path, ckpt.step, where, written_under(schemes))
         return _without_frozen(ckpt.optim_state, self.params), pos
@@ -362,7 +372,8 @@ def share_position(sync: SyncStrategy, pos: Position) -> Position:
     shared = dict(zip(SUMS, sums))
     if sums[len(SUMS)]:
         shared[RANK_LOSS] = sums[len(SUMS) + 1 :]
-    return Position(int(epoch), int(step), int(in_epoch), shared if in_epoch else {}, pos.schemes)
+    shared = shared if in_epoch else {}
+    return Position(int(epoch), int(step), int(in_epoch), shared, pos.schemes, pos.world_size)
 
 
 def refuse_frozen_resume(params: Sequence[Parameter], pos: Position, world_size: int) -> None:

@@ -7,7 +7,10 @@ resumed fit starts training (after the sync's setup: a parameter-server worker l
 and staleness from its shards there). Where the resume falls in the middle of an epoch, that
 epoch's metrics line keeps the schemes its earlier steps ran under (:data:`EARLIER`), as each
 checkpoint of the epoch does, so that a second resume of the epoch keeps them too. The
-resume's log line names the checkpoint's scheme in any case (:func:`written_under`).
+resume's log line names the checkpoint's scheme in any case (:func:`written_under`). Each
+checkpoint records its world size too: an asynchronous run resumed asynchronously on another
+number of workers keeps its scheme, and makes another number of updates a step, which the
+chief warns of as well (:func:`other_world`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ log = logging.getLogger("distconv.resume")
 #: earlier steps ran under, oldest first: ``[{"scheme": {...}, "to_step": 6}]``, steps up to
 #: ``to_step`` (the run's step count, as the line's ``step``) after the entry before
 EARLIER = "earlier_schemes"
+#: the key of a checkpoint's ``extra`` that holds the world size it was written on: under an
+#: asynchronous scheme each worker's push is an update of its own, so another number of workers
+#: at the same global batch makes another number of updates a step (:func:`resumed_under`)
+WORLD_SIZE = "world_size"
 
 
 def checkpoint_schemes(extra: Mapping[str, Any], step: int) -> list[dict[str, Any]]:
@@ -59,17 +66,26 @@ def checkpoint_facts(
 ) -> dict[str, Any]:
     """What a checkpoint of ``pos`` records of schemes: ``scheme``, the sync's now (a
     parameter-server worker's are its shards', known since setup; read here where not given:
-    a fit gives its epoch's, read once by :class:`~distconv.epoch_tally.EpochTally`), and
-    where the epoch's earlier steps ran under others, those (:data:`EARLIER`)."""
+    a fit gives its epoch's, read once by :class:`~distconv.epoch_tally.EpochTally`), the world
+    size (:data:`WORLD_SIZE`), and where the epoch's earlier steps ran under others, those
+    (:data:`EARLIER`)."""
     scheme = sync_scheme(sync) if scheme is None else dict(scheme)
     earlier = earlier_schemes(pos, scheme)
-    return {"scheme": scheme, **({EARLIER: earlier} if earlier else {})}
+    return {
+        "scheme": scheme,
+        WORLD_SIZE: sync.world_size,
+        **({EARLIER: earlier} if earlier else {}),
+    }
 
 
-def resumed_under(pos: Position, now: Mapping[str, Any]) -> list[dict[str, Any]]:
+def resumed_under(pos: Position, now: Mapping[str, Any], world_size: int) -> list[dict[str, Any]]:
     """Warn where the checkpoint ``pos`` was resumed from (the last of ``pos.schemes``) was
-    written under another scheme than ``now``; returns the schemes the epoch's steps before
-    ``now`` ran under (:func:`earlier_schemes`), for its metrics line."""
+    written under another scheme than ``now``, or under an asynchronous one as ``now`` is on
+    another number of workers than ``world_size`` (:func:`other_world`); returns the schemes
+    the epoch's steps before ``now`` ran under (:func:`earlier_schemes`), for its metrics
+    line."""
+    if (said := other_world(pos, now, world_size)) is not None:
+        log.warning("%s", said)
     if pos.schemes and (then := pos.schemes[-1]["scheme"]) != now:
         log.warning(
             "resuming after step %d under another sync scheme than its checkpoint's: %s then, "
@@ -80,6 +96,43 @@ def resumed_under(pos: Position, now: Mapping[str, Any]) -> list[dict[str, Any]]
             else "the metrics lines from here on say the new one",
         )
     return earlier_schemes(pos, now)
+
+
+def other_world(pos: Position, now: Mapping[str, Any], world_size: int) -> str | None:
+    """What a resume says where the checkpoint ``pos`` was written under an asynchronous
+    scheme on another number of workers (``pos.world_size``) than ``world_size``, and ``now``
+    is asynchronous too; None otherwise (a synchronous scheme makes one update a step on any
+    number, and a checkpoint that records no world size is not compared). The global batch
+    stays the same across a resume, so the steps an epoch takes do too, and each step makes
+    one update for each worker's push."""
+    then = pos.schemes[-1]["scheme"] if pos.schemes else None
+    if not (_asynchronous(then) and _asynchronous(now)):
+        return None
+    if pos.world_size is None or pos.world_size == world_size:
+        return None
+    return (
+        f"resuming after step {pos.schemes[-1]['to_step']} on another number of workers than "
+        f"its checkpoint's, under the asynchronous scheme {_text(now)}: "
+        f"{_workers(world_size)} now, {pos.world_size} then. Each worker's push is an update "
+        f"of its own, so each step makes {_updates(world_size)} where it made "
+        f"{pos.world_size}, and each epoch (as many steps: the global batch is the same) "
+        "updates in that proportion; the run goes on, but does not train as the run "
+        "checkpointed would have"
+    )
+
+
+def _asynchronous(scheme: Any) -> bool:
+    """Whether ``scheme`` is one where each push is an update of its own (``"mode":
+    "async"``)."""
+    return isinstance(scheme, Mapping) and scheme.get("mode") == "async"
+
+
+def _workers(n: int) -> str:
+    return f"{n} worker" if n == 1 else f"{n} workers"
+
+
+def _updates(n: int) -> str:
+    return f"{n} update" if n == 1 else f"{n} updates"
 
 
 def written_under(schemes: Sequence[Mapping[str, Any]]) -> str:
