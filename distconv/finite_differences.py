@@ -184,20 +184,26 @@ def compare(
     name: str,
     resolve: bool = False,
     retry: bool = True,
+    first: float | None = None,
 ) -> float:
     """The relative difference of ``g``'s and the numeric derivative along ``direction`` taken.
 
     Where they differ, a central difference across a kink (a ReLU, a max pool's choice) or a
     curve that bends within the step may be no derivative at the point, so the comparison is
     made again and its verdict stands: in float32, in float64 (:func:`widened`) at float64's
-    step; in float64, at a step ten times smaller. Only where that cannot be made (a layer
-    that computes in its own dtype, a smaller step lost to rounding) does this one decide.
+    step; in float64, at a step ten times smaller, against the floor of that step only where
+    it moves the central difference beyond rounding (a kink the first step crossed moves it;
+    along a line it stays, and the smaller step's ten times higher floor passed a wrong
+    gradient of a small derivative). Only where that cannot be made (a layer that computes in
+    its own dtype, a smaller step lost to rounding) does this one decide.
 
     Args:
         resolve: the direction follows the gradient's signs, so a derivative along it that
             is not zero and is below the floor must stand above the outputs' rounding noise to
             be judged at all.
         retry: whether a float64 comparison that fails is made again at a smaller step.
+        first: the retry's: the first step's numeric derivative; where this one is within
+            rounding of it, the first step's floor is kept.
 
     Raises:
         AssertionError: they differ by more than ``tol``.
@@ -212,6 +218,11 @@ def compare(
     # floor (a dead ReLU, a zero entry) are judged on an absolute scale instead of their own.
     eps = float(np.finfo(obj.dtype).eps)
     floor = 10 * eps * max(abs(obj.f0), 1.0) / (step * tol)
+    # a retry that moved the central difference by no more than rounding does at this step and
+    # the first's, ten times larger, found no kink: judged against the first step's floor
+    rounded = max(eps * max(abs(obj.f0), 1.0), obj.rounding) * 1.1 / step
+    if first is not None and abs(numeric - first) <= rounded:
+        floor /= 10
     noise = 10 * obj.rounding / step  # what rounding the outputs may move ``numeric`` by
     # within the noise and judged against the floor from |f0|, any gradient of this size passed:
     # in float32 under a large output, a backward that added nothing to a weight.
@@ -235,7 +246,8 @@ def compare(
                     wide_step = DEFAULTS[np.dtype(np.float64)][0]
                     return compare(wide, owner, direction, g, wide_step, tol, name)
         elif retry:
-            return compare(obj, owner, direction, g, step / 10, tol, name, retry=False)
+            again = (obj, owner, direction, g, step / 10, tol, name)
+            return compare(*again, retry=False, first=numeric)
     except (TypeError, ValueError):  # a smaller step lost to rounding, or float64 refused
         pass
     if obj.dtype != np.float64 and abs(right - left) > 2 * noise:

@@ -111,3 +111,25 @@ def test_a_layer_computing_in_float32_only_cannot_be_judged_across_a_kink(seed):
         check_layer_grad(layer, _at(0.3 - 2e-4), elements=1, seed=seed)
     with pytest.raises(AssertionError, match=r"Curve: gradient of input 0.* is off"):
         check_layer_grad(Curve(leaky(), 0.5, dtype=np.float32), _at(0.25), elements=1, seed=seed)
+
+
+#: (name, curve, where): f straight or curved, its derivative there small beside |f| (1e-8,
+#: 1e-5 under f near 1000): under the floor of float64's step, which a tenth of it raises tenfold
+SMALL = [
+    ("1 + 1e-8 x", (lambda v: 1 + 1e-8 * v, lambda v: 1e-8 + 0 * v), 0.3),
+    ("1000 + 1e-5 x", (lambda v: 1e3 + 1e-5 * v, lambda v: 1e-5 + 0 * v), 0.3),
+    ("bowl over 1", bowl(1.0), 0.3 + 1e-10),
+]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("curve, x", [pytest.param(c, x, id=n) for n, c, x in SMALL])
+def test_float64s_smaller_step_keeps_the_first_floor_where_no_kink_moved_it(curve, x, seed):
+    """Its step of 1e-6 crosses no kink here, and a tenth of it moves the central difference
+    by rounding alone. Judged against that step's ten times higher floor, a backward that
+    added nothing or half the gradient passed."""
+    right = check_layer_grad(Curve(curve, 1.0), _at(x, np.float64), elements=1, seed=seed)
+    assert right.worst <= 1e-6
+    for factor in (0.0, 0.5):
+        with pytest.raises(AssertionError, match=r"Curve: gradient of input 0.* is off"):
+            check_layer_grad(Curve(curve, factor), _at(x, np.float64), elements=1, seed=seed)
