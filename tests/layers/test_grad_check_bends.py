@@ -133,3 +133,30 @@ def test_float64s_smaller_step_keeps_the_first_floor_where_no_kink_moved_it(curv
     for factor in (0.0, 0.5):
         with pytest.raises(AssertionError, match=r"Curve: gradient of input 0.* is off"):
             check_layer_grad(Curve(curve, factor), _at(x, np.float64), elements=1, seed=seed)
+
+
+class Float32Kernel(Curve):
+    """The leaky ReLU from a table of float32 kernels, refusing float64 as ``refuse`` says."""
+
+    def __init__(self, refuse: str) -> None:
+        super().__init__(leaky(), 1.0)
+        self.refuse = refuse
+
+    def _forward(self, x):
+        v = x.value
+        if v.dtype != np.float32:
+            if self.refuse == "key":
+                return {np.dtype(np.float32): self.f}[v.dtype](v)
+            if self.refuse == "assert":
+                assert v.dtype == np.float32, "float32 only"
+            raise {"not implemented": NotImplementedError, "runtime": RuntimeError}[self.refuse]
+        return self.f(v)
+
+
+@pytest.mark.parametrize("refuse", ["key", "assert", "not implemented", "runtime"])
+def test_a_layer_refusing_float64_by_any_error_cannot_be_judged_across_a_kink(refuse):
+    """Its refusal (a KeyError, an AssertionError ...) came out of the check as the verdict on
+    a right gradient; refused by a TypeError or a ValueError it was told it cannot be judged."""
+    with pytest.raises(ValueError, match=r"cannot be judged in float32: f bends within the step"):
+        check_layer_grad(Float32Kernel(refuse), _at(0.3 - 2e-4), elements=1)
+    assert check_layer_grad(Float32Kernel(refuse), _at(0.25), elements=1).worst <= 2e-2
