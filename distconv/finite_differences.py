@@ -241,9 +241,10 @@ def compare(
         return diff
     try:
         if obj.dtype != np.float64:
+            narrow, wide_step = np.dtype(owner.value.dtype), DEFAULTS[np.dtype(np.float64)][0]
             with widened(obj) as wide:
-                if wide is not None:
-                    wide_step = DEFAULTS[np.dtype(np.float64)][0]
+                steps = (wide_step, step)
+                if wide is not None and not rounds_inside(wide, owner, direction, steps, narrow):
                     return compare(wide, owner, direction, g, wide_step, tol, name)
         elif retry:
             again = (obj, owner, direction, g, step / 10, tol, name)
@@ -261,6 +262,30 @@ def compare(
         f"{obj.subject}: gradient of {name} is off: analytic {analytic:.10g}, "
         f"numeric {numeric:.10g}, relative difference {diff:.3g} > {tol}"
     )
+
+
+def rounds_inside(obj: Objective, owner: Any, direction: Any, steps: tuple, narrow: Any) -> bool:
+    """Whether ``obj``, on float64 copies, computes ``f`` of ``owner``'s values rounded to
+    ``narrow`` (a layer that casts to float32 inside and hands back its input's dtype): at
+    each move of ``steps`` along ``direction`` that moves ``f`` at all, the move's rounding to
+    ``narrow`` moves it alike. float64's step is then a few of ``narrow``'s spacings, or none,
+    and its central difference the rounding's noise: where ``f`` is 10 + x**2, a backward that
+    added nothing passed, float64's step leaving ``f`` where it was."""
+    v, seen = owner.value, []
+    for moved in (v + s * step * direction for step in steps for s in (1.0, -1.0)):
+        rounded = moved.astype(narrow).astype(moved.dtype)
+        if bool((moved == rounded).all()):
+            continue  # nothing finer than ``narrow`` to see (``owner`` was float64 already)
+        try:
+            owner.value = moved
+            f_moved = obj.value()
+            owner.value = rounded
+            f_rounded = obj.value()
+        finally:
+            owner.value = v
+        if f_moved != obj.f0:
+            seen.append(f_moved == f_rounded)
+    return bool(seen) and all(seen)
 
 
 @contextmanager

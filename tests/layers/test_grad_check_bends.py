@@ -160,3 +160,22 @@ def test_a_layer_refusing_float64_by_any_error_cannot_be_judged_across_a_kink(re
     with pytest.raises(ValueError, match=r"cannot be judged in float32: f bends within the step"):
         check_layer_grad(Float32Kernel(refuse), _at(0.3 - 2e-4), elements=1)
     assert check_layer_grad(Float32Kernel(refuse), _at(0.25), elements=1).worst <= 2e-2
+
+
+class Inside32(Curve):
+    """``f`` computed on the input rounded to float32, handed back in the input's dtype."""
+
+    def _forward(self, x):
+        return self.f(x.value.astype(np.float32)).astype(x.value.dtype)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("x", [0.2, 0.5, 0.9])
+def test_a_layer_rounding_to_float32_inside_gets_no_float64_comparison(x, seed):
+    """Its float64 output holds float32's values: float64's step of 1e-6 moves 10 + x**2 by
+    less than float32's spacing there, and the float64 comparison, seeing no derivative at
+    all, passed a backward that added nothing, which the float32 comparison had failed."""
+    square = (lambda v: 10 + v * v, lambda v: 2 * v)
+    assert check_layer_grad(Inside32(square, 1.0), _at(x), elements=1, seed=seed).worst <= 2e-2
+    with pytest.raises(AssertionError, match=r"Inside32: gradient of input 0.* is off"):
+        check_layer_grad(Inside32(square, 0.0), _at(x), elements=1, seed=seed)
