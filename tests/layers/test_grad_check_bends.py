@@ -179,3 +179,16 @@ def test_a_layer_rounding_to_float32_inside_gets_no_float64_comparison(x, seed):
     assert check_layer_grad(Inside32(square, 1.0), _at(x), elements=1, seed=seed).worst <= 2e-2
     with pytest.raises(AssertionError, match=r"Inside32: gradient of input 0.* is off"):
         check_layer_grad(Inside32(square, 0.0), _at(x), elements=1, seed=seed)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("factor", [0.5, 0.0, -1.0, 1.05])
+def test_a_layer_computing_in_float32_only_fails_a_wrong_gradient_on_a_curve(factor, seed):
+    """tanh(3 x) bends within float32's step as a curve does: its one-sided slopes part by
+    more than rounding, but a derivative outside both is no kink's. Every wrong backward
+    here was told it cannot be judged there ("a kink?")."""
+    tanh = (lambda v: np.tanh(3 * v), lambda v: 3 / np.cosh(3 * v) ** 2)
+    right = Curve(tanh, 1.0, dtype=np.float32)
+    assert check_layer_grad(right, _at(0.3), elements=1, seed=seed).worst <= 2e-2
+    with pytest.raises(AssertionError, match=r"Curve: gradient of input 0.* is off"):
+        check_layer_grad(Curve(tanh, factor, dtype=np.float32), _at(0.3), elements=1, seed=seed)
