@@ -240,18 +240,22 @@ def compare(
     diff = abs(analytic - numeric) / max(abs(analytic), abs(numeric), floor)
     if diff <= tol:
         return diff
+    why = ""  # why float32 has no float64 comparison, for the message
     try:
         if obj.dtype != np.float64:
             narrow, wide_step = np.dtype(owner.value.dtype), DEFAULTS[np.dtype(np.float64)][0]
-            with widened(obj) as wide:
-                steps = (wide_step, step)
-                if wide is not None and not rounds_inside(wide, owner, direction, steps, narrow):
+            with widened(obj) as (wide, why):
+                if wide is None:
+                    pass
+                elif rounds_inside(wide, owner, direction, (wide_step, step), narrow):
+                    why = f"it rounds {name} to {narrow} inside"
+                else:
                     return compare(wide, owner, direction, g, wide_step, tol, name)
         elif retry:
             again = (obj, owner, direction, g, step / 10, tol, name)
             return compare(*again, retry=False, first=numeric)
-    except (TypeError, ValueError):  # a smaller step lost to rounding, or float64 refused
-        pass
+    except (TypeError, ValueError) as exc:  # a smaller step lost to rounding, float64 refused
+        why = f"in float64 it raised {_told(exc)}"
     # across a kink the derivative at the point is one side's slope; one outside both, by more
     # than their gap, is off (a curve's slopes part too: a float32-only tanh's halved
     # gradient was "a kink?")
@@ -261,7 +265,9 @@ def compare(
         raise ValueError(
             f"{obj.subject}: the gradient of {name} cannot be judged in {obj.dtype}: f bends "
             f"within the step of {step:g} (one-sided slopes {right:.6g} and {left:.6g}: a "
-            f"kink?), analytic {analytic:.10g}, numeric {numeric:.10g}; check in float64"
+            f"kink?), analytic {analytic:.10g}, numeric {numeric:.10g}, and it has no float64 "
+            f"comparison ({why}): check it where the step crosses no kink (another seed or "
+            "other inputs), or let it compute in float64"
         )
     # NaN too: a comparison with NaN is False, and NaN passed
     raise AssertionError(
@@ -295,11 +301,12 @@ def rounds_inside(obj: Objective, owner: Any, direction: Any, steps: tuple, narr
 
 
 @contextmanager
-def widened(obj: Objective) -> Iterator[Objective | None]:
+def widened(obj: Objective) -> Iterator[tuple[Objective | None, str]]:
     """``obj`` computed in float64: its parameters' and inputs' float values swapped for
-    float64 copies of them, put back on leaving; the same ``r``. None where its output stays
-    narrower (a layer that computes in a dtype of its own) or it raises given float64 values
-    (an exception of any kind: a layer's refusal is no verdict on its gradient)."""
+    float64 copies of them, put back on leaving; the same ``r``. ``(None, why)`` where its
+    output stays narrower (a layer that computes in a dtype of its own) or it raises given
+    float64 values (an exception of any kind: a layer's refusal is no verdict on its
+    gradient), ``why`` saying which."""
     arrays = (*obj.params, *obj.inputs)
     owners = [a for a in arrays if a.value is not None and is_float_dtype(a.value.dtype)]
     values = [a.value for a in owners]
@@ -307,15 +314,22 @@ def widened(obj: Objective) -> Iterator[Objective | None]:
         for a, v in zip(owners, values):
             a.value = v.astype(np.float64)
         try:  # a layer that refuses float64 raises: no float64 comparison, whatever it raises
-            out = obj._output()  # (a KeyError from a table of float32 kernels, an assert ...)
-        except Exception:
-            out = None
-        if out is None or out.dtype != np.float64:
-            yield None
+            out, why = obj._output(), ""  # (a KeyError from a table of float32 kernels ...)
+        except Exception as exc:
+            out, why = None, f"given float64 values it raised {_told(exc)}"
+        if out is not None and out.dtype != np.float64:
+            out, why = None, f"given float64 values its output is {out.dtype}"
+        if out is None:
+            yield None, why
             return
         wide = copy.copy(obj)
         wide._settle(out, obj.r.astype(np.float64))
-        yield wide
+        yield wide, ""
     finally:
         for a, v in zip(owners, values):
             a.value = v
+
+
+def _told(exc: BaseException) -> str:
+    """``exc`` as a message names it: its class, and its text where it has one."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

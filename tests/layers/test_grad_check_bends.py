@@ -192,3 +192,28 @@ def test_a_layer_computing_in_float32_only_fails_a_wrong_gradient_on_a_curve(fac
     assert check_layer_grad(right, _at(0.3), elements=1, seed=seed).worst <= 2e-2
     with pytest.raises(AssertionError, match=r"Curve: gradient of input 0.* is off"):
         check_layer_grad(Curve(tanh, factor, dtype=np.float32), _at(0.3), elements=1, seed=seed)
+
+
+#: (the layer, why it has no float64 comparison) across the leaky ReLU's kink
+NO_FLOAT64 = [
+    (lambda: Curve(leaky(), 1.0, dtype=np.float32), "given float64 values its output is float32"),
+    (
+        lambda: Float32Kernel("not implemented"),
+        "given float64 values it raised NotImplementedError",
+    ),
+    (lambda: Inside32(leaky(), 1.0), "it rounds input 0 to float32 inside"),
+]
+
+
+@pytest.mark.parametrize("make, why", NO_FLOAT64, ids=["float32 output", "raises", "rounds"])
+def test_a_gradient_that_cannot_be_judged_is_told_why_and_what_to_do(make, why):
+    """Told to "check in float64", a layer with no float64 comparison could not: its output
+    stays float32, or it refuses float64, or it rounds to float32 inside."""
+    with pytest.raises(ValueError) as refused:
+        check_layer_grad(make(), _at(0.3 - 2e-4), elements=1)
+    said = str(refused.value)
+    assert f"no float64 comparison ({why}" in said
+    assert said.endswith(
+        "check it where the step crosses no kink (another seed or other inputs), or let it "
+        "compute in float64"
+    )
