@@ -19,6 +19,7 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
+from contextlib import nullcontext
 
 from distconv import __version__
 from distconv.logs import as_log_line, error_line, interrupted_line
@@ -103,7 +104,7 @@ def run_train(args: argparse.Namespace) -> int:
     # imported here: the other commands and every --help need none of numpy, the trainer,
     # the transports and prometheus_client, which take most of a start
     from distconv.backend import device_from_env, set_device
-    from distconv.default_out import check_resume_into_default, default_out
+    from distconv.default_out import default_out, resume_into_default
     from distconv.distributed import choose_transport
     from distconv.job import TrainConfig, train
     from distconv.logs import configure_logging
@@ -123,9 +124,9 @@ def run_train(args: argparse.Namespace) -> int:
     configure_logging(runtime, log_level(args), args.log_format)
     set_device(args.device or device_from_env(), local_rank=runtime.local_rank)
     out = args.out or default_out(args.data, args.optimizer, args.seed)
-    if args.out is None and runtime.is_chief:  # the only rank with a run directory
-        made_of = f"--data {args.data} --optimizer {args.optimizer} --seed {args.seed}"
-        check_resume_into_default(out, args.resume, made_of)
+    made_of = f"--data {args.data} --optimizer {args.optimizer} --seed {args.seed}"
+    defaulted = args.out is None and runtime.is_chief  # the only rank with a run directory
+    told = resume_into_default(out, args.resume, made_of) if defaulted else nullcontext()
     probes = {"health_host": args.health_host, "stall_seconds": args.stall_seconds}
     config = TrainConfig(
         data=args.data,
@@ -150,7 +151,8 @@ def run_train(args: argparse.Namespace) -> int:
     )
     leaving.BRIEF_ERRORS = user_errors()  # a rank aborting an MPI job on one: no traceback
     start = time.perf_counter()
-    trainer = train(config, runtime)
+    with told:
+        trainer = train(config, runtime)
     seconds = time.perf_counter() - start
     if not runtime.is_chief:
         return 0

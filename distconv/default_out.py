@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from distconv.checkpoint import CheckpointError
 from distconv.run_files import CHECKPOINTS
@@ -29,23 +31,38 @@ def default_out(data: str, optimizer: str, seed: int) -> str:
     return os.path.join(RUNS, f"{data}-{optimizer}-seed{seed}")
 
 
-def check_resume_into_default(out: str, resume: bool | str, made_of: str) -> None:
-    """Before a resume into the default ``out`` that does not exist (the chief's look): refuse
-    ``--resume``, and log that ``--resume auto`` starts a fresh run, each naming ``made_of``
-    (the flags the name comes from) and the runs beside it. Any other case: nothing.
+@contextmanager
+def resume_into_default(out: str, resume: bool | str, made_of: str) -> Iterator[None]:
+    """Around the chief's training into the default ``out`` (``made_of``: the flags its name
+    comes from): where ``out`` does not exist, log that ``--resume auto`` trains a fresh run,
+    and say ``--resume``'s refusal of it anew, naming ``made_of`` and the runs beside it. The
+    refusal itself stays the setup's, which tells the other ranks of it at once (a parameter
+    server job's workers): one made before the setup left them waiting a minute for the chief.
 
     Raises:
-        CheckpointError: ``resume`` is True and ``out`` does not exist.
+        CheckpointError: the setup refused ``--resume`` (True), ``out`` not being there.
     """
-    if resume not in (True, "auto") or os.path.lexists(out):
-        return
-    default = f"{out}, the default --out for {made_of}"
-    if resume is True:
-        raise CheckpointError(
-            f"--resume: no run in {default} (a resumed run keeps the data, optimizer and seed "
-            f"it began with){_others(out)}"
+    if resume == "auto" and not os.path.lexists(out):
+        log.info(
+            "--resume auto: no run in %s: training a fresh run%s",
+            _named(out, made_of),
+            _others(out),
         )
-    log.info("--resume auto: no run in %s: training a fresh run%s", default, _others(out))
+    try:
+        yield
+    except CheckpointError as exc:
+        # the setup's "--resume: no complete checkpoint in ...": not a later error of a run
+        # whose folder went meanwhile
+        if resume is not True or os.path.lexists(out) or not str(exc).startswith("--resume: "):
+            raise
+        raise CheckpointError(
+            f"--resume: no run in {_named(out, made_of)} (a resumed run keeps the data, "
+            f"optimizer and seed it began with){_others(out)}"
+        ) from None
+
+
+def _named(out: str, made_of: str) -> str:
+    return f"{out}, the default --out for {made_of}"
 
 
 def _others(out: str) -> str:

@@ -4,11 +4,18 @@ newest checkpoint lies inside an epoch that ``--epochs`` did not ask for. Real s
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.child_env import child_path
+from tests.mpi.common import mpiexec, run_mpi
+from tests.sync.ps.ps_helpers import Shards
 from tests.test_cli import SMALL, _assert_one_line_error, distconv
 
 pytestmark = pytest.mark.timeout(120)
@@ -51,6 +58,56 @@ def test_resume_auto_into_a_new_default_out_says_it_trains_a_fresh_run(tmp_path)
     again = distconv("train", *SMALL, *args, cwd=tmp_path)  # now there: resumed, no line
     assert again.returncode == 0 and "no run in" not in again.stderr, again.stderr
     assert "nothing left to do" in again.stdout
+
+
+def test_a_resume_refused_into_the_default_is_told_to_the_other_workers_at_once(tmp_path):
+    """Two workers of a parameter-server job started by hand, each with the default --out:
+    rank 0's refusal came before it met the shards, so rank 1 waited for it for a minute and
+    then said only that rank 0 sent nothing; a refusal made in the setup, as before, is told
+    to the others at once (rank 0 could not set up), and rank 0 still names the default."""
+    shards = Shards(tmp_path)
+    procs: list[subprocess.Popen] = []
+    try:
+        endpoint = shards.start(1, 2)[0]
+        argv = [sys.executable, "-m", "distconv", "train", *SMALL, "--pservers", endpoint]
+        argv += ["--insecure", "--world-size", "2", "--resume", "--rank"]
+        env = {**os.environ, "PYTHONPATH": child_path()}
+        for rank in ("0", "1"):
+            procs.append(
+                subprocess.Popen(
+                    [*argv, rank],
+                    cwd=tmp_path,
+                    env=env,
+                    text=True,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )  # fmt: skip
+            )
+        said = [proc.communicate(timeout=30)[1] for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        shards.stop()
+    assert procs[0].returncode == 1, said[0]
+    assert "no run in runs/synthetic-adam-seed0, the default --out for --data" in said[0]
+    assert procs[1].returncode == 75, said[1]
+    assert "rank 0 could not set up: CheckpointError: --resume: " in said[1], said[1]
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed")
+def test_a_resume_refused_into_the_default_under_mpi_names_it_and_ends_the_job(tmp_path):
+    """Under mpiexec the chief says the refusal naming the default, the other rank is told
+    that rank 0 could not set up, and the job ends at once (no rank left waiting)."""
+    train = shlex.join([sys.executable, "-m", "mpi4py", "-m", "distconv", "train", *SMALL])
+    command = f"cd {shlex.quote(str(tmp_path))} && exec {train} --sync mpi --resume"
+    done = run_mpi(["-n", "2", "sh", "-c", command], timeout=60)
+    assert done.returncode != 0, done.stderr
+    said = done.stdout + done.stderr
+    assert "no run in runs/synthetic-adam-seed0, the default --out for --data synthetic" in said
+    assert "rank 0 could not set up: CheckpointError: --resume: " in said, said
 
 
 def test_a_given_out_that_is_not_there_keeps_its_own_message(tmp_path):
