@@ -151,12 +151,15 @@ class Failure:
         no use (``the ranks run different jobs, ...``); None where a restart may help. So too
         a resume refused because the checkpoint comes from a different run or does not fit
         the model (:func:`~distconv.rank_endings.resume_refused_in`, in the failing rank's
-        last lines or in what its peers were told): the same checkpoint is read again."""
+        last line or in its cause, what its peers were told included): the same checkpoint is
+        read again. Not an earlier line: a program that said a resume was refused and went on
+        (afresh) failed of something else, which a restart may get past."""
         if self.different_jobs:
             return "the ranks run different jobs, which every attempt would stop on"
         if self.signal is not None or not self.exit_code:
             return None
-        refused = resume_refused_in([*_said(self.tail), self.cause or ""])
+        last = [line for line in _said(self.tail) if line.strip()][-1:]
+        refused = resume_refused_in([*last, self.cause or ""])
         if refused is None:
             return None
         return f"the checkpoint to resume {refused}, which every attempt would refuse"

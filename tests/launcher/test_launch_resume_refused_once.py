@@ -91,3 +91,35 @@ def test_the_refusals_are_read_in_each_form_a_rank_says_them(line):
 )
 def test_other_lines_are_no_refused_resume(line):
     assert resume_refused_in([line]) is None
+
+
+#: a script that tries to resume, is refused, says so and trains afresh; its first attempt
+#: then fails otherwise (a read error), which a restart gets past
+FRESH = """\
+import os, sys
+print("CheckpointError: checkpoint old/step-1.json comes from a different run; resuming would "
+      "not reproduce it (seed: checkpoint 0, this run 1); training afresh", flush=True)
+print("epoch 1", flush=True)
+if os.environ["DISTCONV_RESTART"] == "0":
+    sys.exit("OSError: [Errno 5] Input/output error: 'data.npz'")
+print("done")
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_refusal_the_program_went_on_from_does_not_stop_its_restarts(tmp_path):
+    """Any line of the failing rank's tail that read as a refused resume ended the job
+    without a restart, though the rank had gone on from it and failed otherwise: only its
+    last words (or what its peers were told) say why it failed."""
+    script = tmp_path / "fresh.py"
+    script.write_text(FRESH)
+    run = tmp_path / "run"
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--max-restarts", "1",
+        "--run-dir", str(run), "--", str(script), cwd=tmp_path,
+    )  # fmt: skip
+    said = done.stderr + done.stdout
+    assert done.returncode == 0, said[-3000:]
+    assert "not restarting" not in said, said[-3000:]
+    assert "[worker 0] done" in said, said[-3000:]
+    assert len((run / "restarts.jsonl").read_text().splitlines()) == 1
