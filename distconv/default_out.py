@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from distconv.checkpoint import CheckpointError
+from distconv.messages import shell_quoted
 from distconv.run_files import CHECKPOINTS
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,10 @@ def _others(out: str) -> str:
         return ""
     if not runs:
         return ""
-    names = ", ".join(e.name for e in runs[:NAMED_RUNS])
+    # a name that breaks the line (or does not print) as the errors show such a path
+    names = ", ".join(
+        e.name if e.name.isprintable() else shell_quoted(e.name) for e in runs[:NAMED_RUNS]
+    )
     more = f" and {len(runs) - NAMED_RUNS} more" if len(runs) > NAMED_RUNS else ""
     return f"; {RUNS}/ holds {names}{more}: pass --out {RUNS}/NAME to resume one of them"
 

@@ -146,3 +146,11 @@ def test_nothing_left_to_do_at_an_epoch_end_says_no_more(tmp_path: Path):
     assert proc.returncode == 0, proc.stderr
     line = f"nothing left to do: the run in {out} has finished epoch 1\n"
     assert proc.stdout == line
+
+
+def test_a_run_whose_name_breaks_a_line_is_named_as_a_shell_takes_it_back(tmp_path):
+    """The error is one line, so a run named ``x<newline>y`` was named ``x y``: a run that is
+    not there. It is named ``$'x\\ny'``, as the errors name such a path."""
+    (tmp_path / "runs" / "x\ny" / "checkpoints").mkdir(parents=True)
+    proc = distconv("train", *SMALL, "--epochs", "1", "--resume", cwd=tmp_path)
+    _assert_one_line_error(proc, "; runs/ holds $'x\\ny': pass --out runs/NAME to resume")
