@@ -192,6 +192,7 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
         program = parse_program(rest)
         refuse_after_dashes(args, program)
     refuse_resume_in_a_new_run_dir(args, program)  # before anything is made or started
+    own_out = option_value(program.argv, "--out") if program.is_train else None  # the keys' hint
     job_id = _job_id(args)
     run_dir = _run_dir(args, job_id)
     servers, job, worker_argv = local_plan(args, program, job_id, run_dir, os.environ)
@@ -201,7 +202,9 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     reserved: list = []
     try:  # run() lets the run directory go; a refusal or a stop before it must too
         supervisor.claim()  # before the keys: a launch running there may be making its own
-        reused = job.keys_dir is not None and make_keys(Path(job.keys_dir), args.workers)
+        reused = job.keys_dir is not None and make_keys(
+            Path(job.keys_dir), args.workers, program.is_train and own_out is None, own_out
+        )
         if reused:
             supervisor.say(f"reusing the job's CURVE keys in {shown(job.keys_dir)}")
         supervisor.say(

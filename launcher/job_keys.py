@@ -16,11 +16,16 @@ from .shown import shown
 KEYS_BOUND = 120.0
 
 
-def make_keys(keys_dir: Path, workers: int) -> bool:
+def make_keys(
+    keys_dir: Path, workers: int, in_run_dir: bool = True, own_out: str | None = None
+) -> bool:
     """The job's CURVE keys: made by ``distconv keys DIR --workers N`` (a subprocess, in a
     process group of its own killed whole past :data:`KEYS_BOUND` or on a stop), or those
     already in ``keys_dir`` when they fit ``workers``, so a job can be launched again into its
-    run directory. Returns True when existing keys are reused.
+    run directory. Returns True when existing keys are reused. ``in_run_dir``: the job is
+    ``distconv train`` writing into the run directory's ``train/`` (no ``--out`` of its own),
+    so that another run directory begins a new run; ``own_out``: train's own ``--out``, which
+    holds the run whatever the run directory (the refusal's hint says which).
 
     Raises:
         LaunchError: one line, when ``distconv keys`` fails, takes over :data:`KEYS_BOUND`, or
@@ -35,7 +40,7 @@ def make_keys(keys_dir: Path, workers: int) -> bool:
         if differs is not None:
             raise LaunchError(
                 f"{shown(keys_dir)} {differs}, so its keys cannot be reused; "
-                f"{_how_to_go_on(keys_dir, workers)}"
+                f"{_how_to_go_on(keys_dir, workers, in_run_dir, own_out)}"
             )
         return True
     try:  # its group killed past the bound or on a stop: nothing it started outlives it
@@ -53,15 +58,23 @@ def make_keys(keys_dir: Path, workers: int) -> bool:
     return False
 
 
-def _how_to_go_on(keys_dir: Path, workers: int) -> str:
+def _how_to_go_on(keys_dir: Path, workers: int, in_run_dir: bool, own_out: str | None) -> str:
     """What to do about keys that do not fit: remove them, and the launch makes new ones for
-    ``workers`` in the same run directory, whose run (its ``train/``) it goes on with. Not
-    done unasked: the launcher cannot tell its own keys from an operator's, nor whether a
-    process started by hand still uses them. Another run directory was offered as the other
-    way, which begins a new run: a ``--resume`` there finds nothing."""
+    ``workers`` in the same run directory. Not done unasked: the launcher cannot tell its own
+    keys from an operator's, nor whether a process started by hand still uses them. Where the
+    run lives in the run directory (``in_run_dir``), another one begins a new run: a
+    ``--resume`` there finds nothing. Where it does not (train's ``own_out``, or a program's
+    own files), another run directory is as good a way on, and was said to begin a new run."""
     run = keys_dir.parent
+    remove = f"remove {shown(keys_dir)} and launch again: new keys are made (stop first anything "
+    remove += "still using these)"
+    if in_run_dir:
+        return (
+            f"to go on with the run in {shown(run)} on {workers} worker(s), {remove}. Another "
+            "--run-dir or --job-id starts a new run, not this one"
+        )
+    kept = "" if own_out is None else f"; the run is in --out {shown(own_out)} either way"
     return (
-        f"to go on with the run in {shown(run)} on {workers} worker(s), remove "
-        f"{shown(keys_dir)} and launch again: new keys are made (stop first anything still "
-        "using these). Another --run-dir or --job-id starts a new run, not this one"
+        f"to launch on {workers} worker(s) with the run directory {shown(run)}, {remove}, or "
+        f"choose another --run-dir or --job-id{kept}"
     )

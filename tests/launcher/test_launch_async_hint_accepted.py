@@ -113,7 +113,7 @@ def test_the_async_hint_names_a_launch_the_launcher_accepts(tmp_path, monkeypatc
     _same_run(["local", *launch, "--", *after], hinted, LOCAL_SAME)
     monkeypatch.chdir(tmp_path)  # its run directory: runs/<job-id> here
     monkeypatch.setattr(cli, "Supervisor", _Started)
-    monkeypatch.setattr(cli, "make_keys", lambda keys_dir, workers: False)
+    monkeypatch.setattr(cli, "make_keys", lambda keys_dir, workers, *hint: False)
     assert _run_local(hinted[1:]) == 0  # was: a UsageError of its own
     servers = [c for c in _Started.children if c.role == "server"]
     assert servers and all(c.argv[c.argv.index("--mode") + 1] == "async" for c in servers)
@@ -133,7 +133,7 @@ def _started_async(tmp_path, monkeypatch, hinted: list[str]) -> None:
     """Run the local launch ``hinted`` up to its supervisor: it starts async shards."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(cli, "Supervisor", _Started)
-    monkeypatch.setattr(cli, "make_keys", lambda keys_dir, workers: False)
+    monkeypatch.setattr(cli, "make_keys", lambda keys_dir, workers, *hint: False)
     assert _run_local(hinted[1:]) == 0
     servers = [c for c in _Started.children if c.role == "server"]
     assert servers and all(c.argv[c.argv.index("--mode") + 1] == "async" for c in servers)

@@ -117,7 +117,7 @@ def test_keys_for_another_worker_count_are_refused_in_one_line(tmp_path):
     done = _local(run, 2, tmp_path)
     line = one_error_line(done, "local")
     assert f"{shown(keys)} holds keys for 3 worker(s) (worker-0..worker-2), not 2" in line
-    assert f"2 worker(s), remove {shown(keys)} and launch again" in line
+    assert f"2 worker(s) with the run directory {shown(run)}, remove {shown(keys)} and" in line
     assert not (run / "logs").exists()  # refused before anything started
     # a key set cut short (no secret for worker 1) is refused too, not half used
     (keys / "worker-2.key").unlink()
@@ -130,8 +130,8 @@ def test_keys_for_another_worker_count_are_refused_in_one_line(tmp_path):
 @pytest.mark.timeout(120)
 def test_keys_for_another_worker_count_say_how_to_go_on_with_the_run(tmp_path):
     """The refusal offered another --run-dir or --job-id beside removing the keys, as if
-    either went on with the run: another run directory is a new run, without this one's
-    checkpoints (``train/`` lives under it). It says how to go on here, and that works."""
+    either went on with the run: for distconv train without an --out of its own, another run
+    directory is a new run (the next test). It says how to go on here, and that works."""
     run = tmp_path / "run"
     keys = run / "keys"
     made = subprocess.run(
@@ -140,14 +140,47 @@ def test_keys_for_another_worker_count_say_how_to_go_on_with_the_run(tmp_path):
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     line = one_error_line(_local(run, 1, tmp_path), "local")
-    go_on = f"to go on with the run in {shown(run)} on 1 worker(s), remove {shown(keys)} and "
-    assert go_on + "launch again" in line
-    assert "another --run-dir or --job-id starts a new run, not this one" in line.lower()
+    go_on = f"to launch on 1 worker(s) with the run directory {shown(run)}, remove {shown(keys)}"
+    assert go_on + " and launch again" in line
+    # a program of its own keeps its files where it chooses: no new run said of another
+    assert line.endswith("or choose another --run-dir or --job-id"), line
     shutil.rmtree(keys)  # as the refusal says
     again = _local(run, 1, tmp_path)
     assert again.returncode == 0, again.stderr
     assert again.stdout.count(f"keys {keys} True") == 1, again.stdout
     assert sorted(p.name for p in keys.glob("worker-*")) == ["worker-0.key", "worker-0.key_secret"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("train", "new_run"),
+    [((), True), (("--out", "ck"), False)],
+)  # fmt: skip
+def test_keys_for_another_worker_count_say_a_new_run_only_where_the_run_lives_there(
+    tmp_path, train, new_run
+):
+    """distconv train with an --out of its own keeps its run there, whatever the run
+    directory: another --run-dir or --job-id goes on with it as well (its keys new), and the
+    refusal said it would start a new run. Only a train writing into the run directory's
+    train/ is told so; the others are offered both ways, and where the run is."""
+    run = tmp_path / "run"
+    keys = run / "keys"
+    made = subprocess.run(
+        [sys.executable, "-m", "distconv", "keys", str(keys), "--workers", "2"],
+        env=ENV, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    done = launch(
+        "local", "--workers", "1", "--servers", "1", "--run-dir", str(run), "--",
+        "--data", "synthetic", "--epochs", "1", *train, cwd=tmp_path,
+    )  # fmt: skip
+    line = one_error_line(done, "local")
+    assert (f"remove {shown(keys)} and launch again" in line) and not (run / "logs").exists()
+    assert ("starts a new run, not this one" in line) is new_run, line
+    if not new_run:
+        assert line.endswith(
+            f"or choose another --run-dir or --job-id; the run is in --out {shown('ck')} either way"
+        ), line
 
 
 @pytest.mark.skipif(not HAS_RENDERER, reason="distconv.deploy is not merged yet")
