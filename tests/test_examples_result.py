@@ -112,7 +112,8 @@ from types import SimpleNamespace
 import distconv.distributed as dist
 from distconv.script_flags import print_last_epoch
 dist.init("sgd", lr=0.1, log_format="json")
-print_last_epoch(SimpleNamespace(history=[], pos=SimpleNamespace(epoch=2, step_in_epoch=0)), "a\\nb")
+at_epoch_end = SimpleNamespace(epoch=2, step_in_epoch=0)
+print_last_epoch(SimpleNamespace(history=[], pos=at_epoch_end), "a\\nb")
 print_last_epoch(SimpleNamespace(history=[{"epoch": 3, "test_loss": 0.5}]), "run")
 print_last_epoch(SimpleNamespace(history=[{"epoch": 3, "train_loss": 0.25}]), None)
 """
