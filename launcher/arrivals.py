@@ -13,7 +13,10 @@ process to any thread that does not block it: a SIGINT taken by the main thread 
 sent just after it, taken by a pump's thread, raced to write the pipe. So the threads the
 supervisor starts block the stop signals (:func:`deaf`, :func:`deaf_thread`), and the main
 thread takes each as it comes. Two signals that come while it does not run at all (within
-microseconds) are still its kernel's to order: lowest number first.
+microseconds) are still its kernel's to order: lowest number first. Each one's handler holds
+the others off till it has written (:mod:`launcher.handler_mask`): one the kernel handed over
+is read before any that comes after it, which otherwise ran its handler on top of the first's
+and wrote first.
 
 It is read by the supervisor's own code, never by a handler: a handler runs inside any call of
 another one (a second signal's, in the first's), so one that read the pipe and then recorded
@@ -31,6 +34,7 @@ from contextlib import contextmanager
 
 from distconv.restorable import restorable
 
+from .handler_mask import hold_each_other
 from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
 
 #: bytes read from the wakeup pipe at once (one a signal)
@@ -91,6 +95,7 @@ class Arrivals:
         self._wakeup = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
         caught = stop_signals_to_catch()
         previous = {signum: signal.signal(signum, self.on_signal) for signum in caught}
+        hold_each_other(caught)  # one handler's write at a time: the pipe in the kernel's order
         taken_over()  # what run() gives back at the end no longer raises
         return previous
 

@@ -107,8 +107,10 @@ def stop_when(
 def signal_taken(process: subprocess.Popen, signum: int, limit: float = 10) -> None:
     """Send ``process`` ``signum`` and wait (``limit`` seconds at most) until the kernel has
     handed it to one of its threads (pending in none: ``/proc``'s ``SigPnd`` and ``ShdPnd``),
-    so that one sent next comes after it. Two signals pending at once are the kernel's to
-    order: it runs the higher's handler first, whichever came first."""
+    so that one sent next comes after it: a stop signal, to a launcher whose supervisor took
+    them over, is read after it (:mod:`launcher.handler_mask`), and the same signal again is
+    a second one, not one merged with it. Two signals pending at once are the kernel's to
+    order: it hands the lower-numbered over first, whichever came first."""
     process.send_signal(signum)
     bit, task = 1 << (signum - 1), Path(f"/proc/{process.pid}/task")
 

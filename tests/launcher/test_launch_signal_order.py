@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
+from launcher.handler_mask import hold_each_other
 from launcher.supervisor import Supervisor
 from tests.launcher.real_children import wait_until
 
@@ -70,3 +72,38 @@ def test_the_wakeup_pipe_is_made_where_there_is_no_pipe2(tmp_path: Path, monkeyp
     finally:
         sup._arrivals.give_back(previous)
     assert signal.set_wakeup_fd(-1) == -1
+
+
+@pytest.mark.timeout(30)
+def test_a_signal_handed_over_before_its_handler_ran_is_read_before_the_next(tmp_path: Path):
+    """The kernel hands a signal to the main thread before its C-level handler runs, and one
+    that came meanwhile (the thread waiting for a CPU on a loaded host) ran its handler on top
+    of the first's: a Ctrl-C, then a SIGTERM sent once the Ctrl-C was taken, read SIGTERM
+    first, and the launcher exited 143, not 130. Here both wait, blocked, and are handed over
+    together as the mask lifts: SIGINT first (the lower number), whose handler now holds
+    SIGTERM off till it has written (it was read [SIGTERM, SIGINT])."""
+    sup = Supervisor(tmp_path)
+    previous = sup._arrivals.catch()
+    try:
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+        try:  # to this thread: pending here, no other thread takes them
+            signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        wait_until(lambda: len(sup._arrivals._caught) == 2, "both handlers run")
+        assert sup._signals == [signal.SIGINT, signal.SIGTERM]
+    finally:
+        sup._arrivals.give_back(previous)
+
+
+def test_a_handler_not_set_by_python_keeps_its_mask():
+    """Only a handler as CPython sets it is given the mask (its layout read right): a default
+    one is left as it was, and said so; one of Python's is set."""
+    previous = signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    try:
+        assert hold_each_other([signal.SIGUSR1]) is False
+        signal.signal(signal.SIGUSR1, lambda *_: None)
+        assert hold_each_other([signal.SIGUSR1]) is sys.platform.startswith("linux")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
