@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
+from tests.launcher.launch_cli import ENV, launcher_command, signal_taken, wait_while_running
 from tests.processes import job_env, job_left
 
 LINES = 1000
@@ -61,7 +61,7 @@ def test_a_second_signal_does_not_take_a_slow_log_for_a_hung_one(tmp_path: Path)
             )  # fmt: skip
             try:  # the pump in a log write the reader holds up
                 wait_while_running(lambda: len(got) >= 8192, launcher, "the log's first lines")
-                launcher.send_signal(signal.SIGTERM)
+                signal_taken(launcher, signal.SIGTERM)  # the next: a second, not merged
                 time.sleep(0.1)  # the stop under way
                 launcher.send_signal(signal.SIGTERM)
                 status = launcher.wait(timeout=30)
