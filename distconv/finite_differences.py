@@ -116,15 +116,22 @@ def central(obj: Objective, owner: Any, direction: Any, step: float, name: str) 
         raise ValueError(
             f"{obj.subject}: step {step:g} is lost rounding {what}; give a larger step"
         )
-    try:
-        owner.value = plus
-        f_plus = obj.value()
-        owner.value = minus
-        f_minus = obj.value()
-    finally:
-        owner.value = original
+    f_plus, f_minus = values_at(obj, owner, plus, minus)
     sides = ((f_plus - obj.f0) / step, (obj.f0 - f_minus) / step)
     return (f_plus - f_minus) / (2 * step), taken, sides
+
+
+def values_at(obj: Objective, owner: Any, *values: Any) -> list[float]:
+    """The objective with ``owner.value`` set to each of ``values`` in turn; its own value put
+    back after, also where one raises."""
+    original, found = owner.value, []
+    try:
+        for value in values:
+            owner.value = value
+            found.append(obj.value())
+    finally:
+        owner.value = original
+    return found
 
 
 def check_array(
@@ -288,13 +295,7 @@ def rounds_inside(obj: Objective, owner: Any, direction: Any, steps: tuple, narr
         rounded = moved.astype(narrow).astype(moved.dtype)
         if bool((moved == rounded).all()):
             continue  # nothing finer than ``narrow`` to see (``owner`` was float64 already)
-        try:
-            owner.value = moved
-            f_moved = obj.value()
-            owner.value = rounded
-            f_rounded = obj.value()
-        finally:
-            owner.value = v
+        f_moved, f_rounded = values_at(obj, owner, moved, rounded)
         if f_moved != obj.f0:
             seen.append(f_moved == f_rounded)
     return bool(seen) and all(seen)

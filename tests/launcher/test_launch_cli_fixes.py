@@ -82,6 +82,15 @@ KEY_PROBE = (
 )
 
 
+def _make_keys(keys: Path, workers: int) -> None:
+    """Make a job's CURVE keys for ``workers`` workers in ``keys`` (``distconv keys``)."""
+    made = subprocess.run(
+        [sys.executable, "-m", "distconv", "keys", str(keys), "--workers", str(workers)],
+        env=ENV, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+
+
 def _local(run: Path, workers: int, cwd: Path) -> subprocess.CompletedProcess:
     return launch(
         "local", "--workers", str(workers), "--servers", "1", "--grace", "5",
@@ -109,11 +118,7 @@ def test_a_job_launched_again_into_its_run_dir_reuses_its_keys(tmp_path):
 def test_keys_for_another_worker_count_are_refused_in_one_line(tmp_path):
     run = tmp_path / "run"
     keys = run / "keys"
-    made = subprocess.run(
-        [sys.executable, "-m", "distconv", "keys", str(keys), "--workers", "3"],
-        env=ENV, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
+    _make_keys(keys, 3)
     done = _local(run, 2, tmp_path)
     line = one_error_line(done, "local")
     assert f"{shown(keys)} holds keys for 3 worker(s) (worker-0..worker-2), not 2" in line
@@ -134,11 +139,7 @@ def test_keys_for_another_worker_count_say_how_to_go_on_with_the_run(tmp_path):
     directory is a new run (the next test). It says how to go on here, and that works."""
     run = tmp_path / "run"
     keys = run / "keys"
-    made = subprocess.run(
-        [sys.executable, "-m", "distconv", "keys", str(keys), "--workers", "2"],
-        env=ENV, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
+    _make_keys(keys, 2)
     line = one_error_line(_local(run, 1, tmp_path), "local")
     go_on = f"to launch on 1 worker(s) with the run directory {shown(run)}, remove {shown(keys)}"
     assert go_on + " and launch again" in line
@@ -165,11 +166,7 @@ def test_keys_for_another_worker_count_say_a_new_run_only_where_the_run_lives_th
     train/ is told so; the others are offered both ways, and where the run is."""
     run = tmp_path / "run"
     keys = run / "keys"
-    made = subprocess.run(
-        [sys.executable, "-m", "distconv", "keys", str(keys), "--workers", "2"],
-        env=ENV, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
+    _make_keys(keys, 2)
     done = launch(
         "local", "--workers", "1", "--servers", "1", "--run-dir", str(run), "--",
         "--data", "synthetic", "--epochs", "1", *train, cwd=tmp_path,
