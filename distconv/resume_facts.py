@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -153,10 +154,11 @@ def _layer_differences(theirs: Any, ours: Any) -> list[str]:
     (:func:`_both_hold`): a later distconv whose layers record another setting (a key more in
     a layer's :meth:`~distconv.layers.base.Layer.settings`, or in a spec's) still resumes an
     earlier one's checkpoint, and another type, other inputs or another value of a setting both
-    record is refused. A layer one side has and the other has not is another model."""
+    record is refused. A layer one side has and the other has not is another model. A
+    function's first line is not compared (:func:`_unlocated`)."""
     if not isinstance(theirs, Mapping) or not isinstance(ours, Mapping):
         return []
-    theirs, ours = dict(theirs), dict(ours)
+    theirs, ours = _unlocated(dict(theirs)), _unlocated(dict(ours))
     for name in theirs.keys() & ours.keys():
         theirs[name], ours[name] = _both_hold(theirs[name], ours[name])
     values: list[Any] = []  # the two values the sentence quotes, the checkpoint's first
@@ -165,6 +167,26 @@ def _layer_differences(theirs: Any, ours: Any) -> list[str]:
         return []
     head = said.rsplit("\0", 2)[0]  # the last two: a layer's name may hold one
     return [f"{head}checkpoint {values[-2]!r}, this run {values[-1]!r}"]
+
+
+#: where a setting's function is written with its first line (a lambda, a function made in a
+#: call: :func:`~distconv.plain_names.code_name`), that line: ``<function m.<lambda> line 12>``
+_CODE_LINE = re.compile(r"(<(?:cy)?function \S+) line [0-9]+>")
+
+
+def _unlocated(fact: Any) -> Any:
+    """``fact`` (a network's structure) with each function's first line left out of its text
+    (:data:`_CODE_LINE`): the line locates the code, and a script edited above it (an import
+    added) moved it, so the same model was refused as another. The job check compares the
+    line across ranks, which run one source; a resume runs the script as it is now. What the
+    function holds (its defaults, its cells) is still compared."""
+    if isinstance(fact, str):
+        return _CODE_LINE.sub(r"\1>", fact)
+    if isinstance(fact, list):
+        return [_unlocated(v) for v in fact]
+    if isinstance(fact, Mapping):
+        return {_unlocated(k): _unlocated(v) for k, v in fact.items()}
+    return fact
 
 
 def _both_hold(theirs: Any, ours: Any) -> tuple[Any, Any]:

@@ -5,6 +5,9 @@ structure recorded), or of one whose layers record other settings, resumes."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -15,6 +18,7 @@ from distconv.layers import FullMatrixProjection, FullyConnected, Mixed, MSELoss
 from distconv.optim import create_optimizer
 from distconv.resume_facts import FACTS_FORM_KEY, FACTS_FORMS
 from distconv.sync.local import LocalSync
+from tests.child_env import child_env
 from tests.test_resume_checks import _rewrite_extra
 
 pytestmark = pytest.mark.timeout(60)
@@ -103,3 +107,61 @@ def test_settings_one_side_records_and_the_other_does_not_are_not_compared(tmp_p
     assert [r["epoch"] for r in _trainer(out).fit(DATA, epochs=2, resume=True)] == [2]
     with pytest.raises(CheckpointError, match=r"layers\.mix\.act: checkpoint 'Tanh'"):
         _trainer(out, _net("relu")).fit(DATA, epochs=3, resume=True)
+
+
+#: a script whose layer holds a lambda (written with its first line: a lambda is not the only
+#: one of its name in its module), ``PAD`` blank lines above it; argv: out, epochs
+SCRIPT = """import sys
+from dataclasses import dataclass
+from typing import Any
+{pad}
+import numpy as np
+
+from distconv import Network, Trainer
+from distconv.init import set_seed
+from distconv.layers import FullyConnected, MSELoss
+from distconv.optim import create_optimizer
+from distconv.sync.local import LocalSync
+
+
+@dataclass(frozen=True)
+class Recipe:
+    post: Any
+
+
+class Kept(FullyConnected):
+    def __init__(self, *args, recipe, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.recipe = recipe
+
+
+set_seed(0)
+net = Network()
+net.add("fc", Kept(4, 8, act="tanh", recipe=Recipe(lambda v, k={k}: v * k)), "x")
+net.add("out", FullyConnected(8, 1), "fc")
+net.add("loss", MSELoss(), ["out", "y"])
+rng = np.random.default_rng(0)
+data = {{"x": rng.standard_normal((64, 4)), "y": rng.standard_normal((64, 1))}}
+sync = LocalSync(create_optimizer("adam", lr=0.01))
+trainer = Trainer(net, sync, 16, out_dir=sys.argv[1], progress=False)
+print([r["epoch"] for r in trainer.fit(data, epochs=int(sys.argv[2]), resume="auto")])
+"""
+
+
+def _run_script(tmp_path, pad: int, k: int, epochs: int) -> subprocess.CompletedProcess:
+    script = tmp_path / "model.py"
+    script.write_text(SCRIPT.format(pad="\n" * pad, k=k))
+    argv = [sys.executable, str(script), str(tmp_path / "run"), str(epochs)]
+    return subprocess.run(argv, env=child_env(), capture_output=True, text=True, timeout=50)
+
+
+def test_a_function_setting_moved_by_an_edit_above_it_resumes(tmp_path):
+    """A lambda in a layer's setting is written with its first line; a script edited above it
+    (two lines more) is the same model, and resumes; a default it holds changed is still
+    another model, and refused."""
+    assert _run_script(tmp_path, 0, 2, 1).stdout.strip() == "[1]"
+    moved = _run_script(tmp_path, 2, 2, 2)
+    assert moved.returncode == 0 and moved.stdout.strip() == "[2]", moved.stderr[-600:]
+    other = _run_script(tmp_path, 2, 3, 3)
+    assert other.returncode == 1
+    assert "layers.fc.recipe.post.fields.defaults.k: checkpoint 2, this run 3" in other.stderr
