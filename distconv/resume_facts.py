@@ -55,9 +55,11 @@ FACTS_FORM = FACTS_FORMS[-1]
 #: is its config's own (``config=vars(args)`` of a ``--layers`` flag), never compared as the fact
 SINCE_FORM = {LAYERS: FACTS_FORMS[1], WORLD_SIZE: FACTS_FORMS[1]}
 #: the run's facts beside the config's own entries that a resume lets change without a word:
-#: the epochs asked for (a resume asks for more), and the Trainer's own that split the global
-#: batch otherwise (which is compared) or put checkpoints elsewhere
-MAY_CHANGE = ("epochs", "batch_size", "accumulate", "checkpoint_every")
+#: the epochs asked for (a resume asks for more), the resume mode (``fit``'s ``resume``, which
+#: a ``config=vars(args)`` of the scripts' ``--resume`` holds: False, then True on the resume),
+#: and the Trainer's own that split the global batch otherwise (which is compared) or put
+#: checkpoints elsewhere
+MAY_CHANGE = ("epochs", "resume", "batch_size", "accumulate", "checkpoint_every")
 #: a checkpoint's value for a fact it does not know: older checkpoints lack some facts, or
 #: recorded the dtype as "None" (the one asked for, not the network's); these resume as before
 UNKNOWN = (None, "None")

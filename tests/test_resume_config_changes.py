@@ -5,11 +5,13 @@ run trains on: a ``vars(args)`` whose harmless flags change must not be refused.
 
 from __future__ import annotations
 
+import argparse
 import logging
 
 import numpy as np
 import pytest
 
+from distconv.script_flags import add_run_flags
 from tests.test_resume_model_structure import DATA, _trainer, _weights
 
 pytestmark = pytest.mark.timeout(60)
@@ -44,3 +46,17 @@ def test_a_changed_config_entry_is_warned_of_by_name_and_the_run_trains_on(tmp_p
     assert "act: checkpoint 'tanh', this run 'relu'; width: checkpoint 8, this run 16" in said
     assert "note" not in said and "clip" not in said and "epochs" not in said, said
     assert all(not np.array_equal(before[k], v) for k, v in after.items())  # trained on
+
+
+def test_a_config_of_the_scripts_own_run_flags_resumes_without_a_warning(tmp_path, caplog):
+    """``config=vars(args)`` of a script taking the examples' flags (add_run_flags): its
+    ``resume`` is False on the first run and True on the resume, so every resume warned of a
+    changed config entry that changes nothing the run trains; ``--resume auto`` too."""
+    parser = argparse.ArgumentParser()
+    add_run_flags(parser, epochs=1, batch_size=16)
+    out = str(tmp_path / "run")
+    first = parser.parse_args(["--out", out])
+    _trainer(out, config=vars(first)).fit(DATA, epochs=first.epochs, resume=first.resume)
+    for epochs, resume in ((2, ["--resume"]), (3, ["--resume", "auto"])):
+        args = parser.parse_args(["--out", out, "--epochs", str(epochs), *resume])
+        assert _resume(out, caplog, vars(args), epochs)[0] == []
