@@ -156,8 +156,9 @@ def _layer_differences(theirs: Any, ours: Any) -> list[str]:
     (:func:`_both_hold`): a later distconv whose layers record another setting (a key more in
     a layer's :meth:`~distconv.layers.base.Layer.settings`, or in a spec's) still resumes an
     earlier one's checkpoint, and another type, other inputs or another value of a setting both
-    record is refused. A layer one side has and the other has not is another model. A
-    function's first line is not compared (:func:`_unlocated`)."""
+    record is refused. A layer one side has and the other has not is another model, unless
+    it is one the other side has under another name (:func:`_renamed_alike`). A function's
+    first line is not compared (:func:`_unlocated`)."""
     if not isinstance(theirs, Mapping) or not isinstance(ours, Mapping):
         return []
     theirs, ours = _unlocated(dict(theirs)), _unlocated(dict(ours))
@@ -165,10 +166,44 @@ def _layer_differences(theirs: Any, ours: Any) -> list[str]:
         theirs[name], ours[name] = _both_hold(theirs[name], ours[name])
     values: list[Any] = []  # the two values the sentence quotes, the checkpoint's first
     said = first_difference(theirs, ours, f"{LAYERS}.", quote=lambda v: values.append(v) or "\0")
-    if said is None:
+    if said is None or _renamed_alike(theirs, ours):
         return []
     head = said.rsplit("\0", 2)[0]  # the last two: a layer's name may hold one
     return [f"{head}checkpoint {values[-2]!r}, this run {values[-1]!r}"]
+
+
+def _renamed_alike(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> bool:
+    """Whether two structures are one model up to the names of the layers one of them has and
+    the other has not: each such layer of the checkpoint's paired with the one layer of this
+    run's that has its type and settings, and every layer's inputs renamed so, the two are
+    equal. A layer renamed (a loss ``loss`` now ``mse``, a pool) computes what it did; a
+    layer with parameters renamed renames them, which the parameters' check refuses first.
+    Names both sides hold are never paired anew: two layers that swapped names are still
+    refused, and so is a pairing that is not the only one."""
+    gone, new = theirs.keys() - ours.keys(), ours.keys() - theirs.keys()
+    if not gone or len(gone) != len(new):
+        return False
+    layers = [*theirs.values(), *ours.values()]
+    if not all(isinstance(v, Mapping) and isinstance(v.get("inputs"), list) for v in layers):
+        return False
+    pairs = {}
+    for name in gone:
+        alike = [n for n in new if _settings_text(ours[n]) == _settings_text(theirs[name])]
+        if len(alike) != 1:
+            return False
+        pairs[name] = alike[0]
+    if len(set(pairs.values())) != len(pairs):
+        return False
+    renamed = {
+        pairs.get(name, name): {**layer, "inputs": [pairs.get(i, i) for i in layer["inputs"]]}
+        for name, layer in theirs.items()
+    }
+    return _text(renamed) == _text(ours)
+
+
+def _settings_text(layer: Mapping[str, Any]) -> str:
+    """A layer's type and settings, its inputs left out, as JSON text."""
+    return _text({k: v for k, v in layer.items() if k != "inputs"})
 
 
 #: where a setting's function is written with its first line (a lambda, a function made in a

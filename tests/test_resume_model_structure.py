@@ -32,14 +32,15 @@ DATA = {
 }
 
 
-def _net(act: str = "tanh", inputs: tuple[str, str] = ("a", "b")) -> Network:
-    """``mix = act(A a + B b + c)``, ``out = W mix + d``: the same parameters for any ``act``."""
+def _net(act: str = "tanh", inputs: tuple[str, str] = ("a", "b"), loss: str = "loss") -> Network:
+    """``mix = act(A a + B b + c)``, ``out = W mix + d``: the same parameters for any ``act``;
+    the loss layer named ``loss``."""
     set_seed(0)
     net = Network()
     mix = Mixed([FullMatrixProjection(4, 8), FullMatrixProjection(4, 8)], bias=True, act=act)
     net.add("mix", mix, list(inputs))
     net.add("out", FullyConnected(8, 1), "mix")
-    net.add("loss", MSELoss(), ["out", "target"])
+    net.add(loss, MSELoss(), ["out", "target"])
     return net
 
 
@@ -107,6 +108,19 @@ def test_settings_one_side_records_and_the_other_does_not_are_not_compared(tmp_p
     assert [r["epoch"] for r in _trainer(out).fit(DATA, epochs=2, resume=True)] == [2]
     with pytest.raises(CheckpointError, match=r"layers\.mix\.act: checkpoint 'Tanh'"):
         _trainer(out, _net("relu")).fit(DATA, epochs=3, resume=True)
+
+
+def test_a_layer_renamed_and_the_same_resumes(tmp_path):
+    """The loss layer (no parameters) renamed: the same model, which resumed as another (one
+    layer gone, one new); renamed with another activation beside it, it is still refused."""
+    out = tmp_path / "run"
+    _trainer(out).fit(DATA, epochs=1)
+    renamed = _trainer(out, _net(loss="mse"), loss="mse")
+    assert [r["epoch"] for r in renamed.fit(DATA, epochs=2, resume=True)] == [2]
+    assert set(_latest_extra(renamed)["layers"]) == {"mix", "out", "mse"}
+    relu = _trainer(out, _net("relu", loss="cost"), loss="cost")
+    with pytest.raises(CheckpointError, match=r"\(layers\.cost: checkpoint '<missing>'"):
+        relu.fit(DATA, epochs=3, resume=True)
 
 
 #: a script whose layer holds a lambda (written with its first line: a lambda is not the only
