@@ -96,8 +96,8 @@ def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]
             ours["train_data"]["examples"],
         )
     differ = [said for k in facts for said in _differences(k, theirs[k], ours[k])]
-    differ += _layer_differences(recorded(theirs, LAYERS), ours.get(LAYERS))
-    if differ:
+    model = _layer_differences(recorded(theirs, LAYERS), ours.get(LAYERS))
+    if differ or model:
         batch = (
             " The global batch (world size x batch size x accumulate) must stay the same "
             "across a resume."
@@ -106,10 +106,19 @@ def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]
         )
         raise CheckpointError(
             f"checkpoint {path} comes from a different run; resuming would not reproduce it "
-            f"({'; '.join(differ)}).{batch} To train on from these weights otherwise (other "
-            "data: fine-tuning), start a new run and load them first "
-            "(distconv.checkpoint.restore_checkpoint)."
+            f"({'; '.join(differ + model)}).{batch}{MODEL_CHANGED if model else ''} To train "
+            "on from these weights otherwise (other data: fine-tuning), start a new run and "
+            "load them first (distconv.checkpoint.restore_checkpoint)."
         )
+
+
+#: how a refusal of another model (:func:`_layer_differences`) says to go on: the same
+#: directory holds the checkpoint's run, which only its own model continues
+MODEL_CHANGED = (
+    " To resume, build the model as the checkpoint's (its extra['layers']); to train this "
+    "model instead, start it in another output directory (out_dir, --out), or replace the run "
+    "(resume='overwrite', --overwrite)."
+)
 
 
 def warn_of_config_changes(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> None:

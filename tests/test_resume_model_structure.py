@@ -65,8 +65,11 @@ def test_another_activation_or_wiring_is_refused_and_the_same_model_resumes(tmp_
     relu = _trainer(out, _net("relu"))
     before = _weights(relu)
     said = r"\(layers\.mix\.act: checkpoint 'Tanh', this run 'ReLU'\)"
-    with pytest.raises(CheckpointError, match=said):
+    with pytest.raises(CheckpointError, match=said) as refused:
         relu.fit(DATA, epochs=2, resume=True)
+    # how to go on: the checkpoint's model, or this one in another directory
+    assert "build the model as the checkpoint's" in str(refused.value)
+    assert "another output directory (out_dir, --out)" in str(refused.value)
     assert all(np.array_equal(before[k], v) for k, v in _weights(relu).items())  # not restored
     swapped = _trainer(out, _net(inputs=("b", "a")))
     said = r"layers\.mix\.inputs: checkpoint \['a', 'b'\], this run \['b', 'a'\]"
