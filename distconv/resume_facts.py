@@ -249,12 +249,13 @@ def _both_hold(theirs: Any, ours: Any) -> tuple[Any, Any]:
 
 def _differences(name: str, theirs: Any, ours: Any) -> list[str]:
     """How a fact differs: by its entries where both are records of the same fields (a data
-    set's length, feeds and sample digest), else as a whole (another optimizer's settings)."""
+    set's length, feeds and sample digest), else as a whole (another optimizer's settings). An
+    entry is the same where its JSON text is (:func:`_text`): a NaN is never ``==`` itself."""
     if isinstance(theirs, dict) and isinstance(ours, dict) and theirs.keys() == ours.keys():
         return [
             f"{name}.{k}: checkpoint {theirs[k]!r}, this run {ours[k]!r}"
             for k in theirs
-            if theirs[k] != ours[k]
+            if theirs[k] != ours[k] and _text(theirs[k]) != _text(ours[k])
         ]
     return [f"{name}: checkpoint {theirs!r}, this run {ours!r}"]
 

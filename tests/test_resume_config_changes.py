@@ -60,3 +60,14 @@ def test_a_config_of_the_scripts_own_run_flags_resumes_without_a_warning(tmp_pat
     for epochs, resume in ((2, ["--resume"]), (3, ["--resume", "auto"])):
         args = parser.parse_args(["--out", out, "--epochs", str(epochs), *resume])
         assert _resume(out, caplog, vars(args), epochs)[0] == []
+
+
+def test_a_nan_beside_a_changed_setting_is_not_named_as_changed(tmp_path, caplog):
+    """An entry that is a mapping with a NaN in it (``{"clip": nan, "act": ...}``) and one other
+    key changed: the warning named the NaN too (``opts.clip: checkpoint nan, this run nan``),
+    a value that did not change."""
+    out = tmp_path / "run"
+    _trainer(out, config={"opts": {"clip": float("nan"), "act": "tanh"}}).fit(DATA, epochs=1)
+    changed = {"opts": {"clip": float("nan"), "act": "relu"}}
+    (said,), _ = _resume(out, caplog, changed, 2)
+    assert "(opts.act: checkpoint 'tanh', this run 'relu')" in said, said
