@@ -91,10 +91,17 @@ def test_a_checkpoint_without_the_structure_resumes_as_before(tmp_path):
     older = {FACTS_FORM_KEY: FACTS_FORMS[0]}
     _rewrite_extra(first.checkpoints.run.latest(), layers=None, **older)
     assert [r["epoch"] for r in _trainer(out, _net("relu")).fit(DATA, epochs=2, resume=True)] == [2]
-    _rewrite_extra(first.checkpoints.run.latest(), layers=3, **older)  # its config's "layers"
-    relu = _trainer(out, _net("relu"), config={"layers": 3})
+    widths = {"mix": 8, "out": 1}  # its config's "layers" (a mapping, as a structure is)
+    _rewrite_extra(first.checkpoints.run.latest(), layers=widths, world_size=4, **older)
+    relu = _trainer(out, _net("relu"), config={"layers": widths})
+    latest = first.checkpoints.run.latest().part("chief")
+    assert relu.checkpoints.restore(latest)[1].world_size is None  # its config's, not the fact
     assert [r["epoch"] for r in relu.fit(DATA, epochs=3, resume=True)] == [3]
-    assert _latest_extra(relu)["config layers"] == 3  # kept beside the structure now
+    assert _latest_extra(relu)["config layers"] == widths  # kept beside the structure now
+    assert (
+        _trainer(out).checkpoints.restore(relu.checkpoints.run.latest().part("chief"))[1].world_size
+        == 1
+    )  # this form's: the fact
 
 
 def test_settings_one_side_records_and_the_other_does_not_are_not_compared(tmp_path):
