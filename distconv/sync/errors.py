@@ -113,10 +113,20 @@ HOOK_ADVICE = (
 )
 
 
+#: the keys of a hook's description that say which hook it is, not a value it holds
+#: (:func:`~distconv.sync.mpi.hook.hook_description`): its function, first line, class
+HOOK_IDENTITY = frozenset({"function", "line", "class"})
+
+
 def with_advice(diff: str) -> str:
     """``diff`` (a first difference of two jobs' descriptions), with how to go on where what
-    differs is the grad_hook: its words alone named a setting the user may mean to differ."""
-    return diff + HOOK_ADVICE if diff.startswith(HOOK_KEY) else diff
+    differs is a value the grad_hook holds: its words alone named a setting the user may mean
+    to differ. Not where the hooks themselves differ (one rank's none, or another function,
+    class or line): no value of theirs is to be kept out, each rank needs the same hook."""
+    path = diff.split(": ", 1)[0]
+    if not path.startswith(HOOK_KEY + ".") or path.rsplit(".", 1)[1] in HOOK_IDENTITY:
+        return diff
+    return diff + HOOK_ADVICE
 
 
 def refusal_text(rank: int, other: int, ours: object, theirs: object, diff: str) -> str:
