@@ -24,7 +24,6 @@ from distconv.checkpoint import (
     Checkpoint,
     CheckpointDamaged,
     CheckpointError,
-    check_fit,
     load_checkpoint,
     restore_checkpoint,
     save_checkpoint,
@@ -36,7 +35,7 @@ from distconv.resume_facts import (
     FACTS_FORM,
     FACTS_FORM_KEY,
     LAYERS,
-    check_same_run,
+    check_resumable,
     recorded,
     warn_of_config_changes,
 )
@@ -322,11 +321,9 @@ class StepCheckpoints:
         """
         ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
         path = ckpt.path
-        # first: another model (or dtype) is best named by the parameters that differ
-        check_fit(ckpt, self.params)
         theirs = {**ckpt.extra, "seed": ckpt.seed, "optimizer": ckpt.optimizer}
         ours = as_saved({**self._saved_facts(), "optimizer": self.sync.optimizer_config()})
-        check_same_run(path, theirs, ours)
+        check_resumable(ckpt, self.params, theirs, ours)
         warn_of_config_changes(theirs, ours)  # a script's own: recorded, never refused
         # save_checkpoint's own files record no position in an epoch nor sums: at its start
         in_epoch, sums = int(ckpt.extra.get("step_in_epoch", 0)), ckpt.extra.get("sums", {})

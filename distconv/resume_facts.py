@@ -10,11 +10,12 @@ import json
 import logging
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from distconv.checkpoint import CheckpointError
+from distconv.checkpoint import Checkpoint, CheckpointError, check_fit
 from distconv.checkpoint_checks import OWN_KEYS, whole_set_each_step
+from distconv.parameter import Parameter
 from distconv.scheme_history import WORLD_SIZE
 from distconv.sync.description import first_difference
 
@@ -63,6 +64,31 @@ MAY_CHANGE = ("epochs", "resume", "batch_size", "accumulate", "checkpoint_every"
 #: a checkpoint's value for a fact it does not know: older checkpoints lack some facts, or
 #: recorded the dtype as "None" (the one asked for, not the network's); these resume as before
 UNKNOWN = (None, "None")
+
+
+def check_resumable(
+    ckpt: Checkpoint,
+    params: Sequence[Parameter],
+    theirs: Mapping[str, Any],
+    ours: Mapping[str, Any],
+) -> None:
+    """Refuse a checkpoint that does not fit the model (:func:`~distconv.checkpoint.check_fit`)
+    or comes from another run (:func:`check_same_run`; ``theirs``, ``ours``: its facts).
+
+    Where it does not fit, the run's facts that differ are said instead where there are any:
+    they name the cause (another ``--dtype`` as ``dtype: checkpoint 'float32', this run
+    'float64'``, not a clause per parameter; another ``--data`` as the data set, not fc2's
+    shape); else (an older checkpoint, a model of one's own) the parameters that differ.
+
+    Raises:
+        CheckpointError: as those two do.
+    """
+    try:
+        check_fit(ckpt, params)
+    except CheckpointError:
+        check_same_run(ckpt.path, theirs, ours)  # the misfit as its context
+        raise
+    check_same_run(ckpt.path, theirs, ours)
 
 
 def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> None:

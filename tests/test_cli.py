@@ -289,13 +289,18 @@ def test_a_stop_signal_mid_epoch_then_resume_auto_ends_with_the_weights_of_one_r
             np.testing.assert_array_equal(b.optim_state[name][key], buf)
 
 
-def test_resume_into_another_model_lists_the_mismatch_on_one_line(tmp_path):
+def test_resume_on_another_data_set_names_the_data_set_on_one_line(tmp_path):
+    """The digits' ten classes do not fit the synthetic set's four: the refusal named fc2's
+    shapes, the symptom; the run's facts name the cause, the data set, and now come first."""
     out = tmp_path / "run"
     assert distconv("train", *SMALL, "--epochs", "1", "--out", str(out)).returncode == 0
     proc = distconv(
         "train", "--data", "digits", "--batch-size", "32", "--out", str(out), "--resume"
     )
-    _assert_one_line_error(proc, "does not fit the model", "fc2.weight")
+    _assert_one_line_error(
+        proc, "comes from a different run", "data: checkpoint 'synthetic', this run 'digits'"
+    )
+    assert "fc2" not in proc.stderr
 
 
 def test_bad_device_from_the_environment(tmp_path):

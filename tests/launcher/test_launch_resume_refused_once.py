@@ -37,8 +37,8 @@ def checkpointed(tmp_path_factory) -> str:
         (("--workers", "1", "--servers", "0"), ("--batch-size", "64", "--seed", "1"),
          "the checkpoint to resume comes from a different run"),
         (("--workers", "2", "--servers", "1", "--insecure"),
-         ("--batch-size", "32", "--dtype", "float64"),
-         "the checkpoint to resume does not fit the model"),
+         ("--batch-size", "32", "--dtype", "float64"),  # named by its facts, not its fit
+         "the checkpoint to resume comes from a different run"),
     ],
 )  # fmt: skip
 def test_a_refused_resume_is_not_restarted(tmp_path, checkpointed, job, change, refusal):
