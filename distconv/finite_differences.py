@@ -34,7 +34,7 @@ class Objective:
         out = self._output()
         xp = get_array_module(out)
         self.r = xp.asarray(rng.uniform(0.5, 1.5, out.shape) * rng.choice([-1, 1], out.shape))
-        self._settle(out, self.r.astype(out.dtype))
+        self._refuse_changing(self._settle(out, self.r.astype(out.dtype)))
 
     @property
     def subject(self) -> str:
@@ -44,22 +44,47 @@ class Objective:
         """The output's array after a fresh forward at the values as they are now."""
         return self.layer.forward(*self.inputs).value
 
-    def _settle(self, out: Any, r: Any) -> None:
-        """The output's dtype, ``f0`` and its rounding, from the first ``out`` and ``r``."""
+    def _settle(self, out: Any, r: Any) -> float:
+        """The output's dtype, ``f0`` (a second forward) and its rounding, from the first
+        ``out`` and ``r``; returns ``f`` of ``out``, for :meth:`_refuse_changing`."""
         xp = get_array_module(out)
         self.r, self.dtype = r, np.dtype(out.dtype)
+        first = self._f(out)  # before the second forward, which may write into out's buffer
         self.f0 = self.value()
         # what rounding each output to its dtype may move f by: |f0| alone is far less when
         # the terms of f cancel (r's signs are random)
         self.rounding = float(np.finfo(self.dtype).eps) * float(
             xp.sum(xp.abs(out.astype(np.float64) * self.r))
         )
+        return first
+
+    def _refuse_changing(self, first: float) -> None:
+        """ValueError where ``f`` of the first forward, ``first``, and ``f0``, of the second at
+        the same inputs and parameters, differ by more than 10 times :attr:`rounding` (what
+        rounding the outputs may move ``f`` by, the scale :func:`compare` takes for noise).
+        Forwards on the CPU repeat bit for bit, so a deterministic layer passes with no slack
+        to spare; the slack is for a device whose reductions may add in another order. A
+        layer that draws a fresh random mask, or keeps state from its last forward, gave
+        numeric derivatives of 3.6e7 against 23 and was called wrong."""
+        f0 = self.f0
+        if not (np.isfinite(first) or np.isfinite(f0)):
+            return  # not finite either time: the not-finite refusals name what holds it
+        if abs(first - f0) <= 10 * self.rounding:  # False for NaN on one side only
+            return
+        raise ValueError(
+            f"{self.subject}: the output changed between two forwards at the same inputs and "
+            f"parameters (f {first:.10g}, then {f0:.10g}): it is random, or depends on state "
+            "kept from an earlier forward, and no gradient can be judged; make it deterministic "
+            "for the check (draw the random part once and reuse it)"
+        )
+
+    def _f(self, out: Any) -> float:
+        """``f`` of the output array ``out``: ``sum(out * r)``, in float64."""
+        return float(get_array_module(out).sum(out.astype(np.float64) * self.r))
 
     def value(self) -> float:
         """``f`` at the parameters and inputs as they are now (a fresh forward)."""
-        out = self._output()
-        xp = get_array_module(out)
-        return float(xp.sum(out.astype(np.float64) * self.r))
+        return self._f(self._output())
 
     def backward(self, callback: Any) -> None:
         """Fresh forward, seed ``d f / d output = r``, backward."""
@@ -80,7 +105,7 @@ class NetworkObjective(Objective):
         self.inputs = [feeds[name] for name in names]
         self.input_names = [f"input {name}" for name in names]
         out = self._output()
-        self._settle(out, get_array_module(out).ones_like(out))
+        self._refuse_changing(self._settle(out, get_array_module(out).ones_like(out)))
 
     @property
     def subject(self) -> str:

@@ -104,7 +104,9 @@ def check_layer_grad(
             makes the output or a gradient not finite (no gradient can be judged), a gradient
             too small beside the rounding of a large output to be judged in its dtype, or a
             float32 comparison failed where the output bends within the step (a kink) and the
-            layer does not compute in float64, where it would be made again.
+            layer does not compute in float64, where it would be made again; or the output
+            changed between two forwards at the same inputs and parameters (a random layer,
+            or one that keeps state from an earlier forward: make it deterministic).
         TypeError: the layer's output, a parameter or an input it checks is not float32 or
             float64 (bfloat16, float16 ...), in which finite differences cannot tell a wrong
             gradient from a right one.

@@ -1,0 +1,91 @@
+"""The gradient checks on layers of one's own written as a contributor would: mistakes that
+once passed a check, or failures whose message did not say what was wrong."""
+
+import numpy as np
+import pytest
+
+from distconv import Arg, Network
+from distconv.gradient_check import check_layer_grad, check_network_grad
+from distconv.layers import FullyConnected, SoftmaxCrossEntropy
+from distconv.layers.base import Layer, grad_target
+
+F64 = np.float64
+
+
+class Dropout(Layer):
+    """Inverted dropout, its mask drawn from its own generator at each forward unless
+    ``fixed`` (then drawn once and reused)."""
+
+    def __init__(self, p: float = 0.5, fixed: bool = False) -> None:
+        super().__init__()
+        self.p, self.fixed, self.gen, self.mask = p, fixed, np.random.default_rng(7), None
+
+    def _forward(self, x):
+        if self.mask is None or not self.fixed:
+            self.mask = (self.gen.random(x.value.shape) >= self.p) / (1 - self.p)
+        return x.value * self.mask
+
+    def _backward(self, dz, callback):
+        dx = grad_target(self.inputs[0])
+        if dx is not None:
+            dx += dz * self.mask
+
+
+class Drifting(Layer):
+    """``y = x * (1 + calls / 1000)``: the output depends on how many forwards came before."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def _forward(self, x):
+        self.calls += 1
+        return x.value * (1 + self.calls / 1000)
+
+    def _backward(self, dz, callback):
+        dx = grad_target(self.inputs[0])
+        if dx is not None:
+            dx += dz * (1 + self.calls / 1000)
+
+
+def network(layer: Layer) -> Network:
+    """``layer`` between an FC of 4 to 4 and an FC of 4 to 3 under a softmax cross-entropy."""
+    net = Network()
+    net.add("fc1", FullyConnected(4, 4, dtype=F64), "x")
+    net.add("own", layer, "fc1")
+    net.add("fc2", FullyConnected(4, 3, dtype=F64), "own")
+    net.add("loss", SoftmaxCrossEntropy(), ["fc2", "label"])
+    return net
+
+
+def feeds(rng) -> dict:
+    return {"x": Arg(rng.standard_normal((5, 4))), "label": Arg(ids=np.arange(5) % 3)}
+
+
+CHANGED = r"the output changed between two forwards at the same inputs and parameters"
+
+
+@pytest.mark.parametrize("make", [Dropout, Drifting])
+def test_an_output_that_changes_between_forwards_is_refused_saying_so(rng, make):
+    """A fresh dropout mask per forward gave "gradient of input 0 is off: analytic 23.26,
+    numeric 35697831.7", though its backward was right; so did state kept from the last
+    forward. Both checks now say that the output changed, and how to go on."""
+    x = Arg(rng.standard_normal((4, 6)), needs_grad=True)
+    with pytest.raises(ValueError, match=CHANGED + r" \(f .*random, .*draw the random part"):
+        check_layer_grad(make(), [x])
+    with pytest.raises(ValueError, match=r"^network \(loss 'loss'\): " + CHANGED):
+        check_network_grad(network(make()), feeds(rng), inputs=True)
+
+
+def test_a_dropout_whose_mask_is_drawn_once_is_checked_and_a_wrong_one_fails(rng):
+    """Made deterministic for the check, the layer is judged: right passes, a wrong one fails."""
+    x = Arg(rng.standard_normal((4, 6)), needs_grad=True)
+    assert check_layer_grad(Dropout(fixed=True), [x]).worst < 1e-6
+    assert check_network_grad(network(Dropout(fixed=True)), feeds(rng)).worst < 1e-6
+
+    class Unscaled(Dropout):
+        def _backward(self, dz, callback):
+            grad_target(self.inputs[0])[...] += dz * (self.mask > 0)
+
+    with pytest.raises(AssertionError, match=r"gradient of input 0 is off"):
+        check_layer_grad(Unscaled(fixed=True), [x])
