@@ -19,7 +19,7 @@ differences of the scalar ``f = sum(output * r)`` (``r`` a fixed random array):
 
 Layer tests call it for every option; it raises ``AssertionError`` naming the array that failed.
 
-:func:`check_network_grad` proves 1 and 3 for a whole :class:`~distconv.network.Network`, of
+:func:`check_network_grad` proves 1, 2 and 3 for a whole :class:`~distconv.network.Network`, of
 the sum of its loss layer's output (what its backward seeds with ones), in float64 by default,
 with the same finite differences, steps and tolerances; each parameter's users are the
 network's. Both put back what they change on the parameters (:func:`kept`).
@@ -138,11 +138,7 @@ def _check_layer(
             "(give data as Arg(x), whose needs_grad is True)"
         )
     grads, report = _check_gradients(obj, params, targets, step, tol, elements, rng)
-    twice, fired2 = analytic_pass(obj, params, passes=2)
-    check_fired(obj.subject, params, fired2, passes=2)
-    for name, g in grads.items():
-        if not bool(get_array_module(g).allclose(twice[name], 2 * g, rtol=1e-5, atol=1e-12)):
-            raise AssertionError(f"{layer}: {name}: backward twice did not double the gradient")
+    _check_doubles(obj, params, grads)
     if check_static and params:
         _check_static(layer, obj, params, grads)
     return report
@@ -165,7 +161,8 @@ def check_network_grad(
     The scalar differentiated is the sum of the loss layer's output, as ``net.backward(callback,
     loss=loss)`` seeds it; every trainable parameter's gradient (and, with ``inputs``, every
     float feed's) is compared with central differences of it, element by element on a sample
-    of entries first, so that a wrong gradient is named at an entry, then along a direction.
+    of entries first, so that a wrong gradient is named at an entry, then along a direction;
+    then two backward passes must add each gradient twice.
 
     Args:
         net: the network; its parameters are put back as they were, however the check ends
@@ -185,7 +182,8 @@ def check_network_grad(
 
     Raises:
         AssertionError: a gradient or a callback is wrong; the message names the parameter
-            (or feed) and the entry, with both derivatives.
+            (or feed) and the entry, with both derivatives; or two backward passes did not add
+            a parameter's gradient twice (a backward that assigns it).
         NetworkError: ``loss`` is no layer, or is None and several layers are read by none;
             a feed is missing or bad.
         ValueError: nothing to check (no trainable parameter, and ``inputs`` False or no float
@@ -217,9 +215,13 @@ def check_network_grad(
                     f"{obj.subject}: nothing to check: no parameter trains"
                     + ("" if inputs else " (and inputs=False)")
                 )
-            return _check_gradients(
+            grads, report = _check_gradients(
                 obj, params, targets, step, tol, elements, rng, elements_first=True
-            )[1]
+            )
+            # a Network's backward starts each output's gradient (the feeds' too) from None:
+            # over passes only the parameters' accumulate
+            _check_doubles(obj, params, {n: g for n, g in grads.items() if n.startswith("param ")})
+            return report
         finally:
             net.firing_order = order
 
@@ -299,6 +301,23 @@ def _check_gradients(
             elements_first=elements_first,
         )
     return grads, report
+
+
+def _check_doubles(obj: Objective, params: list[Parameter], grads: dict[str, Any]) -> None:
+    """Point 2 of the module docstring: two backward passes from zero add each of ``grads``
+    (one pass's) twice, each callback fired once a pass. A backward that assigns a gradient
+    (``p.grad[...] = g``) instead of adding it is right for one pass and passed every other
+    check; it loses all but the last share where a weight is used by several layers, or
+    gradients are accumulated over steps (``accumulate > 1``)."""
+    twice, fired = analytic_pass(obj, params, passes=2)
+    check_fired(obj.subject, params, fired, passes=2)
+    for name, g in grads.items():
+        if not bool(get_array_module(g).allclose(twice[name], 2 * g, rtol=1e-5, atol=1e-12)):
+            raise AssertionError(
+                f"{obj.subject}: {name}: backward twice did not double the gradient: add (+=) "
+                "into p.grad and arg.grad, never assign (accumulate > 1 and weights shared "
+                "across layers rely on it)"
+            )
 
 
 @contextmanager

@@ -89,3 +89,43 @@ def test_a_dropout_whose_mask_is_drawn_once_is_checked_and_a_wrong_one_fails(rng
 
     with pytest.raises(AssertionError, match=r"gradient of input 0 is off"):
         check_layer_grad(Unscaled(fixed=True), [x])
+
+
+class Gains(Layer):
+    """``y = x * w``, one weight per feature; ``assigns`` sets its gradient (``[...] =``)
+    instead of adding into it."""
+
+    def __init__(self, n: int, assigns: bool = False) -> None:
+        super().__init__()
+        self.w = self.new_param("w", np.linspace(0.5, 1.5, n))
+        self.assigns = assigns
+
+    def _forward(self, x):
+        return x.value * self.w.value
+
+    def _backward(self, dz, callback):
+        dx = grad_target(self.inputs[0])
+        if dx is not None:
+            dx += dz * self.w.value
+        if not self.w.static:
+            g = (dz * self.inputs[0].value).sum(0)
+            if self.assigns:
+                self.w.grad[...] = g
+            else:
+                self.w.grad += g
+        self.w.inc_update(callback)
+
+
+ADD = r"backward twice did not double the gradient: add \(\+=\) into p.grad and arg.grad, never"
+
+
+def test_a_gradient_assigned_instead_of_added_fails_both_checks_saying_to_add(rng):
+    """Right for one pass, so check_network_grad passed it, and every run did: with
+    accumulate=2 a weight ended 7e-3 off. check_layer_grad caught it as "did not double the
+    gradient", not saying why."""
+    assert check_network_grad(network(Gains(4)), feeds(rng)).worst < 1e-6
+    with pytest.raises(AssertionError, match=r"^network \(loss 'loss'\): param own.w: " + ADD):
+        check_network_grad(network(Gains(4, assigns=True)), feeds(rng))
+    x = Arg(rng.standard_normal((3, 4)))
+    with pytest.raises(AssertionError, match=r"^Gains: param Gains.w: " + ADD):
+        check_layer_grad(Gains(4, assigns=True), [x])
