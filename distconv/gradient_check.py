@@ -38,7 +38,7 @@ from distconv.analytic_pass import analytic_pass, check_fired, refuse_holding_no
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
 from distconv.finite_differences import DEFAULTS, NetworkObjective, Objective, check_array
-from distconv.layers.base import Layer
+from distconv.layers.base import Layer, LayerTypeError
 from distconv.network import Network, NetworkError
 from distconv.network_feeds import arg_problem
 from distconv.optim_base import _check
@@ -109,7 +109,8 @@ def check_layer_grad(
             or one that keeps state from an earlier forward: make it deterministic).
         TypeError: the layer's output, a parameter or an input it checks is not float32 or
             float64 (bfloat16, float16 ...), in which finite differences cannot tell a wrong
-            gradient from a right one.
+            gradient from a right one; or (a ``LayerTypeError``) with every parameter frozen
+            by the static pass, backward added into a gradient that is None.
     """
     _check_settings(step, tol, elements)
     rng = np.random.default_rng(seed)
@@ -364,11 +365,28 @@ def _refuse_narrow(subject: str, what: str, dtype: np.dtype) -> None:
 
 
 def _check_static(layer: Layer, obj: Objective, params: list[Parameter], grads: dict) -> None:
+    """Point 4 of the module docstring: with every parameter static, no callback fires and the
+    input gradients are the same.
+
+    Raises:
+        LayerTypeError: backward added into a frozen parameter's gradient (None), saying that
+            this pass froze them: the layer's own error named static parameters the user had
+            not frozen, and said nothing of the check.
+    """
     was = [p.static for p in params]
     try:
         for p in params:
             p.set_static(True)
-        frozen, fired = analytic_pass(obj, params, passes=1)
+        try:
+            frozen, fired = analytic_pass(obj, params, passes=1)
+        except LayerTypeError as exc:
+            names = list(dict.fromkeys(p.name for p in params))  # one registered twice, once
+            raise LayerTypeError(
+                f"{layer}: check_layer_grad's static pass froze every parameter ({names}), and "
+                "backward then added into a frozen one's gradient, which is None: every layer "
+                "must support frozen weights (guard each addition: if not p.static: p.grad += "
+                "...); check_layer_grad(..., check_static=False) skips this pass"
+            ) from exc
         if fired:
             raise AssertionError(f"{layer}: static parameters fired callbacks: {fired}")
         for name, g in frozen.items():

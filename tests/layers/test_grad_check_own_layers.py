@@ -129,3 +129,48 @@ def test_a_gradient_assigned_instead_of_added_fails_both_checks_saying_to_add(rn
     x = Arg(rng.standard_normal((3, 4)))
     with pytest.raises(AssertionError, match=r"^Gains: param Gains.w: " + ADD):
         check_layer_grad(Gains(4, assigns=True), [x])
+
+
+class Tied(Layer):
+    """``y = w * (w * x)``, one weight registered under two keys (one per use), each use's
+    gradient added unless ``guards`` is False (no ``if not p.static``)."""
+
+    def __init__(self, n: int, guards: bool = True) -> None:
+        super().__init__()
+        self.w = self.new_param("w", np.linspace(0.5, 1.5, n))
+        self.add_param("w_again", self.w)
+        self.guards = guards
+
+    def _forward(self, x):
+        return x.value * self.w.value**2
+
+    def _backward(self, dz, callback):
+        x, w = self.inputs[0], self.w
+        dx = grad_target(x)
+        if dx is not None:
+            dx += dz * w.value**2
+        for _ in range(2):  # each use adds its share and counts as one user
+            if self.guards and w.static:
+                pass
+            else:
+                w.grad += (dz * x.value * w.value).sum(0)
+            w.inc_update(callback)
+
+
+def test_the_static_pass_says_that_it_froze_the_parameters_and_how_to_go_on(rng):
+    """A correct layer with no ``if not p.static`` guard failed with "static parameter(s)
+    ['Tied.w', 'Tied.w'] have no gradient (grad is None)" and numpy's "'NoneType' and
+    'float'", though nothing had been frozen: the check freezes them all for its last pass,
+    and did not say so. A weight registered twice was named twice."""
+    x = Arg(rng.standard_normal((3, 4)))
+    assert check_layer_grad(Tied(4), [x]).worst < 1e-6
+    with pytest.raises(TypeError) as failed:
+        check_layer_grad(Tied(4, guards=False), [x])
+    said = str(failed.value)
+    assert said.startswith(
+        "Tied: check_layer_grad's static pass froze every parameter (['Tied.w']), and backward "
+        "then added into a frozen one's gradient, which is None"
+    ), said
+    assert "if not p.static: p.grad += ...); check_layer_grad(..., check_static=False)" in said
+    assert "NoneType" not in said
+    assert check_layer_grad(Tied(4, guards=False), [x], check_static=False).worst < 1e-6
