@@ -174,3 +174,58 @@ def test_the_static_pass_says_that_it_froze_the_parameters_and_how_to_go_on(rng)
     assert "if not p.static: p.grad += ...); check_layer_grad(..., check_static=False)" in said
     assert "NoneType" not in said
     assert check_layer_grad(Tied(4, guards=False), [x], check_static=False).worst < 1e-6
+
+
+class KeepsItsWeight(Gains):
+    """Gains that keeps its weight's array from ``__init__`` and computes with it, or, with
+    ``adds_at_first``, reads ``p.value`` but adds 1 too many into its first entry's gradient."""
+
+    def __init__(self, n: int, adds_at_first: bool = False) -> None:
+        super().__init__(n)
+        self.kept, self.adds_at_first = self.w.value, adds_at_first
+
+    def _forward(self, x):
+        return x.value * (self.w.value if self.adds_at_first else self.kept)
+
+    def _backward(self, dz, callback):
+        if self.adds_at_first:
+            self.w.grad[0] += 1.0
+        super()._backward(dz, callback)
+
+
+KEEPS = (
+    r"numeric 0, .*; the output does not depend on {}'s current value \(it stays when all of "
+    r"it moves\): does the layer keep an old array \(self.w.value from __init__\) instead of "
+    r"reading p.value"
+)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_layer_that_keeps_its_weight_s_array_is_asked_whether_it_does(rng, dtype):
+    """Trained on, such a layer computes with a stale copy once the Trainer's dtype= cast or
+    a sync replaces p.value, with no error; the checks said only "numeric 0"."""
+    x = Arg(rng.standard_normal((3, 4)).astype(dtype), needs_grad=False)
+    layer = KeepsItsWeight(4)
+    layer.w.cast(dtype)
+    layer.kept = layer.w.value
+    with pytest.raises(AssertionError, match=KEEPS.format("KeepsItsWeight.w")):
+        check_layer_grad(layer, [x])
+    with pytest.raises(AssertionError, match=KEEPS.format("own.w")):
+        check_network_grad(network(KeepsItsWeight(4)), feeds(rng))
+
+
+def test_a_derivative_of_0_at_one_entry_of_a_weight_in_use_gets_no_such_question(rng):
+    """Column 0 of the input is 0, so the output does not depend on w[0]; the backward adds 1
+    there. The weight as a whole is in use: the message says only that the entry is off."""
+    given = feeds(rng)
+    given["x"].value[:, 0] = 0.0
+    net = network(KeepsItsWeight(4, adds_at_first=True))
+    net["fc1"].weight.set_static(True)
+    net["fc1"].weight.value[...] = np.eye(4)
+    net["fc1"].bias.value[...] = 0.0
+    net["fc1"].bias.set_static(True)
+    with pytest.raises(
+        AssertionError, match=r"own.w\[0\] is off: analytic 0.99\d*, numeric 0,"
+    ) as e:
+        check_network_grad(net, given)
+    assert "does the layer keep" not in str(e.value)
