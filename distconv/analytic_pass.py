@@ -1,6 +1,7 @@
 """The analytic side of :mod:`distconv.gradient_check`'s checks: the gradients of
 backward passes from zero, and the checks of each pass's callbacks (each parameter fires once,
-with its gradient complete, and nothing reads its value after it fires).
+with its gradient complete, and nothing reads its value after it fires), of two passes (they
+add each gradient twice) and of a pass with every parameter static.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numpy as np
 
 from distconv.backend import get_array_module
 from distconv.finite_differences import Objective
+from distconv.layers.base import LayerTypeError
 from distconv.parameter import Parameter
 
 
@@ -121,3 +123,55 @@ def check_fired(subject: str, params: list[Parameter], fired: dict[str, int], pa
                 f"{subject}: parameter {p.name} fired its callback {got} times in {passes} passes"
                 f" (expected {want})"
             )
+
+
+def check_doubles(obj: Objective, params: list[Parameter], grads: dict[str, Any]) -> None:
+    """Point 2 of :mod:`distconv.gradient_check`'s docstring: two backward passes from zero
+    add each of ``grads`` (one pass's) twice, each callback fired once a pass. A backward
+    that assigns a gradient (``p.grad[...] = g``) instead of adding it is right for one pass
+    and passed every other check; it loses all but the last share where a weight is used by
+    several layers, or gradients are accumulated over steps (``accumulate > 1``)."""
+    twice, fired = analytic_pass(obj, params, passes=2)
+    check_fired(obj.subject, params, fired, passes=2)
+    for name, g in grads.items():
+        if not bool(get_array_module(g).allclose(twice[name], 2 * g, rtol=1e-5, atol=1e-12)):
+            raise AssertionError(
+                f"{obj.subject}: {name}: backward twice did not double the gradient: add (+=) "
+                "into p.grad and arg.grad, never assign (accumulate > 1 and weights shared "
+                "across layers rely on it)"
+            )
+
+
+def check_static_pass(obj: Objective, params: list[Parameter], grads: dict) -> None:
+    """Point 4 of :mod:`distconv.gradient_check`'s docstring: with every parameter static,
+    no callback fires and the input gradients are those of ``grads``.
+
+    Raises:
+        LayerTypeError: backward added into a frozen parameter's gradient (None), saying that
+            this pass froze them: the layer's own error named static parameters the user had
+            not frozen, and said nothing of the check.
+    """
+    was = [p.static for p in params]
+    try:
+        for p in params:
+            p.set_static(True)
+        try:
+            frozen, fired = analytic_pass(obj, params, passes=1)
+        except LayerTypeError as exc:
+            names = list(dict.fromkeys(p.name for p in params))  # one registered twice, once
+            raise LayerTypeError(
+                f"{obj.subject}: check_layer_grad's static pass froze every parameter "
+                f"({names}), and backward then added into a frozen one's gradient, which is "
+                "None: every layer must support frozen weights (guard each addition: if not "
+                "p.static: p.grad += ...); check_layer_grad(..., check_static=False) skips "
+                "this pass"
+            ) from exc
+        if fired:
+            raise AssertionError(f"{obj.subject}: static parameters fired callbacks: {fired}")
+        for name, g in frozen.items():
+            if not bool(get_array_module(g).allclose(g, grads[name], rtol=1e-6, atol=1e-12)):
+                what = f"{name} changed when the parameters were static"
+                raise AssertionError(f"{obj.subject}: {what}")
+    finally:
+        for p, s in zip(params, was):
+            p.set_static(s)

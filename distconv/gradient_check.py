@@ -34,11 +34,17 @@ from typing import Any
 
 import numpy as np
 
-from distconv.analytic_pass import analytic_pass, check_fired, refuse_holding_not_finite
+from distconv.analytic_pass import (
+    analytic_pass,
+    check_doubles,
+    check_fired,
+    check_static_pass,
+    refuse_holding_not_finite,
+)
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
 from distconv.finite_differences import DEFAULTS, NetworkObjective, Objective, check_array
-from distconv.layers.base import Layer, LayerTypeError
+from distconv.layers.base import Layer
 from distconv.network import Network, NetworkError
 from distconv.network_feeds import arg_problem
 from distconv.optim_base import _check
@@ -139,9 +145,9 @@ def _check_layer(
             "(give data as Arg(x), whose needs_grad is True)"
         )
     grads, report = _check_gradients(obj, params, targets, step, tol, elements, rng)
-    _check_doubles(obj, params, grads)
+    check_doubles(obj, params, grads)
     if check_static and params:
-        _check_static(layer, obj, params, grads)
+        check_static_pass(obj, params, grads)
     return report
 
 
@@ -221,7 +227,7 @@ def check_network_grad(
             )
             # a Network's backward starts each output's gradient (the feeds' too) from None:
             # over passes only the parameters' accumulate
-            _check_doubles(obj, params, {n: g for n, g in grads.items() if n.startswith("param ")})
+            check_doubles(obj, params, {n: g for n, g in grads.items() if n.startswith("param ")})
             return report
         finally:
             net.firing_order = order
@@ -304,23 +310,6 @@ def _check_gradients(
     return grads, report
 
 
-def _check_doubles(obj: Objective, params: list[Parameter], grads: dict[str, Any]) -> None:
-    """Point 2 of the module docstring: two backward passes from zero add each of ``grads``
-    (one pass's) twice, each callback fired once a pass. A backward that assigns a gradient
-    (``p.grad[...] = g``) instead of adding it is right for one pass and passed every other
-    check; it loses all but the last share where a weight is used by several layers, or
-    gradients are accumulated over steps (``accumulate > 1``)."""
-    twice, fired = analytic_pass(obj, params, passes=2)
-    check_fired(obj.subject, params, fired, passes=2)
-    for name, g in grads.items():
-        if not bool(get_array_module(g).allclose(twice[name], 2 * g, rtol=1e-5, atol=1e-12)):
-            raise AssertionError(
-                f"{obj.subject}: {name}: backward twice did not double the gradient: add (+=) "
-                "into p.grad and arg.grad, never assign (accumulate > 1 and weights shared "
-                "across layers rely on it)"
-            )
-
-
 @contextmanager
 def kept(params: list[Parameter]) -> Iterator[None]:
     """Put back on each of ``params`` what a check changes, however the check ends: its value
@@ -362,36 +351,3 @@ def _refuse_narrow(subject: str, what: str, dtype: np.dtype) -> None:
             f"{subject}: {what} is {dtype}; finite differences need numpy's float32 or "
             "float64 (float64 for a tight check): cast the weights and inputs"
         )
-
-
-def _check_static(layer: Layer, obj: Objective, params: list[Parameter], grads: dict) -> None:
-    """Point 4 of the module docstring: with every parameter static, no callback fires and the
-    input gradients are the same.
-
-    Raises:
-        LayerTypeError: backward added into a frozen parameter's gradient (None), saying that
-            this pass froze them: the layer's own error named static parameters the user had
-            not frozen, and said nothing of the check.
-    """
-    was = [p.static for p in params]
-    try:
-        for p in params:
-            p.set_static(True)
-        try:
-            frozen, fired = analytic_pass(obj, params, passes=1)
-        except LayerTypeError as exc:
-            names = list(dict.fromkeys(p.name for p in params))  # one registered twice, once
-            raise LayerTypeError(
-                f"{layer}: check_layer_grad's static pass froze every parameter ({names}), and "
-                "backward then added into a frozen one's gradient, which is None: every layer "
-                "must support frozen weights (guard each addition: if not p.static: p.grad += "
-                "...); check_layer_grad(..., check_static=False) skips this pass"
-            ) from exc
-        if fired:
-            raise AssertionError(f"{layer}: static parameters fired callbacks: {fired}")
-        for name, g in frozen.items():
-            if not bool(get_array_module(g).allclose(g, grads[name], rtol=1e-6, atol=1e-12)):
-                raise AssertionError(f"{layer}: {name} changed when the parameters were static")
-    finally:
-        for p, s in zip(params, was):
-            p.set_static(s)
