@@ -44,6 +44,7 @@ from distconv.analytic_pass import (
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
 from distconv.finite_differences import DEFAULTS, NetworkObjective, Objective, check_array
+from distconv.gradient_stop import stopped_hint
 from distconv.layers.base import Layer
 from distconv.network import Network, NetworkError
 from distconv.network_feeds import arg_problem
@@ -222,9 +223,14 @@ def check_network_grad(
                     f"{obj.subject}: nothing to check: no parameter trains"
                     + ("" if inputs else " (and inputs=False)")
                 )
-            grads, report = _check_gradients(
-                obj, params, targets, step, tol, elements, rng, elements_first=True
-            )
+            try:
+                grads, report = _check_gradients(
+                    obj, params, targets, step, tol, elements, rng, elements_first=True
+                )
+            except AssertionError as exc:  # blamed on a layer below the one at fault?
+                if not (hint := stopped_hint(net, obj, params)):
+                    raise
+                raise AssertionError(f"{exc}{hint}") from exc
             # a Network's backward starts each output's gradient (the feeds' too) from None:
             # over passes only the parameters' accumulate
             check_doubles(obj, params, {n: g for n, g in grads.items() if n.startswith("param ")})

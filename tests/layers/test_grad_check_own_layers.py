@@ -229,3 +229,43 @@ def test_a_derivative_of_0_at_one_entry_of_a_weight_in_use_gets_no_such_question
     ) as e:
         check_network_grad(net, given)
     assert "does the layer keep" not in str(e.value)
+
+
+class Passes(Layer):
+    """``y = x``; its backward adds ``factor`` times the gradient into ``x``'s."""
+
+    def __init__(self, factor: float = 1.0) -> None:
+        super().__init__()
+        self.factor = factor
+
+    def _forward(self, x):
+        return x.value.copy()
+
+    def _backward(self, dz, callback):
+        dx = grad_target(self.inputs[0])
+        if dx is not None and self.factor:
+            dx += self.factor * dz
+
+
+def test_a_layer_that_passes_nothing_down_is_named_not_only_the_weight_below(rng):
+    """check_network_grad failed at fc1's weight ("analytic 0"), the layer below the one that
+    added nothing into its input's gradient, and did not name that one."""
+    assert check_network_grad(network(Passes()), feeds(rng)).worst < 1e-6
+    with pytest.raises(AssertionError) as failed:
+        check_network_grad(network(Passes(0.0)), feeds(rng))
+    said = str(failed.value)
+    assert said.startswith("network (loss 'loss'): gradient of param fc1."), said
+    assert said.endswith(
+        "nothing reached the layers below 'own' (its input 'fc1' got none; ['fc1.weight', "
+        "'fc1.bias'] got 0): does its backward add into its inputs' grad (where needs_grad)?"
+    ), said
+
+
+def test_parameters_the_loss_does_not_reach_are_not_said_to_be_cut_off(rng):
+    """fc2 and the cross-entropy are not under the loss named, a probe: their gradients are 0
+    and the cross-entropy's output has none. A halved gradient fails, with no such words."""
+    net = network(Passes(0.5))
+    net.add("probe", FullyConnected(4, 2, dtype=F64), "own")
+    with pytest.raises(AssertionError, match=r"gradient of param fc1\.") as failed:
+        check_network_grad(net, feeds(rng), loss="probe")
+    assert "nothing reached" not in str(failed.value)

@@ -1,0 +1,75 @@
+"""Where a network's analytic gradient stopped, for the failures of
+:func:`~distconv.gradient_check.check_network_grad`.
+
+A layer whose backward adds nothing into its input's gradient leaves every layer below it with
+an analytic gradient of 0; the check then failed at the first of their parameters it sampled
+(``conv.weight[3, 0, 1, 0] ... analytic 0``), blaming a layer below the one at fault.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distconv.backend import get_array_module
+from distconv.finite_differences import NetworkObjective
+from distconv.network import Network
+from distconv.parameter import Parameter
+
+
+def stopped_hint(net: Network, obj: NetworkObjective, params: list[Parameter]) -> str:
+    """What a failure of ``net``'s check adds where the gradient stopped: after one backward
+    pass from zero at the starting point, each layer whose output got a gradient that is not
+    all 0 and whose input computed by another layer got none (or only zeros), where a
+    trainable parameter under that input got exactly 0 throughout. Empty where none does, or
+    where the pass raises (a callback's failure is the message's already)."""
+    for p in params:
+        p.zero_grad()
+    for a in obj.inputs:
+        a.grad = None
+    try:
+        obj.backward(lambda p: None)
+    except Exception:  # whatever fails here failed the check already, and says so
+        return ""
+    dead = [p for p in params if not p.static and p.grad is not None and not _any(p.grad)]
+    below = {name: _below(net, name) for name in net.layers}
+    found = []
+    for name in net.order():
+        if not _any(net.outputs[name]):
+            continue
+        for given in net.wiring[name]:
+            if given not in net.layers or _any(net.outputs[given]):
+                continue
+            under = [p.name for p in dead if any(_owns(net, n, p) for n in below[given])]
+            if under:
+                found.append(f"{name!r} (its input {given!r} got none; {under} got 0)")
+    if not found:
+        return ""
+    return (
+        f"; nothing reached the layers below {', '.join(found)}: does its backward add into "
+        "its inputs' grad (where needs_grad)?"
+    )
+
+
+def _any(x: Any) -> bool:
+    """Whether ``x`` (an Arg's gradient, or a gradient array) holds anything but zeros."""
+    if hasattr(x, "has_grad"):
+        if not x.has_grad:
+            return False
+        x = x.grad
+    return bool(get_array_module(x).any(x != 0))
+
+
+def _below(net: Network, name: str) -> set[str]:
+    """The layer ``name`` and every layer it reads from, directly or not."""
+    seen, todo = set(), [name]
+    while todo:
+        n = todo.pop()
+        if n in net.layers and n not in seen:
+            seen.add(n)
+            todo.extend(net.wiring[n])
+    return seen
+
+
+def _owns(net: Network, name: str, p: Parameter) -> bool:
+    """Whether layer ``name`` holds ``p`` (a shared weight is held by several)."""
+    return any(q is p for q in net.layers[name].parameters())
