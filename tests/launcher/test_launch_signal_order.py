@@ -9,6 +9,7 @@ signal comes."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import sys
@@ -17,11 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from launcher.handler_mask import hold_each_other
+from distconv.restorable import restorable
+from launcher.handler_mask import _libc, _SigAction, hold_each_other
 from launcher.supervisor import Supervisor
 from tests.launcher.real_children import wait_until
 
 STOPS = {signal.SIGINT, signal.SIGTERM}
+#: where :func:`hold_each_other` sets the masks
+LINUX = sys.platform.startswith("linux")
 
 
 def _sigterm_then_sigint() -> None:
@@ -97,13 +101,32 @@ def test_a_signal_handed_over_before_its_handler_ran_is_read_before_the_next(tmp
         sup._arrivals.give_back(previous)
 
 
+def _mask(signum: int) -> set[int]:
+    """The signals in ``signum``'s ``sa_mask``, as libc's ``sigaction`` reads it back."""
+    action, libc = _SigAction(), _libc()
+    assert libc is not None and libc.sigaction(signum, None, ctypes.byref(action)) == 0
+    bits = int.from_bytes(bytes(action.mask)[:8], sys.byteorder)  # signals 1 to 64
+    return {number for number in range(1, 65) if bits >> (number - 1) & 1}
+
+
 def test_a_handler_not_set_by_python_keeps_its_mask():
     """Only a handler as CPython sets it is given the mask (its layout read right): a default
-    one is left as it was, and said so; one of Python's is set."""
-    previous = signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    one is left as it was, and said so; one of Python's is set, each holding the other off,
+    till ``signal.signal`` sets it again (an empty mask). The masks are read back: a return
+    value alone passed where the default one was given the mask all the same."""
+    pair = (signal.SIGUSR1, signal.SIGUSR2)
+    previous = {signum: signal.signal(signum, signal.SIG_DFL) for signum in pair}
     try:
-        assert hold_each_other([signal.SIGUSR1]) is False
-        signal.signal(signal.SIGUSR1, lambda *_: None)
-        assert hold_each_other([signal.SIGUSR1]) is sys.platform.startswith("linux")
+        assert hold_each_other(pair) is False
+        if LINUX:
+            assert _mask(signal.SIGUSR1) == _mask(signal.SIGUSR2) == set()
+        for signum in pair:
+            signal.signal(signum, lambda *_: None)
+        assert hold_each_other(pair) is LINUX
+        if LINUX:
+            assert _mask(signal.SIGUSR1) == _mask(signal.SIGUSR2) == set(pair)
+            signal.signal(signal.SIGUSR1, lambda *_: None)
+            assert _mask(signal.SIGUSR1) == set()
     finally:
-        signal.signal(signal.SIGUSR1, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, restorable(handler))
