@@ -12,11 +12,12 @@ The order is the order the C-level handlers ran in, and the kernel hands a signa
 process to any thread that does not block it: a SIGINT taken by the main thread and a SIGTERM
 sent just after it, taken by a pump's thread, raced to write the pipe. So the threads the
 supervisor starts block the stop signals (:func:`deaf`, :func:`deaf_thread`), and the main
-thread takes each as it comes. Two signals that come while it does not run at all (within
-microseconds) are still its kernel's to order: lowest number first. Each one's handler holds
-the others off till it has written (:mod:`launcher.handler_mask`): one the kernel handed over
-is read before any that comes after it, which otherwise ran its handler on top of the first's
-and wrote first.
+thread takes each as it comes. Two signals that come while it cannot take them are still its
+kernel's to order, lowest number first: while it does not run at all (within microseconds),
+and while it starts a child (:func:`deaf`: milliseconds, more on a loaded host). Each one's
+handler holds the others off till it has written (:mod:`launcher.handler_mask`): one the kernel
+handed over is read before any that comes after it, which otherwise ran its handler on top of
+the first's and wrote first.
 
 It is read by the supervisor's own code, never by a handler: a handler runs inside any call of
 another one (a second signal's, in the first's), so one that read the pipe and then recorded
