@@ -79,16 +79,35 @@ def check_resumable(
     they name the cause (another ``--dtype`` as ``dtype: checkpoint 'float32', this run
     'float64'``, not a clause per parameter; another ``--data`` as the data set, not fc2's
     shape); else (an older checkpoint, a model of one's own) the parameters that differ.
+    The facts' refusal then says too that the parameters do not fit, and how many differences
+    there are (its ``__cause__`` lists them): a fact that differs for a reason of its own (a
+    model of one's own resized, and another learning rate) said alone hid the misfit, and its
+    advice to load the weights into a new run failed on it.
 
     Raises:
         CheckpointError: as those two do.
     """
     try:
         check_fit(ckpt, params)
-    except CheckpointError:
-        check_same_run(ckpt.path, theirs, ours)  # the misfit as its context
+    except CheckpointError as misfit:
+        try:
+            check_same_run(ckpt.path, theirs, ours)
+        except CheckpointError as other_run:
+            raise CheckpointError(f"{other_run}{_nor_fits(misfit)}") from misfit
         raise
     check_same_run(ckpt.path, theirs, ours)
+
+
+def _nor_fits(misfit: CheckpointError) -> str:
+    """The sentence that ends a refusal of another run whose parameters do not fit either
+    (``misfit``: :func:`~distconv.checkpoint.check_fit`'s, one clause per difference)."""
+    listed = str(misfit).partition(" does not fit the model: ")[2]
+    count = len(listed.split("; ")) if listed else 0
+    differences = f"{count} difference{'' if count == 1 else 's'}" if count else "differences"
+    return (
+        f" Its parameters do not fit this model either ({differences} in name, shape or dtype; "
+        "DISTCONV_DEBUG=1 lists them): they load only into a model built as the checkpoint's."
+    )
 
 
 def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> None:

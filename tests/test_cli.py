@@ -298,9 +298,20 @@ def test_resume_on_another_data_set_names_the_data_set_on_one_line(tmp_path):
         "train", "--data", "digits", "--batch-size", "32", "--out", str(out), "--resume"
     )
     _assert_one_line_error(
-        proc, "comes from a different run", "data: checkpoint 'synthetic', this run 'digits'"
+        proc,
+        "comes from a different run",
+        "data: checkpoint 'synthetic', this run 'digits'",
+        "parameters do not fit this model either (2 differences",  # found, not listed
     )
     assert "fc2" not in proc.stderr
+    args = ("train", "--data", "digits", "--batch-size", "32", "--out", str(out), "--resume")
+    env = {**os.environ, "PYTHONPATH": child_path(), "DISTCONV_DEBUG": "1"}
+    debug = subprocess.run(  # the list: the refusal's cause, in its traceback
+        [sys.executable, "-m", "distconv", *args], capture_output=True, text=True, env=env,
+        timeout=120,
+    )  # fmt: skip
+    assert debug.returncode == 1 and "direct cause" in debug.stderr, debug.stderr
+    assert "parameter 'fc2.bias': model shape (10,), checkpoint shape (4,)" in debug.stderr
 
 
 def test_bad_device_from_the_environment(tmp_path):

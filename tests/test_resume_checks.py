@@ -138,6 +138,26 @@ def test_an_old_checkpoint_with_dtype_none_is_refused_per_parameter_not_cast(dat
     assert [r["epoch"] for r in same.fit(train, test, epochs=2, resume=True)] == [2]
 
 
+def test_a_refusal_of_another_run_says_too_that_the_parameters_do_not_fit(data, tmp_path):
+    """A model of one's own resized (fc1 16 -> 32 wide) resumed with another learning rate:
+    the refusal named the learning rate alone, in the same words as with the model unchanged,
+    and its advice, to load the weights into a new run, failed on the misfit it never said."""
+    train, test = data
+    _trainer(tmp_path).fit(train, test, epochs=1)
+    set_seed(0)
+    resized = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=32)
+    sync = create_sync("local", optimizer=create_optimizer("adam", lr=0.02))
+    wider = Trainer(resized, sync, 16, out_dir=tmp_path, progress=False)
+    before = _weights(wider)
+    with pytest.raises(CheckpointError) as refused:
+        wider.fit(train, test, epochs=2, resume=True)
+    said = str(refused.value)
+    assert "comes from a different run" in said and "optimizer.lr: checkpoint 0.01" in said
+    assert "parameters do not fit this model either (3 differences" in said, said
+    assert "fc1.bias" in str(refused.value.__cause__)  # the list, for a traceback
+    assert all(np.array_equal(before[k], v) for k, v in _weights(wider).items())
+
+
 # -- finding 4: resume=True with nowhere to resume from -----------------------------------------
 def test_resume_true_without_an_output_directory_is_refused(data):
     train, test = data
