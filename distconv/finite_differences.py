@@ -60,23 +60,34 @@ class Objective:
         return first
 
     def _refuse_changing(self, first: float) -> None:
-        """ValueError where ``f`` of the first forward, ``first``, and ``f0``, of the second at
-        the same inputs and parameters, differ by more than 10 times :attr:`rounding` (what
-        rounding the outputs may move ``f`` by, the scale :func:`compare` takes for noise).
-        Forwards on the CPU repeat bit for bit, so a deterministic layer passes with no slack
-        to spare; the slack is for a device whose reductions may add in another order. A
-        layer that draws a fresh random mask, or keeps state from its last forward, gave
-        numeric derivatives of 3.6e7 against 23 and was called wrong."""
-        f0 = self.f0
+        """Keep ``f`` of the first forward, ``first``, for :meth:`changed`; ValueError where it
+        and ``f0``, of the second at the same inputs and parameters, are finite on one side
+        only (a NaN drawn at random: the not-finite refusals would blame the layer)."""
+        self.first = first
+        if np.isfinite(first) != np.isfinite(self.f0) and (changed := self.changed(None)):
+            raise changed
+
+    def changed(self, failure: BaseException | None) -> ValueError | None:
+        """A ValueError saying that the output changed between the first two forwards, where
+        ``f`` of them differ by more than 10 times :attr:`rounding` (the scale :func:`compare`
+        takes for noise), naming ``failure`` (a comparison's); None where they do not.
+
+        A layer that draws a fresh random mask, or keeps state from its last forward, gave
+        numeric derivatives of 3.6e7 against 23 and was called wrong. It is asked only where a
+        comparison failed: a right layer that adds in another order at each forward (threads
+        of a BLAS or a pool adding partial sums; a device) moved ``f`` by more than that over
+        20000 inputs to 2 outputs, was refused as random, and its finite differences agree."""
+        first, f0 = self.first, self.f0
         if not (np.isfinite(first) or np.isfinite(f0)):
-            return  # not finite either time: the not-finite refusals name what holds it
+            return None  # not finite either time: the not-finite refusals name what holds it
         if abs(first - f0) <= 10 * self.rounding:  # False for NaN on one side only
-            return
-        raise ValueError(
+            return None
+        return ValueError(
             f"{self.subject}: the output changed between two forwards at the same inputs and "
-            f"parameters (f {first:.10g}, then {f0:.10g}): it is random, or depends on state "
-            "kept from an earlier forward, and no gradient can be judged; make it deterministic "
-            "for the check (draw the random part once and reuse it)"
+            f"parameters (f {first:.10g}, then {f0:.10g}): it is random, depends on state "
+            "kept from an earlier forward, or adds in another order each time, and no gradient "
+            "can be judged; make it deterministic for the check (draw the random part once and "
+            "reuse it)" + ("" if failure is None else f"; it failed so: {failure}")
         )
 
     def _f(self, out: Any) -> float:
