@@ -15,9 +15,9 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, to_host
+from distconv.kept_hint import kept_hint
 from distconv.layers.base import Layer
 from distconv.network import Network
-from distconv.parameter import Parameter
 
 
 class Objective:
@@ -317,30 +317,7 @@ def compare(
     raise AssertionError(
         f"{obj.subject}: gradient of {name} is off: analytic {analytic:.10g}, "
         f"numeric {numeric:.10g}, relative difference {diff:.3g} > {tol}"
-        + (_kept_hint(obj, owner) if numeric == 0 and analytic != 0 else "")
-    )
-
-
-def _kept_hint(obj: Objective, owner: Any) -> str:
-    """Where ``owner`` is a parameter and ``f`` stays within rounding when every entry of it
-    moves by 1 or more, what the message adds: a layer that kept ``self.w.value`` from its
-    ``__init__`` computes with that array while the check (and the Trainer's ``dtype=`` cast,
-    and a sync) replaces ``p.value``, and was told only "numeric 0". Empty otherwise (a
-    derivative of 0 at one entry of a parameter the output does depend on), and where the
-    layer raises at the moved values."""
-    if not isinstance(owner, Parameter):
-        return ""
-    v = owner.value
-    try:
-        (moved,) = values_at(obj, owner, (v + 1 + abs(v)).astype(v.dtype))
-    except Exception:  # a layer that refuses the moved values: no verdict on the hint
-        return ""
-    if not abs(moved - obj.f0) <= 10 * obj.rounding:
-        return ""
-    return (
-        f"; the output does not depend on {owner.name}'s current value (it stays when all of "
-        "it moves): does the layer keep an old array (self.w.value from __init__) instead of "
-        "reading p.value in each forward and backward?"
+        + (kept_hint(obj, owner) if numeric == 0 and analytic != 0 else "")
     )
 
 
