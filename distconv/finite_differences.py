@@ -29,6 +29,9 @@ class Objective:
     :meth:`backward`.
     """
 
+    #: id of a parameter -> the arrays it held before the check swapped in copies of them
+    originals: dict[int, tuple] = {}
+
     def __init__(self, layer: Layer, inputs: list[Arg], rng: np.random.Generator) -> None:
         self.layer, self.inputs, self.params = layer, inputs, layer.parameters()
         self.input_names = [f"input {i}" for i in range(len(inputs))]
@@ -361,7 +364,8 @@ def widened(obj: Objective) -> Iterator[tuple[Objective | None, str]]:
         if out is None:
             yield None, why
             return
-        wide = copy.copy(obj)
+        wide = copy.copy(obj)  # a layer may hold the arrays swapped out (kept_hint)
+        wide.originals = {id(a): (*obj.originals.get(id(a), ()), v) for a, v in zip(owners, values)}
         wide._settle(out, obj.r.astype(np.float64))
         yield wide, ""
     finally:

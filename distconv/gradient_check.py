@@ -211,6 +211,7 @@ def check_network_grad(
     params = net.parameters()
     order = net.firing_order
     with kept(params):
+        originals = {id(p): (p.value,) for p in params}  # a layer may hold them (kept_hint)
         try:
             for p in params:  # copies: kept puts the parameter's own arrays back
                 if is_float_dtype(p.value.dtype):
@@ -219,6 +220,7 @@ def check_network_grad(
                         None if p.grad is None else get_array_module(p.value).zeros_like(p.value)
                     )
             obj = NetworkObjective(net, _own_feeds(feeds, dtype, inputs), loss)
+            obj.originals = originals
             if not (targets := _targets(obj, params)):
                 raise ValueError(
                     f"{obj.subject}: nothing to check: no parameter trains"

@@ -195,8 +195,8 @@ class KeepsItsWeight(Gains):
 
 KEEPS = (
     r"numeric 0, .*; the output does not depend on {}'s current value \(it stays when all of "
-    r"it moves\): does the layer keep an old array \(self.w.value from __init__\) instead of "
-    r"reading p.value"
+    r"it moves, and moves when the array it held moves in place\): does the layer keep an old "
+    r"array \(self.w.value from __init__\) instead of reading p.value"
 )
 
 
@@ -311,3 +311,39 @@ def test_a_layer_that_adds_in_another_order_each_forward_is_judged_not_refused()
     with pytest.raises(ValueError, match=CHANGED + r".*; it failed so: .*is off") as e:
         check_layer_grad(Halved(20000, np.float32), [x])
     assert isinstance(e.value.__cause__, AssertionError)
+
+
+class DeadDense(Layer):
+    """``relu(x @ w - 100)``, dead everywhere; its backward forgets the ReLU's mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = self.new_param("w", np.random.default_rng(1).standard_normal((4, 4)))
+
+    def _forward(self, x):
+        return np.maximum(x.value @ self.w.value - 100, 0)
+
+    def _backward(self, dz, callback):
+        if not self.w.static:
+            self.w.grad += self.inputs[0].value.T @ dz
+        self.w.inc_update(callback)
+
+
+DEAD = (
+    r"numeric 0, .*; the output does not depend on {} at all here \(it stays when all of it "
+    r"moves, in place too: a unit dead everywhere, as a ReLU's, or inputs of 0\?\), yet "
+    r"backward gave it a gradient"
+)
+
+
+def test_a_weight_under_a_relu_dead_everywhere_is_not_said_to_be_kept(rng):
+    """The layer reads p.value, and its ReLU is dead at every output: the hint asked whether
+    it keeps an old array. Moving the weight in place, where a kept array would follow, tells
+    them apart: here it says that the output does not depend on the weight at all."""
+    x = Arg(rng.standard_normal((5, 4)), needs_grad=False)
+    with pytest.raises(AssertionError, match=DEAD.format("DeadDense.w")) as e:
+        check_layer_grad(DeadDense(), [x])
+    assert "keep an old array" not in str(e.value)
+    with pytest.raises(AssertionError, match=DEAD.format("own.w")) as e:
+        check_network_grad(network(DeadDense()), feeds(rng))
+    assert "keep an old array" not in str(e.value)
