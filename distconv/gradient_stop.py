@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from distconv.backend import get_array_module
-from distconv.finite_differences import NetworkObjective
+from distconv.finite_differences import NetworkObjective, values_at
 from distconv.network import Network
 from distconv.parameter import Parameter
 
@@ -20,8 +22,9 @@ def stopped_hint(net: Network, obj: NetworkObjective, params: list[Parameter]) -
     """What a failure of ``net``'s check adds where the gradient stopped: after one backward
     pass from zero at the starting point, each layer whose output got a gradient that is not
     all 0 and whose input computed by another layer got none (or only zeros), where a
-    trainable parameter under that input got exactly 0 throughout. Empty where none does, or
-    where the pass raises (a callback's failure is the message's already)."""
+    trainable parameter under that input got exactly 0 throughout though the loss moves with
+    it. Empty where none does, or where the pass raises (a callback's failure is the
+    message's already)."""
     for p in params:
         p.zero_grad()
     for a in obj.inputs:
@@ -32,22 +35,44 @@ def stopped_hint(net: Network, obj: NetworkObjective, params: list[Parameter]) -
         return ""
     dead = [p for p in params if not p.static and p.grad is not None and not _any(p.grad)]
     below = {name: _below(net, name) for name in net.layers}
-    found = []
+    cut = []  # read from the pass's outputs before _reaches runs forwards, which replace them
     for name in net.order():
         if not _any(net.outputs[name]):
             continue
         for given in net.wiring[name]:
             if given not in net.layers or _any(net.outputs[given]):
                 continue
-            under = [p.name for p in dead if any(_owns(net, n, p) for n in below[given])]
-            if under:
-                found.append(f"{name!r} (its input {given!r} got none; {under} got 0)")
+            under = [p for p in dead if any(_owns(net, n, p) for n in below[given])]
+            cut.append((name, given, under))
+    reached: dict[int, bool] = {}
+    found = []
+    for name, given, under in cut:
+        for p in under:
+            if id(p) not in reached:
+                reached[id(p)] = _reaches(obj, p)
+        names = [p.name for p in under if reached[id(p)]]
+        if names:
+            found.append(f"{name!r} (its input {given!r} got none; {names} got 0)")
     if not found:
         return ""
     return (
         f"; nothing reached the layers below {', '.join(found)}: does its backward add into "
         "its inputs' grad (where needs_grad)?"
     )
+
+
+def _reaches(obj: NetworkObjective, p: Parameter) -> bool:
+    """Whether the loss moves, beyond 10 times its rounding, when each entry of ``p`` moves by
+    1e-3 of itself and 1e-3 more, each way at random: a parameter under a ReLU dead at every
+    unit rightly has a gradient of 0, and the ReLU was named as the layer that passed nothing
+    down for a failure beside it."""
+    v = p.value
+    signs = np.random.default_rng(0).choice([-1.0, 1.0], v.shape)
+    try:
+        (moved,) = values_at(obj, p, (v + 1e-3 * (1 + abs(v)) * signs).astype(v.dtype))
+    except Exception:  # a layer that refuses the moved values: no verdict on the parameter
+        return False
+    return not abs(moved - obj.f0) <= 10 * obj.rounding
 
 
 def _any(x: Any) -> bool:

@@ -6,7 +6,7 @@ import pytest
 
 from distconv import Arg, Network
 from distconv.gradient_check import check_layer_grad, check_network_grad
-from distconv.layers import FullyConnected, SoftmaxCrossEntropy
+from distconv.layers import Activation, Concatenate, FullyConnected, SoftmaxCrossEntropy
 from distconv.layers.base import Layer, grad_target
 
 F64 = np.float64
@@ -347,3 +347,22 @@ def test_a_weight_under_a_relu_dead_everywhere_is_not_said_to_be_kept(rng):
     with pytest.raises(AssertionError, match=DEAD.format("own.w")) as e:
         check_network_grad(network(DeadDense()), feeds(rng))
     assert "keep an old array" not in str(e.value)
+
+
+def test_a_relu_dead_everywhere_is_not_named_for_a_failure_beside_it(rng):
+    """fc1's bias of -100 leaves the ReLU above it dead at every unit, so its input's gradient
+    and fc1's are rightly 0; the halved gradient of the branch beside it failed the check, and
+    the message named the ReLU as the layer that passed nothing down. The loss does not
+    depend on fc1 there: only a parameter it depends on is said to be cut off."""
+    net = Network()
+    net.add("fc1", FullyConnected(4, 4, dtype=F64), "x")
+    net["fc1"].bias.value[...] = -100.0
+    net.add("relu", Activation("relu"), "fc1")
+    net.add("fcb", FullyConnected(4, 4, dtype=F64), "x")
+    net.add("own", Passes(0.5), "fcb")
+    net.add("cat", Concatenate(), ["relu", "own"])
+    net.add("fc2", FullyConnected(8, 3, dtype=F64), "cat")
+    net.add("loss", SoftmaxCrossEntropy(), ["fc2", "label"])
+    with pytest.raises(AssertionError, match=r"gradient of param fcb\.weight\[") as failed:
+        check_network_grad(net, feeds(rng))
+    assert "nothing reached" not in str(failed.value)
