@@ -7,7 +7,7 @@ from dataclasses import is_dataclass
 from typing import Any
 
 from distconv.arg import Arg
-from distconv.backend import ARRAY_KINDS, is_array, is_float_dtype, resolve_dtype
+from distconv.backend import ARRAY_KINDS, is_array, is_float_dtype, resolve_dtype, to_device
 from distconv.base_init import checks_base_init, refuse_skipped_base_init
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
@@ -121,7 +121,12 @@ class Layer:
         return param
 
     def new_param(self, key: str, value: Any, *, static: bool = False) -> Parameter:
-        """Create and register a parameter named ``"<layer name>.<key>"``, owned by this layer."""
+        """Create and register a parameter named ``"<layer name>.<key>"``, owned by this layer,
+        its value on the current device (a layer of one's own passing ``np.ones(...)`` left it
+        on the host under ``--device gpu``, where the first product with a device array fails
+        inside the layer; anything but an array is the Parameter's to refuse)."""
+        if is_array(value):
+            value = to_device(value)
         param = self.add_param(key, Parameter(f"{self.name}.{key}", value, static=static))
         self._owned.add(key)
         return param
@@ -275,7 +280,8 @@ class Layer:
         'float'", naming the layer and the frozen parameter whose absent gradient it added
         into; None where it is no frozen weight's: a callback's (the sync's, an optimizer's),
         or a line's that touched no frozen gradient (a cache of the layer's own left None)."""
-        static = [p for p in self.parameters() if p.grad is None]
+        # one registered under two keys (a weight used twice, each use its own) is one
+        static = list({id(p): p for p in self.parameters() if p.grad is None}.values())
         frozen = [p.name for p in static]
         if not frozen or "NoneType" not in told(exc) or isinstance(exc, LayerError):
             return None

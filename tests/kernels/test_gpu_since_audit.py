@@ -343,6 +343,37 @@ def test_adding_into_a_frozen_weight_s_gradient_on_the_device_is_told_as_on_the_
     assert "skip adding into one (if not p.static: p.grad += ...)" in host
 
 
+class HostMade(Layer):
+    """``x * w``, its weight made as a layer of one's own makes it: ``np.ones``, on the host."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.w = self.new_param("w", np.ones(n, F32))
+
+    def _forward(self, x):
+        return values_of(self, x) * self.w.value
+
+    def _backward(self, dz, callback):
+        if self.inputs[0].needs_grad:
+            self.inputs[0].grad += dz * self.w.value
+        self.w.grad += (dz * self.inputs[0].value).sum(0)
+        self.w.inc_update(callback)
+
+
+def test_a_weight_given_to_new_param_on_the_host_goes_to_the_device(cupy):
+    """It stayed on the host under ``--device gpu``: the first product with a device input
+    failed inside the layer. Made on the device, it computes as on the host."""
+    x = np.random.default_rng(3).standard_normal((2, 4)).astype(F32)
+    set_device("cpu")
+    host = HostMade(4)
+    assert not is_gpu_array(host.w.value)
+    set_device("gpu")
+    layer = HostMade(4)
+    assert is_gpu_array(layer.w.value) and is_gpu_array(layer.w.grad)
+    out = layer.forward(Arg(cupy.asarray(x)))
+    np.testing.assert_array_equal(to_host(out.value), host.forward(Arg(x)).value)
+
+
 # -- 4. a Network's feeds on the device ----------------------------------------------------------
 def _classifier() -> Network:
     net = Network()

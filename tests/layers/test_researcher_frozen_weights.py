@@ -31,6 +31,35 @@ def test_the_gradient_checker_s_static_pass_names_them_too(rng):
         check_layer_grad(Scale(3), [Arg(rng.standard_normal((4, 3)))])
 
 
+class TiedTwice(Layer):
+    """``w * (w * x)``: one weight, registered under a key for each use, each use adding its
+    share, the weight's callback after the second (its ``shared_count`` is 2)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.w = self.new_param("w", np.full(n, 2.0, F64))
+        self.add_param("w_again", self.w)
+
+    def _forward(self, x):
+        return values_of(self, x) * self.w.value**2
+
+    def _backward(self, dz, callback):
+        x, w = self.inputs[0], self.w
+        for _ in range(2):  # each use's share: d(w w x)/dw = 2 w x, one w x a use
+            w.grad += (dz * x.value * w.value).sum(0)
+            w.inc_update(callback)
+
+
+def test_a_frozen_weight_registered_under_two_keys_is_named_once(rng):
+    """It was listed once per key: ``['TiedTwice.w', 'TiedTwice.w']``."""
+    layer = TiedTwice(3)
+    layer.w.set_static(True)
+    layer.forward(Arg(rng.standard_normal((2, 3))))
+    layer.output.grad = np.ones((2, 3))
+    with pytest.raises(LayerTypeError, match=r"static parameter\(s\) \['TiedTwice.w'\] have"):
+        layer.backward(lambda p: None)
+
+
 class Doubling(Layer):
     """``2 x``, with a backward that is wrong: it adds ``3 dz``."""
 
