@@ -16,9 +16,8 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
@@ -89,15 +88,21 @@ def blas_libraries() -> list:
     whenever modules were imported since: scipy or torch, imported after the first kernel
     call, bring a BLAS of their own, which would otherwise run unheld beside our threads."""
     global _blas, _blas_found_at
+    # read without the lock first, the count before the list: the locked path sets the list
+    # first, so a count that matches was set after its list (every hold asks, many a step)
+    found_at, libs = _blas_found_at, _blas
+    if libs is not None and found_at == len(sys.modules):
+        return libs
     with _lock:
         if _blas is None or len(sys.modules) != _blas_found_at:
-            _blas_found_at = len(sys.modules)
+            modules = len(sys.modules)
             try:
                 from threadpoolctl import ThreadpoolController
             except ImportError:  # pragma: no cover - threadpoolctl is a dependency
                 _blas = []
             else:
                 _blas = ThreadpoolController().select(user_api="blas").lib_controllers
+            _blas_found_at = modules
         return _blas
 
 
@@ -106,9 +111,71 @@ def _per_thread(lib: Any) -> bool:
     return getattr(lib, "threading_layer", None) == "openmp" or lib.internal_api == "mkl"
 
 
-@contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """Hold BLAS to one thread while our own threads split the work.
+#: how deep in :func:`one_blas_thread` the calling thread is: a call inside another on the same
+#: thread (every kernel's, inside a Network's forward or backward) finds the process-wide hold
+#: taken by the outer one, so it leaves the hold's lock alone
+_depth = threading.local()
+#: the libraries :func:`blas_libraries` last found, and of them those whose count is per
+#: thread and those whose count is process-wide, sorted once for every hold
+_kinds: tuple[list, list, list] = ([], [], [])
+
+
+def _libraries_by_kind() -> tuple[list, list]:
+    """:func:`blas_libraries` split into per-thread and process-wide ones (sorted again
+    whenever they are found again)."""
+    global _kinds
+    libs = blas_libraries()
+    kinds = _kinds
+    if kinds[0] is not libs:
+        per_thread = [lib for lib in libs if _per_thread(lib)]
+        kinds = _kinds = (libs, per_thread, [lib for lib in libs if not _per_thread(lib)])
+    return kinds[1], kinds[2]
+
+
+class _BlasHold:
+    """:func:`one_blas_thread`'s hold: a class rather than a generator context manager, and
+    the process-wide part taken by a thread's outermost hold alone (a step enters about 26,
+    at 4 µs each before)."""
+
+    __slots__ = ("_mine", "_outer")
+
+    def __enter__(self) -> None:
+        global _holders, _held
+        per_thread, shared = _libraries_by_kind()
+        mine = [(lib, n) for lib in per_thread if (n := lib.get_num_threads()) != 1]
+        for lib, _ in mine:
+            lib.set_num_threads(1)
+        self._mine = mine
+        depth = getattr(_depth, "n", 0)
+        self._outer = depth == 0
+        if self._outer:  # inside one on this thread, the process-wide hold is taken already
+            with _hold_lock:
+                if _holders == 0:
+                    _held = [(lib, n) for lib in shared if (n := lib.get_num_threads()) != 1]
+                    for lib, _ in _held:
+                        lib.set_num_threads(1)
+                    _check_held(shared)
+                _holders += 1
+        _depth.n = depth + 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        global _holders, _held
+        _depth.n -= 1
+        if self._outer:
+            with _hold_lock:
+                _holders -= 1
+                if _holders == 0:
+                    for lib, n in _held:
+                        lib.set_num_threads(n)
+                        if hasattr(lib, "clear_controlling_thread"):  # the next holder may be
+                            lib.clear_controlling_thread()  # another thread (threadpoolctl >= 3.2)
+                    _held = []
+        for lib, n in self._mine:
+            lib.set_num_threads(n)
+
+
+def one_blas_thread() -> _BlasHold:
+    """Hold BLAS to one thread while our own threads split the work (``with one_blas_thread():``).
 
     Every kernel call enters it, and so does a whole :meth:`~distconv.network.Network.forward`
     and ``backward``: inside a step distconv's kernel threads are the only parallelism. A BLAS
@@ -122,33 +189,10 @@ def one_blas_thread() -> Iterator[None]:
     unheld. A per-thread count (OpenMP layers, MKL) is set for the calling thread, and for good
     in our pool's workers (:func:`_hold_worker`). Counts are read and set directly:
     threadpoolctl's ``limit`` costs several times as much, and every kernel call enters here.
+    A hold inside another on the same thread checks the per-thread counts again (a library
+    found since, a count changed inside) and leaves the process-wide hold to the outer one.
     """
-    global _holders, _held
-    libs = blas_libraries()
-    mine = [(lib, n) for lib in libs if _per_thread(lib) and (n := lib.get_num_threads()) != 1]
-    for lib, _ in mine:
-        lib.set_num_threads(1)
-    with _hold_lock:
-        if _holders == 0:
-            shared = [lib for lib in libs if not _per_thread(lib)]
-            _held = [(lib, n) for lib in shared if (n := lib.get_num_threads()) != 1]
-            for lib, _ in _held:
-                lib.set_num_threads(1)
-            _check_held(shared)
-        _holders += 1
-    try:
-        yield
-    finally:
-        with _hold_lock:
-            _holders -= 1
-            if _holders == 0:
-                for lib, n in _held:
-                    lib.set_num_threads(n)
-                    if hasattr(lib, "clear_controlling_thread"):  # the next holder may be
-                        lib.clear_controlling_thread()  # another thread (threadpoolctl >= 3.2)
-                _held = []
-        for lib, n in mine:
-            lib.set_num_threads(n)
+    return _BlasHold()
 
 
 def _check_held(libs: list) -> None:

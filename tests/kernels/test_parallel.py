@@ -520,3 +520,38 @@ def test_a_pool_grown_by_another_thread_still_runs_the_work_handed_to_it(monkeyp
     while time.monotonic() < deadline and any(t.is_alive() for t in workers):
         time.sleep(0.05)
     assert not any(t.is_alive() for t in workers)
+
+
+def test_a_hold_inside_another_on_one_thread_leaves_the_process_wide_hold_to_the_outer():
+    """Every kernel call holds BLAS inside the Network's hold: the inner one takes no part in
+    the process-wide hold (its lock cost 4 µs a kernel call), and leaving it gives nothing back
+    while the outer one still holds."""
+    if not _blas_threads():
+        pytest.skip("no BLAS library found by threadpoolctl")
+    with threadpool_limits(limits=2, user_api="blas"):
+        after = _blas_threads()
+        with parallel.one_blas_thread():
+            with parallel.one_blas_thread():
+                inner = (parallel._holders, _blas_threads())
+            between = _blas_threads()
+        assert _blas_threads() == after
+    ones = [1] * len(after)
+    assert inner == (1, ones) and between == ones and after == [2] * len(after)
+
+
+def test_libraries_loaded_since_the_last_look_are_found_again():
+    """The libraries are read without the lock while no module was imported since: one
+    imported since makes the next hold look again (a BLAS it brought is held too)."""
+    first = parallel.blas_libraries()
+    assert parallel.blas_libraries() is first  # nothing imported: the same list
+    import sys
+    import types
+
+    name = "distconv_test_module_imported_since"
+    sys.modules[name] = types.ModuleType(name)
+    try:
+        again = parallel.blas_libraries()
+    finally:
+        del sys.modules[name]
+    assert again is not first
+    assert [lib.filepath for lib in again] == [lib.filepath for lib in first]
