@@ -111,9 +111,12 @@ def _per_thread(lib: Any) -> bool:
     return getattr(lib, "threading_layer", None) == "openmp" or lib.internal_api == "mkl"
 
 
-#: how deep in :func:`one_blas_thread` the calling thread is: a call inside another on the same
-#: thread (every kernel's, inside a Network's forward or backward) finds the process-wide hold
-#: taken by the outer one, so it leaves the hold's lock alone
+#: ``.holds``: a one-element list, how many :func:`one_blas_thread` holds the calling thread has
+#: open. Only the first in takes part in the process-wide hold and only the last out (the count
+#: back at 0) leaves it: a hold inside another (every kernel's, inside a Network's forward or
+#: backward) leaves the hold's lock alone. The count, not the hold object, says when: holds on
+#: one thread may end out of order (two generators each holding across a yield), and a hold
+#: left on another thread counts down the list of the thread that took it
 _depth = threading.local()
 #: the libraries :func:`blas_libraries` last found, and of them those whose count is per
 #: thread and those whose count is process-wide, sorted once for every hold
@@ -134,10 +137,10 @@ def _libraries_by_kind() -> tuple[list, list]:
 
 class _BlasHold:
     """:func:`one_blas_thread`'s hold: a class rather than a generator context manager, and
-    the process-wide part taken by a thread's outermost hold alone (a step enters about 26,
-    at 4 µs each before)."""
+    the process-wide part taken by a thread's first hold in and left by its last out (a step
+    enters about 26, at 4 µs each before)."""
 
-    __slots__ = ("_mine", "_outer")
+    __slots__ = ("_mine", "_count")
 
     def __enter__(self) -> None:
         global _holders, _held
@@ -146,9 +149,10 @@ class _BlasHold:
         for lib, _ in mine:
             lib.set_num_threads(1)
         self._mine = mine
-        depth = getattr(_depth, "n", 0)
-        self._outer = depth == 0
-        if self._outer:  # inside one on this thread, the process-wide hold is taken already
+        count = getattr(_depth, "holds", None)
+        if count is None:
+            count = _depth.holds = [0]
+        if count[0] == 0:  # inside one on this thread, the process-wide hold is taken already
             with _hold_lock:
                 if _holders == 0:
                     _held = [(lib, n) for lib in shared if (n := lib.get_num_threads()) != 1]
@@ -156,12 +160,14 @@ class _BlasHold:
                         lib.set_num_threads(1)
                     _check_held(shared)
                 _holders += 1
-        _depth.n = depth + 1
+        count[0] += 1
+        self._count = count
 
     def __exit__(self, *exc_info: object) -> None:
         global _holders, _held
-        _depth.n -= 1
-        if self._outer:
+        count = self._count  # the entering thread's, wherever this hold is left
+        count[0] -= 1
+        if count[0] == 0:
             with _hold_lock:
                 _holders -= 1
                 if _holders == 0:
@@ -190,7 +196,8 @@ def one_blas_thread() -> _BlasHold:
     in our pool's workers (:func:`_hold_worker`). Counts are read and set directly:
     threadpoolctl's ``limit`` costs several times as much, and every kernel call enters here.
     A hold inside another on the same thread checks the per-thread counts again (a library
-    found since, a count changed inside) and leaves the process-wide hold to the outer one.
+    found since, a count changed inside) and leaves the process-wide hold to the thread's
+    first hold in, which keeps it until the thread's last hold is out, in whatever order.
     """
     return _BlasHold()
 

@@ -555,3 +555,60 @@ def test_libraries_loaded_since_the_last_look_are_found_again():
         del sys.modules[name]
     assert again is not first
     assert [lib.filepath for lib in again] == [lib.filepath for lib in first]
+
+
+def test_holds_left_out_of_order_on_one_thread_keep_blas_held_until_the_last():
+    """Two generators (or coroutines) on one thread, each holding across a ``yield``: the first
+    in may leave first. BLAS stays at one thread while the other still holds, and a hold taken
+    meanwhile runs held too; the last out gives BLAS its count back."""
+    if not _blas_threads():
+        pytest.skip("no BLAS library found by threadpoolctl")
+
+    def holding():
+        with parallel.one_blas_thread():
+            yield
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        first, second = holding(), holding()
+        next(first)
+        next(second)
+        next(first, None)  # the first in leaves, the second still holds
+        still = (parallel._holders, _blas_threads())
+        with parallel.one_blas_thread():
+            meanwhile = _blas_threads()
+        next(second, None)
+        after = (parallel._holders, _blas_threads())
+    ones = [1] * len(after[1])
+    assert still == (1, ones) and meanwhile == ones
+    assert after == (0, [2] * len(ones))
+
+
+@pytest.mark.parametrize("own_hold", [True, False])
+def test_a_hold_left_on_another_thread_is_left_for_the_thread_that_took_it(own_hold):
+    """A hold entered on one thread and left on another (a generator closed there, an exit stack
+    handed over) ends the entering thread's hold: the process-wide hold is given back, and that
+    thread's next hold takes it again; the leaving thread's own hold, if any, is untouched."""
+    hold = parallel.one_blas_thread()
+    hold.__enter__()
+    seen: dict[str, object] = {}
+
+    def leave_it_here():
+        try:
+            if not own_hold:
+                hold.__exit__(None, None, None)
+                return
+            with parallel.one_blas_thread():
+                hold.__exit__(None, None, None)
+                seen["own hold"] = parallel._holders
+            seen["after own"] = parallel._holders
+        except BaseException as error:  # noqa: BLE001 - reported below
+            seen["error"] = error
+
+    other = threading.Thread(target=leave_it_here)
+    other.start()
+    other.join(10)
+    with parallel.one_blas_thread():
+        seen["taken again"] = parallel._holders
+    expected = {"own hold": 1, "after own": 0} if own_hold else {}
+    assert seen == expected | {"taken again": 1}
+    assert parallel._holders == 0
