@@ -13,7 +13,9 @@ import sys
 import pytest
 
 from distconv.rank_endings import resume_refused_in
+from distconv.run_dir import RunDirectory
 from tests.launcher.launch_cli import ENV, launch
+from tests.test_resume_checks import _rewrite_extra
 
 #: a short run of distconv train's own: its checkpoint is the one each launch resumes
 TRAIN = ("--data", "synthetic", "--epochs", "1", "--no-progress", "-q")
@@ -44,6 +46,24 @@ def checkpointed(tmp_path_factory) -> str:
 def test_a_refused_resume_is_not_restarted(tmp_path, checkpointed, job, change, refusal):
     out = tmp_path / "out"
     shutil.copytree(checkpointed, out)
+    _refused_once(tmp_path, out, job, change, refusal)
+
+
+@pytest.mark.timeout(120)
+def test_a_resume_that_does_not_fit_the_model_is_not_restarted(tmp_path, checkpointed):
+    """A checkpoint of an older distconv, which recorded neither the dtype nor the training
+    set: nothing names the cause, so the parameters that differ are the refusal (another
+    --dtype, now named by those facts where they are recorded, was this case's real launch)."""
+    out = tmp_path / "out"
+    shutil.copytree(checkpointed, out)
+    _rewrite_extra(RunDirectory(out).latest(), dtype="None", train_data=None)
+    job, change = ("--workers", "1", "--servers", "0"), ("--batch-size", "64", "--dtype", "float64")
+    _refused_once(tmp_path, out, job, change, "the checkpoint to resume does not fit the model")
+
+
+def _refused_once(tmp_path, out, job, change, refusal) -> None:
+    """Resume ``out`` under a launch of ``job`` with ``--max-restarts 2`` and ``change``: one
+    attempt, refused for ``refusal``, which the launcher says and records, restarting none."""
     run = tmp_path / "run"
     done = launch(
         "local", *job, "--max-restarts", "2", "--run-dir", str(run), "--",
