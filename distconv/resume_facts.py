@@ -17,7 +17,7 @@ from distconv.checkpoint import Checkpoint, CheckpointError, check_fit
 from distconv.checkpoint_checks import OWN_KEYS, whole_set_each_step
 from distconv.parameter import Parameter
 from distconv.scheme_history import WORLD_SIZE
-from distconv.sync.description import first_difference
+from distconv.sync.description import first_differing
 
 log = logging.getLogger("distconv.resume")
 
@@ -218,12 +218,11 @@ def _layer_differences(theirs: Any, ours: Any) -> list[str]:
     theirs, ours = _unlocated(dict(theirs)), _unlocated(dict(ours))
     for name in theirs.keys() & ours.keys():
         theirs[name], ours[name] = _both_hold(theirs[name], ours[name])
-    values: list[Any] = []  # the two values the sentence quotes, the checkpoint's first
-    said = first_difference(theirs, ours, f"{LAYERS}.", quote=lambda v: values.append(v) or "\0")
-    if said is None or _renamed_alike(theirs, ours):
+    found = first_differing(theirs, ours, f"{LAYERS}.")
+    if found is None or _renamed_alike(theirs, ours):
         return []
-    head = said.rsplit("\0", 2)[0]  # the last two: a layer's name may hold one
-    return [f"{head}checkpoint {values[-2]!r}, this run {values[-1]!r}"]
+    where, before, now = found
+    return [f"{where}: checkpoint {before!r}, this run {now!r}"]
 
 
 def _renamed_alike(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> bool:

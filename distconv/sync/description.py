@@ -36,25 +36,38 @@ def job_description(
 
 
 def first_difference(
-    ours: Mapping[str, Any], theirs: Mapping[str, Any], prefix: str = "", quote=repr
+    ours: Mapping[str, Any], theirs: Mapping[str, Any], prefix: str = ""
 ) -> str | None:
     """The first key (sorted, ``name`` first, numbers as numbers) whose value differs between
-    two descriptions, as a sentence, each value written by ``quote``; inside settings that are
+    two descriptions, as a sentence, each value by its repr; inside settings that are
     mappings themselves (the optimizer's), the first key there too (``optimizer.lr: 0.01 here,
     0.02 there``; ``optimizer.name`` for two kinds).
 
     Values differ as the digest sees them (their JSON: ``1`` and ``1.0`` differ, NaN is NaN),
     so descriptions whose digests differ always get a sentence, never None."""
+    found = first_differing(ours, theirs, prefix)
+    if found is None:
+        return None
+    where, a, b = found
+    return f"{where}: {a!r} here, {b!r} there"
+
+
+def first_differing(
+    ours: Mapping[str, Any], theirs: Mapping[str, Any], prefix: str = ""
+) -> tuple[str, Any, Any] | None:
+    """Where two descriptions first differ, as :func:`first_difference` finds it, and the two
+    values there (``ours``' first): ``("optimizer.lr", 0.01, 0.02)``, for a caller that words
+    or cuts the values itself. None where they do not differ."""
     for key in sorted(set(ours) | set(theirs), key=key_order):
         a, b = ours.get(key, "<missing>"), theirs.get(key, "<missing>")
         if (key in ours) != (key in theirs) or _differ(a, b):
             if not prefix and key == "parameters" and isinstance(a, list) and isinstance(b, list):
-                return _first_param_difference(a, b, quote)
+                return _first_param_differing(a, b)
             if isinstance(a, Mapping) and isinstance(b, Mapping):
-                inner = first_difference(a, b, f"{prefix}{key}.", quote)
+                inner = first_differing(a, b, f"{prefix}{key}.")
                 if inner is not None:
                     return inner
-            return f"{prefix}{key}: {quote(a)} here, {quote(b)} there"
+            return f"{prefix}{key}", a, b
     return None
 
 
@@ -76,11 +89,11 @@ def _differ(a: Any, b: Any) -> bool:
         return bool(a != b)
 
 
-def _first_param_difference(a: list, b: list, quote=repr) -> str:
+def _first_param_differing(a: list, b: list) -> tuple[str, Any, Any]:
     for i, (pa, pb) in enumerate(zip(a, b)):
         if pa != pb:
-            return f"parameter {i}: {quote(pa)} here, {quote(pb)} there"
-    return f"parameter count: {len(a)} here, {len(b)} there"
+            return f"parameter {i}", pa, pb
+    return "parameter count", len(a), len(b)
 
 
 def as_sent(description: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from distconv.sync.description import as_sent, digest, first_difference, key_order
+from distconv.sync.description import as_sent, digest, first_differing, key_order
 from distconv.sync.ps.wire import MAX_HEADER_BYTES, WireError, json_map, short
 
 #: the most bytes of description text a hello carries: a quarter of the header cap, so that the
@@ -174,18 +174,17 @@ def _entry_difference(ours: HelloJob, theirs: HelloJob) -> str | None:
 
 
 def _difference(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> str | None:
-    """:func:`~distconv.sync.description.first_difference` with both values cut to
+    """:func:`~distconv.sync.description.first_difference`'s sentence with both values cut to
     :data:`VALUE_CHARS` (a hello's values may be hundreds of KB) from a little before where
     their reprs first differ: two long values that differ late (a layer's seventh projection)
     cut from their starts would be quoted alike."""
-    values: list[Any] = []
-    said = first_difference(ours, theirs, quote=lambda v: values.append(v) or "\0")
-    if said is None:
+    found = first_differing(ours, theirs)
+    if found is None:
         return None
-    head, here, there = said.rsplit("\0", 2)  # the last two: a received key may hold one
-    a, b = (repr(v) for v in values[-2:])
+    where, *values = found
+    a, b = (repr(v) for v in values)
     start = max(0, len(os.path.commonprefix([a, b])) - VALUE_CHARS // 4)
-    return f"{head}{_cut(a, start)}{here}{_cut(b, start)}{there}"
+    return f"{where}: {_cut(a, start)} here, {_cut(b, start)} there"
 
 
 def _cut(text: str, start: int) -> str:
