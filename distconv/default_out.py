@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 from distconv.checkpoint import CheckpointError
 from distconv.messages import shell_quoted
-from distconv.run_files import CHECKPOINTS
+from distconv.run_files import CHECKPOINTS, runs_holding
 
 log = logging.getLogger(__name__)
 
@@ -68,24 +68,12 @@ def _named(out: str, made_of: str) -> str:
 
 def _others(out: str) -> str:
     """``; runs/ holds A, B: pass --out runs/NAME to resume one of them`` (the newest first),
-    or '' where ``runs/`` holds no other run."""
-    try:
-        with os.scandir(RUNS) as entries:
-            runs = [e for e in entries if e.path != out and _is_run(e.path)]
-            runs.sort(key=lambda e: e.stat().st_mtime, reverse=True)
-    except OSError:  # no runs/ (or unreadable): nothing to name
-        return ""
+    or '' where ``runs/`` holds no other run (a folder with a checkpoints folder: a launcher's
+    run directory under runs/ holds its own ``train/``)."""
+    runs = [name for name in runs_holding(RUNS, CHECKPOINTS) if os.path.join(RUNS, name) != out]
     if not runs:
         return ""
     # a name that breaks the line (or does not print) as the errors show such a path
-    names = ", ".join(
-        e.name if e.name.isprintable() else shell_quoted(e.name) for e in runs[:NAMED_RUNS]
-    )
+    names = ", ".join(n if n.isprintable() else shell_quoted(n) for n in runs[:NAMED_RUNS])
     more = f" and {len(runs) - NAMED_RUNS} more" if len(runs) > NAMED_RUNS else ""
     return f"; {RUNS}/ holds {names}{more}: pass --out {RUNS}/NAME to resume one of them"
-
-
-def _is_run(path: str) -> bool:
-    """Whether ``path`` is an output directory ``--out`` could name: one that holds a
-    checkpoints folder (a launcher's run directory under runs/ holds its own ``train/``)."""
-    return os.path.isdir(os.path.join(path, CHECKPOINTS))

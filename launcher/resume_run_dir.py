@@ -11,8 +11,9 @@ holding a ``failure.json``. ``--resume auto`` starts afresh there, as it does an
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
+
+from distconv.run_files import runs_holding
 
 from .commands import Program, UsageError, has_option, parse_train_values
 from .shown import shown
@@ -47,20 +48,9 @@ def refuse_resume_in_a_new_run_dir(
 def _runs_held(runs: Path) -> str:
     """``'runs' holds 'K2', 'J1' (newest first)``: the run directories under ``runs`` that
     hold a ``train/``, by its last change, :data:`RUNS_NAMED` at most; or that it holds none."""
-    held = []
-    try:
-        for entry in os.scandir(runs):
-            train = Path(entry.path, "train")
-            try:
-                if entry.is_dir() and train.is_dir():
-                    held.append((train.stat().st_mtime, entry.name))
-            except OSError:  # gone meanwhile, out of reach: not one to name
-                continue
-    except OSError:  # no runs/ (or none readable): none to name
-        pass
-    if not held:
+    names = [shown(name) for name in runs_holding(runs, "train")]
+    if not names:
         return f"{shown(runs)} holds no run directory with a train/ in it"
-    names = [shown(name) for _, name in sorted(held, reverse=True)]
     more = len(names) - RUNS_NAMED
     listed = ", ".join(names[:RUNS_NAMED]) + (f" and {more} more" if more > 0 else "")
     return f"{shown(runs)} holds {listed} (newest first)"
