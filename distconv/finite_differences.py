@@ -17,6 +17,7 @@ from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, to_host
 from distconv.kept_hint import kept_hint
 from distconv.layers.base import Layer
+from distconv.messages import named
 from distconv.network import Network
 
 
@@ -302,7 +303,7 @@ def compare(
             again = (obj, owner, direction, g, step / 10, tol, name)
             return compare(*again, retry=False, first=numeric)
     except (TypeError, ValueError) as exc:  # a smaller step lost to rounding, float64 refused
-        why = f"in float64 it raised {_told(exc)}"
+        why = f"in float64 it raised {named(exc)}"
     # across a kink the derivative at the point is one side's slope; one outside both, by more
     # than their gap, is off (a curve's slopes part too: a float32-only tanh's halved
     # gradient was "a kink?")
@@ -358,7 +359,7 @@ def widened(obj: Objective) -> Iterator[tuple[Objective | None, str]]:
         try:  # a layer that refuses float64 raises: no float64 comparison, whatever it raises
             out, why = obj._output(), ""  # (a KeyError from a table of float32 kernels ...)
         except Exception as exc:
-            out, why = None, f"given float64 values it raised {_told(exc)}"
+            out, why = None, f"given float64 values it raised {named(exc)}"
         if out is not None and out.dtype != np.float64:
             out, why = None, f"given float64 values its output is {out.dtype}"
         if out is None:
@@ -371,8 +372,3 @@ def widened(obj: Objective) -> Iterator[tuple[Objective | None, str]]:
     finally:
         for a, v in zip(owners, values):
             a.value = v
-
-
-def _told(exc: BaseException) -> str:
-    """``exc`` as a message names it: its class, and its text where it has one."""
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
