@@ -71,6 +71,11 @@ class Objective:
         if np.isfinite(first) != np.isfinite(self.f0) and (changed := self.changed(None)):
             raise changed
 
+    def moved(self, f: float) -> bool:
+        """Whether ``f`` differs from ``f0`` by more than 10 times :attr:`rounding`, the scale
+        :func:`compare` takes for noise (True where one of them alone is NaN)."""
+        return not abs(f - self.f0) <= 10 * self.rounding
+
     def changed(self, failure: BaseException | None) -> ValueError | None:
         """A ValueError saying that the output changed between the first two forwards, where
         ``f`` of them differ by more than 10 times :attr:`rounding` (the scale :func:`compare`
@@ -84,7 +89,7 @@ class Objective:
         first, f0 = self.first, self.f0
         if not (np.isfinite(first) or np.isfinite(f0)):
             return None  # not finite either time: the not-finite refusals name what holds it
-        if abs(first - f0) <= 10 * self.rounding:  # False for NaN on one side only
+        if not self.moved(first):
             return None
         return ValueError(
             f"{self.subject}: the output changed between two forwards at the same inputs and "

@@ -25,10 +25,10 @@ def kept_hint(obj: Any, owner: Any) -> str:
     v = owner.value
     try:
         owner.value = _moved(v)
-        if _moves(obj, obj.value()):
+        if obj.moved(obj.value()):
             return ""
         held = [v, *(a for a in obj.originals.get(id(owner), ()) if a is not v)]
-        if any(_moves(obj, _in_place(obj, a)) for a in held):
+        if any(obj.moved(_in_place(obj, a)) for a in held):
             return (
                 f"; the output does not depend on {owner.name}'s current value (it stays when "
                 "all of it moves, and moves when the array it held moves in place): does the "
@@ -49,11 +49,6 @@ def kept_hint(obj: Any, owner: Any) -> str:
 def _moved(v: Any) -> Any:
     """``v`` with every entry moved by 1 or more, in its dtype."""
     return (v + 1 + abs(v)).astype(v.dtype)
-
-
-def _moves(obj: Any, f: float) -> bool:
-    """Whether ``f`` differs from ``obj.f0`` by more than 10 times the outputs' rounding."""
-    return not abs(f - obj.f0) <= 10 * obj.rounding
 
 
 def _in_place(obj: Any, a: Any) -> float:
