@@ -232,3 +232,26 @@ def test_a_model_of_too_many_parameters_stops_at_the_seed_naming_its_header(shar
         assert time.monotonic() - began < 50  # raised before sending, not after the timeout
     finally:
         sync.close()
+
+
+@pytest.mark.timeout(60)
+def test_two_ranks_whose_models_differ_in_parameter_count_alone_are_told_the_counts(shards):
+    """The parameters agree as far as the shorter list goes: the refusal names the counts.
+    The hello's cut of the two values once looked for them in a sentence that quoted none,
+    and the shard failed on that rank's hello with a bare unpacking error."""
+    endpoints = shards.start(1, 2)
+    models = [
+        [Parameter(f"w{i}", np.zeros(3, np.float32)) for i in range(count)] for count in (2, 3)
+    ]
+
+    def rank_fn(rank: int):
+        sync = insecure_worker(endpoints, rank, 2, timeout=5)
+        try:
+            sync.setup(models[rank], {"batch_size": 8})
+        except SyncError as exc:
+            return exc
+        finally:
+            sync.close()
+
+    message = _refusal(run_ranks(rank_fn, 2, timeout=60))
+    assert re.search(r"parameter count: (2 here, 3|3 here, 2) there \(here: ", message), message
