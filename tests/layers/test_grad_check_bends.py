@@ -217,3 +217,32 @@ def test_a_gradient_that_cannot_be_judged_is_told_why_and_what_to_do(make, why):
         "check it where the step crosses no kink (another seed or other inputs), or let it "
         "compute in float64"
     )
+
+
+class Float32Only(Curve):
+    """The leaky ReLU, refusing float64 with a RuntimeError of ``said``."""
+
+    def __init__(self, said: str) -> None:
+        super().__init__(leaky(), 1.0)
+        self.said = said
+
+    def _forward(self, x):
+        if x.value.dtype != np.float32:
+            raise RuntimeError(self.said)
+        return self.f(x.value)
+
+
+@pytest.mark.parametrize(
+    "said, named",
+    [
+        ("float32 only:\n  no float64 kernel\n", "RuntimeError: float32 only: no float64 kernel"),
+        ("   ", "RuntimeError"),
+    ],
+    ids=["lines", "blank"],
+)
+def test_a_refusal_of_float64_is_named_on_one_line_in_the_sentence(said, named):
+    """The refusal's own line breaks cut the sentence that quotes it, and a blank one left
+    ``RuntimeError:`` with nothing after it."""
+    with pytest.raises(ValueError) as refused:
+        check_layer_grad(Float32Only(said), _at(0.3 - 2e-4), elements=1)
+    assert f"no float64 comparison (given float64 values it raised {named}): " in str(refused.value)
