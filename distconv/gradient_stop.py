@@ -62,17 +62,17 @@ def stopped_hint(net: Network, obj: NetworkObjective, params: list[Parameter]) -
 
 
 def _reaches(obj: NetworkObjective, p: Parameter) -> bool:
-    """Whether the loss moves, beyond 10 times its rounding, when each entry of ``p`` moves by
-    1e-3 of itself and 1e-3 more, each way at random: a parameter under a ReLU dead at every
-    unit rightly has a gradient of 0, and the ReLU was named as the layer that passed nothing
-    down for a failure beside it."""
+    """Whether the loss moves (:meth:`~distconv.finite_differences.Objective.moved`) when
+    each entry of ``p`` moves by 1e-3 of itself and 1e-3 more, each way at random: a parameter
+    under a ReLU dead at every unit rightly has a gradient of 0, and the ReLU was named as the
+    layer that passed nothing down for a failure beside it."""
     v = p.value
     signs = np.random.default_rng(0).choice([-1.0, 1.0], v.shape)
     try:
         (moved,) = values_at(obj, p, (v + 1e-3 * (1 + abs(v)) * signs).astype(v.dtype))
     except Exception:  # a layer that refuses the moved values: no verdict on the parameter
         return False
-    return not abs(moved - obj.f0) <= 10 * obj.rounding
+    return obj.moved(moved)
 
 
 def _any(x: Any) -> bool:

@@ -117,8 +117,9 @@ def _cut_short(entry: Path) -> bool:
 
 def runs_holding(folder: str | os.PathLike, inside: str) -> list[str]:
     """The names of the directories in ``folder`` that hold a directory ``inside`` (a run's
-    ``checkpoints``, a launch's ``train``), newest first by that directory's last change: the
-    runs a refusal names for the user to pass. Empty where ``folder`` is missing or unreadable;
+    ``checkpoints``, a launch's ``train``), newest first by that inner directory's last change
+    (a new checkpoint, not the run directory's own files): the runs a refusal names for the
+    user to pass. Empty where ``folder`` is missing or unreadable;
     an entry gone meanwhile or out of reach is left out."""
     held = []
     try:
@@ -126,10 +127,10 @@ def runs_holding(folder: str | os.PathLike, inside: str) -> list[str]:
             for entry in entries:
                 try:
                     found = os.stat(os.path.join(entry.path, inside))
-                except OSError:  # none in it, gone meanwhile, out of reach
+                    if entry.is_dir() and stat.S_ISDIR(found.st_mode):
+                        held.append((found.st_mtime, entry.name))
+                except OSError:  # none in it, gone meanwhile, out of reach: that entry alone
                     continue
-                if entry.is_dir() and stat.S_ISDIR(found.st_mode):
-                    held.append((found.st_mtime, entry.name))
     except OSError:  # no such folder, or none readable: none to name
         return []
     return [name for _, name in sorted(held, reverse=True)]
