@@ -26,6 +26,7 @@ from distconv.data import Arrays, Dataset, array_length, as_arrays
 from distconv.epoch_tally import EpochTally, check_test_set, evaluate_shares, right_answers
 from distconv.fit_start import start_fit
 from distconv.layers.base import LayerError
+from distconv.layers.randomness import training_step
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
 from distconv.parameter import keep_gradient
@@ -78,7 +79,8 @@ class Trainer:
         accumulate: forward/backward passes per optimizer step.
         out_dir: where checkpoints and metrics go (the chief writes them); None writes nothing
             ("" is refused: ``Path("")`` is the current directory).
-        seed: the shuffle seed, an int >= 0 (with the epoch, the only input to the batch order).
+        seed: the shuffle seed, an int >= 0 (with the epoch, the only input to the batch order;
+            with the rank, step and pass, the only one to what layers draw in training).
         lr_decay: epoch ``e`` (from 0) trains at ``lr * lr_decay**e``. A per-epoch factor, not a
             schedule over the run's length, so a run resumed with more epochs continues exactly
             the schedule an uninterrupted one follows.
@@ -236,7 +238,9 @@ class Trainer:
                 if last:
                     self._fire_all()
                 continue
-            loss, right = self._forward(arrays, index)
+            # a dropout's mask of this rank, step and pass, drawn again alike by a resumed run
+            with training_step(self.seed, self.sync.rank, self.pos.step, k):
+                loss, right = self._forward(arrays, index)
             # the bound method, not the sync: one Python call less for each gradient
             callback = self.sync.on_gradient if last else keep_gradient
             self.network.backward(callback, loss=self.loss_name, loss_scale=len(index))

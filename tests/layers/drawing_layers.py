@@ -1,0 +1,35 @@
+"""A layer of one's own that draws through distconv's seam, as a contributor would write one:
+the randomness and gradient-check tests train and check it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distconv.arg import Arg
+from distconv.layers.base import Layer, grad_target, values_of
+from distconv.layers.randomness import step_generator, training
+from distconv.parameter import UpdateCallback
+
+
+class Jitter(Layer):
+    """``y = x * (1 + n / 10)``, ``n`` standard normal from the step's generator in training;
+    the identity otherwise. ``drawn`` holds each forward's ``n`` (None where it did not train).
+
+    Args:
+        wrong: a backward that forgets the noise (passes ``dz`` on as the identity would).
+    """
+
+    def __init__(self, wrong: bool = False) -> None:
+        super().__init__()
+        self.wrong, self.noise, self.drawn = wrong, None, []
+
+    def _forward(self, x: Arg) -> Any:
+        v = values_of(self, x)
+        self.noise = step_generator().standard_normal(v.shape) if training() else None
+        self.drawn.append(self.noise)
+        return v if self.noise is None else v * (1 + self.noise / 10)
+
+    def _backward(self, dz: Any, callback: UpdateCallback) -> None:
+        dx = grad_target(self.inputs[0])
+        if dx is not None:
+            dx += dz if self.noise is None or self.wrong else dz * (1 + self.noise / 10)
