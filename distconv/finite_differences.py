@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, to_host
 from distconv.kept_hint import kept_hint
 from distconv.layers.base import Layer
+from distconv.layers.randomness import training_step
 from distconv.messages import named
 from distconv.network import Network
 
@@ -28,13 +29,18 @@ class Objective:
     messages name), ``inputs`` and ``input_names``, ``dtype`` (the output's), ``f0``,
     ``rounding``, ``params`` (the parameters ``f`` depends on), :meth:`value` and
     :meth:`backward`.
+
+    Every forward trains, on the same draws (:meth:`pinned`).
     """
 
     #: id of a parameter -> the arrays it held before the check swapped in copies of them
     originals: dict[int, tuple] = {}
 
-    def __init__(self, layer: Layer, inputs: list[Arg], rng: np.random.Generator) -> None:
+    def __init__(
+        self, layer: Layer, inputs: list[Arg], rng: np.random.Generator, draws: int = 0
+    ) -> None:
         self.layer, self.inputs, self.params = layer, inputs, layer.parameters()
+        self.draws = draws
         self.input_names = [f"input {i}" for i in range(len(inputs))]
         out = self._output()
         xp = get_array_module(out)
@@ -45,9 +51,17 @@ class Objective:
     def subject(self) -> str:
         return str(self.layer)
 
+    def pinned(self) -> AbstractContextManager[np.random.Generator]:
+        """A context in which forwards train (a dropout drops) on a generator made afresh from
+        :attr:`draws` (:mod:`distconv.layers.randomness`): each forward of the check draws the
+        same numbers, so finite differences judge a layer that draws (a fresh mask at each
+        forward gave numeric derivatives of 3.6e7 against 23)."""
+        return training_step(self.draws, 0, 0)
+
     def _output(self) -> Any:
         """The output's array after a fresh forward at the values as they are now."""
-        return self.layer.forward(*self.inputs).value
+        with self.pinned():
+            return self.layer.forward(*self.inputs).value
 
     def _settle(self, out: Any, r: Any) -> float:
         """The output's dtype, ``f0`` (a second forward) and its rounding, from the first
@@ -95,8 +109,9 @@ class Objective:
             f"{self.subject}: the output changed between two forwards at the same inputs and "
             f"parameters (f {first:.10g}, then {f0:.10g}): it is random, depends on state "
             "kept from an earlier forward, or adds in another order each time, and no gradient "
-            "can be judged; make it deterministic for the check (draw the random part once and "
-            "reuse it)" + ("" if failure is None else f"; it failed so: {failure}")
+            "can be judged; make it deterministic for the check (draw from distconv.layers."
+            "randomness.step_generator(), which the checks pin, or draw the random part once "
+            "and reuse it)" + ("" if failure is None else f"; it failed so: {failure}")
         )
 
     def _f(self, out: Any) -> float:
@@ -109,7 +124,8 @@ class Objective:
 
     def backward(self, callback: Any) -> None:
         """Fresh forward, seed ``d f / d output = r``, backward."""
-        self.layer.forward(*self.inputs)
+        with self.pinned():
+            self.layer.forward(*self.inputs)
         self.layer.output.grad = self.r.copy()
         self.layer.backward(callback)
 
@@ -120,8 +136,9 @@ class NetworkObjective(Objective):
     the Trainer's ``loss_scale`` scales both alike). ``inputs`` are the fed Args the network
     reads, in :attr:`~distconv.network.Network.feed_names` order."""
 
-    def __init__(self, net: Network, feeds: dict[str, Arg], loss: str) -> None:
+    def __init__(self, net: Network, feeds: dict[str, Arg], loss: str, draws: int = 0) -> None:
         self.net, self.feeds, self.loss, self.params = net, feeds, loss, net.parameters()
+        self.draws = draws
         names = [name for name in net.feed_names if isinstance(feeds.get(name), Arg)]
         self.inputs = [feeds[name] for name in names]
         self.input_names = [f"input {name}" for name in names]
@@ -133,11 +150,13 @@ class NetworkObjective(Objective):
         return f"network (loss {self.loss!r})"
 
     def _output(self) -> Any:
-        return self.net.forward(self.feeds)[self.loss].value
+        with self.pinned():
+            return self.net.forward(self.feeds)[self.loss].value
 
     def backward(self, callback: Any) -> None:
         """Fresh forward, backward from the loss."""
-        self.net.forward(self.feeds)
+        with self.pinned():
+            self.net.forward(self.feeds)
         self.net.backward(callback, loss=self.loss)
 
 

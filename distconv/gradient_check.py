@@ -22,7 +22,9 @@ Layer tests call it for every option; it raises ``AssertionError`` naming the ar
 :func:`check_network_grad` proves 1, 2 and 3 for a whole :class:`~distconv.network.Network`, of
 the sum of its loss layer's output (what its backward seeds with ones), in float64 by default,
 with the same finite differences, steps and tolerances; each parameter's users are the
-network's. Both put back what they change on the parameters (:func:`kept`).
+network's. Both put back what they change on the parameters (:func:`kept`). Both run every
+forward as a training step whose draws are pinned (:mod:`distconv.layers.randomness`): a
+dropout drops, and the same entries at each forward of one check.
 """
 
 from __future__ import annotations
@@ -96,7 +98,9 @@ def check_layer_grad(
         tol: largest allowed relative difference, finite and > 0; when None by that dtype
             (1e-6 float64, 0.02 float32).
         elements: single entries (an int >= 0) of each array to check besides the direction.
-        seed: for the output weighting and the directions.
+        seed: for the output weighting and the directions, and the seed of what the layer
+            draws (:mod:`distconv.layers.randomness`): every forward of the check trains, a
+            dropout dropping, on the same draws.
         check_static: also run the all-static pass.
 
     Returns:
@@ -113,8 +117,8 @@ def check_layer_grad(
             float32 comparison failed where the output bends within the step (a kink) and the
             layer does not compute in float64, where it would be made again; or a comparison
             failed and the output changed between two forwards at the same inputs and
-            parameters (a random layer, or one that keeps state from an earlier forward: make
-            it deterministic).
+            parameters (a layer drawing from a generator of its own, not the step's, or one that
+            keeps state from an earlier forward: make it deterministic).
         TypeError: the layer's output, a parameter or an input it checks is not float32 or
             float64 (bfloat16, float16 ...), in which finite differences cannot tell a wrong
             gradient from a right one; or (a ``LayerTypeError``) with every parameter frozen
@@ -124,7 +128,7 @@ def check_layer_grad(
     rng = np.random.default_rng(seed)
     params = layer.parameters()
     with kept(params):
-        return _check_layer(layer, inputs, params, step, tol, elements, rng, check_static)
+        return _check_layer(layer, inputs, params, step, tol, elements, rng, check_static, seed)
 
 
 def _check_layer(
@@ -136,11 +140,13 @@ def _check_layer(
     elements: int,
     rng: np.random.Generator,
     check_static: bool,
+    draws: int,
 ) -> GradCheckReport:
-    """:func:`check_layer_grad` on ``layer``'s ``params``, which it leaves changed."""
+    """:func:`check_layer_grad` on ``layer``'s ``params``, which it leaves changed; its layers
+    draw from a generator of ``draws`` (:meth:`Objective.pinned`)."""
     for p in params:  # the layer alone, as a one-layer Network would count its users
         p.shared_count = sum(q is p for q in params)  # (analytic_pass's zero_grad resets the rest)
-    obj = Objective(layer, inputs, rng)
+    obj = Objective(layer, inputs, rng, draws)
     if not (targets := _targets(obj, params)):  # an empty report passed any backward
         raise ValueError(
             f"{layer}: nothing to check: no parameter trains, no input needs_grad "
@@ -219,7 +225,7 @@ def check_network_grad(
                     p.grad = (
                         None if p.grad is None else get_array_module(p.value).zeros_like(p.value)
                     )
-            obj = NetworkObjective(net, _own_feeds(feeds, dtype, inputs), loss)
+            obj = NetworkObjective(net, _own_feeds(feeds, dtype, inputs), loss, seed)
             obj.originals = originals
             if not (targets := _targets(obj, params)):
                 raise ValueError(

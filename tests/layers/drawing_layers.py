@@ -25,7 +25,10 @@ class Jitter(Layer):
 
     def _forward(self, x: Arg) -> Any:
         v = values_of(self, x)
-        self.noise = step_generator().standard_normal(v.shape) if training() else None
+        # in the input's dtype: a float64 noise made a float32 network's output float64
+        self.noise = (
+            step_generator().standard_normal(v.shape).astype(v.dtype) if training() else None
+        )
         self.drawn.append(self.noise)
         return v if self.noise is None else v * (1 + self.noise / 10)
 
