@@ -12,6 +12,7 @@ from distconv.layers.conv import (
     ConvTranspose3D,
     ConvTransposeProjection,
 )
+from distconv.layers.dropout import Dropout
 from distconv.layers.expand import FeatureMapExpand
 from distconv.layers.fc import FullyConnected
 from distconv.layers.loss import MSELoss, SoftmaxCrossEntropy
@@ -47,6 +48,7 @@ __all__ = [
     "ConvTransposeProjection",
     "DotMulOperator",
     "DotMulProjection",
+    "Dropout",
     "FeatureMapExpand",
     "FullMatrixProjection",
     "FullyConnected",
