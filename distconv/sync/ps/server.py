@@ -37,6 +37,7 @@ from distconv.endpoint import join_endpoint, split_endpoint
 from distconv.kernels.parallel import blas_libraries
 from distconv.optim import Optimizer
 from distconv.sync.ps import keys as keyfiles
+from distconv.sync.ps.async_updates import AsyncUpdates
 from distconv.sync.ps.blocks import ParamSpec
 from distconv.sync.ps.config import (
     ShardConfig,
@@ -74,6 +75,7 @@ class Shard(
     ShardGathers,
     RunChecks,
     WorkerLosses,
+    AsyncUpdates,
     BlockUpdates,
     CheckpointParts,
     Draining,

@@ -1,5 +1,6 @@
 """What a shard holds (blocks, their optimizer state, held requests, counters) and how an
-update changes it: the sync sum in rank order, the async staleness rule, sparse rows."""
+update changes it: the sync sum in rank order, sparse rows (the async staleness rule is
+:mod:`.async_updates`')."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from distconv.backend import all_finite
 from distconv.messages import named
 from distconv.optim import mean_scale
 from distconv.sync.ps.blocks import ParamSpec
-from distconv.sync.ps.sums import nan_message, over_cap, sum_culprit, sum_in_rank_order
+from distconv.sync.ps.sums import over_cap, sum_culprit, sum_in_rank_order
 from distconv.sync.ps.wire import (
     DTYPES,
     MAX_ARRAY_BYTES,
@@ -30,7 +31,6 @@ from distconv.sync.ps.wire import (
 log = logging.getLogger("distconv.pserver")
 #: the clock of ``update_seconds`` (a name of its own, so a test can drive it)
 _clock = time.perf_counter
-DROPS_COUNTED = "; further drops are counted in the stats line (drops), logged at DEBUG"
 
 
 @dataclass
@@ -171,7 +171,8 @@ def dense_gradients(
 
 class BlockUpdates:
     """The optimizer side of :class:`~distconv.sync.ps.server.Shard`: collect a sync step's
-    pushes, apply them (or an async push) to the blocks, build the reply's values."""
+    pushes, apply them to the blocks (an async push: :class:`.async_updates.AsyncUpdates`),
+    build the reply's values."""
 
     def _collect_push(
         self, ident: bytes, header: dict[str, Any], params: list, parts: list
@@ -342,59 +343,3 @@ class BlockUpdates:
                 if s.ndim:
                     s[local] = state[k]
         block.version += 1
-
-    def _check_finite(self, rank: int, ids: list[int], parts: list) -> None:
-        """Refuse an async push holding a NaN or Inf, naming its parameter and rank."""
-        with np.errstate(over="ignore"):  # the check's dot product may overflow: see all_finite
-            bad = next((k for k, (_, g) in enumerate(parts) if not all_finite(g)), None)
-        if bad is not None:
-            raise _Refused(nan_message(self.params[self.blocks[ids[bad]].param].name, rank))
-
-    def _apply_async(self, ident: bytes, header: dict[str, Any], params: list, parts: list) -> None:
-        """Apply each parameter of a push at once, or drop it if too stale; one reply with
-        every block's values and the number of parameters dropped. A push of ``count`` 0 (a
-        short last step left the worker no example) holds no gradient: nothing is applied
-        (Momentum and Adam would take a step on its zeros, a step of no data).
-
-        Everything a request can get wrong was checked before (:meth:`_op_push`) and the drops
-        are decided here before any update, so only the optimizer itself can fail midway (a
-        shard bug, or memory): some blocks may be updated then, so the job fails, as in sync.
-        """
-        at, applied = 0, []
-        for p in params:
-            ids = self.by_param[p]
-            mine, at = slice(at, at + len(ids)), at + len(ids)
-            staleness = max(
-                self.blocks[b].version - v for b, v in zip(ids, header["versions"][mine])
-            )
-            if staleness <= self.config.max_staleness:
-                applied.append((p, ids, parts[mine]))
-                continue
-            self.stats.drops += 1  # INFO for each was 352 lines an epoch at staleness 0
-            first, updates = self.stats.drops == 1, "update" + "s" * (staleness != 1)
-            log.log(
-                logging.INFO if first else logging.DEBUG,
-                "shard %d: dropped a push of %s from rank %d: %d %s stale (max %d)%s",
-                *(self.index, self.params[p].name, header["rank"], staleness, updates),
-                *(self.config.max_staleness, DROPS_COUNTED * first),
-            )
-        self.optimizer.lr = float(header["lr"])
-        scale = mean_scale(header["count"])
-        for p, ids, mine in applied if header["count"] else ():
-            try:
-                start = _clock()
-                for bid, (rows, g) in zip(ids, mine):
-                    self._update(self.blocks[bid], g, scale, rows)
-                self.stats.update_seconds += _clock() - start
-            except Exception as exc:
-                log.exception("shard %d: async update of parameter %d failed", self.index, p)
-                message = (
-                    f"update of parameter {self.params[p].name} from rank {header['rank']} "
-                    f"failed on shard {self.index}: {named(exc)}"
-                )
-                self._fail(message)
-                raise _Refused(message) from None
-            self.stats.updates += 1
-            self.top_step = max(self.top_step, header["step"])
-        arrays, fields = self._values(header["blocks"], [rows for rows, _ in parts])
-        self._reply(ident, header, arrays, dropped=len(params) - len(applied), **fields)
