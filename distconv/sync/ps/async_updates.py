@@ -1,6 +1,14 @@
 """Async mode's push on a shard: each parameter applied on arrival, or dropped when its blocks
 moved on by more than ``--max-staleness`` updates since the worker last received them (the
-staleness rule), the first drop logged at INFO and the rest counted."""
+staleness rule), the first drop logged at INFO and the rest counted.
+
+What the stats count of it (docs/protocol.md, "Stats"): ``drops``, one per parameter dropped;
+``updates_by_staleness``, one per parameter applied, at its staleness; and per push message,
+``push_messages_applied`` where the shard applied at least one of its parameters (the push
+moved the model; its other parameters, if any, are in ``drops``) and
+``push_messages_dropped`` where it dropped every one. A push of ``count`` 0 whose parameters
+are within the bound applies nothing and drops nothing: it counts in neither.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +20,24 @@ import numpy as np
 from distconv.messages import named
 from distconv.optim import mean_scale
 from distconv.sync.ps import state
+from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.state import _Refused
 from distconv.sync.ps.sums import nan_message
 
 log = logging.getLogger("distconv.pserver")
 DROPS_COUNTED = "; further drops are counted in the stats line (drops), logged at DEBUG"
+#: the highest staleness ``updates_by_staleness`` counts apart: a bound above it ("never
+#: drop") counts every update this stale or more in this last entry, so that a stats reply
+#: and the log line stay short
+TOP_STALENESS = 64
+
+
+def staleness_counts(config: ShardConfig) -> list[int]:
+    """A shard's ``updates_by_staleness`` before any push: a zero for each staleness from 0 to
+    its ``max_staleness`` (at most :data:`TOP_STALENESS`) in async mode, none in sync mode."""
+    if config.mode != "async":
+        return []
+    return [0] * (min(config.max_staleness, TOP_STALENESS) + 1)
 
 
 class AsyncUpdates:
@@ -53,7 +74,7 @@ class AsyncUpdates:
                 self.blocks[b].version - v for b, v in zip(ids, header["versions"][mine])
             )
             if staleness <= self.config.max_staleness:
-                applied.append((p, ids, parts[mine]))
+                applied.append((p, ids, parts[mine], staleness))
                 continue
             self.stats.drops += 1  # INFO for each was 352 lines an epoch at staleness 0
             first, updates = self.stats.drops == 1, "update" + "s" * (staleness != 1)
@@ -65,7 +86,7 @@ class AsyncUpdates:
             )
         self.optimizer.lr = float(header["lr"])
         scale = mean_scale(header["count"])
-        for p, ids, mine in applied if header["count"] else ():
+        for p, ids, mine, staleness in applied if header["count"] else ():
             try:
                 start = state._clock()
                 for bid, (rows, g) in zip(ids, mine):
@@ -80,6 +101,12 @@ class AsyncUpdates:
                 self._fail(message)
                 raise _Refused(message) from None
             self.stats.updates += 1
+            counts = self.stats.updates_by_staleness
+            counts[min(staleness, len(counts) - 1)] += 1
             self.top_step = max(self.top_step, header["step"])
+        if not applied:
+            self.stats.push_messages_dropped += 1
+        elif header["count"]:
+            self.stats.push_messages_applied += 1
         arrays, fields = self._values(header["blocks"], [rows for rows, _ in parts])
         self._reply(ident, header, arrays, dropped=len(params) - len(applied), **fields)

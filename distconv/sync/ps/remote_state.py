@@ -290,7 +290,12 @@ class RemoteState:
         return {f"pserver-shard{s}": h["path"] for s, (h, _) in zip(writers, replies)}
 
     def shard_stats(self) -> list[dict[str, Any]]:
-        """Each shard's counters (pushes, bytes in/out, drops, update seconds, errors)."""
+        """Each shard's counters, shard 0 first, as its ``stats`` reply carries them: pushes,
+        updates, bytes in/out, update seconds, errors and, in async mode, what the staleness
+        rule did (``drops`` per parameter, ``push_messages_applied`` and
+        ``push_messages_dropped`` per push message, ``updates_by_staleness``: the updates
+        applied at each staleness). Each shard counts its own, since it started
+        (docs/protocol.md, "Stats")."""
         asks = [(s, {"op": "stats"}, ()) for s in range(len(self._socks))]
         return [h["stats"] for h, _ in self._ask_all(asks, "stats")]
 

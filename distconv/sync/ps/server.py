@@ -37,7 +37,7 @@ from distconv.endpoint import join_endpoint, split_endpoint
 from distconv.kernels.parallel import blas_libraries
 from distconv.optim import Optimizer
 from distconv.sync.ps import keys as keyfiles
-from distconv.sync.ps.async_updates import AsyncUpdates
+from distconv.sync.ps.async_updates import AsyncUpdates, staleness_counts
 from distconv.sync.ps.blocks import ParamSpec
 from distconv.sync.ps.config import (
     ShardConfig,
@@ -93,7 +93,7 @@ class Shard(
     def __init__(self, config: ShardConfig) -> None:
         config.check()
         self.config = config
-        self.stats = Stats()
+        self.stats = Stats(updates_by_staleness=staleness_counts(config))
         self.endpoint = ""
         self.params: list[ParamSpec] = []
         self.blocks: dict[int, _Block] = {}

@@ -72,14 +72,24 @@ class Stats:
     pushes: int = 0
     push_messages: int = 0
     updates: int = 0
+    #: async parameters dropped as too stale: one per parameter of a push, not one per push
     drops: int = 0
+    #: async push messages of which at least one parameter was applied
+    push_messages_applied: int = 0
+    #: async push messages of which every parameter was dropped as too stale
+    push_messages_dropped: int = 0
+    #: async updates applied, by staleness: entry s counts those s updates stale (sized by
+    #: :func:`~distconv.sync.ps.async_updates.staleness_counts`; none in sync mode)
+    updates_by_staleness: list[int] = field(default_factory=list)
     errors: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
     update_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """The counters by name: plain ints, floats and lists of ints (msgpack and JSON take
+        them), copied, so that later counts leave what was returned as it is."""
+        return {k: list(v) if isinstance(v, list) else v for k, v in self.__dict__.items()}
 
 
 class _Refused(Exception):
