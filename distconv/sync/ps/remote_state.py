@@ -295,9 +295,17 @@ class RemoteState:
         rule did (``drops`` per parameter, ``push_messages_applied`` and
         ``push_messages_dropped`` per push message, ``updates_by_staleness``: the updates
         applied at each staleness). Each shard counts its own, since it started
-        (docs/protocol.md, "Stats")."""
+        (docs/protocol.md, "Stats").
+
+        Raises:
+            SyncError: naming the shard, a reply without its counters (a map).
+        """
         asks = [(s, {"op": "stats"}, ()) for s in range(len(self._socks))]
-        return [h["stats"] for h, _ in self._ask_all(asks, "stats")]
+        replies = self._ask_all(asks, "stats")
+        for s, (h, _) in enumerate(replies):  # a KeyError here named no shard
+            if not isinstance(h.get("stats"), dict):
+                raise self._malformed(s, "stats reply without its counters (a map)")
+        return [h["stats"] for h, _ in replies]
 
 
 def _gather_block(
