@@ -126,6 +126,7 @@ def test_its_settings_record_p_and_a_p_out_of_range_is_refused():
             Dropout(p)
 
 
+@pytest.mark.gpu  # benchmarks/gpu.py runs pytest -m gpu on a device: unmarked, it ran nowhere
 def test_on_a_gpu_the_mask_is_the_one_a_cpu_draws(cupy):
     x = np.random.default_rng(5).standard_normal((32, 32)).astype(np.float32)
     on_host = _trained(Dropout(0.5), x, key=(1, 0, 2))[0]
