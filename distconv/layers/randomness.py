@@ -62,6 +62,11 @@ def step_generator() -> np.random.Generator:
     """The generator of this thread's training step, which every layer of the step draws
     from in turn (in the network's order, the same at each run).
 
+    Draw in a dtype of your own choosing (float32 uniforms, float64 normals cast to the
+    input's dtype), not the input's: the gradient checks make a float32 comparison that fails
+    again in float64, where ``standard_normal(shape, dtype=x.dtype)`` draws other numbers,
+    and a right layer drawing so was called off at a kink.
+
     Raises:
         RuntimeError: not training (:func:`training` is False): evaluation and prediction
             draw nothing.
