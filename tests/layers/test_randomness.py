@@ -94,22 +94,25 @@ def _jitter_net() -> Network:
 
 
 def test_the_trainer_draws_each_pass_from_its_seed_rank_step_and_pass():
-    """3 steps of 2 passes of 2 examples: the layer draws, in training only, the numbers of
-    (seed, rank 0, steps done, pass); the test-set check and the evaluation draw nothing."""
+    """2 epochs of 3 steps of 2 passes of 2 examples: the layer draws, in training only, the
+    numbers of (seed, rank 0, steps done in the run, pass), counted across the epochs (steps in
+    the epoch drew the first epoch's numbers again in the second); the test-set check and the
+    evaluations draw nothing."""
     rng = np.random.default_rng(0)
     data = {"x": rng.standard_normal((12, 4)), "label": np.arange(12) % 3}
     sync = create_sync("local", optimizer=create_optimizer("sgd", lr=0.1))
     net = _jitter_net()
     trainer = Trainer(net, sync, 2, accumulate=2, seed=5, progress=False)
-    trainer.fit(data, data, epochs=1)
+    trainer.fit(data, data, epochs=2)
     drawn = net["jitter"].drawn
     trained = [n for n in drawn if n is not None]
-    assert len(trained) == 6 and len(drawn) > 6  # every pass trained; evaluation did not
+    assert len(trained) == 12 and len(drawn) > 12  # every pass trained; evaluation did not
     expected = [
         np.random.default_rng(step_seed(5, 0, step, k)).standard_normal((2, 3))
-        for step in range(3)
+        for step in range(6)
         for k in range(2)
     ]
+    assert len(expected) == len(trained)
     for got, want in zip(trained, expected):
         np.testing.assert_array_equal(got, want)
     net.forward({"x": Arg(data["x"], needs_grad=False), "label": Arg(ids=data["label"])})
