@@ -6,8 +6,9 @@ What the stats count of it (docs/protocol.md, "Stats"): ``drops``, one per param
 ``updates_by_staleness``, one per parameter applied, at its staleness; and per push message,
 ``push_messages_applied`` where the shard applied at least one of its parameters (the push
 moved the model; its other parameters, if any, are in ``drops``) and
-``push_messages_dropped`` where it dropped every one. A push of ``count`` 0 whose parameters
-are within the bound applies nothing and drops nothing: it counts in neither.
+``push_messages_dropped`` where it dropped every one. A push of ``count`` 0 applies nothing:
+dropped whole, it counts in ``push_messages_dropped``; else in neither (its parameters over the
+bound, if any, in ``drops``).
 """
 
 from __future__ import annotations
