@@ -47,3 +47,20 @@ def test_a_stats_reply_without_its_counters_is_refused_naming_its_shard(shards, 
     said = str(refused.value)
     want = "rank 0: malformed reply from a pserver: stats reply without its counters (a map)"
     assert said == f"{want} (pserver shard 0 ({endpoint}))", said
+
+
+@pytest.mark.timeout(60)
+def test_the_refusal_names_the_shard_whose_reply_it_was(shards, tmp_path):
+    """Shard 0 answers as it should, shard 1 without its counters: shard 1 is named, not the
+    first shard asked."""
+    good = shards.launch(shard_argv(["-m", "distconv"], shards=2), tmp_path / "shard0.log")
+    argv = shard_argv(["-c", TAMPERED_SHARD, "none"], shard=1, shards=2)
+    bad = shards.launch(argv, tmp_path / "shard1.log")
+    sync = insecure_worker([good, bad], timeout=10)
+    try:
+        with pytest.raises(SyncError) as refused:
+            sync.shard_stats()
+    finally:
+        sync.close()
+    said = str(refused.value)
+    assert said.endswith(f"(a map) (pserver shard 1 ({bad}))"), said
