@@ -45,6 +45,7 @@ from distconv.parameter import Parameter, setup_params, trainable
 from distconv.sync.closing import NEEDS_OPEN, clear_step_record, closing_error, guard_closing  # noqa: F401
 from distconv.sync.description import job_description
 from distconv.sync.errors import SyncError, step_refusal  # transports import them from here
+from distconv.sync.setup_told import tell_setup_failed  # noqa: F401  (the Trainer's)
 
 #: optimizer state by parameter name, then state key (host or device arrays)
 StateDict = dict[str, dict[str, Any]]
@@ -375,15 +376,6 @@ class SyncStrategy(ABC):
         An exception propagating then (:func:`closing_error`) is a failure the other ranks
         must learn of: a transport may abort them (MPI) or tell its servers why (parameter
         server), so close outside an ``except`` clause a failure that was handled."""
-
-
-def tell_setup_failed(sync: SyncStrategy, error: Exception) -> None:
-    """``sync.fail_setup(error)``, the caller raising ``error`` next: it stays the cause."""
-    try:
-        sync.fail_setup(error)
-    except Exception as failed:  # a strategy's own: noted (a warning before Python 3.11)
-        note = getattr(error, "add_note", warnings.warn)
-        note(f"telling the other ranks failed too: {failed!r}")
 
 
 def _class_statement() -> int:
