@@ -139,7 +139,18 @@ class _Metrics:
         self.stale_dropped = make(
             Counter,
             "distconv_stale_gradients_dropped",
-            "Gradients dropped for exceeding the staleness bound (asynchronous mode).",
+            "Gradients dropped for exceeding the staleness bound (asynchronous mode), one per "
+            "parameter and shard.",
+        )
+        self.push_messages_applied = make(
+            Counter,
+            "distconv_push_messages_applied",
+            "Asynchronous push messages the shards applied (some parameter of, or all).",
+        )
+        self.push_messages_dropped = make(
+            Counter,
+            "distconv_push_messages_dropped",
+            "Asynchronous push messages the shards dropped whole as too stale.",
         )
         self.restarts = make(Gauge, "distconv_restarts", "Times the job was restarted.")
         self.ready = make(Gauge, "distconv_ready", "1 once the parameters are in place.")
@@ -337,10 +348,18 @@ class ServiceEndpoints:
             raise ValueError(f"n must be >= 0, got {n}")
         self._metrics.stale_dropped.inc(n)
 
+    def add_push_messages(self, applied: int = 0, dropped: int = 0) -> None:
+        """``applied`` asynchronous push messages were applied, ``dropped`` dropped whole."""
+        if applied < 0 or dropped < 0:
+            raise ValueError(f"push counts must be >= 0, got {applied} and {dropped}")
+        self._metrics.push_messages_applied.inc(applied)
+        self._metrics.push_messages_dropped.inc(dropped)
+
     def record_totals(self, totals: Mapping[str, float], source: object = None) -> None:
         """Count what a sync strategy's running totals (``SyncStrategy.traffic()``) added since
         the last call for the same ``source`` (the strategy; a new Trainer on this monitor may
-        bring another): ``bytes_pushed``, ``bytes_pulled``, ``sync_seconds``, ``stale_dropped``.
+        bring another): ``bytes_pushed``, ``bytes_pulled``, ``sync_seconds``, ``stale_dropped``,
+        ``push_messages_applied``, ``push_messages_dropped``.
 
         A source not seen before is counted from 0, and so are all totals of one whose totals
         dropped (a new strategy where an old one was, or no source given): the counters go on
@@ -354,6 +373,8 @@ class ServiceEndpoints:
         if "sync_seconds" in delta:
             self.observe_allreduce(delta["sync_seconds"])
         self.add_stale_dropped(int(delta.get("stale_dropped", 0)))
+        pushes = (int(delta.get(f"push_messages_{k}", 0)) for k in ("applied", "dropped"))
+        self.add_push_messages(*pushes)
 
     def set_restarts(self, n: int) -> None:
         """The job has been restarted ``n`` times (the launcher's ``DISTCONV_RESTART``)."""

@@ -348,8 +348,10 @@ class SyncStrategy(ABC):
         return {}
 
     def traffic(self) -> dict[str, float]:
-        """Running totals for monitoring (``/metrics``): ``bytes_pushed``, ``bytes_pulled``,
-        ``sync_seconds`` (time spent finishing steps) and ``stale_dropped``, those it keeps."""
+        """Running totals for monitoring (``/metrics``), those it keeps: ``bytes_pushed``,
+        ``bytes_pulled``, ``sync_seconds`` (time spent finishing steps), ``stale_dropped``
+        (gradients dropped as too stale, one per parameter and shard), and an async parameter
+        server's ``push_messages_applied`` and ``push_messages_dropped`` (as its shards count)."""
         return {}
 
     # -- collectives --------------------------------------------------------------------------

@@ -97,6 +97,8 @@ class PServerSync(
             they move a batch's rows only), learnt in :meth:`setup`.
         drops: gradients (one per parameter and shard) the shards dropped as too stale.
         push_messages: push messages sent so far (several gradients may share one).
+        push_messages_applied, push_messages_dropped: async pushes (whose reply came) the shard
+            applied (some parameter of) and dropped (all): see :meth:`_count_push`.
     """
 
     fetches_rows = True  # sparse tables stay on the shards; a batch's rows are pulled
@@ -130,7 +132,7 @@ class PServerSync(
         self.sparse: set[str] = set()
         self.block_bytes = int(block_bytes)
         self.mode, self.max_staleness = "", None  # the shards say (hello): a run records them
-        self.drops = 0
+        self.drops = self.push_messages_applied = self.push_messages_dropped = 0
         self._part_writers: list[int] = []
         self._bytes_pushed = self._bytes_pulled = 0
         self._sync_seconds = 0.0
@@ -351,8 +353,9 @@ class PServerSync(
                 blocks, pushed = inflight[rid]
                 # in place: the set moved after
                 written |= self._write(blocks, arrays, header, pushed)
-                self.drops += int(header.get("dropped", 0))
-                for i in {b.param for b in blocks}:
+                params = {b.param for b in blocks}
+                self._count_push(len(params), int(header.get("dropped", 0)))
+                for i in params:
                     pending[i] -= 1
                     if not pending[i]:
                         self._zero_gradient(i)
@@ -361,12 +364,27 @@ class PServerSync(
         self._zero_gradients(done=set(pending))
         self._lagging = False
 
+    def _count_push(self, params: int, dropped: int) -> None:
+        """Count a push of ``params`` parameters whose reply says ``dropped`` of them were
+        dropped: in :attr:`drops`, and in async mode as a push message applied (a parameter
+        or more) or dropped (all), as the shards count them (docs/protocol.md, "Stats"): a
+        push of no example that dropped nothing is in neither."""
+        self.drops += dropped
+        if self.mode != "async":
+            return
+        if dropped >= params:
+            self.push_messages_dropped += 1
+        elif self._examples:
+            self.push_messages_applied += 1
+
     def traffic(self) -> dict[str, float]:
         return {
             "bytes_pushed": self._bytes_pushed,
             "bytes_pulled": self._bytes_pulled,
             "sync_seconds": self._sync_seconds,
             "stale_dropped": self.drops,
+            "push_messages_applied": self.push_messages_applied,
+            "push_messages_dropped": self.push_messages_dropped,
         }
 
     def close(self) -> None:
