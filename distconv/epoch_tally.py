@@ -27,7 +27,18 @@ from distconv.resume import RANK_LOSS, SUMS, Position, TrainingError
 from distconv.sampler import GlobalBatchSampler, stride_shard
 from distconv.scheme_history import EARLIER, resumed_under
 from distconv.sync import SyncStrategy
+from distconv.sync.collective_time import collective_seconds, timed_collective
 from distconv.sync.description import digest, sync_scheme
+
+#: the fields of an epoch's record that two runs of one job need not repeat, being timings: a
+#: resumed run writes an uninterrupted one's lines but for these (:meth:`EpochTally.record`)
+UNREPEATED = (
+    "seconds",
+    "examples_per_second",
+    "examples_per_second_per_rank",
+    "collective_seconds",
+    "collective_seconds_per_rank",
+)
 
 
 def epoch_sums(pos: Position, sampler: GlobalBatchSampler) -> dict[str, float]:
@@ -92,6 +103,9 @@ class EpochTally:
         self._folded = (0.0, 0.0)  # this rank's right answers and examples at the last fold
         self.since_step = pos.step
         self.started = time.perf_counter()
+        # this rank's waits in the Trainer's collectives so far: the record's are those since
+        # (a resumed epoch's waits before its resume are kept nowhere)
+        self._waited = collective_seconds(sync)
 
     def add(self, loss: Any, correct: Any, examples: int) -> None:
         """Add one step's summed loss and right answers (device scalars) and its examples.
@@ -121,7 +135,8 @@ class EpochTally:
         # (--on-worker-loss continue) sums nothing: its loss folded before stays, as its
         # examples and right answers do
         new = [now - before for now, before in zip(counts, self._folded)]
-        right, examples, *summed = self.sync.allreduce_sum([*new, *mine, *here])
+        summing = [*new, *mine, *here]
+        right, examples, *summed = timed_collective(self.sync, self.sync.allreduce_sum, summing)
         self._folded = counts
         ranks = [v if h else old for v, h, old in zip(summed, summed[world:], self._ranks)]
         self._ranks, loss = ranks, sum(ranks)
@@ -161,11 +176,18 @@ class EpochTally:
         The chief's record alone has it: the chief alone reads the checkpoint (its position's
         ``schemes``) and writes metrics.jsonl; another rank's record of that epoch lacks it
         (the sync contract shares floats, ``allreduce_sum``, not text).
+
+        ``collective_seconds_per_rank`` is the time each rank waited in the Trainer's
+        collectives over the epoch's steps (its stop checks, metric sums and checkpoint
+        barriers, within ``seconds``: :mod:`distconv.sync.collective_time`), since the resume
+        in a resumed epoch; ``collective_seconds`` the most of them. A fast rank waits there
+        for a slow one where the steps do not make it wait (asynchronous training).
         """
         sums, world = self.sums, self.sync.world_size
         examples, seconds = max(sums["examples"], 1), max(sums["seconds"], 1e-9)
-        rates = [0.0] * world
+        rates, waits = [0.0] * world, [0.0] * world
         rates[self.sync.rank] = sums.get("rank_examples", 0.0) / seconds
+        waits[self.sync.rank] = collective_seconds(self.sync) - self._waited
         record: dict[str, Any] = {
             "epoch": pos.epoch,
             "step": pos.step,
@@ -175,7 +197,11 @@ class EpochTally:
             record["train_acc"] = sums["correct"] / examples
         record["seconds"] = sums["seconds"]
         record["examples_per_second"] = sums["examples"] / seconds
-        record["examples_per_second_per_rank"] = self.sync.allreduce_sum(rates)
+        shared = timed_collective(self.sync, self.sync.allreduce_sum, [*rates, *waits])
+        record["examples_per_second_per_rank"] = shared[:world]
+        # where the epoch's time went beside the steps: each rank's waits for the others
+        record["collective_seconds"] = max(shared[world:])
+        record["collective_seconds_per_rank"] = shared[world:]
         record = {**record, "global_batch": global_batch, "world_size": world}
         if self.first:  # where this fit's lines start: which scheme computed them
             record["scheme"] = self.scheme
@@ -240,7 +266,8 @@ def evaluate_shares(
     pieces = _set_mark(arrays, dtype)
     first = [1, *pieces] if rank == 0 else [0] * (1 + MARK_PIECES)
     squares = [p * p for p in pieces]
-    sums = sync.allreduce_sum([loss_sum, correct, len(mine), 1, *pieces, *squares, *first])
+    shares = [loss_sum, correct, len(mine), 1, *pieces, *squares, *first]
+    sums = timed_collective(sync, sync.allreduce_sum, shares)
     loss_sum, correct, n = sums[:3]
     _refuse_other_sets(rank, pieces, [int(v) for v in sums[3:]])
     result = {"test_loss": loss_sum / n}

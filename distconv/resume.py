@@ -57,6 +57,7 @@ from distconv.step_guard import TrainingError as TrainingError  # defined there:
 from distconv.step_guard import check_step_checkpoint
 from distconv.stop_request import Preempted as Preempted  # defined there: the syncs read it
 from distconv.sync import SyncError, SyncStrategy
+from distconv.sync.collective_time import timed_collective
 
 log = logging.getLogger("distconv.resume")
 
@@ -286,7 +287,8 @@ class StepCheckpoints:
             except BaseException:  # a full disk (what it left keeps it full), a second Ctrl-C
                 self.run.discard(pos.step)  # (a folder left in a first epoch made a run of it)
                 raise
-        self.sync.barrier()  # nobody reads a checkpoint the chief is still writing
+        # nobody reads a checkpoint the chief is still writing (the others' wait for it, timed)
+        timed_collective(self.sync, self.sync.barrier)
 
     def _write(
         self, part: Path, pos: Position, sums: Mapping[str, float], state: OptimState, schemes: dict

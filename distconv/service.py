@@ -152,6 +152,12 @@ class _Metrics:
             "distconv_push_messages_dropped",
             "Asynchronous push messages the shards dropped whole as too stale.",
         )
+        self.collective_seconds = make(
+            Counter,
+            "distconv_collective_seconds",
+            "Seconds waited in the Trainer's collectives between steps (the stop check, the "
+            "epoch's metric sums, a checkpoint's barrier), where a rank waits for a slower one.",
+        )
         self.restarts = make(Gauge, "distconv_restarts", "Times the job was restarted.")
         self.ready = make(Gauge, "distconv_ready", "1 once the parameters are in place.")
 
@@ -355,11 +361,17 @@ class ServiceEndpoints:
         self._metrics.push_messages_applied.inc(applied)
         self._metrics.push_messages_dropped.inc(dropped)
 
+    def add_collective_seconds(self, seconds: float) -> None:
+        """``seconds`` more were waited in the Trainer's collectives between steps."""
+        if not seconds >= 0:
+            raise ValueError(f"seconds must be >= 0, got {seconds}")
+        self._metrics.collective_seconds.inc(seconds)
+
     def record_totals(self, totals: Mapping[str, float], source: object = None) -> None:
         """Count what a sync strategy's running totals (``SyncStrategy.traffic()``) added since
         the last call for the same ``source`` (the strategy; a new Trainer on this monitor may
         bring another): ``bytes_pushed``, ``bytes_pulled``, ``sync_seconds``, ``stale_dropped``,
-        ``push_messages_applied``, ``push_messages_dropped``.
+        ``push_messages_applied``, ``push_messages_dropped``, ``collective_seconds``.
 
         A source not seen before is counted from 0, and so are all totals of one whose totals
         dropped (a new strategy where an old one was, or no source given): the counters go on
@@ -375,6 +387,7 @@ class ServiceEndpoints:
         self.add_stale_dropped(int(delta.get("stale_dropped", 0)))
         pushes = (int(delta.get(f"push_messages_{k}", 0)) for k in ("applied", "dropped"))
         self.add_push_messages(*pushes)
+        self.add_collective_seconds(delta.get("collective_seconds", 0.0))
 
     def set_restarts(self, n: int) -> None:
         """The job has been restarted ``n`` times (the launcher's ``DISTCONV_RESTART``)."""

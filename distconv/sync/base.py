@@ -94,6 +94,9 @@ class SyncStrategy(ABC):
     """
 
     closed = False
+    #: seconds the Trainer waited in this strategy's collectives between steps (its stop
+    #: checks, metric sums, checkpoint barriers: :mod:`distconv.sync.collective_time`)
+    collective_seconds = 0.0
     #: a transport's own calls that a closed one refuses too, beside :data:`NEEDS_OPEN`
     also_needs_open: tuple[str, ...] = ()
 
@@ -350,9 +353,11 @@ class SyncStrategy(ABC):
     def traffic(self) -> dict[str, float]:
         """Running totals for monitoring (``/metrics``), those it keeps: ``bytes_pushed``,
         ``bytes_pulled``, ``sync_seconds`` (time spent finishing steps), ``stale_dropped``
-        (gradients dropped as too stale, one per parameter and shard), and an async parameter
-        server's ``push_messages_applied`` and ``push_messages_dropped`` (as its shards count)."""
-        return {}
+        (gradients dropped as too stale, one per parameter and shard), an async parameter
+        server's ``push_messages_applied`` and ``push_messages_dropped`` (as its shards count),
+        and ``collective_seconds`` (:attr:`collective_seconds`), which this default reports
+        where there are several ranks (a rank alone waits for none: its counts stay empty)."""
+        return {"collective_seconds": self.collective_seconds} if self.world_size > 1 else {}
 
     # -- collectives --------------------------------------------------------------------------
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:

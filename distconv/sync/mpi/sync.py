@@ -376,9 +376,11 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
             self.sync_seconds += time.perf_counter() - began
 
     def traffic(self) -> dict[str, float]:
-        """Bytes given to the gradient collectives (sent and received alike), finish_step's time."""
+        """Bytes given to the gradient collectives (sent and received alike), finish_step's time,
+        and the Trainer's between steps (``collective_seconds``)."""
         wire, seconds = self.wire_bytes, self.sync_seconds
-        return {"bytes_pushed": wire, "bytes_pulled": wire, "sync_seconds": seconds}
+        own = {"bytes_pushed": wire, "bytes_pulled": wire, "sync_seconds": seconds}
+        return {**own, **super().traffic()}
 
     def _apply(self, bucket: Bucket, used: np.ndarray | None, checked: list | None = None) -> None:
         """The optimizer on the reduced gradients (views of the bucket) of the parameters that

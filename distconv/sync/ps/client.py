@@ -385,6 +385,7 @@ class PServerSync(
             "stale_dropped": self.drops,
             "push_messages_applied": self.push_messages_applied,
             "push_messages_dropped": self.push_messages_dropped,
+            **super().traffic(),  # collective_seconds
         }
 
     def close(self) -> None:
