@@ -30,14 +30,19 @@ from distconv.sync import SyncStrategy
 from distconv.sync.collective_time import collective_seconds, timed_collective
 from distconv.sync.description import digest, sync_scheme
 
-#: the fields of an epoch's record that two runs of one job need not repeat, being timings: a
-#: resumed run writes an uninterrupted one's lines but for these (:meth:`EpochTally.record`)
+#: an asynchronous run's push messages the shards applied and dropped in the epoch, summed over
+#: ranks (the workers' ``traffic()`` counts, as the shards' stats count them)
+PUSH_COUNTS = ("push_messages_applied", "push_messages_dropped")
+#: the fields of an epoch's record that two runs of one job need not repeat: timings, and an
+#: asynchronous run's push counts, which its workers' timing decides; a resumed run writes an
+#: uninterrupted one's lines but for these (:meth:`EpochTally.record`)
 UNREPEATED = (
     "seconds",
     "examples_per_second",
     "examples_per_second_per_rank",
     "collective_seconds",
     "collective_seconds_per_rank",
+    *PUSH_COUNTS,
 )
 
 
@@ -100,12 +105,21 @@ class EpochTally:
         self._ranks = list(carried) if carried is not None else [0.0] * sync.world_size
         self.correct: Any = 0
         self.seen = 0
-        self._folded = (0.0, 0.0)  # this rank's right answers and examples at the last fold
+        # an asynchronous run's: this rank's push counts (traffic()) at the epoch's start, its
+        # pushes since summed at each fold as its right answers and examples are; else None
+        self._pushes_from = self._push_counts() if self.scheme.get("mode") == "async" else None
+        # this rank's right answers, examples (and pushes) at the last fold
+        self._folded = (0.0,) * (2 + len(self._pushes_from or ()))
         self.since_step = pos.step
         self.started = time.perf_counter()
         # this rank's waits in the Trainer's collectives so far: the record's are those since
         # (a resumed epoch's waits before its resume are kept nowhere)
         self._waited = collective_seconds(sync)
+
+    def _push_counts(self) -> list[float]:
+        """This rank's :data:`PUSH_COUNTS` so far, as its sync's ``traffic()`` keeps them."""
+        totals = self.sync.traffic()
+        return [float(totals.get(k, 0)) for k in PUSH_COUNTS]
 
     def add(self, loss: Any, correct: Any, examples: int) -> None:
         """Add one step's summed loss and right answers (device scalars) and its examples.
@@ -129,14 +143,18 @@ class EpochTally:
         mine, here = [0.0] * world, [0.0] * world
         mine[rank], here[rank] = float(to_host(self.loss)), 1.0
         counts = (float(to_host(self.correct)), float(self.seen))
-        # right answers and examples fold as the part since the last fold (integers: any order
-        # of additions is exact); the loss as each rank's own running sum, added in rank order,
-        # so the folds' places change no rounding. A rank an asynchronous parameter server lost
-        # (--on-worker-loss continue) sums nothing: its loss folded before stays, as its
-        # examples and right answers do
+        if self._pushes_from is not None:
+            since = zip(self._push_counts(), self._pushes_from)
+            counts += tuple(total - start for total, start in since)
+        # right answers, examples (and pushes) fold as the part since the last fold (integers:
+        # any order of additions is exact); the loss as each rank's own running sum, added in
+        # rank order, so the folds' places change no rounding. A rank an asynchronous
+        # parameter server lost (--on-worker-loss continue) sums nothing: its loss folded
+        # before stays, as its examples and right answers do
         new = [now - before for now, before in zip(counts, self._folded)]
         summing = [*new, *mine, *here]
         right, examples, *summed = timed_collective(self.sync, self.sync.allreduce_sum, summing)
+        pushed, summed = summed[: len(new) - 2], summed[len(new) - 2 :]
         self._folded = counts
         ranks = [v if h else old for v, h, old in zip(summed, summed[world:], self._ranks)]
         self._ranks, loss = ranks, sum(ranks)
@@ -151,6 +169,8 @@ class EpochTally:
         sums["examples"] = self.sums["examples"] + examples
         sums["seconds"] += time.perf_counter() - self.started
         sums["rank_examples"] = sums.get("rank_examples", 0.0) + self.seen
+        for key, n in zip(PUSH_COUNTS, pushed):
+            sums[key] = self.sums.get(key, 0.0) + n
         if self._whole:
             sums[RANK_LOSS] = ranks
         self.sums = sums
@@ -182,6 +202,11 @@ class EpochTally:
         barriers, within ``seconds``: :mod:`distconv.sync.collective_time`), since the resume
         in a resumed epoch; ``collective_seconds`` the most of them. A fast rank waits there
         for a slow one where the steps do not make it wait (asynchronous training).
+
+        An asynchronous run's record also has :data:`PUSH_COUNTS`: the push messages of the
+        epoch's steps the shards applied (at least one parameter of each: the updates made)
+        and dropped whole as too stale, summed over ranks (since the resume, in a resumed
+        epoch); another run's has neither (no push is dropped, each step is one update).
         """
         sums, world = self.sums, self.sync.world_size
         examples, seconds = max(sums["examples"], 1), max(sums["seconds"], 1e-9)
@@ -202,6 +227,8 @@ class EpochTally:
         # where the epoch's time went beside the steps: each rank's waits for the others
         record["collective_seconds"] = max(shared[world:])
         record["collective_seconds_per_rank"] = shared[world:]
+        if self._pushes_from is not None:  # what asynchronous SGD did: updates, drops
+            record |= {k: int(sums.get(k, 0.0)) for k in PUSH_COUNTS}
         record = {**record, "global_batch": global_batch, "world_size": world}
         if self.first:  # where this fit's lines start: which scheme computed them
             record["scheme"] = self.scheme

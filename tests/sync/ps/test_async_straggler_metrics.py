@@ -1,20 +1,25 @@
-"""An asynchronous job with a straggler: where the fast worker's time went is in its metrics.
-Rank 1 sleeps in each step; rank 0, the chief, runs ahead until the stop check every
-``STOP_CHECK_EVERY`` steps and the epoch's metric sums, where it waits for rank 1. Its
-``sync_seconds`` did not count that wait, and nothing else did: now each epoch's record has
-each rank's ``collective_seconds``, and ``traffic()`` the running total. Real shards, two
-Trainers as threads."""
+"""An asynchronous job with a straggler: where the fast worker's time went, and what async SGD
+did, are in its metrics. Rank 1 sleeps in each step; rank 0, the chief, runs ahead until the
+stop check every ``STOP_CHECK_EVERY`` steps and the epoch's metric sums, where it waits for rank
+1. Its ``sync_seconds`` did not count that wait, and nothing else did: now each epoch's record
+has each rank's ``collective_seconds``, and ``traffic()`` the running total. The record also
+counts the epoch's pushes applied and dropped over the ranks, where it had the step alone,
+which reads the same in a sync run of as many steps. Real shards, two Trainers as threads."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
 import pytest
 from ps_helpers import insecure_worker, run_ranks, small_net
 
+from distconv.epoch_tally import PUSH_COUNTS as PUSHES
 from distconv.metrics import read_metrics
+from distconv.optim import create_optimizer
 from distconv.stop_agreement import STOP_CHECK_EVERY
+from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
 
 #: rank 1's sleep in each of its steps
@@ -31,23 +36,58 @@ class Straggler(Trainer):
         return super().train_step(arrays, passes)
 
 
-def straggler_run(shards, tmp_path, epochs: int = 1) -> tuple[list[dict], list, list[dict]]:
-    """Two workers of one shard (async, no drop) train ``epochs`` epochs, rank 1 the straggler:
-    the chief's metrics lines, the syncs (closed), and the shard's stats at the end."""
-    (endpoint,) = shards.start(1, workers=2, mode="async", extra=["--max-staleness", "1000"])
+class Leader(Trainer):
+    """A Trainer that tells a :class:`Follower` of each step it finished."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.stepped = threading.Condition()
+
+    def train_step(self, arrays, passes):
+        done = super().train_step(arrays, passes)
+        with self.stepped:
+            self.stepped.notify_all()
+        return done
+
+
+class Follower(Straggler):
+    """A straggler that starts each step once the leader finished that step: its push then
+    always finds the leader's push of that step on the shards; where that came after the
+    follower's last reply (the first step after an epoch's start or a stop check, where the
+    two met), the follower's push is a whole update stale."""
+
+    leader: Leader
+
+    def train_step(self, arrays, passes):
+        with self.leader.stepped:
+            if not self.leader.stepped.wait_for(lambda: self.leader.pos.step > self.pos.step, 30):
+                raise TimeoutError(f"the leader did not finish step {self.pos.step + 1}")
+        return super().train_step(arrays, passes)
+
+
+def straggler_run(
+    shards, tmp_path, epochs: int = 1, servers: int = 1, staleness: int = 1000, lockstep=False
+) -> tuple[list[dict], list, list[dict]]:
+    """Two workers of ``servers`` shards (async, ``staleness`` the bound) train ``epochs``
+    epochs, rank 1 the straggler (a :class:`Follower` of rank 0 where ``lockstep``): the chief's
+    metrics lines, the syncs (closed), and the shards' stats at the end."""
+    extra = ["--max-staleness", str(staleness)]
+    endpoints = shards.start(servers, workers=2, mode="async", extra=extra)
     rng = np.random.default_rng(3)
     examples = 2 * BATCH * STEPS
     data = {
         "image": rng.standard_normal((examples, 1, 8, 8)),
         "label": rng.integers(0, 4, examples),
     }
-    syncs = [insecure_worker([endpoint], r, 2, lr=0.01) for r in range(2)]
+    syncs = [insecure_worker(endpoints, r, 2, lr=0.01) for r in range(2)]
     out = tmp_path / "run"
-    kinds = (Trainer, Straggler)
+    kinds = (Leader, Follower) if lockstep else (Trainer, Straggler)
     trainers = [
         kinds[r](small_net(), syncs[r], BATCH, out_dir=out if r == 0 else None, progress=False)
         for r in range(2)
     ]
+    if lockstep:
+        trainers[1].leader = trainers[0]
     try:
         run_ranks(lambda r: trainers[r].fit(data, epochs=epochs), 2)
         stats = syncs[0].shard_stats()
@@ -71,3 +111,31 @@ def test_the_fast_workers_wait_for_a_straggler_is_its_collective_seconds(shards,
     # the running totals hold the epoch's waits (and the rates' sum after them)
     for sync, waited in zip(syncs, waits):
         assert sync.traffic()["collective_seconds"] >= waited
+
+
+@pytest.mark.timeout(120)
+def test_an_async_epochs_pushes_applied_and_dropped_are_summed_over_ranks(shards, tmp_path):
+    """Two shards, bound 0, two epochs: the straggler's push of each epoch's first step is
+    dropped whole on both shards (the leader's push of that step moved every block after the
+    straggler's pull), and every push is either applied or dropped (each step has examples).
+    The lines add up to the workers' counts and to the shards', each epoch's its own."""
+    lines, syncs, stats = straggler_run(shards, tmp_path, 2, servers=2, staleness=0, lockstep=True)
+    assert [line["step"] for line in lines] == [STEPS, 2 * STEPS]
+    applied, dropped = (sum(line[k] for line in lines) for k in PUSHES)
+    assert all(line["push_messages_dropped"] >= 2 for line in lines), lines
+    assert all(line["push_messages_applied"] > 0 for line in lines), lines
+    made = sum(sync.push_messages for sync in syncs)
+    assert applied + dropped == made == 2 * 2 * 2 * STEPS  # ranks, shards, epochs' steps
+    assert [applied, dropped] == [sum(s.traffic()[k] for s in syncs) for k in PUSHES]
+    assert [applied, dropped] == [sum(s[k] for s in stats) for k in PUSHES]
+
+
+@pytest.mark.timeout(60)
+def test_a_sync_or_local_run_records_no_push_counts(tmp_path):
+    """Push counts are an asynchronous run's: a LocalSync run's lines have none."""
+    sync = LocalSync(create_optimizer("sgd", lr=0.05))
+    trainer = Trainer(small_net(), sync, 8, out_dir=tmp_path / "run", progress=False)
+    rng = np.random.default_rng(3)
+    trainer.fit({"image": rng.standard_normal((16, 1, 8, 8)), "label": rng.integers(0, 4, 16)})
+    (line,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert not set(PUSHES) & set(line), line
