@@ -296,13 +296,21 @@ def _series(records: Iterable[Mapping[str, Any]], key: str) -> tuple[list, list]
 
 
 def summary(record: dict[str, Any], epochs: int) -> str:
-    """One log line for an epoch's record."""
+    """One log line for an epoch's record: its losses, accuracies, seconds (and the most a
+    rank of them waited in the Trainer's collectives), rate, and an asynchronous run's pushes
+    applied and dropped."""
     parts = [f"epoch {record['epoch']}/{epochs}"]
     for key in ("train_loss", "train_acc", "test_loss", "test_acc"):
         if key in record:
             parts.append(f"{key} {record[key]:.4f}")
-    parts.append(f"{record['seconds']:.1f}s")
+    seconds = f"{record['seconds']:.1f}s"
+    if "collective_seconds" in record:  # the most a rank waited for the others between steps
+        seconds += f" ({record['collective_seconds']:.1f}s waiting in collectives)"
+    parts.append(seconds)
     parts.append(
         f"{record['examples_per_second']:.0f} ex/s (global batch {record['global_batch']})"
     )
+    if "push_messages_applied" in record:  # an asynchronous run's (summed over ranks)
+        applied, dropped = record["push_messages_applied"], record["push_messages_dropped"]
+        parts.append(f"pushes {applied} applied, {dropped} dropped")
     return "  ".join(parts)

@@ -8,6 +8,7 @@ which reads the same in a sync run of as many steps. Real shards, two Trainers a
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -114,12 +115,16 @@ def test_the_fast_workers_wait_for_a_straggler_is_its_collective_seconds(shards,
 
 
 @pytest.mark.timeout(120)
-def test_an_async_epochs_pushes_applied_and_dropped_are_summed_over_ranks(shards, tmp_path):
+def test_an_async_epochs_pushes_applied_and_dropped_are_summed_over_ranks(shards, tmp_path, caplog):
     """Two shards, bound 0, two epochs: the straggler's push of each epoch's first step is
     dropped whole on both shards (the leader's push of that step moved every block after the
     straggler's pull), and every push is either applied or dropped (each step has examples).
-    The lines add up to the workers' counts and to the shards', each epoch's its own."""
-    lines, syncs, stats = straggler_run(shards, tmp_path, 2, servers=2, staleness=0, lockstep=True)
+    The lines add up to the workers' counts and to the shards', each epoch's its own; the
+    epoch's log line says them, and the waits."""
+    with caplog.at_level(logging.INFO, logger="distconv.trainer"):
+        lines, syncs, stats = straggler_run(
+            shards, tmp_path, 2, servers=2, staleness=0, lockstep=True
+        )
     assert [line["step"] for line in lines] == [STEPS, 2 * STEPS]
     applied, dropped = (sum(line[k] for line in lines) for k in PUSHES)
     assert all(line["push_messages_dropped"] >= 2 for line in lines), lines
@@ -128,6 +133,12 @@ def test_an_async_epochs_pushes_applied_and_dropped_are_summed_over_ranks(shards
     assert applied + dropped == made == 2 * 2 * 2 * STEPS  # ranks, shards, epochs' steps
     assert [applied, dropped] == [sum(s.traffic()[k] for s in syncs) for k in PUSHES]
     assert [applied, dropped] == [sum(s[k] for s in stats) for k in PUSHES]
+    said = [r.getMessage() for r in caplog.records if r.name == "distconv.trainer"]
+    for line in lines:  # each rank logs the epoch's line, the same on each
+        waited = f"({line['collective_seconds']:.1f}s waiting in collectives)"
+        pushes = "pushes {push_messages_applied} applied, {push_messages_dropped} dropped"
+        ours = [m for m in said if m.startswith(f"epoch {line['epoch']}/")]
+        assert ours and all(waited in m and m.endswith(pushes.format(**line)) for m in ours), said
 
 
 @pytest.mark.timeout(60)
