@@ -382,7 +382,7 @@ class ServiceEndpoints:
         self._totals[id(source)] = dict(totals)
         delta = {k: v - last.get(k, 0.0) for k, v in totals.items()}
         self.add_bytes(int(delta.get("bytes_pushed", 0)), int(delta.get("bytes_pulled", 0)))
-        if "sync_seconds" in delta:
+        if delta.get("sync_seconds", 0.0) > 0:  # none at an epoch's end: no step to observe
             self.observe_allreduce(delta["sync_seconds"])
         self.add_stale_dropped(int(delta.get("stale_dropped", 0)))
         pushes = (int(delta.get(f"push_messages_{k}", 0)) for k in ("applied", "dropped"))

@@ -47,6 +47,7 @@ from distconv.stop_agreement import STOP_CHECK_EVERY as STOP_CHECK_EVERY  # drai
 from distconv.stop_agreement import stop_agreed
 from distconv.stop_request import EXIT_STATUS, StopRequest
 from distconv.sync.base import SyncStrategy, tell_setup_failed
+from distconv.sync.collective_time import timed_collective
 from distconv.trainer_args import (
     accuracy_pair,
     check_counts,
@@ -325,7 +326,8 @@ class Trainer:
                 raise
             self.sync.setup(self.trainable, job_config(self.config, layers), state)
             self._layout.check(self.sync)  # its broadcast_parameters too
-            self.sync.all_equal(data)  # not setup's: shards keep that, fits vary
+            # not setup's: shards keep that, fits vary; a rank waits there for the slowest start
+            timed_collective(self.sync, self.sync.all_equal, data)
             check_test_set(self._forward, train, test)  # the ranks agree on it: all fail alike
             self.pos = share_position(self.sync, pos)
             refuse_frozen_resume(self.params, self.pos, self.sync.world_size)
@@ -342,6 +344,8 @@ class Trainer:
                 if writer is not None:  # before the checkpoint: a resume keeps its line
                     writer.write(EpochTally.metrics_line(record, writer.records))
                 self.checkpoints.save(self.pos, {}, scheme)
+                if self.monitor is not None:  # the epoch end's waits: no step comes after the last
+                    self.monitor.record_totals(self.sync.traffic(), self.sync)
                 log.info(summary(record, epochs))
             if writer is not None and writer.records:
                 plot_metrics(writer.records, self.out_dir / PLOT, title=self.out_dir.name)

@@ -19,9 +19,11 @@ from ps_helpers import insecure_worker, run_ranks, small_net
 from distconv.epoch_tally import PUSH_COUNTS as PUSHES
 from distconv.metrics import read_metrics
 from distconv.optim import create_optimizer
+from distconv.service import ServiceEndpoints
 from distconv.stop_agreement import STOP_CHECK_EVERY
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
+from tests.test_collective_seconds import served_collective_seconds
 
 #: rank 1's sleep in each of its steps
 SLEEP = 0.05
@@ -67,11 +69,18 @@ class Follower(Straggler):
 
 
 def straggler_run(
-    shards, tmp_path, epochs: int = 1, servers: int = 1, staleness: int = 1000, lockstep=False
+    shards,
+    tmp_path,
+    epochs: int = 1,
+    servers: int = 1,
+    staleness: int = 1000,
+    lockstep=False,
+    monitor=None,
 ) -> tuple[list[dict], list, list[dict]]:
     """Two workers of ``servers`` shards (async, ``staleness`` the bound) train ``epochs``
-    epochs, rank 1 the straggler (a :class:`Follower` of rank 0 where ``lockstep``): the chief's
-    metrics lines, the syncs (closed), and the shards' stats at the end."""
+    epochs, rank 1 the straggler (a :class:`Follower` of rank 0 where ``lockstep``), the chief
+    reporting to ``monitor``: the chief's metrics lines, the syncs (closed), and the shards'
+    stats at the end."""
     extra = ["--max-staleness", str(staleness)]
     endpoints = shards.start(servers, workers=2, mode="async", extra=extra)
     rng = np.random.default_rng(3)
@@ -84,7 +93,14 @@ def straggler_run(
     out = tmp_path / "run"
     kinds = (Leader, Follower) if lockstep else (Trainer, Straggler)
     trainers = [
-        kinds[r](small_net(), syncs[r], BATCH, out_dir=out if r == 0 else None, progress=False)
+        kinds[r](
+            small_net(),
+            syncs[r],
+            BATCH,
+            out_dir=out if r == 0 else None,
+            progress=False,
+            monitor=monitor if r == 0 else None,
+        )
         for r in range(2)
     ]
     if lockstep:
@@ -100,7 +116,8 @@ def straggler_run(
 
 @pytest.mark.timeout(120)
 def test_the_fast_workers_wait_for_a_straggler_is_its_collective_seconds(shards, tmp_path):
-    (line,), syncs, _ = straggler_run(shards, tmp_path)
+    monitor = ServiceEndpoints()  # not served: its counters are read here
+    (line,), syncs, _ = straggler_run(shards, tmp_path, monitor=monitor)
     assert line["step"] == STEPS
     waits = line["collective_seconds_per_rank"]
     assert len(waits) == 2 and line["collective_seconds"] == max(waits)
@@ -112,6 +129,13 @@ def test_the_fast_workers_wait_for_a_straggler_is_its_collective_seconds(shards,
     # the running totals hold the epoch's waits (and the rates' sum after them)
     for sync, waited in zip(syncs, waits):
         assert sync.traffic()["collective_seconds"] >= waited
+    # /metrics has every wait, the epoch end's too (it was counted only at a step after it, so
+    # the last epoch's fold, rates' sum and checkpoint barrier never reached it), and the
+    # histogram of step syncs one sample a step, none for the epoch's end
+    assert served_collective_seconds(monitor) == pytest.approx(syncs[0].collective_seconds)
+    labels = {"role": monitor.role, "rank": str(monitor.rank)}
+    count = monitor.registry.get_sample_value("distconv_allreduce_seconds_count", labels)
+    assert count == STEPS
 
 
 @pytest.mark.timeout(120)
