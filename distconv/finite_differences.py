@@ -6,15 +6,14 @@ with an analytic gradient, judged above the rounding of the outputs.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module, is_float_dtype, to_host
+from distconv.backend import get_array_module, to_host
+from distconv.float64_redo import rounds_inside, widened
 from distconv.kept_hint import kept_hint
 from distconv.layers.base import Layer
 from distconv.layers.randomness import training_step
@@ -122,6 +121,18 @@ class Objective:
         """``f`` at the parameters and inputs as they are now (a fresh forward)."""
         return self._f(self._output())
 
+    def values_at(self, owner: Any, *values: Any) -> list[float]:
+        """``f`` with ``owner.value`` set to each of ``values`` in turn; its own value put
+        back after, also where one raises."""
+        original, found = owner.value, []
+        try:
+            for value in values:
+                owner.value = value
+                found.append(self.value())
+        finally:
+            owner.value = original
+        return found
+
     def backward(self, callback: Any) -> None:
         """Fresh forward, seed ``d f / d output = r``, backward."""
         with self.pinned():
@@ -181,22 +192,9 @@ def central(obj: Objective, owner: Any, direction: Any, step: float, name: str) 
         raise ValueError(
             f"{obj.subject}: step {step:g} is lost rounding {what}; give a larger step"
         )
-    f_plus, f_minus = values_at(obj, owner, plus, minus)
+    f_plus, f_minus = obj.values_at(owner, plus, minus)
     sides = ((f_plus - obj.f0) / step, (obj.f0 - f_minus) / step)
     return (f_plus - f_minus) / (2 * step), taken, sides
-
-
-def values_at(obj: Objective, owner: Any, *values: Any) -> list[float]:
-    """The objective with ``owner.value`` set to each of ``values`` in turn; its own value put
-    back after, also where one raises."""
-    original, found = owner.value, []
-    try:
-        for value in values:
-            owner.value = value
-            found.append(obj.value())
-    finally:
-        owner.value = original
-    return found
 
 
 def check_array(
@@ -347,52 +345,3 @@ def compare(
         f"numeric {numeric:.10g}, relative difference {diff:.3g} > {tol}"
         + (kept_hint(obj, owner) if numeric == 0 and analytic != 0 else "")
     )
-
-
-def rounds_inside(obj: Objective, owner: Any, direction: Any, steps: tuple, narrow: Any) -> bool:
-    """Whether ``obj``, on float64 copies, computes ``f`` of ``owner``'s values rounded to
-    ``narrow`` (a layer that casts to float32 inside and hands back its input's dtype): at
-    each move of ``steps`` along ``direction`` that moves ``f`` at all, the move's rounding to
-    ``narrow`` moves it alike. float64's step is then a few of ``narrow``'s spacings, or none,
-    and its central difference the rounding's noise: where ``f`` is 10 + x**2, a backward that
-    added nothing passed, float64's step leaving ``f`` where it was."""
-    v, seen = owner.value, []
-    for moved in (v + s * step * direction for step in steps for s in (1.0, -1.0)):
-        rounded = moved.astype(narrow).astype(moved.dtype)
-        if bool((moved == rounded).all()):
-            continue  # nothing finer than ``narrow`` to see (``owner`` was float64 already)
-        f_moved, f_rounded = values_at(obj, owner, moved, rounded)
-        if f_moved != obj.f0:
-            seen.append(f_moved == f_rounded)
-    return bool(seen) and all(seen)
-
-
-@contextmanager
-def widened(obj: Objective) -> Iterator[tuple[Objective | None, str]]:
-    """``obj`` computed in float64: its parameters' and inputs' float values swapped for
-    float64 copies of them, put back on leaving; the same ``r``. ``(None, why)`` where its
-    output stays narrower (a layer that computes in a dtype of its own) or it raises given
-    float64 values (an exception of any kind: a layer's refusal is no verdict on its
-    gradient), ``why`` saying which."""
-    arrays = (*obj.params, *obj.inputs)
-    owners = [a for a in arrays if a.value is not None and is_float_dtype(a.value.dtype)]
-    values = [a.value for a in owners]
-    try:
-        for a, v in zip(owners, values):
-            a.value = v.astype(np.float64)
-        try:  # a layer that refuses float64 raises: no float64 comparison, whatever it raises
-            out, why = obj._output(), ""  # (a KeyError from a table of float32 kernels ...)
-        except Exception as exc:
-            out, why = None, f"given float64 values it raised {named(exc)}"
-        if out is not None and out.dtype != np.float64:
-            out, why = None, f"given float64 values its output is {out.dtype}"
-        if out is None:
-            yield None, why
-            return
-        wide = copy.copy(obj)  # a layer may hold the arrays swapped out (kept_hint)
-        wide.originals = {id(a): (*obj.originals.get(id(a), ()), v) for a, v in zip(owners, values)}
-        wide._settle(out, obj.r.astype(np.float64))
-        yield wide, ""
-    finally:
-        for a, v in zip(owners, values):
-            a.value = v

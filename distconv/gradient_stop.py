@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import get_array_module
-from distconv.finite_differences import NetworkObjective, values_at
+from distconv.finite_differences import NetworkObjective
 from distconv.network import Network
 from distconv.parameter import Parameter
 
@@ -69,7 +69,7 @@ def _reaches(obj: NetworkObjective, p: Parameter) -> bool:
     v = p.value
     signs = np.random.default_rng(0).choice([-1.0, 1.0], v.shape)
     try:
-        (moved,) = values_at(obj, p, (v + 1e-3 * (1 + abs(v)) * signs).astype(v.dtype))
+        (moved,) = obj.values_at(p, (v + 1e-3 * (1 + abs(v)) * signs).astype(v.dtype))
     except Exception:  # a layer that refuses the moved values: no verdict on the parameter
         return False
     return obj.moved(moved)

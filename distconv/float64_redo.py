@@ -1,0 +1,69 @@
+"""The float64 redo of a float32 gradient comparison that failed, for
+:func:`distconv.finite_differences.compare`: the objective computed on float64 copies of the
+parameters and inputs (:func:`widened`), and whether a layer rounds them back to float32 inside,
+where float64's step measures the rounding, not the layer (:func:`rounds_inside`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from distconv.backend import is_float_dtype
+from distconv.messages import named
+
+if TYPE_CHECKING:  # finite_differences imports this module
+    from distconv.finite_differences import Objective
+
+
+def rounds_inside(obj: Objective, owner: Any, direction: Any, steps: tuple, narrow: Any) -> bool:
+    """Whether ``obj``, on float64 copies, computes ``f`` of ``owner``'s values rounded to
+    ``narrow`` (a layer that casts to float32 inside and hands back its input's dtype): at
+    each move of ``steps`` along ``direction`` that moves ``f`` at all, the move's rounding to
+    ``narrow`` moves it alike. float64's step is then a few of ``narrow``'s spacings, or none,
+    and its central difference the rounding's noise: where ``f`` is 10 + x**2, a backward that
+    added nothing passed, float64's step leaving ``f`` where it was."""
+    v, seen = owner.value, []
+    for moved in (v + s * step * direction for step in steps for s in (1.0, -1.0)):
+        rounded = moved.astype(narrow).astype(moved.dtype)
+        if bool((moved == rounded).all()):
+            continue  # nothing finer than ``narrow`` to see (``owner`` was float64 already)
+        f_moved, f_rounded = obj.values_at(owner, moved, rounded)
+        if f_moved != obj.f0:
+            seen.append(f_moved == f_rounded)
+    return bool(seen) and all(seen)
+
+
+@contextmanager
+def widened(obj: Objective) -> Iterator[tuple[Objective | None, str]]:
+    """``obj`` computed in float64: its parameters' and inputs' float values swapped for
+    float64 copies of them, put back on leaving; the same ``r``. ``(None, why)`` where its
+    output stays narrower (a layer that computes in a dtype of its own) or it raises given
+    float64 values (an exception of any kind: a layer's refusal is no verdict on its
+    gradient), ``why`` saying which."""
+    arrays = (*obj.params, *obj.inputs)
+    owners = [a for a in arrays if a.value is not None and is_float_dtype(a.value.dtype)]
+    values = [a.value for a in owners]
+    try:
+        for a, v in zip(owners, values):
+            a.value = v.astype(np.float64)
+        try:  # a layer that refuses float64 raises: no float64 comparison, whatever it raises
+            out, why = obj._output(), ""  # (a KeyError from a table of float32 kernels ...)
+        except Exception as exc:
+            out, why = None, f"given float64 values it raised {named(exc)}"
+        if out is not None and out.dtype != np.float64:
+            out, why = None, f"given float64 values its output is {out.dtype}"
+        if out is None:
+            yield None, why
+            return
+        wide = copy.copy(obj)  # a layer may hold the arrays swapped out (kept_hint)
+        wide.originals = {id(a): (*obj.originals.get(id(a), ()), v) for a, v in zip(owners, values)}
+        wide._settle(out, obj.r.astype(np.float64))
+        yield wide, ""
+    finally:
+        for a, v in zip(owners, values):
+            a.value = v
