@@ -13,7 +13,7 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module, to_host
-from distconv.float64_redo import rounds_inside, widened
+from distconv.float64_redo import AnotherFunction, rounds_inside, widened
 from distconv.kept_hint import kept_hint
 from distconv.layers.base import Layer
 from distconv.layers.randomness import training_step
@@ -265,7 +265,8 @@ def compare(
     it moves the central difference beyond rounding (a kink the first step crossed moves it;
     along a line it stays, and the smaller step's ten times higher floor passed a wrong
     gradient of a small derivative). Only where that cannot be made (a layer that computes in
-    its own dtype, a smaller step lost to rounding) does this one decide.
+    its own dtype, a smaller step lost to rounding) or float64 computes another function
+    (:class:`~distconv.float64_redo.AnotherFunction`) does this one decide.
 
     Args:
         resolve: the direction follows the gradient's signs, so a derivative along it that
@@ -281,7 +282,8 @@ def compare(
             and below the floor; or, in float32 with no float64 comparison to be had, they
             differ where ``f`` bends within the step (its one-sided slopes differ by more
             than rounding) and ``g``'s derivative lies between those slopes, or outside by
-            no more than their gap and ``tol``: a kink's, which cannot be judged there.
+            no more than their gap and ``tol``: a kink's, which cannot be judged there; or
+            anywhere ``f`` bends so, where float64 computes another function.
     """
     numeric, taken, (right, left) = central(obj, owner, direction, step, name)
     analytic = float((g * taken).sum())
@@ -310,7 +312,7 @@ def compare(
     diff = abs(analytic - numeric) / max(abs(analytic), abs(numeric), floor)
     if diff <= tol:
         return diff
-    why = ""  # why float32 has no float64 comparison, for the message
+    why, another = "", None  # why float32 has no float64 comparison, for the message
     try:
         if obj.dtype != np.float64:
             narrow, wide_step = np.dtype(owner.value.dtype), DEFAULTS[np.dtype(np.float64)][0]
@@ -324,24 +326,33 @@ def compare(
         elif retry:
             again = (obj, owner, direction, g, step / 10, tol, name)
             return compare(*again, retry=False, first=numeric)
+    except AnotherFunction as exc:  # the redo's verdict would judge another function
+        why, another = str(exc), exc
     except (TypeError, ValueError) as exc:  # a smaller step lost to rounding, float64 refused
         why = f"in float64 it raised {named(exc)}"
     # across a kink the derivative at the point is one side's slope; one outside both, by more
     # than their gap, is off (a curve's slopes part too: a float32-only tanh's halved
-    # gradient was "a kink?")
+    # gradient was "a kink?"). Not where float64 computes another function: a right layer
+    # whose step crossed kinks on both sides, of several entries, lay outside both slopes
     slack = tol * max(abs(analytic), abs(numeric), floor) + 2 * noise + abs(right - left)
     between = min(right, left) - slack <= analytic <= max(right, left) + slack
+    between = between or another is not None
     if obj.dtype != np.float64 and abs(right - left) > 2 * noise and between:
         raise ValueError(
             f"{obj.subject}: the gradient of {name} cannot be judged in {obj.dtype}: f bends "
             f"within the step of {step:g} (one-sided slopes {right:.6g} and {left:.6g}: a "
-            f"kink?), analytic {analytic:.10g}, numeric {numeric:.10g}, and it has no float64 "
-            f"comparison ({why}): check it where the step crosses no kink (another seed or "
-            "other inputs), or let it compute in float64"
+            f"kink?), analytic {analytic:.10g}, numeric {numeric:.10g}, and "
+            + (
+                f"it has no float64 comparison ({why}): check it where the step crosses no kink "
+                "(another seed or other inputs), or let it compute in float64"
+                if another is None
+                else f"{another}: {another.advice}"
+            )
         )
     # NaN too: a comparison with NaN is False, and NaN passed
     raise AssertionError(
         f"{obj.subject}: gradient of {name} is off: analytic {analytic:.10g}, "
         f"numeric {numeric:.10g}, relative difference {diff:.3g} > {tol}"
         + (kept_hint(obj, owner) if numeric == 0 and analytic != 0 else "")
+        + ("" if another is None else f"; judged in {obj.dtype}, as {another}: {another.advice}")
     )

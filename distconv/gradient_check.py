@@ -115,7 +115,8 @@ def check_layer_grad(
             makes the output or a gradient not finite (no gradient can be judged), a gradient
             too small beside the rounding of a large output to be judged in its dtype, or a
             float32 comparison failed where the output bends within the step (a kink) and the
-            layer does not compute in float64, where it would be made again; or a comparison
+            layer does not compute in float64, where it would be made again, or computes
+            another function there (it draws in its input's dtype); or a comparison
             failed and the output changed between two forwards at the same inputs and
             parameters (a layer drawing from a generator of its own, not the step's, or one that
             keeps state from an earlier forward: make it deterministic).

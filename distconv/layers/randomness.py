@@ -64,8 +64,8 @@ def step_generator() -> np.random.Generator:
 
     Draw in a dtype of your own choosing (float32 uniforms, float64 normals cast to the
     input's dtype), not the input's: the gradient checks make a float32 comparison that fails
-    again in float64, where ``standard_normal(shape, dtype=x.dtype)`` draws other numbers,
-    and a right layer drawing so was called off at a kink.
+    again in float64, where ``standard_normal(shape, dtype=x.dtype)`` draws other numbers;
+    they see it and keep float32's verdict, which across a kink cannot judge the layer.
 
     Raises:
         RuntimeError: not training (:func:`training` is False): evaluation and prediction

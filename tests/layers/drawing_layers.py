@@ -36,3 +36,29 @@ class Jitter(Layer):
         dx = grad_target(self.inputs[0])
         if dx is not None:
             dx += dz if self.noise is None or self.wrong else dz * (1 + self.noise / 10)
+
+
+class Drawn(Layer):
+    """``y = relu(x * (1 + n / 10))``; ``n`` standard normal from the step's generator, drawn
+    in the input's dtype where ``in_input_dtype`` (what the gradient checks' float64 redo
+    cannot judge: it draws other numbers there), else in float64 and cast.
+
+    Args:
+        wrong: a backward that forgets the noise, as :class:`Jitter`'s.
+    """
+
+    def __init__(self, in_input_dtype: bool, wrong: bool = False) -> None:
+        super().__init__(act="relu")
+        self.in_input_dtype, self.wrong = in_input_dtype, wrong
+
+    def _forward(self, x: Arg) -> Any:
+        v = values_of(self, x)
+        if self.in_input_dtype:
+            self.noise = step_generator().standard_normal(v.shape, dtype=v.dtype)
+        else:
+            self.noise = step_generator().standard_normal(v.shape).astype(v.dtype)
+        return v * (1 + self.noise / 10)
+
+    def _backward(self, dz: Any, callback: UpdateCallback) -> None:
+        if (dx := grad_target(self.inputs[0])) is not None:
+            dx += dz if self.wrong else dz * (1 + self.noise / 10)
