@@ -29,7 +29,8 @@ class Objective:
     ``rounding``, ``params`` (the parameters ``f`` depends on), :meth:`value` and
     :meth:`backward`.
 
-    Every forward trains, on the same draws (:meth:`pinned`).
+    Every forward trains, on the same draws (:meth:`pinned`), but a decoy before the first
+    where a layer drew (:meth:`_first_output`).
     """
 
     #: id of a parameter -> the arrays it held before the check swapped in copies of them
@@ -41,7 +42,7 @@ class Objective:
         self.layer, self.inputs, self.params = layer, inputs, layer.parameters()
         self.draws = draws
         self.input_names = [f"input {i}" for i in range(len(inputs))]
-        out = self._output()
+        out = self._first_output()
         xp = get_array_module(out)
         self.r = xp.asarray(rng.uniform(0.5, 1.5, out.shape) * rng.choice([-1, 1], out.shape))
         self._refuse_changing(self._settle(out, self.r.astype(out.dtype)))
@@ -60,7 +61,25 @@ class Objective:
     def _output(self) -> Any:
         """The output's array after a fresh forward at the values as they are now."""
         with self.pinned():
-            return self.layer.forward(*self.inputs).value
+            return self._forward()
+
+    def _first_output(self) -> Any:
+        """:meth:`_output`, after a decoy forward on other draws (step 1 of :attr:`draws`, the
+        check's being step 0's) where a layer drew from them. Each pinned forward draws the same
+        mask, and a backward that used the mask of the layer's first forward, not its latest,
+        passed both checks (wrong at every step of a training after the first); it now uses the
+        decoy's. The decoy is the first forward, its output kept where its generator is as it
+        was made (nothing drew), so it costs a forward only where a layer drew."""
+        with training_step(self.draws, 0, 1) as generator:
+            made = generator.bit_generator.state
+            out = self._forward()
+            if generator.bit_generator.state == made:
+                return out
+        return self._output()
+
+    def _forward(self) -> Any:
+        """The output's array of a forward in the context in force."""
+        return self.layer.forward(*self.inputs).value
 
     def _settle(self, out: Any, r: Any) -> float:
         """The output's dtype, ``f0`` (a second forward) and its rounding, from the first
@@ -153,16 +172,15 @@ class NetworkObjective(Objective):
         names = [name for name in net.feed_names if isinstance(feeds.get(name), Arg)]
         self.inputs = [feeds[name] for name in names]
         self.input_names = [f"input {name}" for name in names]
-        out = self._output()
+        out = self._first_output()
         self._refuse_changing(self._settle(out, get_array_module(out).ones_like(out)))
 
     @property
     def subject(self) -> str:
         return f"network (loss {self.loss!r})"
 
-    def _output(self) -> Any:
-        with self.pinned():
-            return self.net.forward(self.feeds)[self.loss].value
+    def _forward(self) -> Any:
+        return self.net.forward(self.feeds)[self.loss].value
 
     def backward(self, callback: Any) -> None:
         """Fresh forward, backward from the loss."""

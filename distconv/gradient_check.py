@@ -24,7 +24,8 @@ the sum of its loss layer's output (what its backward seeds with ones), in float
 with the same finite differences, steps and tolerances; each parameter's users are the
 network's. Both put back what they change on the parameters (:func:`kept`). Both run every
 forward as a training step whose draws are pinned (:mod:`distconv.layers.randomness`): a
-dropout drops, and the same entries at each forward of one check.
+dropout drops, and the same entries at each forward of one check, but for a decoy first forward
+on other draws where a layer drew, so that a backward using the mask of an earlier forward fails.
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ def check_layer_grad(
         elements: single entries (an int >= 0) of each array to check besides the direction.
         seed: for the output weighting and the directions, and the seed of what the layer
             draws (:mod:`distconv.layers.randomness`): every forward of the check trains, a
-            dropout dropping, on the same draws.
+            dropout dropping, on the same draws, after a decoy forward on others where a
+            layer drew.
         check_static: also run the all-static pass.
 
     Returns:

@@ -7,7 +7,9 @@ inside :func:`~distconv.layers.modes.forward_only`) and draws from :func:`step_g
 Since the generator is made afresh from those integers, a checkpoint needs no generator
 state: a resumed run draws what an uninterrupted one drew, each rank draws its own numbers
 and each step new ones. The gradient checks enter it with one key around every forward of a
-check, so each evaluation draws the same numbers and finite differences can judge the layer.
+check, so each evaluation draws the same numbers and finite differences can judge the layer;
+where a layer drew, their first forward is a decoy under another key, so that a backward using
+the mask of an earlier forward, not the latest, fails them.
 """
 
 from __future__ import annotations

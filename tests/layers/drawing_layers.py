@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from distconv.arg import Arg
 from distconv.layers.base import Layer, grad_target, values_of
 from distconv.layers.randomness import step_generator, training
@@ -62,3 +64,27 @@ class Drawn(Layer):
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         if (dx := grad_target(self.inputs[0])) is not None:
             dx += dz if self.wrong else dz * (1 + self.noise / 10)
+
+
+class StaleMask(Layer):
+    """Inverted dropout (``p`` 0.5) whose forward draws a fresh mask from the step's generator
+    but whose backward multiplies by the mask of its first training forward, kept for reuse:
+    right at the first step, wrong at every later one. ``forwards`` counts its forwards."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kept, self.forwards = None, 0
+
+    def _forward(self, x: Arg) -> Any:
+        v = values_of(self, x)
+        self.forwards += 1
+        if not training():
+            return v
+        mask = (step_generator().random(v.shape, dtype=np.float32) >= 0.5).astype(v.dtype) * 2
+        if self.kept is None:  # the bug: the mask of the latest forward is the one to keep
+            self.kept = mask
+        return v * mask
+
+    def _backward(self, dz: Any, callback: UpdateCallback) -> None:
+        if (dx := grad_target(self.inputs[0])) is not None:
+            dx += dz * self.kept

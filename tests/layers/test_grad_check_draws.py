@@ -12,16 +12,21 @@ from distconv import Arg
 from distconv.finite_differences import Objective
 from distconv.float64_redo import AnotherFunction, another_function
 from distconv.gradient_check import check_layer_grad, check_network_grad
-from tests.layers.drawing_layers import Drawn, Jitter
+from distconv.layers import Dropout
+from distconv.layers.base import Layer, grad_target, values_of
+from tests.layers.drawing_layers import Drawn, Jitter, StaleMask
 from tests.layers.test_grad_check_own_layers import feeds, network
 
 
 def _trained(layer: Jitter) -> list:
-    """What the layer drew at each forward of a check: the same numbers each time."""
+    """What the layer drew at each forward of a check after the first, the decoy: the same
+    numbers each time, and others than the decoy's."""
     drawn = [n for n in layer.drawn if n is not None]
-    assert drawn and len(drawn) == len(layer.drawn)  # every forward trained
+    assert len(drawn) > 2 and len(drawn) == len(layer.drawn)  # every forward trained
+    decoy, drawn = drawn[0], drawn[1:]
     for n in drawn[1:]:
         np.testing.assert_array_equal(n, drawn[0])
+    assert not np.isclose(decoy, drawn[0]).any()
     return drawn
 
 
@@ -110,3 +115,41 @@ def test_a_wrong_layer_drawing_in_its_input_s_dtype_is_off_on_float32_s_word():
     x = _near_kinks((4, 6), near=0)
     with pytest.raises(AssertionError, match=r"is off: .* judged in float32, as " + ANOTHER):
         check_layer_grad(Drawn(in_input_dtype=True, wrong=True), [Arg(x, needs_grad=True)])
+
+
+def test_a_backward_that_keeps_the_mask_of_its_first_forward_fails_both_checks(rng):
+    """Every forward of a check draws the same mask, so a backward using the first forward's
+    passed both checks, though it is wrong at every step of a training after the first. The
+    check's first forward now draws other numbers (a decoy) where a layer drew."""
+    x = Arg(rng.standard_normal((5, 8)), needs_grad=True)
+    with pytest.raises(AssertionError, match=r"gradient of input 0(\[.*\])? is off"):
+        check_layer_grad(StaleMask(), [x])
+    with pytest.raises(AssertionError, match=r"is off"):
+        check_network_grad(network(StaleMask()), feeds(rng), inputs=True)
+    assert check_layer_grad(Dropout(0.5), [x]).worst < 1e-6
+    assert check_network_grad(network(Dropout(0.5)), feeds(rng), inputs=True).worst < 1e-6
+
+
+class Doubled(Layer):
+    """``y = 2 x``, drawing nothing; ``forwards`` counts its forwards."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forwards = 0
+
+    def _forward(self, x: Arg):
+        self.forwards += 1
+        return values_of(self, x) * 2
+
+    def _backward(self, dz, callback):
+        if (dx := grad_target(self.inputs[0])) is not None:
+            dx += 2 * dz
+
+
+def test_the_decoy_costs_one_forward_and_only_where_a_layer_drew(rng):
+    """The same check of two linear layers, one drawing: one forward more for it."""
+    x = Arg(rng.standard_normal((5, 8)), needs_grad=True)
+    drawing, still = Jitter(), Doubled()
+    check_layer_grad(drawing, [x])
+    check_layer_grad(still, [x])
+    assert len(drawing.drawn) == still.forwards + 1
