@@ -21,6 +21,14 @@ Hydra's exit status is that OR too, so a rank's ``exit(3)`` beside the cleanup's
 the launcher exit 9. Where the statuses are there, the launcher reports and exits with the
 failing rank's own (:func:`rank_status`), and names mpiexec's in the cause
 (:func:`mpiexec_reader`, the :class:`~launcher.failure.TailReader` the launcher gives mpiexec).
+
+With more than one proxy (several hosts, or several names of this one) Hydra prints neither
+the statuses nor the exit string when a rank dies of a signal: only its banner, ``=   PID 4242
+RUNNING AT node-b`` / ``=   EXIT CODE: 9``, and mpiexec exits 255. Hydra prints that banner
+only for a process that did not exit (a signal), with its wait status (the signal, plus 128
+where it dumped core), at the first proxy whose statuses hold one, and cleans up after it: a
+rank's exit or ``MPI_Abort`` prints none. The banner's signal is then the rank's own
+(:func:`hydra_banner`), reported and exited with as the statuses' would be.
 """
 
 from __future__ import annotations
@@ -60,6 +68,13 @@ _HYDRA_CODES = re.compile(r"\[mpiexec@[^\]]*\] Exit codes: (.*)")
 #: one host's statuses, on the line above or on a line of their own after it (a host's name,
 #: never a rank's tag: ``[1] 0,0`` is a rank's line)
 _HOST_CODES = re.compile(r"\[(?!\d+\])[^\]]*\] (\d+(?:,\d+)*)")
+#: Hydra's banner at a rank's failure (a bare line, as its other own lines), and its lines that
+#: name the process (``=   PID 4242 RUNNING AT node-b``; an older Hydra prints none) and its status
+_HYDRA_BANNER = re.compile(r"=\s+BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")
+_BANNER_AT = re.compile(r"=\s+PID (\d+) RUNNING AT (\S+)")
+_BANNER_CODE = re.compile(r"=\s+EXIT CODE: (\d+)")
+#: the banner's lines after its first read for those two
+_BANNER_LINES = 3
 
 
 def signal_cause(tail: Sequence[str], ranks: int | None = None) -> str | None:
@@ -69,7 +84,9 @@ def signal_cause(tail: Sequence[str], ranks: int | None = None) -> str | None:
     where only their end is there (the first line cut off), nothing does: the banner below
     them is their OR. They name the rank where they are one host's, ``ranks`` of them (the
     job's, where known): a host's statuses are in rank order, so the job's all on one host
-    are; across hosts they are not (:func:`one_host_rank`)."""
+    are; across hosts they are not (:func:`one_host_rank`). Without them or Hydra's exit
+    string (several proxies), Hydra's banner names the signal and the rank's host
+    (:func:`hydra_banner`: ``a rank on node-b (PID 4242) died of signal 9 ...``)."""
     statuses = hydra_statuses(tail)
     if statuses is not None:
         found = rank_signal(statuses)
@@ -86,6 +103,9 @@ def signal_cause(tail: Sequence[str], ranks: int | None = None) -> str | None:
         found = _HYDRA.match(tail[at])
         if found is not None:
             return _said("a rank", int(found[1]))
+    banner = hydra_banner(tail)  # several proxies: Hydra's banner alone names the signal
+    if banner is not None and os.WIFSIGNALED(banner[1]):
+        return _said(banner[0], os.WTERMSIG(banner[1]))
     return None
 
 
@@ -100,6 +120,36 @@ def _noticed(tail: Sequence[str], at: int) -> tuple[int, int] | None:
 
 def _said(who: str, number: int) -> str:
     return f"{who} died of signal {number} ({signal_name(number)}), as mpiexec says"
+
+
+def _itself(code: int) -> str:
+    """mpiexec's own status ``code`` (in :meth:`launcher.child.Child.poll`'s terms), for a cause
+    that reports a rank's in its place."""
+    ended = f"exited with code {code}" if code >= 0 else f"died of signal {signal_name(-code)}"
+    return f"mpiexec itself {ended}"
+
+
+def hydra_banner(tail: Sequence[str]) -> tuple[str, int] | None:
+    """Who Hydra's first banner in ``tail`` names and its ``EXIT CODE``: ``("a rank on node-b
+    (PID 4242)", 9)`` (``"a rank"`` from an older Hydra, whose banner names no process); None
+    where there is none. Hydra prints one only for a process that did not exit, with its wait
+    status: a signal (:func:`os.WTERMSIG`), 128 added where it dumped core (139: SIGSEGV). The
+    first is the failing rank's: Hydra's cleanup comes after it. None too where a host's
+    status line is there (the block's first line cut off): statuses, not the banner, say it."""
+    if any(_HOST_CODES.fullmatch(line) for line in tail):
+        return None
+    for at, line in enumerate(tail):
+        if _HYDRA_BANNER.match(line) is None:
+            continue
+        where = code = None
+        for after in tail[at + 1 : at + 1 + _BANNER_LINES]:
+            where = where or _BANNER_AT.match(after)
+            code = code or _BANNER_CODE.match(after)
+        if code is None:  # cut off
+            return None
+        who = "a rank" if where is None else f"a rank on {where[2]} (PID {where[1]})"
+        return who, int(code[1])
+    return None
 
 
 def hydra_statuses(tail: Sequence[str]) -> list[int] | None:
@@ -183,13 +233,14 @@ def rank_ending(
 ) -> tuple[int, str | None] | None:
     """The failing rank's own status (:func:`rank_status`) and the cause, naming mpiexec's own
     status ``code``, from Hydra's status lines in ``tail`` (Open MPI's line where mpirun was
-    stopped after it: :func:`_noticed_before_stop`); None where they are not there, say
+    stopped after it: :func:`_noticed_before_stop`; Hydra's banner where it printed no
+    statuses: :func:`_banner_ending`); None where they are not there, say
     nothing (all zero), or agree with ``code`` in a status other than a 75 (whose cause says
     what a 75 is): then mpiexec's status is reported as it is. ``ranks``: the job's number of
     ranks, where known (:func:`signal_cause`)."""
     statuses = hydra_statuses(tail)
     if statuses is None:
-        return _noticed_before_stop(tail, code)
+        return _noticed_before_stop(tail, code) or _banner_ending(tail, code)
     own = rank_status(statuses)
     if own is None or (own == code and own != PEER_FAILED_STATUS):
         return None
@@ -199,8 +250,7 @@ def rank_ending(
         said = [f"a rank exited with code {own}"] if own > 0 else []
         signalled = signal_cause(tail, ranks)  # a rank's own signal beside an exit too
         said += [signalled] if signalled else []
-    ended = f"exited with code {code}" if code >= 0 else f"died of signal {signal_name(-code)}"
-    return own, "; ".join([*said, f"mpiexec itself {ended}"])
+    return own, "; ".join([*said, _itself(code)])
 
 
 def _noticed_before_stop(tail: Sequence[str], code: int) -> tuple[int, str] | None:
@@ -217,6 +267,24 @@ def _noticed_before_stop(tail: Sequence[str], code: int) -> tuple[int, str] | No
     return None
 
 
+def _banner_ending(tail: Sequence[str], code: int) -> tuple[int, str] | None:
+    """Where Hydra printed its banner but no statuses (several proxies: :func:`hydra_banner`),
+    the rank's signal there as the status, minus it, and the cause naming mpiexec's own
+    ``code`` (255: Hydra's proxies' errors at the cleanup); a banner's code that is no signal
+    is named in the cause, mpiexec's status kept. None without a banner, or where mpiexec
+    itself ended as the banner says (the cause then names the signal alone)."""
+    banner = hydra_banner(tail)
+    if banner is None:
+        return None
+    who, status = banner
+    if not os.WIFSIGNALED(status):
+        return code, f"{who} ended with Hydra's EXIT CODE {status}; {_itself(code)}"
+    number = os.WTERMSIG(status)
+    if code == -number:
+        return None
+    return -number, f"{_said(who, number)}; {_itself(code)}"
+
+
 def _victim_said(statuses: Sequence[int]) -> list[str]:
     """What a reported :data:`~launcher.failure.PEER_FAILED_STATUS` is, as ``local`` says it,
     and a SIGKILL beside it: the rank that failed (stuck, or killed by the OOM killer before
@@ -228,10 +296,6 @@ def _victim_said(statuses: Sequence[int]) -> list[str]:
     if any(os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGKILL for s in statuses):
         said.append("a rank died of signal 9 (SIGKILL): the one that failed, or Hydra's cleanup")
     return said
-
-
-#: Hydra's banner at a rank's failure (a bare line, as its other own lines)
-_HYDRA_BANNER = re.compile(r"=\s+BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")
 
 
 def reports_end(line: str) -> bool:
