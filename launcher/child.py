@@ -30,7 +30,7 @@ from .long_line import READ_PIECE as READ_PIECE  # still importable from here
 from .long_line import LongLine, OutputPipe
 from .long_line import continued_prefix as continued_prefix
 from .output_waits import WRITE_PIECE, OutputWaits, PumpWrites, held_output, joined
-from .process_group import group_has_member, parent_death_signal, signal_group
+from .process_group import ChildGroup, parent_death_signal
 from .process_group import running_groups as running_groups  # still importable from here
 from .pump import ChildLog, PumpFiles
 from .shown import shown
@@ -112,7 +112,7 @@ class Child:
             self.log.close()
             raise
         self._status: int | None = None  # the exit status, set by the waiter thread
-        self._leader_kept = False  # the exited leader left unreaped (see _wait)
+        self.group = ChildGroup(self.proc.pid)  # its process group, led by it
         #: set by finish() where the output could not be drained: what the launcher says
         self.output_held: str | None = None
         self._drains = False  # set with it but for a hung log: drain_log waits
@@ -186,7 +186,7 @@ class Child:
             else:
                 exited = info.si_code == os.CLD_EXITED
                 self._status = info.si_status if exited else -info.si_status
-                self._leader_kept = True  # a zombie: killpg(pid, 0) would always answer
+                self.group.leader_kept = True  # a zombie: killpg(pid, 0) would always answer
                 self.exited_at = time.monotonic()
                 return
         self._status = self.proc.wait()
@@ -330,19 +330,13 @@ class Child:
 
     def signal_group(self, signum: int) -> None:
         """Send ``signum`` to the child's process group, if any of it is left."""
-        signal_group(self.proc.pid, signum)
+        self.group.signal(signum)
 
     def group_alive(self, running: set[int] | None) -> bool:
         """Whether a process of the child's group still runs, given ``running``:
         :func:`running_groups` (zombies do not count, such as the leader the waiter left
         unreaped; None, without /proc: any member, as the kernel says)."""
-        if self.exited_at is None:
-            return True
-        if running is not None:
-            return self.proc.pid in running
-        if self._leader_kept:  # no /proc, and the zombie leader would always answer killpg
-            return False  # (Linux without /proc mounted): the group is known by its leader
-        return group_has_member(self.proc.pid)  # no /proc (macOS, the leader reaped at once)
+        return self.exited_at is None or self.group.alive(running)
 
     def finish(self, stop: Callable[[], bool] | None = None) -> None:
         """Kill whatever is left of the group, reap, drain the output, close the log.

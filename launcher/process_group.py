@@ -1,6 +1,6 @@
 """The operating system's side of a launched child: the signal it gets when the launcher dies,
-its process group's signals, and which process groups still have a running process
-(:mod:`launcher.child`)."""
+its process group's signals (:class:`ChildGroup`), and which process groups still have a
+running process (:mod:`launcher.child`)."""
 
 from __future__ import annotations
 
@@ -138,3 +138,27 @@ def group_has_member(group: int) -> bool:
     except PermissionError:  # a member that changed its user: still there
         return True
     return True
+
+
+class ChildGroup:
+    """A child's process group, which the child (``leader``) leads: signalled as a whole, and
+    watched once the leader has exited (:meth:`launcher.child.Child.group_alive`)."""
+
+    def __init__(self, leader: int) -> None:
+        self.leader = leader
+        #: the exited leader left unreaped, a zombie (:meth:`launcher.child.Child._wait`)
+        self.leader_kept = False
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the group, if any of it is left (:func:`signal_group`)."""
+        signal_group(self.leader, signum)
+
+    def alive(self, running: set[int] | None) -> bool:
+        """Whether a process of the group still runs, its leader exited, given ``running``:
+        :func:`running_groups` (zombies do not count, such as the leader left unreaped;
+        None, without /proc: any member, as the kernel says)."""
+        if running is not None:
+            return self.leader in running
+        if self.leader_kept:  # no /proc, and the zombie leader would always answer killpg
+            return False  # (Linux without /proc mounted): the group is known by its leader
+        return group_has_member(self.leader)  # no /proc (macOS, the leader reaped at once)
