@@ -32,6 +32,7 @@ from distconv.procfs import (
     has_ended,
     is_there,
     pid_namespace,
+    pidfd,
     process_stat,
 )
 from distconv.runtime import RuntimeConfigError
@@ -212,7 +213,7 @@ def _follow(pid: int, named_start: str) -> None:
     # first look reads the same process while it runs (the pid is its), and past that look it
     # alone is followed: a later process on the pid, hidden by hidepid (kill(pid, 0) finds
     # it), was taken for the launcher hidden, and this one trained on as long as it ran
-    handle = _pidfd(pid)
+    handle = pidfd(pid)  # None: no process there (the first look says so)
     while True:
         try:
             if handle is not None and _has_exited(handle):
@@ -229,15 +230,6 @@ def _follow(pid: int, named_start: str) -> None:
             os.kill(os.getpid(), signal.SIGTERM)
             return
         time.sleep(LAUNCHER_LOOK_EVERY)
-
-
-def _pidfd(pid: int) -> int | None:
-    """A pidfd on the process on ``pid`` (close-on-exec); None where none opens: no process
-    there (the first look says so), a thread's pid, a kernel before Linux 5.3."""
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
 
 
 def _has_exited(handle: int) -> bool:

@@ -1,7 +1,8 @@
 """Linux's ``/proc``: the fields of a process's ``stat`` file, and who a process is.
 
 Three parts read it: the launcher, for which process groups still run a process that is no
-zombie (:func:`launcher.child.running_groups`); the parameter server, for whether a worker
+zombie (:func:`launcher.child.running_groups`) and which processes a child started that left
+its group (:func:`descendants`, :mod:`launcher.strays`); the parameter server, for whether a worker
 or shard beside it has ended (:mod:`distconv.sync.ps.processes`); and a process the launcher
 started through a script, for whether the launcher still runs (:mod:`distconv.launch_env`).
 A process is named by :func:`process_identity`, which a later process with its pid does not
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 #: ``/proc/<pid>/stat`` states of a process that has ended (zombie, dead)
@@ -96,3 +98,72 @@ def is_there(pid: int) -> bool:
     except OSError:  # EPERM: there, another user's
         return True
     return True
+
+
+def pidfd(pid: int) -> int | None:
+    """A pidfd on the process on ``pid`` (close-on-exec); None where none opens: no process
+    there, a thread's pid, a kernel before Linux 5.3, not Linux."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def descendants(pid: int) -> list[tuple[int, int, str]]:
+    """``(pid, process group, start time)`` of each live descendant of process ``pid`` (not
+    zombies), read from each one's ``/proc/<pid>/task/*/children`` down the tree (a look at
+    every ``/proc/<pid>/stat`` where the kernel has no such files); empty without ``/proc``.
+    A process whose parent ended before the look is init's (or a subreaper's) by then: not
+    found, nor one started or ended during it (the kernel's lists are not frozen)."""
+    tree = _children if _CHILDREN_FILES else _scan_children()
+    found, below = [], [pid]
+    while below:
+        for child in tree(below.pop()):
+            try:
+                fields = stat_fields(child)
+            except OSError:  # not readable now: not known to be one
+                continue
+            if fields is None or len(fields) <= 19 or fields[0] in ENDED_STATES:
+                continue
+            found.append((child, int(fields[2]), fields[19]))
+            below.append(child)
+    return found
+
+
+#: whether this kernel lists each task's children (``CONFIG_PROC_CHILDREN``, Linux 4.2 on)
+_CHILDREN_FILES = Path(f"/proc/self/task/{os.getpid()}/children").exists()
+
+
+def _children(pid: int) -> list[int]:
+    """The children of process ``pid``, from each of its threads' ``children`` file."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:  # gone, or not readable now
+        return []
+    found = []
+    for task in tasks:
+        try:
+            found += [
+                int(child)
+                for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+            ]
+        except OSError:  # the thread ended
+            continue
+    return found
+
+
+def _scan_children() -> Callable[[int], list[int]]:
+    """The children of each process, from one look at every ``/proc/<pid>/stat``."""
+    tree: dict[int, list[int]] = {}
+    try:
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        entries = []
+    for entry in entries:
+        try:
+            fields = stat_fields(entry)
+        except OSError:
+            continue
+        if fields is not None and len(fields) > 1:
+            tree.setdefault(int(fields[1]), []).append(int(entry))
+    return lambda pid: tree.get(pid, [])

@@ -140,6 +140,7 @@ class Child:
     def _abandon(self) -> None:
         """Kill and reap the group of a child whose threads did not all start; drain it."""
         self.signal_group(signal.SIGKILL)
+        self.group.close()
         self.proc.wait()
         self._drained()
 
@@ -329,8 +330,10 @@ class Child:
         return reader is not None and reader.succeeded(list(self.since_end))
 
     def signal_group(self, signum: int) -> None:
-        """Send ``signum`` to the child's process group, if any of it is left."""
-        self.group.signal(signum)
+        """Send ``signum`` to the child's process group, if any of it is left; a SIGKILL also
+        to what it started that left the group, found at a signal while it ran
+        (:mod:`launcher.strays`)."""
+        self.group.signal(signum, leader_runs=self.exited_at is None)
 
     def group_alive(self, running: set[int] | None) -> bool:
         """Whether a process of the child's group still runs, given ``running``:
@@ -348,6 +351,7 @@ class Child:
         says which; nor once ``stop()`` holds (a second stop signal).
         """
         self.signal_group(signal.SIGKILL)
+        self.group.close()
         self.proc.wait()
         self._waiter.join()
         self._drained(stop)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from distconv.procfs import stat_fields
 
 from .interrupt import STOP_SIGNALS
+from .strays import Strays
 
 _PR_SET_PDEATHSIG = 1
 
@@ -142,16 +143,30 @@ def group_has_member(group: int) -> bool:
 
 class ChildGroup:
     """A child's process group, which the child (``leader``) leads: signalled as a whole, and
-    watched once the leader has exited (:meth:`launcher.child.Child.group_alive`)."""
+    watched once the leader has exited (:meth:`launcher.child.Child.group_alive`); and the
+    processes the leader started that left the group (:class:`~launcher.strays.Strays`),
+    killed with it."""
 
     def __init__(self, leader: int) -> None:
         self.leader = leader
         #: the exited leader left unreaped, a zombie (:meth:`launcher.child.Child._wait`)
         self.leader_kept = False
+        #: the leader's descendants outside the group, found while it ran
+        self.strays = Strays()
 
-    def signal(self, signum: int) -> None:
-        """Send ``signum`` to the group, if any of it is left (:func:`signal_group`)."""
+    def signal(self, signum: int, leader_runs: bool = False) -> None:
+        """Send ``signum`` to the group, if any of it is left (:func:`signal_group`). Where
+        ``leader_runs``, its descendants outside the group are looked for first; a SIGKILL
+        kills those found, now or at an earlier signal, still running."""
+        if leader_runs:
+            self.strays.look(self.leader)
+        if signum == signal.SIGKILL:
+            self.strays.kill()
         signal_group(self.leader, signum)
+
+    def close(self) -> None:
+        """Let the strays go (:meth:`Strays.close`): the child is done with."""
+        self.strays.close()
 
     def alive(self, running: set[int] | None) -> bool:
         """Whether a process of the group still runs, its leader exited, given ``running``:
