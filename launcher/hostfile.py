@@ -124,6 +124,7 @@ def launch_hosts(args: argparse.Namespace) -> list[Host]:
         LaunchError: the hostfile cannot be read, or either refuses (:func:`read_hostfile`,
             :func:`parse_hosts`).
     """
-    if args.hostfile:
+    # None is the flag left out; a blank value is no host list (options.given refuses it)
+    if args.hostfile is not None:
         return read_hostfile(args.hostfile)
-    return parse_hosts(args.hosts) if args.hosts else []
+    return parse_hosts(args.hosts) if args.hosts is not None else []

