@@ -8,6 +8,7 @@ OpenMPI's ``-H`` both read), so either file works with either MPI.
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,13 +18,31 @@ from distconv.files import describe_os_error
 from .commands import LaunchError
 from .shown import shown
 
+#: Open MPI's words for a host's slot count in a hostfile (``node slots=4``, ``count=4``,
+#: ``cpu=4``: the same to its mpirun)
+SLOT_KEYS = ("slots", "count", "cpu")
+#: Open MPI's words for the most ranks a host takes oversubscribed: read, checked and not passed
+#: on (the host list has no place for it), as every spelling its mpirun reads
+MAX_KEYS = tuple(
+    f"{a}{sep}{b}"
+    for word in ("slots", "cpu", "count")
+    for a, b in ((word, "max"), ("max", word))
+    for sep in ("_", "-")
+)
+
 
 @dataclass(frozen=True)
 class Host:
-    """One line of a hostfile: a host and how many ranks it takes."""
+    """One line of a hostfile: a host and how many ranks it takes.
+
+    ``stated`` is whether the slot count was written: a host alone on its line (or in ``-H``
+    without ``:N``) takes 1, as MPICH counts it and as both MPIs read the host list they are
+    given; Open MPI's own ``mpirun --hostfile`` would count the host's cores instead.
+    """
 
     name: str
     slots: int = 1
+    stated: bool = True
 
 
 def read_hostfile(path: str) -> list[Host]:
@@ -53,32 +72,50 @@ def read_hostfile(path: str) -> list[Host]:
 def parse_hostfile(text: str, where: str = "hostfile") -> list[Host]:
     """Hosts from a hostfile in either format: ``host``, ``host:N`` or ``host slots=N``.
 
-    Comments (``#``) and blank lines are skipped; OpenMPI's ``max_slots=`` is accepted and
-    ignored.
+    Comments (``#``) and blank lines are skipped. Open MPI's spellings are read as its
+    ``mpirun`` reads them: ``count=N`` and ``cpu=N`` are ``slots=N``, spaces may stand around
+    ``=``, and its maximum (``max_slots=``, ``max-slots=``, ``slots_max=`` and the like:
+    :data:`MAX_KEYS`) is checked and otherwise ignored. A host without a count takes 1
+    (:class:`Host`).
 
     Raises:
-        LaunchError: a line is neither format; the message names the file and line.
+        LaunchError: a line is neither format, gives its slot count twice or a maximum below
+            it (which Open MPI refuses too); the message names the file and line.
     """
     hosts = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        words = line.split()
+        first, *rest = line.split(None, 1)
         try:
-            host = _host_word(words[0])
-            for word in words[1:]:
-                key, eq, value = word.partition("=")
-                if not eq or key not in ("slots", "max_slots"):
-                    raise ValueError(f"unknown field {shown(word)}")
-                if key == "slots":
-                    host = Host(host.name, _slots(value))
+            hosts.append(_host_line(_host_word(first), "".join(rest)))
         except ValueError as exc:
             raise LaunchError(f"{where} line {number}: {exc} in {shown(raw.strip())}") from None
-        hosts.append(host)
     if not hosts:
         raise LaunchError(f"{where} names no hosts")
     return hosts
+
+
+def _host_line(host: Host, rest: str) -> Host:
+    """``host`` with the fields after it on its line (``slots=2 max_slots=4``) applied."""
+    fields = re.sub(r"\s*=\s*", "=", rest.strip()).split()  # 'slots = 2' is 'slots=2'
+    slots = maximum = None
+    for word in fields:
+        key, eq, value = word.partition("=")
+        if not eq or key not in (*SLOT_KEYS, *MAX_KEYS):
+            raise ValueError(f"unknown field {shown(word)}")
+        if key in MAX_KEYS:
+            maximum = _slots(value)
+        elif slots is not None or host.stated:
+            raise ValueError("the slot count is given twice")
+        else:
+            slots = _slots(value)
+    if slots is not None:
+        host = Host(host.name, slots)
+    if maximum is not None and host.stated and maximum < host.slots:
+        raise ValueError(f"the maximum {maximum} is less than the {host.slots} slots")
+    return host
 
 
 def parse_hosts(spec: str) -> list[Host]:
@@ -99,7 +136,7 @@ def parse_hosts(spec: str) -> list[Host]:
 def _host_word(word: str) -> Host:
     name, colon, slots = word.rpartition(":")
     if not colon:
-        return Host(word)
+        return Host(word, 1, stated=False)
     if not name:
         raise ValueError(f"no host name in {shown(word)}")
     return Host(name, _slots(slots))

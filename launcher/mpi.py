@@ -217,7 +217,9 @@ class MpiOptions:
 
 
 def check_slots(opts: MpiOptions) -> None:
-    """Refuse more ranks than the hosts' slots, unless ``opts.oversubscribe``.
+    """Refuse more ranks than the hosts' slots, unless ``opts.oversubscribe``. A host named
+    without a slot count takes 1 (:class:`launcher.hostfile.Host`), which the refusal says:
+    Open MPI's own ``mpirun --hostfile`` would have counted its cores.
 
     Raises:
         UsageError: naming the counts and the fixes (a combination of flags: exit 2, as the
@@ -225,9 +227,18 @@ def check_slots(opts: MpiOptions) -> None:
     """
     slots = sum(h.slots for h in opts.hosts)
     if opts.hosts and opts.np > slots and not opts.oversubscribe:
+        unstated = [h.name for h in opts.hosts if not h.stated]
+        why = ""
+        if unstated:
+            name = unstated[0]
+            why = (
+                f" ({shown(name)} has no slot count, so it takes 1, as MPICH counts it; Open "
+                f"MPI's own mpirun --hostfile would count its cores: write them, as "
+                f"{shown(name + ' slots=N')} or {shown(name + ':N')})"
+            )
         raise UsageError(
             f"-np {opts.np} is more than the {slots} slot(s) of the hosts; add hosts or slots, "
-            "or pass --oversubscribe"
+            f"or pass --oversubscribe{why}"
         )
 
 

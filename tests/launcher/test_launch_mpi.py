@@ -52,12 +52,34 @@ def test_flavor_from_version():
 
 
 def test_hostfiles_in_both_formats():
+    """A host without a slot count takes 1 slot in either format, as MPICH counts it and as
+    both MPIs read the host list the launcher passes on; it is marked unstated, so that a
+    refusal of more ranks can say Open MPI's own hostfile reading would count its cores."""
     mpich = "# MPICH\nnode-a:2\nnode-b:4   # fast one\n\nnode-c\n"
     openmpi = "node-a slots=2\nnode-b slots=4 max_slots=8\nnode-c\n"
-    expected = [Host("node-a", 2), Host("node-b", 4), Host("node-c", 1)]
+    expected = [Host("node-a", 2), Host("node-b", 4), Host("node-c", 1, stated=False)]
     assert parse_hostfile(mpich) == expected
     assert parse_hostfile(openmpi) == expected
     assert parse_hosts("node-a:2,node-b:4,node-c") == expected
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "node-a slots=3",
+        "node-a count=3",
+        "node-a cpu=3",
+        "node-a slots = 3",
+        "node-a slots =3\tmax-slots= 8",
+        "node-a max-slots=8 slots=3",
+        "node-a slots=3 slots_max=8",
+        "node-a cpu=3 max_cpu=3 count_max=4 max-count=5",
+    ],
+)
+def test_open_mpis_other_spellings_of_a_hosts_slots(line):
+    """Open MPI's mpirun reads count= and cpu= as slots=, spaces around '=', and a maximum in
+    twelve spellings; each was refused as an unknown field."""
+    assert parse_hostfile(line + "\n") == [Host("node-a", 3)]
 
 
 @pytest.mark.parametrize(
@@ -66,6 +88,11 @@ def test_hostfiles_in_both_formats():
         ("a:0\n", "hosts line 1: slots must be a positive integer, got '0' in 'a:0'"),
         ("a\nb slots=x\n", "hosts line 2: slots must be a positive integer, got 'x'"),
         ("a cpus=2\n", "hosts line 1: unknown field 'cpus=2' in 'a cpus=2'"),
+        # Open MPI refuses these too: a parse error, two counts, a maximum below the count
+        ("a maxslots=4\n", "hosts line 1: unknown field 'maxslots=4'"),
+        ("a slots=1 count=2\n", "hosts line 1: the slot count is given twice in"),
+        ("a:2 slots=2\n", "hosts line 1: the slot count is given twice in"),
+        ("a slots=2 max-slots=1\n", "hosts line 1: the maximum 1 is less than the 2 slots in"),
         (":2\n", "no host name in ':2'"),
         ("# nothing\n", "hosts names no hosts"),
     ],
@@ -133,8 +160,18 @@ def test_openmpi_command_exactly():
 
 
 def test_more_ranks_than_slots_is_refused():
-    with pytest.raises(LaunchError, match="-np 3 is more than the 2 slot"):
+    with pytest.raises(LaunchError, match=r"-np 3 is more than the 2 slot\(s\) of the hosts; add "):
         mpi_command("m", "openmpi", MpiOptions(3, (Host("a", 2),)), ["w"], {})
+    # a host without a count: what it takes, and what Open MPI's own mpirun would have counted
+    hosts = (Host("a", 2), *parse_hostfile("node-c\n"))
+    said = (
+        "-np 4 is more than the 3 slot(s) of the hosts; add hosts or slots, or pass "
+        "--oversubscribe ('node-c' has no slot count, so it takes 1, as MPICH counts it; Open "
+        "MPI's own mpirun --hostfile would count its cores: write them, as 'node-c slots=N' or "
+        "'node-c:N')"
+    )
+    with pytest.raises(LaunchError, match=re.escape(said)):
+        mpi_command("m", "mpich", MpiOptions(4, hosts), ["w"], {})
     with pytest.raises(LaunchError, match="MPI flavor must be one of mpich, openmpi"):
         mpi_command("m", "lam", MpiOptions(1), ["w"], {})
 
