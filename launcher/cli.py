@@ -238,6 +238,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         find_mpiexec,
         hosts_elsewhere,
         launch_hosts,
+        most_ranks_on_a_host,
         mpi_command,
         mpi_worker_command,
     )
@@ -261,11 +262,10 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     mpiexec = find_mpiexec(args.mpiexec)
     flavor = args.mpi_flavor or detect_flavor(mpiexec)
     job_id = _job_id(args)
-    per_host = -(-args.np // len(hosts)) if hosts else args.np
-    threads = args.threads or threads_per_process(per_host)
+    threads = args.threads or threads_per_process(most_ranks_on_a_host(args.np, hosts))
     # without --threads each rank sizes its kernel threads on its own host (its cores / the
     # ranks MPI put there: distconv.cores.processes_on_this_host); BLAS's pools, sized at
-    # numpy's import, get this host's estimate
+    # numpy's import, get this host's cores over the most ranks a host receives
     exported = THREAD_VARS if args.threads else BLAS_THREAD_VARS
     run_dir, launch = _run_dir(args, job_id), new_launch()
     program = with_out(program, run_dir)

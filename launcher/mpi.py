@@ -242,6 +242,27 @@ def check_slots(opts: MpiOptions) -> None:
         )
 
 
+def most_ranks_on_a_host(np: int, hosts: Sequence[Host]) -> int:
+    """The most of ``np`` ranks any one host receives, placed by slots as Hydra places them:
+    each host in turn takes its slots, and past them all (``--oversubscribe``) the turns go
+    round again. A host named twice (two hostfile lines) is one host with both lines' slots,
+    as both MPIs take it. With no hosts, all ``np`` run on one (mpiexec's default, this one).
+    """
+    merged: dict[str, int] = {}
+    for host in hosts:  # 'node-a' and 'Node-A.' are one host, as DNS names them
+        key = host.name.lower().rstrip(".")
+        merged[key] = merged.get(key, 0) + host.slots
+    if not merged:
+        return np
+    rounds, left = divmod(np, sum(merged.values()))
+    most = 0
+    for slots in merged.values():
+        extra = min(slots, left)  # the last, partial round fills the hosts in their order
+        left -= extra
+        most = max(most, rounds * slots + extra)
+    return most
+
+
 def mpi_command(
     mpiexec: str,
     flavor: str,
