@@ -6,7 +6,7 @@ files, as ``-H localhost:2`` does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from .this_host import all_here
 
@@ -23,6 +23,18 @@ SCHEDULER_HOSTS = (
     "HYDRA_HOST_FILE",
     "OMPI_MCA_orte_default_hostfile",
     "PRTE_MCA_prte_default_hostfile",
+)
+#: variables that say a batch system runs this job (with :data:`SCHEDULER_HOSTS`): mpiexec then
+#: starts its daemons through it (srun, PBS's tm, blaunch, qrsh), not through ssh
+BATCH_JOB_VARS = (
+    "SLURM_JOB_ID",
+    "SLURM_JOBID",
+    "PBS_JOBID",
+    "PBS_ENVIRONMENT",
+    "LSB_JOBID",
+    "COBALT_JOBID",
+    "LOADL_STEP_ID",
+    "FLUX_JOB_ID",
 )
 #: those of :data:`SCHEDULER_HOSTS` that hold the host names themselves, comma-separated
 SLURM_LISTS = ("SLURM_JOB_NODELIST", "SLURM_NODELIST")
@@ -97,3 +109,9 @@ def scheduler_hosts_here(name: str, value: str) -> bool:
     reader = _READERS.get(name)
     hosts = reader(value) if reader is not None else None
     return bool(hosts) and all_here(set(hosts))
+
+
+def in_batch_job(environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` is a batch system's job's (:data:`BATCH_JOB_VARS`, or a host list
+    of :data:`SCHEDULER_HOSTS`), whose mpiexec starts its daemons through that system."""
+    return any(environ.get(name) for name in (*BATCH_JOB_VARS, *SCHEDULER_HOSTS))

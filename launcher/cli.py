@@ -61,6 +61,7 @@ from .pyenv_shim import one_launch
 from .resume_run_dir import refuse_resume_in_a_new_run_dir
 from .run_dir import run_dir_refused
 from .shown import shown
+from .ssh_connect import ssh_connect_bound
 from .startable import missing_here
 from .stderr_line import BoundedParser, quote_user_values, write_last
 from .stdout import write_stdout
@@ -283,6 +284,8 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
             # the launching shell would reach every rank (-genvall, -x) and override each
             # host's own count
             env.pop("DISTCONV_NUM_THREADS", None)
+        # a host that never answers ssh held the launch without a word: ssh gives up in time
+        env.update(ssh_connect_bound(flavor, mpiexec, hosts, env))
         argv = mpi_command(mpiexec, flavor, opts, mpi_worker_command(program), env)
         quiet = is_status_line if flavor == "mpich" else None  # -print-all-exitcodes's
         reader = mpiexec_reader(args.np)

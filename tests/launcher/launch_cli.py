@@ -39,15 +39,16 @@ for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_KEYS", "DISTCONV_PSE
     ENV.pop(_name, None)
 
 
-def launcher_command(**child_waits: float) -> list[str]:
+def launcher_command(module: str = "child", **child_waits: float) -> list[str]:
     """``python -m launcher``, or, given ``child_waits``, the same run with those constants of
-    :mod:`launcher.child` set first (``WRAPUP_SECONDS=2.0``): a test of a wait need not wait
-    the product's."""
+    ``launcher.<module>`` (:mod:`launcher.child` unless named) set first
+    (``WRAPUP_SECONDS=2.0``): a test of a wait need not wait the product's."""
     if not child_waits:
         return [sys.executable, "-m", "launcher"]
-    sets = "".join(f"launcher.child.{name} = {value!r}; " for name, value in child_waits.items())
+    where = f"launcher.{module}"
+    sets = "".join(f"{where}.{name} = {value!r}; " for name, value in child_waits.items())
     run = "runpy.run_module('launcher', run_name='__main__', alter_sys=True)"
-    return [sys.executable, "-c", f"import runpy, launcher.child; {sets}{run}"]
+    return [sys.executable, "-c", f"import runpy, {where}; {sets}{run}"]
 
 
 def launch(

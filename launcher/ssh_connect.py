@@ -1,0 +1,106 @@
+"""A bound on ssh's connect for an mpi launch over other hosts.
+
+mpiexec starts its daemons on the other hosts with ssh (Hydra's proxies, Open MPI's
+``prted``). ssh waits for a host that takes the connection but never answers (a hung sshd, a
+firewall that drops the packets) for as long as the kernel's connect timeout, about two
+minutes, or forever once connected: the launch said nothing meanwhile. Where the user has not
+said otherwise, mpiexec's environment bounds ssh's connect and greeting at
+:data:`CONNECT_SECONDS` (``-o ConnectTimeout``), after which mpiexec fails with ssh's own
+line (``Connection timed out during banner exchange``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .batch_hosts import in_batch_job
+from .hostfile import Host
+from .this_host import all_here
+
+#: seconds ssh may take to connect and read the host's greeting: a sshd's reverse DNS lookup
+#: of the client (often two 5 s tries) fits, a host that never answers costs no more
+CONNECT_SECONDS = 20
+#: Hydra's: the program it starts its proxies with, and the options it adds to its command
+HYDRA_LAUNCHERS = ("HYDRA_LAUNCHER", "HYDRA_BOOTSTRAP")
+HYDRA_EXECS = ("HYDRA_LAUNCHER_EXEC", "HYDRA_BOOTSTRAP_EXEC")
+HYDRA_ARGS = "HYDRA_LAUNCHER_EXTRA_ARGS"
+#: Open MPI's ssh options: 5's (PRRTE's ``plm_ssh_args``) and 4's (``plm_rsh_args``). The
+#: launcher tells only the MPI, not its version, so both are set: each reads its own
+OPENMPI_ARGS = ("PRTE_MCA_plm_ssh_args", "OMPI_MCA_plm_rsh_args")
+#: the same parameters (and the program) as a user sets them: in the environment, or in an
+#: MCA parameter file (:func:`_mca_files`), which the environment would override
+OPENMPI_PARAMS = ("plm_ssh_args", "plm_rsh_args", "plm_ssh_agent", "plm_rsh_agent")
+
+
+def ssh_connect_bound(
+    flavor: str, mpiexec: str, hosts: Sequence[Host], environ: Mapping[str, str]
+) -> dict[str, str]:
+    """The variables to add to mpiexec's environment ``environ`` so that its ssh to each other
+    host gives up after :data:`CONNECT_SECONDS`; none where no host of ``hosts`` is another
+    (:func:`launcher.this_host.all_here`: mpiexec starts this host's own ranks itself), in a
+    batch job (its mpiexec starts the daemons through the batch system, to which ssh's options
+    mean something else: ``-o`` is srun's output file), where the program that starts them is
+    not ssh, or where the user has set the options or that program (in the environment, or
+    for Open MPI in its parameter files), which are left as they are.
+
+    Args:
+        flavor: ``"mpich"`` or ``"openmpi"``.
+        mpiexec: the mpiexec to run (Open MPI's parameter files are found beside it).
+        hosts: the launch's ``-H`` or hostfile hosts.
+        environ: the environment mpiexec runs with.
+    """
+    if not hosts or all_here(h.name for h in hosts) or in_batch_job(environ):
+        return {}
+    option = f"-o ConnectTimeout={CONNECT_SECONDS}"
+    if flavor == "mpich":
+        launcher = next((environ[n] for n in HYDRA_LAUNCHERS if environ.get(n)), "ssh")
+        program = next((environ[n] for n in HYDRA_EXECS if environ.get(n)), "ssh")
+        if HYDRA_ARGS in environ or launcher != "ssh" or not _is_ssh(program):
+            return {}
+        return {HYDRA_ARGS: option}
+    given = [
+        (name, environ[p + name])
+        for p in ("PRTE_MCA_", "OMPI_MCA_")
+        for name in OPENMPI_PARAMS
+        if p + name in environ
+    ]
+    for path in _mca_files(mpiexec, environ):
+        given += _ssh_params(path)
+    if any(name.endswith("_args") or not _is_ssh(value) for name, value in given):
+        return {}  # the user's options, or a program other than ssh (one named for it is)
+    if shutil.which("ssh", path=environ.get("PATH")) is None:  # Open MPI falls back to rsh
+        return {}
+    return dict.fromkeys(OPENMPI_ARGS, f"-x {option}")
+
+
+def _is_ssh(program: str) -> bool:
+    # a wrapper of the user's that is named for ssh takes ssh's options; rsh does not
+    return "ssh" in os.path.basename(program)
+
+
+def _mca_files(mpiexec: str, environ: Mapping[str, str]) -> list[Path]:
+    """Open MPI's MCA parameter files: the user's and its installation's (under the prefix
+    of ``mpiexec``, as run and with its links resolved, and a distribution's /etc/openmpi)."""
+    home = Path(environ.get("HOME") or "~").expanduser()
+    files = [home / ".prte" / "mca-params.conf", home / ".openmpi" / "mca-params.conf"]
+    for etc in {Path(p).parent.parent / "etc" for p in (mpiexec, os.path.realpath(mpiexec))}:
+        files += [etc / "prte-mca-params.conf", etc / "openmpi-mca-params.conf"]
+    return [*files, Path("/etc/openmpi/openmpi-mca-params.conf")]
+
+
+def _ssh_params(path: Path) -> list[tuple[str, str]]:
+    """The settings of ssh's options or program in the MCA parameter file ``path`` (a line
+    ``plm_ssh_args = -p 2222``), as (name, value); none where it cannot be read."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    found = []
+    for line in text.splitlines():
+        name, _, value = line.split("#", 1)[0].partition("=")
+        if name.strip() in OPENMPI_PARAMS:
+            found.append((name.strip(), value.strip()))
+    return found

@@ -1,0 +1,164 @@
+"""An mpi launch over other hosts bounds ssh's connect (``-o ConnectTimeout``) where the user
+has not: a host that took the connection but never answered held the launch without a word,
+for minutes (the kernel's connect timeout) or for good (once connected)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.batch_hosts import BATCH_JOB_VARS, SCHEDULER_HOSTS
+from launcher.mpi import Host
+from launcher.ssh_connect import CONNECT_SECONDS, ssh_connect_bound
+from tests.launcher.launch_cli import ENV, launcher_command
+from tests.launcher.real_children import mpiexec_or_skip
+from tests.processes import run_job
+
+HYDRA = {"HYDRA_LAUNCHER_EXTRA_ARGS": f"-o ConnectTimeout={CONNECT_SECONDS}"}
+OPENMPI = dict.fromkeys(
+    ("PRTE_MCA_plm_ssh_args", "OMPI_MCA_plm_rsh_args"), f"-x -o ConnectTimeout={CONNECT_SECONDS}"
+)
+OTHERS = (Host("node-a", 2), Host("localhost", 2))
+
+
+def _no_batch(env: dict[str, str]) -> dict[str, str]:
+    """``env`` outside any batch job (the tests may run inside one)."""
+    return {k: v for k, v in env.items() if k not in (*BATCH_JOB_VARS, *SCHEDULER_HOSTS)}
+
+
+@pytest.fixture
+def environ(tmp_path: Path) -> dict[str, str]:
+    """A user's environment: this PATH (with ssh), a HOME with no MPI settings, no batch job."""
+    return {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh here")
+def test_the_bound_for_each_mpi_over_other_hosts_only(environ, tmp_path):
+    mpirun = str(tmp_path / "mpi" / "bin" / "mpirun")
+    assert ssh_connect_bound("mpich", mpirun, OTHERS, environ) == HYDRA
+    assert ssh_connect_bound("openmpi", mpirun, OTHERS, environ) == OPENMPI
+    here = (Host("localhost", 2), Host("127.0.0.1", 1))
+    for flavor in ("mpich", "openmpi"):
+        assert ssh_connect_bound(flavor, mpirun, here, environ) == {}  # no ssh is run
+        assert ssh_connect_bound(flavor, mpirun, (), environ) == {}  # mpiexec's own hosts
+    # a wrapper named for ssh takes its options (tests start "remote" proxies so)
+    fake = {**environ, "HYDRA_LAUNCHER_EXEC": "/opt/tools/fakessh"}
+    assert ssh_connect_bound("mpich", mpirun, OTHERS, fake) == HYDRA
+    fake = {**environ, "PRTE_MCA_plm_ssh_agent": "/opt/tools/fakessh"}
+    assert ssh_connect_bound("openmpi", mpirun, OTHERS, fake) == OPENMPI
+
+
+@pytest.mark.parametrize(
+    "flavor, setting",
+    [
+        ("mpich", {"HYDRA_LAUNCHER_EXTRA_ARGS": "-p 2222"}),  # the user's own options
+        ("mpich", {"HYDRA_LAUNCHER": "rsh"}),  # no ssh started
+        ("mpich", {"HYDRA_BOOTSTRAP": "slurm"}),  # -o is srun's output file
+        ("mpich", {"HYDRA_LAUNCHER_EXEC": "/usr/bin/rsh"}),
+        ("mpich", {"SLURM_JOB_ID": "7"}),  # a batch job's mpiexec starts through srun
+        ("openmpi", {"PBS_JOBID": "7.server"}),
+        ("openmpi", {"PRTE_MCA_plm_ssh_args": "-p 2222"}),
+        ("openmpi", {"OMPI_MCA_plm_rsh_agent": "rsh"}),
+        ("openmpi", {"PATH": "/nonexistent"}),  # no ssh: Open MPI falls back to rsh
+    ],
+)
+def test_no_bound_where_the_user_or_the_system_says_otherwise(environ, tmp_path, flavor, setting):
+    mpirun = str(tmp_path / "mpi" / "bin" / "mpirun")
+    assert ssh_connect_bound(flavor, mpirun, OTHERS, {**environ, **setting}) == {}
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh here")
+@pytest.mark.parametrize(
+    "where", [".openmpi/mca-params.conf", ".prte/mca-params.conf", "mpi/etc/prte-mca-params.conf"]
+)
+def test_no_bound_where_open_mpis_parameter_files_set_sshs_options(environ, tmp_path, where):
+    """The environment would override a file's setting (a port, another program)."""
+    mpirun = str(tmp_path / "mpi" / "bin" / "mpirun")
+    conf = tmp_path / where
+    conf.parent.mkdir(parents=True)
+    conf.write_text("# ours\nrmaps_base_oversubscribe = 1\n")
+    assert ssh_connect_bound("openmpi", mpirun, OTHERS, environ) == OPENMPI  # others: kept
+    conf.write_text("plm_ssh_agent = /opt/bin/ssh-wrapper\n")  # a program named for ssh
+    assert ssh_connect_bound("openmpi", mpirun, OTHERS, environ) == OPENMPI
+    for setting in ("plm_ssh_args = -x -p 2222  # the nodes' port", "plm_rsh_agent = rsh"):
+        conf.write_text(f"# ours\n{setting}\n")
+        assert ssh_connect_bound("openmpi", mpirun, OTHERS, environ) == {}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("flavor, bound", [("mpich", HYDRA), ("openmpi", OPENMPI)])
+def test_a_dry_run_over_other_hosts_shows_the_bound(tmp_path, flavor, bound):
+    if shutil.which("ssh") is None and flavor == "openmpi":
+        pytest.skip("no ssh here")
+    argv = ["mpi", "-np", "2", "--mpi-flavor", flavor, "--dry-run", "--", "--epochs", "1"]
+    shown = []
+    for hosts in ("node-a:1,node-b:1", "localhost:2"):
+        done = run_job(
+            [*launcher_command(), *argv[:3], "-H", hosts, *argv[3:]],
+            env=_no_batch(ENV), timeout=50, cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        words = shlex.split(done.stdout)
+        shown.append({w.partition("=")[0]: w.partition("=")[2] for w in words if "=" in w})
+    assert {k: shown[0][k] for k in bound} == bound  # in the env before mpiexec
+    assert not set(bound) & set(shown[1])  # this host's ranks need no ssh
+
+
+#: ssh to a listener of the test's on this host, in place of the host Hydra names: a host
+#: that takes the connection and never answers
+SILENT_SSH = """#!/bin/sh
+n=$#; host=
+while [ $n -gt 0 ]; do
+  a=$1; shift; n=$((n - 1))
+  case "$a" in
+    -[bcDEeFIiJLlmOopQRSWw]) set -- "$@" "$a" "$1"; shift; n=$((n - 1));;
+    -*) set -- "$@" "$a";;
+    *) if [ -z "$host" ]; then host=$a; set -- "$@" -p "$SILENT_PORT" 127.0.0.1
+       else set -- "$@" "$a"; fi;;
+  esac
+done
+exec REAL_SSH -o BatchMode=yes -o StrictHostKeyChecking=no "$@"
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_a_host_that_never_answers_ssh_fails_the_launch_in_seconds(tmp_path):
+    """Hydra starts its proxy on node-a with a real ssh, to a port of this host that takes
+    the connection and says nothing. The bound is shortened to 2 s for the test (the
+    product's is CONNECT_SECONDS); without it the launch waited until the test's timeout."""
+    mpiexec_or_skip()
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        pytest.skip("no ssh here")
+    fake = tmp_path / "ssh"
+    fake.write_text(SILENT_SSH.replace("REAL_SSH", shlex.quote(ssh)))
+    fake.chmod(0o755)
+    script = tmp_path / "never.py"
+    script.write_text("raise SystemExit('a rank ran')\n")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshake; no greeting ever comes
+        env = {**_no_batch(ENV), "HYDRA_LAUNCHER_EXEC": str(fake)}
+        env["SILENT_PORT"] = str(silent.getsockname()[1])
+        started = time.monotonic()
+        done = run_job(
+            [*launcher_command("ssh_connect", CONNECT_SECONDS=2), "mpi", "-np", "2",
+             "-H", "node-a.invalid:2", "--mpi-flavor", "mpich", "--run-dir", "run", "--",
+             str(script)],
+            env=env, timeout=30, cwd=tmp_path,
+        )  # fmt: skip
+        took = time.monotonic() - started
+    assert done.returncode == 255, done.stderr  # mpiexec's, which failed to start its proxy
+    assert took < 15, took
+    assert "Connection timed out during banner exchange" in done.stderr, done.stderr
+    assert "a rank ran" not in done.stderr
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert "Connection timed out during banner exchange" in "\n".join(report["tail"]), report
