@@ -106,9 +106,12 @@ def another_function(obj: Objective, narrow: Any, wide: Any) -> None:
     moved = float(xp.sum(xp.abs((wide - narrow) * obj.r.astype(np.float64))))
     size = obj.rounding / eps  # sum |out * r| of obj's first forward
     if moved > np.sqrt(eps) * size:  # NaN (an output not finite) is the comparisons' to name
+        # of its size: outputs all 0 in the narrow dtype (ReLUs below their kinks) have none,
+        # and the division raised ZeroDivisionError out of the check
+        ratio = f"{moved / size:.3g} of its size" if size else f"{moved:.3g} from all 0"
         raise AnotherFunction(
             "its float64 redo computes another function than the "
-            f"{obj.dtype} one (its output moved by {moved / size:.3g} of its size at the same "
+            f"{obj.dtype} one (its output moved by {ratio} at the same "
             f"point, where rounding in {obj.dtype} explains at most {np.sqrt(eps):.3g}: a layer "
             "drawing in its input's dtype, or a path taken in float64 only)"
         )

@@ -9,7 +9,7 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.layers.base import Layer, grad_target, values_of
-from distconv.layers.randomness import step_generator, training
+from distconv.layers.randomness import step_generator, training, training_step
 from distconv.parameter import UpdateCallback
 
 
@@ -88,3 +88,28 @@ class StaleMask(Layer):
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         if (dx := grad_target(self.inputs[0])) is not None:
             dx += dz * self.kept
+
+
+class Shifted(Layer):
+    """``y = relu(x + n / 10)``, a right backward; ``n`` standard normal from the step's
+    generator, drawn in the input's dtype (what the gradient checks' float64 redo cannot
+    judge). :meth:`below_kinks` puts every ReLU of a check just below its kink."""
+
+    def __init__(self) -> None:
+        super().__init__(act="relu")
+
+    @staticmethod
+    def below_kinks(shape: tuple, seed: int = 0) -> np.ndarray:
+        """float32 inputs of ``shape`` at which, on the draws of a check of ``seed``, each
+        output is 0, 2e-4 below its kink: within float32's step of 1e-3."""
+        with training_step(seed, 0, 0) as generator:
+            n = generator.standard_normal(shape, dtype=np.float32)
+        return (-n / 10 - np.float32(2e-4)).astype(np.float32)
+
+    def _forward(self, x: Arg) -> Any:
+        v = values_of(self, x)
+        return v + step_generator().standard_normal(v.shape, dtype=v.dtype) / 10
+
+    def _backward(self, dz: Any, callback: UpdateCallback) -> None:
+        if (dx := grad_target(self.inputs[0])) is not None:
+            dx += dz

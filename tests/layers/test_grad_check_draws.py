@@ -14,7 +14,7 @@ from distconv.float64_redo import AnotherFunction, another_function
 from distconv.gradient_check import check_layer_grad, check_network_grad
 from distconv.layers import Dropout
 from distconv.layers.base import Layer, grad_target, values_of
-from tests.layers.drawing_layers import Drawn, Jitter, StaleMask
+from tests.layers.drawing_layers import Drawn, Jitter, Shifted, StaleMask
 from tests.layers.test_grad_check_own_layers import feeds, network
 
 
@@ -115,6 +115,18 @@ def test_a_wrong_layer_drawing_in_its_input_s_dtype_is_off_on_float32_s_word():
     x = _near_kinks((4, 6), near=0)
     with pytest.raises(AssertionError, match=r"is off: .* judged in float32, as " + ANOTHER):
         check_layer_grad(Drawn(in_input_dtype=True, wrong=True), [Arg(x, needs_grad=True)])
+
+
+def test_outputs_all_0_in_float32_that_the_redo_moves_are_told_not_divided_by():
+    """Every ReLU of a layer drawing in its input's dtype just below its kink: its float32
+    outputs are all 0, so their size is too, and the redo's message divided by it
+    (ZeroDivisionError out of the check, which said nothing of the layer)."""
+    x = Shifted.below_kinks((4, 6))
+    with pytest.raises(ValueError, match=r"cannot be judged in float32: f bends") as caught:
+        check_layer_grad(Shifted(), [Arg(x, needs_grad=True)])
+    said = str(caught.value)
+    assert "another function than the float32 one (its output moved by " in said
+    assert " from all 0 at the same point" in said and "\n" not in said
 
 
 def test_a_backward_that_keeps_the_mask_of_its_first_forward_fails_both_checks(rng):
