@@ -12,7 +12,7 @@ from distconv import Arg
 from distconv.finite_differences import Objective
 from distconv.float64_redo import AnotherFunction, another_function
 from distconv.gradient_check import check_layer_grad, check_network_grad
-from distconv.layers import Dropout
+from distconv.layers import Dropout, FullyConnected
 from distconv.layers.base import Layer, grad_target, values_of
 from tests.layers.drawing_layers import Drawn, Jitter, Shifted, StaleMask
 from tests.layers.test_grad_check_own_layers import feeds, network
@@ -127,6 +127,21 @@ def test_outputs_all_0_in_float32_that_the_redo_moves_are_told_not_divided_by():
     said = str(caught.value)
     assert "another function than the float32 one (its output moved by " in said
     assert " from all 0 at the same point" in said and "\n" not in said
+
+
+def test_the_redo_of_a_right_layer_whose_outputs_cancel_is_no_other_function():
+    """Rounding scales with what is added up, not with the outputs: a float32 fully connected
+    layer on inputs about 1e4, its bias taking that off, has outputs about 1, rounded as sums
+    of 1e4. Its float64 redo moved their terms by up to 9000 eps of their size, beyond the
+    bound of sqrt(eps) of it, and the right layer was refused as one whose redo computes
+    another function. A nudge of its values by a rounding moves them alike: judged."""
+    rng = np.random.default_rng(1)
+    fc = FullyConnected(16, 8, act="relu", dtype=np.float32)
+    w = (rng.standard_normal(fc.weight.value.shape) * np.sqrt(2 / 16)).astype(np.float32)
+    fc.weight.value[...] = w
+    x = (1e4 + rng.standard_normal((6, 16))).astype(np.float32)
+    fc.bias.value[...] = (-1e4 * w.sum(axis=1)).astype(np.float32)
+    assert check_layer_grad(fc, [Arg(x, needs_grad=True)]).worst < 2e-2
 
 
 def test_a_backward_that_keeps_the_mask_of_its_first_forward_fails_both_checks(rng):
