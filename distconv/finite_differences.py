@@ -30,11 +30,13 @@ class Objective:
     :meth:`backward`.
 
     Every forward trains, on the same draws (:meth:`pinned`), but a decoy before the first
-    where a layer drew (:meth:`_first_output`).
+    and one before the first backward's, where a layer drew (:meth:`_first_output`).
     """
 
     #: id of a parameter -> the arrays it held before the check swapped in copies of them
     originals: dict[int, tuple] = {}
+    #: whether the next backward's forward follows a decoy (:meth:`_backward_forward`)
+    decoy_due = False
 
     def __init__(
         self, layer: Layer, inputs: list[Arg], rng: np.random.Generator, draws: int = 0
@@ -75,7 +77,20 @@ class Objective:
             out = self._forward()
             if generator.bit_generator.state == made:
                 return out
+        self.decoy_due = True
         return self._output()
+
+    def _backward_forward(self) -> None:
+        """The fresh forward a backward starts from, pinned; the first, where a layer drew,
+        after a decoy on other draws (step 2 of :attr:`draws`): a backward that used the mask
+        of the forward before its latest passed both checks (the forwards before it all drew
+        the check's), wrong at every step of a training."""
+        if self.decoy_due:
+            self.decoy_due = False
+            with training_step(self.draws, 0, 2):
+                self._forward()
+        with self.pinned():
+            self._forward()
 
     def _forward(self) -> Any:
         """The output's array of a forward in the context in force."""
@@ -154,8 +169,7 @@ class Objective:
 
     def backward(self, callback: Any) -> None:
         """Fresh forward, seed ``d f / d output = r``, backward."""
-        with self.pinned():
-            self.layer.forward(*self.inputs)
+        self._backward_forward()
         self.layer.output.grad = self.r.copy()
         self.layer.backward(callback)
 
@@ -184,8 +198,7 @@ class NetworkObjective(Objective):
 
     def backward(self, callback: Any) -> None:
         """Fresh forward, backward from the loss."""
-        with self.pinned():
-            self.net.forward(self.feeds)
+        self._backward_forward()
         self.net.backward(callback, loss=self.loss)
 
 

@@ -24,8 +24,9 @@ the sum of its loss layer's output (what its backward seeds with ones), in float
 with the same finite differences, steps and tolerances; each parameter's users are the
 network's. Both put back what they change on the parameters (:func:`kept`). Both run every
 forward as a training step whose draws are pinned (:mod:`distconv.layers.randomness`): a
-dropout drops, and the same entries at each forward of one check, but for a decoy first forward
-on other draws where a layer drew, so that a backward using the mask of an earlier forward fails.
+dropout drops, and the same entries at each forward of one check, but for two decoy forwards on
+other draws where a layer drew (the first, and the one before the first backward's), so that a
+backward using the mask of its first forward or of the one before its latest fails.
 """
 
 from __future__ import annotations
@@ -101,8 +102,8 @@ def check_layer_grad(
         elements: single entries (an int >= 0) of each array to check besides the direction.
         seed: for the output weighting and the directions, and the seed of what the layer
             draws (:mod:`distconv.layers.randomness`): every forward of the check trains, a
-            dropout dropping, on the same draws, after a decoy forward on others where a
-            layer drew.
+            dropout dropping, on the same draws, but for two decoy forwards on others where
+            a layer drew.
         check_static: also run the all-static pass.
 
     Returns:

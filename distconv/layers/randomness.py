@@ -8,8 +8,9 @@ Since the generator is made afresh from those integers, a checkpoint needs no ge
 state: a resumed run draws what an uninterrupted one drew, each rank draws its own numbers
 and each step new ones. The gradient checks enter it with one key around every forward of a
 check, so each evaluation draws the same numbers and finite differences can judge the layer;
-where a layer drew, their first forward is a decoy under another key, so that a backward using
-the mask of an earlier forward, not the latest, fails them.
+where a layer drew, their first forward and the one before their first backward's are decoys
+under other keys, so that a backward using the mask of its first forward or of the one before
+its latest fails them.
 """
 
 from __future__ import annotations

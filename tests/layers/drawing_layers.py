@@ -113,3 +113,25 @@ class Shifted(Layer):
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         if (dx := grad_target(self.inputs[0])) is not None:
             dx += dz
+
+
+class PreviousMask(Layer):
+    """Inverted dropout (``p`` 0.5) whose backward multiplies by the mask of the forward before
+    its latest (its first where there is none): a mask drawn a forward ahead, and one forward
+    too early at every step of a training."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.previous = self.latest = None
+
+    def _forward(self, x: Arg) -> Any:
+        v = values_of(self, x)
+        if not training():
+            return v
+        mask = (step_generator().random(v.shape, dtype=np.float32) >= 0.5).astype(v.dtype) * 2
+        self.previous, self.latest = self.latest, mask
+        return v * mask
+
+    def _backward(self, dz: Any, callback: UpdateCallback) -> None:
+        if (dx := grad_target(self.inputs[0])) is not None:
+            dx += dz * (self.latest if self.previous is None else self.previous)

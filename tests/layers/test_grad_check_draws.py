@@ -14,20 +14,23 @@ from distconv.float64_redo import AnotherFunction, another_function
 from distconv.gradient_check import check_layer_grad, check_network_grad
 from distconv.layers import Dropout, FullyConnected
 from distconv.layers.base import Layer, grad_target, values_of
-from tests.layers.drawing_layers import Drawn, Jitter, Shifted, StaleMask
+from tests.layers.drawing_layers import Drawn, Jitter, PreviousMask, Shifted, StaleMask
 from tests.layers.test_grad_check_own_layers import feeds, network
 
 
 def _trained(layer: Jitter) -> list:
-    """What the layer drew at each forward of a check after the first, the decoy: the same
-    numbers each time, and others than the decoy's."""
+    """What the layer drew at each forward of a check but the two decoys (the first forward,
+    and the one before the first backward's): the same numbers each time, and others than
+    either decoy's."""
     drawn = [n for n in layer.drawn if n is not None]
-    assert len(drawn) > 2 and len(drawn) == len(layer.drawn)  # every forward trained
-    decoy, drawn = drawn[0], drawn[1:]
-    for n in drawn[1:]:
-        np.testing.assert_array_equal(n, drawn[0])
-    assert not np.isclose(decoy, drawn[0]).any()
-    return drawn
+    assert len(drawn) > 3 and len(drawn) == len(layer.drawn)  # every forward trained
+    pinned = [n for n in drawn if np.array_equal(n, drawn[1])]
+    decoys = [n for n in drawn if not np.array_equal(n, drawn[1])]
+    assert len(decoys) == 2 and decoys[0] is drawn[0]
+    for decoy in decoys:
+        assert not np.isclose(decoy, pinned[0]).any()
+    assert not np.isclose(*decoys).any()
+    return pinned
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -157,6 +160,18 @@ def test_a_backward_that_keeps_the_mask_of_its_first_forward_fails_both_checks(r
     assert check_network_grad(network(Dropout(0.5)), feeds(rng), inputs=True).worst < 1e-6
 
 
+def test_a_backward_that_uses_the_mask_of_the_forward_before_its_latest_fails_both(rng):
+    """After the decoy, the check's forwards before its first backward draw the same mask, so
+    a backward using the mask of the forward before the latest passed both checks, though
+    the docs said a backward using an earlier forward's mask fails them. A second decoy, just
+    before the first backward's forward, tells it."""
+    x = Arg(rng.standard_normal((5, 8)), needs_grad=True)
+    with pytest.raises(AssertionError, match=r"gradient of input 0(\[.*\])? is off"):
+        check_layer_grad(PreviousMask(), [x])
+    with pytest.raises(AssertionError, match=r"is off"):
+        check_network_grad(network(PreviousMask()), feeds(rng), inputs=True)
+
+
 class Doubled(Layer):
     """``y = 2 x``, drawing nothing; ``forwards`` counts its forwards."""
 
@@ -173,10 +188,10 @@ class Doubled(Layer):
             dx += 2 * dz
 
 
-def test_the_decoy_costs_one_forward_and_only_where_a_layer_drew(rng):
-    """The same check of two linear layers, one drawing: one forward more for it."""
+def test_the_decoys_cost_two_forwards_and_only_where_a_layer_drew(rng):
+    """The same check of two linear layers, one drawing: two forwards more for it."""
     x = Arg(rng.standard_normal((5, 8)), needs_grad=True)
     drawing, still = Jitter(), Doubled()
     check_layer_grad(drawing, [x])
     check_layer_grad(still, [x])
-    assert len(drawing.drawn) == still.forwards + 1
+    assert len(drawing.drawn) == still.forwards + 2
