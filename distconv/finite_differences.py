@@ -73,9 +73,9 @@ class Objective:
         decoy's. The decoy is the first forward, its output kept where its generator is as it
         was made (nothing drew), so it costs a forward only where a layer drew."""
         with training_step(self.draws, 0, 1) as generator:
-            made = generator.bit_generator.state
+            made = _drawn_from(generator)
             out = self._forward()
-            if generator.bit_generator.state == made:
+            if _drawn_from(generator) == made:
                 return out
         self.decoy_due = True
         return self._output()
@@ -172,6 +172,14 @@ class Objective:
         self._backward_forward()
         self.layer.output.grad = self.r.copy()
         self.layer.backward(callback)
+
+
+def _drawn_from(generator: np.random.Generator) -> tuple:
+    """What tells that a layer drew from ``generator``: its state, and the children spawned
+    from its seed (``spawn()`` draws from a child and leaves the state as it was)."""
+    bits = generator.bit_generator
+    seeds = getattr(bits, "seed_seq", getattr(bits, "_seed_seq", None))  # numpy < 1.25: _
+    return bits.state, getattr(seeds, "n_children_spawned", None)
 
 
 class NetworkObjective(Objective):

@@ -14,6 +14,7 @@ from distconv.float64_redo import AnotherFunction, another_function
 from distconv.gradient_check import check_layer_grad, check_network_grad
 from distconv.layers import Dropout, FullyConnected
 from distconv.layers.base import Layer, grad_target, values_of
+from distconv.layers.randomness import step_generator
 from tests.layers.drawing_layers import Drawn, Jitter, PreviousMask, Shifted, StaleMask
 from tests.layers.test_grad_check_own_layers import feeds, network
 
@@ -170,6 +171,30 @@ def test_a_backward_that_uses_the_mask_of_the_forward_before_its_latest_fails_bo
         check_layer_grad(PreviousMask(), [x])
     with pytest.raises(AssertionError, match=r"is off"):
         check_network_grad(network(PreviousMask()), feeds(rng), inputs=True)
+
+
+class Spawning(Jitter):
+    """:class:`Jitter` drawing from a child of the step's generator (``spawn``), which leaves
+    the generator's state as it was."""
+
+    def _forward(self, x: Arg):
+        v = values_of(self, x)
+        self.noise = step_generator().spawn(1)[0].standard_normal(v.shape).astype(v.dtype)
+        self.drawn.append(self.noise)
+        return v * (1 + self.noise / 10)
+
+
+def test_a_layer_drawing_from_a_spawned_child_is_seen_to_draw(rng):
+    """The checks told a draw by the step generator's state, which spawning a child leaves as
+    it was: the decoy's output was taken for the first forward's, and a wrong layer was said
+    to be random ("the output changed between two forwards"), told to draw from
+    step_generator(), which it did. Its decoys are made as for any layer that draws."""
+    x = Arg(rng.standard_normal((4, 6)), needs_grad=True)
+    right = Spawning()
+    assert check_layer_grad(right, [x]).worst < 1e-6
+    _trained(right)
+    with pytest.raises(AssertionError, match=r"gradient of input 0(\[.*\])? is off"):
+        check_layer_grad(Spawning(wrong=True), [x])
 
 
 class Doubled(Layer):
