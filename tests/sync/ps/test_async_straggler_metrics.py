@@ -166,11 +166,32 @@ def test_an_async_epochs_pushes_applied_and_dropped_are_summed_over_ranks(shards
 
 
 @pytest.mark.timeout(60)
-def test_a_sync_or_local_run_records_no_push_counts(tmp_path):
-    """Push counts are an asynchronous run's: a LocalSync run's lines have none."""
-    sync = LocalSync(create_optimizer("sgd", lr=0.05))
-    trainer = Trainer(small_net(), sync, 8, out_dir=tmp_path / "run", progress=False)
+def test_a_sync_or_local_run_records_no_push_counts(shards, tmp_path):
+    """Push counts are an asynchronous run's: the lines of a LocalSync run and of two workers
+    of synchronous shards have none (each step is one update there, none is dropped)."""
     rng = np.random.default_rng(3)
-    trainer.fit({"image": rng.standard_normal((16, 1, 8, 8)), "label": rng.integers(0, 4, 16)})
-    (line,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
-    assert not set(PUSHES) & set(line), line
+    data = {"image": rng.standard_normal((16, 1, 8, 8)), "label": rng.integers(0, 4, 16)}
+    local = Trainer(
+        small_net(),
+        LocalSync(create_optimizer("sgd", lr=0.05)),
+        8,
+        out_dir=tmp_path / "local",
+        progress=False,
+    )
+    local.fit(data)
+    endpoints = shards.start(1, workers=2)
+    syncs = [insecure_worker(endpoints, r, 2) for r in range(2)]
+    out = tmp_path / "sync"
+    trainers = [
+        Trainer(small_net(), syncs[r], 4, out_dir=out if r == 0 else None, progress=False)
+        for r in range(2)
+    ]
+    try:
+        run_ranks(lambda r: trainers[r].fit(data), 2)
+    finally:
+        for sync in syncs:
+            sync.close()
+    for run, scheme in ((tmp_path / "local", "local"), (out, "pserver")):
+        (line,) = read_metrics(run / "metrics.jsonl")
+        assert line["scheme"]["sync"] == scheme and line["scheme"].get("mode") != "async", line
+        assert not set(PUSHES) & set(line), line
