@@ -304,7 +304,9 @@ def summary(record: dict[str, Any], epochs: int) -> str:
         if key in record:
             parts.append(f"{key} {record[key]:.4f}")
     seconds = f"{record['seconds']:.1f}s"
-    if "collective_seconds" in record:  # the most a rank waited for the others between steps
+    # the most a rank waited for the others between steps; a rank alone waits for none (its
+    # record's figure is the sums' own bookkeeping, which said "0.0s waiting" at every epoch)
+    if "collective_seconds" in record and record.get("world_size", 1) > 1:
         seconds += f" ({record['collective_seconds']:.1f}s waiting in collectives)"
     parts.append(seconds)
     parts.append(

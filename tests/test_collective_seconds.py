@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from distconv.data import synthetic
-from distconv.metrics import read_metrics
+from distconv.metrics import read_metrics, summary
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.service import ServiceEndpoints
@@ -42,3 +42,7 @@ def test_a_local_run_records_its_collective_seconds_each_epoch_and_in_all(tmp_pa
     # there as a transport's would print one), and /metrics counts none
     assert sync.traffic() == {}
     assert served_collective_seconds(monitor) == 0
+    # nor does its epoch's log line say it waited: "0.0s waiting in collectives" at each epoch
+    # of the main job said nothing but noise
+    said = summary(history[0], 2)
+    assert "waiting" not in said and f"{history[0]['seconds']:.1f}s  " in said
