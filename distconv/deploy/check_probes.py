@@ -57,12 +57,29 @@ def _probe_problems(here, container, health_ports) -> Iterator[str]:
         get = container.get(probe, {}).get("httpGet", {})
         if get.get("path") != path or get.get("port") not in ("health", ports["health"]):
             yield f"{here}: {probe} must GET {path} on the health port, got {get or None}"
-    startup = container.get("startupProbe")
-    if startup is not None and startup.get("httpGet", {}).get("path") != "/readyz":
-        # /healthz is 200 before the first beat: a startup probe on it passes at once
-        yield f"{here}: startupProbe must GET /readyz, got {startup.get('httpGet')}"
+    yield from _startup_problems(here, container)
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         yield from _get_reaches_the_server(here, probe, container.get(probe, {}).get("httpGet"))
+
+
+def _startup_problems(here: str, container: Manifest) -> Iterator[str]:
+    """A rank's startup probe must GET /readyz: its /healthz is 200 before the first beat, so
+    one on that would pass at once. A shard's must GET /healthz: a shard whose job fails before
+    worker 0 seeds it keeps /readyz at 503 for good, so a probe on that holds liveness off, and
+    the failed shard refuses every worker, for the probe's whole window."""
+    startup = container.get("startupProbe")
+    if startup is None:
+        return
+    path = startup.get("httpGet", {}).get("path")
+    if _command_args(_argv(container), "pserver") is None:
+        if path != "/readyz":
+            yield f"{here}: startupProbe must GET /readyz, got {startup.get('httpGet')}"
+    elif path != "/healthz":
+        yield (
+            f"{here}: a shard's startupProbe must GET /healthz, got {startup.get('httpGet')} "
+            "(/readyz stays 503 for a shard whose job failed before it was seeded: it would "
+            "not be restarted)"
+        )
 
 
 def _get_reaches_the_server(here: str, probe: str, get: Manifest | None) -> Iterator[str]:

@@ -36,8 +36,11 @@ WORKER_RESOURCES = {"cpu": "2", "memory": "4Gi"}
 RESUME_ARGS = ("--resume", "auto")
 #: every interface of a pod: IPv4 ones, or with ``ipv6`` both families' (dual-stack)
 ANY_ADDRESS = {False: "0.0.0.0", True: "::"}
-#: a startup probe on /readyz may wait this long (periods x failures) for peers and seeding
+#: a rank's startup probe on /readyz may wait this long (periods x failures) for peers and
+#: seeding
 STARTUP_SECONDS = 1200
+#: a shard's startup probe on /healthz may wait this long for the shard to serve its probes
+SHARD_STARTUP_SECONDS = 60
 #: where a GPU rank's CuPy caches the kernels it compiles on first use: on the /tmp emptyDir,
 #: since CuPy's default (~/.cupy/kernel_cache) lies on the read-only root
 CUPY_CACHE_DIR = "/tmp/cupy/kernel_cache"
@@ -127,8 +130,10 @@ class _JobBase:
         ports: list[Manifest],
         gpus: int = 0,
         probed: bool = True,
+        shard: bool = False,
     ) -> Manifest:
-        """A container of the image; only ``args`` is set, so tini stays the entry point."""
+        """A container of the image; only ``args`` is set, so tini stays the entry point.
+        ``probed`` gives it the probes of a rank, or with ``shard`` those of a shard."""
         limits: dict[str, Any] = dict(resources)
         if gpus:
             limits["nvidia.com/gpu"] = gpus
@@ -154,7 +159,7 @@ class _JobBase:
             "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *mounts],
         }
         if probed:
-            spec.update(_probes())
+            spec.update(_probes(shard))
         return spec
 
     def rank_env(
@@ -183,9 +188,10 @@ class _JobBase:
         return [*RESUME_ARGS, *out, *self.train_args]
 
 
-def _probes() -> Manifest:
+def _probes(shard: bool = False) -> Manifest:
     """Readiness on /readyz, liveness on /healthz; the startup probe holds liveness off while
-    a rank waits for its peers (or, under MPI, for mpirun to start it)."""
+    a rank waits for its peers (or, under MPI, for mpirun to start it), a shard only until it
+    serves its probes."""
 
     def probe(path: str, period: int, failures: int) -> Manifest:
         return {
@@ -195,10 +201,20 @@ def _probes() -> Manifest:
             "timeoutSeconds": 5,
         }
 
+    if shard:
+        # /healthz, not /readyz: a shard whose job fails before worker 0 seeds it (a worker
+        # pod later than --timeout) keeps /readyz at 503 for good, so a startup probe on it
+        # would hold liveness off for its whole window and the failed shard would refuse every
+        # worker until the Job ran out of retries. A shard's /healthz is 200 while its loop
+        # turns, seeded or not, and 503 once its job failed: liveness then restarts it.
+        startup = probe("/healthz", 5, SHARD_STARTUP_SECONDS // 5)
+    else:
+        # /readyz, not /healthz: a rank's /healthz is 200 before the first beat, so a startup
+        # probe on it would pass at once; liveness starts once the rank has its parameters (a
+        # rank that fails before then exits, and its container restarts)
+        startup = probe("/readyz", 10, STARTUP_SECONDS // 10)
     return {
-        # /readyz, not /healthz: /healthz is 200 before the first beat, so a startup probe on
-        # it would pass at once; liveness starts once the rank has its parameters
-        "startupProbe": probe("/readyz", 10, STARTUP_SECONDS // 10),
+        "startupProbe": startup,
         "readinessProbe": probe("/readyz", 5, 3),
         "livenessProbe": probe("/healthz", 30, 3),
     }

@@ -78,6 +78,7 @@ class _PserverWorkloads(_JobBase):
             env=env,
             mounts=[_keys_mount(), {"name": "checkpoints", "mountPath": CHECKPOINT_DIR}],
             ports=[_port("ps", PS_PORT), _port("health", HEALTH_PORT)],
+            shard=True,
         )
         claim = {
             "metadata": {"name": "checkpoints", "labels": self.labels("pserver")},

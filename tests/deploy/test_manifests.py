@@ -346,16 +346,21 @@ def test_every_container_command_parses_with_the_real_distconv_parser(name):
 
 @pytest.mark.parametrize("name", ["pserver", "pserver-gpu"])
 def test_startup_probes_wait_for_readiness_not_for_health(name):
-    probed = []
+    """A worker's startup probe waits for its parameters (/readyz, 200 once it has them). A
+    shard's asks /healthz, which turns 503 once its job failed, seeded or not: on /readyz a shard
+    failed before its seed held liveness off for the whole window and was never restarted."""
+    probed = {}
     for obj in render(name):
         for where, template in _templates(obj):
             for container in template["spec"]["containers"]:
                 startup = container["startupProbe"]  # shards and workers alike have one
-                assert startup["httpGet"]["path"] == "/readyz"
-                assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
-                probed.append(where)
-    assert probed == [f"StatefulSet {name.replace('pserver', 'digits-ps')}-pserver",
-                      f"Job {name.replace('pserver', 'digits-ps')}-worker"]  # fmt: skip
+                seconds = startup["periodSeconds"] * startup["failureThreshold"]
+                probed[where] = (startup["httpGet"]["path"], seconds)
+    job = name.replace("pserver", "digits-ps")
+    assert probed == {
+        f"StatefulSet {job}-pserver": ("/healthz", 60),
+        f"Job {job}-worker": ("/readyz", 1200),
+    }
 
 
 def test_no_mpijob_container_waits_on_a_startup_probe():
@@ -647,8 +652,12 @@ SEMANTIC_BREAKS = {
             secretName="digits-ps-server-keys"), "must not hold the server's secret key",
     ),
     "startup probe passes at once": (
-        "pserver", 1, lambda o: _container(o)["startupProbe"]["httpGet"].update(path="/healthz"),
+        "pserver", 2, lambda o: _container(o)["startupProbe"]["httpGet"].update(path="/healthz"),
         "startupProbe must GET /readyz",
+    ),
+    "a failed unseeded shard is never restarted": (
+        "pserver", 1, lambda o: _container(o)["startupProbe"]["httpGet"].update(path="/readyz"),
+        "a shard's startupProbe must GET /healthz",
     ),
     "mpi run directory not writable": (
         "mpijob", 0, lambda o: _container(o, "Worker")["volumeMounts"].pop(),

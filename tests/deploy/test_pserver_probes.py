@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from distconv.deploy import render_manifests
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
@@ -150,6 +151,48 @@ def test_a_failed_shard_says_so_at_once_with_its_last_step_not_its_update_count(
         assert get(health, "/readyz")[0] == 200  # the blocks are there: only liveness fails
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{health}/metrics").read()
         assert b'distconv_step{rank="0",role="server"} 3.0' in metrics
+
+
+def _rendered_shard_container(workers: int) -> dict:
+    """The shard container ``distconv-launch k8s`` renders for a job of ``workers`` workers."""
+    (shards,) = [
+        o
+        for o in render_manifests(job_name="j", workers=workers, servers=1, image="d:1")
+        if o["kind"] == "StatefulSet"
+    ]
+    (container,) = shards["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+@pytest.mark.timeout(60)
+def test_the_rendered_startup_probe_fails_a_shard_whose_job_failed_before_its_seed():
+    """The startup probe holds liveness off until it first passes. On /readyz, 503 until
+    seeded, it held off for 20 minutes a shard whose job failed before any seed (a worker more
+    than --timeout late): never restarted, the shard refused every worker until the Job ran out
+    of retries. The rendered probes, asked of a real shard: 2xx while it waits healthy for its
+    workers, not once its job failed, so Kubernetes restarts it."""
+    container = _rendered_shard_container(2)
+    startup, liveness = (container[p]["httpGet"]["path"] for p in ("startupProbe", "livenessProbe"))
+    (health,) = free_ports(1)
+    with served_shard(health, 2, "--timeout", "1", "--stall-seconds", "300") as endpoint:
+        assert (status(health, "/readyz"), status(health, startup)) == (503, 200)
+        set_seed(0)
+        net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
+        sync = PServerSync(
+            create_optimizer("sgd", lr=0.1), rank=0, world_size=2, pservers=[endpoint],
+            insecure=True, timeout=20,
+        )  # fmt: skip
+        try:
+            with pytest.raises(SyncError, match="rank 1"):  # rank 1 never comes
+                sync.setup(net.parameters())
+        finally:
+            sync.close()
+        deadline = time.monotonic() + 10  # the loop's next turn, not the stall limit
+        while (answer := get(health, startup))[0] == 200:
+            assert time.monotonic() < deadline, f"the job failed, {startup} still says {answer}"
+            time.sleep(0.05)
+        assert answer[0] == 503 and answer[1].startswith("failed: server 0, last step none yet")
+        assert status(health, liveness) == 503 and status(health, "/readyz") == 503
 
 
 @pytest.mark.timeout(60)
