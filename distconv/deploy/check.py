@@ -134,6 +134,28 @@ def _restart_policies(objs: Sequence[Manifest]) -> Iterator[str]:
                     f"{_where(mpijob)} Launcher: restartPolicy must be Never or OnFailure, "
                     f"got {policy!r}"
                 )
+        yield from _mpi_worker_restarts(mpijob)
+
+
+#: the Worker replica policies under which the kubelet restarts a container liveness killed
+#: (the operator sets the replica's policy on each worker pod: ExitCode, and unset, as Never)
+MPI_WORKER_RESTARTS = ("OnFailure", "Always")
+
+
+def _mpi_worker_restarts(mpijob: Manifest) -> Iterator[str]:
+    """A worker pod whose liveness probe fails under Never goes Failed, and the operator
+    creates a worker pod only where none exists: the launcher's retries cannot reach that
+    host, and the MPIJob fails before distconv's own --timeout could stop and resume it."""
+    worker = mpijob.get("spec", {}).get("mpiReplicaSpecs", {}).get("Worker", {})
+    if not any("livenessProbe" in c for c in _pod(worker).get("containers", [])):
+        return
+    policy = worker.get("restartPolicy")
+    if policy not in MPI_WORKER_RESTARTS:
+        yield (
+            f"{_where(mpijob)} Worker: restartPolicy {policy or 'Never (unset)'} with a "
+            "livenessProbe: a liveness failure leaves the pod Failed, which the operator never "
+            "recreates, and the MPIJob fails (use OnFailure: the container restarts in its pod)"
+        )
 
 
 #: controllers whose pods have no Job index nor stable ordinal and are restarted when they exit

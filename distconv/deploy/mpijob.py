@@ -76,7 +76,11 @@ class _MpiWorkload(_JobBase):
                 "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 3},
                 "mpiReplicaSpecs": {
                     "Launcher": self.replica(1, "launcher", launcher, "OnFailure"),
-                    "Worker": self.replica(pods, "worker", worker, "Never"),
+                    # OnFailure: a liveness kill restarts sshd in the same pod (its name, its
+                    # address, its run directory kept), where the launcher's retry finds it and
+                    # rank 0 resumes; under Never the pod would stay Failed, and the operator
+                    # recreates no worker pod that exists, so the MPIJob would fail
+                    "Worker": self.replica(pods, "worker", worker, "OnFailure"),
                 },
             },
         }

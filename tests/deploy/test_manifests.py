@@ -377,6 +377,8 @@ def test_mpi_worker_pods_wait_for_their_ranks_and_are_not_gated():
     (worker,) = replicas["Worker"]["template"]["spec"]["containers"]
     assert "readinessProbe" not in worker and "startupProbe" not in worker
     assert worker["lifecycle"]["preStop"]["exec"]["command"][0] == "/bin/sh"
+    # a liveness kill restarts sshd in its pod: under Never the pod stayed Failed for good
+    assert "livenessProbe" in worker and replicas["Worker"]["restartPolicy"] == "OnFailure"
     (launcher,) = replicas["Launcher"]["template"]["spec"]["containers"]
     for container in (launcher, worker):
         assert container["workingDir"] == "/var/lib/distconv/run"
@@ -658,6 +660,14 @@ SEMANTIC_BREAKS = {
     "a failed unseeded shard is never restarted": (
         "pserver", 1, lambda o: _container(o)["startupProbe"]["httpGet"].update(path="/readyz"),
         "a shard's startupProbe must GET /healthz",
+    ),
+    "mpi worker pod failed for good by its liveness": (
+        "mpijob", 0, lambda o: o["spec"]["mpiReplicaSpecs"]["Worker"].update(restartPolicy="Never"),
+        "Worker: restartPolicy Never with a livenessProbe",
+    ),
+    "mpi worker restart policy unset": (
+        "mpijob", 0, lambda o: o["spec"]["mpiReplicaSpecs"]["Worker"].pop("restartPolicy"),
+        "Worker: restartPolicy Never (unset) with a livenessProbe",
     ),
     "mpi run directory not writable": (
         "mpijob", 0, lambda o: _container(o, "Worker")["volumeMounts"].pop(),
