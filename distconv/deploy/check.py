@@ -269,7 +269,9 @@ def _key_problems(here, container, volumes) -> Iterator[str]:
         return
     path = in_container(keys, container.get("workingDir"))
     known, env = env_as_seen(container, "DISTCONV_KEYS")
-    if known and (env is None or in_container(env, container.get("workingDir")) != path):
+    # a shard reads its keys from --keys alone: it needs no DISTCONV_KEYS (one set must agree)
+    needed = env is not None or not _runs(container, "pserver")
+    if known and needed and (env is None or in_container(env, container.get("workingDir")) != path):
         yield f"{here}: DISTCONV_KEYS must be {keys!r}, the --keys directory"
     mounted = {
         posixpath.normpath(m["mountPath"]): volumes.get(m["name"], {})

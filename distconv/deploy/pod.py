@@ -169,11 +169,7 @@ class _JobBase:
         env = [_env("DISTCONV_ROLE", role), _env("DISTCONV_JOB_ID", self.name)]
         if world_size is not None:
             env.append(_env("DISTCONV_WORLD_SIZE", str(world_size)))
-        # matplotlib and friends want a writable config directory; the root fs is read-only
-        env.append(_env("MPLCONFIGDIR", "/tmp/matplotlib"))
-        # one BLAS pool per process, sized to its share of the CPU limit: nothing oversubscribes
-        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env.append(_env(name, str(threads)))
+        env += _library_env(threads)
         env.append(_env("DISTCONV_NUM_THREADS", str(threads)))
         if gpu:
             env.append(_env("DISTCONV_DEVICE", "gpu"))
@@ -218,6 +214,17 @@ def _probes(shard: bool = False) -> Manifest:
         "readinessProbe": probe("/readyz", 5, 3),
         "livenessProbe": probe("/healthz", 30, 3),
     }
+
+
+def _library_env(threads: int) -> list[Manifest]:
+    """What the libraries a process loads read (not distconv): a writable matplotlib config
+    directory, and BLAS pools of ``threads`` threads."""
+    # matplotlib and friends want a writable config directory; the root fs is read-only
+    env = [_env("MPLCONFIGDIR", "/tmp/matplotlib")]
+    # one BLAS pool per process, sized to its share of the CPU limit: nothing oversubscribes
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.append(_env(name, str(threads)))
+    return env
 
 
 def _env(name: str, value: str) -> Manifest:

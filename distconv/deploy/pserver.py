@@ -13,6 +13,7 @@ from distconv.deploy.pod import (
     _env,
     _JobBase,
     _keys_mount,
+    _library_env,
     _port,
     _tmp_volume,
     _work_volume,
@@ -63,9 +64,11 @@ class _PserverWorkloads(_JobBase):
         if self.max_staleness is not None:  # async: else the shards' default (4)
             args += ["--max-staleness", str(self.max_staleness)]
         args += ["--checkpoint-dir", CHECKPOINT_DIR, *self.health_args()]
-        env = self.rank_env("server", self.servers, _cpus(SERVER_RESOURCES), gpu=False)
+        # only what a shard reads: its job id, its index; its keys come from --keys alone
+        # (distconv pserver reads no DISTCONV_KEYS, DISTCONV_ROLE nor DISTCONV_WORLD_SIZE: set,
+        # they would mislead whoever edits the args)
+        env = [_env("DISTCONV_JOB_ID", self.name), *_library_env(_cpus(SERVER_RESOURCES))]
         env += [
-            _env("DISTCONV_KEYS", KEYS_DIR),
             {
                 "name": "DISTCONV_SHARD",
                 "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}},

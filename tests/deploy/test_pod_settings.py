@@ -7,11 +7,14 @@ passed ``--rank 0`` on all four workers, and a job id the shards do not serve)."
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import pytest
 
 from distconv.deploy import manifest_problems, render_manifests
 from distconv.deploy.render import EXAMPLE_TRAIN_ARGS, EXAMPLES
+from tests.child_env import child_env
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -211,3 +214,22 @@ def test_a_container_of_the_cuda_image_given_no_gpu_is_shown_none(name):
         else:
             assert "NVIDIA_VISIBLE_DEVICES" not in env, container["name"]
     assert manifest_problems(_example(name)) == []
+
+
+@pytest.mark.parametrize("name", ["pserver", "pserver-gpu"])
+def test_a_shard_is_given_only_the_environment_it_reads(name, tmp_path):
+    """Of distconv's variables ``distconv pserver`` reads DISTCONV_JOB_ID, and DISTCONV_SHARD
+    through ``--shard $(DISTCONV_SHARD)``; its keys come from ``--keys`` alone. The shards were
+    also given DISTCONV_KEYS, DISTCONV_ROLE and DISTCONV_WORLD_SIZE, which it never read: whoever
+    edited ``--keys`` out, trusting DISTCONV_KEYS, got a shard that refused to start."""
+    (shards,) = [o for o in _example(name) if o["kind"] == "StatefulSet"]
+    env = {e["name"]: e.get("value") for e in _main(shards)["env"]}
+    assert {n for n in env if n.startswith("DISTCONV_")} == {"DISTCONV_JOB_ID", "DISTCONV_SHARD"}
+    # a shard given DISTCONV_KEYS and no --keys is refused: the variable is not read
+    argv = [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--shard", "0",
+            "--num-shards", "1", "--workers", "1"]  # fmt: skip
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=30,
+        env=child_env(DISTCONV_KEYS=str(tmp_path), DISTCONV_JOB_ID=env["DISTCONV_JOB_ID"]),
+    )  # fmt: skip
+    assert done.returncode != 0 and "pass --keys DIR" in done.stderr, done
