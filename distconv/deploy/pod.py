@@ -137,11 +137,12 @@ class _JobBase:
         limits: dict[str, Any] = dict(resources)
         if gpus:
             limits["nvidia.com/gpu"] = gpus
-        elif self.gpus:
+        else:
             # the CUDA image (NVIDIA's base) sets NVIDIA_VISIBLE_DEVICES=all, which the NVIDIA
-            # container runtime honours for a container the device plugin gave no GPU: a shard
-            # or the MPI launcher would see, and could use, every GPU of its node, the ranks'
-            # too (NVIDIA/k8s-device-plugin#61); "void" makes the runtime add none
+            # container runtime honours for a container the device plugin gave no GPU: a shard,
+            # the MPI launcher, or any container of a CPU job run from that image on a GPU node
+            # would see, and could use, every GPU of its node, the ranks' too
+            # (NVIDIA/k8s-device-plugin#61); "void" makes the runtime add none, whatever image
             env = [*env, _env("NVIDIA_VISIBLE_DEVICES", "void")]
         spec: Manifest = {
             "name": name,
@@ -171,8 +172,10 @@ class _JobBase:
             env.append(_env("DISTCONV_WORLD_SIZE", str(world_size)))
         env += _library_env(threads)
         env.append(_env("DISTCONV_NUM_THREADS", str(threads)))
+        # always named: the CUDA image sets DISTCONV_DEVICE=gpu, which a CPU job's ranks would
+        # inherit, and fail at start where the node has no GPU
+        env.append(_env("DISTCONV_DEVICE", "gpu" if gpu else "cpu"))
         if gpu:
-            env.append(_env("DISTCONV_DEVICE", "gpu"))
             # CuPy compiles each kernel (every elementwise op) on first use and writes it to its
             # cache directory: under the read-only $HOME, the first op would fail
             env.append(_env("CUPY_CACHE_DIR", CUPY_CACHE_DIR))

@@ -199,9 +199,9 @@ def _pod_templates(obj: dict) -> list[dict]:
 def test_a_container_of_the_cuda_image_given_no_gpu_is_shown_none(name):
     """NVIDIA's CUDA base image sets NVIDIA_VISIBLE_DEVICES=all, which the NVIDIA container
     runtime honours where the device plugin gave the container no GPU: a GPU job's shards and
-    MPI launcher saw every GPU of their node. Those containers now say "void"; a rank given its
-    GPUs, and every container of a CPU job, leave the variable to the plugin."""
-    gpu_job = EXAMPLES[name].get("gpus", 0) > 0
+    MPI launcher saw every GPU of their node, and so did every container of a CPU job run from
+    the CUDA image. Every container given no GPU now says "void"; a rank given its GPUs leaves
+    the variable to the plugin."""
     containers = [
         c for obj in _example(name) for t in _pod_templates(obj) for c in t["spec"]["containers"]
     ]
@@ -209,10 +209,10 @@ def test_a_container_of_the_cuda_image_given_no_gpu_is_shown_none(name):
     for container in containers:
         has_gpu = "nvidia.com/gpu" in container["resources"]["limits"]
         env = {e["name"]: e.get("value") for e in container.get("env", [])}
-        if gpu_job and not has_gpu:
-            assert env.get("NVIDIA_VISIBLE_DEVICES") == "void", container["name"]
-        else:
+        if has_gpu:
             assert "NVIDIA_VISIBLE_DEVICES" not in env, container["name"]
+        else:
+            assert env.get("NVIDIA_VISIBLE_DEVICES") == "void", container["name"]
     assert manifest_problems(_example(name)) == []
 
 
@@ -233,3 +233,24 @@ def test_a_shard_is_given_only_the_environment_it_reads(name, tmp_path):
         env=child_env(DISTCONV_KEYS=str(tmp_path), DISTCONV_JOB_ID=env["DISTCONV_JOB_ID"]),
     )  # fmt: skip
     assert done.returncode != 0 and "pass --keys DIR" in done.stderr, done
+
+
+@pytest.mark.parametrize(
+    ("name", "device"),
+    [("pserver", "cpu"), ("pserver-gpu", "gpu"), ("mpijob", "cpu"), ("mpijob-gpu", "gpu")],
+)
+def test_ranks_are_told_their_device_whatever_the_image_says(name, device):
+    """The CUDA image sets DISTCONV_DEVICE=gpu: a CPU job run from it left the variable to the
+    image, so its ranks asked for a GPU, and failed at start on a node without one. The ranks'
+    environment (the workers', or under MPI the launcher's, which Hydra forwards) now names the
+    device the job requested; a shard, which reads none, gets none."""
+    told = {}
+    for obj in _example(name):
+        for template in _pod_templates(obj):
+            for container in template["spec"]["containers"]:
+                env = {e["name"]: e.get("value") for e in container.get("env", [])}
+                told[container["name"]] = env.get("DISTCONV_DEVICE")
+    ranks = {"worker": device, "pserver": None}
+    if name.startswith("mpijob"):  # sshd's own env never reaches the ranks
+        ranks = {"launcher": device, "worker": None}
+    assert told == ranks
