@@ -234,6 +234,44 @@ def _requirement_names(lines) -> set[str]:
     return names
 
 
+def _pins() -> dict[str, str]:
+    """Every distribution the images' requirement files pin, with its version."""
+    pins = {}
+    for name in ("requirements.txt", "requirements-cuda.txt"):
+        for line in (DOCKER / name).read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            if "==" in line:
+                dist, version = line.split("==")
+                pins[_dist(dist)] = version
+    return pins
+
+
+def test_the_images_pin_what_their_packages_pull_in_too():
+    """docker/requirements.txt said the images install "the exact builds", but pinned only the
+    packages distconv imports: scipy, pillow, joblib and the rest floated, so two builds could
+    differ. Each pinned distribution installed here at its pinned version (its metadata then
+    is the image's) must have every requirement pinned too."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    pins, judged, unpinned = _pins(), 0, set()
+    for dist, version in pins.items():
+        try:
+            if metadata.version(dist) != version:
+                continue  # another version here: its requirements may not be the image's
+        except metadata.PackageNotFoundError:
+            continue  # cupy, on a machine without CUDA
+        judged += 1
+        for text in metadata.requires(dist) or []:
+            needed = Requirement(text)
+            if needed.marker is None or needed.marker.evaluate({"extra": ""}):
+                unpinned |= {_dist(needed.name)} - pins.keys()
+    if not judged:
+        pytest.skip("none of the pinned versions is installed here")
+    assert unpinned == set()
+
+
 def test_every_package_distconv_imports_is_installed_by_pip_and_in_the_images():
     """A lazy import (ml_dtypes for --grad-dtype bfloat16) is still an import: the extras
     that enable the feature install it, and so do the images, which have no pip at run time."""
