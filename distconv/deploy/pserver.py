@@ -28,8 +28,9 @@ CHECKPOINT_DIR = "/var/lib/distconv/checkpoints"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 
 SERVER_RESOURCES = {"cpu": "1", "memory": "2Gi"}
-#: restarts the workers' Job allows a worker, on average (its ``backoffLimit`` over ``workers``)
-WORKER_RESTARTS = 6
+#: restarts the workers' Job allows a worker, on average (its ``backoffLimit`` over ``workers``):
+#: two incidents of a sync job's lifetime, one worker restarted alone each time, at 5 apiece
+WORKER_RESTARTS = 10
 
 
 class _PserverWorkloads(_JobBase):
@@ -141,10 +142,12 @@ class _PserverWorkloads(_JobBase):
                 "completionMode": "Indexed",
                 "completions": self.workers,
                 "parallelism": self.workers,
-                # every worker's container restarts count: after one worker's crash fails the
-                # job, the others restart (the kubelet waits 10, 20, 40, 80 s) and are refused
-                # until the failed shards' liveness restarts them (about 90 s): 3 a worker ran
-                # the Job out just as the shards came back
+                # every worker's container restarts count, over the Job's whole life: after one
+                # worker's crash the shards fail the job at their --timeout (60 s), the workers
+                # restart (the kubelet waits 10, 20, 40, 80 s) and are refused until the failed
+                # shards' liveness restarts them (about 90 s more): 4 restarts a worker, and the
+                # one that resumes. 3 a worker ran the Job out just as the shards came back, and
+                # 6 at the second such incident; 10 outlast two
                 "backoffLimit": WORKER_RESTARTS * self.workers,
                 "template": {
                     "metadata": {"labels": self.labels("worker")},
