@@ -6,6 +6,15 @@ from a worker of the run before, still alive beside its restart (a pod evicted w
 replacement starts), and must not join the new run's steps and collectives, nor keep its rank
 alive in the shard's eyes. The rules are in docs/protocol.md ("Common fields", "Timeouts and
 failures").
+
+Where a worker's loss fails the job (sync mode; async with ``--on-worker-loss fail``, the
+default), a rank's hello of a new run also ends the run it leaves, where that run was seeded and
+its worker said no ``bye`` (killed, out of memory, a crashed container restarted alone): the
+other ranks of that run wait for the dead worker's pushes and collectives, which never come,
+and the new worker waits in its start-up gather for theirs, which come only at their next
+setup. They are told at once, each held request answered and each later one refused, naming the
+restart, so that every worker restarts and the job resumes from its checkpoint together with
+the restarted rank, instead of at the shard's ``--timeout`` (:meth:`RunChecks._end_run_before`).
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ import logging
 import time
 from typing import Any
 
-from distconv.sync.ps.state import _Refused
+from distconv.sync.ps.state import _Refused, _Waiting
 
 log = logging.getLogger("distconv.pserver")
 
@@ -33,11 +42,22 @@ class RunChecks:
     last_step: dict[int, int]
     bye_error: dict[int, str | None]
     blocks: dict[int, Any]  # the seeded blocks, by id (none before a seed)
+    config: Any
+    hello_at: dict[int, int]
+    left: set[int]
+    waiting: dict[str, _Waiting]
+    gathers_held: set[str]
+    #: the shard's count of requests when the latest seed was installed (-1: none yet)
+    seeded_at = -1
+    #: the run a rank's restart ended (:meth:`_end_run_before`): the seed count before which
+    #: its ranks said hello, the rank that started again, and the words each of them is told
+    ended_run: tuple[int, int, str] | None = None
 
     def _check_run(self, header: dict[str, Any]) -> None:
         """Refuse a request of another run than its rank's latest accepted ``hello`` (both
         carrying a run id): it comes from a worker of the run before, alive beside its
-        restart, and would join the new run's steps and collectives."""
+        restart, and would join the new run's steps and collectives. Refuse too a request of
+        a run that another rank's restart ended (:meth:`_end_run_before`)."""
         if not self._of_current_run(header):
             rank, run = header["rank"], header["run"]
             log.info(
@@ -47,6 +67,55 @@ class RunChecks:
                 f"{self._restarted(rank)}: this worker's {header['op']} is of the run before, "
                 "refused"
             )
+        if self.ended_run is not None and self._of_ended_run(header["rank"]):
+            _, restarted, why = self.ended_run
+            raise _Refused(
+                f"{why}; this worker's {header['op']} is refused", failed_ranks=[restarted]
+            )
+
+    def _end_run_before(self, rank: int, run: int | None) -> None:
+        """Before ``rank``'s hello of ``run`` is taken, end the run its worker leaves, where
+        only a restart of that worker explains the hello and the job cannot go on without it:
+        the hello and the one before carry run ids that differ (not a second ``setup``, nor a
+        worker without one), that run was seeded since the hello before (past its start-up:
+        the other ranks' steps and collectives wait for that worker now), its worker said no
+        ``bye`` since (a bye's own rules decide then), and a worker's loss fails the job (sync;
+        async with ``--on-worker-loss fail``; under ``continue`` the job goes on without a
+        lost rank, as chosen). Every request held of a rank whose latest hello came before
+        that seed is answered at once naming the restart, and so is every later one
+        (:meth:`_check_run`): their workers stop (``PeerFailed`` blaming ``rank``: exit 75) and
+        restart, and the rank's new worker, waiting in its start-up gather, meets theirs.
+        Before, they waited until the shard's ``--timeout`` failed the job, which took a
+        restart of the shards too. A restart before the seed is taken in as it was: the others
+        are still in their start-up gather, which the new worker joins."""
+        before = self.run_of.get(rank)
+        if self.config.on_worker_loss != "fail" or None in (run, before) or run == before:
+            return
+        if rank in self.left or not self.hello_at.get(rank, self.seeded_at) < self.seeded_at:
+            return
+        if self.ended_run is not None and self.ended_run[0] == self.seeded_at:
+            return  # another rank's restart ended this run already: its words stand
+        why = (
+            f"{self._restarted(rank)}: its worker of this run ended without a bye (killed or "
+            "crashed), so the run cannot go on and every worker restarts"
+        )
+        log.warning("shard %d: %s", self.index, why)
+        self.ended_run = (self.seeded_at, rank, why)
+        held: dict[int, tuple[str, tuple[bytes, dict[str, Any], Any]]] = {}
+        for key, waiting in list(self.waiting.items()):
+            for r in [r for r in waiting.by_rank if self._of_ended_run(r)]:
+                entry = waiting.by_rank.pop(r)
+                waiting.arrived.pop(r, None)
+                held[id(entry[1])] = (waiting.what, entry)  # a push held under each parameter
+            if not waiting.by_rank:
+                del self.waiting[key]
+                self.gathers_held.discard(key)
+        for what, entry in held.values():
+            self._dismiss([entry], f"{why}; this worker's {what} is dropped", failed_ranks=[rank])
+
+    def _of_ended_run(self, rank: int) -> bool:
+        """Whether ``rank``'s latest hello came before the seed of the run a restart ended."""
+        return self.ended_run is not None and self.hello_at.get(rank, -1) < self.ended_run[0]
 
     def _of_current_run(self, header: dict[str, Any]) -> bool:
         """Whether ``header`` is of its rank's latest accepted run; a request without a run id,

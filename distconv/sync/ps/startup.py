@@ -67,6 +67,7 @@ class StartupHandlers(SetupNotes):
             # run's, and the ranks it leaves waiting hear this, not a peer's failure (stuck())
             self.other_job[rank] = (self.requests, said)
             raise _Refused(said, **REFUSED_JOB)
+        self._end_run_before(rank, run)  # (runs.py) with the rank's hello before still known
         self.left.discard(rank)
         if new_run:
             self.hello_at[rank] = self.requests  # see _check_stuck
@@ -119,6 +120,7 @@ class StartupHandlers(SetupNotes):
             self.by_param.setdefault(self.blocks[bid].param, []).append(bid)
         self.completed, self.pushed = {}, {}
         self.top_step = -1  # a new run's steps (a resumed one's may start lower)
+        self.seeded_at = self.requests  # the ranks that said hello before it are its run's
         # a push held now is of the run before (a run's pushes follow its seed): its worker,
         # if still alive, stops now, naming why, instead of at its timeout
         stale = [w for key, w in self.waiting.items() if key not in self.gathers_held]

@@ -157,15 +157,17 @@ def test_a_worker_of_this_job_after_the_stray_takes_its_rank(hand):
 
 @pytest.mark.timeout(30)
 def test_a_push_held_from_a_run_before_waits_for_no_rank(hand):
-    """Rank 0's push of its run before is still held when rank 0 says hello again and rank 1
-    says bye; a stray of another id then claims rank 1: nothing of rank 0's new run waits
-    for it (the held push is ignored, as the stuck check ignores it), so nothing stops."""
+    """Rank 0's push of its run before is held when rank 0 says hello again (the push is
+    answered then: that hello ends the run) and rank 1 says bye; a stray of another id then
+    claims rank 1: nothing of rank 0's new run waits for it, so nothing stops."""
     h = hand(workers=2)
     for rank, run in ((0, 5), (1, 11)):
         assert _hello_run(h, rank, run)["op"] == "ok"
     _meet(h)
     _held_push(h)
-    assert _hello_run(h, 0, 6)["op"] == "ok"
+    dropped = _hello_run(h, 0, 6)  # the held push's answer comes before the hello's
+    assert "rank 0 started again" in dropped["error"], dropped
+    assert h.read()[0]["op"] == "ok"
     _bye(h, 1, run=11)
     _other_id_hello(h)
     assert not h.shard.failed, h.shard.failed
