@@ -7,14 +7,14 @@ replacement starts), and must not join the new run's steps and collectives, nor 
 alive in the shard's eyes. The rules are in docs/protocol.md ("Common fields", "Timeouts and
 failures").
 
-Where a worker's loss fails the job (sync mode; async with ``--on-worker-loss fail``, the
-default), a rank's hello of a new run also ends the run it leaves, where that run was seeded and
-its worker said no ``bye`` (killed, out of memory, a crashed container restarted alone): the
-other ranks of that run wait for the dead worker's pushes and collectives, which never come,
-and the new worker waits in its start-up gather for theirs, which come only at their next
-setup. They are told at once, each held request answered and each later one refused, naming the
-restart, so that every worker restarts and the job resumes from its checkpoint together with
-the restarted rank, instead of at the shard's ``--timeout`` (:meth:`RunChecks._end_run_before`).
+A rank's hello of a new run also ends the run it leaves, where that run was seeded and its
+worker said no ``bye`` (killed, out of memory, a crashed container restarted alone): in sync
+mode the other ranks of that run wait for the dead worker's pushes and collectives, in async
+mode they reach their next collective while the new worker waits in its start-up gather, and
+neither wait can ever be answered. They are told at once, each held request answered and each
+later one refused, naming the restart, so that every worker restarts and the job resumes from
+its checkpoint together with the restarted rank, instead of failing at the shard's
+``--timeout`` (:meth:`RunChecks._end_run_before`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ class RunChecks:
     last_step: dict[int, int]
     bye_error: dict[int, str | None]
     blocks: dict[int, Any]  # the seeded blocks, by id (none before a seed)
-    config: Any
     hello_at: dict[int, int]
     left: set[int]
     waiting: dict[str, _Waiting]
@@ -75,21 +74,20 @@ class RunChecks:
 
     def _end_run_before(self, rank: int, run: int | None) -> None:
         """Before ``rank``'s hello of ``run`` is taken, end the run its worker leaves, where
-        only a restart of that worker explains the hello and the job cannot go on without it:
-        the hello and the one before carry run ids that differ (not a second ``setup``, nor a
-        worker without one), that run was seeded since the hello before (past its start-up:
-        the other ranks' steps and collectives wait for that worker now), its worker said no
-        ``bye`` since (a bye's own rules decide then), and a worker's loss fails the job (sync;
-        async with ``--on-worker-loss fail``; under ``continue`` the job goes on without a
-        lost rank, as chosen). Every request held of a rank whose latest hello came before
-        that seed is answered at once naming the restart, and so is every later one
+        only a restart of that worker explains the hello: the hello and the one before carry
+        run ids that differ (not a second ``setup``, nor a worker without one), that run was
+        seeded since the hello before (past its start-up: the other ranks' steps and
+        collectives wait for that worker now), and its worker said no ``bye`` since (a bye's
+        own rules decide then). A rank lost in async mode (``--on-worker-loss continue``) never
+        gets here: its hello is refused. Every request held of a rank whose latest hello came
+        before that seed is answered at once naming the restart, and so is every later one
         (:meth:`_check_run`): their workers stop (``PeerFailed`` blaming ``rank``: exit 75) and
         restart, and the rank's new worker, waiting in its start-up gather, meets theirs.
-        Before, they waited until the shard's ``--timeout`` failed the job, which took a
-        restart of the shards too. A restart before the seed is taken in as it was: the others
+        Before, the job failed at the shard's ``--timeout``, and only a restart of the shards
+        took the workers back. A restart before the seed is taken in as it was: the others
         are still in their start-up gather, which the new worker joins."""
         before = self.run_of.get(rank)
-        if self.config.on_worker_loss != "fail" or None in (run, before) or run == before:
+        if None in (run, before) or run == before:
             return
         if rank in self.left or not self.hello_at.get(rank, self.seeded_at) < self.seeded_at:
             return

@@ -113,13 +113,21 @@ def test_a_rank_that_said_bye_is_left_to_the_bye_s_rules(hand):
 
 
 @pytest.mark.timeout(30)
-def test_async_with_on_worker_loss_continue_goes_on_as_chosen(hand):
-    """Under ``--on-worker-loss continue`` the job goes on without a lost rank: a restart ends
-    nothing (the gather's timeout decides, as before)."""
-    h = _seeded_run(hand, mode="async", on_worker_loss="continue")
+@pytest.mark.parametrize("loss", ["fail", "continue"])
+def test_async_a_restart_ends_the_run_too(hand, loss):
+    """Async: rank 0 waits at the epoch's end (a barrier) when rank 2's new worker says hello,
+    whose start-up gather can never meet it; under ``--on-worker-loss continue`` too, where a
+    rank that lives and waits in another gather is not lost: the gather failed the job at the
+    timeout. It is answered at once; rank 1's next push is refused."""
+    h = _seeded_run(hand, mode="async", on_worker_loss=loss)
     _gather(h, 0, "barrier:2")
-    assert _hello_run(h, 2, 22)["op"] == "ok"
-    assert len(h.shard.gathers_held) == 1 and h.shard.ended_run is None
+    dropped = _hello_run(h, 2, 22)
+    assert dropped["error"] == f"{ENDED}; this worker's barrier:2 is dropped", dropped
+    assert h.read()[0]["op"] == "ok" and not h.shard.gathers_held
+    _push_w(h, 1, 5)
+    refused = h.read()[0]
+    assert refused["error"] == f"{ENDED}; this worker's push is refused", refused
+    assert refused["failed_ranks"] == [2] and not h.shard.failed
 
 
 @pytest.mark.timeout(30)

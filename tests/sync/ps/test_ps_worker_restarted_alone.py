@@ -1,10 +1,10 @@
 """A worker killed mid-training and restarted alone against shards that keep running (a
 Kubernetes container restart, a rank restarted by hand): the shards tell the other ranks at
 once, so the whole set restarts together, instead of at the shards' ``--timeout``. In sync mode
-the others waited in their step; in async mode (``--on-worker-loss fail``) they trained on, and
-the restarted worker's start-up gather met their next collective, at the epoch's end, where
-both waited: either way the job failed at the timeout, and only a restart of the shards too
-brought it back.
+the others waited in their step; in async mode they trained on, and the restarted worker's
+start-up gather met their next collective, at the epoch's end, where both waited (a rank alive
+in another gather is not lost, ``--on-worker-loss continue`` too): either way the job failed at
+the timeout, and only a restart of the shards too brought it back.
 
 Real ``distconv train`` workers and real shards on 127.0.0.1. Each worker says another host
 name (``HOSTNAME``), as pods do: a shard follows only the processes of workers on its own host,
