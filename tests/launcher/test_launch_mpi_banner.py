@@ -9,6 +9,7 @@ The same job on one proxy (``-H localhost:2``) exits 137, naming the signal."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -37,13 +38,21 @@ def _banner(code: int) -> list[str]:
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
 def test_a_rank_killed_beside_another_proxy_is_named_with_its_host_and_signal(tmp_path):
+    """Now and then (about 1 run in 12 here) Hydra prints the failing host's statuses and its
+    exit string after all, and exits 9: the statuses say it then, as on one proxy. Which of the
+    two Hydra printed is read from mpiexec's log, so that each is held to its own cause."""
     done, report = _run(tmp_path, "kill", 9, "-H", "localhost:1,127.0.0.1:1")
     assert job_left(done.env, 5) == {}  # Hydra's proxies and rank 0 too
     assert done.returncode == 137, done.stderr  # 128 + 9, as on one proxy: the docs' OOM kill
     assert (report["exit_code"], report["signal"], report["signal_number"]) == (None, "SIGKILL", 9)
-    # rank 1 is the second host's, 127.0.0.1; mpiexec itself exits 255 (its proxies' errors)
-    said = r"a rank on 127\.0\.0\.1 \(PID \d+\) died of signal 9 \(SIGKILL\), as mpiexec says"
-    assert re.fullmatch(f"{said}; mpiexec itself exited with code 255", report["cause"]), report
+    if "Exit codes:" in Path(report["log"]).read_text():  # the statuses: one host's
+        said = r"a rank died of signal 9 \(SIGKILL\), as mpiexec says"
+        cause = f"{said}; mpiexec itself exited with code 9"
+    else:  # the banner alone: rank 1 is the second host's, 127.0.0.1; mpiexec itself exits
+        # 255 (its proxies' errors)
+        said = r"a rank on 127\.0\.0\.1 \(PID \d+\) died of signal 9 \(SIGKILL\), as mpiexec says"
+        cause = f"{said}; mpiexec itself exited with code 255"
+    assert re.fullmatch(cause, report["cause"]), report
     headline = [line for line in done.stderr.splitlines() if "mpiexec 0 failed" in line]
     assert len(headline) == 1 and re.search(f"with signal SIGKILL: {said}", headline[0])
 
