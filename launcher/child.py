@@ -112,7 +112,8 @@ class Child:
             self.log.close()
             raise
         self._status: int | None = None  # the exit status, set by the waiter thread
-        self.group = ChildGroup(self.proc.pid)  # its process group, led by it
+        # its process group, led by it; mpiexec's with what it started outside it (its ssh)
+        self.group = ChildGroup(self.proc.pid, strays=spec.role == "mpiexec")
         #: set by finish() where the output could not be drained: what the launcher says
         self.output_held: str | None = None
         self._drains = False  # set with it but for a hung log: drain_log waits
@@ -330,8 +331,8 @@ class Child:
         return reader is not None and reader.succeeded(list(self.since_end))
 
     def signal_group(self, signum: int) -> None:
-        """Send ``signum`` to the child's process group, if any of it is left; a SIGKILL also
-        to what it started that left the group, found at a signal while it ran
+        """Send ``signum`` to the child's process group, if any of it is left; mpiexec's
+        SIGKILL also to what it started that left the group, found at a signal while it ran
         (:mod:`launcher.strays`)."""
         self.group.signal(signum, leader_runs=self.exited_at is None)
 

@@ -143,30 +143,34 @@ def group_has_member(group: int) -> bool:
 
 class ChildGroup:
     """A child's process group, which the child (``leader``) leads: signalled as a whole, and
-    watched once the leader has exited (:meth:`launcher.child.Child.group_alive`); and the
-    processes the leader started that left the group (:class:`~launcher.strays.Strays`),
-    killed with it."""
+    watched once the leader has exited (:meth:`launcher.child.Child.group_alive`); and, with
+    ``strays`` (mpiexec's group), the processes the leader started that left the group
+    (:class:`~launcher.strays.Strays`: its ``ssh``, Hydra's proxies and ranks), killed with it.
+    Without it what left the group is out of reach, as the docs say of a worker's or a shard's
+    (a helper of its own in a session of its own, meant to finish by itself)."""
 
-    def __init__(self, leader: int) -> None:
+    def __init__(self, leader: int, strays: bool = False) -> None:
         self.leader = leader
         #: the exited leader left unreaped, a zombie (:meth:`launcher.child.Child._wait`)
         self.leader_kept = False
-        #: the leader's descendants outside the group, found while it ran
-        self.strays = Strays()
+        #: the leader's descendants outside the group, found while it ran; None: not looked for
+        self.strays = Strays() if strays else None
 
     def signal(self, signum: int, leader_runs: bool = False) -> None:
         """Send ``signum`` to the group, if any of it is left (:func:`signal_group`). Where
-        ``leader_runs``, its descendants outside the group are looked for first; a SIGKILL
-        kills those found, now or at an earlier signal, still running."""
-        if leader_runs:
+        strays are looked for and ``leader_runs``, its descendants outside the group are
+        looked for first; a SIGKILL kills those found, now or at an earlier signal, still
+        running."""
+        if self.strays is not None and leader_runs:
             self.strays.look(self.leader)
-        if signum == signal.SIGKILL:
+        if self.strays is not None and signum == signal.SIGKILL:
             self.strays.kill()
         signal_group(self.leader, signum)
 
     def close(self) -> None:
         """Let the strays go (:meth:`Strays.close`): the child is done with."""
-        self.strays.close()
+        if self.strays is not None:
+            self.strays.close()
 
     def alive(self, running: set[int] | None) -> bool:
         """Whether a process of the group still runs, its leader exited, given ``running``:

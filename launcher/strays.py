@@ -1,5 +1,9 @@
-"""The processes a child started that left its process group: the launcher's signals to the
-group miss them, so they outlived the job.
+"""The processes mpiexec (the ``mpi`` launch's child) started that left its process group:
+the launcher's signals to the group miss them, so they outlived the job. A worker's or a
+shard's (``local``) are not looked for: what leaves its group is out of the launcher's reach,
+as the docs say, and a helper of its own meant to finish by itself (an upload started in a
+session of its own) got a SIGKILL, and no SIGTERM, at each stop (:class:`ChildGroup`'s
+``strays``, :mod:`launcher.process_group`).
 
 MPICH's Hydra and Open MPI start their ``ssh`` to each other host in a session of its own
 (``sid == pid``): a stop of ``mpiexec`` (the launcher's SIGTERM, a failure, the grace's end)
@@ -13,7 +17,8 @@ kills those still running (:meth:`Strays.kill`).
 Only the SIGKILL reaches them, not the stop's SIGTERM: Hydra's own proxies and the ranks under
 them are such processes too (each proxy in a session of its own), and mpiexec stops them in its
 own order (a rank's SIGTERM forwarded, its checkpoint written, then the proxy's end); what is
-left once mpiexec has ended, or at the grace's end, is what nothing else would stop.
+left once mpiexec has ended, or at the grace's end, is what nothing else would stop (on
+this host a rank's own helper in a session of its own, still running then, too).
 """
 
 from __future__ import annotations
