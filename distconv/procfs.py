@@ -114,16 +114,21 @@ def descendants(pid: int) -> list[tuple[int, int, str]]:
     zombies), read from each one's ``/proc/<pid>/task/*/children`` down the tree (a look at
     every ``/proc/<pid>/stat`` where the kernel has no such files); empty without ``/proc``.
     A process whose parent ended before the look is init's (or a subreaper's) by then: not
-    found, nor one started or ended during it (the kernel's lists are not frozen)."""
+    found, nor one started or ended during it (the kernel's lists are not frozen), nor one
+    whose ``stat`` names another parent: a child listed that ended and was reaped before that
+    read, its pid given to another process, which is no descendant."""
     tree = _children if _CHILDREN_FILES else _scan_children()
     found, below = [], [pid]
     while below:
-        for child in tree(below.pop()):
+        parent = below.pop()
+        for child in tree(parent):
             try:
                 fields = stat_fields(child)
             except OSError:  # not readable now: not known to be one
                 continue
             if fields is None or len(fields) <= 19 or fields[0] in ENDED_STATES:
+                continue
+            if int(fields[1]) != parent:  # the pid is another's now (or it was reparented)
                 continue
             found.append((child, int(fields[2]), fields[19]))
             below.append(child)

@@ -61,3 +61,33 @@ def _look(child: subprocess.Popen, other: subprocess.Popen, noted: Path) -> None
         other.kill()
         child.wait()
         other.wait()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("children_files", [True, False], ids=["children-files", "stat-scan"])
+def test_a_pid_listed_as_a_child_but_now_anothers_is_not_taken(monkeypatch, children_files):
+    """The look lists a child's pid, then reads its stat: a child that ended and was reaped
+    meanwhile, its pid given to an unrelated process, was taken for a stray, which the stop's
+    end then SIGKILLed. That window (microseconds, a whole /proc scan without children files)
+    cannot be hit on purpose: a monkeypatch lists an unrelated process as the child's."""
+    with job_env(os.environ) as env:
+        child = subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
+        other = subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
+        listed = lambda pid: [other.pid] if pid == child.pid else []  # noqa: E731
+        monkeypatch.setattr(procfs, "_CHILDREN_FILES", children_files)
+        if children_files:
+            monkeypatch.setattr(procfs, "_children", listed)
+        else:
+            monkeypatch.setattr(procfs, "_scan_children", lambda: listed)
+        strays = Strays()
+        try:
+            assert descendants(child.pid) == []
+            strays.look(child.pid)
+            strays.kill()
+            assert _running(other.pid)
+        finally:
+            strays.close()
+            child.kill()
+            other.kill()
+            child.wait()
+            other.wait()
