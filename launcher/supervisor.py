@@ -26,10 +26,10 @@ The rules (issue 11, "Gang semantics"):
   gone, not only its leader: a wrapper script that exits at once leaves the trainer its grace.
   On Linux each child also asks the kernel for SIGTERM when the launcher dies
   (``PR_SET_PDEATHSIG``), so even a SIGKILLed launcher takes its children with it. A process
-  that left its group (``setsid``: mpiexec's ``ssh`` to another host) and is found among the
-  child's descendants at a stop signal, while the child runs, is killed with the group at the
-  stop's end (:mod:`launcher.strays`); one that left it otherwise is out of reach: holding a
-  child's output, it is said, and that output not waited for.
+  that left its group (``setsid``: mpiexec's ``ssh`` to another host) and is found among
+  mpiexec's descendants at a stop signal, while it runs, is killed with the group at the
+  stop's end (:mod:`launcher.strays`); a worker's or shard's, or one that left it otherwise, is
+  out of reach: holding a child's output, it is said, and that output not waited for.
 - The failure reported is the one that happened first: each child's exit time is taken by a
   thread waiting on it, so two children failing within one poll are told apart. A worker that
   exited 75 stopped because another rank failed (``distconv train``'s PeerFailed: the shard
