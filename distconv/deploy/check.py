@@ -137,20 +137,23 @@ def _restart_policies(objs: Sequence[Manifest]) -> Iterator[str]:
         yield from _mpi_worker_restarts(mpijob)
 
 
-#: the Worker replica policies under which the kubelet restarts a container liveness killed
-#: (the operator sets the replica's policy on each worker pod: ExitCode, and unset, as Never)
-MPI_WORKER_RESTARTS = ("OnFailure", "Always")
-
-
 def _mpi_worker_restarts(mpijob: Manifest) -> Iterator[str]:
-    """A worker pod whose liveness probe fails under Never goes Failed, and the operator
-    creates a worker pod only where none exists: the launcher's retries cannot reach that
-    host, and the MPIJob fails before distconv's own --timeout could stop and resume it."""
+    """The operator's validation takes only Never or OnFailure on a replica (``Always`` and
+    ``ExitCode`` too leave the MPIJob unstarted, with an event alone saying why). A worker pod
+    whose liveness probe fails under Never goes Failed, and the operator creates a worker pod
+    only where none exists: the launcher's retries cannot reach that host, and the MPIJob fails
+    before distconv's own --timeout could stop and resume it."""
     worker = mpijob.get("spec", {}).get("mpiReplicaSpecs", {}).get("Worker", {})
-    if not any("livenessProbe" in c for c in _pod(worker).get("containers", [])):
-        return
     policy = worker.get("restartPolicy")
-    if policy not in MPI_WORKER_RESTARTS:
+    if policy is not None and policy not in JOB_RESTART_POLICIES:
+        yield (
+            f"{_where(mpijob)} Worker: restartPolicy must be Never or OnFailure, got {policy!r} "
+            "(the MPI operator refuses the MPIJob)"
+        )
+        return
+    if policy != "OnFailure" and any(
+        "livenessProbe" in c for c in _pod(worker).get("containers", [])
+    ):
         yield (
             f"{_where(mpijob)} Worker: restartPolicy {policy or 'Never (unset)'} with a "
             "livenessProbe: a liveness failure leaves the pod Failed, which the operator never "

@@ -669,6 +669,18 @@ SEMANTIC_BREAKS = {
         "mpijob", 0, lambda o: o["spec"]["mpiReplicaSpecs"]["Worker"].pop("restartPolicy"),
         "Worker: restartPolicy Never (unset) with a livenessProbe",
     ),
+    # the operator's validation takes Never or OnFailure on every replica, and leaves an MPIJob
+    # with any other unstarted, with only an event saying why
+    "mpi worker restart policy the operator refuses": (
+        "mpijob", 0,
+        lambda o: o["spec"]["mpiReplicaSpecs"]["Worker"].update(restartPolicy="Always"),
+        "Worker: restartPolicy must be Never or OnFailure, got 'Always'",
+    ),
+    "mpi worker restart policy ExitCode": (
+        "mpijob", 0,
+        lambda o: o["spec"]["mpiReplicaSpecs"]["Worker"].update(restartPolicy="ExitCode"),
+        "Worker: restartPolicy must be Never or OnFailure, got 'ExitCode'",
+    ),
     "mpi run directory not writable": (
         "mpijob", 0, lambda o: _container(o, "Worker")["volumeMounts"].pop(),
         "is on no writable volume",
