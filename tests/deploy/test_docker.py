@@ -175,11 +175,14 @@ def test_sshd_accepts_its_config(tmp_path):
         readable.chmod(0o755)
         key = readable / "id_rsa"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-        key.chmod(0o644)  # as the operator mounts it: root-owned, readable by the pod's group
         config = readable / "sshd_config"
         shutil.copyfile(DOCKER / "sshd_config", config)
         config.chmod(0o644)
         as_image = {"user": USER_ID, "group": USER_ID} if os.geteuid() == 0 else {}
+        if as_image:  # as the operator mounts it: root-owned, readable by the pod's group; a
+            # key of sshd's own user must stay 0600, or sshd ignores it ("UNPROTECTED PRIVATE
+            # KEY FILE") and has no host key
+            key.chmod(0o644)
         result = subprocess.run(
             [SSHD, "-t", "-f", str(config), "-h", str(key)],
             capture_output=True,
