@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ps_helpers import insecure_worker, run_ranks, sparse_table_net
+from ps_helpers import insecure_worker, sparse_table_net
+from test_async_straggler_metrics import fit_ranks
 
 from distconv.epoch_tally import PUSH_COUNTS as PUSHES
-from distconv.metrics import read_metrics
 from distconv.trainer import Trainer
 
 #: the table's rows and width, the classes, and each rank's examples a step
@@ -41,13 +41,7 @@ def sparse_run(shards, tmp_path, servers: int, staleness: int, examples: int):
         )
         for r in range(2)
     ]
-    try:
-        run_ranks(lambda r: trainers[r].fit(data, epochs=2), 2)
-        stats = syncs[0].shard_stats()
-    finally:
-        for sync in syncs:
-            sync.close()
-    return read_metrics(out / "metrics.jsonl"), syncs, stats
+    return fit_ranks(trainers, syncs, data, 2, out)
 
 
 @pytest.mark.timeout(120)

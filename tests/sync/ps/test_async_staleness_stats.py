@@ -5,6 +5,9 @@ other, so each push's staleness is known; a sync run counts none of it."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 from hand_shard import BLOCKS
@@ -29,6 +32,21 @@ def _on_shard(sync, shard: int) -> int:
     return len({b.param for b in sync.layout.blocks_on(shard)})
 
 
+@contextlib.contextmanager
+def async_pair(shards, servers: int, seed: int) -> Iterator[tuple[list, list, np.random.Generator]]:
+    """Two async workers (bound 1) of ``servers`` fresh shards, set up on small nets: yields
+    their nets, their syncs and a generator of ``seed`` for their gradients; closes the syncs."""
+    endpoints = shards.start(servers, workers=2, mode="async", extra=["--max-staleness", "1"])
+    nets = [small_net(), small_net()]
+    syncs = [insecure_worker(endpoints, r, 2) for r in range(2)]
+    try:
+        run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
+        yield nets, syncs, np.random.default_rng(seed)
+    finally:
+        for sync in syncs:
+            sync.close()
+
+
 def _async_counts(stats: dict) -> tuple:
     keys = ("updates_by_staleness", "push_messages_applied", "push_messages_dropped", "drops")
     return tuple(stats[k] for k in keys)
@@ -36,12 +54,7 @@ def _async_counts(stats: dict) -> tuple:
 
 @pytest.mark.timeout(60)
 def test_two_workers_staleness_is_counted_per_update_and_per_push(shards):
-    endpoints = shards.start(2, workers=2, mode="async", extra=["--max-staleness", "1"])
-    nets = [small_net(), small_net()]
-    syncs = [insecure_worker(endpoints, r, 2) for r in range(2)]
-    rng = np.random.default_rng(3)
-    try:
-        run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
+    with async_pair(shards, 2, seed=3) as (nets, syncs, rng):
         before = syncs[0].shard_stats()
         # the blocks' version, and what the pushing rank last received of it: staleness
         for rank in (
@@ -55,9 +68,6 @@ def test_two_workers_staleness_is_counted_per_update_and_per_push(shards):
             _step(nets[rank], syncs[rank], rng)
         after = syncs[1].shard_stats()
         drops = syncs[0].drops
-    finally:
-        for sync in syncs:
-            sync.close()
     assert [_async_counts(s) for s in before] == [([0, 0], 0, 0, 0)] * 2
     carried = [_on_shard(syncs[0], s) for s in range(2)]
     assert all(carried)  # each shard holds blocks of some parameter: a push to each, each step
@@ -72,20 +82,12 @@ def test_a_push_partly_applied_counts_as_applied_and_one_of_no_example_as_neithe
     """Rank 1 leaves the first parameter out, so rank 0's push finds it fresh and the others
     two updates on: it applies one and drops the rest. Rank 0's next push, of no example,
     applies nothing and drops nothing."""
-    endpoints = shards.start(1, workers=2, mode="async", extra=["--max-staleness", "1"])
-    nets = [small_net(), small_net()]
-    syncs = [insecure_worker(endpoints, r, 2) for r in range(2)]
-    rng = np.random.default_rng(4)
-    try:
-        run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
+    with async_pair(shards, 1, seed=4) as (nets, syncs, rng):
         _step(nets[1], syncs[1], rng, first=1)
         _step(nets[1], syncs[1], rng, first=1)
         _step(nets[0], syncs[0], rng)
         _step(nets[0], syncs[0], rng, count=0)  # every version current: within the bound
         (stats,) = syncs[0].shard_stats()
-    finally:
-        for sync in syncs:
-            sync.close()
     n = len(nets[0].parameters())
     assert n > 2
     assert _async_counts(stats) == ([2 * (n - 1) + 1, 0], 3, 0, n - 1)

@@ -105,8 +105,14 @@ def straggler_run(
     ]
     if lockstep:
         trainers[1].leader = trainers[0]
+    return fit_ranks(trainers, syncs, data, epochs, out)
+
+
+def fit_ranks(trainers, syncs, data, epochs: int, out) -> tuple[list[dict], list, list[dict]]:
+    """Each of ``trainers`` (a rank's, on ``syncs``) fits ``data`` for ``epochs`` epochs, as
+    threads: the chief's metrics lines (in ``out``), the syncs (closed), the shards' stats."""
     try:
-        run_ranks(lambda r: trainers[r].fit(data, epochs=epochs), 2)
+        run_ranks(lambda r: trainers[r].fit(data, epochs=epochs), len(trainers))
         stats = syncs[0].shard_stats()
     finally:
         for sync in syncs:

@@ -7,10 +7,9 @@ pushes go in a known order, so each one's staleness is known
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
-from test_async_staleness_stats import _on_shard, _step
+from ps_helpers import batches, insecure_worker, small_net, train_steps
+from test_async_staleness_stats import _on_shard, _step, async_pair
 
 from distconv.service import ServiceEndpoints
 
@@ -36,19 +35,11 @@ def _served(totals: dict) -> tuple[float, float]:
 def test_each_workers_pushes_applied_and_dropped_add_up_to_the_shards(shards):
     """Two shards, bound 1: rank 0's second step is two updates stale on both shards, so both
     its push messages are dropped whole; every other push is applied."""
-    endpoints = shards.start(2, workers=2, mode="async", extra=["--max-staleness", "1"])
-    nets = [small_net(), small_net()]
-    syncs = [insecure_worker(endpoints, r, 2) for r in range(2)]
-    rng = np.random.default_rng(3)
-    try:
-        run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
+    with async_pair(shards, 2, seed=3) as (nets, syncs, rng):
         for rank in (0, 1, 1, 0, 0, 1):  # rank 0's second push: 2 updates stale
             _step(nets[rank], syncs[rank], rng)
         stats = syncs[0].shard_stats()
         totals = [s.traffic() for s in syncs]
-    finally:
-        for sync in syncs:
-            sync.close()
     assert [_pushes(t) for t in totals] == [(4, 2), (6, 0)]
     for sync, t in zip(syncs, totals):  # every push made is one or the other
         assert sum(_pushes(t)) == sync.push_messages == 6
@@ -66,12 +57,7 @@ def test_a_push_partly_dropped_is_applied_and_one_of_no_example_neither(shards):
     drops the rest (applied, as the shard counts it); its next push, of no example, applies
     nothing and drops nothing; its third, of no example either, two updates stale after rank
     1's, is dropped whole."""
-    endpoints = shards.start(1, workers=2, mode="async", extra=["--max-staleness", "1"])
-    nets = [small_net(), small_net()]
-    syncs = [insecure_worker(endpoints, r, 2) for r in range(2)]
-    rng = np.random.default_rng(4)
-    try:
-        run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
+    with async_pair(shards, 1, seed=4) as (nets, syncs, rng):
         _step(nets[1], syncs[1], rng, first=1)
         _step(nets[1], syncs[1], rng, first=1)
         _step(nets[0], syncs[0], rng)
@@ -81,9 +67,6 @@ def test_a_push_partly_dropped_is_applied_and_one_of_no_example_neither(shards):
         _step(nets[0], syncs[0], rng, count=0)
         (stats,) = syncs[0].shard_stats()
         totals = [s.traffic() for s in syncs]
-    finally:
-        for sync in syncs:
-            sync.close()
     assert [_pushes(t) for t in totals] == [(1, 1), (4, 0)]
     assert _pushes(stats) == (5, 1)
     assert stats["push_messages"] == 7  # the push of no example within the bound: in neither
