@@ -54,13 +54,12 @@ def ssh_connect_bound(
     """
     if not hosts or all_here(h.name for h in hosts) or in_batch_job(environ):
         return {}
-    option = f"-o ConnectTimeout={CONNECT_SECONDS}"
     if flavor == "mpich":
         launcher = next((environ[n] for n in HYDRA_LAUNCHERS if environ.get(n)), "ssh")
         program = next((environ[n] for n in HYDRA_EXECS if environ.get(n)), "ssh")
         if HYDRA_ARGS in environ or launcher != "ssh" or not _is_ssh(program):
             return {}
-        return {HYDRA_ARGS: option}
+        return {HYDRA_ARGS: f"-o ConnectTimeout={CONNECT_SECONDS}"}
     given = [
         (name, environ[p + name])
         for p in ("PRTE_MCA_", "OMPI_MCA_")
@@ -73,7 +72,11 @@ def ssh_connect_bound(
         return {}  # the user's options, or a program other than ssh (one named for it is)
     if shutil.which("ssh", path=environ.get("PATH")) is None:  # Open MPI falls back to rsh
         return {}
-    return dict.fromkeys(OPENMPI_ARGS, f"-x {option}")
+    # ConnectTimeout and its seconds apart by a tab, which ssh reads as it reads '=' and at
+    # which neither Open MPI splits the options (at spaces only): Open MPI 5 passes the
+    # parameter on to its daemons, which start those of further hosts (its tree spawn, past
+    # routed_radix's 64 hosts), cut at its first '=', and their ssh refused -o ConnectTimeout
+    return dict.fromkeys(OPENMPI_ARGS, f"-x -o ConnectTimeout\t{CONNECT_SECONDS}")
 
 
 def _is_ssh(program: str) -> bool:

@@ -9,6 +9,8 @@ import os
 import shlex
 import shutil
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,8 +24,10 @@ from tests.launcher.real_children import mpiexec_or_skip
 from tests.processes import run_job
 
 HYDRA = {"HYDRA_LAUNCHER_EXTRA_ARGS": f"-o ConnectTimeout={CONNECT_SECONDS}"}
+#: a tab, not '=', between the option and its seconds: Open MPI 5 cuts the value at '=' where
+#: it passes it on to its daemons (test_open_mpis_daemons_pass_the_bound_on)
 OPENMPI = dict.fromkeys(
-    ("PRTE_MCA_plm_ssh_args", "OMPI_MCA_plm_rsh_args"), f"-x -o ConnectTimeout={CONNECT_SECONDS}"
+    ("PRTE_MCA_plm_ssh_args", "OMPI_MCA_plm_rsh_args"), f"-x -o ConnectTimeout\t{CONNECT_SECONDS}"
 )
 OTHERS = (Host("node-a", 2), Host("localhost", 2))
 
@@ -162,3 +166,75 @@ def test_a_host_that_never_answers_ssh_fails_the_launch_in_seconds(tmp_path):
     assert "a rank ran" not in done.stderr
     report = json.loads((tmp_path / "run" / "failure.json").read_text())
     assert "Connection timed out during banner exchange" in "\n".join(report["tail"]), report
+
+
+#: ssh's stand-in for Open MPI's daemons: it reads its options as ssh reads them (``ssh -G``,
+#: which connects nowhere, exit 255 on one it refuses), notes the ConnectTimeout they make,
+#: then runs the command here, as ssh runs it on the host
+CHECKING_SSH = """#!PYTHON
+import os, subprocess, sys
+args, options = sys.argv[1:], []
+while args[0].startswith("-"):
+    takes = len(args[0]) == 2 and args[0][1] in "bcDEeFIiJLlmOopQRSWw"
+    options += args[: 1 + takes]
+    args = args[1 + takes :]
+host, command = args[0], " ".join(args[1:])
+read = subprocess.run(["ssh", "-G", *options, host], capture_output=True, text=True)
+with open(os.environ["SSH_LOG"], "a") as log:
+    said = [l for l in read.stdout.splitlines() if l.startswith("connecttimeout ")]
+    log.write(f"{host} {read.returncode} {said} {read.stderr.strip()}\\n")
+if read.returncode:  # ssh's own line, and its status
+    sys.stderr.write(read.stderr)
+    sys.exit(255)
+os.execv("/bin/sh", ["sh", "-c", command])
+"""
+
+
+def _open_mpi_or_skip() -> str:
+    """An Open MPI mpirun on PATH, after another MPI's too; skips the test where there is
+    none."""
+    from launcher.commands import LaunchError
+    from launcher.mpi import detect_flavor
+
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        found = shutil.which("mpirun", path=folder or None)
+        try:
+            if found is not None and detect_flavor(found) == "openmpi":
+                return found
+        except LaunchError:
+            continue
+    pytest.skip("no Open MPI mpirun on PATH")
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+def test_open_mpis_daemons_pass_the_bound_on(tmp_path):
+    """Open MPI's daemons start those of further hosts (its tree spawn: past 64 hosts by
+    default, here from the second on) with the ssh options passed on to them, which Open MPI
+    5 cut at '=': their ssh refused '-o ConnectTimeout' and the launch failed (255) where it
+    ran without the bound. Every ssh, the daemons' too, must read the bound. (mpirun runs
+    without the launcher's --bind-to none, which now and then hangs where every "host" is
+    this one.)"""
+    mpirun = _open_mpi_or_skip()
+    if shutil.which("ssh") is None:
+        pytest.skip("no ssh here")
+    fake = tmp_path / "fake-ssh"
+    fake.write_text(CHECKING_SSH.replace("PYTHON", sys.executable, 1))
+    fake.chmod(0o755)
+    log = tmp_path / "ssh.log"
+    env = {**_no_batch(ENV), "SSH_LOG": str(log)}
+    env.update(dict.fromkeys(("PRTE_MCA_plm_ssh_agent", "OMPI_MCA_plm_rsh_agent"), str(fake)))
+    env.update(dict.fromkeys(("PRTE_MCA_routed_radix", "OMPI_MCA_routed_radix"), "1"))
+    hosts = [Host(f"10.255.255.{n}", 1) for n in (1, 2, 3)]  # none this host; never reached
+    bound = ssh_connect_bound("openmpi", mpirun, hosts, env)
+    assert set(bound) == set(OPENMPI)
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    done = run_job(
+        [mpirun, "-np", "3", "-H", ",".join(f"{h.name}:1" for h in hosts), *root, "true"],
+        env={**env, **bound}, timeout=60, cwd=tmp_path, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    said = log.read_text() if log.exists() else "(no ssh ran)"
+    assert done.returncode == 0, f"{done.stderr}\n{said}"
+    lines = said.splitlines()
+    assert len(lines) == 3, said  # one daemon a host
+    assert all(f" 0 ['connecttimeout {CONNECT_SECONDS}'] " in line + " " for line in lines), said
