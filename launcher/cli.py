@@ -263,7 +263,8 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     mpiexec = find_mpiexec(args.mpiexec)
     flavor = args.mpi_flavor or detect_flavor(mpiexec)
     job_id = _job_id(args)
-    threads = args.threads or threads_per_process(most_ranks_on_a_host(args.np, hosts))
+    most = most_ranks_on_a_host(args.np, hosts, flavor)
+    threads = args.threads or threads_per_process(most)
     # without --threads each rank sizes its kernel threads on its own host (its cores / the
     # ranks MPI put there: distconv.cores.processes_on_this_host); BLAS's pools, sized at
     # numpy's import, get this host's cores over the most ranks a host receives

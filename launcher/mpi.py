@@ -258,25 +258,36 @@ def check_slots(opts: MpiOptions) -> None:
         )
 
 
-def most_ranks_on_a_host(np: int, hosts: Sequence[Host]) -> int:
-    """The most of ``np`` ranks any one host receives, placed by slots as Hydra places them:
-    each host in turn takes its slots, and past them all (``--oversubscribe``) the turns go
-    round again. A host named twice (two hostfile lines) is one host with both lines' slots,
-    as both MPIs take it. With no hosts, all ``np`` run on one (mpiexec's default, this one).
+def most_ranks_on_a_host(np: int, hosts: Sequence[Host], flavor: str = "mpich") -> int:
+    """The most of ``np`` ranks any one host receives, placed by slots as ``flavor`` places
+    them. With no hosts, all ``np`` run on one (mpiexec's default, this one).
+
+    Hydra gives each entry of ``hosts`` its slots in turn, and past them all
+    (``--oversubscribe``) the turns go round again; a host named on two lines that are not
+    next to each other is two entries (``a:1,b:3,a:1``: ``-n 4`` puts 3 on b). Open MPI takes
+    a host named twice as one, where it first stands, with both lines' slots, and spreads the
+    ranks past the slots evenly over the hosts, the first ones one more. The ranks of one
+    host's entries count together (``node-a`` and ``Node-A.`` are one host, as DNS names it).
     """
-    merged: dict[str, int] = {}
-    for host in hosts:  # 'node-a' and 'Node-A.' are one host, as DNS names them
-        key = host.name.lower().rstrip(".")
-        merged[key] = merged.get(key, 0) + host.slots
-    if not merged:
+    entries = [(host.name.lower().rstrip("."), host.slots) for host in hosts]
+    if not entries:
         return np
-    rounds, left = divmod(np, sum(merged.values()))
-    most = 0
-    for slots in merged.values():
-        extra = min(slots, left)  # the last, partial round fills the hosts in their order
+    if flavor == "openmpi":
+        merged: dict[str, int] = {}
+        for key, slots in entries:
+            merged[key] = merged.get(key, 0) + slots
+        extra = np - sum(merged.values())
+        if extra > 0:
+            share, more = divmod(extra, len(merged))
+            return max(s + share + (i < more) for i, s in enumerate(merged.values()))
+        entries = list(merged.items())  # filled in their order, as Hydra's entries
+    received: dict[str, int] = {}
+    rounds, left = divmod(np, sum(slots for _, slots in entries))
+    for key, slots in entries:
+        extra = min(slots, left)  # the last, partial round fills the entries in their order
         left -= extra
-        most = max(most, rounds * slots + extra)
-    return most
+        received[key] = received.get(key, 0) + rounds * slots + extra
+    return max(received.values())
 
 
 def mpi_command(
