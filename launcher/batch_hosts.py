@@ -36,6 +36,13 @@ BATCH_JOB_VARS = (
     "LOADL_STEP_ID",
     "FLUX_JOB_ID",
 )
+#: those of :data:`SCHEDULER_HOSTS` that are the MPIs' own default hostfiles, which a user sets
+#: outside any batch job: mpiexec still starts its daemons with ssh there
+MPI_DEFAULT_HOSTS = (
+    "HYDRA_HOST_FILE",
+    "OMPI_MCA_orte_default_hostfile",
+    "PRTE_MCA_prte_default_hostfile",
+)
 #: those of :data:`SCHEDULER_HOSTS` that hold the host names themselves, comma-separated
 SLURM_LISTS = ("SLURM_JOB_NODELIST", "SLURM_NODELIST")
 #: the most of a node file read (PBS writes a line per slot): a longer one counts as other hosts
@@ -112,6 +119,8 @@ def scheduler_hosts_here(name: str, value: str) -> bool:
 
 
 def in_batch_job(environ: Mapping[str, str]) -> bool:
-    """Whether ``environ`` is a batch system's job's (:data:`BATCH_JOB_VARS`, or a host list
-    of :data:`SCHEDULER_HOSTS`), whose mpiexec starts its daemons through that system."""
-    return any(environ.get(name) for name in (*BATCH_JOB_VARS, *SCHEDULER_HOSTS))
+    """Whether ``environ`` is a batch system's job's (:data:`BATCH_JOB_VARS`, or a batch
+    system's host list of :data:`SCHEDULER_HOSTS`), whose mpiexec starts its daemons through
+    that system; an MPI's default hostfile (:data:`MPI_DEFAULT_HOSTS`) is no batch job."""
+    lists = (name for name in SCHEDULER_HOSTS if name not in MPI_DEFAULT_HOSTS)
+    return any(environ.get(name) for name in (*BATCH_JOB_VARS, *lists))

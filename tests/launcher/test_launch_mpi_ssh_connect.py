@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.batch_hosts import BATCH_JOB_VARS, SCHEDULER_HOSTS
+from launcher.batch_hosts import BATCH_JOB_VARS, MPI_DEFAULT_HOSTS, SCHEDULER_HOSTS
 from launcher.mpi import Host
 from launcher.ssh_connect import CONNECT_SECONDS, ssh_connect_bound
 from tests.launcher.launch_cli import ENV, launcher_command
@@ -76,6 +76,19 @@ def test_the_bound_for_each_mpi_over_other_hosts_only(environ, tmp_path):
 def test_no_bound_where_the_user_or_the_system_says_otherwise(environ, tmp_path, flavor, setting):
     mpirun = str(tmp_path / "mpi" / "bin" / "mpirun")
     assert ssh_connect_bound(flavor, mpirun, OTHERS, {**environ, **setting}) == {}
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh here")
+@pytest.mark.parametrize("name", MPI_DEFAULT_HOSTS)
+@pytest.mark.parametrize("flavor, bound", [("mpich", HYDRA), ("openmpi", OPENMPI)])
+def test_an_mpis_default_hostfile_is_no_batch_job(environ, tmp_path, name, flavor, bound):
+    """A user's default hostfile (HYDRA_HOST_FILE and Open MPI's), which -H overrides, is set
+    outside any batch job: mpiexec still starts its daemons with ssh, which the bound was
+    then left off."""
+    (tmp_path / "hosts").write_text("node-c:2\n")
+    mpirun = str(tmp_path / "mpi" / "bin" / "mpirun")
+    setting = {**environ, name: str(tmp_path / "hosts")}
+    assert ssh_connect_bound(flavor, mpirun, OTHERS, setting) == bound
 
 
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh here")
