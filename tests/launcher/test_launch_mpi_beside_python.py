@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher import mpi
 from launcher.commands import LaunchError
 from launcher.mpi import find_mpiexec
 from tests.launcher.launch_cli import ENV
@@ -49,11 +50,21 @@ def test_the_mpiexec_beside_python_comes_before_paths(two_mpis):
         find_mpiexec(python=str(python))
 
 
-def test_beside_a_python_of_the_systems_own_folders_paths_comes_first(two_mpis):
-    """/usr/bin holds whatever MPI a package put there; a loaded module's on PATH decides."""
+def test_beside_a_python_of_the_systems_own_folders_paths_comes_first(
+    two_mpis, tmp_path, monkeypatch
+):
+    """/usr/bin holds whatever MPI a package put there; a loaded module's on PATH decides.
+    The system's folders hold no mpiexec here, and a test may not put one there: a folder of
+    the test's stands in for them (reached through a link, as /bin is /usr/bin's)."""
     _, _, on_path = two_mpis
-    for python in ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"):
-        assert find_mpiexec(python=python) == str(on_path)
+    system = tmp_path / "usr" / "bin"
+    beside = _program(system / "mpiexec")
+    (tmp_path / "bin").symlink_to(system)
+    monkeypatch.setattr(mpi, "SHARED_BINS", (*mpi.SHARED_BINS, str(system)))
+    for python in (system / "python3", tmp_path / "bin" / "python3"):
+        assert find_mpiexec(python=str(python)) == str(on_path)
+    on_path.unlink()  # where PATH has none, the one beside that Python still runs
+    assert find_mpiexec(python=str(system / "python3")) == str(beside)
 
 
 @pytest.mark.timeout(60)
