@@ -27,6 +27,9 @@ CONNECT_SECONDS = 20
 HYDRA_LAUNCHERS = ("HYDRA_LAUNCHER", "HYDRA_BOOTSTRAP")
 HYDRA_EXECS = ("HYDRA_LAUNCHER_EXEC", "HYDRA_BOOTSTRAP_EXEC")
 HYDRA_ARGS = "HYDRA_LAUNCHER_EXTRA_ARGS"
+#: the same two as Hydra's config files set them (``-launcher rsh``), which it reads as its
+#: command line: its launcher's words, and its program's
+HYDRA_OPTIONS = {"launcher": 0, "bootstrap": 0, "launcher-exec": 1, "bootstrap-exec": 1}
 #: Open MPI's ssh options: 5's (PRRTE's ``plm_ssh_args``) and 4's (``plm_rsh_args``). The
 #: launcher tells only the MPI, not its version, so both are set: each reads its own
 OPENMPI_ARGS = ("PRTE_MCA_plm_ssh_args", "OMPI_MCA_plm_rsh_args")
@@ -43,22 +46,29 @@ def ssh_connect_bound(
     (:func:`launcher.this_host.all_here`: mpiexec starts this host's own ranks itself), in a
     batch job (its mpiexec starts the daemons through the batch system, to which ssh's options
     mean something else: ``-o`` is srun's output file), where the program that starts them is
-    not ssh, or where the user has set the options or that program (in the environment, or
-    for Open MPI in its parameter files), which are left as they are.
+    not ssh, or where the user has set the options or that program (in the environment, in
+    Hydra's config files, in Open MPI's parameter files), which are left as they are.
 
     Args:
         flavor: ``"mpich"`` or ``"openmpi"``.
-        mpiexec: the mpiexec to run (Open MPI's parameter files are found beside it).
+        mpiexec: the mpiexec to run (the MPI's own config or parameter files are found
+            beside it).
         hosts: the launch's ``-H`` or hostfile hosts.
         environ: the environment mpiexec runs with.
     """
     if not hosts or all_here(h.name for h in hosts) or in_batch_job(environ):
         return {}
     if flavor == "mpich":
-        launcher = next((environ[n] for n in HYDRA_LAUNCHERS if environ.get(n)), "ssh")
-        program = next((environ[n] for n in HYDRA_EXECS if environ.get(n)), "ssh")
-        if HYDRA_ARGS in environ or launcher != "ssh" or not _is_ssh(program):
+        launchers = [environ[n] for n in HYDRA_LAUNCHERS if environ.get(n)]
+        programs = [environ[n] for n in HYDRA_EXECS if environ.get(n)]
+        for path in _hydra_config_files(mpiexec, environ):
+            words = _hydra_settings(path)
+            launchers += words[0]
+            programs += words[1]
+        if HYDRA_ARGS in environ or any(launcher != "ssh" for launcher in launchers):
             return {}
+        if not all(_is_ssh(program) for program in programs):
+            return {}  # an rsh, say, which -o makes fail: a launch that ran would fail
         return {HYDRA_ARGS: f"-o ConnectTimeout={CONNECT_SECONDS}"}
     given = [
         (name, environ[p + name])
@@ -106,4 +116,36 @@ def _ssh_params(path: Path) -> list[tuple[str, str]]:
         name, _, value = line.split("#", 1)[0].partition("=")
         if name.strip() in OPENMPI_PARAMS:
             found.append((name.strip(), value.strip()))
+    return found
+
+
+def _hydra_config_files(mpiexec: str, environ: Mapping[str, str]) -> list[Path]:
+    """Hydra's config files: ``HYDRA_CONFIG_FILE``'s, else the user's
+    ``~/.mpiexec.hydra.conf``, and its installation's (under the prefix of ``mpiexec``, as run
+    and with its links resolved, a distribution's /etc/mpich, the mpich wheel's /opt/mpich)."""
+    named = environ.get("HYDRA_CONFIG_FILE")
+    home = Path(environ.get("HOME") or "~").expanduser()
+    files = [Path(named) if named else home / ".mpiexec.hydra.conf"]
+    for etc in {Path(p).parent.parent / "etc" for p in (mpiexec, os.path.realpath(mpiexec))}:
+        files.append(etc / "mpiexec.hydra.conf")
+    return [
+        *files,
+        Path("/etc/mpich/mpiexec.hydra.conf"),
+        Path("/opt/mpich/etc/mpiexec.hydra.conf"),
+    ]
+
+
+def _hydra_settings(path: Path) -> tuple[list[str], list[str]]:
+    """The launchers and the programs that the Hydra config file ``path`` names (its words
+    are mpiexec's options: ``-launcher rsh``, ``--launcher-exec /usr/bin/rsh``); none where it
+    cannot be read."""
+    try:
+        words = path.read_text(errors="replace").split()
+    except OSError:
+        return [], []
+    found: tuple[list[str], list[str]] = ([], [])
+    for option, value in zip(words, words[1:]):
+        which = HYDRA_OPTIONS.get(option.lstrip("-")) if option.startswith("-") else None
+        if which is not None:
+            found[which].append(value)
     return found

@@ -78,6 +78,57 @@ def test_no_bound_where_the_user_or_the_system_says_otherwise(environ, tmp_path,
     assert ssh_connect_bound(flavor, mpirun, OTHERS, {**environ, **setting}) == {}
 
 
+@pytest.mark.parametrize(
+    "where, setting",
+    [
+        (".mpiexec.hydra.conf", "-launcher rsh"),  # the user's
+        (".mpiexec.hydra.conf", "-hosts node-c  --bootstrap-exec /usr/bin/rsh"),
+        ("mpi/etc/mpiexec.hydra.conf", "-bootstrap rsh"),  # the installation's
+        ("site.conf", "-launcher-exec /opt/bin/rsh"),  # HYDRA_CONFIG_FILE's
+    ],
+)
+def test_no_bound_where_hydras_config_files_name_another_launcher(
+    environ, tmp_path, where, setting
+):
+    """Hydra reads its config files as its command line: -o reached an rsh they name."""
+    mpirun = str(tmp_path / "mpi" / "bin" / "mpiexec")
+    conf = tmp_path / where
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    environ = {**environ, "HYDRA_CONFIG_FILE": str(conf)} if where == "site.conf" else environ
+    conf.write_text("-launcher ssh -launcher-exec /opt/bin/ssh-wrapper\n")  # ssh all the same
+    assert ssh_connect_bound("mpich", mpirun, OTHERS, environ) == HYDRA
+    conf.write_text(f"{setting}\n")
+    assert ssh_connect_bound("mpich", mpirun, OTHERS, environ) == {}
+
+
+#: rsh's stand-in: refuses an option, as rsh refuses ssh's, and runs the command here
+HERE_RSH = """#!/bin/sh
+case "$1" in -*) echo "rsh: invalid option -- '$1'" >&2; exit 1;; esac
+shift
+exec sh -c "$*"
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_a_launch_by_hydras_configured_rsh_still_runs(tmp_path, own_home):
+    """~/.mpiexec.hydra.conf says -launcher rsh: the bound's -o went to rsh, which refused
+    it, and a launch that ran without it failed (255)."""
+    mpiexec_or_skip()
+    (tmp_path / "bin").mkdir()
+    rsh = tmp_path / "bin" / "rsh"
+    rsh.write_text(HERE_RSH)
+    rsh.chmod(0o755)
+    (own_home / ".mpiexec.hydra.conf").write_text("-launcher rsh\n")
+    env = {**_no_batch(ENV), "PATH": f"{rsh.parent}{os.pathsep}{ENV['PATH']}"}
+    done = run_job(
+        [*launcher_command(), "mpi", "-np", "1", "-H", "10.255.255.1:1", "--mpi-flavor",
+         "mpich", "--run-dir", "run", "--", "true"],
+        env=env, timeout=50, cwd=tmp_path, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh here")
 @pytest.mark.parametrize("name", MPI_DEFAULT_HOSTS)
 @pytest.mark.parametrize("flavor, bound", [("mpich", HYDRA), ("openmpi", OPENMPI)])
