@@ -46,6 +46,7 @@ from distconv.sync.base import SyncError, SyncStrategy
 from distconv.sync.mpi.abandon import Abandon
 from distconv.sync.mpi.arrivals import Arrivals
 from distconv.sync.mpi.buckets import Bucket, grads_moved, wire_dtype
+from distconv.sync.mpi.check_completion import CheckCompletion
 from distconv.sync.mpi.collectives import AFTER_FAILED_SETUP, WAYS_ON, RankCollectives, held
 from distconv.sync.mpi.comm import (
     SingleRankComm,
@@ -75,7 +76,9 @@ __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 DEFAULT_BUCKET_BYTES = 4 << 20
 
 
-class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollectives):
+class MPISync(
+    Arrivals, Abandon, CheckCompletion, Shutdown, BucketLayout, SetupStart, RankCollectives
+):
     """Data-parallel training over MPI: bucketed allreduce, then the optimizer on every rank.
 
     Args:
@@ -258,7 +261,7 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
     # -- one step ---------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
         """Start checking that every rank is at this step with this layout (see
-        :meth:`_complete_check`) and summing the examples."""
+        :meth:`~.check_completion.CheckCompletion._complete_check`) and summing the examples."""
         if self._failed_setup is not None:  # else a step on the last layout, or none at all
             raise SyncError(f"start_step after {self._failed_setup}: {AFTER_FAILED_SETUP}")
         if self._grad_comm is None:
@@ -298,17 +301,6 @@ class MPISync(Arrivals, Abandon, Shutdown, BucketLayout, SetupStart, RankCollect
         except KeyboardInterrupt as exc:  # once the post returned: kept as one in it
             self._check.keep(exc)  # raised where nothing started
         self._in_step, self._open = True, f"step {self.step} (no finish_step, or it failed)"
-
-    def _complete_check(self) -> None:
-        """Finish :meth:`start_step`'s exchange (:class:`StepCheck`): stop on a mismatch, else
-        learn the step's global examples. Called before the step's first gradient collective."""
-        try:
-            total = self._check.complete()
-        except SyncError:  # on every rank it reached: no rank takes this step
-            self._check_refused = True
-            raise
-        if total is not None:
-            self._total, self._matched = total, True
 
     def finish_step(self) -> None:
         """Wait for every bucket, apply the optimizer (averaging inside it), zero gradients."""
