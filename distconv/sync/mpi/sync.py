@@ -368,8 +368,10 @@ class MPISync(
             self.sync_seconds += time.perf_counter() - began
 
     def traffic(self) -> dict[str, float]:
-        """Bytes given to the gradient collectives (sent and received alike), finish_step's time,
-        and the Trainer's between steps (``collective_seconds``)."""
+        """Bytes given to the gradient collectives (sent and received alike), ``sync_seconds``
+        (the time the step's exchange waited: its check in backward and finish_step; see
+        :mod:`~distconv.sync.mpi.check_completion`), and the Trainer's waits between steps
+        (``collective_seconds``)."""
         wire, seconds = self.wire_bytes, self.sync_seconds
         own = {"bytes_pushed": wire, "bytes_pulled": wire, "sync_seconds": seconds}
         return {**own, **super().traffic()}

@@ -1,0 +1,35 @@
+"""Under a real ``mpiexec -n 2`` a fast rank's wait for a slow one is counted in its
+``traffic()["sync_seconds"]`` and ``/metrics``' ``distconv_allreduce_seconds``, as on the
+parameter server (``run_straggler.py``: rank 1 sleeps before each step).
+
+The fast rank waits in the step check, which completes as backward packs the first bucket,
+before ``finish_step``; ``sync_seconds`` counted ``finish_step``'s time alone, so a straggler
+showed in no sync count (rank 0 read 0.035 s after waiting 0.9 s for rank 1)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.mpi.common import NEEDS_MPIEXEC, run_two_ranks
+
+pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(120)]
+
+SLEEP = 0.05  # seconds rank 1 sleeps before each of its 10 steps
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_a_fast_ranks_wait_for_a_straggler_is_in_its_sync_seconds(tmp_path, overlap):
+    """Rank 0's ``sync_seconds`` exceeds rank 1's by at least half of what rank 1 slept, is
+    served whole in the histogram, and is counted once: below the fit's own wall time."""
+    out = tmp_path / "straggler"
+    run_two_ranks("run_straggler.py", out, overlap, str(SLEEP))
+    fast, slow = (json.loads(Path(f"{out}.{rank}.json").read_text()) for rank in (0, 1))
+    assert fast["steps"] == slow["steps"] == 10, (fast, slow)
+    assert slow["slept"] == pytest.approx(10 * SLEEP) and fast["slept"] == 0.0
+    assert fast["sync_seconds"] - slow["sync_seconds"] >= slow["slept"] / 2, (fast, slow)
+    assert fast["sync_seconds"] < fast["fit_seconds"], fast  # the check's wait not twice
+    for said in (fast, slow):
+        assert said["served"] == pytest.approx(said["sync_seconds"]), said
