@@ -352,7 +352,8 @@ class SyncStrategy(ABC):
 
     def traffic(self) -> dict[str, float]:
         """Running totals for monitoring (``/metrics``), those it keeps: ``bytes_pushed``,
-        ``bytes_pulled``, ``sync_seconds`` (time spent finishing steps), ``stale_dropped``
+        ``bytes_pulled``, ``sync_seconds`` (the time the step's exchange waited:
+        ``finish_step``'s, and under MPI also the step check's in backward), ``stale_dropped``
         (gradients dropped as too stale, one per parameter and shard), an async parameter
         server's ``push_messages_applied`` and ``push_messages_dropped`` (as its shards count),
         and ``collective_seconds`` (:attr:`collective_seconds`), which this default reports
