@@ -44,6 +44,7 @@ class RunChecks:
     blocks: dict[int, Any]  # the seeded blocks, by id (none before a seed)
     hello_at: dict[int, int]
     left: set[int]
+    lost: set[int]
     waiting: dict[str, _Waiting]
     gathers_held: set[str]
     #: the shard's count of requests when the latest seed was installed (-1: none yet)
@@ -77,19 +78,22 @@ class RunChecks:
         only a restart of that worker explains the hello: the hello and the one before carry
         run ids that differ (not a second ``setup``, nor a worker without one), that run was
         seeded since the hello before (past its start-up: the other ranks' steps and
-        collectives wait for that worker now), and its worker said no ``bye`` since (a bye's
-        own rules decide then). A rank lost in async mode (``--on-worker-loss continue``) never
-        gets here: its hello is refused. Every request held of a rank whose latest hello came
-        before that seed is answered at once naming the restart, and so is every later one
-        (:meth:`_check_run`): their workers stop (``PeerFailed`` blaming ``rank``: exit 75) and
-        restart, and the rank's new worker, waiting in its start-up gather, meets theirs.
-        Before, the job failed at the shard's ``--timeout``, and only a restart of the shards
-        took the workers back. A restart before the seed is taken in as it was: the others
-        are still in their start-up gather, which the new worker joins."""
+        collectives wait for that worker now), its worker said no ``bye`` since (a bye's own
+        rules decide then), and its rank was not lost (async, ``--on-worker-loss continue``:
+        the job goes on without it, as chosen; shard 0 refuses its hello, and another shard,
+        which takes it in, must not stop the ranks that go on). Every request held of a rank
+        whose latest hello came before that seed is answered at once naming the restart, and
+        so is every later one (:meth:`_check_run`): their workers stop (``PeerFailed`` blaming
+        ``rank``: exit 75) and restart, and the rank's new worker, waiting in its start-up
+        gather, meets theirs. Before, the job failed at the shard's ``--timeout``, and only a
+        restart of the shards took the workers back. A restart before the seed is taken in as
+        it was: the others are still in their start-up gather, which the new worker joins."""
         before = self.run_of.get(rank)
         if None in (run, before) or run == before:
             return
-        if rank in self.left or not self.hello_at.get(rank, self.seeded_at) < self.seeded_at:
+        if rank in self.left or rank in self.lost:
+            return
+        if not self.hello_at.get(rank, self.seeded_at) < self.seeded_at:
             return
         if self.ended_run is not None and self.ended_run[0] == self.seeded_at:
             return  # another rank's restart ended this run already: its words stand

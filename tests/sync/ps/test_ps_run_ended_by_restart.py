@@ -148,3 +148,29 @@ def test_the_restarted_worker_ends_at_the_timeout_if_the_others_never_come(hand)
     timed_out = h.read()[0]
     assert "sent nothing for all_equal:1" in timed_out["error"], timed_out
     assert timed_out["failed_ranks"] == [2], timed_out
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("index", [0, 1])
+def test_a_lost_rank_s_restart_ends_nothing_under_continue(hand, index):
+    """Async with ``--on-worker-loss continue``: rank 2 fell silent and was lost, and the job
+    went on without it, as chosen. Its restarted worker is refused by shard 0; another shard
+    takes its hello in (it holds no gather), and must not end the run there: ranks 0 and 1
+    go on pushing to it. (It ended the run, and both stopped with exit 75, naming rank 2.)"""
+    loss = {"mode": "async", "on_worker_loss": "continue", "timeout": 0.3}
+    h = hand(workers=3, shard=index, num_shards=2, **loss)
+    for rank in range(3):
+        assert _hello_run(h, rank, 10 + rank)["op"] == "ok"
+    h.seed()
+    time.sleep(0.4)
+    for rank in (0, 1):  # alive: their beats
+        assert h.ask({"op": "beat", "rank": rank, "run": 10 + rank})[0]["op"] == "ok"
+    h.shard._check_timeouts(time.monotonic())
+    assert h.shard.lost == {2} and not h.shard.failed
+    hello = _hello_run(h, 2, 22)
+    assert (hello["op"] == "error") == (index == 0), hello  # "declared lost" on shard 0 alone
+    for rank in (0, 1):
+        _push_w(h, rank, 5)
+        pushed = h.read()[0]
+        assert pushed["op"] == "ok", pushed
+    assert h.shard.ended_run is None and not h.shard.failed
