@@ -77,24 +77,27 @@ class RunChecks:
         """Before ``rank``'s hello of ``run`` is taken, end the run its worker leaves, where
         only a restart of that worker explains the hello: the hello and the one before carry
         run ids that differ (not a second ``setup``, nor a worker without one), that run was
-        seeded since the hello before (past its start-up: the other ranks' steps and
-        collectives wait for that worker now), its worker said no ``bye`` since (a bye's own
-        rules decide then), and its rank was not lost (async, ``--on-worker-loss continue``:
-        the job goes on without it, as chosen; shard 0 refuses its hello, and another shard,
-        which takes it in, must not stop the ranks that go on). Every request held of a rank
-        whose latest hello came before that seed is answered at once naming the restart, and
+        seeded since the worker's latest accepted hello, a second ``setup``'s too (past its
+        start-up: the other ranks' steps and collectives wait for that worker now), its
+        worker said no ``bye`` since (a bye's own rules decide then), and its rank was not
+        lost (async, ``--on-worker-loss continue``: the job goes on without it, as chosen;
+        shard 0 refuses its hello, and another shard, which takes it in, must not stop the
+        ranks that go on). Every request held of a rank whose latest accepted hello came
+        before that seed is answered at once naming the restart, and
         so is every later one (:meth:`_check_run`): their workers stop (``PeerFailed`` blaming
         ``rank``: exit 75) and restart, and the rank's new worker, waiting in its start-up
-        gather, meets theirs. Before, the job failed at the shard's ``--timeout``, and only a
-        restart of the shards took the workers back. A restart before the seed is taken in as
-        it was: the others are still in their start-up gather, which the new worker joins."""
+        gather, meets theirs; so does a worker that sets up again (a script that fits again,
+        told or not: a second ``setup`` since the seed is no longer of the run). Before, the
+        job failed at the shard's ``--timeout``, and only a restart of the shards took the
+        workers back. A restart before the seed is taken in as it was: the others are still in
+        their start-up gather, which the new worker joins."""
         before = self.run_of.get(rank)
         if None in (run, before) or run == before:
             return
         if rank in self.left or rank in self.lost:
             return
-        if not self.hello_at.get(rank, self.seeded_at) < self.seeded_at:
-            return
+        if not self.accepted_at.get(rank, self.seeded_at) < self.seeded_at:
+            return  # its worker set up (again) since the seed: the others meet the new one
         if self.ended_run is not None and self.ended_run[0] == self.seeded_at:
             return  # another rank's restart ended this run already: its words stand
         why = (
@@ -116,8 +119,10 @@ class RunChecks:
             self._dismiss([entry], f"{why}; this worker's {what} is dropped", failed_ranks=[rank])
 
     def _of_ended_run(self, rank: int) -> bool:
-        """Whether ``rank``'s latest hello came before the seed of the run a restart ended."""
-        return self.ended_run is not None and self.hello_at.get(rank, -1) < self.ended_run[0]
+        """Whether ``rank``'s latest accepted hello came before the seed of the run a restart
+        ended: a second ``setup`` of a worker since (a script that fits again, told or not)
+        starts over with the new worker, as a new run's does."""
+        return self.ended_run is not None and self.accepted_at.get(rank, -1) < self.ended_run[0]
 
     def _of_current_run(self, header: dict[str, Any]) -> bool:
         """Whether ``header`` is of its rank's latest accepted run; a request without a run id,

@@ -174,3 +174,36 @@ def test_a_lost_rank_s_restart_ends_nothing_under_continue(hand, index):
         pushed = h.read()[0]
         assert pushed["op"] == "ok", pushed
     assert h.shard.ended_run is None and not h.shard.failed
+
+
+def _set_up_again(h) -> None:
+    """Ranks 0 and 1 set up again (a second ``setup``: their runs), waiting in its gather."""
+    for rank in (0, 1):
+        assert _hello_run(h, rank, 10 + rank)["op"] == "ok"
+        _gather(h, rank, "all_equal:1")
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("told", [True, False], ids=["after-the-restart", "before-it"])
+def test_a_worker_that_sets_up_again_meets_the_restarted_one(hand, told):
+    """A script that fits again on ranks 0 and 1 (a second ``setup`` of their workers), told
+    of rank 2's restart first or not: their start-up gather meets the restarted worker's, and
+    the job goes on (docs/protocol.md, "What these rules cannot tell apart"). All their requests
+    were refused as of the ended run, or the restart dropped their gather, naming itself."""
+    h = _seeded_run(hand)
+    if told:
+        _push_w(h, 0, 1)
+        assert "step 1 is dropped" in _hello_run(h, 2, 22)["error"]
+        assert h.read()[0]["op"] == "ok"
+        _set_up_again(h)
+    else:
+        _set_up_again(h)
+        assert _hello_run(h, 2, 22)["op"] == "ok"
+    assert not h.client.poll(200)  # held: rank 2's gather is missing
+    _gather(h, 2, "all_equal:1")
+    assert [a["op"] for a in _answers(h, 3)] == ["ok"] * 3
+    assert h.seed() == []
+    for rank in range(3):
+        _push_w(h, rank, 1)
+    assert [a["op"] for a in _answers(h, 3)] == ["ok"] * 3
+    assert not h.shard.failed
