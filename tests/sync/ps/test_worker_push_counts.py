@@ -74,6 +74,8 @@ def test_a_push_partly_dropped_is_applied_and_one_of_no_example_neither(shards):
 
 @pytest.mark.timeout(60)
 def test_a_sync_run_counts_no_pushes_applied_or_dropped(shards):
+    """A sync worker's ``traffic()`` has no push counts: its shard applied every push, and a 0
+    there read as none applied. ``/metrics`` serves its counters at 0 (documented)."""
     endpoints = shards.start(1, workers=1)
     net, sync = small_net(), insecure_worker(endpoints)
     try:
@@ -82,5 +84,5 @@ def test_a_sync_run_counts_no_pushes_applied_or_dropped(shards):
     finally:
         sync.close()
     assert sync.push_messages == 2
-    assert _pushes(sync.traffic()) == (0, 0)
+    assert not set(PUSHES) & set(sync.traffic()), sync.traffic()
     assert _served(sync.traffic()) == (0, 0)
