@@ -10,7 +10,6 @@ and a batch's right answers (:func:`right_answers`) are here too.
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -20,10 +19,11 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import to_host, widened
 from distconv.data import DataError, array_length, fingerprint
+from distconv.epoch_sums import RANK_LOSS, epoch_sums
 from distconv.layers.base import forward_only
 from distconv.messages import exception_line
 from distconv.network import NetworkError
-from distconv.resume import RANK_LOSS, SUMS, Position, TrainingError
+from distconv.resume import Position, TrainingError
 from distconv.sampler import GlobalBatchSampler, stride_shard
 from distconv.scheme_history import EARLIER, resumed_under
 from distconv.sync import SyncStrategy
@@ -44,20 +44,6 @@ UNREPEATED = (
     "collective_seconds_per_rank",
     *PUSH_COUNTS,
 )
-
-
-def epoch_sums(pos: Position, sampler: GlobalBatchSampler) -> dict[str, float]:
-    """The epoch's metric sums to go on from: zeros, or those of the checkpoint resumed.
-
-    A checkpoint holds global sums (and each rank's loss sum, :data:`RANK_LOSS`); this rank's
-    examples before it (for its rate) follow from the batch order, so the rate covers the same
-    steps as the epoch's seconds.
-    """
-    sums = {**{k: 0.0 for k in SUMS}, **pos.sums}
-    if pos.step_in_epoch:
-        done = itertools.islice(sampler.passes(pos.epoch), pos.step_in_epoch)
-        sums["rank_examples"] = float(sum(len(i) for passes in done for i in passes))
-    return sums
 
 
 class EpochTally:

@@ -29,6 +29,8 @@ from distconv.checkpoint import (
     save_checkpoint,
 )
 from distconv.checkpoint_checks import as_saved, savable_facts
+from distconv.epoch_sums import RANK_LOSS, SUMS
+from distconv.epoch_sums import share_position as share_position  # defined there: trainer's
 from distconv.job_start import JobStart as JobStart  # defined there: trainer, job read it
 from distconv.parameter import Parameter
 from distconv.resume_facts import (
@@ -61,11 +63,6 @@ from distconv.sync.collective_time import timed_collective
 
 log = logging.getLogger("distconv.resume")
 
-#: the epoch's running metric sums a checkpoint carries (global: reduced over ranks)
-SUMS = ("loss", "correct", "examples", "seconds")
-#: each rank's own loss sum so far, beside SUMS where they hold the epoch's whole loss: a resume
-#: on as many ranks goes on from them, adding as the run it continues did (no other rounding)
-RANK_LOSS = "rank_loss"
 OptimState = dict[str, dict[str, Any]]
 
 
@@ -355,24 +352,6 @@ def _without_frozen(state: OptimState, params: Sequence[Parameter]) -> OptimStat
     if frozen:
         log.warning("not restoring the optimizer state of %s: frozen since the checkpoint", frozen)
     return {name: s for name, s in state.items() if name not in frozen}
-
-
-def share_position(sync: SyncStrategy, pos: Position) -> Position:
-    """Every rank's copy of the chief's position (the others contribute zeros to a sum), with
-    each rank's loss sum (:data:`RANK_LOSS`) where the checkpoint has one for as many ranks."""
-    world = sync.world_size
-    ranks = pos.sums.get(RANK_LOSS) or []
-    ranks = list(ranks) if len(ranks) == world else []  # other ranks added in another way
-    fields = [pos.epoch, pos.step, pos.step_in_epoch, *(pos.sums.get(k, 0.0) for k in SUMS)]
-    fields += [float(bool(ranks)), *(ranks or [0.0] * world)]
-    if not sync.is_chief:
-        fields = [0.0] * len(fields)
-    epoch, step, in_epoch, *sums = sync.allreduce_sum(fields)
-    shared = dict(zip(SUMS, sums))
-    if sums[len(SUMS)]:
-        shared[RANK_LOSS] = sums[len(SUMS) + 1 :]
-    shared = shared if in_epoch else {}
-    return Position(int(epoch), int(step), int(in_epoch), shared, pos.schemes, pos.world_size)
 
 
 def refuse_frozen_resume(params: Sequence[Parameter], pos: Position, world_size: int) -> None:
