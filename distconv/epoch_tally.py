@@ -187,18 +187,21 @@ class EpochTally:
         collectives over the epoch's steps (its stop checks, metric sums and checkpoint
         barriers, within ``seconds``: :mod:`distconv.sync.collective_time`), since the resume
         in a resumed epoch; ``collective_seconds`` the most of them. A fast rank waits there
-        for a slow one where the steps do not make it wait (asynchronous training).
+        for a slow one where the steps do not make it wait (asynchronous training). A rank
+        absent from the rates' sum (one a parameter server lost, ``--on-worker-loss
+        continue``) is None (JSON null) in both per-rank lists: not measured, where 0.0 read
+        as a rank that never waits.
 
         An asynchronous run's record also has :data:`PUSH_COUNTS`: the push messages of the
         epoch's steps the shards applied (at least one parameter of each: the updates made)
         and dropped whole as too stale, summed over ranks (since the resume, in a resumed
         epoch); another run's has neither (no push is dropped, each step is one update).
         """
-        sums, world = self.sums, self.sync.world_size
+        sums, world, rank = self.sums, self.sync.world_size, self.sync.rank
         examples, seconds = max(sums["examples"], 1), max(sums["seconds"], 1e-9)
-        rates, waits = [0.0] * world, [0.0] * world
-        rates[self.sync.rank] = sums.get("rank_examples", 0.0) / seconds
-        waits[self.sync.rank] = collective_seconds(self.sync) - self._waited
+        rates, waits, here = [0.0] * world, [0.0] * world, [0.0] * world
+        rates[rank] = sums.get("rank_examples", 0.0) / seconds
+        waits[rank], here[rank] = collective_seconds(self.sync) - self._waited, 1.0
         record: dict[str, Any] = {
             "epoch": pos.epoch,
             "step": pos.step,
@@ -208,11 +211,15 @@ class EpochTally:
             record["train_acc"] = sums["correct"] / examples
         record["seconds"] = sums["seconds"]
         record["examples_per_second"] = sums["examples"] / seconds
-        shared = timed_collective(self.sync, self.sync.allreduce_sum, [*rates, *waits])
-        record["examples_per_second_per_rank"] = shared[:world]
+        shared = timed_collective(self.sync, self.sync.allreduce_sum, [*rates, *waits, *here])
+        # a rank a parameter server lost (--on-worker-loss continue) summed nothing: None, not
+        # measured (a 0.0 wait read as a rank that never waits, a straggler's look)
+        present = shared[2 * world :]
+        rates, waits = ([v if h else None for v, h in zip(shared[i:], present)] for i in (0, world))
+        record["examples_per_second_per_rank"] = rates
         # where the epoch's time went beside the steps: each rank's waits for the others
-        record["collective_seconds"] = max(shared[world:])
-        record["collective_seconds_per_rank"] = shared[world:]
+        record["collective_seconds"] = max(w for w in waits if w is not None)
+        record["collective_seconds_per_rank"] = waits
         if self._pushes_from is not None:  # what asynchronous SGD did: updates, drops
             record |= {k: int(sums.get(k, 0.0)) for k in PUSH_COUNTS}
         record = {**record, "global_batch": global_batch, "world_size": world}

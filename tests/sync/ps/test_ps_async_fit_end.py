@@ -25,29 +25,30 @@ from tests.child_env import child_path
 WORKER = Path(__file__).with_name("fit_worker.py")
 
 
-def start_workers(endpoints: list[str], out: Path, stop: bool = False) -> list[subprocess.Popen]:
-    """Ranks 0 and 1 of ``fit_worker.py``; rank 1 is slow, so rank 0's last push is not last;
-    ``stop``: rank 0 is sent SIGTERM after its first step, and the first fit stops."""
+def fit_worker(endpoints: list[str], rank: int, out: Path, *args: str) -> subprocess.Popen:
+    """``fit_worker.py`` as rank ``rank`` of 2 (``args``: its ``SLOW_SECONDS [stop]``), its
+    stdin, stdout and stderr piped."""
     env = {
         **os.environ,
         "PYTHONPATH": f"{child_path()}{os.pathsep}{WORKER.parent}",
         "OMP_NUM_THREADS": "1",
     }
-    procs = []
-    for rank, slow in ((0, ["0"]), (1, ["0.02"])):
-        slow += ["stop"] if stop else []
-        cmd = [sys.executable, str(WORKER), ",".join(endpoints), str(rank), "2", str(out), *slow]
-        procs.append(
-            subprocess.Popen(
-                cmd,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env,
-            )  # fmt: skip
-        )
-    return procs
+    cmd = [sys.executable, str(WORKER), ",".join(endpoints), str(rank), "2", str(out), *args]
+    return subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )  # fmt: skip
+
+
+def start_workers(endpoints: list[str], out: Path, stop: bool = False) -> list[subprocess.Popen]:
+    """Ranks 0 and 1 of ``fit_worker.py``; rank 1 is slow, so rank 0's last push is not last;
+    ``stop``: rank 0 is sent SIGTERM after its first step, and the first fit stops."""
+    stops = ["stop"] if stop else []
+    return [fit_worker(endpoints, r, out, slow, *stops) for r, slow in ((0, "0"), (1, "0.02"))]
 
 
 def wait_for(procs: list[subprocess.Popen], word: str) -> None:
