@@ -19,7 +19,8 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import to_host, widened
 from distconv.data import DataError, array_length, fingerprint
-from distconv.epoch_sums import RANK_LOSS, epoch_sums
+from distconv.epoch_sums import PUSH_COUNTS as PUSH_COUNTS  # defined there: tests read it
+from distconv.epoch_sums import RANK_LOSS, RANK_WAITS, epoch_sums
 from distconv.layers.base import forward_only
 from distconv.messages import exception_line
 from distconv.network import NetworkError
@@ -30,9 +31,6 @@ from distconv.sync import SyncStrategy
 from distconv.sync.collective_time import collective_seconds, timed_collective
 from distconv.sync.description import digest, sync_scheme
 
-#: an asynchronous run's push messages the shards applied and dropped in the epoch, summed over
-#: ranks (the workers' ``traffic()`` counts, as the shards' stats count them)
-PUSH_COUNTS = ("push_messages_applied", "push_messages_dropped")
 #: the fields of an epoch's record that two runs of one job need not repeat: timings, and an
 #: asynchronous run's push counts, which its workers' timing decides; a resumed run writes an
 #: uninterrupted one's lines but for these (:meth:`EpochTally.record`)
@@ -89,6 +87,9 @@ class EpochTally:
         self._whole = carried is not None or not self._start["loss"]
         # each rank's loss sum as last folded: one a parameter server lost sums nothing later
         self._ranks = list(carried) if carried is not None else [0.0] * sync.world_size
+        # each rank's waits before the resume (a checkpoint of this epoch's), and as last folded
+        waited = self._start.pop(RANK_WAITS, None)
+        self._waits = list(waited) if waited is not None else [0.0] * sync.world_size
         self.correct: Any = 0
         self.seen = 0
         # an asynchronous run's: this rank's push counts (traffic()) at the epoch's start, its
@@ -98,9 +99,9 @@ class EpochTally:
         self._folded = (0.0,) * (2 + len(self._pushes_from or ()))
         self.since_step = pos.step
         self.started = time.perf_counter()
-        # this rank's waits in the Trainer's collectives so far: the record's are those since
-        # (a resumed epoch's waits before its resume are kept nowhere)
-        self._waited = collective_seconds(sync)
+        # this rank's waits in the Trainer's collectives so far: the epoch's are those since,
+        # after those of its steps before a resume (the checkpoint's)
+        self._waited = collective_seconds(sync) - self._waits[sync.rank]
 
     def _push_counts(self) -> list[float]:
         """This rank's :data:`PUSH_COUNTS` so far, as its sync's ``traffic()`` keeps them."""
@@ -126,8 +127,9 @@ class EpochTally:
             TrainingError: the loss summed over ranks is NaN or infinite.
         """
         world, rank = self.sync.world_size, self.sync.rank
-        mine, here = [0.0] * world, [0.0] * world
+        mine, here, waits = [0.0] * world, [0.0] * world, [0.0] * world
         mine[rank], here[rank] = float(to_host(self.loss)), 1.0
+        waits[rank] = collective_seconds(self.sync) - self._waited
         counts = (float(to_host(self.correct)), float(self.seen))
         if self._pushes_from is not None:
             since = zip(self._push_counts(), self._pushes_from)
@@ -138,12 +140,14 @@ class EpochTally:
         # parameter server lost (--on-worker-loss continue) sums nothing: its loss folded
         # before stays, as its examples and right answers do
         new = [now - before for now, before in zip(counts, self._folded)]
-        summing = [*new, *mine, *here]
+        summing = [*new, *mine, *here, *waits]
         right, examples, *summed = timed_collective(self.sync, self.sync.allreduce_sum, summing)
         pushed, summed = summed[: len(new) - 2], summed[len(new) - 2 :]
         self._folded = counts
         ranks = [v if h else old for v, h, old in zip(summed, summed[world:], self._ranks)]
         self._ranks, loss = ranks, sum(ranks)
+        kept = zip(summed[2 * world :], summed[world:], self._waits)
+        self._waits = [v if h else old for v, h, old in kept]
         if not np.isfinite(loss):
             raise TrainingError(
                 f"the loss became NaN or infinite in epoch {pos.epoch + 1}, between steps "
@@ -159,6 +163,7 @@ class EpochTally:
             sums[key] = self.sums.get(key, 0.0) + n
         if self._whole:
             sums[RANK_LOSS] = ranks
+        sums[RANK_WAITS] = self._waits  # a checkpoint's: a resume adds on to them
         self.sums = sums
         self.since_step = pos.step
         return sums
@@ -185,8 +190,9 @@ class EpochTally:
 
         ``collective_seconds_per_rank`` is the time each rank waited in the Trainer's
         collectives over the epoch's steps (its stop checks, metric sums and checkpoint
-        barriers, within ``seconds``: :mod:`distconv.sync.collective_time`), since the resume
-        in a resumed epoch; ``collective_seconds`` the most of them. A fast rank waits there
+        barriers, within ``seconds``: :mod:`distconv.sync.collective_time`; in a resumed
+        epoch those its checkpoint carried, :data:`~distconv.epoch_sums.RANK_WAITS`, and those
+        since); ``collective_seconds`` the most of them. A fast rank waits there
         for a slow one where the steps do not make it wait (asynchronous training). A rank
         absent from the rates' sum (one a parameter server lost, ``--on-worker-loss
         continue``) is None (JSON null) in both per-rank lists: not measured, where 0.0 read
@@ -194,8 +200,9 @@ class EpochTally:
 
         An asynchronous run's record also has :data:`PUSH_COUNTS`: the push messages of the
         epoch's steps the shards applied (at least one parameter of each: the updates made)
-        and dropped whole as too stale, summed over ranks (since the resume, in a resumed
-        epoch); another run's has neither (no push is dropped, each step is one update).
+        and dropped whole as too stale, summed over ranks (in a resumed epoch those its
+        checkpoint carried and those since); another run's has neither (no push is dropped,
+        each step is one update).
         """
         sums, world, rank = self.sums, self.sync.world_size, self.sync.rank
         examples, seconds = max(sums["examples"], 1), max(sums["seconds"], 1e-9)

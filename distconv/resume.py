@@ -29,7 +29,7 @@ from distconv.checkpoint import (
     save_checkpoint,
 )
 from distconv.checkpoint_checks import as_saved, savable_facts
-from distconv.epoch_sums import RANK_LOSS, SUMS
+from distconv.epoch_sums import CARRIED
 from distconv.epoch_sums import share_position as share_position  # defined there: trainer's
 from distconv.job_start import JobStart as JobStart  # defined there: trainer, job read it
 from distconv.parameter import Parameter
@@ -303,7 +303,7 @@ class StepCheckpoints:
                 **{k: v for k, v in self._saved_facts().items() if k != "seed"},
                 FACTS_FORM_KEY: FACTS_FORM,  # numbers typed, the layers: compared as written
                 "step_in_epoch": pos.step_in_epoch,
-                "sums": {k: sums[k] for k in (*SUMS, RANK_LOSS) if k in sums},
+                "sums": {k: sums[k] for k in CARRIED if k in sums},
                 **schemes,  # the scheme; the epoch's earlier ones
             },
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -83,12 +84,6 @@ def straggler_run(
     stats at the end."""
     extra = ["--max-staleness", str(staleness)]
     endpoints = shards.start(servers, workers=2, mode="async", extra=extra)
-    rng = np.random.default_rng(3)
-    examples = 2 * BATCH * STEPS
-    data = {
-        "image": rng.standard_normal((examples, 1, 8, 8)),
-        "label": rng.integers(0, 4, examples),
-    }
     syncs = [insecure_worker(endpoints, r, 2, lr=0.01) for r in range(2)]
     out = tmp_path / "run"
     kinds = (Leader, Follower) if lockstep else (Trainer, Straggler)
@@ -105,14 +100,27 @@ def straggler_run(
     ]
     if lockstep:
         trainers[1].leader = trainers[0]
-    return fit_ranks(trainers, syncs, data, epochs, out)
+    return fit_ranks(trainers, syncs, straggler_data(), epochs, out)
 
 
-def fit_ranks(trainers, syncs, data, epochs: int, out) -> tuple[list[dict], list, list[dict]]:
-    """Each of ``trainers`` (a rank's, on ``syncs``) fits ``data`` for ``epochs`` epochs, as
-    threads: the chief's metrics lines (in ``out``), the syncs (closed), the shards' stats."""
+def straggler_data() -> dict[str, np.ndarray]:
+    """:data:`STEPS` steps of two ranks' :data:`BATCH` examples for :func:`small_net`."""
+    rng = np.random.default_rng(3)
+    examples = 2 * BATCH * STEPS
+    return {
+        "image": rng.standard_normal((examples, 1, 8, 8)),
+        "label": rng.integers(0, 4, examples),
+    }
+
+
+def fit_ranks(
+    trainers, syncs, data, epochs: int, out, **fit: Any
+) -> tuple[list[dict], list, list[dict]]:
+    """Each of ``trainers`` (a rank's, on ``syncs``) fits ``data`` for ``epochs`` epochs (``fit``:
+    its other arguments, as ``resume``), as threads: the chief's metrics lines (in ``out``), the
+    syncs (closed), the shards' stats."""
     try:
-        run_ranks(lambda r: trainers[r].fit(data, epochs=epochs), len(trainers))
+        run_ranks(lambda r: trainers[r].fit(data, epochs=epochs, **fit), len(trainers))
         stats = syncs[0].shard_stats()
     finally:
         for sync in syncs:
