@@ -133,7 +133,8 @@ class _Metrics:
         self.allreduce_seconds = make(
             Histogram,
             "distconv_allreduce_seconds",
-            "Wall time of one allreduce (time waited in finish_step).",
+            "Wall time of one step's exchange (the time it waited: finish_step, under MPI its "
+            "check in backward too).",
             buckets=_SECONDS_BUCKETS,
         )
         self.stale_dropped = make(
