@@ -3,9 +3,10 @@ waits for, on the compute thread.
 
 ``start_step`` posts the ranks' agreement on step, layout and examples
 (:class:`~distconv.sync.mpi.step_check.StepCheck`); it is completed just before the step's first
-gradient collective: in backward, as the first bucket is packed, or at the head of
-``finish_step`` where no bucket went during backward. A rank ahead of the others waits there for
-the slowest to post its own.
+gradient collective: in backward, as the first piece goes (streamed, once its gradients are in:
+its bucket may not be complete yet) or the first bucket is packed, or at the head of
+``finish_step`` where none went during backward. A rank ahead of the others waits there for the
+slowest to post its own.
 
 That wait is the step's exchange as much as ``finish_step``'s is, and where a slow rank's cost
 lands under MPI (on the parameter server it lands in ``finish_step``). ``sync_seconds`` is so
