@@ -317,15 +317,19 @@ class MPISync(
             self._check.raise_kept()  # a Ctrl-C as start_step posted the check, said in the flags
         except BaseException as exc:  # an interrupt too: raised here once the pieces went
             self._in_step, said = False, exc  # said in the flags, not let go of by abandon_step
-            while True:  # a Ctrl-C in here (no wait's, no start held): said instead, not raised
-                try:  # (before, the flags never went: the others waited, close aborted)
-                    said = self._check.kept_over(said)  # one kept at start_step wins
-                    self._fail_step(exc, said, checked)
-                    break
-                except KeyboardInterrupt as again:  # said (raised on purpose), or asked twice
-                    if again is said or not isinstance(said, Exception):
-                        raise
-                    said = again  # exc its context
+            try:
+                while True:  # a Ctrl-C in here (no wait's, no start held): said, not raised
+                    try:  # (before, the flags never went: the others waited, close aborted)
+                        said = self._check.kept_over(said)  # one kept at start_step wins
+                        self._fail_step(exc, said, checked)
+                        break
+                    except KeyboardInterrupt as again:  # said (raised on purpose), or twice
+                        if again is said or not isinstance(said, Exception):
+                            raise
+                        said = again  # exc its context
+            finally:  # the wait so far (a check refused here), as in backward: counted once
+                now = time.perf_counter()
+                self.sync_seconds, began = self.sync_seconds + now - began, now
         alone: list[BaseException] = []  # an interrupt in a piece's wait: the step goes on
         done: list[bool] = []  # every update made: appended by update_step, before any Ctrl-C
         try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
