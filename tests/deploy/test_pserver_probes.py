@@ -73,17 +73,24 @@ def served_shard(health: int, workers: int, *flags: str) -> Iterator[str]:
         shard.stdout.close()
 
 
+def _rank_zero(endpoint: str, world_size: int, timeout: float) -> tuple:
+    """A small net and rank 0's insecure sync of ``world_size`` ranks on the shard at
+    ``endpoint`` (not set up)."""
+    set_seed(0)
+    net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
+    sync = PServerSync(
+        create_optimizer("sgd", lr=0.1), rank=0, world_size=world_size, pservers=[endpoint],
+        insecure=True, timeout=timeout,
+    )  # fmt: skip
+    return net, sync
+
+
 @pytest.mark.timeout(60)
 def test_shard_turns_ready_once_seeded_and_stays_healthy():
     (health,) = free_ports(1)
     with served_shard(health, 1) as endpoint:
         assert status(health, "/readyz") == 503 and status(health, "/healthz") == 200
-        set_seed(0)
-        net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
-        sync = PServerSync(
-            create_optimizer("sgd", lr=0.1), rank=0, world_size=1, pservers=[endpoint],
-            insecure=True, timeout=10,
-        )  # fmt: skip
+        net, sync = _rank_zero(endpoint, world_size=1, timeout=10)
         try:
             sync.setup(net.parameters())
             deadline = time.monotonic() + 10
@@ -176,12 +183,7 @@ def test_the_rendered_startup_probe_fails_a_shard_whose_job_failed_before_its_se
     (health,) = free_ports(1)
     with served_shard(health, 2, "--timeout", "1", "--stall-seconds", "300") as endpoint:
         assert (status(health, "/readyz"), status(health, startup)) == (503, 200)
-        set_seed(0)
-        net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
-        sync = PServerSync(
-            create_optimizer("sgd", lr=0.1), rank=0, world_size=2, pservers=[endpoint],
-            insecure=True, timeout=20,
-        )  # fmt: skip
+        net, sync = _rank_zero(endpoint, world_size=2, timeout=20)
         try:
             with pytest.raises(SyncError, match="rank 1"):  # rank 1 never comes
                 sync.setup(net.parameters())
