@@ -372,7 +372,8 @@ class SyncStrategy(ABC):
         """Stop every rank unless all hold the same ``description``.
 
         Raises:
-            SyncError: naming the first key whose value differs, and the ranks' values."""
+            JobRefused: naming the first key whose value differs, and the ranks' values (a
+                :class:`SyncError`, which ``distconv train`` says in one line)."""
 
     def close(self) -> None:
         """Release sockets, communicators and threads.
