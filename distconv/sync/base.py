@@ -372,8 +372,8 @@ class SyncStrategy(ABC):
         """Stop every rank unless all hold the same ``description``.
 
         Raises:
-            JobRefused: naming the first key whose value differs, and the ranks' values (a
-                :class:`SyncError`, which ``distconv train`` says in one line)."""
+            JobRefused: naming the first key whose value differs, and the ranks' values (one
+                line and exit 1 under ``run_main``; a plain SyncError keeps its traceback)."""
 
     def close(self) -> None:
         """Release sockets, communicators and threads.
