@@ -15,7 +15,7 @@ from launcher.commands import threads_per_process
 from launcher.mpi import Host, most_ranks_on_a_host
 from tests.launcher.launch_cli import ENV, launch
 from tests.launcher.real_children import mpiexec_or_skip
-from tests.processes import run_job
+from tests.processes import kill_job, run_job
 
 
 def _hosts(spec: str) -> list[Host]:
@@ -91,7 +91,10 @@ def test_hydra_places_the_ranks_so(tmp_path):
             [mpiexec, "-n", str(np), "-hosts", hosts, "-prepend-pattern", "%h ", *RANK],
             env=env, timeout=30, cwd=tmp_path, stdin=subprocess.DEVNULL,
         )  # fmt: skip
-        assert done.returncode == 0, done.stderr
+        try:
+            assert done.returncode == 0, done.stderr
+        finally:  # the proxies start in sessions of their own (the ssh stand-in's): one a
+            kill_job(done.env)  # failed run left behind would outlive the test
         placed = Counter(line.split()[0] for line in done.stdout.splitlines())
         assert sum(placed.values()) == np, done.stdout
         assert max(placed.values()) == most_ranks_on_a_host(np, _hosts(hosts)), (spec, placed)
