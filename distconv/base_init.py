@@ -1,10 +1,12 @@
 """Whether a subclass of one's own (a layer, a sync strategy) ran its base's ``__init__`` in
 its own: without ``super().__init__()`` it failed far from where it was made, on an attribute
-the base sets ("object has no attribute '_owned'", "... 'world_size'")."""
+the base sets ("object has no attribute '_owned'", "... 'world_size'"). And where a warning
+about such a subclass points: at its ``class`` statement."""
 
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import is_dataclass
 from typing import Any
@@ -63,3 +65,13 @@ def refuse_skipped_base_init(obj: Any, marker: str, call: str) -> None:
     if marker not in vars(obj):  # the dataclass's hint for a dataclass: another was made around
         hint = "; a dataclass calls it in __post_init__" if is_dataclass(obj) else ""
         raise TypeError(f"{type(obj).__name__} was made without calling {call}{hint}")
+
+
+def class_statement_level() -> int:
+    """``warnings.warn``'s stacklevel, from an ``__init_subclass__``, for the line that made
+    the class: past every ``__init_subclass__`` (a user's base class may have one calling
+    ``super()``'s) and metaclass ``__new__`` (``ABCMeta``'s) between."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_name in ("__init_subclass__", "__new__"):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -31,20 +31,20 @@ out the array as a view into a bucket buffer). Nobody else writes it in that win
 from __future__ import annotations
 
 import math
-import sys
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from numbers import Real
 from typing import Any
 
-from distconv.base_init import checks_base_init, refuse_skipped_base_init
+from distconv.base_init import checks_base_init, class_statement_level, refuse_skipped_base_init
 from distconv.kernels.shape import is_int
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, setup_params, trainable
 from distconv.sync.closing import NEEDS_OPEN, clear_step_record, closing_error, guard_closing  # noqa: F401
 from distconv.sync.description import job_description
 from distconv.sync.errors import SyncError, step_refusal  # transports import them from here
+from distconv.sync.one_process import refuse_one_process_collectives
 from distconv.sync.setup_told import tell_setup_failed  # noqa: F401  (the Trainer's)
 
 #: optimizer state by parameter name, then state key (host or device arrays)
@@ -108,7 +108,7 @@ class SyncStrategy(ABC):
             warnings.warn(
                 f"{cls.__name__} overrides __call__, which the Trainer does not call: it hands "
                 "each gradient to on_gradient(param), where that work belongs",
-                stacklevel=_class_statement(),
+                stacklevel=class_statement_level(),
             )
         if "__init__" in vars(cls):
             cls.__init__ = checks_base_init(  # type: ignore[method-assign]
@@ -168,6 +168,7 @@ class SyncStrategy(ABC):
             ValueError: two parameters of one name (one listed twice is taken once).
         """
         self.check_made()
+        refuse_one_process_collectives(self)  # all four, before any: not an epoch's end
         clear_step_record(self)  # a step left open, the last model's parameters
         self.params = setup_params(trainable(params))  # TypeError for an integer one
         self.all_equal(job_description(self.params, self.optimizer, config or {}))
@@ -191,6 +192,7 @@ class SyncStrategy(ABC):
 
     def broadcast_parameters(self) -> None:
         """Make every rank's parameter values (and optimizer state) equal to rank 0's."""
+        refuse_one_process_collectives(self, "broadcast_parameters")
 
     def set_firing_order(self, names: Sequence[str]) -> None:
         """The Network recorded the order in which the first pass fired the parameters."""
@@ -363,10 +365,12 @@ class SyncStrategy(ABC):
     # -- collectives --------------------------------------------------------------------------
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:
         """Sum small metrics (loss sums, correct answers, examples) over every rank."""
+        refuse_one_process_collectives(self, "allreduce_sum")
         return [float(v) for v in values]
 
     def barrier(self) -> None:
         """Return once every rank has called it."""
+        refuse_one_process_collectives(self, "barrier")
 
     def all_equal(self, description: Mapping[str, Any]) -> None:
         """Stop every rank unless all hold the same ``description``.
@@ -374,6 +378,7 @@ class SyncStrategy(ABC):
         Raises:
             JobRefused: naming the first key whose value differs, and the ranks' values (one
                 line and exit 1 under ``run_main``; a plain SyncError keeps its traceback)."""
+        refuse_one_process_collectives(self, "all_equal")
 
     def close(self) -> None:
         """Release sockets, communicators and threads.
@@ -385,16 +390,6 @@ class SyncStrategy(ABC):
         An exception propagating then (:func:`closing_error`) is a failure the other ranks
         must learn of: a transport may abort them (MPI) or tell its servers why (parameter
         server), so close outside an ``except`` clause a failure that was handled."""
-
-
-def _class_statement() -> int:
-    """``warnings.warn``'s stacklevel, from an ``__init_subclass__``, for the line that made
-    the class: past every ``__init_subclass__`` (a user's base class may have one calling
-    ``super()``'s) and metaclass ``__new__`` (``ABCMeta``'s) between."""
-    frame, level = sys._getframe(1), 1
-    while frame.f_back is not None and frame.f_code.co_name in ("__init_subclass__", "__new__"):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 guard_closing(SyncStrategy)

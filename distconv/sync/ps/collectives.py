@@ -106,6 +106,12 @@ class Collectives:
         the chief's seed."""
         self._gather("barrier", None)
 
+    def broadcast_parameters(self) -> None:
+        """Nothing to send: the shards hold the parameters, which rank 0 seeds and every other
+        rank pulls in ``setup``; after a step every rank of a sync job holds the shards' values,
+        and of an async one those of its latest pull (the base's one-process version, which
+        refuses a strategy of several ranks, is not this transport's)."""
+
     def all_equal(self, description: Mapping[str, Any]) -> None:
         """Raise :class:`~distconv.sync.errors.JobRefused` where another live rank's
         ``description`` differs (:func:`~distconv.sync.ps.job_check.check_all_equal`)."""

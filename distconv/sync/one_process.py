@@ -1,0 +1,47 @@
+"""The sync contract's collectives as one process has them, refused to a strategy of several.
+
+``SyncStrategy``'s ``broadcast_parameters``, ``allreduce_sum``, ``barrier`` and ``all_equal``
+are a lone process's: they do nothing, or sum this rank's values alone. A transport of several
+ranks that left one of them to the base trained on without a word, wrong: ranks that start
+apart after a resume (only the chief loads the checkpoint), one rank's loss logged as the
+epoch's, a rank of another learning rate let through the job check. So a strategy whose world
+size is over 1 and whose class leaves any of them to the base is refused: by the base's
+``setup``, naming every one before the first step, and by each default itself, for a strategy
+whose own ``setup`` does not call the base's. An override that calls ``super()``'s is its
+transport's own, and passes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: the base's collectives, each of them one process's
+COLLECTIVES = ("broadcast_parameters", "allreduce_sum", "barrier", "all_equal")
+
+
+def left_to_base(cls: type) -> list[str]:
+    """The :data:`COLLECTIVES` that ``cls``, a ``SyncStrategy``, takes from ``SyncStrategy``."""
+    from distconv.sync.base import SyncStrategy  # it imports this module
+
+    return [name for name in COLLECTIVES if getattr(cls, name) is getattr(SyncStrategy, name)]
+
+
+def refuse_one_process_collectives(strategy: Any, *names: str) -> None:
+    """Raise where ``strategy`` runs with other ranks but its class leaves any of ``names``
+    (all of :data:`COLLECTIVES` where none is given) to ``SyncStrategy``'s versions.
+
+    Raises:
+        TypeError: naming the class, its rank and world size, and each collective left to the
+            base, as a class that lacks an abstract method cannot be made.
+    """
+    if strategy.world_size == 1:
+        return
+    left = [name for name in left_to_base(type(strategy)) if name in (names or COLLECTIVES)]
+    if left:
+        them = "it" if len(left) == 1 else "them"
+        raise TypeError(
+            f"{type(strategy).__name__} is rank {strategy.rank} of {strategy.world_size} but "
+            f"leaves {', '.join(left)} to SyncStrategy, whose versions are one process's (they "
+            f"send nothing and sum this rank's values alone): override {them} for its "
+            "transport (docs/architecture.md, 'The sync contract')"
+        )

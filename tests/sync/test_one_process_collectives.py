@@ -1,0 +1,145 @@
+"""A strategy of several ranks that leaves a collective to ``SyncStrategy``'s one-process version
+is refused, where it trained on, wrong, with exit 0: ranks apart after a resume, one rank's loss
+logged as the epoch's, a rank of another learning rate let through the job check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.data import split, synthetic
+from distconv.init import set_seed
+from distconv.models import lenet
+from distconv.optim import create_optimizer
+from distconv.sync.base import SyncStrategy
+from distconv.sync.local import LocalSync
+from distconv.sync.one_process import COLLECTIVES, left_to_base
+from distconv.trainer import Trainer
+from tests.sync.threaded_sync import ThreadedSync, run_ranks
+
+
+def _net():
+    set_seed(0)
+    return lenet((1, 8, 8), num_classes=4, channels=(2, 4), hidden=8)
+
+
+def _train_set():
+    return split(synthetic(n=64, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)[0]
+
+
+def _leaving(*names: str) -> type[ThreadedSync]:
+    """ThreadedSync with ``names`` taken back from SyncStrategy: a transport that forgot them."""
+    return type("Forgets", (ThreadedSync,), {n: getattr(SyncStrategy, n) for n in names})
+
+
+def _fit_ranks(cls: type[ThreadedSync]) -> list:
+    """Two ranks of ``cls`` fitting one epoch, as threads; each rank's result or error."""
+
+    def body(rank, world):
+        sync = cls(create_optimizer("sgd", lr=0.01), world, rank)
+        try:
+            return Trainer(_net(), sync, 8, progress=False).fit(_train_set(), epochs=1)
+        except TypeError as exc:
+            return exc
+
+    return run_ranks(2, body)
+
+
+@pytest.mark.parametrize("left", [("allreduce_sum",), ("barrier",), COLLECTIVES])
+def test_a_transport_of_two_ranks_that_leaves_a_collective_to_the_base_is_refused_at_setup(left):
+    """Before: each forgotten collective trained both ranks to the end, exit 0, wrong. Now every
+    rank's setup refuses it (before the job check, so no rank waits in it), naming each one."""
+    for result in _fit_ranks(_leaving(*left)):
+        assert isinstance(result, TypeError), result
+        said = str(result)
+        assert said.startswith("Forgets is rank ") and " of 2 but leaves " in said
+        assert f"leaves {', '.join(left)} to SyncStrategy" in said
+        assert "override" in said and "'The sync contract'" in said
+
+
+def test_the_same_transport_with_every_collective_its_own_trains_as_before():
+    """The control: ThreadedSync overrides all four; its two ranks end equal, and trained."""
+    histories = _fit_ranks(ThreadedSync)
+    assert all(isinstance(h, list) and len(h) == 1 for h in histories), histories
+    assert histories[0][0]["train_loss"] == histories[1][0]["train_loss"]
+    assert not left_to_base(ThreadedSync) and np.isfinite(histories[0][0]["train_loss"])
+
+
+class _OwnSetup(SyncStrategy):
+    """Rank 0 of 2 whose own setup skips the base's (as the parameter server's does), so only
+    the defaults' own check stands between it and a one-process sum."""
+
+    def __init__(self, optimizer):
+        super().__init__(optimizer, rank=0, world_size=2)
+
+    def setup(self, params, config=None, state=None):
+        self.params = list(params)
+
+    def on_gradient(self, param):
+        pass
+
+    def finish_step(self):
+        pass
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.allreduce_sum([1.0, 2.0]),
+        lambda s: s.barrier(),
+        lambda s: s.broadcast_parameters(),
+        lambda s: s.all_equal({"lr": 0.1}),
+    ],
+    ids=["allreduce_sum", "barrier", "broadcast_parameters", "all_equal"],
+)
+def test_each_default_refuses_itself_where_the_base_setup_never_ran(call):
+    sync = _OwnSetup(create_optimizer("sgd", lr=0.1))
+    sync.setup([])
+    with pytest.raises(TypeError, match=r"^_OwnSetup is rank 0 of 2 but leaves (\w+) to"):
+        call(sync)
+
+
+def test_an_override_that_calls_the_base_version_is_its_own_and_passes():
+    """A transport's barrier that meets its peers, then calls super()'s for good measure, is
+    not refused: the class overrides it; only the sum of a lone rank is the base's."""
+    met = []
+
+    class Chained(_OwnSetup):
+        def barrier(self):
+            met.append("peers")
+            super().barrier()
+
+        def allreduce_sum(self, values):
+            return [2 * v for v in super().allreduce_sum(values)]  # stands in for the peers'
+
+    sync = Chained(create_optimizer("sgd", lr=0.1))
+    sync.barrier()
+    assert met == ["peers"]
+    assert sync.allreduce_sum([1.5]) == [3.0]
+    assert left_to_base(Chained) == ["broadcast_parameters", "all_equal"]
+
+
+def test_a_lone_process_keeps_the_one_process_versions():
+    """World size 1 (LocalSync, the defaults' own case): nothing refused, the sum its own."""
+    sync = LocalSync(create_optimizer("sgd", lr=0.1))
+    assert left_to_base(LocalSync) == list(COLLECTIVES)
+    sync.setup([])
+    sync.barrier()
+    sync.broadcast_parameters()
+    sync.all_equal({"lr": 0.1})
+    assert sync.allreduce_sum([1, 2.5]) == [1.0, 2.5]
+
+
+def test_the_shipped_transports_leave_none_to_the_base():
+    """The parameter server's broadcast is its own no-op (its shards hold the parameters), so
+    its rank of several is not refused; MPI overrides all four."""
+    from distconv.sync.mpi.sync import MPISync
+    from distconv.sync.ps.client import PServerSync
+
+    assert left_to_base(PServerSync) == [] and left_to_base(MPISync) == []
