@@ -70,7 +70,7 @@ class SyncStrategy(ABC):
     :meth:`load_state_dict` (abstract: a class lacking one cannot be made), make optimizer state
     in :meth:`init_state`, and override the collective methods (:meth:`broadcast_parameters`,
     :meth:`allreduce_sum`, :meth:`barrier`, :meth:`all_equal`) for their transport. The
-    defaults are those of a single process.
+    defaults are those of a single process, refused to a strategy of several ranks.
 
     Closed is closed, on every transport: after :meth:`close`, the calls in
     :data:`NEEDS_OPEN` raise :class:`SyncError` naming the call, and closing again does
@@ -166,6 +166,8 @@ class SyncStrategy(ABC):
                 Raised alike on every rank (MPI's ``JobMismatch``) it changes nothing: meetings
                 between steps serve the last good setup's job; a step needs one that succeeds.
             ValueError: two parameters of one name (one listed twice is taken once).
+            TypeError: a strategy of several ranks leaves a collective to this class's one
+                process's versions (:mod:`distconv.sync.one_process`).
         """
         self.check_made()
         refuse_one_process_collectives(self)  # all four, before any: not an epoch's end
