@@ -1,5 +1,6 @@
-"""The sync contract over one collective, an exchange of every rank's value: what a test
-transport (ranks as threads, :mod:`tests.sync.threaded_sync`) is made of.
+"""The sync contract over one collective, an exchange of every rank's value: what the test
+transports (ranks as threads, :mod:`tests.sync.threaded_sync`; ranks as processes,
+:mod:`tests.sync.star_sync`) share.
 
 Gradients are summed in rank order and divided by the step's global example count, and the
 optimizer runs on every rank alike, so every rank ends each step with identical parameters.

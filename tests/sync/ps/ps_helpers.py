@@ -261,6 +261,15 @@ def insecure_worker(
     )
 
 
+def pserver_sync(endpoints: Sequence[str], optimizer, rank: int, world_size: int) -> PServerSync:
+    """A worker on shards started without CURVE, made in its own process by
+    :func:`distconv.equivalence.assert_matches_local` from ``partial(pserver_sync, endpoints)``."""
+    return PServerSync(
+        optimizer, rank=rank, world_size=world_size, pservers=list(endpoints), insecure=True,
+        timeout=30,
+    )  # fmt: skip
+
+
 def worker_process(endpoints, rank, world, steps, tmp_path, timeout=10.0) -> subprocess.Popen:
     """A real worker process (``ps_worker.py``: the small net, SGD, ``block_bytes=64``, batch 8)
     that trains ``steps`` steps and prints ``step N`` after each; stdout and stderr piped."""

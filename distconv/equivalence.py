@@ -1,0 +1,277 @@
+"""Does a sync transport train as one process does? The float64 check of a transport.
+
+Data-parallel training is right when N ranks, each with batch b, end with the weights one
+process (``LocalSync``) ends with on batch N·b (docs/architecture.md, "One global batch"). This
+module runs that check on a job small enough to take seconds and demanding enough to catch what
+trains on silently: a float64 LeNet (convolutions through im2col, fully connected layers), Adam
+(optimizer state) with a learning-rate decay (``set_lr_scale``), several epochs of fixed
+synthetic data whose last step is uneven, all through the real :class:`~distconv.trainer.Trainer`
+(each rank takes its stride of every global batch). Rank r builds its model from a seed of its
+own, so the ranks start alike only if the strategy broadcasts rank 0's parameters.
+
+- :func:`assert_matches_local` starts the ranks as processes of their own and compares each
+  one's weights with the reference's and with each other's: the one call for a transport whose
+  ranks need nothing but ``make_sync(optimizer, rank, world_size)``.
+- :func:`assert_rank_matches_local` is one rank's share, for a transport that needs its own
+  launcher: call it from a script each rank runs (``mpiexec -n 2 python -m mpi4py check.py``).
+- :func:`reference_weights` and :func:`rank_weights` are the two runs it compares.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from distconv.backend import to_host
+from distconv.init import set_seed
+from distconv.models import lenet
+from distconv.network import Network
+from distconv.optim import Optimizer, create_optimizer
+
+if TYPE_CHECKING:
+    from distconv.sync.base import SyncStrategy
+
+#: the largest difference allowed, relative to a parameter's largest value: float64 summed in
+#: another order differs in its last bits, a step of a wrong transport by far more
+TOLERANCE = 1e-10
+
+#: weights by parameter name
+Weights = dict[str, np.ndarray]
+
+
+def model(seed: int = 0, channels: Sequence[int] = (2, 3), hidden: int = 8) -> Network:
+    """The check's model: a small LeNet on 8x8 images of 4 classes (two conv/pool stages of
+    ``channels``, then ``hidden`` units), every parameter float64, initialised from ``seed``
+    (:func:`~distconv.init.set_seed` first: two models built in one process draw alike only
+    so)."""
+    set_seed(seed)
+    net = lenet((1, 8, 8), 4, channels=tuple(channels), hidden=hidden)
+    for p in net.parameters():
+        p.cast(np.float64)
+    return net
+
+
+def weights(net: Network) -> Weights:
+    """Every parameter's value by name, a host copy."""
+    return {p.name: to_host(p.value).copy() for p in net.parameters()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """What the reference and every rank train (the defaults are the check's).
+
+    Attributes:
+        batch_size: examples per pass on each rank (the reference takes world size times it).
+        epochs: epochs trained; ``lr_decay`` makes each a ``set_lr_scale`` of its own.
+        examples: the training set's size; None: 5½ global batches and one example, so the
+            last step is uneven (a rank may get no example in it) at any world size.
+        accumulate: passes per step.
+        optimizer, lr, lr_decay: the update rule (one with state shows a broadcast of it).
+        seed: the shuffle seed, the same on every rank; rank 0 builds its model from seed 0,
+            rank r from ``100 + r``.
+        channels, hidden: the size of :func:`model`.
+    """
+
+    batch_size: int = 4
+    epochs: int = 3
+    examples: int | None = None
+    accumulate: int = 1
+    optimizer: str = "adam"
+    lr: float = 0.01
+    lr_decay: float = 0.7
+    seed: int = 0
+    channels: tuple[int, ...] = (2, 3)
+    hidden: int = 8
+
+    def global_batch(self, world_size: int) -> int:
+        return world_size * self.batch_size * self.accumulate
+
+    def data(self, world_size: int) -> dict[str, np.ndarray]:
+        """The training set (the same on every rank and in the reference)."""
+        step = self.global_batch(world_size)
+        n = 5 * step + step // 2 + 1 if self.examples is None else self.examples
+        rng = np.random.default_rng(3)
+        return {"image": rng.standard_normal((n, 1, 8, 8)), "label": rng.integers(0, 4, n)}
+
+    def make_optimizer(self) -> Optimizer:
+        """A new optimizer of the job's rule and rate: each sync gets its own."""
+        return create_optimizer(self.optimizer, lr=self.lr)
+
+    def model_of(self, rank: int) -> Network:
+        """Rank ``rank``'s model before its strategy's setup."""
+        return model(0 if rank == 0 else 100 + rank, self.channels, self.hidden)
+
+    def fit(self, net: Network, sync: SyncStrategy, batch_size: int, world_size: int) -> None:
+        """Train ``net`` through ``sync`` with ``batch_size`` a pass, on the data of a job of
+        ``world_size`` ranks."""
+        from distconv.trainer import Trainer  # the data and sync modules, when a check runs
+
+        trainer = Trainer(
+            net,
+            sync,
+            batch_size,
+            accumulate=self.accumulate,
+            seed=self.seed,
+            lr_decay=self.lr_decay,
+            dtype="float64",
+            progress=False,
+        )
+        trainer.fit(self.data(world_size), epochs=self.epochs)
+
+
+#: the check's job
+JOB = Job()
+
+
+def reference_weights(world_size: int, job: Job = JOB) -> Weights:
+    """One process, ``LocalSync``, batch ``world_size`` × ``job.batch_size``: the weights the
+    job's ranks end with, to rounding."""
+    from distconv.sync.local import LocalSync
+
+    net, sync = job.model_of(0), LocalSync(job.make_optimizer())
+    try:
+        job.fit(net, sync, world_size * job.batch_size, world_size)
+    finally:
+        sync.close()
+    return weights(net)
+
+
+def rank_weights(sync: SyncStrategy, job: Job = JOB) -> Weights:
+    """This rank's share of the job through ``sync`` (its rank and world size say which
+    share; batch ``job.batch_size``): the weights it ends with. ``sync`` is left open.
+
+    Raises:
+        ValueError: ``sync``'s optimizer is not the job's (``job.make_optimizer()``), so the
+            reference would train another job.
+    """
+    theirs, ours = sync.optimizer_config(), job.make_optimizer().config()
+    if theirs != ours:
+        raise ValueError(f"the sync's optimizer is {theirs}, the check's {ours}: make it with "
+                         "the optimizer the check hands over, or Job.make_optimizer()")  # fmt: skip
+    net = job.model_of(sync.rank)
+    job.fit(net, sync, job.batch_size, sync.world_size)
+    return weights(net)
+
+
+def max_relative_difference(expected: Mapping[str, Any], got: Mapping[str, Any]) -> float:
+    """The largest ``max|a - b| / max(|a|, |b|)`` over ``expected``'s parameters."""
+    return max((_relative(expected[k], got[k]) for k in expected), default=0.0)
+
+
+def _relative(a: np.ndarray, b: np.ndarray) -> float:
+    """``max|a - b| / max(|a|, |b|)``; infinite where either holds a NaN."""
+    scale = max(float(np.abs(a).max(initial=0)), float(np.abs(b).max(initial=0)), 1e-300)
+    apart = float(np.abs(a - b).max(initial=0)) / scale
+    return apart if apart == apart else math.inf
+
+
+def mismatch(
+    expected: Mapping[str, np.ndarray],
+    got: Mapping[str, np.ndarray],
+    tolerance: float = TOLERANCE,
+    than: str = "the reference's",
+) -> str | None:
+    """What is wrong with ``got`` next to ``expected`` (the parameter furthest apart, where
+    and by how much), or None where every parameter is within ``tolerance`` (relative)."""
+    names = sorted(set(expected) ^ set(got))
+    if names:
+        return f"parameters {names} are not in both (it has {sorted(got)})"
+    for name in expected:
+        if np.shape(expected[name]) != np.shape(got[name]):
+            return f"parameter {name!r} is {np.shape(got[name])}, not {np.shape(expected[name])}"
+    apart = {n: _relative(expected[n], got[n]) for n in expected}
+    worst = max(apart, key=apart.__getitem__, default=None)
+    if worst is None or apart[worst] <= tolerance:
+        return None
+    a, b = np.asarray(expected[worst]), np.asarray(got[worst])
+    apart_at = np.abs(a - b)
+    at = np.unravel_index(int(np.argmax(np.where(apart_at == apart_at, apart_at, np.inf))), a.shape)
+    beyond = sum(1 for r in apart.values() if r > tolerance)
+    here, there = float(b[at]), float(a[at])
+    return (
+        f"parameter {worst!r} is {abs(here - there):.3g} from {than} at {tuple(map(int, at))}"
+        f" ({here!r} here, {there!r} there: {apart[worst]:.3g} of its largest value, "
+        f"tolerance {tolerance:g}; {beyond} of {len(apart)} parameters beyond it)"
+    )
+
+
+def assert_rank_matches_local(
+    sync: SyncStrategy, job: Job = JOB, tolerance: float = TOLERANCE
+) -> Weights:
+    """:func:`rank_weights`, then raise ``AssertionError`` naming this rank and the parameter
+    furthest from :func:`reference_weights` where one is beyond ``tolerance``; for a script
+    each rank runs under the transport's own launcher, the sync made from
+    ``job.make_optimizer()`` and closed by the caller. Returns this rank's weights."""
+    got = rank_weights(sync, job)
+    wrong = mismatch(reference_weights(sync.world_size, job), got, tolerance)
+    if wrong is not None:
+        raise AssertionError(f"rank {sync.rank} of {sync.world_size}: {wrong} {_WHAT}")
+    return got
+
+
+#: what the reference is, for the messages
+_WHAT = "(the reference: one process, LocalSync, the whole global batch a step)"
+
+
+def assert_matches_local(
+    make_sync: Callable[[Optimizer, int, int], SyncStrategy],
+    world_size: int,
+    job: Job = JOB,
+    *,
+    tolerance: float = TOLERANCE,
+    timeout: float = 120.0,
+) -> list[Weights]:
+    """Run the job on ``world_size`` ranks, each a process of its own, and check that every
+    rank ends with the reference's weights and with rank 0's, to ``tolerance``.
+
+    Each rank's process (started by ``multiprocessing``'s spawn) calls
+    ``make_sync(optimizer, rank, world_size)``, trains its share (:func:`rank_weights`) and
+    closes the sync. ``make_sync`` travels to the processes pickled, so it must be a
+    module-level function or class, or a ``functools.partial`` of one over picklable
+    arguments (endpoints, a folder to meet in); a script that calls this from its own code
+    keeps that code under ``if __name__ == "__main__":``, as spawn imports the script in each
+    rank. Every process it started is gone when it returns or raises.
+
+    Returns:
+        Every rank's weights, in rank order.
+
+    Raises:
+        TypeError: ``make_sync`` cannot be pickled (a lambda, a function defined inside
+            another) or is not callable.
+        ValueError: ``world_size`` is not an int >= 1, or ``timeout`` not > 0.
+        AssertionError: a rank's weights differ from the reference's or rank 0's (naming the
+            rank, the parameter and the largest difference); a rank raised or exited before
+            it sent its weights (naming it, its exit status and the end of its output); or
+            ranks were still running after ``timeout`` seconds (killed, and named).
+    """
+    from distconv.rank_processes import check_picklable, run_ranks
+
+    check_picklable(make_sync, "make_sync")
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
+    ranks = run_ranks(
+        _rank_main,
+        [(make_sync, rank, world_size, job) for rank in range(world_size)],
+        lambda: reference_weights(world_size, job),
+        timeout,
+    )
+    expected, got = ranks.meanwhile, ranks.results
+    wrong = [(r, mismatch(expected, w, tolerance)) for r, w in enumerate(got)]
+    wrong += [(r, mismatch(got[0], w, tolerance, "rank 0's")) for r, w in enumerate(got) if r]
+    said = [f"rank {r} of {world_size}: {why}" for r, why in wrong if why is not None]
+    if said:
+        raise AssertionError("\n".join([*said, _WHAT]))
+    return got
+
+
+def _rank_main(make_sync: Callable[..., SyncStrategy], rank: int, world: int, job: Job) -> Weights:
+    """One rank's process: make its sync, train, close it."""
+    sync = make_sync(job.make_optimizer(), rank, world)
+    try:
+        return rank_weights(sync, job)
+    finally:
+        sync.close()

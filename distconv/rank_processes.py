@@ -1,0 +1,167 @@
+"""Ranks as processes of their own, for a check: each runs a function, sends back its result,
+and is gone by the time the caller goes on.
+
+Spawned (``multiprocessing``'s spawn: no state of the caller's copied in, as a rank started by
+a launcher has none), each with its output in a file of its own: what a rank that failed said
+is its error's, not mixed into the caller's. A rank that raises or dies ends the wait at once
+(its peers, waiting for it in a collective, would wait until the timeout), and every rank still
+running is killed before the error is raised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import pickle
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+#: how much of a failed rank's output its error quotes
+TAIL_CHARS = 3000
+
+
+def check_picklable(value: Any, what: str) -> None:
+    """Raise ``TypeError`` naming ``what`` where ``value`` cannot be sent to a spawned process."""
+    if not callable(value):
+        raise TypeError(f"{what} must be callable, got {value!r}")
+    try:
+        pickle.dumps(value)
+    except Exception as exc:  # PicklingError, AttributeError ("Can't pickle local object")
+        raise TypeError(
+            f"{what} must be picklable, as each rank's process gets it pickled: a module-level "
+            f"function or class, or a functools.partial of one (not a lambda, nor a function "
+            f"defined inside another); {value!r} is not ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+@dataclasses.dataclass
+class Ranks:
+    """What :func:`run_ranks` brings back: each rank's result, in rank order, and what the
+    caller computed meanwhile."""
+
+    results: list[Any]
+    meanwhile: Any
+
+
+def run_ranks(
+    target: Callable[..., Any],
+    args: Sequence[tuple[Any, ...]],
+    meanwhile: Callable[[], Any],
+    timeout: float,
+) -> Ranks:
+    """Run ``target(*args[r])`` in a process of its own for each rank r, and ``meanwhile()``
+    here while they run.
+
+    Raises:
+        AssertionError: a rank raised (its error's last line), or exited without a result
+            (its exit status), each with the end of its output; or ranks still ran after
+            ``timeout`` seconds (named). The other ranks are killed first.
+        ValueError: ``timeout`` is not a positive number of seconds.
+    """
+    if not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    context = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="distconv-ranks-") as folder:
+        ranks = [_Rank(context, r, target, a, Path(folder)) for r, a in enumerate(args)]
+        try:
+            for rank in ranks:
+                rank.start()
+            began = time.monotonic()
+            done = meanwhile()
+            return Ranks(_results(ranks, began + timeout, timeout), done)
+        finally:  # a failure, a timeout, the caller's Ctrl-C: none of them outlives the call
+            for rank in ranks:
+                rank.end()
+
+
+class _Rank:
+    def __init__(self, context: Any, rank: int, target: Callable, args: tuple, folder: Path):
+        self.rank, self.log = rank, folder / f"rank{rank}.log"
+        self.conn, sender = context.Pipe(duplex=False)
+        self.process = context.Process(
+            target=_main, args=(target, args, str(self.log), sender), name=f"rank {rank}"
+        )
+        self._sender: Connection | None = sender
+        self.result: tuple[str, Any] | None = None
+
+    def start(self) -> None:
+        self.process.start()
+        self._sender.close()  # the child's now: its end closes when the child is gone
+        self._sender = None
+
+    def take(self) -> None:
+        """Read what it sent, if it has; a rank that ended without sending is taken for one
+        that failed, its exit status telling how."""
+        if self.result is None and self.conn.poll():
+            try:
+                self.result = self.conn.recv()
+            except (EOFError, OSError):  # ended, or died mid-send: its exit status tells
+                self.result = ("error", "it ended without sending its result")
+
+    def failure(self) -> str:
+        self.process.join(5)  # it sent its error, or closed its end: it is ending
+        said = self.result[1] if self.result is not None else "it sent no result"
+        return (
+            f"rank {self.rank} failed (exit status {self.process.exitcode}): {said}"
+            f"\n--- the end of rank {self.rank}'s output ---\n{self.tail()}"
+        )
+
+    def tail(self) -> str:
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return "(none)"
+        return text[-TAIL_CHARS:] or "(none)"
+
+    def end(self) -> None:
+        if self.process.pid is not None and self.process.is_alive():
+            self.process.kill()
+        if self.process.pid is not None:
+            self.process.join()
+        self.conn.close()
+        if self._sender is not None:  # never started
+            self._sender.close()
+
+
+def _results(ranks: list[_Rank], deadline: float, timeout: float) -> list[Any]:
+    """Each rank's result, waiting until ``deadline``; raises at the first that failed."""
+    pending = list(ranks)
+    while pending:
+        left = deadline - time.monotonic()
+        ready = wait(
+            [r.conn for r in pending] + [r.process.sentinel for r in pending], max(left, 0)
+        )
+        if not ready:
+            hung = ", ".join(str(r.rank) for r in pending)
+            tails = "".join(
+                f"\n--- the end of rank {r.rank}'s output ---\n{r.tail()}" for r in pending
+            )
+            raise AssertionError(f"rank(s) {hung} still ran after {timeout:g} s: killed{tails}")
+        for rank in list(pending):
+            rank.take()
+            if rank.result is not None and rank.result[0] == "result":
+                pending.remove(rank)
+            elif rank.result is not None or not rank.process.is_alive():
+                raise AssertionError(rank.failure())
+    return [r.result[1] for r in ranks]
+
+
+def _main(target: Callable, args: tuple, log: str, sender: Connection) -> None:
+    """A rank's process: its output to ``log``, then ``target``'s result (or its error's last
+    line) to ``sender``."""
+    with open(log, "ab", buffering=0) as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+    try:
+        result = target(*args)
+    except BaseException as exc:
+        traceback.print_exc()  # into its log, which the error quotes
+        sender.send(("error", f"{type(exc).__name__}: {exc}"))
+        raise SystemExit(1) from None
+    sender.send(("result", result))

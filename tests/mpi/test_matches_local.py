@@ -1,0 +1,27 @@
+"""MPISync passes the equivalence check (:mod:`distconv.equivalence`) run as a transport's
+author runs it under the transport's own launcher: each rank of a real ``mpiexec -n 2`` calls
+``assert_rank_matches_local`` (``run_equivalence.py``). An MPISync that skips its broadcast at
+setup fails it on rank 1, which trains from its own seed's weights, naming the parameter."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.mpi.common import NEEDS_MPIEXEC, run_two_ranks
+
+pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(120)]
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_mpi_ranks_match_one_process(tmp_path, overlap):
+    run_two_ranks("run_equivalence.py", tmp_path, overlap)
+    for rank in (0, 1):
+        assert (tmp_path / f"rank{rank}.txt").read_text() == "matches"
+
+
+def test_mpi_without_its_broadcast_fails_on_rank_1_naming_the_parameter(tmp_path):
+    run_two_ranks("run_equivalence.py", tmp_path, "0", "--no-broadcast")
+    said = (tmp_path / "rank1.txt").read_text()
+    assert re.match(r"rank 1 of 2: parameter '(conv|fc)\d\.(weight|bias)' is [0-9.]+ from", said)

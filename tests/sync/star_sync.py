@@ -1,0 +1,101 @@
+"""A test fixture, not a product feature: ranks as processes, meeting over TCP on 127.0.0.1.
+
+:class:`StarSync` is :class:`~tests.sync.exchange_sync.ExchangeSync` over real sockets: rank 0
+listens on port 0 and writes its address into a file every rank is given (``meeting``); the
+others connect and say their rank. Each exchange goes through rank 0, which sends every rank
+all the values in rank order. It is a transport of one's own as the docs describe one, made to
+be built in each rank's process by ``functools.partial(StarSync, meeting=path)``; its
+subclasses below are the faults the equivalence check exists to catch, each training on
+without a word.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from multiprocessing.connection import Client, Connection, Listener
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from distconv.optim import Optimizer
+from tests.sync.exchange_sync import ExchangeSync
+
+
+class StarSync(ExchangeSync):
+    """Rank ``rank`` of ``world_size``, meeting the others through the file ``meeting``
+    (within ``timeout`` seconds)."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        rank: int,
+        world_size: int,
+        *,
+        meeting: str | os.PathLike,
+        timeout: float = 30.0,
+    ) -> None:
+        super().__init__(optimizer, rank, world_size)
+        self.peers: list[Connection] = []
+        meeting = Path(meeting)
+        if rank == 0:
+            with Listener(("127.0.0.1", 0)) as listener:
+                written = meeting.with_suffix(".part")
+                written.write_text("{} {}".format(*listener.address))
+                written.replace(meeting)  # whole, or not there: a reader never sees half of it
+                joined = [listener.accept() for _ in range(world_size - 1)]
+            self.peers = sorted(joined, key=lambda c: c.recv())  # each says its rank first
+        elif world_size > 1:
+            deadline = time.monotonic() + timeout
+            while not meeting.exists():
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"rank {rank}: rank 0 wrote no {meeting} in {timeout} s")
+                time.sleep(0.02)
+            host, port = meeting.read_text().split()
+            self.peers = [Client((host, int(port)))]
+            self.peers[0].send(rank)
+
+    def exchange(self, value: Any) -> list[Any]:
+        if self.world_size == 1:
+            return [value]
+        if self.rank != 0:
+            self.peers[0].send(value)
+            return self.peers[0].recv()
+        values = [value] + [peer.recv() for peer in self.peers]
+        for peer in self.peers:
+            peer.send(values)
+        return values
+
+    def barrier(self) -> None:
+        self.exchange(None)
+
+    def close(self) -> None:
+        for peer in self.peers:
+            peer.close()
+        self.peers = []
+
+
+class OwnExamplesSync(StarSync):
+    """Takes the step's example count for its own times the world size, not the sum of every
+    rank's: right while every rank brings as many, wrong in an uneven last step."""
+
+    def gradient_shares(self, mine: list[np.ndarray]) -> list[tuple[list[np.ndarray], int]]:
+        shares = super().gradient_shares(mine)
+        return [(g, self._examples) for g, _ in shares]  # as many as this rank's, each
+
+
+class NoBroadcastSync(StarSync):
+    """Broadcasts nothing at setup: each rank trains on from the weights it drew."""
+
+    def broadcast_parameters(self) -> None:
+        pass
+
+
+class ForgetfulSync(StarSync):
+    """Sums every rank's gradients but the last's (its examples still counted)."""
+
+    def gradient_shares(self, mine: list[np.ndarray]) -> list[tuple[list[np.ndarray], int]]:
+        shares = super().gradient_shares(mine)
+        last, examples = shares[-1]
+        return [*shares[:-1], ([np.zeros_like(g) for g in last], examples)]

@@ -1,0 +1,154 @@
+"""The equivalence check (:mod:`distconv.equivalence`) on ranks that are real processes meeting
+over TCP on 127.0.0.1 (:mod:`tests.sync.star_sync`): a right transport passes, and each fault
+that trains on silently (an example count of its own, no broadcast, a rank's gradients left
+out) fails it, naming the rank and the parameter; a rank that raises, dies or hangs is named,
+and no process it started outlives the call."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from distconv.equivalence import (
+    JOB,
+    Job,
+    assert_matches_local,
+    assert_rank_matches_local,
+    max_relative_difference,
+    mismatch,
+    weights,
+)
+from distconv.optim import create_optimizer
+from distconv.sync.local import LocalSync
+from tests.sync.star_sync import ForgetfulSync, NoBroadcastSync, OwnExamplesSync, StarSync
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def star(kind: type[StarSync], tmp_path: Path) -> functools.partial:
+    return functools.partial(kind, meeting=tmp_path / "meeting")
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_right_transport_on_processes_matches_one_process(tmp_path, world):
+    ranks = assert_matches_local(star(StarSync, tmp_path), world)
+    assert len(ranks) == world
+    # trained: the weights moved, so matching the reference says something
+    assert max_relative_difference(ranks[0], weights(JOB.model_of(0))) > 1e-2
+
+
+@pytest.mark.parametrize(
+    "kind, ranks",
+    [
+        (OwnExamplesSync, "01"),  # right until the uneven last step, where each rank counts its own
+        (NoBroadcastSync, "1"),  # rank 1 trains from its own seed's weights (rank 0 too is off)
+        (ForgetfulSync, "01"),  # rank 1's gradients never count, on either rank
+    ],
+)
+def test_a_silent_fault_fails_naming_the_rank_and_the_parameter(tmp_path, kind, ranks):
+    with pytest.raises(AssertionError) as failed:
+        assert_matches_local(star(kind, tmp_path), 2)
+    said = str(failed.value)
+    for rank in ranks:
+        named = re.search(
+            rf"rank {rank} of 2: parameter '(conv|fc)\d\.(weight|bias)' is ([0-9.e-]+) from the "
+            r"reference's at \(",
+            said,
+        )
+        assert named, said
+        assert float(named[3]) > 1e-6, said  # the largest difference, not a rounding
+    assert "tolerance 1e-10" in said and "one process, LocalSync" in said
+
+
+def test_an_even_job_does_not_tell_an_example_count_of_its_own(tmp_path):
+    """Why the check's job ends in an uneven step: 48 examples, 6 whole steps, hide the fault."""
+    assert_matches_local(star(OwnExamplesSync, tmp_path), 2, Job(examples=48))
+
+
+def _dies(optimizer, rank: int, world_size: int, meeting: Path):
+    if rank == 1:
+        print("rank 1: the link is gone", file=sys.stderr, flush=True)
+        os._exit(3)
+    return StarSync(optimizer, rank, world_size, meeting=meeting)
+
+
+def _raises(optimizer, rank: int, world_size: int, meeting: Path):
+    if rank == 1:
+        raise ConnectionResetError("rank 1 lost rank 0")
+    return StarSync(optimizer, rank, world_size, meeting=meeting)
+
+
+def _hangs(optimizer, rank: int, world_size: int, meeting: Path, pids: Path):
+    (pids / str(rank)).write_text(str(os.getpid()))
+    if rank == 1:
+        time.sleep(600)
+    return StarSync(optimizer, rank, world_size, meeting=meeting)
+
+
+def test_a_rank_that_dies_is_named_with_its_exit_status_and_output(tmp_path):
+    began = time.monotonic()
+    with pytest.raises(AssertionError) as failed:
+        assert_matches_local(functools.partial(_dies, meeting=tmp_path / "m"), 2)
+    said = str(failed.value)
+    assert "rank 1 failed (exit status 3)" in said, said
+    assert "rank 1: the link is gone" in said, said
+    # at once: not after the timeout, though rank 0 was waiting for rank 1 to connect
+    assert time.monotonic() - began < 30
+
+
+def test_a_rank_that_raises_is_named_with_its_error(tmp_path):
+    with pytest.raises(AssertionError) as failed:
+        assert_matches_local(functools.partial(_raises, meeting=tmp_path / "m"), 2)
+    said = str(failed.value)
+    assert "rank 1 failed (exit status 1): ConnectionResetError: rank 1 lost rank 0" in said
+    assert "Traceback" in said  # the end of its output: where it raised
+
+
+def test_ranks_that_hang_are_killed_after_the_timeout_and_named(tmp_path):
+    (tmp_path / "pids").mkdir()
+    make = functools.partial(_hangs, meeting=tmp_path / "m", pids=tmp_path / "pids")
+    began = time.monotonic()
+    with pytest.raises(AssertionError, match=r"rank\(s\) 0, 1 still ran after 3 s: killed"):
+        assert_matches_local(make, 2, timeout=3)
+    assert time.monotonic() - began < 20
+    for pid in (tmp_path / "pids").iterdir():
+        with pytest.raises(ProcessLookupError):  # gone, and waited for
+            os.kill(int(pid.read_text()), 0)
+
+
+def test_a_make_sync_that_cannot_be_pickled_is_a_type_error_naming_it(tmp_path):
+    with pytest.raises(TypeError, match="make_sync must be picklable.*not a lambda"):
+        assert_matches_local(lambda opt, rank, world: StarSync(opt, rank, world, meeting=""), 2)
+    with pytest.raises(ValueError, match="world_size must be an int >= 1"):
+        assert_matches_local(star(StarSync, tmp_path), 0)
+
+
+def test_one_rank_s_share_in_this_process():
+    """The rank run as a script under its own launcher calls it; a world of one here."""
+    sync = LocalSync(JOB.make_optimizer())
+    try:
+        got = assert_rank_matches_local(sync)
+    finally:
+        sync.close()
+    assert sorted(got) == sorted(weights(JOB.model_of(0)))
+    other = LocalSync(create_optimizer("adam", lr=0.02))
+    with pytest.raises(ValueError, match="the sync's optimizer is .*'lr': 0.02"):
+        assert_rank_matches_local(other)
+
+
+def test_a_mismatch_names_the_parameter_and_where():
+    expected = {"a": np.zeros(3), "b": np.ones((2, 2))}
+    assert mismatch(expected, {k: v.copy() for k, v in expected.items()}) is None
+    got = {"a": np.zeros(3), "b": np.array([[1.0, 1.0], [1.0, 1.5]])}
+    said = mismatch(expected, got)
+    assert said.startswith("parameter 'b' is 0.5 from the reference's at (1, 1) (1.5 here, 1.0")
+    got["b"][0, 0] = np.nan
+    assert mismatch(expected, got).startswith("parameter 'b'")  # NaN is not within anything
+    assert "not in both" in mismatch(expected, {"a": np.zeros(3)})
