@@ -55,6 +55,16 @@ def model(seed: int = 0, channels: Sequence[int] = (2, 3), hidden: int = 8) -> N
     return net
 
 
+def training_data(examples: int, seed: int = 3) -> dict[str, np.ndarray]:
+    """``examples`` random float64 images for :func:`model` (``image``) and their classes
+    (``label``), drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    return {
+        "image": rng.standard_normal((examples, 1, 8, 8)),
+        "label": rng.integers(0, 4, examples),
+    }
+
+
 def weights(net: Network) -> Weights:
     """Every parameter's value by name, a host copy."""
     return {p.name: to_host(p.value).copy() for p in net.parameters()}
@@ -93,9 +103,7 @@ class Job:
     def data(self, world_size: int) -> dict[str, np.ndarray]:
         """The training set (the same on every rank and in the reference)."""
         step = self.global_batch(world_size)
-        n = 5 * step + step // 2 + 1 if self.examples is None else self.examples
-        rng = np.random.default_rng(3)
-        return {"image": rng.standard_normal((n, 1, 8, 8)), "label": rng.integers(0, 4, n)}
+        return training_data(5 * step + step // 2 + 1 if self.examples is None else self.examples)
 
     def make_optimizer(self) -> Optimizer:
         """A new optimizer of the job's rule and rate: each sync gets its own."""

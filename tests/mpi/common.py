@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from distconv.arg import Arg
-from distconv.backend import to_device, to_host
-from distconv.init import set_seed
-from distconv.models import lenet
+from distconv.backend import to_device
+from distconv.equivalence import max_relative_difference as max_relative  # noqa: F401
+from distconv.equivalence import model, training_data, weights
 from distconv.network import Network
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
@@ -56,11 +56,7 @@ GLOBAL_BATCHES = (16, 16, 16, 7)
 
 def small_lenet(seed: int, channels: Sequence[int] = (2, 3)) -> Network:
     """The small float64 LeNet of the equivalence tests, initialised from ``seed``."""
-    set_seed(seed)
-    net = lenet((1, 8, 8), 4, channels=tuple(channels), hidden=8)
-    for p in net.parameters():
-        p.cast(np.float64)
-    return net
+    return model(seed, channels)
 
 
 def global_batches(sizes: Sequence[int] = GLOBAL_BATCHES, seed: int = 7):
@@ -72,8 +68,7 @@ def global_batches(sizes: Sequence[int] = GLOBAL_BATCHES, seed: int = 7):
 
 def trainer_data(n: int = 37, seed: int = 3) -> dict[str, np.ndarray]:
     """``n`` examples for the Trainer tests (37 or 45: the last global step of 12 is short)."""
-    rng = np.random.default_rng(seed)
-    return {"image": rng.standard_normal((n, 1, 8, 8)), "label": rng.integers(0, 4, n)}
+    return training_data(n, seed)
 
 
 def train(net: Network, sync: SyncStrategy, rank: int = 0, world: int = 1) -> None:
@@ -88,11 +83,6 @@ def one_step(net: Network, sync: SyncStrategy, xs, ys) -> None:
     net.forward({"image": Arg(xs, needs_grad=False), "label": Arg(ids=ys, needs_grad=False)})
     net.backward(sync, loss="loss", loss_scale=len(ys))
     sync.finish_step()
-
-
-def weights(net: Network) -> dict[str, np.ndarray]:
-    """Every parameter's value, by name (a copy)."""
-    return {p.name: to_host(p.value).copy() for p in net.parameters()}
 
 
 def mpiexec() -> str | None:
@@ -179,14 +169,6 @@ def run_ranks(
     proc = run_mpi(["-n", str(ranks), *command])
     assert proc.returncode == 0, proc.stderr
     return [dict(np.load(out / f"rank{r}.npz")) for r in range(ranks)], proc
-
-
-def max_relative(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
-    """The largest ``max|a - b| / max(|a|, |b|)`` over the parameters."""
-    return max(
-        float(np.abs(a[k] - b[k]).max() / max(np.abs(a[k]).max(), np.abs(b[k]).max(), 1e-300))
-        for k in b
-    )
 
 
 def params_of(saved: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
