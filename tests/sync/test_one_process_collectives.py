@@ -33,13 +33,17 @@ def _leaving(*names: str) -> type[ThreadedSync]:
 
 
 def _fit_ranks(cls: type[ThreadedSync]) -> list:
-    """Two ranks of ``cls`` fitting one epoch, as threads; each rank's result or error."""
+    """Two ranks of ``cls`` fitting one epoch, as threads; each rank's result or error, whose
+    ``trained`` says whether its model had moved by then (a step ran)."""
 
     def body(rank, world):
-        sync = cls(create_optimizer("sgd", lr=0.01), world, rank)
+        sync, net = cls(create_optimizer("sgd", lr=0.01), world, rank), _net()
+        before = [p.value.copy() for p in net.parameters()]
         try:
-            return Trainer(_net(), sync, 8, progress=False).fit(_train_set(), epochs=1)
+            return Trainer(net, sync, 8, progress=False).fit(_train_set(), epochs=1)
         except TypeError as exc:
+            now = [p.value for p in net.parameters()]
+            exc.trained = any(not np.array_equal(a, b) for a, b in zip(before, now))
             return exc
 
     return run_ranks(2, body)
@@ -48,9 +52,11 @@ def _fit_ranks(cls: type[ThreadedSync]) -> list:
 @pytest.mark.parametrize("left", [("allreduce_sum",), ("barrier",), COLLECTIVES])
 def test_a_transport_of_two_ranks_that_leaves_a_collective_to_the_base_is_refused_at_setup(left):
     """Before: each forgotten collective trained both ranks to the end, exit 0, wrong. Now every
-    rank's setup refuses it (before the job check, so no rank waits in it), naming each one."""
+    rank's setup refuses it (before the job check, so no rank waits in it), naming each one:
+    before any step, not where the Trainer first calls it (a sum, a barrier: after steps)."""
     for result in _fit_ranks(_leaving(*left)):
         assert isinstance(result, TypeError), result
+        assert not result.trained, "refused after a step, not at setup"
         said = str(result)
         assert said.startswith("Forgets is rank ") and " of 2 but leaves " in said
         assert f"leaves {', '.join(left)} to SyncStrategy" in said
@@ -89,19 +95,20 @@ class _OwnSetup(SyncStrategy):
 
 
 @pytest.mark.parametrize(
-    "call",
+    "name,call",
     [
-        lambda s: s.allreduce_sum([1.0, 2.0]),
-        lambda s: s.barrier(),
-        lambda s: s.broadcast_parameters(),
-        lambda s: s.all_equal({"lr": 0.1}),
+        ("allreduce_sum", lambda s: s.allreduce_sum([1.0, 2.0])),
+        ("barrier", lambda s: s.barrier()),
+        ("broadcast_parameters", lambda s: s.broadcast_parameters()),
+        ("all_equal", lambda s: s.all_equal({"lr": 0.1})),
     ],
     ids=["allreduce_sum", "barrier", "broadcast_parameters", "all_equal"],
 )
-def test_each_default_refuses_itself_where_the_base_setup_never_ran(call):
+def test_each_default_refuses_itself_where_the_base_setup_never_ran(name, call):
+    """Each default names itself alone: the one called, not the others the class left."""
     sync = _OwnSetup(create_optimizer("sgd", lr=0.1))
     sync.setup([])
-    with pytest.raises(TypeError, match=r"^_OwnSetup is rank 0 of 2 but leaves (\w+) to"):
+    with pytest.raises(TypeError, match=rf"^_OwnSetup is rank 0 of 2 but leaves {name} to "):
         call(sync)
 
 
