@@ -13,6 +13,7 @@ transport's own, and passes.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 #: the base's collectives, each of them one process's
@@ -20,10 +21,16 @@ COLLECTIVES = ("broadcast_parameters", "allreduce_sum", "barrier", "all_equal")
 
 
 def left_to_base(cls: type) -> list[str]:
-    """The :data:`COLLECTIVES` that ``cls``, a ``SyncStrategy``, takes from ``SyncStrategy``."""
+    """The :data:`COLLECTIVES` that ``cls``, a ``SyncStrategy``, takes from ``SyncStrategy``:
+    whose function, under every wrapper that keeps what it wraps as ``__wrapped__``
+    (``functools.wraps``: the closed-sync guard, a timing wrapper that a class's own
+    ``__init_subclass__`` or metaclass puts around each collective), is the base's."""
     from distconv.sync.base import SyncStrategy  # it imports this module
 
-    return [name for name in COLLECTIVES if getattr(cls, name) is getattr(SyncStrategy, name)]
+    def own(owner: type, name: str) -> Any:
+        return inspect.unwrap(getattr(owner, name))
+
+    return [name for name in COLLECTIVES if own(cls, name) is own(SyncStrategy, name)]
 
 
 def refuse_one_process_collectives(strategy: Any, *names: str) -> None:

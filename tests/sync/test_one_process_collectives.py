@@ -4,6 +4,10 @@ logged as the epoch's, a rank of another learning rate let through the job check
 
 from __future__ import annotations
 
+import functools
+import time
+from abc import ABCMeta
+
 import numpy as np
 import pytest
 
@@ -69,6 +73,72 @@ def test_the_same_transport_with_every_collective_its_own_trains_as_before():
     assert all(isinstance(h, list) and len(h) == 1 for h in histories), histories
     assert histories[0][0]["train_loss"] == histories[1][0]["train_loss"]
     assert not left_to_base(ThreadedSync) and np.isfinite(histories[0][0]["train_loss"])
+
+
+def _timed(method):
+    """A timing wrapper, as a strategy's own ``__init_subclass__`` or metaclass may put around
+    each collective (``functools.wraps`` keeps what it wraps, as ``__wrapped__``)."""
+
+    @functools.wraps(method)
+    def timed(self, *args, **kwargs):
+        began = time.perf_counter()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.waited = getattr(self, "waited", 0.0) + time.perf_counter() - began
+
+    return timed
+
+
+class _TimesItsCollectives(ThreadedSync):
+    """Times each collective of every subclass, from an ``__init_subclass__`` of its own."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in COLLECTIVES:
+            setattr(cls, name, _timed(getattr(cls, name)))
+
+
+class _TimingMeta(ABCMeta):
+    """Times each collective of every class it makes: a metaclass of a strategy's own."""
+
+    def __new__(mcls, name, bases, namespace, **kwargs):
+        cls = super().__new__(mcls, name, bases, namespace, **kwargs)
+        for collective in COLLECTIVES:
+            setattr(cls, collective, _timed(getattr(cls, collective)))
+        return cls
+
+
+def _timed_class(how: str, *names: str) -> type[ThreadedSync]:
+    """A ThreadedSync whose collectives are timed by ``how``, with ``names`` taken back."""
+    taken = {n: getattr(SyncStrategy, n) for n in names}
+    if how == "metaclass":
+        return _TimingMeta("Forgets", (ThreadedSync,), taken)
+    return type("Forgets", (_TimesItsCollectives,), taken)
+
+
+@pytest.mark.parametrize("how", ["__init_subclass__", "metaclass"])
+def test_a_collective_left_to_the_base_is_refused_under_a_wrapper_of_the_class_own(how):
+    """A class that wraps its collectives (timing them, say) wraps the base's sum too, where it
+    left that to the base: the wrapper was not SyncStrategy's attribute, so the sum passed as
+    the transport's own, and each rank summed its own values alone. The base's function is
+    found under ``functools.wraps``'s ``__wrapped__``; the class that overrides all four, timed
+    alike, trains as before."""
+    for result in _fit_ranks(_timed_class(how, "allreduce_sum")):
+        assert isinstance(result, TypeError), result
+        assert not result.trained, "refused after a step, not at setup"
+        assert str(result).startswith("Forgets is rank ")
+        assert " but leaves allreduce_sum to SyncStrategy" in str(result)
+    histories = _fit_ranks(_timed_class(how))
+    assert all(isinstance(h, list) and len(h) == 1 for h in histories), histories
+    assert histories[0][0]["train_loss"] == histories[1][0]["train_loss"]
+
+
+def test_the_base_function_itself_assigned_is_left_to_the_base():
+    """``allreduce_sum = SyncStrategy.allreduce_sum.__wrapped__`` (the function under the
+    closed-sync guard) is the one-process sum, guarded anew: not the transport's own."""
+    raw = type("Raw", (ThreadedSync,), {"allreduce_sum": SyncStrategy.allreduce_sum.__wrapped__})
+    assert left_to_base(raw) == ["allreduce_sum"]
 
 
 class _OwnSetup(SyncStrategy):
