@@ -46,9 +46,11 @@ def refuse_one_process_collectives(strategy: Any, *names: str) -> None:
     left = [name for name in left_to_base(type(strategy)) if name in (names or COLLECTIVES)]
     if left:
         them = "it" if len(left) == 1 else "them"
+        named = " and ".join([", ".join(left[:-1]), left[-1]] if len(left) > 1 else left)
         raise TypeError(
             f"{type(strategy).__name__} is rank {strategy.rank} of {strategy.world_size} but "
-            f"leaves {', '.join(left)} to SyncStrategy, whose versions are one process's (they "
-            f"send nothing and sum this rank's values alone): override {them} for its "
-            "transport (docs/architecture.md, 'The sync contract')"
+            f"leaves {named} to SyncStrategy, whose versions are one process's (they send "
+            f"nothing and sum this rank's values alone): override {them} for its transport (a "
+            "no-op of its own where it has nothing to send, as the parameter server's "
+            "broadcast_parameters; docs/architecture.md, 'The sync contract')"
         )
