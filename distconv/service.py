@@ -34,16 +34,11 @@ import threading
 import time
 from collections.abc import Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from distconv.endpoint import join_endpoint
 from distconv.probe_http import ProbeHTTPServer, handler_for
-
-#: what ``distconv_step`` says before the first step, and after ``forget_step``
-NO_STEP = -1
-
-#: step and allreduce durations span milliseconds (tiny models) to minutes (large ones)
-_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+from distconv.probe_series import NO_STEP, RankSeries
 
 
 def plain_os_error(code: int | None, message: str) -> OSError:
@@ -102,67 +97,6 @@ def _flag_at_fault(exc: OSError) -> str | None:
     return "--health-host"
 
 
-class _Metrics:
-    """The ``distconv_`` series of one rank, in their own registry."""
-
-    def __init__(self, registry: CollectorRegistry, role: str, rank: int) -> None:
-        labels = ("role", "rank")
-        values = {"role": role, "rank": str(rank)}
-
-        def make(kind, name: str, doc: str, **kwargs):
-            return kind(name, doc, labels, registry=registry, **kwargs).labels(**values)
-
-        self.samples = make(Counter, "distconv_samples", "Examples trained by this rank.")
-        self.samples_per_second = make(
-            Gauge, "distconv_samples_per_second", "This rank's throughput in the last step."
-        )
-        self.step_seconds = make(
-            Histogram,
-            "distconv_step_seconds",
-            "Wall time of one training step.",
-            buckets=_SECONDS_BUCKETS,
-        )
-        self.step = make(Gauge, "distconv_step", "The last step that made progress (-1: none yet).")
-        self.step.set(NO_STEP)  # step 0 is a step: a fresh gauge's 0 would claim it
-        self.bytes_pushed = make(
-            Counter, "distconv_bytes_pushed", "Payload bytes sent (gradients, seeds)."
-        )
-        self.bytes_pulled = make(
-            Counter, "distconv_bytes_pulled", "Payload bytes received (parameter values)."
-        )
-        self.allreduce_seconds = make(
-            Histogram,
-            "distconv_allreduce_seconds",
-            "Wall time of one step's exchange (the time it waited: finish_step, under MPI its "
-            "check in backward too).",
-            buckets=_SECONDS_BUCKETS,
-        )
-        self.stale_dropped = make(
-            Counter,
-            "distconv_stale_gradients_dropped",
-            "Gradients dropped for exceeding the staleness bound (asynchronous mode), one per "
-            "parameter and shard.",
-        )
-        self.push_messages_applied = make(
-            Counter,
-            "distconv_push_messages_applied",
-            "Asynchronous push messages the shards applied (some parameter of, or all).",
-        )
-        self.push_messages_dropped = make(
-            Counter,
-            "distconv_push_messages_dropped",
-            "Asynchronous push messages the shards dropped whole as too stale.",
-        )
-        self.collective_seconds = make(
-            Counter,
-            "distconv_collective_seconds",
-            "Seconds waited in the Trainer's collectives between steps (the stop check, the "
-            "epoch's metric sums, a checkpoint's barrier), where a rank waits for a slower one.",
-        )
-        self.restarts = make(Gauge, "distconv_restarts", "Times the job was restarted.")
-        self.ready = make(Gauge, "distconv_ready", "1 once the parameters are in place.")
-
-
 class ServiceEndpoints:
     """``/readyz``, ``/healthz`` and ``/metrics`` for one rank, served on a daemon thread.
 
@@ -195,7 +129,7 @@ class ServiceEndpoints:
         self.role, self.rank = role, rank
         self.stall_seconds = float(stall_seconds)
         self.registry = registry if registry is not None else CollectorRegistry()
-        self._metrics = _Metrics(self.registry, role, rank)
+        self._metrics = RankSeries(self.registry, role, rank)
         self._ready = False
         self._last_beat = time.monotonic()
         self._last_step: int | None = None
