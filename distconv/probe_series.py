@@ -66,8 +66,9 @@ class RankSeries:
         self.collective_seconds = make(
             Counter,
             "distconv_collective_seconds",
-            "Seconds waited in the Trainer's collectives between steps (the stop check, the "
-            "epoch's metric sums, a checkpoint's barrier), where a rank waits for a slower one.",
+            "Seconds waited in the Trainer's collectives outside the steps' exchange, where a "
+            "rank waits for a slower one: the fit's start-up check, the stop check, each epoch's "
+            "metric sums and test-set sums, each checkpoint's barrier.",
         )
         self.restarts = make(Gauge, "distconv_restarts", "Times the job was restarted.")
         self.ready = make(Gauge, "distconv_ready", "1 once the parameters are in place.")

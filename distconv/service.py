@@ -297,7 +297,7 @@ class ServiceEndpoints:
         self._metrics.push_messages_dropped.inc(dropped)
 
     def add_collective_seconds(self, seconds: float) -> None:
-        """``seconds`` more were waited in the Trainer's collectives between steps."""
+        """``seconds`` more were waited in the Trainer's collectives outside the steps' exchange."""
         if not seconds >= 0:
             raise ValueError(f"seconds must be >= 0, got {seconds}")
         self._metrics.collective_seconds.inc(seconds)

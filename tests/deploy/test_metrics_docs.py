@@ -85,3 +85,28 @@ def test_what_the_job_id_is_said_to_name_carries_it():
     for said in (flag.help, Runtime.__doc__.split("job_id:")[1].split("\n")[0]):
         assert "metrics" not in said or "job_id" in exported, said
         assert "logs" in said, said  # the JSON log lines do carry it
+
+
+#: what the Trainer times into ``collective_seconds`` (distconv.sync.collective_time's
+#: callers), each of which a reader of the series must find named
+TIMED_COLLECTIVES = (
+    "start-up check",
+    "stop check",
+    "metric sums",
+    "test-set sums",
+    "checkpoint's barrier",
+)
+
+
+def test_the_collective_seconds_help_names_every_wait_it_counts():
+    """``distconv_collective_seconds_total``'s HELP said 'between steps' and named the stop
+    check, the metric sums and a checkpoint's barrier, but the series also counts the fit's
+    start-up check and the epoch's test-set sums, so it read as larger than what it named (and
+    than the sum of ``metrics.jsonl``'s per-rank waits, which leave those out)."""
+    with ServiceEndpoints(role="worker", rank=0) as service:
+        families = {f.name: f for f in text_string_to_metric_families(_text(service))}
+    helped = families["distconv_collective_seconds"].documentation
+    said = _metrics_paragraph()
+    for wait in TIMED_COLLECTIVES:
+        assert wait in helped, (wait, helped)
+        assert wait in said, (wait, said)
