@@ -12,14 +12,26 @@ NO_STEP = -1
 _SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
-class RankSeries:
-    """The ``distconv_`` series of one rank, in their own registry."""
+#: the series a rank without the worker's sets: a shard's readiness and last step
+PROBE_SERIES = ("distconv_step", "distconv_ready")
 
-    def __init__(self, registry: CollectorRegistry, role: str, rank: int) -> None:
+
+class RankSeries:
+    """The ``distconv_`` series of one rank, in their own registry: a worker's all, else
+    (``worker`` false: a shard, which counts no steps nor traffic of a worker's) those of
+    :data:`PROBE_SERIES` alone, every other attribute None. A series served but never set read
+    as a measurement: a shard's ``distconv_bytes_pushed_total 0`` as a shard moving nothing."""
+
+    def __init__(
+        self, registry: CollectorRegistry, role: str, rank: int, worker: bool = True
+    ) -> None:
         labels = ("role", "rank")
         values = {"role": role, "rank": str(rank)}
+        self.worker = worker
 
         def make(kind, name: str, doc: str, **kwargs):
+            if not worker and name not in PROBE_SERIES:
+                return None
             return kind(name, doc, labels, registry=registry, **kwargs).labels(**values)
 
         self.samples = make(Counter, "distconv_samples", "Examples trained by this rank.")

@@ -9,7 +9,9 @@ Kubernetes (or anyone with ``curl``) asks three questions of a running rank:
   rank stuck in a collective gets restarted by its liveness probe; 503 at once, and for good,
   after :meth:`~ServiceEndpoints.set_failed` (a shard whose job failed), the body saying why.
 - ``/metrics``: the Prometheus text format, written by the official client from a registry
-  private to this instance, every series labelled with ``role`` and ``rank``.
+  private to this instance, every series labelled with ``role`` and ``rank``: a worker's steps
+  and traffic (:mod:`distconv.probe_series`); a shard's readiness and step, beside its stats
+  (:mod:`distconv.sync.ps.stats_series`, on :attr:`ServiceEndpoints.registry`).
 
 The server (:mod:`distconv.probe_http`) is the standard library's threading HTTP server on a
 daemon thread (an IPv6 literal host binds IPv6): it costs nothing while nobody asks, and the
@@ -106,6 +108,9 @@ class ServiceEndpoints:
         stall_seconds: ``/healthz`` answers 503 after this long without a beat.
         registry: where the metrics live; a fresh private ``CollectorRegistry`` by default, so
             two instances in one process never collide.
+        worker_series: serve a worker's series (its steps, traffic, waits, restarts); False:
+            ``distconv_ready`` and ``distconv_step`` alone (a shard's), and the methods that
+            count a worker's refuse with a ``RuntimeError``.
 
     Raises:
         ValueError: a label is empty, the rank negative, or ``stall_seconds`` not positive.
@@ -117,6 +122,8 @@ class ServiceEndpoints:
         rank: int = 0,
         stall_seconds: float = 300.0,
         registry: CollectorRegistry | None = None,
+        *,
+        worker_series: bool = True,
     ) -> None:
         if not isinstance(role, str) or not role.strip():
             raise ValueError(f"role must be a non-empty string, got {role!r}")
@@ -129,7 +136,7 @@ class ServiceEndpoints:
         self.role, self.rank = role, rank
         self.stall_seconds = float(stall_seconds)
         self.registry = registry if registry is not None else CollectorRegistry()
-        self._metrics = RankSeries(self.registry, role, rank)
+        self._metrics = RankSeries(self.registry, role, rank, worker=worker_series)
         self._ready = False
         self._last_beat = time.monotonic()
         self._last_step: int | None = None
@@ -258,12 +265,21 @@ class ServiceEndpoints:
 
     # -- metrics -------------------------------------------------------------------------------
 
+    def _worker(self) -> RankSeries:
+        """The worker's series, which the counting methods below set; refused where they are
+        not served (``worker_series=False``): a count made there would be lost unseen."""
+        if not self._metrics.worker:
+            raise RuntimeError(
+                f"{self.role} {self.rank}'s endpoints serve no worker series (worker_series=False)"
+            )
+        return self._metrics
+
     def observe_step(self, seconds: float, samples: int, step: int | None = None) -> None:
         """One step took ``seconds`` for ``samples`` examples here; a beat with ``step`` (the
         step just finished, which ``/healthz`` and ``distconv_step`` name)."""
         if seconds < 0 or samples < 0:
             raise ValueError(f"seconds and samples must be >= 0, got {seconds} and {samples}")
-        m = self._metrics
+        m = self._worker()
         m.step_seconds.observe(seconds)
         m.samples.inc(samples)
         if seconds > 0:
@@ -274,33 +290,35 @@ class ServiceEndpoints:
         """Count payload bytes sent to and received from peers."""
         if pushed < 0 or pulled < 0:
             raise ValueError(f"byte counts must be >= 0, got pushed={pushed}, pulled={pulled}")
-        self._metrics.bytes_pushed.inc(pushed)
-        self._metrics.bytes_pulled.inc(pulled)
+        m = self._worker()
+        m.bytes_pushed.inc(pushed)
+        m.bytes_pulled.inc(pulled)
 
     def observe_allreduce(self, seconds: float) -> None:
         """One allreduce (or the wait for it) took ``seconds``."""
         if seconds < 0:
             raise ValueError(f"seconds must be >= 0, got {seconds}")
-        self._metrics.allreduce_seconds.observe(seconds)
+        self._worker().allreduce_seconds.observe(seconds)
 
     def add_stale_dropped(self, n: int = 1) -> None:
         """``n`` gradients were dropped as too stale."""
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
-        self._metrics.stale_dropped.inc(n)
+        self._worker().stale_dropped.inc(n)
 
     def add_push_messages(self, applied: int = 0, dropped: int = 0) -> None:
         """``applied`` asynchronous push messages were applied, ``dropped`` dropped whole."""
         if applied < 0 or dropped < 0:
             raise ValueError(f"push counts must be >= 0, got {applied} and {dropped}")
-        self._metrics.push_messages_applied.inc(applied)
-        self._metrics.push_messages_dropped.inc(dropped)
+        m = self._worker()
+        m.push_messages_applied.inc(applied)
+        m.push_messages_dropped.inc(dropped)
 
     def add_collective_seconds(self, seconds: float) -> None:
         """``seconds`` more were waited in the Trainer's collectives outside the steps' exchange."""
         if not seconds >= 0:
             raise ValueError(f"seconds must be >= 0, got {seconds}")
-        self._metrics.collective_seconds.inc(seconds)
+        self._worker().collective_seconds.inc(seconds)
 
     def record_totals(self, totals: Mapping[str, float], source: object = None) -> None:
         """Count what a sync strategy's running totals (``SyncStrategy.traffic()``) added since
@@ -311,6 +329,7 @@ class ServiceEndpoints:
         A source not seen before is counted from 0, and so are all totals of one whose totals
         dropped (a new strategy where an old one was, or no source given): the counters go on
         upwards."""
+        self._worker()  # before anything is remembered
         last = self._totals.get(id(source), {})
         if any(v < last.get(k, 0.0) for k, v in totals.items()):
             last = {}
@@ -328,4 +347,4 @@ class ServiceEndpoints:
         """The job has been restarted ``n`` times (the launcher's ``DISTCONV_RESTART``)."""
         if n < 0:
             raise ValueError(f"restarts must be >= 0, got {n}")
-        self._metrics.restarts.set(n)
+        self._worker().restarts.set(n)

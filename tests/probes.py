@@ -1,6 +1,7 @@
 """What a test reads off running processes and this host: a ``distconv train`` process's
-health port, which processes name a run directory, whether IPv6 works here; and a program run
-with its process group, so that none of its children outlives the test."""
+health port, what a process's ``/metrics`` serves, which processes name a run directory,
+whether IPv6 works here; and a program run with its process group, so that none of its
+children outlives the test."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+
 SAMPLES = re.compile(rb"^distconv_samples_total\{[^}]*\} ([0-9.e+]+)", re.MULTILINE)
 
 
@@ -24,6 +28,14 @@ def trained_samples(port: int) -> float:
     except OSError:
         return -1
     return float(found.group(1)) if found else -1
+
+
+def metric_families(port: int) -> dict[str, Metric]:
+    """The families ``/metrics`` on ``port`` serves, by name, read with prometheus_client's
+    parser (a counter's name without its ``_total``; its ``_created`` a family of its own)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    return {f.name: f for f in text_string_to_metric_families(text)}
 
 
 def processes_naming(run: Path) -> list[int]:

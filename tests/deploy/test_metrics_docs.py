@@ -15,6 +15,10 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from distconv.service import ServiceEndpoints
+from distconv.sync.ps.async_updates import staleness_counts
+from distconv.sync.ps.config import ShardConfig
+from distconv.sync.ps.state import Stats
+from distconv.sync.ps.stats_series import export_stats
 
 
 def _text(service: ServiceEndpoints) -> str:
@@ -30,6 +34,30 @@ def _metrics_paragraph() -> str:
     text = OPERATIONS.read_text()
     start = text.index("`/metrics` is Prometheus's text format")
     return " ".join(text[start : text.index("\n\n", start)].split())
+
+
+def _shard_paragraph() -> str:
+    text = OPERATIONS.read_text()
+    start = text.index("A shard's `/metrics` (`distconv pserver --health-port`)")
+    return " ".join(text[start : text.index("\n\n", start)].split())
+
+
+def test_the_docs_name_every_series_a_shard_reports():
+    """An async shard's series (a sync one's are fewer), as its probes serve them with its
+    stats; its updates by staleness labelled as the docs say, the last of a bound above 64
+    counting every update that stale or more."""
+    config = ShardConfig(bind="127.0.0.1:0", insecure=True, mode="async", max_staleness=100)
+    stats = Stats(updates_by_staleness=staleness_counts(config))
+    with ServiceEndpoints(role="server", rank=0, worker_series=False) as service:
+        export_stats(stats, config, service).close()  # the loop's last copy: no turn awaited
+        families = list(text_string_to_metric_families(_text(service)))
+    names = {f.name + ("_total" if f.type == "counter" else "") for f in families}
+    reported = {n for n in names if not n.endswith("_created")}
+    assert reported == set(re.findall(r"`(distconv_[a-z_]+)`", _shard_paragraph()))
+    (staleness,) = [f for f in families if f.name == "distconv_shard_updates_by_staleness"]
+    labels = [s.labels["staleness"] for s in staleness.samples]
+    assert labels == [*map(str, range(64)), "64+"]
+    assert 'staleness="64+"' in _shard_paragraph()
 
 
 def test_the_docs_name_every_series_a_rank_reports():

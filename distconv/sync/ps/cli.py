@@ -274,7 +274,10 @@ def _start_service(args: argparse.Namespace):
 
     stall = args.stall_seconds or STALL_SECONDS
     host = args.health_host or PROBE_HOST
-    service = ServiceEndpoints(role="server", rank=args.shard, stall_seconds=stall)
+    # a worker's series, never set here, read as a shard moving nothing: its stats stand there
+    service = ServiceEndpoints(
+        role="server", rank=args.shard, stall_seconds=stall, worker_series=False
+    )
     port = service.start(host, args.health_port)
     # stderr: stdout's first line is "listening on HOST:PORT", which callers read
     where = join_endpoint(host.strip("[]"), port)  # [::1]:8080, as URLs write it

@@ -87,7 +87,7 @@ class Shard(
 
     Attributes:
         endpoint: ``host:port`` actually bound, after :meth:`bind`.
-        stats: counters reported on request and in the log.
+        stats: counters reported on request, in the log and on the probes' /metrics.
     """
 
     def __init__(self, config: ShardConfig) -> None:
@@ -146,8 +146,10 @@ class Shard(
         self.met_at = 0  # the count when a gather was last answered
         self._stop = False
         Draining.__init__(self)
-        #: probes (``distconv.service.ServiceEndpoints``), set by :func:`run_shard`
+        #: probes (``distconv.service.ServiceEndpoints``), set by :func:`run_shard`, and the
+        #: stats' copies for their /metrics (``distconv.sync.ps.stats_series``)
         self.service: Any = None
+        self.exported: Any = None
         self._ctx = zmq.Context()
         self._auth = None
         self._key_rank: dict[bytes, int] = {}
@@ -272,6 +274,8 @@ class Shard(
         naming the cause (the loop is fine then: a stall would send the reader astray)."""
         if self.service is None:
             return
+        if self.exported is not None:  # a scrape waits for this turn's copy of the stats
+            self.exported.turn()
         if self.service.ready != bool(self.blocks):
             self.service.set_ready(bool(self.blocks))
         # the loop turns, failed or not (the failure is told apart), and the steps applied in
@@ -370,11 +374,17 @@ def run_shard(config: ShardConfig, service: Any = None) -> int:
     shard.service = service
     try:
         endpoint = shard.bind()  # and makes --checkpoint-dir
+        if service is not None:  # prometheus_client, imported where a shard serves probes
+            from distconv.sync.ps.stats_series import export_stats
+
+            shard.exported = export_stats(shard.stats, config, service)
         # before the line that says it is up; SIGTERM drains, SIGINT (Ctrl-C) stops at once
         signal.signal(signal.SIGTERM, lambda *_: shard.drain())
         signal.signal(signal.SIGINT, lambda *_: shard.stop())
         print(f"pserver shard {config.shard} listening on {endpoint}", flush=True)
         shard.serve()
     finally:
+        if shard.exported is not None:  # what the loop counted last; no scrape waits for it
+            shard.exported.close()
         shard.close()
     return 0
