@@ -339,8 +339,10 @@ def test_a_client_that_hangs_up_leaves_no_traceback_on_stderr(service, capfd, ca
 @pytest.mark.timeout(60)
 def test_a_silent_client_is_dropped(monkeypatch):
     """A connection that never sent its request held a thread and a socket for the process's
-    life (no timeout on the handler's socket): a few hundred such (a stuck scraper, a port
-    scan) exhaust the process's threads or files (review k128)."""
+    life (no timeout on the handler's socket). This one client is hung up on once
+    CLIENT_SECONDS (lowered here) have passed since it connected, not before, and others are
+    answered meanwhile. That many such clients cannot use up the process's threads or files
+    is test_probe_limits.py's to check (the cap on connections, a training rank flooded)."""
 
     import distconv.probe_http as probe_http
 
@@ -348,11 +350,11 @@ def test_a_silent_client_is_dropped(monkeypatch):
     with ServiceEndpoints() as svc:
         port = svc.start()
         with socket.create_connection(("127.0.0.1", port)) as silent:
+            began = time.monotonic()
             silent.settimeout(10)
             assert get(port, "/readyz")[0] == 503  # others are answered meanwhile
-            began = time.monotonic()
             assert silent.recv(1) == b""  # closed by the server, not by our 10 s
-            assert time.monotonic() - began < 5
+            assert 0.45 <= time.monotonic() - began < 5
 
 
 @pytest.mark.timeout(30)
