@@ -14,8 +14,9 @@ Kubernetes (or anyone with ``curl``) asks three questions of a running rank:
   (:mod:`distconv.sync.ps.stats_series`, on :attr:`ServiceEndpoints.registry`).
 
 The server (:mod:`distconv.probe_http`) is the standard library's threading HTTP server on a
-daemon thread (an IPv6 literal host binds IPv6): it costs nothing while nobody asks, and the
-training thread only ever touches plain attributes and the client's thread-safe metric objects.
+daemon thread (an IPv6 literal host binds IPv6), serving at most 32 connections at once, each
+with 10 s to send its request: it costs nothing while nobody asks, and the training thread only
+ever touches plain attributes and the client's thread-safe metric objects.
 
 Example::
 
