@@ -118,12 +118,26 @@ HOOK_ADVICE = (
 HOOK_IDENTITY = frozenset({"function", "line", "class"})
 
 
+#: the entries of the Trainer's data check (:func:`distconv.data.data_facts`), compared after
+#: setup's: a difference there is in the data the ranks were handed
+DATA_KEYS = ("train_data", "test_data")
+DATA_ADVICE = (
+    " (every rank must be handed the whole set, in the same order: the Trainer shuffles it and "
+    "takes each rank's share itself; load it with a fixed seed, and do not shard it by rank)"
+)
+
+
 def with_advice(diff: str) -> str:
     """``diff`` (a first difference of two jobs' descriptions), with how to go on where what
-    differs is a value the grad_hook holds: its words alone named a setting the user may mean
-    to differ. Not where the hooks themselves differ (one rank's none, or another function,
-    class or line): no value of theirs is to be kept out, each rank needs the same hook."""
+    differs is the data the ranks were handed (the rule a script broke: a shuffle of its own
+    unseeded, a shard per rank; ``train_data.sampled_examples_sha256: '9d41...' here, ...``
+    said neither), or a value the grad_hook holds: its words alone named a setting the user may
+    mean to differ. Not where the hooks themselves differ (one rank's none, or another
+    function, class or line): no value of theirs is to be kept out, each rank needs the same
+    hook."""
     path = diff.split(": ", 1)[0]
+    if path.split(".", 1)[0] in DATA_KEYS:
+        return diff + DATA_ADVICE
     if not path.startswith(HOOK_KEY + ".") or path.rsplit(".", 1)[1] in HOOK_IDENTITY:
         return diff
     return diff + HOOK_ADVICE
@@ -143,6 +157,6 @@ def job_refusal(rank: int, other: int, ours: object, theirs: object, diff: str) 
     :func:`refusal_text`'s words (the arguments are its), marked
     :attr:`~JobRefused.told_of` the rank that could not set up where one did."""
     if (told := setup_failure_in(theirs, ours)) is None:  # refusal_text's first choice
-        return JobRefused(different_jobs_text(rank, other, diff))
+        return JobRefused(different_jobs_text(rank, other, with_advice(diff)))
     failed = setup_failure_in_lines([told])  # the rank its own words name
     return JobRefused(told, told_of=None if failed is None else failed[0])

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from distconv.sync.errors import DATA_ADVICE
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
 
 pytestmark = NEEDS_MPIEXEC
@@ -149,6 +150,9 @@ def test_a_rank_handed_other_data_stops_at_start_up_naming_it(tmp_path, other, n
         for rank in (0, 1)
     ]
     assert any(line in proc.stderr for line in said), proc.stderr[-2000:]
+    # and what to do: the hash alone said neither why nor how
+    lines = [line for line in proc.stderr.splitlines() if "run different jobs" in line]
+    assert lines and all(line.endswith(DATA_ADVICE) for line in lines), lines
     # found alike on every rank after setup, none waits: each says it, nothing is aborted
     assert "Traceback" not in proc.stderr and "aborting the MPI job" not in proc.stderr
     metrics = tmp_path / "run" / "metrics.jsonl"

@@ -10,6 +10,7 @@ import pytest
 from ps_helpers import insecure_worker, run_ranks, small_net
 
 from distconv.sync.base import SyncError
+from distconv.sync.errors import DATA_ADVICE
 from distconv.trainer import Trainer
 
 
@@ -37,6 +38,7 @@ def test_a_worker_handed_its_own_shard_stops_at_start_up_naming_it(shards):
     said = run_ranks(rank, 2)
     for r, message in enumerate(said):
         assert f"rank {r} and rank {1 - r} run different jobs: train_data.examples" in message
+        assert message.endswith(DATA_ADVICE), message  # what to do, as MPI's check says it
 
 
 @pytest.mark.timeout(60)
