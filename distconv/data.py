@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.arg import as_fed
+from distconv.arg import NOT_FINITE_CHUNK_BYTES, as_fed, not_finite_once
 from distconv.backend import ARRAY_KINDS, is_array, is_float_dtype, to_host
 from distconv.kernels.shape import is_int
 from distconv.names import DATASET_NAMES
@@ -72,9 +72,8 @@ class Dataset:
             raise DataError(
                 f"{self.name}: num_classes must be an int (0 infers it), got {self.num_classes!r}"
             )
-        bad = int(np.count_nonzero(~np.isfinite(x)))
-        if bad:
-            raise DataError(f"{self.name}: images hold {bad} NaN or infinite values")
+        if (where := _not_finite(x)) is not None:
+            raise DataError(f"{self.name}: images hold {where}")
         if self.num_classes <= 0:
             object.__setattr__(self, "num_classes", int(y.max()) + 1 if len(y) else 0)
         if len(y) and (y.min() < 0 or y.max() >= self.num_classes):
@@ -94,6 +93,21 @@ class Dataset:
     def subset(self, index: np.ndarray, name: str | None = None) -> Dataset:
         """The examples at ``index`` (an index array or a boolean mask), as a new data set."""
         return Dataset(self.x[index], self.y[index], self.num_classes, name or self.name)
+
+
+def _not_finite(x: np.ndarray) -> str | None:
+    """How many NaN or infinite values ``x`` holds and in which rows, or None, read a chunk at a
+    time as fit reads its sets (:func:`~distconv.arg.not_finite_once`, which then skips a
+    read-only ``x``): a mask of the whole array was a byte per value at once."""
+    where = not_finite_once({"x": x})
+    if where is None:
+        return None
+    rows = max(1, NOT_FINITE_CHUNK_BYTES // max(1, x[:1].nbytes))
+    count = sum(
+        int(np.count_nonzero(~np.isfinite(x[i : i + rows]))) for i in range(0, len(x), rows)
+    )
+    # not_finite's "'x' holds NaN or infinity in 2 row(s): 3, 9": its rows
+    return f"{count} NaN or infinite values{where.partition(' holds NaN or infinity')[2]}"
 
 
 def _kind(a: object) -> str:
