@@ -12,7 +12,6 @@ traceback instead. A rank that stopped because another rank failed (a
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
@@ -22,11 +21,14 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 
 from distconv import __version__
-from distconv.logs import as_log_line, error_line, interrupted_line
-from distconv.messages import debugging, quote_in_errors, quoted_in, say
+from distconv.logs import as_log_line, interrupted_line
+from distconv.messages import quote_in_errors, quoted_in, say
 from distconv.runtime import Runtime, RuntimeConfigError
 from distconv.stdout_drop import drop_stdout
 from distconv.train_args import add_train
+
+# USER_ERROR_NAMES and user_errors kept here too: distconv.cli named them first
+from distconv.user_errors import USER_ERROR_NAMES, end_on_user_error, user_errors  # noqa: F401
 from distconv.verbosity import (
     add_verbosity,
     debug_own_lines,
@@ -34,39 +36,6 @@ from distconv.verbosity import (
     log_level,
     refuse_both,
 )
-
-#: failures with a cause the user can act on, by (module, name) where the class is defined;
-#: anything else is a bug and keeps its traceback. Names, not classes: importing the classes
-#: would load numpy, the trainer and the MPI sync at every start of every command
-USER_ERROR_NAMES = (
-    ("distconv.data", "DataError"),
-    ("distconv.checkpoint", "CheckpointError"),
-    ("distconv.backend", "BackendError"),
-    ("distconv.network", "NetworkError"),
-    ("distconv.placement", "RuntimeConfigError"),
-    ("distconv.sync.errors", "SyncError"),
-    ("distconv.sync.ps.cli", "PserverStartError"),
-    ("distconv.step_guard", "TrainingError"),
-    ("distconv.metrics", "MetricsError"),
-    ("distconv.layers.errors", "LayerError"),
-    ("builtins", "OSError"),
-)
-
-
-def user_errors(loaded_only: bool = False) -> tuple[type[BaseException], ...]:
-    """The exception classes of :data:`USER_ERROR_NAMES`.
-
-    With ``loaded_only``, those of modules already imported, and nothing is imported: an
-    exception can be an instance of a class only where the class's module has been loaded, so
-    that tuple classifies any exception raised so far as the whole one does.
-    """
-    if not loaded_only:
-        for module, _ in USER_ERROR_NAMES:
-            importlib.import_module(module)
-    # a module another thread is importing is in sys.modules before its class is defined:
-    # nothing raised so far can be an instance of that class
-    classes = (getattr(sys.modules.get(module), name, None) for module, name in USER_ERROR_NAMES)
-    return tuple(cls for cls in classes if cls is not None)
 
 
 def __getattr__(name: str) -> tuple[type[BaseException], ...]:
@@ -312,15 +281,10 @@ def _main(argv: Sequence[str] | None) -> int:
                 raise
             say(as_log_line(f"distconv {args.command}: {exc}", logging.WARNING, fmt))
             return exc.exit_status
-        from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure, told_failure
-
-        # another rank's failure: a PeerFailed, or a shard's word that it could not set up
-        told = told_failure(exc, getattr(args, "rank", None))  # --rank too, not RANK alone
-        status = PEER_FAILED_STATUS if peer_failure(exc) or told else 1
-        if debugging():
-            if status == 1:
-                raise
-            traceback.print_exc()  # the traceback, and still the status that says "a peer"
-            return status
-        say(error_line(f"distconv {args.command}", exc, fmt))
+        # 75 for another rank's failure: --rank names this one too, not RANK alone
+        status = end_on_user_error(
+            f"distconv {args.command}", exc, fmt, getattr(args, "rank", None)
+        )
+        if status is None:  # the traceback under DISTCONV_DEBUG=1
+            raise
         return status
