@@ -363,10 +363,10 @@ def as_arrays(data: Arrays | Dataset, image: str = "image", label: str = "label"
 
 
 def array_length(arrays: Arrays) -> int:
-    """The common first dimension of a data set's arrays."""
+    """The common first dimension of a data set's arrays (a :class:`DataError` where none)."""
     lengths = {name: len(a) for name, a in arrays.items()}
     if not lengths or len(set(lengths.values())) != 1:
-        raise ValueError(f"a data set needs arrays of one common length, got {lengths}")
+        raise DataError(f"a data set needs arrays of one common length, got {lengths}")
     return next(iter(lengths.values()))
 
 

@@ -39,6 +39,10 @@ class GlobalBatchSampler:
         world_size: ranks in the job.
         accumulate: passes per optimizer step (gradient accumulation).
         seed: with the epoch, the only input to the shuffle.
+
+    Raises:
+        DataError: ``num_examples`` is 0: the training set is empty.
+        ValueError: another argument out of its range.
     """
 
     num_examples: int
@@ -56,8 +60,10 @@ class GlobalBatchSampler:
         if not self.rank < self.world_size:
             raise ValueError(f"need 0 <= rank < world_size, got {self.rank} of {self.world_size}")
         check_count("num_examples", self.num_examples, 0)  # 10.0 failed at the first pass
-        if self.num_examples < 1:
-            raise ValueError("the training set is empty")
+        if self.num_examples < 1:  # the data's fault, as fit's other refusals of them
+            from distconv.data import DataError  # data imports this module: not at the top
+
+            raise DataError("the training set is empty")
         check_seed(self.seed)
 
     @property

@@ -1,14 +1,18 @@
 """How a user script ends: :func:`run_main` runs its ``main()`` and says a user's error in one
 line, as ``distconv train`` does (``from distconv.distributed import run_main`` gives it too).
 
-One line and exit 1: a malformed environment (:class:`~distconv.runtime.RuntimeConfigError`)
-and ranks that run different jobs, or a shard that refused this job
-(:class:`~distconv.sync.errors.JobRefused`): the user's configuration is the cause. Another
-rank's failure exits 75 (a shard's refusal that tells of a rank that could not set up too,
-after its line: :func:`~distconv.sync.peers.told_failure`), a stop 143 or 130. Any other
-exception propagates with its traceback, a plain :class:`~distconv.sync.errors.SyncError`
-included: there it is most often the sync API used out of order (``start_step`` twice, a step
-after ``close()``), whose traceback shows where.
+One line and exit 1, through the path ``distconv train`` ends by
+(:func:`~distconv.user_errors.end_on_user_error`): the errors of
+:data:`~distconv.user_errors.SCRIPT_ERROR_NAMES`, whose cause is the user's data, model or
+configuration: bad data (``DataError``), a model that does not fit its inputs
+(``LayerError``, ``NetworkError``), a checkpoint refused, a malformed environment
+(:class:`~distconv.runtime.RuntimeConfigError`), ranks that run different jobs or a shard that
+refused this job (:class:`~distconv.sync.errors.JobRefused`). Another rank's failure exits 75
+(a shard's refusal that tells of a rank that could not set up too, after its line:
+:func:`~distconv.sync.peers.told_failure`), a stop 143 or 130. Any other exception propagates
+with its traceback, a plain :class:`~distconv.sync.errors.SyncError` included (there it is
+most often the sync API used out of order, ``start_step`` twice, a step after ``close()``),
+and an ``OSError`` (most often the script's own file): the traceback shows where.
 """
 
 from __future__ import annotations
@@ -23,15 +27,16 @@ from typing import TypeVar
 from distconv import stop_request
 from distconv.logs import as_log_line, error_line, interrupted_line, writes_json
 from distconv.messages import debugging, say
-from distconv.runtime import RuntimeConfigError
 from distconv.stop_request import Preempted
 from distconv.sync.errors import JobRefused
+from distconv.sync.mpi import leaving
 from distconv.sync.mpi.leaving import (
     abort_through_open_hook,
     abort_uninitialised,
     is_abort_hook,
 )
-from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure, told_failure
+from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
+from distconv.user_errors import SCRIPT_ERROR_NAMES, end_on_user_error, user_errors
 
 _Result = TypeVar("_Result")
 
@@ -66,7 +71,11 @@ def run_main(main: Callable[[], _Result]) -> _Result:
 
     A :class:`~distconv.runtime.RuntimeConfigError` (``RANK=x``) is ``script.py: error: ...``
     and exit 1 as well (its traceback under ``DISTCONV_DEBUG=1``, or an MPI sync's abort hook);
-    a rank failing before it initialised MPI aborts the MPI job. So is a
+    a rank failing before it initialised MPI aborts the MPI job. So are the data and model
+    errors ``distconv train`` says in one line (:data:`~distconv.user_errors.SCRIPT_ERROR_NAMES`:
+    ``the training set's 'image' holds NaN or infinity in 1 row(s): 5``); a rank whose MPI sync,
+    closed in a ``finally`` as one propagates, aborts the job (another rank waits for it in a
+    step) says it in its abort line alone, without the traceback. So is a
     :class:`~distconv.sync.errors.JobRefused` (``rank 1 and rank 0 run different jobs: ...``,
     or a shard's refusal of this job), under MPI too: every rank raises a ``JobMismatch``
     alike, so each says its line and exits 1 (mpi4py's ``-m mpi4py`` runner may abort then),
@@ -81,6 +90,10 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     included; under a hook the script set after ``init()`` while an MPI sync's abort hook is
     open, the script's hook gets it, then MPISync's abort hook aborts the job."""
     ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
+    # a rank that closes its MPI sync as such an error propagates aborts the job in one line,
+    # as under distconv train, not after the traceback
+    brief = leaving.BRIEF_ERRORS
+    leaving.BRIEF_ERRORS = (*brief, *user_errors(names=SCRIPT_ERROR_NAMES))
     try:
         return main()
     except Preempted as exc:
@@ -102,6 +115,7 @@ def run_main(main: Callable[[], _Result]) -> _Result:
         raise SystemExit(status) from None
     finally:
         stop_request.preempted_ends_run = ends_run
+        leaving.BRIEF_ERRORS = brief
 
 
 def _failure_status(error: Exception) -> int | None:
@@ -121,11 +135,10 @@ def _failure_status(error: Exception) -> int | None:
     # said here under an MPI sync's abort hook too where every rank raises it alike (MPI's
     # refusals): none waits; any other error of this rank's goes to the hook (_hooked)
     alike = isinstance(error, JobRefused) and error.raised_alike
-    if (not alike and _hooked(error)) or debugging():  # the hook first: it must abort
+    if not alike and _hooked(error):  # the hook first: it must abort
         return None
-    if isinstance(error, JobRefused | RuntimeConfigError):
-        say(error_line(_program(), error, _log_format))
-        return PEER_FAILED_STATUS if told_failure(error) else 1
+    if isinstance(error, user_errors(loaded_only=True, names=SCRIPT_ERROR_NAMES)):
+        return end_on_user_error(_program(), error, _log_format)  # None: debugging, status 1
     return None
 
 

@@ -2,7 +2,8 @@
 not fit its inputs, a bad option), and how a process ends on one: one line naming the cause and
 exit 1, or 75 where it only tells of another rank's failure; ``DISTCONV_DEBUG=1`` shows the
 traceback instead. ``distconv train`` (:mod:`distconv.cli`) and a script's
-:func:`~distconv.script_main.run_main` end alike through :func:`end_on_user_error`.
+:func:`~distconv.script_main.run_main` end alike through :func:`end_on_user_error`, a script on
+:data:`SCRIPT_ERROR_NAMES`.
 
 Names, not classes: importing the classes would load numpy, the trainer and the MPI sync at
 every start of every command.
@@ -31,6 +32,15 @@ USER_ERROR_NAMES = (
     ("distconv.metrics", "MetricsError"),
     ("distconv.layers.errors", "LayerError"),
     ("builtins", "OSError"),
+)
+
+#: those a script run through :func:`~distconv.script_main.run_main` ends on in one line as
+#: well: all of :data:`USER_ERROR_NAMES` but a ``SyncError`` that is no ``JobRefused`` (most
+#: often the sync API called out of order) and an ``OSError`` (most often the script's own
+#: file), whose traceback shows the script's line that did it
+SCRIPT_ERROR_NAMES = (
+    *(n for n in USER_ERROR_NAMES if n[1] not in ("SyncError", "OSError")),
+    ("distconv.sync.errors", "JobRefused"),
 )
 
 

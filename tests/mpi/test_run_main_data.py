@@ -1,0 +1,55 @@
+"""A script run through ``dist.run_main`` under a real ``mpiexec -n 2`` (no ``-m mpi4py``) whose
+data are wrong: every rank ends in one line, as under ``distconv train``, none in a traceback
+(``tests/user_data_script.py``; alone in ``tests/test_run_main_user_errors.py``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
+
+pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(90)]
+pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+
+SCRIPT = str(Path(__file__).resolve().parents[1] / "user_data_script.py")
+NAN = "the training set's 'x' holds NaN or infinity in 1 row(s): 5"
+
+
+def _ranks(*args: str) -> tuple[int, list[str]]:
+    done = run_mpi(["-n", "2", sys.executable, SCRIPT, *args], timeout=60)
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    return done.returncode, done.stderr.splitlines()
+
+
+def test_data_every_rank_refuses_end_each_rank_in_one_line():
+    """Both ranks refuse the set before setup, tell each other in the job check, close, and
+    say the refusal: exit 1, no abort."""
+    status, lines = _ranks("nan", "all")
+    assert status == 1, lines
+    assert lines == [f"user_data_script.py: error: {NAN}"] * 2, lines
+
+
+def test_data_one_rank_refuses_end_it_in_one_line_and_the_other_naming_it():
+    status, lines = _ranks("nan", "0")
+    assert status == 1, lines
+    assert sorted(lines) == [
+        f"user_data_script.py: error: rank 0 could not set up: DataError: {NAN}",
+        f"user_data_script.py: error: {NAN}",
+    ], lines
+
+
+def test_a_model_error_on_one_rank_mid_epoch_aborts_the_job_in_one_line():
+    """The bad label lies in one rank's share: that rank fails in its step while the other
+    waits for it in the step's collectives, so its close aborts the job, saying why in its
+    abort line alone (the traceback printed before it, as distconv train did not)."""
+    status, lines = _ranks("label", "all")
+    assert status != 0, lines
+    said = [line for line in lines if not line.startswith("Abort(")]  # MPICH's own
+    assert len(said) == 1 and said[0].startswith("rank "), lines
+    assert said[0].endswith(
+        ": LayerError: SoftmaxCrossEntropy 'loss': labels must lie in [0, 3), got range [1, 3]; "
+        "aborting the MPI job"
+    ), lines

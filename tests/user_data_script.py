@@ -1,0 +1,54 @@
+"""A user's script in the README's pattern (``try: fit finally: sync.close()`` inside
+``dist.run_main(main)``) whose data or model is wrong, for the tests of how it ends, alone and
+under ``mpiexec`` (``tests/test_run_main_user_errors.py``, ``tests/mpi/test_run_main_data.py``):
+
+    python user_data_script.py CASE [RANKS]
+
+CASE: ``nan`` (a NaN pixel in row 5), ``empty`` (no example), ``lengths`` (600 images and 599
+labels), ``label`` (a class 3 for 3 outputs in the last row: a LayerError at the step whose
+batch holds it), ``feed`` (the images fed as ``image``, the network reads ``x``: a
+NetworkError before the first step), ``oserror`` (the script's own file missing), ``ok``.
+RANKS, under MPI: the ranks whose data is wrong, ``0`` or ``all`` (the default)."""
+
+import sys
+
+import numpy as np
+
+import distconv.distributed as dist
+from distconv import Trainer
+from distconv.layers import FullyConnected, SoftmaxCrossEntropy
+from distconv.network import Network
+
+
+def data(case: str) -> dict:
+    rng = np.random.default_rng(0)
+    x, y = rng.random((64, 1, 2, 2)).astype(np.float32), rng.integers(0, 3, 64)
+    if case == "nan":
+        x[5, 0, 0, 0] = np.nan
+    if case == "empty":
+        x, y = x[:0], y[:0]
+    if case == "lengths":
+        y = y[:-1]
+    if case == "label":
+        y[-1] = 3
+    if case == "feed":
+        return {"image": x, "label": y}
+    if case == "oserror":
+        np.load("no-such-file.npy")
+    return {"x": x, "label": y}
+
+
+def main() -> None:
+    case, ranks = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "all"
+    sync = dist.init("sgd", lr=0.1)
+    try:
+        net = Network()
+        net.add("fc", FullyConnected(4, 3), "x")
+        net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
+        wrong = ranks == "all" or int(ranks) == sync.rank
+        Trainer(net, sync, 4, progress=False).fit(data(case if wrong else "ok"), epochs=1)
+    finally:
+        sync.close()
+
+
+dist.run_main(main)
