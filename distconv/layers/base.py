@@ -365,9 +365,10 @@ def values_of(owner: Fails, arg: Arg) -> Any:
         return arg.value
     if arg.ids is None:
         raise owner.fail("expected an input with values, got an Arg with neither values nor ids")
-    raise owner.fail(
+    raise owner.fail(  # an image or a regression target (a loss's): "/ 255" is the image's
         f"expected float values, got {arg.ids.dtype} ids (integer and bool arrays are fed as "
-        "ids: cast images to a float type, as x.astype(np.float32) / 255)"
+        "ids: cast it to a float type, images as x.astype(np.float32) / 255, a regression "
+        "target as y.astype(np.float32))"
     )
 
 
