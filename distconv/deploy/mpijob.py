@@ -55,7 +55,7 @@ class _MpiWorkload(_JobBase):
             resources,
             env=[],
             mounts=[_work_mount()],
-            ports=[_port("ssh", SSH_PORT), _port("health", HEALTH_PORT)],
+            ports=[_port("ssh", SSH_PORT), *rank_ports(self.slots)],
             gpus=self.gpus * self.slots,
             probed=False,
         )
@@ -94,6 +94,19 @@ class _MpiWorkload(_JobBase):
                 "spec": self.pod_spec(container, [_tmp_volume(), _work_volume()]),
             },
         }
+
+
+def rank_ports(slots: int) -> list[Manifest]:
+    """An MPI worker pod's ports for its ranks' probes and metrics: local rank ``R`` serves on
+    ``HEALTH_PORT + R`` (``--health-port`` plus the local rank), so one port per slot.
+
+    Prometheus's pod discovery and a PodMonitor find only declared ports: with ``health``
+    alone, three ranks of four a pod went unscraped. Local rank 0's keeps the name ``health``,
+    which every pod of every job has (the probes' port, and what the checks look for); the
+    others are ``health-R``, valid port names (IANA service names: at most 15 characters,
+    lower-case letters, digits and single inner ``-``) for every slot a port number allows.
+    """
+    return [_port(f"health-{r}" if r else "health", HEALTH_PORT + r) for r in range(slots)]
 
 
 #: exit 0 while no rank listens (none started yet, or all done); else every listening rank's

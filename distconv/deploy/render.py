@@ -68,6 +68,9 @@ from distconv.deploy.render_args import (
 from distconv.deploy.write import write_folders
 from distconv.sync.ps.config import check_workers
 
+#: the highest TCP port
+MAX_PORT = 65535
+
 # The pieces live in pod.py (shared by every workload), pserver.py and mpijob.py; their
 # constants are re-exported here, where callers have always imported them from.
 __all__ = [
@@ -137,7 +140,8 @@ def render_manifests(
             refused here, as ``distconv-launch k8s`` refuses it.
         mode: the shards' mode, ``"sync"`` or ``"async"`` (parameter-server jobs only).
         slots_per_worker: ranks per MPI worker pod (MPI jobs only); ``workers`` must be a
-            multiple of it.
+            multiple of it. Local rank ``R`` serves its probes on port ``8080 + R``, each
+            declared on the pod (``health``, ``health-1``, ...), so at most 57456 (port 65535).
         mpi: force the MPIJob (True) or the parameter-server shape (False); by default an MPIJob
             exactly when ``servers == 0``.
         ipv6: the shards and probes listen on ``::`` (both families) instead of ``0.0.0.0``,
@@ -167,6 +171,13 @@ def render_manifests(
             f"--workers {workers} is not a multiple of --slots-per-worker {slots_per_worker}: "
             "every MPIJob worker pod holds that many ranks, so one would pay for slots it "
             "never runs"
+        )
+    if use_mpi and HEALTH_PORT + slots_per_worker - 1 > MAX_PORT:
+        # local rank R serves its probes on HEALTH_PORT + R, one container port each
+        raise ValueError(
+            f"--slots-per-worker {slots_per_worker} puts local rank {slots_per_worker - 1}'s "
+            f"probes on port {HEALTH_PORT + slots_per_worker - 1} (--health-port {HEALTH_PORT} "
+            f"+ local rank), past {MAX_PORT}"
         )
     if not use_mpi and not servers:
         raise ValueError("a parameter-server job needs --servers >= 1 (--servers 0 means MPI)")
