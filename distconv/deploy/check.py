@@ -12,7 +12,7 @@ import posixpath
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_cronjobs import overlapping_runs
-from distconv.deploy.check_mpi import _mpi_slots
+from distconv.deploy.check_mpi import _mpi_slots, _mpi_timeouts
 from distconv.deploy.check_ordinals import by_ordinal
 from distconv.deploy.check_probes import _mpi_liveness_ports, _probe_problems
 from distconv.deploy.check_pservers import _server_lists
@@ -65,7 +65,9 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     their pods' templates); each ``subdomain`` and ``serviceName``
     names a headless Service of the job whose selector matches the pods; the shards start
     together and are named in DNS before they are ready; ``mpirun -np`` fits in
-    the MPIJob's worker slots; ``--pservers`` (and ``DISTCONV_PSERVERS``) list exactly the
+    the MPIJob's worker slots, and its ranks' ``--timeout`` is below their ``--stall-seconds``
+    where the worker pods' liveness asks their ``/healthz``;
+    ``--pservers`` (and ``DISTCONV_PSERVERS``) list exactly the
     StatefulSet's DNS names in ordinal order and ``--num-shards`` its replicas; ``--workers``
     equals the worker Job's completions (an Indexed Job's, whose index gives each rank and
     which needs completions; its ranks' ``DISTCONV_WORLD_SIZE`` equals them too, unless the
@@ -106,6 +108,7 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
         _services_named,
         _shards_start_together,
         _mpi_slots,
+        _mpi_timeouts,
         _server_lists,
         _worker_counts,
         _conventions,

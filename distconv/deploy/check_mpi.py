@@ -1,23 +1,32 @@
-"""The check of an MPIJob's slots (part of :func:`distconv.deploy.check.manifest_problems`):
-``mpirun -np`` fits in the worker slots. A count field that is no integer is named by
+"""The checks of an MPIJob (part of :func:`distconv.deploy.check.manifest_problems`):
+``mpirun -np`` fits in the worker slots, and the ranks' watchdog ``--timeout`` is below their
+``--stall-seconds`` where a liveness probe asks their ``/healthz``
+(:mod:`distconv.deploy.mpi_timeouts`). A count field that is no integer is named by
 :func:`~distconv.deploy.counts.count_problems` alone: nothing is compared with it here.
 """
 
 from __future__ import annotations
 
+from argparse import ArgumentTypeError
 from collections.abc import Iterator, Sequence
 
+from distconv.deploy.check_probes import _loose
+from distconv.deploy.check_ranks import _as_read
 from distconv.deploy.check_shards import _is_filled, expand
 from distconv.deploy.counts import count, counted
+from distconv.deploy.mpi_timeouts import STALL, TIMEOUT, order_problem
 from distconv.deploy.walk import (
     Manifest,
     _argv,
+    _command_args,
     _digits,
+    _flag,
     _of_kind,
     _pod,
     _process_counts,
     _where,
 )
+from distconv.train_args import positive_float
 
 
 def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
@@ -43,6 +52,45 @@ def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
                     f"{_where(mpijob)} Launcher: -np {np} exceeds the workers' slots "
                     f"({capacity} = replicas x slotsPerWorker)"
                 )
+
+
+def _mpi_timeouts(objs: Sequence[Manifest]) -> Iterator[str]:
+    """The ranks' watchdog names a hang before their pods' liveness restarts them all: their
+    ``--timeout`` is below their ``--stall-seconds`` (:func:`~mpi_timeouts.order_problem`).
+    Not judged where no worker container has a liveness probe (nothing acts on /healthz), the
+    ranks serve no probes, a flag is wrong or a value refused (named by the ranks' own checks),
+    or a value, or a token that may be the flag missing, is one only the cluster knows."""
+    for mpijob in _of_kind(objs, "MPIJob"):
+        replicas = mpijob.get("spec", {}).get("mpiReplicaSpecs", {})
+        workers = _pod(replicas.get("Worker", {})).get("containers", [])
+        if not any("livenessProbe" in c for c in workers):
+            continue
+        for container in _pod(replicas.get("Launcher", {})).get("containers", []):
+            args = _command_args(_argv(container), "train")
+            problem = None if args is None else _timeout_order(args, container)
+            if problem is not None:
+                yield f"{_where(mpijob)} Launcher: {problem}"
+
+
+def _timeout_order(args: list[str], container: Manifest) -> str | None:
+    """:func:`~mpi_timeouts.order_problem` of the ranks' ``args`` (after ``train``), read as
+    they read them; None where it cannot be told here."""
+    train, wrong = _as_read(args)
+    if wrong is not None or _flag(train, "--health-port", last=True) is None:
+        return None
+    values = []
+    for flag in (TIMEOUT, STALL):
+        text = _flag(train, flag, last=True)
+        text = None if text is None else expand(text, container)  # as the kubelet passes it
+        if text is not None and (_is_filled(text) or "$(" in text):
+            return None
+        if text is None and _loose("train", args, container):  # it may hold the flag
+            return None
+        try:
+            values.append(None if text is None else positive_float(text))
+        except ArgumentTypeError:
+            return None
+    return order_problem(*values)
 
 
 def _mpiruns(containers: list[Manifest]) -> list[Manifest]:

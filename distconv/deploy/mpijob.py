@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from distconv.deploy.mpi_timeouts import watchdog_args
 from distconv.deploy.pod import (
     GRACE_SECONDS,
     HEALTH_PORT,
@@ -34,7 +35,9 @@ class _MpiWorkload(_JobBase):
         resources = {k: _times(v, self.slots) for k, v in WORKER_RESOURCES.items()}
         threads = _cpus(WORKER_RESOURCES)
         args = ["mpirun", "-np", str(self.workers), "python", "-m", "mpi4py", "-m", "distconv"]
-        args += ["train", "--sync", "mpi", *self.health_args(), *self.train_argv()]
+        args += ["train", "--sync", "mpi", *self.health_args()]
+        # the watchdog names a hang before the stall limit restarts every worker pod
+        args += [*watchdog_args(self.train_args), *self.train_argv()]
         launcher = self.container(
             "launcher",
             args,

@@ -137,7 +137,10 @@ def render_manifests(
             ``--health-host``, ``--resume auto``, so no ``--overwrite``); ``--out`` defaults to
             a directory on the pod's writable run volume. Abbreviated flags are written out in
             full, as ``distconv train`` reads them; a value it refuses (``--epochs -1``) is
-            refused here, as ``distconv-launch k8s`` refuses it.
+            refused here, as ``distconv-launch k8s`` refuses it. An MPIJob's ranks get
+            ``--stall-seconds`` (300) where these give none, and a ``--timeout`` below it
+            where they give none; one given that is not below it is refused
+            (:mod:`distconv.deploy.mpi_timeouts`).
         mode: the shards' mode, ``"sync"`` or ``"async"`` (parameter-server jobs only).
         slots_per_worker: ranks per MPI worker pod (MPI jobs only); ``workers`` must be a
             multiple of it. Local rank ``R`` serves its probes on port ``8080 + R``, each
