@@ -7,7 +7,8 @@ under ``mpiexec`` (``tests/test_run_main_user_errors.py``, ``tests/mpi/test_run_
 CASE: ``nan`` (a NaN pixel in row 5), ``empty`` (no example), ``lengths`` (600 images and 599
 labels), ``label`` (a class 3 for 3 outputs in the last row: a LayerError at the step whose
 batch holds it), ``feed`` (the images fed as ``image``, the network reads ``x``: a
-NetworkError before the first step), ``oserror`` (the script's own file missing), ``ok``.
+NetworkError before the first step), ``float64`` (the images left float64: under MPI on one rank,
+a difference of the ranks' feeds), ``oserror`` (the script's own file missing), ``ok``.
 RANKS, under MPI: the ranks whose data is wrong, ``0`` or ``all`` (the default)."""
 
 import sys
@@ -31,6 +32,8 @@ def data(case: str) -> dict:
         y = y[:-1]
     if case == "label":
         y[-1] = 3
+    if case == "float64":
+        x = x.astype(np.float64)
     if case == "feed":
         return {"image": x, "label": y}
     if case == "oserror":

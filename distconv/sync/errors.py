@@ -118,9 +118,15 @@ HOOK_ADVICE = (
 HOOK_IDENTITY = frozenset({"function", "line", "class"})
 
 
-#: the entries of the Trainer's data check (:func:`distconv.data.data_facts`), compared after
-#: setup's: a difference there is in the data the ranks were handed
-DATA_KEYS = ("train_data", "test_data")
+#: the entries of the Trainer's data check (:func:`distconv.data.data_facts`) that differ where
+#: the ranks were handed other examples (a shard each, an unseeded shuffle): a set's length and
+#: its sampled examples. Not its feeds (another name, example shape or dtype on one rank: a cast
+#: or a feed of its own, which no seed or whole set mends), nor a test set one rank lacks
+DATA_KEYS = tuple(
+    f"{data}.{key}"
+    for data in ("train_data", "test_data")
+    for key in ("examples", "sampled_examples_sha256")
+)
 DATA_ADVICE = (
     " (every rank must be handed the whole set, in the same order: the Trainer shuffles it and "
     "takes each rank's share itself; load it with a fixed seed, and do not shard it by rank)"
@@ -136,7 +142,7 @@ def with_advice(diff: str) -> str:
     function, class or line): no value of theirs is to be kept out, each rank needs the same
     hook."""
     path = diff.split(": ", 1)[0]
-    if path.split(".", 1)[0] in DATA_KEYS:
+    if path in DATA_KEYS:
         return diff + DATA_ADVICE
     if not path.startswith(HOOK_KEY + ".") or path.rsplit(".", 1)[1] in HOOK_IDENTITY:
         return diff

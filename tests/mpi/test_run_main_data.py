@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from distconv.sync.errors import DATA_ADVICE
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(90)]
@@ -53,3 +54,16 @@ def test_a_model_error_on_one_rank_mid_epoch_aborts_the_job_in_one_line():
         ": LayerError: SoftmaxCrossEntropy 'loss': labels must lie in [0, 3), got range [1, 3]; "
         "aborting the MPI job"
     ), lines
+
+
+def test_ranks_feeding_other_dtypes_are_told_the_difference_without_the_shard_advice():
+    """One rank's images left float64: the same examples in the same order, so the advice for
+    other examples ("load it with a fixed seed, and do not shard it by rank") would send the
+    user to a fault the script does not have. The difference of the feeds alone is said."""
+    status, lines = _ranks("float64", "1")
+    assert status == 1, lines
+    said = [line for line in lines if not line.startswith("Abort(")]  # MPICH's own
+    assert len(said) == 2, lines
+    for line in said:
+        assert "run different jobs: train_data.feeds.x: [[1, 2, 2], 'float" in line, lines
+        assert line.endswith("] there") and DATA_ADVICE not in line, lines

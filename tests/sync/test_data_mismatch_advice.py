@@ -41,11 +41,13 @@ def test_a_rank_shuffled_on_its_own_is_told_the_rule_and_the_fix(rank):
 
 
 def test_mpis_words_advise_on_a_test_set_too_and_on_nothing_else():
-    ours, theirs = _facts(np.arange(40)), _facts(np.arange(40), test=False)
+    shuffled = np.random.default_rng(2).permutation(40)
+    ours, theirs = _facts(np.arange(40)), {**_facts(np.arange(40)), "test_data": None}
+    theirs["test_data"] = _facts(shuffled)["test_data"]  # the same training set, not the test
     said = refusal_text(1, 0, ours, theirs, first_difference(ours, theirs))
-    assert said.startswith("rank 1 and rank 0 run different jobs: test_data: {") and said.endswith(
-        DATA_ADVICE
-    ), said
+    assert said.startswith(
+        "rank 1 and rank 0 run different jobs: test_data.sampled_examples_sha256: "
+    ) and said.endswith(DATA_ADVICE), said
     for config in ({"config.batch_size": 8}, {"config.train_data": 8}):  # a user's key
         other = {k: 9 for k in config}
         said = refusal_text(1, 0, config, other, first_difference(config, other))
@@ -53,3 +55,32 @@ def test_mpis_words_advise_on_a_test_set_too_and_on_nothing_else():
             said == f"rank 1 and rank 0 run different jobs: {next(iter(config))}: 8 here, 9 there"
         )
     assert "fixed seed" in DATA_ADVICE and "do not shard it by rank" in DATA_ADVICE
+
+
+def _refusal(ours: dict, theirs: dict) -> str:
+    ours, theirs = as_sent(ours), as_sent(theirs)
+    return refusal_text(1, 0, ours, theirs, first_difference(ours, theirs))
+
+
+@pytest.mark.parametrize(
+    "theirs, where",
+    [
+        ({"x": X.astype(np.float64), "label": Y}, "train_data.feeds.x: "),  # a cast of its own
+        ({"x": X, "label": Y, "w": X}, "train_data.feeds.w: '<missing>' here, "),  # a feed more
+        ({"image": X, "label": Y}, "train_data.feeds.image: '<missing>' here, "),  # renamed
+    ],
+)
+def test_the_same_examples_fed_otherwise_get_no_advice_about_a_shard_or_a_seed(theirs, where):
+    """Where the feeds differ (another dtype, name or feed on one rank), the ranks hold the same
+    examples in the same order: a fixed seed, or the whole set, would mend nothing."""
+    ours = {"x": X, "label": Y}
+    said = _refusal(data_facts(ours, None), data_facts(theirs, None))
+    assert said.startswith(f"rank 1 and rank 0 run different jobs: {where}"), said
+    assert DATA_ADVICE not in said, said
+
+
+def test_a_test_set_one_rank_lacks_gets_no_advice_about_a_shard_or_a_seed():
+    arrays = {"x": X, "label": Y}
+    said = _refusal(data_facts(arrays, arrays), data_facts(arrays, None))
+    assert said.startswith("rank 1 and rank 0 run different jobs: test_data: {"), said
+    assert said.endswith("} here, None there"), said
