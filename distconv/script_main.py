@@ -75,7 +75,8 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     errors ``distconv train`` says in one line (:data:`~distconv.user_errors.SCRIPT_ERROR_NAMES`:
     ``the training set's 'image' holds NaN or infinity in 1 row(s): 5``); a rank whose MPI sync,
     closed in a ``finally`` as one propagates, aborts the job (another rank waits for it in a
-    step) says it in its abort line alone, without the traceback. So is a
+    step) says it in its abort line alone, without the traceback, and so does MPISync's abort
+    hook where the sync was left open (:func:`~distconv.sync.mpi.leaving.leave_to_hook`). So is a
     :class:`~distconv.sync.errors.JobRefused` (``rank 1 and rank 0 run different jobs: ...``,
     or a shard's refusal of this job), under MPI too: every rank raises a ``JobMismatch``
     alike, so each says its line and exits 1 (mpi4py's ``-m mpi4py`` runner may abort then),
@@ -135,7 +136,10 @@ def _failure_status(error: Exception) -> int | None:
     # said here under an MPI sync's abort hook too where every rank raises it alike (MPI's
     # refusals): none waits; any other error of this rank's goes to the hook (_hooked)
     alike = isinstance(error, JobRefused) and error.raised_alike
-    if not alike and _hooked(error):  # the hook first: it must abort
+    if not alike and is_abort_hook(sys.excepthook):  # the hook first: it must abort, and
+        leaving.leave_to_hook(error)  # say a data error in one line, as a closed sync's abort
+        return None
+    if not alike and abort_through_open_hook(error):  # a script's hook over ours: _hooked
         return None
     if isinstance(error, user_errors(loaded_only=True, names=SCRIPT_ERROR_NAMES)):
         return end_on_user_error(_program(), error, _log_format)  # None: debugging, status 1

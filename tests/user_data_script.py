@@ -2,14 +2,16 @@
 ``dist.run_main(main)``) whose data or model is wrong, for the tests of how it ends, alone and
 under ``mpiexec`` (``tests/test_run_main_user_errors.py``, ``tests/mpi/test_run_main_data.py``):
 
-    python user_data_script.py CASE [RANKS]
+    python user_data_script.py CASE [RANKS [open]]
 
 CASE: ``nan`` (a NaN pixel in row 5), ``empty`` (no example), ``lengths`` (600 images and 599
 labels), ``label`` (a class 3 for 3 outputs in the last row: a LayerError at the step whose
 batch holds it), ``feed`` (the images fed as ``image``, the network reads ``x``: a
 NetworkError before the first step), ``float64`` (the images left float64: under MPI on one rank,
 a difference of the ranks' feeds), ``oserror`` (the script's own file missing), ``ok``.
-RANKS, under MPI: the ranks whose data is wrong, ``0`` or ``all`` (the default)."""
+RANKS, under MPI: the ranks whose data is wrong, ``0`` or ``all`` (the default). ``open``: the
+sync is closed after fit returns, not in a ``finally`` (an error leaves it open, to MPISync's
+abort hook)."""
 
 import sys
 
@@ -44,14 +46,22 @@ def data(case: str) -> dict:
 def main() -> None:
     case, ranks = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "all"
     sync = dist.init("sgd", lr=0.1)
+    if sys.argv[3:] == ["open"]:
+        fit(sync, case, ranks)
+        sync.close()
+        return
     try:
-        net = Network()
-        net.add("fc", FullyConnected(4, 3), "x")
-        net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
-        wrong = ranks == "all" or int(ranks) == sync.rank
-        Trainer(net, sync, 4, progress=False).fit(data(case if wrong else "ok"), epochs=1)
+        fit(sync, case, ranks)
     finally:
         sync.close()
+
+
+def fit(sync, case: str, ranks: str) -> None:
+    net = Network()
+    net.add("fc", FullyConnected(4, 3), "x")
+    net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
+    wrong = ranks == "all" or int(ranks) == sync.rank
+    Trainer(net, sync, 4, progress=False).fit(data(case if wrong else "ok"), epochs=1)
 
 
 dist.run_main(main)

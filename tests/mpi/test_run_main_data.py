@@ -19,9 +19,9 @@ SCRIPT = str(Path(__file__).resolve().parents[1] / "user_data_script.py")
 NAN = "the training set's 'x' holds NaN or infinity in 1 row(s): 5"
 
 
-def _ranks(*args: str) -> tuple[int, list[str]]:
+def _ranks(*args: str, traceback: bool = False) -> tuple[int, list[str]]:
     done = run_mpi(["-n", "2", sys.executable, SCRIPT, *args], timeout=60)
-    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert ("Traceback" in done.stderr) is traceback, done.stderr[-3000:]
     return done.returncode, done.stderr.splitlines()
 
 
@@ -67,3 +67,39 @@ def test_ranks_feeding_other_dtypes_are_told_the_difference_without_the_shard_ad
     for line in said:
         assert "run different jobs: train_data.feeds.x: [[1, 2, 2], 'float" in line, lines
         assert line.endswith("] there") and DATA_ADVICE not in line, lines
+
+
+LABEL_ABORT = (
+    ": LayerError: SoftmaxCrossEntropy 'loss': labels must lie in [0, 3), got range [1, 3]; "
+    "aborting the MPI job"
+)
+
+
+def test_a_script_that_never_closes_its_sync_aborts_on_a_model_error_in_one_line(monkeypatch):
+    """No ``finally: sync.close()``: the error reaches MPISync's abort hook, after run_main has
+    put the brief errors back. The hook printed the whole traceback before its abort line; it
+    says the line alone now, as the sync closed in a ``finally`` does."""
+    monkeypatch.delenv("DISTCONV_DEBUG", raising=False)
+    status, lines = _ranks("label", "all", "open")
+    assert status != 0, lines
+    said = [line for line in lines if not line.startswith("Abort(")]  # MPICH's own
+    assert len(said) == 1 and said[0].startswith("rank "), lines
+    assert said[0].endswith(LABEL_ABORT), lines
+
+
+def test_a_data_error_at_setup_left_to_the_hook_is_one_line_too(monkeypatch):
+    """Rank 0 refuses its data at setup and tells rank 1 in the job check; its own error then
+    goes to the hook, which aborts the job (rank 1's line may be cut short by it)."""
+    monkeypatch.delenv("DISTCONV_DEBUG", raising=False)
+    status, lines = _ranks("nan", "0", "open")
+    assert status == 1, lines
+    assert f"rank 0: DataError: {NAN}; aborting the MPI job" in lines, lines
+
+
+def test_debug_keeps_the_hooks_traceback(monkeypatch):
+    monkeypatch.setenv("DISTCONV_DEBUG", "1")
+    status, lines = _ranks("label", "all", "open", traceback=True)
+    assert status != 0, lines
+    assert "distconv.layers.errors.LayerError: SoftmaxCrossEntropy 'loss': labels" in "\n".join(
+        lines
+    ), lines

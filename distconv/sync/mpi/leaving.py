@@ -30,6 +30,12 @@ ABORT_GRACE = 10.0
 #: ``DISTCONV_DEBUG=1`` shows the traceback still)
 BRIEF_ERRORS: tuple[type[BaseException], ...] = ()
 
+#: the mark of an error a script's ``run_main`` left to an open abort hook while it was brief
+#: (:func:`leave_to_hook`): ``run_main`` puts :data:`BRIEF_ERRORS` back as the error leaves it,
+#: before the hook gets it. On the error, not held here: a caller that catches it and goes on
+#: must not find its frames (its data) kept alive
+_LEFT_BRIEF = "distconv_left_brief"
+
 
 def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
     """Say why on stderr (with the traceback of an ``error`` that was raised, unless it and
@@ -67,6 +73,31 @@ def _brief(error: BaseException) -> bool:
         seen.add(id(cause))
         cause = cause.__cause__
     return True
+
+
+def leave_to_hook(error: BaseException) -> None:
+    """Note that ``error`` goes on to an open abort hook (:func:`install_abort_hook`), which
+    says it in its abort line alone where it is brief now (:data:`BRIEF_ERRORS`, as the
+    caller, ``run_main``, has them): a script that never closes its sync aborts on a data error
+    as one that closes it in a ``finally`` does (:func:`abort_job`), not after its traceback."""
+    if _brief(error):
+        try:
+            setattr(error, _LEFT_BRIEF, True)
+        except (AttributeError, TypeError):  # no attributes of its own: the traceback then
+            pass
+
+
+def _hook_line(comm: Any, error: BaseException) -> str | None:
+    """The abort hook's one line for ``error`` where it is brief (now, or when it was left to
+    the hook: :func:`leave_to_hook`) and the rank is known, as :func:`abort_job` says it; None
+    where the traceback is to be printed."""
+    if getattr(error, _LEFT_BRIEF, False) is not True and not _brief(error):
+        return None
+    try:
+        rank = int(comm.Get_rank())
+    except Exception:  # noqa: BLE001 - a communicator that cannot say: the traceback then
+        return None
+    return reason(rank, error, ABORTING_THE_JOB)
 
 
 def reason(rank: int, error: BaseException | None, ending: str) -> str:
@@ -126,7 +157,9 @@ def abort_through_open_hook(error: BaseException) -> bool:
 
 
 def install_abort_hook(comm: Any) -> Callable[[], None]:
-    """Make an uncaught exception print its traceback, then abort the whole job.
+    """Make an uncaught exception print its traceback, then abort the whole job; an error a
+    user can act on (:data:`BRIEF_ERRORS`, or one :func:`leave_to_hook` noted) only the line
+    that says why, as :func:`abort_job` does, where the default hook would have printed it.
 
     Without it one rank's crash leaves the others blocked in a collective (and ``mpiexec`` with
     them) until something kills them. The hook is marked (:func:`is_abort_hook`) until closed.
@@ -155,7 +188,9 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
             if say is sys.__excepthook__:
                 # one write, where the default hook makes a hundred: a rank killed by another's
                 # abort then loses its whole message or none of it, never half a line
-                sys.stderr.write("".join(traceback.format_exception(etype, value, tb)))
+                line = _hook_line(comm, value)
+                trace = traceback.format_exception(etype, value, tb) if line is None else []
+                sys.stderr.write(line or "".join(trace))
             else:
                 say(etype, value, tb)
             sys.stderr.flush()
