@@ -16,8 +16,10 @@ import zmq
 from ps_helpers import batches, insecure_worker, raw_dealer, run_ranks, small_net, train_steps
 
 from distconv.service import ServiceEndpoints
+from distconv.sync.ps.async_updates import staleness_counts
+from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.state import Stats
-from distconv.sync.ps.stats_series import StatsSnapshots
+from distconv.sync.ps.stats_series import StatsSnapshots, export_stats
 from distconv.sync.ps.wire import pack, unpack_header
 from tests.probes import metric_families
 
@@ -224,3 +226,57 @@ def test_endpoints_without_worker_series_serve_none_and_refuse_counts():
     assert set(families) == {"distconv_ready", "distconv_step"}
     assert families["distconv_step"].samples[0].value == 3
     assert families["distconv_ready"].samples[0].value == 1
+
+
+def test_the_loop_copies_the_stats_only_when_a_scrape_asks():
+    """While nobody scrapes, a turn of the serving loop reads one attribute and copies nothing
+    (the loop turns once per batch of requests); a scrape costs it one copy, at one turn."""
+    stats = Stats()
+    copies = []
+
+    def take() -> dict:
+        copies.append(threading.current_thread())
+        return stats.as_dict()
+
+    snapshots = StatsSnapshots(take, wait_seconds=20)
+    for _ in range(1000):
+        snapshots.turn()
+    assert copies == [threading.current_thread()]  # the first, at construction: no other
+    stats.updates = 3
+    got = []
+    scrape = threading.Thread(target=lambda: got.append(snapshots.latest()))
+    scrape.start()
+    while scrape.is_alive():  # the loop turns until the scrape is answered
+        snapshots.turn()
+        scrape.join(0.001)
+    assert got[0]["updates"] == 3
+    for _ in range(1000):
+        snapshots.turn()
+    assert copies == [threading.current_thread()] * 2  # the scrape's, on the loop's thread
+
+
+@pytest.mark.parametrize(
+    ("max_staleness", "labels"),
+    [
+        (0, ["0"]),
+        (64, [*map(str, range(65))]),  # every update applied is 64 or less stale: "64", no more
+        (65, [*map(str, range(64)), "64+"]),  # the last counts 64 and 65: "64+"
+    ],
+)
+def test_the_staleness_labels_end_at_the_bound(max_staleness, labels):
+    """An async shard's updates by staleness, as its /metrics serves them: one label per
+    staleness up to its bound, the last ``64+`` only where the bound is above 64 (that entry
+    counts every update 64 or more stale); none in sync mode."""
+    served = {}
+    for mode in ("sync", "async"):
+        extra = {"max_staleness": max_staleness} if mode == "async" else {}
+        config = ShardConfig(bind="127.0.0.1:0", insecure=True, mode=mode, **extra)
+        stats = Stats(updates_by_staleness=staleness_counts(config))
+        with ServiceEndpoints(role="server", rank=2, worker_series=False) as service:
+            port = service.start()
+            export_stats(stats, config, service).close()  # the loop's last copy: no turn awaited
+            served[mode] = metric_families(port)
+    assert "distconv_shard_updates_by_staleness" not in served["sync"]
+    family = served["async"]["distconv_shard_updates_by_staleness"]
+    assert [s.labels["staleness"] for s in family.samples] == labels
+    assert {(s.labels["role"], s.labels["rank"]) for s in family.samples} == {("server", "2")}
