@@ -38,6 +38,14 @@ def metric_families(port: int) -> dict[str, Metric]:
     return {f.name: f for f in text_string_to_metric_families(text)}
 
 
+def shard_probe_port(log_text: str, shard: int = 0) -> int:
+    """The port of a ``distconv pserver --health-port 0``'s probes on 127.0.0.1, as its stderr
+    (``log_text``) names it."""
+    found = re.search(rf"pserver shard {shard} probes on 127\.0\.0\.1:(\d+)", log_text)
+    assert found, log_text
+    return int(found.group(1))
+
+
 def processes_naming(run: Path) -> list[int]:
     """The pids of processes whose command line names ``run`` (a job's shards and workers)."""
     pids = []

@@ -7,7 +7,6 @@ scrape parsed with prometheus_client's parser and compared with the shard's ``st
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 
@@ -21,7 +20,7 @@ from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.state import Stats
 from distconv.sync.ps.stats_series import StatsSnapshots, export_stats
 from distconv.sync.ps.wire import pack, unpack_header
-from tests.probes import metric_families
+from tests.probes import metric_families, shard_probe_port
 
 STEPS = 4
 #: what every shard serves, beside nothing of a worker's
@@ -56,13 +55,6 @@ FIELDS = {
     "push_messages_applied": "push_messages_applied",
     "push_messages_dropped": "push_messages_dropped",
 }
-
-
-def _probe_port(shards) -> int:
-    """The port of the shard's probes (``--health-port 0``), as its stderr says it."""
-    found = re.search(r"pserver shard 0 probes on 127\.0\.0\.1:(\d+)", shards.log_text())
-    assert found, shards.log_text()
-    return int(found.group(1))
 
 
 def _served(port: int) -> tuple[dict[str, float], dict[str, float], set[str]]:
@@ -106,7 +98,7 @@ def test_a_shard_serves_its_stats_and_no_worker_series(shards, mode):
     # an async worker beats every quarter of the shard's timeout: none within this test
     extra += ["--timeout", "600"]
     (endpoint,) = shards.start(1, workers=2, mode=mode, extra=extra)
-    port = _probe_port(shards)
+    port = shard_probe_port(shards.log_text())
     nets = [small_net(seed=r) for r in range(2)]
     syncs = [insecure_worker([endpoint], r, 2) for r in range(2)]
     try:
@@ -157,7 +149,7 @@ def test_a_shards_counters_go_on_through_a_new_run_of_the_job(shards):
     """A new run of the job seeds the shard again; its stats, since the shard started, go on
     from the run before's, as counters must (Prometheus reads a drop as a restart)."""
     (endpoint,) = shards.start(1, workers=1, extra=["--health-port", "0"])
-    port = _probe_port(shards)
+    port = shard_probe_port(shards.log_text())
     served = []
     for run in range(2):
         net, sync = small_net(seed=run), insecure_worker([endpoint])
