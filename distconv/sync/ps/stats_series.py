@@ -29,7 +29,8 @@ from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.state import Stats
 
 #: how long a scrape waits for the loop's next turn (at most a batch of requests, or a tick of
-#: 0.1 s, apart); a loop stuck for longer, which ``/healthz`` names, serves its last copy
+#: 0.1 s, apart); a loop held longer (a long request: a checkpoint part on slow storage) serves
+#: its last copy, and ``/healthz`` still says ok until ``--stall-seconds`` have passed
 WAIT_SECONDS = 2.0
 
 #: (series, stats field, help) of a shard in either mode
