@@ -5,15 +5,19 @@ Spawned (``multiprocessing``'s spawn: no state of the caller's copied in, as a r
 a launcher has none), each with its output in a file of its own: what a rank that failed said
 is its error's, not mixed into the caller's. A rank that raises or dies ends the wait at once
 (its peers, waiting for it in a collective, would wait until the timeout), and every rank still
-running is killed before the error is raised.
+running is killed before the error is raised. Each rank is a process group of its own, killed
+whole: the processes its transport started (a server, a helper) go with it, unless they left
+the group (``setsid``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing
 import os
 import pickle
+import signal
 import tempfile
 import time
 import traceback
@@ -120,9 +124,13 @@ class _Rank:
         return text[-TAIL_CHARS:] or "(none)"
 
     def end(self) -> None:
-        if self.process.pid is not None and self.process.is_alive():
-            self.process.kill()
         if self.process.pid is not None:
+            # its group first, while it is not yet reaped (so its pid names no other group):
+            # what its transport started (a server, a helper process) goes with it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            if self.process.is_alive():  # killed before it made its group
+                self.process.kill()
             self.process.join()
         self.conn.close()
         if self._sender is not None:  # never started
@@ -154,7 +162,9 @@ def _results(ranks: list[_Rank], deadline: float, timeout: float) -> list[Any]:
 
 def _main(target: Callable, args: tuple, log: str, sender: Connection) -> None:
     """A rank's process: its output to ``log``, then ``target``'s result (or its error's last
-    line) to ``sender``."""
+    line) to ``sender``. A process group of its own, which the caller kills: what it starts
+    (its transport's helper processes) ends with it."""
+    os.setpgid(0, 0)
     with open(log, "ab", buffering=0) as out:
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)

@@ -6,9 +6,12 @@ and no process it started outlives the call."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -90,6 +93,40 @@ def _hangs(optimizer, rank: int, world_size: int, meeting: Path, pids: Path):
     if rank == 1:
         time.sleep(600)
     return StarSync(optimizer, rank, world_size, meeting=meeting)
+
+
+def _hangs_with_a_helper(optimizer, rank: int, world_size: int, meeting: Path, pids: Path):
+    """Each rank starts a helper process (as a transport may: a server, a proxy); rank 1 hangs."""
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    (pids / str(helper.pid)).write_text("")
+    return _hangs(optimizer, rank, world_size, meeting, pids / "ranks")
+
+
+def test_a_rank_s_own_processes_are_killed_with_it(tmp_path):
+    (tmp_path / "pids" / "ranks").mkdir(parents=True)
+    make = functools.partial(_hangs_with_a_helper, meeting=tmp_path / "m", pids=tmp_path / "pids")
+    helpers = []
+    try:
+        # long enough for both ranks to start their helpers on a loaded machine
+        with pytest.raises(AssertionError, match=r"still ran after 10 s: killed"):
+            assert_matches_local(make, 2, timeout=10)
+        helpers = [int(f.name) for f in (tmp_path / "pids").iterdir() if f.is_file()]
+        assert len(helpers) == 2
+        time.sleep(0.2)  # killed, and reaped by init
+        left = [pid for pid in helpers if _running(pid)]
+        assert not left, f"the ranks' helper processes {left} outlived the call"
+    finally:
+        for pid in helpers:  # only those this test started
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended (a zombie has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 def test_a_rank_that_dies_is_named_with_its_exit_status_and_output(tmp_path):
