@@ -3,11 +3,12 @@ and is gone by the time the caller goes on.
 
 Spawned (``multiprocessing``'s spawn: no state of the caller's copied in, as a rank started by
 a launcher has none), each with its output in a file of its own: what a rank that failed said
-is its error's, not mixed into the caller's. A rank that raises or dies ends the wait at once
-(its peers, waiting for it in a collective, would wait until the timeout), and every rank still
-running is killed before the error is raised. Each rank is a process group of its own, killed
-whole: the processes its transport started (a server, a helper) go with it, unless they left
-the group (``setsid``).
+is its error's, not mixed into the caller's. A rank that raises or dies ends the wait soon
+(its peers, waiting for it in a collective, would wait until the timeout): the others get
+:data:`GRACE` seconds to end, so that the error names every rank that failed, the cause among
+the consequences, and every rank still running is killed before the error is raised. Each
+rank is a process group of its own, killed whole: the processes its transport started (a
+server, a helper) go with it, unless they left the group (``setsid``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from typing import Any
 
 #: how much of a failed rank's output its error quotes
 TAIL_CHARS = 3000
+
+#: how long, once a rank has failed, the others have to end before the error names every rank
+#: that failed by then (the rest are killed)
+GRACE = 2.0
 
 
 def check_picklable(value: Any, what: str) -> None:
@@ -64,8 +69,10 @@ def run_ranks(
 
     Raises:
         AssertionError: a rank raised (its error's last line), or exited without a result
-            (its exit status), each with the end of its output; or ranks still ran after
-            ``timeout`` seconds (named). The other ranks are killed first.
+            (its exit status), each with the end of its output, and with it every other rank
+            that failed within :data:`GRACE` seconds (a peer it failed, or the rank that failed
+            it); or ranks still ran after ``timeout`` seconds (named). The other ranks are
+            killed first.
         ValueError: ``timeout`` is not a positive number of seconds.
     """
     if not timeout > 0:
@@ -108,6 +115,10 @@ class _Rank:
             except (EOFError, OSError):  # ended, or died mid-send: its exit status tells
                 self.result = ("error", "it ended without sending its result")
 
+    def running(self) -> bool:
+        """Neither sent anything nor ended."""
+        return self.result is None and self.process.is_alive()
+
     def failure(self) -> str:
         self.process.join(5)  # it sent its error, or closed its end: it is ending
         said = self.result[1] if self.result is not None else "it sent no result"
@@ -138,7 +149,8 @@ class _Rank:
 
 
 def _results(ranks: list[_Rank], deadline: float, timeout: float) -> list[Any]:
-    """Each rank's result, waiting until ``deadline``; raises at the first that failed."""
+    """Each rank's result, waiting until ``deadline``; raises once one has failed, naming every
+    rank that failed (:func:`_failures`)."""
     pending = list(ranks)
     while pending:
         left = deadline - time.monotonic()
@@ -155,9 +167,28 @@ def _results(ranks: list[_Rank], deadline: float, timeout: float) -> list[Any]:
             rank.take()
             if rank.result is not None and rank.result[0] == "result":
                 pending.remove(rank)
-            elif rank.result is not None or not rank.process.is_alive():
-                raise AssertionError(rank.failure())
+        if any(not r.running() for r in pending):
+            raise AssertionError(_failures(pending))
     return [r.result[1] for r in ranks]
+
+
+def _failures(pending: list[_Rank]) -> str:
+    """Every rank of ``pending`` that failed, once the others have had :data:`GRACE` seconds to
+    end: one rank's failure fails its peers (a connection closed under them), and which of them
+    the wait sees first is chance, so naming only that one would often name a consequence and
+    leave out the cause."""
+    until = time.monotonic() + GRACE
+    running = [r for r in pending if r.running()]
+    while running and (left := until - time.monotonic()) > 0:
+        wait([r.conn for r in running] + [r.process.sentinel for r in running], left)
+        for rank in running:
+            rank.take()
+        running = [r for r in running if r.running()]
+    ok = [r for r in pending if r.result is not None and r.result[0] == "result"]
+    said = [r.failure() for r in pending if r not in running and r not in ok]
+    if running:
+        said.append(f"rank(s) {', '.join(str(r.rank) for r in running)} still ran: killed")
+    return "\n".join(said)
 
 
 def _main(target: Callable, args: tuple, log: str, sender: Connection) -> None:

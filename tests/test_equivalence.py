@@ -129,6 +129,33 @@ def _running(pid: int) -> bool:
         return False
 
 
+class _FailsMidway(StarSync):
+    """Rank 1 raises in its third step and takes a moment to close (joining a thread of its
+    own, say), so that rank 0, its connection gone, fails first."""
+
+    steps = 0
+
+    def finish_step(self) -> None:
+        _FailsMidway.steps += 1
+        if self.rank == 1 and _FailsMidway.steps == 3:
+            raise MemoryError("rank 1 ran out of memory in its third step")
+        super().finish_step()
+
+    def close(self) -> None:
+        super().close()
+        if self.rank == 1:
+            time.sleep(0.5)
+
+
+def test_a_rank_that_fails_its_peers_is_named_with_them(tmp_path):
+    """Rank 0 fails first, of rank 1's failure: both are named, the cause with its error."""
+    with pytest.raises(AssertionError) as failed:
+        assert_matches_local(star(_FailsMidway, tmp_path), 2)
+    said = str(failed.value)
+    assert "rank 0 failed (exit status 1)" in said, said  # the consequence
+    assert "rank 1 failed (exit status 1): MemoryError: rank 1 ran out of memory" in said, said
+
+
 def test_a_rank_that_dies_is_named_with_its_exit_status_and_output(tmp_path):
     began = time.monotonic()
     with pytest.raises(AssertionError) as failed:
