@@ -78,9 +78,14 @@ class Job:
         batch_size: examples per pass on each rank (the reference takes world size times it).
         epochs: epochs trained; ``lr_decay`` makes each a ``set_lr_scale`` of its own.
         examples: the training set's size; None: 5½ global batches and one example, so the
-            last step is uneven (a rank may get no example in it) at any world size.
+            last step is uneven at any world size, every rank getting at least one example
+            in it. A job whose last step leaves a rank none (``examples`` of 5 whole steps
+            and ``world_size - 1``: 41 for 2 ranks) checks a transport's step with no
+            examples on a rank, which the default job does not.
         accumulate: passes per step.
-        optimizer, lr, lr_decay: the update rule (one with state shows a broadcast of it).
+        optimizer, lr, lr_decay: the update rule. Adam's state starts as zeros on every rank,
+            so a transport that broadcasts the parameters at setup but not the optimizer
+            state passes: only a resumed run, its state loaded on rank 0, shows that.
         seed: the shuffle seed, the same on every rank; rank 0 builds its model from seed 0,
             rank r from ``100 + r``.
         channels, hidden: the size of :func:`model`.

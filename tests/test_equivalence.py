@@ -30,7 +30,13 @@ from distconv.equivalence import (
 )
 from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
-from tests.sync.star_sync import ForgetfulSync, NoBroadcastSync, OwnExamplesSync, StarSync
+from tests.sync.star_sync import (
+    ForgetfulSync,
+    LocalMeanSync,
+    NoBroadcastSync,
+    OwnExamplesSync,
+    StarSync,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -73,6 +79,17 @@ def test_a_silent_fault_fails_naming_the_rank_and_the_parameter(tmp_path, kind, 
 def test_an_even_job_does_not_tell_an_example_count_of_its_own(tmp_path):
     """Why the check's job ends in an uneven step: 48 examples, 6 whole steps, hide the fault."""
     assert_matches_local(star(OwnExamplesSync, tmp_path), 2, Job(examples=48))
+
+
+def test_a_step_with_no_examples_on_a_rank_is_a_job_of_its_own(tmp_path):
+    """The default job gives every rank an example in its last step; 41 examples on 2 ranks
+    leave rank 1 none in it, which a transport exchanging mean gradients turns into NaN."""
+    for name in ("default", "right", "empty"):
+        (tmp_path / name).mkdir()
+    assert_matches_local(star(LocalMeanSync, tmp_path / "default"), 2)  # invisible here
+    assert_matches_local(star(StarSync, tmp_path / "right"), 2, Job(examples=41))
+    with pytest.raises(AssertionError, match="rank 1 failed .*NaN"):
+        assert_matches_local(star(LocalMeanSync, tmp_path / "empty"), 2, Job(examples=41))
 
 
 def _dies(optimizer, rank: int, world_size: int, meeting: Path):

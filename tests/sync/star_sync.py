@@ -99,3 +99,14 @@ class ForgetfulSync(StarSync):
         shares = super().gradient_shares(mine)
         last, examples = shares[-1]
         return [*shares[:-1], ([np.zeros_like(g) for g in last], examples)]
+
+
+class LocalMeanSync(StarSync):
+    """Exchanges each rank's mean gradient and weighs it by the rank's examples: right while
+    every rank has examples in a step, NaN where one has none (0 / 0)."""
+
+    def gradient_shares(self, mine: list[np.ndarray]) -> list[tuple[list[np.ndarray], int]]:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = [g / self._examples for g in mine]
+        shares = super().gradient_shares(means)
+        return [([m * n for m in g], n) for g, n in shares]
