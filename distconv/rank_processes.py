@@ -96,7 +96,9 @@ class _Rank:
         self.rank, self.log = rank, folder / f"rank{rank}.log"
         self.conn, sender = context.Pipe(duplex=False)
         self.process = context.Process(
-            target=_main, args=(target, args, str(self.log), sender), name=f"rank {rank}"
+            target=_main,
+            args=(target, pickle.dumps(args), str(self.log), sender),  # unpickled where it logs
+            name=f"rank {rank}",
         )
         self._sender: Connection | None = sender
         self.result: tuple[str, Any] | None = None
@@ -122,6 +124,8 @@ class _Rank:
     def failure(self) -> str:
         self.process.join(5)  # it sent its error, or closed its end: it is ending
         said = self.result[1] if self.result is not None else "it sent no result"
+        if not self.log.exists():  # _main never ran: the process failed while spawn started it
+            said = _NOT_STARTED
         return (
             f"rank {self.rank} failed (exit status {self.process.exitcode}): {said}"
             f"\n--- the end of rank {self.rank}'s output ---\n{self.tail()}"
@@ -191,16 +195,27 @@ def _failures(pending: list[_Rank]) -> str:
     return "\n".join(said)
 
 
-def _main(target: Callable, args: tuple, log: str, sender: Connection) -> None:
-    """A rank's process: its output to ``log``, then ``target``'s result (or its error's last
-    line) to ``sender``. A process group of its own, which the caller kills: what it starts
-    (its transport's helper processes) ends with it."""
+#: why a rank failed that ended before :func:`_main` ran
+_NOT_STARTED = (
+    "it ended before its function ran, as spawn started it (its error is on this process's "
+    "stderr, not in its output): spawn imports the caller's __main__ again in each rank, so a "
+    "script that calls this keeps that call under 'if __name__ == \"__main__\":', and is "
+    "read from a file, not from stdin"
+)
+
+
+def _main(target: Callable, args: bytes, log: str, sender: Connection) -> None:
+    """A rank's process: its output to ``log``, then ``target``'s result on ``args`` unpickled
+    (or its error's last line) to ``sender``. A process group of its own, which the caller
+    kills: what it starts (its transport's helper processes) ends with it. ``args`` are
+    unpickled here, once the output goes to ``log``: an error importing what they name (a
+    make_sync defined in a notebook) is then the rank's error, with its traceback."""
     os.setpgid(0, 0)
     with open(log, "ab", buffering=0) as out:
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
     try:
-        result = target(*args)
+        result = target(*pickle.loads(args))
     except BaseException as exc:
         traceback.print_exc()  # into its log, which the error quotes
         sender.send(("error", f"{type(exc).__name__}: {exc}"))

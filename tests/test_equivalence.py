@@ -30,6 +30,8 @@ from distconv.equivalence import (
 )
 from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
+from tests.child_env import child_env
+from tests.processes import job_left, run_job
 from tests.sync.star_sync import (
     ForgetfulSync,
     LocalMeanSync,
@@ -233,3 +235,44 @@ def test_a_mismatch_names_the_parameter_and_where():
     got["b"][0, 0] = np.nan
     assert mismatch(expected, got).startswith("parameter 'b'")  # NaN is not within anything
     assert "not in both" in mismatch(expected, {"a": np.zeros(3)})
+
+
+_UNGUARDED = """
+import functools, sys
+from distconv.equivalence import assert_matches_local
+from tests.sync.star_sync import StarSync
+assert_matches_local(functools.partial(StarSync, meeting=sys.argv[1]), 2, timeout=30)
+"""
+
+_DEFINED_IN_MAIN = """
+import sys
+from distconv.equivalence import assert_matches_local
+from tests.sync.star_sync import StarSync
+def make(optimizer, rank, world_size):
+    return StarSync(optimizer, rank, world_size, meeting=sys.argv[1])
+if __name__ == "__main__":
+    assert_matches_local(make, 2, timeout=30)
+"""
+
+
+def _error_of(argv: list[str]) -> str:
+    """The AssertionError a script that calls the check ends with, and what follows it."""
+    ran = run_job([sys.executable, *argv], child_env(), timeout=60)
+    assert ran.returncode == 1, ran.stderr
+    assert not job_left(ran.env, 1), "a process of the script's outlived it"
+    return ran.stderr[ran.stderr.index("AssertionError: ") :]
+
+
+def test_a_script_without_a_main_guard_is_told_why_its_ranks_failed(tmp_path):
+    """Spawn imports the script again in each rank, where the call fails before the rank runs:
+    its error goes to the caller's stderr, and the check says where to look and what to do."""
+    (tmp_path / "check.py").write_text(_UNGUARDED)
+    said = _error_of([str(tmp_path / "check.py"), str(tmp_path / "m")])
+    assert "rank 0 failed (exit status 1): it ended before its function ran" in said, said
+    assert "'if __name__ == \"__main__\":'" in said, said
+
+
+def test_a_make_sync_the_ranks_cannot_import_is_the_rank_s_error(tmp_path):
+    """A make_sync in ``python -c``'s __main__ pickles, but no rank's __main__ has it."""
+    said = _error_of(["-c", _DEFINED_IN_MAIN, str(tmp_path / "m")])
+    assert re.search(r"rank 0 failed \(exit status 1\): AttributeError: .*'make'", said), said
