@@ -55,6 +55,20 @@ def test_a_right_transport_on_processes_matches_one_process(tmp_path, world):
     assert max_relative_difference(ranks[0], weights(JOB.model_of(0))) > 1e-2
 
 
+def _slow_rank_0(optimizer, rank: int, world_size: int, meeting: Path):
+    if rank == 0:
+        time.sleep(0.5)  # its start-up is slower than the others' (not a fault)
+    return StarSync(optimizer, rank, world_size, meeting=meeting)
+
+
+def test_a_transport_made_again_from_the_same_meeting_file(tmp_path):
+    """One make_sync for two calls, as a test parametrized over world sizes holds one: the
+    second call's ranks find the first call's address there before rank 0 writes its own."""
+    make = functools.partial(_slow_rank_0, meeting=tmp_path / "meeting")
+    assert_matches_local(make, 2)
+    assert_matches_local(make, 3)
+
+
 @pytest.mark.parametrize(
     "kind, ranks",
     [

@@ -47,13 +47,7 @@ class StarSync(ExchangeSync):
                 joined = [listener.accept() for _ in range(world_size - 1)]
             self.peers = sorted(joined, key=lambda c: c.recv())  # each says its rank first
         elif world_size > 1:
-            deadline = time.monotonic() + timeout
-            while not meeting.exists():
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"rank {rank}: rank 0 wrote no {meeting} in {timeout} s")
-                time.sleep(0.02)
-            host, port = meeting.read_text().split()
-            self.peers = [Client((host, int(port)))]
+            self.peers = [_join(meeting, rank, time.monotonic() + timeout, timeout)]
             self.peers[0].send(rank)
 
     def exchange(self, value: Any) -> list[Any]:
@@ -74,6 +68,22 @@ class StarSync(ExchangeSync):
         for peer in self.peers:
             peer.close()
         self.peers = []
+
+
+def _join(meeting: Path, rank: int, deadline: float, timeout: float) -> Connection:
+    """A connection to rank 0 at the address in ``meeting``, read again until one is taken: a
+    file left by an earlier job (the same ``meeting`` for another call) names a listener gone,
+    refused, until rank 0 writes its own."""
+    while True:
+        try:
+            host, port = meeting.read_text().split()
+            return Client((host, int(port)))
+        except (FileNotFoundError, ConnectionRefusedError):
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"rank {rank}: no rank 0 listening at {meeting}'s address in {timeout} s"
+                ) from None
+            time.sleep(0.02)
 
 
 class OwnExamplesSync(StarSync):
