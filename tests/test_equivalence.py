@@ -36,6 +36,7 @@ from tests.sync.star_sync import (
     ForgetfulSync,
     LocalMeanSync,
     NoBroadcastSync,
+    NoLrScaleSync,
     OwnExamplesSync,
     StarSync,
 )
@@ -75,6 +76,7 @@ def test_a_transport_made_again_from_the_same_meeting_file(tmp_path):
         (OwnExamplesSync, "01"),  # right until the uneven last step, where each rank counts its own
         (NoBroadcastSync, "1"),  # rank 1 trains from its own seed's weights (rank 0 too is off)
         (ForgetfulSync, "01"),  # rank 1's gradients never count, on either rank
+        (NoLrScaleSync, "01"),  # the job's decaying rate never applied
     ],
 )
 def test_a_silent_fault_fails_naming_the_rank_and_the_parameter(tmp_path, kind, ranks):

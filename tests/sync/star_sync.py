@@ -111,6 +111,14 @@ class ForgetfulSync(StarSync):
         return [*shares[:-1], ([np.zeros_like(g) for g in last], examples)]
 
 
+class NoLrScaleSync(StarSync):
+    """Leaves the learning rate as it was made: a schedule's scale never reaches the
+    optimizer."""
+
+    def set_lr_scale(self, factor: float) -> None:
+        pass
+
+
 class LocalMeanSync(StarSync):
     """Exchanges each rank's mean gradient and weighs it by the rank's examples: right while
     every rank has examples in a step, NaN where one has none (0 / 0)."""
