@@ -213,12 +213,29 @@ def mismatch(
 
 
 def assert_rank_matches_local(
-    sync: SyncStrategy, job: Job = JOB, tolerance: float = TOLERANCE
+    sync: SyncStrategy,
+    job: Job = JOB,
+    tolerance: float = TOLERANCE,
+    *,
+    world_size: int | None = None,
 ) -> Weights:
     """:func:`rank_weights`, then raise ``AssertionError`` naming this rank and the parameter
     furthest from :func:`reference_weights` where one is beyond ``tolerance``; for a script
     each rank runs under the transport's own launcher, the sync made from
-    ``job.make_optimizer()`` and closed by the caller. Returns this rank's weights."""
+    ``job.make_optimizer()`` and closed by the caller. Returns this rank's weights.
+
+    ``world_size`` is the number of ranks the launcher started: a sync of another world size
+    fails before it trains. Left None, any world size of 2 or more is taken; a world of one
+    asks for ``world_size=1``. Ranks that each made a world of their own (mpi4py built for
+    another MPI than the ``mpiexec`` that started them) would otherwise each train alone, match
+    a reference of one rank, and pass."""
+    wanted = "2 or more" if world_size is None else str(world_size)
+    if sync.world_size < 2 if world_size is None else sync.world_size != world_size:
+        raise AssertionError(
+            f"rank {sync.rank} of {sync.world_size}: the rank run expects {wanted} ranks, but "
+            f"this rank's sync is in a world of {sync.world_size} (did its ranks meet?); pass "
+            "world_size=N, the number of ranks started, to check another"
+        )
     got = rank_weights(sync, job)
     wrong = mismatch(reference_weights(sync.world_size, job), got, tolerance)
     if wrong is not None:

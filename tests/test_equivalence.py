@@ -233,13 +233,27 @@ def test_one_rank_s_share_in_this_process():
     """The rank run as a script under its own launcher calls it; a world of one here."""
     sync = LocalSync(JOB.make_optimizer())
     try:
-        got = assert_rank_matches_local(sync)
+        got = assert_rank_matches_local(sync, world_size=1)
     finally:
         sync.close()
     assert sorted(got) == sorted(weights(JOB.model_of(0)))
     other = LocalSync(create_optimizer("adam", lr=0.02))
     with pytest.raises(ValueError, match="the sync's optimizer is .*'lr': 0.02"):
-        assert_rank_matches_local(other)
+        assert_rank_matches_local(other, world_size=1)
+
+
+@pytest.mark.parametrize("world_size", [None, 2])
+def test_a_rank_in_a_world_of_its_own_fails_the_rank_run(world_size):
+    """Each process a launcher started, its sync in a world of one (the ranks never met),
+    trains alone and matches a reference of one rank: the rank run refuses it instead."""
+    sync = LocalSync(JOB.make_optimizer())
+    try:
+        wanted = "2 or more" if world_size is None else "2"
+        said = f"rank 0 of 1: the rank run expects {wanted} ranks"
+        with pytest.raises(AssertionError, match=said):
+            assert_rank_matches_local(sync, world_size=world_size)
+    finally:
+        sync.close()
 
 
 def test_a_mismatch_names_the_parameter_and_where():
