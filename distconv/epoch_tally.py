@@ -4,8 +4,7 @@ Reading a loss every step would stall a GPU, so a :class:`EpochTally` adds this 
 right answers and examples as device arrays and reads them only when the trainer folds them
 into the global sums: at a checkpoint, at a stop, and at the epoch's end. A fold is also where a
 diverged loss is caught, naming the steps since the last fold. The test set's sums
-(:func:`evaluate_shares`), the check that the test set fits the model (:func:`check_test_set`)
-and a batch's right answers (:func:`right_answers`) are here too.
+(:func:`evaluate_shares`) and a batch's right answers (:func:`right_answers`) are here too.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from distconv.data import DataError, array_length, fingerprint
 from distconv.epoch_sums import PUSH_COUNTS as PUSH_COUNTS  # defined there: tests read it
 from distconv.epoch_sums import RANK_LOSS, RANK_WAITS, epoch_sums
 from distconv.layers.base import forward_only
-from distconv.messages import exception_line
 from distconv.network import NetworkError
 from distconv.resume import Position, TrainingError
 from distconv.sampler import GlobalBatchSampler, stride_shard
@@ -332,33 +330,6 @@ def _refuse_other_sets(rank: int, mine: list[int], sums: list[int]) -> None:
         f"rank {rank} and {other} evaluate different sets (another length, or other "
         "examples): hand every rank the whole set, it takes its stride share itself"
     )
-
-
-def check_test_set(
-    forward: Callable[[Mapping[str, Any], np.ndarray], tuple[Any, Any]],
-    train: Mapping[str, Any],
-    test: Mapping[str, Any] | None,
-) -> None:
-    """Forward one test example: a test set the model cannot read (another image size, say)
-    failed only in the first epoch's evaluation, and that epoch was lost.
-
-    Raises:
-        DataError: the test set is empty, or its example does not go through the model (one
-            of the training set does: a model that reads neither fails as its first step
-            would, and its traceback does not start with the test set's error).
-    """
-    if test is None:
-        return
-    if array_length(test) == 0:
-        raise DataError("the test set is empty; pass test=None to evaluate on none")
-    with forward_only():
-        try:
-            forward(test, np.arange(1))
-            return
-        except ValueError as exc:
-            refused = exc
-        forward(train, np.arange(1))  # outside the except: see Raises
-    raise DataError(f"the test set does not fit the model: {exception_line(refused)}") from refused
 
 
 def right_answers(outputs: dict[str, Arg], accuracy: tuple[str, str]) -> Any:

@@ -23,7 +23,8 @@ import numpy as np
 from distconv.arg import feeds_of
 from distconv.backend import widened
 from distconv.data import Arrays, Dataset, array_length, as_arrays
-from distconv.epoch_tally import EpochTally, check_test_set, evaluate_shares, right_answers
+from distconv.data_checks import check_test_set
+from distconv.epoch_tally import EpochTally, evaluate_shares, right_answers
 from distconv.fit_start import start_fit
 from distconv.layers.base import LayerError
 from distconv.layers.randomness import training_step
