@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -113,8 +113,10 @@ def feeds_of(arrays: Mapping[str, Any], index: Any, dtype: Any = None) -> dict[s
     return feeds
 
 
-#: the bytes of a data set checked for NaN at once: a chunk's mask, never a whole set's
+#: the bytes of a data set a check of its rows reads at once: a chunk's mask, never a whole set's
 NOT_FINITE_CHUNK_BYTES = 16 << 20
+#: how many of the rows a check of a data set finds its message names (the first ones)
+ROWS_NAMED = 5
 
 
 def not_finite(
@@ -126,28 +128,54 @@ def not_finite(
 
     A network checks each batch it is fed, naming the feed but not the rows of the data set,
     and only when a step reaches them (a test set's, after an epoch of training). Rows are
-    read about ``chunk_bytes`` at a time (a memory-mapped set is read once, never held whole),
-    each chunk proved finite in one pass without a mask (:func:`~distconv.backend.all_finite`);
-    only a chunk that is not gets a mask of its rows."""
+    read about ``chunk_bytes`` at a time (:func:`marked_rows`), each chunk proved finite in one
+    pass without a mask (:func:`~distconv.backend.all_finite`); only a chunk that is not gets a
+    mask of its rows."""
+
+    def not_finite_rows(rows: Any) -> Any:
+        with np.errstate(over="ignore"):  # past the type's range: infinite, as fed
+            part = as_fed(np.asarray(rows), dtype)
+        if all_finite(part):
+            return None
+        return ~np.isfinite(part.reshape(len(part), -1)).all(axis=1)
+
     for name, a in arrays.items():
         if not is_float_dtype(a.dtype):
             continue
-        row_bytes = a.dtype.itemsize * math.prod(a.shape[1:])
-        rows_at_once = max(1, chunk_bytes // max(1, row_bytes))
-        count, first, cast = 0, [], ""
-        for start in range(0, len(a), rows_at_once):
-            with np.errstate(over="ignore"):  # past the type's range: infinite, as fed
-                part = as_fed(np.asarray(a[start : start + rows_at_once]), dtype)
-            cast = f" as {part.dtype}, the type it trains in" if part.dtype != a.dtype else ""
-            if all_finite(part):
-                continue
-            rows = np.flatnonzero(~np.isfinite(part.reshape(len(part), -1)).all(axis=1))
-            count += len(rows)
-            first.extend((start + rows[: 5 - len(first)]).tolist())
+        count, first = marked_rows(a, not_finite_rows, chunk_bytes)
         if count:
-            shown = ", ".join(map(str, first)) + (" ..." if count > 5 else "")
-            return f"{name!r} holds NaN or infinity in {count} row(s){cast}: {shown}"
+            fed = as_fed(np.empty(0, a.dtype), dtype).dtype
+            cast = f" as {fed}, the type it trains in" if fed != a.dtype else ""
+            rows = rows_named(count, first)
+            return f"{name!r} holds NaN or infinity in {count} row(s){cast}: {rows}"
     return None
+
+
+def marked_rows(
+    a: Any, mark: Callable[[Any], Any], chunk_bytes: int = NOT_FINITE_CHUNK_BYTES
+) -> tuple[int, list[int]]:
+    """How many rows of ``a`` (a data set's array, or anything read by slices of rows with a
+    ``shape`` and ``dtype``) ``mark`` flags, and the first :data:`ROWS_NAMED` of them.
+
+    Rows are read about ``chunk_bytes`` at a time (at least one row), so a memory-mapped set
+    is read once and never held whole; ``mark`` takes each slice of rows as read and returns a
+    boolean mask of them, or None where it flags none (a pass that makes no mask)."""
+    row_bytes = a.dtype.itemsize * math.prod(a.shape[1:])
+    rows_at_once = max(1, chunk_bytes // max(1, row_bytes))
+    count, first = 0, []
+    for start in range(0, len(a), rows_at_once):
+        flags = mark(a[start : start + rows_at_once])
+        if flags is None:
+            continue
+        rows = np.flatnonzero(flags)
+        count += len(rows)
+        first.extend((start + rows[: ROWS_NAMED - len(first)]).tolist())
+    return count, first
+
+
+def rows_named(count: int, first: list[int]) -> str:
+    """The ``first`` rows of ``count`` a check found, as its message names them."""
+    return ", ".join(map(str, first)) + (" ..." if count > len(first) else "")
 
 
 #: (id of a read-only host array, the dtype it is fed as) -> a weak reference to the array, and
