@@ -10,28 +10,137 @@ from typing import Any
 
 import numpy as np
 
+from distconv.arg import NOT_FINITE_CHUNK_BYTES, marked_rows, rows_named
+from distconv.backend import to_host
 from distconv.data import DataError, array_length
-from distconv.layers.base import forward_only
+from distconv.layers.base import Layer, forward_only
+from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.messages import exception_line
+from distconv.network import Network
+
+#: what fit forwards: the rows ``index`` of a set's arrays; returns (summed loss, right answers)
+Forward = Callable[[Mapping[str, Any], np.ndarray], tuple[Any, Any]]
 
 
-def check_test_set(
-    forward: Callable[[Mapping[str, Any], np.ndarray], tuple[Any, Any]],
+def check_sets(
+    network: Network,
+    forward: Forward,
     train: Mapping[str, Any],
     test: Mapping[str, Any] | None,
 ) -> None:
-    """Forward one test example: a test set the model cannot read (another image size, say)
+    """Refuse, before the first step, data sets the model would fail on or misread later:
+    labels past the classes (:func:`refuse_labels_past_classes`), a test set that is empty or
+    that the model cannot read (:func:`check_test_set`). ``forward`` is the trainer's.
+
+    Raises:
+        DataError: naming the set (and the feed and rows where it can).
+    """
+    if test is not None and array_length(test) == 0:
+        raise DataError("the test set is empty; pass test=None to evaluate on none")
+    refuse_labels_past_classes(network, forward, train, test)
+    check_test_set(forward, train, test)
+
+
+def refuse_labels_past_classes(
+    network: Network, forward: Forward, train: Mapping[str, Any], test: Mapping[str, Any] | None
+) -> None:
+    """Refuse a label of either set outside ``[0, classes)`` of the loss that reads it.
+
+    The loss checks each batch, so such a label stopped a fit at whatever step the shuffle
+    reached its row, naming the batch's range and not the row; a test set's after the whole
+    first epoch, in its evaluation, before its checkpoint. Every integer label of both sets is
+    read here, in chunks, as the NaN check reads floats.
+
+    Raises:
+        DataError: naming the set, the feed, the range and the first rows outside it.
+    """
+    for feed, (classes, loss) in scored_classes(network, forward, train).items():
+        for what, arrays in [("training", train), ("test", test or {})]:
+            if feed not in arrays or arrays[feed].dtype.kind not in "iu":
+                continue  # no labels here, or not ids: the loss names that at the forward
+            count, first, low, high = label_rows_outside(arrays[feed], classes)
+            if count:
+                start = " (class ids count from 0)" if low >= 1 and high == classes else ""
+                raise DataError(
+                    f"the {what} set's {feed!r} holds {count} row(s) outside [0, {classes}), "
+                    f"the classes {loss.label} scores; its labels lie in [{low}, {high}]{start}: "
+                    f"{rows_named(count, first)}"
+                )
+
+
+def scored_classes(
+    network: Network, forward: Forward, train: Mapping[str, Any]
+) -> dict[str, tuple[int, Layer]]:
+    """For each feed of integer labels that a softmax cross-entropy (the one loss of
+    :mod:`distconv.layers` that takes class ids, or a subclass) reads as they are: how many
+    classes its logits score, and that loss; the fewest where several losses read one feed.
+
+    Their width is known once an example has gone through the model: one of ``train`` is
+    forwarded, its labels set to class 0 (a label of its own past the classes failed there,
+    unnamed). A model that cannot read the training set fails there as its first step would.
+    A network with no such loss forwards nothing.
+    """
+    feeds = set(network.feed_names)
+    losses = [
+        (network[name], wiring[1])
+        for name, wiring in network.wiring.items()
+        if isinstance(network[name], SoftmaxCrossEntropy)
+        and len(wiring) == 2
+        and wiring[1] in feeds
+        and wiring[1] in train
+        and train[wiring[1]].dtype.kind in "iu"
+    ]
+    if not losses or array_length(train) == 0:
+        return {}
+    example = {name: a[:1] for name, a in train.items()}
+    for _, feed in losses:  # on the host: fed as any host array (the set's may be a device's)
+        example[feed] = np.zeros(example[feed].shape, example[feed].dtype)
+    with forward_only():
+        forward(example, np.arange(1))
+    classes: dict[str, tuple[int, Layer]] = {}
+    for loss, feed in losses:
+        width = int(loss.inputs[0].value.shape[1])  # (1, classes): it refused any other shape
+        if feed not in classes or width < classes[feed][0]:
+            classes[feed] = (width, loss)
+    return classes
+
+
+def label_rows_outside(
+    labels: Any, classes: int, chunk_bytes: int = NOT_FINITE_CHUNK_BYTES
+) -> tuple[int, list[int], int, int]:
+    """How many rows of ``labels`` (class ids, one per row or a row of them each) hold one
+    outside ``[0, classes)``, the first few, and the lowest and highest label (0 and 0 for
+    none). Read about ``chunk_bytes`` at a time; a chunk in range, by its min and max, gets no
+    mask."""
+    low, high = [], []
+
+    def outside(rows: Any) -> Any:
+        part = to_host(rows).reshape(len(rows), -1)
+        if part.size == 0:
+            return None
+        low.append(int(part.min()))
+        high.append(int(part.max()))
+        if low[-1] >= 0 and high[-1] < classes:
+            return None
+        return ((part < 0) | (part >= classes)).any(axis=1)
+
+    count, first = marked_rows(labels, outside, chunk_bytes)
+    return count, first, min(low, default=0), max(high, default=0)
+
+
+def check_test_set(
+    forward: Forward, train: Mapping[str, Any], test: Mapping[str, Any] | None
+) -> None:
+    """Forward one test example: a test set the model cannot read (another channel count, say)
     failed only in the first epoch's evaluation, and that epoch was lost.
 
     Raises:
-        DataError: the test set is empty, or its example does not go through the model (one
-            of the training set does: a model that reads neither fails as its first step
-            would, and its traceback does not start with the test set's error).
+        DataError: its example does not go through the model (one of the training set does:
+            a model that reads neither fails as its first step would, and its traceback does
+            not start with the test set's error).
     """
     if test is None:
         return
-    if array_length(test) == 0:
-        raise DataError("the test set is empty; pass test=None to evaluate on none")
     with forward_only():
         try:
             forward(test, np.arange(1))

@@ -23,7 +23,7 @@ import numpy as np
 from distconv.arg import feeds_of
 from distconv.backend import widened
 from distconv.data import Arrays, Dataset, array_length, as_arrays
-from distconv.data_checks import check_test_set
+from distconv.data_checks import check_sets
 from distconv.epoch_tally import EpochTally, evaluate_shares, right_answers
 from distconv.fit_start import start_fit
 from distconv.layers.base import LayerError
@@ -305,8 +305,10 @@ class Trainer:
             TrainingError: the loss became NaN or infinite.
             ValueError: ``epochs`` is not an int >= 0.
             DataError: the test set is empty, or one example of it does not go through the
-                model (checked before training; one of the training set does), or a set holds
-                NaN or infinity (where the network checks its feeds: ``check_finite``).
+                model (checked before training; one of the training set does), a set holds
+                NaN or infinity (where the network checks its feeds: ``check_finite``), or a
+                label of either set lies outside the classes its softmax cross-entropy scores
+                (:func:`~distconv.data_checks.refuse_labels_past_classes`).
             Preempted: SIGTERM or the first Ctrl-C (SIGINT) arrived; a checkpoint was saved
                 first (see :mod:`distconv.stop_request`).
         """
@@ -329,7 +331,7 @@ class Trainer:
             self._layout.check(self.sync)  # its broadcast_parameters too
             # not setup's: shards keep that, fits vary; a rank waits there for the slowest start
             timed_collective(self.sync, self.sync.all_equal, data)
-            check_test_set(self._forward, train, test)  # the ranks agree on it: all fail alike
+            check_sets(self.network, self._forward, train, test)  # the ranks agree: all fail alike
             self.pos = share_position(self.sync, pos)
             refuse_frozen_resume(self.params, self.pos, self.sync.world_size)
             if self.monitor is not None:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from distconv.layers.modes import keeps_for_backward
 from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
@@ -41,13 +42,15 @@ def _weights(trainer: Trainer) -> dict[str, np.ndarray]:
 
 
 def _on_call(n: int, then: Callable[[], None], method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method``, but its ``n``-th call (from 1) runs ``then()`` first."""
+    """``method``, but its ``n``-th call (from 1) in a step runs ``then()`` first: fit's
+    forwards before the first step (its checks of the data, ``forward_only``) are not steps."""
     calls = [0]
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        calls[0] += 1
-        if calls[0] == n:
-            then()
+        if keeps_for_backward():
+            calls[0] += 1
+            if calls[0] == n:
+                then()
         return method(*args, **kwargs)
 
     return wrapped
