@@ -30,7 +30,8 @@ def check_sets(
 ) -> None:
     """Refuse, before the first step, data sets the model would fail on or misread later:
     labels past the classes (:func:`refuse_labels_past_classes`), a test set that is empty or
-    that the model cannot read (:func:`check_test_set`). ``forward`` is the trainer's.
+    that the model cannot read (:func:`check_test_set`), or whose examples have another shape
+    than the training set's (:func:`refuse_other_shapes`). ``forward`` is the trainer's.
 
     Raises:
         DataError: naming the set (and the feed and rows where it can).
@@ -38,7 +39,8 @@ def check_sets(
     if test is not None and array_length(test) == 0:
         raise DataError("the test set is empty; pass test=None to evaluate on none")
     refuse_labels_past_classes(network, forward, train, test)
-    check_test_set(forward, train, test)
+    check_test_set(forward, train, test)  # first: its refusal names the layer that fails
+    refuse_other_shapes(train, test)
 
 
 def refuse_labels_past_classes(
@@ -126,6 +128,29 @@ def label_rows_outside(
 
     count, first = marked_rows(labels, outside, chunk_bytes)
     return count, first, min(low, default=0), max(high, default=0)
+
+
+def refuse_other_shapes(train: Mapping[str, Any], test: Mapping[str, Any] | None) -> None:
+    """Refuse a test set whose examples of a feed both sets have differ in shape from the
+    training set's: a model whose pooling floors 18x18 and 16x16 images to one size reads
+    both, and evaluated a test set left uncropped without a word. The ids of a feed fed as
+    ids (integer and bool arrays) are compared without their axes of 1: labels of shape
+    ``(N, 1)`` are those of ``(N,)``, one per row, as a loss reads them.
+
+    Raises:
+        DataError: naming the feed and both shapes.
+    """
+    for feed in [name for name in test or {} if name in train]:  # in order: every rank alike
+        mine, theirs = tuple(test[feed].shape[1:]), tuple(train[feed].shape[1:])
+        if test[feed].dtype.kind in "iub" and train[feed].dtype.kind in "iub":
+            same = [d for d in mine if d != 1] == [d for d in theirs if d != 1]
+        else:
+            same = mine == theirs
+        if not same:
+            raise DataError(
+                f"the test set's {feed!r} holds examples of shape {mine}, the training set's "
+                f"{theirs}; give both sets one example shape (crop or resize)"
+            )
 
 
 def check_test_set(

@@ -103,6 +103,34 @@ def test_a_test_set_the_model_cannot_read_is_refused_before_training(
     assert all(np.array_equal(a, p.value) for a, p in zip(before, t.params))
 
 
+@pytest.mark.parametrize("size", [9, 11])
+def test_a_test_set_of_another_example_shape_the_model_reads_is_refused_naming_both(data, size):
+    """A test set of 9x9 or 11x11 images for a model and training set of 8x8: pooling floors
+    both to the size the model expects, so it was evaluated without a word (review k729, 2)."""
+    from distconv.data import DataError
+
+    train, _ = data
+    t = _trainer()
+    said = (
+        rf"^the test set's 'image' holds examples of shape \(1, {size}, {size}\), the training "
+        r"set's \(1, 8, 8\); give both sets one example shape \(crop or resize\)$"
+    )
+    with pytest.raises(DataError, match=said):
+        t.fit(train, _images(8, 1, size), epochs=1)
+    assert t.pos.step == 0 and t.history == []
+
+
+def test_labels_in_a_column_beside_a_row_of_them_are_the_same_test_set(data):
+    """Class ids of shape (N, 1) and (N,) are one label each, read alike by the loss: only
+    the shapes of values are compared whole, those of ids without their axes of 1."""
+    train, test = data
+    flat = {"image": test.x, "label": test.y}
+    column = {"image": test.x, "label": test.y[:, None]}
+    records = [_trainer().fit(train, held, epochs=1)[0] for held in (flat, column)]
+    assert records[0]["test_loss"] == records[1]["test_loss"]
+    assert records[0]["test_acc"] == records[1]["test_acc"]
+
+
 def test_a_model_that_reads_neither_set_fails_as_its_first_step_would(data):
     """The test set is not blamed for a training set the model cannot read either."""
     from distconv.data import DataError
