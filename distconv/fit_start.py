@@ -1,6 +1,7 @@
 """What :meth:`~distconv.trainer.Trainer.fit` does before its sync's setup, on this rank alone:
-the data sets checked and sampled, the inputs' facts, the checkpoint to resume from (the chief
-alone opens it), the parameters to train and their layout. An error there may be this rank's
+the data sets checked and sampled (a float feed wider than the parameters said, on the chief),
+the inputs' facts, the checkpoint to resume from (the chief alone opens it), the parameters to
+train and their layout. An error there may be this rank's
 alone (a checkpoint refused on the chief, NaN in its data), and the other ranks wait in their
 setup for it: ``fit`` tells them (:func:`~distconv.sync.base.tell_setup_failed`) before
 raising it.
@@ -9,15 +10,21 @@ raising it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
+
+from distconv.backend import is_float_dtype
 from distconv.data import Arrays, array_length, as_arrays, data_facts
+from distconv.parameter import Parameter
 from distconv.resume import Position
 from distconv.sampler import GlobalBatchSampler
 from distconv.step_guard import ParamLayout
 from distconv.trainer_args import refuse_not_finite
 
 if TYPE_CHECKING:
+    from distconv.network import Network
     from distconv.trainer import Trainer
 
 log = logging.getLogger("distconv.trainer")  # the warning fit said before
@@ -55,6 +62,9 @@ def start_fit(trainer: Trainer, train: Any, test: Any, resume: Any) -> FitStart:
     )
     if (too_large := sampler.larger_than_the_data()) and sync.is_chief:
         log.warning("%s", too_large)
+    if trainer.dtype is None and sync.is_chief:  # a dtype casts every float feed to it
+        if wider := wider_feeds(trainer.network, trainer.params, train, test):
+            log.warning("%s", wider)
     data = data_facts(train, test, trainer.dtype)  # the inputs as cast: what trains
     # every rank's model: the same, or stop; and the checkpoint's, or no resume
     layers = trainer.network.structure()
@@ -64,3 +74,72 @@ def start_fit(trainer: Trainer, train: Any, test: Any, resume: Any) -> FitStart:
     names = {p.name for p in trainer.params}  # another model's firing order is due anew
     trainer._layout = ParamLayout(trainer.trainable, trainer.sync, names)  # what the sync keeps
     return FitStart(train, test, sampler, data, state, pos, layers)
+
+
+def wider_feeds(
+    network: Network, params: Sequence[Parameter], train: Arrays, test: Arrays | None
+) -> str | None:
+    """What to tell the user where a float feed of either set is wider than the parameters'
+    float type (the widest, where they have several), fed as it is (``Trainer(dtype=None)``),
+    or None: each layer computes in ``result_type(input, weight)``, so float64 images (``x /
+    255.0`` of uint8) make a float32 model compute in float64 (a lenet's epoch took 40 %
+    longer), without a word. Said, not cast: a cast would change, unasked, what a run fed
+    float64 on purpose computes, and the data's fingerprint its checkpoints record, so a run
+    started before could not be resumed. Integer feeds are ids."""
+    floats = [p.value.dtype for p in params if is_float_dtype(p.value.dtype)]
+    if not floats:
+        return None
+    model = np.result_type(*floats)
+    weighted = _reaching_weights(network)
+    wider = [
+        (f"the {what} set's {name!r} ({a.dtype})", a.dtype)
+        for what, arrays in [("training", train), ("test", test or {})]
+        for name, a in arrays.items()
+        if name in weighted and is_float_dtype(a.dtype) and _promoted(a.dtype, model) != model
+    ]
+    if not wider:
+        return None
+    widest = np.result_type(*(dtype for _, dtype in wider))
+    names = [name for name, _ in wider]
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    them, are, they = (
+        ("it", "is", "it reaches") if len(names) == 1 else ("them", "are", "they reach")
+    )
+    cast = f"np.{model}" if hasattr(np, model.name) else f'"{model}"'  # ml_dtypes' bfloat16
+    return (
+        f"{listed} {are} wider than the model's {model} parameters: the layers {they} "
+        f"compute in {widest}, slower than in {model} (the parameters stay {model}). Cast "
+        f'{them} (x.astype({cast})), or pass Trainer(dtype="{model}") to cast each batch '
+        f'(dtype="{widest}" trains in {widest} throughout)'
+    )
+
+
+def _reaching_weights(network: Network) -> set[str]:
+    """The feeds of ``network`` from which a layer holding parameters is reached, through
+    the layers that read them and those that read theirs."""
+    readers: dict[str, list[str]] = {}
+    for layer, inputs in network.wiring.items():
+        for name in inputs:
+            readers.setdefault(name, []).append(layer)
+    found = set()
+    for feed in network.feed_names:
+        seen, waiting = set(), list(readers.get(feed, ()))
+        while waiting:
+            layer = waiting.pop()
+            if layer in seen:
+                continue
+            if network[layer].parameters():
+                found.add(feed)
+                break
+            seen.add(layer)
+            waiting.extend(readers.get(layer, ()))
+    return found
+
+
+def _promoted(feed: Any, model: Any) -> Any:
+    """The type a layer computes in from a ``feed`` under ``model`` weights; ``model`` where
+    numpy promotes no such pair (an ml_dtypes type beside another): nothing to say."""
+    try:
+        return np.promote_types(feed, model)
+    except TypeError:
+        return model

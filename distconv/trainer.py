@@ -88,7 +88,10 @@ class Trainer:
             the schedule an uninterrupted one follows.
         checkpoint_every: also checkpoint every this many steps (0: at epoch ends only).
         keep_checkpoints: complete checkpoints to keep.
-        dtype: the float type of parameters and inputs (None keeps the network's).
+        dtype: the float type the parameters and each batch of a float feed are cast to.
+            None keeps the network's and feeds float arrays as they are: float64 images
+            (``x / 255.0`` of uint8) make a float32 model compute in float64, slower, which
+            ``fit`` warns of once (cast them, ``x.astype(np.float32)``, or pass ``dtype``).
         progress: draw a progress bar on the chief: None draws one on a terminal only.
         config: more facts that must agree on every rank (data set, model), for the digest;
             each checkpoint keeps them (one under a key it keeps its own fact under, ``scheme``,
