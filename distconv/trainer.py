@@ -140,7 +140,6 @@ class Trainer:
         start: JobStart | None = None,
     ) -> None:
         check_parts(network, sync, loss)
-        sync.check_made()  # a dataclass strategy: "no attribute 'world_size'" further on
         check_lr_decay(lr_decay)
         check_counts(
             batch_size=batch_size, accumulate=accumulate, keep_checkpoints=keep_checkpoints

@@ -21,6 +21,7 @@ from distconv.data import Arrays, DataError
 from distconv.network import Network
 from distconv.sampler import check_count
 from distconv.sync.base import SyncStrategy
+from distconv.sync.one_process import refuse_one_process_collectives
 
 #: the types ``dtype=`` may name (bfloat16 is ``ml_dtypes``'): ml_dtypes' float8 and smaller
 #: types pass the layers, but the im2col views or safetensors refuse some of them
@@ -87,8 +88,11 @@ def job_config(config: Mapping[str, Any], layers: Any) -> dict[str, Any]:
 def check_parts(network: Any, sync: Any, loss: str) -> None:
     """Refuse a model that is not a :class:`Network`, or a sync that is not a
     :class:`SyncStrategy` (an optimizer or its name passed as to ``torch``'s loops): each was
-    an ``AttributeError`` ("'Adam' object has no attribute 'fetches_rows'"); and a ``loss``
-    that is no layer of the network.
+    an ``AttributeError`` ("'Adam' object has no attribute 'fetches_rows'"), or one whose base
+    ``__init__`` never ran, or one of several ranks that leaves a collective to the base's
+    one-process version (refused by the base's ``setup`` too, but a strategy whose own
+    ``setup`` skips the base's met it at its first call: a barrier, after steps and a
+    checkpoint); and a ``loss`` that is no layer of the network.
 
     Raises:
         TypeError: naming the argument, what it got and how to make the right one.
@@ -104,6 +108,8 @@ def check_parts(network: Any, sync: Any, loss: str) -> None:
             f"sync must be a sync strategy, such as distconv.distributed.init('adam', lr=0.01) "
             f"returns (it applies the optimizer), got {type(sync).__name__}"
         )
+    sync.check_made()  # a dataclass strategy: "no attribute 'world_size'" further on
+    refuse_one_process_collectives(sync)  # where its own setup skips the base's: not mid-run
     if loss not in network.layers:
         raise ValueError(f"no layer {loss!r}; layers: {list(network.layers)}")
 

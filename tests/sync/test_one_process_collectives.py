@@ -223,3 +223,12 @@ def test_the_shipped_transports_leave_none_to_the_base():
     from distconv.sync.ps.client import PServerSync
 
     assert left_to_base(PServerSync) == [] and left_to_base(MPISync) == []
+
+
+def test_a_trainer_refuses_such_a_strategy_whose_own_setup_skips_the_base_when_made():
+    """A strategy whose own setup skips the base's (as the parameter server's does) met the
+    refusal only at its first call of the collective left to the base: a barrier after steps
+    and a checkpoint, a broadcast never. The Trainer now refuses it where it is given one,
+    before any data is read."""
+    with pytest.raises(TypeError, match=r"^_OwnSetup is rank 0 of 2 but leaves broadcast_param"):
+        Trainer(_net(), _OwnSetup(create_optimizer("sgd", lr=0.1)), 8, progress=False)
