@@ -127,9 +127,20 @@ def test_the_docs_podmonitor_scrapes_every_rank_of_the_gpu_example():
     assert all(e.get("path", "/metrics") == "/metrics" for e in endpoints)
 
 
+#: the rendered shapes, and pods of more slots than any of them: local ranks 10 and up have
+#: two-digit names (health-10), which a regex for one digit would drop while every shape above
+#: still passed; the last is the most slots a port number allows
+WIDE_SLOTS = {
+    f"mpi-{slots}-slots": dict(
+        job_name="wide", workers=slots, servers=0, image="d:1", slots_per_worker=slots
+    )
+    for slots in (12, 57456)
+}
+
+
 def test_the_docs_scrape_job_keeps_every_probe_port_of_every_job_and_no_other():
     """The plain Prometheus job (pod discovery): one target per declared port whose name its
-    regex takes (Prometheus anchors it), across both shapes of job."""
+    regex takes (Prometheus anchors it), across both shapes of job and any slot count."""
     (job,) = _doc_blocks("scrape")
     (rule,) = [
         r
@@ -138,8 +149,9 @@ def test_the_docs_scrape_job_keeps_every_probe_port_of_every_job_and_no_other():
     ]
     assert rule["action"] == "keep"
     kept = re.compile(rule["regex"])
-    for name in CONFIGS:
-        for obj in render_manifests(**CONFIGS[name]):
+    shapes = {**CONFIGS, **WIDE_SLOTS}
+    for name in shapes:
+        for obj in render_manifests(**shapes[name]):
             for _, template in _templates(obj):
                 for container in template["spec"]["containers"]:
                     for port in container.get("ports", []):
