@@ -40,7 +40,8 @@ def watchdog_args(train: Sequence[str]) -> list[str]:
     limit where it gives none.
 
     Raises:
-        ValueError: ``train`` gives a ``--timeout`` that is not below the stall limit.
+        ValueError: ``train`` gives a ``--timeout`` that is not below the stall limit, or a
+            stall limit with no number below it to render as the timeout.
     """
     timeout, stall = (_flag(list(train), flag, last=True) for flag in (TIMEOUT, STALL))
     limit = TrainConfig.stall_seconds if stall is None else positive_float(stall)
@@ -49,7 +50,13 @@ def watchdog_args(train: Sequence[str]) -> list[str]:
         if problem is not None:
             raise ValueError(f"{problem} (the train arguments after --)")
         return [] if stall is not None else [STALL, _written(limit)]
-    rendered = [TIMEOUT, _written(limit * TIMEOUT_SHARE)]
+    share = float(_written(limit * TIMEOUT_SHARE))  # as the ranks read it back
+    if not share < limit:  # the least float there is: its 4/5 rounds back up to it
+        raise ValueError(
+            f"{STALL} {_written(limit)} leaves no {TIMEOUT} below it to render; give a larger "
+            f"{STALL} (the train arguments after --)"
+        )
+    rendered = [TIMEOUT, _written(share)]
     return rendered if stall is not None else [STALL, _written(limit), *rendered]
 
 

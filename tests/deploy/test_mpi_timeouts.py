@@ -103,6 +103,14 @@ def test_a_timeout_not_below_the_stall_limit_is_refused_when_rendered(train_args
     )
 
 
+def test_a_stall_limit_with_no_timeout_below_it_is_refused_not_rendered():
+    """The least positive float: its 4/5 rounds back up to it, so the rendered --timeout was
+    not below the stall limit, and the checks refused the manifest just rendered."""
+    with pytest.raises(ValueError, match="--stall-seconds 4.94065645841247e-324 leaves no"):
+        _render(["--stall-seconds", "5e-324"])
+    assert _limits(_render(["--stall-seconds", "1e-320"]))[0] < 1e-320  # one just above: fine
+
+
 def test_the_launcher_refuses_it_before_writing_a_manifest(tmp_path):
     done = launch(
         "k8s", "--mpi", "--workers", "2", "--image", "d:1", "--", "--timeout", "400", cwd=tmp_path
