@@ -81,9 +81,13 @@ class ProbeHTTPServer(ThreadingHTTPServer):
     (``--log-format json``) that bare lines would break."""
 
     daemon_threads = True  # a request in flight keeps no process alive
-    # connections the kernel holds while the accept loop catches up: the stdlib's 5 reset a
-    # burst of scrapes (a Prometheus fleet and the kubelet's probes at one moment)
-    request_queue_size = 128
+    # connections the kernel holds while the accept loop catches up (capped by the kernel's
+    # net.core.somaxconn, 4096 on Linux since 5.4): the stdlib's 5 reset a burst of scrapes
+    # (a Prometheus fleet and the kubelet's probes at one moment). Past the cap each accept
+    # waits for the connection it displaces to end, so idle clients that reconnect when hung
+    # up on keep as many connections queued as they are, less the cap; at 128 the queue was
+    # full at about 160 such clients, and the kernel dropped the kubelet's SYN with theirs
+    request_queue_size = 1024
 
     def __init__(
         self,

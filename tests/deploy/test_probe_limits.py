@@ -272,3 +272,48 @@ def test_the_operations_guide_states_the_bounds():
 def test_a_cap_below_one_connection_is_refused(cap):
     with pytest.raises(ValueError, match=f"max_connections must be an integer >= 1, got {cap}"):
         ProbeHTTPServer(("127.0.0.1", 0), handler_for(ServiceEndpoints()), max_connections=cap)
+
+
+def _somaxconn() -> int:
+    """The kernel's cap on a listening socket's queue (Linux; 4096 since 5.4)."""
+    try:
+        return int(Path("/proc/sys/net/core/somaxconn").read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+@pytest.mark.skipif(_somaxconn() < 1024, reason="the kernel caps the listen queue below 1024")
+@pytest.mark.timeout(60)
+def test_a_probe_behind_a_burst_of_idle_connections_gets_in_and_is_answered():
+    """Past the cap, each connection accepted waits for the one it displaces to end, so a
+    flood of idle clients, each reconnecting when hung up on, keeps the listen queue as long
+    as the flood less the cap. A queue of 128 overflowed at about 160 such clients: the
+    kernel dropped the kubelet's SYN too, its connect retried after 1 s and 3 s, and probes
+    failed at timeoutSeconds 5 while the flood lasted. Here 600 idle connections wait to be
+    accepted (the accept loop not yet running): each connects at once, and a probe sent
+    after them is answered."""
+    service = ServiceEndpoints()
+    server = ProbeHTTPServer(("127.0.0.1", 0), handler_for(service), client_seconds=30)
+    port = server.server_address[1]
+    held: list[socket.socket] = []
+    loop = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    try:
+        for _ in range(600):  # a SYN the kernel drops is retried after 1 s: a timeout here
+            try:
+                held.append(socket.create_connection(("127.0.0.1", port), timeout=0.5))
+            except TimeoutError:
+                pytest.fail(f"the kernel dropped connection {len(held) + 1}: the queue is full")
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as probe:
+            probe.sendall(READYZ)
+            began = time.monotonic()
+            loop.start()
+            probe.settimeout(5)
+            assert probe.recv(64).startswith(b"HTTP/1.0 503")
+            assert time.monotonic() - began < 5
+    finally:
+        for client in held:
+            client.close()
+        if loop.is_alive():
+            server.shutdown()
+            loop.join()
+        server.server_close()
