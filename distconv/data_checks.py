@@ -56,10 +56,16 @@ def refuse_labels_past_classes(
     Raises:
         DataError: naming the set, the feed, the range and the first rows outside it.
     """
-    for feed, (classes, loss) in scored_classes(network, forward, train).items():
-        for what, arrays in [("training", train), ("test", test or {})]:
-            if feed not in arrays or arrays[feed].dtype.kind not in "iu":
-                continue  # no labels here, or not ids: the loss names that at the forward
+    for what, arrays in [("training", train), ("test", test)]:
+        if arrays is None:
+            continue
+        try:  # each set's own width: a selective FC scores the columns its rows select
+            scored = scored_classes(network, forward, arrays)
+        except ValueError:
+            if what == "training":
+                raise
+            continue  # a test set the model cannot read: check_test_set names the layer
+        for feed, (classes, loss) in scored.items():
             count, first, low, high = label_rows_outside(arrays[feed], classes)
             if count:
                 start = " (class ids count from 0)" if low >= 1 and high == classes else ""
@@ -71,16 +77,19 @@ def refuse_labels_past_classes(
 
 
 def scored_classes(
-    network: Network, forward: Forward, train: Mapping[str, Any]
+    network: Network, forward: Forward, arrays: Mapping[str, Any]
 ) -> dict[str, tuple[int, Layer]]:
-    """For each feed of integer labels that a softmax cross-entropy (the one loss of
-    :mod:`distconv.layers` that takes class ids, or a subclass) reads as they are: how many
-    classes its logits score, and that loss; the fewest where several losses read one feed.
+    """For each feed of integer labels of ``arrays`` (a data set) that a softmax cross-entropy
+    (the one loss of :mod:`distconv.layers` that takes class ids, or a subclass) reads as they
+    are: how many classes its logits score on that set, and that loss; the fewest where
+    several losses read one feed.
 
-    Their width is known once an example has gone through the model: one of ``train`` is
+    Their width is known once an example has gone through the model: one of ``arrays`` is
     forwarded, its labels set to class 0 (a label of its own past the classes failed there,
-    unnamed). A model that cannot read the training set fails there as its first step would.
-    A network with no such loss forwards nothing.
+    unnamed). It is the set's own: a selective FC's logits are the columns its rows select,
+    and a test set may select more candidates than the training set (a sampled softmax
+    evaluated on a longer list). A model that cannot read the training set fails there as its
+    first step would. A network with no such loss forwards nothing.
     """
     feeds = set(network.feed_names)
     losses = [
@@ -89,12 +98,12 @@ def scored_classes(
         if isinstance(network[name], SoftmaxCrossEntropy)
         and len(wiring) == 2
         and wiring[1] in feeds
-        and wiring[1] in train
-        and train[wiring[1]].dtype.kind in "iu"
+        and wiring[1] in arrays
+        and arrays[wiring[1]].dtype.kind in "iu"  # not ids: the loss names that at the forward
     ]
-    if not losses or array_length(train) == 0:
+    if not losses or array_length(arrays) == 0:
         return {}
-    example = {name: a[:1] for name, a in train.items()}
+    example = {name: a[:1] for name, a in arrays.items()}
     for _, feed in losses:  # on the host: fed as any host array (the set's may be a device's)
         example[feed] = np.zeros(example[feed].shape, example[feed].dtype)
     with forward_only():
@@ -131,22 +140,21 @@ def label_rows_outside(
 
 
 def refuse_other_shapes(train: Mapping[str, Any], test: Mapping[str, Any] | None) -> None:
-    """Refuse a test set whose examples of a feed both sets have differ in shape from the
-    training set's: a model whose pooling floors 18x18 and 16x16 images to one size reads
-    both, and evaluated a test set left uncropped without a word. The ids of a feed fed as
-    ids (integer and bool arrays) are compared without their axes of 1: labels of shape
-    ``(N, 1)`` are those of ``(N,)``, one per row, as a loss reads them.
+    """Refuse a test set whose examples of a float feed both sets have differ in shape from
+    the training set's: a model whose pooling floors 18x18 and 16x16 images to one size reads
+    both, and evaluated a test set left uncropped without a word. Ids (integer and bool feeds)
+    are not compared: a model floors none of them, and one reads another count of them by
+    design (a selective FC's candidate columns: a sampled softmax evaluated on a longer list;
+    labels ``(N, 1)`` beside ``(N,)``); ids it cannot read fail the test example's forward.
 
     Raises:
         DataError: naming the feed and both shapes.
     """
     for feed in [name for name in test or {} if name in train]:  # in order: every rank alike
+        if test[feed].dtype.kind in "iub" or train[feed].dtype.kind in "iub":
+            continue
         mine, theirs = tuple(test[feed].shape[1:]), tuple(train[feed].shape[1:])
-        if test[feed].dtype.kind in "iub" and train[feed].dtype.kind in "iub":
-            same = [d for d in mine if d != 1] == [d for d in theirs if d != 1]
-        else:
-            same = mine == theirs
-        if not same:
+        if mine != theirs:
             raise DataError(
                 f"the test set's {feed!r} holds examples of shape {mine}, the training set's "
                 f"{theirs}; give both sets one example shape (crop or resize)"

@@ -12,7 +12,7 @@ import pytest
 from distconv import Network, Trainer
 from distconv.data import DataError, Dataset
 from distconv.data_checks import label_rows_outside
-from distconv.layers import FullyConnected, SoftmaxCrossEntropy
+from distconv.layers import FullyConnected, SelectiveFullyConnected, SoftmaxCrossEntropy
 from distconv.optim import SGD, create_optimizer
 from distconv.sync.local import LocalSync
 from tests.sync.threaded_sync import ThreadedSync, run_ranks
@@ -103,3 +103,41 @@ def test_every_rank_refuses_a_bad_test_label_alike_and_none_waits():
         "SoftmaxCrossEntropy 'loss' scores; its labels lie in [0, 9]: 2, 11"
     )
     assert run_ranks(2, body) == [(said, 0), (said, 0)]
+
+
+def _selected(n: int, k: int, seed: int) -> dict[str, np.ndarray]:
+    """Rows of a sampled softmax: ``k`` candidate columns of 50 each, the label the gold
+    one's position among them."""
+    rng = np.random.default_rng(seed)
+    cols = np.stack([rng.choice(50, k, replace=False) for _ in range(n)])
+    x = rng.standard_normal((n, 6)).astype(np.float32)
+    return {"x": x, "cols": cols, "label": rng.integers(0, k, n)}
+
+
+def _selective_trainer() -> Trainer:
+    net = Network()
+    net.add("fc", SelectiveFullyConnected(6, 50), ["x", "cols"])
+    net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
+    return Trainer(net, LocalSync(SGD(lr=0.1)), batch_size=8, progress=False)
+
+
+def test_a_test_set_selecting_more_candidates_is_checked_against_its_own_classes():
+    """A selective FC scores the columns each row selects: trained on 4 candidates, evaluated
+    on 6, a test label of 5 is in range. It was refused against the training set's 4 classes,
+    and the test set's 'cols' (6 ids a row) for another example shape than (4,)."""
+    train, test = _selected(64, 4, seed=0), _selected(16, 6, seed=1)
+    assert test["label"].max() >= 4  # a label the training set's width would refuse
+    trainer = _selective_trainer()
+    trainer.fit(train, test, epochs=1)
+    assert trainer.history[-1]["test_loss"] == pytest.approx(trainer.evaluate(test)["test_loss"])
+
+
+def test_a_test_label_past_the_candidates_it_selects_is_named_by_its_row():
+    test = _selected(16, 6, seed=1)
+    test["label"][[0, 5, 9]] = [0, 6, 7]
+    said = (
+        r"^the test set's 'label' holds 2 row\(s\) outside \[0, 6\), the classes "
+        r"SoftmaxCrossEntropy 'loss' scores; its labels lie in \[0, 7\]: 5, 9$"
+    )
+    with pytest.raises(DataError, match=said):
+        _selective_trainer().fit(_selected(64, 4, seed=0), test, epochs=1)
