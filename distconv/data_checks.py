@@ -31,7 +31,8 @@ def check_sets(
     """Refuse, before the first step, data sets the model would fail on or misread later:
     labels past the classes (:func:`refuse_labels_past_classes`), a test set that is empty or
     that the model cannot read (:func:`check_test_set`), or whose examples have another shape
-    than the training set's (:func:`refuse_other_shapes`). ``forward`` is the trainer's.
+    than the training set's while the model's outputs do not (:func:`refuse_other_shapes`).
+    ``forward`` is the trainer's.
 
     Raises:
         DataError: naming the set (and the feed and rows where it can).
@@ -40,7 +41,7 @@ def check_sets(
         raise DataError("the test set is empty; pass test=None to evaluate on none")
     refuse_labels_past_classes(network, forward, train, test)
     check_test_set(forward, train, test)  # first: its refusal names the layer that fails
-    refuse_other_shapes(train, test)
+    refuse_other_shapes(network, forward, train, test)
 
 
 def refuse_labels_past_classes(
@@ -139,26 +140,63 @@ def label_rows_outside(
     return count, first, min(low, default=0), max(high, default=0)
 
 
-def refuse_other_shapes(train: Mapping[str, Any], test: Mapping[str, Any] | None) -> None:
+def refuse_other_shapes(
+    network: Network, forward: Forward, train: Mapping[str, Any], test: Mapping[str, Any] | None
+) -> None:
     """Refuse a test set whose examples of a float feed both sets have differ in shape from
-    the training set's: a model whose pooling floors 18x18 and 16x16 images to one size reads
-    both, and evaluated a test set left uncropped without a word. Ids (integer and bool feeds)
-    are not compared: a model floors none of them, and one reads another count of them by
-    design (a selective FC's candidate columns: a sampled softmax evaluated on a longer list;
-    labels ``(N, 1)`` beside ``(N,)``); ids it cannot read fail the test example's forward.
+    the training set's where the model's outputs do not: a model whose pooling floors 18x18
+    and 16x16 images to one size reads both, and evaluated a test set left uncropped without
+    a word. A fully convolutional model evaluated on whole images after training on crops
+    gives outputs of their size, scored against targets of it: that test set is the model's
+    own. The outputs compared are the layers' that a layer no other reads (a loss) reads, of
+    one example of each set (forwarded only where a feed differs). Ids (integer and bool
+    feeds) are not compared: a model floors none of them, and one reads another count of them
+    by design (a selective FC's candidate columns: a sampled softmax evaluated on a longer
+    list; labels ``(N, 1)`` beside ``(N,)``); ids it cannot read fail the test example's
+    forward.
 
     Raises:
         DataError: naming the feed and both shapes.
     """
-    for feed in [name for name in test or {} if name in train]:  # in order: every rank alike
-        if test[feed].dtype.kind in "iub" or train[feed].dtype.kind in "iub":
-            continue
-        mine, theirs = tuple(test[feed].shape[1:]), tuple(train[feed].shape[1:])
-        if mine != theirs:
-            raise DataError(
-                f"the test set's {feed!r} holds examples of shape {mine}, the training set's "
-                f"{theirs}; give both sets one example shape (crop or resize)"
-            )
+    differ = [
+        (feed, tuple(test[feed].shape[1:]), tuple(train[feed].shape[1:]))
+        for feed in (test or {})  # in order: every rank alike
+        if feed in train
+        and test[feed].dtype.kind not in "iub"
+        and train[feed].dtype.kind not in "iub"
+        and test[feed].shape[1:] != train[feed].shape[1:]
+    ]
+    if not differ or _output_shapes(network, forward, test) != _output_shapes(
+        network, forward, train
+    ):
+        return
+    feed, mine, theirs = differ[0]
+    raise DataError(
+        f"the test set's {feed!r} holds examples of shape {mine}, the training set's "
+        f"{theirs}; give both sets one example shape (crop or resize)"
+    )
+
+
+def _output_shapes(
+    network: Network, forward: Forward, arrays: Mapping[str, Any]
+) -> dict[str, tuple[int, ...]]:
+    """The example shape of each layer's output that a layer no other reads (a loss) reads,
+    once one example of ``arrays`` has gone through the model."""
+    read = {name for inputs in network.wiring.values() for name in inputs}
+    scored = {
+        name
+        for sink, inputs in network.wiring.items()
+        if sink not in read
+        for name in inputs
+        if name in network.layers
+    }
+    with forward_only():
+        forward(arrays, np.arange(1))
+    return {
+        name: tuple(network.outputs[name].shape[1:])
+        for name in sorted(scored)
+        if network.outputs[name].value is not None
+    }
 
 
 def check_test_set(

@@ -120,6 +120,30 @@ def test_a_test_set_of_another_example_shape_the_model_reads_is_refused_naming_b
     assert t.pos.step == 0 and t.history == []
 
 
+def test_a_fully_convolutional_model_is_evaluated_on_whole_images_after_crops():
+    """Its outputs take the test images' size and are scored against targets of it: the
+    test set is the model's own, not one it misreads. It was refused for its image shape."""
+    from distconv.layers import Conv2D, MSELoss
+    from distconv.network import Network
+
+    rng = np.random.default_rng(0)
+
+    def images(n, size):
+        clean = rng.random((n, 1, size, size)).astype(np.float32)
+        noisy = clean + 0.1 * rng.standard_normal(clean.shape).astype(np.float32)
+        return {"x": noisy, "target": clean}
+
+    net = Network()
+    net.add("c1", Conv2D(1, 4, 3, padding=1, act="relu"), "x")
+    net.add("c2", Conv2D(4, 1, 3, padding=1), "c1")
+    net.add("loss", MSELoss(), ["c2", "target"])
+    sync = create_sync("local", optimizer=create_optimizer("sgd", lr=0.05))
+    t = Trainer(net, sync, 8, accuracy=None, progress=False)
+    crops, whole = images(32, 8), images(8, 12)
+    t.fit(crops, whole, epochs=1)
+    assert t.history[-1]["test_loss"] == pytest.approx(t.evaluate(whole)["test_loss"])
+
+
 def test_labels_in_a_column_beside_a_row_of_them_are_the_same_test_set(data):
     """Class ids of shape (N, 1) and (N,) are one label each, read alike by the loss: only
     the shapes of values are compared whole, those of ids without their axes of 1."""
