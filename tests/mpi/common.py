@@ -113,14 +113,10 @@ NEEDS_MPIEXEC = [
 ]
 
 
-def run_mpi(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run ``mpiexec ARGS`` with this worktree's distconv importable and one BLAS thread.
-
-    ``timeout`` bounds the whole job: a hang fails the test (``TimeoutExpired``, with a note
-    naming the processes of the job it killed) instead of eating CI, and every process of the
-    job is killed, so none outlives its test (:func:`tests.processes.run_job`).
-    """
-    env = {
+def mpi_env() -> dict[str, str]:
+    """The environment of an ``mpiexec`` a test starts: this worktree's distconv importable,
+    one BLAS thread, and Open MPI told to run as root and oversubscribe."""
+    return {
         **os.environ,
         "PYTHONPATH": child_path(),
         "OMP_NUM_THREADS": "1",
@@ -131,6 +127,16 @@ def run_mpi(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedPro
         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
         "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe",
     }
+
+
+def run_mpi(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``mpiexec ARGS`` with this worktree's distconv importable and one BLAS thread.
+
+    ``timeout`` bounds the whole job: a hang fails the test (``TimeoutExpired``, with a note
+    naming the processes of the job it killed) instead of eating CI, and every process of the
+    job is killed, so none outlives its test (:func:`tests.processes.run_job`).
+    """
+    env = mpi_env()
     # every process of the job (mpiexec, Hydra's proxy, the ranks, what they start: Hydra hands
     # them its environment) carries run_job's mark: a hang is killed whole, orphans included
     return run_job(
