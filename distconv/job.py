@@ -95,10 +95,20 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
     network = lenet(train_set.image_shape, train_set.num_classes)
     network.check_finite = False  # the Dataset checked its values once when it was loaded
     kind = config.sync or choose_transport(runtime)
-    monitor = _start_service(config.health_port, config.health_host, runtime, config.stall_seconds)
-    sync = None
+    sync = monitor = None
     try:
-        sync = build_sync(kind, optimizer, runtime, config.sync_options)
+        # under MPI the sync comes before the probes: building it runs MPI_Init, which waits
+        # for every rank with the GIL held, so a port bound before it could not answer
+        # /healthz while a peer was late (loading its data), and an MPIJob's liveness took
+        # the waiting ranks for hung ones; a port not yet bound is a rank not yet running to
+        # it. A port that cannot be bound then closes the sync untrained, which aborts the job
+        if kind == "mpi":
+            sync = build_sync(kind, optimizer, runtime, config.sync_options)
+        monitor = _start_service(
+            config.health_port, config.health_host, runtime, config.stall_seconds
+        )
+        if sync is None:
+            sync = build_sync(kind, optimizer, runtime, config.sync_options)
         log.info(
             "training on %s: %d train, %d test examples; %s; %s, %d worker(s); config %s",
             config.data,
