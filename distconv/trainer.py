@@ -307,8 +307,9 @@ class Trainer:
             TrainingError: the loss became NaN or infinite.
             ValueError: ``epochs`` is not an int >= 0.
             DataError: the test set is empty, or one example of it does not go through the
-                model (checked before training; one of the training set does), or its examples
-                have another shape than the training set's, a set holds
+                model (checked before training; one of the training set does), or its float
+                examples have another shape than the training set's while the model's outputs
+                do not, a set holds
                 NaN or infinity (where the network checks its feeds: ``check_finite``), or a
                 label of either set lies outside the classes its softmax cross-entropy scores
                 (:func:`~distconv.data_checks.refuse_labels_past_classes`).
