@@ -41,7 +41,12 @@ def run_script(*args: str, **environ: str) -> subprocess.CompletedProcess:
         ("nan", "the training set's 'x' holds NaN or infinity in 1 row(s): 5"),
         ("empty", "the training set is empty"),
         ("lengths", "a data set needs arrays of one common length, got {'x': 64, 'label': 63}"),
-        ("label", "SoftmaxCrossEntropy 'loss': labels must lie in [0, 3), got range [1, 3]"),
+        (
+            "label",
+            "the training set's 'label' holds 1 row(s) outside [0, 3), the classes "
+            "SoftmaxCrossEntropy 'loss' scores; its labels lie in [0, 3]: 63",
+        ),
+        ("model", "Breaks 'fc': forward 6 failed"),
         ("feed", "input 'x' was not fed (feeds: ['image', 'label'])"),
     ],
 )

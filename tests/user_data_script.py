@@ -5,8 +5,9 @@ under ``mpiexec`` (``tests/test_run_main_user_errors.py``, ``tests/mpi/test_run_
     python user_data_script.py CASE [RANKS [open]]
 
 CASE: ``nan`` (a NaN pixel in row 5), ``empty`` (no example), ``lengths`` (600 images and 599
-labels), ``label`` (a class 3 for 3 outputs in the last row: a LayerError at the step whose
-batch holds it), ``feed`` (the images fed as ``image``, the network reads ``x``: a
+labels), ``label`` (a class 3 for 3 outputs in the last row: a DataError before the first
+step), ``model`` (a layer of the user's own that raises a LayerError in its sixth forward: a
+model error mid-epoch), ``feed`` (the images fed as ``image``, the network reads ``x``: a
 NetworkError before the first step), ``float64`` (the images left float64: under MPI on one rank,
 a difference of the ranks' feeds), ``oserror`` (the script's own file missing), ``ok``.
 RANKS, under MPI: the ranks whose data is wrong, ``0`` or ``all`` (the default). ``open``: the
@@ -20,7 +21,23 @@ import numpy as np
 import distconv.distributed as dist
 from distconv import Trainer
 from distconv.layers import FullyConnected, SoftmaxCrossEntropy
+from distconv.layers.errors import LayerError
 from distconv.network import Network
+
+BROKEN_AT = 6  # the forward of ``model``'s layer that fails: past fit's checks, mid-epoch
+
+
+class Breaks(FullyConnected):
+    """A user's layer with a bug that shows only in training: its sixth forward raises, on the
+    ranks whose ``_breaks`` is set (a private name: every rank runs the same model)."""
+
+    forwards, _breaks = 0, True
+
+    def _forward(self, *inputs):
+        self.forwards += 1
+        if self._breaks and self.forwards == BROKEN_AT:
+            raise LayerError(f"Breaks 'fc': forward {BROKEN_AT} failed")
+        return super()._forward(*inputs)
 
 
 def data(case: str) -> dict:
@@ -57,10 +74,12 @@ def main() -> None:
 
 
 def fit(sync, case: str, ranks: str) -> None:
-    net = Network()
-    net.add("fc", FullyConnected(4, 3), "x")
-    net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
     wrong = ranks == "all" or int(ranks) == sync.rank
+    net = Network()
+    fc = Breaks(4, 3) if case == "model" else FullyConnected(4, 3)
+    fc._breaks = wrong
+    net.add("fc", fc, "x")
+    net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
     Trainer(net, sync, 4, progress=False).fit(data(case if wrong else "ok"), epochs=1)
 
 
