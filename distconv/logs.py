@@ -23,7 +23,8 @@ from typing import Any
 
 from distconv import strict_json
 from distconv.launch_env import restart_count
-from distconv.messages import exception_line
+from distconv.messages import exception_line, named
+from distconv.rank_endings import named_in_ending
 from distconv.runtime import Runtime, RuntimeConfigError
 
 
@@ -190,8 +191,10 @@ def _handler() -> logging.Handler | None:
 def error_line(program: str, error: BaseException, fmt: str | None = None, **fields: Any) -> str:
     """The last line of a process that an error the user can act on ended:
     ``PROGRAM: error: message`` on one line, as :func:`as_log_line` writes it (``fields``:
-    keys of its own under JSON)."""
-    return as_log_line(f"{program}: error: {exception_line(error)}", logging.ERROR, fmt, **fields)
+    keys of its own under JSON); ``PROGRAM: error: DataError: message`` for an error of the job
+    itself, which the launcher does not restart (:func:`~distconv.rank_endings.named_in_ending`)."""
+    said = named(error) if named_in_ending(error) else exception_line(error)
+    return as_log_line(f"{program}: error: {said}", logging.ERROR, fmt, **fields)
 
 
 def interrupted_line(program: str, interrupt: BaseException, fmt: str | None = None) -> str:

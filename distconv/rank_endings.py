@@ -1,6 +1,8 @@
 """The line by which a rank that ends an MPI job says why, in one place for both its sides;
-the words by which every rank says that the ranks run different jobs; and those by which a
-rank says that its resume was refused for good (:func:`resume_refused_in`).
+the words by which every rank says that the ranks run different jobs; those by which a rank
+says that its resume was refused for good (:func:`resume_refused_in`); and the errors of the
+job itself, its data, model or configuration, which a process's one-line ending names
+(:func:`named_in_ending`) and the launcher reads back (:func:`job_error_in`).
 
 The sync writes it (:func:`distconv.sync.mpi.leaving.reason`, from ``abort_job`` before
 ``MPI_Abort`` and the watchdog's stop before the SIGKILL of its own rank)::
@@ -161,6 +163,60 @@ _SETUP_FAILURE = re.compile(
     rf"(?:; (?:{'|'.join(re.escape(e) for e in ENDINGS)}))?",
     re.DOTALL,
 )
+
+
+#: the errors of the job itself, by the name of their class (``distconv.data.DataError``,
+#: ``distconv.network.NetworkError``, ``distconv.layers.errors.LayerError``,
+#: ``distconv.placement.RuntimeConfigError``): its data, its model, its configuration. The same
+#: command on the same files meets them again, at the same step: the launcher restarts none
+#: (:func:`job_error_in`). Not a ``CheckpointError`` (the resume sets a damaged newest checkpoint
+#: aside, and one refused for good is :func:`resume_refused_in`'s), an ``OSError`` (a disk, a
+#: network file system), a ``SyncError`` (a peer, a port, a stall), a ``TrainingError`` (a
+#: divergence that an asynchronous job's other order of updates may not meet again), a
+#: ``BackendError`` (a GPU that may work again)
+JOB_ERRORS = ("DataError", "NetworkError", "LayerError", "RuntimeConfigError")
+#: their subclasses, by name (a ``LayerError[LinAlgError]`` is read by its brackets);
+#: ``tests/launcher/test_launch_job_errors.py`` ties the two lists to the classes
+JOB_ERROR_SUBCLASSES = ("LayerTypeError", "LayerResultError")
+_JOB_CLASS = (
+    rf"(?:distconv(?:\.\w+)*\.)?((?:{'|'.join(JOB_ERRORS + JOB_ERROR_SUBCLASSES)})(?:\[\w+\])?)"
+)
+#: a rank's line that says it stops on an error of the job itself (:data:`JOB_ERRORS`), the
+#: class and its message the groups: the one-line ending (``NAME: error: DataError: ...``,
+#: :func:`named_in_ending`), MPI's reason (``rank 0: LayerError: ...; aborting the MPI job``,
+#: the launcher's ``rank 0 ended the job: ``), another rank's word of it (``rank 0 could not set
+#: up: DataError: ...``, behind what :data:`DIFFERENT_JOBS` reads before it) or a traceback's
+#: last line, its class named with its module (``distconv.data.DataError: ...``)
+JOB_ERROR = re.compile(
+    rf"(?:[^:]+: error: (?:{_CLASS}(?:rank \d+(?:{_PSERVER})?: )?{_CLASS}rank \d+ {_COULD_NOT}: )?"
+    rf"|rank \d+(?: ended the job| {_COULD_NOT})?: |(?=distconv\.))"
+    rf"{_JOB_CLASS}: (.*?)(?:; (?:{'|'.join(re.escape(e) for e in ENDINGS)}))?",
+    re.DOTALL,
+)
+
+
+def named_in_ending(error: BaseException) -> bool:
+    """Whether the one-line ending of a process names ``error``'s class before its message
+    (``distconv train: error: DataError: ...``): one of :data:`JOB_ERRORS` (or of their
+    subclasses) of distconv's own, which :func:`job_error_in` reads back. Not one raised as a
+    file could not be read (``DataError: f.idx: cannot read: [Errno 5] ...``, its context an
+    ``OSError``): the file, not the job, may be fine on the next attempt."""
+    if isinstance(error.__context__, OSError):
+        return False
+    return any(
+        c.__name__ in JOB_ERRORS and c.__module__.startswith("distconv.")
+        for c in type(error).__mro__
+    )
+
+
+def job_error_in(lines: Sequence[str]) -> tuple[str, str] | None:
+    """The class and message of the last of ``lines`` (each a rank's text, as
+    :data:`DIFFERENT_JOBS` reads it) that says a rank stops on an error of the job itself
+    (:data:`JOB_ERROR`); None where none does."""
+    for line in reversed(lines):
+        if found := JOB_ERROR.fullmatch(line):
+            return found[1], found[2]
+    return None
 
 
 #: what a rank (or another, told of it: :func:`setup_failure_text`) says where its resume was

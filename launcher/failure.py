@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -14,6 +15,7 @@ from pathlib import Path
 from distconv.files import describe_os_error
 from distconv.rank_endings import (
     different_jobs_in,
+    job_error_in,
     resume_refused_in,
     setup_failure_in_lines,
     setup_failure_said_in_lines,
@@ -153,13 +155,21 @@ class Failure:
         the model (:func:`~distconv.rank_endings.resume_refused_in`, in the failing rank's
         last line or in its cause, what its peers were told included): the same checkpoint is
         read again. Not an earlier line: a program that said a resume was refused and went on
-        (afresh) failed of something else, which a restart may get past."""
+        (afresh) failed of something else, which a restart may get past. So too an error of the
+        job itself, its data, model or configuration (a ``DataError`` at fit start or at the
+        step whose batch holds a bad label: :func:`~distconv.rank_endings.job_error_in`), in a
+        rank's last line (under MPI each rank's) or in the cause."""
         if self.different_jobs:
             return "the ranks run different jobs, which every attempt would stop on"
         if self.signal is not None or not self.exit_code:
             return None
-        last = [line for line in _said(self.tail) if line.strip()][-1:]
-        refused = resume_refused_in([*last, self.cause or ""])
+        last = _last_words(_said(self.tail), self.tail)
+        if (own := job_error_in([*last, self.cause or ""])) is not None:
+            return (
+                f"the job's own {own[0]} (of its data, model or configuration), which every "
+                "attempt would stop on"
+            )
+        refused = resume_refused_in([*last[-1:], self.cause or ""])
         if refused is None:
             return None
         return f"the checkpoint to resume {refused}, which every attempt would refuse"
@@ -270,6 +280,25 @@ def _once(said: str) -> str:
             cut = at
         at = said.find("; ", at + 2)
     return said[:cut]
+
+
+def _last_words(said: Sequence[str], tail: Sequence[str]) -> list[str]:
+    """The last non-blank line of ``said`` (:func:`_said`'s of ``tail``), the process's last
+    words; where MPI tagged its ranks' lines, each rank's, but MPICH's notice of the
+    ``MPI_Abort`` that its own ending called (``Abort(1) on node 0 ...``)."""
+    last: dict[int | None, str] = {}
+    for line, whole in zip(said, tail, strict=True):
+        tag = rank_text(whole)[0]
+        if line.strip() and not (tag is not None and _MPI_ABORT.match(line)):
+            last.pop(rank := None if tag is None else int(tag[1]), None)
+            last[rank] = line  # in the order of each rank's last line
+    if any(rank is not None for rank in last):
+        last.pop(None, None)  # mpiexec's own lines: its banner on a failed rank
+    return list(last.values())
+
+
+#: MPICH's line, tagged with the rank, after that rank called ``MPI_Abort``
+_MPI_ABORT = re.compile(r"Abort\(\d+\) on node \d+ ")
 
 
 def _said(tail: Sequence[str]) -> list[str]:

@@ -502,7 +502,9 @@ def test_the_last_line_is_one_write_so_ranks_lines_never_run_together(monkeypatc
     missing = tmp_path / "nowhere"
     assert cli.main(["train", "--data", "mnist", "--data-dir", str(missing)]) == 1
     said = [w for w in stderr.writes if "error:" in w]
-    assert said == [f"distconv train: error: MNIST directory {missing} does not exist\n"], said
+    assert said == [
+        f"distconv train: error: DataError: MNIST directory {missing} does not exist\n"
+    ], said
 
 
 def test_a_reader_that_closed_stdout_does_not_fail_a_finished_run(tmp_path):

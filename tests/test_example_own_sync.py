@@ -245,7 +245,10 @@ def test_under_a_parameter_server_launch_the_strategy_that_trains_alone_is_refus
         "local", "--workers", "2", "--servers", "1", "--insecure", "--run-dir",
         str(tmp_path / "job"), "--", str(EXAMPLE), "--epochs", "1", cwd=tmp_path, timeout=60,
     )  # fmt: skip
-    said = re.findall(r"\[worker ([01])\] own_sync\.py: error: (\w+) says rank 0 of 1", done.stdout)
+    said = re.findall(
+        r"\[worker ([01])\] own_sync\.py: error: RuntimeConfigError: (\w+) says rank 0 of 1",
+        done.stdout,
+    )
     # the first to fail stops the other, which may not have said its own line by then
     assert said and {name for _, name in said} == {"GlobalNormClipSync"}, done.stdout + done.stderr
     assert "MPISync" not in done.stdout + done.stderr

@@ -78,7 +78,10 @@ def test_a_script_of_several_workers_without_servers_is_told_how_to_start_them(t
     script = str(REPO / "examples" / "mixed_regression.py")
     proc = launch("local", "--workers", "2", "--servers", "0", "--", script, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
-    said = r"mixed_regression.py: error: this process is rank [01] of 2 \(distconv\), but local"
+    said = (
+        r"mixed_regression.py: error: RuntimeConfigError: this process is rank [01] of 2 "
+        r"\(distconv\), but local"
+    )
     assert re.search(said, proc.stderr), proc.stderr  # either rank may fail first
     assert "distconv-launch local --servers 1 or more" in proc.stderr
     assert "distconv-launch mpi" in proc.stderr

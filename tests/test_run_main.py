@@ -365,7 +365,7 @@ def test_a_malformed_environment_is_one_line_and_status_1(tmp_path, environ, sai
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
     (line,) = done.stderr.splitlines()
     message = json.loads(line)["message"] if log_format == "json" else line
-    assert message.startswith(f"setup.py: error: {said}"), line
+    assert message.startswith(f"setup.py: error: RuntimeConfigError: {said}"), line
 
 
 @pytest.mark.timeout(60)

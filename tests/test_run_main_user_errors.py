@@ -37,17 +37,20 @@ def run_script(*args: str, **environ: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize(
     "case, said",
-    [
-        ("nan", "the training set's 'x' holds NaN or infinity in 1 row(s): 5"),
-        ("empty", "the training set is empty"),
-        ("lengths", "a data set needs arrays of one common length, got {'x': 64, 'label': 63}"),
+    [  # the class named: an error of the job itself, which distconv-launch does not restart
+        ("nan", "DataError: the training set's 'x' holds NaN or infinity in 1 row(s): 5"),
+        ("empty", "DataError: the training set is empty"),
+        (
+            "lengths",
+            "DataError: a data set needs arrays of one common length, got {'x': 64, 'label': 63}",
+        ),
         (
             "label",
-            "the training set's 'label' holds 1 row(s) outside [0, 3), the classes "
+            "DataError: the training set's 'label' holds 1 row(s) outside [0, 3), the classes "
             "SoftmaxCrossEntropy 'loss' scores; its labels lie in [0, 3]: 63",
         ),
-        ("model", "Breaks 'fc': forward 6 failed"),
-        ("feed", "input 'x' was not fed (feeds: ['image', 'label'])"),
+        ("model", "LayerError: Breaks 'fc': forward 6 failed"),
+        ("feed", "NetworkError: input 'x' was not fed (feeds: ['image', 'label'])"),
     ],
 )
 def test_a_data_or_model_error_is_one_line_naming_the_script_and_status_1(case, said):

@@ -97,4 +97,4 @@ def test_a_user_error_is_one_line_while_another_thread_imports_a_module_of_the_l
     half_made = types.ModuleType("distconv.metrics")  # MetricsError not yet defined in it
     monkeypatch.setitem(sys.modules, "distconv.metrics", half_made)
     assert cli.main(["train"]) == 1
-    assert capsys.readouterr().err == "distconv train: error: no data here\n"
+    assert capsys.readouterr().err == "distconv train: error: DataError: no data here\n"

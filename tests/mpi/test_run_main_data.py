@@ -30,15 +30,15 @@ def test_data_every_rank_refuses_end_each_rank_in_one_line():
     say the refusal: exit 1, no abort."""
     status, lines = _ranks("nan", "all")
     assert status == 1, lines
-    assert lines == [f"user_data_script.py: error: {NAN}"] * 2, lines
+    assert lines == [f"user_data_script.py: error: DataError: {NAN}"] * 2, lines
 
 
 def test_data_one_rank_refuses_end_it_in_one_line_and_the_other_naming_it():
     status, lines = _ranks("nan", "0")
     assert status == 1, lines
     assert sorted(lines) == [
+        f"user_data_script.py: error: DataError: {NAN}",
         f"user_data_script.py: error: rank 0 could not set up: DataError: {NAN}",
-        f"user_data_script.py: error: {NAN}",
     ], lines
 
 

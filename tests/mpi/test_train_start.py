@@ -33,7 +33,7 @@ def test_one_rank_that_cannot_load_its_data_ends_the_job(tmp_path):
     command += ["-n", "1", *train(tmp_path, "--data", "mnist", "--data-dir", missing)]
     proc = run_mpi(command, timeout=40)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert "distconv train: error: MNIST directory" in proc.stderr
+    assert "distconv train: error: DataError: MNIST directory" in proc.stderr
 
 
 @pytest.mark.timeout(60)

@@ -1,0 +1,262 @@
+"""A job that stops on its own data, model or configuration (a NaN in the training set, a label
+past the classes at the step whose batch holds it, a feed the network lacks) stops alike on
+every attempt: ``--max-restarts 2`` restarted it twice, each attempt reading the data and
+failing as the first did. Real ``distconv-launch local`` and ``mpi`` running a real script
+(``tests/user_data_script.py``: ``run_main``, ``Trainer.fit``); a failure a restart may get past
+(a signal, a file not there) is still restarted."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+import distconv.data
+import distconv.layers.errors
+import distconv.network
+import distconv.placement
+from distconv.checkpoint import CheckpointError
+from distconv.logs import error_line
+from distconv.rank_endings import (
+    JOB_ERROR_SUBCLASSES,
+    JOB_ERRORS,
+    job_error_in,
+)
+from distconv.step_guard import TrainingError
+from distconv.sync.errors import JobRefused, SyncError
+from launcher.failure import Failure
+from launcher.rank_reason import rank_text
+from tests.launcher.launch_cli import launch
+from tests.launcher.real_children import mpiexec_or_skip
+
+SCRIPT = str(Path(__file__).resolve().parents[1] / "user_data_script.py")
+#: the job's own errors' classes, as distconv defines them
+CLASSES = (
+    distconv.data.DataError,
+    distconv.network.NetworkError,
+    distconv.layers.errors.LayerError,
+    distconv.placement.RuntimeConfigError,
+)
+
+
+def unused(error: str) -> str:
+    return (
+        f"not restarting (--max-restarts 2): the job's own {error} (of its data, model or "
+        "configuration), which every attempt would stop on"
+    )
+
+
+def _launched(tmp_path: Path, *argv: str) -> tuple[str, int, dict]:
+    """The launcher's output (stderr, then stdout), status and report after a launch of ``argv``
+    (its own flags, ``--max-restarts 2``, then the program's) into ``tmp_path/run``."""
+    run = tmp_path / "run"
+    own, program = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+    done = launch(*own, "--max-restarts", "2", "--run-dir", str(run), "--", *program, cwd=tmp_path)
+    report = json.loads((run / "failure.json").read_text())
+    return done.stderr + done.stdout, done.returncode, report
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("case", "error", "message"),
+    [
+        ("nan", "DataError", "the training set's 'x' holds NaN or infinity in 1 row(s): 5"),
+        ("label", "LayerError", "SoftmaxCrossEntropy 'loss': labels must lie in [0, 3)"),
+        ("feed", "NetworkError", "input 'x' was not fed (feeds: ['image', 'label'])"),
+    ],
+)
+def test_a_local_job_stopped_by_its_own_data_or_model_is_not_restarted(
+    tmp_path, case, error, message
+):
+    said, status, report = _launched(
+        tmp_path, "local", "--workers", "1", "--servers", "0", "--", SCRIPT, case
+    )
+    assert status == 1, said[-3000:]
+    ending = f"[worker 0] user_data_script.py: error: {error}: {message}"
+    assert said.count(ending) == 1, said[-3000:]  # one attempt
+    assert "restarting the job" not in said, said[-3000:]
+    assert unused(error) in said, said[-3000:]
+    assert report["restart"] == 0 and report["then"] == unused(error), report
+    assert not (tmp_path / "run" / "restarts.jsonl").exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_parameter_server_job_with_bad_data_on_one_rank_is_not_restarted(tmp_path):
+    """Rank 0's data refused at fit start: rank 1, told of it, exits 75 (or is stopped) and is
+    no cause; the report blames rank 0, and restarts none."""
+    said, status, report = _launched(
+        tmp_path, "local", "--workers", "2", "--servers", "1", "--insecure", "--",
+        SCRIPT, "nan", "0",
+    )  # fmt: skip
+    assert status == 1, said[-3000:]
+    assert said.count("[worker 0] user_data_script.py: error: DataError: ") == 1, said[-3000:]
+    assert "restarting the job" not in said, said[-3000:]
+    assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 0, 1), report
+    assert report["restart"] == 0 and report["then"] == unused("DataError"), report
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [  # each rank's own ending, then MPICH's notice of the abort; a rank's MPI_Abort reason
+        (("nan", "all"), "DataError"),
+        (("label", "all", "open"), "LayerError"),
+    ],
+)
+def test_an_mpi_job_stopped_by_its_own_data_or_model_is_not_restarted(tmp_path, argv, error):
+    mpiexec_or_skip()
+    said, status, report = _launched(tmp_path, "mpi", "-np", "2", "--", SCRIPT, *argv)
+    assert status == 1, said[-3000:]
+    assert "restarting the job" not in said, said[-3000:]
+    assert unused(error) in said, said[-3000:]
+    assert report["restart"] == 0 and report["then"] == unused(error), report
+
+
+@pytest.mark.timeout(60)
+def test_a_file_not_there_is_still_restarted(tmp_path):
+    """An OSError (the script's own file: its traceback) may be gone on the next attempt."""
+    said, status, report = _launched(
+        tmp_path, "local", "--workers", "1", "--servers", "0", "--", SCRIPT, "oserror"
+    )
+    assert status == 1, said[-3000:]
+    assert "restarting the job (2 of 2)" in said, said[-3000:]
+    assert "not restarting" not in said, said[-3000:]
+    assert report["restart"] == 2, report
+    assert len((tmp_path / "run" / "restarts.jsonl").read_text().splitlines()) == 2
+
+
+#: a rank that says the words of a data error, then is killed: its signal is the cause
+KILLED = """\
+import os, signal
+print("killed.py: error: DataError: the training set's 'x' holds NaN", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_rank_killed_by_a_signal_is_still_restarted(tmp_path):
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED)
+    said, status, report = _launched(
+        tmp_path, "local", "--workers", "1", "--servers", "0", "--", str(script)
+    )
+    assert status == 128 + signal.SIGKILL, said[-3000:]
+    assert "restarting the job (2 of 2)" in said, said[-3000:]
+    assert "not restarting" not in said, said[-3000:]
+    assert report["restart"] == 2 and report["signal"] == "SIGKILL", report
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [cls, *(s for sub in cls.__subclasses__() for s in _subclasses(sub))]
+
+
+def test_the_names_read_are_those_of_the_classes():
+    """The launcher reads the classes by name (it imports neither numpy nor the layers): each
+    subclass distconv defines is named in the lists, and each is named in the ending."""
+    assert tuple(c.__name__ for c in CLASSES) == JOB_ERRORS
+    defined = {
+        s.__name__
+        for cls in CLASSES
+        for s in _subclasses(cls)
+        if s.__module__.startswith("distconv.") and "[" not in s.__name__
+    }
+    assert defined == set(JOB_ERRORS + JOB_ERROR_SUBCLASSES)
+    for name in defined:
+        assert job_error_in([f"x.py: error: {name}: m"]) == (name, "m")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        distconv.data.DataError("the training set's 'x' holds NaN"),
+        distconv.layers.errors.LayerTypeError("layer 'fc' returned a list"),
+        distconv.placement.RuntimeConfigError("WORLD_SIZE must be an integer, got 'x'"),
+    ],
+)
+def test_the_ending_of_a_job_error_stops_the_restarts(error):
+    """Written by :func:`error_line` (JSON where a test before set the log up so), read by
+    the launcher's report."""
+    said = rank_text(error_line("train.py", error, "text"))[1]
+    assert said == f"train.py: error: {type(error).__name__}: {error}", said
+    assert _every_attempt(["epoch 1", said]) == (
+        f"the job's own {type(error).__name__} (of its data, model or configuration), "
+        "which every attempt would stop on"
+    )
+
+
+def _unreadable(tmp_path: Path) -> BaseException:
+    """The DataError of an IDX file that cannot be read (a folder in its place)."""
+    with pytest.raises(distconv.data.DataError) as raised:
+        distconv.data.read_idx(tmp_path)
+    return raised.value
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        FileNotFoundError(2, "No such file or directory"),
+        SyncError("rank 1 stalled 30 s in allreduce"),
+        JobRefused("rank 0, step 3: pserver h:5: rank 1 (host h, last step 2) closed"),
+        CheckpointError("checkpoint c.safetensors is corrupt: it fails its checksum"),
+        TrainingError("the loss became NaN or infinite in epoch 1, between steps 1 and 2"),
+        _unreadable,
+    ],
+)
+def test_other_endings_are_restarted(tmp_path, error):
+    """Errors another attempt may get past keep their ending, and are restarted: a data
+    set's file that could not be read too."""
+    error = error(tmp_path) if callable(error) else error
+    said = rank_text(error_line("train.py", error, "text"))[1]
+    assert said == f"train.py: error: {error}", said
+    assert _every_attempt([said]) is None
+
+
+@pytest.mark.timeout(60)
+def test_distconv_train_under_json_logs_is_not_restarted(tmp_path):
+    """``distconv train`` itself, its ending a JSON line: a --data-dir that is not there."""
+    said, status, report = _launched(
+        tmp_path, "local", "--workers", "1", "--servers", "0", "--",
+        "--data", "mnist", "--data-dir", "nowhere", "--log-format", "json",
+    )  # fmt: skip
+    assert status == 1, said[-3000:]
+    assert said.count('"message":"distconv train: error: DataError: MNIST directory') == 1, said
+    assert report["restart"] == 0 and report["then"] == unused("DataError"), report
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [  # said, then went on: its last words are another failure's
+        ["x.py: error: DataError: m", "retrying with the other set", "OSError: disk"],
+        [
+            "[0] x.py: error: DataError: m",
+            "[0] epoch 2",
+            "[1] rank 1: SyncError: s; ending this rank",
+        ],
+        # a user's own class of that name: no module, and no ending of distconv's
+        ["DataError: m"],
+        ["my.py: error: ValueError: DataError: m"],
+    ],
+)
+def test_a_job_error_not_in_a_rank_s_last_words_is_restarted(tail):
+    assert _every_attempt(tail) is None
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        ["[0] x.py: error: DataError: m", "[1] x.py: error: DataError: m",
+         "[1] Abort(1) on node 1 (rank 1 in comm 0): application called MPI_Abort(...)"],
+        ["[1,1]<stderr>: distconv.data.DataError: m", "mpirun noticed that process rank 1 ..."],
+        ["x.py: error: JobRefused: rank 1, hello: pserver h:5: rank 0 could not set up: "
+         "NetworkError: input 'x' was not fed"],
+    ],
+)  # fmt: skip
+def test_each_rank_s_last_words_are_read(tail):
+    assert _every_attempt(tail) is not None
+
+
+def _every_attempt(tail: list[str]) -> str | None:
+    """What :attr:`Failure.every_attempt` says of a worker that exited 1 after ``tail``."""
+    return Failure("worker", 0, 1, None, "w.log", tail, 0).every_attempt
