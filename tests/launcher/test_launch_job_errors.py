@@ -1,6 +1,6 @@
 """A job that stops on its own data, model or configuration (a NaN in the training set, a label
-past the classes at the step whose batch holds it, a feed the network lacks) stops alike on
-every attempt: ``--max-restarts 2`` restarted it twice, each attempt reading the data and
+past the classes, a layer of the user's own failing mid-epoch, a feed the network lacks) stops
+alike on every attempt: ``--max-restarts 2`` restarted it twice, each attempt reading the data and
 failing as the first did. Real ``distconv-launch local`` and ``mpi`` running a real script
 (``tests/user_data_script.py``: ``run_main``, ``Trainer.fit``); a failure a restart may get past
 (a signal, a file not there) is still restarted."""
@@ -63,7 +63,8 @@ def _launched(tmp_path: Path, *argv: str) -> tuple[str, int, dict]:
     ("case", "error", "message"),
     [
         ("nan", "DataError", "the training set's 'x' holds NaN or infinity in 1 row(s): 5"),
-        ("label", "LayerError", "SoftmaxCrossEntropy 'loss': labels must lie in [0, 3)"),
+        ("label", "DataError", "the training set's 'label' holds 1 row(s) outside [0, 3)"),
+        ("model", "LayerError", "Breaks 'fc': forward 6 failed"),
         ("feed", "NetworkError", "input 'x' was not fed (feeds: ['image', 'label'])"),
     ],
 )
@@ -102,7 +103,7 @@ def test_a_parameter_server_job_with_bad_data_on_one_rank_is_not_restarted(tmp_p
     ("argv", "error"),
     [  # each rank's own ending, then MPICH's notice of the abort; a rank's MPI_Abort reason
         (("nan", "all"), "DataError"),
-        (("label", "all", "open"), "LayerError"),
+        (("model", "1", "open"), "LayerError"),  # mid-epoch: rank 1's abort line
     ],
 )
 def test_an_mpi_job_stopped_by_its_own_data_or_model_is_not_restarted(tmp_path, argv, error):
