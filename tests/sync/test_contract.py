@@ -172,20 +172,7 @@ def test_a_sync_refuses_a_rank_or_world_size_that_is_not_an_integer(rank, world)
     """A transport of one's own (or PServerSync) built with rank 1.5 of 2 was rank 1.5, and
     rank "1" failed with "'<=' not supported between instances of 'int' and 'str'"."""
     from distconv.optim import create_optimizer
-    from distconv.sync.base import SyncStrategy
-
-    class Mine(SyncStrategy):
-        def on_gradient(self, param):
-            pass
-
-        def finish_step(self):
-            pass
-
-        def state_dict(self):
-            return {}
-
-        def load_state_dict(self, state):
-            pass
+    from tests.sync.bare_strategy import BareSync as Mine
 
     with pytest.raises(ValueError, match=r"need integers 0 <= rank < world_size, got rank"):
         Mine(create_optimizer("sgd"), rank, world)

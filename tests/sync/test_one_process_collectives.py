@@ -19,6 +19,7 @@ from distconv.sync.base import SyncStrategy
 from distconv.sync.local import LocalSync
 from distconv.sync.one_process import COLLECTIVES, left_to_base
 from distconv.trainer import Trainer
+from tests.sync.bare_strategy import BareSync
 from tests.sync.threaded_sync import ThreadedSync, run_ranks
 
 
@@ -144,7 +145,7 @@ def test_the_base_function_itself_assigned_is_left_to_the_base():
     assert left_to_base(raw) == ["allreduce_sum"]
 
 
-class _OwnSetup(SyncStrategy):
+class _OwnSetup(BareSync):
     """Rank 0 of 2 whose own setup skips the base's (as the parameter server's does), so only
     the defaults' own check stands between it and a one-process sum."""
 
@@ -153,18 +154,6 @@ class _OwnSetup(SyncStrategy):
 
     def setup(self, params, config=None, state=None):
         self.params = list(params)
-
-    def on_gradient(self, param):
-        pass
-
-    def finish_step(self):
-        pass
-
-    def state_dict(self):
-        return {}
-
-    def load_state_dict(self, state):
-        pass
 
 
 @pytest.mark.parametrize(
