@@ -201,12 +201,22 @@ def named_in_ending(error: BaseException) -> bool:
     subclasses) of distconv's own, which :func:`job_error_in` reads back. Not one raised as a
     file could not be read (``DataError: f.idx: cannot read: [Errno 5] ...``, its context an
     ``OSError``): the file, not the job, may be fine on the next attempt."""
+    return ending_name(error) is not None
+
+
+def ending_name(error: BaseException) -> str | None:
+    """The class name that the one-line ending puts before ``error``'s message, where
+    :func:`named_in_ending`: its own where distconv defines it (``LayerTypeError``,
+    ``LayerError[LinAlgError]``), else that of the nearest class of distconv's it derives from,
+    a name :func:`job_error_in` reads (a script's ``class BadRows(DataError)`` is said
+    ``DataError: ...``: by its own name, the launcher would restart it); None elsewhere."""
     if isinstance(error.__context__, OSError):
-        return False
-    return any(
-        c.__name__ in JOB_ERRORS and c.__module__.startswith("distconv.")
-        for c in type(error).__mro__
-    )
+        return None
+    for cls in type(error).__mro__:
+        base = cls.__name__.partition("[")[0]
+        if cls.__module__.startswith("distconv.") and base in JOB_ERRORS + JOB_ERROR_SUBCLASSES:
+            return cls.__name__
+    return None
 
 
 def job_error_in(lines: Sequence[str]) -> tuple[str, str] | None:

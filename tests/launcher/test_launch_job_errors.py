@@ -261,3 +261,50 @@ def test_each_rank_s_last_words_are_read(tail):
 def _every_attempt(tail: list[str]) -> str | None:
     """What :attr:`Failure.every_attempt` says of a worker that exited 1 after ``tail``."""
     return Failure("worker", 0, 1, None, "w.log", tail, 0).every_attempt
+
+
+#: a script's own subclass of a job error, raised under run_main: its ending names a class
+#: the launcher reads (the job error it derives from), and it is not restarted
+OWN_SUBCLASS = """\
+import distconv.distributed as dist
+from distconv.data import DataError
+
+
+class BadRows(DataError):
+    pass
+
+
+def main():
+    raise BadRows("rows 3..5 are blank")
+
+
+dist.run_main(main)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_script_s_own_subclass_of_a_job_error_is_not_restarted(tmp_path):
+    script = tmp_path / "own_error.py"
+    script.write_text(OWN_SUBCLASS)
+    said, status, report = _launched(
+        tmp_path, "local", "--workers", "1", "--servers", "0", "--", str(script)
+    )
+    assert status == 1, said[-3000:]
+    ending = "[worker 0] own_error.py: error: DataError: rows 3..5 are blank"
+    assert said.count(ending) == 1, said[-3000:]  # one attempt
+    assert report["restart"] == 0 and report["then"] == unused("DataError"), report
+
+
+def test_a_subclass_is_named_as_the_job_error_it_derives_from():
+    """distconv's own subclasses by their own names; another's by the nearest of distconv's."""
+
+    class Mine(distconv.layers.errors.LayerTypeError):
+        pass
+
+    for error, name in [
+        (distconv.layers.errors.LayerResultError("m"), "LayerResultError"),
+        (Mine("m"), "LayerTypeError"),
+    ]:
+        said = rank_text(error_line("x.py", error, "text"))[1]
+        assert said == f"x.py: error: {name}: m", said
+        assert job_error_in([said]) == (name, "m")
