@@ -224,9 +224,19 @@ def job_error_in(lines: Sequence[str]) -> tuple[str, str] | None:
     :data:`DIFFERENT_JOBS` reads it) that says a rank stops on an error of the job itself
     (:data:`JOB_ERROR`); None where none does."""
     for line in reversed(lines):
-        if found := JOB_ERROR.fullmatch(line):
+        if (found := JOB_ERROR.fullmatch(line)) is None:
+            continue
+        if found[1] != "DataError" or not _CANNOT_READ.match(found[2]):
             return found[1], found[2]
     return None
+
+
+#: a data set's file that could not be read (``distconv.data.read_idx``: ``PATH: cannot read:
+#: [Errno 5] ...``, raised from the OSError): the one-line ending leaves its class out
+#: (:func:`named_in_ending`), and so read, in a traceback's last line, MPI's abort line or what
+#: another rank was told, none of which can leave it out, it is no job error either: the file
+#: may read on the next attempt
+_CANNOT_READ = re.compile(r".*?: cannot read: ", re.DOTALL)
 
 
 #: what a rank (or another, told of it: :func:`setup_failure_text`) says where its resume was

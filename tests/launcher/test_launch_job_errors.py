@@ -308,3 +308,40 @@ def test_a_subclass_is_named_as_the_job_error_it_derives_from():
         said = rank_text(error_line("x.py", error, "text"))[1]
         assert said == f"x.py: error: {name}: m", said
         assert job_error_in([said]) == (name, "m")
+
+
+#: a plain script (no run_main) whose data set's file cannot be read now (a folder in its
+#: place stands for an EIO of a network file system): its traceback's last line is
+#: ``distconv.data.DataError: PATH: cannot read: ...``
+UNREADABLE = """\
+import sys
+from distconv.data import read_idx
+
+read_idx(sys.argv[1])
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_data_file_that_cannot_be_read_is_restarted_in_a_traceback_too(tmp_path):
+    """As its one-line ending is (no class: :func:`test_other_endings_are_restarted`)."""
+    script = tmp_path / "unreadable.py"
+    script.write_text(UNREADABLE)
+    said, status, report = _launched(
+        tmp_path, "local", "--workers", "1", "--servers", "0", "--", str(script), str(tmp_path)
+    )
+    assert status == 1, said[-3000:]
+    assert "distconv.data.DataError: " in said and ": cannot read: " in said, said[-3000:]
+    assert "restarting the job (2 of 2)" in said, said[-3000:]
+    assert report["restart"] == 2 and report["then"] is None, report
+
+
+def test_a_data_file_that_cannot_be_read_is_restarted_as_the_others_say_it(tmp_path):
+    """MPI's abort line and a told rank's line name the class of every error: one of a file
+    that cannot be read is restarted there too."""
+    said = f"DataError: {_unreadable(tmp_path)}"
+    for tail in (
+        [f"[0] rank 0: {said}; aborting the MPI job"],
+        [f"x.py: error: JobRefused: rank 1, hello: pserver h:5: rank 0 could not set up: {said}"],
+        [f"[1] x.py: error: rank 0 could not set up: {said}"],
+    ):
+        assert _every_attempt(tail) is None, tail
