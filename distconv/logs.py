@@ -24,7 +24,7 @@ from typing import Any
 from distconv import strict_json
 from distconv.launch_env import restart_count
 from distconv.messages import exception_line, named
-from distconv.rank_endings import ending_name
+from distconv.rank_endings import begins_as_job_error, ending_name
 from distconv.runtime import Runtime, RuntimeConfigError
 
 
@@ -193,13 +193,14 @@ def error_line(program: str, error: BaseException, fmt: str | None = None, **fie
     ``PROGRAM: error: message`` on one line, as :func:`as_log_line` writes it (``fields``:
     keys of its own under JSON); ``PROGRAM: error: DataError: message`` for an error of the job
     itself, which the launcher does not restart (:func:`~distconv.rank_endings.named_in_ending`;
-    a script's subclass of one by the name of distconv's class it derives from)."""
+    a script's subclass of one by the name of distconv's class it derives from); and another
+    error's class before a message that begins as such an error's would."""
     name = ending_name(error)
-    said = (
-        exception_line(error)
-        if name is None
-        else name + named(error).removeprefix(type(error).__name__)
-    )
+    said = exception_line(error)
+    if name is not None:
+        said = name + named(error).removeprefix(type(error).__name__)
+    elif begins_as_job_error(said):  # a quote of one, said as it: the launcher would stop
+        said = named(error)
     return as_log_line(f"{program}: error: {said}", logging.ERROR, fmt, **fields)
 
 

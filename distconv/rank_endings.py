@@ -219,6 +219,16 @@ def ending_name(error: BaseException) -> str | None:
     return None
 
 
+def begins_as_job_error(message: str) -> bool:
+    """Whether ``message`` begins with a job error's class (``DataError: ...``, a traceback's
+    ``distconv.data.DataError: ...``): the ending of another error with that message, its own
+    class left out, would read as the job's own (:func:`job_error_in`); it names its class."""
+    return _BEGINS_AS_JOB_ERROR.match(message) is not None
+
+
+_BEGINS_AS_JOB_ERROR = re.compile(rf"{_JOB_CLASS}: ")
+
+
 def job_error_in(lines: Sequence[str]) -> tuple[str, str] | None:
     """The class and message of the last of ``lines`` (each a rank's text, as
     :data:`DIFFERENT_JOBS` reads it) that says a rank stops on an error of the job itself

@@ -345,3 +345,46 @@ def test_a_data_file_that_cannot_be_read_is_restarted_as_the_others_say_it(tmp_p
         [f"[1] x.py: error: rank 0 could not set up: {said}"],
     ):
         assert _every_attempt(tail) is None, tail
+
+
+#: a script ending on an error the launcher restarts, whose message begins with a job error's
+#: class (a quote of one): its ending names its own class too, so that it is not read as one
+QUOTES = """\
+import distconv.distributed as dist
+from distconv.step_guard import TrainingError
+
+
+def main():
+    raise TrainingError("DataError: the loss left the data's range at step 3")
+
+
+dist.run_main(main)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_message_that_begins_as_a_job_error_is_still_restarted(tmp_path):
+    script = tmp_path / "quotes.py"
+    script.write_text(QUOTES)
+    said, status, report = _launched(
+        tmp_path, "local", "--workers", "1", "--servers", "0", "--", str(script)
+    )
+    assert status == 1, said[-3000:]
+    ending = "quotes.py: error: TrainingError: DataError: the loss left the data's range"
+    assert ending in said, said[-3000:]
+    assert "restarting the job (2 of 2)" in said, said[-3000:]
+    assert report["restart"] == 2 and report["then"] is None, report
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        CheckpointError("distconv.data.DataError: m"),
+        SyncError("NetworkError: m"),
+        FileNotFoundError("LayerError[LinAlgError]: m"),
+    ],
+)
+def test_an_ending_never_reads_as_a_job_error_it_is_not(error):
+    said = rank_text(error_line("x.py", error, "text"))[1]
+    assert said == f"x.py: error: {type(error).__name__}: {error}", said
+    assert _every_attempt([said]) is None
