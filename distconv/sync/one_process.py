@@ -5,10 +5,11 @@ are a lone process's: they do nothing, or sum this rank's values alone. A transp
 ranks that left one of them to the base trained on without a word, wrong: ranks that start
 apart after a resume (only the chief loads the checkpoint), one rank's loss logged as the
 epoch's, a rank of another learning rate let through the job check. So a strategy whose world
-size is over 1 and whose class leaves any of them to the base is refused: by the base's
-``setup``, naming every one before the first step, and by each default itself, for a strategy
-whose own ``setup`` does not call the base's. An override that calls ``super()``'s is its
-transport's own, and passes.
+size is over 1 and whose class leaves any of them to the base is refused, naming every one:
+by the Trainer it is given to (``trainer_args.check_parts``, before any data is read), by the
+base's ``setup`` before its job check, and by each default itself, for a strategy whose own
+``setup`` does not call the base's, used without a Trainer. An override that calls
+``super()``'s is its transport's own, and passes.
 """
 
 from __future__ import annotations
