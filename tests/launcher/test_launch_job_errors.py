@@ -58,6 +58,18 @@ def _launched(tmp_path: Path, *argv: str) -> tuple[str, int, dict]:
     return done.stderr + done.stdout, done.returncode, report
 
 
+def _one_worker(tmp_path: Path, *program: str) -> tuple[str, int, dict]:
+    """:func:`_launched` of one worker and no shard under ``local``, running ``program``."""
+    return _launched(tmp_path, "local", "--workers", "1", "--servers", "0", "--", *program)
+
+
+def _script(tmp_path: Path, name: str, text: str) -> str:
+    """The path of a script ``name`` written into ``tmp_path`` with ``text``."""
+    script = tmp_path / name
+    script.write_text(text)
+    return str(script)
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("case", "error", "message"),
@@ -71,9 +83,7 @@ def _launched(tmp_path: Path, *argv: str) -> tuple[str, int, dict]:
 def test_a_local_job_stopped_by_its_own_data_or_model_is_not_restarted(
     tmp_path, case, error, message
 ):
-    said, status, report = _launched(
-        tmp_path, "local", "--workers", "1", "--servers", "0", "--", SCRIPT, case
-    )
+    said, status, report = _one_worker(tmp_path, SCRIPT, case)
     assert status == 1, said[-3000:]
     ending = f"[worker 0] user_data_script.py: error: {error}: {message}"
     assert said.count(ending) == 1, said[-3000:]  # one attempt
@@ -118,9 +128,7 @@ def test_an_mpi_job_stopped_by_its_own_data_or_model_is_not_restarted(tmp_path, 
 @pytest.mark.timeout(60)
 def test_a_file_not_there_is_still_restarted(tmp_path):
     """An OSError (the script's own file: its traceback) may be gone on the next attempt."""
-    said, status, report = _launched(
-        tmp_path, "local", "--workers", "1", "--servers", "0", "--", SCRIPT, "oserror"
-    )
+    said, status, report = _one_worker(tmp_path, SCRIPT, "oserror")
     assert status == 1, said[-3000:]
     assert "restarting the job (2 of 2)" in said, said[-3000:]
     assert "not restarting" not in said, said[-3000:]
@@ -138,11 +146,8 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 @pytest.mark.timeout(60)
 def test_a_rank_killed_by_a_signal_is_still_restarted(tmp_path):
-    script = tmp_path / "killed.py"
-    script.write_text(KILLED)
-    said, status, report = _launched(
-        tmp_path, "local", "--workers", "1", "--servers", "0", "--", str(script)
-    )
+    script = _script(tmp_path, "killed.py", KILLED)
+    said, status, report = _one_worker(tmp_path, script)
     assert status == 128 + signal.SIGKILL, said[-3000:]
     assert "restarting the job (2 of 2)" in said, said[-3000:]
     assert "not restarting" not in said, said[-3000:]
@@ -217,10 +222,9 @@ def test_other_endings_are_restarted(tmp_path, error):
 @pytest.mark.timeout(60)
 def test_distconv_train_under_json_logs_is_not_restarted(tmp_path):
     """``distconv train`` itself, its ending a JSON line: a --data-dir that is not there."""
-    said, status, report = _launched(
-        tmp_path, "local", "--workers", "1", "--servers", "0", "--",
-        "--data", "mnist", "--data-dir", "nowhere", "--log-format", "json",
-    )  # fmt: skip
+    said, status, report = _one_worker(
+        tmp_path, "--data", "mnist", "--data-dir", "nowhere", "--log-format", "json"
+    )
     assert status == 1, said[-3000:]
     assert said.count('"message":"distconv train: error: DataError: MNIST directory') == 1, said
     assert report["restart"] == 0 and report["then"] == unused("DataError"), report
@@ -284,11 +288,8 @@ dist.run_main(main)
 
 @pytest.mark.timeout(60)
 def test_a_script_s_own_subclass_of_a_job_error_is_not_restarted(tmp_path):
-    script = tmp_path / "own_error.py"
-    script.write_text(OWN_SUBCLASS)
-    said, status, report = _launched(
-        tmp_path, "local", "--workers", "1", "--servers", "0", "--", str(script)
-    )
+    script = _script(tmp_path, "own_error.py", OWN_SUBCLASS)
+    said, status, report = _one_worker(tmp_path, script)
     assert status == 1, said[-3000:]
     ending = "[worker 0] own_error.py: error: DataError: rows 3..5 are blank"
     assert said.count(ending) == 1, said[-3000:]  # one attempt
@@ -324,11 +325,8 @@ read_idx(sys.argv[1])
 @pytest.mark.timeout(60)
 def test_a_data_file_that_cannot_be_read_is_restarted_in_a_traceback_too(tmp_path):
     """As its one-line ending is (no class: :func:`test_other_endings_are_restarted`)."""
-    script = tmp_path / "unreadable.py"
-    script.write_text(UNREADABLE)
-    said, status, report = _launched(
-        tmp_path, "local", "--workers", "1", "--servers", "0", "--", str(script), str(tmp_path)
-    )
+    script = _script(tmp_path, "unreadable.py", UNREADABLE)
+    said, status, report = _one_worker(tmp_path, script, str(tmp_path))
     assert status == 1, said[-3000:]
     assert "distconv.data.DataError: " in said and ": cannot read: " in said, said[-3000:]
     assert "restarting the job (2 of 2)" in said, said[-3000:]
@@ -364,11 +362,8 @@ dist.run_main(main)
 
 @pytest.mark.timeout(60)
 def test_a_message_that_begins_as_a_job_error_is_still_restarted(tmp_path):
-    script = tmp_path / "quotes.py"
-    script.write_text(QUOTES)
-    said, status, report = _launched(
-        tmp_path, "local", "--workers", "1", "--servers", "0", "--", str(script)
-    )
+    script = _script(tmp_path, "quotes.py", QUOTES)
+    said, status, report = _one_worker(tmp_path, script)
     assert status == 1, said[-3000:]
     ending = "quotes.py: error: TrainingError: DataError: the loss left the data's range"
     assert ending in said, said[-3000:]
