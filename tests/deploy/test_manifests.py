@@ -83,6 +83,23 @@ def validate(obj: dict) -> None:
         kubernetes_validate.validate(obj, KUBERNETES, strict=True)
 
 
+def checked_mpijob(name: str) -> dict:
+    """The MPIJob that configuration ``name`` renders, valid against the operator's CRD schema
+    and with nothing ``manifest_problems`` finds."""
+    (mpijob,) = render_manifests(**CONFIGS[name])
+    validate(mpijob)
+    assert manifest_problems([mpijob]) == []
+    return mpijob
+
+
+def mpijob_containers(mpijob: dict) -> tuple[dict, dict]:
+    """An MPIJob's launcher container and its worker container."""
+    replicas = mpijob["spec"]["mpiReplicaSpecs"]
+    (launcher,) = replicas["Launcher"]["template"]["spec"]["containers"]
+    (worker,) = replicas["Worker"]["template"]["spec"]["containers"]
+    return launcher, worker
+
+
 # -- rendered manifests pass ----------------------------------------------------------------
 
 

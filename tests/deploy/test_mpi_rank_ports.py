@@ -10,11 +10,16 @@ import re
 import pytest
 import yaml
 
-from distconv.deploy import manifest_problems, render_manifests
+from distconv.deploy import render_manifests
 from distconv.deploy.check import _templates
 from distconv.runtime import detect_runtime
 from tests.deploy.job_shapes import KUBERNETES
-from tests.deploy.test_manifests import CONFIGS, REPO_ROOT, validate
+from tests.deploy.test_manifests import (
+    CONFIGS,
+    REPO_ROOT,
+    checked_mpijob,
+    mpijob_containers,
+)
 
 #: Kubernetes' IsValidPortName (k8s.io/apimachinery/pkg/util/validation): an IANA service
 #: name, which the schemas leave a plain string, but the API server refuses a pod without
@@ -34,10 +39,7 @@ def _valid_port_name(name: str) -> bool:
 
 
 def _parts(mpijob: dict) -> tuple[dict, dict, int]:
-    replicas = mpijob["spec"]["mpiReplicaSpecs"]
-    (launcher,) = replicas["Launcher"]["template"]["spec"]["containers"]
-    (worker,) = replicas["Worker"]["template"]["spec"]["containers"]
-    return launcher, worker, mpijob["spec"]["slotsPerWorker"]
+    return *mpijob_containers(mpijob), mpijob["spec"]["slotsPerWorker"]
 
 
 def _served_ports(launcher: dict, slots: int) -> list[set[int]]:
@@ -59,9 +61,7 @@ def _served_ports(launcher: dict, slots: int) -> list[set[int]]:
 
 @pytest.mark.parametrize("name", MPI_CONFIGS)
 def test_every_rank_of_a_worker_pod_serves_on_a_declared_port(name):
-    (mpijob,) = render_manifests(**CONFIGS[name])
-    validate(mpijob)  # the MPI operator's CRD schema
-    assert manifest_problems([mpijob]) == []
+    mpijob = checked_mpijob(name)
     launcher, worker, slots = _parts(mpijob)
     health = [p for p in worker["ports"] if p["name"] != "ssh"]
     assert [p["containerPort"] for p in health] == list(range(8080, 8080 + slots))

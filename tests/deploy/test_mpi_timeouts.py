@@ -15,7 +15,7 @@ from distconv.cli import build_parser
 from distconv.deploy import manifest_problems, render_manifests
 from distconv.job import TrainConfig
 from distconv.sync.mpi.watchdog import DEFAULT_TIMEOUT
-from tests.deploy.test_manifests import CONFIGS, validate
+from tests.deploy.test_manifests import CONFIGS, checked_mpijob, mpijob_containers
 from tests.launcher.launch_cli import launch
 
 pytestmark = pytest.mark.timeout(60)
@@ -30,17 +30,10 @@ def _said(timeout: str, stall: str) -> str:
     return f"--timeout {timeout} is not below their --stall-seconds {stall}"
 
 
-def _parts(mpijob: dict) -> tuple[dict, dict]:
-    replicas = mpijob["spec"]["mpiReplicaSpecs"]
-    (launcher,) = replicas["Launcher"]["template"]["spec"]["containers"]
-    (worker,) = replicas["Worker"]["template"]["spec"]["containers"]
-    return launcher, worker
-
-
 def _limits(mpijob: dict) -> tuple[float, float]:
     """The ranks' watchdog timeout and stall limit, as ``distconv train`` reads its
     arguments: the flag's value, else the rank's own default."""
-    launcher, _ = _parts(mpijob)
+    launcher, _ = mpijob_containers(mpijob)
     argv = launcher["args"]
     args = build_parser().parse_args(argv[argv.index("distconv") + 1 :])
     timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
@@ -55,14 +48,12 @@ def _render(train_args: list[str]) -> dict:
 
 @pytest.mark.parametrize("name", MPI_CONFIGS)
 def test_every_rendered_mpijob_times_out_before_its_ranks_stall(name):
-    (mpijob,) = render_manifests(**CONFIGS[name])
-    validate(mpijob)  # the MPI operator's CRD schema
-    assert manifest_problems([mpijob]) == []
+    mpijob = checked_mpijob(name)
     timeout, stall = _limits(mpijob)
     assert (timeout, stall) == (240.0, 300.0)
     # the liveness restarts a pod (failureThreshold) probes after /healthz turns 503, 30 s
     # apart: the first at once at the earliest; the watchdog fires within its one-second tick
-    live = _parts(mpijob)[1]["livenessProbe"]
+    live = mpijob_containers(mpijob)[1]["livenessProbe"]
     assert (live["periodSeconds"], live["failureThreshold"]) == (30, 3)
     assert timeout + 1 < stall + live["periodSeconds"] * (live["failureThreshold"] - 1)
     assert timeout + 1 < stall
@@ -124,7 +115,7 @@ def _edited(edit) -> list[str]:
     """The problems the checks name in the rendered MPIJob of 4 ranks with its launcher's
     container changed by ``edit``, of the watchdog's order alone."""
     mpijob = copy.deepcopy(_render([]))
-    edit(*_parts(mpijob))
+    edit(*mpijob_containers(mpijob))
     return [p for p in manifest_problems([mpijob]) if "is not below their --stall-seconds" in p]
 
 
