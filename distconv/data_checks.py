@@ -14,7 +14,6 @@ from distconv.arg import NOT_FINITE_CHUNK_BYTES, marked_rows, rows_named
 from distconv.backend import to_host
 from distconv.data import DataError, array_length
 from distconv.layers.base import Layer, forward_only
-from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.messages import exception_line
 from distconv.network import Network
 
@@ -94,13 +93,12 @@ def scored_classes(
     """
     feeds = set(network.feed_names)
     losses = [
-        (network[name], wiring[1])
-        for name, wiring in network.wiring.items()
-        if isinstance(network[name], SoftmaxCrossEntropy)
-        and len(wiring) == 2
-        and wiring[1] in feeds
-        and wiring[1] in arrays
-        and arrays[wiring[1]].dtype.kind in "iu"  # not ids: the loss names that at the forward
+        (network[name], labels)
+        for name in network.wiring
+        if (pair := network.softmax_inputs(name)) is not None
+        and (labels := pair[1]) in feeds
+        and labels in arrays
+        and arrays[labels].dtype.kind in "iu"  # not ids: the loss names that at the forward
     ]
     if not losses or array_length(arrays) == 0:
         return {}
