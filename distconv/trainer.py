@@ -24,6 +24,7 @@ from distconv.arg import feeds_of
 from distconv.backend import widened
 from distconv.data import Arrays, Dataset, array_length, as_arrays
 from distconv.data_checks import check_sets
+from distconv.empty_pass import fire_every_gradient
 from distconv.epoch_tally import EpochTally, evaluate_shares, right_answers
 from distconv.fit_start import start_fit
 from distconv.layers.base import LayerError
@@ -239,8 +240,8 @@ class Trainer:
         for k, index in enumerate(passes):
             last = k == len(passes) - 1
             if len(index) == 0:  # the short last step left this rank nothing in this pass
-                if last:
-                    self._fire_all()
+                if last:  # a parameter server waits for each of its gradients
+                    fire_every_gradient(self.sync, self.network, self.trainable)
                 continue
             # a dropout's mask of this rank, step and pass, drawn again alike by a resumed run
             with training_step(self.seed, self.sync.rank, self.pos.step, k):
@@ -250,17 +251,6 @@ class Trainer:
             self.network.backward(callback, loss=self.loss_name, loss_scale=len(index))
             loss_sum, correct = loss_sum + loss, correct + right
         return loss_sum, correct
-
-    def _fire_all(self) -> None:
-        """Hand every gradient (what earlier passes accumulated, or zero) to the sync: in the
-        sync's recorded firing order, else the network's (an earlier pass of the first step: the
-        MPI sync lays out every rank's buckets by rank 0's first order, and the ranks that ran
-        backward by their network's), then those it lacks (unfrozen since); none of a frozen one."""
-        by_name = {p.name: p for p in self.trainable}
-        recorded = self.network.firing_order or ()
-        for name in dict.fromkeys([*self.sync.firing_order, *recorded, *by_name]):
-            if name in by_name:  # on_gradient, as backward is handed: not an override of __call__
-                self.sync.on_gradient(by_name[name])
 
     # -- evaluation -----------------------------------------------------------------------------
     def evaluate(self, arrays: Arrays | Dataset, batch_size: int = 256) -> dict[str, float]:

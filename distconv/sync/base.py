@@ -17,10 +17,10 @@ One step, as the Trainer drives it::
     sync.finish_step()               # every parameter now holds its updated value
                                      # (sync.abandon_step() instead where the step raised)
 
-Gradients arrive as **sums over this rank's examples** (the Trainer seeds the mean loss with the
-pass's example count). The strategy sums them over ranks and divides by the step's global number
-of examples, so N ranks with batch b and one rank with batch N*b take the same step, uneven last
-batches included.
+Gradients arrive as **sums over this rank's examples**: the mean loss is seeded with the count
+of the rows it is a mean over (the pass's examples; the tokens of a sequence batch under a
+per-token loss). The strategy sums them over ranks and divides by the step's global count, so N
+ranks with batch b and one rank with batch N*b take the same step, uneven last batches included.
 
 Ownership of ``param.grad``: from the callback until :meth:`finish_step` returns, ``param.grad``
 belongs to the strategy, which may be reading it on a communication thread (or may have handed

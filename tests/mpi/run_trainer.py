@@ -4,7 +4,7 @@ Trainer over MPI.
 Trains ``small_lenet`` in float64 with Adam on ``EXAMPLES`` of :func:`trainer_data`, 2 examples
 a rank a pass, 3 passes a step (a global batch of 12), so the last step is short: with 37
 examples neither rank has anything in its last pass, with 45 rank 0 has one example there and
-rank 1 none (its gradients go from ``_fire_all`` while rank 0's come from backward). With
+rank 1 none (its gradients go from ``fire_every_gradient`` while rank 0's come from backward). With
 ``RUN_DIR`` it checkpoints every 2 steps there and resumes from what it finds. Rank 0 saves the
 parameters to ``OUT`` (.npz), and the number of steps this job ran as ``_steps``.
 """

@@ -44,7 +44,8 @@ def two_ranks(tmp_path, name: str, overlap: str, epochs: int, examples=37, run_d
 @pytest.mark.parametrize("examples", [37, 45])
 def test_accumulated_passes_on_two_ranks_equal_one_process(tmp_path, overlap, examples):
     """45 examples: in the short last step rank 0 has one example in its last pass and rank 1
-    none, so one hands its gradients over from backward and the other from ``_fire_all``."""
+    none, so one hands its gradients over from backward and the other from
+    ``fire_every_gradient``."""
     ranks, steps = two_ranks(tmp_path, "accumulated", overlap, 2, examples)
     assert steps == 8  # 3 global batches of 12 and a short one, each epoch
     reference = one_process(2, examples)
@@ -56,10 +57,10 @@ def test_accumulated_passes_on_two_ranks_equal_one_process(tmp_path, overlap, ex
 @pytest.mark.parametrize("overlap", ["0", "1"])
 def test_three_ranks_on_fewer_examples_than_ranks_equal_one_process(tmp_path, overlap):
     """2 examples for 3 ranks: in the first step rank 0 has nothing in its last pass (it hands
-    its gradients over from ``_fire_all``) and rank 2 nothing at all (it never runs backward, so
-    it lays its buckets out by rank 0's first order). Before, ``_fire_all`` went in network
-    order, which became that first order, while ranks 0 and 1 laid theirs out by their
-    backward's: step 1 stopped, the ranks laying out buckets differently."""
+    its gradients over from ``fire_every_gradient``) and rank 2 nothing at all (it never runs
+    backward, so it lays its buckets out by rank 0's first order). Before, the Trainer's firing
+    went in network order, which became that first order, while ranks 0 and 1 laid theirs out
+    by their backward's: step 1 stopped, the ranks laying out buckets differently."""
     ranks, steps = two_ranks(tmp_path, "fewer", overlap, 2, examples=2, n=3)
     assert steps == 2  # one global batch of 18 holding both examples, each epoch
     assert mismatch(one_process(2, examples=2, ranks=3), ranks) is None

@@ -32,7 +32,7 @@ def test_an_async_push_of_no_example_changes_nothing(shards, name):
         sync.finish_step()
         moved, state = w.value.copy(), sync.state_dict()["w"]
         assert np.all(moved < 0)
-        sync.start_step(0)  # what Trainer._fire_all hands over when a rank gets no example
+        sync.start_step(0)  # what fire_every_gradient hands over when a rank gets no example
         w.inc_update(sync.on_gradient)
         sync.finish_step()
         np.testing.assert_array_equal(w.value, moved)  # was: moved on by the momentum
