@@ -92,3 +92,47 @@ def context_index(
     pad = xp.where(before, begin_pad + rel, begin_pad + rel - length)
     outside = before | after
     return xp.where(outside, rows + pad, first + rel), outside
+
+
+def segment_argmax(values: Any, seg: Any, n: int) -> Any:
+    """Per segment and column, the row holding the segment's greatest value, the first of equal
+    ones (Paddle's ``MaxLayer`` keeps the first: it replaces its maximum only on ``>``).
+
+    Args:
+        values: ``(rows, width)`` floats.
+        seg: ``(rows,)`` segment of each row (:func:`segment_ids`), non-decreasing.
+        n: the number of segments.
+
+    Returns:
+        ``(n, width)`` int64 rows; ``rows`` (no row) for an empty segment. A NaN is greater than
+        every number (the first NaN wins, as numpy's ``argmax``); ``-0.0`` equals ``0.0``.
+    """
+    xp = get_array_module(values)
+    rows = len(values)
+    keys = _order_keys(values)
+    # two scatters of integers, which numpy and cupy both reduce exactly: cupy's maximum.at on
+    # float64 compares through fmaxf, in float32, and drops NaN
+    top = xp.full((n, values.shape[1]), np.iinfo(keys.dtype).min, dtype=keys.dtype)
+    xp.maximum.at(top, seg, keys)
+    row = xp.arange(rows, dtype=np.int64)[:, None]
+    won = xp.where(keys == top[seg], row, rows)
+    first = xp.full((n, values.shape[1]), rows, dtype=np.int64)
+    xp.minimum.at(first, seg, won)
+    return first
+
+
+def _order_keys(values: Any) -> Any:
+    """Integer keys in the order of the float ``values``: equal values, equal keys; int64 for
+    float64, int32 for narrower floats (cupy's ``maximum.at`` takes no 16-bit integers).
+
+    An IEEE float's bits read as a signed integer rise with the value for positive floats and
+    fall for negative ones; flipping every bit but the sign of the negative ones makes them
+    rise too. NaNs become one positive NaN (the greatest key) and ``-0.0`` becomes ``0.0``.
+    """
+    xp = get_array_module(values)
+    dtype = values.dtype
+    canonical = xp.where(xp.isnan(values), dtype.type(np.nan), values + dtype.type(0))
+    wide = np.dtype(np.int64 if dtype.itemsize > 4 else np.int32)
+    bits = canonical.view(np.dtype(f"i{dtype.itemsize}")).astype(wide, copy=False)
+    low = wide.type(2 ** (8 * dtype.itemsize - 1) - 1)  # every bit of the float but its sign
+    return bits ^ ((bits >> (8 * wide.itemsize - 1)) & low)

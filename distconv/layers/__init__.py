@@ -31,6 +31,7 @@ from distconv.layers.projection import (
 )
 from distconv.layers.selective_fc import SelectiveFullyConnected
 from distconv.layers.sequence import SequenceConcat
+from distconv.layers.sequence_pool import SequencePool
 
 __all__ = [
     "Activation",
@@ -63,6 +64,7 @@ __all__ = [
     "ScalingProjection",
     "SelectiveFullyConnected",
     "SequenceConcat",
+    "SequencePool",
     "SliceProjection",
     "SoftmaxCrossEntropy",
     "TableProjection",

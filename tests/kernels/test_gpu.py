@@ -43,6 +43,7 @@ from distconv.layers import (
     ScalingProjection,
     SelectiveFullyConnected,
     SequenceConcat,
+    SequencePool,
     SliceProjection,
     SoftmaxCrossEntropy,
     TableProjection,
@@ -467,3 +468,20 @@ def test_mpi_sync_device_buckets_over_two_ranks(cupy, tmp_path):
     if mpiexec() is None:
         pytest.skip("mpiexec is not installed")
     check_device_runs(device_runs(tmp_path, "gpu"), rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "specs",
+    [
+        [_rows(9, 3, seq_starts=SEQ)],
+        # the max's ties: equal rows within a sequence, the first takes the gradient
+        [{"value": np.repeat(_rows(5, 3)["value"], 2, axis=0), "seq_starts": np.array([0, 4, 10])}],
+        [_rows(0, 3, seq_starts=np.zeros(3, np.int64))],  # every sequence empty
+    ],
+    ids=["uneven", "ties", "all empty"],
+)
+@pytest.mark.parametrize("mode", ["average", "sum", "max", "last", "first"])
+def test_sequence_pool_on_device_matches_host(cupy, rng, mode, specs):
+    """Each mode's scatters (``add.at``, and int64 ``maximum.at`` and ``minimum.at`` for the
+    max) and gathers on the device, against numpy."""
+    _catalogue_case(cupy, rng, lambda: SequencePool(mode), specs)
