@@ -14,15 +14,15 @@ own, so the ranks start alike only if the strategy broadcasts rank 0's parameter
   ranks need nothing but ``make_sync(optimizer, rank, world_size)``.
 - :func:`assert_rank_matches_local` is one rank's share, for a transport that needs its own
   launcher: call it from a script each rank runs (``mpiexec -n 2 python -m mpi4py check.py``).
-- :func:`reference_weights` and :func:`rank_weights` are the two runs it compares.
+- :func:`reference_weights` and :func:`rank_weights` are the two runs it compares, and
+  :func:`mismatch` (:mod:`distconv.weight_mismatch`) says where they differ.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,13 +31,11 @@ from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.network import Network
 from distconv.optim import Optimizer, create_optimizer
+from distconv.weight_mismatch import TOLERANCE, mismatch
+from distconv.weight_mismatch import max_relative_difference as max_relative_difference
 
 if TYPE_CHECKING:
     from distconv.sync.base import SyncStrategy
-
-#: the largest difference allowed, relative to a parameter's largest value: float64 summed in
-#: another order differs in its last bits, a step of a wrong transport by far more
-TOLERANCE = 1e-10
 
 #: weights by parameter name
 Weights = dict[str, np.ndarray]
@@ -168,48 +166,6 @@ def rank_weights(sync: SyncStrategy, job: Job = JOB) -> Weights:
     net = job.model_of(sync.rank)
     job.fit(net, sync, job.batch_size, sync.world_size)
     return weights(net)
-
-
-def max_relative_difference(expected: Mapping[str, Any], got: Mapping[str, Any]) -> float:
-    """The largest ``max|a - b| / max(|a|, |b|)`` over ``expected``'s parameters."""
-    return max((_relative(expected[k], got[k]) for k in expected), default=0.0)
-
-
-def _relative(a: np.ndarray, b: np.ndarray) -> float:
-    """``max|a - b| / max(|a|, |b|)``; infinite where either holds a NaN."""
-    scale = max(float(np.abs(a).max(initial=0)), float(np.abs(b).max(initial=0)), 1e-300)
-    apart = float(np.abs(a - b).max(initial=0)) / scale
-    return apart if apart == apart else math.inf
-
-
-def mismatch(
-    expected: Mapping[str, np.ndarray],
-    got: Mapping[str, np.ndarray],
-    tolerance: float = TOLERANCE,
-    than: str = "the reference's",
-) -> str | None:
-    """What is wrong with ``got`` next to ``expected`` (the parameter furthest apart, where
-    and by how much), or None where every parameter is within ``tolerance`` (relative)."""
-    names = sorted(set(expected) ^ set(got))
-    if names:
-        return f"parameters {names} are not in both (it has {sorted(got)})"
-    for name in expected:
-        if np.shape(expected[name]) != np.shape(got[name]):
-            return f"parameter {name!r} is {np.shape(got[name])}, not {np.shape(expected[name])}"
-    apart = {n: _relative(expected[n], got[n]) for n in expected}
-    worst = max(apart, key=apart.__getitem__, default=None)
-    if worst is None or apart[worst] <= tolerance:
-        return None
-    a, b = np.asarray(expected[worst]), np.asarray(got[worst])
-    apart_at = np.abs(a - b)
-    at = np.unravel_index(int(np.argmax(np.where(apart_at == apart_at, apart_at, np.inf))), a.shape)
-    beyond = sum(1 for r in apart.values() if r > tolerance)
-    here, there = float(b[at]), float(a[at])
-    return (
-        f"parameter {worst!r} is {abs(here - there):.3g} from {than} at {tuple(map(int, at))}"
-        f" ({here!r} here, {there!r} there: {apart[worst]:.3g} of its largest value, "
-        f"tolerance {tolerance:g}; {beyond} of {len(apart)} parameters beyond it)"
-    )
 
 
 def assert_rank_matches_local(
