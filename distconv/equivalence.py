@@ -16,11 +16,18 @@ own, so the ranks start alike only if the strategy broadcasts rank 0's parameter
   launcher: call it from a script each rank runs (``mpiexec -n 2 python -m mpi4py check.py``).
 - :func:`reference_weights` and :func:`rank_weights` are the two runs it compares, and
   :func:`mismatch` (:mod:`distconv.weight_mismatch`) says where they differ.
+
+A job with ``restart_at`` (:data:`RESUMED_JOB`) stops mid-way, checkpointed, and resumes on new
+syncs (:mod:`distconv.equivalence_restart`): it fails a transport that restores the optimizer
+state wrongly, or on rank 0 only, which the plain check, its Adam state zeros, cannot see.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import tempfile
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -83,10 +90,17 @@ class Job:
         accumulate: passes per step.
         optimizer, lr, lr_decay: the update rule. Adam's state starts as zeros on every rank,
             so a transport that broadcasts the parameters at setup but not the optimizer
-            state passes: only a resumed run, its state loaded on rank 0, shows that.
+            state passes: only a resumed run (``restart_at``), its state loaded on rank 0,
+            shows that.
         seed: the shuffle seed, the same on every rank; rank 0 builds its model from seed 0,
-            rank r from ``100 + r``.
+            rank r from ``100 + r`` (a resumed rank r from ``200 + r``).
         channels, hidden: the size of :func:`model`.
+        restart_at: 0 trains in one go. n >= 1: each rank sends itself SIGTERM after step n
+            and the ranks stop at the first step from there they agree on, with a
+            checkpoint (n itself on one rank, else the next multiple of
+            :data:`~distconv.stop_agreement.STOP_CHECK_EVERY`); then new syncs and models
+            resume to the end (:mod:`distconv.equivalence_restart`). The reference does not
+            stop. A stop past the job's last step is a ``ValueError``.
     """
 
     batch_size: int = 4
@@ -99,6 +113,7 @@ class Job:
     seed: int = 0
     channels: tuple[int, ...] = (2, 3)
     hidden: int = 8
+    restart_at: int = 0
 
     def global_batch(self, world_size: int) -> int:
         return world_size * self.batch_size * self.accumulate
@@ -112,16 +127,35 @@ class Job:
         """A new optimizer of the job's rule and rate: each sync gets its own."""
         return create_optimizer(self.optimizer, lr=self.lr)
 
-    def model_of(self, rank: int) -> Network:
-        """Rank ``rank``'s model before its strategy's setup."""
-        return model(0 if rank == 0 else 100 + rank, self.channels, self.hidden)
+    def model_of(self, rank: int, resumed: bool = False) -> Network:
+        """Rank ``rank``'s model before its strategy's setup (``resumed``: before the setup
+        that resumes it, drawn from other seeds, so that only a restore makes it the job's)."""
+        seed = 200 + rank if resumed else 0 if rank == 0 else 100 + rank
+        return model(seed, self.channels, self.hidden)
 
-    def fit(self, net: Network, sync: SyncStrategy, batch_size: int, world_size: int) -> None:
+    def fit(
+        self,
+        net: Network,
+        sync: SyncStrategy,
+        batch_size: int,
+        world_size: int,
+        *,
+        out_dir: str | os.PathLike | None = None,
+        resume: bool = False,
+        stop_after: int = 0,
+    ) -> None:
         """Train ``net`` through ``sync`` with ``batch_size`` a pass, on the data of a job of
-        ``world_size`` ranks."""
+        ``world_size`` ranks; with ``out_dir``, checkpointing there every few steps, resuming
+        where ``resume``; ``stop_after`` n >= 1: stopped by SIGTERM after step n
+        (:class:`~distconv.equivalence_restart.StopAfter`)."""
         from distconv.trainer import Trainer  # the data and sync modules, when a check runs
 
-        trainer = Trainer(
+        kind, stop = Trainer, {}
+        if stop_after:
+            from distconv.equivalence_restart import StopAfter
+
+            kind, stop = StopAfter, {"stop_after": stop_after}
+        trainer = kind(
             net,
             sync,
             batch_size,
@@ -130,12 +164,21 @@ class Job:
             lr_decay=self.lr_decay,
             dtype="float64",
             progress=False,
+            out_dir=out_dir,
+            checkpoint_every=CHECKPOINT_EVERY if out_dir is not None else 0,
+            **stop,
         )
-        trainer.fit(self.data(world_size), epochs=self.epochs)
+        trainer.fit(self.data(world_size), epochs=self.epochs, resume=resume)
 
 
 #: the check's job
 JOB = Job()
+#: the check's job stopped after its 8th step (2 ranks or more: 8 is when they agree on a stop),
+#: the second epoch's second of 6, Adam's moments far from zero, and resumed to the end
+RESUMED_JOB = Job(restart_at=8)
+#: a job with an output directory checkpoints every this many steps, as a long job does; the
+#: stop's checkpoint is the newest, the one a restart resumes
+CHECKPOINT_EVERY = 3
 
 
 def reference_weights(world_size: int, job: Job = JOB) -> Weights:
@@ -151,21 +194,48 @@ def reference_weights(world_size: int, job: Job = JOB) -> Weights:
     return weights(net)
 
 
-def rank_weights(sync: SyncStrategy, job: Job = JOB) -> Weights:
+def rank_weights(
+    sync: SyncStrategy,
+    job: Job = JOB,
+    *,
+    restart: Callable[[Optimizer], SyncStrategy] | None = None,
+    out_dir: str | os.PathLike | None = None,
+) -> Weights:
     """This rank's share of the job through ``sync`` (its rank and world size say which
     share; batch ``job.batch_size``): the weights it ends with. ``sync`` is left open.
 
+    With ``job.restart_at`` the rank stops there, checkpointing in ``out_dir`` (the same
+    folder on every rank, holding no run: the chief writes it), and resumes through the sync
+    ``restart(optimizer)`` makes (:func:`~distconv.equivalence_restart.restarted_weights`):
+    ``sync`` is then closed at the stop, the new one at the end.
+
     Raises:
         ValueError: ``sync``'s optimizer is not the job's (``job.make_optimizer()``), so the
-            reference would train another job.
+            reference would train another job; ``restart`` or ``out_dir`` given for a job
+            without ``restart_at``, or missing for one with it.
     """
+    refuse_other_optimizer(sync, job)
+    if job.restart_at:
+        from distconv.equivalence_restart import restarted_weights
+
+        return restarted_weights(sync, job, restart, out_dir)
+    if restart is not None or out_dir is not None:
+        raise ValueError(
+            "restart and out_dir are for a job that restarts: give it restart_at "
+            "(RESUMED_JOB), or leave them out"
+        )
+    net = job.model_of(sync.rank)
+    job.fit(net, sync, job.batch_size, sync.world_size)
+    return weights(net)
+
+
+def refuse_other_optimizer(sync: SyncStrategy, job: Job) -> None:
+    """Raise ``ValueError`` where ``sync``'s optimizer is not the job's: the reference would
+    train another job."""
     theirs, ours = sync.optimizer_config(), job.make_optimizer().config()
     if theirs != ours:
         raise ValueError(f"the sync's optimizer is {theirs}, the check's {ours}: make it with "
                          "the optimizer the check hands over, or Job.make_optimizer()")  # fmt: skip
-    net = job.model_of(sync.rank)
-    job.fit(net, sync, job.batch_size, sync.world_size)
-    return weights(net)
 
 
 def assert_rank_matches_local(
@@ -174,11 +244,17 @@ def assert_rank_matches_local(
     tolerance: float = TOLERANCE,
     *,
     world_size: int | None = None,
+    restart: Callable[[Optimizer], SyncStrategy] | None = None,
+    out_dir: str | os.PathLike | None = None,
 ) -> Weights:
     """:func:`rank_weights`, then raise ``AssertionError`` naming this rank and the parameter
     furthest from :func:`reference_weights` where one is beyond ``tolerance``; for a script
     each rank runs under the transport's own launcher, the sync made from
     ``job.make_optimizer()`` and closed by the caller. Returns this rank's weights.
+
+    A job with ``restart_at`` (:data:`RESUMED_JOB`) stops there and resumes through
+    ``restart(optimizer)``, a new sync of the same rank and world size (``sync`` closed at the
+    stop), checkpointing in ``out_dir``, one folder for every rank: see :func:`rank_weights`.
 
     ``world_size`` is the number of ranks the launcher started: a sync of another world size
     fails before it trains. Left None, any world size of 2 or more is taken; a world of one
@@ -192,7 +268,7 @@ def assert_rank_matches_local(
             f"this rank's sync is in a world of {sync.world_size} (did its ranks meet?); pass "
             "world_size=N, the number of ranks started, to check another"
         )
-    got = rank_weights(sync, job)
+    got = rank_weights(sync, job, restart=restart, out_dir=out_dir)
     wrong = mismatch(reference_weights(sync.world_size, job), got, tolerance)
     if wrong is not None:
         raise AssertionError(f"rank {sync.rank} of {sync.world_size}: {wrong} {_WHAT}")
@@ -210,17 +286,21 @@ def assert_matches_local(
     *,
     tolerance: float = TOLERANCE,
     timeout: float = 120.0,
+    out_dir: str | os.PathLike | None = None,
 ) -> list[Weights]:
     """Run the job on ``world_size`` ranks, each a process of its own, and check that every
     rank ends with the reference's weights and with rank 0's, to ``tolerance``.
 
     Each rank's process (started by ``multiprocessing``'s spawn) calls
     ``make_sync(optimizer, rank, world_size)``, trains its share (:func:`rank_weights`) and
-    closes the sync. ``make_sync`` travels to the processes pickled, so it must be a
-    module-level function or class, or a ``functools.partial`` of one over picklable
-    arguments (endpoints, a folder to meet in); a script that calls this from its own code
-    keeps that code under ``if __name__ == "__main__":``, as spawn imports the script in each
-    rank. Every process it started is gone when it returns or raises.
+    closes the sync. A job with ``restart_at`` (:data:`RESUMED_JOB`) stops there, closes the
+    sync, and resumes through a second ``make_sync`` and a model of other seeds, each rank
+    checkpointing in ``out_dir`` (None: a temporary folder the call makes and removes).
+    ``make_sync`` travels to the processes pickled, so it must be a module-level function or
+    class, or a ``functools.partial`` of one over picklable arguments (endpoints, a folder to
+    meet in); a script that calls this from its own code keeps that code under ``if __name__
+    == "__main__":``, as spawn imports the script in each rank. Every process it started is
+    gone when it returns or raises.
 
     Returns:
         Every rank's weights, in rank order.
@@ -228,7 +308,8 @@ def assert_matches_local(
     Raises:
         TypeError: ``make_sync`` cannot be pickled (a lambda, a function defined inside
             another) or is not callable.
-        ValueError: ``world_size`` is not an int >= 1, or ``timeout`` not > 0.
+        ValueError: ``world_size`` is not an int >= 1, ``timeout`` not > 0, or ``out_dir``
+            given for a job without ``restart_at``.
         AssertionError: a rank's weights differ from the reference's or rank 0's (naming the
             rank, the parameter and the largest difference); a rank raised or exited before
             it sent its weights (naming it, its exit status and the end of its output); or
@@ -239,12 +320,17 @@ def assert_matches_local(
     check_picklable(make_sync, "make_sync")
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
-    ranks = run_ranks(
-        _rank_main,
-        [(make_sync, rank, world_size, job) for rank in range(world_size)],
-        lambda: reference_weights(world_size, job),
-        timeout,
-    )
+    if out_dir is not None and not job.restart_at:
+        raise ValueError("out_dir is for a job that restarts: give it restart_at (RESUMED_JOB)")
+    with contextlib.ExitStack() as folder:
+        if job.restart_at and out_dir is None:  # removed once every rank is gone
+            out_dir = folder.enter_context(tempfile.TemporaryDirectory(prefix="distconv-check-"))
+        ranks = run_ranks(
+            _rank_main,
+            [(make_sync, rank, world_size, job, out_dir) for rank in range(world_size)],
+            lambda: reference_weights(world_size, job),
+            timeout,
+        )
     expected, got = ranks.meanwhile, ranks.results
     wrong = [(r, mismatch(expected, w, tolerance)) for r, w in enumerate(got)]
     wrong += [(r, mismatch(got[0], w, tolerance, "rank 0's")) for r, w in enumerate(got) if r]
@@ -254,10 +340,18 @@ def assert_matches_local(
     return got
 
 
-def _rank_main(make_sync: Callable[..., SyncStrategy], rank: int, world: int, job: Job) -> Weights:
-    """One rank's process: make its sync, train, close it."""
+def _rank_main(
+    make_sync: Callable[..., SyncStrategy],
+    rank: int,
+    world: int,
+    job: Job,
+    out_dir: str | os.PathLike | None,
+) -> Weights:
+    """One rank's process: make its sync, train (stopping and resuming through a second
+    ``make_sync`` where the job restarts), close it."""
     sync = make_sync(job.make_optimizer(), rank, world)
+    restart = (lambda optimizer: make_sync(optimizer, rank, world)) if job.restart_at else None
     try:
-        return rank_weights(sync, job)
+        return rank_weights(sync, job, restart=restart, out_dir=out_dir)
     finally:
         sync.close()

@@ -6,13 +6,14 @@ others connect and say their rank. Each exchange goes through rank 0, which send
 all the values in rank order. It is a transport of one's own as the docs describe one, made to
 be built in each rank's process by ``functools.partial(StarSync, meeting=path)``; its
 subclasses below are the faults the equivalence check exists to catch, each training on
-without a word.
+without a word (the last three only after a restart: the check's ``RESUMED_JOB``).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,28 @@ class LocalMeanSync(StarSync):
             means = [g / self._examples for g in mine]
         shares = super().gradient_shares(means)
         return [([m * n for m in g], n) for g, n in shares]
+
+
+class ChiefOnlyStateSync(StarSync):
+    """Takes the optimizer state it is given on rank 0 alone: a resumed rank 0 holds the
+    checkpoint's (the chief loads it), the others keep the zeros they started with."""
+
+    def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
+        if self.rank == 0:
+            super().load_state_dict(state)
+
+
+class DropsStateSync(StarSync):
+    """Takes no optimizer state at all: a resumed job starts Adam over on every rank."""
+
+    def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
+        pass
+
+
+class NoStepCountSync(StarSync):
+    """Takes Adam's moments but not its step count: a resumed job's bias correction starts
+    over, as in its first step."""
+
+    def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
+        moments = {name: {k: v for k, v in b.items() if k != "step"} for name, b in state.items()}
+        super().load_state_dict(moments)

@@ -7,6 +7,7 @@ killed in the fixture's teardown. The subprocesses import this checkout's ``dist
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import selectors
 import signal
@@ -267,6 +268,20 @@ def pserver_sync(endpoints: Sequence[str], optimizer, rank: int, world_size: int
         optimizer, rank=rank, world_size=world_size, pservers=list(endpoints), insecure=True,
         timeout=30,
     )  # fmt: skip
+
+
+#: the workers :func:`restarted_pserver_sync` made in this process
+_made_here = itertools.count()
+
+
+def restarted_pserver_sync(
+    first: Sequence[str], then: Sequence[str], optimizer, rank: int, world_size: int
+) -> PServerSync:
+    """:func:`pserver_sync` on the shards ``first`` for a rank's first worker, and on ``then``
+    (shards started afresh, holding nothing of the run) for the worker it resumes with in a
+    restarted equivalence check: its optimizer state comes from the chief's checkpoint alone."""
+    endpoints = first if next(_made_here) == 0 else then
+    return pserver_sync(endpoints, optimizer, rank, world_size)
 
 
 def worker_process(endpoints, rank, world, steps, tmp_path, timeout=10.0) -> subprocess.Popen:

@@ -1,0 +1,118 @@
+"""The equivalence check with a restart in the middle: a transport that trains right from
+scratch must also restore right from a checkpoint.
+
+The plain check (:mod:`distconv.equivalence`) starts Adam's state as zeros on every rank, so it
+cannot see a transport that does not hand every rank the optimizer state a checkpoint holds
+(Adam's moments and step count): one that loads it on rank 0 alone, broadcasts the parameters
+but not the state, or drops it. Such a transport trains silently wrong after every restart.
+A job with ``restart_at`` stops each rank by the stop request a scheduler sends (SIGTERM, taken
+by the Trainer's own handler: the ranks agree on a step, checkpoint and raise
+:class:`~distconv.resume.Preempted`), closes its sync, and resumes (``fit(resume=True)``) through
+a new sync and a model drawn from other seeds, so that only a real restore makes the ranks the
+job's again; the weights they end with are compared with the uninterrupted reference.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from distconv.equivalence import Job, Weights, refuse_other_optimizer, weights
+from distconv.resume import Preempted
+from distconv.stop_agreement import STOP_CHECK_EVERY
+from distconv.trainer import Trainer
+
+if TYPE_CHECKING:
+    from distconv.optim import Optimizer
+    from distconv.sync.base import SyncStrategy
+
+
+class StopAfter(Trainer):
+    """A :class:`~distconv.trainer.Trainer` that sends SIGTERM, a scheduler's stop, to its own
+    thread after step ``stop_after`` of a fit, which then stops as after any such signal
+    (:mod:`distconv.stop_request`). The fit must run in the main thread: only its handler
+    takes the signal (elsewhere SIGTERM ends the process)."""
+
+    def __init__(self, *args: Any, stop_after: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stop_after = stop_after
+
+    def train_step(self, arrays: Any, passes: list) -> tuple[Any, Any, int]:
+        done = super().train_step(arrays, passes)
+        if self.pos.step == self.stop_after:
+            # to this thread, not the process: its handler has run when the call returns,
+            # where one sent to the process may land on a transport's thread and run later
+            signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+        return done
+
+
+def restarted_weights(
+    sync: SyncStrategy,
+    job: Job,
+    restart: Callable[[Optimizer], SyncStrategy] | None,
+    out_dir: str | os.PathLike | None,
+) -> Weights:
+    """This rank's share of ``job``, stopped at ``job.restart_at`` and resumed: the weights it
+    ends with. ``sync`` trains from the job's model, checkpointing in ``out_dir`` (every rank's
+    the same folder: the chief writes it), until the stop; it is closed, and the sync
+    ``restart(job.make_optimizer())`` makes resumes a model of other seeds from the newest
+    checkpoint to the end, and is closed.
+
+    Raises:
+        ValueError: ``restart`` or ``out_dir`` is None; ``job.restart_at`` is not an int >= 1,
+            or the job ended before its ranks agreed on a stop; this is not the main thread
+            (the only one a stop signal reaches); the new sync's optimizer is not the job's,
+            or its rank or world size not ``sync``'s.
+    """
+    _refuse(job, restart, out_dir)
+    rank, world = sync.rank, sync.world_size
+    stopped = None
+    try:
+        job.fit(
+            job.model_of(rank), sync, job.batch_size, world, out_dir=out_dir,
+            stop_after=job.restart_at,
+        )  # fmt: skip
+    except Preempted as stop:
+        stopped = stop
+    sync.close()  # outside the except clause: an MPISync closed in one aborts its job
+    if stopped is None:
+        raise ValueError(
+            f"restart_at={job.restart_at}: the job ended before its ranks agreed on a stop "
+            f"({'at once' if world == 1 else f'every {STOP_CHECK_EVERY} steps'}): give it a "
+            "step before its last"
+        )
+    resumed = restart(job.make_optimizer())
+    try:
+        refuse_other_optimizer(resumed, job)
+        if (resumed.rank, resumed.world_size) != (rank, world):
+            raise ValueError(
+                f"the restart made rank {resumed.rank} of {resumed.world_size}, not rank "
+                f"{rank} of {world}: make it as the sync it replaces"
+            )
+        net = job.model_of(rank, resumed=True)
+        job.fit(net, resumed, job.batch_size, world, out_dir=out_dir, resume=True)
+    finally:
+        resumed.close()
+    return weights(net)
+
+
+def _refuse(
+    job: Job, restart: Callable[..., Any] | None, out_dir: str | os.PathLike | None
+) -> None:
+    """Raise ``ValueError`` where the restart cannot run (see :func:`restarted_weights`)."""
+    at = job.restart_at
+    if isinstance(at, bool) or not isinstance(at, int) or at < 1:
+        raise ValueError(f"restart_at must be an int >= 1 (0: no restart), got {at!r}")
+    if restart is None or out_dir is None:
+        raise ValueError(
+            "a job with restart_at needs restart, a function making the sync that resumes "
+            "from an optimizer, and out_dir, the folder every rank checkpoints in"
+        )
+    if threading.current_thread() is not threading.main_thread():
+        raise ValueError(
+            "a job with restart_at is stopped by SIGTERM, which only a fit in the main thread "
+            "takes: run this rank in a process's main thread"
+        )
