@@ -383,3 +383,69 @@ def test_an_ending_never_reads_as_a_job_error_it_is_not(error):
     said = rank_text(error_line("x.py", error, "text"))[1]
     assert said == f"x.py: error: {type(error).__name__}: {error}", said
     assert _every_attempt([said]) is None
+
+
+def test_an_abort_line_names_a_subclass_as_the_job_error_it_derives_from():
+    """MPI's abort line, as the one-line ending: a script's own class by distconv's it derives
+    from, read as a job error; distconv's own subclass by its own name; an error of a file that
+    cannot be read by its own class still, and restarted."""
+    from distconv.sync.mpi.leaving import reason
+
+    class BadRows(distconv.data.DataError):
+        pass
+
+    class Unread(distconv.data.DataError):
+        pass
+
+    try:
+        try:
+            raise OSError(5, "Input/output error")
+        except OSError as exc:
+            raise Unread("f.idx: cannot read") from exc
+    except Unread as exc:
+        unread = exc
+
+    for error, name, alike in [
+        (BadRows("rows 3..5 are blank"), "DataError", True),
+        (distconv.layers.errors.LayerTypeError("m"), "LayerTypeError", True),
+        (unread, "Unread", False),
+    ]:
+        line = reason(0, error, "aborting the MPI job").rstrip("\n")
+        assert line == f"rank 0: {name}: {error}; aborting the MPI job", line
+        assert (_every_attempt([f"[0] {line}"]) is not None) is alike, line
+
+
+#: under ``mpiexec -n 2``: rank 0 raises a script's own DataError subclass with its sync open
+#: (MPISync's abort hook says why, and aborts the job); rank 1 waits, till the abort ends it
+OWN_SUBCLASS_MPI = """\
+import time
+
+import distconv.distributed as dist
+from distconv.data import DataError
+
+
+class BadRows(DataError):
+    pass
+
+
+def main():
+    sync = dist.init("sgd", lr=0.1)
+    if sync.rank == 0:
+        raise BadRows("rows 3..5 are blank")
+    time.sleep(60)
+
+
+dist.run_main(main)
+"""
+
+
+@pytest.mark.timeout(90)
+def test_an_mpi_job_s_own_subclass_of_a_job_error_is_not_restarted(tmp_path):
+    mpiexec_or_skip()
+    script = _script(tmp_path, "own_error_mpi.py", OWN_SUBCLASS_MPI)
+    said, status, report = _launched(tmp_path, "mpi", "-np", "2", "--", script)
+    assert status == 1, said[-3000:]
+    line = "[0] rank 0: DataError: rows 3..5 are blank; aborting the MPI job"
+    assert said.splitlines().count(line) == 1, said[-3000:]  # one attempt (and its report)
+    assert "restarting the job" not in said, said[-3000:]
+    assert report["restart"] == 0 and report["then"] == unused("DataError"), report

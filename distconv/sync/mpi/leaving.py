@@ -16,7 +16,7 @@ from typing import Any
 
 from distconv.logs import as_log_line
 from distconv.messages import debugging
-from distconv.rank_endings import ABORTING_THE_JOB, reason_text
+from distconv.rank_endings import ABORTING_THE_JOB, ending_name, reason_text
 from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.shared_memory import unlink_segments
 
@@ -107,14 +107,17 @@ def reason(rank: int, error: BaseException | None, ending: str) -> str:
     (:func:`~distconv.logs.as_log_line`): it is the last line of a rank that aborts, which
     never reaches ``distconv train``'s own error line, and a collector parses it too.
     ``ending``: one of :data:`distconv.rank_endings.ENDINGS`, which the launcher reads back
-    (:func:`~distconv.rank_endings.reason_text`).
+    (:func:`~distconv.rank_endings.reason_text`). An error of the job itself is named as the
+    one-line ending names it (:func:`~distconv.rank_endings.ending_name`): a script's own
+    ``class BadRows(DataError)`` as ``DataError``, which the launcher does not restart.
 
     Raises:
         ValueError: ``ending`` is none of them."""
     said = str(error).rstrip()
     if said.endswith(".") and not said.endswith(".."):
         said = said[:-1]
-    what = f"{type(error).__name__}: {said}" if said else type(error).__name__
+    name = (ending_name(error) if error is not None else None) or type(error).__name__
+    what = f"{name}: {said}" if said else name
     return as_log_line(reason_text(rank, what, ending), logging.ERROR) + "\n"
 
 
