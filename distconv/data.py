@@ -7,11 +7,8 @@ tests. The batches each worker trains on are :mod:`distconv.sampler`'s.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import math
 import os
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +18,7 @@ import numpy as np
 
 from distconv.arg import NOT_FINITE_CHUNK_BYTES, as_fed, not_finite_once
 from distconv.backend import ARRAY_KINDS, is_array, is_float_dtype, to_host
+from distconv.idx import read_idx, write_idx  # noqa: F401 - their names here, as before
 from distconv.kernels.shape import is_int
 from distconv.names import DATASET_NAMES
 from distconv.sampler import batches, check_seed, num_batches, shard_indices  # noqa: F401
@@ -188,7 +186,6 @@ MNIST_FILES = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
-_IDX_UBYTE = 0x08  # IDX type code of unsigned bytes, the only one MNIST uses
 
 
 def load_mnist(directory: str | os.PathLike) -> tuple[Dataset, Dataset]:
@@ -250,52 +247,6 @@ def _find(directory: Path, name: str) -> Path:
                 return candidate
     tried = ", ".join(f"{n}[.gz]" for n in spellings)
     raise DataError(f"{directory}: no {tried} in it")
-
-
-def read_idx(path: str | os.PathLike, ndim: int | None = None) -> np.ndarray:
-    """An IDX file of unsigned bytes (``.gz`` accepted) as a uint8 array.
-
-    Raises:
-        DataError: bad magic number, wrong number of dimensions, or a size that does not match
-            the header; the message names the file.
-    """
-    path = Path(path)
-    try:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rb") as f:
-            raw = f.read()
-    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:  # damaged compressed data
-        raise DataError(f"{path}: damaged gzip data: {exc}") from None
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read: {exc}") from None
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != _IDX_UBYTE:
-        raise DataError(
-            f"{path}: not an IDX file of unsigned bytes (magic number {raw[:4].hex() or 'missing'},"
-            f" expected 000008xx)"
-        )
-    dims = raw[3]
-    if ndim is not None and dims != ndim:
-        raise DataError(f"{path}: expected {ndim} dimension(s), the header says {dims}")
-    header = 4 + 4 * dims
-    if len(raw) < header:
-        raise DataError(f"{path}: truncated header ({len(raw)} bytes)")
-    shape = tuple(int(d) for d in np.frombuffer(raw, ">u4", dims, 4))
-    expected = header + math.prod(shape)  # exact: numpy's int64 product wraps past 2**63
-    if len(raw) != expected:
-        raise DataError(
-            f"{path}: size {len(raw)} bytes does not match shape {shape} "
-            f"({expected} bytes expected)"
-        )
-    return np.frombuffer(raw, np.uint8, offset=header).reshape(shape)
-
-
-def write_idx(path: str | os.PathLike, array: np.ndarray) -> None:
-    """Write a uint8 array as an IDX file (gzipped when ``path`` ends in ``.gz``)."""
-    array = np.ascontiguousarray(array, dtype=np.uint8)
-    header = bytes([0, 0, _IDX_UBYTE, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "wb") as f:
-        f.write(header + array.tobytes())
 
 
 def synthetic(

@@ -241,7 +241,7 @@ def job_error_in(lines: Sequence[str]) -> tuple[str, str] | None:
     return None
 
 
-#: a data set's file that could not be read (``distconv.data.read_idx``: ``PATH: cannot read:
+#: a data set's file that could not be read (``distconv.idx.read_idx``: ``PATH: cannot read:
 #: [Errno 5] ...``, raised from the OSError): the one-line ending leaves its class out
 #: (:func:`named_in_ending`), and so read, in a traceback's last line, MPI's abort line or what
 #: another rank was told, none of which can leave it out, it is no job error either: the file
