@@ -18,20 +18,27 @@ def read_idx(path: str | os.PathLike, ndim: int | None = None) -> np.ndarray:
     """An IDX file of unsigned bytes (``.gz`` accepted) as a uint8 array.
 
     Raises:
-        DataError: bad magic number, wrong number of dimensions, or a size that does not match
-            the header; the message names the file.
+        DataError: bad magic number, wrong number of dimensions, a size that does not match
+            the header, or damaged gzip data (``PATH: damaged gzip data: CRC check failed ...``:
+            an error of the data, the same on every attempt); or the file could not be read
+            (``PATH: cannot read: ...``, raised from the OSError, which a later attempt may
+            not meet: :func:`~distconv.rank_endings.named_in_ending`). The message names the
+            file.
     """
     from distconv.data import DataError  # data.py loads MNIST through this module
 
     path = Path(path)
+    damaged = None
     try:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rb") as f:
             raw = f.read()
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:  # damaged compressed data
-        raise DataError(f"{path}: damaged gzip data: {exc}") from None
+        damaged = f"{path}: damaged gzip data: {exc}"
     except OSError as exc:
         raise DataError(f"{path}: cannot read: {exc}") from None
+    if damaged is not None:  # raised out here: a BadGzipFile is an OSError, and one as the
+        raise DataError(damaged)  # context reads as a file that may read next time
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != _IDX_UBYTE:
         raise DataError(
             f"{path}: not an IDX file of unsigned bytes (magic number {raw[:4].hex() or 'missing'},"

@@ -21,6 +21,9 @@ from distconv.data import (
     synthetic,
     write_idx,
 )
+from distconv.logs import error_line
+from distconv.rank_endings import job_error_in
+from tests.mnist_files import DAMAGES, damage_gzip, write_mnist
 
 # -- digits ----------------------------------------------------------------------------------
 
@@ -54,22 +57,9 @@ def test_digits_split_is_seeded_and_disjoint():
 # -- MNIST IDX files -------------------------------------------------------------------------
 
 
-def _write_mnist(directory, n_train=6, n_test=4, gz=False, test_size=28, sep="-", seed=0):
-    rng = np.random.default_rng(seed)
-    suffix = ".gz" if gz else ""
-    data = {}
-    for prefix, n, size in (("train", n_train, 28), ("t10k", n_test, test_size)):
-        images = rng.integers(0, 256, (n, size, size), dtype=np.uint8)
-        labels = rng.integers(0, 10, n, dtype=np.uint8)
-        write_idx(directory / f"{prefix}-images{sep}idx3-ubyte{suffix}", images)
-        write_idx(directory / f"{prefix}-labels{sep}idx1-ubyte{suffix}", labels)
-        data[prefix] = (images, labels)
-    return data
-
-
 @pytest.mark.parametrize("gz", [False, True])
 def test_mnist_reads_raw_and_gzip(tmp_path, gz):
-    data = _write_mnist(tmp_path, gz=gz)
+    data = write_mnist(tmp_path, gz=gz)
     train, test = load_mnist(tmp_path)
     assert train.x.shape == (6, 1, 28, 28) and test.x.shape == (4, 1, 28, 28)
     np.testing.assert_array_equal(train.x[:, 0] * 255, data["train"][0].astype(np.float32))
@@ -80,7 +70,7 @@ def test_mnist_reads_raw_and_gzip(tmp_path, gz):
 def test_mnist_missing_directory_and_file(tmp_path):
     with pytest.raises(DataError, match="does not exist"):
         load_mnist(tmp_path / "nope")
-    _write_mnist(tmp_path)
+    write_mnist(tmp_path)
     (tmp_path / "t10k-labels-idx1-ubyte").unlink()
     msg = r"no t10k-labels-idx1-ubyte\[\.gz\], t10k-labels\.idx1-ubyte\[\.gz\] in it"
     with pytest.raises(DataError, match=msg):
@@ -88,7 +78,7 @@ def test_mnist_missing_directory_and_file(tmp_path):
 
 
 def test_mnist_bad_magic_names_the_file(tmp_path):
-    _write_mnist(tmp_path)
+    write_mnist(tmp_path)
     path = tmp_path / "train-images-idx3-ubyte"
     raw = bytearray(path.read_bytes())
     raw[2] = 0x0D  # float instead of unsigned byte
@@ -98,7 +88,7 @@ def test_mnist_bad_magic_names_the_file(tmp_path):
 
 
 def test_mnist_wrong_rank_truncated_and_mismatched(tmp_path):
-    _write_mnist(tmp_path)
+    write_mnist(tmp_path)
     labels = tmp_path / "train-labels-idx1-ubyte"
     images = tmp_path / "train-images-idx3-ubyte"
 
@@ -117,12 +107,12 @@ def test_mnist_wrong_rank_truncated_and_mismatched(tmp_path):
 
 
 def test_mnist_corrupt_gzip_and_bad_labels(tmp_path):
-    _write_mnist(tmp_path, gz=True)
+    write_mnist(tmp_path, gz=True)
     path = tmp_path / "t10k-images-idx3-ubyte.gz"
     path.write_bytes(path.read_bytes()[:20])
     with pytest.raises(DataError, match="t10k-images-idx3-ubyte.gz: damaged gzip data"):
         load_mnist(tmp_path)
-    _write_mnist(tmp_path, gz=True)
+    write_mnist(tmp_path, gz=True)
     write_idx(tmp_path / "t10k-labels-idx1-ubyte.gz", np.full(4, 12, np.uint8))
     # the file, not "mnist test" alone: the directory holds two label files, maybe gzipped
     msg = r"mnist test \(.*/t10k-labels-idx1-ubyte.gz\): labels must lie in \[0, 10\), got \[12"
@@ -131,7 +121,7 @@ def test_mnist_corrupt_gzip_and_bad_labels(tmp_path):
 
 
 def test_mnist_damaged_compressed_data_is_a_data_error(tmp_path):
-    _write_mnist(tmp_path, gz=True)
+    write_mnist(tmp_path, gz=True)
     path = tmp_path / "train-images-idx3-ubyte.gz"
     raw = bytearray(path.read_bytes())
     for i in range(20, len(raw) - 20, 7):  # damage the deflate stream, keep header and trailer
@@ -139,6 +129,31 @@ def test_mnist_damaged_compressed_data_is_a_data_error(tmp_path):
     path.write_bytes(bytes(raw))
     with pytest.raises(DataError, match=r"train-images-idx3-ubyte.gz: damaged gzip data"):
         load_mnist(tmp_path)
+
+
+@pytest.mark.parametrize("how", list(DAMAGES))
+def test_a_damaged_gzip_file_is_an_error_of_the_job_s_data(tmp_path, how):
+    """Its magic number, its CRC or its end lost: no attempt reads it again, so it is a
+    DataError of the data's (named in the ending; the launcher restarts none), naming the
+    file and gzip's cause; not one of a file that could not be read now (its OSError)."""
+    write_mnist(tmp_path, gz=True)
+    path = tmp_path / "train-images-idx3-ubyte.gz"
+    damage_gzip(path, how)
+    with pytest.raises(DataError) as raised:
+        load_mnist(tmp_path)
+    assert str(raised.value).startswith(f"{path}: damaged gzip data: {DAMAGES[how]}"), raised
+    said = f"x.py: error: DataError: {raised.value}"
+    assert error_line("x.py", raised.value, "text") == said
+    assert job_error_in([said]) == ("DataError", str(raised.value))
+
+
+def test_a_gzip_file_that_cannot_be_read_is_no_error_of_the_data(tmp_path):
+    """A folder in its place stands for an EIO of a network file system: it may read on the
+    next attempt, and its ending names no class (the launcher restarts it)."""
+    (tmp_path / "a.gz").mkdir()
+    with pytest.raises(DataError, match=r"a.gz: cannot read: \[Errno 21\]") as raised:
+        read_idx(tmp_path / "a.gz")
+    assert error_line("x.py", raised.value, "text") == f"x.py: error: {raised.value}"
 
 
 def test_mnist_data_dir_that_is_a_file(tmp_path):
@@ -154,7 +169,7 @@ def test_an_empty_mnist_dir_is_refused_not_read_as_the_working_directory(
 ):
     """Path("") is ".": a load_dataset("mnist", os.environ.get("MNIST", "")) trained on
     whatever MNIST files the working directory held (review k125; the CLI refused it)."""
-    _write_mnist(tmp_path)
+    write_mnist(tmp_path)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(DataError, match="MNIST directory must not be empty"):
         load_dataset("mnist", empty)
@@ -162,7 +177,7 @@ def test_an_empty_mnist_dir_is_refused_not_read_as_the_working_directory(
 
 @pytest.mark.parametrize("gz", [False, True])
 def test_mnist_accepts_the_dotted_spelling(tmp_path, gz):
-    data = _write_mnist(tmp_path, gz=gz, sep=".")
+    data = write_mnist(tmp_path, gz=gz, sep=".")
     assert (tmp_path / f"train-images.idx3-ubyte{'.gz' if gz else ''}").is_file()
     train, test = load_mnist(tmp_path)
     np.testing.assert_array_equal(test.y, data["t10k"][1])
@@ -170,13 +185,13 @@ def test_mnist_accepts_the_dotted_spelling(tmp_path, gz):
 
 
 def test_mnist_empty_test_set_is_refused_before_training(tmp_path):
-    _write_mnist(tmp_path, n_test=0)
+    write_mnist(tmp_path, n_test=0)
     with pytest.raises(DataError, match=r"t10k-images-idx3-ubyte: the MNIST test set holds no"):
         load_mnist(tmp_path)
 
 
 def test_mnist_test_images_of_another_size_name_both_files(tmp_path):
-    _write_mnist(tmp_path, test_size=20)
+    write_mnist(tmp_path, test_size=20)
     msg = (
         r"t10k-images-idx3-ubyte holds 20x20 images but train-images-idx3-ubyte holds 28x28 "
         r"\(in .*\); both sets must have the same image size"

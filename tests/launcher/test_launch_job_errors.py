@@ -30,6 +30,7 @@ from launcher.failure import Failure
 from launcher.rank_reason import rank_text
 from tests.launcher.launch_cli import launch
 from tests.launcher.real_children import mpiexec_or_skip
+from tests.mnist_files import DAMAGES, damage_gzip, write_mnist
 
 SCRIPT = str(Path(__file__).resolve().parents[1] / "user_data_script.py")
 #: the job's own errors' classes, as distconv defines them
@@ -448,4 +449,20 @@ def test_an_mpi_job_s_own_subclass_of_a_job_error_is_not_restarted(tmp_path):
     line = "[0] rank 0: DataError: rows 3..5 are blank; aborting the MPI job"
     assert said.splitlines().count(line) == 1, said[-3000:]  # one attempt (and its report)
     assert "restarting the job" not in said, said[-3000:]
+    assert report["restart"] == 0 and report["then"] == unused("DataError"), report
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", ["magic", "crc"])
+def test_a_damaged_gzip_data_file_is_not_restarted(tmp_path, how):
+    """``distconv train --data mnist`` on a training images file whose gzip is damaged (gzip's
+    BadGzipFile, an OSError): every attempt would read the same bytes."""
+    data = tmp_path / "mnist"
+    data.mkdir()
+    write_mnist(data, gz=True)
+    damage_gzip(data / "train-images-idx3-ubyte.gz", how)
+    said, status, report = _one_worker(tmp_path, "--data", "mnist", "--data-dir", str(data))
+    assert status == 1, said[-3000:]
+    ending = f"distconv train: error: DataError: {data}/train-images-idx3-ubyte.gz: damaged gzip"
+    assert said.count(f"[worker 0] {ending} data: {DAMAGES[how]}") == 1, said[-3000:]
     assert report["restart"] == 0 and report["then"] == unused("DataError"), report
