@@ -101,6 +101,10 @@ class Failure:
     #: blamed because a victim named it as the rank that could not set up (:meth:`outstayed`;
     #: not in ``failure.json``)
     named: bool = False
+    #: the job's own error that another child of the attempt said, where every child that
+    #: failed otherwise only stopped because of it (:func:`launcher.job_error.said_elsewhere`:
+    #: ``(class, who)``); not in ``failure.json``
+    job_error_elsewhere: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         # a job mismatch stops every rank, each saying so: the first to exit is no culprit,
@@ -131,14 +135,15 @@ class Failure:
     @property
     def status(self) -> int:
         """The launcher's exit status for this failure: the child's code (1 for a server's 0,
-        and for a named cause's 0 or 75, or one the stop ended), or 128 + signal."""
+        for a named cause's 0 or 75, for a victim's 75 where another child said the job's
+        own error, or one the stop ended), or 128 + signal."""
         if self.signal is not None:
             number = self.signal_number or getattr(signal, self.signal, None)
             return 128 + int(number) if number else 1
         if self.stopped:  # the launcher's stop ended it: its 143 no signal to the launcher
             return 1
-        if self.named and self.exit_code == PEER_FAILED_STATUS:  # the cause: no "try again"
-            return 1
+        if (self.named or self.job_error_elsewhere) and self.exit_code == PEER_FAILED_STATUS:
+            return 1  # the cause, or the job's own error: no "try again"
         return self.exit_code if self.exit_code and 0 < self.exit_code < 256 else 1
 
     @property
@@ -158,21 +163,34 @@ class Failure:
         (afresh) failed of something else, which a restart may get past. So too an error of the
         job itself, its data, model or configuration (a ``DataError`` at fit start or at the
         step whose batch holds a bad label: :func:`~distconv.rank_endings.job_error_in`), in a
-        rank's last line (under MPI each rank's) or in the cause."""
+        rank's last line (under MPI each rank's) or in the cause; or in another child's last
+        words, where every child that failed otherwise only stopped because of it
+        (:attr:`job_error_elsewhere`: a victim, or a rank that the launcher's stop ended)."""
         if self.different_jobs:
             return "the ranks run different jobs, which every attempt would stop on"
+        if (own := self.job_error) is not None:
+            return job_error_text(own[0])
+        if (refused := self._resume_refused) is not None:
+            return f"the checkpoint to resume {refused}, which every attempt would refuse"
+        if (elsewhere := self.job_error_elsewhere) is not None:
+            return job_error_text(*elsewhere)
+        return None
+
+    @property
+    def job_error(self) -> tuple[str, str] | None:
+        """The class and message of the job's own error that this child stopped on, as its
+        last words (under MPI each rank's) or its cause say it
+        (:func:`~distconv.rank_endings.job_error_in`); None where it ended by a signal or the
+        launcher's stop, or exited 0."""
         if self.signal is not None or not self.exit_code:
             return None
-        last = _last_words(_said(self.tail), self.tail)
-        if (own := job_error_in([*last, self.cause or ""])) is not None:
-            return (
-                f"the job's own {own[0]} (of its data, model or configuration), which every "
-                "attempt would stop on"
-            )
-        refused = resume_refused_in([*last[-1:], self.cause or ""])
-        if refused is None:
+        return job_error_in([*last_words(self.tail), self.cause or ""])
+
+    @property
+    def _resume_refused(self) -> str | None:
+        if self.signal is not None or not self.exit_code:
             return None
-        return f"the checkpoint to resume {refused}, which every attempt would refuse"
+        return resume_refused_in([*last_words(self.tail)[-1:], self.cause or ""])
 
     def describe(self) -> str:
         """The headline: who failed and how (:meth:`stopped_too` says who stopped with it)."""
@@ -282,12 +300,23 @@ def _once(said: str) -> str:
     return said[:cut]
 
 
-def _last_words(said: Sequence[str], tail: Sequence[str]) -> list[str]:
-    """The last non-blank line of ``said`` (:func:`_said`'s of ``tail``), the process's last
-    words; where MPI tagged its ranks' lines, each rank's, but MPICH's notice of the
-    ``MPI_Abort`` that its own ending called (``Abort(1) on node 0 ...``)."""
+def job_error_text(name: str, who: str | None = None) -> str:
+    """Why a failure is not restarted where the job's own error ``name`` (``DataError``) ended
+    it (said by ``who``, ``worker 0``, where that is another child than the failure's)."""
+    by = f", said by {who}" if who is not None else ""
+    return (
+        f"the job's own {name} (of its data, model or configuration){by}, which every attempt "
+        "would stop on"
+    )
+
+
+def last_words(tail: Sequence[str]) -> list[str]:
+    """The last non-blank line of ``tail`` (a child's last lines) as the process wrote it
+    (:func:`_said`), its last words; where MPI tagged its ranks' lines, each rank's, but
+    MPICH's notice of the ``MPI_Abort`` that its own ending called (``Abort(1) on node 0
+    ...``)."""
     last: dict[int | None, str] = {}
-    for line, whole in zip(said, tail, strict=True):
+    for line, whole in zip(_said(tail), tail, strict=True):
         tag = rank_text(whole)[0]
         if line.strip() and not (tag is not None and _MPI_ABORT.match(line)):
             last.pop(rank := None if tag is None else int(tag[1]), None)
@@ -314,8 +343,9 @@ def report_entry(failure: Failure, max_restarts: int, then: str | None) -> dict:
     what came after it (a signal, a restart, a restart that could not start), or None."""
     entry = {**asdict(failure), "max_restarts": max_restarts, "time": time.time()}
     entry["then"] = then
-    del entry["stopped"], entry["named"]  # fields docs/operations.md does not list: the
-    # headline says them (exit_code and signal null: the launcher's stop ended it)
+    # fields docs/operations.md does not list: the headline says the first two (exit_code and
+    # signal null: the launcher's stop ended it), ``then`` the last
+    del entry["stopped"], entry["named"], entry["job_error_elsewhere"]
     return entry
 
 

@@ -69,5 +69,15 @@ def blamed(
     cause = next((w for w in outstayed or () if w.spec.rank == named), None)
     if cause is None:
         return failed, False
-    code = cause.poll() or 0
-    return cause, cause in stopped and (-code in STOP_ENDS or code == STOPPED_STATUS)
+    return cause, ended_by_stop(cause, stopped)
+
+
+def ended_by_stop(child: Child, stopped: list[Child]) -> bool:
+    """Whether the launcher's stop ended ``child``: it was running as the stop began (in
+    ``stopped``), then ended by a signal the stop sends (its stop signals, :data:`STOP_ENDS`)
+    or exited as a handler of one does (:data:`STOPPED_STATUS`: 128 + the signal). Not a
+    signal of its own (a SIGABRT after it ignored the SIGTERM), nor an exit before the stop."""
+    if child not in stopped:
+        return False
+    code, sent = child.poll() or 0, {*STOP_ENDS, *child.spec.stop_signals}
+    return -code in sent or code - 128 in sent

@@ -55,6 +55,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
@@ -69,6 +70,7 @@ from .failure import Failure, signal_name, write_report
 from .gang import any_running, first_failed, killed_at_the_end, send_stop_signals
 from .held_logs import drain_held
 from .interrupt import STOP_SIGNALS
+from .job_error import said_elsewhere
 from .json_lines import JsonLines
 from .messages import Messages
 from .restarts import RestartRecord
@@ -305,7 +307,9 @@ class Supervisor:
             return None
         cause, stopped = blamed(failed, self._outstayed, self._stopped)
         failure = cause.failure(restart, [c for c in children if c is not cause])
-        return failure if cause is failed else failure.outstayed(stopped)
+        failure = failure if cause is failed else failure.outstayed(stopped)
+        said = said_elsewhere(children, self._stopped, restart)  # its victims' cause, stopped
+        return replace(failure, job_error_elsewhere=said)
 
     def _watch(self, children: list[Child]) -> Child | None:
         """The first child to fail, also where a signal came after it; None when every worker

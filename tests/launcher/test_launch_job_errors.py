@@ -466,3 +466,61 @@ def test_a_damaged_gzip_data_file_is_not_restarted(tmp_path, how):
     ending = f"distconv train: error: DataError: {data}/train-images-idx3-ubyte.gz: damaged gzip"
     assert said.count(f"[worker 0] {ending} data: {DAMAGES[how]}") == 1, said[-3000:]
     assert report["restart"] == 0 and report["then"] == unused("DataError"), report
+
+
+#: ``user_data_script.py`` run as it is, rank 0 slow to exit after its ending (a user's exit
+#: handler of its own: a logger's flush to a network store): the victim it leaves (rank 1,
+#: told by the shard, exit 75) is blamed after ``--settle``, and the launcher's stop ends rank 0
+SLOW_EXIT = f"""\
+import atexit, os, runpy, sys, time
+
+if os.environ["RANK"] == "0":
+    atexit.register(time.sleep, 60)
+sys.argv = [{SCRIPT!r}, *sys.argv[1:]]
+runpy.run_path({SCRIPT!r}, run_name="__main__")
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_job_error_of_a_rank_the_launcher_stopped_after_it_is_not_restarted(tmp_path):
+    """Rank 0's LayerError mid-epoch (its last words), its exit past the settle: the report
+    blames rank 1, its victim, and the stop ends rank 0; no attempt would go otherwise."""
+    script = _script(tmp_path, "slow_exit.py", SLOW_EXIT)
+    said, status, report = _launched(
+        tmp_path, "local", "--workers", "2", "--servers", "1", "--insecure", "--settle", "0.5",
+        "--", script, "model", "0",
+    )  # fmt: skip
+    ending = "[worker 0] user_data_script.py: error: LayerError: Breaks 'fc': forward 6 failed"
+    assert said.count(ending) == 1, said[-3000:]  # one attempt
+    assert status == 1, said[-3000:]  # not the victim's 75: no "try again later"
+    assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 75), report
+    then = unused("LayerError").replace("configuration)", "configuration), said by worker 0")
+    assert report["restart"] == 0 and report["then"] == then, report
+
+
+#: rank 1 says a job error and is slow to exit; rank 0, once it has, dies of a signal the
+#: launcher did not send (an OOM kill): the first failure, and perhaps the cause
+KILLED_BESIDE = """\
+import atexit, os, signal, sys, time
+
+said = os.path.join(sys.argv[1], "said")
+if os.environ["RANK"] == "1":
+    print("beside.py: error: DataError: the training set's 'x' holds NaN", flush=True)
+    open(said, "w").close()
+    atexit.register(time.sleep, 60)
+    sys.exit(1)
+while not os.path.exists(said):
+    time.sleep(0.01)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_rank_killed_by_a_signal_of_its_own_beside_a_job_error_is_restarted(tmp_path):
+    script = _script(tmp_path, "beside.py", KILLED_BESIDE)
+    said, status, report = _launched(
+        tmp_path, "local", "--workers", "2", "--servers", "0", "--", script, str(tmp_path)
+    )
+    assert status == 128 + signal.SIGKILL, said[-3000:]
+    assert "restarting the job (2 of 2)" in said and "not restarting" not in said, said[-3000:]
+    assert (report["rank"], report["signal"], report["restart"]) == (0, "SIGKILL", 2), report
