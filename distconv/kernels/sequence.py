@@ -110,24 +110,28 @@ def segment_argmax(values: Any, seg: Any, n: int) -> Any:
     xp = get_array_module(values)
     rows = len(values)
     keys = _order_keys(values)
-    # two scatters of integers, which numpy and cupy both reduce exactly: cupy's maximum.at on
-    # float64 compares through fmaxf, in float32, and drops NaN
-    top = xp.full((n, values.shape[1]), np.iinfo(keys.dtype).min, dtype=keys.dtype)
+    # two scatters of unsigned integers, which numpy and cupy both reduce exactly: cupy's
+    # maximum.at on float64 compares through fmaxf, in float32, and drops NaN; and cupy before
+    # 14.1 takes no int64 in maximum.at or minimum.at (uint32 and uint64 it takes from 13)
+    top = xp.zeros((n, values.shape[1]), dtype=keys.dtype)
     xp.maximum.at(top, seg, keys)
-    row = xp.arange(rows, dtype=np.int64)[:, None]
-    won = xp.where(keys == top[seg], row, rows)
-    first = xp.full((n, values.shape[1]), rows, dtype=np.int64)
+    none = np.uint64(rows)
+    row = xp.arange(rows, dtype=np.uint64)[:, None]
+    won = xp.where(keys == top[seg], row, none)
+    first = xp.full((n, values.shape[1]), none, dtype=np.uint64)
     xp.minimum.at(first, seg, won)
-    return first
+    return first.view(np.int64)  # row numbers, all below 2**63: the same bits
 
 
 def _order_keys(values: Any) -> Any:
-    """Integer keys in the order of the float ``values``: equal values, equal keys; int64 for
-    float64, int32 for narrower floats (cupy's ``maximum.at`` takes no 16-bit integers).
+    """Unsigned integer keys in the order of the float ``values``: equal values, equal keys;
+    uint64 for float64, uint32 for narrower floats (cupy's ``maximum.at`` takes no 16-bit
+    integers).
 
     An IEEE float's bits read as a signed integer rise with the value for positive floats and
     fall for negative ones; flipping every bit but the sign of the negative ones makes them
-    rise too. NaNs become one positive NaN (the greatest key) and ``-0.0`` becomes ``0.0``.
+    rise too, and flipping the sign bit of that signed order makes it an unsigned one. NaNs
+    become one positive NaN (the greatest key) and ``-0.0`` becomes ``0.0``.
     """
     xp = get_array_module(values)
     dtype = values.dtype
@@ -135,4 +139,6 @@ def _order_keys(values: Any) -> Any:
     wide = np.dtype(np.int64 if dtype.itemsize > 4 else np.int32)
     bits = canonical.view(np.dtype(f"i{dtype.itemsize}")).astype(wide, copy=False)
     low = wide.type(2 ** (8 * dtype.itemsize - 1) - 1)  # every bit of the float but its sign
-    return bits ^ ((bits >> (8 * wide.itemsize - 1)) & low)
+    signed = bits ^ ((bits >> (8 * wide.itemsize - 1)) & low)
+    unsigned = np.dtype(f"u{wide.itemsize}")
+    return signed.view(unsigned) ^ unsigned.type(2 ** (8 * wide.itemsize - 1))

@@ -188,3 +188,49 @@ def test_a_sentence_classifier_passes_the_network_gradient_check(rng, mode):
     report = check_network_grad(net, feeds)
     assert sorted(report.diffs) == sorted(f"param {p.name}" for p in net.parameters())
     assert report.worst < 1e-6
+
+
+# -- the device path's scatters -------------------------------------------------------------------
+#: the target dtypes cupy 13.0 to 14.0.x take in ``maximum.at`` and ``minimum.at`` (int64 came in
+#: 14.1; ``cupy/_core/_routines_indexing.pyx``, ``_scatter_op_single``); distconv asks cupy >= 13
+CUPY_13_MAX_MIN_AT = {np.dtype(t) for t in ("int32", "uint32", "uint64", "float32", "float64")}
+
+
+class _Cupy13Scatters:
+    """numpy, whose ``maximum.at`` and ``minimum.at`` refuse what cupy 13's refuse, as cupy's
+    TypeError: how the device path's scatters fare on the oldest cupy distconv accepts, on a
+    machine with no GPU."""
+
+    def __init__(self):
+        self.maximum, self.minimum = self._ufunc(np.maximum), self._ufunc(np.minimum)
+
+    @staticmethod
+    def _ufunc(ufunc):
+        class Scatter:
+            def at(self, a, indices, b=None):
+                if a.dtype not in CUPY_13_MAX_MIN_AT:
+                    raise TypeError(f"cupy.{ufunc.__name__}.at does not take {a.dtype}")
+                ufunc.at(a, indices, b)
+
+        return Scatter()
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_the_device_argmax_scatters_only_what_cupy_13_takes(monkeypatch, rng, dtype):
+    """cupy's ``maximum.at`` and ``minimum.at`` took no int64 before 14.1: the max's keys and
+    row numbers are unsigned, which every cupy >= 13 takes, and the result is the same."""
+    from distconv.kernels import sequence
+
+    values = rng.integers(-3, 3, (12, 4)).astype(resolve_dtype(dtype))
+    values[2, 1], values[5, 0] = np.nan, -0.0
+    seg = np.array([0, 0, 0, 0, 2, 2, 2, 3, 3, 3, 3, 3])
+    want = np.full((5, 4), 12)  # numpy's argmax: the first maximum, a NaN above all
+    for k in (0, 2, 3):
+        want[k] = np.flatnonzero(seg == k)[0] + values[seg == k].astype(F64).argmax(axis=0)
+    monkeypatch.setattr(sequence, "get_array_module", lambda *a: _Cupy13Scatters())
+    got = sequence.segment_argmax(values, seg, 5)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
