@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import get_array_module
+from distconv.backend import get_array_module, is_gpu_array
 
 
 def segment_ids(starts: Any, total: int) -> Any:
@@ -107,6 +107,34 @@ def segment_argmax(values: Any, seg: Any, n: int) -> Any:
         ``(n, width)`` int64 rows; ``rows`` (no row) for an empty segment. A NaN is greater than
         every number (the first NaN wins, as numpy's ``argmax``); ``-0.0`` equals ``0.0``.
     """
+    if is_gpu_array(values):
+        return _argmax_by_keys(values, seg, n)
+    return _argmax_by_reduceat(values, seg, n)
+
+
+def _argmax_by_reduceat(values: Any, seg: Any, n: int) -> Any:
+    """:func:`segment_argmax` on the host: each segment's maximum by ``maximum.reduceat``, then
+    the first row equal to it, found among the few rows that are. Exact, as the keys' path (a
+    comparison rounds nothing), and faster on numpy; cupy has no ``maximum.reduceat``."""
+    rows, width = values.shape
+    first = np.full((n, width), rows, dtype=np.int64)
+    if not rows or not width:
+        return first
+    starts = np.ones(rows, dtype=bool)  # the first row of each segment that has rows
+    starts[1:] = seg[1:] != seg[:-1]
+    top = np.maximum.reduceat(values, np.flatnonzero(starts), axis=0)  # a NaN wins
+    nan = bool(np.isnan(top).any())
+    top = top[np.cumsum(starts) - 1]  # each row its segment's maximum
+    hit = values == top  # -0.0 == 0.0
+    if nan:
+        hit |= np.isnan(values) & np.isnan(top)
+    r, c = np.nonzero(hit)  # one row per column and segment, more where several tie
+    np.minimum.at(first.reshape(-1), seg[r] * width + c, r)  # numpy's fast 1-D ufunc.at
+    return first
+
+
+def _argmax_by_keys(values: Any, seg: Any, n: int) -> Any:
+    """:func:`segment_argmax` on the device: integer keys of the floats, scattered."""
     xp = get_array_module(values)
     rows = len(values)
     keys = _order_keys(values)

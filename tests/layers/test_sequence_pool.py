@@ -218,19 +218,40 @@ class _Cupy13Scatters:
         return getattr(np, name)
 
 
+def _argmax_case(rng, dtype):
+    """Rows of few distinct values (ties in every column), NaNs of both signs, zeros of both
+    signs and infinities, in segments some of which are empty; and numpy's argmax of each
+    segment (the first maximum, a NaN above all), from a float64 copy, ``rows`` where empty."""
+    values = rng.choice(np.array([-np.inf, -2, -1, -0.0, 0.0, 1, 2, np.inf]), (40, 3))
+    values[rng.random(values.shape) < 0.05] = np.nan
+    values[3, 0] = np.copysign(np.nan, -1)
+    values = values.astype(resolve_dtype(dtype))
+    seg = np.sort(rng.choice([0, 1, 3, 4, 5, 7], 40))
+    want = np.full((9, 3), 40)
+    for k in np.unique(seg):
+        want[k] = np.flatnonzero(seg == k)[0] + values[seg == k].astype(F64).argmax(axis=0)
+    return values, seg, want
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_the_host_and_the_device_argmax_agree_with_numpy(rng, dtype):
+    """The host's reduceat and the device's integer keys, both run here on numpy."""
+    from distconv.kernels.sequence import _argmax_by_keys, _argmax_by_reduceat
+
+    for _ in range(20):
+        values, seg, want = _argmax_case(rng, dtype)
+        np.testing.assert_array_equal(_argmax_by_reduceat(values, seg, 9), want)
+        np.testing.assert_array_equal(_argmax_by_keys(values, seg, 9), want)
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
 def test_the_device_argmax_scatters_only_what_cupy_13_takes(monkeypatch, rng, dtype):
     """cupy's ``maximum.at`` and ``minimum.at`` took no int64 before 14.1: the max's keys and
     row numbers are unsigned, which every cupy >= 13 takes, and the result is the same."""
     from distconv.kernels import sequence
 
-    values = rng.integers(-3, 3, (12, 4)).astype(resolve_dtype(dtype))
-    values[2, 1], values[5, 0] = np.nan, -0.0
-    seg = np.array([0, 0, 0, 0, 2, 2, 2, 3, 3, 3, 3, 3])
-    want = np.full((5, 4), 12)  # numpy's argmax: the first maximum, a NaN above all
-    for k in (0, 2, 3):
-        want[k] = np.flatnonzero(seg == k)[0] + values[seg == k].astype(F64).argmax(axis=0)
+    values, seg, want = _argmax_case(rng, dtype)
     monkeypatch.setattr(sequence, "get_array_module", lambda *a: _Cupy13Scatters())
-    got = sequence.segment_argmax(values, seg, 5)
+    got = sequence._argmax_by_keys(values, seg, 9)
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, want)
