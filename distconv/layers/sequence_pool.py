@@ -86,10 +86,14 @@ class SequencePool(Layer):
         if dx is None:
             return
         xp = get_array_module(dz)
+        if self.mode in ("max", "last", "first"):  # each column's gradient to the row that won
+            rows, width = dx.shape
+            # one scatter of n x width values, not a pass over every row with its sequence's
+            # gradient: no two sequences win one cell; row ``rows`` catches the empty ones'
+            spread = xp.zeros((rows + 1, width), dtype=dz.dtype)
+            spread[self._won, xp.arange(width)] = dz
+            dx += spread[:rows]
+            return
         if self.mode == "average":
             dz = dz / self._lengths
-        per_row = xp.take(dz, self._seg, axis=0)  # each row its own sequence's gradient
-        if self.mode in ("max", "last", "first"):  # only where the row won
-            mine = self._won[self._seg] == xp.arange(len(dx))[:, None]
-            per_row = xp.where(mine, per_row, dz.dtype.type(0))
-        dx += per_row
+        dx += xp.take(dz, self._seg, axis=0)  # each row its own sequence's gradient
