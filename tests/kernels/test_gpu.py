@@ -485,3 +485,18 @@ def test_sequence_pool_on_device_matches_host(cupy, rng, mode, specs):
     """Each mode's scatters (``add.at``, and int64 ``maximum.at`` and ``minimum.at`` for the
     max) and gathers on the device, against numpy."""
     _catalogue_case(cupy, rng, lambda: SequencePool(mode), specs)
+
+
+def _narrow_ties(dtype):
+    """Rows of few values (ties in every column), a NaN, and -0.0 before 0.0, in ``dtype``."""
+    value = np.round(_rows(10, 3)["value"] * 2) / 2
+    value[2, 1], value[4:, 2] = np.nan, [-0.0, 0.0, -1, -0.5, -1, -0.0]  # -0.0 the first max
+    return {"value": value.astype(dtype), "seq_starts": np.array([0, 4, 4, 10])}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("mode", ["max", "last", "first"])
+def test_sequence_pool_picks_on_device_in_narrow_floats(cupy, rng, mode, dtype):
+    """The max's uint32 keys of float32 and of float16 (widened from its 16 bits), scattered
+    on the device, against the host's ``maximum.reduceat``: rows picked, so exactly."""
+    _catalogue_case(cupy, rng, lambda: SequencePool(mode), [_narrow_ties(dtype)], rtol=0)
