@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module
+from distconv.backend import get_array_module, sum_dtype
 from distconv.kernels.rows import RowScatter
 from distconv.kernels.sequence import check_offsets, segment_argmax, segment_ids
 from distconv.layers.base import Layer, checked, grad_target, values_of
@@ -61,13 +61,18 @@ class SequencePool(Layer):
         starts = checked(self, check_offsets, x.seq_starts, rows, xp)
         n = len(starts) - 1
         self._seg = segment_ids(starts, rows)
-        if self.mode in ("sum", "average"):
+        if self.mode == "sum":
             y = xp.zeros((n, width), dtype=v.dtype)
             RowScatter(self._seg).add(y, v)  # in float32 for 16-bit rows
-            if self.mode == "average":  # an empty sequence's sum is 0: divided by 1, it stays
-                self._lengths = xp.maximum(starts[1:] - starts[:-1], 1).astype(v.dtype)[:, None]
-                y /= self._lengths
             return y
+        if self.mode == "average":  # 16-bit rows: the sum divided in float32, rounded once
+            wide = sum_dtype(v.dtype) or v.dtype
+            y = xp.zeros((n, width), dtype=wide)
+            RowScatter(self._seg).add(y, v.astype(wide, copy=False))
+            # an empty sequence's sum is 0: divided by 1, it stays
+            self._lengths = xp.maximum(starts[1:] - starts[:-1], 1).astype(wide)[:, None]
+            y /= self._lengths
+            return y.astype(v.dtype, copy=False)
         if self.mode == "max":
             self._won = segment_argmax(v, self._seg, n)
         else:  # the one row of a sequence that counts, the whole row
@@ -94,6 +99,6 @@ class SequencePool(Layer):
             spread[self._won, xp.arange(width)] = dz
             dx += spread[:rows]
             return
-        if self.mode == "average":
-            dz = dz / self._lengths
+        if self.mode == "average":  # divided in float32 for 16-bit rows, rounded once
+            dz = (dz / self._lengths).astype(dz.dtype, copy=False)
         dx += xp.take(dz, self._seg, axis=0)  # each row its own sequence's gradient

@@ -126,6 +126,29 @@ def test_narrower_rows_pool_as_their_float64_copy(rng, mode, dtype, rtol):
         assert out.value[0, 0] == 4096
 
 
+@pytest.mark.parametrize("dtype, bits", [("float16", 10), ("bfloat16", 7)])
+def test_a_16_bit_average_is_rounded_once(rng, dtype, bits):
+    """The sum (taken in float32) divided by the length before it is rounded to 16 bits, in
+    forward and backward: within half a unit in the last place of the exact mean, as PyTorch's,
+    where rounding the sum and the length first and dividing in 16 bits missed by more."""
+    dtype = resolve_dtype(dtype)
+    lengths = rng.integers(250, 320, 40)
+    x = _batch(rng, lengths, 3, dtype)
+    x.value[...] = (rng.random(x.value.shape) + 0.5).astype(dtype)
+    layer = SequencePool("average")
+    out = layer(x)
+    dy = (rng.random(out.value.shape) + 0.5).astype(dtype)
+    out.grad = dy
+    layer.backward(lambda p: None)
+    for got, exact in [
+        (out.value, SequencePool("average")(Arg(x.value.astype(F64), seq_starts=x.seq_starts))),
+        (x.grad, np.repeat(dy.astype(F64) / lengths[:, None], lengths, axis=0)),
+    ]:
+        exact = getattr(exact, "value", exact)
+        ulp = 2.0 ** (np.floor(np.log2(np.abs(exact))) - bits)
+        assert np.all(np.abs(got.astype(F64) - exact) <= ulp / 2)
+
+
 def test_the_mode_is_a_setting():
     assert SequencePool("max").settings() == {"act": "Linear", "mode": "max"}
 
