@@ -25,17 +25,18 @@ from distconv.backend import widened
 from distconv.data import Arrays, Dataset, array_length, as_arrays
 from distconv.data_checks import check_sets
 from distconv.empty_pass import fire_every_gradient
+from distconv.epoch_run import run_epoch
 from distconv.epoch_tally import EpochTally, evaluate_shares, right_answers
 from distconv.fit_start import start_fit
 from distconv.layers.base import LayerError
 from distconv.layers.randomness import training_step
-from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
+from distconv.metrics import MetricsWriter, plot_metrics, summary
 from distconv.network import Network
 from distconv.parameter import keep_gradient
 from distconv.resume import (
     JobStart,
     Position,
-    Preempted,
+    Preempted,  # noqa: F401  (fit raises it from an epoch; callers catch it from here)
     StepCheckpoints,
     TrainingError,  # noqa: F401  (fit raises it from a fold; callers catch it from here)
     dtype_fact,
@@ -43,11 +44,10 @@ from distconv.resume import (
     share_position,
 )
 from distconv.run_dir import METRICS, PLOT, RunDirectory
-from distconv.sampler import GlobalBatchSampler, check_count, check_seed
+from distconv.sampler import check_count, check_seed
 from distconv.step_guard import ParamLayout
 from distconv.stop_agreement import STOP_CHECK_EVERY as STOP_CHECK_EVERY  # drain reads it
-from distconv.stop_agreement import stop_agreed
-from distconv.stop_request import EXIT_STATUS, StopRequest
+from distconv.stop_request import StopRequest
 from distconv.sync.base import SyncStrategy, tell_setup_failed
 from distconv.sync.collective_time import timed_collective
 from distconv.trainer_args import (
@@ -336,7 +336,7 @@ class Trainer:
                 MetricsWriter(self.out_dir / METRICS, self.pos.epoch) if self.writes_files else None
             )
             while self.pos.epoch < epochs:
-                record, scheme = self._run_epoch(train, test, sampler)
+                record, scheme = run_epoch(self, train, test, sampler)
                 self.history.append(record)
                 if writer is not None:  # before the checkpoint: a resume keeps its line
                     writer.write(EpochTally.metrics_line(record, writer.records))
@@ -351,38 +351,3 @@ class Trainer:
                 restore_handlers()
             self.checkpoints.close()
         return self.history
-
-    def _run_epoch(
-        self, train: Arrays, test: Arrays | None, sampler: GlobalBatchSampler
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Train one epoch; returns its record and the scheme it ran under (read once)."""
-        self.sync.set_lr_scale(self.lr_decay**self.pos.epoch)
-        tally = EpochTally(self.sync, self.pos, sampler, first=not self.history)
-        bar = ProgressBar(
-            sampler.steps_per_epoch - self.pos.step_in_epoch,
-            f"epoch {self.pos.epoch + 1}",
-            enabled=self.progress if self.sync.is_chief else False,
-        )
-        with bar:
-            for passes in sampler.passes(self.pos.epoch, self.pos.step_in_epoch):
-                tally.add(*self.train_step(train, passes))
-                self.pos.step_in_epoch += 1
-                if bar.enabled:
-                    bar.update()
-                stop = stop_agreed(self.sync, self._stop, self.pos.step)  # every rank
-                due = self.checkpoint_every and self.pos.step % self.checkpoint_every == 0
-                if stop is not None or due:
-                    self.checkpoints.save(self.pos, tally.fold(self.pos), tally.scheme)
-                    if stop is not None:
-                        self.sync.refresh_parameters()  # as at an epoch's end, after the fold
-                        said = f"stopped by {stop.name} after step {self.pos.step}"
-                        raise Preempted(said, EXIT_STATUS[stop])
-        tally.fold(self.pos)  # a collective: every rank's steps of the epoch are in
-        self.sync.refresh_parameters()  # so each rank holds what it trained (async shards)
-        self._layout.check(self.sync)  # a float64 weight beside float32 gradients trains on
-        self.pos = Position(self.pos.epoch + 1, self.pos.step, 0, {})
-        # what a step trained on: the batch asked for claimed 100000 of a step of 1438
-        record = tally.record(self.pos, sampler.examples_per_step, self.accuracy is not None)
-        if test is not None:
-            record.update(self.evaluate(test))
-        return record, tally.scheme

@@ -1,0 +1,60 @@
+"""One epoch of :meth:`~distconv.trainer.Trainer.fit`: its steps, the checkpoints due within it
+and a stop agreed between them, then its record (and the test set's metrics).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from distconv.epoch_tally import EpochTally
+from distconv.metrics import ProgressBar
+from distconv.resume import Position, Preempted
+from distconv.sampler import GlobalBatchSampler
+from distconv.stop_agreement import stop_agreed
+from distconv.stop_request import EXIT_STATUS
+
+if TYPE_CHECKING:
+    from distconv.trainer import Trainer
+
+
+def run_epoch(
+    trainer: Trainer, train: Any, test: Any, sampler: GlobalBatchSampler
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Train ``trainer`` one epoch on ``train`` (evaluating ``test`` after it, where given);
+    returns its record and the scheme it ran under (read once).
+
+    Raises:
+        Preempted: a stop (SIGTERM, Ctrl-C) agreed between steps; checkpointed first.
+        TrainingError: the loss became NaN or infinite (found at a fold).
+    """
+    t, sync = trainer, trainer.sync
+    sync.set_lr_scale(t.lr_decay**t.pos.epoch)
+    tally = EpochTally(sync, t.pos, sampler, first=not t.history)
+    bar = ProgressBar(
+        sampler.steps_per_epoch - t.pos.step_in_epoch,
+        f"epoch {t.pos.epoch + 1}",
+        enabled=t.progress if sync.is_chief else False,
+    )
+    with bar:
+        for passes in sampler.passes(t.pos.epoch, t.pos.step_in_epoch):
+            tally.add(*t.train_step(train, passes))
+            t.pos.step_in_epoch += 1
+            if bar.enabled:
+                bar.update()
+            stop = stop_agreed(sync, t._stop, t.pos.step)  # every rank
+            due = t.checkpoint_every and t.pos.step % t.checkpoint_every == 0
+            if stop is not None or due:
+                t.checkpoints.save(t.pos, tally.fold(t.pos), tally.scheme)
+                if stop is not None:
+                    sync.refresh_parameters()  # as at an epoch's end, after the fold
+                    said = f"stopped by {stop.name} after step {t.pos.step}"
+                    raise Preempted(said, EXIT_STATUS[stop])
+    tally.fold(t.pos)  # a collective: every rank's steps of the epoch are in
+    sync.refresh_parameters()  # so each rank holds what it trained (async shards)
+    t._layout.check(sync)  # a float64 weight beside float32 gradients trains on
+    t.pos = Position(t.pos.epoch + 1, t.pos.step, 0, {})
+    # what a step trained on: the batch asked for claimed 100000 of a step of 1438
+    record = tally.record(t.pos, sampler.examples_per_step, t.accuracy is not None)
+    if test is not None:
+        record.update(t.evaluate(test))
+    return record, tally.scheme
