@@ -321,7 +321,7 @@ def array_length(arrays: Arrays) -> int:
     return next(iter(lengths.values()))
 
 
-def fingerprint(arrays: Arrays, dtype: Any = None) -> dict[str, Any]:
+def fingerprint(arrays: Any, dtype: Any = None) -> dict[str, Any]:
     """What the job check compares of a data set across ranks: its length, each feed's example
     shape and dtype, and a SHA-256 of :data:`FINGERPRINT_ROWS` examples spread over it, as the
     network gets them (cast to ``dtype``, the trainer's, as :func:`~distconv.arg.feeds_of`).
@@ -329,7 +329,10 @@ def fingerprint(arrays: Arrays, dtype: Any = None) -> dict[str, Any]:
     Every rank is handed the whole set and takes its strided share. A rank handed another set,
     its own shard (as Horovod scripts do), another file, or the same examples in another order,
     would train on a part of the data, or on examples counted twice, without a word; with its
-    fingerprint in the job check it is named at setup. Reads a few examples, not the set."""
+    fingerprint in the job check it is named at setup. Reads a few examples, not the set.
+    A :class:`~distconv.sequence_set.SequenceSet` gives its own, with its offsets."""
+    if not isinstance(arrays, Mapping):
+        return arrays.fingerprint(dtype)
     n = array_length(arrays)
     rows = np.unique(np.linspace(0, max(n - 1, 0), min(n, FINGERPRINT_ROWS)).round().astype(int))
     digest, feeds = hashlib.sha256(), {}
@@ -343,7 +346,7 @@ def fingerprint(arrays: Arrays, dtype: Any = None) -> dict[str, Any]:
     return {"examples": n, "feeds": feeds, "sampled_examples_sha256": digest.hexdigest()[:16]}
 
 
-def data_facts(train: Arrays, test: Arrays | None, dtype: Any = None) -> dict[str, Any]:
+def data_facts(train: Any, test: Any | None, dtype: Any = None) -> dict[str, Any]:
     """The training and test sets' :func:`fingerprint` s, as entries of the job check."""
     return {
         "train_data": fingerprint(train, dtype),

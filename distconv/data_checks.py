@@ -12,13 +12,15 @@ import numpy as np
 
 from distconv.arg import NOT_FINITE_CHUNK_BYTES, marked_rows, rows_named
 from distconv.backend import to_host
-from distconv.data import DataError, array_length
+from distconv.data import DataError
 from distconv.layers.base import Layer, forward_only
 from distconv.messages import exception_line
 from distconv.network import Network
+from distconv.sequence_set import arrays_of, first_example, one_example, set_length
 
-#: what fit forwards: the rows ``index`` of a set's arrays; returns (summed loss, right answers)
-Forward = Callable[[Mapping[str, Any], np.ndarray], tuple[Any, Any]]
+#: what fit forwards: the examples ``index`` of a set (arrays by feed name, or a
+#: :class:`~distconv.sequence_set.SequenceSet`); returns (summed loss, right answers)
+Forward = Callable[[Any, np.ndarray], tuple[Any, Any]]
 
 
 def check_sets(
@@ -31,12 +33,14 @@ def check_sets(
     labels past the classes (:func:`refuse_labels_past_classes`), a test set that is empty or
     that the model cannot read (:func:`check_test_set`), or whose examples have another shape
     than the training set's while the model's outputs do not (:func:`refuse_other_shapes`).
-    ``forward`` is the trainer's.
+    ``forward`` is the trainer's. A set is arrays by feed name or a
+    :class:`~distconv.sequence_set.SequenceSet` (its example: its first sequence that holds a
+    row, with the offsets fed).
 
     Raises:
         DataError: naming the set (and the feed and rows where it can).
     """
-    if test is not None and array_length(test) == 0:
+    if test is not None and set_length(test) == 0:
         raise DataError("the test set is empty; pass test=None to evaluate on none")
     refuse_labels_past_classes(network, forward, train, test)
     check_test_set(forward, train, test)  # first: its refusal names the layer that fails
@@ -66,7 +70,7 @@ def refuse_labels_past_classes(
                 raise
             continue  # a test set the model cannot read: check_test_set names the layer
         for feed, (classes, loss) in scored.items():
-            count, first, low, high = label_rows_outside(arrays[feed], classes)
+            count, first, low, high = label_rows_outside(arrays_of(arrays)[feed], classes)
             if count:
                 start = " (class ids count from 0)" if low >= 1 and high == classes else ""
                 raise DataError(
@@ -91,20 +95,19 @@ def scored_classes(
     evaluated on a longer list). A model that cannot read the training set fails there as its
     first step would. A network with no such loss forwards nothing.
     """
-    feeds = set(network.feed_names)
+    feeds, flat = set(network.feed_names), arrays_of(arrays)
     losses = [
         (network[name], labels)
         for name in network.wiring
         if (pair := network.softmax_inputs(name)) is not None
         and (labels := pair[1]) in feeds
-        and labels in arrays
-        and arrays[labels].dtype.kind in "iu"  # not ids: the loss names that at the forward
+        and labels in flat
+        and flat[labels].dtype.kind in "iu"  # not ids: the loss names that at the forward
     ]
-    if not losses or array_length(arrays) == 0:
+    if not losses or set_length(arrays) == 0:
         return {}
-    example = {name: a[:1] for name, a in arrays.items()}
-    for _, feed in losses:  # on the host: fed as any host array (the set's may be a device's)
-        example[feed] = np.zeros(example[feed].shape, example[feed].dtype)
+    # its labels zeros on the host: fed as any host array (the set's may be a device's)
+    example = one_example(arrays, tuple(feed for _, feed in losses))
     with forward_only():
         forward(example, np.arange(1))
     classes: dict[str, tuple[int, Layer]] = {}
@@ -156,13 +159,14 @@ def refuse_other_shapes(
     Raises:
         DataError: naming the feed and both shapes.
     """
+    tested, trained = arrays_of(test), arrays_of(train)
     differ = [
-        (feed, tuple(test[feed].shape[1:]), tuple(train[feed].shape[1:]))
-        for feed in (test or {})  # in order: every rank alike
-        if feed in train
-        and test[feed].dtype.kind not in "iub"
-        and train[feed].dtype.kind not in "iub"
-        and test[feed].shape[1:] != train[feed].shape[1:]
+        (feed, tuple(a.shape[1:]), tuple(trained[feed].shape[1:]))
+        for feed, a in tested.items()  # in order: every rank alike
+        if feed in trained
+        and a.dtype.kind not in "iub"
+        and trained[feed].dtype.kind not in "iub"
+        and a.shape[1:] != trained[feed].shape[1:]
     ]
     if not differ or _output_shapes(network, forward, test) != _output_shapes(
         network, forward, train
@@ -175,9 +179,7 @@ def refuse_other_shapes(
     )
 
 
-def _output_shapes(
-    network: Network, forward: Forward, arrays: Mapping[str, Any]
-) -> dict[str, tuple[int, ...]]:
+def _output_shapes(network: Network, forward: Forward, arrays: Any) -> dict[str, tuple[int, ...]]:
     """The example shape of each layer's output that a layer no other reads (a loss) reads,
     once one example of ``arrays`` has gone through the model."""
     read = {name for inputs in network.wiring.values() for name in inputs}
@@ -189,7 +191,7 @@ def _output_shapes(
         if name in network.layers
     }
     with forward_only():
-        forward(arrays, np.arange(1))
+        forward(arrays, first_example(arrays))
     return {
         name: tuple(network.outputs[name].shape[1:])
         for name in sorted(scored)
@@ -212,9 +214,9 @@ def check_test_set(
         return
     with forward_only():
         try:
-            forward(test, np.arange(1))
+            forward(test, first_example(test))
             return
         except ValueError as exc:
             refused = exc
-        forward(train, np.arange(1))  # outside the except: see Raises
+        forward(train, first_example(train))  # outside the except: see Raises
     raise DataError(f"the test set does not fit the model: {exception_line(refused)}") from refused

@@ -10,6 +10,7 @@ from distconv.epoch_tally import EpochTally
 from distconv.metrics import ProgressBar
 from distconv.resume import Position, Preempted
 from distconv.sampler import GlobalBatchSampler
+from distconv.sequence_set import empty_steps
 from distconv.stop_agreement import stop_agreed
 from distconv.stop_request import EXIT_STATUS
 
@@ -35,9 +36,14 @@ def run_epoch(
         f"epoch {t.pos.epoch + 1}",
         enabled=t.progress if sync.is_chief else False,
     )
+    # steps whose sequences hold no row on any rank: skipped alike, updating nothing
+    skipped = empty_steps(train, sampler, t.pos.epoch)
     with bar:
         for passes in sampler.passes(t.pos.epoch, t.pos.step_in_epoch):
-            tally.add(*t.train_step(train, passes))
+            if skipped is not None and skipped[t.pos.step_in_epoch]:
+                t.pos.step += 1  # no mean loss, no gradient: weights and optimizer stay
+            else:
+                tally.add(*t.train_step(train, passes))
             t.pos.step_in_epoch += 1
             if bar.enabled:
                 bar.update()

@@ -17,7 +17,7 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import to_host, widened
-from distconv.data import DataError, array_length, fingerprint
+from distconv.data import DataError, fingerprint
 from distconv.epoch_sums import PUSH_COUNTS as PUSH_COUNTS  # defined there: tests read it
 from distconv.epoch_sums import RANK_LOSS, RANK_WAITS, epoch_sums
 from distconv.layers.base import forward_only
@@ -25,6 +25,7 @@ from distconv.network import NetworkError
 from distconv.resume import Position, TrainingError
 from distconv.sampler import GlobalBatchSampler, stride_shard
 from distconv.scheme_history import EARLIER, resumed_under
+from distconv.sequence_set import count_of, set_length
 from distconv.sync import SyncStrategy
 from distconv.sync.collective_time import collective_seconds, timed_collective
 from distconv.sync.description import digest, sync_scheme
@@ -255,8 +256,8 @@ def scheme_in_force(lines: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | N
 
 
 def evaluate_shares(
-    forward: Callable[[Mapping[str, Any], np.ndarray], tuple[Any, Any]],
-    arrays: Mapping[str, Any],
+    forward: Callable[[Any, np.ndarray], tuple[Any, Any]],
+    arrays: Any,
     sync: SyncStrategy,
     batch_size: int,
     accuracy: bool,
@@ -265,7 +266,10 @@ def evaluate_shares(
     """Mean test loss (and accuracy) over ``arrays``, which hold at least one example: each
     rank runs ``forward(arrays, rows)`` (summed loss, right answers) on its stride share,
     ``batch_size`` rows at a time, and the ranks sum. ``dtype``: the one the inputs are cast
-    to (the trainer's), as fit's job check compares the sets.
+    to (the trainer's), as fit's job check compares the sets. A
+    :class:`~distconv.sequence_set.SequenceSet` is shared by its sequences, and its means are
+    over the rows its loss averages (:func:`~distconv.sequence_set.count_of`: the tokens under
+    a per-token loss); a batch of no such row (empty sentences) is not forwarded.
 
     The means are over the examples the ranks summed: a rank an asynchronous parameter server
     lost (``--on-worker-loss continue``) adds nothing to the sum, and dividing by the whole
@@ -278,20 +282,24 @@ def evaluate_shares(
             it in the same sum and raises alike, so none waits for another.
     """
     rank = sync.rank
-    mine = stride_shard(array_length(arrays), rank, sync.world_size)
-    loss_sum, correct = 0.0, 0.0
+    mine = stride_shard(set_length(arrays), rank, sync.world_size)
+    loss_sum, correct, counted = 0.0, 0.0, 0
     with forward_only():  # no backward follows: layers keep nothing for one
         for start in range(0, len(mine), batch_size):
-            loss, right = forward(arrays, mine[start : start + batch_size])
+            index = mine[start : start + batch_size]
+            if not (count := count_of(arrays, index)):  # an empty batch has no mean loss
+                continue
+            loss, right = forward(arrays, index)
             loss_sum += float(to_host(loss))
             correct += float(to_host(right))
+            counted += count
     # the marks of the sets in the one sum, in values of a fixed count: one place per rank made
     # the reply of a parameter server's gather grow as the square of the world (over its 1 MiB
     # header cap from 340 workers) for a check that is nearly always passed
     pieces = _set_mark(arrays, dtype)
     first = [1, *pieces] if rank == 0 else [0] * (1 + MARK_PIECES)
     squares = [p * p for p in pieces]
-    shares = [loss_sum, correct, len(mine), 1, *pieces, *squares, *first]
+    shares = [loss_sum, correct, counted, 1, *pieces, *squares, *first]
     sums = timed_collective(sync, sync.allreduce_sum, shares)
     loss_sum, correct, n = sums[:3]
     _refuse_other_sets(rank, pieces, [int(v) for v in sums[3:]])
@@ -306,7 +314,7 @@ def evaluate_shares(
 MARK_PIECES = 3
 
 
-def _set_mark(arrays: Mapping[str, Any], dtype: Any) -> list[int]:
+def _set_mark(arrays: Any, dtype: Any) -> list[int]:
     """A set's :func:`~distconv.data.fingerprint` (its length, feeds and sampled examples cast
     to ``dtype``, as the job check compares them) as :data:`MARK_PIECES` 16-bit numbers."""
     whole = int(digest(fingerprint(arrays, dtype))[: 4 * MARK_PIECES], 16)

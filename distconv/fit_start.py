@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from distconv.backend import is_float_dtype
-from distconv.data import Arrays, array_length, as_arrays, data_facts
+from distconv.data import Arrays, data_facts
 from distconv.parameter import Parameter
 from distconv.resume import Position
 from distconv.sampler import GlobalBatchSampler
+from distconv.sequence_set import SequenceSet, arrays_of, as_data_set, counted, set_length
 from distconv.step_guard import ParamLayout
 from distconv.trainer_args import refuse_not_finite
 
@@ -35,8 +36,8 @@ class FitStart(NamedTuple):
     the ranks' check), the restored state and position, the model's structure (for the job
     check; a resume compared it with the checkpoint's)."""
 
-    train: Arrays
-    test: Arrays | None
+    train: Arrays | SequenceSet
+    test: Arrays | SequenceSet | None
     sampler: GlobalBatchSampler
     data: dict[str, Any]
     state: Any
@@ -48,12 +49,16 @@ def start_fit(trainer: Trainer, train: Any, test: Any, resume: Any) -> FitStart:
     """Before ``trainer``'s sync's setup: take the data sets (refusing NaN and infinity where
     the network checks its feeds), sample them, open the checkpoints, take the parameters to
     train and lay them out (``trainer._layout``); see the module docstring."""
-    train, test = as_arrays(train), (as_arrays(test) if test is not None else None)
+    network, loss = trainer.network, trainer.loss_name
+    # a sequence set with what its loss averages over decided, for each step's count
+    train = counted(network, loss, as_data_set(train))
+    test = counted(network, loss, as_data_set(test)) if test is not None else None
     if trainer.network.check_finite:  # named before a step, by its rows
-        refuse_not_finite(train, test, trainer.dtype)  # maybe in this rank's data alone
+        # maybe in this rank's data alone
+        refuse_not_finite(arrays_of(train), arrays_of(test), trainer.dtype)
     sync = trainer.sync
     sampler = GlobalBatchSampler(
-        array_length(train),
+        set_length(train),  # a sequence set's sequences
         trainer.batch_size,
         sync.rank,
         sync.world_size,
@@ -63,7 +68,7 @@ def start_fit(trainer: Trainer, train: Any, test: Any, resume: Any) -> FitStart:
     if (too_large := sampler.larger_than_the_data()) and sync.is_chief:
         log.warning("%s", too_large)
     if trainer.dtype is None and sync.is_chief:  # a dtype casts every float feed to it
-        if wider := wider_feeds(trainer.network, trainer.params, train, test):
+        if wider := wider_feeds(trainer.network, trainer.params, arrays_of(train), arrays_of(test)):
             log.warning("%s", wider)
     data = data_facts(train, test, trainer.dtype)  # the inputs as cast: what trains
     # every rank's model: the same, or stop; and the checkpoint's, or no resume

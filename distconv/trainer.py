@@ -22,7 +22,7 @@ import numpy as np
 
 from distconv.arg import feeds_of
 from distconv.backend import widened
-from distconv.data import Arrays, Dataset, array_length, as_arrays
+from distconv.data import Arrays, Dataset
 from distconv.data_checks import check_sets
 from distconv.empty_pass import fire_every_gradient
 from distconv.epoch_run import run_epoch
@@ -45,6 +45,14 @@ from distconv.resume import (
 )
 from distconv.run_dir import METRICS, PLOT, RunDirectory
 from distconv.sampler import check_count, check_seed
+from distconv.sequence_set import (
+    SequenceSet,
+    as_data_set,
+    count_of,
+    counted,
+    loss_rows_checked,
+    set_length,
+)
 from distconv.step_guard import ParamLayout
 from distconv.stop_agreement import STOP_CHECK_EVERY as STOP_CHECK_EVERY  # drain reads it
 from distconv.stop_request import StopRequest
@@ -75,7 +83,8 @@ class Trainer:
         network: the model; its layer ``loss`` outputs a scalar mean loss.
         sync: the sync strategy (rank, world size, optimizer, collectives).
         batch_size: examples per pass on each rank (the global batch is
-            ``world_size * batch_size * accumulate``).
+            ``world_size * batch_size * accumulate``); of a
+            :class:`~distconv.sequence_set.SequenceSet`, its sequences.
         loss: the loss layer's name.
         accuracy: ``(predictions, labels)`` names to count right answers with, None for no
             accuracy, or ``"auto"``: the loss's inputs when it is a softmax cross-entropy.
@@ -194,12 +203,14 @@ class Trainer:
         return self.sync.world_size * self.batch_size * self.accumulate
 
     # -- one step -------------------------------------------------------------------------------
-    def _forward(self, arrays: Arrays, index: np.ndarray) -> tuple[Any, Any]:
+    def _forward(self, arrays: Arrays | SequenceSet, index: np.ndarray) -> tuple[Any, Any]:
         """Forward a batch; returns its summed loss and right answers (0 without accuracy).
 
         The rows of ``sparse_rows`` tables the batch reads are fetched through the sync first.
+        The loss is summed over the rows it averages: a sequence set's count, checked.
         """
-        feeds = feeds_of(arrays, index, self.dtype)
+        ragged = isinstance(arrays, SequenceSet)
+        feeds = arrays.feeds(index, self.dtype) if ragged else feeds_of(arrays, index, self.dtype)
         if self.sparse:
             self.sync.prefetch(self.network.rows_needed(feeds))
         outputs = self.network.forward(feeds)
@@ -211,16 +222,25 @@ class Trainer:
                 f"the loss layer {self.loss_name!r} outputs shape {tuple(mean.shape)}, not the "
                 "scalar mean loss the Trainer trains on (reduce it to its mean)"
             )
-        loss = widened(mean) * len(index)  # a 16-bit loss in float32: float16 ends at 65504
+        count = loss_rows_checked(arrays, self.network[self.loss_name], index) if ragged else None
+        # a 16-bit loss in float32: float16 ends at 65504
+        loss = widened(mean) * (len(index) if count is None else count)
         return loss, (0 if self.accuracy is None else right_answers(outputs, self.accuracy))
 
-    def train_step(self, arrays: Arrays, passes: list[np.ndarray]) -> tuple[Any, Any, int]:
-        """One optimizer step over this rank's passes; returns (loss sum, right, examples)."""
-        examples = sum(len(i) for i in passes)
+    def train_step(
+        self, arrays: Arrays | SequenceSet, passes: list[np.ndarray]
+    ) -> tuple[Any, Any, int]:
+        """One optimizer step over this rank's passes; returns (loss sum, right, examples).
+
+        ``examples`` counts the rows the loss averages over: a sequence set's tokens (or its
+        sequences, for a loss of one row per sequence: :func:`~distconv.sequence_set.counted`).
+        """
+        counts = [count_of(arrays, i) for i in passes]
+        examples = sum(counts)
         began = time.perf_counter()
         self.sync.start_step(examples)
         try:
-            loss_sum, correct = self._passes(arrays, passes)
+            loss_sum, correct = self._passes(arrays, passes, counts)
             self.sync.finish_step()
         except BaseException as error:  # the sync lets go of the step, then the error goes on
             self.sync.abandon_step()
@@ -234,12 +254,14 @@ class Trainer:
             self.monitor.record_totals(self.sync.traffic(), self.sync)
         return loss_sum, correct, examples
 
-    def _passes(self, arrays: Arrays, passes: list[np.ndarray]) -> tuple[Any, Any]:
+    def _passes(
+        self, arrays: Arrays | SequenceSet, passes: list[np.ndarray], counts: list[int]
+    ) -> tuple[Any, Any]:
         """Forward and backward each pass; the last hands the gradients to the sync."""
         loss_sum, correct = 0, 0
         for k, index in enumerate(passes):
             last = k == len(passes) - 1
-            if len(index) == 0:  # the short last step left this rank nothing in this pass
+            if counts[k] == 0:  # a short last step left this rank nothing, or empty sequences
                 if last:  # a parameter server waits for each of its gradients
                     fire_every_gradient(self.sync, self.network, self.trainable)
                 continue
@@ -248,21 +270,25 @@ class Trainer:
                 loss, right = self._forward(arrays, index)
             # the bound method, not the sync: one Python call less for each gradient
             callback = self.sync.on_gradient if last else keep_gradient
-            self.network.backward(callback, loss=self.loss_name, loss_scale=len(index))
+            self.network.backward(callback, loss=self.loss_name, loss_scale=counts[k])
             loss_sum, correct = loss_sum + loss, correct + right
         return loss_sum, correct
 
     # -- evaluation -----------------------------------------------------------------------------
-    def evaluate(self, arrays: Arrays | Dataset, batch_size: int = 256) -> dict[str, float]:
-        """Mean loss (and accuracy) over the whole set, each rank forwarding its stride share.
+    def evaluate(
+        self, arrays: Arrays | Dataset | SequenceSet, batch_size: int = 256
+    ) -> dict[str, float]:
+        """Mean loss (and accuracy) over the whole set, each rank forwarding its stride share
+        (of a sequence set: of its sequences, ``batch_size`` of them a batch, the means over
+        the rows the loss averages, its tokens).
 
         Across processes call it after :meth:`fit` and before the sync's ``close()``: the ranks
         sum their shares, which MPISync and PServerSync refuse before setup (nothing sent),
         when the ranks' parameters may still differ, and every sync refuses once closed
         (``SyncError``)."""
         check_count("batch_size", batch_size, 1)  # a negative one ran no batch: a loss of 0
-        arrays = as_arrays(arrays)
-        if array_length(arrays) == 0:
+        arrays = counted(self.network, self.loss_name, as_data_set(arrays))
+        if set_length(arrays) == 0:
             raise ValueError("cannot evaluate on an empty data set")
         accuracy = self.accuracy is not None
         return evaluate_shares(self._forward, arrays, self.sync, batch_size, accuracy, self.dtype)
@@ -270,8 +296,8 @@ class Trainer:
     # -- epochs ---------------------------------------------------------------------------------
     def fit(
         self,
-        train: Arrays | Dataset,
-        test: Arrays | Dataset | None = None,
+        train: Arrays | Dataset | SequenceSet,
+        test: Arrays | Dataset | SequenceSet | None = None,
         epochs: int = 1,
         *,
         resume: bool | str = False,
@@ -279,7 +305,8 @@ class Trainer:
         """Train until ``epochs`` epochs are complete; returns the records of this call's epochs.
 
         Args:
-            train: the whole training set (arrays by feed name, or a :class:`Dataset`).
+            train: the whole training set (arrays by feed name, a :class:`Dataset`, or a
+                :class:`~distconv.sequence_set.SequenceSet` of ragged sequences).
             test: evaluated after each epoch when given.
             epochs: epochs in all, counting those a resumed checkpoint already holds (0, or
                 no more than it holds, trains nothing: a resume that only restores).
@@ -302,7 +329,9 @@ class Trainer:
                 do not, a set holds
                 NaN or infinity (where the network checks its feeds: ``check_finite``), or a
                 label of either set lies outside the classes its softmax cross-entropy scores
-                (:func:`~distconv.data_checks.refuse_labels_past_classes`).
+                (:func:`~distconv.data_checks.refuse_labels_past_classes`), or a sequence set's
+                count is not the rows its loss reads
+                (:func:`~distconv.sequence_set.loss_rows_checked`).
             Preempted: SIGTERM or the first Ctrl-C (SIGINT) arrived; a checkpoint was saved
                 first (see :mod:`distconv.stop_request`).
         """

@@ -39,7 +39,7 @@ def check_offsets(starts: Any, rows: int, xp: Any = np, what: str = "seq_starts"
             never decrease.
     """
     if starts is None:
-        raise ValueError(f"{what} are missing; a sequence input needs them")
+        raise ValueError(f"{what} are missing; a sequence input needs them (fit: a SequenceSet)")
     # check where the offsets already are: host offsets (the usual case, from a data loader)
     # cost the device nothing, and device offsets are read back once, as one flag
     starts = get_array_module(starts).asarray(starts)

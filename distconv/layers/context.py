@@ -94,7 +94,7 @@ class ContextProjection(Projection):
         xp = get_array_module(x)
         n, pad_rows = x.shape[0], self.begin_pad + self.end_pad
         if input.seq_starts is None:
-            raise self.fail("needs a sequence input (Arg.seq_starts)")
+            raise self.fail("needs a sequence input (Arg.seq_starts; fit: feed a SequenceSet)")
         starts = checked(self, check_offsets, input.seq_starts, n, xp, "the input's seq_starts")
         index, outside = context_index(
             starts, n, self.context_start, self.context_length, self.begin_pad

@@ -1,0 +1,47 @@
+"""mpiexec -n 2 python -m mpi4py run_sequence_trainer.py OUT [moved]: the Trainer over MPI on
+ragged sentences.
+
+Trains :func:`tests.sequence_tagger.tagger` (float64, Adam) for 2 epochs on
+:func:`~tests.sequence_tagger.tagged_set`, 2 sentences a rank a step: epoch 0 leaves rank 1 only
+empty sentences in step 0, no token to either rank in step 1, and a short last step. It
+evaluates the set after each epoch. Rank 0 saves the parameters to ``OUT`` (.npz) with the last
+test loss and accuracy. With ``moved``, rank 1 is handed the same tokens with one sentence
+boundary moved in its training set: the job check stops both.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from distconv.equivalence import weights
+from distconv.optim import create_optimizer
+from distconv.sequence_set import SequenceSet
+from distconv.sync.mpi import MPISync
+from distconv.trainer import Trainer
+from tests.sequence_tagger import GLOBAL, OPTIMIZER, tagged_set, tagger
+
+
+def main() -> None:
+    out, moved = Path(sys.argv[1]), sys.argv[2:] == ["moved"]
+    test = data = tagged_set()
+    sync = MPISync(create_optimizer(**OPTIMIZER))
+    if moved and sync.rank == 1:  # its training set alone
+        starts = data.seq_starts.copy()
+        starts[2] -= 1  # sentence 1 a token shorter, sentence 2 a token longer
+        data = SequenceSet(data.rows, starts, name="moved")
+    net = tagger()
+    try:
+        trainer = Trainer(net, sync, GLOBAL // 2, progress=False, dtype="float64")
+        record = trainer.fit(data, test, 2)[-1]
+    finally:
+        sync.close()
+    if sync.rank == 0:
+        last = {"_test_loss": record["test_loss"], "_test_acc": record["test_acc"]}
+        np.savez(out, **weights(net), **last, _steps=record["step"])
+
+
+if __name__ == "__main__":
+    main()

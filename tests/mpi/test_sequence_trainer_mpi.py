@@ -1,0 +1,48 @@
+"""The Trainer on ragged sentences under a real ``mpiexec -n 2``: equal to one process (a loop
+written by hand that feeds the same sentences) with empty sentences, a rank whose share of a
+step is only empty ones, a step of no token at all and a short last step; its evaluation equal
+to one process's; and ranks handed other sentence boundaries stopped by the job check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.equivalence import mismatch, weights
+from distconv.optim import create_optimizer
+from distconv.sync.local import LocalSync
+from distconv.trainer import Trainer
+from tests.mpi.common import NEEDS_MPIEXEC, params_of, run_mpi, script
+from tests.sequence_tagger import GLOBAL, OPTIMIZER, by_hand, tagged_set, tagger
+
+pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(90)]
+pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+
+
+def test_two_ranks_train_ragged_sentences_as_one_process(tmp_path):
+    out = tmp_path / "ranks.npz"
+    proc = run_mpi(["-n", "2", *script("run_sequence_trainer.py"), str(out)], timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    saved = dict(np.load(out))
+    got = params_of(saved)
+    data = tagged_set()
+    net = tagger()
+    expected = by_hand(net, data, 2)
+    assert (wrong := mismatch(expected, got, 1e-10)) is None, wrong
+    assert mismatch(weights(tagger()), got) is not None  # trained: not the start
+    assert int(saved["_steps"]) == 8  # the step of no token counted, as on one process
+    sync = LocalSync(create_optimizer(**OPTIMIZER))
+    one = Trainer(net, sync, GLOBAL, progress=False, dtype="float64")
+    sync.setup(one.trainable)
+    metrics = one.evaluate(data)
+    assert abs(metrics["test_loss"] - float(saved["_test_loss"])) < 1e-10
+    assert abs(metrics["test_acc"] - float(saved["_test_acc"])) < 1e-12
+
+
+def test_ranks_handed_other_sentence_boundaries_stop_at_the_job_check(tmp_path):
+    out = tmp_path / "never.npz"
+    proc = run_mpi(["-n", "2", *script("run_sequence_trainer.py"), str(out), "moved"], timeout=60)
+    assert proc.returncode != 0
+    assert "train_data.sampled_examples_sha256: '" in proc.stderr, proc.stderr[-3000:]
+    assert "run different jobs" in proc.stderr
+    assert not out.exists()

@@ -1,0 +1,197 @@
+"""The Trainer on ragged sequences (a ``SequenceSet``), in one process: it trains as a loop written
+by hand that feeds the same sentences (float64, to 1e-12), counting tokens for a per-token loss
+and sentences for a per-sentence one; a step of no token changes nothing; a count the set
+guesses wrong stops at the first forward; ``evaluate`` weighs every token alike; the data checks
+read the set."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from distconv.arg import Arg
+from distconv.data import DataError
+from distconv.equivalence import mismatch, weights
+from distconv.layers import LayerError, MSELoss, SequencePool
+from distconv.optim import create_optimizer
+from distconv.sequence_set import SequenceSet
+from distconv.sync.local import LocalSync
+from distconv.trainer import Trainer
+from tests.sequence_tagger import (
+    GLOBAL,
+    OPTIMIZER,
+    by_hand,
+    classifier,
+    labelled_set,
+    tagged_set,
+    tagger,
+)
+
+
+def fitted(net, data, epochs=2, batch_size=GLOBAL, accumulate=1, test=None, **kw):
+    """``net`` trained by the Trainer on one process; returns the trainer."""
+    sync = LocalSync(create_optimizer(**OPTIMIZER))
+    trainer = Trainer(
+        net, sync, batch_size, accumulate=accumulate, progress=False, dtype="float64", **kw
+    )
+    trainer.fit(data, test, epochs)
+    return trainer
+
+
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_a_tagger_trains_as_a_loop_by_hand_that_counts_tokens(accumulate):
+    """Sentences of length 0, a step of no token, an empty accumulated pass, a short last
+    step: the Trainer's weights are the hand loop's."""
+    data = tagged_set()
+    expected = by_hand(tagger(), data, 2)
+    trainer = fitted(tagger(), data, 2, GLOBAL // accumulate, accumulate)
+    got = weights(trainer.network)
+    assert (wrong := mismatch(expected, got, 1e-12)) is None, wrong
+    assert mismatch(weights(tagger()), got) is not None  # trained: not the start
+    record = trainer.history[-1]
+    assert record["step"] == 8  # 15 sentences, 4 a step: the empty step counts as a step
+    assert record["global_batch"] == GLOBAL  # sentences a step
+
+
+def test_a_step_of_no_token_changes_neither_weights_nor_optimizer_state():
+    """Two sentences, one a step: the empty one's step is skipped, so two epochs train as two
+    steps of the other alone (Adam, whose update moves the weights even for a zero gradient)."""
+    data = tagged_set([0, 3])
+    trainer = fitted(tagger(), data, 2, batch_size=1)
+    alone = tagged_set([3])
+    assert data.rows["tok"].tolist() == alone.rows["tok"].tolist()
+    reference = fitted(tagger(), alone, 2, batch_size=1)
+    got, expected = weights(trainer.network), weights(reference.network)
+    assert (wrong := mismatch(expected, got, 1e-12)) is None, wrong
+    assert trainer.pos.step == 4 and reference.pos.step == 2
+    assert _same_state(trainer.sync, reference.sync)  # Adam's step count too
+
+
+def _same_state(a, b) -> bool:
+    """Whether two LocalSyncs hold equal optimizer state (Adam's moments and step count)."""
+    sa, sb = a.state, b.state
+    return sa.keys() == sb.keys() and all(
+        all(np.array_equal(np.asarray(sa[k][f]), np.asarray(sb[k][f])) for f in sa[k]) for k in sa
+    )
+
+
+def test_a_label_per_sentence_trains_as_a_loop_by_hand_that_counts_sentences():
+    data = labelled_set()
+    expected = by_hand(classifier(), data, 2, per_sentence=True)
+    trainer = fitted(classifier(), data, 2)
+    assert trainer.history[0]["global_batch"] == GLOBAL
+    got = weights(trainer.network)
+    assert (wrong := mismatch(expected, got, 1e-12)) is None, wrong
+
+
+def pooled_regression(mean_over=None):
+    """A model whose loss reads no feed of its set (both of its inputs pooled per sentence),
+    and its set: the count the set guesses (tokens) is not the loss's rows (sentences)."""
+    from distconv.init import set_seed
+    from distconv.layers import FullyConnected, Mixed
+    from distconv.layers.projection import TableProjection
+    from distconv.network import Network
+
+    set_seed(0)
+    net = Network()
+    table = TableProjection(20, 2, dtype=np.float64)
+    net.add("emb", Mixed([table], dtype=np.float64), ["tok"])
+    net.add("pool", SequencePool("average"), "emb")
+    net.add("guess", FullyConnected(2, 1, dtype=np.float64), "pool")
+    net.add("goal", SequencePool("average"), "target")
+    net.add("loss", MSELoss(), ["guess", "goal"])
+    lengths = [2, 3, 1, 4]
+    rng = np.random.default_rng(0)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    rows = {"tok": rng.integers(0, 20, starts[-1]), "target": rng.standard_normal((10, 1))}
+    return net, SequenceSet(rows, starts, name="pooled", mean_over=mean_over)
+
+
+def test_a_count_guessed_wrong_stops_at_the_first_forward_naming_what_to_set():
+    net, data = pooled_regression()
+    with pytest.raises(DataError) as caught:
+        fitted(net, data, 1, batch_size=2)
+    said = str(caught.value)
+    # the first step's two sentences: their rows at the loss, and their tokens
+    assert re.search(r"'loss' takes its mean over 2 rows, but the batch of 2 sequence", said)
+    assert re.search(r"counts \d+ rows", said) and "counts 2 rows" not in said
+    assert "mean_over='sequences'" in said
+    net, data = pooled_regression("sequences")
+    trainer = fitted(net, data, 1, batch_size=2)  # told: it trains
+    assert trainer.history[0]["step"] == 2
+
+
+def test_evaluate_weighs_every_token_alike():
+    """The test loss and accuracy of a set of ragged sentences, batches of 2 sentences (one of
+    them only empty ones), equal the mean over its tokens of one forward of them all."""
+    data = tagged_set()
+    trainer = fitted(tagger(), data, 1)
+    got = trainer.evaluate(data, batch_size=2)
+    net = trainer.network
+    feeds = {
+        "tok": Arg(ids=data.rows["tok"], seq_starts=data.seq_starts, needs_grad=False),
+        "label": Arg(ids=data.rows["label"], needs_grad=False),
+    }
+    logits = net.forward(feeds)["out"].value
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    labels = data.rows["label"]
+    loss = -log_p[np.arange(len(labels)), labels].mean()
+    accuracy = (logits.argmax(axis=1) == labels).mean()
+    assert abs(got["test_loss"] - loss) < 1e-12
+    assert abs(got["test_acc"] - accuracy) < 1e-12
+
+
+def test_fit_refuses_a_token_label_past_the_classes_naming_its_row():
+    data = tagged_set()
+    labels = data.rows["label"].copy()
+    labels[7] = 3  # the tagger scores 3 classes
+    bad = SequenceSet({"tok": data.rows["tok"], "label": labels}, data.seq_starts)
+    with pytest.raises(DataError, match=r"'label' holds 1 row\(s\) outside \[0, 3\).*: 7"):
+        fitted(tagger(), bad, 1)
+
+
+def test_fit_refuses_a_test_set_the_model_cannot_read():
+    data = tagged_set()
+    other = SequenceSet(
+        {"tok": data.rows["tok"].astype(np.float64)[:, None], "label": data.rows["label"]},
+        data.seq_starts,
+    )
+    with pytest.raises(DataError, match="the test set does not fit the model"):
+        fitted(tagger(), data, 1, test=other)
+
+
+def test_fit_refuses_nan_in_a_row_feed_naming_its_row():
+    rows = {"tok": np.arange(5), "label": np.zeros(5, np.int64), "x": np.zeros((5, 1))}
+    rows["x"][3] = np.nan
+    data = SequenceSet(rows, np.array([0, 2, 5]))
+    with pytest.raises(DataError, match=r"training set's 'x' holds NaN or infinity in 1 row.*: 3"):
+        fitted(tagger(), data, 1, batch_size=1)
+
+
+def test_a_resume_mid_epoch_gives_the_weights_and_metrics_of_an_uninterrupted_run(tmp_path):
+    """Positions count steps of sentences, the skipped step of no token among them."""
+    data = tagged_set()
+    whole = fitted(tagger(), data, 2, out_dir=tmp_path / "whole")
+    first = fitted(tagger(), data, 2, out_dir=tmp_path / "split", checkpoint_every=3)
+    for m in first.checkpoints.run.manifests():  # as if killed after step 6, in epoch 2
+        if m.step > 6:
+            m.path.unlink()
+    sync = LocalSync(create_optimizer(**OPTIMIZER))
+    again = Trainer(
+        tagger(5), sync, GLOBAL, progress=False, dtype="float64", out_dir=tmp_path / "split"
+    )
+    history = again.fit(data, None, 2, resume=True)
+    assert again.pos.step == 8 and [r["epoch"] for r in history] == [2]
+    assert mismatch(weights(whole.network), weights(again.network), 0.0) is None
+    keep = ("train_loss", "train_acc", "step", "global_batch")
+    assert {k: history[0][k] for k in keep} == {k: whole.history[1][k] for k in keep}
+
+
+def test_a_sequence_model_fed_flat_arrays_is_pointed_to_a_sequence_set():
+    data = tagged_set()
+    flat = {"tok": data.rows["tok"], "label": data.rows["label"]}
+    with pytest.raises(LayerError, match=r"needs a sequence input .*SequenceSet"):
+        fitted(tagger(), flat, 1)
