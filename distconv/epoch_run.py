@@ -4,13 +4,14 @@ and a stop agreed between them, then its record (and the test set's metrics).
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from distconv.epoch_tally import EpochTally
 from distconv.metrics import ProgressBar
 from distconv.resume import Position, Preempted
 from distconv.sampler import GlobalBatchSampler
-from distconv.sequence_set import empty_steps
+from distconv.sequence_set import count_of, empty_steps
 from distconv.stop_agreement import stop_agreed
 from distconv.stop_request import EXIT_STATUS
 
@@ -30,7 +31,8 @@ def run_epoch(
     """
     t, sync = trainer, trainer.sync
     sync.set_lr_scale(t.lr_decay**t.pos.epoch)
-    tally = EpochTally(sync, t.pos, sampler, first=not t.history)
+    count = functools.partial(count_of, train)  # a resumed epoch's steps before, for its rate
+    tally = EpochTally(sync, t.pos, sampler, first=not t.history, count=count)
     bar = ProgressBar(
         sampler.steps_per_epoch - t.pos.step_in_epoch,
         f"epoch {t.pos.epoch + 1}",

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # types here; resume imports this module
     from distconv.resume import Position
@@ -69,15 +70,18 @@ def _of_ranks(values: list[float] | None, world: int) -> list[float]:
     return list(values) if values and len(values) == world else []
 
 
-def epoch_sums(pos: Position, sampler: GlobalBatchSampler) -> dict[str, float]:
+def epoch_sums(
+    pos: Position, sampler: GlobalBatchSampler, count: Callable[[Any], int] = len
+) -> dict[str, float]:
     """The epoch's metric sums to go on from: zeros, or those of the checkpoint resumed.
 
     A checkpoint holds global sums (and each rank's loss sum, :data:`RANK_LOSS`); this rank's
     examples before it (for its rate) follow from the batch order, so the rate covers the same
-    steps as the epoch's seconds.
+    steps as the epoch's seconds. ``count`` gives a pass's examples from its index array (a
+    sequence set's: the rows its loss averages, as its steps counted them).
     """
     sums = {**{k: 0.0 for k in SUMS}, **pos.sums}
     if pos.step_in_epoch:
         done = itertools.islice(sampler.passes(pos.epoch), pos.step_in_epoch)
-        sums["rank_examples"] = float(sum(len(i) for passes in done for i in passes))
+        sums["rank_examples"] = float(sum(count(i) for passes in done for i in passes))
     return sums

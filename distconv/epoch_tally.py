@@ -53,6 +53,8 @@ class EpochTally:
         first: whether this is the first epoch its fit trains (a start's or a resume's): its
             record has ``scheme`` (:meth:`record`); a resume's warns where its checkpoint was
             written under another scheme (:func:`~distconv.scheme_history.resumed_under`).
+        count: a pass's examples from its index array, as the steps count them (a sequence
+            set's rows: :func:`~distconv.sequence_set.count_of`), for a resumed epoch's rate.
 
     Attributes:
         scheme: the sync's scheme (:func:`~distconv.sync.description.sync_scheme`), read here
@@ -61,7 +63,12 @@ class EpochTally:
     """
 
     def __init__(
-        self, sync: SyncStrategy, pos: Position, sampler: GlobalBatchSampler, first: bool = False
+        self,
+        sync: SyncStrategy,
+        pos: Position,
+        sampler: GlobalBatchSampler,
+        first: bool = False,
+        count: Callable[[Any], int] = len,
     ) -> None:
         self.sync, self.first = sync, first
         # the epoch's scheme (its checkpoints record it), read once, before its first step: a
@@ -73,7 +80,7 @@ class EpochTally:
         self.earlier = (
             resumed_under(pos, self.scheme, sync.world_size) if first and pos.schemes else []
         )
-        self.sums = epoch_sums(pos, sampler)
+        self.sums = epoch_sums(pos, sampler, count)
         # the sums the epoch started from; this rank's additions since run on past every fold,
         # so that where the folds fall (checkpoints, a stop) changes no rounding of the loss
         self._start = dict(self.sums)

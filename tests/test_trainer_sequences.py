@@ -188,6 +188,9 @@ def test_a_resume_mid_epoch_gives_the_weights_and_metrics_of_an_uninterrupted_ru
     assert mismatch(weights(whole.network), weights(again.network), 0.0) is None
     keep = ("train_loss", "train_acc", "step", "global_batch")
     assert {k: history[0][k] for k in keep} == {k: whole.history[1][k] for k in keep}
+    # one rank: its rate is the job's, its steps before the resume counted in tokens too
+    rate = history[0]["examples_per_second"]
+    assert history[0]["examples_per_second_per_rank"] == [pytest.approx(rate, rel=1e-12)]
 
 
 def test_a_sequence_model_fed_flat_arrays_is_pointed_to_a_sequence_set():
