@@ -34,9 +34,11 @@ class StopAfter(Trainer):
     """A :class:`~distconv.trainer.Trainer` that sends SIGTERM, a scheduler's stop, to its own
     thread after step ``stop_after`` of a fit, which then stops as after any such signal
     (:mod:`distconv.stop_request`). The fit must run in the main thread: only its handler
-    takes the signal (elsewhere SIGTERM ends the process)."""
+    takes the signal (elsewhere SIGTERM would end the process), so it is refused elsewhere
+    (``ValueError``)."""
 
     def __init__(self, *args: Any, stop_after: int, **kwargs: Any) -> None:
+        refuse_unreachable_stop()
         super().__init__(*args, **kwargs)
         self.stop_after = stop_after
 
@@ -111,6 +113,13 @@ def _refuse(
             "a job with restart_at needs restart, a function making the sync that resumes "
             "from an optimizer, and out_dir, the folder every rank checkpoints in"
         )
+    refuse_unreachable_stop()
+
+
+def refuse_unreachable_stop() -> None:
+    """Raise ``ValueError`` where the SIGTERM of a stop after a step would not reach the fit's
+    handler: outside the main thread, which alone handles signals (the fit installs no
+    handler there, and the signal ends the process)."""
     if threading.current_thread() is not threading.main_thread():
         raise ValueError(
             "a job with restart_at is stopped by SIGTERM, which only a fit in the main thread "

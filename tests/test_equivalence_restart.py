@@ -168,6 +168,42 @@ def test_a_restart_outside_the_main_thread_is_refused_before_it_trains(tmp_path)
     assert not (tmp_path / "run").exists()  # refused before it trained
 
 
+_FIT_IN_A_THREAD = """
+import sys, threading
+from distconv.equivalence import RESUMED_JOB as job
+from distconv.sync.local import LocalSync
+
+def fit():
+    sync = LocalSync(job.make_optimizer())
+    try:
+        job.fit(job.model_of(0), sync, job.batch_size, 1, out_dir=sys.argv[1], stop_after=8)
+    except ValueError as refused:
+        print("refused:", refused)
+    finally:
+        sync.close()
+
+thread = threading.Thread(target=fit)
+thread.start()
+thread.join()
+print("alive")
+"""
+
+
+def test_a_fit_stopped_by_itself_outside_the_main_thread_is_refused_not_the_process_ended(
+    tmp_path,
+):
+    """Job.fit(stop_after=n) in a thread: no handler there takes the SIGTERM, which would end
+    the whole process (its status 143); it is refused before it trains, in its own process
+    here so that the fault would not end pytest's."""
+    (tmp_path / "fit.py").write_text(_FIT_IN_A_THREAD)
+    argv = [sys.executable, str(tmp_path / "fit.py"), str(tmp_path / "run")]
+    ran = run_job(argv, child_env(), timeout=60)
+    assert ran.returncode == 0, (ran.returncode, ran.stderr)
+    assert "refused: a job with restart_at is stopped by SIGTERM" in ran.stdout, ran.stdout
+    assert ran.stdout.endswith("alive\n"), ran.stdout
+    assert not (tmp_path / "run").exists()  # refused before it trained
+
+
 _FAILING_CHECK = """
 import functools, os, sys, tempfile
 from distconv.equivalence import RESUMED_JOB, assert_matches_local
