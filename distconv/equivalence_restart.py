@@ -66,8 +66,8 @@ def restarted_weights(
     Raises:
         ValueError: ``restart`` or ``out_dir`` is None; ``job.restart_at`` is not an int >= 1,
             or the job ended before its ranks agreed on a stop; this is not the main thread
-            (the only one a stop signal reaches); the new sync's optimizer is not the job's,
-            or its rank or world size not ``sync``'s.
+            (the only one a stop signal reaches), or it blocks SIGTERM; the new sync's
+            optimizer is not the job's, or its rank or world size not ``sync``'s.
     """
     _refuse(job, restart, out_dir)
     rank, world = sync.rank, sync.world_size
@@ -119,9 +119,17 @@ def _refuse(
 def refuse_unreachable_stop() -> None:
     """Raise ``ValueError`` where the SIGTERM of a stop after a step would not reach the fit's
     handler: outside the main thread, which alone handles signals (the fit installs no
-    handler there, and the signal ends the process)."""
+    handler there, and the signal ends the process), or where this thread blocks SIGTERM
+    (``signal.pthread_sigmask``, a mask a process inherits from its parent too): the signal
+    would wait there, pending, through the whole fit, and reach the process's own handler, or
+    end it, once unblocked after the check."""
     if threading.current_thread() is not threading.main_thread():
         raise ValueError(
             "a job with restart_at is stopped by SIGTERM, which only a fit in the main thread "
             "takes: run this rank in a process's main thread"
+        )
+    if signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, ()):  # the mask, unchanged
+        raise ValueError(
+            "a job with restart_at is stopped by SIGTERM, which this thread blocks "
+            "(signal.pthread_sigmask): unblock it for the check"
         )

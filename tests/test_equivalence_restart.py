@@ -204,6 +204,42 @@ def test_a_fit_stopped_by_itself_outside_the_main_thread_is_refused_not_the_proc
     assert not (tmp_path / "run").exists()  # refused before it trained
 
 
+_CHECK_WITH_SIGTERM_BLOCKED = """
+import signal, sys
+from distconv.equivalence import RESUMED_JOB, assert_rank_matches_local
+from distconv.sync.local import LocalSync
+
+signal.signal(signal.SIGTERM, lambda signum, frame: print("the script's handler ran"))
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+sync = LocalSync(RESUMED_JOB.make_optimizer())
+try:
+    assert_rank_matches_local(
+        sync, RESUMED_JOB, world_size=1, restart=LocalSync, out_dir=sys.argv[1]
+    )
+except ValueError as refused:
+    print("refused:", refused)
+finally:
+    sync.close()
+print("pending:", sorted(signal.sigpending()))
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+"""
+
+
+def test_a_restart_where_sigterm_is_blocked_is_refused_before_it_trains(tmp_path):
+    """A blocked SIGTERM stays pending through the fit: the stop never came, and the signal
+    reached the script's own handler once it unblocked it, a stop it was never sent."""
+    (tmp_path / "check.py").write_text(_CHECK_WITH_SIGTERM_BLOCKED)
+    argv = [sys.executable, str(tmp_path / "check.py"), str(tmp_path / "run")]
+    ran = run_job(argv, child_env(), timeout=60)
+    assert ran.returncode == 0, (ran.returncode, ran.stderr)
+    assert "refused: a job with restart_at is stopped by SIGTERM, which this thread blocks" in (
+        ran.stdout
+    )
+    assert "pending: []" in ran.stdout, ran.stdout
+    assert "handler ran" not in ran.stdout, ran.stdout
+    assert not (tmp_path / "run").exists()  # refused before it trained
+
+
 _FAILING_CHECK = """
 import functools, os, sys, tempfile
 from distconv.equivalence import RESUMED_JOB, assert_matches_local
