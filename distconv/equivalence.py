@@ -100,7 +100,9 @@ class Job:
             checkpoint (n itself on one rank, else the next multiple of
             :data:`~distconv.stop_agreement.STOP_CHECK_EVERY`); then new syncs and models
             resume to the end (:mod:`distconv.equivalence_restart`). The reference does not
-            stop. A stop past the job's last step is a ``ValueError``.
+            stop. A stop past the job's last step is a ``ValueError``; one the process was
+            asked for from outside (a scheduler's SIGTERM first, a Ctrl-C) raises its
+            ``Preempted``, not taken for the check's.
     """
 
     batch_size: int = 4
@@ -207,7 +209,9 @@ def rank_weights(
     With ``job.restart_at`` the rank stops there, checkpointing in ``out_dir`` (the same
     folder on every rank, holding no run: the chief writes it), and resumes through the sync
     ``restart(optimizer)`` makes (:func:`~distconv.equivalence_restart.restarted_weights`):
-    ``sync`` is then closed at the stop, the new one at the end.
+    ``sync`` is then closed at the stop, the new one at the end. A stop the process is asked
+    for from outside (a scheduler's SIGTERM before the check's own, a Ctrl-C) raises its
+    :class:`~distconv.resume.Preempted`, ``sync`` left open.
 
     Raises:
         ValueError: ``sync``'s optimizer is not the job's (``job.make_optimizer()``), so the

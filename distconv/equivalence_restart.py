@@ -33,22 +33,41 @@ if TYPE_CHECKING:
 class StopAfter(Trainer):
     """A :class:`~distconv.trainer.Trainer` that sends SIGTERM, a scheduler's stop, to its own
     thread after step ``stop_after`` of a fit, which then stops as after any such signal
-    (:mod:`distconv.stop_request`). The fit must run in the main thread: only its handler
-    takes the signal (elsewhere SIGTERM would end the process), so it is refused elsewhere
-    (``ValueError``)."""
+    (:mod:`distconv.stop_request`), raising :class:`StoppedItself`. The fit must run in the
+    main thread: only its handler takes the signal (elsewhere SIGTERM would end the process),
+    so it is refused elsewhere (``ValueError``).
+
+    A stop this rank's process was asked for before, or besides, its own (a scheduler's
+    SIGTERM, a Ctrl-C) is the process's, not the fit's: it raises a plain
+    :class:`~distconv.resume.Preempted`, as any fit does, for the caller to stop."""
 
     def __init__(self, *args: Any, stop_after: int, **kwargs: Any) -> None:
         refuse_unreachable_stop()
         super().__init__(*args, **kwargs)
         self.stop_after = stop_after
+        self.stopped_itself = False  # sent the only stop signal of this fit so far
 
     def train_step(self, arrays: Any, passes: list) -> tuple[Any, Any, int]:
         done = super().train_step(arrays, passes)
         if self.pos.step == self.stop_after:
-            # to this thread, not the process: its handler has run when the call returns,
-            # where one sent to the process may land on a transport's thread and run later
-            signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+            self.stopped_itself = not self._stop.received  # else a stop asked from outside
+            if self.stopped_itself:  # that one stops it, by its own signal
+                # to this thread, not the process: its handler has run when the call returns,
+                # where one sent to the process may land on a transport's thread and run later
+                signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
         return done
+
+    def fit(self, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        try:
+            return super().fit(*args, **kwargs)
+        except Preempted as stop:
+            if not self.stopped_itself or self._stop.received != {signal.SIGTERM}:
+                raise  # the process was asked to stop, by its scheduler or a person
+            raise StoppedItself(str(stop), stop.exit_status) from None
+
+
+class StoppedItself(Preempted):
+    """:class:`StopAfter`'s fit stopped by its own signal alone, with a checkpoint."""
 
 
 def restarted_weights(
@@ -61,13 +80,16 @@ def restarted_weights(
     ends with. ``sync`` trains from the job's model, checkpointing in ``out_dir`` (every rank's
     the same folder: the chief writes it), until the stop; it is closed, and the sync
     ``restart(job.make_optimizer())`` makes resumes a model of other seeds from the newest
-    checkpoint to the end, and is closed.
+    checkpoint to the end, and is closed. A stop the process was asked for from outside (a
+    scheduler's SIGTERM before the check's own, a Ctrl-C) is not taken for the check's: its
+    :class:`~distconv.resume.Preempted` is raised, ``sync`` left open.
 
     Raises:
         ValueError: ``restart`` or ``out_dir`` is None; ``job.restart_at`` is not an int >= 1,
             or the job ended before its ranks agreed on a stop; this is not the main thread
             (the only one a stop signal reaches), or it blocks SIGTERM; the new sync's
             optimizer is not the job's, or its rank or world size not ``sync``'s.
+        Preempted: the process was asked to stop (see above).
     """
     _refuse(job, restart, out_dir)
     rank, world = sync.rank, sync.world_size
@@ -77,7 +99,7 @@ def restarted_weights(
             job.model_of(rank), sync, job.batch_size, world, out_dir=out_dir,
             stop_after=job.restart_at,
         )  # fmt: skip
-    except Preempted as stop:
+    except StoppedItself as stop:  # another stop, the process's own, goes on to the caller
         stopped = stop
     sync.close()  # outside the except clause: an MPISync closed in one aborts its job
     if stopped is None:

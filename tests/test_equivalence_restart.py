@@ -240,6 +240,52 @@ def test_a_restart_where_sigterm_is_blocked_is_refused_before_it_trains(tmp_path
     assert not (tmp_path / "run").exists()  # refused before it trained
 
 
+_CHECK_ASKED_TO_STOP = """
+import signal, sys, threading
+from distconv.equivalence import RESUMED_JOB, assert_rank_matches_local
+from distconv.resume import Preempted
+from distconv.sync.local import LocalSync
+
+class AskedToStop(LocalSync):
+    \"\"\"LocalSync whose process is asked to stop (by a scheduler, by a person) in step 3.\"\"\"
+
+    steps = 0
+
+    def start_step(self, examples):
+        super().start_step(examples)
+        AskedToStop.steps += 1
+        if AskedToStop.steps == 3:
+            signal.pthread_kill(threading.get_ident(), getattr(signal, sys.argv[2]))
+
+sync = AskedToStop(RESUMED_JOB.make_optimizer())
+try:
+    assert_rank_matches_local(
+        sync, RESUMED_JOB, world_size=1, restart=LocalSync, out_dir=sys.argv[1]
+    )
+    print("went on")
+except Preempted as stop:
+    print("stopped:", stop, stop.exit_status)
+finally:
+    sync.close()
+print("steps:", AskedToStop.steps)
+"""
+
+
+@pytest.mark.parametrize("signum, status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_stop_the_process_is_asked_for_is_raised_not_taken_for_the_check_s(
+    tmp_path, signum, status
+):
+    """A Ctrl-C or a scheduler's SIGTERM in step 3, before the check's own stop: the fit stops
+    there with a checkpoint, and the check raises its Preempted for the script to stop, where
+    it took that stop for its own and trained the job to its end."""
+    (tmp_path / "check.py").write_text(_CHECK_ASKED_TO_STOP)
+    argv = [sys.executable, str(tmp_path / "check.py"), str(tmp_path / "run"), signum]
+    ran = run_job(argv, child_env(), timeout=60)
+    assert ran.returncode == 0, (ran.returncode, ran.stderr)
+    assert f"stopped: stopped by {signum} after step 3 {status}" in ran.stdout, ran.stdout
+    assert "went on" not in ran.stdout and "steps: 3" in ran.stdout, ran.stdout
+
+
 _FAILING_CHECK = """
 import functools, os, sys, tempfile
 from distconv.equivalence import RESUMED_JOB, assert_matches_local
