@@ -100,9 +100,9 @@ class Job:
             checkpoint (n itself on one rank, else the next multiple of
             :data:`~distconv.stop_agreement.STOP_CHECK_EVERY`); then new syncs and models
             resume to the end (:mod:`distconv.equivalence_restart`). The reference does not
-            stop. A stop past the job's last step is a ``ValueError``; one the process was
-            asked for from outside (a scheduler's SIGTERM first, a Ctrl-C) raises its
-            ``Preempted``, not taken for the check's.
+            stop. A stop past the job's last step is a ``ValueError``, before anything
+            trains; one the process was asked for from outside (a scheduler's SIGTERM
+            first, a Ctrl-C) raises its ``Preempted``, not taken for the check's.
     """
 
     batch_size: int = 4
@@ -312,8 +312,9 @@ def assert_matches_local(
     Raises:
         TypeError: ``make_sync`` cannot be pickled (a lambda, a function defined inside
             another) or is not callable.
-        ValueError: ``world_size`` is not an int >= 1, ``timeout`` not > 0, or ``out_dir``
-            given for a job without ``restart_at``.
+        ValueError: ``world_size`` is not an int >= 1, ``timeout`` not > 0, ``out_dir``
+            given for a job without ``restart_at``, or a ``restart_at`` the ranks cannot stop
+            at (see :class:`Job`).
         AssertionError: a rank's weights differ from the reference's or rank 0's (naming the
             rank, the parameter and the largest difference); a rank raised or exited before
             it sent its weights (naming it, its exit status and the end of its output); or
@@ -326,6 +327,10 @@ def assert_matches_local(
         raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
     if out_dir is not None and not job.restart_at:
         raise ValueError("out_dir is for a job that restarts: give it restart_at (RESUMED_JOB)")
+    if job.restart_at:  # here, not in every rank after it trained the whole job
+        from distconv.equivalence_restart import refuse_restart_at
+
+        refuse_restart_at(job, world_size)
     with contextlib.ExitStack() as folder:
         if job.restart_at and out_dir is None:  # removed once every rank is gone
             out_dir = folder.enter_context(tempfile.TemporaryDirectory(prefix="distconv-check-"))

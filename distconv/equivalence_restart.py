@@ -86,12 +86,13 @@ def restarted_weights(
 
     Raises:
         ValueError: ``restart`` or ``out_dir`` is None; ``job.restart_at`` is not an int >= 1,
-            or the job ended before its ranks agreed on a stop; this is not the main thread
-            (the only one a stop signal reaches), or it blocks SIGTERM; the new sync's
+            or one the ranks would stop at after the job's last step (refused before it
+            trains), or the job ended before its ranks agreed on a stop; this is not the main
+            thread (the only one a stop signal reaches), or it blocks SIGTERM; the new sync's
             optimizer is not the job's, or its rank or world size not ``sync``'s.
         Preempted: the process was asked to stop (see above).
     """
-    _refuse(job, restart, out_dir)
+    _refuse(job, sync.world_size, restart, out_dir)
     rank, world = sync.rank, sync.world_size
     stopped = None
     try:
@@ -105,9 +106,8 @@ def restarted_weights(
     if stopped is None:
         raise ValueError(
             f"restart_at={job.restart_at}: the job ended before its ranks agreed on a stop "
-            f"({'at once' if world == 1 else f'every {STOP_CHECK_EVERY} steps'}): give it a "
-            "step before its last"
-        )
+            f"({'at once' if world == 1 else f'every {STOP_CHECK_EVERY} steps'})"
+        )  # refuse_restart_at refused a stop past the end: a fit that ended early
     resumed = restart(job.make_optimizer())
     try:
         refuse_other_optimizer(resumed, job)
@@ -124,18 +124,40 @@ def restarted_weights(
 
 
 def _refuse(
-    job: Job, restart: Callable[..., Any] | None, out_dir: str | os.PathLike | None
+    job: Job,
+    world_size: int,
+    restart: Callable[..., Any] | None,
+    out_dir: str | os.PathLike | None,
 ) -> None:
     """Raise ``ValueError`` where the restart cannot run (see :func:`restarted_weights`)."""
-    at = job.restart_at
-    if isinstance(at, bool) or not isinstance(at, int) or at < 1:
-        raise ValueError(f"restart_at must be an int >= 1 (0: no restart), got {at!r}")
+    refuse_restart_at(job, world_size)
     if restart is None or out_dir is None:
         raise ValueError(
             "a job with restart_at needs restart, a function making the sync that resumes "
             "from an optimizer, and out_dir, the folder every rank checkpoints in"
         )
     refuse_unreachable_stop()
+
+
+def refuse_restart_at(job: Job, world_size: int) -> None:
+    """Raise ``ValueError`` where ``job.restart_at`` is no step ``world_size`` ranks stop at:
+    not an int >= 1, or one whose stop (the step itself on one rank, else the next multiple
+    of :data:`~distconv.stop_agreement.STOP_CHECK_EVERY`) would come after the job's last
+    step, so that every rank would train the whole job for nothing."""
+    at = job.restart_at
+    if isinstance(at, bool) or not isinstance(at, int) or at < 1:
+        raise ValueError(f"restart_at must be an int >= 1 (0: no restart), got {at!r}")
+    every = 1 if world_size == 1 else STOP_CHECK_EVERY
+    stop = -(-at // every) * every
+    per_epoch = -(-len(job.data(world_size)["label"]) // job.global_batch(world_size))
+    last = job.epochs * per_epoch
+    if stop > last:
+        agreed = f" ({world_size} ranks agree on a stop every {every} steps)" * (every > 1)
+        raise ValueError(
+            f"restart_at={at}: the ranks would stop after step {stop}{agreed}, past the "
+            f"job's last, step {last} ({job.epochs} epochs of {per_epoch}): give it one whose "
+            "stop comes by then"
+        )
 
 
 def refuse_unreachable_stop() -> None:

@@ -121,16 +121,34 @@ def test_a_restart_the_check_cannot_run_is_a_value_error(tmp_path):
         assert_matches_local(star(StarSync, tmp_path / "m"), 2, out_dir=run)
 
 
-def test_a_stop_past_the_job_s_end_is_a_value_error_after_it_trained(tmp_path):
+def test_a_stop_past_the_job_s_end_is_a_value_error_before_it_trains(tmp_path):
     """The job has 18 steps: a stop asked for after step 19 never comes."""
     sync = LocalSync(JOB.make_optimizer())
     try:
-        with pytest.raises(ValueError, match=r"restart_at=19: the job ended before its ranks"):
+        with pytest.raises(
+            ValueError, match=r"restart_at=19: the ranks would stop after step 19, past the job's "
+            r"last, step 18 \(3 epochs of 6\)"
+        ):  # fmt: skip
             assert_rank_matches_local(
-                sync, Job(restart_at=19), world_size=1, restart=LocalSync, out_dir=tmp_path
+                sync, Job(restart_at=19), world_size=1, restart=LocalSync, out_dir=tmp_path / "r"
             )
     finally:
         sync.close()
+    assert not (tmp_path / "r").exists()  # refused before it trained
+
+
+def test_a_stop_the_ranks_agree_on_past_the_job_s_end_is_refused_before_any_rank_starts(
+    tmp_path,
+):
+    """Step 17 is before the job's last (18), but 2 ranks agree on a stop every 8 steps: they
+    would stop after step 24, which never comes. Each rank trained the whole job to say so,
+    wrapped in a rank's failure, and told to give a step before the last, which it was."""
+    with pytest.raises(
+        ValueError, match=r"restart_at=17: the ranks would stop after step 24 \(2 ranks agree "
+        r"on a stop every 8 steps\), past the job's last, step 18"
+    ):  # fmt: skip
+        assert_matches_local(star(StarSync, tmp_path / "meeting"), 2, Job(restart_at=17))
+    assert not (tmp_path / "meeting").exists()  # no rank started
 
 
 def test_a_restart_with_another_optimizer_is_refused(tmp_path):
