@@ -5,10 +5,12 @@ order, which every transport raises: the public ``distconv.sync.SyncError`` and
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 
 from distconv.rank_endings import (
     different_jobs_text,
+    ending_name,
     meeting_failure_name,
     setup_failure_in_lines,
     setup_failure_name,
@@ -73,11 +75,35 @@ def step_refusal(
     return SyncError(f"parameter {name!r} fired twice in {twice_in}")
 
 
-def setup_failure_description(rank: int, text: str) -> dict[str, str]:
+def setup_failure_description(
+    rank: int, text: str, error: BaseException | None = None
+) -> dict[str, str]:
     """The job description by which rank ``rank``, which cannot set up (``text``: its error,
     ``Type: message``), makes the job check all the same: every other rank's check fails on
-    it, and says so in :func:`setup_failure_in`'s words, not as a difference of jobs."""
-    return {"name": setup_failure_name(rank, text)}
+    it, and says so in :func:`setup_failure_in`'s words, not as a difference of jobs.
+
+    ``Type`` is said as the failing rank's one-line ending names ``error`` (by default the
+    exception being handled: each caller describes the error it is handling), with
+    :func:`~distconv.rank_endings.ending_name`: a script's own ``class BadRows(DataError)`` as
+    ``DataError``. The launcher reads the others' ``rank 0 could not set up: DataError: ...``
+    as an error of the job itself and does not restart it; by its own name it did, where that
+    rank's own ending was never said (a cleanup slower than ``--settle``, ended by the
+    launcher's stop)."""
+    return {"name": setup_failure_name(rank, _as_ending_names(text, error))}
+
+
+def _as_ending_names(text: str, error: BaseException | None) -> str:
+    """``text`` (``Type: message``, ``Type``, ``Type (its text could not be made)``) with the
+    class name it begins with as :func:`~distconv.rank_endings.ending_name` names ``error``
+    (None: the exception being handled), where ``text`` begins with that error's own class
+    name; else as it is."""
+    error = sys.exc_info()[1] if error is None else error
+    name = None if error is None else ending_name(error)
+    own = type(error).__name__
+    if name is None or name == own or not text.startswith(own):
+        return text
+    rest = text[len(own) :]
+    return name + rest if rest[:1] in ("", ":", " ") else text
 
 
 def meeting_failure_description(rank: int, text: str) -> dict[str, str]:

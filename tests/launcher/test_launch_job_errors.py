@@ -524,3 +524,100 @@ def test_a_rank_killed_by_a_signal_of_its_own_beside_a_job_error_is_restarted(tm
     assert status == 128 + signal.SIGKILL, said[-3000:]
     assert "restarting the job (2 of 2)" in said and "not restarting" not in said, said[-3000:]
     assert (report["rank"], report["signal"], report["restart"]) == (0, "SIGKILL", 2), report
+
+
+#: rank 0 fails at fit start on a script's own DataError subclass, raised by its data (a dict
+#: of its own), and is slow to clean up before its ending (a logger's flush): the others are
+#: told ``rank 0 could not set up: ...``, and under ``local`` the launcher's stop ends rank 0
+#: before it says its own ending, so what the others were told is all the launcher reads
+TOLD_SUBCLASS = """\
+import time
+
+import numpy as np
+
+import distconv.distributed as dist
+from distconv import Trainer
+from distconv.data import DataError
+from distconv.layers import FullyConnected, SoftmaxCrossEntropy
+from distconv.network import Network
+
+
+class BadRows(DataError):
+    pass
+
+
+class Rows(dict):
+    def items(self):
+        raise BadRows("rows 3..5 are blank")
+
+
+def main():
+    sync = dist.init("sgd", lr=0.1)
+    rng = np.random.default_rng(0)
+    data = {"x": rng.random((64, 1, 2, 2)).astype(np.float32), "label": rng.integers(0, 3, 64)}
+    net = Network()
+    net.add("fc", FullyConnected(4, 3), "x")
+    net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
+    try:
+        Trainer(net, sync, 4, progress=False).fit(Rows(data) if sync.rank == 0 else data)
+    finally:
+        if sync.rank == 0:
+            time.sleep(60)
+        sync.close()
+
+
+dist.run_main(main)
+"""
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("launcher", ["local", "mpi"])
+def test_what_the_others_are_told_of_a_script_s_own_job_error_is_not_restarted(tmp_path, launcher):
+    """The others' line names the subclass as the job error it derives from, as the failing
+    rank's own ending would: ``rank 0 could not set up: DataError: ...``, not restarted."""
+    script = _script(tmp_path, "told_subclass.py", TOLD_SUBCLASS)
+    if launcher == "mpi":
+        mpiexec_or_skip()
+        own = ("mpi", "-np", "2")
+    else:
+        own = ("local", "--workers", "2", "--servers", "1", "--insecure", "--settle", "0.5")
+    said, status, report = _launched(tmp_path, *own, "--grace", "5", "--", script)
+    told = "rank 0 could not set up: DataError: rows 3..5 are blank"
+    assert told in said and "BadRows" not in said, said[-3000:]
+    assert "restarting the job" not in said, said[-3000:]
+    assert status == 1, said[-3000:]
+    assert report["restart"] == 0 and report["then"].startswith(unused("DataError")[:60]), report
+
+
+def test_the_told_line_names_an_error_as_the_ending_does():
+    """A script's subclass by distconv's class, given or the one being handled; distconv's own
+    subclass, another error, and one raised as a file could not be read, by their own."""
+    from distconv.sync.errors import setup_failure_description, setup_failure_in
+
+    class BadRows(distconv.data.DataError):
+        pass
+
+    def told(text, error=None):
+        return setup_failure_in(setup_failure_description(0, text, error))
+
+    bad = BadRows("rows 3..5")
+    assert told("BadRows: rows 3..5", bad) == "rank 0 could not set up: DataError: rows 3..5"
+    assert told("BadRows", bad) == "rank 0 could not set up: DataError"
+    assert told("BadRowsX: m", bad) == "rank 0 could not set up: BadRowsX: m"  # not its name
+    try:
+        raise bad
+    except BadRows:
+        assert told("BadRows: rows 3..5") == "rank 0 could not set up: DataError: rows 3..5"
+    assert told("BadRows: rows 3..5") == "rank 0 could not set up: BadRows: rows 3..5"
+    own = distconv.layers.errors.LayerTypeError("m")
+    assert told("LayerTypeError: m", own) == "rank 0 could not set up: LayerTypeError: m"
+    assert told("ValueError: m", ValueError("m")) == "rank 0 could not set up: ValueError: m"
+    try:
+        try:
+            raise OSError(5, "Input/output error")
+        except OSError:
+            raise BadRows("f.idx: cannot read") from None
+    except BadRows as exc:
+        unread = exc
+    said = told("BadRows: f.idx: cannot read", unread)
+    assert said == "rank 0 could not set up: BadRows: f.idx: cannot read", said
