@@ -621,3 +621,34 @@ def test_the_told_line_names_an_error_as_the_ending_does():
         unread = exc
     said = told("BadRows: f.idx: cannot read", unread)
     assert said == "rank 0 could not set up: BadRows: f.idx: cannot read", said
+
+
+#: rank 0 said a job error's line and went on (a bad shard skipped), still at work when the
+#: stop ends it; rank 2 hangs (a stalled node, which a restart may get past), and rank 1, left
+#: waiting for it, says so and exits 75: its words quote no error of rank 0's
+WENT_ON = """\
+import os, sys, time
+
+rank = os.environ["RANK"]
+if rank == "0":
+    print("went_on.py: error: DataError: shard 3 holds NaN; skipping it", flush=True)
+if rank == "1":
+    time.sleep(0.3)
+    print("went_on.py: error: PeerFailed: rank 2 stopped answering", flush=True)
+    sys.exit(75)
+time.sleep(60)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_job_error_said_by_a_rank_its_victim_did_not_wait_for_is_restarted(tmp_path):
+    """A rank the launcher's stop ended, whose last words are a job error that no victim
+    quotes: the victim stopped for another rank, so the job error is not why the job ended."""
+    script = _script(tmp_path, "went_on.py", WENT_ON)
+    said, status, report = _launched(
+        tmp_path, "local", "--workers", "3", "--servers", "0", "--settle", "0.3", "--grace", "2",
+        "--", script,
+    )  # fmt: skip
+    assert "restarting the job (2 of 2)" in said and "not restarting" not in said, said[-3000:]
+    assert status == 75, said[-3000:]  # the victim's: "try again later"
+    assert (report["rank"], report["exit_code"], report["restart"]) == (1, 75, 2), report
