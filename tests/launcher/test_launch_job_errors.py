@@ -652,3 +652,32 @@ def test_a_job_error_said_by_a_rank_its_victim_did_not_wait_for_is_restarted(tmp
     assert "restarting the job (2 of 2)" in said and "not restarting" not in said, said[-3000:]
     assert status == 75, said[-3000:]  # the victim's: "try again later"
     assert (report["rank"], report["exit_code"], report["restart"]) == (1, 75, 2), report
+
+
+#: rank 0 says a job error, ignores the stop's SIGTERM and exits 1 on its own after the
+#: settle; rank 1, left waiting, exits 75 at once, its words naming no error
+OWN_EXIT_AFTER_SETTLE = """\
+import os, signal, sys, time
+
+if os.environ["RANK"] == "1":
+    print("late.py: error: PeerFailed: rank 0 failed", flush=True)
+    sys.exit(75)
+print("late.py: error: DataError: the training set's 'x' holds NaN", flush=True)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+time.sleep(1.5)
+sys.exit(1)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_job_error_of_a_rank_that_exits_on_its_own_after_the_settle_is_not_restarted(tmp_path):
+    """The victim is reported, but the launcher exits 1, as docs/operations.md says."""
+    script = _script(tmp_path, "late.py", OWN_EXIT_AFTER_SETTLE)
+    said, status, report = _launched(
+        tmp_path, "local", "--workers", "2", "--servers", "0", "--settle", "0.3", "--grace", "10",
+        "--", script,
+    )  # fmt: skip
+    assert status == 1, said[-3000:]
+    assert (report["rank"], report["exit_code"], report["restart"]) == (1, 75, 0), report
+    then = unused("DataError").replace("configuration)", "configuration), said by worker 0")
+    assert report["then"] == then, report
