@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from distconv.rank_endings import job_error_in
 
 from .child import Child
-from .failure import last_words
+from .failure import last_words, told_rank
 from .rank_reason import rank_text
 from .settle import ended_by_stop
 
@@ -25,7 +25,8 @@ def said_elsewhere(
     children: Sequence[Child], stopped: list[Child], restart: int
 ) -> tuple[str, str] | None:
     """The job's own error (its class) that a child of the attempt (``restart``) said in its
-    last words, and who (``worker 0``), where every child that failed of itself failed on it:
+    last words, and who (``worker 0``; the rank a victim's words tell of, where they say it
+    could not set up), where every child that failed of itself failed on it:
     each other child succeeded, stopped because another rank failed (a worker's exit 75), or
     was ended by the launcher's stop (:func:`~launcher.settle.ended_by_stop`: running as it
     began, in ``stopped``). None where none said one, or where a child failed of anything
@@ -42,6 +43,8 @@ def said_elsewhere(
             continue  # a worker that succeeded, a server that the stop ended
         if child.victim:
             said = job_error_in(last_words(list(child.tail)))
+            if said is not None and (told := told_rank(list(child.tail))) is not None:
+                who = f"worker {told}"  # it only tells of that rank's: "rank 0 could not set up"
         elif ended_by_stop(child, stopped):
             said = job_error_in(last_words(list(child.tail)))
             said = said if said is not None and _quoted(said, victims) else None
