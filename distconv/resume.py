@@ -60,6 +60,7 @@ from distconv.step_guard import check_step_checkpoint
 from distconv.stop_request import Preempted as Preempted  # defined there: the syncs read it
 from distconv.sync import SyncError, SyncStrategy
 from distconv.sync.collective_time import timed_collective
+from distconv.unrecorded_facts import warn_of_unrecorded
 
 log = logging.getLogger("distconv.resume")
 
@@ -324,6 +325,7 @@ class StepCheckpoints:
         ours = as_saved({**self._saved_facts(), "optimizer": self.sync.optimizer_config()})
         check_resumable(ckpt, self.params, theirs, ours)
         warn_of_config_changes(theirs, ours)  # a script's own: recorded, never refused
+        warn_of_unrecorded(path, theirs, ours)  # an older checkpoint's: not compared
         # save_checkpoint's own files record no position in an epoch nor sums: at its start
         in_epoch, sums = int(ckpt.extra.get("step_in_epoch", 0)), ckpt.extra.get("sums", {})
         restore_checkpoint(ckpt, self.params)

@@ -43,7 +43,7 @@ def checkpoint_schemes(extra: Mapping[str, Any], step: int) -> list[dict[str, An
     checkpoint that records no scheme (an older distconv's, whose ``scheme`` may be a config's
     own: no ``"sync"`` name in it): which scheme it ran is unknown."""
     scheme = extra.get("scheme")
-    if not _scheme(scheme):
+    if not is_scheme(scheme):
         return []
     earlier = extra.get(EARLIER) if extra.get("step_in_epoch") else None
     kept = [dict(e) for e in earlier if _entry(e)] if isinstance(earlier, list) else []
@@ -144,12 +144,13 @@ def written_under(schemes: Sequence[Mapping[str, Any]]) -> str:
 
 def _entry(e: Any) -> bool:
     """Whether ``e`` is an entry of :data:`EARLIER`: a scheme and the last step it ran."""
-    return isinstance(e, Mapping) and _scheme(e.get("scheme")) and type(e.get("to_step")) is int
+    return isinstance(e, Mapping) and is_scheme(e.get("scheme")) and type(e.get("to_step")) is int
 
 
-def _scheme(scheme: Any) -> bool:
+def is_scheme(scheme: Any) -> bool:
     """Whether ``scheme`` is one :func:`~distconv.sync.description.sync_scheme` writes: a
-    mapping that names its sync (``{"sync": "local"}``)."""
+    mapping that names its sync (``{"sync": "local"}``); a checkpoint's ``scheme`` that is none
+    (an older distconv's, or a config's own) records no scheme."""
     return isinstance(scheme, Mapping) and isinstance(scheme.get("sync"), str)
 
 
