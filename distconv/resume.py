@@ -82,7 +82,8 @@ class Position:
     step_in_epoch: int = 0
     sums: dict[str, float] = field(default_factory=dict)
     #: the chief's: the schemes of the checkpoint resumed, its epoch's to its step, the last its
-    #: own (at an epoch's start, the epoch before's); scheme_history.checkpoint_schemes
+    #: own (at an epoch's start, the epoch before's), its scheme None where the checkpoint records
+    #: none (an older distconv's); scheme_history.checkpoint_schemes
     schemes: list[dict[str, Any]] = field(default_factory=list)
     #: the chief's: the world size the checkpoint resumed was written on (None: not recorded)
     world_size: int | None = None

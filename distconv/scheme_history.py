@@ -29,8 +29,12 @@ log = logging.getLogger("distconv.resume")
 
 #: the key of a metrics line and of a checkpoint's ``extra`` that lists the schemes the epoch's
 #: earlier steps ran under, oldest first: ``[{"scheme": {...}, "to_step": 6}]``, steps up to
-#: ``to_step`` (the run's step count, as the line's ``step``) after the entry before
+#: ``to_step`` (the run's step count, as the line's ``step``) after the entry before; a
+#: ``scheme`` of null (:data:`UNRECORDED`) where those steps ran under one no checkpoint recorded
 EARLIER = "earlier_schemes"
+#: an entry's ``scheme`` (JSON null) where the steps to its ``to_step`` ran under a scheme no
+#: checkpoint recorded: an older distconv's checkpoint, resumed in the middle of its epoch
+UNRECORDED = None
 #: the key of a checkpoint's ``extra`` that holds the world size it was written on: under an
 #: asynchronous scheme each worker's push is an update of its own, so another number of workers
 #: at the same global batch makes another number of updates a step (:func:`resumed_under`)
@@ -39,12 +43,14 @@ WORLD_SIZE = "world_size"
 
 def checkpoint_schemes(extra: Mapping[str, Any], step: int) -> list[dict[str, Any]]:
     """The schemes a checkpoint's epoch ran under up to its ``step``, oldest first (see
-    :data:`EARLIER`): those it lists as earlier, then its own ``scheme``. Empty for a
-    checkpoint that records no scheme (an older distconv's, whose ``scheme`` may be a config's
-    own: no ``"sync"`` name in it): which scheme it ran is unknown."""
+    :data:`EARLIER`): those it lists as earlier, then its own ``scheme``. A checkpoint that
+    records no scheme (an older distconv's, whose ``scheme`` may be a config's own: no
+    ``"sync"`` name in it) ran under one unknown: ``[{"scheme": None, "to_step": step}]``
+    (:data:`UNRECORDED`), so that a resume in the middle of its epoch under any scheme lists
+    those steps as run under an unrecorded one, not under the new scheme."""
     scheme = extra.get("scheme")
     if not is_scheme(scheme):
-        return []
+        return [{"scheme": UNRECORDED, "to_step": int(step)}]
     earlier = extra.get(EARLIER) if extra.get("step_in_epoch") else None
     kept = [dict(e) for e in earlier if _entry(e)] if isinstance(earlier, list) else []
     return [*kept, {"scheme": dict(scheme), "to_step": int(step)}]
@@ -86,7 +92,8 @@ def resumed_under(pos: Position, now: Mapping[str, Any], world_size: int) -> lis
     line."""
     if (said := other_world(pos, now, world_size)) is not None:
         log.warning("%s", said)
-    if pos.schemes and (then := pos.schemes[-1]["scheme"]) != now:
+    then = pos.schemes[-1]["scheme"] if pos.schemes else UNRECORDED
+    if then is not UNRECORDED and then != now:  # an unrecorded one: said with the facts
         log.warning(
             "resuming after step %d under another sync scheme than its checkpoint's: %s then, "
             "%s now; %s",
@@ -137,14 +144,21 @@ def _updates(n: int) -> str:
 
 def written_under(schemes: Sequence[Mapping[str, Any]]) -> str:
     """What the resume's log line says of the checkpoint's scheme (the last of ``schemes``,
-    :func:`checkpoint_schemes`): ``, written under {"sync": "local"}``; nothing where the
-    checkpoint records none."""
-    return f", written under {_text(schemes[-1]['scheme'])}" if schemes else ""
+    :func:`checkpoint_schemes`): ``, written under {"sync": "local"}``, or ``, written under an
+    unrecorded scheme`` where the checkpoint records none (an older distconv's); nothing where
+    there is no checkpoint's."""
+    if not schemes:
+        return ""
+    then = schemes[-1]["scheme"]
+    return f", written under {'an unrecorded scheme' if then is UNRECORDED else _text(then)}"
 
 
 def _entry(e: Any) -> bool:
-    """Whether ``e`` is an entry of :data:`EARLIER`: a scheme and the last step it ran."""
-    return isinstance(e, Mapping) and is_scheme(e.get("scheme")) and type(e.get("to_step")) is int
+    """Whether ``e`` is an entry of :data:`EARLIER`: a scheme, or :data:`UNRECORDED`, and the
+    last step it ran."""
+    if not isinstance(e, Mapping) or "scheme" not in e or type(e.get("to_step")) is not int:
+        return False
+    return e["scheme"] is UNRECORDED or is_scheme(e["scheme"])
 
 
 def is_scheme(scheme: Any) -> bool:

@@ -247,31 +247,44 @@ def test_a_resume_under_another_scheme_says_both_and_its_epochs_line_the_earlier
 
 
 @pytest.mark.parametrize("config_scheme", [None, {"name": "cosine", "warmup": 5}])
-def test_a_checkpoint_without_a_scheme_resumes_as_before(
+def test_a_checkpoint_without_a_scheme_labels_its_steps_as_run_under_an_unrecorded_one(
     tmp_path, mpi_alone, caplog, config_scheme
 ):
-    """An older distconv's checkpoint records no scheme: it loads, and nothing is said of one.
-    Nor where its extra has a config's own ``scheme`` (a mapping; k532): it was read as the
-    sync scheme, "written under {"name": "cosine", ...}", warned of and listed as earlier."""
+    """An older distconv's checkpoint records no scheme: it loads, and no scheme is said to be
+    its own. Nor where its extra has a config's own ``scheme`` (a mapping): it was read
+    as the sync scheme, "written under {"name": "cosine", ...}", warned of and listed as
+    earlier. Resumed in the middle of its epoch under MPI, that epoch's line was labelled with
+    MPI alone, though its first two steps ran under the old run's scheme: they
+    are listed under an unrecorded scheme (null), also after a second resume of the epoch."""
     out = tmp_path / "run"
     _stopped_at(Trainer(_small_net(), LocalSync(create_optimizer("sgd", lr=0.05)), 4,
                         out_dir=out, progress=False), 2, 1)  # fmt: skip
     part = RunDirectory(out, 3).latest().part("chief")
     old = load_checkpoint(part)
-    extra = {k: v for k, v in old.extra.items() if k != "scheme"}
+    unwritten = ("scheme", "facts_form", "layers", "world_size")  # before schemes were recorded
+    extra = {k: v for k, v in old.extra.items() if k not in unwritten}
     extra.update({} if config_scheme is None else {"scheme": config_scheme})
     save_checkpoint(part, [Parameter(k, v) for k, v in old.params.items()], old.optim_state,
                     step=old.step, epoch=old.epoch, seed=old.seed, optimizer=old.optimizer,
                     extra=extra)  # fmt: skip
-    sync = mpi_alone(create_optimizer("sgd", lr=0.05))
-    try:
-        with caplog.at_level(logging.INFO, logger="distconv.resume"):
-            trainer = Trainer(_small_net(), sync, 4, out_dir=out, progress=False)
-            (record,) = trainer.fit(DATA, epochs=1, resume=True)
-    finally:
-        sync.close()
-    assert SWITCHED not in caplog.text and "earlier_schemes" not in record
-    assert "written under" not in caplog.text
+    for stop in (3, None):  # epoch 1 (steps 1 to 4): resumed at 2, stopped at 3, resumed again
+        sync = mpi_alone(create_optimizer("sgd", lr=0.05))
+        caplog.clear()
+        try:
+            with caplog.at_level(logging.INFO, logger="distconv.resume"):
+                trainer = Trainer(_small_net(), sync, 4, out_dir=out, progress=False)
+                if stop is None:
+                    (record,) = trainer.fit(DATA, epochs=1, resume=True)
+                else:
+                    _stopped_at(trainer, stop, 1, resume=True)
+                    resumed = "at step 2, 2 steps into epoch 1, written under an unrecorded scheme"
+                    assert resumed in caplog.text
+        finally:
+            sync.close()
+    assert SWITCHED not in caplog.text and "cosine" not in caplog.text
+    assert record["scheme"] == {"sync": "mpi", "bucket_bytes": 4 << 20, "overlap": False}
+    assert record["earlier_schemes"] == [{"scheme": None, "to_step": 2}]
+    assert read_metrics(out / "metrics.jsonl") == [record]
 
 
 def test_an_epoch_begun_under_the_new_scheme_keeps_no_earlier_one_across_its_checkpoints(
