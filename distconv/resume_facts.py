@@ -38,8 +38,10 @@ MUST_MATCH = (
 LAYERS = "layers"
 #: the key of a checkpoint's ``extra`` that says in which form its facts are written, and the
 #: forms this distconv reads, oldest first: numbers no Real with their type (``{"class":
-#: "Decimal", "text": "0.1"}``); then the network's structure too, under :data:`LAYERS`, and
-#: the world size (:data:`~distconv.scheme_history.WORLD_SIZE`). A
+#: "Decimal", "text": "0.1"}``); then the network's structure too, under :data:`LAYERS`; then
+#: the world size too (:data:`~distconv.scheme_history.WORLD_SIZE`). Every form a distconv
+#: wrote stays listed: one dropped when the next was added made its checkpoints older than
+#: the first, their layers neither read nor compared. A
 #: checkpoint without one of them was written before, maybe by text alone (``"0.1"``), and is
 #: compared in that form too (:func:`_older_form`); one with one only as written, so a fact
 #: that held the string ``"0.1"`` never agrees with a run that now holds ``Decimal("0.1")``.
@@ -48,13 +50,14 @@ LAYERS = "layers"
 FACTS_FORM_KEY = "facts_form"
 FACTS_FORMS = (
     "distconv: numbers with their types",
+    "distconv: numbers with their types; the network's layers",
     "distconv: numbers with their types; the network's layers and the world size",
 )
 #: the form this distconv writes
 FACTS_FORM = FACTS_FORMS[-1]
 #: the facts a checkpoint records from a form on: in one of an earlier form, a key of that name
 #: is its config's own (``config=vars(args)`` of a ``--layers`` flag), never compared as the fact
-SINCE_FORM = {LAYERS: FACTS_FORMS[1], WORLD_SIZE: FACTS_FORMS[1]}
+SINCE_FORM = {LAYERS: FACTS_FORMS[1], WORLD_SIZE: FACTS_FORMS[2]}
 #: the run's facts beside the config's own entries that a resume lets change without a word:
 #: the epochs asked for (a resume asks for more), the resume mode (``fit``'s ``resume``, which
 #: a ``config=vars(args)`` of the scripts' ``--resume`` holds: False, then True on the resume),

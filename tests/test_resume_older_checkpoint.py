@@ -12,6 +12,7 @@ import logging
 
 import pytest
 
+from distconv.checkpoint import CheckpointError
 from distconv.resume_facts import FACTS_FORM_KEY, FACTS_FORMS
 from tests.test_resume_checks import _rewrite_extra
 from tests.test_resume_model_structure import DATA, _net, _trainer
@@ -77,3 +78,22 @@ def test_a_facts_form_this_distconv_does_not_know_is_said_to_be_another_distconv
     assert line.endswith("it records no layers, world size; these are not compared with this "
                          "run's, so a change in them since the checkpoint resumes without a "
                          "refusal or a warning")  # fmt: skip
+
+
+def test_a_checkpoint_of_the_form_with_layers_and_no_world_size_compares_its_layers(
+    tmp_path, caplog
+):
+    """For seven minutes of 12-06 a distconv recorded the layers and not yet the world size,
+    under a form of its own; the next one's form replaced it in the list of forms, so its
+    checkpoints read as older than the first form: the layers they record were not compared,
+    and another activation resumed."""
+    out = tmp_path / "run"
+    first = _trainer(out)
+    first.fit(DATA, epochs=1)
+    form = "distconv: numbers with their types; the network's layers"
+    _rewrite_extra(first.checkpoints.run.latest(), **{FACTS_FORM_KEY: form, "world_size": None})
+    said = r"\(layers\.mix\.act: checkpoint 'Tanh', this run 'ReLU'\)"
+    with pytest.raises(CheckpointError, match=said):
+        _trainer(out, _net("relu")).fit(DATA, epochs=2, resume=True)
+    (line,) = _resumed(out, caplog, 2, act="tanh")
+    assert f"{SAID}world size; these are not compared" in line
