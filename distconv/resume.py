@@ -48,6 +48,7 @@ from distconv.run_dir import (
     Manifest,
     RunDirectory,
     RunDirError,
+    legacy_refusal,
 )
 from distconv.scheme_history import (
     WORLD_SIZE,
@@ -180,16 +181,15 @@ class StepCheckpoints:
         if resume in (True, "auto") and problems:  # never start over a run we cannot read
             raise RunDirError(f"no usable checkpoint in {run.root}: {'; '.join(problems)}")
         if resume in (True, "auto") and (run.root / LEGACY_CHECKPOINT).exists():
-            raise RunDirError(  # before "no complete checkpoint": there is one, of another kind
-                f"{run.root} holds a checkpoint of an older distconv ({LEGACY_CHECKPOINT}), "
-                "which this version cannot resume; pass --overwrite to replace the run "
-                "(resume='overwrite' in a script)"
-            )
+            # before "no complete checkpoint": there is one, of another kind
+            raise RunDirError(legacy_refusal(run.root))
         if resume is True:
             raise CheckpointError(
                 f"--resume: no complete checkpoint in {run.checkpoint_root} (resume=True in a "
                 "script)"
             )
+        if run.holds_legacy_only() and resume != "auto":  # "pass --resume": refused too
+            raise RunDirError(legacy_refusal(run.root))
         if run.holds_run() and resume != "auto":
             raise RunDirError(
                 f"{run.root} already holds a run; pass --resume to continue it, --resume auto "

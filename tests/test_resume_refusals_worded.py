@@ -29,6 +29,17 @@ def _holding_an_old_checkpoint(out: Path) -> None:
     (out / "checkpoint.safetensors").write_bytes(b"old")
 
 
+#: the refusal of a directory whose one checkpoint is distconv 0.1's, with or without --resume:
+#: it advised --overwrite alone, which deletes that run's only weights, and without --resume
+#: "pass --resume to continue it", which is then refused
+OLD_CHECKPOINT = (
+    "{out} holds a checkpoint of an older distconv (checkpoint.safetensors, format version 1, "
+    "from before step checkpoints), which this version cannot resume. It holds that run's "
+    "weights, which --overwrite deletes: to keep them, move it out of {out} first; then pass "
+    "--overwrite to replace the run (resume='overwrite' in a script), or train in another "
+    "output directory (--out)"
+)
+
 CASES = [
     (
         _holding_a_run,
@@ -48,19 +59,16 @@ CASES = [
         "--resume: no complete checkpoint in {out}/checkpoints: {out} does not exist "
         "(resume=True in a script)",
     ),
-    (
-        _holding_an_old_checkpoint,
-        ("--resume",),
-        "{out} holds a checkpoint of an older distconv (checkpoint.safetensors), which this "
-        "version cannot resume; pass --overwrite to replace the run (resume='overwrite' in a "
-        "script)",
-    ),
+    (_holding_an_old_checkpoint, ("--resume",), OLD_CHECKPOINT),
+    (_holding_an_old_checkpoint, (), OLD_CHECKPOINT),
 ]
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
-    "make, flags, said", CASES, ids=["holds-a-run", "no-checkpoint", "no-out", "old-checkpoint"]
+    "make, flags, said",
+    CASES,
+    ids=["holds-a-run", "no-checkpoint", "no-out", "old-checkpoint", "old-checkpoint-no-resume"],
 )
 def test_a_refused_out_is_one_line_in_flags_with_the_script_s_words_marked(
     tmp_path: Path, make: Callable[[Path], None], flags: tuple[str, ...], said: str
