@@ -15,7 +15,6 @@ The same content is the same bytes (its metadata sorted), so checkpoints can be 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections import Counter
@@ -38,6 +37,8 @@ from distconv.checkpoint_checks import (
     read_otherwise,
     save_problems,
 )
+from distconv.checkpoint_digest import DIGEST_KEY as DIGEST_KEY  # tests read it here
+from distconv.checkpoint_digest import digest as _digest  # a test makes it run out of memory
 from distconv.checkpoint_manifest import sorted_header
 from distconv.files import describe_os_error, write_atomically
 from distconv.messages import exception_line
@@ -47,7 +48,6 @@ from distconv.sync.local import state_problems
 FORMAT = "distconv-checkpoint"
 VERSION = "2"  # 2: the digest covers the metadata as well as the tensors
 OPTIM_PREFIX = "optim/"
-DIGEST_KEY = "sha256"
 CHUNK = 8 << 20  # bytes per write, so a hook can stop a writer in the middle of a save
 
 
@@ -206,22 +206,6 @@ def _host(a: Any) -> np.ndarray:
     """A C-contiguous host array in native byte order, the bytes safetensors writes and the
     digest covers; 0-d stays 0-d (``ascontiguousarray`` would not)."""
     return (host := np.asarray(to_host(a), order="C")).astype(native(host.dtype), copy=False)
-
-
-def _digest(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str]) -> str:
-    """SHA-256 over every metadata entry but the digest itself, then every tensor.
-
-    Covering the metadata means an edited epoch or step fails the check instead of changing
-    what a resumed run does.
-    """
-    h = hashlib.sha256()
-    covered = {k: v for k, v in metadata.items() if k != DIGEST_KEY}
-    h.update(json.dumps(covered, sort_keys=True).encode())
-    for name in sorted(tensors):
-        a = tensors[name]
-        h.update(f"|{name}|{a.dtype.str}|{a.shape}|".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
 
 
 def load_checkpoint(path: str | os.PathLike, *, position: bool = True) -> Checkpoint:
