@@ -39,6 +39,7 @@ from distconv.checkpoint_checks import (
 )
 from distconv.checkpoint_digest import DIGEST_KEY as DIGEST_KEY  # tests read it here
 from distconv.checkpoint_digest import digest as _digest  # a test makes it run out of memory
+from distconv.checkpoint_digest import tensors_digest
 from distconv.checkpoint_manifest import sorted_header
 from distconv.files import describe_os_error, write_atomically
 from distconv.messages import exception_line
@@ -47,6 +48,8 @@ from distconv.sync.local import state_problems
 
 FORMAT = "distconv-checkpoint"
 VERSION = "2"  # 2: the digest covers the metadata as well as the tensors
+#: the version read for a file's weights alone (``position=False``): its digest covers only them
+WEIGHTS_ONLY_VERSION = "1"
 OPTIM_PREFIX = "optim/"
 CHUNK = 8 << 20  # bytes per write, so a hook can stop a writer in the middle of a save
 
@@ -214,7 +217,10 @@ def load_checkpoint(path: str | os.PathLike, *, position: bool = True) -> Checkp
     Args:
         path: the checkpoint file.
         position: refuse a step or epoch that is no count, which a run would go on from;
-            False reads them as the file holds them, for a caller that takes only the weights.
+            False reads them as the file holds them, for a caller that takes only the weights,
+            and reads a file of format version 1 too (:data:`WEIGHTS_ONLY_VERSION`, distconv
+            before 11-30), whose digest covers its tensors alone: its step, epoch, seed and
+            extra are as the file holds them, checked by nothing.
 
     Raises:
         CheckpointReadError: the file is missing or the OS cannot read it (its reason), or
@@ -222,7 +228,8 @@ def load_checkpoint(path: str | os.PathLike, *, position: bool = True) -> Checkp
         CheckpointDamaged: the file is truncated, corrupt, or not a distconv checkpoint, or
             its metadata is bad (a step or epoch that is no integer; with ``position``, one
             that is no count, as an older distconv could save).
-        CheckpointVersionError: the file is a checkpoint of another format version.
+        CheckpointVersionError: the file is a checkpoint of another format version, or of
+            version 1 with ``position`` (its message says how to load its weights).
 
     Each is a :class:`CheckpointError` with a one-line message that names the file.
     """
@@ -230,15 +237,17 @@ def load_checkpoint(path: str | os.PathLike, *, position: bool = True) -> Checkp
     tensors, meta = _read(path)
     if meta.get("format") != FORMAT:
         raise CheckpointDamaged(f"checkpoint {path} is a safetensors file but not a distconv one")
-    if meta.get("version") != VERSION:
+    weights_only = meta.get("version") == WEIGHTS_ONLY_VERSION
+    if meta.get("version") != VERSION and not (weights_only and not position):
         # not damage: a resume would set it aside for an older checkpoint, and the distconv
         # that wrote it (a job's other image) would then resume from that one
         raise CheckpointVersionError(
             f"checkpoint {path} has format version {meta.get('version')!r}; this distconv "
-            f"reads version {VERSION!r}: resume with the distconv that wrote it"
+            f"reads version {VERSION!r}: "
+            + (_WEIGHTS_ONLY if weights_only else "resume with the distconv that wrote it")
         )
-    try:
-        digest = _digest(tensors, meta)  # a copy of each tensor in turn
+    try:  # a copy of each tensor in turn
+        digest = tensors_digest(tensors) if weights_only else _digest(tensors, meta)
     except MemoryError as exc:
         raise _lacking(path, exc) from None
     if digest != meta.get(DIGEST_KEY):
@@ -262,6 +271,13 @@ def load_checkpoint(path: str | os.PathLike, *, position: bool = True) -> Checkp
         else:
             ckpt.params[name] = a
     return ckpt
+
+
+#: how a file of :data:`WEIGHTS_ONLY_VERSION` is read: its digest covers no step or state
+_WEIGHTS_ONLY = (
+    "no run resumes from a version '1' file, whose checksum covers its tensors alone; its "
+    "weights load into a model with distconv.checkpoint.restore_checkpoint(path, params)"
+)
 
 
 def _count(meta: Mapping[str, str], key: str, checked: bool) -> int:

@@ -1,6 +1,8 @@
 """What a checkpoint file's SHA-256 covers, kept in its metadata under :data:`DIGEST_KEY`:
 every metadata entry but the digest itself, then every tensor (format version 2 on), so that a
-changed epoch fails the check like a changed weight.
+changed epoch fails the check like a changed weight; in format version 1 (the single
+``checkpoint.safetensors`` of a distconv before step checkpoints, until 11-30) the tensors
+alone (:func:`tensors_digest`).
 """
 
 from __future__ import annotations
@@ -27,5 +29,17 @@ def digest(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str]) -> st
     for name in sorted(tensors):
         a = tensors[name]
         h.update(f"|{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def tensors_digest(tensors: Mapping[str, np.ndarray]) -> str:
+    """Format version 1's SHA-256: every tensor, each after its ``name|dtype|shape|``, and no
+    metadata. A file of that version is whole in its tensors where this matches; its step,
+    epoch and config are covered by nothing, so only its weights are read from it."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        a = tensors[name]
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
         h.update(a.tobytes())
     return h.hexdigest()

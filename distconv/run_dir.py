@@ -373,11 +373,13 @@ def legacy_refusal(root: Path) -> str:
     """Why a run in ``root`` whose one checkpoint is a distconv's from before step checkpoints
     (:meth:`RunDirectory.holds_legacy_only`) is neither resumed nor replaced unasked, and how
     to go on. That file holds the old run's only weights, which ``--overwrite`` deletes, so it
-    is said first how to keep them; ``--resume`` is not advised: it is refused too."""
+    is said first how to load them (:func:`~distconv.checkpoint.restore_checkpoint`) and keep
+    them; ``--resume`` is not advised: it is refused too."""
     return (
         f"{root} holds a checkpoint of an older distconv ({LEGACY_CHECKPOINT}, format version 1, "
         "from before step checkpoints), which this version cannot resume. It holds that run's "
-        f"weights, which --overwrite deletes: to keep them, move it out of {root} first; then "
+        "weights (distconv.checkpoint.restore_checkpoint(path, params) loads them into a "
+        f"model), which --overwrite deletes: to keep them, move it out of {root} first; then "
         "pass --overwrite to replace the run (resume='overwrite' in a script), or train in "
         "another output directory (--out)"
     )

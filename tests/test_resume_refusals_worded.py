@@ -35,7 +35,8 @@ def _holding_an_old_checkpoint(out: Path) -> None:
 OLD_CHECKPOINT = (
     "{out} holds a checkpoint of an older distconv (checkpoint.safetensors, format version 1, "
     "from before step checkpoints), which this version cannot resume. It holds that run's "
-    "weights, which --overwrite deletes: to keep them, move it out of {out} first; then pass "
+    "weights (distconv.checkpoint.restore_checkpoint(path, params) loads them into a model), "
+    "which --overwrite deletes: to keep them, move it out of {out} first; then pass "
     "--overwrite to replace the run (resume='overwrite' in a script), or train in another "
     "output directory (--out)"
 )
