@@ -23,7 +23,6 @@ import pytest
 from distconv.data import split, synthetic
 from distconv.resume import StepCheckpoints
 from distconv.run_dir import RunDirectory, RunDirError
-from distconv.trainer import Trainer
 from tests.child_env import child_path
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
 from tests.restart_job import epochs_written, small_trainer
@@ -148,7 +147,7 @@ def test_a_claim_alone_is_no_run_and_the_next_fresh_run_claims_the_directory(
     train, test = data
     out = tmp_path / "run"
     with monkeypatch.context() as patch:
-        patch.setattr(Trainer, "_run_epoch", _raise_died)
+        patch.setattr("distconv.trainer.run_epoch", _raise_died)  # dies in its first epoch
         with pytest.raises(Died):
             small_trainer(out, job_id="j1", launch="a").fit(train, test, epochs=1)
     assert _claim(out) == {"job": "j1", "launch": "a"} and not RunDirectory(out).holds_run()
