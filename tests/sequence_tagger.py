@@ -33,6 +33,9 @@ GLOBAL = 4
 #: empty sentences, step 1 holds no token at all, step 2 [2, 3, 0, 0] leaves the second of two
 #: accumulated passes empty, and step 3 is short (3 sentences: 2 + 1 on 2 ranks)
 IN_ORDER = (3, 0, 2, 0, 0, 0, 0, 0, 2, 3, 0, 0, 4, 1, 5)
+#: epoch 0's order where rank 0 of 2 gets only empty sentences in the first step (2 a rank): it
+#: runs no backward there, while rank 1 does
+RANK0_EMPTY_FIRST = (0, 3, 0, 2, 1, 0, 0, 0, 2, 3, 0, 0, 4, 1, 5)
 OPTIMIZER = {"name": "adam", "lr": 0.05}
 
 

@@ -1,12 +1,14 @@
-"""mpiexec -n 2 python -m mpi4py run_sequence_trainer.py OUT [moved]: the Trainer over MPI on
-ragged sentences.
+"""mpiexec -n 2 python -m mpi4py run_sequence_trainer.py OUT [moved | rank0_empty]: the Trainer
+over MPI on ragged sentences.
 
 Trains :func:`tests.sequence_tagger.tagger` (float64, Adam) for 2 epochs on
 :func:`~tests.sequence_tagger.tagged_set`, 2 sentences a rank a step: epoch 0 leaves rank 1 only
 empty sentences in step 0, no token to either rank in step 1, and a short last step. It
 evaluates the set after each epoch. Rank 0 saves the parameters to ``OUT`` (.npz) with the last
 test loss and accuracy. With ``moved``, rank 1 is handed the same tokens with one sentence
-boundary moved in its training set: the job check stops both.
+boundary moved in its training set: the job check stops both. With ``rank0_empty``, the
+sentences are :data:`~tests.sequence_tagger.RANK0_EMPTY_FIRST`: rank 0 runs no backward in the
+first step, rank 1 does.
 """
 
 from __future__ import annotations
@@ -21,12 +23,20 @@ from distconv.optim import create_optimizer
 from distconv.sequence_set import SequenceSet
 from distconv.sync.mpi import MPISync
 from distconv.trainer import Trainer
-from tests.sequence_tagger import GLOBAL, OPTIMIZER, tagged_set, tagger
+from tests.sequence_tagger import (
+    GLOBAL,
+    OPTIMIZER,
+    RANK0_EMPTY_FIRST,
+    lengths_in_order,
+    tagged_set,
+    tagger,
+)
 
 
 def main() -> None:
     out, moved = Path(sys.argv[1]), sys.argv[2:] == ["moved"]
-    test = data = tagged_set()
+    lengths = lengths_in_order(RANK0_EMPTY_FIRST) if sys.argv[2:] == ["rank0_empty"] else ()
+    test = data = tagged_set(lengths)
     sync = MPISync(create_optimizer(**OPTIMIZER))
     if moved and sync.rank == 1:  # its training set alone
         starts = data.seq_starts.copy()

@@ -13,19 +13,31 @@ from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
 from tests.mpi.common import NEEDS_MPIEXEC, params_of, run_mpi, script
-from tests.sequence_tagger import GLOBAL, OPTIMIZER, by_hand, tagged_set, tagger
+from tests.sequence_tagger import (
+    GLOBAL,
+    OPTIMIZER,
+    RANK0_EMPTY_FIRST,
+    by_hand,
+    lengths_in_order,
+    tagged_set,
+    tagger,
+)
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(90)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 
-def test_two_ranks_train_ragged_sentences_as_one_process(tmp_path):
+@pytest.mark.parametrize("case", ["", "rank0_empty"])
+def test_two_ranks_train_ragged_sentences_as_one_process(tmp_path, case):
+    """Also where rank 0's share of the first step is only empty sentences: it runs no
+    backward, rank 1 does, and both still lay out their gradient buckets alike."""
     out = tmp_path / "ranks.npz"
-    proc = run_mpi(["-n", "2", *script("run_sequence_trainer.py"), str(out)], timeout=60)
+    args = [str(out), *([case] if case else [])]
+    proc = run_mpi(["-n", "2", *script("run_sequence_trainer.py"), *args], timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
     saved = dict(np.load(out))
     got = params_of(saved)
-    data = tagged_set()
+    data = tagged_set(lengths_in_order(RANK0_EMPTY_FIRST) if case else ())
     net = tagger()
     expected = by_hand(net, data, 2)
     assert (wrong := mismatch(expected, got, 1e-10)) is None, wrong
