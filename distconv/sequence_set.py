@@ -275,11 +275,21 @@ def loss_rows_checked(data: SequenceSet, loss: Any, index: np.ndarray) -> int:
     if rows == count:
         return count
     other = "sequences" if data.mean_over == "rows" else "rows"
+    others = len(index) if other == "sequences" else int(data.lengths[index].sum())
+    if rows == others:
+        one = "sequence" if other == "sequences" else "row of the set"
+        advice = (
+            f"pass SequenceSet(..., mean_over={other!r}) where the loss reads one row per {one}"
+        )
+    else:  # a layer that makes rows of its own (a SequenceConcat of two row feeds: two a token)
+        advice = (
+            f"nor is it its {others} {other}: the Trainer counts a sequence set's rows or its "
+            "sequences, and cannot train a loss that reads another number of rows"
+        )
     raise DataError(
         f"{loss.label} takes its mean over {rows} rows, but the batch of {len(index)} "
         f"sequence(s) of {data.name!r} counts {count} {data.mean_over}: each step would be "
-        f"averaged over the wrong count on several ranks; pass "
-        f"SequenceSet(..., mean_over={other!r}) where the loss reads one row per {other[:-1]}"
+        f"averaged over the wrong count on several ranks; {advice}"
     )
 
 

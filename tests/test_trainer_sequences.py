@@ -123,6 +123,35 @@ def test_a_count_guessed_wrong_stops_at_the_first_forward_naming_what_to_set():
     assert trainer.history[0]["step"] == 2
 
 
+@pytest.mark.parametrize("mean_over", [None, "sequences"])
+def test_a_loss_of_neither_tokens_nor_sentences_is_refused_without_a_mean_over_to_set(mean_over):
+    """A SequenceConcat of two row feeds reads two rows a token: no mean_over counts that,
+    so the refusal names none to set (it named one, then the other once that was set)."""
+    from distconv.init import set_seed
+    from distconv.layers import FullyConnected, Mixed
+    from distconv.layers.projection import TableProjection
+    from distconv.layers.sequence import SequenceConcat
+    from distconv.network import Network
+
+    set_seed(0)
+    net = Network()
+    net.add("a", Mixed([TableProjection(20, 2, dtype=np.float64)], dtype=np.float64), ["tok"])
+    net.add("b", Mixed([TableProjection(20, 2, dtype=np.float64)], dtype=np.float64), ["tok"])
+    net.add("both", SequenceConcat(2), ["a", "b"])
+    net.add("guess", FullyConnected(2, 1, dtype=np.float64), "both")
+    net.add("goal", SequenceConcat(1), ["y", "y"])
+    net.add("loss", MSELoss(), ["guess", "goal"])
+    rng = np.random.default_rng(0)
+    rows = {"tok": rng.integers(0, 20, 6), "y": rng.standard_normal((6, 1))}
+    data = SequenceSet(rows, np.array([0, 2, 2, 6]), mean_over=mean_over)
+    with pytest.raises(DataError) as caught:
+        fitted(net, data, 1, batch_size=2, accuracy=None)
+    said = str(caught.value)
+    assert re.search(r"'loss' takes its mean over (\d+) rows, but the batch of 2 ", said)
+    assert "mean_over=" not in said
+    assert "cannot train a loss that reads another number of rows" in said
+
+
 def test_evaluate_weighs_every_token_alike():
     """The test loss and accuracy of a set of ragged sentences, batches of 2 sentences (one of
     them only empty ones), equal the mean over its tokens of one forward of them all."""
