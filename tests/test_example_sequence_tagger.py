@@ -3,6 +3,7 @@ sentences (empty ones among them), its metrics counted in tokens."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -31,6 +32,16 @@ def test_the_tagger_example_learns_its_tags(tmp_path):
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [50, 100, 150]  # 800 sentences, 16 a step
     assert records[0]["global_batch"] == 16  # sentences
+    # an epoch's examples are the training set's tokens, not its 800 sentences
+    spec = importlib.util.spec_from_file_location(
+        "tagger", REPO / "examples" / "sequence_tagger.py"
+    )
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    tokens = int(example.make_data(800, seed=1).seq_starts[-1])
+    assert tokens > 1000
+    for r in records:
+        assert r["examples_per_second"] * r["seconds"] == pytest.approx(tokens, rel=1e-9)
     assert records[-1]["test_acc"] > 0.95  # per token; chance is a third
     assert records[-1]["train_loss"] < 0.2 * records[0]["train_loss"]
     assert f"test loss {records[-1]['test_loss']:.5f}" in proc.stdout
