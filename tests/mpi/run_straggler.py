@@ -40,10 +40,10 @@ class Straggler(Trainer):
         self.slept += self.sleep
         return super().train_step(arrays, passes)
 
-    def _passes(self, arrays, passes):
+    def _passes(self, arrays, passes, counts):
         if self.no_passes:  # no gradient in the step: its check completes in finish_step
             return 0.0, 0
-        return super()._passes(arrays, passes)
+        return super()._passes(arrays, passes, counts)
 
 
 def main() -> None:

@@ -130,12 +130,12 @@ def test_a_rank_handed_other_data_stops_at_start_up_naming_it(tmp_path, other, n
     ``--data-dir`` holds another set (another length, or other images of the same count, as
     its own shard would) trained on without a word, or stopped mid-epoch as "ranks are at
     different points of the job"."""
-    from tests.test_data import _write_mnist
+    from tests.mnist_files import write_mnist
 
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
     ours.mkdir(), theirs.mkdir()
-    _write_mnist(ours, n_train=12)
-    _write_mnist(theirs, **{"n_train": 12, **other})
+    write_mnist(ours, n_train=12)
+    write_mnist(theirs, **{"n_train": 12, **other})
     for test_set in ours.glob("t10k-*"):  # the same test set: only the training sets differ
         shutil.copy(test_set, theirs / test_set.name)
     data = ["--data", "mnist", "--batch-size", "2", "--data-dir"]
