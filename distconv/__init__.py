@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr__ below
     from distconv.arg import Arg
+    from distconv.build_identity import build_id
     from distconv.network import Network
     from distconv.parameter import Parameter
     from distconv.trainer import Trainer
@@ -25,9 +26,10 @@ _LAZY = {
     "Network": "distconv.network",
     "Parameter": "distconv.parameter",
     "Trainer": "distconv.trainer",
+    "build_id": "distconv.build_identity",
 }
 
-__all__ = ["Arg", "Network", "Parameter", "Trainer"]
+__all__ = ["Arg", "Network", "Parameter", "Trainer", "build_id"]
 __version__ = "0.1.0"
 
 

@@ -20,7 +20,6 @@ import traceback
 from collections.abc import Sequence
 from contextlib import nullcontext
 
-from distconv import __version__
 from distconv.logs import as_log_line, interrupted_line
 from distconv.messages import quote_in_errors, quoted_in, say
 from distconv.runtime import Runtime, RuntimeConfigError
@@ -166,12 +165,26 @@ def _print(line: str) -> None:
         drop_stdout()
 
 
+class BuildVersion(argparse.Action):
+    """``--version``: ``distconv 0.1.0+<digest>`` (:func:`~distconv.build_identity.build_id`),
+    the source digest read only when asked, not at every command's start."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        from distconv.build_identity import build_id
+
+        sys.stdout.write(f"distconv {build_id()}\n")  # stdout, as argparse's own version action
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every subcommand."""
     parser = argparse.ArgumentParser(
         prog="distconv", description="A hackable data-parallel training framework."
     )
-    parser.add_argument("--version", action="version", version=f"distconv {__version__}")
+    parser.add_argument("--version", action=BuildVersion, help="show distconv's build and exit")
     add_verbosity(parser, quiet_help="log warnings only (or after the COMMAND)")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_train(subparsers).set_defaults(handler=run_train)

@@ -1,0 +1,63 @@
+"""What this process runs: the release (``__version__``) and a digest of its source files.
+
+``__version__`` names a release, but every build of a checkout says the same one, and under
+Kubernetes two builds pushed under one image tag run side by side (a node keeps its cached image
+with ``imagePullPolicy: IfNotPresent``). The digest tells them apart: SHA-256 over every ``.py``
+file of the ``distconv`` package and of the launcher, by path and content, so two processes with
+the same digest run the same Python code (compiled kernels, numpy and MPI are not in it).
+
+The launcher is the checkout's ``launcher/`` folder beside ``distconv/``, or, installed, the
+package's own ``launch/`` folder (``pyproject.toml`` maps one to the other): both are read as
+``distconv/launch/...``, so a checkout and its installed wheel share a digest.
+
+It is read once per process, on first use, never at import: some 300 files, about 3 MB, in a
+few milliseconds (hashing and reading; a cold page cache costs what reading them costs).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from distconv import __version__
+
+PACKAGE = Path(__file__).resolve().parent
+#: the launcher as a checkout holds it (installed, it is ``distconv/launch``, inside PACKAGE)
+CHECKOUT_LAUNCHER = PACKAGE.parent / "launcher"
+
+
+def _sources() -> Iterator[tuple[str, Path]]:
+    """Each source file as ``(its name in the digest, its path)``, in the digest's order."""
+    found = {f"distconv/{p.relative_to(PACKAGE).as_posix()}": p for p in PACKAGE.rglob("*.py")}
+    if (CHECKOUT_LAUNCHER / "__init__.py").is_file() and not (PACKAGE / "launch").is_dir():
+        for p in CHECKOUT_LAUNCHER.rglob("*.py"):
+            found[f"distconv/launch/{p.relative_to(CHECKOUT_LAUNCHER).as_posix()}"] = p
+    for name in sorted(found):
+        yield name, found[name]
+
+
+@functools.cache
+def build_digest() -> str:
+    """The SHA-256 (hex) of this process's distconv source: each ``.py`` file's name (as
+    ``distconv/...``), its size and its bytes, in name order. Computed once, on first use."""
+    digest = hashlib.sha256()
+    for name, path in _sources():
+        data = path.read_bytes()
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def build_id() -> str:
+    """This process's distconv: ``__version__`` and the first 16 hex digits of
+    :func:`build_digest` as a local version (``0.1.0+3f2a9c0d41b7e655``). Equal on two
+    processes: they run the same release and the same source; a comment edited differs."""
+    return f"{__version__}+{build_digest()[:16]}"
+
+
+def digest_bits() -> int:
+    """The first 64 bits of :func:`build_digest` as a signed 64-bit integer, as the MPI
+    start-up record carries them (:mod:`distconv.sync.mpi.identity`)."""
+    return int.from_bytes(bytes.fromhex(build_digest()[:16]), "big", signed=True)
