@@ -28,6 +28,7 @@ from distconv.sync.mpi.comm import (
     same_job,
 )
 from distconv.sync.mpi.held import HeldInterrupt
+from distconv.sync.mpi.identity import introduce
 from distconv.sync.mpi.step_check import (
     BARRIER,
     BROADCAST,
@@ -118,6 +119,8 @@ class RankCollectives(LocalSync):
     #: the step whose ``finish_step`` raised here after its check passed, until the others are
     #: told (:meth:`_tell_failed_step`, or a setup's check: :meth:`all_equal`)
     _failed_finish: int | None = None
+    #: the ranks said which distconv each runs (:mod:`~.identity`), at their first setup
+    _introduced = False
     #: the names in the order the first step fired them, and rank 0's, once recorded
     _first_pass: list[str]
     _recorded: tuple[str, ...]
@@ -266,6 +269,9 @@ class RankCollectives(LocalSync):
             raise
         self._job_met = True  # setup's exchange reached (made, or raised as it was made)
         if self._setting_up:  # the step that failed here alone, if untold, said (and so told)
+            if not self._introduced and self.world_size > 1:  # the fixed first collective
+                introduce(self._check, self.rank)
+                self._introduced = True
             failed, self._failed_finish = self._failed_finish, None
             self._check.say_setup(self.step, self.abandoned_steps, failed)
         else:

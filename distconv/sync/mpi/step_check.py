@@ -263,6 +263,13 @@ class StepCheck:
         said = abandoned + ((0 if failed is None else steps - failed) << FAILED_SHIFT)
         self._exchange([SETUP, steps, said], _setup_compared)
 
+    def say_rows(self, row: Sequence[int]) -> list[list[int]]:
+        """Say ``row`` to every rank, waited for at once, and return every rank's row unread:
+        the start-up record's exchange (:mod:`~distconv.sync.mpi.identity`), which reads them."""
+        self._start(list(row))
+        self.drain()
+        return self._every.tolist()
+
     def say_closed(self, steps: int, failed: int | None = None) -> BaseException | None:
         """The last exchange, when this rank closes after ``steps`` steps: every other rank
         closes too, or is named where it is (it would otherwise wait there forever).
