@@ -26,6 +26,7 @@ from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.intake import ReplyIntake
 from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
+from distconv.sync.ps.releases import other_protocol
 from distconv.sync.ps.wire import (
     MAX_HEADER_BYTES,
     pack,
@@ -319,6 +320,8 @@ class ShardChannel(ReplyIntake, BulkRuns):
     def _malformed(self, shard: int, problem: object) -> SyncError:
         """The error for a reply of ``shard`` this worker cannot read, naming the shard: one
         of several may speak another protocol (an old image, another service on its port)."""
+        if (other := other_protocol(self.rank, self._named([shard]), problem)) is not None:
+            return other  # a peer of another release: named as such, with the way on
         where = f"pserver shard {self._named([shard])}"
         return SyncError(f"rank {self.rank}: malformed reply from a pserver: {problem} ({where})")
 

@@ -60,7 +60,10 @@ class Shards:
         keys: str | None = None,
         mode: str = "sync",
         extra: Sequence[str] = (),
+        source: Path | None = None,
     ) -> list[str]:
+        """Start ``num_shards`` shards of a job of ``workers``; their endpoints. ``source``: a
+        copy of distconv's source they run instead of this checkout's (another build)."""
         endpoints = []
         for i in range(num_shards):
             log = self.tmp_path / f"shard{i}-{len(self.procs)}.log"
@@ -84,19 +87,22 @@ class Shards:
                 *("--drain-seconds", "0"),
                 *extra,
             ]
-            endpoints.append(self.launch(cmd, log))
+            endpoints.append(self.launch(cmd, log, source))
         return endpoints
 
-    def launch(self, cmd: Sequence[str], log: Path) -> str:
+    def launch(self, cmd: Sequence[str], log: Path, source: Path | None = None) -> str:
         """Start the shard ``cmd`` (its stderr to ``log``), stopped with the others at the
-        end; its endpoint, once it says it listens."""
+        end; its endpoint, once it says it listens. ``source``: run from there, first on its
+        path (``-m`` puts the working directory before ``PYTHONPATH``)."""
+        path = child_path(source) if source else child_path()
         with open(log, "w") as err:
             proc = subprocess.Popen(
                 list(cmd),
                 stdout=subprocess.PIPE,
                 stderr=err,
                 text=True,
-                env={**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"},
+                env={**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"},
+                cwd=source,
             )
         self.procs.append(proc)
         self.logs.append(log)
