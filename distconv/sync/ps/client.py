@@ -49,6 +49,7 @@ from distconv.sync.ps.incarnations import incarnation_field
 from distconv.sync.ps.job_hello import hello_fields, hello_reply_problem
 from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.processes import whoami
+from distconv.sync.ps.releases import check_releases
 from distconv.sync.ps.remote_state import RemoteState
 from distconv.sync.ps.reseed import Reseed
 from distconv.sync.ps.setup_failure import SetupFailure
@@ -256,21 +257,20 @@ class PServerSync(
             if (problem := hello_reply_problem(h)) is not None:  # before any setting is read
                 raise self._malformed(s, f"hello reply: {problem}")
             expect = {"shard": s, "num_shards": len(self._socks), "workers": self.world_size}
-            got = {k: h.get(k) for k in expect}
-            if got != expect:
+            if (got := {k: h.get(k) for k in expect}) != expect:
                 raise SyncError(
                     f"pserver {self.endpoints[s]} is set up as {got}, this worker "
                     f"expects {expect} (check --pservers order and --workers)"
                 )
-        # one scheme for the job: shards of other modes or bounds are refused, named
-        self.mode, self.max_staleness = agreed_settings([h for h, _ in replies], self._named)
+        headers = [h for h, _ in replies]  # one scheme: shards of other modes, bounds refused
+        self.mode, self.max_staleness = agreed_settings(headers, self._named)
+        check_releases(headers, self.mode, self.rank, self._named)  # at setup, not an epoch on
         self._watch_shards(replies)
-        # shards started without --checkpoint-dir keep no parts of their own; the chief's
-        # checkpoint holds their state all the same
+        # shards without --checkpoint-dir keep no parts: the chief's checkpoint holds their state
         self._part_writers = [s for s, (h, _) in enumerate(replies) if h.get("checkpoints")]
         self._set_caps([h.get("max_message_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
         self._frame_bytes = [h.get("max_frame_bytes", MAX_MESSAGE_BYTES) for h, _ in replies]
-        return [h for h, _ in replies]
+        return headers
 
     def refresh_parameters(self) -> None:
         """In async mode, pull every block, which other workers moved on (a job's only worker

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from distconv.build_identity import build_id
 from distconv.procfs import (
     PID_TEXT,
     has_ended,
@@ -37,8 +38,9 @@ WORKER_ENDED = "ended without a bye: killed (SIGKILL, out of memory) or crashed"
 
 
 def whoami() -> dict[str, Any]:
-    """The fields of a worker's ``hello`` that say where it runs: ``host`` and ``process``."""
-    return {"host": hostname(), "process": process_identity()}
+    """The fields of a worker's ``hello`` (and a shard's reply) that say where it runs and
+    what: ``host``, ``process`` and ``build`` (:func:`~distconv.build_identity.build_id`)."""
+    return {"host": hostname(), "process": process_identity(), "build": build_id()}
 
 
 class ProcessWatch:

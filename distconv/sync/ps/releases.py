@@ -1,16 +1,36 @@
-"""Which distconv release each end of a parameter-server job runs.
+"""Which distconv each end of a parameter-server job runs, and what its shards can do.
 
-A peer of another protocol version (:class:`OtherProtocol`) is named with both versions and
-the way on, not as a "malformed reply": it runs another release.
+A worker's ``hello`` carries its build (:func:`~distconv.build_identity.build_id`), and a
+shard's reply its own and the :data:`FEATURES` it has (fields an older peer ignores, so the
+protocol version stays). The worker then says at setup what would otherwise surface later:
+
+- A peer of another protocol version (:class:`OtherProtocol`): named with both versions and
+  the way on, not as a "malformed reply".
+- A shard of another build: each worker whose build differs from a shard's warns once at
+  setup, naming the shards, and the job goes on, as MPI's start-up does
+  (:mod:`distconv.sync.mpi.identity`): the hello's job check refuses a difference in what
+  decides the training, and an edited comment must not stop a job. Workers do not compare
+  builds with each other: a worker unlike the rest and the shards warns in its own log.
+- In async mode, a shard whose features lack ``with_values``: refused at setup, where its first
+  checkpoint failed the job, an epoch later. A shard that lists no features predates the list
+  (the previous release has ``with_values``; older ones do not): the warning says so.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from distconv.build_identity import build_id
 from distconv.sync.base import SyncError
 from distconv.sync.ps.wire import PROTOCOL_VERSION, WireError, short
 
+log = logging.getLogger("distconv.sync.ps")
+
+#: what a shard of this release can do beyond its protocol version, in its hello reply:
+#: ``with_values`` (a ``get_state`` that returns the blocks' values of the same moment)
+FEATURES = ("with_values",)
 #: the way on every word here names
 SAME_RELEASE = "run workers and shards of the same release"
 
@@ -36,3 +56,50 @@ def other_protocol(rank: int, shard: str, problem: object) -> SyncError | None:
         f"this worker speaks {PROTOCOL_VERSION}: it runs another release of distconv; "
         f"{SAME_RELEASE}"
     )
+
+
+def check_releases(
+    replies: Sequence[Mapping[str, Any]],
+    mode: str,
+    rank: int,
+    named: Callable[[Sequence[int]], str],
+) -> None:
+    """Check the shards' ``hello`` replies (shard 0 first) for their builds and features.
+
+    Raises:
+        SyncError: in async mode, a shard whose features lack ``with_values``.
+    """
+    listed = [h.get("features") for h in replies]
+    if mode == "async":
+        lacking = [
+            s for s, f in enumerate(listed) if isinstance(f, list) and "with_values" not in f
+        ]
+        if lacking:
+            raise SyncError(
+                f"rank {rank}: pserver shard {named(lacking)} cannot return its values with its "
+                "optimizer state (with_values), which an async job's checkpoints need: it runs "
+                f"another release of distconv; {SAME_RELEASE}"
+            )
+    ours = build_id()
+    other = [s for s, h in enumerate(replies) if h.get("build") != ours]
+    if not other:
+        return
+    said = "; ".join(f"shard {named([s])}: {_build(replies[s], mode)}" for s in other)
+    log.warning(
+        "pserver shards run another distconv than this worker (%s): %s; the job goes on, but "
+        "each runs its own code: %s",
+        ours,
+        said,
+        SAME_RELEASE.replace("release", "build"),
+    )
+
+
+def _build(reply: Mapping[str, Any], mode: str) -> str:
+    """A shard's build as its reply says it, and where it lists no features, that it predates
+    the list (in async mode: what that may cost)."""
+    build = reply.get("build")
+    said = f"distconv {build}" if isinstance(build, str) else "no build said"
+    if isinstance(reply.get("features"), list):
+        return said
+    older = ": if older than with_values, the first checkpoint fails" if mode == "async" else ""
+    return f"{said} (from before shards listed their features{older})"

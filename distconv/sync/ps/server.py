@@ -54,6 +54,7 @@ from distconv.sync.ps.job_hello import HelloJob
 from distconv.sync.ps.losses import WorkerLosses
 from distconv.sync.ps.parts import CheckpointParts
 from distconv.sync.ps.processes import ProcessWatch, whoami
+from distconv.sync.ps.releases import FEATURES
 from distconv.sync.ps.runs import RunChecks
 from distconv.sync.ps.setup_notes import SetupNote
 from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
@@ -221,7 +222,8 @@ class Shard(
             "max_message_bytes": c.max_message_bytes,
             "max_frame_bytes": frame_limit(c.max_message_bytes, c.max_frame_bytes),
             "timeout": c.timeout,
-            **self.whereabouts,  # host and process: a worker beside it sees it end
+            "features": list(FEATURES),  # what it can do beyond its protocol version
+            **self.whereabouts,  # host and process (a worker beside it sees it end), build
         }
 
     def stop(self) -> None:

@@ -1,12 +1,17 @@
 """Workers and shards of other distconv builds (a shard run from a copy of the source, edited):
-another protocol version is named with both versions and the way on, not as a malformed
-reply."""
+another protocol version is named with both versions and the way on, not as a malformed reply;
+another build warns at setup, naming the shard; an async shard without ``with_values`` is
+refused at setup, where its first checkpoint failed the job; and a shard of the previous
+release (no build, no features said) still serves, with a warning."""
 
 from __future__ import annotations
+
+import logging
 
 import pytest
 from ps_helpers import insecure_worker, small_net
 
+import distconv
 from distconv.sync.base import SyncError
 from tests.source_copy import copy_source, edit
 
@@ -34,6 +39,10 @@ def set_up(endpoint: str) -> None:
         sync.close()
 
 
+def warned(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "distconv.sync.ps"]
+
+
 def test_a_shard_of_another_protocol_version_is_named_with_both(shards, tmp_path):
     wire = ("PROTOCOL_VERSION = 7\n", "PROTOCOL_VERSION = 6\n")
     endpoint = started(shards, tmp_path, distconv__sync__ps__wire=wire)
@@ -47,3 +56,51 @@ def test_a_shard_of_another_protocol_version_is_named_with_both(shards, tmp_path
     assert f"protocol version 7, expected 6: another release of distconv; {WAY_ON}" in (
         shards.log_text()
     )
+
+
+def test_a_shard_of_another_build_is_named_at_setup_and_serves(shards, tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="distconv.sync.ps")
+    optim = ("one update rule each", "one update rule each (edited)")
+    endpoint = started(shards, tmp_path, distconv__optim=optim)
+    set_up(endpoint)
+    [said] = warned(caplog)
+    theirs = said.split(": distconv ")[1].split(";")[0]
+    assert theirs != distconv.build_id() and theirs.startswith(f"{distconv.__version__}+")
+    assert said == (
+        f"pserver shards run another distconv than this worker ({distconv.build_id()}): "
+        f"shard 0 ({endpoint}): distconv {theirs}; the job goes on, but each runs its own "
+        "code: run workers and shards of the same build"
+    )
+
+
+def test_an_async_shard_without_with_values_is_refused_at_setup(shards, tmp_path):
+    features = ('FEATURES = ("with_values",)', "FEATURES = ()")
+    endpoint = started(shards, tmp_path, "async", distconv__sync__ps__releases=features)
+    with pytest.raises(SyncError) as refused:
+        set_up(endpoint)
+    assert str(refused.value) == (
+        f"rank 0: pserver shard 0 ({endpoint}) cannot return its values with its optimizer "
+        "state (with_values), which an async job's checkpoints need: it runs another release "
+        f"of distconv; {WAY_ON}"
+    )
+
+
+def test_a_shard_of_the_previous_release_serves_with_a_warning(shards, tmp_path, caplog):
+    """The copy says no build and no features, as the release before them: it still serves."""
+    caplog.set_level(logging.WARNING, logger="distconv.sync.ps")
+    settings = ('            "features": list(FEATURES),', "")
+    build = (', "build": build_id()}', "}")
+    endpoint = started(
+        shards,
+        tmp_path,
+        "async",
+        distconv__sync__ps__server=settings,
+        distconv__sync__ps__processes=build,
+    )
+    set_up(endpoint)
+    assert warned(caplog) == [
+        f"pserver shards run another distconv than this worker ({distconv.build_id()}): "
+        f"shard 0 ({endpoint}): no build said (from before shards listed their features: if "
+        "older than with_values, the first checkpoint fails); the job goes on, but each runs "
+        "its own code: run workers and shards of the same build"
+    ]
