@@ -157,7 +157,12 @@ def add_k8s_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--servers", type=at_least(0), help="parameter-server shards; 0 renders an MPIJob (1)"
     )
-    p.add_argument("--image", required=True, help="container image with distconv")
+    p.add_argument(
+        "--image",
+        required=True,
+        help="container image with distconv: a tag of its own per build, or a digest (pods pull "
+        "IfNotPresent, so a node keeps a cached image of the same tag)",
+    )
     p.add_argument(
         "--gpus",
         type=at_least(0),
