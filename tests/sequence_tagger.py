@@ -41,13 +41,8 @@ OPTIMIZER = {"name": "adam", "lr": 0.05}
 
 def tagger(seed: int = 0) -> Network:
     """The per-token tagger, initialised from ``seed``."""
-    set_seed(seed)
-    f64 = np.float64
-    net = Network()
-    net.add("emb", Mixed([TableProjection(VOCAB, WIDTH, dtype=f64)], dtype=f64), ["tok"])
-    window = ContextProjection(WIDTH, CONTEXT, dtype=f64)
-    net.add("ctx", Mixed([window], dtype=f64), ["emb"])
-    net.add("out", FullyConnected(WIDTH * CONTEXT, CLASSES, dtype=f64), "ctx")
+    net = _windows(seed)
+    net.add("out", FullyConnected(WIDTH * CONTEXT, CLASSES, dtype=np.float64), "ctx")
     net.add("loss", SoftmaxCrossEntropy(), ["out", "label"])
     return net
 
@@ -55,15 +50,22 @@ def tagger(seed: int = 0) -> Network:
 def classifier(seed: int = 0) -> Network:
     """The tagger's layers, averaged per sentence (an empty one's is zeros), scored against one
     label per sentence."""
+    net = _windows(seed)
+    net.add("pool", SequencePool("average"), "ctx")
+    net.add("out", FullyConnected(WIDTH * CONTEXT, CLASSES, dtype=np.float64), "pool")
+    net.add("loss", SoftmaxCrossEntropy(), ["out", "label"])
+    return net
+
+
+def _windows(seed: int) -> Network:
+    """Both models' first layers, float64, initialised from ``seed``: each token's embedding
+    (``emb``), then the window of embeddings around it (``ctx``)."""
     set_seed(seed)
     f64 = np.float64
     net = Network()
     net.add("emb", Mixed([TableProjection(VOCAB, WIDTH, dtype=f64)], dtype=f64), ["tok"])
     window = ContextProjection(WIDTH, CONTEXT, dtype=f64)
     net.add("ctx", Mixed([window], dtype=f64), ["emb"])
-    net.add("pool", SequencePool("average"), "ctx")
-    net.add("out", FullyConnected(WIDTH * CONTEXT, CLASSES, dtype=f64), "pool")
-    net.add("loss", SoftmaxCrossEntropy(), ["out", "label"])
     return net
 
 

@@ -39,18 +39,15 @@ from tests.sync.star_sync import (
     NoLrScaleSync,
     OwnExamplesSync,
     StarSync,
+    star,
 )
 
 pytestmark = pytest.mark.timeout(60)
 
 
-def star(kind: type[StarSync], tmp_path: Path) -> functools.partial:
-    return functools.partial(kind, meeting=tmp_path / "meeting")
-
-
 @pytest.mark.parametrize("world", [2, 3])
 def test_a_right_transport_on_processes_matches_one_process(tmp_path, world):
-    ranks = assert_matches_local(star(StarSync, tmp_path), world)
+    ranks = assert_matches_local(star(StarSync, tmp_path / "meeting"), world)
     assert len(ranks) == world
     # trained: the weights moved, so matching the reference says something
     assert max_relative_difference(ranks[0], weights(JOB.model_of(0))) > 1e-2
@@ -81,7 +78,7 @@ def test_a_transport_made_again_from_the_same_meeting_file(tmp_path):
 )
 def test_a_silent_fault_fails_naming_the_rank_and_the_parameter(tmp_path, kind, ranks):
     with pytest.raises(AssertionError) as failed:
-        assert_matches_local(star(kind, tmp_path), 2)
+        assert_matches_local(star(kind, tmp_path / "meeting"), 2)
     said = str(failed.value)
     for rank in ranks:
         named = re.search(
@@ -96,7 +93,7 @@ def test_a_silent_fault_fails_naming_the_rank_and_the_parameter(tmp_path, kind, 
 
 def test_an_even_job_does_not_tell_an_example_count_of_its_own(tmp_path):
     """Why the check's job ends in an uneven step: 48 examples, 6 whole steps, hide the fault."""
-    assert_matches_local(star(OwnExamplesSync, tmp_path), 2, Job(examples=48))
+    assert_matches_local(star(OwnExamplesSync, tmp_path / "meeting"), 2, Job(examples=48))
 
 
 def test_a_step_with_no_examples_on_a_rank_is_a_job_of_its_own(tmp_path):
@@ -104,10 +101,12 @@ def test_a_step_with_no_examples_on_a_rank_is_a_job_of_its_own(tmp_path):
     leave rank 1 none in it, which a transport exchanging mean gradients turns into NaN."""
     for name in ("default", "right", "empty"):
         (tmp_path / name).mkdir()
-    assert_matches_local(star(LocalMeanSync, tmp_path / "default"), 2)  # invisible here
-    assert_matches_local(star(StarSync, tmp_path / "right"), 2, Job(examples=41))
+    assert_matches_local(star(LocalMeanSync, tmp_path / "default" / "meeting"), 2)  # invisible here
+    assert_matches_local(star(StarSync, tmp_path / "right" / "meeting"), 2, Job(examples=41))
     with pytest.raises(AssertionError, match="rank 1 failed .*NaN"):
-        assert_matches_local(star(LocalMeanSync, tmp_path / "empty"), 2, Job(examples=41))
+        assert_matches_local(
+            star(LocalMeanSync, tmp_path / "empty" / "meeting"), 2, Job(examples=41)
+        )
 
 
 def _dies(optimizer, rank: int, world_size: int, meeting: Path):
@@ -185,7 +184,7 @@ class _FailsMidway(StarSync):
 def test_a_rank_that_fails_its_peers_is_named_with_them(tmp_path):
     """Rank 0 fails first, of rank 1's failure: both are named, the cause with its error."""
     with pytest.raises(AssertionError) as failed:
-        assert_matches_local(star(_FailsMidway, tmp_path), 2)
+        assert_matches_local(star(_FailsMidway, tmp_path / "meeting"), 2)
     said = str(failed.value)
     assert "rank 0 failed (exit status 1)" in said, said  # the consequence
     assert "rank 1 failed (exit status 1): MemoryError: rank 1 ran out of memory" in said, said
@@ -226,7 +225,7 @@ def test_a_make_sync_that_cannot_be_pickled_is_a_type_error_naming_it(tmp_path):
     with pytest.raises(TypeError, match="make_sync must be picklable.*not a lambda"):
         assert_matches_local(lambda opt, rank, world: StarSync(opt, rank, world, meeting=""), 2)
     with pytest.raises(ValueError, match="world_size must be an int >= 1"):
-        assert_matches_local(star(StarSync, tmp_path), 0)
+        assert_matches_local(star(StarSync, tmp_path / "meeting"), 0)
 
 
 def test_one_rank_s_share_in_this_process():

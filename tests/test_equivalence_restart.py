@@ -7,11 +7,9 @@ naming the rank, the parameter and the difference."""
 
 from __future__ import annotations
 
-import functools
 import re
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,13 +30,15 @@ from distconv.resume import Preempted
 from distconv.sync.local import LocalSync
 from tests.child_env import child_env
 from tests.processes import job_left, run_job
-from tests.sync.star_sync import ChiefOnlyStateSync, DropsStateSync, NoStepCountSync, StarSync
+from tests.sync.star_sync import (
+    ChiefOnlyStateSync,
+    DropsStateSync,
+    NoStepCountSync,
+    StarSync,
+    star,
+)
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def star(kind: type[StarSync], meeting: Path) -> functools.partial:
-    return functools.partial(kind, meeting=meeting)
 
 
 def test_the_stop_lands_mid_epoch_with_adam_s_state_far_from_zero(tmp_path):

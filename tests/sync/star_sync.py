@@ -11,6 +11,7 @@ without a word (the last three only after a restart: the check's ``RESUMED_JOB``
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Mapping
@@ -154,3 +155,9 @@ class NoStepCountSync(StarSync):
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
         moments = {name: {k: v for k, v in b.items() if k != "step"} for name, b in state.items()}
         super().load_state_dict(moments)
+
+
+def star(kind: type[StarSync], meeting: Path) -> functools.partial:
+    """``make_sync`` for :func:`distconv.equivalence.assert_matches_local`: ``kind`` ranks
+    meeting through the file ``meeting``."""
+    return functools.partial(kind, meeting=meeting)
