@@ -113,7 +113,7 @@ def other_world(pos: Position, now: Mapping[str, Any], world_size: int) -> str |
     stays the same across a resume, so the steps an epoch takes do too, and each step makes
     one update for each worker's push."""
     then = pos.schemes[-1]["scheme"] if pos.schemes else None
-    if not (_asynchronous(then) and _asynchronous(now)):
+    if not (is_asynchronous(then) and is_asynchronous(now)):
         return None
     if pos.world_size is None or pos.world_size == world_size:
         return None
@@ -128,7 +128,7 @@ def other_world(pos: Position, now: Mapping[str, Any], world_size: int) -> str |
     )
 
 
-def _asynchronous(scheme: Any) -> bool:
+def is_asynchronous(scheme: Any) -> bool:
     """Whether ``scheme`` is one where each push is an update of its own (``"mode":
     "async"``)."""
     return isinstance(scheme, Mapping) and scheme.get("mode") == "async"

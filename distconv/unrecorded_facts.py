@@ -23,7 +23,7 @@ from distconv.resume_facts import (
     UNKNOWN,
     recorded,
 )
-from distconv.scheme_history import WORLD_SIZE, is_scheme
+from distconv.scheme_history import WORLD_SIZE, is_asynchronous, is_scheme
 
 log = logging.getLogger("distconv.resume")
 
@@ -51,11 +51,15 @@ def unrecorded(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> list[str]:
     :data:`~distconv.resume_facts.MUST_MATCH` it lacks or holds as unknown (a ``dtype`` of
     ``"None"``), or one it holds only as a config's own key of that name
     (:func:`~distconv.resume_facts.recorded`), and the world size and sync scheme, which every
-    run has."""
+    run has. The world size only where the checkpoint's scheme is asynchronous or unrecorded:
+    under a synchronous one a resume compares no world size
+    (:func:`~distconv.scheme_history.other_world`), so lacking it loses no check."""
     missing = [
         k for k in MUST_MATCH if recorded(theirs, k) in UNKNOWN and ours.get(k) not in UNKNOWN
     ]
-    if type(recorded(theirs, WORLD_SIZE)) is not int:
+    scheme = theirs.get("scheme")
+    compared = is_asynchronous(scheme) or not is_scheme(scheme)  # other_world's "then"
+    if compared and type(recorded(theirs, WORLD_SIZE)) is not int:
         missing.append(WORLD_SIZE)
     if not is_scheme(theirs.get("scheme")):
         missing.append("scheme")

@@ -24,6 +24,8 @@ SAID = "was written by an older distconv: it records no "
 #: an ``extra`` as each older form wrote it: the facts it lacks (None: not written)
 BEFORE_SCHEMES = {FACTS_FORM_KEY: None, "scheme": None, "layers": None, "world_size": None}
 FORM_1 = {FACTS_FORM_KEY: FACTS_FORMS[0], "layers": None, "world_size": None}
+#: a scheme under which a resume compares the world size: an asynchronous one's
+ASYNC = {"sync": "pserver", "mode": "async", "max_staleness": 4}
 
 
 def _resumed(out, caplog, epochs: int, act: str = "relu") -> list[str]:
@@ -39,7 +41,8 @@ def _resumed(out, caplog, epochs: int, act: str = "relu") -> list[str]:
     ("older", "names"),
     [
         (BEFORE_SCHEMES, "layers, world size, sync scheme"),
-        (FORM_1, "layers, world size"),
+        (FORM_1, "layers"),
+        ({**FORM_1, "scheme": ASYNC}, "layers, world size"),
         (
             {**BEFORE_SCHEMES, "train_data": None},
             "training set's fingerprint, layers, world size, sync scheme",
@@ -75,7 +78,7 @@ def test_a_facts_form_this_distconv_does_not_know_is_said_to_be_another_distconv
     _rewrite_extra(first.checkpoints.run.latest(), **{FACTS_FORM_KEY: later})
     (line,) = _resumed(out, caplog, 2, act="tanh")
     assert f"was written by another distconv (facts form {later!r}, unknown here)" in line
-    assert line.endswith("it records no layers, world size; these are not compared with this "
+    assert line.endswith("it records no layers; these are not compared with this "
                          "run's, so a change in them since the checkpoint resumes without a "
                          "refusal or a warning")  # fmt: skip
 
@@ -95,5 +98,23 @@ def test_a_checkpoint_of_the_form_with_layers_and_no_world_size_compares_its_lay
     said = r"\(layers\.mix\.act: checkpoint 'Tanh', this run 'ReLU'\)"
     with pytest.raises(CheckpointError, match=said):
         _trainer(out, _net("relu")).fit(DATA, epochs=2, resume=True)
-    (line,) = _resumed(out, caplog, 2, act="tanh")
+    assert _resumed(out, caplog, 2, act="tanh") == []  # its local scheme: no world compared
+
+
+def test_the_world_size_is_said_only_where_a_resume_would_compare_it(tmp_path, caplog):
+    """A resume compares the world size only where the checkpoint's scheme is asynchronous
+    (a synchronous one makes one update a step on any number of workers, and a checkpoint
+    of this distconv resumed on another number says nothing): a checkpoint that lacks it
+    under a synchronous scheme lost no check, and was said to have, on every resume."""
+    out = tmp_path / "run"
+    first = _trainer(out)
+    first.fit(DATA, epochs=1)
+    form = "distconv: numbers with their types; the network's layers"
+    _rewrite_extra(first.checkpoints.run.latest(), **{FACTS_FORM_KEY: form, "world_size": None})
+    assert _resumed(out, caplog, 2, act="tanh") == []
+    _rewrite_extra(
+        first.checkpoints.run.latest(),
+        **{FACTS_FORM_KEY: form, "world_size": None, "scheme": ASYNC},
+    )
+    (line,) = _resumed(out, caplog, 3, act="tanh")
     assert f"{SAID}world size; these are not compared" in line
