@@ -72,19 +72,23 @@ def warn_of_unrecorded(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, 
     :data:`~distconv.resume_facts.FACTS_FORM`, or none) and so records fewer facts: ``checkpoint
     ... was written by an older distconv: it records no layers, world size, sync scheme; these
     are not compared ...`` (:func:`unrecorded`). A form this distconv does not know is said to
-    be another distconv's (a later one, whose facts this one may not read). Nothing is said of
-    a checkpoint of this distconv's form."""
+    be another distconv's (a later one, which records those facts in a form this one does not
+    read: ``this distconv does not read its layers``). Nothing is said of a checkpoint of this
+    distconv's form."""
     form = theirs.get(FACTS_FORM_KEY)
     if form == FACTS_FORM or not (missing := unrecorded(theirs, ours)):
         return
     later = isinstance(form, str) and form.startswith("distconv: ") and form not in FACTS_FORMS
-    writer = (
-        f"another distconv (facts form {form!r}, unknown here)" if later else "an older distconv"
-    )
+    names = ", ".join(NAMES[k] for k in missing)
+    if later:  # it records them, in its own form
+        writer, lacks = f"another distconv (facts form {form!r}, unknown here)", "this distconv "
+        lacks += f"does not read its {names}"
+    else:
+        writer, lacks = "an older distconv", f"it records no {names}"
     log.warning(
-        "checkpoint %s was written by %s: it records no %s; these are not compared with this "
-        "run's, so a change in them since the checkpoint resumes without a refusal or a warning",
+        "checkpoint %s was written by %s: %s; these are not compared with this run's, so a "
+        "change in them since the checkpoint resumes without a refusal or a warning",
         path,
         writer,
-        ", ".join(NAMES[k] for k in missing),
+        lacks,
     )

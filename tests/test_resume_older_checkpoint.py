@@ -12,7 +12,7 @@ import logging
 
 import pytest
 
-from distconv.checkpoint import CheckpointError
+from distconv.checkpoint import CheckpointError, load_checkpoint
 from distconv.resume_facts import FACTS_FORM_KEY, FACTS_FORMS
 from tests.test_resume_checks import _rewrite_extra
 from tests.test_resume_model_structure import DATA, _net, _trainer
@@ -34,7 +34,8 @@ def _resumed(out, caplog, epochs: int, act: str = "relu") -> list[str]:
     with caplog.at_level(logging.WARNING, logger="distconv.resume"):
         records = _trainer(out, _net(act)).fit(DATA, epochs=epochs, resume=True)
     assert [r["epoch"] for r in records] == [epochs]  # resumed, not refused
-    return [r.getMessage() for r in caplog.records if "it records no" in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records]
+    return [m for m in said if "are not compared with this run" in m]
 
 
 @pytest.mark.parametrize(
@@ -70,15 +71,17 @@ def test_the_facts_an_older_checkpoint_lacks_are_said_once_at_its_resume(
 
 def test_a_facts_form_this_distconv_does_not_know_is_said_to_be_another_distconvs(tmp_path, caplog):
     """A checkpoint of a later distconv (a rollback) records a form this one does not know: it
-    is no older one's, and the facts it records under that form are not read here."""
+    is no older one's, and the facts it records under that form are not read here. It does
+    record them: it was said to record none."""
     out = tmp_path / "run"
     first = _trainer(out)
     first.fit(DATA, epochs=1)
     later = "distconv: numbers with their types; the network's layers and more"
     _rewrite_extra(first.checkpoints.run.latest(), **{FACTS_FORM_KEY: later})
+    assert "layers" in load_checkpoint(first.checkpoints.run.latest().part("chief")).extra
     (line,) = _resumed(out, caplog, 2, act="tanh")
     assert f"was written by another distconv (facts form {later!r}, unknown here)" in line
-    assert line.endswith("it records no layers; these are not compared with this "
+    assert line.endswith("this distconv does not read its layers; these are not compared with this "
                          "run's, so a change in them since the checkpoint resumes without a "
                          "refusal or a warning")  # fmt: skip
 
