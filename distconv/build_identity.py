@@ -4,7 +4,8 @@
 Kubernetes two builds pushed under one image tag run side by side (a node keeps its cached image
 with ``imagePullPolicy: IfNotPresent``). The digest tells them apart: SHA-256 over every ``.py``
 file of the ``distconv`` package and of the launcher, by path and content, so two processes with
-the same digest run the same Python code (compiled kernels, numpy and MPI are not in it).
+the same digest run the same Python code (compiled kernels, numpy and MPI are not in it). Only
+files Python could import count: what an editor or a notebook leaves beside them does not.
 
 The launcher is the checkout's ``launcher/`` folder beside ``distconv/``, or, installed, the
 package's own ``launch/`` folder (``pyproject.toml`` maps one to the other): both are read as
@@ -28,12 +29,24 @@ PACKAGE = Path(__file__).resolve().parent
 CHECKOUT_LAUNCHER = PACKAGE.parent / "launcher"
 
 
+def _modules(folder: Path) -> Iterator[tuple[str, Path]]:
+    """The files under ``folder`` that Python could import as modules, as ``(their path
+    relative to it, their path)``: regular ``.py`` files whose every name is an identifier.
+    What an editor or a notebook leaves beside them is no code and is left out: an Emacs lock
+    file (``.#optim.py``, a link to nowhere, which no read can open), a Jupyter copy in
+    ``.ipynb_checkpoints/``, ``optim (copy).py``."""
+    for path in folder.rglob("*.py"):
+        parts = path.relative_to(folder).with_suffix("").parts
+        if all(part.isidentifier() for part in parts) and path.is_file():
+            yield path.relative_to(folder).as_posix(), path
+
+
 def _sources() -> Iterator[tuple[str, Path]]:
     """Each source file as ``(its name in the digest, its path)``, in the digest's order."""
-    found = {f"distconv/{p.relative_to(PACKAGE).as_posix()}": p for p in PACKAGE.rglob("*.py")}
+    found = {f"distconv/{name}": p for name, p in _modules(PACKAGE)}
     if (CHECKOUT_LAUNCHER / "__init__.py").is_file() and not (PACKAGE / "launch").is_dir():
-        for p in CHECKOUT_LAUNCHER.rglob("*.py"):
-            found[f"distconv/launch/{p.relative_to(CHECKOUT_LAUNCHER).as_posix()}"] = p
+        for name, p in _modules(CHECKOUT_LAUNCHER):
+            found[f"distconv/launch/{name}"] = p
     for name in sorted(found):
         yield name, found[name]
 

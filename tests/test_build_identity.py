@@ -66,3 +66,24 @@ def test_version_flag_prints_the_build():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"distconv {distconv.build_id()}\n"
+
+
+def test_what_an_editor_or_a_notebook_leaves_beside_the_source_is_no_part_of_it(tmp_path):
+    """An Emacs lock file (a link to nowhere while a buffer is modified), a Jupyter copy and a
+    file manager's copy: none is importable code, and the build is the clean copy's, where the
+    lock file failed ``--version``, MPI's setup and the pserver hello on reading it."""
+    copy = copy_source(tmp_path / "copy")
+    (copy / "distconv" / ".#optim.py").symlink_to("researcher@node7.4242:1765000000")
+    notebook = copy / "distconv" / ".ipynb_checkpoints"
+    notebook.mkdir()
+    (notebook / "optim-checkpoint.py").write_text("# an older optim.py\n")
+    (copy / "launcher" / "cli (copy).py").write_text("# a copy of cli.py\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "distconv", "--version"],
+        env=child_env(PYTHONPATH=child_path(copy)),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"distconv {distconv.build_id()}\n"
