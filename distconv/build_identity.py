@@ -5,7 +5,8 @@ Kubernetes two builds pushed under one image tag run side by side (a node keeps 
 with ``imagePullPolicy: IfNotPresent``). The digest tells them apart: SHA-256 over every ``.py``
 file of the ``distconv`` package and of the launcher, by path and content, so two processes with
 the same digest run the same Python code (compiled kernels, numpy and MPI are not in it). Only
-files Python could import count: what an editor or a notebook leaves beside them does not.
+files Python could import count: what an editor or a notebook leaves beside them does not. A
+package imported from a zip file is read there.
 
 The launcher is the checkout's ``launcher/`` folder beside ``distconv/``, or, installed, the
 package's own ``launch/`` folder (``pyproject.toml`` maps one to the other): both are read as
@@ -19,33 +20,42 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.resources
 from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from distconv import __version__
 
-PACKAGE = Path(__file__).resolve().parent
-#: the launcher as a checkout holds it (installed, it is ``distconv/launch``, inside PACKAGE)
-CHECKOUT_LAUNCHER = PACKAGE.parent / "launcher"
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
+#: the package's folder, in a zip file too (an install zipped, or a zipapp): read through
+#: importlib's resources, whose paths a zip file's import gives as ``zipfile.Path``
+PACKAGE: Traversable = importlib.resources.files("distconv")
 
 
-def _modules(folder: Path) -> Iterator[tuple[str, Path]]:
+def _modules(folder: Traversable, prefix: str = "") -> Iterator[tuple[str, Traversable]]:
     """The files under ``folder`` that Python could import as modules, as ``(their path
-    relative to it, their path)``: regular ``.py`` files whose every name is an identifier.
-    What an editor or a notebook leaves beside them is no code and is left out: an Emacs lock
-    file (``.#optim.py``, a link to nowhere, which no read can open), a Jupyter copy in
-    ``.ipynb_checkpoints/``, ``optim (copy).py``."""
-    for path in folder.rglob("*.py"):
-        parts = path.relative_to(folder).with_suffix("").parts
-        if all(part.isidentifier() for part in parts) and path.is_file():
-            yield path.relative_to(folder).as_posix(), path
+    relative to it, the file)``: ``.py`` files whose every name is an identifier, not in a
+    linked folder. What an editor or a notebook leaves beside them is no code and is left out:
+    an Emacs lock file (``.#optim.py``, a link to nowhere, which no read can open), a Jupyter
+    copy in ``.ipynb_checkpoints/``, ``optim (copy).py``."""
+    for entry in folder.iterdir():
+        name = entry.name
+        if entry.is_dir():
+            if name.isidentifier() and not getattr(entry, "is_symlink", bool)():
+                yield from _modules(entry, f"{prefix}{name}/")
+        elif name.endswith(".py") and name[:-3].isidentifier() and entry.is_file():
+            yield f"{prefix}{name}", entry
 
 
-def _sources() -> Iterator[tuple[str, Path]]:
-    """Each source file as ``(its name in the digest, its path)``, in the digest's order."""
+def _sources() -> Iterator[tuple[str, Traversable]]:
+    """Each source file as ``(its name in the digest, the file)``, in the digest's order. The
+    launcher is the checkout's ``launcher/`` beside the package where it has no ``launch/``."""
     found = {f"distconv/{name}": p for name, p in _modules(PACKAGE)}
-    if (CHECKOUT_LAUNCHER / "__init__.py").is_file() and not (PACKAGE / "launch").is_dir():
-        for name, p in _modules(CHECKOUT_LAUNCHER):
+    checkout_launcher = PACKAGE.parent / "launcher"  # a Path, or a zip file's
+    if (checkout_launcher / "__init__.py").is_file() and not (PACKAGE / "launch").is_dir():
+        for name, p in _modules(checkout_launcher):
             found[f"distconv/launch/{name}"] = p
     for name in sorted(found):
         yield name, found[name]

@@ -4,8 +4,10 @@ runs the same source (wherever it lies), unlike where one file differs, a commen
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import distconv
@@ -87,3 +89,24 @@ def test_what_an_editor_or_a_notebook_leaves_beside_the_source_is_no_part_of_it(
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"distconv {distconv.build_id()}\n"
+
+
+def test_an_install_zipped_is_the_same_build(tmp_path):
+    """The installed layout (the launcher as ``distconv/launch``, as the wheel maps it) in a
+    zip file on the path, as a zipapp holds it: the same source, the same build, where the
+    digest read no file of the zip and every zipped build said the digest of nothing."""
+    copy = copy_source(tmp_path / "copy")
+    shutil.move(copy / "launcher", copy / "distconv" / "launch")
+    archive = tmp_path / "distconv.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path in sorted((copy / "distconv").rglob("*")):
+            zipped.write(path, path.relative_to(copy).as_posix())
+    proc = subprocess.run(
+        [sys.executable, "-c", "import distconv; print(distconv.__file__, distconv.build_id())"],
+        env=child_env(PYTHONPATH=child_path(archive)),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{archive / 'distconv' / '__init__.py'} {distconv.build_id()}\n"
