@@ -46,6 +46,15 @@ class OtherProtocol(WireError):
         )
 
 
+def version_error(theirs: Any) -> WireError:
+    """The error for a header whose ``v`` is not this protocol version: another release's
+    where it is an integer; else no distconv sent it (none, true, a string), and the error
+    names what it read, not a release."""
+    if type(theirs) is int:
+        return OtherProtocol(theirs)
+    return WireError(f"protocol version {short(theirs)}, expected {PROTOCOL_VERSION}")
+
+
 def other_protocol(rank: int, shard: str, problem: object) -> SyncError | None:
     """The error for a reply of ``shard`` (its words) in another protocol version, where
     ``problem`` says so; else None (a malformed reply)."""

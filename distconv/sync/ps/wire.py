@@ -263,9 +263,9 @@ def unpack_header(frame: bytes | memoryview, *, request: bool = True) -> dict[st
         raise WireError(f"header must be a map, got {type(header).__name__}")
     try:
         if header.get("v") != PROTOCOL_VERSION or type(header.get("v")) is not int:
-            from distconv.sync.ps.releases import OtherProtocol  # (it imports this module)
+            from distconv.sync.ps.releases import version_error  # (it imports this module)
 
-            raise OtherProtocol(header.get("v"))
+            raise version_error(header.get("v"))
         op = header.get("op")
         if request and (type(op) is not str or op not in NEEDED):
             raise WireError(f"unknown op {short(op)}; known: {sorted(REQUIRED)}")

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import logging
 
+import msgpack
 import pytest
-from ps_helpers import insecure_worker, small_net
+import zmq
+from ps_helpers import insecure_worker, raw_dealer, small_net
 
 import distconv
 from distconv.sync.base import SyncError
+from distconv.sync.ps.wire import unpack_header
 from tests.source_copy import copy_source, edit
 
 pytestmark = pytest.mark.timeout(60)
@@ -56,6 +59,29 @@ def test_a_shard_of_another_protocol_version_is_named_with_both(shards, tmp_path
     assert f"protocol version 7, expected 6: another release of distconv; {WAY_ON}" in (
         shards.log_text()
     )
+
+
+def test_a_header_without_an_integer_version_is_not_called_another_release(shards):
+    """No ``v``, or one that is no integer (true, "7"): no distconv of any release sent it, so
+    the shard's refusal names the version it read, not another release and its way on."""
+    (endpoint,) = shards.start(1, 1)
+    ctx = zmq.Context()
+    raw = raw_dealer(ctx, endpoint)
+    errors = []
+    try:
+        for version in ({}, {"v": True}, {"v": "7"}):
+            header = {"op": "pull", "id": 5, "job": "local", "blocks": [], **version}
+            raw.send_multipart([msgpack.packb(header)])
+            assert raw.poll(10_000), "no reply within 10 s"
+            errors.append(unpack_header(raw.recv_multipart()[0], request=False)["error"])
+    finally:
+        raw.close(0)
+        ctx.term()
+    assert errors == [
+        "protocol version None, expected 7",
+        "protocol version True, expected 7",
+        "protocol version '7', expected 7",
+    ]
 
 
 def test_a_shard_of_another_build_is_named_at_setup_and_serves(shards, tmp_path, caplog):
