@@ -151,7 +151,7 @@ HOOK_IDENTITY = frozenset({"function", "line", "class"})
 DATA_KEYS = tuple(
     f"{data}.{key}"
     for data in ("train_data", "test_data")
-    for key in ("examples", "sampled_examples_sha256")
+    for key in ("examples", "rows", "sampled_examples_sha256")  # rows: a sequence set's
 )
 DATA_ADVICE = (
     " (every rank must be handed the whole set, in the same order: the Trainer shuffles it and "

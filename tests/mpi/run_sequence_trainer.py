@@ -1,4 +1,5 @@
-"""mpiexec -n 2 python -m mpi4py run_sequence_trainer.py OUT [moved | rank0_empty]: the Trainer
+"""mpiexec -n 2 python -m mpi4py run_sequence_trainer.py OUT [moved | sharded | rank0_empty]: the
+Trainer
 over MPI on ragged sentences.
 
 Trains :func:`tests.sequence_tagger.tagger` (float64, Adam) for 2 epochs on
@@ -6,7 +7,9 @@ Trains :func:`tests.sequence_tagger.tagger` (float64, Adam) for 2 epochs on
 empty sentences in step 0, no token to either rank in step 1, and a short last step. It
 evaluates the set after each epoch. Rank 0 saves the parameters to ``OUT`` (.npz) with the last
 test loss and accuracy. With ``moved``, rank 1 is handed the same tokens with one sentence
-boundary moved in its training set: the job check stops both. With ``rank0_empty``, the
+boundary moved in its training set: the job check stops both. With ``sharded``, each rank is
+handed its own half of the sentences (as a set sharded by rank: as many sentences, other
+rows): the job check stops both, saying not to shard. With ``rank0_empty``, the
 sentences are :data:`~tests.sequence_tagger.RANK0_EMPTY_FIRST`: rank 0 runs no backward in the
 first step, rank 1 does.
 """
@@ -34,7 +37,7 @@ from tests.sequence_tagger import (
 
 
 def main() -> None:
-    out, moved = Path(sys.argv[1]), sys.argv[2:] == ["moved"]
+    out, moved, sharded = Path(sys.argv[1]), sys.argv[2:] == ["moved"], sys.argv[2:] == ["sharded"]
     lengths = lengths_in_order(RANK0_EMPTY_FIRST) if sys.argv[2:] == ["rank0_empty"] else ()
     test = data = tagged_set(lengths)
     sync = MPISync(create_optimizer(**OPTIMIZER))
@@ -42,6 +45,9 @@ def main() -> None:
         starts = data.seq_starts.copy()
         starts[2] -= 1  # sentence 1 a token shorter, sentence 2 a token longer
         data = SequenceSet(data.rows, starts, name="moved")
+    if sharded:  # its own half, as a loader sharding by rank hands it
+        half = len(data) // 2
+        data = data.subset(np.arange(sync.rank * half, (sync.rank + 1) * half))
     net = tagger()
     try:
         trainer = Trainer(net, sync, GLOBAL // 2, progress=False, dtype="float64")

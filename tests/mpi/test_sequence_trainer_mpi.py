@@ -58,3 +58,15 @@ def test_ranks_handed_other_sentence_boundaries_stop_at_the_job_check(tmp_path):
     assert "train_data.sampled_examples_sha256: '" in proc.stderr, proc.stderr[-3000:]
     assert "run different jobs" in proc.stderr
     assert not out.exists()
+
+
+def test_ranks_handed_a_shard_each_are_told_not_to_shard(tmp_path):
+    """As many sentences on each rank, other rows: the first difference is the rows', which
+    said nothing of how to go on."""
+    out = tmp_path / "never.npz"
+    command = [*script("run_sequence_trainer.py"), str(out), "sharded"]
+    proc = run_mpi(["-n", "2", *command], timeout=60)
+    assert proc.returncode != 0
+    assert "train_data.rows: " in proc.stderr, proc.stderr[-3000:]
+    assert "do not shard it by rank" in proc.stderr
+    assert not out.exists()
