@@ -293,6 +293,33 @@ def loss_rows_checked(data: SequenceSet, loss: Any, index: np.ndarray) -> int:
     )
 
 
+def refuse_misplaced_labels(
+    data: SequenceSet, loss: Any, wiring: list[str], feeds: Mapping[str, Arg], index: np.ndarray
+) -> None:
+    """After a forward of the sequences ``index`` of ``data`` failed: where the ``loss`` layer
+    (fed the inputs named ``wiring``) ran in it and read a label feed of the set whose rows are
+    of the other kind (one a token where its input holds one row a sentence, after a pool, or
+    the reverse), a :class:`~distconv.data.DataError` saying where the labels belong; the
+    loss's own words ("28 labels for a batch of 1 rows") named neither the set nor its parts.
+    Returns where the failure was another.
+    """
+    inputs = getattr(loss, "inputs", ())
+    for i, name in enumerate(wiring[1:], start=1):
+        if len(inputs) <= i or name not in feeds or inputs[i] is not feeds[name]:
+            continue  # not this forward's loss, or not a feed of the set
+        rows, sentences = inputs[0].batch_size, len(index)
+        tokens = int(data.lengths[index].sum())
+        if name in data.rows and rows == sentences != tokens:
+            where = "one a row (in rows), but the loss reads one row per sequence (a pool's)"
+            fix = "pass one label per sequence in per_sequence"
+        elif name in data.per_sequence and rows == tokens != sentences:
+            where = "one a sequence (in per_sequence), but the loss reads one row per row"
+            fix = "pass one label per row in rows, or pool the rows (SequencePool) first"
+        else:
+            continue
+        raise DataError(f"{data.name!r}: the labels {name!r} of {loss.label} are {where}: {fix}")
+
+
 def empty_steps(data: Any, sampler: GlobalBatchSampler, epoch: int) -> np.ndarray | None:
     """For a :class:`SequenceSet` counted by its rows: which steps of ``sampler``'s ``epoch``
     hold no row on any rank (every sequence of the global batch empty), or None where none

@@ -22,7 +22,7 @@ import numpy as np
 
 from distconv.arg import feeds_of
 from distconv.backend import widened
-from distconv.data import Arrays, Dataset
+from distconv.data import Arrays, DataError, Dataset
 from distconv.data_checks import check_sets
 from distconv.empty_pass import fire_every_gradient
 from distconv.epoch_run import run_epoch
@@ -51,6 +51,7 @@ from distconv.sequence_set import (
     count_of,
     counted,
     loss_rows_checked,
+    refuse_misplaced_labels,
     set_length,
 )
 from distconv.step_guard import ParamLayout
@@ -215,7 +216,13 @@ class Trainer:
         feeds = arrays.feeds(index, self.dtype) if ragged else feeds_of(arrays, index, self.dtype)
         if self.sparse:
             self.sync.prefetch(self.network.rows_needed(feeds))
-        outputs = self.network.forward(feeds)
+        try:
+            outputs = self.network.forward(feeds)
+        except LayerError:  # a loss's labels of the other kind: said in the set's words
+            if ragged:
+                wiring = self.network.wiring[self.loss_name]
+                refuse_misplaced_labels(arrays, self.network[self.loss_name], wiring, feeds, index)
+            raise
         if self.monitor is not None:  # evaluating is progress too: a long test set is no stall
             self.monitor.beat()
         mean = outputs[self.loss_name].value
@@ -295,8 +302,9 @@ class Trainer:
         (``SyncError``)."""
         check_count("batch_size", batch_size, 1)  # a negative one ran no batch: a loss of 0
         arrays = counted(self.network, self.loss_name, as_data_set(arrays))
-        if set_length(arrays) == 0:
-            raise ValueError("cannot evaluate on an empty data set")
+        if set_length(arrays) == 0:  # a DataError: a script ends on its one line
+            named = f" {arrays.name!r}" if isinstance(arrays, SequenceSet) else ""
+            raise DataError(f"cannot evaluate on an empty data set{named}")
         accuracy = self.accuracy is not None
         return evaluate_shares(self._forward, arrays, self.sync, batch_size, accuracy, self.dtype)
 

@@ -227,3 +227,43 @@ def test_a_sequence_model_fed_flat_arrays_is_pointed_to_a_sequence_set():
     flat = {"tok": data.rows["tok"], "label": data.rows["label"]}
     with pytest.raises(LayerError, match=r"needs a sequence input .*SequenceSet"):
         fitted(tagger(), flat, 1)
+
+
+def test_labels_per_token_for_a_loss_per_sentence_are_refused_saying_where_they_go():
+    """The classifier pools each sentence; its labels handed one a token (in ``rows``) stopped
+    on the loss's own words, "28 labels for a batch of 1 rows", naming neither the set nor
+    ``per_sequence``."""
+    d = tagged_set()  # per-token labels, under the name the classifier reads
+    with pytest.raises(DataError) as info:
+        fitted(classifier(), d, 1)
+    said = str(info.value)
+    assert said.startswith("'tagged': the labels 'label' of SoftmaxCrossEntropy 'loss' are one a")
+    assert "pass one label per sequence in per_sequence" in said
+
+
+def test_labels_per_sentence_for_a_loss_per_token_are_refused_saying_where_they_go():
+    with pytest.raises(DataError) as info:
+        fitted(tagger(), labelled_set(), 1)
+    said = str(info.value)
+    assert said.startswith("'labelled': the labels 'label' of SoftmaxCrossEntropy 'loss' are one")
+    assert "pass one label per row in rows, or pool the rows (SequencePool) first" in said
+
+
+def test_another_layer_error_of_a_sequence_model_is_its_own():
+    """Only a loss that ran in this forward, reading labels of the other kind, is said so: a
+    layer failing earlier keeps its own words."""
+    d = tagged_set()
+    wrong = SequenceSet({"tok": d.rows["tok"] + 10_000, "label": d.rows["label"]}, d.seq_starts)
+    with pytest.raises(LayerError, match="TableProjection"):
+        fitted(tagger(), wrong, 1)
+
+
+def test_evaluate_on_an_empty_set_is_a_data_error_naming_it():
+    trainer = fitted(tagger(), tagged_set(), 1)
+    empty = SequenceSet(
+        {"tok": np.zeros(0, np.int64), "label": np.zeros(0, np.int64)}, np.zeros(1, np.int64)
+    )
+    with pytest.raises(DataError, match="cannot evaluate on an empty data set 'sequence set'"):
+        trainer.evaluate(empty)
+    with pytest.raises(DataError, match="cannot evaluate on an empty data set$"):
+        trainer.evaluate({"tok": np.zeros(0, np.int64), "label": np.zeros(0, np.int64)})
