@@ -49,6 +49,7 @@ from distconv.sync.ps.incarnations import incarnation_field
 from distconv.sync.ps.job_hello import hello_fields, hello_reply_problem
 from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.processes import whoami
+from distconv.sync.ps.pulls import Pulls
 from distconv.sync.ps.releases import check_releases
 from distconv.sync.ps.remote_state import RemoteState
 from distconv.sync.ps.reseed import Reseed
@@ -63,6 +64,7 @@ log = logging.getLogger("distconv.pserver")
 
 class PServerSync(
     SparseRows,
+    Pulls,
     ReplyWriter,
     PushQueue,
     ShardChannel,
@@ -271,46 +273,6 @@ class PServerSync(
         self._set_caps([h.get("max_message_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
         self._frame_bytes = [h.get("max_frame_bytes", MAX_MESSAGE_BYTES) for h, _ in replies]
         return headers
-
-    def refresh_parameters(self) -> None:
-        """In async mode, pull every block, which other workers moved on (a job's only worker
-        pulls only after a step of its own cut short: the shards may hold its pushes). With no
-        step since its last pull, only where a shard's ``stats`` moved: any worker's update, a
-        seed, a failure (a checkpoint right after the epoch's refresh pulls nothing)."""
-        if self.mode != "async" or (self.world_size == 1 and not self._lagging):
-            return
-        if (stamps := self._stamps()) != self._stamps_at_pull:  # None after a step of its own
-            self._pull_all(stamps)  # a failed shard's too: the pull is refused with the failure
-
-    def _stamps(self, before: str = "pull") -> list[tuple[Any, ...]]:
-        """Each shard's failure (a pull is refused with it), seed and count of value updates;
-        a silent shard is named as asked for stats ``before`` that request (a checkpoint's
-        ``get_state``: it pulls nothing)."""
-        asks = [(s, {"op": "stats"}, ()) for s in range(len(self._socks))]
-        replies = self._ask_all(asks, before, stoppable=True, asked="stats")  # named as such
-        stamps = []
-        for s, (h, _) in enumerate(replies):
-            counts = h.get("stats")
-            if not isinstance(counts, dict) or type(counts.get("updates")) is not int:
-                raise self._malformed(s, "stats reply without its 'updates' count")
-            stamps.append((h.get("failed"), h.get("seed"), counts["updates"]))
-        return stamps
-
-    def _pull_all(self, stamps: list[tuple[Any, ...]] | None = None) -> None:
-        """Pull every block's values, in requests within the shards' caps, after ``stamps``."""
-        stamps = self._stamps() if stamps is None else stamps  # a later update: pulled next time
-        runs = []
-        for s in range(len(self._socks)):
-            blocks = self.layout.blocks_on(s)
-            runs += [(s, run) for run in self._runs(s, blocks, [b.nbytes for b in blocks])]
-        asks = [(s, {"op": "pull", "blocks": [b.id for b in run]}, ()) for s, run in runs]
-        # every worker of an async job pulls at once: each reply crosses with theirs
-        sizes = [sum(b.nbytes for b in run) * self.world_size for _, run in runs]
-        # stoppable: a shard answers a pull at once, so one silent past a stop's patience is gone
-        replies = self._ask_all(asks, "pull", stoppable=True, link_bytes=sizes)
-        self._write_all([(run, arrays, h) for (_, run), (h, arrays) in zip(runs, replies)])
-        self._lagging = False
-        self._stamps_at_pull = stamps
 
     # -- one step -----------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
