@@ -41,9 +41,15 @@ from distconv.base_init import checks_base_init, class_statement_level, refuse_s
 from distconv.kernels.shape import is_int
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, setup_params, trainable
-from distconv.sync.closing import NEEDS_OPEN, clear_step_record, closing_error, guard_closing  # noqa: F401
+from distconv.sync.closing import (  # noqa: F401
+    NEEDS_OPEN,
+    clear_step_record,
+    closing_error,
+    guard_closing,
+    take_gradient,
+)
 from distconv.sync.description import job_description
-from distconv.sync.errors import SyncError, step_refusal  # transports import them from here
+from distconv.sync.errors import SyncError, step_refusal  # noqa: F401  (transports import them from here)
 from distconv.sync.one_process import refuse_one_process_collectives
 from distconv.sync.setup_told import tell_setup_failed  # noqa: F401  (the Trainer's)
 
@@ -267,24 +273,7 @@ class SyncStrategy(ABC):
         Raises:
             SyncError: naming the parameter and the rule; nothing is taken.
         """
-        try:
-            params, known = self._known
-        except AttributeError:
-            self.check_made()  # a @dataclass one's: not "no attribute '_known'"
-            raise
-        if params is not self.params:  # a setup since: its list, made anew
-            params, known = self.params, {id(p) for p in self.params}
-            self._known = params, known
-        taken, key = self._taken, id(param)
-        if self.closed or taken is None or key in taken or key not in known:
-            in_step = taken is not None and not self.closed
-            twice = in_step and key in taken  # type: ignore[operator]
-            named = key not in known and any(p.name == param.name for p in params)
-            whose = " (a parameter of that name was: another model's)" * named  # LocalSync's
-            raise step_refusal(
-                param.name, in_step, twice or key in known, "one step", whose, closed=self.closed
-            )
-        taken.add(key)
+        take_gradient(self, param)
 
     @abstractmethod
     def finish_step(self) -> None:

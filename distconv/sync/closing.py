@@ -12,7 +12,7 @@ from typing import Any
 
 from distconv import stop_request
 from distconv.stop_request import Preempted
-from distconv.sync.errors import SyncError
+from distconv.sync.errors import SyncError, step_refusal
 
 
 def closing_error() -> BaseException | None:
@@ -108,6 +108,29 @@ def clear_step_record(sync: Any) -> None:
     step ended."""
     sync._taken, sync._known, sync._taken_unfinished = None, ([], set()), None
     setattr(sync, ENDING, False)
+
+
+def take_gradient(sync: Any, param: Any) -> None:
+    """``SyncStrategy.check_gradient``'s work (its docstring says the rules): take ``param``'s
+    gradient into the step's record, or raise the SyncError naming why it is refused."""
+    try:
+        params, known = sync._known
+    except AttributeError:
+        sync.check_made()  # a @dataclass one's: not "no attribute '_known'"
+        raise
+    if params is not sync.params:  # a setup since: its list, made anew
+        params, known = sync.params, {id(p) for p in sync.params}
+        sync._known = params, known
+    taken, key = sync._taken, id(param)
+    if sync.closed or taken is None or key in taken or key not in known:
+        in_step = taken is not None and not sync.closed
+        twice = in_step and key in taken  # type: ignore[operator]
+        named = key not in known and any(p.name == param.name for p in params)
+        whose = " (a parameter of that name was: another model's)" * named  # LocalSync's
+        raise step_refusal(
+            param.name, in_step, twice or key in known, "one step", whose, closed=sync.closed
+        )
+    taken.add(key)
 
 
 def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
