@@ -18,17 +18,17 @@ def sigint_as_in_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def signal_at(trainer: Any, step: int, *signums: int) -> Callable[..., Any]:
-    """Make ``trainer`` send its own process ``signums`` right after its step ``step``, where a
-    person's Ctrl-C or a scheduler's SIGTERM would land: in the middle of a fit. Returns the
-    ``train_step`` it wrapped, to put back."""
+def signal_at(trainer: Any, step: int, *signums: int, pid: int | None = None) -> Callable[..., Any]:
+    """Make ``trainer`` send its own process (or process ``pid``: a shard it talks to)
+    ``signums`` right after its step ``step``, where a person's Ctrl-C or a scheduler's SIGTERM
+    would land: in the middle of a fit. Returns the ``train_step`` it wrapped, to put back."""
     train_step = trainer.train_step
 
     def signalled(*args: Any) -> Any:
         out = train_step(*args)
         if trainer.pos.step == step:
             for signum in signums:
-                os.kill(os.getpid(), signum)
+                os.kill(os.getpid() if pid is None else pid, signum)
         return out
 
     trainer.train_step = signalled

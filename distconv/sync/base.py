@@ -206,6 +206,19 @@ class SyncStrategy(ABC):
         """The Network recorded the order in which the first pass fired the parameters."""
         self.firing_order = list(names)
 
+    def start_at(self, step: int) -> None:
+        """The run's step the next :meth:`start_step` follows: 0 in a fresh run, the checkpoint's
+        on a resume. The Trainer calls it on every rank after :meth:`setup` (once the ranks share
+        the position) and before the first step; a transport that numbers its steps (in its
+        errors, its servers' logs and files) counts from it, so they say the run's steps.
+        Default: nothing else (a strategy of one's own need not number steps).
+
+        Raises:
+            ValueError: ``step`` is not a count (an int >= 0).
+        """
+        if not is_int(step) or step < 0:
+            raise ValueError(f"start_at: step must be a count (an int >= 0), got {step!r}")
+
     # -- one step -----------------------------------------------------------------------------
     @property
     def step_examples(self) -> int:

@@ -153,7 +153,7 @@ class PServerSync(
         self._stray_at: dict[int, float] = {}  # shard -> when the latest of them was read
         self._trackers: dict[int, Any] = {}
         self._init_push_queue(len(self._socks), push_bytes)
-        self._step = 0
+        self._step = 0  # the run's step of the last push: start_at sets where a run goes on
         self._lagging = False  # a step's pushes may be on the shards, not in the parameters
         self._stamps_at_pull: list[tuple[Any, ...]] | None = None  # (see _stamps)
         self._collective = 0
@@ -275,6 +275,15 @@ class PServerSync(
         return headers
 
     # -- one step -----------------------------------------------------------------------------
+    def start_at(self, step: int) -> None:
+        """Number this worker's steps from the run's ``step`` (the contract's call): the next
+        push is of ``step + 1``, as the Trainer counts, so the errors naming a step, the shards'
+        bookkeeping (``last step``, a part's ``completed``, their probes) say the run's steps.
+        Every rank of a sync job is told the same step; the shards' counters restart at the
+        seed (sync) and at a worker's hello (async), so a resumed run may number lower."""
+        super().start_at(step)
+        self._step = int(step)
+
     def start_step(self, examples: int) -> None:
         super().start_step(examples)
         self._step += 1
