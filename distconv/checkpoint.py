@@ -40,6 +40,12 @@ from distconv.checkpoint_checks import (
 from distconv.checkpoint_digest import DIGEST_KEY as DIGEST_KEY  # tests read it here
 from distconv.checkpoint_digest import digest as _digest  # a test makes it run out of memory
 from distconv.checkpoint_digest import tensors_digest
+from distconv.checkpoint_errors import (  # raised here, and imported from here by callers
+    CheckpointDamaged,
+    CheckpointError,
+    CheckpointReadError,
+    CheckpointVersionError,
+)
 from distconv.checkpoint_manifest import sorted_header
 from distconv.files import describe_os_error, write_atomically
 from distconv.messages import exception_line
@@ -52,26 +58,6 @@ VERSION = "2"  # 2: the digest covers the metadata as well as the tensors
 WEIGHTS_ONLY_VERSION = "1"
 OPTIM_PREFIX = "optim/"
 CHUNK = 8 << 20  # bytes per write, so a hook can stop a writer in the middle of a save
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint is missing, unreadable, or does not fit the model; the message names it."""
-
-
-class CheckpointDamaged(CheckpointError):
-    """The file's content is unusable (truncated, failing its checksum, bad metadata, another
-    format): reading it again gives the same answer."""
-
-
-class CheckpointVersionError(CheckpointError):
-    """The file is a distconv checkpoint of another format version: whole, most likely, and
-    readable by the distconv that wrote it, so it is neither damage nor passed over."""
-
-
-class CheckpointReadError(CheckpointError):
-    """The operating system could not read the file (I/O error, permissions, missing), or this
-    host lacks what reading it takes (memory, ``ml_dtypes``): the content may be fine, so a
-    caller retries rather than treating the file as damaged."""
 
 
 @dataclass
