@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import copy_into, to_host
+from distconv.build_identity import build_id
 from distconv.checkpoint_checks import (
     OptimState,
     extra_text,
@@ -56,6 +57,8 @@ FORMAT = "distconv-checkpoint"
 VERSION = "2"  # 2: the digest covers the metadata as well as the tensors
 #: the version read for a file's weights alone (``position=False``): its digest covers only them
 WEIGHTS_ONLY_VERSION = "1"
+#: the metadata key of the distconv that wrote the file (:func:`~distconv.build_identity.build_id`)
+BUILD_KEY = "build"
 OPTIM_PREFIX = "optim/"
 CHUNK = 8 << 20  # bytes per write, so a hook can stop a writer in the middle of a save
 
@@ -73,6 +76,8 @@ class Checkpoint:
         seed: the run's seed, if one was saved.
         optimizer: the optimizer's config (:meth:`distconv.optim.Optimizer.config`), if saved.
         extra: any other JSON-able facts the writer saved (batch size, data set, ...).
+        build: the distconv that wrote it (``0.1.0+3f2a9c0d41b7e655``), None where the file
+            records none (a distconv before 12-07).
     """
 
     path: Path
@@ -83,6 +88,7 @@ class Checkpoint:
     seed: int | None = None
     optimizer: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    build: str | None = None
 
 
 def save_checkpoint(
@@ -129,6 +135,7 @@ def save_checkpoint(
         "seed": "" if seed is None else str(int(seed)),
         "optimizer": extra_text(optimizer) if optimizer is not None else "",  # as extra, below
         "extra": extra_text(extra or {}),
+        BUILD_KEY: build_id(),  # which code wrote it: the first thing to ask of a refusal
     }
     save_tensors(path, tensors, metadata)
 
@@ -214,8 +221,9 @@ def load_checkpoint(path: str | os.PathLike, *, position: bool = True) -> Checkp
         CheckpointDamaged: the file is truncated, corrupt, or not a distconv checkpoint, or
             its metadata is bad (a step or epoch that is no integer; with ``position``, one
             that is no count, as an older distconv could save).
-        CheckpointVersionError: the file is a checkpoint of another format version, or of
-            version 1 with ``position`` (its message says how to load its weights).
+        CheckpointVersionError: the file is a checkpoint of another format version (its
+            message names the build that wrote it, where the file records one), or of version
+            1 with ``position`` (its message says how to load its weights).
 
     Each is a :class:`CheckpointError` with a one-line message that names the file.
     """
@@ -230,7 +238,7 @@ def load_checkpoint(path: str | os.PathLike, *, position: bool = True) -> Checkp
         raise CheckpointVersionError(
             f"checkpoint {path} has format version {meta.get('version')!r}; this distconv "
             f"reads version {VERSION!r}: "
-            + (_WEIGHTS_ONLY if weights_only else "resume with the distconv that wrote it")
+            + (_WEIGHTS_ONLY if weights_only else _resume_with(meta.get(BUILD_KEY)))
         )
     try:  # a copy of each tensor in turn
         digest = tensors_digest(tensors) if weights_only else _digest(tensors, meta)
@@ -247,6 +255,7 @@ def load_checkpoint(path: str | os.PathLike, *, position: bool = True) -> Checkp
             seed=int(meta["seed"]) if meta["seed"] else None,
             optimizer=json.loads(meta["optimizer"]) if meta["optimizer"] else None,
             extra=json.loads(meta["extra"]),
+            build=meta.get(BUILD_KEY) or None,
         )
     except (KeyError, ValueError) as exc:
         raise CheckpointDamaged(f"checkpoint {path} has bad metadata: {exc!r}") from None
@@ -264,6 +273,14 @@ _WEIGHTS_ONLY = (
     "no run resumes from a version '1' file, whose checksum covers its tensors alone; its "
     "weights load into a model with distconv.checkpoint.restore_checkpoint(path, params)"
 )
+
+
+def _resume_with(build: str | None) -> str:
+    """What to resume a file of another format version with: the build that wrote it, named
+    where the file records it (a distconv before 12-07 does not)."""
+    if not build:
+        return "resume with the distconv that wrote it"
+    return f"written by distconv {build}; this is {build_id()}: resume with that build"
 
 
 def _count(meta: Mapping[str, str], key: str, checked: bool) -> int:

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from distconv.build_identity import build_id
+
 CHIEF = "chief"  # the part the chief writes: weights, optimizer state, position
 #: a manifest's file name, which says its step (eight digits, more past 99,999,999)
 MANIFEST_NAME = re.compile(r"step-(\d+)\.json")
@@ -24,7 +26,9 @@ class Manifest:
     """One complete checkpoint: its step, where each local part lives (relative to the
     checkpoint root), the parts remote holders (parameter-server shards) acknowledged, and the
     job that wrote it: its job id and ``distconv-launch`` invocation (None where it had none,
-    or the manifest is older)."""
+    or the manifest is older), and the distconv that wrote it
+    (:func:`~distconv.build_identity.build_id`: this process's for a manifest made here; None
+    for a file of a distconv before 12-07, which records none)."""
 
     step: int
     parts: dict[str, str]
@@ -32,6 +36,7 @@ class Manifest:
     remote: dict[str, str] = field(default_factory=dict)
     job: str | None = None
     launch: str | None = None
+    build: str | None = field(default_factory=build_id)
 
     def part(self, name: str) -> Path:
         return self.path.parent / self.parts[name]
@@ -44,6 +49,7 @@ class Manifest:
             "remote": self.remote,
             "job": self.job,
             "launch": self.launch,
+            "build": self.build,
         }
         return json.dumps({k: v for k, v in record.items() if v is not None}, indent=1)
 
@@ -71,8 +77,10 @@ class Manifest:
             raise TypeError(f"a part's file must be a string, got {parts}")
         if CHIEF not in parts:  # the part every resume reads
             raise KeyError(f"no {CHIEF!r} part among {sorted(parts)}")
-        job, launch = (None if data.get(k) is None else str(data[k]) for k in ("job", "launch"))
-        return cls(step, parts, path, dict(data.get("remote", {})), job, launch)
+        job, launch, build = (
+            None if data.get(k) is None else str(data[k]) for k in ("job", "launch", "build")
+        )
+        return cls(step, parts, path, dict(data.get("remote", {})), job, launch, build)
 
     def moved(self, folder: str, to: str) -> Manifest:
         """This manifest with its local parts in folder ``folder`` of the checkpoint root

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from distconv import plain_json
+from distconv.build_identity import build_id
 from distconv.checkpoint import (
     Checkpoint,
     CheckpointDamaged,
@@ -336,6 +337,9 @@ class StepCheckpoints:
         pos = Position(ckpt.epoch, ckpt.step, in_epoch, sums, schemes, world)
         where = _where_in_epochs(ckpt.epoch, in_epoch)
         log.info("resumed from %s at step %d, %s%s", path, ckpt.step, where, written_under(schemes))
+        if self.sync.is_chief and ckpt.build != build_id():  # an upgrade's: no fault, said once
+            theirs_said = f"distconv {ckpt.build}" if ckpt.build else "a distconv that records none"
+            log.info("%s was written by %s; this is distconv %s", path, theirs_said, build_id())
         return _without_frozen(ckpt.optim_state, self.params), pos
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from distconv import files as run_dir_files
 from distconv import run_dir
+from distconv.build_identity import build_id
 from distconv.checkpoint import CheckpointError, CheckpointReadError, load_checkpoint
 from distconv.checkpoint import save_checkpoint as write_checkpoint
 from distconv.data import split, synthetic
@@ -626,7 +627,10 @@ def test_a_checkpoint_of_another_format_version_stops_the_resume_and_is_not_set_
     newest = RunDirectory(tmp_path).latest().part(run_dir.CHIEF)
     newest.write_bytes(newest.read_bytes().replace(b'"version":"2"', b'"version":"3"'))
     before = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
-    with pytest.raises(CheckpointError, match=r"format version '3'; .*the distconv that wrote"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"format version '3'; .*written by distconv .*: resume with that build",
+    ):
         _trainer(tmp_path, checkpoint_every=7).fit(train, epochs=2, resume=True)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == before
 
@@ -701,6 +705,7 @@ def test_the_manifest_set_aside_names_the_damaged_part_not_the_step_saved_again(
         "remote": {"pserver-shard0": "/d/p2"},
         "job": "j",
         "launch": "l",
+        "build": build_id(),  # the distconv that wrote it: this one
     }
     assert [m.step for m in run.manifests()] == [1, 2]
     assert foreign_checkpoints(run.checkpoint_root) == []
