@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from distconv.build_identity import build_id
 from distconv.files import folder_problem
 from distconv.messages import debugging, exception_line
 from distconv.procfs import process_identity
@@ -210,7 +211,7 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
             supervisor.say(f"reusing the job's CURVE keys in {shown(job.keys_dir)}")
         supervisor.say(
             f"job {job_id}: {args.workers} worker(s), {args.servers} server(s); logs in "
-            f"{shown(run_dir / 'logs')}"
+            f"{shown(run_dir / 'logs')}; distconv {build_id()}"  # which code the job ran
         )
         # held till the launcher exits: each attempt's shards serve on them, no one else's
         reserved = reserve_ports(args.servers) if servers else []
@@ -302,7 +303,9 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     supervisor = Supervisor(run_dir, args.grace, lines=json_lines(rest, job_id), job_id=job_id)
     try:  # a stop signal before run(), which lets the run directory go itself
         supervisor.claim()  # in the try: a signal handled as it returns must let it go too
-        supervisor.say(f"job {job_id}: {args.np} rank(s) under {flavor} {mpiexec}")
+        supervisor.say(
+            f"job {job_id}: {args.np} rank(s) under {flavor} {mpiexec}; distconv {build_id()}"
+        )
         if note:
             supervisor.say(note, level="warning")
         return _hinted(supervisor, args, job_id, supervisor.run(build, args.max_restarts))
@@ -317,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Start a distconv job: local processes, mpiexec, or Kubernetes manifests. "
         "After --: distconv train arguments, or a program or .py file to run instead.",
     )
+    # the launcher's own build, as `distconv --version` says its: the same code, the same digest
+    parser.add_argument("--version", action="version", version=f"%(prog)s {build_id()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands = (
         ("local", "workers and parameter servers on this host", add_local_options, run_local),

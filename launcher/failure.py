@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from distconv.build_identity import build_id
 from distconv.files import describe_os_error
 from distconv.rank_endings import (
     different_jobs_in,
@@ -339,10 +340,12 @@ def _said(tail: Sequence[str]) -> list[str]:
 
 def report_entry(failure: Failure, max_restarts: int, then: str | None) -> dict:
     """``failure``'s report as ``failure.json`` holds it (each line of ``restarts.jsonl`` too:
-    :mod:`launcher.restarts`): its fields, ``max_restarts``, the ``time`` now, and ``then``,
-    what came after it (a signal, a restart, a restart that could not start), or None."""
+    :mod:`launcher.restarts`): its fields, ``max_restarts``, the ``time`` now, ``then``,
+    what came after it (a signal, a restart, a restart that could not start), or None, and
+    ``build``, the launcher's distconv (:func:`~distconv.build_identity.build_id`)."""
     entry = {**asdict(failure), "max_restarts": max_restarts, "time": time.time()}
     entry["then"] = then
+    entry["build"] = build_id()  # the launcher's, as its start line says: which code ran
     # fields docs/operations.md does not list: the headline says the first two (exit_code and
     # signal null: the launcher's stop ended it), ``then`` the last
     del entry["stopped"], entry["named"], entry["job_error_elsewhere"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import distconv
 from launcher.commands import LaunchError
 from launcher.output_waits import held_output
 from launcher.run_dir import clear_run_dir, make_run_dir
@@ -26,7 +27,8 @@ def test_a_run_dir_with_a_line_break_leaves_each_message_on_its_lines(tmp_path: 
     assert done.returncode == 3, done.stderr
     log = run_dir / "logs" / "worker-0.log"
     assert done.stderr.splitlines() == [
-        f"distconv-launch: job j: 1 worker(s), 0 server(s); logs in $'{tmp_path}/my run\\nx/logs'",
+        f"distconv-launch: job j: 1 worker(s), 0 server(s); logs in $'{tmp_path}/my run\\nx/logs'; "
+        f"distconv {distconv.build_id()}",
         "distconv-launch: worker 0 failed with exit code 3 (after 0 restart(s)); last lines of "
         f"{shown(log)}:",
         "    boom",  # the report's own lines: the child's last ones, then where it is
