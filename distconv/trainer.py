@@ -247,6 +247,7 @@ class Trainer:
         counts = [count_of(arrays, i) for i in passes]
         examples = sum(counts)
         began = time.perf_counter()
+        self.sync.start_at(self.pos.step)  # the run's numbers: a resume's, past a skipped step
         self.sync.start_step(examples)
         try:
             loss_sum, correct = self._passes(arrays, passes, counts)
@@ -371,7 +372,6 @@ class Trainer:
             timed_collective(self.sync, self.sync.all_equal, data)
             check_sets(self.network, self._forward, train, test)  # the ranks agree: all fail alike
             self.pos = share_position(self.sync, pos)
-            self.sync.start_at(self.pos.step)  # its steps numbered as the run's (a resume's)
             refuse_frozen_resume(self.params, self.pos, self.sync.world_size)
             if self.monitor is not None:
                 self.monitor.set_ready()

@@ -207,11 +207,11 @@ class SyncStrategy(ABC):
         self.firing_order = list(names)
 
     def start_at(self, step: int) -> None:
-        """The run's step the next :meth:`start_step` follows: 0 in a fresh run, the checkpoint's
-        on a resume. The Trainer calls it on every rank after :meth:`setup` (once the ranks share
-        the position) and before the first step; a transport that numbers its steps (in its
-        errors, its servers' logs and files) counts from it, so they say the run's steps.
-        Default: nothing else (a strategy of one's own need not number steps).
+        """The run's step the next :meth:`start_step` follows (0 first in a fresh run, the
+        checkpoint's on a resume). The Trainer calls it on every rank alike right before each
+        :meth:`start_step`: a step every rank skips (a sequence set's of no row) has none but
+        counts in the run; a transport that numbers its steps (in its errors, its servers' logs
+        and files) takes it, so they say the run's steps. Default: nothing else.
 
         Raises:
             ValueError: ``step`` is not a count (an int >= 0).

@@ -18,6 +18,7 @@ from safetensors import safe_open
 
 from distconv.sync.base import SyncError
 from distconv.trainer import Trainer
+from tests.sequence_tagger import GLOBAL, tagged_set, tagger
 from tests.signals import signal_at
 
 RNG = np.random.default_rng(3)
@@ -62,3 +63,22 @@ def test_an_error_after_a_resume_names_the_runs_step(shards, tmp_path):
     finally:
         shards.procs[0].send_signal(signal.SIGCONT)  # else its stop() waits out a kill
     assert "no answer to step 6 from pserver shard(s) 0" in str(caught.value), caught.value
+
+
+@pytest.mark.timeout(60)
+def test_a_step_skipped_for_holding_no_token_still_counts_in_the_push_numbers(shards, tmp_path):
+    """A sequence set's step of empty sentences only is skipped by every rank (no start_step)
+    but counted by the run: the pushes after it were a step behind, so the part of checkpoint 4
+    recorded ``completed`` 3, and an error after it named the step before the run's."""
+    parts = tmp_path / "parts"
+    endpoints = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
+    sync = insecure_worker(endpoints, optimizer="adam")
+    trainer = Trainer(tagger(), sync, GLOBAL, out_dir=tmp_path / "run", progress=False)
+    try:  # epoch 0: steps 1 to 4, step 2 of no token at all (tests.sequence_tagger)
+        trainer.fit(tagged_set(), epochs=1)
+    finally:
+        sync.close()
+    with safe_open(str(parts / "pserver-shard0-step4.safetensors"), "numpy") as part:
+        meta = part.metadata()
+    assert meta["step"] == "4"
+    assert set(json.loads(meta["completed"]).values()) == {4}, meta["completed"]
