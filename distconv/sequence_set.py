@@ -28,6 +28,7 @@ import numpy as np
 
 from distconv.arg import Arg, feeds_of
 from distconv.data import Arrays, DataError, array_length, as_arrays, fingerprint
+from distconv.layers.loss import MSELoss, SoftmaxCrossEntropy
 from distconv.sampler import GlobalBatchSampler
 
 #: what a set's count may be taken over: its rows (tokens), or its sequences
@@ -301,8 +302,11 @@ def refuse_misplaced_labels(
     of the other kind (one a token where its input holds one row a sentence, after a pool, or
     the reverse), a :class:`~distconv.data.DataError` saying where the labels belong; the
     loss's own words ("28 labels for a batch of 1 rows") named neither the set nor its parts.
-    Returns where the failure was another.
+    Returns where the failure was another, or the loss is not one of distconv's own (which read
+    one label a row of their input): a loss of one's own may read the other kind on purpose.
     """
+    if type(loss) not in (SoftmaxCrossEntropy, MSELoss):  # nor a subclass: it may read others
+        return
     inputs = getattr(loss, "inputs", ())
     for i, name in enumerate(wiring[1:], start=1):
         if len(inputs) <= i or name not in feeds or inputs[i] is not feeds[name]:

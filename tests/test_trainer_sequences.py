@@ -14,14 +14,19 @@ import pytest
 from distconv.arg import Arg
 from distconv.data import DataError
 from distconv.equivalence import mismatch, weights
-from distconv.layers import LayerError, MSELoss, SequencePool
+from distconv.layers import FullyConnected, LayerError, MSELoss, SequencePool
+from distconv.layers.base import Layer
 from distconv.optim import create_optimizer
 from distconv.sequence_set import SequenceSet
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
 from tests.sequence_tagger import (
+    CLASSES,
+    CONTEXT,
     GLOBAL,
     OPTIMIZER,
+    WIDTH,
+    _windows,
     by_hand,
     classifier,
     labelled_set,
@@ -256,6 +261,33 @@ def test_another_layer_error_of_a_sequence_model_is_its_own():
     wrong = SequenceSet({"tok": d.rows["tok"] + 10_000, "label": d.rows["label"]}, d.seq_starts)
     with pytest.raises(LayerError, match="TableProjection"):
         fitted(tagger(), wrong, 1)
+
+
+class _TokensVote(Layer):
+    """A loss of one's own that reads the other kind on purpose: each token's logits scored
+    against its sentence's label (one a sequence); it checks its classes first."""
+
+    num_inputs = 2
+
+    def __init__(self, classes: int) -> None:
+        super().__init__()
+        self.classes = classes
+
+    def _forward(self, logits, label):
+        if logits.value.shape[1] != self.classes:
+            raise self.fail(f"logits of {logits.value.shape[1]} classes, built for {self.classes}")
+        raise NotImplementedError  # never reached here
+
+
+def test_a_loss_of_ones_own_reading_the_other_kind_keeps_its_own_words():
+    """Only distconv's losses read one label a row of their input: a loss of one's own that
+    reads a label a sentence beside one row a token, failing for its own reason, was told to
+    move its labels into rows, its own words ("built for 4") left in the chained error."""
+    net = _windows(0)
+    net.add("out", FullyConnected(WIDTH * CONTEXT, CLASSES, dtype=np.float64), "ctx")
+    net.add("loss", _TokensVote(CLASSES + 1), ["out", "label"])
+    with pytest.raises(LayerError, match="logits of 3 classes, built for 4"):
+        fitted(net, labelled_set(), 1)
 
 
 def test_evaluate_on_an_empty_set_is_a_data_error_naming_it():
