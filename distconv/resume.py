@@ -117,6 +117,9 @@ class StepCheckpoints:
         self.start = start or JobStart.from_environment()
         self._said_nothing = False  # whether the chief said no output directory saves nothing
         self._saved: dict[Any, Any] | None = None  # the facts as saved: _saved_facts
+        # the build each checkpoint records: read now, at the run's start, as the MPI and
+        # pserver start-ups read it, not at the first save, when the files may be another's
+        build_id()
 
     def open(
         self,

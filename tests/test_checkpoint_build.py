@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 
 import pytest
 from safetensors import safe_open
@@ -24,6 +26,8 @@ from distconv.checkpoint import (
     save_tensors,
 )
 from distconv.run_dir import RunDirectory
+from tests.child_env import child_env, child_path
+from tests.source_copy import copy_source
 from tests.test_resume_model_structure import DATA, _trainer
 
 pytestmark = pytest.mark.timeout(60)
@@ -100,3 +104,33 @@ def test_a_file_of_another_format_version_names_the_build_to_resume_it_with(tmp_
     assert str(refused.value) == said + (
         named if build else "resume with the distconv that wrote it"
     )
+
+
+#: a child run from a source copy: its trainer made, then that copy edited on disk (an upgrade
+#: in place while the job runs), then its first epoch and checkpoint; the builds they record
+EDITED_WHILE_RUNNING = """
+import sys
+from pathlib import Path
+import distconv
+from distconv.checkpoint import load_checkpoint
+from distconv.run_dir import RunDirectory
+from tests.test_resume_model_structure import DATA, _trainer
+trainer = _trainer(sys.argv[1])
+optim = Path(distconv.__file__).parent / "optim.py"
+optim.write_text(optim.read_text() + "# edited on disk while the run went on\\n")
+trainer.fit(DATA, epochs=1)
+manifest = RunDirectory(sys.argv[1]).latest()
+print(load_checkpoint(manifest.part("chief")).build, manifest.build)
+"""
+
+
+def test_a_checkpoint_records_the_build_the_run_started_with_not_one_edited_in_since(tmp_path):
+    """A single-process run (no MPI or parameter-server start-up computes the build): a source
+    file changed on disk after its start, before its first checkpoint, is not the code that
+    wrote it."""
+    copy = copy_source(tmp_path / "copy")  # this checkout's build, until the child edits it
+    env = child_env(PYTHONPATH=child_path(copy))
+    argv = [sys.executable, "-c", EDITED_WHILE_RUNNING, str(tmp_path / "run")]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=50)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [distconv.build_id()] * 2
