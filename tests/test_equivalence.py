@@ -31,6 +31,7 @@ from distconv.equivalence import (
 from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
 from tests.child_env import child_env
+from tests.equivalence_failures import assert_names_ranks_and_parameters
 from tests.processes import job_left, run_job
 from tests.sync.star_sync import (
     ForgetfulSync,
@@ -79,16 +80,7 @@ def test_a_transport_made_again_from_the_same_meeting_file(tmp_path):
 def test_a_silent_fault_fails_naming_the_rank_and_the_parameter(tmp_path, kind, ranks):
     with pytest.raises(AssertionError) as failed:
         assert_matches_local(star(kind, tmp_path / "meeting"), 2)
-    said = str(failed.value)
-    for rank in ranks:
-        named = re.search(
-            rf"rank {rank} of 2: parameter '(conv|fc)\d\.(weight|bias)' is ([0-9.e-]+) from the "
-            r"reference's at \(",
-            said,
-        )
-        assert named, said
-        assert float(named[3]) > 1e-6, said  # the largest difference, not a rounding
-    assert "tolerance 1e-10" in said and "one process, LocalSync" in said
+    assert_names_ranks_and_parameters(str(failed.value), ranks)
 
 
 def test_an_even_job_does_not_tell_an_example_count_of_its_own(tmp_path):
