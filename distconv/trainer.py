@@ -231,9 +231,9 @@ class Trainer:
                 f"the loss layer {self.loss_name!r} outputs shape {tuple(mean.shape)}, not the "
                 "scalar mean loss the Trainer trains on (reduce it to its mean)"
             )
-        count = loss_rows_checked(arrays, self.network[self.loss_name], index) if ragged else None
-        # a 16-bit loss in float32: float16 ends at 65504
-        loss = widened(mean) * (len(index) if count is None else count)
+        loss_layer = self.network[self.loss_name]
+        count = loss_rows_checked(arrays, loss_layer, index) if ragged else len(index)
+        loss = widened(mean) * count  # a 16-bit loss in float32: float16 ends at 65504
         return loss, (0 if self.accuracy is None else right_answers(outputs, self.accuracy))
 
     def train_step(
