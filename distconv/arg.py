@@ -120,7 +120,11 @@ ROWS_NAMED = 5
 
 
 def not_finite(
-    arrays: Mapping[str, Any], dtype: Any = None, *, chunk_bytes: int = NOT_FINITE_CHUNK_BYTES
+    arrays: Mapping[str, Any],
+    dtype: Any = None,
+    *,
+    chunk_bytes: int = NOT_FINITE_CHUNK_BYTES,
+    row_words: Mapping[str, Callable[[int], str]] | None = None,
 ) -> str | None:
     """Where the float host ``arrays`` (a data set, by feed name) hold NaN or infinity as
     :func:`feeds_of` feeds them (cast to ``dtype`` where one is given: 1e5 is infinite as
@@ -130,7 +134,8 @@ def not_finite(
     and only when a step reaches them (a test set's, after an epoch of training). Rows are
     read about ``chunk_bytes`` at a time (:func:`marked_rows`), each chunk proved finite in one
     pass without a mask (:func:`~distconv.backend.all_finite`); only a chunk that is not gets a
-    mask of its rows."""
+    mask of its rows. ``row_words``: how a feed's rows are named, where not by number alone
+    (:func:`rows_named`)."""
 
     def not_finite_rows(rows: Any) -> Any:
         with np.errstate(over="ignore"):  # past the type's range: infinite, as fed
@@ -146,7 +151,7 @@ def not_finite(
         if count:
             fed = as_fed(np.empty(0, a.dtype), dtype).dtype
             cast = f" as {fed}, the type it trains in" if fed != a.dtype else ""
-            rows = rows_named(count, first)
+            rows = rows_named(count, first, (row_words or {}).get(name, str))
             return f"{name!r} holds NaN or infinity in {count} row(s){cast}: {rows}"
     return None
 
@@ -173,9 +178,10 @@ def marked_rows(
     return count, first
 
 
-def rows_named(count: int, first: list[int]) -> str:
-    """The ``first`` rows of ``count`` a check found, as its message names them."""
-    return ", ".join(map(str, first)) + (" ..." if count > len(first) else "")
+def rows_named(count: int, first: list[int], words: Callable[[int], str] = str) -> str:
+    """The ``first`` rows of ``count`` a check found, as its message names them: each by
+    ``words`` (its number; a sequence set's row also by its sequence)."""
+    return ", ".join(map(words, first)) + (" ..." if count > len(first) else "")
 
 
 #: (id of a read-only host array, the dtype it is fed as) -> a weak reference to the array, and
@@ -185,7 +191,11 @@ def rows_named(count: int, first: list[int]) -> str:
 _PROVED_FINITE: dict[tuple[int, str], tuple[weakref.ref[Any], tuple[int, ...], Any]] = {}
 
 
-def not_finite_once(arrays: Mapping[str, Any], dtype: Any = None) -> str | None:
+def not_finite_once(
+    arrays: Mapping[str, Any],
+    dtype: Any = None,
+    row_words: Mapping[str, Callable[[int], str]] | None = None,
+) -> str | None:
     """:func:`not_finite`, skipping each read-only array (``np.load(..., mmap_mode="r")``)
     that an earlier call proved finite as fed in ``dtype``: the same object (not another one at
     its address), of the same shape and dtype. Another array, or the same one reshaped or viewed
@@ -195,7 +205,7 @@ def not_finite_once(arrays: Mapping[str, Any], dtype: Any = None) -> str | None:
     training. So is an object that takes no weak reference."""
     fed = str(np.dtype(dtype)) if dtype is not None else ""
     unproved = {n: a for n, a in arrays.items() if not _proved_finite(a, fed)}
-    where = not_finite(unproved, dtype)
+    where = not_finite(unproved, dtype, row_words=row_words)
     if where is None:
         for a in unproved.values():
             _remember_finite(a, fed)

@@ -16,7 +16,13 @@ from distconv.data import DataError
 from distconv.layers.base import Layer, forward_only
 from distconv.messages import exception_line
 from distconv.network import Network
-from distconv.sequence_set import arrays_of, first_example, one_example, set_length
+from distconv.sequence_set import (
+    arrays_of,
+    first_example,
+    one_example,
+    row_words,
+    set_length,
+)
 
 #: what fit forwards: the examples ``index`` of a set (arrays by feed name, or a
 #: :class:`~distconv.sequence_set.SequenceSet`); returns (summed loss, right answers)
@@ -76,7 +82,7 @@ def refuse_labels_past_classes(
                 raise DataError(
                     f"the {what} set's {feed!r} holds {count} row(s) outside [0, {classes}), "
                     f"the classes {loss.label} scores; its labels lie in [{low}, {high}]{start}: "
-                    f"{rows_named(count, first)}"
+                    f"{rows_named(count, first, row_words(arrays).get(feed, str))}"
                 )
 
 

@@ -55,7 +55,7 @@ def start_fit(trainer: Trainer, train: Any, test: Any, resume: Any) -> FitStart:
     test = counted(network, loss, as_data_set(test)) if test is not None else None
     if trainer.network.check_finite:  # named before a step, by its rows
         # maybe in this rank's data alone
-        refuse_not_finite(arrays_of(train), arrays_of(test), trainer.dtype)
+        refuse_not_finite(train, test, trainer.dtype)
     sync = trainer.sync
     sampler = GlobalBatchSampler(
         set_length(train),  # a sequence set's sequences

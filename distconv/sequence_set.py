@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -220,6 +220,23 @@ def arrays_of(data: Arrays | SequenceSet | None) -> Mapping[str, Any]:
     if data is None:
         return {}
     return data.arrays if isinstance(data, SequenceSet) else data
+
+
+def row_words(data: Arrays | SequenceSet | None) -> dict[str, Callable[[int], str]]:
+    """How a data check's message names the rows of each feed of ``data`` where a row's
+    number alone does not find it: a sequence set's row feed's row ``r`` as ``"r (row t of
+    sequence s)"``, its sequence counted as ``seq_starts`` does and its row from that
+    sequence's start. None for arrays, nor for a per-sequence feed (its rows are sequences)."""
+    if not isinstance(data, SequenceSet):
+        return {}
+    starts = data.seq_starts
+
+    def in_sequence(row: int) -> str:
+        # the last sequence that starts at or before the row: empty ones before it start there
+        s = int(np.searchsorted(starts, row, side="right")) - 1
+        return f"{row} (row {row - int(starts[s])} of sequence {s})"
+
+    return dict.fromkeys(data.rows, in_sequence)
 
 
 def count_of(data: Arrays | SequenceSet, index: np.ndarray) -> int:

@@ -20,6 +20,7 @@ from distconv.checkpoint_checks import as_saved, beside
 from distconv.data import Arrays, DataError
 from distconv.network import Network
 from distconv.sampler import check_count
+from distconv.sequence_set import SequenceSet, arrays_of, row_words
 from distconv.sync.base import SyncStrategy
 from distconv.sync.one_process import refuse_one_process_collectives
 
@@ -202,10 +203,14 @@ def training_dtype(dtype: Any) -> Any:
     return resolved
 
 
-def refuse_not_finite(train: Arrays, test: Arrays | None, dtype: Any = None) -> None:
+def refuse_not_finite(
+    train: Arrays | SequenceSet, test: Arrays | SequenceSet | None, dtype: Any = None
+) -> None:
     """Refuse a training or test set holding NaN or infinity as fed in ``dtype``, naming its
     rows (:func:`~distconv.arg.not_finite_once`: a read-only array proved finite by an earlier
-    ``fit`` is not read again). Device arrays are left to the network's check of each batch.
+    ``fit`` is not read again; a sequence set's rows also by their sequence:
+    :func:`~distconv.sequence_set.row_words`). Device arrays are left to the network's check
+    of each batch.
 
     Every rank reads all of the training set: each epoch's shards are strided over another
     permutation, so a rank's rows over the run are the whole set.
@@ -213,7 +218,7 @@ def refuse_not_finite(train: Arrays, test: Arrays | None, dtype: Any = None) -> 
     Raises:
         DataError: naming the set, the feed and the first rows.
     """
-    for what, arrays in [("training", train), ("test", test or {})]:
-        host = {n: a for n, a in arrays.items() if not is_gpu_array(a)}  # cupy's: by batch
-        if (where := not_finite_once(host, dtype)) is not None:
+    for what, data in [("training", train), ("test", test)]:
+        host = {n: a for n, a in arrays_of(data).items() if not is_gpu_array(a)}  # by batch
+        if (where := not_finite_once(host, dtype, row_words(data))) is not None:
             raise DataError(f"the {what} set's {where}")

@@ -178,13 +178,18 @@ def test_evaluate_weighs_every_token_alike():
     assert abs(got["test_acc"] - accuracy) < 1e-12
 
 
-def test_fit_refuses_a_token_label_past_the_classes_naming_its_row():
+def test_fit_refuses_a_token_label_past_the_classes_naming_its_row_and_sentence():
     data = tagged_set()
     labels = data.rows["label"].copy()
     labels[7] = 3  # the tagger scores 3 classes
     bad = SequenceSet({"tok": data.rows["tok"], "label": labels}, data.seq_starts)
-    with pytest.raises(DataError, match=r"'label' holds 1 row\(s\) outside \[0, 3\).*: 7"):
+    s = int(np.flatnonzero(data.seq_starts <= 7)[-1])  # the last sentence to start by row 7
+    assert data.seq_starts[s] <= 7 < data.seq_starts[s + 1]
+    with pytest.raises(DataError) as caught:
         fitted(tagger(), bad, 1)
+    said = str(caught.value)
+    assert "'label' holds 1 row(s) outside [0, 3)" in said
+    assert said.endswith(f": 7 (row {7 - data.seq_starts[s]} of sequence {s})"), said
 
 
 def test_fit_refuses_a_test_set_the_model_cannot_read():
@@ -197,12 +202,15 @@ def test_fit_refuses_a_test_set_the_model_cannot_read():
         fitted(tagger(), data, 1, test=other)
 
 
-def test_fit_refuses_nan_in_a_row_feed_naming_its_row():
+def test_fit_refuses_nan_in_a_row_feed_naming_its_row_and_sentence():
     rows = {"tok": np.arange(5), "label": np.zeros(5, np.int64), "x": np.zeros((5, 1))}
-    rows["x"][3] = np.nan
-    data = SequenceSet(rows, np.array([0, 2, 5]))
-    with pytest.raises(DataError, match=r"training set's 'x' holds NaN or infinity in 1 row.*: 3"):
+    rows["x"][[1, 3]] = np.nan
+    # an empty sentence starts where row 2 does: the row is the sentence after it's
+    data = SequenceSet(rows, np.array([0, 2, 2, 5]))
+    with pytest.raises(DataError) as caught:
         fitted(tagger(), data, 1, batch_size=1)
+    said = "the training set's 'x' holds NaN or infinity in 2 row(s): "
+    assert str(caught.value) == said + "1 (row 1 of sequence 0), 3 (row 1 of sequence 2)"
 
 
 def test_a_resume_mid_epoch_gives_the_weights_and_metrics_of_an_uninterrupted_run(tmp_path):
