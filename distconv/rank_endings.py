@@ -128,7 +128,14 @@ def different_jobs_in(lines: Sequence[str]) -> str | None:
 #: those words drops the launcher's exemption of them from ``--max-restarts``
 _OTHER_RUN = "comes from a different run"
 _RESUME_REFUSALS = (f"{_OTHER_RUN}; resuming would not reproduce it", "does not fit the model: ")
-_CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?CheckpointError: "
+#: and those by which ``distconv.checkpoint.load_checkpoint`` refuses a file of another format
+#: version (``checkpoint P has format version '3'; this distconv reads version '2': ...``, a
+#: ``CheckpointVersionError``), its version and this distconv's the groups: the resume sets no
+#: such file aside (the distconv that wrote it reads it), so every attempt meets it again.
+#: Written there, read here too: ``tests/launcher/test_launch_resume_refused_once.py`` reads
+#: that function's own message back
+_OTHER_VERSION = r"has format version (.*?); this distconv reads version (.*?): "
+_CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?Checkpoint(?:Version)?Error: "
 
 
 #: how a rank that cannot set up names its error in the job check's description (its
@@ -250,26 +257,31 @@ _CANNOT_READ = re.compile(r".*?: cannot read: ", re.DOTALL)
 
 
 #: what a rank (or another, told of it: :func:`setup_failure_text`) says where its resume was
-#: refused (:data:`_RESUME_REFUSALS`), as :data:`DIFFERENT_JOBS` reads a line: behind
-#: ``NAME: error: `` or the error's class (``CheckpointError: ``, a traceback's
-#: ``distconv.checkpoint.CheckpointError: ``), at least one of them; the refusal's kind its group
+#: refused (:data:`_RESUME_REFUSALS`, :data:`_OTHER_VERSION`), as :data:`DIFFERENT_JOBS` reads a
+#: line: behind ``NAME: error: `` or the error's class (``CheckpointError: ``, a traceback's
+#: ``distconv.checkpoint.CheckpointVersionError: ``), at least one of them; the refusal's kind
+#: its first group, or the two versions its second and third
 _TO_REFUSAL = (
     rf"{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?{_CLASS}(?:rank \d+ {_COULD_NOT}: )?"
 )
 RESUME_REFUSED = re.compile(
     rf"(?:[^:]+: error: {_TO_REFUSAL}(?:{_CHECKPOINT_ERROR})?|{_TO_REFUSAL}{_CHECKPOINT_ERROR})"
-    rf"checkpoint .*? ({'|'.join(re.escape(r) for r in _RESUME_REFUSALS)}).*",
+    rf"checkpoint .*? (?:({'|'.join(re.escape(r) for r in _RESUME_REFUSALS)})|{_OTHER_VERSION}).*",
     re.DOTALL,
 )
 
 
 def resume_refused_in(lines: Sequence[str]) -> str | None:
     """Why the last of ``lines`` (each a rank's text, as :data:`DIFFERENT_JOBS` reads it) that
-    says a resume was refused refused it: ``comes from a different run`` or ``does not fit the
-    model``, words that every attempt of the job would meet again; None where none says so."""
+    says a resume was refused refused it: ``comes from a different run``, ``does not fit the
+    model`` or ``has format version '3' where this distconv reads version '2'``, words that every
+    attempt of the job would meet again; None where none says so."""
     for line in reversed(lines):
-        if found := RESUME_REFUSED.fullmatch(line):
-            return _OTHER_RUN if found[1].startswith(_OTHER_RUN) else found[1].removesuffix(": ")
+        if (found := RESUME_REFUSED.fullmatch(line)) is None:
+            continue
+        if found[1] is None:
+            return f"has format version {found[2]} where this distconv reads version {found[3]}"
+        return _OTHER_RUN if found[1].startswith(_OTHER_RUN) else found[1].removesuffix(": ")
     return None
 
 

@@ -157,16 +157,17 @@ class Failure:
     def every_attempt(self) -> str | None:
         """What every attempt of the same command would stop on again, so that a restart is
         no use (``the ranks run different jobs, ...``); None where a restart may help. So too
-        a resume refused because the checkpoint comes from a different run or does not fit
-        the model (:func:`~distconv.rank_endings.resume_refused_in`, in the failing rank's
-        last line or in its cause, what its peers were told included): the same checkpoint is
-        read again. Not an earlier line: a program that said a resume was refused and went on
-        (afresh) failed of something else, which a restart may get past. So too an error of the
-        job itself, its data, model or configuration (a ``DataError`` at fit start or at the
-        step whose batch holds a bad label: :func:`~distconv.rank_endings.job_error_in`), in a
-        rank's last line (under MPI each rank's) or in the cause; or in another child's last
-        words, where every child that failed otherwise only stopped because of it
-        (:attr:`job_error_elsewhere`: a victim, or a rank that the launcher's stop ended)."""
+        a resume refused because the checkpoint comes from a different run, does not fit the
+        model or is of another format version (:func:`~distconv.rank_endings.resume_refused_in`,
+        in the failing rank's last line or in its cause, what its peers were told included):
+        the same checkpoint is read again. Not an earlier line: a program that said a resume
+        was refused and went on (afresh) failed of something else, which a restart may get
+        past. So too an error of the job itself, its data, model or configuration (a
+        ``DataError`` at fit start or at the step whose batch holds a bad label:
+        :func:`~distconv.rank_endings.job_error_in`), in a rank's last line (under MPI each
+        rank's) or in the cause; or in another child's last words, where every child that
+        failed otherwise only stopped because of it (:attr:`job_error_elsewhere`: a victim,
+        or a rank that the launcher's stop ended)."""
         if self.different_jobs:
             return "the ranks run different jobs, which every attempt would stop on"
         if (own := self.job_error) is not None:

@@ -1,7 +1,8 @@
-"""A resume that distconv refuses because the checkpoint is of another run, or does not fit the
-model, fails the same way on every attempt: ``--max-restarts`` restarted it all the same (two
-restarts, the refusal three times over), where the ranks' different jobs were already not
-retried. Real ``distconv train`` runs: one to checkpoint, then real launches resuming it."""
+"""A resume that distconv refuses because the checkpoint is of another run, does not fit the
+model or is of another format version, fails the same way on every attempt: ``--max-restarts``
+restarted it all the same (two restarts, the refusal three times over), where the ranks'
+different jobs were already not retried. Real ``distconv train`` runs: one to checkpoint, then
+real launches resuming it."""
 
 from __future__ import annotations
 
@@ -12,19 +13,27 @@ import sys
 
 import pytest
 
-from distconv.rank_endings import resume_refused_in
+from distconv.checkpoint import BUILD_KEY, VERSION, load_checkpoint
+from distconv.checkpoint_errors import CheckpointVersionError
+from distconv.rank_endings import reason_text, resume_refused_in, setup_failure_text
 from distconv.run_dir import RunDirectory
 from tests.launcher.launch_cli import ENV, launch
+from tests.launcher.real_children import mpiexec_or_skip
+from tests.test_checkpoint_build import OTHER, _rewrite_metadata
+from tests.test_checkpoint_version_1 import FILE as VERSION_1_FILE
 from tests.test_resume_checks import _rewrite_extra
 
 #: a short run of distconv train's own: its checkpoint is the one each launch resumes
 TRAIN = ("--data", "synthetic", "--epochs", "1", "--no-progress", "-q")
+#: a launch of one worker and no shards, and how its worker's one-line ending begins
+LOCAL_1 = ("local", "--workers", "1", "--servers", "0")
+WORKER_0 = "[worker 0] distconv train: error: "
 
 
-@pytest.fixture(scope="module")
-def checkpointed(tmp_path_factory) -> str:
+def _trained(tmp_path_factory, *flags: str) -> str:
+    """The ``--out`` of a first run of :data:`TRAIN` with ``flags``, one of its own."""
     out = tmp_path_factory.mktemp("first") / "out"
-    command = [sys.executable, "-m", "distconv", "train", *TRAIN, "--batch-size", "64"]
+    command = [sys.executable, "-m", "distconv", "train", *TRAIN, "--batch-size", "64", *flags]
     done = subprocess.run(
         [*command, "--out", str(out)], env=ENV, capture_output=True, text=True, timeout=60
     )
@@ -32,13 +41,25 @@ def checkpointed(tmp_path_factory) -> str:
     return str(out)
 
 
+@pytest.fixture(scope="module")
+def checkpointed(tmp_path_factory) -> str:
+    return _trained(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def two_checkpoints(tmp_path_factory) -> str:
+    """A run whose checkpoints are of steps 3 and 6 (6 steps an epoch: 384 examples, 64 a
+    batch)."""
+    return _trained(tmp_path_factory, "--checkpoint-every", "3")
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
     ("job", "change", "refusal"),
     [  # the rank's own line (one worker), and a rank told of it (a shard's job: two)
-        (("--workers", "1", "--servers", "0"), ("--batch-size", "64", "--seed", "1"),
+        (LOCAL_1, ("--batch-size", "64", "--seed", "1"),
          "the checkpoint to resume comes from a different run"),
-        (("--workers", "2", "--servers", "1", "--insecure"),
+        (("local", "--workers", "2", "--servers", "1", "--insecure"),
          ("--batch-size", "32", "--dtype", "float64"),  # named by its facts, not its fit
          "the checkpoint to resume comes from a different run"),
     ],
@@ -57,26 +78,81 @@ def test_a_resume_that_does_not_fit_the_model_is_not_restarted(tmp_path, checkpo
     out = tmp_path / "out"
     shutil.copytree(checkpointed, out)
     _rewrite_extra(RunDirectory(out).latest(), dtype="None", train_data=None)
-    job, change = ("--workers", "1", "--servers", "0"), ("--batch-size", "64", "--dtype", "float64")
-    _refused_once(tmp_path, out, job, change, "the checkpoint to resume does not fit the model")
+    change = ("--batch-size", "64", "--dtype", "float64")
+    _refused_once(tmp_path, out, LOCAL_1, change, "the checkpoint to resume does not fit the model")
 
 
-def _refused_once(tmp_path, out, job, change, refusal) -> None:
-    """Resume ``out`` under a launch of ``job`` with ``--max-restarts 2`` and ``change``: one
-    attempt, refused for ``refusal``, which the launcher says and records, restarting none."""
+#: what the launcher says of a checkpoint of format version '3', which this distconv cannot read
+OTHER_VERSION = (
+    f"the checkpoint to resume has format version '3' where this distconv reads version {VERSION!r}"
+)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("job", "said_by"),
+    [  # the rank's own line; a rank told of it by a shard; each rank's under mpiexec
+        (LOCAL_1, WORKER_0),
+        (("local", "--workers", "2", "--servers", "1", "--insecure"), WORKER_0),
+        (("mpi", "-np", "2"), "[0] distconv train: error: "),
+    ],
+    ids=["own line", "told by a shard", "mpi"],
+)
+def test_a_resume_of_another_format_version_is_not_restarted(tmp_path, checkpointed, job, said_by):
+    """The resume does not set such a file aside (the distconv that wrote it reads it): every
+    attempt meets it again. The launcher's last message names the file and both versions."""
+    if job[0] == "mpi":
+        mpiexec_or_skip()
+    out = tmp_path / "out"
+    shutil.copytree(checkpointed, out)
+    path = RunDirectory(out).latest().part("chief")
+    _rewrite_metadata(path, version="3", **{BUILD_KEY: OTHER})
+    said = _refused_once(tmp_path, out, job, ("--batch-size", "64"), OTHER_VERSION, said_by)
+    final = said[said.index("(after 0 restart(s))") :]  # its headline and the rank's last lines
+    assert f"{path} has format version '3'; this distconv reads version {VERSION!r}" in final
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("damaged", ["newest", "older"])
+def test_a_damaged_checkpoint_beside_one_of_another_version(tmp_path, two_checkpoints, damaged):
+    """Newest damaged, the one before of another version: the damaged one is set aside and the
+    next tried, whose version is refused; the newest of another version, the one before
+    damaged: refused at the newest, nothing set aside. Either way one attempt, not restarted."""
+    out = tmp_path / "out"
+    shutil.copytree(two_checkpoints, out)
+    older, newest = (m.part("chief") for m in RunDirectory(out).manifests())
+    refused, other = (older, newest) if damaged == "newest" else (newest, older)
+    _rewrite_metadata(refused, version="3")
+    raw = bytearray(other.read_bytes())
+    raw[-1] ^= 1  # a bit of the last tensor's data: it fails its checksum
+    other.write_bytes(bytes(raw))
+    said = _refused_once(tmp_path, out, LOCAL_1, ("--batch-size", "64"), OTHER_VERSION)
+    assert f"[worker 0] distconv train: error: checkpoint {refused} has format version '3'" in said
+    aside = sorted(p.name for p in (out / "checkpoints").iterdir() if p.suffix == ".unusable")
+    set_aside = damaged == "newest"
+    assert aside == (["step-00000006.json.unusable", "step-00000006.unusable"] if set_aside else [])
+    assert ("setting it aside, trying the checkpoint before it" in said) == set_aside, said[-3000:]
+
+
+def _refused_once(tmp_path, out, job, change, refusal, said_by=WORKER_0) -> str:
+    """Resume ``out`` under a launch of ``job`` (its mode and flags) with ``--max-restarts 2``
+    and ``change``: one attempt (``said_by``: the failing rank's ending, said once), refused
+    for ``refusal``, which the launcher says and records, restarting none. What it said."""
     run = tmp_path / "run"
     done = launch(
-        "local", *job, "--max-restarts", "2", "--run-dir", str(run), "--",
+        *job, "--max-restarts", "2", "--run-dir", str(run), "--",
         *TRAIN[:2], "--epochs", "2", "--out", str(out), "--resume", *change, cwd=tmp_path,
     )  # fmt: skip
     said = done.stderr + done.stdout
     assert done.returncode == 1, said[-3000:]
     unused = f"not restarting (--max-restarts 2): {refusal}, which every attempt would refuse"
     assert unused in done.stderr, said[-3000:]
-    assert said.count("[worker 0] distconv train: error: ") == 1, said[-3000:]  # one attempt
+    ended = [line for line in said.splitlines() if line.startswith(said_by)]
+    assert len(ended) == 1, said[-3000:]  # one attempt
     report = json.loads((run / "failure.json").read_text())
     assert report["restart"] == 0 and report["then"] == unused, report
     assert not (run / "restarts.jsonl").exists()
+    return said
 
 
 @pytest.mark.parametrize(
@@ -101,12 +177,46 @@ def test_the_refusals_are_read_in_each_form_a_rank_says_them(line):
 
 
 @pytest.mark.parametrize(
+    ("rewrite", "theirs"),
+    [({}, "'1'"), ({"version": "3", BUILD_KEY: OTHER}, "'3'"), ({"version": None}, "None")],
+    ids=["version 1", "another build's", "no version"],
+)
+def test_a_version_refusal_is_read_in_the_words_load_checkpoint_writes(tmp_path, rewrite, theirs):
+    """Written there (``load_checkpoint``'s own message: distconv 0.1's version 1 file, that
+    file rewritten as another build's version '3', or with no version), read here, in each
+    form a rank says it. A change of those words fails this, where it would drop the
+    launcher's exemption of them from ``--max-restarts``."""
+    path = tmp_path / "checkpoint.safetensors"
+    shutil.copyfile(VERSION_1_FILE, path)
+    if rewrite:
+        _rewrite_metadata(path, **rewrite)
+    with pytest.raises(CheckpointVersionError) as refused:
+        load_checkpoint(path)
+    error = refused.value
+    told = setup_failure_text(0, f"CheckpointVersionError: {error}")
+    kind = f"has format version {theirs} where this distconv reads version {VERSION!r}"
+    for line in (
+        f"distconv train: error: {error}",
+        f"distconv.checkpoint.CheckpointVersionError: {error}",
+        reason_text(0, f"CheckpointVersionError: {error}", "aborting the MPI job"),
+        f"distconv train: error: rank 1, all_equal:1: pserver 127.0.0.1:5: {told}",
+        f"my_model.py: error: CheckpointVersionError: {error}",
+    ):
+        assert resume_refused_in(["before", line]) == kind, line
+
+
+@pytest.mark.parametrize(
     "line",
     [  # a quote of the words in another failure, or a checkpoint that may come next time
         "my_model.py: error: ValueError: retry: checkpoint x comes from a different run; "
         "resuming would not reproduce it",
         "distconv train: error: --resume: no complete checkpoint in /r/checkpoints",
         "checkpoint x does not fit the model: parameter 'w'",
+        "my_model.py: error: ValueError: retry: checkpoint x has format version '3'; this "
+        "distconv reads version '2': resume with the distconv that wrote it",
+        "checkpoint x has format version '3'; this distconv reads version '2': resume with ...",
+        "distconv.checkpoint.CheckpointDamaged: checkpoint x has format version '3'; this "
+        "distconv reads version '2': ...",
     ],
 )
 def test_other_lines_are_no_refused_resume(line):
