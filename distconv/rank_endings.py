@@ -134,8 +134,17 @@ _RESUME_REFUSALS = (f"{_OTHER_RUN}; resuming would not reproduce it", "does not 
 #: such file aside (the distconv that wrote it reads it), so every attempt meets it again.
 #: Written there, read here too: ``tests/launcher/test_launch_resume_refused_once.py`` reads
 #: that function's own message back
-_OTHER_VERSION = r"has format version (.*?); this distconv reads version (.*?): "
-_CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?Checkpoint(?:Version)?Error: "
+_OTHER_VERSION = r"has format version (?P<theirs>.*?); this distconv reads version (?P<ours>.*?): "
+#: and those by which ``distconv.run_dir.legacy_refusal`` refuses a run directory whose one
+#: checkpoint is a distconv's from before step checkpoints, format version 1 (``runs/x holds a
+#: checkpoint of an older distconv (checkpoint.safetensors, format version 1, ...``, a
+#: ``RunDirError``, with or without ``--resume``), that file's name the group; the directory
+#: holds no ``: `` (a quote of the words behind another error's class would). Read back alike
+_VERSION_1_RUN = (
+    r"(?:(?!: ).)*? holds a checkpoint of an older distconv \((?P<legacy>[^()]*?), format "
+    r"version 1, from before step checkpoints\), which this version cannot resume\. "
+)
+_CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?(?:Checkpoint(?:Version)?|RunDir)Error: "
 
 
 #: how a rank that cannot set up names its error in the job check's description (its
@@ -257,16 +266,17 @@ _CANNOT_READ = re.compile(r".*?: cannot read: ", re.DOTALL)
 
 
 #: what a rank (or another, told of it: :func:`setup_failure_text`) says where its resume was
-#: refused (:data:`_RESUME_REFUSALS`, :data:`_OTHER_VERSION`), as :data:`DIFFERENT_JOBS` reads a
-#: line: behind ``NAME: error: `` or the error's class (``CheckpointError: ``, a traceback's
-#: ``distconv.checkpoint.CheckpointVersionError: ``), at least one of them; the refusal's kind
-#: its first group, or the two versions its second and third
+#: refused (:data:`_RESUME_REFUSALS`, :data:`_OTHER_VERSION`, :data:`_VERSION_1_RUN`), as
+#: :data:`DIFFERENT_JOBS` reads a line: behind ``NAME: error: `` or the error's class
+#: (``CheckpointError: ``, a traceback's ``distconv.checkpoint.CheckpointVersionError: ``), at
+#: least one of them; the refusal's kind its group ``kind``, or the two versions, or the file
 _TO_REFUSAL = (
     rf"{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?{_CLASS}(?:rank \d+ {_COULD_NOT}: )?"
 )
 RESUME_REFUSED = re.compile(
     rf"(?:[^:]+: error: {_TO_REFUSAL}(?:{_CHECKPOINT_ERROR})?|{_TO_REFUSAL}{_CHECKPOINT_ERROR})"
-    rf"checkpoint .*? (?:({'|'.join(re.escape(r) for r in _RESUME_REFUSALS)})|{_OTHER_VERSION}).*",
+    rf"(?:checkpoint .*? (?:(?P<kind>{'|'.join(map(re.escape, _RESUME_REFUSALS))})"
+    rf"|{_OTHER_VERSION})|{_VERSION_1_RUN}).*",
     re.DOTALL,
 )
 
@@ -274,14 +284,19 @@ RESUME_REFUSED = re.compile(
 def resume_refused_in(lines: Sequence[str]) -> str | None:
     """Why the last of ``lines`` (each a rank's text, as :data:`DIFFERENT_JOBS` reads it) that
     says a resume was refused refused it: ``comes from a different run``, ``does not fit the
-    model`` or ``has format version '3' where this distconv reads version '2'``, words that every
-    attempt of the job would meet again; None where none says so."""
+    model``, ``has format version '3' where this distconv reads version '2'`` or, for a run of
+    distconv 0.1's one checkpoint, ``has format version 1 (checkpoint.safetensors, from before
+    step checkpoints)``, words that every attempt of the job would meet again; None where none
+    says so."""
     for line in reversed(lines):
         if (found := RESUME_REFUSED.fullmatch(line)) is None:
             continue
-        if found[1] is None:
-            return f"has format version {found[2]} where this distconv reads version {found[3]}"
-        return _OTHER_RUN if found[1].startswith(_OTHER_RUN) else found[1].removesuffix(": ")
+        if (kind := found["kind"]) is not None:
+            return _OTHER_RUN if kind.startswith(_OTHER_RUN) else kind.removesuffix(": ")
+        if found["legacy"] is not None:
+            return f"has format version 1 ({found['legacy']}, from before step checkpoints)"
+        theirs, ours = found["theirs"], found["ours"]
+        return f"has format version {theirs} where this distconv reads version {ours}"
     return None
 
 

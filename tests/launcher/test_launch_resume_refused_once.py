@@ -10,13 +10,15 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from distconv.checkpoint import BUILD_KEY, VERSION, load_checkpoint
 from distconv.checkpoint_errors import CheckpointVersionError
 from distconv.rank_endings import reason_text, resume_refused_in, setup_failure_text
-from distconv.run_dir import RunDirectory
+from distconv.run_dir import RunDirectory, legacy_refusal
+from distconv.run_files import LEGACY_CHECKPOINT
 from tests.launcher.launch_cli import ENV, launch
 from tests.launcher.real_children import mpiexec_or_skip
 from tests.test_checkpoint_build import OTHER, _rewrite_metadata
@@ -82,6 +84,8 @@ def test_a_resume_that_does_not_fit_the_model_is_not_restarted(tmp_path, checkpo
     _refused_once(tmp_path, out, LOCAL_1, change, "the checkpoint to resume does not fit the model")
 
 
+#: what the launcher says of a run directory whose one checkpoint is distconv 0.1's
+VERSION_1 = f"has format version 1 ({LEGACY_CHECKPOINT}, from before step checkpoints)"
 #: what the launcher says of a checkpoint of format version '3', which this distconv cannot read
 OTHER_VERSION = (
     f"the checkpoint to resume has format version '3' where this distconv reads version {VERSION!r}"
@@ -134,14 +138,32 @@ def test_a_damaged_checkpoint_beside_one_of_another_version(tmp_path, two_checkp
     assert ("setting it aside, trying the checkpoint before it" in said) == set_aside, said[-3000:]
 
 
-def _refused_once(tmp_path, out, job, change, refusal, said_by=WORKER_0) -> str:
-    """Resume ``out`` under a launch of ``job`` (its mode and flags) with ``--max-restarts 2``
-    and ``change``: one attempt (``said_by``: the failing rank's ending, said once), refused
-    for ``refusal``, which the launcher says and records, restarting none. What it said."""
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("resume", [("--resume",), ()], ids=["--resume", "no --resume"])
+def test_a_run_of_a_version_1_checkpoint_is_not_restarted(tmp_path, resume):
+    """A run directory whose one checkpoint is distconv 0.1's (format version 1, before step
+    checkpoints) is refused, with or without ``--resume``, saying how to keep its weights: the
+    same directory, so the same refusal, on every attempt."""
+    out = tmp_path / "out"
+    out.mkdir()
+    shutil.copyfile(VERSION_1_FILE, out / LEGACY_CHECKPOINT)
+    refusal = f"the checkpoint to resume {VERSION_1}"
+    said = _refused_once(tmp_path, out, LOCAL_1, resume, refusal, resume_flag=())
+    assert f"{WORKER_0}{legacy_refusal(out)}" in said, said[-3000:]
+    assert (out / LEGACY_CHECKPOINT).read_bytes() == VERSION_1_FILE.read_bytes()
+
+
+def _refused_once(
+    tmp_path, out, job, change, refusal, said_by=WORKER_0, resume_flag=("--resume",)
+) -> str:
+    """Resume ``out`` (``resume_flag``) under a launch of ``job`` (its mode and flags) with
+    ``--max-restarts 2`` and ``change``: one attempt (``said_by``: the failing rank's ending,
+    said once), refused for ``refusal``, which the launcher says and records, restarting none.
+    What it said."""
     run = tmp_path / "run"
     done = launch(
         *job, "--max-restarts", "2", "--run-dir", str(run), "--",
-        *TRAIN[:2], "--epochs", "2", "--out", str(out), "--resume", *change, cwd=tmp_path,
+        *TRAIN[:2], "--epochs", "2", "--out", str(out), *resume_flag, *change, cwd=tmp_path,
     )  # fmt: skip
     said = done.stderr + done.stdout
     assert done.returncode == 1, said[-3000:]
@@ -205,6 +227,20 @@ def test_a_version_refusal_is_read_in_the_words_load_checkpoint_writes(tmp_path,
         assert resume_refused_in(["before", line]) == kind, line
 
 
+def test_a_version_1_run_refusal_is_read_in_the_words_run_dir_writes():
+    """Written there (``distconv.run_dir.legacy_refusal``), read here, in each form a rank
+    says it: a change of those words fails this."""
+    refused = legacy_refusal(Path("runs/a b"))
+    told = setup_failure_text(0, f"RunDirError: {refused}")
+    for line in (
+        f"distconv train: error: {refused}",
+        f"distconv.run_dir.RunDirError: {refused}",
+        reason_text(0, f"RunDirError: {refused}", "aborting the MPI job"),
+        f"distconv train: error: rank 1, all_equal:1: pserver 127.0.0.1:5: {told}",
+    ):
+        assert resume_refused_in(["before", line]) == VERSION_1, line
+
+
 @pytest.mark.parametrize(
     "line",
     [  # a quote of the words in another failure, or a checkpoint that may come next time
@@ -217,6 +253,9 @@ def test_a_version_refusal_is_read_in_the_words_load_checkpoint_writes(tmp_path,
         "checkpoint x has format version '3'; this distconv reads version '2': resume with ...",
         "distconv.checkpoint.CheckpointDamaged: checkpoint x has format version '3'; this "
         "distconv reads version '2': ...",
+        "my_model.py: error: ValueError: retry: runs/x holds a checkpoint of an older distconv "
+        "(checkpoint.safetensors, format version 1, from before step checkpoints), which this "
+        "version cannot resume. It holds ...",
     ],
 )
 def test_other_lines_are_no_refused_resume(line):
