@@ -6,7 +6,8 @@ a rank a pass, 3 passes a step (a global batch of 12), so the last step is short
 examples neither rank has anything in its last pass, with 45 rank 0 has one example there and
 rank 1 none (its gradients go from ``fire_every_gradient`` while rank 0's come from backward). With
 ``RUN_DIR`` it checkpoints every 2 steps there and resumes from what it finds. Rank 0 saves the
-parameters to ``OUT`` (.npz), and the number of steps this job ran as ``_steps``.
+parameters to ``OUT`` (.npz), the run's steps so far as ``_steps`` (the sync's count: after a
+resume, from the checkpoint's step), and the epochs this job ran as ``_epochs``.
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ def main() -> None:
         trainer.fit(trainer_data(examples), epochs=epochs, resume="auto" if run_dir else False)
     finally:
         sync.close()
-    if sync.rank == 0:  # with the steps this job ran (a resumed one: the second epoch's)
-        np.savez(out, **weights(net), _steps=np.array(sync.step))
+    if sync.rank == 0:  # with the run's steps, and the epochs this job ran (a resumed one's: 1)
+        steps, epochs = np.array(sync.step), np.array(len(trainer.history))
+        np.savez(out, **weights(net), _steps=steps, _epochs=epochs)
 
 
 if __name__ == "__main__":

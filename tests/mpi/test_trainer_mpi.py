@@ -31,7 +31,8 @@ def one_process(epochs: int, examples: int = 37, ranks: int = 2) -> dict[str, np
 
 
 def two_ranks(tmp_path, name: str, overlap: str, epochs: int, examples=37, run_dir=None, n=2):
-    """``run_trainer.py`` on 2 ranks (``n``): rank 0's parameters, and the steps the job ran."""
+    """``run_trainer.py`` on 2 ranks (``n``): rank 0's parameters, and the run's steps so far
+    (``OUT`` keeps the rest: ``TMP_PATH/NAME.npz``)."""
     out = tmp_path / f"{name}.npz"
     command = [*script("run_trainer.py"), str(out), overlap, str(epochs), str(examples)]
     proc = run_mpi(["-n", str(n), *command, *([str(run_dir)] if run_dir else [])], timeout=100)
@@ -74,6 +75,8 @@ def test_two_ranks_resumed_from_a_checkpoint_equal_one_process_uninterrupted(tmp
     first, steps = two_ranks(tmp_path, "first", "1", epochs=1, run_dir=run_dir)
     assert steps == 4 and mismatch(one_process(epochs=1), first) is None
     resumed, steps = two_ranks(tmp_path, "resumed", "1", epochs=2, run_dir=run_dir)
-    assert steps == 4  # the second epoch only: it resumed, it did not start again
+    epochs = int(np.load(tmp_path / "resumed.npz")["_epochs"])
+    assert epochs == 1  # the second epoch only: it resumed, it did not start again
+    assert steps == 8  # the run's: the sync numbered its steps from the checkpoint's 4
     assert mismatch(one_process(epochs=2), resumed) is None
     assert max_relative(resumed, first) > 1e-3  # the second epoch did train

@@ -29,6 +29,7 @@ from distconv.sync.mpi.comm import (
 )
 from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.identity import introduce
+from distconv.sync.mpi.numbering import StepNumbers
 from distconv.sync.mpi.step_check import (
     BARRIER,
     BROADCAST,
@@ -77,16 +78,17 @@ AFTER_FAILED_SETUP = (
 )
 
 
-class RankCollectives(LocalSync):
+class RankCollectives(StepNumbers, LocalSync):
     """A :class:`~distconv.sync.local.LocalSync` whose ranks meet on ``self.comm``.
 
     A subclass sets ``comm``, ``rank``, ``world_size``, ``_in_place``/``_op`` (``MPI.IN_PLACE``
     and ``MPI.SUM``, or None and None for a single-rank stand-in), ``_check`` (the ranks'
-    exchange of where they are, on ``comm``), ``step`` (the steps it finished), ``_open``
-    (what is under way, from setup or a step's start to its last collective; None between
-    steps) and ``_changed_in`` (what was open when it began to change the parameters or their
-    state: a setup, or a step's first update; None once that completed: until then they may
-    hold it in part, and a setup whose job check failed, having changed nothing, keeps it).
+    exchange of where they are, on ``comm``), ``step`` (the steps it finished, as the run
+    counts them: :class:`~.numbering.StepNumbers`), ``_open`` (what is under way, from setup
+    or a step's start to its last collective; None between steps) and ``_changed_in`` (what
+    was open when it began to change the parameters or their state: a setup, or a step's
+    first update; None once that completed: until then they may hold it in part, and a setup
+    whose job check failed, having changed nothing, keeps it).
     """
 
     comm: Any

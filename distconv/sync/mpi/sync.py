@@ -137,6 +137,8 @@ class MPISync(
         piece_sizes: first, full-size and last piece bytes (those not given decided with the
             layout: :func:`~distconv.sync.mpi.pieces.piece_sizes`).
         wire_bytes: bytes this rank has handed to the gradient collectives so far.
+        step: the step under way, or the next, counted from 0 as the run counts them
+            (``start_at``: :mod:`~distconv.sync.mpi.numbering`).
     """
 
     def __init__(
@@ -287,6 +289,7 @@ class MPISync(
             b.reset()
         self._first_pass, self._next_launch = [], 0
         self._matched = self._check_refused = self._ended_alike = False  # nothing met yet
+        self._number_step()  # the run's, as start_at told: after the refusals above
         self._watchdog.phase = f"step {self.step}"
         self._stamp += 1
         self._used.reset()

@@ -1,0 +1,51 @@
+"""The run's step numbers in :class:`~distconv.sync.mpi.MPISync`: ``step`` counts from where the
+Trainer says the run is (:meth:`StepNumbers.start_at`), not from 0 in each process, so after a
+resume its errors, the step check's words and the watchdog's phase name the steps the
+checkpoint, the log and the metrics name.
+
+``step`` counts from 0: ``step N`` is the step after N whole ones (the checkpoint of step N's
+next, the Trainer's step N + 1), and ``after N steps`` follows N of them. The ranks compare it
+too: each step's check posts it, every meeting and setup's check say it, and close's last
+exchange. The contract tells every rank the same step (the Trainer's position is the chief's,
+shared with every rank before the first step), so they compare like with like; a script that
+tells two ranks different steps has them refused at that step's check, naming both.
+
+A step told is taken by the next ``start_step`` that begins a step, not at once: one refused
+(a step unfinished, or one that failed and wants a setup) names the step it refuses, and what
+counts a failed step (how far back it is, said at setup) or abandoned ones (``steps_ended``)
+stays within one numbering, no step beginning between a failure and the setup that settles it.
+"""
+
+from __future__ import annotations
+
+from distconv.sync.base import SyncStrategy
+
+
+class StepNumbers:
+    """The run's step numbers of :class:`~distconv.sync.mpi.MPISync` (a mixin, the base of
+    its :class:`~.collectives.RankCollectives`, whose meetings say them): ``step``, set from
+    :meth:`start_at` when a step begins (the sync's ``start_step`` calls :meth:`_number_step`).
+
+    Attributes:
+        step: the step under way, or the next (0-based); +1 as each ``finish_step`` ends (an
+            abandoned step is counted apart).
+    """
+
+    step: int
+    #: the step :meth:`start_at` told, until a step begins
+    _told_step: int | None = None
+
+    def start_at(self, step: int) -> None:
+        """The run's ``step`` the next step follows (the contract's call, on every rank alike):
+        the next ``start_step`` that begins a step numbers it ``step``, and those after it on.
+
+        Raises:
+            ValueError: ``step`` is not a count (an int >= 0).
+        """
+        SyncStrategy.start_at(self, step)  # type: ignore[arg-type]  # the contract's check
+        self._told_step = int(step)
+
+    def _number_step(self) -> None:
+        """A step begins: number it as :meth:`start_at` told, if it did since the last."""
+        if self._told_step is not None:
+            self.step, self._told_step = self._told_step, None
