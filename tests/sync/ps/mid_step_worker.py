@@ -1,0 +1,53 @@
+"""A user script (``distconv.distributed``'s ``init`` and ``run_main``, as in the README) of two
+workers whose rank 0 stops on an error in the middle of a step while rank 1 waits in it.
+
+The model pools each sentence to one row, while its set says the loss averages over tokens
+(``mean_over="rows"``). The fit's check of one example passes (the set's first sentence holding
+a token has one: one row either way); in the second step rank 0's sentences hold 3 tokens in
+2 rows, so after its forward ``loss_rows_checked`` refuses them (a ``DataError`` naming
+``mean_over``), while rank 1's share is only empty sentences: it runs no forward, hands every
+gradient over (``fire_every_gradient``) and waits for the step's values.
+
+Each rank writes ``rank R stopped at T`` (``time.time()``) to stderr as its error leaves
+``main``, for the test to time the other rank's stop. ``python mid_step_worker.py``; the rank,
+the world and the shards come from the environment (the test's, or the launcher's).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import distconv.distributed as dist
+from distconv.sequence_set import SequenceSet
+from distconv.trainer import Trainer
+from tests.sequence_tagger import classifier, lengths_in_order, sentences
+
+#: sentence lengths in epoch 0's order, 2 a rank a step: step 1 gives rank 0 [1, 2] (3 tokens,
+#: 2 rows) and rank 1 [0, 0]; 10 steps, past the async ranks' stop check after step 8
+IN_ORDER = (1, 1, 1, 1, 1, 0, 2, 0, *[1] * 32)
+
+
+def labelled() -> SequenceSet:
+    """The sentences, one label each, counted by their tokens (what the pooling model is not)."""
+    d = sentences(lengths_in_order(IN_ORDER))
+    per_sentence = {"label": d["sentence_label"]}
+    return SequenceSet(
+        {"tok": d["tok"]}, d["seq_starts"], per_sentence, name="labelled", mean_over="rows"
+    )
+
+
+def main() -> None:
+    sync = dist.init("adam", lr=0.05)
+    try:
+        trainer = Trainer(classifier(sync.rank), sync, 2, progress=False, dtype="float64")
+        trainer.fit(labelled(), epochs=1)
+    except Exception:
+        print(f"rank {sync.rank} stopped at {time.time()!r}", file=sys.stderr, flush=True)
+        raise
+    finally:
+        sync.close()
+
+
+if __name__ == "__main__":
+    dist.run_main(main)
