@@ -14,14 +14,14 @@ import zmq
 
 from distconv import stop_request
 from distconv.endpoint import split_endpoint
-from distconv.messages import described
 from distconv.sync.base import SyncError, closing_error
 from distconv.sync.errors import JobRefused
-from distconv.sync.peers import PeerFailed, failed_peers, peer_failure, told_of_in
+from distconv.sync.peers import PeerFailed, failed_peers, told_of_in
 from distconv.sync.ps import handshakes
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.bulk import BulkRuns
 from distconv.sync.ps.config import tcp_url, uses_ipv6
+from distconv.sync.ps.endings import ending_fields
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.intake import ReplyIntake
 from distconv.sync.ps.job_hello import REFUSED_JOB
@@ -123,11 +123,7 @@ class ShardChannel(ReplyIntake, BulkRuns):
         """``bye`` to every shard, with the exception this worker closes on if one propagates
         (a sync shard then fails a step that waits for this worker at once, naming it); no
         reply is waited for."""
-        error = closing_error()
-        bye = {"op": "bye", **({"error": described(error)} if error is not None else {})}
-        peer = peer_failure(error)
-        if peer is not None:  # the ranks it failed for, not this one, are to blame
-            bye["failed_ranks"] = list(peer.ranks)
+        bye = {"op": "bye", **ending_fields(closing_error())}
         for s in range(len(self._socks)):
             with contextlib.suppress(SyncError):  # a connection ZeroMQ dropped takes nothing
                 self._send(s, bye, patience=0.0)

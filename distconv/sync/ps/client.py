@@ -43,6 +43,7 @@ from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
 from distconv.sync.ps.collectives import Collectives
 from distconv.sync.ps.config import usable_here
+from distconv.sync.ps.endings import AbandonNote, takes_abandon
 from distconv.sync.ps.gradients import GradientRuns
 from distconv.sync.ps.inbox import ReplyWriter
 from distconv.sync.ps.incarnations import incarnation_field
@@ -63,6 +64,7 @@ log = logging.getLogger("distconv.pserver")
 
 
 class PServerSync(
+    AbandonNote,
     SparseRows,
     Pulls,
     ReplyWriter,
@@ -267,6 +269,7 @@ class PServerSync(
         headers = [h for h, _ in replies]  # one scheme: shards of other modes, bounds refused
         self.mode, self.max_staleness = agreed_settings(headers, self._named)
         check_releases(headers, self.mode, self.rank, self._named)  # at setup, not an epoch on
+        self._abandon_shards = takes_abandon(headers)
         self._watch_shards(replies)
         # shards without --checkpoint-dir keep no parts: the chief's checkpoint holds their state
         self._part_writers = [s for s, (h, _) in enumerate(replies) if h.get("checkpoints")]

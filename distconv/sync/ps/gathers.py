@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from distconv.messages import SENT_ERROR_CHARS, one_line
+from distconv.rank_endings import different_jobs_in
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.refusals import GatherRefusals
 from distconv.sync.ps.state import _Refused, _Waiting
@@ -44,6 +45,8 @@ class ShardGathers(GatherRefusals):
     bye_at: dict[int, int]
     bye_error: dict[int, str | None]
     bye_blames: dict[int, list[int]]
+    #: per rank, the step its latest ``abandon`` said will not finish, its error and blames
+    abandoned: dict[int, tuple[int, str | None, list[int]]]
     last_step: dict[int, int]
     met_at: int
     left: set[int]
@@ -158,14 +161,28 @@ class ShardGathers(GatherRefusals):
             self.processes.forget(rank)  # its process may end now: that is no loss
             self.bye_at[rank] = self.requests
             # one short line, whoever sent it: every later message and the log quote it
-            error = header.get("error")
-            self.bye_error[rank] = one_line(error, SENT_ERROR_CHARS) if error else None
-            blames = header.get("failed_ranks")  # it closed on a PeerFailed naming them
-            self.bye_blames[rank] = [
-                r for r in (blames if type(blames) is list else [])
-                if type(r) is int and 0 <= r < self.config.workers and r != rank
-            ]  # fmt: skip
+            self.bye_error[rank], self.bye_blames[rank] = self._ending(header)
         self._reply(ident, header)
+
+    def _op_abandon(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        """A worker's note that its step ``step`` will not finish (it raised in it), with the
+        error, as its ``bye`` carries one (:mod:`~distconv.sync.ps.endings`): in sync mode the
+        other ranks' held pushes of that step that it never pushed fail the step now
+        (:meth:`_fail_step_left_behind`), and so do such pushes that come later. A request of
+        an earlier run is refused before; the note holds until the rank's next hello."""
+        self.abandoned[header["rank"]] = (header["step"], *self._ending(header))
+        self._reply(ident, header)
+
+    def _ending(self, header: dict[str, Any]) -> tuple[str | None, list[int]]:
+        """The error a ``bye`` or an ``abandon`` carries, one short line (every later message
+        and the log quote it, whoever sent it), and the ranks its ``failed_ranks`` names (it
+        ended on a PeerFailed naming them): those of this job, other than its own."""
+        error, blames = header.get("error"), header.get("failed_ranks")
+        blamed = [
+            r for r in (blames if type(blames) is list else [])
+            if type(r) is int and 0 <= r < self.config.workers and r != header["rank"]
+        ]  # fmt: skip
+        return (one_line(error, SENT_ERROR_CHARS) if error else None), blamed
 
     def _fail_step_left_behind(self) -> None:
         """Sync: a rank closed (an exception, or fewer steps) while other ranks' pushes of a
@@ -181,29 +198,43 @@ class ShardGathers(GatherRefusals):
         the others of that step still wait for it. (A rank in ``left`` said bye in this run of
         the workers: every rank says ``hello`` before the start-up gather, which comes before
         any push, and a hello takes its rank out.)"""
-        gone_ranks = sorted(self.left - self.lost)
-        if not gone_ranks:  # the usual case: nothing to read on every push
+        cut = {r: note for r, note in self.abandoned.items() if r not in self.lost}
+        gone_ranks = sorted(self.left - self.lost - set(cut))
+        if not gone_ranks and not cut:  # the usual case: nothing to read on every push
             return
         _, pushes, _ = held_now(self.waiting, self.hello_at, self._live())
         behind: dict[int, int] = {}  # the ranks whose held steps wait for a gone rank's push
-        gone = []  # every gone rank a held step waits for, not the first alone: each is named
-        for rank in gone_ranks:
+        gone, cutting = [], []  # every rank a held step waits for, not the first alone
+        for rank in sorted({*gone_ranks, *cut}):
             waits = pushes_waiting_for(self.waiting, self.gathers_held, pushes, rank)
+            if rank in cut and rank not in self.left:  # alive: only its noted step is dead
+                waits = {q: s for q, s in waits.items() if s == cut[rank][0]}
             if waits:
-                gone.append(rank)
+                (cutting if rank in cut else gone).append(rank)
                 behind.update(waits)
-        if not gone or self._refused_instead(gone):  # a refusal, where it explains the wait
+        if not cutting and (not gone or self._refused_instead(gone)):  # a refusal explains it
             return
         waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
         verb = "waits" if len(behind) == 1 else "wait"
         its = "its push, and the step cannot complete without it"
-        if len(gone) > 1:
+        if len(gone) + len(cutting) > 1:
             its = "their pushes, and the step cannot complete without them"
-        lead, fields = self._refusal_lead(gone)
-        closed = "; ".join(f"{self._who(r)} {self._closed(r)}" for r in gone)
+        blamed = set(self._blamed(gone))
+        for rank in cutting:  # as a bye's error blames (_blamed), the different jobs aside
+            _, error, blames = cut[rank]
+            blamed.update(blames or ([rank] if error and not different_jobs_in([error]) else []))
+        lead, fields = ("", {}) if blamed else self._refusal_lead(gone)
+        said = [f"{self._who(r)} {self._closed(r)}" for r in gone]
+        said += [f"{self._who(r)} {self._cut(*cut[r][:2])}" for r in cutting]
         self._fail(  # one that failed on its own is blamed, whatever the others heard
-            f"{lead}{closed}; {waiting} {verb} for {its}", self._blamed(gone), **fields
+            f"{lead}{'; '.join(said)}; {waiting} {verb} for {its}", sorted(blamed), **fields
         )
+
+    @staticmethod
+    def _cut(step: int, error: str | None) -> str:
+        """How a rank that abandoned ``step`` (its note) left it, as :meth:`_closed` says a
+        bye: ``abandoned step 2 on "<the error>"``, quoted."""
+        return f'abandoned step {step} on "{error}"' if error else f"abandoned step {step}"
 
     def _refuse_lost(self, rank: int) -> None:
         """Shard 0, which holds the gathers, refuses a ``hello`` or a ``gather`` of a rank it
@@ -233,7 +264,7 @@ class ShardGathers(GatherRefusals):
         """Fail the job at once if what the shard holds can never be answered
         (:func:`~distconv.sync.ps.stuck.stuck`), instead of at the timeout; after ``op``
         arrived (an async push holds nothing, so it changes nothing)."""
-        if self.config.mode == "sync" and op in ("push", "bye") and not self.failed:
+        if self.config.mode == "sync" and op in ("push", "bye", "abandon") and not self.failed:
             self._fail_step_left_behind()
         if self.failed or not self.gathers_held or (op == "push" and self.config.mode == "async"):
             return  # every stuck case has a rank in a gather

@@ -67,7 +67,7 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
                 self._note_alive(header)
             self.requests += 1
             getattr(self, f"_op_{header['op']}")(ident, header, arrays)
-            if header["op"] in ("gather", "push", "bye"):  # may leave every rank held for ever
+            if header["op"] in ("gather", "push", "bye", "abandon"):  # may leave ranks held
                 self._check_stuck(header["op"])
                 self._check_other_ids()  # a rank of this job claimed by another's alone
         except (WireError, _Refused) as exc:

@@ -29,8 +29,9 @@ from distconv.sync.ps.wire import PROTOCOL_VERSION, WireError, short
 log = logging.getLogger("distconv.sync.ps")
 
 #: what a shard of this release can do beyond its protocol version, in its hello reply:
-#: ``with_values`` (a ``get_state`` that returns the blocks' values of the same moment)
-FEATURES = ("with_values",)
+#: ``with_values`` (a ``get_state`` that returns the blocks' values of the same moment) and
+#: ``abandon`` (a worker's note that its step will not finish: :mod:`~distconv.sync.ps.endings`)
+FEATURES = ("with_values", "abandon")
 #: the way on every word here names
 SAME_RELEASE = "run workers and shards of the same release"
 

@@ -144,6 +144,7 @@ class Shard(
         self.bye_at: dict[int, int] = {}
         self.bye_error: dict[int, str | None] = {}  # what each rank's latest bye said it failed on
         self.bye_blames: dict[int, list[int]] = {}  # the ranks its PeerFailed named (the cause)
+        self.abandoned: dict[int, tuple[int, str | None, list[int]]] = {}  # (gathers.py)
         self.met_at = 0  # the count when a gather was last answered
         self._stop = False
         Draining.__init__(self)

@@ -69,6 +69,7 @@ class StartupHandlers(SetupNotes):
             raise _Refused(said, **REFUSED_JOB)
         self._end_run_before(rank, run)  # (runs.py) with the rank's hello before still known
         self.left.discard(rank)
+        self.abandoned.pop(rank, None)  # a step its worker abandoned: a setup starts anew
         if new_run:
             self.hello_at[rank] = self.requests  # see _check_stuck
         self.accepted_at[rank] = self.requests  # see _of_latest_run

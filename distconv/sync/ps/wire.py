@@ -114,6 +114,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "beat": (),
     "checkpoint": ("step",),
     "bye": (),
+    "abandon": ("step",),
 }
 COMMON = ("v", "op", "id", "job", "rank", "arrays")
 #: the fields every request of an op needs, checked in this order

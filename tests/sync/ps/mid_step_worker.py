@@ -9,8 +9,9 @@ a token has one: one row either way); in the second step rank 0's sentences hold
 gradient over (``fire_every_gradient``) and waits for the step's values.
 
 Each rank writes ``rank R stopped at T`` (``time.time()``) to stderr as its error leaves
-``main``, for the test to time the other rank's stop. ``python mid_step_worker.py``; the rank,
-the world and the shards come from the environment (the test's, or the launcher's).
+``main``, for the test to time the other rank's stop. ``python mid_step_worker.py
+[--no-close]``; the rank, the world and the shards come from the environment (the test's, or
+the launcher's). ``--no-close``: the script ends without closing its sync (no ``bye``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def main() -> None:
         print(f"rank {sync.rank} stopped at {time.time()!r}", file=sys.stderr, flush=True)
         raise
     finally:
-        sync.close()
+        if "--no-close" not in sys.argv:  # a script that never closes its sync: no bye
+            sync.close()
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ def test_a_shard_of_another_build_is_named_at_setup_and_serves(shards, tmp_path,
 
 
 def test_an_async_shard_without_with_values_is_refused_at_setup(shards, tmp_path):
-    features = ('FEATURES = ("with_values",)', "FEATURES = ()")
+    features = ('FEATURES = ("with_values", "abandon")', "FEATURES = ()")
     endpoint = started(shards, tmp_path, "async", distconv__sync__ps__releases=features)
     with pytest.raises(SyncError) as refused:
         set_up(endpoint)

@@ -1,0 +1,95 @@
+"""A worker whose sync step raised tells the shards at ``abandon_step``, not only at its ``bye``:
+the rank waiting in that step stops at once, naming the error, though the worker that raised
+stays alive without closing (a script that catches the error and goes on, an interactive
+session) or ends without ``close()``. Real shards, real workers (threads of this process).
+
+Before, the shards learnt of it only at the worker's ``bye``, at its process's end (on the
+shard's host alone, named "killed or crashed") or at their ``--timeout`` (60 s by default,
+"sent nothing"), and the rank waiting in the step waited that long."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from ps_helpers import batches, insecure_worker, run_ranks, script_ranks, small_net, train_steps
+
+from distconv.arg import Arg
+from distconv.data import DataError
+from distconv.sync.peers import PeerFailed
+
+#: the shards' --timeout, far over what the test takes: without the note, rank 1 waits it out
+TIMEOUT = 120
+#: rank 0's error, which the shard's words quote
+ERROR = "DataError: rows of the other kind in rank 0's batch"
+
+
+def _cut_short(net, sync, batch, rank: int) -> None:
+    """One step of ``rank`` of two that raises after its forward, before any gradient, as the
+    Trainer's step does: the sync abandons it while the error propagates."""
+    x, y = batch
+    sync.start_step(len(y[rank::2]))
+    try:
+        net.forward({"image": Arg(x[rank::2], needs_grad=False),
+                     "label": Arg(ids=y[rank::2], needs_grad=False)})  # fmt: skip
+        raise DataError("rows of the other kind in rank 0's batch")
+    except DataError:
+        sync.abandon_step()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_shards", [1, 2])
+def test_the_rank_waiting_in_an_abandoned_step_is_told_at_once(shards, num_shards):
+    endpoints = shards.start(num_shards, workers=2, extra=["--timeout", str(TIMEOUT)])
+    data = batches(3, 8)
+    rank_1_done = threading.Event()
+    told: dict[str, object] = {}
+
+    def rank(r: int) -> None:
+        net, sync = small_net(), insecure_worker(endpoints, r, 2, timeout=TIMEOUT)
+        try:
+            sync.setup(net.parameters(), {"batch": 8})
+            train_steps(net, sync, data[:1], r, 2)
+            if r == 0:
+                told["abandoned"] = time.monotonic()
+                _cut_short(net, sync, data[1], 0)
+                rank_1_done.wait(30)  # alive, not closed, until rank 1 has stopped
+                return
+            try:
+                train_steps(net, sync, data[1:], 1, 2)
+            except PeerFailed as exc:
+                told["at"], told["error"], told["ranks"] = time.monotonic(), str(exc), exc.ranks
+            finally:
+                rank_1_done.set()
+        finally:
+            sync.close()
+
+    run_ranks(rank, 2, timeout=50)
+    assert "error" in told, "rank 1 was not stopped"
+    said = told["error"]
+    assert told["ranks"] == (0,), told
+    assert "rank 0 (host " in said and f'abandoned step 2 on "{ERROR}"' in said, said
+    assert "rank 1 (step 2) waits for its push, and the step cannot complete without it" in said
+    assert told["at"] - told["abandoned"] < 5, told  # not at the timeout
+    assert f'abandoned step 2 on "{ERROR}"' in shards.log_text()
+
+
+@pytest.mark.timeout(60)
+def test_a_script_that_never_closes_its_sync_still_names_its_error(shards):
+    """``mid_step_worker.py --no-close``: rank 0 is refused by ``loss_rows_checked`` in its
+    second step and its process ends without a ``bye``. Before, the shard (on the same host)
+    saw the process end a second later and said "killed (SIGKILL, out of memory) or crashed";
+    on another host, rank 1 waited for the timeout."""
+    (endpoint,) = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
+    worker = Path(__file__).with_name("mid_step_worker.py")
+    (status0, err0), (status1, err1) = script_ranks(
+        [sys.executable, str(worker), "--no-close"], endpoint, 30
+    )
+    assert status0 == 1 and "mid_step_worker.py: error: DataError: " in err0, err0[-3000:]
+    last = err1.strip().splitlines()[-1]
+    assert status1 == 75, err1[-3000:]
+    assert "rank 0 (host " in last and 'abandoned step 2 on "DataError: SoftmaxCrossEntropy' in last
+    assert "killed" not in last, last
