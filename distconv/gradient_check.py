@@ -22,11 +22,14 @@ Layer tests call it for every option; it raises ``AssertionError`` naming the ar
 :func:`check_network_grad` proves 1, 2 and 3 for a whole :class:`~distconv.network.Network`, of
 the sum of its loss layer's output (what its backward seeds with ones), in float64 by default,
 with the same finite differences, steps and tolerances; each parameter's users are the
-network's. Both put back what they change on the parameters (:func:`kept`). Both run every
-forward as a training step whose draws are pinned (:mod:`distconv.layers.randomness`): a
-dropout drops, and the same entries at each forward of one check, but for two decoy forwards on
-other draws where a layer drew (the first, and the one before the first backward's), so that a
-backward using the mask of its first forward or of the one before its latest fails.
+network's. Before any, it refuses a layer that writes into another's output or a feed, in its
+forward or its backward (:mod:`distconv.written_values`): the layer whose output it was read
+the changed values in its backward, and was blamed. Both put back what they change on the
+parameters (:func:`kept`). Both run every forward as a training step whose draws are pinned
+(:mod:`distconv.layers.randomness`): a dropout drops, and the same entries at each forward of
+one check, but for two decoy forwards on other draws where a layer drew (the first, and the one
+before the first backward's), so that a backward using the mask of its first forward or of the
+one before its latest fails.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from distconv.network_feeds import arg_problem
 from distconv.optim_base import _check
 from distconv.parameter import Parameter
 from distconv.sampler import check_count
+from distconv.written_values import refuse_written_values
 
 
 @dataclass
@@ -202,7 +206,9 @@ def check_network_grad(
     Raises:
         AssertionError: a gradient or a callback is wrong; the message names the parameter
             (or feed) and the entry, with both derivatives; or two backward passes did not add
-            a parameter's gradient twice (a backward that assigns it).
+            a parameter's gradient twice (a backward that assigns it); or a layer wrote into
+            another's output or a feed in its forward or backward (the message names it and
+            whose output it was).
         NetworkError: ``loss`` is no layer, or is None and several layers are read by none;
             a feed is missing or bad.
         ValueError: nothing to check (no trainable parameter, and ``inputs`` False or no float
@@ -231,6 +237,7 @@ def check_network_grad(
                     )
             obj = NetworkObjective(net, _own_feeds(feeds, dtype, inputs), loss, seed)
             obj.originals = originals
+            refuse_written_values(net, obj)  # else blamed on the layer whose output it was
             if not (targets := _targets(obj, params)):
                 raise ValueError(
                     f"{obj.subject}: nothing to check: no parameter trains"

@@ -1,0 +1,140 @@
+"""Which layer wrote into another layer's output (or a feed), for
+:func:`~distconv.gradient_check.check_network_grad`.
+
+A layer whose forward writes into its input (``v = x.value; v *= g``) changes the output of the
+layer below after that layer made it, and the layer below reads the changed values in its
+backward (a tanh's derivative is taken from its output): the check failed at that layer's
+weight, ``gradient of param act.weight[1, 1, 1, 0] is off``, naming a layer that is right. A
+backward that writes into its input's values does the same to the layer below, whose backward
+runs after it. The check refuses either before it compares a gradient, naming the layer that
+wrote and the one whose output it was. It costs one forward of its own, each output copied as
+it is made and compared once the forward is done (a second, comparing after each layer, only
+where one changed, to find the layer that wrote), and one forward and backward, each output
+copied after the forward and compared after the backward. Training runs none of this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from distconv.arg import Arg
+from distconv.backend import get_array_module, is_float_dtype
+from distconv.finite_differences import NetworkObjective
+from distconv.network import Network
+
+#: what a forward must do instead, for the messages
+_ADVICE = (
+    "a layer must not write into its inputs' values (v = x.value; v *= g): compute a new "
+    "array (x.value * g)"
+)
+
+
+def refuse_written_values(net: Network, obj: NetworkObjective) -> None:
+    """Raise ``AssertionError`` naming the layer of ``net`` whose forward or backward wrote into
+    another layer's output or a feed of ``obj`` (the check's copies), and whose it was.
+
+    A backward that raises is left to the check, which names what fails in it."""
+    problem = _forward_problem(net, obj) or _backward_problem(net, obj)
+    if problem:
+        raise AssertionError(f"{obj.subject}: {problem}")
+
+
+def _forward_problem(net: Network, obj: NetworkObjective) -> str | None:
+    """What a forward wrote into after it was made, and which layer wrote it; None where
+    nothing changed."""
+    _, changed = _walk(net, obj, None)
+    if not changed:
+        return None
+    writer, written = _walk(net, obj, changed)
+    if writer is None:  # the second forward wrote nothing: random, or state it kept
+        return f"{_what(net, changed)} changed during the forward after it was made; {_ADVICE}"
+    said = f"the forward of {net.layers[writer].label} wrote into {_what(net, written)}"
+    if not any(n in net.layers for n in written):  # feeds alone: each later forward reads them
+        return f"{said}; {_ADVICE}. Each later forward reads the changed feed"
+    return (
+        f"{said} after it was made; {_ADVICE}. Its maker's backward may read it (an "
+        "activation's derivative is taken from its output) and its gradients come out wrong, "
+        "which the check would blame on its weights"
+    )
+
+
+def _backward_problem(net: Network, obj: NetworkObjective) -> str | None:
+    """What a backward wrote into of the forward's outputs and feeds, and the layers that read
+    it (whose backward ran before its maker's); None where nothing changed or it raises."""
+    with obj.pinned():
+        values = net.forward(obj.feeds)
+    copies = {name: _copy(arg) for name, arg in values.items()}
+    try:
+        net.backward(lambda p: None, loss=obj.loss)
+    except Exception:  # the analytic pass names what fails there
+        return None
+    changed = _changed(values, copies, copies)
+    if not changed:
+        return None
+    readers = [n for n in net.order() if any(c in net.wiring[n] for c in changed)]
+    said = (
+        f"the backward of {_listed(net.layers[n].label for n in readers)} wrote into "
+        f"{_what(net, changed)}, which it reads; {_ADVICE}"
+    )
+    if not any(n in net.layers for n in changed):  # feeds alone
+        return f"{said}. Each later forward reads the changed feed"
+    return (
+        f"{said}. The backward of the layer that made it runs after, and may read it (an "
+        "activation's derivative is taken from its output): its gradients come out wrong, "
+        "which the check would blame on its weights"
+    )
+
+
+def _walk(
+    net: Network, obj: NetworkObjective, watch: list[str] | None
+) -> tuple[str | None, list[str]]:
+    """A forward of ``net`` on ``obj``'s feeds, its draws pinned as the check's, each feed
+    copied first and each output as it is made. With ``watch`` None, compared once the forward
+    is done: (None, the names whose values changed). Else those of ``watch`` are compared after
+    each layer's forward: (the first layer after which one differs, those), or (None, [])."""
+    values: dict[str, Arg] = {name: obj.feeds[name] for name in net.feed_names}
+    copies = {name: _copy(arg) for name, arg in values.items()}
+    with obj.pinned():
+        for name in net.order():
+            values[name] = net.layers[name].forward(*(values[i] for i in net.wiring[name]))
+            copies[name] = _copy(values[name])
+            if watch is not None and (changed := _changed(values, copies, watch)):
+                return name, changed
+    return None, [] if watch is not None else _changed(values, copies, copies)
+
+
+def _copy(arg: Arg) -> tuple[Any, Any]:
+    """Copies of ``arg``'s values and ids (either may be None)."""
+    return tuple(None if a is None else a.copy() for a in (arg.value, arg.ids))
+
+
+def _changed(values: dict[str, Arg], copies: dict[str, tuple], names: Iterable[str]) -> list[str]:
+    """Those of ``names`` copied so far whose Arg no longer holds its copy's values or ids."""
+    return [
+        n
+        for n in names
+        if n in copies
+        and not all(_same(a, b) for a, b in zip((values[n].value, values[n].ids), copies[n]))
+    ]
+
+
+def _same(now: Any, then: Any) -> bool:
+    """Whether two arrays (or Nones) hold the same entries, NaN equal to NaN."""
+    if now is None or then is None:
+        return now is then
+    nan = is_float_dtype(then.dtype)
+    return bool(get_array_module(then).array_equal(now, then, equal_nan=nan))
+
+
+def _what(net: Network, names: list[str]) -> str:
+    """``names`` as the messages say them: the output of a layer, or a feed."""
+    return _listed(
+        f"the output of {net.layers[n].label}" if n in net.layers else f"feed {n!r}" for n in names
+    )
+
+
+def _listed(items: Iterable[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    said = list(items)
+    return " and ".join(said) if len(said) < 3 else f"{', '.join(said[:-1])} and {said[-1]}"

@@ -1,0 +1,141 @@
+"""check_network_grad names a layer that writes into another layer's output (or a feed), in
+its forward or its backward, instead of blaming the weights of the layer whose output it was:
+that layer reads its output in backward (a tanh's derivative), so its gradient came out wrong
+and the check failed at its weight."""
+
+import re
+
+import numpy as np
+import pytest
+
+from distconv import Arg, Network
+from distconv.gradient_check import check_network_grad
+from distconv.layers import FullyConnected, MSELoss
+from distconv.layers.base import Layer, grad_target, values_of
+from tests.layers.researcher_layers import Scale
+
+F64 = np.float64
+
+
+class ScaleInPlace(Scale):
+    """``Scale``, its forward writing ``x * w + b`` into its input's array."""
+
+    def _forward(self, x):
+        v = values_of(self, x)
+        v *= self.w.value
+        v += self.b.value
+        return v
+
+
+class HalvesItsInput(Scale):
+    """``Scale``, its backward halving its input's values once done with them."""
+
+    def _backward(self, dz, callback):
+        super()._backward(dz, callback)
+        self.inputs[0].value *= 0.5
+
+
+class View(Layer):
+    """``y = x``, its output the input's own array (no copy), its backward right."""
+
+    def _forward(self, x):
+        return x.value
+
+    def _backward(self, dz, callback):
+        if (dx := grad_target(self.inputs[0])) is not None:
+            dx += dz
+
+
+class ScalesItsGradient(Scale):
+    """``Scale``, its backward multiplying the gradient it is handed in place: right, as
+    nothing reads that gradient after it."""
+
+    def _backward(self, dz, callback):
+        x = self.inputs[0]
+        self.w.grad += (dz * x.value).sum(0)
+        self.b.grad += dz.sum(0)
+        dz *= self.w.value
+        if x.needs_grad:
+            x.grad += dz
+        self.w.inc_update(callback)
+        self.b.inc_update(callback)
+
+
+def network(own: Layer, *, on_feed: bool = False, view: bool = False) -> Network:
+    """``own`` over a tanh FC of 4 to 3 (or on the feed ``x``, 3 wide), under an FC to 1 and a
+    squared error; with ``view``, a :class:`View` of the tanh FC between."""
+    net = Network()
+    below = "x"
+    if not on_feed:
+        net.add("act", FullyConnected(3, 3, act="tanh", dtype=F64), "x")
+        below = "act"
+    if view:
+        net.add("view", View(), below)
+        below = "view"
+    net.add("own", own, below)
+    net.add("fc", FullyConnected(3, 1, dtype=F64), "own")
+    net.add("loss", MSELoss(), ["fc", "target"])
+    own.w.value[...] = [0.5, 2.0, -1.5]
+    own.b.value[...] = [0.1, -0.2, 0.3]
+    return net
+
+
+def feeds(rng) -> dict:
+    return {"x": Arg(rng.standard_normal((5, 3))), "target": Arg(rng.standard_normal((5, 1)))}
+
+
+def refusal(net: Network, rng) -> str:
+    with pytest.raises(AssertionError) as refused:
+        check_network_grad(net, feeds(rng), loss="loss")
+    return str(refused.value)
+
+
+def test_a_forward_writing_into_the_output_below_names_it_not_the_weight_below(rng):
+    said = refusal(network(ScaleInPlace(3)), rng)
+    assert said.startswith(
+        "network (loss 'loss'): the forward of ScaleInPlace 'own' wrote into the output of "
+        "FullyConnected 'act' after it was made; a layer must not write into its inputs' values"
+    ), said
+    assert "act.weight" not in said
+
+
+def test_a_write_through_a_view_names_the_writer_and_each_output_it_changed(rng):
+    said = refusal(network(ScaleInPlace(3), view=True), rng)
+    assert re.match(
+        r"network \(loss 'loss'\): the forward of ScaleInPlace 'own' wrote into the output of "
+        r"FullyConnected 'act' and the output of View 'view' after",
+        said,
+    ), said
+
+
+def test_a_forward_writing_into_a_feed_names_the_feed(rng):
+    said = refusal(network(ScaleInPlace(3), on_feed=True), rng)
+    assert said.startswith(
+        "network (loss 'loss'): the forward of ScaleInPlace 'own' wrote into feed 'x'; "
+    ), said
+    assert said.endswith("Each later forward reads the changed feed")
+
+
+def test_a_backward_writing_into_its_input_names_it_not_the_weight_below(rng):
+    said = refusal(network(HalvesItsInput(3)), rng)
+    assert said.startswith(
+        "network (loss 'loss'): the backward of HalvesItsInput 'own' wrote into the output of "
+        "FullyConnected 'act', which it reads; a layer must not write into its inputs' values"
+    ), said
+    assert "act.weight" not in said
+
+
+def test_the_feeds_and_parameters_given_are_left_as_they_were_and_right_layers_pass(rng):
+    """A backward that scales the gradient it was handed in place is right (nothing reads it
+    after), and passes, to 1e-6; the check's copies of the feeds are its own."""
+    given = feeds(rng)
+    x = given["x"].value.copy()
+    net = network(ScalesItsGradient(3))
+    weights = {p.name: p.value.copy() for p in net.parameters()}
+    assert check_network_grad(net, given, loss="loss", inputs=True).worst < 1e-6
+    np.testing.assert_array_equal(given["x"].value, x)
+    for p in net.parameters():
+        np.testing.assert_array_equal(p.value, weights[p.name])
+    with pytest.raises(AssertionError, match="wrote into feed 'x'"):  # the feed given as it was
+        check_network_grad(network(ScaleInPlace(3), on_feed=True), given, loss="loss")
+    np.testing.assert_array_equal(given["x"].value, x)
