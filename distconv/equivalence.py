@@ -17,6 +17,9 @@ own, so the ranks start alike only if the strategy broadcasts rank 0's parameter
 - :func:`reference_weights` and :func:`rank_weights` are the two runs it compares, and
   :func:`mismatch` (:mod:`distconv.weight_mismatch`) says where they differ.
 
+A layer's author checks a model of their own the same way: ``Job(model=..., dataset=...)``
+trains it, on data of their own, instead of the LeNet (see :class:`Job`).
+
 A job with ``restart_at`` (:data:`RESUMED_JOB`) stops mid-way, checkpointed, and resumes on new
 syncs (:mod:`distconv.equivalence_restart`): it fails a transport that restores the optimizer
 state wrongly, or on rank 0 only, which the plain check, its Adam state zeros, cannot see.
@@ -29,7 +32,7 @@ import dataclasses
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -94,7 +97,18 @@ class Job:
             shows that.
         seed: the shuffle seed, the same on every rank; rank 0 builds its model from seed 0,
             rank r from ``100 + r`` (a resumed rank r from ``200 + r``).
-        channels, hidden: the size of :func:`model`.
+        channels, hidden: the size of :func:`model`, the check's LeNet.
+        model: a model of one's own instead of the LeNet (a layer's author checks their
+            layers so): ``model(seed)`` returns a new :class:`~distconv.network.Network`,
+            called with the seed of the rank's model above after ``set_seed(seed)``, so
+            weights made by ``make_weight`` draw from it (ranks that start apart show a
+            missing broadcast). Its loss layer is named ``loss``; the Trainer casts the
+            parameters to float64. None: :func:`model` of ``channels`` and ``hidden``.
+        dataset: the training set of one's own model: ``dataset(examples)`` returns what
+            :meth:`~distconv.trainer.Trainer.fit` takes (feeds by name, each ``examples``
+            rows), the same at every call (the reference and every rank train on it). None:
+            :func:`training_data`, images and classes. :func:`assert_matches_local` pickles
+            both to its processes: give module-level functions (or partials of them).
         restart_at: 0 trains in one go. n >= 1: each rank sends itself SIGTERM after step n
             and the ranks stop at the first step from there they agree on, with a
             checkpoint (n itself on one rank, else the next multiple of
@@ -116,14 +130,22 @@ class Job:
     channels: tuple[int, ...] = (2, 3)
     hidden: int = 8
     restart_at: int = 0
+    model: Callable[[int], Network] | None = None
+    dataset: Callable[[int], Any] | None = None
 
     def global_batch(self, world_size: int) -> int:
         return world_size * self.batch_size * self.accumulate
 
-    def data(self, world_size: int) -> dict[str, np.ndarray]:
-        """The training set (the same on every rank and in the reference)."""
+    def example_count(self, world_size: int) -> int:
+        """The training set's size at ``world_size`` (``examples``, or its default)."""
         step = self.global_batch(world_size)
-        return training_data(5 * step + step // 2 + 1 if self.examples is None else self.examples)
+        return 5 * step + step // 2 + 1 if self.examples is None else self.examples
+
+    def data(self, world_size: int) -> Any:
+        """The training set (the same on every rank and in the reference): ``dataset``'s,
+        or the check's images and classes."""
+        count = self.example_count(world_size)
+        return training_data(count) if self.dataset is None else self.dataset(count)
 
     def make_optimizer(self) -> Optimizer:
         """A new optimizer of the job's rule and rate: each sync gets its own."""
@@ -133,7 +155,13 @@ class Job:
         """Rank ``rank``'s model before its strategy's setup (``resumed``: before the setup
         that resumes it, drawn from other seeds, so that only a restore makes it the job's)."""
         seed = 200 + rank if resumed else 0 if rank == 0 else 100 + rank
-        return model(seed, self.channels, self.hidden)
+        if self.model is None:
+            return model(seed, self.channels, self.hidden)
+        set_seed(seed)  # the initialisers' stream, as model() seeds it
+        net = self.model(seed)
+        if not isinstance(net, Network):  # else refused in the Trainer, naming no job
+            raise TypeError(f"Job.model({seed}) returned {type(net).__name__}, not a Network")
+        return net
 
     def fit(
         self,
@@ -323,6 +351,9 @@ def assert_matches_local(
     from distconv.rank_processes import check_picklable, run_ranks
 
     check_picklable(make_sync, "make_sync")
+    for what in ("model", "dataset"):  # before any rank starts, not a failure in each
+        if getattr(job, what) is not None:
+            check_picklable(getattr(job, what), f"Job.{what}")
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
     if out_dir is not None and not job.restart_at:

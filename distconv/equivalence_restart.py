@@ -149,7 +149,7 @@ def refuse_restart_at(job: Job, world_size: int) -> None:
         raise ValueError(f"restart_at must be an int >= 1 (0: no restart), got {at!r}")
     every = 1 if world_size == 1 else STOP_CHECK_EVERY
     stop = -(-at // every) * every
-    per_epoch = -(-len(job.data(world_size)["label"]) // job.global_batch(world_size))
+    per_epoch = -(-job.example_count(world_size) // job.global_batch(world_size))
     last = job.epochs * per_epoch
     if stop > last:
         agreed = f" ({world_size} ranks agree on a stop every {every} steps)" * (every > 1)
