@@ -58,7 +58,7 @@ from distconv.network_feeds import arg_problem
 from distconv.optim_base import _check
 from distconv.parameter import Parameter
 from distconv.sampler import check_count
-from distconv.written_values import refuse_written_values
+from distconv.written_values import inputs_kept, refuse_written_inputs, refuse_written_values
 
 
 @dataclass
@@ -97,7 +97,8 @@ def check_layer_grad(
         layer: the layer under test. Its parameters are perturbed in place and put back as
             they were, however the check ends: values, gradient arrays and their contents,
             ``static``, ``shared_count`` and the users counted so far in a pass.
-        inputs: its inputs; those with ``needs_grad`` are checked too.
+        inputs: its inputs; those with ``needs_grad`` are checked too. Values a layer writes
+            into are put back, however the check ends.
         step: finite-difference step, finite and > 0, each entry moved by it as rounded to its
             array's dtype (the derivative is taken along that); when None by the narrower dtype
             of the output and the array checked (1e-6 float64, 1e-3 float32).
@@ -115,7 +116,8 @@ def check_layer_grad(
 
     Raises:
         AssertionError: a gradient, a callback or a static pass is wrong (the message names it),
-            or the output is not finite though the inputs and parameters are.
+            the output is not finite though the inputs and parameters are, or the forward or
+            the backward wrote into an input's values (:mod:`distconv.written_values`).
         ValueError: nothing to check (each parameter static, no input ``needs_grad``), ``step``,
             ``tol`` or ``elements`` out of range, or ``step`` lost rounding an entry to its
             array's dtype (give a larger one); an input or a parameter holds NaN or inf that
@@ -135,7 +137,7 @@ def check_layer_grad(
     _check_settings(step, tol, elements)
     rng = np.random.default_rng(seed)
     params = layer.parameters()
-    with kept(params):
+    with kept(params), inputs_kept(inputs):
         return _check_layer(layer, inputs, params, step, tol, elements, rng, check_static, seed)
 
 
@@ -155,6 +157,7 @@ def _check_layer(
     for p in params:  # the layer alone, as a one-layer Network would count its users
         p.shared_count = sum(q is p for q in params)  # (analytic_pass's zero_grad resets the rest)
     obj = Objective(layer, inputs, rng, draws)
+    refuse_written_inputs(obj)  # else its own weight was said to be off
     if not (targets := _targets(obj, params)):  # an empty report passed any backward
         raise ValueError(
             f"{layer}: nothing to check: no parameter trains, no input needs_grad "

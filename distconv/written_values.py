@@ -11,16 +11,21 @@ wrote and the one whose output it was. It costs one forward of its own, each out
 it is made and compared once the forward is done (a second, comparing after each layer, only
 where one changed, to find the layer that wrote), and one forward and backward, each output
 copied after the forward and compared after the backward. Training runs none of this.
+
+:func:`~distconv.gradient_check.check_layer_grad` refuses a layer that writes into its own
+inputs alike (it was told that its weight's gradient was off, or that backward twice did not
+double it), and puts back the caller's arrays it wrote into.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype
-from distconv.finite_differences import NetworkObjective
+from distconv.finite_differences import NetworkObjective, Objective
 from distconv.network import Network
 
 #: what a forward must do instead, for the messages
@@ -38,6 +43,45 @@ def refuse_written_values(net: Network, obj: NetworkObjective) -> None:
     problem = _forward_problem(net, obj) or _backward_problem(net, obj)
     if problem:
         raise AssertionError(f"{obj.subject}: {problem}")
+
+
+def refuse_written_inputs(obj: Objective) -> None:
+    """Raise ``AssertionError`` where the layer of ``obj`` (:func:`~distconv.gradient_check.
+    check_layer_grad`'s) writes into an input's values in a forward or a backward: the check
+    said that its own weight's gradient was off, or that backward twice did not double it
+    (saying to add, not assign). A backward that raises is left to the check."""
+    layer, inputs = obj.layer, obj.inputs
+    copies = [_copy(a) for a in inputs]
+    obj.value()  # a forward, its draws pinned
+    for when in ("forward", "backward"):
+        changed = [
+            f"input {i}"
+            for i, (a, c) in enumerate(zip(inputs, copies))
+            if not all(_same(now, then) for now, then in zip((a.value, a.ids), c))
+        ]
+        if changed:
+            raise AssertionError(
+                f"{obj.subject}: its {when} wrote into {_listed(changed)}; {_ADVICE}"
+            )
+        layer.output.grad = obj.r.copy()
+        try:
+            layer.backward(lambda p: None)
+        except Exception:  # the analytic pass names what fails there
+            return
+
+
+@contextmanager
+def inputs_kept(inputs: list[Arg]) -> Iterator[None]:
+    """Put back the values and ids of ``inputs`` (the caller's arrays, in place) that a layer
+    wrote into during the check, however it ends."""
+    copies = [_copy(a) for a in inputs]
+    try:
+        yield
+    finally:
+        for a, (value, ids) in zip(inputs, copies):
+            for now, then in ((a.value, value), (a.ids, ids)):
+                if now is not None and then is not None and not _same(now, then):
+                    now[...] = then
 
 
 def _forward_problem(net: Network, obj: NetworkObjective) -> str | None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from distconv import Arg, Network
-from distconv.gradient_check import check_network_grad
+from distconv.gradient_check import check_layer_grad, check_network_grad
 from distconv.layers import FullyConnected, MSELoss
 from distconv.layers.base import Layer, grad_target, values_of
 from tests.layers.researcher_layers import Scale
@@ -139,3 +139,31 @@ def test_the_feeds_and_parameters_given_are_left_as_they_were_and_right_layers_p
     with pytest.raises(AssertionError, match="wrote into feed 'x'"):  # the feed given as it was
         check_network_grad(network(ScaleInPlace(3), on_feed=True), given, loss="loss")
     np.testing.assert_array_equal(given["x"].value, x)
+
+
+@pytest.mark.parametrize("kind, when", [(ScaleInPlace, "forward"), (HalvesItsInput, "backward")])
+def test_the_layer_check_names_a_write_into_its_input_and_puts_the_input_back(kind, when, rng):
+    """Alone, such a layer was told that its own weight's gradient was off by half, and the
+    caller's input was left changed."""
+    layer = kind(3)
+    layer.w.value[...] = [0.5, 2.0, -1.5]
+    x = rng.standard_normal((5, 3))
+    given = Arg(x.copy())
+    with pytest.raises(AssertionError) as refused:
+        check_layer_grad(layer, [given])
+    assert str(refused.value) == (
+        f"{kind.__name__}: its {when} wrote into input 0; a layer must not write into its "
+        "inputs' values (v = x.value; v *= g): compute a new array (x.value * g)"
+    )
+    np.testing.assert_array_equal(given.value, x)
+
+
+def test_a_write_that_changes_nothing_at_the_start_still_leaves_the_input_as_it_was(rng):
+    """With weights of 1 and biases of 0 the forward writes back the values it read, which no
+    comparison at the starting point tells; the finite differences then fail (the writes at
+    the moved weights stay in the input), and the caller's input is put back all the same."""
+    x = rng.standard_normal((5, 3))
+    given = Arg(x.copy())
+    with pytest.raises(AssertionError, match=r"gradient of param ScaleInPlace\.w is off"):
+        check_layer_grad(ScaleInPlace(3), [given])
+    np.testing.assert_array_equal(given.value, x)
