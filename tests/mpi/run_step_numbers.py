@@ -13,6 +13,16 @@ this process took.
   ``start_step`` again, without ``finish_step``.
 - ``stuck``: ``start_at(8)``; rank 1 sleeps before its ``start_step`` while rank 0's step waits
   for it in the step check, until the watchdog (1 s) stops the job.
+- ``refit`` and ``close``: ``start_at`` as the Trainer calls it around a step every rank skips
+  (a sequence set's step of no row): step 0's ``finish_step`` fails on rank 0 alone (a
+  gradient replaced after it fired), then ``start_at(2)``; rank 0's ``start_step`` is refused
+  and tells rank 1, whose step 2 is refused at its check (in ``finish_step``); each abandons
+  it. ``refit``: each sets up again and takes a last step (``OUT/values<rank>.npz``);
+  ``close``: each closes.
+- ``retried``: the same through the Trainer, on the tagger's sentences (step 1 holds no token
+  on any rank): rank 0's optimizer fails once, in step 0 (a fault provoked by a wrapper), and
+  each rank calls ``fit`` again, up to 3 times, as the refusals advise; each writes what each
+  fit raised to ``OUT/fits<rank>.json``.
 
 Each rank's error goes to ``OUT/rank<r>.err`` (``mpiexec`` may drop an aborting rank's
 stderr); in case ``stuck``, its stderr and its log, where the watchdog says why it stopped.
@@ -20,18 +30,31 @@ stderr); in case ``stuck``, its stderr and its log, where the watchdog says why 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import bucket_params, fire, last_step, recorded, small_lenet, trainer_data  # noqa: E402
+from common import (  # noqa: E402
+    bucket_params,
+    bucket_sync,
+    fire,
+    last_step,
+    recorded,
+    refit_and_save,
+    small_lenet,
+    trainer_data,
+)
 from run_stall import record_to  # noqa: E402
 
 from distconv.optim import create_optimizer  # noqa: E402
+from distconv.sync.base import SyncError  # noqa: E402
 from distconv.sync.mpi import MPISync, import_mpi  # noqa: E402
 from distconv.trainer import Trainer  # noqa: E402
+from tests.sequence_tagger import GLOBAL, OPTIMIZER, tagged_set, tagger  # noqa: E402
 
 
 class ReversedOrder(MPISync):
@@ -87,9 +110,60 @@ def by_hand(case: str, out: Path) -> None:
                 sync.allreduce_sum([1.0, 2.0])
 
 
+def failed_alone_then_skipped(case: str, out: Path) -> None:
+    sync, params = bucket_sync(timeout=20), bucket_params()
+    with recorded(sync, out):
+        sync.setup(params, {})
+        sync.start_at(0)
+        sync.start_step(1)
+        for p in reversed(params):
+            fire(sync, p, 1.0)
+        if sync.rank == 0:
+            params[0].grad = params[0].grad * 1.0  # replaced after it fired: fails here alone
+        with contextlib.suppress(SyncError):
+            sync.finish_step()
+        sync.start_at(2)  # step 1 held no row on any rank: skipped, counted in the run
+        with contextlib.suppress(SyncError):  # refused: on rank 1 at its check, every
+            sync.start_step(1)  # collective of it made (close leaves)
+            sync.finish_step()
+        sync.abandon_step()  # as the Trainer does
+        if case == "refit":
+            refit_and_save(sync, params, out)
+
+
+def retried(out: Path) -> None:
+    sync = MPISync(create_optimizer(**OPTIMIZER), timeout=30)
+    update, failed, fits = sync.optimizer.update, [], []
+
+    def fails_once_on_rank_0(value, grad, state, grad_scale=1.0):
+        if sync.rank == 0 and not failed:
+            failed.append(True)
+            raise FloatingPointError("the optimizer fails on rank 0")
+        update(value, grad, state, grad_scale=grad_scale)
+
+    sync.optimizer.update = fails_once_on_rank_0
+    try:
+        trainer = Trainer(tagger(), sync, GLOBAL // 2, progress=False, dtype="float64")
+        for _ in range(4):
+            try:
+                trainer.fit(tagged_set(), None, 1)
+            except Exception as exc:  # noqa: BLE001 - the test reads it
+                fits.append(f"{type(exc).__name__}: {exc}")
+            else:
+                fits.append("passed")
+                break
+    finally:
+        (out / f"fits{sync.rank}.json").write_text(json.dumps(fits))
+        sync.close()
+
+
 def main() -> None:
     case, out = sys.argv[1], Path(sys.argv[2])
-    if case == "resumed":
+    if case in ("refit", "close"):
+        failed_alone_then_skipped(case, out)
+    elif case == "retried":
+        retried(out)
+    elif case == "resumed":
         reverse = sys.argv[5:] == ["reversed"]
         resumed(out, Path(sys.argv[3]), int(sys.argv[4]), reverse)
     else:

@@ -8,12 +8,13 @@ its error to its own record (``mpiexec`` may drop an aborting rank's stderr)."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from distconv.run_dir import RunDirectory
-from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script
+from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_mpi, script
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(90)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
@@ -66,3 +67,29 @@ def test_the_watchdog_names_the_step_a_rank_was_told(tmp_path):
     rank0, _ = failed_job(tmp_path, "stuck")
     wait = r"the Wait of an Iallgather on the job communicator \(step 8\)"
     assert re.search(rf"rank 0: SyncError: waited [\d.]+ s in {wait}", rank0), rank0
+
+
+@pytest.mark.parametrize("case", ["refit", "close"])
+def test_a_step_refused_at_its_check_gives_its_told_number_back(tmp_path, case):
+    """After a step that failed on rank 0 alone and one every rank skipped, rank 1 was told
+    step 2 and refused it at its check (no rank took it), while rank 0, refused before its
+    check, still counted 1 step: setup's check and close's last exchange compared 1 with 2,
+    so the second fit was refused (the steps apart) and the close aborted the job, where both
+    went on before the sync took the told numbers."""
+    proc = run_mpi(["-n", "2", *script("run_step_numbers.py"), case, str(tmp_path)])
+    said = [f.read_text() for f in sorted(tmp_path.glob("rank*.err"))]
+    assert proc.returncode == 0 and not said, (said, proc.stderr[-3000:])
+    if case == "refit":  # rank 0's values after step 0 (none), then a last step: 0.75
+        assert_moved(tmp_path, 0.75)
+
+
+def test_a_fit_retried_after_a_step_failed_on_one_rank_goes_on_past_a_skipped_step(tmp_path):
+    """The same through the Trainer: rank 0's first fit fails in step 0's update, rank 1's in
+    step 2 (the run's: step 1 held no token), refused at its check; each retries. The retries
+    compared 1 step with 2 until the last, and the job aborted; now the second fit passes."""
+    proc = run_mpi(["-n", "2", *script("run_step_numbers.py"), "retried", str(tmp_path)])
+    fits = [json.loads((tmp_path / f"fits{r}.json").read_text()) for r in (0, 1)]
+    assert proc.returncode == 0, (fits, proc.stderr[-3000:])
+    assert fits[0][0] == "FloatingPointError: the optimizer fails on rank 0", fits
+    assert "rank 1: step 2)" in fits[0][1] and "rank 1: step 2)" in fits[1][0], fits
+    assert fits[0][2:] == fits[1][1:] == ["passed"], fits

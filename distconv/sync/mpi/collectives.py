@@ -205,7 +205,7 @@ class RankCollectives(StepNumbers, LocalSync):
         """Steps finished (or failed in ``finish_step``) or abandoned: what the ranks agree on
         when they close after setup's check refused a step one abandoned and another counted
         (every collective of theirs complete: nobody waits, nobody need abort)."""
-        return self.step + self.abandoned_steps
+        return self._counted_step() + self.abandoned_steps
 
     @held
     def broadcast_parameters(self) -> None:
@@ -275,6 +275,7 @@ class RankCollectives(StepNumbers, LocalSync):
                 introduce(self._check, self.rank)
                 self._introduced = True
             failed, self._failed_finish = self._failed_finish, None
+            self._settle_step()  # a step no rank took (its check refused): its number back
             self._check.say_setup(self.step, self.abandoned_steps, failed)
         else:
             self._meet(SETUP)

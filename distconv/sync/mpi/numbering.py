@@ -13,7 +13,13 @@ tells two ranks different steps has them refused at that step's check, naming bo
 A step told is taken by the next ``start_step`` that begins a step, not at once: one refused
 (a step unfinished, or one that failed and wants a setup) names the step it refuses, and what
 counts a failed step (how far back it is, said at setup) or abandoned ones (``steps_ended``)
-stays within one numbering, no step beginning between a failure and the setup that settles it.
+stays within one numbering, no step beginning between a failure and the setup that settles it
+on the rank that failed. Another rank may begin one there, told a number past the failed
+step's count (a step every rank skipped came between): its check is refused (no rank takes
+it), and the count the ranks compare at setup and close (:meth:`StepNumbers._counted_step`)
+is the one before it, its number told again for the next step that begins. Else the second
+fit after a step that failed on one rank alone was refused, the ranks' steps apart, and their
+close aborted the job.
 """
 
 from __future__ import annotations
@@ -32,8 +38,12 @@ class StepNumbers:
     """
 
     step: int
+    _check_refused: bool  # the sync's: the step's check failed, on every rank that made it
     #: the step :meth:`start_at` told, until a step begins
     _told_step: int | None = None
+    #: the count before the step under way (or the last) took its told number; None: it took
+    #: none, or its number was given back (:meth:`_settle_step`)
+    _numbered_from: int | None = None
 
     def start_at(self, step: int) -> None:
         """The run's ``step`` the next step follows (the contract's call, on every rank alike):
@@ -47,5 +57,22 @@ class StepNumbers:
 
     def _number_step(self) -> None:
         """A step begins: number it as :meth:`start_at` told, if it did since the last."""
-        if self._told_step is not None:
-            self.step, self._told_step = self._told_step, None
+        told, self._numbered_from = self._told_step, None
+        if told is not None:
+            self._numbered_from, self.step, self._told_step = self.step, told, None
+
+    def _counted_step(self) -> int:
+        """``step`` as the ranks compare it at setup and close: where the step under way (or
+        the last) was refused at its check, which no rank takes, the count before it took its
+        told number (a rank refused before its check never took one)."""
+        if self._check_refused and self._numbered_from is not None:
+            return self._numbered_from
+        return self.step
+
+    def _settle_step(self) -> None:
+        """Setup (before its check): a step refused at its check gives its told number back,
+        told again to the next step that begins (unless :meth:`start_at` told another since)."""
+        if self._check_refused and self._numbered_from is not None:
+            if self._told_step is None:
+                self._told_step = self.step
+            self.step, self._numbered_from = self._numbered_from, None
