@@ -15,6 +15,7 @@ from typing import Any
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module
+from distconv.firing import Firing, fired_problem
 from distconv.kernels.parallel import one_blas_thread
 from distconv.layers.base import Layer, LayerError
 from distconv.layers.loss import SoftmaxCrossEntropy
@@ -318,17 +319,11 @@ class Network:
             arg.grad = None  # from zero each pass: a second adds one pass's worth into params
         out = self.outputs[loss]
         out.grad = get_array_module(out.value).full_like(out.value, loss_scale)
-        fired: list[Parameter] = []
-        record = fired.append
-
-        def fire(p: Parameter) -> None:
-            record(p)
-            callback(p)
-
+        firing = Firing(callback, NetworkError)
         with one_blas_thread():
             for name in reversed(order):
-                self.layers[name].backward(fire)
-        self._check_fired(fired)
+                firing.run(name, self.layers[name])
+        self._check_fired(firing.fired)
 
     def _only_output(self) -> str:
         """The one layer no other layer reads: the loss when none is named. The last layer in
@@ -345,27 +340,14 @@ class Network:
         return outputs[0]
 
     def _check_fired(self, fired: list[Parameter]) -> None:
-        """Every trainable parameter fired exactly once, in the first pass's order."""
+        """Every trainable parameter fired exactly once, in the first pass's order
+        (:func:`~distconv.firing.fired_problem`); the first pass records its order."""
         trainable = [p for p in self.parameters() if not p.static]
-        if len(fired) != len(trainable) or {id(p) for p in fired} != {id(p) for p in trainable}:
-            times = Counter(id(p) for p in fired)
-            wrong = [f"{p.name} ({times[id(p)]} times)" for p in trainable if times[id(p)] != 1]
-            raise NetworkError(
-                f"after backward every trainable parameter must fire its callback once; "
-                f"{', '.join(wrong) or 'parameters outside this network fired'}. A layer's "
-                f"backward calls param.inc_update(callback) once per pass for each parameter"
-            )
-        names = [p.name for p in fired]
+        problem = fired_problem(fired, trainable, self.firing_order)
+        if problem is not None:
+            raise NetworkError(problem)
         if self.firing_order is None:
-            self.firing_order = names
-        elif names != self.firing_order:
-            pairs = zip(names + [None], self.firing_order + [None])
-            i, (now, then) = next((i, ab) for i, ab in enumerate(pairs) if ab[0] != ab[1])
-            raise NetworkError(
-                f"parameters fired in another order than in the first pass: position {i} is "
-                f"{now!r}, was {then!r}; call reset_firing_order() after changing which "
-                f"parameters train"
-            )
+            self.firing_order = [p.name for p in fired]
 
     def reset_firing_order(self) -> None:
         """Forget the recorded order; the next backward records it afresh."""
