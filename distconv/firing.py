@@ -32,9 +32,19 @@ class Firing:
         self.callback, self.error = callback, error
         self.fired: list[Parameter] = []
         self.layer = ""
+        self._fired_by: dict[int, str] = {}  # id of each parameter fired -> the layer's name
 
     def fire(self, p: Parameter) -> None:
-        """What the layers are given as the callback: ``p`` recorded, then the pass's own."""
+        """What the layers are given as the callback: ``p`` recorded, then the pass's own.
+
+        Raises:
+            the ``error`` given: ``p`` fired already in this pass. Refused here, before the
+                callback: a sync refused it itself, naming neither the layer nor the rule.
+        """
+        first = self._fired_by.get(id(p))
+        if first is not None:
+            raise self.error(twice(p, first, self.layer))
+        self._fired_by[id(p)] = self.layer
         self.fired.append(p)
         self.callback(p)
 
@@ -42,6 +52,19 @@ class Firing:
         """The backward of ``layer`` (named ``name`` in the network), with :meth:`fire`."""
         self.layer = name
         layer.backward(self.fire)
+
+
+def twice(p: Parameter, first: str, now: str) -> str:
+    """What a second fire of ``p`` in one pass is told: which layers' backward fired it (the
+    first fire's, ``first``, and this one's, ``now``), and the rule."""
+    again = "again in it" if first == now else f"again in that of layer {now!r}"
+    return (
+        f"parameter {p.name!r} fired twice in one backward pass (first in the backward of "
+        f"layer {first!r}, {again}): a parameter fires "
+        f"its callback once per pass, after its last user; each layer that uses it adds its "
+        f"share into p.grad, then calls p.inc_update(callback) once (the parameter counts "
+        f"its {p.shared_count} user(s) in this network and fires at the last)"
+    )
 
 
 def fired_problem(

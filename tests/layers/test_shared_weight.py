@@ -5,8 +5,8 @@ gradient. Counting calls cannot tell a late callback from an early one: both fir
 pass. Momentum can: two half-gradient updates ``v = mu*v + a; v = mu*v + b`` leave a different
 weight than one ``v = mu*v + (a + b)``, so a callback that fires before the second user is in
 moves the weight off the hand-computed reference. The second test shows that such a callback
-is caught before: LocalSync refuses a parameter that fires twice in a step, and the Network one
-that fires twice in a pass.
+is caught before: the Network refuses a parameter that fires twice in a pass at its second
+fire, before the callback (a sync's) takes it.
 """
 
 import numpy as np
@@ -16,7 +16,6 @@ from distconv import Arg, Parameter
 from distconv.layers import FullyConnected, MSELoss
 from distconv.network import Network, NetworkError
 from distconv.optim import Momentum
-from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 
 LR, MU, STEPS = 0.1, 0.9, 3
@@ -65,9 +64,9 @@ def test_a_callback_fired_per_user_is_refused(rng, monkeypatch):
             callback(self)
 
     monkeypatch.setattr(Parameter, "inc_update", fire_at_once)
-    # LocalSync refuses the second update of a step at once (the weights missed the reference
-    # when it took both); were it not there, the Network refuses the pass at its end
-    with pytest.raises(SyncError, match=r"parameter 'fc1.weight' fired twice in one step"):
-        _train(rng)
-    with pytest.raises(NetworkError, match=r"fc1.weight \(2 times\)"):
-        _train(rng, callback=lambda sync: lambda p: None)
+    # the Network refuses the second fire before any callback has it: LocalSync refused it
+    # itself ("fired twice in one step", naming no layer); a callback of one's own took both
+    said = r"'fc1\.weight' fired twice in one backward pass \(first in the backward of layer "
+    for callback in (lambda sync: sync, lambda sync: lambda p: None):
+        with pytest.raises(NetworkError, match=said + r"'fc2', again in that of layer 'fc1'\)"):
+            _train(rng, callback=callback)

@@ -1,0 +1,35 @@
+"""A layer of one's own that breaks the firing rules, trained through MPISync under
+``mpiexec -n 2`` (``run_layer_mistakes.py``): every rank stops with the Network's error, which
+names the parameter and the layer, where MPISync refused it in its own words."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.mpi.common import run_two_ranks
+
+pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+
+
+def ranks_of(tmp_path: Path, mistake: str) -> list[tuple[dict | None, dict[str, np.ndarray]]]:
+    """Each rank's error (None where it trained on) and weights, from ``mistake``'s job."""
+    run_two_ranks("run_layer_mistakes.py", tmp_path, mistake)
+    return [
+        (
+            json.loads((tmp_path / f"rank{r}.json").read_text()),
+            dict(np.load(tmp_path / f"rank{r}.npz")),
+        )
+        for r in range(2)
+    ]
+
+
+def test_a_parameter_fired_twice_stops_every_rank_naming_the_layer(tmp_path):
+    """MPISync refused it ("fired twice in step 0"), naming no layer and no rule."""
+    for error, _ in ranks_of(tmp_path, "twice"):
+        assert error["class"] == "NetworkError", error
+        said = error["message"]
+        assert "'ss1.bias' fired twice in one backward pass" in said and "'ss1'" in said, said

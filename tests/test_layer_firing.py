@@ -1,0 +1,43 @@
+"""The Network's checks of what a layer of one's own fires in backward, through LocalSync: a
+parameter fired twice in one pass. The same mistakes under MPISync and the parameter server:
+``tests/mpi/test_layer_mistakes.py``, ``tests/sync/ps/test_ps_layer_mistakes.py``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.network import NetworkError
+from distconv.optim import create_optimizer
+from distconv.sync.local import LocalSync
+from tests.layer_mistakes import batches, build, step, train, weights
+
+
+def local_run(mistake: str | None) -> tuple[dict[str, np.ndarray], LocalSync]:
+    """Train :func:`build` with ``mistake`` through LocalSync (SGD); its weights, the sync."""
+    net = build(mistake)
+    sync = LocalSync(create_optimizer("sgd", lr=0.1))
+    sync.setup(net.parameters())
+    train(net, sync)
+    return weights(net), sync
+
+
+def test_a_parameter_fired_twice_is_refused_by_the_network_before_the_sync_takes_it():
+    """The sync refused it first ("parameter 'ss1.bias' fired twice in one step"), naming
+    neither the layer nor the rule; now the network does, and the sync never sees the second
+    fire: the bias took one update, as a correct layer's first step gives it."""
+    net = build("twice")
+    sync = LocalSync(create_optimizer("sgd", lr=0.1))
+    sync.setup(net.parameters())
+    before = net["ss1"].bias.value.copy()
+    with pytest.raises(NetworkError) as caught:
+        train(net, sync)
+    said = str(caught.value)
+    assert "'ss1.bias'" in said and "fired twice in one backward pass" in said, said
+    assert "'ss1'" in said and "once per pass, after its last user" in said, said
+    right = build()
+    fine = LocalSync(create_optimizer("sgd", lr=0.1))
+    fine.setup(right.parameters())
+    step(right, fine, *next(batches()))  # a correct layer's first step
+    assert not np.array_equal(before, right["ss1"].bias.value)
+    np.testing.assert_array_equal(net["ss1"].bias.value, right["ss1"].bias.value)
