@@ -38,12 +38,23 @@ class Firing:
         """What the layers are given as the callback: ``p`` recorded, then the pass's own.
 
         Raises:
-            the ``error`` given: ``p`` fired already in this pass. Refused here, before the
-                callback: a sync refused it itself, naming neither the layer nor the rule.
+            the ``error`` given: ``p`` fired already in this pass, or its gradient is not an
+                array of its value's shape and dtype (a layer gave it another: ``p.grad =
+                (p.grad + g)[:, None]``, or cast to float16). Refused here, before the
+                callback, which every transport passes: a sync refused them itself, naming
+                neither the layer nor the rule, or failed in numpy's words, or trained on in
+                another dtype.
         """
         first = self._fired_by.get(id(p))
         if first is not None:
             raise self.error(twice(p, first, self.layer))
+        grad, value = p.grad, p.value
+        try:  # a tuple and a dtype compared: the one cost of each fire
+            alike = grad.shape == value.shape and grad.dtype == value.dtype
+        except AttributeError:  # None, a number
+            alike = False
+        if not alike:
+            raise self.error(unlike(p, self.layer))
         self._fired_by[id(p)] = self.layer
         self.fired.append(p)
         self.callback(p)
@@ -64,6 +75,23 @@ def twice(p: Parameter, first: str, now: str) -> str:
         f"its callback once per pass, after its last user; each layer that uses it adds its "
         f"share into p.grad, then calls p.inc_update(callback) once (the parameter counts "
         f"its {p.shared_count} user(s) in this network and fires at the last)"
+    )
+
+
+def unlike(p: Parameter, layer: str) -> str:
+    """What a gradient of ``p`` unlike its value (another shape or dtype, or no array) is told
+    where the backward of ``layer`` fires it: what it has and what it must have."""
+    grad = p.grad
+    has = (
+        f"shape {tuple(grad.shape)} and dtype {grad.dtype}"
+        if hasattr(grad, "shape") and hasattr(grad, "dtype")
+        else f"no array ({type(grad).__name__})"
+    )
+    return (
+        f"the gradient of {p.name!r}, fired in the backward of layer {layer!r}, has {has}; it "
+        f"must have shape {tuple(p.value.shape)} and dtype {p.value.dtype}, as the parameter's "
+        f"value: add the layer's share into it in place (p.grad += g, g of that shape), or "
+        f"give it an array of that shape and dtype"
     )
 
 

@@ -19,8 +19,10 @@ from distconv.init import set_seed
 from distconv.layers import FullyConnected, MSELoss
 from distconv.layers.base import Layer, values_of
 from distconv.network import Network
+from distconv.optim import create_optimizer
 from distconv.parameter import Parameter, UpdateCallback
 from distconv.sync.base import SyncStrategy
+from distconv.sync.local import LocalSync
 
 #: what ``mistake`` may name (None: a correct layer)
 MISTAKES = (
@@ -118,3 +120,12 @@ def train(net: Network, sync: SyncStrategy, rank: int = 0, world: int = 1) -> No
 def weights(net: Network) -> dict[str, np.ndarray]:
     """Each parameter's value by name, copied."""
     return {p.name: np.array(p.value) for p in net.parameters()}
+
+
+def local_run(mistake: str | None) -> tuple[dict[str, np.ndarray], LocalSync]:
+    """Train :func:`build` with ``mistake`` through LocalSync (SGD); its weights, the sync."""
+    net = build(mistake)
+    sync = LocalSync(create_optimizer("sgd", lr=0.1))
+    sync.setup(net.parameters())
+    train(net, sync)
+    return weights(net), sync

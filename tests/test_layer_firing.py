@@ -10,16 +10,7 @@ import pytest
 from distconv.network import NetworkError
 from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
-from tests.layer_mistakes import batches, build, step, train, weights
-
-
-def local_run(mistake: str | None) -> tuple[dict[str, np.ndarray], LocalSync]:
-    """Train :func:`build` with ``mistake`` through LocalSync (SGD); its weights, the sync."""
-    net = build(mistake)
-    sync = LocalSync(create_optimizer("sgd", lr=0.1))
-    sync.setup(net.parameters())
-    train(net, sync)
-    return weights(net), sync
+from tests.layer_mistakes import batches, build, local_run, step, train
 
 
 def test_a_parameter_fired_twice_is_refused_by_the_network_before_the_sync_takes_it():
@@ -41,3 +32,29 @@ def test_a_parameter_fired_twice_is_refused_by_the_network_before_the_sync_takes
     step(right, fine, *next(batches()))  # a correct layer's first step
     assert not np.array_equal(before, right["ss1"].bias.value)
     np.testing.assert_array_equal(net["ss1"].bias.value, right["ss1"].bias.value)
+
+
+@pytest.mark.parametrize(
+    ("mistake", "has"),
+    [
+        ("rebind_shape", "shape (3, 1) and dtype float64"),
+        ("rebind16", "shape (3,) and dtype float16"),
+    ],
+)
+def test_a_gradient_replaced_by_another_shape_or_dtype_is_named_with_its_layer(mistake, has):
+    """LocalSync failed in numpy's words (another shape: "non-broadcastable output operand",
+    naming nothing) or trained on in float16 without a word."""
+    with pytest.raises(NetworkError) as caught:
+        local_run(mistake)
+    said = str(caught.value)
+    assert "gradient of 'ss1.bias'" in said and "layer 'ss1'" in said, said
+    assert f"{has}; it must have shape (3,) and dtype float64" in said, said
+
+
+def test_a_gradient_rebound_to_its_own_shape_and_dtype_trains_as_one_added_in_place():
+    """``p.grad = p.grad + g`` is another array, of the right shape and dtype: taken."""
+    rebound, _ = local_run("rebind")
+    right, _ = local_run(None)
+    assert rebound.keys() == right.keys()
+    for name, value in right.items():
+        np.testing.assert_array_equal(rebound[name], value, err_msg=name)

@@ -39,7 +39,8 @@ def main() -> None:
         (args.out / f"rank{sync.rank}.json").write_text(json.dumps(error))
         np.savez(args.out / f"rank{sync.rank}.npz", **weights(net))
         if error is not None:  # a setup ends the abandoned step: the job closes cleanly
-            net.zero_grad()
+            for p in net.parameters():  # (one the layer replaced by another shape too)
+                p.grad = np.zeros_like(p.value)
             sync.setup(net.parameters(), {})
     finally:
         sync.close()

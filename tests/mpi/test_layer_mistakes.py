@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.layer_mistakes import local_run
 from tests.mpi.common import run_two_ranks
 
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
@@ -33,3 +34,23 @@ def test_a_parameter_fired_twice_stops_every_rank_naming_the_layer(tmp_path):
         assert error["class"] == "NetworkError", error
         said = error["message"]
         assert "'ss1.bias' fired twice in one backward pass" in said and "'ss1'" in said, said
+
+
+@pytest.mark.parametrize(("mistake", "has"), [("rebind_shape", "(3, 1)"), ("rebind16", "float16")])
+def test_a_gradient_of_another_shape_or_dtype_stops_every_rank_naming_it(tmp_path, mistake, has):
+    """MPISync named the parameter alone for another shape, and trained on in float16."""
+    for error, _ in ranks_of(tmp_path, mistake):
+        assert error["class"] == "NetworkError", error
+        said = error["message"]
+        assert "gradient of 'ss1.bias'" in said and "layer 'ss1'" in said, said
+        assert has in said and "it must have shape (3,) and dtype float64" in said, said
+
+
+def test_a_gradient_rebound_to_its_own_shape_and_dtype_trains_as_on_one_process(tmp_path):
+    """MPISync adopts it (copies it into its bucket): two ranks give one process's weights."""
+    ranks = ranks_of(tmp_path, "rebind")
+    right, _ = local_run(None)
+    for error, got in ranks:
+        assert error is None
+        for name, value in right.items():
+            np.testing.assert_allclose(got[name], value, rtol=1e-12, atol=1e-14, err_msg=name)
