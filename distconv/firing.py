@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from distconv.fired_writes import WriteGuard
 from distconv.layers.base import Layer
 from distconv.parameter import Parameter, UpdateCallback
 
@@ -22,14 +23,20 @@ class Firing:
     Args:
         callback: the pass's callback (a sync strategy's, the Trainer's ``keep_gradient``).
         error: the exception class a refusal raises, with its message (the network's).
+        guard: hold each fired gradient read-only until the backward of the layer that fired
+            it returns (:class:`~distconv.fired_writes.WriteGuard`): the first pass's, where
+            the callback is one :func:`~distconv.fired_writes.guards` knows.
 
     Attributes:
         fired: the parameters fired so far, in order.
         layer: the name of the layer whose backward runs now ("" before the first).
     """
 
-    def __init__(self, callback: UpdateCallback, error: Callable[[str], Exception]) -> None:
+    def __init__(
+        self, callback: UpdateCallback, error: Callable[[str], Exception], guard: bool = False
+    ) -> None:
         self.callback, self.error = callback, error
+        self._guard = WriteGuard() if guard else None
         self.fired: list[Parameter] = []
         self.layer = ""
         self._fired_by: dict[int, str] = {}  # id of each parameter fired -> the layer's name
@@ -58,11 +65,28 @@ class Firing:
         self._fired_by[id(p)] = self.layer
         self.fired.append(p)
         self.callback(p)
+        if self._guard is not None:
+            self._guard.hold(p)
 
     def run(self, name: str, layer: Layer) -> None:
-        """The backward of ``layer`` (named ``name`` in the network), with :meth:`fire`."""
+        """The backward of ``layer`` (named ``name`` in the network), with :meth:`fire`.
+
+        Raises:
+            the ``error`` given, where guarding: the layer wrote into a gradient it had fired
+                (:class:`~distconv.fired_writes.WriteGuard`).
+        """
         self.layer = name
-        layer.backward(self.fire)
+        guard = self._guard
+        if guard is None:
+            layer.backward(self.fire)
+            return
+        try:
+            layer.backward(self.fire)
+        except Exception as exc:
+            guard.blame(exc, name, self.error)
+            raise
+        finally:
+            guard.release()
 
 
 def twice(p: Parameter, first: str, now: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module
+from distconv.fired_writes import guards
 from distconv.firing import Firing, fired_problem
 from distconv.kernels.parallel import one_blas_thread
 from distconv.layers.base import Layer, LayerError
@@ -319,7 +320,9 @@ class Network:
             arg.grad = None  # from zero each pass: a second adds one pass's worth into params
         out = self.outputs[loss]
         out.grad = get_array_module(out.value).full_like(out.value, loss_scale)
-        firing = Firing(callback, NetworkError)
+        # the first pass guards the gradients fired against a layer's later writes
+        guard = self.firing_order is None and guards(callback)
+        firing = Firing(callback, NetworkError, guard)
         with one_blas_thread():
             for name in reversed(order):
                 firing.run(name, self.layers[name])

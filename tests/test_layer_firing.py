@@ -1,5 +1,6 @@
 """The Network's checks of what a layer of one's own fires in backward, through LocalSync: a
-parameter fired twice in one pass. The same mistakes under MPISync and the parameter server:
+parameter fired twice in one pass, a gradient of another shape or dtype, a share added after
+firing. The same mistakes under MPISync and the parameter server:
 ``tests/mpi/test_layer_mistakes.py``, ``tests/sync/ps/test_ps_layer_mistakes.py``."""
 
 from __future__ import annotations
@@ -7,9 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from distconv.arg import Arg
 from distconv.network import NetworkError
 from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
+from distconv.trainer import Trainer
 from tests.layer_mistakes import batches, build, local_run, step, train
 
 
@@ -58,3 +61,51 @@ def test_a_gradient_rebound_to_its_own_shape_and_dtype_trains_as_one_added_in_pl
     assert rebound.keys() == right.keys()
     for name, value in right.items():
         np.testing.assert_array_equal(rebound[name], value, err_msg=name)
+
+
+def early_refusal(said: str) -> bool:
+    """Whether ``said`` is the Network's refusal of ``ss1``'s share added after firing."""
+    return "layer 'ss1' wrote into the gradient of 'ss1.weight' after firing it" in said
+
+
+def test_a_share_added_after_firing_is_refused_at_the_write_naming_layer_and_parameter():
+    """LocalSync applied the weight without the share, which the next step then added in;
+    by hand nothing said so, and the Trainer blamed the strategy ("LocalSync.finish_step()
+    left the gradient of 'ss1.weight' nonzero")."""
+    with pytest.raises(NetworkError) as caught:
+        local_run("early")
+    assert early_refusal(str(caught.value)), caught.value
+    assert "once per pass, after its last user" in str(caught.value)
+
+
+def test_the_trainer_refuses_a_share_added_after_firing_in_the_networks_words(tmp_path):
+    x, t = next(batches())
+    sync = LocalSync(create_optimizer("sgd", lr=0.1))
+    trainer = Trainer(build("early"), sync, batch_size=4, out_dir=tmp_path, progress=False)
+    with pytest.raises(NetworkError) as caught:
+        trainer.fit({"x": x, "target": t}, epochs=1)
+    assert early_refusal(str(caught.value)), caught.value
+
+
+def test_the_guard_leaves_every_gradient_writable_and_the_later_passes_unguarded():
+    """Only the first pass (which records the firing order) is guarded, and each gradient is
+    writable again once the layer that fired it returned; a correct layer trains as ever."""
+    _, sync = local_run(None)
+    assert all(p.grad.flags.writeable for p in sync.params)
+    net = build("early")
+    fine = LocalSync(create_optimizer("sgd", lr=0.1))
+    fine.setup(net.parameters())
+    net.firing_order = ["fc.bias", "fc.weight", "ss2.bias", "ss1.bias", "ss1.weight"]
+    step(net, fine, *next(batches()))  # recorded already: a later pass, not guarded
+    assert all(p.grad.flags.writeable for p in fine.params)
+
+
+def test_a_callback_of_ones_own_is_not_guarded():
+    """It may hand the gradient to a thread that writes into it while backward runs (the
+    contract lets it): the guard would refuse that write; the gradient checks catch the
+    mistake there (check_network_grad)."""
+    net = build("early")
+    x, t = next(batches())
+    net.forward({"x": Arg(x, needs_grad=False), "target": Arg(t, needs_grad=False)})
+    net.backward(lambda p: None, loss="loss")  # the late share written: no refusal
+    assert net.firing_order is not None and net["ss1"].weight.grad.flags.writeable

@@ -16,9 +16,11 @@ from tests.mpi.common import run_two_ranks
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 
-def ranks_of(tmp_path: Path, mistake: str) -> list[tuple[dict | None, dict[str, np.ndarray]]]:
+def ranks_of(
+    tmp_path: Path, mistake: str, *options: str
+) -> list[tuple[dict | None, dict[str, np.ndarray]]]:
     """Each rank's error (None where it trained on) and weights, from ``mistake``'s job."""
-    run_two_ranks("run_layer_mistakes.py", tmp_path, mistake)
+    run_two_ranks("run_layer_mistakes.py", tmp_path, mistake, *options)
     return [
         (
             json.loads((tmp_path / f"rank{r}.json").read_text()),
@@ -52,5 +54,25 @@ def test_a_gradient_rebound_to_its_own_shape_and_dtype_trains_as_on_one_process(
     right, _ = local_run(None)
     for error, got in ranks:
         assert error is None
+        for name, value in right.items():
+            np.testing.assert_allclose(got[name], value, rtol=1e-12, atol=1e-14, err_msg=name)
+
+
+def test_a_share_added_after_firing_stops_every_rank_naming_the_layer(tmp_path):
+    """MPISync reduced the weight without the share and zeroed it: exit 0, the weight off."""
+    for error, _ in ranks_of(tmp_path, "early"):
+        assert error["class"] == "NetworkError", error
+        said = error["message"]
+        assert "layer 'ss1' wrote into the gradient of 'ss1.weight' after firing it" in said
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_a_correct_layer_is_not_refused_while_its_gradients_are_reduced(tmp_path, overlap):
+    """The first pass guards each fired gradient while the rest of its layer's backward runs;
+    meanwhile MPISync reduces it in place (on its thread, or at the next fire's test of the
+    wire, in 16-byte buckets): no refusal, and two ranks train as one process."""
+    right, _ = local_run(None)
+    for error, got in ranks_of(tmp_path, "none", "--overlap", overlap):
+        assert error is None, error
         for name, value in right.items():
             np.testing.assert_allclose(got[name], value, rtol=1e-12, atol=1e-14, err_msg=name)

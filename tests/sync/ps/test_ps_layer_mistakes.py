@@ -38,18 +38,24 @@ UNLIKE = "gradient of 'ss1.bias', fired in the backward of layer 'ss1', has shap
         ("twice", "'ss1.bias' fired twice in one backward pass"),
         ("rebind_shape", UNLIKE + "(3, 1) and dtype float64"),
         ("rebind16", UNLIKE + "(3,) and dtype float16"),
+        ("early", "layer 'ss1' wrote into the gradient of 'ss1.weight' after firing it"),
     ],
 )
 def test_a_firing_mistake_stops_the_workers_in_the_networks_words(shards, mistake, has):
     """Before: another shape failed in the worker's blocks ("cannot reshape array of size 4"),
-    float16 on the wire ("dtype float16 cannot travel"), neither naming the parameter."""
+    float16 on the wire ("dtype float16 cannot travel"), neither naming the parameter; a
+    share added after firing happened to train right (the push reads the gradient at
+    finish_step), where the other transports lost it."""
     with pytest.raises(NetworkError) as caught:
         two_workers(shards.start(1, workers=2), mistake)
     assert has in str(caught.value), caught.value
 
 
-def test_a_gradient_rebound_to_its_own_shape_and_dtype_trains_as_on_one_process(shards):
+@pytest.mark.parametrize("mistake", [None, "rebind"])
+def test_a_correct_layer_and_a_rebound_gradient_train_as_on_one_process(shards, mistake):
+    """Neither is refused (the first pass guards each fired gradient); ``p.grad = p.grad + g``
+    is another array of the right shape and dtype, which the worker reads as it is."""
     right, _ = local_run(None)
-    for got in two_workers(shards.start(1, workers=2), "rebind"):
+    for got in two_workers(shards.start(1, workers=2), mistake):
         for name, value in right.items():
             np.testing.assert_allclose(got[name], value, rtol=1e-12, atol=1e-14, err_msg=name)

@@ -1,0 +1,102 @@
+"""A layer that adds into a parameter's gradient after firing it, caught as it writes.
+
+Once a parameter fires, its gradient is the sync's (``distconv/sync/base.py``): LocalSync has
+applied and zeroed it, MPISync may have put it on the wire, a parameter server reads it at
+``finish_step``. A share added after is lost on one transport, kept on another, or left for
+the next step, and each said something else or nothing. So, on the pass that records the
+firing order (the first), each fired gradient is made read-only until the backward of the
+layer that fired it returns: the layer's ``+=`` then raises where it is written, and
+:meth:`WriteGuard.blame` turns numpy's "output array is read-only" into the network's error,
+naming the layer and the parameter.
+
+Not a copy compared afterwards: MPISync reduces a bucket in place, its thread or its next
+fire completing the reduction while the layer still runs, so a correct layer's gradient
+changes there too. The flag is on the gradient's own array object: MPI, and MPISync's thread,
+write into the bucket's buffer beneath it, and LocalSync and the parameter server write
+only inside the callback (before the guard) or at ``finish_step`` (after it). A callback of
+one's own may hand the gradient to a thread that writes through that very object while
+backward runs, as the contract lets it: for those callbacks (:func:`guards`) there is no guard.
+A gradient that is no numpy array (a device array) has no such flag and is not guarded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import MethodType
+
+import numpy as np
+
+from distconv.layers.source_spans import touches_grad_of
+from distconv.parameter import Parameter, UpdateCallback, keep_gradient
+
+#: the strategies whose fired gradients nothing writes through the gradient's own array while
+#: backward runs (their classes exactly: a subclass may add a thread that does)
+KNOWN_STRATEGIES = frozenset(
+    {
+        "distconv.sync.local.LocalSync",
+        "distconv.sync.mpi.sync.MPISync",
+        "distconv.sync.ps.client.PServerSync",
+    }
+)
+
+
+def guards(callback: UpdateCallback) -> bool:
+    """Whether a pass with ``callback`` may guard the gradients it fires: the Trainer's
+    ``keep_gradient``, or a shipped strategy (itself, or its bound ``on_gradient``)."""
+    if callback is keep_gradient:
+        return True
+    owner = callback.__self__ if type(callback) is MethodType else callback
+    cls = type(owner)
+    return f"{cls.__module__}.{cls.__qualname__}" in KNOWN_STRATEGIES
+
+
+class WriteGuard:
+    """The gradients fired in the backward of the layer that runs now, each made read-only."""
+
+    def __init__(self) -> None:
+        self._held: list[tuple[Parameter, np.ndarray]] = []
+
+    def hold(self, p: Parameter) -> None:
+        """Make ``p``'s gradient read-only, once its callback returned (a sync may have given it
+        another array there: MPISync's bucket view)."""
+        grad = p.grad
+        if isinstance(grad, np.ndarray) and grad.flags.writeable:  # one read-only stays so
+            grad.flags.writeable = False
+            self._held.append((p, grad))
+
+    def release(self) -> None:
+        """Make every held gradient writable again: the layer's backward returned or raised."""
+        for _, grad in self._held:
+            grad.flags.writeable = True
+        self._held.clear()
+
+    def blame(self, exc: BaseException, layer: str, error: Callable[[str], Exception]) -> None:
+        """Raise ``error`` from ``exc``, which the backward of ``layer`` raised, where it is a
+        write into a held gradient (numpy's "read-only"); return otherwise."""
+        cause = _read_only_write(exc)
+        if cause is None or not self._held:
+            return
+        params = [p for p, _ in self._held]
+        named = [p for p in params if touches_grad_of(cause, [p])] or params
+        which = " or ".join(repr(p.name) for p in named)
+        raise error(
+            f"layer {layer!r} wrote into the gradient of {which} after firing it "
+            f"(p.inc_update(callback) called before the layer's share was added): from its "
+            f"callback on, the gradient is the sync's (applied, or on the wire), so a share "
+            f"added after is lost or left for the next step. A parameter "
+            f"fires once per pass, after its last user: add into p.grad first, then call "
+            f"p.inc_update(callback)"
+        ) from exc
+
+
+def _read_only_write(exc: BaseException) -> BaseException | None:
+    """numpy's error for a write into a read-only array: ``exc`` or the innermost one it was
+    raised from (a layer's backward names its ValueErrors in a LayerError, which chains the
+    original, the one raised at the layer's line); None where there is none."""
+    found, seen = None, set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ValueError) and "read-only" in str(exc):
+            found = exc
+        exc = exc.__cause__ or exc.__context__
+    return found
