@@ -16,6 +16,7 @@ from typing import Any
 
 from distconv.backend import get_array_module, is_gpu_array
 from distconv.checkpoint import check_savable
+from distconv.fired_writes import guards
 from distconv.parameter import Parameter, grads_left
 from distconv.sync import SyncError, SyncStrategy
 from distconv.sync.local import not_numbers
@@ -150,9 +151,16 @@ class ParamLayout:
         self.order_due = False
         sync.set_firing_order(order)
         if kept := grads_left(p for p, _ in self.params):
+            said = f"{type(sync).__name__}.finish_step() left the gradient of {kept[0]!r} nonzero"
+            if guards(sync):  # a shipped strategy zeroes every gradient it takes: the layer
+                raise SyncError(
+                    f"{said}: the strategy zeroes every gradient it takes, so a layer most likely "
+                    "added to it after firing it (p.inc_update(callback) before p.grad += ...), "
+                    "and the next step would add that share in again; a parameter fires once "
+                    "per pass, after its last user's share is in"
+                )
             raise SyncError(
-                f"{type(sync).__name__}.finish_step() left the gradient of {kept[0]!r} "
-                "nonzero: a strategy zeroes each gradient it takes (p.grad[...] = 0), "
+                f"{said}: a strategy zeroes each gradient it takes (p.grad[...] = 0), "
                 "else the next step adds it in again"
             )
         self.check(sync)

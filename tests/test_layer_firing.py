@@ -11,6 +11,7 @@ import pytest
 from distconv.arg import Arg
 from distconv.network import NetworkError
 from distconv.optim import create_optimizer
+from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
 from tests.layer_mistakes import batches, build, local_run, step, train
@@ -109,3 +110,23 @@ def test_a_callback_of_ones_own_is_not_guarded():
     net.forward({"x": Arg(x, needs_grad=False), "target": Arg(t, needs_grad=False)})
     net.backward(lambda p: None, loss="loss")  # the late share written: no refusal
     assert net.firing_order is not None and net["ss1"].weight.grad.flags.writeable
+
+
+def test_an_unguarded_share_after_firing_is_blamed_on_the_layer_for_a_shipped_strategy(tmp_path):
+    """Where no guard ran (the order recorded already, here by a pass by hand; a device's
+    gradients), LocalSync's first step finds the share left in the gradient. It blamed the
+    strategy, which is distconv's own and zeroes every gradient it takes."""
+    net = build("early")
+    x, t = next(batches())
+    net.forward({"x": Arg(x, needs_grad=False), "target": Arg(t, needs_grad=False)})
+    net.backward(lambda p: None, loss="loss")  # records the order, unguarded
+    net.zero_grad()
+    sync = LocalSync(create_optimizer("sgd", lr=0.1))
+    trainer = Trainer(net, sync, batch_size=4, out_dir=tmp_path, progress=False)
+    with pytest.raises(SyncError) as caught:
+        trainer.fit({"x": x, "target": t}, epochs=1)
+    said = str(caught.value)
+    assert "LocalSync.finish_step() left the gradient of 'ss1.weight' nonzero" in said, said
+    assert (
+        "a layer most likely added to it after firing it" in said and "zeroes each" not in said
+    ), said
