@@ -58,7 +58,13 @@ from distconv.network_feeds import arg_problem
 from distconv.optim_base import _check
 from distconv.parameter import Parameter
 from distconv.sampler import check_count
-from distconv.written_values import inputs_kept, refuse_written_inputs, refuse_written_values
+from distconv.written_values import (
+    copies_of,
+    feed_copies,
+    inputs_kept,
+    refuse_written_inputs,
+    refuse_written_values,
+)
 
 
 @dataclass
@@ -156,8 +162,9 @@ def _check_layer(
     draw from a generator of ``draws`` (:meth:`Objective.pinned`)."""
     for p in params:  # the layer alone, as a one-layer Network would count its users
         p.shared_count = sum(q is p for q in params)  # (analytic_pass's zero_grad resets the rest)
+    copies = copies_of(inputs)  # before the objective's forwards, which may write into them
     obj = Objective(layer, inputs, rng, draws)
-    refuse_written_inputs(obj)  # else its own weight was said to be off
+    refuse_written_inputs(obj, copies)  # else its own weight was said to be off
     if not (targets := _targets(obj, params)):  # an empty report passed any backward
         raise ValueError(
             f"{layer}: nothing to check: no parameter trains, no input needs_grad "
@@ -238,9 +245,11 @@ def check_network_grad(
                     p.grad = (
                         None if p.grad is None else get_array_module(p.value).zeros_like(p.value)
                     )
-            obj = NetworkObjective(net, _own_feeds(feeds, dtype, inputs), loss, seed)
+            own = _own_feeds(feeds, dtype, inputs)
+            given = feed_copies(own)  # before the objective's forwards, which may write into them
+            obj = NetworkObjective(net, own, loss, seed)
             obj.originals = originals
-            refuse_written_values(net, obj)  # else blamed on the layer whose output it was
+            refuse_written_values(net, obj, given)  # else blamed on the layer whose output it was
             if not (targets := _targets(obj, params)):
                 raise ValueError(
                     f"{obj.subject}: nothing to check: no parameter trains"

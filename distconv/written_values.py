@@ -19,7 +19,7 @@ double it), and puts back the caller's arrays it wrote into.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -35,24 +35,38 @@ _ADVICE = (
 )
 
 
-def refuse_written_values(net: Network, obj: NetworkObjective) -> None:
+def copies_of(args: Iterable[Arg]) -> list[tuple[Any, Any]]:
+    """Copies of each Arg's values and ids, to compare with after the forwards that build the
+    check's objective: a write of the values it read (an in-place ReLU, a clip) changes nothing
+    at any forward after the first, which copies taken after it could not tell."""
+    return [_copy(a) for a in args]
+
+
+def feed_copies(feeds: Any) -> dict[str, tuple[Any, Any]]:
+    """:func:`copies_of` the Args in ``feeds`` (the check's own), by name."""
+    if not isinstance(feeds, Mapping):  # the network's forward refuses it
+        return {}
+    return {name: _copy(arg) for name, arg in feeds.items() if isinstance(arg, Arg)}
+
+
+def refuse_written_values(net: Network, obj: NetworkObjective, feeds: dict[str, tuple]) -> None:
     """Raise ``AssertionError`` naming the layer of ``net`` whose forward or backward wrote into
-    another layer's output or a feed of ``obj`` (the check's copies), and whose it was.
+    another layer's output or a feed of ``obj`` (the check's copies; ``feeds`` their values and
+    ids as given, before any forward), and whose it was.
 
     A backward that raises is left to the check, which names what fails in it."""
-    problem = _forward_problem(net, obj) or _backward_problem(net, obj)
+    problem = _forward_problem(net, obj, feeds) or _backward_problem(net, obj)
     if problem:
         raise AssertionError(f"{obj.subject}: {problem}")
 
 
-def refuse_written_inputs(obj: Objective) -> None:
+def refuse_written_inputs(obj: Objective, copies: list[tuple[Any, Any]]) -> None:
     """Raise ``AssertionError`` where the layer of ``obj`` (:func:`~distconv.gradient_check.
     check_layer_grad`'s) writes into an input's values in a forward or a backward: the check
     said that its own weight's gradient was off, or that backward twice did not double it
-    (saying to add, not assign). A backward that raises is left to the check."""
+    (saying to add, not assign). ``copies`` are the inputs' (:func:`copies_of`) before the
+    forwards that built ``obj``. A backward that raises is left to the check."""
     layer, inputs = obj.layer, obj.inputs
-    copies = [_copy(a) for a in inputs]
-    obj.value()  # a forward, its draws pinned
     for when in ("forward", "backward"):
         changed = [
             f"input {i}"
@@ -74,23 +88,28 @@ def refuse_written_inputs(obj: Objective) -> None:
 def inputs_kept(inputs: list[Arg]) -> Iterator[None]:
     """Put back the values and ids of ``inputs`` (the caller's arrays, in place) that a layer
     wrote into during the check, however it ends."""
-    copies = [_copy(a) for a in inputs]
+    copies = copies_of(inputs)
     try:
         yield
     finally:
-        for a, (value, ids) in zip(inputs, copies):
-            for now, then in ((a.value, value), (a.ids, ids)):
-                if now is not None and then is not None and not _same(now, then):
-                    now[...] = then
+        for a, copy in zip(inputs, copies):
+            _put_back(a, copy)
 
 
-def _forward_problem(net: Network, obj: NetworkObjective) -> str | None:
+def _put_back(arg: Arg, copy: tuple[Any, Any]) -> None:
+    """Write ``copy`` (:func:`_copy`'s) back into ``arg``'s arrays where they differ."""
+    for now, then in zip((arg.value, arg.ids), copy):
+        if now is not None and then is not None and not _same(now, then):
+            now[...] = then
+
+
+def _forward_problem(net: Network, obj: NetworkObjective, feeds: dict[str, tuple]) -> str | None:
     """What a forward wrote into after it was made, and which layer wrote it; None where
     nothing changed."""
-    _, changed = _walk(net, obj, None)
+    _, changed = _walk(net, obj, feeds, None)
     if not changed:
         return None
-    writer, written = _walk(net, obj, changed)
+    writer, written = _walk(net, obj, feeds, changed)
     if writer is None:  # the second forward wrote nothing: random, or state it kept
         return f"{_what(net, changed)} changed during the forward after it was made; {_ADVICE}"
     said = f"the forward of {net.layers[writer].label} wrote into {_what(net, written)}"
@@ -131,14 +150,17 @@ def _backward_problem(net: Network, obj: NetworkObjective) -> str | None:
 
 
 def _walk(
-    net: Network, obj: NetworkObjective, watch: list[str] | None
+    net: Network, obj: NetworkObjective, feeds: dict[str, tuple], watch: list[str] | None
 ) -> tuple[str | None, list[str]]:
-    """A forward of ``net`` on ``obj``'s feeds, its draws pinned as the check's, each feed
-    copied first and each output as it is made. With ``watch`` None, compared once the forward
-    is done: (None, the names whose values changed). Else those of ``watch`` are compared after
-    each layer's forward: (the first layer after which one differs, those), or (None, [])."""
+    """A forward of ``net`` on ``obj``'s feeds, its draws pinned as the check's, each feed put
+    back to ``feeds`` (its values as given) first and each output copied as it is made. With
+    ``watch`` None, compared once the forward is done: (None, the names whose values changed).
+    Else those of ``watch`` are compared after each layer's forward: (the first layer after
+    which one differs, those), or (None, [])."""
     values: dict[str, Arg] = {name: obj.feeds[name] for name in net.feed_names}
-    copies = {name: _copy(arg) for name, arg in values.items()}
+    copies = {name: feeds[name] for name in values if name in feeds}
+    for name, copy in copies.items():  # the check's own arrays: an earlier forward wrote?
+        _put_back(values[name], copy)
     with obj.pinned():
         for name in net.order():
             values[name] = net.layers[name].forward(*(values[i] for i in net.wiring[name]))

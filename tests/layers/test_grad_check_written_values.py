@@ -167,3 +167,32 @@ def test_a_write_that_changes_nothing_at_the_start_still_leaves_the_input_as_it_
     with pytest.raises(AssertionError, match=r"gradient of param ScaleInPlace\.w is off"):
         check_layer_grad(ScaleInPlace(3), [given])
     np.testing.assert_array_equal(given.value, x)
+
+
+class ReluScale(Scale):
+    """``Scale`` of ``relu(x)``, the ReLU taken in place in its input's array: a write that
+    gives the same values at each forward after the first."""
+
+    def _forward(self, x):
+        v = values_of(self, x)
+        np.maximum(v, 0, out=v)
+        return v * self.w.value + self.b.value
+
+
+def test_a_write_giving_the_same_values_again_is_refused_from_the_first_forward(rng):
+    """The check's first forwards had written into the input before it was copied, and the
+    later ones wrote what was there: the layer check said that the input's gradient was off,
+    the network check passed or blamed the feed's gradient."""
+    layer = ReluScale(3)
+    layer.w.value[...] = [0.5, 2.0, -1.5]
+    x = rng.standard_normal((5, 3))
+    given = Arg(x.copy())
+    with pytest.raises(AssertionError, match=r"^ReluScale: its forward wrote into input 0; "):
+        check_layer_grad(layer, [given])
+    np.testing.assert_array_equal(given.value, x)
+    for inputs in (False, True):
+        with pytest.raises(AssertionError) as refused:
+            check_network_grad(network(ReluScale(3), on_feed=True), feeds(rng), inputs=inputs)
+        assert str(refused.value).startswith(
+            "network (loss 'loss'): the forward of ReluScale 'own' wrote into feed 'x'; "
+        ), refused.value
