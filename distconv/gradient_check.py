@@ -272,10 +272,10 @@ def check_network_grad(
 
 
 def _own_feeds(feeds: Mapping[str, Arg | Any], dtype: Any, inputs: bool) -> Any:
-    """Fresh Args for ``feeds``: float values copied (cast to ``dtype`` unless None), with
-    ``needs_grad`` as ``inputs`` says; the others as they are read. Backward sets the feeds'
-    gradients, and ``central`` swaps their values. What the network cannot read is handed on
-    as it is, for its forward to refuse."""
+    """Fresh Args for ``feeds``, every array copied (a layer may write into one, and the
+    caller's ids were changed): float values cast to ``dtype`` unless None, with ``needs_grad``
+    as ``inputs`` says. Backward sets the feeds' gradients, and ``central`` swaps their values.
+    What the network cannot read is handed on as it is, for its forward to refuse."""
     if not isinstance(feeds, Mapping):
         return feeds
     own: dict[str, Any] = {}
@@ -285,9 +285,11 @@ def _own_feeds(feeds: Mapping[str, Arg | Any], dtype: Any, inputs: bool) -> Any:
             continue
         arg = given if isinstance(given, Arg) else Arg(given, needs_grad=False)
         value, wants = arg.value, False
-        if value is not None and is_float_dtype(value.dtype):
-            value, wants = _copy(value, dtype), inputs
-        own[name] = Arg(value, seq_starts=arg.seq_starts, ids=arg.ids, needs_grad=wants)
+        if value is not None:
+            floating = is_float_dtype(value.dtype)
+            value, wants = _copy(value, dtype if floating else None), inputs and floating
+        ids = None if arg.ids is None else arg.ids.copy()
+        own[name] = Arg(value, seq_starts=arg.seq_starts, ids=ids, needs_grad=wants)
     return own
 
 

@@ -196,3 +196,38 @@ def test_a_write_giving_the_same_values_again_is_refused_from_the_first_forward(
         assert str(refused.value).startswith(
             "network (loss 'loss'): the forward of ReluScale 'own' wrote into feed 'x'; "
         ), refused.value
+
+
+class ClipsIds(Layer):
+    """``x * (1 + ids % 2)``, its forward clipping the ids it reads (or the integer values) to
+    [0, 1] in place."""
+
+    num_inputs = 2
+
+    def _forward(self, x, chosen):
+        ids = chosen.value if chosen.ids is None else chosen.ids
+        np.clip(ids, 0, 1, out=ids)
+        self.m = (1 + ids % 2)[:, None].astype(F64)
+        return values_of(self, x) * self.m
+
+    def _backward(self, dz, callback):
+        if (dx := grad_target(self.inputs[0])) is not None:
+            dx += dz * self.m
+
+
+@pytest.mark.parametrize("as_arg", [True, False])
+def test_a_write_into_integer_ids_leaves_the_callers_feed_as_it_was(as_arg, rng):
+    """The check copied the float feeds alone: ids, or an integer array given as a feed, were
+    the caller's own, and a layer writing into them changed the caller's data."""
+    net = Network()
+    net.add("act", FullyConnected(3, 3, act="tanh", dtype=F64), "x")
+    net.add("own", ClipsIds(), ["act", "chosen"])
+    net.add("fc", FullyConnected(3, 1, dtype=F64), "own")
+    net.add("loss", MSELoss(), ["fc", "target"])
+    ids = np.array([0, 3, 1, 2, 5])
+    given = feeds(rng) | {"chosen": Arg(ids=ids.copy()) if as_arg else ids.copy()}
+    with pytest.raises(
+        AssertionError, match="the forward of ClipsIds 'own' wrote into feed 'chosen'"
+    ):
+        check_network_grad(net, given)
+    np.testing.assert_array_equal(given["chosen"].ids if as_arg else given["chosen"], ids)
