@@ -10,7 +10,9 @@ runs after it. The check refuses either before it compares a gradient, naming th
 wrote and the one whose output it was. It costs one forward of its own, each output copied as
 it is made and compared once the forward is done (a second, comparing after each layer, only
 where one changed, to find the layer that wrote), and one forward and backward, each output
-copied after the forward and compared after the backward. Training runs none of this.
+copied after the forward and compared after the backward (a second, comparing after each
+layer's backward, only where one changed). A backward that writes into its own layer's output
+alone is let be: the layers that read it ran their backward before. Training runs none of this.
 
 :func:`~distconv.gradient_check.check_layer_grad` refuses a layer that writes into its own
 inputs alike (it was told that its weight's gradient was off, or that backward twice did not
@@ -55,7 +57,7 @@ def refuse_written_values(net: Network, obj: NetworkObjective, feeds: dict[str, 
     ids as given, before any forward), and whose it was.
 
     A backward that raises is left to the check, which names what fails in it."""
-    problem = _forward_problem(net, obj, feeds) or _backward_problem(net, obj)
+    problem = _forward_problem(net, obj, feeds) or _backward_problem(net, obj, feeds)
     if problem:
         raise AssertionError(f"{obj.subject}: {problem}")
 
@@ -122,31 +124,78 @@ def _forward_problem(net: Network, obj: NetworkObjective, feeds: dict[str, tuple
     )
 
 
-def _backward_problem(net: Network, obj: NetworkObjective) -> str | None:
-    """What a backward wrote into of the forward's outputs and feeds, and the layers that read
-    it (whose backward ran before its maker's); None where nothing changed or it raises."""
-    with obj.pinned():
-        values = net.forward(obj.feeds)
+def _backward_problem(net: Network, obj: NetworkObjective, feeds: dict[str, tuple]) -> str | None:
+    """What a backward wrote into of the forward's outputs and feeds, and which layer wrote it;
+    None where nothing changed but outputs written by their own maker's backward (nothing reads
+    an output after that), or where a backward raises."""
+    values = _pinned_forward(net, obj, feeds)
     copies = {name: _copy(arg) for name, arg in values.items()}
     try:
-        net.backward(lambda p: None, loss=obj.loss)
+        net.backward(_ignore, loss=obj.loss)
     except Exception:  # the analytic pass names what fails there
         return None
-    changed = _changed(values, copies, copies)
-    if not changed:
+    if not (changed := _changed(values, copies, copies)):
         return None
-    readers = [n for n in net.order() if any(c in net.wiring[n] for c in changed)]
+    writer, written, own = _backward_walk(net, obj, feeds, changed)
+    if writer is None:
+        if set(changed) <= set(own):
+            return None
+        return f"{_what(net, changed)} changed during the backward; {_ADVICE}"
+    reads = any(n in net.wiring[writer] for n in written)
     said = (
-        f"the backward of {_listed(net.layers[n].label for n in readers)} wrote into "
-        f"{_what(net, changed)}, which it reads; {_ADVICE}"
+        f"the backward of {net.layers[writer].label} wrote into {_what(net, written)}"
+        f"{', which it reads' if reads else ''}; {_ADVICE}"
     )
-    if not any(n in net.layers for n in changed):  # feeds alone
+    if not any(n in net.layers for n in written):  # feeds alone
         return f"{said}. Each later forward reads the changed feed"
     return (
         f"{said}. The backward of the layer that made it runs after, and may read it (an "
         "activation's derivative is taken from its output): its gradients come out wrong, "
         "which the check would blame on its weights"
     )
+
+
+def _backward_walk(
+    net: Network, obj: NetworkObjective, feeds: dict[str, tuple], watch: list[str]
+) -> tuple[str | None, list[str], list[str]]:
+    """A pinned forward and a backward of ``net``, run a layer at a time as
+    :meth:`~distconv.network.Network.backward` runs them, comparing ``watch`` after each:
+    (the first layer whose backward changed one but its own output, those), or (None, []);
+    and the layers whose backward wrote into their own output alone, which is left alone (the
+    layers that read it ran their backward before). The readers of a changed output were
+    named, an innocent one among them."""
+    values = _pinned_forward(net, obj, feeds)
+    copies = {name: _copy(values[name]) for name in watch}
+    net._count_users()  # as a pass starts: each parameter fires after its last user
+    for arg in values.values():
+        arg.grad = None
+    seed = values[obj.loss]
+    seed.grad = get_array_module(seed.value).ones_like(seed.value)
+    own: list[str] = []
+    try:
+        for name in reversed(net.order()):
+            net.layers[name].backward(_ignore)
+            if (changed := _changed(values, copies, watch)) == [name]:
+                own.append(name)
+                copies[name] = _copy(values[name])
+            elif changed:
+                return name, [n for n in changed if n != name], own
+    except Exception:  # the first backward did not raise: changed on the way
+        pass
+    return None, [], own
+
+
+def _pinned_forward(net: Network, obj: NetworkObjective, feeds: dict[str, tuple]) -> dict:
+    """A forward of ``net`` on ``obj``'s feeds, put back to ``feeds`` first, its draws pinned."""
+    for name, copy in feeds.items():
+        if isinstance(arg := obj.feeds.get(name), Arg):
+            _put_back(arg, copy)
+    with obj.pinned():
+        return net.forward(obj.feeds)
+
+
+def _ignore(p: Any) -> None:
+    """A callback that does nothing: the probes apply no update."""
 
 
 def _walk(

@@ -231,3 +231,24 @@ def test_a_write_into_integer_ids_leaves_the_callers_feed_as_it_was(as_arg, rng)
     ):
         check_network_grad(net, given)
     np.testing.assert_array_equal(given["chosen"].ids if as_arg else given["chosen"], ids)
+
+
+class ZeroesItsOutput(Scale):
+    """``Scale``, its backward zeroing its own output once done: no layer reads it after (its
+    readers' backward ran before), so it is harmless."""
+
+    def _backward(self, dz, callback):
+        super()._backward(dz, callback)
+        self.output.value[...] = 0.0
+
+
+def test_a_backward_is_named_by_what_it_wrote_not_by_what_it_reads(rng):
+    """The backward's writer was taken to be every layer that reads a changed output: the View
+    that only handed it on was named beside the layer that wrote, and a layer zeroing its own
+    output in its backward, harmless, was refused naming the innocent FC that reads it."""
+    said = refusal(network(HalvesItsInput(3), view=True), rng)
+    assert said.startswith(
+        "network (loss 'loss'): the backward of HalvesItsInput 'own' wrote into the output of "
+        "FullyConnected 'act' and the output of View 'view', which it reads; "
+    ), said
+    assert check_network_grad(network(ZeroesItsOutput(3)), feeds(rng)).worst < 1e-6
