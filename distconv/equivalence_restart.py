@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from distconv.equivalence import Job, Weights, refuse_other_optimizer, weights
 from distconv.resume import Preempted
+from distconv.sequence_set import as_data_set, set_length
 from distconv.stop_agreement import STOP_CHECK_EVERY
 from distconv.trainer import Trainer
 
@@ -143,13 +144,15 @@ def refuse_restart_at(job: Job, world_size: int) -> None:
     """Raise ``ValueError`` where ``job.restart_at`` is no step ``world_size`` ranks stop at:
     not an int >= 1, or one whose stop (the step itself on one rank, else the next multiple
     of :data:`~distconv.stop_agreement.STOP_CHECK_EVERY`) would come after the job's last
-    step, so that every rank would train the whole job for nothing."""
+    step, so that every rank would train the whole job for nothing. The steps are counted on
+    the rows the job's data has (a ``dataset`` of one's own may give others than it is asked)."""
     at = job.restart_at
     if isinstance(at, bool) or not isinstance(at, int) or at < 1:
         raise ValueError(f"restart_at must be an int >= 1 (0: no restart), got {at!r}")
     every = 1 if world_size == 1 else STOP_CHECK_EVERY
     stop = -(-at // every) * every
-    per_epoch = -(-job.example_count(world_size) // job.global_batch(world_size))
+    rows = set_length(as_data_set(job.data(world_size)))  # a dataset's own, as it trains
+    per_epoch = -(-rows // job.global_batch(world_size))
     last = job.epochs * per_epoch
     if stop > last:
         agreed = f" ({world_size} ranks agree on a stop every {every} steps)" * (every > 1)

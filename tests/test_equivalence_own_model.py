@@ -60,3 +60,17 @@ def test_a_model_that_cannot_reach_spawned_ranks_is_refused_before_any_starts():
 def test_a_model_that_returns_no_network_is_refused_naming_the_job_s_model():
     with pytest.raises(TypeError, match=r"^Job\.model\(101\) returned dict, not a Network$"):
         Job(model=lambda seed: {}).model_of(1)
+
+
+def twenty_rows(examples: int) -> dict[str, np.ndarray]:
+    """A training set of its own size, whatever the count asked for."""
+    return own_data(20)
+
+
+def test_a_restart_past_the_end_of_a_set_of_its_own_size_is_refused_by_its_rows():
+    """The stop was judged by the count the job asks its dataset for, not the rows it gave:
+    20 rows are 3 steps an epoch at 2 ranks, 9 in all, and a stop at 16 was let through; each
+    rank trained the whole job, then said that it ended before the ranks agreed on a stop."""
+    job = dataclasses.replace(RESUMED_JOB, model=own_model, dataset=twenty_rows, restart_at=16)
+    with pytest.raises(ValueError, match=r"past the job's last, step 9 \(3 epochs of 3\)"):
+        refuse_restart_at(job, 2)
