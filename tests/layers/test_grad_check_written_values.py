@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 
 from distconv import Arg, Network
+from distconv.finite_differences import Objective
 from distconv.gradient_check import check_layer_grad, check_network_grad
 from distconv.layers import FullyConnected, MSELoss
 from distconv.layers.base import Layer, grad_target, values_of
+from distconv.written_values import copies_of, refuse_written_inputs
 from tests.layers.researcher_layers import Scale
 
 F64 = np.float64
@@ -252,3 +254,23 @@ def test_a_backward_is_named_by_what_it_wrote_not_by_what_it_reads(rng):
         "FullyConnected 'act' and the output of View 'view', which it reads; "
     ), said
     assert check_network_grad(network(ZeroesItsOutput(3)), feeds(rng)).worst < 1e-6
+
+
+class CountsBackwards(Scale):
+    """``Scale``, counting its backward passes."""
+
+    backwards = 0
+
+    def _backward(self, dz, callback):
+        self.backwards += 1
+        super()._backward(dz, callback)
+
+
+def test_the_layer_check_s_probe_costs_one_backward(rng):
+    """It ran a second backward after the comparison that follows the first, comparing
+    nothing after it: a backward more per check, the layer's slowest part."""
+    layer, given = CountsBackwards(3), Arg(rng.standard_normal((5, 3)))
+    copies = copies_of([given])
+    obj = Objective(layer, [given], rng)
+    refuse_written_inputs(obj, copies)
+    assert layer.backwards == 1
