@@ -91,12 +91,15 @@ def refuse_written_inputs(obj: Objective, copies: list[tuple[Any, Any]]) -> None
 @contextmanager
 def inputs_kept(inputs: list[Arg]) -> Iterator[None]:
     """Put back the values and ids of ``inputs`` (the caller's arrays, in place) that a layer
-    wrote into during the check, however it ends."""
+    wrote into during the check, and the arrays themselves where it rebound one (an input
+    trimmed by ``x.value = x.value[:, :2]``), however it ends."""
+    arrays = [(a.value, a.ids) for a in inputs]
     copies = copies_of(inputs)
     try:
         yield
     finally:
-        for a, copy in zip(inputs, copies):
+        for a, (value, ids), copy in zip(inputs, arrays, copies):
+            a.value, a.ids = value, ids  # else a copy written into the layer's: another shape
             _put_back(a, copy)
 
 

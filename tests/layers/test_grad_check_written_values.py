@@ -274,3 +274,25 @@ def test_the_layer_check_s_probe_costs_one_backward(rng):
     obj = Objective(layer, [given], rng)
     refuse_written_inputs(obj, copies)
     assert layer.backwards == 1
+
+
+class TrimsByRebinding(Scale):
+    """``Scale`` of 2 features, trimming its 3-wide input by rebinding the Arg's value."""
+
+    def _forward(self, x):
+        if x.value.shape[1] == 3:
+            x.value = x.value[:, :2]
+        return super()._forward(x)
+
+
+def test_an_input_whose_value_was_rebound_gets_its_own_array_back(rng):
+    """The inputs were put back by writing the copies into whatever array each Arg held at
+    the end: a value rebound to another shape raised numpy's broadcast error there, in place of
+    the check's refusal, and the caller's Arg kept the layer's array."""
+    x = rng.standard_normal((5, 3))
+    given = Arg(x.copy())
+    original = given.value
+    with pytest.raises(AssertionError, match=r"^TrimsByRebinding: its forward wrote into input 0"):
+        check_layer_grad(TrimsByRebinding(2), [given])
+    assert given.value is original
+    np.testing.assert_array_equal(original, x)
