@@ -44,11 +44,12 @@ def copies_of(args: Iterable[Arg]) -> list[tuple[Any, Any]]:
     return [_copy(a) for a in args]
 
 
-def feed_copies(feeds: Any) -> dict[str, tuple[Any, Any]]:
-    """:func:`copies_of` the Args in ``feeds`` (the check's own), by name."""
+def feed_copies(feeds: Any) -> dict[str, tuple]:
+    """The arrays of each Arg in ``feeds`` (the check's own), by name, with copies of them
+    (:func:`copies_of`), for :func:`_restore`."""
     if not isinstance(feeds, Mapping):  # the network's forward refuses it
         return {}
-    return {name: _copy(arg) for name, arg in feeds.items() if isinstance(arg, Arg)}
+    return {name: _kept(arg) for name, arg in feeds.items() if isinstance(arg, Arg)}
 
 
 def refuse_written_values(net: Network, obj: NetworkObjective, feeds: dict[str, tuple]) -> None:
@@ -93,14 +94,25 @@ def inputs_kept(inputs: list[Arg]) -> Iterator[None]:
     """Put back the values and ids of ``inputs`` (the caller's arrays, in place) that a layer
     wrote into during the check, and the arrays themselves where it rebound one (an input
     trimmed by ``x.value = x.value[:, :2]``), however it ends."""
-    arrays = [(a.value, a.ids) for a in inputs]
-    copies = copies_of(inputs)
+    kept = [_kept(a) for a in inputs]
     try:
         yield
     finally:
-        for a, (value, ids), copy in zip(inputs, arrays, copies):
-            a.value, a.ids = value, ids  # else a copy written into the layer's: another shape
-            _put_back(a, copy)
+        for a, what in zip(inputs, kept):
+            _restore(a, what)
+
+
+def _kept(arg: Arg) -> tuple:
+    """``arg``'s arrays, and copies of them, for :func:`_restore`."""
+    return (arg.value, arg.ids), _copy(arg)
+
+
+def _restore(arg: Arg, kept: tuple) -> None:
+    """Give ``arg`` back the arrays :func:`_kept` found, and their values: a layer that
+    rebound one (``x.value = x.value[:, :2]``) left it another, of another shape, into which
+    the copy could not be written."""
+    (arg.value, arg.ids), copy = kept
+    _put_back(arg, copy)
 
 
 def _put_back(arg: Arg, copy: tuple[Any, Any]) -> None:
@@ -192,9 +204,9 @@ def _backward_walk(
 
 def _pinned_forward(net: Network, obj: NetworkObjective, feeds: dict[str, tuple]) -> dict:
     """A forward of ``net`` on ``obj``'s feeds, put back to ``feeds`` first, its draws pinned."""
-    for name, copy in feeds.items():
+    for name, kept in feeds.items():
         if isinstance(arg := obj.feeds.get(name), Arg):
-            _put_back(arg, copy)
+            _restore(arg, kept)
     with obj.pinned():
         return net.forward(obj.feeds)
 
@@ -212,9 +224,10 @@ def _walk(
     Else those of ``watch`` are compared after each layer's forward: (the first layer after
     which one differs, those), or (None, [])."""
     values: dict[str, Arg] = {name: obj.feeds[name] for name in net.feed_names}
-    copies = {name: feeds[name] for name in values if name in feeds}
-    for name, copy in copies.items():  # the check's own arrays: an earlier forward wrote?
-        _put_back(values[name], copy)
+    copies = {}
+    for name in (n for n in values if n in feeds):  # the check's own: an earlier forward wrote?
+        _restore(values[name], feeds[name])
+        copies[name] = feeds[name][1]
     with obj.pinned():
         for name in net.order():
             values[name] = net.layers[name].forward(*(values[i] for i in net.wiring[name]))

@@ -296,3 +296,18 @@ def test_an_input_whose_value_was_rebound_gets_its_own_array_back(rng):
         check_layer_grad(TrimsByRebinding(2), [given])
     assert given.value is original
     np.testing.assert_array_equal(original, x)
+
+
+def test_a_feed_whose_value_was_rebound_is_refused_naming_the_layer(rng):
+    """The network check's probes put its own feeds back before each forward by writing into
+    the array each Arg held: a feed rebound to another shape raised numpy's broadcast error."""
+    net = Network()
+    net.add("own", TrimsByRebinding(2), "x")
+    net.add("fc", FullyConnected(2, 1, dtype=F64), "own")
+    net.add("loss", MSELoss(), ["fc", "target"])
+    given = feeds(rng)
+    with pytest.raises(
+        AssertionError, match="the forward of TrimsByRebinding 'own' wrote into feed 'x'; "
+    ):
+        check_network_grad(net, given)
+    assert given["x"].value.shape == (5, 3)
