@@ -338,8 +338,8 @@ def assert_matches_local(
         Every rank's weights, in rank order.
 
     Raises:
-        TypeError: ``make_sync`` cannot be pickled (a lambda, a function defined inside
-            another) or is not callable.
+        TypeError: ``make_sync``, ``job.model`` or ``job.dataset`` cannot be pickled (a
+            lambda, a function defined inside another) or is not callable (named).
         ValueError: ``world_size`` is not an int >= 1, ``timeout`` not > 0, ``out_dir``
             given for a job without ``restart_at``, or a ``restart_at`` the ranks cannot stop
             at (see :class:`Job`).
