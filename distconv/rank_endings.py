@@ -1,7 +1,7 @@
 """The line by which a rank that ends an MPI job says why, in one place for both its sides;
-the words by which every rank says that the ranks run different jobs; those by which a rank
-says that its resume was refused for good (:func:`resume_refused_in`); and the errors of the
-job itself, its data, model or configuration, which a process's one-line ending names
+the words by which every rank says that the ranks run different jobs (those by which a rank
+says that its resume was refused for good are :mod:`distconv.refused_starts`'s); and the errors
+of the job itself, its data, model or configuration, which a process's one-line ending names
 (:func:`named_in_ending`) and the launcher reads back (:func:`job_error_in`).
 
 The sync writes it (:func:`distconv.sync.mpi.leaving.reason`, from ``abort_job`` before
@@ -120,33 +120,6 @@ def different_jobs_in(lines: Sequence[str]) -> str | None:
     return None
 
 
-#: the words by which distconv refuses to resume from a checkpoint of another run
-#: (``distconv.resume_facts.check_same_run``: ``checkpoint P comes from a different run;
-#: resuming would not reproduce it (...)``) or one that does not fit the model
-#: (``distconv.checkpoint.check_fit``: ``checkpoint P does not fit the model: ...``): the same
-#: checkpoint, so the same refusal, on every attempt. Written there, read here: a change of
-#: those words drops the launcher's exemption of them from ``--max-restarts``
-_OTHER_RUN = "comes from a different run"
-_RESUME_REFUSALS = (f"{_OTHER_RUN}; resuming would not reproduce it", "does not fit the model: ")
-#: and those by which ``distconv.checkpoint.load_checkpoint`` refuses a file of another format
-#: version (``checkpoint P has format version '3'; this distconv reads version '2': ...``, a
-#: ``CheckpointVersionError``), its version and this distconv's the groups: the resume sets no
-#: such file aside (the distconv that wrote it reads it), so every attempt meets it again.
-#: Written there, read here too: ``tests/launcher/test_launch_resume_refused_once.py`` reads
-#: that function's own message back
-_OTHER_VERSION = r"has format version (?P<theirs>.*?); this distconv reads version (?P<ours>.*?): "
-#: and those by which ``distconv.run_dir.legacy_refusal`` refuses a run directory whose one
-#: checkpoint is a distconv's from before step checkpoints, format version 1 (``runs/x holds a
-#: checkpoint of an older distconv (checkpoint.safetensors, format version 1, ...``, a
-#: ``RunDirError``, with or without ``--resume``), that file's name the group; the directory
-#: holds no ``: `` (a quote of the words behind another error's class would). Read back alike
-_VERSION_1_RUN = (
-    r"(?:(?!: ).)*? holds a checkpoint of an older distconv \((?P<legacy>[^()]*?), format "
-    r"version 1, from before step checkpoints\), which this version cannot resume\. "
-)
-_CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?(?:Checkpoint(?:Version)?|RunDir)Error: "
-
-
 #: how a rank that cannot set up names its error in the job check's description (its
 #: ``name``: :func:`setup_failure_name`), and how the others say it (:func:`setup_failure_text`)
 _SETUP_FAILED = "before its job check"
@@ -185,11 +158,12 @@ _SETUP_FAILURE = re.compile(
 #: ``distconv.network.NetworkError``, ``distconv.layers.errors.LayerError``,
 #: ``distconv.placement.RuntimeConfigError``): its data, its model, its configuration. The same
 #: command on the same files meets them again, at the same step: the launcher restarts none
-#: (:func:`job_error_in`). Not a ``CheckpointError`` (the resume sets a damaged newest checkpoint
-#: aside, and one refused for good is :func:`resume_refused_in`'s), an ``OSError`` (a disk, a
-#: network file system), a ``SyncError`` (a peer, a port, a stall), a ``TrainingError`` (a
-#: divergence that an asynchronous job's other order of updates may not meet again), a
-#: ``BackendError`` (a GPU that may work again)
+#: (:func:`job_error_in`). Not a ``CheckpointError`` (the resume sets a damaged newest
+#: checkpoint aside, and one refused for good is
+#: :func:`distconv.refused_starts.resume_refused_in`'s), an ``OSError`` (a disk, a network file
+#: system), a ``SyncError`` (a peer, a port, a stall), a ``TrainingError`` (a divergence that an
+#: asynchronous job's other order of updates may not meet again), a ``BackendError`` (a GPU that
+#: may work again)
 JOB_ERRORS = ("DataError", "NetworkError", "LayerError", "RuntimeConfigError")
 #: their subclasses, by name (a ``LayerError[LinAlgError]`` is read by its brackets);
 #: ``tests/launcher/test_launch_job_errors.py`` ties the two lists to the classes
@@ -265,39 +239,13 @@ def job_error_in(lines: Sequence[str]) -> tuple[str, str] | None:
 _CANNOT_READ = re.compile(r".*?: cannot read: ", re.DOTALL)
 
 
-#: what a rank (or another, told of it: :func:`setup_failure_text`) says where its resume was
-#: refused (:data:`_RESUME_REFUSALS`, :data:`_OTHER_VERSION`, :data:`_VERSION_1_RUN`), as
-#: :data:`DIFFERENT_JOBS` reads a line: behind ``NAME: error: `` or the error's class
-#: (``CheckpointError: ``, a traceback's ``distconv.checkpoint.CheckpointVersionError: ``), at
-#: least one of them; the refusal's kind its group ``kind``, or the two versions, or the file
-_TO_REFUSAL = (
+#: what a rank's line puts before the words of the error it stopped on, as :data:`DIFFERENT_JOBS`
+#: reads it, where it names them (its class, a shard's reply, MPI's reason, another rank told
+#: of them: ``rank 0 could not set up: ``): :mod:`distconv.refused_starts` reads its refusals
+#: behind it
+BEFORE_WORDS = (
     rf"{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?{_CLASS}(?:rank \d+ {_COULD_NOT}: )?"
 )
-RESUME_REFUSED = re.compile(
-    rf"(?:[^:]+: error: {_TO_REFUSAL}(?:{_CHECKPOINT_ERROR})?|{_TO_REFUSAL}{_CHECKPOINT_ERROR})"
-    rf"(?:checkpoint .*? (?:(?P<kind>{'|'.join(map(re.escape, _RESUME_REFUSALS))})"
-    rf"|{_OTHER_VERSION})|{_VERSION_1_RUN}).*",
-    re.DOTALL,
-)
-
-
-def resume_refused_in(lines: Sequence[str]) -> str | None:
-    """Why the last of ``lines`` (each a rank's text, as :data:`DIFFERENT_JOBS` reads it) that
-    says a resume was refused refused it: ``comes from a different run``, ``does not fit the
-    model``, ``has format version '3' where this distconv reads version '2'`` or, for a run of
-    distconv 0.1's one checkpoint, ``has format version 1 (checkpoint.safetensors, from before
-    step checkpoints)``, words that every attempt of the job would meet again; None where none
-    says so."""
-    for line in reversed(lines):
-        if (found := RESUME_REFUSED.fullmatch(line)) is None:
-            continue
-        if (kind := found["kind"]) is not None:
-            return _OTHER_RUN if kind.startswith(_OTHER_RUN) else kind.removesuffix(": ")
-        if found["legacy"] is not None:
-            return f"has format version 1 ({found['legacy']}, from before step checkpoints)"
-        theirs, ours = found["theirs"], found["ours"]
-        return f"has format version {theirs} where this distconv reads version {ours}"
-    return None
 
 
 def setup_failure_name(rank: int, text: str) -> str:

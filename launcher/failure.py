@@ -17,10 +17,10 @@ from distconv.files import describe_os_error
 from distconv.rank_endings import (
     different_jobs_in,
     job_error_in,
-    resume_refused_in,
     setup_failure_in_lines,
     setup_failure_said_in_lines,
 )
+from distconv.refused_starts import resume_refused_in
 
 from .rank_reason import rank_text
 from .shown import shown
@@ -158,7 +158,7 @@ class Failure:
         """What every attempt of the same command would stop on again, so that a restart is
         no use (``the ranks run different jobs, ...``); None where a restart may help. So too
         a resume refused because the checkpoint comes from a different run, does not fit the
-        model or is of another format version (:func:`~distconv.rank_endings.resume_refused_in`,
+        model or is of another format version (:func:`~distconv.refused_starts.resume_refused_in`,
         in the failing rank's last line or in its cause, what its peers were told included):
         the same checkpoint is read again. Not an earlier line: a program that said a resume
         was refused and went on (afresh) failed of something else, which a restart may get

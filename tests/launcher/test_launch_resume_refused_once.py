@@ -16,7 +16,8 @@ import pytest
 
 from distconv.checkpoint import BUILD_KEY, VERSION, load_checkpoint
 from distconv.checkpoint_errors import CheckpointVersionError
-from distconv.rank_endings import reason_text, resume_refused_in, setup_failure_text
+from distconv.rank_endings import reason_text, setup_failure_text
+from distconv.refused_starts import resume_refused_in
 from distconv.run_dir import RunDirectory, legacy_refusal
 from distconv.run_files import LEGACY_CHECKPOINT
 from tests.launcher.launch_cli import ENV, launch
