@@ -1,8 +1,9 @@
-"""The words by which distconv refuses, for good, to resume a run: a checkpoint of another run,
-one that does not fit the model, one of another format version. The same checkpoint, so the
-same refusal, meets every attempt of the job, and the launcher restarts none
+"""The words by which distconv refuses, for good, to start a run: to resume a checkpoint of
+another run, one that does not fit the model, one of another format version; to start in an
+output directory that holds another run. The same checkpoint or directory, so the same refusal,
+meets every attempt of the job, and the launcher restarts none
 (:attr:`launcher.failure.Failure.every_attempt`): it reads them back from a rank's last words
-(:func:`resume_refused_in`). Written where distconv refuses, read here: a change of those words
+(:func:`refused_for_good_in`). Written where distconv refuses, read here: a change of those words
 on one side only drops the launcher's exemption of them from ``--max-restarts``. This module
 needs neither numpy nor MPI (the launcher imports it, and must not need them).
 """
@@ -38,39 +39,56 @@ _VERSION_1_RUN = (
     r"(?:(?!: ).)*? holds a checkpoint of an older distconv \((?P<legacy>[^()]*?), format "
     r"version 1, from before step checkpoints\), which this version cannot resume\. "
 )
+#: and those by which ``distconv.resume.StepCheckpoints.open`` refuses, without ``--resume``, an
+#: output directory that holds another run (``runs/x already holds a run; pass --resume to
+#: continue it, ...``, a ``RunDirError``), the group ``held``: the refusal changes nothing there,
+#: and a restart continues only a run its own launch began
+#: (:meth:`~distconv.job_start.JobStart.restarts_run_in`), so every attempt is refused alike.
+#: Not ``runs/x is in use by pid N on HOST; ...``, of the same class: a process of the attempt
+#: before may still hold the lock, which a restart may find free. The directory holds no ``: ``,
+#: as above. Written there, read here: ``tests/launcher/test_launch_resume_refused_once.py``
+#: reads the resume's own message back
+_HOLDS_RUN = r"(?P<held>(?:(?!: ).)*? already holds a run; pass --resume to continue it)"
 _CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?(?:Checkpoint(?:Version)?|RunDir)Error: "
 
 
 #: what a rank (or another, told of it: :func:`~distconv.rank_endings.setup_failure_text`) says
-#: where its resume was refused (:data:`_RESUME_REFUSALS`, :data:`_OTHER_VERSION`,
-#: :data:`_VERSION_1_RUN`), as :data:`~distconv.rank_endings.DIFFERENT_JOBS` reads a line: behind
-#: ``NAME: error: `` or the error's class (``CheckpointError: ``, a traceback's
-#: ``distconv.checkpoint.CheckpointVersionError: ``; :data:`~distconv.rank_endings.BEFORE_WORDS`
-#: before either), at least one of them; the refusal's kind its group ``kind``, or the two
-#: versions, or the file
-RESUME_REFUSED = re.compile(
+#: where its start was refused for good (:data:`_RESUME_REFUSALS`, :data:`_OTHER_VERSION`,
+#: :data:`_VERSION_1_RUN`, :data:`_HOLDS_RUN`), as :data:`~distconv.rank_endings.DIFFERENT_JOBS`
+#: reads a line: behind ``NAME: error: `` or the error's class (``CheckpointError: ``, a
+#: traceback's ``distconv.checkpoint.CheckpointVersionError: ``;
+#: :data:`~distconv.rank_endings.BEFORE_WORDS` before either), at least one of them; the
+#: refusal's kind its group ``kind``, or the two versions, or the file, or the directory's words
+REFUSED_FOR_GOOD = re.compile(
     rf"(?:[^:]+: error: {BEFORE_WORDS}(?:{_CHECKPOINT_ERROR})?|{BEFORE_WORDS}{_CHECKPOINT_ERROR})"
     rf"(?:checkpoint .*? (?:(?P<kind>{'|'.join(map(re.escape, _RESUME_REFUSALS))})"
-    rf"|{_OTHER_VERSION})|{_VERSION_1_RUN}).*",
+    rf"|{_OTHER_VERSION})|{_VERSION_1_RUN}|{_HOLDS_RUN}).*",
     re.DOTALL,
 )
 
 
-def resume_refused_in(lines: Sequence[str]) -> str | None:
-    """Why the last of ``lines`` (each a rank's text, as
-    :data:`~distconv.rank_endings.DIFFERENT_JOBS` reads it) that says a resume was refused
-    refused it: ``comes from a different run``, ``does not fit the
-    model``, ``has format version '3' where this distconv reads version '2'`` or, for a run of
-    distconv 0.1's one checkpoint, ``has format version 1 (checkpoint.safetensors, from before
-    step checkpoints)``, words that every attempt of the job would meet again; None where none
-    says so."""
+def refused_for_good_in(lines: Sequence[str]) -> str | None:
+    """What the last of ``lines`` (each a rank's text, as
+    :data:`~distconv.rank_endings.DIFFERENT_JOBS` reads it) that says a start was refused for
+    good refused, and why, as the launcher says it: ``the checkpoint to resume comes from a
+    different run``, ``... does not fit the model``, ``... has format version '3' where this
+    distconv reads version '2'`` or, for a run of distconv 0.1's one checkpoint, ``... has
+    format version 1 (checkpoint.safetensors, from before step checkpoints)``; ``the output
+    directory already holds another run``: words that every attempt of the job would meet
+    again. None where none says so."""
     for line in reversed(lines):
-        if (found := RESUME_REFUSED.fullmatch(line)) is None:
+        if (found := REFUSED_FOR_GOOD.fullmatch(line)) is None:
             continue
-        if (kind := found["kind"]) is not None:
-            return _OTHER_RUN if kind.startswith(_OTHER_RUN) else kind.removesuffix(": ")
-        if found["legacy"] is not None:
-            return f"has format version 1 ({found['legacy']}, from before step checkpoints)"
-        theirs, ours = found["theirs"], found["ours"]
-        return f"has format version {theirs} where this distconv reads version {ours}"
+        if found["held"] is not None:
+            return "the output directory already holds another run"
+        return f"the checkpoint to resume {_resume_refusal(found)}"
     return None
+
+
+def _resume_refusal(found: re.Match[str]) -> str:
+    """Why :data:`REFUSED_FOR_GOOD`'s ``found`` refused the checkpoint to resume."""
+    if (kind := found["kind"]) is not None:
+        return _OTHER_RUN if kind.startswith(_OTHER_RUN) else kind.removesuffix(": ")
+    if found["legacy"] is not None:
+        return f"has format version 1 ({found['legacy']}, from before step checkpoints)"
+    return f"has format version {found['theirs']} where this distconv reads version {found['ours']}"

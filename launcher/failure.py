@@ -20,7 +20,7 @@ from distconv.rank_endings import (
     setup_failure_in_lines,
     setup_failure_said_in_lines,
 )
-from distconv.refused_starts import resume_refused_in
+from distconv.refused_starts import refused_for_good_in
 
 from .rank_reason import rank_text
 from .shown import shown
@@ -157,12 +157,13 @@ class Failure:
     def every_attempt(self) -> str | None:
         """What every attempt of the same command would stop on again, so that a restart is
         no use (``the ranks run different jobs, ...``); None where a restart may help. So too
-        a resume refused because the checkpoint comes from a different run, does not fit the
-        model or is of another format version (:func:`~distconv.refused_starts.resume_refused_in`,
-        in the failing rank's last line or in its cause, what its peers were told included):
-        the same checkpoint is read again. Not an earlier line: a program that said a resume
-        was refused and went on (afresh) failed of something else, which a restart may get
-        past. So too an error of the job itself, its data, model or configuration (a
+        a start refused for good (:func:`~distconv.refused_starts.refused_for_good_in`, in the
+        failing rank's last line or in its cause, what its peers were told included): a resume
+        refused because the checkpoint comes from a different run, does not fit the model or
+        is of another format version, read again by every attempt; an output directory that
+        holds another run, which no attempt changes. Not an earlier line: a program that said
+        a resume was refused and went on (afresh) failed of something else, which a restart may
+        get past. So too an error of the job itself, its data, model or configuration (a
         ``DataError`` at fit start or at the step whose batch holds a bad label:
         :func:`~distconv.rank_endings.job_error_in`), in a rank's last line (under MPI each
         rank's) or in the cause; or in another child's last words, where every child that
@@ -172,8 +173,8 @@ class Failure:
             return "the ranks run different jobs, which every attempt would stop on"
         if (own := self.job_error) is not None:
             return job_error_text(own[0])
-        if (refused := self._resume_refused) is not None:
-            return f"the checkpoint to resume {refused}, which every attempt would refuse"
+        if (refused := self._refused) is not None:
+            return f"{refused}, which every attempt would refuse"
         if (elsewhere := self.job_error_elsewhere) is not None:
             return job_error_text(*elsewhere)
         return None
@@ -189,10 +190,10 @@ class Failure:
         return job_error_in([*last_words(self.tail), self.cause or ""])
 
     @property
-    def _resume_refused(self) -> str | None:
+    def _refused(self) -> str | None:
         if self.signal is not None or not self.exit_code:
             return None
-        return resume_refused_in([*last_words(self.tail)[-1:], self.cause or ""])
+        return refused_for_good_in([*last_words(self.tail)[-1:], self.cause or ""])
 
     def describe(self) -> str:
         """The headline: who failed and how (:meth:`stopped_too` says who stopped with it)."""

@@ -1,12 +1,14 @@
 """A resume that distconv refuses because the checkpoint is of another run, does not fit the
-model or is of another format version, fails the same way on every attempt: ``--max-restarts``
-restarted it all the same (two restarts, the refusal three times over), where the ranks'
+model or is of another format version, fails the same way on every attempt, and so does a
+launch without ``--resume`` into an output directory that holds another run: ``--max-restarts``
+restarted them all the same (two restarts, the refusal three times over), where the ranks'
 different jobs were already not retried. Real ``distconv train`` runs: one to checkpoint, then
 real launches resuming it."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,12 +18,15 @@ import pytest
 
 from distconv.checkpoint import BUILD_KEY, VERSION, load_checkpoint
 from distconv.checkpoint_errors import CheckpointVersionError
+from distconv.data import split, synthetic
+from distconv.files import hold_lock
 from distconv.rank_endings import reason_text, setup_failure_text
-from distconv.refused_starts import resume_refused_in
-from distconv.run_dir import RunDirectory, legacy_refusal
-from distconv.run_files import LEGACY_CHECKPOINT
+from distconv.refused_starts import refused_for_good_in
+from distconv.run_dir import RunDirectory, RunDirError, legacy_refusal
+from distconv.run_files import LEGACY_CHECKPOINT, LOCK, METRICS
 from tests.launcher.launch_cli import ENV, launch
 from tests.launcher.real_children import mpiexec_or_skip
+from tests.restart_job import small_trainer
 from tests.test_checkpoint_build import OTHER, _rewrite_metadata
 from tests.test_checkpoint_version_1 import FILE as VERSION_1_FILE
 from tests.test_resume_checks import _rewrite_extra
@@ -85,6 +90,8 @@ def test_a_resume_that_does_not_fit_the_model_is_not_restarted(tmp_path, checkpo
     _refused_once(tmp_path, out, LOCAL_1, change, "the checkpoint to resume does not fit the model")
 
 
+#: how the launcher names what it refused to restart, where the checkpoint was refused
+RESUMED = "the checkpoint to resume"
 #: what the launcher says of a run directory whose one checkpoint is distconv 0.1's
 VERSION_1 = f"has format version 1 ({LEGACY_CHECKPOINT}, from before step checkpoints)"
 #: what the launcher says of a checkpoint of format version '3', which this distconv cannot read
@@ -154,6 +161,98 @@ def test_a_run_of_a_version_1_checkpoint_is_not_restarted(tmp_path, resume):
     assert (out / LEGACY_CHECKPOINT).read_bytes() == VERSION_1_FILE.read_bytes()
 
 
+#: what the launcher says of an output directory that holds another run, launched into
+#: without --resume
+HELD = "the output directory already holds another run"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("job", "said_by"),
+    [  # the rank's own line; a rank told of it by a shard; each rank's under mpiexec
+        (LOCAL_1, WORKER_0),
+        (("local", "--workers", "2", "--servers", "1", "--insecure"), WORKER_0),
+        (("mpi", "-np", "2"), "[0] distconv train: error: "),
+    ],
+    ids=["own line", "told by a shard", "mpi"],
+)
+def test_a_launch_into_another_run_without_resume_is_not_restarted(
+    tmp_path, checkpointed, job, said_by
+):
+    """No --resume into a directory that holds another launch's run: refused, and a restart,
+    which continues only its own launch's run, is refused alike, the directory unchanged."""
+    if job[0] == "mpi":
+        mpiexec_or_skip()
+    out = tmp_path / "out"
+    shutil.copytree(checkpointed, out)
+    before = RunDirectory(out).manifests()
+    said = _refused_once(tmp_path, out, job, ("--batch-size", "64"), HELD, said_by, ())
+    assert f"{said_by}{out} already holds a run; pass --resume" in said, said[-3000:]
+    assert RunDirectory(out).manifests() == before
+
+
+@pytest.mark.timeout(120)
+def test_an_output_directory_in_use_is_restarted(tmp_path, checkpointed):
+    """``... is in use by pid N on HOST``, the same RunDirError's class: the process that holds
+    the lock (one of the attempt before, slow to exit) may be gone by the next attempt. Here
+    the test holds it throughout: each attempt is refused, and restarted."""
+    out = tmp_path / "out"
+    shutil.copytree(checkpointed, out)
+    held = hold_lock(out / LOCK)
+    try:
+        run = tmp_path / "run"
+        done = launch(
+            *LOCAL_1, "--max-restarts", "1", "--run-dir", str(run), "--", *TRAIN[:2],
+            "--epochs", "2", "--out", str(out), "--resume", cwd=tmp_path,
+        )  # fmt: skip
+    finally:
+        os.close(held)
+    said = done.stderr + done.stdout
+    assert done.returncode == 1, said[-3000:]
+    in_use = [line for line in said.splitlines() if line.startswith(f"{WORKER_0}{out} is in use")]
+    assert len(in_use) == 2, said[-3000:]
+    assert "restarting the job (1 of 1)" in done.stderr and "not restarting" not in said
+    assert len((run / "restarts.jsonl").read_text().splitlines()) == 1
+
+
+def _said_forms(error: Exception) -> list[str]:
+    """``error`` (a RunDirError) in each form a rank says it: ``distconv train``'s line, a
+    traceback's, MPI's reason, a rank told of it by a shard, a script's line."""
+    told = setup_failure_text(0, f"RunDirError: {error}")
+    return [
+        f"distconv train: error: {error}",
+        f"distconv.run_dir.RunDirError: {error}",
+        reason_text(0, f"RunDirError: {error}", "aborting the MPI job"),
+        f"distconv train: error: rank 1, all_equal:1: pserver 127.0.0.1:5: {told}",
+        f"my_model.py: error: RunDirError: {error}",
+    ]
+
+
+def test_a_held_directory_is_read_in_the_words_the_resume_writes(tmp_path):
+    """Written there (``StepCheckpoints.open``'s own RunDirError, raised by a real fit into a
+    directory that holds a run), read here in each form: a change of those words fails this.
+    The lock's refusal, raised by a real fit while another holder keeps it, is no refusal
+    for good in any form."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / METRICS).write_text('{"epoch": 1}\n')  # what a run leaves
+    train, test = split(synthetic(n=64, num_classes=4, seed=3), 0.25, seed=3)
+    with pytest.raises(RunDirError) as refused:
+        small_trainer(out).fit(train, test, epochs=1)
+    assert str(refused.value).startswith(f"{out} already holds a run")
+    for line in _said_forms(refused.value):
+        assert refused_for_good_in(["before", line]) == HELD, line
+    held = hold_lock(out / LOCK)
+    try:
+        with pytest.raises(RunDirError) as in_use:
+            small_trainer(out).fit(train, test, epochs=1, resume=True)
+    finally:
+        os.close(held)
+    assert f"{out} is in use by pid {os.getpid()}" in str(in_use.value)
+    for line in _said_forms(in_use.value):
+        assert refused_for_good_in([line]) is None, line
+
+
 def _refused_once(
     tmp_path, out, job, change, refusal, said_by=WORKER_0, resume_flag=("--resume",)
 ) -> str:
@@ -196,7 +295,7 @@ def test_the_refusals_are_read_in_each_form_a_rank_says_them(line):
     """Each form a rank's last line takes: ``distconv train``'s, MPI's reason, a rank told of
     it by a shard, a script's traceback."""
     kinds = ("comes from a different run", "does not fit the model")
-    assert resume_refused_in(["before", line]) in kinds
+    assert refused_for_good_in(["before", line]) in [f"{RESUMED} {kind}" for kind in kinds]
 
 
 @pytest.mark.parametrize(
@@ -217,7 +316,7 @@ def test_a_version_refusal_is_read_in_the_words_load_checkpoint_writes(tmp_path,
         load_checkpoint(path)
     error = refused.value
     told = setup_failure_text(0, f"CheckpointVersionError: {error}")
-    kind = f"has format version {theirs} where this distconv reads version {VERSION!r}"
+    kind = f"{RESUMED} has format version {theirs} where this distconv reads version {VERSION!r}"
     for line in (
         f"distconv train: error: {error}",
         f"distconv.checkpoint.CheckpointVersionError: {error}",
@@ -225,7 +324,7 @@ def test_a_version_refusal_is_read_in_the_words_load_checkpoint_writes(tmp_path,
         f"distconv train: error: rank 1, all_equal:1: pserver 127.0.0.1:5: {told}",
         f"my_model.py: error: CheckpointVersionError: {error}",
     ):
-        assert resume_refused_in(["before", line]) == kind, line
+        assert refused_for_good_in(["before", line]) == kind, line
 
 
 def test_a_version_1_run_refusal_is_read_in_the_words_run_dir_writes():
@@ -239,7 +338,7 @@ def test_a_version_1_run_refusal_is_read_in_the_words_run_dir_writes():
         reason_text(0, f"RunDirError: {refused}", "aborting the MPI job"),
         f"distconv train: error: rank 1, all_equal:1: pserver 127.0.0.1:5: {told}",
     ):
-        assert resume_refused_in(["before", line]) == VERSION_1, line
+        assert refused_for_good_in(["before", line]) == f"{RESUMED} {VERSION_1}", line
 
 
 @pytest.mark.parametrize(
@@ -257,10 +356,13 @@ def test_a_version_1_run_refusal_is_read_in_the_words_run_dir_writes():
         "my_model.py: error: ValueError: retry: runs/x holds a checkpoint of an older distconv "
         "(checkpoint.safetensors, format version 1, from before step checkpoints), which this "
         "version cannot resume. It holds ...",
+        "my_model.py: error: ValueError: retry: runs/x already holds a run; pass --resume to "
+        "continue it, --resume auto ...",
+        "runs/x already holds a run; pass --resume to continue it",
     ],
 )
 def test_other_lines_are_no_refused_resume(line):
-    assert resume_refused_in([line]) is None
+    assert refused_for_good_in([line]) is None
 
 
 #: a script that tries to resume, is refused, says so and trains afresh; its first attempt
