@@ -39,30 +39,48 @@ _VERSION_1_RUN = (
     r"(?:(?!: ).)*? holds a checkpoint of an older distconv \((?P<legacy>[^()]*?), format "
     r"version 1, from before step checkpoints\), which this version cannot resume\. "
 )
-#: and those by which ``distconv.resume.StepCheckpoints.open`` refuses, without ``--resume``, an
-#: output directory that holds another run (``runs/x already holds a run; pass --resume to
-#: continue it, ...``, a ``RunDirError``), the group ``held``: the refusal changes nothing there,
-#: and a restart continues only a run its own launch began
-#: (:meth:`~distconv.job_start.JobStart.restarts_run_in`), so every attempt is refused alike.
-#: Not ``runs/x is in use by pid N on HOST; ...``, of the same class: a process of the attempt
-#: before may still hold the lock, which a restart may find free. The directory holds no ``: ``,
-#: as above. Written there, read here: ``tests/launcher/test_launch_resume_refused_once.py``
-#: reads the resume's own message back
-_HOLDS_RUN = r"(?P<held>(?:(?!: ).)*? already holds a run; pass --resume to continue it)"
+#: and those by which the chief refuses its output directory itself, by the name of their group
+#: and with what the launcher says of each (:func:`refused_for_good_in`); each directory holds
+#: no ``: ``, as above. Written there, read here: ``tests/launcher/test_launch_resume_refused_
+#: once.py`` reads each refusal's own message back
+_DIRECTORY_REFUSALS = {
+    #: ``distconv.resume.StepCheckpoints.open``'s without ``--resume`` (``runs/x already holds a
+    #: run; pass --resume to continue it, ...``, a ``RunDirError``): the refusal changes nothing
+    #: there, and a restart continues only a run its own launch began
+    #: (:meth:`~distconv.job_start.JobStart.restarts_run_in`), so every attempt is refused
+    #: alike. Not ``runs/x is in use by pid N on HOST; ...``, of the same class: a process of
+    #: the attempt before may still hold the lock, which a restart may find free
+    "held": (
+        r"(?:(?!: ).)*? already holds a run; pass --resume to continue it",
+        "the output directory already holds another run",
+    ),
+    #: ``StepCheckpoints.open``'s with ``--resume`` where the directory holds no complete
+    #: checkpoint, or is not there (``--resume: no complete checkpoint in runs/x/checkpoints
+    #: ...``), and ``distconv.default_out``'s where the default ``--out`` is not there
+    #: (``--resume: no run in runs/x, the default --out for ...``): the refusal writes nothing,
+    #: so no attempt finds one
+    "none": (
+        r"--resume: no (?:complete checkpoint|run) in ",
+        "the output directory holds no checkpoint to resume",
+    ),
+}
 _CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?(?:Checkpoint(?:Version)?|RunDir)Error: "
 
 
 #: what a rank (or another, told of it: :func:`~distconv.rank_endings.setup_failure_text`) says
 #: where its start was refused for good (:data:`_RESUME_REFUSALS`, :data:`_OTHER_VERSION`,
-#: :data:`_VERSION_1_RUN`, :data:`_HOLDS_RUN`), as :data:`~distconv.rank_endings.DIFFERENT_JOBS`
-#: reads a line: behind ``NAME: error: `` or the error's class (``CheckpointError: ``, a
-#: traceback's ``distconv.checkpoint.CheckpointVersionError: ``;
-#: :data:`~distconv.rank_endings.BEFORE_WORDS` before either), at least one of them; the
-#: refusal's kind its group ``kind``, or the two versions, or the file, or the directory's words
+#: :data:`_VERSION_1_RUN`, :data:`_DIRECTORY_REFUSALS`), as
+#: :data:`~distconv.rank_endings.DIFFERENT_JOBS` reads a line: behind ``NAME: error: `` or the
+#: error's class (``CheckpointError: ``, a traceback's
+#: ``distconv.checkpoint.CheckpointVersionError: ``; :data:`~distconv.rank_endings.BEFORE_WORDS`
+#: before either), at least one of them; the refusal's kind its group ``kind``, or the two
+#: versions, or the file, or a directory refusal's name
 REFUSED_FOR_GOOD = re.compile(
     rf"(?:[^:]+: error: {BEFORE_WORDS}(?:{_CHECKPOINT_ERROR})?|{BEFORE_WORDS}{_CHECKPOINT_ERROR})"
     rf"(?:checkpoint .*? (?:(?P<kind>{'|'.join(map(re.escape, _RESUME_REFUSALS))})"
-    rf"|{_OTHER_VERSION})|{_VERSION_1_RUN}|{_HOLDS_RUN}).*",
+    rf"|{_OTHER_VERSION})|{_VERSION_1_RUN}"
+    + "".join(f"|(?P<{name}>{words})" for name, (words, _) in _DIRECTORY_REFUSALS.items())
+    + ").*",
     re.DOTALL,
 )
 
@@ -74,13 +92,14 @@ def refused_for_good_in(lines: Sequence[str]) -> str | None:
     different run``, ``... does not fit the model``, ``... has format version '3' where this
     distconv reads version '2'`` or, for a run of distconv 0.1's one checkpoint, ``... has
     format version 1 (checkpoint.safetensors, from before step checkpoints)``; ``the output
-    directory already holds another run``: words that every attempt of the job would meet
-    again. None where none says so."""
+    directory already holds another run``, ``... holds no checkpoint to resume``: words that
+    every attempt of the job would meet again. None where none says so."""
     for line in reversed(lines):
         if (found := REFUSED_FOR_GOOD.fullmatch(line)) is None:
             continue
-        if found["held"] is not None:
-            return "the output directory already holds another run"
+        for name, (_, said) in _DIRECTORY_REFUSALS.items():
+            if found[name] is not None:
+                return said
         return f"the checkpoint to resume {_resume_refusal(found)}"
     return None
 

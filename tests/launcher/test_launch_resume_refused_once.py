@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from distconv.checkpoint import BUILD_KEY, VERSION, load_checkpoint
-from distconv.checkpoint_errors import CheckpointVersionError
+from distconv.checkpoint_errors import CheckpointError, CheckpointVersionError
 from distconv.data import split, synthetic
+from distconv.default_out import resume_into_default
 from distconv.files import hold_lock
 from distconv.rank_endings import reason_text, setup_failure_text
 from distconv.refused_starts import refused_for_good_in
@@ -216,15 +217,17 @@ def test_an_output_directory_in_use_is_restarted(tmp_path, checkpointed):
 
 
 def _said_forms(error: Exception) -> list[str]:
-    """``error`` (a RunDirError) in each form a rank says it: ``distconv train``'s line, a
-    traceback's, MPI's reason, a rank told of it by a shard, a script's line."""
-    told = setup_failure_text(0, f"RunDirError: {error}")
+    """``error`` (a RunDirError, a CheckpointError) in each form a rank says it: ``distconv
+    train``'s line, a traceback's, MPI's reason, a rank told of it by a shard, a script's
+    line."""
+    name = type(error).__name__
+    told = setup_failure_text(0, f"{name}: {error}")
     return [
         f"distconv train: error: {error}",
-        f"distconv.run_dir.RunDirError: {error}",
-        reason_text(0, f"RunDirError: {error}", "aborting the MPI job"),
+        f"{type(error).__module__}.{name}: {error}",
+        reason_text(0, f"{name}: {error}", "aborting the MPI job"),
         f"distconv train: error: rank 1, all_equal:1: pserver 127.0.0.1:5: {told}",
-        f"my_model.py: error: RunDirError: {error}",
+        f"my_model.py: error: {name}: {error}",
     ]
 
 
@@ -251,6 +254,57 @@ def test_a_held_directory_is_read_in_the_words_the_resume_writes(tmp_path):
     assert f"{out} is in use by pid {os.getpid()}" in str(in_use.value)
     for line in _said_forms(in_use.value):
         assert refused_for_good_in([line]) is None, line
+
+
+#: what the launcher says where --resume finds no checkpoint
+NONE = "the output directory holds no checkpoint to resume"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("job", "there", "said_by"),
+    [  # the rank's own line; a rank told of it by a shard; each rank's under mpiexec
+        (LOCAL_1, "empty", WORKER_0),
+        (LOCAL_1, "missing", WORKER_0),
+        (("local", "--workers", "2", "--servers", "1", "--insecure"), "empty", WORKER_0),
+        (("mpi", "-np", "2"), "missing", "[0] distconv train: error: "),
+    ],
+    ids=["empty", "missing", "told by a shard", "mpi"],
+)
+def test_a_resume_of_no_checkpoint_is_not_restarted(tmp_path, job, there, said_by):
+    """--resume into a directory without a checkpoint, empty or not there: the refusal writes
+    nothing, so every attempt finds none."""
+    if job[0] == "mpi":
+        mpiexec_or_skip()
+    out = tmp_path / "out"
+    if there == "empty":
+        out.mkdir()
+    said = _refused_once(tmp_path, out, job, ("--batch-size", "64"), NONE, said_by)
+    assert f"{said_by}--resume: no complete checkpoint in {out}/checkpoints" in said, said[-3000:]
+    assert out.exists() == (there == "empty")  # made nothing, for the next attempt to find
+
+
+def test_a_resume_of_no_checkpoint_is_read_in_the_words_the_resume_writes(tmp_path):
+    """Written there (a real fit's refusals with --resume: a directory without a checkpoint,
+    one not there, and the default --out of ``distconv train`` not there, as
+    ``resume_into_default`` says it), read here in each form: a change of those words fails
+    this."""
+    train, test = split(synthetic(n=64, num_classes=4, seed=3), 0.25, seed=3)
+    empty, missing = tmp_path / "empty", tmp_path / "missing"
+    empty.mkdir()
+    errors = []
+    for out in (empty, missing):
+        with pytest.raises(CheckpointError) as refused:
+            small_trainer(out).fit(train, test, epochs=1, resume=True)
+        errors.append(refused.value)
+    with pytest.raises(CheckpointError) as refused:
+        with resume_into_default(str(missing), True, "--data synthetic"):
+            small_trainer(missing).fit(train, test, epochs=1, resume=True)
+    errors.append(refused.value)
+    assert str(errors[-1]).startswith(f"--resume: no run in {missing}, the default --out")
+    for error in errors:
+        for line in _said_forms(error):
+            assert refused_for_good_in(["before", line]) == NONE, line
 
 
 def _refused_once(
@@ -343,10 +397,9 @@ def test_a_version_1_run_refusal_is_read_in_the_words_run_dir_writes():
 
 @pytest.mark.parametrize(
     "line",
-    [  # a quote of the words in another failure, or a checkpoint that may come next time
+    [  # a quote of the words in another failure, or the words bare (no rank said them so)
         "my_model.py: error: ValueError: retry: checkpoint x comes from a different run; "
         "resuming would not reproduce it",
-        "distconv train: error: --resume: no complete checkpoint in /r/checkpoints",
         "checkpoint x does not fit the model: parameter 'w'",
         "my_model.py: error: ValueError: retry: checkpoint x has format version '3'; this "
         "distconv reads version '2': resume with the distconv that wrote it",
@@ -359,6 +412,8 @@ def test_a_version_1_run_refusal_is_read_in_the_words_run_dir_writes():
         "my_model.py: error: ValueError: retry: runs/x already holds a run; pass --resume to "
         "continue it, --resume auto ...",
         "runs/x already holds a run; pass --resume to continue it",
+        "my_model.py: error: ValueError: retry: --resume: no complete checkpoint in x",
+        "--resume: no complete checkpoint in runs/x/checkpoints",
     ],
 )
 def test_other_lines_are_no_refused_resume(line):

@@ -28,7 +28,6 @@ from distconv.sync.ps.losses import CHIEF_LOST
 from distconv.sync.ps.server import Shard
 from tests.launcher.launch_cli import launch
 from tests.other_jobs import SMALL_NET
-from tests.setup_failures import NO_CHECKPOINT
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -188,9 +187,10 @@ def test_a_worker_says_its_launch_and_restart():
 
 
 #: ``python SCRIPT ENDPOINT OUT``: two ranks of a launch whose shard this test serves. At
-#: restart 0 rank 0's fit fails before setup (``resume=True``, no checkpoint) while rank 1
-#: sleeps, stopped by the launcher before its job check; at restart 1 rank 0 waits for rank
-#: 1's mark, so that rank 1's job check comes first, and both train
+#: restart 0 rank 0's fit fails before setup (its output directory under ``OUT-0``, a file: one
+#: that cannot be made, which the launcher restarts) while rank 1 sleeps, stopped by the
+#: launcher before its job check; at restart 1 rank 0 waits for rank 1's mark, so that rank
+#: 1's job check comes first, and both train
 RESTARTED = (
     """\
 import os
@@ -222,8 +222,8 @@ def main():
             time.sleep(1.0)  # rank 1's hello and job check: a small net's setup, well within
         if restart == 1 and sync.rank == 1:
             mark.touch()
-        trainer = Trainer(net, sync, 2, out_dir=f"{sys.argv[2]}-{restart}", progress=False)
-        trainer.fit(data, epochs=1, resume=restart == 0)
+        trainer = Trainer(net, sync, 2, out_dir=f"{sys.argv[2]}-{restart}/run", progress=False)
+        trainer.fit(data, epochs=1)
         print(f"rank {sync.rank} trained", flush=True)
     finally:
         sync.close()
@@ -240,6 +240,7 @@ def test_a_restart_against_shards_that_stay_meets_its_noted_rank(tmp_path):
     ended, blaming rank 0's worker of restart 1). About 3 s: two starts of two ranks."""
     script = tmp_path / "restarted.py"
     script.write_text(RESTARTED)
+    (tmp_path / "out-0").write_text("in the way of restart 0's output directory")
     shard = Shard(ShardConfig(bind="127.0.0.1:0", workers=2, insecure=True, job_id="j", timeout=30))
     with served(shard):
         done = launch(
@@ -248,7 +249,8 @@ def test_a_restart_against_shards_that_stay_meets_its_noted_rank(tmp_path):
             str(tmp_path / "out"), cwd=tmp_path, timeout=60,
         )  # fmt: skip
     said = done.stdout + done.stderr
-    assert f"{NO_CHECKPOINT} {tmp_path / 'out-0'}" in said, said[-3000:]  # restart 0's
+    made = f"output directory {tmp_path / 'out-0'}/run cannot be made: "
+    assert made in said, said[-3000:]  # restart 0's
     assert "restarting the job (1 of 1)" in said and "could not set up" not in said, said[-3000:]
     assert done.returncode == 0, said[-3000:]
     assert "rank 0 trained" in said and "rank 1 trained" in said, said[-3000:]
