@@ -63,6 +63,16 @@ _DIRECTORY_REFUSALS = {
         r"--resume: no (?:complete checkpoint|run) in ",
         "the output directory holds no checkpoint to resume",
     ),
+    #: ``distconv.run_dir.RunDirectory.clear_unfinished``'s, ``--resume auto`` finding no
+    #: checkpoint beside files that no run without one leaves (``runs/x has no checkpoint to
+    #: resume, and holds files that no distconv run without one leaves (...), which starting
+    #: afresh would delete: ...``, a ``RunDirError``): it deletes nothing, so every attempt
+    #: finds them. Not its ``..., and its metrics.jsonl cannot be read (...)``: an OSError
+    "foreign": (
+        r"(?:(?!: ).)*? has no checkpoint to resume, and holds files that no distconv run "
+        r"without one leaves ",
+        "the output directory holds files that starting afresh would delete",
+    ),
 }
 _CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?(?:Checkpoint(?:Version)?|RunDir)Error: "
 
@@ -92,8 +102,9 @@ def refused_for_good_in(lines: Sequence[str]) -> str | None:
     different run``, ``... does not fit the model``, ``... has format version '3' where this
     distconv reads version '2'`` or, for a run of distconv 0.1's one checkpoint, ``... has
     format version 1 (checkpoint.safetensors, from before step checkpoints)``; ``the output
-    directory already holds another run``, ``... holds no checkpoint to resume``: words that
-    every attempt of the job would meet again. None where none says so."""
+    directory already holds another run``, ``... holds no checkpoint to resume``, ``... holds
+    files that starting afresh would delete``: words that every attempt of the job would meet
+    again. None where none says so."""
     for line in reversed(lines):
         if (found := REFUSED_FOR_GOOD.fullmatch(line)) is None:
             continue

@@ -24,7 +24,7 @@ from distconv.files import hold_lock
 from distconv.rank_endings import reason_text, setup_failure_text
 from distconv.refused_starts import refused_for_good_in
 from distconv.run_dir import RunDirectory, RunDirError, legacy_refusal
-from distconv.run_files import LEGACY_CHECKPOINT, LOCK, METRICS
+from distconv.run_files import LEGACY_CHECKPOINT, LOCK, METRICS, PLOT
 from tests.launcher.launch_cli import ENV, launch
 from tests.launcher.real_children import mpiexec_or_skip
 from tests.restart_job import small_trainer
@@ -305,6 +305,48 @@ def test_a_resume_of_no_checkpoint_is_read_in_the_words_the_resume_writes(tmp_pa
     for error in errors:
         for line in _said_forms(error):
             assert refused_for_good_in(["before", line]) == NONE, line
+
+
+def _foreign_files(out: Path) -> None:
+    """A directory without a checkpoint whose plot no run without one leaves."""
+    out.mkdir()
+    (out / PLOT).write_text("another tool's")
+
+
+#: the output directory's refusals that a real fit raises and that every attempt meets again:
+#: how the directory is made, the fit's resume, and what the launcher says
+DIRECTORY_REFUSALS = {
+    "foreign files": (
+        _foreign_files,
+        "auto",
+        "the output directory holds files that starting afresh would delete",
+    ),
+}
+#: the flags of each resume
+RESUME_FLAGS = {False: (), True: ("--resume",), "auto": ("--resume", "auto")}
+
+
+@pytest.mark.parametrize("case", list(DIRECTORY_REFUSALS))
+def test_a_directory_refusal_is_read_in_the_words_the_run_writes(tmp_path, case):
+    """Written there (a real fit's refusal), read here in each form: a change of those words
+    fails this."""
+    make, resume, refusal = DIRECTORY_REFUSALS[case]
+    make(out := tmp_path / "out")
+    train, test = split(synthetic(n=64, num_classes=4, seed=3), 0.25, seed=3)
+    with pytest.raises(CheckpointError) as refused:
+        small_trainer(out).fit(train, test, epochs=1, resume=resume)
+    for line in _said_forms(refused.value):
+        assert refused_for_good_in(["before", line]) == refusal, line
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", list(DIRECTORY_REFUSALS))
+def test_a_directory_refusal_is_not_restarted(tmp_path, case):
+    """The refusal leaves the directory as it was: every attempt meets it again."""
+    make, resume, refusal = DIRECTORY_REFUSALS[case]
+    make(out := tmp_path / "out")
+    flags = RESUME_FLAGS[resume]
+    _refused_once(tmp_path, out, LOCAL_1, ("--batch-size", "64"), refusal, resume_flag=flags)
 
 
 def _refused_once(
