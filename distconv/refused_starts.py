@@ -73,6 +73,14 @@ _DIRECTORY_REFUSALS = {
         r"without one leaves ",
         "the output directory holds files that starting afresh would delete",
     ),
+    #: ``StepCheckpoints.open``'s where no checkpoint is complete and some manifest is not
+    #: usable (``no usable checkpoint in runs/x: runs/x/checkpoints/step-00000006.json is
+    #: damaged (...)``, a ``RunDirError``): the scan only reads, and sets none aside, so every
+    #: attempt scans the same files. An OS's error reading one is a ``CheckpointReadError``
+    "unusable": (
+        r"no usable checkpoint in ",
+        "the output directory holds no usable checkpoint",
+    ),
 }
 _CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?(?:Checkpoint(?:Version)?|RunDir)Error: "
 
@@ -102,9 +110,8 @@ def refused_for_good_in(lines: Sequence[str]) -> str | None:
     different run``, ``... does not fit the model``, ``... has format version '3' where this
     distconv reads version '2'`` or, for a run of distconv 0.1's one checkpoint, ``... has
     format version 1 (checkpoint.safetensors, from before step checkpoints)``; ``the output
-    directory already holds another run``, ``... holds no checkpoint to resume``, ``... holds
-    files that starting afresh would delete``: words that every attempt of the job would meet
-    again. None where none says so."""
+    directory already holds another run`` and the others of :data:`_DIRECTORY_REFUSALS`: words
+    that every attempt of the job would meet again. None where none says so."""
     for line in reversed(lines):
         if (found := REFUSED_FOR_GOOD.fullmatch(line)) is None:
             continue

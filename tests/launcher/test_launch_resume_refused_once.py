@@ -313,6 +313,12 @@ def _foreign_files(out: Path) -> None:
     (out / PLOT).write_text("another tool's")
 
 
+def _damaged_manifest(out: Path) -> None:
+    """A directory whose one checkpoint's manifest is damaged."""
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "step-00000006.json").write_text("{damaged")
+
+
 #: the output directory's refusals that a real fit raises and that every attempt meets again:
 #: how the directory is made, the fit's resume, and what the launcher says
 DIRECTORY_REFUSALS = {
@@ -320,6 +326,11 @@ DIRECTORY_REFUSALS = {
         _foreign_files,
         "auto",
         "the output directory holds files that starting afresh would delete",
+    ),
+    "damaged manifest": (
+        _damaged_manifest,
+        True,
+        "the output directory holds no usable checkpoint",
     ),
 }
 #: the flags of each resume
