@@ -81,6 +81,13 @@ _DIRECTORY_REFUSALS = {
         r"no usable checkpoint in ",
         "the output directory holds no usable checkpoint",
     ),
+    #: ``distconv.run_dir.RunDirectory.acquire``'s where ``--out`` is a file (``output directory
+    #: runs/x exists and is not a directory``, a ``RunDirError``): no attempt makes it one. Not
+    #: its ``... cannot be made: ...`` (a link to a disk not mounted yet, a full disk)
+    "file": (
+        r"output directory (?:(?!: ).)*? exists and is not a directory",
+        "the output directory exists and is not a directory",
+    ),
 }
 _CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?(?:Checkpoint(?:Version)?|RunDir)Error: "
 

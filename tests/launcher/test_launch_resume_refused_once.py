@@ -332,6 +332,11 @@ DIRECTORY_REFUSALS = {
         True,
         "the output directory holds no usable checkpoint",
     ),
+    "a file": (
+        lambda out: out.write_text("a file"),
+        False,
+        "the output directory exists and is not a directory",
+    ),
 }
 #: the flags of each resume
 RESUME_FLAGS = {False: (), True: ("--resume",), "auto": ("--resume", "auto")}
