@@ -88,6 +88,16 @@ _DIRECTORY_REFUSALS = {
         r"output directory (?:(?!: ).)*? exists and is not a directory",
         "the output directory exists and is not a directory",
     ),
+    #: ``distconv.run_dir.RunDirectory.clear``'s, ``--overwrite`` where ``checkpoints`` links to
+    #: a folder holding files no run writes (``cannot clear the run in runs/x: runs/x/checkpoints
+    #: links to /disk/c, which holds files no distconv run writes (...); move them away``, a
+    #: ``RunDirError``): refused before anything is deleted, so every attempt finds them. Not
+    #: its ``cannot clear the run in runs/x: PATH: <OS error>``
+    "linked": (
+        r"cannot clear the run in (?:(?!: ).)*?: (?:(?!: ).)*? links to (?:(?!: ).)*?, which "
+        r"holds files no distconv run writes ",
+        "the checkpoints folder the output directory links to holds files no distconv run writes",
+    ),
 }
 _CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?(?:Checkpoint(?:Version)?|RunDir)Error: "
 

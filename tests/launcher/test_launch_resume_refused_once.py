@@ -319,6 +319,15 @@ def _damaged_manifest(out: Path) -> None:
     (out / "checkpoints" / "step-00000006.json").write_text("{damaged")
 
 
+def _linked_foreign_files(out: Path) -> None:
+    """A run whose ``checkpoints`` links to a folder beside it holding another tool's file."""
+    elsewhere = out.parent / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "notes.txt").write_text("not a run's")
+    out.mkdir()
+    (out / "checkpoints").symlink_to(elsewhere)
+
+
 #: the output directory's refusals that a real fit raises and that every attempt meets again:
 #: how the directory is made, the fit's resume, and what the launcher says
 DIRECTORY_REFUSALS = {
@@ -337,9 +346,19 @@ DIRECTORY_REFUSALS = {
         False,
         "the output directory exists and is not a directory",
     ),
+    "a linked folder's files": (
+        _linked_foreign_files,
+        "overwrite",
+        "the checkpoints folder the output directory links to holds files no distconv run writes",
+    ),
 }
 #: the flags of each resume
-RESUME_FLAGS = {False: (), True: ("--resume",), "auto": ("--resume", "auto")}
+RESUME_FLAGS = {
+    False: (),
+    True: ("--resume",),
+    "auto": ("--resume", "auto"),
+    "overwrite": ("--overwrite",),
+}
 
 
 @pytest.mark.parametrize("case", list(DIRECTORY_REFUSALS))
