@@ -39,10 +39,10 @@ _VERSION_1_RUN = (
     r"(?:(?!: ).)*? holds a checkpoint of an older distconv \((?P<legacy>[^()]*?), format "
     r"version 1, from before step checkpoints\), which this version cannot resume\. "
 )
-#: and those by which the chief refuses its output directory itself, by the name of their group
-#: and with what the launcher says of each (:func:`refused_for_good_in`); each directory holds
-#: no ``: ``, as above. Written there, read here: ``tests/launcher/test_launch_resume_refused_
-#: once.py`` reads each refusal's own message back
+#: and those by which the chief refuses its output directory (or its lack), by the name of their
+#: group (an identifier), with what the launcher says of each (:func:`refused_for_good_in`);
+#: each directory holds no ``: ``, as above. Written there, read here:
+#: ``tests/launcher/test_launch_resume_refused_once.py`` reads each refusal's own message back
 _DIRECTORY_REFUSALS = {
     #: ``distconv.resume.StepCheckpoints.open``'s without ``--resume`` (``runs/x already holds a
     #: run; pass --resume to continue it, ...``, a ``RunDirError``): the refusal changes nothing
@@ -97,6 +97,14 @@ _DIRECTORY_REFUSALS = {
         r"cannot clear the run in (?:(?!: ).)*?: (?:(?!: ).)*? links to (?:(?!: ).)*?, which "
         r"holds files no distconv run writes ",
         "the checkpoints folder the output directory links to holds files no distconv run writes",
+    ),
+    #: ``StepCheckpoints.open``'s where a script's ``--resume`` (``resume=True``) comes without
+    #: an output directory (``resume=True (--resume) needs an output directory (out_dir, --out)
+    #: to find the checkpoint in; none was given``, a ``CheckpointError``): the restart's flags
+    #: are the same
+    "no_out": (
+        r"resume=True \(--resume\) needs an output directory ",
+        "--resume was given no output directory to find the checkpoint in",
     ),
 }
 _CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?(?:Checkpoint(?:Version)?|RunDir)Error: "

@@ -25,7 +25,7 @@ from distconv.rank_endings import reason_text, setup_failure_text
 from distconv.refused_starts import refused_for_good_in
 from distconv.run_dir import RunDirectory, RunDirError, legacy_refusal
 from distconv.run_files import LEGACY_CHECKPOINT, LOCK, METRICS, PLOT
-from tests.launcher.launch_cli import ENV, launch
+from tests.launcher.launch_cli import ENV, REPO_ROOT, launch
 from tests.launcher.real_children import mpiexec_or_skip
 from tests.restart_job import small_trainer
 from tests.test_checkpoint_build import OTHER, _rewrite_metadata
@@ -384,6 +384,29 @@ def test_a_directory_refusal_is_not_restarted(tmp_path, case):
     _refused_once(tmp_path, out, LOCAL_1, ("--batch-size", "64"), refusal, resume_flag=flags)
 
 
+#: what the launcher says of a script's --resume without an output directory
+NO_OUT = "--resume was given no output directory to find the checkpoint in"
+
+
+@pytest.mark.timeout(120)
+def test_a_resume_without_an_output_directory_is_not_restarted(tmp_path):
+    """An example script given --resume and no --out: every attempt has the same flags."""
+    script = REPO_ROOT / "examples" / "mixed_regression.py"
+    program = (str(script), "--resume", "--epochs", "1")
+    said = _launched_once(tmp_path, LOCAL_1, program, NO_OUT, "[worker 0] mixed_regression.py")
+    assert "resume=True (--resume) needs an output directory" in said, said[-3000:]
+
+
+def test_a_resume_without_an_output_directory_is_read_in_the_words_the_resume_writes():
+    """Written there (a real fit's refusal, a Trainer without ``out_dir``), read here in each
+    form: a change of those words fails this."""
+    train, test = split(synthetic(n=64, num_classes=4, seed=3), 0.25, seed=3)
+    with pytest.raises(CheckpointError) as refused:
+        small_trainer(None).fit(train, test, epochs=1, resume=True)
+    for line in _said_forms(refused.value):
+        assert refused_for_good_in(["before", line]) == NO_OUT, line
+
+
 def _refused_once(
     tmp_path, out, job, change, refusal, said_by=WORKER_0, resume_flag=("--resume",)
 ) -> str:
@@ -391,11 +414,14 @@ def _refused_once(
     ``--max-restarts 2`` and ``change``: one attempt (``said_by``: the failing rank's ending,
     said once), refused for ``refusal``, which the launcher says and records, restarting none.
     What it said."""
+    program = (*TRAIN[:2], "--epochs", "2", "--out", str(out), *resume_flag, *change)
+    return _launched_once(tmp_path, job, program, refusal, said_by)
+
+
+def _launched_once(tmp_path, job, program, refusal, said_by) -> str:
+    """:func:`_refused_once`'s launch of ``program`` (its arguments) and what it checks."""
     run = tmp_path / "run"
-    done = launch(
-        *job, "--max-restarts", "2", "--run-dir", str(run), "--",
-        *TRAIN[:2], "--epochs", "2", "--out", str(out), *resume_flag, *change, cwd=tmp_path,
-    )  # fmt: skip
+    done = launch(*job, "--max-restarts", "2", "--run-dir", str(run), "--", *program, cwd=tmp_path)
     said = done.stderr + done.stdout
     assert done.returncode == 1, said[-3000:]
     unused = f"not restarting (--max-restarts 2): {refusal}, which every attempt would refuse"
