@@ -1,8 +1,9 @@
 """Workers and shards of other distconv builds (a shard run from a copy of the source, edited):
 another protocol version is named with both versions and the way on, not as a malformed reply;
 another build warns at setup, naming the shard; an async shard without ``with_values`` is
-refused at setup, where its first checkpoint failed the job; and a shard of the previous
-release (no build, no features said) still serves, with a warning."""
+refused at setup, where its first checkpoint failed the job; a shard of the previous release
+(no build, no features said) still serves, with a warning; and one without ``abandon`` is sent
+none."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import zmq
 from ps_helpers import insecure_worker, raw_dealer, small_net
 
 import distconv
+from distconv.data import DataError
 from distconv.sync.base import SyncError
 from distconv.sync.ps.wire import unpack_header
 from tests.source_copy import copy_source, edit
@@ -130,3 +132,33 @@ def test_a_shard_of_the_previous_release_serves_with_a_warning(shards, tmp_path,
         "older than with_values, the first checkpoint fails); the job goes on, but each runs "
         "its own code: run workers and shards of the same build"
     ]
+
+
+def test_a_sync_shard_without_abandon_is_sent_none(shards, tmp_path, caplog):
+    """A shard of the release before ``abandon`` (not in its features, not an op its wire
+    knows) is sent no ``abandon`` when a step of a sync worker raises: it would refuse the op
+    as a bad request, in its log, and the worker would drop the error reply. A hello after
+    the abandoned step is read after anything the abandon sent."""
+    caplog.set_level(logging.WARNING, logger="distconv.pserver")
+    features = ('FEATURES = ("with_values", "abandon")', 'FEATURES = ("with_values",)')
+    wire = ('    "abandon": ("step",),\n', "")
+    endpoint = started(
+        shards,
+        tmp_path,
+        distconv__sync__ps__releases=features,
+        distconv__sync__ps__wire=wire,
+    )
+    net = small_net()
+    sync = insecure_worker([endpoint])
+    try:
+        sync.setup(net.parameters())
+        sync.start_step(1)
+        try:
+            raise DataError("rows of the other kind")
+        except DataError:
+            sync.abandon_step()
+        sync.setup(net.parameters())  # the next fit's: the shard answers it after the abandon
+    finally:
+        sync.close()
+    assert "bad request" not in shards.log_text(), shards.log_text()[-3000:]
+    assert not [r for r in caplog.records if "ignored a reply" in r.getMessage()]
