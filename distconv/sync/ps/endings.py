@@ -35,10 +35,16 @@ def ending_fields(error: BaseException | None) -> dict[str, Any]:
     """What a ``bye`` (or an ``abandon``) says of the exception ``error`` that ends this
     worker's run (or step), if any: ``error``, its one line, and where it is another rank's
     failure (a :class:`~distconv.sync.peers.PeerFailed`), ``failed_ranks``, the ranks it
-    failed for: they, not this one, are to blame."""
+    failed for: they, not this one, are to blame. An error whose message cannot be written
+    (its ``__str__`` raises) is named by its type: ``abandon_step`` must not raise, and
+    neither must ``close``."""
     if error is None:
         return {}
-    fields: dict[str, Any] = {"error": described(error)}
+    try:
+        said = described(error)
+    except Exception:  # its __str__ raised (user code): the note goes all the same
+        said = f"{type(error).__name__} (its text could not be made)"  # as fail_setup says
+    fields: dict[str, Any] = {"error": said}
     peer = peer_failure(error)
     if peer is not None:
         fields["failed_ranks"] = list(peer.ranks)

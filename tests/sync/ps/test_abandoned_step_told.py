@@ -93,3 +93,53 @@ def test_a_script_that_never_closes_its_sync_still_names_its_error(shards):
     assert status1 == 75, err1[-3000:]
     assert "rank 0 (host " in last and 'abandoned step 2 on "DataError: SoftmaxCrossEntropy' in last
     assert "killed" not in last, last
+
+
+class _Unwritable(Exception):
+    """An error whose message cannot be written: its ``__str__`` raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no words for it")
+
+
+@pytest.mark.timeout(60)
+def test_an_error_whose_message_cannot_be_written_is_told_by_its_type(shards):
+    """``abandon_step`` must not raise (the contract): where the step's error cannot say its
+    message, the note names its type, as a failed setup's note does. Before, writing the note
+    raised the ``__str__``'s RuntimeError out of ``abandon_step``, in place of the step's
+    error, and sent nothing; a ``close`` on such an error raised it too, and said no bye."""
+    endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
+    data = batches(2, 8)
+    rank_1_done = threading.Event()
+    told: dict[str, object] = {}
+
+    def rank(r: int) -> None:
+        net, sync = small_net(), insecure_worker(endpoints, r, 2, timeout=TIMEOUT)
+        try:
+            sync.setup(net.parameters(), {"batch": 8})
+            train_steps(net, sync, data[:1], r, 2)
+            if r == 0:
+                sync.start_step(4)
+                try:
+                    raise _Unwritable()
+                except _Unwritable:
+                    sync.abandon_step()
+                rank_1_done.wait(30)  # alive, not closed, until rank 1 has stopped
+                try:
+                    raise _Unwritable()
+                except _Unwritable:
+                    sync.close()  # its bye carries the same words: close does not raise either
+                return
+            try:
+                train_steps(net, sync, data[1:], 1, 2)
+            except PeerFailed as exc:
+                told["error"], told["ranks"] = str(exc), exc.ranks
+            finally:
+                rank_1_done.set()
+        finally:
+            sync.close()
+
+    run_ranks(rank, 2, timeout=50)
+    assert told.get("ranks") == (0,), told
+    said = 'abandoned step 2 on "_Unwritable (its text could not be made)"'
+    assert said in str(told["error"]), told
