@@ -11,6 +11,7 @@ import numpy as np
 
 from distconv.messages import SENT_ERROR_CHARS, one_line
 from distconv.rank_endings import different_jobs_in
+from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.refusals import GatherRefusals
 from distconv.sync.ps.state import _Refused, _Waiting
@@ -197,7 +198,9 @@ class ShardGathers(GatherRefusals):
         step's parameters to this shard (push_bytes coalescing sends them as they come), and
         the others of that step still wait for it. (A rank in ``left`` said bye in this run of
         the workers: every rank says ``hello`` before the start-up gather, which comes before
-        any push, and a hello takes its rank out.)"""
+        any push, and a hello takes its rank out.) A rank's ``abandon`` of a step (its note
+        in ``abandoned``, until its next hello) counts as such a bye for the pushes of that
+        step while it is alive, by the same rules of blame and refusal."""
         cut = {r: note for r, note in self.abandoned.items() if r not in self.lost}
         gone_ranks = sorted(self.left - self.lost - set(cut))
         if not gone_ranks and not cut:  # the usual case: nothing to read on every push
@@ -219,11 +222,19 @@ class ShardGathers(GatherRefusals):
         its = "its push, and the step cannot complete without it"
         if len(gone) + len(cutting) > 1:
             its = "their pushes, and the step cannot complete without them"
-        blamed = set(self._blamed(gone))
-        for rank in cutting:  # as a bye's error blames (_blamed), the different jobs aside
+        blamed, heard = set(self._blamed(gone)), []
+        for rank in cutting:  # a bye's rules (_blamed, _refusal), read from its note
             _, error, blames = cut[rank]
-            blamed.update(blames or ([rank] if error and not different_jobs_in([error]) else []))
+            if not error:
+                continue  # no failure said: no one's, as a bye without one
+            words = None if blames else different_jobs_in([error])
+            if words is None:  # it failed, or a PeerFailed naming the ranks that did
+                blamed.update(blames or [rank])
+            else:
+                heard.append(words)  # the mismatch it heard: no rank failed
         lead, fields = ("", {}) if blamed else self._refusal_lead(gone)
+        if not blamed and not lead and heard:  # led by a cut rank's words, as by a bye's
+            lead, fields = f"{heard[0]}; ", REFUSED_JOB
         said = [f"{self._who(r)} {self._closed(r)}" for r in gone]
         said += [f"{self._who(r)} {self._cut(*cut[r][:2])}" for r in cutting]
         self._fail(  # one that failed on its own is blamed, whatever the others heard
