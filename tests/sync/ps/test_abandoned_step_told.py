@@ -143,3 +143,32 @@ def test_an_error_whose_message_cannot_be_written_is_told_by_its_type(shards):
     assert told.get("ranks") == (0,), told
     said = 'abandoned step 2 on "_Unwritable (its text could not be made)"'
     assert said in str(told["error"]), told
+
+
+@pytest.mark.timeout(60)
+def test_ranks_that_abandoned_a_step_set_up_again_and_train_it(shards):
+    """Both ranks abandon step 2 before any push (an error every rank meets), which fails no
+    step; both set up again (a fit after a failed fit) and train steps numbered from 1 again
+    (``start_at(0)``, as a new fit's Trainer says), step 2 among them: the notes ended at
+    their hellos. Kept, a rank's note failed the other's held push of the new step 2."""
+    endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
+    data = batches(3, 8)
+
+    def rank(r: int) -> None:
+        net, sync = small_net(), insecure_worker(endpoints, r, 2, timeout=TIMEOUT)
+        try:
+            sync.setup(net.parameters(), {"batch": 8})
+            train_steps(net, sync, data[:1], r, 2)
+            sync.start_step(4)
+            try:
+                raise DataError("rows of the other kind on every rank")
+            except DataError:
+                sync.abandon_step()
+            sync.setup(net.parameters(), {"batch": 8})
+            sync.start_at(0)
+            train_steps(net, sync, data[1:], r, 2)
+        finally:
+            sync.close()
+
+    run_ranks(rank, 2, timeout=50)
+    assert "job failed" not in shards.log_text(), shards.log_text()[-3000:]
