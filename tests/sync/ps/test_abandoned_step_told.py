@@ -15,11 +15,21 @@ import time
 from pathlib import Path
 
 import pytest
-from ps_helpers import batches, insecure_worker, run_ranks, script_ranks, small_net, train_steps
+from ps_helpers import (
+    batches,
+    insecure_worker,
+    run_ranks,
+    script_ranks,
+    served,
+    small_net,
+    train_steps,
+)
 
 from distconv.arg import Arg
 from distconv.data import DataError
 from distconv.sync.peers import PeerFailed
+from distconv.sync.ps.config import ShardConfig
+from distconv.sync.ps.server import Shard
 
 #: the shards' --timeout, far over what the test takes: without the note, rank 1 waits it out
 TIMEOUT = 120
@@ -172,3 +182,27 @@ def test_ranks_that_abandoned_a_step_set_up_again_and_train_it(shards):
 
     run_ranks(rank, 2, timeout=50)
     assert "job failed" not in shards.log_text(), shards.log_text()[-3000:]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_only_a_sync_worker_sends_an_abandon(mode):
+    """In async mode nothing waits for a push, and a worker sends no ``abandon``: the shard
+    (served here, its state read) holds no note after a step abandoned, where a sync one holds
+    the step and the error. A sum after it is answered after whatever came before."""
+    config = ShardConfig(bind="127.0.0.1:0", workers=1, insecure=True, mode=mode, timeout=20)
+    with served(Shard(config)) as shard:
+        net, sync = small_net(), insecure_worker([shard.endpoint], timeout=20)
+        try:
+            sync.setup(net.parameters())
+            sync.start_step(4)
+            try:
+                raise DataError("rows of the other kind")
+            except DataError:
+                sync.abandon_step()
+            sync.allreduce_sum([1.0])  # an evaluation's, after the step: one round trip
+            notes = dict(shard.abandoned)
+        finally:
+            sync.close()
+    sent = {0: (1, "DataError: rows of the other kind", [])}
+    assert notes == (sent if mode == "sync" else {}), notes
