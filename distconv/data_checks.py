@@ -17,6 +17,7 @@ from distconv.layers.base import Layer, forward_only
 from distconv.messages import exception_line
 from distconv.network import Network
 from distconv.sequence_set import (
+    SequenceSet,
     arrays_of,
     first_example,
     one_example,
@@ -38,7 +39,9 @@ def check_sets(
     """Refuse, before the first step, data sets the model would fail on or misread later:
     labels past the classes (:func:`refuse_labels_past_classes`), a test set that is empty or
     that the model cannot read (:func:`check_test_set`), or whose examples have another shape
-    than the training set's while the model's outputs do not (:func:`refuse_other_shapes`).
+    than the training set's while the model's outputs do not (:func:`refuse_other_shapes`),
+    and a sequence set whose loss reads another number of rows than the set counts (the
+    forward of its example: :func:`~distconv.sequence_set.loss_rows_checked`).
     ``forward`` is the trainer's. A set is arrays by feed name or a
     :class:`~distconv.sequence_set.SequenceSet` (its example: its first sequence that holds a
     row, with the offsets fed).
@@ -48,6 +51,9 @@ def check_sets(
     """
     if test is not None and set_length(test) == 0:
         raise DataError("the test set is empty; pass test=None to evaluate on none")
+    if isinstance(train, SequenceSet):  # the forward checks the rows the loss reads
+        with forward_only():
+            forward(train, first_example(train))
     refuse_labels_past_classes(network, forward, train, test)
     check_test_set(forward, train, test)  # first: its refusal names the layer that fails
     refuse_other_shapes(network, forward, train, test)

@@ -157,9 +157,11 @@ class SequenceSet:
         return SequenceSet(rows, starts, per, name=self.name, mean_over=self.mean_over)
 
     def first_example(self) -> np.ndarray:
-        """The index of the first sequence that holds a row: the one the data checks forward
-        (an empty one has no mean loss)."""
-        return np.array([int(np.argmax(self.lengths > 0))])
+        """The index of the one sequence the data checks forward: the first of two rows or
+        more, else the first that holds a row (an empty one has no mean loss). One of one row
+        counts alike in rows and in sequences, so a count taken over the wrong one passed it."""
+        longer = self.lengths > 1
+        return np.array([int(np.argmax(longer if longer.any() else self.lengths > 0))])
 
     def fingerprint(self, dtype: Any = None) -> dict[str, Any]:
         """What the job check compares (:func:`~distconv.data.fingerprint`): the number

@@ -6,8 +6,6 @@ read the set."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
@@ -114,18 +112,41 @@ def pooled_regression(mean_over=None):
     return net, SequenceSet(rows, starts, name="pooled", mean_over=mean_over)
 
 
-def test_a_count_guessed_wrong_stops_at_the_first_forward_naming_what_to_set():
-    net, data = pooled_regression()
+def unstepped(net, data, **kw):
+    """The DataError ``fit`` of ``net`` on ``data`` stops with, after checking that it stopped
+    before its first step (no step counted, no weight moved)."""
+    before = weights(net)
+    sync = LocalSync(create_optimizer(**OPTIMIZER))
+    trainer = Trainer(net, sync, 2, progress=False, dtype="float64", **kw)
     with pytest.raises(DataError) as caught:
-        fitted(net, data, 1, batch_size=2)
-    said = str(caught.value)
-    # the first step's two sentences: their rows at the loss, and their tokens
-    assert re.search(r"'loss' takes its mean over 2 rows, but the batch of 2 sequence", said)
-    assert re.search(r"counts \d+ rows", said) and "counts 2 rows" not in said
+        trainer.fit(data, None, 1)
+    assert trainer.pos.step == 0
+    assert mismatch(weights(net), before, 0.0) is None
+    return str(caught.value)
+
+
+def test_a_count_guessed_wrong_stops_before_the_first_step_naming_what_to_set():
+    net, data = pooled_regression()
+    said = unstepped(net, data)
+    # the data checks' example, its first sentence: its one row at the loss, its two tokens
+    assert "'loss' takes its mean over 1 rows, but the batch of 1 sequence(s) of 'pooled'" in said
+    assert "counts 2 rows" in said
     assert "mean_over='sequences'" in said
     net, data = pooled_regression("sequences")
     trainer = fitted(net, data, 1, batch_size=2)  # told: it trains
     assert trainer.history[0]["step"] == 2
+
+
+def test_a_count_set_wrong_is_refused_before_a_step_though_the_first_sentence_has_one_token():
+    """A sentence of one token counts one row and one sequence alike: the data checks' example
+    was the first sentence that held a row, so a pooled loss told to count rows passed them
+    and stopped at the step that first drew a longer sentence (on one rank, while another
+    waited in its step)."""
+    d = labelled_set([1, 3, 2, 0, 4])
+    told = SequenceSet(d.rows, d.seq_starts, d.per_sequence, name="told", mean_over="rows")
+    said = unstepped(classifier(), told)
+    assert "takes its mean over 1 rows, but the batch of 1 sequence(s) of 'told' counts 3" in said
+    assert "mean_over='sequences'" in said
 
 
 @pytest.mark.parametrize("mean_over", [None, "sequences"])
@@ -149,10 +170,9 @@ def test_a_loss_of_neither_tokens_nor_sentences_is_refused_without_a_mean_over_t
     rng = np.random.default_rng(0)
     rows = {"tok": rng.integers(0, 20, 6), "y": rng.standard_normal((6, 1))}
     data = SequenceSet(rows, np.array([0, 2, 2, 6]), mean_over=mean_over)
-    with pytest.raises(DataError) as caught:
-        fitted(net, data, 1, batch_size=2, accuracy=None)
-    said = str(caught.value)
-    assert re.search(r"'loss' takes its mean over (\d+) rows, but the batch of 2 ", said)
+    said = unstepped(net, data, accuracy=None)
+    # the data checks' example, the first sentence of two tokens or more: four rows
+    assert "'loss' takes its mean over 4 rows, but the batch of 1 sequence(s) " in said
     assert "mean_over=" not in said
     assert "cannot train a loss that reads another number of rows" in said
 

@@ -20,7 +20,7 @@ from tests.processes import job_left, run_job
 WORKER = Path(__file__).resolve().parents[1] / "sync" / "ps" / "mid_step_worker.py"
 CAUSE = (
     "DataError: SoftmaxCrossEntropy 'loss' takes its mean over 2 rows, but the batch of 2 "
-    "sequence(s) of 'labelled' counts 3 rows"
+    "sequence(s) of 'labelled' counts 1 rows"
 )
 
 

@@ -2,8 +2,9 @@
 workers whose rank 0 stops on an error in the middle of a step while rank 1 waits in it.
 
 The model pools each sentence to one row, while its set says the loss averages over tokens
-(``mean_over="rows"``). The fit's check of one example passes (the set's first sentence holding
-a token has one: one row either way); in the second step rank 0's sentences hold 3 tokens in
+(``mean_over="rows"``). No sentence holds more than one token, so the fit's check of one
+example passes (a sentence of one token: one row either way); in the second step rank 0's
+sentences are one of a token and an empty one, which the pool gives a row of zeros: 1 token in
 2 rows, so after its forward ``loss_rows_checked`` refuses them (a ``DataError`` naming
 ``mean_over``), while rank 1's share is only empty sentences: it runs no forward, hands every
 gradient over (``fire_every_gradient``) and waits for the step's values.
@@ -24,9 +25,9 @@ from distconv.sequence_set import SequenceSet
 from distconv.trainer import Trainer
 from tests.sequence_tagger import classifier, lengths_in_order, sentences
 
-#: sentence lengths in epoch 0's order, 2 a rank a step: step 1 gives rank 0 [1, 2] (3 tokens,
+#: sentence lengths in epoch 0's order, 2 a rank a step: step 1 gives rank 0 [1, 0] (1 token,
 #: 2 rows) and rank 1 [0, 0]; 10 steps, past the async ranks' stop check after step 8
-IN_ORDER = (1, 1, 1, 1, 1, 0, 2, 0, *[1] * 32)
+IN_ORDER = (1, 1, 1, 1, 1, 0, 0, 0, *[1] * 32)
 
 
 def labelled() -> SequenceSet:

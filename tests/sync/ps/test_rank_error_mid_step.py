@@ -27,7 +27,7 @@ WORKER = Path(__file__).with_name("mid_step_worker.py")
 #: rank 0's error, as both ranks say it
 CAUSE = (
     "DataError: SoftmaxCrossEntropy 'loss' takes its mean over 2 rows, but the batch of 2 "
-    "sequence(s) of 'labelled' counts 3 rows"
+    "sequence(s) of 'labelled' counts 1 rows"
 )
 #: the most seconds from rank 0's error to rank 1's stop: the shard's timeout is 60 s, and
 #: rank 1's steps after it (async) take milliseconds
