@@ -21,12 +21,13 @@ A gradient that is no numpy array (a device array) has no such flag and is not g
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from types import MethodType
 
 import numpy as np
 
-from distconv.layers.source_spans import touches_grad_of
+from distconv.layers.source_spans import failing_span, resolve, touches_grad_of, written_target
 from distconv.parameter import Parameter, UpdateCallback, keep_gradient
 
 #: the strategies whose fired gradients nothing writes through the gradient's own array while
@@ -77,7 +78,13 @@ class WriteGuard:
         if cause is None or not self._held:
             return
         params = [p for p, _ in self._held]
-        named = [p for p in params if touches_grad_of(cause, [p])] or params
+        named = [p for p in params if touches_grad_of(cause, [p])]
+        if not named:  # read off the arrays the failing lines write into, where they resolve
+            written = _written_arrays(cause)
+            named = [p for p, g in self._held if any(np.may_share_memory(w, g) for w in written)]
+            if written and not named:  # another read-only array: the layer's own error stands
+                return
+        named = named or params
         which = " or ".join(repr(p.name) for p in named)
         raise error(
             f"layer {layer!r} wrote into the gradient of {which} after firing it "
@@ -99,4 +106,26 @@ def _read_only_write(exc: BaseException) -> BaseException | None:
         if isinstance(exc, ValueError) and "read-only" in str(exc):
             found = exc
         exc = exc.__cause__ or exc.__context__
+    return found
+
+
+def _written_arrays(exc: BaseException) -> list[np.ndarray]:
+    """The numpy arrays the lines ``exc`` passed through write into, where they can be read:
+    an augmented assignment's target, a call's ``out=``, a slice assigned to (``a[...] =``)."""
+    found, tb = [], exc.__traceback__
+    while tb is not None:
+        node, names = failing_span(tb.tb_frame, tb.tb_lasti), tb.tb_frame.f_locals
+        tb = tb.tb_next
+        if node is None:
+            continue
+        targets = [written_target(node)]
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Subscript):
+            targets.append(node.value.value)  # ``a[...] = v`` fails storing into ``a[...]``
+        elif isinstance(node, ast.Assign):
+            targets += [t.value for t in node.targets if isinstance(t, ast.Subscript)]
+        for target in targets:
+            if target is not None:
+                value = resolve(target, names)
+                if isinstance(value, np.ndarray):
+                    found.append(value)
     return found

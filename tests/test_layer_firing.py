@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from distconv.arg import Arg
+from distconv.layers.base import LayerError
 from distconv.network import NetworkError
 from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
-from tests.layer_mistakes import batches, build, local_run, step, train
+from tests.layer_mistakes import ScaleShift, batches, build, local_run, step, train
 
 
 def test_a_parameter_fired_twice_is_refused_by_the_network_before_the_sync_takes_it():
@@ -130,3 +131,27 @@ def test_an_unguarded_share_after_firing_is_blamed_on_the_layer_for_a_shipped_st
     assert (
         "a layer most likely added to it after firing it" in said and "zeroes each" not in said
     ), said
+
+
+class ReadOnlyScratch(ScaleShift):
+    """A correct ScaleShift that, after firing, writes into a read-only array of its own: a
+    mistake of another kind, whose own error (numpy's, in a LayerError) must stand."""
+
+    def _backward(self, dz, callback):
+        super()._backward(dz, callback)
+        scratch = np.broadcast_to(np.zeros(dz.shape[1]), dz.shape)  # read-only
+        scratch[...] = dz
+
+
+def test_a_write_into_another_read_only_array_after_firing_is_not_blamed_on_a_gradient():
+    """The guard read any "read-only" error after a fire as a write into a fired gradient and
+    named every one the layer had fired; the line wrote into an array of the layer's own."""
+    net = build()
+    net.layers["ss1"].__class__ = ReadOnlyScratch
+    sync = LocalSync(create_optimizer("sgd", lr=0.1))
+    sync.setup(net.parameters())
+    with pytest.raises(LayerError) as caught:
+        train(net, sync)
+    assert not isinstance(caught.value, NetworkError)
+    assert "'ss1': backward: assignment destination is read-only" in str(caught.value)
+    assert all(p.grad.flags.writeable for p in net.parameters())
