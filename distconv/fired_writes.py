@@ -15,7 +15,8 @@ changes there too. The flag is on the gradient's own array object: MPI, and MPIS
 write into the bucket's buffer beneath it, and LocalSync and the parameter server write
 only inside the callback (before the guard) or at ``finish_step`` (after it). A callback of
 one's own may hand the gradient to a thread that writes through that very object while
-backward runs, as the contract lets it: for those callbacks (:func:`guards`) there is no guard.
+backward runs, as the contract lets it: only a strategy that says it does not is guarded
+(:func:`guards`).
 A gradient that is no numpy array (a device array) has no such flag and is not guarded.
 """
 
@@ -30,25 +31,18 @@ import numpy as np
 from distconv.layers.source_spans import failing_span, resolve, touches_grad_of, written_target
 from distconv.parameter import Parameter, UpdateCallback, keep_gradient
 
-#: the strategies whose fired gradients nothing writes through the gradient's own array while
-#: backward runs (their classes exactly: a subclass may add a thread that does)
-KNOWN_STRATEGIES = frozenset(
-    {
-        "distconv.sync.local.LocalSync",
-        "distconv.sync.mpi.sync.MPISync",
-        "distconv.sync.ps.client.PServerSync",
-    }
-)
-
 
 def guards(callback: UpdateCallback) -> bool:
     """Whether a pass with ``callback`` may guard the gradients it fires: the Trainer's
-    ``keep_gradient``, or a shipped strategy (itself, or its bound ``on_gradient``)."""
+    ``keep_gradient``, or a strategy (itself, or its bound ``on_gradient``) whose class says in
+    its own body ``fired_gradients_untouched = True``: nothing of it writes through a fired
+    gradient's own array until ``finish_step`` (the shipped three). Read on the class itself,
+    never inherited: a subclass may add a thread that does, so one that keeps the promise
+    says so again."""
     if callback is keep_gradient:
         return True
     owner = callback.__self__ if type(callback) is MethodType else callback
-    cls = type(owner)
-    return f"{cls.__module__}.{cls.__qualname__}" in KNOWN_STRATEGIES
+    return vars(type(owner)).get("fired_gradients_untouched") is True
 
 
 class WriteGuard:

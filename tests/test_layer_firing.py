@@ -113,6 +113,35 @@ def test_a_callback_of_ones_own_is_not_guarded():
     assert net.firing_order is not None and net["ss1"].weight.grad.flags.writeable
 
 
+class ThreadedLocal(LocalSync):
+    """A subclass, as one that adds a thread writing fired gradients would be: it says
+    nothing of them, so it is not guarded."""
+
+
+class PromisingLocal(LocalSync):
+    """A subclass that keeps LocalSync's promise, and says so again."""
+
+    fired_gradients_untouched = True
+
+
+@pytest.mark.parametrize("strategy, guarded", [(ThreadedLocal, False), (PromisingLocal, True)])
+def test_a_subclass_is_guarded_only_where_its_own_body_says_so(strategy, guarded):
+    """The promise is read on the class itself, never inherited: matched by class name
+    before, a user's class called LocalSync in a module of its own was not guarded, nor any
+    subclass that kept the promise."""
+    net = build("early")
+    sync = strategy(create_optimizer("sgd", lr=0.1))
+    sync.setup(net.parameters())
+    x, t = next(batches())
+    if guarded:
+        with pytest.raises(NetworkError) as caught:
+            step(net, sync, x, t)
+        assert early_refusal(str(caught.value)), caught.value
+    else:
+        step(net, sync, x, t)  # the late share written: no refusal from the Network
+        assert net.firing_order is not None and net["ss1"].weight.grad.flags.writeable
+
+
 def test_an_unguarded_share_after_firing_is_blamed_on_the_layer_for_a_shipped_strategy(tmp_path):
     """Where no guard ran (the order recorded already, here by a pass by hand; a device's
     gradients), LocalSync's first step finds the share left in the gradient. It blamed the

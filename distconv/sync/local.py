@@ -35,6 +35,8 @@ class LocalSync(SyncStrategy):
         state: optimizer state per parameter name (what checkpoints save).
     """
 
+    fired_gradients_untouched = True  # p.grad written in its callback only (fired_writes)
+
     def __init__(self, optimizer: Optimizer) -> None:
         super().__init__(optimizer, rank=0, world_size=1)
         self.state: StateDict = {}

@@ -141,6 +141,8 @@ class MPISync(
             (``start_at``: :mod:`~distconv.sync.mpi.numbering`).
     """
 
+    fired_gradients_untouched = True  # MPI writes the buckets' buffers, not p.grad's array
+
     def __init__(
         self,
         optimizer: Optimizer,

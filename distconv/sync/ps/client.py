@@ -106,6 +106,9 @@ class PServerSync(
             applied (some parameter of) and dropped (all): see :meth:`_count_push`.
     """
 
+    #: nothing of it writes through a fired gradient's own array until finish_step: the
+    #: Network's first pass guards those arrays (:mod:`distconv.fired_writes`)
+    fired_gradients_untouched = True
     fetches_rows = True  # sparse tables stay on the shards; a batch's rows are pulled
     also_needs_open = ("shard_stats",)  # asks every shard, on sockets close() closed
 
