@@ -271,12 +271,13 @@ OPERATIONS = REPO_ROOT / "docs" / "operations.md"
 
 
 @pytest.mark.timeout(60)
-def test_a_resumed_runs_shard_counts_its_steps_from_the_resume_as_the_docs_say():
-    """A resumed run's workers count the steps they push from 1 again (the sync's own count),
-    while each worker's /healthz names the training step (the checkpoint's and those since):
-    workers resumed at step 686 said 'last step 1192', their shard 'last step 505'. The docs
-    set the two side by side as one count (review k174): they say now which count a shard's is.
-    Here a run of 3 steps, then a new run (re-seeded) of 2: the shard says step 2, not 3 or 5."""
+def test_a_shard_counts_the_steps_its_workers_number_as_the_docs_say():
+    """A shard's last step is the step its workers' pushes carry: the run's, where the
+    Trainer tells them (``start_at``: tests/sync/ps/test_ps_resumed_step_numbers.py), else the
+    sync's own count from 1, as a loop of one's own that never calls it numbers them (this
+    test's workers). Workers resumed at step 686 once said 'last step 1192', their shard 'last
+    step 505'; the docs now say which count a shard's is. Here a run of 3 steps, then a new run
+    (re-seeded) of 2 told nothing: the shard says step 2, not 3 or 5."""
     (health,) = free_ports(1)
     with served_shard(health, 1) as endpoint:
         for steps in (3, 2):  # the run stopped, then the resumed run's fresh worker
@@ -290,4 +291,6 @@ def test_a_resumed_runs_shard_counts_its_steps_from_the_resume_as_the_docs_say()
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{health}/metrics").read()
         assert b'distconv_step{rank="0",role="server"} 2.0' in metrics
     said = " ".join(OPERATIONS.read_text().split())
-    assert "after a resume the steps since the resume" in said, "docs/operations.md, Probes"
+    assert "in the run's count of steps, which the Trainer tells its workers" in said, (
+        "docs/operations.md, Probes"
+    )
