@@ -11,7 +11,7 @@ from distconv.epoch_tally import EpochTally
 from distconv.metrics import ProgressBar
 from distconv.resume import Position, Preempted
 from distconv.sampler import GlobalBatchSampler
-from distconv.sequence_set import SequenceSet, count_of, empty_steps, rows_of_rank
+from distconv.sequence_set import count_of, empty_steps
 from distconv.stop_agreement import stop_agreed
 from distconv.stop_request import EXIT_STATUS
 
@@ -45,11 +45,6 @@ def run_epoch(
             if skipped is not None and skipped[t.pos.step_in_epoch]:
                 t.pos.step += 1  # no mean loss, no gradient: weights and optimizer stay
             else:
-                if t._rank0_fires is None:  # the fit's first step: alike on every rank
-                    # (rank 0 holds the first example of any step of arrays)
-                    t._rank0_fires = not isinstance(train, SequenceSet) or 0 < rows_of_rank(
-                        train, sampler, t.pos.epoch, t.pos.step_in_epoch, 0
-                    )
                 tally.add(*t.train_step(train, passes))
             t.pos.step_in_epoch += 1
             if bar.enabled:

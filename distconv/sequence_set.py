@@ -19,7 +19,6 @@ arrays by feed name (:data:`~distconv.data.Arrays`) as before, or a :class:`Sequ
 from __future__ import annotations
 
 import copy
-import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -354,11 +353,3 @@ def empty_steps(data: Any, sampler: GlobalBatchSampler, epoch: int) -> np.ndarra
     rows = np.add.reduceat(lengths, np.arange(0, len(lengths), sampler.global_batch))
     empty = rows == 0
     return empty if empty.any() else None
-
-
-def rows_of_rank(data: Any, sampler: GlobalBatchSampler, epoch: int, step: int, rank: int) -> int:
-    """What rank ``rank`` counts in step ``step`` of ``epoch`` (:func:`count_of`, over all its
-    passes), computed alike on every rank from the batch order: 0 where that rank runs no
-    backward in the step (its sequences all empty, or none left to it)."""
-    passes = next(dataclasses.replace(sampler, rank=rank).passes(epoch, step))
-    return sum(count_of(data, index) for index in passes)

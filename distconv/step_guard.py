@@ -17,6 +17,7 @@ from typing import Any
 from distconv.backend import get_array_module, is_gpu_array
 from distconv.checkpoint import check_savable
 from distconv.fired_writes import guards
+from distconv.order_agreement import agreed_firing_order
 from distconv.parameter import Parameter, grads_left
 from distconv.sync import SyncError, SyncStrategy
 from distconv.sync.local import not_numbers
@@ -103,7 +104,8 @@ class ParamLayout:
         order_due: whether the sync is to be told the model's firing order at the next step
             (:meth:`first_step`): it holds none, or another model's, one naming a parameter
             this model lacks or lacking one it trains (a second Trainer's on one sync, a
-            shallower or deeper model of a sweep: the first's order was kept).
+            shallower or deeper model of a sweep: the first's order was kept). Alike on every
+            rank, each told the same order.
     """
 
     def __init__(
@@ -144,12 +146,18 @@ class ParamLayout:
         if isinstance(error, Exception) and (moved := self.moved(sync)) is not None:
             raise moved from error
 
-    def first_step(self, sync: SyncStrategy, order: Sequence[str]) -> None:
-        """The sync's first step with this model ended: it is told the model's firing ``order``;
-        every gradient it took is zero again (one of one's own that zeroed none trained on,
-        adding each step into every later one), and no layout changed."""
+    def first_step(self, sync: SyncStrategy, order: Sequence[str] | None) -> None:
+        """The sync's first step with this model ended (every rank calls it alike while
+        :attr:`order_due`): it is told the firing order the ranks agree on, from this rank's
+        ``order`` (None where it ran no backward) and the others'
+        (:func:`~distconv.order_agreement.agreed_firing_order`); every gradient it took is zero
+        again (one of one's own that zeroed none trained on, adding each step into every later
+        one), and no layout changed. Where no rank ran a backward the order stays due."""
+        agreed = agreed_firing_order(sync, order, [p.name for p, _ in self.params])
+        if agreed is None:
+            return
         self.order_due = False
-        sync.set_firing_order(order)
+        sync.set_firing_order(agreed)
         if kept := grads_left(p for p, _ in self.params):
             said = f"{type(sync).__name__}.finish_step() left the gradient of {kept[0]!r} nonzero"
             if guards(sync):  # a shipped strategy zeroes every gradient it takes: the layer

@@ -185,8 +185,6 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self._stop = StopRequest()
         self._layout = ParamLayout([])  # each fit's, made before its setup
-        # whether rank 0 ran a backward in a fit's first step (None: run_epoch works it out)
-        self._rank0_fires: bool | None = True
 
     def _take_trainable(self) -> None:
         """The parameters to train: those not frozen now (a fit after a freeze leaves it out)."""
@@ -256,13 +254,8 @@ class Trainer:
             self.sync.abandon_step()
             self._layout.blame(self.sync, error)  # a weight the sync reshaped, not its layer
             raise
-        if self._rank0_fires is False:  # the fit's first step: rank 0 ran no backward in it
-            # so the MPI sync's recorded order (rank 0's) is no backward's: one order told
-            # alike on every rank (each knows it from the batch order), not each its own
-            self._layout.first_step(self.sync, [p.name for p in reversed(self.trainable)])
-        elif self._layout.order_due and self.network.firing_order:  # this model's first step
+        if self._layout.order_due:  # this model's first step: its order, agreed by the ranks
             self._layout.first_step(self.sync, self.network.firing_order)
-        self._rank0_fires = True
         self.pos.step += 1
         if self.monitor is not None:
             self.monitor.observe_step(time.perf_counter() - began, examples, self.pos.step)
@@ -380,7 +373,6 @@ class Trainer:
             writer = (
                 MetricsWriter(self.out_dir / METRICS, self.pos.epoch) if self.writes_files else None
             )
-            self._rank0_fires = None  # worked out at this fit's first step
             while self.pos.epoch < epochs:
                 record, scheme = run_epoch(self, train, test, sampler)
                 self.history.append(record)

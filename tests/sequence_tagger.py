@@ -39,9 +39,11 @@ RANK0_EMPTY_FIRST = (0, 3, 0, 2, 1, 0, 0, 0, 2, 3, 0, 0, 4, 1, 5)
 OPTIMIZER = {"name": "adam", "lr": 0.05}
 
 
-def tagger(seed: int = 0) -> Network:
-    """The per-token tagger, initialised from ``seed``."""
-    net = _windows(seed)
+def tagger(seed: int = 0, tables: int = 1) -> Network:
+    """The per-token tagger, initialised from ``seed``; its embedding the sum of ``tables``
+    tables (two: a backward fires them in parameter order, not reversed, as a Mixed layer fires
+    its projections)."""
+    net = _windows(seed, tables)
     net.add("out", FullyConnected(WIDTH * CONTEXT, CLASSES, dtype=np.float64), "ctx")
     net.add("loss", SoftmaxCrossEntropy(), ["out", "label"])
     return net
@@ -57,13 +59,15 @@ def classifier(seed: int = 0) -> Network:
     return net
 
 
-def _windows(seed: int) -> Network:
+def _windows(seed: int, tables: int = 1) -> Network:
     """Both models' first layers, float64, initialised from ``seed``: each token's embedding
-    (``emb``), then the window of embeddings around it (``ctx``)."""
+    (``emb``, the sum of ``tables`` tables), then the window of embeddings around it
+    (``ctx``)."""
     set_seed(seed)
     f64 = np.float64
     net = Network()
-    net.add("emb", Mixed([TableProjection(VOCAB, WIDTH, dtype=f64)], dtype=f64), ["tok"])
+    embedding = Mixed([TableProjection(VOCAB, WIDTH, dtype=f64) for _ in range(tables)], dtype=f64)
+    net.add("emb", embedding, ["tok"] * tables)
     window = ContextProjection(WIDTH, CONTEXT, dtype=f64)
     net.add("ctx", Mixed([window], dtype=f64), ["emb"])
     return net

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -175,6 +176,23 @@ def run_ranks(
     proc = run_mpi(["-n", str(ranks), *command])
     assert proc.returncode == 0, proc.stderr
     return [dict(np.load(out / f"rank{r}.npz")) for r in range(ranks)], proc
+
+
+def save_layout(out: Path, sync: MPISync, net: Network) -> None:
+    """Write this rank's gradient buckets (each one's parameter names, in layout order) and its
+    network's firing order to ``OUT.rank<r>.json``; before the sync's close."""
+    buckets = [[p.name for p in b.params] for b in sync.buckets]
+    layout = {"buckets": buckets, "fired": net.firing_order}
+    Path(f"{out}.rank{sync.rank}.json").write_text(json.dumps(layout))
+
+
+def assert_laid_out_as_fired(out: Path, fired: Sequence[str], ranks: int = 2) -> None:
+    """Every rank's network recorded ``fired`` and its sync laid out a bucket of each
+    parameter, in that order (:func:`save_layout`'s files)."""
+    layouts = [json.loads(Path(f"{out}.rank{r}.json").read_text()) for r in range(ranks)]
+    assert [layout["fired"] for layout in layouts] == [list(fired)] * ranks, layouts
+    buckets = [layout["buckets"] for layout in layouts]
+    assert buckets == [[[name] for name in fired]] * ranks, f"buckets {buckets}, fired {fired}"
 
 
 def params_of(saved: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -1,6 +1,5 @@
-"""mpiexec -n 2 python -m mpi4py run_sequence_trainer.py OUT [moved | sharded | rank0_empty]: the
-Trainer
-over MPI on ragged sentences.
+"""mpiexec -n 2 python -m mpi4py run_sequence_trainer.py OUT [moved | sharded | rank0_empty |
+two_tables]: the Trainer over MPI on ragged sentences.
 
 Trains :func:`tests.sequence_tagger.tagger` (float64, Adam) for 2 epochs on
 :func:`~tests.sequence_tagger.tagged_set`, 2 sentences a rank a step: epoch 0 leaves rank 1 only
@@ -11,7 +10,10 @@ boundary moved in its training set: the job check stops both. With ``sharded``, 
 handed its own half of the sentences (as a set sharded by rank: as many sentences, other
 rows): the job check stops both, saying not to shard. With ``rank0_empty``, the
 sentences are :data:`~tests.sequence_tagger.RANK0_EMPTY_FIRST`: rank 0 runs no backward in the
-first step, rank 1 does.
+first step, rank 1 does. With ``two_tables``, those sentences too, and the tagger embeds with
+two tables (a backward fires them in parameter order). The sync makes a bucket of each
+parameter; each rank saves its buckets and its network's firing order
+(:func:`~tests.mpi.common.save_layout`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from distconv.optim import create_optimizer
 from distconv.sequence_set import SequenceSet
 from distconv.sync.mpi import MPISync
 from distconv.trainer import Trainer
+from tests.mpi.common import save_layout
 from tests.sequence_tagger import (
     GLOBAL,
     OPTIMIZER,
@@ -38,9 +41,10 @@ from tests.sequence_tagger import (
 
 def main() -> None:
     out, moved, sharded = Path(sys.argv[1]), sys.argv[2:] == ["moved"], sys.argv[2:] == ["sharded"]
-    lengths = lengths_in_order(RANK0_EMPTY_FIRST) if sys.argv[2:] == ["rank0_empty"] else ()
-    test = data = tagged_set(lengths)
-    sync = MPISync(create_optimizer(**OPTIMIZER))
+    tables = 2 if sys.argv[2:] == ["two_tables"] else 1
+    rank0_empty = sys.argv[2:] in (["rank0_empty"], ["two_tables"])
+    test = data = tagged_set(lengths_in_order(RANK0_EMPTY_FIRST) if rank0_empty else ())
+    sync = MPISync(create_optimizer(**OPTIMIZER), bucket_bytes=8)  # one a bucket
     if moved and sync.rank == 1:  # its training set alone
         starts = data.seq_starts.copy()
         starts[2] -= 1  # sentence 1 a token shorter, sentence 2 a token longer
@@ -48,10 +52,11 @@ def main() -> None:
     if sharded:  # its own half, as a loader sharding by rank hands it
         half = len(data) // 2
         data = data.subset(np.arange(sync.rank * half, (sync.rank + 1) * half))
-    net = tagger()
+    net = tagger(tables=tables)
     try:
         trainer = Trainer(net, sync, GLOBAL // 2, progress=False, dtype="float64")
         record = trainer.fit(data, test, 2)[-1]
+        save_layout(out, sync, net)
     finally:
         sync.close()
     if sync.rank == 0:

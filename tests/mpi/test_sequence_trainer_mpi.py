@@ -12,7 +12,13 @@ from distconv.equivalence import mismatch, weights
 from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
-from tests.mpi.common import NEEDS_MPIEXEC, params_of, run_mpi, script
+from tests.mpi.common import (
+    NEEDS_MPIEXEC,
+    assert_laid_out_as_fired,
+    params_of,
+    run_mpi,
+    script,
+)
 from tests.sequence_tagger import (
     GLOBAL,
     OPTIMIZER,
@@ -27,10 +33,11 @@ pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(90)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 
-@pytest.mark.parametrize("case", ["", "rank0_empty"])
+@pytest.mark.parametrize("case", ["", "rank0_empty", "two_tables"])
 def test_two_ranks_train_ragged_sentences_as_one_process(tmp_path, case):
     """Also where rank 0's share of the first step is only empty sentences: it runs no
-    backward, rank 1 does, and both still lay out their gradient buckets alike."""
+    backward, rank 1 does, and both still lay out their gradient buckets alike, in the order
+    a backward fires (with two tables, not the parameters reversed)."""
     out = tmp_path / "ranks.npz"
     args = [str(out), *([case] if case else [])]
     proc = run_mpi(["-n", "2", *script("run_sequence_trainer.py"), *args], timeout=60)
@@ -38,10 +45,12 @@ def test_two_ranks_train_ragged_sentences_as_one_process(tmp_path, case):
     saved = dict(np.load(out))
     got = params_of(saved)
     data = tagged_set(lengths_in_order(RANK0_EMPTY_FIRST) if case else ())
-    net = tagger()
+    tables = 2 if case == "two_tables" else 1
+    net = tagger(tables=tables)
     expected = by_hand(net, data, 2)
     assert (wrong := mismatch(expected, got, 1e-10)) is None, wrong
-    assert mismatch(weights(tagger()), got) is not None  # trained: not the start
+    assert mismatch(weights(tagger(tables=tables)), got) is not None  # trained: not the start
+    assert_laid_out_as_fired(out, net.firing_order)  # one process's backward's order
     assert int(saved["_steps"]) == 8  # the step of no token counted, as on one process
     sync = LocalSync(create_optimizer(**OPTIMIZER))
     one = Trainer(net, sync, GLOBAL, progress=False, dtype="float64")

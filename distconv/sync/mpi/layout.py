@@ -76,6 +76,7 @@ class BucketLayout:
     _pump: PiecePump | None
     _used: UsedParams
     _complete_check: Callable[[], None]  # MPISync's: the step check, before the first piece
+    lays_out_by_order = True  # the buckets: every rank told one order, else the check refuses
 
     def set_firing_order(self, names: Sequence[str]) -> None:
         """Use the Network's recorded firing order from the next step on (a tuple: a list changed
