@@ -31,8 +31,10 @@ def fire_every_gradient(
     gradient goes over as it stands: zero, or the sum earlier passes accumulated into it.
 
     The order is the sync's recorded firing order, else the network's (an earlier pass of the
-    first step: the MPI sync lays out every rank's buckets by rank 0's first order, and the ranks
-    that ran backward by their network's), then the parameters neither names (unfrozen since).
+    first step), then the parameters neither names (none before a first backward, or unfrozen
+    since) in reverse order, as a backward through a chain of layers fires them: a sync told no
+    order lays out by rank 0's first firing (``MPISync``), so where rank 0's share of the first
+    step is empty, by this one, and as a backward would, not from the input layer on.
 
     Args:
         sync: the strategy the step was started on.
@@ -44,6 +46,6 @@ def fire_every_gradient(
         params = network.parameters()
     by_name = {p.name: p for p in params if not p.static}
     recorded = network.firing_order or ()
-    for name in dict.fromkeys([*sync.firing_order, *recorded, *by_name]):
+    for name in dict.fromkeys([*sync.firing_order, *recorded, *reversed(by_name)]):
         if name in by_name:  # on_gradient, as backward is handed: not an override of __call__
             sync.on_gradient(by_name[name])
