@@ -51,10 +51,10 @@ def check_sets(
     """
     if test is not None and set_length(test) == 0:
         raise DataError("the test set is empty; pass test=None to evaluate on none")
-    if isinstance(train, SequenceSet):  # the forward checks the rows the loss reads
-        with forward_only():
-            forward(train, first_example(train))
     refuse_labels_past_classes(network, forward, train, test)
+    if isinstance(train, SequenceSet):  # the forward checks the rows the loss reads
+        with forward_only():  # after the label check: a label past the classes named there
+            forward(train, first_example(train))
     check_test_set(forward, train, test)  # first: its refusal names the layer that fails
     refuse_other_shapes(network, forward, train, test)
 

@@ -212,6 +212,24 @@ def test_fit_refuses_a_token_label_past_the_classes_naming_its_row_and_sentence(
     assert said.endswith(f": 7 (row {7 - data.seq_starts[s]} of sequence {s})"), said
 
 
+def test_a_label_past_the_classes_in_the_checked_sentence_is_named_by_its_row_and_sentence():
+    """The data checks forward one sentence of the set (its first of two tokens or more) to
+    check its count; a label past the classes in that sentence is still refused by the label
+    check, naming its row and sentence. The count's forward came first, with the set's own
+    labels, and stopped the fit on the loss's words, which name neither."""
+    data = tagged_set()
+    first = int(data.first_example()[0])
+    row = int(data.seq_starts[first]) + 1
+    labels = data.rows["label"].copy()
+    labels[row] = 3  # the tagger scores 3 classes
+    bad = SequenceSet({"tok": data.rows["tok"], "label": labels}, data.seq_starts)
+    with pytest.raises(DataError) as caught:
+        fitted(tagger(), bad, 1)
+    said = str(caught.value)
+    assert "'label' holds 1 row(s) outside [0, 3)" in said, said
+    assert said.endswith(f": {row} (row 1 of sequence {first})"), said
+
+
 def test_fit_refuses_a_test_set_the_model_cannot_read():
     data = tagged_set()
     other = SequenceSet(
