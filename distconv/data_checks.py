@@ -43,8 +43,9 @@ def check_sets(
     and a sequence set whose loss reads another number of rows than the set counts (the
     forward of its example: :func:`~distconv.sequence_set.loss_rows_checked`).
     ``forward`` is the trainer's. A set is arrays by feed name or a
-    :class:`~distconv.sequence_set.SequenceSet` (its example: its first sequence that holds a
-    row, with the offsets fed).
+    :class:`~distconv.sequence_set.SequenceSet` (its example:
+    :meth:`~distconv.sequence_set.SequenceSet.first_example`, its first sequence of two rows
+    or more, else its first that holds a row, with the offsets fed).
 
     Raises:
         DataError: naming the set (and the feed and rows where it can).
