@@ -34,6 +34,7 @@ one before its latest fails.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -103,8 +104,8 @@ def check_layer_grad(
         layer: the layer under test. Its parameters are perturbed in place and put back as
             they were, however the check ends: values, gradient arrays and their contents,
             ``static``, ``shared_count`` and the users counted so far in a pass.
-        inputs: its inputs; those with ``needs_grad`` are checked too. Values a layer writes
-            into are put back, however the check ends.
+        inputs: its inputs; those with ``needs_grad`` are checked too. Values, ids and
+            offsets a layer writes into are put back, however the check ends.
         step: finite-difference step, finite and > 0, each entry moved by it as rounded to its
             array's dtype (the derivative is taken along that); when None by the narrower dtype
             of the output and the array checked (1e-6 float64, 1e-3 float32).
@@ -288,8 +289,8 @@ def _own_feeds(feeds: Mapping[str, Arg | Any], dtype: Any, inputs: bool) -> Any:
         if value is not None:
             floating = is_float_dtype(value.dtype)
             value, wants = _copy(value, dtype if floating else None), inputs and floating
-        ids = None if arg.ids is None else arg.ids.copy()
-        own[name] = Arg(value, seq_starts=arg.seq_starts, ids=ids, needs_grad=wants)
+        ids, starts = (None if a is None else copy.copy(a) for a in (arg.ids, arg.seq_starts))
+        own[name] = Arg(value, seq_starts=starts, ids=ids, needs_grad=wants)
     return own
 
 

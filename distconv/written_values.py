@@ -37,10 +37,11 @@ _ADVICE = (
 )
 
 
-def copies_of(args: Iterable[Arg]) -> list[tuple[Any, Any]]:
-    """Copies of each Arg's values and ids, to compare with after the forwards that build the
-    check's objective: a write of the values it read (an in-place ReLU, a clip) changes nothing
-    at any forward after the first, which copies taken after it could not tell."""
+def copies_of(args: Iterable[Arg]) -> list[tuple[Any, Any, Any]]:
+    """Copies of each Arg's values, ids and offsets, to compare with after the forwards that
+    build the check's objective: a write of the values it read (an in-place ReLU, a clip)
+    changes nothing at any forward after the first, which copies taken after it could not
+    tell."""
     return [_copy(a) for a in args]
 
 
@@ -63,7 +64,7 @@ def refuse_written_values(net: Network, obj: NetworkObjective, feeds: dict[str, 
         raise AssertionError(f"{obj.subject}: {problem}")
 
 
-def refuse_written_inputs(obj: Objective, copies: list[tuple[Any, Any]]) -> None:
+def refuse_written_inputs(obj: Objective, copies: list[tuple[Any, Any, Any]]) -> None:
     """Raise ``AssertionError`` where the layer of ``obj`` (:func:`~distconv.gradient_check.
     check_layer_grad`'s) writes into an input's values in a forward or a backward: the check
     said that its own weight's gradient was off, or that backward twice did not double it
@@ -74,7 +75,7 @@ def refuse_written_inputs(obj: Objective, copies: list[tuple[Any, Any]]) -> None
         changed = [
             f"input {i}"
             for i, (a, c) in enumerate(zip(inputs, copies))
-            if not all(_same(now, then) for now, then in zip((a.value, a.ids), c))
+            if not all(_same(now, then) for now, then in zip(_arrays(a), c))
         ]
         if changed:
             raise AssertionError(
@@ -91,9 +92,9 @@ def refuse_written_inputs(obj: Objective, copies: list[tuple[Any, Any]]) -> None
 
 @contextmanager
 def inputs_kept(inputs: list[Arg]) -> Iterator[None]:
-    """Put back the values and ids of ``inputs`` (the caller's arrays, in place) that a layer
-    wrote into during the check, and the arrays themselves where it rebound one (an input
-    trimmed by ``x.value = x.value[:, :2]``), however it ends."""
+    """Put back the values, ids and offsets of ``inputs`` (the caller's arrays, in place)
+    that a layer wrote into during the check, and the arrays themselves where it rebound one
+    (an input trimmed by ``x.value = x.value[:, :2]``), however it ends."""
     kept = [_kept(a) for a in inputs]
     try:
         yield
@@ -104,20 +105,20 @@ def inputs_kept(inputs: list[Arg]) -> Iterator[None]:
 
 def _kept(arg: Arg) -> tuple:
     """``arg``'s arrays, and copies of them, for :func:`_restore`."""
-    return (arg.value, arg.ids), _copy(arg)
+    return _arrays(arg), _copy(arg)
 
 
 def _restore(arg: Arg, kept: tuple) -> None:
     """Give ``arg`` back the arrays :func:`_kept` found, and their values: a layer that
     rebound one (``x.value = x.value[:, :2]``) left it another, of another shape, into which
     the copy could not be written."""
-    (arg.value, arg.ids), copy = kept
+    (arg.value, arg.ids, arg.seq_starts), copy = kept
     _put_back(arg, copy)
 
 
-def _put_back(arg: Arg, copy: tuple[Any, Any]) -> None:
+def _put_back(arg: Arg, copy: tuple[Any, Any, Any]) -> None:
     """Write ``copy`` (:func:`_copy`'s) back into ``arg``'s arrays where they differ."""
-    for now, then in zip((arg.value, arg.ids), copy):
+    for now, then in zip(_arrays(arg), copy):
         if now is not None and then is not None and not _same(now, then):
             now[...] = then
 
@@ -237,9 +238,15 @@ def _walk(
     return None, [] if watch is not None else _changed(values, copies, copies)
 
 
-def _copy(arg: Arg) -> tuple[Any, Any]:
-    """Copies of ``arg``'s values and ids (either may be None)."""
-    return tuple(None if a is None else a.copy() for a in (arg.value, arg.ids))
+def _arrays(arg: Arg) -> tuple[Any, Any, Any]:
+    """``arg``'s arrays a layer may write into: its values, ids and sequence offsets."""
+    return arg.value, arg.ids, arg.seq_starts
+
+
+def _copy(arg: Arg) -> tuple[Any, Any, Any]:
+    """Copies of ``arg``'s values, ids and offsets (:func:`_arrays`; any may be None; offsets
+    given as no array, a list, are kept as they are)."""
+    return tuple(a if a is None or not hasattr(a, "dtype") else a.copy() for a in _arrays(arg))
 
 
 def _changed(values: dict[str, Arg], copies: dict[str, tuple], names: Iterable[str]) -> list[str]:
@@ -247,14 +254,13 @@ def _changed(values: dict[str, Arg], copies: dict[str, tuple], names: Iterable[s
     return [
         n
         for n in names
-        if n in copies
-        and not all(_same(a, b) for a, b in zip((values[n].value, values[n].ids), copies[n]))
+        if n in copies and not all(_same(a, b) for a, b in zip(_arrays(values[n]), copies[n]))
     ]
 
 
 def _same(now: Any, then: Any) -> bool:
     """Whether two arrays (or Nones) hold the same entries, NaN equal to NaN."""
-    if now is None or then is None:
+    if now is None or then is None or not hasattr(then, "dtype"):
         return now is then
     nan = is_float_dtype(then.dtype)
     return bool(get_array_module(then).array_equal(now, then, equal_nan=nan))

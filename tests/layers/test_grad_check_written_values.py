@@ -311,3 +311,33 @@ def test_a_feed_whose_value_was_rebound_is_refused_naming_the_layer(rng):
     ):
         check_network_grad(net, given)
     assert given["x"].value.shape == (5, 3)
+
+
+class MovesItsOffsets(Scale):
+    """``Scale``, its forward moving its input's sequence offsets in place, not back."""
+
+    def _forward(self, x):
+        x.seq_starts -= 1
+        return super()._forward(x)
+
+
+def test_a_write_into_sequence_offsets_is_refused_and_the_callers_are_left_as_given(rng):
+    """The checks copied an input's (or a feed's) values and ids, not its ``seq_starts``: a
+    layer that wrote into the offsets passed both checks, and left the caller's array moved by
+    every forward the checks ran, though the network check says it computes on copies."""
+    starts = np.array([0, 2, 5])
+    x = Arg(rng.standard_normal((5, 3)), seq_starts=starts)
+    with pytest.raises(AssertionError, match=r"^MovesItsOffsets: its forward wrote into input 0"):
+        check_layer_grad(MovesItsOffsets(3), [x])
+    assert x.seq_starts is starts
+    np.testing.assert_array_equal(starts, [0, 2, 5])
+    net = Network()
+    net.add("own", MovesItsOffsets(3), "x")
+    net.add("fc", FullyConnected(3, 1, dtype=F64), "own")
+    net.add("loss", MSELoss(), ["fc", "target"])
+    given = feeds(rng)
+    given["x"].seq_starts = starts
+    with pytest.raises(AssertionError, match="the forward of MovesItsOffsets 'own' wrote into"):
+        check_network_grad(net, given)
+    assert given["x"].seq_starts is starts
+    np.testing.assert_array_equal(starts, [0, 2, 5])
