@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from types import MethodType
+from typing import Any
 
 import numpy as np
 
@@ -72,13 +73,14 @@ class WriteGuard:
         if cause is None or not self._held:
             return
         params = [p for p, _ in self._held]
-        named = [p for p in params if touches_grad_of(cause, [p])]
-        if not named:  # read off the arrays the failing lines write into, where they resolve
-            written = _written_arrays(cause)
+        # the arrays the failing lines write into, where they resolve, decide: a line may read
+        # a fired gradient (allowed) while it writes into another read-only array
+        if written := _written_arrays(cause):
             named = [p for p, g in self._held if any(np.may_share_memory(w, g) for w in written)]
-            if written and not named:  # another read-only array: the layer's own error stands
+            if not named:  # another read-only array: the layer's own error stands
                 return
-        named = named or params
+        else:
+            named = [p for p in params if touches_grad_of(cause, [p])] or params
         which = " or ".join(repr(p.name) for p in named)
         raise error(
             f"layer {layer!r} wrote into the gradient of {which} after firing it "
@@ -105,14 +107,16 @@ def _read_only_write(exc: BaseException) -> BaseException | None:
 
 def _written_arrays(exc: BaseException) -> list[np.ndarray]:
     """The numpy arrays the lines ``exc`` passed through write into, where they can be read:
-    an augmented assignment's target, a call's ``out=``, a slice assigned to (``a[...] =``)."""
+    an augmented assignment's target, a call's ``out=``, a slice assigned to (``a[...] =``),
+    what a call writes into (:func:`_called_targets`)."""
     found, tb = [], exc.__traceback__
     while tb is not None:
         node, names = failing_span(tb.tb_frame, tb.tb_lasti), tb.tb_frame.f_locals
-        tb = tb.tb_next
+        tb_globals, tb = tb.tb_frame.f_globals, tb.tb_next
         if node is None:
             continue
-        targets = [written_target(node)]
+        called = _called_targets(node, {**tb_globals, **names})  # np.negative: a module's
+        targets = [written_target(node), *called]
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Subscript):
             targets.append(node.value.value)  # ``a[...] = v`` fails storing into ``a[...]``
         elif isinstance(node, ast.Assign):
@@ -122,4 +126,28 @@ def _written_arrays(exc: BaseException) -> list[np.ndarray]:
                 value = resolve(target, names)
                 if isinstance(value, np.ndarray):
                     found.append(value)
+    return found
+
+
+#: numpy's functions that write into their first argument, and an array's methods that
+#: write into the array itself: what a failing line writes, besides ``out=`` and assignments
+_FIRST_ARGUMENT_WRITERS = frozenset({"copyto", "put", "place", "putmask", "fill_diagonal"})
+_IN_PLACE_METHODS = frozenset({"fill", "sort", "put", "partition", "resize", "setfield", "itemset"})
+
+
+def _called_targets(node: ast.stmt, names: dict[str, Any]) -> list[ast.expr]:
+    """What the call ``node`` makes writes into: ``np.copyto(a, ...)``'s ``a`` (and the like),
+    ``a.fill(...)``'s ``a`` (and the like), a ufunc's outputs given by position
+    (``np.negative(x, a)``); none for another statement or call."""
+    call = node.value if isinstance(node, (ast.Expr, ast.Assign, ast.Return)) else None
+    if not isinstance(call, ast.Call):
+        return []
+    func = call.func
+    ufunc = resolve(func, names)
+    found = list(call.args[ufunc.nin :]) if isinstance(ufunc, np.ufunc) else []
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if name in _FIRST_ARGUMENT_WRITERS and call.args:
+        found.append(call.args[0])
+    if isinstance(func, ast.Attribute) and name in _IN_PLACE_METHODS:
+        found.append(func.value)
     return found

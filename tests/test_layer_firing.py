@@ -163,24 +163,69 @@ def test_an_unguarded_share_after_firing_is_blamed_on_the_layer_for_a_shipped_st
 
 
 class ReadOnlyScratch(ScaleShift):
-    """A correct ScaleShift that, after firing, writes into a read-only array of its own: a
-    mistake of another kind, whose own error (numpy's, in a LayerError) must stand."""
+    """A correct ScaleShift that, after firing, writes into a read-only array of its own (in
+    the way ``form`` names; reading a fired gradient in ``copyto_read``): a mistake of another
+    kind, whose own error (numpy's, in a LayerError) must stand."""
+
+    form = "slice"
 
     def _backward(self, dz, callback):
         super()._backward(dz, callback)
         scratch = np.broadcast_to(np.zeros(dz.shape[1]), dz.shape)  # read-only
-        scratch[...] = dz
+        if self.form == "slice":
+            scratch[...] = dz
+        elif self.form == "copyto":
+            np.copyto(scratch, dz)
+        elif self.form == "fill":
+            scratch.fill(0.0)
+        elif self.form == "copyto_read":
+            np.copyto(scratch, self.bias.grad)
+        elif self.form == "ufunc_out":
+            np.negative(dz, scratch)
 
 
-def test_a_write_into_another_read_only_array_after_firing_is_not_blamed_on_a_gradient():
+@pytest.mark.parametrize("form", ["slice", "copyto", "fill", "copyto_read", "ufunc_out"])
+def test_a_write_into_another_read_only_array_after_firing_is_not_blamed_on_a_gradient(form):
     """The guard read any "read-only" error after a fire as a write into a fired gradient and
-    named every one the layer had fired; the line wrote into an array of the layer's own."""
+    named every one the layer had fired; the line wrote into an array of the layer's own.
+    ``np.copyto(a, ...)``, ``a.fill(...)`` and ``np.negative(x, a)`` were still blamed on
+    every fired gradient (their written array unread), and a copy from a fired gradient into
+    the array on that one."""
     net = build()
     net.layers["ss1"].__class__ = ReadOnlyScratch
+    net.layers["ss1"].form = form
     sync = LocalSync(create_optimizer("sgd", lr=0.1))
     sync.setup(net.parameters())
     with pytest.raises(LayerError) as caught:
         train(net, sync)
-    assert not isinstance(caught.value, NetworkError)
-    assert "'ss1': backward: assignment destination is read-only" in str(caught.value)
+    assert not isinstance(caught.value, NetworkError), caught.value
+    said = str(caught.value)
+    assert "'ss1': backward: " in said and "is read-only" in said, said
     assert all(p.grad.flags.writeable for p in net.parameters())
+
+
+class FilledAfterFiring(ScaleShift):
+    """A ScaleShift that clears its weight's gradient after firing it, in the ways a line
+    reads that the guard must still name."""
+
+    form = "fill"
+
+    def _backward(self, dz, callback):
+        super()._backward(dz, callback)
+        if self.form == "fill":
+            self.weight.grad.fill(0.0)
+        else:
+            np.copyto(self.weight.grad, 0.0)
+
+
+@pytest.mark.parametrize("form", ["fill", "copyto"])
+def test_a_fired_gradient_cleared_by_a_call_is_named(form):
+    net = build()
+    net.layers["ss1"].__class__ = FilledAfterFiring
+    net.layers["ss1"].form = form
+    sync = LocalSync(create_optimizer("sgd", lr=0.1))
+    sync.setup(net.parameters())
+    with pytest.raises(NetworkError) as caught:
+        train(net, sync)
+    said = str(caught.value)
+    assert "layer 'ss1' wrote into the gradient of 'ss1.weight' after firing it" in said, said
