@@ -22,7 +22,9 @@ this process took.
 - ``retried``: the same through the Trainer, on the tagger's sentences (step 1 holds no token
   on any rank): rank 0's optimizer fails once, in step 0 (a fault provoked by a wrapper), and
   each rank calls ``fit`` again, up to 3 times, as the refusals advise; each writes what each
-  fit raised to ``OUT/fits<rank>.json``.
+  fit raised to ``OUT/fits<rank>.json``. The sync is told the firing order before the fit, so
+  that no meeting after step 0 (the ranks agreeing on the order) finds rank 0's failure first;
+  ``retried_untold``: the same told nothing, so that rank 1 meets it there.
 
 Each rank's error goes to ``OUT/rank<r>.err`` (``mpiexec`` may drop an aborting rank's
 stderr); in case ``stuck``, its stderr and its log, where the watchdog says why it stopped.
@@ -131,7 +133,7 @@ def failed_alone_then_skipped(case: str, out: Path) -> None:
             refit_and_save(sync, params, out)
 
 
-def retried(out: Path) -> None:
+def retried(out: Path, told: bool = True) -> None:
     sync = MPISync(create_optimizer(**OPTIMIZER), timeout=30)
     update, failed, fits = sync.optimizer.update, [], []
 
@@ -144,9 +146,9 @@ def retried(out: Path) -> None:
     sync.optimizer.update = fails_once_on_rank_0
     try:
         net = tagger()
-        # its order told before the fit: no meeting after step 0 (the ranks agreeing on the
-        # order) meets rank 0's failure before rank 1 reaches step 2
-        sync.set_firing_order([p.name for p in reversed(net.parameters())])
+        if told:  # no meeting after step 0 (the ranks agreeing on the order) meets rank 0's
+            # failure before rank 1 reaches step 2
+            sync.set_firing_order([p.name for p in reversed(net.parameters())])
         trainer = Trainer(net, sync, GLOBAL // 2, progress=False, dtype="float64")
         for _ in range(4):
             try:
@@ -165,8 +167,8 @@ def main() -> None:
     case, out = sys.argv[1], Path(sys.argv[2])
     if case in ("refit", "close"):
         failed_alone_then_skipped(case, out)
-    elif case == "retried":
-        retried(out)
+    elif case in ("retried", "retried_untold"):
+        retried(out, told=case == "retried")
     elif case == "resumed":
         reverse = sys.argv[5:] == ["reversed"]
         resumed(out, Path(sys.argv[3]), int(sys.argv[4]), reverse)

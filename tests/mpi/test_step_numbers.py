@@ -93,3 +93,18 @@ def test_a_fit_retried_after_a_step_failed_on_one_rank_goes_on_past_a_skipped_st
     assert fits[0][0] == "FloatingPointError: the optimizer fails on rank 0", fits
     assert "rank 1: step 2)" in fits[0][1] and "rank 1: step 2)" in fits[1][0], fits
     assert fits[0][2:] == fits[1][1:] == ["passed"], fits
+
+
+def test_a_rank_whose_first_step_failed_alone_is_found_where_the_ranks_agree_on_the_order(
+    tmp_path,
+):
+    """Told no firing order, the ranks meet after the fit's first step to agree on one:
+    rank 1, whose step 0 passed, meets rank 0's failure there and is refused naming both
+    ranks' points, not left waiting; each retries, and the second fit passes."""
+    proc = run_mpi(["-n", "2", *script("run_step_numbers.py"), "retried_untold", str(tmp_path)])
+    fits = [json.loads((tmp_path / f"fits{r}.json").read_text()) for r in (0, 1)]
+    assert proc.returncode == 0, (fits, proc.stderr[-3000:])
+    assert fits[0][0] == "FloatingPointError: the optimizer fails on rank 0", fits
+    assert "rank 1: summing 4 values after 1 step)" in fits[0][1], fits
+    assert fits[1][0] == fits[0][1], fits
+    assert fits[0][2:] == fits[1][1:] == ["passed"], fits
