@@ -29,7 +29,10 @@ _RESUME_REFUSALS = (f"{_OTHER_RUN}; resuming would not reproduce it", "does not 
 #: such file aside (the distconv that wrote it reads it), so every attempt meets it again.
 #: Written there, read here too: ``tests/launcher/test_launch_resume_refused_once.py`` reads
 #: that function's own message back
-_OTHER_VERSION = r"has format version (?P<theirs>.*?); this distconv reads version (?P<ours>.*?): "
+_OTHER_VERSION = (
+    r"has format version (?P<theirs>(?:(?!has format version )[^;])*?); this distconv reads "
+    r"version (?P<ours>(?:(?!has format version )[^:])*?): "
+)
 #: and those by which ``distconv.run_dir.legacy_refusal`` refuses a run directory whose one
 #: checkpoint is a distconv's from before step checkpoints, format version 1 (``runs/x holds a
 #: checkpoint of an older distconv (checkpoint.safetensors, format version 1, ...``, a
@@ -97,8 +100,8 @@ _DIRECTORY_REFUSALS = {
     #: ``RunDirError``): refused before anything is deleted, so every attempt finds them. Not
     #: its ``cannot clear the run in runs/x: PATH: <OS error>``
     "linked": (
-        r"cannot clear the run in (?:(?!: ).)*?: (?:(?!: ).)*? links to (?:(?!: ).)*?, which "
-        r"holds files no distconv run writes ",
+        r"cannot clear the run in (?:(?!: ).)*?: (?:(?!: ).)*? links to "
+        r"(?:(?!: | links to ).)*?, which holds files no distconv run writes ",
         "the checkpoints folder the output directory links to holds files no distconv run writes",
     ),
     #: ``StepCheckpoints.open``'s where a script's ``--resume`` (``resume=True``) comes without
