@@ -73,10 +73,13 @@ _DIRECTORY_REFUSALS = {
     #: checkpoint beside files that no run without one leaves (``runs/x has no checkpoint to
     #: resume, and holds files that no distconv run without one leaves (...), which starting
     #: afresh would delete: ...``, a ``RunDirError``): it deletes nothing, so every attempt
-    #: finds them. Not its ``..., and its metrics.jsonl cannot be read (...)``: an OSError
+    #: finds them. Not its ``..., and its metrics.jsonl cannot be read (...)``: an OSError; nor
+    #: one that lists ``runs/x/checkpoints`` alone, a ``checkpoints`` that is no folder: most
+    #: often a link to a disk not mounted yet (the node lost with the attempt before), which a
+    #: restart may find mounted, as it may an ``--out`` linked so (``cannot be made``)
     "foreign": (
         _DIRECTORY + "has no checkpoint to resume, and holds files that no distconv run without "
-        "one leaves ",
+        r"one leaves (?!\([^()]*/checkpoints\), which )",
         "the output directory holds files that starting afresh would delete",
     ),
     #: ``StepCheckpoints.open``'s where no checkpoint is complete and some manifest is not

@@ -1,0 +1,69 @@
+"""A restart that finds the run's ``checkpoints`` link pointing at a disk not mounted (the node
+lost with the first attempt, its replacement's mount late) is refused as ``--resume auto``
+beside foreign files (``runs/x has no checkpoint to resume, and holds files that no distconv
+run without one leaves (runs/x/checkpoints), ...``): a ``checkpoints`` that is no folder. That
+is no refusal for good: the launcher restarts it, as it restarts an ``--out`` linked to a disk
+not there (``cannot be made``), and the next attempt, the disk mounted, resumes the run. A
+real ``distconv-launch local`` whose first attempt loses its disk and dies (SIGKILL); the
+disk comes back as its second attempt ends."""
+
+from __future__ import annotations
+
+import pytest
+
+from distconv.refused_starts import refused_for_good_in
+from tests.child_env import child_path
+from tests.launcher.launch_cli import ENV, launch
+
+#: restart 0 loses the disk (``DISK`` renamed away) and dies at step 3, after checkpoints;
+#: restart 1 puts the disk back as it exits, refused
+LOSE_THE_DISK = """
+import atexit, os, signal
+restart, disk = os.environ.get("DISTCONV_RESTART"), os.environ.get("DISK")
+if disk and restart == "0":
+    from distconv import trainer
+    step = trainer.Trainer.train_step
+    def dying(self, *args, **kwargs):
+        if self.pos.step == 3:
+            os.rename(disk, disk + ".away")
+            os.kill(os.getpid(), signal.SIGKILL)
+        return step(self, *args, **kwargs)
+    trainer.Trainer.train_step = dying
+elif disk and restart == "1":
+    atexit.register(os.rename, disk + ".away", disk)
+"""
+
+
+@pytest.mark.timeout(200)
+def test_a_restart_whose_checkpoints_disk_is_late_is_restarted(tmp_path, monkeypatch):
+    inject, out, disk = tmp_path / "inject", tmp_path / "out", tmp_path / "disk"
+    for folder in (inject, out, disk):
+        folder.mkdir()
+    (inject / "sitecustomize.py").write_text(LOSE_THE_DISK)
+    (out / "checkpoints").symlink_to(disk)
+    monkeypatch.setitem(ENV, "PYTHONPATH", child_path(inject))
+    monkeypatch.setitem(ENV, "DISK", str(disk))
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--max-restarts", "2",
+        "--run-dir", str(tmp_path / "launch"), "--", "--data", "synthetic", "--batch-size",
+        "16", "--no-progress", "--epochs", "1", "--checkpoint-every", "1", "--out", str(out),
+        cwd=tmp_path, timeout=150,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert "failed with signal SIGKILL; restarting the job (1 of 2)" in said, said[-3000:]
+    assert "holds files that no distconv run without one leaves" in said, said[-3000:]
+    assert "not restarting" not in said and "restarting the job (2 of 2)" in said, said[-3000:]
+    assert done.returncode == 0 and "resumed from" in said, said[-3000:]
+    assert (disk / "step-00000024.json").is_file()
+
+
+def test_a_checkpoints_that_is_no_folder_is_no_refusal_for_good():
+    """Read back in the words ``clear_unfinished`` writes: with the folder alone listed, not
+    for good; with another tool's files in it, for good as before."""
+    start = "distconv train: error: /r has no checkpoint to resume, and holds files that no "
+    end = "distconv run without one leaves ({}), which starting afresh would delete: move them"
+    assert refused_for_good_in([start + end.format("/r/checkpoints")]) is None
+    foreign = start + end.format("/r/checkpoints/notes.txt")
+    assert refused_for_good_in([foreign]) == (
+        "the output directory holds files that starting afresh would delete"
+    )
