@@ -116,6 +116,11 @@ _DIRECTORY_REFUSALS = {
         "--resume was given no output directory to find the checkpoint in",
     ),
 }
+#: what the launcher says of the ``"none"`` refusal: one its restart (not its first attempt)
+#: meets is no refusal of the command, whose first attempt got past it, but of a directory that
+#: changed since (a disk the checkpoints are on not mounted yet): restarted
+#: (:attr:`launcher.failure.Failure.every_attempt`)
+NO_CHECKPOINT = _DIRECTORY_REFUSALS["none"][1]
 _CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?(?:Checkpoint(?:Version)?|RunDir)Error: "
 
 

@@ -67,3 +67,36 @@ def test_a_checkpoints_that_is_no_folder_is_no_refusal_for_good():
     assert refused_for_good_in([foreign]) == (
         "the output directory holds files that starting afresh would delete"
     )
+
+
+@pytest.mark.timeout(200)
+def test_a_resume_whose_checkpoints_disk_is_late_on_a_restart_is_restarted(tmp_path, monkeypatch):
+    """``--resume`` of a run whose checkpoints are on that disk: the first attempt resumed it,
+    so a restart's ``--resume: no complete checkpoint in runs/x/checkpoints`` is no refusal of
+    the command (its first attempt got past it) but of a disk gone since, which the next
+    attempt may find. A first attempt's (``test_launch_resume_refused_once.py``) is still
+    refused for good."""
+    inject, out, disk = tmp_path / "inject", tmp_path / "out", tmp_path / "disk"
+    for folder in (inject, out, disk):
+        folder.mkdir()
+    (inject / "sitecustomize.py").write_text(LOSE_THE_DISK.replace("== 3", "== 27"))
+    (out / "checkpoints").symlink_to(disk)
+    train = ("--data", "synthetic", "--batch-size", "16", "--no-progress", "--out", str(out))
+    first = launch(
+        "local", "--workers", "1", "--servers", "0", "--run-dir", str(tmp_path / "first"),
+        "--", *train, "--epochs", "1", cwd=tmp_path,
+    )  # fmt: skip
+    assert first.returncode == 0 and (disk / "step-00000024.json").is_file(), first.stderr
+    monkeypatch.setitem(ENV, "PYTHONPATH", child_path(inject))
+    monkeypatch.setitem(ENV, "DISK", str(disk))
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--max-restarts", "2", "--run-dir",
+        str(tmp_path / "launch"), "--", *train, "--epochs", "2", "--resume", cwd=tmp_path,
+        timeout=150,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert "failed with signal SIGKILL; restarting the job (1 of 2)" in said, said[-3000:]
+    assert "--resume: no complete checkpoint in" in said, said[-3000:]
+    assert "not restarting" not in said and "restarting the job (2 of 2)" in said, said[-3000:]
+    assert done.returncode == 0, said[-3000:]
+    assert (disk / "step-00000048.json").is_file()
