@@ -37,6 +37,17 @@ TRAIN = ("--data", "synthetic", "--epochs", "1", "--no-progress", "-q")
 #: a launch of one worker and no shards, and how its worker's one-line ending begins
 LOCAL_1 = ("local", "--workers", "1", "--servers", "0")
 WORKER_0 = "[worker 0] distconv train: error: "
+#: the launches a refusal is read from: the rank's own line (one worker), a rank told of it by
+#: a shard (two workers), each rank's line under mpiexec
+EVERY_TELLING = pytest.mark.parametrize(
+    ("job", "said_by"),
+    [
+        (LOCAL_1, WORKER_0),
+        (("local", "--workers", "2", "--servers", "1", "--insecure"), WORKER_0),
+        (("mpi", "-np", "2"), "[0] distconv train: error: "),
+    ],
+    ids=["own line", "told by a shard", "mpi"],
+)
 
 
 def _trained(tmp_path_factory, *flags: str) -> str:
@@ -102,15 +113,7 @@ OTHER_VERSION = (
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize(
-    ("job", "said_by"),
-    [  # the rank's own line; a rank told of it by a shard; each rank's under mpiexec
-        (LOCAL_1, WORKER_0),
-        (("local", "--workers", "2", "--servers", "1", "--insecure"), WORKER_0),
-        (("mpi", "-np", "2"), "[0] distconv train: error: "),
-    ],
-    ids=["own line", "told by a shard", "mpi"],
-)
+@EVERY_TELLING
 def test_a_resume_of_another_format_version_is_not_restarted(tmp_path, checkpointed, job, said_by):
     """The resume does not set such a file aside (the distconv that wrote it reads it): every
     attempt meets it again. The launcher's last message names the file and both versions."""
@@ -168,15 +171,7 @@ HELD = "the output directory already holds another run"
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize(
-    ("job", "said_by"),
-    [  # the rank's own line; a rank told of it by a shard; each rank's under mpiexec
-        (LOCAL_1, WORKER_0),
-        (("local", "--workers", "2", "--servers", "1", "--insecure"), WORKER_0),
-        (("mpi", "-np", "2"), "[0] distconv train: error: "),
-    ],
-    ids=["own line", "told by a shard", "mpi"],
-)
+@EVERY_TELLING
 def test_a_launch_into_another_run_without_resume_is_not_restarted(
     tmp_path, checkpointed, job, said_by
 ):

@@ -287,6 +287,18 @@ def fire(sync: SyncStrategy, param: Parameter, grad: float) -> None:
     param.inc_update(sync)
 
 
+def finish_failed_on_rank_0(sync: SyncStrategy, params: Sequence[Parameter]) -> None:
+    """A step of ``sync`` (set up for ``params``) whose ``finish_step`` fails on rank 0 alone:
+    every parameter fires, then rank 0 replaces one's gradient after it fired."""
+    sync.start_step(1)
+    for p in reversed(params):
+        fire(sync, p, 1.0)
+    if sync.rank == 0:
+        params[0].grad = params[0].grad * 1.0  # replaced after it fired: fails here alone
+    with contextlib.suppress(SyncError):
+        sync.finish_step()
+
+
 def open_step(sync: SyncStrategy, params: Sequence[Parameter], grad: float) -> None:
     """Set ``sync`` up for ``params`` and start step 0, in which the last parameter (its
     bucket first on the wire) fires ``grad``: the step the runners then leave open."""

@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
     bucket_params,
     bucket_sync,
+    finish_failed_on_rank_0,
     fire,
     last_step,
     recorded,
@@ -117,13 +118,7 @@ def failed_alone_then_skipped(case: str, out: Path) -> None:
     with recorded(sync, out):
         sync.setup(params, {})
         sync.start_at(0)
-        sync.start_step(1)
-        for p in reversed(params):
-            fire(sync, p, 1.0)
-        if sync.rank == 0:
-            params[0].grad = params[0].grad * 1.0  # replaced after it fired: fails here alone
-        with contextlib.suppress(SyncError):
-            sync.finish_step()
+        finish_failed_on_rank_0(sync, params)
         sync.start_at(2)  # step 1 held no row on any rank: skipped, counted in the run
         with contextlib.suppress(SyncError):  # refused: on rank 1 at its check, every
             sync.start_step(1)  # collective of it made (close leaves)

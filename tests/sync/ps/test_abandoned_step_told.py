@@ -50,11 +50,11 @@ def _cut_short(net, sync, batch, rank: int) -> None:
         sync.abandon_step()
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("num_shards", [1, 2])
-def test_the_rank_waiting_in_an_abandoned_step_is_told_at_once(shards, num_shards):
-    endpoints = shards.start(num_shards, workers=2, extra=["--timeout", str(TIMEOUT)])
-    data = batches(3, 8)
+def _rank_0_cut_while_rank_1_trains(endpoints, data, cut, then=None) -> dict[str, object]:
+    """Two workers train ``data[:1]``; then rank 0 runs ``cut(net, sync, told)`` (a step it
+    abandons), stays alive and unclosed until rank 1 has stopped, and runs ``then(sync)``
+    where given, while rank 1 trains on ``data[1:]`` until told. Returns ``told``: what
+    ``cut`` recorded, and what rank 1 was told (``at``, ``error``, ``ranks``)."""
     rank_1_done = threading.Event()
     told: dict[str, object] = {}
 
@@ -64,9 +64,10 @@ def test_the_rank_waiting_in_an_abandoned_step_is_told_at_once(shards, num_shard
             sync.setup(net.parameters(), {"batch": 8})
             train_steps(net, sync, data[:1], r, 2)
             if r == 0:
-                told["abandoned"] = time.monotonic()
-                _cut_short(net, sync, data[1], 0)
+                cut(net, sync, told)
                 rank_1_done.wait(30)  # alive, not closed, until rank 1 has stopped
+                if then is not None:
+                    then(sync)
                 return
             try:
                 train_steps(net, sync, data[1:], 1, 2)
@@ -78,6 +79,20 @@ def test_the_rank_waiting_in_an_abandoned_step_is_told_at_once(shards, num_shard
             sync.close()
 
     run_ranks(rank, 2, timeout=50)
+    return told
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_shards", [1, 2])
+def test_the_rank_waiting_in_an_abandoned_step_is_told_at_once(shards, num_shards):
+    endpoints = shards.start(num_shards, workers=2, extra=["--timeout", str(TIMEOUT)])
+    data = batches(3, 8)
+
+    def cut(net, sync, told) -> None:
+        told["abandoned"] = time.monotonic()
+        _cut_short(net, sync, data[1], 0)
+
+    told = _rank_0_cut_while_rank_1_trains(endpoints, data, cut)
     assert "error" in told, "rank 1 was not stopped"
     said = told["error"]
     assert told["ranks"] == (0,), told
@@ -119,37 +134,21 @@ def test_an_error_whose_message_cannot_be_written_is_told_by_its_type(shards):
     raised the ``__str__``'s RuntimeError out of ``abandon_step``, in place of the step's
     error, and sent nothing; a ``close`` on such an error raised it too, and said no bye."""
     endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
-    data = batches(2, 8)
-    rank_1_done = threading.Event()
-    told: dict[str, object] = {}
 
-    def rank(r: int) -> None:
-        net, sync = small_net(), insecure_worker(endpoints, r, 2, timeout=TIMEOUT)
+    def cut(net, sync, told) -> None:
+        sync.start_step(4)
         try:
-            sync.setup(net.parameters(), {"batch": 8})
-            train_steps(net, sync, data[:1], r, 2)
-            if r == 0:
-                sync.start_step(4)
-                try:
-                    raise _Unwritable()
-                except _Unwritable:
-                    sync.abandon_step()
-                rank_1_done.wait(30)  # alive, not closed, until rank 1 has stopped
-                try:
-                    raise _Unwritable()
-                except _Unwritable:
-                    sync.close()  # its bye carries the same words: close does not raise either
-                return
-            try:
-                train_steps(net, sync, data[1:], 1, 2)
-            except PeerFailed as exc:
-                told["error"], told["ranks"] = str(exc), exc.ranks
-            finally:
-                rank_1_done.set()
-        finally:
-            sync.close()
+            raise _Unwritable()
+        except _Unwritable:
+            sync.abandon_step()
 
-    run_ranks(rank, 2, timeout=50)
+    def then(sync) -> None:
+        try:
+            raise _Unwritable()
+        except _Unwritable:
+            sync.close()  # its bye carries the same words: close does not raise either
+
+    told = _rank_0_cut_while_rank_1_trains(endpoints, batches(2, 8), cut, then)
     assert told.get("ranks") == (0,), told
     said = 'abandoned step 2 on "_Unwritable (its text could not be made)"'
     assert said in str(told["error"]), told
