@@ -33,9 +33,10 @@ def agreed_firing_order(
     (None where empty), with no message, as in one process.
 
     Each rank adds each name's position in its ``order`` (nothing where it has none); the names
-    sorted by their sums are that order, as every rank that ran a backward of one model
-    recorded it alike (the Network refuses a pass in another). One ``allreduce_sum`` of
-    ``len(names) + 1`` numbers; its wait is counted as the Trainer's
+    sorted by their sums are that order where every rank that ran a backward of one model
+    recorded it alike, and one order, the same on every rank, where they differ (the Network
+    refuses a pass of another order than its own first, not another rank's). One
+    ``allreduce_sum`` of ``len(names) + 1`` numbers; its wait is counted as the Trainer's
     (:func:`~distconv.sync.collective_time.timed_collective`).
 
     Args:
