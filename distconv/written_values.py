@@ -120,7 +120,10 @@ def _put_back(arg: Arg, copy: tuple[Any, Any, Any]) -> None:
     """Write ``copy`` (:func:`_copy`'s) back into ``arg``'s arrays where they differ."""
     for now, then in zip(_arrays(arg), copy):
         if now is not None and then is not None and not _same(now, then):
-            now[...] = then
+            if hasattr(now, "dtype"):
+                now[...] = then
+            else:  # offsets given as a list
+                now[:] = then
 
 
 def _forward_problem(net: Network, obj: NetworkObjective, feeds: dict[str, tuple]) -> str | None:
@@ -178,8 +181,8 @@ def _backward_walk(
 ) -> tuple[str | None, list[str], list[str]]:
     """A pinned forward and a backward of ``net``, run a layer at a time as
     :meth:`~distconv.network.Network.backward` runs them, comparing ``watch`` after each:
-    (the first layer whose backward changed one but its own output, those), or (None, []);
-    and the layers whose backward wrote into their own output alone, which is left alone (the
+    (the first layer whose backward changed one but its own output, those), or (None, []),
+    each with the layers whose backward wrote into their own output alone, which is left alone (the
     layers that read it ran their backward before). The readers of a changed output were
     named, an innocent one among them."""
     values = _pinned_forward(net, obj, feeds)
@@ -235,7 +238,9 @@ def _walk(
             copies[name] = _copy(values[name])
             if watch is not None and (changed := _changed(values, copies, watch)):
                 return name, changed
-    return None, [] if watch is not None else _changed(values, copies, copies)
+    if watch is not None:
+        return None, []
+    return None, _changed(values, copies, copies)
 
 
 def _arrays(arg: Arg) -> tuple[Any, Any, Any]:
@@ -245,8 +250,10 @@ def _arrays(arg: Arg) -> tuple[Any, Any, Any]:
 
 def _copy(arg: Arg) -> tuple[Any, Any, Any]:
     """Copies of ``arg``'s values, ids and offsets (:func:`_arrays`; any may be None; offsets
-    given as no array, a list, are kept as they are)."""
-    return tuple(a if a is None or not hasattr(a, "dtype") else a.copy() for a in _arrays(arg))
+    given as a list are copied as a list)."""
+    return tuple(
+        a if a is None else a.copy() if hasattr(a, "dtype") else list(a) for a in _arrays(arg)
+    )
 
 
 def _changed(values: dict[str, Arg], copies: dict[str, tuple], names: Iterable[str]) -> list[str]:
@@ -259,9 +266,12 @@ def _changed(values: dict[str, Arg], copies: dict[str, tuple], names: Iterable[s
 
 
 def _same(now: Any, then: Any) -> bool:
-    """Whether two arrays (or Nones) hold the same entries, NaN equal to NaN."""
-    if now is None or then is None or not hasattr(then, "dtype"):
+    """Whether two arrays (or Nones, or offsets given as lists) hold the same entries, NaN
+    equal to NaN."""
+    if now is None or then is None:
         return now is then
+    if not hasattr(then, "dtype"):  # offsets given as a list
+        return list(now) == then
     nan = is_float_dtype(then.dtype)
     return bool(get_array_module(then).array_equal(now, then, equal_nan=nan))
 

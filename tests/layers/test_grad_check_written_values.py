@@ -341,3 +341,30 @@ def test_a_write_into_sequence_offsets_is_refused_and_the_callers_are_left_as_gi
         check_network_grad(net, given)
     assert given["x"].seq_starts is starts
     np.testing.assert_array_equal(starts, [0, 2, 5])
+
+
+class MovesItsListedOffsets(Scale):
+    """``Scale``, its forward moving its input's offsets given as a list, in place."""
+
+    def _forward(self, x):
+        x.seq_starts[1] += 1
+        return super()._forward(x)
+
+
+def test_offsets_given_as_a_list_are_compared_and_put_back_too(rng):
+    """A list was kept as the same object and compared by identity: the layer passed both
+    checks, and the caller's [0, 2, 5] came back [0, 37, 5]."""
+    starts = [0, 2, 5]
+    x = Arg(rng.standard_normal((5, 3)), seq_starts=starts)
+    with pytest.raises(AssertionError, match=r"^MovesItsListedOffsets: its forward wrote into"):
+        check_layer_grad(MovesItsListedOffsets(3), [x])
+    assert x.seq_starts is starts and starts == [0, 2, 5]
+    net = Network()
+    net.add("own", MovesItsListedOffsets(3), "x")
+    net.add("fc", FullyConnected(3, 1, dtype=F64), "own")
+    net.add("loss", MSELoss(), ["fc", "target"])
+    given = feeds(rng)
+    given["x"].seq_starts = starts
+    with pytest.raises(AssertionError, match="the forward of MovesItsListedOffsets 'own' wrote"):
+        check_network_grad(net, given)
+    assert given["x"].seq_starts is starts and starts == [0, 2, 5]
