@@ -74,12 +74,12 @@ _DIRECTORY_REFUSALS = {
     #: resume, and holds files that no distconv run without one leaves (...), which starting
     #: afresh would delete: ...``, a ``RunDirError``): it deletes nothing, so every attempt
     #: finds them. Not its ``..., and its metrics.jsonl cannot be read (...)``: an OSError; nor
-    #: one that lists ``runs/x/checkpoints`` alone, a ``checkpoints`` that is no folder: most
-    #: often a link to a disk not mounted yet (the node lost with the attempt before), which a
+    #: ``runs/x/checkpoints links to /disk/c, which is not there (a disk not mounted yet?)``
+    #: (``RunDirectory.check_checkpoints_there``, met before this or ``"none"``), which a
     #: restart may find mounted, as it may an ``--out`` linked so (``cannot be made``)
     "foreign": (
         _DIRECTORY + "has no checkpoint to resume, and holds files that no distconv run without "
-        r"one leaves (?!\([^()]*/checkpoints\), which )",
+        "one leaves ",
         "the output directory holds files that starting afresh would delete",
     ),
     #: ``StepCheckpoints.open``'s where no checkpoint is complete and some manifest is not
@@ -116,11 +116,6 @@ _DIRECTORY_REFUSALS = {
         "--resume was given no output directory to find the checkpoint in",
     ),
 }
-#: what the launcher says of the ``"none"`` refusal: one its restart (not its first attempt)
-#: meets is no refusal of the command, whose first attempt got past it, but of a directory that
-#: changed since (a disk the checkpoints are on not mounted yet): restarted
-#: (:attr:`launcher.failure.Failure.every_attempt`)
-NO_CHECKPOINT = _DIRECTORY_REFUSALS["none"][1]
 _CHECKPOINT_ERROR = r"(?:distconv(?:\.\w+)*\.)?(?:Checkpoint(?:Version)?|RunDir)Error: "
 
 

@@ -178,6 +178,8 @@ class StepCheckpoints:
         elif resume == "overwrite":
             run.clear()
             return self._begin(run)
+        if resume in (True, "auto"):  # before the scan, which reads a late disk as empty
+            run.check_checkpoints_there()
         # scanned only to resume: without --resume, a run here is refused whatever it holds
         complete, problems = run.scan() if resume in (True, "auto") else ([], [])
         if resume in (True, "auto") and complete:

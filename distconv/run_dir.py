@@ -167,6 +167,20 @@ class RunDirectory:
                 f"{describe_os_error(exc)}"
             ) from None
 
+    def check_checkpoints_there(self) -> None:
+        """Refuse a ``checkpoints`` linked to nothing there, a disk not mounted yet: scanned, it
+        read as a file no run leaves (:meth:`clear_unfinished`) or as no complete checkpoint.
+        Said so, a launcher restarts it: the next attempt may find the disk mounted.
+
+        Raises:
+            RunDirError: naming the link and its target.
+        """
+        link = self.checkpoint_root
+        if link.is_symlink() and not link.exists():
+            raise RunDirError(
+                f"{link} links to {os.readlink(link)}, which is not there (a disk not mounted yet?)"
+            )
+
     def clear_unfinished(self) -> None:
         """:meth:`clear` a run that never completed a checkpoint (``--resume auto`` starting
         fresh), unless the directory holds files no such run leaves: another tool's.

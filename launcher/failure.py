@@ -20,7 +20,7 @@ from distconv.rank_endings import (
     setup_failure_in_lines,
     setup_failure_said_in_lines,
 )
-from distconv.refused_starts import NO_CHECKPOINT, refused_for_good_in
+from distconv.refused_starts import refused_for_good_in
 
 from .rank_reason import rank_text
 from .shown import shown
@@ -193,9 +193,7 @@ class Failure:
     def _refused(self) -> str | None:
         if self.signal is not None or not self.exit_code:
             return None
-        refused = refused_for_good_in([*last_words(self.tail)[-1:], self.cause or ""])
-        # a restart's --resume finding none: its first attempt found one, its disk gone since
-        return None if refused == NO_CHECKPOINT and self.restart else refused
+        return refused_for_good_in([*last_words(self.tail)[-1:], self.cause or ""])
 
     def describe(self) -> str:
         """The headline: who failed and how (:meth:`stopped_too` says who stopped with it)."""

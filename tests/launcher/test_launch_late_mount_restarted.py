@@ -1,11 +1,11 @@
 """A restart that finds the run's ``checkpoints`` link pointing at a disk not mounted (the node
-lost with the first attempt, its replacement's mount late) is refused as ``--resume auto``
-beside foreign files (``runs/x has no checkpoint to resume, and holds files that no distconv
-run without one leaves (runs/x/checkpoints), ...``): a ``checkpoints`` that is no folder. That
-is no refusal for good: the launcher restarts it, as it restarts an ``--out`` linked to a disk
-not there (``cannot be made``), and the next attempt, the disk mounted, resumes the run. A
-real ``distconv-launch local`` whose first attempt loses its disk and dies (SIGKILL); the
-disk comes back as its second attempt ends."""
+lost with the first attempt, its replacement's mount late) says so: ``runs/x/checkpoints links to
+/disk/c, which is not there (a disk not mounted yet?)`` (it said the run ``holds files that no
+distconv run without one leaves (runs/x/checkpoints)``, or ``--resume: no complete checkpoint``,
+words of refusals every attempt meets). That is no refusal for good: the launcher restarts it,
+as it restarts an ``--out`` linked to a disk not there (``cannot be made``), and the next
+attempt, the disk mounted, resumes the run. A real ``distconv-launch local`` whose first
+attempt loses its disk and dies (SIGKILL); the disk comes back as its second attempt ends."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from distconv.refused_starts import refused_for_good_in
 from tests.child_env import child_path
 from tests.launcher.launch_cli import ENV, launch
 
+#: what the rank says of a ``checkpoints`` linked to a disk not there
+NOT_THERE = "which is not there (a disk not mounted yet?)"
 #: restart 0 loses the disk (``DISK`` renamed away) and dies at step 3, after checkpoints;
 #: restart 1 puts the disk back as it exits, refused
 LOSE_THE_DISK = """
@@ -51,31 +53,31 @@ def test_a_restart_whose_checkpoints_disk_is_late_is_restarted(tmp_path, monkeyp
     )  # fmt: skip
     said = done.stdout + done.stderr
     assert "failed with signal SIGKILL; restarting the job (1 of 2)" in said, said[-3000:]
-    assert "holds files that no distconv run without one leaves" in said, said[-3000:]
+    assert NOT_THERE in said, said[-3000:]
     assert "not restarting" not in said and "restarting the job (2 of 2)" in said, said[-3000:]
     assert done.returncode == 0 and "resumed from" in said, said[-3000:]
     assert (disk / "step-00000024.json").is_file()
 
 
-def test_a_checkpoints_that_is_no_folder_is_no_refusal_for_good():
-    """Read back in the words ``clear_unfinished`` writes: with the folder alone listed, not
-    for good; with another tool's files in it, for good as before."""
+def test_a_checkpoints_link_to_a_disk_not_there_is_no_refusal_for_good():
+    """Read back in the words the rank writes (``RunDirectory.check_checkpoints_there``): not
+    for good; a ``checkpoints`` that is a file, or holds another tool's files, for good."""
+    late = f"/r/checkpoints links to /disk/c, {NOT_THERE}"
+    assert refused_for_good_in([f"distconv train: error: {late}"]) is None
+    assert refused_for_good_in([f"distconv.run_dir.RunDirError: {late}"]) is None
     start = "distconv train: error: /r has no checkpoint to resume, and holds files that no "
     end = "distconv run without one leaves ({}), which starting afresh would delete: move them"
-    assert refused_for_good_in([start + end.format("/r/checkpoints")]) is None
-    foreign = start + end.format("/r/checkpoints/notes.txt")
-    assert refused_for_good_in([foreign]) == (
-        "the output directory holds files that starting afresh would delete"
-    )
+    for listed in ("/r/checkpoints", "/r/checkpoints/notes.txt"):
+        assert refused_for_good_in([start + end.format(listed)]) == (
+            "the output directory holds files that starting afresh would delete"
+        )
 
 
 @pytest.mark.timeout(200)
 def test_a_resume_whose_checkpoints_disk_is_late_on_a_restart_is_restarted(tmp_path, monkeypatch):
-    """``--resume`` of a run whose checkpoints are on that disk: the first attempt resumed it,
-    so a restart's ``--resume: no complete checkpoint in runs/x/checkpoints`` is no refusal of
-    the command (its first attempt got past it) but of a disk gone since, which the next
-    attempt may find. A first attempt's (``test_launch_resume_refused_once.py``) is still
-    refused for good."""
+    """``--resume`` of a run whose checkpoints are on that disk: the restart, the disk gone, says
+    so, not ``--resume: no complete checkpoint in runs/x/checkpoints``, which (on any attempt:
+    ``test_launch_resume_refused_once.py``) is refused for good."""
     inject, out, disk = tmp_path / "inject", tmp_path / "out", tmp_path / "disk"
     for folder in (inject, out, disk):
         folder.mkdir()
@@ -96,7 +98,7 @@ def test_a_resume_whose_checkpoints_disk_is_late_on_a_restart_is_restarted(tmp_p
     )  # fmt: skip
     said = done.stdout + done.stderr
     assert "failed with signal SIGKILL; restarting the job (1 of 2)" in said, said[-3000:]
-    assert "--resume: no complete checkpoint in" in said, said[-3000:]
+    assert NOT_THERE in said and "no complete checkpoint" not in said, said[-3000:]
     assert "not restarting" not in said and "restarting the job (2 of 2)" in said, said[-3000:]
     assert done.returncode == 0, said[-3000:]
     assert (disk / "step-00000048.json").is_file()
