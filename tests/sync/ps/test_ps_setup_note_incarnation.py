@@ -14,6 +14,7 @@ launch's own test runs real processes."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -26,6 +27,7 @@ from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.incarnations import incarnation_field
 from distconv.sync.ps.losses import CHIEF_LOST
 from distconv.sync.ps.server import Shard
+from tests.held_lock import ASK_FOR_THE_LOCK, held_until_asked
 from tests.launcher.launch_cli import launch
 from tests.other_jobs import SMALL_NET
 
@@ -187,10 +189,11 @@ def test_a_worker_says_its_launch_and_restart():
 
 
 #: ``python SCRIPT ENDPOINT OUT``: two ranks of a launch whose shard this test serves. At
-#: restart 0 rank 0's fit fails before setup (its output directory under ``OUT-0``, a file: one
-#: that cannot be made, which the launcher restarts) while rank 1 sleeps, stopped by the
-#: launcher before its job check; at restart 1 rank 0 waits for rank 1's mark, so that rank
-#: 1's job check comes first, and both train
+#: restart 0 rank 0's fit fails before setup (its output directory ``OUT`` in use, its lock
+#: held by the test: :func:`tests.held_lock.held_until_asked`, which the launcher restarts)
+#: while rank 1 sleeps, stopped by the launcher before its job check; at restart 1 rank 0 asks
+#: for the lock and waits for rank 1's mark, so that rank 1's job check comes first, and both
+#: train
 RESTARTED = (
     """\
 import os
@@ -204,7 +207,8 @@ from distconv.layers import FullyConnected, MSELoss
 from distconv.network import Network
 
 restart = int(os.environ["DISTCONV_RESTART"])
-mark = Path(sys.argv[2] + ".fitting")
+OUT = sys.argv[2]
+mark = Path(OUT + ".fitting")
 
 
 def main():
@@ -213,6 +217,7 @@ def main():
     try:
 """
     + SMALL_NET
+    + ASK_FOR_THE_LOCK
     + """        if restart == 0 and sync.rank == 1:
             time.sleep(30)
         if restart == 1 and sync.rank == 0:
@@ -222,7 +227,7 @@ def main():
             time.sleep(1.0)  # rank 1's hello and job check: a small net's setup, well within
         if restart == 1 and sync.rank == 1:
             mark.touch()
-        trainer = Trainer(net, sync, 2, out_dir=f"{sys.argv[2]}-{restart}/run", progress=False)
+        trainer = Trainer(net, sync, 2, out_dir=OUT, progress=False)
         trainer.fit(data, epochs=1)
         print(f"rank {sync.rank} trained", flush=True)
     finally:
@@ -240,17 +245,16 @@ def test_a_restart_against_shards_that_stay_meets_its_noted_rank(tmp_path):
     ended, blaming rank 0's worker of restart 1). About 3 s: two starts of two ranks."""
     script = tmp_path / "restarted.py"
     script.write_text(RESTARTED)
-    (tmp_path / "out-0").write_text("in the way of restart 0's output directory")
+    out = tmp_path / "out"
     shard = Shard(ShardConfig(bind="127.0.0.1:0", workers=2, insecure=True, job_id="j", timeout=30))
-    with served(shard):
+    with served(shard), held_until_asked(out):
         done = launch(
             "local", "--workers", "2", "--servers", "0", "--max-restarts", "1", "--job-id", "j",
             "--run-dir", str(tmp_path / "run"), "--", str(script), shard.endpoint,
-            str(tmp_path / "out"), cwd=tmp_path, timeout=60,
+            str(out), cwd=tmp_path, timeout=60,
         )  # fmt: skip
     said = done.stdout + done.stderr
-    made = f"output directory {tmp_path / 'out-0'}/run cannot be made: "
-    assert made in said, said[-3000:]  # restart 0's
+    assert f"{out} is in use by pid {os.getpid()} on " in said, said[-3000:]  # restart 0's
     assert "restarting the job (1 of 1)" in said and "could not set up" not in said, said[-3000:]
     assert done.returncode == 0, said[-3000:]
     assert "rank 0 trained" in said and "rank 1 trained" in said, said[-3000:]
