@@ -1,17 +1,19 @@
 """A rank that could not set up (``Trainer.fit`` failed before its sync's setup, ``fail_setup``
 telling the others) is the failure that ``distconv-launch`` reports, named with its error, and
-the job is restarted as on any rank's own error (k625), unless every attempt would meet that
+the job is restarted as on any rank's own error, unless every attempt would meet that
 error again (here, resuming a directory that is not there: not restarted). The launcher read
 no cause from ``rank 0 could not set up: ...`` (failure.json's ``cause`` null, the headline
 naming no reason), and under ``local`` the told worker exited 1: where it exited first it was
 blamed, and a shard's refusal that told it (``run different jobs: name: ... 'setup failed on rank 0
 ...'``) was read as the ranks' different jobs, never restarted. Real launches of
 :data:`tests.setup_failures.FAILS_BEFORE_SETUP`: ``mpi -np 2`` (one ``mpiexec`` child) and
-``local`` with two workers and a shard."""
+``local`` with two workers and a shard; and under ``mpi -np 2`` a transient one (the output
+directory's lock held through the first attempt), which is restarted."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -19,10 +21,12 @@ import pytest
 
 from distconv.rank_endings import setup_failure_text
 from launcher.child import ChildSpec
+from tests.held_lock import ASK_FOR_THE_LOCK, held_until_asked
 from tests.launcher.launch_cli import launch
 from tests.launcher.real_children import mpiexec_or_skip
 from tests.launcher.test_launch_peer_failed import EXITS_IN_ORDER as _ORDER
 from tests.launcher.test_launch_peer_failed import _run
+from tests.other_jobs import SMALL_NET
 from tests.setup_failures import FAILS_BEFORE_SETUP, TOLD_OF_RANK_0
 
 #: restarted once: a rank's own error, as the launcher restarts any (it tells none transient)
@@ -64,6 +68,67 @@ def test_an_mpi_rank_that_could_not_set_up_is_the_cause(tmp_path):
     headline = f"distconv-launch: mpiexec 0 failed with exit code 1: {report['cause']}"
     assert f"{headline} (after 0 restart(s)); {NOT_RESTARTING}; last lines of" in said, said
     assert (report["role"], report["rank"], report["restart"]) == ("mpiexec", 0, 0), report
+
+
+#: ``python HELD_AT_FIRST OUT``: every rank fits a small net into ``OUT``, whose lock the test
+#: holds through restart 0 (:func:`tests.held_lock.held_until_asked`): rank 0's fit is refused
+#: it before the sync's setup, telling rank 1; at restart 1 rank 0 asks for it, and both train
+HELD_AT_FIRST = (
+    """\
+import os
+import sys
+import time
+from pathlib import Path
+import numpy as np
+import distconv.distributed as dist
+from distconv import Trainer
+from distconv.layers import FullyConnected, MSELoss
+from distconv.network import Network
+
+restart = int(os.environ["DISTCONV_RESTART"])
+OUT = sys.argv[1]
+
+
+def main():
+    sync = dist.init("sgd", lr=0.01)
+    try:
+"""
+    + SMALL_NET
+    + ASK_FOR_THE_LOCK
+    + """        Trainer(net, sync, 2, out_dir=OUT, progress=False).fit(data, epochs=1)
+        print(f"rank {sync.rank} trained", flush=True)
+    finally:
+        sync.close()
+
+
+dist.run_main(main)
+"""
+)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_an_mpi_rank_that_could_not_set_up_for_a_while_is_restarted(tmp_path):
+    """Rank 0 is refused its output directory, in use (a process of the attempt before slow to
+    exit, here the test): rank 1 is told, and the launcher restarts the job, blaming mpiexec
+    with rank 0's words as the rank it told names them; the restart trains."""
+    mpiexec_or_skip()
+    script, out, run = tmp_path / "held.py", tmp_path / "out", tmp_path / "run"
+    script.write_text(HELD_AT_FIRST)
+    with held_until_asked(out):
+        done = launch(
+            "mpi", "-np", "2", "--mpi-flavor", "mpich", "--max-restarts", "1", "--run-dir",
+            str(run), "--", str(script), str(out), cwd=tmp_path, timeout=50,
+        )  # fmt: skip
+    said = done.stdout + done.stderr
+    told = f"rank 0 could not set up: RunDirError: {out} is in use by pid {os.getpid()} on "
+    headline = f"distconv-launch: mpiexec 0 failed with exit code 1: {told}"
+    assert headline in said and RESTARTING in said, said[-3000:]
+    assert "not restarting" not in said and done.returncode == 0, said[-3000:]
+    assert "rank 0 trained" in said and "rank 1 trained" in said, said[-3000:]
+    [restarted] = [json.loads(line) for line in (run / "restarts.jsonl").read_text().splitlines()]
+    assert restarted["cause"].startswith(told), restarted
+    assert (restarted["role"], restarted["rank"], restarted["restart"]) == ("mpiexec", 0, 0)
 
 
 @pytest.mark.timeout(60)
