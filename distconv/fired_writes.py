@@ -16,7 +16,7 @@ write into the bucket's buffer beneath it, and LocalSync and the parameter serve
 only inside the callback (before the guard) or at ``finish_step`` (after it). A callback of
 one's own may hand the gradient to a thread that writes through that very object while
 backward runs, as the contract lets it: only a strategy that says it does not is guarded
-(:func:`guards`).
+(:func:`promises_untouched`).
 A gradient that is no numpy array (a device array) has no such flag and is not guarded.
 """
 
@@ -33,17 +33,18 @@ from distconv.layers.source_spans import failing_span, resolve, touches_grad_of,
 from distconv.parameter import Parameter, UpdateCallback, keep_gradient
 
 
-def guards(callback: UpdateCallback) -> bool:
-    """Whether a pass with ``callback`` may guard the gradients it fires: the Trainer's
-    ``keep_gradient``, or a strategy (itself, or its bound ``on_gradient``) whose class says in
-    its own body ``fired_gradients_untouched = True``: nothing of it writes through a fired
-    gradient's own array until ``finish_step`` (the shipped three). Read on the class itself,
-    never inherited: a subclass may add a thread that does, so one that keeps the promise
-    says so again."""
-    if callback is keep_gradient:
+def promises_untouched(owner: UpdateCallback | object) -> bool:
+    """Whether a pass may guard the gradients it fires to ``owner``, a callback or a strategy
+    (the Network asks of its callback, the step guard of the strategy): the Trainer's
+    ``keep_gradient``, or a strategy (itself, or its bound ``on_gradient``) whose class says
+    in its own body ``fired_gradients_untouched = True``: nothing of it writes through a
+    fired gradient's own array until ``finish_step`` (the shipped three). Read on the class
+    itself, never inherited: a subclass may add a thread that does, so one that keeps the
+    promise says so again."""
+    if owner is keep_gradient:
         return True
-    owner = callback.__self__ if type(callback) is MethodType else callback
-    return vars(type(owner)).get("fired_gradients_untouched") is True
+    strategy = owner.__self__ if type(owner) is MethodType else owner
+    return vars(type(strategy)).get("fired_gradients_untouched") is True
 
 
 class WriteGuard:

@@ -25,7 +25,7 @@ class Firing:
         error: the exception class a refusal raises, with its message (the network's).
         guard: hold each fired gradient read-only until the backward of the layer that fired
             it returns (:class:`~distconv.fired_writes.WriteGuard`): the first pass's, where
-            the callback is one :func:`~distconv.fired_writes.guards` knows.
+            the callback is one :func:`~distconv.fired_writes.promises_untouched` knows.
 
     Attributes:
         fired: the parameters fired so far, in order.
@@ -47,10 +47,10 @@ class Firing:
         Raises:
             the ``error`` given: ``p`` fired already in this pass, or its gradient is not an
                 array of its value's shape and dtype (a layer gave it another: ``p.grad =
-                (p.grad + g)[:, None]``, or cast to float16). Refused here, before the
-                callback, which every transport passes: a sync refused them itself, naming
-                neither the layer nor the rule, or failed in numpy's words, or trained on in
-                another dtype.
+                (p.grad + g)[:, None]``, or cast to float16). Checked here, before the
+                callback, so that every transport refuses it alike: without this check one
+                sync refused it without naming the layer, another failed in numpy's words,
+                another trained on in float16.
         """
         first = self._fired_by.get(id(p))
         if first is not None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module
-from distconv.fired_writes import guards
+from distconv.fired_writes import promises_untouched
 from distconv.firing import Firing, fired_problem
 from distconv.kernels.parallel import one_blas_thread
 from distconv.layers.base import Layer, LayerError
@@ -321,7 +321,7 @@ class Network:
         out = self.outputs[loss]
         out.grad = get_array_module(out.value).full_like(out.value, loss_scale)
         # the first pass guards the gradients fired against a layer's later writes
-        guard = self.firing_order is None and guards(callback)
+        guard = self.firing_order is None and promises_untouched(callback)
         firing = Firing(callback, NetworkError, guard)
         with one_blas_thread():
             for name in reversed(order):

@@ -160,7 +160,7 @@ _SETUP_FAILURE = re.compile(
 #: command on the same files meets them again, at the same step: the launcher restarts none
 #: (:func:`job_error_in`). Not a ``CheckpointError`` (the resume sets a damaged newest
 #: checkpoint aside, and one refused for good is
-#: :func:`distconv.refused_starts.resume_refused_in`'s), an ``OSError`` (a disk, a network file
+#: :func:`distconv.refused_starts.refused_for_good_in`'s), an ``OSError`` (a disk, a network file
 #: system), a ``SyncError`` (a peer, a port, a stall), a ``TrainingError`` (a divergence that an
 #: asynchronous job's other order of updates may not meet again), a ``BackendError`` (a GPU that
 #: may work again)

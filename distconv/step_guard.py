@@ -16,7 +16,7 @@ from typing import Any
 
 from distconv.backend import get_array_module, is_gpu_array
 from distconv.checkpoint import check_savable
-from distconv.fired_writes import guards
+from distconv.fired_writes import promises_untouched
 from distconv.order_agreement import agreed_firing_order
 from distconv.parameter import Parameter, grads_left
 from distconv.sync import SyncError, SyncStrategy
@@ -160,7 +160,9 @@ class ParamLayout:
         sync.set_firing_order(agreed)
         if kept := grads_left(p for p, _ in self.params):
             said = f"{type(sync).__name__}.finish_step() left the gradient of {kept[0]!r} nonzero"
-            if guards(sync):  # a shipped strategy zeroes every gradient it takes: the layer
+            if promises_untouched(
+                sync
+            ):  # a shipped strategy zeroes every gradient it takes: the layer
                 raise SyncError(
                     f"{said}: the strategy zeroes every gradient it takes, so a layer most likely "
                     "added to it after firing it (p.inc_update(callback) before p.grad += ...), "

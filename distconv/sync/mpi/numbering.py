@@ -24,8 +24,6 @@ close aborted the job.
 
 from __future__ import annotations
 
-from distconv.sync.base import SyncStrategy
-
 
 class StepNumbers:
     """The run's step numbers of :class:`~distconv.sync.mpi.MPISync` (a mixin, the base of
@@ -52,7 +50,7 @@ class StepNumbers:
         Raises:
             ValueError: ``step`` is not a count (an int >= 0).
         """
-        SyncStrategy.start_at(self, step)  # type: ignore[arg-type]  # the contract's check
+        super().start_at(step)  # type: ignore[misc]  # the contract's check, down the MRO
         self._told_step = int(step)
 
     def _number_step(self) -> None:
