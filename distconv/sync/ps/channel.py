@@ -212,7 +212,7 @@ class ShardChannel(ReplyIntake, BulkRuns):
         try:
             yield from self._collect(missing, self.timeout * GRACE, what, stoppable, asked)
         finally:  # an error reply, a timeout, or a caller that stopped reading
-            self._abandon(missing)
+            self._drop_replies(missing)
 
     def _collect(
         self, missing: set[int], limit: float, what: str, stoppable: bool, asked: str
@@ -355,7 +355,7 @@ class ShardChannel(ReplyIntake, BulkRuns):
             for s, h, a in headers:
                 rids.append(self._send(s, h, a))
         except BaseException:  # no wait follows: those sent would stay awaited for good
-            self._abandon(set(rids))
+            self._drop_replies(set(rids))
             raise
         self._rid_bytes.update(zip(rids, link_bytes))
         return self._wait(rids, what, stoppable, asked)

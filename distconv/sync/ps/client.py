@@ -153,7 +153,7 @@ class PServerSync(
         self._set_caps([MAX_MESSAGE_BYTES] * len(self._socks))  # until the shards say
         self._next_id = 0
         self._replies: dict[int, tuple[dict[str, Any], list[np.ndarray]]] = {}
-        self._abandoned: dict[int, int] = {}  # requests given up on -> shard: replies dropped
+        self._replies_dropped: dict[int, int] = {}  # requests given up on -> shard: replies dropped
         self._strays: dict = {}  # shard -> its replies ignored (an intake.StrayTally)
         self._stray_at: dict[int, float] = {}  # shard -> when the latest of them was read
         self._trackers: dict[int, Any] = {}

@@ -60,7 +60,7 @@ def takes_abandon(replies: Sequence[Mapping[str, Any]]) -> list[int]:
 
 class AbandonNote:
     """``abandon_step`` that tells the shards (see the module). Uses the sync's ``mode``,
-    ``params``, ``_step``, ``_send`` and ``_abandon`` (the reply is waited for by nobody)."""
+    ``params``, ``_step``, ``_send`` and ``_drop_replies`` (the reply is waited for by nobody)."""
 
     mode: str
     params: list[Any]
@@ -80,4 +80,4 @@ class AbandonNote:
         for shard in self._abandon_shards:
             with contextlib.suppress(SyncError, zmq.ZMQError):  # a dropped connection: nothing
                 rid = self._send(shard, note, patience=0.0)  # type: ignore[attr-defined]
-                self._abandon({rid})  # type: ignore[attr-defined]  # nobody waits for it
+                self._drop_replies({rid})  # type: ignore[attr-defined]  # nobody waits for it

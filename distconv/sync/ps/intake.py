@@ -41,7 +41,7 @@ STRAY_SLACK = 0.05
 
 class ReplyIntake:
     """The reply table of a client: ``_replies`` (id -> reply), ``_rid_shard`` (id -> the
-    shard of a request awaited), ``_abandoned`` (id -> the shard of a request given up on),
+    shard of a request awaited), ``_replies_dropped`` (id -> the shard of a request given up on),
     ``_strays`` (shard -> :class:`StrayTally`, its replies ignored), ``_stray_at`` (shard ->
     when the latest of them was read)."""
 
@@ -79,10 +79,10 @@ class ReplyIntake:
         if self._rid_shard.get(rid, -1) == shard and rid not in self._replies:
             self._replies[rid] = (header, arrays)
             return
-        if self._abandoned.get(rid, -1) == shard:  # nobody waits for it: keep nothing
+        if self._replies_dropped.get(rid, -1) == shard:  # nobody waits for it: keep nothing
             # but its bytes were a live shard's, working through what it was asked: a retry's
             # wait, its own answer queued behind this one, is not given up when it is read
-            del self._abandoned[rid]
+            del self._replies_dropped[rid]
         else:
             self._ignore(shard, header)
 
@@ -93,9 +93,9 @@ class ReplyIntake:
         (matched by an id this reply lacks) made every later -1 of the shard ambiguous for the
         rest of the run. One entry per -1: while the shard owes no request given up on, a -1
         can only answer an awaited one. Asked only of such replies (rare): a scan is cheap."""
-        given_up = [r for r, s in self._abandoned.items() if s == shard]
+        given_up = [r for r, s in self._replies_dropped.items() if s == shard]
         if given_up:
-            del self._abandoned[min(given_up)]  # the oldest: the likeliest answered first
+            del self._replies_dropped[min(given_up)]  # the oldest: the likeliest answered first
         return bool(given_up)
 
     def _owes_awaited(self, shard: int) -> bool:
@@ -143,14 +143,14 @@ class ReplyIntake:
                 STRAYS_WINDOW,
             )
 
-    def _abandon(self, rids: set[int]) -> None:
+    def _drop_replies(self, rids: set[int]) -> None:
         """Forget requests nobody will wait for: a reply already here, or one still to come
         (dropped on arrival), would otherwise stay for the rest of the run."""
         for rid in rids:
             shard = self._rid_shard.pop(rid, None)
             self._rid_bytes.pop(rid, None)
             if self._replies.pop(rid, None) is None and shard is not None:
-                self._abandoned[rid] = shard
+                self._replies_dropped[rid] = shard
 
 
 @dataclass

@@ -83,7 +83,7 @@ class PushQueue:
         for shard in range(len(self._queued)):
             self._queued[shard], self._queued_bytes[shard] = [], 0
         inflight, self._inflight = self._inflight, {}
-        self._abandon(set(inflight))
+        self._drop_replies(set(inflight))
         self._keep_sent_gradients()
 
     def _keep_sent_gradients(self) -> None:

@@ -34,7 +34,7 @@ def test_the_requests_sent_before_a_failed_send_are_given_up(shards, monkeypatch
             with pytest.raises(SyncError, match="shard 1 took no message"):
                 sync._pull_all()  # its stats went to shard 0, not to shard 1
         sync._pull_all()  # shard 0's answer to that stats came first on its link
-        left = dict(sync._replies), dict(sync._rid_shard), dict(sync._abandoned)
+        left = dict(sync._replies), dict(sync._rid_shard), dict(sync._replies_dropped)
     finally:
         sync.close()
     assert left == ({}, {}, {}), left

@@ -27,7 +27,7 @@ class Intake(ReplyIntake):
         self._replies: dict = {}
         self._rid_shard: dict = {}
         self._rid_bytes: dict = {}
-        self._abandoned: dict = {}
+        self._replies_dropped: dict = {}
         self._strays: dict = {}
         self._stray_at: dict = {}
 
@@ -45,10 +45,10 @@ def _heard_now(intake: Intake, shard: int) -> bool:
 def test_a_late_reply_to_a_request_given_up_is_dropped_and_its_bytes_count(caplog):
     intake = Intake()
     intake._rid_shard[5] = 0
-    intake._abandon({5})  # a pull given up: its reply is still to come
+    intake._drop_replies({5})  # a pull given up: its reply is still to come
     with caplog.at_level(logging.WARNING, logger="distconv.pserver"):
         intake._take(0, {"id": 5, "op": "ok"}, [])
-    assert not intake._abandoned and not intake._replies
+    assert not intake._replies_dropped and not intake._replies
     assert not caplog.records  # no ignored reply: a request of this worker, of that shard
     assert _heard_now(intake, 0)  # a retry's wait is not given up when it is read
 
@@ -57,10 +57,10 @@ def test_a_late_reply_to_a_request_given_up_is_dropped_and_its_bytes_count(caplo
 def test_a_reply_with_the_id_of_another_shards_request_given_up_is_a_stray(caplog):
     intake = Intake()
     intake._rid_shard[5] = 1
-    intake._abandon({5})  # given up on shard 1, answered by shard 0
+    intake._drop_replies({5})  # given up on shard 1, answered by shard 0
     with caplog.at_level(logging.WARNING, logger="distconv.pserver"):
         intake._take(0, {"id": 5, "op": "ok"}, [])
-    assert intake._abandoned == {5: 1}  # shard 1's late reply is still to come
+    assert intake._replies_dropped == {5: 1}  # shard 1's late reply is still to come
     assert "ignored a reply of pserver shard 0" in caplog.text
     assert not _heard_now(intake, 0)
     assert _heard_now(intake, 1)
@@ -70,7 +70,7 @@ def test_a_reply_with_the_id_of_another_shards_request_given_up_is_a_stray(caplo
 def test_a_second_late_reply_to_one_request_given_up_is_a_stray():
     intake = Intake()
     intake._rid_shard[5] = 0
-    intake._abandon({5})
+    intake._drop_replies({5})
     intake._take(0, {"id": 5, "op": "ok"}, [])
     intake._take(0, {"id": 5, "op": "ok"}, [])  # one per request: a duplicate is no answer
     assert not _heard_now(intake, 0)

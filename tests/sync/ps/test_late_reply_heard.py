@@ -51,7 +51,7 @@ def test_a_late_reply_to_a_pull_given_up_keeps_the_retry_alive(shards, tmp_path)
         with pytest.raises(SyncError, match="no answer to pull"):
             sync._pull_all()
         sync._pull_all()  # the retry: the late reply is dropped, its own is written
-        assert not sync._replies and not sync._abandoned
+        assert not sync._replies and not sync._replies_dropped
     finally:
         sync.close()
         link.close()

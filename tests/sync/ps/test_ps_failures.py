@@ -125,7 +125,7 @@ def test_a_reply_nobody_waits_for_any_more_is_not_kept(shards):
             with pytest.raises(SyncError, match="has no --checkpoint-dir"):
                 sync._ask_all(asks, "a checkpoint")
         assert len(sync.shard_stats()) == 2  # a later request: every late reply read by now
-        assert not sync._replies and not sync._abandoned and not sync._rid_shard
+        assert not sync._replies and not sync._replies_dropped and not sync._rid_shard
     finally:
         sync.close()
 

@@ -68,12 +68,12 @@ def test_an_unreadable_request_given_up_on_does_not_hide_later_ones(shards):
     try:
         sync.setup(small_net().parameters())
         given_up = sync._send(0, {"op": "pull", "blocks": [0]})
-        sync._abandon({given_up})  # as a wait given up does: its answer, -1, still to come
+        sync._drop_replies({given_up})  # as a wait given up does: its answer, -1, still to come
         began = time.monotonic()
         with pytest.raises(SyncError) as failed:
             sync._pull_all()
         waited = time.monotonic() - began
-        left = dict(sync._abandoned)
+        left = dict(sync._replies_dropped)
     finally:
         sync.close()
     assert "could not read" in str(failed.value), failed.value
