@@ -28,7 +28,8 @@ _RESUME_REFUSALS = (f"{_OTHER_RUN}; resuming would not reproduce it", "does not 
 #: ``CheckpointVersionError``), its version and this distconv's the groups: the resume sets no
 #: such file aside (the distconv that wrote it reads it), so every attempt meets it again.
 #: Written there, read here too: ``tests/launcher/test_launch_resume_refused_once.py`` reads
-#: that function's own message back
+#: that function's own message back. Each group stops at a repeat of the words before it, so a
+#: long line that repeats them is read in linear time (tests/launcher/test_refused_starts_cost.py)
 _OTHER_VERSION = (
     r"has format version (?P<theirs>(?:(?!has format version )[^;])*?); this distconv reads "
     r"version (?P<ours>(?:(?!has format version )[^:])*?): "
@@ -43,7 +44,8 @@ _VERSION_1_RUN = (
     r"version 1, from before step checkpoints\), which this version cannot resume\. "
 )
 #: a directory as the refusals that begin with one name it (:data:`_VERSION_1_RUN`'s, and those
-#: of :data:`_DIRECTORY_REFUSALS` whose words begin with it): no ``: ``, and a space after it
+#: of :data:`_DIRECTORY_REFUSALS` whose words begin with it): no ``: ``, and a space after it;
+#: the ``: `` excluded keeps a quote behind another error's class from reading as a refusal
 _DIRECTORY = r"(?:(?!: ).)*? "
 #: and those by which the chief refuses its output directory (or its lack), by the name of their
 #: group (an identifier), with what the launcher says of each (:func:`refused_for_good_in`);

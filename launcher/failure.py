@@ -191,6 +191,9 @@ class Failure:
 
     @property
     def _refused(self) -> str | None:
+        """Why every attempt would meet this failure again (a refusal of the command or its
+        directory, read from the last line it wrote or its cause); None where a restart may
+        get past it (:func:`~distconv.refused_starts.refused_for_good_in`)."""
         if self.signal is not None or not self.exit_code:
             return None
         return refused_for_good_in([*last_words(self.tail)[-1:], self.cause or ""])
