@@ -28,6 +28,7 @@ from distconv.checkpoint import CheckpointError, CheckpointReadError
 from distconv.checkpoint_manifest import CHIEF as CHIEF  # resume and tests read it here
 from distconv.checkpoint_manifest import Manifest
 from distconv.checkpoint_reads import is_part_file, read_manifest
+from distconv.checkpoints_link import late_disk_problem
 from distconv.files import (
     LockTaken,
     delete_files,
@@ -168,18 +169,10 @@ class RunDirectory:
             ) from None
 
     def check_checkpoints_there(self) -> None:
-        """Refuse a ``checkpoints`` linked to nothing there, a disk not mounted yet: scanned, it
-        read as a file no run leaves (:meth:`clear_unfinished`) or as no complete checkpoint.
-        Said so, a launcher restarts it: the next attempt may find the disk mounted.
-
-        Raises:
-            RunDirError: naming the link and its target.
-        """
-        link = self.checkpoint_root
-        if link.is_symlink() and not link.exists():
-            raise RunDirError(
-                f"{link} links to {os.readlink(link)}, which is not there (a disk not mounted yet?)"
-            )
+        """Raise a RunDirError naming a ``checkpoints`` linked to a disk not mounted yet
+        (:func:`~distconv.checkpoints_link.late_disk_problem`): a launcher restarts it."""
+        if problem := late_disk_problem(self.checkpoint_root, self._wrote_checkpoints):
+            raise RunDirError(problem)
 
     def clear_unfinished(self) -> None:
         """:meth:`clear` a run that never completed a checkpoint (``--resume auto`` starting
@@ -196,6 +189,12 @@ class RunDirectory:
                 "would delete: move them away, or pass --overwrite (resume='overwrite' in a script)"
             )
         self.clear()
+
+    def _wrote_checkpoints(self) -> bool:
+        try:  # the metrics of a run past its first checkpoint, or its plot
+            return bool(self._foreign_metrics())
+        except RunDirError:  # metrics that cannot be read: no sign either way
+            return False
 
     def _foreign_metrics(self) -> list[str]:
         """The metrics files, where they hold more than a run with no checkpoint leaves: the

@@ -34,6 +34,13 @@ if disk and restart == "0":
 elif disk and restart == "1":
     atexit.register(os.rename, disk + ".away", disk)
 """
+#: the same, the disk's mount point left behind as an empty folder (the link made to it)
+UNMOUNT_THE_DISK = LOSE_THE_DISK.replace(
+    'os.rename(disk, disk + ".away")', 'os.rename(disk, disk + ".away"); os.mkdir(disk)'
+).replace(
+    'atexit.register(os.rename, disk + ".away", disk)',
+    'atexit.register(lambda: (os.rmdir(disk), os.rename(disk + ".away", disk)))',
+)
 
 
 @pytest.mark.timeout(200)
@@ -74,14 +81,18 @@ def test_a_checkpoints_link_to_a_disk_not_there_is_no_refusal_for_good():
 
 
 @pytest.mark.timeout(200)
-def test_a_resume_whose_checkpoints_disk_is_late_on_a_restart_is_restarted(tmp_path, monkeypatch):
-    """``--resume`` of a run whose checkpoints are on that disk: the restart, the disk gone, says
-    so, not ``--resume: no complete checkpoint in runs/x/checkpoints``, which (on any attempt:
-    ``test_launch_resume_refused_once.py``) is refused for good."""
+@pytest.mark.parametrize("lose", [LOSE_THE_DISK, UNMOUNT_THE_DISK], ids=["gone", "unmounted"])
+def test_a_resume_whose_checkpoints_disk_is_late_on_a_restart_is_restarted(
+    tmp_path, monkeypatch, lose
+):
+    """``--resume`` of a run whose checkpoints are on that disk: the restart, the disk gone (or
+    its mount point left empty), says so, not ``--resume: no complete checkpoint in
+    runs/x/checkpoints``, which (on any attempt: ``test_launch_resume_refused_once.py``) is
+    refused for good."""
     inject, out, disk = tmp_path / "inject", tmp_path / "out", tmp_path / "disk"
     for folder in (inject, out, disk):
         folder.mkdir()
-    (inject / "sitecustomize.py").write_text(LOSE_THE_DISK.replace("== 3", "== 27"))
+    (inject / "sitecustomize.py").write_text(lose.replace("== 3", "== 27"))
     (out / "checkpoints").symlink_to(disk)
     train = ("--data", "synthetic", "--batch-size", "16", "--no-progress", "--out", str(out))
     first = launch(
@@ -98,7 +109,8 @@ def test_a_resume_whose_checkpoints_disk_is_late_on_a_restart_is_restarted(tmp_p
     )  # fmt: skip
     said = done.stdout + done.stderr
     assert "failed with signal SIGKILL; restarting the job (1 of 2)" in said, said[-3000:]
-    assert NOT_THERE in said and "no complete checkpoint" not in said, said[-3000:]
+    assert "(a disk not mounted yet?)" in said, said[-3000:]
+    assert "no complete checkpoint" not in said, said[-3000:]
     assert "not restarting" not in said and "restarting the job (2 of 2)" in said, said[-3000:]
     assert done.returncode == 0, said[-3000:]
     assert (disk / "step-00000048.json").is_file()
