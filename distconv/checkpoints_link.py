@@ -5,6 +5,7 @@ meets. Named as what it is, the launcher restarts it: the next attempt may find 
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,11 @@ def late_disk_problem(link: Path, wrote_checkpoints: Callable[[], bool]) -> str 
     if not link.is_symlink():
         return None
     target = os.readlink(link)
+    try:
+        os.stat(link)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # no disk mounts it there: every attempt meets it
+            return f"{link} links to {target}, which cannot be followed (a loop of links)"
     if not link.exists():
         return f"{link} links to {target}, which is not there {NOT_MOUNTED}"
     if link.is_dir() and not any(link.iterdir()) and wrote_checkpoints():

@@ -58,3 +58,15 @@ def test_an_empty_linked_folder_of_a_run_cut_short_in_its_first_epoch_starts_afr
     (out / "metrics.jsonl").write_text('{"epoch": 1, "step": 15}\n')
     _trainer(out).fit(train, test, epochs=1, resume="auto")
     assert any(mount.iterdir())
+
+
+@pytest.mark.timeout(60)
+def test_a_checkpoints_link_in_a_loop_is_named_so_not_a_disk_not_mounted(data, tmp_path):  # noqa: F811
+    """A link that leads back to itself is no disk not mounted yet: said so."""
+    train, test = data
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "checkpoints").symlink_to(out / "checkpoints")
+    said = f"{out / 'checkpoints'} links to {out / 'checkpoints'}, which cannot be followed"
+    with pytest.raises(RunDirError, match=re.escape(said) + r" \(a loop of links\)$"):
+        _trainer(out).fit(train, test, epochs=1, resume="auto")
