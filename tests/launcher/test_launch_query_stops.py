@@ -40,8 +40,8 @@ def ask():
         ended.append(type(exc).__name__)
 
 thread = threading.Thread(target=ask)
-thread.start()
-try:
+try:  # the start too: under load the thread's SIGTERM may come before the loop
+    thread.start()
     while thread.is_alive():
         time.sleep(0.05)
     print("main not stopped", flush=True)
