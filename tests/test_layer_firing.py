@@ -184,6 +184,16 @@ class ReadOnlyScratch(ScaleShift):
             np.negative(dz, scratch)
 
 
+def trained_as(layer_class: type, form: str, net) -> None:
+    """Train ``net`` (:func:`build`'s) through LocalSync, its layer ``ss1`` made a
+    ``layer_class`` of ``form``: what the guard says of it is raised."""
+    net.layers["ss1"].__class__ = layer_class
+    net.layers["ss1"].form = form
+    sync = LocalSync(create_optimizer("sgd", lr=0.1))
+    sync.setup(net.parameters())
+    train(net, sync)
+
+
 @pytest.mark.parametrize("form", ["slice", "copyto", "fill", "copyto_read", "ufunc_out"])
 def test_a_write_into_another_read_only_array_after_firing_is_not_blamed_on_a_gradient(form):
     """The guard read any "read-only" error after a fire as a write into a fired gradient and
@@ -192,12 +202,8 @@ def test_a_write_into_another_read_only_array_after_firing_is_not_blamed_on_a_gr
     every fired gradient (their written array unread), and a copy from a fired gradient into
     the array on that one."""
     net = build()
-    net.layers["ss1"].__class__ = ReadOnlyScratch
-    net.layers["ss1"].form = form
-    sync = LocalSync(create_optimizer("sgd", lr=0.1))
-    sync.setup(net.parameters())
     with pytest.raises(LayerError) as caught:
-        train(net, sync)
+        trained_as(ReadOnlyScratch, form, net)
     assert not isinstance(caught.value, NetworkError), caught.value
     said = str(caught.value)
     assert "'ss1': backward: " in said and "is read-only" in said, said
@@ -220,12 +226,7 @@ class FilledAfterFiring(ScaleShift):
 
 @pytest.mark.parametrize("form", ["fill", "copyto"])
 def test_a_fired_gradient_cleared_by_a_call_is_named(form):
-    net = build()
-    net.layers["ss1"].__class__ = FilledAfterFiring
-    net.layers["ss1"].form = form
-    sync = LocalSync(create_optimizer("sgd", lr=0.1))
-    sync.setup(net.parameters())
     with pytest.raises(NetworkError) as caught:
-        train(net, sync)
+        trained_as(FilledAfterFiring, form, build())
     said = str(caught.value)
     assert "layer 'ss1' wrote into the gradient of 'ss1.weight' after firing it" in said, said
