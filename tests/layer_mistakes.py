@@ -17,7 +17,8 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.init import set_seed
 from distconv.layers import FullyConnected, MSELoss
-from distconv.layers.base import Layer, values_of
+from distconv.layers.base import Layer
+from distconv.layers.inputs import values_of
 from distconv.network import Network
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter, UpdateCallback

@@ -15,7 +15,8 @@ import numpy as np
 
 from distconv import Network, Parameter
 from distconv.layers import FullyConnected, MSELoss
-from distconv.layers.base import Layer, values_of
+from distconv.layers.base import Layer
+from distconv.layers.inputs import values_of
 
 #: features in and out of each layer
 WIDTH = 4

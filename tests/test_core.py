@@ -7,7 +7,8 @@ from distconv import Arg, Parameter
 from distconv.backend import BackendError, get_array_module, set_device, to_host
 from distconv.gradient_check import check_layer_grad
 from distconv.layers import Conv2D, FullyConnected, MSELoss, SoftmaxCrossEntropy
-from distconv.layers.base import Layer, LayerError, grad_target
+from distconv.layers.base import Layer, LayerError
+from distconv.layers.inputs import grad_target
 from distconv.network import Network, NetworkError
 
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from distconv.arg import Arg
 from distconv.kernels.activation import ActivationFunction
-from distconv.layers.base import Layer, grad_target, values_of
+from distconv.layers.base import Layer
+from distconv.layers.inputs import grad_target, values_of
 from distconv.parameter import UpdateCallback
 
 

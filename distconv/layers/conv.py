@@ -21,8 +21,9 @@ from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import add_bias, channel_sums, row_sums
 from distconv.kernels.conv import conv_any_backward, conv_any_forward
 from distconv.kernels.conv_columns import Columns
-from distconv.layers.base import Layer, add_grad, checked, keeps_for_backward, values_of
+from distconv.layers.base import Layer, checked, keeps_for_backward
 from distconv.layers.convolution import Convolution
+from distconv.layers.inputs import add_grad, values_of
 from distconv.layers.part import Projection, WeightSpec
 from distconv.parameter import Parameter, UpdateCallback
 

@@ -9,7 +9,8 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import is_gpu_array, to_device
-from distconv.layers.base import Layer, add_grad, grad_target, values_of
+from distconv.layers.base import Layer
+from distconv.layers.inputs import add_grad, grad_target, values_of
 from distconv.layers.randomness import step_generator, training
 from distconv.parameter import UpdateCallback
 

@@ -8,7 +8,8 @@ from distconv.arg import Arg
 from distconv.backend import get_array_module, sum_dtype
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.shape import is_int, volume
-from distconv.layers.base import Layer, grad_target, values_of
+from distconv.layers.base import Layer
+from distconv.layers.inputs import grad_target, values_of
 from distconv.parameter import UpdateCallback
 
 

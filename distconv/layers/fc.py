@@ -15,7 +15,8 @@ from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import add_bias, row_sums
 from distconv.kernels.parallel import matmul
 from distconv.kernels.shape import is_int
-from distconv.layers.base import Layer, add_grad
+from distconv.layers.base import Layer
+from distconv.layers.inputs import add_grad
 from distconv.parameter import Parameter, UpdateCallback
 
 

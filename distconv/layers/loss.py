@@ -10,7 +10,8 @@ from typing import Any
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, sum_dtype, widened
-from distconv.layers.base import Layer, grad_target, values_of
+from distconv.layers.base import Layer
+from distconv.layers.inputs import grad_target, values_of
 from distconv.parameter import UpdateCallback
 
 

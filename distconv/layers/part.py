@@ -36,11 +36,11 @@ from distconv.layers.base import (
     LayerError,
     LayerTypeError,
     checked_shared,
-    grad_target,
     named,
     size_arg,
     told,
 )
+from distconv.layers.inputs import grad_target
 from distconv.parameter import Parameter, UpdateCallback
 
 

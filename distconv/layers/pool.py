@@ -14,7 +14,8 @@ from distconv.kernels.pool import (
     max_pool_forward,
 )
 from distconv.kernels.shape import ConvGeometry
-from distconv.layers.base import Layer, checked, values_of
+from distconv.layers.base import Layer, checked
+from distconv.layers.inputs import values_of
 from distconv.parameter import UpdateCallback
 
 IntOrTuple = int | Sequence[int]

@@ -16,8 +16,9 @@ from distconv.kernels.bias import add_bias, row_sums
 from distconv.kernels.parallel import matmul
 from distconv.kernels.rows import compact_columns
 from distconv.kernels.sequence import check_offsets, segment_ids
-from distconv.layers.base import checked, grad_target
+from distconv.layers.base import checked
 from distconv.layers.fc import FullyConnected
+from distconv.layers.inputs import grad_target
 from distconv.parameter import UpdateCallback
 
 METHODS = ("auto", "sparse", "dense")

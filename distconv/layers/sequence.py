@@ -15,7 +15,8 @@ from distconv.backend import get_array_module
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import add_bias, row_sums
 from distconv.kernels.sequence import check_offsets, segment_ids
-from distconv.layers.base import Layer, checked, grad_target, size_arg, values_of
+from distconv.layers.base import Layer, checked, size_arg
+from distconv.layers.inputs import grad_target, values_of
 from distconv.parameter import UpdateCallback
 
 

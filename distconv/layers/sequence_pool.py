@@ -12,7 +12,8 @@ from distconv.arg import Arg
 from distconv.backend import get_array_module, sum_dtype
 from distconv.kernels.rows import RowScatter
 from distconv.kernels.sequence import check_offsets, segment_argmax, segment_ids
-from distconv.layers.base import Layer, checked, grad_target, values_of
+from distconv.layers.base import Layer, checked
+from distconv.layers.inputs import grad_target, values_of
 from distconv.parameter import UpdateCallback
 
 #: what :class:`SequencePool` reduces a sequence to, by mode

@@ -32,7 +32,8 @@ from distconv.layers import (
     SequenceConcat,
     SoftmaxCrossEntropy,
 )
-from distconv.layers.base import Layer, LayerTypeError, values_of
+from distconv.layers.base import Layer, LayerTypeError
+from distconv.layers.inputs import values_of
 from distconv.network import NetworkError
 from distconv.optim import create_optimizer
 from distconv.sync.description import digest, first_difference

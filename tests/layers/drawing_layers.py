@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from distconv.arg import Arg
-from distconv.layers.base import Layer, grad_target, values_of
+from distconv.layers.base import Layer
+from distconv.layers.inputs import grad_target, values_of
 from distconv.layers.randomness import step_generator, training, training_step
 from distconv.parameter import UpdateCallback
 

@@ -3,7 +3,8 @@
 import numpy as np
 
 from distconv import Parameter
-from distconv.layers.base import Layer, values_of
+from distconv.layers.base import Layer
+from distconv.layers.inputs import values_of
 
 F64 = np.float64
 

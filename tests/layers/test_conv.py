@@ -330,7 +330,7 @@ def test_the_first_input_gradient_is_the_kernels_array_and_later_ones_add(rng, m
 
 def test_a_gradient_of_another_dtype_or_read_only_is_added_not_taken(rng):
     """The input keeps its own gradient buffer where the kernel's array would not fit it."""
-    from distconv.layers.base import add_grad
+    from distconv.layers.inputs import add_grad
 
     x = Arg(rng.standard_normal((2, 6)).astype(np.float16))
     g = rng.standard_normal((2, 6)).astype(np.float32)
@@ -355,7 +355,7 @@ def test_a_gradient_whose_flags_have_no_writeable_is_taken(rng):
     raised AttributeError. An array with such flags stands in for a cupy one here."""
     from types import SimpleNamespace
 
-    from distconv.layers.base import add_grad
+    from distconv.layers.inputs import add_grad
 
     class CupyLikeFlags(np.ndarray):
         @property

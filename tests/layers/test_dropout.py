@@ -11,7 +11,8 @@ import pytest
 from distconv import Arg
 from distconv.gradient_check import check_layer_grad, check_network_grad
 from distconv.layers import Dropout
-from distconv.layers.base import LayerError, grad_target
+from distconv.layers.base import LayerError
+from distconv.layers.inputs import grad_target
 from distconv.layers.modes import forward_only
 from distconv.layers.randomness import step_generator, training_step
 from tests.layers.test_grad_check_own_layers import feeds, network

@@ -11,7 +11,8 @@ import pytest
 
 from distconv import Arg
 from distconv.gradient_check import check_layer_grad
-from distconv.layers.base import Layer, grad_target
+from distconv.layers.base import Layer
+from distconv.layers.inputs import grad_target
 
 SEEDS = range(5)
 

@@ -13,7 +13,8 @@ from distconv.finite_differences import Objective
 from distconv.float64_redo import AnotherFunction, another_function
 from distconv.gradient_check import check_layer_grad, check_network_grad
 from distconv.layers import Dropout, FullyConnected
-from distconv.layers.base import Layer, grad_target, values_of
+from distconv.layers.base import Layer
+from distconv.layers.inputs import grad_target, values_of
 from distconv.layers.randomness import step_generator
 from tests.layers.drawing_layers import Drawn, Jitter, PreviousMask, Shifted, StaleMask
 from tests.layers.test_grad_check_own_layers import feeds, network

@@ -7,7 +7,8 @@ import pytest
 from distconv import Arg, Network
 from distconv.gradient_check import check_layer_grad, check_network_grad
 from distconv.layers import Activation, Concatenate, FullyConnected, SoftmaxCrossEntropy
-from distconv.layers.base import Layer, grad_target
+from distconv.layers.base import Layer
+from distconv.layers.inputs import grad_target
 
 F64 = np.float64
 

@@ -12,7 +12,8 @@ from distconv import Arg, Network
 from distconv.finite_differences import Objective
 from distconv.gradient_check import check_layer_grad, check_network_grad
 from distconv.layers import FullyConnected, MSELoss
-from distconv.layers.base import Layer, grad_target, values_of
+from distconv.layers.base import Layer
+from distconv.layers.inputs import grad_target, values_of
 from distconv.written_values import copies_of, refuse_written_inputs
 from tests.layers.researcher_layers import Scale
 

@@ -6,7 +6,8 @@ import pytest
 from distconv import Arg, Parameter
 from distconv.gradient_check import check_layer_grad
 from distconv.layers import Activation, FullyConnected, Mixed
-from distconv.layers.base import Layer, grad_target
+from distconv.layers.base import Layer
+from distconv.layers.inputs import grad_target
 from distconv.layers.projection import FullMatrixProjection
 
 F64 = np.float64

@@ -15,7 +15,8 @@ import pytest
 from distconv import Arg, Network, Parameter
 from distconv.gradient_check import check_network_grad
 from distconv.layers import FullyConnected, MSELoss
-from distconv.layers.base import Layer, values_of
+from distconv.layers.base import Layer
+from distconv.layers.inputs import values_of
 from tests.own_model import Affine
 
 DOCS = " ".join(

@@ -16,7 +16,8 @@ from distconv.layers import (
     Mixed,
     SoftmaxCrossEntropy,
 )
-from distconv.layers.base import Layer, grad_target
+from distconv.layers.base import Layer
+from distconv.layers.inputs import grad_target
 from distconv.network import NetworkError
 
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from distconv import Network, Parameter
-from distconv.layers.base import Layer, values_of
+from distconv.layers.base import Layer
+from distconv.layers.inputs import values_of
 from tests.layers.researcher_layers import Gain, Scale
 
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from distconv import Arg, Network
-from distconv.layers.base import Layer, LayerTypeError, values_of
+from distconv.layers.base import Layer, LayerTypeError
+from distconv.layers.inputs import values_of
 from distconv.network import NetworkError
 
 

@@ -7,7 +7,8 @@ import pytest
 from distconv import Arg, Network
 from distconv.gradient_check import check_layer_grad
 from distconv.layers import FullyConnected, SoftmaxCrossEntropy
-from distconv.layers.base import Layer, LayerTypeError, values_of
+from distconv.layers.base import Layer, LayerTypeError
+from distconv.layers.inputs import values_of
 from tests.layers.researcher_layers import F64, Scale
 
 

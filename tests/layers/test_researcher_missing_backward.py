@@ -6,7 +6,8 @@ import pytest
 
 from distconv import Arg, Network
 from distconv.layers import MSELoss
-from distconv.layers.base import Layer, values_of
+from distconv.layers.base import Layer
+from distconv.layers.inputs import values_of
 from distconv.layers.mixed import Mixed
 from distconv.layers.operator import Operator
 from distconv.layers.part import Projection

@@ -6,7 +6,8 @@ import pytest
 
 from distconv import Network, Parameter, Trainer
 from distconv.layers import SoftmaxCrossEntropy
-from distconv.layers.base import Layer, values_of
+from distconv.layers.base import Layer
+from distconv.layers.inputs import values_of
 from distconv.network import NetworkError
 from distconv.optim import SGD
 from distconv.sync.local import LocalSync
