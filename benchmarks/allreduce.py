@@ -951,7 +951,7 @@ def main() -> None:
     if args.cnn_pairs < 1 and not dropped:  # cnn_pairs() takes the median of no pair
         ap.error("--cnn-pairs must be at least 1 (--no-cnn skips the CNN rows)")
     if args.grad_dtype:
-        from distconv.sync.mpi.buckets import wire_dtype
+        from distconv.sync.mpi.wire_dtypes import wire_dtype
 
         try:  # now, not in the CNN's first 2-rank job, after the main table's minutes
             wire_dtype(args.grad_dtype)

@@ -1,4 +1,4 @@
-"""The 16-bit wire's check (:func:`~distconv.sync.mpi.buckets.finite_16`) reads the wire's bits:
+"""The 16-bit wire's check (:func:`~distconv.sync.mpi.wire_dtypes.finite_16`) reads the wire's bits:
 its verdict equals ``isfinite`` for every one of the 65,536 patterns of float16 and bfloat16
 (infinities, NaNs of every payload and sign, the largest finite values, subnormals, negative
 zero), and a step on a wire of each finite class trains with and without the thread."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distconv.sync.mpi.buckets import finite_16
+from distconv.sync.mpi.wire_dtypes import finite_16
 from tests.mpi.test_wire_overflow import START, one_step
 
 PATTERNS = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)

@@ -9,10 +9,11 @@ from typing import Any
 
 from distconv.backend import is_gpu_array
 from distconv.sync.description import digest
-from distconv.sync.mpi.buckets import Bucket, build_buckets, layout_params, widening
+from distconv.sync.mpi.buckets import Bucket, build_buckets, layout_params
 from distconv.sync.mpi.pieces import PiecePump, Slot, WirePlan, piece_sizes
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
+from distconv.sync.mpi.wire_dtypes import widening
 
 
 def devices(params: Sequence[Any]) -> str:

@@ -58,7 +58,7 @@ def piece_sizes(
     :data:`PIECE_BYTES` and a last one of :data:`LAST_PIECE_BYTES` with it, a bucket in one
     call without (``bucket_bytes``, or ``largest``, the bytes of the largest gradient, where
     that is more: such a gradient has a bucket of its own; times ``widen`` where the wire
-    dtype is wider than the gradients, see :func:`~.buckets.widening`). Every rank decides the
+    dtype is wider than the gradients, see :func:`~.wire_dtypes.widening`). Every rank decides the
     thread alike and lays out the same gradients, so every rank gets the same plan."""
     first, full, last = asked
     full = full or (PIECE_BYTES if thread else int(max(bucket_bytes, largest) * widen))

@@ -45,7 +45,7 @@ from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, SyncStrategy
 from distconv.sync.mpi.abandon import Abandon
 from distconv.sync.mpi.arrivals import Arrivals
-from distconv.sync.mpi.buckets import Bucket, grads_moved, wire_dtype
+from distconv.sync.mpi.buckets import Bucket, grads_moved
 from distconv.sync.mpi.check_completion import CheckCompletion
 from distconv.sync.mpi.collectives import AFTER_FAILED_SETUP, WAYS_ON, RankCollectives, held
 from distconv.sync.mpi.comm import (
@@ -68,6 +68,7 @@ from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.updates import refused_alike, update_step
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import DEFAULT_TIMEOUT, check_timeout, duplicate, watch
+from distconv.sync.mpi.wire_dtypes import wire_dtype
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 
