@@ -25,6 +25,7 @@ import numpy as np
 import zmq
 
 from distconv.sync.ps.blocks import ParamSpec
+from distconv.sync.ps.header_fields import NEEDED, REQUIRED, TYPES
 
 #: bumped whenever a header field or frame layout changes meaning (2: a push carries several
 #: parameters; 3: a reply's dense values travel as one frame; 4: a dense push's gradients may
@@ -67,69 +68,6 @@ def zmq_max_msg_size(max_message_bytes: int, max_frame_bytes: int, curve: bool =
     ``MAX_HEADER_BYTES``), whichever is larger."""
     limit = max(frame_limit(max_message_bytes, max_frame_bytes), MAX_HEADER_BYTES)
     return min(limit + (CURVE_FRAME_OVERHEAD if curve else 0), MAX_ARRAY_BYTES)  # an int64
-
-
-#: every field a request may carry, with its type; ``op`` picks the ones it needs
-FIELDS: dict[str, type | tuple[type, ...]] = {
-    "v": int,
-    "op": str,
-    "id": int,
-    "job": str,
-    "rank": int,
-    "arrays": list,
-    "host": str,
-    "process": str,
-    "description": str,
-    "digest": str,
-    "part_digests": dict,
-    "step": int,
-    "count": int,
-    "lr": float,
-    "blocks": list,
-    "versions": list,
-    "rows": list,
-    "params": list,
-    "table": list,
-    "optimizer": dict,
-    "keys": list,
-    "with_values": bool,
-    "tag": str,
-    "keep": int,
-    "part": int,
-    "parts": int,
-    "run": int,
-    "value": (list, str, type(None)),
-    "error": str,
-}
-#: the fields each request operation must carry (besides v, op, id, job, rank, arrays)
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "hello": ("host", "digest"),  # and a small job's description (job_hello)
-    "seed": ("params", "table", "optimizer"),
-    "pull": ("blocks",),
-    "push": ("step", "count", "lr", "params", "blocks", "versions"),
-    "get_state": ("blocks",),
-    "set_state": ("blocks", "keys"),
-    "gather": ("tag", "value"),
-    "stats": (),
-    "beat": (),
-    "checkpoint": ("step",),
-    "bye": (),
-    "abandon": ("step",),
-}
-COMMON = ("v", "op", "id", "job", "rank", "arrays")
-#: the fields every request of an op needs, checked in this order
-NEEDED = {op: COMMON + fields for op, fields in REQUIRED.items()}
-
-
-def _exact_types(kind: type | tuple[type, ...]) -> frozenset[type]:
-    """The exact types msgpack may decode a field of ``kind`` to: a float field takes ints,
-    an int field never a bool (msgpack decodes to exact built-in types, never subclasses)."""
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    return frozenset(kinds) | ({int} if float in kinds else set())
-
-
-#: ``FIELDS`` as sets of exact types, for a check with one set lookup per field
-TYPES = {key: _exact_types(kind) for key, kind in FIELDS.items()}
 
 
 #: reprs of received values in errors and logs: a header may hold up to a MiB of anything

@@ -22,8 +22,9 @@ from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.client import PServerSync
+from distconv.sync.ps.header_fields import REQUIRED
 from distconv.sync.ps.wire import PROTOCOL_VERSION as V
-from distconv.sync.ps.wire import REQUIRED, pack, unpack_header
+from distconv.sync.ps.wire import pack, unpack_header
 
 OPS = sorted(REQUIRED) + ["nope"]
 leaf = (

@@ -12,8 +12,9 @@ from ps_helpers import REPO_ROOT, raw_dealer, small_net
 
 from distconv.optim import create_optimizer
 from distconv.sync.ps.client import PServerSync
+from distconv.sync.ps.header_fields import FIELDS, REQUIRED
 from distconv.sync.ps.state import Stats
-from distconv.sync.ps.wire import FIELDS, PROTOCOL_VERSION, REQUIRED, pack, unpack_header
+from distconv.sync.ps.wire import PROTOCOL_VERSION, pack, unpack_header
 
 DOC = (REPO_ROOT / "docs" / "protocol.md").read_text()
 

@@ -141,12 +141,12 @@ def test_a_sync_shard_without_abandon_is_sent_none(shards, tmp_path, caplog):
     the abandoned step is read after anything the abandon sent."""
     caplog.set_level(logging.WARNING, logger="distconv.pserver")
     features = ('FEATURES = ("with_values", "abandon")', 'FEATURES = ("with_values",)')
-    wire = ('    "abandon": ("step",),\n', "")
+    ops = ('    "abandon": ("step",),\n', "")
     endpoint = started(
         shards,
         tmp_path,
         distconv__sync__ps__releases=features,
-        distconv__sync__ps__wire=wire,
+        distconv__sync__ps__header_fields=ops,
     )
     net = small_net()
     sync = insecure_worker([endpoint])
