@@ -207,8 +207,10 @@ class EpochTally:
         An asynchronous run's record also has :data:`PUSH_COUNTS`: the push messages of the
         epoch's steps the shards applied (at least one parameter of each: the updates made)
         and dropped whole as too stale, summed over ranks (in a resumed epoch those its
-        checkpoint carried and those since); another run's has neither (no push is dropped,
-        each step is one update).
+        checkpoint carried and those since), as has an epoch resumed in its middle under
+        another mode whose earlier steps were asynchronous (the counts of those steps, which
+        its checkpoint carried); another run's has neither (no push is dropped, each step is
+        one update).
         """
         sums, world, rank = self.sums, self.sync.world_size, self.sync.rank
         examples, seconds = max(sums["examples"], 1), max(sums["seconds"], 1e-9)
@@ -233,7 +235,9 @@ class EpochTally:
         # where the epoch's time went beside the steps: each rank's waits for the others
         record["collective_seconds"] = max(w for w in waits if w is not None)
         record["collective_seconds_per_rank"] = waits
-        if self._pushes_from is not None:  # what asynchronous SGD did: updates, drops
+        # what asynchronous SGD did: updates, drops; also in an epoch resumed under another
+        # mode whose earlier steps were async (its checkpoint carried their counts)
+        if self._pushes_from is not None or any(k in sums for k in PUSH_COUNTS):
             record |= {k: int(sums.get(k, 0.0)) for k in PUSH_COUNTS}
         record = {**record, "global_batch": global_batch, "world_size": world}
         if self.first:  # where this fit's lines start: which scheme computed them

@@ -2,7 +2,7 @@
 its shards' mode and staleness at setup, after the checkpoint is restored, so the resume compares
 the checkpoint's scheme with the shards' there. A resume under the shards' own scheme says
 nothing; one under sync-mode shards says both, and the epoch's line keeps the async steps'
-scheme (review k524)."""
+scheme and their push counts."""
 
 from __future__ import annotations
 
@@ -56,3 +56,5 @@ def test_a_resume_under_sync_shards_of_an_async_checkpoint_says_both(shards, tmp
     (line,) = read_metrics(out / "metrics.jsonl")
     assert line["scheme"] == {"sync": "pserver", "mode": "sync"}
     assert line["earlier_schemes"] == [{"scheme": async_, "to_step": 2}]
+    # the two async steps' pushes, which the checkpoint carried, are the epoch's (one a step)
+    assert (line["push_messages_applied"], line["push_messages_dropped"]) == (2, 0), line
