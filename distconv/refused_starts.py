@@ -34,7 +34,7 @@ _OTHER_VERSION = (
     r"has format version (?P<theirs>(?:(?!has format version )[^;])*?); this distconv reads "
     r"version (?P<ours>(?:(?!has format version )[^:])*?): "
 )
-#: and those by which ``distconv.run_dir.legacy_refusal`` refuses a run directory whose one
+#: and those by which ``distconv.legacy_run.legacy_refusal`` refuses a run directory whose one
 #: checkpoint is a distconv's from before step checkpoints, format version 1 (``runs/x holds a
 #: checkpoint of an older distconv (checkpoint.safetensors, format version 1, ...``, a
 #: ``RunDirError``, with or without ``--resume``), that file's name the group; the directory

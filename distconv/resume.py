@@ -33,6 +33,7 @@ from distconv.checkpoint_checks import as_saved, savable_facts
 from distconv.epoch_sums import CARRIED
 from distconv.epoch_sums import share_position as share_position  # defined there: trainer's
 from distconv.job_start import JobStart as JobStart  # defined there: trainer, job read it
+from distconv.legacy_run import legacy_refusal
 from distconv.parameter import Parameter
 from distconv.resume_facts import (
     FACTS_FORM,
@@ -49,7 +50,6 @@ from distconv.run_dir import (
     Manifest,
     RunDirectory,
     RunDirError,
-    legacy_refusal,
 )
 from distconv.scheme_history import (
     WORLD_SIZE,

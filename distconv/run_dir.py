@@ -125,7 +125,7 @@ class RunDirectory:
     def holds_legacy_only(self) -> bool:
         """Whether the directory's one checkpoint is a distconv's from before step checkpoints
         (:data:`~distconv.run_files.LEGACY_CHECKPOINT`, format version 1): no step checkpoint
-        beside it, so that no resume continues it (:func:`legacy_refusal`)."""
+        beside it, so that no resume continues it (:func:`~distconv.legacy_run.legacy_refusal`)."""
         return (self.root / LEGACY_CHECKPOINT).exists() and not holds_checkpoints(
             self.root / CHECKPOINTS
         )
@@ -380,19 +380,3 @@ class RunDirectory:
 def _listed(paths: list[str]) -> str:
     """The first three of ``paths``, and how many more."""
     return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-
-
-def legacy_refusal(root: Path) -> str:
-    """Why a run in ``root`` whose one checkpoint is a distconv's from before step checkpoints
-    (:meth:`RunDirectory.holds_legacy_only`) is neither resumed nor replaced unasked, and how
-    to go on. That file holds the old run's only weights, which ``--overwrite`` deletes, so it
-    is said first how to load them (:func:`~distconv.checkpoint.restore_checkpoint`) and keep
-    them; ``--resume`` is not advised: it is refused too."""
-    return (
-        f"{root} holds a checkpoint of an older distconv ({LEGACY_CHECKPOINT}, format version 1, "
-        "from before step checkpoints), which this version cannot resume. It holds that run's "
-        "weights (distconv.checkpoint.restore_checkpoint(path, params) loads them into a "
-        f"model), which --overwrite deletes: to keep them, move it out of {root} first; then "
-        "pass --overwrite to replace the run (resume='overwrite' in a script), or train in "
-        "another output directory (--out)"
-    )

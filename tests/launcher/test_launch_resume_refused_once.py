@@ -21,9 +21,10 @@ from distconv.checkpoint_errors import CheckpointError, CheckpointVersionError
 from distconv.data import split, synthetic
 from distconv.default_out import resume_into_default
 from distconv.files import hold_lock
+from distconv.legacy_run import legacy_refusal
 from distconv.rank_endings import reason_text, setup_failure_text
 from distconv.refused_starts import refused_for_good_in
-from distconv.run_dir import RunDirectory, RunDirError, legacy_refusal
+from distconv.run_dir import RunDirectory, RunDirError
 from distconv.run_files import LEGACY_CHECKPOINT, LOCK, METRICS, PLOT
 from tests.launcher.launch_cli import ENV, REPO_ROOT, launch
 from tests.launcher.real_children import mpiexec_or_skip
@@ -480,7 +481,7 @@ def test_a_version_refusal_is_read_in_the_words_load_checkpoint_writes(tmp_path,
 
 
 def test_a_version_1_run_refusal_is_read_in_the_words_run_dir_writes():
-    """Written there (``distconv.run_dir.legacy_refusal``), read here, in each form a rank
+    """Written there (``distconv.legacy_run.legacy_refusal``), read here, in each form a rank
     says it: a change of those words fails this."""
     refused = legacy_refusal(Path("runs/a b"))
     told = setup_failure_text(0, f"RunDirError: {refused}")
