@@ -57,7 +57,10 @@ _DIRECTORY_REFUSALS = {
     #: there, and a restart continues only a run its own launch began
     #: (:meth:`~distconv.job_start.JobStart.restarts_run_in`), so every attempt is refused
     #: alike. Not ``runs/x is in use by pid N on HOST; ...``, of the same class: a process of
-    #: the attempt before may still hold the lock, which a restart may find free
+    #: the attempt before may still hold the lock, which a restart may find free; nor
+    #: ``runs/x/checkpoints links to /disk/c, which is not there (a disk not mounted yet?)``, a
+    #: fresh start's next check (``RunDirectory.check_checkpoints_there``), restarted: the run
+    #: here is told by the directory's own files, its checkpoints link by the disk's mount
     "held": (
         _DIRECTORY + "already holds a run; pass --resume to continue it",
         "the output directory already holds another run",

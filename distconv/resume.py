@@ -145,7 +145,9 @@ class StepCheckpoints:
         first checkpoint left. Otherwise it does what its first start did: False refuses any
         other run (a restart once resumed the run its first start had refused), and
         ``"overwrite"`` replaces it, also one of an earlier launch of the same job id. A fresh
-        run records this start's job and launch as its claim (:meth:`JobStart.claim`).
+        run records this start's job and launch as its claim (:meth:`JobStart.claim`). Each
+        names a ``checkpoints`` linked to a disk not there before its first step
+        (:meth:`~distconv.run_dir.RunDirectory.check_checkpoints_there`).
         """
         self._saved = None  # a new fit: its config may have changed since the last one's
         if train_data is not None:
@@ -204,6 +206,8 @@ class StepCheckpoints:
             )
         if resume == "auto":
             run.clear_unfinished()  # files of a run that never reached its first checkpoint
+        else:  # met at the first save, an epoch's work lost on each attempt
+            run.check_checkpoints_there()
         return self._begin(run)
 
     def _begin(self, run: RunDirectory) -> tuple[None, Position]:

@@ -138,11 +138,17 @@ class RunDirectory:
         A ``checkpoints`` that is a link to a directory (checkpoints kept on a larger disk)
         stays, emptied: the next run writes there too, and ``rmtree`` refuses a link. Being
         outside the run (a disk's top, a shared folder), one holding files no run writes is
-        refused before anything is deleted. Other links go, never their targets.
+        refused before anything is deleted. Other links go, never their targets. A link to a
+        disk not mounted yet (:meth:`check_checkpoints_there`) is refused before anything is
+        deleted too: the run's checkpoints are on it, which clearing the rest would leave
+        behind; the link stays, never replaced by a folder here, for the attempt that finds the
+        disk to clear the run.
 
         Raises:
-            RunDirError: a file cannot be deleted, or that link's files are foreign: naming them.
+            RunDirError: a file cannot be deleted, that link's files are foreign, or its disk is
+                not there: naming them.
         """
+        self.check_checkpoints_there()
         linked = self.checkpoint_root.is_symlink() and self.checkpoint_root.is_dir()
         try:
             foreign = foreign_checkpoints(self.checkpoint_root) if linked else []
@@ -170,7 +176,9 @@ class RunDirectory:
 
     def check_checkpoints_there(self) -> None:
         """Raise a RunDirError naming a ``checkpoints`` linked to a disk not mounted yet
-        (:func:`~distconv.checkpoints_link.late_disk_problem`): a launcher restarts it."""
+        (:func:`~distconv.checkpoints_link.late_disk_problem`): a launcher restarts it. Every
+        start checks it before its first step (a resume before its scan, ``--overwrite`` in
+        :meth:`clear`): a fresh start met it at its first save, its first epoch lost."""
         if problem := late_disk_problem(self.checkpoint_root, self._wrote_checkpoints):
             raise RunDirError(problem)
 

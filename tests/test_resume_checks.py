@@ -517,12 +517,16 @@ def test_resume_auto_with_no_checkpoint_and_unreadable_metrics_says_so(data, tmp
 @pytest.mark.timeout(120)
 def test_a_checkpoints_link_to_nowhere_is_named_not_file_exists(data, tmp_path):
     """``out/checkpoints -> /bigdisk/ckpts`` with the disk unmounted: the first checkpoint, an
-    epoch in, failed as ``[Errno 17] File exists: 'out/checkpoints'`` (review k194)."""
+    epoch in, failed as ``[Errno 17] File exists: 'out/checkpoints'`` (review k194). The start
+    names it now, before its first epoch; a save whose disk went since names it too."""
     train, test = data
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "checkpoints").symlink_to(tmp_path / "bigdisk" / "ckpts")
-    with pytest.raises(RunDirError, match=r"checkpoints is a symlink to .*bigdisk/ckpts, not"):
+    with pytest.raises(RunDirError, match=r"checkpoints links to .*bigdisk/ckpts, which is not"):
         _trainer(tmp_path / "run").fit(train, test, epochs=1)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+    with pytest.raises(RunDirError, match=r"checkpoints is a symlink to .*bigdisk/ckpts, not"):
+        RunDirectory(tmp_path / "run").step_dir(12)
     assert not (tmp_path / "bigdisk").exists()
 
 

@@ -114,3 +114,40 @@ def test_a_resume_whose_checkpoints_disk_is_late_on_a_restart_is_restarted(
     assert "not restarting" not in said and "restarting the job (2 of 2)" in said, said[-3000:]
     assert done.returncode == 0, said[-3000:]
     assert (disk / "step-00000048.json").is_file()
+
+
+#: restart 0 makes the disk's folder as it exits (the disk mounted meanwhile)
+MOUNT_AT_EXIT = """
+import atexit, os
+if os.environ.get("DISTCONV_RESTART") == "0" and os.environ.get("DISK"):
+    atexit.register(os.makedirs, os.environ["DISK"])
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_fresh_start_whose_checkpoints_disk_is_late_is_restarted_before_any_epoch(
+    tmp_path, monkeypatch
+):
+    """A launch without ``--resume`` into a directory whose ``checkpoints`` links to a disk not
+    there says so before its first step, and is restarted: it said so at its first checkpoint's
+    save (``cannot write a checkpoint into ...``), an epoch late. The restart, the disk there,
+    trains the one epoch: the metrics hold one line, the first attempt's none."""
+    inject, out, disk = tmp_path / "inject", tmp_path / "out", tmp_path / "disk" / "c"
+    for folder in (inject, out):
+        folder.mkdir()
+    (inject / "sitecustomize.py").write_text(MOUNT_AT_EXIT)
+    (out / "checkpoints").symlink_to(disk)
+    monkeypatch.setitem(ENV, "PYTHONPATH", child_path(inject))
+    monkeypatch.setitem(ENV, "DISK", str(disk))
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--max-restarts", "1",
+        "--run-dir", str(tmp_path / "launch"), "--", "--data", "synthetic", "--batch-size",
+        "32", "--no-progress", "--epochs", "1", "--out", str(out), cwd=tmp_path, timeout=50,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert f"{out / 'checkpoints'} links to {disk}, {NOT_THERE}" in said, said[-3000:]
+    assert "cannot write a checkpoint" not in said, said[-3000:]
+    assert "not restarting" not in said and "restarting the job (1 of 1)" in said, said[-3000:]
+    assert done.returncode == 0, said[-3000:]
+    assert (out / "metrics.jsonl").read_text().count("\n") == 1
+    assert (disk / "step-00000012.json").is_file()

@@ -1,0 +1,72 @@
+"""A start without ``--resume``, or with ``--overwrite``, into a run directory whose
+``checkpoints`` links to nothing (a disk not mounted yet) or to itself (a loop) says so before
+any training step, in the words a resume says it in: it met the link only at its first
+checkpoint's save, after an epoch of work that was lost, and each restart lost another. Nothing
+is deleted, the link stays, and no plain folder is made in its place: the disk's run is there
+once it is mounted. Real ``python3 -m distconv train`` processes on real links."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.child_env import child_env
+from tests.processes import run_job
+
+SMALL = ("--data", "synthetic", "--batch-size", "32", "--no-progress", "--epochs", "1")
+#: an earlier run's metrics: what ``--overwrite`` would delete
+EARLIER = '{"epoch": 1, "step": 12}\n{"epoch": 2, "step": 24}\n'
+
+
+def train(out: Path, *flags: str) -> str:
+    """``distconv train`` into ``out`` with ``flags``, which must fail: its output."""
+    argv = [sys.executable, "-m", "distconv", "train", *SMALL, "--out", str(out), *flags]
+    done = run_job(argv, env=child_env(), timeout=30)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said[-3000:]
+    return said
+
+
+def linked(tmp_path: Path, to: str) -> tuple[Path, Path]:
+    """A run directory whose ``checkpoints`` links to a disk not there (``to="gone"``) or to
+    itself (``"loop"``), and the link's target."""
+    out = tmp_path / "run"
+    out.mkdir()
+    target = tmp_path / "disk" / "c" if to == "gone" else out / "checkpoints"
+    (out / "checkpoints").symlink_to(target)
+    return out, target
+
+
+WORDS = {
+    "gone": "which is not there (a disk not mounted yet?)",
+    "loop": "which cannot be followed (a loop of links)",
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("to", ["gone", "loop"])
+@pytest.mark.parametrize("flags", [(), ("--overwrite",)], ids=["fresh", "overwrite"])
+def test_a_start_into_a_checkpoints_link_to_nothing_says_so_before_training(tmp_path, to, flags):
+    out, target = linked(tmp_path, to)
+    said = train(out, *flags)
+    assert f"error: {out / 'checkpoints'} links to {target}, {WORDS[to]}\n" in said, said[-3000:]
+    assert not (out / "metrics.jsonl").exists()  # no epoch's line: none ran
+    assert not (out / "run.claim").exists()  # no run begun: a restart starts it as the first
+    assert (out / "checkpoints").is_symlink() and not (tmp_path / "disk").exists()
+
+
+@pytest.mark.timeout(60)
+def test_overwrite_deletes_nothing_of_a_run_whose_checkpoints_disk_is_not_there(tmp_path):
+    """``--overwrite`` over an earlier run whose checkpoints are on a disk not mounted keeps
+    all of it: clearing the metrics and claim now would leave that run's checkpoints on the
+    disk, beside the new run's, once it is mounted; the restart that finds it clears both."""
+    out, target = linked(tmp_path, "gone")
+    (out / "metrics.jsonl").write_text(EARLIER)
+    (out / "run.claim").write_text('{"job": null, "launch": null}')
+    said = train(out, "--overwrite")
+    assert f"{out / 'checkpoints'} links to {target}, {WORDS['gone']}" in said, said[-3000:]
+    assert (out / "metrics.jsonl").read_text() == EARLIER
+    assert (out / "run.claim").read_text() == '{"job": null, "launch": null}'
+    assert (out / "checkpoints").is_symlink() and not (tmp_path / "disk").exists()
