@@ -17,6 +17,7 @@ import json
 import logging
 from dataclasses import dataclass
 
+from distconv.checkpoints_link import mount_record
 from distconv.files import describe_os_error, write_atomically
 from distconv.launch_env import launch_id, restart_count
 from distconv.run_dir import CLAIM, RunDirectory, RunDirError
@@ -68,13 +69,15 @@ class JobStart:
 
     def claim(self, run: RunDirectory) -> None:
         """Record this start's job id and launch as those that began the fresh run it starts in
-        ``run`` (whose lock it holds), in place of an earlier run's claim.
+        ``run`` (whose lock it holds), in place of an earlier run's claim, and the mount point
+        its ``checkpoints`` links to (:func:`~distconv.checkpoints_link.mount_record`).
 
         Raises:
             RunDirError: the claim cannot be written (a full or read-only disk), naming it.
         """
         path = run.root / CLAIM
-        record = {"job": self.job_id, "launch": self.launch}
+        # a restart on a node where that disk is not mounted yet says so (before any epoch)
+        record = {"job": self.job_id, "launch": self.launch, **mount_record(run.checkpoint_root)}
         try:
             write_atomically(path, [json.dumps(record).encode()])
         except OSError as exc:

@@ -28,7 +28,7 @@ from distconv.checkpoint import CheckpointError, CheckpointReadError
 from distconv.checkpoint_manifest import CHIEF as CHIEF  # resume and tests read it here
 from distconv.checkpoint_manifest import Manifest
 from distconv.checkpoint_reads import is_part_file, read_manifest
-from distconv.checkpoints_link import late_disk_problem
+from distconv.checkpoints_link import late_disk_problem, recorded_mount
 from distconv.files import (
     LockTaken,
     delete_files,
@@ -179,7 +179,8 @@ class RunDirectory:
         (:func:`~distconv.checkpoints_link.late_disk_problem`): a launcher restarts it. Every
         start checks it before its first step (a resume before its scan, ``--overwrite`` in
         :meth:`clear`): a fresh start met it at its first save, its first epoch lost."""
-        if problem := late_disk_problem(self.checkpoint_root, self._wrote_checkpoints):
+        mounted_at = recorded_mount(self.root / CLAIM)  # all a run cut short early tells
+        if problem := late_disk_problem(self.checkpoint_root, self._wrote_checkpoints, mounted_at):
             raise RunDirError(problem)
 
     def clear_unfinished(self) -> None:

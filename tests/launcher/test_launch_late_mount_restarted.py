@@ -17,6 +17,11 @@ from tests.launcher.launch_cli import ENV, launch
 
 #: what the rank says of a ``checkpoints`` linked to a disk not there
 NOT_THERE = "which is not there (a disk not mounted yet?)"
+#: of one in a loop, and of one to a mount point the run's claim records, no mount point now
+LOOP = "which cannot be followed (a loop of links)"
+NO_MOUNT_NOW = (
+    "which was a mount point when the run began and is none now (a disk not mounted yet?)"
+)
 #: restart 0 loses the disk (``DISK`` renamed away) and dies at step 3, after checkpoints;
 #: restart 1 puts the disk back as it exits, refused
 LOSE_THE_DISK = """
@@ -69,9 +74,10 @@ def test_a_restart_whose_checkpoints_disk_is_late_is_restarted(tmp_path, monkeyp
 def test_a_checkpoints_link_to_a_disk_not_there_is_no_refusal_for_good():
     """Read back in the words the rank writes (``RunDirectory.check_checkpoints_there``): not
     for good; a ``checkpoints`` that is a file, or holds another tool's files, for good."""
-    late = f"/r/checkpoints links to /disk/c, {NOT_THERE}"
-    assert refused_for_good_in([f"distconv train: error: {late}"]) is None
-    assert refused_for_good_in([f"distconv.run_dir.RunDirError: {late}"]) is None
+    for words in (NOT_THERE, LOOP, NO_MOUNT_NOW):
+        late = f"/r/checkpoints links to /disk/c, {words}"
+        assert refused_for_good_in([f"distconv train: error: {late}"]) is None
+        assert refused_for_good_in([f"distconv.run_dir.RunDirError: {late}"]) is None
     start = "distconv train: error: /r has no checkpoint to resume, and holds files that no "
     end = "distconv run without one leaves ({}), which starting afresh would delete: move them"
     for listed in ("/r/checkpoints", "/r/checkpoints/notes.txt"):

@@ -1,0 +1,72 @@
+"""A run cut short in its first epoch leaves no metrics that tell a late disk's empty mount
+point from an empty folder: its restart started afresh on the folder beneath the mount point,
+which the disk, once mounted, hid. The run's claim records the mount point its ``checkpoints``
+linked to when it began, and a start that finds it no mount point says so, in the words a
+launcher restarts. A real tmpfs mounted in a mount namespace of the first start's own
+(``unshare``), gone with it; skipped where this system lets no user make one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.child_env import child_env, child_path
+from tests.processes import run_job
+
+SMALL = ("--data", "synthetic", "--batch-size", "32", "--no-progress", "--epochs", "1")
+#: the first start dies (SIGKILL) at step 3 of its first epoch's 12, no checkpoint written
+DIE_AT_STEP_3 = """
+import os, signal
+if os.environ.get("DIE_AT_STEP_3"):
+    from distconv import trainer
+    step = trainer.Trainer.train_step
+    def dying(self, *args, **kwargs):
+        if self.pos.step == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return step(self, *args, **kwargs)
+    trainer.Trainer.train_step = dying
+"""
+#: ``unshare ... sh -c MOUNT sh ARGV``: ARGV run with a tmpfs on ``$MNT``, in a mount namespace
+#: (and a user namespace, for a user who is not root) of its own
+MOUNT = 'mount -t tmpfs distconv-test "$MNT" && exec "$@"'
+
+
+def _can_mount() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = ["unshare", "-rm", "sh", "-c", "mount -t tmpfs distconv-test /tmp"]
+    return subprocess.run(probe, capture_output=True, timeout=10).returncode == 0
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not _can_mount(), reason="no mount namespace for this user (unshare -rm)")
+def test_a_run_cut_short_on_a_mounted_disk_is_not_started_afresh_beneath_its_mount_point(
+    tmp_path,
+):
+    inject, out, mnt = tmp_path / "inject", tmp_path / "run", tmp_path / "mnt"
+    for folder in (inject, out, mnt):
+        folder.mkdir()
+    (inject / "sitecustomize.py").write_text(DIE_AT_STEP_3)
+    (out / "checkpoints").symlink_to(mnt)
+    train = [sys.executable, "-m", "distconv", "train", *SMALL, "--out", str(out)]
+    env = child_env(DIE_AT_STEP_3="1", MNT=str(mnt))
+    env["PYTHONPATH"] = child_path(inject)
+    first = run_job(["unshare", "-rm", "sh", "-c", MOUNT, "sh", *train], env=env, timeout=30)
+    assert first.returncode == -9, first.stdout + first.stderr  # SIGKILLed, in its first epoch
+    claim = json.loads((out / "run.claim").read_text())
+    assert claim["checkpoints_mount"] == os.path.realpath(mnt)
+    assert not os.path.ismount(mnt) and not any(mnt.iterdir())  # its namespace gone, the disk too
+    done = run_job([*train, "--resume", "auto"], env=child_env(), timeout=30)
+    said = done.stdout + done.stderr
+    words = "which was a mount point when the run began and is none now (a disk not mounted yet?)"
+    assert done.returncode == 1, said[-3000:]
+    assert f"error: {out / 'checkpoints'} links to {mnt}, {words}\n" in said, said[-3000:]
+    assert not any(mnt.iterdir())  # no checkpoint beneath the mount point
+    metrics = out / "metrics.jsonl"
+    assert not metrics.exists() or metrics.read_text() == ""  # no epoch ran
+    assert json.loads((out / "run.claim").read_text()) == claim  # kept for the next attempt
