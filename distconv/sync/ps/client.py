@@ -27,6 +27,7 @@ import logging
 import math
 import secrets
 from collections.abc import Mapping, Sequence
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -133,6 +134,13 @@ class PServerSync(
             raise ValueError("pass exactly one of keys_dir (CURVE, the default) and insecure=True")
         if not 0 < timeout < math.inf:  # NaN too: the first wait's poll refused it mid-setup
             raise ValueError(f"timeout must be a positive finite number of seconds, got {timeout}")
+        if (
+            isinstance(block_bytes, bool)
+            or not isinstance(block_bytes, Integral)
+            or block_bytes < 1
+        ):
+            # here, not at setup's Layout: after the sockets opened and the shards were asked
+            raise ValueError(f"block_bytes must be an int >= 1, got {block_bytes!r}")
         refuse_repeated_servers(pservers, "pservers")  # as --pservers: not two sockets to one
         self.endpoints = usable_here([join_endpoint(*split_endpoint(e)) for e in pservers])
         self.timeout = float(timeout)
