@@ -275,8 +275,8 @@ class SetupNotes:
 
     def _fail_step_left_behind(self) -> None:
         """Sync, after a push or a bye: a step left behind by a rank gone
-        (:meth:`~distconv.sync.ps.gathers.ShardGathers._fail_step_left_behind`), or by a rank
-        whose latest hello is a note (its worker restarted mid-training, then failed before
+        (:meth:`~distconv.sync.ps.left_behind.StepsLeftBehind._fail_step_left_behind`), or by
+        a rank whose latest hello is a note (its worker restarted mid-training, then failed before
         setup), fails the job now: a push that waits for it and came after the note, not
         before, was held for the timeout, the note's words lost."""
         super()._fail_step_left_behind()  # type: ignore[misc]
