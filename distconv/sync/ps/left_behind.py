@@ -5,13 +5,29 @@ from :mod:`~distconv.sync.ps.gathers`, whose ``bye`` and ``abandon`` notes it re
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from distconv.rank_endings import different_jobs_in
 from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.refusals import GatherRefusals
 from distconv.sync.ps.state import _Waiting
 from distconv.sync.ps.stuck import held_now, pushes_waiting_for
+
+#: a rank's ``abandon`` note: the step it said will not finish, its error, the ranks it blames
+Note = tuple[int, str | None, list[int]]
+
+
+@dataclass
+class LeftBehind:
+    """The ranks a held sync push waits for that will never push, and those waiting."""
+
+    #: ranks that said bye (in ``left``), in order
+    gone: list[int] = field(default_factory=list)
+    #: ranks whose ``abandon`` note names the held step (or that closed since it), in order
+    cutting: list[int] = field(default_factory=list)
+    #: per rank whose held push waits for one of them, the step of that push
+    behind: dict[int, int] = field(default_factory=dict)
 
 
 class StepsLeftBehind(GatherRefusals):
@@ -23,7 +39,7 @@ class StepsLeftBehind(GatherRefusals):
     gathers_held: set[str]
     hello_at: dict[int, int]
     #: per rank, the step its latest ``abandon`` said will not finish, its error and blames
-    abandoned: dict[int, tuple[int, str | None, list[int]]]
+    abandoned: dict[int, Note]
     lost: set[int]
     _live: Callable[[], set[int]]
     _fail: Callable[..., None]
@@ -46,31 +62,49 @@ class StepsLeftBehind(GatherRefusals):
         the workers: every rank says ``hello`` before the start-up gather, which comes before
         any push, and a hello takes its rank out.) A rank's ``abandon`` of a step (its note
         in ``abandoned``, until its next hello) counts as such a bye for the pushes of that
-        step while it is alive, by the same rules of blame and refusal."""
+        step while it is alive, by the same rules of blame and refusal.
+
+        Three steps: who left a held step behind (:meth:`_left_behind`), whose failure it is
+        or what refusal leads it (:meth:`_notes_blame`, :meth:`_left_behind_lead`), and the
+        words (:meth:`_ranks_said`, :func:`waits_for_pushes`)."""
         cut = {r: note for r, note in self.abandoned.items() if r not in self.lost}
         gone_ranks = sorted(self.left - self.lost - set(cut))
         if not gone_ranks and not cut:  # the usual case: nothing to read on every push
             return
+        found = self._left_behind(gone_ranks, cut)
+        if not found.cutting and (not found.gone or self._refused_instead(found.gone)):
+            return  # nothing waits for them, or a refusal of the job explains it (failed)
+        blamed, heard = self._notes_blame({r: cut[r] for r in found.cutting})
+        blamed.update(self._blamed(found.gone))
+        lead, fields = self._left_behind_lead(found.gone, blamed, heard)
+        said = waits_for_pushes(self._ranks_said(found, cut), found.behind)
+        # one that failed on its own is blamed, whatever the others heard
+        self._fail(f"{lead}{said}", sorted(blamed), **fields)
+
+    def _left_behind(self, gone_ranks: list[int], cut: dict[int, Note]) -> LeftBehind:
+        """Which of ``gone_ranks`` (each said bye) and of the ranks whose note is in ``cut``
+        (each abandoned a step) a held push of this run waits for, and which pushes: every
+        such rank, not the first alone, so that the failure names and blames each."""
         _, pushes, _ = held_now(self.waiting, self.hello_at, self._live())
-        behind: dict[int, int] = {}  # the ranks whose held steps wait for a gone rank's push
-        gone, cutting = [], []  # every rank a held step waits for, not the first alone
+        found = LeftBehind()
         for rank in sorted({*gone_ranks, *cut}):
             waits = pushes_waiting_for(self.waiting, self.gathers_held, pushes, rank)
             if rank in cut and rank not in self.left:  # alive: only its noted step is dead
                 waits = {q: s for q, s in waits.items() if s == cut[rank][0]}
             if waits:
-                (cutting if rank in cut else gone).append(rank)
-                behind.update(waits)
-        if not cutting and (not gone or self._refused_instead(gone)):  # a refusal explains it
-            return
-        waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
-        verb = "waits" if len(behind) == 1 else "wait"
-        its = "its push, and the step cannot complete without it"
-        if len(gone) + len(cutting) > 1:
-            its = "their pushes, and the step cannot complete without them"
-        blamed, heard = set(self._blamed(gone)), []
-        for rank in cutting:  # a bye's rules (_blamed, _refusal), read from its note
-            _, error, blames = cut[rank]
+                (found.cutting if rank in cut else found.gone).append(rank)
+                found.behind.update(waits)
+        return found
+
+    @staticmethod
+    def _notes_blame(notes: dict[int, Note]) -> tuple[set[int], list[str]]:
+        """Whose failure the abandon ``notes`` (by rank) say it is, by a bye's rules
+        (:meth:`_blamed`, :meth:`_refusal`) read from each note: its rank where it carried its
+        own error, or the ranks its ``failed_ranks`` name (a ``PeerFailed``: theirs); and the
+        words of each that heard the ranks run different jobs (no rank failed), in order."""
+        blamed: set[int] = set()
+        heard: list[str] = []
+        for rank, (_, error, blames) in notes.items():
             if not error:
                 continue  # no failure said: no one's, as a bye without one
             words = None if blames else different_jobs_in([error])
@@ -78,17 +112,48 @@ class StepsLeftBehind(GatherRefusals):
                 blamed.update(blames or [rank])
             else:
                 heard.append(words)  # the mismatch it heard: no rank failed
-        lead, fields = ("", {}) if blamed else self._refusal_lead(gone)
-        if not blamed and not lead and heard:  # led by a cut rank's words, as by a bye's
-            lead, fields = f"{heard[0]}; ", REFUSED_JOB
-        said = [f"{self._who(r)} {self._closed(r)}" for r in gone]
-        said += [f"{self._who(r)} {self._cut(*cut[r][:2])}" for r in cutting]
-        self._fail(  # one that failed on its own is blamed, whatever the others heard
-            f"{lead}{'; '.join(said)}; {waiting} {verb} for {its}", sorted(blamed), **fields
-        )
+        return blamed, heard
+
+    def _left_behind_lead(
+        self, gone: list[int], blamed: set[int], heard: list[str]
+    ) -> tuple[str, dict[str, str]]:
+        """What leads the failure, and its reply's fields: nothing where a rank is
+        ``blamed`` (the failure is its); else a refusal of the job (``refused: "job"``), led
+        by the words of a ``gone`` rank that left on the ranks' different jobs
+        (:meth:`_refusal_lead`), or else by the first a noted rank ``heard``."""
+        if blamed:
+            return "", {}
+        lead, fields = self._refusal_lead(gone)
+        if not lead and heard:  # led by a cut rank's words, as by a bye's
+            return f"{heard[0]}; ", REFUSED_JOB
+        return lead, fields
+
+    def _ranks_said(self, found: LeftBehind, cut: dict[int, Note]) -> list[str]:
+        """How each rank that left the step behind is named: a gone one as it closed
+        (:meth:`_closed`), then each that abandoned it by its note (:meth:`_cut`)."""
+        said = [f"{self._who(r)} {self._closed(r)}" for r in found.gone]
+        return said + [f"{self._who(r)} {self._cut(*cut[r][:2])}" for r in found.cutting]
 
     @staticmethod
     def _cut(step: int, error: str | None) -> str:
         """How a rank that abandoned ``step`` (its note) left it, as :meth:`_closed` says a
         bye: ``abandoned step 2 on "<the error>"``, quoted."""
         return f'abandoned step {step} on "{error}"' if error else f"abandoned step {step}"
+
+
+def waits_for_pushes(said: list[str], behind: Mapping[int, int]) -> str:
+    """The failure's words after its lead: how each rank that will never push left (``said``,
+    one entry a rank), then the ranks ``behind`` (rank -> the step of its held push) waiting:
+    ``rank 1 (...) closed; rank 0 (step 4) waits for its push, and the step cannot complete
+    without it``."""
+    its = "its push, and the step cannot complete without it"
+    if len(said) > 1:
+        its = "their pushes, and the step cannot complete without them"
+    return f"{'; '.join(said)}; {held_steps(behind)} for {its}"
+
+
+def held_steps(behind: Mapping[int, int]) -> str:
+    """The ranks ``behind`` (rank -> the step of its held push) as the subject of the
+    sentence: ``rank 0 (step 4) waits``, ``rank 0 (step 4), rank 2 (step 4) wait``."""
+    waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
+    return f"{waiting} {'waits' if len(behind) == 1 else 'wait'}"

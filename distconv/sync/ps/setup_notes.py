@@ -52,6 +52,7 @@ from distconv.rank_endings import SETUP_FAILURE_NAME, setup_failure_text
 from distconv.sync.errors import setup_failure_in
 from distconv.sync.ps.incarnations import Incarnation, differ, older
 from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob
+from distconv.sync.ps.left_behind import held_steps
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.state import _Refused, _Waiting
 from distconv.sync.ps.stuck import held_now, pushes_waiting_for
@@ -269,9 +270,7 @@ class SetupNotes:
         _, pushes, _ = held_now(self.waiting, self.hello_at, self._live())  # of this run
         behind = pushes_waiting_for(self.waiting, self.gathers_held, pushes, rank)
         if behind:
-            waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
-            verb = "waits" if len(behind) == 1 else "wait"
-            self._fail(f"{said}; {waiting} {verb} for its push of a step held here", [rank])
+            self._fail(f"{said}; {held_steps(behind)} for its push of a step held here", [rank])
 
     def _fail_step_left_behind(self) -> None:
         """Sync, after a push or a bye: a step left behind by a rank gone
