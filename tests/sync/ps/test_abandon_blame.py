@@ -72,3 +72,23 @@ def test_failed_ranks_without_an_error_blame_no_rank(hand, how):
     _left(h, 0, 5, how, failed_ranks=[2])
     reply = _failure(h)
     assert "failed_ranks" not in reply, reply
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_that_abandoned_on_its_own_error_is_blamed_whatever_a_gone_rank_heard(hand):
+    """Rank 0 closed on the mismatch it heard, rank 2 abandoned step 1 on an error of its own:
+    rank 1's push of step 1 fails blaming rank 2, naming both, led by no refusal."""
+    h = hand(workers=3)
+    _three_ranks_seeded(h)
+    _left(h, 0, 5, "bye", error=HEARD)
+    assert h.read()[0]["op"] == "ok"
+    _left(h, 2, 17, "abandon", error="ValueError: loss is nan")
+    reply = _failure(h)
+    assert reply["error"].startswith('rank 0 (host h, last step none) closed on "JobRefused: '), (
+        reply
+    )
+    assert reply["error"].endswith(
+        '; rank 2 (host h, last step none) abandoned step 1 on "ValueError: loss is nan"; rank 1 '
+        "(step 1) waits for their pushes, and the step cannot complete without them"
+    ), reply
+    assert reply.get("failed_ranks") == [2] and "refused" not in reply, reply
