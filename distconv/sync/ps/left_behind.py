@@ -24,7 +24,7 @@ class LeftBehind:
 
     #: ranks that said bye (in ``left``), in order
     gone: list[int] = field(default_factory=list)
-    #: ranks whose ``abandon`` note names the held step (or that closed since it), in order
+    #: ranks whose ``abandon`` note names the step a held push waits in, in order
     cutting: list[int] = field(default_factory=list)
     #: per rank whose held push waits for one of them, the step of that push
     behind: dict[int, int] = field(default_factory=dict)
@@ -62,7 +62,8 @@ class StepsLeftBehind(GatherRefusals):
         the workers: every rank says ``hello`` before the start-up gather, which comes before
         any push, and a hello takes its rank out.) A rank's ``abandon`` of a step (its note
         in ``abandoned``, until its next hello) counts as such a bye for the pushes of that
-        step while it is alive, by the same rules of blame and refusal.
+        step while it is alive, by the same rules of blame and refusal; closed since, it is
+        named by its note for the pushes of that step, and by its bye for a later one.
 
         Three steps: who left a held step behind (:meth:`_left_behind`), whose failure it is
         or what refusal leads it (:meth:`_notes_blame`, :meth:`_left_behind_lead`), and the
@@ -89,10 +90,13 @@ class StepsLeftBehind(GatherRefusals):
         found = LeftBehind()
         for rank in sorted({*gone_ranks, *cut}):
             waits = pushes_waiting_for(self.waiting, self.gathers_held, pushes, rank)
+            # its note explains the step it names alone: a closed rank that a later step
+            # waits for is named, and blamed, by its bye (it may have closed without an error)
+            noted = rank in cut and cut[rank][0] in waits.values()
             if rank in cut and rank not in self.left:  # alive: only its noted step is dead
                 waits = {q: s for q, s in waits.items() if s == cut[rank][0]}
             if waits:
-                (found.cutting if rank in cut else found.gone).append(rank)
+                (found.cutting if noted else found.gone).append(rank)
                 found.behind.update(waits)
         return found
 
