@@ -73,9 +73,13 @@ class StepsLeftBehind(GatherRefusals):
         if not gone_ranks and not cut:  # the usual case: nothing to read on every push
             return
         found = self._left_behind(gone_ranks, cut)
-        if not found.cutting and (not found.gone or self._refused_instead(found.gone)):
-            return  # nothing waits for them, or a refusal of the job explains it (failed)
+        if not found.cutting and not found.gone:
+            return  # no held push waits for them
         blamed, heard = self._notes_blame({r: cut[r] for r in found.cutting})
+        # a refusal of the job explains it (and failed it) where no rank abandoned the step
+        # on its own error either: one that abandoned it without an error failed nothing
+        if not blamed and self._refused_instead(found.gone):
+            return
         blamed.update(self._blamed(found.gone))
         lead, fields = self._left_behind_lead(found.gone, blamed, heard)
         said = waits_for_pushes(self._ranks_said(found, cut), found.behind)

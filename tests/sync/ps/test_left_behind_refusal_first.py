@@ -11,6 +11,7 @@ real shard, handed its requests one by one."""
 from __future__ import annotations
 
 import pytest
+from test_ps_bye_different_jobs import _three_ranks_seeded
 from test_ps_other_job_id_waiters import WAITERS, _other_id_hello
 from test_ps_stuck import _bye, _hello_run, _meet, _push_w
 
@@ -31,6 +32,34 @@ def test_a_step_left_behind_by_a_rank_claimed_by_another_id_names_the_refusal(ha
     if error:  # rank 1 failed on its own: blamed, as before
         assert reply["error"].startswith('rank 1 (host h, last step none) closed on "boom"; ')
         assert reply.get("failed_ranks") == [1] and "refused" not in reply, reply
+    else:
+        assert reply["error"].startswith(WAITERS + "holds rank 1 here: rank 0 "), reply
+        assert reply.get("refused") == "job" and "failed_ranks" not in reply, reply
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("error", ["", "boom"], ids=["abandoned", "abandoned-on-an-error"])
+def test_a_rank_that_abandoned_the_step_too_hides_no_refusal(hand, error):
+    """As above, and rank 2 abandoned step 1 as well: where its note carries no error (no rank
+    failed), the step fails as the refusal still; it failed as the two ranks' leaving alone,
+    blaming none, the refusal dropped. Where rank 2 abandoned the step on an error of its
+    own, it is blamed and named beside rank 1."""
+    h = hand(workers=3)
+    _three_ranks_seeded(h)
+    _bye(h, 1, run=11)
+    assert _other_id_hello(h) == [] and not h.shard.failed, h.shard.failed
+    h.send(
+        {"op": "abandon", "rank": 2, "run": 17, "step": 1, **({"error": error} if error else {})}
+    )
+    assert h.read()[0]["op"] == "ok" and not h.shard.failed, h.shard.failed
+    _push_w(h, 0, 1)
+    reply = h.read()[0]
+    assert reply["op"] == "error", reply
+    if error:
+        said = "rank 1 (host h, last step none) closed; rank 2 (host h, last step none) abandoned"
+        said += ' step 1 on "boom"; rank 0 (step 1) waits for their pushes'
+        assert reply["error"].startswith(said), reply
+        assert reply.get("failed_ranks") == [2] and "refused" not in reply, reply
     else:
         assert reply["error"].startswith(WAITERS + "holds rank 1 here: rank 0 "), reply
         assert reply.get("refused") == "job" and "failed_ranks" not in reply, reply
