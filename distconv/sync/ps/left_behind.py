@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from distconv.rank_endings import different_jobs_in
 from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.refusals import GatherRefusals
-from distconv.sync.ps.state import _Waiting
+from distconv.sync.ps.state import _Refused, _Waiting
 from distconv.sync.ps.stuck import held_now, pushes_waiting_for
 
 #: a rank's ``abandon`` note: the step it said will not finish, its error, the ranks it blames
@@ -46,6 +47,7 @@ class StepsLeftBehind(GatherRefusals):
     _who: Callable[[int], str]
     _closed: Callable[[int], str]
     _refused_instead: Callable[[list[int]], bool]
+    _failed_fields: Callable[[], dict[str, Any]]
 
     def _fail_step_left_behind(self) -> None:
         """Sync: a rank closed (an exception, or fewer steps) while other ranks' pushes of a
@@ -147,6 +149,46 @@ class StepsLeftBehind(GatherRefusals):
         """How a rank that abandoned ``step`` (its note) left it, as :meth:`_closed` says a
         bye: ``abandoned step 2 on "<the error>"``, quoted."""
         return f'abandoned step {step} on "{error}"' if error else f"abandoned step {step}"
+
+    def _collect_push(
+        self, ident: bytes, header: dict[str, Any], params: list, parts: list
+    ) -> None:
+        """Sync: hold the push (:meth:`~distconv.sync.ps.state.BlockUpdates._collect_push`),
+        but fail its step first where a rank abandoned it and went past it
+        (:meth:`_fail_step_passed`)."""
+        self._fail_step_passed(header, params)
+        super()._collect_push(ident, header, params, parts)  # type: ignore[misc]
+
+    def _fail_step_passed(self, header: dict[str, Any], params: list[int]) -> None:
+        """Fail the job where this push is of a step that a rank abandoned (its note) and
+        went past: its push of a later step is held for one of ``params``, so the shard
+        collects that step there, and this one can never complete. Before, the push was
+        refused as of a step the shard does not collect: its rank stopped on that, blamed,
+        whose only fault was to wait for the abandoned step, and the later step's push waited
+        out the timeout.
+
+        Raises:
+            _Refused: the failure, answering this push (it is not held: :meth:`_fail`
+                answered the held ones).
+        """
+        step, rank = header["step"], header["rank"]
+        for p in params:
+            held = self.waiting.get(f"push:{p}")
+            first = next(iter(held.by_rank.values()), None) if held else None
+            if first is None or first[1]["step"] == step:
+                continue  # the shard collects this step, or nothing, for ``p``
+            passed = {
+                r: note
+                for r, note in sorted(self.abandoned.items())
+                if note[0] == step and r in held.by_rank and r != rank and r not in self.lost
+            }
+            if passed:
+                blamed, heard = self._notes_blame(passed)
+                lead, fields = self._left_behind_lead([], blamed, heard)
+                said = [f"{self._who(r)} {self._cut(*note[:2])}" for r, note in passed.items()]
+                said = waits_for_pushes(said, {rank: step})
+                self._fail(f"{lead}{said}", sorted(blamed), **fields)
+                raise _Refused(self.failed or said, **self._failed_fields())
 
 
 def waits_for_pushes(said: list[str], behind: Mapping[int, int]) -> str:
