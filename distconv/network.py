@@ -10,7 +10,7 @@ buckets out by.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from distconv.arg import Arg
@@ -299,6 +299,20 @@ class Network:
                 added, ``loss`` is no layer (or is not given and several layers are read by
                 none), or a parameter did not fire exactly once.
         """
+        self.backward_watched(callback, None, loss, loss_scale=loss_scale)
+
+    def backward_watched(
+        self,
+        callback: UpdateCallback,
+        after: Callable[[str], bool] | None,
+        loss: str | None = None,
+        *,
+        loss_scale: float = 1.0,
+    ) -> None:
+        """:meth:`backward` (its errors too), calling ``after(name)`` after each layer's: the
+        pass training runs, prepared as it prepares it, for a probe between layers
+        (:mod:`distconv.written_values`). Where ``after`` returns True it stops there, the
+        parameters fired so far not checked nor their order recorded."""
         problem = callback_problem(callback)  # before any layer adds a gradient
         if problem:
             raise NetworkError(problem)
@@ -326,6 +340,8 @@ class Network:
         with one_blas_thread():
             for name in reversed(order):
                 firing.run(name, self.layers[name])
+                if after is not None and after(name):
+                    return
         self._check_fired(firing.fired)
 
     def _only_output(self) -> str:

@@ -179,31 +179,31 @@ def _backward_problem(net: Network, obj: NetworkObjective, feeds: dict[str, tupl
 def _backward_walk(
     net: Network, obj: NetworkObjective, feeds: dict[str, tuple], watch: list[str]
 ) -> tuple[str | None, list[str], list[str]]:
-    """A pinned forward and a backward of ``net``, run a layer at a time as
-    :meth:`~distconv.network.Network.backward` runs them, comparing ``watch`` after each:
-    (the first layer whose backward changed one but its own output, those), or (None, []),
-    each with the layers whose backward wrote into their own output alone, which is left alone (the
-    layers that read it ran their backward before). The readers of a changed output were
-    named, an innocent one among them."""
+    """A pinned forward and a backward of ``net`` (:meth:`~distconv.network.Network.
+    backward_watched`: the pass training runs, prepared as it prepares it), comparing ``watch``
+    after each layer's backward: (the first layer whose backward changed one but its own
+    output, those), or (None, []), each with the layers whose backward wrote into their own
+    output alone, which is left alone (the layers that read it ran their backward before). The
+    readers of a changed output were named, an innocent one among them."""
     values = _pinned_forward(net, obj, feeds)
     copies = {name: _copy(values[name]) for name in watch}
-    net._count_users()  # as a pass starts: each parameter fires after its last user
-    for arg in values.values():
-        arg.grad = None
-    seed = values[obj.loss]
-    seed.grad = get_array_module(seed.value).ones_like(seed.value)
     own: list[str] = []
+    found: list[tuple[str, list[str]]] = []
+
+    def compare(name: str) -> bool:
+        if (changed := _changed(values, copies, watch)) == [name]:
+            own.append(name)
+            copies[name] = _copy(values[name])
+        elif changed:
+            found.append((name, [n for n in changed if n != name]))
+        return bool(found)
+
     try:
-        for name in reversed(net.order()):
-            net.layers[name].backward(_ignore)
-            if (changed := _changed(values, copies, watch)) == [name]:
-                own.append(name)
-                copies[name] = _copy(values[name])
-            elif changed:
-                return name, [n for n in changed if n != name], own
+        net.backward_watched(_ignore, compare, loss=obj.loss)
     except Exception:  # the first backward did not raise: changed on the way
         pass
-    return None, [], own
+    writer, written = found[0] if found else (None, [])
+    return writer, written, own
 
 
 def _pinned_forward(net: Network, obj: NetworkObjective, feeds: dict[str, tuple]) -> dict:

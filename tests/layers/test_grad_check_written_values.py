@@ -11,6 +11,7 @@ import pytest
 from distconv import Arg, Network
 from distconv.finite_differences import Objective
 from distconv.gradient_check import check_layer_grad, check_network_grad
+from distconv.kernels import parallel
 from distconv.layers import FullyConnected, MSELoss
 from distconv.layers.base import Layer
 from distconv.layers.inputs import grad_target, values_of
@@ -359,3 +360,37 @@ def test_a_write_into_sequence_offsets_is_refused_and_the_callers_are_left_as_gi
         check_network_grad(net, given)
     assert given["x"].seq_starts is starts
     np.testing.assert_array_equal(starts, [0, 2, 5])
+
+
+class Witness(HalvesItsInput):
+    """``HalvesItsInput``, noting in each backward what the pass running it set up: whether
+    BLAS is held to one thread, the callback it is handed, the gradient its output was given
+    and its weight's count of users."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.backwards: list[tuple] = []
+
+    def _backward(self, dz, callback):
+        held, called = parallel._holders > 0, getattr(callback, "__qualname__", None)
+        self.backwards.append((held, called, self.output.grad.copy(), self.w.shared_count))
+        super()._backward(dz, callback)
+
+
+def test_the_backward_probe_runs_each_layer_as_the_network_s_backward_does(rng):
+    """The probe that finds which layer's backward wrote repeated the preparation of
+    Network.backward (counts, cleared gradients, the seed) and ran each layer's backward
+    itself: BLAS unheld, the callback not the pass's, and any change to how the network
+    prepares a pass not followed. A layer whose writes depend on what the pass sets up was
+    seen writing by the network's backward and then not by the probe, which named no layer."""
+    own = Witness(3)
+    said = refusal(network(own), rng)
+    assert said.startswith(
+        "network (loss 'loss'): the backward of Witness 'own' wrote into the output of "
+        "FullyConnected 'act', which it reads; "
+    ), said
+    (held, called, grad, users), (p_held, p_called, p_grad, p_users) = own.backwards
+    assert (held, called, users) == (True, "Firing.fire", 1)
+    assert (p_held, p_called, p_users) == (held, called, users)
+    assert np.abs(grad).sum() > 0
+    np.testing.assert_array_equal(p_grad, grad)
