@@ -206,6 +206,15 @@ class Network:
         Raises:
             NetworkError: a feed is missing, or holds NaN or infinity.
         """
+        return self.forward_watched(feeds, None)
+
+    def forward_watched(
+        self, feeds: Mapping[str, Arg | Any], after: Callable[[str, dict[str, Arg]], bool] | None
+    ) -> dict[str, Arg]:
+        """:meth:`forward` (its errors too), calling ``after(name, outputs)``, the outputs so
+        far, after each layer's: the pass training runs, for a probe between layers
+        (:mod:`distconv.written_values`). Where ``after`` returns True it stops there, returning
+        the outputs so far and leaving :attr:`outputs` empty, as a forward that raised does."""
         self.outputs = {}
         if not isinstance(feeds, Mapping):
             raise NetworkError(
@@ -224,6 +233,8 @@ class Network:
                     except RecursionError:
                         pass
                     raise
+                if after is not None and after(name, outputs):
+                    return outputs
         self.outputs = outputs
         return outputs
 

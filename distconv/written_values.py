@@ -21,7 +21,7 @@ double it), and puts back the caller's arrays it wrote into.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -206,13 +206,19 @@ def _backward_walk(
     return writer, written, own
 
 
-def _pinned_forward(net: Network, obj: NetworkObjective, feeds: dict[str, tuple]) -> dict:
-    """A forward of ``net`` on ``obj``'s feeds, put back to ``feeds`` first, its draws pinned."""
+def _pinned_forward(
+    net: Network,
+    obj: NetworkObjective,
+    feeds: dict[str, tuple],
+    after: Callable[[str, dict[str, Arg]], bool] | None = None,
+) -> dict[str, Arg]:
+    """A forward of ``net`` on ``obj``'s feeds, put back to ``feeds`` first, its draws pinned,
+    with ``after`` (:meth:`~distconv.network.Network.forward_watched`)."""
     for name, kept in feeds.items():
         if isinstance(arg := obj.feeds.get(name), Arg):
             _restore(arg, kept)
     with obj.pinned():
-        return net.forward(obj.feeds)
+        return net.forward_watched(obj.feeds, after)
 
 
 def _ignore(p: Any) -> None:
@@ -222,24 +228,23 @@ def _ignore(p: Any) -> None:
 def _walk(
     net: Network, obj: NetworkObjective, feeds: dict[str, tuple], watch: list[str] | None
 ) -> tuple[str | None, list[str]]:
-    """A forward of ``net`` on ``obj``'s feeds, its draws pinned as the check's, each feed put
-    back to ``feeds`` (its values as given) first and each output copied as it is made. With
-    ``watch`` None, compared once the forward is done: (None, the names whose values changed).
-    Else those of ``watch`` are compared after each layer's forward: (the first layer after
-    which one differs, those), or (None, [])."""
-    values: dict[str, Arg] = {name: obj.feeds[name] for name in net.feed_names}
-    copies = {}
-    for name in (n for n in values if n in feeds):  # the check's own: an earlier forward wrote?
-        _restore(values[name], feeds[name])
-        copies[name] = feeds[name][1]
-    with obj.pinned():
-        for name in net.order():
-            values[name] = net.layers[name].forward(*(values[i] for i in net.wiring[name]))
-            copies[name] = _copy(values[name])
-            if watch is not None and (changed := _changed(values, copies, watch)):
-                return name, changed
+    """A forward of ``net`` (:func:`_pinned_forward`: each feed put back to ``feeds``, its
+    values as given, first), each output copied as it is made. With ``watch`` None, compared
+    once the forward is done: (None, the names whose values changed). Else those of ``watch``
+    are compared after each layer's forward: (the first layer after which one differs, those),
+    or (None, [])."""
+    copies = {name: feeds[name][1] for name in net.feed_names if name in feeds}
+    found: list[tuple[str, list[str]]] = []
+
+    def copy(name: str, values: dict[str, Arg]) -> bool:
+        copies[name] = _copy(values[name])
+        if watch is not None and (changed := _changed(values, copies, watch)):
+            found.append((name, changed))
+        return bool(found)
+
+    values = _pinned_forward(net, obj, feeds, copy)
     if watch is not None:
-        return None, []
+        return found[0] if found else (None, [])
     return None, _changed(values, copies, copies)
 
 

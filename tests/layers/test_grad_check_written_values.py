@@ -363,13 +363,18 @@ def test_a_write_into_sequence_offsets_is_refused_and_the_callers_are_left_as_gi
 
 
 class Witness(HalvesItsInput):
-    """``HalvesItsInput``, noting in each backward what the pass running it set up: whether
-    BLAS is held to one thread, the callback it is handed, the gradient its output was given
-    and its weight's count of users."""
+    """``HalvesItsInput``, noting what the pass running it set up: in each forward whether
+    BLAS is held to one thread; in each backward that, the callback it is handed, the gradient
+    its output was given and its weight's count of users."""
 
     def __init__(self, n: int) -> None:
         super().__init__(n)
+        self.forwards: list[bool] = []
         self.backwards: list[tuple] = []
+
+    def _forward(self, x):
+        self.forwards.append(parallel._holders > 0)
+        return super()._forward(x)
 
     def _backward(self, dz, callback):
         held, called = parallel._holders > 0, getattr(callback, "__qualname__", None)
@@ -394,3 +399,12 @@ def test_the_backward_probe_runs_each_layer_as_the_network_s_backward_does(rng):
     assert (p_held, p_called, p_users) == (held, called, users)
     assert np.abs(grad).sum() > 0
     np.testing.assert_array_equal(p_grad, grad)
+
+
+def test_the_forward_probe_runs_each_layer_as_the_network_s_forward_does(rng):
+    """The probes' forward that copies each output as it is made ran each layer's forward
+    itself, without the one-BLAS-thread hold of Network.forward, its feed checks or its
+    errors: every forward of the check now is the network's own."""
+    own = Witness(3)
+    refusal(network(own), rng)
+    assert own.forwards and all(own.forwards), own.forwards
