@@ -29,9 +29,10 @@ def late_disk_problem(
     """Why the ``checkpoints`` at ``link`` cannot be the run's, its disk not there: a link to
     nothing, or to an empty folder (a mount point, the disk not mounted on it) where
     ``wrote_checkpoints()`` (the run's metrics past what a run leaves before its first
-    checkpoint) says the run had some, or to ``mounted_at`` (the mount point it linked to when
-    the run began, :func:`recorded_mount`) that is no mount point now. None for a folder, a
-    file, or a link to one there."""
+    checkpoint) says the run had some, or an empty ``mounted_at`` (the mount point it linked to
+    when the run began, :func:`recorded_mount`) that is no mount point now. None for a folder, a
+    file, or a link to one there that holds something (the run copied to where that path is a
+    plain folder, or its disk mounted at a folder above it): its files are read as they are."""
     if not link.is_symlink():
         return None
     target = os.readlink(link)
@@ -42,13 +43,16 @@ def late_disk_problem(
             return f"{link} links to {target}, which cannot be followed (a loop of links)"
     if not link.exists():
         return f"{link} links to {target}, which is not there {NOT_MOUNTED}"
+    if not link.is_dir() or any(link.iterdir()):  # what is there is read as it is
+        return None
+    # an empty folder: the mount point, with no disk on it, of a run that had more
     if mounted_at is not None and os.path.realpath(link) == mounted_at:
         if not os.path.ismount(mounted_at):  # what was on it is not: the folder beneath
             return (
                 f"{link} links to {target}, which was a mount point when the run began and is "
                 f"none now {NOT_MOUNTED}"
             )
-    if link.is_dir() and not any(link.iterdir()) and wrote_checkpoints():
+    if wrote_checkpoints():
         return (
             f"{link} links to {target}, which is empty though the run's metrics show it wrote "
             f"checkpoints {NOT_MOUNTED}"

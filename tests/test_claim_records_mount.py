@@ -70,3 +70,36 @@ def test_a_run_cut_short_on_a_mounted_disk_is_not_started_afresh_beneath_its_mou
     metrics = out / "metrics.jsonl"
     assert not metrics.exists() or metrics.read_text() == ""  # no epoch ran
     assert json.loads((out / "run.claim").read_text()) == claim  # kept for the next attempt
+
+
+#: as :data:`MOUNT`, and once ARGV is done the disk's files are kept in ``$KEEP``, as a copy of
+#: the run (another machine's, or the disk mounted higher up) would find them
+MOUNT_AND_KEEP = 'mount -t tmpfs distconv-test "$MNT" && "$@" && cp -a "$MNT/." "$KEEP/"'
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not _can_mount(), reason="no mount namespace for this user (unshare -rm)")
+def test_a_recorded_mount_point_holding_the_runs_checkpoints_resumes(tmp_path):
+    """The record tells an empty folder from a mount point with no disk on it; a folder that
+    holds the run's checkpoints (the run copied to a machine where that path is a plain folder,
+    or the disk mounted at a folder above it) is no disk not mounted: it resumes, where it was
+    refused as one and restarted on every attempt."""
+    out, mnt, keep = tmp_path / "run", tmp_path / "mnt", tmp_path / "keep"
+    for folder in (out, mnt, keep):
+        folder.mkdir()
+    (out / "checkpoints").symlink_to(mnt)
+    train = [sys.executable, "-m", "distconv", "train", *SMALL, "--out", str(out)]
+    env = child_env(MNT=str(mnt), KEEP=str(keep))
+    first = run_job(
+        ["unshare", "-rm", "sh", "-c", MOUNT_AND_KEEP, "sh", *train], env=env, timeout=30
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert json.loads((out / "run.claim").read_text())["checkpoints_mount"] == os.path.realpath(mnt)
+    shutil.copytree(keep, mnt, dirs_exist_ok=True)  # the same path, no mount point now
+    assert not os.path.ismount(mnt) and (mnt / "step-00000012.json").is_file()
+    done = run_job([*train, "--resume", "auto", "--epochs", "2"], env=child_env(), timeout=30)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    assert "resumed from" in said and "step 12" in said, said[-3000:]
+    assert (mnt / "step-00000024.json").is_file()
+    assert [r["epoch"] for r in map(json.loads, (out / "metrics.jsonl").open())] == [1, 2]
