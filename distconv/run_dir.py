@@ -142,13 +142,14 @@ class RunDirectory:
         disk not mounted yet (:meth:`check_checkpoints_there`) is refused before anything is
         deleted too: the run's checkpoints are on it, which clearing the rest would leave
         behind; the link stays, never replaced by a folder here, for the attempt that finds the
-        disk to clear the run.
+        disk to clear the run. An empty folder is one only where the claim says so, not the
+        metrics this deletes (a folder emptied by hand, another pointed to in the disk's place).
 
         Raises:
             RunDirError: a file cannot be deleted, that link's files are foreign, or its disk is
                 not there: naming them.
         """
-        self.check_checkpoints_there()
+        self.check_checkpoints_there(by_metrics=False)
         linked = self.checkpoint_root.is_symlink() and self.checkpoint_root.is_dir()
         try:
             foreign = foreign_checkpoints(self.checkpoint_root) if linked else []
@@ -174,13 +175,15 @@ class RunDirectory:
                 f"{describe_os_error(exc)}"
             ) from None
 
-    def check_checkpoints_there(self) -> None:
+    def check_checkpoints_there(self, by_metrics: bool = True) -> None:
         """Raise a RunDirError naming a ``checkpoints`` linked to a disk not mounted yet
         (:func:`~distconv.checkpoints_link.late_disk_problem`): a launcher restarts it. Every
         start checks it before its first step (a resume before its scan, ``--overwrite`` in
-        :meth:`clear`): a fresh start met it at its first save, its first epoch lost."""
+        :meth:`clear`): a fresh start met it at its first save, its first epoch lost.
+        ``by_metrics`` False: an empty folder is not read as one by the metrics' sign."""
         mounted_at = recorded_mount(self.root / CLAIM)  # all a run cut short early tells
-        if problem := late_disk_problem(self.checkpoint_root, self._wrote_checkpoints, mounted_at):
+        wrote = self._wrote_checkpoints if by_metrics else lambda: False
+        if problem := late_disk_problem(self.checkpoint_root, wrote, mounted_at):
             raise RunDirError(problem)
 
     def clear_unfinished(self) -> None:

@@ -7,6 +7,8 @@ once it is mounted. Real ``python3 -m distconv train`` processes on real links."
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -70,3 +72,39 @@ def test_overwrite_deletes_nothing_of_a_run_whose_checkpoints_disk_is_not_there(
     assert (out / "metrics.jsonl").read_text() == EARLIER
     assert (out / "run.claim").read_text() == '{"job": null, "launch": null}'
     assert (out / "checkpoints").is_symlink() and not (tmp_path / "disk").exists()
+
+
+def trained(out: Path, *flags: str) -> str:
+    """``distconv train`` into ``out`` with ``flags``, which must succeed: its output."""
+    argv = [sys.executable, "-m", "distconv", "train", *SMALL, "--out", str(out), *flags]
+    done = run_job(argv, env=child_env(), timeout=30)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    return said
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", ["emptied", "re-pointed"])
+def test_overwrite_replaces_a_run_whose_linked_checkpoints_folder_is_empty(tmp_path, how):
+    """``--overwrite`` of a run whose metrics show checkpoints, its ``checkpoints`` linked to an
+    empty folder that is there: emptied by hand to free the disk, or, its disk gone, pointed at
+    another folder as the operations guide says to replace it without that disk. The metrics'
+    sign of a disk not mounted is a resume's: ``--overwrite`` deletes those metrics, and was
+    refused (and restarted) on every attempt."""
+    out, disk = tmp_path / "run", tmp_path / "disk"
+    out.mkdir()
+    disk.mkdir()
+    (out / "checkpoints").symlink_to(disk)
+    trained(out, "--epochs", "2")
+    assert (disk / "step-00000024.json").is_file()
+    if how == "emptied":
+        for entry in disk.iterdir():
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    else:
+        shutil.rmtree(disk)
+        (tmp_path / "other").mkdir()
+        (out / "checkpoints").unlink()
+        (out / "checkpoints").symlink_to(tmp_path / "other")
+    trained(out, "--overwrite")
+    assert [r["epoch"] for r in map(json.loads, (out / "metrics.jsonl").open())] == [1]
+    assert (out / "checkpoints" / "step-00000012.json").is_file()
