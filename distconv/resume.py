@@ -206,8 +206,8 @@ class StepCheckpoints:
             )
         if resume == "auto":
             run.clear_unfinished()  # files of a run that never reached its first checkpoint
-        else:  # met at the first save, an epoch's work lost on each attempt
-            run.check_checkpoints_there()
+        else:  # met at the first save, an epoch's work lost on each attempt; no metrics here
+            run.check_checkpoints_there(by_metrics=False)  # (refused above): a plot is no sign
         return self._begin(run)
 
     def _begin(self, run: RunDirectory) -> tuple[None, Position]:

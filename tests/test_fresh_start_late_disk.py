@@ -108,3 +108,22 @@ def test_overwrite_replaces_a_run_whose_linked_checkpoints_folder_is_empty(tmp_p
     trained(out, "--overwrite")
     assert [r["epoch"] for r in map(json.loads, (out / "metrics.jsonl").open())] == [1]
     assert (out / "checkpoints" / "step-00000012.json").is_file()
+
+
+@pytest.mark.timeout(60)
+def test_a_fresh_start_beside_a_leftover_plot_and_an_emptied_folder_trains(tmp_path):
+    """A start without ``--resume`` where an earlier run's metrics were deleted and its linked
+    checkpoints folder emptied, its plot left: the plot read as the metrics' sign of checkpoints
+    written, and the empty folder as a disk not mounted, refused and restarted on every
+    attempt. A start with metrics is refused as a run there before it; without, no sign holds."""
+    out, disk = tmp_path / "run", tmp_path / "disk"
+    out.mkdir()
+    disk.mkdir()
+    (out / "checkpoints").symlink_to(disk)
+    trained(out)
+    for entry in disk.iterdir():
+        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    (out / "metrics.jsonl").unlink()
+    assert (out / "metrics.png").is_file()
+    trained(out)
+    assert [r["epoch"] for r in map(json.loads, (out / "metrics.jsonl").open())] == [1]
