@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from distconv import strict_json
 from distconv.files import describe_os_error, naming, write_atomically
 from distconv.messages import env_switch
+from distconv.scheme_history import EARLIER
 
 log = logging.getLogger("distconv.metrics")
 
@@ -314,5 +315,15 @@ def summary(record: dict[str, Any], epochs: int) -> str:
     )
     if "push_messages_applied" in record:  # an asynchronous run's (summed over ranks)
         applied, dropped = record["push_messages_applied"], record["push_messages_dropped"]
-        parts.append(f"pushes {applied} applied, {dropped} dropped")
+        parts.append(f"pushes {applied} applied, {dropped} dropped{_async_steps(record)}")
     return "  ".join(parts)
+
+
+def _async_steps(record: Mapping[str, Any]) -> str:
+    """Where an epoch resumed in its middle under another mode than async counts the pushes of
+    its earlier asynchronous steps alone: which steps those were (else the line read as an
+    epoch of async updates half lost)."""
+    if record.get("scheme", {}).get("mode") == "async" or EARLIER not in record:
+        return ""
+    ran = [e["to_step"] for e in record[EARLIER] if e["scheme"].get("mode") == "async"]
+    return f" (its async steps, to step {max(ran)})" if ran else ""

@@ -35,7 +35,10 @@ def test_a_resume_under_sync_shards_of_an_async_checkpoint_says_both(shards, tmp
         trainer = Trainer(small_net(), sync, 4, out_dir=out, progress=False)
         caplog.clear()
         try:
-            with caplog.at_level(logging.WARNING, logger="distconv.resume"):
+            with (
+                caplog.at_level(logging.WARNING, logger="distconv.resume"),
+                caplog.at_level(logging.INFO, logger="distconv.trainer"),
+            ):
                 if stop is None:
                     trainer.fit(DATA, epochs=1, resume="auto")
                 else:
@@ -58,3 +61,4 @@ def test_a_resume_under_sync_shards_of_an_async_checkpoint_says_both(shards, tmp
     assert line["earlier_schemes"] == [{"scheme": async_, "to_step": 2}]
     # the two async steps' pushes, which the checkpoint carried, are the epoch's (one a step)
     assert (line["push_messages_applied"], line["push_messages_dropped"]) == (2, 0), line
+    assert "pushes 2 applied, 0 dropped (its async steps, to step 2)" in said, said
