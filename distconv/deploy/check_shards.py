@@ -343,7 +343,7 @@ def _shard_args(objs: Sequence[Manifest]) -> Iterator[str]:
 
 
 def _parts_writable(where: str, container: Manifest, args: Sequence[str]) -> Iterator[str]:
-    """A shard makes its ``--checkpoint-dir`` and writes a probe file there at start: on the
+    """A shard checks at start that it can make its ``--checkpoint-dir`` or write there: on the
     read-only root (a path no writable volume of its container holds) every shard exits."""
     _, directory = shard_flag(args, container, "checkpoint_dir")
     if directory:  # none: no parts kept; a value only the cluster knows is not judged

@@ -263,20 +263,26 @@ NONE = "the output directory holds no checkpoint to resume"
         (LOCAL_1, "empty", WORKER_0),
         (LOCAL_1, "missing", WORKER_0),
         (("local", "--workers", "2", "--servers", "1", "--insecure"), "empty", WORKER_0),
+        (("local", "--workers", "1", "--servers", "1", "--insecure"), "missing", WORKER_0),
         (("mpi", "-np", "2"), "missing", "[0] distconv train: error: "),
     ],
-    ids=["empty", "missing", "told by a shard", "mpi"],
+    ids=["empty", "missing", "told by a shard", "missing, with a shard", "mpi"],
 )
 def test_a_resume_of_no_checkpoint_is_not_restarted(tmp_path, job, there, said_by):
     """--resume into a directory without a checkpoint, empty or not there: the refusal writes
-    nothing, so every attempt finds none."""
+    nothing, so every attempt finds none. With shards, whose --checkpoint-dir the launcher
+    points at --out, the shards made it at start: the chief found an empty folder, locked it,
+    refused without saying it had not been there, and left it holding run.lock."""
     if job[0] == "mpi":
         mpiexec_or_skip()
     out = tmp_path / "out"
     if there == "empty":
         out.mkdir()
     said = _refused_once(tmp_path, out, job, ("--batch-size", "64"), NONE, said_by)
-    assert f"{said_by}--resume: no complete checkpoint in {out}/checkpoints" in said, said[-3000:]
+    refused = f"{said_by}--resume: no complete checkpoint in {out}/checkpoints"
+    if there == "missing":
+        refused += f": {out} does not exist"
+    assert refused in said, said[-3000:]
     assert out.exists() == (there == "empty")  # made nothing, for the next attempt to find
 
 

@@ -239,9 +239,10 @@ def _check_checkpoint_dir(directory: str) -> None:
     checkpoint request (an epoch in, or hours) found it unusable, the shard refused the chief's
     request, and the chief, which asks the shards before it writes its own part, failed the
     job without any checkpoint. No probe file: the directory may be the chief's
-    run directory, whose checks refuse files that no run writes. Not made here: the shard makes
-    it once bound (:meth:`~distconv.sync.ps.server.Shard.bind`), so one that cannot start (its
-    port or its probes' taken, its keys missing) leaves no empty folder behind.
+    run directory, whose checks refuse files that no run writes. Checked, never made: the shard
+    makes it at its first part (:meth:`~distconv.sync.ps.parts.CheckpointParts.save_part`).
+    Under ``distconv-launch local`` it is the chief's ``--out``, which a refused ``--resume``
+    must find as it was, not there, rather than an empty folder made by its own shards.
 
     Raises:
         PserverStartError: the directory cannot be made or written, naming it and why.
@@ -250,6 +251,8 @@ def _check_checkpoint_dir(directory: str) -> None:
     if (problem := folder_problem(directory)) is not None:
         raise PserverStartError(f"--checkpoint-dir {directory}: cannot make it: {problem}")
     there = _first_folder_there(directory)
+    if (problem := _name_too_long(directory, there)) is not None:
+        raise PserverStartError(f"--checkpoint-dir {directory}: cannot make it: {problem}")
     if os.access(there, os.W_OK | os.X_OK):  # a read-only mount too, for root
         return
     if there == Path(directory):
@@ -263,6 +266,24 @@ def _first_folder_there(directory: str) -> Path:
     """``directory``, or the nearest folder above it that exists (where mkdir -p starts)."""
     path = Path(directory)
     return next((p for p in (path, *path.parents) if os.path.isdir(p)), Path.cwd())
+
+
+def _name_too_long(directory: str, there: Path) -> str | None:
+    """Why a folder to make between ``there`` and ``directory`` cannot be made for the length of
+    its name, or None: mkdir's ``file name too long``, which making the folder at start met and
+    only the first part would meet now. Measured against the file system of ``there``."""
+    try:
+        most = os.pathconf(there, "PC_NAME_MAX")
+    except (OSError, ValueError):  # not told: the first part's write names it
+        return None
+    path = Path(directory)
+    for level in (path, *path.parents):
+        if level == there:
+            return None
+        size = len(os.fsencode(level.name))
+        if size > most:
+            return f"file name too long ({size} bytes in a name, where {there} takes {most})"
+    return None
 
 
 def _start_service(args: argparse.Namespace):

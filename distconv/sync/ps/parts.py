@@ -8,6 +8,13 @@ it resumed at an earlier checkpoint. ``keep`` comes with the request (the chief'
 kept checkpoints), else from ``--keep-parts``; 0 keeps everything. The ``steplast`` part that
 SIGTERM writes is never pruned.
 
+The shard makes ``--checkpoint-dir`` (and the folders above it that are missing) here, at its
+first part, not when it starts: under ``distconv-launch local`` it is the chief's ``--out``, and
+a folder the shards had made at start turned a refused ``--resume`` into that directory (``...
+does not exist``) into one of an empty directory, which the chief had then locked, leaving its
+``run.lock`` there. ``distconv pserver`` checks at start that the folder can be made
+(``cli._check_checkpoint_dir``), without making it.
+
 Parts are never read back: the chief's checkpoint holds every block's values (the weights) and
 optimizer state (gathered with ``get_state``), and a resume reseeds fresh shards from it.
 """
@@ -37,11 +44,12 @@ def make_folders(directory: Path) -> None:
     """``mkdir -p directory``, one level at a time, leaving nothing behind when it fails: the
     folders above ``directory`` that this call made are removed again (while empty: one that
     another process filled meanwhile stays). ``os.makedirs`` left them, so a last name too long
-    or a full disk left a shard that did not start with empty folders it had made.
+    or a full disk left empty folders behind a part that was not written.
 
-    A level that another process makes at the same moment is taken as there: theirs, not made
-    here, so never removed. That process may fail and remove it again before this call makes
-    the level below (its own undo, as here): the levels are then looked at and made afresh.
+    A level that another process makes at the same moment (another shard writing its first part
+    of the same checkpoint) is taken as there: theirs, not made here, so never removed. That
+    process may fail and remove it again before this call makes the level below (its own undo,
+    as here): the levels are then looked at and made afresh.
 
     Raises:
         OSError: a level cannot be made (a file in the way, no room, a name too long).
@@ -81,24 +89,6 @@ def _make_missing(directory: Path, made: list[MadeFolder]) -> None:
 class CheckpointParts:
     """The checkpoint side of :class:`~distconv.sync.ps.server.Shard`."""
 
-    def make_checkpoint_dir(self) -> None:
-        """Make ``--checkpoint-dir`` and the folders above it that are missing, if one is set.
-        ``distconv pserver`` checked before it started that they can be made, and
-        :meth:`~distconv.sync.ps.server.Shard.bind` calls this once the socket is bound, so that
-        a shard that cannot start leaves nothing behind.
-
-        Raises:
-            OSError: it cannot be made after all, naming it and why in one line.
-        """
-        directory = self.config.checkpoint_dir
-        if not directory:
-            return
-        try:
-            make_folders(Path(directory))
-        except OSError as exc:
-            why = describe_os_error(exc)
-            raise OSError(f"--checkpoint-dir {directory}: cannot make it: {why}") from None
-
     def save_part(self, step: str, keep: int | None = None) -> Path:
         """Write this shard's blocks and optimizer state atomically; returns the file.
 
@@ -134,9 +124,9 @@ class CheckpointParts:
             "optimizer": json.dumps(self.optimizer.config() if self.optimizer else {}),
             "completed": json.dumps(self.completed),
         }
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:  # removed since the start, a file in its place, a full disk
+        try:  # made here, at the first part, not at start: see the module's docstring
+            make_folders(directory)
+        except OSError as exc:  # a file in its place, a full disk, removed since the last part
             raise CheckpointError(
                 f"cannot save checkpoint {path}: {describe_os_error(exc)}"
             ) from None

@@ -171,8 +171,8 @@ class Shard(
 
     # -- lifecycle ----------------------------------------------------------------------------
     def bind(self) -> str:
-        """Set up CURVE (unless insecure), bind to the configured interface only, then make
-        ``--checkpoint-dir`` (:meth:`make_checkpoint_dir`); returns the endpoint bound."""
+        """Set up CURVE (unless insecure) and bind to the configured interface only; returns
+        the endpoint bound. ``--checkpoint-dir`` is made at the first part (:meth:`save_part`)."""
         host, port = split_endpoint(self.config.bind)
         if self.config.insecure:
             log.warning("shard %d: --insecure: no encryption, no authentication", self.index)
@@ -193,8 +193,6 @@ class Shard(
         # ZeroMQ bound (lo: 127.0.0.1), as --pservers must name it
         shown = bound.strip("[]") if is_interface(host) else host
         self.endpoint = join_endpoint(shown, int(port))
-        self.make_checkpoint_dir()  # once bound, not before: a shard that cannot start leaves
-        # no folder; and before the line that says it listens, as it may still fail here
         log.info(
             "shard %d/%d listening on %s (%s mode, %d workers, %s)",
             self.index,
@@ -376,7 +374,7 @@ def run_shard(config: ShardConfig, service: Any = None) -> int:
     shard = Shard(config)
     shard.service = service
     try:
-        endpoint = shard.bind()  # and makes --checkpoint-dir
+        endpoint = shard.bind()
         if service is not None:  # prometheus_client, imported where a shard serves probes
             from distconv.sync.ps.stats_series import export_stats
 

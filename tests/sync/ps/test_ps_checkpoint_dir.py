@@ -5,6 +5,7 @@ shards before it writes its own part, failed the job with no checkpoint at all."
 from __future__ import annotations
 
 import errno
+import json
 import os
 import socket
 import subprocess
@@ -50,10 +51,46 @@ def test_a_checkpoint_dir_under_a_link_to_nowhere_names_the_link(tmp_path):
 
 
 @pytest.mark.timeout(60)
-def test_a_missing_checkpoint_dir_is_made_and_left_empty(shards, tmp_path):
+def test_a_missing_checkpoint_dir_is_made_at_the_first_part_not_at_start(shards, tmp_path):
+    """Made at start, it was there before any part: under ``distconv-launch local`` it is the
+    chief's ``--out``, and a refused ``--resume`` into a directory not there found the empty
+    folder its own shards had made, locked it and left its ``run.lock`` behind. The part then
+    written holds the values the worker seeded the shard with."""
     directory = tmp_path / "new" / "parts"
-    shards.start(1, workers=1, extra=["--checkpoint-dir", str(directory)])  # it listens
-    assert directory.is_dir() and not list(directory.iterdir())
+    (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(directory)])
+    assert not (tmp_path / "new").exists()  # listening, and nothing made
+    net, sync = small_net(), insecure_worker([endpoint])
+    try:
+        sync.setup(net.parameters())
+        written = sync.save_remote_parts(10, keep=2)
+    finally:
+        sync.close()
+    part = directory / "pserver-shard0-step10.safetensors"
+    assert written == {"pserver-shard0": str(part)}
+    assert [p.name for p in directory.iterdir()] == [part.name]
+    assert _part_values(part) == {p.name: p.value.tolist() for p in net.parameters()}
+
+
+def _part_values(part) -> dict[str, list]:
+    """Every parameter a checkpoint part holds, by name, put together from its blocks."""
+    import numpy as np
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+
+    from distconv.sync.ps.blocks import ParamSpec, rows_view
+
+    tensors = load_file(part)
+    with safe_open(str(part), "np") as f:
+        meta = f.metadata()
+    specs = [
+        ParamSpec(name, tuple(shape), *rest) for name, shape, *rest in json.loads(meta["params"])
+    ]
+    values = {spec.name: np.full(spec.shape, np.nan) for spec in specs}
+    for bid, param, start, stop in json.loads(meta["table"]):
+        spec = specs[param]
+        rows = tensors[f"block.{bid}.value"].reshape(stop - start, spec.row_len)
+        rows_view(values[spec.name], spec)[start:stop] = rows
+    return {name: value.tolist() for name, value in values.items()}
 
 
 @pytest.mark.timeout(60)
@@ -86,12 +123,11 @@ def _refused_in_one_line(shards, endpoint: str, parts, cause: str) -> None:
 
 @pytest.mark.timeout(60)
 def test_a_checkpoint_dir_gone_and_a_file_in_its_place_is_refused_in_one_line(shards, tmp_path):
-    """The directory itself cannot be made again at the request (removed since the start, a
-    file put in its place, a full disk): that too is refused naming it, not answered as a
-    ``shard error`` with a traceback (review k172)."""
+    """The directory itself cannot be made at the request (a file put in its place since the
+    start, a full disk): that too is refused naming it, not answered as a ``shard error`` with
+    a traceback (review k172)."""
     parts = tmp_path / "parts"
     (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
-    parts.rmdir()
     parts.write_text("")  # the directory's name taken by a file
     _refused_in_one_line(shards, endpoint, parts, "file exists")
 
@@ -215,16 +251,23 @@ def test_a_checkpoint_dir_this_process_cannot_write_is_refused_and_not_made(
 
 
 @pytest.mark.timeout(60)
-def test_a_checkpoint_dir_that_fails_after_the_bind_leaves_no_folder_above_it(tmp_path):
-    """A last name too long passes the start-up check (the nearest folder there is writable)
-    and fails once bound, after os.makedirs had made the folders above it: the shard exited 1
-    and left ``new/sub`` behind, empty (review k417)."""
-    directory = tmp_path / "new" / "sub" / ("x" * 300)
+@pytest.mark.parametrize("at", ["last", "middle"])
+def test_a_checkpoint_dir_with_a_name_too_long_is_refused_at_start(at, tmp_path):
+    """A name too long passes the check of the nearest folder there (writable): made once bound,
+    it failed then, and made at the first part, as now, it would fail only there, an epoch or
+    hours in. Refused at start, naming the length, with nothing made (review k417)."""
+    long = "x" * 300
+    levels = ("new", "sub", long) if at == "last" else ("new", long, "sub")
+    directory = tmp_path.joinpath(*levels)
     done = _pserver("--checkpoint-dir", str(directory))
     assert done.returncode == 1, done
-    assert done.stderr.strip().splitlines()[-1].endswith("cannot make it: file name too long")
+    most = os.pathconf(tmp_path, "PC_NAME_MAX")
+    said = (
+        f"cannot make it: file name too long (300 bytes in a name, where {tmp_path} takes {most})"
+    )
+    assert done.stderr.strip().splitlines()[-1].endswith(said), done.stderr
     assert not (tmp_path / "new").exists()
-    assert "listening on" not in done.stderr + done.stdout  # its log said so, then failed
+    assert "listening on" not in done.stderr + done.stdout
 
 
 def test_folders_are_made_one_by_one_and_only_those_made_are_removed(monkeypatch, tmp_path):
