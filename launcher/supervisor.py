@@ -66,13 +66,14 @@ from . import child as child_waits  # its waits, as set when used (tests cut the
 from .arrivals import Arrivals, deaf
 from .child import Child, ChildSpec, running_groups
 from .commands import LaunchError
-from .failure import Failure, signal_name, write_report
+from .failure import Failure, signal_name
 from .gang import any_running, first_failed, killed_at_the_end, send_stop_signals
 from .held_logs import drain_held
 from .interrupt import STOP_SIGNALS
 from .job_error import said_elsewhere
 from .json_lines import JsonLines
 from .messages import Messages
+from .report import report_failure
 from .restarts import RestartRecord
 from .run_dir import clear_run_dir, make_run_dir
 from .settle import blamed, settle
@@ -383,16 +384,5 @@ class Supervisor:
         drain_held(self._pumping, self.say)
 
     def _report(self, failure: Failure, max_restarts: int, then: str | None = None) -> None:
-        """The failure on stderr and in ``failure.json`` (``then``: what came after it, as
-        ``stopped by SIGTERM``, or a restart that could not start)."""
-        path = self.run_dir / "failure.json"
-        written, kept = write_report(path, failure, max_restarts, then)
-        tail = [f"    {line}" for line in failure.tail] or ["    (no output)"]
-        after = f"; then {then}" if then else ""
-        self.messages.say(
-            f"{failure.describe()} (after {failure.restart} restart(s)){failure.stopped_too()}"
-            f"{after}; last lines of {shown(failure.log)}:",
-            level="error",
-            report=kept,  # where it was written: the message dropped, the report is there
-            more=[*tail, written],
-        )
+        """The failure on stderr and in ``failure.json`` (:func:`report_failure`)."""
+        report_failure(self.messages, self.run_dir, failure, max_restarts, then)

@@ -1,0 +1,30 @@
+"""The failure report as the launcher says it: one error message on stderr, the failed child's
+last lines under it, and the same in ``<run_dir>/failure.json``
+(:func:`launcher.failure.write_report`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .failure import Failure, write_report
+from .messages import Messages
+from .shown import shown
+
+
+def report_failure(
+    messages: Messages, run_dir: Path, failure: Failure, max_restarts: int, then: str | None
+) -> None:
+    """``failure`` on ``messages`` (the launcher's stderr) and in ``run_dir``'s
+    ``failure.json`` (``then``: what came after it, as ``stopped by SIGTERM``, or a restart
+    that could not start)."""
+    path = run_dir / "failure.json"
+    written, kept = write_report(path, failure, max_restarts, then)
+    tail = [f"    {line}" for line in failure.tail] or ["    (no output)"]
+    after = f"; then {then}" if then else ""
+    messages.say(
+        f"{failure.describe()} (after {failure.restart} restart(s)){failure.stopped_too()}"
+        f"{after}; last lines of {shown(failure.log)}:",
+        level="error",
+        report=kept,  # where it was written: the message dropped, the report is there
+        more=[*tail, written],
+    )
