@@ -208,10 +208,13 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
             Path(job.keys_dir), args.workers, program.is_train and own_out is None, own_out
         )
         if reused:
-            supervisor.say(f"reusing the job's CURVE keys in {shown(job.keys_dir)}")
+            keys = {"keys": job.keys_dir}
+            supervisor.say(f"reusing the job's CURVE keys in {shown(job.keys_dir)}", paths=keys)
+        logs = run_dir / "logs"
         supervisor.say(
             f"job {job_id}: {args.workers} worker(s), {args.servers} server(s); logs in "
-            f"{shown(run_dir / 'logs')}; distconv {build_id()}"  # which code the job ran
+            f"{shown(logs)}; distconv {build_id()}",  # which code the job ran
+            paths={"logs": logs},
         )
         # held till the launcher exits: each attempt's shards serve on them, no one else's
         reserved = reserve_ports(args.servers) if servers else []

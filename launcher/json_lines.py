@@ -11,15 +11,20 @@ child's prefix in front of its JSON line), a shard's text lines, and the launche
   a line without one is mpiexec's own, ``role`` ``mpiexec``), the job's ``job_id`` and the
   attempt's ``restart``;
 - its own messages as an object whose ``role`` is ``launcher`` and ``logger``
-  ``distconv.launch`` (the failure report's level is ``error``, its tail within ``message``).
+  ``distconv.launch`` (the failure report's level is ``error``, its tail within ``message``);
+  the run directory's paths that the job's start line, the failure report and the restarts'
+  lines name, which their ``message`` shows quoted as the text form does (``'path'``, or the
+  shell's ``$'...'`` word), are keys of their own too, each a JSON string, unquoted
+  (:data:`PATH_FIELDS`), so a collector need not undo the shell's quoting.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from distconv.logs import json_entry
@@ -30,6 +35,15 @@ from .stderr_line import write_last
 #: (``[1] ``), Open MPI's ``--tag-output`` (4: ``[1,1]<stderr>:``; 5, PMIx's: a space after it)
 MPI_TAG = r"\[(?:\d+,)?(\d+)\](?:<std(?:out|err)>: ?|\s)"
 _MPI_TAG = re.compile(MPI_TAG.encode())
+
+#: the keys a launcher's JSON line gives the paths its message names, each with what it is
+PATH_FIELDS = {
+    "logs": "the run directory's logs folder (the job's start line, under local)",
+    "keys": "the job's CURVE keys folder, where a launch reuses it",
+    "log": "the failed child's log, whose last lines the failure report quotes",
+    "report": "failure.json, where the failure report was written",
+    "restarts": "restarts.jsonl, what each restart recovered from",
+}
 
 
 def _is_json_object(text: bytes) -> bool:
@@ -58,8 +72,10 @@ class JsonLines:
         rank: int | None,
         restart: int | None,
         level: str = "info",
+        fields: Mapping[str, str] | None = None,
     ) -> bytes:
-        """One JSON line (newline included) with ``distconv.logs``' fields."""
+        """One JSON line (newline included) with ``distconv.logs``' fields, then ``fields``
+        (none of which replaces one of those)."""
         entry = json_entry(
             message,
             created=time.time(),
@@ -71,6 +87,8 @@ class JsonLines:
             job_id=self.job_id,
             restart=restart,
         )
+        for key, value in (fields or {}).items():
+            entry.setdefault(key, value)
         return json.dumps(entry, separators=(",", ":")).encode() + b"\n"
 
     def child_line(self, role: str, rank: int, restart: int, line: bytes) -> bytes:
@@ -88,9 +106,17 @@ class JsonLines:
             return body + b"\n"
         return self.entry(body.decode(errors="replace"), role, who, restart)
 
-    def message(self, text: str, restart: int | None, level: str = "info") -> bytes:
-        """One of the launcher's own messages as a JSON line."""
-        return self.entry(text, "launcher", None, restart, level)
+    def message(
+        self,
+        text: str,
+        restart: int | None,
+        level: str = "info",
+        paths: Mapping[str, str | os.PathLike[str]] | None = None,
+    ) -> bytes:
+        """One of the launcher's own messages as a JSON line; ``paths``: those it names, each
+        a key of its own (:data:`PATH_FIELDS`), unquoted."""
+        fields = {key: os.fspath(path) for key, path in (paths or {}).items()}
+        return self.entry(text, "launcher", None, restart, level, fields)
 
 
 def asks_json(rest: Sequence[str]) -> bool:

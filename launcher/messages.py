@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
@@ -122,13 +122,21 @@ class Messages:
         if not terminal.written(left):
             terminal.leave(left, "at a second stop signal" if second else "at the launcher's end")
 
-    def line(self, message: str, level: str = "info", more: Sequence[str] = ()) -> bytes:
+    def line(
+        self,
+        message: str,
+        level: str = "info",
+        more: Sequence[str] = (),
+        paths: Mapping[str, str | os.PathLike[str]] | None = None,
+    ) -> bytes:
         """``message`` as the launcher's line, each on one line whatever the values in it
         hold (:func:`~launcher.shown.unbroken`), then the lines ``more`` (a failure report's
         tail, its file), each on one line too; one JSON object of ``level`` under
-        :attr:`lines`, its message them all, a line each."""
+        :attr:`lines`, its message them all, a line each, and each of ``paths`` (those the
+        text quotes) a key of its own (:data:`launcher.json_lines.PATH_FIELDS`)."""
         if self.lines is not None:
-            return self.lines.message("\n".join([message, *more]), self.restart, level)
+            text = "\n".join([message, *more])
+            return self.lines.message(text, self.restart, level, paths)
         said = "".join(f"{unbroken(each)}\n" for each in [f"distconv-launch: {message}", *more])
         return said.encode(errors="backslashreplace")
 
@@ -138,14 +146,16 @@ class Messages:
         level: str = "info",
         report: Path | None = None,
         more: Sequence[str] = (),
+        paths: Mapping[str, str | os.PathLike[str]] | None = None,
     ) -> None:
         """Write ``message``: through the queue (:meth:`share`) where there is one that still
         takes lines (a stall drops it there, counted, never blocking for good), else on ``err``
         (dropped where that is gone: a closed terminal must not keep the children from their
         SIGTERM). ``report``: the file that holds the failure report ``message`` says, which
-        the notice of dropped messages names; ``more``: its lines after the first
-        (:meth:`line`)."""
-        line = self.line(message, level, more)
+        the notice of dropped messages names, and the JSON line's ``report``; ``more``: its
+        lines after the first; ``paths``: the others it names (:meth:`line`)."""
+        named = {**(paths or {}), **({"report": report} if report is not None else {})}
+        line = self.line(message, level, more, named)
         terminal = self._terminal
         if terminal is not None and terminal.say(line, report):
             return

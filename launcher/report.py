@@ -27,4 +27,5 @@ def report_failure(
         level="error",
         report=kept,  # where it was written: the message dropped, the report is there
         more=[*tail, written],
+        paths={"log": failure.log},
     )

@@ -27,9 +27,9 @@ RESTARTS_NAME = "restarts.jsonl"
 
 
 class RestartRecord:
-    """The launch's ``restarts.jsonl`` in ``run_dir``; ``say(message, level)``: the launcher's
-    messages (:meth:`launcher.supervisor.Supervisor.say`), which its warnings and its last line
-    go to."""
+    """The launch's ``restarts.jsonl`` in ``run_dir``; ``say(message, level, paths=)``: the
+    launcher's messages (:meth:`launcher.supervisor.Supervisor.say`), which its warnings and
+    its last line go to, the file as their JSON line's ``restarts``."""
 
     def __init__(self, run_dir: Path, say: Callable[..., None]) -> None:
         self.path = run_dir / RESTARTS_NAME
@@ -51,6 +51,7 @@ class RestartRecord:
                 f"cannot write {shown(self.path)}: {cause}; the job restarts all the same, this "
                 "failure recorded only in the line above",
                 level="warning",
+                paths={"restarts": self.path},
             )
             return
         self.written += 1
@@ -70,7 +71,7 @@ class RestartRecord:
             said += f"{shown(self.path)}, and the lines above for the {lacks} it lacks"
         else:
             said += f"the lines above ({shown(self.path)} could not be written)"
-        self.say(said)
+        self.say(said, paths={"restarts": self.path})
 
 
 def append_whole(path: Path, data: bytes) -> None:

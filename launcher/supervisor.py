@@ -54,7 +54,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -135,11 +135,18 @@ class Supervisor:
         self._terminal: Terminal | None = None  # the lines' queue to ``out`` (never stalls)
         self._pumping: list[Child] = []  # output held their pumps past the attempt (_drain_logs)
 
-    def say(self, message: str, level: str = "info", report: Path | None = None) -> None:
+    def say(
+        self,
+        message: str,
+        level: str = "info",
+        report: Path | None = None,
+        paths: Mapping[str, str | os.PathLike[str]] | None = None,
+    ) -> None:
         """One launcher message (:meth:`Messages.say`), never inside a child's line, never
         blocking for good; a JSON object of ``level`` under :attr:`lines`; ``report``: the
-        file holding the failure report it says."""
-        self.messages.say(message, level, report)
+        file holding the failure report it says; ``paths``: the others it names, each a key
+        of its own in that object (:data:`launcher.json_lines.PATH_FIELDS`)."""
+        self.messages.say(message, level, report, paths=paths)
 
     def run(self, build: Callable[[int], list[ChildSpec]], max_restarts: int = 0) -> int:
         """Run the job until it succeeds, runs out of restarts, or the launcher is signalled.

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,10 +24,12 @@ class _SignalOnReport(JsonLines):
     """JSON lines that send the launcher a SIGTERM as it renders the failure report: after
     the report's text is decided, before the status is."""
 
-    def message(self, text: str, restart: int | None, level: str = "info") -> bytes:
+    def message(
+        self, text: str, restart: int | None, level: str = "info", paths: Any = None
+    ) -> bytes:
         if "could not start" in text:
             os.kill(os.getpid(), signal.SIGTERM)  # the supervisor's handler notes it
-        return super().message(text, restart, level)
+        return super().message(text, restart, level, paths)
 
 
 @pytest.mark.timeout(30)
