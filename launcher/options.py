@@ -18,6 +18,7 @@ from distconv.sync.ps.limits import (  # the shards' bound and refusal, without 
 )
 
 from .interrupt import release
+from .mpi import SHARED_BINS
 from .owned import owned_by
 from .shown import shown
 from .supervisor import SETTLE_SECONDS
@@ -90,17 +91,20 @@ def add_staleness_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_job_options(p: argparse.ArgumentParser) -> None:
-    """Options every supervised job has: restarts, grace, run directory, job id, threads."""
+#: what a supervised job's run directory holds besides its logs (and a local job's keys)
+_REPORTS = "failure.json and restarts.jsonl"
+
+
+def add_job_options(p: argparse.ArgumentParser, holds: str) -> None:
+    """Options every supervised job has: restarts, grace, run directory (``holds``: what the
+    command puts there), job id, threads."""
     p.add_argument(
         "--max-restarts", type=at_least(0), default=0, help="restarts after a failure (0)"
     )
     p.add_argument(
         "--grace", type=seconds, default=30.0, help="seconds from SIGTERM to SIGKILL (30)"
     )
-    p.add_argument(
-        "--run-dir", type=launch_folder, help="logs, keys and failure.json (default: runs/<job-id>)"
-    )
+    p.add_argument("--run-dir", type=launch_folder, help=f"{holds} (default: runs/<job-id>)")
     p.add_argument(
         "--job-id", type=job_name, help="names the job (default: launch-<time>-<random>)"
     )
@@ -128,7 +132,8 @@ def add_local_options(p: argparse.ArgumentParser) -> None:
         help="after a worker exits 75 (it stopped because another rank failed), seconds to "
         f"wait for that rank's failure, to report it as the cause ({SETTLE_SECONDS:g})",
     )
-    add_job_options(p)
+    # the keys only where cli.local_plan makes them: shards, and no --insecure
+    add_job_options(p, "logs, CURVE keys (with shards, unless --insecure), " + _REPORTS)
 
 
 def add_mpi_options(p: argparse.ArgumentParser) -> None:
@@ -145,10 +150,12 @@ def add_mpi_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mpiexec",
         type=given,
-        help="the mpiexec to run (default: the one beside Python, else from PATH)",
+        # find_mpiexec's order: beside Python first, but beside a system's own Python
+        help="the mpiexec to run (default: mpiexec or mpirun beside Python, else on PATH; "
+        f"beside a Python in {', '.join(SHARED_BINS[:-1])} or {SHARED_BINS[-1]}, PATH's first)",
     )
     p.add_argument("--mpi-flavor", choices=("mpich", "openmpi"), help="skip `mpiexec --version`")
-    add_job_options(p)
+    add_job_options(p, "logs, " + _REPORTS)  # no keys: the ranks talk through MPI
 
 
 def add_k8s_options(p: argparse.ArgumentParser) -> None:

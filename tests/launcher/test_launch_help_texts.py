@@ -1,0 +1,50 @@
+"""``distconv-launch local|mpi --help`` says what the code does.
+
+``--run-dir`` said it holds "logs, keys and failure.json" under ``mpi`` too, which makes no
+keys (its ranks talk through MPI), and named no ``restarts.jsonl``; ``--mpiexec`` said "the
+one beside Python, else from PATH", leaving out that beside a Python in a system's own folder
+(:data:`launcher.mpi.SHARED_BINS`) PATH's comes first (:func:`launcher.mpi.find_mpiexec`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from launcher.mpi import SHARED_BINS
+from tests.launcher.launch_cli import launch
+
+
+def _option_help(tmp_path: Path, command: str, option: str) -> str:
+    """The help ``distconv-launch COMMAND --help`` gives ``option``, on one line."""
+    done = launch(command, "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\noptions:\n", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith(option + " "))
+    said = [lines[start]]
+    for line in lines[start + 1 :]:
+        if line.lstrip().startswith("-"):
+            break
+        said.append(line)
+    metavar = option[2:].upper().replace("-", "_")  # argparse's
+    return " ".join(" ".join(said).split()).removeprefix(f"{option} {metavar}").strip()
+
+
+def test_the_run_dir_of_mpi_names_no_keys(tmp_path: Path):
+    said = _option_help(tmp_path, "mpi", "--run-dir")
+    assert said.startswith("logs, failure.json and restarts.jsonl (default: runs/"), said
+    assert "keys" not in said
+
+
+def test_the_run_dir_of_local_names_its_keys_where_it_makes_them(tmp_path: Path):
+    said = _option_help(tmp_path, "local", "--run-dir")
+    assert said.startswith(
+        "logs, CURVE keys (with shards, unless --insecure), failure.json and restarts.jsonl "
+    ), said
+
+
+def test_the_mpiexec_help_names_the_system_folders_where_path_comes_first(tmp_path: Path):
+    said = _option_help(tmp_path, "mpi", "--mpiexec")
+    assert said.startswith("the mpiexec to run (default: mpiexec or mpirun beside Python, else "
+                           "on PATH; beside a Python in "), said  # fmt: skip
+    folders = said.split("beside a Python in ", 1)[1].split(", PATH's first)")[0]
+    assert folders.replace(" or ", ", ").split(", ") == list(SHARED_BINS)
