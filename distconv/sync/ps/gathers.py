@@ -169,7 +169,7 @@ class ShardGathers(StepsLeftBehind):
         other ranks' held pushes of that step that it never pushed fail the step now
         (:meth:`_fail_step_left_behind`), and so do such pushes that come later. A request of
         an earlier run is refused before; the note holds until the rank's next hello."""
-        self.abandoned[header["rank"]] = (header["step"], *self._ending(header))
+        self._keep_note(header["rank"], (header["step"], *self._ending(header)))
         self._reply(ident, header)
 
     def _ending(self, header: dict[str, Any]) -> tuple[str | None, list[int]]:

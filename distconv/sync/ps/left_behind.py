@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from distconv.rank_endings import different_jobs_in
@@ -27,6 +28,8 @@ class LeftBehind:
     gone: list[int] = field(default_factory=list)
     #: ranks whose ``abandon`` note names the step a held push waits in, in order
     cutting: list[int] = field(default_factory=list)
+    #: per rank in ``cutting``, the note that names that step (of its latest, or one before)
+    notes: dict[int, Note] = field(default_factory=dict)
     #: per rank whose held push waits for one of them, the step of that push
     behind: dict[int, int] = field(default_factory=dict)
 
@@ -42,6 +45,7 @@ class StepsLeftBehind(GatherRefusals):
     #: per rank, the step its latest ``abandon`` said will not finish, its error and blames
     abandoned: dict[int, Note]
     lost: set[int]
+    last_step: dict[int, int]
     _live: Callable[[], set[int]]
     _fail: Callable[..., None]
     _who: Callable[[int], str]
@@ -62,10 +66,11 @@ class StepsLeftBehind(GatherRefusals):
         step's parameters to this shard (push_bytes coalescing sends them as they come), and
         the others of that step still wait for it. (A rank in ``left`` said bye in this run of
         the workers: every rank says ``hello`` before the start-up gather, which comes before
-        any push, and a hello takes its rank out.) A rank's ``abandon`` of a step (its note
-        in ``abandoned``, until its next hello) counts as such a bye for the pushes of that
-        step while it is alive, by the same rules of blame and refusal; closed since, it is
-        named by its note for the pushes of that step, and by its bye for a later one.
+        any push, and a hello takes its rank out.) A rank's ``abandon`` of a step (its note,
+        the latest or one before it: :meth:`_notes_of`, until its next hello) counts as such
+        a bye for the pushes of that step while it is alive, by the same rules of blame and
+        refusal; closed since, it is named by its note for the pushes of that step, and by its
+        bye for a later one.
 
         Three steps: who left a held step behind (:meth:`_left_behind`), whose failure it is
         or what refusal leads it (:meth:`_notes_blame`, :meth:`_left_behind_lead`), and the
@@ -77,14 +82,14 @@ class StepsLeftBehind(GatherRefusals):
         found = self._left_behind(gone_ranks, cut)
         if not found.cutting and not found.gone:
             return  # no held push waits for them
-        blamed, heard = self._notes_blame({r: cut[r] for r in found.cutting})
+        blamed, heard = self._notes_blame(found.notes)
         # a refusal of the job explains it (and failed it) where no rank abandoned the step
         # on its own error either: one that abandoned it without an error failed nothing
         if not blamed and self._refused_instead(found.gone):
             return
         blamed.update(self._blamed(found.gone))
         lead, fields = self._left_behind_lead(found.gone, blamed, heard)
-        said = waits_for_pushes(self._ranks_said(found, cut), found.behind)
+        said = waits_for_pushes(self._ranks_said(found), found.behind)
         # one that failed on its own is blamed, whatever the others heard
         self._fail(f"{lead}{said}", sorted(blamed), **fields)
 
@@ -96,15 +101,46 @@ class StepsLeftBehind(GatherRefusals):
         found = LeftBehind()
         for rank in sorted({*gone_ranks, *cut}):
             waits = pushes_waiting_for(self.waiting, self.gathers_held, pushes, rank)
+            notes = self._notes_of(rank) if rank in cut else {}
             # its note explains the step it names alone: a closed rank that a later step
             # waits for is named, and blamed, by its bye (it may have closed without an error)
-            noted = rank in cut and cut[rank][0] in waits.values()
-            if rank in cut and rank not in self.left:  # alive: only its noted step is dead
-                waits = {q: s for q, s in waits.items() if s == cut[rank][0]}
+            noted = min((s for s in waits.values() if s in notes), default=None)
+            if rank in cut and rank not in self.left:  # alive: only its noted steps are dead
+                waits = {q: s for q, s in waits.items() if s in notes}
             if waits:
-                (found.cutting if noted else found.gone).append(rank)
+                (found.cutting if noted is not None else found.gone).append(rank)
+                if noted is not None:
+                    found.notes[rank] = notes[noted]
                 found.behind.update(waits)
         return found
+
+    @cached_property
+    def notes_before(self) -> dict[int, tuple[Note, dict[int, Note]]]:
+        """Per rank, its ``abandon`` notes before its latest (``abandoned``), by step, with
+        that latest note: they hold while it is the rank's latest (a hello forgets it, and them
+        with it). A rank whose steps raise one after another (a script that goes on) abandons
+        a second step before a slower rank pushes the first: that push must fail the first as
+        well (:meth:`_notes_of`)."""
+        return {}
+
+    def _keep_note(self, rank: int, note: Note) -> None:
+        """Make ``note`` ``rank``'s latest, keeping the notes before it that a push of
+        another rank may still meet: each of a step that some other live rank has pushed no
+        later step than here (a worker's steps only go up until its next hello)."""
+        earlier = self._notes_of(rank)
+        floor = min((self.last_step.get(q, -1) for q in self._live() - {rank}), default=-1)
+        earlier = {s: n for s, n in earlier.items() if s >= floor and s != note[0]}
+        self.abandoned[rank] = note
+        self.notes_before[rank] = (note, earlier)
+
+    def _notes_of(self, rank: int) -> dict[int, Note]:
+        """``rank``'s abandon notes by step: its latest (none after its hello) and those
+        kept before it (:meth:`_keep_note`)."""
+        latest = self.abandoned.get(rank)
+        if latest is None:
+            return {}
+        kept = self.notes_before.get(rank)
+        return {**(kept[1] if kept is not None and kept[0] is latest else {}), latest[0]: latest}
 
     @staticmethod
     def _notes_blame(notes: dict[int, Note]) -> tuple[set[int], list[str]]:
@@ -138,11 +174,11 @@ class StepsLeftBehind(GatherRefusals):
             return f"{heard[0]}; ", REFUSED_JOB
         return lead, fields
 
-    def _ranks_said(self, found: LeftBehind, cut: dict[int, Note]) -> list[str]:
+    def _ranks_said(self, found: LeftBehind) -> list[str]:
         """How each rank that left the step behind is named: a gone one as it closed
         (:meth:`_closed`), then each that abandoned it by its note (:meth:`_cut`)."""
         said = [f"{self._who(r)} {self._closed(r)}" for r in found.gone]
-        return said + [f"{self._who(r)} {self._cut(*cut[r][:2])}" for r in found.cutting]
+        return said + [f"{self._who(r)} {self._cut(*found.notes[r][:2])}" for r in found.cutting]
 
     @staticmethod
     def _cut(step: int, error: str | None) -> str:
@@ -172,16 +208,19 @@ class StepsLeftBehind(GatherRefusals):
                 answered the held ones).
         """
         step, rank = header["step"], header["rank"]
+        noted = {
+            r: notes[step]
+            for r in sorted(self.abandoned)
+            if r != rank and r not in self.lost and step in (notes := self._notes_of(r))
+        }
+        if not noted:
+            return  # the usual case: no other rank abandoned this step
         for p in params:
             held = self.waiting.get(f"push:{p}")
             first = next(iter(held.by_rank.values()), None) if held else None
             if first is None or first[1]["step"] == step:
                 continue  # the shard collects this step, or nothing, for ``p``
-            passed = {
-                r: note
-                for r, note in sorted(self.abandoned.items())
-                if note[0] == step and r in held.by_rank and r != rank and r not in self.lost
-            }
+            passed = {r: note for r, note in noted.items() if r in held.by_rank}
             if passed:
                 blamed, heard = self._notes_blame(passed)
                 lead, fields = self._left_behind_lead([], blamed, heard)

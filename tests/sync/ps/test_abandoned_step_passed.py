@@ -55,3 +55,59 @@ def test_a_push_of_another_step_than_the_one_collected_is_still_refused(hand):
     reply = h.read()[0]
     assert reply["error"] == "rank 1 pushed w for step 1, shard is collecting step 2", reply
     assert not h.shard.failed, h.shard.failed
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("first", ["rank-0-first", "rank-1-first"])
+def test_a_rank_that_abandoned_two_steps_in_a_row_fails_the_first_too(hand, first):
+    """Rank 0's steps 1 and 2 both raised before any push (two bad batches; the script goes on
+    each time), and it pushes step 3. The shard kept its latest note alone (step 2): rank 1's
+    push of step 1 was refused as "shard is collecting step 3" where rank 0's push came first,
+    and held until the timeout where it came first (rank 0's push of step 3 then refused,
+    blaming rank 0 for "collecting step 1"). Step 1 fails, naming its own abandon."""
+    h = hand(workers=2)
+    _two_ranks_seeded(h)
+    for step, error in ((1, CUT), (2, "DataError: another bad batch")):
+        h.send({"op": "abandon", "rank": 0, "run": 5, "step": step, "error": error})
+        assert h.read()[0]["op"] == "ok"
+    pushes = [lambda: _push_w(h, 0, 3), lambda: _push_w(h, 1, 1)]
+    for push in pushes if first == "rank-0-first" else pushes[::-1]:
+        push()
+    said = f'abandoned step 1 on "{CUT}"; rank 1 (step 1) waits for its push, and the step '
+    said += "cannot complete without it"
+    assert h.shard.failed and h.shard.failed.endswith(said), h.shard.failed
+    for _ in range(2):  # each push answered once, with the failure
+        reply = h.read()[0]
+        assert reply["op"] == "error" and reply["error"] == h.shard.failed, reply
+        assert reply.get("failed_ranks") == [0], reply
+    assert not h.client.poll(200)
+
+
+def _abandon(h, rank: int, step: int) -> None:
+    h.send({"op": "abandon", "rank": rank, "run": 5 if rank == 0 else 11, "step": step})
+    assert h.read()[0]["op"] == "ok"
+
+
+@pytest.mark.timeout(30)
+def test_the_notes_before_the_latest_go_at_hello_and_once_every_rank_went_past(hand):
+    """The notes a rank's latest came after are kept while another rank may still push their
+    step here (it pushed no later one), and forgotten, with the latest, at the rank's hello: a
+    push of such a step then waits for the rank as any push does."""
+    h = hand(workers=2)
+    _two_ranks_seeded(h)
+    for rank in (0, 1):  # both abandon step 1, and step 2 completes
+        _abandon(h, rank, 1)
+    _push_w(h, 0, 2)
+    _push_w(h, 1, 2)
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
+    _abandon(h, 0, 3)
+    assert sorted(h.shard._notes_of(0)) == [3]  # rank 1 pushed step 2: none pushes step 1
+    _abandon(h, 0, 4)
+    assert sorted(h.shard._notes_of(0)) == [3, 4]
+    assert _hello_run(h, 0, 5)["op"] == "ok"  # a second setup of rank 0's worker
+    assert h.shard._notes_of(0) == {}
+    _abandon(h, 0, 6)
+    assert sorted(h.shard._notes_of(0)) == [6]
+    _push_w(h, 1, 3)
+    assert not h.shard.failed, h.shard.failed
+    assert not h.client.poll(200)  # held: rank 0's step 3 is no longer known abandoned
