@@ -141,6 +141,11 @@ class PServerSync(
         ):
             # here, not at setup's Layout: after the sockets opened and the shards were asked
             raise ValueError(f"block_bytes must be an int >= 1, got {block_bytes!r}")
+        if push_bytes is not None and (
+            isinstance(push_bytes, bool) or not isinstance(push_bytes, Integral) or push_bytes < 0
+        ):
+            # before the sockets open, which a refusal by the push queue left open
+            raise ValueError(f"push_bytes must be an int >= 0 or None, got {push_bytes!r}")
         refuse_repeated_servers(pservers, "pservers")  # as --pservers: not two sockets to one
         self.endpoints = usable_here([join_endpoint(*split_endpoint(e)) for e in pservers])
         self.timeout = float(timeout)
