@@ -35,10 +35,8 @@ import zmq
 from distconv.allocator import keep_freed_memory
 from distconv.endpoint import join_endpoint, split_endpoint
 from distconv.kernels.parallel import blas_libraries
-from distconv.optim import Optimizer
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.async_updates import AsyncUpdates, staleness_counts
-from distconv.sync.ps.blocks import ParamSpec
 from distconv.sync.ps.config import (
     ShardConfig,
     is_interface,
@@ -49,16 +47,13 @@ from distconv.sync.ps.config import (
 from distconv.sync.ps.drain import Draining
 from distconv.sync.ps.gathers import ShardGathers
 from distconv.sync.ps.handlers import RequestHandlers
-from distconv.sync.ps.incarnations import Incarnation
-from distconv.sync.ps.job_hello import HelloJob
+from distconv.sync.ps.job_state import JobState
 from distconv.sync.ps.losses import WorkerLosses
 from distconv.sync.ps.parts import CheckpointParts
-from distconv.sync.ps.processes import ProcessWatch, whoami
+from distconv.sync.ps.processes import whoami
 from distconv.sync.ps.releases import FEATURES
 from distconv.sync.ps.runs import RunChecks
-from distconv.sync.ps.setup_notes import SetupNote
-from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
-from distconv.sync.ps.values import ValueStore
+from distconv.sync.ps.state import BlockUpdates, Stats
 from distconv.sync.ps.wire import frame_limit, pack, send, zmq_max_msg_size
 
 log = logging.getLogger("distconv.pserver")
@@ -80,6 +75,7 @@ class Shard(
     BlockUpdates,
     CheckpointParts,
     Draining,
+    JobState,
 ):
     """A parameter-server shard.
 
@@ -96,56 +92,11 @@ class Shard(
         self.config = config
         self.stats = Stats(updates_by_staleness=staleness_counts(config))
         self.endpoint = ""
-        self.params: list[ParamSpec] = []
-        self.blocks: dict[int, _Block] = {}
-        self.by_param: dict[int, list[int]] = {}
-        self.store = ValueStore({})  # the blocks' values, once seeded
-        self.seed_id: int | None = None  # random, new at each seed (a stats reply's ``seed``)
-        self.optimizer: Optimizer | None = None
-        self.job: HelloJob | None = None  # the first accepted hello's (see _op_hello)
-        self.failed: str | None = None
-        self.failed_ranks: list[int] = []  # the ranks whose failure failed the job, if any
-        self.failed_fields: dict[str, Any] = {}  # its replies' other fields (refused: job)
-        self.setup_notes: dict[int, SetupNote] = {}  # ranks that could not set up
-        self.noted_run: dict[int, int | None] = {}  # (setup_notes.py)
-        self.told_at: dict[int, int] = {}  # rank -> when last told of a note (setup_notes.py)
-        self.knows_of: dict[int, set[int]] = {}  # rank -> the noted ranks it knows of (idem)
-        self.noted_at: dict[int, tuple[str, int]] = {}  # rank -> its note's words, when
-        self.noted_gone: dict[int, str] = {}  # rank -> why: its noted process ended
-        self.incarnations: dict[int, Incarnation | None] = {}  # rank -> its latest hello's
-        self.completed: dict[int, int] = {}  # param -> last step applied (sync)
-        self.pushed: dict[int, dict[int, int]] = {}  # rank -> param -> last step pushed (async)
-        self.top_step = -1  # the highest step an update was applied for since the seed (probes)
-        self.waiting: dict[str, _Waiting] = {}  # "push:<param>" or "gather:<tag>"
-        self.gathers_held: set[str] = set()  # the gather keys in ``waiting``, looked up per push
-        self._seeding: Any = None  # a seed whose parts are still arriving
-        self.hosts: dict[int, str] = {}
-        self.last_step: dict[int, int] = {}
-        self.last_seen: dict[int, float] = {}
-        self.left: set[int] = set()
-        self.lost: set[int] = set()
-        self.processes = ProcessWatch()  # the workers' processes on this host
+        self._clear_job()  # (job_state.py)
         self.whereabouts = whoami()  # this shard's, told to its workers
-        #: requests handled so far, and the count at each rank's latest hello (of a new run;
-        #: accepted at all) and bye: which run of a restarted worker a held request or a bye
-        #: belongs to (see _check_stuck)
+        #: requests handled so far: when each hello, bye and held request came (the maps
+        #: of :meth:`_clear_job` hold these counts)
         self.requests = 0
-        self.hello_at: dict[int, int] = {}
-        self.accepted_at: dict[int, int] = {}
-        #: per rank, when its latest hello was refused (another job's description), its run id
-        self.refused_at: dict[int, tuple[int, int | None]] = {}
-        #: per rank whose latest refused hello was another job's (of a new run, or a second
-        #: setup of its worker), when, and what differs: the cause the ranks it leaves waiting
-        #: are told first (_other_job); one refused for its host has none here, failed on its
-        #: own, and is blamed for its bye's error (_blamed)
-        self.other_job: dict[int, tuple[int, str]] = {}
-        self.other_ids: dict[int, tuple[int, str, float]] = {}  # another job's id (other_ids)
-        self.run_of: dict[int, int | None] = {}  # the run id of each rank's latest accepted hello
-        self.bye_at: dict[int, int] = {}
-        self.bye_error: dict[int, str | None] = {}  # what each rank's latest bye said it failed on
-        self.bye_blames: dict[int, list[int]] = {}  # the ranks its PeerFailed named (the cause)
-        self.abandoned: dict[int, tuple[int, str | None, list[int]]] = {}  # (gathers.py)
-        self.met_at = 0  # the count when a gather was last answered
         self._stop = False
         Draining.__init__(self)
         #: probes (``distconv.service.ServiceEndpoints``), set by :func:`run_shard`, and the

@@ -35,9 +35,6 @@ class StartupHandlers(SetupNotes):
     """The ``hello`` and ``seed`` side of :class:`~distconv.sync.ps.server.Shard` (whose state
     it shares), reached through :class:`~distconv.sync.ps.handlers.RequestHandlers`."""
 
-    #: the rank whose hello set :attr:`job` (the first accepted)
-    job_rank = 0
-
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         rank, run, host = header["rank"], header.get("run"), header["host"]
         new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
