@@ -1,4 +1,4 @@
-"""What a shard holds of the job it serves, apart from what it keeps for its whole life.
+"""What a shard holds of the job it serves, and the next job it serves once that one ended.
 
 A shard's life holds its settings, its socket, its stats (counted since it started:
 docs/protocol.md, "Stats") and its count of requests. Everything else is of one job: the job
@@ -6,10 +6,25 @@ the first accepted ``hello`` bound, the seeded blocks and their optimizer state,
 counters, the requests held, which rank said what and when (hellos, byes, failure notes,
 abandoned steps, refusals), the ranks gone or lost, and the failure, if any.
 :meth:`JobState._clear_job` sets all of it as a shard that has just started holds it.
+
+A shard you start yourself stays up after its workers' ``bye`` (docs/operations.md). It kept
+the job the first accepted hello bound for good, so the next run on it was refused as another
+job: a ``--resume --epochs 2`` after ``--epochs 1`` (the job's description holds its epochs),
+or a corrected worker after one started with a typo that refused itself (its hello had bound
+the job), told that it and a rank of its own run ran different jobs; only a restart of the
+shards let it in. So once the bound job has ended cleanly (:meth:`JobState._job_over`: every
+rank accepted since it was bound said ``bye`` of that run, no request is held, and the shard
+has not failed), the next ``hello`` finds the shard as a restarted one would: it binds the job
+afresh, and that job's rank 0 seeds it (a resume with its checkpoint's values and optimizer
+state). Until then, the shard holds the ended job's blocks as before (a stop writes its last
+part of them). A failed shard keeps its failure: it answers the next job's hello with it, in
+words that say so and ask for a restart of the shards (:meth:`JobState._failed_words`).
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from distconv.optim import Optimizer
@@ -21,9 +36,58 @@ from distconv.sync.ps.setup_notes import SetupNote
 from distconv.sync.ps.state import _Block, _Waiting
 from distconv.sync.ps.values import ValueStore
 
+log = logging.getLogger("distconv.pserver")
+
 
 class JobState:
-    """The job side of :class:`~distconv.sync.ps.server.Shard`'s state (a mixin)."""
+    """The job side of :class:`~distconv.sync.ps.server.Shard`'s state (a mixin placed before
+    :class:`~distconv.sync.ps.gathers.ShardGathers`, whose ``bye`` it sees first, and after
+    :class:`~distconv.sync.ps.setup_notes.SetupNotes`, which keeps a failure note's ``bye``
+    from it)."""
+
+    index: int
+    requests: int
+    _of_current_run: Callable[[dict[str, Any]], bool]
+
+    def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        """A ``bye`` of the run of its rank's latest accepted hello: that rank's part in the
+        job is over (:meth:`_job_over`). Not one of another worker of the rank (a run before,
+        or a hello refused since, whose worker may be a stray beside the one still in)."""
+        rank = header["rank"]
+        if rank in self.accepted_at and self._of_current_run(header):
+            self.closed_at[rank] = self.requests
+        super()._op_bye(ident, header, arrays)  # type: ignore[misc]
+
+    def _job_over(self) -> bool:
+        """Whether the bound job has ended cleanly: every rank accepted since it was bound said
+        ``bye`` of that run (a rank lost, async with ``--on-worker-loss continue``, said none:
+        its worker may still push), no request is held, and the shard has not failed."""
+        if self.job is None or self.failed or self.waiting:
+            return False
+        return all(self.closed_at.get(r, -1) > at for r, at in self.accepted_at.items())
+
+    def _next_job(self) -> None:
+        """Before a ``hello``: where the bound job has ended (:meth:`_job_over`), hold it no
+        more, as a restarted shard: the hello binds the job afresh."""
+        if self._job_over():
+            log.info(
+                "shard %d: the job before ended (its workers said bye): the next hello binds "
+                "the job afresh",
+                self.index,
+            )
+            self._clear_job()
+
+    def _failed_words(self, op: str) -> str:
+        """What a failed shard answers a request of ``op`` with: its failure; for a ``hello``
+        (the next job's, or a worker restarted into a job that failed), that it failed before
+        it, and that only a restart of the shards serves a job again."""
+        if op != "hello":
+            return self.failed or ""
+        return (
+            f"{self.failed} (a job failed so on this shard before this hello: a failed shard "
+            "serves no other job until it is restarted; restart the shards (distconv "
+            "pserver), then the workers)"
+        )
 
     def _clear_job(self) -> None:
         """Hold no job: no job bound, nothing seeded, no rank heard of, no failure."""
@@ -72,6 +136,7 @@ class JobState:
         self.other_ids: dict[int, tuple[int, str, float]] = {}  # another job's id (other_ids)
         self.run_of: dict[int, int | None] = {}  # the run id of each rank's latest accepted hello
         self.bye_at: dict[int, int] = {}
+        self.closed_at: dict[int, int] = {}  # rank -> the count at its accepted run's bye
         self.bye_error: dict[int, str | None] = {}  # what each rank's latest bye said it failed on
         self.bye_blames: dict[int, list[int]] = {}  # the ranks its PeerFailed named (the cause)
         self.abandoned: dict[int, tuple[int, str | None, list[int]]] = {}  # (gathers.py)

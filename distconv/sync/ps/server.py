@@ -68,6 +68,7 @@ STATS_EVERY = 30.0
 
 class Shard(
     RequestHandlers,
+    JobState,
     ShardGathers,
     RunChecks,
     WorkerLosses,
@@ -75,7 +76,6 @@ class Shard(
     BlockUpdates,
     CheckpointParts,
     Draining,
-    JobState,
 ):
     """A parameter-server shard.
 

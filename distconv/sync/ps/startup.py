@@ -36,6 +36,7 @@ class StartupHandlers(SetupNotes):
     it shares), reached through :class:`~distconv.sync.ps.handlers.RequestHandlers`."""
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        self._next_job()  # the job before ended: this hello binds it afresh (job_state.py)
         rank, run, host = header["rank"], header.get("run"), header["host"]
         new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
         if len(host) > HOST_CHARS or not host.isprintable():  # quoted in every later failure

@@ -266,7 +266,8 @@ def _meet(h, ranks: Sequence[int] = (0, 1)) -> None:
 @pytest.mark.timeout(30)
 def test_what_a_rank_said_before_its_latest_hello_is_not_held_against_it(hand):
     """Every worker says bye, and rank 0's restarted run waits in its start-up gather before
-    rank 1's has said hello: rank 1's bye is from the run before. Then a push held from a run
+    rank 1's has said hello: rank 1's bye is from the run before (the job before ended, so
+    the shard starts afresh, and the new run's rank 0 seeds it). Then a push held from a run
     that died: ignored once its rank has said hello again."""
     h = hand(workers=2)
     for rank in (0, 1):
@@ -280,6 +281,7 @@ def test_what_a_rank_said_before_its_latest_hello_is_not_held_against_it(hand):
     _hello(h, 1)
     _gather(h, 1, "all_equal:1")
     assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
+    assert h.seed() == []  # the new run's rank 0 seeds at its setup
     _push_w(h, 0, 3)  # held for rank 1, which dies; both restart
     _hello(h, 0)
     _hello(h, 1)

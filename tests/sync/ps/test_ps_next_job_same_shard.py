@@ -1,0 +1,114 @@
+"""A shard you start yourself stays up after its workers' ``bye`` (docs/operations.md), and
+serves the next job, as a restarted shard would: it once kept the first accepted hello's job
+for good, so a ``--resume`` that adds epochs (as the README shows for going on with a run)
+was refused on the shards of the run it resumes, blaming a rank of its own run that agreed
+with it; and a worker started with a typo, which refused itself after the shard took its
+hello as the job's, kept its corrected worker out. Only a restart of the shards helped.
+
+A shard whose job failed keeps refusing, as documented (docs/protocol.md, "Timeouts and
+failures"), in words that say the failure is of an earlier job and that the shards must be
+restarted.
+
+Real ``distconv train`` workers and real shards on 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.child_env import child_env
+from tests.processes import run_job
+
+MODES = ["sync", "async"]
+
+
+def train(endpoint: str, out: Path, *args: str, rank: int = 0, world: int = 1) -> list[str]:
+    """``distconv train`` argv of ``rank`` of ``world`` on the shard at ``endpoint``."""
+    return [sys.executable, "-m", "distconv", "train", "--pservers", endpoint, "--insecure",
+            "--data", "synthetic", "--epochs", "1", "--batch-size", "32", "--no-progress",
+            "--rank", str(rank), "--world-size", str(world), "--out", str(out), *args]  # fmt: skip
+
+
+def run(argv: list[str]) -> subprocess.CompletedProcess:
+    return run_job(argv, child_env(), timeout=60)
+
+
+@contextlib.contextmanager
+def running(argvs: list[list[str]]) -> Iterator[Callable[[], list[subprocess.CompletedProcess]]]:
+    """The workers of ``argvs`` started together; the ``with`` gets a call that waits for them
+    and returns their results. Any still running at its end is killed."""
+    procs = [
+        subprocess.Popen(a, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for a in argvs
+    ]
+
+    def results() -> list[subprocess.CompletedProcess]:
+        done = []
+        for p, a in zip(procs, argvs):
+            out, err = p.communicate(timeout=60)
+            done.append(subprocess.CompletedProcess(a, p.returncode, out.decode(), err.decode()))
+        return done
+
+    try:
+        yield results
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+
+
+def last_metrics(out: Path) -> dict:
+    return json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode", MODES)
+def test_a_resume_with_more_epochs_runs_on_the_shard_of_the_run_it_resumes(shards, tmp_path, mode):
+    (endpoint,) = shards.start(1, workers=1, mode=mode)
+    (fresh,) = shards.start(1, workers=1, mode=mode)
+    with running([train(fresh, tmp_path / "whole", "--epochs", "2")]) as straight_run:
+        first = run(train(endpoint, tmp_path / "run"))
+        assert first.returncode == 0, first.stderr[-800:]
+        more = run(train(endpoint, tmp_path / "run", "--resume", "--epochs", "2"))
+        assert more.returncode == 0, more.stderr[-800:]
+        (whole,) = straight_run()
+    assert whole.returncode == 0, whole.stderr[-800:]
+    resumed, straight = last_metrics(tmp_path / "run"), last_metrics(tmp_path / "whole")
+    assert resumed["epoch"] == straight["epoch"] == 2
+    # nothing of the first run's shard state (optimizer state, step counts) leaks into the
+    # resume: it ends as a run of two epochs on a fresh shard does
+    for key in ("train_loss", "test_loss", "test_acc"):
+        assert resumed[key] == straight[key], key
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_refused_itself_leaves_the_shard_to_the_corrected_one(shards, tmp_path):
+    (endpoint,) = shards.start(1, workers=2)
+    typo = run(train(endpoint, tmp_path / "typo"))  # --world-size 1 against --workers 2
+    assert typo.returncode == 1
+    assert "is set up as" in typo.stderr and "'workers': 2" in typo.stderr, typo.stderr[-800:]
+    with running([train(endpoint, tmp_path / f"r{r}", rank=r, world=2) for r in (0, 1)]) as ranks:
+        both = ranks()
+    for done in both:
+        assert done.returncode == 0, done.stderr[-800:]
+    assert last_metrics(tmp_path / "r0")["world_size"] == 2
+
+
+@pytest.mark.timeout(120)
+def test_a_failed_shard_refuses_the_next_job_naming_the_earlier_failure(shards, tmp_path):
+    (endpoint,) = shards.start(1, workers=2, extra=["--timeout", "1"])
+    alone = run(train(endpoint, tmp_path / "alone", world=2))  # rank 1 never comes
+    assert alone.returncode != 0
+    assert "rank 1 (host" in alone.stderr and "within 1" in alone.stderr, alone.stderr[-800:]
+    again = run(train(endpoint, tmp_path / "again", world=2))
+    assert again.returncode != 0
+    said = again.stderr.strip().splitlines()[-1]
+    assert said.count("rank 1 (host") == 1 and "within 1 s (a job failed so" in said, said
+    assert "before this hello" in said and "restart the shards" in said, said
