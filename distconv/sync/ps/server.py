@@ -184,8 +184,8 @@ class Shard(
         """Answer requests until :meth:`stop`; write a checkpoint part on the way out.
 
         Raises:
-            CheckpointError: the part on the way out is refused or cannot be written; the
-                shard's stats are logged first.
+            CheckpointError: the part on the way out is refused for what it holds (a count
+                that is no count); the shard's stats are logged first.
         """
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
@@ -201,11 +201,30 @@ class Shard(
             if now >= next_stats:
                 self.log_stats()
                 next_stats = now + STATS_EVERY
-        try:  # a refused or failed part still raises (the exit says so), after the stats
+        try:  # a refused part still raises (the exit says so), after the stats
             if self.config.checkpoint_dir and self.blocks:
-                log.info("shard %d: wrote %s on shutdown", self.index, self.save_part("last"))
+                self._save_last_part()
         finally:
             self.log_stats()
+
+    def _save_last_part(self) -> None:
+        """The ``steplast`` part, on the way out. One the disk cannot take (full, read-only) is
+        a warning, as a plot's is: parts are never read back, the job's checkpoints hold all a
+        resume needs, and a job that ended well ended on an error line, a shard's exit 1. One
+        refused for what it holds (a count that is no count: a shard bug) still raises."""
+        from distconv.checkpoint import CheckpointError
+
+        if self._bad_counts():
+            self.save_part("last")  # refused, naming them
+        try:
+            log.info("shard %d: wrote %s on shutdown", self.index, self.save_part("last"))
+        except CheckpointError as exc:  # the disk's: nothing a resume reads is lost
+            log.warning(
+                "shard %d: %s; the job's checkpoints hold all a resume needs (a shard's parts "
+                "are never read back)",
+                self.index,
+                exc,
+            )
 
     def _drain(self, until: float = 0.0) -> None:
         """Handle the requests already queued, up to ``BATCH``, or all that are there before the

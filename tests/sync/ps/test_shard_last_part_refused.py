@@ -40,3 +40,37 @@ def test_a_refused_last_part_raises_after_the_stats_are_logged(tmp_path, caplog)
         assert not list(tmp_path.iterdir())  # nothing of the refused part written
     finally:
         shard.close()
+
+
+def test_a_last_part_the_disk_cannot_take_is_a_warning(tmp_path, caplog):
+    """A shard stopping after a job that ended well, its ``steplast`` part refused by the disk
+    (here a file where its folder goes; a full or read-only disk alike): the job's checkpoints
+    hold all a resume needs, parts are never read back, yet the shard ended on an error line
+    and a standalone shard exited 1. It is a warning now, and ``serve`` returns."""
+    in_the_way = tmp_path / "parts"
+    in_the_way.write_text("not a folder")
+    shard = Shard(
+        ShardConfig(
+            bind="127.0.0.1:0", insecure=True, shard=0, num_shards=1, checkpoint_dir=str(in_the_way)
+        )
+    )
+    try:
+        shard.bind()
+        shard.optimizer = create_optimizer("adam")
+        shard.params = [ParamSpec("w", (2,), "float32")]
+        value = np.ones((2, 1), np.float32)
+        shard.blocks[0] = _Block(0, 0, 2, value, shard.optimizer.init_state(value))
+        shard.stop()
+        with caplog.at_level(logging.INFO, logger="distconv"):
+            shard.serve()
+        (said,) = [
+            r.getMessage()
+            for r in caplog.records
+            if r.levelno == logging.WARNING and "checkpoint" in r.getMessage()
+        ]
+        assert said.startswith(f"shard 0: cannot save checkpoint {in_the_way}/"), said
+        assert said.endswith("a resume needs (a shard's parts are never read back)"), said
+        assert any(r.getMessage().startswith("shard 0 stats ") for r in caplog.records)
+        assert in_the_way.read_text() == "not a folder"
+    finally:
+        shard.close()
