@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from distconv import strict_json
 from distconv.files import describe_os_error, naming, write_atomically
 from distconv.messages import env_switch
-from distconv.scheme_history import EARLIER
+from distconv.scheme_history import EARLIER, is_asynchronous
 
 log = logging.getLogger("distconv.metrics")
 
@@ -325,5 +325,7 @@ def _async_steps(record: Mapping[str, Any]) -> str:
     epoch of async updates half lost)."""
     if record.get("scheme", {}).get("mode") == "async" or EARLIER not in record:
         return ""
-    ran = [e["to_step"] for e in record[EARLIER] if e["scheme"].get("mode") == "async"]
+    # an entry's scheme is null where no checkpoint recorded it (an older distconv's): no
+    # mapping, and not known to be async
+    ran = [e["to_step"] for e in record[EARLIER] if is_asynchronous(e["scheme"])]
     return f" (its async steps, to step {max(ran)})" if ran else ""

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from ps_helpers import insecure_worker, small_net
 
-from distconv.metrics import read_metrics
+from distconv.metrics import read_metrics, summary
 from distconv.resume import Preempted
+from distconv.scheme_history import UNRECORDED, checkpoint_schemes
 from distconv.trainer import Trainer
 from tests.signals import signal_at
 
@@ -62,3 +63,27 @@ def test_a_resume_under_sync_shards_of_an_async_checkpoint_says_both(shards, tmp
     # the two async steps' pushes, which the checkpoint carried, are the epoch's (one a step)
     assert (line["push_messages_applied"], line["push_messages_dropped"]) == (2, 0), line
     assert "pushes 2 applied, 0 dropped (its async steps, to step 2)" in said, said
+
+
+def _resumed_record(earlier: list, scheme: dict) -> dict:
+    """The chief's record of a 4-step epoch (steps 5 to 8) resumed in its middle, as
+    :class:`~distconv.epoch_tally.EpochTally` makes it: ``scheme`` its last steps', ``earlier``
+    its earlier steps' (:data:`~distconv.scheme_history.EARLIER`), the push counts carried."""
+    return {
+        "epoch": 2, "step": 8, "train_loss": 1.0, "seconds": 0.1, "examples_per_second": 160.0,
+        "push_messages_applied": 2, "push_messages_dropped": 0, "global_batch": 4,
+        "world_size": 1, "scheme": scheme, "earlier_schemes": earlier,
+    }  # fmt: skip
+
+
+def test_an_epoch_whose_earlier_steps_ran_under_an_unrecorded_scheme_has_its_log_line():
+    """An older distconv's checkpoint (no scheme) resumed in its epoch's middle under async,
+    checkpointed, then resumed under sync: the line's earlier schemes begin with an unrecorded
+    one (JSON null), which the log line read as a scheme and raised on, after the epoch's
+    metrics and checkpoint were written, ending the chief with a traceback."""
+    async_ = {"sync": "pserver", "mode": "async", "max_staleness": 0}
+    earlier = [*checkpoint_schemes({}, 5), {"scheme": async_, "to_step": 6}]
+    assert earlier[0]["scheme"] is UNRECORDED
+    record = _resumed_record(earlier, {"sync": "pserver", "mode": "sync"})
+    said = summary(record, 2)
+    assert said.endswith("pushes 2 applied, 0 dropped (its async steps, to step 6)"), said
