@@ -320,12 +320,33 @@ def summary(record: dict[str, Any], epochs: int) -> str:
 
 
 def _async_steps(record: Mapping[str, Any]) -> str:
-    """Where an epoch resumed in its middle under another mode than async counts the pushes of
-    its earlier asynchronous steps alone: which steps those were (else the line read as an
-    epoch of async updates half lost)."""
-    if record.get("scheme", {}).get("mode") == "async" or EARLIER not in record:
+    """Where an epoch resumed in its middle under another scheme (its
+    :data:`~distconv.scheme_history.EARLIER`) ran only some of its steps asynchronously, its push
+    counts are those steps' alone: which steps those were, ``(its async steps, to step 6)``
+    where the earlier steps were async, ``after step 6`` where the later ones are (else the line
+    read as an epoch of async updates half lost). Nothing where every step was async, or the
+    epoch was not resumed under another scheme (a pure async epoch's record has no ``scheme``
+    after a fit's first). An earlier scheme no checkpoint recorded (null) is not known to be
+    async."""
+    if EARLIER not in record:
         return ""
-    # an entry's scheme is null where no checkpoint recorded it (an older distconv's): no
-    # mapping, and not known to be async
-    ran = [e["to_step"] for e in record[EARLIER] if is_asynchronous(e["scheme"])]
-    return f" (its async steps, to step {max(ran)})" if ran else ""
+    ends = [(e["scheme"], e["to_step"]) for e in record[EARLIER]]
+    ends.append((record.get("scheme"), None))  # the epoch's last steps, to its end
+    if all(is_asynchronous(scheme) for scheme, _ in ends):
+        return ""
+    spans, before = [], None
+    for scheme, to_step in ends:
+        if is_asynchronous(scheme):
+            spans.append(_span(before, to_step))
+        before = to_step
+    return f" (its async steps, {' and '.join(spans)})" if spans else ""
+
+
+def _span(before: int | None, to_step: int | None) -> str:
+    """The steps after step ``before`` (None: from the epoch's first) to ``to_step`` (None: to
+    its last), as :func:`_async_steps` names them."""
+    if to_step is None:
+        return f"after step {before}"
+    if before is None:
+        return f"to step {to_step}"
+    return f"step {to_step}" if to_step == before + 1 else f"steps {before + 1} to {to_step}"

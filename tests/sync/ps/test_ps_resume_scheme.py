@@ -86,4 +86,85 @@ def test_an_epoch_whose_earlier_steps_ran_under_an_unrecorded_scheme_has_its_log
     assert earlier[0]["scheme"] is UNRECORDED
     record = _resumed_record(earlier, {"sync": "pserver", "mode": "sync"})
     said = summary(record, 2)
-    assert said.endswith("pushes 2 applied, 0 dropped (its async steps, to step 6)"), said
+    assert said.endswith("pushes 2 applied, 0 dropped (its async steps, step 6)"), said
+
+
+@pytest.mark.timeout(60)
+def test_an_epoch_begun_under_sync_and_resumed_under_async_says_its_pushes_are_its_last_steps(
+    shards, tmp_path, caplog
+):
+    """The other way round: a sync epoch stopped after step 2 and resumed under async counts
+    the pushes of its last two steps alone, which its line printed as the epoch's, half of its
+    updates seemingly lost. The epoch after, async from its start, says nothing of it."""
+    out = tmp_path / "run"
+
+    def fit(mode: str, stop: int | None = None) -> str:
+        extra = ["--max-staleness", "0"] if mode == "async" else []
+        sync = insecure_worker(shards.start(1, workers=1, mode=mode, extra=extra))
+        trainer = Trainer(small_net(), sync, 4, out_dir=out, progress=False)
+        caplog.clear()
+        try:
+            with caplog.at_level(logging.INFO, logger="distconv.trainer"):
+                if stop is None:
+                    trainer.fit(DATA, epochs=2, resume="auto")
+                else:
+                    signal_at(trainer, stop, signal.SIGTERM)
+                    with pytest.raises(Preempted):
+                        trainer.fit(DATA, epochs=2, resume="auto")
+        finally:
+            sync.close()
+        return caplog.text
+
+    fit("sync", stop=2)
+    said = fit("async")
+    first, second = read_metrics(out / "metrics.jsonl")
+    assert first["earlier_schemes"] == [
+        {"scheme": {"sync": "pserver", "mode": "sync"}, "to_step": 2}
+    ]
+    assert (first["push_messages_applied"], second["push_messages_applied"]) == (2, 4)
+    assert "pushes 2 applied, 0 dropped (its async steps, after step 2)" in said, said
+    assert "pushes 4 applied, 0 dropped\n" in said, said  # a pure async epoch: no steps named
+
+
+ASYNC = {"sync": "pserver", "mode": "async", "max_staleness": 0}
+SYNC = {"sync": "pserver", "mode": "sync"}
+MPI = {"sync": "mpi", "algorithm": "allreduce"}
+
+
+@pytest.mark.parametrize(
+    ("earlier", "now", "named"),
+    [
+        ([(ASYNC, 6)], SYNC, " (its async steps, to step 6)"),
+        ([(ASYNC, 6)], MPI, " (its async steps, to step 6)"),
+        ([(SYNC, 6)], ASYNC, " (its async steps, after step 6)"),
+        ([(MPI, 6)], ASYNC, " (its async steps, after step 6)"),
+        ([(ASYNC, 5), (SYNC, 6)], ASYNC, " (its async steps, to step 5 and after step 6)"),
+        ([(SYNC, 5), (ASYNC, 7)], SYNC, " (its async steps, steps 6 to 7)"),
+        ([(SYNC, 5), (ASYNC, 6)], SYNC, " (its async steps, step 6)"),
+        ([({**ASYNC, "max_staleness": 2}, 6)], ASYNC, ""),  # every step async: all counted
+    ],
+    ids=[
+        "async-sync",
+        "async-mpi",
+        "sync-async",
+        "mpi-async",
+        "async-sync-async",
+        "sync-async-sync",
+        "sync-async-sync-one",
+        "async-async",
+    ],
+)
+def test_a_resumed_epochs_log_line_names_the_steps_its_pushes_count(earlier, now, named):
+    earlier = [{"scheme": scheme, "to_step": step} for scheme, step in earlier]
+    said = summary(_resumed_record(earlier, now), 2)
+    assert said.endswith(f"pushes 2 applied, 0 dropped{named}"), said
+
+
+def test_an_async_epoch_not_resumed_under_another_scheme_names_no_steps():
+    """A pure async run's later epochs (no ``scheme`` key) and its first (its scheme, no
+    earlier ones)."""
+    record = _resumed_record([], ASYNC)
+    del record["earlier_schemes"]
+    assert summary(record, 2).endswith("pushes 2 applied, 0 dropped")
+    del record["scheme"]
+    assert summary(record, 2).endswith("pushes 2 applied, 0 dropped")
