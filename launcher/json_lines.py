@@ -114,9 +114,22 @@ class JsonLines:
         paths: Mapping[str, str | os.PathLike[str]] | None = None,
     ) -> bytes:
         """One of the launcher's own messages as a JSON line; ``paths``: those it names, each
-        a key of its own (:data:`PATH_FIELDS`), unquoted."""
+        a key of its own (:data:`PATH_FIELDS`), unquoted, but for one that is no UTF-8 (a byte
+        of none in a name, which Python holds as a lone surrogate): JSON writes that
+        ``"\\udcff"``, which a strict parser refuses, the whole line, and another reads as
+        U+FFFD, another path. Its ``$'...'`` word in ``text`` is then the only form of it."""
         fields = {key: os.fspath(path) for key, path in (paths or {}).items()}
+        fields = {key: path for key, path in fields.items() if _is_utf8(path)}
         return self.entry(text, "launcher", None, restart, level, fields)
+
+
+def _is_utf8(text: str) -> bool:
+    """Whether ``text`` is text UTF-8 writes: no lone surrogate in it."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def asks_json(rest: Sequence[str]) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,32 @@ def test_a_failed_jobs_lines_name_the_logs_the_log_and_the_report_unquoted(tmp_p
     assert keys[:9] == ["time", "level", "message", "logger", "role", "rank", "world_size",
                         "job_id", "restart"]  # fmt: skip
     assert keys[9:] == ["log", "report"]
+
+
+@pytest.mark.timeout(90)
+def test_a_run_dir_whose_name_is_no_utf8_has_no_path_keys_and_every_line_is_strict_json(
+    tmp_path: Path,
+):
+    """A byte of no UTF-8 in the run directory's name (``\\xff``, which Python holds as the
+    lone surrogate ``\\udcff``): as a key the path was written ``"\\udcff"``, which a strict
+    parser (Perl's JSON::PP) refuses, the whole line, and jq reads as U+FFFD, another path.
+    No JSON string holds that path; the message's ``$'...\\xff...'`` word does, and the line
+    stays what it was before the keys: ASCII, no lone surrogate."""
+    run = tmp_path / os.fsdecode(b"run\xff")
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--run-dir", str(run), "--job-id", "j",
+        "--", "--epochs", "1", "--data", "mnist", "--data-dir", str(tmp_path / "none"),
+        "--log-format", "json",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "\\udc" not in done.stderr  # no lone surrogate's escape, in any line
+    err = _objects(done.stderr)
+    start, report = err[0], err[-1]
+    assert f"logs in {shown(run / 'logs')};" in start["message"]
+    assert "\\xff" in shown(run) and "logs" not in start
+    assert report["level"] == "error" and "log" not in report and "report" not in report
+    assert f"report: {shown(run / 'failure.json')}" in report["message"]
 
 
 def test_the_text_form_has_no_keys_and_the_same_words(tmp_path: Path):
