@@ -93,6 +93,8 @@ def add_staleness_option(p: argparse.ArgumentParser) -> None:
 
 #: what a supervised job's run directory holds besides its logs (and a local job's keys)
 _REPORTS = "failure.json and restarts.jsonl"
+#: where distconv train writes there, unless given its own --out (commands.with_out)
+_TRAIN_RUN = "distconv train's run in train/ (without its own --out)"
 
 
 def add_job_options(p: argparse.ArgumentParser, holds: str) -> None:
@@ -104,7 +106,11 @@ def add_job_options(p: argparse.ArgumentParser, holds: str) -> None:
     p.add_argument(
         "--grace", type=seconds, default=30.0, help="seconds from SIGTERM to SIGKILL (30)"
     )
-    p.add_argument("--run-dir", type=launch_folder, help=f"{holds} (default: runs/<job-id>)")
+    p.add_argument(
+        "--run-dir",
+        type=launch_folder,
+        help=f"{_TRAIN_RUN}, {holds} (default: runs/<job-id>)",
+    )
     p.add_argument(
         "--job-id", type=job_name, help="names the job (default: launch-<time>-<random>)"
     )
