@@ -119,3 +119,27 @@ def test_each_key_a_message_may_carry_is_documented():
     said = " ".join(ops[start : ops.index("so a collector", start)].split())
     for key in PATH_FIELDS:
         assert f"`{key}` (" in said, key
+
+
+@pytest.mark.timeout(60)
+def test_a_refusal_naming_the_run_directory_has_its_paths_in_its_message_only(tmp_path: Path):
+    """The docs said every launcher line naming a run directory's path carries it as a key,
+    but for the notes on a child's output; a refusal before the job runs (keys that cannot be
+    reused, here) names the keys folder and the run directory in its message alone, as the
+    docs now say."""
+    run = tmp_path / "run"
+    (run / "keys").mkdir(parents=True)
+    (run / "keys" / "server.key").write_text("x\n")  # no key set for 1 worker
+    done = launch(
+        "local", "--workers", "1", "--servers", "1", "--run-dir", str(run), "--",
+        "--epochs", "1", "--log-format", "json",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    (line,) = _objects(done.stderr)
+    assert f"{shown(run / 'keys')} holds keys for" in line["message"], line
+    assert not set(line) & set(PATH_FIELDS), line
+    ops = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    start = ops.index("carry each such path")
+    said = " ".join(ops[start : ops.index("`mpi --dry-run`", start)].split())
+    assert "keys that cannot be reused, name their paths in their `message` only" in said
