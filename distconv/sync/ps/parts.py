@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from distconv.files import MadeFolder, delete_files, describe_os_error
+from distconv.files import MadeFolder, delete_files, describe_os_error, folder_problem
 from distconv.sync.ps.state import _Refused
 
 log = logging.getLogger("distconv.pserver")
@@ -127,9 +127,10 @@ class CheckpointParts:
         try:  # made here, at the first part, not at start: see the module's docstring
             make_folders(directory)
         except OSError as exc:  # a file in its place, a full disk, removed since the last part
-            raise CheckpointError(
-                f"cannot save checkpoint {path}: {describe_os_error(exc)}"
-            ) from None
+            # a file or a dangling link in the way named, not mkdir's "file exists" after the
+            # part's path, which read as the part being there already
+            why = folder_problem(directory) or describe_os_error(exc)
+            raise CheckpointError(f"cannot save checkpoint {path}: {why}") from None
         save_tensors(path, tensors, meta)
         if step.isdigit():
             try:

@@ -129,7 +129,35 @@ def test_a_checkpoint_dir_gone_and_a_file_in_its_place_is_refused_in_one_line(sh
     parts = tmp_path / "parts"
     (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
     parts.write_text("")  # the directory's name taken by a file
-    _refused_in_one_line(shards, endpoint, parts, "file exists")
+    _refused_in_one_line(shards, endpoint, parts, f"{parts} is a file, not a folder")
+
+
+@pytest.mark.timeout(60)
+def test_a_file_put_above_a_checkpoint_dir_not_made_yet_is_named_and_the_shard_goes_on(
+    shards, tmp_path
+):
+    """Made at the first part, the folder meets there what the start's check would have named:
+    a file put since where a folder above it is to be made. The refusal said ``file exists``
+    after the part's path, read as the part being there already; it names the file now, and
+    the shard writes the next checkpoint once the file is gone."""
+    parts = tmp_path / "new" / "parts"
+    (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
+    (tmp_path / "new").write_text("")
+    net, sync = small_net(), insecure_worker([endpoint])
+    try:
+        sync.setup(net.parameters())
+        with pytest.raises(SyncError) as info:
+            sync.save_remote_parts(10, keep=2)
+        part = parts / "pserver-shard0-step10.safetensors"
+        assert f"cannot save checkpoint {part}: {tmp_path / 'new'} is a file, not a folder" in str(
+            info.value
+        )
+        (tmp_path / "new").unlink()
+        written = sync.save_remote_parts(11, keep=2)
+    finally:
+        sync.close()
+    assert written == {"pserver-shard0": str(parts / "pserver-shard0-step11.safetensors")}
+    assert [p.name for p in parts.iterdir()] == ["pserver-shard0-step11.safetensors"]
 
 
 @pytest.mark.timeout(60)
