@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
 
 from tests.child_env import child_env, child_path
+from tests.mounts import needs_mounts
 from tests.processes import run_job
 
 SMALL = ("--data", "synthetic", "--batch-size", "32", "--no-progress", "--epochs", "1")
@@ -36,15 +36,8 @@ if os.environ.get("DIE_AT_STEP_3"):
 MOUNT = 'mount -t tmpfs distconv-test "$MNT" && exec "$@"'
 
 
-def _can_mount() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = ["unshare", "-rm", "sh", "-c", "mount -t tmpfs distconv-test /tmp"]
-    return subprocess.run(probe, capture_output=True, timeout=10).returncode == 0
-
-
 @pytest.mark.timeout(60)
-@pytest.mark.skipif(not _can_mount(), reason="no mount namespace for this user (unshare -rm)")
+@needs_mounts
 def test_a_run_cut_short_on_a_mounted_disk_is_not_started_afresh_beneath_its_mount_point(
     tmp_path,
 ):
@@ -78,7 +71,7 @@ MOUNT_AND_KEEP = 'mount -t tmpfs distconv-test "$MNT" && "$@" && cp -a "$MNT/." 
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.skipif(not _can_mount(), reason="no mount namespace for this user (unshare -rm)")
+@needs_mounts
 def test_a_recorded_mount_point_holding_the_runs_checkpoints_resumes(tmp_path):
     """The record tells an empty folder from a mount point with no disk on it; a folder that
     holds the run's checkpoints (the run copied to a machine where that path is a plain folder,

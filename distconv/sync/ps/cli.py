@@ -255,11 +255,19 @@ def _check_checkpoint_dir(directory: str) -> None:
         raise PserverStartError(f"--checkpoint-dir {directory}: cannot make it: {problem}")
     if os.access(there, os.W_OK | os.X_OK):  # a read-only mount too, for root
         return
+    # the cause, as every other message about that disk says it: access() gives none
+    why = "read-only file system" if _read_only(there) else "this process cannot write"
     if there == Path(directory):
-        raise PserverStartError(f"--checkpoint-dir {directory}: this process cannot write there")
-    raise PserverStartError(
-        f"--checkpoint-dir {directory}: cannot make it: this process cannot write in {there}"
-    )
+        raise PserverStartError(f"--checkpoint-dir {directory}: {why} there")
+    raise PserverStartError(f"--checkpoint-dir {directory}: cannot make it: {why} in {there}")
+
+
+def _read_only(folder: Path) -> bool:
+    """Whether ``folder`` is on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:  # no answer: not said
+        return False
 
 
 def _first_folder_there(directory: str) -> Path:

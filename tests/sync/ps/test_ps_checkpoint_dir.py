@@ -16,14 +16,44 @@ from ps_helpers import insecure_worker, small_net
 
 from distconv.sync.base import SyncError
 from tests.child_env import child_path
+from tests.mounts import needs_mounts
 
 
-def _pserver(*extra: str) -> subprocess.CompletedProcess:
-    """``distconv pserver`` on 127.0.0.1 port 0; killed (TimeoutExpired) if it keeps serving."""
-    cmd = [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--shard",
-           "0", "--num-shards", "1", "--workers", "1", "--insecure", *extra]  # fmt: skip
+def _pserver(*extra: str, under: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """``distconv pserver`` on 127.0.0.1 port 0 (run by the command ``under`` where given);
+    killed (TimeoutExpired) if it keeps serving."""
+    cmd = [*under, sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0",
+           "--shard", "0", "--num-shards", "1", "--workers", "1", "--insecure", *extra]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": child_path()}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=20, env=env)
+
+
+#: ``unshare ... sh -c READ_ONLY FOLDER ARGV``: ARGV run with FOLDER bound read-only onto itself,
+#: in a mount namespace of its own
+READ_ONLY = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+
+
+@needs_mounts
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("there", [True, False])
+def test_a_checkpoint_dir_on_a_read_only_disk_is_refused_as_such(there, tmp_path):
+    """A folder on a read-only disk was refused as one "this process cannot write", the words of
+    a permission, where every other message about that disk says "read-only file system"."""
+    disk = tmp_path / "disk"
+    directory = disk / "parts"
+    directory.mkdir(parents=True) if there else disk.mkdir()
+    done = _pserver("--checkpoint-dir", str(directory), under=("unshare", "-rm", "sh", "-c",
+                    READ_ONLY, str(disk)))  # fmt: skip
+    assert done.returncode == 1, done
+    why = (
+        "read-only file system there"
+        if there
+        else f"cannot make it: read-only file system in {disk}"
+    )
+    assert done.stderr.strip().splitlines()[-1].endswith(f"--checkpoint-dir {directory}: {why}"), (
+        done
+    )
+    assert "listening on" not in done.stderr + done.stdout
 
 
 @pytest.mark.timeout(60)

@@ -1,0 +1,24 @@
+"""Mount namespaces for tests that need a real mount (a tmpfs, a read-only bind): ``unshare
+-rm`` gives an unprivileged user one of its own, gone with the command it runs. Where the
+system lets no user make one, such tests are skipped."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+
+def can_mount() -> bool:
+    """Whether ``unshare -rm`` can mount a tmpfs here."""
+    if shutil.which("unshare") is None:
+        return False
+    probe = ["unshare", "-rm", "sh", "-c", "mount -t tmpfs distconv-test /tmp"]
+    return subprocess.run(probe, capture_output=True, timeout=10).returncode == 0
+
+
+#: skips a test where no mount namespace can be made
+needs_mounts = pytest.mark.skipif(
+    not can_mount(), reason="no mount namespace for this user (unshare -rm)"
+)
