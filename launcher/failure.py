@@ -372,7 +372,10 @@ def write_report(
         os.replace(tmp, path)
     except OSError as exc:
         _remove(tmp)
-        return f"report not written: {shown(tmp)}: {describe_os_error(exc)}", None
+        # the report is what is not written (a full disk): the temporary file, gone again, is
+        # named only where it stays in the way (a folder in its place)
+        where = tmp if os.path.lexists(tmp) else path
+        return f"report not written: {shown(where)}: {describe_os_error(exc)}", None
     return f"report: {shown(path)}", path
 
 
