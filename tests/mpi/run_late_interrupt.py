@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import distconv.sync.mpi.sync as sync_module
+import distconv.sync.mpi.finishing as finishing  # finish_step's module
 from tests.mpi.common import bucket_params, bucket_sync, recorded
 from tests.mpi.run_check_interrupt import step, what_raises
 from tests.mpi.run_pack_failure import fail_first_pack
@@ -40,7 +40,7 @@ def main() -> None:
             fail_first_pack(sync, "b")
             sync._check.kept_over = interrupted_after(sync._check.kept_over)  # type: ignore[method-assign]
         elif sync.rank == 0 and where == "reduce":  # the last pieces gone, nothing reduced
-            sync_module.update_step = interrupted_before(sync_module.update_step)
+            finishing.update_step = interrupted_before(finishing.update_step)
         elif sync.rank == 0:  # the watched job communicator's own, after setup's
             setattr(sync.comm, where, interrupted_after(getattr(sync.comm, where)))
         sync.start_step(1)

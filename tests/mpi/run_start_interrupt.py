@@ -58,7 +58,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import distconv.sync.mpi.sync as sync_module
+import distconv.sync.mpi.finishing as finishing  # finish_step's module
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync, updates
@@ -99,11 +99,11 @@ def main() -> None:
             updates._unpack = interrupted_after(updates._unpack)
         elif sync.rank == 0 and where in ("finish", "clock"):  # finish_step's clock: its first
             clock = interrupted_before(time.perf_counter, int(where == "clock"))  # call, or last
-            sync_module.time = SimpleNamespace(perf_counter=clock)  # type: ignore[assignment]
+            finishing.time = SimpleNamespace(perf_counter=clock)  # type: ignore[assignment]
         elif sync.rank == 0 and where.endswith("reduced"):  # every collective in, no update
             updates.reduce_all = interrupted_after(updates.reduce_all)
         elif sync.rank == 0 and where.endswith("updated"):  # every update made, not yet done
-            sync_module.update_step = interrupted_after(sync_module.update_step)
+            finishing.update_step = interrupted_after(finishing.update_step)
         elif sync.rank == 0 and where.endswith("posted"):  # the flags started, no last piece
             sync._used.post = interrupted_after(sync._used.post)  # type: ignore[method-assign]
         elif sync.rank == 0 and where == "flags-raised":  # the flags' start made, then raised
@@ -115,7 +115,7 @@ def main() -> None:
         elif sync.rank == 0 and where.endswith("recorded"):  # the step's last collective made
             sync._record_first_pass = interrupted_after(sync._record_first_pass)  # type: ignore[method-assign]
         elif sync.rank == 0 and where == "send-entry":  # the step's sending, nothing sent
-            sync_module.partial = interrupted_before(sync_module.partial)
+            finishing.partial = interrupted_before(finishing.partial)
         elif sync.rank == 0 and where == "wire-entry":  # bucket 0's reduction by hand begins
             updates._by_hand = interrupted_before(updates._by_hand)
         elif sync.rank == 0 and where == "wire":  # a 16-bit bucket's first start, by hand

@@ -32,12 +32,8 @@ one that waits longer than ``timeout`` for a rank that never comes.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from typing import Any
-
-import numpy as np
 
 from distconv.backend import is_gpu_array
 from distconv.optim import Optimizer
@@ -55,9 +51,8 @@ from distconv.sync.mpi.comm import (
     job_world,
     thread_poll_seconds,
 )
-from distconv.sync.mpi.hook import hook_description, mean_divisor, refuse_mixed_layout
-from distconv.sync.mpi.kept import keep, stopping
-from distconv.sync.mpi.last_pieces import send_and_update
+from distconv.sync.mpi.finishing import Finishing
+from distconv.sync.mpi.hook import hook_description, refuse_mixed_layout
 from distconv.sync.mpi.layout import BucketLayout, Raising, taken_once
 from distconv.sync.mpi.leaving import install_abort_hook
 from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes
@@ -65,7 +60,6 @@ from distconv.sync.mpi.setup_start import SetupStart
 from distconv.sync.mpi.shutdown import NEVER_SET_UP, Shutdown
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
-from distconv.sync.mpi.updates import refused_alike, update_step
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import DEFAULT_TIMEOUT, check_timeout, duplicate, watch
 from distconv.sync.mpi.wire_dtypes import wire_dtype
@@ -78,7 +72,14 @@ DEFAULT_BUCKET_BYTES = 4 << 20
 
 
 class MPISync(
-    Arrivals, Abandon, CheckCompletion, Shutdown, BucketLayout, SetupStart, RankCollectives
+    Arrivals,
+    Finishing,
+    Abandon,
+    CheckCompletion,
+    Shutdown,
+    BucketLayout,
+    SetupStart,
+    RankCollectives,
 ):
     """Data-parallel training over MPI: bucketed allreduce, then the optimizer on every rank.
 
@@ -308,75 +309,6 @@ class MPISync(
             self._check.keep(exc)  # raised where nothing started
         self._in_step, self._open = True, f"step {self.step} (no finish_step, or it failed)"
 
-    def finish_step(self) -> None:
-        """Wait for every bucket, apply the optimizer (averaging inside it), zero gradients."""
-        if not self._in_step:
-            raise SyncError("finish_step without start_step")
-        began, checked = time.perf_counter(), self._check_refused  # (in backward: pieces went)
-        try:  # before the flags: a bucket this rank fails to pack is said in them (fail); the
-            # check too (no bucket went during backward), where a fast rank waits for a slow one
-            # over from here (a Ctrl-C before: still open, abandon_step lets it go; after: in
-            # the flags, as a failed pack): over first, one between left it to neither
-            self._in_step = False
-            self._complete_check()
-            self._launch_ready(everything=True)
-            self._check.raise_kept()  # a Ctrl-C as start_step posted the check, said in the flags
-        except BaseException as exc:  # an interrupt too: raised here once the pieces went
-            self._in_step, said = False, exc  # said in the flags, not let go of by abandon_step
-            try:
-                while True:  # a Ctrl-C in here (no wait's, no start held): said, not raised
-                    try:  # (before, the flags never went: the others waited, close aborted)
-                        said = self._check.kept_over(said)  # one kept at start_step wins
-                        self._fail_step(exc, said, checked)
-                        break
-                    except KeyboardInterrupt as again:  # said (raised on purpose), or twice
-                        if again is said or not isinstance(said, Exception):
-                            raise
-                        said = again  # exc its context
-            finally:  # the wait so far (a check refused here), as in backward: counted once
-                now = time.perf_counter()
-                self.sync_seconds, began = self.sync_seconds + now - began, now
-        alone: list[BaseException] = []  # an interrupt in a piece's wait: the step goes on
-        done: list[bool] = []  # every update made: appended by update_step, before any Ctrl-C
-        try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
-            # what fired anywhere and the pieces left: to the wire (reduce_all waits for the
-            # flags) or the thread; then all or none (updates), a failure here alone told later
-            args = (self.buckets, self._used, self._apply, self._slot, self._note_failed_step)
-            every = (self._thread, self._grad_comm, self.world_size, *args, alone, done)
-            hook = self.grad_hook  # its divisor only with it: without, mixed buckets train
-            total = None if hook is None else mean_divisor(self.buckets, self._total)
-            last = (self._used, self._thread, self._pump, alone, self.world_size)
-            while True:  # a Ctrl-C kept in alone, as it is called too (nothing sent yet)
-                entered: list[bool] = []
-                try:  # partial too: a call, where Python raises a Ctrl-C (no call before it)
-                    update = partial(update_step, *every)
-                    if hook is not None:  # only then: without one, the call is as it was
-                        update = partial(update, before=lambda params: hook(params, total))
-                    send_and_update(*last, update, entered)
-                    break
-                except KeyboardInterrupt as exc:
-                    if entered or stopping(alone) or self.world_size == 1:
-                        raise
-                    keep(alone, exc)
-            done.append(True)  # (one rank with the thread: update_step appends nothing)
-        except BaseException as exc:  # before the flags said this rank's failed pack: a Ctrl-C too
-            self._ended_alike = refused_alike(exc)  # a 16-bit wire, on every rank
-            self._used.note_unsaid(exc)
-            raise
-        finally:  # failed once every collective of the step completed, alike on every rank
-            # (the flags' refusal, or this rank's failure alone): close may leave (Shutdown)
-            self._ended_alike |= self._used.refused or self._failed_finish == self.step
-            self.step += 1
-            if done:  # every update made (a Ctrl-C since too): over once the first step's firing
-                made: list[bool] = []  # order is in (its last collective, every rank's; the
-                try:  # empty one too, where rank 0 fired nothing), a Ctrl-C after it too
-                    self._record_first_pass(made)
-                finally:  # stores alone, before any call (a Ctrl-C is raised at one)
-                    if made:
-                        self._watchdog.phase, self._open = f"after step {self.step - 1}", None
-                        self._changed_in = None  # a whole step
-            self.sync_seconds += time.perf_counter() - began
-
     def traffic(self) -> dict[str, float]:
         """Bytes given to the gradient collectives (sent and received alike), ``sync_seconds``
         (the time the step's exchange waited: its check in backward and finish_step; see
@@ -385,15 +317,3 @@ class MPISync(
         wire, seconds = self.wire_bytes, self.sync_seconds
         own = {"bytes_pushed": wire, "bytes_pulled": wire, "sync_seconds": seconds}
         return {**own, **super().traffic()}
-
-    def _apply(self, bucket: Bucket, used: np.ndarray | None, checked: list | None = None) -> None:
-        """The optimizer on the reduced gradients (views of the bucket) of the parameters that
-        fired on some rank (``used``: their flags; None: all of them), then zero gradients.
-        ``checked``: those parameters, as ``to_update`` returned them with no call since."""
-        self._changed_in = self._open  # the step's update began (see state_dict)
-        scale = bucket.grad_scale(self._total)
-        for p in bucket.to_update(used, self._slot) if checked is None else checked:
-            self.optimizer.update(p.value, p.grad, self.state[p.name], grad_scale=scale)
-        spent = bucket.clear()
-        if spent is not None:
-            self._thread.zero(spent)  # done before this bucket's next reduction

@@ -1,0 +1,32 @@
+"""Pieces moved out of modules at the line cap into modules of their own: each name is the same
+object where callers import it from, and a mixin moved out of a class keeps the class's bases
+in their order, the contract's guard on the method it now takes from the mixin."""
+
+from __future__ import annotations
+
+import inspect
+
+
+def test_mpisync_takes_finish_step_from_finishing_guarded_its_bases_in_order():
+    from distconv.sync.mpi.finishing import Finishing
+    from distconv.sync.mpi.sync import MPISync
+
+    assert [c.__name__ for c in MPISync.__mro__] == [
+        "MPISync",
+        "Arrivals",
+        "Finishing",
+        "Abandon",
+        "CheckCompletion",
+        "Shutdown",
+        "BucketLayout",
+        "SetupStart",
+        "RankCollectives",
+        "StepNumbers",
+        "LocalSync",
+        "SyncStrategy",
+        "ABC",
+        "object",
+    ]
+    assert MPISync.finish_step._guarded  # wrapped by SyncStrategy's subclass hook
+    assert inspect.unwrap(MPISync.finish_step) is Finishing.finish_step
+    assert MPISync._apply is Finishing._apply
