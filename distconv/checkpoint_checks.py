@@ -16,7 +16,13 @@ from distconv import plain_json
 from distconv.backend import to_host
 from distconv.kernels.shape import is_int
 from distconv.scheme_history import EARLIER, WORLD_SIZE
-from distconv.sync.local import is_count, not_counts, not_numbers, per_row_count, state_problems
+from distconv.sync.local_state import (
+    is_count,
+    not_counts,
+    not_numbers,
+    per_row_count,
+    state_problems,
+)
 
 OptimState = Mapping[str, Mapping[str, Any]]
 #: the keys of a checkpoint's ``extra`` it keeps its own facts under, beside the run's

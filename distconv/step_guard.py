@@ -20,7 +20,7 @@ from distconv.fired_writes import promises_untouched
 from distconv.order_agreement import agreed_firing_order
 from distconv.parameter import Parameter, grads_left
 from distconv.sync import SyncError, SyncStrategy
-from distconv.sync.local import not_numbers
+from distconv.sync.local_state import not_numbers
 
 
 class TrainingError(RuntimeError):

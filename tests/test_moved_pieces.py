@@ -4,7 +4,10 @@ in their order, the contract's guard on the method it now takes from the mixin."
 
 from __future__ import annotations
 
+import importlib
 import inspect
+
+import pytest
 
 
 def test_mpisync_takes_finish_step_from_finishing_guarded_its_bases_in_order():
@@ -30,3 +33,19 @@ def test_mpisync_takes_finish_step_from_finishing_guarded_its_bases_in_order():
     assert MPISync.finish_step._guarded  # wrapped by SyncStrategy's subclass hook
     assert inspect.unwrap(MPISync.finish_step) is Finishing.finish_step
     assert MPISync._apply is Finishing._apply
+
+
+#: (the module callers import from, the module the names moved to, the names)
+MOVED = [
+    (
+        "distconv.sync.local",
+        "distconv.sync.local_state",
+        ["RUNS", "state_problems", "is_count", "per_row_count", "not_numbers", "not_counts"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "names"), MOVED, ids=[m[0] for m in MOVED])
+def test_a_moved_name_is_the_same_object_where_callers_import_it(old, new, names):
+    before, after = importlib.import_module(old), importlib.import_module(new)
+    assert [n for n in names if getattr(before, n) is not getattr(after, n)] == []
