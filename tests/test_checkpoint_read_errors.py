@@ -92,7 +92,7 @@ def test_running_out_of_memory_reading_the_file_is_a_read_error(tmp_path, monkey
 
 def test_running_out_of_memory_checking_the_digest_is_a_read_error(tmp_path, monkeypatch):
     """The checksum copies each tensor (``tobytes``): out of memory there, as in the parse."""
-    import distconv.checkpoint as checkpoint
+    import distconv.checkpoint_load as checkpoint_load  # the read side's digest
 
     path = tmp_path / "c.safetensors"
     save_small(path, small_model(), None)
@@ -100,6 +100,6 @@ def test_running_out_of_memory_checking_the_digest_is_a_read_error(tmp_path, mon
     def no_memory(tensors, meta):
         raise MemoryError
 
-    monkeypatch.setattr(checkpoint, "_digest", no_memory)
+    monkeypatch.setattr(checkpoint_load, "_digest", no_memory)
     with pytest.raises(CheckpointReadError, match=r"cannot be read here: MemoryError; the file"):
         load_checkpoint(path)

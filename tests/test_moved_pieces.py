@@ -42,6 +42,7 @@ MOVED = [
         "distconv.sync.local_state",
         ["RUNS", "state_problems", "is_count", "per_row_count", "not_numbers", "not_counts"],
     ),
+    ("distconv.checkpoint", "distconv.checkpoint_load", ["load_checkpoint"]),
 ]
 
 
