@@ -35,8 +35,7 @@ one before its latest fails.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,18 +46,21 @@ from distconv.analytic_pass import (
     check_doubles,
     check_fired,
     check_static_pass,
-    refuse_holding_not_finite,
 )
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
 from distconv.finite_differences import DEFAULTS, NetworkObjective, Objective, check_array
+from distconv.gradient_check_guards import (
+    _check_settings,
+    _refuse_narrow,
+    _refuse_not_finite,
+    kept,
+)
 from distconv.gradient_stop import stopped_hint
 from distconv.layers.base import Layer
 from distconv.network import Network, NetworkError
 from distconv.network_feeds import arg_problem
-from distconv.optim_base import _check
 from distconv.parameter import Parameter
-from distconv.sampler import check_count
 from distconv.written_values import (
     copies_of,
     feed_copies,
@@ -299,14 +301,6 @@ def _copy(a: Any, dtype: np.dtype | None) -> Any:
     return a.astype(a.dtype if dtype is None else dtype)
 
 
-def _check_settings(step: float | None, tol: float | None, elements: int) -> None:
-    """ValueError naming ``step``, ``tol`` or ``elements`` where it is out of range."""
-    for name, given in (("step", step), ("tol", tol)):
-        if given is not None:  # NaN, inf and str too
-            _check(name, given, low=0.0, low_open=True)
-    check_count("elements", elements, 0)
-
-
 def _check_gradients(
     obj: Objective,
     params: list[Parameter],
@@ -354,46 +348,3 @@ def _check_gradients(
                 raise changed from exc
             raise
     return grads, report
-
-
-@contextmanager
-def kept(params: list[Parameter]) -> Iterator[None]:
-    """Put back on each of ``params`` what a check changes, however the check ends: its value
-    and gradient arrays (the same objects, the gradient's contents too), ``static``, its count
-    of users and the users it has counted in the pass. The check counts the users itself and
-    zeroes the gradient; left so, a weight shared by layers called by hand fired after its
-    first user with part of its gradient, and a gradient accumulated over passes was lost."""
-    saved = {id(p): (p, p.value, p.grad, p.static, p.shared_count, p._pending) for p in params}
-    grads = {key: grad.copy() for key, (_, _, grad, *_) in saved.items() if grad is not None}
-    try:
-        yield
-    finally:
-        for key, (p, value, grad, static, count, pending) in saved.items():
-            p.value, p.grad, p.static, p.shared_count = value, grad, static, count
-            p._pending = pending  # no setter: a pass half counted is rare outside a check
-            if grad is not None:
-                grad[...] = grads[key]
-
-
-def _refuse_not_finite(obj: Objective, params: list[Parameter]) -> None:
-    """ValueError for an input or a parameter holding NaN or inf, AssertionError for an output
-    that does without them: either way ``f`` is not finite, every numeric derivative is NaN,
-    and no gradient can be judged (each comparison with NaN passed, a wrong gradient too)."""
-    if np.isfinite(obj.f0):
-        return
-    refuse_holding_not_finite(obj, params)
-    raise AssertionError(f"{obj.subject}: its output is not finite (NaN or inf) for finite inputs")
-
-
-def _refuse_narrow(subject: str, what: str, dtype: np.dtype) -> None:
-    """TypeError unless ``dtype`` is float32 or float64 (or wider), what finite differences can
-    judge. ml_dtypes' bfloat16 ...: numpy's finfo does not know them. float16: its rounding of f
-    outweighs what the step moves f by, so the floor in finite_differences.compare passed any
-    gradient (a layer whose backward added nothing at all passed). A bfloat16 weight under a
-    float32 output (its matrix products return float32) rounds the step away: a right gradient
-    was called off."""
-    if dtype.kind != "f" or dtype.itemsize < 4:
-        raise TypeError(
-            f"{subject}: {what} is {dtype}; finite differences need numpy's float32 or "
-            "float64 (float64 for a tight check): cast the weights and inputs"
-        )

@@ -43,6 +43,7 @@ MOVED = [
         ["RUNS", "state_problems", "is_count", "per_row_count", "not_numbers", "not_counts"],
     ),
     ("distconv.checkpoint", "distconv.checkpoint_load", ["load_checkpoint"]),
+    ("distconv.gradient_check", "distconv.gradient_check_guards", ["kept"]),
 ]
 
 
