@@ -27,6 +27,7 @@ def test_mpisync_takes_finish_step_from_finishing_guarded_its_bases_in_order():
         "StepNumbers",
         "LocalSync",
         "SyncStrategy",
+        "StepCount",
         "ABC",
         "object",
     ]
@@ -51,3 +52,17 @@ MOVED = [
 def test_a_moved_name_is_the_same_object_where_callers_import_it(old, new, names):
     before, after = importlib.import_module(old), importlib.import_module(new)
     assert [n for n in names if getattr(before, n) is not getattr(after, n)] == []
+
+
+def test_the_contract_takes_its_step_count_from_step_count_guarded():
+    from distconv.sync.base import SyncStrategy
+    from distconv.sync.local import LocalSync
+    from distconv.sync.step_count import StepCount
+
+    names = ["LocalSync", "SyncStrategy", "StepCount", "ABC", "object"]
+    assert [c.__name__ for c in LocalSync.__mro__] == names
+    assert SyncStrategy.start_step._guarded  # its subclasses' super().start_step() reach it
+    assert inspect.unwrap(SyncStrategy.start_step) is StepCount.start_step
+    assert SyncStrategy.start_at is StepCount.start_at
+    abstract = {"on_gradient", "finish_step", "state_dict", "load_state_dict"}
+    assert SyncStrategy.__abstractmethods__ == abstract

@@ -52,6 +52,7 @@ from distconv.sync.description import job_description
 from distconv.sync.errors import SyncError, step_refusal  # noqa: F401  (transports import them from here)
 from distconv.sync.one_process import refuse_one_process_collectives
 from distconv.sync.setup_told import tell_setup_failed  # noqa: F401  (the Trainer's)
+from distconv.sync.step_count import StepCount
 
 #: optimizer state by parameter name, then state key (host or device arrays)
 StateDict = dict[str, dict[str, Any]]
@@ -69,7 +70,7 @@ _BASE_FIELDS = frozenset({"optimizer", "rank", "world_size"})
 PER_ROW = "_per_row"
 
 
-class SyncStrategy(ABC):
+class SyncStrategy(StepCount, ABC):
     """What happens to each gradient, and everything the Trainer needs across ranks.
 
     Subclasses implement :meth:`on_gradient`, :meth:`finish_step`, :meth:`state_dict` and
@@ -206,50 +207,7 @@ class SyncStrategy(ABC):
         """The Network recorded the order in which the first pass fired the parameters."""
         self.firing_order = list(names)
 
-    def start_at(self, step: int) -> None:
-        """The run's step the next :meth:`start_step` follows (0 first in a fresh run, the
-        checkpoint's on a resume). The Trainer calls it on every rank alike right before each
-        :meth:`start_step`: a step every rank skips (a sequence set's of no row) has none but
-        counts in the run; a transport that numbers its steps (in its errors, its servers' logs
-        and files) takes it, so they say the run's steps. Default: nothing else.
-
-        Raises:
-            ValueError: ``step`` is not a count (an int >= 0).
-        """
-        if not is_int(step) or step < 0:
-            raise ValueError(f"start_at: step must be a count (an int >= 0), got {step!r}")
-
     # -- one step -----------------------------------------------------------------------------
-    @property
-    def step_examples(self) -> int:
-        """This rank's examples in the step under way (or the last), as :meth:`start_step` was
-        told: what a strategy of one's own divides its gradient sums by (after summing them
-        and this count over the ranks, where there are several). Before any :meth:`start_step`
-        a :class:`SyncError` (it was 0: every weight went NaN, with a RuntimeWarning alone)."""
-        if not getattr(self, "_stepped", False):
-            self.check_made()  # a @dataclass one's: not "no attribute '_stepped'"
-            own = type(self).start_step is not SyncStrategy.start_step
-            why = " (does start_step call super().start_step(examples)?)" * own
-            raise SyncError(
-                f"{type(self).__name__}.step_examples read before any start_step(examples): "
-                f"call it before backward{why}"
-            )
-        return self._examples
-
-    def start_step(self, examples: int) -> None:
-        """A step begins; this rank contributes ``examples`` examples to it (over all passes).
-
-        Raises:
-            ValueError: ``examples`` is not a count (an int >= 0): 2.5 was taken as 2, and a
-                negative count averaged nothing (the gradients' sum was applied).
-        """
-        if not is_int(examples) or examples < 0:
-            raise ValueError(
-                f"start_step: examples must be a count (an int >= 0), got {examples!r}"
-            )
-        self._examples, self._stepped, self._taken = int(examples), True, set()
-        self._taken_unfinished = None
-
     #: whether :meth:`prefetch` does anything: the strategy keeps ``sparse_rows`` tables
     #: elsewhere and moves only the rows a batch reads (a parameter server). Only then does the
     #: Trainer work out those rows, which also needs every sparse table's ids to be a feed.
