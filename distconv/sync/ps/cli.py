@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from distconv.files import folder, folder_problem
+from distconv.files import describe_os_error, folder, folder_problem
 from distconv.job import TrainConfig
 from distconv.number_text import decimal, integer
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, RuntimeConfigError, job_id_from
@@ -337,6 +337,10 @@ def run_keys(args: argparse.Namespace) -> int:
         files = make_keys(args.dir, args.workers)
     except ValueError as exc:  # keys already there, --workers 0: one line, as every CLI error
         sys.stderr.write(f"distconv keys: error: {exc}\n")
+        return 1
+    except OSError as exc:  # a full or read-only disk: which file, and why (none is left)
+        where = exc.filename if exc.filename is not None else args.dir
+        sys.stderr.write(f"distconv keys: error: cannot write {where}: {describe_os_error(exc)}\n")
         return 1
     print(f"wrote {len(files)} key files to {args.dir}")
     return 0

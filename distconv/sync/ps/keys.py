@@ -17,8 +17,11 @@ worker R's key.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import secrets
+import shutil
 import struct
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
+from distconv.files import fsync_directory
 from distconv.sync.ps.config import check_workers
 
 SERVER = "server"
@@ -45,28 +49,137 @@ def worker_name(rank: int) -> str:
 def make_keys(directory: str | os.PathLike, workers: int) -> list[Path]:
     """Write the server pair and one pair per worker into ``directory``; returns the files.
 
+    All or none: the set is written whole into a hidden folder first, so that a write that
+    fails (a full disk) leaves no key file in ``directory`` for a launch to take as the job's.
+    A ``directory`` not there yet is that folder renamed into place (atomic); one there
+    already (made by hand, a mount point) is kept, with its owner and mode, and the files
+    staged inside it are renamed into it, those moved removed again where a move fails.
+
     Raises:
         ValueError: ``workers`` outside 1..``MAX_WORKERS`` (:mod:`.config`), or the
             directory already holds keys (never overwritten: a running job would lose its
             credentials).
+        OSError: a folder or file could not be written, naming the key file or folder in
+            ``directory`` (its ``filename``) where nothing of the set is left.
     """
     check_workers(workers)
     path = Path(directory)
+    names = [SERVER, *(worker_name(r) for r in range(workers))]
     # umask 077 while creating: no file or directory is ever readable by others, not even for
     # the moment between pyzmq writing a secret file and a chmod
     previous = os.umask(0o077)
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if (path / f"{SERVER}.key").exists():
-            raise ValueError(f"{path} already holds keys; remove them or choose another directory")
-        written = []
-        for name in [SERVER, *(worker_name(r) for r in range(workers))]:
-            public, secret = zmq.auth.create_certificates(str(path), name)
-            os.chmod(secret, 0o600)
-            written += [Path(public), Path(secret)]
+        if path.is_dir():
+            _refuse_held_keys(path)
+            return _write_into(path, names)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return _write_new(path, names)
     finally:
         os.umask(previous)
+
+
+def _refuse_held_keys(path: Path) -> None:
+    """Raise the ValueError :func:`make_keys` refuses a folder holding keys with."""
+    if (path / f"{SERVER}.key").exists():
+        raise ValueError(f"{path} already holds keys; remove them or choose another directory")
+
+
+def _write_new(path: Path, names: list[str]) -> list[Path]:
+    """Write the set for ``names`` into a hidden folder beside ``path`` and rename it to
+    ``path`` (not there: an empty folder made there meanwhile is replaced, one with files in
+    it is not). The hidden folder is removed on any error."""
+    stage = _make_stage(path.parent, f".{path.name}.", path)
+    try:
+        files = _write_set(stage, names, path)
+        try:
+            os.rename(stage, path)
+        except OSError as exc:
+            raise _naming(exc, path) from None
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    fsync_directory(path.parent)  # the rename itself survives a crash
+    return [path / file.name for file in files]
+
+
+def _write_into(path: Path, names: list[str]) -> list[Path]:
+    """Write the set for ``names`` into a hidden folder in ``path``, then rename each file into
+    ``path``: renames need no room for data, and those done are undone where one fails. The
+    folder is kept as it is (made by an operator with an owner and mode of its own, or a mount
+    point, which no rename can replace)."""
+    stage = _make_stage(path, ".keys.", path)
+    moved: list[Path] = []
+    try:
+        for file in _write_set(stage, names, path):
+            target = path / file.name
+            try:
+                os.rename(file, target)
+            except OSError as exc:
+                raise _naming(exc, target) from None
+            moved.append(target)
+    except BaseException:
+        for target in moved:
+            with contextlib.suppress(OSError):  # best effort: the first error is the one said
+                target.unlink()
+        raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    fsync_directory(path)
+    return moved
+
+
+def _make_stage(parent: Path, prefix: str, said: Path) -> Path:
+    """A new hidden folder ``<prefix><random>.tmp`` in ``parent`` (mode 0700 under the umask);
+    an error names ``said``, the folder the user asked for."""
+    while True:
+        stage = parent / f"{prefix}{secrets.token_hex(6)}.tmp"
+        try:
+            stage.mkdir(mode=0o700)
+            return stage
+        except FileExistsError:  # 48 random bits taken: draw again
+            continue
+        except OSError as exc:  # a read-only or full disk: said of the folder asked for
+            raise _naming(exc, said) from None
+
+
+def _write_set(stage: Path, names: list[str], target: Path) -> list[Path]:
+    """Each of ``names``' pair of certificate files, written into ``stage`` and synced to disk;
+    an error names the file as it would be in ``target``."""
+    written = []
+    for name in names:
+        pair = [stage / f"{name}.key", stage / f"{name}.key_secret"]
+        try:
+            zmq.auth.create_certificates(str(stage), name)
+        except OSError as exc:
+            # pyzmq writes the public file whole, then the secret one: the last there failed
+            failed = pair[1] if pair[1].exists() else pair[0]
+            raise _naming(exc, target / failed.name) from None
+        for file in pair:
+            try:
+                if file is pair[1]:
+                    os.chmod(file, 0o600)
+                _sync_file(file)
+            except OSError as exc:
+                raise _naming(exc, target / file.name) from None
+        written += pair
     return written
+
+
+def _sync_file(file: Path) -> None:
+    """Flush ``file`` to disk: its rename into place must not outlive its data in a crash."""
+    fd = os.open(file, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """``exc`` naming ``path`` (the file or folder the user asked for, not the hidden one it
+    was written as); kept as it is where it has no errno."""
+    if exc.errno is None:
+        return exc
+    return OSError(exc.errno, exc.strerror, str(path))
 
 
 def key_set_mismatch(directory: str | os.PathLike, workers: int) -> str | None:
