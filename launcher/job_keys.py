@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from distconv.sync.ps.key_names import holds_keys
+
 from .commands import LaunchError, keys_command
 from .interrupt import run_captured
 from .shown import shown
@@ -21,8 +23,10 @@ def make_keys(
 ) -> bool:
     """The job's CURVE keys: made by ``distconv keys DIR --workers N`` (a subprocess, in a
     process group of its own killed whole past :data:`KEYS_BOUND` or on a stop), or those
-    already in ``keys_dir`` when they fit ``workers``, so a job can be launched again into its
-    run directory. Returns True when existing keys are reused. ``in_run_dir``: the job is
+    already in ``keys_dir`` when they are a whole set for ``workers`` (each file there loads;
+    an empty one, left by a ``distconv keys`` cut short, is refused as damaged before any
+    child starts), so a job can be launched again into its run directory. Returns True when
+    existing keys are reused. ``in_run_dir``: the job is
     ``distconv train`` writing into the run directory's ``train/`` (no ``--out`` of its own),
     so that another run directory begins a new run; ``own_out``: train's own ``--out``, which
     holds the run whatever the run directory (the refusal's hint says which).
@@ -33,8 +37,8 @@ def make_keys(
         Interrupted: a stop kept before the launcher armed (by a caller that called
             :func:`launcher.interrupt.defer` itself) killed it; raised once.
     """
-    if (keys_dir / "server.key").exists():
-        from distconv.sync.ps.keys import key_set_mismatch
+    if holds_keys(keys_dir):  # any key file, not only server.key: a set cut short is checked too
+        from distconv.sync.ps.keys import key_set_mismatch  # pyzmq: only for keys there
 
         differs = key_set_mismatch(keys_dir, workers)
         if differs is not None:

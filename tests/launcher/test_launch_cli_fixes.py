@@ -82,12 +82,17 @@ KEY_PROBE = (
 )
 
 
-def _make_keys(keys: Path, workers: int) -> None:
-    """Make a job's CURVE keys for ``workers`` workers in ``keys`` (``distconv keys``)."""
-    made = subprocess.run(
+def _distconv_keys(keys: Path, workers: int) -> subprocess.CompletedProcess:
+    """``distconv keys KEYS --workers N``, its output captured as text."""
+    return subprocess.run(
         [sys.executable, "-m", "distconv", "keys", str(keys), "--workers", str(workers)],
         env=ENV, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
+
+
+def _make_keys(keys: Path, workers: int) -> None:
+    """Make a job's CURVE keys for ``workers`` workers in ``keys`` (``distconv keys``)."""
+    made = _distconv_keys(keys, workers)
     assert made.returncode == 0, made.stderr
 
 
@@ -130,6 +135,40 @@ def test_keys_for_another_worker_count_are_refused_in_one_line(tmp_path):
     (keys / "worker-1.key_secret").unlink()
     line = one_error_line(_local(run, 2, tmp_path), "local")
     assert f"{shown(keys)} lacks worker-1.key_secret" in line
+
+
+def _empty_secret(keys: Path) -> str:
+    (keys / "worker-1.key_secret").write_bytes(b"")  # as a full disk left it
+    return "holds a damaged key set: worker-1.key_secret is empty"
+
+
+def _no_server_pair(keys: Path) -> str:
+    for name in ("server.key", "server.key_secret"):
+        (keys / name).unlink()
+    return "lacks server.key"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("damage", [_empty_secret, _no_server_pair])
+def test_a_damaged_key_set_is_refused_before_any_child_starts(tmp_path, damage):
+    """A key set a full disk cut short (before ``distconv keys`` wrote all or none) passed
+    where each file was there: an empty secret file failed the job at its worker, in words
+    never restarted, and ``distconv keys`` run again over it said it held keys, as if whole;
+    one without ``server.key`` was not looked at, and new keys were written over the
+    workers' files. The launch is refused before any child starts, saying how to go on, and
+    ``distconv keys`` says the set is damaged."""
+    run = tmp_path / "run"
+    keys = run / "keys"
+    _make_keys(keys, 2)
+    said = damage(keys)
+    line = one_error_line(_local(run, 2, tmp_path), "local")
+    assert f"{shown(keys)} {said} (an interrupted `distconv keys`?), so its keys" in line
+    assert f"remove {shown(keys)} and launch again" in line
+    assert not (run / "logs").exists()  # refused before any child started
+    again = _distconv_keys(keys, 2)  # run again by hand: it says the same
+    assert again.returncode == 1, again
+    refused = f"{keys} {said} (an interrupted `distconv keys`?); remove them or choose another"
+    assert again.stderr == f"distconv keys: error: {refused} directory\n"
 
 
 @pytest.mark.timeout(120)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import secrets
 import shutil
 import struct
@@ -31,19 +30,26 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
-from distconv.files import fsync_directory
+from distconv.files import describe_os_error, fsync_directory
 from distconv.sync.ps.config import check_workers
+from distconv.sync.ps.key_names import SERVER, WORKER_PUBLIC, holds_keys, key_files, worker_name
 
-SERVER = "server"
-_WORKER = re.compile(r"worker-(\d+)\.key$")
+#: what a launch, or ``distconv keys`` run again, guesses of a key set cut short or damaged
+INTERRUPTED = "(an interrupted `distconv keys`?)"
 
 
 class KeyFileError(ValueError):
-    """A key file is missing or unreadable; the text names the file."""
+    """A key file is missing or unreadable; the text names the file.
 
+    Attributes:
+        why: what is wrong with the file, without its name (``holds no secret key``).
+        damaged: its contents are wrong (cut short, edited), not its reading (a permission).
+    """
 
-def worker_name(rank: int) -> str:
-    return f"worker-{rank}"
+    def __init__(self, message: str, why: str = "", damaged: bool = False) -> None:
+        super().__init__(message)
+        self.why = why or message
+        self.damaged = damaged
 
 
 def make_keys(directory: str | os.PathLike, workers: int) -> list[Path]:
@@ -57,8 +63,8 @@ def make_keys(directory: str | os.PathLike, workers: int) -> list[Path]:
 
     Raises:
         ValueError: ``workers`` outside 1..``MAX_WORKERS`` (:mod:`.config`), or the
-            directory already holds keys (never overwritten: a running job would lose its
-            credentials).
+            directory already holds key files (never overwritten: a running job would lose
+            its credentials), said damaged where they are (:func:`key_set_damage`).
         OSError: a folder or file could not be written, naming the key file or folder in
             ``directory`` (its ``filename``) where nothing of the set is left.
     """
@@ -79,9 +85,13 @@ def make_keys(directory: str | os.PathLike, workers: int) -> list[Path]:
 
 
 def _refuse_held_keys(path: Path) -> None:
-    """Raise the ValueError :func:`make_keys` refuses a folder holding keys with."""
-    if (path / f"{SERVER}.key").exists():
-        raise ValueError(f"{path} already holds keys; remove them or choose another directory")
+    """Raise the ValueError :func:`make_keys` refuses a folder holding key files with: a
+    whole set, or one :func:`key_set_damage` names (a set cut short, run again, was said to
+    be keys held as if whole)."""
+    if not holds_keys(path):
+        return
+    held = key_set_damage(path) or "already holds keys"
+    raise ValueError(f"{path} {held}; remove them or choose another directory")
 
 
 def _write_new(path: Path, names: list[str]) -> list[Path]:
@@ -184,38 +194,77 @@ def _naming(exc: OSError, path: Path) -> OSError:
 
 def key_set_mismatch(directory: str | os.PathLike, workers: int) -> str | None:
     """How the keys in ``directory`` differ from the set :func:`make_keys` writes for
-    ``workers`` workers, as a phrase ("holds keys for 3 worker(s), not 2"); None when they are
-    exactly that set, so a job launched again into its run directory can reuse them."""
+    ``workers`` workers, as a phrase ("holds keys for 3 worker(s), not 2"), a damaged set
+    first (:func:`key_set_damage`); None when they are exactly that set, each file whole, so
+    a job launched again into its run directory can reuse them."""
     path = Path(directory)
+    damage = key_set_damage(path)
+    if damage is not None:
+        return damage
     ranks = sorted(
-        int(m.group(1)) for f in path.glob("worker-*.key") if (m := _WORKER.search(f.name))
+        int(m.group(1)) for f in path.glob("worker-*.key") if (m := WORKER_PUBLIC.search(f.name))
     )
     if ranks != list(range(workers)):
         held = f"{worker_name(ranks[0])}..{worker_name(ranks[-1])}" if ranks else "none"
         return f"holds keys for {len(ranks)} worker(s) ({held}), not {workers}"
-    wanted = [SERVER, *(worker_name(r) for r in range(workers))]
-    for name in (f"{n}.key{end}" for n in wanted for end in ("", "_secret")):
-        if not (path / name).is_file():
-            return f"lacks {name} (an interrupted `distconv keys`?)"
+    return None
+
+
+def key_set_damage(directory: str | os.PathLike) -> str | None:
+    """Why the key files in ``directory`` are no whole set, for any number of workers, as a
+    phrase: a file empty or that does not load ("holds a damaged key set: worker-1.key_secret
+    is empty (an interrupted `distconv keys`?)"), or one of a pair missing ("lacks
+    server.key_secret ..."); None where each file loads and has its pair, the server's too.
+    An empty secret file passed for a key: the job failed at its first worker, in words
+    never restarted, and none said to remove the keys."""
+    path = Path(directory)
+    names = key_files(path)
+    for name in names:
+        file = path / name
+        try:
+            if file.stat().st_size == 0:
+                return f"holds a damaged key set: {name} is empty {INTERRUPTED}"
+            _load(file, secret=name.endswith("_secret"))
+        except OSError as exc:  # gone or unreadable since listed
+            return f"holds {name}, which cannot be read: {describe_os_error(exc)}"
+        except KeyFileError as exc:
+            if exc.damaged:
+                return f"holds a damaged key set: {name} {exc.why} {INTERRUPTED}"
+            return f"holds {name}, which {exc.why}"
+    stems = {SERVER} | {name.split(".")[0] for name in names}
+    for stem in sorted(stems, key=lambda stem: (stem != SERVER, len(stem), stem)):
+        for name in (f"{stem}.key", f"{stem}.key_secret"):
+            if name not in names:
+                return f"lacks {name} {INTERRUPTED}"
     return None
 
 
 def _load(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
     if not path.is_file():
-        raise KeyFileError(f"CURVE key file {path} not found (make keys with `distconv keys`)")
+        raise KeyFileError(
+            f"CURVE key file {path} not found (make keys with `distconv keys`)", "is missing"
+        )
     try:
         public, private = zmq.auth.load_certificate(str(path))
-    except (ValueError, OSError) as exc:
-        raise KeyFileError(f"CURVE key file {path} is unreadable: {exc}") from None
+    except ValueError as exc:  # no public key line: cut short, edited
+        why = "holds no public key"
+        raise KeyFileError(
+            f"CURVE key file {path} is unreadable: {exc}", why, damaged=True
+        ) from None
+    except OSError as exc:
+        why = f"cannot be read: {describe_os_error(exc)}"
+        raise KeyFileError(f"CURVE key file {path} is unreadable: {exc}", why) from None
     if secret and private is None:
-        raise KeyFileError(f"{path} holds no secret key")
+        raise KeyFileError(f"{path} holds no secret key", "holds no secret key", damaged=True)
     for kind, key in (("public", public), ("secret", private)):
         if key is not None and not _is_curve_key(key):
             # ZeroMQ refused it only as the socket took it, a bare "ZMQError: Invalid
             # argument" traceback (a secret), or a shard admitted no worker (a public key)
             raise KeyFileError(
                 f"CURVE key file {path}: its {kind} key is not a CURVE key (40 Z85 characters; "
-                "a file edited or cut short? make keys with `distconv keys`)"
+                "a file edited or cut short? make keys with `distconv keys`)",
+                f"holds a {kind} key that is not a CURVE key",
+                damaged=True,
             )
     return public, private
 
@@ -235,7 +284,7 @@ def server_keys(directory: str | os.PathLike) -> tuple[bytes, bytes, dict[bytes,
     public, secret = _load(path / f"{SERVER}.key_secret", secret=True)
     workers = {}
     for file in sorted(path.glob("worker-*.key")):
-        match = _WORKER.search(file.name)
+        match = WORKER_PUBLIC.search(file.name)
         if match:
             workers[_load(file, secret=False)[0]] = int(match.group(1))
     if not workers:
