@@ -9,7 +9,8 @@ labels), ``label`` (a class 3 for 3 outputs in the last row: a DataError before 
 step), ``model`` (a layer of the user's own that raises a LayerError in its sixth forward: a
 model error mid-epoch), ``feed`` (the images fed as ``image``, the network reads ``x``: a
 NetworkError before the first step), ``float64`` (the images left float64: under MPI on one rank,
-a difference of the ranks' feeds), ``oserror`` (the script's own file missing), ``ok``.
+a difference of the ranks' feeds), ``float16`` (the model trained in float16, which a parameter
+server refuses at setup), ``oserror`` (the script's own file missing), ``ok``.
 RANKS, under MPI: the ranks whose data is wrong, ``0`` or ``all`` (the default). ``open``: the
 sync is closed after fit returns, not in a ``finally`` (an error leaves it open, to MPISync's
 abort hook)."""
@@ -80,7 +81,8 @@ def fit(sync, case: str, ranks: str) -> None:
     fc._breaks = wrong
     net.add("fc", fc, "x")
     net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
-    Trainer(net, sync, 4, progress=False).fit(data(case if wrong else "ok"), epochs=1)
+    dtype = "float16" if case == "float16" and wrong else None
+    Trainer(net, sync, 4, progress=False, dtype=dtype).fit(data(case if wrong else "ok"), epochs=1)
 
 
 dist.run_main(main)

@@ -109,6 +109,29 @@ def test_a_parameter_server_job_with_bad_data_on_one_rank_is_not_restarted(tmp_p
     assert report["restart"] == 0 and report["then"] == unused("DataError"), report
 
 
+@pytest.mark.timeout(60)
+def test_a_float16_model_on_a_parameter_server_ends_in_one_line_and_is_not_restarted(tmp_path):
+    """The shards keep float32 and float64: a float16 model (``Trainer(dtype="float16")``) is
+    refused at setup as a configuration error, said in one line that names the way out; it was
+    a ``WireError``'s traceback, and restarted as if another attempt might pass."""
+    said, status, report = _launched(
+        tmp_path, "local", "--workers", "1", "--servers", "1", "--insecure", "--",
+        SCRIPT, "float16",
+    )  # fmt: skip
+    assert status == 1, said[-3000:]
+    ending = (
+        "[worker 0] user_data_script.py: error: RuntimeConfigError: rank 0: parameter "
+        "'fc.weight' is float16 (and 1 more): the parameter server keeps float32 or float64 "
+        "parameters; train in float32 or float64, or in 16 bits over MPI (--sync mpi) or locally"
+    )
+    assert said.count(ending) == 1, said[-3000:]
+    assert "Traceback" not in said and "WireError" not in said, said[-3000:]
+    # the shard's stats at its end: not a byte came in (no hello, no bye)
+    stats = [line for line in said.splitlines() if "shard 0 stats {" in line]
+    assert len(stats) == 1 and ', "bytes_in": 0, ' in stats[0], said[-3000:]
+    assert report["restart"] == 0 and report["then"] == unused("RuntimeConfigError"), report
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize(
     ("argv", "error"),

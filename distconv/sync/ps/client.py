@@ -50,6 +50,7 @@ from distconv.sync.ps.inbox import ReplyWriter
 from distconv.sync.ps.incarnations import incarnation_field
 from distconv.sync.ps.job_hello import hello_fields, hello_reply_problem
 from distconv.sync.ps.outbox import PushQueue
+from distconv.sync.ps.param_dtypes import refuse_unkept_dtypes
 from distconv.sync.ps.processes import whoami
 from distconv.sync.ps.pulls import Pulls
 from distconv.sync.ps.releases import check_releases
@@ -226,8 +227,10 @@ class PServerSync(
 
     def _lay_out(self, params: Sequence[Parameter], config: Mapping | None) -> dict[str, Any]:
         """Setup's work before its hello, on this rank alone: its job description."""
+        params = trainable(params)
+        refuse_unkept_dtypes(params, self.rank)  # not yet in self.params: close says no bye
         self._drop_pushes()  # those of a step cut short (a second Ctrl-C), if any
-        self.params = setup_params(trainable(params))  # before any hello: as the base's
+        self.params = setup_params(params)  # before any hello: as the base's
         # anew at each setup: a later fit may train another set (a layer frozen or unfrozen)
         self._by_name = {p.name: i for i, p in enumerate(self.params)}
         # and the sparse rows of a step cut short, kept by the old indices: the parameter now at
