@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from distconv.cast_advice import dtype_only_advice
 from distconv.checkpoint import Checkpoint, CheckpointError, check_fit
 from distconv.checkpoint_checks import OWN_KEYS, whole_set_each_step
 from distconv.parameter import Parameter
@@ -85,7 +86,9 @@ def check_resumable(
     The facts' refusal then says too that the parameters do not fit, and how many differences
     there are (its ``__cause__`` lists them): a fact that differs for a reason of its own (a
     model of one's own resized, and another learning rate) said alone hid the misfit, and its
-    advice to load the weights into a new run failed on it.
+    advice to load the weights into a new run failed on it. Where they differ in dtype alone,
+    either refusal says instead how to load them all the same: cast, restore, then train with
+    ``Trainer(dtype=...)`` (:func:`~distconv.cast_advice.dtype_only_advice`).
 
     Raises:
         CheckpointError: as those two do.
@@ -93,10 +96,13 @@ def check_resumable(
     try:
         check_fit(ckpt, params)
     except CheckpointError as misfit:
+        cast = dtype_only_advice(params, ckpt.params)  # the load advised would be refused too
         try:
             check_same_run(ckpt.path, theirs, ours)
         except CheckpointError as other_run:
-            raise CheckpointError(f"{other_run}{_nor_fits(misfit)}") from misfit
+            raise CheckpointError(f"{other_run}{cast or _nor_fits(misfit)}") from misfit
+        if cast:
+            raise CheckpointError(f"{misfit}{cast}") from misfit
         raise
     check_same_run(ckpt.path, theirs, ours)
 

@@ -314,6 +314,54 @@ def test_resume_on_another_data_set_names_the_data_set_on_one_line(tmp_path):
     assert "parameter 'fc2.bias': model shape (10,), checkpoint shape (4,)" in debug.stderr
 
 
+def test_resume_in_another_dtype_says_the_cast_that_loads_the_weights_and_it_trains_on(
+    tmp_path,
+):
+    """The refusal sent the user to restore_checkpoint, which refused the float32 model in
+    turn ("model dtype float32, checkpoint dtype float64") without naming the cast that
+    converts; it now says it, and following it a new run trains on from those weights."""
+    from distconv.checkpoint import restore_checkpoint
+    from distconv.data import load_dataset
+    from distconv.init import set_seed
+    from distconv.models import lenet
+    from distconv.optim import create_optimizer
+    from distconv.sync.local import LocalSync
+    from distconv.trainer import Trainer
+
+    out = tmp_path / "run"
+    first = distconv("train", *SMALL, "--epochs", "1", "--dtype", "float64", "--out", str(out))
+    assert first.returncode == 0, first.stderr
+    again = ("--epochs", "2", "--dtype", "float32", "--out", str(out), "--resume")
+    proc = distconv("train", *SMALL, *again)
+    _assert_one_line_error(
+        proc,
+        "dtype: checkpoint 'float64', this run 'float32'",
+        "Its parameters differ from this model's in dtype alone (float64, this model float32): "
+        "to train this model on from them, cast its parameters to float64 first "
+        "(p.cast('float64') for each), load them (distconv.checkpoint.restore_checkpoint), "
+        "then train with Trainer(dtype='float32'), which casts them back, in another output "
+        "directory (out_dir, --out).",
+    )
+    assert "they load only into a model built as the checkpoint's" not in proc.stderr
+    saved = _latest(out).params
+    train, test = load_dataset("synthetic", None, 0)  # as distconv train loads it
+    set_seed(0)
+    net = lenet(train.image_shape, train.num_classes)
+    for p in net.parameters():
+        p.cast("float64")
+    restore_checkpoint(RunDirectory(out).latest().part("chief"), net.parameters())
+    sync = LocalSync(create_optimizer("sgd", lr=0.01))
+    trainer = Trainer(net, sync, 32, out_dir=tmp_path / "new", progress=False, dtype="float32")
+    for p in net.parameters():  # the checkpoint's weights, in float32
+        np.testing.assert_array_equal(p.value, saved[p.name].astype(np.float32), err_msg=p.name)
+    (record,) = trainer.fit(train, test, epochs=1)
+    assert np.isfinite(record["train_loss"]) and record["step"] == 12, record
+    moved = [
+        not np.array_equal(p.value, saved[p.name].astype(np.float32)) for p in net.parameters()
+    ]
+    assert all(moved) and all(p.value.dtype == np.float32 for p in net.parameters())
+
+
 def test_bad_device_from_the_environment(tmp_path):
     proc = distconv("train", *SMALL, "--out", str(tmp_path), env={"DISTCONV_DEVICE": "tpu"})
     # named by its variable: no flag of the command line said 'tpu'
