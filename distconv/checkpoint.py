@@ -26,6 +26,7 @@ import numpy as np
 
 from distconv.backend import copy_into, to_host
 from distconv.build_identity import build_id
+from distconv.cast_advice import dtype_only_advice
 from distconv.checkpoint_checks import (
     OptimState,
     extra_text,
@@ -260,6 +261,6 @@ def check_fit(
             or read_otherwise(optim_state, ckpt.optim_state)
             or [optimizer_words(said) for said in state_problems(optim_state, ckpt.optim_state)]
         )
-    if problems:
-        listed = "; ".join(problems)
+    if problems:  # and where the parameters differ in dtype alone, the cast that loads them
+        listed = "; ".join(problems) + dtype_only_advice(params, ckpt.params)
         raise CheckpointError(f"checkpoint {ckpt.path} does not fit the model: {listed}")

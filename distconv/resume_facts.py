@@ -101,9 +101,7 @@ def check_resumable(
             check_same_run(ckpt.path, theirs, ours)
         except CheckpointError as other_run:
             raise CheckpointError(f"{other_run}{cast or _nor_fits(misfit)}") from misfit
-        if cast:
-            raise CheckpointError(f"{misfit}{cast}") from misfit
-        raise
+        raise  # check_fit's words say the cast too, where it is dtype alone
     check_same_run(ckpt.path, theirs, ours)
 
 

@@ -320,7 +320,7 @@ def test_resume_in_another_dtype_says_the_cast_that_loads_the_weights_and_it_tra
     """The refusal sent the user to restore_checkpoint, which refused the float32 model in
     turn ("model dtype float32, checkpoint dtype float64") without naming the cast that
     converts; it now says it, and following it a new run trains on from those weights."""
-    from distconv.checkpoint import restore_checkpoint
+    from distconv.checkpoint import CheckpointError, restore_checkpoint
     from distconv.data import load_dataset
     from distconv.init import set_seed
     from distconv.models import lenet
@@ -347,9 +347,14 @@ def test_resume_in_another_dtype_says_the_cast_that_loads_the_weights_and_it_tra
     train, test = load_dataset("synthetic", None, 0)  # as distconv train loads it
     set_seed(0)
     net = lenet(train.image_shape, train.num_classes)
+    chief = RunDirectory(out).latest().part("chief")
+    with pytest.raises(CheckpointError) as uncast:  # the load advised names the cast too
+        restore_checkpoint(chief, net.parameters())
+    assert "model dtype float32, checkpoint dtype float64" in str(uncast.value)
+    assert "cast its parameters to float64 first (p.cast('float64') for each)" in str(uncast.value)
     for p in net.parameters():
         p.cast("float64")
-    restore_checkpoint(RunDirectory(out).latest().part("chief"), net.parameters())
+    restore_checkpoint(chief, net.parameters())
     sync = LocalSync(create_optimizer("sgd", lr=0.01))
     trainer = Trainer(net, sync, 32, out_dir=tmp_path / "new", progress=False, dtype="float32")
     for p in net.parameters():  # the checkpoint's weights, in float32
