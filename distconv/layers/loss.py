@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module, is_float_dtype, sum_dtype, widened
+from distconv.backend import get_array_module, is_float_dtype, widened
 from distconv.layers.base import Layer
 from distconv.layers.inputs import grad_target, values_of
 from distconv.parameter import UpdateCallback
@@ -106,10 +106,12 @@ class MSELoss(Layer):
             raise self.fail("an empty batch has no mean loss")
         if pred.shape != target.shape:
             raise self.fail(f"pred shape {pred.shape} differs from target shape {target.shape}")
-        self._diff = p - t
-        square = self._diff * self._diff
-        wide = sum_dtype(square.dtype)
-        return square.mean() if wide is None else square.mean(dtype=wide).astype(square.dtype)
+        self._diff = p - t  # in the inputs' dtype: backward's gradient stays in it
+        # a 16-bit difference squared in float32: float16 squares past 256 to infinity (one
+        # error of 300 made the loss inf while its mean and every gradient were finite)
+        wide = widened(self._diff)
+        mean = (wide * wide).mean()
+        return mean if wide is self._diff else mean.astype(self._diff.dtype)
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         g = self._diff * (2 * dz / self._diff.size)

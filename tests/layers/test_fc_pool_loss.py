@@ -308,6 +308,19 @@ def test_mse_of_many_bfloat16_elements_is_their_mean():
     assert float(got) == pytest.approx(float(want), rel=2**-7)
 
 
+def test_float16_mse_of_one_far_element_is_finite():
+    """One float16 error of 300 squares to 90000, past float16's 65504: squared in float16 the
+    loss was inf though its mean (5625) and every gradient are finite."""
+    pred = np.zeros((4, 4), np.float16)
+    target = pred.copy()
+    target[1, 2] = 300
+    got = MSELoss()(Arg(pred), Arg(target)).value
+    want = MSELoss()(Arg(pred.astype(np.float64)), Arg(target.astype(np.float64))).value
+    assert got.dtype == np.float16
+    assert float(want) == 5625.0
+    assert float(got) == float(np.float16(want))  # float64's, rounded to float16 (5624)
+
+
 @pytest.mark.parametrize(
     "make, shape",
     [
