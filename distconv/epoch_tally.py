@@ -158,6 +158,7 @@ class EpochTally:
             raise TrainingError(
                 f"the loss became NaN or infinite in epoch {pos.epoch + 1}, between steps "
                 f"{self.since_step + 1} and {pos.step}; lower the learning rate or check the data"
+                + _float16_sums(self.sync)
             )
         sums = dict(self._start)
         sums["loss"] += loss
@@ -264,6 +265,19 @@ def scheme_in_force(lines: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | N
     the last line that has one (None where none has: a log written before schemes were).
     A reader takes a line's scheme so: ``scheme_in_force(lines[: i + 1])``."""
     return next((r["scheme"] for r in reversed(lines) if "scheme" in r), None)
+
+
+def _float16_sums(sync: SyncStrategy) -> str:
+    """The other way out of a loss gone NaN where the parameters are float16: their gradients
+    hold the sum over a rank's examples of a step, past 65504 though every mean fits."""
+    if not any(p.value.dtype == np.float16 for p in getattr(sync, "params", ())):
+        return ""
+    return (
+        "; or, the parameters being float16, whose gradients hold the sum over a rank's "
+        "examples of a step (batch size times accumulate, times the mean) and overflow past "
+        "65504 (float16's range), lower --batch-size / --accumulate or train in bfloat16 or "
+        "float32"
+    )
 
 
 def evaluate_shares(

@@ -35,6 +35,7 @@ class Arrivals:
     _first_pass: list[str]
     _next_launch: int
     _total: int
+    _examples: int  # this rank's in the step (SyncStrategy.start_step's)
     _at_pack: list[tuple[int, ...]]
     _pump: PiecePump | None
     _grad_comm: Any
@@ -75,6 +76,7 @@ class Arrivals:
 
     def _launch(self, bucket: Bucket) -> None:
         self._complete_check()
+        bucket.examples = self._examples  # what a refused wire says of this rank's sums
         bucket.pack(mean_scale(self._total))
         self.wire_bytes += bucket.target.nbytes
         if self._at_pack[bucket.index]:

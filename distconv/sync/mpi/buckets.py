@@ -85,6 +85,7 @@ class Bucket:
         self.scratch = np.empty_like(self.target) if self.compressed else None
         # what one Iallreduce each reduces (none: a 16-bit wire, reduced by hand)
         self.pieces = [] if self.compressed else [slice(0, self.target.size)]
+        self.examples = 0  # this rank's in the step (the sync's): what a refusal says
         self.reset()
         self.done = threading.Event()  # set by the communication thread once reduced
         self.error: BaseException | None = None
@@ -159,8 +160,10 @@ class Bucket:
         """Bring the gradients to the host and into the wire dtype (no-ops where not needed).
 
         A bucket that :attr:`averages` is multiplied by ``scale`` (1 / the step's global example
-        count) on the way, in float32 (sums over many examples overflow float16, averages do not)
-        or in the wire dtype where that is wider.
+        count) on the way, in float32 (a wider gradient's sum over many examples may pass a
+        16-bit wire's range where its average does not) or in the wire dtype where that is
+        wider. float16 gradients are sums over this rank's :attr:`examples` themselves: they
+        overflowed already, in the layers, where that count times their mean passes 65,504.
         """
         if self.on_device:
             self.buffer.get(out=self.host)
@@ -195,13 +198,47 @@ class Bucket:
         """
         if not self.compressed or finite_16(self.target[: self.size], self.scratch):
             return
-        dtype = self.target.dtype
-        limit = " (65504)" if dtype == np.float16 else ""
+        raise WireRefused(self._refusal())
+
+    def _refusal(self) -> str:
+        """Why the reduced wire is not finite, as far as this rank can tell: its own gradients
+        (still in ``host`` where the wire is a copy; read only here, once refused) overflowed
+        float16 before the wire, or were not finite, or the wire overflowed."""
+        dtype, host = self.target.dtype, self.host[: self.size]
         names = ", ".join(p.name for p in self.params)
-        raise WireRefused(
-            f"gradient bucket {self.index} ({names}) is not finite after the {dtype} wire: an "
-            f"average gradient, or the ranks' sum of them, past {dtype}'s range{limit}, or a "
-            "NaN or infinite gradient; train with grad_dtype 'bfloat16' or 'float32'"
+        head = f"gradient bucket {self.index} ({names}) is not finite after the {dtype} wire"
+        own = None if self.target is self.host else finite_16(host, self.scratch)
+        sums16 = host.dtype == np.float16
+        if sums16 and own is not True:  # float16 sums over a batch: the likely cause
+            n = self.examples
+            whose = f"this rank's {n}" if own is False else f"a rank's ({n} on this rank)"
+            return (
+                f"{head}: the gradients summed over {whose} examples overflowed float16 "
+                "(65504) before the wire, or were NaN: lower --batch-size / --accumulate, or "
+                "train in bfloat16 or float32"
+            )
+        if own is False:
+            return (
+                f"{head}: this rank's gradients were NaN or infinite before the wire; lower the "
+                "learning rate or check the data"
+            )
+        if dtype == np.float16:
+            return (
+                f"{head}: an average gradient, or the ranks' sum of them, past float16's range "
+                "(65504), or a NaN or infinite gradient on some rank; train with grad_dtype "
+                "'bfloat16' or 'float32'"
+            )
+        # bfloat16 has float32's range: no finite average overflows it on the wire
+        whose = "another rank's" if own else "some rank's"
+        if sums16:
+            return (
+                f"{head}: {whose} gradients, summed over its examples, overflowed float16 "
+                "(65504) before the wire, or were NaN: lower --batch-size / --accumulate, or "
+                "train in bfloat16 or float32"
+            )
+        return (
+            f"{head}: {whose} gradients were NaN or infinite before the wire; lower the "
+            "learning rate or check the data"
         )
 
     def grad_scale(self, total: int) -> float:
