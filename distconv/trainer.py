@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from distconv.arg import feeds_of
-from distconv.backend import widened
 from distconv.data import Arrays, DataError, Dataset
 from distconv.data_checks import check_sets
 from distconv.empty_pass import fire_every_gradient
@@ -29,6 +28,7 @@ from distconv.epoch_run import run_epoch
 from distconv.epoch_tally import EpochTally, evaluate_shares, right_answers
 from distconv.fit_start import start_fit
 from distconv.layers.base import LayerError
+from distconv.layers.loss import wide_loss
 from distconv.layers.randomness import training_step
 from distconv.metrics import MetricsWriter, plot_metrics, summary
 from distconv.network import Network
@@ -231,7 +231,7 @@ class Trainer:
             )
         loss_layer = self.network[self.loss_name]
         count = loss_rows_checked(arrays, loss_layer, index) if ragged else len(index)
-        loss = widened(mean) * count  # a 16-bit loss in float32: float16 ends at 65504
+        loss = wide_loss(loss_layer, mean) * count  # a 16-bit loss's float32 mean, unrounded
         return loss, (0 if self.accuracy is None else right_answers(outputs, self.accuracy))
 
     def train_step(

@@ -1,7 +1,9 @@
 """Losses as layers: softmax cross-entropy and mean squared error.
 
 A loss layer's output is a 0-d array (the mean over the batch); :meth:`Network.backward` seeds
-its gradient with 1, and the loss adds ``d(loss)/d(input)`` into its inputs like any layer.
+its gradient with 1, and the loss adds ``d(loss)/d(input)`` into its inputs like any layer. A
+16-bit loss is that mean, taken in float32, rounded to 16 bits; the layer keeps the float32 one
+(``wide_mean``), which the Trainer's sums read (:func:`wide_loss`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,17 @@ def _labels(layer: Layer, label: Arg, n: int, n_classes: int, xp: Any) -> Any:
             f"labels must lie in [0, {n_classes}), got range [{int(ids.min())}, {int(ids.max())}]"
         )
     return xp.asarray(ids)
+
+
+def wide_loss(layer: Layer, mean: Any) -> Any:
+    """The loss ``mean`` that ``layer`` output, in float32 where it is 16-bit: the float32 mean
+    its last forward kept (``wide_mean``), where ``mean`` is that rounded (a subclass may have
+    changed the output since), else ``mean`` widened. On the device, without a sync."""
+    loss = widened(mean)
+    wide = getattr(layer, "wide_mean", None)
+    if wide is None or loss is mean or getattr(wide, "dtype", None) != loss.dtype:
+        return loss
+    return get_array_module(loss).where(wide.astype(mean.dtype) == mean, wide, loss)
 
 
 class SoftmaxCrossEntropy(Layer):
@@ -73,7 +86,8 @@ class SoftmaxCrossEntropy(Layer):
         log_prob = shifted - log_norm
         self.prob = xp.exp(log_prob)  # kept wide: backward's gradient is cast as it is added
         picked = xp.take_along_axis(log_prob, self._ids[:, None], axis=1)
-        return (-picked.mean()).astype(z.dtype, copy=False)
+        self.wide_mean = -picked.mean()  # the Trainer's sums read it (wide_loss), not the rounding
+        return self.wide_mean.astype(z.dtype, copy=False)
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         dx = grad_target(self.inputs[0])
@@ -107,10 +121,14 @@ class MSELoss(Layer):
         if pred.shape != target.shape:
             raise self.fail(f"pred shape {pred.shape} differs from target shape {target.shape}")
         self._diff = p - t  # in the inputs' dtype: backward's gradient stays in it
-        # a 16-bit difference squared in float32: float16 squares past 256 to infinity (one
-        # error of 300 made the loss inf while its mean and every gradient were finite)
+        # a 16-bit difference taken and squared in float32: float16 squares past 256 to
+        # infinity (one error of 300 made the loss inf while its mean and every gradient were
+        # finite)
         wide = widened(self._diff)
-        mean = (wide * wide).mean()
+        if wide is not self._diff:  # the forward's difference unrounded too
+            wide = widened(p) - widened(t)
+        self.wide_mean = (wide * wide).mean()  # the Trainer's sums read it (wide_loss)
+        mean = self.wide_mean
         return mean if wide is self._diff else mean.astype(self._diff.dtype)
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
