@@ -24,7 +24,7 @@ words that say so and ask for a restart of the shards (:meth:`JobState._failed_w
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
 from distconv.optim import Optimizer
@@ -33,7 +33,7 @@ from distconv.sync.ps.incarnations import Incarnation
 from distconv.sync.ps.job_hello import HelloJob
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.setup_notes import SetupNote
-from distconv.sync.ps.state import _Block, _Waiting
+from distconv.sync.ps.state import _Block, _Refused, _Waiting
 from distconv.sync.ps.values import ValueStore
 
 log = logging.getLogger("distconv.pserver")
@@ -47,7 +47,44 @@ class JobState:
 
     index: int
     requests: int
-    _of_current_run: Callable[[dict[str, Any]], bool]
+
+    @cached_property
+    def runs_ended(self) -> set[tuple[int, int]]:
+        """(rank, run id) of every hello the jobs before heard, which lasts the shard's life:
+        a worker of such a run that did not say ``bye`` (one whose rank started again, or
+        whose hello was refused) may still send its requests once the next job has bound the
+        shard, before its rank's hello there, where no run of its rank tells it apart."""
+        return set()
+
+    def _heard_run(self, rank: int, run: int | None) -> None:
+        """A hello of ``rank``'s ``run``: a run of this job (:attr:`runs_ended` once over)."""
+        if run is not None:
+            self.job_runs.add((rank, run))
+
+    def _of_ended_job(self, header: dict[str, Any]) -> bool:
+        """Whether ``header`` is of a run a job before heard, its rank not said ``hello`` of
+        this job yet (once it has, a run before is told apart by its run id)."""
+        rank, run = header["rank"], header.get("run")
+        return rank not in self.run_of and (rank, run) in self.runs_ended
+
+    def _of_current_run(self, header: dict[str, Any]) -> bool:
+        """As :meth:`RunChecks._of_current_run`, but a request of a job before is of none of
+        this job's runs: its ``bye`` closes no rank, it says no rank is alive."""
+        if self._of_ended_job(header):
+            return False
+        return super()._of_current_run(header)  # type: ignore[misc]
+
+    def _check_run(self, header: dict[str, Any]) -> None:
+        """Refuse a request of a job before (:meth:`_of_ended_job`) in words that say so: taken
+        at its word, a gather of it was held as its rank's in this job, and failed it at once
+        (the ranks at different points of the job), a stray's push or seed joined it."""
+        if self._of_ended_job(header):
+            raise _Refused(
+                f"rank {header['rank']}: this worker's {header['op']} is of a job before on "
+                "this shard, which ended (its workers said bye) before the next one bound the "
+                "shard: refused"
+            )
+        super()._check_run(header)  # type: ignore[misc]
 
     def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         """A ``bye`` of the run of its rank's latest accepted hello: that rank's part in the
@@ -75,6 +112,7 @@ class JobState:
                 "the job afresh",
                 self.index,
             )
+            self.runs_ended.update(self.job_runs)
             self._clear_job()
 
     def _failed_words(self, op: str) -> str:
@@ -135,6 +173,7 @@ class JobState:
         self.other_job: dict[int, tuple[int, str]] = {}
         self.other_ids: dict[int, tuple[int, str, float]] = {}  # another job's id (other_ids)
         self.run_of: dict[int, int | None] = {}  # the run id of each rank's latest accepted hello
+        self.job_runs: set[tuple[int, int]] = set()  # (rank, run) of every hello (_heard_run)
         self.bye_at: dict[int, int] = {}
         self.closed_at: dict[int, int] = {}  # rank -> the count at its accepted run's bye
         self.bye_error: dict[int, str | None] = {}  # what each rank's latest bye said it failed on

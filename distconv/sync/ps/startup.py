@@ -38,6 +38,7 @@ class StartupHandlers(SetupNotes):
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         self._next_job()  # the job before ended: this hello binds it afresh (job_state.py)
         rank, run, host = header["rank"], header.get("run"), header["host"]
+        self._heard_run(rank, run)  # a worker of it may outlive the job (job_state.py)
         new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
         if len(host) > HOST_CHARS or not host.isprintable():  # quoted in every later failure
             if new_run:  # it closes: its bye counts, so the ranks waiting for it learn why

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from distconv.sync.ps.job_hello import hello_fields
 from tests.child_env import child_env
 from tests.processes import run_job
 
@@ -112,3 +113,42 @@ def test_a_failed_shard_refuses_the_next_job_naming_the_earlier_failure(shards, 
     said = again.stderr.strip().splitlines()[-1]
     assert said.count("rank 1 (host") == 1 and "within 1 s (a job failed so" in said, said
     assert "before this hello" in said and "restart the shards" in said, said
+
+
+def _hello(h, rank: int, run: int) -> None:
+    head = {"op": "hello", "rank": rank, "run": run, "host": "h", **hello_fields({})}
+    assert h.ask(head)[0]["op"] == "ok"
+
+
+def _gather(h, rank: int, run: int, tag: str) -> None:
+    h.send({"op": "gather", "rank": rank, "run": run, "tag": tag, "value": None})
+
+
+@pytest.mark.timeout(30)
+def test_a_stray_worker_of_the_job_before_is_refused_not_taken_into_the_next(hand):
+    """Rank 1 of the job before started again (run 3) while its worker of run 2 lived on; the
+    job ended with run 3's bye. Once the next job has bound the shard, run 2's requests are of
+    that job, not the next one's: its gather is refused, not held as rank 1's (which failed
+    the next job at once, its ranks at different points of it), and its bye is no rank's."""
+    h = hand(workers=2)
+    _hello(h, 0, 1)
+    _hello(h, 1, 2)
+    _hello(h, 1, 3)  # rank 1 started again; its worker of run 2 is still alive
+    for rank, run in ((0, 1), (1, 3)):
+        _gather(h, rank, run, "all_equal:1")
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
+    h.seed()
+    for rank, run in ((0, 1), (1, 3)):
+        assert h.ask({"op": "bye", "rank": rank, "run": run})[0]["op"] == "ok"
+    _hello(h, 0, 11)  # the next job
+    _gather(h, 0, 11, "all_equal:1")
+    said = h.answer({"op": "gather", "rank": 1, "run": 2, "tag": "barrier:7", "value": None})
+    assert said is not None and said["op"] == "error", said
+    assert "of a job before on this shard, which ended" in said["error"], said
+    bye = {"op": "bye", "rank": 1, "run": 2, "error": "RuntimeError: stray"}
+    assert h.ask(bye)[0]["op"] == "ok"
+    assert not h.shard.failed and not h.shard.left, h.shard.failed
+    _hello(h, 1, 12)
+    _gather(h, 1, 12, "all_equal:1")
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
+    assert not h.shard.failed
