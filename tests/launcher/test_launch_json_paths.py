@@ -29,9 +29,9 @@ def _objects(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines()]
 
 
-@pytest.mark.timeout(90)
-def test_a_failed_jobs_lines_name_the_logs_the_log_and_the_report_unquoted(tmp_path: Path):
-    run = tmp_path / "it's run"  # a quote: its shown form is a $'...' word, not the path
+def _failed_launch(run: Path, tmp_path: Path):
+    """A launch into run directory ``run`` whose one worker fails at start (no MNIST files),
+    its lines JSON: its completed process."""
     done = launch(
         "local", "--workers", "1", "--servers", "0", "--run-dir", str(run), "--job-id", "j",
         "--", "--epochs", "1", "--data", "mnist", "--data-dir", str(tmp_path / "none"),
@@ -39,6 +39,13 @@ def test_a_failed_jobs_lines_name_the_logs_the_log_and_the_report_unquoted(tmp_p
         cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
+    return done
+
+
+@pytest.mark.timeout(90)
+def test_a_failed_jobs_lines_name_the_logs_the_log_and_the_report_unquoted(tmp_path: Path):
+    run = tmp_path / "it's run"  # a quote: its shown form is a $'...' word, not the path
+    done = _failed_launch(run, tmp_path)
     err = _objects(done.stderr)  # every line, or json.loads raises
     start = err[0]
     assert start["message"].startswith(
@@ -71,13 +78,7 @@ def test_a_run_dir_whose_name_is_no_utf8_has_no_path_keys_and_every_line_is_stri
     No JSON string holds that path; the message's ``$'...\\xff...'`` word does, and the line
     stays what it was before the keys: ASCII, no lone surrogate."""
     run = tmp_path / os.fsdecode(b"run\xff")
-    done = launch(
-        "local", "--workers", "1", "--servers", "0", "--run-dir", str(run), "--job-id", "j",
-        "--", "--epochs", "1", "--data", "mnist", "--data-dir", str(tmp_path / "none"),
-        "--log-format", "json",
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 1, done.stderr
+    done = _failed_launch(run, tmp_path)
     assert "\\udc" not in done.stderr  # no lone surrogate's escape, in any line
     err = _objects(done.stderr)
     start, report = err[0], err[-1]
@@ -137,7 +138,7 @@ def test_a_refusal_naming_the_run_directory_has_its_paths_in_its_message_only(tm
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     (line,) = _objects(done.stderr)
-    assert f"{shown(run / 'keys')} holds keys for" in line["message"], line
+    assert f"{shown(run / 'keys')} holds a damaged key set" in line["message"], line
     assert not set(line) & set(PATH_FIELDS), line
     ops = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
     start = ops.index("carry each such path")

@@ -5,6 +5,7 @@ the shutdown's stats line, the only record of the shard's counters, was lost."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,18 +20,25 @@ from distconv.sync.ps.state import _Block
 pytestmark = pytest.mark.timeout(30)
 
 
-def test_a_refused_last_part_raises_after_the_stats_are_logged(tmp_path, caplog):
+def _shard_holding_a_block(index: int, checkpoint_dir: Path) -> Shard:
+    """A bound shard ``index`` (of two) that holds one Adam block of a parameter ``w``."""
     shard = Shard(
         ShardConfig(
-            bind="127.0.0.1:0", insecure=True, shard=1, num_shards=2, checkpoint_dir=str(tmp_path)
+            bind="127.0.0.1:0", insecure=True, shard=index, num_shards=2,
+            checkpoint_dir=str(checkpoint_dir),
         )
-    )
+    )  # fmt: skip
+    shard.bind()
+    shard.optimizer = create_optimizer("adam")
+    shard.params = [ParamSpec("w", (2,), "float32")]
+    value = np.ones((2, 1), np.float32)
+    shard.blocks[0] = _Block(0, 0, 2, value, shard.optimizer.init_state(value))
+    return shard
+
+
+def test_a_refused_last_part_raises_after_the_stats_are_logged(tmp_path, caplog):
+    shard = _shard_holding_a_block(1, tmp_path)
     try:
-        shard.bind()
-        shard.optimizer = create_optimizer("adam")
-        shard.params = [ParamSpec("w", (2,), "float32")]
-        value = np.ones((2, 1), np.float32)
-        shard.blocks[0] = _Block(0, 0, 2, value, shard.optimizer.init_state(value))
         shard.blocks[0].state["step"][...] = -1  # a count that is no count: the part is refused
         shard.stop()  # serve returns at once, to its shutdown
         with caplog.at_level(logging.INFO, logger="distconv"):
@@ -49,17 +57,8 @@ def test_a_last_part_the_disk_cannot_take_is_a_warning(tmp_path, caplog):
     and a standalone shard exited 1. It is a warning now, and ``serve`` returns."""
     in_the_way = tmp_path / "parts"
     in_the_way.write_text("not a folder")
-    shard = Shard(
-        ShardConfig(
-            bind="127.0.0.1:0", insecure=True, shard=0, num_shards=1, checkpoint_dir=str(in_the_way)
-        )
-    )
+    shard = _shard_holding_a_block(0, in_the_way)
     try:
-        shard.bind()
-        shard.optimizer = create_optimizer("adam")
-        shard.params = [ParamSpec("w", (2,), "float32")]
-        value = np.ones((2, 1), np.float32)
-        shard.blocks[0] = _Block(0, 0, 2, value, shard.optimizer.init_state(value))
         shard.stop()
         with caplog.at_level(logging.INFO, logger="distconv"):
             shard.serve()
