@@ -6,7 +6,8 @@ Each PATH is a YAML or JSON file (several documents, a ``kind: List``), a folder
 them together are one job's manifests. Exit 0 with ``no problems`` (nothing with ``-q``); 1 with
 one line per problem on stdout, led by where its object is written (``job.yaml:12:``,
 :mod:`~distconv.deploy.located`); 2 with one line on stderr for a path that cannot be read, a
-document that is no object, no manifests at all, or a result stdout cannot take.
+document that is no object, no manifests at all, or a result stdout cannot take. A file's text
+is read into its documents by :mod:`~distconv.deploy.manifest_documents`.
 
 :func:`distconv.cli.add_check_manifests` declares the command and imports this module only
 when it runs: importing it loads every check and PyYAML (its loader is subclassed here), which
@@ -16,39 +17,25 @@ when it runs: importing it loads every check and PyYAML (its loader is subclasse
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import select
 import stat
 import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import yaml
-
 from distconv.deploy import fifo_readers as fifo
-from distconv.deploy.bounds import (
-    MAX_DEPTH,
-    decode_json,
-    json_depth_problem,
-    room_to_nest,
-    shape_problem,
-    yaml_depth_problem,
-)
 from distconv.deploy.located import Source, located_problems
-from distconv.deploy.manifest_text import (
-    ManifestReadError,
-    manifest_text,
-    unmarked_encoding,
-    unprintable_at,
-    yaml_error,
+from distconv.deploy.manifest_documents import (
+    _json_documents,
+    _looks_json,
+    _maybe_json,
+    _refuse_shape,
+    _yaml_documents,
 )
-from distconv.deploy.templates import template_hint
-from distconv.deploy.yaml_loader import Loader as _Loader
-from distconv.deploy.yaml_loader import PyLoader as _PyLoader
+from distconv.deploy.manifest_text import ManifestReadError, manifest_text, unmarked_encoding
 from distconv.files import describe_os_error
 from distconv.messages import shell_quoted
 from distconv.stdout_drop import drop_stdout, write_failure
@@ -65,14 +52,8 @@ MAX_BYTES = 64 << 20
 FIFO_WAIT_S = 30.0
 #: how often a FIFO is looked at for a writer that has opened it but written nothing yet
 _FIFO_LOOK_S = 0.05
-#: held while a reader runs in the raised recursion limit, which is the process's: two threads
-#: each raising it and restoring what they found left one reading in the limit the other had
-#: restored (its deep document refused) and the other's raised limit set for good
-_ONE_READER_AT_A_TIME = threading.Lock()
 #: what may not stand in a line of output as it is (a line break, a tab, an escape)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-#: what JSON takes for white space between documents (not str.isspace's)
-_JSON_SPACE = re.compile(r"[ \t\n\r]*")
 
 
 def run_check_manifests(args: argparse.Namespace) -> int:
@@ -260,97 +241,6 @@ def _documents(name: str, data: bytes) -> list[tuple[int, Any]]:
         shared = fifo.shared_hint(name)  # cut by a reader elsewhere?
         raise ManifestReadError(f"{_shown(name)}: {unmarked_encoding(data)}{exc}{shared}") from None
     return docs
-
-
-def _looks_json(text: str) -> bool:
-    """Whether ``text`` starts as JSON does: ``{`` (apimachinery's ``IsJSONBuffer``), or ``[``,
-    a list, which the check refuses however it is read."""
-    return text.lstrip()[:1] in ("{", "[")
-
-
-def _maybe_json(text: str) -> list[tuple[int, Any]] | None:
-    """The JSON documents ``text`` is, if it is JSON."""
-    if not _looks_json(text):
-        return None
-    try:
-        return _json_documents(text)
-    except ManifestReadError:
-        return None
-
-
-def _json_documents(text: str) -> list[tuple[int, Any]]:
-    """The JSON documents of ``text``, one after another as kubectl reads a stream of them (none
-    if blank), each with the line it starts on."""
-    docs, end, line = [], 0, 1
-    if too_deep := json_depth_problem(text):
-        raise ManifestReadError(too_deep)
-    try:
-        with _ONE_READER_AT_A_TIME, room_to_nest():
-            while (start := _JSON_SPACE.match(text, end).end()) < len(text):
-                line += text.count("\n", end, start)  # counted on from the last, not from 0
-                doc, end = decode_json(text, start)
-                docs.append((line, doc))
-                line += text.count("\n", start, end)
-    except json.JSONDecodeError as exc:
-        message = exc.msg[:1].lower() + exc.msg[1:]
-        raise ManifestReadError(f"line {exc.lineno}, column {exc.colno}: {message}") from None
-    except (ValueError, RecursionError) as exc:  # an integer of 5000 digits; [[[[...
-        raise ManifestReadError(_brief(exc, len(docs))) from None
-    return docs
-
-
-def _yaml_documents(text: str) -> list[tuple[int, Any]]:
-    """Each YAML document of ``text`` with the line it starts on. Only the safe loader: a tag
-    such as ``!!python/object`` is an error, never an object built."""
-    docs: list[tuple[int, Any]] = []
-    loader = None
-    try:
-        too_deep, loader_class = yaml_depth_problem(text, (_Loader, _PyLoader))
-        if too_deep:
-            raise ManifestReadError(too_deep)
-        loader = loader_class(text)
-        with _ONE_READER_AT_A_TIME, room_to_nest():
-            while loader.check_node():
-                node = loader.get_node()
-                docs.append((node.start_mark.line + 1, loader.construct_document(node)))
-    except yaml.MarkedYAMLError as exc:
-        raise ManifestReadError(yaml_error(exc) + template_hint(text)) from None
-    except yaml.reader.ReaderError as exc:  # a control character
-        raise ManifestReadError(unprintable_at(text, exc)) from None
-    except (yaml.YAMLError, ValueError, RecursionError) as exc:  # a date 2024-13-01
-        raise ManifestReadError(_brief(exc, len(docs))) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-    return docs
-
-
-def _brief(exc: BaseException, documents_read: int) -> str:
-    """``exc`` in one line, after the document where it arose."""
-    where = f"document {documents_read + 1}: " if documents_read else ""
-    if isinstance(exc, RecursionError):
-        return f"{where}nested deeper than the {MAX_DEPTH} levels the check reads"
-    return where + (" ".join(str(exc).split()) or type(exc).__name__)
-
-
-def _refuse_shape(doc: Any, where: str) -> None:
-    """Refuse a document that is no mapping (nor empty), or that the checks cannot read
-    (:func:`~distconv.deploy.bounds.shape_problem`: it holds itself, nests too deep, or holds
-    too many values its aliases add once expanded)."""
-    if doc is not None and not isinstance(doc, dict):
-        raise ManifestReadError(f"{where} is {_kind_of(doc)}, not an object (kind, metadata, ...)")
-    problem = shape_problem(doc)
-    if problem:
-        raise ManifestReadError(f"{where} {problem}")
-
-
-def _kind_of(value: Any) -> str:
-    """What ``value`` is, in words: ``a list``, ``an integer``."""
-    for kind, words in ((bool, "a boolean"), (int, "an integer"), (float, "a number")):
-        if isinstance(value, kind):
-            return words
-    words = {list: "a list", str: "a string", bytes: "binary data"}.get(type(value))
-    return words or f"a {type(value).__name__}"
 
 
 def _object_count(doc: Any) -> int:

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from distconv.deploy.bounds import each_key_once
-from distconv.deploy.check_command import _Loader
+from distconv.deploy.manifest_documents import _Loader
 
 pytestmark = pytest.mark.timeout(60)
 

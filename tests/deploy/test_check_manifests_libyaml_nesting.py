@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from distconv.deploy import check_command
+from distconv.deploy import check_command, manifest_documents
 from distconv.deploy.bounds import MAX_DEPTH
 from distconv.deploy.check import manifest_problems
 from tests.deploy.test_check_manifests_deep_schemas import deepest, labels_only
@@ -39,7 +39,7 @@ def _levels(text: str) -> int:
 def libyaml_604(monkeypatch):
     """check-manifests' fast loader made to refuse what nests past 1000 levels, as 6.0.4's."""
 
-    class Refusing(check_command._Loader):
+    class Refusing(manifest_documents._Loader):
         def __init__(self, stream: str) -> None:
             if _levels(stream) > LIBYAML_LEVELS:
                 raise yaml.scanner.ScannerError(
@@ -47,7 +47,7 @@ def libyaml_604(monkeypatch):
                 )
             super().__init__(stream)
 
-    monkeypatch.setattr(check_command, "_Loader", Refusing)
+    monkeypatch.setattr(manifest_documents, "_Loader", Refusing)
 
 
 def _read(text: str) -> list:
@@ -65,7 +65,7 @@ def test_past_the_bound_it_is_still_refused_as_nested_too_deep(libyaml_604):
 
 
 def test_other_yaml_errors_are_libyamls_and_not_read_again(libyaml_604, monkeypatch):
-    monkeypatch.setattr(check_command, "_PyLoader", None)  # any use of it fails
+    monkeypatch.setattr(manifest_documents, "_PyLoader", None)  # any use of it fails
     with pytest.raises(check_command.ManifestReadError, match="line 2, column 1: while parsing"):
         _read("a: [b\n")
     assert labels_only(manifest_problems(_read(_block(LIBYAML_LEVELS - 10))))

@@ -15,7 +15,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distconv.deploy.check_command import _Loader
+from distconv.deploy.manifest_documents import _Loader
 from distconv.deploy.yaml_loader import merged_pairs
 
 #: spellings of keys, several of which a dict takes for one (1, 0x1 and 1.0; ~ and null; ...)

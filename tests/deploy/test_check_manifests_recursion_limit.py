@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from distconv.deploy import check_command
+from distconv.deploy import check_command, manifest_documents
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -39,7 +39,7 @@ def test_two_threads_reading_at_once_keep_their_room_and_restore_the_limit(tmp_p
         files[name].write_text('{"x": ' + "[" * nest + "]" * nest + "}")
     inside = {name: threading.Event() for name in files}
     left = threading.Event()
-    decode = check_command.decode_json
+    decode = manifest_documents.decode_json
 
     def decode_in_turn(text: str, start: int):
         name = threading.current_thread().name
@@ -47,7 +47,7 @@ def test_two_threads_reading_at_once_keep_their_room_and_restore_the_limit(tmp_p
         inside["b"].wait(0.3) if name == "a" else left.wait(2)
         return decode(text, start)
 
-    monkeypatch.setattr(check_command, "decode_json", decode_in_turn)
+    monkeypatch.setattr(manifest_documents, "decode_json", decode_in_turn)
     results: dict[str, object] = {}
 
     def read(name: str) -> None:
