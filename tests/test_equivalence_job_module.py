@@ -8,6 +8,7 @@ import numpy as np
 
 import distconv.equivalence
 import distconv.equivalence_job
+from tests.moved_names import assert_moved
 
 MOVED = (
     "Weights",
@@ -22,10 +23,7 @@ MOVED = (
 
 
 def test_the_checks_job_is_its_own_module_and_still_importable_from_equivalence():
-    for name in MOVED:
-        moved = getattr(distconv.equivalence_job, name)
-        assert getattr(distconv.equivalence, name) is moved, name
-    assert distconv.equivalence.Job.__module__ == "distconv.equivalence_job"
+    assert_moved(distconv.equivalence, distconv.equivalence_job, MOVED)
     assert distconv.equivalence.RESUMED_JOB == distconv.equivalence.Job(restart_at=8)
     data = distconv.equivalence.training_data(3)
     assert data["image"].shape == (3, 1, 8, 8) and data["image"].dtype == np.float64

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from distconv.deploy import check_command, manifest_documents
+from tests.moved_names import assert_moved
 
 READERS = ("_looks_json", "_maybe_json", "_json_documents", "_yaml_documents", "_refuse_shape")
 
 
 def test_the_documents_are_read_by_their_own_module():
-    for name in READERS:
-        assert getattr(check_command, name) is vars(manifest_documents)[name], name
+    assert_moved(check_command, manifest_documents, READERS)
     json_stream = b'{"kind": "Job"}\n\n{"kind": "Service",\n "a": 1e3}\n'
     assert check_command._documents("x.json", json_stream) == [
         (1, {"kind": "Job"}),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import launcher.child_environ
 import launcher.commands
+from tests.moved_names import assert_moved
 
 MOVED = (
     "PLACEMENT_VARS",
@@ -21,11 +22,7 @@ MOVED = (
 
 
 def test_the_childs_environment_is_its_own_module_and_still_importable_from_commands():
-    for name in MOVED:
-        moved = getattr(launcher.child_environ, name)
-        assert getattr(launcher.commands, name) is moved, name
-        if callable(moved):
-            assert moved.__module__ == "launcher.child_environ", name
+    assert_moved(launcher.commands, launcher.child_environ, MOVED)
     job = launcher.commands.JobEnv("j", threads=3)
     env = launcher.child_environ.child_env({"PMI_RANK": "4", "HOME": "/h"}, job, "worker", 1, 2)
     assert env["RANK"] == "1" and env["HOME"] == "/h" and "PMI_RANK" not in env

@@ -10,12 +10,11 @@ import distconv.finite_differences as fd
 import distconv.gradient_objective
 from distconv import Arg
 from distconv.layers import FullyConnected
+from tests.moved_names import assert_moved
 
 
 def test_the_objective_is_its_own_module_and_still_importable_from_finite_differences(rng):
-    for name in ("Objective", "NetworkObjective"):
-        moved = getattr(distconv.gradient_objective, name)
-        assert getattr(fd, name) is moved and moved.__module__ == "distconv.gradient_objective"
+    assert_moved(fd, distconv.gradient_objective, ["Objective", "NetworkObjective"])
     x = Arg(rng.standard_normal((4, 3)), needs_grad=True)
     obj = fd.Objective(FullyConnected(3, 2), [x], rng)
     # f is affine in the input: f(2x) - f(x) = f(x) - f(0), and f(x) is f0, x put back after
