@@ -57,3 +57,28 @@ def test_two_ranks_name_float16_sums_not_the_wire(wire, tmp_path):
         else:  # each rank's own sums are in its host buffer, beside the wire's copy
             assert said.startswith("WireRefused: gradient bucket 0 (out.bias, out.weight)"), said
             assert "the gradients summed over this rank's 512 examples overflowed" in said, said
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.mpi
+@pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed")
+@pytest.mark.parametrize("wire", ["none", "float16", "bfloat16"])
+def test_a_rank_whose_own_sums_fit_names_the_other_ranks_float16_sums(wire, tmp_path):
+    """Rank 1's float16 sums overflowed, rank 0's fit. On a float16 wire rank 0 blamed an
+    average past the wire's range and offered grad_dtype 'bfloat16' or 'float32', which cannot
+    help (a float16 model's averages never pass what its sums hold); it now says, as on a
+    bfloat16 wire, that another rank's float16 sums overflowed, and the batch size."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    if wire == "bfloat16":
+        pytest.importorskip("ml_dtypes", reason="bfloat16 needs ml_dtypes")
+    args = ["-n", "2", *script("run_other_rank_overflows.py"), wire, str(tmp_path)]
+    proc = run_mpi(args, timeout=45)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = [(tmp_path / f"rank{rank}.err").read_text() for rank in range(2)]
+    on = "float16" if wire == "none" else wire
+    head = f"WireRefused: gradient bucket 0 (w) is not finite after the {on} wire: "
+    assert all(s.startswith(head) for s in said), said
+    assert "the gradients summed over this rank's 512 examples overflowed float16" in said[1]
+    other = "another rank's gradients, summed over its examples, overflowed float16 (65504)"
+    assert other in said[0] and "--batch-size" in said[0], said[0]
+    assert "grad_dtype" not in said[0] and "range" not in said[0].replace("(65504)", ""), said[0]

@@ -222,20 +222,22 @@ class Bucket:
                 f"{head}: this rank's gradients were NaN or infinite before the wire; lower the "
                 "learning rate or check the data"
             )
-        if dtype == np.float16:
-            return (
-                f"{head}: an average gradient, or the ranks' sum of them, past float16's range "
-                "(65504), or a NaN or infinite gradient on some rank; train with grad_dtype "
-                "'bfloat16' or 'float32'"
-            )
-        # bfloat16 has float32's range: no finite average overflows it on the wire
         whose = "another rank's" if own else "some rank's"
+        # this rank's float16 sums fit, so another's did not, whatever the wire: the average,
+        # each rank's sum over the step's examples of all ranks, fits where every sum does
         if sums16:
             return (
                 f"{head}: {whose} gradients, summed over its examples, overflowed float16 "
                 "(65504) before the wire, or were NaN: lower --batch-size / --accumulate, or "
                 "train in bfloat16 or float32"
             )
+        if dtype == np.float16:  # wider gradients (or bfloat16 ones), averaged past its range
+            return (
+                f"{head}: an average gradient, or the ranks' sum of them, past float16's range "
+                "(65504), or a NaN or infinite gradient on some rank; train with grad_dtype "
+                "'bfloat16' or 'float32'"
+            )
+        # bfloat16 has float32's range: no finite average overflows it on the wire
         return (
             f"{head}: {whose} gradients were NaN or infinite before the wire; lower the "
             "learning rate or check the data"
