@@ -36,7 +36,7 @@ def dtype_only_advice(params: Sequence[Parameter], theirs: Mapping[str, Any]) ->
     (model_type,), (saved_type,) = model, saved
     return (
         f" Its parameters differ from this model's in dtype alone ({saved_type}, this model "
-        f"{model_type}): to train this model on from them, cast its parameters to "
+        f"{model_type}): to train this model on from them, cast this model's parameters to "
         f"{saved_type} first (p.cast({saved_type.name!r}) for each), load them "
         f"(distconv.checkpoint.restore_checkpoint), then train with "
         f"Trainer(dtype={model_type.name!r}), which casts them back, in another output "

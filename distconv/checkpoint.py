@@ -262,5 +262,6 @@ def check_fit(
             or [optimizer_words(said) for said in state_problems(optim_state, ckpt.optim_state)]
         )
     if problems:  # and where the parameters differ in dtype alone, the cast that loads them
-        listed = "; ".join(problems) + dtype_only_advice(params, ckpt.params)
+        cast = dtype_only_advice(params, ckpt.params)  # a sentence of its own, after the list
+        listed = "; ".join(problems) + (f".{cast}" if cast else "")
         raise CheckpointError(f"checkpoint {ckpt.path} does not fit the model: {listed}")

@@ -337,7 +337,7 @@ def test_resume_in_another_dtype_says_the_cast_that_loads_the_weights_and_it_tra
         proc,
         "dtype: checkpoint 'float64', this run 'float32'",
         "Its parameters differ from this model's in dtype alone (float64, this model float32): "
-        "to train this model on from them, cast its parameters to float64 first "
+        "to train this model on from them, cast this model's parameters to float64 first "
         "(p.cast('float64') for each), load them (distconv.checkpoint.restore_checkpoint), "
         "then train with Trainer(dtype='float32'), which casts them back, in another output "
         "directory (out_dir, --out).",
@@ -351,7 +351,9 @@ def test_resume_in_another_dtype_says_the_cast_that_loads_the_weights_and_it_tra
     with pytest.raises(CheckpointError) as uncast:  # the load advised names the cast too
         restore_checkpoint(chief, net.parameters())
     assert "model dtype float32, checkpoint dtype float64" in str(uncast.value)
-    assert "cast its parameters to float64 first (p.cast('float64') for each)" in str(uncast.value)
+    assert "cast this model's parameters to float64 first (p.cast('float64') for each)" in str(
+        uncast.value
+    )
     for p in net.parameters():
         p.cast("float64")
     restore_checkpoint(chief, net.parameters())

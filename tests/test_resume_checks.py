@@ -136,7 +136,7 @@ def test_an_old_checkpoint_with_dtype_none_is_refused_per_parameter_not_cast(dat
     ) as info:
         wider.fit(train, test, epochs=2, resume=True)
     # no fact differs, and the parameters in dtype alone: how to load them all the same
-    cast = "cast its parameters to float32 first (p.cast('float32') for each), load them"
+    cast = "cast this model's parameters to float32 first (p.cast('float32') for each), load them"
     assert cast in str(info.value) and "Trainer(dtype='float64')" in str(info.value)
     same = _trainer(tmp_path)  # the same dtype resumes as it always did
     assert [r["epoch"] for r in same.fit(train, test, epochs=2, resume=True)] == [2]
@@ -833,3 +833,21 @@ def test_the_resumed_line_numbers_epochs_as_the_log_does(done, in_epoch, said):
     from distconv.resume import _where_in_epochs
 
     assert _where_in_epochs(done, in_epoch) == said
+
+
+def test_a_restore_refused_on_dtype_alone_ends_its_list_and_says_which_parameters_to_cast(
+    tmp_path,
+):
+    """The cast advice ran on from the last difference ("checkpoint dtype float64 Its
+    parameters differ ...") and told the user to cast "its parameters", the checkpoint's, which
+    are float64 already: the model's are the ones to cast, as operations.md says."""
+    from distconv.checkpoint import restore_checkpoint
+
+    path = tmp_path / "weights.safetensors"
+    write_checkpoint(path, _net("float64").parameters())
+    with pytest.raises(CheckpointError) as info:
+        restore_checkpoint(path, _net().parameters())
+    said = str(info.value)
+    assert "'fc2.weight': model dtype float32, checkpoint dtype float64. Its parameters" in said
+    assert "cast this model's parameters to float64 first (p.cast('float64') for each)" in said
+    assert "cast its parameters" not in said
