@@ -59,7 +59,9 @@ def make_keys(directory: str | os.PathLike, workers: int) -> list[Path]:
     fails (a full disk) leaves no key file in ``directory`` for a launch to take as the job's.
     A ``directory`` not there yet is that folder renamed into place (atomic); one there
     already (made by hand, a mount point) is kept, with its owner and mode, and the files
-    staged inside it are renamed into it, those moved removed again where a move fails.
+    staged inside it are renamed into it, the server's pair last (a kill among them leaves a
+    set that lacks it, never one that passes for whole), those moved removed again where a
+    move fails.
 
     Raises:
         ValueError: ``workers`` outside 1..``MAX_WORKERS`` (:mod:`.config`), or the
@@ -116,11 +118,15 @@ def _write_into(path: Path, names: list[str]) -> list[Path]:
     """Write the set for ``names`` into a hidden folder in ``path``, then rename each file into
     ``path``: renames need no room for data, and those done are undone where one fails. The
     folder is kept as it is (made by an operator with an owner and mode of its own, or a mount
-    point, which no rename can replace)."""
+    point, which no rename can replace). The server's pair goes last: a kill among the moves
+    leaves no pair of it, so what is left is a set :func:`key_set_damage` refuses, not a
+    smaller one whole in itself (the server's pair and worker 0's, say)."""
     stage = _make_stage(path, ".keys.", path)
     moved: list[Path] = []
     try:
-        for file in _write_set(stage, names, path):
+        files = _write_set(stage, names, path)
+        server = [file for file in files if file.stem == SERVER]
+        for file in [file for file in files if file.stem != SERVER] + server:
             target = path / file.name
             try:
                 os.rename(file, target)

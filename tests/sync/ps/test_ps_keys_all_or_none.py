@@ -81,3 +81,49 @@ def test_a_failed_move_into_a_folder_takes_back_the_files_moved_before_it(tmp_pa
         keyfiles.make_keys(keys, 2)
     assert failed.value.filename == str(keys / moves[3]), moves
     assert list(keys.iterdir()) == []
+
+
+#: ``make_keys(DIR, 2)`` killed (SIGKILL) as it puts its N-th file into DIR, a folder that is
+#: there: the moment a kill cannot be timed at for real
+KILLED_AT = """\
+import os, signal, sys
+from distconv.sync.ps import keys
+
+directory, at = sys.argv[1], int(sys.argv[2])
+placed = []
+
+def killing(put):
+    def place(source, target, *args, **kwargs):
+        if os.path.dirname(os.fspath(target)) == directory:
+            placed.append(target)
+            if len(placed) == at:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return put(source, target, *args, **kwargs)
+    return place
+
+os.rename, os.link = killing(os.rename), killing(os.link)
+keys.make_keys(directory, 2)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_set_cut_short_by_a_kill_as_its_files_go_into_the_folder_is_never_taken_as_whole(
+    tmp_path,
+):
+    """Into a folder that is there the files go one by one, so a kill among them leaves some:
+    where those were whole pairs, the server's among them (its pair went first), they passed
+    for a smaller whole set, which ``distconv keys`` run again said it "already holds" and a
+    launch for that worker count took. The server's pair goes last: any cut leaves a set
+    without it, refused as one an interrupted ``distconv keys`` left."""
+    for at in range(2, 7):  # killed as it puts its 2nd .. 6th file: 1 to 5 of them there
+        keys = tmp_path / f"keys{at}"
+        keys.mkdir()
+        killed = subprocess.run(
+            [sys.executable, "-c", KILLED_AT, str(keys), str(at)],
+            env=child_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True, text=True,
+            timeout=30,
+        )  # fmt: skip
+        assert killed.returncode == -signal.SIGKILL, killed
+        again = _keys(keys, limited=False)
+        assert again.returncode == 1, (at, again)
+        assert "(an interrupted `distconv keys`?); remove them" in again.stderr, (at, again)
