@@ -18,6 +18,7 @@ worker R's key.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import shutil
@@ -59,9 +60,9 @@ def make_keys(directory: str | os.PathLike, workers: int) -> list[Path]:
     fails (a full disk) leaves no key file in ``directory`` for a launch to take as the job's.
     A ``directory`` not there yet is that folder renamed into place (atomic); one there
     already (made by hand, a mount point) is kept, with its owner and mode, and the files
-    staged inside it are renamed into it, the server's pair last (a kill among them leaves a
-    set that lacks it, never one that passes for whole), those moved removed again where a
-    move fails.
+    staged inside it are linked into it, never over a file there (a second ``distconv keys``
+    meanwhile), the server's pair last (a kill among them leaves a set that lacks it, never
+    one that passes for whole), those moved removed again where a move fails.
 
     Raises:
         ValueError: ``workers`` outside 1..``MAX_WORKERS`` (:mod:`.config`), or the
@@ -79,9 +80,17 @@ def make_keys(directory: str | os.PathLike, workers: int) -> list[Path]:
     try:
         if path.is_dir():
             _refuse_held_keys(path)
-            return _write_into(path, names)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return _write_new(path, names)
+        else:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            return _write_into(path, names) if path.is_dir() else _write_new(path, names)
+        except OSError as exc:  # another run's keys put there meanwhile: refused, kept as they are
+            if exc.errno in (errno.EEXIST, errno.ENOTEMPTY) and holds_keys(path):
+                raise ValueError(
+                    f"{path} already holds keys (put there while this run wrote its own); remove "
+                    "them or choose another directory"
+                ) from None
+            raise
     finally:
         os.umask(previous)
 
@@ -115,12 +124,12 @@ def _write_new(path: Path, names: list[str]) -> list[Path]:
 
 
 def _write_into(path: Path, names: list[str]) -> list[Path]:
-    """Write the set for ``names`` into a hidden folder in ``path``, then rename each file into
-    ``path``: renames need no room for data, and those done are undone where one fails. The
-    folder is kept as it is (made by an operator with an owner and mode of its own, or a mount
-    point, which no rename can replace). The server's pair goes last: a kill among the moves
-    leaves no pair of it, so what is left is a set :func:`key_set_damage` refuses, not a
-    smaller one whole in itself (the server's pair and worker 0's, say)."""
+    """Write the set for ``names`` into a hidden folder in ``path``, then put each file into
+    ``path`` (:func:`_place`): that needs no room for data, and those done are undone where one
+    fails. The folder is kept as it is (made by an operator with an owner and mode of its own,
+    or a mount point, which no rename can replace). The server's pair goes last: a kill among
+    the moves leaves no pair of it, so what is left is a set :func:`key_set_damage` refuses,
+    not a smaller one whole in itself (the server's pair and worker 0's, say)."""
     stage = _make_stage(path, ".keys.", path)
     moved: list[Path] = []
     try:
@@ -129,7 +138,7 @@ def _write_into(path: Path, names: list[str]) -> list[Path]:
         for file in [file for file in files if file.stem != SERVER] + server:
             target = path / file.name
             try:
-                os.rename(file, target)
+                _place(file, target)
             except OSError as exc:
                 raise _naming(exc, target) from None
             moved.append(target)
@@ -142,6 +151,26 @@ def _write_into(path: Path, names: list[str]) -> list[Path]:
         shutil.rmtree(stage, ignore_errors=True)
     fsync_directory(path)
     return moved
+
+
+#: ``link`` errors of a file system without hard links, where a rename puts the file instead
+_NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS)
+
+
+def _place(file: Path, target: Path) -> None:
+    """Put the staged ``file`` at ``target``, never over a file there (``FileExistsError``): a
+    second ``distconv keys`` into the folder meanwhile found no keys at its start, as this one
+    did, and a rename replaced its files, both saying they wrote their keys. A hard link fails
+    where ``target`` is there, in one step; without hard links, a rename after a look."""
+    try:
+        os.link(file, target)
+        return
+    except OSError as exc:
+        if exc.errno not in _NO_LINKS:
+            raise
+    if os.path.lexists(target):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))
+    os.rename(file, target)
 
 
 def _make_stage(parent: Path, prefix: str, said: Path) -> Path:

@@ -11,6 +11,7 @@ import resource
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,25 +63,112 @@ def test_keys_that_cannot_be_written_are_one_line_naming_the_file_and_none_are_l
         assert workers[public] == rank and its_server == server_public
 
 
-def test_a_failed_move_into_a_folder_takes_back_the_files_moved_before_it(tmp_path, monkeypatch):
-    """Into a folder that is there the files are moved one by one; a move that fails (a
-    directory that cannot grow on a full disk: made to fail here, the one fault this test
-    cannot make for real) takes back those moved before it."""
+@pytest.mark.parametrize("links", [True, False], ids=["hard links", "no hard links"])
+def test_a_failed_move_into_a_folder_takes_back_the_files_moved_before_it(
+    tmp_path, monkeypatch, links
+):
+    """Into a folder that is there the files are moved one by one (a hard link each, a rename
+    where the file system has none); a move that fails (a directory that cannot grow on a full
+    disk: made to fail here, the one fault this test cannot make for real) takes back those
+    moved before it."""
     moves = []
+    real_link = os.link
 
-    def rename(source, target):
-        moves.append(Path(target).name)
-        if len(moves) == 4:
-            raise OSError(28, os.strerror(28))
-        os.replace(source, target)
+    def moving(put):
+        def move(source, target):
+            moves.append(Path(target).name)
+            if len(moves) == 4:
+                raise OSError(28, os.strerror(28))
+            put(source, target)
+
+        return move
+
+    def no_links(source, target):
+        raise OSError(1, os.strerror(1))  # EPERM: a file system without hard links
 
     keys = tmp_path / "keys"
     keys.mkdir()
-    monkeypatch.setattr(keyfiles.os, "rename", rename)
+    monkeypatch.setattr(keyfiles.os, "link", moving(real_link) if links else no_links)
+    if not links:
+        monkeypatch.setattr(keyfiles.os, "rename", moving(os.replace))
     with pytest.raises(OSError) as failed:
         keyfiles.make_keys(keys, 2)
     assert failed.value.filename == str(keys / moves[3]), moves
     assert list(keys.iterdir()) == []
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    """The key files in ``directory`` (not a hidden stage), by name."""
+    return {f.name: f.read_bytes() for f in sorted(directory.iterdir()) if f.is_file()}
+
+
+#: ``distconv keys ARGS`` held once its set is written into its hidden folder, before any file
+#: of it goes into place, until the file GO is there (it makes STAGED then): the moment two
+#: runs cross, which no timing of real processes hits every time
+HELD = """\
+import runpy, sys, time
+from pathlib import Path
+from distconv.sync.ps import keys
+
+staged, go = Path(sys.argv[1]), Path(sys.argv[2])
+write_set = keys._write_set
+
+def held(*args, **kwargs):
+    files = write_set(*args, **kwargs)
+    staged.touch()
+    while not go.exists():
+        time.sleep(0.01)
+    return files
+
+keys._write_set = held
+sys.argv = ["distconv", *sys.argv[3:]]
+runpy.run_module("distconv", run_name="__main__")
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("there", [True, False], ids=["folder there", "new folder"])
+def test_a_second_distconv_keys_into_the_folder_meanwhile_is_refused_not_written_over(
+    tmp_path, there
+):
+    """Two ``distconv keys`` into one folder that is there: each looked for keys at its start,
+    found none, and moved its own set in, the second over the first, both saying it wrote its
+    keys, though keys in a folder are never replaced (a job using them loses its credentials);
+    into a new folder the first was refused as "cannot write DIR: directory not empty". The
+    first is held once its set is staged, the second runs whole meanwhile; the first, let go,
+    finds the second's keys in place and is refused, leaving them as they were."""
+    keys = tmp_path / "keys"
+    staged = keys if there else tmp_path  # where the first's hidden folder is made
+    if there:
+        keys.mkdir()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = child_env(PYTHONDONTWRITEBYTECODE="1")
+    first = subprocess.Popen(
+        [sys.executable, "-c", HELD, str(marks / "staged"), str(marks / "go"), "keys",
+         str(keys), "--workers", "2"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not (marks / "staged").exists():
+            assert time.monotonic() < deadline and first.poll() is None, first.poll()
+            time.sleep(0.01)
+        assert not keys.exists() or not [n for n in os.listdir(keys) if not n.startswith(".")]
+        second = _keys(keys, limited=False)
+        assert second.returncode == 0, second.stderr
+        theirs = _files(keys)
+        assert len(theirs) == 6, sorted(theirs)
+    finally:
+        (marks / "go").touch()
+        out, err = first.communicate(timeout=30)
+    assert first.returncode == 1, (out, err)
+    assert err == (
+        f"distconv keys: error: {keys} already holds keys (put there while this run wrote its "
+        "own); remove them or choose another directory\n"
+    )
+    assert _files(keys) == theirs  # the second's keys, each file as it wrote it
+    assert [name for name in os.listdir(staged) if name.startswith(".")] == []  # no stage left
 
 
 #: ``make_keys(DIR, 2)`` killed (SIGKILL) as it puts its N-th file into DIR, a folder that is
