@@ -196,8 +196,9 @@ def _write_set(stage: Path, names: list[str], target: Path) -> list[Path]:
         try:
             zmq.auth.create_certificates(str(stage), name)
         except OSError as exc:
-            # pyzmq writes the public file whole, then the secret one: the last there failed
-            failed = pair[1] if pair[1].exists() else pair[0]
+            # the file that could not be made (a disk out of inodes) is named by open; one
+            # made whose bytes failed is the last of the pair there (the public file first)
+            failed = Path(exc.filename or (pair[1] if pair[1].exists() else pair[0]))
             raise _naming(exc, target / failed.name) from None
         for file in pair:
             try:

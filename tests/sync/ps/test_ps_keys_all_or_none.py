@@ -18,6 +18,7 @@ import pytest
 
 from distconv.sync.ps import keys as keyfiles
 from tests.child_env import child_env
+from tests.mounts import needs_mounts
 
 #: bytes a file may grow to: less than any certificate file pyzmq writes (300 and more)
 FILE_LIMIT = 200
@@ -215,3 +216,28 @@ def test_a_set_cut_short_by_a_kill_as_its_files_go_into_the_folder_is_never_take
         again = _keys(keys, limited=False)
         assert again.returncode == 1, (at, again)
         assert "(an interrupted `distconv keys`?); remove them" in again.stderr, (at, again)
+
+
+#: ``unshare -rm sh -c FULL MNT ARGV``: ARGV run on a tmpfs at MNT that holds 3 inodes (its
+#: root, the hidden folder, ``server.key``), then its status and what MNT holds
+FULL = (
+    'mount -t tmpfs -o size=1m,nr_inodes=3 distconv-test "$0" && { "$@"; echo "rc=$?"; '
+    'ls -A "$0"; }'
+)
+
+
+@needs_mounts
+@pytest.mark.timeout(60)
+def test_a_key_file_the_disk_has_no_inode_for_is_the_one_named(tmp_path):
+    """A disk out of inodes refuses the secret file at its creation, before any byte: the file
+    named was the last of the pair there, the public one, whole, so the line sent the operator
+    to a file that had been written."""
+    keys = tmp_path / "keys"
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", FULL, str(tmp_path), sys.executable, "-m", "distconv",
+         "keys", str(keys), "--workers", "1"],
+        env=child_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.stdout == "rc=1\n", done  # and nothing left on the disk
+    said = f"cannot write {keys / 'server.key_secret'}: no space left on device"
+    assert done.stderr == f"distconv keys: error: {said}\n", done
