@@ -372,9 +372,10 @@ def write_report(
         os.replace(tmp, path)
     except OSError as exc:
         _remove(tmp)
-        # the report is what is not written (a full disk): the temporary file, gone again, is
-        # named only where it stays in the way (a folder in its place)
-        where = tmp if os.path.lexists(tmp) else path
+        # the report is what is not written (a full disk): the temporary file is named only
+        # where it stands in the way (a folder in its place), not where it is only left over
+        # (an earlier launcher's, on a disk since made read-only: it cannot be removed)
+        where = tmp if tmp.is_dir() else path
         return f"report not written: {shown(where)}: {describe_os_error(exc)}", None
     return f"report: {shown(path)}", path
 

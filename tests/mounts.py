@@ -9,6 +9,10 @@ import subprocess
 
 import pytest
 
+#: ``unshare -rm sh -c READ_ONLY FOLDER ARGV``: ARGV run with FOLDER bound read-only onto
+#: itself, in a mount namespace of its own
+READ_ONLY = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+
 
 def can_mount() -> bool:
     """Whether ``unshare -rm`` can mount a tmpfs here."""

@@ -16,7 +16,7 @@ from ps_helpers import insecure_worker, small_net
 
 from distconv.sync.base import SyncError
 from tests.child_env import child_path
-from tests.mounts import needs_mounts
+from tests.mounts import READ_ONLY, needs_mounts
 
 
 def _pserver(*extra: str, under: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -26,11 +26,6 @@ def _pserver(*extra: str, under: tuple[str, ...] = ()) -> subprocess.CompletedPr
            "--shard", "0", "--num-shards", "1", "--workers", "1", "--insecure", *extra]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": child_path()}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=20, env=env)
-
-
-#: ``unshare ... sh -c READ_ONLY FOLDER ARGV``: ARGV run with FOLDER bound read-only onto itself,
-#: in a mount namespace of its own
-READ_ONLY = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
 
 
 @needs_mounts
