@@ -287,6 +287,14 @@ def _load(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
         raise KeyFileError(
             f"CURVE key file {path} is unreadable: {exc}", why, damaged=True
         ) from None
+    except IndexError:  # pyzmq's reader on a key line without its "=": cut short in it
+        why = "holds a key line without its value"
+        raise KeyFileError(
+            f"CURVE key file {path} is unreadable: a key line without its value (a file edited "
+            "or cut short? make keys with `distconv keys`)",
+            why,
+            damaged=True,
+        ) from None
     except OSError as exc:
         why = f"cannot be read: {describe_os_error(exc)}"
         raise KeyFileError(f"CURVE key file {path} is unreadable: {exc}", why) from None

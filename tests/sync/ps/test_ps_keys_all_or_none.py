@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ps_helpers import run_pserver
 
 from distconv.sync.ps import keys as keyfiles
 from tests.child_env import child_env
@@ -241,3 +243,37 @@ def test_a_key_file_the_disk_has_no_inode_for_is_the_one_named(tmp_path):
     assert done.stdout == "rc=1\n", done  # and nothing left on the disk
     said = f"cannot write {keys / 'server.key_secret'}: no space left on device"
     assert done.stderr == f"distconv keys: error: {said}\n", done
+
+
+def _cut_after(path: Path, word: bytes) -> None:
+    """``path`` cut short just past ``word`` (``b"secret-key"``): a key line without its ``=``
+    and value, as a write stopped at that byte leaves it."""
+    data = path.read_bytes()
+    path.write_bytes(data[: data.index(word) + len(word)])
+
+
+@pytest.mark.timeout(60)
+def test_a_key_file_cut_short_in_a_key_line_is_refused_in_one_line_not_a_traceback(
+    job_keys, tmp_path
+):
+    """pyzmq's reader fails on a key line without its ``=`` with an IndexError, which the key
+    reader let through: the launch and ``distconv keys`` run again over such a set, and a shard
+    given it, stopped on a traceback, where a file cut short elsewhere is one line naming it."""
+    keys = Path(shutil.copytree(job_keys, tmp_path / "keys"))
+    _cut_after(keys / "worker-1.key_secret", b"secret-key")
+    again = _keys(keys, limited=False)
+    assert again.returncode == 1, again
+    held = (
+        "worker-1.key_secret holds a key line without its value (an interrupted `distconv keys`?)"
+    )
+    assert again.stderr == (
+        f"distconv keys: error: {keys} holds a damaged key set: {held}; remove them or choose "
+        "another directory\n"
+    )
+    _cut_after(keys / "server.key_secret", b"public-key")
+    shard = run_pserver("--keys", str(keys), "--workers", "2", "--drain-seconds", "0", timeout=30)
+    assert shard.returncode == 1, shard
+    assert shard.stderr.strip() == (
+        f"distconv pserver: error: CURVE key file {keys / 'server.key_secret'} is unreadable: a "
+        "key line without its value (a file edited or cut short? make keys with `distconv keys`)"
+    ), shard.stderr
