@@ -9,6 +9,8 @@ attempt loses its disk and dies (SIGKILL); the disk comes back as its second att
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from distconv.refused_starts import refused_for_good_in
@@ -48,20 +50,34 @@ UNMOUNT_THE_DISK = LOSE_THE_DISK.replace(
 )
 
 
+def _launch_linked(
+    tmp_path: Path, monkeypatch, inject: str, disk: Path, restarts: int, timeout: float,
+    *flags: str,
+):  # fmt: skip
+    """A ``distconv-launch local`` of one worker training one synthetic epoch into
+    ``tmp_path/out``, whose ``checkpoints`` links to ``disk``, with ``inject`` as each child's
+    sitecustomize (it finds ``disk`` in ``DISK``), up to ``restarts`` restarts, and ``flags``."""
+    folder, out = tmp_path / "inject", tmp_path / "out"
+    folder.mkdir()
+    out.mkdir()
+    (folder / "sitecustomize.py").write_text(inject)
+    (out / "checkpoints").symlink_to(disk)
+    monkeypatch.setitem(ENV, "PYTHONPATH", child_path(folder))
+    monkeypatch.setitem(ENV, "DISK", str(disk))
+    return launch(
+        "local", "--workers", "1", "--servers", "0", "--max-restarts", str(restarts),
+        "--run-dir", str(tmp_path / "launch"), "--", "--data", "synthetic", "--no-progress",
+        "--epochs", "1", "--out", str(out), *flags, cwd=tmp_path, timeout=timeout,
+    )  # fmt: skip
+
+
 @pytest.mark.timeout(200)
 def test_a_restart_whose_checkpoints_disk_is_late_is_restarted(tmp_path, monkeypatch):
-    inject, out, disk = tmp_path / "inject", tmp_path / "out", tmp_path / "disk"
-    for folder in (inject, out, disk):
-        folder.mkdir()
-    (inject / "sitecustomize.py").write_text(LOSE_THE_DISK)
-    (out / "checkpoints").symlink_to(disk)
-    monkeypatch.setitem(ENV, "PYTHONPATH", child_path(inject))
-    monkeypatch.setitem(ENV, "DISK", str(disk))
-    done = launch(
-        "local", "--workers", "1", "--servers", "0", "--max-restarts", "2",
-        "--run-dir", str(tmp_path / "launch"), "--", "--data", "synthetic", "--batch-size",
-        "16", "--no-progress", "--epochs", "1", "--checkpoint-every", "1", "--out", str(out),
-        cwd=tmp_path, timeout=150,
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    done = _launch_linked(
+        tmp_path, monkeypatch, LOSE_THE_DISK, disk, 2, 150, "--batch-size", "16",
+        "--checkpoint-every", "1",
     )  # fmt: skip
     said = done.stdout + done.stderr
     assert "failed with signal SIGKILL; restarting the job (1 of 2)" in said, said[-3000:]
@@ -138,18 +154,8 @@ def test_a_fresh_start_whose_checkpoints_disk_is_late_is_restarted_before_any_ep
     there says so before its first step, and is restarted: it said so at its first checkpoint's
     save (``cannot write a checkpoint into ...``), an epoch late. The restart, the disk there,
     trains the one epoch: the metrics hold one line, the first attempt's none."""
-    inject, out, disk = tmp_path / "inject", tmp_path / "out", tmp_path / "disk" / "c"
-    for folder in (inject, out):
-        folder.mkdir()
-    (inject / "sitecustomize.py").write_text(MOUNT_AT_EXIT)
-    (out / "checkpoints").symlink_to(disk)
-    monkeypatch.setitem(ENV, "PYTHONPATH", child_path(inject))
-    monkeypatch.setitem(ENV, "DISK", str(disk))
-    done = launch(
-        "local", "--workers", "1", "--servers", "0", "--max-restarts", "1",
-        "--run-dir", str(tmp_path / "launch"), "--", "--data", "synthetic", "--batch-size",
-        "32", "--no-progress", "--epochs", "1", "--out", str(out), cwd=tmp_path, timeout=50,
-    )  # fmt: skip
+    out, disk = tmp_path / "out", tmp_path / "disk" / "c"
+    done = _launch_linked(tmp_path, monkeypatch, MOUNT_AT_EXIT, disk, 1, 50, "--batch-size", "32")
     said = done.stdout + done.stderr
     assert f"{out / 'checkpoints'} links to {disk}, {NOT_THERE}" in said, said[-3000:]
     assert "cannot write a checkpoint" not in said, said[-3000:]

@@ -24,31 +24,36 @@ RNG = np.random.default_rng(3)
 DATA = {"image": RNG.standard_normal((16, 1, 8, 8)), "label": RNG.integers(0, 4, 16)}
 
 
+def _fit(shards, out, caplog, mode: str, epochs: int, stop: int | None = None) -> str:
+    """Fit ``epochs`` into ``out`` on a fresh shard in ``mode`` (async: staleness 0), resuming
+    what is there, up to a SIGTERM after step ``stop``: what the resume warned and the
+    Trainer's epoch lines said."""
+    extra = ["--max-staleness", "0"] if mode == "async" else []
+    sync = insecure_worker(shards.start(1, workers=1, mode=mode, extra=extra))
+    trainer = Trainer(small_net(), sync, 4, out_dir=out, progress=False)
+    caplog.clear()
+    try:
+        with (
+            caplog.at_level(logging.WARNING, logger="distconv.resume"),
+            caplog.at_level(logging.INFO, logger="distconv.trainer"),
+        ):
+            if stop is None:
+                trainer.fit(DATA, epochs=epochs, resume="auto")
+            else:
+                signal_at(trainer, stop, signal.SIGTERM)
+                with pytest.raises(Preempted):
+                    trainer.fit(DATA, epochs=epochs, resume="auto")
+    finally:
+        sync.close()
+    return caplog.text
+
+
 @pytest.mark.timeout(60)
 def test_a_resume_under_sync_shards_of_an_async_checkpoint_says_both(shards, tmp_path, caplog):
     out = tmp_path / "run"
 
     def fit(mode: str, stop: int | None = None) -> str:
-        """Fit epoch 1 on a fresh shard in ``mode`` (async: staleness 0), resuming what is
-        there, up to a SIGTERM after step ``stop``; what the resume warned."""
-        extra = ["--max-staleness", "0"] if mode == "async" else []
-        sync = insecure_worker(shards.start(1, workers=1, mode=mode, extra=extra))
-        trainer = Trainer(small_net(), sync, 4, out_dir=out, progress=False)
-        caplog.clear()
-        try:
-            with (
-                caplog.at_level(logging.WARNING, logger="distconv.resume"),
-                caplog.at_level(logging.INFO, logger="distconv.trainer"),
-            ):
-                if stop is None:
-                    trainer.fit(DATA, epochs=1, resume="auto")
-                else:
-                    signal_at(trainer, stop, signal.SIGTERM)
-                    with pytest.raises(Preempted):
-                        trainer.fit(DATA, epochs=1, resume="auto")
-        finally:
-            sync.close()
-        return caplog.text
+        return _fit(shards, out, caplog, mode, 1, stop)
 
     async_ = {"sync": "pserver", "mode": "async", "max_staleness": 0}
     fit("async", stop=1)
@@ -99,21 +104,7 @@ def test_an_epoch_begun_under_sync_and_resumed_under_async_says_its_pushes_are_i
     out = tmp_path / "run"
 
     def fit(mode: str, stop: int | None = None) -> str:
-        extra = ["--max-staleness", "0"] if mode == "async" else []
-        sync = insecure_worker(shards.start(1, workers=1, mode=mode, extra=extra))
-        trainer = Trainer(small_net(), sync, 4, out_dir=out, progress=False)
-        caplog.clear()
-        try:
-            with caplog.at_level(logging.INFO, logger="distconv.trainer"):
-                if stop is None:
-                    trainer.fit(DATA, epochs=2, resume="auto")
-                else:
-                    signal_at(trainer, stop, signal.SIGTERM)
-                    with pytest.raises(Preempted):
-                        trainer.fit(DATA, epochs=2, resume="auto")
-        finally:
-            sync.close()
-        return caplog.text
+        return _fit(shards, out, caplog, mode, 2, stop)
 
     fit("sync", stop=2)
     said = fit("async")
