@@ -299,6 +299,7 @@ class Child(ChildOutput):
             exit_code=None if number else code,
             signal=signal_name(number) if number else None,
             log=str(self.log_path),
+            log_error=self._log_writes.error,
             tail=lines[-TAIL_LINES:],
             restart=restart,
             signal_number=number,

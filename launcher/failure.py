@@ -106,6 +106,9 @@ class Failure:
     #: failed otherwise only stopped because of it (:func:`launcher.job_error.said_elsewhere`:
     #: ``(class, who)``); not in ``failure.json``
     job_error_elsewhere: tuple[str, str] | None = None
+    #: why the launcher could not write the child's :attr:`log` (``no space left on device``),
+    #: which lacks the lines from then on (:attr:`tail` has the last); None where it could
+    log_error: str | None = None
 
     def __post_init__(self) -> None:
         # a job mismatch stops every rank, each saying so: the first to exit is no culprit,

@@ -17,20 +17,21 @@ from .shown import shown
 
 def log_line(
     log: BinaryIO, line: bytes, log_path: Path, name: str, say: Callable[[str], None] | None
-) -> bool:
-    """Write ``line`` to child ``name``'s ``log`` (at ``log_path``); False, said once through
-    ``say``, where it cannot be (a full disk): the pump must go on draining the pipe, or the
-    child blocks on its next write for good."""
+) -> str | None:
+    """Write ``line`` to child ``name``'s ``log`` (at ``log_path``); None, or, where it cannot
+    be (a full disk), why (``no space left on device``), said once through ``say``: the pump
+    must go on draining the pipe, or the child blocks on its next write for good."""
     try:
         log.write(line)
     except OSError as exc:
+        why = describe_os_error(exc)
         if say is not None:
             say(
-                f"cannot write {shown(log_path)}: {describe_os_error(exc)}; "
+                f"cannot write {shown(log_path)}: {why}; "
                 f"{name}'s later lines go to the launcher's output only"
             )
-        return False
-    return True
+        return why
+    return None
 
 
 class ChildLog:
@@ -48,12 +49,16 @@ class ChildLog:
         self.since: float | None = None
         #: seconds of the writes so far (how long the log held the pump)
         self.spent = 0.0
+        #: why a write failed (``no space left on device``), after which the pump writes no
+        #: more: the log lacks the later lines, which the failure report must not send one to
+        self.error: str | None = None
 
     def write(self, line: bytes) -> bool:
-        """:func:`log_line` of ``line``."""
+        """:func:`log_line` of ``line``: whether it was written (else :attr:`error` says why)."""
         self.since = since = time.monotonic()
         try:
-            return log_line(self._log, line, *self._args)
+            self.error = log_line(self._log, line, *self._args) or self.error
+            return self.error is None
         finally:
             self.spent += time.monotonic() - since
             self.since = None

@@ -23,9 +23,17 @@ def report_failure(
     after = f"; then {then}" if then else ""
     messages.say(
         f"{failure.describe()} (after {failure.restart} restart(s)){failure.stopped_too()}"
-        f"{after}; last lines of {shown(failure.log)}:",
+        f"{after}; {_last_lines(failure)}:",
         level="error",
         report=kept,  # where it was written: the message dropped, the report is there
         more=[*tail, written],
         paths={"log": failure.log},
     )
+
+
+def _last_lines(failure: Failure) -> str:
+    """What the report's header calls the lines under it: the last lines of the child's log, or,
+    where the log could not be written (a full disk), the launcher's own, which the log lacks."""
+    if failure.log_error is None:
+        return f"last lines of {shown(failure.log)}"
+    return f"last lines (its log {shown(failure.log)} could not be written: {failure.log_error})"
