@@ -43,18 +43,24 @@ def test_a_full_disk_under_the_log_keeps_the_lines_flowing(tmp_path: Path):
     assert "line 2999 " in done.stderr  # the report's tail still has the last lines
 
 
+def _dying_worker(run: Path, cwd: Path):
+    """A launch into run directory ``run`` of one worker that says ``dying`` and exits 3."""
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--run-dir", str(run), "--",
+        "sh", "-c", "echo dying; exit 3",
+        cwd=cwd, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    return done
+
+
 @pytest.mark.timeout(60)
 def test_a_report_that_cannot_be_written_is_still_said(tmp_path: Path):
     """failure.json on a full disk: the failure was lost, the launcher said only the write's
     error and exited 1, not the child's status (k198)."""
     run = tmp_path / "run"
     (run / "failure.json.tmp").mkdir(parents=True)  # the report's write fails (EISDIR)
-    done = launch(
-        "local", "--workers", "1", "--servers", "0", "--run-dir", str(run), "--",
-        "sh", "-c", "echo dying; exit 3",
-        cwd=tmp_path, timeout=30,
-    )  # fmt: skip
-    assert done.returncode == 3, done.stderr
+    done = _dying_worker(run, tmp_path)
     assert "worker 0 failed with exit code 3 (after 0 restart(s)); last lines of" in done.stderr
     assert "    dying\n" in done.stderr
     assert f"report not written: '{run / 'failure.json.tmp'}': is a directory" in done.stderr
@@ -71,12 +77,7 @@ def test_a_report_on_a_log_that_could_not_be_written_says_so(tmp_path: Path):
     log = run / "logs" / "worker-0.log"
     log.parent.mkdir(parents=True)
     log.symlink_to("/dev/full")  # opens, but every write: ENOSPC (the run dir's disk is not)
-    done = launch(
-        "local", "--workers", "1", "--servers", "0", "--run-dir", str(run), "--",
-        "sh", "-c", "echo dying; exit 3",
-        cwd=tmp_path, timeout=30,
-    )  # fmt: skip
-    assert done.returncode == 3, done.stderr
+    done = _dying_worker(run, tmp_path)
     header = (
         "worker 0 failed with exit code 3 (after 0 restart(s)); last lines (its log "
         f"'{log}' could not be written: no space left on device):\n    dying\n"
