@@ -214,11 +214,11 @@ class Shard(
         refused for what it holds (a count that is no count: a shard bug) still raises."""
         from distconv.checkpoint import CheckpointError
 
-        if self._bad_counts():
-            self.save_part("last")  # refused, naming them
         try:
             log.info("shard %d: wrote %s on shutdown", self.index, self.save_part("last"))
         except CheckpointError as exc:  # the disk's: nothing a resume reads is lost
+            if self._bad_counts():  # refused for what it holds (a shard bug): the exit says so
+                raise
             log.warning(
                 "shard %d: %s; the job's checkpoints hold all a resume needs (a shard's parts "
                 "are never read back)",
