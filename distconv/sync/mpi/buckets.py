@@ -22,6 +22,13 @@ from distconv.sync.mpi.wire_dtypes import finite_16, summed_by_hand
 _grad, _static = attrgetter("grad"), attrgetter("static")
 
 
+#: what float16 gradients, each a sum over a rank's examples, did where a wire is refused
+SUMS_OVERFLOWED = (
+    "overflowed float16 (65504) before the wire, or were NaN: lower --batch-size / "
+    "--accumulate, or train in bfloat16 or float32"
+)
+
+
 class Bucket:
     """Consecutive parameters (in firing order) whose gradients share one flat buffer.
 
@@ -212,11 +219,7 @@ class Bucket:
         if sums16 and own is not True:  # float16 sums over a batch: the likely cause
             n = self.examples
             whose = f"this rank's {n}" if own is False else f"a rank's ({n} on this rank)"
-            return (
-                f"{head}: the gradients summed over {whose} examples overflowed float16 "
-                "(65504) before the wire, or were NaN: lower --batch-size / --accumulate, or "
-                "train in bfloat16 or float32"
-            )
+            return f"{head}: the gradients summed over {whose} examples {SUMS_OVERFLOWED}"
         if own is False:
             return (
                 f"{head}: this rank's gradients were NaN or infinite before the wire; lower the "
@@ -226,11 +229,7 @@ class Bucket:
         # this rank's float16 sums fit, so another's did not, whatever the wire: the average,
         # each rank's sum over the step's examples of all ranks, fits where every sum does
         if sums16:
-            return (
-                f"{head}: {whose} gradients, summed over its examples, overflowed float16 "
-                "(65504) before the wire, or were NaN: lower --batch-size / --accumulate, or "
-                "train in bfloat16 or float32"
-            )
+            return f"{head}: {whose} gradients, summed over its examples, {SUMS_OVERFLOWED}"
         if dtype == np.float16:  # wider gradients (or bfloat16 ones), averaged past its range
             return (
                 f"{head}: an average gradient, or the ranks' sum of them, past float16's range "
