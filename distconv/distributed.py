@@ -266,75 +266,103 @@ def build_sync(
         )
     options = _check_options(options)
     options = {k: v for k, v in options.items() if k in TRANSPORT_OPTIONS.get(kind, options)}
-    if kind == "local":
-        if runtime.world_size > 1:  # distconv train refuses it first, in its own words
-            raise RuntimeConfigError(
-                f"this process is rank {runtime.rank} of {runtime.world_size} ({runtime.source})"
-                ", but local sync trains alone; use sync='pserver' or 'mpi' (--sync pserver or mpi "
-                "to distconv train), or leave sync out and init() picks it, with parameter servers "
-                "(distconv-launch local --servers 1 or more) or under MPI (distconv-launch mpi)"
-            )
-        if mpi_launcher_size() > 1:  # --rank 0 --world-size 1: ranks beside it would hang
-            raise RuntimeConfigError(
-                f"an MPI launcher started this process as one of {mpi_launcher_size()} ranks, "
-                "but local sync trains alone (ranks beside it would wait for it for ever); use "
-                "the mpi sync (--sync mpi, sync='mpi'), or start it without mpiexec"
-            )
-        return create_sync("local", optimizer=optimizer)
-    if kind == "pserver":
-        if not runtime.pservers:
-            raise RuntimeConfigError(
-                "--sync pserver needs the servers: --pservers HOST:PORT,... or DISTCONV_PSERVERS"
-            )
-        # the shards beside it run so (a script's init() or a distconv train a wrapper started
-        # has no --insecure); keys and insecure mean nothing to another transport, whose run
-        # both variables left in a shell must not stop
-        if os.environ.get(ENV_INSECURE) == "1" and options.get("insecure") is None:
-            options = {**options, "insecure": _insecure_from_env(runtime)}
-        if not runtime.keys_dir and not options.get("insecure"):
-            # the client refuses this too, with a ValueError: a traceback for a missing flag
-            raise RuntimeConfigError(
-                "--sync pserver needs the job's CURVE keys: --keys DIR (or DISTCONV_KEYS), or "
-                "--insecure (sync_options={'insecure': True} from a script)"
-            )
-        keys_dir = runtime.keys_dir
-        if keys_dir and options.get("insecure"):  # the client would drop the keys unsaid
-            if not runtime.keys_from_env:
-                raise RuntimeConfigError(
-                    f"--sync pserver got both --keys {keys_dir!r} and insecure (--insecure or "
-                    "sync_options): pick one"
-                )
-            log.warning("insecure overrides DISTCONV_KEYS=%r: training without CURVE", keys_dir)
-            keys_dir = None
-        from distconv.sync.ps.keys import KeyFileError  # zmq: only for a parameter server
+    builder = _BUILDERS.get(kind)
+    if builder is None:  # a registered strategy of the user's own: its options as given
+        return create_sync(kind, optimizer=optimizer, **options)
+    return builder(optimizer, runtime, options)
 
-        try:
-            return create_sync(
-                "pserver",
-                optimizer=optimizer,
-                rank=runtime.rank,
-                world_size=runtime.world_size,
-                pservers=list(runtime.pservers),
-                keys_dir=keys_dir,
-                job_id=runtime.job_id,
-                **options,
+
+def _build_local(
+    optimizer: Optimizer, runtime: Runtime, options: Mapping[str, Any]
+) -> SyncStrategy:
+    """Local sync, refused where this process is one of several: its peers would wait for it."""
+    if runtime.world_size > 1:  # distconv train refuses it first, in its own words
+        raise RuntimeConfigError(
+            f"this process is rank {runtime.rank} of {runtime.world_size} ({runtime.source})"
+            ", but local sync trains alone; use sync='pserver' or 'mpi' (--sync pserver or mpi "
+            "to distconv train), or leave sync out and init() picks it, with parameter servers "
+            "(distconv-launch local --servers 1 or more) or under MPI (distconv-launch mpi)"
+        )
+    if mpi_launcher_size() > 1:  # --rank 0 --world-size 1: ranks beside it would hang
+        raise RuntimeConfigError(
+            f"an MPI launcher started this process as one of {mpi_launcher_size()} ranks, "
+            "but local sync trains alone (ranks beside it would wait for it for ever); use "
+            "the mpi sync (--sync mpi, sync='mpi'), or start it without mpiexec"
+        )
+    return create_sync("local", optimizer=optimizer, **options)
+
+
+def _build_pserver(
+    optimizer: Optimizer, runtime: Runtime, options: Mapping[str, Any]
+) -> SyncStrategy:
+    """The parameter-server client for this rank, with the job's keys or without CURVE."""
+    if not runtime.pservers:
+        raise RuntimeConfigError(
+            "--sync pserver needs the servers: --pservers HOST:PORT,... or DISTCONV_PSERVERS"
+        )
+    keys_dir, options = _pserver_security(runtime, options)
+    from distconv.sync.ps.keys import KeyFileError  # zmq: only for a parameter server
+
+    try:
+        return create_sync(
+            "pserver",
+            optimizer=optimizer,
+            rank=runtime.rank,
+            world_size=runtime.world_size,
+            pservers=list(runtime.pservers),
+            keys_dir=keys_dir,
+            job_id=runtime.job_id,
+            **options,
+        )
+    except KeyFileError as exc:  # names the file: one line, not the client's traceback
+        raise RuntimeConfigError(str(exc)) from None
+
+
+def _pserver_security(
+    runtime: Runtime, options: Mapping[str, Any]
+) -> tuple[str | None, Mapping[str, Any]]:
+    """The keys folder the client uses (``None``: without CURVE) and the options it gets:
+    exactly one of keys and insecure, from flags, ``sync_options`` or the environment."""
+    # the shards beside it run so (a script's init() or a distconv train a wrapper started
+    # has no --insecure); keys and insecure mean nothing to another transport, whose run
+    # both variables left in a shell must not stop
+    if os.environ.get(ENV_INSECURE) == "1" and options.get("insecure") is None:
+        options = {**options, "insecure": _insecure_from_env(runtime)}
+    if not runtime.keys_dir and not options.get("insecure"):
+        # the client refuses this too, with a ValueError: a traceback for a missing flag
+        raise RuntimeConfigError(
+            "--sync pserver needs the job's CURVE keys: --keys DIR (or DISTCONV_KEYS), or "
+            "--insecure (sync_options={'insecure': True} from a script)"
+        )
+    if runtime.keys_dir and options.get("insecure"):  # the client would drop the keys unsaid
+        if not runtime.keys_from_env:
+            raise RuntimeConfigError(
+                f"--sync pserver got both --keys {runtime.keys_dir!r} and insecure (--insecure "
+                "or sync_options): pick one"
             )
-        except KeyFileError as exc:  # names the file: one line, not the client's traceback
-            raise RuntimeConfigError(str(exc)) from None
-    if kind == "mpi":
-        strategy = create_sync("mpi", optimizer=optimizer, **options)
-        if runtime.source != "default" and (
-            (strategy.rank, strategy.world_size) != (runtime.rank, runtime.world_size)
-        ):
-            # the environment's error, as init() documents (it names both sources): a caller's
-            # except RuntimeConfigError missed it. Closed while it propagates: other ranks may
-            # wait in setup, so it aborts
-            try:
-                raise RuntimeConfigError(_mpi_disagrees(strategy, runtime))
-            finally:
-                strategy.close()
-        return strategy
-    return create_sync(kind, optimizer=optimizer, **options)
+        log.warning("insecure overrides DISTCONV_KEYS=%r: training without CURVE", runtime.keys_dir)
+        return None, options
+    return runtime.keys_dir, options
+
+
+def _build_mpi(optimizer: Optimizer, runtime: Runtime, options: Mapping[str, Any]) -> SyncStrategy:
+    """The MPI sync, refused (and closed) where MPI's rank and size are not the environment's."""
+    strategy = create_sync("mpi", optimizer=optimizer, **options)
+    if runtime.source != "default" and (
+        (strategy.rank, strategy.world_size) != (runtime.rank, runtime.world_size)
+    ):
+        # the environment's error, as init() documents (it names both sources): a caller's
+        # except RuntimeConfigError missed it. Closed while it propagates: other ranks may
+        # wait in setup, so it aborts
+        try:
+            raise RuntimeConfigError(_mpi_disagrees(strategy, runtime))
+        finally:
+            strategy.close()
+    return strategy
+
+
+#: the transports that check the runtime before they are built; any other name is built as is
+_BUILDERS = {"local": _build_local, "pserver": _build_pserver, "mpi": _build_mpi}
 
 
 def _mpi_disagrees(strategy: Any, runtime: Runtime) -> str:
