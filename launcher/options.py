@@ -104,7 +104,13 @@ def add_job_options(p: argparse.ArgumentParser, holds: str) -> None:
         "--max-restarts", type=at_least(0), default=0, help="restarts after a failure (0)"
     )
     p.add_argument(
-        "--grace", type=seconds, default=30.0, help="seconds from SIGTERM to SIGKILL (30)"
+        "--grace",
+        type=seconds,
+        default=30.0,
+        help=(
+            "seconds from SIGTERM to SIGKILL (30); the workers stop at a step they agree on, "
+            "at most 8 steps on: give that time and a checkpoint's write"
+        ),
     )
     p.add_argument(
         "--run-dir",
