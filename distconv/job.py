@@ -117,7 +117,7 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
             optimizer,
             scheme_text(sync_scheme(sync)),
             sync.world_size,
-            asdict(config),
+            effective_config(config, optimizer.lr, kind),
         )
         trainer = Trainer(
             network,
@@ -144,6 +144,12 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
     if stopped is not None:
         raise stopped
     return trainer
+
+
+def effective_config(config: TrainConfig, lr: float, sync: str) -> dict[str, Any]:
+    """``config`` as the start line shows it: the learning rate the optimizer uses and the sync
+    chosen, where the flags left them None (the optimizer's default, the runtime's choice)."""
+    return {**asdict(config), "lr": lr, "sync": sync}
 
 
 def scheme_text(scheme: dict[str, Any]) -> str:
