@@ -109,6 +109,7 @@ def run_train(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         out=out,
         resume=args.resume,  # False, True, "auto" or "overwrite" (--overwrite)
+        init_from=args.init_from,
         checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints,
         progress=False if args.no_progress else None,

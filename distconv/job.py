@@ -45,6 +45,7 @@ class TrainConfig:
     dtype: str = "float32"
     out: str | None = None
     resume: bool | str = False  # False, True, "auto" or "overwrite"
+    init_from: str | None = None  # a checkpoint whose weights a fresh start takes
     checkpoint_every: int = 0
     keep_checkpoints: int = 3
     progress: bool | None = None
@@ -76,6 +77,7 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
     from distconv.data import load_dataset
     from distconv.distributed import build_sync, choose_transport, start_training_process
     from distconv.init import set_seed
+    from distconv.init_from import InitFromCheckpoints
     from distconv.models import lenet
     from distconv.optim import create_optimizer
     from distconv.resume import JobStart
@@ -134,6 +136,11 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
             config={"data": config.data, "model": "lenet", "epochs": config.epochs},
             monitor=monitor,
             start=JobStart(runtime.job_id, launch_id(), restart_count()),
+        )
+        # the Trainer's checkpoints, told to start from --init-from's weights where the run
+        # starts afresh: the Trainer itself knows nothing of fine-tuning
+        trainer.checkpoints = InitFromCheckpoints(
+            trainer.checkpoints, trainer.config, config.init_from
         )
         stopped = _fit(trainer, train_set, test_set, config)
     finally:

@@ -179,6 +179,14 @@ def add_train(
     )
     add_resume_flags(p)
     p.add_argument(
+        "--init-from",
+        type=not_blank,
+        metavar="PATH",
+        help="start a new run (step 0, fresh optimizer state and schedule) from the weights of "
+        "a checkpoint: a run's --out (its newest complete checkpoint), a step folder or a "
+        "checkpoint file; a run in --out that --resume or --resume auto continues wins",
+    )
+    p.add_argument(
         "--checkpoint-every",
         type=int_at_least(0),
         default=d.checkpoint_every,

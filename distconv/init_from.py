@@ -1,0 +1,211 @@
+"""A new run started from another run's weights: ``distconv train --init-from PATH``.
+
+Fine-tuning, or going on with a lower learning rate, is a new run: step 0, fresh optimizer
+state, a fresh schedule, only the weights taken from a checkpoint. A resume refuses a
+checkpoint whose settings differ (:mod:`distconv.resume_facts`); this is the way on from it
+(PaddlePaddle's ``--init_model_path`` is the precedent).
+
+The chief alone reads the checkpoint, as a resume does: the transports' start-up (MPI's
+broadcast, the parameter server's seed) gives every rank the chief's weights, so every rank
+starts identical and the file need only be on the chief's disk. A restarted job never
+re-initialises: the run's own checkpoint wins (:class:`InitFromCheckpoints` loads only where
+the run starts afresh).
+
+Weights of another dtype are cast, said in a warning: the resume refuses to cast because it
+would go on with another computation than the one checkpointed, but a new run reproduces
+nothing, and the cast is the very way through that the resume's refusal advises
+(:mod:`distconv.cast_advice`). Other names or shapes are another model: refused, naming the
+first parameter that differs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from distconv.backend import copy_into
+from distconv.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from distconv.checkpoint_checks import native
+from distconv.checkpoint_digest import DIGEST_KEY
+from distconv.checkpoint_manifest import CHIEF, Manifest
+from distconv.checkpoint_reads import read_manifest
+from distconv.parameter import Parameter
+from distconv.resume import OptimState, Position, StepCheckpoints
+from distconv.run_dir import RunDirectory
+from distconv.run_files import CHIEF_PART, LEGACY_CHECKPOINT
+
+log = logging.getLogger("distconv.resume")
+
+#: the key of a checkpoint's ``extra`` that records where a run's first weights came from
+INIT_FROM = "init_from"
+
+
+@dataclass(frozen=True)
+class InitSource:
+    """The checkpoint a run's first weights came from: its file, its step and its digest."""
+
+    path: Path
+    step: int
+    digest: str
+
+    def record(self) -> dict[str, Any]:
+        """What each checkpoint of the new run keeps under :data:`INIT_FROM`."""
+        return {"path": str(self.path.absolute()), "step": self.step, "sha256": self.digest}
+
+    def text(self) -> str:
+        return f"{self.path} (step {self.step}, sha256 {self.digest[:16]})"
+
+
+def checkpoint_file(path: str | os.PathLike) -> Path:
+    """The checkpoint file ``path`` names: a file itself (a step's ``chief.safetensors``, or
+    its manifest ``step-N.json``), a step folder (``checkpoints/step-N``), or a run's output
+    directory (its newest complete checkpoint, else its one pre-step-checkpoint file).
+
+    Raises:
+        CheckpointError: nothing there, or a folder that holds no complete checkpoint.
+    """
+    path = Path(path)
+    if path.is_file() and path.suffix == ".json":
+        return Manifest.parse(read_manifest(path), path).part(CHIEF)
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise CheckpointError(f"--init-from {path}: no such file or folder")
+    if (path / CHIEF_PART).is_file():
+        return path / CHIEF_PART
+    complete, problems = RunDirectory(path).scan()  # reads only: no lock, nothing made
+    if complete:
+        return complete[-1].part(CHIEF)
+    if (path / LEGACY_CHECKPOINT).is_file():
+        return path / LEGACY_CHECKPOINT
+    why = f": {'; '.join(problems)}" if problems else ""
+    raise CheckpointError(
+        f"--init-from {path}: no complete checkpoint there (a run's --out, one of its "
+        f"checkpoints/step-N folders, or a checkpoint file){why}"
+    )
+
+
+def first_misfit(params: Sequence[Parameter], theirs: Mapping[str, Any]) -> str | None:
+    """The first parameter whose name or shape differs between the model and a checkpoint's
+    arrays ``theirs``, in the model's order, then the checkpoint's first extra one; None where
+    all fit (a dtype may differ: :func:`load_weights` casts it)."""
+    for p in params:
+        if p.name not in theirs:
+            return f"{p.name!r}: this model has it, the checkpoint has not"
+        if tuple(theirs[p.name].shape) != tuple(p.value.shape):
+            ckpt_shape, ours = tuple(theirs[p.name].shape), tuple(p.value.shape)
+            return f"{p.name!r}: checkpoint shape {ckpt_shape}, this model {ours}"
+    extra = sorted(theirs.keys() - {p.name for p in params})
+    return f"{extra[0]!r}: the checkpoint has it, this model has not" if extra else None
+
+
+def load_weights(path: str | os.PathLike, params: Sequence[Parameter]) -> InitSource:
+    """Copy the weights of the checkpoint ``path`` names (:func:`checkpoint_file`) into
+    ``params``, cast to their dtypes; nothing is written where they do not fit.
+
+    Raises:
+        CheckpointError: no checkpoint there, one that cannot be read, or weights of another
+            name or shape (the first named).
+    """
+    file = checkpoint_file(path)
+    ckpt = load_checkpoint(file, position=False)  # weights only: its step is not gone on from
+    if (misfit := first_misfit(params, ckpt.params)) is not None:
+        raise CheckpointError(
+            f"--init-from {file}: its weights do not fit this model (first difference: "
+            f"{misfit}); they load only into a model built as the checkpoint's run's"
+        )
+    _say_cast(ckpt, params)
+    for p in params:
+        copy_into(p.value, ckpt.params[p.name])
+    return InitSource(file, ckpt.step, _digest_of(file))
+
+
+def _say_cast(ckpt: Checkpoint, params: Sequence[Parameter]) -> None:
+    """Warn where the checkpoint's weights are of another dtype than this run's."""
+    saved = sorted({str(native(a.dtype)) for a in ckpt.params.values()})
+    ours = sorted({str(native(p.value.dtype)) for p in params})
+    if saved != ours:
+        log.warning(
+            "--init-from %s: casting its %s weights to this run's %s (--dtype): a new run "
+            "reproduces nothing, so they are cast as it starts",
+            ckpt.path,
+            ",".join(saved),
+            ",".join(ours),
+        )
+
+
+def _digest_of(file: Path) -> str:
+    """The checkpoint's own SHA-256 (its metadata's), which :func:`load_checkpoint` checked."""
+    from safetensors import safe_open
+
+    with safe_open(str(file), framework="np") as f:
+        return (f.metadata() or {}).get(DIGEST_KEY, "")
+
+
+class InitFromCheckpoints(StepCheckpoints):
+    """A run's step checkpoints whose fresh start takes the weights of ``source`` (see the
+    module docstring), and whose checkpoints record where they came from (:data:`INIT_FROM`),
+    carried on through resumes. ``source`` None: only the carrying on."""
+
+    def __init__(self, base: StepCheckpoints, facts: Mapping[str, Any], source: str | None):
+        super().__init__(base.run, base.params, base.sync, facts, base.start)
+        self.source = source
+
+    def open(
+        self,
+        resume: bool | str,
+        train_data: Mapping[str, Any] | None = None,
+        layers: Mapping[str, Any] | None = None,
+    ) -> tuple[OptimState | None, Position]:
+        """As :meth:`StepCheckpoints.open`; a fresh start on the chief then loads ``source``."""
+        chief = self.sync.is_chief and self.source is not None
+        if chief and self.run is not None and resume == "overwrite":
+            _refuse_cleared(Path(self.source), self.run.root)
+        try:
+            state, pos = super().open(resume, train_data, layers)
+        except CheckpointError as exc:
+            if chief and resume is True and str(exc).startswith("--resume: no complete"):
+                raise CheckpointError(f"{exc}; {_RESUME_NEEDS_ONE}") from None
+            raise
+        if not chief:
+            return state, pos
+        if state is None and pos.step == 0:
+            loaded = load_weights(self.source, self.params)
+            log.info("initialised from %s: weights only, from step 0", loaded.text())
+            self._record(loaded.record())
+        else:
+            log.info("--init-from %s not used: resuming this run's own checkpoint", self.source)
+        return state, pos
+
+    def restore(self, source: str | Path | Checkpoint) -> tuple[OptimState, Position]:
+        """As :meth:`StepCheckpoints.restore`, keeping the checkpoint's :data:`INIT_FROM`."""
+        ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
+        restored = super().restore(ckpt)
+        if (record := ckpt.extra.get(INIT_FROM)) is not None:
+            self._record(record)
+        return restored
+
+    def _record(self, record: Any) -> None:
+        self.facts[INIT_FROM] = record
+        self._saved = None  # the facts as saved are made anew at the next save
+
+
+#: what a refused ``--resume --init-from`` adds: a restart needs the run's own checkpoint
+_RESUME_NEEDS_ONE = (
+    "--resume goes on only from this run's own checkpoint; to start a new run from --init-from, "
+    "drop --resume, or pass --resume auto (a restart then resumes the new run)"
+)
+
+
+def _refuse_cleared(source: Path, root: Path) -> None:
+    """Refuse ``--overwrite`` of the output directory that holds ``source``: it would delete
+    the weights before (or, on a restart of a run cut short, after) they are read."""
+    if source.resolve().is_relative_to(root.resolve()):
+        raise CheckpointError(
+            f"--init-from {source} lies in --out {root}, which --overwrite deletes: start the "
+            "new run in another --out"
+        )
