@@ -16,6 +16,7 @@ from typing import Any
 from distconv.cast_advice import dtype_only_advice
 from distconv.checkpoint import Checkpoint, CheckpointError, check_fit
 from distconv.checkpoint_checks import OWN_KEYS, whole_set_each_step
+from distconv.global_batch_words import global_batch_clause
 from distconv.parameter import Parameter
 from distconv.scheme_history import WORLD_SIZE
 from distconv.sync.description import first_differing
@@ -150,18 +151,30 @@ def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]
     differ = [said for k in facts for said in _differences(k, theirs[k], ours[k])]
     model = _layer_differences(recorded(theirs, LAYERS), ours.get(LAYERS))
     if differ or model:
-        batch = (
-            " The global batch (world size x batch size x accumulate) must stay the same "
-            "across a resume."
-            if "global_batch" in facts
-            else ""
-        )
+        batch = global_batch_clause(theirs, ours) if "global_batch" in facts else ""
+        way_out = MODEL_CHANGED + SCRIPT_LOAD if model else new_run_advice(path)
         raise CheckpointError(
             f"checkpoint {path} comes from a different run; resuming would not reproduce it "
-            f"({'; '.join(differ + model)}).{batch}{MODEL_CHANGED if model else ''} To train "
-            "on from these weights otherwise (other data: fine-tuning), start a new run and "
-            "load them first (distconv.checkpoint.restore_checkpoint)."
+            f"({'; '.join(differ + model)}).{batch}{way_out}"
         )
+
+
+#: how a script starts a new run from a checkpoint's weights
+SCRIPT_LOAD = (
+    " To train on from these weights otherwise (other data: fine-tuning), start a new run and "
+    "load them first (distconv.checkpoint.restore_checkpoint)."
+)
+
+
+def new_run_advice(path: Any) -> str:
+    """How a refusal of another run's settings says to go on from the checkpoint at ``path``
+    with this run's: a new run that takes its weights alone, from the command line
+    (``--init-from``, in another ``--out``: ``--overwrite`` would delete them) or a script."""
+    return (
+        f" To start a new run from these weights with this run's settings (step 0, fresh "
+        f"optimizer state and schedule), pass --init-from {path} and another --out; in a "
+        "script, load them first (distconv.checkpoint.restore_checkpoint)."
+    )
 
 
 #: how a refusal of another model (:func:`_layer_differences`) says to go on: the same
