@@ -13,6 +13,13 @@ if TYPE_CHECKING:
     from distconv.sync.base import SyncStrategy
     from distconv.sync.errors import JobRefused, SyncError
 
+    # re-exported for type checkers (``X as X``); at run time by __getattr__, below
+    from distconv.sync.local import LocalSync as LocalSync
+    from distconv.sync.mpi import MPISync as MPISync
+    from distconv.sync.ps.client import PServerSync as PServerSync
+
+# the transports' classes (below) are not in it: ``from distconv.sync import *`` would import
+# pyzmq and mpi4py, and fail where either is not installed
 __all__ = ["JobRefused", "SyncError", "SyncStrategy", "create_sync", "TRANSPORTS"]
 
 #: transport name -> "module:class"; the module is imported only when the transport is chosen
@@ -45,19 +52,24 @@ def create_sync(kind: str, **kwargs: Any) -> distconv.sync.SyncStrategy:
     return getattr(module, class_name)(**kwargs)
 
 
-#: the names this package gives from its modules, imported when first asked for
+#: the names this package gives from its modules, imported when first asked for: the contract,
+#: its errors, and each transport's class (``distconv.sync.LocalSync``, where they live at three
+#: depths), whose module alone imports its library (pyzmq, mpi4py)
 _LAZY = {
     "JobRefused": "distconv.sync.errors",
     "SyncError": "distconv.sync.errors",
     "SyncStrategy": "distconv.sync.base",
+    **{path.partition(":")[2]: path.partition(":")[0] for path in TRANSPORTS.values()},
 }
 
 
 def __getattr__(name: str) -> Any:
-    """``SyncError`` and ``SyncStrategy``, imported when first asked for (PEP 562), then kept
-    here: ``SyncStrategy``'s module loads numpy, which ``distconv keys``, ``pserver --help`` and
-    every other subpackage's command line (``distconv.sync.ps.cli``) would otherwise pay for at
-    each start; ``SyncError``'s module loads nothing, so catching it costs no numpy."""
+    """``SyncError``, ``SyncStrategy`` and the transports' classes, imported when first asked
+    for (PEP 562), then kept here. A transport's class imports its library (pyzmq, mpi4py)
+    then, not at ``import distconv.sync``; ``SyncStrategy``'s module loads numpy, which
+    ``distconv keys``, ``pserver --help`` and every other subpackage's command line
+    (``distconv.sync.ps.cli``) would otherwise pay for at each start; ``SyncError``'s module
+    loads nothing, so catching it costs no numpy."""
     if name in _LAZY:
         value = globals()[name] = getattr(importlib.import_module(_LAZY[name]), name)
         return value
