@@ -20,6 +20,7 @@ from distconv.firing import Firing, fired_problem
 from distconv.kernels.parallel import one_blas_thread
 from distconv.layers.base import Layer, LayerError
 from distconv.layers.loss import SoftmaxCrossEntropy
+from distconv.loss_scale_check import warn_unscaled_mean
 from distconv.network_feeds import arg_problem, integer_input_problem, not_finite_problem
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, name_clash
 
@@ -304,6 +305,11 @@ class Network:
                 Defaults to the one layer that no other layer reads.
             loss_scale: the loss gradient's seed. The Trainer passes the batch's example count,
                 so a mean loss yields gradient sums that a sync strategy can add across ranks.
+                With a sync as ``callback``, pass the rows the loss averages over (the pass's
+                examples, ``backward(sync, loss_scale=n)``): the sync divides by the step's
+                count, and the default of 1 trains a mean loss at 1/n of the learning rate.
+                That mistake is warned of once per network
+                (:func:`distconv.loss_scale_check.warn_unscaled_mean` says when).
 
         Raises:
             NetworkError: ``callback`` is not callable, no forward ran since the last layer was
@@ -311,6 +317,8 @@ class Network:
                 none), or a parameter did not fire exactly once.
         """
         self.backward_watched(callback, None, loss, loss_scale=loss_scale)
+        seeded = self.layers[loss if loss is not None else self._only_output()]
+        warn_unscaled_mean(self, callback, seeded, loss_scale)
 
     def backward_watched(
         self,
