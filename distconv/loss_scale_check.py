@@ -7,7 +7,7 @@ again, and the model trains at ``1/batch`` of its learning rate, which looks lik
 not like a mistake. :meth:`distconv.network.Network.backward` calls :func:`warn_unscaled_mean`
 after a pass, which warns once per network where all of these hold:
 
-- the callback is a :class:`~distconv.sync.base.SyncStrategy` in a step of more than one
+- the callback is a sync (a :class:`~distconv.sync.base.SyncStrategy`) in a step of more than one
   example (``start_step(n)``, ``n > 1``; a loop that tells it 1 per step and seeds 1 averages
   the ranks' means, consistently);
 - ``loss_scale`` is 1;
@@ -42,16 +42,17 @@ def takes_mean(layer: Layer) -> bool:
 
 def step_count(callback: Any) -> int | None:
     """The examples a sync ``callback`` was told at ``start_step``, or None: no sync, or one
-    told none (a strategy of one's own whose ``start_step`` skips the base's)."""
-    from distconv.sync.base import SyncStrategy  # imports this package's layers, not network
-    from distconv.sync.errors import SyncError
+    told none (a strategy of one's own whose ``start_step`` skips the base's).
 
-    if not isinstance(callback, SyncStrategy):
-        return None
+    A sync is known by the contract's ``step_examples`` property, not by its class: this tier
+    (the network's) imports nothing of ``distconv.sync``, which builds on it.
+    """
+    if not isinstance(getattr(type(callback), "step_examples", None), property):
+        return None  # a function, a bound method, a layer's callback: nothing divides
     try:
-        return callback.step_examples
-    except (SyncError, TypeError):  # no start_step yet, or a base __init__ never run:
-        return None  # the sync refuses the gradients itself, in its own words
+        return int(callback.step_examples)
+    except (RuntimeError, TypeError):  # SyncError: no start_step yet; a base __init__ never
+        return None  # run: the sync refuses the gradients itself, in its own words
 
 
 def warn_unscaled_mean(network: Any, callback: Any, loss: Layer, loss_scale: float) -> None:
