@@ -48,8 +48,10 @@ class Arrivals:
         """Count ``param`` in its bucket and move the wire on: a piece goes once everything
         under it has arrived, a complete bucket is packed (or handed to the thread) at once."""
         slot = self._slot.get(param.name)
-        if slot is None or slot.stamp == self._stamp or not self._in_step:
-            known = slot is not None
+        # the slot's own parameter, not one of its name: another model's (one rebuilt after
+        # setup) would have had the set-up one's gradient summed, and trained nothing
+        known = slot is not None and slot.bucket.params[slot.position] is param
+        if not known or slot.stamp == self._stamp or not self._in_step:
             raise refusal(param, known, self._in_step, self.step, self.params, self.closed)
         slot.stamp = self._stamp
         self._used.fired[slot.index] = 1  # fired here (UsedParams: a bytearray, cheap)

@@ -33,6 +33,7 @@ from typing import Any
 from distconv.kernels.shape import is_int
 from distconv.sync.base import SyncError, step_refusal
 from distconv.sync.mpi.held import HeldInterrupt
+from distconv.sync.other_model import whose
 
 #: bytes of a full-size allreduce with the communication thread (a bucket's last piece may take
 #: up to 1.5x that, a sliver joining it): a default 4 MiB bucket goes as four
@@ -294,8 +295,9 @@ def refusal(
 ) -> SyncError:
     """Why the gradient of ``param`` (``known``: it has a place in the layout) cannot be taken:
     after close (``closed``), outside a step, not given to setup (one of ``given``, the
-    parameters setup was given, that has no place was frozen when the buckets were laid out),
-    or fired twice in ``step``."""
+    parameters setup was given, that has no place was frozen when the buckets were laid out;
+    one of another model's, of a name one of ``given`` has, is said to be so), or fired twice
+    in ``step``."""
     name = param.name
     if closed:
         return step_refusal(name, in_step, closed=True)
@@ -304,7 +306,7 @@ def refusal(
             f"gradient of {name!r}, frozen when this step's buckets were laid out: unfreeze it "
             "between steps (the next start_step lays the buckets out again)"
         )
-    return step_refusal(name, in_step, known, f"step {step}")
+    return step_refusal(name, in_step, known, f"step {step}", "" if known else whose(param, given))
 
 
 class WirePlan:
