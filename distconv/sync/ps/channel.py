@@ -27,6 +27,7 @@ from distconv.sync.ps.intake import ReplyIntake
 from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.releases import other_protocol
+from distconv.sync.ps.shard_timeouts import ShardTimeouts
 from distconv.sync.ps.wire import (
     MAX_HEADER_BYTES,
     pack,
@@ -63,7 +64,7 @@ LINK_READS = 4
 LONGEST_POLL = 3600.0
 
 
-class ShardChannel(ReplyIntake, BulkRuns):
+class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
     """The request side of :class:`~.client.PServerSync`: connect, send, receive the replies."""
 
     #: the longest silence a stoppable wait saw while no stop was asked (:data:`STOP_PATIENCE`)
@@ -75,7 +76,10 @@ class ShardChannel(ReplyIntake, BulkRuns):
 
     def _watch_shards(self, replies: Sequence[tuple[dict[str, Any], list]]) -> None:
         """Follow the process of each shard whose hello reply says it runs on this host: a
-        wait on it then ends as soon as it is gone (killed, crashed), not at the timeout."""
+        wait on it then ends as soon as it is gone (killed, crashed), not at the timeout;
+        and keep the shards' timeouts, warning where one is no shorter than this worker's
+        wait (:class:`~.shard_timeouts.ShardTimeouts`)."""
+        self._take_shard_timeouts([h for h, _ in replies], self.timeout * GRACE)
         self._shard_processes = watch = ProcessWatch()
         for s, (header, _) in enumerate(replies):
             watch.track(s, header.get("process", ""), header.get("host", ""))
@@ -254,6 +258,7 @@ class ShardChannel(ReplyIntake, BulkRuns):
                 raise SyncError(
                     f"rank {self.rank}: no answer to {what} from pserver shard(s) "
                     f"{self._named(shards, asked)} within {limit:g} s"
+                    f"{self._shorter_wait_hint(shards, limit, what)}"
                     f"{self._handshakes.hint(shards) if self._handshakes else ''}"
                 )
             left = min(left, limit / LINK_READS)  # not two limits late

@@ -1,0 +1,82 @@
+"""A worker whose wait (1.5 x ``timeout=``) is no longer than its shards' ``--timeout``: a
+rank that never comes was reported as the healthy shard's silence ("no answer to
+all_equal:1 from pserver shard(s) 0 within 0.75 s"), and the cause (rank 1 never came)
+reached only the shard's log. Setup now warns once, naming both numbers and the ways out,
+and the wait that gives up says what the shard is likelier waiting for. Real shard process,
+real sockets; rank 1 never starts."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from ps_helpers import insecure_worker, small_net
+
+from distconv.sync.base import SyncError
+from distconv.sync.peers import PeerFailed
+from distconv.sync.ps.shard_timeouts import holds_for_workers
+
+pytestmark = pytest.mark.timeout(60)
+
+SHARD_TIMEOUT = "2"
+
+
+def _warnings(caplog) -> list[str]:
+    """The warnings of a worker's wait shorter than its shards' (not ``--insecure``'s)."""
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    return [m for m in said if "for a shard's reply" in m]
+
+
+def test_a_shorter_wait_is_warned_of_once_and_its_timeout_says_the_likelier_cause(shards, caplog):
+    (endpoint,) = shards.start(1, 2, extra=["--timeout", SHARD_TIMEOUT])
+    sync = insecure_worker([endpoint], rank=0, world=2, timeout=0.5)
+    caplog.set_level(logging.WARNING, "distconv.pserver")
+    try:
+        for _ in range(2):  # a second setup (a fit again) is not warned of again
+            with pytest.raises(SyncError) as raised:
+                sync.setup(small_net().parameters())
+            said = str(raised.value)
+            assert "no answer to all_equal:" in said and "within 0.75 s" in said, said
+            assert (
+                " (shard(s) 0 wait up to 2 s for every worker, no less than this wait: a worker "
+                "that has not come, which the shard's log names, is the likelier cause; "
+                "see the warning at setup)"
+            ) in said, said
+    finally:
+        sync.close()
+    (warned,) = _warnings(caplog)
+    assert warned == (
+        "rank 0: this worker waits 0.75 s for a shard's reply (1.5 x timeout=0.5 s), and "
+        f"pserver shard(s) 0 ({endpoint}) wait up to 2 s (their --timeout) for every worker: "
+        "a worker that does not come would be reported here as a shard that gives no answer, "
+        "and named only in the shard's log; pass timeout=2 or more (distconv train: --timeout "
+        "2), or start the shards with a --timeout below 0.75"
+    ), warned
+
+
+def test_the_way_out_names_the_worker_that_never_came_and_warns_nothing(shards, caplog):
+    (endpoint,) = shards.start(1, 2, extra=["--timeout", SHARD_TIMEOUT])
+    sync = insecure_worker([endpoint], rank=0, world=2, timeout=float(SHARD_TIMEOUT))
+    caplog.set_level(logging.WARNING, "distconv.pserver")
+    try:
+        with pytest.raises(PeerFailed, match=r"rank 1 \(.*\) sent nothing for all_equal:"):
+            sync.setup(small_net().parameters())
+    finally:
+        sync.close()
+    assert _warnings(caplog) == []
+
+
+@pytest.mark.parametrize(
+    ("what", "mode", "holds"),
+    [
+        ("all_equal:1", "async", True),
+        ("barrier:12", "sync", True),
+        ("step 3", "sync", True),
+        ("step 3", "async", False),  # an async push is answered at once
+        ("pull", "sync", False),
+        ("hello", "sync", False),
+        ("get_state", "sync", False),
+    ],
+)
+def test_only_the_waits_a_shard_holds_for_every_worker_get_the_hint(what, mode, holds):
+    assert holds_for_workers(what, mode) is holds
