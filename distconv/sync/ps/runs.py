@@ -175,8 +175,13 @@ class RunChecks:
         return self.hosts.get(rank, "unknown host")
 
     def _who(self, rank: int) -> str:
-        """``rank``, its host and its last step, as messages name a rank."""
-        host = self._host(rank)
+        """``rank``, its host and its last step, as messages name a rank; one whose host this
+        shard never learnt is named by why: it never said hello, or its hello was refused
+        (a host that could not be quoted)."""
+        if rank not in self.hosts:
+            why = "whose hello was refused" if rank in self.refused_at else "which never said hello"
+            return f"rank {rank} ({why})"
+        host = self.hosts[rank]
         return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')})"
 
     def _closed(self, rank: int) -> str:
