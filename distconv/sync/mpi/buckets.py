@@ -24,8 +24,9 @@ _grad, _static = attrgetter("grad"), attrgetter("static")
 
 #: what float16 gradients, each a sum over a rank's examples, did where a wire is refused
 SUMS_OVERFLOWED = (
-    "overflowed float16 (65504) before the wire, or were NaN: lower --batch-size / "
-    "--accumulate, or train in bfloat16 or float32"
+    "overflowed float16 (65504) before the wire, or were NaN: lower the examples a rank sums "
+    "per step (--batch-size / --accumulate, or the Trainer's batch_size= / accumulate=), or "
+    "train in bfloat16 or float32"
 )
 
 

@@ -249,7 +249,7 @@ class Watchdog:
             f"waited {waited:.1f} s in {what} ({phase}) for a rank that has not joined it: a "
             "rank is stuck, or died without MPI noticing, or the ranks wait in different "
             "collectives (one of the caller's own on the sync's communicator?) "
-            f"(timeout {self.timeout:g} s, --timeout)"
+            f"(timeout {self.timeout:g} s, --timeout or MPISync's timeout=)"
         )
 
 
