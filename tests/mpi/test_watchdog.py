@@ -304,7 +304,7 @@ def test_a_blocking_call_past_the_timeout_stops_the_job_once_naming_it(caplog):
     said = stops.messages[0]
     assert said.startswith("waited ") and 0.4 <= waited(said) < 5
     assert "in Allreduce on the job communicator (step 7)" in said
-    assert "timeout 0.4 s, --timeout" in said
+    assert "timeout 0.4 s, --timeout or MPISync's timeout=" in said  # a script's name too
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert errors == [f"rank 3 {said}; stopping the job"]  # in the log too
 

@@ -158,7 +158,7 @@ def test_with_continue_a_rank_late_to_start_still_fails_the_job(hand):
     h.shard._check_timeouts(time.monotonic())
     assert not h.shard.lost
     assert h.shard.failed == (
-        "rank 1 (host unknown host, last step none) sent nothing for all_equal:1 "
+        "rank 1 (which never said hello) sent nothing for all_equal:1 "
         "(gather:all_equal:1) within 1 s"
     )
 
