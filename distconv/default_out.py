@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from distconv.checkpoint import CheckpointError
-from distconv.messages import shell_quoted
-from distconv.run_files import CHECKPOINTS, runs_holding
+from distconv.run_listing import out_flags, resumable_runs
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +66,10 @@ def _named(out: str, made_of: str) -> str:
 
 
 def _others(out: str) -> str:
-    """``; runs/ holds A, B: pass --out runs/NAME to resume one of them`` (the newest first),
-    or '' where ``runs/`` holds no other run (a folder with a checkpoints folder: a launcher's
-    run directory under runs/ holds its own ``train/``)."""
-    runs = [name for name in runs_holding(RUNS, CHECKPOINTS) if os.path.join(RUNS, name) != out]
+    """``; runs/ holds runs to resume: pass --out runs/a or --out runs/L1/train (newest
+    first)``, the runs of both layouts (:func:`~distconv.run_listing.resumable_runs`: a
+    launch's is its ``train/``), or '' where ``runs/`` holds no other run."""
+    runs = [run for run in resumable_runs(RUNS) if run.out != out]
     if not runs:
         return ""
-    # a name that breaks the line (or does not print) as the errors show such a path
-    names = ", ".join(n if n.isprintable() else shell_quoted(n) for n in runs[:NAMED_RUNS])
-    more = f" and {len(runs) - NAMED_RUNS} more" if len(runs) > NAMED_RUNS else ""
-    return f"; {RUNS}/ holds {names}{more}: pass --out {RUNS}/NAME to resume one of them"
+    return f"; {RUNS}/ holds runs to resume: pass {out_flags(runs, NAMED_RUNS)} (newest first)"

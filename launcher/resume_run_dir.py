@@ -5,7 +5,10 @@ Each launch without ``--job-id`` or ``--run-dir`` picks a new job id, so a new, 
 directory, whose ``train/`` ``distconv train`` writes to unless given its own ``--out``. A
 ``--resume`` there found nothing: every worker failed with ``... does not exist
 (resume=True in a script)``, saying nothing of the job id, and left a ``runs/launch-*``
-holding a ``failure.json``. ``--resume auto`` starts afresh there, as it does anywhere.
+holding a ``failure.json``. ``--resume auto`` starts afresh there, as it does anywhere. The
+refusal named only launches' run directories, and said ``runs/`` held no run where it held
+one ``distconv train`` began (``runs/<name>``, no ``train/``): it now names the runs of both
+layouts, each with its way on, a launch's ``--job-id`` or such a run's ``--out``.
 """
 
 from __future__ import annotations
@@ -13,12 +16,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from distconv.run_files import runs_holding
+from distconv.run_listing import ResumableRun, out_flags, resumable_runs
 
 from .commands import Program, UsageError, has_option, parse_train_values
 from .shown import shown
 
-#: the runs a refusal names at most, newest first
+#: the runs a refusal names at most of each layout, newest first
 RUNS_NAMED = 3
 
 
@@ -26,13 +29,14 @@ def refuse_resume_in_a_new_run_dir(
     args: argparse.Namespace, program: Program, runs: str = "runs"
 ) -> None:
     """Refuse ``program`` (what follows ``--``, read by :func:`.commands.parse_program`) where
-    it is ``distconv train`` asked to ``--resume`` (not ``auto``) in the run directory, with no
-    ``--out`` of its own, and ``args`` name no ``--job-id`` or ``--run-dir``: the run
-    directory, ``runs/<job-id>``, is this launch's new one.
+    it is ``distconv train`` asked to ``--resume`` in the run directory, with no ``--out`` of
+    its own, and ``args`` name no ``--job-id`` or ``--run-dir``: the run directory,
+    ``runs/<job-id>``, is this launch's new one.
 
     Raises:
         UsageError: saying to pass the ``--job-id`` or ``--run-dir`` of the launch that began
-            the run, and naming the run directories under ``runs`` that hold a ``train/``.
+            the run, naming the run directories under ``runs`` whose ``train/`` holds
+            checkpoints, and the ``--out`` of each run there that ``distconv train`` began.
     """
     if not program.is_train or args.job_id is not None or args.run_dir is not None:
         return
@@ -40,17 +44,31 @@ def refuse_resume_in_a_new_run_dir(
         return
     raise UsageError(
         "--resume after -- goes on with the run in the run directory's train/, and without "
-        "--job-id or --run-dir this launch makes a new, empty run directory: pass the --job-id "
-        f"(or --run-dir) of the launch that began the run; {_runs_held(Path(runs).absolute())}"
+        "--job-id or --run-dir this launch makes a new, empty run directory: pass the "
+        "--job-id (or --run-dir) of the launch that began the run; "
+        + _ways_on(runs, resumable_runs(runs), "--resume")
     )
 
 
-def _runs_held(runs: Path) -> str:
-    """``'runs' holds 'K2', 'J1' (newest first)``: the run directories under ``runs`` that
-    hold a ``train/``, by its last change, :data:`RUNS_NAMED` at most; or that it holds none."""
-    names = [shown(name) for name in runs_holding(runs, "train")]
-    if not names:
-        return f"{shown(runs)} holds no run directory with a train/ in it"
+def _ways_on(runs: str, held: list[ResumableRun], resume: str) -> str:
+    """``'/w/runs' holds 'K2', 'J1' (newest first)``: the launches' run directories of
+    ``held`` (the runs in ``runs``), :data:`RUNS_NAMED` at most (or that it holds none), then
+    the ``--out`` after ``--`` (with ``resume``, the flag as given) that goes on with each run
+    ``distconv train`` began there, where there is one."""
+    launches = [run for run in held if run.launched]
+    began_by_train = [run for run in held if not run.launched]
+    said = f"{shown(Path(runs).absolute())} holds {_launches(launches)}"
+    if began_by_train:
+        flags = out_flags(began_by_train, RUNS_NAMED, f" {resume}")
+        said += f"; for a run distconv train began, pass its --out after --: {flags}"
+    return said
+
+
+def _launches(launches: list[ResumableRun]) -> str:
+    """``'K2', 'J1' (newest first)``, or that there are none."""
+    if not launches:
+        return "no run directory with checkpoints in its train/"
+    names = [shown(run.name) for run in launches]
     more = len(names) - RUNS_NAMED
     listed = ", ".join(names[:RUNS_NAMED]) + (f" and {more} more" if more > 0 else "")
-    return f"{shown(runs)} holds {listed} (newest first)"
+    return f"{listed} (newest first)"

@@ -1,0 +1,85 @@
+"""The runs a folder of runs (``runs/``) holds that a resume can go on with, in both layouts
+that write there, and the ``--out`` that resumes each.
+
+``distconv train`` without ``--out`` trains in ``runs/<data>-<optimizer>-seed<seed>``, whose
+``checkpoints/`` is the run's; ``distconv-launch`` gives each job ``runs/<job-id>``, whose
+``train/`` is the run's output directory. A hint that looked for one layout alone sent the user
+who moved a run from one command to the other to the wrong fix, or said ``runs/`` held no run.
+Both :mod:`distconv.default_out` and :mod:`launcher.resume_run_dir` name runs from this scan.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+from dataclasses import dataclass
+
+from distconv.messages import shell_quoted
+from distconv.run_files import CHECKPOINTS
+
+#: the output directory ``distconv train`` writes to in a launch's run directory
+LAUNCH_TRAIN = "train"
+
+
+@dataclass(frozen=True)
+class ResumableRun:
+    """A run in a folder of runs that holds a checkpoints folder.
+
+    Attributes:
+        name: the directory's name in that folder (a run's, or a launch's job id).
+        out: the output directory that resumes it, the folder's path joined to ``name`` (and
+            ``train`` for a launch's): what ``--out`` takes.
+        launched: whether ``name`` is a launch's run directory (``distconv-launch --job-id``).
+    """
+
+    name: str
+    out: str
+    launched: bool
+
+
+def resumable_runs(runs: str | os.PathLike[str]) -> list[ResumableRun]:
+    """The runs in ``runs`` that hold a checkpoints folder, directly (``distconv train``'s) or
+    in their ``train/`` (a launch's), newest first by that folder's last change (a new
+    checkpoint, not the run's other files). Empty where ``runs`` is missing or unreadable; an
+    entry gone meanwhile or out of reach is left out."""
+    found = []
+    try:
+        with os.scandir(runs) as entries:
+            for entry in entries:
+                if (run := _resumable(entry)) is not None:
+                    found.append(run)
+    except OSError:  # no such folder, or none readable: none to name
+        return []
+    return [run for _, run in sorted(found, key=lambda held: held[0], reverse=True)]
+
+
+def _resumable(entry: os.DirEntry[str]) -> tuple[float, ResumableRun] | None:
+    """When ``entry``'s checkpoints folder last changed, and the run; None where it has none."""
+    for inner, launched in ((CHECKPOINTS, False), (os.path.join(LAUNCH_TRAIN, CHECKPOINTS), True)):
+        try:  # a checkpoints folder linked to another disk counts: read through the link
+            held = os.stat(os.path.join(entry.path, inner))
+            if not (entry.is_dir() and stat.S_ISDIR(held.st_mode)):
+                continue
+        except OSError:  # none in it, gone meanwhile, out of reach: that entry alone
+            continue
+        out = os.path.join(entry.path, LAUNCH_TRAIN) if launched else entry.path
+        return held.st_mtime, ResumableRun(entry.name, out, launched)
+    return None
+
+
+def out_flags(runs: list[ResumableRun], most: int, after: str = "") -> str:
+    """``--out runs/a, --out runs/L1/train or 2 more``: the flags that resume the first
+    ``most`` of ``runs``, each followed by ``after`` (`` --resume``), each path a shell word
+    that pastes back as the same path (one with a space or a line break in it is quoted)."""
+    flags = [f"--out {_word(run.out)}{after}" for run in runs[:most]]
+    more = len(runs) - most
+    if more > 0:
+        return f"{', '.join(flags)} or {more} more"
+    return flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} or {flags[-1]}"
+
+
+def _word(path: str) -> str:
+    """``path`` as a shell word: as it is where that pastes back as itself."""
+    plain = path.isprintable() and shlex.quote(path) == path
+    return path if plain else shell_quoted(path)
