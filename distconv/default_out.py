@@ -12,9 +12,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from distconv.checkpoint import CheckpointError
+from distconv.resume import NOTHING_TO_RESUME
+from distconv.resume import log as setup_log
 from distconv.run_listing import out_flags, resumable_runs
 
 log = logging.getLogger(__name__)
@@ -42,14 +44,16 @@ def resume_into_default(out: str, resume: bool | str, made_of: str) -> Iterator[
     Raises:
         CheckpointError: the setup refused ``--resume`` (True), ``out`` not being there.
     """
-    if resume == "auto" and not os.path.lexists(out):
+    told = resume == "auto" and not os.path.lexists(out)
+    if told:
         log.info(
             "--resume auto: no run in %s: training a fresh run%s",
             _named(out, made_of),
             _others(out),
         )
     try:
-        yield
+        with _said_already() if told else nullcontext():
+            yield
     except CheckpointError as exc:
         # the setup's "--resume: no complete checkpoint in ...": not a later error of a run
         # whose folder went meanwhile
@@ -59,6 +63,24 @@ def resume_into_default(out: str, resume: bool | str, made_of: str) -> Iterator[
             f"--resume: no run in {_named(out, made_of)} (a resumed run keeps the data, "
             f"optimizer and seed it began with){_others(out)}"
         ) from None
+
+
+class _SaidAlready(logging.Filter):
+    """Drops the setup's own line that ``--resume auto`` found nothing to resume: the line
+    :func:`resume_into_default` logs said it of the default, naming the flags and the runs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != NOTHING_TO_RESUME
+
+
+@contextmanager
+def _said_already() -> Iterator[None]:
+    said = _SaidAlready()
+    setup_log.addFilter(said)
+    try:
+        yield
+    finally:
+        setup_log.removeFilter(said)
 
 
 def _named(out: str, made_of: str) -> str:

@@ -66,6 +66,11 @@ from distconv.unrecorded_facts import warn_of_unrecorded
 
 log = logging.getLogger("distconv.resume")
 
+#: the chief's line where ``resume="auto"`` finds no checkpoint, the run directory's path in it
+NOTHING_TO_RESUME = (
+    "--resume auto: no checkpoint in %s: training a fresh run (resume='auto' in a script)"
+)
+
 OptimState = dict[str, dict[str, Any]]
 
 
@@ -175,6 +180,7 @@ class StepCheckpoints:
                 "not exist (resume=True in a script)"
             )
         run.acquire()
+        asked = resume
         if resume in (False, "overwrite") and self.start.restarts_run_in(run):
             resume = "auto"  # the run this launch's first start began: continued
         elif resume == "overwrite":
@@ -206,6 +212,8 @@ class StepCheckpoints:
             )
         if resume == "auto":
             run.clear_unfinished()  # files of a run that never reached its first checkpoint
+            if asked == "auto":  # else a restart's, of a run that never saved: its own line
+                log.info(NOTHING_TO_RESUME, run.root)  # a mistyped --out: days not picked up
         else:  # met at the first save, an epoch's work lost on each attempt; no metrics here
             run.check_checkpoints_there(by_metrics=False)  # (refused above): a plot is no sign
         return self._begin(run)

@@ -65,3 +65,36 @@ def test_a_resume_into_an_empty_default_names_the_runs_of_both_layouts_with_thei
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed from runs/L1/train/checkpoints/step-00000012" in resumed.stderr
     assert "epoch 2/2" in resumed.stderr
+
+
+@pytest.mark.parametrize("there", ["missing", "empty"])
+def test_resume_auto_into_a_given_out_with_nothing_to_resume_says_it_trains_afresh(tmp_path, there):
+    """An ``--out`` typed wrong (not there) or a folder made beforehand: one line on the chief
+    says a fresh run begins and where; once there is a checkpoint it resumes, without it."""
+    out = tmp_path / "typo"
+    if there == "empty":
+        out.mkdir()
+    said = f"--resume auto: no checkpoint in {out}: training a fresh run"
+    fresh = _train("--out", str(out), "--resume", "auto", cwd=tmp_path)
+    assert fresh.returncode == 0, fresh.stderr
+    assert [line for line in fresh.stderr.splitlines() if said in line] != [], fresh.stderr
+    assert fresh.stderr.count(said) == 1, fresh.stderr
+
+    again = _train("--out", str(out), "--resume", "auto", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "resumed from" in again.stderr and said not in again.stderr, again.stderr
+
+
+def test_resume_auto_into_a_new_default_says_it_once_naming_the_default(tmp_path):
+    """The default's own line (its flags, the runs beside it) is the only one: the setup's
+    line of the same fact is not said again under it."""
+    _trained(cwd=tmp_path)
+    fresh = _train("--seed", "1", "--resume", "auto", cwd=tmp_path)
+    assert fresh.returncode == 0, fresh.stderr
+    fresh_lines = [line for line in fresh.stderr.splitlines() if "training a fresh run" in line]
+    assert len(fresh_lines) == 1, fresh.stderr
+    assert fresh_lines[0].endswith(
+        "--resume auto: no run in runs/synthetic-adam-seed1, the default --out for --data "
+        "synthetic --optimizer adam --seed 1: training a fresh run; runs/ holds runs to resume: "
+        "pass --out runs/synthetic-adam-seed0 (newest first)"
+    ), fresh_lines[0]
