@@ -1,27 +1,33 @@
-"""A ``--resume`` in the train arguments of a launch whose run directory is new: refused before
-anything starts (:func:`refuse_resume_in_a_new_run_dir`).
+"""A resume in the train arguments of a launch whose run directory is new
+(:func:`refuse_resume_in_a_new_run_dir`): ``--resume`` is refused before anything starts, and
+``--resume auto`` is warned of where ``runs/`` holds runs it could have meant.
 
 Each launch without ``--job-id`` or ``--run-dir`` picks a new job id, so a new, empty run
 directory, whose ``train/`` ``distconv train`` writes to unless given its own ``--out``. A
 ``--resume`` there found nothing: every worker failed with ``... does not exist
 (resume=True in a script)``, saying nothing of the job id, and left a ``runs/launch-*``
-holding a ``failure.json``. ``--resume auto`` starts afresh there, as it does anywhere. The
-refusal named only launches' run directories, and said ``runs/`` held no run where it held
-one ``distconv train`` began (``runs/<name>``, no ``train/``): it now names the runs of both
-layouts, each with its way on, a launch's ``--job-id`` or such a run's ``--out``.
+holding a ``failure.json``. ``--resume auto`` starts afresh there, as it does anywhere, and so
+trained a run moved from ``distconv train`` (``runs/<name>``, no ``train/``) from scratch
+without a word: it is now warned of where ``runs/`` holds runs to resume. The refusal, and
+that warning, name the runs of both layouts, each with its way on: a launch's ``--job-id``,
+or the ``--out`` of a run ``distconv train`` began.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from distconv.run_listing import ResumableRun, out_flags, resumable_runs
 
 from .commands import Program, UsageError, has_option, parse_train_values
+from .json_lines import json_lines
+from .messages import Messages
 from .shown import shown
+from .stdout import binary_stream
 
-#: the runs a refusal names at most of each layout, newest first
+#: the runs a message names at most of each layout, newest first
 RUNS_NAMED = 3
 
 
@@ -31,7 +37,9 @@ def refuse_resume_in_a_new_run_dir(
     """Refuse ``program`` (what follows ``--``, read by :func:`.commands.parse_program`) where
     it is ``distconv train`` asked to ``--resume`` in the run directory, with no ``--out`` of
     its own, and ``args`` name no ``--job-id`` or ``--run-dir``: the run directory,
-    ``runs/<job-id>``, is this launch's new one.
+    ``runs/<job-id>``, is this launch's new one. Asked to ``--resume auto`` there, warn instead
+    (on stderr, as the launcher's other lines) where ``runs`` holds runs to resume: the job
+    trains a fresh run.
 
     Raises:
         UsageError: saying to pass the ``--job-id`` or ``--run-dir`` of the launch that began
@@ -40,14 +48,27 @@ def refuse_resume_in_a_new_run_dir(
     """
     if not program.is_train or args.job_id is not None or args.run_dir is not None:
         return
-    if has_option(program.argv, "--out") or parse_train_values(program.argv).resume is not True:
+    if has_option(program.argv, "--out"):
         return
-    raise UsageError(
-        "--resume after -- goes on with the run in the run directory's train/, and without "
-        "--job-id or --run-dir this launch makes a new, empty run directory: pass the "
-        "--job-id (or --run-dir) of the launch that began the run; "
-        + _ways_on(runs, resumable_runs(runs), "--resume")
-    )
+    resume = parse_train_values(program.argv).resume
+    if resume not in (True, "auto"):
+        return
+    held = resumable_runs(runs)
+    if resume is True:
+        raise UsageError(
+            "--resume after -- goes on with the run in the run directory's train/, and without "
+            "--job-id or --run-dir this launch makes a new, empty run directory: pass the "
+            "--job-id (or --run-dir) of the launch that began the run; "
+            + _ways_on(runs, held, "--resume")
+        )
+    if held:  # none: a first launch, which --resume auto lets restarts go on with
+        _warn(
+            program,
+            "--resume auto after -- goes on only with a run in this launch's new run "
+            "directory, which holds none: this job trains a fresh run. To go on with a run "
+            "there is, pass the --job-id (or --run-dir) of the launch that began it; "
+            + _ways_on(runs, held, "--resume auto"),
+        )
 
 
 def _ways_on(runs: str, held: list[ResumableRun], resume: str) -> str:
@@ -72,3 +93,9 @@ def _launches(launches: list[ResumableRun]) -> str:
     more = len(names) - RUNS_NAMED
     listed = ", ".join(names[:RUNS_NAMED]) + (f" and {more} more" if more > 0 else "")
     return f"{listed} (newest first)"
+
+
+def _warn(program: Program, text: str) -> None:
+    """``text`` as the launcher's warning, before its job and run directory are made: a JSON
+    object where the train arguments ask for ``--log-format json``, as the job's lines."""
+    Messages(binary_stream(sys.stderr), json_lines(program.argv, None)).say(text, "warning")
