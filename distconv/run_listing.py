@@ -55,16 +55,17 @@ def resumable_runs(runs: str | os.PathLike[str]) -> list[ResumableRun]:
 
 
 def _resumable(entry: os.DirEntry[str]) -> tuple[float, ResumableRun] | None:
-    """When ``entry``'s checkpoints folder last changed, and the run; None where it has none."""
+    """When ``entry``'s checkpoints folder last changed, and the run; None where it has none
+    (or is no directory itself)."""
     for inner, launched in ((CHECKPOINTS, False), (os.path.join(LAUNCH_TRAIN, CHECKPOINTS), True)):
-        try:  # a checkpoints folder linked to another disk counts: read through the link
+        try:  # a checkpoints folder linked to another disk counts: stat reads through the link
             held = os.stat(os.path.join(entry.path, inner))
-            if not (entry.is_dir() and stat.S_ISDIR(held.st_mode)):
-                continue
+            is_run = entry.is_dir() and stat.S_ISDIR(held.st_mode)
         except OSError:  # none in it, gone meanwhile, out of reach: that entry alone
             continue
-        out = os.path.join(entry.path, LAUNCH_TRAIN) if launched else entry.path
-        return held.st_mtime, ResumableRun(entry.name, out, launched)
+        if is_run:
+            out = os.path.join(entry.path, LAUNCH_TRAIN) if launched else entry.path
+            return held.st_mtime, ResumableRun(entry.name, out, launched)
     return None
 
 
@@ -80,6 +81,6 @@ def out_flags(runs: list[ResumableRun], most: int, after: str = "") -> str:
 
 
 def _word(path: str) -> str:
-    """``path`` as a shell word: as it is where that pastes back as itself."""
-    plain = path.isprintable() and shlex.quote(path) == path
-    return path if plain else shell_quoted(path)
+    """``path`` as a shell word that pastes back as itself: as it is where it can, in quotes
+    where it holds a space or the like, ``$'...'`` where a character does not print."""
+    return shlex.quote(path) if path.isprintable() else shell_quoted(path)
