@@ -29,6 +29,7 @@ from distconv.layers.projection import (
     TableProjection,
     TransposedFullMatrixProjection,
 )
+from distconv.layers.reshape import Reshape
 from distconv.layers.selective_fc import SelectiveFullyConnected
 from distconv.layers.sequence import SequenceConcat
 from distconv.layers.sequence_pool import SequencePool
@@ -61,6 +62,7 @@ __all__ = [
     "MaxPool3D",
     "Mixed",
     "Multiplex",
+    "Reshape",
     "ScalingProjection",
     "SelectiveFullyConnected",
     "SequenceConcat",

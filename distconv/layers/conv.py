@@ -25,6 +25,7 @@ from distconv.layers.base import Layer, checked, keeps_for_backward
 from distconv.layers.convolution import Convolution
 from distconv.layers.inputs import add_grad, values_of
 from distconv.layers.part import Projection, WeightSpec
+from distconv.layers.reshape import flat_rows_hint
 from distconv.parameter import Parameter, UpdateCallback
 
 BIAS_KINDS = ("shared", "unshared", None)
@@ -123,7 +124,10 @@ class ConvNd(Convolution, Layer):
     def _check_input(self, x: Any) -> None:
         want = 2 + self.nd
         if x.ndim != want:
-            raise self.fail(f"expected a {want}-D input (N, C, *spatial), got shape {x.shape}")
+            raise self.fail(
+                f"expected a {want}-D input (N, C, *spatial), got shape {x.shape}"
+                + flat_rows_hint(x.shape, self.nd)
+            )
         if x.shape[1] != self.in_channels:
             raise self.fail(
                 f"expected {self.in_channels} input channels, got {x.shape[1]} "

@@ -1,0 +1,84 @@
+"""Reshape: each sample's features viewed in another shape, flat rows to images and back.
+
+The catalogue's flat outputs (a ``Mixed`` or ``Concatenate2`` of conv projections and
+operators, ``FeatureMapExpand``) are rows ``(N, C*H*W)``, as Paddle's; pooling and convolution
+layers read images ``(N, C, *spatial)``. :class:`Reshape` goes between the two.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distconv.arg import Arg
+from distconv.kernels.shape import volume
+from distconv.layers.base import Layer, size_arg
+from distconv.layers.inputs import grad_target, values_of
+from distconv.parameter import UpdateCallback
+
+
+class Reshape(Layer):
+    """``x.reshape(N, *shape)``: each sample's features in ``shape``, the batch axis kept.
+
+    ``Reshape(C, H, W)`` turns the flattened rows of a ``Mixed[ConvProjection]`` into the
+    images a ``MaxPool2D`` or ``Conv2D`` reads; ``Reshape(C * H * W)`` flattens images into
+    rows. Nothing is copied or reordered (C order, as the conv projections flatten): backward
+    adds the output's gradient, reshaped back, into the input's.
+
+    Args:
+        *shape: the shape of one sample, ints >= 1; their product must be the input's
+            features per sample.
+        name: layer name.
+
+    Shape:
+        - Input: ``(N, *)`` with ``prod(shape)`` elements per sample.
+        - Output: ``(N, *shape)``; sequence offsets pass through.
+
+    Raises:
+        LayerError: no shape or a size that is not an int >= 1 (when built); an input whose
+            features per sample differ from ``prod(shape)`` (in forward, naming both sizes).
+    """
+
+    def __init__(self, *shape: int, name: str | None = None) -> None:
+        super().__init__(name=name)
+        if not shape:
+            raise self.fail("needs the shape of one sample, e.g. Reshape(C, H, W)")
+        self.shape = tuple(size_arg(self, f"shape[{i}]", n) for i, n in enumerate(shape))
+
+    def settings(self) -> dict[str, Any]:
+        """:meth:`Layer.settings`, and the shape, which no parameter shows."""
+        return super().settings() | {"shape": list(self.shape)}
+
+    def _forward(self, x: Arg) -> Any:
+        v = values_of(self, x)
+        if v.ndim < 1:
+            raise self.fail(f"expected an input of shape (N, *), got shape {tuple(v.shape)}")
+        features, wanted = volume(v.shape[1:]), volume(self.shape)
+        if features != wanted:
+            raise self.fail(
+                f"shape {self.shape} holds {wanted} features per sample, but the input has "
+                f"{features} (input shape {tuple(v.shape)})"
+            )
+        # a view: no layer writes into its input (check_network_grad refuses one that does)
+        return v.reshape(v.shape[0], *self.shape)
+
+    def _backward(self, dz: Any, callback: UpdateCallback) -> None:
+        # added into the input's buffer, not handed over as it (add_grad): dz is this layer's
+        # output gradient, which a second backward adds into again
+        dx = grad_target(self.inputs[0])
+        if dx is not None:
+            dx += dz.reshape(dx.shape)
+
+    def __repr__(self) -> str:
+        return f"{self.label}{self.shape}"
+
+
+def flat_rows_hint(got: tuple[int, ...], nd: int) -> str:
+    """What a layer reading ``(N, C, *spatial)`` over ``nd`` axes says of a 2-D input
+    ``got``: flattened rows, which :class:`Reshape` turns into images; "" for any other."""
+    if len(got) != 2:
+        return ""
+    axes = "C, D, H, W" if nd == 3 else "C, H, W"
+    return (
+        f"; a Mixed/FeatureMapExpand output is flattened rows; reshape it to (N, {axes}) "
+        f"first (Reshape({axes}))"
+    )
