@@ -33,8 +33,9 @@ class PoolNd(Layer):
         name: layer name.
 
     Shape:
-        - Input: ``(N, C, *in)``
-        - Output: ``(N, C, *out)``, ``out = (in + 2p - k) // s + 1`` per axis.
+        - Input: ``(N, C, *in)`` (a Mixed's flat rows: ``Reshape(C, H, W)`` them first)
+        - Output: ``(N, C, *out)``, ``out = (in + 2p - k) // s + 1`` per axis: floor, as
+          PyTorch; Paddle's ``img_pool_layer`` uses ceil.
     """
 
     nd = 2
