@@ -21,6 +21,7 @@ from distconv.kernels.parallel import one_blas_thread
 from distconv.layers.base import Layer, LayerError
 from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.loss_scale_check import warn_unscaled_mean
+from distconv.network_checks import double_softmax
 from distconv.network_feeds import arg_problem, integer_input_problem, not_finite_problem
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, name_clash
 
@@ -85,6 +86,8 @@ class Network:
             raise NetworkError(f"add({name!r}, ...): inputs must be names, got {inputs!r}")
         layer.set_name(name)
         self._refuse_parameter_names(name, layer)
+        if problem := double_softmax(name, layer, names, self.layers, self.wiring):
+            raise NetworkError(f"add({name!r}, ...): {problem}")
         self.layers[name] = layer
         self.wiring[name] = names
         self._order = None

@@ -53,6 +53,11 @@ class SoftmaxCrossEntropy(Layer):
     Inputs: ``logits`` ``(N, classes)`` and ``label`` (an Arg whose ``ids``, or integer
     ``value``, holds ``N`` class indices). Output: a 0-d loss.
 
+    It takes logits, not probabilities, and applies its own softmax: Paddle's
+    ``classification_cost`` takes probabilities, from ``fc(act=softmax)``. A
+    :class:`~distconv.network.Network` refuses a layer with a softmax ``act`` under it (a
+    softmax of a softmax trains badly, with no error).
+
     Attributes:
         prob: the softmax of the last forward, ``(N, classes)``.
     """

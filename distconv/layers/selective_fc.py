@@ -68,7 +68,9 @@ class SelectiveFullyConnected(FullyConnected):
     ``inference=True`` the counts may differ: the output is padded to the largest count with
     ``pad_value`` (before the activation; ``-inf``, or a value the dtype holds as ``-inf``,
     makes a softmax give the padding zero probability, and a sample that selects nothing
-    zeros throughout) and backward refuses to run.
+    zeros throughout) and backward refuses to run. A softmax ``act`` is for a model without
+    :class:`~distconv.layers.loss.SoftmaxCrossEntropy` on top: that loss applies its own, and a
+    Network refuses a softmax under it.
 
     Two ways to compute, picked by ``method``: ``"sparse"`` gathers the selected weight rows
     and multiplies each sample by its own rows (work ``N*k*in``); ``"dense"`` runs the full
@@ -80,7 +82,8 @@ class SelectiveFullyConnected(FullyConnected):
     Args:
         in_features, out_features, bias, act, init, dtype, weight, name: as
             :class:`~distconv.layers.fc.FullyConnected`; ``out_features`` is the width of the
-            full output, and a softmax ``act`` runs over the selected columns.
+            full output, and a softmax ``act`` runs over the selected columns (not under a
+            ``SoftmaxCrossEntropy``, which takes logits).
 
     Keyword-only options of its own:
         method: ``"auto"``, ``"sparse"`` or ``"dense"`` (see above).
