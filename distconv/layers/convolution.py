@@ -10,10 +10,32 @@ activation, weight and bias; a projection its weight; an operator its operands) 
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 from distconv.kernels.shape import ConvGeometry, ConvSpec, IntOrTuple
 from distconv.layers.base import checked
+from distconv.layers.fc import options_problem
+from distconv.layers.part import LayerPart, Projection
+
+#: the arguments every convolution takes first, positionally, in PyTorch's order
+CONV_ARGUMENTS = (
+    "in_channels",
+    "out_channels",
+    "kernel_size",
+    "stride",
+    "padding",
+    "dilation",
+    "groups",
+)
+
+
+def _positional(method: Callable[..., Any]) -> tuple[str, ...]:
+    """The names ``method`` takes positionally, in order."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    params = inspect.signature(method).parameters.values()
+    return tuple(p.name for p in params if p.kind in kinds)
 
 
 class Convolution:
@@ -32,6 +54,10 @@ class Convolution:
 
     Attributes:
         spec: the checked :class:`~distconv.kernels.shape.ConvSpec`.
+
+    Raises:
+        TypeError: an option the kind does not take (a typo, one positional too many, a
+            part's ``bias=``), naming the class, before anything is built.
     """
 
     #: spatial axes; None takes them from ``input_size`` (2 for an int)
@@ -59,7 +85,34 @@ class Convolution:
             input_size,
             output_padding,
         )
+        self._check_options(options, keyword_options)
         self._build(*options, **keyword_options)
+
+    def _check_options(self, options: tuple[Any, ...], keyword_options: dict[str, Any]) -> None:
+        """Refuse what :meth:`_build` does not take as a TypeError naming the class the user
+        called, not the private method, with the way out where there is one."""
+        problem = options_problem(self._build, *options, **keyword_options)
+        if problem is None:
+            return
+        if "too many positional arguments" in problem:
+            names = CONV_ARGUMENTS + _positional(self._build)
+            given = len(CONV_ARGUMENTS) + len(options)
+            problem = (
+                f"takes at most {len(names)} positional arguments ({', '.join(names)}), got "
+                f"{given}; give the rest by keyword"
+            )
+        raise TypeError(f"{type(self).__name__}: {problem}{self._owners_option(problem)}")
+
+    def _owners_option(self, problem: str) -> str:
+        """Where a part's refused ``bias=`` or ``act=`` belongs (Paddle's projections take
+        neither; the layer that adopts them does), or ""."""
+        if not isinstance(self, LayerPart):
+            return ""
+        kind = "a projection" if isinstance(self, Projection) else "an operator"
+        for key, what in (("bias", "bias"), ("act", "activation")):
+            if f"argument {key!r}" in problem:
+                return f" ({kind} has no {what}: give {key}= to the layer that adopts it)"
+        return ""
 
     def _build(self, *options: Any, **keyword_options: Any) -> None:
         """Make what this kind owns; call :meth:`_make_spec` before reading any size."""

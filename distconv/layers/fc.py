@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,20 @@ from distconv.kernels.shape import is_int
 from distconv.layers.base import Layer
 from distconv.layers.inputs import add_grad
 from distconv.parameter import Parameter, UpdateCallback
+
+
+def options_problem(method: Callable[..., Any], /, *args: Any, **kwargs: Any) -> str | None:
+    """Why ``method(*args, **kwargs)`` would fail to bind, in Python's words without the
+    method's name, or None (``method`` positional only: an option may be named so, as
+    SelectiveFullyConnected's is). A constructor that hands its options on to a method of its own
+    (``_configure``, a convolution's ``_build``) checks them here first: Python's own error
+    named that private method ("ConvNd._build() got an unexpected keyword argument"), not the
+    class the user called."""
+    try:  # bound, not called: nothing is built before the error
+        inspect.signature(method).bind(*args, **kwargs)
+    except TypeError as exc:
+        return str(exc)
+    return None
 
 
 class FullyConnected(Layer):
@@ -112,10 +126,8 @@ class FullyConnected(Layer):
     def _check_options(self, options: dict[str, Any]) -> None:
         """Refuse unknown options before any weight is drawn (a failed constructor must not
         move the seeded generator)."""
-        try:
-            inspect.signature(self._configure).bind(**options)
-        except TypeError as exc:
-            raise TypeError(f"{self.label}: {exc}") from None
+        if problem := options_problem(self._configure, **options):
+            raise TypeError(f"{self.label}: {problem}")
 
     def _configure(self) -> None:
         """Take a subclass's own keyword options (none here: an unknown one is a TypeError)."""
