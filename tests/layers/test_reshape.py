@@ -150,3 +150,20 @@ def test_it_trains_and_its_checkpoint_names_the_shape(tmp_path):
     other = _trainer(conv_then_pool(shape=(4, 4, 16)), tmp_path)
     with pytest.raises(CheckpointError, match=r"layers\.r\.shape: checkpoint \[4, 8, 8\]"):
         other.fit(_data(), epochs=5, resume=True)
+
+
+@pytest.mark.gpu
+def test_on_the_device_it_runs_the_same_code_as_on_the_host(cupy, rng):
+    """cupy arrays through the same reshape: a device output, and the gradient added back on
+    the device (skipped where cupy or a CUDA device is missing)."""
+    v = rng.standard_normal((2, 48))
+    x = Arg(cupy.asarray(v), needs_grad=True)
+    layer = Reshape(3, 4, 4)
+    y = layer(x)
+    assert isinstance(y.value, cupy.ndarray)
+    np.testing.assert_array_equal(cupy.asnumpy(y.value), v.reshape(2, 3, 4, 4))
+    g = rng.standard_normal((2, 3, 4, 4))
+    y.grad = cupy.asarray(g)
+    layer.backward(lambda p: None)
+    assert isinstance(x.grad, cupy.ndarray)
+    np.testing.assert_array_equal(cupy.asnumpy(x.grad), g.reshape(2, 48))
