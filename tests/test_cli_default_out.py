@@ -32,7 +32,7 @@ def test_resume_into_a_default_out_that_is_not_there_names_the_default_and_the_r
         proc,
         "--resume: no run in runs/synthetic-adam-seed1, the default --out for --data synthetic "
         "--optimizer adam --seed 1 (a resumed run keeps the data, optimizer and seed it began "
-        "with); runs/ holds synthetic-adam-seed0: pass --out runs/NAME to resume one of them",
+        "with); runs/ holds runs to resume: pass --out runs/synthetic-adam-seed0 (newest first)",
     )
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["synthetic-adam-seed0"]
 
@@ -51,7 +51,7 @@ def test_resume_auto_into_a_new_default_out_says_it_trains_a_fresh_run(tmp_path)
     said = (
         "--resume auto: no run in runs/synthetic-sgd-seed0, the default --out for --data "
         "synthetic --optimizer sgd --seed 0: training a fresh run; runs/ holds "
-        "synthetic-adam-seed0: pass --out runs/NAME to resume one of them"
+        "runs to resume: pass --out runs/synthetic-adam-seed0 (newest first)"
     )
     assert said in proc.stderr
     assert "test accuracy" in proc.stdout  # it trained: the fresh run the line announced
@@ -153,4 +153,6 @@ def test_a_run_whose_name_breaks_a_line_is_named_as_a_shell_takes_it_back(tmp_pa
     not there. It is named ``$'x\\ny'``, as the errors name such a path."""
     (tmp_path / "runs" / "x\ny" / "checkpoints").mkdir(parents=True)
     proc = distconv("train", *SMALL, "--epochs", "1", "--resume", cwd=tmp_path)
-    _assert_one_line_error(proc, "; runs/ holds $'x\\ny': pass --out runs/NAME to resume")
+    _assert_one_line_error(
+        proc, "; runs/ holds runs to resume: pass --out $'runs/x\\ny' (newest first)"
+    )

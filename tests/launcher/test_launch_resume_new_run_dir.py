@@ -16,12 +16,13 @@ from tests.launcher.real_children import mpiexec_or_skip
 
 
 def _runs(tmp_path):
-    """``runs/`` with the run directories of two launches (``K2`` the newer) and one that
-    holds no run (a launch refused before its workers wrote anything)."""
+    """``runs/`` with the run directories of two launches whose ``train/`` holds checkpoints
+    (``K2`` the newer) and one that holds no run (a launch refused before its workers wrote
+    anything)."""
     runs = tmp_path / "runs"
     for name, when in (("J1", 1_000_000), ("K2", 2_000_000)):
-        (runs / name / "train").mkdir(parents=True)
-        os.utime(runs / name / "train", (when, when))
+        (runs / name / "train" / "checkpoints").mkdir(parents=True)
+        os.utime(runs / name / "train" / "checkpoints", (when, when))
     (runs / "empty").mkdir()
     return runs
 
