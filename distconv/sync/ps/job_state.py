@@ -45,6 +45,7 @@ class JobState:
     :class:`~distconv.sync.ps.setup_notes.SetupNotes`, which keeps a failure note's ``bye``
     from it)."""
 
+    config: Any
     index: int
     requests: int
 
@@ -118,14 +119,29 @@ class JobState:
     def _failed_words(self, op: str) -> str:
         """What a failed shard answers a request of ``op`` with: its failure; for a ``hello``
         (the next job's, or a worker restarted into a job that failed), that it failed before
-        it, and that only a restart of the shards serves a job again."""
+        it, and that only a restart of the shards serves a job again: led by that cause and
+        the way out where the hello is surely of a worker that began after the failure
+        (:meth:`_failed_before_hello`), which blamed no rank of its own job."""
         if op != "hello":
             return self.failed or ""
+        if self._failed_before_hello():
+            return (
+                "this shard failed in an earlier job: restart the shards (distconv pserver), "
+                "then the workers; a failed shard serves no other job until it is restarted "
+                f"(the earlier job's failure: {self.failed})"
+            )
         return (
             f"{self.failed} (a job failed so on this shard before this hello: a failed shard "
             "serves no other job until it is restarted; restart the shards (distconv "
             "pserver), then the workers)"
         )
+
+    def _failed_before_hello(self) -> bool:
+        """Whether a hello that finds the shard failed is surely of a worker that began after
+        the failure: every rank of the job had a worker accepted when it failed, so none is
+        still to join it. (Where a rank had not said hello, it may be that rank's worker,
+        late in the job that failed: the failure of the ranks it names is its cause.)"""
+        return all(rank in self.accepted_at for rank in range(self.config.workers))
 
     def _clear_job(self) -> None:
         """Hold no job: no job bound, nothing seeded, no rank heard of, no failure."""
