@@ -57,6 +57,7 @@ from distconv.sync.ps.releases import check_releases
 from distconv.sync.ps.remote_state import RemoteState
 from distconv.sync.ps.reseed import Reseed
 from distconv.sync.ps.setup_failure import SetupFailure
+from distconv.sync.ps.shard_layout import layout_mismatch
 from distconv.sync.ps.shard_settings import agreed_settings
 from distconv.sync.ps.sparse import SparseRows
 from distconv.sync.ps.step_order import StepOrder
@@ -281,10 +282,7 @@ class PServerSync(
                 raise self._malformed(s, f"hello reply: {problem}")
             expect = {"shard": s, "num_shards": len(self._socks), "workers": self.world_size}
             if (got := {k: h.get(k) for k in expect}) != expect:
-                raise SyncError(
-                    f"pserver {self.endpoints[s]} is set up as {got}, this worker "
-                    f"expects {expect} (check --pservers order and --workers)"
-                )
+                raise SyncError(layout_mismatch(self.endpoints[s], got, expect))
         headers = [h for h, _ in replies]  # one scheme: shards of other modes, bounds refused
         self.mode, self.max_staleness = agreed_settings(headers, self._named)
         check_releases(headers, self.mode, self.rank, self._named)  # at setup, not an epoch on

@@ -1,0 +1,33 @@
+"""A worker whose job's layout is not the shards' (another world size, the shards' addresses
+out of order) is refused at its hello in words that name which flag of which side to change:
+the shards' ``--workers`` or the worker's ``--world-size``, the worker's ``--pservers`` order.
+
+Real ``distconv train`` workers and real shards on 127.0.0.1."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.sync.ps.test_ps_next_job_same_shard import run, train
+
+
+def _refusal(done) -> str:
+    assert done.returncode == 1, done.stderr[-800:]
+    return done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.timeout(60)
+def test_another_world_size_names_the_shards_workers_and_the_workers_world_size(shards, tmp_path):
+    (endpoint,) = shards.start(1, workers=2)
+    said = _refusal(run(train(endpoint, tmp_path / "one", world=1)))
+    assert f"pserver {endpoint} is set up as" in said and "'workers': 2" in said, said
+    assert said.endswith(": restart the shards with --workers 1, or run 2 workers (--world-size 2)")
+    assert "--pservers" not in said, said
+
+
+@pytest.mark.timeout(60)
+def test_shards_out_of_order_name_the_pservers_order(shards, tmp_path):
+    first, second = shards.start(2, workers=1)
+    said = _refusal(run(train(f"{second},{first}", tmp_path / "swapped")))
+    assert "give --pservers every shard's address in shard order (2 given" in said, said
+    assert "--workers" not in said and "--world-size" not in said, said
