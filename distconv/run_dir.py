@@ -28,6 +28,7 @@ from distconv.checkpoint import CheckpointError, CheckpointReadError
 from distconv.checkpoint_manifest import CHIEF as CHIEF  # resume and tests read it here
 from distconv.checkpoint_manifest import Manifest
 from distconv.checkpoint_reads import is_part_file, read_manifest
+from distconv.checkpoint_sweep import remove_orphan_step_dirs, remove_stale_shard_parts
 from distconv.checkpoints_link import late_disk_problem, recorded_mount
 from distconv.files import (
     LockTaken,
@@ -47,7 +48,6 @@ from distconv.run_files import (
     METRICS,
     PLOT,
     RUN_FILES,
-    STEP_DIR,
     first_epoch_at_most,
     foreign_checkpoints,
     has_content,
@@ -369,24 +369,10 @@ class RunDirectory:
         # each on its own (EACCES, EROFS: a warning): one that cannot go kept every newer one
         for manifest in delete_files([m.path for m in complete[: -self.keep]], log, PRUNING):
             shutil.rmtree(self.checkpoint_root / manifest.stem, ignore_errors=True)
-        if complete:
-            self._remove_orphans(complete[-self.keep :][0].step)
-
-    def _remove_orphans(self, oldest_kept: int) -> None:
-        """Delete step directories older than the oldest kept checkpoint that no manifest (nor
-        one set aside) names: a prune killed between a manifest and its directory left one,
-        which no later prune saw, a whole checkpoint's bytes for good. A step directory after
-        the oldest kept may be a checkpoint being written, and stays."""
-        try:
-            entries = list(self.checkpoint_root.iterdir())
-        except OSError as exc:  # a later save sweeps; this one's checkpoint is safe
-            log.warning("not looking for orphaned checkpoint directories now: %s", exc)
-            return
-        for entry in entries:
-            if not (STEP_DIR.fullmatch(entry.name) and entry.is_dir()) or entry.is_symlink():
-                continue
-            if int(entry.name[5:]) < oldest_kept and not named_by_manifest(entry):
-                shutil.rmtree(entry, ignore_errors=True)
+        if complete:  # what nothing else would ever delete (checkpoint_sweep.py)
+            kept = complete[-self.keep :]
+            remove_orphan_step_dirs(self.checkpoint_root, kept[0].step)
+            remove_stale_shard_parts([self.root, self.checkpoint_root], kept)
 
 
 def _listed(paths: list[str]) -> str:

@@ -16,7 +16,10 @@ does not exist``) into one of an empty directory, which the chief had then locke
 (``cli._check_checkpoint_dir``), without making it.
 
 Parts are never read back: the chief's checkpoint holds every block's values (the weights) and
-optimizer state (gathered with ``get_state``), and a resume reseeds fresh shards from it.
+optimizer state (gathered with ``get_state``), and a resume reseeds fresh shards from it. So
+the parts in the chief's own directory that no shard will prune (a run moved off the parameter
+server, or onto fewer shards; a ``steplast``) the chief's prune sweeps once its oldest kept
+checkpoint has passed them (:mod:`distconv.checkpoint_sweep`).
 """
 
 from __future__ import annotations
