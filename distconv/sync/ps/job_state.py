@@ -30,7 +30,7 @@ from typing import Any
 from distconv.optim import Optimizer
 from distconv.sync.ps.blocks import ParamSpec
 from distconv.sync.ps.incarnations import Incarnation
-from distconv.sync.ps.job_hello import HelloJob
+from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.setup_notes import SetupNote
 from distconv.sync.ps.state import _Block, _Refused, _Waiting
@@ -135,6 +135,16 @@ class JobState:
             "serves no other job until it is restarted; restart the shards (distconv "
             "pserver), then the workers)"
         )
+
+    def _failed_reply_fields(self, op: str) -> dict[str, Any]:
+        """The fields beside :meth:`_failed_words`: for a hello of a worker that began after
+        the failure (:meth:`_failed_before_hello`), a refusal of the job naming no rank in
+        ``failed_ranks``, so that every worker refused so exits as on a refused start (1), none
+        as the victim (75) of a rank that failed in a job before it began; else the
+        failure's own (:meth:`~distconv.sync.ps.server.Shard._failed_fields`)."""
+        if op == "hello" and self._failed_before_hello():
+            return dict(REFUSED_JOB)
+        return self._failed_fields()  # type: ignore[attr-defined]
 
     def _failed_before_hello(self) -> bool:
         """Whether a hello that finds the shard failed is surely of a worker that began after
