@@ -13,6 +13,7 @@ import numpy as np
 from distconv.arg import NOT_FINITE_CHUNK_BYTES, marked_rows, rows_named
 from distconv.backend import to_host
 from distconv.data import DataError
+from distconv.id_reads import id_reads
 from distconv.layers.base import Layer, forward_only
 from distconv.messages import exception_line
 from distconv.network import Network
@@ -37,7 +38,8 @@ def check_sets(
     test: Mapping[str, Any] | None,
 ) -> None:
     """Refuse, before the first step, data sets the model would fail on or misread later:
-    labels past the classes (:func:`refuse_labels_past_classes`), a test set that is empty or
+    ids past what a layer reads (:func:`refuse_ids_out_of_range`), labels past the classes
+    (:func:`refuse_labels_past_classes`), a test set that is empty or
     that the model cannot read (:func:`check_test_set`), or whose examples have another shape
     than the training set's while the model's outputs do not (:func:`refuse_other_shapes`),
     and a sequence set whose loss reads another number of rows than the set counts (the
@@ -52,12 +54,46 @@ def check_sets(
     """
     if test is not None and set_length(test) == 0:
         raise DataError("the test set is empty; pass test=None to evaluate on none")
+    refuse_ids_out_of_range(network, train, test)  # first: the forwards below would meet them
     refuse_labels_past_classes(network, forward, train, test)
     if isinstance(train, SequenceSet):  # the forward checks the rows the loss reads
         with forward_only():  # after the label check: a label past the classes named there
             forward(train, first_example(train))
     check_test_set(forward, train, test)  # first: its refusal names the layer that fails
     refuse_other_shapes(network, forward, train, test)
+
+
+def refuse_ids_out_of_range(
+    network: Network, train: Mapping[str, Any], test: Mapping[str, Any] | None
+) -> None:
+    """Refuse an id of either set outside the range of the layer that reads its feed
+    (:func:`~distconv.id_reads.id_reads`: a table's rows, a multiplex's candidates, a
+    selective FC's columns). The layer checks each batch, so such an id stopped a fit at
+    whatever step the shuffle reached its row (a resume met it again), naming the layer and
+    not the feed or the row. Every integer id of both sets is read, in chunks, as labels are.
+
+    Raises:
+        DataError: naming the set, the feed, the range, its reader and the first rows outside.
+    """
+    reads = id_reads(network)
+    for what, data in [("training", train), ("test", test)]:
+        arrays = arrays_of(data)
+        for read in reads:
+            ids = arrays.get(read.feed)
+            if ids is None or ids.dtype.kind not in "iu":  # not ids: the layer names that
+                continue
+            count, first, low, high = rows_outside(ids, read.low, read.high)
+            if count:
+                raise DataError(
+                    f"the {what} set's {read.feed!r} holds {count} row(s) outside "
+                    f"[{read.low}, {read.high}), the ids {read.reader} reads; its ids lie in "
+                    f"[{low}, {high}]: {rows_named(count, first, _row_words(data, read.feed))}"
+                )
+
+
+def _row_words(data: Any, feed: str) -> Callable[[int], str]:
+    """How a refusal names the rows of ``feed`` of ``data`` (:func:`row_words`)."""
+    return row_words(data).get(feed, str)
 
 
 def refuse_labels_past_classes(
@@ -89,7 +125,7 @@ def refuse_labels_past_classes(
                 raise DataError(
                     f"the {what} set's {feed!r} holds {count} row(s) outside [0, {classes}), "
                     f"the classes {loss.label} scores; its labels lie in [{low}, {high}]{start}: "
-                    f"{rows_named(count, first, row_words(arrays).get(feed, str))}"
+                    f"{rows_named(count, first, _row_words(arrays, feed))}"
                 )
 
 
@@ -135,23 +171,30 @@ def label_rows_outside(
     labels: Any, classes: int, chunk_bytes: int = NOT_FINITE_CHUNK_BYTES
 ) -> tuple[int, list[int], int, int]:
     """How many rows of ``labels`` (class ids, one per row or a row of them each) hold one
-    outside ``[0, classes)``, the first few, and the lowest and highest label (0 and 0 for
-    none). Read about ``chunk_bytes`` at a time; a chunk in range, by its min and max, gets no
-    mask."""
-    low, high = [], []
+    outside ``[0, classes)``: :func:`rows_outside`."""
+    return rows_outside(labels, 0, classes, chunk_bytes)
+
+
+def rows_outside(
+    ids: Any, low: int, high: int, chunk_bytes: int = NOT_FINITE_CHUNK_BYTES
+) -> tuple[int, list[int], int, int]:
+    """How many rows of ``ids`` (one per row or a row of them each) hold one outside
+    ``[low, high)``, the first few, and the lowest and highest id (0 and 0 for none). Read
+    about ``chunk_bytes`` at a time; a chunk in range, by its min and max, gets no mask."""
+    lowest, highest = [], []
 
     def outside(rows: Any) -> Any:
         part = to_host(rows).reshape(len(rows), -1)
         if part.size == 0:
             return None
-        low.append(int(part.min()))
-        high.append(int(part.max()))
-        if low[-1] >= 0 and high[-1] < classes:
+        lowest.append(int(part.min()))
+        highest.append(int(part.max()))
+        if lowest[-1] >= low and highest[-1] < high:
             return None
-        return ((part < 0) | (part >= classes)).any(axis=1)
+        return ((part < low) | (part >= high)).any(axis=1)
 
-    count, first = marked_rows(labels, outside, chunk_bytes)
-    return count, first, min(low, default=0), max(high, default=0)
+    count, first = marked_rows(ids, outside, chunk_bytes)
+    return count, first, min(lowest, default=0), max(highest, default=0)
 
 
 def refuse_other_shapes(

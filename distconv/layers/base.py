@@ -207,6 +207,17 @@ class Layer:
         """
         return [(p.name, p.all_rows()) for p in self.parameters() if p.sparse_rows]
 
+    def id_range(self, index: int, count: int) -> tuple[int, int] | None:
+        """The ids input ``index`` (of the ``count`` it is wired to) must hold, as ``(low,
+        high)``: ``low <= id < high``; None (the default) where it reads no ids.
+
+        A fit checks every row of a feed wired straight to such an input before its first
+        step (:func:`~distconv.data_checks.refuse_ids_out_of_range`); the layer's own check of
+        each batch found a bad row only at the step that drew it, naming neither the feed nor
+        the row. A layer that reads ids (a table, a choice among inputs) overrides it.
+        """
+        return None
+
     # -- forward / backward -------------------------------------------------------------------
     def __call__(self, *inputs: Arg) -> Arg:
         return self.forward(*inputs)

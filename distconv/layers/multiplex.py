@@ -39,6 +39,10 @@ class Multiplex(Layer):
     ) -> None:
         super().__init__(act=act, name=name)
 
+    def id_range(self, index: int, count: int) -> tuple[int, int] | None:
+        """Input 0 chooses among the ``count - 1`` candidates after it."""
+        return (0, count - 1) if index == 0 else None
+
     def _ids(self, sel: Arg, candidates: tuple[Arg, ...]) -> Any:
         if sel.ids is None:
             raise self.fail("input 0 must carry the row choices in Arg.ids, got ids=None")

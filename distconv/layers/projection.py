@@ -149,6 +149,11 @@ class TableProjection(Projection):
         ids = self._ids(input)
         return get_array_module(ids).unique(ids[ids >= 0])
 
+    def id_range(self) -> tuple[int, int]:
+        """The ids it reads: the table's rows, or -1 (no row); a fit checks a feed of them
+        before its first step (:func:`~distconv.id_reads.input_id_range`)."""
+        return -1, self.vocab_size
+
     def _ids(self, input: Arg) -> Any:
         ids = input.ids if input.ids is not None else input.value
         if ids is None or ids.dtype.kind not in "iu":

@@ -135,6 +135,11 @@ class SelectiveFullyConnected(FullyConnected):
         return self.selection is None
 
     # -- selection ------------------------------------------------------------------------------
+    def id_range(self, index: int, count: int) -> tuple[int, int] | None:
+        """The selection (the input after the data inputs) holds columns of the full output."""
+        selection = len(self.in_widths)
+        return (0, self.out_features) if index == selection < count else None
+
     def _selected_ids(self, sel: Arg, xp: Any) -> Any:
         """The selection's column indices, checked to be integers in ``[0, out_features)``."""
         if sel.ids is None:
