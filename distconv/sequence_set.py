@@ -32,6 +32,12 @@ from distconv.sampler import GlobalBatchSampler
 
 #: what a set's count may be taken over: its rows (tokens), or its sequences
 MEAN_OVER = ("rows", "sequences")
+#: why a loss that reads neither one row a token nor one a sequence cannot be trained by fit
+#: (a SequenceConcat of two row feeds: two rows a token)
+OTHER_ROWS = (
+    "the Trainer counts a sequence set's rows or its sequences, and cannot train a loss that "
+    "reads another number of rows"
+)
 
 
 class SequenceSet:
@@ -301,10 +307,7 @@ def loss_rows_checked(data: SequenceSet, loss: Any, index: np.ndarray) -> int:
             f"pass SequenceSet(..., mean_over={other!r}) where the loss reads one row per {one}"
         )
     else:  # a layer that makes rows of its own (a SequenceConcat of two row feeds: two a token)
-        advice = (
-            f"nor is it its {others} {other}: the Trainer counts a sequence set's rows or its "
-            "sequences, and cannot train a loss that reads another number of rows"
-        )
+        advice = f"nor is it its {others} {other}: {OTHER_ROWS}"
     raise DataError(
         f"{loss.label} takes its mean over {rows} rows, but the batch of {len(index)} "
         f"sequence(s) of {data.name!r} counts {count} {data.mean_over}: each step would be "
@@ -318,8 +321,11 @@ def refuse_misplaced_labels(
     """After a forward of the sequences ``index`` of ``data`` failed: where the ``loss`` layer
     (fed the inputs named ``wiring``) ran in it and read a label feed of the set whose rows are
     of the other kind (one a token where its input holds one row a sentence, after a pool, or
-    the reverse), a :class:`~distconv.data.DataError` saying where the labels belong; the
-    loss's own words ("28 labels for a batch of 1 rows") named neither the set nor its parts.
+    the reverse), a :class:`~distconv.data.DataError` saying where the labels belong; where
+    its input holds neither one row a token nor one a sentence (a
+    :class:`~distconv.layers.sequence.SequenceConcat` of two row feeds), one saying that fit
+    cannot train it. The loss's own words ("28 labels for a batch of 1 rows") named neither
+    the set nor its parts.
     Returns where the failure was another, or the loss is not one of distconv's own (which read
     one label a row of their input): a loss of one's own may read the other kind on purpose.
     """
@@ -337,6 +343,14 @@ def refuse_misplaced_labels(
         elif name in data.per_sequence and rows == tokens != sentences:
             where = "one a sequence (in per_sequence), but the loss reads one row per row"
             fix = "pass one label per row in rows, or pool the rows (SequencePool) first"
+        elif rows not in (tokens, sentences):
+            raise DataError(
+                f"{data.name!r}: {loss.label} reads {rows} rows where the batch holds "
+                f"{tokens} row(s) in {sentences} sequence(s): neither one a row of the set nor "
+                "one a sequence (a SequenceConcat of two row feeds makes two a row); "
+                f"{OTHER_ROWS}: train it in a loop of your own (docs/operations.md, "
+                '"Sequences")'
+            )
         else:
             continue
         raise DataError(f"{data.name!r}: the labels {name!r} of {loss.label} are {where}: {fix}")
