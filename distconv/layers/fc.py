@@ -138,7 +138,7 @@ class FullyConnected(Layer):
         n = v.shape[0] if v is not None and v.ndim else 0
         if v is None or v.ndim < 2 or v.size != n * width:
             which = f"input {i}: " if len(self.in_widths) > 1 else ""
-            raise self.fail(f"{which}expected {width} features per sample, got {_got(x)}")
+            raise self.fail(f"{which}expected {width} features per sample, got {self._got(x)}")
         if not is_float_dtype(v.dtype):  # an integer product would train in int or float64
             which = f"input {i} " if len(self.in_widths) > 1 else "input "
             raise self.fail(f"{which}holds {v.dtype} values; cast it to a float type first")
@@ -170,12 +170,12 @@ class FullyConnected(Layer):
                 w.grad += matmul(dz.T, self._flat(x, i))
             w.inc_update(callback)
 
-
-def _got(x: Arg) -> str:
-    """What a layer of values was fed instead of ``(N, width)`` values."""
-    if x.value is not None:
-        return f"input shape {tuple(x.value.shape)}"
-    if x.ids is not None:  # the Trainer feeds integer and bool arrays as ids (labels, lookups)
-        kind = "a bool" if x.ids.dtype.kind == "b" else "an integer"
-        return f"{kind.split()[1]} ids ({kind} array is fed as ids: cast it to a float type)"
-    return "no values"
+    def _got(self, x: Arg) -> str:
+        """What the layer was fed instead of ``(N, width)`` values (a subclass that reads ids
+        as an input of its own says where they belong)."""
+        if x.value is not None:
+            return f"input shape {tuple(x.value.shape)}"
+        if x.ids is not None:  # the Trainer feeds integer and bool arrays as ids (labels, lookups)
+            kind = "a bool" if x.ids.dtype.kind == "b" else "an integer"
+            return f"{kind.split()[1]} ids ({kind} array is fed as ids: cast it to a float type)"
+        return "no values"

@@ -142,8 +142,12 @@ class SelectiveFullyConnected(FullyConnected):
 
     def _selected_ids(self, sel: Arg, xp: Any) -> Any:
         """The selection's column indices, checked to be integers in ``[0, out_features)``."""
-        if sel.ids is None:
-            raise self.fail("the selection (last input) must carry column indices in Arg.ids")
+        if sel.ids is None:  # fit feeds a float array as values: the user built no Arg
+            got = "nothing" if sel.value is None else f"{sel.value.dtype} values"
+            raise self.fail(
+                "the selection (last input) must carry column indices in Arg.ids, got "
+                f"{got}: feed integer column indices"
+            )
         ids = xp.asarray(sel.ids)
         if ids.dtype.kind not in "iu":
             raise self.fail(f"selected columns must be integers, got dtype {ids.dtype}")
@@ -154,13 +158,19 @@ class SelectiveFullyConnected(FullyConnected):
             )
         return ids
 
+    def _got(self, x: Arg) -> str:
+        """Integer ids given as a data input are the selection out of place."""
+        if x.value is None and x.ids is not None and x.ids.dtype.kind in "iu":
+            return "integer ids: the selection is the last input (inputs are [data..., selection])"
+        return super()._got(x)
+
     def _select(self, sel: Arg, n: int, xp: Any) -> Selection:
         """Validate the selection input and lay it out as an ``(n, k)`` table."""
         ids = self._selected_ids(sel, xp)
         if sel.seq_starts is None:
             if ids.ndim != 2 or ids.shape[0] != n:
                 raise self.fail(
-                    f"a selection without seq_starts must be an ({n}, k) table of columns, "
+                    f"a selection without seq_starts must be a ({n}, k) table of columns, "
                     f"got ids of shape {tuple(ids.shape)}"
                 )
             return Selection(ids, ids)
