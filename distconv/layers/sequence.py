@@ -29,6 +29,15 @@ class SequenceConcat(Layer):
     from the offsets with array operations; backward routes each row of the output gradient
     back to the row it came from.
 
+    :meth:`~distconv.trainer.Trainer.fit` cannot train its main use, two feeds each with
+    offsets of its own (a question and its answer): a
+    :class:`~distconv.sequence_set.SequenceSet` holds one ``seq_starts`` for all its row feeds,
+    so ``fit`` concatenates only two sequences made from one feed, and refuses a
+    ``SoftmaxCrossEntropy`` or ``MSELoss`` reading labels of the set after it (two rows a
+    token). Train two ragged feeds in a loop of one's own: a ``SequenceSet`` per feed, each
+    step's sentences from :meth:`~distconv.sampler.GlobalBatchSampler.passes`, fed as
+    ``{**q.feeds(index), **a.feeds(index)}`` (docs/operations.md, "Sequences").
+
     Args:
         width: the row width; checked against the inputs when given, required with a bias.
         bias: add one learned value per column.
