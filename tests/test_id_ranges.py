@@ -15,6 +15,7 @@ from distconv.data_checks import rows_outside
 from distconv.id_reads import IdRead, id_reads
 from distconv.layers import (
     FullyConnected,
+    LayerError,
     Mixed,
     Multiplex,
     SelectiveFullyConnected,
@@ -166,6 +167,21 @@ def test_ids_a_layer_computes_are_its_own_to_check_at_forward():
     net.add("mp", Multiplex(), ["choice", "sfc", "sfc"])
     net.add("loss", SoftmaxCrossEntropy(), ["mp", "label"])
     assert id_reads(net) == [IdRead("choice", "Multiplex 'mp'", 0, 2)]
+
+
+def test_a_layer_wired_to_too_few_or_too_many_inputs_keeps_its_own_words():
+    """A multiplex of no candidate, or a selective FC of one input too many, would otherwise
+    be told its ids lie outside a range it cannot have."""
+    net = Network()
+    net.add("mp", Multiplex(), ["choice"])
+    net.add("sfc", SelectiveFullyConnected(4, 20), ["x", "cols", "more"])
+    assert id_reads(net) == []
+    data = {"choice": np.zeros(8, np.int64), "label": np.zeros(8, np.int64)}
+    net = Network()
+    net.add("mp", Multiplex(), ["choice"])
+    net.add("loss", SoftmaxCrossEntropy(), ["mp", "label"])
+    with pytest.raises(LayerError, match=r"^Multiplex 'mp': expected 2 to any number input"):
+        _trainer(net).fit(data, epochs=1)
 
 
 @pytest.mark.parametrize("chunk_bytes", [1, 24, 1 << 20])

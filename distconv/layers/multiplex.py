@@ -40,8 +40,9 @@ class Multiplex(Layer):
         super().__init__(act=act, name=name)
 
     def id_range(self, index: int, count: int) -> tuple[int, int] | None:
-        """Input 0 chooses among the ``count - 1`` candidates after it."""
-        return (0, count - 1) if index == 0 else None
+        """Input 0 chooses among the ``count - 1`` candidates after it (none where it is wired
+        without one: its forward names that)."""
+        return (0, count - 1) if index == 0 and count > 1 else None
 
     def _ids(self, sel: Arg, candidates: tuple[Arg, ...]) -> Any:
         if sel.ids is None:

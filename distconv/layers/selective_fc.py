@@ -136,9 +136,11 @@ class SelectiveFullyConnected(FullyConnected):
 
     # -- selection ------------------------------------------------------------------------------
     def id_range(self, index: int, count: int) -> tuple[int, int] | None:
-        """The selection (the input after the data inputs) holds columns of the full output."""
+        """The selection (the last input, after the data inputs) holds columns of the full
+        output; none where the layer is wired to another number of inputs (its forward names
+        that)."""
         selection = len(self.in_widths)
-        return (0, self.out_features) if index == selection < count else None
+        return (0, self.out_features) if index == selection == count - 1 else None
 
     def _selected_ids(self, sel: Arg, xp: Any) -> Any:
         """The selection's column indices, checked to be integers in ``[0, out_features)``."""
