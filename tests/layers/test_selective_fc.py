@@ -257,7 +257,7 @@ def test_uneven_selection_while_training_names_the_layer():
         (Arg(ids=np.array([[0, 10]] * 2)), r"lie in \[0, 10\), got range \[0, 10\]"),
         (Arg(ids=np.array([[0, -1]] * 2)), r"got range \[-1, 0\]"),
         (Arg(ids=np.array([[0.0, 1.0]] * 2)), "must be integers, got dtype float64"),
-        (Arg(ids=np.array([0, 1, 2, 3])), r"an \(2, k\) table of columns, got ids of shape \(4,\)"),
+        (Arg(ids=np.array([0, 1, 2, 3])), r"a \(2, k\) table of columns, got ids of shape \(4,\)"),
         (Arg(ids=np.array([[0, 1]] * 3)), r"\(2, k\) table .* shape \(3, 2\)"),
         (Arg(ids=np.array([0, 1, 2]), seq_starts=np.array([0, 3])), "1 rows .* batch of 2"),
         (Arg(ids=np.array([0, 1, 2]), seq_starts=np.array([0, 2, 2, 4])), "rise from 0 to .* 3"),
