@@ -16,6 +16,11 @@ would go on with another computation than the one checkpointed, but a new run re
 nothing, and the cast is the very way through that the resume's refusal advises
 (:mod:`distconv.cast_advice`). Other names or shapes are another model: refused, naming the
 first parameter that differs.
+
+Its refusals to start (weights that do not fit, the source inside the ``--out`` that
+``--overwrite`` deletes, nothing at PATH) meet every attempt of a job alike: the launcher reads
+their words back (``launcher.failure._INIT_FROM``) and restarts none; a change of them here
+drops that.
 """
 
 from __future__ import annotations

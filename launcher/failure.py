@@ -9,6 +9,7 @@ import re
 import signal
 import time
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -196,10 +197,12 @@ class Failure:
     def _refused(self) -> str | None:
         """Why every attempt would meet this failure again (a refusal of the command or its
         directory, read from the last line it wrote or its cause); None where a restart may
-        get past it (:func:`~distconv.refused_starts.refused_for_good_in`)."""
+        get past it (:func:`~distconv.refused_starts.refused_for_good_in`, :data:`_INIT_FROM`)."""
         if self.signal is not None or not self.exit_code:
             return None
-        return refused_for_good_in([*last_words(self.tail)[-1:], self.cause or ""])
+        said = [*last_words(self.tail)[-1:], self.cause or ""]
+        found = [m[1] for line in said if (m := _INIT_FROM_REFUSED.search(line))]
+        return refused_for_good_in(said) or (_INIT_FROM[found[-1]] if found else None)
 
     def describe(self) -> str:
         """The headline: who failed and how (:meth:`stopped_too` says who stopped with it)."""
@@ -244,6 +247,19 @@ class Failure:
     @property
     def _victim(self) -> bool:  # a named cause's 75 is no victim's: its victims named it
         return self.role == "worker" and self.exit_code == PEER_FAILED_STATUS and not self.named
+
+
+#: ``distconv train --init-from``'s refusals to start (:mod:`distconv.init_from`), as the launcher
+#: says them: the same on every attempt (read back by tests/launcher/test_init_from_restarts.py)
+_INIT_FROM = {
+    ": its weights do not fit this model ": "the --init-from checkpoint does not fit the model",
+    ", which --overwrite deletes: ": "--overwrite would delete the --init-from checkpoint",
+    ": no such file or folder": "the --init-from path holds no checkpoint",
+    ": no complete checkpoint there ": "the --init-from path holds no checkpoint",
+}
+_INIT_FROM_REFUSED = re.compile(
+    rf"[eE]rror: --init-from .*?({'|'.join(map(re.escape, _INIT_FROM))})"
+)
 
 
 def _mismatch(cause: str | None) -> bool:
@@ -374,18 +390,11 @@ def write_report(
         tmp.write_text(json.dumps(entry, indent=2) + "\n")
         os.replace(tmp, path)
     except OSError as exc:
-        _remove(tmp)
+        with suppress(OSError):  # a folder in its place, a read-only disk: left then
+            tmp.unlink(missing_ok=True)
         # the report is what is not written (a full disk): the temporary file is named only
         # where it stands in the way (a folder in its place), not where it is only left over
         # (an earlier launcher's, on a disk since made read-only: it cannot be removed)
         where = tmp if tmp.is_dir() else path
         return f"report not written: {shown(where)}: {describe_os_error(exc)}", None
     return f"report: {shown(path)}", path
-
-
-def _remove(path: Path) -> None:
-    """Remove a half-written file, where it can be."""
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:  # a folder in its place, a read-only disk: nothing to clean up then
-        pass
