@@ -39,9 +39,10 @@ from distconv.checkpoint_digest import DIGEST_KEY
 from distconv.checkpoint_manifest import CHIEF, Manifest
 from distconv.checkpoint_reads import read_manifest
 from distconv.parameter import Parameter
-from distconv.resume import OptimState, Position, StepCheckpoints
+from distconv.resume import JobStart, OptimState, Position, StepCheckpoints
 from distconv.run_dir import RunDirectory
 from distconv.run_files import CHIEF_PART, LEGACY_CHECKPOINT
+from distconv.sync.base import SyncStrategy
 
 log = logging.getLogger("distconv.resume")
 
@@ -154,11 +155,22 @@ def _digest_of(file: Path) -> str:
 class InitFromCheckpoints(StepCheckpoints):
     """A run's step checkpoints whose fresh start takes the weights of ``source`` (see the
     module docstring), and whose checkpoints record where they came from (:data:`INIT_FROM`),
-    carried on through resumes. ``source`` None: only the carrying on."""
+    carried on through resumes. ``source`` None: only the carrying on. A Trainer makes them
+    (its ``checkpoints``): ``partial(InitFromCheckpoints, source=PATH)``.
+    """
 
-    def __init__(self, base: StepCheckpoints, facts: Mapping[str, Any], source: str | None):
-        super().__init__(base.run, base.params, base.sync, facts, base.start)
-        self.source = source
+    def __init__(
+        self,
+        run: RunDirectory | None,
+        params: Sequence[Parameter],
+        sync: SyncStrategy,
+        facts: Mapping[str, Any],
+        start: JobStart | None = None,
+        *,
+        source: str | os.PathLike | None = None,
+    ) -> None:
+        super().__init__(run, params, sync, facts, start)
+        self.source = None if source is None else os.fspath(source)
 
     def open(
         self,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from distconv.launch_env import launch_id, restart_count
@@ -136,11 +137,9 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
             config={"data": config.data, "model": "lenet", "epochs": config.epochs},
             monitor=monitor,
             start=JobStart(runtime.job_id, launch_id(), restart_count()),
-        )
-        # the Trainer's checkpoints, told to start from --init-from's weights where the run
-        # starts afresh: the Trainer itself knows nothing of fine-tuning
-        trainer.checkpoints = InitFromCheckpoints(
-            trainer.checkpoints, trainer.config, config.init_from
+            # a fresh start takes --init-from's weights; each checkpoint keeps where they came
+            # from, also one resumed without --init-from
+            checkpoints=partial(InitFromCheckpoints, source=config.init_from),
         )
         stopped = _fit(trainer, train_set, test_set, config)
     finally:

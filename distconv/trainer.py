@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +112,9 @@ class Trainer:
         start: which start of which job this is (:class:`~distconv.resume.JobStart`); a
             restart with ``resume`` False or ``"overwrite"`` tells the run its launch began by
             it. None: the launch and restart ``distconv-launch`` sets in the environment.
+        checkpoints: makes the run's checkpoints from ``(run directory or None, parameters,
+            sync, config, start)``: :class:`~distconv.resume.StepCheckpoints`, or a subclass
+            (``distconv train --init-from``'s :class:`~distconv.init_from.InitFromCheckpoints`).
 
     Raises:
         ValueError: a count (``batch_size``, ``accumulate``, ``checkpoint_every``,
@@ -149,6 +152,7 @@ class Trainer:
         config: Mapping[str, Any] | None = None,
         monitor: ServiceEndpoints | None = None,
         start: JobStart | None = None,
+        checkpoints: Callable[..., StepCheckpoints] = StepCheckpoints,
     ) -> None:
         check_parts(network, sync, loss)
         check_lr_decay(lr_decay)
@@ -176,7 +180,7 @@ class Trainer:
             global_batch=self.global_batch,
         )
         run = RunDirectory(self.out_dir, keep_checkpoints) if self.writes_files else None
-        self.checkpoints = StepCheckpoints(run, self.params, sync, self.config, start)
+        self.checkpoints = checkpoints(run, self.params, sync, self.config, start)
         if self.dtype is not None:
             for p in self.params:
                 p.cast(self.dtype)
