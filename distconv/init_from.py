@@ -14,8 +14,9 @@ the run starts afresh).
 Weights of another dtype are cast, said in a warning: the resume refuses to cast because it
 would go on with another computation than the one checkpointed, but a new run reproduces
 nothing, and the cast is the very way through that the resume's refusal advises
-(:mod:`distconv.cast_advice`). Other names or shapes are another model: refused, naming the
-first parameter that differs.
+(:mod:`distconv.cast_advice`). Only float to float: an integer on either side would be
+truncated, and a value the cast makes infinite would end the first step in a NaN loss; both are
+refused, as other names or shapes are (another model), naming the first parameter.
 
 Its refusals to start (weights that do not fit, the source inside the ``--out`` that
 ``--overwrite`` deletes, nothing at PATH) meet every attempt of a job alike: the launcher reads
@@ -32,7 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from distconv.backend import copy_into
+import numpy as np
+
+from distconv.backend import copy_into, is_float_dtype
 from distconv.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from distconv.checkpoint_checks import native
 from distconv.checkpoint_digest import DIGEST_KEY
@@ -97,14 +100,18 @@ def checkpoint_file(path: str | os.PathLike) -> Path:
 
 def first_misfit(params: Sequence[Parameter], theirs: Mapping[str, Any]) -> str | None:
     """The first parameter whose name or shape differs between the model and a checkpoint's
-    arrays ``theirs``, in the model's order, then the checkpoint's first extra one; None where
-    all fit (a dtype may differ: :func:`load_weights` casts it)."""
+    arrays ``theirs``, in the model's order, then the checkpoint's first extra one, or whose
+    dtype is a float on one side only (a cast would truncate); None where all fit (a float
+    dtype may differ: :func:`load_weights` casts it)."""
     for p in params:
         if p.name not in theirs:
             return f"{p.name!r}: this model has it, the checkpoint has not"
         if tuple(theirs[p.name].shape) != tuple(p.value.shape):
             ckpt_shape, ours = tuple(theirs[p.name].shape), tuple(p.value.shape)
             return f"{p.name!r}: checkpoint shape {ckpt_shape}, this model {ours}"
+        ckpt_dtype, ours = theirs[p.name].dtype, p.value.dtype
+        if ckpt_dtype != ours and is_float_dtype(ckpt_dtype) != is_float_dtype(ours):
+            return f"{p.name!r}: checkpoint dtype {ckpt_dtype}, this model {ours}"
     extra = sorted(theirs.keys() - {p.name for p in params})
     return f"{extra[0]!r}: the checkpoint has it, this model has not" if extra else None
 
@@ -125,9 +132,22 @@ def load_weights(path: str | os.PathLike, params: Sequence[Parameter]) -> InitSo
             f"{misfit}); they load only into a model built as the checkpoint's run's"
         )
     _say_cast(ckpt, params)
+    with np.errstate(over="ignore"):  # refused below, by its name
+        cast = {p.name: ckpt.params[p.name].astype(p.value.dtype, copy=False) for p in params}
     for p in params:
-        copy_into(p.value, ckpt.params[p.name])
+        if is_float_dtype(p.value.dtype) and _overflowed(ckpt.params[p.name], cast[p.name]):
+            raise CheckpointError(
+                f"--init-from {file}: {p.name!r} holds values past {p.value.dtype}'s range, "
+                "which the cast to this run's dtype makes infinite; train in a wider dtype"
+            )
+    for p in params:
+        copy_into(p.value, cast[p.name])
     return InitSource(file, ckpt.step, _digest_of(file))
+
+
+def _overflowed(saved: np.ndarray, cast: np.ndarray) -> bool:
+    """Whether the cast made a finite value of ``saved`` infinite."""
+    return bool(np.any(np.isinf(cast) & np.isfinite(saved)))
 
 
 def _say_cast(ckpt: Checkpoint, params: Sequence[Parameter]) -> None:

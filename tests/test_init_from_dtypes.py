@@ -1,0 +1,52 @@
+"""``--init-from``'s cast of another dtype (:func:`distconv.init_from.load_weights`) goes from
+float to float only, and never into weights the cast made infinite: an integer parameter (a
+count, an index table) given floats, or float weights given integers, would be truncated
+silently; a float64 weight past float16's range would be an infinite one, whose first step
+ends in a NaN loss that names nothing. Both are refused, naming the parameter, and nothing is
+written."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.checkpoint import CheckpointError, save_checkpoint
+from distconv.init_from import load_weights
+from distconv.parameter import Parameter
+
+
+def saved(tmp_path, **arrays: np.ndarray):
+    path = tmp_path / "c.safetensors"
+    save_checkpoint(path, [Parameter(name, a) for name, a in arrays.items()])
+    return path
+
+
+def test_a_float_weight_is_cast_to_another_float_type(tmp_path):
+    path = saved(tmp_path, w=np.array([1.5, -2.25]))
+    w = Parameter("w", np.zeros(2, np.float32))
+    load_weights(path, [w])
+    assert w.value.dtype == np.float32 and w.value.tolist() == [1.5, -2.25]
+
+
+@pytest.mark.parametrize(
+    ("theirs", "ours"),
+    [(np.array([1.7, 2.2]), np.zeros(2, np.int64)), (np.array([3, 4]), np.zeros(2))],
+    ids=["float into int", "int into float"],
+)
+def test_another_kind_of_dtype_is_refused(tmp_path, theirs, ours):
+    path = saved(tmp_path, w=theirs)
+    w = Parameter("w", ours.copy())
+    with pytest.raises(
+        CheckpointError,
+        match=rf"first difference: 'w': checkpoint dtype {theirs.dtype}, this model {ours.dtype}",
+    ):
+        load_weights(path, [w])
+    assert np.array_equal(w.value, ours)
+
+
+def test_a_weight_the_cast_makes_infinite_is_refused(tmp_path):
+    path = saved(tmp_path, a=np.ones(2), w=np.array([1.0, 1e6]))
+    a, w = Parameter("a", np.zeros(2, np.float16)), Parameter("w", np.zeros(2, np.float16))
+    with pytest.raises(CheckpointError, match="'w' holds values past float16's range"):
+        load_weights(path, [a, w])
+    assert not a.value.any() and not w.value.any()  # nothing written
