@@ -211,6 +211,7 @@ class InitFromCheckpoints(StepCheckpoints):
         if not chief:
             return state, pos
         if state is None and pos.step == 0:
+            self._refuse_frozen()
             loaded = load_weights(self.source, self.params)
             log.info("initialised from %s: weights only, from step 0", loaded.text())
             self._record(loaded.record())
@@ -225,6 +226,19 @@ class InitFromCheckpoints(StepCheckpoints):
         if (record := ckpt.extra.get(INIT_FROM)) is not None:
             self._record(record)
         return restored
+
+    def _refuse_frozen(self) -> None:
+        """Refuse several ranks with frozen parameters: those are no part of the sync, so the
+        source's values would reach the chief alone (a resume is refused alike:
+        :func:`~distconv.resume.refuse_frozen_resume`)."""
+        frozen = [p.name for p in self.params if p.static]
+        if frozen and (world := self.sync.world_size) > 1:
+            raise CheckpointError(
+                f"--init-from {self.source}: cannot start {world} ranks from it with frozen "
+                f"parameters {frozen}: their values would reach rank 0 only; start on one "
+                "rank, or load the weights on every rank before fit "
+                "(distconv.checkpoint.restore_checkpoint)"
+            )
 
     def _record(self, record: Any) -> None:
         self.facts[INIT_FROM] = record
