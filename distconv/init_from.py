@@ -205,9 +205,9 @@ class InitFromCheckpoints(StepCheckpoints):
         try:
             state, pos = super().open(resume, train_data, layers)
         except CheckpointError as exc:
-            if chief and resume is True and str(exc).startswith("--resume: no complete"):
-                raise CheckpointError(f"{exc}; {_RESUME_NEEDS_ONE}") from None
-            raise
+            if not chief or (way_on := self._way_on(str(exc), resume)) is None:
+                raise
+            raise type(exc)(f"{exc}; {way_on}") from None
         if not chief:
             return state, pos
         if state is None and pos.step == 0:
@@ -226,6 +226,15 @@ class InitFromCheckpoints(StepCheckpoints):
         if (record := ckpt.extra.get(INIT_FROM)) is not None:
             self._record(record)
         return restored
+
+    def _way_on(self, refused: str, resume: bool | str) -> str | None:
+        """What the refusal of the run directory (``refused``, its words) says more where it
+        meets ``--init-from``; None: nothing."""
+        if resume is True and refused.startswith("--resume: no complete"):
+            return _RESUME_NEEDS_ONE
+        if " already holds a run; " in refused and _inside(Path(self.source), self.run.root):
+            return _HOLDS_THE_SOURCE
+        return None
 
     def _refuse_frozen(self) -> None:
         """Refuse several ranks with frozen parameters: those are no part of the sync, so the
@@ -252,10 +261,21 @@ _RESUME_NEEDS_ONE = (
 )
 
 
+#: what a refusal of an ``--out`` that holds a run adds where that run holds the source
+_HOLDS_THE_SOURCE = (
+    "to start a new run from --init-from's weights, which lie in it, pass another --out (the "
+    "default --out is named by --data, --optimizer and --seed alone)"
+)
+
+
+def _inside(source: Path, root: Path) -> bool:
+    return source.resolve().is_relative_to(root.resolve())
+
+
 def _refuse_cleared(source: Path, root: Path) -> None:
     """Refuse ``--overwrite`` of the output directory that holds ``source``: it would delete
     the weights before (or, on a restart of a run cut short, after) they are read."""
-    if source.resolve().is_relative_to(root.resolve()):
+    if _inside(source, root):
         raise CheckpointError(
             f"--init-from {source} lies in --out {root}, which --overwrite deletes: start the "
             "new run in another --out"

@@ -148,6 +148,24 @@ def test_overwrite_of_the_out_that_holds_the_source_is_refused_and_deletes_nothi
     assert source.read_bytes() == before
 
 
+def test_the_out_that_holds_the_source_is_refused_saying_to_pass_another(tmp_path):
+    """The default --out is named by data, optimizer and seed alone: a fine-tuning run with
+    the source's lands in the source's run, whose refusal named only --resume and --overwrite
+    (the first continues the source, the second would delete it). The launcher still reads it
+    as refused for good."""
+    from distconv.refused_starts import refused_for_good_in
+
+    first_run(tmp_path / "a")
+    config = TrainConfig(**SETTINGS, out=str(tmp_path / "a"), init_from=str(tmp_path / "a"))
+    with pytest.raises(CheckpointError) as refused:
+        train(config)
+    said = str(refused.value)
+    assert said.startswith(f"{tmp_path / 'a'} already holds a run; pass --resume to continue it")
+    assert said.endswith("which lie in it, pass another --out (the default --out is named by "
+                         "--data, --optimizer and --seed alone)")  # fmt: skip
+    assert refused_for_good_in([f"distconv train: error: {said}"]) is not None
+
+
 def test_resume_with_nothing_to_resume_is_refused_and_says_how_to_start_from_init(tmp_path):
     """--resume means the run's own checkpoint must exist, with --init-from too: a restart
     story that could silently start over is --resume auto's, which the refusal names."""
