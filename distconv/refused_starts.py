@@ -180,3 +180,31 @@ def _resume_refusal(found: re.Match[str]) -> str:
     if found["legacy"] is not None:
         return f"has format version 1 ({found['legacy']}, from before step checkpoints)"
     return f"has format version {found['theirs']} where this distconv reads version {found['ours']}"
+
+
+#: ``distconv train --init-from``'s refusals to start (:mod:`distconv.init_from`), by the words
+#: that tell each, with what the launcher says of it: the same source on every attempt, so the
+#: same refusal (read back by tests/launcher/test_init_from_restarts.py)
+_INIT_FROM = {
+    ": its weights do not fit this model ": "the --init-from checkpoint does not fit the model",
+    ", which --overwrite deletes: ": "--overwrite would delete the --init-from checkpoint",
+    ": no such file or folder": "the --init-from path holds no checkpoint",
+    ": no complete checkpoint there ": "the --init-from path holds no checkpoint",
+    "'s range, which the cast to this run's dtype makes infinite": (
+        "the --init-from checkpoint holds values past this run's dtype"
+    ),
+    " ranks from it with frozen parameters ": (
+        "the --init-from checkpoint cannot start several ranks with frozen parameters"
+    ),
+}
+_INIT_FROM_REFUSED = re.compile(
+    rf"[eE]rror: --init-from .*?({'|'.join(map(re.escape, _INIT_FROM))})", re.DOTALL
+)
+
+
+def init_from_refused_in(lines: Sequence[str]) -> str | None:
+    """What the last of ``lines`` that says ``--init-from`` refused to start says, as the
+    launcher says it (``the --init-from checkpoint does not fit the model``); None where none
+    does."""
+    found = [m[1] for line in lines if (m := _INIT_FROM_REFUSED.search(line))]
+    return _INIT_FROM[found[-1]] if found else None

@@ -21,7 +21,7 @@ from distconv.rank_endings import (
     setup_failure_in_lines,
     setup_failure_said_in_lines,
 )
-from distconv.refused_starts import refused_for_good_in
+from distconv.refused_starts import init_from_refused_in, refused_for_good_in
 
 from .rank_reason import rank_text
 from .shown import shown
@@ -197,12 +197,12 @@ class Failure:
     def _refused(self) -> str | None:
         """Why every attempt would meet this failure again (a refusal of the command or its
         directory, read from the last line it wrote or its cause); None where a restart may
-        get past it (:func:`~distconv.refused_starts.refused_for_good_in`, :data:`_INIT_FROM`)."""
+        get past it (:func:`~distconv.refused_starts.refused_for_good_in`,
+        :func:`~distconv.refused_starts.init_from_refused_in`)."""
         if self.signal is not None or not self.exit_code:
             return None
         said = [*last_words(self.tail)[-1:], self.cause or ""]
-        found = [m[1] for line in said if (m := _INIT_FROM_REFUSED.search(line))]
-        return refused_for_good_in(said) or (_INIT_FROM[found[-1]] if found else None)
+        return refused_for_good_in(said) or init_from_refused_in(said)
 
     def describe(self) -> str:
         """The headline: who failed and how (:meth:`stopped_too` says who stopped with it)."""
@@ -247,19 +247,6 @@ class Failure:
     @property
     def _victim(self) -> bool:  # a named cause's 75 is no victim's: its victims named it
         return self.role == "worker" and self.exit_code == PEER_FAILED_STATUS and not self.named
-
-
-#: ``distconv train --init-from``'s refusals to start (:mod:`distconv.init_from`), as the launcher
-#: says them: the same on every attempt (read back by tests/launcher/test_init_from_restarts.py)
-_INIT_FROM = {
-    ": its weights do not fit this model ": "the --init-from checkpoint does not fit the model",
-    ", which --overwrite deletes: ": "--overwrite would delete the --init-from checkpoint",
-    ": no such file or folder": "the --init-from path holds no checkpoint",
-    ": no complete checkpoint there ": "the --init-from path holds no checkpoint",
-}
-_INIT_FROM_REFUSED = re.compile(
-    rf"[eE]rror: --init-from .*?({'|'.join(map(re.escape, _INIT_FROM))})"
-)
 
 
 def _mismatch(cause: str | None) -> bool:

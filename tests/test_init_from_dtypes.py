@@ -13,6 +13,7 @@ import pytest
 from distconv.checkpoint import CheckpointError, save_checkpoint
 from distconv.init_from import load_weights
 from distconv.parameter import Parameter
+from distconv.refused_starts import init_from_refused_in
 
 
 def saved(tmp_path, **arrays: np.ndarray):
@@ -47,6 +48,11 @@ def test_another_kind_of_dtype_is_refused(tmp_path, theirs, ours):
 def test_a_weight_the_cast_makes_infinite_is_refused(tmp_path):
     path = saved(tmp_path, a=np.ones(2), w=np.array([1.0, 1e6]))
     a, w = Parameter("a", np.zeros(2, np.float16)), Parameter("w", np.zeros(2, np.float16))
-    with pytest.raises(CheckpointError, match="'w' holds values past float16's range"):
+    with pytest.raises(CheckpointError, match="'w' holds values past float16's range") as refused:
         load_weights(path, [a, w])
     assert not a.value.any() and not w.value.any()  # nothing written
+    said = f"script.py: error: CheckpointError: {refused.value}"  # the same on every attempt
+    assert (
+        init_from_refused_in([said])
+        == "the --init-from checkpoint holds values past this run's dtype"
+    )

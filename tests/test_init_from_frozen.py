@@ -16,6 +16,7 @@ from distconv.data import load_dataset
 from distconv.init import set_seed
 from distconv.init_from import InitFromCheckpoints
 from distconv.models import lenet
+from distconv.refused_starts import init_from_refused_in
 from distconv.sync.base import SyncError
 from distconv.trainer import Trainer
 from tests.sync.ps.ps_helpers import Shards, insecure_worker, run_ranks
@@ -52,4 +53,7 @@ def test_several_ranks_with_a_frozen_parameter_are_refused(tmp_path):
     finally:
         shards.stop()
     assert "cannot start 2 ranks from it with frozen parameters ['conv1.weight']" in chief
+    said = f"script.py: error: CheckpointError: {chief}"  # the launcher restarts none
+    frozen = "the --init-from checkpoint cannot start several ranks with frozen parameters"
+    assert init_from_refused_in([said]) == frozen
     assert "rank 0 could not set up" in other, other
