@@ -5,15 +5,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from distconv.kernels.activation import Softmax
+from distconv.kernels.activation import Linear, Softmax
+from distconv.layers.activation import Activation
 from distconv.layers.base import Layer
+from distconv.layers.concat import Concatenate
+from distconv.layers.dropout import Dropout
 from distconv.layers.loss import SoftmaxCrossEntropy
+from distconv.layers.mixed import ProjectionLayer
+from distconv.layers.projection import SliceProjection
+from distconv.layers.reshape import Reshape
 
 #: what to do about a softmax activation under a softmax cross-entropy
 DROP_THE_SOFTMAX = (
     "drop the activation: SoftmaxCrossEntropy applies its own softmax; Paddle's "
-    "classification_cost takes probabilities, this loss takes logits"
+    "classification_cost takes probabilities, this loss takes logits (a run checkpointed "
+    "with it goes on as a new run from its weights: --init-from)"
 )
+
+#: layers that hand their inputs' values on as they are (reshaped, placed side by side,
+#: dropped out and rescaled): with no activation of their own, probabilities stay probabilities
+_PASSING_ON = (Activation, Concatenate, Dropout, Reshape)
 
 
 def double_softmax(
@@ -28,23 +39,60 @@ def double_softmax(
 
     Paddle's idiom ``fc(act=softmax)`` + ``classification_cost`` trains, here, on
     ``softmax(softmax(z))``: the loss cannot fall below about 0.55 for 3 classes and the
-    gradients are squashed, while the accuracy looks fine, so nothing told the user. Either
-    end may be added first (a network may be built from its loss down).
+    gradients are squashed, while the accuracy looks fine, so nothing told the user. The
+    softmax may reach the loss through layers that pass values on (a dropout, a reshape, a
+    concatenation, an identity projection), and the layers may be added in any order (a
+    network may be built from its loss down): only a chain this add completes is refused.
     """
-    if isinstance(layer, SoftmaxCrossEntropy) and inputs and inputs[0] in layers:
-        return _refusal(layer, layers[inputs[0]])
-    if isinstance(layer.act, Softmax):
-        for loss, read in wiring.items():
-            if isinstance(layers[loss], SoftmaxCrossEntropy) and read and read[0] == name:
-                return _refusal(layers[loss], layer)
+    layers, wiring = {**layers, name: layer}, {**wiring, name: tuple(inputs)}
+    for loss_name, loss in layers.items():
+        if not (isinstance(loss, SoftmaxCrossEntropy) and loss.takes_logits and wiring[loss_name]):
+            continue
+        chain = _softmax_under(wiring[loss_name][0], layers, wiring)
+        if chain and name in (loss_name, *chain):
+            return _refusal(loss, [layers[n] for n in chain])
     return None
 
 
-def _refusal(loss: Layer, logits: Layer) -> str | None:
-    """The refusal of ``loss`` reading ``logits``'s output, where that is a softmax's."""
-    if not isinstance(logits.act, Softmax):
-        return None
+def _softmax_under(
+    top: str, layers: Mapping[str, Layer], wiring: Mapping[str, Sequence[str]]
+) -> list[str] | None:
+    """The layers from one whose act is a softmax up to ``top`` (the softmax first), where
+    every layer above it passes values on; None where there is no such layer."""
+    paths, seen = [[top]], {top}
+    while paths:
+        path = paths.pop()
+        layer = layers.get(path[0])
+        if layer is None:  # a feed
+            continue
+        if isinstance(layer.act, Softmax):
+            return path
+        if _passes_on(layer):
+            for below in wiring[path[0]]:
+                if below not in seen:
+                    seen.add(below)
+                    paths.append([below, *path])
+    return None
+
+
+def _passes_on(layer: Layer) -> bool:
+    """Whether ``layer`` hands its inputs' values on unchanged in meaning (see _PASSING_ON; a
+    Mixed or Concatenate2 of identity and slice projections alone, a bias aside)."""
+    if not isinstance(layer.act, Linear):
+        return False
+    if isinstance(layer, ProjectionLayer):
+        parts = [p for p in layer.projections if p is not None]
+        return not layer.operators and all(isinstance(p, SliceProjection) for p in parts)
+    return isinstance(layer, _PASSING_ON)
+
+
+def _refusal(loss: Layer, chain: list[Layer]) -> str:
+    """The refusal of ``loss`` reading probabilities: ``chain[0]``'s softmax, passed on by the
+    rest of ``chain``."""
+    logits, *between = chain
+    through = f", through {', '.join(x.label for x in between)}" if between else ""
     return (
-        f"{loss.label} reads the output of {logits.label}, whose act is {logits.act.name!r}: "
-        f"a softmax of a softmax, which trains badly without an error; {DROP_THE_SOFTMAX}"
+        f"{loss.label} reads the output of {logits.label}, whose act is {logits.act.name!r}"
+        f"{through}: a softmax of a softmax, which trains badly without an error; "
+        f"{DROP_THE_SOFTMAX}"
     )

@@ -55,14 +55,18 @@ class SoftmaxCrossEntropy(Layer):
 
     It takes logits, not probabilities, and applies its own softmax: Paddle's
     ``classification_cost`` takes probabilities, from ``fc(act=softmax)``. A
-    :class:`~distconv.network.Network` refuses a layer with a softmax ``act`` under it (a
-    softmax of a softmax trains badly, with no error).
+    :class:`~distconv.network.Network` refuses a layer with a softmax ``act`` under it, or
+    passed on to it by a dropout, reshape or concatenation (a softmax of a softmax trains
+    badly, with no error).
 
     Attributes:
         prob: the softmax of the last forward, ``(N, classes)``.
     """
 
     num_inputs = 2
+    #: whether input 0 is logits, so that a softmax ``act`` under it is refused; a subclass of
+    #: one's own whose ``_forward`` reads probabilities sets it False
+    takes_logits: bool = True
 
     def _forward(self, logits: Arg, label: Arg) -> Any:
         z = logits.value
