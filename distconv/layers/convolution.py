@@ -10,13 +10,11 @@ activation, weight and bias; a projection its weight; an operator its operands) 
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
 from typing import Any
 
 from distconv.kernels.shape import ConvGeometry, ConvSpec, IntOrTuple
 from distconv.layers.base import checked
-from distconv.layers.fc import options_problem
+from distconv.layers.options import options_problem, positional_names
 from distconv.layers.part import LayerPart, Projection
 
 #: the arguments every convolution takes first, positionally, in PyTorch's order
@@ -29,13 +27,6 @@ CONV_ARGUMENTS = (
     "dilation",
     "groups",
 )
-
-
-def _positional(method: Callable[..., Any]) -> tuple[str, ...]:
-    """The names ``method`` takes positionally, in order."""
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    params = inspect.signature(method).parameters.values()
-    return tuple(p.name for p in params if p.kind in kinds)
 
 
 class Convolution:
@@ -95,7 +86,7 @@ class Convolution:
         if problem is None:
             return
         if "too many positional arguments" in problem:
-            names = CONV_ARGUMENTS + _positional(self._build)
+            names = CONV_ARGUMENTS + positional_names(self._build)
             given = len(CONV_ARGUMENTS) + len(options)
             problem = (
                 f"takes at most {len(names)} positional arguments ({', '.join(names)}), got "

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,21 +16,8 @@ from distconv.kernels.parallel import matmul
 from distconv.kernels.shape import is_int
 from distconv.layers.base import Layer
 from distconv.layers.inputs import add_grad
+from distconv.layers.options import options_problem
 from distconv.parameter import Parameter, UpdateCallback
-
-
-def options_problem(method: Callable[..., Any], /, *args: Any, **kwargs: Any) -> str | None:
-    """Why ``method(*args, **kwargs)`` would fail to bind, in Python's words without the
-    method's name, or None (``method`` positional only: an option may be named so, as
-    SelectiveFullyConnected's is). A constructor that hands its options on to a method of its own
-    (``_configure``, a convolution's ``_build``) checks them here first: Python's own error
-    named that private method ("ConvNd._build() got an unexpected keyword argument"), not the
-    class the user called."""
-    try:  # bound, not called: nothing is built before the error
-        inspect.signature(method).bind(*args, **kwargs)
-    except TypeError as exc:
-        return str(exc)
-    return None
 
 
 class FullyConnected(Layer):

@@ -1,6 +1,7 @@
 """A typo or an extra argument in a convolution is refused naming the class the user called, as
 FullyConnected's are: it named a private method ("ConvNd._build() got an unexpected keyword
-argument 'bais'"), and a part given bias= or act= was not told where they belong."""
+argument 'bais'"), and a part given bias= or act= was not told where they belong. A misspelt
+option names the one it is close to, and one given twice says to give it once, for both."""
 
 import re
 
@@ -16,6 +17,7 @@ from distconv.layers import (
     ConvTranspose2D,
     ConvTransposeProjection,
     FullyConnected,
+    SelectiveFullyConnected,
 )
 
 LAYER_POSITIONALS = (
@@ -29,11 +31,12 @@ PART_POSITIONALS = "in_channels, out_channels, kernel_size, stride, padding, dil
     [
         (
             lambda: Conv2D(3, 10, 3, bais=None),
-            "Conv2D: got an unexpected keyword argument 'bais'",
+            "Conv2D: got an unexpected keyword argument 'bais' (did you mean 'bias'?)",
         ),
         (
             lambda: ConvTranspose2D(3, 10, 3, output_pading=1),
-            "ConvTranspose2D: got an unexpected keyword argument 'output_pading'",
+            "ConvTranspose2D: got an unexpected keyword argument 'output_pading' (did you mean "
+            "'output_padding'?)",
         ),
         (
             lambda: Conv2D(1, 2, 3, 1, 0, 1, 1, "shared", "relu", "extra"),
@@ -42,7 +45,8 @@ PART_POSITIONALS = "in_channels, out_channels, kernel_size, stride, padding, dil
         ),
         (
             lambda: Conv3D(1, 2, 3, 1, 0, 1, 1, "shared", bias=None),
-            "Conv3D: multiple values for argument 'bias'",
+            "Conv3D: multiple values for argument 'bias' (given positionally and as bias=: give it "
+            "once)",
         ),
         (
             lambda: ConvProjection(1, 2, 3, 1, 0, 1, 1, True, input_size=4),
@@ -96,3 +100,32 @@ def test_a_refused_convolution_draws_nothing_and_fc_says_as_before():
     np.testing.assert_array_equal(after, Conv2D(2, 3, 3).weight.value)
     with pytest.raises(TypeError, match=r"^FullyConnected: got an unexpected keyword argument"):
         FullyConnected(4, 3, bais=None)
+
+
+@pytest.mark.parametrize(
+    "build,said",
+    [
+        (
+            lambda: FullyConnected(4, 3, bais=None),
+            "FullyConnected: got an unexpected keyword argument 'bais' (did you mean 'bias'?)",
+        ),
+        (
+            lambda: SelectiveFullyConnected(4, 6, methd="dense"),
+            "SelectiveFullyConnected: got an unexpected keyword argument 'methd' (did you mean "
+            "'method'?)",
+        ),
+        (
+            lambda: Conv2D(3, 10, 3, inpt_size=8),
+            "Conv2D: got an unexpected keyword argument 'inpt_size' (did you mean 'input_size'?)",
+        ),
+        (
+            lambda: FullyConnected(4, 3, scale=2),
+            "FullyConnected: got an unexpected keyword argument 'scale'",
+        ),
+    ],
+)
+def test_a_misspelt_option_names_the_one_it_is_close_to(build, said):
+    """The constructor's own options (bias=, input_size=) count as well as the method's, for a
+    fully connected layer as for a convolution; no guess where none is close."""
+    with pytest.raises(TypeError, match="^" + re.escape(said) + "$"):
+        build()
