@@ -25,7 +25,7 @@ from distconv.layers.base import Layer, checked, keeps_for_backward
 from distconv.layers.convolution import Convolution
 from distconv.layers.inputs import add_grad, values_of
 from distconv.layers.part import Projection, WeightSpec
-from distconv.layers.reshape import flat_rows_hint
+from distconv.layers.reshape import reshape_hint
 from distconv.parameter import Parameter, UpdateCallback
 
 BIAS_KINDS = ("shared", "unshared", None)
@@ -126,7 +126,7 @@ class ConvNd(Convolution, Layer):
         if x.ndim != want:
             raise self.fail(
                 f"expected a {want}-D input (N, C, *spatial), got shape {x.shape}"
-                + flat_rows_hint(x.shape, self.nd)
+                + reshape_hint(x.shape, self.nd)
             )
         if x.shape[1] != self.in_channels:
             raise self.fail(

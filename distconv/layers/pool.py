@@ -16,7 +16,7 @@ from distconv.kernels.pool import (
 from distconv.kernels.shape import ConvGeometry
 from distconv.layers.base import Layer, checked
 from distconv.layers.inputs import values_of
-from distconv.layers.reshape import flat_rows_hint
+from distconv.layers.reshape import reshape_hint
 from distconv.parameter import UpdateCallback
 
 IntOrTuple = int | Sequence[int]
@@ -65,7 +65,7 @@ class PoolNd(Layer):
         if v.ndim != 2 + self.nd:
             raise self.fail(
                 f"expected a {2 + self.nd}-D input (N, C, *spatial), got {v.shape}"
-                + flat_rows_hint(v.shape, self.nd)
+                + reshape_hint(v.shape, self.nd)
             )
         if min(self.geom.out_size(v.shape[2:])) < 1:
             raise self.fail(

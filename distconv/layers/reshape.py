@@ -72,13 +72,18 @@ class Reshape(Layer):
         return f"{self.label}{self.shape}"
 
 
-def flat_rows_hint(got: tuple[int, ...], nd: int) -> str:
-    """What a layer reading ``(N, C, *spatial)`` over ``nd`` axes says of a 2-D input
-    ``got``: flattened rows, which :class:`Reshape` turns into images; "" for any other."""
-    if len(got) != 2:
-        return ""
+def reshape_hint(got: tuple[int, ...], nd: int) -> str:
+    """What a layer reading ``(N, C, *spatial)`` over ``nd`` axes adds to its refusal of an
+    input of shape ``got`` where :class:`Reshape` is the fix: 2-D flattened rows (a feed of flat
+    images, a Mixed or FeatureMapExpand output) to images, or images without a channel axis
+    given one; "" for any other shape (a 2-D layer fed volumes is the wrong layer)."""
     axes = "C, D, H, W" if nd == 3 else "C, H, W"
-    return (
-        f"; a Mixed/FeatureMapExpand output is flattened rows; reshape it to (N, {axes}) "
-        f"first (Reshape({axes}))"
-    )
+    if len(got) == 2:
+        return (
+            f"; 2-D input is flattened rows (a feed of flat images, a Mixed or FeatureMapExpand "
+            f"output): reshape it to (N, {axes}) first (Reshape({axes}))"
+        )
+    if len(got) == 1 + nd:
+        sizes = ", ".join(str(int(n)) for n in got[1:])
+        return f"; images with no channel axis? Reshape(1, {sizes}) gives them one"
+    return ""

@@ -96,8 +96,9 @@ def test_a_pool_or_conv_fed_flat_rows_names_reshape(layer, rows, said):
     net.add("p", layer, "e")
     with pytest.raises(LayerError, match=said) as refused:
         net.forward({"img": np.zeros((rows[0], 64), np.float32)})
-    assert "a Mixed/FeatureMapExpand output is flattened rows; reshape it to (N, C" in str(
-        refused.value
+    assert (
+        "; 2-D input is flattened rows (a feed of flat images, a Mixed or FeatureMapExpand "
+        "output): reshape it to (N, C" in str(refused.value)
     )
 
 
@@ -167,3 +168,27 @@ def test_on_the_device_it_runs_the_same_code_as_on_the_host(cupy, rng):
     layer.backward(lambda p: None)
     assert isinstance(x.grad, cupy.ndarray)
     np.testing.assert_array_equal(cupy.asnumpy(x.grad), g.reshape(2, 48))
+
+
+@pytest.mark.parametrize(
+    "layer,given,said",
+    [
+        (
+            Conv2D(1, 2, 3),
+            (2, 8, 8),
+            "; images with no channel axis? Reshape(1, 8, 8) gives them one",
+        ),
+        (
+            MaxPool3D(2),
+            (2, 4, 4, 4),
+            "; images with no channel axis? Reshape(1, 4, 4, 4) gives them one",
+        ),
+        (MaxPool2D(2), (2, 1, 2, 4, 4), "got (2, 1, 2, 4, 4)"),
+    ],
+)
+def test_images_with_no_channel_axis_are_told_reshape_and_volumes_are_not(layer, given, said):
+    """MNIST fed as (N, 28, 28) lacks the channel axis, which Reshape(1, 28, 28) adds; a 2-D
+    layer fed volumes is the wrong layer, which no reshape mends, and is told none."""
+    with pytest.raises(LayerError) as refused:
+        layer(Arg(np.zeros(given, np.float32)))
+    assert str(refused.value).endswith(said)
