@@ -62,8 +62,9 @@ class Reshape(Layer):
         return v.reshape(v.shape[0], *self.shape)
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
-        # added into the input's buffer, not handed over as it (add_grad): dz is this layer's
-        # output gradient, which a second backward adds into again
+        # added into the input's own buffer, not handed over as it (add_grad): dz is this
+        # layer's output gradient, and another reader of the input adding its share later
+        # would write into it through the view
         dx = grad_target(self.inputs[0])
         if dx is not None:
             dx += dz.reshape(dx.shape)

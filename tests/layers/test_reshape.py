@@ -56,6 +56,18 @@ def test_forward_is_the_reshape_and_backward_adds_into_the_gradient_there(rng):
     np.testing.assert_array_equal(x.grad, 1.0 + y.grad.reshape(2, 12))
 
 
+def test_the_input_gradient_is_a_buffer_of_its_own_not_a_view_of_the_output_gradient(rng):
+    """Another reader of the input that adds its share after this backward (a network walks
+    the layers in reverse) must not write into this layer's output gradient: handed the output
+    gradient as the input's (add_grad), the two were one buffer."""
+    x = Arg(rng.standard_normal((2, 12)), needs_grad=True)
+    layer = Reshape(3, 4)
+    y = layer(x)
+    y.grad = rng.standard_normal((2, 3, 4))
+    layer.backward(lambda p: None)
+    assert not np.shares_memory(x.grad, y.grad)
+
+
 def test_a_shape_of_another_size_is_refused_naming_the_layer_and_both_sizes():
     with pytest.raises(
         LayerError,
