@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from distconv.arg import Arg
-from distconv.kernels.shape import volume
+from distconv.kernels.shape import is_int, volume
 from distconv.layers.base import Layer, size_arg
 from distconv.layers.inputs import grad_target, values_of
 from distconv.parameter import UpdateCallback
@@ -25,8 +25,9 @@ class Reshape(Layer):
     adds the output's gradient, reshaped back, into the input's.
 
     Args:
-        *shape: the shape of one sample, ints >= 1; their product must be the input's
-            features per sample.
+        *shape: the shape of one sample, ints >= 1 (or one tuple of them); their product must
+            be the input's features per sample. The batch axis is kept, not given, and no
+            size is inferred (no -1).
         name: layer name.
 
     Shape:
@@ -40,8 +41,16 @@ class Reshape(Layer):
 
     def __init__(self, *shape: int, name: str | None = None) -> None:
         super().__init__(name=name)
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):  # Reshape((C, H, W)), numpy's
+            shape = tuple(shape[0])
         if not shape:
             raise self.fail("needs the shape of one sample, e.g. Reshape(C, H, W)")
+        for i, n in enumerate(shape):
+            if is_int(n) and n == -1:  # PyTorch's x.view(-1, C, H, W)
+                raise self.fail(
+                    f"shape[{i}]=-1: no size is inferred; give one sample's sizes, the batch "
+                    "axis is kept (Reshape(C, H, W), not Reshape(-1, C, H, W))"
+                )
         self.shape = tuple(size_arg(self, f"shape[{i}]", n) for i, n in enumerate(shape))
 
     def settings(self) -> dict[str, Any]:
@@ -56,10 +65,17 @@ class Reshape(Layer):
         if features != wanted:
             raise self.fail(
                 f"shape {self.shape} holds {wanted} features per sample, but the input has "
-                f"{features} (input shape {tuple(v.shape)})"
+                f"{features} (input shape {tuple(v.shape)}){self._batch_hint(v.shape)}"
             )
         # a view: no layer writes into its input (check_network_grad refuses one that does)
         return v.reshape(v.shape[0], *self.shape)
+
+    def _batch_hint(self, got: tuple[int, ...]) -> str:
+        """Where the shape given is the whole batch's (N first), one sample's; else ""."""
+        rest = self.shape[1:]
+        if not rest or self.shape[0] != got[0] or volume(rest) != volume(got[1:]):
+            return ""
+        return f"; shape is one sample's, the batch axis kept: Reshape({', '.join(map(str, rest))})"
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         # added into the input's own buffer, not handed over as it (add_grad): dz is this

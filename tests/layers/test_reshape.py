@@ -79,12 +79,27 @@ def test_a_shape_of_another_size_is_refused_naming_the_layer_and_both_sizes():
         Reshape(4, 8, 8, name="r")(Arg(np.zeros((2, 192), np.float32)))
 
 
+def test_a_shape_given_with_the_batch_axis_is_told_one_samples():
+    """PyTorch's x.view(N, C, H, W) names the batch; here the shape is one sample's."""
+    with pytest.raises(
+        LayerError,
+        match=r"; shape is one sample's, the batch axis kept: "
+        r"Reshape\(4, 8, 8\)$",
+    ):
+        Reshape(2, 4, 8, 8, name="r")(Arg(np.zeros((2, 256), np.float32)))
+
+
+def test_one_tuple_is_the_shape_as_numpy_takes_it():
+    assert Reshape((4, 8, 8)).shape == Reshape(4, 8, 8).shape == (4, 8, 8)
+
+
 @pytest.mark.parametrize(
     "shape,said",
     [
         ((), r"needs the shape of one sample, e\.g\. Reshape\(C, H, W\)"),
         ((4, 0), r"shape\[1\]=0 must be >= 1"),
         ((4, 2.5), r"shape\[1\]=2\.5 must be an int"),
+        ((-1, 4, 4), r"shape\[0\]=-1: no size is inferred; .*\(Reshape\(C, H, W\), not "),
     ],
 )
 def test_a_shape_that_is_no_shape_is_refused_when_built(shape, said):
