@@ -14,9 +14,10 @@ import os
 import shlex
 import stat
 from dataclasses import dataclass
+from pathlib import Path
 
 from distconv.messages import shell_quoted
-from distconv.run_files import CHECKPOINTS
+from distconv.run_files import CHECKPOINTS, holds_checkpoints
 
 #: the output directory ``distconv train`` writes to in a launch's run directory
 LAUNCH_TRAIN = "train"
@@ -41,8 +42,10 @@ class ResumableRun:
 def resumable_runs(runs: str | os.PathLike[str]) -> list[ResumableRun]:
     """The runs in ``runs`` that hold a checkpoints folder, directly (``distconv train``'s) or
     in their ``train/`` (a launch's), newest first by that folder's last change (a new
-    checkpoint, not the run's other files). Empty where ``runs`` is missing or unreadable; an
-    entry gone meanwhile or out of reach is left out."""
+    checkpoint, not the run's other files). A checkpoints folder that holds nothing, or only
+    what a first checkpoint cut short leaves (:func:`~distconv.run_files.holds_checkpoints`),
+    is no run to resume: ``--resume`` there is refused. Empty where ``runs`` is missing or
+    unreadable; an entry gone meanwhile or out of reach is left out."""
     found = []
     try:
         with os.scandir(runs) as entries:
@@ -58,9 +61,11 @@ def _resumable(entry: os.DirEntry[str]) -> tuple[float, ResumableRun] | None:
     """When ``entry``'s checkpoints folder last changed, and the run; None where it has none
     (or is no directory itself)."""
     for inner, launched in ((CHECKPOINTS, False), (os.path.join(LAUNCH_TRAIN, CHECKPOINTS), True)):
+        checkpoints = os.path.join(entry.path, inner)
         try:  # a checkpoints folder linked to another disk counts: stat reads through the link
-            held = os.stat(os.path.join(entry.path, inner))
-            is_run = entry.is_dir() and stat.S_ISDIR(held.st_mode)
+            held = os.stat(checkpoints)
+            is_dir = entry.is_dir() and stat.S_ISDIR(held.st_mode)
+            is_run = is_dir and holds_checkpoints(Path(checkpoints))
         except OSError:  # none in it, gone meanwhile, out of reach: that entry alone
             continue
         if is_run:

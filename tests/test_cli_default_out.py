@@ -152,6 +152,7 @@ def test_a_run_whose_name_breaks_a_line_is_named_as_a_shell_takes_it_back(tmp_pa
     """The error is one line, so a run named ``x<newline>y`` was named ``x y``: a run that is
     not there. It is named ``$'x\\ny'``, as the errors name such a path."""
     (tmp_path / "runs" / "x\ny" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "runs" / "x\ny" / "checkpoints" / "step-00000012.json").write_text("{}")
     proc = distconv("train", *SMALL, "--epochs", "1", "--resume", cwd=tmp_path)
     _assert_one_line_error(
         proc, "; runs/ holds runs to resume: pass --out $'runs/x\\ny' (newest first)"

@@ -11,7 +11,9 @@ from distconv.run_listing import ResumableRun, out_flags, resumable_runs
 
 
 def _checkpoints(path: Path, when: int) -> None:
+    """A checkpoints folder holding a checkpoint's manifest, last changed at ``when``."""
     path.mkdir(parents=True)
+    (path / "step-00000012.json").write_text("{}")
     os.utime(path, (when, when))
 
 
@@ -23,6 +25,11 @@ def test_both_layouts_are_found_newest_first_and_nothing_else(tmp_path):
     (runs / "linked").mkdir()
     (runs / "linked" / "checkpoints").symlink_to(tmp_path / "disk" / "c")
     (runs / "L0" / "train").mkdir(parents=True)  # a launch that saved nothing: no run
+    # a first checkpoint cut short (SIGKILL): a step folder no manifest names, the chief's
+    # part alone, which --resume refuses as "no complete checkpoint"; an emptied folder alike
+    (runs / "cut" / "checkpoints" / "step-00000012").mkdir(parents=True)
+    (runs / "cut" / "checkpoints" / "step-00000012" / "chief.safetensors").write_bytes(b"x")
+    (runs / "L2" / "train" / "checkpoints").mkdir(parents=True)
     (runs / "refused").mkdir()
     (runs / "a-file").write_text("")
     (runs / "file-named-so").mkdir()

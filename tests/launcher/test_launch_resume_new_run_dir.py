@@ -21,8 +21,10 @@ def _runs(tmp_path):
     anything)."""
     runs = tmp_path / "runs"
     for name, when in (("J1", 1_000_000), ("K2", 2_000_000)):
-        (runs / name / "train" / "checkpoints").mkdir(parents=True)
-        os.utime(runs / name / "train" / "checkpoints", (when, when))
+        checkpoints = runs / name / "train" / "checkpoints"
+        checkpoints.mkdir(parents=True)
+        (checkpoints / "step-00000012.json").write_text("{}")  # a checkpoint's manifest
+        os.utime(checkpoints, (when, when))
     (runs / "empty").mkdir()
     return runs
 
