@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from pathlib import Path
 
 LOCK = "run.lock"
@@ -113,24 +112,3 @@ def _cut_short(entry: Path) -> bool:
     if not (STEP_DIR.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink()):
         return False
     return not named_by_manifest(entry) and all(_PART.fullmatch(f.name) for f in entry.iterdir())
-
-
-def runs_holding(folder: str | os.PathLike, inside: str) -> list[str]:
-    """The names of the directories in ``folder`` that hold a directory ``inside`` (a run's
-    ``checkpoints``, a launch's ``train``), newest first by that inner directory's last change
-    (a new checkpoint, not the run directory's own files): the runs a refusal names for the
-    user to pass. Empty where ``folder`` is missing or unreadable;
-    an entry gone meanwhile or out of reach is left out."""
-    held = []
-    try:
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                try:
-                    found = os.stat(os.path.join(entry.path, inside))
-                    if entry.is_dir() and stat.S_ISDIR(found.st_mode):
-                        held.append((found.st_mtime, entry.name))
-                except OSError:  # none in it, gone meanwhile, out of reach: that entry alone
-                    continue
-    except OSError:  # no such folder, or none readable: none to name
-        return []
-    return [name for _, name in sorted(held, reverse=True)]
