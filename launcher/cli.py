@@ -59,7 +59,7 @@ from .options import (
 from .owned import refuse_after_dashes
 from .ports import reserve_ports
 from .pyenv_shim import one_launch
-from .resume_run_dir import refuse_resume_in_a_new_run_dir
+from .resume_run_dir import check_resume_in_a_new_run_dir
 from .run_dir import run_dir_refused
 from .shown import shown
 from .ssh_connect import ssh_connect_bound
@@ -193,7 +193,7 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     with async_retelling(args, rest):  # '-- --mode async': the hint names this launch, async
         program = parse_program(rest)
         refuse_after_dashes(args, program)
-    refuse_resume_in_a_new_run_dir(args, program)  # before anything is made or started
+    check_resume_in_a_new_run_dir(args, program)  # before anything is made or started
     own_out = option_value(program.argv, "--out") if program.is_train else None  # the keys' hint
     job_id = _job_id(args)
     run_dir = _run_dir(args, job_id)
@@ -257,7 +257,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     with async_retelling(args, rest):  # '-- --mode async': a local launch with shards
         program = parse_program(rest, elsewhere)
         refuse_after_dashes(args, program)  # the program only where no hosts are named to read
-    refuse_resume_in_a_new_run_dir(args, program)
+    check_resume_in_a_new_run_dir(args, program)
     hosts = launch_hosts(args)  # an unreadable hostfile is refused here, in its own words
     # a program not here is started as it is, said once: '-- epochs 2' may be a slip
     missing = missing_here(program.argv[0]) if elsewhere and not program.is_train else None

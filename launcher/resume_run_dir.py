@@ -1,5 +1,5 @@
 """A resume in the train arguments of a launch whose run directory is new
-(:func:`refuse_resume_in_a_new_run_dir`): ``--resume`` is refused before anything starts, and
+(:func:`check_resume_in_a_new_run_dir`): ``--resume`` is refused before anything starts, and
 ``--resume auto`` is warned of where ``runs/`` holds runs it could have meant.
 
 Each launch without ``--job-id`` or ``--run-dir`` picks a new job id, so a new, empty run
@@ -31,7 +31,7 @@ from .stdout import binary_stream
 RUNS_NAMED = 3
 
 
-def refuse_resume_in_a_new_run_dir(
+def check_resume_in_a_new_run_dir(
     args: argparse.Namespace, program: Program, runs: str = "runs"
 ) -> None:
     """Refuse ``program`` (what follows ``--``, read by :func:`.commands.parse_program`) where
