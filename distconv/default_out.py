@@ -12,11 +12,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 
 from distconv.checkpoint import CheckpointError
-from distconv.resume import NOTHING_TO_RESUME
-from distconv.resume import log as setup_log
+from distconv.resume import fresh_start_said
 from distconv.run_listing import out_flags, resumable_runs
 
 log = logging.getLogger(__name__)
@@ -36,8 +35,9 @@ def default_out(data: str, optimizer: str, seed: int) -> str:
 @contextmanager
 def resume_into_default(out: str, resume: bool | str, made_of: str) -> Iterator[None]:
     """Around the chief's training into the default ``out`` (``made_of``: the flags its name
-    comes from): where ``out`` does not exist, log that ``--resume auto`` trains a fresh run,
-    and say ``--resume``'s refusal of it anew, naming ``made_of`` and the runs beside it. The
+    comes from): where ``out`` does not exist, log that ``--resume auto`` trains a fresh run
+    (in place of the setup's own line of it: :data:`~distconv.resume.fresh_start_said`), and
+    say ``--resume``'s refusal of it anew, naming ``made_of`` and the runs beside it. The
     refusal itself stays the setup's, which tells the other ranks of it at once (a parameter
     server job's workers): one made before the setup left them waiting a minute for the chief.
 
@@ -51,9 +51,9 @@ def resume_into_default(out: str, resume: bool | str, made_of: str) -> Iterator[
             _named(out, made_of),
             _others(out),
         )
+    said = fresh_start_said.set(told)  # the setup's own line, of the same fact: not again
     try:
-        with _said_already() if told else nullcontext():
-            yield
+        yield
     except CheckpointError as exc:
         # the setup's "--resume: no complete checkpoint in ...": not a later error of a run
         # whose folder went meanwhile
@@ -63,24 +63,8 @@ def resume_into_default(out: str, resume: bool | str, made_of: str) -> Iterator[
             f"--resume: no run in {_named(out, made_of)} (a resumed run keeps the data, "
             f"optimizer and seed it began with){_others(out)}"
         ) from None
-
-
-class _SaidAlready(logging.Filter):
-    """Drops the setup's own line that ``--resume auto`` found nothing to resume: the line
-    :func:`resume_into_default` logs said it of the default, naming the flags and the runs."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.msg != NOTHING_TO_RESUME
-
-
-@contextmanager
-def _said_already() -> Iterator[None]:
-    said = _SaidAlready()
-    setup_log.addFilter(said)
-    try:
-        yield
     finally:
-        setup_log.removeFilter(said)
+        fresh_start_said.reset(said)
 
 
 def _named(out: str, made_of: str) -> str:

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,10 +67,8 @@ from distconv.unrecorded_facts import warn_of_unrecorded
 
 log = logging.getLogger("distconv.resume")
 
-#: the chief's line where ``resume="auto"`` finds no checkpoint, the run directory's path in it
-NOTHING_TO_RESUME = (
-    "--resume auto: no checkpoint in %s: training a fresh run (resume='auto' in a script)"
-)
+#: True where the caller has said that ``resume="auto"`` trains afresh (:mod:`.default_out`)
+fresh_start_said = ContextVar("fresh_start_said", default=False)
 
 OptimState = dict[str, dict[str, Any]]
 
@@ -212,8 +211,9 @@ class StepCheckpoints:
             )
         if resume == "auto":
             run.clear_unfinished()  # files of a run that never reached its first checkpoint
-            if asked == "auto":  # else a restart's, of a run that never saved: its own line
-                log.info(NOTHING_TO_RESUME, run.root)  # a mistyped --out: days not picked up
+            if asked == "auto" and not fresh_start_said.get():  # not a restart's own "auto"
+                said = "no checkpoint in %s: training a fresh run (resume='auto' in a script)"
+                log.info("--resume auto: " + said, run.root)  # a mistyped --out: days not picked up
         else:  # met at the first save, an epoch's work lost on each attempt; no metrics here
             run.check_checkpoints_there(by_metrics=False)  # (refused above): a plot is no sign
         return self._begin(run)
