@@ -23,9 +23,6 @@ log = logging.getLogger(__name__)
 #: the folder (under the working directory) that holds the default output directories
 RUNS = "runs"
 
-#: at most this many other runs are named in a message, newest first
-NAMED_RUNS = 3
-
 
 def default_out(data: str, optimizer: str, seed: int) -> str:
     """The output directory of a run given no ``--out``: ``runs/<data>-<optimizer>-seed<seed>``."""
@@ -78,4 +75,4 @@ def _others(out: str) -> str:
     runs = [run for run in resumable_runs(RUNS) if run.out != out]
     if not runs:
         return ""
-    return f"; {RUNS}/ holds runs to resume: pass {out_flags(runs, NAMED_RUNS)} (newest first)"
+    return f"; {RUNS}/ holds runs to resume: pass {out_flags(runs)} (newest first)"

@@ -22,6 +22,9 @@ from distconv.run_files import CHECKPOINTS, holds_checkpoints
 #: the output directory ``distconv train`` writes to in a launch's run directory
 LAUNCH_TRAIN = "train"
 
+#: at most this many runs of each layout are named in a hint, newest first; the rest counted
+NAMED_RUNS = 3
+
 
 @dataclass(frozen=True)
 class ResumableRun:
@@ -74,7 +77,7 @@ def _resumable(entry: os.DirEntry[str]) -> tuple[float, ResumableRun] | None:
     return None
 
 
-def out_flags(runs: list[ResumableRun], most: int, after: str = "") -> str:
+def out_flags(runs: list[ResumableRun], most: int = NAMED_RUNS, after: str = "") -> str:
     """``--out runs/a, --out runs/L1/train or 2 more``: the flags that resume the first
     ``most`` of ``runs``, each followed by ``after`` (`` --resume``), each path a shell word
     that pastes back as the same path (one with a space or a line break in it is quoted)."""

@@ -19,16 +19,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from distconv.run_listing import ResumableRun, out_flags, resumable_runs
+from distconv.run_listing import NAMED_RUNS, ResumableRun, out_flags, resumable_runs
 
 from .commands import Program, UsageError, has_option, parse_train_values
 from .json_lines import json_lines
 from .messages import Messages
 from .shown import shown
 from .stdout import binary_stream
-
-#: the runs a message names at most of each layout, newest first
-RUNS_NAMED = 3
 
 
 def check_resume_in_a_new_run_dir(
@@ -73,14 +70,14 @@ def check_resume_in_a_new_run_dir(
 
 def _ways_on(runs: str, held: list[ResumableRun], resume: str) -> str:
     """``'/w/runs' holds 'K2', 'J1' (newest first)``: the launches' run directories of
-    ``held`` (the runs in ``runs``), :data:`RUNS_NAMED` at most (or that it holds none), then
-    the ``--out`` after ``--`` (with ``resume``, the flag as given) that goes on with each run
-    ``distconv train`` began there, where there is one."""
+    ``held`` (the runs in ``runs``), :data:`~distconv.run_listing.NAMED_RUNS` at most (or that
+    it holds none), then the ``--out`` after ``--`` (with ``resume``, the flag as given) that
+    goes on with each run ``distconv train`` began there, where there is one."""
     launches = [run for run in held if run.launched]
     began_by_train = [run for run in held if not run.launched]
     said = f"{shown(Path(runs).absolute())} holds {_launches(launches)}"
     if began_by_train:
-        flags = out_flags(began_by_train, RUNS_NAMED, f" {resume}")
+        flags = out_flags(began_by_train, after=f" {resume}")
         said += f"; for a run distconv train began, pass its --out after --: {flags}"
     return said
 
@@ -90,8 +87,8 @@ def _launches(launches: list[ResumableRun]) -> str:
     if not launches:
         return "no run directory with checkpoints in its train/"
     names = [shown(run.name) for run in launches]
-    more = len(names) - RUNS_NAMED
-    listed = ", ".join(names[:RUNS_NAMED]) + (f" and {more} more" if more > 0 else "")
+    more = len(names) - NAMED_RUNS
+    listed = ", ".join(names[:NAMED_RUNS]) + (f" and {more} more" if more > 0 else "")
     return f"{listed} (newest first)"
 
 
