@@ -21,6 +21,6 @@ def legacy_refusal(root: Path) -> str:
         "from before step checkpoints), which this version cannot resume. It holds that run's "
         "weights (distconv.checkpoint.restore_checkpoint(path, params) loads them into a "
         f"model), which --overwrite deletes: to keep them, move it out of {root} first; then "
-        "pass --overwrite to replace the run (resume='overwrite' in a script), or train in "
+        "pass --overwrite to replace the run (in a script: resume='overwrite'), or train in "
         "another output directory (--out)"
     )

@@ -45,6 +45,7 @@ from distconv.resume_facts import (
     warn_of_config_changes,
 )
 from distconv.run_dir import (
+    AUTO_STARTS_AFRESH,
     CHIEF,
     CHIEF_PART,
     LEGACY_CHECKPOINT,
@@ -176,7 +177,7 @@ class StepCheckpoints:
         if resume is True and not os.path.lexists(run.root):  # a mistyped --out: not made
             raise CheckpointError(
                 f"--resume: no complete checkpoint in {run.checkpoint_root}: {run.root} does "
-                "not exist (resume=True in a script)"
+                f"not exist (a mistyped --out?); {AUTO_STARTS_AFRESH}"
             )
         run.acquire()
         asked = resume
@@ -198,21 +199,20 @@ class StepCheckpoints:
             raise RunDirError(legacy_refusal(run.root))
         if resume is True:
             raise CheckpointError(
-                f"--resume: no complete checkpoint in {run.checkpoint_root} (resume=True in a "
-                "script)"
+                f"--resume: no complete checkpoint in {run.checkpoint_root}; {AUTO_STARTS_AFRESH}"
             )
         if run.holds_legacy_only() and resume != "auto":  # "pass --resume": refused too
             raise RunDirError(legacy_refusal(run.root))
         if run.holds_run() and resume != "auto":
             raise RunDirError(
                 f"{run.root} already holds a run; pass --resume to continue it, --resume auto "
-                "to continue it if it has a checkpoint, or --overwrite to replace it (resume=True, "
-                "'auto' or 'overwrite' in a script)"
+                "to continue it if it has a checkpoint, or --overwrite to replace it (in a script: "
+                "resume=True, 'auto' or 'overwrite')"
             )
         if resume == "auto":
             run.clear_unfinished()  # files of a run that never reached its first checkpoint
             if asked == "auto" and not fresh_start_said.get():  # not a restart's own "auto"
-                said = "no checkpoint in %s: training a fresh run (resume='auto' in a script)"
+                said = "no checkpoint in %s: training a fresh run (in a script: resume='auto')"
                 log.info("--resume auto: " + said, run.root)  # a mistyped --out: days not picked up
         else:  # met at the first save, an epoch's work lost on each attempt; no metrics here
             run.check_checkpoints_there(by_metrics=False)  # (refused above): a plot is no sign

@@ -61,6 +61,11 @@ from distconv.sampler import check_count
 
 log = logging.getLogger("distconv.checkpoint")
 PRUNING = "not pruning old checkpoints now: %s"  # a save's warning: a later save prunes
+#: a refused ``--resume``'s way on where there is nothing to go on from (a stop before the first
+#: checkpoint, a mistyped ``--out``), its script's words after the command line's
+AUTO_STARTS_AFRESH = (
+    "--resume auto starts a fresh run where there is none (in a script: resume=True; 'auto')"
+)
 
 
 class RunDirError(CheckpointError):
@@ -197,8 +202,8 @@ class RunDirectory:
         if foreign:
             raise RunDirError(
                 f"{self.root} has no checkpoint to resume, and holds files that no distconv run "
-                f"without one leaves ({_listed(foreign)}), which starting afresh "
-                "would delete: move them away, or pass --overwrite (resume='overwrite' in a script)"
+                f"without one leaves ({_listed(foreign)}), which starting afresh would "
+                "delete: move them away, or pass --overwrite (in a script: resume='overwrite')"
             )
         self.clear()
 

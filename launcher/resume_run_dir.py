@@ -5,7 +5,7 @@
 Each launch without ``--job-id`` or ``--run-dir`` picks a new job id, so a new, empty run
 directory, whose ``train/`` ``distconv train`` writes to unless given its own ``--out``. A
 ``--resume`` there found nothing: every worker failed with ``... does not exist
-(resume=True in a script)``, saying nothing of the job id, and left a ``runs/launch-*``
+(in a script: resume=True)``, saying nothing of the job id, and left a ``runs/launch-*``
 holding a ``failure.json``. ``--resume auto`` starts afresh there, as it does anywhere, and so
 trained a run moved from ``distconv train`` (``runs/<name>``, no ``train/``) from scratch
 without a word: it is now warned of where ``runs/`` holds runs to resume. The refusal, and

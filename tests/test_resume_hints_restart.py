@@ -32,7 +32,7 @@ def test_resume_auto_asked_for_says_it_trains_afresh_once(tmp_path, data, caplog
     caplog.set_level(logging.INFO, logger="distconv.resume")
     small_trainer(tmp_path / "run", job_id="j1", launch="a").fit(*data, resume="auto")
     assert _fresh_lines(caplog) == [
-        f"{FRESH} {tmp_path / 'run'}: training a fresh run (resume='auto' in a script)"
+        f"{FRESH} {tmp_path / 'run'}: training a fresh run (in a script: resume='auto')"
     ]
 
 

@@ -37,7 +37,7 @@ OLD_CHECKPOINT = (
     "from before step checkpoints), which this version cannot resume. It holds that run's "
     "weights (distconv.checkpoint.restore_checkpoint(path, params) loads them into a model), "
     "which --overwrite deletes: to keep them, move it out of {out} first; then pass "
-    "--overwrite to replace the run (resume='overwrite' in a script), or train in another "
+    "--overwrite to replace the run (in a script: resume='overwrite'), or train in another "
     "output directory (--out)"
 )
 
@@ -46,19 +46,21 @@ CASES = [
         _holding_a_run,
         (),
         "{out} already holds a run; pass --resume to continue it, --resume auto to continue it "
-        "if it has a checkpoint, or --overwrite to replace it (resume=True, 'auto' or "
-        "'overwrite' in a script)",
+        "if it has a checkpoint, or --overwrite to replace it (in a script: resume=True, 'auto' or "
+        "'overwrite')",
     ),
     (
         lambda out: out.mkdir(),
         ("--resume",),
-        "--resume: no complete checkpoint in {out}/checkpoints (resume=True in a script)",
+        "--resume: no complete checkpoint in {out}/checkpoints; "
+        "--resume auto starts a fresh run where there is none (in a script: resume=True; 'auto')",
     ),
     (
         lambda out: None,
         ("--resume",),
-        "--resume: no complete checkpoint in {out}/checkpoints: {out} does not exist "
-        "(resume=True in a script)",
+        "--resume: no complete checkpoint in {out}/checkpoints: {out} does not exist (a "
+        "mistyped --out?); "
+        "--resume auto starts a fresh run where there is none (in a script: resume=True; 'auto')",
     ),
     (_holding_an_old_checkpoint, ("--resume",), OLD_CHECKPOINT),
     (_holding_an_old_checkpoint, (), OLD_CHECKPOINT),

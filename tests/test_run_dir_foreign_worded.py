@@ -18,6 +18,6 @@ def test_a_foreign_file_refusal_names_the_flag_then_the_script_s_value(tmp_path:
     with pytest.raises(RunDirError) as refused:
         RunDirectory(tmp_path).clear_unfinished()
     assert str(refused.value).endswith(
-        "move them away, or pass --overwrite (resume='overwrite' in a script)"
+        "move them away, or pass --overwrite (in a script: resume='overwrite')"
     ), refused.value
     assert (tmp_path / "checkpoints" / "notes.txt").exists()

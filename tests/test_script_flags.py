@@ -210,5 +210,5 @@ def test_a_refused_out_with_a_line_break_is_shown_as_a_shell_word(tmp_path, give
     assert again.stderr == (
         "mixed_regression.py: error: $'a\\nb' already holds a run; pass --resume to continue "
         "it, --resume auto to continue it if it has a checkpoint, or --overwrite to replace it "
-        "(resume=True, 'auto' or 'overwrite' in a script)\n"
+        "(in a script: resume=True, 'auto' or 'overwrite')\n"
     )

@@ -1,6 +1,6 @@
 """``-- --resume`` without the ``--job-id`` or ``--run-dir`` of the launch that began the run:
 each launch picks a new job id, so a new, empty run directory, where the workers failed with
-``... does not exist (resume=True in a script)`` and left a ``runs/launch-*`` holding a
+``... does not exist (in a script: resume=True)`` and left a ``runs/launch-*`` holding a
 ``failure.json``. Refused before anything starts, naming the runs there are. Real
 ``distconv-launch`` runs on real folders."""
 
