@@ -7,9 +7,9 @@ again, and the model trains at ``1/batch`` of its learning rate, which looks lik
 not like a mistake. :meth:`distconv.network.Network.backward` calls :func:`warn_unscaled_mean`
 after a pass, which warns once per network where all of these hold:
 
-- the callback is a sync (a :class:`~distconv.sync.base.SyncStrategy`) in a step of more than one
-  example (``start_step(n)``, ``n > 1``; a loop that tells it 1 per step and seeds 1 averages
-  the ranks' means, consistently);
+- the callback is a sync (a :class:`~distconv.sync.base.SyncStrategy`, or its bound
+  ``on_gradient``) in a step of more than one example (``start_step(n)``, ``n > 1``; a loop
+  that tells it 1 per step and seeds 1 averages the ranks' means, consistently);
 - ``loss_scale`` is 1;
 - the loss layer takes a mean (:func:`takes_mean`) over more than one row.
 
@@ -40,19 +40,25 @@ def takes_mean(layer: Layer) -> bool:
     return bool(getattr(layer, "mean_loss", isinstance(layer, MEAN_LOSSES)))
 
 
-def step_count(callback: Any) -> int | None:
-    """The examples a sync ``callback`` was told at ``start_step``, or None: no sync, or one
-    told none (a strategy of one's own whose ``start_step`` skips the base's).
+def sync_of(callback: Any) -> Any | None:
+    """The sync behind ``callback``: the sync itself, or the object of its bound method
+    (``sync.on_gradient``, which the Trainer hands over); None for a plain callback.
 
     A sync is known by the contract's ``step_examples`` property, not by its class: this tier
     (the network's) imports nothing of ``distconv.sync``, which builds on it.
     """
-    if not isinstance(getattr(type(callback), "step_examples", None), property):
-        return None  # a function, a bound method, a layer's callback: nothing divides
+    owner = getattr(callback, "__self__", callback)  # a bound method's object, else itself
+    return owner if isinstance(getattr(type(owner), "step_examples", None), property) else None
+
+
+def step_count(sync: Any) -> int | None:
+    """The examples ``sync`` was told at ``start_step``, or None where it cannot say: whatever
+    reading it raises (a SyncError before any ``start_step``, a strategy of one's own) is the
+    sync's to say, not this warning's, and the pass has run."""
     try:
-        return int(callback.step_examples)
-    except (RuntimeError, TypeError):  # SyncError: no start_step yet; a base __init__ never
-        return None  # run: the sync refuses the gradients itself, in its own words
+        return int(sync.step_examples)
+    except Exception:
+        return None
 
 
 def warn_unscaled_mean(network: Any, callback: Any, loss: Layer, loss_scale: float) -> None:
@@ -61,15 +67,19 @@ def warn_unscaled_mean(network: Any, callback: Any, loss: Layer, loss_scale: flo
 
     ``stacklevel`` names the caller of ``Network.backward``.
     """
-    if loss_scale != 1 or network in _warned or not takes_mean(loss) or not loss.inputs:
+    if loss_scale != 1:  # the Trainer's and a right loop's pass: one comparison, nothing more
+        return
+    sync = sync_of(callback)
+    examples = None if sync is None else step_count(sync)
+    if examples is None or examples < 2 or not loss.inputs or network in _warned:
         return
     rows = loss.inputs[0].batch_size
-    examples = step_count(callback)
-    if rows < 2 or examples is None or examples < 2:
+    if rows < 2 or not takes_mean(loss):
         return
     _warned.add(network)
+    named = type(sync).__name__ + ("" if sync is callback else f".{callback.__name__}")
     warnings.warn(
-        f"backward({type(callback).__name__}) seeded the loss {loss.label}, a mean over "
+        f"backward({named}) seeded the loss {loss.label}, a mean over "
         f"{rows} rows, with loss_scale=1, in a step of {examples} examples: the sync divides "
         f"the gradient sums by the step's examples, so it takes a gradient {rows} times too "
         f"small (with SGD, a step of 1/{rows} of its size); pass backward(sync, "

@@ -22,6 +22,7 @@ from distconv.optim import create_optimizer
 from distconv.sync.base import SyncStrategy
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.trainer import Trainer
 from tests.sync.ps.ps_helpers import Shards, insecure_worker
 
 pytestmark = pytest.mark.timeout(60)
@@ -87,10 +88,11 @@ def steps(
     count: int = 1,
     examples: int = ROWS,
     rows: int = ROWS,
+    callback: Callable[[SyncStrategy], Any] = lambda sync: sync,
     **backward: Any,
 ) -> tuple[list[str], np.ndarray]:
-    """``count`` steps of ``rows`` rows, the sync told ``examples``; the warnings the steps
-    gave and the weight's total move."""
+    """``count`` steps of ``rows`` rows, the sync told ``examples``, ``callback(sync)`` handed
+    to backward; the warnings the steps gave and the weight's total move."""
     net, feeds = network(loss)
     feeds = {name: Arg(a.value[:rows], needs_grad=False) if a.value is not None
              else Arg(ids=a.ids[:rows]) for name, a in feeds.items()}  # fmt: skip
@@ -103,7 +105,7 @@ def steps(
             for _ in range(count):
                 sync.start_step(examples)
                 net.forward(feeds)
-                net.backward(sync, **backward)
+                net.backward(callback(sync), **backward)
                 sync.finish_step()
         finally:
             sync.close()
@@ -184,3 +186,58 @@ def test_a_plain_callback_is_not_warned_of():
     net.forward(feeds)
     with no_warning():
         net.backward(lambda param: param.grad.fill(0))
+
+
+def test_the_syncs_bound_on_gradient_is_warned_of_as_the_sync_is():
+    """``backward(sync.on_gradient)``, as the Trainer hands it over: the same division by the
+    step's examples. Before, it was taken for a plain callback and the mistake went unsaid."""
+    said, _ = steps(local, SoftmaxCrossEntropy(), callback=lambda sync: sync.on_gradient)
+    assert len(said) == 1 and said[0].startswith("backward(LocalSync.on_gradient) seeded")
+    with no_warning():
+        steps(local, SoftmaxCrossEntropy(), callback=lambda sync: sync.on_gradient, loss_scale=8)
+
+
+class UnsayingSync(LocalSync):
+    """A strategy of one's own whose ``step_examples`` raises what no sync of the library
+    does: the warning must not turn the pass into that error."""
+
+    @property
+    def step_examples(self) -> int:
+        raise ValueError("this strategy counts its own way")
+
+
+class Counter:
+    """A callback of one's own that has a ``step_examples`` of another meaning."""
+
+    step_examples = property(lambda self: "several")
+
+    def __call__(self, param: Any) -> None:
+        param.grad.fill(0)
+
+
+def test_a_step_examples_that_cannot_be_read_leaves_the_pass_alone():
+    """Before, ``backward`` raised the ValueError of ``step_examples`` (or of ``int()`` of it)
+    after the sync had taken every gradient: a step that trained reported as failed."""
+    said, moved = steps(
+        lambda: UnsayingSync(create_optimizer("sgd", lr=0.1)), SoftmaxCrossEntropy()
+    )
+    assert said == [] and np.abs(moved).max() > 0  # the step was taken
+    net, feeds = network(SoftmaxCrossEntropy())
+    net.forward(feeds)
+    with no_warning():
+        net.backward(Counter())
+
+
+def test_the_trainer_handing_over_sync_on_gradient_is_never_warned_of():
+    """The Trainer's passes reach the check now that a bound ``on_gradient`` counts as the
+    sync. Each is seeded with its rows: passes of 1 row (seed 1) in steps of 2 examples, the
+    first handed to a no-op callback, and a short last step whose second pass is empty."""
+    net, _ = network(SoftmaxCrossEntropy())
+    sync = local()
+    try:
+        with no_warning():
+            Trainer(net, sync, batch_size=1, accumulate=2, progress=False).fit(
+                {"x": X[:7], "label": Y[:7]}, epochs=2
+            )
+    finally:
+        sync.close()
