@@ -1,7 +1,7 @@
 """A training loop of one's own around a sync: the steps the Trainer takes, written out.
 
 Runs alone, as ranks of ``mpiexec``, and as parameter-server workers (``dist.init`` picks the
-sync from the environment); in float64 all three print the same numbers::
+sync from the environment); in float64 all three print what ``Trainer.fit`` reports::
 
     python examples/own_loop.py
     mpiexec -n 2 python -m mpi4py examples/own_loop.py
@@ -27,6 +27,7 @@ from distconv.checkpoint import load_checkpoint, restore_checkpoint, save_checkp
 from distconv.empty_pass import fire_every_gradient
 from distconv.init import set_seed
 from distconv.layers import FullyConnected, SoftmaxCrossEntropy
+from distconv.runtime import RuntimeConfigError
 from distconv.sampler import GlobalBatchSampler
 from distconv.sync import SyncStrategy
 
@@ -67,6 +68,8 @@ def main() -> None:
     parser.add_argument("--checkpoint", help="file saved after each epoch")
     parser.add_argument("--resume", action="store_true", help="go on from --checkpoint")
     args = parser.parse_args()
+    if args.resume and not args.checkpoint:
+        parser.error("--resume needs --checkpoint FILE, the file to go on from")
 
     sync = dist.init("momentum", lr=0.05, momentum=0.9)  # local, mpi or pserver, from the env
     try:
@@ -79,7 +82,10 @@ def main() -> None:
             done_epochs, step, state = ckpt.epoch, ckpt.step, ckpt.optim_state
         sync.setup(params, {"global_batch": args.global_batch}, state if sync.is_chief else None)
         # the Trainer's steps: the same global batches at any world size, strided over ranks
-        batch = args.global_batch // sync.world_size  # 1 x 8 steps as 2 x 4 do
+        batch, rest = divmod(args.global_batch, sync.world_size)  # 1 x 8 steps as 2 x 4 do
+        if rest or not batch:  # 3 ranks of 2 would step 6 at a time: other numbers, unsaid
+            raise RuntimeConfigError(f"--global-batch {args.global_batch}: pass a multiple "
+                                     f"of the {sync.world_size} ranks, 1 or more each")  # fmt: skip
         sampler = GlobalBatchSampler(len(Y), batch, sync.rank, sync.world_size)
         for epoch in range(done_epochs, args.epochs):
             for (index,) in sampler.passes(epoch):  # one pass per step (accumulate=1)
@@ -93,6 +99,7 @@ def main() -> None:
                     fire_every_gradient(sync, net)  # every gradient still goes to the sync
                 sync.finish_step()
                 step += 1
+            sync.refresh_parameters()  # every rank: the trained weights (async shards)
             loss, accuracy = evaluate(net, sync)
             if sync.is_chief:
                 print(f"epoch {epoch + 1}: step {step} test loss {loss!r} accuracy {accuracy!r}")

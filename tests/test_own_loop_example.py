@@ -8,11 +8,15 @@ step, the loss seeded with its rows, the optimizer's momentum carried through th
 from __future__ import annotations
 
 import re
+import runpy
 import sys
 from pathlib import Path
 
 import pytest
 
+from distconv.optim import create_optimizer
+from distconv.sync.local import LocalSync
+from distconv.trainer import Trainer
 from tests.child_env import REPO_ROOT, child_env
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
 from tests.processes import run_job
@@ -61,6 +65,48 @@ def assert_same(got, expected) -> None:
     for (*_, loss, acc), (*_, want_loss, want_acc) in zip(got, expected, strict=True):
         assert loss == pytest.approx(want_loss, rel=1e-10)
         assert acc == pytest.approx(want_acc, rel=1e-10)
+
+
+def test_one_process_prints_what_the_trainer_reports_of_the_same_run(one_process):
+    """The loop is the Trainer's steps written out, so ``fit`` on its model, data and
+    optimizer (the example's ``dist.init("momentum", lr=0.05, momentum=0.9)``) with a batch of
+    8 reports its numbers. The other ways are compared with the one process only: a mistake
+    they all share (``start_step`` told the global batch, the shuffle's seed) shows here."""
+    example = runpy.run_path(EXAMPLE)  # not as __main__: it defines, and runs nothing
+    sync = LocalSync(create_optimizer("momentum", lr=0.05, momentum=0.9))
+    try:
+        trainer = Trainer(example["build_model"](), sync, batch_size=8, progress=False)
+        records = trainer.fit(
+            {"x": example["X"], "label": example["Y"]},
+            {"x": example["X_TEST"], "label": example["Y_TEST"]},
+            epochs=3,
+        )
+    finally:
+        sync.close()
+    assert_same(
+        one_process, [(r["epoch"], r["step"], r["test_loss"], r["test_acc"]) for r in records]
+    )
+
+
+def test_a_resume_without_a_checkpoint_file_is_refused_in_one_line(tmp_path):
+    """Before, a TypeError's traceback from inside load_checkpoint(None)."""
+    done = run_job([sys.executable, EXAMPLE, "--resume"], child_env(), 60, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "own_loop.py: error: --resume needs --checkpoint FILE, the file to go on from"
+    )
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+def test_a_global_batch_the_ranks_do_not_divide_is_refused_on_every_rank():
+    """8 over 3 ranks: before, 2 a rank, steps of 6, and numbers other than one process's
+    printed as if they were the same."""
+    done = run_mpi(["-n", "3", sys.executable, "-m", "mpi4py", EXAMPLE], timeout=90)
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = "RuntimeConfigError: --global-batch 8: pass a multiple of the 3 ranks, 1 or more each"
+    assert all(f"rank {r}: {said}" in done.stderr for r in range(3)), done.stderr
+    assert numbers(done.stdout) == []
 
 
 def test_alone_resumed_from_its_checkpoint_prints_what_one_run_prints(one_process, tmp_path):
