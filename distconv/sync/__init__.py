@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from distconv.sync.mpi import MPISync as MPISync
     from distconv.sync.ps.client import PServerSync as PServerSync
 
-# the transports' classes (below) are not in it: ``from distconv.sync import *`` would import
-# pyzmq and mpi4py, and fail where either is not installed
+# the transports' classes (below) are not in it: ``from distconv.sync import *`` would then
+# import their modules and pyzmq (about 0.1 s more), which a script that names none never uses
 __all__ = ["JobRefused", "SyncError", "SyncStrategy", "create_sync", "TRANSPORTS"]
 
 #: transport name -> "module:class"; the module is imported only when the transport is chosen
@@ -54,7 +54,7 @@ def create_sync(kind: str, **kwargs: Any) -> distconv.sync.SyncStrategy:
 
 #: the names this package gives from its modules, imported when first asked for: the contract,
 #: its errors, and each transport's class (``distconv.sync.LocalSync``, where they live at three
-#: depths), whose module alone imports its library (pyzmq, mpi4py)
+#: depths); PServerSync's module imports pyzmq, MPISync's none (mpi4py waits for one made)
 _LAZY = {
     "JobRefused": "distconv.sync.errors",
     "SyncError": "distconv.sync.errors",
@@ -65,9 +65,9 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     """``SyncError``, ``SyncStrategy`` and the transports' classes, imported when first asked
-    for (PEP 562), then kept here. A transport's class imports its library (pyzmq, mpi4py)
-    then, not at ``import distconv.sync``; ``SyncStrategy``'s module loads numpy, which
-    ``distconv keys``, ``pserver --help`` and every other subpackage's command line
+    for (PEP 562), then kept here. ``PServerSync`` imports pyzmq then, not at ``import
+    distconv.sync`` (mpi4py waits for an MPISync made); ``SyncStrategy``'s module loads numpy,
+    which ``distconv keys``, ``pserver --help`` and every other subpackage's command line
     (``distconv.sync.ps.cli``) would otherwise pay for at each start; ``SyncError``'s module
     loads nothing, so catching it costs no numpy."""
     if name in _LAZY:
