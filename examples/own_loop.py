@@ -61,6 +61,24 @@ def evaluate(net: Network, sync: SyncStrategy) -> tuple[float, float]:
     return loss / n, right / n
 
 
+def train_epoch(
+    net: Network, sync: SyncStrategy, sampler: GlobalBatchSampler, epoch: int, step: int
+) -> int:
+    """One epoch of the Trainer's steps, the first the run's ``step``; the step after it."""
+    for (index,) in sampler.passes(epoch):  # one pass per step (accumulate=1)
+        sync.start_at(step)  # the run's step number, for the transports' messages
+        sync.start_step(len(index))  # this rank's examples in the step
+        if len(index):
+            net.forward(feeds(X[index], Y[index]))
+            # the loss is a mean: seed it with its rows, so the sync gets gradient sums
+            net.backward(sync, loss_scale=len(index))
+        else:  # an empty share (the last step's one example went to rank 0):
+            fire_every_gradient(sync, net)  # every gradient still goes to the sync
+        sync.finish_step()
+        step += 1
+    return step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=3)
@@ -88,17 +106,7 @@ def main() -> None:
                                      f"of the {sync.world_size} ranks, 1 or more each")  # fmt: skip
         sampler = GlobalBatchSampler(len(Y), batch, sync.rank, sync.world_size)
         for epoch in range(done_epochs, args.epochs):
-            for (index,) in sampler.passes(epoch):  # one pass per step (accumulate=1)
-                sync.start_at(step)  # the run's step number, for the transports' messages
-                sync.start_step(len(index))  # this rank's examples in the step
-                if len(index):
-                    net.forward(feeds(X[index], Y[index]))
-                    # the loss is a mean: seed it with its rows, so the sync gets gradient sums
-                    net.backward(sync, loss_scale=len(index))
-                else:  # an empty share (the last step's one example went to rank 0):
-                    fire_every_gradient(sync, net)  # every gradient still goes to the sync
-                sync.finish_step()
-                step += 1
+            step = train_epoch(net, sync, sampler, epoch, step)
             sync.refresh_parameters()  # every rank: the trained weights (async shards)
             loss, accuracy = evaluate(net, sync)
             if sync.is_chief:
