@@ -56,12 +56,18 @@ def remove_orphan_step_dirs(checkpoint_root: Path, oldest_kept: int) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def remove_stale_shard_parts(folders: Iterable[Path], kept: Sequence[Manifest]) -> list[Path]:
+def remove_stale_shard_parts(
+    folders: Iterable[Path], kept: Sequence[Manifest], pruned: Sequence[Manifest] = ()
+) -> list[Path]:
     """Delete the shards' parts at the top of each of ``folders`` that are older than the
     oldest of ``kept`` (the complete checkpoints the prune keeps, oldest first), that no kept
     manifest names, and of no set-aside checkpoint's step (the module's docstring says
     which); the files deleted. A folder that cannot be read is a warning, and nothing is
-    deleted: a later save sweeps."""
+    deleted: a later save sweeps.
+
+    The parts that ``pruned`` (the checkpoints this prune deleted) name go without a word at
+    INFO: a live shard keeps one part more than the chief's checkpoints (docs/protocol.md,
+    "Pruning"), which goes so at every save; said each time, it filled a run's log."""
     if not kept:
         return []
     oldest = kept[0]
@@ -85,15 +91,24 @@ def remove_stale_shard_parts(folders: Iterable[Path], kept: Sequence[Manifest]) 
         log.warning("not removing old shard checkpoint parts now: %s", exc)
         return []
     gone = delete_files(stale, log, "not removing old shard checkpoint parts now: %s")
-    if gone:
+    _say_removed(gone, oldest.step, {Path(p).name for m in pruned for p in m.remote.values()})
+    return gone
+
+
+def _say_removed(gone: Sequence[Path], oldest_step: int, pruned_names: set[str]) -> None:
+    """Log the parts ``gone``: at INFO those of no checkpoint pruned now (``pruned_names``:
+    a run moved off the shards, a ``steplast``), the others at DEBUG."""
+    told = [p for p in gone if p.name not in pruned_names]
+    if told:
         log.info(
             "removed %d shard checkpoint part(s) older than the oldest kept checkpoint "
             "(step %d), which no checkpoint names: %s",
-            len(gone),
-            oldest.step,
-            ", ".join(p.name for p in gone),
+            len(told),
+            oldest_step,
+            ", ".join(p.name for p in told),
         )
-    return gone
+    if len(told) < len(gone):
+        log.debug("removed %d part(s) of the checkpoints pruned now", len(gone) - len(told))
 
 
 def _set_aside_steps(checkpoint_root: Path) -> set[int]:

@@ -375,9 +375,9 @@ class RunDirectory:
         for manifest in delete_files([m.path for m in complete[: -self.keep]], log, PRUNING):
             shutil.rmtree(self.checkpoint_root / manifest.stem, ignore_errors=True)
         if complete:  # what nothing else would ever delete (checkpoint_sweep.py)
-            kept = complete[-self.keep :]
+            kept, pruned = complete[-self.keep :], complete[: -self.keep]
             remove_orphan_step_dirs(self.checkpoint_root, kept[0].step)
-            remove_stale_shard_parts([self.root, self.checkpoint_root], kept)
+            remove_stale_shard_parts([self.root, self.checkpoint_root], kept, pruned)
 
 
 def _listed(paths: list[str]) -> str:

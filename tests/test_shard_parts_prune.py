@@ -6,6 +6,7 @@ Real files in a real run directory, and a real run moved off real shards."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -82,3 +83,25 @@ def test_a_part_a_kept_or_set_aside_checkpoint_names_stays(tmp_path):
         "pserver-shard0-step15.safetensors",
         "pserver-shard0-step20.safetensors",
     }
+
+
+def test_the_parts_of_a_checkpoint_pruned_now_go_without_a_line_at_info(tmp_path, caplog):
+    """A live shard keeps one part more than the chief's checkpoints, which the sweep takes
+    at every save: said at INFO each time, a run's log filled with it. A part no checkpoint
+    named (a run moved off the shards) is still said."""
+    run = RunDirectory(tmp_path / "out", keep=2)
+    run.acquire()
+    try:
+        with caplog.at_level(logging.DEBUG, logger="distconv.checkpoint"):
+            for step in (10, 20, 30):
+                _save(run, step, shards=2)
+            assert _names(run.root) == {
+                f"pserver-shard{s}-step{step}.safetensors" for s in (0, 1) for step in (20, 30)
+            }
+            assert not [r for r in caplog.records if r.levelno >= logging.INFO], caplog.text
+            _part(run.root, 0, 5)  # of no checkpoint
+            _save(run, 40, shards=2)
+    finally:
+        run.release()
+    (said,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert said.endswith("which no checkpoint names: pserver-shard0-step5.safetensors"), said
