@@ -120,15 +120,17 @@ class JobState:
         """What a failed shard answers a request of ``op`` with: its failure; for a ``hello``
         (the next job's, or a worker restarted into a job that failed), that it failed before
         it, and that only a restart of the shards serves a job again: led by that cause and
-        the way out where the hello is surely of a worker that began after the failure
-        (:meth:`_failed_before_hello`), which blamed no rank of its own job."""
+        the way out where the hello is surely of a worker that came after the failure
+        (:meth:`_failed_before_hello`), which blamed no rank of its own job. Not "an earlier
+        job": such a worker may be of the job that failed, restarted (a kubelet's restart of
+        its container), as of a ``--resume``."""
         if op != "hello":
             return self.failed or ""
         if self._failed_before_hello():
             return (
-                "this shard failed in an earlier job: restart the shards (distconv pserver), "
-                "then the workers; a failed shard serves no other job until it is restarted "
-                f"(the earlier job's failure: {self.failed})"
+                "this shard failed before this worker's hello: restart the shards (distconv "
+                "pserver), then the workers; a failed shard serves no worker until it is "
+                f"restarted (its failure: {self.failed})"
             )
         return (
             f"{self.failed} (a job failed so on this shard before this hello: a failed shard "
@@ -140,17 +142,17 @@ class JobState:
         """The fields beside :meth:`_failed_words`: for a hello of a worker that began after
         the failure (:meth:`_failed_before_hello`), a refusal of the job naming no rank in
         ``failed_ranks``, so that every worker refused so exits as on a refused start (1), none
-        as the victim (75) of a rank that failed in a job before it began; else the
+        as the victim (75) of a rank that failed before its hello; else the
         failure's own (:meth:`~distconv.sync.ps.server.Shard._failed_fields`)."""
         if op == "hello" and self._failed_before_hello():
             return dict(REFUSED_JOB)
         return self._failed_fields()  # type: ignore[attr-defined]
 
     def _failed_before_hello(self) -> bool:
-        """Whether a hello that finds the shard failed is surely of a worker that began after
+        """Whether a hello that finds the shard failed is surely of a worker that came after
         the failure: every rank of the job had a worker accepted when it failed, so none is
-        still to join it. (Where a rank had not said hello, it may be that rank's worker,
-        late in the job that failed: the failure of the ranks it names is its cause.)"""
+        still to join it as its first. (Where a rank had not said hello, it may be that rank's
+        worker, late in the job that failed: the failure of the ranks it names is its cause.)"""
         return all(rank in self.accepted_at for rank in range(self.config.workers))
 
     def _clear_job(self) -> None:

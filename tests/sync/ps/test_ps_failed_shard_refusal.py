@@ -1,10 +1,11 @@
 """A shard you start yourself whose job failed refuses the next job (docs/protocol.md,
 "Timeouts and failures"). Once every rank of the failed job had said hello, a worker refused
-so began after the failure, whatever its rank: the refusal leads with that cause (the shard
-failed in an earlier job) and the way out, then quotes the earlier failure, so that the live
+so came after the failure, whatever its rank: the refusal leads with that cause (the shard
+failed before this worker's hello) and the way out, then quotes the failure, so that the live
 rank that failure names does not read as if it had failed now.
 
-Real ``distconv train`` workers (one SIGKILLed) and a real shard on 127.0.0.1."""
+Real ``distconv train`` workers (one SIGKILLed) and a real shard on 127.0.0.1; a shard driven
+by hand for a worker restarted into the job that failed."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_ps_stuck import _push_w
 
+from distconv.sync.ps.job_hello import hello_fields
 from tests.child_env import child_env
 from tests.sync.ps.test_ps_next_job_same_shard import running, train
 
@@ -73,12 +76,38 @@ def test_a_resume_on_a_shard_failed_by_an_earlier_job_leads_with_that_cause(shar
         refused = ranks()
     for rank, done in enumerate(refused):
         said = _error_line(done.stderr)
-        lead = f"rank {rank}, hello: pserver {endpoint}: this shard failed in an earlier job: "
-        assert lead in said, said
+        lead = f"rank {rank}, hello: pserver {endpoint}: this shard failed before this worker's"
+        assert f"{lead} hello: " in said, said
         assert "restart the shards (distconv pserver), then the workers;" in said, said
         # the earlier failure quoted after the way out, once
-        cause = said.split("(the earlier job's failure: ", 1)[1]
+        cause = said.split("(its failure: ", 1)[1]
         assert cause.startswith("rank 1 (host") and "ended without a bye" in cause, said
         assert said.count("rank 1 (host") == 1, said
     # refused for the same cause, a refused start each: none the victim (75) of rank 1
     assert [done.returncode for done in refused] == [1, 1], refused[0].stderr[-800:]
+
+
+def _hello(h, rank: int, run: int) -> dict:
+    """The reply header to a hello of ``rank``'s worker of ``run``."""
+    return h.ask({"op": "hello", "rank": rank, "run": run, "host": "h", **hello_fields({})})[0]
+
+
+@pytest.mark.timeout(30)
+def test_a_restarted_worker_of_the_failed_job_is_not_told_of_an_earlier_job(hand):
+    """A worker restarted into the job that failed (the kubelet's restart of its container,
+    the same Kubernetes Job) is no worker of an earlier job: the refusal says the shard failed
+    before its hello, and the restart of the shards, true of the job it is in as of the next."""
+    h = hand(workers=2)
+    assert [_hello(h, rank, run)["op"] for rank, run in ((0, 1), (1, 2))] == ["ok", "ok"]
+    h.seed()
+    h.send({"op": "bye", "rank": 1, "run": 2, "error": "RuntimeError: out of memory"})
+    _push_w(h, 0, 1)  # held for rank 1, which closed on its error: the shard fails
+    replies = [h.read()[0] for _ in range(2)]
+    assert h.shard.failed, replies
+    for rank, run in ((1, 3), (0, 4)):  # each restarted in the same job
+        said = _hello(h, rank, run)
+        assert said["op"] == "error" and "failed_ranks" not in said, said
+        assert said["error"].startswith("this shard failed before this worker's hello: "), said
+        assert "earlier job" not in said["error"], said
+        assert "restart the shards (distconv pserver), then the workers" in said["error"], said
+        assert "RuntimeError: out of memory" in said["error"], said
