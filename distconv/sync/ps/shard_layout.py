@@ -22,11 +22,10 @@ def layout_mismatch(endpoint: str, got: Mapping[str, Any], expect: Mapping[str, 
             f"given, this one at position {expect['shard']}), or restart the shards with "
             "--shard and --num-shards to match"
         )
-    if got.get("workers") != expect["workers"]:
-        ways.append(
-            f"restart the shards with --workers {expect['workers']}, or run "
-            f"{got.get('workers')} workers (--world-size {got.get('workers')})"
-        )
+    if (workers := got.get("workers")) != expect["workers"]:
+        # a reply without the count (a shard of another build) read 'run None workers'
+        other = "" if workers is None else f", or run {workers} workers (--world-size {workers})"
+        ways.append(f"restart the shards with --workers {expect['workers']}{other}")
     return (
         f"pserver {endpoint} is set up as {dict(got)}, this worker expects {dict(expect)}: "
         + "; and ".join(ways)

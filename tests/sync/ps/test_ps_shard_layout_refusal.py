@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from distconv.sync.ps.shard_layout import layout_mismatch
 from tests.sync.ps.test_ps_next_job_same_shard import run, train
 
 
@@ -31,3 +32,11 @@ def test_shards_out_of_order_name_the_pservers_order(shards, tmp_path):
     said = _refusal(run(train(f"{second},{first}", tmp_path / "swapped")))
     assert "give --pservers every shard's address in shard order (2 given" in said, said
     assert "--workers" not in said and "--world-size" not in said, said
+
+
+def test_a_reply_without_the_shards_worker_count_names_no_world_size_to_run():
+    """A shard of another build that leaves ``workers`` out of its reply: 'run None workers
+    (--world-size None)' was no way out; the shards' flag is."""
+    expect = {"shard": 0, "num_shards": 1, "workers": 2}
+    said = layout_mismatch("h:1", {"shard": 0, "num_shards": 1, "workers": None}, expect)
+    assert said.endswith(": restart the shards with --workers 2"), said
