@@ -60,8 +60,7 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
                 header, [f.buffer for f in frames[2:]], self.config.max_message_bytes
             )
             if self.failed and header["op"] not in ("stats", "bye"):
-                op = header["op"]
-                raise _Refused(self._failed_words(op), **self._failed_reply_fields(op))
+                raise _Refused(self._failed_words(header), **self._failed_reply_fields(header))
             if header["op"] not in ("hello", "bye", "stats"):
                 self._check_run(header)
             if header["op"] != "hello":  # a hello says so once accepted (_op_hello)

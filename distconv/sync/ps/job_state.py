@@ -116,7 +116,7 @@ class JobState:
             self.runs_ended.update(self.job_runs)
             self._clear_job()
 
-    def _failed_words(self, op: str) -> str:
+    def _failed_words(self, header: dict[str, Any]) -> str:
         """What a failed shard answers a request of ``op`` with: its failure; for a ``hello``
         (the next job's, or a worker restarted into a job that failed), that it failed before
         it, and that only a restart of the shards serves a job again: led by that cause and
@@ -124,9 +124,9 @@ class JobState:
         (:meth:`_failed_before_hello`), which blamed no rank of its own job. Not "an earlier
         job": such a worker may be of the job that failed, restarted (a kubelet's restart of
         its container), as of a ``--resume``."""
-        if op != "hello":
+        if header["op"] != "hello":
             return self.failed or ""
-        if self._failed_before_hello():
+        if self._failed_before_hello(header["rank"]):
             return (
                 "this shard failed before this worker's hello: restart the shards (distconv "
                 "pserver), then the workers; a failed shard serves no worker until it is "
@@ -138,22 +138,24 @@ class JobState:
             "pserver), then the workers)"
         )
 
-    def _failed_reply_fields(self, op: str) -> dict[str, Any]:
+    def _failed_reply_fields(self, header: dict[str, Any]) -> dict[str, Any]:
         """The fields beside :meth:`_failed_words`: for a hello of a worker that began after
         the failure (:meth:`_failed_before_hello`), a refusal of the job naming no rank in
         ``failed_ranks``, so that every worker refused so exits as on a refused start (1), none
         as the victim (75) of a rank that failed before its hello; else the
         failure's own (:meth:`~distconv.sync.ps.server.Shard._failed_fields`)."""
-        if op == "hello" and self._failed_before_hello():
+        if header["op"] == "hello" and self._failed_before_hello(header["rank"]):
             return dict(REFUSED_JOB)
         return self._failed_fields()  # type: ignore[attr-defined]
 
-    def _failed_before_hello(self) -> bool:
-        """Whether a hello that finds the shard failed is surely of a worker that came after
-        the failure: every rank of the job had a worker accepted when it failed, so none is
-        still to join it as its first. (Where a rank had not said hello, it may be that rank's
-        worker, late in the job that failed: the failure of the ranks it names is its cause.)"""
-        return all(rank in self.accepted_at for rank in range(self.config.workers))
+    def _failed_before_hello(self, rank: int) -> bool:
+        """Whether a hello of ``rank`` that finds the shard failed is surely of a worker that
+        came after the failure: a worker of its rank had been accepted in the job that failed,
+        so this one is not its first, late. (Where its rank had not said hello, it may be that
+        rank's worker, late in the job that failed: the failure of the ranks it names is its
+        cause.) A rule of the whole job (every rank accepted) told a resume's rank 0 that its
+        rank 1, which the failed job never heard, had failed, and it exited 75."""
+        return rank in self.accepted_at
 
     def _clear_job(self) -> None:
         """Hold no job: no job bound, nothing seeded, no rank heard of, no failure."""

@@ -109,11 +109,14 @@ def test_a_failed_shard_refuses_the_next_job_naming_the_earlier_failure(shards, 
     assert alone.returncode != 0
     silent = "rank 1 (which never said hello)"
     assert silent in alone.stderr and "within 1" in alone.stderr, alone.stderr[-800:]
-    again = run(train(endpoint, tmp_path / "again", world=2))
-    assert again.returncode != 0
+    again = run(train(endpoint, tmp_path / "again", world=2))  # rank 0 of the next job
+    assert again.returncode == 1, again.stderr[-800:]  # refused, no victim of rank 1 (75)
     said = again.stderr.strip().splitlines()[-1]
+    assert said.count(silent) == 1 and "this shard failed before this worker's hello" in said
+    assert "restart the shards" in said, said
+    late = run(train(endpoint, tmp_path / "late", rank=1, world=2))  # rank 1's first worker
+    said = late.stderr.strip().splitlines()[-1]
     assert said.count(silent) == 1 and "within 1 s (a job failed so" in said, said
-    assert "before this hello" in said and "restart the shards" in said, said
 
 
 def _hello(h, rank: int, run: int) -> None:
