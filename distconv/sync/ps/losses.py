@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distconv.sync.ps.processes import WORKER_ENDED, ProcessWatch
+from distconv.sync.ps.stuck import held_words
 
 log = logging.getLogger("distconv.pserver")
 
@@ -83,7 +84,7 @@ class WorkerLosses:
             if key not in self.waiting or now - waiting.since <= limit:
                 continue  # answered meanwhile (a rank lost above), or within the timeout
             missing = sorted(self._live() - set(waiting.by_rank))
-            late = f"sent nothing for {waiting.what} ({key}) within {limit:g} s"
+            late = f"sent nothing for {held_words(waiting.what, key)} within {limit:g} s"
             if not self._stragglers(key, missing):
                 # the silent ranks failed; of those that said bye, only one that failed did
                 gone = self.left.intersection(missing)

@@ -48,6 +48,23 @@ GATHER_WORDS = {
     "barrier": "at a barrier",
     "allreduce": "summing metrics",
 }
+#: what a gather of each kind is, for a timeout's "sent nothing for all_equal:1 (...)"
+GATHER_NAMES = {
+    "all_equal": "setup's job check",
+    "barrier": "a meeting of every rank",
+    "allreduce": "a metrics sum",
+}
+
+
+def held_words(what: str, key: str) -> str:
+    """A held request as a timeout names what a rank sent nothing for: a gather by its tag
+    and what it is (``all_equal:1 (setup's job check)``), a sync step's push by its step and
+    key (``step 3 (push:0)``). The shard's key of a gather only repeated its tag
+    (``all_equal:1 (gather:all_equal:1)``), telling a user nothing."""
+    if key.startswith("gather:"):
+        kind = what.partition(":")[0]
+        return f"{what} ({GATHER_NAMES.get(kind, 'a gather')})"
+    return f"{what} ({key})"
 
 
 def pushes_waiting_for(

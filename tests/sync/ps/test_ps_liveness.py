@@ -141,7 +141,8 @@ def test_with_continue_a_gather_that_waits_too_long_for_rank_0_fails_the_job(han
     h.shard.waiting["gather:barrier:2"].since -= 10
     h.shard._check_timeouts(time.monotonic())
     assert h.shard.failed == (
-        "rank 0 (host h, last step none) sent nothing for barrier:2 (gather:barrier:2) within "
+        "rank 0 (host h, last step none) sent nothing for barrier:2 "
+        "(a meeting of every rank) within "
         f"1 s: {CHIEF_LOST}"
     )
     assert h.read()[0]["error"] == h.shard.failed
@@ -159,7 +160,7 @@ def test_with_continue_a_rank_late_to_start_still_fails_the_job(hand):
     assert not h.shard.lost
     assert h.shard.failed == (
         "rank 1 (which never said hello) sent nothing for all_equal:1 "
-        "(gather:all_equal:1) within 1 s"
+        "(setup's job check) within 1 s"
     )
 
 
@@ -204,7 +205,7 @@ def test_with_continue_ranks_held_in_other_gathers_are_not_taken_for_stragglers(
     assert not h.shard.lost
     assert h.shard.failed == (
         "rank 1 (host h, last step none), rank 2 (host h, last step none) sent nothing for "
-        "barrier:5 (gather:barrier:5) within 1 s (rank 1 waits in allreduce:6)"
+        "barrier:5 (a meeting of every rank) within 1 s (rank 1 waits in allreduce:6)"
     )
 
 
@@ -538,7 +539,8 @@ def test_a_gather_timeout_says_which_missing_rank_closed(hand):
     h.shard.waiting["gather:barrier:1"].since -= 10
     h.shard._check_timeouts(time.monotonic())
     assert h.shard.failed == (
-        "rank 0 (host h, last step none) sent nothing for barrier:1 (gather:barrier:1) within "
+        "rank 0 (host h, last step none) sent nothing for barrier:1 "
+        "(a meeting of every rank) within "
         "1 s (rank 0 closed)"
     )
 

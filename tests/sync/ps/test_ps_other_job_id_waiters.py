@@ -204,7 +204,7 @@ def test_a_refusal_from_before_the_run_is_not_named_at_the_timeout(hand):
     time.sleep(0.3)
     h.shard._check_timeouts(time.monotonic())
     silent = "rank 1 (which never said hello) sent nothing for all_equal:1"
-    assert h.shard.failed == f"{silent} (gather:all_equal:1) within 0.2 s", h.shard.failed
+    assert h.shard.failed == f"{silent} (setup's job check) within 0.2 s", h.shard.failed
     assert h.shard.failed_ranks == [1], h.shard.failed_ranks
 
 

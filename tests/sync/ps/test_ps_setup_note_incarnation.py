@@ -114,7 +114,7 @@ def test_a_timeout_of_restart_1_says_only_a_note_of_its_own_start(hand, restart)
     time.sleep(0.6)  # past the gather's timeout
     h.shard._check_timeouts(time.monotonic())
     reply = h.read()[0]
-    late = "rank 0 (host h, last step none) sent nothing for all_equal:1 (gather:all_equal:1)"
+    late = "rank 0 (host h, last step none) sent nothing for all_equal:1 (setup's job check)"
     words = f" ({TOLD})" if restart == 1 else ""
     assert reply["failed_ranks"] == [0], reply
     assert reply["error"] == f"{late} within 0.5 s{words}", reply
@@ -135,7 +135,7 @@ def test_a_continue_timeout_of_restart_1_losing_rank_0_says_no_note_of_restart_0
     assert _gather(h, 1) is None
     _wait_past_timeout(h, 1, 21)
     reply = h.read()[0]
-    late = "rank 0 (host h, last step none) sent nothing for all_equal:1 (gather:all_equal:1)"
+    late = "rank 0 (host h, last step none) sent nothing for all_equal:1 (setup's job check)"
     assert reply["failed_ranks"] == [0], reply
     assert reply["error"] == f"{late} within 0.5 s: {CHIEF_LOST}", reply
 

@@ -35,6 +35,9 @@ def test_a_rank_that_never_said_hello_is_named_so(shards):
     said = _setup_refusal(endpoint)
     assert "rank 1 (which never said hello) sent nothing for all_equal:1" in said, said
     assert "unknown host" not in said, said
+    # the gather named by what it is, not by the shard's key of it ("(gather:all_equal:1)")
+    assert "all_equal:1 (setup's job check) within 1 s" in said, said
+    assert "gather:" not in said, said
 
 
 def test_a_rank_whose_hello_was_refused_is_named_so(shards):
