@@ -41,10 +41,11 @@ def holds_for_workers(what: str, mode: str) -> bool:
 
 class ShardTimeouts:
     """What :class:`~.channel.ShardChannel` knows of its shards' timeouts (a mixin): it
-    reads ``timeout``, ``rank``, ``mode`` and ``_named`` of the worker."""
+    reads ``timeout``, ``rank``, ``world_size``, ``mode`` and ``_named`` of the worker."""
 
     timeout: float
     rank: int
+    world_size: int
     mode: str
     #: each shard's timeout, from its latest hello reply (a dict never changed in place)
     _shard_timeouts: Mapping[int, float] = {}
@@ -54,7 +55,7 @@ class ShardTimeouts:
     def _take_shard_timeouts(self, hellos: Sequence[Mapping[str, Any]], limit: float) -> None:
         """Keep the timeouts ``hellos`` (the shards' hello replies) say; where this worker's
         wait ``limit`` is no longer than one of them, log a warning (once) naming both and
-        the ways out."""
+        the ways out (a job of several workers only: :meth:`_waiting_longer`)."""
         self._shard_timeouts = shard_timeouts(hellos)
         longer = self._waiting_longer(self._shard_timeouts, limit)
         if not longer or self._shorter_wait_told:
@@ -88,7 +89,10 @@ class ShardTimeouts:
             "warning at setup)"
         )
 
-    @staticmethod
-    def _waiting_longer(timeouts: Mapping[int, float], limit: float) -> dict[int, float]:
-        """The shards of ``timeouts`` that wait for a worker at least as long as ``limit``."""
+    def _waiting_longer(self, timeouts: Mapping[int, float], limit: float) -> dict[int, float]:
+        """The shards of ``timeouts`` that wait for a worker at least as long as ``limit``;
+        none in a job of one worker, where a shard waits for no other (a silent shard there
+        is stopped or hung, not waiting)."""
+        if self.world_size < 2:
+            return {}
         return {s: t for s, t in timeouts.items() if t >= limit}

@@ -8,9 +8,11 @@ real sockets; rank 1 never starts."""
 from __future__ import annotations
 
 import logging
+import os
+import signal
 
 import pytest
-from ps_helpers import insecure_worker, small_net
+from ps_helpers import batches, insecure_worker, small_net, train_steps
 
 from distconv.sync.base import SyncError
 from distconv.sync.peers import PeerFailed
@@ -63,6 +65,31 @@ def test_the_way_out_names_the_worker_that_never_came_and_warns_nothing(shards, 
             sync.setup(small_net().parameters())
     finally:
         sync.close()
+    assert _warnings(caplog) == []
+
+
+def test_a_job_of_one_worker_is_warned_of_nothing_and_a_silent_shard_not_blamed_on_one(
+    shards, caplog
+):
+    """A shard of a one-worker job waits for no other worker: its --timeout cannot outlast a
+    missing one. Setup warned all the same, and a stopped shard's timeout told the user that
+    a worker that never came (there is none) was the likelier cause."""
+    (endpoint,) = shards.start(1, 1, extra=["--timeout", SHARD_TIMEOUT])
+    net, data = small_net(), batches(2, 8)
+    sync = insecure_worker([endpoint], rank=0, world=1, timeout=0.5)
+    caplog.set_level(logging.WARNING, "distconv.pserver")
+    try:
+        sync.setup(net.parameters())
+        train_steps(net, sync, data[:1])
+        os.kill(shards.procs[0].pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(SyncError, match="no answer to step 2 from pserver") as raised:
+                train_steps(net, sync, data[1:])
+        finally:
+            os.kill(shards.procs[0].pid, signal.SIGCONT)
+    finally:
+        sync.close()
+    assert "every worker" not in str(raised.value), raised.value
     assert _warnings(caplog) == []
 
 
