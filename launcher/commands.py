@@ -246,6 +246,10 @@ class ServerOptions:
     extra: tuple[str, ...] = field(default=())
     #: async: the shards' ``--max-staleness``; None leaves them their default
     max_staleness: int | None = None
+    #: the shards' ``--timeout``: the workers' own (:func:`train_timeout`), so that a shard
+    #: names a worker that never comes before the workers, which wait 1.5x as long, give up
+    #: on the shard; None leaves them their default (60 s)
+    timeout: float | None = None
 
 
 def server_command(
@@ -260,6 +264,8 @@ def server_command(
     argv += ["--workers", str(opts.workers), "--mode", opts.mode]
     if opts.max_staleness is not None:
         argv += ["--max-staleness", str(opts.max_staleness)]
+    if opts.timeout is not None:
+        argv += ["--timeout", exact_text(shard_timeout(opts.timeout))]
     if opts.job_id:  # a shard serves only requests that name its job
         argv += ["--job-id", opts.job_id]
     if opts.keys_dir is not None:
@@ -271,6 +277,26 @@ def server_command(
     # checkpointed; the launcher's own stop adds SIGINT, which stops a shard at once
     argv += ["--drain-seconds", exact_text(opts.drain_seconds)]
     return argv + list(opts.extra)
+
+
+def train_timeout(program: Program) -> float | None:
+    """The ``--timeout`` of ``distconv train`` arguments (checked by :func:`parse_program`),
+    which the shards are given too (:attr:`ServerOptions.timeout`); None for none, or for a
+    program of the user's, whose own ``timeout=`` the launcher cannot see. With the shards
+    left at their 60 s, ``-- --timeout 10`` had every worker give up on a healthy shard at
+    15 s where a worker never came, and warn of it at every setup."""
+    if not program.is_train:
+        return None
+    value = option_value(program.argv, "--timeout")
+    return None if value is None else float(value)
+
+
+def shard_timeout(seconds: float) -> float:
+    """``seconds`` as a shard takes its ``--timeout``: no shorter than its least
+    (``MIN_TIMEOUT``, 0.2 s), which a shard refused at its start."""
+    from distconv.sync.ps.config import MIN_TIMEOUT  # numpy and zmq: for pserver jobs only
+
+    return max(seconds, MIN_TIMEOUT)
 
 
 def exact_text(value: float) -> str:
