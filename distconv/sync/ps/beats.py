@@ -15,7 +15,6 @@ still hear from a process that lives.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import zmq
 
 from distconv.sync.ps.config import MIN_TIMEOUT
+from distconv.sync.ps.shard_timeouts import shard_timeouts
 from distconv.sync.ps.wire import WireError, pack, unpack_header
 
 log = logging.getLogger("distconv.pserver")
@@ -125,17 +125,12 @@ def start_heartbeat(
     """A :class:`Heartbeat` to the shards whose ``hello`` reply (in ``hellos``, by shard) says
     async mode (the only mode that declares a rank lost) and a timeout (a shard whose reply
     does not predates ``beat``); None when there is none."""
-    timeouts = {s: h.get("timeout") for s, h in enumerate(hellos) if h.get("mode") == "async"}
-    timeouts = {s: t for s, t in timeouts.items() if _a_timeout(t)}
+    timeouts = {s: t for s, t in shard_timeouts(hellos).items() if hellos[s].get("mode") == "async"}
     if not timeouts:
         return None
     low, high = INTERVAL_BOUNDS
     interval = min(max(min(timeouts.values()) / BEATS_PER_TIMEOUT, low), high)
     return Heartbeat(connect, header, [(s, endpoints[s]) for s in sorted(timeouts)], interval)
-
-
-def _a_timeout(value: Any) -> bool:
-    return type(value) in (int, float) and math.isfinite(value) and value > 0
 
 
 class HeartbeatOwner:
