@@ -176,10 +176,12 @@ class RunChecks:
 
     def _who(self, rank: int) -> str:
         """``rank``, its host and its last step, as messages name a rank; one whose host this
-        shard never learnt is named by why: it never said hello, or its hello was refused
-        (a host that could not be quoted)."""
+        shard never learnt is named by why: it never said hello, or its hello was refused for
+        its host (one that could not be quoted; a hello refused for anything else came after
+        its host was taken)."""
         if rank not in self.hosts:
-            why = "whose hello was refused" if rank in self.refused_at else "which never said hello"
+            refused = rank in self.refused_at
+            why = "whose hello was refused for its host" if refused else "which never said hello"
             return f"rank {rank} ({why})"
         host = self.hosts[rank]
         return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')})"

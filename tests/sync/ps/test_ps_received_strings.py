@@ -43,7 +43,7 @@ def test_a_failure_names_ranks_in_a_short_reply(hand):
     reply = h.read()[0]
     assert reply["op"] == "error" and reply["failed_ranks"] == [1], reply
     assert len(reply["error"]) < 300, reply
-    assert reply["error"].startswith("rank 1 (whose hello was refused) sent nothing")
+    assert reply["error"].startswith("rank 1 (whose hello was refused for its host) sent nothing")
 
 
 @pytest.mark.timeout(60)

@@ -53,4 +53,6 @@ def test_a_rank_whose_hello_was_refused_is_named_so(shards):
         rank1.close()
     finally:
         ctx.term()
-    assert "rank 1 (whose hello was refused) sent nothing for all_equal:1" in said, said
+    assert "rank 1 (whose hello was refused for its host) sent nothing for all_equal:1" in said, (
+        said
+    )
