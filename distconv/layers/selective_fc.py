@@ -161,9 +161,16 @@ class SelectiveFullyConnected(FullyConnected):
         return ids
 
     def _got(self, x: Arg) -> str:
-        """Integer ids given as a data input are the selection out of place."""
-        if x.value is None and x.ids is not None and x.ids.dtype.kind in "iu":
-            return "integer ids: the selection is the last input (inputs are [data..., selection])"
+        """Integer ids given as a data input that fit no data input's width are the selection
+        out of place; ids of a data input's width are integer data, told to cast them as a
+        :class:`FullyConnected` tells them (told to move a selection, they led away from it)."""
+        ids = x.ids
+        if x.value is None and ids is not None and ids.dtype.kind in "iu" and ids.ndim:
+            rows = ids.shape[0]
+            if ids.ndim < 2 or all(ids.size != rows * width for width in self.in_widths):
+                return (
+                    "integer ids: the selection is the last input (inputs are [data..., selection])"
+                )
         return super()._got(x)
 
     def _select(self, sel: Arg, n: int, xp: Any) -> Selection:

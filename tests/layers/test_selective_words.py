@@ -41,6 +41,16 @@ def test_a_selection_given_first_is_told_it_goes_last():
         _fit(["cols", "x"], _data(cols))
 
 
+def test_integer_data_in_its_place_is_still_told_to_cast_it():
+    """Integer features of the data input's width (counts, pixels) are data, not a selection
+    out of place: told to move the selection, they led away from the cast they need."""
+    data = _data(np.random.default_rng(1).integers(0, 10, (ROWS, 2)))
+    data["x"] = np.random.default_rng(2).integers(0, 5, (ROWS, 3))
+    said = r"got integer ids \(an integer array is fed as ids: cast it to a float type\)$"
+    with pytest.raises(LayerError, match=said):
+        _fit(["x", "cols"], data)
+
+
 def test_a_float_selection_through_fit_is_told_its_dtype():
     cols = np.random.default_rng(1).integers(0, 10, (ROWS, 2)).astype(np.float32)
     said = (
