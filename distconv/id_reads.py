@@ -3,14 +3,14 @@ every row of before its first step (:func:`~distconv.data_checks.refuse_ids_out_
 
 A layer says which of its inputs are ids, and their range, by
 :meth:`~distconv.layers.base.Layer.id_range`; a layer built of projections (a
-:class:`~distconv.layers.mixed.Mixed`) reads each input through its projection, which says it
-by an ``id_range()`` of its own (a :class:`~distconv.layers.projection.TableProjection`'s rows).
+:class:`~distconv.layers.mixed.Mixed`) answers for each input with its projection's
+:meth:`~distconv.layers.part.Projection.id_range` (a
+:class:`~distconv.layers.projection.TableProjection`'s rows).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from distconv.layers.base import Layer
 from distconv.layers.mixed import ProjectionLayer
@@ -51,16 +51,14 @@ def id_reads(network: Network) -> list[IdRead]:
 
 
 def input_id_range(layer: Layer, index: int, count: int) -> tuple[tuple[int, int], str] | None:
-    """The range of ids input ``index`` of ``layer`` (wired to ``count`` inputs) takes, and
-    what reads it: the layer (:meth:`~distconv.layers.base.Layer.id_range`), else the
-    projection of a layer built of them that reads that input; None where neither reads ids."""
+    """The range of ids input ``index`` of ``layer`` (wired to ``count`` inputs) takes
+    (:meth:`~distconv.layers.base.Layer.id_range`), and what reads it, as a refusal names it:
+    the layer, or the projection of a layer built of them that reads that input; None where
+    it reads no ids."""
     span = layer.id_range(index, count)
-    if span is not None:
-        return span, layer.label
-    if not isinstance(layer, ProjectionLayer) or index >= len(layer.projections):
+    if span is None:
         return None
-    part: Any = layer.projections[index]
-    part_range = getattr(part, "id_range", None)  # a projection that reads ids has one
-    if part_range is None or (span := part_range()) is None:
-        return None
-    return span, f"{part.label} of {layer.label}"
+    part = None  # a layer built of projections answers for the input's projection
+    if isinstance(layer, ProjectionLayer) and index < len(layer.projections):
+        part = layer.projections[index]
+    return span, layer.label if part is None else f"{part.label} of {layer.label}"

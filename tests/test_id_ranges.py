@@ -14,6 +14,9 @@ from distconv.data import DataError
 from distconv.data_checks import rows_outside
 from distconv.id_reads import IdRead, id_reads
 from distconv.layers import (
+    Concatenate2,
+    DotMulOperator,
+    FullMatrixProjection,
     FullyConnected,
     LayerError,
     Mixed,
@@ -190,3 +193,17 @@ def test_ids_outside_a_range_are_counted_across_chunks(chunk_bytes):
     ids[[3, 50, 90]] = [-2, 3, 7]
     assert rows_outside(ids, -1, 3, chunk_bytes) == (3, [3, 50, 90], -2, 7)
     assert rows_outside(ids.reshape(25, 4), -1, 3, chunk_bytes) == (3, [0, 12, 22], -2, 7)
+
+
+def test_a_layer_built_of_projections_answers_with_the_projection_of_each_input():
+    """A Mixed's or a Concatenate2's id_range is its projection's, as any layer's is its own;
+    an input only operators read, or one of values, takes no ids."""
+    table = Mixed([TableProjection(10, 4)])
+    assert table.id_range(0, 1) == (-1, 10)
+    both = Concatenate2([FullMatrixProjection(3, 2), TableProjection(7, 2)])
+    assert [both.id_range(i, 2) for i in range(2)] == [None, (-1, 7)]
+    dot = Mixed([None, None], [DotMulOperator()], size=3)
+    assert [dot.id_range(i, 2) for i in range(2)] == [None, None]
+    net = Network()
+    net.add("c2", both, ["x", "tok"])
+    assert id_reads(net) == [IdRead("tok", "TableProjection 'proj1' of Concatenate2 'c2'", -1, 7)]

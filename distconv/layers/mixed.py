@@ -183,6 +183,13 @@ class ProjectionLayer(Layer):
         shape = (self._bias_channels(),) if self.shared_bias else (self.size,)
         return self.make_bias("bias", shape, self.dtype)
 
+    def id_range(self, index: int, count: int) -> tuple[int, int] | None:
+        """The ids input ``index`` takes: those its projection reads
+        (:meth:`~distconv.layers.part.Projection.id_range`, a table's rows); None for an input
+        only operators read, or one past the projections (its forward names the wiring)."""
+        proj = self.projections[index] if index < len(self.projections) else None
+        return None if proj is None else proj.id_range()
+
     def rows_read(self, feeds: Sequence[Arg | None]) -> list[tuple[str, Any]]:
         """Each projection's sparse weight: the rows its input selects (see
         :meth:`Layer.rows_read`); any other sparse parameter: every row."""

@@ -229,6 +229,13 @@ class Projection(LayerPart):
         all of them, unless a projection that reads ids narrows it."""
         return self.weight.all_rows()
 
+    def id_range(self) -> tuple[int, int] | None:
+        """The ids its input must hold, as ``(low, high)``: ``low <= id < high``; None (the
+        default) where it reads values. Its layer answers with it for that input
+        (:meth:`~distconv.layers.base.Layer.id_range`), and a fit checks a feed of them before
+        its first step."""
+        return None
+
     @property
     def needs_weight_grad(self) -> bool:
         return self.weight is not None and not self.weight.static

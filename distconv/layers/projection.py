@@ -150,8 +150,7 @@ class TableProjection(Projection):
         return get_array_module(ids).unique(ids[ids >= 0])
 
     def id_range(self) -> tuple[int, int]:
-        """The ids it reads: the table's rows, or -1 (no row); a fit checks a feed of them
-        before its first step (:func:`~distconv.id_reads.input_id_range`)."""
+        """The ids it reads: the table's rows, or -1 (no row) (:meth:`Projection.id_range`)."""
         return -1, self.vocab_size
 
     def _ids(self, input: Arg) -> Any:
