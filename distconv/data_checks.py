@@ -82,18 +82,36 @@ def refuse_ids_out_of_range(
             ids = arrays.get(read.feed)
             if ids is None or ids.dtype.kind not in "iu":  # not ids: the layer names that
                 continue
-            count, first, low, high = rows_outside(ids, read.low, read.high)
-            if count:
-                raise DataError(
-                    f"the {what} set's {read.feed!r} holds {count} row(s) outside "
-                    f"[{read.low}, {read.high}), the ids {read.reader} reads; its ids lie in "
-                    f"[{low}, {high}]: {rows_named(count, first, _row_words(data, read.feed))}"
-                )
+            found = rows_outside(ids, read.low, read.high)
+            if found[0]:
+                reader = f"the ids {read.reader} reads"
+                raise outside_refusal(what, data, read.feed, (read.low, read.high), reader, found)
 
 
-def _row_words(data: Any, feed: str) -> Callable[[int], str]:
-    """How a refusal names the rows of ``feed`` of ``data`` (:func:`row_words`)."""
-    return row_words(data).get(feed, str)
+def outside_refusal(
+    what: str,
+    data: Any,
+    feed: str,
+    span: tuple[int, int],
+    reader: str,
+    found: tuple[int, list[int], int, int],
+    kind: str = "ids",
+) -> DataError:
+    """The refusal of the rows ``found`` (:func:`rows_outside`) of ``feed`` of the ``what``
+    set ``data`` outside ``span`` (``low <= v < high``), which ``reader`` reads (``"the
+    classes SoftmaxCrossEntropy 'loss' scores"``, ``"the ids Multiplex 'mp' reads"``): the set,
+    the feed, the span, the reader, the lowest and highest of the ``kind`` it holds (``"ids"``,
+    ``"labels"``; noting that they count from 0 where they lie in ``[1, high]``) and the first
+    rows outside, a sequence set's named by their sequence
+    (:func:`~distconv.sequence_set.row_words`)."""
+    count, first, low, high = found
+    counted = "class ids" if kind == "labels" else kind
+    start = f" ({counted} count from 0)" if low >= 1 and high == span[1] else ""
+    rows = rows_named(count, first, row_words(data).get(feed, str))
+    return DataError(
+        f"the {what} set's {feed!r} holds {count} row(s) outside [{span[0]}, {span[1]}), "
+        f"{reader}; its {kind} lie in [{low}, {high}]{start}: {rows}"
+    )
 
 
 def refuse_labels_past_classes(
@@ -119,14 +137,10 @@ def refuse_labels_past_classes(
                 raise
             continue  # a test set the model cannot read: check_test_set names the layer
         for feed, (classes, loss) in scored.items():
-            count, first, low, high = label_rows_outside(arrays_of(arrays)[feed], classes)
-            if count:
-                start = " (class ids count from 0)" if low >= 1 and high == classes else ""
-                raise DataError(
-                    f"the {what} set's {feed!r} holds {count} row(s) outside [0, {classes}), "
-                    f"the classes {loss.label} scores; its labels lie in [{low}, {high}]{start}: "
-                    f"{rows_named(count, first, _row_words(arrays, feed))}"
-                )
+            found = label_rows_outside(arrays_of(arrays)[feed], classes)
+            if found[0]:
+                reader = f"the classes {loss.label} scores"
+                raise outside_refusal(what, arrays, feed, (0, classes), reader, found, "labels")
 
 
 def scored_classes(

@@ -207,3 +207,12 @@ def test_a_layer_built_of_projections_answers_with_the_projection_of_each_input(
     net = Network()
     net.add("c2", both, ["x", "tok"])
     assert id_reads(net) == [IdRead("tok", "TableProjection 'proj1' of Concatenate2 'c2'", -1, 7)]
+
+
+def test_ids_counted_from_one_are_told_they_count_from_zero():
+    """Ids 1 to 10 for a table of 10 rows: the words the label check gives labels 1 to k."""
+    net, data = _embedding()
+    data["tok"] = data["tok"] % 10 + 1
+    said = r"outside \[-1, 10\), .*; its ids lie in \[1, 10\] \(ids count from 0\): \d"
+    with pytest.raises(DataError, match=said):
+        _trainer(net).fit(data, epochs=1)
