@@ -163,8 +163,9 @@ def test_a_sequence_sets_id_is_named_by_its_sequence():
 
 
 def test_ids_a_layer_computes_are_its_own_to_check_at_forward():
-    """Only a feed wired straight to an id input is read up front; a table fed by another
-    layer's ids, or a selective FC run without a selection, declares no feed."""
+    """Only a feed wired straight to an id input is read up front: a multiplex choosing among
+    a layer's outputs declares its choice feed, and a selective FC run without a selection
+    declares none."""
     net = Network()
     net.add("sfc", SelectiveFullyConnected(4, 20), ["x"])
     net.add("mp", Multiplex(), ["choice", "sfc", "sfc"])

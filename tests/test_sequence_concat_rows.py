@@ -13,9 +13,11 @@ from distconv.data import DataError
 from distconv.layers import (
     FullyConnected,
     Layer,
+    LayerError,
     Mixed,
     MSELoss,
     SequenceConcat,
+    SequencePool,
     SoftmaxCrossEntropy,
     TableProjection,
 )
@@ -28,13 +30,15 @@ pytestmark = pytest.mark.timeout(60)
 STARTS = np.array([0, 2, 5, 9, 10])  # the checks forward the first of two rows or more
 
 
-def _concat_model(loss: Layer) -> Network:
+def _concat_model(loss: Layer, pooled: bool = False) -> Network:
     """Each sentence's embeddings followed by themselves (two rows a token), scored per row
-    against the feed 'target'."""
+    against the feed 'target', or per sentence where ``pooled``."""
     net = Network()
     net.add("emb", Mixed([TableProjection(12, 4)]), "tok")
     net.add("cat", SequenceConcat(), ["emb", "emb"])
-    net.add("out", FullyConnected(4, 3), "cat")
+    if pooled:
+        net.add("pool", SequencePool(), "cat")
+    net.add("out", FullyConnected(4, 3), "pool" if pooled else "cat")
     net.add("loss", loss, ["out", "target"])
     return net
 
@@ -80,3 +84,27 @@ def test_the_words_name_no_layer_that_reads_one_row_a_token(tmp_path):
     net.add("loss", SoftmaxCrossEntropy(), ["out", "target"])
     trainer = Trainer(net, LocalSync(SGD(lr=0.1)), batch_size=2)
     assert len(trainer.fit(_tokens_and(np.zeros(STARTS[-1], np.int64)), epochs=1)) == 1
+
+
+@pytest.mark.parametrize(
+    ("loss", "target"),
+    [(SoftmaxCrossEntropy, np.zeros(4, np.int64)), (MSELoss, np.zeros((4, 3), np.float32))],
+    ids=["softmax", "mse"],
+)
+def test_a_concat_pooled_to_its_sentences_trains(loss, target):
+    """Two rows a token pooled to one row a sentence, scored against a label a sentence: what
+    fit trains a SequenceConcat of one feed for; the refusal is not its."""
+    tok = np.random.default_rng(0).integers(0, 12, STARTS[-1])
+    data = SequenceSet({"tok": tok}, STARTS, {"target": target}, name="s")
+    trainer = Trainer(_concat_model(loss(), pooled=True), LocalSync(SGD(lr=0.1)), batch_size=2)
+    assert len(trainer.fit(data, epochs=1)) == 1
+
+
+def test_a_pooled_concats_own_failure_keeps_the_losss_words():
+    """A loss that reads one row a sentence and fails for a reason of its own (a target of
+    another width) is told that reason, not that fit cannot train it."""
+    tok = np.random.default_rng(0).integers(0, 12, STARTS[-1])
+    data = SequenceSet({"tok": tok}, STARTS, {"target": np.zeros((4, 5), np.float32)}, name="s")
+    trainer = Trainer(_concat_model(MSELoss(), pooled=True), LocalSync(SGD(lr=0.1)), batch_size=2)
+    with pytest.raises(LayerError, match=r"^MSELoss 'loss': pred shape \(1, 3\) differs from "):
+        trainer.fit(data, epochs=1)
