@@ -174,11 +174,13 @@ def test_ids_a_layer_computes_are_its_own_to_check_at_forward():
 
 
 def test_a_layer_wired_to_too_few_or_too_many_inputs_keeps_its_own_words():
-    """A multiplex of no candidate, or a selective FC of one input too many, would otherwise
-    be told its ids lie outside a range it cannot have."""
+    """A multiplex of no candidate, a selective FC of one input too many, or a Mixed of two
+    tables wired to one feed, would otherwise be told its ids lie outside a range it cannot
+    have, or one of another input's."""
     net = Network()
     net.add("mp", Multiplex(), ["choice"])
     net.add("sfc", SelectiveFullyConnected(4, 20), ["x", "cols", "more"])
+    net.add("emb", Mixed([TableProjection(10, 4), TableProjection(5, 4)]), ["tok"])
     assert id_reads(net) == []
     data = {"choice": np.zeros(8, np.int64), "label": np.zeros(8, np.int64)}
     net = Network()

@@ -186,8 +186,9 @@ class ProjectionLayer(Layer):
     def id_range(self, index: int, count: int) -> tuple[int, int] | None:
         """The ids input ``index`` takes: those its projection reads
         (:meth:`~distconv.layers.part.Projection.id_range`, a table's rows); None for an input
-        only operators read, or one past the projections (its forward names the wiring)."""
-        proj = self.projections[index] if index < len(self.projections) else None
+        only operators read, or where the layer is wired to another number of inputs than it
+        has projections (its forward names the wiring)."""
+        proj = self.projections[index] if count == self.num_inputs else None
         return None if proj is None else proj.id_range()
 
     def rows_read(self, feeds: Sequence[Arg | None]) -> list[tuple[str, Any]]:
