@@ -11,7 +11,7 @@ import pytest
 
 from distconv import Network, Trainer
 from distconv.data import DataError
-from distconv.data_checks import rows_outside
+from distconv.data_checks import refuse_ids_out_of_range, rows_outside
 from distconv.id_reads import IdRead, id_reads
 from distconv.layers import (
     Concatenate2,
@@ -219,3 +219,18 @@ def test_ids_counted_from_one_are_told_they_count_from_zero():
     said = r"outside \[-1, 10\), .*; its ids lie in \[1, 10\] \(ids count from 0\): \d"
     with pytest.raises(DataError, match=said):
         _trainer(net).fit(data, epochs=1)
+
+
+def test_a_loop_of_ones_own_checks_each_feeds_set_as_fit_does():
+    """docs/operations.md "Sequences": a SequenceConcat's question and answer, one set each, are
+    read by refuse_ids_out_of_range one set at a time (the other's feeds absent)."""
+    net = Network()
+    net.add("eq", Mixed([TableProjection(10, 4)]), "q")
+    net.add("ea", Mixed([TableProjection(10, 4)]), "a")
+    starts = np.array([0, 2, 5])
+    q = SequenceSet({"q": np.array([1, 2, 3, 4, 5])}, starts, {"label": np.zeros(2, np.int64)})
+    a = SequenceSet({"a": np.array([1, 2, 3, 10, 5])}, starts)
+    refuse_ids_out_of_range(net, q, None)
+    said = r"^the training set's 'a' holds 1 row\(s\) .* 'ea' reads; .*: 3 \(row 1 of sequence 1\)$"
+    with pytest.raises(DataError, match=said):
+        refuse_ids_out_of_range(net, a, None)
