@@ -39,6 +39,7 @@ from .commands import (
     parse_program,
     server_command,
     threads_per_process,
+    train_timeout,
     with_out,
     worker_command,
 )
@@ -114,6 +115,7 @@ def local_plan(
             workers=args.workers,
             mode=args.mode,
             max_staleness=args.max_staleness,
+            timeout=train_timeout(program),
             job_id=job_id,
             keys_dir=keys_dir,
             checkpoint_dir=checkpoint_dir,

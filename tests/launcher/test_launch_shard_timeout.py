@@ -18,6 +18,7 @@ import pytest
 
 from distconv.sync.peers import PeerFailed
 from launcher.commands import ServerOptions, parse_program, server_command, train_timeout
+from tests.launcher.launch_cli import launch
 from tests.sync.ps.ps_helpers import Shards, insecure_worker, small_net
 
 
@@ -75,3 +76,17 @@ def test_a_worker_waiting_for_a_missing_rank_is_told_which_and_warned_of_nothing
         shards.stop()
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert not [m for m in said if "for a shard's reply" in m], said
+
+
+@pytest.mark.timeout(120)
+def test_a_launch_with_a_timeout_after_its_dashes_warns_no_worker(tmp_path: Path):
+    """``distconv-launch local`` itself hands the workers' ``--timeout`` to its shards: no
+    worker warns that its shards outwait it (each did, naming 60 s, before)."""
+    done = launch(
+        "local", "--workers", "2", "--servers", "1", "--insecure", "--run-dir",
+        str(tmp_path / "run"), "--", "--data", "synthetic", "--epochs", "1", "--batch-size",
+        "64", "--no-progress", "--timeout", "10", cwd=tmp_path,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    assert "for a shard's reply" not in said, said[-3000:]
