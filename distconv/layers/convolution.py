@@ -14,7 +14,12 @@ from typing import Any
 
 from distconv.kernels.shape import ConvGeometry, ConvSpec, IntOrTuple
 from distconv.layers.base import checked
-from distconv.layers.options import options_problem, positional_names
+from distconv.layers.options import (
+    checked_arguments,
+    options_problem,
+    positional_names,
+    too_many_positional,
+)
 from distconv.layers.part import LayerPart, Projection
 
 #: the arguments every convolution takes first, positionally, in PyTorch's order
@@ -57,6 +62,7 @@ class Convolution:
     transposed = False
     spec: ConvSpec
 
+    @checked_arguments  # a wrong call names Conv2D, not this mixin
     def __init__(
         self,
         in_channels: int,
@@ -87,11 +93,7 @@ class Convolution:
             return
         if "too many positional arguments" in problem:
             names = CONV_ARGUMENTS + positional_names(self._build)
-            given = len(CONV_ARGUMENTS) + len(options)
-            problem = (
-                f"takes at most {len(names)} positional arguments ({', '.join(names)}), got "
-                f"{given}; give the rest by keyword"
-            )
+            problem = too_many_positional(names, len(CONV_ARGUMENTS) + len(options))
         raise TypeError(f"{type(self).__name__}: {problem}{self._owners_option(problem)}")
 
     def _owners_option(self, problem: str) -> str:

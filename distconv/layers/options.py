@@ -1,15 +1,22 @@
-"""Options a layer's constructor hands on to a method of its own (a FullyConnected subclass's
-``_configure``, a convolution's ``_build``), bound before anything is built: Python's own error
-named that private method ("ConvNd._build() got an unexpected keyword argument"), not the class
-the user called, and said neither the cause nor the way out."""
+"""A layer's arguments bound before anything is built, refused naming the class the user called.
+
+Both a constructor's own arguments (:func:`checked_arguments`) and the options it hands on to a
+method of its own (a FullyConnected subclass's ``_configure``, a convolution's ``_build``:
+:func:`options_problem`). Python's own errors named the function that defines them
+("Convolution.__init__() missing ...", "ConvNd._build() got an unexpected keyword argument"),
+not the class the user called, counted ``self`` among the positional arguments, and said
+neither the cause nor the way out."""
 
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
+
+Init = TypeVar("Init", bound=Callable[..., None])
 
 #: the kinds of parameter a method takes positionally
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -24,17 +31,66 @@ def options_problem(method: Callable[..., Any], /, *args: Any, **kwargs: Any) ->
     ``method`` is positional only: an option may be named so, as SelectiveFullyConnected's is.
     Bound, not called: nothing is built (no weight drawn) before the error.
     """
-    try:
-        inspect.signature(method).bind(*args, **kwargs)
-    except TypeError as exc:
-        return str(exc) + _way_out(str(exc), method)
-    return None
+    return _bind_problem(inspect.signature(method), method, args, kwargs)
+
+
+def checked_arguments(init: Init) -> Init:
+    """Wrap a constructor so that arguments it cannot bind are a TypeError naming the class
+    called (``Conv2D: missing required argument: 'kernel_size'``), not the class defining
+    ``init``, and counting what the user passed, not ``self``. Bound before ``init`` runs, so
+    nothing is built; help() still shows ``init``'s signature."""
+    signature = inspect.signature(init)
+    names = positional_names(init)[1:]  # self is not the user's to pass
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        problem = _bind_problem(signature, init, (self, *args), kwargs)
+        if problem is not None:
+            if "too many positional arguments" in problem:
+                problem = too_many_positional(names, len(args))
+            raise TypeError(f"{type(self).__name__}: {problem}")
+        init(self, *args, **kwargs)
+
+    return checked  # type: ignore[return-value]
+
+
+def too_many_positional(names: tuple[str, ...], given: int) -> str:
+    """The refusal of ``given`` positional arguments where only ``names`` are taken so."""
+    return (
+        f"takes at most {len(names)} positional arguments ({', '.join(names)}), got {given}; "
+        "give the rest by keyword"
+    )
 
 
 def positional_names(method: Callable[..., Any]) -> tuple[str, ...]:
     """The names ``method`` takes positionally, in order."""
     params = inspect.signature(method).parameters.values()
     return tuple(p.name for p in params if p.kind in _POSITIONAL)
+
+
+def _bind_problem(
+    signature: inspect.Signature,
+    method: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> str | None:
+    """Why ``args`` and ``kwargs`` do not bind to ``signature`` (``method``'s), with every
+    missing argument named (Python's binding names the first) and the way out, or None."""
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        problem = str(exc)
+    else:
+        return None
+    if problem.startswith("missing a required argument"):
+        bound = signature.bind_partial(*args, **kwargs).arguments
+        missing = [
+            repr(p.name)
+            for p in signature.parameters.values()
+            if p.default is p.empty and p.kind in _NAMED + _POSITIONAL and p.name not in bound
+        ]
+        problem = f"missing required argument{'s' * (len(missing) > 1)}: {', '.join(missing)}"
+    return problem + _way_out(problem, method)
 
 
 def _way_out(problem: str, method: Callable[..., Any]) -> str:
