@@ -16,7 +16,7 @@ from distconv.kernels.parallel import matmul
 from distconv.kernels.shape import is_int
 from distconv.layers.base import Layer
 from distconv.layers.inputs import add_grad
-from distconv.layers.options import options_problem
+from distconv.layers.options import checked_arguments, options_problem
 from distconv.parameter import Parameter, UpdateCallback
 
 
@@ -53,6 +53,7 @@ class FullyConnected(Layer):
 
     owns_preactivation = True  # a fresh product; the activation may run in place
 
+    @checked_arguments  # a wrong count or keyword counts what the user passed, not self
     def __init__(
         self,
         in_features: int | Sequence[int],
