@@ -14,6 +14,7 @@ from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.layers.mixed import ProjectionLayer
 from distconv.layers.projection import SliceProjection
 from distconv.layers.reshape import Reshape
+from distconv.layers.sequence_pool import SequencePool
 
 #: what to do about a softmax activation under a softmax cross-entropy
 DROP_THE_SOFTMAX = (
@@ -23,8 +24,12 @@ DROP_THE_SOFTMAX = (
 )
 
 #: layers that hand their inputs' values on as they are (reshaped, placed side by side,
-#: dropped out and rescaled): with no activation of their own, probabilities stay probabilities
-_PASSING_ON = (Activation, Concatenate, Dropout, Reshape)
+#: dropped out and rescaled) or pooled over a sequence's rows: with no activation of their own,
+#: probabilities stay probabilities. A pool's average, max, first or last row is one still, in
+#: [0, 1]; its sum is a count of them, in [0, rows]: read as logits, neither can say more than
+#: a softmax already squashed, as Paddle's per-token softmax pooled into classification_cost
+#: (which takes probabilities) ported here reads them
+_PASSING_ON = (Activation, Concatenate, Dropout, Reshape, SequencePool)
 
 
 def double_softmax(
@@ -41,8 +46,9 @@ def double_softmax(
     ``softmax(softmax(z))``: the loss cannot fall below about 0.55 for 3 classes and the
     gradients are squashed, while the accuracy looks fine, so nothing told the user. The
     softmax may reach the loss through layers that pass values on (a dropout, a reshape, a
-    concatenation, an identity projection), and the layers may be added in any order (a
-    network may be built from its loss down): only a chain this add completes is refused.
+    concatenation, an identity projection, a sequence pool), and the layers may be added in
+    any order (a network may be built from its loss down): only a chain this add completes is
+    refused.
     """
     layers, wiring = {**layers, name: layer}, {**wiring, name: tuple(inputs)}
     for loss_name, loss in layers.items():
