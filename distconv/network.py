@@ -21,7 +21,7 @@ from distconv.kernels.parallel import one_blas_thread
 from distconv.layers.base import Layer, LayerError
 from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.loss_scale_check import warn_unscaled_mean
-from distconv.network_checks import double_softmax
+from distconv.network_checks import double_softmax, parameter_name_clash
 from distconv.network_feeds import arg_problem, integer_input_problem, not_finite_problem
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, name_clash
 
@@ -85,8 +85,10 @@ class Network:
         if not names or not all(isinstance(n, str) and n for n in names):
             raise NetworkError(f"add({name!r}, ...): inputs must be names, got {inputs!r}")
         layer.set_name(name)
-        self._refuse_parameter_names(name, layer)
-        if problem := double_softmax(name, layer, names, self.layers, self.wiring):
+        problem = parameter_name_clash(name, layer, self.layers) or double_softmax(
+            name, layer, names, self.layers, self.wiring
+        )
+        if problem:
             raise NetworkError(f"add({name!r}, ...): {problem}")
         self.layers[name] = layer
         self.wiring[name] = names
@@ -94,18 +96,6 @@ class Network:
         self.firing_order = None  # a new layer, a new order
         self._count_users()
         return layer
-
-    def _refuse_parameter_names(self, name: str, layer: Layer) -> None:
-        """NetworkError if a name this add gives (``name.<key>``) is another parameter's: "fc" +
-        "proj0.weight" is "fc.proj0" + "weight". Not the names of weights shared from layers not
-        added yet: their owners' adds rename them (two such were refused)."""
-        by_name = {p.name: p for other in self.layers.values() for p in other.parameters()}
-        for p in layer.parameters():
-            if p.name.startswith(f"{name}.") and by_name.setdefault(p.name, p) is not p:
-                raise NetworkError(
-                    f"add({name!r}, ...): its parameter {p.name!r} is named as a different "
-                    f"parameter already in the network; rename the layer"
-                )
 
     def __getitem__(self, name: str) -> Layer:
         return self.layers[name]
@@ -319,9 +309,8 @@ class Network:
                 added, ``loss`` is no layer (or is not given and several layers are read by
                 none), or a parameter did not fire exactly once.
         """
-        self.backward_watched(callback, None, loss, loss_scale=loss_scale)
-        seeded = self.layers[loss if loss is not None else self._only_output()]
-        warn_unscaled_mean(self, callback, seeded, loss_scale)
+        seeded = self.backward_watched(callback, None, loss, loss_scale=loss_scale)
+        warn_unscaled_mean(self, callback, self.layers[seeded], loss_scale)
 
     def backward_watched(
         self,
@@ -330,11 +319,12 @@ class Network:
         loss: str | None = None,
         *,
         loss_scale: float = 1.0,
-    ) -> None:
+    ) -> str:
         """:meth:`backward` (its errors too), calling ``after(name)`` after each layer's: the
         pass training runs, prepared as it prepares it, for a probe between layers
         (:mod:`distconv.written_values`). Where ``after`` returns True it stops there, the
-        parameters fired so far not checked nor their order recorded."""
+        parameters fired so far not checked nor their order recorded. Returns the layer seeded
+        (``loss``, or the one output when it is None)."""
         problem = callback_problem(callback)  # before any layer adds a gradient
         if problem:
             raise NetworkError(problem)
@@ -363,8 +353,9 @@ class Network:
             for name in reversed(order):
                 firing.run(name, self.layers[name])
                 if after is not None and after(name):
-                    return
+                    return loss
         self._check_fired(firing.fired)
+        return loss
 
     def _only_output(self) -> str:
         """The one layer no other layer reads: the loss when none is named. The last layer in

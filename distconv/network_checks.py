@@ -102,3 +102,18 @@ def _refusal(loss: Layer, chain: list[Layer]) -> str:
         f"{through}: a softmax of a softmax, which trains badly without an error; "
         f"{DROP_THE_SOFTMAX}"
     )
+
+
+def parameter_name_clash(name: str, layer: Layer, layers: Mapping[str, Layer]) -> str | None:
+    """Why adding ``layer`` as ``name`` to a network of ``layers`` gives one of its parameters
+    (``name.<key>``) another parameter's name, or None: "fc" + "proj0.weight" is "fc.proj0" +
+    "weight". Not the names of weights shared from layers not added yet: their owners' adds
+    rename them (two such were refused)."""
+    by_name = {p.name: p for other in layers.values() for p in other.parameters()}
+    for p in layer.parameters():
+        if p.name.startswith(f"{name}.") and by_name.setdefault(p.name, p) is not p:
+            return (
+                f"its parameter {p.name!r} is named as a different parameter already in the "
+                "network; rename the layer"
+            )
+    return None
