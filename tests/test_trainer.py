@@ -196,7 +196,7 @@ def test_a_directory_holding_a_run_is_refused_unless_told(data, tmp_path):
     train, test = data
     _trainer(tmp_path).fit(train, test, epochs=1)
     before = (tmp_path / "metrics.jsonl").read_bytes()
-    words = r"already holds a run.*--resume to.*--overwrite to.*\(resume=True, .*'overwrite' in"
+    words = r"already holds a run.*--resume to.*--overwrite to.*\(in a script: resume=True, "
     with pytest.raises(RunDirError, match=words):
         _trainer(tmp_path).fit(train, test, epochs=1)
     assert (tmp_path / "metrics.jsonl").read_bytes() == before
