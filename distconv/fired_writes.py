@@ -18,6 +18,9 @@ one's own may hand the gradient to a thread that writes through that very object
 backward runs, as the contract lets it: only a strategy that says it does not is guarded
 (:func:`promises_untouched`).
 A gradient that is no numpy array (a device array) has no such flag and is not guarded.
+
+A strategy that promises it is guarded on every pass, and its gradients stay read-only past
+the layer, until its step ends: :mod:`distconv.held_gradients` (:meth:`WriteGuard.hand_to`).
 """
 
 from __future__ import annotations
@@ -67,21 +70,32 @@ class WriteGuard:
             grad.flags.writeable = True
         self._held.clear()
 
-    def blame(self, exc: BaseException, layer: str, error: Callable[[str], Exception]) -> None:
-        """Raise ``error`` from ``exc``, which the backward of ``layer`` raised, where it is a
-        write into a held gradient (numpy's "read-only"); return otherwise."""
-        cause = _read_only_write(exc)
+    def hand_to(self, other: WriteGuard) -> None:
+        """Leave every held gradient read-only, held by ``other`` from now on (the step's hold
+        of a strategy that keeps them until its step ends: :mod:`distconv.held_gradients`)."""
+        other._held += self._held
+        self._held.clear()
+
+    def written(self, exc: BaseException | None) -> list[Parameter]:
+        """The held parameters whose gradient ``exc`` wrote into (numpy's "read-only" error,
+        or one raised from it); none where ``exc`` is no such write."""
+        cause = None if exc is None else _read_only_write(exc)
         if cause is None or not self._held:
-            return
+            return []
         params = [p for p, _ in self._held]
         # the arrays the failing lines write into, where they resolve, decide: a line may read
         # a fired gradient (allowed) while it writes into another read-only array
         if written := _written_arrays(cause):
-            named = [p for p, g in self._held if any(np.may_share_memory(w, g) for w in written)]
-            if not named:  # another read-only array: the layer's own error stands
-                return
-        else:
-            named = [p for p in params if touches_grad_of(cause, [p])] or params
+            return [p for p, g in self._held if any(np.may_share_memory(w, g) for w in written)]
+        return [p for p in params if touches_grad_of(cause, [p])] or params
+
+    def blame(self, exc: BaseException, layer: str, error: Callable[[str], Exception]) -> None:
+        """Raise ``error`` from ``exc``, which the backward of ``layer`` raised, where it is a
+        write into a held gradient (numpy's "read-only"); return otherwise (another read-only
+        array's: the layer's own error stands)."""
+        named = self.written(exc)
+        if not named:
+            return
         which = " or ".join(repr(p.name) for p in named)
         raise error(
             f"layer {layer!r} wrote into the gradient of {which} after firing it "

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from distconv.fired_writes import WriteGuard
+from distconv.held_gradients import step_hold
 from distconv.layers.base import Layer
 from distconv.parameter import Parameter, UpdateCallback
 
@@ -25,7 +26,10 @@ class Firing:
         error: the exception class a refusal raises, with its message (the network's).
         guard: hold each fired gradient read-only until the backward of the layer that fired
             it returns (:class:`~distconv.fired_writes.WriteGuard`): the first pass's, where
-            the callback is one :func:`~distconv.fired_writes.promises_untouched` knows.
+            the callback is one :func:`~distconv.fired_writes.promises_untouched` knows. A
+            strategy's that promises it is guarded on every pass, and its gradients stay
+            read-only past the layer, until its step ends
+            (:func:`~distconv.held_gradients.step_hold`).
 
     Attributes:
         fired: the parameters fired so far, in order.
@@ -36,7 +40,11 @@ class Firing:
         self, callback: UpdateCallback, error: Callable[[str], Exception], guard: bool = False
     ) -> None:
         self.callback, self.error = callback, error
-        self._guard = WriteGuard() if guard else None
+        #: where the layer's guarded gradients go as its backward ends (None: released)
+        self._step_hold = step_hold(callback)
+        if self._step_hold is not None:  # a second pass to the step: the strategy refuses
+            self._step_hold.release()  # its fires, in its words, as it did (fired twice)
+        self._guard = WriteGuard() if guard or self._step_hold is not None else None
         self.fired: list[Parameter] = []
         self.layer = ""
         self._fired_by: dict[int, str] = {}  # id of each parameter fired -> the layer's name
@@ -81,13 +89,19 @@ class Firing:
         if guard is None:
             layer.backward(self.fire)
             return
+        kept = self._step_hold
         try:
             layer.backward(self.fire)
         except Exception as exc:
             guard.blame(exc, name, self.error)
+            if kept is not None:  # a gradient an earlier layer fired
+                kept.blame(exc, name, self.error)
             raise
         finally:
-            guard.release()
+            if kept is None:
+                guard.release()
+            else:
+                guard.hand_to(kept)
 
 
 def twice(p: Parameter, first: str, now: str) -> str:

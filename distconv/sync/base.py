@@ -24,8 +24,15 @@ ranks with batch b and one rank with batch N*b take the same step, uneven last b
 
 Ownership of ``param.grad``: from the callback until :meth:`finish_step` returns, ``param.grad``
 belongs to the strategy, which may be reading it on a communication thread (or may have handed
-out the array as a view into a bucket buffer). Nobody else writes it in that window. When
+out the array as a view into a bucket buffer). Nobody else writes it in that window: a
+strategy whose class says ``fired_gradients_untouched = True`` (the shipped three) gets each
+fired numpy gradient read-only until its step ends (:mod:`distconv.held_gradients`), and the
+close of a sync a write there failed raises a :class:`SyncError` naming the parameter. Change
+gradients inside a strategy instead (``MPISync(grad_hook=...)``, a subclass). When
 :meth:`finish_step` returns, every gradient is zero again and belongs to the layers.
+
+A sync is a context manager: ``with LocalSync(opt) as sync:`` closes it at the block's end,
+the block's exception (if any) being what :func:`closing_error` sees.
 """
 
 from __future__ import annotations
@@ -342,11 +349,23 @@ class SyncStrategy(StepCount, ABC):
                 line and exit 1 under ``run_main``; a plain SyncError keeps its traceback)."""
         refuse_one_process_collectives(self, "all_equal")
 
+    def __enter__(self) -> SyncStrategy:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """:meth:`close`, seeing the block's exception as propagating (:func:`closing_error`:
+        MPI aborts the job rather than leave the other ranks waiting); it goes on."""
+        self.close()
+
     def close(self) -> None:
         """Release sockets, communicators and threads.
 
         A step under way ends with it, unfinished: a gradient handed in after it is refused
-        (:class:`SyncError`) and updates nothing.
+        (:class:`SyncError`) and updates nothing. Where no exception propagates, that is a
+        :class:`SyncError` too, raised on every transport once all is released (the step's
+        update is not complete: call ``finish_step`` first, ``abandon_step`` where it raised).
+        A write into a gradient held read-only propagating becomes a :class:`SyncError` naming
+        the parameter (:func:`~distconv.held_gradients.blamed_write`).
 
         Whoever built the strategy closes it, in a ``finally`` (``distconv.job.train`` does).
         An exception propagating then (:func:`closing_error`) is a failure the other ranks

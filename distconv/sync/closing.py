@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distconv import stop_request
+from distconv.held_gradients import blamed_write, release_held
 from distconv.stop_request import Preempted
 from distconv.sync.errors import SyncError, step_refusal
 
@@ -63,13 +64,57 @@ def closes_once(
             if sys.exc_info()[1] is None:
                 self.check_made()
             return
+        raised = closing_refusal(self)
+        release_held(self)  # before the transport's close, which may zero them
         try:
-            close(self)
+            if raised is None:
+                close(self)
+            else:
+                closes_on(self, close, raised)
         finally:  # only now: a subclass's close calling super().close() runs both
             self.closed = True
+        if raised is not None:  # every resource let go: the caller's to report
+            raise raised
 
     once._guarded = True  # type: ignore[attr-defined]
     return once
+
+
+#: the way out of a step left open at close, in every transport's refusal of it
+STEP_WAY_OUT = "call finish_step() before close(), or abandon_step() where the step raised"
+
+
+def closed_mid(unfinished: str) -> str:
+    """What a sync closed with ``unfinished`` open (a step, a setup) is told first."""
+    return f"sync closed in the middle of {unfinished}"
+
+
+def closing_refusal(sync: Any) -> BaseException | None:
+    """What ``sync``'s close raises once it let go of everything, or None: a write into a
+    gradient it held (:func:`~distconv.held_gradients.blamed_write`) propagating, or, with
+    nothing propagating, a step left open (no ``finish_step`` or ``abandon_step`` since its
+    ``start_step``), which a parameter server and a single MPI rank dropped without a word,
+    LocalSync had applied, and two MPI ranks aborted on: the same words on every transport."""
+    error = closing_error()
+    if error is not None:
+        return blamed_write(sync, error)
+    if sync.__dict__.get("_taken") is None:
+        return None
+    step = getattr(sync, "_step_number", 0)
+    return SyncError(
+        f"{closed_mid(f'step {step}')} ({type(sync).__name__}.close() with no finish_step "
+        f"since its start_step; its update is not complete): {STEP_WAY_OUT}"
+    )
+
+
+def closes_on(sync: Any, close: Callable[[Any], None], raised: BaseException) -> None:
+    """Run ``close`` on ``sync`` with ``raised`` as the error it closes on
+    (:func:`closing_error`): a transport tells its peers as for any failure (MPI aborts the
+    job where other ranks may wait in the step; a parameter server's shards hear why)."""
+    try:
+        raise raised from closing_error()
+    except type(raised):
+        close(sync)
 
 
 def unmade(sync: Any) -> bool:
@@ -107,7 +152,9 @@ def clear_step_record(sync: Any) -> None:
     a ``finish_step``): every ``finish_step`` or ``abandon_step`` after it was nested, and no
     step ended."""
     sync._taken, sync._known, sync._taken_unfinished = None, ([], set()), None
+    sync._set_up = True  # start_step is refused before (StepCount's)
     setattr(sync, ENDING, False)
+    release_held(sync)
 
 
 def take_gradient(sync: Any, param: Any) -> None:
@@ -151,6 +198,8 @@ def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
         # wrapped too, may hand itself gradients after it (LocalSync's has nothing in flight)
         outermost = not self.__dict__.get(ENDING, False)
         setattr(self, ENDING, True)
+        if outermost:  # the gradients are the strategy's again, to apply and zero
+            release_held(self)
         raised = True
         try:
             result = method(self, *args, **kwargs)

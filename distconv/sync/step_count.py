@@ -24,6 +24,12 @@ class StepCount:
     _taken: set[int] | None
     _taken_unfinished: set[int] | None
     check_made: Callable[[], None]  # the contract's (annotated only: not shadowed here)
+    #: whether a setup was called (:func:`~distconv.sync.closing.clear_step_record` says so)
+    _set_up = False
+    #: the run's step the next start_step begins (:meth:`start_at`'s, else counted from 0),
+    #: and the one under way (or the last): what a close mid-step names
+    _next_step = 0
+    _step_number = 0
 
     def start_at(self, step: int) -> None:
         """The run's step the next :meth:`start_step` follows (0 first in a fresh run, the
@@ -37,6 +43,7 @@ class StepCount:
         """
         if not is_int(step) or step < 0:
             raise ValueError(f"start_at: step must be a count (an int >= 0), got {step!r}")
+        self._next_step = int(step)
 
     @property
     def step_examples(self) -> int:
@@ -62,10 +69,20 @@ class StepCount:
         Raises:
             ValueError: ``examples`` is not a count (an int >= 0): 2.5 was taken as 2, and a
                 negative count averaged nothing (the gradients' sum was applied).
+            SyncError: no ``setup`` was called: LocalSync and the parameter server took the
+                step and refused its first gradient as "not given to setup", as if the
+                parameter list were wrong; MPISync refuses it here too.
         """
         if not is_int(examples) or examples < 0:
             raise ValueError(
                 f"start_step: examples must be a count (an int >= 0), got {examples!r}"
             )
+        if not self._set_up:
+            self.check_made()  # a @dataclass one's: its own words
+            raise SyncError(
+                f"{type(self).__name__}.start_step called before setup: call "
+                "sync.setup(network.parameters()) once, before the first step"
+            )
         self._examples, self._stepped, self._taken = int(examples), True, set()
         self._taken_unfinished = None
+        self._step_number, self._next_step = self._next_step, self._next_step + 1

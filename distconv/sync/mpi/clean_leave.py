@@ -8,6 +8,7 @@ import signal
 from collections.abc import Callable
 
 from distconv.sync.base import SyncError
+from distconv.sync.closing import closed_mid
 from distconv.sync.mpi.comm import WireRefused
 from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.step_check import StepCheck
@@ -28,7 +29,7 @@ def why_not_leave(thread: CommThread | None, unfinished: str | None) -> SyncErro
     if failed and not (unfinished is None and thread.refused_alike):
         return SyncError(f"sync closed after {thread.failure()}")
     if unfinished is not None:
-        return SyncError(f"sync closed in the middle of {unfinished}")
+        return SyncError(closed_mid(unfinished))
     return None
 
 
