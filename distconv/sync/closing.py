@@ -89,6 +89,19 @@ def closed_mid(unfinished: str) -> str:
     return f"sync closed in the middle of {unfinished}"
 
 
+def open_step(step: int) -> str:
+    """A step left open, as a close names it (MPISync's ``_open`` says it in these words)."""
+    return f"step {step} (no finish_step, or it failed)"
+
+
+def step_left_open(error: BaseException | None) -> bool:
+    """Whether ``error`` is :func:`closing_refusal`'s of a step left open with nothing
+    propagating: the error a transport closes on, then raised (a plain SyncError, as every
+    refusal of the contract is). A rank alone waits for nobody: MPISync's leaves as ever
+    (completing the step's check) before it is raised."""
+    return getattr(error, "_step_left_open", False)
+
+
 def closing_refusal(sync: Any) -> BaseException | None:
     """What ``sync``'s close raises once it let go of everything, or None: a write into a
     gradient it held (:func:`~distconv.held_gradients.blamed_write`) propagating, or, with
@@ -101,10 +114,9 @@ def closing_refusal(sync: Any) -> BaseException | None:
     if sync.__dict__.get("_taken") is None:
         return None
     step = getattr(sync, "_step_number", 0)
-    return SyncError(
-        f"{closed_mid(f'step {step}')} ({type(sync).__name__}.close() with no finish_step "
-        f"since its start_step; its update is not complete): {STEP_WAY_OUT}"
-    )
+    refusal = SyncError(f"{closed_mid(open_step(step))}: {STEP_WAY_OUT}")
+    refusal._step_left_open = True  # type: ignore[attr-defined]
+    return refusal
 
 
 def closes_on(sync: Any, close: Callable[[Any], None], raised: BaseException) -> None:

@@ -23,6 +23,7 @@ from functools import partial
 from typing import Any
 
 from distconv.sync.base import closing_error
+from distconv.sync.closing import step_left_open
 from distconv.sync.errors import JobRefused
 from distconv.sync.mpi.clean_leave import leave, why_not_leave
 from distconv.sync.mpi.leaving import abort_job
@@ -85,7 +86,9 @@ class Shutdown:
         was told (``run_main`` says ``interrupted`` and its note) and what was raised as the
         failure told propagated (:meth:`_of_told_failure`); a Ctrl-C that came before the
         others were told, or on a sync never set up (a rank told may set up again and wait for
-        this one), aborts."""
+        this one), aborts. A step left open with nothing propagating
+        (:func:`~distconv.sync.closing.step_left_open`, which the base raises once this returns)
+        aborts a job of several ranks, and leaves one of a rank alone."""
         error = closing_error()
         # a sync never set up (a script's second one, the first's refusal propagating) started
         # no collective: no rank waits in one of its (else it aborted every job so closed)
@@ -94,6 +97,8 @@ class Shutdown:
             error = None  # raised alike on every rank, none waits: the caller's to report
         if error is not None and self._open is None and self._of_told_failure(error):
             error = None  # this rank's setup failure (or fail_setup's Ctrl-C), told: none waits
+        if step_left_open(error) and self.world_size == 1:
+            error = None  # a step left open on a rank alone: leave (its check completed), as ever
         self._watchdog.phase = "close"
         if self.world_size > 1:
             unfinished = None if self._ended_alike or unset else self._open
