@@ -94,8 +94,9 @@ class Firing:
             layer.backward(self.fire)
         except Exception as exc:
             guard.blame(exc, name, self.error)
-            if kept is not None:  # a gradient an earlier layer fired
-                kept.blame(exc, name, self.error)
+            if kept is not None and (earlier := kept.written(exc)):  # another layer fired it
+                first = earlier[0]
+                raise self.error(written_after(first, self._fired_by[id(first)], name)) from exc
             raise
         finally:
             if kept is None:
@@ -114,6 +115,18 @@ def twice(p: Parameter, first: str, now: str) -> str:
         f"its callback once per pass, after its last user; each layer that uses it adds its "
         f"share into p.grad, then calls p.inc_update(callback) once (the parameter counts "
         f"its {p.shared_count} user(s) in this network and fires at the last)"
+    )
+
+
+def written_after(p: Parameter, fired_in: str, now: str) -> str:
+    """What a layer's write into the gradient of ``p``, fired in the backward of layer
+    ``fired_in`` earlier in the pass, is told where the backward of layer ``now`` writes it."""
+    return (
+        f"layer {now!r} wrote into the gradient of {p.name!r}, which fired already in the "
+        f"backward of layer {fired_in!r}: from its callback on, the gradient is the sync's "
+        f"(applied, or on the wire), so this share is lost or left for the next step. A "
+        f"parameter fires once per pass, after its last user: each user adds into p.grad, "
+        f"and p.inc_update(callback) fires at the last (it counts {p.shared_count} user(s))"
     )
 
 
