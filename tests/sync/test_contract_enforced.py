@@ -197,3 +197,23 @@ def test_gradient_accumulation_by_hand_adds_the_early_passes_and_holds_the_last(
         net.backward(sync, loss="loss", loss_scale=4)
         assert not any(p.grad.flags.writeable for p in net.parameters())
         sync.finish_step()
+
+
+def test_a_layer_s_share_added_after_firing_is_refused_on_every_pass_not_only_the_first():
+    """Only the pass that recorded the firing order was guarded: on a later one the late share
+    went into the strategy's gradient unseen (kept for the next step, or lost)."""
+    from distconv.network import NetworkError
+    from tests.layer_mistakes import batches as mistake_batches
+    from tests.layer_mistakes import build, step
+
+    net = build("early")
+    x, t = next(mistake_batches())
+    net.forward({"x": Arg(x, needs_grad=False), "target": Arg(t, needs_grad=False)})
+    net.backward(lambda p: None, loss="loss")  # records the order: later passes follow
+    net.zero_grad()
+    sync = LocalSync(create_optimizer("sgd", lr=0.1))
+    sync.setup(net.parameters())
+    said = r"layer 'ss1' wrote into the gradient of 'ss1\.weight' after firing it"
+    with pytest.raises(NetworkError, match=said):
+        step(net, sync, x, t)  # abandoned there, as the Trainer does
+    sync.close()
