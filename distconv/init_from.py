@@ -239,7 +239,7 @@ class InitFromCheckpoints(StepCheckpoints):
     def _refuse_frozen(self) -> None:
         """Refuse several ranks with frozen parameters: those are no part of the sync, so the
         source's values would reach the chief alone (a resume is refused alike:
-        :func:`~distconv.resume.refuse_frozen_resume`)."""
+        :func:`~distconv.frozen_resume.refuse_frozen_resume`)."""
         frozen = [p.name for p in self.params if p.static]
         if frozen and (world := self.sync.world_size) > 1:
             raise CheckpointError(

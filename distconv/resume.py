@@ -33,6 +33,8 @@ from distconv.checkpoint import (
 from distconv.checkpoint_checks import as_saved, savable_facts
 from distconv.epoch_sums import CARRIED
 from distconv.epoch_sums import share_position as share_position  # defined there: trainer's
+from distconv.frozen_resume import refuse_frozen_resume as refuse_frozen_resume  # trainer's
+from distconv.frozen_resume import without_frozen
 from distconv.job_start import JobStart as JobStart  # defined there: trainer, job read it
 from distconv.legacy_run import legacy_refusal
 from distconv.parameter import Parameter
@@ -62,7 +64,7 @@ from distconv.scheme_history import (
 from distconv.step_guard import TrainingError as TrainingError  # defined there: epoch_tally's
 from distconv.step_guard import check_step_checkpoint
 from distconv.stop_request import Preempted as Preempted  # defined there: the syncs read it
-from distconv.sync import SyncError, SyncStrategy
+from distconv.sync import SyncStrategy
 from distconv.sync.collective_time import timed_collective
 from distconv.unrecorded_facts import warn_of_unrecorded
 
@@ -357,7 +359,7 @@ class StepCheckpoints:
         if self.sync.is_chief and ckpt.build != build_id():  # an upgrade's: no fault, said once
             theirs_said = f"distconv {ckpt.build}" if ckpt.build else "a distconv that records none"
             log.info("%s was written by %s; this is distconv %s", path, theirs_said, build_id())
-        return _without_frozen(ckpt.optim_state, self.params), pos
+        return without_frozen(ckpt.optim_state, self.params), pos
 
 
 def _of_model(state: OptimState, params: Sequence[Parameter]) -> OptimState:
@@ -366,27 +368,6 @@ def _of_model(state: OptimState, params: Sequence[Parameter]) -> OptimState:
     would refuse."""
     names = {p.name for p in params}
     return {name: s for name, s in state.items() if name in names}
-
-
-def _without_frozen(state: OptimState, params: Sequence[Parameter]) -> OptimState:
-    """The optimizer state of the parameters trained now. One frozen since the checkpoint keeps
-    its restored value and needs no state while frozen (it starts afresh if unfrozen); the
-    sync, which knows only what it trains, refuses state of any name it does not know."""
-    frozen = sorted({p.name for p in params if p.static} & set(state))
-    if frozen:
-        log.warning("not restoring the optimizer state of %s: frozen since the checkpoint", frozen)
-    return {name: s for name, s in state.items() if name not in frozen}
-
-
-def refuse_frozen_resume(params: Sequence[Parameter], pos: Position, world_size: int) -> None:
-    """Frozen parameters are restored on the chief alone and are not part of the sync, so other
-    ranks would keep their initial values: refuse to resume several ranks with any."""
-    frozen = [p.name for p in params if p.static]
-    if frozen and pos.step and world_size > 1:
-        raise SyncError(
-            f"cannot resume {world_size} ranks with frozen parameters {frozen}: their "
-            "checkpointed values would reach rank 0 only; resume on one rank, or unfreeze them"
-        )
 
 
 def _where_in_epochs(done: int, in_epoch: int) -> str:
