@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import copy_into, is_float_dtype
+from distconv.carried_facts import INIT_FROM
 from distconv.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from distconv.checkpoint_checks import native
 from distconv.checkpoint_digest import DIGEST_KEY
@@ -48,9 +49,6 @@ from distconv.run_files import CHIEF_PART, LEGACY_CHECKPOINT
 from distconv.sync.base import SyncStrategy
 
 log = logging.getLogger("distconv.resume")
-
-#: the key of a checkpoint's ``extra`` that records where a run's first weights came from
-INIT_FROM = "init_from"
 
 
 @dataclass(frozen=True)
@@ -174,9 +172,10 @@ def _digest_of(file: Path) -> str:
 
 class InitFromCheckpoints(StepCheckpoints):
     """A run's step checkpoints whose fresh start takes the weights of ``source`` (see the
-    module docstring), and whose checkpoints record where they came from (:data:`INIT_FROM`),
-    carried on through resumes. ``source`` None: only the carrying on. A Trainer makes them
-    (its ``checkpoints``): ``partial(InitFromCheckpoints, source=PATH)``.
+    module docstring), and whose checkpoints record where they came from (:data:`INIT_FROM`);
+    every resume carries the record on (:mod:`distconv.carried_facts`). ``source`` None: plain
+    step checkpoints. A Trainer makes them (its ``checkpoints``):
+    ``partial(InitFromCheckpoints, source=PATH)``.
     """
 
     def __init__(
@@ -214,18 +213,10 @@ class InitFromCheckpoints(StepCheckpoints):
             self._refuse_frozen()
             loaded = load_weights(self.source, self.params)
             log.info("initialised from %s: weights only, from step 0", loaded.text())
-            self._record(loaded.record())
+            self.record_fact(INIT_FROM, loaded.record())
         else:
             log.info("--init-from %s not used: resuming this run's own checkpoint", self.source)
         return state, pos
-
-    def restore(self, source: str | Path | Checkpoint) -> tuple[OptimState, Position]:
-        """As :meth:`StepCheckpoints.restore`, keeping the checkpoint's :data:`INIT_FROM`."""
-        ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
-        restored = super().restore(ckpt)
-        if (record := ckpt.extra.get(INIT_FROM)) is not None:
-            self._record(record)
-        return restored
 
     def _way_on(self, refused: str, resume: bool | str) -> str | None:
         """What the refusal of the run directory (``refused``, its words) says more where it
@@ -248,10 +239,6 @@ class InitFromCheckpoints(StepCheckpoints):
                 "rank, or load the weights on every rank before fit "
                 "(distconv.checkpoint.restore_checkpoint)"
             )
-
-    def _record(self, record: Any) -> None:
-        self.facts[INIT_FROM] = record
-        self._saved = None  # the facts as saved are made anew at the next save
 
 
 #: what a refused ``--resume --init-from`` adds: a restart needs the run's own checkpoint

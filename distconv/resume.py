@@ -22,6 +22,7 @@ from typing import Any
 
 from distconv import plain_json
 from distconv.build_identity import build_id
+from distconv.carried_facts import carried_on
 from distconv.checkpoint import (
     Checkpoint,
     CheckpointDamaged,
@@ -124,6 +125,7 @@ class StepCheckpoints:
         self.start = start or JobStart.from_environment()
         self._said_nothing = False  # whether the chief said no output directory saves nothing
         self._saved: dict[Any, Any] | None = None  # the facts as saved: _saved_facts
+        self._carried: dict[str, Any] = {}  # the facts a restore carried on: carried_on
         # the build each checkpoint records: read now, at the run's start, as the MPI and
         # pserver start-ups read it, not at the first save, when the files may be another's
         build_id()
@@ -223,6 +225,8 @@ class StepCheckpoints:
     def _begin(self, run: RunDirectory) -> tuple[None, Position]:
         """Start a fresh run in ``run``, claimed by this start's job and launch: where it dies
         before its first checkpoint is complete, its restart tells the files it left by that."""
+        for key in self._carried:  # an earlier fit's resume of the run replaced: not this one's
+            self.facts.pop(key, None)
         self._saved_facts()  # as the fit's setup holds them (a resume's restore makes them too)
         self.start.claim(run)
         return None, Position()
@@ -264,6 +268,11 @@ class StepCheckpoints:
         if self._saved is None:
             self._saved = {key: json.loads(plain_json.dumps(v)) for key, v in self.facts.items()}
         return self._saved
+
+    def record_fact(self, key: str, value: Any) -> None:
+        """Record ``value`` under ``key`` in each checkpoint from the next one on."""
+        self.facts[key] = value
+        self._saved = None  # the facts as saved are made anew at the next save
 
     def close(self) -> None:
         if self.run is not None:
@@ -350,6 +359,9 @@ class StepCheckpoints:
         # save_checkpoint's own files record no position in an epoch nor sums: at its start
         in_epoch, sums = int(ckpt.extra.get("step_in_epoch", 0)), ckpt.extra.get("sums", {})
         restore_checkpoint(ckpt, self.params)
+        self._carried = carried_on(ckpt.extra)  # a script's config cannot say them again
+        for key, value in self._carried.items():
+            self.record_fact(key, value)
         schemes = checkpoint_schemes(ckpt.extra, ckpt.step)  # none in an older distconv's
         world = recorded(ckpt.extra, WORLD_SIZE)  # of this form on: a config's before
         world = world if type(world) is int else None
