@@ -42,6 +42,7 @@ from distconv.checkpoint_checks import native
 from distconv.checkpoint_digest import DIGEST_KEY
 from distconv.checkpoint_manifest import CHIEF, Manifest
 from distconv.checkpoint_reads import read_manifest
+from distconv.messages import exception_line
 from distconv.parameter import Parameter
 from distconv.resume import JobStart, OptimState, Position, StepCheckpoints
 from distconv.run_dir import RunDirectory
@@ -124,6 +125,7 @@ def load_weights(path: str | os.PathLike, params: Sequence[Parameter]) -> InitSo
     """
     file = checkpoint_file(path)
     ckpt = load_checkpoint(file, position=False)  # weights only: its step is not gone on from
+    digest = _digest_of(file)  # before anything is written: the file may be gone by now
     if (misfit := first_misfit(params, ckpt.params)) is not None:
         raise CheckpointError(
             f"--init-from {file}: its weights do not fit this model (first difference: "
@@ -140,7 +142,7 @@ def load_weights(path: str | os.PathLike, params: Sequence[Parameter]) -> InitSo
             )
     for p in params:
         copy_into(p.value, cast[p.name])
-    return InitSource(file, ckpt.step, _digest_of(file))
+    return InitSource(file, ckpt.step, digest)
 
 
 def _overflowed(saved: np.ndarray, cast: np.ndarray) -> bool:
@@ -163,11 +165,26 @@ def _say_cast(ckpt: Checkpoint, params: Sequence[Parameter]) -> None:
 
 
 def _digest_of(file: Path) -> str:
-    """The checkpoint's own SHA-256 (its metadata's), which :func:`load_checkpoint` checked."""
+    """The checkpoint's own SHA-256 (its metadata's), which :func:`load_checkpoint` checked.
+    A second read of ``file`` (:class:`~distconv.checkpoint.Checkpoint` keeps no digest), so
+    a source run still training may have pruned it since the first: refused in words, and a
+    restart takes the run's newest anew.
+
+    Raises:
+        CheckpointError: ``file`` cannot be read now (gone since its weights were read).
+    """
     from safetensors import safe_open
 
-    with safe_open(str(file), framework="np") as f:
-        return (f.metadata() or {}).get(DIGEST_KEY, "")
+    try:
+        with safe_open(str(file), framework="np") as f:
+            return (f.metadata() or {}).get(DIGEST_KEY, "")
+    except OSError as exc:  # safetensors' own: no errno, the path in its message
+        why = "it is gone" if isinstance(exc, FileNotFoundError) else exception_line(exc)
+        raise CheckpointError(
+            f"--init-from {file}: cannot be read again after its weights were ({why}: its run "
+            "pruned it meanwhile?); nothing was loaded: pass a checkpoint its run keeps, or its "
+            "run's --out, which names the newest"
+        ) from None
 
 
 class InitFromCheckpoints(StepCheckpoints):
