@@ -75,17 +75,28 @@ def refuse_ids_out_of_range(
     Raises:
         DataError: naming the set, the feed, the range, its reader and the first rows outside.
     """
-    reads = id_reads(network)
     for what, data in [("training", train), ("test", test)]:
-        arrays = arrays_of(data)
-        for read in reads:
-            ids = arrays.get(read.feed)
-            if ids is None or ids.dtype.kind not in "iu":  # not ids: the layer names that
-                continue
-            found = rows_outside(ids, read.low, read.high)
-            if found[0]:
-                reader = f"the ids {read.reader} reads"
-                raise outside_refusal(what, data, read.feed, (read.low, read.high), reader, found)
+        refuse_set_ids_out_of_range(network, what, data)
+
+
+def refuse_set_ids_out_of_range(
+    network: Network, what: str, data: Mapping[str, Any] | None
+) -> None:
+    """:func:`refuse_ids_out_of_range` of one set, ``data`` (None: none), which the refusal
+    calls the ``what`` set (``"training"``, ``"evaluation"``).
+
+    Raises:
+        DataError: naming the set, the feed, the range, its reader and the first rows outside.
+    """
+    arrays = arrays_of(data)
+    for read in id_reads(network):
+        ids = arrays.get(read.feed)
+        if ids is None or ids.dtype.kind not in "iu":  # not ids: the layer names that
+            continue
+        found = rows_outside(ids, read.low, read.high)
+        if found[0]:
+            reader = f"the ids {read.reader} reads"
+            raise outside_refusal(what, data, read.feed, (read.low, read.high), reader, found)
 
 
 def outside_refusal(

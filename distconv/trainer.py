@@ -22,7 +22,7 @@ import numpy as np
 
 from distconv.arg import feeds_of
 from distconv.data import Arrays, DataError, Dataset
-from distconv.data_checks import check_sets
+from distconv.data_checks import check_sets, refuse_set_ids_out_of_range
 from distconv.empty_pass import fire_every_gradient
 from distconv.epoch_run import run_epoch
 from distconv.epoch_tally import EpochTally, evaluate_shares, right_answers
@@ -297,12 +297,14 @@ class Trainer:
         Across processes call it after :meth:`fit` and before the sync's ``close()``: the ranks
         sum their shares, which MPISync and PServerSync refuse before setup (nothing sent),
         when the ranks' parameters may still differ, and every sync refuses once closed
-        (``SyncError``)."""
+        (``SyncError``). An id past what a layer reads is refused first, as fit refuses it
+        (``DataError``: :func:`~distconv.data_checks.refuse_ids_out_of_range`)."""
         check_count("batch_size", batch_size, 1)  # a negative one ran no batch: a loss of 0
         arrays = counted(self.network, self.loss_name, as_data_set(arrays))
         if set_length(arrays) == 0:  # a DataError: a script ends on its one line
             named = f" {arrays.name!r}" if isinstance(arrays, SequenceSet) else ""
             raise DataError(f"cannot evaluate on an empty data set{named}")
+        refuse_set_ids_out_of_range(self.network, "evaluation", arrays)  # as fit: before a batch
         accuracy = self.accuracy is not None
         return evaluate_shares(self._forward, arrays, self.sync, batch_size, accuracy, self.dtype)
 
