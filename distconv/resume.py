@@ -38,6 +38,7 @@ from distconv.frozen_resume import refuse_frozen_resume as refuse_frozen_resume 
 from distconv.frozen_resume import without_frozen
 from distconv.job_start import JobStart as JobStart  # defined there: trainer, job read it
 from distconv.legacy_run import legacy_refusal
+from distconv.messages import quoted_in
 from distconv.parameter import Parameter
 from distconv.resume_facts import (
     FACTS_FORM,
@@ -217,7 +218,8 @@ class StepCheckpoints:
             run.clear_unfinished()  # files of a run that never reached its first checkpoint
             if asked == "auto" and not fresh_start_said.get():  # not a restart's own "auto"
                 said = "no checkpoint in %s: training a fresh run (in a script: resume='auto')"
-                log.info("--resume auto: " + said, run.root)  # a mistyped --out: days not picked up
+                where = quoted_in(str(run.root), [run.root])  # a line break: one line still
+                log.info("--resume auto: " + said, where)  # a mistyped --out: days not picked up
         else:  # met at the first save, an epoch's work lost on each attempt; no metrics here
             run.check_checkpoints_there(by_metrics=False)  # (refused above): a plot is no sign
         return self._begin(run)
