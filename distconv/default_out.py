@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from distconv.checkpoint import CheckpointError
+from distconv.checkpoints_link import NOT_MOUNTED
 from distconv.resume import fresh_start_said
-from distconv.run_listing import out_flags, resumable_runs
+from distconv.run_listing import out_flags, paths_listed, resumable_runs, unmounted_runs
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,11 @@ def _named(out: str, made_of: str) -> str:
 def _others(out: str) -> str:
     """``; runs/ holds runs to resume: pass --out runs/a or --out runs/L1/train (newest
     first)``, the runs of both layouts (:func:`~distconv.run_listing.resumable_runs`: a
-    launch's is its ``train/``), or '' where ``runs/`` holds no other run."""
+    launch's is its ``train/``), then those whose checkpoints link to a disk not there
+    (:func:`~distconv.run_listing.unmounted_runs`), or '' where ``runs/`` holds no other run."""
     runs = [run for run in resumable_runs(RUNS) if run.out != out]
-    if not runs:
-        return ""
-    return f"; {RUNS}/ holds runs to resume: pass {out_flags(runs)} (newest first)"
+    said = f"; {RUNS}/ holds runs to resume: pass {out_flags(runs)} (newest first)" if runs else ""
+    if unmounted := [path for path in unmounted_runs(RUNS) if path != out]:
+        said += f"; not resumable now: {paths_listed(unmounted)}, whose checkpoints link to "
+        said += f"nothing {NOT_MOUNTED}"
+    return said

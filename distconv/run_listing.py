@@ -22,6 +22,10 @@ from distconv.run_files import CHECKPOINTS, holds_checkpoints
 #: the output directory ``distconv train`` writes to in a launch's run directory
 LAUNCH_TRAIN = "train"
 
+#: where a run's checkpoints folder lies in an entry of a folder of runs, and whether that
+#: layout is a launch's (its output directory its ``train/``)
+_LAYOUTS = ((CHECKPOINTS, False), (os.path.join(LAUNCH_TRAIN, CHECKPOINTS), True))
+
 #: at most this many runs of each layout are named in a hint, newest first; the rest counted
 NAMED_RUNS = 3
 
@@ -63,7 +67,7 @@ def resumable_runs(runs: str | os.PathLike[str]) -> list[ResumableRun]:
 def _resumable(entry: os.DirEntry[str]) -> tuple[float, ResumableRun] | None:
     """When ``entry``'s checkpoints folder last changed, and the run; None where it has none
     (or is no directory itself)."""
-    for inner, launched in ((CHECKPOINTS, False), (os.path.join(LAUNCH_TRAIN, CHECKPOINTS), True)):
+    for inner, launched in _LAYOUTS:
         checkpoints = os.path.join(entry.path, inner)
         try:  # a checkpoints folder linked to another disk counts: stat reads through the link
             held = os.stat(checkpoints)
@@ -72,20 +76,55 @@ def _resumable(entry: os.DirEntry[str]) -> tuple[float, ResumableRun] | None:
         except OSError:  # none in it, gone meanwhile, out of reach: that entry alone
             continue
         if is_run:
-            out = os.path.join(entry.path, LAUNCH_TRAIN) if launched else entry.path
-            return held.st_mtime, ResumableRun(entry.name, out, launched)
+            return held.st_mtime, ResumableRun(entry.name, _out(entry, launched), launched)
     return None
+
+
+def unmounted_runs(runs: str | os.PathLike[str]) -> list[str]:
+    """The output directories in ``runs`` (either layout, as :class:`ResumableRun`'s ``out``)
+    whose checkpoints folder is a link to nothing, its disk not mounted yet: not resumable now,
+    so :func:`resumable_runs` leaves them out, but no hint should pass over them in silence.
+    Sorted by name; empty where ``runs`` is missing or unreadable."""
+    try:
+        with os.scandir(runs) as entries:
+            found = [out for entry in entries if (out := _unmounted(entry)) is not None]
+    except OSError:  # no such folder, or none readable: none to name
+        return []
+    return sorted(found)
+
+
+def _unmounted(entry: os.DirEntry[str]) -> str | None:
+    """The output directory of ``entry`` whose checkpoints link to nothing; None: none does."""
+    for inner, launched in _LAYOUTS:
+        checkpoints = os.path.join(entry.path, inner)
+        if os.path.islink(checkpoints) and not os.path.exists(checkpoints):
+            return _out(entry, launched)
+    return None
+
+
+def _out(entry: os.DirEntry[str], launched: bool) -> str:
+    """The output directory of the run ``entry`` holds: a launch's is its ``train/``."""
+    return os.path.join(entry.path, LAUNCH_TRAIN) if launched else entry.path
 
 
 def out_flags(runs: list[ResumableRun], most: int = NAMED_RUNS, after: str = "") -> str:
     """``--out runs/a, --out runs/L1/train or 2 more``: the flags that resume the first
     ``most`` of ``runs``, each followed by ``after`` (`` --resume``), each path a shell word
     that pastes back as the same path (one with a space or a line break in it is quoted)."""
-    flags = [f"--out {_word(run.out)}{after}" for run in runs[:most]]
-    more = len(runs) - most
+    return listed([f"--out {_word(run.out)}{after}" for run in runs], most)
+
+
+def paths_listed(paths: list[str], most: int = NAMED_RUNS) -> str:
+    """``runs/a, runs/b or 2 more``: the first ``most`` of ``paths``, each a shell word."""
+    return listed([_word(path) for path in paths], most)
+
+
+def listed(words: list[str], most: int) -> str:
+    """``a, b or 2 more``: the first ``most`` of ``words`` (at least one), the rest counted."""
+    more = len(words) - most
     if more > 0:
-        return f"{', '.join(flags)} or {more} more"
-    return flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} or {flags[-1]}"
+        return f"{', '.join(words[:most])} or {more} more"
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
 def _word(path: str) -> str:
