@@ -8,7 +8,7 @@ made its checkpoints, carries it on from the checkpoint it resumed; a fresh run 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 #: the key of a checkpoint's ``extra`` that records where a run's first weights came from
@@ -18,6 +18,15 @@ INIT_FROM = "init_from"
 CARRIED_ON = (INIT_FROM,)
 
 
-def carried_on(extra: Mapping[str, Any]) -> dict[str, Any]:
-    """The facts of a checkpoint's ``extra`` that the run resumed from it records again."""
-    return {key: extra[key] for key in CARRIED_ON if key in extra}
+def carry_on(
+    facts: MutableMapping[str, Any], before: Mapping[str, Any], extra: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Put into a run's ``facts`` those of a checkpoint's ``extra`` it carries on
+    (:data:`CARRIED_ON`), in place of ``before``, what an earlier resume carried (another
+    checkpoint's, maybe another run's); returns what is carried now, ``before`` of the next.
+    ``extra`` empty: a fresh run, which carries none."""
+    for key in before:
+        facts.pop(key, None)
+    carried = {key: extra[key] for key in CARRIED_ON if key in extra}
+    facts.update(carried)
+    return carried

@@ -22,7 +22,7 @@ from typing import Any
 
 from distconv import plain_json
 from distconv.build_identity import build_id
-from distconv.carried_facts import carried_on
+from distconv.carried_facts import carry_on
 from distconv.checkpoint import (
     Checkpoint,
     CheckpointDamaged,
@@ -126,7 +126,7 @@ class StepCheckpoints:
         self.start = start or JobStart.from_environment()
         self._said_nothing = False  # whether the chief said no output directory saves nothing
         self._saved: dict[Any, Any] | None = None  # the facts as saved: _saved_facts
-        self._carried: dict[str, Any] = {}  # the facts a restore carried on: carried_on
+        self._carried: dict[str, Any] = {}  # the facts a restore carried on: carry_on
         # the build each checkpoint records: read now, at the run's start, as the MPI and
         # pserver start-ups read it, not at the first save, when the files may be another's
         build_id()
@@ -227,8 +227,7 @@ class StepCheckpoints:
     def _begin(self, run: RunDirectory) -> tuple[None, Position]:
         """Start a fresh run in ``run``, claimed by this start's job and launch: where it dies
         before its first checkpoint is complete, its restart tells the files it left by that."""
-        for key in self._carried:  # an earlier fit's resume of the run replaced: not this one's
-            self.facts.pop(key, None)
+        self._carry_on({})  # an earlier fit's resume carried the facts of another run
         self._saved_facts()  # as the fit's setup holds them (a resume's restore makes them too)
         self.start.claim(run)
         return None, Position()
@@ -274,6 +273,11 @@ class StepCheckpoints:
     def record_fact(self, key: str, value: Any) -> None:
         """Record ``value`` under ``key`` in each checkpoint from the next one on."""
         self.facts[key] = value
+        self._saved = None  # the facts as saved are made anew at the next save
+
+    def _carry_on(self, extra: Mapping[str, Any]) -> None:
+        """Record the facts carried on from a checkpoint's ``extra`` (:func:`carry_on`)."""
+        self._carried = carry_on(self.facts, self._carried, extra)
         self._saved = None  # the facts as saved are made anew at the next save
 
     def close(self) -> None:
@@ -361,9 +365,7 @@ class StepCheckpoints:
         # save_checkpoint's own files record no position in an epoch nor sums: at its start
         in_epoch, sums = int(ckpt.extra.get("step_in_epoch", 0)), ckpt.extra.get("sums", {})
         restore_checkpoint(ckpt, self.params)
-        self._carried = carried_on(ckpt.extra)  # a script's config cannot say them again
-        for key, value in self._carried.items():
-            self.record_fact(key, value)
+        self._carry_on(ckpt.extra)  # a script's config cannot say them again
         schemes = checkpoint_schemes(ckpt.extra, ckpt.step)  # none in an older distconv's
         world = recorded(ckpt.extra, WORLD_SIZE)  # of this form on: a config's before
         world = world if type(world) is int else None

@@ -60,3 +60,14 @@ def test_a_fresh_run_after_a_resume_in_the_same_trainer_records_no_source(tmp_pa
     trainer.fit(train_set, test_set, 1, resume="overwrite")  # another run, from random weights
     last = load_checkpoint(newest(out))
     assert last.step == 24 and INIT_FROM not in last.extra
+
+
+def test_a_later_resume_replaces_what_an_earlier_one_carried():
+    """A Trainer resuming one run, then another (a sweep over out_dirs' checkpoints), records
+    the second's source, or none where it had none: never the first's."""
+    from distconv.carried_facts import carry_on
+
+    facts = {"seed": 0}
+    carried = carry_on(facts, {}, {INIT_FROM: {"step": 24}, "sums": {}})
+    assert facts == {"seed": 0, INIT_FROM: {"step": 24}}
+    assert carry_on(facts, carried, {"sums": {}}) == {} and facts == {"seed": 0}
