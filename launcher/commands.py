@@ -257,6 +257,9 @@ def server_command(
 ) -> list[str]:
     """``python -m distconv pserver ...`` for shard ``shard`` listening on ``port``, on the
     inherited socket ``fd`` where given (``--bind-fd``: :func:`.ports.reserve_ports`)."""
+    # shared with the Kubernetes shards' args; numpy and zmq: for pserver jobs only
+    from distconv.deploy.render_args import exact_text, shard_timeout
+
     argv = [python, "-m", "distconv", "pserver", "--bind", f"{opts.host}:{port}"]
     if fd is not None:
         argv += ["--bind-fd", str(fd)]
@@ -282,28 +285,14 @@ def server_command(
 def train_timeout(program: Program) -> float | None:
     """The ``--timeout`` of ``distconv train`` arguments (checked by :func:`parse_program`),
     which the shards are given too (:attr:`ServerOptions.timeout`); None for none, or for a
-    program of the user's, whose own ``timeout=`` the launcher cannot see. With the shards
-    left at their 60 s, ``-- --timeout 10`` had every worker give up on a healthy shard at
-    15 s where a worker never came, and warn of it at every setup."""
+    program of the user's, whose own ``timeout=`` the launcher cannot see. The same reading
+    gives a rendered Kubernetes job's shards theirs
+    (:func:`distconv.deploy.render_args.workers_timeout`)."""
     if not program.is_train:
         return None
-    value = option_value(program.argv, "--timeout")
-    return None if value is None else float(value)
+    from distconv.deploy.render_args import workers_timeout  # train's parser: train jobs only
 
-
-def shard_timeout(seconds: float) -> float:
-    """``seconds`` as a shard takes its ``--timeout``: no shorter than its least
-    (``MIN_TIMEOUT``, 0.2 s), which a shard refused at its start."""
-    from distconv.sync.ps.config import MIN_TIMEOUT  # numpy and zmq: for pserver jobs only
-
-    return max(seconds, MIN_TIMEOUT)
-
-
-def exact_text(value: float) -> str:
-    """``value`` as a flag's text that reads back as exactly ``value``: the shortest one
-    (``repr``), less a trailing ``.0`` (``30``). ``:g`` kept six digits: ``--grace 1234567``
-    had the shards drain for 1234570 seconds."""
-    return repr(float(value)).removesuffix(".0")
+    return workers_timeout(program.argv)
 
 
 def keys_command(keys_dir: str, workers: int, python: str = sys.executable) -> list[str]:

@@ -18,6 +18,7 @@ from distconv.deploy.pod import (
     _tmp_volume,
     _work_volume,
 )
+from distconv.deploy.render_args import shard_timeout_args
 from distconv.endpoint import join_endpoint
 
 #: the shards' port inside their pods
@@ -64,6 +65,9 @@ class _PserverWorkloads(_JobBase):
         args += ["--workers", str(self.workers), "--mode", self.mode, "--keys", KEYS_DIR]
         if self.max_staleness is not None:  # async: else the shards' default (4)
             args += ["--max-staleness", str(self.max_staleness)]
+        # the workers' --timeout: a shard at 60 s outwaits workers at 10 (they give up at 15),
+        # so a worker that never came was blamed on a healthy shard
+        args += shard_timeout_args(self.train_args)
         args += ["--checkpoint-dir", CHECKPOINT_DIR, *self.health_args()]
         # only what a shard reads: its job id, its index; its keys come from --keys alone
         # (distconv pserver reads no DISTCONV_KEYS, DISTCONV_ROLE nor DISTCONV_WORLD_SIZE: set,
