@@ -42,7 +42,8 @@ def test_a_silent_rank_named_beside_a_refusal_is_no_mismatch():
     refusal = "rank 1 names another job id than the shard: 'job8' here, 'j7' there"
     line = (
         "distconv train: error: rank 0, step 2: pserver 127.0.0.1:5: rank 1 (host h, last step "
-        f"1) sent nothing for step 2 (push:0) within 5 s (a worker of {refusal})"
+        f"1) sent nothing for step 2 (the push of parameter fc.weight) within 5 s (a worker of "
+        f"{refusal})"
     )
     failure = Failure("worker", 0, 75, None, "l", [line], 0)
     assert failure.cause is None and not failure.different_jobs, failure

@@ -28,6 +28,7 @@ from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.releases import other_protocol
 from distconv.sync.ps.shard_timeouts import ShardTimeouts
+from distconv.sync.ps.stuck import wait_words
 from distconv.sync.ps.wire import (
     MAX_HEADER_BYTES,
     pack,
@@ -256,7 +257,7 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
             if left <= 0:
                 shards = [s for s, t in quiet.items() if t + limit <= _now()]
                 raise SyncError(
-                    f"rank {self.rank}: no answer to {what} from pserver shard(s) "
+                    f"rank {self.rank}: no answer to {wait_words(what)} from pserver shard(s) "
                     f"{self._named(shards, asked)} within {limit:g} s"
                     f"{self._shorter_wait_hint(shards, limit, what)}"
                     f"{self._handshakes.hint(shards) if self._handshakes else ''}"
@@ -314,8 +315,8 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
         for s, pid in self._shard_processes.ended(waited):
             raise SyncError(
                 f"rank {self.rank}: pserver shard {s} ({self.endpoints[s]}) is gone: its process "
-                f"(pid {pid}, on this host) ended (stopped, killed or crashed) while {what} "
-                "waited for it"
+                f"(pid {pid}, on this host) ended (stopped, killed or crashed) while "
+                f"{wait_words(what)} waited for it"
             )
 
     def _malformed(self, shard: int, problem: object) -> SyncError:

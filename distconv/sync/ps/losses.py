@@ -50,6 +50,7 @@ class WorkerLosses:
     refused_at: dict[int, tuple[int, int | None]]
     requests: int
     noted_at: dict[int, tuple[str, int]]
+    params: list[Any]  # the shard's ParamSpecs, by index: a held push names its parameter
     _noted_process_ended: Callable[[int, int], None]
     _standing_note: Callable[[int], str | None]
 
@@ -84,7 +85,8 @@ class WorkerLosses:
             if key not in self.waiting or now - waiting.since <= limit:
                 continue  # answered meanwhile (a rank lost above), or within the timeout
             missing = sorted(self._live() - set(waiting.by_rank))
-            late = f"sent nothing for {held_words(waiting.what, key)} within {limit:g} s"
+            held = held_words(waiting.what, key, self.params)
+            late = f"sent nothing for {held} within {limit:g} s"
             if not self._stragglers(key, missing):
                 # the silent ranks failed; of those that said bye, only one that failed did
                 gone = self.left.intersection(missing)

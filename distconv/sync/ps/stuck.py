@@ -37,10 +37,11 @@ before. What the shard cannot tell apart without a job-wide run number is listed
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from distconv.rank_endings import another_job_text, different_jobs_text
+from distconv.sync.ps.shard_timeouts import GATHER_TAG
 
 #: what a rank in a gather of each kind is doing, for the message
 GATHER_WORDS = {
@@ -48,7 +49,8 @@ GATHER_WORDS = {
     "barrier": "at a barrier",
     "allreduce": "summing metrics",
 }
-#: what a gather of each kind is, for a timeout's "sent nothing for all_equal:1 (...)"
+#: what a gather of each kind is, for a timeout's "sent nothing for all_equal:1 (...)" and a
+#: worker's "no answer to ... (all_equal:1)"
 GATHER_NAMES = {
     "all_equal": "setup's job check",
     "barrier": "a meeting of every rank",
@@ -56,15 +58,27 @@ GATHER_NAMES = {
 }
 
 
-def held_words(what: str, key: str) -> str:
+def held_words(what: str, key: str, params: Sequence[Any]) -> str:
     """A held request as a timeout names what a rank sent nothing for: a gather by its tag
     and what it is (``all_equal:1 (setup's job check)``), a sync step's push by its step and
-    key (``step 3 (push:0)``). The shard's key of a gather only repeated its tag
-    (``all_equal:1 (gather:all_equal:1)``), telling a user nothing."""
+    the parameter the shard holds it for (``params``: the shard's, by index), by its name
+    (``step 3 (the push of parameter fc1.W)``). The shard's keys told a user nothing:
+    ``(gather:all_equal:1)`` only repeated the tag, ``(push:0)`` was the shard's own index."""
     if key.startswith("gather:"):
         kind = what.partition(":")[0]
         return f"{what} ({GATHER_NAMES.get(kind, 'a gather')})"
-    return f"{what} ({key})"
+    index = int(key.partition(":")[2])
+    return f"{what} (the push of parameter {params[index].name})"
+
+
+def wait_words(what: str) -> str:
+    """A worker's wait as its errors name it: a gather by what it is, then its tag
+    (``setup's job check (all_equal:1)``, the tag kept for a reader's grep); any other request
+    (``step 3``, ``pull``) as it is. The tag alone (``no answer to all_equal:1``) told a user
+    nothing."""
+    if GATHER_TAG.fullmatch(what) is None:
+        return what
+    return f"{GATHER_NAMES.get(what.partition(':')[0], 'a gather')} ({what})"
 
 
 def pushes_waiting_for(

@@ -38,7 +38,8 @@ def test_a_shorter_wait_is_warned_of_once_and_its_timeout_says_the_likelier_caus
             with pytest.raises(SyncError) as raised:
                 sync.setup(small_net().parameters())
             said = str(raised.value)
-            assert "no answer to all_equal:" in said and "within 0.75 s" in said, said
+            assert "no answer to setup's job check (all_equal:1)" in said, said
+            assert "within 0.75 s" in said, said
             assert (
                 " (shard(s) 0 wait up to 2 s for every worker, no less than this wait: a worker "
                 "that has not come, which the shard's log names, is the likelier cause; "
