@@ -38,6 +38,7 @@ class RunChecks:
     accepted_at: dict[int, int]
     refused_at: dict[int, tuple[int, int | None]]
     other_job: dict[int, tuple[int, str]]
+    job_runs: set[tuple[int, int]]  # (rank, run) of every hello of this job, taken or not
     last_seen: dict[int, float]
     last_step: dict[int, int]
     bye_error: dict[int, str | None]
@@ -176,15 +177,23 @@ class RunChecks:
 
     def _who(self, rank: int) -> str:
         """``rank``, its host and its last step, as messages name a rank; one whose host this
-        shard never learnt is named by why: it never said hello, or its hello was refused for
-        its host (one that could not be quoted; a hello refused for anything else came after
-        its host was taken)."""
+        shard never learnt is named by why (:meth:`_hostless`)."""
         if rank not in self.hosts:
-            refused = rank in self.refused_at
-            why = "whose hello was refused for its host" if refused else "which never said hello"
-            return f"rank {rank} ({why})"
+            return f"rank {rank} ({self._hostless(rank)})"
         host = self.hosts[rank]
         return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')})"
+
+    def _hostless(self, rank: int) -> str:
+        """Why the shard knows no host of ``rank``: it never said hello, or its hello was
+        refused for its host (one that could not be quoted), or as malformed (its job
+        description or its incarnation: heard, of this job, but neither taken nor refused for
+        its host; the warning in the shard's log quotes what). A hello refused for anything
+        else came after its host was taken."""
+        if rank in self.refused_at:
+            return "whose hello was refused for its host"
+        if any(heard == rank for heard, _ in self.job_runs):
+            return "whose hello was refused: malformed, as this shard's log says"
+        return "which never said hello"
 
     def _closed(self, rank: int) -> str:
         """How a rank that said bye left: ``closed``, or ``closed on "<the error its bye

@@ -40,19 +40,38 @@ def test_a_rank_that_never_said_hello_is_named_so(shards):
     assert "gather:" not in said, said
 
 
-def test_a_rank_whose_hello_was_refused_is_named_so(shards):
-    (endpoint,) = shards.start(1, 2, extra=["--timeout", str(TIMEOUT)])
+def _refused_hello(endpoint: str, **changed: object) -> str:
+    """Rank 1 says a hello (``changed``: its fields changed) that the shard refuses, and never
+    comes again: what rank 0's setup is told."""
     ctx = zmq.Context()
     try:
         rank1 = raw_dealer(ctx, endpoint)
-        hello = {"op": "hello", "id": 1, "job": "local", "rank": 1, "host": "h\t", "run": 3}
-        rank1.send_multipart(pack({**hello, **hello_fields({})}))
+        hello = {"op": "hello", "id": 1, "job": "local", "rank": 1, "host": "h", "run": 3}
+        rank1.send_multipart(pack({**hello, **hello_fields({}), **changed}))
         assert rank1.poll(5000), "the shard did not answer rank 1's hello"
         assert unpack_header(rank1.recv(), request=False)["op"] == "error"
         said = _setup_refusal(endpoint)
         rank1.close()
     finally:
         ctx.term()
+    return said
+
+
+def test_a_rank_whose_hello_was_refused_is_named_so(shards):
+    (endpoint,) = shards.start(1, 2, extra=["--timeout", str(TIMEOUT)])
+    said = _refused_hello(endpoint, host="h\t")
     assert "rank 1 (whose hello was refused for its host) sent nothing for all_equal:1" in said, (
         said
     )
+
+
+def test_a_rank_whose_hello_was_malformed_is_named_so(shards):
+    """A hello whose job digest is malformed is refused before its host is taken: its rank was
+    named as one that never said hello. The shard's log says what was malformed."""
+    (endpoint,) = shards.start(1, 2, extra=["--timeout", str(TIMEOUT)])
+    said = _refused_hello(endpoint, digest="not-hex")
+    assert (
+        "rank 1 (whose hello was refused: malformed, as this shard's log says) sent nothing for "
+        "all_equal:1" in said
+    ), said
+    assert "hello: digest 'not-hex' is not 16 lowercase hex digits" in shards.log_text()
