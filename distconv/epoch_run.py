@@ -55,8 +55,7 @@ def run_epoch(
                 t.checkpoints.save(t.pos, tally.fold(t.pos), tally.scheme)
                 if stop is not None:
                     sync.refresh_parameters()  # as at an epoch's end, after the fold
-                    said = f"stopped by {stop.name} after step {t.pos.step}"
-                    raise Preempted(said, EXIT_STATUS[stop])
+                    raise Preempted(stop.said(t.pos.step), EXIT_STATUS[stop.signal])
     tally.fold(t.pos)  # a collective: every rank's steps of the epoch are in
     sync.refresh_parameters()  # so each rank holds what it trained (async shards)
     t._layout.check(sync)  # a float64 weight beside float32 gradients trains on

@@ -3,12 +3,15 @@
 A stop request (:class:`~distconv.stop_request.StopRequest`) reaches one rank, or each at
 another time; a rank that stopped alone would leave the others waiting in the next step's
 collective. So the ranks sum their requests every :data:`STOP_CHECK_EVERY` steps and stop
-together, each exiting with the same status.
+together, each exiting with the same status. The same sum carries who got the signal (how
+many ranks, and their ranks' sum: the rank itself where one alone did), so a rank that was not
+signalled says whose signal stopped it, and an operator looks at the right node.
 """
 
 from __future__ import annotations
 
 import signal
+from dataclasses import dataclass
 
 from distconv.stop_request import StopRequest, stop_signal
 from distconv.sync import SyncStrategy
@@ -18,18 +21,62 @@ from distconv.sync.collective_time import timed_collective
 STOP_CHECK_EVERY = 8
 
 
-def stop_agreed(sync: SyncStrategy, stop: StopRequest, step: int) -> signal.Signals | None:
-    """The signal (SIGTERM or Ctrl-C) any rank got, or None, after optimizer step ``step``: all
-    ranks stop at the same step, and by the same signal, so they exit with the same status.
+@dataclass(frozen=True)
+class AgreedStop:
+    """A stop the ranks agreed on.
+
+    Attributes:
+        signal: the signal every rank stops by (SIGTERM wins over Ctrl-C).
+        own: whether this rank got that signal itself.
+        count: how many ranks got it.
+        rank: the rank that got it, where one alone did (None where several did).
+    """
+
+    signal: signal.Signals
+    own: bool
+    count: int
+    rank: int | None
+
+    def said(self, step: int) -> str:
+        """The rank's last line: ``stopped by SIGTERM after step N`` on a rank that got it,
+        ``stopped after step N: rank 1 got SIGTERM`` (or ``2 ranks got``) on the others, so
+        the launcher and an operator can tell the signalled rank from those it stopped."""
+        name = self.signal.name
+        if self.own:
+            return f"stopped by {name} after step {step}"
+        who = f"rank {self.rank}" if self.rank is not None else f"{self.count} ranks"
+        return f"stopped after step {step}: {who} got {name}"
+
+
+def stop_agreed(sync: SyncStrategy, stop: StopRequest, step: int) -> AgreedStop | None:
+    """The stop any rank asked for (SIGTERM or Ctrl-C), or None, after optimizer step
+    ``step``: all ranks stop at the same step, and by the same signal, so they exit with the
+    same status.
 
     Ranks agree every :data:`STOP_CHECK_EVERY` steps (a collective: every rank calls it after
     each step); one rank alone stops at the step after the signal. The flags are read before
     the collective and cleared only when a fit starts, so a signal during it counts at the next.
     The time waited in it is added to ``sync.collective_seconds`` (a rank ahead of the others
-    waits here: in asynchronous training, for the slowest).
+    waits here: in asynchronous training, for the slowest). It stays one small sum: the two
+    flags and the same flags times this rank.
     """
+    own = stop.flags
     if sync.world_size == 1:
-        return stop_signal(stop.flags) if stop.received else None
+        return _agreed(own, own, [0.0, 0.0]) if stop.received else None
     if step % STOP_CHECK_EVERY:
         return None
-    return stop_signal(timed_collective(sync, sync.allreduce_sum, stop.flags))
+    ours = [*own, *(flag * sync.rank for flag in own)]
+    summed = timed_collective(sync, sync.allreduce_sum, ours)
+    return _agreed(own, summed[:2], summed[2:])
+
+
+def _agreed(own: list[float], counts: list[float], rank_sums: list[float]) -> AgreedStop | None:
+    """The stop from the ranks' summed flags (``counts``: ranks that got SIGTERM, Ctrl-C) and
+    their ranks' sums, from this rank's view (``own``: its flags); None: the fit goes on."""
+    signum = stop_signal(counts)
+    if signum is None:
+        return None
+    which = 0 if signum == signal.SIGTERM else 1
+    count = round(counts[which])
+    rank = round(rank_sums[which]) if count == 1 else None
+    return AgreedStop(signum, own[which] > 0, count, rank)
