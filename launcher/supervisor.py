@@ -60,8 +60,6 @@ from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
-from distconv.files import LockTaken, describe_os_error, hold_lock
-
 from . import child as child_waits  # its waits, as set when used (tests cut them)
 from .arrivals import Arrivals, deaf
 from .child import Child, ChildSpec, running_groups
@@ -72,12 +70,12 @@ from .held_logs import drain_held
 from .interrupt import STOP_SIGNALS
 from .job_error import said_elsewhere
 from .json_lines import JsonLines
+from .launch_lock import hold_run_dir
 from .messages import Messages
 from .report import report_failure
 from .restarts import RestartRecord
-from .run_dir import clear_run_dir, make_run_dir
+from .run_dir import clear_run_dir
 from .settle import blamed, settle
-from .shown import shown
 from .stdout import binary_stream
 from .terminal import Terminal
 from .wrapup import first_overdue, reported_before
@@ -86,8 +84,6 @@ __all__ = ["SETTLE_SECONDS", "STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor
 
 #: seconds a victim's failure (a worker's exit 75) waits for the failure that caused it
 SETTLE_SECONDS = 2.0
-#: held (flock) by the launcher in its run directory while it runs a job
-LAUNCH_LOCK = "launch.lock"
 
 
 class Supervisor:
@@ -244,22 +240,11 @@ class Supervisor:
         ``failure.json`` or left its own there beside a job that succeeded. Idempotent.
 
         Raises:
-            LaunchError: it cannot be made (:func:`make_run_dir`); another launch holds it,
-                named; or the lock cannot be taken there (no ``flock``), naming the file.
+            LaunchError: as :func:`~launcher.launch_lock.hold_run_dir` says.
         """
         if self._claim is not None:
             return
-        make_run_dir(self.run_dir)
-        lock = self.run_dir / LAUNCH_LOCK
-        try:
-            self._claim = hold_lock(lock)
-        except LockTaken as holder:
-            raise LaunchError(
-                f"{shown(self.run_dir)} is in use by the launch of {holder}; two launches must not "
-                "share a run directory (choose another --run-dir or --job-id)"
-            ) from None
-        except OSError as exc:  # flock's own error names no file: '[Errno 37] No locks ...'
-            raise LaunchError(f"cannot take {shown(lock)}: {describe_os_error(exc)}") from None
+        self._claim = hold_run_dir(self.run_dir)
         self.messages.begin()  # from its first message on: a stalled stderr blocks none
 
     def unclaim(self) -> None:
