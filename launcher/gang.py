@@ -30,7 +30,8 @@ def killed_at_the_end(
 
 def first_failed(children: list[Child], working: bool, victims: bool = True) -> Child | None:
     """The child that failed first (several within one poll: by exit time), or None: a
-    :meth:`Child.failed` (a non-zero exit or a signal), a server's exit while a worker runs;
+    :meth:`Child.failed` (a non-zero exit or a signal), a server's exit while a worker runs (an
+    exit 0 the supervisor then weighs: :mod:`launcher.drained_shard`);
     without ``victims``, leaving out workers that stopped because another rank failed."""
     failed = [c for c in children if c.failed() and (victims or not c.victim)]
     if working:

@@ -5,12 +5,13 @@ The rules (issue 11, "Gang semantics"):
 - Every child runs in its own session, hence its own process group, and is always stopped by
   signalling the whole group, so nothing it started outlives the job (short of a process that
   leaves the group: below).
-- A child that fails (non-zero exit or a signal, or a server that exits while workers run)
-  ends the attempt: the others are stopped (below). The job is started again, up to
-  ``max_restarts`` times (each failure a restart follows a line of ``<run_dir>/restarts.jsonl``:
-  :mod:`launcher.restarts`); then the launcher exits non-zero with a report naming the first
-  failing role and rank, its exit code or signal and the tail of its log, on stderr and as JSON
-  in ``<run_dir>/failure.json``.
+- A child that fails (non-zero exit or a signal, or a server that exits while workers run, where
+  an exit 0 is one only if the workers do not then all exit 0: a drained shard's,
+  :mod:`launcher.drained_shard`) ends the attempt: the others are stopped (below). The job is
+  started again, up to ``max_restarts`` times (each failure a restart follows a line of
+  ``<run_dir>/restarts.jsonl``: :mod:`launcher.restarts`); then the launcher exits non-zero with
+  a report naming the first failing role and rank, its exit code or signal and the tail of its
+  log, on stderr and as JSON in ``<run_dir>/failure.json``.
 - The attempt succeeds when every worker has exited 0; servers still running then are stopped.
 - SIGTERM, SIGINT or SIGHUP to the launcher stops the children (a SIGINT or SIGHUP the
   launcher was started ignoring, as under ``nohup`` or in a shell's background job, stays
@@ -64,6 +65,7 @@ from . import child as child_waits  # its waits, as set when used (tests cut the
 from .arrivals import Arrivals, deaf
 from .child import Child, ChildSpec, running_groups
 from .commands import LaunchError
+from .drained_shard import workers_finish
 from .failure import Failure, signal_name
 from .gang import any_running, first_failed, killed_at_the_end, send_stop_signals
 from .held_logs import drain_held
@@ -308,15 +310,19 @@ class Supervisor:
         """The first child to fail, also where a signal came after it; None when every worker
         succeeded (:attr:`_finished`) or a signal came first.
 
-        A server that exits, even with 0 (a shard stops so on SIGTERM), while a worker runs
-        fails the attempt: the workers would wait on it until their own timeout; so does a
-        child overdue after it reported its end (:meth:`Child.overdue`) but not its success."""
+        A server that exits while a worker runs fails the attempt (the workers would wait on
+        it until their own timeout), but an exit 0 only where the workers do not all exit 0
+        within the grace (a shard signalled alone drains until their ``bye``:
+        :mod:`launcher.drained_shard`); so does a child overdue after it reported its end
+        (:meth:`Child.overdue`) but not its success."""
         workers = [c for c in children if c.spec.role != "server"]
         while True:
             signalled = bool(self._signals)  # read first: a failure seen below came before
             working = any(c.poll() is None for c in workers)
             first = first_failed(children, working)
             if first is not None and first.exited_at < self._arrivals.first_at:
+                if self._drained(first, workers):
+                    continue  # every worker finished: the next look ends the attempt
                 if not first.victim:
                     return first
                 arrivals, poll = self._arrivals, self.poll_interval
@@ -336,6 +342,17 @@ class Supervisor:
                 failed, self._finished = reported_before(workers, self._arrivals.first_at)
                 return failed
             time.sleep(self.poll_interval)
+
+    def _drained(self, first: Child, workers: list[Child]) -> bool:
+        """Whether ``first``, the first failure, is a shard's exit 0 after which every worker
+        finished (:func:`workers_finish`), which is then said: no failure."""
+        if first.spec.role != "server" or first.poll() != 0:
+            return False
+        if not workers_finish(first, workers, self.grace, self.poll_interval, self._arrivals):
+            return False
+        who = f"{first.spec.role} {first.spec.rank}"
+        self.say(f"{who} stopped on its own signal once the workers said bye")
+        return True
 
     def _stop(self, children: list[Child], failed: Child | None = None) -> None:
         """Workers, then servers: SIGTERM to each group, the next once the groups are empty;

@@ -1,0 +1,33 @@
+"""A shard's exit 0 while workers still run, as :class:`launcher.supervisor.Supervisor` reads
+it: provisional. A shard signalled on its own (a ``kill`` of the wrong pid, a node agent that
+stops ``distconv pserver`` processes) drains: it serves on until every worker says ``bye``
+(:mod:`distconv.sync.ps.drain`), and exits 0 then, just before the workers' processes end.
+Counted as a failure at once, that reported a finished job as failed, and a restart was spent
+on it. So the launcher waits for the workers (:func:`workers_finish`): all exit 0, the
+attempt succeeded; one fails (a shard whose drain ended with workers still training leaves
+them no shard: they fail at their next step), a signal comes, or the wait runs out, and the
+shard's exit is the failure.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .arrivals import Arrivals
+from .child import Child
+
+
+def workers_finish(
+    shard: Child, workers: list[Child], seconds: float, poll: float, arrivals: Arrivals
+) -> bool:
+    """Whether every worker exits 0 within ``seconds`` of ``shard``'s exit 0, before any
+    worker fails or a stop signal reaches the launcher. Nothing is signalled meanwhile."""
+    deadline = shard.exited_at + seconds
+    while True:
+        if all(w.poll() == 0 for w in workers):
+            return True
+        if any(w.failed() for w in workers) or arrivals.signals():
+            return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll)
