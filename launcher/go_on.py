@@ -1,11 +1,16 @@
 """The line a launch stopped by a signal ends with, where its job id was the launcher's own
 choice: how to go on with that run (:func:`go_on_hint`). The same command again picks a new
-job id, so a new, empty run directory, and ``--resume`` there finds no checkpoint."""
+job id, so a new, empty run directory, and ``--resume`` there finds no checkpoint. A worker's
+own signal ends the launch as that worker's failure, with a checkpoint: its report says how
+to go on too (:func:`go_on_after_stop`)."""
 
 from __future__ import annotations
 
 import argparse
 import signal
+
+from .failure import Failure
+from .own_stop import CHECKPOINTED, stop_said
 
 #: the stop signals after which a run may go on (Ctrl-C, a scheduler's SIGTERM)
 GOES_ON_AFTER = (signal.SIGINT, signal.SIGTERM)
@@ -27,4 +32,25 @@ def go_on_hint(
     return (
         f"to go on with this run, give the same command --job-id {job_id} "
         "(and --resume auto after --, where the program takes it)"
+    )
+
+
+def go_on_after_stop(failure: Failure, job_id: str | None) -> str | None:
+    """How to go on after a child's checkpointed stop (its exit 143 or 130 and a rank's
+    ``stopped ... after step N`` line: :func:`launcher.own_stop.stop_said`), which the launcher
+    reports as that child's failure: who got the signal, at which step the ranks stopped with
+    a checkpoint, and the command that goes on (the run directory of ``job_id``); None for any
+    other failure. A signal to one worker, not to the launcher, so :func:`go_on_hint` is
+    silent there."""
+    if failure.exit_code not in CHECKPOINTED:
+        return None
+    said = stop_said(failure.tail)
+    if said is None:
+        return None
+    again = f" --job-id {job_id}" if job_id is not None else ""
+    return (
+        f"a checkpointed stop, not a crash: {said.who(failure.role, failure.rank)}, and the "
+        f"ranks stopped together after step {said.step} with a checkpoint; to go on with this "
+        f"run, give the same command{again} (and --resume auto after --, where the program "
+        "takes it)"
     )

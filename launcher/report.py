@@ -7,16 +7,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from .failure import Failure, write_report
+from .go_on import go_on_after_stop
 from .messages import Messages
 from .shown import shown
 
 
 def report_failure(
-    messages: Messages, run_dir: Path, failure: Failure, max_restarts: int, then: str | None
+    messages: Messages,
+    run_dir: Path,
+    failure: Failure,
+    max_restarts: int,
+    then: str | None,
+    job_id: str | None = None,
 ) -> None:
     """``failure`` on ``messages`` (the launcher's stderr) and in ``run_dir``'s
     ``failure.json`` (``then``: what came after it, as ``stopped by SIGTERM``, or a restart
-    that could not start)."""
+    that could not start); where it is a checkpointed stop, then how to go on with the run
+    of ``job_id`` (:func:`go_on_after_stop`)."""
     path = run_dir / "failure.json"
     written, kept = write_report(path, failure, max_restarts, then)
     tail = [f"    {line}" for line in failure.tail] or ["    (no output)"]
@@ -29,6 +36,8 @@ def report_failure(
         more=[*tail, written],
         paths={"log": failure.log},
     )
+    if hint := go_on_after_stop(failure, job_id):
+        messages.say(hint)
 
 
 def _last_lines(failure: Failure) -> str:

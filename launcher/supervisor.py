@@ -56,13 +56,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
 from . import child as child_waits  # its waits, as set when used (tests cut them)
 from .arrivals import Arrivals, deaf
+from .attempt_failure import attempt_failure
 from .child import Child, ChildSpec, running_groups
 from .commands import LaunchError
 from .drained_shard import workers_finish
@@ -70,14 +70,13 @@ from .failure import Failure, signal_name
 from .gang import any_running, first_failed, killed_at_the_end, send_stop_signals
 from .held_logs import drain_held
 from .interrupt import STOP_SIGNALS
-from .job_error import said_elsewhere
 from .json_lines import JsonLines
 from .launch_lock import hold_run_dir
 from .messages import Messages
 from .report import report_failure
 from .restarts import RestartRecord
 from .run_dir import clear_run_dir
-from .settle import blamed, settle
+from .settle import settle
 from .stdout import binary_stream
 from .terminal import Terminal
 from .wrapup import first_overdue, reported_before
@@ -300,11 +299,7 @@ class Supervisor:
                     self._pumping.append(child)
         if failed is None:
             return None
-        cause, stopped = blamed(failed, self._outstayed, self._stopped)
-        failure = cause.failure(restart, [c for c in children if c is not cause])
-        failure = failure if cause is failed else failure.outstayed(stopped)
-        said = said_elsewhere(children, self._stopped, restart)  # its victims' cause, stopped
-        return replace(failure, job_error_elsewhere=said)
+        return attempt_failure(failed, children, self._outstayed, self._stopped, restart)
 
     def _watch(self, children: list[Child]) -> Child | None:
         """The first child to fail, also where a signal came after it; None when every worker
@@ -394,4 +389,4 @@ class Supervisor:
 
     def _report(self, failure: Failure, max_restarts: int, then: str | None = None) -> None:
         """The failure on stderr and in ``failure.json`` (:func:`report_failure`)."""
-        report_failure(self.messages, self.run_dir, failure, max_restarts, then)
+        report_failure(self.messages, self.run_dir, failure, max_restarts, then, self.job_id)

@@ -1,6 +1,9 @@
 """A real ``distconv-launch local`` job (2 workers, 1 shard) whose one child gets a signal
 the launcher did not send, as a preemption agent or an operator's ``kill`` of one pid does.
 
+- One worker's SIGTERM: the ranks stop together with a checkpoint, the launcher blames the
+  worker whose line says the signal was its own (not whichever exited first), and says how
+  to go on; under ``distconv-launch mpi`` (one ``mpiexec``), the report names the rank.
 - The shard's SIGTERM alone: it drains until the workers' ``bye`` and exits 0 before them;
   the job finished, so the launch succeeds. A shard whose drain ended with workers still in
   fails the attempt once they fail without it, not after the grace.
@@ -8,7 +11,9 @@ the launcher did not send, as a preemption agent or an operator's ``kill`` of on
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,8 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from launcher.mpi import detect_flavor
 from tests.child_env import child_path
 from tests.launcher.launch_cli import launcher_env
+from tests.launcher.real_children import mpiexec_or_skip
 from tests.processes import job_env, job_processes
 
 # launcher_env: its HOME is each test's own (conftest.py)
@@ -27,15 +34,19 @@ ENV = launcher_env({**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS":
 for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_RESTART"):
     ENV.pop(_name, None)
 JOB = "preempted"
+#: a local job of 2 workers and 1 shard; an mpi job of 2 ranks
+LOCAL = ("local", "--workers", "2", "--servers", "1")
+MPI = ("mpi", "-np", "2")
 
 
-def launch(tmp_path: Path, env: Mapping[str, str], epochs: int, *options: str) -> subprocess.Popen:
-    """``distconv-launch local`` of 2 workers and 1 shard on synthetic data (3 steps an
+def launch(
+    tmp_path: Path, env: Mapping[str, str], epochs: int, *options: str, how: tuple = LOCAL
+) -> subprocess.Popen:
+    """``distconv-launch`` (``how``: its command and sizes) on synthetic data (3 steps an
     epoch), its output in ``tmp_path``'s ``out.txt`` and ``err.txt``."""
     argv = [
-        sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "1",
-        "--job-id", JOB, *options, "--", "--data", "synthetic", "--epochs", str(epochs),
-        "--batch-size", "64", "--no-progress",
+        sys.executable, "-m", "launcher", *how, "--job-id", JOB, *options, "--",
+        "--data", "synthetic", "--epochs", str(epochs), "--batch-size", "64", "--no-progress",
     ]  # fmt: skip
     with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:
         return subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=out, stderr=err)
@@ -48,29 +59,32 @@ def log(tmp_path: Path, name: str) -> str:
 
 
 def signal_child(
-    tmp_path: Path, env: Mapping[str, str], launcher: subprocess.Popen, role: str, rank: int
+    tmp_path: Path,
+    env: Mapping[str, str],
+    launcher: subprocess.Popen,
+    marks: set[str],
+    watched: str = "worker-0",
 ) -> None:
-    """SIGTERM to the ``role`` ``rank`` child alone, once worker 0 has trained epoch 1."""
+    """SIGTERM to the one child whose environment holds ``marks`` (``RANK=1``), once the
+    log ``watched`` says epoch 1 was trained."""
     deadline = time.monotonic() + 60
-    while "epoch 1/" not in log(tmp_path, "worker-0"):
+    while "epoch 1/" not in log(tmp_path, watched):
         assert launcher.poll() is None, (tmp_path / "err.txt").read_text()[-3000:]
-        assert time.monotonic() < deadline, "worker 0 never finished epoch 1"
+        assert time.monotonic() < deadline, f"{watched} never said epoch 1"
         time.sleep(0.02)
-    os.kill(child_pid(env, role, rank), signal.SIGTERM)
+    os.kill(child_pid(env, marks), signal.SIGTERM)
 
 
-def child_pid(env: Mapping[str, str], role: str, rank: int) -> int:
-    """The pid of the job's ``distconv`` process of ``role`` ``rank`` (by the environment the
-    launcher gave it)."""
+def child_pid(env: Mapping[str, str], marks: set[str]) -> int:
+    """The pid of the job's ``distconv`` process whose environment holds ``marks``."""
     for pid, command in job_processes(env).items():
         try:
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        want = {f"DISTCONV_ROLE={role}".encode(), f"RANK={rank}".encode()}
-        if want <= set(environ) and "distconv" in command:
+        if {m.encode() for m in marks} <= set(environ) and "distconv" in command:
             return pid
-    raise AssertionError(f"no {role} {rank} among {job_processes(env)}")
+    raise AssertionError(f"no process with {marks} among {job_processes(env)}")
 
 
 def ended(launcher: subprocess.Popen, tmp_path: Path, seconds: float = 90) -> tuple[int, str]:
@@ -80,11 +94,58 @@ def ended(launcher: subprocess.Popen, tmp_path: Path, seconds: float = 90) -> tu
 
 
 @pytest.mark.timeout(150)
+def test_one_workers_sigterm_blames_that_worker_and_says_how_to_go_on(tmp_path):
+    with job_env(ENV) as env:
+        launcher = launch(tmp_path, env, 400)
+        try:
+            signal_child(tmp_path, env, launcher, {"DISTCONV_ROLE=worker", "RANK=1"})
+            status, err = ended(launcher, tmp_path)
+        finally:
+            launcher.kill()
+            launcher.wait()
+    assert status == 143, err[-3000:]
+    own = re.search(r"stopped by SIGTERM after step (\d+)", log(tmp_path, "worker-1"))
+    assert own, log(tmp_path, "worker-1")[-2000:]
+    step = own.group(1)
+    others = f"stopped after step {step}: rank 1 got SIGTERM"
+    assert others in log(tmp_path, "worker-0"), log(tmp_path, "worker-0")[-2000:]
+    report = json.loads((tmp_path / "runs" / JOB / "failure.json").read_text())
+    assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 143), report
+    assert "worker 1 failed with exit code 143" in err, err[-3000:]
+    hint = (
+        f"a checkpointed stop, not a crash: worker 1 got SIGTERM itself, and the ranks stopped "
+        f"together after step {step} with a checkpoint; to go on with this run, give the same "
+        f"command --job-id {JOB} (and --resume auto after --"
+    )
+    assert hint in err, err[-3000:]
+
+
+@pytest.mark.timeout(150)
+def test_one_ranks_sigterm_under_mpi_names_that_rank(tmp_path):
+    mpich = detect_flavor(mpiexec_or_skip()) == "mpich"  # each names a rank its own way
+    rank_1 = {"PMI_RANK=1"} if mpich else {"OMPI_COMM_WORLD_RANK=1"}
+    with job_env(ENV) as env:
+        launcher = launch(tmp_path, env, 400, how=MPI)
+        try:
+            signal_child(tmp_path, env, launcher, rank_1, watched="mpiexec-0")
+            status, err = ended(launcher, tmp_path)
+        finally:
+            launcher.kill()
+            launcher.wait()
+    assert status == 143, err[-3000:]
+    lines = log(tmp_path, "mpiexec-0")
+    step = re.search(r"\[1\] distconv train: stopped by SIGTERM after step (\d+)", lines)
+    assert step, lines[-3000:]
+    assert f"[0] distconv train: stopped after step {step.group(1)}: rank 1 got SIGTERM" in lines
+    assert "a checkpointed stop, not a crash: rank 1 got SIGTERM" in err, err[-3000:]
+
+
+@pytest.mark.timeout(150)
 def test_a_shard_signalled_alone_drains_and_the_finished_job_succeeds(tmp_path):
     with job_env(ENV) as env:
         launcher = launch(tmp_path, env, 8)
         try:
-            signal_child(tmp_path, env, launcher, "server", 0)
+            signal_child(tmp_path, env, launcher, {"DISTCONV_ROLE=server", "RANK=0"})
             status, err = ended(launcher, tmp_path)
         finally:
             launcher.kill()
@@ -104,7 +165,7 @@ def test_a_shard_that_drained_out_under_training_workers_still_fails_the_attempt
     with job_env(ENV) as env:
         launcher = launch(tmp_path, env, 100000, "--grace", "60")
         try:
-            signal_child(tmp_path, env, launcher, "server", 0)
+            signal_child(tmp_path, env, launcher, {"DISTCONV_ROLE=server", "RANK=0"})
             signalled = time.monotonic()
             status, err = ended(launcher, tmp_path, 120)
             took = time.monotonic() - signalled

@@ -1,0 +1,100 @@
+"""A checkpointed stop as the workers' last lines tell it: which rank got the stop signal
+itself (its line ``stopped by SIGTERM after step N``) and which stopped with it (``stopped
+after step N: rank 1 got SIGTERM``: :class:`distconv.stop_agreement.AgreedStop`).
+
+The ranks agree on a stop and exit together with the same status, so the first to exit is
+no more the cause than the others: the launcher blames the worker whose line says the signal
+was its own (:func:`signalled_worker`), and a report of such a stop says how to go on
+(:func:`launcher.go_on.go_on_after_stop`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .child import Child
+
+#: the exit statuses of a stop that wrote its checkpoint (128 + SIGTERM, 128 + SIGINT)
+CHECKPOINTED = (143, 130)
+#: a rank that got the signal itself
+_OWN = re.compile(r"\bstopped by (SIGTERM|SIGINT) after step (\d+)\b")
+#: a rank stopped with the ranks that got it: one named, or how many
+_WITH = re.compile(r"\bstopped after step (\d+): (?:rank (\d+)|(\d+) ranks) got (SIGTERM|SIGINT)\b")
+
+
+@dataclass(frozen=True)
+class StopSaid:
+    """What a stop line says.
+
+    Attributes:
+        signal: ``SIGTERM`` or ``SIGINT``.
+        step: the step the ranks stopped after (and checkpointed).
+        own: whether the rank that said it got the signal itself.
+        rank: on a rank stopped with another, the rank that got it, where one alone did.
+        count: on a rank stopped with others, how many ranks got it (1 where one is named).
+    """
+
+    signal: str
+    step: int
+    own: bool
+    rank: int | None = None
+    count: int = 1
+
+    def who(self, role: str, rank: int) -> str:
+        """Who got the signal, for a report of the child ``role`` ``rank`` that said it."""
+        if self.own:
+            return f"{role} {rank} got {self.signal} itself"
+        named = f"rank {self.rank}" if self.rank is not None else f"{self.count} ranks"
+        return f"{named} got {self.signal}"
+
+
+def stop_said(lines: Iterable[str]) -> StopSaid | None:
+    """The last stop line among ``lines`` (a child's tail), or None: a rank's stop with a
+    checkpoint. An ``mpiexec``'s tail holds every rank's: one naming another rank wins there,
+    since it names the rank that ``mpiexec``'s own name hides."""
+    own, other = None, None
+    for line in lines:
+        if m := _OWN.search(line):
+            own = StopSaid(m.group(1), int(m.group(2)), own=True)
+        elif m := _WITH.search(line):
+            rank, count = m.group(2), m.group(3)
+            other = StopSaid(
+                m.group(4),
+                int(m.group(1)),
+                own=False,
+                rank=None if rank is None else int(rank),
+                count=1 if count is None else int(count),
+            )
+    return other or own
+
+
+def signalled_worker(failed: Child, children: Sequence[Child]) -> Child:
+    """The worker to blame for ``failed``, the first child to fail: where it is a worker
+    that stopped with a checkpoint because another rank got the signal (its line says so), the
+    lowest-ranked worker that exited alike and whose line says the signal was its own; else
+    ``failed``. Read after the attempt's end, when every tail is whole."""
+    said = _checkpointed(failed)
+    if said is None or said.own:
+        return failed
+    own = [
+        c
+        for c in children
+        if c.spec.role == "worker" and c.poll() == failed.poll() and _own_stop(c, said.step)
+    ]
+    return min(own, key=lambda c: c.spec.rank) if own else failed
+
+
+def _checkpointed(child: Child) -> StopSaid | None:
+    """What ``child``'s last lines say of its checkpointed stop, where it is a worker that
+    exited so (:data:`CHECKPOINTED`); None otherwise."""
+    if child.spec.role != "worker" or child.poll() not in CHECKPOINTED:
+        return None
+    return stop_said(child.tail)
+
+
+def _own_stop(child: Child, step: int) -> bool:
+    """Whether ``child``'s line says it got the signal itself, stopping at ``step``."""
+    said = stop_said(child.tail)
+    return said is not None and said.own and said.step == step
