@@ -8,6 +8,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from distconv.epoch_tally import EpochTally
+from distconv.launch_env import keep_lines_in_log
 from distconv.metrics import ProgressBar
 from distconv.resume import Position, Preempted
 from distconv.sampler import GlobalBatchSampler
@@ -55,6 +56,7 @@ def run_epoch(
                 t.checkpoints.save(t.pos, tally.fold(t.pos), tally.scheme)
                 if stop is not None:
                     sync.refresh_parameters()  # as at an epoch's end, after the fold
+                    keep_lines_in_log()  # a dead launcher's SIGTERM: its log gets the stop
                     raise Preempted(stop.said(t.pos.step), EXIT_STATUS[stop.signal])
     tally.fold(t.pos)  # a collective: every rank's steps of the epoch are in
     sync.refresh_parameters()  # so each rank holds what it trained (async shards)

@@ -12,6 +12,11 @@ script started trained on, orphaned, after its launcher was killed. Such a proce
 the launcher itself (:func:`stop_with_launcher`), and stops as at the launcher's SIGTERM; so
 does the launcher's own child, whose parent-death signal a change of user or group
 (``setpriv``, ``gosu``) clears.
+
+The launcher copies each child's output into ``<run-dir>/logs/<role>-<rank>.log`` (named in
+``DISTCONV_LOG_FILE``); once it is gone, the child's stdout and stderr are pipes nobody
+reads, and the lines of its stop (the checkpoint's step, why it stopped) reached no file. So a
+child whose output leads nowhere appends it to that log itself (:func:`keep_lines_in_log`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ from distconv.runtime import RuntimeConfigError
 ENV_RESTART = "DISTCONV_RESTART"
 ENV_LAUNCH = "DISTCONV_LAUNCH"
 ENV_LAUNCHER = "DISTCONV_LAUNCHER"
+#: the log the launcher copies this process's output into: ``<run-dir>/logs/<role>-<rank>.log``
+ENV_LOG_FILE = "DISTCONV_LOG_FILE"
 #: seconds between two looks at the launcher's process (a read of its /proc stat)
 LAUNCHER_LOOK_EVERY = 1.0
 
@@ -226,6 +233,7 @@ def _follow(pid: int, named_start: str) -> None:
         except OSError:  # there, but not readable now: no news
             ended = False
         if ended:
+            keep_lines_in_log()  # first: this line and the stop's reach the log
             log.warning("the launcher (pid %d) has ended: stopping as at its SIGTERM", pid)
             os.kill(os.getpid(), signal.SIGTERM)
             return
@@ -247,3 +255,38 @@ def _has_gone(pid: int, start: str) -> bool:
     if stat is None and is_there(pid):
         return False
     return has_ended(stat, start)
+
+
+def keep_lines_in_log(environ: Mapping[str, str] | None = None) -> bool:
+    """Point this process's stdout and stderr, where they are pipes whose reader is gone (the
+    launcher died: SIGKILL, the OOM killer), at the log the launcher kept of them
+    (``DISTCONV_LOG_FILE``), appending; returns whether it did. While the launcher reads them
+    nothing changes, so no line reaches the log twice; lines written into the pipe between its
+    death and this call are lost with it. A log that cannot be opened leaves them as they are.
+    """
+    env = os.environ if environ is None else environ
+    path = env.get(ENV_LOG_FILE)
+    broken = [fd for fd in (1, 2) if _reader_gone(fd)] if path else []
+    if not broken:
+        return False
+    try:
+        logged = os.open(path, os.O_WRONLY | os.O_APPEND)  # not created: the launcher's own
+    except OSError:
+        return False
+    try:
+        for fd in broken:
+            os.dup2(logged, fd)  # Python's streams keep their fds: what they hold goes there
+    finally:
+        os.close(logged)
+    return True
+
+
+def _reader_gone(fd: int) -> bool:
+    """Whether ``fd`` is the write end of a pipe whose every reader closed it (poll says
+    POLLERR); False for a file, a terminal, a closed descriptor."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    try:
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except OSError:
+        return False

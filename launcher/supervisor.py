@@ -56,9 +56,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
+
+from distconv.launch_env import ENV_LOG_FILE
 
 from . import child as child_waits  # its waits, as set when used (tests cut them)
 from .arrivals import Arrivals, deaf
@@ -278,6 +281,9 @@ class Supervisor:
             try:
                 for spec in specs:
                     log_path = self.run_dir / "logs" / f"{spec.name}.log"
+                    # where a child whose launcher died appends its last lines itself
+                    env = {**(spec.env or os.environ), ENV_LOG_FILE: str(log_path)}
+                    spec = replace(spec, env=env)  # an empty env: the launcher's own
                     render = None
                     if self.lines is not None:
                         render = partial(self.lines.child_line, spec.role, spec.rank, restart)

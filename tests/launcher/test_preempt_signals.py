@@ -4,6 +4,8 @@ the launcher did not send, as a preemption agent or an operator's ``kill`` of on
 - One worker's SIGTERM: the ranks stop together with a checkpoint, the launcher blames the
   worker whose line says the signal was its own (not whichever exited first), and says how
   to go on; under ``distconv-launch mpi`` (one ``mpiexec``), the report names the rank.
+- The launcher's SIGKILL: the children stop on the kernel's SIGTERM, and, their output's
+  reader gone, write the lines of their stop into their logs themselves.
 - The shard's SIGTERM alone: it drains until the workers' ``bye`` and exits 0 before them;
   the job finished, so the launch succeeds. A shard whose drain ended with workers still in
   fails the attempt once they fail without it, not after the grace.
@@ -27,7 +29,7 @@ from launcher.mpi import detect_flavor
 from tests.child_env import child_path
 from tests.launcher.launch_cli import launcher_env
 from tests.launcher.real_children import mpiexec_or_skip
-from tests.processes import job_env, job_processes
+from tests.processes import job_env, job_left, job_processes
 
 # launcher_env: its HOME is each test's own (conftest.py)
 ENV = launcher_env({**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"})
@@ -67,12 +69,17 @@ def signal_child(
 ) -> None:
     """SIGTERM to the one child whose environment holds ``marks`` (``RANK=1``), once the
     log ``watched`` says epoch 1 was trained."""
+    trained_epoch_1(tmp_path, launcher, watched)
+    os.kill(child_pid(env, marks), signal.SIGTERM)
+
+
+def trained_epoch_1(tmp_path: Path, launcher: subprocess.Popen, watched: str = "worker-0") -> None:
+    """Return once the log ``watched`` says epoch 1 was trained."""
     deadline = time.monotonic() + 60
     while "epoch 1/" not in log(tmp_path, watched):
         assert launcher.poll() is None, (tmp_path / "err.txt").read_text()[-3000:]
         assert time.monotonic() < deadline, f"{watched} never said epoch 1"
         time.sleep(0.02)
-    os.kill(child_pid(env, marks), signal.SIGTERM)
 
 
 def child_pid(env: Mapping[str, str], marks: set[str]) -> int:
@@ -107,6 +114,7 @@ def test_one_workers_sigterm_blames_that_worker_and_says_how_to_go_on(tmp_path):
     own = re.search(r"stopped by SIGTERM after step (\d+)", log(tmp_path, "worker-1"))
     assert own, log(tmp_path, "worker-1")[-2000:]
     step = own.group(1)
+    assert log(tmp_path, "worker-1").count("stopped by") == 1  # its launcher read it: once
     others = f"stopped after step {step}: rank 1 got SIGTERM"
     assert others in log(tmp_path, "worker-0"), log(tmp_path, "worker-0")[-2000:]
     report = json.loads((tmp_path / "runs" / JOB / "failure.json").read_text())
@@ -176,3 +184,21 @@ def test_a_shard_that_drained_out_under_training_workers_still_fails_the_attempt
     assert "server 0 exited (code 0) while workers were running" in err, err[-3000:]
     assert "trained on 16 steps" in log(tmp_path, "server-0")
     assert took < 40, f"reported {took:.0f} s after the shard's signal: it waited the grace"
+
+
+@pytest.mark.timeout(150)
+def test_a_killed_launchers_workers_write_their_stop_into_their_logs(tmp_path):
+    with job_env(ENV) as env:
+        launcher = launch(tmp_path, env, 100000)
+        try:
+            trained_epoch_1(tmp_path, launcher)
+            launcher.kill()
+            launcher.wait()
+            left = job_left(env, 60)
+            assert left == {}, f"the job outlived its launcher by 60 s: {left}"
+        finally:
+            launcher.kill()
+            launcher.wait()
+    for name in ("worker-0", "worker-1"):
+        said = log(tmp_path, name)
+        assert re.search(r"stopped by SIGTERM after step \d+$", said, re.M), said[-2000:]
