@@ -82,15 +82,33 @@ def _bind_problem(
         problem = str(exc)
     else:
         return None
-    if problem.startswith("missing a required argument"):
-        bound = signature.bind_partial(*args, **kwargs).arguments
+    if problem.startswith("missing a required"):  # 3.12 says "required keyword-only" too
+        try:
+            bound = signature.bind_partial(*args, **kwargs).arguments
+        except TypeError as exc:  # a keyword it takes by no name: the misspelling, mostly
+            return str(exc) + _way_out(str(exc), method)
         missing = [
-            repr(p.name)
+            p.name
             for p in signature.parameters.values()
             if p.default is p.empty and p.kind in _NAMED + _POSITIONAL and p.name not in bound
         ]
-        problem = f"missing required argument{'s' * (len(missing) > 1)}: {', '.join(missing)}"
+        listed = ", ".join(map(repr, missing))
+        problem = f"missing required argument{'s' * (len(missing) > 1)}: {listed}"
+        return problem + _misspelt(missing, kwargs, signature)
     return problem + _way_out(problem, method)
+
+
+def _misspelt(missing: list[str], kwargs: dict[str, Any], signature: inspect.Signature) -> str:
+    """The keywords given that no parameter takes by name and that are close to a ``missing``
+    one (``kernal_size=`` for ``kernel_size``), as the way out, or "": a misspelt required
+    argument is otherwise refused as missing, and the user sees no sign of what they typed."""
+    taken = {p.name for p in signature.parameters.values() if p.kind in _NAMED}
+    close = [
+        f"got {key}=: did you mean {found[0]}=?"
+        for key in kwargs
+        if key not in taken and (found := difflib.get_close_matches(key, missing, 1, 0.75))
+    ]
+    return f" ({'; '.join(close)})" if close else ""
 
 
 def _way_out(problem: str, method: Callable[..., Any]) -> str:

@@ -53,7 +53,8 @@ def test_a_missing_argument_names_the_class_called_and_every_missing_one(kind):
         ),
         (
             lambda: ConvTranspose3D(3, 4, kernal_size=3),
-            "ConvTranspose3D: missing required argument: 'kernel_size'",
+            "ConvTranspose3D: missing required argument: 'kernel_size' (got kernal_size=: did "
+            "you mean kernel_size=?)",
         ),
         (
             lambda: ConvProjection(1, 2, 3, 1, 0, 1, 1, stride=2, input_size=4),

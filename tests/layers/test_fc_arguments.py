@@ -14,6 +14,14 @@ from distconv.layers import FullyConnected, SelectiveFullyConnected
 FC_POSITIONALS = "in_features, out_features, bias, act"
 
 
+class _Gained(FullyConnected):
+    """A user's own layer with an option it requires: a misspelt one is missing and unexpected
+    at once, and its refusal named no class (Python's own words escaped the binding)."""
+
+    def _configure(self, gain: float) -> None:
+        self.gain = gain
+
+
 @pytest.mark.parametrize(
     "build,said",
     [
@@ -34,6 +42,15 @@ FC_POSITIONALS = "in_features, out_features, bias, act"
         (
             lambda: SelectiveFullyConnected(4),
             "SelectiveFullyConnected: missing required argument: 'out_features'",
+        ),
+        (
+            lambda: FullyConnected(4, out_feature=3),
+            "FullyConnected: missing required argument: 'out_features' (got out_feature=: did "
+            "you mean out_features=?)",
+        ),
+        (
+            lambda: _Gained(4, 3, gian=2.0),
+            "_Gained: got an unexpected keyword argument 'gian' (did you mean 'gain'?)",
         ),
         (
             lambda: FullyConnected(4, 3, out_features=3),
