@@ -182,7 +182,7 @@ class StepCheckpoints:
         if resume is True and not os.path.lexists(run.root):  # a mistyped --out: not made
             raise CheckpointError(
                 f"--resume: no complete checkpoint in {run.checkpoint_root}: {run.root} does "
-                f"not exist (a mistyped --out?); {AUTO_STARTS_AFRESH}"
+                f"not exist: check --out; where it is right, {AUTO_STARTS_AFRESH}"
             )
         run.acquire()
         asked = resume

@@ -64,7 +64,7 @@ PRUNING = "not pruning old checkpoints now: %s"  # a save's warning: a later sav
 #: a refused ``--resume``'s way on where there is nothing to go on from (a stop before the first
 #: checkpoint, a mistyped ``--out``), its script's words after the command line's
 AUTO_STARTS_AFRESH = (
-    "--resume auto starts a fresh run where there is none (in a script: resume=True; 'auto')"
+    "--resume auto starts a fresh run where there is none (in a script: resume='auto', not True)"
 )
 
 

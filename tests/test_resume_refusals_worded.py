@@ -53,14 +53,16 @@ CASES = [
         lambda out: out.mkdir(),
         ("--resume",),
         "--resume: no complete checkpoint in {out}/checkpoints; "
-        "--resume auto starts a fresh run where there is none (in a script: resume=True; 'auto')",
+        "--resume auto starts a fresh run where there is none (in a script: resume='auto', "
+        "not True)",
     ),
     (
         lambda out: None,
         ("--resume",),
-        "--resume: no complete checkpoint in {out}/checkpoints: {out} does not exist (a "
-        "mistyped --out?); "
-        "--resume auto starts a fresh run where there is none (in a script: resume=True; 'auto')",
+        "--resume: no complete checkpoint in {out}/checkpoints: {out} does not exist: check "
+        "--out; where it is right, "
+        "--resume auto starts a fresh run where there is none (in a script: resume='auto', "
+        "not True)",
     ),
     (_holding_an_old_checkpoint, ("--resume",), OLD_CHECKPOINT),
     (_holding_an_old_checkpoint, (), OLD_CHECKPOINT),

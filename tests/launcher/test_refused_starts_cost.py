@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from distconv.refused_starts import refused_for_good_in
+from distconv.refused_starts import init_from_refused_in, refused_for_good_in
 from launcher.kept_line import KEPT_LINE_BYTES
 
 _BEFORE = ("x: error: ", "rank 0 could not set up: RunDirError: ")
@@ -53,3 +53,16 @@ def test_the_refusals_bounded_so_are_still_read():
     assert refused_for_good_in([linked]) == (
         "the checkpoints folder the output directory links to holds files no distconv run writes"
     )
+
+
+@pytest.mark.parametrize("before", _BEFORE)
+def test_a_long_line_that_repeats_init_froms_start_is_read_at_once(before):
+    """``--init-from``'s refusals (:func:`~distconv.refused_starts.init_from_refused_in`): a
+    lazy scan from each repeat of their start took 3.5 s on such a line."""
+    line = before + "--init-from " + "x: error: --init-from " * (KEPT_LINE_BYTES // 22)
+    took = time.perf_counter()
+    assert init_from_refused_in([line]) is None
+    took = time.perf_counter() - took
+    assert took < 0.5, f"{took:.2f} s for a line of {len(line)} characters"
+    said = before + "--init-from /a: no such file or folder"  # still read
+    assert init_from_refused_in([said]) == "the --init-from path holds no checkpoint"
