@@ -56,8 +56,8 @@ class SoftmaxCrossEntropy(Layer):
     It takes logits, not probabilities, and applies its own softmax: Paddle's
     ``classification_cost`` takes probabilities, from ``fc(act=softmax)``. A
     :class:`~distconv.network.Network` refuses a layer with a softmax ``act`` under it, or
-    passed on to it by a dropout, reshape or concatenation (a softmax of a softmax trains
-    badly, with no error).
+    passed on to it by a dropout, reshape, concatenation or sequence pool (a softmax of a
+    softmax trains badly, with no error).
 
     Attributes:
         prob: the softmax of the last forward, ``(N, classes)``.
