@@ -15,9 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from distconv.checkpoint import CheckpointError
-from distconv.checkpoints_link import NOT_MOUNTED
 from distconv.resume import fresh_start_said
-from distconv.run_listing import out_flags, paths_listed, resumable_runs, unmounted_runs
+from distconv.run_listing import not_resumable_now, out_flags, resumable_runs
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +75,4 @@ def _others(out: str) -> str:
     (:func:`~distconv.run_listing.unmounted_runs`), or '' where ``runs/`` holds no other run."""
     runs = [run for run in resumable_runs(RUNS) if run.out != out]
     said = f"; {RUNS}/ holds runs to resume: pass {out_flags(runs)} (newest first)" if runs else ""
-    if unmounted := [path for path in unmounted_runs(RUNS) if path != out]:
-        said += f"; not resumable now: {paths_listed(unmounted)}, whose checkpoints link to "
-        said += f"nothing {NOT_MOUNTED}"
-    return said
+    return said + not_resumable_now(RUNS, but=out)

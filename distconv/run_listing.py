@@ -16,6 +16,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from distconv.checkpoints_link import NOT_MOUNTED
 from distconv.messages import shell_quoted
 from distconv.run_files import CHECKPOINTS, holds_checkpoints
 
@@ -91,6 +92,19 @@ def unmounted_runs(runs: str | os.PathLike[str]) -> list[str]:
     except OSError:  # no such folder, or none readable: none to name
         return []
     return sorted(found)
+
+
+def not_resumable_now(runs: str | os.PathLike[str], but: str = "") -> str:
+    """``; not resumable now: runs/a or runs/L3/train, whose checkpoints link to nothing (a
+    disk not mounted yet?)``: the runs :func:`unmounted_runs` finds in ``runs`` (less ``but``,
+    one a caller names itself), as a hint adds them after the runs to resume; '' for none."""
+    unmounted = [path for path in unmounted_runs(runs) if path != but]
+    if not unmounted:
+        return ""
+    return (
+        f"; not resumable now: {paths_listed(unmounted)}, whose checkpoints link to nothing "
+        f"{NOT_MOUNTED}"
+    )
 
 
 def _unmounted(entry: os.DirEntry[str]) -> str | None:

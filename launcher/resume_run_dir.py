@@ -19,7 +19,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from distconv.run_listing import NAMED_RUNS, ResumableRun, out_flags, resumable_runs
+from distconv.run_listing import (
+    NAMED_RUNS,
+    ResumableRun,
+    not_resumable_now,
+    out_flags,
+    resumable_runs,
+)
 
 from .commands import Program, UsageError, has_option, parse_train_values
 from .json_lines import json_lines
@@ -58,7 +64,9 @@ def check_resume_in_a_new_run_dir(
             "--job-id (or --run-dir) of the launch that began the run; "
             + _ways_on(runs, held, "--resume")
         )
-    if held:  # none: a first launch, which --resume auto lets restarts go on with
+    # none: a first launch, which --resume auto lets restarts go on with; a run whose disk is
+    # not mounted yet is one the user meant, trained afresh here without a word
+    if held or not_resumable_now(runs):
         _warn(
             program,
             "--resume auto after -- goes on only with a run in this launch's new run "
@@ -72,14 +80,16 @@ def _ways_on(runs: str, held: list[ResumableRun], resume: str) -> str:
     """``'/w/runs' holds 'K2', 'J1' (newest first)``: the launches' run directories of
     ``held`` (the runs in ``runs``), :data:`~distconv.run_listing.NAMED_RUNS` at most (or that
     it holds none), then the ``--out`` after ``--`` (with ``resume``, the flag as given) that
-    goes on with each run ``distconv train`` began there, where there is one."""
+    goes on with each run ``distconv train`` began there, where there is one; then the runs
+    whose checkpoints link to a disk not mounted yet, not resumable now
+    (:func:`~distconv.run_listing.not_resumable_now`)."""
     launches = [run for run in held if run.launched]
     began_by_train = [run for run in held if not run.launched]
     said = f"{shown(Path(runs).absolute())} holds {_launches(launches)}"
     if began_by_train:
         flags = out_flags(began_by_train, after=f" {resume}")
         said += f"; for a run distconv train began, pass its --out after --: {flags}"
-    return said
+    return said + not_resumable_now(runs)
 
 
 def _launches(launches: list[ResumableRun]) -> str:

@@ -91,3 +91,35 @@ def test_the_warning_is_a_json_object_where_the_train_arguments_ask_for_json(tmp
     first = json.loads(fresh.stderr.splitlines()[0])
     assert first["level"] == "warning" and first["role"] == "launcher", first
     assert first["message"].endswith("--out runs/synthetic-adam-seed0 --resume auto"), first
+
+
+def _unmounted(tmp_path) -> None:
+    """``runs/L3``, a launch whose ``train/checkpoints`` links to a disk not mounted yet."""
+    (tmp_path / "runs" / "L3" / "train").mkdir(parents=True)
+    (tmp_path / "runs" / "L3" / "train" / "checkpoints").symlink_to(tmp_path / "mnt" / "L3")
+
+
+def test_resume_auto_beside_a_run_whose_disk_is_not_mounted_warns_naming_it(tmp_path):
+    """No run to resume but one whose checkpoints link to nothing: the job trains afresh, and
+    the warning says that run is not resumable now, rather than passing over it."""
+    _unmounted(tmp_path)
+    fresh = launch(*ONE_WORKER, "--", *SMALL, "--resume", "auto", cwd=tmp_path)
+    assert fresh.returncode == 0, fresh.stderr
+    warned = [line for line in fresh.stderr.splitlines() if "--resume auto after --" in line]
+    assert len(warned) == 1, fresh.stderr
+    assert warned[0].endswith(
+        f"'{tmp_path}/runs' holds no run directory with checkpoints in its train/; not "
+        "resumable now: runs/L3/train, whose checkpoints link to nothing (a disk not mounted "
+        "yet?)"
+    ), warned[0]
+
+
+def test_resume_refused_names_a_run_whose_disk_is_not_mounted(tmp_path):
+    _trained_by_distconv_train(tmp_path)
+    _unmounted(tmp_path)
+    refused = launch(*ONE_WORKER, "--", *SMALL, "--resume", cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.strip().endswith(
+        "--out runs/synthetic-adam-seed0 --resume; not resumable now: runs/L3/train, whose "
+        "checkpoints link to nothing (a disk not mounted yet?)"
+    ), refused.stderr
