@@ -257,8 +257,7 @@ def server_command(
 ) -> list[str]:
     """``python -m distconv pserver ...`` for shard ``shard`` listening on ``port``, on the
     inherited socket ``fd`` where given (``--bind-fd``: :func:`.ports.reserve_ports`)."""
-    # shared with the Kubernetes shards' args; numpy and zmq: for pserver jobs only
-    from distconv.deploy.render_args import exact_text, shard_timeout
+    from distconv.shard_timeout import exact_text, shard_timeout  # as the k8s shards' args
 
     argv = [python, "-m", "distconv", "pserver", "--bind", f"{opts.host}:{port}"]
     if fd is not None:
@@ -287,10 +286,10 @@ def train_timeout(program: Program) -> float | None:
     which the shards are given too (:attr:`ServerOptions.timeout`); None for none, or for a
     program of the user's, whose own ``timeout=`` the launcher cannot see. The same reading
     gives a rendered Kubernetes job's shards theirs
-    (:func:`distconv.deploy.render_args.workers_timeout`)."""
+    (:func:`distconv.shard_timeout.workers_timeout`)."""
     if not program.is_train:
         return None
-    from distconv.deploy.render_args import workers_timeout  # train's parser: train jobs only
+    from distconv.shard_timeout import workers_timeout  # train's parser: train jobs only
 
     return workers_timeout(program.argv)
 

@@ -18,8 +18,8 @@ from distconv.deploy.pod import (
     _tmp_volume,
     _work_volume,
 )
-from distconv.deploy.render_args import shard_timeout_args
 from distconv.endpoint import join_endpoint
+from distconv.shard_timeout import shard_timeout_args
 
 #: the shards' port inside their pods
 PS_PORT = 5555

@@ -1,19 +1,15 @@
 """The checks of :func:`distconv.deploy.render.render_manifests`'s arguments, before anything
 renders: what cannot render is refused naming the ``distconv-launch k8s`` flag that sets it.
-The names are re-exported by :mod:`distconv.deploy.render`, where callers import them from.
-Here too: the shards' ``--timeout`` read from the workers' train arguments, which
-``distconv-launch local`` gives its shards the same way (:func:`shard_timeout_args`)."""
+The names are re-exported by :mod:`distconv.deploy.render`, where callers import them from."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 from distconv.deploy.image_ref import FORM, is_image_reference
 from distconv.deploy.train_values import refuse_train_values
-from distconv.deploy.walk import _flag
 from distconv.sync.ps.limits import MAX_SETTING, staleness_in_sync
-from distconv.train_args import FlagError, positive_float, spelled_out
+from distconv.train_args import FlagError, spelled_out
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 #: leaves room for "-pserver-NNNNN" inside the 63-character DNS label a pod's hostname is
@@ -119,42 +115,3 @@ def _undecoded(text: str) -> bool:
     """Whether ``text`` holds a lone surrogate: how Python keeps an argument's bytes that are
     not UTF-8 (``os.fsdecode``), which neither UTF-8 nor a YAML escape can write."""
     return any(0xD800 <= ord(c) < 0xE000 for c in text)
-
-
-# -- the shards' --timeout: the workers' own ----------------------------------------------------
-
-
-def workers_timeout(train_args: Sequence[str]) -> float | None:
-    """The ``--timeout`` that ``distconv train`` takes from ``train_args`` (spelled out and
-    checked: :func:`distconv.train_args.spelled_out`), the last one given; None for none.
-
-    The shards of a job get it too (:func:`shard_timeout_args`, ``distconv-launch local``'s
-    ``ServerOptions.timeout``). Left at their 60 s, ``-- --timeout 10`` had every worker warn
-    at setup that its shards outwait it, and give up at 15 s on a healthy shard, blamed, where
-    a worker never came: a worker waits 1.5x its timeout, so a shard at the same value names
-    the missing worker first."""
-    value = _flag(list(train_args), "--timeout", last=True)
-    return None if value is None else positive_float(value)
-
-
-def shard_timeout(seconds: float) -> float:
-    """``seconds`` as a shard takes its ``--timeout``: no shorter than its least
-    (``MIN_TIMEOUT``, 0.2 s), below which a shard refuses to start."""
-    from distconv.sync.ps.config import MIN_TIMEOUT  # numpy and zmq: for pserver jobs only
-
-    return max(seconds, MIN_TIMEOUT)
-
-
-def shard_timeout_args(train_args: Sequence[str]) -> list[str]:
-    """``["--timeout", S]`` for the shards of workers that run ``train_args``
-    (:func:`workers_timeout`, floored by :func:`shard_timeout`); [] where they give none, which
-    leaves the shards their default."""
-    seconds = workers_timeout(train_args)
-    return [] if seconds is None else ["--timeout", exact_text(shard_timeout(seconds))]
-
-
-def exact_text(value: float) -> str:
-    """``value`` as a flag's text that reads back as exactly ``value``: the shortest one
-    (``repr``), less a trailing ``.0`` (``30``). ``:g`` kept six digits: ``--grace 1234567``
-    had the shards drain for 1234570 seconds."""
-    return repr(float(value)).removesuffix(".0")

@@ -1,0 +1,56 @@
+"""The ``--timeout`` a job's parameter-server shards are given, and the text of a number in a
+shard's flags. Both ways of starting a job's shards use them: ``distconv-launch local``
+(``launcher/commands.py``) and the rendered Kubernetes StatefulSet
+(:mod:`distconv.deploy.pserver`). A module of its own: the reading belongs to neither, and
+distconv cannot import the launcher, which installs as ``distconv.launch``.
+
+The shards take the workers' ``--timeout``. Left at their 60 s, ``-- --timeout 10`` had every
+worker warn at setup that its shards outwait it, and give up at 15 s on a healthy shard,
+blamed, where a worker never came: a worker waits 1.5x its timeout, so a shard at the same
+value names the missing worker first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NoReturn
+
+
+def workers_timeout(train_args: Sequence[str]) -> float | None:
+    """The ``--timeout`` that ``distconv train`` takes from ``train_args`` (after ``train``),
+    read by its own parser, so in every form it reads (``--timeout=5``, ``--tim 5``, the last
+    of several); None where they give none.
+
+    Raises:
+        ValueError: ``train_args`` that ``distconv train`` refuses, in argparse's words (both
+            callers refuse them, naming where they came from, before they ask).
+    """
+    from distconv.train_args import parse_train_values  # the whole parser: for train jobs
+
+    def refuse(message: str) -> NoReturn:
+        raise ValueError(message)
+
+    return parse_train_values(train_args, refuse, "-h/--help trains nothing").timeout
+
+
+def shard_timeout(seconds: float) -> float:
+    """``seconds`` as a shard takes its ``--timeout``: no shorter than its least
+    (``MIN_TIMEOUT``, 0.2 s), below which a shard refuses to start."""
+    from distconv.sync.ps.config import MIN_TIMEOUT  # numpy and zmq: for pserver jobs only
+
+    return max(seconds, MIN_TIMEOUT)
+
+
+def shard_timeout_args(train_args: Sequence[str]) -> list[str]:
+    """``["--timeout", S]`` for the shards of workers that run ``train_args``
+    (:func:`workers_timeout`, floored by :func:`shard_timeout`); [] where they give none, which
+    leaves the shards their default."""
+    seconds = workers_timeout(train_args)
+    return [] if seconds is None else ["--timeout", exact_text(shard_timeout(seconds))]
+
+
+def exact_text(value: float) -> str:
+    """``value`` as a flag's text that reads back as exactly ``value``: the shortest one
+    (``repr``), less a trailing ``.0`` (``30``). ``:g`` kept six digits: ``--grace 1234567``
+    had the shards drain for 1234570 seconds."""
+    return repr(float(value)).removesuffix(".0")
