@@ -14,6 +14,7 @@ from distconv import stop_request
 from distconv.held_gradients import blamed_write, release_held
 from distconv.stop_request import Preempted
 from distconv.sync.errors import SyncError, step_refusal
+from distconv.sync.other_model import ANOTHER_MODELS
 
 
 def closing_error() -> BaseException | None:
@@ -185,7 +186,7 @@ def take_gradient(sync: Any, param: Any) -> None:
         in_step = taken is not None and not sync.closed
         twice = in_step and key in taken  # type: ignore[operator]
         named = key not in known and any(p.name == param.name for p in params)
-        whose = " (a parameter of that name was: another model's)" * named  # LocalSync's
+        whose = ANOTHER_MODELS * named
         raise step_refusal(
             param.name, in_step, twice or key in known, "one step", whose, closed=sync.closed
         )

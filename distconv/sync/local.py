@@ -19,6 +19,7 @@ from distconv.sync.local_state import (  # noqa: F401  (the parameter server imp
     per_row_count,
     state_problems,
 )
+from distconv.sync.other_model import ANOTHER_MODELS
 
 
 class LocalSync(SyncStrategy):
@@ -155,7 +156,7 @@ class LocalSync(SyncStrategy):
         if self._state_of.get(param.name, _gone)() is param:
             return None
         taken.discard(id(param))
-        whose = " (a parameter of that name was: another model's)" * (param.name in self._state_of)
+        whose = ANOTHER_MODELS * (param.name in self._state_of)
         return self._asked(
             step_refusal(param.name, True, False, whose=whose), "setup", "init_state"
         )

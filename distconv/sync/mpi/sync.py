@@ -39,6 +39,7 @@ from distconv.backend import is_gpu_array
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, SyncStrategy
+from distconv.sync.closing import open_step
 from distconv.sync.mpi.abandon import Abandon
 from distconv.sync.mpi.arrivals import Arrivals
 from distconv.sync.mpi.buckets import Bucket, grads_moved
@@ -307,7 +308,7 @@ class MPISync(
             self._check.post(self.step, self._layout, self._layout_hash, self._examples)
         except KeyboardInterrupt as exc:  # once the post returned: kept as one in it
             self._check.keep(exc)  # raised where nothing started
-        self._in_step, self._open = True, f"step {self.step} (no finish_step, or it failed)"
+        self._in_step, self._open = True, open_step(self.step)
 
     def traffic(self) -> dict[str, float]:
         """Bytes given to the gradient collectives (sent and received alike), ``sync_seconds``
