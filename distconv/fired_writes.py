@@ -21,12 +21,15 @@ A gradient that is no numpy array (a device array) has no such flag and is not g
 
 A strategy that promises it is guarded on every pass, and its gradients stay read-only past
 the layer, until its step ends: :mod:`distconv.held_gradients` (:meth:`WriteGuard.hand_to`).
+A step that never ends (a Ctrl-C mid-step, its sync dropped unclosed) lets go of them as
+another step over the same parameters starts (:func:`let_go_of`).
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterable
 from types import MethodType
 from typing import Any
 
@@ -50,11 +53,33 @@ def promises_untouched(owner: UpdateCallback | object) -> bool:
     return vars(type(strategy)).get("fired_gradients_untouched") is True
 
 
+#: the step holds (:meth:`WriteGuard.hand_to`'s ``other``) holding gradients now: empty
+#: between steps, but for a step that never ended (:func:`let_go_of`)
+_HOLDING: weakref.WeakSet[WriteGuard] = weakref.WeakSet()
+
+
+def let_go_of(params: Iterable[Parameter]) -> None:
+    """Make the gradients of ``params`` writable where a step hold still keeps them: the step
+    of a sync that never ended it (a Ctrl-C mid-step, then a new sync made for the model).
+    Another step over them begins: that one is dead. Nothing to do between steps."""
+    if not _HOLDING:
+        return
+    ids = {id(p) for p in params}
+    for hold in list(_HOLDING):
+        ours = [(p, g) for p, g in hold._held if id(p) in ids]
+        for _, grad in ours:
+            grad.flags.writeable = True
+        hold._held = [held for held in hold._held if id(held[0]) not in ids]
+        if not hold._held:
+            _HOLDING.discard(hold)
+
+
 class WriteGuard:
     """The gradients fired in the backward of the layer that runs now, each made read-only."""
 
     def __init__(self) -> None:
         self._held: list[tuple[Parameter, np.ndarray]] = []
+        self._step = False  # a step's hold (in _HOLDING while it holds)
 
     def hold(self, p: Parameter) -> None:
         """Make ``p``'s gradient read-only, once its callback returned (a sync may have given it
@@ -69,12 +94,17 @@ class WriteGuard:
         for _, grad in self._held:
             grad.flags.writeable = True
         self._held.clear()
+        if self._step:
+            _HOLDING.discard(self)
 
     def hand_to(self, other: WriteGuard) -> None:
         """Leave every held gradient read-only, held by ``other`` from now on (the step's hold
         of a strategy that keeps them until its step ends: :mod:`distconv.held_gradients`)."""
-        other._held += self._held
-        self._held.clear()
+        if self._held:
+            other._held += self._held
+            self._held.clear()
+            other._step = True
+            _HOLDING.add(other)
 
     def written(self, exc: BaseException | None) -> list[Parameter]:
         """The held parameters whose gradient ``exc`` wrote into (numpy's "read-only" error,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from distconv.fired_writes import let_go_of
 from distconv.kernels.shape import is_int
 from distconv.sync.errors import SyncError
 
@@ -83,6 +84,7 @@ class StepCount:
                 f"{type(self).__name__}.start_step called before setup: call "
                 "sync.setup(network.parameters()) once, before the first step"
             )
+        let_go_of(getattr(self, "params", ()))  # held still by a step that never ended
         self._examples, self._stepped, self._taken = int(examples), True, set()
         self._taken_unfinished = None
         self._step_number, self._next_step = self._next_step, self._next_step + 1

@@ -1,0 +1,51 @@
+"""Where the held gradients of a step that never ended go, and what a close leaves propagating.
+
+A step's fired gradients stay read-only until it ends (``distconv.held_gradients``). A step
+that never ends (a Ctrl-C mid-step in a notebook, the sync then dropped unclosed and a new one
+made) must not leave the model's gradients read-only for the next sync; and a close with a
+step open refuses only where nothing propagates, never in place of a ``sys.exit(0)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.network import Network
+from distconv.optim import create_optimizer
+from distconv.sync.local import LocalSync
+from tests.sync.ps.ps_helpers import batches, small_net
+from tests.sync.test_contract_enforced import _backward, _feeds
+
+
+def _set_up(net: Network) -> LocalSync:
+    sync = LocalSync(create_optimizer("sgd", lr=0.05))
+    sync.setup(net.parameters())
+    return sync
+
+
+def _writable(net: Network) -> list[bool]:
+    return [bool(p.grad.flags.writeable) for p in net.parameters()]
+
+
+@pytest.mark.timeout(60)
+def test_a_new_sync_takes_the_gradients_a_dropped_sync_s_unended_step_held():
+    net = small_net()
+    (x, y), (x2, y2) = batches(2, 4)
+    dropped = _set_up(net)
+    _backward(net, dropped, x, y)  # then a Ctrl-C: no finish_step, no abandon_step, no close
+    assert not any(_writable(net))  # held, as the contract says, while its step is open
+    fresh = _set_up(net)
+    fresh.start_step(len(y2))
+    assert all(_writable(net)), "the dead step's hold left the new sync's gradients read-only"
+    net.zero_grad()  # a loop that zeroes at its step's start
+    before = [p.value.copy() for p in net.parameters()]
+    net.forward(_feeds(x2, y2))
+    net.backward(fresh, loss="loss", loss_scale=len(y2))
+    fresh.finish_step()
+    assert all(_writable(net))
+    assert any(not np.array_equal(b, p.value) for b, p in zip(before, net.parameters()))
+    fresh.close()
+    dropped.abandon_step()  # the dead one, ended late, neither fails nor takes them back
+    dropped.close()
+    assert all(_writable(net))
