@@ -106,13 +106,16 @@ def step_left_open(error: BaseException | None) -> bool:
 def closing_refusal(sync: Any) -> BaseException | None:
     """What ``sync``'s close raises once it let go of everything, or None: a write into a
     gradient it held (:func:`~distconv.held_gradients.blamed_write`) propagating, or, with
-    nothing propagating, a step left open (no ``finish_step`` or ``abandon_step`` since its
-    ``start_step``), which a parameter server and a single MPI rank dropped without a word,
+    nothing propagating (not even a clean ``sys.exit``), a step left open (no ``finish_step``
+    or ``abandon_step`` since its ``start_step``), which a parameter server and a single MPI
+    rank dropped without a word,
     LocalSync had applied, and two MPI ranks aborted on: the same words on every transport."""
     error = closing_error()
     if error is not None:
         return blamed_write(sync, error)
-    if sync.__dict__.get("_taken") is None:
+    # a clean end propagating (sys.exit(0)) is no failure, but no less the script's own end:
+    # not replaced by this refusal (status 1), nor told to peers as one
+    if sys.exc_info()[1] is not None or sync.__dict__.get("_taken") is None:
         return None
     step = getattr(sync, "_step_number", 0)
     refusal = SyncError(f"{closed_mid(open_step(step))}: {STEP_WAY_OUT}")

@@ -8,11 +8,14 @@ step open refuses only where nothing propagates, never in place of a ``sys.exit(
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
 from distconv.network import Network
 from distconv.optim import create_optimizer
+from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from tests.sync.ps.ps_helpers import batches, small_net
 from tests.sync.test_contract_enforced import _backward, _feeds
@@ -49,3 +52,26 @@ def test_a_new_sync_takes_the_gradients_a_dropped_sync_s_unended_step_held():
     dropped.abandon_step()  # the dead one, ended late, neither fails nor takes them back
     dropped.close()
     assert all(_writable(net))
+
+
+@pytest.mark.timeout(60)
+def test_a_clean_exit_mid_step_propagates_through_the_close_not_replaced_by_its_refusal():
+    net = small_net()
+    (x, y), *_ = batches(1, 4)
+    with pytest.raises(SystemExit) as ended:
+        with _set_up(net) as sync:
+            _backward(net, sync, x, y)
+            sys.exit(0)
+    assert ended.value.code == 0
+    assert sync.closed and all(_writable(net))
+
+
+@pytest.mark.timeout(60)
+def test_close_with_a_step_open_still_refuses_where_nothing_propagates():
+    net = small_net()
+    (x, y), *_ = batches(1, 4)
+    sync = _set_up(net)
+    _backward(net, sync, x, y)
+    with pytest.raises(SyncError, match=r"in the middle of step 0 .*abandon_step\(\)"):
+        sync.close()
+    assert sync.closed and all(_writable(net))
