@@ -112,7 +112,7 @@ def closing_refusal(sync: Any) -> BaseException | None:
     LocalSync had applied, and two MPI ranks aborted on: the same words on every transport."""
     error = closing_error()
     if error is not None:
-        return blamed_write(sync, error)
+        return blamed_write(sync, error) or kept_blame(sync, error)
     # a clean end propagating (sys.exit(0)) is no failure, but no less the script's own end:
     # not replaced by this refusal (status 1), nor told to peers as one
     if sys.exc_info()[1] is not None or sync.__dict__.get("_taken") is None:
@@ -121,6 +121,33 @@ def closing_refusal(sync: Any) -> BaseException | None:
     refusal = SyncError(f"{closed_mid(open_step(step))}: {STEP_WAY_OUT}")
     refusal._step_left_open = True  # type: ignore[attr-defined]
     return refusal
+
+
+#: where :func:`let_go` keeps the refusal of a held-gradient write, with the write's error
+BLAMED = "_blamed_write"
+
+
+def let_go(sync: Any) -> None:
+    """Release the gradients ``sync`` holds as its step ends, keeping first the refusal of a
+    write into one of them where that write's error is being handled (the ``abandon_step`` in
+    the step's ``except``): the close it propagates to raises it, as where none was called."""
+    sync.__dict__.pop(BLAMED, None)  # an earlier step's, and the frames its error holds
+    error = sys.exc_info()[1]
+    if error is not None and (refusal := blamed_write(sync, error)) is not None:
+        sync.__dict__[BLAMED] = (error, refusal)
+    release_held(sync)
+
+
+def kept_blame(sync: Any, error: BaseException) -> SyncError | None:
+    """:func:`let_go`'s refusal, where ``error`` is (or was raised from) the write it kept."""
+    kept = sync.__dict__.get(BLAMED)
+    seen: set[int] = set()
+    while kept is not None and error is not None and id(error) not in seen:
+        if error is kept[0]:
+            return kept[1]
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def closes_on(sync: Any, close: Callable[[Any], None], raised: BaseException) -> None:
@@ -215,7 +242,7 @@ def ends_step(method: Callable[..., Any], name: str) -> Callable[..., Any]:
         outermost = not self.__dict__.get(ENDING, False)
         setattr(self, ENDING, True)
         if outermost:  # the gradients are the strategy's again, to apply and zero
-            release_held(self)
+            let_go(self)
         raised = True
         try:
             result = method(self, *args, **kwargs)

@@ -4,7 +4,8 @@ a ``finally`` (or a ``with`` block); a rank that gets to its end writes ``OUT/en
 (the largest difference of its weights from rank 0's, where it has them).
 
 ``CASE``: ``scale``: every rank scales its gradients by hand between ``backward`` and
-``finish_step`` (a clip where a PyTorch loop puts one); ``open``: the last step has no
+``finish_step`` (a clip where a PyTorch loop puts one); ``abandoned``: the same, in a step
+whose ``except`` calls ``abandon_step`` and re-raises; ``open``: the last step has no
 ``finish_step`` and nothing propagates at the close; ``raises``: a ``with`` block on rank 0
 raises in a step while rank 1 goes on to the next collective, waiting for rank 0.
 """
@@ -30,7 +31,15 @@ def _steps(net, sync, case: str) -> None:
     for n, (x, y) in enumerate(global_batches()):
         xs, ys = x[rank::2], y[rank::2]
         last = n == 3
-        if case == "scale" or (case == "open" and last) or (case == "raises" and n == 1):
+        if case == "abandoned":
+            try:
+                _backward_only(net, sync, xs, ys)
+                _scale_by_hand(net)
+                sync.finish_step()
+            except BaseException:
+                sync.abandon_step()
+                raise
+        elif case == "scale" or (case == "open" and last) or (case == "raises" and n == 1):
             _backward_only(net, sync, xs, ys)
             if case == "open":
                 return
@@ -38,11 +47,15 @@ def _steps(net, sync, case: str) -> None:
                 if rank == 0:
                     raise RuntimeError("rank 0's own error, in its with block")
                 sync.barrier()  # waits for rank 0, which never comes
-            for p in net.parameters():
-                p.grad *= 0.5
+            _scale_by_hand(net)
             sync.finish_step()
         else:
             one_step(net, sync, xs, ys)
+
+
+def _scale_by_hand(net) -> None:
+    for p in net.parameters():
+        p.grad *= 0.5
 
 
 def _backward_only(net, sync, xs, ys) -> None:

@@ -20,8 +20,12 @@ def _job(tmp_path, case: str):
     return proc, sorted(p.name for p in tmp_path.glob("end*.json"))
 
 
-def test_a_gradient_scaled_between_backward_and_finish_step_aborts_the_job_naming_it(tmp_path):
-    proc, ended = _job(tmp_path, "scale")
+@pytest.mark.parametrize("case", ["scale", "abandoned"])
+def test_a_gradient_scaled_between_backward_and_finish_step_aborts_the_job_naming_it(
+    tmp_path, case
+):
+    """Closed on the write's error, or on it after the step's except called abandon_step."""
+    proc, ended = _job(tmp_path, case)
     assert proc.returncode != 0 and ended == [], (proc.returncode, ended, proc.stderr)
     assert "SyncError: the gradient of " in proc.stderr, proc.stderr
     assert "was written after it fired and before MPISync.finish_step()" in proc.stderr

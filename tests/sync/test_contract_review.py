@@ -18,7 +18,13 @@ from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from tests.sync.ps.ps_helpers import batches, small_net
-from tests.sync.test_contract_enforced import _backward, _feeds
+from tests.sync.test_contract_enforced import (  # noqa: F401  (make_sync: a fixture used)
+    ROUTE,
+    TRANSPORTS,
+    _backward,
+    _feeds,
+    make_sync,
+)
 
 
 def _set_up(net: Network) -> LocalSync:
@@ -74,4 +80,27 @@ def test_close_with_a_step_open_still_refuses_where_nothing_propagates():
     _backward(net, sync, x, y)
     with pytest.raises(SyncError, match=r"in the middle of step 0 .*abandon_step\(\)"):
         sync.close()
+    assert sync.closed and all(_writable(net))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("make_sync", TRANSPORTS, indirect=True)
+def test_a_write_in_a_step_abandoned_in_its_except_is_named_at_close(make_sync):  # noqa: F811
+    """The loop the open-step refusal asks for (abandon_step where the step raised): its
+    abandon_step lets go of the gradients, and the close still names the write."""
+    net = small_net()
+    (x, y), *_ = batches(1, 8)
+    with pytest.raises(SyncError, match="the gradient of 'conv1.weight' was written") as refused:
+        with make_sync() as sync:
+            sync.setup(net.parameters(), {"batch": 8})
+            try:
+                _backward(net, sync, x, y)
+                for p in net.parameters():
+                    p.grad *= 0.5  # a clip by hand
+                sync.finish_step()
+            except BaseException:
+                sync.abandon_step()
+                raise
+    assert ROUTE in str(refused.value)
+    assert "read-only" in str(refused.value.__cause__)
     assert sync.closed and all(_writable(net))
