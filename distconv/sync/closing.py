@@ -182,6 +182,13 @@ def refuse_closed(sync: Any, call: str) -> None:
     refuse_unmade(sync, call)
 
 
+def refuse_closed_marks_setup(sync: Any, call: str) -> None:
+    """:func:`refuse_closed`, then mark ``sync`` set up (``start_step`` is refused before): a
+    ``setup`` of one's own that skips the base's counts as much as the base's."""
+    refuse_closed(sync, call)
+    sync._setup_called = True
+
+
 #: the attribute in which ``finish_step``'s wrapper marks its outermost call under way, named
 #: as SyncStrategy's private ``__ending``: a subclass's own ``_ending`` is not it
 ENDING = "_SyncStrategy__ending"
@@ -195,7 +202,6 @@ def clear_step_record(sync: Any) -> None:
     a ``finish_step``): every ``finish_step`` or ``abandon_step`` after it was nested, and no
     step ended."""
     sync._taken, sync._known, sync._taken_unfinished = None, ([], set()), None
-    sync._set_up = True  # start_step is refused before (StepCount's)
     setattr(sync, ENDING, False)
     release_held(sync)
 
@@ -279,7 +285,8 @@ def guard_closing(cls: Any) -> None:
         method = getattr(cls, name)
         if not getattr(method, "_guarded", False):
             ends = name in ("abandon_step", "finish_step")  # they end the step: _taken
-            wrap = ends_step(method, name) if ends else guarded(method, refuse_closed, name)
+            check = refuse_closed_marks_setup if name == "setup" else refuse_closed
+            wrap = ends_step(method, name) if ends else guarded(method, check, name)
             setattr(cls, name, wrap)
     if not getattr(cls.close, "_guarded", False):
         cls.close = closes_once(cls.close, unmade)  # type: ignore[method-assign]

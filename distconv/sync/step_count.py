@@ -25,8 +25,9 @@ class StepCount:
     _taken: set[int] | None
     _taken_unfinished: set[int] | None
     check_made: Callable[[], None]  # the contract's (annotated only: not shadowed here)
-    #: whether a setup was called (:func:`~distconv.sync.closing.clear_step_record` says so)
-    _set_up = False
+    #: whether a setup was called, any class's (:func:`~distconv.sync.closing.guard_closing`'s
+    #: wrapper says so); not the parameter server's ``_set_up`` (a setup *completed*)
+    _setup_called = False
     #: the run's step the next start_step begins (:meth:`start_at`'s, else counted from 0),
     #: and the one under way (or the last): what a close mid-step names
     _next_step = 0
@@ -78,7 +79,7 @@ class StepCount:
             raise ValueError(
                 f"start_step: examples must be a count (an int >= 0), got {examples!r}"
             )
-        if not self._set_up:
+        if not self._setup_called:
             self.check_made()  # a @dataclass one's: its own words
             raise SyncError(
                 f"{type(self).__name__}.start_step called before setup: call "

@@ -15,9 +15,9 @@ import pytest
 
 from distconv.network import Network
 from distconv.optim import create_optimizer
-from distconv.sync.base import SyncError
+from distconv.sync.base import SyncError, SyncStrategy
 from distconv.sync.local import LocalSync
-from tests.sync.ps.ps_helpers import batches, small_net
+from tests.sync.ps.ps_helpers import Shards, batches, insecure_worker, small_net
 from tests.sync.test_contract_enforced import (  # noqa: F401  (make_sync: a fixture used)
     ROUTE,
     TRANSPORTS,
@@ -104,3 +104,52 @@ def test_a_write_in_a_step_abandoned_in_its_except_is_named_at_close(make_sync):
     assert ROUTE in str(refused.value)
     assert "read-only" in str(refused.value.__cause__)
     assert sync.closed and all(_writable(net))
+
+
+@pytest.mark.timeout(60)
+def test_a_parameter_server_setup_that_failed_still_refuses_metrics_sums(tmp_path):
+    """The parameter server serves sums and barriers once a setup completed (its own
+    ``_set_up``); a setup that got as far as ending the step and then failed is not one."""
+    net = small_net()
+    shards = Shards(tmp_path)
+    try:
+        sync = insecure_worker(shards.start(1, 1), timeout=20)
+        with pytest.raises(Exception, match="nope"):  # the chief's state: none of these names
+            sync.setup(net.parameters(), {"batch": 8}, state={"nope": {"m": np.zeros(1)}})
+        with pytest.raises(SyncError, match=r"rank 0: summing 1 value before setup"):
+            sync.allreduce_sum([1.0])
+        sync.close()
+    finally:
+        shards.stop()
+
+
+class _OwnSetup(SyncStrategy):
+    """A strategy of one's own whose setup skips the base's (one process: nothing to agree)."""
+
+    def setup(self, params, config=None, state=None) -> None:
+        self.params = list(params)
+
+    def on_gradient(self, param) -> None:
+        param.value -= 0.05 * param.grad
+        param.grad[...] = 0
+
+    def finish_step(self) -> None:
+        pass
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state) -> None:
+        pass
+
+
+@pytest.mark.timeout(60)
+def test_a_setup_of_one_s_own_that_skips_the_base_s_lets_steps_start():
+    net = small_net()
+    (x, y), *_ = batches(1, 4)
+    with _OwnSetup(create_optimizer("sgd", lr=0.05)) as sync:
+        with pytest.raises(SyncError, match="start_step called before setup"):
+            sync.start_step(len(y))
+        sync.setup(net.parameters())
+        _backward(net, sync, x, y)
+        sync.finish_step()
