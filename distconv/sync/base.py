@@ -42,7 +42,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from numbers import Real
-from typing import Any
+from typing import Any, Self
 
 from distconv.base_init import checks_base_init, class_statement_level, refuse_skipped_base_init
 from distconv.kernels.shape import is_int
@@ -349,7 +349,7 @@ class SyncStrategy(StepCount, ABC):
                 line and exit 1 under ``run_main``; a plain SyncError keeps its traceback)."""
         refuse_one_process_collectives(self, "all_equal")
 
-    def __enter__(self) -> SyncStrategy:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
