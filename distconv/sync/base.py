@@ -42,7 +42,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from numbers import Real
-from typing import Any, Self
+from typing import Any, TypeVar
 
 from distconv.base_init import checks_base_init, class_statement_level, refuse_skipped_base_init
 from distconv.kernels.shape import is_int
@@ -75,6 +75,10 @@ _BASE_FIELDS = frozenset({"optimizer", "rank", "world_size"})
 #: suffix of a per-row copy of an optimizer scalar (``step`` -> ``step_per_row``), which a
 #: parameter server saves for a ``sparse_rows`` table; a strategy holding it whole ignores it.
 PER_ROW = "_per_row"
+
+
+#: the strategy a with-block enters, typed as its own class (``typing.Self`` is 3.11's)
+_Strategy = TypeVar("_Strategy", bound="SyncStrategy")
 
 
 class SyncStrategy(StepCount, ABC):
@@ -349,7 +353,7 @@ class SyncStrategy(StepCount, ABC):
                 line and exit 1 under ``run_main``; a plain SyncError keeps its traceback)."""
         refuse_one_process_collectives(self, "all_equal")
 
-    def __enter__(self) -> Self:
+    def __enter__(self: _Strategy) -> _Strategy:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
