@@ -144,7 +144,8 @@ def test_the_strategy_records_its_max_norm_so_a_resume_with_another_is_a_scheme_
 def test_a_gradient_outside_a_step_or_after_close_is_refused_and_an_abandoned_step_is_not():
     """The held gradients are refused where LocalSync refuses its own; a step abandoned before
     its finish_step updated nothing, so the next one starts (LocalSync's own refusal of a step
-    applied in part would have named it)."""
+    applied in part would have named it); a close with a step open is refused as LocalSync's
+    is, and the gradient after it named as arriving after close."""
     net = small_lenet(seed=3)
     sync = EX.GlobalNormClipSync(create_optimizer("sgd", lr=0.1), 1.0)
     sync.setup(net.parameters())
@@ -165,7 +166,8 @@ def test_a_gradient_outside_a_step_or_after_close_is_refused_and_an_abandoned_st
     one_step(net, sync, x, y)
     assert _relative_gap(weights(net), before) > 0
     sync.start_step(len(y))
-    sync.close()  # a step's backward still running
+    with pytest.raises(SyncError, match=r"closed in the middle of step"):
+        sync.close()  # a step's backward still running: refused, yet closed all the same
     with pytest.raises(SyncError, match=f"gradient of '{param.name}' arrived after close"):
         sync.on_gradient(param)
 

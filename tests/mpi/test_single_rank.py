@@ -159,6 +159,7 @@ def test_bad_arguments_and_misuse_are_named(no_mpi4py):
     sync.on_gradient(p)
     with pytest.raises(SyncError, match="fired twice"):
         sync.on_gradient(p)
+    sync.abandon_step()  # as a script must where its step raised, before it closes
     sync.close()
 
 
@@ -360,7 +361,8 @@ def test_poll_sleeps_between_tests_or_waits_at_once():
 
 def test_a_pending_step_check_is_completed_never_overwritten(no_mpi4py):
     """start_step twice without finish_step completes the first check and then refuses,
-    naming the cause; close() after an unfinished step completes its check too."""
+    naming the cause; close() after an unfinished step completes its check too (and the last
+    exchange: a rank alone leaves cleanly) before it refuses the step left open."""
     p = Parameter("w", np.zeros(4))
     comm = RecordingComm()
     sync = MPISync(create_optimizer("sgd"), comm=comm)
@@ -370,13 +372,15 @@ def test_a_pending_step_check_is_completed_never_overwritten(no_mpi4py):
     with pytest.raises(SyncError, match="start_step called while step 0 is unfinished"):
         sync.start_step(4)
     assert comm.log == ["Iallgather", "check complete"]
+    sync.abandon_step()  # the step the refused start_step left open, as a script must
     sync.close()
     comm = RecordingComm()
     sync = MPISync(create_optimizer("sgd"), comm=comm)
     sync.setup([p], {})
     comm.log.clear()
-    sync.start_step(4)  # and the caller abandons the step
-    sync.close()  # completes the pending check, then the last exchange
+    sync.start_step(4)  # and the caller leaves the step open
+    with pytest.raises(SyncError, match=r"closed in the middle of step 0"):
+        sync.close()  # completes the pending check, then the last exchange, then refuses
     assert comm.log == ["Iallgather", "check complete", "Iallgather closing", "check complete"]
 
 

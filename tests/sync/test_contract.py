@@ -232,7 +232,9 @@ def test_a_gradient_out_of_order_is_refused_in_the_same_words_on_every_transport
 def test_a_sync_closed_mid_step_takes_no_gradient_and_changes_nothing(transport):
     """close() between start_step and finish_step: LocalSync still applied every gradient of
     the backward that followed (a closed sync training on), and the one-rank MPISync took them
-    into its buckets without a word; both now refuse the first, naming close()."""
+    into its buckets without a word. Both now refuse the close itself (the step left open, in
+    one set of words), yet close all the same: the backward after it is refused, naming
+    close(), and nothing changes."""
     import numpy as np
 
     from distconv.optim import create_optimizer
@@ -250,7 +252,9 @@ def test_a_sync_closed_mid_step_takes_no_gradient_and_changes_nothing(transport)
     before = _values(net)
     sync.start_step(8)
     net.forward(feeds)
-    sync.close()
+    with pytest.raises(SyncError, match=r"closed in the middle of step 0 .*finish_step\(\)"):
+        sync.close()
+    assert sync.closed
     with pytest.raises(SyncError, match=r"gradient of 'fc2\.\w+' arrived after close\(\)"):
         net.backward(sync, loss="loss", loss_scale=8)
     assert all(np.array_equal(a, p.value) for a, p in zip(before, net.parameters()))

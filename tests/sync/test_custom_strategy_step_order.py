@@ -57,7 +57,8 @@ def _after_abandon(sync: Checked, w: Parameter) -> None:
 
 def _after_close(sync: Checked, w: Parameter) -> None:
     sync.start_step(2)
-    sync.close()
+    with pytest.raises(SyncError, match=r"closed in the middle of step"):
+        sync.close()  # a step left open: refused, yet closed all the same
 
 
 def _after_setup(sync: Checked, w: Parameter) -> None:
@@ -151,11 +152,14 @@ class DropsOnAbandon(Checked):
 def test_an_abandon_step_of_another_name_is_still_served_after_close():
     """The wrappers took the call's name from the function's, so ``abandon_step = _drop`` was
     guarded as a finish_step: refused after close ('_drop() called after close()'), which
-    abandon_step never is; and a refused barrier was named '_wait()'."""
+    abandon_step never is; and a refused barrier was named '_wait()'. A close with the step
+    open is refused (closed all the same); the abandon_step after it is still served."""
     sync = DropsOnAbandon()
     sync.setup([Parameter("w", np.ones(3))])
     sync.start_step(2)
-    sync.close()
+    with pytest.raises(SyncError, match=r"closed in the middle of step"):
+        sync.close()
+    assert sync.closed and not hasattr(sync, "dropped")
     sync.abandon_step()
     assert sync.dropped
     with pytest.raises(SyncError, match=r"DropsOnAbandon\.barrier\(\) called after close"):

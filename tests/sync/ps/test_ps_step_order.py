@@ -162,14 +162,16 @@ def test_an_abandoned_push_still_on_its_way_carries_its_own_gradient(shards):
 
 @pytest.mark.timeout(60)
 def test_a_gradient_after_close_mid_step_is_refused_as_local_sync_refuses_it(shards):
-    """close() ends the step under way (the contract, as LocalSync and MPISync hold it): a
-    gradient handed in after it was taken, queued or sent on a closed socket."""
+    """close() with a step under way is refused, yet closes (the contract, as LocalSync and
+    MPISync hold it): a gradient handed in after it was taken, queued or sent on a closed
+    socket, and is now refused, naming close()."""
     (endpoint,) = shards.start(1, workers=1)
     a = Parameter("a", np.zeros(3))
     sync = insecure_worker([endpoint], lr=1.0, push_bytes=0)
     sync.setup([a])
     sync.start_step(1)
-    sync.close()
+    with pytest.raises(SyncError, match=r"closed in the middle of step"):
+        sync.close()
     a.grad[...] = 1.0
     with pytest.raises(SyncError, match=r"^gradient of 'a' arrived after close\(\): make a new"):
         sync.on_gradient(a)
