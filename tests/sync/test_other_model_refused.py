@@ -43,9 +43,11 @@ def make_sync(request, tmp_path):
         return sync
 
     yield make
-    for sync in made:
-        sync.close()
-    shards.stop()
+    try:
+        for sync in made:
+            sync.close()
+    finally:  # a close that raises (a step left open) must not leave the shard running
+        shards.stop()
 
 
 def _step(net, sync, seed: int = 3) -> None:
