@@ -8,16 +8,14 @@ it, and a worker that never came was blamed on a healthy shard (the worker gave 
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
 
 from distconv.cli import build_parser
 from distconv.deploy import manifest_problems, render_manifests
-from distconv.sync.peers import PeerFailed
 from tests.deploy.test_manifests import _distconv_argv, validate
-from tests.sync.ps.ps_helpers import Shards, insecure_worker, shard_argv, small_net
+from tests.sync.ps.ps_helpers import assert_missing_rank_named_unwarned, shard_argv
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -83,18 +81,5 @@ def test_a_worker_of_a_rendered_job_names_the_missing_rank_and_warns_of_nothing(
     setup names rank 1, which never came, where it warned and gave up on the shard (60 s)."""
     timeout = _shard_timeout(render_manifests(**JOB, train_args=["--timeout", "1"]))
     assert timeout is not None, "the rendered shards were given no --timeout"
-    shards = Shards(tmp_path)
-    try:
-        cmd = shard_argv(["-m", "distconv"], workers=2) + ["--timeout", timeout]
-        endpoint = shards.launch(cmd, tmp_path / "shard.log")
-        sync = insecure_worker([endpoint], rank=0, world=2, timeout=1.0)
-        caplog.set_level(logging.WARNING, "distconv.pserver")
-        try:
-            with pytest.raises(PeerFailed, match=r"rank 1 \(which never said hello\) sent nothing"):
-                sync.setup(small_net().parameters())
-        finally:
-            sync.close()
-    finally:
-        shards.stop()
-    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert not [m for m in said if "for a shard's reply" in m], said
+    argv = shard_argv(["-m", "distconv"], workers=2) + ["--timeout", timeout]
+    assert_missing_rank_named_unwarned(tmp_path, argv, caplog, timeout=1.0)

@@ -10,16 +10,14 @@ with a shorter one) were the user's intent undone and a flag the launcher does n
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 
 import pytest
 
-from distconv.sync.peers import PeerFailed
 from launcher.commands import ServerOptions, parse_program, server_command, train_timeout
 from tests.launcher.launch_cli import launch
-from tests.sync.ps.ps_helpers import Shards, insecure_worker, small_net
+from tests.sync.ps.ps_helpers import assert_missing_rank_named_unwarned
 
 
 def _timeout_flag(opts: ServerOptions) -> list[str]:
@@ -60,22 +58,8 @@ def test_a_worker_waiting_for_a_missing_rank_is_told_which_and_warned_of_nothing
     """A real shard started with the launcher's command for ``-- --timeout 1``: rank 0's setup
     names rank 1, which never came, where it gave up on the shard (waiting 60 s)."""
     opts = ServerOptions(1, 2, timeout=1.0, extra=("--insecure",))
-    shards = Shards(tmp_path)
-    try:
-        endpoint = shards.launch(
-            server_command(0, 0, opts, python=sys.executable), tmp_path / "shard.log"
-        )
-        sync = insecure_worker([endpoint], rank=0, world=2, timeout=1.0)
-        caplog.set_level(logging.WARNING, "distconv.pserver")
-        try:
-            with pytest.raises(PeerFailed, match=r"rank 1 \(which never said hello\) sent nothing"):
-                sync.setup(small_net().parameters())
-        finally:
-            sync.close()
-    finally:
-        shards.stop()
-    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert not [m for m in said if "for a shard's reply" in m], said
+    argv = server_command(0, 0, opts, python=sys.executable)
+    assert_missing_rank_named_unwarned(tmp_path, argv, caplog, timeout=1.0)
 
 
 @pytest.mark.timeout(120)

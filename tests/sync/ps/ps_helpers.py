@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import selectors
 import signal
@@ -33,6 +34,7 @@ from distconv.optim import create_optimizer
 from distconv.stop_request import StopRequest
 from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
+from distconv.sync.peers import PeerFailed
 from distconv.sync.ps.blocks import Layout, ParamSpec, rows_view
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.wire import pack, unpack_arrays, unpack_header
@@ -265,6 +267,35 @@ def insecure_worker(
         block_bytes=block_bytes,
         **settings,
     )
+
+
+def shorter_wait_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The warnings that a worker waits less for a shard's reply than its shards wait for every
+    worker (not ``--insecure``'s, nor any other)."""
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    return [m for m in said if "for a shard's reply" in m]
+
+
+def assert_missing_rank_named_unwarned(
+    tmp_path: Path, argv: Sequence[str], caplog: pytest.LogCaptureFixture, timeout: float
+) -> None:
+    """Rank 0 of a two-worker job (``timeout=``) on one real shard started with ``argv``, rank 1
+    never started: its setup raises ``PeerFailed`` naming rank 1, not the shard's silence, and
+    no warning says the shard outwaits it. The shard is stopped at the end."""
+    shards = Shards(tmp_path)
+    try:
+        endpoint = shards.launch(argv, tmp_path / "shard.log")
+        sync = insecure_worker([endpoint], rank=0, world=2, timeout=timeout)
+        caplog.set_level(logging.WARNING, "distconv.pserver")
+        try:
+            missing = r"rank 1 \(which never said hello\) sent nothing for all_equal:"
+            with pytest.raises(PeerFailed, match=missing):
+                sync.setup(small_net().parameters())
+        finally:
+            sync.close()
+    finally:
+        shards.stop()
+    assert shorter_wait_warnings(caplog) == [], caplog.text
 
 
 def pserver_sync(endpoints: Sequence[str], optimizer, rank: int, world_size: int) -> PServerSync:

@@ -12,21 +12,22 @@ import os
 import signal
 
 import pytest
-from ps_helpers import batches, insecure_worker, small_net, train_steps
+from ps_helpers import (
+    assert_missing_rank_named_unwarned,
+    batches,
+    insecure_worker,
+    shard_argv,
+    shorter_wait_warnings,
+    small_net,
+    train_steps,
+)
 
 from distconv.sync.base import SyncError
-from distconv.sync.peers import PeerFailed
 from distconv.sync.ps.shard_timeouts import holds_for_workers
 
 pytestmark = pytest.mark.timeout(60)
 
 SHARD_TIMEOUT = "2"
-
-
-def _warnings(caplog) -> list[str]:
-    """The warnings of a worker's wait shorter than its shards' (not ``--insecure``'s)."""
-    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    return [m for m in said if "for a shard's reply" in m]
 
 
 def test_a_shorter_wait_is_warned_of_once_and_its_timeout_says_the_likelier_cause(shards, caplog):
@@ -47,7 +48,7 @@ def test_a_shorter_wait_is_warned_of_once_and_its_timeout_says_the_likelier_caus
             ) in said, said
     finally:
         sync.close()
-    (warned,) = _warnings(caplog)
+    (warned,) = shorter_wait_warnings(caplog)
     assert warned == (
         "rank 0: this worker waits 0.75 s for a shard's reply (1.5 x timeout=0.5 s), and "
         f"pserver shard(s) 0 ({endpoint}) wait up to 2 s (their --timeout) for every worker: "
@@ -57,16 +58,9 @@ def test_a_shorter_wait_is_warned_of_once_and_its_timeout_says_the_likelier_caus
     ), warned
 
 
-def test_the_way_out_names_the_worker_that_never_came_and_warns_nothing(shards, caplog):
-    (endpoint,) = shards.start(1, 2, extra=["--timeout", SHARD_TIMEOUT])
-    sync = insecure_worker([endpoint], rank=0, world=2, timeout=float(SHARD_TIMEOUT))
-    caplog.set_level(logging.WARNING, "distconv.pserver")
-    try:
-        with pytest.raises(PeerFailed, match=r"rank 1 \(.*\) sent nothing for all_equal:"):
-            sync.setup(small_net().parameters())
-    finally:
-        sync.close()
-    assert _warnings(caplog) == []
+def test_the_way_out_names_the_worker_that_never_came_and_warns_nothing(tmp_path, caplog):
+    argv = shard_argv(["-m", "distconv"], workers=2) + ["--timeout", SHARD_TIMEOUT]
+    assert_missing_rank_named_unwarned(tmp_path, argv, caplog, timeout=float(SHARD_TIMEOUT))
 
 
 def test_a_job_of_one_worker_is_warned_of_nothing_and_a_silent_shard_not_blamed_on_one(
@@ -91,7 +85,7 @@ def test_a_job_of_one_worker_is_warned_of_nothing_and_a_silent_shard_not_blamed_
     finally:
         sync.close()
     assert "every worker" not in str(raised.value), raised.value
-    assert _warnings(caplog) == []
+    assert shorter_wait_warnings(caplog) == []
 
 
 @pytest.mark.parametrize(
