@@ -12,29 +12,10 @@ import pytest
 from distconv.checkpoint import load_checkpoint
 from distconv.init_from import INIT_FROM
 from distconv.job import TrainConfig, train
+from tests.hand_built_trainer import hand_built_trainer
 from tests.test_init_from import FINE_LR, SETTINGS, first_run, newest
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def plain_trainer(out: Path):
-    """``distconv train``'s job built by a script without the ``checkpoints`` hook; its sets."""
-    from distconv.data import load_dataset
-    from distconv.init import set_seed
-    from distconv.models import lenet
-    from distconv.optim import create_optimizer
-    from distconv.sync.local import LocalSync
-    from distconv.trainer import Trainer
-
-    train_set, test_set = load_dataset("synthetic", None, 0)
-    set_seed(0)
-    network = lenet(train_set.image_shape, train_set.num_classes)
-    trainer = Trainer(
-        network, LocalSync(create_optimizer("adam", lr=FINE_LR)), 16, seed=0, lr_decay=0.9,
-        dtype="float64", out_dir=out, progress=False,
-        config={"data": "synthetic", "model": "lenet", "epochs": 1},
-    )  # fmt: skip
-    return trainer, train_set, test_set
 
 
 def started_from_a_source(tmp_path: Path) -> tuple[Path, dict]:
@@ -47,7 +28,7 @@ def started_from_a_source(tmp_path: Path) -> tuple[Path, dict]:
 
 def test_a_plain_scripts_resume_keeps_the_record_in_its_next_checkpoints(tmp_path):
     out, recorded = started_from_a_source(tmp_path)
-    trainer, train_set, test_set = plain_trainer(out)
+    trainer, train_set, test_set = hand_built_trainer(out)  # no checkpoints hook
     trainer.fit(train_set, test_set, 2, resume=True)
     last = load_checkpoint(newest(out))
     assert last.step == 48 and last.extra[INIT_FROM] == recorded
@@ -55,7 +36,7 @@ def test_a_plain_scripts_resume_keeps_the_record_in_its_next_checkpoints(tmp_pat
 
 def test_a_fresh_run_after_a_resume_in_the_same_trainer_records_no_source(tmp_path):
     out, _ = started_from_a_source(tmp_path)
-    trainer, train_set, test_set = plain_trainer(out)
+    trainer, train_set, test_set = hand_built_trainer(out)
     trainer.fit(train_set, test_set, 2, resume=True)
     trainer.fit(train_set, test_set, 1, resume="overwrite")  # another run, from random weights
     last = load_checkpoint(newest(out))

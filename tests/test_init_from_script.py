@@ -14,6 +14,7 @@ import pytest
 from distconv.checkpoint import load_checkpoint
 from distconv.init_from import INIT_FROM, InitFromCheckpoints
 from distconv.job import TrainConfig, train
+from tests.hand_built_trainer import hand_built_trainer
 from tests.test_init_from import FINE_LR, SETTINGS, first_run, newest, weights
 
 pytestmark = pytest.mark.timeout(120)
@@ -22,23 +23,7 @@ pytestmark = pytest.mark.timeout(120)
 def script_trainer(out: Path, source: Path | None):
     """``distconv train``'s job built by hand, at :data:`FINE_LR`, its checkpoints made by the
     hook from ``source``; and its data sets."""
-    from distconv.data import load_dataset
-    from distconv.init import set_seed
-    from distconv.models import lenet
-    from distconv.optim import create_optimizer
-    from distconv.sync.local import LocalSync
-    from distconv.trainer import Trainer
-
-    train_set, test_set = load_dataset("synthetic", None, 0)
-    set_seed(0)
-    network = lenet(train_set.image_shape, train_set.num_classes)
-    trainer = Trainer(
-        network, LocalSync(create_optimizer("adam", lr=FINE_LR)), 16, seed=0, lr_decay=0.9,
-        dtype="float64", out_dir=out, progress=False,
-        config={"data": "synthetic", "model": "lenet", "epochs": 1},
-        checkpoints=partial(InitFromCheckpoints, source=source),
-    )  # fmt: skip
-    return trainer, train_set, test_set
+    return hand_built_trainer(out, checkpoints=partial(InitFromCheckpoints, source=source))
 
 
 def test_a_scripts_trainer_starts_from_the_source_as_the_command_line_does(tmp_path):
