@@ -18,6 +18,11 @@ pytestmark = pytest.mark.timeout(60)
 ROWS = 16
 
 
+def _selection() -> np.ndarray:
+    """A selection: each row's 2 columns of the layer's 10, as integer ids."""
+    return np.random.default_rng(1).integers(0, 10, (ROWS, 2))
+
+
 def _data(cols: np.ndarray) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((ROWS, 3)).astype(np.float32)
@@ -32,7 +37,7 @@ def _fit(inputs: list[str], data: dict[str, np.ndarray]) -> None:
 
 
 def test_a_selection_given_first_is_told_it_goes_last():
-    cols = np.random.default_rng(1).integers(0, 10, (ROWS, 2))
+    cols = _selection()
     said = (
         r"^SelectiveFullyConnected 'sfc': expected 3 features per sample, got integer ids: the "
         r"selection is the last input \(inputs are \[data\.\.\., selection\]\)$"
@@ -44,7 +49,7 @@ def test_a_selection_given_first_is_told_it_goes_last():
 def test_integer_data_in_its_place_is_still_told_to_cast_it():
     """Integer features of the data input's width (counts, pixels) are data, not a selection
     out of place: told to move the selection, they led away from the cast they need."""
-    data = _data(np.random.default_rng(1).integers(0, 10, (ROWS, 2)))
+    data = _data(_selection())
     data["x"] = np.random.default_rng(2).integers(0, 5, (ROWS, 3))
     said = r"got integer ids \(an integer array is fed as ids: cast it to a float type\)$"
     with pytest.raises(LayerError, match=said):
@@ -52,7 +57,7 @@ def test_integer_data_in_its_place_is_still_told_to_cast_it():
 
 
 def test_a_float_selection_through_fit_is_told_its_dtype():
-    cols = np.random.default_rng(1).integers(0, 10, (ROWS, 2)).astype(np.float32)
+    cols = _selection().astype(np.float32)
     said = (
         r"^SelectiveFullyConnected 'sfc': the selection \(last input\) must carry column "
         r"indices in Arg\.ids, got float32 values: feed integer column indices$"
