@@ -11,10 +11,14 @@ was its own (:func:`signalled_worker`), and a report of such a stop says how to 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .child import Child
+if TYPE_CHECKING:  # not at run time: launcher.failure reads stop lines, and child imports it
+    from .arrivals import Arrivals
+    from .child import Child
 
 #: the exit statuses of a stop that wrote its checkpoint (128 + SIGTERM, 128 + SIGINT)
 CHECKPOINTED = (143, 130)
@@ -68,6 +72,23 @@ def stop_said(lines: Iterable[str]) -> StopSaid | None:
                 count=1 if count is None else int(count),
             )
     return other or own
+
+
+def stopped_together(
+    first: Child, workers: Sequence[Child], seconds: float, poll: float, arrivals: Arrivals
+) -> None:
+    """Where ``first``, the first child to fail, is a worker's checkpointed stop (its exit
+    :data:`CHECKPOINTED`), wait up to ``seconds`` after its exit for the other workers, which
+    agreed on the same step, to end on their own, before a signal to the launcher: the
+    launcher's stop would reach one closing after its stop line, and end it by SIGTERM, not
+    with its own 143, so :func:`signalled_worker` could not blame it. Nothing is signalled."""
+    if first.spec.role != "worker" or first.poll() not in CHECKPOINTED:
+        return
+    deadline = first.exited_at + seconds
+    while any(w.poll() is None for w in workers) and not arrivals.signals():
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(poll)
 
 
 def signalled_worker(failed: Child, children: Sequence[Child]) -> Child:

@@ -76,6 +76,7 @@ from .interrupt import STOP_SIGNALS
 from .json_lines import JsonLines
 from .launch_lock import hold_run_dir
 from .messages import Messages
+from .own_stop import stopped_together
 from .report import report_failure
 from .restarts import RestartRecord
 from .run_dir import clear_run_dir
@@ -321,12 +322,13 @@ class Supervisor:
             signalled = bool(self._signals)  # read first: a failure seen below came before
             working = any(c.poll() is None for c in workers)
             first = first_failed(children, working)
-            if first is not None and first.exited_at < self._arrivals.first_at:
+            arrivals, poll = self._arrivals, self.poll_interval
+            if first is not None and first.exited_at < arrivals.first_at:
                 if self._drained(first, workers):
                     continue  # every worker finished: the next look ends the attempt
-                if not first.victim:
+                if not first.victim:  # a stop: the ranks' own exits first (stopped_together)
+                    stopped_together(first, workers, self.settle, poll, arrivals)
                     return first
-                arrivals, poll = self._arrivals, self.poll_interval
                 failed, self._outstayed = settle(
                     first, children, workers, self.settle, poll, arrivals
                 )

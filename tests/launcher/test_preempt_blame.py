@@ -1,0 +1,46 @@
+"""Whom the launcher blames for a checkpointed stop that one worker's own signal caused, on
+stand-in workers that print the ranks' stop lines and exit 143 as ``distconv train`` does.
+
+The rank that got the signal may exit a moment after the others (it closes its sync last):
+the launcher waits for the ranks' own exits before its stop, whose SIGTERM would otherwise end
+that rank by the signal after its stop line, and the report would blame another.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.child import ChildSpec
+from launcher.supervisor import Supervisor
+
+OTHER = "distconv train: stopped after step 8: rank 1 got SIGTERM"
+OWN = "distconv train: stopped by SIGTERM after step 8"
+
+
+def _stop(rank: int, line: str, after: float) -> ChildSpec:
+    """A worker that says ``line``, then exits 143 ``after`` seconds on (a SIGTERM meanwhile
+    ends it by the signal: Python's default, as after ``distconv train`` restored it)."""
+    body = f"import sys, time; print({line!r}, flush=True); time.sleep({after}); sys.exit(143)"
+    return ChildSpec("worker", rank, [sys.executable, "-c", body])
+
+
+def _supervised(tmp_path: Path, specs: list[ChildSpec]) -> tuple[int, str, dict]:
+    """The status, the launcher's messages and failure.json of a job of ``specs``."""
+    err = io.BytesIO()
+    sup = Supervisor(tmp_path / "run", grace=10, out=io.BytesIO(), err=err, settle=10.0)
+    status = sup.run(lambda restart: specs, 0)
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    return status, err.getvalue().decode(), report
+
+
+@pytest.mark.timeout(60)
+def test_the_signalled_worker_that_exits_last_is_blamed_with_its_own_exit(tmp_path):
+    status, err, report = _supervised(tmp_path, [_stop(0, OTHER, 0), _stop(1, OWN, 1.5)])
+    assert status == 143, err
+    assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 143), report
+    assert "a checkpointed stop, not a crash: worker 1 got SIGTERM itself" in err, err
