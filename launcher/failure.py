@@ -23,6 +23,7 @@ from distconv.rank_endings import (
 )
 from distconv.refused_starts import init_from_refused_in, refused_for_good_in
 
+from .own_stop import CHECKPOINTED, stop_said
 from .rank_reason import rank_text
 from .shown import shown
 
@@ -227,6 +228,8 @@ class Failure:
             )
         elif self.exit_code == 0:  # only a server ends an attempt so (the workers need it)
             said = f"{self.role} {self.rank} exited (code 0) while workers were running"
+        elif self.exit_code in CHECKPOINTED and (stop := stop_said(self.tail)) is not None:
+            said = stop.headline(self.role, self.rank, self.exit_code)  # no crash: a stop
         else:
             said = f"{self.role} {self.rank} failed with exit code {self.exit_code}"
             if self._victim:  # no other child failed within the launcher's settle time

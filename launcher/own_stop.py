@@ -46,6 +46,15 @@ class StopSaid:
     rank: int | None = None
     count: int = 1
 
+    def headline(self, role: str, rank: int, code: int) -> str:
+        """The report's headline for the child ``role`` ``rank`` that said it and exited
+        ``code``: a stop with a checkpoint, whose signal was its own or another rank's."""
+        if self.own:
+            how = f"by its own {self.signal} after step {self.step}"
+        else:
+            how = f"after step {self.step} because {self.who(role, rank)}"
+        return f"{role} {rank} stopped {how}, with a checkpoint (exit code {code})"
+
     def who(self, role: str, rank: int) -> str:
         """Who got the signal, for a report of the child ``role`` ``rank`` that said it."""
         if self.own:

@@ -43,4 +43,6 @@ def test_the_signalled_worker_that_exits_last_is_blamed_with_its_own_exit(tmp_pa
     status, err, report = _supervised(tmp_path, [_stop(0, OTHER, 0), _stop(1, OWN, 1.5)])
     assert status == 143, err
     assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 143), report
+    headline = "worker 1 stopped by its own SIGTERM after step 8, with a checkpoint (exit code 143)"
+    assert headline in err, err
     assert "a checkpointed stop, not a crash: worker 1 got SIGTERM itself" in err, err

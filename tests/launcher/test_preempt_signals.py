@@ -119,7 +119,10 @@ def test_one_workers_sigterm_blames_that_worker_and_says_how_to_go_on(tmp_path):
     assert others in log(tmp_path, "worker-0"), log(tmp_path, "worker-0")[-2000:]
     report = json.loads((tmp_path / "runs" / JOB / "failure.json").read_text())
     assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 143), report
-    assert "worker 1 failed with exit code 143" in err, err[-3000:]
+    headline = (
+        f"worker 1 stopped by its own SIGTERM after step {step}, with a checkpoint (exit code"
+    )
+    assert headline in err, err[-3000:]  # no crash: not "failed with exit code 143"
     hint = (
         f"a checkpointed stop, not a crash: worker 1 got SIGTERM itself, and the ranks stopped "
         f"together after step {step} with a checkpoint; to go on with this run, give the same "
@@ -145,6 +148,8 @@ def test_one_ranks_sigterm_under_mpi_names_that_rank(tmp_path):
     step = re.search(r"\[1\] distconv train: stopped by SIGTERM after step (\d+)", lines)
     assert step, lines[-3000:]
     assert f"[0] distconv train: stopped after step {step.group(1)}: rank 1 got SIGTERM" in lines
+    headline = f"mpiexec 0 stopped after step {step.group(1)} because rank 1 got SIGTERM, with a"
+    assert headline in err, err[-3000:]
     assert "a checkpointed stop, not a crash: rank 1 got SIGTERM" in err, err[-3000:]
 
 
