@@ -164,7 +164,8 @@ def test_a_shard_signalled_alone_drains_and_the_finished_job_succeeds(tmp_path):
             launcher.kill()
             launcher.wait()
     assert status == 0, err[-3000:]
-    assert "server 0 stopped on its own signal once the workers said bye" in err, err[-3000:]
+    # no "server 0 stopped on its own signal" asked for: the workers may exit before the shard
+    # does, and that order is test_preempt_drained_shard's, on stand-ins
     assert not (tmp_path / "runs" / JOB / "failure.json").exists(), err[-3000:]
     metrics = (tmp_path / "runs" / JOB / "train" / "metrics.jsonl").read_text().splitlines()
     assert len(metrics) == 8

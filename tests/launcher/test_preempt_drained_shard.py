@@ -1,0 +1,54 @@
+"""A shard's exit 0 while its workers still run, on stand-in children whose exits come in a
+fixed order (a real job's shard and workers end within moments of each other, either way):
+the workers then all exit 0 and the job finished; one fails, and the shard's exit is the
+attempt's failure, reported at that worker's failure, not after the grace."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.child import ChildSpec
+from launcher.supervisor import Supervisor
+
+
+def _exits(role: str, rank: int, code: int, after: float) -> ChildSpec:
+    """A child that exits ``code`` ``after`` seconds on (or at its SIGTERM)."""
+    body = f"import sys, time; time.sleep({after}); sys.exit({code})"
+    return ChildSpec(role, rank, [sys.executable, "-c", body])
+
+
+def _supervised(tmp_path: Path, specs: list[ChildSpec]) -> tuple[int, str, float]:
+    """The status and messages of a job of ``specs`` (grace 15 s, one restart allowed), and
+    the seconds it took."""
+    err = io.BytesIO()
+    sup = Supervisor(tmp_path / "run", grace=15, out=io.BytesIO(), err=err)
+    start = time.monotonic()
+    status = sup.run(lambda restart: specs, 1)
+    return status, err.getvalue().decode(), time.monotonic() - start
+
+
+@pytest.mark.timeout(60)
+def test_a_shard_that_exits_0_before_its_finishing_workers_ends_a_finished_job(tmp_path):
+    specs = [_exits("server", 0, 0, 0.2), _exits("worker", 0, 0, 2), _exits("worker", 1, 0, 2)]
+    status, err, _ = _supervised(tmp_path, specs)
+    assert status == 0, err
+    assert "server 0 stopped on its own signal once the workers said bye" in err, err
+    assert not (tmp_path / "run" / "failure.json").exists(), err
+    assert not (tmp_path / "run" / "restarts.jsonl").exists(), err  # no restart spent on it
+
+
+@pytest.mark.timeout(60)
+def test_a_shard_that_exits_0_and_then_a_worker_fails_is_the_failure_at_once(tmp_path):
+    specs = [_exits("server", 0, 0, 0.2), _exits("worker", 0, 1, 1), _exits("worker", 1, 0, 300)]
+    status, err, took = _supervised(tmp_path, specs)
+    assert status == 1, err
+    assert "server 0 exited (code 0) while workers were running" in err, err
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert (report["role"], report["rank"], report["restart"]) == ("server", 0, 1), report
+    assert took < 12, f"{took:.0f} s: the launcher waited out the grace (15 s) for the workers"
