@@ -29,9 +29,16 @@ def go_on_hint(
         return None
     if args.job_id is not None or args.run_dir is not None:
         return None
+    return _go_on(job_id)
+
+
+def _go_on(job_id: str | None) -> str:
+    """``to go on with this run, give the same command --job-id J (...)``; without
+    ``--job-id`` where ``job_id`` is None (the command names the run directory itself)."""
+    again = f" --job-id {job_id}" if job_id is not None else ""
     return (
-        f"to go on with this run, give the same command --job-id {job_id} "
-        "(and --resume auto after --, where the program takes it)"
+        f"to go on with this run, give the same command{again} (and --resume auto after --, "
+        "where the program takes it)"
     )
 
 
@@ -47,10 +54,7 @@ def go_on_after_stop(failure: Failure, job_id: str | None) -> str | None:
     said = stop_said(failure.tail)
     if said is None:
         return None
-    again = f" --job-id {job_id}" if job_id is not None else ""
     return (
         f"a checkpointed stop, not a crash: {said.who(failure.role, failure.rank)}, and the "
-        f"ranks stopped together after step {said.step} with a checkpoint; to go on with this "
-        f"run, give the same command{again} (and --resume auto after --, where the program "
-        "takes it)"
+        f"ranks stopped together after step {said.step} with a checkpoint; {_go_on(job_id)}"
     )
