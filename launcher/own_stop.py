@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # not at run time: launcher.failure reads stop lines, and chi
 
 #: the exit statuses of a stop that wrote its checkpoint (128 + SIGTERM, 128 + SIGINT)
 CHECKPOINTED = (143, 130)
+#: the role of a child that holds ranks' lines, not one rank's (distconv-launch mpi)
+_MPIEXEC = "mpiexec"
 #: a rank that got the signal itself
 _OWN = re.compile(r"\bstopped by (SIGTERM|SIGINT) after step (\d+)\b")
 #: a rank stopped with the ranks that got it: one named, or how many
@@ -49,14 +51,17 @@ class StopSaid:
     def headline(self, role: str, rank: int, code: int) -> str:
         """The report's headline for the child ``role`` ``rank`` that said it and exited
         ``code``: a stop with a checkpoint, whose signal was its own or another rank's."""
-        if self.own:
-            how = f"by its own {self.signal} after step {self.step}"
+        if self.own:  # mpiexec's own: its ranks' lines (every one it holds) say so
+            whose = "its ranks' own" if role == _MPIEXEC else "its own"
+            how = f"by {whose} {self.signal} after step {self.step}"
         else:
             how = f"after step {self.step} because {self.who(role, rank)}"
         return f"{role} {rank} stopped {how}, with a checkpoint (exit code {code})"
 
     def who(self, role: str, rank: int) -> str:
         """Who got the signal, for a report of the child ``role`` ``rank`` that said it."""
+        if self.own and role == _MPIEXEC:  # no signal of its own: its ranks said it
+            return f"{role} {rank}'s ranks got {self.signal} themselves"
         if self.own:
             return f"{role} {rank} got {self.signal} itself"
         named = f"rank {self.rank}" if self.rank is not None else f"{self.count} ranks"

@@ -1,5 +1,6 @@
-"""Whom the launcher blames for a checkpointed stop that one worker's own signal caused, on
-stand-in workers that print the ranks' stop lines and exit 143 as ``distconv train`` does.
+"""Whom the launcher blames for a checkpointed stop that a signal to ranks caused, and who its
+report says got the signal, on stand-in children that print the ranks' stop lines and exit 143
+as ``distconv train`` does.
 
 The rank that got the signal may exit a moment after the others (it closes its sync last):
 the launcher waits for the ranks' own exits before its stop, whose SIGTERM would otherwise end
@@ -46,3 +47,20 @@ def test_the_signalled_worker_that_exits_last_is_blamed_with_its_own_exit(tmp_pa
     headline = "worker 1 stopped by its own SIGTERM after step 8, with a checkpoint (exit code 143)"
     assert headline in err, err
     assert "a checkpointed stop, not a crash: worker 1 got SIGTERM itself" in err, err
+
+
+@pytest.mark.timeout(60)
+def test_mpiexec_whose_ranks_all_got_the_signal_is_not_said_to_have_got_it(tmp_path):
+    """Under ``distconv-launch mpi`` the one child is ``mpiexec``, whose tail holds each
+    rank's line: where every rank says the signal was its own (a scheduler's SIGTERM to each),
+    the report says its ranks got it, not ``mpiexec 0`` itself, which got no signal."""
+    lines = [f"[{rank}] {OWN}" for rank in (0, 1)]
+    body = f"import sys; print({chr(10).join(lines)!r}, flush=True); sys.exit(143)"
+    status, err, report = _supervised(
+        tmp_path, [ChildSpec("mpiexec", 0, [sys.executable, "-c", body])]
+    )
+    assert status == 143, err
+    headline = "mpiexec 0 stopped by its ranks' own SIGTERM after step 8, with a checkpoint"
+    assert headline in err, err
+    assert "a checkpointed stop, not a crash: mpiexec 0's ranks got SIGTERM themselves" in err
+    assert "got SIGTERM itself" not in err, err
