@@ -101,9 +101,11 @@ def main() -> None:
         sync.setup(params, {"global_batch": args.global_batch}, state if sync.is_chief else None)
         # the Trainer's steps: the same global batches at any world size, strided over ranks
         batch, rest = divmod(args.global_batch, sync.world_size)  # 1 x 8 steps as 2 x 4 do
-        if rest or not batch:  # 3 ranks of 2 would step 6 at a time: other numbers, unsaid
-            raise RuntimeConfigError(f"--global-batch {args.global_batch}: pass a multiple "
-                                     f"of the {sync.world_size} ranks, 1 or more each")  # fmt: skip
+        if rest or batch < 1:  # 3 ranks of 2 would step 6 at a time: other numbers, unsaid
+            ranks = f"{sync.world_size} rank(s), 1 or more each"
+            raise RuntimeConfigError(
+                f"--global-batch {args.global_batch}: pass a multiple of the {ranks}"
+            )
         sampler = GlobalBatchSampler(len(Y), batch, sync.rank, sync.world_size)
         for epoch in range(done_epochs, args.epochs):
             step = train_epoch(net, sync, sampler, epoch, step)

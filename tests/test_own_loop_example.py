@@ -97,6 +97,18 @@ def test_a_resume_without_a_checkpoint_file_is_refused_in_one_line(tmp_path):
     )
 
 
+def test_a_negative_global_batch_is_refused_naming_the_flag(tmp_path):
+    """Before, -8 passed the check (divmod gives -8 and no rest) and ended in the sampler's
+    traceback naming batch_size, a name the user never typed."""
+    argv = [sys.executable, EXAMPLE, "--global-batch", "-8", "--epochs", "1"]
+    done = run_job(argv, child_env(), 60, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "own_loop.py: error: RuntimeConfigError: --global-batch -8: pass a multiple of the "
+        "1 rank(s), 1 or more each"
+    )
+
+
 @NEEDS_MPIEXEC[0]
 @NEEDS_MPIEXEC[1]
 def test_a_global_batch_the_ranks_do_not_divide_is_refused_on_every_rank():
@@ -104,7 +116,7 @@ def test_a_global_batch_the_ranks_do_not_divide_is_refused_on_every_rank():
     printed as if they were the same."""
     done = run_mpi(["-n", "3", sys.executable, "-m", "mpi4py", EXAMPLE], timeout=90)
     assert done.returncode == 1, done.stdout + done.stderr
-    said = "RuntimeConfigError: --global-batch 8: pass a multiple of the 3 ranks, 1 or more each"
+    said = "RuntimeConfigError: --global-batch 8: pass a multiple of the 3 rank(s), 1 or more each"
     assert all(f"rank {r}: {said}" in done.stderr for r in range(3)), done.stderr
     assert numbers(done.stdout) == []
 
