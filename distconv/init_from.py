@@ -18,10 +18,10 @@ nothing, and the cast is the very way through that the resume's refusal advises
 truncated, and a value the cast makes infinite would end the first step in a NaN loss; both are
 refused, as other names or shapes are (another model), naming the first parameter.
 
-Its refusals to start (weights that do not fit, the source inside the ``--out`` that
-``--overwrite`` deletes, nothing at PATH) meet every attempt of a job alike: the launcher reads
-their words back (``launcher.failure._INIT_FROM``) and restarts none; a change of them here
-drops that.
+Its refusals to start (weights that do not fit, values the cast makes infinite, frozen
+parameters on several ranks, the source inside the ``--out`` that ``--overwrite`` deletes,
+nothing at PATH) meet every attempt of a job alike: the launcher reads their words back
+(``distconv.refused_starts._INIT_FROM``) and restarts none; a change of them here drops that.
 """
 
 from __future__ import annotations
