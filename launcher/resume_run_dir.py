@@ -41,8 +41,8 @@ def check_resume_in_a_new_run_dir(
     it is ``distconv train`` asked to ``--resume`` in the run directory, with no ``--out`` of
     its own, and ``args`` name no ``--job-id`` or ``--run-dir``: the run directory,
     ``runs/<job-id>``, is this launch's new one. Asked to ``--resume auto`` there, warn instead
-    (on stderr, as the launcher's other lines) where ``runs`` holds runs to resume: the job
-    trains a fresh run.
+    (on stderr, as the launcher's other lines) where ``runs`` holds runs to resume, or runs
+    whose checkpoints link to a disk not mounted yet: the job trains a fresh run.
 
     Raises:
         UsageError: saying to pass the ``--job-id`` or ``--run-dir`` of the launch that began

@@ -117,13 +117,13 @@ class JobState:
             self._clear_job()
 
     def _failed_words(self, header: dict[str, Any]) -> str:
-        """What a failed shard answers a request of ``op`` with: its failure; for a ``hello``
+        """What a failed shard answers the request ``header`` with: its failure; for a ``hello``
         (the next job's, or a worker restarted into a job that failed), that it failed before
         it, and that only a restart of the shards serves a job again: led by that cause and
         the way out where the hello is surely of a worker that came after the failure
-        (:meth:`_failed_before_hello`), which blamed no rank of its own job. Not "an earlier
-        job": such a worker may be of the job that failed, restarted (a kubelet's restart of
-        its container), as of a ``--resume``."""
+        (:meth:`_failed_before_hello`, by the hello's rank), which blamed no rank of its own
+        job. Not "an earlier job": such a worker may be of the job that failed, restarted (a
+        kubelet's restart of its container), as of a ``--resume``."""
         if header["op"] != "hello":
             return self.failed or ""
         if self._failed_before_hello(header["rank"]):
