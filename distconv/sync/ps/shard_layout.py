@@ -14,7 +14,12 @@ from typing import Any
 
 def layout_mismatch(endpoint: str, got: Mapping[str, Any], expect: Mapping[str, int]) -> str:
     """The refusal of a shard at ``endpoint`` set up as ``got`` where this worker expects
-    ``expect`` (each of ``shard``, ``num_shards``, ``workers``), with the way out."""
+    ``expect`` (each of ``shard``, ``num_shards``, ``workers``), with the way out. A reply
+    that leaves one out is of a shard of another release, whose flags may be right: no flag of
+    either side is the way out there (:func:`_release_way_out`)."""
+    said = f"pserver {endpoint} is set up as {dict(got)}, this worker expects {dict(expect)}: "
+    if (release := _release_way_out(got, expect)) is not None:
+        return said + release
     ways = []
     if (got.get("shard"), got.get("num_shards")) != (expect["shard"], expect["num_shards"]):
         ways.append(
@@ -23,10 +28,21 @@ def layout_mismatch(endpoint: str, got: Mapping[str, Any], expect: Mapping[str, 
             "--shard and --num-shards to match"
         )
     if (workers := got.get("workers")) != expect["workers"]:
-        # a reply without the count (a shard of another build) read 'run None workers'
-        other = "" if workers is None else f", or run {workers} workers (--world-size {workers})"
-        ways.append(f"restart the shards with --workers {expect['workers']}{other}")
+        ways.append(
+            f"restart the shards with --workers {expect['workers']}, or run {workers} workers "
+            f"(--world-size {workers})"
+        )
+    return said + "; and ".join(ways)
+
+
+def _release_way_out(got: Mapping[str, Any], expect: Mapping[str, int]) -> str | None:
+    """The way out where the reply ``got`` names none of a setting ``expect`` holds (a shard
+    of another release: 'run None workers', or restarting shards whose --workers was right,
+    led nowhere); None where it names all."""
+    absent = [key for key in expect if got.get(key) is None]
+    if not absent:
+        return None
     return (
-        f"pserver {endpoint} is set up as {dict(got)}, this worker expects {dict(expect)}: "
-        + "; and ".join(ways)
+        f"its hello reply names no {' or '.join(absent)} (a shard of another distconv "
+        "release?): start the shards from the release the workers run"
     )

@@ -34,9 +34,15 @@ def test_shards_out_of_order_name_the_pservers_order(shards, tmp_path):
     assert "--workers" not in said and "--world-size" not in said, said
 
 
-def test_a_reply_without_the_shards_worker_count_names_no_world_size_to_run():
-    """A shard of another build that leaves ``workers`` out of its reply: 'run None workers
-    (--world-size None)' was no way out; the shards' flag is."""
+@pytest.mark.parametrize("left_out", ["workers", "num_shards"])
+def test_a_reply_without_a_layout_setting_names_the_release_not_a_flag(left_out):
+    """A shard of another release that leaves a setting out of its reply: 'run None workers
+    (--world-size None)' was no way out, nor was restarting the shards with the --workers (or
+    the --pservers order) they may already have."""
     expect = {"shard": 0, "num_shards": 1, "workers": 2}
-    said = layout_mismatch("h:1", {"shard": 0, "num_shards": 1, "workers": None}, expect)
-    assert said.endswith(": restart the shards with --workers 2"), said
+    said = layout_mismatch("h:1", {**expect, left_out: None}, expect)
+    assert said.endswith(
+        f": its hello reply names no {left_out} (a shard of another distconv release?): start "
+        "the shards from the release the workers run"
+    ), said
+    assert "--workers" not in said and "--pservers" not in said, said
