@@ -7,7 +7,8 @@ a ``finally`` (or a ``with`` block); a rank that gets to its end writes ``OUT/en
 ``finish_step`` (a clip where a PyTorch loop puts one); ``abandoned``: the same, in a step
 whose ``except`` calls ``abandon_step`` and re-raises; ``open``: the last step has no
 ``finish_step`` and nothing propagates at the close; ``raises``: a ``with`` block on rank 0
-raises in a step while rank 1 goes on to the next collective, waiting for rank 0.
+raises in a step while rank 1 goes on to the next collective, waiting for rank 0; ``exit``:
+the same with a clean ``sys.exit(0)`` on rank 0.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from distconv.optim import create_optimizer
 from distconv.sync.mpi import MPISync
 from tests.mpi.common import global_batches, one_step, small_lenet
 
+#: the cases whose rank 0 leaves a ``with`` block mid-step, rank 1 waiting for it
+WITH_CASES = ("raises", "exit")
+
 
 def _steps(net, sync, case: str) -> None:
     """The job's steps, this rank's share of each global batch, broken as ``case`` says."""
@@ -39,11 +43,13 @@ def _steps(net, sync, case: str) -> None:
             except BaseException:
                 sync.abandon_step()
                 raise
-        elif case == "scale" or (case == "open" and last) or (case == "raises" and n == 1):
+        elif case == "scale" or (case == "open" and last) or (case in WITH_CASES and n == 1):
             _backward_only(net, sync, xs, ys)
             if case == "open":
                 return
-            if case == "raises":
+            if case in WITH_CASES:
+                if rank == 0 and case == "exit":
+                    sys.exit(0)
                 if rank == 0:
                     raise RuntimeError("rank 0's own error, in its with block")
                 sync.barrier()  # waits for rank 0, which never comes
@@ -69,7 +75,7 @@ def _backward_only(net, sync, xs, ys) -> None:
 def main(out: Path, case: str) -> None:
     net = small_lenet(0)
     sync = MPISync(create_optimizer("sgd", lr=0.1))
-    closing = sync if case == "raises" else contextlib.closing(sync)
+    closing = sync if case in WITH_CASES else contextlib.closing(sync)
     with closing:
         sync.setup(net.parameters())
         _steps(net, sync, case)

@@ -43,3 +43,11 @@ def test_an_exception_in_a_with_block_aborts_the_job_rather_than_leave_a_rank_wa
     proc, ended = _job(tmp_path, "raises")
     assert proc.returncode != 0 and ended == [], (proc.returncode, ended, proc.stderr)
     assert "RuntimeError: rank 0's own error, in its with block" in proc.stderr, proc.stderr
+
+
+def test_a_clean_exit_mid_step_still_aborts_a_job_of_two_ranks(tmp_path):
+    """docs/architecture.md: a clean sys.exit(0) goes on through close, but not past an MPI
+    job's other rank waiting in the step: the job is aborted naming the step, status 1."""
+    proc, ended = _job(tmp_path, "exit")
+    assert proc.returncode != 0 and ended == [], (proc.returncode, ended, proc.stderr)
+    assert "rank 0: SyncError: sync closed in the middle of step 1" in proc.stderr, proc.stderr
