@@ -21,7 +21,7 @@ from distconv.kernels.parallel import one_blas_thread
 from distconv.layers.base import Layer, LayerError
 from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.loss_scale_check import warn_unscaled_mean
-from distconv.network_checks import double_softmax, parameter_name_clash
+from distconv.network_checks import AddChecks
 from distconv.network_feeds import arg_problem, integer_input_problem, not_finite_problem
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, name_clash
 
@@ -57,6 +57,8 @@ class Network:
         self.outputs: dict[str, Arg] = {}
         self.firing_order: list[str] | None = None
         self._order: list[str] | None = None
+        self._checks = AddChecks(self.layers, self.wiring)
+        self._users: Counter[int] = Counter()  # id of a parameter -> the layers that hold it
 
     def add(self, name: str, layer: Layer, inputs: str | Iterable[str]) -> Layer:
         """Add ``layer`` under ``name``, reading the outputs (or feeds) named in ``inputs``.
@@ -73,28 +75,25 @@ class Network:
             raise NetworkError(f"add({name!r}, ...): expected a Layer, got {type(layer).__name__}")
         if name in self.layers:
             raise NetworkError(f"layer name {name!r} is used twice")
-        for other, existing in self.layers.items():
-            if existing is layer:
-                raise NetworkError(
-                    f"add({name!r}, ...): this {type(layer).__name__} object is already in the "
-                    f"network as {other!r}; a layer keeps one call's inputs for backward, so it "
-                    f"cannot run twice in a pass. To share weights, build a second layer and pass "
-                    f"it the first one's Parameter (e.g. weight=net[{other!r}].weight)"
-                )
+        if (other := self._checks.name_of(layer)) is not None:
+            raise NetworkError(
+                f"add({name!r}, ...): this {type(layer).__name__} object is already in the "
+                f"network as {other!r}; a layer keeps one call's inputs for backward, so it "
+                f"cannot run twice in a pass. To share weights, build a second layer and pass "
+                f"it the first one's Parameter (e.g. weight=net[{other!r}].weight)"
+            )
         names = (inputs,) if isinstance(inputs, str) else tuple(inputs or ())
         if not names or not all(isinstance(n, str) and n for n in names):
             raise NetworkError(f"add({name!r}, ...): inputs must be names, got {inputs!r}")
         layer.set_name(name)
-        problem = parameter_name_clash(name, layer, self.layers) or double_softmax(
-            name, layer, names, self.layers, self.wiring
-        )
-        if problem:
+        if problem := self._checks.problem(name, layer, names):
             raise NetworkError(f"add({name!r}, ...): {problem}")
         self.layers[name] = layer
         self.wiring[name] = names
+        self._checks.added(name, layer, names)
         self._order = None
         self.firing_order = None  # a new layer, a new order
-        self._count_users()
+        self._count_new_users(layer)
         return layer
 
     def __getitem__(self, name: str) -> Layer:
@@ -192,6 +191,15 @@ class Network:
                 params[id(p)] = p
         for key, p in params.items():
             p.shared_count = users[key]
+            p.reset_pending()
+        self._users = users
+
+    def _count_new_users(self, layer: Layer) -> None:
+        """:meth:`_count_users` for a layer just added, counting only its parameters: counting
+        every layer's at every add made building a network grow with the square of its size."""
+        for p in layer.parameters():
+            self._users[id(p)] += 1
+            p.shared_count = self._users[id(p)]
             p.reset_pending()
 
     def forward(self, feeds: Mapping[str, Arg | Any]) -> dict[str, Arg]:
