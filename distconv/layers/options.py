@@ -22,6 +22,12 @@ Init = TypeVar("Init", bound=Callable[..., None])
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 #: the kinds of parameter an option may be given by name
 _NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+#: the methods a layer's constructor hands the options it does not take itself on to
+#: (FullyConnected's ``_configure``, a convolution's ``_build``): asked, when a required
+#: argument is missing and the constructor never runs, which keywords nothing takes
+_OPTION_TAKERS = ("_configure", "_build")
+#: how close a keyword must be to a name to be offered as what was meant
+_CLOSE = 0.75
 
 
 def options_problem(method: Callable[..., Any], /, *args: Any, **kwargs: Any) -> str | None:
@@ -44,7 +50,7 @@ def checked_arguments(init: Init) -> Init:
 
     @functools.wraps(init)
     def checked(self: Any, *args: Any, **kwargs: Any) -> None:
-        problem = _bind_problem(signature, init, (self, *args), kwargs)
+        problem = _bind_problem(signature, init, (self, *args), kwargs, _option_taker(self))
         if problem is not None:
             if "too many positional arguments" in problem:
                 problem = too_many_positional(names, len(args))
@@ -68,14 +74,22 @@ def positional_names(method: Callable[..., Any]) -> tuple[str, ...]:
     return tuple(p.name for p in params if p.kind in _POSITIONAL)
 
 
+def _option_taker(owner: Any) -> Callable[..., Any] | None:
+    """The method ``owner``'s constructor hands its other options on to, or None."""
+    return next((getattr(owner, n) for n in _OPTION_TAKERS if hasattr(owner, n)), None)
+
+
 def _bind_problem(
     signature: inspect.Signature,
     method: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
+    taker: Callable[..., Any] | None = None,
 ) -> str | None:
     """Why ``args`` and ``kwargs`` do not bind to ``signature`` (``method``'s), with every
-    missing argument named (Python's binding names the first) and the way out, or None."""
+    missing argument named (Python's binding names the first) and the way out, or None.
+    ``taker``: the method ``method`` hands the keywords it does not take on to (its
+    ``**options``), asked which of them nothing takes when a required argument is missing."""
     try:
         signature.bind(*args, **kwargs)
     except TypeError as exc:
@@ -94,7 +108,11 @@ def _bind_problem(
         ]
         listed = ", ".join(map(repr, missing))
         problem = f"missing required argument{'s' * (len(missing) > 1)}: {listed}"
-        return problem + _misspelt(missing, kwargs, signature)
+        return (
+            problem
+            + _misspelt(missing, kwargs, signature)
+            + _unexpected(missing, kwargs, signature, taker)
+        )
     return problem + _way_out(problem, method)
 
 
@@ -106,9 +124,56 @@ def _misspelt(missing: list[str], kwargs: dict[str, Any], signature: inspect.Sig
     close = [
         f"got {key}=: did you mean {found[0]}=?"
         for key in kwargs
-        if key not in taken and (found := difflib.get_close_matches(key, missing, 1, 0.75))
+        if key not in taken and (found := difflib.get_close_matches(key, missing, 1, _CLOSE))
     ]
     return f" ({'; '.join(close)})" if close else ""
+
+
+def _unexpected(
+    missing: list[str],
+    kwargs: dict[str, Any],
+    signature: inspect.Signature,
+    taker: Callable[..., Any] | None,
+) -> str:
+    """The keywords given that neither ``signature`` nor ``taker`` (the method it hands its
+    ``**options`` on to) takes, each with the name it is close to, or "": with a required
+    argument missing the constructor never runs to refuse them, and ``actt=`` for ``act=``
+    went unnamed until the missing argument was given. Those close to a ``missing`` argument
+    are named by :func:`_misspelt` already."""
+    if taker is None or _takes_any_keyword(taker):
+        return ""
+    takes = _named(signature) | _named(inspect.signature(taker))
+    unknown = [
+        key
+        for key in kwargs
+        if key not in takes and not difflib.get_close_matches(key, missing, 1, _CLOSE)
+    ]
+    if not unknown:
+        return ""
+    close = {
+        key: found[0]
+        for key in unknown
+        if (found := difflib.get_close_matches(key, sorted(takes - {"self"}), 1, _CLOSE))
+    }
+    if len(unknown) == 1:
+        meant = f" (did you mean {close[unknown[0]]!r}?)" if close else ""
+        return f"; got an unexpected keyword argument {unknown[0]!r}{meant}"
+    meant = ", ".join(f"{found!r} for {key!r}" for key, found in close.items())
+    listed = ", ".join(map(repr, unknown))
+    return f"; got unexpected keyword arguments {listed}" + (
+        f" (did you mean {meant}?)" * bool(close)
+    )
+
+
+def _named(signature: inspect.Signature) -> set[str]:
+    """The names ``signature`` takes a keyword by."""
+    return {p.name for p in signature.parameters.values() if p.kind in _NAMED}
+
+
+def _takes_any_keyword(method: Callable[..., Any]) -> bool:
+    """Whether ``method`` has a ``**kwargs``: then no keyword is unknown to it."""
+    kinds = (p.kind for p in inspect.signature(method).parameters.values())
+    return inspect.Parameter.VAR_KEYWORD in kinds
 
 
 def _way_out(problem: str, method: Callable[..., Any]) -> str:
