@@ -27,6 +27,7 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
         "conv.py",
         "conv_operator.py",
         "selective_fc.py",
+        "network_build.py",
     ],
 )
 def test_the_docstring_usage_names_every_flag(script):
