@@ -12,6 +12,7 @@ from typing import Any
 
 from distconv import stop_request
 from distconv.held_gradients import blamed_write, release_held
+from distconv.parameter import Parameter
 from distconv.stop_request import Preempted
 from distconv.sync.errors import SyncError, step_refusal
 from distconv.sync.other_model import ANOTHER_MODELS
@@ -182,11 +183,69 @@ def refuse_closed(sync: Any, call: str) -> None:
     refuse_unmade(sync, call)
 
 
-def refuse_closed_marks_setup(sync: Any, call: str) -> None:
-    """:func:`refuse_closed`, then mark ``sync`` set up (``start_step`` is refused before): a
-    ``setup`` of one's own that skips the base's counts as much as the base's."""
-    refuse_closed(sync, call)
-    sync._setup_called = True
+#: the attribute in which ``setup``'s wrapper marks its outermost call under way, named as
+#: SyncStrategy's private ``__setting_up``: a transport's ``super().setup()`` is nested in it
+SETTING_UP = "_SyncStrategy__setting_up"
+
+
+def mark_set_up(sync: Any) -> None:
+    """Mark ``sync`` set up: its setup did its work, so ``start_step`` is let through. The
+    outermost ``setup`` marks it as it returns (:func:`sets_up`); a transport whose setup
+    completes and only then raises what it held back (MPISync's deferred Ctrl-C, raised once
+    every rank set up alike, after which a script steps on) marks it where its work is done."""
+    sync._setup_completed = True
+
+
+def sets_up(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``setup``, guarded: refused on a closed sync (:func:`refuse_closed`). The outermost
+    call clears the set-up mark, refuses a list holding anything but Parameters
+    (:func:`parameters_only`; the other ranks are told: ``fail_setup``), and marks the sync
+    set up only where it returns (:func:`mark_set_up`). A setup that raised lets no
+    ``start_step`` through: one let through took the step and refused its first gradient as
+    "not given to setup", as if the parameter list were wrong. A setup of one's own that
+    skips the base's counts as much as the base's."""
+
+    @functools.wraps(method)
+    def setting_up(self: Any, params: Any, *args: Any, **kwargs: Any) -> Any:
+        refuse_closed(self, "setup")
+        if self.__dict__.get(SETTING_UP, False):  # a transport's super().setup(): its own
+            return method(self, params, *args, **kwargs)  # stand-ins pass (MPISync's Raising)
+        self._setup_called, self._setup_completed = True, False
+        try:
+            params = parameters_only(params)
+        except TypeError as exc:  # every other rank waits in its setup for this one's: told
+            self.fail_setup(exc)
+            raise
+        setattr(self, SETTING_UP, True)
+        try:
+            result = method(self, params, *args, **kwargs)
+        finally:
+            setattr(self, SETTING_UP, False)
+        mark_set_up(self)
+        return result
+
+    setting_up._guarded = True  # type: ignore[attr-defined]
+    return setting_up
+
+
+def parameters_only(params: Any) -> list[Any]:
+    """``params`` as a list, where every item is a :class:`~distconv.parameter.Parameter`.
+
+    Raises:
+        TypeError: naming the first item that is not one (its position and type), or
+            ``params`` itself where it is no sequence: a bare array failed deep inside
+            (``'numpy.ndarray' object has no attribute 'static'``).
+    """
+    fix = "pass network.parameters() (a sync trains Parameters, not their arrays)"
+    one = isinstance(params, Parameter) or hasattr(params, "dtype")  # an array's items: rows
+    if one or not hasattr(params, "__iter__"):
+        raise TypeError(f"setup takes a list of Parameters, got {type(params).__name__}: {fix}")
+    params = list(params)
+    for position, p in enumerate(params):
+        if not isinstance(p, Parameter):
+            kind = f"{type(p).__module__}.{type(p).__qualname__}".removeprefix("builtins.")
+            raise TypeError(f"setup: item {position} is a {kind}, not a Parameter: {fix}")
+    return params
 
 
 #: the attribute in which ``finish_step``'s wrapper marks its outermost call under way, named
@@ -285,8 +344,10 @@ def guard_closing(cls: Any) -> None:
         method = getattr(cls, name)
         if not getattr(method, "_guarded", False):
             ends = name in ("abandon_step", "finish_step")  # they end the step: _taken
-            check = refuse_closed_marks_setup if name == "setup" else refuse_closed
-            wrap = ends_step(method, name) if ends else guarded(method, check, name)
+            if name == "setup":
+                wrap = sets_up(method)
+            else:
+                wrap = ends_step(method, name) if ends else guarded(method, refuse_closed, name)
             setattr(cls, name, wrap)
     if not getattr(cls.close, "_guarded", False):
         cls.close = closes_once(cls.close, unmade)  # type: ignore[method-assign]

@@ -25,9 +25,11 @@ class StepCount:
     _taken: set[int] | None
     _taken_unfinished: set[int] | None
     check_made: Callable[[], None]  # the contract's (annotated only: not shadowed here)
-    #: whether a setup was called, any class's (:func:`~distconv.sync.closing.guard_closing`'s
-    #: wrapper says so); not the parameter server's ``_set_up`` (a setup *completed*)
+    #: whether a setup was called, and whether the last one completed (any class's: the
+    #: wrapper :func:`~distconv.sync.closing.sets_up` says so); only a completed one lets a
+    #: step start
     _setup_called = False
+    _setup_completed = False
     #: the run's step the next start_step begins (:meth:`start_at`'s, else counted from 0),
     #: and the one under way (or the last): what a close mid-step names
     _next_step = 0
@@ -71,21 +73,32 @@ class StepCount:
         Raises:
             ValueError: ``examples`` is not a count (an int >= 0): 2.5 was taken as 2, and a
                 negative count averaged nothing (the gradients' sum was applied).
-            SyncError: no ``setup`` was called: LocalSync and the parameter server took the
-                step and refused its first gradient as "not given to setup", as if the
-                parameter list were wrong; MPISync refuses it here too.
+            SyncError: no ``setup`` was called, or the last one raised: LocalSync and the
+                parameter server took the step and refused its first gradient as "not given to
+                setup", as if the parameter list were wrong; MPISync refuses it here too.
         """
         if not is_int(examples) or examples < 0:
             raise ValueError(
                 f"start_step: examples must be a count (an int >= 0), got {examples!r}"
             )
-        if not self._setup_called:
+        if not self._setup_completed:
             self.check_made()  # a @dataclass one's: its own words
-            raise SyncError(
-                f"{type(self).__name__}.start_step called before setup: call "
-                "sync.setup(network.parameters()) once, before the first step"
-            )
+            raise self._not_set_up()
         let_go_of(getattr(self, "params", ()))  # held still by a step that never ended
         self._examples, self._stepped, self._taken = int(examples), True, set()
         self._taken_unfinished = None
         self._step_number, self._next_step = self._next_step, self._next_step + 1
+
+    def _not_set_up(self) -> SyncError:
+        """Why ``start_step`` is refused where no setup completed: none was called, or the
+        last one raised (its own error named why)."""
+        name = type(self).__name__
+        if self._setup_called:
+            return SyncError(
+                f"{name}.start_step called after a setup that raised: a step needs a setup "
+                "that completes; fix what its error named and call sync.setup again"
+            )
+        return SyncError(
+            f"{name}.start_step called before setup: call "
+            "sync.setup(network.parameters()) once, before the first step"
+        )

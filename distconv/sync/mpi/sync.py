@@ -39,7 +39,7 @@ from distconv.backend import is_gpu_array
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, SyncStrategy
-from distconv.sync.closing import open_step
+from distconv.sync.closing import mark_set_up, open_step
 from distconv.sync.mpi.abandon import Abandon
 from distconv.sync.mpi.arrivals import Arrivals
 from distconv.sync.mpi.buckets import Bucket, grads_moved
@@ -262,6 +262,7 @@ class MPISync(
             self._check.raise_kept()  # a Ctrl-C the step let go of had kept: the user's first
             raise
         self._open = self._changed_in = self._failed_setup = None
+        mark_set_up(self)  # done, alike on every rank: a Ctrl-C raised after it steps on
         # a Ctrl-C kept by the step this setup let go of unabandoned: raised, every rank set up
         self._check.raise_kept()
 
