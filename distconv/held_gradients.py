@@ -27,8 +27,8 @@ from __future__ import annotations
 from types import MethodType
 from typing import Any
 
-from distconv.fired_writes import WriteGuard, promises_untouched
-from distconv.parameter import UpdateCallback, keep_gradient
+from distconv.fired_writes import NAMED_WRITER, WriteGuard, holding, promises_untouched
+from distconv.parameter import Parameter, UpdateCallback, keep_gradient
 from distconv.sync.errors import SyncError
 
 #: the attribute of a strategy that holds its step's read-only gradients (made on first use)
@@ -47,7 +47,7 @@ def step_hold(callback: UpdateCallback) -> WriteGuard | None:
     strategy = callback.__self__ if type(callback) is MethodType else callback
     hold = strategy.__dict__.get(_HOLD)
     if hold is None:
-        hold = strategy.__dict__[_HOLD] = WriteGuard()
+        hold = strategy.__dict__[_HOLD] = WriteGuard(type(strategy).__name__)
     return hold
 
 
@@ -78,3 +78,21 @@ def blamed_write(sync: Any, error: BaseException | None) -> SyncError | None:
         f"MPISync(grad_hook=...) runs between the reduction and the update, and a subclass of "
         f"LocalSync can change each in on_gradient (examples/own_sync.py)"
     )
+
+
+def refuse_zeroing(param: Parameter, error: ValueError) -> None:
+    """Raise a :class:`SyncError` from ``error``, numpy's "read-only" at ``param.zero_grad()``,
+    where a step hold keeps ``param``'s gradient: a PyTorch-style ``net.zero_grad()`` after a
+    step that never ended (a backward that raised, a Ctrl-C), on the sync that holds it. Return
+    where none does (another read-only array: numpy's error stands)."""
+    hold = holding(param)
+    if hold is None:
+        return
+    owner = hold.owner or "the sync"
+    refusal = SyncError(
+        f"zero_grad of {param.name!r}: its gradient fired to {owner} in a step that is "
+        f"unfinished, and is the sync's until that step ends (on the wire, or applied): call "
+        f"{owner}.finish_step() first, or {owner}.abandon_step() where the step raised"
+    )
+    setattr(refusal, NAMED_WRITER, True)  # a sync closing on it keeps these words
+    raise refusal from error

@@ -128,9 +128,20 @@ class Parameter:
         self._pending = 0
 
     def zero_grad(self) -> None:
-        """Clear the gradient (and the pending count of a pass that was abandoned)."""
+        """Clear the gradient (and the pending count of a pass that was abandoned).
+
+        Raises:
+            SyncError: a sync's step that never ended (no ``finish_step`` or
+                ``abandon_step``) holds the gradient read-only: the error names the way on.
+        """
         if self.grad is not None:
-            self.grad[...] = 0
+            try:  # no check before: this runs for every parameter of every step
+                self.grad[...] = 0
+            except ValueError as exc:  # read-only: a sync's step may hold it (or another's)
+                from distconv.held_gradients import refuse_zeroing  # which imports this module
+
+                refuse_zeroing(self, exc)
+                raise
         self._pending = 0
 
     def mark_sparse_rows(self) -> None:
