@@ -213,8 +213,8 @@ def sets_up(method: Callable[..., Any]) -> Callable[..., Any]:
         self._setup_called, self._setup_completed = True, False
         try:
             params = parameters_only(params)
-        except TypeError as exc:  # every other rank waits in its setup for this one's: told
-            self.fail_setup(exc)
+        except Exception as exc:  # also a generator's own filter failing as it is listed:
+            self.fail_setup(exc)  # every other rank waits in its setup for this one's: told
             raise
         setattr(self, SETTING_UP, True)
         try:
