@@ -143,26 +143,25 @@ class WriteGuard:
             f"fires once per pass, after its last user: add into p.grad first, then call "
             f"p.inc_update(callback)"
         )
-        setattr(blamed, NAMED_WRITER, True)  # the sync's close keeps it: it names the layer
+        setattr(blamed, _NAMED_LAYER, True)  # the sync's close keeps it: it names the layer
         raise blamed from exc
 
 
-#: marks an error that names who wrote into a held gradient (:meth:`WriteGuard.blame`'s, the
-#: layer; a refused ``zero_grad``'s): a sync closing on it
-#: (:func:`distconv.held_gradients.blamed_write`) must not replace it with its own words of a
-#: write between backward and finish_step
-NAMED_WRITER = "_distconv_layer_named"
+#: marks the error :meth:`WriteGuard.blame` raised, which names the layer that wrote: a sync
+#: closing on it (:func:`distconv.held_gradients.blamed_write`) must not replace it with its
+#: own words of a write between backward and finish_step
+_NAMED_LAYER = "_distconv_layer_named"
 
 
 def _read_only_write(exc: BaseException) -> BaseException | None:
     """numpy's error for a write into a read-only array: ``exc`` or the innermost one it was
     raised from (a layer's backward names its ValueErrors in a LayerError, which chains the
     original, the one raised at the layer's line); None where there is none, or where an error
-    on the way already named what wrote (:data:`NAMED_WRITER`)."""
+    on the way already named the layer that wrote (:data:`_NAMED_LAYER`)."""
     found, seen = None, set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if getattr(exc, NAMED_WRITER, False):  # blamed on its writer already (:meth:`blame`)
+        if getattr(exc, _NAMED_LAYER, False):  # blamed on its layer already (:meth:`blame`)
             return None
         if isinstance(exc, ValueError) and "read-only" in str(exc):
             found = exc

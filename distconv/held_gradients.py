@@ -27,7 +27,7 @@ from __future__ import annotations
 from types import MethodType
 from typing import Any
 
-from distconv.fired_writes import NAMED_WRITER, WriteGuard, holding, promises_untouched
+from distconv.fired_writes import WriteGuard, holding, promises_untouched
 from distconv.parameter import Parameter, UpdateCallback, keep_gradient
 from distconv.sync.errors import SyncError
 
@@ -84,15 +84,15 @@ def refuse_zeroing(param: Parameter, error: ValueError) -> None:
     """Raise a :class:`SyncError` from ``error``, numpy's "read-only" at ``param.zero_grad()``,
     where a step hold keeps ``param``'s gradient: a PyTorch-style ``net.zero_grad()`` after a
     step that never ended (a backward that raised, a Ctrl-C), on the sync that holds it. Return
-    where none does (another read-only array: numpy's error stands)."""
+    where none does (another read-only array: numpy's error stands). A sync that closes on it
+    raises :func:`blamed_write`'s refusal from it, as for any write in the window."""
     hold = holding(param)
     if hold is None:
         return
     owner = hold.owner or "the sync"
     refusal = SyncError(
-        f"zero_grad of {param.name!r}: its gradient fired to {owner} in a step that is "
-        f"unfinished, and is the sync's until that step ends (on the wire, or applied): call "
+        f"zero_grad of {param.name!r}: its gradient is read-only, fired to {owner} in a step "
+        f"that is unfinished, and the sync's until that step ends (on the wire, or applied): call "
         f"{owner}.finish_step() first, or {owner}.abandon_step() where the step raised"
     )
-    setattr(refusal, NAMED_WRITER, True)  # a sync closing on it keeps these words
     raise refusal from error

@@ -6,6 +6,8 @@ shard). It failed with numpy's bare "assignment destination is read-only"."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -22,9 +24,9 @@ pytestmark = pytest.mark.timeout(60)
 
 #: the refusal's words (not imported from the code it tests); the class name is filled in
 REFUSED = (
-    r"^zero_grad of '[\w.]+': its gradient fired to {0} in a step that is unfinished, and "
-    r"is the sync's until that step ends \(on the wire, or applied\): call {0}\.finish_step\(\) "
-    r"first, or {0}\.abandon_step\(\) where the step raised$"
+    r"^zero_grad of '[\w.]+': its gradient is read-only, fired to {0} in a step that is "
+    r"unfinished, and the sync's until that step ends \(on the wire, or applied\): "
+    r"call {0}\.finish_step\(\) first, or {0}\.abandon_step\(\) where the step raised$"
 )
 
 
@@ -69,15 +71,16 @@ def test_a_parameters_zero_grad_is_refused_and_after_finish_step_clears(make_syn
 
 
 @pytest.mark.parametrize("make_sync", ["local"], indirect=True)
-def test_the_refusal_propagates_through_the_syncs_close_in_its_own_words(make_sync):
-    """The close a ``with`` block ends in keeps the refusal (it names the call already), not
-    its own words of a write between backward and finish_step."""
+def test_the_syncs_close_names_the_write_with_the_refusal_as_its_cause(make_sync):
+    """The close a ``with`` block ends in says what it says of any write in the window, from
+    the refusal (``tests/sync/test_contract_enforced.py``)."""
     net, sync = small_net(), make_sync()
-    with pytest.raises(SyncError, match=REFUSED.format("LocalSync")):
+    with pytest.raises(SyncError, match="was written after it fired and before") as closed:
         with sync:
             sync.setup(net.parameters())
             _backward_left_open(net, sync)
             net.zero_grad()
+    assert re.match(REFUSED.format("LocalSync"), str(closed.value.__cause__))
     assert sync.closed
 
 
