@@ -43,16 +43,16 @@ def _backward_left_open(net, sync) -> None:
 @pytest.mark.parametrize("make_sync", TRANSPORTS, indirect=True)
 def test_a_network_zero_grad_in_an_unfinished_step_names_the_way_on(make_sync):
     net, sync = small_net(), make_sync()
-    sync.setup(net.parameters())
-    _backward_left_open(net, sync)
-    owner = type(sync).__name__
-    with pytest.raises(SyncError, match=REFUSED.format(owner)) as refused:
+    with sync:  # closed however the test ends: the shard's worker never left waiting
+        sync.setup(net.parameters())
+        _backward_left_open(net, sync)
+        owner = type(sync).__name__
+        with pytest.raises(SyncError, match=REFUSED.format(owner)) as refused:
+            net.zero_grad()
+        assert "read-only" in str(refused.value.__cause__)  # numpy's, kept as the cause
+        sync.abandon_step()  # the way on: the gradients are the script's again
         net.zero_grad()
-    assert "read-only" in str(refused.value.__cause__)  # numpy's, kept as the cause
-    sync.abandon_step()  # the way on: the gradients are the script's again
-    net.zero_grad()
     assert all(not p.grad.any() for p in net.parameters())
-    sync.close()
 
 
 @pytest.mark.parametrize("make_sync", ["local"], indirect=True)
