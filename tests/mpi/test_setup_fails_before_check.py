@@ -48,7 +48,7 @@ try:
     try:
         sync.setup(params, config)
         sync.all_equal({RANK1_MEETING} if sync.rank == 1 else {{"data": 1}})
-    except (ValueError, AttributeError) as error:
+    except (ValueError, AttributeError, TypeError) as error:
         print(f"rank {sync.rank} caught: {type(error).__name__}", flush=True)
         time.sleep({RANK1_SLEEP})
 finally:
@@ -61,7 +61,7 @@ finally:
     [
         ('[w, Parameter("w", np.zeros(2))], {}', "ValueError: two parameters"),
         ('[w], {"data": looped}', "ValueError: Circular reference detected"),
-        ("[w, None], {}", "AttributeError: 'NoneType' object has no attribute 'static'"),
+        ("[w, None], {}", "TypeError: setup: item 1 is a NoneType, not a Parameter"),
         (
             "(p for p in [w, None] if p.value is not None), {}",
             "AttributeError: 'NoneType' object has no attribute 'value'",
