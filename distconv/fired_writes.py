@@ -156,13 +156,15 @@ _NAMED_LAYER = "_distconv_layer_named"
 def _read_only_write(exc: BaseException) -> BaseException | None:
     """numpy's error for a write into a read-only array: ``exc`` or the innermost one it was
     raised from (a layer's backward names its ValueErrors in a LayerError, which chains the
-    original, the one raised at the layer's line); None where there is none, or where an error
-    on the way already named the layer that wrote (:data:`_NAMED_LAYER`)."""
+    original, the one raised at the layer's line); None where there is none. The chain's walk
+    stops at an error that already named the layer that wrote (:data:`_NAMED_LAYER`): a write
+    into a held gradient while that one was handled (a clip or a zero_grad in the ``except``)
+    is still the user's own, and found."""
     found, seen = None, set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         if getattr(exc, _NAMED_LAYER, False):  # blamed on its layer already (:meth:`blame`)
-            return None
+            return found
         if isinstance(exc, ValueError) and "read-only" in str(exc):
             found = exc
         exc = exc.__cause__ or exc.__context__

@@ -248,3 +248,49 @@ def test_a_fired_gradient_cleared_by_a_call_is_named(form):
         trained_as(FilledAfterFiring, form, build())
     said = str(caught.value)
     assert "layer 'ss1' wrote into the gradient of 'ss1.weight' after firing it" in said, said
+
+
+def _closed_on_the_layer_s_blame(then: str) -> BaseException:
+    """What LocalSync's with-block raises where ``ss1``'s share added after firing is blamed on
+    its layer and the loop, handling that, does ``then``: nothing ("raise"), a clip of its own
+    ("clip"), or raises another error from it ("wrap")."""
+    net = build("early")
+    x, t = next(batches())
+    feeds = {"x": Arg(x, needs_grad=False), "target": Arg(t, needs_grad=False)}
+    net.forward(feeds)
+    net.backward(lambda p: None, loss="loss")  # records the order: the next pass is guarded
+    net.zero_grad()
+    with pytest.raises(BaseException) as caught:
+        with LocalSync(create_optimizer("sgd", lr=0.1)) as sync:
+            sync.setup(net.parameters())
+            sync.start_step(len(x))
+            net.forward(feeds)
+            try:
+                net.backward(sync, loss="loss", loss_scale=len(x))
+            except NetworkError as blamed:
+                if then == "wrap":
+                    raise RuntimeError("the loop gave up") from blamed
+                if then == "clip":
+                    weight = net["ss1"].weight
+                    weight.grad *= 0.5
+                raise
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("then", "kind", "said"),
+    [
+        ("raise", NetworkError, "layer 'ss1' wrote into the gradient of 'ss1.weight'"),
+        ("wrap", RuntimeError, "the loop gave up"),
+        ("clip", SyncError, "the gradient of 'ss1.weight' was written after it fired and before"),
+    ],
+)
+def test_a_close_keeps_the_layer_s_blame_and_still_names_a_write_of_the_loop_s_own(
+    then, kind, said
+):
+    """The close replaced the layer's blame, and another error raised from it, with its own
+    words of a write between backward and finish_step; keeping them, it let a clip in the
+    ``except`` (the loop's own write into a held gradient) through as numpy's bare
+    "output array is read-only"."""
+    error = _closed_on_the_layer_s_blame(then)
+    assert type(error) is kind and said in str(error), repr(error)
