@@ -90,19 +90,34 @@ def stop_said(lines: Iterable[str]) -> StopSaid | None:
 
 def stopped_together(
     first: Child, workers: Sequence[Child], seconds: float, poll: float, arrivals: Arrivals
-) -> None:
-    """Where ``first``, the first child to fail, is a worker's checkpointed stop (its exit
-    :data:`CHECKPOINTED`), wait up to ``seconds`` after its exit for the other workers, which
-    agreed on the same step, to end on their own, before a signal to the launcher: the
-    launcher's stop would reach one closing after its stop line, and end it by SIGTERM, not
-    with its own 143, so :func:`signalled_worker` could not blame it. Nothing is signalled."""
+) -> Child:
+    """The child to report for ``first``, the first child to fail. Where it is a worker's
+    checkpointed stop (its exit :data:`CHECKPOINTED`), wait up to ``seconds`` after its exit
+    for the other workers, which agreed on the same step, to end on their own, before a signal
+    to the launcher: the launcher's stop would reach one closing after its stop line, and end
+    it by SIGTERM, not with its own 143, so :func:`signalled_worker` could not blame it. A
+    worker that ended otherwise meanwhile (an error at its close, a kill as it saved) is the
+    one reported (:func:`_failed_otherwise`): a report of ``first`` would call it no crash.
+    Nothing is signalled."""
     if first.spec.role != "worker" or first.poll() not in CHECKPOINTED:
-        return
+        return first
     deadline = first.exited_at + seconds
     while any(w.poll() is None for w in workers) and not arrivals.signals():
         if time.monotonic() >= deadline:
-            return
+            break
         time.sleep(poll)
+    return _failed_otherwise(workers, arrivals.first_at) or first
+
+
+def _failed_otherwise(workers: Sequence[Child], before: float) -> Child | None:
+    """The first of ``workers`` that failed, before ``before`` (a signal to the launcher), with
+    neither a checkpointed stop's status nor a victim's (:attr:`Child.victim`); None if none."""
+    failed = [
+        w
+        for w in workers
+        if w.failed() and w.poll() not in CHECKPOINTED and not w.victim and w.exited_at < before
+    ]
+    return min(failed, key=lambda w: w.exited_at) if failed else None
 
 
 def signalled_worker(failed: Child, children: Sequence[Child]) -> Child:

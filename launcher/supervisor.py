@@ -327,8 +327,7 @@ class Supervisor:
                 if self._drained(first, workers):
                     continue  # every worker finished: the next look ends the attempt
                 if not first.victim:  # a stop: the ranks' own exits first (stopped_together)
-                    stopped_together(first, workers, self.settle, poll, arrivals)
-                    return first
+                    return stopped_together(first, workers, self.settle, poll, arrivals)
                 failed, self._outstayed = settle(
                     first, children, workers, self.settle, poll, arrivals
                 )

@@ -23,10 +23,11 @@ OTHER = "distconv train: stopped after step 8: rank 1 got SIGTERM"
 OWN = "distconv train: stopped by SIGTERM after step 8"
 
 
-def _stop(rank: int, line: str, after: float) -> ChildSpec:
-    """A worker that says ``line``, then exits 143 ``after`` seconds on (a SIGTERM meanwhile
-    ends it by the signal: Python's default, as after ``distconv train`` restored it)."""
-    body = f"import sys, time; print({line!r}, flush=True); time.sleep({after}); sys.exit(143)"
+def _stop(rank: int, line: str, after: float, code: int = 143) -> ChildSpec:
+    """A worker that says ``line``, then exits ``code`` ``after`` seconds on (a SIGTERM
+    meanwhile ends it by the signal: Python's default, as after ``distconv train`` restored
+    it)."""
+    body = f"import sys, time; print({line!r}, flush=True); time.sleep({after}); sys.exit({code})"
     return ChildSpec("worker", rank, [sys.executable, "-c", body])
 
 
@@ -64,3 +65,14 @@ def test_mpiexec_whose_ranks_all_got_the_signal_is_not_said_to_have_got_it(tmp_p
     assert headline in err, err
     assert "a checkpointed stop, not a crash: mpiexec 0's ranks got SIGTERM themselves" in err
     assert "got SIGTERM itself" not in err, err
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_that_fails_at_its_close_after_the_stop_is_reported_not_the_stop(tmp_path):
+    """The signalled worker's stop line, then an error at its close (exit 1), while the other
+    had exited 143: the launcher reported the other's checkpointed stop, 'not a crash', and
+    exited 143, the failure nowhere in its report."""
+    status, err, report = _supervised(tmp_path, [_stop(0, OTHER, 0), _stop(1, OWN, 1.5, code=1)])
+    assert status == 1, err
+    assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 1), report
+    assert "worker 1 failed with exit code 1" in err and "not a crash" not in err, err
