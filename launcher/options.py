@@ -142,7 +142,8 @@ def add_local_options(p: argparse.ArgumentParser) -> None:
         type=seconds,
         default=SETTLE_SECONDS,
         help="after a worker exits 75 (it stopped because another rank failed), seconds to "
-        f"wait for that rank's failure, to report it as the cause ({SETTLE_SECONDS:g})",
+        "wait for that rank's failure, to report it as the cause; after a checkpointed stop "
+        f"(143, 130), for the other ranks' own exits ({SETTLE_SECONDS:g})",
     )
     # the keys only where cli.local_plan makes them: shards, and no --insecure
     add_job_options(p, "logs, CURVE keys (with shards, unless --insecure), " + _REPORTS)
