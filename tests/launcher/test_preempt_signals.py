@@ -60,6 +60,30 @@ def log(tmp_path: Path, name: str) -> str:
     return path.read_text() if path.exists() else ""
 
 
+def signalled_launch(
+    tmp_path: Path,
+    epochs: int,
+    marks: set[str],
+    *options: str,
+    how: tuple = LOCAL,
+    watched: str = "worker-0",
+    seconds: float = 90,
+) -> tuple[int, str, float]:
+    """A :func:`launch` whose child with ``marks`` gets SIGTERM once epoch 1 was trained
+    (:func:`signal_child`): the launcher's exit status, its stderr, and the seconds from the
+    signal to its exit. Nothing of the job outlives it."""
+    with job_env(ENV) as env:
+        launcher = launch(tmp_path, env, epochs, *options, how=how)
+        try:
+            signal_child(tmp_path, env, launcher, marks, watched=watched)
+            signalled = time.monotonic()
+            status, err = ended(launcher, tmp_path, seconds)
+            return status, err, time.monotonic() - signalled
+        finally:
+            launcher.kill()
+            launcher.wait()
+
+
 def signal_child(
     tmp_path: Path,
     env: Mapping[str, str],
@@ -102,14 +126,7 @@ def ended(launcher: subprocess.Popen, tmp_path: Path, seconds: float = 90) -> tu
 
 @pytest.mark.timeout(150)
 def test_one_workers_sigterm_blames_that_worker_and_says_how_to_go_on(tmp_path):
-    with job_env(ENV) as env:
-        launcher = launch(tmp_path, env, 400)
-        try:
-            signal_child(tmp_path, env, launcher, {"DISTCONV_ROLE=worker", "RANK=1"})
-            status, err = ended(launcher, tmp_path)
-        finally:
-            launcher.kill()
-            launcher.wait()
+    status, err, _ = signalled_launch(tmp_path, 400, {"DISTCONV_ROLE=worker", "RANK=1"})
     assert status == 143, err[-3000:]
     own = re.search(r"stopped by SIGTERM after step (\d+)", log(tmp_path, "worker-1"))
     assert own, log(tmp_path, "worker-1")[-2000:]
@@ -135,14 +152,7 @@ def test_one_workers_sigterm_blames_that_worker_and_says_how_to_go_on(tmp_path):
 def test_one_ranks_sigterm_under_mpi_names_that_rank(tmp_path):
     mpich = detect_flavor(mpiexec_or_skip()) == "mpich"  # each names a rank its own way
     rank_1 = {"PMI_RANK=1"} if mpich else {"OMPI_COMM_WORLD_RANK=1"}
-    with job_env(ENV) as env:
-        launcher = launch(tmp_path, env, 400, how=MPI)
-        try:
-            signal_child(tmp_path, env, launcher, rank_1, watched="mpiexec-0")
-            status, err = ended(launcher, tmp_path)
-        finally:
-            launcher.kill()
-            launcher.wait()
+    status, err, _ = signalled_launch(tmp_path, 400, rank_1, how=MPI, watched="mpiexec-0")
     assert status == 143, err[-3000:]
     lines = log(tmp_path, "mpiexec-0")
     step = re.search(r"\[1\] distconv train: stopped by SIGTERM after step (\d+)", lines)
@@ -155,14 +165,7 @@ def test_one_ranks_sigterm_under_mpi_names_that_rank(tmp_path):
 
 @pytest.mark.timeout(150)
 def test_a_shard_signalled_alone_drains_and_the_finished_job_succeeds(tmp_path):
-    with job_env(ENV) as env:
-        launcher = launch(tmp_path, env, 8)
-        try:
-            signal_child(tmp_path, env, launcher, {"DISTCONV_ROLE=server", "RANK=0"})
-            status, err = ended(launcher, tmp_path)
-        finally:
-            launcher.kill()
-            launcher.wait()
+    status, err, _ = signalled_launch(tmp_path, 8, {"DISTCONV_ROLE=server", "RANK=0"})
     assert status == 0, err[-3000:]
     # no "server 0 stopped on its own signal" asked for: the workers may exit before the shard
     # does, and that order is test_preempt_drained_shard's, on stand-ins
@@ -176,16 +179,8 @@ def test_a_shard_that_drained_out_under_training_workers_still_fails_the_attempt
     """Its drain ends 10 s after the signal (the workers trained on 16 steps: they were not
     signalled); the workers fail without it, and the launcher reports the shard then, not
     after waiting out the grace for workers that will not finish."""
-    with job_env(ENV) as env:
-        launcher = launch(tmp_path, env, 100000, "--grace", "60")
-        try:
-            signal_child(tmp_path, env, launcher, {"DISTCONV_ROLE=server", "RANK=0"})
-            signalled = time.monotonic()
-            status, err = ended(launcher, tmp_path, 120)
-            took = time.monotonic() - signalled
-        finally:
-            launcher.kill()
-            launcher.wait()
+    shard = {"DISTCONV_ROLE=server", "RANK=0"}
+    status, err, took = signalled_launch(tmp_path, 100000, shard, "--grace", "60", seconds=120)
     assert status == 1, err[-3000:]
     assert "server 0 exited (code 0) while workers were running" in err, err[-3000:]
     assert "trained on 16 steps" in log(tmp_path, "server-0")
