@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from distconv import stop_request
@@ -237,14 +237,16 @@ def parameters_only(params: Any) -> list[Any]:
             (``'numpy.ndarray' object has no attribute 'static'``).
     """
     fix = "pass network.parameters() (a sync trains Parameters, not their arrays)"
-    one = isinstance(params, Parameter) or hasattr(params, "dtype")  # an array's items: rows
+    # an array's items are rows, a mapping's its keys, a string's its letters: none is a list
+    one = isinstance(params, (Parameter, str, bytes, Mapping)) or hasattr(params, "dtype")
     if one or not hasattr(params, "__iter__"):
         raise TypeError(f"setup takes a list of Parameters, got {type(params).__name__}: {fix}")
     params = list(params)
     for position, p in enumerate(params):
         if not isinstance(p, Parameter):
             kind = f"{type(p).__module__}.{type(p).__qualname__}".removeprefix("builtins.")
-            raise TypeError(f"setup: item {position} is a {kind}, not a Parameter: {fix}")
+            what = "None" if p is None else f"a {kind}"
+            raise TypeError(f"setup: item {position} is {what}, not a Parameter: {fix}")
     return params
 
 

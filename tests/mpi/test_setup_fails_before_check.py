@@ -61,7 +61,7 @@ finally:
     [
         ('[w, Parameter("w", np.zeros(2))], {}', "ValueError: two parameters"),
         ('[w], {"data": looped}', "ValueError: Circular reference detected"),
-        ("[w, None], {}", "TypeError: setup: item 1 is a NoneType, not a Parameter"),
+        ("[w, None], {}", "TypeError: setup: item 1 is None, not a Parameter"),
         (
             "(p for p in [w, None] if p.value is not None), {}",
             "AttributeError: 'NoneType' object has no attribute 'value'",

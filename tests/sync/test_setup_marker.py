@@ -122,3 +122,23 @@ def test_a_one_rank_mpisync_set_up_then_interrupted_steps_on():
         before = [p.value.copy() for p in net.parameters()]
         _one_step(net, sync)
     assert all((a != p.value).any() for a, p in zip(before, net.parameters()))
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ([None], "setup: item 0 is None, not a Parameter"),
+        ({"w": Parameter("w", np.zeros(3))}, "setup takes a list of Parameters, got dict"),
+        ("w", "setup takes a list of Parameters, got str"),
+    ],
+    ids=["none", "mapping", "string"],
+)
+def test_what_is_no_list_of_parameters_is_named_as_it_is(given, said):
+    """None was "a NoneType"; a mapping of Parameters by name, "item 0 is a str" (its key)."""
+    from distconv.optim import create_optimizer
+    from distconv.sync.local import LocalSync
+
+    with LocalSync(create_optimizer("sgd", lr=0.1)) as sync:
+        with pytest.raises(TypeError) as refused:
+            sync.setup(given)
+    assert str(refused.value) == f"{said}: {FIX}"
