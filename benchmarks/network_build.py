@@ -72,6 +72,10 @@ def main() -> None:
     if args.worker:
         worker(args.sizes)
         return
+    if args.then and not os.path.isfile(os.path.join(args.then, "distconv", "__init__.py")):
+        # else the worker imported this checkout's distconv (PYTHONPATH): a mistyped path
+        # printed "then / this" of about 1.0, as if the two checkouts built alike
+        ap.error(f"--then {args.then}: no distconv package there (a checkout's root?)")
     sides = {"this": None} | ({"then": os.path.abspath(args.then)} if args.then else {})
     extra = ["--sizes", *map(str, args.sizes)]
     best: dict[str, dict[str, dict[str, float]]] = {}
