@@ -180,21 +180,25 @@ class AddChecks:
         self._readers: dict[str, list[str]] = {}  # a name -> the layers that read it
         self._params: dict[str, list[Parameter]] = {}  # a name -> the parameters added so named
         self._names: dict[int, str] = {}  # id of a layer in the network -> its name
+        self._count = 0  # the layers recorded: more than the network holds, one was deleted
 
     def name_of(self, layer: Layer) -> str | None:
         """The name ``layer`` (this very object) is in the network under, or None."""
+        self._refresh()
         name = self._names.get(id(layer))
         return name if name is not None and self._layers.get(name) is layer else None
 
     def problem(self, name: str, layer: Layer, inputs: Sequence[str]) -> str | None:
         """Why ``layer`` may not be added as ``name`` reading ``inputs`` (its parameters
         already named for it), or None."""
+        self._refresh()
         return parameter_name_clash(name, layer, self._params) or double_softmax(
             name, layer, inputs, self._layers, self._wiring, self._readers
         )
 
     def added(self, name: str, layer: Layer, inputs: Sequence[str]) -> None:
         """Record ``layer``, just added as ``name`` reading ``inputs``."""
+        self._count += 1
         self._names[id(layer)] = name  # the network holds the layer: its id stays its own
         for source in dict.fromkeys(inputs):
             self._readers.setdefault(source, []).append(name)
@@ -202,3 +206,14 @@ class AddChecks:
             named = self._params.setdefault(p.name, [])
             if all(q is not p for q in named):
                 named.append(p)
+
+    def _refresh(self) -> None:
+        """Record the network's layers afresh where one was deleted since the last add (``del
+        net.layers[name]``, to replace a head): a deleted loss, still filed as a reader, made
+        the next add raise KeyError, and a deleted layer's parameter names refused its
+        replacement's as "named as a different parameter already in the network"."""
+        if self._count == len(self._layers):
+            return
+        self._readers, self._params, self._names, self._count = {}, {}, {}, 0
+        for name, layer in self._layers.items():
+            self.added(name, layer, self._wiring.get(name, ()))

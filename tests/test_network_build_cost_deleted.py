@@ -1,0 +1,53 @@
+"""Network.add keeps its checks' indexes as layers are added; a layer deleted from
+``net.layers`` (and ``net.wiring``) to replace it, as a fine-tune replaces a head, must not stay
+in them: a deleted loss still filed as a reader made the next add raise KeyError, and the
+deleted layer's parameter names refused its replacement as a name clash. The checks still
+refuse what they refused before."""
+
+from __future__ import annotations
+
+import pytest
+
+from distconv import Network
+from distconv.layers import FullyConnected, Mixed, SoftmaxCrossEntropy
+from distconv.layers.projection import FullMatrixProjection
+from distconv.network import NetworkError
+
+
+def _delete(net: Network, name: str) -> None:
+    del net.layers[name], net.wiring[name]
+    net.reset_firing_order()
+
+
+def _head_net() -> Network:
+    net = Network()
+    net.add("body", FullyConnected(4, 4), "x")
+    net.add("head", FullyConnected(4, 3), "body")
+    net.add("loss", SoftmaxCrossEntropy(), ["head", "label"])
+    return net
+
+
+def test_a_head_deleted_is_replaced_under_its_own_name():
+    net = _head_net()
+    _delete(net, "head")
+    net.add("head", FullyConnected(4, 5), "body")
+    assert net["head"].weight.name == "head.weight"
+    assert [p.name for p in net.parameters()][-2:] == ["head.weight", "head.bias"]
+
+
+def test_a_layer_a_deleted_loss_read_is_added_again():
+    net = Network()
+    net.add("loss", SoftmaxCrossEntropy(), ["head", "label"])
+    _delete(net, "loss")
+    net.add("head", FullyConnected(4, 3, act="softmax"), "x")  # no loss reads it now
+    assert list(net.layers) == ["head"]
+
+
+def test_after_a_deletion_the_checks_still_refuse():
+    net = _head_net()
+    net.add("m", Mixed([FullMatrixProjection(4, 4)]), "x")
+    _delete(net, "head")
+    with pytest.raises(NetworkError, match=r"^add\('head', \.\.\.\): SoftmaxCrossEntropy 'loss' "):
+        net.add("head", FullyConnected(4, 3, act="softmax"), "body")
+    with pytest.raises(NetworkError, match=r"its parameter 'm\.proj0\.weight' is named as a "):
+        net.add("m.proj0", FullyConnected(4, 4, bias=False), "x")
