@@ -57,7 +57,7 @@ class Network:
         self.outputs: dict[str, Arg] = {}
         self.firing_order: list[str] | None = None
         self._order: list[str] | None = None
-        self._checks = AddChecks(self.layers, self.wiring)
+        self._checks = AddChecks(self)
         self._users: Counter[int] = Counter()  # id of a parameter -> the layers that hold it
 
     def add(self, name: str, layer: Layer, inputs: str | Iterable[str]) -> Layer:
@@ -107,7 +107,7 @@ class Network:
 
     def order(self) -> list[str]:
         """Layer names in topological order (inputs before the layers that read them)."""
-        if self._order is None:
+        if self._order is None or len(self._order) != len(self.layers):  # a layer deleted
             self._order = self._topological_order()
         return self._order
 

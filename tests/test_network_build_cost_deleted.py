@@ -6,9 +6,10 @@ refuse what they refused before."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from distconv import Network
+from distconv import Arg, Network
 from distconv.layers import FullyConnected, Mixed, SoftmaxCrossEntropy
 from distconv.layers.projection import FullMatrixProjection
 from distconv.network import NetworkError
@@ -51,3 +52,26 @@ def test_after_a_deletion_the_checks_still_refuse():
         net.add("head", FullyConnected(4, 3, act="softmax"), "body")
     with pytest.raises(NetworkError, match=r"its parameter 'm\.proj0\.weight' is named as a "):
         net.add("m.proj0", FullyConnected(4, 4, bias=False), "x")
+
+
+def test_a_network_whose_loss_was_deleted_runs_forward_without_it():
+    """The topological order was cached at the last add: a deleted loss, and no add after,
+    left it in the order, and the next forward raised a bare KeyError."""
+    net = _head_net()
+    x = np.random.default_rng(0).standard_normal((2, 4))
+    net.forward({"x": Arg(x, needs_grad=False), "label": Arg(ids=np.array([0, 1]))})
+    _delete(net, "loss")
+    out = net.forward({"x": Arg(x, needs_grad=False)})
+    assert net.order() == ["body", "head"] and out["head"].value.shape == (2, 3)
+
+
+def test_layers_rebound_to_a_dict_of_ones_own_are_what_the_next_add_checks():
+    """A script filtering a head out rebinds ``net.layers`` and ``net.wiring``: the checks
+    kept the old dicts, and refused the head added again as a name clash with itself."""
+    net = _head_net()
+    net.layers = {k: v for k, v in net.layers.items() if k not in ("head", "loss")}
+    net.wiring = {k: v for k, v in net.wiring.items() if k not in ("head", "loss")}
+    net.reset_firing_order()
+    net.add("head", FullyConnected(4, 5, act="softmax"), "body")  # no loss reads it now
+    with pytest.raises(NetworkError, match="applies its own softmax"):
+        net.add("loss", SoftmaxCrossEntropy(), ["head", "label"])
