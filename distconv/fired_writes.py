@@ -49,8 +49,13 @@ def promises_untouched(owner: UpdateCallback | object) -> bool:
     promise says so again."""
     if owner is keep_gradient:
         return True
-    strategy = owner.__self__ if type(owner) is MethodType else owner
-    return vars(type(strategy)).get("fired_gradients_untouched") is True
+    return vars(type(strategy_of(owner))).get("fired_gradients_untouched") is True
+
+
+def strategy_of(owner: UpdateCallback | object) -> object:
+    """The strategy ``owner`` is: the object of a bound method (``sync.on_gradient``, which
+    the Trainer hands over), else ``owner`` itself."""
+    return owner.__self__ if type(owner) is MethodType else owner
 
 
 #: the step holds (:meth:`WriteGuard.hand_to`'s ``other``) holding gradients now: empty

@@ -24,10 +24,9 @@ gradient, which has no writeable flag: a write into one in the window goes unnot
 
 from __future__ import annotations
 
-from types import MethodType
 from typing import Any
 
-from distconv.fired_writes import WriteGuard, holding, promises_untouched
+from distconv.fired_writes import WriteGuard, holding, promises_untouched, strategy_of
 from distconv.parameter import Parameter, UpdateCallback, keep_gradient
 from distconv.sync.errors import SyncError
 
@@ -44,7 +43,7 @@ def step_hold(callback: UpdateCallback) -> WriteGuard | None:
     an accumulation adds into them)."""
     if callback is keep_gradient or not promises_untouched(callback):
         return None
-    strategy = callback.__self__ if type(callback) is MethodType else callback
+    strategy = strategy_of(callback)
     hold = strategy.__dict__.get(_HOLD)
     if hold is None:
         hold = strategy.__dict__[_HOLD] = WriteGuard(type(strategy).__name__)
