@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 from collections.abc import Iterable, Mapping
 
@@ -55,6 +56,13 @@ def shell_quoted(text: str) -> str:
         else:
             escaped.append(_escaped_bytes(ch))
     return "$'" + "".join(escaped) + "'"
+
+
+def shell_word(text: str) -> str:
+    """``text`` as one shell word on one line that pastes back as itself: as it is where it
+    can, in quotes where it holds a space or the like (:func:`shlex.quote`), the ``$'...'``
+    word (:func:`shell_quoted`) where a character does not print."""
+    return shlex.quote(text) if text.isprintable() else shell_quoted(text)
 
 
 def _escaped_bytes(ch: str) -> str:

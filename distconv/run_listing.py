@@ -11,13 +11,12 @@ Both :mod:`distconv.default_out` and :mod:`launcher.resume_run_dir` name runs fr
 from __future__ import annotations
 
 import os
-import shlex
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from distconv.checkpoints_link import NOT_MOUNTED
-from distconv.messages import shell_quoted
+from distconv.messages import shell_word
 from distconv.run_files import CHECKPOINTS, holds_checkpoints
 
 #: the output directory ``distconv train`` writes to in a launch's run directory
@@ -125,12 +124,12 @@ def out_flags(runs: list[ResumableRun], most: int = NAMED_RUNS, after: str = "")
     """``--out runs/a, --out runs/L1/train or 2 more``: the flags that resume the first
     ``most`` of ``runs``, each followed by ``after`` (`` --resume``), each path a shell word
     that pastes back as the same path (one with a space or a line break in it is quoted)."""
-    return listed([f"--out {_word(run.out)}{after}" for run in runs], most)
+    return listed([f"--out {shell_word(run.out)}{after}" for run in runs], most)
 
 
 def paths_listed(paths: list[str], most: int = NAMED_RUNS) -> str:
     """``runs/a, runs/b or 2 more``: the first ``most`` of ``paths``, each a shell word."""
-    return listed([_word(path) for path in paths], most)
+    return listed([shell_word(path) for path in paths], most)
 
 
 def listed(words: list[str], most: int) -> str:
@@ -139,9 +138,3 @@ def listed(words: list[str], most: int) -> str:
     if more > 0:
         return f"{', '.join(words[:most])} or {more} more"
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
-
-
-def _word(path: str) -> str:
-    """``path`` as a shell word that pastes back as itself: as it is where it can, in quotes
-    where it holds a space or the like, ``$'...'`` where a character does not print."""
-    return shlex.quote(path) if path.isprintable() else shell_quoted(path)

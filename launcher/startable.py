@@ -20,14 +20,13 @@ import errno
 import functools
 import os
 import re
-import shlex
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from distconv.files import describe_os_error
-from distconv.messages import shell_quoted
+from distconv.messages import shell_word
 
 from .shown import shown
 
@@ -387,4 +386,4 @@ def local_problem(program: Program) -> str | None:
 
 def shell_words(argv: Sequence[str]) -> str:
     """``argv`` as shell words on one line (a line break in one as the ``$'...'`` word)."""
-    return " ".join(shlex.quote(w) if w.isprintable() else shell_quoted(w) for w in argv)
+    return " ".join(shell_word(w) for w in argv)

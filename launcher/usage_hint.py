@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
-import shlex
 from collections.abc import Callable, Mapping, Sequence
+
+from distconv.messages import shell_word
 
 from .options import PROG
 from .owned import async_hint, refuse_after_dashes
@@ -70,7 +71,7 @@ def unrecognized(
 
     def command(after: Sequence[str]) -> str:  # the launch again, ``after`` after ``--``
         dashes = ["--", *after] if after else []  # 'distconv' alone: train's defaults
-        return " ".join(w if w == "..." else _word(w) for w in [PROG, *ahead, *dashes])
+        return " ".join(w if w == "..." else shell_word(w) for w in [PROG, *ahead, *dashes])
 
     # 'train -- --epochs 1': no program to run; nor 'distconv train --epochs 1', -- left out
     # ('train --epochs 1' is train's arguments as they are: -- train --epochs 1 takes them)
@@ -249,13 +250,3 @@ def _program_word(word: str, elsewhere: bool = False) -> bool:
     # a file this host has (a shared /home) is the other hosts' program only where it reads
     # as one (its execute bit, a #! line): a data file beside the launch is no one's
     return not (elsewhere and here and not is_program_file(program.argv[0]))
-
-
-def _word(text: str) -> str:
-    """``text`` as a shell word on one line: quoted where the shell needs it; a line break or
-    another character that does not print as the ``$'...'`` word."""
-    if text.isprintable():
-        return shlex.quote(text)
-    from distconv.messages import shell_quoted
-
-    return shell_quoted(text)
