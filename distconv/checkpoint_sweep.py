@@ -23,7 +23,6 @@ write in progress.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import shutil
 from collections.abc import Iterable, Sequence
@@ -31,7 +30,7 @@ from pathlib import Path
 
 from distconv.checkpoint_manifest import Manifest
 from distconv.files import delete_files
-from distconv.run_files import SHARD_PART, STEP_DIR, named_by_manifest
+from distconv.run_files import SHARD_PART, STEP_DIR, named_by_manifest, shard_parts
 
 log = logging.getLogger("distconv.checkpoint")
 
@@ -81,10 +80,9 @@ def remove_stale_shard_parts(
     try:
         spared = _set_aside_steps(oldest.path.parent)
         for folder in folders:
-            entries = sorted(folder.iterdir()) if folder.is_dir() else []
             stale += [
                 e
-                for e in entries
+                for e in shard_parts(folder)
                 if e.name not in named and _older(e, oldest.step, oldest_written, spared)
             ]
     except OSError as exc:  # a folder that cannot be read: a later save sweeps
@@ -117,7 +115,8 @@ def _set_aside_steps(checkpoint_root: Path) -> set[int]:
 
 
 def _older(entry: Path, oldest_step: int, oldest_written: float, spared: set[int]) -> bool:
-    """Whether ``entry`` is a shard's part that the oldest kept checkpoint has passed: a
+    """Whether ``entry``, one of :func:`~distconv.run_files.shard_parts`, is a whole part that
+    the oldest kept checkpoint has passed (a write cut short is not: a live shard's): a
     numbered one below its step (not a set-aside checkpoint's), a ``steplast`` written before
     its manifest."""
     if (found := _PART.fullmatch(entry.name)) is None:
@@ -125,8 +124,6 @@ def _older(entry: Path, oldest_step: int, oldest_written: float, spared: set[int
     try:
         written = entry.lstat()
     except OSError:  # gone meanwhile (its shard's own prune)
-        return False
-    if not (os.path.islink(entry) or entry.is_file()):
         return False
     step = found[1]
     if step == "last":
