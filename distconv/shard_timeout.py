@@ -45,7 +45,13 @@ def shard_timeout_args(train_args: Sequence[str]) -> list[str]:
     """``["--timeout", S]`` for the shards of workers that run ``train_args``
     (:func:`workers_timeout`, floored by :func:`shard_timeout`); [] where they give none, which
     leaves the shards their default."""
-    seconds = workers_timeout(train_args)
+    return shard_timeout_flag(workers_timeout(train_args))
+
+
+def shard_timeout_flag(seconds: float | None) -> list[str]:
+    """``["--timeout", S]`` for shards whose workers wait ``seconds`` (floored by
+    :func:`shard_timeout`, written by :func:`exact_text`); [] for None, which leaves the
+    shards their default."""
     return [] if seconds is None else ["--timeout", exact_text(shard_timeout(seconds))]
 
 

@@ -257,7 +257,7 @@ def server_command(
 ) -> list[str]:
     """``python -m distconv pserver ...`` for shard ``shard`` listening on ``port``, on the
     inherited socket ``fd`` where given (``--bind-fd``: :func:`.ports.reserve_ports`)."""
-    from distconv.shard_timeout import exact_text, shard_timeout  # as the k8s shards' args
+    from distconv.shard_timeout import exact_text, shard_timeout_flag  # as the k8s shards'
 
     argv = [python, "-m", "distconv", "pserver", "--bind", f"{opts.host}:{port}"]
     if fd is not None:
@@ -266,8 +266,7 @@ def server_command(
     argv += ["--workers", str(opts.workers), "--mode", opts.mode]
     if opts.max_staleness is not None:
         argv += ["--max-staleness", str(opts.max_staleness)]
-    if opts.timeout is not None:
-        argv += ["--timeout", exact_text(shard_timeout(opts.timeout))]
+    argv += shard_timeout_flag(opts.timeout)
     if opts.job_id:  # a shard serves only requests that name its job
         argv += ["--job-id", opts.job_id]
     if opts.keys_dir is not None:
