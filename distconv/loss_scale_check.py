@@ -24,6 +24,7 @@ import warnings
 import weakref
 from typing import Any
 
+from distconv.fired_writes import strategy_of
 from distconv.layers.base import Layer
 from distconv.layers.loss import MSELoss, SoftmaxCrossEntropy
 
@@ -47,7 +48,7 @@ def sync_of(callback: Any) -> Any | None:
     A sync is known by the contract's ``step_examples`` property, not by its class: this tier
     (the network's) imports nothing of ``distconv.sync``, which builds on it.
     """
-    owner = getattr(callback, "__self__", callback)  # a bound method's object, else itself
+    owner = strategy_of(callback)
     return owner if isinstance(getattr(type(owner), "step_examples", None), property) else None
 
 
