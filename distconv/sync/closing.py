@@ -15,7 +15,7 @@ from distconv.held_gradients import blamed_write, release_held
 from distconv.parameter import Parameter
 from distconv.stop_request import Preempted
 from distconv.sync.errors import SyncError, step_refusal
-from distconv.sync.other_model import ANOTHER_MODELS
+from distconv.sync.other_model import whose
 
 
 def closing_error() -> BaseException | None:
@@ -282,10 +282,13 @@ def take_gradient(sync: Any, param: Any) -> None:
     if sync.closed or taken is None or key in taken or key not in known:
         in_step = taken is not None and not sync.closed
         twice = in_step and key in taken  # type: ignore[operator]
-        named = key not in known and any(p.name == param.name for p in params)
-        whose = ANOTHER_MODELS * named
         raise step_refusal(
-            param.name, in_step, twice or key in known, "one step", whose, closed=sync.closed
+            param.name,
+            in_step,
+            twice or key in known,
+            "one step",
+            whose(param, params),
+            closed=sync.closed,
         )
     taken.add(key)
 
