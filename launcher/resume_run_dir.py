@@ -56,40 +56,40 @@ def check_resume_in_a_new_run_dir(
     resume = parse_train_values(program.argv).resume
     if resume not in (True, "auto"):
         return
-    held = resumable_runs(runs)
+    held, unmounted = resumable_runs(runs), not_resumable_now(runs)
     if resume is True:
         raise UsageError(
             "--resume after -- goes on with the run in the run directory's train/, and without "
             "--job-id or --run-dir this launch makes a new, empty run directory: pass the "
             "--job-id (or --run-dir) of the launch that began the run; "
-            + _ways_on(runs, held, "--resume")
+            + _ways_on(runs, held, unmounted, "--resume")
         )
     # none: a first launch, which --resume auto lets restarts go on with; a run whose disk is
     # not mounted yet is one the user meant, trained afresh here without a word
-    if held or not_resumable_now(runs):
+    if held or unmounted:
         _warn(
             program,
             "--resume auto after -- goes on only with a run in this launch's new run "
             "directory, which holds none: this job trains a fresh run. To go on with a run "
             "there is, pass the --job-id (or --run-dir) of the launch that began it; "
-            + _ways_on(runs, held, "--resume auto"),
+            + _ways_on(runs, held, unmounted, "--resume auto"),
         )
 
 
-def _ways_on(runs: str, held: list[ResumableRun], resume: str) -> str:
+def _ways_on(runs: str, held: list[ResumableRun], unmounted: str, resume: str) -> str:
     """``'/w/runs' holds 'K2', 'J1' (newest first)``: the launches' run directories of
     ``held`` (the runs in ``runs``), :data:`~distconv.run_listing.NAMED_RUNS` at most (or that
     it holds none), then the ``--out`` after ``--`` (with ``resume``, the flag as given) that
-    goes on with each run ``distconv train`` began there, where there is one; then the runs
-    whose checkpoints link to a disk not mounted yet, not resumable now
-    (:func:`~distconv.run_listing.not_resumable_now`)."""
+    goes on with each run ``distconv train`` began there, where there is one; then
+    ``unmounted``, the runs whose checkpoints link to a disk not mounted yet, not resumable now
+    (:func:`~distconv.run_listing.not_resumable_now` of ``runs``, asked once by the caller)."""
     launches = [run for run in held if run.launched]
     began_by_train = [run for run in held if not run.launched]
     said = f"{shown(Path(runs).absolute())} holds {_launches(launches)}"
     if began_by_train:
         flags = out_flags(began_by_train, after=f" {resume}")
         said += f"; for a run distconv train began, pass its --out after --: {flags}"
-    return said + not_resumable_now(runs)
+    return said + unmounted
 
 
 def _launches(launches: list[ResumableRun]) -> str:
