@@ -60,11 +60,11 @@ def stop_agreed(sync: SyncStrategy, stop: StopRequest, step: int) -> AgreedStop 
     waits here: in asynchronous training, for the slowest). It stays one small sum: the two
     flags and the same flags times this rank.
     """
+    if sync.world_size > 1 and step % STOP_CHECK_EVERY:
+        return None  # no check at this step: nothing to read
     own = stop.flags
     if sync.world_size == 1:
         return _agreed(own, own, [0.0, 0.0]) if stop.received else None
-    if step % STOP_CHECK_EVERY:
-        return None
     ours = [*own, *(flag * sync.rank for flag in own)]
     summed = timed_collective(sync, sync.allreduce_sum, ours)
     return _agreed(own, summed[:2], summed[2:])
