@@ -57,7 +57,7 @@ class Network:
         self.outputs: dict[str, Arg] = {}
         self.firing_order: list[str] | None = None
         self._order: list[str] | None = None
-        self._checks = AddChecks(self)
+        self._checks = AddChecks(self.layers, self.wiring)
         self._users: Counter[int] = Counter()  # id of a parameter -> the layers that hold it
 
     def add(self, name: str, layer: Layer, inputs: str | Iterable[str]) -> Layer:
@@ -73,6 +73,7 @@ class Network:
             raise NetworkError(f"add({name!r}, ...): inputs must be names, got {inputs!r}")
         if not isinstance(layer, Layer):
             raise NetworkError(f"add({name!r}, ...): expected a Layer, got {type(layer).__name__}")
+        self._checks.follow(self.layers, self.wiring)  # a script may have rebound either
         if name in self.layers:
             raise NetworkError(f"layer name {name!r} is used twice")
         if (other := self._checks.name_of(layer)) is not None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import ChainMap
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from distconv.kernels.activation import Linear, Softmax
 from distconv.layers.activation import Activation
@@ -172,17 +171,29 @@ class AddChecks:
     kept up to date as layers are added rather than rebuilt from every layer each time.
 
     Args:
-        network: the network, whose ``layers`` and ``wiring`` (by name) are read at each
-            check, never written: a script may rebind either to a dict of its own.
+        layers: the network's layers by name; read, never written.
+        wiring: each layer's inputs by name; read, never written.
+
+    The network hands over its dicts again before each add (:meth:`follow`): a script may
+    rebind either. Never the network itself: that made a reference cycle, and a model dropped
+    was freed only at the cycle collector's next full run, its weights (on a GPU, its device
+    memory) held till then.
     """
 
-    def __init__(self, network: Any) -> None:
-        self._network = network
-        self._held: Mapping[str, Layer] = network.layers  # the dict recorded: rebound, afresh
+    def __init__(self, layers: Mapping[str, Layer], wiring: Mapping[str, Sequence[str]]) -> None:
+        self._layers, self._wiring = layers, wiring
         self._readers: dict[str, list[str]] = {}  # a name -> the layers that read it
         self._params: dict[str, list[Parameter]] = {}  # a name -> the parameters added so named
         self._names: dict[int, str] = {}  # id of a layer in the network -> its name
         self._count = 0  # the layers recorded: more than the network holds, one was deleted
+
+    def follow(self, layers: Mapping[str, Layer], wiring: Mapping[str, Sequence[str]]) -> None:
+        """Read ``layers`` and ``wiring``, the network's dicts now, from here on: where either
+        was rebound (``net.layers = {...}``, to filter a head out), every layer is recorded
+        afresh from them."""
+        if layers is not self._layers or wiring is not self._wiring:
+            self._layers, self._wiring = layers, wiring
+            self._record()
 
     def name_of(self, layer: Layer) -> str | None:
         """The name ``layer`` (this very object) is in the network under, or None."""
@@ -209,22 +220,16 @@ class AddChecks:
             if all(q is not p for q in named):
                 named.append(p)
 
-    @property
-    def _layers(self) -> Mapping[str, Layer]:
-        return self._network.layers
-
-    @property
-    def _wiring(self) -> Mapping[str, Sequence[str]]:
-        return self._network.wiring
-
     def _refresh(self) -> None:
         """Record the network's layers afresh where one was deleted since the last add (``del
         net.layers[name]``, to replace a head): a deleted loss, still filed as a reader, made
         the next add raise KeyError, and a deleted layer's parameter names refused its
         replacement's as "named as a different parameter already in the network"."""
-        if self._count == len(self._layers) and self._held is self._layers:
-            return  # rebound (net.layers = {...}, to filter a head out): recorded afresh too
-        self._held = self._layers
+        if self._count != len(self._layers):
+            self._record()
+
+    def _record(self) -> None:
+        """Record every layer of the network afresh."""
         self._readers, self._params, self._names, self._count = {}, {}, {}, 0
         for name, layer in self._layers.items():
             self.added(name, layer, self._wiring.get(name, ()))

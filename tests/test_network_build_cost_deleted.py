@@ -6,6 +6,9 @@ refuse what they refused before."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -75,3 +78,34 @@ def test_layers_rebound_to_a_dict_of_ones_own_are_what_the_next_add_checks():
     net.add("head", FullyConnected(4, 5, act="softmax"), "body")  # no loss reads it now
     with pytest.raises(NetworkError, match="applies its own softmax"):
         net.add("loss", SoftmaxCrossEntropy(), ["head", "label"])
+
+
+def test_a_network_dropped_is_freed_at_once_not_at_the_cycle_collector_s_next_run():
+    """The add checks held the network itself, to read its dicts as rebound: a reference cycle,
+    so a dropped model (its weights, on a GPU its device memory) waited for a full collection,
+    rare for an object that lived through a fit. Deleted, added again and run, it is freed."""
+    net = _head_net()
+    _delete(net, "head")
+    net.add("head", FullyConnected(4, 3), "body")
+    x = np.random.default_rng(0).standard_normal((2, 4))
+    net.forward({"x": Arg(x, needs_grad=False), "label": Arg(ids=np.array([0, 1]))})
+    net.backward(lambda p: None)
+    dropped, weight = weakref.ref(net), weakref.ref(net["body"].weight)
+    gc.disable()  # only reference counts free it: no collection in between
+    try:
+        del net
+        assert dropped() is None and weight() is None
+    finally:
+        gc.enable()
+
+
+def test_wiring_rebound_alone_is_what_the_next_add_checks():
+    """A script rewiring its loss by rebinding ``net.wiring`` (its layers' dict kept): the
+    checks kept the loss filed as a reader of what it read before, and let a softmax added
+    under the name it reads now through, unrefused."""
+    net = Network()
+    net.add("body", FullyConnected(4, 4), "x")
+    net.add("loss", SoftmaxCrossEntropy(), ["body", "label"])
+    net.wiring = {**net.wiring, "loss": ("head", "label")}
+    with pytest.raises(NetworkError, match=r"^add\('head', \.\.\.\): SoftmaxCrossEntropy 'loss' "):
+        net.add("head", FullyConnected(4, 3, act="softmax"), "body")
