@@ -109,3 +109,18 @@ def test_wiring_rebound_alone_is_what_the_next_add_checks():
     net.wiring = {**net.wiring, "loss": ("head", "label")}
     with pytest.raises(NetworkError, match=r"^add\('head', \.\.\.\): SoftmaxCrossEntropy 'loss' "):
         net.add("head", FullyConnected(4, 3, act="softmax"), "body")
+
+
+def test_a_network_rewired_by_rebinding_its_wiring_runs_forward_in_the_new_order():
+    """The order cached at the last add was kept while the layers' count stayed: ``a`` rewired
+    to read ``b``, added after it, ran before it, and the forward raised a bare KeyError."""
+    net = Network()
+    net.add("a", FullyConnected(4, 4), "x")
+    net.add("b", FullyConnected(4, 4), "x")
+    net.add("loss", SoftmaxCrossEntropy(), ["a", "label"])
+    x = np.random.default_rng(0).standard_normal((2, 4))
+    feeds = {"x": Arg(x, needs_grad=False), "label": Arg(ids=np.array([0, 1]))}
+    net.forward(feeds)
+    net.wiring = {**net.wiring, "a": ("b",)}
+    net.forward(feeds)
+    assert net.order() == ["b", "a", "loss"]
