@@ -105,3 +105,26 @@ def test_the_parts_of_a_checkpoint_pruned_now_go_without_a_line_at_info(tmp_path
         run.release()
     (said,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert said.endswith("which no checkpoint names: pserver-shard0-step5.safetensors"), said
+
+
+def test_a_link_named_as_a_part_goes_not_its_file_and_a_folder_so_named_stays(tmp_path, caplog):
+    """The sweep takes files and links (the link, never what it points at, dangling or not), as
+    clearing does (:func:`distconv.run_files.shard_parts`): a folder named as a stale part is
+    no part, and unlinking it would fail with a warning at every save."""
+    run = RunDirectory(tmp_path / "out", keep=1)
+    elsewhere = _part(tmp_path, 1, 5)  # the file a link named as shard 1's part points at
+    run.acquire()
+    try:
+        (run.root / "pserver-shard0-step5.safetensors").mkdir()
+        (run.root / "pserver-shard1-step5.safetensors").symlink_to(elsewhere)
+        (run.root / "pserver-shard2-step5.safetensors").symlink_to(tmp_path / "gone")  # dangling
+        with caplog.at_level(logging.DEBUG, logger="distconv.checkpoint"):
+            _save(run, 10)
+    finally:
+        run.release()
+    assert _names(run.root) == {
+        "pserver-shard0-step5.safetensors",
+        "pserver-shard0-step10.safetensors",
+    }
+    assert elsewhere.read_bytes() == b"part"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
