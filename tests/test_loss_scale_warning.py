@@ -241,3 +241,30 @@ def test_the_trainer_handing_over_sync_on_gradient_is_never_warned_of():
             )
     finally:
         sync.close()
+
+
+class Forwarding:
+    """A callback of one's own that answers what it lacks from a table of its own: asked for
+    ``__self__``, it raises KeyError."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self._table: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return self._table[name]
+
+    def __call__(self, param: Any) -> None:
+        self.seen.append(param.name)
+
+
+def test_a_callback_s_own_getattr_is_not_run_to_find_its_sync():
+    """The check asked every callback ``getattr(callback, "__self__", callback)``: the
+    callback's own ``__getattr__`` ran after the pass, and its KeyError came out of every
+    ``backward`` seeded with 1. A bound method is told by its type, as the write guard does."""
+    net, feeds = network(SoftmaxCrossEntropy())
+    net.forward(feeds)
+    callback = Forwarding()
+    with no_warning():
+        net.backward(callback)
+    assert sorted(callback.seen) == ["fc.bias", "fc.weight"]  # the pass ran, and fired each
