@@ -20,8 +20,9 @@ refused, as other names or shapes are (another model), naming the first paramete
 
 Its refusals to start (weights that do not fit, values the cast makes infinite, frozen
 parameters on several ranks, the source inside the ``--out`` that ``--overwrite`` deletes,
-nothing at PATH) meet every attempt of a job alike: the launcher reads their words back
-(``distconv.refused_starts._INIT_FROM``) and restarts none; a change of them here drops that.
+nothing at PATH, a damaged checkpoint, a JSON file that is no manifest) meet every attempt of
+a job alike: the launcher reads their words back (``distconv.refused_starts._INIT_FROM``) and
+restarts none; a change of them here drops that.
 """
 
 from __future__ import annotations
@@ -37,12 +38,12 @@ import numpy as np
 
 from distconv.backend import copy_into, is_float_dtype
 from distconv.carried_facts import INIT_FROM
-from distconv.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from distconv.checkpoint import Checkpoint, CheckpointDamaged, CheckpointError, load_checkpoint
 from distconv.checkpoint_checks import native
 from distconv.checkpoint_digest import DIGEST_KEY
 from distconv.checkpoint_manifest import CHIEF, Manifest
 from distconv.checkpoint_reads import read_manifest
-from distconv.messages import exception_line
+from distconv.messages import exception_line, named
 from distconv.parameter import Parameter
 from distconv.resume import JobStart, OptimState, Position, StepCheckpoints
 from distconv.run_dir import RunDirectory
@@ -74,11 +75,12 @@ def checkpoint_file(path: str | os.PathLike) -> Path:
     directory (its newest complete checkpoint, else its one pre-step-checkpoint file).
 
     Raises:
-        CheckpointError: nothing there, or a folder that holds no complete checkpoint.
+        CheckpointError: nothing there, a JSON file that is no manifest, or a folder that holds
+            no complete checkpoint.
     """
     path = Path(path)
     if path.is_file() and path.suffix == ".json":
-        return Manifest.parse(read_manifest(path), path).part(CHIEF)
+        return _manifest_of(path).part(CHIEF)
     if path.is_file():
         return path
     if not path.is_dir():
@@ -95,6 +97,21 @@ def checkpoint_file(path: str | os.PathLike) -> Path:
         f"--init-from {path}: no complete checkpoint there (a run's --out, one of its "
         f"checkpoints/step-N folders, or a checkpoint file){why}"
     )
+
+
+def _manifest_of(path: Path) -> Manifest:
+    """The manifest in the file ``path``.
+
+    Raises:
+        CheckpointError: the file is no manifest (another JSON file), or a damaged one.
+    """
+    try:
+        return Manifest.parse(read_manifest(path), path)
+    except (ValueError, KeyError, TypeError) as exc:  # Manifest.parse's damage
+        raise CheckpointDamaged(
+            f"--init-from {path}: no checkpoint's manifest, or a damaged one ({named(exc)}); "
+            "pass a run's --out, one of its checkpoints/step-N folders, or a checkpoint file"
+        ) from None
 
 
 def first_misfit(params: Sequence[Parameter], theirs: Mapping[str, Any]) -> str | None:
@@ -120,11 +137,18 @@ def load_weights(path: str | os.PathLike, params: Sequence[Parameter]) -> InitSo
     ``params``, cast to their dtypes; nothing is written where they do not fit.
 
     Raises:
-        CheckpointError: no checkpoint there, one that cannot be read, or weights of another
-            name or shape (the first named).
+        CheckpointError: no checkpoint there, one that cannot be read or is damaged (a
+            :class:`~distconv.checkpoint.CheckpointDamaged` naming ``--init-from``), or weights
+            of another name or shape (the first named).
     """
     file = checkpoint_file(path)
-    ckpt = load_checkpoint(file, position=False)  # weights only: its step is not gone on from
+    try:
+        ckpt = load_checkpoint(file, position=False)  # weights only: no step is gone on from
+    except CheckpointDamaged as exc:  # not restarted for (refused_starts): the same file
+        raise CheckpointDamaged(
+            f"--init-from {path}: its checkpoint is damaged ({exc}); pass another: an older "
+            "checkpoints/step-N folder, or another file"
+        ) from None
     digest = _digest_of(file)  # before anything is written: the file may be gone by now
     if (misfit := first_misfit(params, ckpt.params)) is not None:
         raise CheckpointError(

@@ -196,6 +196,10 @@ _INIT_FROM = {
     " ranks from it with frozen parameters ": (
         "the --init-from checkpoint cannot start several ranks with frozen parameters"
     ),
+    ": its checkpoint is damaged (": "the --init-from checkpoint is damaged",
+    ": no checkpoint's manifest, or a damaged one (": (
+        "the --init-from file is no checkpoint's manifest"
+    ),
 }
 _INIT_FROM_START = re.compile(r"[eE]rror: --init-from ")
 

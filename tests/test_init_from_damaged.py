@@ -1,0 +1,53 @@
+"""``--init-from`` given a damaged checkpoint, or a JSON file that is no checkpoint's manifest:
+a refusal that names ``--init-from`` and the way on (another of the run's checkpoints), which the
+launcher reads as one that every attempt meets, not a traceback nor a line it restarts for. Real
+runs' checkpoints, damaged on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from distconv.checkpoint import CheckpointError
+from distconv.job import TrainConfig, train
+from distconv.refused_starts import init_from_refused_in
+from tests.test_init_from import SETTINGS, first_run
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def refused(source: Path, out: Path, launcher_says: str) -> str:
+    """The words ``distconv train --init-from source`` refuses to start with, checked to write
+    no checkpoint and to be read by the launcher as a refusal no restart mends, which it says
+    as ``launcher_says``."""
+    with pytest.raises(CheckpointError) as refusal:
+        train(TrainConfig(**SETTINGS, out=str(out), init_from=str(source)))
+    said = str(refusal.value)
+    assert init_from_refused_in([f"distconv train: error: {said}"]) == launcher_says, said
+    assert not list(out.glob("checkpoints/step-*.json"))
+    return said
+
+
+def damage(file: Path) -> None:
+    """Flip one byte of ``file``'s data: it fails its checksum."""
+    raw = bytearray(file.read_bytes())
+    raw[-100] ^= 0xFF
+    file.write_bytes(bytes(raw))
+
+
+def test_a_damaged_checkpoint_is_refused_naming_init_from_and_an_older_one(tmp_path):
+    source = first_run(tmp_path / "a")
+    damage(source)
+    said = refused(tmp_path / "a", tmp_path / "b", "the --init-from checkpoint is damaged")
+    assert said.startswith(f"--init-from {tmp_path / 'a'}: its checkpoint is damaged (")
+    assert f"checkpoint {source} is corrupt: it fails its checksum" in said
+    assert said.endswith("; pass another: an older checkpoints/step-N folder, or another file")
+
+
+def test_a_json_file_that_is_no_manifest_is_refused_not_a_traceback(tmp_path):
+    for text in ('{"lr": 0.1}', "not JSON", "[1, 2]"):
+        config = tmp_path / "config.json"
+        config.write_text(text)
+        said = refused(config, tmp_path / "b", "the --init-from file is no checkpoint's manifest")
+        assert said.startswith(f"--init-from {config}: no checkpoint's manifest, or a damaged one")
