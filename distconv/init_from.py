@@ -47,7 +47,7 @@ from distconv.messages import exception_line, named
 from distconv.parameter import Parameter
 from distconv.resume import JobStart, OptimState, Position, StepCheckpoints
 from distconv.run_dir import RunDirectory
-from distconv.run_files import CHIEF_PART, LEGACY_CHECKPOINT
+from distconv.run_files import CHECKPOINTS, CHIEF_PART, LEGACY_CHECKPOINT
 from distconv.sync.base import SyncStrategy
 
 log = logging.getLogger("distconv.resume")
@@ -71,8 +71,9 @@ class InitSource:
 
 def checkpoint_file(path: str | os.PathLike) -> Path:
     """The checkpoint file ``path`` names: a file itself (a step's ``chief.safetensors``, or
-    its manifest ``step-N.json``), a step folder (``checkpoints/step-N``), or a run's output
-    directory (its newest complete checkpoint, else its one pre-step-checkpoint file).
+    its manifest ``step-N.json``), a step folder (``checkpoints/step-N``), a run's output
+    directory (its newest complete checkpoint, else its one pre-step-checkpoint file), or its
+    ``checkpoints`` folder (its newest; moved off the run too).
 
     Raises:
         CheckpointError: nothing there, a JSON file that is no manifest, or a folder that holds
@@ -87,7 +88,8 @@ def checkpoint_file(path: str | os.PathLike) -> Path:
         raise CheckpointError(f"--init-from {path}: no such file or folder")
     if (path / CHIEF_PART).is_file():
         return path / CHIEF_PART
-    complete, problems = RunDirectory(path).scan()  # reads only: no lock, nothing made
+    runs = RunDirectory(path) if (path / CHECKPOINTS).exists() else _CheckpointsFolder(path)
+    complete, problems = runs.scan()  # reads only: no lock, nothing made
     if complete:
         return complete[-1].part(CHIEF)
     if (path / LEGACY_CHECKPOINT).is_file():
@@ -97,6 +99,15 @@ def checkpoint_file(path: str | os.PathLike) -> Path:
         f"--init-from {path}: no complete checkpoint there (a run's --out, one of its "
         f"checkpoints/step-N folders, or a checkpoint file){why}"
     )
+
+
+class _CheckpointsFolder(RunDirectory):
+    """A run's ``checkpoints`` folder named itself (``RUN/checkpoints``, or a disk it links
+    to), read as the run's: only :meth:`~RunDirectory.scan` is asked of it."""
+
+    @property
+    def checkpoint_root(self) -> Path:
+        return self.root
 
 
 def _manifest_of(path: Path) -> Manifest:
