@@ -185,10 +185,18 @@ def _way_out(problem: str, method: Callable[..., Any]) -> str:
     match = re.search(r"unexpected keyword argument '(\w+)'", problem)
     if match is None:
         return ""
+    if _is_var_positional(method, match[1]):  # Reshape(shape=(C, H, W)) for Reshape(C, H, W)
+        return f" ({match[1]} is given positionally, not by keyword)"
     owner = getattr(method, "__self__", None)
     takers = [method] + ([type(owner).__init__] if owner is not None else [])
     names = {
         p.name for m in takers for p in inspect.signature(m).parameters.values() if p.kind in _NAMED
     }
-    close = difflib.get_close_matches(match[1], sorted(names - {"self"}), n=1, cutoff=0.75)
+    close = difflib.get_close_matches(match[1], sorted(names - {"self"}), 1, _CLOSE)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _is_var_positional(method: Callable[..., Any], name: str) -> bool:
+    """Whether ``name`` is ``method``'s ``*args``: its values are given positionally."""
+    kinds = {p.name: p.kind for p in inspect.signature(method).parameters.values()}
+    return kinds.get(name) is inspect.Parameter.VAR_POSITIONAL

@@ -13,6 +13,7 @@ from distconv.arg import Arg
 from distconv.kernels.shape import is_int, volume
 from distconv.layers.base import Layer, size_arg
 from distconv.layers.inputs import grad_target, values_of
+from distconv.layers.options import checked_arguments
 from distconv.parameter import UpdateCallback
 
 
@@ -37,8 +38,11 @@ class Reshape(Layer):
     Raises:
         LayerError: no shape or a size that is not an int >= 1 (when built); an input whose
             features per sample differ from ``prod(shape)`` (in forward, naming both sizes).
+        TypeError: a keyword it does not take (``nam=``, ``shape=``), naming Reshape and the
+            way out, before anything is built.
     """
 
+    @checked_arguments  # a misspelt name=, or shape=, is named with the way out
     def __init__(self, *shape: int, name: str | None = None) -> None:
         super().__init__(name=name)
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):  # Reshape((C, H, W)), numpy's

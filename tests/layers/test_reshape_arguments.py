@@ -1,0 +1,34 @@
+"""Reshape called with a keyword it does not take is refused naming Reshape and the way out, as
+FullyConnected and the convolutions are: it said ``Reshape.__init__() got an unexpected keyword
+argument``, with no "did you mean", and ``shape=`` (Keras' and paddle's keyword) was not told
+that the sizes are given positionally."""
+
+import pytest
+
+from distconv.layers import Reshape
+from tests.layers.refusals import assert_refused_saying
+
+
+@pytest.mark.parametrize(
+    "build,said",
+    [
+        (
+            lambda: Reshape(3, 4, nam="r"),
+            "Reshape: got an unexpected keyword argument 'nam' (did you mean 'name'?)",
+        ),
+        (
+            lambda: Reshape(shape=(3, 4)),
+            "Reshape: got an unexpected keyword argument 'shape' (shape is given positionally, "
+            "not by keyword)",
+        ),
+    ],
+)
+def test_a_keyword_it_does_not_take_is_named_with_the_way_out(build, said):
+    assert_refused_saying(build, said)
+
+
+def test_its_signature_is_still_its_own():
+    """help(Reshape) shows the sizes and the name, not the check's wrapper."""
+    import inspect
+
+    assert str(inspect.signature(Reshape)) == "(*shape: 'int', name: 'str | None' = None) -> 'None'"
