@@ -14,11 +14,12 @@ the run starts afresh).
 Weights of another dtype are cast, said in a warning: the resume refuses to cast because it
 would go on with another computation than the one checkpointed, but a new run reproduces
 nothing, and the cast is the very way through that the resume's refusal advises
-(:mod:`distconv.cast_advice`). Only float to float: an integer on either side would be
-truncated, and a value the cast makes infinite would end the first step in a NaN loss; both are
+(:mod:`distconv.cast_advice`). Float to float, and integer to integer where every value
+fits: a float on one side only would be truncated, a value the cast makes infinite would end
+the first step in a NaN loss, and an integer past a narrower type's range would wrap; each is
 refused, as other names or shapes are (another model), naming the first parameter.
 
-Its refusals to start (weights that do not fit, values the cast makes infinite, frozen
+Its refusals to start (weights that do not fit, values the cast makes infinite or wraps, frozen
 parameters on several ranks, the source inside the ``--out`` that ``--overwrite`` deletes,
 nothing at PATH, a damaged checkpoint, a JSON file that is no manifest) meet every attempt of
 a job alike: the launcher reads their words back (``distconv.refused_starts._INIT_FROM``) and
@@ -170,19 +171,28 @@ def load_weights(path: str | os.PathLike, params: Sequence[Parameter]) -> InitSo
     with np.errstate(over="ignore"):  # refused below, by its name
         cast = {p.name: ckpt.params[p.name].astype(p.value.dtype, copy=False) for p in params}
     for p in params:
-        if is_float_dtype(p.value.dtype) and _overflowed(ckpt.params[p.name], cast[p.name]):
+        if (lost := _lost_by_cast(ckpt.params[p.name], cast[p.name])) is not None:
             raise CheckpointError(
                 f"--init-from {file}: {p.name!r} holds values past {p.value.dtype}'s range, "
-                "which the cast to this run's dtype makes infinite; train in a wider dtype"
+                f"which the cast to this {lost}"
             )
     for p in params:
         copy_into(p.value, cast[p.name])
     return InitSource(file, ckpt.step, digest)
 
 
-def _overflowed(saved: np.ndarray, cast: np.ndarray) -> bool:
-    """Whether the cast made a finite value of ``saved`` infinite."""
-    return bool(np.any(np.isinf(cast) & np.isfinite(saved)))
+def _lost_by_cast(saved: np.ndarray, cast: np.ndarray) -> str | None:
+    """How the cast of ``saved`` to ``cast`` lost a value, with the way out, or None: a finite
+    float made infinite, or an integer wrapped (int64 counts past an int32 parameter's range)."""
+    if native(saved.dtype) == native(cast.dtype):
+        return None
+    if is_float_dtype(cast.dtype):
+        if np.any(np.isinf(cast) & np.isfinite(saved)):
+            return "run's dtype makes infinite; train in a wider dtype"
+        return None
+    if not np.array_equal(cast, saved):  # by value: numpy compares across integer types
+        return f"model's dtype wraps; give it the checkpoint's {saved.dtype}"
+    return None
 
 
 def _say_cast(ckpt: Checkpoint, params: Sequence[Parameter]) -> None:

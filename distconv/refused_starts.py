@@ -193,6 +193,9 @@ _INIT_FROM = {
     "'s range, which the cast to this run's dtype makes infinite": (
         "the --init-from checkpoint holds values past this run's dtype"
     ),
+    "'s range, which the cast to this model's dtype wraps": (
+        "the --init-from checkpoint holds values past this run's dtype"
+    ),
     " ranks from it with frozen parameters ": (
         "the --init-from checkpoint cannot start several ranks with frozen parameters"
     ),

@@ -1,8 +1,9 @@
 """``--init-from``'s cast of another dtype (:func:`distconv.init_from.load_weights`) goes from
-float to float only, and never into weights the cast made infinite: an integer parameter (a
-count, an index table) given floats, or float weights given integers, would be truncated
-silently; a float64 weight past float16's range would be an infinite one, whose first step
-ends in a NaN loss that names nothing. Both are refused, naming the parameter, and nothing is
+float to float, or integer to integer, and never into weights the cast made infinite or
+wrapped: an integer parameter (a count, an index table) given floats, or float weights given
+integers, would be truncated silently; a float64 weight past float16's range would be an
+infinite one, whose first step ends in a NaN loss that names nothing; an int64 count past an
+int32 parameter's range would wrap. Each is refused, naming the parameter, and nothing is
 written."""
 
 from __future__ import annotations
@@ -56,3 +57,35 @@ def test_a_weight_the_cast_makes_infinite_is_refused(tmp_path):
         init_from_refused_in([said])
         == "the --init-from checkpoint holds values past this run's dtype"
     )
+
+
+@pytest.mark.parametrize(
+    ("theirs", "ours"),
+    [
+        (np.array([1, 2**40]), np.zeros(2, np.int32)),
+        (np.array([-1, 3]), np.zeros(2, np.uint8)),
+        (np.array([300, 1]), np.zeros(2, np.int8)),
+    ],
+    ids=["past int32", "negative into unsigned", "past int8"],
+)
+def test_an_integer_the_cast_wraps_is_refused(tmp_path, theirs, ours):
+    """int64 counts into an int32 parameter: the cast wrapped 2**40 to 0, unsaid, where a
+    float past the run's dtype is refused; both are refused alike."""
+    path = saved(tmp_path, w=theirs)
+    w = Parameter("w", ours.copy())
+    words = rf"'w' holds values past {ours.dtype}'s range, which the cast to this model's dtype"
+    with pytest.raises(CheckpointError, match=words) as refused:
+        load_weights(path, [w])
+    assert np.array_equal(w.value, ours)  # nothing written
+    said = f"script.py: error: CheckpointError: {refused.value}"
+    assert (
+        init_from_refused_in([said])
+        == "the --init-from checkpoint holds values past this run's dtype"
+    )
+
+
+def test_an_integer_that_fits_another_integer_type_is_cast(tmp_path):
+    path = saved(tmp_path, w=np.array([-5, 2**31 - 1]))
+    w = Parameter("w", np.zeros(2, np.int32))
+    load_weights(path, [w])
+    assert w.value.dtype == np.int32 and w.value.tolist() == [-5, 2**31 - 1]
