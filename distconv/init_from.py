@@ -21,15 +21,16 @@ refused, as other names or shapes are (another model), naming the first paramete
 
 Its refusals to start (weights that do not fit, values the cast makes infinite or wraps, frozen
 parameters on several ranks, the source inside the ``--out`` that ``--overwrite`` deletes,
-nothing at PATH, a damaged checkpoint, a JSON file that is no manifest) meet every attempt of
-a job alike: the launcher reads their words back (``distconv.refused_starts._INIT_FROM``) and
-restarts none; a change of them here drops that.
+nothing at PATH, a damaged checkpoint, a JSON file that is no manifest, a shard's part) meet
+every attempt of a job alike: the launcher reads their words back
+(``distconv.refused_starts._INIT_FROM``) and restarts none; a change of them here drops that.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +49,7 @@ from distconv.messages import exception_line, named
 from distconv.parameter import Parameter
 from distconv.resume import JobStart, OptimState, Position, StepCheckpoints
 from distconv.run_dir import RunDirectory
-from distconv.run_files import CHECKPOINTS, CHIEF_PART, LEGACY_CHECKPOINT
+from distconv.run_files import CHECKPOINTS, CHIEF_PART, LEGACY_CHECKPOINT, SHARD_PART
 from distconv.sync.base import SyncStrategy
 
 log = logging.getLogger("distconv.resume")
@@ -77,12 +78,18 @@ def checkpoint_file(path: str | os.PathLike) -> Path:
     ``checkpoints`` folder (its newest; moved off the run too).
 
     Raises:
-        CheckpointError: nothing there, a JSON file that is no manifest, or a folder that holds
-            no complete checkpoint.
+        CheckpointError: nothing there, a JSON file that is no manifest, a parameter-server
+            shard's part, or a folder that holds no complete checkpoint.
     """
     path = Path(path)
     if path.is_file() and path.suffix == ".json":
         return _manifest_of(path).part(CHIEF)
+    if path.is_file() and re.fullmatch(SHARD_PART, path.name):
+        raise CheckpointError(
+            f"--init-from {path}: a parameter-server shard's checkpoint part, which holds that "
+            "shard's blocks, not the model's weights; pass its run's --out or one of its "
+            "checkpoints/step-N folders, whose chief's part holds every weight"
+        )
     if path.is_file():
         return path
     if not path.is_dir():

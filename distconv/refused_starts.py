@@ -203,6 +203,9 @@ _INIT_FROM = {
     ": no checkpoint's manifest, or a damaged one (": (
         "the --init-from file is no checkpoint's manifest"
     ),
+    ": a parameter-server shard's checkpoint part, ": (
+        "the --init-from path is a parameter-server shard's part"
+    ),
 }
 _INIT_FROM_START = re.compile(r"[eE]rror: --init-from ")
 

@@ -1,5 +1,6 @@
 """What ``--init-from PATH`` takes as a checkpoint: a run's ``checkpoints`` folder names its
-newest, as the run's ``--out`` does, and was refused as holding no complete checkpoint."""
+newest, as the run's ``--out`` does, and was refused as holding no complete checkpoint; a
+parameter-server shard's part is refused as one, naming the checkpoint to pass instead."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import shutil
 import numpy as np
 import pytest
 
-from distconv.checkpoint import load_checkpoint
+from distconv.checkpoint import CheckpointError, load_checkpoint
 from distconv.init_from import load_weights
 from distconv.models import lenet
+from distconv.refused_starts import init_from_refused_in
+from tests.launcher.conftest import own_home  # noqa: F401  (its launches' HOME: their own)
+from tests.launcher.launch_cli import launch
+from tests.launcher.test_init_from_restarts import SHARDED, TRAIN
 from tests.test_init_from import first_run
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("own_home")]
 
 
 def test_the_checkpoints_folder_itself_names_its_newest(tmp_path):
@@ -25,3 +30,25 @@ def test_the_checkpoints_folder_itself_names_its_newest(tmp_path):
         params = lenet((1, 8, 8), 4).parameters()  # float32: the float64 weights cast
         assert load_weights(folder, params).path == folder / source.relative_to(source.parents[1])
         assert all(np.array_equal(p.value, saved[p.name].astype(p.value.dtype)) for p in params)
+
+
+def test_a_shard_part_is_refused_naming_the_chief_s_checkpoint(tmp_path):
+    """A real parameter-server run's shard part (``pserver-shard0-steplast.safetensors``, at the
+    top of its --out under distconv-launch local) holds that shard's blocks, not the model's
+    weights: it was refused as "damaged", with "an older checkpoints/step-N folder" the way
+    out, and the launcher restarted the job for it."""
+    out = tmp_path / "ps"
+    done = launch(*SHARDED, "--run-dir", str(tmp_path / "job"), "--", *TRAIN, "--out", str(out),
+                  cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    part = out / "pserver-shard0-steplast.safetensors"
+    with pytest.raises(CheckpointError) as refused:
+        load_weights(part, lenet((1, 8, 8), 4).parameters())
+    said = str(refused.value)
+    assert said == (
+        f"--init-from {part}: a parameter-server shard's checkpoint part, which holds that "
+        "shard's blocks, not the model's weights; pass its run's --out or one of its "
+        "checkpoints/step-N folders, whose chief's part holds every weight"
+    )
+    line = f"distconv train: error: {said}"
+    assert init_from_refused_in([line]) == "the --init-from path is a parameter-server shard's part"
