@@ -5,6 +5,7 @@ so every rank refuses alike and none waits for another.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -238,7 +239,8 @@ def refuse_other_shapes(
     forward.
 
     Raises:
-        DataError: naming the feed and both shapes.
+        DataError: naming the feed, both shapes and the way out: a reshape where both hold as
+            many values an example, else a crop or resize.
     """
     tested, trained = arrays_of(test), arrays_of(train)
     differ = [
@@ -256,8 +258,17 @@ def refuse_other_shapes(
     feed, mine, theirs = differ[0]
     raise DataError(
         f"the test set's {feed!r} holds examples of shape {mine}, the training set's "
-        f"{theirs}; give both sets one example shape (crop or resize)"
+        f"{theirs}; give both sets one example shape ({_one_shape(mine, theirs)})"
     )
+
+
+def _one_shape(mine: tuple[int, ...], theirs: tuple[int, ...]) -> str:
+    """How a test set's examples of shape ``mine`` get the training set's ``theirs``: the same
+    number of values reshaped (a crop or resize would change them), else cropped or resized."""
+    values = math.prod(theirs)
+    if math.prod(mine) == values:
+        return f"reshape the test set's to {theirs}: both hold {values} values"
+    return "crop or resize"
 
 
 def _output_shapes(network: Network, forward: Forward, arrays: Any) -> dict[str, tuple[int, ...]]:

@@ -1,0 +1,36 @@
+"""A test set whose examples hold the training set's values in another shape (``(8, 8)``
+images beside rows of 64) is refused with the way out that fits: a reshape, not "crop or
+resize", which would change the values (examples of another size get crop or resize:
+tests/test_fit_checks.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv import Trainer
+from distconv.data import DataError
+from distconv.optim import create_optimizer
+from distconv.sync.local import LocalSync
+from tests.layers.test_reshape import _data, conv_then_pool
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def refusal(test_images: np.ndarray) -> str:
+    """What fit says of a test set of ``test_images`` beside rows of 64 for training."""
+    train = _data(64)
+    test = {"img": test_images, "label": train["label"][: len(test_images)]}
+    trainer = Trainer(conv_then_pool(), LocalSync(create_optimizer("sgd")), 16, progress=False)
+    with pytest.raises(DataError) as refused:
+        trainer.fit(train, test, epochs=1)
+    assert trainer.history == []
+    return str(refused.value)
+
+
+def test_the_same_values_in_another_shape_are_told_to_reshape():
+    said = refusal(_data(8)["img"].reshape(8, 8, 8))
+    assert said == (
+        "the test set's 'img' holds examples of shape (8, 8), the training set's (64,); give "
+        "both sets one example shape (reshape the test set's to (64,): both hold 64 values)"
+    )
