@@ -120,7 +120,7 @@ def _misspelt(missing: list[str], kwargs: dict[str, Any], signature: inspect.Sig
     """The keywords given that no parameter takes by name and that are close to a ``missing``
     one (``kernal_size=`` for ``kernel_size``), as the way out, or "": a misspelt required
     argument is otherwise refused as missing, and the user sees no sign of what they typed."""
-    taken = {p.name for p in signature.parameters.values() if p.kind in _NAMED}
+    taken = _named(signature)
     close = [
         f"got {key}=: did you mean {found[0]}=?"
         for key in kwargs
@@ -189,9 +189,7 @@ def _way_out(problem: str, method: Callable[..., Any]) -> str:
         return f" ({match[1]} is given positionally, not by keyword)"
     owner = getattr(method, "__self__", None)
     takers = [method] + ([type(owner).__init__] if owner is not None else [])
-    names = {
-        p.name for m in takers for p in inspect.signature(m).parameters.values() if p.kind in _NAMED
-    }
+    names = set().union(*(_named(inspect.signature(m)) for m in takers))
     close = difflib.get_close_matches(match[1], sorted(names - {"self"}), 1, _CLOSE)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
