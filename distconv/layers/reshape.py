@@ -37,7 +37,8 @@ class Reshape(Layer):
 
     Raises:
         LayerError: no shape or a size that is not an int >= 1 (when built); an input whose
-            features per sample differ from ``prod(shape)`` (in forward, naming both sizes).
+            features per sample differ from ``prod(shape)`` (in forward, naming both sizes),
+            or ids (an integer feed), which it does not reshape.
         TypeError: a keyword it does not take (``nam=``, ``shape=``), naming Reshape and the
             way out, before anything is built.
     """
@@ -62,6 +63,12 @@ class Reshape(Layer):
         return super().settings() | {"shape": list(self.shape)}
 
     def _forward(self, x: Arg) -> Any:
+        # ids: values_of would advise a cast to float, which no reader of ids takes
+        if x.value is None and x.ids is not None:
+            raise self.fail(
+                f"reshapes values, not ids (got {x.ids.dtype} ids): give the feed the shape the "
+                "layer that reads its ids takes in the data set itself"
+            )
         v = values_of(self, x)
         if v.ndim < 1:
             raise self.fail(f"expected an input of shape (N, *), got shape {tuple(v.shape)}")
