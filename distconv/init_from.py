@@ -269,7 +269,7 @@ class InitFromCheckpoints(StepCheckpoints):
         """As :meth:`StepCheckpoints.open`; a fresh start on the chief then loads ``source``."""
         chief = self.sync.is_chief and self.source is not None
         if chief and self.run is not None and resume == "overwrite":
-            _refuse_cleared(Path(self.source), self.run.root)
+            _refuse_cleared(Path(self.source), self.run)
         try:
             state, pos = super().open(resume, train_data, layers)
         except CheckpointError as exc:
@@ -292,7 +292,7 @@ class InitFromCheckpoints(StepCheckpoints):
         meets ``--init-from``; None: nothing."""
         if resume is True and refused.startswith("--resume: no complete"):
             return _RESUME_NEEDS_ONE
-        if " already holds a run; " in refused and _inside(Path(self.source), self.run.root):
+        if " already holds a run; " in refused and _inside(Path(self.source), self.run):
             return _HOLDS_THE_SOURCE
         return None
 
@@ -324,15 +324,18 @@ _HOLDS_THE_SOURCE = (
 )
 
 
-def _inside(source: Path, root: Path) -> bool:
-    return source.resolve().is_relative_to(root.resolve())
+def _inside(source: Path, run: RunDirectory) -> bool:
+    """Whether ``source`` lies in ``run``'s output directory, or in the folder its
+    ``checkpoints`` links to (another disk), which ``--overwrite`` empties too."""
+    where = source.resolve()
+    return any(where.is_relative_to(p.resolve()) for p in (run.root, run.checkpoint_root))
 
 
-def _refuse_cleared(source: Path, root: Path) -> None:
+def _refuse_cleared(source: Path, run: RunDirectory) -> None:
     """Refuse ``--overwrite`` of the output directory that holds ``source``: it would delete
     the weights before (or, on a restart of a run cut short, after) they are read."""
-    if _inside(source, root):
+    if _inside(source, run):
         raise CheckpointError(
-            f"--init-from {source} lies in --out {root}, which --overwrite deletes: start the "
-            "new run in another --out"
+            f"--init-from {source} lies in --out {run.root}, which --overwrite deletes: start "
+            "the new run in another --out"
         )
