@@ -21,9 +21,10 @@ refused, as other names or shapes are (another model), naming the first paramete
 
 Its refusals to start (weights that do not fit, values the cast makes infinite or wraps, frozen
 parameters on several ranks, the source inside the ``--out`` that ``--overwrite`` deletes,
-nothing at PATH, a damaged checkpoint, a JSON file that is no manifest, a shard's part) meet
-every attempt of a job alike: the launcher reads their words back
-(``distconv.refused_starts._INIT_FROM``) and restarts none; a change of them here drops that.
+nothing at PATH, a damaged checkpoint or one of another format version, a JSON file that is no
+manifest, a shard's part) meet every attempt of a job alike: the launcher reads their words
+back (``distconv.refused_starts._INIT_FROM``) and restarts none; a change of them here drops
+that.
 """
 
 from __future__ import annotations
@@ -40,7 +41,13 @@ import numpy as np
 
 from distconv.backend import copy_into, is_float_dtype
 from distconv.carried_facts import INIT_FROM
-from distconv.checkpoint import Checkpoint, CheckpointDamaged, CheckpointError, load_checkpoint
+from distconv.checkpoint import (
+    Checkpoint,
+    CheckpointDamaged,
+    CheckpointError,
+    CheckpointVersionError,
+    load_checkpoint,
+)
 from distconv.checkpoint_checks import native
 from distconv.checkpoint_digest import DIGEST_KEY
 from distconv.checkpoint_manifest import CHIEF, Manifest
@@ -156,9 +163,10 @@ def load_weights(path: str | os.PathLike, params: Sequence[Parameter]) -> InitSo
     ``params``, cast to their dtypes; nothing is written where they do not fit.
 
     Raises:
-        CheckpointError: no checkpoint there, one that cannot be read or is damaged (a
-            :class:`~distconv.checkpoint.CheckpointDamaged` naming ``--init-from``), or weights
-            of another name or shape (the first named).
+        CheckpointError: no checkpoint there, one that cannot be read, is damaged or of
+            another format version (a :class:`~distconv.checkpoint.CheckpointDamaged` or
+            :class:`~distconv.checkpoint.CheckpointVersionError` naming ``--init-from``), or
+            weights of another name or shape (the first named).
     """
     file = checkpoint_file(path)
     try:
@@ -167,6 +175,11 @@ def load_weights(path: str | os.PathLike, params: Sequence[Parameter]) -> InitSo
         raise CheckpointDamaged(
             f"--init-from {path}: its checkpoint is damaged ({exc}); pass another: an older "
             "checkpoints/step-N folder, or another file"
+        ) from None
+    except CheckpointVersionError as exc:  # not "the checkpoint to resume" to the launcher
+        raise CheckpointVersionError(
+            f"--init-from {path}: its checkpoint has another format version ({exc}); start the "
+            "new run with the distconv that wrote it, or from a checkpoint this one wrote"
         ) from None
     digest = _digest_of(file)  # before anything is written: the file may be gone by now
     if (misfit := first_misfit(params, ckpt.params)) is not None:

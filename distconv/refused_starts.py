@@ -200,6 +200,9 @@ _INIT_FROM = {
         "the --init-from checkpoint cannot start several ranks with frozen parameters"
     ),
     ": its checkpoint is damaged (": "the --init-from checkpoint is damaged",
+    ": its checkpoint has another format version (": (
+        "the --init-from checkpoint has another format version"
+    ),
     ": no checkpoint's manifest, or a damaged one (": (
         "the --init-from file is no checkpoint's manifest"
     ),
