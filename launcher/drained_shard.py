@@ -4,9 +4,11 @@ stops ``distconv pserver`` processes) drains: it serves on until every worker sa
 (:mod:`distconv.sync.ps.drain`), and exits 0 then, just before the workers' processes end.
 Counted as a failure at once, that reported a finished job as failed, and a restart was spent
 on it. So the launcher waits for the workers (:func:`workers_finish`): all exit 0, the
-attempt succeeded; one fails (a shard whose drain ended with workers still training leaves
-them no shard: they fail at their next step), a signal comes, or the wait runs out, and the
-shard's exit is the failure.
+attempt succeeded; all end, each with 0 or a checkpointed stop (:data:`~.own_stop.CHECKPOINTED`:
+the signal reached the workers too, a node agent's to every process, and the shard drained
+for their stop), the stop is what the launcher reports; one fails otherwise (a shard whose
+drain ended with workers still training leaves them no shard: they fail at their next step),
+a signal comes, or the wait runs out, and the shard's exit is the failure.
 """
 
 from __future__ import annotations
@@ -15,18 +17,23 @@ import time
 
 from .arrivals import Arrivals
 from .child import Child
+from .own_stop import CHECKPOINTED
 
 
 def workers_finish(
     shard: Child, workers: list[Child], seconds: float, poll: float, arrivals: Arrivals
 ) -> bool:
-    """Whether every worker exits 0 within ``seconds`` of ``shard``'s exit 0, before any
-    worker fails or a stop signal reaches the launcher. Nothing is signalled meanwhile."""
+    """Whether every worker ends within ``seconds`` of ``shard``'s exit 0, each with 0 or a
+    checkpointed stop (the shard's exit is no failure then: the workers' stop, if any, is
+    theirs to report), before any worker fails otherwise or a stop signal reaches the
+    launcher. Nothing is signalled meanwhile."""
     deadline = shard.exited_at + seconds
     while True:
-        if all(w.poll() == 0 for w in workers):
+        if all(w.poll() == 0 or w.poll() in CHECKPOINTED for w in workers):
             return True
-        if any(w.failed() for w in workers) or arrivals.signals():
+        if any(w.failed() and w.poll() not in CHECKPOINTED for w in workers):
+            return False
+        if arrivals.signals():
             return False
         if time.monotonic() >= deadline:
             return False

@@ -52,3 +52,29 @@ def test_a_shard_that_exits_0_and_then_a_worker_fails_is_the_failure_at_once(tmp
     report = json.loads((tmp_path / "run" / "failure.json").read_text())
     assert (report["role"], report["rank"], report["restart"]) == ("server", 0, 1), report
     assert took < 12, f"{took:.0f} s: the launcher waited out the grace (15 s) for the workers"
+
+
+def _stops(rank: int, line: str, after: float) -> ChildSpec:
+    """A worker that says ``line`` (a rank's stop line), then exits 143 ``after`` seconds on,
+    as ``distconv train`` after its checkpointed stop."""
+    body = f"import sys, time; print({line!r}, flush=True); time.sleep({after}); sys.exit(143)"
+    return ChildSpec("worker", rank, [sys.executable, "-c", body])
+
+
+@pytest.mark.timeout(60)
+def test_a_shard_drained_for_the_workers_checkpointed_stop_leaves_the_stop_reported(tmp_path):
+    """SIGTERM to every process of the job (a node agent's): the shard drains until the
+    workers' bye and may exit 0 before they exit 143 with their checkpoint. That stop was
+    reported as the shard's exit 0 'while workers were running' (exit 1), the way on from the
+    checkpoint unsaid."""
+    specs = [
+        _exits("server", 0, 0, 0.2),
+        _stops(0, "distconv train: stopped after step 8: rank 1 got SIGTERM", 1),
+        _stops(1, "distconv train: stopped by SIGTERM after step 8", 1.5),
+    ]
+    status, err, _ = _supervised(tmp_path, specs)
+    assert status == 143, err
+    assert "server 0 exited (code 0)" not in err, err
+    assert "a checkpointed stop, not a crash: worker 1 got SIGTERM itself" in err, err
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 143), report
