@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from distconv.sync.ps.config import MIN_TIMEOUT
+
 log = logging.getLogger("distconv.pserver")
 
 #: a gather's tag, as a wait names it: its kind and number (``all_equal:1``, ``barrier:4``)
@@ -30,6 +32,13 @@ def shard_timeouts(hellos: Sequence[Mapping[str, Any]]) -> dict[int, float]:
         for s, t in found.items()
         if type(t) in (int, float) and math.isfinite(t) and t > 0
     }
+
+
+def shorter_shards(limit: float) -> str:
+    """The warning's other way out, for a worker that waits ``limit`` seconds: shards started
+    with a shorter ``--timeout``, where a shard takes one (none below ``MIN_TIMEOUT``, at which
+    the launcher floors the workers' timeout it gives them)."""
+    return f", or start the shards with a --timeout below {limit:g}" if limit > MIN_TIMEOUT else ""
 
 
 def holds_for_workers(what: str, mode: str) -> bool:
@@ -67,9 +76,9 @@ class ShardTimeouts:
             "pserver shard(s) %s wait up to %g s (their --timeout) for every worker: a worker "
             "that does not come would be reported here as a shard that gives no answer, and "
             "named only in the shard's log; pass timeout=%g or more (distconv train: --timeout "
-            "%g), or start the shards with a --timeout below %g",
+            "%g)%s",
             self.rank, limit, limit / self.timeout, self.timeout, self._named(sorted(longer)),
-            longest, longest, longest, limit,
+            longest, longest, longest, shorter_shards(limit),
         )  # fmt: skip
 
     def _shorter_wait_hint(self, shards: Sequence[int], limit: float, what: str) -> str:

@@ -23,6 +23,7 @@ from ps_helpers import (
 )
 
 from distconv.sync.base import SyncError
+from distconv.sync.ps.config import MIN_TIMEOUT
 from distconv.sync.ps.shard_timeouts import holds_for_workers
 
 pytestmark = pytest.mark.timeout(60)
@@ -56,6 +57,26 @@ def test_a_shorter_wait_is_warned_of_once_and_its_timeout_says_the_likelier_caus
         "and named only in the shard's log; pass timeout=2 or more (distconv train: --timeout "
         "2), or start the shards with a --timeout below 0.75"
     ), warned
+
+
+def test_a_wait_below_the_shards_least_timeout_is_not_told_to_start_them_below_it(shards, caplog):
+    """A worker's ``--timeout 0.1`` (a wait of 0.15 s) beside shards at their least, 0.2 s
+    (the launcher floors the workers' timeout there): the warning told the user to start the
+    shards with a --timeout below 0.15, which a shard refuses, and which the launcher gives
+    them no flag for. The way out that works is said alone."""
+    (endpoint,) = shards.start(1, 2, extra=["--timeout", repr(MIN_TIMEOUT)])
+    sync = insecure_worker([endpoint], rank=0, world=2, timeout=0.1)
+    caplog.set_level(logging.WARNING, "distconv.pserver")
+    try:
+        with pytest.raises(SyncError):  # rank 1 never comes
+            sync.setup(small_net().parameters())
+    finally:
+        sync.close()
+    (warned,) = shorter_wait_warnings(caplog)
+    assert warned.endswith(
+        f"pass timeout={MIN_TIMEOUT:g} or more (distconv train: --timeout {MIN_TIMEOUT:g})"
+    ), warned
+    assert "below" not in warned, warned
 
 
 def test_the_way_out_names_the_worker_that_never_came_and_warns_nothing(tmp_path, caplog):
