@@ -4,6 +4,7 @@ instead of mixing its children's lines into the first's logs or deleting its rep
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 from distconv.files import LockTaken, describe_os_error, hold_lock
@@ -22,7 +23,8 @@ def hold_run_dir(run_dir: Path) -> int:
 
     Raises:
         LaunchError: it cannot be made (:func:`make_run_dir`); another launch holds it,
-            named; or the lock cannot be taken there (no ``flock``), naming the file.
+            named, with the ways on; or the lock cannot be taken there (no ``flock``), naming
+            the file and the way out.
     """
     make_run_dir(run_dir)
     lock = run_dir / LAUNCH_LOCK
@@ -31,7 +33,20 @@ def hold_run_dir(run_dir: Path) -> int:
     except LockTaken as holder:
         raise LaunchError(
             f"{shown(run_dir)} is in use by the launch of {holder}; two launches must not "
-            "share a run directory (choose another --run-dir or --job-id)"
+            "share a run directory: wait for that launch to end (or stop it) to go on with this "
+            "run, or choose another --run-dir or --job-id"
         ) from None
     except OSError as exc:  # flock's own error names no file: '[Errno 37] No locks ...'
-        raise LaunchError(f"cannot take {shown(lock)}: {describe_os_error(exc)}") from None
+        raise LaunchError(f"cannot take {shown(lock)}: {_lock_refused(exc)}") from None
+
+
+def _lock_refused(exc: OSError) -> str:
+    """Why the lock could not be taken, and where it is a file system without ``flock``
+    (ENOLCK), the way out: a run directory on another file system."""
+    said = describe_os_error(exc)
+    if exc.errno != errno.ENOLCK:
+        return said
+    return (
+        f"{said} (its file system takes no flock, as an NFS mount without locking: choose a "
+        "--run-dir on one that does, a local disk)"
+    )

@@ -55,6 +55,12 @@ def test_a_second_launch_into_a_running_launchs_run_dir_is_refused(tmp_path, sec
             last = done.stderr.strip().splitlines()[-1]
             assert last.startswith(f"distconv-launch {second}: error: {shown(run_dir)} is in "
                                    f"use by the launch of pid {first.pid} on "), last  # fmt: skip
+            # the way on with this run too (a resume gives the same --job-id): not only another
+            # directory, which starts another run
+            assert last.endswith(
+                "two launches must not share a run directory: wait for that launch to end (or "
+                "stop it) to go on with this run, or choose another --run-dir or --job-id"
+            ), last
             assert "second" not in done.stdout
             assert sorted(p.name for p in (run_dir / "logs").iterdir()) == logs
             assert (run_dir / "logs" / "worker-0.log").read_text() == ""  # none of the second's
@@ -80,7 +86,8 @@ def test_a_second_launch_into_a_running_launchs_run_dir_is_refused(tmp_path, sec
 def test_a_run_dir_without_flock_is_named_not_a_bare_errno(tmp_path, monkeypatch, capsys):
     """On a file system without ``flock`` (an NFS mount without locking: ENOLCK) the launch
     ended on ``error: [Errno 37] No locks available``, naming neither the lock nor the run
-    directory, and the lock file's descriptor stayed open."""
+    directory, and the lock file's descriptor stayed open; then on the lock and the cause, but
+    no way out."""
     import errno
     import fcntl
 
@@ -106,7 +113,11 @@ def test_a_run_dir_without_flock_is_named_not_a_bare_errno(tmp_path, monkeypatch
     monkeypatch.undo()
     last = capsys.readouterr().err.strip().splitlines()[-1]
     lock = run_dir / "launch.lock"
-    said = f"distconv-launch local: error: cannot take {shown(lock)}: no locks available"
+    said = (
+        f"distconv-launch local: error: cannot take {shown(lock)}: no locks available (its file "
+        "system takes no flock, as an NFS mount without locking: choose a --run-dir on one that "
+        "does, a local disk)"
+    )
     assert last == said, last
     assert opened, "the lock was never opened"
     for fd in opened:  # closed: a descriptor number no file has
