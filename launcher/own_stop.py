@@ -11,6 +11,7 @@ was its own (:func:`signalled_worker`), and a report of such a stop says how to 
 from __future__ import annotations
 
 import re
+import signal
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,9 @@ if TYPE_CHECKING:  # not at run time: launcher.failure reads stop lines, and chi
 
 #: the exit statuses of a stop that wrote its checkpoint (128 + SIGTERM, 128 + SIGINT)
 CHECKPOINTED = (143, 130)
+#: the statuses of a worker those signals end (Python's default handler, which ``distconv
+#: train`` restores after its stop): after its stop line, a late signal, not a crash
+_STOP_SIGNALS = (-signal.SIGTERM, -signal.SIGINT)
 #: the role of a child that holds ranks' lines, not one rank's (distconv-launch mpi)
 _MPIEXEC = "mpiexec"
 #: a rank that got the signal itself
@@ -98,24 +102,44 @@ def stopped_together(
     it by SIGTERM, not with its own 143, so :func:`signalled_worker` could not blame it. A
     worker that ended otherwise meanwhile (an error at its close, a kill as it saved) is the
     one reported (:func:`_failed_otherwise`): a report of ``first`` would call it no crash.
-    Nothing is signalled."""
-    if first.spec.role != "worker" or first.poll() not in CHECKPOINTED:
+    Where ``first`` is a worker a late signal ended after its stop line
+    (:func:`stopped_with_checkpoint`), the first worker that exited :data:`CHECKPOINTED` stands
+    for the stop, if one did. Nothing is signalled."""
+    if not stopped_with_checkpoint(first):
         return first
     deadline = first.exited_at + seconds
     while any(w.poll() is None for w in workers) and not arrivals.signals():
         if time.monotonic() >= deadline:
             break
         time.sleep(poll)
-    return _failed_otherwise(workers, arrivals.first_at) or first
+    if (otherwise := _failed_otherwise(workers, arrivals.first_at)) is not None:
+        return otherwise
+    exited = [w for w in workers if w.poll() in CHECKPOINTED]
+    return first if first in exited or not exited else min(exited, key=lambda w: w.exited_at)
+
+
+def stopped_with_checkpoint(child: Child) -> bool:
+    """Whether ``child`` is a worker that stopped with its checkpoint: it exited
+    :data:`CHECKPOINTED`, or a SIGTERM or SIGINT ended it after its stop line (a signal of its
+    own that came as it closed after the ranks' agreed stop: a kubelet's, or a user's kill of
+    each worker in turn), which counts as no failure of its own."""
+    if child.spec.role != "worker":
+        return False
+    status = child.poll()
+    if status in CHECKPOINTED:
+        return True
+    # a copy: read while the job runs, its pump may still append to the tail
+    return status in _STOP_SIGNALS and stop_said(list(child.tail)) is not None
 
 
 def _failed_otherwise(workers: Sequence[Child], before: float) -> Child | None:
-    """The first of ``workers`` that failed, before ``before`` (a signal to the launcher), with
-    neither a checkpointed stop's status nor a victim's (:attr:`Child.victim`); None if none."""
+    """The first of ``workers`` that failed, before ``before`` (a signal to the launcher),
+    neither stopped with its checkpoint (:func:`stopped_with_checkpoint`) nor a victim
+    (:attr:`Child.victim`); None if none."""
     failed = [
         w
         for w in workers
-        if w.failed() and w.poll() not in CHECKPOINTED and not w.victim and w.exited_at < before
+        if w.failed() and not stopped_with_checkpoint(w) and not w.victim and w.exited_at < before
     ]
     return min(failed, key=lambda w: w.exited_at) if failed else None
 

@@ -76,3 +76,32 @@ def test_a_worker_that_fails_at_its_close_after_the_stop_is_reported_not_the_sto
     assert status == 1, err
     assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 1), report
     assert "worker 1 failed with exit code 1" in err and "not a crash" not in err, err
+
+
+def _killed_after(rank: int, line: str, after: float) -> ChildSpec:
+    """A worker that says ``line``, then ``after`` seconds on is ended by a SIGTERM of its own
+    (Python's default handler): a signal that reached ``distconv train`` as it closed, after
+    its checkpointed stop (a kubelet's or a user's kill of each worker, one after another)."""
+    body = (
+        f"import os, signal, time; print({line!r}, flush=True); time.sleep({after}); "
+        "os.kill(os.getpid(), signal.SIGTERM); time.sleep(30)"
+    )
+    return ChildSpec("worker", rank, [sys.executable, "-c", body])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("late_first", [True, False], ids=["signal-first", "stop-first"])
+def test_a_worker_ended_by_a_late_signal_after_its_stop_line_leaves_the_stop_reported(
+    tmp_path, late_first
+):
+    """Rank 1 got SIGTERM; rank 0's own came a moment later, as it closed after the agreed
+    stop (its line says so, its checkpoint written), and ended it by the signal. The launcher
+    reported 'worker 0 failed with signal SIGTERM', the checkpointed stop and the way on from
+    it unsaid, whichever of the two ended first."""
+    late, stopped = (0, 1.5) if late_first else (1.5, 0)
+    specs = [_killed_after(0, OTHER, late), _stop(1, OWN, stopped)]
+    status, err, report = _supervised(tmp_path, specs)
+    assert status == 143, err
+    assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 143), report
+    assert "failed with signal SIGTERM" not in err, err
+    assert "a checkpointed stop, not a crash: worker 1 got SIGTERM itself" in err, err
