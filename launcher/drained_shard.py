@@ -4,11 +4,12 @@ stops ``distconv pserver`` processes) drains: it serves on until every worker sa
 (:mod:`distconv.sync.ps.drain`), and exits 0 then, just before the workers' processes end.
 Counted as a failure at once, that reported a finished job as failed, and a restart was spent
 on it. So the launcher waits for the workers (:func:`workers_finish`): all exit 0, the
-attempt succeeded; all end, each with 0 or a checkpointed stop (:data:`~.own_stop.CHECKPOINTED`:
-the signal reached the workers too, a node agent's to every process, and the shard drained
-for their stop), the stop is what the launcher reports; one fails otherwise (a shard whose
-drain ended with workers still training leaves them no shard: they fail at their next step),
-a signal comes, or the wait runs out, and the shard's exit is the failure.
+attempt succeeded; all end, each with 0 or a checkpointed stop
+(:func:`~.own_stop.stopped_with_checkpoint`: the signal reached the workers too, a node
+agent's to every process, and the shard drained for their stop), the stop is what the
+launcher reports; one fails otherwise (a shard whose drain ended with workers still training
+leaves them no shard: they fail at their next step), a signal comes, or the wait runs out, and
+the shard's exit is the failure.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 
 from .arrivals import Arrivals
 from .child import Child
-from .own_stop import CHECKPOINTED
+from .own_stop import stopped_with_checkpoint
 
 
 def workers_finish(
@@ -29,9 +30,9 @@ def workers_finish(
     launcher. Nothing is signalled meanwhile."""
     deadline = shard.exited_at + seconds
     while True:
-        if all(w.poll() == 0 or w.poll() in CHECKPOINTED for w in workers):
+        if all(w.poll() == 0 or stopped_with_checkpoint(w) for w in workers):
             return True
-        if any(w.failed() and w.poll() not in CHECKPOINTED for w in workers):
+        if any(w.failed() and not stopped_with_checkpoint(w) for w in workers):
             return False
         if arrivals.signals():
             return False

@@ -78,3 +78,22 @@ def test_a_shard_drained_for_the_workers_checkpointed_stop_leaves_the_stop_repor
     assert "a checkpointed stop, not a crash: worker 1 got SIGTERM itself" in err, err
     report = json.loads((tmp_path / "run" / "failure.json").read_text())
     assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 143), report
+
+
+@pytest.mark.timeout(60)
+def test_a_shard_drained_for_a_stop_that_a_late_signal_ended_leaves_the_stop_reported(tmp_path):
+    """As above, but rank 0's own SIGTERM came as it closed after the agreed stop, and ended it
+    by the signal: still the workers' checkpointed stop, not the shard's exit 0."""
+    body = (
+        "import os, signal; print('distconv train: stopped after step 8: rank 1 got SIGTERM', "
+        "flush=True); import time; time.sleep(1); os.kill(os.getpid(), signal.SIGTERM)"
+    )
+    specs = [
+        _exits("server", 0, 0, 0.2),
+        ChildSpec("worker", 0, [sys.executable, "-c", body]),
+        _stops(1, "distconv train: stopped by SIGTERM after step 8", 1.5),
+    ]
+    status, err, _ = _supervised(tmp_path, specs)
+    assert status == 143, err
+    assert "server 0 exited (code 0)" not in err, err
+    assert "a checkpointed stop, not a crash: worker 1 got SIGTERM itself" in err, err
