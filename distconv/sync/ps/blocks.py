@@ -108,10 +108,13 @@ class Layout:
         idle = [endpoints[s] for s in range(self.num_shards) if s not in used]
         if not idle:
             return None
+        blocks = len(self.blocks)
+        # one block is common: a small model (a tied table) tried on a few shards
+        cut, most = ("block leaves", "shard") if blocks == 1 else ("blocks leave", "shards")
         return (
-            f"the model's {len(self.blocks)} blocks leave {len(idle)} of the "
-            f"{self.num_shards} pservers without one ({', '.join(idle)}), and a pserver "
-            f"holds at least one: run at most {len(self.blocks)} shards"
+            f"the model's {blocks} {cut} {len(idle)} of the {self.num_shards} pservers "
+            f"without one ({', '.join(idle)}), and a pserver holds at least one: run at "
+            f"most {blocks} {most}"
         )
 
     def blocks_of(self, param: int) -> list[Block]:

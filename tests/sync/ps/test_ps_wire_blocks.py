@@ -75,6 +75,22 @@ def test_blocks_are_balanced_by_bytes_and_a_large_parameter_spans_shards():
     assert again.blocks == layout.blocks and again.shard_of == layout.shard_of
 
 
+@pytest.mark.parametrize(
+    ("rows", "shards", "words"),
+    [
+        (300, 2, "the model's 1 block leaves 1 of the 2 pservers without one (b:2), and a pserver "
+              "holds at least one: run at most 1 shard"),
+        (600, 3, "the model's 2 blocks leave 1 of the 3 pservers without one (c:3), and a pserver "
+              "holds at least one: run at most 2 shards"),
+    ],
+)  # fmt: skip
+def test_idle_shards_are_refused_in_words_of_the_right_number(rows, shards, words):
+    """A tied 300 x 6 table is one block: the refusal said "1 blocks leave ... 1 shards"."""
+    table = ParamSpec("table", (rows, 6), "float32", sparse=True)
+    layout = Layout([table], shards, block_bytes=300 * 6 * 4)  # 300 rows a block
+    assert layout.idle_problem(["a:1", "b:2", "c:3"][:shards]) == words
+
+
 def test_pserver_command_line_errors_are_one_line(tmp_path):
     import subprocess
     import sys
