@@ -179,9 +179,14 @@ def marked_rows(
 
 
 def rows_named(count: int, first: list[int], words: Callable[[int], str] = str) -> str:
-    """The ``first`` rows of ``count`` a check found, as its message names them: each by
-    ``words`` (its number; a sequence set's row also by its sequence)."""
-    return ", ".join(map(words, first)) + (" ..." if count > len(first) else "")
+    """The ``first`` rows of ``count`` a check found, as its message names them: ``"row 5"``,
+    ``"rows 3, 9 ..."`` (more than those named), each by ``words`` (its number; a sequence
+    set's row also by its sequence).
+
+    Labelled, as a message ends with them after a range ("its ids lie in [0, 100]: 5" read
+    as one more value, not as the row that holds it)."""
+    label = "row" if len(first) == 1 and count == 1 else "rows"
+    return f"{label} " + ", ".join(map(words, first)) + (" ..." if count > len(first) else "")
 
 
 #: (id of a read-only host array, the dtype it is fed as) -> a weak reference to the array, and

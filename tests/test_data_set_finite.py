@@ -40,11 +40,10 @@ def test_the_rows_holding_nan_or_infinity_are_counted_and_the_first_five_named(c
     a[[7, 8, 50, 99], 1] = np.nan
     a[[60, 61], 0] = np.inf
     where = not_finite({"ids": np.arange(100), "x": a}, chunk_bytes=chunk_bytes)
-    assert where == "'x' holds NaN or infinity in 6 row(s): 7, 8, 50, 60, 61 ..."
+    assert where == "'x' holds NaN or infinity in 6 row(s): rows 7, 8, 50, 60, 61 ..."
     a[[8, 50, 60, 61, 99]] = 0
-    assert (
-        not_finite({"x": a}, chunk_bytes=chunk_bytes) == "'x' holds NaN or infinity in 1 row(s): 7"
-    )
+    one = "'x' holds NaN or infinity in 1 row(s): row 7"
+    assert not_finite({"x": a}, chunk_bytes=chunk_bytes) == one
     a[7] = 0
     assert not_finite({"x": a}, chunk_bytes=chunk_bytes) is None
 
@@ -53,7 +52,7 @@ def test_wide_rows_are_read_a_chunk_of_bytes_at_a_time():
     images = _Rows(np.zeros((64, 3, 32, 32), np.float32))  # 12 KiB a row
     images._a[40, 2, 5, 5] = np.nan
     where = not_finite({"image": images}, chunk_bytes=64 << 10)
-    assert where == "'image' holds NaN or infinity in 1 row(s): 40"
+    assert where == "'image' holds NaN or infinity in 1 row(s): row 40"
     assert max(images.reads) == 5 and sum(images.reads) == 64  # 64 KiB / 12 KiB, each row once
 
 
@@ -65,7 +64,7 @@ def test_a_value_infinite_as_the_type_it_trains_in_is_named_by_its_rows():
     x[[9, 30], 2] = [1e5, -7e4]
     assert not_finite({"x": x}) is None
     assert not_finite({"x": x}, np.dtype(np.float16), chunk_bytes=24) == (
-        "'x' holds NaN or infinity in 2 row(s) as float16, the type it trains in: 9, 30"
+        "'x' holds NaN or infinity in 2 row(s) as float16, the type it trains in: rows 9, 30"
     )
     assert not_finite({"x": x.astype(np.float64)}, np.dtype(np.float32)) is None
 
@@ -80,6 +79,6 @@ def test_fit_in_float16_names_a_test_row_past_its_range_before_a_step():
     test = _data()
     test["x"][50, 0] = 1e5
     before = net["fc"].weight.value.copy()
-    with pytest.raises(DataError, match=r"^the test set's 'x' .* as float16, .*: 50$"):
+    with pytest.raises(DataError, match=r"^the test set's 'x' .* as float16, .*: row 50$"):
         trainer.fit(_data(), test, epochs=1)
     np.testing.assert_array_equal(net["fc"].weight.value, before)  # no step ran

@@ -59,7 +59,7 @@ def test_fits_on_one_memory_mapped_set_scan_it_once_and_a_new_array_again(tmp_pa
     assert scanned[0] == ["x"] and all(feeds == [] for feeds in scanned[1:]), scanned
     bad = train["x"].copy()
     bad[5, 1] = np.inf
-    with pytest.raises(DataError, match=r"^the training set's 'x' .* 1 row\(s\): 5$"):
+    with pytest.raises(DataError, match=r"^the training set's 'x' .* 1 row\(s\): row 5$"):
         trainer.fit({**train, "x": _memmapped(tmp_path, "bad", bad)}, epochs=3)
 
 
@@ -72,7 +72,7 @@ def test_another_array_at_a_freed_one_s_address_or_another_fed_type_is_scanned_a
         fresh = np.zeros((8, 3), np.float32)
         fresh[2, 0] = np.nan
         fresh = _read_only(fresh)
-        assert not_finite_once({"x": fresh}) == "'x' holds NaN or infinity in 1 row(s): 2"
+        assert not_finite_once({"x": fresh}) == "'x' holds NaN or infinity in 1 row(s): row 2"
     wide = _read_only(np.full((4, 2), 1e5, np.float32))
     assert not_finite_once({"x": wide}) is None
     assert "as float16" in not_finite_once({"x": wide}, np.dtype(np.float16))
@@ -91,7 +91,7 @@ def test_a_writable_set_written_in_place_between_fits_is_named_by_its_rows_befor
     trainer.fit(train, test, epochs=1)
     (train if which == "training" else test)["x"][3, 1] = np.nan
     before = trainer.network["fc"].weight.value.copy()
-    with pytest.raises(DataError, match=rf"^the {which} set's 'x' .* 1 row\(s\): 3$"):
+    with pytest.raises(DataError, match=rf"^the {which} set's 'x' .* 1 row\(s\): row 3$"):
         trainer.fit(train, test, epochs=2)
     np.testing.assert_array_equal(trainer.network["fc"].weight.value, before)  # no step ran
 
@@ -102,7 +102,7 @@ def test_a_read_only_view_of_a_writable_array_is_scanned_again():
     view = _read_only(x.view())
     assert not_finite_once({"x": view}) is None
     x[6, 2] = np.inf
-    assert not_finite_once({"x": view}) == "'x' holds NaN or infinity in 1 row(s): 6"
+    assert not_finite_once({"x": view}) == "'x' holds NaN or infinity in 1 row(s): row 6"
 
 
 def test_an_array_made_writable_again_since_it_was_proved_finite_is_scanned_again():
@@ -112,7 +112,7 @@ def test_an_array_made_writable_again_since_it_was_proved_finite_is_scanned_agai
     assert not_finite_once({"x": x}) is None
     x.flags.writeable = True
     x[4, 1] = np.nan
-    assert not_finite_once({"x": x}) == "'x' holds NaN or infinity in 1 row(s): 4"
+    assert not_finite_once({"x": x}) == "'x' holds NaN or infinity in 1 row(s): row 4"
 
 
 def test_a_locked_array_over_a_writable_buffer_is_scanned_again():
@@ -124,7 +124,7 @@ def test_a_locked_array_over_a_writable_buffer_is_scanned_again():
     x = flat.reshape(8, 3)
     assert not_finite_once({"x": x}) is None
     np.frombuffer(buffer, np.float32)[5 * 3 + 2] = np.nan  # the buffer's own writer
-    assert not_finite_once({"x": x}) == "'x' holds NaN or infinity in 1 row(s): 5"
+    assert not_finite_once({"x": x}) == "'x' holds NaN or infinity in 1 row(s): row 5"
 
 
 def test_a_read_only_view_of_a_writable_buffer_is_scanned_again():
@@ -134,4 +134,4 @@ def test_a_read_only_view_of_a_writable_buffer_is_scanned_again():
     x = np.frombuffer(memoryview(buffer).toreadonly(), np.float32).reshape(8, 3)
     assert not_finite_once({"x": x}) is None
     np.frombuffer(buffer, np.float32)[5 * 3 + 2] = np.nan  # the buffer's own writer
-    assert not_finite_once({"x": x}) == "'x' holds NaN or infinity in 1 row(s): 5"
+    assert not_finite_once({"x": x}) == "'x' holds NaN or infinity in 1 row(s): row 5"

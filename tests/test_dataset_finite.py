@@ -21,14 +21,14 @@ def test_the_refusal_counts_the_values_and_names_the_rows():
     x[[3, 3, 41], 0, [0, 1, 1], [0, 1, 0]] = [np.nan, np.inf, -np.inf]
     with pytest.raises(DataError) as raised:
         Dataset(x, np.zeros(50, np.int64), 2, "mine")
-    assert str(raised.value) == "mine: images hold 3 NaN or infinite values in 2 row(s): 3, 41"
+    assert str(raised.value) == "mine: images hold 3 NaN or infinite values in 2 row(s): rows 3, 41"
 
 
 def test_a_set_larger_than_a_chunk_is_refused_from_its_last_row():
     x = np.zeros((1000, 3, 32, 32), np.float32)  # 12 MiB a 1000 rows: several chunks of rows
     x[999, 2, 31, 31] = np.nan
     with pytest.raises(
-        DataError, match=r"^s: images hold 1 NaN or infinite values in 1 row\(s\): 999$"
+        DataError, match=r"^s: images hold 1 NaN or infinite values in 1 row\(s\): row 999$"
     ):
         Dataset(x, np.zeros(1000, np.int64), 2, "s")
 

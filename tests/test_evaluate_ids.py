@@ -18,7 +18,7 @@ def test_an_evaluation_sets_id_past_its_range_is_refused_before_its_first_batch(
     build, feed, bad, names = MODELS[model]
     net, data = build()
     data[feed][[ROWS - 3, ROWS - 1]] = bad  # in the last batch: the others forward first
-    said = rf"^the evaluation set's {feed!r} holds 2 row\(s\) {names}: {ROWS - 3}, {ROWS - 1}$"
+    said = rf"^the evaluation set's {feed!r} holds 2 row\(s\) {names}: rows {ROWS - 3}, {ROWS - 1}$"
     with pytest.raises(DataError, match=said):
         _trainer(net).evaluate(data, batch_size=8)
 

@@ -30,7 +30,8 @@ def test_a_label_past_the_classes_is_named_by_its_row_before_a_step(which):
     (train if which == "training" else test)["label"][13] = 3
     trainer = _trainer()
     before = trainer.network["fc"].weight.value.copy()
-    said = rf"^the {which} set's 'label' holds 1 row\(s\) {SCORES}; its labels lie in \[0, 3\]: 13$"
+    said = rf"^the {which} set's 'label' holds 1 row\(s\) {SCORES}; its labels lie in "
+    said += r"\[0, 3\]: row 13$"
     with pytest.raises(DataError, match=said):
         trainer.fit(train, test, epochs=2)
     assert trainer.pos.step == 0 and trainer.history == []
@@ -43,7 +44,8 @@ def test_labels_counted_from_one_are_refused_saying_where_class_ids_start():
     test = _data(16)
     test["label"] += 1
     tops = np.flatnonzero(test["label"] == 3)
-    shown = ", ".join(map(str, tops[:5])) + (" ..." if len(tops) > 5 else "")
+    shown = ("row " if len(tops) == 1 else "rows ") + ", ".join(map(str, tops[:5]))
+    shown += " ..." if len(tops) > 5 else ""
     said = (
         rf"^the test set's 'label' holds {len(tops)} row\(s\) {SCORES}; its labels lie in "
         rf"\[1, 3\] \(class ids count from 0\): {shown}$"
@@ -56,7 +58,7 @@ def test_a_negative_label_and_labels_in_a_column_are_named_by_their_rows():
     train = _data()
     train["label"] = train["label"].reshape(-1, 1).copy()  # (N, 1): a layout the loss reads
     train["label"][[40, 7]] = [[-1], [-2]]
-    said = rf"^the training set's 'label' holds 2 row\(s\) {SCORES}; .* \[-2, 2\]: 7, 40$"
+    said = rf"^the training set's 'label' holds 2 row\(s\) {SCORES}; .* \[-2, 2\]: rows 7, 40$"
     with pytest.raises(DataError, match=said):
         _trainer().fit(train, epochs=1)
 
@@ -68,8 +70,8 @@ def test_a_dataset_of_more_classes_than_the_model_scores_is_refused():
     net.add("fc", FullyConnected(4, 4), "image")
     net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
     trainer = Trainer(net, LocalSync(SGD(lr=0.1)), batch_size=8)
-    said = r"^the training set's 'label' holds 6 row\(s\) outside \[0, 4\), .*: 4, 9, 14, 19, 24 "
-    said += r"\.\.\.$"
+    said = r"^the training set's 'label' holds 6 row\(s\) outside \[0, 4\), .*: rows 4, 9, 14, 19, "
+    said += r"24 \.\.\.$"
     with pytest.raises(DataError, match=said):
         trainer.fit(Dataset(x, y, 20), epochs=1)
 
@@ -100,7 +102,7 @@ def test_every_rank_refuses_a_bad_test_label_alike_and_none_waits():
 
     said = (
         "the test set's 'label' holds 2 row(s) outside [0, 3), the classes "
-        "SoftmaxCrossEntropy 'loss' scores; its labels lie in [0, 9]: 2, 11"
+        "SoftmaxCrossEntropy 'loss' scores; its labels lie in [0, 9]: rows 2, 11"
     )
     assert run_ranks(2, body) == [(said, 0), (said, 0)]
 
@@ -137,7 +139,7 @@ def test_a_test_label_past_the_candidates_it_selects_is_named_by_its_row():
     test["label"][[0, 5, 9]] = [0, 6, 7]
     said = (
         r"^the test set's 'label' holds 2 row\(s\) outside \[0, 6\), the classes "
-        r"SoftmaxCrossEntropy 'loss' scores; its labels lie in \[0, 7\]: 5, 9$"
+        r"SoftmaxCrossEntropy 'loss' scores; its labels lie in \[0, 7\]: rows 5, 9$"
     )
     with pytest.raises(DataError, match=said):
         _selective_trainer().fit(_selected(64, 4, seed=0), test, epochs=1)

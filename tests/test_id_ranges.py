@@ -117,7 +117,7 @@ def test_an_id_past_its_range_in_the_last_row_is_refused_before_the_first_step(m
     data[feed][-1] = bad  # a selection's whole row: one column past would do
     trainer = _trainer(net, tmp_path / "run")
     before = {p.name: p.value.copy() for p in trainer.params}
-    said = rf"^the training set's {feed!r} holds 1 row\(s\) {names}: {ROWS - 1}$"
+    said = rf"^the training set's {feed!r} holds 1 row\(s\) {names}: row {ROWS - 1}$"
     with pytest.raises(DataError, match=said):
         trainer.fit(data, epochs=1)
     assert trainer.pos.step == 0 and trainer.history == []
@@ -133,7 +133,7 @@ def test_a_test_set_id_past_its_range_is_refused_before_an_epoch_trains(model):
     net, train = build()
     _, test = build()
     test[feed][[5, 9]] = bad
-    said = rf"^the test set's {feed!r} holds 2 row\(s\) {names}: 5, 9$"
+    said = rf"^the test set's {feed!r} holds 2 row\(s\) {names}: rows 5, 9$"
     trainer = _trainer(net)
     with pytest.raises(DataError, match=said):
         trainer.fit(train, test, epochs=1)
@@ -145,7 +145,7 @@ def test_a_tables_no_row_id_is_taken_and_one_below_it_refused():
     data["tok"][[3, 4]] = -1  # padding: no row, as the layer reads it
     assert len(_trainer(net).fit(data, epochs=1)) == 1
     data["tok"][40] = -2
-    said = r"^the training set's 'tok' holds 1 row\(s\) outside \[-1, 10\), .* \[-2, 9\]: 40$"
+    said = r"^the training set's 'tok' holds 1 row\(s\) outside \[-1, 10\), .* \[-2, 9\]: row 40$"
     with pytest.raises(DataError, match=said):
         _trainer(_embedding()[0]).fit(data, epochs=1)
 
@@ -157,7 +157,7 @@ def test_a_sequence_sets_id_is_named_by_its_sequence():
     tok[5] = 11
     data = SequenceSet({"tok": tok, "label": np.zeros(7, np.int64)}, starts, name="s")
     said = r"^the training set's 'tok' holds 1 row\(s\) outside \[-1, 10\), .*: "
-    said += r"5 \(row 2 of sequence 2\)$"
+    said += r"row 5 \(row 2 of sequence 2\)$"
     with pytest.raises(DataError, match=said):
         _trainer(net).fit(data, epochs=1)
 
@@ -216,7 +216,7 @@ def test_ids_counted_from_one_are_told_they_count_from_zero():
     """Ids 1 to 10 for a table of 10 rows: the words the label check gives labels 1 to k."""
     net, data = _embedding()
     data["tok"] = data["tok"] % 10 + 1
-    said = r"outside \[-1, 10\), .*; its ids lie in \[1, 10\] \(ids count from 0\): \d"
+    said = r"outside \[-1, 10\), .*; its ids lie in \[1, 10\] \(ids count from 0\): rows \d"
     with pytest.raises(DataError, match=said):
         _trainer(net).fit(data, epochs=1)
 
@@ -231,6 +231,7 @@ def test_a_loop_of_ones_own_checks_each_feeds_set_as_fit_does():
     q = SequenceSet({"q": np.array([1, 2, 3, 4, 5])}, starts, {"label": np.zeros(2, np.int64)})
     a = SequenceSet({"a": np.array([1, 2, 3, 10, 5])}, starts)
     refuse_ids_out_of_range(net, q, None)
-    said = r"^the training set's 'a' holds 1 row\(s\) .* 'ea' reads; .*: 3 \(row 1 of sequence 1\)$"
+    said = r"^the training set's 'a' holds 1 row\(s\) .* 'ea' reads; "
+    said += r".*: row 3 \(row 1 of sequence 1\)$"
     with pytest.raises(DataError, match=said):
         refuse_ids_out_of_range(net, a, None)

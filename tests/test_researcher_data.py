@@ -37,7 +37,7 @@ def test_nan_in_a_set_is_named_by_its_rows_before_a_step(which):
     trainer = _trainer()
     before = trainer.network["fc"].weight.value.copy()
     with pytest.raises(
-        DataError, match=rf"the {which} set's 'x' holds NaN or infinity in 2 row\(s\): 3, 9$"
+        DataError, match=rf"the {which} set's 'x' holds NaN or infinity in 2 row\(s\): rows 3, 9$"
     ):
         trainer.fit(train, test, epochs=1)
     np.testing.assert_array_equal(trainer.network["fc"].weight.value, before)  # no step ran

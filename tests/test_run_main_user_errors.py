@@ -38,7 +38,7 @@ def run_script(*args: str, **environ: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     "case, said",
     [  # the class named: an error of the job itself, which distconv-launch does not restart
-        ("nan", "DataError: the training set's 'x' holds NaN or infinity in 1 row(s): 5"),
+        ("nan", "DataError: the training set's 'x' holds NaN or infinity in 1 row(s): row 5"),
         ("empty", "DataError: the training set is empty"),
         (
             "lengths",
@@ -47,7 +47,7 @@ def run_script(*args: str, **environ: str) -> subprocess.CompletedProcess:
         (
             "label",
             "DataError: the training set's 'label' holds 1 row(s) outside [0, 3), the classes "
-            "SoftmaxCrossEntropy 'loss' scores; its labels lie in [0, 3]: 63",
+            "SoftmaxCrossEntropy 'loss' scores; its labels lie in [0, 3]: row 63",
         ),
         ("model", "LayerError: Breaks 'fc': forward 6 failed"),
         ("feed", "NetworkError: input 'x' was not fed (feeds: ['image', 'label'])"),

@@ -58,5 +58,5 @@ def test_nan_in_a_host_array_beside_a_device_one_is_still_named_by_its_rows():
     train = _data()
     train["x"][5, 0] = np.nan
     train["label"] = DeviceRows(train["label"])
-    with pytest.raises(DataError, match=r"the training set's 'x' holds NaN .* 1 row\(s\): 5$"):
+    with pytest.raises(DataError, match=r"the training set's 'x' holds NaN .* 1 row\(s\): row 5$"):
         _trainer().fit(train, epochs=1)

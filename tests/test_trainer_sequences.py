@@ -209,7 +209,7 @@ def test_fit_refuses_a_token_label_past_the_classes_naming_its_row_and_sentence(
         fitted(tagger(), bad, 1)
     said = str(caught.value)
     assert "'label' holds 1 row(s) outside [0, 3)" in said
-    assert said.endswith(f": 7 (row {7 - data.seq_starts[s]} of sequence {s})"), said
+    assert said.endswith(f": row 7 (row {7 - data.seq_starts[s]} of sequence {s})"), said
 
 
 def test_a_label_past_the_classes_in_the_checked_sentence_is_named_by_its_row_and_sentence():
@@ -227,7 +227,7 @@ def test_a_label_past_the_classes_in_the_checked_sentence_is_named_by_its_row_an
         fitted(tagger(), bad, 1)
     said = str(caught.value)
     assert "'label' holds 1 row(s) outside [0, 3)" in said, said
-    assert said.endswith(f": {row} (row 1 of sequence {first})"), said
+    assert said.endswith(f": row {row} (row 1 of sequence {first})"), said
 
 
 def test_fit_refuses_a_test_set_the_model_cannot_read():
@@ -248,7 +248,7 @@ def test_fit_refuses_nan_in_a_row_feed_naming_its_row_and_sentence():
     with pytest.raises(DataError) as caught:
         fitted(tagger(), data, 1, batch_size=1)
     said = "the training set's 'x' holds NaN or infinity in 2 row(s): "
-    assert str(caught.value) == said + "1 (row 1 of sequence 0), 3 (row 1 of sequence 2)"
+    assert str(caught.value) == said + "rows 1 (row 1 of sequence 0), 3 (row 1 of sequence 2)"
 
 
 def test_a_resume_mid_epoch_gives_the_weights_and_metrics_of_an_uninterrupted_run(tmp_path):

@@ -75,7 +75,7 @@ def _script(tmp_path: Path, name: str, text: str) -> str:
 @pytest.mark.parametrize(
     ("case", "error", "message"),
     [
-        ("nan", "DataError", "the training set's 'x' holds NaN or infinity in 1 row(s): 5"),
+        ("nan", "DataError", "the training set's 'x' holds NaN or infinity in 1 row(s): row 5"),
         ("label", "DataError", "the training set's 'label' holds 1 row(s) outside [0, 3)"),
         ("model", "LayerError", "Breaks 'fc': forward 6 failed"),
         ("feed", "NetworkError", "input 'x' was not fed (feeds: ['image', 'label'])"),

@@ -16,7 +16,7 @@ pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(90)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 SCRIPT = str(Path(__file__).resolve().parents[1] / "user_data_script.py")
-NAN = "the training set's 'x' holds NaN or infinity in 1 row(s): 5"
+NAN = "the training set's 'x' holds NaN or infinity in 1 row(s): row 5"
 
 
 def _ranks(*args: str, traceback: bool = False) -> tuple[int, list[str]]:
