@@ -47,7 +47,7 @@ def test_table_and_selective_fc_mark_their_weights_and_a_shared_weight_keeps_the
     Mixed([tied])
     assert tied.weight is table.weight and tied.weight.sparse_rows
     sel = SelectiveFullyConnected([3, 2], 5, sparse=True)
-    assert all(w.sparse_rows for w in sel.weights) and not sel.bias.sparse_rows
+    assert all(p.sparse_rows for p in sel.parameters())  # the bias too: its rows are columns
     assert not SelectiveFullyConnected(3, 5).weight.sparse_rows
     dense = Mixed([TableProjection(10, 4)])
     assert not dense.parameters()[0].sparse_rows
@@ -82,12 +82,14 @@ def test_a_selective_fc_reads_the_selected_columns_or_every_row_without_a_select
         "y": np.zeros((2, 2)),
         "cols": Arg(ids=np.array([5, 1, 5, 6]), seq_starts=np.array([0, 2, 4])),  # CSR
     }
-    assert _rows(net, feeds) == {"sel.weight0": [1, 5, 6], "sel.weight1": [1, 5, 6]}
+    assert _rows(net, feeds) == dict.fromkeys(["sel.weight0", "sel.weight1", "sel.bias"], [1, 5, 6])
     feeds["cols"] = Arg(ids=np.array([[2, 2], [0, 7]]))  # (N, k) table
     assert _rows(net, feeds)["sel.weight0"] == [0, 2, 7]
     full = Network()
     full.add("sel", SelectiveFullyConnected(3, 4, sparse=True), "x")
-    assert _rows(full, {"x": np.zeros((2, 3))}) == {"sel.weight": [0, 1, 2, 3]}
+    assert _rows(full, {"x": np.zeros((2, 3))}) == dict.fromkeys(
+        ["sel.weight", "sel.bias"], [0, 1, 2, 3]
+    )
     feeds["cols"] = Arg(ids=np.array([[9, 0], [0, 0]]))
     with pytest.raises(NetworkError, match=r"selected columns must lie in \[0, 8\)"):
         net.rows_needed(feeds)

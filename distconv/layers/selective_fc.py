@@ -89,9 +89,13 @@ class SelectiveFullyConnected(FullyConnected):
         method: ``"auto"``, ``"sparse"`` or ``"dense"`` (see above).
         inference: allow uneven selections (forward only).
         pad_value: pre-activation value of the padding of uneven selections.
-        sparse: mark the weights ``sparse_rows`` (rows are output columns): a parameter server
-            then moves only the rows of the columns each batch selects (every row when the
-            layer runs without a selection). Shared weights marked elsewhere stay marked.
+        sparse: mark the weights and the bias ``sparse_rows`` (their rows are output
+            columns): a parameter server then moves only the rows of the columns each batch
+            selects (every row when the layer runs without a selection), and its optimizer
+            updates only those. The other columns' momentum, Adam moments and weight decay
+            wait until a batch selects them ("lazy" updates), so with those a parameter
+            server trains this layer differently from one process or MPI; with plain SGD
+            they agree. Shared weights marked elsewhere stay marked.
 
     Shape:
         - Data input ``i``: ``(N, in_features[i])`` or ``(N, *)`` with that many elements.
@@ -114,9 +118,10 @@ class SelectiveFullyConnected(FullyConnected):
         pad_value: float = float("-inf"),
         sparse: bool = False,
     ) -> None:
-        if sparse:
-            for w in self.weights:
-                w.mark_sparse_rows()
+        if sparse:  # the bias too: whole, it moved more bytes a step than the sparse weights
+            for p in (*self.weights, self.bias):
+                if p is not None:
+                    p.mark_sparse_rows()
         k = len(self.in_widths)
         self.num_inputs = (k, k + 1)  # the data inputs, then the selection if any
         if method not in METHODS:
@@ -217,7 +222,8 @@ class SelectiveFullyConnected(FullyConnected):
         return self.method == "sparse"
 
     def rows_read(self, feeds: Sequence[Arg | None]) -> list[tuple[str, Any]]:
-        """The weights' rows a forward reads: the selected columns, or all without a selection.
+        """The rows of its sparse weights and bias a forward reads: the selected columns, or
+        all without a selection (a forward reads ``bias[cols]`` as it reads ``W[cols]``).
 
         Raises:
             LayerError: the selection is computed by another layer (unknown before forward).
@@ -233,8 +239,7 @@ class SelectiveFullyConnected(FullyConnected):
             )
         xp = get_array_module(self.weight.value)
         cols = xp.unique(self._selected_ids(feeds[k], xp))
-        weights = {w.name for w in self.weights}
-        return [(name, cols if name in weights else ids) for name, ids in reads]
+        return [(name, cols) for name, _ in reads]  # its parameters are weights and bias
 
     # -- forward --------------------------------------------------------------------------------
     def _forward(self, *inputs: Arg) -> Any:
