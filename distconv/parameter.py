@@ -58,10 +58,10 @@ class Parameter:
             (``np.float32(2.0)``) is taken as the 0-d array of its value.
         static: a static parameter gets no gradient and never fires its callback.
         sparse_rows: a table read a few rows per batch (an embedding, a selective FC's
-            weight): a parameter server then moves only the rows a batch reads, pulled before
-            forward and pushed after backward (Paddle's ``sparse_update``); the shard's update
-            (momentum, Adam moments, weight decay) then reaches only those rows. Other
-            transports hold it whole; the flag changes no numbers there.
+            weight and bias): a parameter server then moves only the rows a batch reads,
+            pulled before forward and pushed after backward (Paddle's ``sparse_update``); the
+            shard's update (momentum, Adam moments, weight decay) then reaches only those rows.
+            Other transports hold it whole; the flag changes no numbers there.
 
     Raises:
         ValueError: ``name`` is empty or not a str.
