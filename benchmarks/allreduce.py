@@ -870,7 +870,7 @@ def run_sizes(args) -> dict:
 
 
 def main() -> None:
-    from harness import at_least, blas_kernels, refuse_empty_gradients
+    from harness import at_least, blas_kernels, exit_on_sigterm, refuse_empty_gradients
 
     from distconv.job import TrainConfig
 
@@ -957,6 +957,7 @@ def main() -> None:
             wire_dtype(args.grad_dtype)
         except (ValueError, ImportError) as exc:
             ap.error(f"--grad-dtype: {exc}")
+    exit_on_sigterm()  # a SIGTERM stops the mpiexec jobs too (together()'s finally)
     # the jobs inherit this environment, so they run the kernels this line names
     print(f"# {blas_kernels()}", flush=True)
     if args.accuracy:

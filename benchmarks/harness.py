@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -69,6 +70,19 @@ def run_worker(
     if out.returncode != 0:
         raise RuntimeError(f"{library} worker failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM (``timeout``, a CI cancel, ``kill``) end this process as an exception
+    would, so the ``finally`` blocks and ``with`` exits that stop a driver's servers and MPI
+    jobs run: by default SIGTERM ends the process at once, and the children it started in
+    sessions of their own run on, adopted by init, loading the cores under whatever runs next.
+    The exit status is the shell's for a death by SIGTERM (143)."""
+
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, leave)
 
 
 def torch_available() -> bool:

@@ -44,6 +44,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -82,9 +83,29 @@ except ImportError:  # an older checkout measured with --code
             return False
 
 
+#: how often an echo looks whether its driver is still there (seconds)
+PARENT_POLL_S = 0.5
+
+
+def exit_with_parent() -> None:
+    """End this process once the one that started it has gone (a SIGKILLed driver runs no
+    cleanup): an echo serves forever otherwise, adopted by init. A thread that looks twice a
+    second, not a poll between messages, which would add to the baseline it measures."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)  # the main thread is blocked in recv: nothing else to wait for
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def echo_server(keys: str | None) -> None:
     """A raw ROUTER that sends every message straight back (the baseline's far end), with
-    the allocator setting the shards use, so both far ends treat buffers alike."""
+    the allocator setting the shards use, so both far ends treat buffers alike; it ends with
+    its driver."""
+    exit_with_parent()
     keep_freed_buffers()
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
@@ -385,8 +406,11 @@ def main() -> None:
         echo_server(args.keys if args.echo == "curve" else None)
         return
 
-    from harness import blas_kernels  # beside this file; the shards' finite check is BLAS's
+    from harness import blas_kernels, exit_on_sigterm  # beside this file
 
+    exit_on_sigterm()  # a SIGTERM stops the echoes and shards (run_mode's finally) too
+
+    # the shards' finite check is BLAS's
     blas = blas_kernels()  # the shards and echoes inherit this environment, and its kernels
     if not args.json:
         print(f"# {blas}", flush=True)

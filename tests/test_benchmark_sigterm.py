@@ -1,0 +1,98 @@
+"""A benchmark driver stopped by SIGTERM (``timeout``, a CI cancel, ``kill``) stops what it
+started: ``pserver.py``'s echo servers and shards, ``allreduce.py``'s ``mpiexec`` jobs and
+their ranks. Each ran on for a minute or for ever, adopted by init, loading the cores under
+whatever was measured next."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.child_env import child_env
+from tests.mpi.common import NEEDS_MPIEXEC
+from tests.processes import job_env, job_left, job_processes
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+#: long enough that the run is still measuring when the signal comes, small enough to be cheap
+PSERVER = ["--mb", "1", "--params", "2", "--repeat", "100000", "--modes", "insecure"]
+ALLREDUCE = ["--mb", "1", "--grads", "2", "--reps", "100000", "--compute-ms", "0.1"]
+ALLREDUCE += ["--no-torch", "--no-cnn"]
+
+
+def needing_mpiexec(test: Callable) -> Callable:
+    """``test`` with the marks of a test that runs ``mpiexec`` (skipped where there is none)."""
+    for mark in NEEDS_MPIEXEC:
+        test = mark(test)
+    return test
+
+
+def started(argv: list[str], env: dict[str, str], ready: Callable[[list[str]], bool]):
+    """``argv`` started with ``env``, once ``ready`` holds of its job's command lines."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not ready(list(job_processes(env).values())):
+        assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+        assert time.monotonic() < deadline, "the driver never started its children"
+        time.sleep(0.1)
+    return proc
+
+
+def pserver_children(lines: list[str]) -> bool:
+    """Both echoes and both shards are up."""
+    echoes = sum("--echo" in line for line in lines)
+    return echoes == 2 and sum("distconv pserver" in line for line in lines) == 2
+
+
+def stopped(proc: subprocess.Popen, signum: int) -> int:
+    """Send ``signum`` to ``proc``; its exit status."""
+    proc.send_signal(signum)
+    try:
+        return proc.wait(timeout=30)
+    finally:
+        proc.stderr.close()
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_to_the_pserver_benchmark_stops_its_echoes_and_shards(tmp_path):
+    """The cleanup in ``run_mode``'s ``finally`` never ran: two echoes (serving for ever) and
+    two shards outlived the driver, and its keys directory was left behind."""
+    argv = [sys.executable, str(BENCHMARKS / "pserver.py"), *PSERVER]
+    with job_env(child_env(TMPDIR=str(tmp_path))) as env:
+        proc = started(argv, env, pserver_children)
+        status = stopped(proc, signal.SIGTERM)
+        assert job_left(env, 10) == {}
+        assert status == 128 + signal.SIGTERM  # the shell's status for a death by SIGTERM
+    assert list(tmp_path.iterdir()) == []  # the keys' temporary directory removed too
+
+
+@pytest.mark.timeout(120)
+def test_an_echo_server_ends_with_its_driver_even_one_killed(tmp_path):
+    """A driver killed with SIGKILL runs no cleanup: its echoes, a ``while True`` loop, served
+    for ever. They now end once their parent has gone."""
+    argv = [sys.executable, str(BENCHMARKS / "pserver.py"), *PSERVER]
+    with job_env(child_env(TMPDIR=str(tmp_path))) as env:
+        proc = started(argv, env, pserver_children)
+        stopped(proc, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any("--echo" in line for line in job_processes(env).values()):
+            assert time.monotonic() < deadline, job_processes(env)
+            time.sleep(0.1)
+
+
+@pytest.mark.timeout(120)
+@needing_mpiexec
+def test_sigterm_to_the_allreduce_benchmark_stops_its_mpiexec_job():
+    """``together()``'s ``finally`` kills the jobs' process groups, but SIGTERM ended the
+    driver without running it: mpiexec and both ranks ran on for the rest of their reps."""
+    argv = [sys.executable, str(BENCHMARKS / "allreduce.py"), *ALLREDUCE]
+    with job_env(child_env()) as env:
+        proc = started(argv, env, lambda lines: sum("--worker" in x for x in lines) >= 3)
+        status = stopped(proc, signal.SIGTERM)
+        assert job_left(env, 15) == {}
+        assert status == 128 + signal.SIGTERM  # the shell's status for a death by SIGTERM
