@@ -51,18 +51,80 @@ from pathlib import Path
 import numpy as np
 import zmq
 
-
-def _code_dir() -> Path:
-    """The checkout whose distconv is measured: ``--code DIR``, else this one (read before the
-    imports below, which must come from it)."""
-    for i, arg in enumerate(sys.argv[:-1]):
-        if arg == "--code":
-            return Path(sys.argv[i + 1]).resolve()
-    return Path(__file__).resolve().parents[1]
+#: the transports measured: CURVE off and on
+MODES = ("insecure", "curve")
+#: the checkout this file belongs to, whose code reads the command line
+THIS_CHECKOUT = Path(__file__).resolve().parents[1]
 
 
-REPO = _code_dir()
-sys.path.insert(0, str(REPO))
+def parse_args() -> argparse.Namespace:
+    """The command line, read and checked with this checkout's code, before ``--code DIR``'s
+    goes first on ``sys.path``: the flags' types (``harness.at_least``) import
+    ``distconv.number_text``, which older checkouts lack (``--code`` of one crashed on an
+    ImportError before measuring anything). ``modes`` comes back as a list."""
+    sys.path.insert(0, str(THIS_CHECKOUT))
+    from harness import at_least, refuse_empty_gradients  # beside this file
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=at_least(0, strict=True), default=16.0)
+    parser.add_argument("--params", type=at_least(1, int), default=100)
+    parser.add_argument("--repeat", type=at_least(1, int), default=15, help="rounds (%(default)s)")
+    parser.add_argument(
+        "--modes",
+        default="insecure,curve",
+        help=f"comma-separated, of {' and '.join(MODES)} (%(default)s)",
+    )
+    parser.add_argument("--code", help="measure the distconv of this checkout instead")
+    parser.add_argument(
+        "--push-bytes",
+        type=at_least(0, int),
+        help="the worker's push_bytes (its default if not given; 0 sends each gradient as soon "
+        "as the link is free)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON line")
+    parser.add_argument(
+        "--finite",
+        action="store_true",
+        help="measure the worker's check that replies' values are finite: steps with it "
+        "against steps without it, alternating, in the same run",
+    )
+    parser.add_argument(
+        "--keep-freed-buffers",
+        action="store_true",
+        help="apply the shards' allocator setting to this process too (the worker side of "
+        "both the raw and the parameter-server round trips)",
+    )
+    parser.add_argument("--echo", choices=MODES, help=argparse.SUPPRESS)
+    parser.add_argument("--keys", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    refuse_empty_gradients(parser, args.mb, args.params, "--params")
+    # now, not when the echo of a mistyped mode fails after the first mode's whole run
+    modes = [mode.strip() for mode in args.modes.split(",")]
+    if not set(modes) <= set(MODES) or len(set(modes)) < len(modes):
+        parser.error(
+            f"--modes {args.modes!r}: name {' and/or '.join(MODES)}, each at most once, "
+            "comma-separated"
+        )
+    args.modes = modes
+    if args.code and not (Path(args.code) / "distconv" / "__init__.py").is_file():
+        parser.error(f"--code {args.code}: no distconv package there (distconv/__init__.py)")
+    return args
+
+
+def measured_checkout(code: str | None) -> Path:
+    """The checkout whose distconv is measured, first on ``sys.path`` for the imports below:
+    ``--code DIR``, else this one. The modules parse_args imported from this checkout are
+    dropped, so none of them mixes into the measured one."""
+    if code is None:
+        return THIS_CHECKOUT
+    for name in [m for m in sys.modules if m == "distconv" or m.startswith("distconv.")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(Path(code).resolve()))
+    return Path(code).resolve()
+
+
+ARGS = parse_args()
+REPO = measured_checkout(ARGS.code)
 
 from distconv.optim import create_optimizer  # noqa: E402
 from distconv.parameter import Parameter  # noqa: E402
@@ -371,37 +433,7 @@ def run_mode(
 
 
 def main() -> None:
-    from harness import at_least, refuse_empty_gradients  # beside this file
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=at_least(0, strict=True), default=16.0)
-    parser.add_argument("--params", type=at_least(1, int), default=100)
-    parser.add_argument("--repeat", type=at_least(1, int), default=15, help="rounds (%(default)s)")
-    parser.add_argument("--modes", default="insecure,curve", help="(%(default)s)")
-    parser.add_argument("--code", help="measure the distconv of this checkout instead")
-    parser.add_argument(
-        "--push-bytes",
-        type=at_least(0, int),
-        help="the worker's push_bytes (its default if not given; 0 sends each gradient as soon "
-        "as the link is free)",
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON line")
-    parser.add_argument(
-        "--finite",
-        action="store_true",
-        help="measure the worker's check that replies' values are finite: steps with it "
-        "against steps without it, alternating, in the same run",
-    )
-    parser.add_argument(
-        "--keep-freed-buffers",
-        action="store_true",
-        help="apply the shards' allocator setting to this process too (the worker side of "
-        "both the raw and the parameter-server round trips)",
-    )
-    parser.add_argument("--echo", choices=("insecure", "curve"), help=argparse.SUPPRESS)
-    parser.add_argument("--keys", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    refuse_empty_gradients(parser, args.mb, args.params, "--params")
+    args = ARGS
     if args.echo:
         echo_server(args.keys if args.echo == "curve" else None)
         return
@@ -425,7 +457,7 @@ def main() -> None:
         keyfiles.make_keys(keys, workers=1)
         results = {
             m: run_mode(m, keys, grads, args.repeat, args.push_bytes, args.finite)
-            for m in args.modes.split(",")
+            for m in args.modes
         }
     if args.json:
         print(
