@@ -691,7 +691,9 @@ def cnn_pairs(args) -> dict:
 
 
 def report(r: dict) -> None:
-    """The driver's table; its labels name the run's sizes (``mb``, ``grads``)."""
+    """The main job's table and lines (:func:`mpi_worker`), printed as soon as it is measured:
+    the gloo and CNN rows follow (:func:`report_gloo`, :func:`report_cnn`); its labels name
+    the run's sizes (``mb``, ``grads``)."""
     fused, mb, grads = r["raw_fused_ms"], f"{r['mb']:g}", r["grads"]
     rows = [(f"raw Allreduce, fused {mb} MB", "raw_fused", "baseline")]
     rows.append((f"raw Allreduce, {grads} calls", "raw_separate", ""))
@@ -715,14 +717,6 @@ def report(r: dict) -> None:
     for label, key, note in rows:
         ms = r[f"{key}_ms"]
         print(f"{label:42s} {ms:8.3f} {ms / fused:8.2f} {r[f'{key}_x']:8.2f}  {note}")
-    if "gloo_fused_ms" in r:
-        scale = fused / r["gloo_run_raw_fused_ms"]  # its own run: scaled by the raw call there
-        for label, key in ((f"fused {mb} MB", "gloo_fused"), (f"{grads} calls", "gloo_separate")):
-            ms = r[f"{key}_ms"] * scale
-            print(f"{'torch gloo, ' + label + ' (scaled)':42s} {ms:8.3f} {ms / fused:8.2f}")
-    if "gloo_fused_ms" in r:
-        ratio = r["gloo_fused_ms"] / r["gloo_run_sync_default_ms"]
-        print(f"gloo fused / MPISync default, taking turns: {ratio:.2f}x (target >= 2x)")
     for window in ("ready", "whole", *(f"whole_{rule}" for rule in WHOLE_STEP_RULES)):
         ratio = r[f"after_{window}_ms"] / r[f"before_{window}_ms"]
         paired = r[f"after_{window}_x"] / r[f"before_{window}_x"]
@@ -785,20 +779,35 @@ def report(r: dict) -> None:
     if "stream_none_on_ms" in r:
         report_streaming(r)
     report_updates(r)
-    if "cnn2" in r:
-        one, two = r["cnn1"]["samples_per_s"], r["cnn2"]["samples_per_s"]
-        ratios = sorted(pair["two"] / pair["one"] for pair in r["cnn_pairs"])
-        print(
-            f"default CNN, the median of {len(ratios)} alternated pairs: 1 rank {one:.0f}/s, "
-            f"2 ranks ({r['cnn2'].get('grad_dtype', 'float32')} wire) {two:.0f}/s = "
-            f"{two / one:.2f}x (pairs {ratios[0]:.2f}-{ratios[-1]:.2f}x; "
-            "target >= 1.8x)"
-        )
-        apart = sum(job["samples_per_s"] for job in r["cnn_side_by_side"])
-        print(
-            f"  two 1-rank trainings side by side, no communication: {apart:.0f}/s in all = "
-            f"{apart / one:.2f}x one (what the cores allow); 2 ranks / that = {two / apart:.2f}"
-        )
+
+
+def report_gloo(r: dict) -> None:
+    """The gloo rows (:func:`gloo_worker`'s run), each scaled by the raw call of its own run
+    to the main table's (:func:`report`)."""
+    fused, mb = r["raw_fused_ms"], f"{r['mb']:g}"
+    scale = fused / r["gloo_run_raw_fused_ms"]  # its own run: scaled by the raw call there
+    for label, key in ((f"fused {mb} MB", "gloo_fused"), (f"{r['grads']} calls", "gloo_separate")):
+        ms = r[f"{key}_ms"] * scale
+        print(f"{'torch gloo, ' + label + ' (scaled)':42s} {ms:8.3f} {ms / fused:8.2f}")
+    ratio = r["gloo_fused_ms"] / r["gloo_run_sync_default_ms"]
+    print(f"gloo fused / MPISync default, taking turns: {ratio:.2f}x (target >= 2x)")
+
+
+def report_cnn(r: dict) -> None:
+    """The CNN rows (:func:`cnn_pairs` and the two 1-rank trainings side by side)."""
+    one, two = r["cnn1"]["samples_per_s"], r["cnn2"]["samples_per_s"]
+    ratios = sorted(pair["two"] / pair["one"] for pair in r["cnn_pairs"])
+    print(
+        f"default CNN, the median of {len(ratios)} alternated pairs: 1 rank {one:.0f}/s, "
+        f"2 ranks ({r['cnn2'].get('grad_dtype', 'float32')} wire) {two:.0f}/s = "
+        f"{two / one:.2f}x (pairs {ratios[0]:.2f}-{ratios[-1]:.2f}x; "
+        "target >= 1.8x)"
+    )
+    apart = sum(job["samples_per_s"] for job in r["cnn_side_by_side"])
+    print(
+        f"  two 1-rank trainings side by side, no communication: {apart:.0f}/s in all = "
+        f"{apart / one:.2f}x one (what the cores allow); 2 ranks / that = {two / apart:.2f}"
+    )
 
 
 #: printed in place of a figure whose step took less than the compute inside it: the load of a
@@ -863,6 +872,16 @@ GRAD_DTYPES = ("float32", "float16", "bfloat16")
 CNN_DROPPED = ("--no-cnn", "--stream-only", "--update-only", "--accuracy")
 
 
+#: what MPI launchers set in each rank's environment: MPICH's and Intel MPI's hydra (PMI),
+#: Open MPI, PMIx-based launchers (Open MPI 5, Slurm's srun)
+LAUNCHED_BY_MPI = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
+
+
+def under_mpiexec() -> bool:
+    """Whether this process is a rank an MPI launcher started (the driver must not be)."""
+    return any(var in os.environ for var in LAUNCHED_BY_MPI)
+
+
 def run_sizes(args) -> dict:
     """What every JSON line records of the sizes it ran: the update rows' figures, as the
     others', depend on ``--compute-ms`` (docs/benchmarks.md's table of them is keyed on it)."""
@@ -870,7 +889,13 @@ def run_sizes(args) -> dict:
 
 
 def main() -> None:
-    from harness import at_least, blas_kernels, exit_on_sigterm, refuse_empty_gradients
+    from harness import (
+        at_least,
+        blas_kernels,
+        exit_on_sigterm,
+        refuse_empty_gradients,
+        torch_available,
+    )
 
     from distconv.job import TrainConfig
 
@@ -941,6 +966,11 @@ def main() -> None:
         return gloo_worker(args)
     if args.worker == "cnn":
         return cnn_worker(args)
+    if under_mpiexec():
+        ap.error(
+            "allreduce.py starts its own mpiexec jobs: run it without mpiexec (under it, "
+            "each rank starts a driver of its own, and every figure is taken at double load)"
+        )
     # a flag the run would ignore reads as measured: refuse it before anything runs
     dropped = [f for f in CNN_DROPPED if getattr(args, f.lstrip("-").replace("-", "_"))]
     if args.grad_dtype and dropped:
@@ -960,6 +990,10 @@ def main() -> None:
     exit_on_sigterm()  # a SIGTERM stops the mpiexec jobs too (together()'s finally)
     # the jobs inherit this environment, so they run the kernels this line names
     print(f"# {blas_kernels()}", flush=True)
+    if not (args.no_torch or args.accuracy or args.stream_only or args.update_only):
+        if not torch_available():  # as the other scripts go on without it
+            print("PyTorch is not importable: no gloo rows (--no-torch)", flush=True)
+            args.no_torch = True
     if args.accuracy:
         return accuracy(args)
     if args.stream_only:
@@ -971,13 +1005,16 @@ def main() -> None:
         report_updates(result)
         return print(json.dumps(result))
     result = {**mpiexec(2, "mpi", args), **run_sizes(args)}
+    report(result)  # now: a failure in the gloo or CNN jobs after it cannot throw it away
+    sys.stdout.flush()
     if not args.no_torch:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
         result.update(mpiexec(2, "gloo", args))
+        report_gloo(result)
     if not args.no_cnn:
         result.update(cnn_pairs(args))
         result["cnn_side_by_side"] = together([(1, ["--sync", "local"])] * 2, "cnn", args)
-    report(result)
+        report_cnn(result)
     print(json.dumps(result))
 
 

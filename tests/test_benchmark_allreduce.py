@@ -317,3 +317,69 @@ def test_the_gloo_separate_row_makes_one_call_per_gradient():
         pieces = bench.gradient_pieces(torch.ones(n), grads)
         sizes = [p.value.size for p in bench.make_params(4 * n, grads)]
         assert [len(p) for p in pieces] == sizes
+
+
+#: a ``sitecustomize`` that makes ``torch`` unimportable, as on a machine without PyTorch
+#: (``find_spec`` raises, as the import does)
+NO_TORCH = """
+import sys
+
+
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+
+sys.meta_path.insert(0, NoTorch())
+"""
+#: a ``torch`` package whose import fails: found, so the gloo job starts, and dies
+BROKEN_TORCH = 'raise ImportError("torch, broken")\n'
+
+
+def driver_without(torch: str, folder: Path) -> tuple[subprocess.Popen, str, str]:
+    """The driver's quick run with gloo rows (no ``--no-torch``) and no CNN rows, its
+    children seeing ``torch`` as ``torch`` says: ``"missing"`` or ``"broken"``."""
+    if torch == "missing":
+        (folder / "sitecustomize.py").write_text(NO_TORCH)
+    else:
+        (folder / "torch").mkdir()
+        (folder / "torch" / "__init__.py").write_text(BROKEN_TORCH)
+    env = {**os.environ, "PYTHONPATH": child_path(folder)}
+    quick = [flag for flag in QUICK if flag != "--no-torch"]
+    return run_as_group([sys.executable, str(BENCH), *quick, "--no-cnn"], timeout=200, env=env)
+
+
+@pytest.mark.timeout(240)
+def test_without_pytorch_the_gloo_rows_are_skipped_with_a_line(tmp_path):
+    """PyTorch is optional, but the driver timed the whole main table, then died in the gloo
+    job with a traceback, printing none of it: it says there are no gloo rows and goes on."""
+    proc, out, err = driver_without("missing", tmp_path)
+    assert proc.returncode == 0, err[-3000:]
+    assert "PyTorch is not importable: no gloo rows" in out and "gloo fused" not in out
+    assert "MPISync default (" in out and "gloo_fused_ms" not in json.loads(out.splitlines()[-1])
+
+
+@pytest.mark.timeout(240)
+def test_the_main_table_is_printed_before_a_later_job_fails(tmp_path):
+    """The table was printed once every job had run: a gloo (or CNN) job failing threw away
+    the main table's minutes of measurement. It is printed as soon as it is measured."""
+    proc, out, err = driver_without("broken", tmp_path)
+    assert proc.returncode == 1 and "mpiexec gloo failed" in err and "torch, broken" in err
+    assert "MPISync default (" in out and "MPISync default / raw fused, alone:" in out
+
+
+@pytest.mark.timeout(60)
+def test_a_driver_started_under_mpiexec_is_refused():
+    """``mpiexec -n 2 allreduce.py`` ran two drivers, each starting its own 2-rank jobs: four
+    ranks on the cores, every figure at double load, and nothing said so."""
+    env = {**os.environ, "PYTHONPATH": child_path()}
+    done = subprocess.run(
+        ["mpiexec", "-n", "1", sys.executable, str(BENCH), *QUICK, "--no-cnn"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert "allreduce.py starts its own mpiexec jobs: run it without mpiexec" in done.stderr
