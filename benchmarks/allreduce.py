@@ -41,7 +41,8 @@ where the case after the largest buffers was seen to pay for their cache misses)
   optimizer called on each gradient and the gradient zeroed), against which exposed
   communication is reported too: that step, not the bare compute, is what distributing the
   job adds communication to.
-- **overlap, full cores**: the same with numpy compute on every core; the overlap machinery
+- **overlap, full cores**: the same with numpy compute on every core (a fixed amount, two
+  96x96 products a gradient, whatever ``--compute-ms`` says); the overlap machinery
   (``overlap=None``, which turns the thread off where ranks fill the cores) may not make the
   step slower than without it. The thread forced on is reported too. Where ``overlap=None``
   turned the thread off, its row is the very configuration of "without" and is printed without
@@ -494,7 +495,9 @@ def stream_worker(args) -> None:
 
 
 def numpy_compute(comm, args):
-    """CPU work on the rank's one BLAS thread, about ``compute_ms`` per step on an idle core."""
+    """CPU work on the rank's one BLAS thread: two 96x96 float64 products a gradient, a fixed
+    amount: ``--compute-ms`` sizes the sleeps, not this (sized by it, the full-cores rows of
+    every earlier run would no longer compare with a new one's)."""
     a = np.random.default_rng(comm.rank).standard_normal((96, 96))
     return lambda i: [a @ a for _ in range(2)]
 
@@ -913,7 +916,12 @@ def main() -> None:
         "--reps", type=at_least(1, int), default=40, help="timed repetitions (%(default)s)"
     )
     ap.add_argument(
-        "--compute-ms", type=at_least(0), default=20.0, help="simulated backward (%(default)s)"
+        "--compute-ms",
+        type=at_least(0),
+        default=20.0,
+        help="simulated backward (%(default)s): the sleeps of the free-cores, streaming 'free' "
+        "and updates rows; the full-cores and streaming 'full' numpy compute is fixed (two "
+        "96x96 products a gradient), whatever this says",
     )
     ap.add_argument(
         "--overlap-bucket",
@@ -932,6 +940,7 @@ def main() -> None:
     ap.add_argument(
         "--rotate",
         type=int,
+        choices=(0, 1),
         default=1,
         help="1: each repetition of the main table starts one case later (0: always in order; "
         "default %(default)s)",

@@ -167,7 +167,7 @@ def test_the_help_shows_each_sizes_default():
         "MB of gradients (4.0)",
         "gradients (100)",
         "repetitions (40)",
-        "backward (20.0)",
+        "backward (20.0): the sleeps",
     ):
         assert words in text
     assert "--worker" not in text  # the jobs' plumbing is not the user's
@@ -264,6 +264,8 @@ def test_a_failed_job_stops_the_job_started_beside_it():
         (["--update-only", "--grad-dtype", "float16"], "and --update-only runs none"),
         # the main table ran for minutes, then cnn_pairs() died on the median of no pair
         (["--cnn-pairs", "0"], "--cnn-pairs must be at least 1"),
+        # acted as 1: any value but 0 rotated
+        (["--rotate", "5"], "argument --rotate: invalid choice: 5 (choose from 0, 1)"),
     ],
 )
 def test_a_flag_the_run_cannot_use_is_refused_before_anything_runs(flags, words):
