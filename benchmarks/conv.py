@@ -15,7 +15,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import best_ms, blas_kernels, print_table, run_worker, torch_available  # noqa: E402
+from harness import (  # noqa: E402
+    at_least,
+    best_ms,
+    blas_kernels,
+    print_table,
+    run_worker,
+    torch_available,
+)
 
 # name: (kind, N, C, spatial, O, k, stride, pad)
 CASES = {
@@ -118,7 +125,7 @@ def worker(library: str, threads: int, names: list[str], clock: str = "wall") ->
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--threads", type=at_least(1, int), nargs="+", default=[1, 2])
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall")
     ap.add_argument("--worker", choices=["distconv", "torch"], help=argparse.SUPPRESS)

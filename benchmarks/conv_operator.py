@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import (  # noqa: E402
     REPO_ROOT,
+    at_least,
     best_ms,
     blas_kernels,
     print_table,
@@ -229,11 +230,14 @@ def against_then(then: str, threads: list[int], repeat: int, rounds: int) -> Non
 
 
 def main() -> None:
+    # a worker reads the counts the driver checked with plain int: the --then worker runs an
+    # older checkout, which may lack the distconv.number_text that at_least imports
+    count = int if "--worker" in sys.argv else at_least(1, int)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--threads", type=count, nargs="+", default=[1, 2])
+    ap.add_argument("--repeat", type=count, default=15)
     ap.add_argument("--then", help="a checkout whose ConvOperator layer to time against this one")
-    ap.add_argument("--rounds", type=int, default=3, help="alternated rounds for --then")
+    ap.add_argument("--rounds", type=count, default=3, help="alternated rounds for --then")
     ap.add_argument("--worker", choices=["distconv", "torch", "layer"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:

@@ -15,16 +15,16 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import best_ms, print_table  # noqa: E402
+from harness import at_least, best_ms, print_table  # noqa: E402
 
 OUT = 4096
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--in-features", type=int, default=256)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=at_least(1, int), default=64)
+    ap.add_argument("--in-features", type=at_least(1, int), default=256)
+    ap.add_argument("--threads", type=at_least(1, int), default=2)
     args = ap.parse_args()
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "DISTCONV_NUM_THREADS"):
         os.environ[var] = str(args.threads)  # before numpy is imported

@@ -33,7 +33,14 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import CLOCKS, blas_kernels, print_table, run_worker, torch_available  # noqa: E402
+from harness import (  # noqa: E402
+    CLOCKS,
+    at_least,
+    blas_kernels,
+    print_table,
+    run_worker,
+    torch_available,
+)
 
 # name: (image side, batch)
 CASES = {
@@ -257,9 +264,11 @@ def _median_of(results: list[dict]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=5, help="alternated processes per library")
-    ap.add_argument("--repeat", type=int, default=30, help="timed calls per process")
+    ap.add_argument("--threads", type=at_least(1, int), default=2)
+    ap.add_argument(
+        "--rounds", type=at_least(1, int), default=5, help="alternated processes per library"
+    )
+    ap.add_argument("--repeat", type=at_least(1, int), default=30, help="timed calls per process")
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     ap.add_argument("--clock", choices=list(CLOCKS), default="wall")
     ap.add_argument(

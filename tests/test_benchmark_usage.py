@@ -54,13 +54,26 @@ def test_the_docstring_usage_names_every_flag(script):
         ("pserver.py", "--repeat", "0", "must be at least 1"),
         ("allreduce.py", "--epochs", "0", "must be at least 1"),
         ("pserver.py", "--push-bytes", "-1", "must be at least 0"),
+        # a row of inf and nan (exit 0), an empty table, an IndexError, a StatisticsError, a
+        # table of empty batches, a worker's LayerError
+        ("conv_operator.py", "--repeat", "0", "must be at least 1"),
+        ("conv_operator.py", "--rounds", "0", "must be at least 1"),
+        ("conv_operator.py", "--threads", "0", "must be at least 1"),
+        ("train_step.py", "--rounds", "0", "must be at least 1"),
+        ("train_step.py", "--repeat", "0", "must be at least 1"),
+        ("train_step.py", "--threads", "0", "must be at least 1"),
+        ("selective_fc.py", "--batch", "0", "must be at least 1"),
+        ("selective_fc.py", "--in-features", "0", "must be at least 1"),
+        ("selective_fc.py", "--threads", "0", "must be at least 1"),
+        ("conv.py", "--threads", "0", "must be at least 1"),
     ],
 )
 def test_a_size_or_count_that_times_nothing_is_refused(script, flag, value, said):
     """``allreduce.py --mb 0`` ran a whole table of zero-byte calls, whose times read as a
     measurement: the sizes and counts are refused at the command line instead. ``pserver.py
     --push-bytes -1`` started the echoes and shards before PServerSync refused it with a
-    traceback (0 is a setting: each gradient leaves as soon as the link is free)."""
+    traceback (0 is a setting: each gradient leaves as soon as the link is free). The other
+    scripts' counts took 0 as plain ints."""
     env = {**os.environ, "PYTHONPATH": child_path()}
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / script), flag, value],
