@@ -108,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.parse_args(argv)  # no options: --help prints the above, anything else is refused
-    command = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", *gpu_test_files()]
+    # no .pytest_cache/ or .benchmarks/ (pytest-benchmark's, which no device test uses) left
+    # in the checkout: a run here only reads it
+    quiet = ["-p", "no:cacheprovider", "-p", "no:benchmark"]
+    command = [sys.executable, "-m", "pytest", "-q", *quiet, "-m", "gpu", *gpu_test_files()]
     tests = subprocess.run(command, cwd=ROOT)
     try:
         import cupy

@@ -1,9 +1,10 @@
 """The benchmark scripts: the allreduce one's thread defaults, set before numpy is imported;
-the GPU one's arguments."""
+the GPU one's arguments, and the checkout it leaves as it found it."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,23 @@ def test_the_gpu_benchmark_reads_its_arguments_before_it_runs_anything(argv, sta
     )
     assert out.returncode == status, out.stdout + out.stderr
     assert words in out.stdout and "passed" not in out.stdout and "skipped" not in out.stdout
+
+
+@pytest.mark.timeout(120)
+def test_the_gpu_benchmark_leaves_no_cache_in_the_checkout(tmp_path):
+    """Its pytest run left ``.pytest_cache/`` and pytest-benchmark's ``.benchmarks/`` in the
+    checkout it measured. Run here in a copy (no device: its tests skip, then it stops)."""
+    root = BENCH.parent.parent
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".benchmarks")
+    for folder in ("distconv", "launcher", "tests", "benchmarks"):
+        shutil.copytree(root / folder, tmp_path / folder, ignore=ignore)
+    shutil.copy(root / "pyproject.toml", tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    subprocess.run(
+        [sys.executable, str(tmp_path / "benchmarks" / "gpu.py")],
+        env=env,
+        capture_output=True,
+        timeout=100,
+    )
+    assert not (tmp_path / ".pytest_cache").exists()
+    assert not (tmp_path / ".benchmarks").exists()
