@@ -110,11 +110,15 @@ def blas_kernels() -> str:
         f"{i.get('internal_api')} {i.get('version')} {i.get('architecture') or ''}".rstrip()
         for i in libs
     )
-    forced = [
-        f"{v}={os.environ[v]}" for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if v in os.environ
-    ]
-    return f"numpy's BLAS: {what or 'none found'}" + (
-        f" (set by the environment: {' '.join(forced)})" if forced else ""
+    names = [v for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if v in os.environ]
+    if not names:
+        return f"numpy's BLAS: {what or 'none found'}"
+    forced = " ".join(f"{v}={os.environ[v]}" for v in names)
+    # the scripts leave the environment as it is: say how to run the CPU's own kernels
+    unset = " ".join(f"-u {v}" for v in names)
+    return (
+        f"numpy's BLAS: {what or 'none found'} (set by the environment: {forced}; "
+        f"for the CPU's own kernels, run under env {unset})"
     )
 
 

@@ -162,3 +162,26 @@ def test_a_size_of_fewer_floats_than_gradients_is_refused(script, flags):
     assert (
         "--mb 0.0001 is 104 bytes, under one float32 for each of the 100 gradients" in done.stderr
     )
+
+
+@pytest.mark.parametrize(
+    "forced", [{}, {"OPENBLAS_L2_SIZE": "512"}, {"OPENBLAS_CORETYPE": "Haswell"}]
+)
+def test_the_header_says_how_to_run_the_cpus_own_kernels(monkeypatch, forced):
+    """The header named the variables that force numpy's kernels, and docs/benchmarks.md
+    said "the benchmarks unset both", which none does: the line gives the command that does."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from harness import blas_kernels
+
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in forced.items():
+        monkeypatch.setenv(var, value)
+    line = blas_kernels()
+    assert line.startswith("numpy's BLAS: ")
+    if not forced:
+        assert "set by the environment" not in line and "env -u" not in line
+    else:
+        ((var, value),) = forced.items()
+        said = f"(set by the environment: {var}={value}; for the CPU's own kernels, run under "
+        assert said + f"env -u {var})" in line
