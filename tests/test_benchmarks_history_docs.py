@@ -29,37 +29,57 @@ def test_every_run_the_allreduce_rows_cite_is_in_the_history():
     assert sorted(stamp for stamp in cited if stamp not in history) == []
 
 
-#: a figure in a row's text: ``1.16``, ``−16`` (as ``-16``), ``7.0`` of ``7.0×``; not the 16 of
+#: a figure in a cell: ``1.16``, ``−16`` (as ``-16``), ``7.0`` of ``7.0×``; not the 16 of
 #: ``float16``
 FIGURE = re.compile(r"(?<![\w.])[-−]?\d+(?:\.\d+)?(?![\w.])")
+#: a range as the page writes one: ``1.16–1.47``, ``−31 to −16``
+RANGE = r"([-−]?\d+(?:\.\d+)?)(?:–| to )([-−]?\d+(?:\.\d+)?)"
 #: the history's table of the Xeon 167's runs: a row is ``| MM-DD HH:MM | ... |``
 RUN_ROW = re.compile(r"^\| (\d\d-\d\d \d\d:\d\d) \|(.*)$", re.M)
 
 
-def _figures(text: str) -> set[str]:
-    return {f.replace("−", "-") for f in FIGURE.findall(re.sub(r"\bload [\d.]+", "", text))}
+def _number(text: str) -> float:
+    return float(text.replace("−", "-"))
+
+
+def _xeon_167_table() -> dict[str, list[list[float]]]:
+    """The history's run-by-run table of the Xeon 167: each column's header (without an
+    ``(apart)`` note) to each run's figures in it, in order (``0.999 / 1.010``: two)."""
+    history = (DOCS / "benchmarks-history.md").read_text(encoding="utf-8")
+    start = history.index("## Issue 10 on the Xeon 167, run by run")
+    section = history[start : history.index("\n## ", start)]  # not the next machine's table
+    header = next(line for line in section.splitlines() if line.startswith("| run |"))
+    names = [name.strip().removesuffix(" (apart)") for name in header.strip("|").split("|")]
+    rows = [cells.strip().strip("|").split("|") for _, cells in RUN_ROW.findall(section)]
+    assert len(rows) >= 8, "the history's rows of the Xeon 167's runs were not found"
+    columns = {}
+    for i, name in enumerate(names[1:]):
+        columns[name] = [[_number(f) for f in FIGURE.findall(row[i])] for row in rows]
+    return columns
 
 
 @pytest.mark.timeout(30)
-def test_every_figure_the_allreduce_rows_give_a_run_of_the_xeon_167_is_in_its_history_row():
-    """The page says every figure comes from the history: those it gives a run that has a row
-    of its own there must be in that row (the sleeps' excess and the 16-bit wires' time were
-    in none)."""
-    history = (DOCS / "benchmarks-history.md").read_text(encoding="utf-8")
-    section = history[history.index("## Issue 10 on the Xeon 167, run by run") :]
-    runs = {when: _figures(cells) for when, cells in RUN_ROW.findall(section)}
-    assert len(runs) >= 7, "the history's rows of the Xeon 167's runs were not found"
+def test_the_xeon_167_ranges_are_those_of_its_run_by_run_table():
+    """The allreduce rows gave four of the Xeon 167's nine runs one by one, and "in none of the
+    four" when the history had nine: they give ranges over its run-by-run table now, each
+    named by the table's column (``paired 1.16–1.47``), and each must be that column's lowest
+    and highest figure (the ranges before the first dated run in the cell)."""
+    columns = _xeon_167_table()
     checked = 0
     for row in _allreduce_rows():
-        latest = row.split(" | ")[1]  # the Xeon 167's runs first (the page's header)
-        parts = STAMP.split(latest)
-        date = None
-        for stamp, text in zip(STAMP.findall(latest), parts[1:]):
-            date = stamp[:5] if " " in stamp else date  # an undated time: the date before it
-            when = f"{date} {stamp[-5:]}"
-            if when not in runs:
-                continue
-            figures = _figures(text)
-            checked += 1
-            assert figures <= runs[when], (when, sorted(figures - runs[when]), text)
-    assert checked >= 10  # the three runs of each allreduce row were read
+        latest = STAMP.split(row.split(" | ")[1])[0]  # the ranges, before a run's own figures
+        # the longest names first, each match then blanked: ``paired`` is in another's name
+        for name, runs in sorted(columns.items(), key=lambda column: -len(column[0])):
+            pattern = rf"{re.escape(name)} {RANGE}(?: / {RANGE})?"
+            for found in re.finditer(pattern, latest):
+                bounds = [_number(b) for b in found.groups() if b is not None]
+                for series, (low, high) in enumerate(zip(bounds[::2], bounds[1::2])):
+                    values = [run[series] for run in runs]
+                    assert (low, high) == (min(values), max(values)), (name, series, values)
+                    checked += 1
+            latest = re.sub(pattern, "", latest)
+            single = re.search(rf"{re.escape(name)} ([\d.]+) in every one", latest)
+            if single:
+                assert {run[0] for run in runs} == {_number(single.group(1))}, name
+                checked += 1
+    assert checked >= 15  # every column the rows name, the two of a pair counted apart
