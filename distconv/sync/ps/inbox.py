@@ -24,6 +24,7 @@ from distconv.backend import all_finite, copy_into, is_gpu_array, to_host
 from distconv.sync.base import SyncError
 from distconv.sync.ps.blocks import Block, rows_view
 from distconv.sync.ps.gradients import address_of
+from distconv.sync.ps.sums import carries_union
 from distconv.sync.ps.wire import (
     WireError,
     check_row_ids,
@@ -45,8 +46,9 @@ class NotFinite(WireError):
 @dataclass(frozen=True)
 class RowsPushed:
     """What a sparse push's reply must list: each block's row ids pushed (``ids``), among
-    the other ranks' rows where ``union`` (sync mode: the shard answers each rank with the
-    union of the ranks' rows), else those alone (async mode)."""
+    the other ranks' rows where ``union`` (the chief in sync mode: the shard answers it with
+    the union of the ranks' rows, so the table its checkpoints write is current), else those
+    alone (every other rank, and async mode)."""
 
     ids: Sequence[np.ndarray]
     union: bool
@@ -83,7 +85,8 @@ class ReplyWriter:
                 or its ``dropped`` is no count of the parameters pushed (the caller adds it
                 to ``drops``).
         """
-        asked = None if pushed is None else RowsPushed(pushed, self.mode == "sync")
+        union = self.mode == "sync" and carries_union(self.rank)
+        asked = None if pushed is None else RowsPushed(pushed, union)
         versions = self._check_reply(blocks, arrays, reply, asked)
         params, dropped = len({b.param for b in blocks}), reply.get("dropped", 0)
         if type(dropped) is not int or not 0 <= dropped <= params:  # a bool is no count

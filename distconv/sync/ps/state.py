@@ -17,7 +17,7 @@ from distconv.backend import all_finite
 from distconv.messages import named
 from distconv.optim import mean_scale
 from distconv.sync.ps.blocks import ParamSpec
-from distconv.sync.ps.sums import over_cap, sum_culprit, sum_in_rank_order
+from distconv.sync.ps.sums import over_cap, reply_rows, sum_culprit, sum_in_rank_order
 from distconv.sync.ps.wire import (
     DTYPES,
     MAX_ARRAY_BYTES,
@@ -62,7 +62,8 @@ class _Push:
     ident: bytes
     header: dict[str, Any]
     left: int  # parameters still waiting for the other workers' pushes
-    touched: list[np.ndarray | None] | None = None  # a sparse push's rows, once updated
+    #: a sparse push's rows its reply carries, once updated (:func:`.sums.reply_rows`)
+    touched: list[np.ndarray | None] | None = None
 
 
 @dataclass
@@ -302,9 +303,9 @@ class BlockUpdates:
         was; the others stay held under their parameters still incomplete."""
         waiting = self.waiting[f"push:{p}"]
         for rank in sorted(waiting.by_rank):
-            push = waiting.by_rank[rank][2][0]
+            push, parts = waiting.by_rank[rank][2]
             if sums[0][0] is not None:  # a sparse push carries this one parameter only
-                push.touched = [rows for rows, _ in sums]
+                push.touched = reply_rows(rank, sums, parts)
             push.left -= 1
             if push.left == 0:
                 arrays, fields = self._values(push.header["blocks"], push.touched or ())

@@ -1,6 +1,6 @@
 """A sync step's arithmetic on a shard's gradients: the ranks' sum of a block in rank order,
-the message of the NaN/Inf check (:func:`distconv.backend.all_finite`), and the size check of
-a sparse step's reply."""
+the message of the NaN/Inf check (:func:`distconv.backend.all_finite`), and which rows a sparse
+step's replies carry, with the size check of the largest (the chief's)."""
 
 from __future__ import annotations
 
@@ -81,17 +81,45 @@ def sum_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]]):
     return rows, grad
 
 
+#: the rank whose sparse replies carry every rank's rows: the chief, which writes checkpoints
+CHIEF = 0
+
+
+def carries_union(rank: int) -> bool:
+    """Whether a sync sparse push's reply to ``rank`` carries every rank's rows, not only its
+    own (see :func:`reply_rows`): the shard's rule, which the worker checks its replies by."""
+    return rank == CHIEF
+
+
+def reply_rows(
+    rank: int,
+    sums: Sequence[tuple[np.ndarray | None, Any]],
+    pushed: Sequence[tuple[np.ndarray | None, Any]],
+) -> list[np.ndarray | None]:
+    """The row ids, per block, that a sync sparse push's reply to ``rank`` carries.
+
+    The chief's reply carries the union of every rank's rows (``sums``, per block, from
+    :func:`sum_in_rank_order`): its copy of the table stays the shards' in every row, since its
+    checkpoints write that copy (a sync checkpoint gathers only optimizer state). Any other
+    rank gets back only the rows it pushed (``pushed``: its ``(row ids, gradient)`` per block):
+    a worker prefetches the rows of each forward before it runs, so the other ranks' rows
+    would be a download it never reads, growing with the number of workers.
+    """
+    return [rows for rows, _ in (sums if carries_union(rank) else pushed)]
+
+
 def over_cap(
     spec: ParamSpec,
     step: int,
     sums: Sequence[tuple[np.ndarray | None, Any]],
     config: ShardConfig,
 ) -> str | None:
-    """The error for a sync step of sparse parameter ``spec`` whose reply would pass the
-    shard's ``max_message_bytes`` (``config``), or None: every rank's reply carries the union
-    of the ranks' rows (``sums``, per block), an id and a row each, so N pushes within the cap
-    may make a larger reply, which every worker would refuse as malformed once the step had
-    been applied. Checked before any update, so none is applied."""
+    """The error for a sync step of sparse parameter ``spec`` whose reply to the chief would
+    pass the shard's ``max_message_bytes`` (``config``), or None: that reply carries the union
+    of the ranks' rows (``sums``, per block; :func:`reply_rows`), an id and a row each, so N
+    pushes within the cap may make a larger reply, which the chief would refuse as malformed
+    once the step had been applied. Checked before any update, so none is applied. (Another
+    rank's reply holds the bytes of its own push, which that rank checked against the cap.)"""
     if not sums or sums[0][0] is None:  # dense: the reply is as large as each push
         return None
     size = sum(rows_bytes(len(rows), spec.row_bytes) for rows, _ in sums)
@@ -99,6 +127,7 @@ def over_cap(
         return None
     return (
         f"sync step {step} of sparse parameter {spec.name}: the ranks' rows together make a "
-        f"reply of {size} bytes to each rank, over the shard's max_message_bytes "
-        f"{config.max_message_bytes}: raise --max-message-bytes, or use more shards"
+        f"reply of {size} bytes to rank {CHIEF} (the chief, whose reply carries them all), "
+        f"over the shard's max_message_bytes {config.max_message_bytes}: raise "
+        "--max-message-bytes, or use more shards"
     )

@@ -88,3 +88,15 @@ def test_a_sparse_reply_with_a_non_finite_row_is_refused_before_any_row_is_writt
         w._write(BLOCKS, arrays, {"versions": [1, 1], "rows": [1, 1]}, pushed=[_ids(), _ids()])
     np.testing.assert_array_equal(w.params[0].value, 0.0)
     assert w._versions == [0, 0]
+
+
+def test_a_sync_reply_of_other_ranks_rows_is_refused_but_to_the_chief():
+    """In sync mode only the chief's reply carries the other ranks' rows (its table is the one
+    its checkpoints write); another rank's lists the rows it pushed alone, as in async mode."""
+    w = _Worker()
+    w.rank = 1
+    arrays = [_ids(0, 2), _rows(2), _ids(), _rows(0)]  # row 0 is another rank's
+    with pytest.raises(SyncError, match="malformed reply from a pserver: .*not the 1 pushed"):
+        w._write(BLOCKS, arrays, {"versions": [4, 5], "rows": [2, 0]}, pushed=[_ids(2), _ids()])
+    np.testing.assert_array_equal(w.params[0].value, 0.0)
+    assert w._versions == [0, 0]

@@ -1,7 +1,8 @@
-"""A sync sparse step's reply carries the union of every rank's rows (review k132): two
-pushes each within the shard's ``max_message_bytes`` made a reply over it, which every worker
-refused as a malformed reply, after the shard had applied the step. The step now fails the
-job before any update, naming the sizes, and every rank's reply says so within the cap."""
+"""A sync sparse step's reply to the chief carries the union of every rank's rows (review
+k132): two pushes each within the shard's ``max_message_bytes`` made a reply over it, which was
+refused as a malformed reply, after the shard had applied the step. The step now fails the job
+before any update, naming the sizes, and every rank's reply says so within the cap. Another
+rank's reply carries only the rows it pushed."""
 
 from __future__ import annotations
 
@@ -41,11 +42,13 @@ def test_a_union_of_rows_over_the_cap_fails_the_step_before_any_update(hand):
 
 def test_a_union_within_the_cap_is_applied_and_answered(hand):
     h = _two_pushes(hand, np.arange(0, 900), np.arange(900, 1900))
-    for _ in range(2):
+    # the replies, in rank order: the chief's carries both ranks' rows, rank 1's its own
+    for rows in (np.arange(1900), np.arange(900, 1900)):
         frames = h.client.recv_multipart()
         reply = unpack_header(frames[0], request=False)
         ids, values = unpack_arrays(reply, frames[1:], CAP)
-        assert reply["op"] == "ok" and reply["rows"] == [1900], reply
+        assert reply["op"] == "ok" and reply["rows"] == [len(rows)], reply
+        np.testing.assert_array_equal(ids, rows)
         # lr 0.1 on the sum of one gradient per row, over the 2 examples of the step
-        np.testing.assert_allclose(values[:, 0], np.arange(1900) - 0.05)
+        np.testing.assert_allclose(values[:, 0], rows - 0.05)
     assert not h.shard.failed
