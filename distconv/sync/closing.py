@@ -96,6 +96,31 @@ def open_step(step: int) -> str:
     return f"step {step} (no finish_step, or it failed)"
 
 
+def meeting_refused(said: str, unfinished: str) -> SyncError:
+    """The refusal of a meeting of the ranks (a metrics sum, the barrier) that this rank was
+    asked for inside ``unfinished`` (a step left open, a setup that failed), ``said`` being
+    what it was asked (``summing 3 values after 2 steps``): every transport's words, so a
+    script that skipped ``finish_step`` hears the same on each."""
+    return SyncError(f"{said}: the ranks meet between steps, not in {unfinished}")
+
+
+def refuse_meeting_in_step(sync: Any, asked: str) -> None:
+    """Refuse ``asked`` (``summing 3 values``, ``at the barrier``), a meeting of the ranks,
+    where ``sync``'s step is open (no ``finish_step`` or ``abandon_step`` since its
+    ``start_step``), before anything is sent: its metrics, and a checkpoint written after
+    them, would be of a step half taken (its gradients fired, no update). A transport whose
+    meetings do not check by themselves (MPISync's exchange does) calls it first.
+
+    Raises:
+        SyncError: :func:`meeting_refused`'s, naming the open step.
+    """
+    if sync.__dict__.get("_taken") is None:
+        return
+    steps = getattr(sync, "_step_number", 0)  # the step under way, after as many whole ones
+    said = f"{asked} after {steps} step{'s' * (steps != 1)}"
+    raise meeting_refused(said, open_step(steps))
+
+
 def step_left_open(error: BaseException | None) -> bool:
     """Whether ``error`` is :func:`closing_refusal`'s of a step left open with nothing
     propagating: the error a transport closes on, then raised (a plain SyncError, as every

@@ -17,6 +17,7 @@ import numpy as np
 
 from distconv.parameter import Parameter
 from distconv.sync.base import StateDict, SyncError
+from distconv.sync.closing import meeting_refused
 from distconv.sync.description import as_sent
 from distconv.sync.errors import meeting_failure_description, setup_failure_description
 from distconv.sync.local import LocalSync
@@ -338,7 +339,7 @@ class RankCollectives(StepNumbers, LocalSync):
         if self._open is not None:
             self._tell_failed_step()
             said = where((what, self.step, count))
-            raise SyncError(f"{said}: the ranks meet between steps, not in {self._open}")
+            raise meeting_refused(said, self._open)  # the words every transport says
         self._check.meet(what, self.step, count)
 
     def _tell_failed_step(self) -> None:

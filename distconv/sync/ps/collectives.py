@@ -17,6 +17,12 @@ shard 0 summed an evaluation before ``fit`` over the ranks' different models int
 without a word. A rank that alone sums raises at once, holding nothing on shard 0 (its gather
 failed the job where it met another rank's setup). Setup's own barrier is
 :meth:`Collectives._meet`.
+
+Both are refused inside a step too (a ``start_step`` with no ``finish_step`` or
+``abandon_step`` since), before anything is sent, in ``MPISync``'s words
+(:func:`~distconv.sync.closing.refuse_meeting_in_step`): shard 0 summed an evaluation of every
+rank that had skipped ``finish_step`` (nothing of the step pushed yet), the epoch's metrics
+were printed, a checkpoint could be written of the half step, and only the close said so.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from distconv.sync.closing import refuse_meeting_in_step
 from distconv.sync.errors import SyncError
 from distconv.sync.ps.job_check import check_all_equal, gather_problem
 from distconv.sync.ps.wire import short
@@ -75,8 +82,8 @@ class Collectives:
         ranks that sum different numbers of values (other code, another point of the job).
 
         Raises:
-            SyncError: before this worker's first setup completed (nothing sent), or the
-                gather failed."""
+            SyncError: before this worker's first setup completed, or inside a step (no
+                ``finish_step`` since its ``start_step``), nothing sent; or the gather failed."""
         if not self._set_up:
             raise self._before_setup(
                 f"summing {len(values)} value{'s' * (len(values) != 1)}",
@@ -84,6 +91,7 @@ class Collectives:
                 "the sum would mix their models' metrics (evaluate after fit, whose setup makes "
                 "every rank's parameters rank 0's; or in one process, with LocalSync)",
             )
+        refuse_meeting_in_step(self, f"summing {len(values)} value{'s' * (len(values) != 1)}")
         ours = [float(v) for v in values]
         return [float(v) for v in self._gather("allreduce", ours, answer="sum")]  # checked
 
@@ -91,14 +99,15 @@ class Collectives:
         """Return once every live rank has reached it (through shard 0).
 
         Raises:
-            SyncError: before this worker's first setup completed (nothing sent), as under
-                MPI, or the gather failed."""
+            SyncError: before this worker's first setup completed, or inside a step, nothing
+                sent, as under MPI; or the gather failed."""
         if not self._set_up:
             raise self._before_setup(
                 "a barrier",
                 "the ranks meet once a setup made their parameters rank 0's, under MPI too "
                 "(call it after fit)",
             )
+        refuse_meeting_in_step(self, "at the barrier")
         self._meet()
 
     def _meet(self) -> None:
