@@ -31,7 +31,7 @@ import ast
 import weakref
 from collections.abc import Callable, Iterable
 from types import MethodType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -148,27 +148,36 @@ class WriteGuard:
             f"fires once per pass, after its last user: add into p.grad first, then call "
             f"p.inc_update(callback)"
         )
-        setattr(blamed, _NAMED_LAYER, True)  # the sync's close keeps it: it names the layer
-        raise blamed from exc
+        raise named_write(blamed) from exc  # the sync's close keeps it: it names the layer
 
 
-#: marks the error :meth:`WriteGuard.blame` raised, which names the layer that wrote: a sync
+_E = TypeVar("_E", bound=BaseException)
+
+#: marks an error that already says what became of a write into a held gradient: a sync
 #: closing on it (:func:`distconv.held_gradients.blamed_write`) must not replace it with its
 #: own words of a write between backward and finish_step
-_NAMED_LAYER = "_distconv_layer_named"
+_WRITE_NAMED = "_distconv_write_named"
+
+
+def named_write(error: _E) -> _E:
+    """``error``, marked as the one that names a write into a held gradient and what became
+    of it (:meth:`WriteGuard.blame`'s, naming the layer; a refused ``zero_grad``'s, naming the
+    step that holds it): a sync closing on it raises it as it is. Returns ``error``."""
+    setattr(error, _WRITE_NAMED, True)
+    return error
 
 
 def _read_only_write(exc: BaseException) -> BaseException | None:
     """numpy's error for a write into a read-only array: ``exc`` or the innermost one it was
     raised from (a layer's backward names its ValueErrors in a LayerError, which chains the
     original, the one raised at the layer's line); None where there is none. The chain's walk
-    stops at an error that already named the layer that wrote (:data:`_NAMED_LAYER`): a write
+    stops at an error that already named the write (:func:`named_write`): a write
     into a held gradient while that one was handled (a clip or a zero_grad in the ``except``)
     is still the user's own, and found."""
     found, seen = None, set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if getattr(exc, _NAMED_LAYER, False):  # blamed on its layer already (:meth:`blame`)
+        if getattr(exc, _WRITE_NAMED, False):  # named already (a layer's, a zero_grad's)
             return found
         if isinstance(exc, ValueError) and "read-only" in str(exc):
             found = exc

@@ -15,7 +15,9 @@ when ``finish_step`` or ``abandon_step`` begins (the strategy's own writes, zero
 gradients, come after), at a ``setup`` and at ``close``. A write in the window raises numpy's
 "read-only" ValueError at the line that wrote; the sync's close, where that error propagates
 (a ``with`` block's end, a ``finally: sync.close()``), raises :func:`blamed_write`'s
-:class:`SyncError` from it, naming the parameter and the supported route.
+:class:`SyncError` from it, naming the parameter and the supported route. A ``zero_grad`` there
+is refused at once, in words of its own (:func:`refuse_zeroing`), which the close raises as
+they are: nothing was written, and under MPI that refusal is the rank's one line.
 
 Not held: the passes of a gradient accumulation before its last (their callback is the
 Trainer's ``keep_gradient``: the next pass adds into the same gradients), and a device (cupy)
@@ -26,7 +28,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from distconv.fired_writes import WriteGuard, holding, promises_untouched, strategy_of
+from distconv.fired_writes import (
+    WriteGuard,
+    holding,
+    named_write,
+    promises_untouched,
+    strategy_of,
+)
 from distconv.parameter import Parameter, UpdateCallback, keep_gradient
 from distconv.sync.errors import SyncError
 
@@ -84,7 +92,9 @@ def refuse_zeroing(param: Parameter, error: ValueError) -> None:
     where a step hold keeps ``param``'s gradient: a PyTorch-style ``net.zero_grad()`` after a
     step that never ended (a backward that raised, a Ctrl-C), on the sync that holds it. Return
     where none does (another read-only array: numpy's error stands). A sync that closes on it
-    raises :func:`blamed_write`'s refusal from it, as for any write in the window."""
+    raises it as it is (:func:`~distconv.fired_writes.named_write`), not
+    :func:`blamed_write`'s words, which said the write "was lost, applied, or raced the
+    reduction": it was refused, and nothing was written."""
     hold = holding(param)
     if hold is None:
         return
@@ -94,4 +104,4 @@ def refuse_zeroing(param: Parameter, error: ValueError) -> None:
         f"that is unfinished, and the sync's until that step ends (on the wire, or applied): call "
         f"{owner}.finish_step() first, or {owner}.abandon_step() where the step raised"
     )
-    raise refusal from error
+    raise named_write(refusal) from error
