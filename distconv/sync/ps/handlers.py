@@ -305,4 +305,4 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
         keep = header.get("keep")
         if header["step"] < 0 or (keep is not None and keep < 1):
             raise WireError(f"checkpoint: step {header['step']} < 0 or keep {keep} < 1")
-        self._reply(ident, header, path=str(self.save_requested_part(header["step"], keep)))
+        self._reply(ident, header, **self.save_requested_part(header["step"], keep))

@@ -39,6 +39,13 @@ from distconv.sync.ps.state import _Refused
 log = logging.getLogger("distconv.pserver")
 
 
+#: what a part the disk cannot take costs, said where the shard and the chief warn of one
+EXTRA_COPY = (
+    "this part is only the shards' extra copy of the checkpoint, never read back: the chief's "
+    "checkpoint holds all a resume needs, and training goes on (a shard started without "
+    "--checkpoint-dir writes no parts)"
+)
+
 #: how often :func:`make_folders` starts again when a level above vanishes as it makes one
 _FOLDER_TRIES = 3
 
@@ -154,18 +161,29 @@ class CheckpointParts:
             for key, what in bad_counts(b.state).items()
         ]
 
-    def save_requested_part(self, step: int, keep: int | None) -> Path:
-        """:meth:`save_part` for the chief's ``checkpoint`` request. A write that fails (a full
-        disk, a quota, a file in the way) is refused with the one line that names the file and
-        the cause, which the chief's error repeats: it is no shard bug, to be logged with its
-        traceback and answered as a ``shard error``.
+    def save_requested_part(self, step: int, keep: int | None) -> dict[str, str]:
+        """:meth:`save_part` for the chief's ``checkpoint`` request; returns the reply's field:
+        ``path``, the part written, or ``unwritten``, the line that says why none was.
+
+        A part the disk cannot take (full, a quota, a file in the way) is a warning in this
+        shard's log, and the chief, told so, writes its own checkpoint and goes on: a part is
+        never read back (see the module), and refusing it stopped the job and left the step
+        without the chief's checkpoint too, the one a resume reads.
+
+        Raises:
+            _Refused: the part holds an optimizer count that is no count (a shard bug, which
+                the chief's checkpoint would carry too): one line naming the file and the
+                block, which the chief's error repeats, not a ``shard error`` traceback.
         """
         from distconv.checkpoint import CheckpointError
 
         try:
-            return self.save_part(str(step), keep)
+            return {"path": str(self.save_part(str(step), keep))}
         except CheckpointError as exc:
-            raise _Refused(str(exc)) from None
+            if self._bad_counts():  # refused for what it holds, not by the disk
+                raise _Refused(str(exc)) from None
+            log.warning("shard %d: %s; %s", self.index, exc, EXTRA_COPY)
+            return {"unwritten": str(exc)}
 
     def prune_parts(self, step: int, keep: int) -> list[Path]:
         """Delete this shard's parts but those of its ``keep`` newest steps up to ``step``

@@ -17,6 +17,7 @@ blocks since: the largest of a block's rows).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,7 +27,10 @@ from distconv.backend import to_host
 from distconv.sync.base import PER_ROW, StateDict, SyncError
 from distconv.sync.local import state_problems
 from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
+from distconv.sync.ps.parts import EXTRA_COPY
 from distconv.sync.ps.row_counts import RUNS, block_count, count_problems, count_runs
+
+log = logging.getLogger("distconv.pserver")
 
 #: what a ``get_state`` reply without the values asked for says of its shard: one of a release
 #: before ``with_values``, which ignores the field (unknown fields are ignored)
@@ -269,25 +273,45 @@ class RemoteState:
         return fresh
 
     def save_remote_parts(self, step: int, keep: int | None = None) -> dict[str, str]:
-        """Ask every shard to write its part of checkpoint ``step``; part name -> path.
+        """Ask every shard to write its part of checkpoint ``step``; part name -> path, of the
+        parts written.
+
+        A shard whose disk could not take its part (full, a quota, a file in the way) says so
+        in its reply (``unwritten``): a warning here, naming the shard and its line, and the
+        part is left out, while the chief's own checkpoint is written and training goes on,
+        since parts are never read back (:mod:`~distconv.sync.ps.parts`).
 
         Args:
             step: the checkpoint's step.
             keep: the chief's number of kept checkpoints: each shard then deletes its parts
                 but those of its ``keep`` newest steps up to ``step`` (None: the shard's own
                 ``--keep-parts``).
+
+        Raises:
+            SyncError: a shard refused the request, or its reply holds neither the path it
+                wrote nor why it wrote none (each a string), naming the shard.
         """
         writers = self._part_writers
         head: dict[str, Any] = {"op": "checkpoint", "step": int(step)}
         if keep is not None:
             head["keep"] = int(keep)
         asks = [(s, head, ()) for s in writers]
-        replies = self._ask_all(asks, f"checkpoint {step}") if asks else []
-        for s, (h, _) in zip(writers, replies):
-            if not isinstance(h.get("path"), str) or not h["path"]:  # listed as a part, read
-                # by the resume: a number there failed only then, naming no shard
-                raise self._malformed(s, "checkpoint reply without the path (a string) it wrote")
-        return {f"pserver-shard{s}": h["path"] for s, (h, _) in zip(writers, replies)}
+        replies = [h for h, _ in self._ask_all(asks, f"checkpoint {step}")] if asks else []
+        for s, h in zip(writers, replies):  # all checked before any is warned of
+            if not (_a_line(h.get("path")) or _a_line(h.get("unwritten"))):
+                # listed as a part, read by the resume: a number there failed only then
+                raise self._malformed(
+                    s, "checkpoint reply without the path (a string) it wrote, nor why it "
+                    "wrote none (unwritten, a string)"
+                )  # fmt: skip
+        written = {s: h["path"] for s, h in zip(writers, replies) if _a_line(h.get("path"))}
+        for s, h in zip(writers, replies):
+            if s not in written:
+                log.warning(
+                    "rank %d, checkpoint %d: pserver shard %s wrote no part: %s; %s",
+                    self.rank, step, self._named([s]), h["unwritten"], EXTRA_COPY,
+                )  # fmt: skip
+        return {f"pserver-shard{s}": path for s, path in written.items()}
 
     def shard_stats(self) -> list[dict[str, Any]]:
         """Each shard's counters, shard 0 first, as its ``stats`` reply carries them: pushes,
@@ -306,6 +330,11 @@ class RemoteState:
             if not isinstance(h.get("stats"), dict):
                 raise self._malformed(s, "stats reply without its counters (a map)")
         return [h["stats"] for h, _ in replies]
+
+
+def _a_line(field: Any) -> bool:
+    """Whether a reply's ``field`` is a string with something in it."""
+    return isinstance(field, str) and bool(field)
 
 
 def _gather_block(

@@ -15,8 +15,9 @@ from ps_helpers import insecure_worker, shard_argv, small_net
 
 from distconv.sync.base import SyncError
 
-#: ``python -m distconv`` whose checkpoint replies have no ``path`` (argv[1] ``none``) or the
-#: path as a number (``number``)
+#: ``python -m distconv`` whose checkpoint replies have no ``path`` (argv[1] ``none``), the
+#: path as a number (``number``), or instead of it why none was written as a number
+#: (``unwritten``)
 TAMPERED_SHARD = """
 import sys
 from distconv.cli import main
@@ -29,6 +30,9 @@ def tampered(self, ident, request, arrays=(), error=None, **fields):
     if request.get("op") == "checkpoint" and "path" in fields:
         if fault == "none":
             del fields["path"]
+        elif fault == "unwritten":  # why no part was written, as no string
+            del fields["path"]
+            fields["unwritten"] = 7
         else:
             fields["path"] = 7
     return reply(self, ident, request, arrays, error, **fields)
@@ -39,7 +43,7 @@ raise SystemExit(main(sys.argv[1:]))
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("fault", ["none", "number"])
+@pytest.mark.parametrize("fault", ["none", "number", "unwritten"])
 def test_a_checkpoint_reply_without_a_path_string_is_refused(shards, tmp_path, fault):
     argv = shard_argv(["-c", TAMPERED_SHARD, fault]) + ["--checkpoint-dir", str(tmp_path / "p")]
     endpoint = shards.launch(argv, tmp_path / "shard.log")

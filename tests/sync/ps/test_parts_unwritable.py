@@ -1,0 +1,98 @@
+"""A shard whose disk cannot take its checkpoint part (full, a quota, a file in the way) no
+longer stops the job: the part is the shards' extra copy, never read back, yet its refusal
+failed the chief's checkpoint of that step (exit 1), and the chief's own checkpoint, the one a
+resume reads, was not written either.
+
+Real ``distconv train`` runs against two real shards on 127.0.0.1, each writing its parts in
+a folder of its own: in one run shard 1's folder is a file put in its place once the shard has
+started (a write that fails for root too, as a full disk does); in the other both folders are
+writable. The run goes on: the chief writes every checkpoint, its manifests list shard 0's
+parts alone, both logs warn naming the part, the cause and that it is only the shards' copy,
+and the weights end bit-identical to those of the run whose parts were all written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ps_helpers import Shards, shard_argv
+from safetensors.numpy import load_file
+
+from tests.child_env import child_env
+from tests.processes import run_job
+
+pytestmark = pytest.mark.timeout(180)
+
+#: one epoch of Adam, a checkpoint every 2 steps: shard 1's part fails at each of them
+TRAIN = ["--data", "synthetic", "--batch-size", "64", "--epochs", "1", "--no-progress",
+         "--optimizer", "adam", "--checkpoint-every", "2", "--keep-checkpoints", "100"]  # fmt: skip
+
+
+def _train(tmp_path: Path, *, block_shard_1: bool) -> tuple[subprocess.CompletedProcess, str]:
+    """``distconv train`` against two fresh shards writing their parts in ``tmp_path/parts/s0``
+    and ``s1``; with ``block_shard_1``, ``s1`` is a file by the time a part is asked for.
+    Returns the finished job and the shards' log."""
+    tmp_path.mkdir()
+    shards = Shards(tmp_path)
+    try:
+        endpoints = [
+            shards.launch(
+                shard_argv(["-m", "distconv"], shard=i, shards=2)
+                + ["--checkpoint-dir", str(tmp_path / "parts" / f"s{i}")],
+                tmp_path / f"shard{i}.log",
+            )
+            for i in (0, 1)
+        ]
+        if block_shard_1:  # after the start, whose check would have refused it
+            (tmp_path / "parts").mkdir()
+            (tmp_path / "parts" / "s1").write_text("")
+        argv = [sys.executable, "-m", "distconv", "train", *TRAIN, "--out", str(tmp_path / "out"),
+                "--pservers", ",".join(endpoints), "--insecure"]  # fmt: skip
+        done = run_job(argv, child_env(), timeout=120)
+    finally:
+        shards.stop()
+    return done, shards.log_text()
+
+
+def _checkpoints(out: Path) -> dict[str, dict[str, np.ndarray]]:
+    """Each step folder's chief part, by folder name."""
+    folders = sorted(d for d in out.glob("step-*") if d.is_dir())
+    return {d.name: load_file(d / "chief.safetensors") for d in folders}
+
+
+def test_a_part_the_disk_cannot_take_is_warned_of_and_the_run_goes_on(tmp_path):
+    written, _ = _train(tmp_path / "written", block_shard_1=False)
+    assert written.returncode == 0, written.stderr[-2000:]
+    done, shards_log = _train(tmp_path / "blocked", block_shard_1=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    out = tmp_path / "blocked" / "out" / "checkpoints"
+    steps = _checkpoints(out)
+    reference = _checkpoints(tmp_path / "written" / "out" / "checkpoints")
+    assert len(steps) >= 3 and list(steps) == list(reference), (list(steps), list(reference))
+    for name, tensors in reference.items():  # the same training, step by step
+        assert tensors.keys() == steps[name].keys()
+        for key, value in tensors.items():
+            np.testing.assert_array_equal(steps[name][key], value, err_msg=f"{name} {key}")
+
+    for name in steps:  # shard 0's part listed, shard 1's none
+        manifest = json.loads((out / f"{name}.json").read_text())
+        assert list(manifest["remote"]) == ["pserver-shard0"], manifest
+
+    part = tmp_path / "blocked" / "parts" / "s1" / "pserver-shard1-step2.safetensors"
+    cause = f"cannot save checkpoint {part}: {part.parent} is a file, not a folder"
+    copy = "this part is only the shards' extra copy of the checkpoint, never read back"
+    chief = [line for line in done.stderr.splitlines() if "wrote no part" in line]
+    warned = {int(re.search(r"checkpoint (\d+):", line)[1]) for line in chief}
+    assert warned == {int(name.removeprefix("step-")) for name in steps}, done.stderr[-2000:]
+    assert cause in chief[0] and "pserver shard 1 (" in chief[0] and copy in chief[0], chief[0]
+    assert "--checkpoint-dir writes no parts" in chief[0], chief[0]
+    shard = [line for line in shards_log.splitlines() if f"shard 1: {cause}" in line]
+    assert shard and copy in shard[0], shards_log[-2000:]
+    assert "Traceback" not in shards_log
