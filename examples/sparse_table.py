@@ -19,6 +19,7 @@ MPI the flag changes nothing.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -36,6 +37,8 @@ from distconv.script_flags import (
     print_result,
     refusals,
 )
+from distconv.service import ServiceEndpoints
+from distconv.sync.base import SyncStrategy
 from distconv.sync.mpi import MPISync
 
 VOCAB, WIDTH, FEATURES = 100_000, 32, 8
@@ -65,6 +68,62 @@ def make_data(n: int, seed: int, vocab: int = VOCAB) -> dict[str, np.ndarray]:
     return {"item": item.astype(np.int64), "x": x.astype(np.float32), "target": target[:, None]}
 
 
+class StepBytes(ServiceEndpoints):
+    """A monitor, never served, that counts the bytes ``sync`` moves in the training steps
+    alone. The Trainer tells its monitor when a fit's setup is done (``set_ready``), after each
+    step (``observe_step``, then ``record_totals``) and after each epoch's end (``record_totals``,
+    once its async refresh, evaluation and checkpoint are done), so what moves outside the
+    steps (rank 0 seeding the servers, the test set's rows, a checkpoint's optimizer state, an
+    async epoch end's pull of the whole table) is left out of :attr:`bytes`."""
+
+    def __init__(self, sync: SyncStrategy) -> None:
+        super().__init__("worker", sync.rank)
+        self.sync = sync
+        self.bytes = 0  # moved in the steps
+        self._since = 0  # the sync's total when the step under way began
+
+    def set_ready(self, ready: bool = True) -> None:
+        super().set_ready(ready)
+        self._since = moved(self.sync.traffic())
+
+    def observe_step(self, seconds: float, samples: int, step: int | None = None) -> None:
+        super().observe_step(seconds, samples, step)
+        now = moved(self.sync.traffic())
+        self.bytes += now - self._since
+        self._since = now
+
+    def record_totals(self, totals: Mapping[str, float], source: object = None) -> None:
+        super().record_totals(totals, source)
+        self._since = moved(totals)  # at an epoch's end: its refresh and checkpoint left out
+
+
+def moved(totals: Mapping[str, float]) -> int:
+    """The bytes a sync's ``traffic()`` says it pushed and pulled."""
+    return int(totals.get("bytes_pushed", 0) + totals.get("bytes_pulled", 0))
+
+
+def bytes_line(
+    sync: SyncStrategy, steps: StepBytes, totals: Mapping[str, float], epochs: int, per_epoch: int
+) -> str:
+    """The closing line: the bytes rank 0 moved in its steps (``epochs`` of ``per_epoch``
+    steps), and through servers in all (``totals``, the sync's ``traffic()`` at the end)."""
+    table = VOCAB * WIDTH * 4
+    line = (
+        f"bytes moved by rank 0: {steps.bytes} in {epochs} epoch(s) of {per_epoch} steps; "
+        f"a dense table moves {2 * table} a step"
+    )
+    if isinstance(sync, MPISync):  # it counts its gradient collectives alone (wire_bytes)
+        return line
+    # through servers only the batches' rows travel in a step; around the steps the whole
+    # table may: rank 0 seeds the servers with it, a checkpoint gathers its optimizer state
+    # (Adam: twice the table), an async epoch end pulls it
+    return (
+        f"{line}; {moved(totals)} in all, with start-up (rank 0 seeds the servers with "
+        f"the {table}-byte table once), the test set's rows, each checkpoint's optimizer state "
+        "and, in async mode, each epoch end's pull of the whole table"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_flags(parser, epochs=3, batch_size=64)
@@ -84,36 +143,25 @@ def main() -> None:
 
     sync = dist.init(args.optimizer, lr=args.lr)  # rank, world size, transport: environment
     set_seed(0)
+    steps = StepBytes(sync)
     with refusals(parser):  # a run already in --out and no --resume: one line, not a traceback
         try:
             trainer = Trainer(
-                build_model(), sync, args.batch_size, out_dir=args.out, progress=False
-            )
+                build_model(), sync, args.batch_size, out_dir=args.out, progress=False,
+                monitor=steps,
+            )  # fmt: skip
             trainer.fit(
                 make_data(args.examples, seed=1), make_data(2048, seed=2), args.epochs,
                 resume=args.resume,
             )  # fmt: skip
-            moved = sync.traffic()
+            totals = sync.traffic()
         finally:
             sync.close()
     last = print_last_epoch(trainer, args.out) if sync.is_chief else None
-    if last is not None and moved:
-        total = moved.get("bytes_pushed", 0) + moved.get("bytes_pulled", 0)
-        table = VOCAB * WIDTH * 4
-        steps = -(-args.examples // last["global_batch"])  # a short last batch is a step
-        # through servers only the batches' rows travel, after rank 0 has seeded the shards
-        # with every parameter (the table once); MPI reduces the whole table a step and
-        # counts its gradient collectives only (wire_bytes), nothing at start-up
-        start = (
-            "steps" if isinstance(sync, MPISync)
-            else f"steps, start-up included (rank 0 seeds the servers with the {table}-byte "
-            "table once)"
-        )  # fmt: skip
-        print_result(
-            f"bytes moved by rank 0: {total:.0f} in {len(trainer.history)} epoch(s) of {steps} "
-            f"{start}; a dense table moves {2 * table} a step",
-            bytes_moved=int(total),
-        )
+    if last is not None and totals:
+        per_epoch = -(-args.examples // last["global_batch"])  # a short last batch is a step
+        line = bytes_line(sync, steps, totals, len(trainer.history), per_epoch)
+        print_result(line, bytes_moved=steps.bytes, bytes_in_all=moved(totals))
 
 
 if __name__ == "__main__":

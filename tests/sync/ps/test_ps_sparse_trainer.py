@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -208,10 +209,13 @@ def test_the_example_runs_under_the_launcher_with_two_workers_and_two_shards(tmp
     assert "[worker 0] test loss" in out and "[worker 1] test loss" not in out
     assert "rank 0: 5 parameters in" in out  # trained through the shards, not locally
     line = out.split("bytes moved by rank 0: ")[1].splitlines()[0]
-    moved, table = int(line.split()[0]), EX.VOCAB * EX.WIDTH * 4
+    table = EX.VOCAB * EX.WIDTH * 4
+    steps, in_all = (int(n) for n in re.findall(r"(\d+) in (?:1 epoch|all)", line))
     # the line once set the run's bytes beside one table, which they exceeded, as if the sparse
-    # table moved whole: it now says what they hold and what a dense table moves in a step
-    assert "in 1 epoch(s) of 16 steps, start-up included" in line  # 2048 / (2 x 64)
-    assert line.endswith(f"a dense table moves {2 * table} a step")
-    # start-up seeds the shards with the table once; 16 steps then move only rows
-    assert table < moved < table + 16 * 2 * table / 100
+    # table moved whole: it says what a dense table moves in a step, and the steps' bytes apart
+    # from the whole (start-up, the test set's rows; no checkpoint without --out)
+    assert line.startswith(f"{steps} in 1 epoch(s) of 16 steps; a dense table moves {2 * table} ")
+    assert f"; {in_all} in all, with start-up" in line, line
+    # 16 steps move only rows; start-up seeds the shards with the table once
+    assert 0 < steps < 16 * 2 * table / 100
+    assert table + steps < in_all < table + 16 * 2 * table / 100

@@ -1,0 +1,56 @@
+"""``examples/sparse_table.py``'s closing bytes line through a parameter server counts the
+steps apart from what moves around them.
+
+The line said "N in 1 epoch(s) of 16 steps, start-up included", while N held each checkpoint's
+optimizer state too (Adam's two moments of the 12.8 MB table: 25.6 MB an epoch with ``--out``)
+and, in async mode, each epoch end's pull of the whole table: a reader comparing it with "a
+dense table moves 25600000 a step" could not tell the sparse steps' cost. The steps' bytes
+are now counted from before the first step to each epoch's last, and the whole named apart.
+A real shard on 127.0.0.1 and the real example, with and without a checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import pytest
+from ps_helpers import REPO_ROOT
+
+from tests.child_env import child_path
+from tests.processes import run_job
+
+pytestmark = pytest.mark.timeout(180)
+
+TABLE = 100_000 * 32 * 4  # the example's float32 table, in bytes
+LINE = re.compile(
+    r"bytes moved by rank 0: (\d+) in 1 epoch\(s\) of 8 steps; a dense table moves "
+    rf"{2 * TABLE} a step; (\d+) in all, with start-up \(rank 0 seeds the servers with the "
+    rf"{TABLE}-byte table once\), the test set's rows, each checkpoint's optimizer state and, "
+    "in async mode, each epoch end's pull of the whole table"
+)
+
+
+def _bytes(shards, tmp_path, *args: str) -> tuple[int, int]:
+    """The example's steps' bytes and its bytes in all, as its closing line says them, for one
+    epoch of 8 steps of Adam on a fresh shard of one worker."""
+    (endpoint,) = shards.start(1, workers=1)
+    env = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"}
+    env.update(RANK="0", WORLD_SIZE="1", DISTCONV_PSERVERS=endpoint, DISTCONV_INSECURE="1")
+    example = str(REPO_ROOT / "examples" / "sparse_table.py")
+    argv = [sys.executable, example, "--epochs", "1", "--examples", "512", *args]
+    done = run_job(argv, env, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = LINE.search(done.stdout)
+    assert found, done.stdout
+    return int(found[1]), int(found[2])
+
+
+def test_the_steps_bytes_leave_out_start_up_evaluation_and_checkpoints(shards, tmp_path):
+    steps, in_all = _bytes(shards, tmp_path)
+    saved_steps, saved_in_all = _bytes(shards, tmp_path, "--out", str(tmp_path / "run"))
+    assert saved_steps == steps  # the checkpoint's state is not the steps'
+    assert saved_in_all - in_all >= 2 * TABLE  # it is in all: Adam's m and v of the table
+    assert in_all > TABLE + steps  # start-up: rank 0 seeds the shard with the table
+    assert 0 < steps < 2 * TABLE / 100  # 8 sparse steps: under a hundredth of one dense step
