@@ -4,11 +4,12 @@ failed the chief's checkpoint of that step (exit 1), and the chief's own checkpo
 resume reads, was not written either.
 
 Real ``distconv train`` runs against two real shards on 127.0.0.1, each writing its parts in
-a folder of its own: in one run shard 1's folder is a file put in its place once the shard has
-started (a write that fails for root too, as a full disk does); in the other both folders are
-writable. The run goes on: the chief writes every checkpoint, its manifests list shard 0's
-parts alone, both logs warn naming the part, the cause and that it is only the shards' copy,
-and the weights end bit-identical to those of the run whose parts were all written.
+a folder of its own. Shard 1's folder cannot take a part: a file put in its place once the
+shard has started (which fails for root too), or a 4 KiB tmpfs mounted on it, a full disk as
+the shard meets it (where this user may make a mount namespace). The same run with both folders
+writable is the reference. The run goes on: the chief writes every checkpoint, its manifests
+list shard 0's parts alone, both logs warn naming the part, the cause and that it is only the
+shards' copy, and the weights end bit-identical, step by step, to the reference's.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ps_helpers import Shards, shard_argv
 from safetensors.numpy import load_file
 
 from tests.child_env import child_env
+from tests.mounts import needs_mounts
 from tests.processes import run_job
 
 pytestmark = pytest.mark.timeout(180)
@@ -33,25 +35,29 @@ pytestmark = pytest.mark.timeout(180)
 TRAIN = ["--data", "synthetic", "--batch-size", "64", "--epochs", "1", "--no-progress",
          "--optimizer", "adam", "--checkpoint-every", "2", "--keep-checkpoints", "100"]  # fmt: skip
 
+#: ``unshare -rm sh -c FULL FOLDER ARGV``: ARGV run with a 4 KiB tmpfs on FOLDER, in a mount
+#: namespace of its own (a part is larger)
+FULL = 'mount -t tmpfs -o size=4k distconv-test "$0" && exec "$@"'
 
-def _train(tmp_path: Path, *, block_shard_1: bool) -> tuple[subprocess.CompletedProcess, str]:
+
+def _train(tmp_path: Path, blocked: str | None) -> tuple[subprocess.CompletedProcess, str]:
     """``distconv train`` against two fresh shards writing their parts in ``tmp_path/parts/s0``
-    and ``s1``; with ``block_shard_1``, ``s1`` is a file by the time a part is asked for.
-    Returns the finished job and the shards' log."""
-    tmp_path.mkdir()
+    and ``s1``; ``blocked``: how ``s1`` cannot take a part (``"file"`` in its place, ``"full"``),
+    or None. Returns the finished job and the shards' log."""
+    parts = tmp_path / "parts"
+    (parts / "s1").mkdir(parents=True)
     shards = Shards(tmp_path)
     try:
-        endpoints = [
-            shards.launch(
-                shard_argv(["-m", "distconv"], shard=i, shards=2)
-                + ["--checkpoint-dir", str(tmp_path / "parts" / f"s{i}")],
-                tmp_path / f"shard{i}.log",
-            )
-            for i in (0, 1)
-        ]
-        if block_shard_1:  # after the start, whose check would have refused it
-            (tmp_path / "parts").mkdir()
-            (tmp_path / "parts" / "s1").write_text("")
+        endpoints = []
+        for i in (0, 1):
+            argv = shard_argv(["-m", "distconv"], shard=i, shards=2)
+            argv += ["--checkpoint-dir", str(parts / f"s{i}")]
+            if blocked == "full" and i == 1:
+                argv = ["unshare", "-rm", "sh", "-c", FULL, str(parts / "s1"), *argv]
+            endpoints.append(shards.launch(argv, tmp_path / f"shard{i}.log"))
+        if blocked == "file":  # once started: the start's check would have refused it
+            (parts / "s1").rmdir()
+            (parts / "s1").write_text("")
         argv = [sys.executable, "-m", "distconv", "train", *TRAIN, "--out", str(tmp_path / "out"),
                 "--pservers", ",".join(endpoints), "--insecure"]  # fmt: skip
         done = run_job(argv, child_env(), timeout=120)
@@ -66,10 +72,11 @@ def _checkpoints(out: Path) -> dict[str, dict[str, np.ndarray]]:
     return {d.name: load_file(d / "chief.safetensors") for d in folders}
 
 
-def test_a_part_the_disk_cannot_take_is_warned_of_and_the_run_goes_on(tmp_path):
-    written, _ = _train(tmp_path / "written", block_shard_1=False)
+@pytest.mark.parametrize("blocked", ["file", pytest.param("full", marks=needs_mounts)])
+def test_a_part_the_disk_cannot_take_is_warned_of_and_the_run_goes_on(tmp_path, blocked):
+    written, _ = _train(tmp_path / "written", None)
     assert written.returncode == 0, written.stderr[-2000:]
-    done, shards_log = _train(tmp_path / "blocked", block_shard_1=True)
+    done, shards_log = _train(tmp_path / "blocked", blocked)
     assert done.returncode == 0, done.stderr[-2000:]
 
     out = tmp_path / "blocked" / "out" / "checkpoints"
@@ -80,13 +87,13 @@ def test_a_part_the_disk_cannot_take_is_warned_of_and_the_run_goes_on(tmp_path):
         assert tensors.keys() == steps[name].keys()
         for key, value in tensors.items():
             np.testing.assert_array_equal(steps[name][key], value, err_msg=f"{name} {key}")
-
     for name in steps:  # shard 0's part listed, shard 1's none
         manifest = json.loads((out / f"{name}.json").read_text())
         assert list(manifest["remote"]) == ["pserver-shard0"], manifest
 
     part = tmp_path / "blocked" / "parts" / "s1" / "pserver-shard1-step2.safetensors"
-    cause = f"cannot save checkpoint {part}: {part.parent} is a file, not a folder"
+    why = "no space left on device" if blocked == "full" else f"{part.parent} is a file"
+    cause = f"cannot save checkpoint {part}: {why}"
     copy = "this part is only the shards' extra copy of the checkpoint, never read back"
     chief = [line for line in done.stderr.splitlines() if "wrote no part" in line]
     warned = {int(re.search(r"checkpoint (\d+):", line)[1]) for line in chief}
