@@ -19,7 +19,9 @@ Parts are never read back: the chief's checkpoint holds every block's values (th
 optimizer state (gathered with ``get_state``), and a resume reseeds fresh shards from it. So
 the parts in the chief's own directory that no shard will prune (a run moved off the parameter
 server, or onto fewer shards; a ``steplast``) the chief's prune sweeps once its oldest kept
-checkpoint has passed them (:mod:`distconv.checkpoint_sweep`).
+checkpoint has passed them (:mod:`distconv.checkpoint_sweep`). For the same reason a part the
+disk cannot take (full, a quota) is a warning, in the shard's log and the chief's, and the
+chief writes its own checkpoint and goes on (:meth:`CheckpointParts.save_requested_part`).
 """
 
 from __future__ import annotations
