@@ -21,10 +21,11 @@ if TYPE_CHECKING:
 
 
 def run_epoch(
-    trainer: Trainer, train: Any, test: Any, sampler: GlobalBatchSampler
+    trainer: Trainer, train: Any, test: Any, sampler: GlobalBatchSampler, ends_fit: bool = False
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Train ``trainer`` one epoch on ``train`` (evaluating ``test`` after it, where given);
-    returns its record and the scheme it ran under (read once).
+    returns its record and the scheme it ran under (read once). ``ends_fit``: the fit's last
+    epoch, whose last step the ranks check for a stop at too.
 
     Raises:
         Preempted: a stop (SIGTERM, Ctrl-C) agreed between steps; checkpointed first.
@@ -50,7 +51,8 @@ def run_epoch(
             t.pos.step_in_epoch += 1
             if bar.enabled:
                 bar.update()
-            stop = stop_agreed(sync, t._stop, t.pos.step)  # every rank
+            last = ends_fit and t.pos.step_in_epoch == sampler.steps_per_epoch
+            stop = stop_agreed(sync, t._stop, t.pos.step, last)  # every rank
             due = t.checkpoint_every and t.pos.step % t.checkpoint_every == 0
             if stop is not None or due:
                 t.checkpoints.save(t.pos, tally.fold(t.pos), tally.scheme)

@@ -2,10 +2,12 @@
 
 A stop request (:class:`~distconv.stop_request.StopRequest`) reaches one rank, or each at
 another time; a rank that stopped alone would leave the others waiting in the next step's
-collective. So the ranks sum their requests every :data:`STOP_CHECK_EVERY` steps and stop
-together, each exiting with the same status. The same sum carries who got the signal (how
-many ranks, and their ranks' sum: the rank itself where one alone did), so a rank that was not
-signalled says whose signal stopped it, and an operator looks at the right node.
+collective. So the ranks sum their requests every :data:`STOP_CHECK_EVERY` steps, and at a
+fit's last step (a signal after the last multiple would else never be agreed on: the fit would
+end as if none came), and stop together, each exiting with the same status. The same sum
+carries who got the signal (how many ranks, and their ranks' sum: the rank itself where one
+alone did), so a rank that was not signalled says whose signal stopped it, and an operator
+looks at the right node.
 """
 
 from __future__ import annotations
@@ -48,19 +50,22 @@ class AgreedStop:
         return f"stopped after step {step}: {who} got {name}"
 
 
-def stop_agreed(sync: SyncStrategy, stop: StopRequest, step: int) -> AgreedStop | None:
+def stop_agreed(
+    sync: SyncStrategy, stop: StopRequest, step: int, last: bool = False
+) -> AgreedStop | None:
     """The stop any rank asked for (SIGTERM or Ctrl-C), or None, after optimizer step
-    ``step``: all ranks stop at the same step, and by the same signal, so they exit with the
-    same status.
+    ``step`` (``last``: the fit's last): all ranks stop at the same step, and by the same
+    signal, so they exit with the same status.
 
-    Ranks agree every :data:`STOP_CHECK_EVERY` steps (a collective: every rank calls it after
-    each step); one rank alone stops at the step after the signal. The flags are read before
-    the collective and cleared only when a fit starts, so a signal during it counts at the next.
+    Ranks agree every :data:`STOP_CHECK_EVERY` steps and at the fit's last step (a collective:
+    every rank calls it after each step, with the same ``last``); one rank alone stops at the
+    step after the signal. The flags are read before the collective and cleared only when a
+    fit starts, so a signal during it counts at the next.
     The time waited in it is added to ``sync.collective_seconds`` (a rank ahead of the others
     waits here: in asynchronous training, for the slowest). It stays one small sum: the two
     flags and the same flags times this rank.
     """
-    if sync.world_size > 1 and step % STOP_CHECK_EVERY:
+    if sync.world_size > 1 and step % STOP_CHECK_EVERY and not last:
         return None  # no check at this step: nothing to read
     own = stop.flags
     if sync.world_size == 1:

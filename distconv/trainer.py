@@ -380,7 +380,7 @@ class Trainer:
                 MetricsWriter(self.out_dir / METRICS, self.pos.epoch) if self.writes_files else None
             )
             while self.pos.epoch < epochs:
-                record, scheme = run_epoch(self, train, test, sampler)
+                record, scheme = run_epoch(self, train, test, sampler, self.pos.epoch + 1 == epochs)
                 self.history.append(record)
                 if writer is not None:  # before the checkpoint: a resume keeps its line
                     writer.write(EpochTally.metrics_line(record, writer.records))
