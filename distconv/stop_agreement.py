@@ -55,12 +55,13 @@ def stop_agreed(
 ) -> AgreedStop | None:
     """The stop any rank asked for (SIGTERM or Ctrl-C), or None, after optimizer step
     ``step`` (``last``: the fit's last): all ranks stop at the same step, and by the same
-    signal, so they exit with the same status.
+    signal, so they exit with the same status; ``stop`` is then answered.
 
     Ranks agree every :data:`STOP_CHECK_EVERY` steps and at the fit's last step (a collective:
     every rank calls it after each step, with the same ``last``); one rank alone stops at the
-    step after the signal. The flags are read before the collective and cleared only when a
-    fit starts, so a signal during it counts at the next.
+    step after the signal. The flags are read before the collective, so a signal during it
+    counts at the next check, or, after the last, in the process's next fit
+    (:meth:`~distconv.stop_request.StopRequest.install_for_fit`).
     The time waited in it is added to ``sync.collective_seconds`` (a rank ahead of the others
     waits here: in asynchronous training, for the slowest). It stays one small sum: the two
     flags and the same flags times this rank.
@@ -69,10 +70,14 @@ def stop_agreed(
         return None  # no check at this step: nothing to read
     own = stop.flags
     if sync.world_size == 1:
-        return _agreed(own, own, [0.0, 0.0]) if stop.received else None
-    ours = [*own, *(flag * sync.rank for flag in own)]
-    summed = timed_collective(sync, sync.allreduce_sum, ours)
-    return _agreed(own, summed[:2], summed[2:])
+        agreed = _agreed(own, own, [0.0, 0.0]) if stop.received else None
+    else:
+        ours = [*own, *(flag * sync.rank for flag in own)]
+        summed = timed_collective(sync, sync.allreduce_sum, ours)
+        agreed = _agreed(own, summed[:2], summed[2:])
+    if agreed is not None:
+        stop.answered = True  # the fit stops by it: no later fit of this process does again
+    return agreed
 
 
 def _agreed(own: list[float], counts: list[float], rank_sums: list[float]) -> AgreedStop | None:

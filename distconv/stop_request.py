@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +35,9 @@ ANNOUNCEMENT = (
 
 #: the first stop signal while a StopRequest's handlers are in place, and when (monotonic)
 _pending: tuple[signal.Signals, float] | None = None
+#: the stop signals a fit received and did not stop by (one after its last check step, in its
+#: last epoch's evaluation or checkpoint): the next fit of this process stops by them
+_unanswered: frozenset[int] = frozenset()
 
 
 def pending() -> tuple[signal.Signals, float] | None:
@@ -58,11 +62,42 @@ class StopRequest:
     def __init__(self, announce: bool = True) -> None:
         self.announce = announce
         self.received: set[int] = set()
+        #: a stop was agreed on (or a second Ctrl-C raised): what it received is done with
+        self.answered = False
 
     @property
     def flags(self) -> list[float]:
         """This rank's requests, for the ranks' sum: ``[SIGTERM received, SIGINT received]``."""
         return [float(signal.SIGTERM in self.received), float(signal.SIGINT in self.received)]
+
+    def install_for_fit(self) -> Callable[[], None]:
+        """:meth:`install` for a fit, which carries a stop from one fit to the next: this
+        request starts with the signals an earlier fit of this process received and did not
+        stop by, and the function it returns, which puts the previous handlers back, leaves
+        those of this request for the next fit where this one stopped by none. A scheduler's
+        SIGTERM during a fit's last evaluation then stops the script's next fit, instead of
+        being forgotten until the scheduler's SIGKILL.
+
+        Only the main thread handles signals (a test can run ranks as threads): elsewhere this
+        installs nothing, and carries nothing.
+        """
+        global _unanswered
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        carried, _unanswered = _unanswered, frozenset()
+        restore = self.install()
+        self.received |= carried
+        signum = stop_signal(self.flags)
+        if signum is not None:  # asked again from this fit's start: a wait's patience counts
+            _pending_since(signum)
+
+        def restore_and_hand_on() -> None:
+            global _unanswered
+            restore()
+            if not self.answered:
+                _unanswered = frozenset(self.received)
+
+        return restore_and_hand_on
 
     def install(self) -> Callable[[], None]:
         """Handle SIGTERM, and SIGINT where Python's default handler has it (main thread only).
@@ -87,18 +122,24 @@ class StopRequest:
         return restore
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        global _pending
         if signum == signal.SIGINT:
             if signal.SIGINT in self.received:  # the second Ctrl-C: stop now
+                self.answered = True  # by the interrupt: no later fit stops by it again
                 raise KeyboardInterrupt
         self.received.add(signum)  # first: the request stands even if it cannot be said
         if _pending is None:
-            _pending = (signal.Signals(signum), time.monotonic())
+            _pending_since(signal.Signals(signum))
         if signum == signal.SIGINT and self.announce:
             try:  # os.write: a handler may run in the middle of a print
                 os.write(2, _announcement())
             except OSError:  # stderr closed, or a pipe whose reader (tee) got the same Ctrl-C
                 pass
+
+
+def _pending_since(signum: signal.Signals) -> None:
+    """Make ``signum`` the process's :func:`pending` stop, asked now."""
+    global _pending
+    _pending = (signum, time.monotonic())
 
 
 #: set while :func:`distconv.distributed.run_main` runs a script's ``main``, which ends the

@@ -12,7 +12,6 @@ interrupted run ends with exactly the weights of an uninterrupted one.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -353,9 +352,8 @@ class Trainer:
         check_resume(resume)
         check_count("epochs", epochs, 0)  # -3 trained nothing, 1.5 two epochs, silently
         self.history = []  # this call's
-        self._stop = StopRequest(announce=self.sync.is_chief)  # an old signal is done
-        # only the main thread may handle signals (a test can run ranks as threads)
-        handles_signals = threading.current_thread() is threading.main_thread()
+        # this fit's: a stop one before stopped by is done, one it did not is carried in
+        self._stop = StopRequest(announce=self.sync.is_chief)
         restore_handlers = None
         try:
             try:  # maybe on this rank alone: the others would wait in their setup for it
@@ -374,8 +372,7 @@ class Trainer:
             refuse_frozen_resume(self.params, self.pos, self.sync.world_size)
             if self.monitor is not None:
                 self.monitor.set_ready()
-            if handles_signals:
-                restore_handlers = self._stop.install()
+            restore_handlers = self._stop.install_for_fit()  # the main thread's only
             writer = (
                 MetricsWriter(self.out_dir / METRICS, self.pos.epoch) if self.writes_files else None
             )

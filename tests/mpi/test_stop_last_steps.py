@@ -1,7 +1,8 @@
 """A stop in a fit's last steps on a real ``mpiexec -n 2`` job: the ranks agree on a stop every
 8 steps, and at a fit's last step too, so a SIGTERM after the last multiple of 8 stops the fit
 there, on every rank, with a checkpoint and status 143 (it used to end the fit as if no signal
-came, status 0).
+came, status 0); and one that comes after that last check, in the fit's last evaluation, stops
+the script's next fit instead of being forgotten there.
 
 Run by ``mpiexec`` as ``python -m mpi4py tests/mpi/test_stop_last_steps.py OUT CASE``, this
 module is also the ranks' script (:func:`main`): rank 0 signals itself, the ranks train
@@ -26,12 +27,15 @@ from distconv.sync.mpi import MPISync
 from distconv.trainer import Trainer
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script, small_lenet, trainer_data
 from tests.signals import signal_at
+from tests.test_stop_request_carried import sigterm_in_evaluation_after
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(120)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 #: a stop agreed at the fit's last step, step 20, not at step 16 (before the signal) or never
 LAST_STEPS = "last-steps"
+#: a stop a fit received after its last check, agreed at the next fit's first check, step 24
+BETWEEN_FITS = "between-fits"
 
 
 def _said(out: Path) -> list[dict[str, Any]]:
@@ -53,6 +57,14 @@ def test_a_sigterm_after_a_fits_last_check_step_stops_every_rank_at_its_last_ste
     assert (tmp_path / "out" / "checkpoints" / "step-00000020.json").is_file()
 
 
+def test_a_sigterm_during_a_fits_last_evaluation_stops_the_scripts_next_fit(tmp_path):
+    proc = run_mpi(["-n", "2", *script(Path(__file__).name), str(tmp_path), BETWEEN_FITS], 90)
+    assert proc.returncode == 143, proc.stderr[-3000:]
+    # the first fit (epochs 1-2) ended whole; the next (epoch 3) stopped at its first check
+    assert _said(tmp_path) == _stopped_at(24)
+    assert (tmp_path / "out" / "checkpoints" / "step-00000024.json").is_file()
+
+
 def main() -> None:
     """One rank of the job (see the module's docstring)."""
     out, case = Path(sys.argv[1]), sys.argv[2]
@@ -63,9 +75,15 @@ def main() -> None:
     data = trainer_data(120)
     said: dict[str, Any] = {"finished": True, "status": 0}
     try:
-        if case == LAST_STEPS and sync.rank == 0:
-            signal_at(trainer, 17, signal.SIGTERM)
-        trainer.fit(data, epochs=2)
+        if case == LAST_STEPS:
+            if sync.rank == 0:
+                signal_at(trainer, 17, signal.SIGTERM)
+            trainer.fit(data, epochs=2)
+        else:
+            if sync.rank == 0:
+                sigterm_in_evaluation_after(trainer, 20)
+            trainer.fit(data, trainer_data(24, seed=5), epochs=2)
+            trainer.fit(data, epochs=3, resume=True)
     except Preempted as exc:
         said = {"message": str(exc), "status": exc.exit_status}
     finally:

@@ -1,0 +1,71 @@
+"""A stop a fit received and did not stop by is the process's next fit's: a SIGTERM in a fit's
+last evaluation, after its last stop check, stopped nothing, and the script's next fit, which
+started a request of its own, forgot it, training on until the scheduler's SIGKILL. A stop a
+fit did stop by (or the second Ctrl-C's interrupt) is done, and no later fit stops by it.
+
+Real signals, sent by the process to itself from inside the fit. (Several ranks:
+``tests/mpi/test_stop_last_steps.py``.)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import pytest
+
+from distconv import stop_request
+from distconv.resume import Preempted
+from tests.signals import signal_at
+from tests.test_resume_checks import _trainer
+from tests.test_stop_request import data, python_handles_sigint  # noqa: F401  (fixtures)
+
+
+@pytest.fixture(autouse=True)
+def nothing_carried_out(monkeypatch):
+    """A test that fails half-way leaves no stop for the next test's fits in this process."""
+    monkeypatch.setattr(stop_request, "_unanswered", frozenset(), raising=False)
+
+
+def sigterm_in_evaluation_after(trainer: Any, step: int) -> None:
+    """Make ``trainer`` send its process SIGTERM in the evaluation after its step ``step``:
+    past the fit's last stop check, where a scheduler's stop lands during a long test set."""
+    evaluate = trainer.evaluate
+
+    def signalled(*args: Any, **kwargs: Any) -> Any:
+        if trainer.pos.step == step:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return evaluate(*args, **kwargs)
+
+    trainer.evaluate = signalled
+
+
+def test_a_sigterm_in_a_fits_last_evaluation_stops_the_next_fit(data, tmp_path):  # noqa: F811
+    train, test = data
+    t = _trainer(tmp_path)
+    sigterm_in_evaluation_after(t, 15)  # epoch 1's last step
+    assert len(t.fit(train, test, epochs=1)) == 1  # whole: no check comes after its evaluation
+    with pytest.raises(Preempted, match="stopped by SIGTERM after step 16") as info:
+        t.fit(train, test, epochs=2, resume=True)
+    assert info.value.exit_status == 143
+    assert len(t.fit(train, test, epochs=2, resume=True)) == 1  # answered: done with
+
+
+def test_a_stop_carried_into_another_trainers_fit_stops_it_too(data, tmp_path):  # noqa: F811
+    train, test = data
+    first = _trainer(tmp_path / "first")
+    sigterm_in_evaluation_after(first, 15)
+    first.fit(train, test, epochs=1)
+    with pytest.raises(Preempted, match="stopped by SIGTERM after step 1$"):
+        _trainer(tmp_path / "second").fit(train, test, epochs=1)
+
+
+def test_the_second_ctrl_cs_interrupt_is_no_later_fits_stop(data, tmp_path):  # noqa: F811
+    train, test = data
+    t = _trainer(tmp_path)
+    step = signal_at(t, 5, signal.SIGINT, signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        t.fit(train, test, epochs=1)
+    t.train_step = step
+    assert len(t.fit(train, test, epochs=1, resume="overwrite")) == 1 and t.pos.step == 15
