@@ -25,18 +25,20 @@ METRICS, PLOT = "metrics.jsonl", "metrics.png"
 RUN_FILES = (CHECKPOINTS, LEGACY_CHECKPOINT, METRICS)
 #: what a run writes in ``checkpoints/``: step directories of parts, manifests (and those set
 #: aside), parameter-server shards' parts (their directory may be this one), and the temporary
-#: files of a write a crash cut short
-STEP_DIR = re.compile(r"step-\d{8,}")
+#: files of a write a crash cut short. Their numbers are ASCII digits, [0-9], never ``\d``:
+#: that matches any script's digits, which ``int()`` reads too, so ``step-٠٠٠٠٠٠٠١`` or
+#: ``pserver-shard٠-step٥.safetensors``, no run's, was taken for one, cleared and swept
+STEP_DIR = re.compile(r"step-[0-9]{8,}")
 _PART = re.compile(rf"\.?{re.escape(CHIEF_PART)}(\..+\.tmp)?")
 #: a parameter-server shard's checkpoint part (:mod:`distconv.sync.ps.parts`): in
 #: ``checkpoints/``, or at the top of the output directory, where ``distconv-launch local``
 #: points the shards' ``--checkpoint-dir``
-SHARD_PART = r"pserver-shard\d+-step(\d+|last)\.safetensors"
-_MANIFEST = re.compile(rf"\.?(step-\d{{8,}}\.json(\.unusable)?|{SHARD_PART})(\..+\.tmp)?")
+SHARD_PART = r"pserver-shard[0-9]+-step([0-9]+|last)\.safetensors"
+_MANIFEST = re.compile(rf"\.?(step-[0-9]{{8,}}\.json(\.unusable)?|{SHARD_PART})(\..+\.tmp)?")
 #: a shard's part, or the temporary file of its write that a crash cut short
 _SHARD_PART_FILE = re.compile(rf"\.?{SHARD_PART}(\..+\.tmp)?")
 #: the temporary file of a manifest's write that a crash cut short: no manifest yet
-_MANIFEST_WRITE = re.compile(r"\.step-\d{8,}\.json\.[0-9a-f]+\.tmp")
+_MANIFEST_WRITE = re.compile(r"\.step-[0-9]{8,}\.json\.[0-9a-f]+\.tmp")
 
 
 def foreign_checkpoints(root: Path) -> list[str]:

@@ -1,0 +1,80 @@
+"""A run's file names number with ASCII digits alone: ``re``'s ``\\d`` matches any script's
+digits, and ``int()`` reads them, so a file no distconv run writes,
+``pserver-shard٠-step٥.safetensors`` (Arabic-Indic digits), counted as shard 0's part of step
+5, which clearing a run and the checkpoint sweep deleted, and a folder ``step-٠٠٠٠٠٠٠١`` in
+``checkpoints/`` as the orphaned step directory of step 1, which the sweep deleted whole.
+
+Real files in a real run directory.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from distconv.run_dir import RunDirectory
+from distconv.run_files import foreign_checkpoints, shard_parts
+
+#: a shard's part of step 5, as a shard writes it
+RUNS = "pserver-shard0-step5.safetensors"
+#: the same name in Arabic-Indic digits (U+0660, U+0665): no run's
+NOT_RUNS = "pserver-shard\u0660-step\u0665.safetensors"
+#: a step directory's name in those digits (step 1): no run's
+NOT_A_STEP_DIR = "step-" + "\u0660" * 7 + "\u0661"
+
+
+def _file(path: Path, age: float = 3600.0) -> Path:
+    """A file at ``path`` that says whose it is, written ``age`` seconds ago."""
+    path.write_text(f"{path.name}\n")
+    when = time.time() - age
+    os.utime(path, (when, when))
+    return path
+
+
+def _commit(run: RunDirectory, step: int) -> None:
+    chief = run.step_dir(step) / "chief.safetensors"
+    chief.write_bytes(b"chief")
+    run.commit(step, {"chief": chief})
+
+
+def test_only_ascii_digits_name_a_shards_part_or_a_step_directory(tmp_path):
+    _file(tmp_path / RUNS)
+    _file(tmp_path / NOT_RUNS)
+    (tmp_path / NOT_A_STEP_DIR).mkdir()
+    assert shard_parts(tmp_path) == [tmp_path / RUNS]
+    assert foreign_checkpoints(tmp_path) == sorted(
+        str(tmp_path / name) for name in (NOT_RUNS, NOT_A_STEP_DIR)
+    )
+
+
+def test_clearing_a_run_leaves_a_file_named_in_other_digits(tmp_path):
+    run = RunDirectory(tmp_path / "out", keep=1)
+    run.acquire()
+    try:
+        _commit(run, 10)
+        for name in (RUNS, NOT_RUNS):
+            _file(run.root / name)
+        run.clear()
+    finally:
+        run.release()
+    assert not (run.root / RUNS).exists() and not run.holds_run()
+    assert (run.root / NOT_RUNS).read_text() == f"{NOT_RUNS}\n"
+
+
+def test_the_checkpoint_sweep_leaves_a_file_and_a_folder_named_in_other_digits(tmp_path):
+    run = RunDirectory(tmp_path / "out", keep=1)
+    run.acquire()
+    try:
+        _commit(run, 10)
+        for name in (RUNS, NOT_RUNS):
+            _file(run.root / name)
+        mine = run.checkpoint_root / NOT_A_STEP_DIR
+        mine.mkdir()
+        _file(mine / "notes.txt")
+        _commit(run, 20)  # keeps step 20 alone: parts of a step before it, orphans, go
+    finally:
+        run.release()
+    assert not (run.root / RUNS).exists()
+    assert (run.root / NOT_RUNS).read_text() == f"{NOT_RUNS}\n"
+    assert (mine / "notes.txt").read_text() == "notes.txt\n"
