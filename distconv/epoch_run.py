@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def run_epoch(
-    trainer: Trainer, train: Any, test: Any, sampler: GlobalBatchSampler, ends_fit: bool = False
+    trainer: Trainer, train: Any, test: Any, sampler: GlobalBatchSampler, ends_fit: bool
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Train ``trainer`` one epoch on ``train`` (evaluating ``test`` after it, where given);
     returns its record and the scheme it ran under (read once). ``ends_fit``: the fit's last

@@ -346,8 +346,9 @@ class Trainer:
                 (:func:`~distconv.data_checks.refuse_labels_past_classes`), or a sequence set's
                 count is not the rows its loss reads
                 (:func:`~distconv.sequence_set.loss_rows_checked`).
-            Preempted: SIGTERM or the first Ctrl-C (SIGINT) arrived; a checkpoint was saved
-                first (see :mod:`distconv.stop_request`).
+            Preempted: SIGTERM or the first Ctrl-C (SIGINT) arrived, in this fit or after an
+                earlier one's last stop check; a checkpoint was saved first (see
+                :mod:`distconv.stop_request`).
         """
         check_resume(resume)
         check_count("epochs", epochs, 0)  # -3 trained nothing, 1.5 two epochs, silently
