@@ -18,7 +18,7 @@ from distconv.build_identity import build_id
 
 CHIEF = "chief"  # the part the chief writes: weights, optimizer state, position
 #: a manifest's file name, which says its step (eight digits, more past 99,999,999)
-MANIFEST_NAME = re.compile(r"step-(\d+)\.json")
+MANIFEST_NAME = re.compile(r"step-([0-9]+)\.json")  # ASCII digits: see run_files.STEP_DIR
 
 
 @dataclass(frozen=True)

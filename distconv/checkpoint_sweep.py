@@ -36,7 +36,7 @@ log = logging.getLogger("distconv.checkpoint")
 
 _PART = re.compile(SHARD_PART)
 #: a manifest set aside (``RunDirectory.set_aside``), which says its step
-_SET_ASIDE = re.compile(r"step-(\d+)\.json\.unusable")
+_SET_ASIDE = re.compile(r"step-([0-9]+)\.json\.unusable")
 
 
 def remove_orphan_step_dirs(checkpoint_root: Path, oldest_kept: int) -> None:

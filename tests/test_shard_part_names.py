@@ -78,3 +78,22 @@ def test_the_checkpoint_sweep_leaves_a_file_and_a_folder_named_in_other_digits(t
     assert not (run.root / RUNS).exists()
     assert (run.root / NOT_RUNS).read_text() == f"{NOT_RUNS}\n"
     assert (mine / "notes.txt").read_text() == "notes.txt\n"
+
+
+def test_a_shards_own_prune_leaves_a_file_named_in_other_digits(tmp_path):
+    """A shard prunes its old parts at each checkpoint: the file in other digits, named as its
+    part of step 5, was deleted there too, or stood in for its real part of step 5."""
+    from types import SimpleNamespace
+
+    from distconv.sync.ps.parts import CheckpointParts
+
+    shard = object.__new__(CheckpointParts)  # the mixin's prune reads these two alone
+    shard.index, shard.config = 0, SimpleNamespace(checkpoint_dir=str(tmp_path))
+    not_its = "pserver-shard0-step\u0665.safetensors"  # its own index, step 5 in other digits
+    _file(tmp_path / "pserver-shard0-step10.safetensors")
+    _file(tmp_path / not_its)
+    assert shard.prune_parts(10, keep=1) == []
+    assert (tmp_path / not_its).read_text() == f"{not_its}\n"
+    _file(tmp_path / RUNS)  # beside a real part of step 5, that one goes, whichever is listed first
+    assert shard.prune_parts(10, keep=1) == [tmp_path / RUNS]
+    assert (tmp_path / not_its).exists()

@@ -192,7 +192,9 @@ class CheckpointParts:
         (``keep`` 0: none); returns the files deleted."""
         if keep <= 0:
             return []
-        pattern = re.compile(rf"pserver-shard{self.index}-step(\d+)\.safetensors")
+        # ASCII digits, as run_files.SHARD_PART: int() reads any script's, and such a file,
+        # no shard's, was pruned or stood in for the step it spelled
+        pattern = re.compile(rf"pserver-shard{self.index}-step([0-9]+)\.safetensors")
         parts = {}
         for path in Path(self.config.checkpoint_dir).iterdir():
             match = pattern.fullmatch(path.name)
