@@ -296,9 +296,10 @@ class StepCheckpoints:
 
         Raises:
             TrainingError: a parameter or its optimizer state holds NaN or infinity; no write.
-            CheckpointError: the step, epoch or a count of the state is no count, or a part
-                cannot be written (the chief's, then the shards'); no part of it is left on the
-                chief's disk, nor on a shard's where the chief's part was refused.
+            CheckpointError: the step, epoch or a count of the state is no count, or the
+                chief's part cannot be written; no part of it is left on the chief's disk, nor
+                on a shard's where the chief's part was refused (a shard's own part its disk
+                cannot take is a warning: :mod:`distconv.sync.ps.parts`).
         """
         if self.run is not None:
             # the current parameters (an async server's moved by others) and their state
