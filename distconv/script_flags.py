@@ -34,12 +34,21 @@ from distconv.names import OPTIMIZER_NAMES
 from distconv.stdout_drop import drop_stdout
 from distconv.sync.mpi import leaving
 from distconv.sync.peers import peer_failure
-from distconv.train_args import add_resume_flags, int_at_least, not_blank, positive_float
+from distconv.train_args import (
+    add_accumulate_flag,
+    add_dtype_flag,
+    add_resume_flags,
+    int_at_least,
+    not_blank,
+    positive_float,
+)
 
 if TYPE_CHECKING:  # the Trainer imports the whole stack; a type is all this module needs
     from distconv.trainer import Trainer
 
 __all__ = [
+    "add_accumulate_flag",
+    "add_dtype_flag",
     "add_run_flags",
     "count",
     "directory",

@@ -114,6 +114,23 @@ def add_resume_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_accumulate_flag(p: argparse.ArgumentParser) -> None:
+    """``--accumulate N``, forward/backward passes per optimizer step (``distconv train``'s, and
+    a training script's: :mod:`distconv.script_flags`)."""
+    p.add_argument(
+        "--accumulate",
+        type=_positive_int,
+        default=TrainConfig().accumulate,
+        help="forward/backward passes per optimizer step (%(default)s)",
+    )
+
+
+def add_dtype_flag(p: argparse.ArgumentParser) -> None:
+    """``--dtype float32|float64``, the float type the Trainer trains in (``distconv train``'s,
+    and a training script's: :mod:`distconv.script_flags`)."""
+    p.add_argument("--dtype", choices=("float32", "float64"), default=TrainConfig().dtype)
+
+
 def add_train(
     subparsers: argparse._SubParsersAction, async_hint: str = ASYNC_HINT
 ) -> argparse.ArgumentParser:
@@ -143,12 +160,7 @@ def add_train(
         help="examples per forward/backward pass on each worker; a step takes --accumulate "
         "passes (%(default)s)",
     )
-    p.add_argument(
-        "--accumulate",
-        type=_positive_int,
-        default=d.accumulate,
-        help="forward/backward passes per optimizer step (%(default)s)",
-    )
+    add_accumulate_flag(p)
     p.add_argument(
         "--optimizer", choices=OPTIMIZER_NAMES, default=d.optimizer, help="(%(default)s)"
     )
@@ -166,7 +178,7 @@ def add_train(
         default=d.seed,
         help="split, init and shuffle seed (%(default)s)",
     )
-    p.add_argument("--dtype", choices=("float32", "float64"), default=d.dtype)
+    add_dtype_flag(p)
     p.add_argument(
         "--device",
         choices=("cpu", "gpu"),

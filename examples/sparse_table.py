@@ -29,6 +29,8 @@ from distconv.init import set_seed
 from distconv.layers import FullMatrixProjection, FullyConnected, Mixed, MSELoss, TableProjection
 from distconv.optim import OPTIMIZERS
 from distconv.script_flags import (
+    add_accumulate_flag,
+    add_dtype_flag,
     add_run_flags,
     count,
     optimizer,
@@ -103,11 +105,16 @@ def moved(totals: Mapping[str, float]) -> int:
 
 
 def bytes_line(
-    sync: SyncStrategy, steps: StepBytes, totals: Mapping[str, float], epochs: int, per_epoch: int
+    sync: SyncStrategy,
+    steps: StepBytes,
+    totals: Mapping[str, float],
+    table: int,
+    epochs: int,
+    per_epoch: int,
 ) -> str:
     """The closing line: the bytes rank 0 moved in its steps (``epochs`` of ``per_epoch``
-    steps), and through servers in all (``totals``, the sync's ``traffic()`` at the end)."""
-    table = VOCAB * WIDTH * 4
+    steps), and through servers in all (``totals``, the sync's ``traffic()`` at the end), set
+    against the ``table`` bytes of the table (its dtype's: ``--dtype``)."""
     line = (
         f"bytes moved by rank 0: {steps.bytes} in {epochs} epoch(s) of {per_epoch} steps; "
         f"a dense table moves {2 * table} a step"
@@ -127,6 +134,8 @@ def bytes_line(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_flags(parser, epochs=3, batch_size=64)
+    add_accumulate_flag(parser)  # distconv train's: a larger global batch, a check in float64
+    add_dtype_flag(parser)
     parser.add_argument(
         "--examples", type=count(1), default=8192, help="training examples (%(default)s)"
     )
@@ -147,8 +156,8 @@ def main() -> None:
     with refusals(parser):  # a run already in --out and no --resume: one line, not a traceback
         try:
             trainer = Trainer(
-                build_model(), sync, args.batch_size, out_dir=args.out, progress=False,
-                monitor=steps,
+                build_model(), sync, args.batch_size, accumulate=args.accumulate,
+                dtype=args.dtype, out_dir=args.out, progress=False, monitor=steps,
             )  # fmt: skip
             trainer.fit(
                 make_data(args.examples, seed=1), make_data(2048, seed=2), args.epochs,
@@ -160,7 +169,8 @@ def main() -> None:
     last = print_last_epoch(trainer, args.out) if sync.is_chief else None
     if last is not None and totals:
         per_epoch = -(-args.examples // last["global_batch"])  # a short last batch is a step
-        line = bytes_line(sync, steps, totals, len(trainer.history), per_epoch)
+        table = next(p for p in trainer.params if p.name == TABLE).value.nbytes
+        line = bytes_line(sync, steps, totals, table, len(trainer.history), per_epoch)
         print_result(line, bytes_moved=steps.bytes, bytes_in_all=moved(totals))
 
 
