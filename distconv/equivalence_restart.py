@@ -107,7 +107,7 @@ def restarted_weights(
     if stopped is None:
         raise ValueError(
             f"restart_at={job.restart_at}: the job ended before its ranks agreed on a stop "
-            f"({'at once' if world == 1 else f'every {STOP_CHECK_EVERY} steps'})"
+            f"({'at once' if world == 1 else f'every {STOP_CHECK_EVERY} steps and at its last'})"
         )  # refuse_restart_at refused a stop past the end: a fit that ended early
     resumed = restart(job.make_optimizer())
     try:
@@ -142,24 +142,21 @@ def _refuse(
 
 def refuse_restart_at(job: Job, world_size: int) -> None:
     """Raise ``ValueError`` where ``job.restart_at`` is no step ``world_size`` ranks stop at:
-    not an int >= 1, or one whose stop (the step itself on one rank, else the next multiple
-    of :data:`~distconv.stop_agreement.STOP_CHECK_EVERY`) would come after the job's last
-    step, so that every rank would train the whole job for nothing. The steps are counted on
+    not an int >= 1, or one past the job's last step, so that every rank would train the whole
+    job for nothing. The ranks stop at the step itself on one rank, else at the next multiple
+    of :data:`~distconv.stop_agreement.STOP_CHECK_EVERY` or the fit's last step, which is a
+    check too. The steps are counted on
     the rows the job's data has (a ``dataset`` of one's own may give others than it is asked)."""
     at = job.restart_at
     if isinstance(at, bool) or not isinstance(at, int) or at < 1:
         raise ValueError(f"restart_at must be an int >= 1 (0: no restart), got {at!r}")
-    every = 1 if world_size == 1 else STOP_CHECK_EVERY
-    stop = -(-at // every) * every
     rows = set_length(as_data_set(job.data(world_size)))  # a dataset's own, as it trains
     per_epoch = -(-rows // job.global_batch(world_size))
     last = job.epochs * per_epoch
-    if stop > last:
-        agreed = f" ({world_size} ranks agree on a stop every {every} steps)" * (every > 1)
+    if at > last:
         raise ValueError(
-            f"restart_at={at}: the ranks would stop after step {stop}{agreed}, past the "
-            f"job's last, step {last} ({job.epochs} epochs of {per_epoch}): give it one whose "
-            "stop comes by then"
+            f"restart_at={at} is past the job's last step, {last} ({job.epochs} epochs of "
+            f"{per_epoch}): give it one by then"
         )
 
 

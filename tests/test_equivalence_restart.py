@@ -118,8 +118,7 @@ def test_a_stop_past_the_job_s_end_is_a_value_error_before_it_trains(tmp_path):
     sync = LocalSync(JOB.make_optimizer())
     try:
         with pytest.raises(
-            ValueError, match=r"restart_at=19: the ranks would stop after step 19, past the job's "
-            r"last, step 18 \(3 epochs of 6\)"
+            ValueError, match=r"restart_at=19 is past the job's last step, 18 \(3 epochs of 6\)"
         ):  # fmt: skip
             assert_rank_matches_local(
                 sync, Job(restart_at=19), world_size=1, restart=LocalSync, out_dir=tmp_path / "r"
@@ -132,14 +131,13 @@ def test_a_stop_past_the_job_s_end_is_a_value_error_before_it_trains(tmp_path):
 def test_a_stop_the_ranks_agree_on_past_the_job_s_end_is_refused_before_any_rank_starts(
     tmp_path,
 ):
-    """Step 17 is before the job's last (18), but 2 ranks agree on a stop every 8 steps: they
-    would stop after step 24, which never comes. Each rank trained the whole job to say so,
-    wrapped in a rank's failure, and told to give a step before the last, which it was."""
+    """Step 19 is past the job's last (18): refused before any rank starts (each rank once
+    trained the whole job to say so, wrapped in a rank's failure). Step 17, which 2 ranks
+    agree on at the fit's last step, is no longer refused (tests/mpi/test_stop_last_steps.py)."""
     with pytest.raises(
-        ValueError, match=r"restart_at=17: the ranks would stop after step 24 \(2 ranks agree "
-        r"on a stop every 8 steps\), past the job's last, step 18"
+        ValueError, match=r"restart_at=19 is past the job's last step, 18"
     ):  # fmt: skip
-        assert_matches_local(star(StarSync, tmp_path / "meeting"), 2, Job(restart_at=17))
+        assert_matches_local(star(StarSync, tmp_path / "meeting"), 2, Job(restart_at=19))
     assert not (tmp_path / "meeting").exists()  # no rank started
 
 
