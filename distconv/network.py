@@ -56,7 +56,7 @@ class Network:
         self.wiring: dict[str, tuple[str, ...]] = {}
         self.outputs: dict[str, Arg] = {}
         self.firing_order: list[str] | None = None
-        self._order: tuple[list[str], Any, Any] | None = None  # and the dicts it was read from
+        self._order: tuple[list[str], dict[str, tuple[str, ...]], set[str]] | None = None
         self._checks = AddChecks(self.layers, self.wiring)
         self._users: Counter[int] = Counter()  # id of a parameter -> the layers that hold it
 
@@ -107,11 +107,11 @@ class Network:
         return sorted(n for n in seen if n not in self.layers)
 
     def order(self) -> list[str]:
-        """Layer names in topological order; read again where a layer went or a dict was rebound."""
-        order, layers, wiring = self._order or ([], None, None)
-        if layers is not self.layers or wiring is not self.wiring or len(order) != len(layers):
-            self._order = (order := self._topological_order()), self.layers, self.wiring
-        return order
+        """Layer names in topological order, read again where the names or wiring it was read
+        from changed (a layer deleted, renamed or rewired: in place, or a dict rebound)."""
+        if self._order is None or self._order[1:] != (self.wiring, self.layers.keys()):
+            self._order = self._topological_order(), dict(self.wiring), set(self.layers)
+        return self._order[0]
 
     def softmax_inputs(self, loss: str) -> tuple[str, str] | None:
         """``(predictions, labels)`` of ``loss`` when it is a softmax cross-entropy, else None.

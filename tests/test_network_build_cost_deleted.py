@@ -124,3 +124,27 @@ def test_a_network_rewired_by_rebinding_its_wiring_runs_forward_in_the_new_order
     net.wiring = {**net.wiring, "a": ("b",)}
     net.forward(feeds)
     assert net.order() == ["b", "a", "loss"]
+
+
+@pytest.mark.parametrize("change", ["renamed", "rewired"])
+def test_a_network_changed_in_place_runs_forward_in_the_new_order(change):
+    """The order cached was kept while the dicts were the same objects and held as many
+    layers: a layer renamed (``net.layers["h2"] = net.layers.pop("head")``) or rewired
+    (``net.wiring["a"] = ("b",)``) in place ran the old order, and the forward raised a bare
+    KeyError naming the old name or the new input."""
+    net = Network()
+    net.add("a", FullyConnected(4, 4), "x")
+    net.add("b", FullyConnected(4, 4), "x")
+    net.add("loss", SoftmaxCrossEntropy(), ["a", "label"])
+    x = np.random.default_rng(0).standard_normal((2, 4))
+    feeds = {"x": Arg(x, needs_grad=False), "label": Arg(ids=np.array([0, 1]))}
+    net.forward(feeds)
+    if change == "renamed":
+        net.layers["a2"], net.wiring["a2"] = net.layers.pop("a"), net.wiring.pop("a")
+        net.wiring["loss"] = ("a2", "label")
+        expected = ["b", "a2", "loss"]
+    else:
+        net.wiring["a"] = ("b",)
+        expected = ["b", "a", "loss"]
+    net.forward(feeds)
+    assert net.order() == expected
