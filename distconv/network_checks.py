@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import ChainMap
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from distconv.kernels.activation import Linear, Softmax
 from distconv.layers.activation import Activation
@@ -186,6 +187,12 @@ class AddChecks:
         self._params: dict[str, list[Parameter]] = {}  # a name -> the parameters added so named
         self._names: dict[int, str] = {}  # id of a layer in the network -> its name
         self._count = 0  # the layers recorded: more than the network holds, one was deleted
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy's or pickle's state (``copy.deepcopy(net)``): the layers' ids it holds
+        (:attr:`_names`) are the originals', which let the copy's own layers be added again
+        under other names; it records its own afresh at its next add."""
+        return {**self.__dict__, "_count": -1}
 
     def follow(self, layers: Mapping[str, Layer], wiring: Mapping[str, Sequence[str]]) -> None:
         """Read ``layers`` and ``wiring``, the network's dicts now, from here on: where either
