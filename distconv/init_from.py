@@ -55,7 +55,7 @@ from distconv.checkpoint_reads import read_manifest
 from distconv.messages import exception_line, named
 from distconv.parameter import Parameter
 from distconv.resume import JobStart, OptimState, Position, StepCheckpoints
-from distconv.run_dir import RunDirectory
+from distconv.run_dir import RunDirectory, RunDirError
 from distconv.run_files import CHECKPOINTS, CHIEF_PART, LEGACY_CHECKPOINT, SHARD_PART
 from distconv.sync.base import SyncStrategy
 
@@ -86,7 +86,8 @@ def checkpoint_file(path: str | os.PathLike) -> Path:
 
     Raises:
         CheckpointError: nothing there, a JSON file that is no manifest, a parameter-server
-            shard's part, or a folder that holds no complete checkpoint.
+            shard's part, or a folder that holds no complete checkpoint; a RunDirError where a
+            run's ``checkpoints`` links to a disk not mounted yet (restarted, as a resume is).
     """
     path = Path(path)
     if path.is_file() and path.suffix == ".json":
@@ -103,8 +104,7 @@ def checkpoint_file(path: str | os.PathLike) -> Path:
         raise CheckpointError(f"--init-from {path}: no such file or folder")
     if (path / CHIEF_PART).is_file():
         return path / CHIEF_PART
-    runs = RunDirectory(path) if (path / CHECKPOINTS).exists() else _CheckpointsFolder(path)
-    complete, problems = runs.scan()  # reads only: no lock, nothing made
+    complete, problems = _run_at(path).scan()  # reads only: no lock, nothing made
     if complete:
         return complete[-1].part(CHIEF)
     if (path / LEGACY_CHECKPOINT).is_file():
@@ -114,6 +114,24 @@ def checkpoint_file(path: str | os.PathLike) -> Path:
         f"--init-from {path}: no complete checkpoint there (a run's --out, one of its "
         f"checkpoints/step-N folders, or a checkpoint file){why}"
     )
+
+
+def _run_at(path: Path) -> RunDirectory:
+    """The run whose ``--out`` is the folder ``path``, or whose ``checkpoints`` folder it is.
+
+    Raises:
+        RunDirError: its ``checkpoints`` links to a disk not mounted yet, named as the resume
+            names it: not "no complete checkpoint", which the launcher restarts none for.
+    """
+    checkpoints = path / CHECKPOINTS
+    if not (checkpoints.exists() or checkpoints.is_symlink()):  # a link to nothing: a run's
+        return _CheckpointsFolder(path)
+    run = RunDirectory(path)
+    try:
+        run.check_checkpoints_there()  # reads only
+    except RunDirError as exc:
+        raise RunDirError(f"--init-from {path}: {exc}") from None
+    return run
 
 
 class _CheckpointsFolder(RunDirectory):

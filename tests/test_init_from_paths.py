@@ -12,7 +12,7 @@ import pytest
 from distconv.checkpoint import CheckpointError, load_checkpoint
 from distconv.init_from import load_weights
 from distconv.models import lenet
-from distconv.refused_starts import init_from_refused_in
+from distconv.refused_starts import init_from_refused_in, refused_for_good_in
 from tests.launcher.conftest import own_home  # noqa: F401  (its launches' HOME: their own)
 from tests.launcher.launch_cli import launch
 from tests.launcher.test_init_from_restarts import SHARDED, TRAIN
@@ -52,3 +52,22 @@ def test_a_shard_part_is_refused_naming_the_chief_s_checkpoint(tmp_path):
     )
     line = f"distconv train: error: {said}"
     assert init_from_refused_in([line]) == "the --init-from path is a parameter-server shard's part"
+
+
+def test_a_run_whose_checkpoints_disk_is_not_mounted_is_said_so_and_restarted(tmp_path):
+    """A run whose ``checkpoints`` links to a disk not mounted yet was refused as holding no
+    checkpoint, a refusal the launcher restarts none for, where a resume of that run names the
+    link and is restarted, the disk perhaps mounted by then: --init-from now says the same."""
+    out = tmp_path / "a"
+    first_run(out)
+    shutil.move(out / "checkpoints", tmp_path / "disk")
+    (out / "checkpoints").symlink_to(tmp_path / "gone")
+    with pytest.raises(CheckpointError) as refused:
+        load_weights(out, lenet((1, 8, 8), 4).parameters())
+    said = str(refused.value)
+    assert said == (
+        f"--init-from {out}: {out / 'checkpoints'} links to {tmp_path / 'gone'}, which is not "
+        "there (a disk not mounted yet?)"
+    )
+    line = f"distconv train: error: {said}"
+    assert init_from_refused_in([line]) is None and refused_for_good_in([line]) is None
