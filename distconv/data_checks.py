@@ -264,11 +264,19 @@ def refuse_other_shapes(
 
 def _one_shape(mine: tuple[int, ...], theirs: tuple[int, ...]) -> str:
     """How a test set's examples of shape ``mine`` get the training set's ``theirs``: the same
-    number of values reshaped (a crop or resize would change them), else cropped or resized."""
+    number of values reshaped (a crop or resize would change them), else cropped or resized;
+    the same sizes in another order (images channels last, ``(H, W, C)`` for ``(C, H, W)``)
+    transposed where they are the same axes, which a reshape would mix without an error."""
     values = math.prod(theirs)
-    if math.prod(mine) == values:
-        return f"reshape the test set's to {theirs}: both hold {values} values"
-    return "crop or resize"
+    if math.prod(mine) != values:
+        return "crop or resize"
+    if len(mine) == len(theirs) and sorted(mine) == sorted(theirs):
+        return (
+            f"transpose the test set's axes to {theirs} where they are the same axes in "
+            f"another order, channels last perhaps: a reshape would mix their values; else "
+            f"reshape them: both hold {values} values"
+        )
+    return f"reshape the test set's to {theirs}: both hold {values} values"
 
 
 def _output_shapes(network: Network, forward: Forward, arrays: Any) -> dict[str, tuple[int, ...]]:

@@ -8,8 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distconv import Trainer
+from distconv import Network, Trainer
 from distconv.data import DataError
+from distconv.init import set_seed
+from distconv.layers import FullyConnected, Reshape, SoftmaxCrossEntropy
 from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
 from tests.layers.test_reshape import _data, conv_then_pool
@@ -33,4 +35,27 @@ def test_the_same_values_in_another_shape_are_told_to_reshape():
     assert said == (
         "the test set's 'img' holds examples of shape (8, 8), the training set's (64,); give "
         "both sets one example shape (reshape the test set's to (64,): both hold 64 values)"
+    )
+
+
+def test_the_same_sizes_in_another_order_are_told_to_transpose_not_only_to_reshape():
+    """Images channels last beside the training set's channels first hold as many values: a
+    reshape, the only way out said, mixed the axes' values into other images, and the test
+    accuracy fell with no error. Where the sizes are the same in another order, the refusal
+    says to transpose them where they are the same axes."""
+    set_seed(0)
+    net = Network()
+    net.add("flat", Reshape(64), "img")
+    net.add("fc", FullyConnected(64, 2), "flat")
+    net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
+    train = {"img": _data(64)["img"].reshape(64, 2, 32), "label": _data(64)["label"]}
+    test = {"img": train["img"][:16].transpose(0, 2, 1), "label": train["label"][:16]}
+    trainer = Trainer(net, LocalSync(create_optimizer("sgd")), 16, progress=False)
+    with pytest.raises(DataError) as refused:
+        trainer.fit(train, test, epochs=1)
+    assert str(refused.value) == (
+        "the test set's 'img' holds examples of shape (32, 2), the training set's (2, 32); give "
+        "both sets one example shape (transpose the test set's axes to (2, 32) where they are "
+        "the same axes in another order, channels last perhaps: a reshape would mix their "
+        "values; else reshape them: both hold 64 values)"
     )
