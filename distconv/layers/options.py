@@ -185,8 +185,8 @@ def _way_out(problem: str, method: Callable[..., Any]) -> str:
     match = re.search(r"unexpected keyword argument '(\w+)'", problem)
     if match is None:
         return ""
-    if _is_var_positional(method, match[1]):  # Reshape(shape=(C, H, W)) for Reshape(C, H, W)
-        return f" ({match[1]} is given positionally, not by keyword)"
+    if meant := _var_positional_meant(method, match[1]):  # Reshape(shape=(C, H, W))
+        return f" ({meant} is given positionally, not by keyword)"
     owner = getattr(method, "__self__", None)
     takers = [method] + ([type(owner).__init__] if owner is not None else [])
     names = set().union(*(_named(inspect.signature(m)) for m in takers))
@@ -194,7 +194,14 @@ def _way_out(problem: str, method: Callable[..., Any]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _is_var_positional(method: Callable[..., Any], name: str) -> bool:
-    """Whether ``name`` is ``method``'s ``*args``: its values are given positionally."""
-    kinds = {p.name: p.kind for p in inspect.signature(method).parameters.values()}
-    return kinds.get(name) is inspect.Parameter.VAR_POSITIONAL
+def _var_positional_meant(method: Callable[..., Any], keyword: str) -> str | None:
+    """The name of ``method``'s ``*args`` (whose values are given positionally) where
+    ``keyword`` means it: that name, one close to it (``shap=``), or one ending in ``_`` and it
+    (Keras' ``target_shape=`` for Reshape's ``*shape``); else None."""
+    for p in inspect.signature(method).parameters.values():
+        if p.kind is not inspect.Parameter.VAR_POSITIONAL:
+            continue
+        close = difflib.get_close_matches(keyword, [p.name], 1, _CLOSE)
+        if close or keyword.endswith(f"_{p.name}"):
+            return p.name
+    return None

@@ -1,7 +1,7 @@
 """Reshape called with a keyword it does not take is refused naming Reshape and the way out, as
 FullyConnected and the convolutions are: it said ``Reshape.__init__() got an unexpected keyword
-argument``, with no "did you mean", and ``shape=`` (Keras' and paddle's keyword) was not told
-that the sizes are given positionally."""
+argument``, with no "did you mean", and ``shape=`` (paddle's and PyTorch's keyword) was not
+told that the sizes are given positionally; nor Keras' ``target_shape=``, nor ``shap=``."""
 
 import pytest
 
@@ -21,7 +21,18 @@ from tests.layers.refusals import assert_refused_saying
             "Reshape: got an unexpected keyword argument 'shape' (shape is given positionally, "
             "not by keyword)",
         ),
+        (
+            lambda: Reshape(target_shape=(3, 4)),
+            "Reshape: got an unexpected keyword argument 'target_shape' (shape is given "
+            "positionally, not by keyword)",
+        ),
+        (
+            lambda: Reshape(shap=(3, 4)),
+            "Reshape: got an unexpected keyword argument 'shap' (shape is given positionally, "
+            "not by keyword)",
+        ),
     ],
+    ids=["nam", "shape", "target_shape", "shap"],
 )
 def test_a_keyword_it_does_not_take_is_named_with_the_way_out(build, said):
     assert_refused_saying(build, said)
