@@ -357,9 +357,11 @@ _HOLDS_THE_SOURCE = (
 
 def _inside(source: Path, run: RunDirectory) -> bool:
     """Whether ``source`` lies in ``run``'s output directory, or in the folder its
-    ``checkpoints`` links to (another disk), which ``--overwrite`` empties too."""
-    where = source.resolve()
-    return any(where.is_relative_to(p.resolve()) for p in (run.root, run.checkpoint_root))
+    ``checkpoints`` links to (another disk), which ``--overwrite`` empties too. By realpath,
+    which follows a loop of links no further: Path.resolve raised RuntimeError (Python 3.11),
+    a traceback where ``--overwrite`` names the loop."""
+    where = Path(os.path.realpath(source))
+    return any(where.is_relative_to(os.path.realpath(p)) for p in (run.root, run.checkpoint_root))
 
 
 def _refuse_cleared(source: Path, run: RunDirectory) -> None:

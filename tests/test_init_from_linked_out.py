@@ -55,3 +55,16 @@ def test_a_source_through_the_link_of_an_out_that_holds_a_run_is_told_another_ou
     assert "to start a new run from --init-from's weights, which lie in it, pass another --out" in (
         str(refused.value)
     )
+
+
+def test_overwrite_of_an_out_whose_checkpoints_link_loops_names_the_loop(tmp_path: Path):
+    """The check followed the link with Path.resolve, which raised RuntimeError on a loop of
+    links (Python 3.11): a traceback where --overwrite alone names the loop."""
+    source = first_run(tmp_path / "src")
+    out = tmp_path / "a"
+    out.mkdir()
+    (out / "checkpoints").symlink_to("loop")
+    (out / "loop").symlink_to("checkpoints")
+    config = TrainConfig(**SETTINGS, out=str(out), init_from=str(source), resume="overwrite")
+    with pytest.raises(CheckpointError, match=r"links to loop, which cannot be followed \(a loop"):
+        train(config)
