@@ -92,6 +92,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DIST
     os.environ.setdefault(_var, "1")
 
 import numpy as np  # noqa: E402
+from harness import killed_with_this_process  # noqa: E402
 
 MB = 1 << 20
 
@@ -647,6 +648,8 @@ def together(jobs, worker: str, args) -> list[dict]:
             # a group of its own, killed whole below: mpiexec and its proxy (hydra gives each
             # rank a session of its own; a rank ends as its proxy dies)
             start_new_session=True,
+            # and mpiexec killed as the driver ends, even SIGKILLed: no finally runs then
+            preexec_fn=killed_with_this_process(),
         )
         for n, extra in jobs
     ]

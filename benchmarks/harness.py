@@ -85,6 +85,40 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, leave)
 
 
+#: ``prctl``'s option that sets the signal a process gets when its parent dies (Linux)
+PR_SET_PDEATHSIG = 1
+
+
+def killed_with_this_process() -> Callable[[], None] | None:
+    """A ``preexec_fn`` for a driver's child (a shard, an echo, an ``mpiexec`` job): the kernel
+    SIGKILLs the child as soon as the driver ends, however it ends. A SIGKILLed driver runs no
+    ``finally``, and its children, in sessions of their own or serving for ever, ran on,
+    adopted by init, loading the cores under whatever ran next (hydra's proxy and ranks end as
+    their ``mpiexec`` does). Call it, and start the child, from the main thread: the signal
+    comes when the thread that started the child ends. None where the kernel has no such
+    signal (not Linux), or ctypes finds no ``prctl``: the child then outlives a SIGKILL.
+
+    Everything is looked up here, in the driver: between fork and exec the child only calls
+    the prepared function (the driver may have threads, whose locks the child may not take).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (ImportError, OSError, AttributeError):
+        return None
+    driver, kill = os.getpid(), int(signal.SIGKILL)
+
+    def die_with_driver() -> None:
+        prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        if os.getppid() != driver:  # the driver died before the prctl took hold
+            os._exit(1)
+
+    return die_with_driver
+
+
 def torch_available() -> bool:
     try:
         import importlib.util

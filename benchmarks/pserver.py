@@ -126,6 +126,8 @@ def measured_checkout(code: str | None) -> Path:
 ARGS = parse_args()
 REPO = measured_checkout(ARGS.code)
 
+from harness import killed_with_this_process  # noqa: E402  (beside this file)
+
 from distconv.optim import create_optimizer  # noqa: E402
 from distconv.parameter import Parameter  # noqa: E402
 from distconv.sync.ps import keys as keyfiles  # noqa: E402
@@ -145,6 +147,8 @@ except ImportError:  # an older checkout measured with --code
             return False
 
 
+#: the start of the temporary folder's name that holds a run's CURVE keys
+KEYS_PREFIX = "pserver-benchmark-keys-"
 #: how often an echo looks whether its driver is still there (seconds)
 PARENT_POLL_S = 0.5
 
@@ -189,9 +193,16 @@ def start(cmd: list[str], procs: list[subprocess.Popen]) -> str:
     tail, instead of an IndexError on an empty line.
     """
     errors = tempfile.TemporaryFile(mode="w+")
-    # run in the measured checkout: ``python -m`` puts the working directory first on the path
+    # run in the measured checkout: ``python -m`` puts the working directory first on the path;
+    # killed as the driver ends, even SIGKILLed (run_mode's finally stops it otherwise)
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=errors, text=True, env=ENV, cwd=REPO
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=errors,
+        text=True,
+        env=ENV,
+        cwd=REPO,
+        preexec_fn=killed_with_this_process(),
     )
     procs.append(proc)
     words = proc.stdout.readline().split()
@@ -452,7 +463,8 @@ def main() -> None:
     rng = np.random.default_rng(0)
     grads = [rng.standard_normal(n).astype(np.float32) for _ in range(args.params)]
     total_mb = sum(g.nbytes for g in grads) / 2**20
-    with tempfile.TemporaryDirectory() as tmp:
+    # named, as a SIGKILLed driver leaves it behind (its children end with it)
+    with tempfile.TemporaryDirectory(prefix=KEYS_PREFIX) as tmp:
         keys = str(Path(tmp) / "keys")
         keyfiles.make_keys(keys, workers=1)
         results = {
