@@ -900,7 +900,7 @@ def main() -> None:
         blas_kernels,
         exit_on_sigterm,
         refuse_empty_gradients,
-        torch_available,
+        torch_unimportable,
     )
 
     from distconv.job import TrainConfig
@@ -1003,8 +1003,9 @@ def main() -> None:
     # the jobs inherit this environment, so they run the kernels this line names
     print(f"# {blas_kernels()}", flush=True)
     if not (args.no_torch or args.accuracy or args.stream_only or args.update_only):
-        if not torch_available():  # as the other scripts go on without it
-            print("PyTorch is not importable: no gloo rows (--no-torch)", flush=True)
+        why = torch_unimportable()  # as the other scripts, it goes on without it
+        if why is not None:
+            print(f"PyTorch is not importable: no gloo rows (--no-torch; {why})", flush=True)
             args.no_torch = True
     if args.accuracy:
         return accuracy(args)

@@ -7,6 +7,7 @@ measurement runs in a fresh subprocess with the thread count fixed before any im
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -119,13 +120,32 @@ def killed_with_this_process() -> Callable[[], None] | None:
     return die_with_driver
 
 
-def torch_available() -> bool:
-    try:
-        import importlib.util
+@functools.cache
+def torch_unimportable() -> str | None:
+    """Why ``import torch`` fails here (its error's last line), or None where it works. A
+    child process imports it, as the workers do: a ``torch`` that is found but fails to import
+    (a broken install, a wheel for another CUDA or Python, a package in its place) passed a
+    look-up of its spec, and the worker that imported it died after the distconv side's runs,
+    their figures never printed."""
+    import importlib.util
 
-        return importlib.util.find_spec("torch") is not None
-    except Exception:
-        return False
+    try:
+        if importlib.util.find_spec("torch") is None:  # not installed: no child needed
+            return "No module named 'torch'"
+    except Exception as exc:  # a finder's own error: as good as no torch
+        return f"{type(exc).__name__}: {exc}"
+    done = subprocess.run(
+        [sys.executable, "-c", "import torch"], capture_output=True, text=True, timeout=300
+    )
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.strip().splitlines()
+    return lines[-1] if lines else f"import torch exited with status {done.returncode}"
+
+
+def torch_available() -> bool:
+    """Whether ``import torch`` works here (:func:`torch_unimportable`)."""
+    return torch_unimportable() is None
 
 
 def blas_kernels() -> str:

@@ -335,30 +335,41 @@ class NoTorch:
 
 sys.meta_path.insert(0, NoTorch())
 """
-#: a ``torch`` package whose import fails: found, so the gloo job starts, and dies
-BROKEN_TORCH = 'raise ImportError("torch, broken")\n'
+#: ``torch`` packages put in its place: one whose import fails as on a machine without it
+#: (found, so a look-up of its spec passed it), and one without ``torch.distributed``, which
+#: imports, so the gloo job starts, and dies
+FAKE_TORCH = {
+    "shadowed": 'raise ModuleNotFoundError("No module named torch (shadowed)", name="torch")\n',
+    "no distributed": "",
+}
 
 
 def driver_without(torch: str, folder: Path) -> tuple[subprocess.Popen, str, str]:
     """The driver's quick run with gloo rows (no ``--no-torch``) and no CNN rows, its
-    children seeing ``torch`` as ``torch`` says: ``"missing"`` or ``"broken"``."""
+    children seeing ``torch`` as ``torch`` says: ``"missing"`` or a key of ``FAKE_TORCH``."""
     if torch == "missing":
         (folder / "sitecustomize.py").write_text(NO_TORCH)
     else:
         (folder / "torch").mkdir()
-        (folder / "torch" / "__init__.py").write_text(BROKEN_TORCH)
+        (folder / "torch" / "__init__.py").write_text(FAKE_TORCH[torch])
     env = {**os.environ, "PYTHONPATH": child_path(folder)}
     quick = [flag for flag in QUICK if flag != "--no-torch"]
     return run_as_group([sys.executable, str(BENCH), *quick, "--no-cnn"], timeout=200, env=env)
 
 
 @pytest.mark.timeout(240)
-def test_without_pytorch_the_gloo_rows_are_skipped_with_a_line(tmp_path):
+@pytest.mark.parametrize("torch", ["missing", "shadowed"])
+def test_without_pytorch_the_gloo_rows_are_skipped_with_a_line(tmp_path, torch):
     """PyTorch is optional, but the driver timed the whole main table, then died in the gloo
-    job with a traceback, printing none of it: it says there are no gloo rows and goes on."""
-    proc, out, err = driver_without("missing", tmp_path)
+    job with a traceback, printing none of it: it says there are no gloo rows, and why, and
+    goes on. A ``torch`` that is found but cannot be imported is no PyTorch either: a look-up
+    of its spec passed it, and the gloo job died after the main table, with no JSON line."""
+    proc, out, err = driver_without(torch, tmp_path)
     assert proc.returncode == 0, err[-3000:]
-    assert "PyTorch is not importable: no gloo rows" in out and "gloo fused" not in out
+    said = "PyTorch is not importable: no gloo rows (--no-torch; "
+    assert said in out and "gloo fused" not in out
+    if torch == "shadowed":
+        assert said + "ModuleNotFoundError: No module named torch (shadowed))" in out
     assert "MPISync default (" in out and "gloo_fused_ms" not in json.loads(out.splitlines()[-1])
 
 
@@ -366,8 +377,9 @@ def test_without_pytorch_the_gloo_rows_are_skipped_with_a_line(tmp_path):
 def test_the_main_table_is_printed_before_a_later_job_fails(tmp_path):
     """The table was printed once every job had run: a gloo (or CNN) job failing threw away
     the main table's minutes of measurement. It is printed as soon as it is measured."""
-    proc, out, err = driver_without("broken", tmp_path)
-    assert proc.returncode == 1 and "mpiexec gloo failed" in err and "torch, broken" in err
+    proc, out, err = driver_without("no distributed", tmp_path)
+    assert proc.returncode == 1 and "mpiexec gloo failed" in err
+    assert "No module named 'torch.distributed'" in err
     assert "MPISync default (" in out and "MPISync default / raw fused, alone:" in out
 
 
