@@ -883,9 +883,10 @@ CNN_DROPPED = ("--no-cnn", "--stream-only", "--update-only", "--accuracy")
 LAUNCHED_BY_MPI = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
 
 
-def under_mpiexec() -> bool:
-    """Whether this process is a rank an MPI launcher started (the driver must not be)."""
-    return any(var in os.environ for var in LAUNCHED_BY_MPI)
+def under_mpiexec() -> list[str]:
+    """The variables that say an MPI launcher started this process (the driver must not be
+    one of its ranks): none where it did not."""
+    return [var for var in LAUNCHED_BY_MPI if var in os.environ]
 
 
 def run_sizes(args) -> dict:
@@ -978,10 +979,13 @@ def main() -> None:
         return gloo_worker(args)
     if args.worker == "cnn":
         return cnn_worker(args)
-    if under_mpiexec():
+    launched = under_mpiexec()
+    if launched:
         ap.error(
-            "allreduce.py starts its own mpiexec jobs: run it without mpiexec (under it, "
-            "each rank starts a driver of its own, and every figure is taken at double load)"
+            "allreduce.py starts its own mpiexec jobs: run it without mpiexec (under it, each "
+            "rank starts a driver of its own, and every figure is taken at double load); "
+            f"this process has a launcher's {', '.join(launched)} (from a shell a launcher "
+            f"started: env {' '.join(f'-u {var}' for var in launched)} python3 ...)"
         )
     # a flag the run would ignore reads as measured: refuse it before anything runs
     dropped = [f for f in CNN_DROPPED if getattr(args, f.lstrip("-").replace("-", "_"))]

@@ -383,6 +383,9 @@ def test_the_main_table_is_printed_before_a_later_job_fails(tmp_path):
     assert "MPISync default (" in out and "MPISync default / raw fused, alone:" in out
 
 
+REFUSED = "allreduce.py starts its own mpiexec jobs: run it without mpiexec"
+
+
 @pytest.mark.timeout(60)
 def test_a_driver_started_under_mpiexec_is_refused():
     """``mpiexec -n 2 allreduce.py`` ran two drivers, each starting its own 2-rank jobs: four
@@ -396,4 +399,26 @@ def test_a_driver_started_under_mpiexec_is_refused():
         timeout=50,
     )
     assert done.returncode == 2 and done.stdout == ""
-    assert "allreduce.py starts its own mpiexec jobs: run it without mpiexec" in done.stderr
+    assert REFUSED in done.stderr
+    assert "this process has a launcher's PMI_RANK, PMI_SIZE (" in done.stderr  # hydra's
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("var", ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"])
+def test_each_launchers_variable_is_refused_and_named(var):
+    """Open MPI's and PMIx launchers' ranks (Open MPI 5, srun) have no PMI_RANK: each
+    launcher's own variable is refused as hydra's is, and named, so that a shell a launcher
+    started (not a rank) knows what to unset."""
+    env = {**os.environ, "PYTHONPATH": child_path(), var: "2"}
+    for other in ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"):
+        if other != var:
+            env.pop(other, None)
+    done = subprocess.run(
+        [sys.executable, str(BENCH), *QUICK, "--no-cnn"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.returncode == 2 and done.stdout == "" and REFUSED in done.stderr
+    assert f"a launcher's {var} (from a shell a launcher started: env -u {var} " in done.stderr
