@@ -106,8 +106,9 @@ def parse_args() -> argparse.Namespace:
             "comma-separated"
         )
     args.modes = modes
-    if args.code and not (Path(args.code) / "distconv" / "__init__.py").is_file():
-        parser.error(f"--code {args.code}: no distconv package there (distconv/__init__.py)")
+    # an empty one too (an unset variable): it measured the working directory's
+    if args.code is not None and not (Path(args.code) / "distconv" / "__init__.py").is_file():
+        parser.error(f"--code {args.code!r}: no distconv package there (distconv/__init__.py)")
     return args
 
 

@@ -91,3 +91,22 @@ def test_a_mode_that_is_not_one_is_refused_before_anything_runs(modes):
     )
     assert done.returncode == 2 and done.stdout == ""
     assert f"error: --modes {modes!r}: name insecure and/or curve" in done.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("code", ["", "no-such-checkout"])
+def test_a_code_with_no_distconv_is_refused(tmp_path, code):
+    """``--code ""`` (an unset variable) passed the check for a distconv there and measured
+    the working directory's: here none, so the worker ran this checkout's code against shards
+    of whatever distconv the environment had, and the JSON named the working directory."""
+    env = {**os.environ, "PYTHONPATH": child_path()}
+    done = subprocess.run(
+        [sys.executable, str(BENCH), f"--code={code}", "--repeat", "1", "--modes", "insecure"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"error: --code {code!r}: no distconv package there" in done.stderr
