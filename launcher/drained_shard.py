@@ -9,7 +9,8 @@ attempt succeeded; all end, each with 0 or a checkpointed stop
 agent's to every process, and the shard drained for their stop), the stop is what the
 launcher reports; one fails otherwise (a shard whose drain ended with workers still training
 leaves them no shard: they fail at their next step), a signal comes, or the wait runs out, and
-the shard's exit is the failure.
+the shard's exit is the failure, but where another worker stopped with its checkpoint: then
+the worker's crash is (:func:`launcher.own_stop.stopped_together`).
 """
 
 from __future__ import annotations

@@ -104,18 +104,47 @@ def stopped_together(
     one reported (:func:`_failed_otherwise`): a report of ``first`` would call it no crash.
     Where ``first`` is a worker a late signal ended after its stop line
     (:func:`stopped_with_checkpoint`), the first worker that exited :data:`CHECKPOINTED` stands
-    for the stop, if one did. Nothing is signalled."""
+    for the stop, if one did. Where ``first`` is a shard's exit 0 that did not end with every
+    worker finished (:func:`~launcher.drained_shard.workers_finish`), see
+    :func:`_crashed_in_drain`. Nothing is signalled."""
+    if first.spec.role == "server" and first.poll() == 0:
+        return _crashed_in_drain(first, workers, seconds, poll, arrivals)
     if not stopped_with_checkpoint(first):
         return first
-    deadline = first.exited_at + seconds
-    while any(w.poll() is None for w in workers) and not arrivals.signals():
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(poll)
+    _await_workers(first.exited_at + seconds, workers, poll, arrivals)
     if (otherwise := _failed_otherwise(workers, arrivals.first_at)) is not None:
         return otherwise
     exited = [w for w in workers if w.poll() in CHECKPOINTED]
     return first if first in exited or not exited else min(exited, key=lambda w: w.exited_at)
+
+
+def _crashed_in_drain(
+    shard: Child, workers: Sequence[Child], seconds: float, poll: float, arrivals: Arrivals
+) -> Child:
+    """The child to report for ``shard``'s exit 0 while workers ran, where a worker then
+    failed otherwise (:func:`_failed_otherwise`): that worker, once the others have ended or
+    ``seconds`` after its failure, where one of them stopped with its checkpoint
+    (:func:`stopped_with_checkpoint`: the signal reached every process, and the shard drained
+    for their stop), since its crash is the failure, which the shard's exit named nowhere;
+    else ``shard`` (signalled alone, it left the workers training without a shard)."""
+    failed = _failed_otherwise(workers, arrivals.first_at)
+    if failed is None:  # the wait for the workers ran out, or a signal came
+        return shard
+    _await_workers(failed.exited_at + seconds, workers, poll, arrivals)
+    if not any(stopped_with_checkpoint(w) for w in workers):
+        return shard
+    return _failed_otherwise(workers, arrivals.first_at) or failed
+
+
+def _await_workers(
+    deadline: float, workers: Sequence[Child], poll: float, arrivals: Arrivals
+) -> None:
+    """Until every one of ``workers`` has ended, ``deadline`` (monotonic), or a signal to the
+    launcher."""
+    while any(w.poll() is None for w in workers) and not arrivals.signals():
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(poll)
 
 
 def stopped_with_checkpoint(child: Child) -> bool:

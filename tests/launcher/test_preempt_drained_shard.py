@@ -97,3 +97,26 @@ def test_a_shard_drained_for_a_stop_that_a_late_signal_ended_leaves_the_stop_rep
     assert status == 143, err
     assert "server 0 exited (code 0)" not in err, err
     assert "a checkpointed stop, not a crash: worker 1 got SIGTERM itself" in err, err
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("crash_first", [False, True], ids=["stop-first", "crash-first"])
+def test_a_worker_that_crashes_while_the_shard_drains_for_the_stop_is_the_failure(
+    tmp_path, crash_first
+):
+    """SIGTERM to every process: the shard drains for the workers' checkpointed stop, rank 0
+    stops with its checkpoint, and rank 1 crashes (exit 1) as it closes. The report named the
+    shard's exit 0 'while workers were running' and pointed at its log, the crash named
+    nowhere."""
+    stop, crash = (1.5, 1) if crash_first else (1, 1.5)
+    specs = [
+        _exits("server", 0, 0, 0.2),
+        _stops(0, "distconv train: stopped by SIGTERM after step 8", stop),
+        _exits("worker", 1, 1, crash),
+    ]
+    status, err, _ = _supervised(tmp_path, specs)
+    assert status == 1, err
+    assert "server 0 exited (code 0)" not in err, err
+    assert "worker 1 failed with exit code 1" in err, err
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 1), report
