@@ -129,26 +129,55 @@ def test_the_bias_moves_the_rows_selected_not_the_layer_s_width(shards):
     assert whole < moved[True] - moved[False] < 2 * whole
 
 
+def _adam_fit(shards: Shards, net: Network, data: dict, out_dir, epochs: int, resume: bool):
+    """``net`` trained under Adam by one worker on a shard started afresh, checkpointing in
+    ``out_dir`` every 2 steps of 8 samples; the Trainer."""
+    sync = pserver_sync(shards.start(1, workers=1), create_optimizer("adam", lr=0.05), 0, 1)
+    try:
+        trainer = Trainer(net, sync, 8, dtype=np.float64, progress=False, out_dir=out_dir,
+                          checkpoint_every=2)  # fmt: skip
+        trainer.fit(data, epochs=epochs, resume=resume)
+    finally:
+        sync.close()
+    return trainer
+
+
 @pytest.mark.timeout(120)
 def test_a_checkpoint_saved_with_the_bias_dense_resumes_with_it_sparse(shards, tmp_path):
     """A run saved before the bias was marked, under Adam (per-element step counts of a
     dense bias, per-row ones now), resumes on a new shard: the bias comes from the
     checkpoint, the columns no sample selects as they were saved."""
     data = selections(48)
-
-    def fit(net: Network, resume: bool) -> Trainer:
-        sync = pserver_sync(shards.start(1, workers=1), create_optimizer("adam", lr=0.05), 0, 1)
-        try:
-            trainer = Trainer(net, sync, 8, dtype=np.float64, progress=False, out_dir=tmp_path,
-                              checkpoint_every=2)  # fmt: skip
-            trainer.fit(data, epochs=1 + resume, resume=resume)
-        finally:
-            sync.close()
-        return trainer
-
-    saved = weights(fit(sampled_softmax(0, sparse=False), resume=False).network)
-    resumed = fit(sampled_softmax(7), resume=True)
+    saved = _adam_fit(shards, sampled_softmax(0, sparse=False), data, tmp_path, 1, False)
+    resumed = _adam_fit(shards, sampled_softmax(7), data, tmp_path, 2, True)
     assert resumed.pos.step == 12 and [h["epoch"] for h in resumed.history] == [2]
+    assert resumed.network["sfc"].bias.sparse_rows
     bias = resumed.network["sfc"].bias.value
-    np.testing.assert_array_equal(bias[UNSELECTED], saved["sfc.bias"][UNSELECTED])
-    assert not np.array_equal(bias, saved["sfc.bias"])  # and it trained on
+    np.testing.assert_array_equal(bias[UNSELECTED], weights(saved.network)["sfc.bias"][UNSELECTED])
+    assert not np.array_equal(bias, weights(saved.network)["sfc.bias"])  # and it trained on
+
+
+def _all_columns(seed: int, sparse: bool = True) -> Network:
+    """:func:`sampled_softmax` of ``K`` columns, its weight drawn from ``seed`` as its bias
+    is (not from the generator the nets made before it moved)."""
+    net = sampled_softmax(seed, K, sparse=sparse)
+    weight = net["sfc"].weight.value
+    weight[...] = np.random.default_rng(seed + 1).standard_normal(weight.shape)
+    return net
+
+
+@pytest.mark.timeout(120)
+def test_a_bias_saved_dense_resumes_sparse_with_its_adam_state(shards, tmp_path):
+    """Every sample selects every column, where lazy updates are dense ones: an epoch with
+    the bias dense, saved, then one resumed with it sparse ends where two epochs with it
+    dense end, to the bit. The bias's Adam moments and step counts come from the checkpoint:
+    started afresh, or counted from another step, they would not (the test above only
+    sees the bias's values)."""
+    data = selections(48, columns=K)
+    straight = _adam_fit(shards, _all_columns(0, sparse=False), data, tmp_path / "a", 2, False)
+    _adam_fit(shards, _all_columns(0, sparse=False), data, tmp_path / "b", 1, False)
+    resumed = _adam_fit(shards, _all_columns(7), data, tmp_path / "b", 2, True)
+    assert resumed.network["sfc"].bias.sparse_rows and resumed.pos.step == 12
+    want, got = weights(straight.network), weights(resumed.network)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
