@@ -104,7 +104,7 @@ def _not_finite(x: np.ndarray) -> str | None:
     count = sum(
         int(np.count_nonzero(~np.isfinite(x[i : i + rows]))) for i in range(0, len(x), rows)
     )
-    # not_finite's "'x' holds NaN or infinity in 2 row(s): 3, 9": its rows
+    # not_finite's "'x' holds NaN or infinity in 2 row(s): rows 3, 9": its rows
     return f"{count} NaN or infinite values{where.partition(' holds NaN or infinity')[2]}"
 
 

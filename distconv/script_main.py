@@ -73,7 +73,7 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     and exit 1 as well (its traceback under ``DISTCONV_DEBUG=1``, or an MPI sync's abort hook);
     a rank failing before it initialised MPI aborts the MPI job. So are the data and model
     errors ``distconv train`` says in one line (:data:`~distconv.user_errors.SCRIPT_ERROR_NAMES`:
-    ``the training set's 'image' holds NaN or infinity in 1 row(s): 5``); a rank whose MPI sync,
+    ``the training set's 'image' holds NaN or infinity in 1 row(s): row 5``); a rank whose MPI sync,
     closed in a ``finally`` as one propagates, aborts the job (another rank waits for it in a
     step) says it in its abort line alone, without the traceback, and so does MPISync's abort
     hook where the sync was left open (:func:`~distconv.sync.mpi.leaving.leave_to_hook`). So is a
