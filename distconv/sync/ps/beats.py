@@ -10,13 +10,21 @@ every shard :data:`BEATS_PER_TIMEOUT` times per shortest shard timeout, on socke
 shard failed, or a newer worker of this rank said ``hello`` there) ends the beats to that shard
 alone, logged: the main thread learns the cause from its next request, and the other shards
 still hear from a process that lives.
+
+A shard counts a rank's silence from its ``hello``, so each shard is beaten from the moment its
+hello reply arrives (:meth:`HeartbeatOwner._ask_hellos`), not once every shard answered: a
+shard that starts later than ``--timeout`` after the others (a pod still pending, pulling its
+image or waiting for its volume) is waited for, instead of the others declaring the waiting
+worker lost. One that never answers is then named by the worker's wait for its hello.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import zmq
@@ -35,8 +43,8 @@ INTERVAL_BOUNDS = (MIN_TIMEOUT / BEATS_PER_TIMEOUT, 3600.0)
 
 
 class Heartbeat:
-    """A thread that sends ``header`` (a ``beat``) to each of ``shards`` every ``interval``
-    seconds until :meth:`stop`.
+    """A thread that sends ``header`` (a ``beat``) to each of ``shards``, and those :meth:`add`
+    gives it later, every ``interval`` seconds until :meth:`stop`.
 
     Args:
         connect: makes the socket to shard ``s`` (called on the heartbeat's thread).
@@ -54,7 +62,10 @@ class Heartbeat:
     ) -> None:
         self.interval = interval
         self.beats = 0  # beats ZeroMQ took (one per shard and round; a dropped one not)
+        self.shards = {s for s, _ in shards}  # every shard given, beaten or refused since
+        self._added: queue.SimpleQueue[tuple[int, str]] = queue.SimpleQueue()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a shard added, or a stop: the round comes at once
         self._thread = threading.Thread(
             target=self._run,
             args=(connect, header, list(shards)),
@@ -63,20 +74,31 @@ class Heartbeat:
         )
         self._thread.start()
 
+    def add(self, shard: int, endpoint: str, interval: float) -> None:
+        """Beat ``shard`` (at ``endpoint``) too, its first beat at once, and every shard at
+        least every ``interval`` seconds from now on; nothing for a shard already given."""
+        if shard in self.shards:
+            return
+        self.shards.add(shard)
+        self.interval = min(self.interval, interval)
+        self._added.put((shard, endpoint))
+        self._wake.set()
+
     def _run(self, connect: Callable[[int], zmq.Socket], header: dict, shards: list) -> None:
         socks: dict[str, zmq.Socket] = {}
         try:
             for s, endpoint in shards:
                 socks[endpoint] = connect(s)
-            while socks and not self._stop.wait(self.interval):
-                for endpoint in _refusing(socks, header["rank"]):
-                    socks.pop(endpoint).close(linger=0)
-                for sock in socks.values():
-                    try:  # a shard not connected (IMMEDIATE): the beat is dropped, not queued
-                        sock.send_multipart(pack({**header, "id": self.beats}), zmq.NOBLOCK)
-                        self.beats += 1
-                    except zmq.Again:
-                        pass
+            while True:
+                woken = self._wake.wait(self.interval)  # else the interval passed: a round
+                if self._stop.is_set():
+                    break
+                if woken:
+                    self._wake.clear()
+                    while not self._added.empty():  # a shard that just answered its hello
+                        s, endpoint = self._added.get()
+                        socks[endpoint] = connect(s)
+                self._beat(socks, header)
         except Exception:  # a heartbeat that dies must say so where the job logs
             log.exception(
                 "rank %d: the heartbeat failed; shards may declare it lost", header["rank"]
@@ -85,9 +107,21 @@ class Heartbeat:
             for sock in socks.values():
                 sock.close(linger=0)
 
+    def _beat(self, socks: dict[str, zmq.Socket], header: dict) -> None:
+        """One round: drop the shards that refused a beat, and beat the others."""
+        for endpoint in _refusing(socks, header["rank"]):
+            socks.pop(endpoint).close(linger=0)
+        for sock in socks.values():
+            try:  # a shard not connected (IMMEDIATE): the beat is dropped, not queued
+                sock.send_multipart(pack({**header, "id": self.beats}), zmq.NOBLOCK)
+                self.beats += 1
+            except zmq.Again:
+                pass
+
     def stop(self) -> None:
-        """End the thread (at once: it waits on the stop event) and close its sockets."""
+        """End the thread (at once: it waits on the wake event) and close its sockets."""
         self._stop.set()
+        self._wake.set()
         self._thread.join()
 
 
@@ -116,25 +150,37 @@ def _refusing(socks: dict[str, zmq.Socket], rank: int) -> list[str]:
     return refusing
 
 
+def beat_interval(hello: Mapping[str, Any]) -> float | None:
+    """Seconds between beats for a shard whose ``hello`` reply is this: a quarter of its
+    timeout, within :data:`INTERVAL_BOUNDS`; None where the shard takes none: its reply says
+    sync mode (only async declares a rank lost) or no timeout (a shard that predates ``beat``)."""
+    timeout = shard_timeouts([hello]).get(0)
+    if timeout is None or hello.get("mode") != "async":
+        return None
+    low, high = INTERVAL_BOUNDS
+    return min(max(timeout / BEATS_PER_TIMEOUT, low), high)
+
+
 def start_heartbeat(
     connect: Callable[[int], zmq.Socket],
     header: dict[str, Any],
     endpoints: Sequence[str],
     hellos: Sequence[dict[str, Any]],
 ) -> Heartbeat | None:
-    """A :class:`Heartbeat` to the shards whose ``hello`` reply (in ``hellos``, by shard) says
-    async mode (the only mode that declares a rank lost) and a timeout (a shard whose reply
-    does not predates ``beat``); None when there is none."""
-    timeouts = {s: t for s, t in shard_timeouts(hellos).items() if hellos[s].get("mode") == "async"}
-    if not timeouts:
+    """A :class:`Heartbeat` to the shards whose ``hello`` reply (in ``hellos``, by shard) takes
+    beats (:func:`beat_interval`), as often as the shortest timeout asks; None when none does."""
+    intervals = {s: i for s, h in enumerate(hellos) if (i := beat_interval(h)) is not None}
+    if not intervals:
         return None
-    low, high = INTERVAL_BOUNDS
-    interval = min(max(min(timeouts.values()) / BEATS_PER_TIMEOUT, low), high)
-    return Heartbeat(connect, header, [(s, endpoints[s]) for s in sorted(timeouts)], interval)
+    shards = [(s, endpoints[s]) for s in sorted(intervals)]
+    return Heartbeat(connect, header, shards, min(intervals.values()))
 
 
 class HeartbeatOwner:
-    """The heartbeat side of :class:`~distconv.sync.ps.client.PServerSync`."""
+    """The heartbeat side of :class:`~distconv.sync.ps.client.PServerSync`: its hello, which
+    starts the beats, and their end. It reads the worker's ``rank``, ``job_id``, ``endpoints``
+    and ``_run``, and its channel's ``_connect``, ``_send``, ``_arrivals`` and ``_drop_replies``
+    (:class:`~distconv.sync.ps.channel.ShardChannel`)."""
 
     _heartbeat: Heartbeat | None = None
     rank: int
@@ -142,17 +188,59 @@ class HeartbeatOwner:
     endpoints: list[str]
     _run: int
     _connect: Callable[..., zmq.Socket]
+    _send: Callable[..., int]
+    _arrivals: Callable[..., Iterator[tuple[int, tuple[dict[str, Any], list]]]]
+    _drop_replies: Callable[[set[int]], None]
+
+    def _ask_hellos(
+        self, head: dict[str, Any], check: Callable[[int, dict[str, Any]], None]
+    ) -> list[tuple[dict[str, Any], list]]:
+        """Send the hello ``head`` to every shard; their replies, by shard. Each shard is beaten
+        as soon as its reply arrived and ``check(shard, header)`` (which raises on a reply this
+        worker cannot take) passed: it counts this rank's silence from this hello on, however
+        long the others take to answer (a shard started late). A beating heartbeat (a second
+        setup's) stops first, and this one stops where the hello fails: a rank whose hello
+        failed must not stay alive on the shards."""
+        self._stop_heartbeat()
+        rids: list[int] = []
+        replies: dict[int, tuple[dict[str, Any], list]] = {}
+        try:
+            for s in range(len(self.endpoints)):
+                rids.append(self._send(s, head))
+            with contextlib.closing(self._arrivals(rids, "hello")) as arrivals:
+                for rid, reply in arrivals:
+                    shard = rids.index(rid)
+                    check(shard, reply[0])
+                    self._beat_from_hello(shard, reply[0])
+                    replies[shard] = reply
+        except BaseException:  # those sent and not answered would stay awaited for good
+            self._drop_replies(set(rids))
+            self._stop_heartbeat()
+            raise
+        return [replies[s] for s in range(len(rids))]
+
+    def _beat_from_hello(self, shard: int, hello: dict[str, Any]) -> None:
+        """Beat ``shard`` from now on, where its ``hello`` reply takes beats
+        (:func:`beat_interval`): in the heartbeat running, or a new one."""
+        if (interval := beat_interval(hello)) is None:
+            return
+        if self._heartbeat is not None:
+            self._heartbeat.add(shard, self.endpoints[shard], interval)
+            return
+        header = {"op": "beat", "job": self.job_id, "rank": self.rank, "run": self._run}
+        shards = [(shard, self.endpoints[shard])]
+        self._heartbeat = Heartbeat(self._beat_socket, header, shards, interval)
+
+    def _beat_socket(self, shard: int) -> zmq.Socket:
+        """The heartbeat's socket to ``shard`` (made on its thread): a beat the shard cannot
+        take now is dropped, not queued."""
+        return self._connect(shard, immediate=True)
 
     def _start_heartbeat(self, hellos: Sequence[dict[str, Any]]) -> None:
-        """Beat the shards that take it (see :func:`start_heartbeat`), from this run's hello
-        on; a heartbeat already running (a second setup) stops first."""
-        self._stop_heartbeat()
-        header = {"op": "beat", "job": self.job_id, "rank": self.rank, "run": self._run}
-
-        def connect(shard: int) -> zmq.Socket:
-            return self._connect(shard, immediate=True)
-
-        self._heartbeat = start_heartbeat(connect, header, self.endpoints, hellos)
+        """Beat the shards whose hello replies (``hellos``, by shard) take it, those not beaten
+        yet (:meth:`_ask_hellos` beats each as it answers)."""
+        for shard, hello in enumerate(hellos):
+            self._beat_from_hello(shard, hello)
 
     def _stop_heartbeat(self) -> None:
         if self._heartbeat is not None:

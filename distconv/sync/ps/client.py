@@ -202,11 +202,9 @@ class PServerSync(
         except Exception as exc:  # they would wait for its hello (not a Ctrl-C: as MPI's)
             self.fail_setup(exc)
             raise
-        self._stop_heartbeat()  # a second setup: a failed hello must not leave the old one
-        heads = self._hello(description)
-        self._check_sizes(self._frame_bytes)  # this layout (fail_setup's hello has none)
-        self._start_heartbeat(heads)
-        try:
+        try:  # the hello beats each shard from its reply on, in async mode (beats.py)
+            heads = self._hello(description)
+            self._check_sizes(self._frame_bytes)  # this layout (fail_setup's hello has none)
             self.all_equal(description)
             if self.is_chief:
                 self._seed_keeping_state(heads)
@@ -272,17 +270,12 @@ class PServerSync(
         return ParamSpec(p.name, tuple(p.shape), dtype, p.name in self.sparse)
 
     def _hello(self, description: dict[str, Any]) -> list[dict[str, Any]]:
-        """Say hello to every shard (``_send`` adds the run; the launch's incarnation
-        here) and check their settings; their replies' headers."""
+        """Say hello to every shard (``_send`` adds the run; the launch's incarnation here),
+        beating each as it answers (:meth:`_ask_hellos`), and check their settings; their
+        replies' headers."""
         head = {"op": "hello", **hello_fields(description), **whoami(), **incarnation_field()}
         self._number_anew()  # every rank's setup starts its gathers at all_equal:1
-        replies = self._ask_all([(s, head, ()) for s in range(len(self._socks))], "hello")
-        for s, (h, _) in enumerate(replies):
-            if (problem := hello_reply_problem(h)) is not None:  # before any setting is read
-                raise self._malformed(s, f"hello reply: {problem}")
-            expect = {"shard": s, "num_shards": len(self._socks), "workers": self.world_size}
-            if (got := {k: h.get(k) for k in expect}) != expect:
-                raise SyncError(layout_mismatch(self.endpoints[s], got, expect))
+        replies = self._ask_hellos(head, self._check_hello_reply)
         headers = [h for h, _ in replies]  # one scheme: shards of other modes, bounds refused
         self.mode, self.max_staleness = agreed_settings(headers, self._named)
         check_releases(headers, self.mode, self.rank, self._named)  # at setup, not an epoch on
@@ -293,6 +286,15 @@ class PServerSync(
         self._set_caps([h.get("max_message_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
         self._frame_bytes = [h.get("max_frame_bytes", MAX_MESSAGE_BYTES) for h, _ in replies]
         return headers
+
+    def _check_hello_reply(self, s: int, h: dict[str, Any]) -> None:
+        """Refuse shard ``s``'s hello reply ``h`` where this worker cannot read it, or it is of
+        another shard than the one named at position ``s`` (before any beat to it)."""
+        if (problem := hello_reply_problem(h)) is not None:  # before any setting is read
+            raise self._malformed(s, f"hello reply: {problem}")
+        expect = {"shard": s, "num_shards": len(self._socks), "workers": self.world_size}
+        if (got := {k: h.get(k) for k in expect}) != expect:
+            raise SyncError(layout_mismatch(self.endpoints[s], got, expect))
 
     # -- one step -----------------------------------------------------------------------------
     def start_at(self, step: int) -> None:
