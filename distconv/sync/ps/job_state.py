@@ -12,18 +12,20 @@ the job the first accepted hello bound for good, so the next run on it was refus
 job: a ``--resume --epochs 2`` after ``--epochs 1`` (the job's description holds its epochs),
 or a corrected worker after one started with a typo that refused itself (its hello had bound
 the job), told that it and a rank of its own run ran different jobs; only a restart of the
-shards let it in. So once the bound job has ended cleanly (:meth:`JobState._job_over`: every
-rank accepted since it was bound said ``bye`` of that run, no request is held, and the shard
-has not failed), the next ``hello`` finds the shard as a restarted one would: it binds the job
-afresh, and that job's rank 0 seeds it (a resume with its checkpoint's values and optimizer
-state). Until then, the shard holds the ended job's blocks as before (a stop writes its last
-part of them). A failed shard keeps its failure: it answers the next job's hello with it, in
-words that say so and ask for a restart of the shards (:meth:`JobState._failed_words`).
+shards let it in. So once the bound job has ended (:meth:`JobState._job_over`: every rank
+accepted since it was bound said ``bye`` of that run, if on an error, no request is held,
+and the shard has not failed), the next ``hello`` finds the shard as a restarted one would: it
+binds the job afresh, and that job's rank 0 seeds it (a resume with its checkpoint's values
+and optimizer state). Until then, the shard holds the ended job's blocks as before (a stop
+writes its last part of them). A failed shard keeps its failure: it answers the next job's
+hello with it, in words that say so and ask for a restart of the shards, or of their pods
+under Kubernetes (:meth:`JobState._failed_words`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -38,6 +40,14 @@ from distconv.sync.ps.values import ValueStore
 
 log = logging.getLogger("distconv.pserver")
 
+#: the way out of a failed shard, said to the hello it refuses: the shards' restart, which under
+#: Kubernetes is a deletion of their pods (the StatefulSet starts them afresh; a failed shard
+#: is restarted by its liveness probe only after about 90 s: docs/kubernetes.md)
+RESTART_SHARDS = (
+    "restart the shards (distconv pserver; on Kubernetes, delete the job's pserver pods), "
+    "then the workers"
+)
+
 
 class JobState:
     """The job side of :class:`~distconv.sync.ps.server.Shard`'s state (a mixin placed before
@@ -48,6 +58,7 @@ class JobState:
     config: Any
     index: int
     requests: int
+    _closed: Callable[[int], str]  # how a rank that said bye left (runs.py)
 
     @cached_property
     def runs_ended(self) -> set[tuple[int, int]]:
@@ -97,9 +108,10 @@ class JobState:
         super()._op_bye(ident, header, arrays)  # type: ignore[misc]
 
     def _job_over(self) -> bool:
-        """Whether the bound job has ended cleanly: every rank accepted since it was bound said
-        ``bye`` of that run (a rank lost, async with ``--on-worker-loss continue``, said none:
-        its worker may still push), no request is held, and the shard has not failed."""
+        """Whether the bound job has ended: every rank accepted since it was bound said
+        ``bye`` of that run, cleanly or on an error (a rank lost, async with ``--on-worker-loss
+        continue``, said none: its worker may still push), no request is held, and the shard
+        has not failed."""
         if self.job is None or self.failed or self.waiting:
             return False
         return all(self.closed_at.get(r, -1) > at for r, at in self.accepted_at.items())
@@ -108,13 +120,25 @@ class JobState:
         """Before a ``hello``: where the bound job has ended (:meth:`_job_over`), hold it no
         more, as a restarted shard: the hello binds the job afresh."""
         if self._job_over():
-            log.info(
-                "shard %d: the job before ended (its workers said bye): the next hello binds "
-                "the job afresh",
+            errors = self._bye_errors()
+            log.log(
+                logging.WARNING if errors else logging.INFO,
+                "shard %d: the job before ended%s: the next hello binds the job afresh",
                 self.index,
+                f" on errors (its workers said bye, {errors})"
+                if errors
+                else " (its workers said bye)",
             )
             self.runs_ended.update(self.job_runs)
             self._clear_job()
+
+    def _bye_errors(self) -> str:
+        """The errors the byes of the job's ranks carried, as ``rank 0 closed on "..."; rank
+        1 closed on "..."``, or ``""`` where each left cleanly: a job whose workers left on
+        errors (a shard that never came, a rank that failed) did not end as one that ran
+        its epochs, and its shard's log must not read as if it had."""
+        failed = [r for r in sorted(self.accepted_at) if self.bye_error.get(r)]
+        return "; ".join(f"rank {r} {self._closed(r)}" for r in failed)
 
     def _failed_words(self, header: dict[str, Any]) -> str:
         """What a failed shard answers the request ``header`` with: its failure; for a ``hello``
@@ -128,14 +152,12 @@ class JobState:
             return self.failed or ""
         if self._failed_before_hello(header["rank"]):
             return (
-                "this shard failed before this worker's hello: restart the shards (distconv "
-                "pserver), then the workers; a failed shard serves no worker until it is "
-                f"restarted (its failure: {self.failed})"
+                f"this shard failed before this worker's hello: {RESTART_SHARDS}; a failed "
+                f"shard serves no worker until it is restarted (its failure: {self.failed})"
             )
         return (
             f"{self.failed} (a job failed so on this shard before this hello: a failed shard "
-            "serves no other job until it is restarted; restart the shards (distconv "
-            "pserver), then the workers)"
+            f"serves no other job until it is restarted; {RESTART_SHARDS})"
         )
 
     def _failed_reply_fields(self, header: dict[str, Any]) -> dict[str, Any]:

@@ -105,3 +105,29 @@ def test_a_shard_that_never_starts_is_named_by_the_workers_not_their_silence(sha
         assert re.match(named, str(error)), error
         assert not any(sync._heartbeat for sync in syncs)  # a failed setup beats no shard
     assert "silent" not in shards.log_text(), shards.log_text()
+
+
+def _run_workers(endpoints: list[str], timeout: float) -> list[BaseException | None]:
+    """Two fresh workers set up and train (:func:`_set_up_and_train`); each one's error."""
+    syncs = [_worker(endpoints, rank, timeout) for rank in (0, 1)]
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = [pool.submit(_set_up_and_train, syncs[r], r) for r in (0, 1)]
+        return [f.exception(timeout=60) for f in outcomes]
+
+
+@pytest.mark.timeout(120)
+def test_once_the_missing_shard_starts_the_restarted_workers_train(shards, tmp_path):
+    """The workers gave up on shard 2 and left on that error; shards 0 and 1 did not fail, so
+    once shard 2 starts, the workers' restart (as a launcher or the kubelet restarts them)
+    trains on the same shards, which say the job before ended on errors, not cleanly."""
+    endpoints = _start_two_of_three(shards, tmp_path)
+    assert all(isinstance(e, SyncError) for e in _run_workers(endpoints, SHARD_TIMEOUT))
+    shards.launch(_shard_cmd(2, endpoints[2]), tmp_path / "shard2.log")
+    assert _run_workers(endpoints, SHARD_TIMEOUT) == [None, None]
+    logs = shards.log_text()
+    for shard in (0, 1):
+        assert (
+            f"shard {shard}: the job before ended on errors (its workers said bye, rank 0 "
+            'closed on "SyncError: rank 0: no answer to hello from pserver shard(s) 2' in logs
+        ), logs
+    assert "job failed" not in logs, logs

@@ -20,6 +20,11 @@ from distconv.sync.ps.job_hello import hello_fields
 from tests.child_env import child_env
 from tests.sync.ps.test_ps_next_job_same_shard import running, train
 
+#: the way out a refused worker is told: the shards' restart, by hand or under Kubernetes
+RESTART_THE_SHARDS = (
+    "restart the shards (distconv pserver; on Kubernetes, delete the job's pserver pods), "
+    "then the workers"
+)
 #: seconds the first job may take to seed the shard and write its first checkpoint
 SETUP_SECONDS = 60
 
@@ -78,7 +83,7 @@ def test_a_resume_on_a_shard_failed_by_an_earlier_job_leads_with_that_cause(shar
         said = _error_line(done.stderr)
         lead = f"rank {rank}, hello: pserver {endpoint}: this shard failed before this worker's"
         assert f"{lead} hello: " in said, said
-        assert "restart the shards (distconv pserver), then the workers;" in said, said
+        assert f"{RESTART_THE_SHARDS};" in said, said
         # the earlier failure quoted after the way out, once
         cause = said.split("(its failure: ", 1)[1]
         assert cause.startswith("rank 1 (host") and "ended without a bye" in cause, said
@@ -109,5 +114,5 @@ def test_a_restarted_worker_of_the_failed_job_is_not_told_of_an_earlier_job(hand
         assert said["op"] == "error" and "failed_ranks" not in said, said
         assert said["error"].startswith("this shard failed before this worker's hello: "), said
         assert "earlier job" not in said["error"], said
-        assert "restart the shards (distconv pserver), then the workers" in said["error"], said
+        assert RESTART_THE_SHARDS in said["error"], said
         assert "RuntimeError: out of memory" in said["error"], said
