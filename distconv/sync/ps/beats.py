@@ -75,8 +75,10 @@ class Heartbeat:
         self._thread.start()
 
     def add(self, shard: int, endpoint: str, interval: float) -> None:
-        """Beat ``shard`` (at ``endpoint``) too, its first beat at once, and every shard at
-        least every ``interval`` seconds from now on; nothing for a shard already given."""
+        """Beat ``shard`` (at ``endpoint``) too, and every shard at least every ``interval``
+        seconds from now on; nothing for a shard already given. Its socket is made in a round
+        that comes at once, whose beat to it a connection not yet up drops: the round an
+        interval on reaches it, well within its timeout (:data:`BEATS_PER_TIMEOUT` intervals)."""
         if shard in self.shards:
             return
         self.shards.add(shard)

@@ -57,11 +57,13 @@ def _worker(endpoints: list[str], rank: int, timeout: float) -> PServerSync:
                        block_bytes=64)  # fmt: skip
 
 
-def _set_up_and_train(sync: PServerSync, rank: int) -> int:
-    """Set up and train 5 steps; the pushes the shards applied."""
+def _set_up_and_train(sync: PServerSync, rank: int, idle: float = 0.0) -> int:
+    """Set up, send nothing for ``idle`` seconds (but beats), and train 5 steps; the pushes
+    the shards applied."""
     net = small_net(seed=rank)
     try:
         sync.setup(net.parameters(), {"batch": 8})
+        time.sleep(idle)
         train_steps(net, sync, batches(5, 8, seed=rank), rank, 2)
         return sync.push_messages_applied
     finally:
@@ -71,13 +73,16 @@ def _set_up_and_train(sync: PServerSync, rank: int) -> int:
 @pytest.mark.timeout(120)
 def test_a_shard_started_after_the_timeout_is_waited_for_and_the_job_trains(shards, tmp_path):
     """Shard 2 starts more than the shards' --timeout after both workers said hello: shards 0
-    and 1 hear their beats meanwhile, so nobody is declared silent, and both workers train.
+    and 1 hear their beats meanwhile, so nobody is declared silent, and both workers train,
+    after a pause longer than the timeout that every shard, shard 2 too, hears beats through.
     Before, shards 0 and 1 failed the job at their timeout, blaming rank 1's silence, and the
     workers were refused at their start-up check."""
     endpoints = _start_two_of_three(shards, tmp_path)
     syncs = [_worker(endpoints, rank, WORKER_TIMEOUT) for rank in (0, 1)]
     with ThreadPoolExecutor(2) as pool:
-        trained = [pool.submit(_set_up_and_train, syncs[r], r) for r in (0, 1)]
+        trained = [
+            pool.submit(_set_up_and_train, syncs[r], r, idle=SHARD_TIMEOUT + 1) for r in (0, 1)
+        ]
         time.sleep(LATE)  # the hellos went out as the threads started
         shards.launch(_shard_cmd(2, endpoints[2]), tmp_path / "shard2.log")
         applied = [f.result(timeout=60) for f in trained]
