@@ -14,7 +14,9 @@ One step, as the Trainer drives it::
         sync.prefetch(network.rows_needed(batch))   # if fetches_rows and sparse_rows exist
         network.forward(batch)
         network.backward(sync if last pass else no-op, loss_scale=len(batch))
-    sync.finish_step()               # every parameter now holds its updated value
+    sync.finish_step()               # every parameter now holds its updated value; a
+                                     # parameter server's sparse table, in the rows this
+                                     # rank read (whole again at refresh_parameters)
                                      # (sync.abandon_step() instead where the step raised)
 
 Gradients arrive as **sums over this rank's examples**: the mean loss is seeded with the count
@@ -304,7 +306,11 @@ class SyncStrategy(StepCount, ABC):
         stop, once all its steps are in (the model the epoch's evaluation and ``fit`` use, and a
         second ``fit`` seeds), and the chief's in :meth:`checkpoint_state`. Ranks that end each
         step identical have nothing to do (this default); an asynchronous parameter server's
-        workers hold the values of their last replies, which other workers moved on: they pull."""
+        workers hold the values of their last replies, which other workers moved on: they pull.
+        A synchronous parameter server's workers but the chief hold their ``sparse_rows``
+        tables current only in the rows they read (a step's reply carries those): they pull
+        the tables whole, where a step ran since their last pull. A loop of your own reads a
+        table between steps only through :meth:`prefetch`, or after this call."""
 
     def checkpoint_state(self) -> StateDict:
         """:meth:`state_dict` with the parameters made current, of one moment: what the chief's
