@@ -24,7 +24,6 @@ from distconv.backend import all_finite, copy_into, is_gpu_array, to_host
 from distconv.sync.base import SyncError
 from distconv.sync.ps.blocks import Block, rows_view
 from distconv.sync.ps.gradients import address_of
-from distconv.sync.ps.sums import carries_union
 from distconv.sync.ps.wire import (
     WireError,
     check_row_ids,
@@ -46,9 +45,14 @@ class NotFinite(WireError):
 @dataclass(frozen=True)
 class RowsPushed:
     """What a sparse push's reply must list: each block's row ids pushed (``ids``), among
-    the other ranks' rows where ``union`` (the chief in sync mode: the shard answers it with
-    the union of the ranks' rows, so the table its checkpoints write is current), else those
-    alone (every other rank, and async mode)."""
+    other ranks' rows where ``union`` (sync mode), else those alone (async mode).
+
+    In sync mode a shard answers the chief with the union of the ranks' rows (the table its
+    checkpoints write stays whole) and any other rank with its own rows
+    (:func:`.sums.reply_rows`); a shard of an earlier release of the same protocol version
+    answers every rank with the union. Either is the shards' values of that step in every row
+    it lists, so a worker takes either: refusing the union failed a job of this worker on such
+    shards at its first sparse step, after the step was applied."""
 
     ids: Sequence[np.ndarray]
     union: bool
@@ -85,8 +89,7 @@ class ReplyWriter:
                 or its ``dropped`` is no count of the parameters pushed (the caller adds it
                 to ``drops``).
         """
-        union = self.mode == "sync" and carries_union(self.rank)
-        asked = None if pushed is None else RowsPushed(pushed, union)
+        asked = None if pushed is None else RowsPushed(pushed, self.mode == "sync")
         versions = self._check_reply(blocks, arrays, reply, asked)
         params, dropped = len({b.param for b in blocks}), reply.get("dropped", 0)
         if type(dropped) is not int or not 0 <= dropped <= params:  # a bool is no count
