@@ -87,7 +87,8 @@ CHIEF = 0
 
 def carries_union(rank: int) -> bool:
     """Whether a sync sparse push's reply to ``rank`` carries every rank's rows, not only its
-    own (see :func:`reply_rows`): the shard's rule, which the worker checks its replies by."""
+    own (see :func:`reply_rows`): the shard's rule, by which a worker knows whether its
+    refresh must pull its sparse tables (:mod:`.pulls`)."""
     return rank == CHIEF
 
 
@@ -103,7 +104,8 @@ def reply_rows(
     checkpoints write that copy (a sync checkpoint gathers only optimizer state). Any other
     rank gets back only the rows it pushed (``pushed``: its ``(row ids, gradient)`` per block):
     a worker prefetches the rows of each forward before it runs, so the other ranks' rows
-    would be a download it never reads, growing with the number of workers.
+    would be a download it never reads, growing with the number of workers; it pulls its
+    tables whole at a refresh (an epoch's end, a stop) instead.
     """
     return [rows for rows, _ in (sums if carries_union(rank) else pushed)]
 
