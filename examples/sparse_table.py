@@ -10,9 +10,11 @@ Each example is an item id (popular items often, most rarely: a Zipf law over th
 dense features; the target is the item's own effect plus a smooth function of the features. The
 model is a ``Mixed`` layer summing a ``TableProjection(100_000, 32, sparse=True)`` of the item and
 a ``FullMatrixProjection`` of the features, then a fully connected layer and a mean-squared-error
-loss. The table is marked sparse, so through parameter servers each step pulls, pushes and gets
-back only the rows of the items in its batch, not the 100 000 x 32 table; the Trainer asks the
-network which rows those are (``Network.rows_needed``) before every forward. Locally and under
+loss. The table is marked sparse, so through parameter servers each step pulls and pushes only
+the rows of the items in its batch, not the 100 000 x 32 table, and gets back those rows (rank 0,
+which writes the checkpoints, every worker's; the others pull the table whole at each epoch's
+end); the Trainer asks the network which rows those are (``Network.rows_needed``) before every
+forward. The bytes line counts rank 0's. Locally and under
 MPI the flag changes nothing.
 """
 
