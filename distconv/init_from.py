@@ -52,6 +52,7 @@ from distconv.checkpoint_checks import native
 from distconv.checkpoint_digest import DIGEST_KEY
 from distconv.checkpoint_manifest import CHIEF, Manifest
 from distconv.checkpoint_reads import read_manifest
+from distconv.checkpoints_link import late_disk_problem
 from distconv.messages import exception_line, named
 from distconv.parameter import Parameter
 from distconv.resume import JobStart, OptimState, Position, StepCheckpoints
@@ -87,7 +88,8 @@ def checkpoint_file(path: str | os.PathLike) -> Path:
     Raises:
         CheckpointError: nothing there, a JSON file that is no manifest, a parameter-server
             shard's part, or a folder that holds no complete checkpoint; a RunDirError where a
-            run's ``checkpoints`` links to a disk not mounted yet (restarted, as a resume is).
+            run's ``checkpoints`` links to a disk not mounted yet, ``path`` that folder or in
+            it (restarted, as a resume is).
     """
     path = Path(path)
     if path.is_file() and path.suffix == ".json":
@@ -101,6 +103,7 @@ def checkpoint_file(path: str | os.PathLike) -> Path:
     if path.is_file():
         return path
     if not path.is_dir():
+        _refuse_link_to_nothing(path)
         raise CheckpointError(f"--init-from {path}: no such file or folder")
     if (path / CHIEF_PART).is_file():
         return path / CHIEF_PART
@@ -124,14 +127,31 @@ def _run_at(path: Path) -> RunDirectory:
             names it: not "no complete checkpoint", which the launcher restarts none for.
     """
     checkpoints = path / CHECKPOINTS
-    if not (checkpoints.exists() or checkpoints.is_symlink()):  # a link to nothing: a run's
-        return _CheckpointsFolder(path)
-    run = RunDirectory(path)
+    if checkpoints.exists() or checkpoints.is_symlink():  # a link to nothing: a run's
+        _check_there(run := RunDirectory(path), path)
+        return run
+    if path.name == CHECKPOINTS and path.is_symlink():  # RUN/checkpoints, named itself
+        _check_there(RunDirectory(path.parent), path)  # an empty mount point: its run tells
+    return _CheckpointsFolder(path)
+
+
+def _check_there(run: RunDirectory, path: Path) -> None:
+    """:meth:`~RunDirectory.check_checkpoints_there` of ``run`` (reads only), its refusal
+    naming ``--init-from path``."""
     try:
-        run.check_checkpoints_there()  # reads only
+        run.check_checkpoints_there()
     except RunDirError as exc:
         raise RunDirError(f"--init-from {path}: {exc}") from None
-    return run
+
+
+def _refuse_link_to_nothing(path: Path) -> None:
+    """Raise a RunDirError where ``path``, not there, or a folder above it links to nothing
+    (``RUN/checkpoints``, or a step folder in it, on a disk not mounted yet): named as a
+    resume names it, and restarted, not refused for good as "no such file or folder"."""
+    for link in (path, *path.parents):
+        if link.is_symlink() and not link.exists():
+            problem = late_disk_problem(link, lambda: False)  # not there, or a loop of links
+            raise RunDirError(f"--init-from {path}: {problem}")
 
 
 class _CheckpointsFolder(RunDirectory):
