@@ -100,7 +100,7 @@ def _bind_problem(
         try:
             bound = signature.bind_partial(*args, **kwargs).arguments
         except TypeError as exc:  # a keyword it takes by no name: the misspelling, mostly
-            return str(exc) + _way_out(str(exc), method)
+            return str(exc) + _way_out(str(exc), method, len(args))
         missing = [
             p.name
             for p in signature.parameters.values()
@@ -113,7 +113,7 @@ def _bind_problem(
             + _misspelt(missing, kwargs, signature)
             + _unexpected(missing, kwargs, signature, taker)
         )
-    return problem + _way_out(problem, method)
+    return problem + _way_out(problem, method, len(args))
 
 
 def _misspelt(missing: list[str], kwargs: dict[str, Any], signature: inspect.Signature) -> str:
@@ -176,16 +176,17 @@ def _takes_any_keyword(method: Callable[..., Any]) -> bool:
     return inspect.Parameter.VAR_KEYWORD in kinds
 
 
-def _way_out(problem: str, method: Callable[..., Any]) -> str:
-    """What to do about ``problem``: an option given twice is given once; a misspelt one is
-    named as the option it is close to (of ``method``, or of the constructor of the object it
-    is bound to); "" where there is nothing to add."""
+def _way_out(problem: str, method: Callable[..., Any], given: int) -> str:
+    """What to do about ``problem`` of ``method`` called with ``given`` positional arguments:
+    an option given twice is given once; a misspelt one is named as the option it is close to
+    (of ``method``, or of the constructor of the object it is bound to); "" where there is
+    nothing to add."""
     if match := re.search(r"multiple values for argument '(\w+)'", problem):
         return f" (given positionally and as {match[1]}=: give it once)"
     match = re.search(r"unexpected keyword argument '(\w+)'", problem)
     if match is None:
         return ""
-    if meant := _var_positional_meant(method, match[1]):  # Reshape(shape=(C, H, W))
+    if meant := _var_positional_meant(method, match[1], given):  # Reshape(shape=(C, H, W))
         return f" ({meant} is given positionally, not by keyword)"
     owner = getattr(method, "__self__", None)
     takers = [method] + ([type(owner).__init__] if owner is not None else [])
@@ -194,12 +195,16 @@ def _way_out(problem: str, method: Callable[..., Any]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _var_positional_meant(method: Callable[..., Any], keyword: str) -> str | None:
+def _var_positional_meant(method: Callable[..., Any], keyword: str, given: int) -> str | None:
     """The name of ``method``'s ``*args`` (whose values are given positionally) where
-    ``keyword`` means it: that name, one close to it (``shap=``), or one ending in ``_`` and it
-    (Keras' ``target_shape=`` for Reshape's ``*shape``); else None."""
-    for p in inspect.signature(method).parameters.values():
-        if p.kind is not inspect.Parameter.VAR_POSITIONAL:
+    ``keyword`` means it: that name, or, where ``given`` positional arguments left the
+    ``*args`` empty, one close to it (``shap=``) or ending in ``_`` and it (Keras'
+    ``target_shape=`` for Reshape's ``*shape``; not Keras' ``input_shape=`` beside the sizes,
+    ``Reshape(3, 4, input_shape=(12,))``, which were given positionally); else None."""
+    params = inspect.signature(method).parameters.values()
+    before = sum(p.kind in _POSITIONAL for p in params)  # taken before the *args
+    for p in params:
+        if p.kind is not inspect.Parameter.VAR_POSITIONAL or keyword != p.name and given > before:
             continue
         close = difflib.get_close_matches(keyword, [p.name], 1, _CLOSE)
         if close or keyword.endswith(f"_{p.name}"):
