@@ -240,7 +240,8 @@ def refuse_other_shapes(
 
     Raises:
         DataError: naming the feed, both shapes and the way out: a reshape where both hold as
-            many values an example, else a crop or resize.
+            many values an example (a transpose too where the sizes are another order of the
+            training set's), else a crop or resize.
     """
     tested, trained = arrays_of(test), arrays_of(train)
     differ = [
@@ -266,11 +267,13 @@ def _one_shape(mine: tuple[int, ...], theirs: tuple[int, ...]) -> str:
     """How a test set's examples of shape ``mine`` get the training set's ``theirs``: the same
     number of values reshaped (a crop or resize would change them), else cropped or resized;
     the same sizes in another order (images channels last, ``(H, W, C)`` for ``(C, H, W)``)
-    transposed where they are the same axes, which a reshape would mix without an error."""
+    transposed where they are the same axes, which a reshape would mix without an error; not
+    where only axes of size 1 moved (``(H, W, 1)``), which a reshape mixes none of."""
     values = math.prod(theirs)
     if math.prod(mine) != values:
         return "crop or resize"
-    if len(mine) == len(theirs) and sorted(mine) == sorted(theirs):
+    moved = [n for n in mine if n > 1] != [n for n in theirs if n > 1]
+    if moved and sorted(mine) == sorted(theirs):
         return (
             f"transpose the test set's axes to {theirs} where they are the same axes in "
             f"another order, channels last perhaps: a reshape would mix their values; else "

@@ -38,24 +38,40 @@ def test_the_same_values_in_another_shape_are_told_to_reshape():
     )
 
 
-def test_the_same_sizes_in_another_order_are_told_to_transpose_not_only_to_reshape():
-    """Images channels last beside the training set's channels first hold as many values: a
-    reshape, the only way out said, mixed the axes' values into other images, and the test
-    accuracy fell with no error. Where the sizes are the same in another order, the refusal
-    says to transpose them where they are the same axes."""
+def flat_refusal(example: tuple[int, ...], axes: tuple[int, ...]) -> str:
+    """What fit says of a model that flattens each example, trained on examples of shape
+    ``example`` and tested on the same examples with their axes put in the order ``axes``."""
     set_seed(0)
     net = Network()
     net.add("flat", Reshape(64), "img")
     net.add("fc", FullyConnected(64, 2), "flat")
     net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
-    train = {"img": _data(64)["img"].reshape(64, 2, 32), "label": _data(64)["label"]}
-    test = {"img": train["img"][:16].transpose(0, 2, 1), "label": train["label"][:16]}
+    train = {"img": _data(64)["img"].reshape(64, *example), "label": _data(64)["label"]}
+    tested = train["img"][:16].transpose(0, *(1 + a for a in axes))
     trainer = Trainer(net, LocalSync(create_optimizer("sgd")), 16, progress=False)
     with pytest.raises(DataError) as refused:
-        trainer.fit(train, test, epochs=1)
-    assert str(refused.value) == (
+        trainer.fit(train, {"img": tested, "label": train["label"][:16]}, epochs=1)
+    return str(refused.value)
+
+
+def test_the_same_sizes_in_another_order_are_told_to_transpose_not_only_to_reshape():
+    """Images channels last beside the training set's channels first hold as many values: a
+    reshape, the only way out said, mixed the axes' values into other images, and the test
+    accuracy fell with no error. Where the sizes are the same in another order, the refusal
+    says to transpose them where they are the same axes."""
+    assert flat_refusal((2, 32), (1, 0)) == (
         "the test set's 'img' holds examples of shape (32, 2), the training set's (2, 32); give "
         "both sets one example shape (transpose the test set's axes to (2, 32) where they are "
         "the same axes in another order, channels last perhaps: a reshape would mix their "
         "values; else reshape them: both hold 64 values)"
+    )
+
+
+def test_an_axis_of_size_1_moved_is_told_to_reshape():
+    """One-channel images channels last, ``(8, 8, 1)`` beside ``(1, 8, 8)``: the reshape moves
+    no value, so the refusal said it "would mix their values", which it does not."""
+    assert flat_refusal((1, 8, 8), (1, 2, 0)) == (
+        "the test set's 'img' holds examples of shape (8, 8, 1), the training set's (1, 8, 8); "
+        "give both sets one example shape (reshape the test set's to (1, 8, 8): both hold 64 "
+        "values)"
     )
