@@ -24,7 +24,8 @@ parameters on several ranks, the source inside the ``--out`` that ``--overwrite`
 nothing at PATH, a damaged checkpoint or one of another format version, a JSON file that is no
 manifest, a shard's part) meet every attempt of a job alike: the launcher reads their words
 back (``distconv.refused_starts._INIT_FROM``) and restarts none; a change of them here drops
-that.
+that. A source whose ``checkpoints`` links to a disk not mounted yet (PATH the run, that folder,
+or a step folder in it) is named as a resume names it, and restarted: no such refusal.
 """
 
 from __future__ import annotations
