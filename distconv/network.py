@@ -107,10 +107,10 @@ class Network:
         return sorted(n for n in seen if n not in self.layers)
 
     def order(self) -> list[str]:
-        """Layer names in topological order, read again where the names or wiring it was read
-        from changed (a layer deleted, renamed or rewired: in place, or a dict rebound)."""
+        """Layer names in topological order; read again where a name or the wiring changed."""
         if self._order is None or self._order[1:] != (self.wiring, self.layers.keys()):
-            self._order = self._topological_order(), dict(self.wiring), set(self.layers)
+            wiring = {name: tuple(inputs) for name, inputs in self.wiring.items()}  # a list's too
+            self._order = self._topological_order(), wiring, set(self.layers)
         return self._order[0]
 
     def softmax_inputs(self, loss: str) -> tuple[str, str] | None:

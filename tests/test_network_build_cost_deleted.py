@@ -126,12 +126,13 @@ def test_a_network_rewired_by_rebinding_its_wiring_runs_forward_in_the_new_order
     assert net.order() == ["b", "a", "loss"]
 
 
-@pytest.mark.parametrize("change", ["renamed", "rewired"])
+@pytest.mark.parametrize("change", ["renamed", "rewired", "list changed"])
 def test_a_network_changed_in_place_runs_forward_in_the_new_order(change):
     """The order cached was kept while the dicts were the same objects and held as many
     layers: a layer renamed (``net.layers["h2"] = net.layers.pop("head")``) or rewired
     (``net.wiring["a"] = ("b",)``) in place ran the old order, and the forward raised a bare
-    KeyError naming the old name or the new input."""
+    KeyError naming the old name or the new input. So did inputs given as a list and changed
+    in place (``net.wiring["a"][0] = "b"``): the order's copy of the wiring held that list."""
     net = Network()
     net.add("a", FullyConnected(4, 4), "x")
     net.add("b", FullyConnected(4, 4), "x")
@@ -143,8 +144,13 @@ def test_a_network_changed_in_place_runs_forward_in_the_new_order(change):
         net.layers["a2"], net.wiring["a2"] = net.layers.pop("a"), net.wiring.pop("a")
         net.wiring["loss"] = ("a2", "label")
         expected = ["b", "a2", "loss"]
-    else:
+    elif change == "rewired":
         net.wiring["a"] = ("b",)
+        expected = ["b", "a", "loss"]
+    else:
+        net.wiring["a"] = ["x"]
+        net.forward(feeds)
+        net.wiring["a"][0] = "b"
         expected = ["b", "a", "loss"]
     net.forward(feeds)
     assert net.order() == expected
