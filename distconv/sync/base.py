@@ -55,6 +55,8 @@ from distconv.sync.closing import (  # noqa: F401
     clear_step_record,
     closing_error,
     guard_closing,
+    refuse_meeting_in_step,
+    summing,
     take_gradient,
 )
 from distconv.sync.description import job_description
@@ -343,13 +345,17 @@ class SyncStrategy(StepCount, ABC):
 
     # -- collectives --------------------------------------------------------------------------
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:
-        """Sum small metrics (loss sums, correct answers, examples) over every rank."""
+        """Sum small metrics (loss sums, correct answers, examples) over every rank; refused
+        inside an open step, as every transport refuses it (its metrics, and a checkpoint
+        written after them, would be of a step half taken)."""
         refuse_one_process_collectives(self, "allreduce_sum")
+        refuse_meeting_in_step(self, summing(len(values)))
         return [float(v) for v in values]
 
     def barrier(self) -> None:
-        """Return once every rank has called it."""
+        """Return once every rank has called it; refused inside an open step."""
         refuse_one_process_collectives(self, "barrier")
+        refuse_meeting_in_step(self, "at the barrier")
 
     def all_equal(self, description: Mapping[str, Any]) -> None:
         """Stop every rank unless all hold the same ``description``.

@@ -104,6 +104,11 @@ def meeting_refused(said: str, unfinished: str) -> SyncError:
     return SyncError(f"{said}: the ranks meet between steps, not in {unfinished}")
 
 
+def summing(count: int) -> str:
+    """A sum of ``count`` values as a refused meeting names it: ``summing 3 values``."""
+    return f"summing {count} value{'s' * (count != 1)}"
+
+
 def refuse_meeting_in_step(sync: Any, asked: str) -> None:
     """Refuse ``asked`` (``summing 3 values``, ``at the barrier``), a meeting of the ranks,
     where ``sync``'s step is open (no ``finish_step`` or ``abandon_step`` since its

@@ -109,10 +109,11 @@ def test_mpi_ranks_refuse_it_in_the_same_words(tmp_path):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("make_sync", ["mpi", "pserver"], indirect=True)
+@pytest.mark.parametrize("make_sync", ["mpi", "pserver", "local"], indirect=True)
 def test_a_sum_and_a_barrier_in_an_open_step_are_refused_then_served_after_it(make_sync):
     """In one process, the run's step numbers as ``start_at`` told them: the refusals send
-    nothing, so the step finishes and the same calls are served after it."""
+    nothing, so the step finishes and the same calls are served after it. LocalSync too: a
+    loop of one's own printed the half step's metrics and wrote its checkpoint there."""
     net, (x, y) = small_net(), batches(1, 8)[0]
     with make_sync() as sync:
         sync.setup(net.parameters())

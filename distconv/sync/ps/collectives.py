@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from distconv.sync.closing import refuse_meeting_in_step
+from distconv.sync.closing import refuse_meeting_in_step, summing
 from distconv.sync.errors import SyncError
 from distconv.sync.ps.job_check import check_all_equal, gather_problem
 from distconv.sync.ps.wire import short
@@ -86,12 +86,12 @@ class Collectives:
                 ``finish_step`` since its ``start_step``), nothing sent; or the gather failed."""
         if not self._set_up:
             raise self._before_setup(
-                f"summing {len(values)} value{'s' * (len(values) != 1)}",
+                summing(len(values)),
                 "the ranks' parameters may still differ (each its own initial values), and "
                 "the sum would mix their models' metrics (evaluate after fit, whose setup makes "
                 "every rank's parameters rank 0's; or in one process, with LocalSync)",
             )
-        refuse_meeting_in_step(self, f"summing {len(values)} value{'s' * (len(values) != 1)}")
+        refuse_meeting_in_step(self, summing(len(values)))
         ours = [float(v) for v in values]
         return [float(v) for v in self._gather("allreduce", ours, answer="sum")]  # checked
 
