@@ -5,7 +5,11 @@ come, then fails it naming the worker that never came. A worker whose wait for t
 reply (``GRACE`` x its ``timeout``) is no longer gives up first and names the shard, which is
 healthy: the cause reaches only the shard's log. Its waits stay as the user set them (a short
 one names a hung shard soon, which a longer one would not); the worker says so once, at
-setup, and a wait that gives up on such a shard says what it may be waiting for."""
+setup, and a wait that gives up on such a shard says what it may be waiting for.
+
+The rule (:func:`outwaiting`) and the words of the warning's cause and way out
+(:func:`blamed_on_shard`, :func:`outwaited_fix`) are shared with ``distconv check-manifests``
+(:mod:`distconv.deploy.check_timeouts`), which names such shards before the job is applied."""
 
 from __future__ import annotations
 
@@ -41,6 +45,35 @@ def shorter_shards(limit: float) -> str:
     return f", or start the shards with a --timeout below {limit:g}" if limit > MIN_TIMEOUT else ""
 
 
+def outwaiting(timeouts: Mapping[int, float], limit: float, world_size: int) -> dict[int, float]:
+    """The shards of ``timeouts`` (each one's ``--timeout``, by shard) that wait for a worker at
+    least as long as ``limit``, a worker's wait for their reply (``GRACE`` x its timeout); none
+    in a job of fewer than two workers (``world_size``), where a shard waits for no other (a
+    silent shard there is stopped or hung, not waiting)."""
+    if world_size < 2:
+        return {}
+    return {s: t for s, t in timeouts.items() if t >= limit}
+
+
+def blamed_on_shard(reporter: str) -> str:
+    """What shards that outwait their workers (:func:`outwaiting`) make of a worker that never
+    comes, reported by ``reporter`` (``here``: the worker that warns; ``by the workers``)."""
+    return (
+        f"a worker that does not come would be reported {reporter} as a shard that gives no "
+        "answer, and named only in the shard's log"
+    )
+
+
+def outwaited_fix(longest: float, limit: float) -> str:
+    """The ways out for workers that wait ``limit`` seconds for shards that wait up to
+    ``longest`` for every worker: a longer worker ``timeout``, or shorter shards
+    (:func:`shorter_shards`)."""
+    return (
+        f"pass timeout={longest:g} or more (distconv train: --timeout {longest:g})"
+        f"{shorter_shards(limit)}"
+    )
+
+
 def holds_for_workers(what: str, mode: str) -> bool:
     """Whether a shard holds its replies to the requests ``what`` names (a wait's words) until
     every worker asked: a gather's (its tag, ``all_equal:1``), and a step's pushes in sync mode
@@ -73,12 +106,9 @@ class ShardTimeouts:
         longest = max(longer.values())
         log.warning(
             "rank %d: this worker waits %g s for a shard's reply (%g x timeout=%g s), and "
-            "pserver shard(s) %s wait up to %g s (their --timeout) for every worker: a worker "
-            "that does not come would be reported here as a shard that gives no answer, and "
-            "named only in the shard's log; pass timeout=%g or more (distconv train: --timeout "
-            "%g)%s",
+            "pserver shard(s) %s wait up to %g s (their --timeout) for every worker: %s; %s",
             self.rank, limit, limit / self.timeout, self.timeout, self._named(sorted(longer)),
-            longest, longest, longest, shorter_shards(limit),
+            longest, blamed_on_shard("here"), outwaited_fix(longest, limit),
         )  # fmt: skip
 
     def _shorter_wait_hint(self, shards: Sequence[int], limit: float, what: str) -> str:
@@ -99,9 +129,6 @@ class ShardTimeouts:
         )
 
     def _waiting_longer(self, timeouts: Mapping[int, float], limit: float) -> dict[int, float]:
-        """The shards of ``timeouts`` that wait for a worker at least as long as ``limit``;
-        none in a job of one worker, where a shard waits for no other (a silent shard there
-        is stopped or hung, not waiting)."""
-        if self.world_size < 2:
-            return {}
-        return {s: t for s, t in timeouts.items() if t >= limit}
+        """The shards of ``timeouts`` that wait for a worker at least as long as ``limit``, in
+        this worker's job (:func:`outwaiting`)."""
+        return outwaiting(timeouts, limit, self.world_size)
