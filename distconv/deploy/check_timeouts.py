@@ -1,0 +1,132 @@
+"""The shards' ``--timeout`` beside their workers' (part of
+:func:`distconv.deploy.check.manifest_problems`).
+
+A shard holds a step or a gather for its ``--timeout`` until every worker has come, then fails
+it naming the worker that never came; a worker waits ``GRACE`` (1.5) x its own ``--timeout``
+for a shard's reply. Where the shards wait as long or longer, a worker that never comes is
+blamed on a healthy shard, and named only in the shard's log. The renderer gives the shards
+the workers' ``--timeout`` (:mod:`distconv.shard_timeout`); a StatefulSet edited since
+(``--timeout 120`` beside workers of 20, or none, which leaves the shards their 60 s) is named
+here by the rule, and in the words, of the warning each worker logs at setup
+(:mod:`distconv.sync.ps.shard_timeouts`). A value only the cluster knows (a ``$(VAR)`` filled
+in at run time, a token that may hold the flag) is not judged, nor is a command line refused,
+which the shards' and ranks' own checks name.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+from argparse import ArgumentTypeError
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+from distconv.deploy.check_probes import _loose
+from distconv.deploy.check_ranks import _as_read
+from distconv.deploy.check_shards import (
+    _is_filled,
+    expand,
+    pserver_parser,
+    shard_argv_problem,
+    shard_flag,
+)
+from distconv.deploy.programs import trains_with_the_shards
+from distconv.deploy.walk import Manifest, _flag, _here, _running
+from distconv.shard_timeout import shard_timeout
+from distconv.train_args import positive_float
+
+#: what :func:`~distconv.deploy.walk._running` yields: object, where, pod template, container,
+#: the arguments after ``distconv <command>``
+Run = tuple[Manifest, str, Manifest, Manifest, list[str]]
+
+
+class Timeout(NamedTuple):
+    """One side's ``--timeout`` as its processes take it."""
+
+    #: how a problem names the container (``StatefulSet j-pserver container pserver``)
+    here: str
+    seconds: float
+    #: not written: the process's own default
+    default: bool
+
+    def said(self) -> str:
+        """The value as a problem gives it: ``20``, ``60, the default``."""
+        return f"{self.seconds:g}{', the default' if self.default else ''}"
+
+
+def _outwaiting_shards(objs: Sequence[Manifest]) -> Iterator[str]:
+    """Shards whose ``--timeout`` outlasts the wait of the workers beside them."""
+    shards = [s for s in map(_shards_timeout, _running(objs, "pserver")) if s is not None]
+    workers = [w for w in map(_workers_timeout, _running(objs, "train")) if w is not None]
+    for (shard, world), worker in itertools.product(shards, workers):
+        problem = _outwaited(shard, world, worker)
+        if problem is not None:
+            yield problem
+
+
+def _outwaited(shard: Timeout, world: int, worker: Timeout) -> str | None:
+    """Why ``shard``'s wait for every worker of ``world`` outlasts ``worker``'s wait for its
+    reply, as each worker warns at setup; None where it does not. Shards at the workers'
+    ``--timeout`` as a shard takes it (:func:`~distconv.shard_timeout.shard_timeout`, floored at
+    its least, as rendered) are not named: no shorter one would start, and the workers'
+    own timeout is the user's, of which each worker warns."""
+    from distconv.sync.ps.channel import GRACE  # zmq: where a job has shards and workers
+    from distconv.sync.ps.shard_timeouts import blamed_on_shard, outwaited_fix, outwaiting
+
+    limit = worker.seconds * GRACE
+    if not outwaiting({0: shard.seconds}, limit, world):
+        return None
+    if shard.seconds == shard_timeout(worker.seconds):
+        return None
+    return (
+        f"{shard.here}: the shards wait up to {shard.seconds:g} s (their --timeout"
+        f"{', the default' if shard.default else ''}) for every worker, and the workers of "
+        f"{worker.here} wait {limit:g} s "
+        f"for a shard's reply ({GRACE:g} x their --timeout {worker.said()}): "
+        f"{blamed_on_shard('by the workers')}; {outwaited_fix(shard.seconds, limit)}"
+    )
+
+
+def _shards_timeout(run: Run) -> tuple[Timeout, int] | None:
+    """The ``--timeout`` of the shards ``run`` starts and how many workers they wait for
+    (``--workers``), as ``distconv pserver`` reads them; None where it cannot be told."""
+    _, where, _, container, args = run
+    if shard_argv_problem(args, container) is not None or _loose("pserver", args, container):
+        return None
+    given, text = shard_flag(args, container, "timeout")
+    _, workers = shard_flag(args, container, "workers")
+    if (given and text is None) or workers is None:  # only the cluster knows
+        return None
+    seconds = float(text) if given else float(pserver_parser().get_default("timeout"))
+    return Timeout(_here(where, container), seconds, not given), int(workers)
+
+
+def _workers_timeout(run: Run) -> Timeout | None:
+    """The ``--timeout`` of the ranks ``run`` starts, where they sync through the shards, as
+    ``distconv train`` reads it; None where it cannot be told (a wrong flag, a value refused or
+    only the cluster knows, a token that may hold the flag)."""
+    _, where, _, container, args = run
+    train, wrong = _as_read(args)
+    if wrong is not None or not trains_with_the_shards(container):
+        return None
+    here = _here(where, container)
+    text = _flag(train, "--timeout", last=True)
+    if text is None:
+        return None if _loose("train", args, container) else Timeout(here, _worker_default(), True)
+    text = expand(text, container)  # as the kubelet passes it
+    if _is_filled(text) or "$(" in text:
+        return None
+    try:
+        return Timeout(here, positive_float(text), False)
+    except ArgumentTypeError:
+        return None
+
+
+@functools.cache
+def _worker_default() -> float:
+    """The ``timeout`` a worker of the shards takes where ``distconv train`` gives none: the
+    sync's own default, read from it so that the two cannot drift."""
+    from distconv.sync.ps.client import PServerSync  # numpy, zmq: for jobs with shards
+
+    return float(inspect.signature(PServerSync).parameters["timeout"].default)
