@@ -25,6 +25,8 @@ from typing import Any
 from distconv.logs import as_log_line
 from distconv.restorable import restorable
 
+log = logging.getLogger("distconv.trainer")  # said at a fit's end, as its other lines
+
 #: the command line's exit status after a stop by each signal (128 + its number)
 EXIT_STATUS = {signal.SIGTERM: 143, signal.SIGINT: 130}
 #: what the first Ctrl-C says (on a line of its own: the terminal echoed ``^C``)
@@ -74,7 +76,8 @@ class StopRequest:
         """:meth:`install` for a fit, which carries a stop from one fit to the next: this
         request starts with the signals an earlier fit of this process received and did not
         stop by, and the function it returns, which puts the previous handlers back, leaves
-        those of this request for the next fit where this one stopped by none. A scheduler's
+        those of this request for the next fit where this one stopped by none (a warning says
+        so: that fit may start much later, in a notebook's next cell). A scheduler's
         SIGTERM during a fit's last evaluation then stops the script's next fit, instead of
         being forgotten until the scheduler's SIGKILL.
 
@@ -96,6 +99,7 @@ class StopRequest:
             restore()
             if not self.answered:
                 _unanswered = frozenset(self.received)
+                _say_handed_on(self.flags)
 
         return restore_and_hand_on
 
@@ -134,6 +138,19 @@ class StopRequest:
                 os.write(2, _announcement())
             except OSError:  # stderr closed, or a pipe whose reader (tee) got the same Ctrl-C
                 pass
+
+
+def _say_handed_on(flags: list[float]) -> None:
+    """Warn that a stop this fit did not stop by (``flags``: its request's) waits for the
+    process's next fit: else that fit, started later, maybe by hand in the same interpreter,
+    stopped at its first check by a signal nobody connected with it."""
+    signum = stop_signal(flags)
+    if signum is not None:
+        log.warning(
+            "this process got %s after a fit's last stop check, and no fit has stopped by it "
+            "yet: a later fit of this process, if any, stops by it at its first check",
+            signum.name,
+        )
 
 
 def _pending_since(signum: signal.Signals) -> None:

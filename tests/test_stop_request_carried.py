@@ -9,6 +9,7 @@ Real signals, sent by the process to itself from inside the fit. (Several ranks:
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from typing import Any
@@ -20,6 +21,12 @@ from distconv.resume import Preempted
 from tests.signals import signal_at
 from tests.test_resume_checks import _trainer
 from tests.test_stop_request import data, python_handles_sigint  # noqa: F401  (fixtures)
+
+#: what a fit that hands on a SIGTERM it did not stop by says
+HANDED_ON = (
+    "this process got SIGTERM after a fit's last stop check, and no fit has stopped by it yet: "
+    "a later fit of this process, if any, stops by it at its first check"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -41,11 +48,14 @@ def sigterm_in_evaluation_after(trainer: Any, step: int) -> None:
     trainer.evaluate = signalled
 
 
-def test_a_sigterm_in_a_fits_last_evaluation_stops_the_next_fit(data, tmp_path):  # noqa: F811
+def test_a_sigterm_in_a_fits_last_evaluation_stops_the_next_fit(data, tmp_path, caplog):  # noqa: F811
     train, test = data
     t = _trainer(tmp_path)
     sigterm_in_evaluation_after(t, 15)  # epoch 1's last step
-    assert len(t.fit(train, test, epochs=1)) == 1  # whole: no check comes after its evaluation
+    with caplog.at_level(logging.WARNING, logger="distconv.trainer"):
+        assert len(t.fit(train, test, epochs=1)) == 1  # whole: no check after its evaluation
+    # said where it happened: the next fit may start much later (a notebook's next cell)
+    assert HANDED_ON in caplog.text
     with pytest.raises(Preempted, match="stopped by SIGTERM after step 16") as info:
         t.fit(train, test, epochs=2, resume=True)
     assert info.value.exit_status == 143
