@@ -1,4 +1,5 @@
-"""Signals in tests: children that take Ctrl-C as in a terminal, and a fit signalled mid-way.
+"""Signals in tests: children that take Ctrl-C as in a terminal, and a fit signalled mid-way
+or in its evaluation.
 
 A script's ``&`` and ``nohup`` start pytest with SIGINT ignored, and an ignored signal stays
 ignored across ``exec``: a child would then rightly leave SIGINT alone, and a test of what
@@ -33,3 +34,16 @@ def signal_at(trainer: Any, step: int, *signums: int, pid: int | None = None) ->
 
     trainer.train_step = signalled
     return train_step
+
+
+def sigterm_in_evaluation_after(trainer: Any, step: int) -> None:
+    """Make ``trainer`` send its process SIGTERM in the evaluation after its step ``step``:
+    past the fit's last stop check, where a scheduler's stop lands during a long test set."""
+    evaluate = trainer.evaluate
+
+    def signalled(*args: Any, **kwargs: Any) -> Any:
+        if trainer.pos.step == step:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return evaluate(*args, **kwargs)
+
+    trainer.evaluate = signalled

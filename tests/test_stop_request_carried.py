@@ -10,15 +10,13 @@ Real signals, sent by the process to itself from inside the fit. (Several ranks:
 from __future__ import annotations
 
 import logging
-import os
 import signal
-from typing import Any
 
 import pytest
 
 from distconv import stop_request
 from distconv.resume import Preempted
-from tests.signals import signal_at
+from tests.signals import signal_at, sigterm_in_evaluation_after
 from tests.test_resume_checks import _trainer
 from tests.test_stop_request import data, python_handles_sigint  # noqa: F401  (fixtures)
 
@@ -33,19 +31,6 @@ HANDED_ON = (
 def nothing_carried_out(monkeypatch):
     """A test that fails half-way leaves no stop for the next test's fits in this process."""
     monkeypatch.setattr(stop_request, "_unanswered", frozenset(), raising=False)
-
-
-def sigterm_in_evaluation_after(trainer: Any, step: int) -> None:
-    """Make ``trainer`` send its process SIGTERM in the evaluation after its step ``step``:
-    past the fit's last stop check, where a scheduler's stop lands during a long test set."""
-    evaluate = trainer.evaluate
-
-    def signalled(*args: Any, **kwargs: Any) -> Any:
-        if trainer.pos.step == step:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return evaluate(*args, **kwargs)
-
-    trainer.evaluate = signalled
 
 
 def test_a_sigterm_in_a_fits_last_evaluation_stops_the_next_fit(data, tmp_path, caplog):  # noqa: F811

@@ -26,8 +26,7 @@ from distconv.resume import Preempted
 from distconv.sync.mpi import MPISync
 from distconv.trainer import Trainer
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script, small_lenet, trainer_data
-from tests.signals import signal_at
-from tests.test_stop_request_carried import sigterm_in_evaluation_after
+from tests.signals import signal_at, sigterm_in_evaluation_after
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(120)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
