@@ -87,10 +87,10 @@ def restarted_weights(
 
     Raises:
         ValueError: ``restart`` or ``out_dir`` is None; ``job.restart_at`` is not an int >= 1,
-            or one the ranks would stop at after the job's last step (refused before it
-            trains), or the job ended before its ranks agreed on a stop; this is not the main
-            thread (the only one a stop signal reaches), or it blocks SIGTERM; the new sync's
-            optimizer is not the job's, or its rank or world size not ``sync``'s.
+            or one past the job's last step (refused before it trains), or the job ended
+            before its ranks agreed on a stop; this is not the main thread (the only one a
+            stop signal reaches), or it blocks SIGTERM; the new sync's optimizer is not the
+            job's, or its rank or world size not ``sync``'s.
         Preempted: the process was asked to stop (see above).
     """
     _refuse(job, sync.world_size, restart, out_dir)
@@ -105,9 +105,9 @@ def restarted_weights(
         stopped = stop
     sync.close()  # outside the except clause: an MPISync closed in one aborts its job
     if stopped is None:
+        when = "at once" if world == 1 else f"every {STOP_CHECK_EVERY} steps and at its last step"
         raise ValueError(
-            f"restart_at={job.restart_at}: the job ended before its ranks agreed on a stop "
-            f"({'at once' if world == 1 else f'every {STOP_CHECK_EVERY} steps and at its last'})"
+            f"restart_at={job.restart_at}: the job ended before its ranks agreed on a stop ({when})"
         )  # refuse_restart_at refused a stop past the end: a fit that ended early
     resumed = restart(job.make_optimizer())
     try:
@@ -155,7 +155,7 @@ def refuse_restart_at(job: Job, world_size: int) -> None:
     last = job.epochs * per_epoch
     if at > last:
         raise ValueError(
-            f"restart_at={at} is past the job's last step, {last} ({job.epochs} epochs of "
+            f"restart_at={at} is past the job's last, step {last} ({job.epochs} epochs of "
             f"{per_epoch}): give it one by then"
         )
 

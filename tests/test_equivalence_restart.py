@@ -118,7 +118,7 @@ def test_a_stop_past_the_job_s_end_is_a_value_error_before_it_trains(tmp_path):
     sync = LocalSync(JOB.make_optimizer())
     try:
         with pytest.raises(
-            ValueError, match=r"restart_at=19 is past the job's last step, 18 \(3 epochs of 6\)"
+            ValueError, match=r"restart_at=19 is past the job's last, step 18 \(3 epochs of 6\)"
         ):  # fmt: skip
             assert_rank_matches_local(
                 sync, Job(restart_at=19), world_size=1, restart=LocalSync, out_dir=tmp_path / "r"
@@ -133,12 +133,20 @@ def test_a_stop_the_ranks_agree_on_past_the_job_s_end_is_refused_before_any_rank
 ):
     """Step 19 is past the job's last (18): refused before any rank starts (each rank once
     trained the whole job to say so, wrapped in a rank's failure). Step 17, which 2 ranks
-    agree on at the fit's last step, is no longer refused (tests/mpi/test_stop_last_steps.py)."""
+    agree on at the fit's last step, is not (the test below)."""
     with pytest.raises(
-        ValueError, match=r"restart_at=19 is past the job's last step, 18"
+        ValueError, match=r"restart_at=19 is past the job's last, step 18"
     ):  # fmt: skip
         assert_matches_local(star(StarSync, tmp_path / "meeting"), 2, Job(restart_at=19))
     assert not (tmp_path / "meeting").exists()  # no rank started
+
+
+def test_a_stop_in_the_job_s_last_steps_comes_at_its_last_step_and_resumes_right(tmp_path):
+    """Step 17 of 18 under 2 ranks comes after the last multiple of 8: the ranks agree on the
+    stop at the fit's last step, 18, and the resumed ranks train no step, only that epoch's
+    end. It was refused as a stop after step 24 that would never come."""
+    ranks = assert_matches_local(star(StarSync, tmp_path / "meeting"), 2, Job(restart_at=17))
+    assert len(ranks) == 2
 
 
 def test_a_restart_with_another_optimizer_is_refused(tmp_path):
