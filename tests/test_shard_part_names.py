@@ -97,3 +97,34 @@ def test_a_shards_own_prune_leaves_a_file_named_in_other_digits(tmp_path):
     _file(tmp_path / RUNS)  # beside a real part of step 5, that one goes, whichever is listed first
     assert shard.prune_parts(10, keep=1) == [tmp_path / RUNS]
     assert (tmp_path / not_its).exists()
+
+
+def test_a_manifest_named_in_other_digits_is_no_checkpoint(tmp_path):
+    """A checkpoint's manifest moved to ``step-٠٠٠٠٠٠٠٥.json``: a resume took it for step 5's
+    checkpoint (the name said 5 to ``int()``); now it is named as no run names one."""
+    run = RunDirectory(tmp_path / "out", keep=3)
+    run.acquire()
+    try:
+        _commit(run, 5)
+        written = run.checkpoint_root / "step-00000005.json"
+        written.rename(written.with_name("step-" + "\u0660" * 7 + "\u0665.json"))
+        found, problems = run.scan()
+    finally:
+        run.release()
+    assert found == [] and len(problems) == 1, problems
+    assert "is not in its name (step-N.json)" in problems[0]
+
+
+def test_a_set_aside_manifest_named_in_other_digits_spares_no_shard_part(tmp_path):
+    """``step-٥.json.unusable`` is no manifest the run set aside: the sweep spared step 5's
+    shard parts for it, which no checkpoint of the run could ever use."""
+    run = RunDirectory(tmp_path / "out", keep=1)
+    run.acquire()
+    try:
+        _commit(run, 10)
+        _file(run.root / RUNS)
+        _file(run.checkpoint_root / "step-\u0665.json.unusable")
+        _commit(run, 20)
+    finally:
+        run.release()
+    assert not (run.root / RUNS).exists()
