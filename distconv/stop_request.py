@@ -103,6 +103,15 @@ class StopRequest:
 
         return restore_and_hand_on
 
+    def interrupted(self) -> None:
+        """A :class:`KeyboardInterrupt` ended the fit: a second Ctrl-C, or one before its
+        handlers were in place (its setup), which Python's own handler raised. The person
+        stopped it, so neither its signals nor one carried from an earlier fit stop a later
+        fit (that Ctrl-C's own fit, or one in a notebook's next cell)."""
+        global _unanswered
+        self.answered = True
+        _unanswered = frozenset()
+
     def install(self) -> Callable[[], None]:
         """Handle SIGTERM, and SIGINT where Python's default handler has it (main thread only).
 

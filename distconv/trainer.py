@@ -388,6 +388,9 @@ class Trainer:
                 log.info(summary(record, epochs))
             if writer is not None and writer.records:
                 plot_metrics(writer.records, self.out_dir / PLOT, title=self.out_dir.name)
+        except KeyboardInterrupt:  # a Ctrl-C ended it, ours or before our handlers were in
+            self._stop.interrupted()
+            raise
         finally:
             if restore_handlers is not None:
                 restore_handlers()

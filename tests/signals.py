@@ -36,14 +36,15 @@ def signal_at(trainer: Any, step: int, *signums: int, pid: int | None = None) ->
     return train_step
 
 
-def sigterm_in_evaluation_after(trainer: Any, step: int) -> None:
-    """Make ``trainer`` send its process SIGTERM in the evaluation after its step ``step``:
-    past the fit's last stop check, where a scheduler's stop lands during a long test set."""
+def signal_in_evaluation_after(trainer: Any, step: int, signum: int = signal.SIGTERM) -> None:
+    """Make ``trainer`` send its process ``signum`` in the evaluation after its step ``step``:
+    past the fit's last stop check, where a scheduler's stop (or a person's Ctrl-C) lands
+    during a long test set."""
     evaluate = trainer.evaluate
 
     def signalled(*args: Any, **kwargs: Any) -> Any:
         if trainer.pos.step == step:
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signum)
         return evaluate(*args, **kwargs)
 
     trainer.evaluate = signalled

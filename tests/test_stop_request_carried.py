@@ -10,13 +10,14 @@ Real signals, sent by the process to itself from inside the fit. (Several ranks:
 from __future__ import annotations
 
 import logging
+import os
 import signal
 
 import pytest
 
 from distconv import stop_request
 from distconv.resume import Preempted
-from tests.signals import signal_at, sigterm_in_evaluation_after
+from tests.signals import signal_at, signal_in_evaluation_after
 from tests.test_resume_checks import _trainer
 from tests.test_stop_request import data, python_handles_sigint  # noqa: F401  (fixtures)
 
@@ -36,7 +37,7 @@ def nothing_carried_out(monkeypatch):
 def test_a_sigterm_in_a_fits_last_evaluation_stops_the_next_fit(data, tmp_path, caplog):  # noqa: F811
     train, test = data
     t = _trainer(tmp_path)
-    sigterm_in_evaluation_after(t, 15)  # epoch 1's last step
+    signal_in_evaluation_after(t, 15)  # epoch 1's last step
     with caplog.at_level(logging.WARNING, logger="distconv.trainer"):
         assert len(t.fit(train, test, epochs=1)) == 1  # whole: no check after its evaluation
     # said where it happened: the next fit may start much later (a notebook's next cell)
@@ -50,7 +51,7 @@ def test_a_sigterm_in_a_fits_last_evaluation_stops_the_next_fit(data, tmp_path, 
 def test_a_stop_carried_into_another_trainers_fit_stops_it_too(data, tmp_path):  # noqa: F811
     train, test = data
     first = _trainer(tmp_path / "first")
-    sigterm_in_evaluation_after(first, 15)
+    signal_in_evaluation_after(first, 15)
     first.fit(train, test, epochs=1)
     with pytest.raises(Preempted, match="stopped by SIGTERM after step 1$"):
         _trainer(tmp_path / "second").fit(train, test, epochs=1)
@@ -64,3 +65,23 @@ def test_the_second_ctrl_cs_interrupt_is_no_later_fits_stop(data, tmp_path):  # 
         t.fit(train, test, epochs=1)
     t.train_step = step
     assert len(t.fit(train, test, epochs=1, resume="overwrite")) == 1 and t.pos.step == 15
+
+
+def test_a_ctrl_c_before_the_next_fits_handlers_answers_the_carried_one(data, tmp_path):  # noqa: F811
+    """The first Ctrl-C came in a fit's last evaluation; the person pressed it again in the
+    next fit's setup, where Python's own handler raised KeyboardInterrupt: that answered it,
+    and a fit after (a notebook's next cell) stopped after its first step all the same."""
+    train, test = data
+    t = _trainer(tmp_path)
+    signal_in_evaluation_after(t, 15, signal.SIGINT)
+    assert len(t.fit(train, test, epochs=1)) == 1  # whole: no check after its evaluation
+    setup = t.sync.setup
+
+    def interrupted_setup(*args):
+        os.kill(os.getpid(), signal.SIGINT)  # no handler of the fit's yet: Python's raises
+        return setup(*args)
+
+    t.sync.setup = interrupted_setup
+    with pytest.raises(KeyboardInterrupt):
+        t.fit(train, test, epochs=2, resume=True)
+    assert len(_trainer(tmp_path / "next").fit(train, test, epochs=1)) == 1

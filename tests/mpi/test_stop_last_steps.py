@@ -26,7 +26,7 @@ from distconv.resume import Preempted
 from distconv.sync.mpi import MPISync
 from distconv.trainer import Trainer
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script, small_lenet, trainer_data
-from tests.signals import signal_at, sigterm_in_evaluation_after
+from tests.signals import signal_at, signal_in_evaluation_after
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(120)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
@@ -80,7 +80,7 @@ def main() -> None:
             trainer.fit(data, epochs=2)
         else:
             if sync.rank == 0:
-                sigterm_in_evaluation_after(trainer, 20)
+                signal_in_evaluation_after(trainer, 20)
             trainer.fit(data, trainer_data(24, seed=5), epochs=2)
             trainer.fit(data, epochs=3, resume=True)
     except Preempted as exc:
