@@ -15,23 +15,20 @@ import signal
 
 import pytest
 
-from distconv import stop_request
 from distconv.resume import Preempted
 from tests.signals import signal_at, signal_in_evaluation_after
 from tests.test_resume_checks import _trainer
-from tests.test_stop_request import data, python_handles_sigint  # noqa: F401  (fixtures)
+from tests.test_stop_request import (  # noqa: F401  (fixtures)
+    data,
+    nothing_carried_out,
+    python_handles_sigint,
+)
 
 #: what a fit that hands on a SIGTERM it did not stop by says
 HANDED_ON = (
     "this process got SIGTERM after a fit's last stop check, and no fit has stopped by it yet: "
     "a later fit of this process, if any, stops by it at its first check"
 )
-
-
-@pytest.fixture(autouse=True)
-def nothing_carried_out(monkeypatch):
-    """A test that fails half-way leaves no stop for the next test's fits in this process."""
-    monkeypatch.setattr(stop_request, "_unanswered", frozenset(), raising=False)
 
 
 def test_a_sigterm_in_a_fits_last_evaluation_stops_the_next_fit(data, tmp_path, caplog):  # noqa: F811
