@@ -92,7 +92,8 @@ class Job:
         restart_at: 0 trains in one go. n >= 1: each rank sends itself SIGTERM after step n
             and the ranks stop at the first step from there they agree on, with a
             checkpoint (n itself on one rank, else the next multiple of
-            :data:`~distconv.stop_agreement.STOP_CHECK_EVERY`); then new syncs and models
+            :data:`~distconv.stop_agreement.STOP_CHECK_EVERY`, or the fit's last step, a
+            check too); then new syncs and models
             resume to the end (:mod:`distconv.equivalence_restart`). The reference does not
             stop. A stop past the job's last step is a ``ValueError``, before anything
             trains; one the process was asked for from outside (a scheduler's SIGTERM
