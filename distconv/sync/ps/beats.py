@@ -181,7 +181,7 @@ def start_heartbeat(
 class HeartbeatOwner:
     """The heartbeat side of :class:`~distconv.sync.ps.client.PServerSync`: its hello, which
     starts the beats, and their end. It reads the worker's ``rank``, ``job_id``, ``endpoints``
-    and ``_run``, and its channel's ``_connect``, ``_send``, ``_arrivals`` and ``_drop_replies``
+    and ``_run``, and its channel's ``_connect``, ``_send_all`` and ``_arrivals``
     (:class:`~distconv.sync.ps.channel.ShardChannel`)."""
 
     _heartbeat: Heartbeat | None = None
@@ -190,9 +190,8 @@ class HeartbeatOwner:
     endpoints: list[str]
     _run: int
     _connect: Callable[..., zmq.Socket]
-    _send: Callable[..., int]
+    _send_all: Callable[..., list[int]]
     _arrivals: Callable[..., Iterator[tuple[int, tuple[dict[str, Any], list]]]]
-    _drop_replies: Callable[[set[int]], None]
 
     def _ask_hellos(
         self, head: dict[str, Any], check: Callable[[int, dict[str, Any]], None]
@@ -204,19 +203,16 @@ class HeartbeatOwner:
         setup's) stops first, and this one stops where the hello fails: a rank whose hello
         failed must not stay alive on the shards."""
         self._stop_heartbeat()
-        rids: list[int] = []
+        rids = self._send_all([(s, head, ()) for s in range(len(self.endpoints))])
         replies: dict[int, tuple[dict[str, Any], list]] = {}
-        try:
-            for s in range(len(self.endpoints)):
-                rids.append(self._send(s, head))
+        try:  # closed early, the arrivals give up on the replies still awaited
             with contextlib.closing(self._arrivals(rids, "hello")) as arrivals:
                 for rid, reply in arrivals:
                     shard = rids.index(rid)
                     check(shard, reply[0])
                     self._beat_from_hello(shard, reply[0])
                     replies[shard] = reply
-        except BaseException:  # those sent and not answered would stay awaited for good
-            self._drop_replies(set(rids))
+        except BaseException:
             self._stop_heartbeat()
             raise
         return [replies[s] for s in range(len(rids))]

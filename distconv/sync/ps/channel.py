@@ -29,11 +29,7 @@ from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.releases import other_protocol
 from distconv.sync.ps.shard_timeouts import ShardTimeouts
 from distconv.sync.ps.stuck import wait_words
-from distconv.sync.ps.wire import (
-    MAX_HEADER_BYTES,
-    pack,
-    send,
-)
+from distconv.sync.ps.wire import MAX_HEADER_BYTES, pack, send
 
 log = logging.getLogger("distconv.pserver")
 
@@ -356,6 +352,12 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
         ``link_bytes``: where known, the bytes that cross the shard's link before each reply
         is in (its own, and like replies to other workers asking at once), which the shard is
         given time to send (:data:`SLOW_LINK_BYTES`)."""
+        rids = self._send_all(headers)
+        self._rid_bytes.update(zip(rids, link_bytes))
+        return self._wait(rids, what, stoppable, asked)
+
+    def _send_all(self, headers: Sequence[tuple[int, dict[str, Any], Sequence]]) -> list[int]:
+        """Send each ``(shard, header, arrays)``; their ids, for a wait (:meth:`_arrivals`)."""
         rids: list[int] = []
         try:
             for s, h, a in headers:
@@ -363,8 +365,7 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
         except BaseException:  # no wait follows: those sent would stay awaited for good
             self._drop_replies(set(rids))
             raise
-        self._rid_bytes.update(zip(rids, link_bytes))
-        return self._wait(rids, what, stoppable, asked)
+        return rids
 
 
 #: why a stoppable wait's shard is silent, and what giving up leaves (a pull waits for no worker)
