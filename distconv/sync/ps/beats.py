@@ -163,21 +163,6 @@ def beat_interval(hello: Mapping[str, Any]) -> float | None:
     return min(max(timeout / BEATS_PER_TIMEOUT, low), high)
 
 
-def start_heartbeat(
-    connect: Callable[[int], zmq.Socket],
-    header: dict[str, Any],
-    endpoints: Sequence[str],
-    hellos: Sequence[dict[str, Any]],
-) -> Heartbeat | None:
-    """A :class:`Heartbeat` to the shards whose ``hello`` reply (in ``hellos``, by shard) takes
-    beats (:func:`beat_interval`), as often as the shortest timeout asks; None when none does."""
-    intervals = {s: i for s, h in enumerate(hellos) if (i := beat_interval(h)) is not None}
-    if not intervals:
-        return None
-    shards = [(s, endpoints[s]) for s in sorted(intervals)]
-    return Heartbeat(connect, header, shards, min(intervals.values()))
-
-
 class HeartbeatOwner:
     """The heartbeat side of :class:`~distconv.sync.ps.client.PServerSync`: its hello, which
     starts the beats, and their end. It reads the worker's ``rank``, ``job_id``, ``endpoints``
@@ -233,12 +218,6 @@ class HeartbeatOwner:
         """The heartbeat's socket to ``shard`` (made on its thread): a beat the shard cannot
         take now is dropped, not queued."""
         return self._connect(shard, immediate=True)
-
-    def _start_heartbeat(self, hellos: Sequence[dict[str, Any]]) -> None:
-        """Beat the shards whose hello replies (``hellos``, by shard) take it, those not beaten
-        yet (:meth:`_ask_hellos` beats each as it answers)."""
-        for shard, hello in enumerate(hellos):
-            self._beat_from_hello(shard, hello)
 
     def _stop_heartbeat(self) -> None:
         if self._heartbeat is not None:

@@ -52,10 +52,9 @@ class SetupFailure(HeartbeatOwner):
         except Exception:  # its __str__ raised (user code): the others are told all the same
             text = f"{type(error).__name__} (its text could not be made)"
         description = setup_failure_description(self.rank, text)
-        self._stop_heartbeat()  # a second setup's: the shards hear this hello's run
-        try:
+        try:  # the hello stops a second setup's beats, and beats as setup's (HeartbeatOwner)
             with contextlib.suppress(SyncError):  # the note's own refusal: the others told
-                self._start_heartbeat(self._hello(description))  # as setup waits: beating
+                self._hello(description)
                 self.all_equal(description)
         finally:
             self._stop_heartbeat()

@@ -29,7 +29,7 @@ from ps_helpers import (
 
 from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
-from distconv.sync.ps.beats import BEATS_PER_TIMEOUT, INTERVAL_BOUNDS, Heartbeat, start_heartbeat
+from distconv.sync.ps.beats import BEATS_PER_TIMEOUT, INTERVAL_BOUNDS, Heartbeat
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.job_hello import hello_fields
@@ -408,28 +408,23 @@ def test_a_shard_that_refuses_the_heartbeat_gets_no_more_beats_and_the_others_st
 
 def test_the_heartbeat_beats_the_shards_that_take_it_within_bounds():
     """Beats go to the shards whose hello reply says async mode and a timeout (a reply without
-    one predates ``beat``), a quarter of the shortest timeout apart, never closer than 50 ms."""
-    ctx = zmq.Context()
-    made: list[int] = []
-
-    def connect(shard: int) -> zmq.Socket:
-        made.append(shard)
-        return raw_dealer(ctx, "127.0.0.1:9")  # nobody there: the beats go nowhere
-
-    header = {"op": "beat", "job": "local", "rank": 0, "run": 1}
+    one predates ``beat``), a quarter of the shortest timeout apart, never closer than 50 ms:
+    each shard joins the heartbeat as its reply arrives, the first one starting it."""
+    sync = insecure_worker([f"127.0.0.1:{port}" for port in (1, 2, 3, 4)])  # nobody there
     try:
         hellos = [{"mode": "async", "timeout": 8.0}, {"mode": "async"}, {"mode": "async",
                   "timeout": 4.0}, {"mode": "async", "timeout": float("nan")}]  # fmt: skip
-        beat = start_heartbeat(connect, header, ["a", "b", "c", "d"], hellos)
-        assert beat.interval == 1.0
-        beat.stop()
-        assert sorted(made) == [0, 2]
-        tiny = start_heartbeat(connect, header, ["a"], [{"mode": "async", "timeout": 0.001}])
-        assert tiny.interval == INTERVAL_BOUNDS[0]
-        tiny.stop()
-        assert start_heartbeat(connect, header, ["a"], [{"mode": "sync", "timeout": 4.0}]) is None
+        for shard, hello in enumerate(hellos):
+            sync._beat_from_hello(shard, hello)
+        assert sync._heartbeat.shards == {0, 2} and sync._heartbeat.interval == 1.0
+        sync._stop_heartbeat()
+        sync._beat_from_hello(0, {"mode": "async", "timeout": 0.001})
+        assert sync._heartbeat.interval == INTERVAL_BOUNDS[0]
+        sync._stop_heartbeat()
+        sync._beat_from_hello(0, {"mode": "sync", "timeout": 4.0})
+        assert sync._heartbeat is None
     finally:
-        ctx.term()
+        sync.close()
 
 
 @pytest.mark.parametrize("timeout", [0.0, -1.0, 0.1, float("inf"), float("nan")])
