@@ -7,19 +7,19 @@ counters, the requests held, which rank said what and when (hellos, byes, failur
 abandoned steps, refusals), the ranks gone or lost, and the failure, if any.
 :meth:`JobState._clear_job` sets all of it as a shard that has just started holds it.
 
-A shard you start yourself stays up after its workers' ``bye`` (docs/operations.md). It kept
-the job the first accepted hello bound for good, so the next run on it was refused as another
-job: a ``--resume --epochs 2`` after ``--epochs 1`` (the job's description holds its epochs),
-or a corrected worker after one started with a typo that refused itself (its hello had bound
-the job), told that it and a rank of its own run ran different jobs; only a restart of the
-shards let it in. So once the bound job has ended (:meth:`JobState._job_over`: every rank
-accepted since it was bound said ``bye`` of that run, if on an error, no request is held,
-and the shard has not failed), the next ``hello`` finds the shard as a restarted one would: it
-binds the job afresh, and that job's rank 0 seeds it (a resume with its checkpoint's values
-and optimizer state). Until then, the shard holds the ended job's blocks as before (a stop
-writes its last part of them). A failed shard keeps its failure: it answers the next job's
-hello with it, in words that say so and ask for a restart of the shards, or of their pods
-under Kubernetes (:meth:`JobState._failed_words`).
+A shard you start yourself stays up after its workers' ``bye`` (docs/operations.md). It kept the
+job the first accepted hello bound for good, so the next run on it was refused as another job: a
+``--resume --epochs 2`` after ``--epochs 1`` (the job's description holds its epochs), or a
+corrected worker after one started with a typo that refused itself (its hello had bound the
+job), told that it and a rank of its own run ran different jobs; only a restart of the shards
+let it in. So once the bound job has ended (:meth:`JobState._job_over`: every rank accepted
+since it was bound said ``bye`` of that run, even one carrying an error, no request is held, and
+the shard has not failed), the next ``hello`` finds the shard as a restarted one would: it binds
+the job afresh, and that job's rank 0 seeds it (a resume with its checkpoint's values and
+optimizer state). Until then, the shard holds the ended job's blocks as before (a stop writes
+its last part of them). A failed shard keeps its failure: it answers the next job's hello with
+it, in words that say so and ask for a restart of the shards, or of their pods under Kubernetes
+(:meth:`JobState._failed_words`).
 """
 
 from __future__ import annotations
