@@ -3,7 +3,11 @@
 A parameter marked ``sparse_rows`` (an embedding table) stays whole on the shards; a worker
 pulls the rows the next forward reads (:meth:`SparseRows.prefetch`, called by the Trainer) and
 pushes, after backward, the gradient of exactly the rows it prefetched in that step. Rows
-prefetched outside a step (an evaluation) are pulled but not recorded.
+prefetched outside a step (an evaluation) are pulled but not pushed. A gradient in rows of a
+table not prefetched in the step, nor just before it (since the step before ended), is refused
+before any of it is sent: the forward read rows that may be behind the shards (a sync
+worker's replies carry only its own rows, an async one's lag other workers'), and the step
+would train wrong.
 
 :class:`SparseRows` is a mixin of :class:`~distconv.sync.ps.client.PServerSync`: it uses the
 client's parameters, specs, block targets and reply writers.
@@ -27,6 +31,8 @@ class SparseRows:
 
     def _init_sparse_rows(self) -> None:
         self._row_ids: dict[str, np.ndarray] = {}  # sparse rows prefetched for this step
+        # name -> the rows last prefetched outside a step, since the step before ended
+        self._before_step: dict[str, np.ndarray] = {}
         self._in_step = False  # between start_step and finish_step
         self._pushed: dict[int, np.ndarray] = {}  # parameter index -> the rows pushed
 
@@ -58,28 +64,39 @@ class SparseRows:
         super().abandon_step()  # type: ignore[misc]  # the step's order ends too (StepOrder)
 
     def _record_rows(self, in_step: bool) -> None:
-        """A step starts (prefetched rows are recorded from now) or ends (forget them)."""
+        """A step starts (prefetched rows are recorded from now) or ends (forget them, and
+        those prefetched before it)."""
         self._in_step = in_step
         self._row_ids.clear()
+        if not in_step:
+            self._before_step.clear()
 
     def _touched(self, i: int, grad: np.ndarray) -> np.ndarray:
         """The rows of a sparse parameter this step read: those prefetched since
-        :meth:`start_step`, else (a caller that never prefetches) those with a gradient.
+        :meth:`start_step`; where none were, those with a gradient, which a prefetch before
+        the step (since the step before ended) must hold (none: a rank's empty share).
 
         Raises:
-            SyncError: a row has a gradient but was never prefetched: a layer read rows its
-                ``rows_read`` did not report, and its update would be lost.
+            SyncError: before anything of it is sent, where the gradient has rows but the
+                parameter was prefetched neither in the step nor before it
+                (:func:`not_prefetched`), or where a row has a gradient but was not
+                prefetched: a layer read rows its ``rows_read`` did not report, and its
+                update would be lost.
         """
         name = self.params[i].name
         with_grad = np.flatnonzero(grad.any(axis=1)).astype(np.int64)
-        rows = self._row_ids.get(name, with_grad)
-        missed = np.setdiff1d(with_grad, rows, assume_unique=True)
+        rows = self._row_ids.get(name)
+        pulled = rows if rows is not None else self._before_step.get(name)
+        if pulled is None and len(with_grad):
+            raise SyncError(not_prefetched(self.rank, name, len(with_grad)))
+        missed = with_grad if pulled is None else np.setdiff1d(with_grad, pulled, True)
         if len(missed):
             raise SyncError(
                 f"{name}: rows {missed[:8].tolist()} have gradients but were not prefetched "
                 f"this step ({len(missed)} in all); a layer reads rows its rows_read misses"
             )
-        self._pushed[i] = rows
+        # before the step: an evaluation's rows too, so those it read, the ones with a gradient
+        self._pushed[i] = rows = with_grad if rows is None else rows
         return rows
 
     def prefetch(self, row_ids_by_param: Mapping[str, Any]) -> None:
@@ -119,6 +136,8 @@ class SparseRows:
             [(blocks, arrays, h) for blocks, (h, arrays) in zip(plan, replies)],
             rows_asked=[ids for _, _, ids in asks],
         )
+        if not self._in_step:  # current now: a step right after may push their gradient
+            self._before_step.update({self.params[i].name: r for i, r in wanted.items()})
 
     def _push_rows(self, i: int, grad: np.ndarray) -> None:
         """Push the rows of sparse parameter ``i`` this step read, one message per shard,
@@ -198,6 +217,18 @@ class SparseRows:
                 )
             wanted[i] = rows
         return wanted
+
+
+def not_prefetched(rank: int, name: str, rows: int) -> str:
+    """Why a step's gradient of sparse table ``name`` in ``rows`` rows is refused without a
+    prefetch of it in the step, and the way out."""
+    return (
+        f"rank {rank}: {name}: a gradient in {rows} rows, but no sync.prefetch of {name} in "
+        "this step: a parameter server moves only the rows prefetched in a step, so this "
+        "forward may have read rows other workers moved, and the step would train wrong; call "
+        "sync.prefetch(network.rows_needed(batch)) after sync.start_step, before each forward, "
+        "as the Trainer does"
+    )
 
 
 def rows_in(rows: np.ndarray, block: Block) -> np.ndarray:

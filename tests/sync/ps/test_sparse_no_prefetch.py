@@ -1,0 +1,146 @@
+"""A loop of one's own must prefetch a sparse table's rows in each step, through real shards.
+
+A sync worker's reply carries only the rows it pushed, so its table is current only in the
+rows it prefetched: a loop that never called ``sync.prefetch`` read rows other workers had
+moved, and 2 workers trained silently wrong (76 values of one process's differed). Such a
+step's push is refused, before anything of the table is sent, naming the table and the fix;
+with the prefetch the loop trains as one process.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from ps_helpers import insecure_worker, run_ranks, sparse_table_net
+
+from distconv.arg import Arg
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
+from distconv.sync.local import LocalSync
+
+VOCAB, WIDTH, CLASSES, TABLE = 40, 4, 3, "embed.proj0.weight"
+WORLD, STEPS, BATCH = 2, 4, 8
+#: the refusal's way out, as the message words it
+FIX = r"call sync\.prefetch\(network\.rows_needed\(batch\)\) after sync\.start_step"
+
+
+def _words() -> list[np.ndarray]:
+    """Each step's global batch of ids: many shared between the ranks' halves."""
+    rng = np.random.default_rng(11)
+    return [rng.integers(0, VOCAB, BATCH) for _ in range(STEPS)]
+
+
+def _own_step(net, sync, words: np.ndarray, prefetch: bool) -> None:
+    """One step of a loop of one's own on ``words`` (no Trainer), prefetching or not."""
+    feed = {"words": Arg(ids=words, needs_grad=False), "label": Arg(ids=words % CLASSES)}
+    sync.start_step(len(words))
+    if prefetch:
+        sync.prefetch(net.rows_needed(feed))
+    net.forward(feed)
+    net.backward(sync, loss="loss", loss_scale=len(words))
+    sync.finish_step()
+
+
+def _net():
+    return sparse_table_net(VOCAB, WIDTH, CLASSES, seed=4)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.timeout(120)
+def test_an_own_loop_without_prefetch_is_refused_naming_the_table_and_the_fix(shards, mode):
+    endpoints = shards.start(2, workers=WORLD, mode=mode)
+
+    def rank_fn(rank: int) -> str:
+        net, sync = _net(), insecure_worker(endpoints, rank, WORLD, timeout=30, block_bytes=128)
+        try:
+            sync.setup(net.parameters())
+            with pytest.raises(SyncError) as refused:
+                _own_step(net, sync, _words()[0][rank::WORLD], prefetch=False)
+            sync.abandon_step()  # as a loop must where its step raised
+            return str(refused.value)
+        finally:
+            sync.close()
+
+    for rank, said in enumerate(run_ranks(rank_fn, WORLD)):
+        assert said.startswith(f"rank {rank}: {TABLE}: a gradient in "), said
+        assert f"no sync.prefetch of {TABLE} in this step" in said, said
+        assert re.search(FIX, said), said
+
+
+@pytest.mark.timeout(120)
+def test_the_refused_push_sends_nothing_and_an_empty_share_or_a_prefetch_before_goes(shards):
+    """The table's push is refused before it leaves: no shard got a push. A rank that read no
+    row (an empty share: ``fire_every_gradient`` hands a zero gradient over) prefetches
+    nothing and pushes no row; rows prefetched just before ``start_step`` are current too."""
+    endpoints = shards.start(2, workers=WORLD)
+    rows = [np.array([3, 17, 30]), np.array([17, 31])]  # step 2's rank 0, step 3's rank 1
+
+    def rank_fn(rank: int) -> tuple[list[int], np.ndarray]:
+        table = Parameter("t", np.zeros((VOCAB, WIDTH)))
+        table.sparse_rows = True
+        sync = insecure_worker(endpoints, rank, WORLD, timeout=30, block_bytes=8 * WIDTH * 8)
+        try:
+            sync.setup([table])
+            sync.start_step(1)
+            table.grad[rows[0]] = 1.0
+            with pytest.raises(SyncError, match=f"rank {rank}: t: a gradient in 3 rows"):
+                sync.on_gradient(table)
+            sync.abandon_step()
+            pushes = [s["pushes"] for s in sync.shard_stats()]
+            table.grad[...] = 0.0
+            for step in (0, 1):  # each rank reads rows in one step, none in the other
+                mine = rows[step] if rank == step else None
+                if mine is not None and rank == 1:
+                    sync.prefetch({"t": mine})  # before the step
+                sync.start_step(int(mine is not None))
+                if mine is not None:
+                    if rank == 0:
+                        sync.prefetch({"t": mine})
+                    table.grad[mine] = 1.0
+                sync.on_gradient(table)
+                sync.finish_step()
+            sync.refresh_parameters()
+            return pushes, table.value.copy()
+        finally:
+            sync.close()
+
+    (pushes0, table0), (pushes1, table1) = run_ranks(rank_fn, WORLD)
+    assert pushes0 == pushes1 == [0, 0]
+    expected = np.zeros((VOCAB, WIDTH))
+    for ids in rows:
+        expected[ids] -= 0.05  # the default lr on a gradient of 1 over the step's 1 example
+    np.testing.assert_allclose(table0, expected, rtol=1e-15)
+    np.testing.assert_array_equal(table1, table0)
+
+
+@pytest.mark.timeout(120)
+def test_an_own_loop_with_prefetch_equals_one_process_on_every_rank(shards):
+    ref = _net()
+    local = LocalSync(create_optimizer("sgd", lr=0.05))
+    local.setup(ref.parameters())
+    for words in _words():
+        _own_step(ref, local, words, prefetch=False)  # one process holds the table whole
+    endpoints = shards.start(2, workers=WORLD)
+    nets = [_net() for _ in range(WORLD)]
+
+    def rank_fn(rank: int) -> None:
+        sync = insecure_worker(endpoints, rank, WORLD, timeout=30, block_bytes=128)
+        try:
+            sync.setup(nets[rank].parameters())
+            for words in _words():
+                _own_step(nets[rank], sync, words[rank::WORLD], prefetch=True)
+            sync.refresh_parameters()  # as the Trainer at an epoch's end: every row current
+        finally:
+            sync.close()
+
+    run_ranks(rank_fn, WORLD)
+    for rank, net in enumerate(nets):
+        for p, q in zip(net.parameters(), ref.parameters()):
+            np.testing.assert_allclose(
+                p.value, q.value, rtol=1e-12, atol=1e-15, err_msg=f"rank {rank}: {p.name}"
+            )
+    moved = ref.parameters()[0].value != _net().parameters()[0].value
+    assert moved.any(axis=1).sum() > VOCAB // 4  # the ranks shared rows the test reads
