@@ -30,7 +30,9 @@ class Pulls:
         are current after every step: nothing to pull."""
         if self.mode == "sync":
             if self.sparse and not carries_union(self.rank) and self._stamps_at_pull is None:
-                self._pull_all(sparse_only=True)  # None: a step since the last pull
+                # None: a step since the last pull; [] for the stamps: sync compares none, so
+                # no shard is asked for its stats (one holding no sparse block is not asked)
+                self._pull_all([], sparse_only=True)
             return
         if self.mode != "async" or (self.world_size == 1 and not self._lagging):
             return

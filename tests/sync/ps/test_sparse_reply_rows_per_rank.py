@@ -9,6 +9,8 @@ its checkpoints write); any other rank's carries the rows it pushed.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from ps_helpers import insecure_worker, run_ranks, sparse_table_net
@@ -127,6 +129,14 @@ def _pulled_by_refresh(sync) -> int:
     return sync.traffic()["bytes_pulled"] - before
 
 
+def _requests_in(sync, call) -> list[int]:
+    """Each shard's bytes of requests received from this ``shard_stats()`` to the next, with
+    ``call()`` between them."""
+    before = [s["bytes_in"] for s in sync.shard_stats()]
+    call()
+    return [s["bytes_in"] - b for s, b in zip(sync.shard_stats(), before)]
+
+
 # the table in blocks on both shards, or whole on one (the other holds no sparse block to pull)
 @pytest.mark.parametrize("block_bytes", [16 * WIDTH * 8, TABLE_BYTES])
 @pytest.mark.timeout(120)
@@ -136,6 +146,7 @@ def test_a_refresh_pulls_a_non_chiefs_sparse_tables_alone_once_after_a_step(shar
     a second refresh with no step since pulls nothing. The chief's reply carried every row:
     its refresh pulls nothing."""
     endpoints = shards.start(2, workers=2)
+    quiet, asked = threading.Barrier(2), {}
 
     def rank_fn(rank: int) -> tuple[list[int], np.ndarray]:
         table = Parameter("table", np.zeros((ROWS, WIDTH)))
@@ -148,7 +159,14 @@ def test_a_refresh_pulls_a_non_chiefs_sparse_tables_alone_once_after_a_step(shar
             assert len({sync.layout.shard_of[b.id] for b in sync.layout.blocks}) == 2
             _step(sync, [table, dense], {"table": np.arange(rank * READ, (rank + 1) * READ)})
             behind = not np.allclose(table.value[: 2 * READ], -0.025)  # both ranks' rows
-            return [behind, _pulled_by_refresh(sync), _pulled_by_refresh(sync)], table.value
+            pulled: list[int] = []
+            if rank == 1:  # the chief waits: the shards hear rank 1 alone
+                asked["one"] = _requests_in(sync, lambda: None)  # shard_stats' request alone
+                refresh = lambda: pulled.append(_pulled_by_refresh(sync))  # noqa: E731
+                asked["refresh"] = _requests_in(sync, refresh)
+            quiet.wait(timeout=60)
+            pulled += [_pulled_by_refresh(sync) for _ in range(2 - len(pulled))]
+            return [behind, *pulled], table.value
         finally:
             sync.close()
 
@@ -157,6 +175,10 @@ def test_a_refresh_pulls_a_non_chiefs_sparse_tables_alone_once_after_a_step(shar
     assert other[0], "rank 1's step reply carried the chief's rows: nothing to refresh"
     assert TABLE_BYTES < other[1] < TABLE_BYTES + 4_000, other  # ids aside: whole blocks
     assert other[2] == 0
+    # the refresh asks the shards holding sparse blocks for them, and no other shard anything
+    pulls = [n - one for n, one in zip(asked["refresh"], asked["one"])]
+    holds = {s for s in range(2) if block_bytes < TABLE_BYTES or s == 0}
+    assert [bool(n) for n in pulls] == [s in holds for s in range(2)], asked
     # lr 0.05 on a gradient of 1 over the step's 2 examples: both ranks' rows, on both ranks
     np.testing.assert_array_equal(other_table, chief_table)
     np.testing.assert_allclose(other_table[: 2 * READ], -0.025)
