@@ -144,3 +144,30 @@ def test_an_own_loop_with_prefetch_equals_one_process_on_every_rank(shards):
             )
     moved = ref.parameters()[0].value != _net().parameters()[0].value
     assert moved.any(axis=1).sum() > VOCAB // 4  # the ranks shared rows the test reads
+
+
+@pytest.mark.timeout(60)
+def test_an_evaluations_rows_are_not_pushed_by_the_empty_share_after_it(shards):
+    """Rows prefetched outside a step (an evaluation's) are pulled, not pushed: a share of no
+    rows right after it pushes none of them (a lazy Adam moves a row pushed at gradient 0)."""
+    (endpoint,) = shards.start(1, workers=1)
+    table = Parameter("t", np.zeros((VOCAB, WIDTH)))
+    table.sparse_rows = True
+    sync = insecure_worker([endpoint], timeout=30)
+
+    def empty_share() -> int:
+        """Bytes pushed by a step of no rows: fire_every_gradient's zero gradient."""
+        before = sync.traffic()["bytes_pushed"]
+        sync.start_step(0)
+        sync.on_gradient(table)
+        sync.finish_step()
+        return sync.traffic()["bytes_pushed"] - before
+
+    try:
+        sync.setup([table])
+        alone = empty_share()
+        sync.prefetch({"t": np.arange(VOCAB)})  # every row, as an evaluation may read
+        after_evaluation = empty_share()
+    finally:
+        sync.close()
+    assert after_evaluation == alone  # headers alone: no row
