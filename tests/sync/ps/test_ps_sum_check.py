@@ -59,6 +59,8 @@ def _step(shard: Shard, make_net, grads) -> list[tuple[str | None, dict[int, np.
             for i, param in enumerate(net.parameters()):
                 param.grad[...] = 0.0
                 grads(rank, i, param.grad)
+                if param.sparse_rows:  # the rows a step pushes are those it prefetched
+                    sync.prefetch({param.name: np.flatnonzero(param.grad.any(axis=1))})
                 sync.on_gradient(param)
             try:
                 sync.finish_step()
