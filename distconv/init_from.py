@@ -104,7 +104,7 @@ def checkpoint_file(path: str | os.PathLike) -> Path:
     if path.is_file():
         return path
     if not path.is_dir():
-        _refuse_link_to_nothing(path)
+        _refuse_late_disk(path)
         raise CheckpointError(f"--init-from {path}: no such file or folder")
     if (path / CHIEF_PART).is_file():
         return path / CHIEF_PART
@@ -145,11 +145,14 @@ def _check_there(run: RunDirectory, path: Path) -> None:
         raise RunDirError(f"--init-from {path}: {exc}") from None
 
 
-def _refuse_link_to_nothing(path: Path) -> None:
-    """Raise a RunDirError where ``path``, not there, or a folder above it links to nothing
-    (``RUN/checkpoints``, or a step folder in it, on a disk not mounted yet): named as a
-    resume names it, and restarted, not refused for good as "no such file or folder"."""
+def _refuse_late_disk(path: Path) -> None:
+    """Raise a RunDirError where ``path``, not there, or a folder above it links to nothing,
+    or lies in a run's ``checkpoints`` linked to an empty mount point (a step folder in it,
+    on a disk not mounted yet): named as a resume names it, and restarted, not refused for
+    good as "no such file or folder"."""
     for link in (path, *path.parents):
+        if link.name == CHECKPOINTS and link.is_symlink():  # its run tells an empty mount
+            _check_there(RunDirectory(link.parent), path)
         if link.is_symlink() and not link.exists():
             problem = late_disk_problem(link, lambda: False)  # not there, or a loop of links
             raise RunDirError(f"--init-from {path}: {problem}")

@@ -94,21 +94,23 @@ def test_the_checkpoints_folder_on_a_disk_not_mounted_is_said_so_and_restarted(t
     assert init_from_refused_in([line]) is None and refused_for_good_in([line]) is None
 
 
-def test_the_checkpoints_folder_linked_to_an_empty_mount_point_is_said_so(tmp_path):
+@pytest.mark.parametrize("named", ["checkpoints", "checkpoints/step-00000024"])
+def test_the_checkpoints_folder_linked_to_an_empty_mount_point_is_said_so(tmp_path, named):
     """``RUN/checkpoints`` linked to an empty folder (the mount point, its disk not on it) of a
     run whose metrics show it wrote checkpoints: refused for good as holding no checkpoint,
-    where ``RUN`` itself is named the disk, and restarted."""
+    where ``RUN`` itself is named the disk, and restarted. A step folder in it was refused
+    for good as "no such file or folder", though the docs name it among the forms restarted."""
     out, empty = tmp_path / "a", tmp_path / "mount"
     first_run(out)
     shutil.move(out / "checkpoints", tmp_path / "disk")
     empty.mkdir()
     (out / "checkpoints").symlink_to(empty)
     with pytest.raises(CheckpointError) as refused:
-        load_weights(out / "checkpoints", lenet((1, 8, 8), 4).parameters())
+        load_weights(out / named, lenet((1, 8, 8), 4).parameters())
     said = str(refused.value)
-    assert said.endswith(
-        f"{out / 'checkpoints'} links to {empty}, which is empty though the run's metrics show "
-        "it wrote checkpoints (a disk not mounted yet?)"
+    assert said == (
+        f"--init-from {out / named}: {out / 'checkpoints'} links to {empty}, which is empty "
+        "though the run's metrics show it wrote checkpoints (a disk not mounted yet?)"
     )
     line = f"distconv train: error: {said}"
     assert init_from_refused_in([line]) is None and refused_for_good_in([line]) is None
