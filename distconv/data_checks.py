@@ -268,12 +268,14 @@ def _one_shape(mine: tuple[int, ...], theirs: tuple[int, ...]) -> str:
     number of values reshaped (a crop or resize would change them), else cropped or resized;
     the same sizes in another order (images channels last, ``(H, W, C)`` for ``(C, H, W)``)
     transposed where they are the same axes, which a reshape would mix without an error; not
-    where only axes of size 1 moved (``(H, W, 1)``), which a reshape mixes none of."""
+    where only axes of size 1 moved (``(H, W, 1)``), which a reshape mixes none of. Axes of
+    size 1 are left out of both sides alike: ``(1, H, W, C)`` for ``(C, H, W)`` is told to
+    transpose too."""
     values = math.prod(theirs)
     if math.prod(mine) != values:
         return "crop or resize"
-    moved = [n for n in mine if n > 1] != [n for n in theirs if n > 1]
-    if moved and sorted(mine) == sorted(theirs):
+    sizes, wanted = [n for n in mine if n > 1], [n for n in theirs if n > 1]
+    if sizes != wanted and sorted(sizes) == sorted(wanted):
         return (
             f"transpose the test set's axes to {theirs} where they are the same axes in "
             f"another order, channels last perhaps: a reshape would mix their values; else "

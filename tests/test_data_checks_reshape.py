@@ -38,9 +38,10 @@ def test_the_same_values_in_another_shape_are_told_to_reshape():
     )
 
 
-def flat_refusal(example: tuple[int, ...], axes: tuple[int, ...]) -> str:
+def flat_refusal(example: tuple[int, ...], axes: tuple[int, ...], unit: int | None = None) -> str:
     """What fit says of a model that flattens each example, trained on examples of shape
-    ``example`` and tested on the same examples with their axes put in the order ``axes``."""
+    ``example`` and tested on the same examples with their axes put in the order ``axes``, an
+    axis of size 1 then inserted at ``unit`` where given."""
     set_seed(0)
     net = Network()
     net.add("flat", Reshape(64), "img")
@@ -48,6 +49,7 @@ def flat_refusal(example: tuple[int, ...], axes: tuple[int, ...]) -> str:
     net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
     train = {"img": _data(64)["img"].reshape(64, *example), "label": _data(64)["label"]}
     tested = train["img"][:16].transpose(0, *(1 + a for a in axes))
+    tested = tested if unit is None else np.expand_dims(tested, 1 + unit)
     trainer = Trainer(net, LocalSync(create_optimizer("sgd")), 16, progress=False)
     with pytest.raises(DataError) as refused:
         trainer.fit(train, {"img": tested, "label": train["label"][:16]}, epochs=1)
@@ -74,4 +76,17 @@ def test_an_axis_of_size_1_moved_is_told_to_reshape():
         "the test set's 'img' holds examples of shape (8, 8, 1), the training set's (1, 8, 8); "
         "give both sets one example shape (reshape the test set's to (1, 8, 8): both hold 64 "
         "values)"
+    )
+
+
+def test_the_same_sizes_in_another_order_beside_an_axis_of_size_1_are_told_to_transpose():
+    """Channels last with an axis of size 1 more, ``(1, H, W, C)`` for ``(C, H, W)``: only the
+    axes moved were read without their axes of size 1, so the sizes, compared with it, were
+    not the same, and the refusal said to reshape, which mixes the channels into the pixels."""
+    said = flat_refusal((2, 4, 8), (1, 2, 0), unit=0)
+    assert said == (
+        "the test set's 'img' holds examples of shape (1, 4, 8, 2), the training set's "
+        "(2, 4, 8); give both sets one example shape (transpose the test set's axes to "
+        "(2, 4, 8) where they are the same axes in another order, channels last perhaps: a "
+        "reshape would mix their values; else reshape them: both hold 64 values)"
     )
