@@ -1,11 +1,12 @@
 """A metrics sum or a barrier inside a step left open (``finish_step`` skipped) is refused at
-once, before anything is sent, in the same words on MPISync and on a parameter server's worker.
-On a shard the evaluation's sum went through: the epoch's metrics were printed (a checkpoint
-could have been written of the half step), and only the close said that a step was left open.
+once, before anything is sent, in the same words on MPISync, on a parameter server's worker
+and on LocalSync. On a shard the evaluation's sum went through: the epoch's metrics were
+printed (a checkpoint could have been written of the half step), and only the close said that
+a step was left open; LocalSync served it too.
 
 Run as a user runs ``examples/own_loop.py``: a copy whose loop leaves step 2 open, as two
 workers on a real shard (127.0.0.1, port 0) and as 2 ranks of a real ``mpiexec``; and in one
-process, a worker of one rank on a real shard beside a one-rank MPISync.
+process, a worker of one rank on a real shard beside a one-rank MPISync and a LocalSync.
 """
 
 from __future__ import annotations
