@@ -120,6 +120,18 @@ def killed_with_this_process() -> Callable[[], None] | None:
     return die_with_driver
 
 
+#: the code of the child that tries ``import torch``: ``-c`` puts the working directory first
+#: on the path, where the workers, scripts, have their own folder; run from a PyTorch source
+#: tree, its ``torch/`` failed to import there and the torch rows were dropped, though the
+#: workers import the installed one
+IMPORT_TORCH = """
+import sys
+if not getattr(sys.flags, "safe_path", False):
+    del sys.path[0]
+import torch
+"""
+
+
 @functools.cache
 def torch_unimportable() -> str | None:
     """Why ``import torch`` fails here (its error's last line), or None where it works. A
@@ -135,7 +147,7 @@ def torch_unimportable() -> str | None:
     except Exception as exc:  # a finder's own error: as good as no torch
         return f"{type(exc).__name__}: {exc}"
     done = subprocess.run(
-        [sys.executable, "-c", "import torch"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", IMPORT_TORCH], capture_output=True, text=True, timeout=300
     )
     if done.returncode == 0:
         return None
