@@ -120,6 +120,8 @@ def killed_with_this_process() -> Callable[[], None] | None:
     return die_with_driver
 
 
+#: how long the child that tries ``import torch`` may take (seconds): a hung import is said
+TORCH_IMPORT_S = 300
 #: the code of the child that tries ``import torch``: ``-c`` puts the working directory first
 #: on the path, where the workers, scripts, have their own folder; run from a PyTorch source
 #: tree, its ``torch/`` failed to import there and the torch rows were dropped, though the
@@ -146,9 +148,15 @@ def torch_unimportable() -> str | None:
             return "No module named 'torch'"
     except Exception as exc:  # a finder's own error: as good as no torch
         return f"{type(exc).__name__}: {exc}"
-    done = subprocess.run(
-        [sys.executable, "-c", IMPORT_TORCH], capture_output=True, text=True, timeout=300
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", IMPORT_TORCH],
+            capture_output=True,
+            text=True,
+            timeout=TORCH_IMPORT_S,
+        )
+    except subprocess.TimeoutExpired:  # the child is killed: go on without PyTorch
+        return f"import torch took more than {TORCH_IMPORT_S} s"
     if done.returncode == 0:
         return None
     lines = done.stderr.strip().splitlines()

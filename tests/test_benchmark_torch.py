@@ -54,3 +54,14 @@ def test_a_torch_in_the_working_directory_is_not_the_workers(
 def test_a_torch_that_fails_to_import_is_said_with_its_error(torch_unimportable):
     said = torch_unimportable('raise ImportError("libcudnn.so.9: cannot open")\n')
     assert said == "ImportError: libcudnn.so.9: cannot open"
+
+
+@pytest.mark.timeout(60)
+def test_a_hung_import_is_said_not_a_traceback(torch_unimportable, monkeypatch):
+    """The child's timeout raised TimeoutExpired through the driver: a traceback, after the
+    wait, in place of the line saying there are no PyTorch rows."""
+    import harness
+
+    monkeypatch.setattr(harness, "TORCH_IMPORT_S", 1)
+    said = torch_unimportable("import time\ntime.sleep(30)\n")
+    assert said == "import torch took more than 1 s"
