@@ -21,7 +21,7 @@ from harness import (  # noqa: E402
     blas_kernels,
     print_table,
     run_worker,
-    torch_available,
+    torch_or_say,
 )
 
 # name: (kind, N, C, spatial, O, k, stride, pad)
@@ -133,9 +133,7 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.threads[0], args.cases, args.clock)
         return
-    have_torch = torch_available()
-    if not have_torch:
-        print("PyTorch is not importable: printing distconv times only")
+    have_torch = torch_or_say("printing distconv times only")
     print(f"# {blas_kernels()}")
     rows = []
     for t in args.threads:

@@ -42,7 +42,7 @@ from harness import (  # noqa: E402
     blas_kernels,
     print_table,
     run_worker,
-    torch_available,
+    torch_or_say,
 )
 
 # name: (N, C, O, size, kernel, padding, groups)
@@ -247,12 +247,13 @@ def main() -> None:
     if args.then:
         against_then(args.then, args.threads, args.repeat, args.rounds)
         return
+    have_torch = torch_or_say("no torch columns")
     rows = []
     for t in args.threads:
         extra = ["--repeat", str(args.repeat)]
         # both sides run in this one process: the same glibc settings for both, as --then
         ours = run_worker(__file__, "distconv", t, extra, env_extra=KEEP_MEMORY_ENV)
-        ref = run_worker(__file__, "torch", t, extra) if torch_available() else {}
+        ref = run_worker(__file__, "torch", t, extra) if have_torch else {}
         for name, r in ours.items():
             torch_ms = ref.get(name, {}).get("torch")
             rows.append(

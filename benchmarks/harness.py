@@ -163,9 +163,14 @@ def torch_unimportable() -> str | None:
     return lines[-1] if lines else f"import torch exited with status {done.returncode}"
 
 
-def torch_available() -> bool:
-    """Whether ``import torch`` works here (:func:`torch_unimportable`)."""
-    return torch_unimportable() is None
+def torch_or_say(without: str) -> bool:
+    """Whether ``import torch`` works here (:func:`torch_unimportable`); where it does not, a
+    line saying so, what the run goes on ``without``, and the import's error, which tells a
+    missing torch from a broken one."""
+    why = torch_unimportable()
+    if why is not None:
+        print(f"PyTorch is not importable: {without} ({why})", flush=True)
+    return why is None
 
 
 def blas_kernels() -> str:

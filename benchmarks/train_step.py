@@ -39,7 +39,7 @@ from harness import (  # noqa: E402
     blas_kernels,
     print_table,
     run_worker,
-    torch_available,
+    torch_or_say,
 )
 
 # name: (image side, batch)
@@ -283,9 +283,7 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.cases[0], args.repeat, args.clock, args.keep_memory)
         return
-    libs = ["distconv", "torch"] if torch_available() else ["distconv"]
-    if len(libs) == 1:
-        print("PyTorch is not importable: printing distconv times only")
+    libs = ["distconv", "torch"] if torch_or_say("printing distconv times only") else ["distconv"]
     measured: dict[str, dict[str, dict]] = {}
     for case in args.cases:
         runs: dict[str, list[dict]] = {lib: [] for lib in libs}

@@ -4,10 +4,15 @@ a line saying why not. The child must see torch as the workers do, and its answe
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.child_env import child_path
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -65,3 +70,38 @@ def test_a_hung_import_is_said_not_a_traceback(torch_unimportable, monkeypatch):
     monkeypatch.setattr(harness, "TORCH_IMPORT_S", 1)
     said = torch_unimportable("import time\ntime.sleep(30)\n")
     assert said == "import torch took more than 1 s"
+
+
+#: each script that has torch rows (allreduce.py's gloo rows are its tests'), its quickest run,
+#: and what its line says it goes on without
+SCRIPTS = {
+    "train_step.py": (
+        ["--threads", "1", "--repeat", "1", "--rounds", "1", "--cases", "digits 8x8 b16"],
+        "printing distconv times only",
+    ),
+    "conv.py": (
+        ["--threads", "1", "--cases", "lenet3 conv2 N64 C32 4^2 K64 3x3 p1"],
+        "printing distconv times only",
+    ),
+    "conv_operator.py": (["--threads", "1", "--repeat", "1"], "no torch columns"),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_each_script_without_pytorch_says_why(script, tmp_path):
+    """train_step.py and conv.py said "PyTorch is not importable" whatever the import's error,
+    so a broken install read as a missing one; conv_operator.py said nothing, its torch
+    columns a bare "-". Each says what it goes on without, and the import's error."""
+    flags, without = SCRIPTS[script]
+    shadow = fake_torch(tmp_path, 'raise ModuleNotFoundError("torch (shadowed)", name="torch")\n')
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *flags],
+        env={**os.environ, "PYTHONPATH": child_path(shadow)},
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = f"PyTorch is not importable: {without} (ModuleNotFoundError: torch (shadowed))\n"
+    assert said in done.stdout
