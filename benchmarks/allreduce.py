@@ -984,8 +984,9 @@ def main() -> None:
         ap.error(
             "allreduce.py starts its own mpiexec jobs: run it without mpiexec (under it, each "
             "rank starts a driver of its own, and every figure is taken at double load); "
-            f"this process has a launcher's {', '.join(launched)} (from a shell a launcher "
-            f"started: env {' '.join(f'-u {var}' for var in launched)} python3 ...)"
+            f"this process has a launcher's {', '.join(launched)} (not a rank, but a shell "
+            "a launcher started or variables left exported? run it under "
+            f"env {' '.join(f'-u {var}' for var in launched)} python3 ...)"
         )
     # a flag the run would ignore reads as measured: refuse it before anything runs
     dropped = [f for f in CNN_DROPPED if getattr(args, f.lstrip("-").replace("-", "_"))]

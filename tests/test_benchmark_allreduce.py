@@ -408,7 +408,7 @@ def test_a_driver_started_under_mpiexec_is_refused():
 def test_each_launchers_variable_is_refused_and_named(var):
     """Open MPI's and PMIx launchers' ranks (Open MPI 5, srun) have no PMI_RANK: each
     launcher's own variable is refused as hydra's is, and named, so that a shell a launcher
-    started (not a rank) knows what to unset."""
+    started, or one where a user left them exported (not a rank), knows what to unset."""
     env = {**os.environ, "PYTHONPATH": child_path(), var: "2"}
     for other in ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"):
         if other != var:
@@ -421,4 +421,5 @@ def test_each_launchers_variable_is_refused_and_named(var):
         timeout=50,
     )
     assert done.returncode == 2 and done.stdout == "" and REFUSED in done.stderr
-    assert f"a launcher's {var} (from a shell a launcher started: env -u {var} " in done.stderr
+    said = f"a launcher's {var} (not a rank, but a shell a launcher started or variables left "
+    assert said + f"exported? run it under env -u {var} python3 ...)" in done.stderr
