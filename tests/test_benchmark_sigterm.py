@@ -108,3 +108,24 @@ def test_a_killed_allreduce_benchmark_takes_its_mpiexec_job_with_it():
         proc = started(argv, env, lambda lines: sum("--worker" in x for x in lines) >= 3)
         stopped(proc, signal.SIGKILL)
         assert job_left(env, 15) == {}
+
+
+def test_without_a_parent_death_signal_the_children_start_all_the_same(monkeypatch):
+    """Where the kernel has no parent-death signal (not Linux) or ctypes finds no ``prctl``,
+    the drivers start their children without one, as the docs say, not with a traceback."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import ctypes
+
+    import harness
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert harness.killed_with_this_process() is None
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(ctypes, "CDLL", lambda *args, **kwargs: object())  # no prctl in it
+    assert harness.killed_with_this_process() is None
+    monkeypatch.undo()
+    if sys.platform.startswith("linux"):  # and where there is one, a child starts with it
+        die_with_driver = harness.killed_with_this_process()
+        assert die_with_driver is not None
+        done = subprocess.run([sys.executable, "-c", ""], preexec_fn=die_with_driver, timeout=30)
+        assert done.returncode == 0
