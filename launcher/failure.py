@@ -23,7 +23,7 @@ from distconv.rank_endings import (
 )
 from distconv.refused_starts import init_from_refused_in, refused_for_good_in
 
-from .own_stop import CHECKPOINTED, stop_said
+from .own_stop import StopSaid, checkpointed_stop, ended_after_stop
 from .rank_reason import rank_text
 from .shown import shown
 
@@ -113,6 +113,9 @@ class Failure:
     log_error: str | None = None
 
     def __post_init__(self) -> None:
+        if self.cause is None and self.signal is not None and self.checkpointed is not None:
+            object.__setattr__(self, "cause", ended_after_stop(self.signal))
+            return
         # a job mismatch stops every rank, each saying so: the first to exit is no culprit,
         # and its words are the cause (its status says no more than "1"), led by them where
         # the cause read so far is mpiexec's status apart from the failing rank's. A rank's
@@ -151,6 +154,13 @@ class Failure:
         if (self.named or self.job_error_elsewhere) and self.exit_code == PEER_FAILED_STATUS:
             return 1  # the cause, or the job's own error: no "try again"
         return self.exit_code if self.exit_code and 0 < self.exit_code < 256 else 1
+
+    @property
+    def checkpointed(self) -> StopSaid | None:
+        """What the stop line in :attr:`tail` says, where this child's end was a checkpointed
+        stop, not a crash (:func:`~launcher.own_stop.checkpointed_stop`); None otherwise."""
+        ended = -self.signal_number if self.signal_number else self.exit_code
+        return checkpointed_stop(self.role, ended, self.tail)
 
     @property
     def different_jobs(self) -> bool:
@@ -212,9 +222,7 @@ class Failure:
                 f"the ranks run different jobs, which stops every rank ({self.role} {self.rank} "
                 f"exited first, with exit code {self.exit_code}): {self.cause}"
             )
-        if self.signal is not None:
-            said = f"{self.role} {self.rank} failed with signal {self.signal}"
-        elif self.stopped and self.exit_code is None:
+        if self.stopped and self.exit_code is None:
             said = f"{self.role} {self.rank} failed and did not exit (stopped by the launcher)"
         elif self.stopped:
             said = (
@@ -228,8 +236,10 @@ class Failure:
             )
         elif self.exit_code == 0:  # only a server ends an attempt so (the workers need it)
             said = f"{self.role} {self.rank} exited (code 0) while workers were running"
-        elif self.exit_code in CHECKPOINTED and (stop := stop_said(self.tail)) is not None:
-            said = stop.headline(self.role, self.rank, self.exit_code)  # no crash: a stop
+        elif (stop := self.checkpointed) is not None:  # no crash: a stop
+            said = stop.headline(self.role, self.rank, self.exit_code)
+        elif self.signal is not None:
+            said = f"{self.role} {self.rank} failed with signal {self.signal}"
         else:
             said = f"{self.role} {self.rank} failed with exit code {self.exit_code}"
             if self._victim:  # no other child failed within the launcher's settle time

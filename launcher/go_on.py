@@ -10,7 +10,6 @@ import argparse
 import signal
 
 from .failure import Failure
-from .own_stop import CHECKPOINTED, stop_said
 
 #: the stop signals after which a run may go on (Ctrl-C, a scheduler's SIGTERM)
 GOES_ON_AFTER = (signal.SIGINT, signal.SIGTERM)
@@ -43,15 +42,13 @@ def _go_on(job_id: str | None) -> str:
 
 
 def go_on_after_stop(failure: Failure, job_id: str | None) -> str | None:
-    """How to go on after a child's checkpointed stop (its exit 143 or 130 and a rank's
-    ``stopped ... after step N`` line: :func:`launcher.own_stop.stop_said`), which the launcher
-    reports as that child's failure: who got the signal, at which step the ranks stopped with
-    a checkpoint, and the command that goes on (the run directory of ``job_id``); None for any
-    other failure. A signal to one worker, not to the launcher, so :func:`go_on_hint` is
-    silent there."""
-    if failure.exit_code not in CHECKPOINTED:
-        return None
-    said = stop_said(failure.tail)
+    """How to go on after a child's checkpointed stop (:attr:`Failure.checkpointed`: its exit
+    143 or 130, or a worker's death by a later SIGTERM or SIGINT, after a rank's ``stopped ...
+    after step N`` line), which the launcher reports as that child's failure: who got the
+    signal, at which step the ranks stopped with a checkpoint, and the command that goes on
+    (the run directory of ``job_id``); None for any other failure. A signal to the workers, not
+    to the launcher, so :func:`go_on_hint` is silent there."""
+    said = failure.checkpointed
     if said is None:
         return None
     return (

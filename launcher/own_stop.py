@@ -23,9 +23,10 @@ if TYPE_CHECKING:  # not at run time: launcher.failure reads stop lines, and chi
 
 #: the exit statuses of a stop that wrote its checkpoint (128 + SIGTERM, 128 + SIGINT)
 CHECKPOINTED = (143, 130)
-#: the statuses of a worker those signals end (Python's default handler, which ``distconv
-#: train`` restores after its stop): after its stop line, a late signal, not a crash
-_STOP_SIGNALS = (-signal.SIGTERM, -signal.SIGINT)
+#: the statuses (:meth:`Child.poll`'s terms) of a worker those signals end (Python's default
+#: handler, which ``distconv train`` restores after its stop): after its stop line, a late
+#: signal (a scheduler's second SIGTERM, one per worker in turn), not a crash
+STOP_SIGNALS = (-signal.SIGTERM, -signal.SIGINT)
 #: the role of a child that holds ranks' lines, not one rank's (distconv-launch mpi)
 _MPIEXEC = "mpiexec"
 #: a rank that got the signal itself
@@ -52,15 +53,17 @@ class StopSaid:
     rank: int | None = None
     count: int = 1
 
-    def headline(self, role: str, rank: int, code: int) -> str:
+    def headline(self, role: str, rank: int, code: int | None) -> str:
         """The report's headline for the child ``role`` ``rank`` that said it and exited
-        ``code``: a stop with a checkpoint, whose signal was its own or another rank's."""
+        ``code`` (None: a signal ended it after the line, which the report's cause says): a
+        stop with a checkpoint, whose signal was its own or another rank's."""
         if self.own:  # mpiexec's own: its ranks' lines (every one it holds) say so
             whose = "its ranks' own" if role == _MPIEXEC else "its own"
             how = f"by {whose} {self.signal} after step {self.step}"
         else:
             how = f"after step {self.step} because {self.who(role, rank)}"
-        return f"{role} {rank} stopped {how}, with a checkpoint (exit code {code})"
+        exited = "" if code is None else f" (exit code {code})"
+        return f"{role} {rank} stopped {how}, with a checkpoint{exited}"
 
     def who(self, role: str, rank: int) -> str:
         """Who got the signal, for a report of the child ``role`` ``rank`` that said it."""
@@ -147,18 +150,38 @@ def _await_workers(
         time.sleep(poll)
 
 
+def checkpointed_stop(role: str, status: int | None, tail: Iterable[str]) -> StopSaid | None:
+    """What the stop line in ``tail`` says, where it makes the end of the child ``role``, whose
+    status is ``status`` (:meth:`Child.poll`'s terms: minus the signal that ended it), a
+    checkpointed stop, not a crash: it exited :data:`CHECKPOINTED` (a worker, or ``mpiexec``
+    holding its ranks' lines), or it is a worker that a SIGTERM or SIGINT ended after its stop
+    line (a signal of its own as it closed after the ranks' agreed stop: a second SIGTERM of a
+    node agent, a user's kill of each worker in turn); None otherwise. The one rule the
+    launcher's choice of whom to report, its report's headline, ``failure.json`` and the way on
+    all read."""
+    if status in CHECKPOINTED or (role == "worker" and status in STOP_SIGNALS):
+        return stop_said(tail)
+    return None
+
+
+def ended_after_stop(signal_name: str) -> str:
+    """The cause of a :func:`checkpointed_stop` that the signal ``signal_name`` (``SIGTERM``)
+    ended after its stop line, in the report and ``failure.json``: what its status (a death
+    by that signal, as a crash's) cannot say."""
+    return f"a later {signal_name} ended it as it closed, after its stop and checkpoint"
+
+
 def stopped_with_checkpoint(child: Child) -> bool:
-    """Whether ``child`` is a worker that stopped with its checkpoint: it exited
-    :data:`CHECKPOINTED`, or a SIGTERM or SIGINT ended it after its stop line (a signal of its
-    own that came as it closed after the ranks' agreed stop: a kubelet's, or a user's kill of
-    each worker in turn), which counts as no failure of its own."""
+    """Whether ``child`` is a worker that stopped with its checkpoint, which counts as no
+    failure of its own: it exited :data:`CHECKPOINTED` (its line may still be on its way), or
+    a :func:`checkpointed_stop` whose signal ended it after its stop line."""
     if child.spec.role != "worker":
         return False
     status = child.poll()
     if status in CHECKPOINTED:
         return True
     # a copy: read while the job runs, its pump may still append to the tail
-    return status in _STOP_SIGNALS and stop_said(list(child.tail)) is not None
+    return checkpointed_stop(child.spec.role, status, list(child.tail)) is not None
 
 
 def _failed_otherwise(workers: Sequence[Child], before: float) -> Child | None:
@@ -175,9 +198,10 @@ def _failed_otherwise(workers: Sequence[Child], before: float) -> Child | None:
 
 def signalled_worker(failed: Child, children: Sequence[Child]) -> Child:
     """The worker to blame for ``failed``, the first child to fail: where it is a worker
-    that stopped with a checkpoint because another rank got the signal (its line says so), the
-    lowest-ranked worker that exited alike and whose line says the signal was its own; else
-    ``failed``. Read after the attempt's end, when every tail is whole."""
+    that stopped with a checkpoint (:func:`checkpointed_stop`: exited so, or a later signal
+    ended it) because another rank got the signal (its line says so), the lowest-ranked
+    worker that ended alike and whose line says the signal was its own; else ``failed``.
+    Read after the attempt's end, when every tail is whole."""
     said = _checkpointed(failed)
     if said is None or said.own:
         return failed
@@ -191,10 +215,10 @@ def signalled_worker(failed: Child, children: Sequence[Child]) -> Child:
 
 def _checkpointed(child: Child) -> StopSaid | None:
     """What ``child``'s last lines say of its checkpointed stop, where it is a worker that
-    exited so (:data:`CHECKPOINTED`); None otherwise."""
-    if child.spec.role != "worker" or child.poll() not in CHECKPOINTED:
+    ended so (:func:`checkpointed_stop`); None otherwise."""
+    if child.spec.role != "worker":
         return None
-    return stop_said(child.tail)
+    return checkpointed_stop(child.spec.role, child.poll(), child.tail)
 
 
 def _own_stop(child: Child, step: int) -> bool:

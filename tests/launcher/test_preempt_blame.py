@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -23,7 +25,7 @@ OTHER = "distconv train: stopped after step 8: rank 1 got SIGTERM"
 OWN = "distconv train: stopped by SIGTERM after step 8"
 
 
-def _stop(rank: int, line: str, after: float, code: int = 143) -> ChildSpec:
+def stops(rank: int, line: str, after: float, code: int = 143) -> ChildSpec:
     """A worker that says ``line``, then exits ``code`` ``after`` seconds on (a SIGTERM
     meanwhile ends it by the signal: Python's default, as after ``distconv train`` restored
     it)."""
@@ -31,10 +33,14 @@ def _stop(rank: int, line: str, after: float, code: int = 143) -> ChildSpec:
     return ChildSpec("worker", rank, [sys.executable, "-c", body])
 
 
-def _supervised(tmp_path: Path, specs: list[ChildSpec]) -> tuple[int, str, dict]:
-    """The status, the launcher's messages and failure.json of a job of ``specs``."""
+def supervised(
+    tmp_path: Path, specs: list[ChildSpec], out: BinaryIO | None = None
+) -> tuple[int, str, dict]:
+    """The status, the launcher's messages and failure.json of a job of ``specs``, the
+    children's lines written to ``out`` (a buffer by default)."""
     err = io.BytesIO()
-    sup = Supervisor(tmp_path / "run", grace=10, out=io.BytesIO(), err=err, settle=10.0)
+    out = io.BytesIO() if out is None else out
+    sup = Supervisor(tmp_path / "run", grace=10, out=out, err=err, settle=10.0)
     status = sup.run(lambda restart: specs, 0)
     report = json.loads((tmp_path / "run" / "failure.json").read_text())
     return status, err.getvalue().decode(), report
@@ -42,7 +48,7 @@ def _supervised(tmp_path: Path, specs: list[ChildSpec]) -> tuple[int, str, dict]
 
 @pytest.mark.timeout(60)
 def test_the_signalled_worker_that_exits_last_is_blamed_with_its_own_exit(tmp_path):
-    status, err, report = _supervised(tmp_path, [_stop(0, OTHER, 0), _stop(1, OWN, 1.5)])
+    status, err, report = supervised(tmp_path, [stops(0, OTHER, 0), stops(1, OWN, 1.5)])
     assert status == 143, err
     assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 143), report
     headline = "worker 1 stopped by its own SIGTERM after step 8, with a checkpoint (exit code 143)"
@@ -57,7 +63,7 @@ def test_mpiexec_whose_ranks_all_got_the_signal_is_not_said_to_have_got_it(tmp_p
     the report says its ranks got it, not ``mpiexec 0`` itself, which got no signal."""
     lines = [f"[{rank}] {OWN}" for rank in (0, 1)]
     body = f"import sys; print({chr(10).join(lines)!r}, flush=True); sys.exit(143)"
-    status, err, report = _supervised(
+    status, err, report = supervised(
         tmp_path, [ChildSpec("mpiexec", 0, [sys.executable, "-c", body])]
     )
     assert status == 143, err
@@ -72,19 +78,23 @@ def test_a_worker_that_fails_at_its_close_after_the_stop_is_reported_not_the_sto
     """The signalled worker's stop line, then an error at its close (exit 1), while the other
     had exited 143: the launcher reported the other's checkpointed stop, 'not a crash', and
     exited 143, the failure nowhere in its report."""
-    status, err, report = _supervised(tmp_path, [_stop(0, OTHER, 0), _stop(1, OWN, 1.5, code=1)])
+    status, err, report = supervised(tmp_path, [stops(0, OTHER, 0), stops(1, OWN, 1.5, code=1)])
     assert status == 1, err
     assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 1), report
     assert "worker 1 failed with exit code 1" in err and "not a crash" not in err, err
 
 
-def _killed_after(rank: int, line: str, after: float) -> ChildSpec:
-    """A worker that says ``line``, then ``after`` seconds on is ended by a SIGTERM of its own
-    (Python's default handler): a signal that reached ``distconv train`` as it closed, after
-    its checkpointed stop (a kubelet's or a user's kill of each worker, one after another)."""
+def killed_after(
+    rank: int, line: str, after: float, signum: signal.Signals = signal.SIGTERM
+) -> ChildSpec:
+    """A worker that says ``line``, then ``after`` seconds on is ended by a ``signum`` of its
+    own (the default handler, as ``distconv train`` restores it after its stop): a signal that
+    reached it as it closed, after its checkpointed stop (a kubelet's or a user's kill of each
+    worker, one after another; a scheduler's second SIGTERM)."""
     body = (
-        f"import os, signal, time; print({line!r}, flush=True); time.sleep({after}); "
-        "os.kill(os.getpid(), signal.SIGTERM); time.sleep(30)"
+        f"import os, signal, time; signal.signal({int(signum)}, signal.SIG_DFL); "
+        f"print({line!r}, flush=True); time.sleep({after}); "
+        f"os.kill(os.getpid(), {int(signum)}); time.sleep(30)"
     )
     return ChildSpec("worker", rank, [sys.executable, "-c", body])
 
@@ -99,8 +109,8 @@ def test_a_worker_ended_by_a_late_signal_after_its_stop_line_leaves_the_stop_rep
     reported 'worker 0 failed with signal SIGTERM', the checkpointed stop and the way on from
     it unsaid, whichever of the two ended first."""
     late, stopped = (0, 1.5) if late_first else (1.5, 0)
-    specs = [_killed_after(0, OTHER, late), _stop(1, OWN, stopped)]
-    status, err, report = _supervised(tmp_path, specs)
+    specs = [killed_after(0, OTHER, late), stops(1, OWN, stopped)]
+    status, err, report = supervised(tmp_path, specs)
     assert status == 143, err
     assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 143), report
     assert "failed with signal SIGTERM" not in err, err

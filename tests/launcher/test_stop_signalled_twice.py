@@ -1,0 +1,84 @@
+"""A checkpointed stop whose workers a later signal ended as they closed, on stand-in children
+(real subprocesses) that print a rank's stop line, then die by SIGTERM or SIGINT: a node agent
+or a scheduler that repeats its SIGTERM to every process, 0.3 s apart. Each worker had written
+its checkpoint and its stop line; the launcher reported "worker 0 failed with signal SIGTERM",
+the stop and the way on from it unsaid. It is the checkpointed stop: in the headline, in
+``failure.json`` (its ``cause``) and in the way on, by one rule
+(:func:`launcher.own_stop.checkpointed_stop`).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import pytest
+
+from launcher.child import ChildSpec
+from tests.launcher.test_preempt_blame import OTHER, OWN, killed_after, stops, supervised
+
+#: the cause ``failure.json`` and the headline give a stop that a later SIGTERM ended
+LATE_SIGTERM = "a later SIGTERM ended it as it closed, after its stop and checkpoint"
+
+
+def _shard_drained(after: float = 0.2) -> ChildSpec:
+    """A shard that exits 0 ``after`` seconds on: drained for the workers' stop."""
+    body = f"import time; time.sleep({after})"
+    return ChildSpec("server", 0, [sys.executable, "-c", body])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("shard", [False, True], ids=["workers", "workers-and-shard"])
+def test_workers_a_second_sigterm_ended_after_their_stop_lines_report_the_stop(tmp_path, shard):
+    specs = [killed_after(0, OWN, 0.3), killed_after(1, OWN, 0.6)]
+    status, err, report = supervised(tmp_path, [_shard_drained()] * shard + specs)
+    assert status == 143, err
+    headline = (
+        f"worker 0 stopped by its own SIGTERM after step 8, with a checkpoint: {LATE_SIGTERM}"
+    )
+    assert headline in err, err
+    assert "failed with signal" not in err and "server 0 exited" not in err, err
+    hint = (
+        "a checkpointed stop, not a crash: worker 0 got SIGTERM itself, and the ranks stopped "
+        "together after step 8 with a checkpoint; to go on with this run"
+    )
+    assert hint in err, err
+    ended = {k: report[k] for k in ("role", "rank", "exit_code", "signal", "signal_number")}
+    assert ended == dict(role="worker", rank=0, exit_code=None, signal="SIGTERM", signal_number=15)
+    assert report["cause"] == LATE_SIGTERM, report
+    assert OWN in report["tail"], report
+
+
+@pytest.mark.timeout(60)
+def test_a_stop_that_sigint_ended_after_its_stop_line_reports_the_stop_and_exits_130(tmp_path):
+    line = "distconv train: stopped by SIGINT after step 8"
+    specs = [killed_after(r, line, 0.3 * (r + 1), signal.SIGINT) for r in (0, 1)]
+    status, err, report = supervised(tmp_path, specs)
+    assert status == 130, err
+    assert (
+        "worker 0 stopped by its own SIGINT after step 8, with a checkpoint: a later SIGINT" in err
+    )
+    assert "a checkpointed stop, not a crash: worker 0 got SIGINT itself" in err, err
+    assert (report["signal"], report["exit_code"]) == ("SIGINT", None), report
+
+
+@pytest.mark.timeout(60)
+def test_the_worker_whose_own_signal_it_was_is_blamed_though_another_ended_first(tmp_path):
+    """Rank 0's line says rank 1 got the signal; both were ended by a later one, rank 0 first:
+    the report names rank 1, as for the same stop ended by exits 143."""
+    specs = [killed_after(0, OTHER, 0.2), killed_after(1, OWN, 0.8)]
+    status, err, report = supervised(tmp_path, specs)
+    assert status == 143, err
+    assert (report["rank"], report["signal"]) == (1, "SIGTERM"), report
+    assert "worker 1 stopped by its own SIGTERM after step 8, with a checkpoint" in err, err
+    assert "a checkpointed stop, not a crash: worker 1 got SIGTERM itself" in err, err
+
+
+@pytest.mark.timeout(60)
+def test_a_sigterm_before_any_stop_line_is_still_a_failure(tmp_path):
+    """No stop line, so no checkpoint known to be written: the signal is the failure."""
+    specs = [killed_after(0, "epoch 1/400", 0.2), stops(1, OWN, 30)]
+    status, err, report = supervised(tmp_path, specs)
+    assert status == 143, err
+    assert "worker 0 failed with signal SIGTERM" in err, err
+    assert "not a crash" not in err and report["cause"] is None, (err, report)
