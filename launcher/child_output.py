@@ -5,12 +5,14 @@ its tail and the launcher's output.
 :meth:`ChildOutput._copy`, which writes each whole line, prefixed, to the launcher's output
 (:meth:`ChildOutput._write`) and, bare, to the child's log, a line over :data:`READ_PIECE` a
 piece at a time, never held whole (:meth:`ChildOutput._copy_long`). It uses the child's spec,
-log writes, output pipe, waits and tail, and its :meth:`~launcher.child.Child._note_end`.
+log writes, output pipe, waits and tail, and its :meth:`~launcher.child.Child._note_end`;
+:meth:`ChildOutput.output_read` waits for the pump's end (its pipe files').
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import BinaryIO
@@ -23,6 +25,14 @@ from .terminal import Terminal
 
 class ChildOutput:
     """Copy a child's output lines to its log, its tail and the launcher's output."""
+
+    def output_read(self, deadline: float) -> bool:
+        """Whether the pump has read the child's output to its end, so that its tail holds
+        every line the child wrote, waiting for that until ``deadline`` (monotonic) at most:
+        the waiter may see the child's exit while its last lines are still in the pipe (the
+        pump writing an earlier one to the launcher's output). False past the deadline: a
+        process outside the child's group holds the pipe, or the pump is held up."""
+        return self._files.pump_ended.wait(max(deadline - time.monotonic(), 0.0))
 
     def _copy(
         self, out: BinaryIO, lock: threading.Lock, render: Callable[[bytes], bytes] | None

@@ -27,6 +27,10 @@ CHECKPOINTED = (143, 130)
 #: handler, which ``distconv train`` restores after its stop): after its stop line, a late
 #: signal (a scheduler's second SIGTERM, one per worker in turn), not a crash
 STOP_SIGNALS = (-signal.SIGTERM, -signal.SIGINT)
+#: seconds after a worker's death by one of :data:`STOP_SIGNALS` that its stop line may take
+#: to reach its tail: the pump may not have read the pipe's last lines when the waiter sees the
+#: exit. Milliseconds as a rule; more where the launcher's own output holds the pump up
+PUMP_END_SECONDS = 2.0
 #: the role of a child that holds ranks' lines, not one rank's (distconv-launch mpi)
 _MPIEXEC = "mpiexec"
 #: a rank that got the signal itself
@@ -174,13 +178,18 @@ def ended_after_stop(signal_name: str) -> str:
 def stopped_with_checkpoint(child: Child) -> bool:
     """Whether ``child`` is a worker that stopped with its checkpoint, which counts as no
     failure of its own: it exited :data:`CHECKPOINTED` (its line may still be on its way), or
-    a :func:`checkpointed_stop` whose signal ended it after its stop line."""
+    a :func:`checkpointed_stop` whose signal ended it after its stop line, read once its pump
+    has copied the child's last lines (up to :data:`PUMP_END_SECONDS` after its exit: the line
+    may still be in the pipe as the waiter sees the exit)."""
     if child.spec.role != "worker":
         return False
     status = child.poll()
     if status in CHECKPOINTED:
         return True
-    # a copy: read while the job runs, its pump may still append to the tail
+    if status not in STOP_SIGNALS:
+        return False
+    child.output_read(child.exited_at + PUMP_END_SECONDS)
+    # a copy: read while the job runs, a pump held past the wait may still append to the tail
     return checkpointed_stop(child.spec.role, status, list(child.tail)) is not None
 
 

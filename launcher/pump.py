@@ -80,6 +80,9 @@ class PumpFiles:
         self._files = files
         self._holders = 2  # the launcher and the pump
         self._lock = threading.Lock()
+        #: set as the pump ends (:meth:`held_by`): the child's tail then holds every line the
+        #: pump read, the last ones before the pipe's end included
+        self.pump_ended = threading.Event()
 
     def let_go(self, holders: int = 1) -> None:
         """``holders`` of the two let go (2: the launcher, for a pump that never started);
@@ -92,12 +95,14 @@ class PumpFiles:
             each.close()
 
     def held_by(self, pump: Callable[..., None]) -> Callable[..., None]:
-        """``pump``, letting go as it ends, however it ends: a thread's target."""
+        """``pump``, letting go as it ends, however it ends (:attr:`pump_ended` says it has):
+        a thread's target."""
 
         def run(*args: object) -> None:
             try:
                 pump(*args)
             finally:
+                self.pump_ended.set()
                 self.let_go()
 
         return run

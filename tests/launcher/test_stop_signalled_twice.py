@@ -5,12 +5,17 @@ its checkpoint and its stop line; the launcher reported "worker 0 failed with si
 the stop and the way on from it unsaid. It is the checkpointed stop: in the headline, in
 ``failure.json`` (its ``cause``) and in the way on, by one rule
 (:func:`launcher.own_stop.checkpointed_stop`).
+
+The stop line is read once the child's pump has copied its last lines: the waiter may see the
+exit while the line is still in the pipe, the pump held up by the launcher's own output.
 """
 
 from __future__ import annotations
 
+import io
 import signal
 import sys
+import time
 
 import pytest
 
@@ -82,3 +87,43 @@ def test_a_sigterm_before_any_stop_line_is_still_a_failure(tmp_path):
     assert status == 143, err
     assert "worker 0 failed with signal SIGTERM" in err, err
     assert "not a crash" not in err and report["cause"] is None, (err, report)
+
+
+class _SlowReader(io.BytesIO):
+    """The launcher's output read slowly but steadily (a pager scrolled, a slow ssh link):
+    each write (a piece of 4 KiB) takes :attr:`SECONDS`, far short of a stall, so the launcher
+    waits for it and its queue fills, and then the pumps wait for room."""
+
+    SECONDS = 0.01
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        time.sleep(self.SECONDS)
+        return super().write(data)
+
+
+#: lines enough to fill the launcher's output queue (4 MiB) and hold the pump up behind it
+_FLOOD = "import sys; sys.stdout.write(('x' * 1023 + chr(10)) * 4400); sys.stdout.flush(); "
+
+
+@pytest.mark.timeout(90)
+def test_a_stop_line_still_in_the_pipe_at_the_exit_is_waited_for(tmp_path):
+    """Rank 1 floods its output, says its stop line (rank 0 got the signal) and dies by a later
+    SIGTERM, its pump held up behind the launcher's slow output; rank 0 exits 143 with its own
+    line. Rank 1's tail lacked its stop line as the launcher judged its exit: taken for a
+    failure of its own, it was reported at once, and the launcher's stop ended rank 0 by its
+    SIGTERM before rank 0's own exit 143."""
+    flood = ChildSpec(
+        "worker",
+        1,
+        [
+            sys.executable,
+            "-c",
+            f"{_FLOOD}import os, signal; print({OTHER!r}, flush=True); "
+            "os.kill(os.getpid(), signal.SIGTERM)",
+        ],
+    )
+    specs = [stops(0, OWN, 4), flood]
+    status, err, report = supervised(tmp_path, specs, out=_SlowReader())
+    assert status == 143, err
+    assert (report["rank"], report["exit_code"]) == (0, 143), report
+    assert "worker 0 stopped by its own SIGTERM after step 8, with a checkpoint (exit code" in err
