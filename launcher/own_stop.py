@@ -113,9 +113,12 @@ def stopped_together(
     (:func:`stopped_with_checkpoint`), the first worker that exited :data:`CHECKPOINTED` stands
     for the stop, if one did. Where ``first`` is a shard's exit 0 that did not end with every
     worker finished (:func:`~launcher.drained_shard.workers_finish`), see
-    :func:`_crashed_in_drain`. Nothing is signalled."""
+    :func:`_crashed_in_drain`; where it is a shard a stop signal ended, see
+    :func:`_shard_ended_in_stop`. Nothing is signalled."""
     if first.spec.role == "server" and first.poll() == 0:
         return _crashed_in_drain(first, workers, seconds, poll, arrivals)
+    if first.spec.role == "server" and first.poll() in STOP_SIGNALS:
+        return _shard_ended_in_stop(first, workers, seconds, poll, arrivals)
     if not stopped_with_checkpoint(first):
         return first
     _await_workers(first.exited_at + seconds, workers, poll, arrivals)
@@ -141,6 +144,29 @@ def _crashed_in_drain(
     if not any(stopped_with_checkpoint(w) for w in workers):
         return shard
     return _failed_otherwise(workers, arrivals.first_at) or failed
+
+
+def _shard_ended_in_stop(
+    shard: Child, workers: Sequence[Child], seconds: float, poll: float, arrivals: Arrivals
+) -> Child:
+    """The child to report for ``shard``, which a SIGTERM or SIGINT ended: where the workers
+    all end within ``seconds`` of it and one of them stopped with its checkpoint
+    (:func:`stopped_with_checkpoint`), that stop (:func:`stopped_together` of the first), or
+    a worker that failed otherwise meanwhile; else ``shard``. A shard drains at SIGTERM and
+    stops at SIGINT by its own handlers, which Python takes back as the interpreter ends: the
+    signal repeated to every process of the job (a node agent's second SIGTERM) ends it by
+    the signal as it exits after its drain, no failure of the workers' stop. A shard that such
+    a signal ended before it served (its handlers not yet set) left no checkpointed stop."""
+    _await_workers(shard.exited_at + seconds, workers, poll, arrivals)
+    stopped = [w for w in workers if stopped_with_checkpoint(w)]
+    if not stopped:
+        return shard
+    if (otherwise := _failed_otherwise(workers, arrivals.first_at)) is not None:
+        return otherwise
+    if any(w.poll() is None for w in workers):  # left without their shard: its failure
+        return shard
+    first = min(stopped, key=lambda w: w.exited_at)
+    return stopped_together(first, workers, seconds, poll, arrivals)
 
 
 def _await_workers(

@@ -89,6 +89,38 @@ def test_a_sigterm_before_any_stop_line_is_still_a_failure(tmp_path):
     assert "not a crash" not in err and report["cause"] is None, (err, report)
 
 
+def _shard_killed(after: float = 0.2) -> ChildSpec:
+    """A shard that a SIGTERM ends ``after`` seconds on: the second one, as it exited after its
+    drain (Python takes its handlers back as the interpreter ends)."""
+    body = f"import os, signal, time; time.sleep({after}); os.kill(os.getpid(), signal.SIGTERM)"
+    return ChildSpec("server", 0, [sys.executable, "-c", body])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("late", [False, True], ids=["workers-exit-143", "workers-killed-too"])
+def test_a_shard_a_second_sigterm_ended_after_its_drain_leaves_the_stop_reported(tmp_path, late):
+    """The shard, drained for the workers' stop, was ended by the repeated SIGTERM as it
+    exited: the launcher reported "server 0 failed with signal SIGTERM", the workers' stop
+    with their checkpoint, and the way on from it, unsaid."""
+    worker = killed_after if late else stops
+    specs = [_shard_killed(), worker(0, OWN, 0.6), worker(1, OWN, 1.0)]
+    status, err, report = supervised(tmp_path, specs)
+    assert status == 143, err
+    assert "server 0 failed" not in err, err
+    assert "worker 0 stopped by its own SIGTERM after step 8, with a checkpoint" in err, err
+    assert "a checkpointed stop, not a crash: worker 0 got SIGTERM itself" in err, err
+    assert (report["role"], report["rank"]) == ("worker", 0), report
+
+
+@pytest.mark.timeout(60)
+def test_a_shard_a_sigterm_ended_while_its_workers_train_is_the_failure(tmp_path):
+    specs = [_shard_killed(), stops(0, "epoch 1/400", 30), stops(1, "epoch 1/400", 30)]
+    status, err, report = supervised(tmp_path, specs)
+    assert status == 143, err
+    assert "server 0 failed with signal SIGTERM" in err and "not a crash" not in err, err
+    assert (report["role"], report["signal"]) == ("server", "SIGTERM"), report
+
+
 class _SlowReader(io.BytesIO):
     """The launcher's output read slowly but steadily (a pager scrolled, a slow ssh link):
     each write (a piece of 4 KiB) takes :attr:`SECONDS`, far short of a stall, so the launcher
