@@ -15,6 +15,7 @@ import pytest
 
 from launcher.child import ChildSpec
 from launcher.supervisor import Supervisor
+from tests.launcher.test_preempt_blame import stops
 
 
 def _exits(role: str, rank: int, code: int, after: float) -> ChildSpec:
@@ -54,13 +55,6 @@ def test_a_shard_that_exits_0_and_then_a_worker_fails_is_the_failure_at_once(tmp
     assert took < 12, f"{took:.0f} s: the launcher waited out the grace (15 s) for the workers"
 
 
-def _stops(rank: int, line: str, after: float) -> ChildSpec:
-    """A worker that says ``line`` (a rank's stop line), then exits 143 ``after`` seconds on,
-    as ``distconv train`` after its checkpointed stop."""
-    body = f"import sys, time; print({line!r}, flush=True); time.sleep({after}); sys.exit(143)"
-    return ChildSpec("worker", rank, [sys.executable, "-c", body])
-
-
 @pytest.mark.timeout(60)
 def test_a_shard_drained_for_the_workers_checkpointed_stop_leaves_the_stop_reported(tmp_path):
     """SIGTERM to every process of the job (a node agent's): the shard drains until the
@@ -69,8 +63,8 @@ def test_a_shard_drained_for_the_workers_checkpointed_stop_leaves_the_stop_repor
     checkpoint unsaid."""
     specs = [
         _exits("server", 0, 0, 0.2),
-        _stops(0, "distconv train: stopped after step 8: rank 1 got SIGTERM", 1),
-        _stops(1, "distconv train: stopped by SIGTERM after step 8", 1.5),
+        stops(0, "distconv train: stopped after step 8: rank 1 got SIGTERM", 1),
+        stops(1, "distconv train: stopped by SIGTERM after step 8", 1.5),
     ]
     status, err, _ = _supervised(tmp_path, specs)
     assert status == 143, err
@@ -91,7 +85,7 @@ def test_a_shard_drained_for_a_stop_that_a_late_signal_ended_leaves_the_stop_rep
     specs = [
         _exits("server", 0, 0, 0.2),
         ChildSpec("worker", 0, [sys.executable, "-c", body]),
-        _stops(1, "distconv train: stopped by SIGTERM after step 8", 1.5),
+        stops(1, "distconv train: stopped by SIGTERM after step 8", 1.5),
     ]
     status, err, _ = _supervised(tmp_path, specs)
     assert status == 143, err
@@ -111,7 +105,7 @@ def test_a_worker_that_crashes_while_the_shard_drains_for_the_stop_is_the_failur
     stop, crash = (1.5, 1) if crash_first else (1, 1.5)
     specs = [
         _exits("server", 0, 0, 0.2),
-        _stops(0, "distconv train: stopped by SIGTERM after step 8", stop),
+        stops(0, "distconv train: stopped by SIGTERM after step 8", stop),
         _exits("worker", 1, 1, crash),
     ]
     status, err, _ = _supervised(tmp_path, specs)
