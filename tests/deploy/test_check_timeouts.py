@@ -87,6 +87,16 @@ def loose_token(container: dict) -> None:
     container["env"].append({"name": "EXTRA", **VALUE_FROM})
 
 
+def sync(transport: str) -> Edit:
+    """An edit of a worker's ``--sync`` to ``transport``."""
+
+    def edit(container: dict) -> None:
+        args = container["args"]
+        args[args.index("--sync") + 1] = transport
+
+    return edit
+
+
 def _edited(rendered: list[dict], shards: Edit | None = None, workers: Edit | None = None):
     objs = copy.deepcopy(rendered)
     for kind, edit in (("StatefulSet", shards), ("Job", workers)):
@@ -163,6 +173,11 @@ def test_the_command_names_shards_edited_to_outwait_their_workers(
         (timeout("$(T)", env={"name": "T", "value": "120"}), None, EDITED_120),
         (timeout("$(T)", env={"name": "T", **VALUE_FROM}), None, None),  # the cluster's
         (None, timeout("$(T)", env={"name": "T", **VALUE_FROM}), None),
+        (timeout("120"), timeout("$(T)", env={"name": "T", "value": "20"}), EDITED_120),
+        (timeout("120"), lambda c: (timeout("100")(c), c["args"].extend(["--timeout", "20"])),
+         EDITED_120),  # argparse keeps the last
+        (timeout("120"), sync("mpi"), None),  # a baseline beside the shards waits on none
+        (timeout("120"), lambda c: (timeout(None)(c), loose_token(c)), None),  # any timeout
         (None, timeout("$(NOWHERE)"), None),  # an undefined reference: the ranks' check's
         (lambda c: (timeout(None)(c), loose_token(c)), None, None),  # $(EXTRA): any timeout
         (lambda c: (timeout("120")(c), shard_workers("1")(c)), None, None),  # none waits
@@ -175,7 +190,8 @@ def test_the_command_names_shards_edited_to_outwait_their_workers(
     ids=[
         "below", "at-the-wait", "both-default", "below-default-wait", "at-default-wait",
         "abbreviated", "equals-form", "shard-equals-form", "shard-var", "shard-cluster-var",
-        "worker-cluster-var", "worker-undefined-var", "shard-loose-token", "one-worker",
+        "worker-cluster-var", "worker-var", "worker-last", "worker-other-transport",
+        "worker-loose-token", "worker-undefined-var", "shard-loose-token", "one-worker",
         "worker-refused", "shard-least", "above-shard-least",
     ],
 )  # fmt: skip
