@@ -7,12 +7,11 @@
 
 from __future__ import annotations
 
-from argparse import ArgumentTypeError
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.check_probes import _loose
 from distconv.deploy.check_ranks import _as_read
 from distconv.deploy.check_shards import _is_filled, expand
+from distconv.deploy.check_timeouts import rank_seconds
 from distconv.deploy.counts import count, counted
 from distconv.deploy.mpi_timeouts import STALL, TIMEOUT, order_problem
 from distconv.deploy.walk import (
@@ -26,7 +25,6 @@ from distconv.deploy.walk import (
     _process_counts,
     _where,
 )
-from distconv.train_args import positive_float
 
 
 def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
@@ -74,23 +72,12 @@ def _mpi_timeouts(objs: Sequence[Manifest]) -> Iterator[str]:
 
 def _timeout_order(args: list[str], container: Manifest) -> str | None:
     """:func:`~mpi_timeouts.order_problem` of the ranks' ``args`` (after ``train``), read as
-    they read them; None where it cannot be told here."""
+    they read them (:func:`~check_timeouts.rank_seconds`); None where it cannot be told here."""
     train, wrong = _as_read(args)
     if wrong is not None or _flag(train, "--health-port", last=True) is None:
         return None
-    values = []
-    for flag in (TIMEOUT, STALL):
-        text = _flag(train, flag, last=True)
-        text = None if text is None else expand(text, container)  # as the kubelet passes it
-        if text is not None and (_is_filled(text) or "$(" in text):
-            return None
-        if text is None and _loose("train", args, container):  # it may hold the flag
-            return None
-        try:
-            values.append(None if text is None else positive_float(text))
-        except ArgumentTypeError:
-            return None
-    return order_problem(*values)
+    values = rank_seconds(args, container, TIMEOUT, STALL)
+    return None if values is None else order_problem(*values)
 
 
 def _mpiruns(containers: list[Manifest]) -> list[Manifest]:

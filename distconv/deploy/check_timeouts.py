@@ -11,6 +11,9 @@ here by the rule, and in the words, of the warning each worker logs at setup
 (:mod:`distconv.sync.ps.shard_timeouts`). A value only the cluster knows (a ``$(VAR)`` filled
 in at run time, a token that may hold the flag) is not judged, nor is a command line refused,
 which the shards' and ranks' own checks name.
+
+How a rank reads its seconds (:func:`rank_seconds`) is shared with the MPIJob's watchdog check
+(:mod:`distconv.deploy.check_mpi`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from typing import NamedTuple
 from distconv.deploy.check_probes import _loose
 from distconv.deploy.check_ranks import _as_read
 from distconv.deploy.check_shards import (
-    _is_filled,
     expand,
     pserver_parser,
     shard_argv_problem,
@@ -104,23 +106,41 @@ def _shards_timeout(run: Run) -> tuple[Timeout, int] | None:
 
 def _workers_timeout(run: Run) -> Timeout | None:
     """The ``--timeout`` of the ranks ``run`` starts, where they sync through the shards, as
-    ``distconv train`` reads it; None where it cannot be told (a wrong flag, a value refused or
-    only the cluster knows, a token that may hold the flag)."""
+    ``distconv train`` reads it (:func:`rank_seconds`); None where it cannot be told."""
     _, where, _, container, args = run
-    train, wrong = _as_read(args)
-    if wrong is not None or not trains_with_the_shards(container):
+    read = rank_seconds(args, container, "--timeout") if trains_with_the_shards(container) else None
+    if read is None:
         return None
+    (seconds,) = read
     here = _here(where, container)
-    text = _flag(train, "--timeout", last=True)
-    if text is None:
-        return None if _loose("train", args, container) else Timeout(here, _worker_default(), True)
-    text = expand(text, container)  # as the kubelet passes it
-    if _is_filled(text) or "$(" in text:
+    if seconds is None:  # not written: the sync's own default
+        return Timeout(here, _worker_default(), True)
+    return Timeout(here, seconds, False)
+
+
+def rank_seconds(args: list[str], container: Manifest, *flags: str) -> list[float | None] | None:
+    """The seconds ``distconv train`` reads for each of ``flags`` from ``args`` (after
+    ``train``), however written (``--time 20``, ``--timeout=20``, the last of several), with
+    ``$(VAR)`` filled in as the kubelet passes it; None for a flag not written. None for them
+    all where they cannot be told here: a flag wrong or a value refused (named by the ranks'
+    own checks), a value only the cluster knows, or a flag not written where a ``$(VAR)`` only
+    the cluster fills in may hold it."""
+    train, wrong = _as_read(args)
+    if wrong is not None:
         return None
-    try:
-        return Timeout(here, positive_float(text), False)
-    except ArgumentTypeError:
-        return None
+    values: list[float | None] = []
+    for flag in flags:
+        text = _flag(train, flag, last=True)
+        if text is None:
+            if _loose("train", args, container):
+                return None
+            values.append(None)
+            continue
+        try:  # a value only the cluster knows (its stand-in), or an undefined $(VAR), is no number
+            values.append(positive_float(expand(text, container)))
+        except ArgumentTypeError:
+            return None
+    return values
 
 
 @functools.cache
