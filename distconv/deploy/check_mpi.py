@@ -57,7 +57,8 @@ def _mpi_timeouts(objs: Sequence[Manifest]) -> Iterator[str]:
     ``--timeout`` is below their ``--stall-seconds`` (:func:`~mpi_timeouts.order_problem`).
     Not judged where no worker container has a liveness probe (nothing acts on /healthz), the
     ranks serve no probes, a flag is wrong or a value refused (named by the ranks' own checks),
-    or a value, or a token that may be the flag missing, is one only the cluster knows."""
+    or a value, or a token where a flag may go (it may set either), is one only the cluster
+    knows."""
     for mpijob in _of_kind(objs, "MPIJob"):
         replicas = mpijob.get("spec", {}).get("mpiReplicaSpecs", {})
         workers = _pod(replicas.get("Worker", {})).get("containers", [])

@@ -9,8 +9,8 @@ the workers' ``--timeout`` (:mod:`distconv.shard_timeout`); a StatefulSet edited
 (``--timeout 120`` beside workers of 20, or none, which leaves the shards their 60 s) is named
 here by the rule, and in the words, of the warning each worker logs at setup
 (:mod:`distconv.sync.ps.shard_timeouts`). A value only the cluster knows (a ``$(VAR)`` filled
-in at run time, a token that may hold the flag) is not judged, nor is a command line refused,
-which the shards' and ranks' own checks name.
+in at run time, a token where a flag may go, which may hold it) is not judged, nor is a command
+line refused, which the shards' and ranks' own checks name.
 
 How a rank reads its seconds (:func:`rank_seconds`) is shared with the MPIJob's watchdog check
 (:mod:`distconv.deploy.check_mpi`).
@@ -123,17 +123,16 @@ def rank_seconds(args: list[str], container: Manifest, *flags: str) -> list[floa
     ``train``), however written (``--time 20``, ``--timeout=20``, the last of several), with
     ``$(VAR)`` filled in as the kubelet passes it; None for a flag not written. None for them
     all where they cannot be told here: a flag wrong or a value refused (named by the ranks'
-    own checks), a value only the cluster knows, or a flag not written where a ``$(VAR)`` only
-    the cluster fills in may hold it."""
+    own checks), a value only the cluster knows, or a ``$(VAR)`` where a flag may go, written
+    or not: it may hold any of them (``--timeout=1``), and the last one written is the one
+    read. (A ``$(VAR)`` before the flag written could not change it: not told apart here.)"""
     train, wrong = _as_read(args)
-    if wrong is not None:
+    if wrong is not None or _loose("train", args, container):
         return None
     values: list[float | None] = []
     for flag in flags:
         text = _flag(train, flag, last=True)
         if text is None:
-            if _loose("train", args, container):
-                return None
             values.append(None)
             continue
         try:  # a value only the cluster knows (its stand-in), or an undefined $(VAR), is no number

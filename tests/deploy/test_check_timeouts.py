@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from distconv.deploy import manifest_problems
+from distconv.deploy import manifest_problems, render_manifests
 from distconv.sync.base import SyncError
 from tests.deploy.test_check_manifests_command import check
 from tests.deploy.test_manifests import validate
@@ -85,6 +85,17 @@ def loose_token(container: dict) -> None:
     """``$(EXTRA)`` appended, a value only the cluster knows: it may be ``--timeout=1``."""
     container["args"].append("$(EXTRA)")
     container["env"].append({"name": "EXTRA", **VALUE_FROM})
+
+
+def after_written(value: dict) -> Edit:
+    """``$(EXTRA)`` appended after the ``--timeout`` written, ``value`` its env entry's rest: a
+    ``--timeout=`` in it is the one ``distconv train`` keeps, the last."""
+
+    def edit(container: dict) -> None:
+        container["args"].append("$(EXTRA)")
+        container["env"].append({"name": "EXTRA", **value})
+
+    return edit
 
 
 def sync(transport: str) -> Edit:
@@ -178,6 +189,8 @@ def test_the_command_names_shards_edited_to_outwait_their_workers(
          EDITED_120),  # argparse keeps the last
         (timeout("120"), sync("mpi"), None),  # a baseline beside the shards waits on none
         (timeout("120"), lambda c: (timeout(None)(c), loose_token(c)), None),  # any timeout
+        (timeout("120"), after_written(VALUE_FROM), None),  # it may be --timeout=200
+        (timeout("120"), after_written({"value": "--timeout=200"}), None),  # a wait of 300 s
         (None, timeout("$(NOWHERE)"), None),  # an undefined reference: the ranks' check's
         (lambda c: (timeout(None)(c), loose_token(c)), None, None),  # $(EXTRA): any timeout
         (lambda c: (timeout("120")(c), shard_workers("1")(c)), None, None),  # none waits
@@ -191,13 +204,30 @@ def test_the_command_names_shards_edited_to_outwait_their_workers(
         "below", "at-the-wait", "both-default", "below-default-wait", "at-default-wait",
         "abbreviated", "equals-form", "shard-equals-form", "shard-var", "shard-cluster-var",
         "worker-cluster-var", "worker-var", "worker-last", "worker-other-transport",
-        "worker-loose-token", "worker-undefined-var", "shard-loose-token", "one-worker",
+        "worker-loose-token", "worker-loose-after-written", "worker-token-after-written",
+        "worker-undefined-var", "shard-loose-token", "one-worker",
         "worker-refused", "shard-least", "above-shard-least",
     ],
 )  # fmt: skip
 def test_the_check_judges_what_the_processes_read(rendered, shards, workers, said):
     problems = _timeout_problems(_edited(rendered, shards, workers))
     assert problems == ([] if said is None else [said])
+
+
+@pytest.mark.parametrize(
+    "extra", [VALUE_FROM, {"value": "--timeout=1"}], ids=["cluster", "literal"]
+)
+def test_an_mpijob_whose_timeout_a_later_token_may_set_is_not_judged_either(extra: dict):
+    """The ranks' seconds are read once for both checks (``rank_seconds``): an MPIJob's ranks
+    edited to ``--timeout 400``, not below their ``--stall-seconds`` (300), are named; a
+    ``$(EXTRA)`` after it may hold the ``--timeout`` they keep (``--timeout=1``): not judged."""
+    (mpijob,) = render_manifests(job_name="m", workers=2, servers=0, image="d:1", train_args=[])
+    launcher = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    launcher["args"][launcher["args"].index("--timeout") + 1] = "400"
+    said = "--timeout 400 is not below their --stall-seconds"
+    assert [p for p in manifest_problems([mpijob]) if said in p] != []
+    after_written(extra)(launcher)
+    assert [p for p in manifest_problems([mpijob]) if "--stall-seconds" in p] == []
 
 
 @pytest.mark.parametrize(("shards", "warned"), [("0.75", True), ("0.7", False)])
