@@ -60,14 +60,24 @@ def run_worker(
     """Run ``script --worker LIBRARY`` in a fresh process pinned to ``threads``; its JSON result.
 
     ``code``: the checkout whose distconv the worker imports (another one measures old code).
-    ``env_extra``: more environment variables for the worker.
+    ``env_extra``: more environment variables for the worker. The worker ends with this
+    process, however it ends (:func:`killed_with_this_process`).
     """
     env = {**os.environ, **(env_extra or {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [code, env.get("PYTHONPATH")]))
     for var in THREAD_VARS:
         env[var] = str(threads)
     cmd = [sys.executable, script, "--worker", library, "--threads", str(threads), *(extra or [])]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        cmd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        # a worker measures for a minute or more: one left by a SIGKILLed (or, where no
+        # handler stops it, SIGTERMed) driver loaded the cores under whatever ran next
+        preexec_fn=killed_with_this_process(),
+    )
     if out.returncode != 0:
         raise RuntimeError(f"{library} worker failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -91,9 +101,10 @@ PR_SET_PDEATHSIG = 1
 
 
 def killed_with_this_process() -> Callable[[], None] | None:
-    """A ``preexec_fn`` for a driver's child (a shard, an echo, an ``mpiexec`` job): the kernel
-    SIGKILLs the child as soon as the driver ends, however it ends. A SIGKILLed driver runs no
-    ``finally``, and its children, in sessions of their own or serving for ever, ran on,
+    """A ``preexec_fn`` for a driver's child (a shard, an echo, an ``mpiexec`` job, a worker,
+    the child that tries ``import torch``): the kernel SIGKILLs the child as soon as the
+    driver ends, however it ends. A SIGKILLed driver runs no ``finally``, and its children,
+    in sessions of their own, serving for ever or measuring for minutes, ran on,
     adopted by init, loading the cores under whatever ran next (hydra's proxy and ranks end as
     their ``mpiexec`` does). Call it, and start the child, from the main thread: the signal
     comes when the thread that started the child ends. None where the kernel has no such
@@ -154,6 +165,7 @@ def torch_unimportable() -> str | None:
             capture_output=True,
             text=True,
             timeout=TORCH_IMPORT_S,
+            preexec_fn=killed_with_this_process(),  # a hung import outlived a killed driver
         )
     except subprocess.TimeoutExpired:  # the child is killed: go on without PyTorch
         return f"import torch took more than {TORCH_IMPORT_S} s"

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.child_env import child_env
+from tests.child_env import child_env, child_path
 from tests.mpi.common import NEEDS_MPIEXEC
 from tests.processes import job_env, job_left, job_processes
+from tests.test_benchmark_torch import fake_torch
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 #: long enough that the run is still measuring when the signal comes, small enough to be cheap
@@ -129,3 +130,28 @@ def test_without_a_parent_death_signal_the_children_start_all_the_same(monkeypat
         assert die_with_driver is not None
         done = subprocess.run([sys.executable, "-c", ""], preexec_fn=die_with_driver, timeout=30)
         assert done.returncode == 0
+
+
+#: train_step.py at one case and thread, long enough that its worker is still measuring when
+#: the signal comes
+TRAIN_STEP = ["--threads", "1", "--rounds", "1", "--repeat", "100000", "--cases", "digits 8x8 b16"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("child", ["worker", "torch check"])
+def test_a_killed_drivers_worker_and_torch_check_end_with_it(child, tmp_path):
+    """train_step.py's, conv.py's, conv_operator.py's and network_build.py's workers
+    (``harness.run_worker``), and the child that tries ``import torch``, had no parent-death
+    signal: a driver SIGKILLed, or SIGTERMed by ``kill`` (these drivers have no handler), left
+    its worker measuring for minutes, and a hung import for ever, loading the cores."""
+    argv = [sys.executable, str(BENCHMARKS / "train_step.py"), *TRAIN_STEP]
+    if child == "worker":
+        extra, ready = {}, lambda lines: any("--worker" in line for line in lines)
+    else:  # a torch whose import hangs, asked about before any worker starts
+        hung = fake_torch(tmp_path, "import time\ntime.sleep(600)\n")
+        extra = {"PYTHONPATH": child_path(hung)}
+        ready = lambda lines: any("import torch" in line for line in lines)  # noqa: E731
+    with job_env(child_env(**extra)) as env:
+        proc = started(argv, env, ready)
+        stopped(proc, signal.SIGKILL)
+        assert job_left(env, 10) == {}
