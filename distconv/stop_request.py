@@ -76,8 +76,9 @@ class StopRequest:
         """:meth:`install` for a fit, which carries a stop from one fit to the next: this
         request starts with the signals an earlier fit of this process received and did not
         stop by, and the function it returns, which puts the previous handlers back, leaves
-        those of this request for the next fit where this one stopped by none (a warning says
-        so: that fit may start much later, in a notebook's next cell). A scheduler's
+        those of this request for the next fit where this one returned without stopping by them
+        (a warning says so: that fit may start much later, in a notebook's next cell; one that
+        ended in an exception hands on nothing, :meth:`ended_by`). A scheduler's
         SIGTERM during a fit's last evaluation then stops the script's next fit, instead of
         being forgotten until the scheduler's SIGKILL.
 
@@ -103,14 +104,19 @@ class StopRequest:
 
         return restore_and_hand_on
 
-    def interrupted(self) -> None:
-        """A :class:`KeyboardInterrupt` ended the fit: a second Ctrl-C, or one before its
-        handlers were in place (its setup), which Python's own handler raised. The person
-        stopped it, so neither its signals nor one carried from an earlier fit stop a later
-        fit (that Ctrl-C's own fit, or one in a notebook's next cell)."""
+    def ended_by(self, error: BaseException) -> None:
+        """``error`` ended the fit, which hands on no stop it received: it did end, if not at
+        a check, and its caller sees why. An error (a parameter server's wait gives up once a
+        stop was asked and a shard stays silent) or :class:`Preempted` answers this fit's
+        signals; one carried from an earlier fit and not taken in yet (an error in setup)
+        stays for the next. A :class:`KeyboardInterrupt` (a second Ctrl-C, or one before the
+        handlers were in place, in setup, which Python's own handler raised) answers that
+        carried one too: the person stopped it, and no later fit (a notebook's next cell's)
+        stops by it."""
         global _unanswered
         self.answered = True
-        _unanswered = frozenset()
+        if isinstance(error, KeyboardInterrupt):
+            _unanswered = frozenset()
 
     def install(self) -> Callable[[], None]:
         """Handle SIGTERM, and SIGINT where Python's default handler has it (main thread only).

@@ -388,8 +388,8 @@ class Trainer:
                 log.info(summary(record, epochs))
             if writer is not None and writer.records:
                 plot_metrics(writer.records, self.out_dir / PLOT, title=self.out_dir.name)
-        except KeyboardInterrupt:  # a Ctrl-C ended it, ours or before our handlers were in
-            self._stop.interrupted()
+        except BaseException as error:  # a Ctrl-C or an error ended it: no stop handed on
+            self._stop.ended_by(error)
             raise
         finally:
             if restore_handlers is not None:

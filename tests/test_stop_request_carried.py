@@ -16,6 +16,7 @@ import signal
 import pytest
 
 from distconv.resume import Preempted
+from distconv.sync.errors import SyncError
 from tests.signals import signal_at, signal_in_evaluation_after
 from tests.test_resume_checks import _trainer
 from tests.test_stop_request import (  # noqa: F401  (fixtures)
@@ -82,3 +83,26 @@ def test_a_ctrl_c_before_the_next_fits_handlers_answers_the_carried_one(data, tm
     with pytest.raises(KeyboardInterrupt):
         t.fit(train, test, epochs=2, resume=True)
     assert len(_trainer(tmp_path / "next").fit(train, test, epochs=1)) == 1
+
+
+def test_a_stop_that_ended_a_fit_in_an_error_is_no_later_fits_stop(data, tmp_path):  # noqa: F811
+    """A Ctrl-C in a step whose wait then gave up on it (a parameter server's shard silent
+    past the stop's patience raises SyncError) ended that fit: the error answered it. It was
+    handed on all the same, with a warning that it came after the fit's last stop check, and
+    the next fit (a notebook's next cell, once the shard is back) stopped after its first step."""
+    train, test = data
+    t = _trainer(tmp_path)
+    step = t.train_step
+
+    def given_up(*args):
+        out = step(*args)
+        if t.pos.step == 5:
+            os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C: a stop, at the next check
+            raise SyncError("asked to stop (SIGINT), and pserver shard(s) 0 gave no answer")
+        return out
+
+    t.train_step = given_up
+    with pytest.raises(SyncError, match="asked to stop"):
+        t.fit(train, test, epochs=1)
+    t.train_step = step
+    assert len(t.fit(train, test, epochs=1, resume="overwrite")) == 1 and t.pos.step == 15
