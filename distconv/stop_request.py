@@ -155,6 +155,16 @@ class StopRequest:
                 pass
 
 
+def drop_carried() -> frozenset[int]:
+    """Drop the stop an earlier fit handed on (a signal after its last stop check), so the
+    process's next fit does not stop by it: for a notebook or a REPL whose next fit is not the
+    same job, and a test suite, where one test's signal must not stop the next test's fit.
+    Returns the signals dropped (empty: none was carried)."""
+    global _unanswered
+    dropped, _unanswered = _unanswered, frozenset()
+    return dropped
+
+
 def _say_handed_on(flags: list[float]) -> None:
     """Warn that a stop this fit did not stop by (``flags``: its request's) waits for the
     process's next fit: else that fit, started later, maybe by hand in the same interpreter,
@@ -163,7 +173,8 @@ def _say_handed_on(flags: list[float]) -> None:
     if signum is not None:
         log.warning(
             "this process got %s after a fit's last stop check, and no fit has stopped by it "
-            "yet: a later fit of this process, if any, stops by it at its first check",
+            "yet: a later fit of this process, if any, stops by it at its first check "
+            "(distconv.stop_request.drop_carried() drops it)",
             signum.name,
         )
 
