@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from distconv import stop_request
 from distconv.sync.mpi.shared_memory import mapped_segments
 
 #: MPICH's shared-memory files in this node's /dev/shm (:mod:`distconv.sync.mpi.shared_memory`)
@@ -146,6 +147,16 @@ def pytest_xdist_auto_num_workers(config) -> int | None:
 #: the most workers ``-n logical`` starts beyond one per CPU: each test's children (MPI ranks,
 #: shards, launchers) need CPUs of their own too
 _EXTRA_WORKERS = 8
+
+
+@pytest.fixture(autouse=True)
+def nothing_carried_out():
+    """No test's fit stops by a signal an earlier test's fit handed on (one after its last
+    stop check, :func:`~distconv.stop_request.drop_carried`): a test that fails half-way (a
+    fit that should have stopped by its signal ran on) would fail every later fit in that
+    pytest worker at its first check, one regression read as many. Dropped after each test."""
+    yield
+    stop_request.drop_carried()
 
 
 @pytest.fixture

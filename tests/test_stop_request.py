@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from distconv import stop_request
 from distconv.data import split, synthetic
 from distconv.resume import Preempted
 from distconv.run_dir import RunDirectory
@@ -32,13 +31,6 @@ def python_handles_sigint():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
-
-
-@pytest.fixture(autouse=True)
-def nothing_carried_out(monkeypatch):
-    """A test that fails half-way (a fit that should have stopped by its signal ran on) leaves
-    no stop carried into the next test's fits in this pytest worker, failing them too."""
-    monkeypatch.setattr(stop_request, "_unanswered", frozenset())
 
 
 @pytest.fixture(scope="module")
