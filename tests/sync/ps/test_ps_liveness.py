@@ -411,12 +411,18 @@ def test_the_heartbeat_beats_the_shards_that_take_it_within_bounds():
     one predates ``beat``), a quarter of the shortest timeout apart, never closer than 50 ms:
     each shard joins the heartbeat as its reply arrives, the first one starting it."""
     sync = insecure_worker([f"127.0.0.1:{port}" for port in (1, 2, 3, 4)])  # nobody there
+    beat_socket, made = sync._beat_socket, []
+    sync._beat_socket = lambda shard: made.append(shard) or beat_socket(shard)  # its thread's
     try:
         hellos = [{"mode": "async", "timeout": 8.0}, {"mode": "async"}, {"mode": "async",
                   "timeout": 4.0}, {"mode": "async", "timeout": float("nan")}]  # fmt: skip
         for shard, hello in enumerate(hellos):
             sync._beat_from_hello(shard, hello)
         assert sync._heartbeat.shards == {0, 2} and sync._heartbeat.interval == 1.0
+        deadline = time.monotonic() + 5  # the thread's next round: at once for an added shard
+        while sorted(made) != [0, 2] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sorted(made) == [0, 2]  # beaten, not only listed: the thread has their sockets
         sync._stop_heartbeat()
         sync._beat_from_hello(0, {"mode": "async", "timeout": 0.001})
         assert sync._heartbeat.interval == INTERVAL_BOUNDS[0]
