@@ -91,6 +91,7 @@ class StopRequest:
         carried, _unanswered = _unanswered, frozenset()
         restore = self.install()
         self.received |= carried
+        _say_taken_in(carried)
         signum = stop_signal(self.flags)
         if signum is not None:  # asked again from this fit's start: a wait's patience counts
             _pending_since(signum)
@@ -163,6 +164,19 @@ def drop_carried() -> frozenset[int]:
     global _unanswered
     dropped, _unanswered = _unanswered, frozenset()
     return dropped
+
+
+def _say_taken_in(carried: frozenset[int]) -> None:
+    """Warn, at the start of the fit that a stop an earlier fit handed on stops, why it stops:
+    the earlier fit's warning may be far back (a notebook's other cell's output)."""
+    signum = stop_signal([float(signal.SIGTERM in carried), float(signal.SIGINT in carried)])
+    if signum is not None:
+        log.warning(
+            "this fit stops at its first stop check, if any, by the %s an earlier fit of this "
+            "process got after its last one (distconv.stop_request.drop_carried() before a fit "
+            "drops it)",
+            signum.name,
+        )
 
 
 def _say_handed_on(flags: list[float]) -> None:

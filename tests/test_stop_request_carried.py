@@ -28,6 +28,11 @@ HANDED_ON = (
     "a later fit of this process, if any, stops by it at its first check "
     "(distconv.stop_request.drop_carried() drops it)"
 )
+#: what the fit that a carried SIGTERM stops says at its start
+TAKEN_IN = (
+    "this fit stops at its first stop check, if any, by the SIGTERM an earlier fit of this "
+    "process got after its last one (distconv.stop_request.drop_carried() before a fit drops it)"
+)
 
 
 def test_a_sigterm_in_a_fits_last_evaluation_stops_the_next_fit(data, tmp_path, caplog):  # noqa: F811
@@ -38,8 +43,11 @@ def test_a_sigterm_in_a_fits_last_evaluation_stops_the_next_fit(data, tmp_path, 
         assert len(t.fit(train, test, epochs=1)) == 1  # whole: no check after its evaluation
     # said where it happened: the next fit may start much later (a notebook's next cell)
     assert HANDED_ON in caplog.text
-    with pytest.raises(Preempted, match="stopped by SIGTERM after step 16") as info:
-        t.fit(train, test, epochs=2, resume=True)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="distconv.trainer"):
+        with pytest.raises(Preempted, match="stopped by SIGTERM after step 16") as info:
+            t.fit(train, test, epochs=2, resume=True)
+    assert TAKEN_IN in caplog.text  # said where it stops, too: the first warning is far back
     assert info.value.exit_status == 143
     assert len(t.fit(train, test, epochs=2, resume=True)) == 1  # answered: done with
 
