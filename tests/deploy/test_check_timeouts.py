@@ -73,23 +73,21 @@ def timeout(value: str | None, flag: str = "--timeout", env: dict | None = None)
     return edit
 
 
-def shard_workers(count: str) -> Edit:
+def flag_value(flag: str, value: str) -> Edit:
+    """An edit of the value after a container's ``flag`` (``--workers``, ``--sync``) to
+    ``value``."""
+
     def edit(container: dict) -> None:
         args = container["args"]
-        args[args.index("--workers") + 1] = count
+        args[args.index(flag) + 1] = value
 
     return edit
 
 
-def loose_token(container: dict) -> None:
-    """``$(EXTRA)`` appended, a value only the cluster knows: it may be ``--timeout=1``."""
-    container["args"].append("$(EXTRA)")
-    container["env"].append({"name": "EXTRA", **VALUE_FROM})
-
-
-def after_written(value: dict) -> Edit:
-    """``$(EXTRA)`` appended after the ``--timeout`` written, ``value`` its env entry's rest: a
-    ``--timeout=`` in it is the one ``distconv train`` keeps, the last."""
+def appended_extra(value: dict) -> Edit:
+    """``$(EXTRA)`` appended to a container's args, ``value`` its env entry's rest: a value
+    only the cluster knows (``VALUE_FROM``) may be any ``--timeout``, and a ``--timeout=`` in
+    it, after the one written, is the one ``distconv train`` keeps, the last."""
 
     def edit(container: dict) -> None:
         container["args"].append("$(EXTRA)")
@@ -98,14 +96,8 @@ def after_written(value: dict) -> Edit:
     return edit
 
 
-def sync(transport: str) -> Edit:
-    """An edit of a worker's ``--sync`` to ``transport``."""
-
-    def edit(container: dict) -> None:
-        args = container["args"]
-        args[args.index("--sync") + 1] = transport
-
-    return edit
+#: ``$(EXTRA)`` appended, a value only the cluster knows: it may be ``--timeout=1``
+loose_token = appended_extra(VALUE_FROM)
 
 
 def _edited(rendered: list[dict], shards: Edit | None = None, workers: Edit | None = None):
@@ -187,13 +179,13 @@ def test_the_command_names_shards_edited_to_outwait_their_workers(
         (timeout("120"), timeout("$(T)", env={"name": "T", "value": "20"}), EDITED_120),
         (timeout("120"), lambda c: (timeout("100")(c), c["args"].extend(["--timeout", "20"])),
          EDITED_120),  # argparse keeps the last
-        (timeout("120"), sync("mpi"), None),  # a baseline beside the shards waits on none
+        (timeout("120"), flag_value("--sync", "mpi"), None),  # a baseline waits on no shard
         (timeout("120"), lambda c: (timeout(None)(c), loose_token(c)), None),  # any timeout
-        (timeout("120"), after_written(VALUE_FROM), None),  # it may be --timeout=200
-        (timeout("120"), after_written({"value": "--timeout=200"}), None),  # a wait of 300 s
+        (timeout("120"), loose_token, None),  # it may be --timeout=200
+        (timeout("120"), appended_extra({"value": "--timeout=200"}), None),  # a wait of 300 s
         (None, timeout("$(NOWHERE)"), None),  # an undefined reference: the ranks' check's
         (lambda c: (timeout(None)(c), loose_token(c)), None, None),  # $(EXTRA): any timeout
-        (lambda c: (timeout("120")(c), shard_workers("1")(c)), None, None),  # none waits
+        (lambda c: (timeout("120")(c), flag_value("--workers", "1")(c)), None, None),  # none waits
         (timeout("120"), timeout("-1"), None),  # every rank refuses it: the ranks' check's
         (timeout("0.2"), timeout("0.05"), None),  # the shards' least, as rendered for 0.05
         (timeout("0.3"), timeout("0.05"),
@@ -226,7 +218,7 @@ def test_an_mpijob_whose_timeout_a_later_token_may_set_is_not_judged_either(extr
     launcher["args"][launcher["args"].index("--timeout") + 1] = "400"
     said = "--timeout 400 is not below their --stall-seconds"
     assert [p for p in manifest_problems([mpijob]) if said in p] != []
-    after_written(extra)(launcher)
+    appended_extra(extra)(launcher)
     assert [p for p in manifest_problems([mpijob]) if "--stall-seconds" in p] == []
 
 
