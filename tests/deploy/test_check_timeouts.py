@@ -11,7 +11,6 @@ warning of a real worker on a real shard given the edited values.
 from __future__ import annotations
 
 import copy
-import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,17 +18,11 @@ import pytest
 import yaml
 
 from distconv.deploy import manifest_problems, render_manifests
-from distconv.sync.base import SyncError
 from tests.deploy.test_check_manifests_command import check
 from tests.deploy.test_manifests import validate
 from tests.launcher.launch_cli import launch
-from tests.sync.ps.ps_helpers import (
-    Shards,
-    insecure_worker,
-    shard_argv,
-    shorter_wait_warnings,
-    small_net,
-)
+from tests.shorter_wait import warned_at_setup_alone
+from tests.sync.ps.ps_helpers import Shards, shard_argv
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -236,16 +229,9 @@ def test_the_check_and_a_real_worker_agree_on_the_rule_and_its_words(
         endpoint = runner.launch(
             shard_argv(["-m", "distconv"], workers=2, timeout=float(shards)), tmp_path / "s.log"
         )
-        sync = insecure_worker([endpoint], rank=0, world=2, timeout=0.5)
-        caplog.set_level(logging.WARNING, "distconv.pserver")
-        try:
-            with pytest.raises(SyncError):  # rank 1 never comes
-                sync.setup(small_net().parameters())
-        finally:
-            sync.close()
+        warnings = warned_at_setup_alone(endpoint, 0.5, caplog)
     finally:
         runner.stop()
-    warnings = shorter_wait_warnings(caplog)
     assert (len(problems), len(warnings)) == (int(warned), int(warned)), (problems, warnings)
     for problem, warning in zip(problems, warnings):
         why_and_fix = warning.split("(their --timeout) for every worker: ", 1)[1]

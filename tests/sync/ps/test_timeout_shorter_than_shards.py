@@ -25,6 +25,7 @@ from ps_helpers import (
 from distconv.sync.base import SyncError
 from distconv.sync.ps.config import MIN_TIMEOUT
 from distconv.sync.ps.shard_timeouts import holds_for_workers
+from tests.shorter_wait import warned_at_setup_alone
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -65,14 +66,7 @@ def test_a_wait_below_the_shards_least_timeout_is_not_told_to_start_them_below_i
     shards with a --timeout below 0.15, which a shard refuses, and which the launcher gives
     them no flag for. The way out that works is said alone."""
     (endpoint,) = shards.start(1, 2, extra=["--timeout", repr(MIN_TIMEOUT)])
-    sync = insecure_worker([endpoint], rank=0, world=2, timeout=0.1)
-    caplog.set_level(logging.WARNING, "distconv.pserver")
-    try:
-        with pytest.raises(SyncError):  # rank 1 never comes
-            sync.setup(small_net().parameters())
-    finally:
-        sync.close()
-    (warned,) = shorter_wait_warnings(caplog)
+    (warned,) = warned_at_setup_alone(endpoint, 0.1, caplog)
     assert warned.endswith(
         f"pass timeout={MIN_TIMEOUT:g} or more (distconv train: --timeout {MIN_TIMEOUT:g})"
     ), warned
