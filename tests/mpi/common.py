@@ -15,9 +15,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 import pytest
@@ -29,12 +30,16 @@ from distconv.equivalence import model, training_data, weights
 from distconv.network import Network
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
+from distconv.resume import Preempted
 from distconv.sync.base import SyncError, SyncStrategy
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.sync.mpi.step_check import CLOSED
 from tests.child_env import child_path
 from tests.processes import run_job
+
+if TYPE_CHECKING:
+    from distconv.trainer import Trainer
 
 HERE = Path(__file__).resolve().parent
 
@@ -405,3 +410,19 @@ class AbortRecorder:
 
     def Abort(self, code: int) -> None:  # noqa: N802 - mpi4py's name
         self.aborted.append(code)
+
+
+def fit_and_exit(trainer: Trainer, sync: MPISync, out: Path, fit: Callable[[], None]) -> NoReturn:
+    """A stop test's rank after ``fit``: its ``Preempted``'s message and exit status (or that it
+    finished, status 0) and the step it stopped at written to ``OUT/rank<r>.json``, ``sync``
+    closed, and the process ended with that status, as the command line would end it."""
+    said: dict[str, Any] = {"finished": True, "status": 0}
+    try:
+        fit()
+    except Preempted as exc:
+        said = {"message": str(exc), "status": exc.exit_status}
+    finally:
+        sync.close()
+    said["step"] = trainer.pos.step
+    (out / f"rank{sync.rank}.json").write_text(json.dumps(said))
+    sys.exit(said["status"])

@@ -9,17 +9,15 @@ epochs. ``SIGNALS`` lists what each rank sends itself right after its step 3, as
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import small_lenet, trainer_data  # noqa: E402
+from common import fit_and_exit, small_lenet, trainer_data  # noqa: E402
 
 from distconv.optim import create_optimizer  # noqa: E402
-from distconv.resume import Preempted  # noqa: E402
 from distconv.sync.mpi import MPISync  # noqa: E402
 from distconv.trainer import Trainer  # noqa: E402
 from tests.signals import signal_at  # noqa: E402
@@ -34,16 +32,7 @@ def main() -> None:
             int(r) == sync.rank for name in names.split("+")]  # fmt: skip
     trainer = Trainer(small_lenet(seed=0), sync, 6, progress=False, dtype="float64")
     signal_at(trainer, SIGNALLED_AFTER_STEP, *mine)
-    said = {"finished": True, "status": 0}
-    try:
-        trainer.fit(trainer_data(120), epochs=2)
-    except Preempted as exc:
-        said = {"message": str(exc), "status": exc.exit_status}
-    finally:
-        sync.close()
-    said["step"] = trainer.pos.step
-    (out / f"rank{sync.rank}.json").write_text(json.dumps(said))
-    sys.exit(said["status"])
+    fit_and_exit(trainer, sync, out, lambda: trainer.fit(trainer_data(120), epochs=2))
 
 
 if __name__ == "__main__":

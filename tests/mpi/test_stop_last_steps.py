@@ -22,10 +22,16 @@ from typing import Any
 import pytest
 
 from distconv.optim import create_optimizer
-from distconv.resume import Preempted
 from distconv.sync.mpi import MPISync
 from distconv.trainer import Trainer
-from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script, small_lenet, trainer_data
+from tests.mpi.common import (
+    NEEDS_MPIEXEC,
+    fit_and_exit,
+    run_mpi,
+    script,
+    small_lenet,
+    trainer_data,
+)
 from tests.signals import signal_at, signal_in_evaluation_after
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(120)]
@@ -72,8 +78,8 @@ def main() -> None:
         small_lenet(seed=0), sync, 6, out_dir=out / "out", progress=False, dtype="float64"
     )
     data = trainer_data(120)
-    said: dict[str, Any] = {"finished": True, "status": 0}
-    try:
+
+    def fit() -> None:
         if case == LAST_STEPS:
             if sync.rank == 0:
                 signal_at(trainer, 17, signal.SIGTERM)
@@ -83,13 +89,8 @@ def main() -> None:
                 signal_in_evaluation_after(trainer, 20)
             trainer.fit(data, trainer_data(24, seed=5), epochs=2)
             trainer.fit(data, epochs=3, resume=True)
-    except Preempted as exc:
-        said = {"message": str(exc), "status": exc.exit_status}
-    finally:
-        sync.close()
-    said["step"] = trainer.pos.step
-    (out / f"rank{sync.rank}.json").write_text(json.dumps(said))
-    sys.exit(said["status"])
+
+    fit_and_exit(trainer, sync, out, fit)
 
 
 if __name__ == "__main__":
