@@ -31,6 +31,19 @@ def _head_net() -> Network:
     return net
 
 
+def _two_branches_run() -> tuple[Network, dict[str, Arg]]:
+    """Layers ``a`` and ``b`` both reading ``x``, a loss reading ``a``, run forward once (so
+    its order is cached); the network and its feeds."""
+    net = Network()
+    net.add("a", FullyConnected(4, 4), "x")
+    net.add("b", FullyConnected(4, 4), "x")
+    net.add("loss", SoftmaxCrossEntropy(), ["a", "label"])
+    x = np.random.default_rng(0).standard_normal((2, 4))
+    feeds = {"x": Arg(x, needs_grad=False), "label": Arg(ids=np.array([0, 1]))}
+    net.forward(feeds)
+    return net, feeds
+
+
 def test_a_head_deleted_is_replaced_under_its_own_name():
     net = _head_net()
     _delete(net, "head")
@@ -114,13 +127,7 @@ def test_wiring_rebound_alone_is_what_the_next_add_checks():
 def test_a_network_rewired_by_rebinding_its_wiring_runs_forward_in_the_new_order():
     """The order cached at the last add was kept while the layers' count stayed: ``a`` rewired
     to read ``b``, added after it, ran before it, and the forward raised a bare KeyError."""
-    net = Network()
-    net.add("a", FullyConnected(4, 4), "x")
-    net.add("b", FullyConnected(4, 4), "x")
-    net.add("loss", SoftmaxCrossEntropy(), ["a", "label"])
-    x = np.random.default_rng(0).standard_normal((2, 4))
-    feeds = {"x": Arg(x, needs_grad=False), "label": Arg(ids=np.array([0, 1]))}
-    net.forward(feeds)
+    net, feeds = _two_branches_run()
     net.wiring = {**net.wiring, "a": ("b",)}
     net.forward(feeds)
     assert net.order() == ["b", "a", "loss"]
@@ -133,13 +140,7 @@ def test_a_network_changed_in_place_runs_forward_in_the_new_order(change):
     (``net.wiring["a"] = ("b",)``) in place ran the old order, and the forward raised a bare
     KeyError naming the old name or the new input. So did inputs given as a list and changed
     in place (``net.wiring["a"][0] = "b"``): the order's copy of the wiring held that list."""
-    net = Network()
-    net.add("a", FullyConnected(4, 4), "x")
-    net.add("b", FullyConnected(4, 4), "x")
-    net.add("loss", SoftmaxCrossEntropy(), ["a", "label"])
-    x = np.random.default_rng(0).standard_normal((2, 4))
-    feeds = {"x": Arg(x, needs_grad=False), "label": Arg(ids=np.array([0, 1]))}
-    net.forward(feeds)
+    net, feeds = _two_branches_run()
     if change == "renamed":
         net.layers["a2"], net.wiring["a2"] = net.layers.pop("a"), net.wiring.pop("a")
         net.wiring["loss"] = ("a2", "label")
