@@ -9,8 +9,10 @@ Real files in a real run directory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from distconv.run_dir import RunDirectory
@@ -38,6 +40,22 @@ def _commit(run: RunDirectory, step: int) -> None:
     run.commit(step, {"chief": chief})
 
 
+@contextlib.contextmanager
+def _run_beside_both_names(tmp_path: Path) -> Iterator[RunDirectory]:
+    """A run directory (keeping 1 checkpoint) held, its step 10 committed, and a file named
+    as a shard's part beside it in ASCII digits (``RUNS``) and in others (``NOT_RUNS``);
+    released after."""
+    run = RunDirectory(tmp_path / "out", keep=1)
+    run.acquire()
+    try:
+        _commit(run, 10)
+        for name in (RUNS, NOT_RUNS):
+            _file(run.root / name)
+        yield run
+    finally:
+        run.release()
+
+
 def test_only_ascii_digits_name_a_shards_part_or_a_step_directory(tmp_path):
     _file(tmp_path / RUNS)
     _file(tmp_path / NOT_RUNS)
@@ -49,32 +67,18 @@ def test_only_ascii_digits_name_a_shards_part_or_a_step_directory(tmp_path):
 
 
 def test_clearing_a_run_leaves_a_file_named_in_other_digits(tmp_path):
-    run = RunDirectory(tmp_path / "out", keep=1)
-    run.acquire()
-    try:
-        _commit(run, 10)
-        for name in (RUNS, NOT_RUNS):
-            _file(run.root / name)
+    with _run_beside_both_names(tmp_path) as run:
         run.clear()
-    finally:
-        run.release()
     assert not (run.root / RUNS).exists() and not run.holds_run()
     assert (run.root / NOT_RUNS).read_text() == f"{NOT_RUNS}\n"
 
 
 def test_the_checkpoint_sweep_leaves_a_file_and_a_folder_named_in_other_digits(tmp_path):
-    run = RunDirectory(tmp_path / "out", keep=1)
-    run.acquire()
-    try:
-        _commit(run, 10)
-        for name in (RUNS, NOT_RUNS):
-            _file(run.root / name)
+    with _run_beside_both_names(tmp_path) as run:
         mine = run.checkpoint_root / NOT_A_STEP_DIR
         mine.mkdir()
         _file(mine / "notes.txt")
         _commit(run, 20)  # keeps step 20 alone: parts of a step before it, orphans, go
-    finally:
-        run.release()
     assert not (run.root / RUNS).exists()
     assert (run.root / NOT_RUNS).read_text() == f"{NOT_RUNS}\n"
     assert (mine / "notes.txt").read_text() == "notes.txt\n"
