@@ -19,6 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks" / "pserver.py"
 
 
+def _bench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``benchmarks/pserver.py ARGS`` run to its end (50 s at most, its output as text), with
+    this checkout's distconv importable: for the flags' checks, which end it before it runs."""
+    env = {**os.environ, "PYTHONPATH": child_path()}
+    argv = [sys.executable, str(BENCH), *args]
+    return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=50)
+
+
 @pytest.mark.timeout(120)
 def test_a_shard_that_cannot_start_is_named_with_its_status_and_stderr(tmp_path):
     """A shard that ended before printing its address (here a ``--code`` checkout whose
@@ -65,14 +73,7 @@ def test_the_flags_are_read_with_this_checkouts_code(tmp_path):
     cannot be imported, as one written before it, still gets its usage read."""
     shutil.copytree(ROOT / "distconv", tmp_path / "distconv")
     (tmp_path / "distconv" / "number_text.py").write_text('raise ImportError("not written yet")\n')
-    env = {**os.environ, "PYTHONPATH": child_path()}
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--code", str(tmp_path), "--help"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=50,
-    )
+    done = _bench("--code", str(tmp_path), "--help")
     assert done.returncode == 0 and "usage: pserver.py" in done.stdout, done.stderr[-3000:]
 
 
@@ -81,14 +82,7 @@ def test_the_flags_are_read_with_this_checkouts_code(tmp_path):
 def test_a_mode_that_is_not_one_is_refused_before_anything_runs(modes):
     """``--modes "insecure,curv"`` measured insecure, then threw its figures away as the echo
     of ``curv`` refused its hidden ``--echo`` flag, the error naming that flag, not ``--modes``."""
-    env = {**os.environ, "PYTHONPATH": child_path()}
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--modes", modes],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=50,
-    )
+    done = _bench("--modes", modes)
     assert done.returncode == 2 and done.stdout == ""
     assert f"error: --modes {modes!r}: name insecure and/or curve" in done.stderr
 
@@ -99,14 +93,6 @@ def test_a_code_with_no_distconv_is_refused(tmp_path, code):
     """``--code ""`` (an unset variable) passed the check for a distconv there and measured
     the working directory's: here none, so the worker ran this checkout's code against shards
     of whatever distconv the environment had, and the JSON named the working directory."""
-    env = {**os.environ, "PYTHONPATH": child_path()}
-    done = subprocess.run(
-        [sys.executable, str(BENCH), f"--code={code}", "--repeat", "1", "--modes", "insecure"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=50,
-    )
+    done = _bench(f"--code={code}", "--repeat", "1", "--modes", "insecure", cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == ""
     assert f"error: --code {code!r}: no distconv package there" in done.stderr
