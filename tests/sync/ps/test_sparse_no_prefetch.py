@@ -10,6 +10,7 @@ with the prefetch the loop trains as one process.
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -77,6 +78,7 @@ def test_the_refused_push_sends_nothing_and_an_empty_share_or_a_prefetch_before_
     nothing and pushes no row; rows prefetched just before ``start_step`` are current too."""
     endpoints = shards.start(2, workers=WORLD)
     rows = [np.array([3, 17, 30]), np.array([17, 31])]  # step 2's rank 0, step 3's rank 1
+    counted = threading.Barrier(WORLD)  # no rank pushes again before both read the counts
 
     def rank_fn(rank: int) -> tuple[list[int], np.ndarray]:
         table = Parameter("t", np.zeros((VOCAB, WIDTH)))
@@ -90,6 +92,7 @@ def test_the_refused_push_sends_nothing_and_an_empty_share_or_a_prefetch_before_
                 sync.on_gradient(table)
             sync.abandon_step()
             pushes = [s["pushes"] for s in sync.shard_stats()]
+            counted.wait(timeout=60)
             table.grad[...] = 0.0
             for step in (0, 1):  # each rank reads rows in one step, none in the other
                 mine = rows[step] if rank == step else None
