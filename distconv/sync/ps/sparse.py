@@ -31,7 +31,8 @@ class SparseRows:
 
     def _init_sparse_rows(self) -> None:
         self._row_ids: dict[str, np.ndarray] = {}  # sparse rows prefetched for this step
-        # name -> the rows last prefetched outside a step, since the step before ended
+        # name -> the rows prefetched outside a step (each time: a batch's, an evaluation's)
+        # since the step before ended
         self._before_step: dict[str, np.ndarray] = {}
         self._in_step = False  # between start_step and finish_step
         self._pushed: dict[int, np.ndarray] = {}  # parameter index -> the rows pushed
@@ -91,10 +92,7 @@ class SparseRows:
             raise SyncError(not_prefetched(self.rank, name, len(with_grad)))
         missed = with_grad if pulled is None else np.setdiff1d(with_grad, pulled, True)
         if len(missed):
-            raise SyncError(
-                f"{name}: rows {missed[:8].tolist()} have gradients but were not prefetched "
-                f"this step ({len(missed)} in all); a layer reads rows its rows_read misses"
-            )
+            raise SyncError(not_read(self.rank, name, missed, before=rows is None))
         # before the step: an evaluation's rows too, so those it read, the ones with a gradient
         self._pushed[i] = rows = with_grad if rows is None else rows
         return rows
@@ -128,16 +126,20 @@ class SparseRows:
                 asks.append((shard, head, ids_per_block))
                 plan.append(blocks)
         if self._in_step:  # an evaluation's rows (outside a step) are pulled, not pushed
-            for i, rows in wanted.items():
-                name, seen = self.params[i].name, self._row_ids.get(self.params[i].name)
-                self._row_ids[name] = rows if seen is None else np.union1d(seen, rows)
+            self._note(self._row_ids, wanted)
         replies = self._ask_all(asks, "prefetch", stoppable=True)
         self._write_all(
             [(blocks, arrays, h) for blocks, (h, arrays) in zip(plan, replies)],
             rows_asked=[ids for _, _, ids in asks],
         )
-        if not self._in_step:  # current now: a step right after may push their gradient
-            self._before_step.update({self.params[i].name: r for i, r in wanted.items()})
+        if not self._in_step:  # current now, an evaluation's too: a step right after reads them
+            self._note(self._before_step, wanted)
+
+    def _note(self, into: dict[str, np.ndarray], wanted: Mapping[int, np.ndarray]) -> None:
+        """Add the rows ``wanted`` (parameter index -> sorted ids) to those ``into`` holds."""
+        for i, rows in wanted.items():
+            name, seen = self.params[i].name, into.get(self.params[i].name)
+            into[name] = rows if seen is None else np.union1d(seen, rows)
 
     def _push_rows(self, i: int, grad: np.ndarray) -> None:
         """Push the rows of sparse parameter ``i`` this step read, one message per shard,
@@ -228,6 +230,23 @@ def not_prefetched(rank: int, name: str, rows: int) -> str:
         "forward may have read rows other workers moved, and the step would train wrong; call "
         "sync.prefetch(network.rows_needed(batch)) after sync.start_step, before each forward, "
         "as the Trainer does"
+    )
+
+
+def not_read(rank: int, name: str, missed: np.ndarray, before: bool) -> str:
+    """Why a gradient of sparse table ``name`` in rows ``missed``, not prefetched, is refused:
+    the rows were prefetched ``before`` the step (another batch's), or in it (a layer reads
+    rows its ``rows_read`` misses)."""
+    ids, count = missed[:8].tolist(), len(missed)
+    if before:
+        return (
+            f"rank {rank}: {name}: rows {ids} have gradients but were prefetched neither in "
+            f"this step nor since the step before ({count} in all): the prefetch before "
+            "sync.start_step was of another batch; prefetch the rows this step's forward reads"
+        )
+    return (
+        f"rank {rank}: {name}: rows {ids} have gradients but were not prefetched this step "
+        f"({count} in all); a layer reads rows its rows_read misses"
     )
 
 

@@ -149,14 +149,25 @@ def test_an_own_loop_with_prefetch_equals_one_process_on_every_rank(shards):
     assert moved.any(axis=1).sum() > VOCAB // 4  # the ranks shared rows the test reads
 
 
-@pytest.mark.timeout(60)
-def test_an_evaluations_rows_are_not_pushed_by_the_empty_share_after_it(shards):
-    """Rows prefetched outside a step (an evaluation's) are pulled, not pushed: a share of no
-    rows right after it pushes none of them (a lazy Adam moves a row pushed at gradient 0)."""
+def _one_worker_table(shards):
+    """A sync worker alone on a real shard, set up with one sparse table ``t`` of zeros."""
     (endpoint,) = shards.start(1, workers=1)
     table = Parameter("t", np.zeros((VOCAB, WIDTH)))
     table.sparse_rows = True
     sync = insecure_worker([endpoint], timeout=30)
+    try:
+        sync.setup([table])
+    except BaseException:
+        sync.close()
+        raise
+    return table, sync
+
+
+@pytest.mark.timeout(60)
+def test_an_evaluations_rows_are_not_pushed_by_the_empty_share_after_it(shards):
+    """Rows prefetched outside a step (an evaluation's) are pulled, not pushed: a share of no
+    rows right after it pushes none of them (a lazy Adam moves a row pushed at gradient 0)."""
+    table, sync = _one_worker_table(shards)
 
     def empty_share() -> int:
         """Bytes pushed by a step of no rows: fire_every_gradient's zero gradient."""
@@ -167,10 +178,55 @@ def test_an_evaluations_rows_are_not_pushed_by_the_empty_share_after_it(shards):
         return sync.traffic()["bytes_pushed"] - before
 
     try:
-        sync.setup([table])
         alone = empty_share()
         sync.prefetch({"t": np.arange(VOCAB)})  # every row, as an evaluation may read
         after_evaluation = empty_share()
     finally:
         sync.close()
     assert after_evaluation == alone  # headers alone: no row
+
+
+@pytest.mark.timeout(60)
+def test_an_evaluation_between_a_prefetch_and_its_step_keeps_the_batchs_rows(shards):
+    """Rows prefetched before ``start_step`` and an evaluation's prefetched after them are
+    all current at the step: the evaluation's did not replace the batch's, whose gradient
+    was refused as read by a layer its rows_read missed."""
+    table, sync = _one_worker_table(shards)
+    try:
+        sync.prefetch({"t": [3, 17]})  # the next batch's
+        sync.prefetch({"t": [5]})  # an evaluation's, before that batch's step
+        sync.start_step(1)
+        table.grad[[3, 17]] = 1.0
+        sync.on_gradient(table)
+        sync.finish_step()
+    finally:
+        sync.close()
+    expected = np.zeros((VOCAB, WIDTH))
+    expected[[3, 17]] = -0.05  # the default lr on a gradient of 1 over the step's 1 example
+    np.testing.assert_array_equal(table.value, expected)
+
+
+@pytest.mark.timeout(60)
+def test_a_prefetch_before_the_step_of_another_batch_is_refused_naming_it(shards):
+    """The rows prefetched before ``start_step`` are those of the step before: the refusal
+    names the rank and that prefetch, not a layer whose rows_read misses rows."""
+    table, sync = _one_worker_table(shards)
+    try:
+        sync.start_step(1)
+        sync.prefetch({"t": [3, 17]})
+        table.grad[[3, 17]] = 1.0
+        sync.on_gradient(table)
+        sync.finish_step()
+        sync.prefetch({"t": [3, 17]})  # the last batch's rows again, not this one's
+        sync.start_step(1)
+        table.grad[[3, 30]] = 1.0
+        with pytest.raises(SyncError) as refused:
+            sync.on_gradient(table)
+        sync.abandon_step()
+    finally:
+        sync.close()
+    assert str(refused.value) == (
+        "rank 0: t: rows [30] have gradients but were prefetched neither in this step nor "
+        "since the step before (1 in all): the prefetch before sync.start_step was of another "
+        "batch; prefetch the rows this step's forward reads"
+    )
