@@ -32,8 +32,9 @@ class SparseRows:
     def _init_sparse_rows(self) -> None:
         self._row_ids: dict[str, np.ndarray] = {}  # sparse rows prefetched for this step
         # name -> the rows prefetched outside a step (each time: a batch's, an evaluation's)
-        # since the step before ended
+        # since the step before ended; taken by the next start_step as its own (_before)
         self._before_step: dict[str, np.ndarray] = {}
+        self._before: dict[str, np.ndarray] = {}
         self._in_step = False  # between start_step and finish_step
         self._pushed: dict[int, np.ndarray] = {}  # parameter index -> the rows pushed
 
@@ -65,12 +66,12 @@ class SparseRows:
         super().abandon_step()  # type: ignore[misc]  # the step's order ends too (StepOrder)
 
     def _record_rows(self, in_step: bool) -> None:
-        """A step starts (prefetched rows are recorded from now) or ends (forget them, and
-        those prefetched before it)."""
+        """A step starts (prefetched rows are recorded from now; those prefetched since the
+        step before ended are its own, and no later step's) or ends (forget them all): a
+        step whose finish_step failed, not abandoned, leaves no rows to the next."""
         self._in_step = in_step
         self._row_ids.clear()
-        if not in_step:
-            self._before_step.clear()
+        self._before, self._before_step = (self._before_step if in_step else {}), {}
 
     def _touched(self, i: int, grad: np.ndarray) -> np.ndarray:
         """The rows of a sparse parameter this step read: those prefetched since
@@ -87,7 +88,7 @@ class SparseRows:
         name = self.params[i].name
         with_grad = np.flatnonzero(grad.any(axis=1)).astype(np.int64)
         rows = self._row_ids.get(name)
-        pulled = rows if rows is not None else self._before_step.get(name)
+        pulled = rows if rows is not None else self._before.get(name)
         if pulled is None and len(with_grad):
             raise SyncError(not_prefetched(self.rank, name, len(with_grad)))
         missed = with_grad if pulled is None else np.setdiff1d(with_grad, pulled, True)

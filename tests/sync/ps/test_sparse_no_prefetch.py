@@ -149,14 +149,15 @@ def test_an_own_loop_with_prefetch_equals_one_process_on_every_rank(shards):
     assert moved.any(axis=1).sum() > VOCAB // 4  # the ranks shared rows the test reads
 
 
-def _one_worker_table(shards):
-    """A sync worker alone on a real shard, set up with one sparse table ``t`` of zeros."""
-    (endpoint,) = shards.start(1, workers=1)
+def _one_worker_table(shards, mode: str = "sync", *more: Parameter):
+    """A worker alone on a real shard, set up with one sparse table ``t`` of zeros (and
+    ``more``)."""
+    (endpoint,) = shards.start(1, workers=1, mode=mode)
     table = Parameter("t", np.zeros((VOCAB, WIDTH)))
     table.sparse_rows = True
     sync = insecure_worker([endpoint], timeout=30)
     try:
-        sync.setup([table])
+        sync.setup([table, *more])
     except BaseException:
         sync.close()
         raise
@@ -230,3 +231,27 @@ def test_a_prefetch_before_the_step_of_another_batch_is_refused_naming_it(shards
         "since the step before (1 in all): the prefetch before sync.start_step was of another "
         "batch; prefetch the rows this step's forward reads"
     )
+
+
+@pytest.mark.timeout(60)
+def test_rows_prefetched_before_a_step_whose_finish_failed_count_for_no_later_step(shards):
+    """An async shard refuses a push of a NaN and serves on; a loop that goes on past that
+    finish_step without abandon_step had its next step's gradient pushed on the rows
+    prefetched before the failed step, though other workers may have moved them since."""
+    dense = Parameter("d", np.zeros(3))
+    table, sync = _one_worker_table(shards, "async", dense)
+    try:
+        sync.prefetch({"t": [3]})
+        sync.start_step(1)
+        table.grad[3], dense.grad[...] = 1.0, np.nan
+        sync.on_gradient(table)
+        sync.on_gradient(dense)
+        with pytest.raises(SyncError, match="gradient of parameter d from rank 0 is not finite"):
+            sync.finish_step()
+        table.grad[3], dense.grad[...] = 1.0, 0.0
+        sync.start_step(1)  # no prefetch since the step before
+        with pytest.raises(SyncError, match="rank 0: t: a gradient in 1 rows, but no sync"):
+            sync.on_gradient(table)
+        sync.abandon_step()
+    finally:
+        sync.close()
