@@ -270,14 +270,16 @@ def _one_shape(mine: tuple[int, ...], theirs: tuple[int, ...]) -> str:
     transposed where they are the same axes, which a reshape would mix without an error; not
     where only axes of size 1 moved (``(H, W, 1)``), which a reshape mixes none of. Axes of
     size 1 are left out of both sides alike: ``(1, H, W, C)`` for ``(C, H, W)`` is told to
-    transpose too."""
+    transpose too, that axis left out."""
     values = math.prod(theirs)
     if math.prod(mine) != values:
         return "crop or resize"
     sizes, wanted = [n for n in mine if n > 1], [n for n in theirs if n > 1]
     if sizes != wanted and sorted(sizes) == sorted(wanted):
+        # a transpose keeps the number of axes: say those of size 1 to leave out or add
+        units = "" if len(mine) == len(theirs) else ", its axes of size 1 left out or added,"
         return (
-            f"transpose the test set's axes to {theirs} where they are the same axes in "
+            f"transpose the test set's axes{units} to {theirs} where they are the same axes in "
             f"another order, channels last perhaps: a reshape would mix their values; else "
             f"reshape them: both hold {values} values"
         )

@@ -82,11 +82,13 @@ def test_an_axis_of_size_1_moved_is_told_to_reshape():
 def test_the_same_sizes_in_another_order_beside_an_axis_of_size_1_are_told_to_transpose():
     """Channels last with an axis of size 1 more, ``(1, H, W, C)`` for ``(C, H, W)``: only the
     axes moved were read without their axes of size 1, so the sizes, compared with it, were
-    not the same, and the refusal said to reshape, which mixes the channels into the pixels."""
+    not the same, and the refusal said to reshape, which mixes the channels into the pixels.
+    A transpose keeps the number of axes: the refusal says to leave that axis out."""
     said = flat_refusal((2, 4, 8), (1, 2, 0), unit=0)
     assert said == (
         "the test set's 'img' holds examples of shape (1, 4, 8, 2), the training set's "
-        "(2, 4, 8); give both sets one example shape (transpose the test set's axes to "
-        "(2, 4, 8) where they are the same axes in another order, channels last perhaps: a "
-        "reshape would mix their values; else reshape them: both hold 64 values)"
+        "(2, 4, 8); give both sets one example shape (transpose the test set's axes, its axes "
+        "of size 1 left out or added, to (2, 4, 8) where they are the same axes in another "
+        "order, channels last perhaps: a reshape would mix their values; else reshape them: "
+        "both hold 64 values)"
     )
