@@ -2,9 +2,10 @@
 
 A sync worker's reply carries only the rows it pushed, so its table is current only in the
 rows it prefetched: a loop that never called ``sync.prefetch`` read rows other workers had
-moved, and 2 workers trained silently wrong (76 values of one process's differed). Such a
-step's push is refused, before anything of the table is sent, naming the table and the fix;
-with the prefetch the loop trains as one process.
+moved, and 2 workers trained silently wrong (23 values of one process's differed, on each
+rank). Such a step's push is refused, before anything of the table is sent, naming the table
+and the fix; with the prefetch the loop trains as one process. Rows prefetched just before
+``start_step`` (since the step before ended) count for that step alone.
 """
 
 from __future__ import annotations
