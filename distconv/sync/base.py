@@ -235,7 +235,9 @@ class SyncStrategy(StepCount, ABC):
         evaluation passes) of a model with ``sparse_rows`` parameters, after :meth:`start_step`
         in a step. A strategy that holds parameters whole (local, allreduce) has them current
         already: this default does nothing. A parameter server pulls just these rows, and pushes
-        just the rows prefetched in a step after its backward.
+        just the rows prefetched for the step (in it, or since the step before ended) after its
+        backward; a sparse gradient of a step that prefetched none of its rows is refused,
+        naming the table and this call, since it would train on stale rows.
 
         Args:
             rows_by_param: sparse parameter name -> row ids (any order, repeats allowed), as
