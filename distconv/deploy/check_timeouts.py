@@ -132,6 +132,8 @@ def rank_seconds(args: list[str], container: Manifest, *flags: str) -> list[floa
     values: list[float | None] = []
     for flag in flags:
         text = _flag(train, flag, last=True)
+        if text is None and flag in train:  # last, with no value: refused, not the default
+            return None
         if text is None:
             values.append(None)
             continue

@@ -94,3 +94,17 @@ def test_a_var_that_is_the_timeouts_own_value_is_still_read():
     args[args.index("--timeout") + 1] = "$(T)"
     launcher.setdefault("env", []).append({"name": "T", "value": "400"})
     assert len(_said([mpijob], MPI_SAID)) == 1
+
+
+def test_a_timeout_with_no_value_is_the_ranks_refusal_not_their_default():
+    """``--timeout`` last, with no value, is refused by every rank (named by the ranks' own
+    check); it was read as not written, and the MPIJob named "--timeout (600, the default)"
+    beside that refusal, a wait the ranks never take."""
+    (mpijob,) = render_manifests(job_name="m", workers=2, servers=0, image="d:1", train_args=[])
+    launcher = _container(mpijob, ("spec", "mpiReplicaSpecs", "Launcher"))
+    args = launcher["args"]
+    del args[args.index("--timeout") : args.index("--timeout") + 2]
+    args.append("--timeout")
+    problems = manifest_problems([mpijob])
+    assert [p for p in problems if "--timeout: expected one argument" in p] != []
+    assert [p for p in problems if MPI_SAID in p] == []
