@@ -235,16 +235,13 @@ def signalled_worker(failed: Child, children: Sequence[Child]) -> Child:
     """The worker to blame for ``failed``, the first child to fail: where it is a worker
     that stopped with a checkpoint (:func:`checkpointed_stop`: exited so, or a later signal
     ended it) because another rank got the signal (its line says so), the lowest-ranked
-    worker that ended alike and whose line says the signal was its own; else ``failed``.
-    Read after the attempt's end, when every tail is whole."""
+    worker that ended so too, whichever way (an exit 143 or a later signal: a signal repeated
+    to the one worker ends it, and only it, by the signal), and whose line says the signal was
+    its own; else ``failed``. Read after the attempt's end, when every tail is whole."""
     said = _checkpointed(failed)
     if said is None or said.own:
         return failed
-    own = [
-        c
-        for c in children
-        if c.spec.role == "worker" and c.poll() == failed.poll() and _own_stop(c, said.step)
-    ]
+    own = [c for c in children if _checkpointed(c) is not None and _own_stop(c, said.step)]
     return min(own, key=lambda c: c.spec.rank) if own else failed
 
 

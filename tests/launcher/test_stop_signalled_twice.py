@@ -80,6 +80,26 @@ def test_the_worker_whose_own_signal_it_was_is_blamed_though_another_ended_first
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("late_first", [True, False], ids=["signalled-first", "stopped-first"])
+def test_the_worker_a_repeated_signal_ended_is_blamed_beside_one_that_exited_143(
+    tmp_path, late_first
+):
+    """Rank 1 alone got SIGTERM (a preemption agent's, to its pid) and the agent's second
+    SIGTERM ended it after its stop line; rank 0 stopped with it and exited 143. The report
+    named rank 0, whose line only says rank 1 got the signal: the rank whose own signal it was
+    was looked for among the workers that exited 143 alone."""
+    late, stopped = (0.2, 1.5) if late_first else (1.5, 0.2)
+    specs = [stops(0, OTHER, stopped), killed_after(1, OWN, late)]
+    status, err, report = supervised(tmp_path, specs)
+    assert status == 143, err
+    ended = {k: report[k] for k in ("role", "rank", "exit_code", "signal")}
+    assert ended == dict(role="worker", rank=1, exit_code=None, signal="SIGTERM"), report
+    headline = "worker 1 stopped by its own SIGTERM after step 8, with a checkpoint: "
+    assert headline + LATE_SIGTERM in err, err
+    assert "a checkpointed stop, not a crash: worker 1 got SIGTERM itself" in err, err
+
+
+@pytest.mark.timeout(60)
 def test_a_sigterm_before_any_stop_line_is_still_a_failure(tmp_path):
     """No stop line, so no checkpoint known to be written: the signal is the failure."""
     specs = [killed_after(0, "epoch 1/400", 0.2), stops(1, OWN, 30)]
