@@ -214,8 +214,12 @@ def stopped_with_checkpoint(child: Child) -> bool:
         return True
     if status not in STOP_SIGNALS:
         return False
+    # a copy: read while the job runs, the pump may still append to the tail. The wait only
+    # where the line is not there yet: a process of its group that outlives it (a pool's
+    # worker) holds the pipe, and the pump's end, until the launcher's stop
+    if checkpointed_stop(child.spec.role, status, list(child.tail)) is not None:
+        return True
     child.output_read(child.exited_at + PUMP_END_SECONDS)
-    # a copy: read while the job runs, a pump held past the wait may still append to the tail
     return checkpointed_stop(child.spec.role, status, list(child.tail)) is not None
 
 

@@ -20,6 +20,7 @@ import time
 import pytest
 
 from launcher.child import ChildSpec
+from launcher.own_stop import PUMP_END_SECONDS
 from tests.launcher.test_preempt_blame import OTHER, OWN, killed_after, stops, supervised
 
 #: the cause ``failure.json`` and the headline give a stop that a later SIGTERM ended
@@ -179,3 +180,27 @@ def test_a_stop_line_still_in_the_pipe_at_the_exit_is_waited_for(tmp_path):
     assert status == 143, err
     assert (report["rank"], report["exit_code"]) == (0, 143), report
     assert "worker 0 stopped by its own SIGTERM after step 8, with a checkpoint (exit code" in err
+
+
+@pytest.mark.timeout(60)
+def test_a_stop_line_already_read_is_not_held_up_by_a_process_that_keeps_the_pipe(tmp_path):
+    """Rank 0 leaves a process of its group behind (a pool's worker) that holds its output
+    pipe, says its stop line and a later SIGTERM ends it: its line was read long before, but
+    the launcher still waited for the pump's end, which that process holds off until the
+    launcher's stop, the whole :data:`~launcher.own_stop.PUMP_END_SECONDS`, before it went on.
+    Rank 0 writes the time it ends at; the launcher's report must follow well within it."""
+    ended_at = tmp_path / "ended_at"
+    body = (
+        "import os, signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_DFL); "
+        "subprocess.Popen(['sleep', '30']); "
+        f"print({OWN!r}, flush=True); time.sleep(0.3); "
+        f"open({str(ended_at)!r}, 'w').write(repr(time.time())); "
+        "os.kill(os.getpid(), signal.SIGTERM)"
+    )
+    with_it = "distconv train: stopped after step 8: rank 0 got SIGTERM"
+    specs = [ChildSpec("worker", 0, [sys.executable, "-c", body]), stops(1, with_it, 0.3)]
+    status, err, report = supervised(tmp_path, specs)
+    took = time.time() - float(ended_at.read_text())
+    assert status == 143 and report["rank"] == 0, err
+    assert took < PUMP_END_SECONDS - 0.5, (took, err)
+    assert "worker 0 stopped by its own SIGTERM after step 8, with a checkpoint: " in err, err
