@@ -64,13 +64,15 @@ class StopRequest:
     def __init__(self, announce: bool = True) -> None:
         self.announce = announce
         self.received: set[int] = set()
+        #: the signals an earlier fit handed on, which this one took in (:meth:`install_for_fit`)
+        self.carried: frozenset[int] = frozenset()
         #: a stop was agreed on (or a second Ctrl-C raised): what it received is done with
         self.answered = False
 
     @property
     def flags(self) -> list[float]:
         """This rank's requests, for the ranks' sum: ``[SIGTERM received, SIGINT received]``."""
-        return [float(signal.SIGTERM in self.received), float(signal.SIGINT in self.received)]
+        return _flags(self.received)
 
     def install_for_fit(self) -> Callable[[], None]:
         """:meth:`install` for a fit, which carries a stop from one fit to the next: this
@@ -78,7 +80,7 @@ class StopRequest:
         stop by, and the function it returns, which puts the previous handlers back, leaves
         those of this request for the next fit where this one returned without stopping by them
         (a warning says so: that fit may start much later, in a notebook's next cell; one that
-        ended in an exception hands on nothing, :meth:`ended_by`). A scheduler's
+        ended in an exception hands on none it received itself, :meth:`ended_by`). A scheduler's
         SIGTERM during a fit's last evaluation then stops the script's next fit, instead of
         being forgotten until the scheduler's SIGKILL.
 
@@ -88,10 +90,10 @@ class StopRequest:
         global _unanswered
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
-        carried, _unanswered = _unanswered, frozenset()
+        self.carried, _unanswered = _unanswered, frozenset()
         restore = self.install()
-        self.received |= carried
-        _say_taken_in(carried)
+        self.received |= self.carried
+        _say_taken_in(self.carried)
         signum = stop_signal(self.flags)
         if signum is not None:  # asked again from this fit's start: a wait's patience counts
             _pending_since(signum)
@@ -109,15 +111,20 @@ class StopRequest:
         """``error`` ended the fit, which hands on no stop it received: it did end, if not at
         a check, and its caller sees why. An error (a parameter server's wait gives up once a
         stop was asked and a shard stays silent) or :class:`Preempted` answers this fit's
-        signals; one carried from an earlier fit and not taken in yet (an error in setup)
-        stays for the next. A :class:`KeyboardInterrupt` (a second Ctrl-C, or one before the
-        handlers were in place, in setup, which Python's own handler raised) answers that
-        carried one too: the person stopped it, and no later fit (a notebook's next cell's)
-        stops by it."""
+        signals. One carried from an earlier fit stays for the next, whether this fit had not
+        taken it in yet (an error in setup) or had and ended in an error before its first
+        check (a shard gone in its first steps): that error was not the stop, and a script's
+        retry must still stop by a scheduler's SIGTERM (a warning says it is carried still).
+        A :class:`KeyboardInterrupt` (a second Ctrl-C, or one before the handlers were in
+        place, in setup, which Python's own handler raised) answers that carried one too: the
+        person stopped it, and no later fit (a notebook's next cell's) stops by it."""
         global _unanswered
-        self.answered = True
+        stopped, self.answered = self.answered, True
         if isinstance(error, KeyboardInterrupt):
             _unanswered = frozenset()
+        elif self.carried and not stopped:  # taken in, and not stopped by: still carried
+            _unanswered |= self.carried
+            _say_handed_on(_flags(self.carried))
 
     def install(self) -> Callable[[], None]:
         """Handle SIGTERM, and SIGINT where Python's default handler has it (main thread only).
@@ -169,7 +176,7 @@ def drop_carried() -> frozenset[int]:
 def _say_taken_in(carried: frozenset[int]) -> None:
     """Warn, at the start of the fit that a stop an earlier fit handed on stops, why it stops:
     the earlier fit's warning may be far back (a notebook's other cell's output)."""
-    signum = stop_signal([float(signal.SIGTERM in carried), float(signal.SIGINT in carried)])
+    signum = stop_signal(_flags(carried))
     if signum is not None:
         log.warning(
             "this fit stops at its first stop check, if any, by the %s an earlier fit of this "
@@ -191,6 +198,11 @@ def _say_handed_on(flags: list[float]) -> None:
             "(distconv.stop_request.drop_carried() drops it)",
             signum.name,
         )
+
+
+def _flags(signals: set[int] | frozenset[int]) -> list[float]:
+    """``signals`` as :attr:`StopRequest.flags` reads them: ``[SIGTERM in, SIGINT in]``."""
+    return [float(signal.SIGTERM in signals), float(signal.SIGINT in signals)]
 
 
 def _pending_since(signum: signal.Signals) -> None:

@@ -388,7 +388,7 @@ class Trainer:
                 log.info(summary(record, epochs))
             if writer is not None and writer.records:
                 plot_metrics(writer.records, self.out_dir / PLOT, title=self.out_dir.name)
-        except BaseException as error:  # a Ctrl-C or an error ended it: no stop handed on
+        except BaseException as error:  # a Ctrl-C or an error ended it: its own stop not handed on
             self._stop.ended_by(error)
             raise
         finally:

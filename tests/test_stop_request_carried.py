@@ -123,3 +123,34 @@ def test_a_carried_stop_dropped_stops_no_later_fit(data, tmp_path):  # noqa: F81
     assert stop_request.drop_carried() == {signal.SIGTERM}
     assert stop_request.drop_carried() == frozenset()  # once
     assert len(_trainer(tmp_path / "next").fit(train, test, epochs=1)) == 1
+
+
+def _shard_gone(*args):
+    raise SyncError("pserver shard(s) 0 gave no answer: not the stop's")
+
+
+@pytest.mark.parametrize("where", ["setup", "first step"])
+def test_a_carried_stop_outlives_a_fit_an_error_ended_before_its_first_check(
+    data,  # noqa: F811
+    tmp_path,
+    caplog,
+    where,
+):
+    """A script's retry after an error must still stop by the scheduler's SIGTERM, not train on
+    to its SIGKILL: an error in the next fit's setup (before the stop is taken in), or in its
+    first step (after the fit said it stops by it), was not that stop, and answered nothing.
+    The one in a step dropped it, silently, after the warning that the fit stops by it."""
+    train, test = data
+    first = _trainer(tmp_path / "first")
+    signal_in_evaluation_after(first, 15)
+    first.fit(train, test, epochs=1)
+    failing = _trainer(tmp_path / "failing")
+    if where == "first step":
+        failing.train_step = _shard_gone
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="distconv.trainer"):
+        with pytest.raises(Exception, match="no complete checkpoint|not the stop's"):
+            failing.fit(train, test, epochs=1, resume=where == "setup")
+    assert (HANDED_ON in caplog.text) is (where == "first step")  # said in that cell, too
+    with pytest.raises(Preempted, match="stopped by SIGTERM after step 1$"):
+        _trainer(tmp_path / "next").fit(train, test, epochs=1)
