@@ -14,12 +14,21 @@ own signal (it agrees on a stop every 8 steps, docs/protocol.md), which may come
 after the shard's (the kubelets signal a job's pods one by one), so workers that train on past
 both were not signalled: the shard was stopped on its own (a node drain, a rolling restart)
 and need not hold its replacement back for the whole drain.
+
+A shard that stops so, or at the end of ``--drain-seconds``, with ranks still in leaves them
+training on a job that lost its shard: it first fails the job on its own stop (the failure
+path of :meth:`~distconv.sync.ps.server.Shard._fail`, which answers every held request, and
+every later one, with the words), and serves on until each of those ranks has been told (a
+request of its worker answered so) or has left, :data:`ANSWER_SECONDS` at most (its
+``--drain-seconds`` if shorter): their workers stop at once naming the shard, not after
+``1.5 x --timeout`` of silence waiting for answers that would never come.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from distconv.sync.ps.config import ShardConfig
 
@@ -36,6 +45,15 @@ REPEAT_SECONDS = 1.0
 #: how long a drain goes on before the shard says whom it waits for: the launcher's own stop
 #: (SIGTERM, then at once SIGINT) ends it sooner, and must not read as a wait in the log
 SAY_AFTER_SECONDS = 0.5
+#: how long a shard that failed the job on its own stop answers on at most (each worker's next
+#: push or gather comes within a step, and ends it sooner once all were told): a worker between
+#: requests for longer (a long evaluation) finds it gone, at its own timeout
+ANSWER_SECONDS = 3.0
+#: how long the socket of a shard that failed the job on its own stop keeps its last replies
+#: (that failure, maybe still queued) when it closes, in milliseconds; others drop them at once
+TOLD_LINGER_MS = 1000
+#: what the workers do next, as a failed shard's words tell them
+RESTART_WORDS = "a restart of the job resumes from its newest checkpoint"
 
 
 class Draining:
@@ -50,12 +68,15 @@ class Draining:
     failed: str | None
     last_step: dict[int, int]
     _stop: bool
+    _fail: Callable[..., None]
 
     def __init__(self) -> None:
         self._drain_until: float | None = None  # set at the first signal
         self._drain_began = 0.0
         self._drain_from: dict[int, int] | None = None  # each rank's step then
         self._drain_said = False
+        self._failed_on_stop: float | None = None  # when it failed the job on its own stop
+        self._told: set[int] = set()  # the ranks an error reply of that failure went to since
 
     def drain(self) -> None:
         """SIGTERM: ask :meth:`serve` to return once the workers have stopped (see the module);
@@ -72,10 +93,14 @@ class Draining:
         return self._drain_until is not None
 
     def drained(self, now: float) -> bool:
-        """Whether a draining shard may stop now; logs what it waits for, and why it stops."""
+        """Whether a draining shard may stop now; logs what it waits for. Where ranks still
+        train as it stops, it fails the job first, naming itself and why, and serves on a
+        moment to tell them (see the module)."""
         # a rank whose latest hello is a failure note (its fit failed before setup) has no
         # worker in the job to checkpoint: its next fit says hello again
         working = sorted(set(self.accepted_at) - self.left - self.lost - set(self.noted_at))
+        if self._failed_on_stop is not None:
+            return self._told_all(now, working)
         if self._drain_from is None:  # the first look since the signal
             self._drain_from = dict(self.last_step)
         if not working or self.failed is not None:
@@ -86,18 +111,48 @@ class Draining:
         )
         ranks = ", ".join(map(str, working))
         if went_on:
-            log.warning(
-                "shard %d: stopping: rank(s) %s trained on %d steps and %g s since the signal "
-                "(they were not stopped with it)", self.index, ranks, DRAIN_STEPS, floor,
+            self._fail_on_stop(
+                now, f"rank(s) {ranks} trained on {DRAIN_STEPS} steps and {floor:g} s since the "
+                "signal: they were not stopped with it",
             )  # fmt: skip
-            return True
-        if now >= self._drain_until:
-            log.warning("shard %d: stopping with rank(s) %s still in", self.index, ranks)
-            return True
-        if not self._drain_said and now - self._drain_began >= SAY_AFTER_SECONDS:
-            self._drain_said = True
-            log.warning(
-                "shard %d: stopping once they say bye with rank(s) %s still in (SIGINT, or "
-                "SIGTERM again, stops it now)", self.index, ranks,
+        elif now >= self._drain_until:
+            self._fail_on_stop(
+                now, f"rank(s) {ranks} were still in after its --drain-seconds "
+                f"({self.config.drain_seconds:g} s)",
             )  # fmt: skip
-        return False
+        else:
+            if not self._drain_said and now - self._drain_began >= SAY_AFTER_SECONDS:
+                self._drain_said = True
+                log.warning(
+                    "shard %d: stopping once they say bye with rank(s) %s still in (SIGINT, or "
+                    "SIGTERM again, stops it now)", self.index, ranks,
+                )  # fmt: skip
+            return False
+        return self._told_all(now, working)
+
+    def _told_all(self, now: float, working: list[int]) -> bool:
+        """Whether a shard that failed the job on its own stop may stop now: each rank still
+        in has been told (:meth:`note_told`), or :data:`ANSWER_SECONDS` have passed since, or
+        its ``--drain-seconds`` if shorter (0: it answered the held requests alone, at once)."""
+        window = min(ANSWER_SECONDS, self.config.drain_seconds)
+        return set(working) <= self._told or now >= self._failed_on_stop + window
+
+    def _fail_on_stop(self, now: float, why: str) -> None:
+        """Fail the job on this shard's own stop, ``why`` naming the ranks it leaves training:
+        every held request and every later one is answered with it (their workers stop at
+        once, not at their timeout), and :meth:`drained` serves on a moment for those."""
+        self._failed_on_stop = now
+        self._fail(f"shard {self.index} stopped on its SIGTERM while {why}; {RESTART_WORDS}")
+
+    def note_told(self, request: dict) -> None:
+        """An error reply of the failed job goes to ``request``'s rank: where this shard failed
+        it on its own stop, that rank's worker stops on it (not a ``beat``'s reply, which the
+        worker's heartbeat thread drops), and :meth:`drained` waits for it no more."""
+        rank = request.get("rank")
+        if self._failed_on_stop is not None and request.get("op") != "beat" and type(rank) is int:
+            self._told.add(rank)
+
+    def closing_linger_ms(self) -> int:
+        """The socket's linger at its close (:data:`TOLD_LINGER_MS`): the last ranks told of a
+        failure on this shard's own stop were told just before, and must get their reply."""
+        return TOLD_LINGER_MS if self._failed_on_stop is not None else 0

@@ -258,8 +258,9 @@ class Shard(
             self.service.set_failed(f"job failed: {self.failed}")
 
     def close(self) -> None:
-        """Release the socket, the authenticator and the context."""
-        self._sock.close(0)
+        """Release the socket (its last replies kept a moment where they tell of the shard's
+        own stop: :meth:`closing_linger_ms`), the authenticator and the context."""
+        self._sock.close(self.closing_linger_ms())
         if self._auth is not None:
             self._auth.stop()
         self._ctx.term()
@@ -278,6 +279,8 @@ class Shard(
         header = {"op": "error" if error else "ok", "id": request.get("id", -1), **fields}
         if error:
             header["error"] = error
+            if error == self.failed:  # a held request dismissed, or a later one refused
+                self.note_told(request)
         frames = pack(header, arrays)
         self.stats.bytes_out += len(frames[0]) + sum(a.nbytes for a in arrays)
         # copied into ZeroMQ's own message: the reply keeps the values of now (why not lent:

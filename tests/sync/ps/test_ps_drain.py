@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from ps_helpers import insecure_worker, small_net
@@ -28,25 +29,40 @@ def exits_within(proc: subprocess.Popen, seconds: float) -> int | None:
         return None
 
 
-def training_worker(shards, tmp_path, drain_seconds: int = 60) -> subprocess.Popen:
-    """A shard (draining up to ``drain_seconds``) and a real ``distconv train`` worker (rank 0
-    of 1) on it, returned once the worker has trained a step (its SIGTERM handler is in place)."""
-    (endpoint,) = shards.start(1, 1, extra=("--drain-seconds", str(drain_seconds)))
+def started_worker(
+    endpoints: list[str], rank: int, world: int, out: Path, timeout: int = 5
+) -> tuple[subprocess.Popen, int]:
+    """A real ``distconv train`` worker (rank ``rank`` of ``world``, ``--timeout timeout``) on
+    the shards ``endpoints``, run directory ``out``, its output piped; and its health port."""
     (port,) = free_ports(1)
     worker = subprocess.Popen(
         [sys.executable, "-m", "distconv", "train", "--data", "synthetic", "--epochs", "5000",
-         "--batch-size", "32", "--no-progress", "--pservers", endpoint, "--insecure",
-         "--timeout", "5", "--out", str(tmp_path / "train"), "--health-port", str(port)],
+         "--batch-size", "32", "--no-progress", "--pservers", ",".join(endpoints),
+         "--insecure", "--timeout", str(timeout), "--out", str(out), "--health-port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1",
-             "RANK": "0", "WORLD_SIZE": "1"},
+             "RANK": str(rank), "WORLD_SIZE": str(world)},
     )  # fmt: skip
+    return worker, port
+
+
+def trained_a_step(worker: subprocess.Popen, port: int) -> None:
+    """Return once ``worker`` (health port ``port``) has trained a step (its SIGTERM handler
+    is in place); kill it and fail the test if it never does."""
     deadline = time.monotonic() + 60
     while trained_samples(port) <= 0:
         if worker.poll() is not None or time.monotonic() > deadline:
             worker.kill()
             pytest.fail(f"the worker never trained a step: {worker.communicate()[0][-3000:]}")
         time.sleep(0.02)
+
+
+def training_worker(shards, tmp_path, drain_seconds: int = 60) -> subprocess.Popen:
+    """A shard (draining up to ``drain_seconds``) and a real ``distconv train`` worker (rank 0
+    of 1) on it, returned once the worker has trained a step (its SIGTERM handler is in place)."""
+    (endpoint,) = shards.start(1, 1, extra=("--drain-seconds", str(drain_seconds)))
+    worker, port = started_worker([endpoint], 0, 1, tmp_path / "train")
+    trained_a_step(worker, port)
     return worker
 
 
@@ -139,7 +155,9 @@ def test_a_draining_shard_waits_while_one_in_rank_has_not_trained_on():
         assert not shard.drained(later)
         shard.last_step = {0: 10 + DRAIN_STEPS, 1: 10 + DRAIN_STEPS}
         assert not shard.drained(later - DRAIN_FLOOR_SECONDS)  # too soon
-        assert shard.drained(later)
+        assert shard.failed is None
+        shard.drained(later)  # trained on: it fails the job (test_drain_alone.py), then stops
+        assert shard.failed is not None
     finally:
         shard.close()
 
