@@ -77,6 +77,8 @@ def test_workers_stop_at_once_naming_a_shard_stopped_alone(shards, tmp_path, mon
         assert said in output, output[-3000:]
     assert took < DRAIN_SECONDS + EXIT_SECONDS, f"the workers stopped {took:.0f} s after it"
     assert f"shard 0: job failed: {said}" in shards.log_text(), shards.log_text()[-3000:]
+    # the other shard serves the workers' restart: their byes ended its job, none failed it
+    assert "job failed" not in shards.logs[1].read_text(), shards.logs[1].read_text()[-3000:]
 
 
 def test_a_shard_that_failed_on_its_stop_serves_until_each_rank_was_told():
