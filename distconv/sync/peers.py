@@ -2,8 +2,10 @@
 
 In a sync parameter-server job a worker that raises says ``bye`` with its error; the shard
 then ends the step the other workers wait in with an error reply naming that rank (its
-``failed_ranks`` field, ``docs/protocol.md``). Those workers raise :class:`PeerFailed` and
-``distconv train`` exits :data:`PEER_FAILED_STATUS`, so a launcher can tell the victims from
+``failed_ranks`` field, ``docs/protocol.md``); a shard stopped on its own SIGTERM while the
+workers trained on ends the job naming itself (``stopped_shard``). Those workers raise
+:class:`PeerFailed` and ``distconv train`` exits :data:`PEER_FAILED_STATUS`, so a launcher
+can tell the victims from
 the cause without reading their logs: the victim often exits before the rank that failed has
 finished printing its traceback (``docs/operations.md``, Output, logs and failures).
 """
@@ -29,18 +31,26 @@ PEER_FAILED_STATUS = 75
 
 class PeerFailed(SyncError):
     """The job ended because of another rank: it raised (its ``bye`` carried the error), or
-    it went silent for the shard's ``--timeout``; the message is the shard's, naming it.
+    it went silent for the shard's ``--timeout``; or because of a shard stopped on its own
+    SIGTERM while this worker trained on (a node drain, a rolling restart: the reply's
+    ``stopped_shard``). The message is the shard's, naming the cause; either way nothing was
+    wrong with this worker, and a restart of the job resumes it.
 
     Attributes:
-        ranks: the ranks whose failure ended the job, as the shard named them.
+        ranks: the ranks whose failure ended the job, as the shard named them (none where a
+            shard's stop ended it).
+        stopped_shard: the shard whose own stop ended the job, or None.
     """
 
-    def __init__(self, message: str, ranks: Sequence[int] = ()) -> None:
+    def __init__(
+        self, message: str, ranks: Sequence[int] = (), stopped_shard: int | None = None
+    ) -> None:
         super().__init__(message)
         self.ranks = tuple(ranks)
+        self.stopped_shard = stopped_shard
 
-    def __reduce__(self):  # pickles (a thread's error handed over) with its ranks
-        return type(self), (str(self), self.ranks)
+    def __reduce__(self):  # pickles (a thread's error handed over) with its ranks and shard
+        return type(self), (str(self), self.ranks, self.stopped_shard)
 
 
 def failed_peers(field: object, rank: int) -> tuple[int, ...]:
@@ -75,7 +85,7 @@ def told_of_in(text: str) -> int | None:
     """The rank whose failure a shard's refusal of the job (``text``, as the worker words it)
     only tells of: that rank could not set up (``fail_setup``; its words as
     :func:`~distconv.rank_endings.setup_failure_in_lines` reads them), which
-    :func:`~distconv.sync.ps.channel.shard_error` marks its ``JobRefused`` with
+    :func:`~distconv.sync.ps.reply_errors.shard_error` marks its ``JobRefused`` with
     (:attr:`~distconv.sync.errors.JobRefused.told_of`); None for any other refusal, a shard's
     of a rank's second hello unlike its first ("runs another job than its first hello")
     included, which names one rank's own two hellos, never another's failure."""

@@ -15,8 +15,6 @@ import zmq
 from distconv import stop_request
 from distconv.endpoint import split_endpoint
 from distconv.sync.base import SyncError, closing_error
-from distconv.sync.errors import JobRefused
-from distconv.sync.peers import PeerFailed, failed_peers, told_of_in
 from distconv.sync.ps import handshakes
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.bulk import BulkRuns
@@ -24,12 +22,15 @@ from distconv.sync.ps.config import tcp_url, uses_ipv6
 from distconv.sync.ps.endings import ending_fields
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.intake import ReplyIntake
-from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.releases import other_protocol
+from distconv.sync.ps.reply_errors import reply_error, shard_error
 from distconv.sync.ps.shard_timeouts import ShardTimeouts
 from distconv.sync.ps.stuck import wait_words
 from distconv.sync.ps.wire import MAX_HEADER_BYTES, pack, send
+
+#: ``shard_error`` lives in :mod:`~distconv.sync.ps.reply_errors`; still importable from here
+__all__ = ["ShardChannel", "shard_error"]
 
 log = logging.getLogger("distconv.pserver")
 
@@ -207,7 +208,9 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
             SyncError: an error reply, or a shard with replies still awaited silent for
                 ``GRACE`` x ``timeout`` (from the wait's start or that shard's latest reply),
                 or the stop's patience; :class:`~distconv.sync.peers.PeerFailed` for an error
-                reply whose ``failed_ranks`` names other ranks than this one.
+                reply whose ``failed_ranks`` names other ranks than this one, or whose
+                ``stopped_shard`` names a shard stopped on its own signal
+                (:func:`~distconv.sync.ps.reply_errors.reply_error`).
         """
         missing = set(rids)
         try:
@@ -237,10 +240,7 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
                     where = "" if shard < 0 else f" {self.endpoints[shard]}"
                     error = reply[0].get("error")
                     message = f"rank {self.rank}, {what}: pserver{where}: {error}"
-                    peers = failed_peers(reply[0].get("failed_ranks"), self.rank)
-                    if peers:
-                        raise PeerFailed(message, peers)
-                    raise shard_error(message, reply[0].get("refused"))
+                    raise reply_error(message, reply[0], self.rank)
                 yield rid, reply
             if not missing:
                 return
@@ -383,17 +383,3 @@ _GIVING_UP = {
 
 def _now() -> float:
     return time.monotonic()
-
-
-def shard_error(message: str, refused: Any) -> SyncError:
-    """The error for a shard's error reply (``message`` names the rank, the request, the shard
-    and its text) whose ``refused`` field is ``refused``:
-    :class:`~distconv.sync.errors.JobRefused` where the shard refused the job
-    (:data:`~distconv.sync.ps.job_hello.REFUSED_JOB`: the user's configuration, one line from
-    :func:`~distconv.distributed.run_main`), marked with the rank whose failure it tells of
-    where it does (:func:`~distconv.sync.peers.told_of_in`), else :class:`SyncError` (a
-    protocol error or a shard's bug, whose traceback the user needs; and a shard without the
-    field)."""
-    if refused == REFUSED_JOB["refused"]:
-        return JobRefused(message, told_of=told_of_in(message))
-    return SyncError(message)

@@ -21,7 +21,9 @@ path of :meth:`~distconv.sync.ps.server.Shard._fail`, which answers every held r
 every later one, with the words), and serves on until each of those ranks has been told (a
 request of its worker answered so) or has left, :data:`ANSWER_SECONDS` at most (its
 ``--drain-seconds`` if shorter): their workers stop at once naming the shard, not after
-``1.5 x --timeout`` of silence waiting for answers that would never come.
+``1.5 x --timeout`` of silence waiting for answers that would never come. The replies carry
+``stopped_shard`` (no ``failed_ranks``: no rank failed), so the workers exit as victims of
+another's failure (75, "try again"), and the launcher blames the shard.
 """
 
 from __future__ import annotations
@@ -54,6 +56,13 @@ ANSWER_SECONDS = 3.0
 TOLD_LINGER_MS = 1000
 #: what the workers do next, as a failed shard's words tell them
 RESTART_WORDS = "a restart of the job resumes from its newest checkpoint"
+
+
+def stopped_words(shard: int) -> str:
+    """How the failure of ``shard`` stopped on its own SIGTERM with ranks still in begins;
+    ``distconv-launch`` finds the shard it blames by these words in a worker's last lines
+    (:func:`launcher.drained_shard.stopped_shard_in`)."""
+    return f"shard {shard} stopped on its SIGTERM"
 
 
 class Draining:
@@ -142,7 +151,10 @@ class Draining:
         every held request and every later one is answered with it (their workers stop at
         once, not at their timeout), and :meth:`drained` serves on a moment for those."""
         self._failed_on_stop = now
-        self._fail(f"shard {self.index} stopped on its SIGTERM while {why}; {RESTART_WORDS}")
+        words = f"{stopped_words(self.index)} while {why}; {RESTART_WORDS}"
+        # no rank failed (no failed_ranks); stopped_shard makes the workers stop as victims
+        # (exit 75, "try again"), the cause named: this shard
+        self._fail(words, stopped_shard=self.index)
 
     def note_told(self, request: dict) -> None:
         """An error reply of the failed job goes to ``request``'s rank: where this shard failed

@@ -295,7 +295,8 @@ class Shard(
         """The job cannot go on: answer everything held and everything later with ``message``;
         ``ranks``: the workers whose failure it is (one that closed on an error, or went silent
         for the timeout), named in the replies' ``failed_ranks`` (none: the shard's own);
-        ``fields``: the replies' others (``refused``: the ranks run different jobs)."""
+        ``fields``: the replies' others (``refused``: the ranks run different jobs;
+        ``stopped_shard``: this shard's own stop, :mod:`~distconv.sync.ps.drain`)."""
         if self.failed:
             return
         self.failed, self.failed_ranks = message, sorted(set(ranks))

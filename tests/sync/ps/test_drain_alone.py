@@ -4,6 +4,7 @@ words, not after 1.5 x --timeout of silence; real shard and ``distconv train`` p
 
 from __future__ import annotations
 
+import pickle
 import signal
 import subprocess
 import time
@@ -11,8 +12,11 @@ import time
 import pytest
 from test_ps_drain import bare_shard, exits_within, started_worker, trained_a_step
 
+from distconv.sync.base import SyncError
+from distconv.sync.peers import PEER_FAILED_STATUS, PeerFailed
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.drain import ANSWER_SECONDS, DRAIN_FLOOR_SECONDS, DRAIN_STEPS
+from distconv.sync.ps.reply_errors import reply_error
 from distconv.sync.ps.server import Shard
 
 #: the workers' --timeout: a worker left without answers would wait 1.5 times it (90 s)
@@ -70,10 +74,11 @@ def test_workers_stop_at_once_naming_a_shard_stopped_alone(shards, tmp_path, mon
         outputs = stop_all(workers)
     said = f"shard 0 stopped on its SIGTERM while rank(s) 0, 1 trained on {DRAIN_STEPS} steps"
     for rank, (status, output) in enumerate(zip(statuses, outputs)):
-        # before, a worker waited 1.5 x --timeout (90 s) for answers, then exited 1; 1, not 75:
-        # a shard's failure names no rank (failed_ranks, docs/protocol.md), and only another
-        # rank's failure makes a worker exit 75
-        assert status == 1, f"rank {rank} did not stop within {EXIT_SECONDS} s: {output[-3000:]}"
+        # before, a worker waited 1.5 x --timeout (90 s) for answers, then exited 1; now it
+        # stops at once as the victim of the shard's stop (stopped_shard, docs/protocol.md):
+        # 75, "try again", the cause elsewhere, as for another rank's failure
+        assert status is not None, f"rank {rank} did not stop within {EXIT_SECONDS} s"
+        assert status == PEER_FAILED_STATUS, f"rank {rank} exited {status}: {output[-3000:]}"
         assert said in output, output[-3000:]
     assert took < DRAIN_SECONDS + EXIT_SECONDS, f"the workers stopped {took:.0f} s after it"
     assert f"shard 0: job failed: {said}" in shards.log_text(), shards.log_text()[-3000:]
@@ -94,6 +99,7 @@ def test_a_shard_that_failed_on_its_stop_serves_until_each_rank_was_told():
             "with it; a restart of the job resumes from its newest checkpoint"
         )
         assert shard.failed_ranks == []  # no worker failed: the shard's own failure
+        assert shard._failed_fields() == {"stopped_shard": 0}  # its workers: victims, 75
         shard.note_told({"op": "push", "rank": 0})
         shard.note_told({"op": "beat", "rank": 1})  # its heartbeat thread drops the reply
         assert not shard.drained(later + 1), "it stopped before rank 1 was told"
@@ -129,3 +135,17 @@ def test_a_shard_told_to_drain_no_time_fails_the_job_and_stops_at_once():
         assert "rank(s) 0 were still in after its --drain-seconds (0 s)" in shard.failed
     finally:
         shard.close()
+
+
+@pytest.mark.parametrize(
+    ("field", "raised"),
+    [(0, PeerFailed), (3, PeerFailed), (-1, SyncError), ("0", SyncError), (True, SyncError)],
+)
+def test_only_a_shards_index_in_stopped_shard_makes_the_worker_a_victim(field, raised):
+    """A reply of another service, or a malformed one, is no shard's stop: the worker exits 1
+    on its words, as before the field."""
+    error = reply_error("rank 1, push: pserver x: shard 0 stopped", {"stopped_shard": field}, 1)
+    assert type(error) is raised
+    if raised is PeerFailed:
+        assert (error.stopped_shard, error.ranks) == (field, ())
+        assert pickle.loads(pickle.dumps(error)).stopped_shard == field  # a thread's hand-over
