@@ -85,7 +85,9 @@ class Draining:
         self._drain_from: dict[int, int] | None = None  # each rank's step then
         self._drain_said = False
         self._failed_on_stop: float | None = None  # when it failed the job on its own stop
-        self._told: set[int] = set()  # the ranks an error reply of that failure went to since
+        # the ranks an error reply of that failure went to since (not ``_told``: a method of
+        # the shard's setup notes, which an attribute of that name hid)
+        self._told_ranks: set[int] = set()
 
     def drain(self) -> None:
         """SIGTERM: ask :meth:`serve` to return once the workers have stopped (see the module);
@@ -144,7 +146,7 @@ class Draining:
         in has been told (:meth:`note_told`), or :data:`ANSWER_SECONDS` have passed since, or
         its ``--drain-seconds`` if shorter (0: it answered the held requests alone, at once)."""
         window = min(ANSWER_SECONDS, self.config.drain_seconds)
-        return set(working) <= self._told or now >= self._failed_on_stop + window
+        return set(working) <= self._told_ranks or now >= self._failed_on_stop + window
 
     def _fail_on_stop(self, now: float, why: str) -> None:
         """Fail the job on this shard's own stop, ``why`` naming the ranks it leaves training:
@@ -162,7 +164,7 @@ class Draining:
         worker's heartbeat thread drops), and :meth:`drained` waits for it no more."""
         rank = request.get("rank")
         if self._failed_on_stop is not None and request.get("op") != "beat" and type(rank) is int:
-            self._told.add(rank)
+            self._told_ranks.add(rank)
 
     def closing_linger_ms(self) -> int:
         """The socket's linger at its close (:data:`TOLD_LINGER_MS`): the last ranks told of a

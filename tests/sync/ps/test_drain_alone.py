@@ -149,3 +149,16 @@ def test_only_a_shards_index_in_stopped_shard_makes_the_worker_a_victim(field, r
     if raised is PeerFailed:
         assert (error.stopped_shard, error.ranks) == (field, ())
         assert pickle.loads(pickle.dumps(error)).stopped_shard == field  # a thread's hand-over
+
+
+def test_the_drains_state_hides_no_method_of_the_shard():
+    """The drain's attributes live on the shard beside its mixins' methods: one named
+    ``_told`` hid the setup notes' ``_told``: a shard about to tell the ranks that one could
+    not set up answered their job check's gather with ``shard error: TypeError: 'set' object
+    is not callable`` instead (``tests/launcher/test_launch_setup_failure.py``)."""
+    shard = Shard(ShardConfig(bind="127.0.0.1:0", insecure=True))
+    try:
+        hidden = [n for n in vars(shard) if callable(getattr(type(shard), n, None))]
+        assert hidden == [], hidden
+    finally:
+        shard.close()
