@@ -1,7 +1,8 @@
-"""Whom a victim's failure blames: a worker that exited 75 (another rank failed) waits the
-settle time for the failure that caused it (:func:`settle`), and at the attempt's end the rank
-its whole output names as the one that could not set up, where that still ran at the settle's
-end or exited 0 or 75 (:func:`nameable`), is blamed instead of it (:func:`blamed`).
+"""Whom a victim's failure blames: a worker that exited 75 (another rank failed, or a shard
+stopped on its own signal) waits the settle time for the failure that caused it
+(:func:`settle`), and at the attempt's end the rank its whole output names as the one that
+could not set up, where that still ran at the settle's end or exited 0 or 75
+(:func:`nameable`), is blamed instead of it (:func:`blamed`).
 :class:`launcher.supervisor.Supervisor`'s helpers, apart from its loop."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import time
 
 from .arrivals import Arrivals
 from .child import Child
+from .drained_shard import named_shard
 from .failure import PEER_FAILED_STATUS, told_rank
 from .gang import first_failed
 
@@ -30,19 +32,26 @@ def settle(
 ) -> tuple[Child, list[Child] | None]:
     """The failure that made ``victim`` (the first failure) stop: the first that is no
     victim, seen within ``seconds`` of its exit, before a signal to the launcher and while a
-    worker runs; else ``victim``, with the workers it may name (:func:`nameable`, for
-    :func:`blamed`: one may hang after its failure, its victim's 75 no "try again"), None
-    where a signal to the launcher ended the settle. Nothing is signalled yet."""
+    worker runs, or the exit of a shard that a victim's lines name as stopped on its own
+    SIGTERM (:func:`~launcher.drained_shard.named_shard`: its workers, told at once, may all
+    exit before it), which is waited for; else ``victim``, with the workers it may name
+    (:func:`nameable`, for :func:`blamed`: one may hang after its failure, its victim's 75 no
+    "try again"), None where a signal to the launcher ended the settle. Nothing is signalled
+    yet."""
     deadline = victim.exited_at + seconds
     while True:
         signalled = bool(arrivals.signals())
         working = any(c.poll() is None for c in workers)
+        shard = named_shard(children)  # a victim's words: a shard stopped on its own SIGTERM
         cause = first_failed(children, working, victims=False)
+        if cause is None and shard is not None and shard.poll() is not None:
+            cause = shard  # its exit 0 came once every worker had stopped on its words
         if cause is not None and cause.exited_at < arrivals.first_at:
             return cause, None
         if signalled:
             return victim, None
-        if not working or time.monotonic() >= deadline:  # whom it names: once its output is
+        awaited = working or (shard is not None and shard.poll() is None)
+        if not awaited or time.monotonic() >= deadline:  # whom it names: once its output is
             return victim, nameable(victim, workers)  # in (blamed)
         time.sleep(poll)
 

@@ -114,3 +114,49 @@ def test_a_worker_that_crashes_while_the_shard_drains_for_the_stop_is_the_failur
     assert "worker 1 failed with exit code 1" in err, err
     report = json.loads((tmp_path / "run" / "failure.json").read_text())
     assert (report["role"], report["rank"], report["exit_code"]) == ("worker", 1, 1), report
+
+
+#: a worker's last line as it stops on the failure of a shard stopped alone by its SIGTERM
+#: (``distconv.sync.ps.drain``: it tells each worker still in, which exits 75 as its victim)
+_TOLD = (
+    "distconv.sync.peers.PeerFailed: rank {rank}, push: pserver 127.0.0.1:5000: shard 0 "
+    "stopped on its SIGTERM while rank(s) 0, 1 trained on 16 steps and 10 s since the signal: "
+    "they were not stopped with it; a restart of the job resumes from its newest checkpoint"
+)
+
+
+def _told(rank: int, after: float) -> ChildSpec:
+    """A worker that says the shard's failure (:data:`_TOLD`), then exits 75 ``after``
+    seconds on, as ``distconv train`` told it by the shard."""
+    line = _TOLD.format(rank=rank)
+    body = f"import sys, time; print({line!r}, flush=True); time.sleep({after}); sys.exit(75)"
+    return ChildSpec("worker", rank, [sys.executable, "-c", body])
+
+
+@pytest.mark.timeout(60)
+def test_workers_told_by_a_shard_stopped_alone_that_exit_before_it_blame_the_shard(tmp_path):
+    """The shard fails the job on its own stop and tells every worker, which exits 75 at once;
+    the shard answers on a moment and exits 0 after them. The launcher reported the first
+    worker (``failed with exit code 75 ... no other child had failed yet``, exit 75, "try
+    again"), the shard's exit no failure once no worker ran: the cause, the shard, unnamed."""
+    specs = [_exits("server", 0, 0, 1.2), _told(0, 0.3), _told(1, 0.4)]
+    status, err, took = _supervised(tmp_path, specs)
+    assert status == 1, err
+    assert "server 0 exited (code 0) while workers were running" in err, err
+    assert "worker 0, worker 1 stopped because of it (exit code 75)" in err, err
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert (report["role"], report["rank"], report["exit_code"]) == ("server", 0, 0), report
+    assert took < 12, f"{took:.0f} s: the launcher waited out the grace (15 s)"
+
+
+@pytest.mark.timeout(60)
+def test_a_victim_naming_a_shard_stopped_alone_that_stays_up_is_reported_after_the_settle(
+    tmp_path,
+):
+    """A shard named so that has not exited within the settle (2 s) is not waited for longer:
+    the victim is reported, as where its lines name no cause."""
+    specs = [_exits("server", 0, 0, 300), _told(0, 0.3), _told(1, 0.3)]
+    status, err, took = _supervised(tmp_path, specs)
+    assert status == 75, err
+    assert "failed with exit code 75 (stopped because another rank failed" in err, err
+    assert took < 12, f"{took:.0f} s: the settle waited on for the shard"

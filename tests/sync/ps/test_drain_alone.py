@@ -18,6 +18,7 @@ from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.drain import ANSWER_SECONDS, DRAIN_FLOOR_SECONDS, DRAIN_STEPS
 from distconv.sync.ps.reply_errors import reply_error
 from distconv.sync.ps.server import Shard
+from launcher.drained_shard import stopped_shard_in
 
 #: the workers' --timeout: a worker left without answers would wait 1.5 times it (90 s)
 WORKER_TIMEOUT = 60
@@ -80,6 +81,7 @@ def test_workers_stop_at_once_naming_a_shard_stopped_alone(shards, tmp_path, mon
         assert status is not None, f"rank {rank} did not stop within {EXIT_SECONDS} s"
         assert status == PEER_FAILED_STATUS, f"rank {rank} exited {status}: {output[-3000:]}"
         assert said in output, output[-3000:]
+        assert stopped_shard_in(output.splitlines()) == 0, output[-3000:]  # as the launcher reads
     assert took < DRAIN_SECONDS + EXIT_SECONDS, f"the workers stopped {took:.0f} s after it"
     assert f"shard 0: job failed: {said}" in shards.log_text(), shards.log_text()[-3000:]
     # the other shard serves the workers' restart: their byes ended its job, none failed it
