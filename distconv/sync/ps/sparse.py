@@ -29,6 +29,8 @@ from distconv.sync.ps.wire import MAX_HEADER_BYTES
 class SparseRows:
     """The rows of each sparse parameter prefetched in the current step."""
 
+    _taken: set[int] | None  # the step's gradients taken, None where no step is open (closing)
+
     def _init_sparse_rows(self) -> None:
         self._row_ids: dict[str, np.ndarray] = {}  # sparse rows prefetched for this step
         # name -> the rows prefetched outside a step (each time: a batch's, an evaluation's)
@@ -113,6 +115,8 @@ class SparseRows:
                 step (an evaluation) the rows are pulled in as many requests as the caps need.
         """
         wanted = self._checked_rows(row_ids_by_param)  # all names first: nothing half-recorded
+        if self._in_step and self._taken is None:  # a finish_step that raised ended the step
+            self._record_rows(False)  # these rows are the next step's, as after one that ended
         asks, plan = [], []
         for i, rows in wanted.items():
             # a step's rows go back in one push per shard, so they must fit one message now;

@@ -234,11 +234,10 @@ def test_a_prefetch_before_the_step_of_another_batch_is_refused_naming_it(shards
     )
 
 
-@pytest.mark.timeout(60)
-def test_rows_prefetched_before_a_step_whose_finish_failed_count_for_no_later_step(shards):
-    """An async shard refuses a push of a NaN and serves on; a loop that goes on past that
-    finish_step without abandon_step had its next step's gradient pushed on the rows
-    prefetched before the failed step, though other workers may have moved them since."""
+def _a_failed_finish(shards):
+    """A worker alone on a real async shard, past a step whose finish_step raised: the shard
+    refused the push of a NaN in ``d`` and serves on. Rows [3] of ``t`` were prefetched before
+    that step; both gradients are cleared for the next."""
     dense = Parameter("d", np.zeros(3))
     table, sync = _one_worker_table(shards, "async", dense)
     try:
@@ -249,10 +248,44 @@ def test_rows_prefetched_before_a_step_whose_finish_failed_count_for_no_later_st
         sync.on_gradient(dense)
         with pytest.raises(SyncError, match="gradient of parameter d from rank 0 is not finite"):
             sync.finish_step()
-        table.grad[3], dense.grad[...] = 1.0, 0.0
+    except BaseException:
+        sync.close()
+        raise
+    table.grad[...], dense.grad[...] = 0.0, 0.0
+    return table, dense, sync
+
+
+@pytest.mark.timeout(60)
+def test_rows_prefetched_before_a_step_whose_finish_failed_count_for_no_later_step(shards):
+    """An async shard refuses a push of a NaN and serves on; a loop that goes on past that
+    finish_step without abandon_step had its next step's gradient pushed on the rows
+    prefetched before the failed step, though other workers may have moved them since."""
+    table, _, sync = _a_failed_finish(shards)
+    try:
+        table.grad[3] = 1.0
         sync.start_step(1)  # no prefetch since the step before
         with pytest.raises(SyncError, match="rank 0: t: a gradient in 1 rows, but no sync"):
             sync.on_gradient(table)
         sync.abandon_step()
     finally:
         sync.close()
+
+
+@pytest.mark.timeout(60)
+def test_rows_prefetched_after_a_failed_finish_count_for_the_next_step(shards):
+    """The step ended at its finish_step that raised: rows prefetched after it, before the next
+    ``start_step``, are the next step's, not that failed step's (whose record the next
+    start_step clears), which refused the gradient as if nothing had been prefetched."""
+    table, dense, sync = _a_failed_finish(shards)
+    try:
+        sync.prefetch({"t": [5]})  # the next batch's, before its step
+        sync.start_step(1)
+        table.grad[5] = 1.0
+        sync.on_gradient(table)
+        sync.on_gradient(dense)
+        sync.finish_step()
+    finally:
+        sync.close()
+    expected = np.zeros((VOCAB, WIDTH))
+    expected[3] = expected[5] = -0.05  # row 3 from the failed step: the shard applied t's push
+    np.testing.assert_array_equal(table.value, expected)
