@@ -77,8 +77,8 @@ class SparseRows:
 
     def _touched(self, i: int, grad: np.ndarray) -> np.ndarray:
         """The rows of a sparse parameter this step read: those prefetched since
-        :meth:`start_step`; where none were, those with a gradient, which a prefetch before
-        the step (since the step before ended) must hold (none: a rank's empty share).
+        :meth:`start_step`, and of those prefetched before it (since the step before ended:
+        a first pass's, an evaluation's), the ones with a gradient (none: a rank's empty share).
 
         Raises:
             SyncError: before anything of it is sent, where the gradient has rows but the
@@ -89,14 +89,17 @@ class SparseRows:
         """
         name = self.params[i].name
         with_grad = np.flatnonzero(grad.any(axis=1)).astype(np.int64)
-        rows = self._row_ids.get(name)
-        pulled = rows if rows is not None else self._before.get(name)
+        rows, before = self._row_ids.get(name), self._before.get(name)
+        pulled = either(rows, before)  # a first pass's before the step, the next ones' in it
         if pulled is None and len(with_grad):
             raise SyncError(not_prefetched(self.rank, name, len(with_grad)))
         missed = with_grad if pulled is None else np.setdiff1d(with_grad, pulled, True)
         if len(missed):
-            raise SyncError(not_read(self.rank, name, missed, before=rows is None))
-        # before the step: an evaluation's rows too, so those it read, the ones with a gradient
+            raise SyncError(not_read(self.rank, name, missed, before=before is not None))
+        # the step's own rows all go back; of those before it (an evaluation's too), the ones
+        # with a gradient: those the step read
+        if before is not None:
+            rows = either(rows, with_grad)
         self._pushed[i] = rows = with_grad if rows is None else rows
         return rows
 
@@ -224,6 +227,13 @@ class SparseRows:
                 )
             wanted[i] = rows
         return wanted
+
+
+def either(rows: np.ndarray | None, more: np.ndarray | None) -> np.ndarray | None:
+    """The sorted row ids in ``rows`` or ``more`` (each sorted and unique, or None)."""
+    if rows is None or more is None:
+        return more if rows is None else rows
+    return np.union1d(rows, more)
 
 
 def not_prefetched(rank: int, name: str, rows: int) -> str:

@@ -209,6 +209,27 @@ def test_an_evaluation_between_a_prefetch_and_its_step_keeps_the_batchs_rows(sha
 
 
 @pytest.mark.timeout(60)
+def test_a_first_pass_prefetched_before_the_step_and_the_next_in_it_both_train(shards):
+    """Gradients accumulated over two passes: the first pass's rows prefetched before
+    ``start_step``, the second's in the step. Both are current; the first's gradient was
+    refused as read by a layer whose rows_read missed them, since the step's own prefetch
+    hid those before it."""
+    table, sync = _one_worker_table(shards)
+    try:
+        sync.prefetch({"t": [3]})  # the first pass's
+        sync.start_step(2)
+        sync.prefetch({"t": [5]})  # the second pass's
+        table.grad[[3, 5]] = 1.0
+        sync.on_gradient(table)
+        sync.finish_step()
+    finally:
+        sync.close()
+    expected = np.zeros((VOCAB, WIDTH))
+    expected[[3, 5]] = -0.05 / 2  # the default lr on a gradient of 1 over the step's 2 examples
+    np.testing.assert_array_equal(table.value, expected)
+
+
+@pytest.mark.timeout(60)
 def test_a_prefetch_before_the_step_of_another_batch_is_refused_naming_it(shards):
     """The rows prefetched before ``start_step`` are those of the step before: the refusal
     names the rank and that prefetch, not a layer whose rows_read misses rows."""
