@@ -234,10 +234,11 @@ class SyncStrategy(StepCount, ABC):
         When :attr:`fetches_rows`, the Trainer calls it before every forward (training and
         evaluation passes) of a model with ``sparse_rows`` parameters, after :meth:`start_step`
         in a step. A strategy that holds parameters whole (local, allreduce) has them current
-        already: this default does nothing. A parameter server pulls just these rows, and pushes
-        just the rows prefetched for the step (in it, or since the step before ended) after its
-        backward; a sparse gradient of a step that prefetched none of its rows is refused,
-        naming the table and this call, since it would train on stale rows.
+        already: this default does nothing. A parameter server pulls just these rows, and after
+        a step's backward pushes the rows prefetched in it, and of those prefetched since the
+        step before ended, the ones with a gradient; a gradient in a row prefetched neither way
+        is refused before any of it is sent, naming the rank, the table and this call, since
+        the forward read rows that may be stale.
 
         Args:
             rows_by_param: sparse parameter name -> row ids (any order, repeats allowed), as
