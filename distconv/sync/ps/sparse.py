@@ -33,8 +33,9 @@ class SparseRows:
 
     def _init_sparse_rows(self) -> None:
         self._row_ids: dict[str, np.ndarray] = {}  # sparse rows prefetched for this step
-        # name -> the rows prefetched outside a step (each time: a batch's, an evaluation's)
-        # since the step before ended; taken by the next start_step as its own (_before)
+        # name -> a mask of the table's rows prefetched outside a step (each time: a batch's,
+        # an evaluation's) since the step before ended; taken by the next start_step as its
+        # own (_before). A mask, not ids: an evaluation's many batches cost no sort each
         self._before_step: dict[str, np.ndarray] = {}
         self._before: dict[str, np.ndarray] = {}
         self._in_step = False  # between start_step and finish_step
@@ -90,17 +91,18 @@ class SparseRows:
         name = self.params[i].name
         with_grad = np.flatnonzero(grad.any(axis=1)).astype(np.int64)
         rows, before = self._row_ids.get(name), self._before.get(name)
-        pulled = either(rows, before)  # a first pass's before the step, the next ones' in it
-        if pulled is None and len(with_grad):
+        if rows is None and before is None and len(with_grad):
             raise SyncError(not_prefetched(self.rank, name, len(with_grad)))
-        missed = with_grad if pulled is None else np.setdiff1d(with_grad, pulled, True)
+        missed = with_grad if rows is None else np.setdiff1d(with_grad, rows, True)
+        if before is not None:  # a first pass's before the step, the next ones' in it
+            missed = missed[~before[missed]]
         if len(missed):
             raise SyncError(not_read(self.rank, name, missed, before=before is not None))
         # the step's own rows all go back; of those before it (an evaluation's too), the ones
         # with a gradient: those the step read
-        if before is not None:
-            rows = either(rows, with_grad)
-        self._pushed[i] = rows = with_grad if rows is None else rows
+        if rows is None or before is not None:
+            rows = with_grad if rows is None else np.union1d(rows, with_grad)
+        self._pushed[i] = rows
         return rows
 
     def prefetch(self, row_ids_by_param: Mapping[str, Any]) -> None:
@@ -134,20 +136,27 @@ class SparseRows:
                 asks.append((shard, head, ids_per_block))
                 plan.append(blocks)
         if self._in_step:  # an evaluation's rows (outside a step) are pulled, not pushed
-            self._note(self._row_ids, wanted)
+            self._note(wanted)
         replies = self._ask_all(asks, "prefetch", stoppable=True)
         self._write_all(
             [(blocks, arrays, h) for blocks, (h, arrays) in zip(plan, replies)],
             rows_asked=[ids for _, _, ids in asks],
         )
         if not self._in_step:  # current now, an evaluation's too: a step right after reads them
-            self._note(self._before_step, wanted)
+            self._note(wanted)
 
-    def _note(self, into: dict[str, np.ndarray], wanted: Mapping[int, np.ndarray]) -> None:
-        """Add the rows ``wanted`` (parameter index -> sorted ids) to those ``into`` holds."""
+    def _note(self, wanted: Mapping[int, np.ndarray]) -> None:
+        """Record the rows ``wanted`` (parameter index -> sorted ids): in a step, beside its
+        rows to push; outside one, in the mask of rows a step right after may push."""
         for i, rows in wanted.items():
-            name, seen = self.params[i].name, into.get(self.params[i].name)
-            into[name] = rows if seen is None else np.union1d(seen, rows)
+            name = self.params[i].name
+            if self._in_step:
+                seen = self._row_ids.get(name)
+                self._row_ids[name] = rows if seen is None else np.union1d(seen, rows)
+                continue
+            if name not in self._before_step:
+                self._before_step[name] = np.zeros(self._specs[i].rows, dtype=bool)
+            self._before_step[name][rows] = True
 
     def _push_rows(self, i: int, grad: np.ndarray) -> None:
         """Push the rows of sparse parameter ``i`` this step read, one message per shard,
@@ -227,13 +236,6 @@ class SparseRows:
                 )
             wanted[i] = rows
         return wanted
-
-
-def either(rows: np.ndarray | None, more: np.ndarray | None) -> np.ndarray | None:
-    """The sorted row ids in ``rows`` or ``more`` (each sorted and unique, or None)."""
-    if rows is None or more is None:
-        return more if rows is None else rows
-    return np.union1d(rows, more)
 
 
 def not_prefetched(rank: int, name: str, rows: int) -> str:
