@@ -2,12 +2,18 @@
 
 A parameter marked ``sparse_rows`` (an embedding table) stays whole on the shards; a worker
 pulls the rows the next forward reads (:meth:`SparseRows.prefetch`, called by the Trainer) and
-pushes, after backward, the gradient of exactly the rows it prefetched in that step. Rows
-prefetched outside a step (an evaluation) are pulled but not pushed. A gradient in rows of a
-table not prefetched in the step, nor just before it (since the step before ended), is refused
-before any of it is sent: the forward read rows that may be behind the shards (a sync
-worker's replies carry only its own rows, an async one's lag other workers'), and the step
-would train wrong.
+pushes, after backward, the rows the step read. One rule says which:
+
+- a step is open from :meth:`start_step` until its ``finish_step`` or ``abandon_step`` ends it
+  (``_taken`` is set: a ``finish_step`` that raised ends it too);
+- rows prefetched while a step is open are that step's, and all go back;
+- rows prefetched while none is open (an evaluation's, the next batch's before its
+  ``start_step``, any after a ``finish_step`` that raised) are marked in a mask of the table,
+  which the next ``start_step`` takes: of those, the rows with a gradient go back (so an
+  evaluation's rows are pulled, not pushed);
+- a gradient in any other row is refused before any of it is sent: the forward read rows that
+  may be behind the shards (a sync worker's replies carry only its own rows, an async one's
+  lag other workers'), and the step would train wrong.
 
 :class:`SparseRows` is a mixin of :class:`~distconv.sync.ps.client.PServerSync`: it uses the
 client's parameters, specs, block targets and reply writers.
@@ -27,18 +33,16 @@ from distconv.sync.ps.wire import MAX_HEADER_BYTES
 
 
 class SparseRows:
-    """The rows of each sparse parameter prefetched in the current step."""
+    """Which rows of each sparse parameter the open step may push (the module's rule)."""
 
     _taken: set[int] | None  # the step's gradients taken, None where no step is open (closing)
 
     def _init_sparse_rows(self) -> None:
-        self._row_ids: dict[str, np.ndarray] = {}  # sparse rows prefetched for this step
-        # name -> a mask of the table's rows prefetched outside a step (each time: a batch's,
-        # an evaluation's) since the step before ended; taken by the next start_step as its
-        # own (_before). A mask, not ids: an evaluation's many batches cost no sort each
-        self._before_step: dict[str, np.ndarray] = {}
-        self._before: dict[str, np.ndarray] = {}
-        self._in_step = False  # between start_step and finish_step
+        self._row_ids: dict[str, np.ndarray] = {}  # name -> sorted ids prefetched in the step
+        # name -> a mask of the table's rows prefetched while no step was open, since the last
+        # start_step (a mask, not ids: an evaluation's many batches cost no sort each)
+        self._waiting: dict[str, np.ndarray] = {}
+        self._before: dict[str, np.ndarray] = {}  # the masks the open step took at its start
         self._pushed: dict[int, np.ndarray] = {}  # parameter index -> the rows pushed
 
     def _zero_gradients(self, done: set[int] = frozenset()) -> None:
@@ -62,28 +66,32 @@ class SparseRows:
             rows_view(p.grad, self._specs[i])[xp.asarray(rows)] = 0
 
     def abandon_step(self) -> None:
-        """A step cut short (see the contract): its prefetched rows are forgotten, so an
-        evaluation's rows before the next step are pulled in as many pieces as the caps need,
-        not held to the one push per shard a step's rows go back in."""
+        """A step cut short (see the contract): its own rows are forgotten; rows prefetched
+        while no step was open (after a ``finish_step`` that raised) wait for the next one."""
         self._record_rows(False)
         super().abandon_step()  # type: ignore[misc]  # the step's order ends too (StepOrder)
 
-    def _record_rows(self, in_step: bool) -> None:
-        """A step starts (prefetched rows are recorded from now; those prefetched since the
-        step before ended are its own, and no later step's) or ends (forget them all): a
-        step whose finish_step failed, not abandoned, leaves no rows to the next."""
-        self._in_step = in_step
-        self._row_ids.clear()
-        self._before, self._before_step = (self._before_step if in_step else {}), {}
+    def _record_rows(self, starting: bool) -> None:
+        """A step starts (it takes the rows prefetched while none was open, which no later
+        step gets) or ends (its own rows are let go of; ending early changes nothing, as a
+        step that is not open records nothing)."""
+        self._row_ids, self._before = {}, {}
+        if starting:
+            self._before, self._waiting = self._waiting, {}
+
+    def _step_open(self) -> bool:
+        """Between :meth:`start_step` and the end of its ``finish_step`` or ``abandon_step``
+        (one that raised included): the base's record of the step's gradients."""
+        return self._taken is not None
 
     def _touched(self, i: int, grad: np.ndarray) -> np.ndarray:
-        """The rows of a sparse parameter this step read: those prefetched since
-        :meth:`start_step`, and of those prefetched before it (since the step before ended:
-        a first pass's, an evaluation's), the ones with a gradient (none: a rank's empty share).
+        """The rows of a sparse parameter this step read: those prefetched in it, and of those
+        it took at :meth:`start_step` (a first pass's, an evaluation's), the ones with a
+        gradient (none: a rank's empty share).
 
         Raises:
             SyncError: before anything of it is sent, where the gradient has rows but the
-                parameter was prefetched neither in the step nor before it
+                parameter was prefetched neither in the step nor while none was open before it
                 (:func:`not_prefetched`), or where a row has a gradient but was not
                 prefetched: a layer read rows its ``rows_read`` did not report, and its
                 update would be lost.
@@ -98,10 +106,12 @@ class SparseRows:
             missed = missed[~before[missed]]
         if len(missed):
             raise SyncError(not_read(self.rank, name, missed, before=before is not None))
-        # the step's own rows all go back; of those before it (an evaluation's too), the ones
-        # with a gradient: those the step read
-        if rows is None or before is not None:
-            rows = with_grad if rows is None else np.union1d(rows, with_grad)
+        # the step's own rows all go back; of those it took (an evaluation's too), the ones
+        # with a gradient (none missed): those the step read
+        if rows is None:
+            rows = with_grad  # all taken at start_step, or none: an empty share
+        elif before is not None:
+            rows = np.union1d(rows, with_grad)
         self._pushed[i] = rows
         return rows
 
@@ -120,13 +130,12 @@ class SparseRows:
                 step (an evaluation) the rows are pulled in as many requests as the caps need.
         """
         wanted = self._checked_rows(row_ids_by_param)  # all names first: nothing half-recorded
-        if self._in_step and self._taken is None:  # a finish_step that raised ended the step
-            self._record_rows(False)  # these rows are the next step's, as after one that ended
+        in_step = self._step_open()
         asks, plan = [], []
         for i, rows in wanted.items():
             # a step's rows go back in one push per shard, so they must fit one message now;
             # an evaluation's (outside a step) are only read, in as many pulls as the caps need
-            whole = self._in_step
+            whole = in_step
             for shard, blocks, ids_per_block in self._rows_by_shard(i, rows, "prefetch", whole):
                 head = {
                     "op": "pull",
@@ -135,28 +144,28 @@ class SparseRows:
                 }
                 asks.append((shard, head, ids_per_block))
                 plan.append(blocks)
-        if self._in_step:  # an evaluation's rows (outside a step) are pulled, not pushed
-            self._note(wanted)
+        if in_step:  # the step's rows, as asked (the order these calls always had)
+            self._note(wanted, in_step)
         replies = self._ask_all(asks, "prefetch", stoppable=True)
         self._write_all(
             [(blocks, arrays, h) for blocks, (h, arrays) in zip(plan, replies)],
             rows_asked=[ids for _, _, ids in asks],
         )
-        if not self._in_step:  # current now, an evaluation's too: a step right after reads them
-            self._note(wanted)
+        if not in_step:  # current once written: the next step may push those with a gradient
+            self._note(wanted, in_step)
 
-    def _note(self, wanted: Mapping[int, np.ndarray]) -> None:
+    def _note(self, wanted: Mapping[int, np.ndarray], in_step: bool) -> None:
         """Record the rows ``wanted`` (parameter index -> sorted ids): in a step, beside its
-        rows to push; outside one, in the mask of rows a step right after may push."""
+        rows to push; outside one, in the mask the next :meth:`start_step` takes."""
         for i, rows in wanted.items():
             name = self.params[i].name
-            if self._in_step:
+            if in_step:
                 seen = self._row_ids.get(name)
                 self._row_ids[name] = rows if seen is None else np.union1d(seen, rows)
                 continue
-            if name not in self._before_step:
-                self._before_step[name] = np.zeros(self._specs[i].rows, dtype=bool)
-            self._before_step[name][rows] = True
+            if name not in self._waiting:
+                self._waiting[name] = np.zeros(self._specs[i].rows, dtype=bool)
+            self._waiting[name][rows] = True
 
     def _push_rows(self, i: int, grad: np.ndarray) -> None:
         """Push the rows of sparse parameter ``i`` this step read, one message per shard,

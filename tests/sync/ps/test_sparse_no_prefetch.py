@@ -292,14 +292,19 @@ def test_rows_prefetched_before_a_step_whose_finish_failed_count_for_no_later_st
         sync.close()
 
 
+@pytest.mark.parametrize("abandon", [False, True])
 @pytest.mark.timeout(60)
-def test_rows_prefetched_after_a_failed_finish_count_for_the_next_step(shards):
+def test_rows_prefetched_after_a_failed_finish_count_for_the_next_step(shards, abandon):
     """The step ended at its finish_step that raised: rows prefetched after it, before the next
     ``start_step``, are the next step's, not that failed step's (whose record the next
-    start_step clears), which refused the gradient as if nothing had been prefetched."""
+    start_step clears), which refused the gradient as if nothing had been prefetched. An
+    ``abandon_step`` after that prefetch (the contract's call once finish_step raised) ends no
+    step, and forgot those rows too."""
     table, dense, sync = _a_failed_finish(shards)
     try:
         sync.prefetch({"t": [5]})  # the next batch's, before its step
+        if abandon:
+            sync.abandon_step()  # ends no step (the failed finish did): the rows stay
         sync.start_step(1)
         table.grad[5] = 1.0
         sync.on_gradient(table)
