@@ -249,13 +249,13 @@ class SparseRows:
 
 def not_prefetched(rank: int, name: str, rows: int) -> str:
     """Why a step's gradient of sparse table ``name`` in ``rows`` rows is refused without a
-    prefetch of it in the step, and the way out."""
+    prefetch of it in the step (or while none was open before it), and the way out."""
     return (
-        f"rank {rank}: {name}: a gradient in {rows} rows, but no sync.prefetch of {name} in "
-        "this step: a parameter server moves only the rows prefetched in a step, so this "
-        "forward may have read rows other workers moved, and the step would train wrong; call "
-        "sync.prefetch(network.rows_needed(batch)) after sync.start_step, before each forward, "
-        "as the Trainer does"
+        f"rank {rank}: {name}: a gradient in {rows} {'row' if rows == 1 else 'rows'}, but no "
+        f"sync.prefetch of {name} in this step: a parameter server moves only the rows "
+        "prefetched in a step, so this forward may have read rows other workers moved, and "
+        "the step would train wrong; call sync.prefetch(network.rows_needed(batch)) after "
+        "sync.start_step, before each forward, as the Trainer does"
     )
 
 

@@ -285,7 +285,7 @@ def test_rows_prefetched_before_a_step_whose_finish_failed_count_for_no_later_st
     try:
         table.grad[3] = 1.0
         sync.start_step(1)  # no prefetch since the step before
-        with pytest.raises(SyncError, match="rank 0: t: a gradient in 1 rows, but no sync"):
+        with pytest.raises(SyncError, match="rank 0: t: a gradient in 1 row, but no sync"):
             sync.on_gradient(table)
         sync.abandon_step()
     finally:
