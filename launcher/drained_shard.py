@@ -32,6 +32,11 @@ from .own_stop import stopped_with_checkpoint
 #: the words a shard fails the job with when it stops on its own SIGTERM with workers still in
 #: (:func:`distconv.sync.ps.drain.stopped_words`), as its workers' last lines quote them
 _STOPPED = re.compile(r"\bshard (\d+) stopped on its SIGTERM\b")
+#: how long after a victim's exit the settle waits for the shard its lines so name: the shard
+#: answers on for 3 s at most for a worker not yet told (a silent one: a long evaluation, a
+#: hung worker; ``distconv.sync.ps.drain.ANSWER_SECONDS``), then keeps its last replies 1 s
+#: at its close (``TOLD_LINGER_MS``), then exits; a second more for its exit to be seen
+NAMED_SHARD_SECONDS = 5.0
 
 
 def workers_finish(

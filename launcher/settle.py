@@ -12,7 +12,7 @@ import time
 
 from .arrivals import Arrivals
 from .child import Child
-from .drained_shard import named_shard
+from .drained_shard import NAMED_SHARD_SECONDS, named_shard
 from .failure import PEER_FAILED_STATUS, told_rank
 from .gang import first_failed
 
@@ -34,10 +34,11 @@ def settle(
     victim, seen within ``seconds`` of its exit, before a signal to the launcher and while a
     worker runs, or the exit of a shard that a victim's lines name as stopped on its own
     SIGTERM (:func:`~launcher.drained_shard.named_shard`: its workers, told at once, may all
-    exit before it), which is waited for; else ``victim``, with the workers it may name
-    (:func:`nameable`, for :func:`blamed`: one may hang after its failure, its victim's 75 no
-    "try again"), None where a signal to the launcher ended the settle. Nothing is signalled
-    yet."""
+    exit before it), which is waited for, for its answer window at least
+    (:data:`~launcher.drained_shard.NAMED_SHARD_SECONDS`: a silent worker keeps it up); else
+    ``victim``, with the workers it may name (:func:`nameable`, for :func:`blamed`: one may
+    hang after its failure, its victim's 75 no "try again"), None where a signal to the
+    launcher ended the settle. Nothing is signalled yet."""
     deadline = victim.exited_at + seconds
     while True:
         signalled = bool(arrivals.signals())
@@ -51,6 +52,8 @@ def settle(
         if signalled:
             return victim, None
         awaited = working or (shard is not None and shard.poll() is None)
+        if shard is not None:
+            deadline = max(deadline, victim.exited_at + NAMED_SHARD_SECONDS)
         if not awaited or time.monotonic() >= deadline:  # whom it names: once its output is
             return victim, nameable(victim, workers)  # in (blamed)
         time.sleep(poll)

@@ -153,10 +153,25 @@ def test_workers_told_by_a_shard_stopped_alone_that_exit_before_it_blame_the_sha
 def test_a_victim_naming_a_shard_stopped_alone_that_stays_up_is_reported_after_the_settle(
     tmp_path,
 ):
-    """A shard named so that has not exited within the settle (2 s) is not waited for longer:
-    the victim is reported, as where its lines name no cause."""
+    """A shard named so that has not exited within its answer window (and its close) is not
+    waited for longer: the victim is reported, as where its lines name no cause."""
     specs = [_exits("server", 0, 0, 300), _told(0, 0.3), _told(1, 0.3)]
     status, err, took = _supervised(tmp_path, specs)
     assert status == 75, err
     assert "failed with exit code 75 (stopped because another rank failed" in err, err
     assert took < 12, f"{took:.0f} s: the settle waited on for the shard"
+
+
+@pytest.mark.timeout(60)
+def test_a_shard_stopped_alone_that_answers_on_for_a_silent_worker_is_blamed(tmp_path):
+    """The shard told rank 0, which exits 75 at once, and answers on for its whole window (3 s)
+    for rank 1, silent (a long evaluation, a hung worker): its exit 0 comes after the usual
+    settle (2 s) ends. The launcher blamed rank 0 (exit 75, "try again", the cause unnamed);
+    the settle waits out the shard's window for a shard the victim names."""
+    specs = [_exits("server", 0, 0, 3.3), _told(0, 0.3), _exits("worker", 1, 0, 300)]
+    status, err, took = _supervised(tmp_path, specs)
+    assert status == 1, err
+    assert "server 0 exited (code 0) while workers were running" in err, err
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert (report["role"], report["rank"], report["exit_code"]) == ("server", 0, 0), report
+    assert took < 30, f"{took:.0f} s: the launcher waited out the grace (15 s)"

@@ -15,10 +15,15 @@ from test_ps_drain import bare_shard, exits_within, started_worker, trained_a_st
 from distconv.sync.base import SyncError
 from distconv.sync.peers import PEER_FAILED_STATUS, PeerFailed
 from distconv.sync.ps.config import ShardConfig
-from distconv.sync.ps.drain import ANSWER_SECONDS, DRAIN_FLOOR_SECONDS, DRAIN_STEPS
+from distconv.sync.ps.drain import (
+    ANSWER_SECONDS,
+    DRAIN_FLOOR_SECONDS,
+    DRAIN_STEPS,
+    TOLD_LINGER_MS,
+)
 from distconv.sync.ps.reply_errors import reply_error
 from distconv.sync.ps.server import Shard
-from launcher.drained_shard import stopped_shard_in
+from launcher.drained_shard import NAMED_SHARD_SECONDS, stopped_shard_in
 
 #: the workers' --timeout: a worker left without answers would wait 1.5 times it (90 s)
 WORKER_TIMEOUT = 60
@@ -164,3 +169,10 @@ def test_the_drains_state_hides_no_method_of_the_shard():
         assert hidden == [], hidden
     finally:
         shard.close()
+
+
+def test_the_launcher_waits_for_a_named_shard_as_long_as_it_answers_on():
+    """The launcher's settle (which cannot import this module) waits for a shard that its
+    victims name at least the shard's answer window and its closing linger: shorter, a
+    silent worker kept the shard up past it, and the victim was blamed, exit 75."""
+    assert NAMED_SHARD_SECONDS >= ANSWER_SECONDS + TOLD_LINGER_MS / 1000
