@@ -6,6 +6,7 @@ its ranks from inside and waits for them before it stops.
 
 from __future__ import annotations
 
+import functools
 import re
 from argparse import ArgumentTypeError
 from collections.abc import Iterator, Sequence
@@ -170,15 +171,33 @@ def _probes_reach(here: str, container: Manifest) -> Iterator[str]:
 
 def _loose(command: str, args: list[str], container: Manifest) -> bool:
     """Whether a ``$(VAR)`` the cluster fills in stands where a flag may go in ``args`` (as
-    ``distconv pserver`` parses them; for a rank, any not after a flag): it may be any flag."""
+    ``distconv pserver`` parses them; for a rank, :func:`may_hold_a_flag`): it may be any flag."""
     if command == "pserver":
         try:
             _, extra = pserver_parser().parse_known_args([expand(a, container) for a in args])
         except ArgvRefused:  # named by the shard's own check
             return True
         return any(_is_filled(a) for a in extra)
-    after = [None, *args]
-    return any(a.startswith("$(") and not (b or "").startswith("-") for b, a in zip(after, args))
+    return may_hold_a_flag(_as_read(args)[0])
+
+
+def may_hold_a_flag(train: list[str]) -> bool:
+    """Whether a ``$(VAR)`` in ``train`` (spelled out) stands where ``distconv train`` may read
+    a flag: anywhere but as the value of a flag written apart from the value it takes
+    (``--timeout $(T)``). After ``--timeout=20``, a switch (``--insecure``) or ``--resume``
+    (its value optional), its ``--timeout=200`` or ``--health-port 8080`` would be read."""
+    takes = _flags_taking_the_next()
+    return any(a.startswith("$(") and b not in takes for b, a in zip([None, *train], train))
+
+
+@functools.cache
+def _flags_taking_the_next() -> frozenset[str]:
+    """The options of ``distconv train`` that always take the token after them as their one
+    value: not a switch's none, nor ``--resume``'s optional one."""
+    from distconv.train_args import train_parser
+
+    actions = train_parser()._actions  # argparse lists its options nowhere public
+    return frozenset(s for a in actions if a.nargs in (None, 1) for s in a.option_strings)
 
 
 _PROBE_DESTS = ("health_port", "health_host")

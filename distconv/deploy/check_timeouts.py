@@ -25,7 +25,7 @@ from argparse import ArgumentTypeError
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-from distconv.deploy.check_probes import _loose
+from distconv.deploy.check_probes import _loose, may_hold_a_flag
 from distconv.deploy.check_ranks import _as_read
 from distconv.deploy.check_shards import (
     expand,
@@ -127,7 +127,7 @@ def rank_seconds(args: list[str], container: Manifest, *flags: str) -> list[floa
     or not: it may hold any of them (``--timeout=1``), and the last one written is the one
     read. (A ``$(VAR)`` before the flag written could not change it: not told apart here.)"""
     train, wrong = _as_read(args)
-    if wrong is not None or _may_hold_a_flag(train):
+    if wrong is not None or may_hold_a_flag(train):
         return None
     values: list[float | None] = []
     for flag in flags:
@@ -142,25 +142,6 @@ def rank_seconds(args: list[str], container: Manifest, *flags: str) -> list[floa
         except ArgumentTypeError:
             return None
     return values
-
-
-def _may_hold_a_flag(train: list[str]) -> bool:
-    """Whether a ``$(VAR)`` in ``train`` (spelled out) stands where ``distconv train`` may read
-    a flag: anywhere but as the value of a flag written apart from the value it takes
-    (``--timeout $(T)``). After ``--timeout=20``, a switch (``--insecure``) or ``--resume``
-    (its value optional), its ``--timeout=200`` would be the one the ranks keep."""
-    takes = _flags_taking_the_next()
-    return any(a.startswith("$(") and b not in takes for b, a in zip([None, *train], train))
-
-
-@functools.cache
-def _flags_taking_the_next() -> frozenset[str]:
-    """The options of ``distconv train`` that always take the token after them as their one
-    value: not a switch's none, nor ``--resume``'s optional one."""
-    from distconv.train_args import train_parser
-
-    actions = train_parser()._actions  # argparse lists its options nowhere public
-    return frozenset(s for a in actions if a.nargs in (None, 1) for s in a.option_strings)
 
 
 @functools.cache

@@ -185,6 +185,10 @@ def test_a_host_only_the_cluster_knows_without_a_port_is_refused(kind):
         (_drop("--health-port"), True),
         (_set("--health-port", None, "--health-po"), False),  # abbreviated, as the rank reads it
         (lambda a: (_drop("--health-port")(a), a.append("$(HOST)")), False),  # may be the flag
+        # after a flag written with its value, or a switch, it stands where a flag goes too
+        (lambda a: (_drop("--health-port")(a), a.extend(["--epochs=2", "$(HOST)"])), False),
+        (lambda a: (_drop("--health-port")(a), a.extend(["--no-progress", "$(HOST)"])), False),
+        (lambda a: (_drop("--health-port")(a), a.extend(["--epochs", "$(HOST)"])), True),
     ],
 )
 def test_mpi_ranks_without_a_health_port_are_refused(edit, refused):
