@@ -72,6 +72,14 @@ def _judged(problems: list[str], refused: bool, start: str, saying: str) -> None
         (_drop("--health-host"), "--health-host 127.0.0.1 (the default) is loopback"),
         (lambda a: (_drop("--health-host")(a), _drop("--health-port")(a)), "no --health-port"),
         (lambda a: (_drop("--health-host")(a), a.append("$(HOST)")), None),  # may be the flag
+        # after a flag written with its value, or a switch, it may be the flag too; not as the
+        # value of a flag written apart
+        (lambda a: (_drop("--health-host")(a), a.extend(["--timeout=20", "$(HOST)"])), None),
+        (lambda a: (_drop("--health-host")(a), a.extend(["--insecure", "$(HOST)"])), None),
+        (
+            lambda a: (_drop("--health-host")(a), a.extend(["--timeout", "$(HOST)"])),
+            "--health-host 127.0.0.1 (the default) is loopback",
+        ),
     ],
 )
 def test_probes_the_kubelet_cannot_reach_are_refused(kind, edit, words):
