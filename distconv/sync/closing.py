@@ -109,6 +109,11 @@ def summing(count: int) -> str:
     return f"summing {count} value{'s' * (count != 1)}"
 
 
+def after_steps(steps: int) -> str:
+    """When a meeting came, as every transport says it: ``after 2 steps``."""
+    return f"after {steps} step{'s' * (steps != 1)}"
+
+
 def refuse_meeting_in_step(sync: Any, asked: str) -> None:
     """Refuse ``asked`` (``summing 3 values``, ``at the barrier``), a meeting of the ranks,
     where ``sync``'s step is open (no ``finish_step`` or ``abandon_step`` since its
@@ -122,7 +127,7 @@ def refuse_meeting_in_step(sync: Any, asked: str) -> None:
     if sync.__dict__.get("_taken") is None:
         return
     steps = getattr(sync, "_step_number", 0)  # the step under way, after as many whole ones
-    said = f"{asked} after {steps} step{'s' * (steps != 1)}"
+    said = f"{asked} {after_steps(steps)}"
     raise meeting_refused(said, open_step(steps))
 
 

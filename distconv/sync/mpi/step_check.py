@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from distconv.sync.base import SyncError
+from distconv.sync.closing import after_steps, summing
 from distconv.sync.mpi.comm import JobMismatch, difference_from
 from distconv.sync.mpi.held import HeldInterrupt
 
@@ -56,11 +57,11 @@ def where(row: Sequence[int]) -> str:
     what, steps, count = row
     if what >= 0:
         return f"step {what}"
-    after = f"after {steps} step{'s' if steps != 1 else ''}"
+    after = after_steps(steps)
     if what == CLOSED:  # count: 1 + the step that failed on it alone (say_closed), or 0
         return f"closed {after}{_failed_alone(count)}"
     if what == SUMMING:
-        return f"summing {count} value{'s' if count != 1 else ''} {after}"
+        return f"{summing(count)} {after}"
     if what == BARRIER:
         return f"at the barrier {after}"
     if what == SETUP:  # count: the steps it abandoned (abandoned_hint), and (say_setup) how
