@@ -41,7 +41,7 @@ def test_the_allreduce_benchmark_gives_each_rank_one_kernel_thread_by_default(gi
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("argv, status, words", [(["--help"], 0, "usage: gpu.py"), (["-x"], 2, "")])
 def test_the_gpu_benchmark_reads_its_arguments_before_it_runs_anything(argv, status, words):
-    """``--help`` ran the device tests, then failed at ``import cupy`` (review k118)."""
+    """``--help`` ran the device tests, then failed at ``import cupy``."""
     gpu = BENCH.parent / "gpu.py"
     out = subprocess.run(
         [sys.executable, str(gpu), *argv], capture_output=True, text=True, timeout=60

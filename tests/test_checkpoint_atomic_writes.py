@@ -44,7 +44,7 @@ def test_disk_full_names_the_file_and_leaves_the_previous_checkpoint(tmp_path, m
         save_small(path, small_model(1), None, step=2)
     msg = str(info.value)
     assert f"cannot save checkpoint {path}: no space left on device" in msg
-    assert "any checkpoint before it is intact" in msg  # there may be none (review k109)
+    assert "any checkpoint before it is intact" in msg  # there may be none
     assert "\n" not in msg
     _assert_holds(path, first, step=1)
 

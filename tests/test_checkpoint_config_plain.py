@@ -2,7 +2,7 @@
 it (:func:`~distconv.plain_json.plain`), and a resume compares it so, live against saved:
 a set in it ended the run at its first checkpoint with a bare ``TypeError: Object of type set
 is not JSON serializable``, a numpy number or a tuple as a key too, and a tuple (saved as a
-list) or an int key (saved as text) refused every resume as "a different run" (review k529)."""
+list) or an int key (saved as text) refused every resume as "a different run"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A step checkpoint of optimizer state that holds no numbers is refused by name (review k328).
+"""A step checkpoint of optimizer state that holds no numbers is refused by name.
 
 ``StepCheckpoints.save`` checks the state for NaN and infinity before it is written (5226237),
 and ``save_checkpoint`` names a state that is no mapping, or an entry that holds no numbers

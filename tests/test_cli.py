@@ -126,7 +126,7 @@ def test_json_logs_make_every_line_json_the_result_and_the_error_too(tmp_path):
 def test_json_logs_make_pythons_warnings_json_lines_too(tmp_path):
     """A diverging run's numpy warnings (``RuntimeWarning: overflow encountered in matmul``)
     went to stderr as two raw lines each under --log-format json, just before the JSON error
-    line: a collector parsing stderr as JSON refused them (review k199)."""
+    line: a collector parsing stderr as JSON refused them."""
     flags = ("--optimizer", "sgd", "--lr", "1e30", "--log-format", "json")
     proc = distconv("train", *SMALL, "--epochs", "1", "--out", str(tmp_path / "run"), *flags)
     _assert_one_line_error(proc, "the loss became NaN or infinite")
@@ -146,7 +146,7 @@ def test_json_logs_make_pythons_warnings_json_lines_too(tmp_path):
 )
 def test_json_logs_make_an_error_found_before_the_log_is_set_up_json_too(flags, words):
     """A flag the runtime or the probes refuse is found before the log has a handler:
-    under --log-format json its error stayed plain text (review k186 of 54d73e9)."""
+    under --log-format json its error stayed plain text."""
     proc = distconv("train", *SMALL, "--epochs", "1", "--log-format", "json", *flags)
     _assert_one_line_error(proc, words)
     (error,) = [json.loads(line) for line in proc.stderr.splitlines() if "error:" in line]
@@ -214,7 +214,7 @@ def test_resume_without_checkpoint_is_one_line(tmp_path):
 def test_an_out_that_cannot_be_made_is_named_as_the_folder_not_its_lock(tmp_path):
     """An --out whose folder cannot be made (a name past NAME_MAX here; a read-only disk above
     it) was a bare '[Errno 36] File name too long: ...' from a look at it, or 'cannot take
-    <out>/run.lock: read-only file system', a lock never tried (review k199)."""
+    <out>/run.lock: read-only file system', a lock never tried."""
     out = tmp_path / ("x" * 300) / "run"
     proc = distconv("train", *SMALL, "--out", str(out))
     _assert_one_line_error(proc, f"output directory {out} cannot be made: file name too long")
@@ -222,7 +222,7 @@ def test_an_out_that_cannot_be_made_is_named_as_the_folder_not_its_lock(tmp_path
 
 def test_resume_from_an_out_that_does_not_exist_says_so_and_makes_nothing(tmp_path):
     """``--resume`` with a mistyped ``--out`` made the directories and a run.lock, then said
-    "no complete checkpoint in <out>/checkpoints", as if a run had been there (review k199)."""
+    "no complete checkpoint in <out>/checkpoints", as if a run had been there."""
     out = tmp_path / "typo" / "run"
     proc = distconv("train", *SMALL, "--out", str(out), "--resume")
     _assert_one_line_error(proc, f"no complete checkpoint in {out / 'checkpoints'}: {out} does not")
@@ -413,7 +413,7 @@ def test_a_file_as_out_is_one_line(tmp_path):
 @pytest.mark.parametrize("above", ["file", "link"])
 def test_a_file_or_a_link_to_nowhere_above_out_is_named(tmp_path, above):
     """``--out runs/r1`` with ``runs`` a file, or a link to an unmounted scratch, failed as
-    'cannot take runs/r1/run.lock: file exists', naming neither (review k193 of 3615064)."""
+    'cannot take runs/r1/run.lock: file exists', naming neither."""
     runs = tmp_path / "runs"
     if above == "file":
         runs.write_text("x")
@@ -610,7 +610,7 @@ def test_distconv_debug_0_is_off(tmp_path, value, traceback):
 
 def test_a_blank_keys_flag_stops_before_the_environment_s_keys_stand_in(tmp_path):
     """``--keys "$KEYS"`` with the variable unset: the worker took DISTCONV_KEYS's directory
-    instead, without a word, and failed naming a key file there (review k414)."""
+    instead, without a word, and failed naming a key file there."""
     env_keys = tmp_path / "keys-from-the-environment"
     proc = distconv(
         *("train", "--sync", "pserver", "--pservers", "127.0.0.1:9", "--keys", ""),
@@ -625,7 +625,7 @@ def test_a_blank_keys_flag_stops_before_the_environment_s_keys_stand_in(tmp_path
 
 
 def test_a_blank_job_id_is_quoted_as_given(tmp_path):
-    """``distconv train --job-id '   '`` said ``got ''``, not what was typed (review k414)."""
+    """``distconv train --job-id '   '`` said ``got ''``, not what was typed."""
     proc = distconv("train", "--job-id", "   ", "--out", str(tmp_path / "run"), timeout=60)
     assert proc.returncode == 1, proc.stderr
     said = "--job-id: job id must be a non-empty word, got '   ' (only whitespace, 3 characters)"
@@ -635,7 +635,7 @@ def test_a_blank_job_id_is_quoted_as_given(tmp_path):
 
 def test_spaces_inside_a_quoted_value_are_printed_as_given(tmp_path):
     """The error line made each run of whitespace one space, in the quoted value too:
-    ``DISTCONV_JOB_ID='a  b'`` was said as ``got 'a b'``, an id nobody typed (review k417)."""
+    ``DISTCONV_JOB_ID='a  b'`` was said as ``got 'a b'``, an id nobody typed."""
     out = tmp_path / "run"
     proc = distconv("train", "--out", str(out), env={"DISTCONV_JOB_ID": "a  b"}, timeout=60)
     _assert_one_line_error(proc, "DISTCONV_JOB_ID: job id must be a non-empty word, got 'a  b'")
@@ -644,7 +644,7 @@ def test_spaces_inside_a_quoted_value_are_printed_as_given(tmp_path):
 
 def test_a_blank_keys_variable_is_no_key_directory(tmp_path):
     """``DISTCONV_KEYS='  '`` read as the directory ``'  '``: the worker failed naming the key
-    file ``  /worker-0.key_secret``, not the keys it lacks (review k420)."""
+    file ``  /worker-0.key_secret``, not the keys it lacks."""
     proc = distconv(
         *("train", "--sync", "pserver", "--pservers", "127.0.0.1:9"),
         *("--out", str(tmp_path / "run")),

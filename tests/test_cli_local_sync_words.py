@@ -1,5 +1,5 @@
 """``distconv train`` refuses local sync on a rank of several in its own words, not a script's
-(``as a script's init() picks itself``) (review k469)."""
+(``as a script's init() picks itself``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``-q``/``--quiet`` after the command means what it means before it (review k437):
+"""``-q``/``--quiet`` after the command means what it means before it:
 ``distconv train -q`` was refused as an unrecognized argument."""
 
 from __future__ import annotations

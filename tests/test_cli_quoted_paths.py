@@ -1,5 +1,5 @@
 """A path given with a line break is shown quoted in the one error line, not squeezed into
-another path (review k437): ``--out $'x\\ny'`` read as ``x y``."""
+another path: ``--out $'x\\ny'`` read as ``x y``."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_shell_quoted_escapes_what_breaks_or_does_not_print(text, word):
 
 def test_a_quoted_word_pastes_back_into_bash_as_the_same_bytes():
     """``\\x85`` made the byte 0x85, not U+0085's two, and the surrogate a byte that is no
-    UTF-8 is held as (``\\udcff``) came back as three other bytes (review k442)."""
+    UTF-8 is held as (``\\udcff``) came back as three other bytes."""
     value = "x\n" + os.fsdecode(b"\xff\xc2\x85\x1b\xe2\x80\xa8") + "'\\\"$y"
     env = {**os.environ, "LC_ALL": "C.UTF-8"}
     script = f"printf %s {shell_quoted(value)}"
@@ -79,7 +79,7 @@ def test_ordinary_values_and_a_bare_break_leave_the_message_as_it_was(tmp_path):
 )
 def test_a_value_with_a_break_at_its_end_leaves_the_message_own_breaks(value, message, said):
     """A value that begins or ends with its break matched the message's own break between two
-    words, which was shown ``the $'run\\n'from`` (review k445)."""
+    words, which was shown ``the $'run\\n'from``."""
     quote_in_errors([value])
     assert one_line(message).endswith(said), one_line(message)
 
@@ -95,7 +95,7 @@ def test_the_error_line_quotes_an_out_with_a_line_break(tmp_path, relative):
 @pytest.mark.parametrize("out", ["./x\ny", "x\ny/", "x\ny//"])
 def test_the_error_line_quotes_an_out_written_otherwise_than_it_is_named(tmp_path, out):
     """A message names Path(out), without the './' or the trailing '/' given: that form was
-    squeezed to 'x y' (review k442)."""
+    squeezed to 'x y'."""
     proc = distconv("train", *SMALL, "--out", out, "--resume", cwd=tmp_path)
     _assert_one_line_error(proc, f"{shell_quoted('x' + chr(10) + 'y')} does not exist")
     assert "x y" not in proc.stderr.splitlines()[-1]
@@ -104,7 +104,7 @@ def test_the_error_line_quotes_an_out_written_otherwise_than_it_is_named(tmp_pat
 def test_a_working_directory_gone_is_an_error_line_not_a_traceback(tmp_path):
     """Each value's absolute form was taken for the quoting whether it breaks a line or not,
     and abspath raised where the working directory is gone (realpath too, for a link that
-    refuses readlink: ``--out /proc/1/cwd/run``): a traceback (review k442)."""
+    refuses readlink: ``--out /proc/1/cwd/run``): a traceback."""
     gone = tmp_path / "gone"
     gone.mkdir()
     argv = [sys.executable, "-m", "distconv", "train", *SMALL, "--epochs", "1", "--out", "run"]
@@ -122,7 +122,7 @@ def test_a_working_directory_gone_is_an_error_line_not_a_traceback(tmp_path):
 
 def test_an_argparse_type_quotes_a_path_with_a_line_break(tmp_path):
     """``distconv keys DIR`` checks DIR as argparse reads it, before the command line hands its
-    values on: its error was printed as it was, on two lines (review k442)."""
+    values on: its error was printed as it was, on two lines."""
     (tmp_path / "f\ng").write_text("a file")
     proc = distconv("keys", "f\ng/keys", "--workers", "1", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
@@ -144,7 +144,7 @@ def test_an_argparse_type_quotes_a_path_with_a_line_break(tmp_path):
 )
 def test_a_number_refused_with_a_line_break_around_it_is_one_error_line(argv, said):
     """float() takes a number with white space around it, a line break too, and the error
-    named the number as given: 'got ' on one line and '2' on the next (review k445)."""
+    named the number as given: 'got ' on one line and '2' on the next."""
     proc = distconv(*argv)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.splitlines()
@@ -155,7 +155,7 @@ def test_a_number_refused_with_a_line_break_around_it_is_one_error_line(argv, sa
 def test_an_out_with_a_byte_of_no_utf8_is_quoted_as_its_bytes(tmp_path, log_format):
     """A value with no line break was left as it was: a byte of no UTF-8 (held as the surrogate
     \\udcff) was written 'x\\udcffy' by stderr and as a lone surrogate, which strict parsers
-    refuse, in JSON: another path either way (review k445)."""
+    refuse, in JSON: another path either way."""
     out = "x" + os.fsdecode(b"\xff") + "y"
     argv = ("train", *SMALL, "--out", out, "--resume", "--log-format", log_format)
     proc = distconv(*argv, cwd=tmp_path)
@@ -167,7 +167,7 @@ def test_an_out_with_a_byte_of_no_utf8_is_quoted_as_its_bytes(tmp_path, log_form
 
 def test_the_closing_lines_of_an_out_with_a_line_break_are_one_line(tmp_path):
     """``distconv train``'s result line and its "nothing left to do" broke in two at a line
-    break in ``--out``: a reader of stdout by lines got half a path (review k459); the path is
+    break in ``--out``: a reader of stdout by lines got half a path; the path is
     the shell word its error lines show."""
     out = "a\nb"
     for resume in ((), ("--resume",)):  # the result line, then "nothing left to do"

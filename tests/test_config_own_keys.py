@@ -1,7 +1,7 @@
 """A ``Trainer(config=...)`` key that a checkpoint keeps something of its own under
 (``scheme``, ``earlier_schemes``, ``step_in_epoch``, ``sums``, ``train_data``) was silently
 overwritten in each checkpoint's ``extra`` (review k529, k532): kept beside it, as ``config
-<key>`` (k537). A key the Trainer keeps its own fact under, with another value, is refused."""
+<key>``. A key the Trainer keeps its own fact under, with another value, is refused."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.mark.parametrize("key", sorted(OWN_KEYS))
 def test_a_config_key_a_checkpoint_keeps_its_own_under_is_kept_beside_it(tmp_path, key):
-    """Refused at first (k532), where a script's ``--scheme`` flag in ``vars(args)`` had run
-    (review k537): kept as ``config <key>`` in each checkpoint, and under its own name in the
+    """Refused at first, where a script's ``--scheme`` flag in ``vars(args)`` had run:
+    kept as ``config <key>`` in each checkpoint, and under its own name in the
     job check; the checkpoint's own fact keeps its key, which a resume reads."""
     out, config = tmp_path / "run", {key: "cosine", "data": "digits"}
     for epochs in (1, 2):  # the second resumes: the checkpoint's own facts read back
@@ -83,7 +83,7 @@ _LOOP["self"] = _LOOP  # a config no checkpoint can hold
 def test_a_refused_config_leaves_the_network_uncast(config):
     """The weights were cast to ``dtype`` before the config was refused: the network of a
     refused ``Trainer(dtype="float64", config={"dtype": "float32"})`` was float64, and the
-    same Trainer without ``dtype=`` was then refused as keeping float64 (review k537). So was
+    same Trainer without ``dtype=`` was then refused as keeping float64. So was
     one with a config no checkpoint can hold."""
     net, sync = _small_net(), LocalSync(create_optimizer("sgd"))
     with pytest.raises(ValueError, match="config (key )?'"):
@@ -107,7 +107,7 @@ def test_a_config_key_of_the_trainers_own_that_is_none_is_taken_as_not_said():
 def test_a_config_dtype_said_in_another_of_numpys_names_is_the_trainers_own(said):
     """``Trainer(dtype=args.dtype, config=vars(args))`` of a ``--dtype f8`` (or ``double``,
     or Python's ``float``), a name ``dtype=`` takes, was refused as another dtype than the
-    Trainer's ``float64``, its own argument's (review k542); ``float16`` is still refused."""
+    Trainer's ``float64``, its own argument's; ``float16`` is still refused."""
     sync = LocalSync(create_optimizer("sgd"))
     trainer = Trainer(_small_net(), sync, 8, dtype=said, config={"dtype": said})
     assert trainer.config["dtype"] == "float64"

@@ -265,8 +265,8 @@ def test_a_failed_forward_leaves_nothing_to_backward():
 def test_a_layer_run_by_hand_refuses_a_callback_that_is_not_a_function(callback):
     """Layers run by hand (as the README shows) took backward(None), added the bias's
     gradient and failed at its inc_update with "'NoneType' object is not callable", naming
-    neither the layer nor the callback: a corrected second try added that gradient twice
-    (review k204)."""
+    neither the layer nor the callback: a corrected second try added that gradient twice.
+    """
     fc = FullyConnected(4, 3, name="f")
     out = fc(Arg(np.ones((2, 4), np.float32), needs_grad=False))
     out.grad = np.ones_like(out.value)

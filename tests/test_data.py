@@ -333,7 +333,7 @@ def test_unshuffled_batches_keep_order_and_bad_arguments():
 def test_a_class_count_that_is_not_an_int_is_refused_naming_it(classes, said):
     """Dataset kept num_classes=2.5 without a word (a model of 2.5 classes failed later), read
     True as a count of one ("labels must lie in [0, True)"), and failed on "4" and None with
-    "'<=' not supported between instances of 'str' and 'int'", naming nothing (review k236)."""
+    "'<=' not supported between instances of 'str' and 'int'", naming nothing."""
     x, y = np.zeros((3, 1, 1, 1), np.float32), np.array([0, 1, 1])
     with pytest.raises(
         DataError, match=rf"^labelled: num_classes must be an int \(0 infers it\), got {said}$"
@@ -368,7 +368,7 @@ def test_a_seed_numpy_cannot_take_is_refused_by_the_data_sets_naming_it(seed, sa
     """split() and synthetic() handed their seed to numpy as it was: -1 failed with "expected
     non-negative integer", 1.5 with "SeedSequence expects int or sequence of ints", naming no
     seed, and True drew the split of seed 1 without a word; the sampler refuses all three by
-    check_seed (review k236)."""
+    check_seed."""
     data = synthetic(n=20)
     refused = r"seed must be an int >= 0 \(the {}\), got " + said
     with pytest.raises(ValueError, match=refused.format("split's")):
@@ -387,7 +387,7 @@ def test_a_seed_numpy_cannot_take_is_refused_by_the_data_sets_naming_it(seed, sa
 def test_the_data_sets_take_numpy_s_own_seeds_as_before(make):
     """split() and synthetic() handed their seed to numpy's default_rng, which takes a
     Generator, a BitGenerator, a SeedSequence and None (fresh entropy); the check of k236, made
-    for -1, 1.5 and True, refused all four as "seed must be an int >= 0" (review k240)."""
+    for -1, 1.5 and True, refused all four as "seed must be an int >= 0"."""
     data = synthetic(n=20)
     train, test = split(data, 0.25, make(5))
     assert (len(train), len(test)) == (15, 5)
@@ -500,7 +500,7 @@ def test_a_fingerprint_of_object_arrays_reads_their_values_not_their_addresses()
 )
 def test_a_data_set_of_lists_is_refused_naming_what_they_are(images, labels, said):
     """Dataset(list_of_images, labels) raised "'list' object has no attribute 'ndim'",
-    naming neither the data set nor which of its arrays (review k195)."""
+    naming neither the data set nor which of its arrays."""
     x = np.zeros((4, 1, 2, 2), np.float32)
     y = np.arange(4) % 2
     x = list(x) if images == "list" else x
@@ -521,7 +521,7 @@ def test_the_batches_of_a_loop_of_ones_own_are_still_importable_from_data():
 
 def test_torch_tensors_for_feeds_are_refused_saying_how_to_hand_them():
     """A torch tensor has a dtype and a shape, so it passed as an array, and the fit failed in
-    its job check with "'torch.dtype' object has no attribute 'kind'" (review k195)."""
+    its job check with "'torch.dtype' object has no attribute 'kind'"."""
     torch = pytest.importorskip("torch")
     from distconv.data import as_arrays
 

@@ -59,7 +59,7 @@ def test_wide_rows_are_read_a_chunk_of_bytes_at_a_time():
 def test_a_value_infinite_as_the_type_it_trains_in_is_named_by_its_rows():
     """The scan read each set as it was, not as fed: 1e5 fits float32 but is infinite as
     float16, so a set trained in float16 passed, and the network refused the batch by feed
-    alone (a test set's after a whole epoch of training) (review k450)."""
+    alone (a test set's after a whole epoch of training)."""
     x = np.zeros((40, 3), np.float32)
     x[[9, 30], 2] = [1e5, -7e4]
     assert not_finite({"x": x}) is None

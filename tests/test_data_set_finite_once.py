@@ -1,5 +1,5 @@
 """``Trainer.fit`` scans a data set for NaN and infinity once per array object, not at every
-``fit`` (a memory-mapped set was read whole on every rank each time) (review k469)."""
+``fit`` (a memory-mapped set was read whole on every rank each time)."""
 
 from __future__ import annotations
 

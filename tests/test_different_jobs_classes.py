@@ -1,6 +1,6 @@
 """The words saying that the ranks run different jobs read as such only behind an error class
 the project raises them under (``JobRefused``, MPI's ``JobMismatch``, an older shard's reply
-as ``SyncError``), not behind any word (review k608): ``ValueError: retry: rank 1 and rank 0
+as ``SyncError``), not behind any word: ``ValueError: retry: rank 1 and rank 0
 run different jobs`` (a user's message) was the mismatch, its rank blamed on no shard and the
 launcher restarting nothing; and a ``PeerFailed`` led by them (a shard's failure blaming a rank
 beside one gone on the mismatch) read as the mismatch, though another rank failed."""

@@ -106,7 +106,7 @@ def _steps(tally, n):
 def test_a_lost_rank_s_folded_loss_and_examples_stay_in_the_epoch():
     """Each fold summed every rank's running sums from the epoch's start: once an asynchronous
     parameter server lost rank 1 (--on-worker-loss continue), its loss, right answers and
-    examples folded before dropped out of the epoch's sums at the next fold (review k172)."""
+    examples folded before dropped out of the epoch's sums at the next fold."""
     shard = _Shard0()
     sampler = GlobalBatchSampler(40, 4, 0, 2, 1, 0)
     ranks = [EpochTally(shard.rank(r), Position(), sampler) for r in (0, 1)]
@@ -141,7 +141,7 @@ class _WithoutRank0:
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("same", [True, False])
 def test_the_marks_of_the_sets_are_compared_without_a_lost_rank_0(same):
-    """The sum carries the marks in a fixed count of values (review k188): ranks 1 and 2, rank
+    """The sum carries the marks in a fixed count of values: ranks 1 and 2, rank
     0 lost, evaluate as one where handed the same set, and both stop where not (no rank 0 to
     name: 'another rank')."""
     shard = _WithoutRank0()

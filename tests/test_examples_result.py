@@ -124,7 +124,7 @@ print_last_epoch(SimpleNamespace(history=[{"epoch": 3, "train_loss": 0.25}]), No
 
 def test_the_closing_lines_under_a_json_log_are_json_with_the_out_distconv_train_gives(tmp_path):
     """Under ``init(log_format="json")`` each closing line is one JSON object, whose keys are
-    those of ``distconv train``'s: it gave ``out``, a script's line did not (review k459)."""
+    those of ``distconv train``'s: it gave ``out``, a script's line did not."""
     proc = subprocess.run([sys.executable, "-c", _JSON_ENDINGS], capture_output=True, text=True,
                           env=child_env(), cwd=tmp_path, timeout=60)  # fmt: skip
     assert proc.returncode == 0, proc.stderr

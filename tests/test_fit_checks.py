@@ -182,8 +182,8 @@ def test_an_empty_test_set_is_refused_before_training(data):
 
 def test_a_loss_layer_that_is_no_scalar_is_refused_before_a_step_trains():
     """A "loss" of one value per example: backward seeds every element, so the Trainer
-    trained a whole epoch on the gradient of their sum, then failed reading the epoch's loss
-    (review k151). It now stops at the first forward, naming the layer and its shape."""
+    trained a whole epoch on the gradient of their sum, then failed reading the epoch's loss.
+    It now stops at the first forward, naming the layer and its shape."""
     from distconv.layers import FullyConnected
     from distconv.layers.base import LayerError
     from distconv.network import Network
@@ -218,7 +218,7 @@ def test_a_trainer_argument_of_the_wrong_kind_is_refused_naming_it(tmp_path, giv
     """A float batch or accumulate count failed at the first epoch with "'float' object cannot
     be interpreted as an integer", batch_size=True trained batches of one, an accuracy pair
     naming no output failed at the first step with a bare KeyError ('labels'; accuracy="fc2"
-    with KeyError: 'f'), and keep_checkpoints=0 was called "keep" (review k195)."""
+    with KeyError: 'f'), and keep_checkpoints=0 was called "keep"."""
     set_seed(0)
     net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)
     sync = create_sync("local", optimizer=create_optimizer("sgd", lr=0.01))
@@ -230,7 +230,7 @@ def test_a_trainer_argument_of_the_wrong_kind_is_refused_naming_it(tmp_path, giv
 @pytest.mark.parametrize("epochs, said", [(1.5, r"1\.5"), (True, "True"), ("2", "'2'")])
 def test_an_epoch_count_that_is_not_an_int_is_refused(data, tmp_path, epochs, said):
     """fit(epochs=1.5) trained two epochs and epochs=True one, without a word; epochs="2" (a
-    command-line value not converted) failed with "'<' not supported" (review k195)."""
+    command-line value not converted) failed with "'<' not supported"."""
     train, test = data
     with pytest.raises(ValueError, match=rf"epochs must be an int >= 0, got {said}"):
         _trainer(tmp_path).fit(train, test, epochs=epochs)
@@ -249,7 +249,7 @@ def test_an_accuracy_pair_of_a_layer_and_an_input_counts_right_answers(data):
 def test_an_accuracy_pair_of_no_scores_is_refused_naming_it(data, pair, got):
     """accuracy=("loss", "label") failed with numpy's "AxisError: axis 1 is out of bounds",
     and ("label", "label") with "'NoneType' object has no attribute 'argmax'": neither named
-    the pair (audit k195)."""
+    the pair."""
     train, test = data
     said = rf"accuracy=\('{pair[0]}', 'label'\): '{pair[0]}' gives {got}; accuracy wants"
     with pytest.raises(NetworkError, match=said):
@@ -261,8 +261,8 @@ def test_a_blank_output_directory_is_refused_not_the_current_one(
     data, tmp_path, monkeypatch, blank
 ):
     """out_dir="" (a script's --out "$RUN_DIR" with the variable unset) was Path("") = ".":
-    the run's checkpoints, run.lock and metrics went into the current directory, silently
-    (review k195)."""
+    the run's checkpoints, run.lock and metrics went into the current directory, silently.
+    """
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match=r"out_dir must name a directory, got '\s*'"):
         _trainer(blank)
@@ -272,7 +272,7 @@ def test_a_blank_output_directory_is_refused_not_the_current_one(
 @pytest.mark.parametrize("sync", ["adam", "optimizer", None])
 def test_an_optimizer_given_for_the_sync_is_refused_saying_what_makes_one(sync):
     """Trainer(net, create_optimizer("adam"), 32), as a torch loop takes its optimizer, was
-    "AttributeError: 'Adam' object has no attribute 'fetches_rows'" (review k195)."""
+    "AttributeError: 'Adam' object has no attribute 'fetches_rows'"."""
     if sync == "optimizer":
         sync = create_optimizer("adam", lr=0.01)
     net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)

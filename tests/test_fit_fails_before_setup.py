@@ -1,5 +1,5 @@
 """``Trainer.fit`` tells its sync when it fails before the sync's setup (``fail_setup``), so that
-the other ranks, waiting in theirs, hear why (k614); in one process nothing changes. The MPI and
+the other ranks, waiting in theirs, hear why; in one process nothing changes. The MPI and
 parameter-server jobs: ``tests/mpi/test_fit_fails_before_setup.py``,
 ``tests/sync/ps/test_ps_fit_fails_before_setup.py``."""
 

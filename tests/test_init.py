@@ -151,7 +151,7 @@ def test_an_initialisers_own_error_keeps_its_traceback():
 def test_an_initialiser_of_the_wrong_signature_or_result_names_the_layer_and_the_weight(init, said):
     """A function of the wrong signature (``lambda shape: ...``), or one returning no array,
     failed calling it as a bare TypeError naming neither the layer nor the weight, as
-    init=None did before 25fcf27 (review k178). Its own error stays the cause."""
+    init=None did before 25fcf27. Its own error stays the cause."""
     from distconv.layers import FullyConnected, LayerError
 
     with pytest.raises(LayerError, match=rf"^FullyConnected 'f': weight: .*{said}") as caught:
@@ -170,7 +170,7 @@ def test_an_initialiser_of_the_wrong_signature_or_result_names_the_layer_and_the
 def test_an_initialiser_drawing_nan_or_infinity_is_refused_naming_the_layer(draw, dtype, bad):
     """A custom init= returning NaN or infinity (a division by a fan, a value past float16's
     range) was taken: the first loss was NaN, said as "lower the learning rate or check the
-    data", neither of which was the cause (review k195)."""
+    data", neither of which was the cause."""
     from distconv.layers import FullyConnected, LayerError
 
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

@@ -1,6 +1,6 @@
 """A script's ``init()`` refuses local sync on a rank of several in a script's words: it was
 told "use --sync pserver or mpi", a flag it has none of (``sync=`` is its setting), after the
-command line took its own refusal (review k472)."""
+command line took its own refusal."""
 
 from __future__ import annotations
 

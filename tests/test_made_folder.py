@@ -1,5 +1,5 @@
 """``distconv.files.MadeFolder``: an undo removes the folder this process made, never another
-made at the same path since (review k437): a shard's checkpoint folder deleted by a user and
+made at the same path since: a shard's checkpoint folder deleted by a user and
 made again by another shard was removed, by path, by the first shard's failure."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def test_a_folder_made_again_by_another_process_is_left(tmp_path):
 
 def test_a_folder_deleted_and_made_again_with_its_inode_number_free_is_left(tmp_path):
     """Deleted by ``rmdir`` (``rm -r``), its inode number is free: ext4 gave it to the folder
-    made again next, which passed as the one made here and was removed (review k442)."""
+    made again next, which passed as the one made here and was removed."""
     path = tmp_path / "parts"
     made = MadeFolder.make(path)
     os.rmdir(path)  # the user deletes it; another shard makes it again, at once
@@ -72,7 +72,7 @@ def test_making_a_folder_that_is_there_raises_as_mkdir(tmp_path):
 def test_a_folder_that_cannot_be_held_open_is_not_left_behind(tmp_path):
     """mkdir worked, the open after it did not (no descriptor left: EMFILE), and the folder the
     caller never got was left: a failed ``make_folders`` left it and, not empty, each level
-    above it (review k445)."""
+    above it."""
     script = f"""
 import errno, os, resource
 from pathlib import Path

@@ -14,7 +14,7 @@ from tests.child_env import child_env
 @pytest.mark.parametrize(
     "text, line",
     [
-        ("got 'a  b'", "got 'a  b'"),  # was "got 'a b'": a value nobody typed (review k417)
+        ("got 'a  b'", "got 'a  b'"),  # was "got 'a b'": a value nobody typed
         ("got '   '", "got '   '"),
         ("tab\there", "tab\there"),
         ("first\n   second", "first second"),  # a break and the indent after it: one space
@@ -39,7 +39,7 @@ def test_the_functions_built_on_it_keep_a_quoted_value_too():
 def test_a_long_run_of_spaces_takes_no_time():
     """A regular expression for the whitespace around a break went back over every run of
     spaces without one: a value of 120,000 spaces in an error (an environment variable can hold
-    that many) took minutes, where the old ``split`` took a millisecond (review k425). In a
+    that many) took minutes, where the old ``split`` took a millisecond. In a
     child, so that a slow one is killed rather than left running."""
     code = (
         "from distconv.messages import one_line\n"

@@ -135,7 +135,7 @@ def test_a_crash_while_trimming_keeps_the_history(tmp_path, monkeypatch):
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
 def test_a_full_disk_under_the_metrics_log_names_the_file(tmp_path):
     """/dev/full answers every write with ENOSPC, which names no file: the run ended with
-    '[Errno 28] No space left on device' and no word of which file (review k123)."""
+    '[Errno 28] No space left on device' and no word of which file."""
     w = MetricsWriter(tmp_path / "metrics.jsonl")
     w.path = Path("/dev/full")  # the disk fills up between two epochs
     with pytest.raises(OSError) as info:
@@ -189,7 +189,7 @@ print(plot_metrics(records * 2, path, title="more"))
 @pytest.mark.timeout(60)
 def test_a_plot_that_cannot_be_written_leaves_the_last_one_whole(tmp_path):
     """``savefig`` wrote into ``metrics.png`` itself, emptying it first: a full disk at the end
-    of a resumed run left a truncated PNG where the last whole plot was (review k199). It is
+    of a resumed run left a truncated PNG where the last whole plot was. It is
     a warning now, not an error (review k272: a finished run is not failed for its plot)."""
     import subprocess
     import sys

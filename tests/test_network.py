@@ -75,7 +75,7 @@ def test_the_advised_way_to_share_gives_the_right_gradient(rng):
 def test_a_layer_whose_parameter_takes_another_s_name_is_refused_when_added(rng):
     """Parameter names are made of layer names: a Mixed "fc" owns "fc.proj0.weight", and so
     does an FC named "fc.proj0". Accepted, both fired their callbacks in backward before it
-    raised "two different parameters are named" (audit k244)."""
+    raised "two different parameters are named"."""
     net = Network()
     net.add("fc", Mixed([FullMatrixProjection(4, 4, dtype=F64)]), "x")
     with pytest.raises(NetworkError, match=r"add\('fc.proj0', \.\.\.\): its parameter "):
@@ -91,7 +91,7 @@ def _tied_pairs() -> tuple[list, list]:
 
 def test_readers_of_two_shared_weights_may_be_added_before_their_owners(rng):
     """Both shared weights are "FullyConnected.weight" until their owners are added and named:
-    refused as one name taken twice when the second reader was added (review k247)."""
+    refused as one name taken twice when the second reader was added."""
     (a, c), (b, d) = _tied_pairs()
     net = Network()
     for name, layer, inputs in [("b", b, "a"), ("d", d, "c"), ("a", a, "x"), ("c", c, "b")]:
@@ -111,7 +111,7 @@ def test_readers_of_two_shared_weights_may_be_added_before_their_owners(rng):
 
 def test_two_parameters_of_one_name_are_refused_before_any_callback_fires(rng):
     """Owners never added keep one name for two weights: backward fired both callbacks (an
-    optimizer updated both) before it raised (review k247)."""
+    optimizer updated both) before it raised."""
     _, (b, d) = _tied_pairs()
     net = Network()
     net.add("b", b, "x")
@@ -201,7 +201,7 @@ def test_backward_with_an_unknown_loss_layer(rng):
 def test_a_layer_added_after_the_loss_is_not_taken_for_the_loss(rng):
     """With no loss named, the last layer in topological order was seeded as the loss: a probe
     head added after the loss and reading only the data was trained, the classifier got a zero
-    gradient, and nothing said so (audit k244). Several unread layers: name the loss."""
+    gradient, and nothing said so. Several unread layers: name the loss."""
     net = _classifier()
     net.add("probe", FullyConnected(4, 2, dtype=F64), inputs="x")
     net.forward(_feeds(rng))
@@ -216,7 +216,7 @@ def test_a_layer_added_after_the_loss_is_not_taken_for_the_loss(rng):
 def test_a_callback_that_is_not_a_function_is_refused_before_any_gradient(rng, callback):
     """backward(None), or an optimizer where its update goes, failed with "'NoneType' object is
     not callable" (or "'SGD' object ...") at the first parameter, its gradient already added:
-    a second try added it twice (review k195)."""
+    a second try added it twice."""
     net = _classifier()
     net.forward(_feeds(rng))
     with pytest.raises(NetworkError, match=r"backward\(callback\): the callback must be a "):
@@ -434,7 +434,7 @@ def _two_inputs(first: str, second: str, act: str = "relu", stride: int = 2) -> 
 
 def test_the_structure_names_what_parameters_do_not_show():
     """Swapped inputs, another activation or another stride leave every parameter's name,
-    shape and dtype as they were (review k109): the structure tells such models apart, and
+    shape and dtype as they were: the structure tells such models apart, and
     the job check names the first difference."""
     from distconv.sync.description import first_difference
 
@@ -504,7 +504,7 @@ def test_the_structure_names_a_mixed_layer_s_parts():
 
 def test_a_structure_is_the_same_in_every_process():
     """A setting that is a function, an object of default repr or a numpy scalar is written
-    alike by every rank (review k115): a function's address differs from process to process,
+    alike by every rank: a function's address differs from process to process,
     so two ranks of one job disagreed, and a numpy scalar offset was left out, so two jobs
     that differ in it agreed."""
     import dataclasses
@@ -556,7 +556,7 @@ def test_a_structure_is_the_same_in_every_process():
 def test_a_namedtuple_setting_is_written_as_its_values():
     """A tuple setting was rebuilt from a generator, which a namedtuple does not take: a layer
     holding one (or a frozen dataclass holding one, which ``dataclasses.asdict`` wrote) failed
-    its ``settings`` with a TypeError (review k121)."""
+    its ``settings`` with a TypeError."""
     import dataclasses
     from collections import namedtuple
 
@@ -603,7 +603,7 @@ def test_a_structure_is_json_and_stays_what_it_was_through_training():
 def test_a_torch_tensor_fed_is_refused_naming_the_input(rng, feed, wrap, said):
     """A torch tensor has a dtype and a shape, so it passed as an array and failed with
     "Cannot interpret 'torch.float32' as a data type" (labels: "'torch.dtype' object has no
-    attribute 'kind'"), naming no input (review k204)."""
+    attribute 'kind'"), naming no input."""
     torch = pytest.importorskip("torch")
     feeds = {**_feeds(rng), feed: wrap(torch.rand(2, 4))}
     with pytest.raises(NetworkError, match=said):

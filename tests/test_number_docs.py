@@ -1,4 +1,4 @@
-"""docs/operations.md says how every command line reads a number (audit k239).
+"""docs/operations.md says how every command line reads a number.
 
 The rule (``distconv.number_text``) was told nowhere an operator reads; the paragraph now gives
 examples of what is taken and what is refused, and this holds them to the code.

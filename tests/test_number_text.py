@@ -1,5 +1,5 @@
 """Every command line reads a decimal flag as it reads an integer one: as written, in ASCII
-digits (review k226). ``float()`` took ``1_0`` as 10.0, the Arabic-Indic three as 3.0, and
+digits. ``float()`` took ``1_0`` as 10.0, the Arabic-Indic three as 3.0, and
 ``nan``, ``inf`` or ``1e999`` (an inf) got past some flags to fail later or never."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_a_bucket_too_large_to_count_in_bytes_is_a_usage_error(size, capsys):
 def test_a_number_a_script_passes_itself_is_read_as_it_is():
     """The types are public (``distconv.script_flags``): a script that reads its own default
     through one (``positive_float(os.environ.get("LR", 0.01))``) got 0.01 from float(); the
-    text rule made it a TypeError, 'expected string or bytes-like object' (review k230)."""
+    text rule made it a TypeError, 'expected string or bytes-like object'."""
     from distconv.script_flags import count, positive_float
     from launcher.options import seconds
 

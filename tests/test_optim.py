@@ -432,7 +432,7 @@ def test_16_bit_state_decays_by_the_hyperparameter_itself(dtype, name, hyper, bu
 @pytest.mark.parametrize("name", [None, 5, ["adam"]])
 def test_an_optimizer_name_that_is_not_a_string_is_refused_with_the_names(name):
     """create_optimizer(args.optimizer) with the flag unset (None) raised "AttributeError:
-    'NoneType' object has no attribute 'lower'" (review k195)."""
+    'NoneType' object has no attribute 'lower'"."""
     with pytest.raises(ValueError, match=rf"unknown optimizer {re.escape(repr(name))}; choose"):
         create_optimizer(name)
 
@@ -457,7 +457,7 @@ def test_an_eps_of_0_is_refused_not_a_nan_weight_at_a_zero_gradient(name):
 def test_a_grad_scale_of_0_is_a_zero_gradient_not_a_division_by_zero(name, decay):
     """``update(w, g, st, grad_scale=0)`` is ``update(w, g * 0, st)`` as documented: Momentum
     and Nesterov (``mu / scale``) and every rule with weight decay (``decay / scale``) stopped
-    on a bare "ZeroDivisionError: float division by zero" (review k257)."""
+    on a bare "ZeroDivisionError: float division by zero"."""
     rng = np.random.default_rng(7)
     opt = create_optimizer(name, lr=0.05, weight_decay=decay)
     folded = rng.standard_normal(6)
@@ -480,11 +480,11 @@ def test_a_grad_scale_of_0_is_a_zero_gradient_not_a_division_by_zero(name, decay
     [(np.float32, 1e-39), (np.float32, 1e-42), (np.float64, 4e-309), (np.float64, 1e-311)],
 )
 def test_a_grad_scale_near_0_is_a_small_gradient_not_an_inf_weight(name, decay, dtype, scale):
-    """A scale of 0 was scaled into the gradient first (review k257), but one just above it
+    """A scale of 0 was scaled into the gradient first, but one just above it
     still overflowed ``mu / scale`` (Momentum, Nesterov) or ``decay / scale`` in the
     parameter's type: a float32 Nesterov at ``grad_scale=1e-39``, a normal float64, made every
-    weight -inf or NaN. Such a scale now goes the same way: bitwise ``update(g * s)``
-    (review k262)."""
+    weight -inf or NaN. Such a scale now goes the same way: bitwise ``update(g * s)``.
+    """
     rng = np.random.default_rng(7)
     kw = {"eps": 1e-6} if name in ("adagrad", "rmsprop", "adam") else {}
     opt = create_optimizer(name, lr=0.05, weight_decay=decay, **kw)

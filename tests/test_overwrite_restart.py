@@ -64,7 +64,7 @@ def test_a_checkpoints_link_to_another_disk_is_emptied_and_kept(tmp_path, data, 
     """``checkpoints`` a link to a directory elsewhere (a larger disk): replacing the run, or
     clearing one that never checkpointed, empties that directory and keeps the link. ``rmtree``
     refused the link ("Cannot call rmtree on a symbolic link", naming no file) after the
-    metrics log was gone (review k163)."""
+    metrics log was gone."""
     train, test = data
     out, store = tmp_path / "run", tmp_path / "big-disk"
     store.mkdir()
@@ -119,7 +119,7 @@ def _clear_error(out: Path) -> str:
 def test_a_checkpoint_file_that_cannot_be_cleared_is_named_by_its_whole_path(tmp_path, monkeypatch):
     """A file in a step directory that cannot go (a read-only mount there) was named by its name
     alone, ``cannot clear the run in run: chief.safetensors: read-only file system``, since
-    ``rmtree`` unlinks by the name in its folder: which checkpoint, not said (review k199)."""
+    ``rmtree`` unlinks by the name in its folder: which checkpoint, not said."""
     part = _one_part(tmp_path)
     out = tmp_path / "run"
     unlink = os.unlink
@@ -140,7 +140,7 @@ def test_a_file_that_cannot_be_cleared_is_named_in_full_by_python_313s_rmtree_to
     """Python 3.13's ``rmtree`` calls its handler for a file it cannot unlink inside a ``try``
     whose ``except OSError`` puts the file's folder in the error and calls the handler again:
     the OSError the handler raised came back naming ``.../step-00000015``, which of its files
-    not said, and the test above failed on 3.13 (review k205). Its calls, on any Python."""
+    not said, and the test above failed on 3.13. Its calls, on any Python."""
     part = _one_part(tmp_path)
     out, folder = tmp_path / "run", str(part.parent)
 
@@ -163,7 +163,7 @@ def test_an_overwrite_that_fails_midway_keeps_the_metrics_of_the_checkpoints_it_
 ):
     """``--overwrite`` deleted ``metrics.jsonl`` before the checkpoints: one it could not delete
     (a read-only step directory) stayed without its metrics, and a resume from it warned that
-    its epochs' lines "will not be written again" (review k199). Checkpoints go first."""
+    its epochs' lines "will not be written again". Checkpoints go first."""
     train, test = data
     out = tmp_path / "run"
     small_trainer(out).fit(train, test, epochs=1)
@@ -265,7 +265,7 @@ def test_a_relaunch_of_the_same_job_id_never_resumes_the_run_it_replaces(tmp_pat
 @pytest.mark.timeout(60)
 def test_a_checkpoints_link_holding_foreign_files_is_refused_before_anything_is_deleted(tmp_path):
     """``checkpoints`` linked to a directory outside the run (a disk's top, a shared folder):
-    ``--overwrite`` emptied it whole, deleting files no run writes there (review k172). It is
+    ``--overwrite`` emptied it whole, deleting files no run writes there. It is
     refused naming them, with the run's files still in place."""
     out, disk = tmp_path / "run", tmp_path / "big-disk"
     (disk / "step-00000015").mkdir(parents=True)
@@ -287,7 +287,7 @@ def test_a_checkpoints_link_holding_foreign_files_is_refused_before_anything_is_
 @pytest.mark.timeout(60)
 def test_a_metrics_file_linked_to_a_directory_loses_the_link_not_the_directorys_files(tmp_path):
     """Only ``checkpoints`` is emptied through its link; the plot or the metrics log linked to a
-    directory had that directory emptied too (review k172)."""
+    directory had that directory emptied too."""
     out, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "keep.txt").write_text("precious")
@@ -302,7 +302,7 @@ def test_a_metrics_file_linked_to_a_directory_loses_the_link_not_the_directorys_
 def test_a_scripts_restart_with_overwrite_continues_its_launchs_run(tmp_path, data, monkeypatch):
     """A Trainer given no start (a script's own, as the examples make one with --overwrite)
     recorded no launch: restarted by distconv-launch, it replaced the run its own first start
-    had begun and trained it again from epoch 1 (review k203)."""
+    had begun and trained it again from epoch 1."""
     train, test = data
     out = tmp_path / "run"
 

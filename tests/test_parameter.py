@@ -1,4 +1,4 @@
-"""Parameter's own checks of what it is built from (review k195)."""
+"""Parameter's own checks of what it is built from."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_a_numpy_scalar_is_a_0_d_parameter_and_a_shared_array_is_taken():
 
 def test_a_numpy_scalar_parameter_trains():
     """A numpy scalar was kept as the value: immutable, every update in place was lost and
-    the parameter stayed at its first value, silently (review k204)."""
+    the parameter stayed at its first value, silently."""
     from distconv.optim import SGD
     from distconv.sync.local import LocalSync
 
@@ -48,7 +48,7 @@ def test_a_numpy_scalar_parameter_trains():
 
 def test_a_parameter_of_a_torch_tensor_is_refused_naming_it():
     """A torch tensor has a dtype and a shape, so it was taken, and the sync's setup failed
-    with "Cannot interpret 'torch.float32' as a data type", naming no parameter (review k204)."""
+    with "Cannot interpret 'torch.float32' as a data type", naming no parameter."""
     torch = pytest.importorskip("torch")
     said = r"parameter 'tied': the value must be an array, got Tensor \(numpy or cupy; a torch "
     with pytest.raises(TypeError, match=said):

@@ -1,6 +1,6 @@
 """How :mod:`distconv.plain_json` writes a sparse tensor of a dtype torch sums none of (float8,
-uint16..64, complex32): by its entries in one order, whatever order they were built in
-(review k571)."""
+uint16..64, complex32): by its entries in one order, whatever order they were built in.
+"""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def test_minus_zero_entries_are_told_from_zero_as_a_dense_tensors_are(dtype):
     """-0.0 and 0.0 are other bytes, as a dense tensor's are (:func:`_array`): a sum of
     repeated -0.0 is -0.0, one with a 0.0 in it 0.0 in either order (IEEE's sum, the CPU's
     coalesce); a dtype with no sum keeps each, in one order. A GPU's coalesce (another order
-    of sums, another start) is not run here (review k588)."""
+    of sums, another start) is not run here."""
     minus, plus = (
         plain_json.plain(_zeros([1], [-0.0], dtype)),
         plain_json.plain(_zeros([1], [0.0], dtype)),

@@ -1,6 +1,6 @@
 """How :mod:`distconv.plain_json` walks a config's objects: through a set with one walk state,
-a deep chain refused in one line, process state left out, a structured array by its values
-(review k543)."""
+a deep chain refused in one line, process state left out, a structured array by its values.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A port or interface the probes cannot bind is one plain line naming the flag and the cause,
 as ``distconv pserver``'s ``cannot bind HOST:PORT: ...``: it read ``[Errno 98] probes and
-metrics on ...``, the errno's number first (review k414)."""
+metrics on ...``, the errno's number first."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def test_the_service_s_own_error_is_plain_too():
 def test_a_probe_host_the_port_cannot_be_blamed_for_names_health_host():
     """``--health-host fe80::1`` (link-local, no interface named) fails with EINVAL, or
     EAFNOSUPPORT on a host without IPv6, whatever the port: both blamed --health-port, here
-    0, any port (review k420)."""
+    0, any port."""
     done = distconv(
         *("pserver", "--bind", "127.0.0.1:0", "--shard", "0", "--num-shards", "1"),
         *("--workers", "1", "--insecure", "--health-host", "fe80::1", "--health-port", "0"),
@@ -134,7 +134,7 @@ def test_the_flag_named_is_the_one_at_fault(code, flag, monkeypatch):
 def test_a_resource_run_out_names_no_flag(code, monkeypatch):
     """Out of file descriptors (or buffers, or memory), the probes cannot bind on any host or
     port: the line said ``--health-host: ... Too many open files``, sending the user to
-    change a host that was right (review k430). No flag, and no ``--health-port + local
+    change a host that was right. No flag, and no ``--health-port + local
     rank`` either, on a rank whose port was shifted."""
 
     def refuse(*args, **kwargs):

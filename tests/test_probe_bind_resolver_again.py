@@ -1,6 +1,6 @@
 """A temporary resolver failure (``EAI_AGAIN``: no DNS server answered now) as the probes look
 their host up names no flag: it said ``--health-host: ... Temporary failure in name
-resolution``, sending the user to change a host that may be right (review k437).
+resolution``, sending the user to change a host that may be right.
 
 No real look-up yields ``EAI_AGAIN`` on every machine (offline, a name is ``EAI_NONAME``; online,
 it resolves), so the child's ``socket.socket.bind`` raises it for one host name, as the C

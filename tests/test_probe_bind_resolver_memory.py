@@ -1,7 +1,7 @@
 """The resolver running out of memory as the probes look their host up names no flag, as a bind
 that ran out of files, buffers or memory does (``service._flag_at_fault``): it said
 ``--health-host: ... Memory allocation failure``, sending the user to change a host that was
-right (review k433). A name the resolver cannot find still names ``--health-host``."""
+right. A name the resolver cannot find still names ``--health-host``."""
 
 from __future__ import annotations
 

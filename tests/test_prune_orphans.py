@@ -1,5 +1,5 @@
 """A prune killed between deleting an old checkpoint's manifest and its directory left the
-directory, which no later prune saw: a whole checkpoint's bytes for good (review k163). The
+directory, which no later prune saw: a whole checkpoint's bytes for good. The
 kill is real (SIGKILL at that point of a real ``distconv train``); the resumed run sweeps the
 orphan and keeps what is still named."""
 
@@ -78,7 +78,7 @@ def test_a_directory_a_killed_prune_left_is_swept_by_a_later_one(tmp_path):
 @pytest.mark.timeout(120)
 def test_an_old_checkpoint_that_cannot_be_deleted_is_a_warning_not_the_runs_end(tmp_path):
     """The prune after a save raised its unlink's error out of the save: a run whose new
-    checkpoint was whole died at it (review k172). It warns, trains on, and ends."""
+    checkpoint was whole died at it. It warns, trains on, and ends."""
     out = tmp_path / "run"
     done = _train(tmp_path, out, epochs=1, REFUSE_UNLINK=r"step-\d+\.json")
     assert done.returncode == 0, done.stderr
@@ -91,7 +91,7 @@ def test_an_old_checkpoint_that_cannot_be_deleted_is_a_warning_not_the_runs_end(
 def test_an_old_checkpoint_that_cannot_be_deleted_does_not_keep_the_newer_ones(tmp_path):
     """The prune stopped at the first manifest it could not delete, the oldest, and skipped
     the orphan sweep too: one that could never go kept every later checkpoint for good, though
-    the warning said a later save prunes (review k176 of 60ef37b). The others go."""
+    the warning said a later save prunes. The others go."""
     out = tmp_path / "run"
     done = _train(tmp_path, out, epochs=1, REFUSE_UNLINK=r"step-00000004\.json")
     assert done.returncode == 0, done.stderr
@@ -135,7 +135,7 @@ def test_a_listing_that_fails_in_the_prune_is_a_warning(tmp_path, monkeypatch, c
 @pytest.mark.timeout(30)
 def test_a_step_saved_again_after_its_set_aside_is_swept_when_a_killed_prune_orphans_it(tmp_path):
     """A step directory beside a manifest set aside was kept for good, as if that manifest
-    named it; since the set-aside moves its directory to ``step-N.unusable`` (k199), the
+    named it; since the set-aside moves its directory to ``step-N.unusable``, the
     ``step-N`` beside it is the step saved again, and once a prune killed between its manifest
     and its directory orphaned it, no later sweep took it: a whole checkpoint's bytes (review
     k226). The set-aside files stay."""

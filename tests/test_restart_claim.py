@@ -1,7 +1,7 @@
 """A restart whose first start died before its first complete checkpoint starts afresh.
 
 A restart given no ``--resume`` continues only its own launch's run, told by the launch token in
-the newest complete checkpoint's manifest (audit k231). A first start that died after writing
+the newest complete checkpoint's manifest. A first start that died after writing
 run files but before that checkpoint (its first epoch's metrics line, a step directory whose
 manifest never came) left no manifest, so its restart refused its own leftovers ("already holds
 a run") and a job with ``--max-restarts`` that crashed early could never restart (before k231,

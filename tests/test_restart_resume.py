@@ -2,7 +2,7 @@
 
 The launcher added ``--resume auto`` to ``distconv train`` on every restart: a first start
 refused because ``--out`` held an older run ("already holds a run") was restarted with it, and
-the restart silently resumed that older run (review k224). Now a restart (``DISTCONV_RESTART``
+the restart silently resumed that older run. Now a restart (``DISTCONV_RESTART``
 above 0) given ``resume=False`` continues the run whose newest checkpoint its own launch
 (``DISTCONV_LAUNCH``) wrote, and otherwise refuses as its first start did; so the example
 scripts, which pass ``resume=False`` unless told, resume on a restart too. Real files through
@@ -161,8 +161,8 @@ def test_a_restarted_train_without_resume_continues_its_own_run(tmp_path):
 @pytest.mark.parametrize("servers", [0, 1])
 def test_a_restarted_example_resumes_its_own_run(tmp_path, servers):
     """An example script, whose Trainer reads the launch and restart from the environment:
-    its restart refused its own ``--out`` ("already holds a run"), so a restart was wasted
-    (review k224). 2048 examples / 32: 64 steps an epoch."""
+    its restart refused its own ``--out`` ("already holds a run"), so a restart was wasted.
+    2048 examples / 32: 64 steps an epoch."""
     out = tmp_path / "ex1"
     script = str(REPO / "examples" / "mixed_regression.py")
     done = _launch(

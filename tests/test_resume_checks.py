@@ -203,7 +203,7 @@ def test_a_stop_and_resume_anywhere_logs_the_uninterrupted_runs_losses(data, tmp
     """The fold at a stop restarted the loss sum, and the resumed run added the rest beside
     the sum so far: another rounding, so train_loss differed in its last bits from the
     uninterrupted run's (float64: stops at steps 2 to 12 of 15; float32: most). One rank's
-    loss is now one sequence of additions, cut or not (review k163)."""
+    loss is now one sequence of additions, cut or not."""
     train, test = data
     whole = _trainer(tmp_path / "whole", dtype=dtype, checkpoint_every=4)
     expected = [r["train_loss"] for r in whole.fit(train, test, epochs=2)]
@@ -231,7 +231,7 @@ def test_a_stop_and_resume_anywhere_logs_the_uninterrupted_runs_losses(data, tmp
 @pytest.mark.parametrize("resume", [True, "auto"])
 def test_a_checkpoint_of_distconv_0_1_is_named_by_either_resume(data, tmp_path, resume):
     """``--resume`` said "no complete checkpoint in <out>/checkpoints" beside the single
-    checkpoint file distconv 0.1 wrote, which only ``--resume auto`` named (review k163)."""
+    checkpoint file distconv 0.1 wrote, which only ``--resume auto`` named."""
     train, test = data
     old = _trainer(tmp_path / "old")
     old.fit(train, test, epochs=1)
@@ -520,7 +520,7 @@ def test_resume_auto_with_no_checkpoint_and_unreadable_metrics_says_so(data, tmp
 @pytest.mark.timeout(120)
 def test_a_checkpoints_link_to_nowhere_is_named_not_file_exists(data, tmp_path):
     """``out/checkpoints -> /bigdisk/ckpts`` with the disk unmounted: the first checkpoint, an
-    epoch in, failed as ``[Errno 17] File exists: 'out/checkpoints'`` (review k194). The start
+    epoch in, failed as ``[Errno 17] File exists: 'out/checkpoints'``. The start
     names it now, before its first epoch; a save whose disk went since names it too."""
     train, test = data
     (tmp_path / "run").mkdir()
@@ -535,7 +535,7 @@ def test_a_checkpoints_link_to_nowhere_is_named_not_file_exists(data, tmp_path):
 
 def test_an_output_dir_that_cannot_be_made_names_the_lock_file(data, tmp_path):
     """A full disk, a read-only directory or (here) a file where a directory should be: before,
-    a bare OSError naming no file (review k109)."""
+    a bare OSError naming no file."""
     train, test = data
     (tmp_path / "taken").write_text("a file")
     # the file in the way is named since review k193 (before: '.../run.lock: not a directory')
@@ -644,7 +644,7 @@ def test_a_checkpoint_of_another_format_version_stops_the_resume_and_is_not_set_
 
 def test_a_manifest_the_disk_has_no_room_for_is_a_checkpoint_error_naming_it(tmp_path, monkeypatch):
     """Its part's write failing was a CheckpointError, the manifest's a bare OSError, which
-    an API caller catching CheckpointError missed (review k123)."""
+    an API caller catching CheckpointError missed."""
     run = RunDirectory(tmp_path)
     part = run.step_dir(1) / run_dir.CHIEF_PART
     part.write_bytes(b"a part")
@@ -672,7 +672,7 @@ def test_a_damaged_checkpoint_set_aside_keeps_its_file_when_the_run_saves_that_s
 ):
     """A damaged newest checkpoint's manifest was set aside "keeping its files for inspection",
     but its step directory stayed in place: the resumed run saved that step again over the
-    damaged file, and the ``.json.unusable`` manifest named a whole one (review k199). The
+    damaged file, and the ``.json.unusable`` manifest named a whole one. The
     directory is set aside with it, and a run holding one is still a distconv run's."""
     train, test = data
     out = tmp_path / "run"
@@ -692,7 +692,7 @@ def test_the_manifest_set_aside_names_the_damaged_part_not_the_step_saved_again(
     """The set-aside manifest (``step-N.json.unusable``) kept naming its part where it had been,
     ``step-N/chief.safetensors``, while the damaged file moved to ``step-N.unusable/``: once
     the run saved step N again, the manifest describing the damaged checkpoint named the new,
-    whole part, and the damaged one no manifest at all (review k226)."""
+    whole part, and the damaged one no manifest at all."""
     run = RunDirectory(tmp_path, keep=5)
     for step in (1, 2):
         part = run.step_dir(step) / run_dir.CHIEF_PART
@@ -752,7 +752,7 @@ def test_a_set_aside_that_cannot_replace_the_last_one_moves_nothing(data, tmp_pa
     """A step set aside before whose directory could not all go (a file of another owner, or
     made immutable, in ``step-N.unusable``): its delete failed silently, the manifest was moved,
     then the directory's rename raised a bare ``[Errno 39] Directory not empty``; the next
-    resume saved that step over the damaged file (review k206). Now nothing of it is moved."""
+    resume saved that step over the damaged file. Now nothing of it is moved."""
     train, test = data
     out = tmp_path / "run"
     ckpts = out / "checkpoints"
@@ -794,7 +794,7 @@ def test_a_resume_with_another_global_batch_past_the_data_trains_as_the_same_run
     data, tmp_path, caplog
 ):
     """240 examples: batches of 300 and of 400 are both one step of all of them each epoch, so
-    one resumes the other and ends bit for bit where the first alone ends (k437)."""
+    one resumes the other and ends bit for bit where the first alone ends."""
     train, test = data
     whole = _batch_trainer(tmp_path / "whole", 300)
     whole.fit(train, test, epochs=3)

@@ -1,5 +1,5 @@
 """``resume="auto"`` or ``"overwrite"`` without an output directory is warned of once per
-Trainer, not at every ``fit`` (review k469)."""
+Trainer, not at every ``fit``."""
 
 from __future__ import annotations
 

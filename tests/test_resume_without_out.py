@@ -1,6 +1,6 @@
 """``--resume auto`` or ``--overwrite`` with no ``--out`` (a script's or an API run's, with no
 output directory) saves nothing, so a launcher's restart starts the run over: it is said once,
-on the chief, where ``resume=True`` without one is refused (review k459)."""
+on the chief, where ``resume=True`` without one is refused."""
 
 from __future__ import annotations
 

@@ -188,7 +188,7 @@ def run_interrupted(tmp_path: Path, *notes: str, **env: str) -> subprocess.Compl
 @pytest.mark.timeout(60)
 def test_a_ctrl_c_before_the_trainer_takes_it_says_interrupted_and_exits_130(tmp_path):
     """It printed KeyboardInterrupt's traceback and died by SIGINT, where ``distconv train``
-    says ``interrupted`` and exits 130 (review k191 of 2204130)."""
+    says ``interrupted`` and exits 130."""
     done = run_interrupted(tmp_path)
     assert done.returncode == 130, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
@@ -399,7 +399,7 @@ def test_a_misuse_of_the_sync_keeps_its_traceback(tmp_path):
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_a_job_refused_is_one_line_and_status_1(tmp_path, log_format):
     """Ranks that run different jobs (JobRefused) ended a script run through run_main with a
-    traceback, where ``distconv train`` says one line and exits 1 (k555): the same line, JSON
+    traceback, where ``distconv train`` says one line and exits 1: the same line, JSON
     under a JSON log; the traceback under DISTCONV_DEBUG=1."""
     done = run_setup(tmp_path, [log_format, "refused"])
     assert done.returncode == 1, done.stderr[-2000:]
@@ -416,7 +416,7 @@ def test_a_job_refused_is_one_line_and_status_1(tmp_path, log_format):
 def test_a_job_refused_is_one_line_under_a_scripts_own_exception_hook(tmp_path):
     """run_main left a JobRefused not raised alike (the parameter server's job check) to any
     exception hook not Python's own, taken for an MPI sync's abort hook: a script's own (a
-    logger's) printed its traceback (review k563). Only an MPI job's hook takes it."""
+    logger's) printed its traceback. Only an MPI job's hook takes it."""
     done = run_setup(tmp_path, ["text", "refused", "hook"])
     assert done.returncode == 1, done.stderr[-2000:]
     assert done.stderr.splitlines() == [
@@ -428,7 +428,7 @@ def test_a_job_refused_is_one_line_under_a_scripts_own_exception_hook(tmp_path):
 def test_a_peer_failure_under_a_json_log_is_a_json_line(tmp_path):
     """The traceback of a failure another rank caused went to stderr as text under
     ``init(log_format="json")``, where every line is JSON (docs/operations.md): it is now the
-    ``exception`` of one JSON line (review k248)."""
+    ``exception`` of one JSON line."""
     done = run_setup(tmp_path, ["json", "peer"])
     assert done.returncode == 75, done.stderr[-2000:]
     lines = [json.loads(line) for line in done.stderr.splitlines()]
@@ -477,8 +477,8 @@ def mpi_loaded_and_a_scripts_hook(monkeypatch):
 def test_a_scripts_own_hook_with_mpi4py_loaded_is_no_abort_hook(capsys):
     """run_main took any hook but Python's own, where mpi4py.MPI was loaded, for MPISync's
     abort hook: a script's own (a logger's) in an MPI job got the traceback of a refusal (a
-    script's own JobRefused), and a Ctrl-C died by SIGINT, not ``interrupted`` and 130
-    (review k568). Only MPISync's hook, by its mark, takes them."""
+    script's own JobRefused), and a Ctrl-C died by SIGINT, not ``interrupted`` and 130.
+    Only MPISync's hook, by its mark, takes them."""
     assert ends_of_run_main(capsys) == SAID
 
 

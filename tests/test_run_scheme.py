@@ -62,7 +62,7 @@ def test_a_local_runs_first_metrics_line_names_its_sync(tmp_path):
     trainer.fit(DATA, epochs=2)
     first, second = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert first["scheme"] == {"sync": "local"} and "scheme" not in second
-    # and each checkpoint's metadata, which a resume compares (review k524)
+    # and each checkpoint's metadata, which a resume compares
     ckpt = load_checkpoint(trainer.checkpoints.run.latest().part("chief"))
     assert ckpt.extra["scheme"] == {"sync": "local"}
 
@@ -87,7 +87,7 @@ class _OwnSync(LocalSync):
 
 
 def test_a_strategy_of_ones_own_is_recorded_not_a_failed_run(tmp_path):
-    """Its record failed the run at epoch 1's end, before the epoch's checkpoint (review k517):
+    """Its record failed the run at epoch 1's end, before the epoch's checkpoint:
     ``dict()`` of a ``describe()`` that says a string, and a line json could not write."""
     sync = _OwnSync(create_optimizer("sgd", lr=0.05))
     Trainer(_small_net(), sync, 8, out_dir=tmp_path / "run", progress=False).fit(DATA, epochs=1)
@@ -108,7 +108,7 @@ def test_a_setting_that_is_a_class_is_recorded_not_left_out():
 
 def test_an_infinite_bound_is_recorded_as_its_line_says_it():
     """A float ``inf`` stayed one in the scheme, but its metrics line says ``null``: a resume
-    under that very scheme took it for another and recorded it again (review k519)."""
+    under that very scheme took it for another and recorded it again."""
     sync = _OwnSync(create_optimizer("sgd"))
     sync.max_staleness = float("inf")
     record = {"epoch": 2, "scheme": sync_scheme(sync)}
@@ -123,7 +123,7 @@ class _Compressor:
 
 def test_a_setting_without_a_str_of_its_own_is_the_same_scheme_in_every_process():
     """Its str has its address, another in each process: a resume under the run's own scheme
-    took it for another and recorded it again (review k519)."""
+    took it for another and recorded it again."""
     schemes = []
     for _ in range(2):  # two objects, two addresses: as a run and its resume see it
         sync = _OwnSync(create_optimizer("sgd"))
@@ -147,7 +147,7 @@ def test_an_mpi_ranks_scheme_names_its_wire_and_buckets(mpi_alone):
 def test_each_start_and_resume_records_the_scheme_it_ran_under(tmp_path, mpi_alone):
     """The first line each start or resume writes has its scheme where it is not the one in
     force (the last line's at or before it that has one). An MPI bfloat16 run resumed locally
-    kept line 1's scheme alone, so the resumed epochs read as MPI bfloat16 (review k517). A
+    kept line 1's scheme alone, so the resumed epochs read as MPI bfloat16. A
     resume under the same scheme writes an uninterrupted run's lines; a log written before
     schemes were recorded (no line has one) is resumed as before."""
     out = tmp_path / "run"
@@ -205,7 +205,7 @@ def test_a_resume_under_another_scheme_says_both_and_its_epochs_line_the_earlier
     tmp_path, mpi_alone, caplog
 ):
     """A resume under another scheme than its checkpoint's said nothing, and one in the middle
-    of an epoch labelled the whole epoch with the new scheme (review k524). It warns, naming
+    of an epoch labelled the whole epoch with the new scheme. It warns, naming
     both; the epoch's line keeps the steps' earlier schemes, also across a second resume of
     it, and an epoch begun under the new scheme has no earlier one."""
     out = tmp_path / "run"

@@ -71,7 +71,7 @@ ALONE = r"DISTCONV_WORLD_SIZE=4 says the job has 4 workers, but nothing says whi
 def test_hostname_ordinal_only_when_asked():
     env = {"DISTCONV_WORLD_SIZE": "4"}
     # a CI machine whose name ends in a number must not become rank 2; nor may a world size
-    # with no rank beside it train alone as rank 0 of 1, without a word (review k153)
+    # with no rank beside it train alone as rank 0 of 1, without a word
     assert detect({"DISTCONV_WORLD_SIZE": "1"}, hostname="ci-runner-2") == Runtime()
     with pytest.raises(RuntimeConfigError, match=ALONE):
         detect(env, hostname="ci-runner-2")
@@ -295,7 +295,7 @@ def test_a_blank_server_list_is_no_servers(value):
 )
 def test_a_shard_spelled_twice_is_a_repeat(servers, repeat):
     """Two spellings of one address named one shard twice: the worker connected to it twice
-    and stopped at the hello, in words about shard numbers (review k241 of 0b4525d)."""
+    and stopped at the hello, in words about shard numbers."""
     with pytest.raises(RuntimeConfigError, match=f"^DISTCONV_PSERVERS: {repeat}"):
         detect({"DISTCONV_PSERVERS": servers}, None)
 
@@ -382,7 +382,7 @@ def test_json_log_lines_keep_the_stack_asked_for(restore_root_logging):
 def test_text_logs_leave_a_scripts_capture_of_warnings_on(restore_root_logging):
     """configure_logging under the text format turned ``logging.captureWarnings`` off: a
     script that captured its warnings into its log before ``distconv.distributed.setup`` (text
-    by default) had them back as raw lines on stderr, out of its log (review k205)."""
+    by default) had them back as raw lines on stderr, out of its log."""
     out = io.StringIO()
     with warnings.catch_warnings():
         warnings.simplefilter("always")
@@ -535,7 +535,7 @@ def test_numpy_integers_as_rank_flags_are_taken_as_python_ints():
 )
 def test_a_bad_job_id_is_quoted_as_given_naming_where_it_came_from(env, flags, said):
     """``--job-id '   '`` was reported as ``got ''``: the value after stripping, which is not
-    what the user typed and names no flag (review k414)."""
+    what the user typed and names no flag."""
     with pytest.raises(RuntimeConfigError) as err:
         detect(env, flags=flags)
     assert str(err.value) == said

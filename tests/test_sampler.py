@@ -90,8 +90,8 @@ def test_a_job_refuses_a_seed_numpy_cannot_take_before_it_draws_from_it(data, tm
 @pytest.mark.parametrize("seed", [-1, 1.5, "0", True])
 def test_an_initialisers_seed_numpy_takes_not_is_refused_naming_the_seed(seed):
     """set_seed(-1) raised numpy's "expected non-negative integer", set_seed(1.5) its
-    "SeedSequence expects int or sequence of ints", and set_seed(True) seeded with 1
-    (review k195)."""
+    "SeedSequence expects int or sequence of ints", and set_seed(True) seeded with 1.
+    """
     from distconv.init import set_seed
 
     with pytest.raises(ValueError, match=r"seed must be an int >= 0 \(the initialisers'\)"):
@@ -102,7 +102,7 @@ def test_an_initialisers_seed_numpy_takes_not_is_refused_naming_the_seed(seed):
 def test_a_batch_size_that_is_not_an_int_is_refused_by_the_samplers_too(size, said):
     """batches(), num_batches() and GlobalBatchSampler, for a loop of one's own, took True for
     a batch of one without a word and failed on 2.5 with "'float' object cannot be interpreted
-    as an integer"; the Trainer refused both, by the same check (review k203)."""
+    as an integer"; the Trainer refused both, by the same check."""
     data = Dataset(np.zeros((10, 1, 1, 1), np.float32), np.arange(10) % 2, 2)
     refused = rf"batch_size must be an int >= 1, got {said}"
     with pytest.raises(ValueError, match=refused):
@@ -124,7 +124,7 @@ def test_a_shard_that_is_not_two_ints_is_refused_as_a_batch_size_is(shard, said)
     """b9b579c checked batches()'s batch_size and num_batches()'s world_size, but not the
     shard's: batches(data, 2, shard=(0, True)) took a world of one without a word, and
     (0, 2.0) failed with "slice indices must be integers or None"; GlobalBatchSampler took
-    world_size=True (review k214)."""
+    world_size=True."""
     data = Dataset(np.zeros((10, 1, 1, 1), np.float32), np.arange(10) % 2, 2)
     with pytest.raises(ValueError, match=rf"ints with 0 <= rank < world_size, got {said}"):
         list(batches(data, 2, shard=shard))
@@ -143,7 +143,7 @@ def test_a_shard_that_is_not_two_ints_is_refused_as_a_batch_size_is(shard, said)
 def test_num_batches_refuses_what_batches_refuses(n, world):
     """num_batches() answered 0 batches where batches() refuses the shard ("1 examples cannot
     be shared among 2 workers"), and -2 for n = -5: a count of a loop that never runs, or a
-    negative one, instead of the refusal (review k236)."""
+    negative one, instead of the refusal."""
     data = Dataset(np.zeros((max(n, 0), 1, 1, 1), np.float32), np.zeros(max(n, 0), np.int64), 1)
     with pytest.raises(ValueError, match=rf"{n} examples cannot be shared among {world} worker"):
         num_batches(n, 1, world)
@@ -156,7 +156,7 @@ def test_num_batches_refuses_what_batches_refuses(n, world):
 def test_a_training_set_size_that_is_not_an_int_is_refused_naming_it(n, said):
     """GlobalBatchSampler took num_examples=True for a set of one without a word, failed on
     10.0 only when a pass was drawn ("'float' object cannot be interpreted as an integer") and
-    on "10" with a TypeError comparing it to 1, as batch_size did before check_count (k236)."""
+    on "10" with a TypeError comparing it to 1, as batch_size did before check_count."""
     with pytest.raises(ValueError, match=rf"num_examples must be an int >= 0, got {said}"):
         next(GlobalBatchSampler(n, 2).passes(0))
     with pytest.raises(ValueError, match="the training set is empty"):
@@ -170,8 +170,8 @@ def test_a_training_set_size_that_is_not_an_int_is_refused_naming_it(n, said):
 def test_an_epoch_that_is_not_an_int_is_refused_naming_it(epoch, said):
     """The epoch went to numpy's SeedSequence as given: -1 failed with "expected non-negative
     integer", 1.5 with "seed must be integer" and None with "object of type 'NoneType' has no
-    len()", none naming the epoch, while True and "1" drew epoch 1's order without a word
-    (review k236)."""
+    len()", none naming the epoch, while True and "1" drew epoch 1's order without a word.
+    """
     data = Dataset(np.zeros((10, 1, 1, 1), np.float32), np.arange(10) % 2, 2)
     refused = rf"epoch must be an int >= 0, got {said}"
     with pytest.raises(ValueError, match=refused):

@@ -1,5 +1,5 @@
 """The examples' flags (distconv.script_flags): a bad value is one usage line, not a traceback
-from deep in the Trainer, and a run in --out is refused in one line (review k195)."""
+from deep in the Trainer, and a run in --out is refused in one line."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _run(example: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     [
         ("mixed_regression.py", ["--epochs", "-1"], "argument --epochs: must be >= 1, got -1"),
         # distconv train's type, as README says: 0 printed nothing, exited 0 and left --out
-        # holding an empty metrics.jsonl (review k414)
+        # holding an empty metrics.jsonl
         ("mixed_regression.py", ["--epochs", "0"], "argument --epochs: must be >= 1, got 0"),
         ("sparse_table.py", ["--epochs", "0", "--out", "run"], "argument --epochs: must be >= 1"),
         ("mixed_regression.py", ["--batch-size", "0"], "argument --batch-size: must be >= 1"),
@@ -134,8 +134,8 @@ with refusals(parser):
 
 def test_a_refusal_of_a_script_logging_json_is_one_json_line(tmp_path):
     """Under init(log_format="json") the refusal was a plain-text line among JSON lines, which
-    a collector parsing a pod's output as JSON could not read; run_main's own lines are JSON
-    (review k203)."""
+    a collector parsing a pod's output as JSON could not read; run_main's own lines are JSON.
+    """
     script = tmp_path / "refused.py"
     script.write_text(REFUSED_UNDER_JSON)
     env = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"}
@@ -190,7 +190,7 @@ def _parses(parser, argv: list[str]) -> bool:
 )
 def test_help_says_what_each_flag_is_and_its_default(tmp_path, example, said):
     """``--help`` listed --optimizer and --lr with no word, and no default at all, where
-    ``distconv train --help`` gives both (review k455)."""
+    ``distconv train --help`` gives both."""
     proc = _run(example, "--help", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split())  # argparse wraps to the terminal's width
@@ -202,7 +202,7 @@ def test_help_says_what_each_flag_is_and_its_default(tmp_path, example, said):
 def test_a_refused_out_with_a_line_break_is_shown_as_a_shell_word(tmp_path, given):
     """README: a value with a character that does not print is shown as a shell word that
     pastes back as the same path, as ``distconv train`` shows it; the refusal said ``a b``, a
-    path with a space, another folder (review k455)."""
+    path with a space, another folder."""
     first = _run("mixed_regression.py", "--epochs", "1", *given, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     again = _run("mixed_regression.py", "--epochs", "1", *given, cwd=tmp_path)

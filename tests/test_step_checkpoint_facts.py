@@ -1,7 +1,7 @@
 """The run's facts a step checkpoint records (``StepCheckpoints``): written once a fit, not at
 each save. A sparse tensor in the config was coalesced and hashed anew at every checkpoint
 (about a second at 5M entries); a config changed between fits is still saved and compared as
-it is then (review k588)."""
+it is then."""
 
 from __future__ import annotations
 

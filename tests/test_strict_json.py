@@ -1,6 +1,6 @@
 """NaN and infinities in what distconv writes as JSON (``metrics.jsonl``, ``--log-format json``
 lines) are ``null``: the bare ``NaN`` that ``json.dumps`` writes is refused by every strict
-parser (JavaScript, Go, jq, log collectors), the whole line with it (review k199)."""
+parser (JavaScript, Go, jq, log collectors), the whole line with it."""
 
 from __future__ import annotations
 

@@ -114,7 +114,7 @@ def test_an_empty_data_dir_is_a_usage_error(empty, capsys):
 
 
 def test_keys_and_insecure_together_are_refused(capsys):
-    """``--keys DIR --insecure`` trained without CURVE and never read DIR (review k145);
+    """``--keys DIR --insecure`` trained without CURVE and never read DIR;
     ``distconv pserver`` refuses the two together, and so does ``distconv train`` now."""
     with pytest.raises(SystemExit) as stopped:
         train_parser().parse_args(["--sync", "pserver", "--keys", "/k", "--insecure"])
@@ -125,7 +125,7 @@ def test_keys_and_insecure_together_are_refused(capsys):
 @pytest.mark.parametrize("servers", ["", " , "])
 def test_an_empty_server_list_is_refused(servers, capsys):
     """``--pservers ""`` (a variable that was not set) trained alone with local sync, without a
-    word, even where DISTCONV_PSERVERS named the job's shards (review k145)."""
+    word, even where DISTCONV_PSERVERS named the job's shards."""
     with pytest.raises(SystemExit) as stopped:
         train_parser().parse_args(["--pservers", servers])
     assert stopped.value.code == 2
@@ -134,7 +134,7 @@ def test_an_empty_server_list_is_refused(servers, capsys):
 
 def test_a_blank_health_host_is_refused(capsys):
     """``--health-host ""`` (a variable that was not set) bound the probes and /metrics to
-    every interface, where the default is loopback alone (review k145)."""
+    every interface, where the default is loopback alone."""
     with pytest.raises(SystemExit) as stopped:
         train_parser().parse_args(["--health-port", "0", "--health-host", ""])
     assert stopped.value.code == 2
@@ -145,7 +145,7 @@ def test_a_blank_health_host_is_refused(capsys):
 def test_a_blank_keys_directory_is_refused(blank, capsys):
     """``--keys ""`` (a variable that was not set) read as no --keys at all: DISTCONV_KEYS
     won over the flag, or the worker asked for the --keys it had been given, and with local
-    sync it passed where ``--keys DIR`` is refused as unused (review k414)."""
+    sync it passed where ``--keys DIR`` is refused as unused."""
     with pytest.raises(SystemExit) as stopped:
         train_parser().parse_args(["--sync", "pserver", "--keys", blank])
     assert stopped.value.code == 2

@@ -1,7 +1,7 @@
 """``distconv train`` refuses a flag it does not take with its own usage, and points an
 async-SGD guess at the shards' ``--mode async``: argparse left train's leftovers to the
 top-level parser, whose ``usage: distconv [-h] [--version] [-q] COMMAND ...`` named no flag of
-train's (review k509)."""
+train's."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_a_refusal_hook_hears_the_unknown_flag_and_another_gets_no_hint():
 
 
 def test_the_async_hint_names_the_launchers_staleness_flag_which_it_takes():
-    """``distconv-launch local`` (k525) and ``k8s`` (k528) take ``--max-staleness``: the hint
+    """``distconv-launch local`` and ``k8s`` take ``--max-staleness``: the hint
     named only their ``--mode async``, so a staleness sweep read as shards started by hand."""
     from launcher.cli import build_parser
     from launcher.options import parse_own
@@ -65,8 +65,8 @@ def test_sync_async_given_to_train_itself_gets_the_async_hint():
         (["--sync", "pserver", "--epochs", "0"], False),  # a transport's name
         (["--out", "async", "--epochs", "0"], False),  # the word as another flag's value
         (["--sync", "mpi", "--bogus", "async"], False),
-        (["--mo", "async"], True),  # --mode's start, which argparse would read as it (k562)
-        (["--mode", "sync"], False),  # sync asked: the shards' default (k565)
+        (["--mo", "async"], True),  # --mode's start, which argparse would read as it
+        (["--mode", "sync"], False),  # sync asked: the shards' default
     ],
     ids=[
         *("sync=", "staleness", "transport", "value", "unknown-then-value", "mode-start"),

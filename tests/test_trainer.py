@@ -238,7 +238,7 @@ def test_resume_refuses_a_checkpoint_of_another_run(data, tmp_path):
     assert "The global batch (world size x batch size x accumulate) must stay" in str(e.value)
     with pytest.raises(CheckpointError, match=r"seed: checkpoint 0, this run 5") as e:
         _trainer(tmp_path, seed=5).fit(train, test, epochs=2, resume=True)
-    assert "global batch" not in str(e.value)  # said only where it differs (review k109)
+    assert "global batch" not in str(e.value)  # said only where it differs
     with pytest.raises(CheckpointError, match=r"optimizer: checkpoint \{'name': 'adam'"):
         _trainer(tmp_path, optimizer="sgd").fit(train, test, epochs=2, resume=True)
 
@@ -839,7 +839,7 @@ def test_every_float_dtype_is_cast(dtype):
 def test_a_float16_loss_is_summed_in_float32_within_a_batch_and_a_step():
     """A 16-bit loss was multiplied by the batch and summed over the passes in its own type:
     float16 stops at 65504, so a large pass (or --accumulate) read as "the loss became NaN or
-    infinite" where float32 trained on, and evaluate gave a test loss of inf (audit k236).
+    infinite" where float32 trained on, and evaluate gave a test loss of inf.
     Training's passes go through the same batch sum (Trainer._forward) as evaluation's."""
     big = synthetic(n=46_000, num_classes=4, noise=0.3, seed=3)  # 46000 x ~1.46 > 65504
     wide = _trainer(dtype=np.float32).evaluate(big, batch_size=46_000)["test_loss"]

@@ -1,6 +1,6 @@
 """A data set whose arrays live on the device (cupy's, which ``as_arrays`` takes): ``fit``'s
-scan for NaN before the first step made them numpy arrays implicitly, which cupy refuses
-(review k446). No GPU here: :class:`DeviceRows` fails where a cupy array does."""
+scan for NaN before the first step made them numpy arrays implicitly, which cupy refuses.
+No GPU here: :class:`DeviceRows` fails where a cupy array does."""
 
 from __future__ import annotations
 

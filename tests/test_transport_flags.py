@@ -38,7 +38,7 @@ def test_a_flag_for_another_transport_is_refused_on_one_line(tmp_path, flags, sa
 @pytest.mark.parametrize("flags", [["--stall-seconds", "900"], ["--health-host", "0.0.0.0"]])
 def test_a_probe_setting_without_health_port_is_refused_on_one_line(tmp_path, flags):
     """Without ``--health-port`` no probe is served, and ``--stall-seconds`` or
-    ``--health-host`` was dropped without a word (review k145)."""
+    ``--health-host`` was dropped without a word."""
     proc = distconv("train", *SMALL, "--epochs", "1", "--out", str(tmp_path / "run"), *flags)
     _assert_one_line_error(proc, f"{flags[0]} is a setting of the probes", "--health-port")
     assert not (tmp_path / "run").exists()
@@ -64,7 +64,7 @@ def test_the_servers_in_the_environment_are_not_a_flag(tmp_path):
         (["train", "--pserv", "h:1"], {"PMI_SIZE": "2"}, False),
         (["train"], {"PMI_SIZE": "2", "DISTCONV_PSERVERS": "h:1"}, False),
         (["train", "--sync", "mpi", "--sync", "pserver"], {"PMI_SIZE": "2"}, False),  # the last
-        # refused as one of several ranks, also as rank 0 of 1 by its flags (k114): MPI ranks
+        # refused as one of several ranks, also as rank 0 of 1 by its flags: MPI ranks
         # beside it would wait in MPI_Init for ever
         (["train", "--sync", "local"], {"PMI_SIZE": "2"}, True),
         (["train", "--sync", "pserver", "--sync", "local"], {"OMPI_COMM_WORLD_SIZE": "2"}, True),

@@ -1,6 +1,6 @@
 """A CronJob whose Job runs the ranks, with the default ``concurrencyPolicy: Allow``, starts
 the next run while the last one still runs: two Jobs then claim the same ranks of the shards'
-one world and write the same checkpoint directory. The check passed it (review k317); it now
+one world and write the same checkpoint directory. The check passed it; it now
 names the CronJob and says to set ``Forbid`` (or ``Replace``), as docs/kubernetes.md does."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Only an empty ``concurrencyPolicy`` is defaulted to ``Allow`` by the API server; ``0`` or a
 boolean (YAML's ``no``, ``off``) is no string, and the API server refuses the CronJob. c1d2b8b
 read every false-like value as ``Allow``: a backup CronJob with ``concurrencyPolicy: no``
-passed, and a CronJob of ranks was told the wrong reason (review k326)."""
+passed, and a CronJob of ranks was told the wrong reason."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A CronJob's ``concurrencyPolicy`` that the API server does not take (``forbid``,
 ``Forbidden``, a number) was named by a89693a as one that "lets a run start while the last one
 still runs", the wrong reason, and an empty one (defaulted to ``Allow``) was printed as an empty
-policy (review k322). A value none of Allow, Forbid and Replace is now named as such, for any
+policy. A value none of Allow, Forbid and Replace is now named as such, for any
 CronJob; an empty one is read as ``Allow``."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 without ``jobTemplate`` or ``jobTemplate.spec``, which the API server refuses, was named only
 by a line about a Job nobody wrote ('restartPolicy must be Never or OnFailure, got None'),
 and a ``jobTemplate.metadata`` that is no mapping was named by nothing, only its lost labels
-were (review k304)."""
+were."""
 
 from __future__ import annotations
 

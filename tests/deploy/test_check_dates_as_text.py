@@ -3,7 +3,7 @@
 timestamp-like plain scalar as its string "for backward compatibility". PyYAML gives a
 ``datetime.date``, which the field types table (review k299, commit 53d977b) named as no
 string and dropped, so a manifest kubectl applies was refused, and its args judged without
-the word (review k304)."""
+the word."""
 
 from __future__ import annotations
 

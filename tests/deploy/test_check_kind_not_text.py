@@ -1,7 +1,7 @@
 """An object whose ``kind`` is no string (``kind: 5``, ``kind: [Job]``), which kubectl apply
 refuses, was named by nothing, and its fields were not typed at all: the field types table
 (review k299, commit 53d977b) gave such an object no rule, so a wrong-typed field in its pod
-template (``resources: x``) still stopped the check with a traceback (review k304)."""
+template (``resources: x``) still stopped the check with a traceback."""
 
 from __future__ import annotations
 

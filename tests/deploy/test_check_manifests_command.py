@@ -1,5 +1,5 @@
 """``distconv check-manifests PATH...``: the checks of :func:`manifest_problems` on YAML or JSON
-files, folders or stdin, as an operator runs them on manifests edited by hand (review k348).
+files, folders or stdin, as an operator runs them on manifests edited by hand.
 
 Each test runs the command as a real subprocess on real files: exit 0 and ``no problems``, exit
 1 and one line per problem on stdout, exit 2 and one line on stderr for what cannot be read.

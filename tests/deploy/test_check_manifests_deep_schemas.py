@@ -1,4 +1,4 @@
-"""A manifest nested as deep as kubectl reads (review k368): a CRD's ``openAPIV3Schema`` has no
+"""A manifest nested as deep as kubectl reads: a CRD's ``openAPIV3Schema`` has no
 ``$ref``, so one for a recursive type inlines each level it allows (``properties: {children:
 {items: {properties: ...}}}``), and reaches hundreds of levels. ``distconv check-manifests``
 refused anything past 100 levels, which kubectl (Go's JSON and YAML: 10000) applies, and

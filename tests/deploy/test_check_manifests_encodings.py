@@ -1,4 +1,4 @@
-"""``distconv check-manifests`` reads what ``kubectl apply -f`` reads (review k364): kubectl's
+"""``distconv check-manifests`` reads what ``kubectl apply -f`` reads: kubectl's
 FileVisitor decodes through ``unicode.BOMOverride(unicode.UTF8.NewDecoder())`` (a UTF-8 byte
 order mark dropped, UTF-16 with its mark transcoded, anything else UTF-8), then apimachinery's
 ``YAMLOrJSONDecoder`` reads JSON where the text starts with ``{`` and YAML otherwise, whatever

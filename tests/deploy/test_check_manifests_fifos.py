@@ -211,7 +211,7 @@ _READER = (
 def test_a_fifo_another_process_reads_ends_in_the_wait_naming_that_possibility(tmp_path):
     """A FIFO with no writer that another process holds open to read (a stale reader, a second
     check): k413 refused it at once by a look at the other processes, which could not tell a
-    reader from a holder and refused valid input (review k424), so that look is gone. The
+    reader from a holder and refused valid input, so that look is gone. The
     bounded wait ends it, its one line naming both possibilities, not guessing which."""
     fifo = tmp_path / "job.yaml"
     os.mkfifo(fifo)
@@ -476,7 +476,7 @@ def test_a_fifo_that_gave_nothing_names_another_reader_as_a_possibility(tmp_path
 @pytest.mark.parametrize("recursive", [False, True])
 def test_a_fifo_in_a_folder_given_that_gave_nothing_names_another_reader_too(tmp_path, recursive):
     """The hint looked at the paths given, not the files read: a FIFO in a folder given (with
-    or without -r) that gave nothing was said as an empty file was (review k450)."""
+    or without -r) that gave nothing was said as an empty file was."""
     folder = tmp_path / "rendered"
     folder.mkdir()
     os.mkfifo(folder / "job.yaml")

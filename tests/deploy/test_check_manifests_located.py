@@ -1,5 +1,5 @@
 """Each problem line of ``distconv check-manifests`` names the file its object is written in,
-and the line its document starts on (review k364): ``job.yaml:12: Job x: ...``. With several
+and the line its document starts on: ``job.yaml:12: Job x: ...``. With several
 files (a folder, a chart rendered to many), a line naming the object alone left its reader to
 search each file for it."""
 
@@ -82,7 +82,7 @@ def test_stdin_and_an_object_written_twice(tmp_path):
 
 def test_a_problem_many_files_make_is_printed_once_naming_a_few(tmp_path):
     """The same line made by each of many files is printed once, naming the first
-    ``MAX_PLACES`` files and counting the rest (review k372): 2000 unnamed ConfigMaps printed
+    ``MAX_PLACES`` files and counting the rest: 2000 unnamed ConfigMaps printed
     each of their 3 lines 2000 times, each naming all 2000 files (161 MB)."""
     sources = [(f"f{i}.yaml:1", {"kind": "ConfigMap"}) for i in range(2000)]
     first = ", ".join(f"f{i}.yaml:1" for i in range(5)) + " and 1995 more documents"

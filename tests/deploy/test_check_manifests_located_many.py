@@ -1,4 +1,4 @@
-"""The file of each problem is found in time linear in the problems (review k368): each line
+"""The file of each problem is found in time linear in the problems: each line
 was compared with the name of every object read, and each document's lines, so a List of 4000
 ConfigMaps (``kubectl get configmaps -o yaml``), judged in 0.2 s, took 12 s more to be placed,
 8000 a minute."""

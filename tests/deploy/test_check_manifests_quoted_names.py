@@ -1,6 +1,6 @@
 """``distconv check-manifests`` names a file whose name does not print (a line break, a
 control character, a byte of no UTF-8) as the ``$'...'`` shell word the training command's
-errors use, which pastes back as the same path (review k469): ``a\\nb.yaml``, as it was
+errors use, which pastes back as the same path: ``a\\nb.yaml``, as it was
 shown, named another file."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``distconv check-manifests`` reads at most :data:`MAX_BYTES` of any input (review k364): a
+"""``distconv check-manifests`` reads at most :data:`MAX_BYTES` of any input: a
 device (``/dev/zero``), a FIFO, stdin or a regular file past it is one error line, at once,
 where the whole of it was read into memory (for ever, from ``/dev/zero``)."""
 

@@ -1,4 +1,4 @@
-"""The Helm-template hint on a YAML error of ``distconv check-manifests`` (review k364): shown
+"""The Helm-template hint on a YAML error of ``distconv check-manifests``: shown
 where the file holds a template action YAML reads as YAML (``name: {{ .Values.name }}``,
 ``{{- if ... }}``), not for a plain manifest whose ``{{`` stands in a quoted string, a comment
 or a block scalar's text (a shell's ``'{{.Names}}'``, Alertmanager's templates in a

@@ -1,7 +1,7 @@
-"""A StatefulSet whose name is over 52 characters is named (review k299), but a CronJob's
+"""A StatefulSet whose name is over 52 characters is named, but a CronJob's
 name has the same limit, which the API server enforces ("must be no more than 52 characters":
 each Job it creates is ``<name>-<scheduled time in minutes>``, 11 more characters, and a Job's
-name holds 63, as its pods' ``job-name`` label does): both passed the check (review k304)."""
+name holds 63, as its pods' ``job-name`` label does): both passed the check."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_an_object_whose_kind_is_no_string_is_judged_without_a_crash():
 @pytest.mark.parametrize(("length", "named"), [(61, False), (62, True)])
 def test_an_indexed_jobs_name_too_long_for_its_pods_host_names_is_named(length, named):
     """The Job controller sets each Indexed pod's hostname to ``<job>-<index>``, which the
-    API server refuses over 63 characters: a name of 62 with 2 completions passed (k304)."""
+    API server refuses over 63 characters: a name of 62 with 2 completions passed."""
     objs = _rendered()
     (job,) = [o for o in objs if o["kind"] == "Job"]
     name = job["metadata"]["name"] = "w" * length

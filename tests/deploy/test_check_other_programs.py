@@ -3,7 +3,7 @@ before it, a checkpoint backup every hour) was held to the 60 s grace period a r
 checkpoint after SIGTERM, and to the probes only distconv serves: only a Deployment (or
 another restarting controller) running no shard, rank nor sshd was spared them (review k299,
 commit ca9acf6), and since CronJobs' Jobs are judged (ec99361), a backup CronJob that passed
-before was refused for its default 30 s (review k304)."""
+before was refused for its default 30 s."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A GPU count is a Kubernetes quantity: the API server takes any whole number of devices
 however the quantity spells it (``"1000m"``, ``"1e0"``, ``"+1"``), but 0eb9736 took only an
 integer, a whole float or ASCII digits, and refused the rest of a valid job ('must be a whole
-number of devices') (review k311)."""
+number of devices')."""
 
 from __future__ import annotations
 
@@ -31,14 +31,14 @@ def test_one_gpu_as_the_api_server_reads_the_text_passes(value):
     """2bbb81c's parser refused what the API server still reads as 1 GPU: Quantity.UnmarshalJSON
     trims the text (strings.TrimSpace) before ParseQuantity, whose exponent is any number of
     digits, and ParseQuantity rounds a value up to a whole nano-unit before the validation's
-    ``MilliValue() % 1000`` (review k312)."""
+    ``MilliValue() % 1000``."""
     assert manifest_problems(_gpu_job_asking(value)) == []
 
 
 @pytest.mark.parametrize("value", ["-0", "+", "."])
 def test_a_quantity_of_no_device_is_counted_as_zero(value):
     """``-0`` is not below 0, and a sign or a point alone is 0 to ParseQuantity: each is read as
-    0 GPUs, like ``0`` (review k312)."""
+    0 GPUs, like ``0``."""
     assert manifest_problems(_gpu_job_asking(value)) == manifest_problems(_gpu_job_asking(0))
 
 
@@ -46,7 +46,7 @@ def test_a_quantity_of_no_device_is_counted_as_zero(value):
 def test_a_quantity_whose_millis_round_up_to_one_gpu_passes(value):
     """The validation reads ``MilliValue()``, which rounds up to a whole milli-unit (ceil(q *
     1000)), not the nano-units 5823a0e rounded to: ``0.9995`` is 1000m, 1 GPU, and the API
-    server takes it (review k313)."""
+    server takes it."""
     assert manifest_problems(_gpu_job_asking(value)) == []
 
 
@@ -65,7 +65,7 @@ def test_a_quantity_whose_millis_round_up_to_one_gpu_passes(value):
 def test_a_quantity_of_many_digits_is_read_not_crashed_on(value, named):
     """Python's int() refuses a text of over 4300 digits (ValueError), so 5823a0e's reading of
     a long quantity crashed the check; ParseQuantity reads any number of digits: ``1e`` then
-    5000 zeros is 1 GPU. A huge exponent is named, as before (review k313)."""
+    5000 zeros is 1 GPU. A huge exponent is named, as before."""
     problems = manifest_problems(_gpu_job_asking(value))
     assert bool(problems) is named
     if named:

@@ -213,7 +213,7 @@ def test_a_stdout_that_cannot_take_the_output_is_one_error_line(tmp_path, args, 
 
 def test_a_folder_name_stdout_cannot_encode_is_one_error_line(tmp_path):
     """``python -m distconv.deploy outé`` under ``PYTHONIOENCODING=ascii`` wrote the examples,
-    then ended in UnicodeEncodeError's traceback listing them (review k237)."""
+    then ended in UnicodeEncodeError's traceback listing them."""
     result = subprocess.run(
         [sys.executable, "-m", "distconv.deploy", "outé"],
         cwd=tmp_path,

@@ -1,8 +1,8 @@
 """Bare Pods that run the ranks beside the shards were never counted: a bare Pod runs one
 rank (rank 0 of 1), yet shards told ``--workers 2`` passed beside it (they would wait for a
 second worker for ever), and two such Pods passed too, though each claims rank 0 of the
-shards' one world. A Job's ranks were compared with the shards; a bare Pod's now are
-(review k299)."""
+shards' one world. A Job's ranks were compared with the shards; a bare Pod's now are.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A CronJob's workers (``spec.jobTemplate.spec.template``) were not checked at all: the walk
 over pod templates read ``spec.template`` only, so a CronJob whose Job restarts its ranks for
 ever, or runs another count of ranks than the shards wait for, passed. Each run of the
-CronJob is a Job named ``<cronjob>-<time>``: it is now judged as that Job (review k299)."""
+CronJob is a Job named ``<cronjob>-<time>``: it is now judged as that Job."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ was held to what a shard's or a rank's pods must do: a port of it named ``health
 ``/readyz`` and ``/healthz`` probes, which only distconv's health server answers, and its
 default grace period (30 s) was refused as under the 60 s a rank needs to checkpoint. Neither
 is asked of it now; the conventions every pod keeps (labels, non-root, resources, keys as
-files) still are, and ranks run by a Deployment are still refused (review k299)."""
+files) still are, and ranks run by a Deployment are still refused."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ check with a traceback wherever it was read: a Job, StatefulSet or Service witho
 with a ``spec`` that is no mapping (``KeyError``, ``AttributeError``), ``metadata.labels`` that
 is no mapping, an ``env`` entry that is a number, a volume mount without ``mountPath``, ... so
 nothing else was judged. Each is now named once, as a line, and the rest is judged as if the
-field were not written (review k299)."""
+field were not written."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A ``kind: List`` whose ``items`` is a mapping (one object written without the ``-``) was
 judged as that one object, so a manifest ``kubectl apply`` refuses passed the check (or was
 judged as a List and so not at all). kubectl refuses it: the check names it, like an item that
-is no object (review k299)."""
+is no object."""
 
 from __future__ import annotations
 

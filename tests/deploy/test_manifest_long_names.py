@@ -4,7 +4,7 @@ host name is its name cut to 63 characters (a DNS label; the kubelet cuts it, an
 (``DISTCONV_RANK_FROM_HOSTNAME``) in a Pod of a longer name has none, and refuses to start,
 while the check read the ordinal off the whole name. And a StatefulSet whose name is longer
 than 52 characters creates no pod (its pods' ``controller-revision-hash`` label, the name and
-a hash, passes the 63 a label holds), which passed (review k299)."""
+a hash, passes the 63 a label holds), which passed."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """A number (or a boolean) where Kubernetes takes only text passed the check as its text:
 ``value: 2`` in an ``env`` entry, ``args: [--epochs, 3]``. ``kubectl apply`` refuses both
 (``cannot unmarshal number into Go struct field EnvVar...value of type string``), so the job
-never starts; the check now names each, once, and judges the rest as the text meant
-(review k299)."""
+never starts; the check now names each, once, and judges the rest as the text meant.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A long document, of many values written out and no alias that expands, is no hostile one
-(review k368): ``distconv check-manifests`` and :func:`manifest_problems` refused a List of over
+"""A long document, of many values written out and no alias that expands, is no hostile one:
+``distconv check-manifests`` and :func:`manifest_problems` refused a List of over
 a million values (``kubectl get configmaps -o yaml`` of a namespace that holds many), which
 kubectl applies, with "holds over 1000000 values once its aliases are expanded", though it had
 no alias at all. The bound is on what aliases add: what no text of the bounded size holds."""

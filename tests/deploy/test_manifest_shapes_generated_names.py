@@ -1,7 +1,7 @@
 """A problem of an object named by ``generateName`` named it ``?`` (``StatefulSet ?: pod
 w-xxxxx-0's rank ...``, ``Job ?: restartPolicy ...``), though 45e63a8 placed its pods by the
 prefix: the problem now names the object as its pods are named, the prefix and the stand-in for
-what the API server appends (review k297)."""
+what the API server appends."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """An object's or pod template's ``metadata`` that is no mapping (``metadata: x``, a list, a
 number) stopped the check with ``AttributeError: ... has no attribute 'get'`` wherever it was
 read (``walk._where``, the labels, the Services' index), so nothing else was judged. The API
-server refuses it: the check now names it and judges the rest (review k297)."""
+server refuses it: the check now names it and judges the rest."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A rank's object without ``metadata`` whose ranks are given ``--pservers`` stopped the check
 with ``KeyError: 'metadata'`` in ``check._server_lists`` (it read the object's namespace as
 ``obj["metadata"]``): a workers' Job so written, and since d01d259 a bare Pod that runs the rank,
-which before passed unjudged. The rest is judged now, the object named ``?`` (review k297)."""
+which before passed unjudged. The rest is judged now, the object named ``?``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A value that is no mapping, at top level or among a ``kind: List``'s items (``- 1``,
 ``- x``), stopped the check with ``AttributeError: ... has no attribute 'get'`` in
-``check._listed``; kubectl apply refuses it, so the check names it and judges the rest
-(review k297)."""
+``check._listed``; kubectl apply refuses it, so the check names it and judges the rest.
+"""
 
 from __future__ import annotations
 

@@ -911,7 +911,7 @@ def _qualified(suffix: str, port: str = "5555") -> str:
 )
 def test_a_shard_name_qualified_with_its_namespace_is_the_same_shard(pservers, same):
     """``<pod>.<service>.<namespace>.svc.<domain>`` reaches the pod ``<pod>.<service>`` does:
-    it was refused as "not the shards' DNS names" (review k143)."""
+    it was refused as "not the shards' DNS names"."""
     objs = copy.deepcopy(render("pserver"))
     _arg_set(_container(objs[2]), "--pservers", pservers)
     problems = manifest_problems(objs)
@@ -976,7 +976,7 @@ GOOD = dict(job_name="j", workers=2, servers=1, image="d:1")
         ({"train_args": ["--epochs", "3", "--sync", "local"]}, "must leave --sync to the"),
         ({"train_args": ["--re=never"]}, "must leave --re=never (--resume) to the deployment"),
         ({"train_args": ["--syn", "mpi"]}, "must leave --syn (--sync) to the deployment"),
-        # the deployment sets no --overwrite: it sets --resume auto, which excludes it (audit k242)
+        # the deployment sets no --overwrite: it sets --resume auto, which excludes it
         ({"train_args": ["--overwrite"]}, "--overwrite after --: every rank would refuse it"),
         ({"train_args": ["--overw"]}, "--overwrite after --: every rank would refuse it beside"),
         # set in the pods' environment, which a flag would win over (review k122: the library
@@ -1201,8 +1201,8 @@ def _kubelet_restarts_within(seconds: float) -> int:
 def test_the_workers_job_outlasts_the_failed_shards_restart(name):
     """One worker's crash fails a sync job's shards at their --timeout; every worker then exits,
     restarts, and is refused until the shards' liveness probe restarts them. A backoffLimit of 3
-    restarts a worker ran out in a kubelet-like emulation at 98 s, just as the shards came back
-    (review k175); one of 6 left a second such incident in the Job's life too few, for the Job
+    restarts a worker ran out in a kubelet-like emulation at 98 s, just as the shards came back;
+    one of 6 left a second such incident in the Job's life too few, for the Job
     counts restarts over its whole life (review of the deployment, runs B and F). Each worker's
     restarts in two such incidents, each with one that resumes, must fit the limit (a fresh
     back-off each time: the kubelet's, not reset within 10 minutes, restarts fewer)."""

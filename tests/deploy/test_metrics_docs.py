@@ -1,7 +1,7 @@
 """docs/operations.md's list of the ``/metrics`` series against what a rank reports: the bytes
 counters said 'a parameter-server worker's payload bytes', but an MPI rank fills them too (its
 gradient collectives' bytes, ``MPISync.traffic``), so a dashboard read by the docs took an MPI
-job's non-zero series for a misconfiguration (review k156)."""
+job's non-zero series for a misconfiguration."""
 
 from __future__ import annotations
 
@@ -102,8 +102,8 @@ def test_an_mpi_rank_counts_its_gradient_bytes_as_the_docs_say(monkeypatch):
 def test_what_the_job_id_is_said_to_name_carries_it():
     """``distconv train --help`` said --job-id 'names the job in logs and metrics' (and
     ``Runtime.job_id`` 'in logs, metrics and key files'), but no series of /metrics, nor a line
-    of metrics.jsonl, carries it: an operator who filtered a dashboard by job id found nothing
-    (review k174). What the texts name must hold it."""
+    of metrics.jsonl, carries it: an operator who filtered a dashboard by job id found nothing.
+    What the texts name must hold it."""
     from distconv.runtime import Runtime
     from distconv.train_args import train_parser
 

@@ -10,7 +10,7 @@ later pair's local rank is compared with the first pair's where both are set, an
 Job index's 0. The check judged each pair's local rank alone against the index, and two pairs
 whose local ranks disagree (every rank stops) passed where the index was dropped. The local
 rank the rank takes (the first set) must be 0 besides: a Job's pod runs one rank, and local
-rank R serves ``--health-port`` + R, off the port its probes ask (review k287). Each verdict
+rank R serves ``--health-port`` + R, off the port its probes ask. Each verdict
 is held to the pods started for real."""
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def test_a_local_rank_that_stops_the_ranks_is_named(head, problem, tmp_path):
 )
 def test_a_local_rank_other_than_0_is_named(head, local, tmp_path):
     """Placement accepts these (the pods place themselves), but the rank takes the local
-    rank: it serves --health-port plus it, which its probes do not ask (review k287)."""
+    rank: it serves --health-port plus it, which its probes do not ask."""
     job = workers_job(3, head)
     assert trains(job, tmp_path)
     var = local.split()[0]

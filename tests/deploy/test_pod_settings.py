@@ -77,11 +77,11 @@ def test_a_flag_that_overrides_the_pods_is_named(example, flags, words):
     [
         ("pserver", ["--rank", "$(JOB_COMPLETION_INDEX)"]),  # each pod fills in its own
         ("pserver", ["--world-size", "4"]),  # what the pods say anyway
-        ("pserver", ["--world-size", "04"]),  # 4 as the ranks read it (review k126)
+        ("pserver", ["--world-size", "04"]),  # 4 as the ranks read it
         ("mpijob", ["--world-size=4"]),
         ("pserver", ["--job-id", "digits-ps"]),
         ("pserver", ["--job-id", "$(JOB)"]),
-        ("pserver", ["--job-id="]),  # none given: the rank reads DISTCONV_JOB_ID (review k126)
+        ("pserver", ["--job-id="]),  # none given: the rank reads DISTCONV_JOB_ID
         ("pserver", ["--job-id", ""]),
         ("mpijob", ["--job-id", "anything"]),  # no shards to refuse it
     ],

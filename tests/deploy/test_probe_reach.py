@@ -99,7 +99,7 @@ def test_probes_the_kubelet_cannot_reach_are_refused(kind, edit, words):
         ("127.1", True),  # the C library's short form of 127.0.0.1
         ("0:0:0:0:0:0:0:1", True),  # ::1 written out
         ("::ffff:127.0.0.1", True),
-        ("[::1]", True),  # the health server strips the brackets URLs write (review k180)
+        ("[::1]", True),  # the health server strips the brackets URLs write
         ("[127.0.0.1]", True),
         ("[::]", False),
         ("LOCALHOST", True),  # names are matched without regard to case
@@ -150,7 +150,7 @@ def test_a_host_the_manifest_gives_in_a_variable_is_read_filled_in(kind, value, 
         ("--health-port", "$(P)", "8080", False),  # the health port, from a variable
         ("--health-port", "$(P)", None, False),  # only the cluster knows it: not judged
         ("--health-port", "8080", None, False),
-        # the number as distconv train reads it (number_text.integer): 8080 (review k232)
+        # the number as distconv train reads it (number_text.integer): 8080
         ("--health-port", "+8080", None, False),
         ("--health-port", " 8080", None, False),
     ],
@@ -179,7 +179,7 @@ def test_the_health_port_is_compared_as_the_process_reads_it(kind, spelled, valu
 def test_a_host_only_the_cluster_knows_without_a_port_is_refused(kind):
     """--health-host $(VAR) the cluster fills in, but no --health-port: the rank or the shard
     refuses it at start (no probes to set), and the check says so. A rank's passed once its
-    $(VAR) was read filled in (review k180 of 491ead1)."""
+    $(VAR) was read filled in."""
     edit = lambda a: (_set("--health-host", "$(HOST)")(a), _drop("--health-port")(a))  # noqa: E731
     (problem,) = _problems(kind, edit)
     assert "--health-port" in problem and problem.startswith(f"{kind} j-"), problem

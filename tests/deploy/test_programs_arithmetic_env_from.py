@@ -5,7 +5,7 @@ after its ``prefix``), never such a name; but every reference was taken for a va
 cluster knows where a container had an ``envFrom``, so a sidecar running ``sleep
 $((INTERVAL*60))`` had ``(INTERVAL*60`` filled with a stand-in, its ``(`` read as a subshell
 and the stand-in as its program, and was held to a rank's 60 s grace period and probes, the
-defect 0ab9a4a fixed for ``$(($I + 1))`` (review k331)."""
+defect 0ab9a4a fixed for ``$(($I + 1))``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """numactl's ``-c``/``--cpubind NODES`` (the old name of ``--cpunodebind``, which numactl still
 reads) takes a value, as ``-N`` does; daaf54c's table left it out, so ``numactl -c 0
 $(PROG)`` took ``0`` for the program: a program only the cluster knows behind it was read as
-another program and let through with a 30 s grace period (review k326)."""
+another program and let through with a 30 s grace period."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ is the command's environment only where the shell exports it: the pod's env has 
 ``export`` says so. adf76a8 kept every such assignment as the command's, so a rank whose shell
 only set ``DISTCONV_PSERVERS`` for itself, which trains locally, was counted as the shards' and
 had its list compared with theirs; and ``export S=pserver;`` left the string unread, so a
-second Job of the shards' ranks passed (review k322)."""
+second Job of the shards' ranks passed."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 bash's ``SHLVL``, ``RANDOM``...) hold the shell's value, not the pod's ``env`` value of the same
 name (``env -i PPID=x sh -c 'echo $PPID'`` prints the parent's pid). A ``$PPID`` in a rank's
 string was filled in from the pod's env, and a ``$PWD`` in a sidecar's program read as a value
-only the cluster knows under an ``envFrom`` (review k326)."""
+only the cluster knows under an ``envFrom``."""
 
 from __future__ import annotations
 

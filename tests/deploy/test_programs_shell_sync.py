@@ -4,7 +4,7 @@ which only the running shell fills in, so a baseline beside the job (``S=local``
 Job of the shards' ranks (``S=pserver``) looked alike, as another program. A variable of a
 plain value, from the container's ``env`` or set first in the string (``S=ps; exec distconv
 ...``), is now filled in; one only the cluster knows is named as such in the line that counts
-the rank as the shards' (review k317)."""
+the rank as the shards'."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 the value it sets; d7b130a read ``$CMD`` from the container (where the unread string itself
 looked like a value ``env_as_seen`` could not read) as a program only the cluster knows, so a
 checkpoint backup Job so written was held to the rank's 60 s grace period and refused for its
-default 30 s (review k311)."""
+default 30 s."""
 
 from __future__ import annotations
 
@@ -47,6 +47,6 @@ def test_a_rank_the_shell_string_sets_from_the_env_is_still_held():
 def test_a_rank_the_string_sets_to_a_value_not_as_written_is_still_held(script):
     """15a3238 read ``P="$TRAIN"`` as P set to the empty string (the quote ended the value) and
     ``TRAIN=/bin/true $TRAIN`` as TRAIN set for its own expansion, so these Jobs, which run a
-    rank, kept their default 30 s grace period with no line (review k312)."""
+    rank, kept their default 30 s grace period with no line."""
     env = [{"name": "TRAIN", "value": _TRAIN}]
     assert _GRACE in manifest_problems(_beside_the_job(["sh", "-c", script], env, []))

@@ -2,7 +2,7 @@
 ``--pservers``, no ``DISTCONV_PSERVERS``) trains locally, as the rank chooses its transport,
 and never reaches the shards; b26f036 left out only a rank whose ``--sync`` says another
 transport, so this baseline beside the worker Job was refused ('claimed by each of them'), and
-beside the shards alone was compared with their ``--workers`` (review k311)."""
+beside the shards alone was compared with their ``--workers``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Each wrapper's options that take a value are read past with their value, which is no
 program: numactl's ``-P``/``--preferred-many`` and ``-w``/``--weighted-interleave`` (numactl
 2.0.17) were not known, so ``numactl -P 0 $(PROG)`` ran the program ``0``, and a program only
-the cluster knows behind it was let through with a 30 s grace period (review k322). The other
+the cluster knows behind it was let through with a 30 s grace period. The other
 cases are the options the review checked (guards)."""
 
 from __future__ import annotations

@@ -254,7 +254,7 @@ def test_a_stall_limit_out_of_range_is_a_usage_error(value, probes, capsys):
     """--stall-seconds took any float: with --health-port, 0, -5, nan or inf stopped the shard
     with a ValueError traceback from ServiceEndpoints, naming no flag; without it the value was
     taken, and the deploy checks passed a manifest whose shard would crash-loop once probes
-    were added (review k128)."""
+    were added."""
     from distconv.cli import build_parser, main
 
     argv = ["pserver", "--bind", "127.0.0.1:0", "--shard", "0", "--num-shards", "1"]
@@ -262,7 +262,7 @@ def test_a_stall_limit_out_of_range_is_a_usage_error(value, probes, capsys):
     with pytest.raises(SystemExit) as exited:  # without probes, main would serve: parse only
         main(argv) if probes else build_parser().parse_args(argv)
     assert exited.value.code == 2
-    finite = value in ("nan", "inf")  # refused as every decimal flag refuses them (k226)
+    finite = value in ("nan", "inf")  # refused as every decimal flag refuses them
     words = f"must be finite, got {value!r}" if finite else f"must be finite and > 0, got {value}"
     assert f"--stall-seconds: {words}" in capsys.readouterr().err
 

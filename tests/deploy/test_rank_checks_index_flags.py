@@ -3,7 +3,7 @@ reference in only on the command line of an Indexed Job's pods, where the Job co
 variable. In a Job that is not Indexed it reaches ``distconv train`` as written, which refuses the
 text; in an Indexed Job ``--world-size $(JOB_COMPLETION_INDEX)`` makes each rank's index its
 world (rank 0's world is 0, rank R's is R: out of range). The check took any ``$(...)`` in the
-flag for a value only the cluster knows and passed both (review k281), and did so under an
+flag for a value only the cluster knows and passed both, and did so under an
 MPIJob (whose launcher is no Indexed Job's pod). Each verdict is held to the pods started for
 real."""
 

@@ -1,7 +1,7 @@
 """A ``--rank`` or ``--world-size`` whose ``$(VAR)`` names no variable of the pod reaches every
 rank as written (the kubelet leaves such a reference, as it turns ``$$(...)`` into ``$(...)``),
 and the ranks' parser refuses the text. The check took any ``$(...)`` left in the flag for a
-value only the cluster knows and passed it (review k281); a variable the cluster does fill in
+value only the cluster knows and passed it; a variable the cluster does fill in
 (``valueFrom``, ``envFrom``) is still not judged. Each verdict is held to the pods started for
 real."""
 

@@ -1,8 +1,8 @@
 """docs/kubernetes.md said a launcher's pair's local rank must be 0 beside the Job index, but the
 check, as placement does, holds only the first pair's to 0 and each later one to the first's
-where both are set (review k281): ``MPI_LOCALRANKID=1`` beside a ``RANK`` with no ``LOCAL_RANK``
+where both are set: ``MPI_LOCALRANKID=1`` beside a ``RANK`` with no ``LOCAL_RANK``
 passes, and the rank then takes 1 as its local rank, which moves its health port off the one its
-probes ask. The check now refuses a local rank other than 0 that the rank takes (review k287);
+probes ask. The check now refuses a local rank other than 0 that the rank takes;
 each statement of the docs is held to the check, the pods started for real and the runtime."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def test_the_first_pairs_local_rank_is_held_to_the_index_as_the_docs_say(tmp_pat
 
 def test_a_later_pairs_local_rank_is_refused_as_the_docs_say(tmp_path):
     """Placement accepts it and the rank takes it, so its health port moves off the one its
-    probes ask: the check refuses it (review k287)."""
+    probes ask: the check refuses it."""
     text = kubernetes_doc_text()
     assert "So `MPI_LOCALRANKID=1` beside a `RANK` with no `LOCAL_RANK` is refused" in text
     assert "set the local rank to 0 in every pair that sets one" in text

@@ -2,7 +2,7 @@
 every pair with the first and stops the rank where they differ ("two sources disagree"). The
 check compared each pair alone with the Job index, DISTCONV_WORLD_SIZE or completions only, so
 where the ranks give ``--rank`` (the pairs' ranks not judged) or ``--world-size`` (their sizes
-not judged) and the index is dropped, two pairs that disagree passed (review k281). Each verdict
+not judged) and the index is dropped, two pairs that disagree passed. Each verdict
 is held to the pods started for real."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ordinal (``t-2``) only with ``DISTCONV_RANK_FROM_HOSTNAME`` on, in a world of
 ``DISTCONV_WORLD_SIZE``, which must be the replicas; otherwise each pod is rank 0 of 1, which
 refuses a ``DISTCONV_WORLD_SIZE`` above 1 and, without one, trains alone. The check judged the
-placement of Jobs' ranks only and passed every such StatefulSet (review k287). Each verdict is
+placement of Jobs' ranks only and passed every such StatefulSet. Each verdict is
 held to :func:`distconv.runtime.detect_runtime` run on each pod's environment and host name."""
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def _refused(ordinal: int, why: str) -> str:
                 "to say how many workers there are",
             ),
         ),
-        # what d67ad88 left unjudged (review k293): a launcher's pair every pod shares
+        # what d67ad88 left unjudged: a launcher's pair every pod shares
         (3, {"RANK": "0", "WORLD_SIZE": "3", "DISTCONV_WORLD_SIZE": "3"}, (), None, _ALL_RANK_0),
         (
             3,

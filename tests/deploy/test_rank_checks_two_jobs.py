@@ -1,6 +1,6 @@
 """A job's shards serve one world of ranks (``--workers``, one job id): two workers' Jobs beside
 them each place their pods as ranks 0..N-1 of the same world, so every rank is claimed twice.
-The check compared each Job alone with the shards' ``--workers`` and passed both (review k281).
+The check compared each Job alone with the shards' ``--workers`` and passed both.
 The verdict is held to the pods started for real."""
 
 from __future__ import annotations

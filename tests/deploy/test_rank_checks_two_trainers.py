@@ -85,7 +85,7 @@ def _bare_pod(*containers: dict) -> dict:
 
 
 def test_two_ranks_in_a_bare_pod_are_named():
-    """Both containers of one bare Pod place themselves as rank 0 of 1 (review k295)."""
+    """Both containers of one bare Pod place themselves as rank 0 of 1."""
     pod = _bare_pod()
     pod["spec"]["containers"].append({**pod["spec"]["containers"][0], "name": "worker-2"})
     assert [detect_runtime(environ={}, hostname="p").rank] * 2 == [0, 0]

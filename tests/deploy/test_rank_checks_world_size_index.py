@@ -2,7 +2,7 @@
 is not Indexed) reaches the ranks as written, and every rank that reads it refuses it ("must be
 an integer"); on the command line of an Indexed Job's pods, the index makes each rank's world
 its own index. The check took any ``$(`` in the variable for a value only the cluster knows and
-passed both, as it did for ``--rank``/``--world-size`` before 3ee4add (review k287). A rank
+passed both, as it did for ``--rank``/``--world-size`` before 3ee4add. A rank
 that reads no ``DISTCONV_WORLD_SIZE`` (both flags given) or whose ``--world-size`` wins over
 the index's world still passes. Each verdict is held to the pods started for real."""
 

@@ -2,7 +2,7 @@
 names it (the kubelet fills in only names defined before) or it was written ``$$(NAME)``: the
 check named it "nothing the pod can see defines that variable" (DISTCONV_WORLD_SIZE, 1274a13),
 false for a name defined later, or gave no reason at all (a launcher's pair, a local rank), so
-the user could not tell why ``$(N)`` beside ``N: "3"`` was refused (review k293). The reason
+the user could not tell why ``$(N)`` beside ``N: "3"`` was refused. The reason
 and the fix are named; each verdict is held to the pods started for real."""
 
 from __future__ import annotations

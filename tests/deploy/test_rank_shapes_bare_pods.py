@@ -20,7 +20,7 @@ def _with_pod(gpus: int = 0, of: str = "Job") -> tuple[list[dict], dict]:
     """The rendered manifests of 1 rank and 1 shard, the pod of the ``of`` (Job: the rank's;
     StatefulSet: the shard's) added as bare Pod ``p`` (restartPolicy Never); and its first
     container. The rank's Pod replaces the Job: beside it, both would claim rank 0 of the
-    shards' one world (review k304)."""
+    shards' one world."""
     objs = copy.deepcopy(
         render_manifests(job_name="j", workers=1, servers=1, image="d:1", gpus=gpus)
     )

@@ -1,7 +1,7 @@
 """Objects in a ``kind: List`` (``kubectl get -o yaml`` writes one; ``kubectl apply`` creates
 each item) are judged as the objects they hold: a List was judged as one object with no pod
-template, so a bad Job in it passed every check, and the List itself was named for labels
-(review k295). An empty YAML document (None), which kubectl skips, is skipped: it stopped the
+template, so a bad Job in it passed every check, and the List itself was named for labels.
+An empty YAML document (None), which kubectl skips, is skipped: it stopped the
 check with AttributeError."""
 
 from __future__ import annotations

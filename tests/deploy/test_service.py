@@ -134,8 +134,8 @@ def test_a_training_rank_names_the_last_step_it_finished():
 @pytest.mark.timeout(60)
 def test_an_evaluation_longer_than_the_stall_limit_is_no_stall():
     """Only training steps beat, so a test set that took longer than the stall limit to
-    evaluate made /healthz answer 503, and a liveness probe could restart a healthy worker
-    (review k112). Every forward beats now. Here each forward sleeps 0.25 s and the limit is
+    evaluate made /healthz answer 503, and a liveness probe could restart a healthy worker.
+    Every forward beats now. Here each forward sleeps 0.25 s and the limit is
     0.6 s: the evaluation's 8 batches take 2 s, the training before it 0.5 s."""
     import numpy as np
 
@@ -316,7 +316,7 @@ def _wait_for_handlers(deadline_s: float = 10) -> None:
 def test_a_client_that_hangs_up_leaves_no_traceback_on_stderr(service, capfd, caplog):
     """A probe past its timeoutSeconds (5 s in the manifests) closes its connection: the stdlib
     server printed "Exception occurred during processing of request" and a traceback on
-    stderr for each, bare lines in a --log-format json log (review k128). Other errors go
+    stderr for each, bare lines in a --log-format json log. Other errors go
     through logging, in the log's format."""
     import struct
 
@@ -361,7 +361,7 @@ def test_a_silent_client_is_dropped(monkeypatch):
 @pytest.mark.parametrize("path, status", [("/healthz", 200), ("/readyz", 503), ("/nope", 404)])
 def test_head_is_answered_as_get_without_a_body(service, path, status):
     """HEAD got 501 Unsupported method: an uptime checker or load balancer that asks with HEAD
-    (RFC 9110: a server must support it) saw every rank as broken (review k128)."""
+    (RFC 9110: a server must support it) saw every rank as broken."""
     import http.client
 
     conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=10)
@@ -388,7 +388,7 @@ def _samples(svc: ServiceEndpoints) -> dict[str, float]:
 def test_totals_of_a_new_strategy_count_on_from_zero():
     """A second Trainer (a new sync strategy) on the same monitor reports totals that start
     again from 0: the difference to the last strategy's was negative and record_totals raised
-    ValueError in the new trainer's first step (review k128)."""
+    ValueError in the new trainer's first step."""
     svc = ServiceEndpoints()
     svc.record_totals({"bytes_pushed": 1000, "bytes_pulled": 400, "sync_seconds": 2.0})
     svc.record_totals({"bytes_pushed": 100, "bytes_pulled": 40, "sync_seconds": 0.25})
@@ -404,7 +404,7 @@ def test_totals_of_a_new_strategy_count_on_from_zero():
 def test_train_frees_the_probes_port_when_the_restart_count_is_bad(monkeypatch, restart):
     """``distconv.job.train`` bound the health port, then read DISTCONV_RESTART, outside the
     try that closes the endpoints: a malformed (or negative) count raised with the port still
-    bound and its server thread running (review k128)."""
+    bound and its server thread running."""
 
     from distconv.job import TrainConfig, train
     from launcher.ports import free_ports
@@ -421,7 +421,7 @@ def test_train_frees_the_probes_port_when_the_restart_count_is_bad(monkeypatch, 
 def test_close_drops_the_connections_it_serves():
     """close() stopped the accept loop and released the port, but a connection already
     accepted kept its handler thread and socket for up to CLIENT_SECONDS (daemon threads are
-    not joined), and a request sent on it after close() was still answered (review k130)."""
+    not joined), and a request sent on it after close() was still answered."""
     import threading
 
     svc = ServiceEndpoints()
@@ -442,7 +442,7 @@ def test_totals_are_told_apart_by_the_strategy_that_reports_them():
     whose first step (its setup's seeding included) moved more than the first strategy had
     in all lost the first one's totals, a trainer going back to its own strategy had the
     other's subtracted, and a drop in the bytes alone left the seconds counted from the old
-    strategy's (review k130)."""
+    strategy's."""
 
     class Strategy:
         pass
@@ -468,7 +468,7 @@ def test_totals_are_told_apart_by_the_strategy_that_reports_them():
 @pytest.mark.parametrize("path", ["/healthz", "/metrics", "/nope"])
 def test_head_sends_no_body_on_the_wire(service, path):
     """http.client never reads a body after HEAD (it takes the length as 0), so a body sent
-    anyway passed test_head_is_answered_as_get_without_a_body; the raw bytes say (review k130)."""
+    anyway passed test_head_is_answered_as_get_without_a_body; the raw bytes say."""
 
     with socket.create_connection(("127.0.0.1", service.port), timeout=10) as client:
         client.sendall(f"HEAD {path} HTTP/1.0\r\n\r\n".encode())
@@ -483,7 +483,7 @@ def test_head_sends_no_body_on_the_wire(service, path):
 @pytest.mark.timeout(120)
 def test_the_probes_port_is_logged_under_quiet_too(tmp_path):
     """``distconv -q train --health-port 0`` (warnings only) logged no line naming the port
-    the kernel chose, and nothing else names it: its probes could not be found (review k174).
+    the kernel chose, and nothing else names it: its probes could not be found.
     A shard prints its own whatever the level; a worker's line now goes through in any case."""
     import re
     import subprocess
@@ -501,7 +501,7 @@ def test_the_probes_port_is_logged_under_quiet_too(tmp_path):
 @pytest.mark.timeout(60)
 def test_a_burst_of_connections_waits_for_the_accept_loop():
     """The stdlib's listen backlog of 5 dropped the connections of a burst past the sixth while
-    the accept loop was busy: 300 concurrent scrapes saw 21 of them reset (review k174)."""
+    the accept loop was busy: 300 concurrent scrapes saw 21 of them reset."""
     import threading
 
     from distconv.probe_http import ProbeHTTPServer, handler_for

@@ -55,7 +55,7 @@ def test_probes_on_the_ipv6_wildcard_answer_ipv4_clients_too():
 @pytest.mark.timeout(30)
 def test_healthz_status_is_the_one_its_text_gives_across_the_stall_limit():
     """Status and text read the time since the last beat once: read twice, a probe at the
-    limit got 200 with a "stalled" body (review k128). Each reading here is 0.2 s later than
+    limit got 200 with a "stalled" body. Each reading here is 0.2 s later than
     the one before, so two readings in one answer always straddle the 1 s limit once."""
     with ServiceEndpoints(role="worker", rank=2, stall_seconds=1.0) as svc:
         port = svc.start()

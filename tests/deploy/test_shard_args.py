@@ -275,7 +275,7 @@ def test_a_shard_with_all_its_flags_in_a_config_map_passes_every_check():
 def test_a_shard_run_by_the_path_of_distconv_is_a_shard():
     """The shards' StatefulSet is the one running ``distconv pserver``: one written as
     ``/usr/local/bin/distconv pserver`` was taken for none, and every worker's --pservers was
-    reported as naming no shard StatefulSet (review k121)."""
+    reported as naming no shard StatefulSet."""
     objs = copy.deepcopy(render_manifests(**CONFIGS["pserver"]))
     here, container = _shards(objs)
     container["args"][0] = "/usr/local/bin/distconv"
@@ -338,7 +338,7 @@ def test_a_health_port_the_cluster_may_fill_in_is_not_refused_for_a_probe_settin
 )
 def test_a_setting_the_shard_refuses_at_start_is_refused(args, words):
     """The parse takes these, then the shard's settings check refuses them and every shard
-    exits 1 at start: the deploy checks passed them (review k149)."""
+    exits 1 at start: the deploy checks passed them."""
     here, problems = _problems_with("pserver", *args)
     (problem,) = _shard_problems(here, problems)
     assert words in problem and problem.endswith("(every shard would exit)"), problem
@@ -365,7 +365,7 @@ def test_continue_is_refused_beside_sync_and_not_beside_a_mode_the_cluster_fills
 ):
     """A sync shard refuses ``--on-worker-loss continue`` at start, so the checks refuse it; a
     ``--mode $(MODE)`` from a ConfigMap may be async, which takes it: that manifest was refused
-    as if every shard would exit (review k215 of 3a3b313)."""
+    as if every shard would exit."""
     env = [
         {"name": var, "valueFrom": {"configMapKeyRef": {"name": "shard-settings", "key": var}}}
         for var in ("MODE", "LOSS")

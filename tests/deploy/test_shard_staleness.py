@@ -1,7 +1,7 @@
 """``render_manifests(max_staleness=N)`` (``distconv-launch k8s --max-staleness N``): the async
 shards' StatefulSet runs ``distconv pserver --max-staleness N``, as ``distconv-launch local``'s
-shards do (k525); the renderer took no staleness, so a k8s staleness sweep meant editing the
-rendered StatefulSet by hand (k528). Where no shard reads it (an MPIJob, ``mode="sync"``) or
+shards do; the renderer took no staleness, so a k8s staleness sweep meant editing the
+rendered StatefulSet by hand. Where no shard reads it (an MPIJob, ``mode="sync"``) or
 every shard would refuse it at its start, it is refused before anything renders."""
 
 from __future__ import annotations

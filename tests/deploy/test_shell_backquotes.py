@@ -1,7 +1,7 @@
 """A backquoted command substitution (```distconv train ...```) runs its command, as ``$(...)``
 does; ``split_words`` left the backquote on the first word (```distconv``), so a Job whose
 shell string ran a rank so was read as running another program, spared the rank's 60 s grace
-period and let through with its default 30 s (review k317)."""
+period and let through with its default 30 s."""
 
 from __future__ import annotations
 

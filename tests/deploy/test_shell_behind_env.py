@@ -2,8 +2,8 @@
 S=pserver sh -c "exec distconv train ... --sync $S"`` syncs through the shards whatever the
 pod's ``S`` is, and ``env -u S`` or ``env -i`` leaves ``$S`` empty. 75c0801 read such a shell's
 string, but filled ``$S`` from the pod's env: a second Job of the shards' ranks passed beside
-a pod ``S=local``, and a local baseline (``env S=local``) was counted with the shards
-(review k326)."""
+a pod ``S=local``, and a local baseline (``env S=local``) was counted with the shards.
+"""
 
 from __future__ import annotations
 

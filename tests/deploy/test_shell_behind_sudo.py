@@ -4,7 +4,7 @@ what the image's sudoers keeps; doas likewise, but for ``keepenv``), not the pod
 read past them as wrappers, and a shell's string behind them had its ``$NAME`` filled in from
 the pod's ``env``: ``sudo -u app sh -c "exec distconv train ... --sync ${S:-local}"`` beside a
 pod ``S=pserver`` was refused as a second Job of the shards' ranks, though the shell sees no
-``S`` and trains locally (review k331), unless the image's sudoers keeps it. Only the image
+``S`` and trains locally, unless the image's sudoers keeps it. Only the image
 knows which variables such a shell keeps: none of the pod's is filled in as its value (one
 that reads otherwise unset is a value only the image knows: review k334,
 test_shell_behind_sudo_cautious.py), while one that a wrapper after ``sudo`` gives (``sudo env
@@ -29,7 +29,7 @@ _LINE = ["sh", "-c", "exec run --sync $S"]
 )
 def test_the_pods_variables_are_not_filled_in_behind_sudo(wrappers):
     """What sudo keeps is the image's sudoers' to say (``-E`` too): ``$S``, the pod's value or
-    nothing, is a value only the image knows (review k334), as is an env's before sudo, which
+    nothing, is a value only the image knows, as is an env's before sudo, which
     sudo may keep or not (test_shell_env_before_sudo.py)."""
     filled = shell_command([*wrappers, *_LINE], set(), {"S": "pserver"}, {"S"})
     assert filled is not None and filled[-3:-1] == ["run", "--sync"]
@@ -37,7 +37,7 @@ def test_the_pods_variables_are_not_filled_in_behind_sudo(wrappers):
 
 
 def test_setpriv_that_resets_the_environment_leaves_the_pods_variables_unset():
-    """``S=pserver setpriv --reset-env dash -c 'echo "[$S]"'`` prints ``[]`` (review k334)."""
+    """``S=pserver setpriv --reset-env dash -c 'echo "[$S]"'`` prints ``[]``."""
     argv = ["setpriv", "--reuid", "1000", "--reset-env", *_LINE]
     filled = shell_command(argv, set(), {"S": "pserver"}, {"S"})
     assert filled == ["setpriv", "--reuid", "1000", "--reset-env", "run", "--sync"]

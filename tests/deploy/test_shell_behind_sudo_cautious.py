@@ -4,7 +4,7 @@
 so the string was unread and its rank counted with no one: ``sudo -u app sh -c "exec distconv
 train ... --sync ${S:-pserver}"`` beside a pod ``S=pserver``, the shards' rank whether sudo
 keeps ``S`` or not, was no longer refused as a second Job of the shards' ranks, nor was
-``--sync $S`` (review k334). A variable that reads the same either way is filled in; one that
+``--sync $S``. A variable that reads the same either way is filled in; one that
 does not is a value only the cluster knows, which the count takes for the shards'; behind
 ``setpriv --reset-env``, which keeps none, it reads as unset."""
 

@@ -4,7 +4,7 @@
 [set]``. 4fd95ef left a ``$HOME`` behind them to the running shell, so the string was unread,
 and an unread string's rank is counted with no one: ``sudo -u app sh -c "exec distconv train
 --sync pserver ... --keys $HOME/keys"`` beside the worker Job passed, where the same line
-without sudo is refused as a second Job of the shards' ranks (review k338). Such a variable is
+without sudo is refused as a second Job of the shards' ranks. Such a variable is
 set, to a value only the image (its passwd) knows: the checks' stand-in, as a ``valueFrom``'s."""
 
 from __future__ import annotations

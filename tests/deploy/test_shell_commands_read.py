@@ -2,7 +2,7 @@
 fi``, ``for ...; do $PROG; done``, ``{ $PROG; }``, ``! $PROG`` or ``time $PROG``, ``$PROG``
 (a program only the cluster knows) is a command and may be a rank. ``_program_unknown`` read
 ``then``, ``do``, ``{``, ``!`` and ``time`` as the program and ``$PROG`` as its argument, so
-such a Job kept its default 30 s grace period with no line (review k313)."""
+such a Job kept its default 30 s grace period with no line."""
 
 from __future__ import annotations
 

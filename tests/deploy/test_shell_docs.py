@@ -1,4 +1,4 @@
-"""docs/kubernetes.md says which shell strings the checks read (audit k239).
+"""docs/kubernetes.md says which shell strings the checks read.
 
 Its one example of a rank in a shell's command, ``sh -c "cd /x; distconv train ..."``, is the
 case whose flags the checks leave alone; the docs now say so, and which strings are read. This

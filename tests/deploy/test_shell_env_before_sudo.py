@@ -5,7 +5,7 @@ sh -c "exec distconv train ... --sync ${S:-local}"`` beside a pod ``S=local`` wa
 local baseline for sure and let through, though with ``-E`` it is the shards' rank; and
 ``${S:-local}`` after ``env S=local sudo``, ``env -u S sudo``, ``env -i sudo`` or ``setpriv
 --reset-env sudo`` beside a pod ``S=pserver``, a local baseline either way, was refused as one
-of the shards' ranks (review k338)."""
+of the shards' ranks."""
 
 from __future__ import annotations
 

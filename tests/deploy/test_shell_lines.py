@@ -2,7 +2,7 @@
 program only the cluster knows at the start of a line after the first (``cd /x`` then
 ``$PROG train``) may be a rank. ``_words`` dropped the newlines, so d7b130a's
 ``_program_unknown`` saw ``$PROG`` as an argument of ``cd`` and such a Job kept its default
-30 s grace period with no line (review k312)."""
+30 s grace period with no line."""
 
 from __future__ import annotations
 

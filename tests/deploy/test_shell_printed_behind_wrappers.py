@@ -1,7 +1,7 @@
 """An ``echo`` behind a wrapper that runs the command after it (``tini -- echo ...``, ``timeout
 5 echo ...``) only prints its words: ``_unprinted`` knew only ``exec``, ``env``, ``nohup``, a
 ``NAME=value`` and a shell's ``-c`` before an echo, so such a Job beside the job was read as
-running a rank, held to its 60 s grace period and refused for its default 30 s (review k317)."""
+running a rank, held to its 60 s grace period and refused for its default 30 s."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ any ``case`` as opening one, whose head then hid every group after it, and 50908
 ``done``, ``fi`` or ``}`` as closing one: after ``echo in case of`` or ``echo done`` (quoted
 too: the quotes are gone from the word), a rank's line a group then piped into a shell
 (``(echo <rank line>) | sh``) was read as printed into nothing, and the Job let through with a
-30 s grace period (review k331)."""
+30 s grace period."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 $(b))``), which ``_run_later`` did not count as a group's end: an ``echo`` in a subshell that
 also holds such a substitution (``(echo <rank line>; X=$(a $(b))) | sh``) was read as printing
 into nothing, its pipe into a shell never seen, and the Job let through with a 30 s grace
-period (review k326). ``((`` and ``))`` now count as two openings and two ends."""
+period. ``((`` and ``))`` now count as two openings and two ends."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What an ``echo`` pipes is run only where the pipe's reader runs what it reads: a shell with
 no ``-c`` string and no script file, or ``xargs``. ``_unprinted`` kept an echo's words before
 any pipe, so ``echo <rank line> | tee /log`` (a Job that only logs the line) was read as running
-a rank, held to its 60 s grace period and refused for its default 30 s (review k317)."""
+a rank, held to its 60 s grace period and refused for its default 30 s."""
 
 from __future__ import annotations
 

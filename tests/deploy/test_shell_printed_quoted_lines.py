@@ -3,7 +3,7 @@
 writing shell gave them, so a quoted line (``echo "distconv train ..." | sh``, the usual way
 to write one) was one word, ``distconv train ...``, which names no program: a Job whose ranks
 are started so was let through with a 30 s grace period and no probes, as was one in a group
-or a command substitution (review k331). The line is now split as its reader splits it, as a
+or a command substitution. The line is now split as its reader splits it, as a
 here-string's is (30a8c35)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A shell that reads its commands from a pipe may redirect its own output (``echo <rank
 line> | sh 2>&1``, ``| bash > /log``): the redirection names no script, and the shell still
 runs the rank. ``reads_commands`` took the redirection's words (``2``, ``>&``, ``1``) for a
-script file and the Job was let through with a 30 s grace period (review k326)."""
+script file and the Job was let through with a 30 s grace period."""
 
 from __future__ import annotations
 

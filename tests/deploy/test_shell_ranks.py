@@ -190,7 +190,7 @@ def test_a_variable_holding_a_quote_is_not_read_as_the_shell_word():
 def test_a_job_id_the_command_line_sets_is_read_as_set(before):
     """``env DISTCONV_JOB_ID=other distconv train ...`` (or the shell's ``NAME=v exec``) runs
     the ranks under job id ``other``, which the shards do not serve: every worker's hello is
-    refused. Read as unknown, the job passed (review k237 of 0c69621)."""
+    refused. Read as unknown, the job passed."""
     objs = copy.deepcopy(render_manifests(job_name="j", workers=2, servers=1, image="d:1"))
     container = _container(objs, "Job")
     (var,) = [v for v in container["env"] if v["name"] == "DISTCONV_JOB_ID"]
@@ -207,7 +207,7 @@ def test_a_job_id_the_command_line_sets_is_read_as_set(before):
 @pytest.mark.parametrize("option", [["-x", "NAME=VALUE"], ["-genv", "NAME", "VALUE"]])
 def test_a_kernel_cache_mpirun_sets_for_the_ranks_is_judged(option):
     """``mpirun -x CUPY_CACHE_DIR=/home/...`` puts every GPU rank's kernel cache on the
-    read-only home: read as unknown, the job passed (review k237 of 0c69621)."""
+    read-only home: read as unknown, the job passed."""
     objs = copy.deepcopy(render_manifests(job_name="m", workers=2, servers=0, image="d:1", gpus=1))
     launcher = objs[0]["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
     (container,) = launcher["containers"]
@@ -261,7 +261,7 @@ def test_a_variable_an_unread_shell_string_sets_is_not_judged():
 def test_a_job_id_env_removes_is_read_as_unset(before):
     """``env -u DISTCONV_JOB_ID distconv train ...`` (or ``env -i``) starts the ranks without
     the pod's DISTCONV_JOB_ID: under the default job id, which the shards do not serve. Read
-    as the pod's value, the job passed (review k237)."""
+    as the pod's value, the job passed."""
     objs = copy.deepcopy(render_manifests(job_name="j", workers=2, servers=1, image="d:1"))
     container = _container(objs, "Job")
     container["args"] = [*before, *container["args"]]

@@ -1,7 +1,7 @@
 """An arithmetic expansion (``$((I + 1))``) is part of a word, not two subshells: fafe491 split
 shlex's ``((`` and ``))`` into ``(`` ``(`` and ``)`` ``)``, separators, so the words inside were
 read as a command. A sidecar computing ``sleep $(($I + 1))`` of a ``valueFrom`` index was taken
-for a program only the cluster knows and held to a rank's 60 s grace period (review k326)."""
+for a program only the cluster knows and held to a rank's 60 s grace period."""
 
 from __future__ import annotations
 

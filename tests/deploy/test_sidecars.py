@@ -170,7 +170,7 @@ def test_a_shard_started_in_a_shell_is_the_jobs_shard_statefulset():
     """b2c1449 took ``sh -c "exec distconv pserver ..."`` for a shard (no sidecar), but the
     ranks' --pservers was still matched against shards found by ``distconv pserver`` in the
     argv alone: such a job was refused as "--pservers is set but the job has no shard
-    StatefulSet" (review k214). Its addresses, in a shell's words, are not judged; a
+    StatefulSet". Its addresses, in a shell's words, are not judged; a
     StatefulSet that runs no shard is still none."""
     objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
     (sts,) = [o for o in objs if o["kind"] == "StatefulSet"]

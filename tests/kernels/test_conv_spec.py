@@ -121,8 +121,8 @@ def test_a_transposed_backward_names_an_output_gradient_of_the_wrong_channels_or
 @pytest.mark.parametrize("w_shape", [(4, 6, 2, 2), (4, 6, 3)])
 def test_a_transposed_backward_names_filters_of_the_wrong_kernel_not_the_output_gradient(w_shape):
     """A filter bank of another kernel size or rank was named as the output gradient's fault
-    ("output gradient (2, 6, 7, 7): filters ... do not fit images"), though that dy fits
-    (review k178 of 197c092): the filters are checked alone first, and named."""
+    ("output gradient (2, 6, 7, 7): filters ... do not fit images"), though that dy fits:
+    the filters are checked alone first, and named."""
     spec = ConvSpec.make((4, 6, 3, 2, 1, 1, 1), transposed=True)
     x, dy = np.ones((2, 4, 4, 4)), np.ones((2, 6, 7, 7))
     with pytest.raises(ValueError, match=rf"^filters {re.escape(str(w_shape))} should be \(C_in, "):

@@ -76,7 +76,7 @@ def cudnn_failing_without_a_message(monkeypatch):
 
 def test_a_missing_libcudnn_says_which_cudnn_cupy_13_loads(cupy_13_without_libcudnn):
     """The docstring sent users to the ``nvidia-cudnn-cu12`` wheel, which brings cuDNN 9; CuPy
-    13 loads ``libcudnn.so.8`` and the reason said only that it was missing (review k185)."""
+    13 loads ``libcudnn.so.8`` and the reason said only that it was missing."""
     assert not cudnn.available()
     reason = cudnn.unavailable_reason()
     assert reason.startswith("CuPy 13.6.0: ImportError: libcudnn.so.8"), reason
@@ -104,8 +104,8 @@ def test_a_1d_convolution_goes_to_im2col(cudnn_present):
 
 def test_a_tensor_past_2_giga_elements_goes_to_im2col(cudnn_present):
     """cuDNN's descriptors hold at most 2**31 - 1 elements; a larger input, or a larger
-    output (``shapes``: a transposed convolution's output outgrows its input), went to cuDNN
-    (review k187). Broadcast views: the size without the memory."""
+    output (``shapes``: a transposed convolution's output outgrows its input), went to cuDNN.
+    Broadcast views: the size without the memory."""
     one = np.zeros((1, 1, 1, 1), np.float16)
     big = np.broadcast_to(one, (2**31, 1, 1, 1))
     assert cudnn.usable(big[1:], one)
@@ -117,7 +117,7 @@ def test_a_tensor_past_2_giga_elements_goes_to_im2col(cudnn_present):
 @pytest.mark.parametrize("transposed", [False, True])
 def test_the_kernels_hand_usable_what_cudnn_writes(monkeypatch, cudnn_present, transposed):
     """A convolution whose output alone passes the limit (here lowered to 400 elements) runs
-    on im2col: conv.py hands ``usable`` the output's shape (review k187)."""
+    on im2col: conv.py hands ``usable`` the output's shape."""
     from distconv.kernels import conv
     from distconv.kernels.shape import ConvGeometry
 

@@ -1,6 +1,6 @@
 """docs/operations.md lists ``failure.json``'s fields: the list is the report's keys. ``cause``
-(what mpiexec's last lines say of a rank's signal, commit 4efecd4) was written but not listed
-(review k224). A real failed launch writes the report read here."""
+(what mpiexec's last lines say of a rank's signal, commit 4efecd4) was written but not listed.
+A real failed launch writes the report read here."""
 
 from __future__ import annotations
 

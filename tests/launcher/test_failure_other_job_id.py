@@ -1,9 +1,9 @@
 """A worker started with another ``--job-id`` than its job's shards: the shard refuses it
 (``rank 1 names another job id than the shard: ...``) and, at once, the ranks of the job left
-waiting for its rank (k587): both exit 1, and the failure report blamed whichever exited first
+waiting for its rank: both exit 1, and the failure report blamed whichever exited first
 (``worker 0 failed with exit code 1: ...``), as the launcher read no job mismatch in the id
 refusal's words. It reads them as the ranks' different jobs now: no rank is blamed, and no
-restart is tried (review k592). Real ``distconv-launch local``, real ``distconv train`` workers
+restart is tried. Real ``distconv-launch local``, real ``distconv train`` workers
 and shard."""
 
 from __future__ import annotations

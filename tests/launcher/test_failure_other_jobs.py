@@ -1,5 +1,5 @@
 """The failure report reads that the ranks run different jobs from a rank's own line, as each
-launch path writes it, and from nothing else (k560): under ``--log-format json`` the cause was
+launch path writes it, and from nothing else: under ``--log-format json`` the cause was
 the words up to the line's end, the JSON object's other fields with them
 (``...8 there","logger":"distconv",...}``); a rank's reason behind ``rank 1 ended the job:
 JobMismatch:`` was not taken for a mismatch (the headline blamed mpiexec's first rank to exit);
@@ -123,7 +123,7 @@ def test_a_mismatch_is_the_cause_whatever_mpiexecs_status(tmp_path):
     """Where mpiexec's status (Hydra's OR of its ranks', 75) differs from the failing rank's
     (1), the cause was that difference, ``a rank exited with code 1; mpiexec itself exited
     with code 75``, the rank's mismatch line not read: it leads the cause, and the headline
-    blames no rank (k589)."""
+    blames no rank."""
     mpiexec_or_skip()
     script = tmp_path / "rank.py"
     script.write_text(_MISMATCH_AND_75)
@@ -138,7 +138,7 @@ def test_a_mismatch_is_the_cause_whatever_mpiexecs_status(tmp_path):
 def test_a_mismatch_quoted_again_by_where_the_ranks_were_is_said_once():
     """A rank left waiting says the mismatch, then where each rank was, the one that closed
     quoting it again: the cause, printed and in ``failure.json``, was all of it (some 900
-    characters, the mismatch twice); it is the mismatch alone (k589). A line of a real run."""
+    characters, the mismatch twice); it is the mismatch alone. A line of a real run."""
     said = (
         "rank 1 and rank 0 run different jobs: config.batch_size: 16 here, 8 there (here: rank "
         "1's hello; there: rank 0's, the first the shard accepted)"

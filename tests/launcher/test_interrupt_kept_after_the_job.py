@@ -1,4 +1,4 @@
-"""A stop signal that comes once the job has run is no stop of the launcher's last line (k473).
+"""A stop signal that comes once the job has run is no stop of the launcher's last line.
 
 k468 had the bounded last-line write (:func:`launcher.stderr_line.write_within`) give up at a
 signal kept while the launcher is not armed, for argparse's usage error. But the launcher is

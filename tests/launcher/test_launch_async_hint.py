@@ -3,7 +3,7 @@
 
 It said only ``distconv train takes no --mode``, with no word of the launcher's own ``--mode
 async`` (and ``--max-staleness``), before ``--``; so did ``mpi -np 2 --mode async``, whose
-launch has no such flag (k525).
+launch has no such flag.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from launcher.commands import LaunchError, parse_program
 from launcher.owned import ASYNC_HINT
 from tests.launcher.launch_cli import usage_refusal
 
-#: the mpi launches here run on this host, not a batch system's (k565)
+#: the mpi launches here run on this host, not a batch system's
 pytestmark = pytest.mark.usefixtures("no_batch_hosts")
 
 
@@ -43,10 +43,10 @@ def test_an_async_word_after_the_dashes_is_told_the_launchers_flag(after: list[s
         (["--out", "async", "--no-such-flag"], False),  # the word async, a value, is no flag
         (["--out", "x", "--async"], True),  # the same line, its flag one of the words
         (["--no-such-flag", "--max_staleness=1"], True),  # a later word, with its value
-        (["--epochs", "1", "--sync", "async"], True),  # the transport asked for it (k533)
+        (["--epochs", "1", "--sync", "async"], True),  # the transport asked for it
         (["--sync=Asynchronous"], True),
         (["--sync", "pserver", "--epochs", "0"], False),  # a transport's name, another refusal
-        (["--mo", "async"], True),  # --mode's start, as argparse would take it (k562)
+        (["--mo", "async"], True),  # --mode's start, as argparse would take it
         (["--epochs", "1", "--ma=2"], True),  # --max-staleness's (and --max_staleness's)
         (["--syn", "async"], True),  # --sync's, as train's parser takes it
         (["--s", "async"], False),  # --seed, --sync, --staleness...: argparse takes none
@@ -62,7 +62,7 @@ def test_the_async_hint_is_for_an_async_flag_alone(after: list[str], hinted: boo
     hint or without it (no hint at all); here the rows that get it fail without it, and those
     that must not get it (a flag spelled as ``--mode`` then more, the word ``async`` as
     another flag's value) fail where the words are matched too loosely. ``--sync async``,
-    refused by train's parser as no transport's name, got no hint (k533)."""
+    refused by train's parser as no transport's name, got no hint."""
     with pytest.raises(LaunchError) as refused:
         parse_program(after)
     assert (ASYNC_HINT in str(refused.value)) is hinted, str(refused.value)
@@ -93,7 +93,7 @@ def test_an_async_word_before_the_dashes_of_a_launch_without_it_is_told_where_it
 )
 def test_a_mode_sync_after_the_dashes_is_told_sync_is_the_default(after, dropped):
     """``-- --mode sync`` was told where asynchronous SGD is set, though sync was asked:
-    ``--mode`` counts only where its value is async, as ``--sync``'s does (k565)."""
+    ``--mode`` counts only where its value is async, as ``--sync``'s does."""
     from distconv.async_hint import SYNC_HINT
 
     with pytest.raises(LaunchError) as refused:
@@ -103,7 +103,7 @@ def test_a_mode_sync_after_the_dashes_is_told_sync_is_the_default(after, dropped
 
 
 def test_a_mode_sync_before_the_dashes_of_mpi_is_told_sync_is_the_default(capsys):
-    """``mpi -np 2 --mode sync`` (no flag of mpi's) was told to launch local with async (k565)."""
+    """``mpi -np 2 --mode sync`` (no flag of mpi's) was told to launch local with async."""
     said = usage_refusal(capsys, "mpi", "-np", "2", "--mode", "sync")
     assert said == (
         "distconv-launch mpi: error: unrecognized arguments: --mode sync (synchronous SGD is "
@@ -114,7 +114,7 @@ def test_a_mode_sync_before_the_dashes_of_mpi_is_told_sync_is_the_default(capsys
 def test_a_negative_mode_value_is_told_dropped_with_its_flag():
     """'-- --mode -4' was told 'drop --mode', its -4 left behind to be refused next: the
     test of the sync words read '-4' as no value, unlike the async hint's launch, which
-    takes '--staleness -4' whole. One reading of a flag's value serves both (k569)."""
+    takes '--staleness -4' whole. One reading of a flag's value serves both."""
     with pytest.raises(LaunchError) as refused:
         parse_program(["--mode", "-4", "--epochs", "1"])
     assert str(refused.value).endswith("synchronous SGD is the shards' default: drop --mode -4)")

@@ -1,7 +1,7 @@
 """The hint ``distconv-launch local ... -- --mode async`` gets names a launch the launcher
 accepts, tried here: it named ``distconv-launch local (or k8s) --mode async --max-staleness
 N``, which a launch of ``--servers 0`` is refused in turn (``--mode async is for the
-parameter-server shards, and --servers 0 starts none``), and whose ``N`` is no number (k558).
+parameter-server shards, and --servers 0 starts none``), and whose ``N`` is no number.
 
 The hinted launch is tried in this process up to where its job would start (its supervisor
 a stand-in that records the children it would start): every check the launcher makes
@@ -20,7 +20,7 @@ from launcher import cli
 from launcher.commands import UsageError
 from launcher.options import PROG, parse_own, split_argv
 
-#: the mpi launches here run on this host, not a batch system's (k565)
+#: the mpi launches here run on this host, not a batch system's
 pytestmark = pytest.mark.usefixtures("no_batch_hosts")
 #: the hint's words before the command it names
 TOLD = "asynchronous SGD is the shards' setting, a flag of the launcher's before --: "
@@ -91,11 +91,11 @@ class _Started:
         (["--workers", "1"], ["--sync", "async", "--epochs", "1"]),  # N was no number here
         (["--workers", "1", "--mode", "async"], ["--max-staleness", "-1", "--async"]),
         (["--workers", "1"], ["--epochs", "1", "--mo", "async", "--ma", "3"]),  # k562
-        (  # the same run: its job's options kept (k562)
+        (  # the same run: its job's options kept
             [*("--workers", "2", "--servers", "0", "--run-dir", "my run", "--job-id=j1"), *JOB],
             ["--mode", "async"],
         ),
-        (  # train flags the shards' launch refuses after --, taken without them (k565)
+        (  # train flags the shards' launch refuses after --, taken without them
             ["--workers", "1", "--servers", "0"],
             ["--sync", "local", "--rank", "0", "--world-size=1", "--mode", "async"],
         ),
@@ -121,7 +121,7 @@ def test_the_async_hint_names_a_launch_the_launcher_accepts(tmp_path, monkeypatc
 
 def test_the_async_hint_takes_an_abbreviated_bound_over():
     """``-- --mo async --ma 3``: ``--mode async`` and ``--max-staleness 3`` as argparse would
-    read them; the 3 the hinted launch's bound, not a train argument left over (k562)."""
+    read them; the 3 the hinted launch's bound, not a train argument left over."""
     with pytest.raises(UsageError) as refused:
         _run_local(["local", "--workers", "1", "--", "--epochs", "1", "--mo", "async", "--ma", "3"])
     hinted = shlex.split(str(refused.value).split(TOLD, 1)[1].removesuffix(")"))
@@ -142,7 +142,7 @@ def _started_async(tmp_path, monkeypatch, hinted: list[str]) -> None:
 @pytest.mark.timeout(30)
 def test_an_mpi_launchs_async_hint_is_a_local_launch_of_its_ranks(tmp_path, monkeypatch):
     """mpi has no shards: it was told 'distconv-launch local (or k8s) --mode async
-    --max-staleness N' (k562). Its hint is a local launch of -np workers, its job's options
+    --max-staleness N'. Its hint is a local launch of -np workers, its job's options
     kept; over hosts, that asynchronous SGD needs shards."""
     launch = ["mpi", "-np", "2", "--job-id", "j2", "--run-dir", "run 2", *JOB[:5]]
     with pytest.raises(UsageError) as refused:
@@ -172,7 +172,7 @@ def test_an_mpi_launchs_async_hint_is_a_local_launch_of_its_ranks(tmp_path, monk
 )
 def test_a_k8s_renders_async_hint_is_a_render_it_takes(tmp_path, launch):
     """k8s --mpi (an MPIJob) was told the general hint, whose '--mode async' its render
-    refuses (k562): its hint is this render with shards, the same image and workers."""
+    refuses: its hint is this render with shards, the same image and workers."""
     from launcher.k8s import checked_manifests
 
     own = ["k8s", "--workers", "2", "--image", "img:1", *launch]
@@ -210,7 +210,7 @@ def test_an_async_word_before_the_dashes_is_told_a_launch_taken(
     tmp_path, monkeypatch, capsys, argv, expected, after
 ):
     """'mpi -np 2 --mode async' (no flag of mpi's) was told the general hint too, the launch
-    it named none that takes it (k562): it names the launch made async, as after --."""
+    it named none that takes it: it names the launch made async, as after --."""
     with pytest.raises(SystemExit):
         _parsed(argv)
     said = capsys.readouterr().err.strip().splitlines()[-1]
@@ -225,7 +225,7 @@ def test_an_async_word_before_the_dashes_is_told_a_launch_taken(
 def test_an_mpi_launchs_async_hint_leaves_out_the_train_flags_shards_refuse(tmp_path, monkeypatch):
     """'mpi -np 2 -- --sync mpi --bucket-mb 4 --job-id j4 --mode async': its hint kept the
     --sync mpi and --bucket-mb that a launch with shards refuses, and the --job-id it takes
-    only as its own (k565): the hinted launch was refused in turn."""
+    only as its own: the hinted launch was refused in turn."""
     after = ["--sync", "mpi", "--bucket-mb", "4", "--job-id", "j4", "--mode", "async"]
     with pytest.raises(UsageError) as refused:
         cli.run_mpi(*_parsed(["mpi", "-np", "2", "--", *after, "--epochs", "1"]))
@@ -238,7 +238,7 @@ def test_an_mpi_launchs_async_hint_leaves_out_the_train_flags_shards_refuse(tmp_
 @pytest.mark.parametrize("variable", ["SLURM_JOB_NODELIST", "PBS_NODEFILE"])
 def test_an_mpi_launch_on_a_batch_systems_hosts_is_not_told_a_local_launch(monkeypatch, variable):
     """Under Slurm (or PBS, ...) mpiexec takes its hosts from the allocation, with no -H:
-    'mpi -np 64 -- --mode async' was told 'local --workers 64', all on this node (k565)."""
+    'mpi -np 64 -- --mode async' was told 'local --workers 64', all on this node."""
     monkeypatch.setenv(variable, "node[1-2]")
     with pytest.raises(UsageError) as refused:
         cli.run_mpi(*_parsed(["mpi", "-np", "4", "--", "--mode", "async"]))
@@ -248,8 +248,8 @@ def test_an_mpi_launch_on_a_batch_systems_hosts_is_not_told_a_local_launch(monke
 
 def test_the_async_hints_launch_names_a_line_break_as_a_shell_word():
     """A --run-dir with a line break was joined by shlex (its break kept in quotes), which
-    the one-line refusal wrote as ``'$'my\\nrun''``: pasted, the run directory ``$mynrun``
-    (k565). It is the ``$'...'`` word, as the launcher's other hints write one."""
+    the one-line refusal wrote as ``'$'my\\nrun''``: pasted, the run directory ``$mynrun``.
+    It is the ``$'...'`` word, as the launcher's other hints write one."""
     with pytest.raises(UsageError) as refused:
         _run_local(["local", "--workers", "1", "--run-dir", "my\nrun", "--", "--mode", "async"])
     said = str(refused.value)
@@ -263,7 +263,7 @@ OWN_ASYNC = [*OWN_SHARDS, "--mode", "async", "--max-stal=3"]
 
 def test_a_launch_on_the_users_own_shards_is_told_their_setting():
     """'local --servers 0 -- --pservers h:p,h:q --mode async' was told a local launch that
-    drops --pservers and starts shards of its own, in place of the user's (k569): it is
+    drops --pservers and starts shards of its own, in place of the user's: it is
     told that asynchronous SGD is the setting of those shards, which their own start takes."""
     from distconv.cli import build_parser
 
@@ -282,7 +282,7 @@ def test_a_launch_on_the_users_own_shards_is_told_their_setting():
 @pytest.mark.timeout(30)
 def test_an_mpi_launch_on_the_users_own_shards_is_told_a_launch_taken(tmp_path, monkeypatch):
     """mpi's ranks train with allreduce, refusing --pservers after --: 'mpi -np 2 --
-    --pservers h:p --mode async' was told to start those shards with --mode async (k569),
+    --pservers h:p --mode async' was told to start those shards with --mode async,
     and the launch was refused next for --pservers itself. Its hint is the local launch
     of its ranks, which starts async shards of its own."""
     with pytest.raises(UsageError) as refused:
@@ -297,7 +297,7 @@ def test_an_mpi_launch_on_the_users_own_shards_is_told_a_launch_taken(tmp_path, 
 )
 @pytest.mark.parametrize("launch", [["--mpi"], ["--servers", "0"]], ids=["mpi", "servers-0"])
 def test_a_k8s_render_on_the_users_own_shards_is_told_a_render_it_takes(launch):
-    """A k8s render leaves --pservers to its deployment: its own-shards hint (k569) named a
+    """A k8s render leaves --pservers to its deployment: its own-shards hint named a
     render refused for --pservers. Its hint is this render with shards, which it takes."""
     from launcher.k8s import checked_manifests
 

@@ -1,4 +1,4 @@
-"""A stop signal whose handler was set outside Python is given back as the default's (k482).
+"""A stop signal whose handler was set outside Python is given back as the default's.
 
 A program that embeds Python and set its own C handler before Python started (or an
 extension that did before the signal module read them) has ``signal.getsignal()`` answer

@@ -263,7 +263,7 @@ def test_k8s_out_refuses_a_folder_with_another_jobs_manifests(tmp_path):
 @pytest.mark.parametrize("grace", ["nan", "inf", "-1"])
 def test_a_grace_that_is_not_a_finite_time_is_refused(tmp_path, grace):
     done = launch("local", "--workers", "1", "--grace", grace, "--", "true", cwd=tmp_path)
-    # nan and inf: "must be finite, got 'nan'", as every decimal flag says it (k226)
+    # nan and inf: "must be finite, got 'nan'", as every decimal flag says it
     assert done.returncode == 2 and "--grace: must be finite" in done.stderr
 
 

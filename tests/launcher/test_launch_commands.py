@@ -69,7 +69,7 @@ def test_parse_program(tmp_path):
 
 @pytest.mark.parametrize("name", ["data", "data/", "data.py"])
 def test_a_folder_after_the_dashes_is_said_to_be_a_folder(tmp_path, name):
-    """``-- ./data`` was said not to exist, though it is there: a folder, no program (k565)."""
+    """``-- ./data`` was said not to exist, though it is there: a folder, no program."""
     (tmp_path / name).mkdir()
     what = "script" if name.endswith(".py") else "program"
     with pytest.raises(LaunchError) as refused:
@@ -109,7 +109,7 @@ def test_options_in_argv():
 
 
 def test_train_args_add_sync_only_when_missing_and_no_resume_on_a_restart():
-    """``--resume auto`` on a restart resumed a run the first start had refused (review k224):
+    """``--resume auto`` on a restart resumed a run the first start had refused:
     a restarted distconv train continues its own launch's run without it
     (tests/test_restart_resume.py)."""
     program = Program(("--epochs", "2"), True)
@@ -317,7 +317,7 @@ def test_a_user_program_without_servers(tmp_path):
 
 
 def test_train_needs_servers_for_several_workers(tmp_path):
-    # a usage error (exit 2), as the launcher's other refusals of a flag combination (k153)
+    # a usage error (exit 2), as the launcher's other refusals of a flag combination
     with pytest.raises(UsageError, match="needs parameter servers .* or allreduce"):
         _local(["--workers", "2", "--servers", "0"], tmp_path)
     argv = ["local", "--workers", "2", "--servers", "0", "--run-dir", str(tmp_path / "r"), "--"]

@@ -2,7 +2,7 @@
 distconv) train``), is the launch's own train, as the bare word ``distconv train`` is: it ran
 as a program of the user's, in ./runs and past the launch's checks (``--rank`` after ``--``).
 Only a path to the very file the bare word runs, or to this Python's console script, counts:
-a copy, or another install's ``distconv``, stays a program of the user's (k558)."""
+a copy, or another install's ``distconv``, stays a program of the user's."""
 
 from __future__ import annotations
 
@@ -89,8 +89,8 @@ def test_a_pyenv_shim_is_this_installs_where_pyenv_runs_this_pythons_script(
     """``$(which distconv)`` under pyenv is its shim, the same file for every Python version:
     it ran as a program of the user's. It is the launch's train where ``pyenv which distconv``
     names this Python's console script, and only then: another version's, a pyenv that
-    fails, or one that hangs past :data:`launcher.pyenv_shim.WHICH_BOUND`, stays the user's
-    (k589)."""
+    fails, or one that hangs past :data:`launcher.pyenv_shim.WHICH_BOUND`, stays the user's.
+    """
     import launcher.pyenv_shim
 
     if where == "PYENV_ROOT":
@@ -121,7 +121,7 @@ def test_a_shim_of_a_pyenv_installed_apart_from_its_root_asks_the_pyenv_it_runs(
     be ``$PYENV_ROOT`` or ``~/.pyenv`` here: ``$ROOT/libexec/pyenv`` was asked (there is none),
     so this Python's shim ran as a program of the user's; and a root the environment did not
     name left the shim unread, so, PATH's ``distconv``, it counted as this install's whichever
-    version it ran (k590)."""
+    version it ran."""
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("PYENV_ROOT", raising=False)
     root, cellar = tmp_path / "root", tmp_path / "cellar"
@@ -142,7 +142,7 @@ def test_a_shim_of_a_pyenv_installed_apart_from_its_root_asks_the_pyenv_it_runs(
 def test_pyenv_is_not_asked_of_a_shim_of_another_name(tmp_path, monkeypatch):
     """``-- ~/.pyenv/shims/python3 train.py``: pyenv was asked which file the shim runs, to
     tell whether it is distconv, twice a launch, up to its 2 s bound each where pyenv hangs;
-    a shim of another name runs no distconv, and pyenv is not asked (k590)."""
+    a shim of another name runs no distconv, and pyenv is not asked."""
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
     asked = tmp_path / "asked"
     shim = fake_pyenv(tmp_path, f"echo {SCRIPT}")
@@ -159,7 +159,7 @@ def test_a_link_to_a_shim_runs_the_program_of_its_own_name(tmp_path, monkeypatch
     """A shim runs ``pyenv exec`` of the name it is started by (``${0##*/}``), not its file's:
     a link ``dc`` to the ``distconv`` shim runs no distconv (``pyenv: dc: command not found``)
     and was read as this install's train; a link ``distconv`` to the ``python3`` shim runs
-    this install's distconv and was read as a program of the user's (k595)."""
+    this install's distconv and was read as a program of the user's."""
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
     shim = fake_pyenv(tmp_path, f"echo {SCRIPT}")  # pyenv names a file for 'distconv' alone
     shutil.copy2(shim, shim.with_name("python3"))
@@ -174,7 +174,7 @@ def test_a_link_to_a_shim_runs_the_program_of_its_own_name(tmp_path, monkeypatch
 def test_a_pyenv_that_hangs_is_waited_for_once_a_launch(tmp_path, monkeypatch):
     """A launch reads its first word more than once (the program, then whether it names one):
     a pyenv that hangs held it for the bound each time, twice the 2 s the docs name; one that
-    took over the bound is not asked again (k590)."""
+    took over the bound is not asked again."""
     import launcher.pyenv_shim
 
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
@@ -191,7 +191,7 @@ def test_a_pyenv_that_hangs_is_waited_for_once_a_launch(tmp_path, monkeypatch):
 def test_a_launch_whose_words_name_no_pyenv_shim_starts_no_process(tmp_path, monkeypatch):
     """Only a pyenv shim's ``distconv`` has a process asked (``/bin/sh``, pyenv's watchdog,
     then ``pyenv which``): reading any other first word after ``--`` (a name, a path, a ``.py``
-    file, a file that is not there, a shell script, one named ``distconv``) starts none (k606)."""
+    file, a file that is not there, a shell script, one named ``distconv``) starts none."""
     started = []
 
     def popen(*args, **kwargs):
@@ -243,7 +243,7 @@ def _left_by(monkeypatch, shim: Path, started: Path) -> str | None:
 def test_a_pyenv_that_hangs_leaves_nothing_it_started_running(tmp_path, monkeypatch):
     """Past :data:`launcher.pyenv_shim.WHICH_BOUND` only pyenv's own process was killed: a
     process it had started (a hook's) ran on after the launch, holding its output pipe. pyenv
-    runs in a process group of its own, killed whole (k594)."""
+    runs in a process group of its own, killed whole."""
     import launcher.pyenv_shim
 
     monkeypatch.setattr(launcher.pyenv_shim, "WHICH_BOUND", 1.0)
@@ -253,7 +253,7 @@ def test_a_pyenv_that_hangs_leaves_nothing_it_started_running(tmp_path, monkeypa
 
 def test_a_pyenv_that_answers_leaves_nothing_it_started_running(tmp_path, monkeypatch):
     """A process pyenv started and left running (a hook's, its output elsewhere) once it
-    answered is killed with pyenv's group at the answer, as it is past the bound (k599)."""
+    answered is killed with pyenv's group at the answer, as it is past the bound."""
     answer = f"echo {tmp_path / 'shims' / 'distconv'}"
     shim = _pyenv_starting_a_sleep(tmp_path, monkeypatch, "sleep 300 >/dev/null 2>&1 &", answer)
     assert _left_by(monkeypatch, shim, tmp_path / "started") == str(shim)
@@ -283,7 +283,7 @@ def test_pyenv_is_asked_once_a_launch_and_again_the_next(tmp_path):
     asked again, so one that answered was asked twice a launch (twice as long where slow,
     the docs' 'once a launch' untrue), and one past the bound never again in that process:
     a library caller's next launch took the shim for a program of its own unasked. Each
-    launch asks once (k595)."""
+    launch asks once."""
     asked, answer = tmp_path / "asked", tmp_path / "answer"
     shim = fake_pyenv(tmp_path, "")
     answering = f"[ -e {answer} ] && rm {answer} && echo {SCRIPT} && exit"
@@ -342,7 +342,7 @@ def test_a_launcher_killed_while_pyenv_hangs_leaves_nothing_pyenv_started(tmp_pa
     """A SIGKILL of the launcher's process group (``timeout -s KILL``, a batch system's
     killpg) while pyenv hangs: pyenv ran in a session of its own, which the kill did not
     reach, so pyenv and its hook's child ran on; a watchdog in pyenv's group kills it whole
-    at the launcher's death, however it dies (k599)."""
+    at the launcher's death, however it dies."""
     with job_env(ENV) as job:
         launcher = _hung_launch(tmp_path, job)
         os.killpg(launcher.pid, signal.SIGKILL)
@@ -356,7 +356,7 @@ def test_a_sigterm_to_a_launch_waiting_on_a_hung_pyenv_ends_it_and_what_pyenv_st
     """A SIGTERM to the launcher (armed: run_local's reading of its program asks pyenv) ends
     the launch at once, 143, and nothing pyenv started outlives it. pyenv, stopped, was
     asked again by the launch's last line (whether the program writes JSON lines), which
-    waited out its bound (2 s) or a second stop (k599)."""
+    waited out its bound (2 s) or a second stop."""
     with job_env(ENV) as job:
         launcher = _hung_launch(tmp_path, job)
         launcher.send_signal(signal.SIGTERM)
@@ -371,7 +371,7 @@ def test_a_ctrl_c_before_the_launcher_armed_ends_a_hung_pyenv_at_once(tmp_path):
     hangs before the launcher armed its handlers (a usage error's hint reads the program
     after ``--``): the launcher keeps it for its exit status, and pyenv, in a session of its
     own, no longer got it; the launch waited for pyenv's bound. The kept stop kills pyenv's
-    group (k599)."""
+    group."""
     with job_env(ENV) as job:
         launcher = _hung_launch(tmp_path, job, "--bogus")
         os.killpg(launcher.pid, signal.SIGINT)
@@ -385,7 +385,7 @@ def test_a_stop_kept_before_pyenv_is_asked_ends_the_launch_at_once(tmp_path, own
     """A Ctrl-C in the launcher's imports, kept, then pyenv asked: by a usage error's hint
     (``--bogus``, the launcher not armed) or by the last line of the launch that arm() ended
     on it. No signal came while pyenv ran, so nothing killed it: the launch waited out its
-    bound (2 s) before its 130. A stop kept already kills pyenv's group once started (k606)."""
+    bound (2 s) before its 130. A stop kept already kills pyenv's group once started."""
     with job_env(ENV) as job:
         launcher = _hung_launch(tmp_path, job, *own, kept=True)
         _, err = launcher.communicate(timeout=5)

@@ -2,7 +2,7 @@
 
 It described ``--on-worker-loss continue`` as if an operator of ``distconv-launch local`` could
 set it; that is a ``distconv pserver`` option, which the launcher does not pass on.
-``--max-staleness`` was one too, till ``distconv-launch local`` took it (k525).
+``--max-staleness`` was one too, till ``distconv-launch local`` took it.
 """
 
 from __future__ import annotations

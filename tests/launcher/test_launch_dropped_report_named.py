@@ -1,5 +1,5 @@
 """The notice of the launcher's messages a stalled output dropped names ``failure.json`` where
-the failure report among them was written (k468): it found that out by matching the text of
+the failure report among them was written: it found that out by matching the text of
 the report's last line (``report: PATH``); :func:`launcher.failure.write_report` now returns
 the file itself, or None where it could not write it."""
 

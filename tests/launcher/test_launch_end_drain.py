@@ -1,5 +1,5 @@
 """The lines still in a child's pipe at the job's end reach its log, though the launcher's
-stdout is read too slowly to take them (k457): the pump, waiting on the output for room in its
+stdout is read too slowly to take them: the pump, waiting on the output for room in its
 queue, was a daemon that ended with the launcher, and what the pipe held reached neither the
 log nor the output. The launcher now drains each such pipe to its log before it exits, for a
 bounded time, so the log is the whole record."""
@@ -94,7 +94,7 @@ def test_what_the_pipe_holds_at_the_jobs_end_reaches_the_log_though_a_stray_hold
 ):
     """A stray (setsid) holds the child's pipe for good: the drain at the end skipped the pipe,
     which would not end, and the log lacked what the pipe held, the child's last lines, though
-    the pump would have read them in a moment (k462). What it holds is drained, not its end."""
+    the pump would have read them in a moment. What it holds is drained, not its end."""
     prints = stray_holding_the_pipe("exec(PRINTS); sys.stdout.flush()")  # then exits 3
     program = f"PRINTS = {STRAY_PRINTS!r}\n{prints}"
     status, stderr, lines = _run_read_slowly(tmp_path, program, tmp_path / "stray.pid")

@@ -1,6 +1,6 @@
 """An execute-only program (mode 0111, an administrator's binary) is left to the kernel, which
-runs it: exec needs no read. The up-front check of a ``#!`` line (k558) read its first line as
-empty, and refused it as a script with none, though it starts (k562).
+runs it: exec needs no read. The up-front check of a ``#!`` line read its first line as
+empty, and refused it as a script with none, though it starts.
 
 Asked as a user who cannot read it: root reads every file, so, run as root, the check is made
 by ``nobody`` (in a forked child, this process's modules already loaded: ``nobody`` may not

@@ -75,7 +75,7 @@ def test_distconv_keys_into_a_blank_or_a_file_is_a_usage_error(tmp_path):
 @pytest.mark.parametrize("command", ["local", "mpi"])
 def test_a_file_at_the_job_ids_run_dir_is_named_not_errno_17(tmp_path, command):
     """``--job-id J`` puts the run in ``runs/J``: a file there still failed with ``[Errno 17]
-    File exists`` (review k191 of 4bb11d4); mpi --dry-run printed a command whose ``--out``
+    File exists``; mpi --dry-run printed a command whose ``--out``
     lies under the file."""
     if command == "mpi" and shutil.which("mpiexec") is None:
         pytest.skip("mpiexec is not installed")
@@ -100,7 +100,7 @@ def test_a_file_at_the_job_ids_run_dir_is_named_not_errno_17(tmp_path, command):
 @pytest.mark.timeout(90)
 def test_a_symlink_to_nowhere_is_named_not_errno_17(tmp_path):
     """A dangling symlink passed the folder type (``os.path.exists`` follows it) and failed on
-    ``[Errno 17] File exists``: ``distconv keys LINK``, ``--run-dir LINK`` (review k191)."""
+    ``[Errno 17] File exists``: ``distconv keys LINK``, ``--run-dir LINK``."""
     link = tmp_path / "link"
     link.symlink_to(tmp_path / "missing" / "dir")
     said = f"{link} is a symlink to {tmp_path / 'missing' / 'dir'}, not there"

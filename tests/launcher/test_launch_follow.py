@@ -199,7 +199,7 @@ def test_a_process_follows_the_launcher_it_names_its_parent_too(case):
 def test_a_process_whose_parent_took_the_launchers_pid_stops():
     """The launcher (named as started at tick 1) has ended, and the shell that starts the
     follower took its pid: the follower took its parent for the launcher, whose death the
-    kernel tells it, and followed nothing, training on, orphaned (review k173)."""
+    kernel tells it, and followed nothing, training on, orphaned."""
     where = " ".join(process_identity().split(" ")[:2])
     code = _FOLLOW_STOPPED_AT_ONCE.replace("time.sleep(20)", "time.sleep(20); print('ran on')")
     shell = f'export DISTCONV_LAUNCHER="{where} $$ 1"; {sys.executable} -c "$0"; exit 0'
@@ -220,7 +220,7 @@ def test_a_process_whose_parent_took_the_launchers_pid_stops():
 def test_the_launchers_own_child_under_another_group_stops_when_it_is_killed(tmp_path):
     """``-- setpriv --regid=...`` between the launcher and the trainer: the change of group
     cleared the kernel's parent-death SIGTERM, and the trainer, the launcher's own child,
-    trained on, orphaned, after the launcher was killed (review k173)."""
+    trained on, orphaned, after the launcher was killed."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv")
     pid_file = tmp_path / "pid"
@@ -339,7 +339,7 @@ def test_an_earlier_process_on_the_launchers_pid_read_on_another_clock_stops_the
 ):
     """The launcher ended, and a process that began before this one took its pid: a follower
     in a time namespace of another boot-time offset took it for the launcher read on its own
-    clock and followed it, training on, orphaned, as long as it ran (review k173). Taken back
+    clock and followed it, training on, orphaned, as long as it ran. Taken back
     by the two offsets, its start is a second after the launcher's: another process, even
     where it reads here as the launcher's start written (an offset of -1 s)."""
     if not shutil.which("unshare") or not _can_unshare("--time"):
@@ -373,7 +373,7 @@ def _stopped_by_a_later_process(later: subprocess.Popen, back: int, wrap: list[s
 def test_a_launcher_that_began_before_the_followers_clock_zero_is_followed():
     """A process in a time namespace whose boot-time offset is below minus the launcher's
     start reads that start wrapped to a huge unsigned value: it took the running launcher for
-    a later process on its pid and SIGTERMed itself at once (review k167). It follows it."""
+    a later process on its pid and SIGTERMed itself at once. It follows it."""
     if not shutil.which("unshare") or not _can_unshare("--time"):
         pytest.skip("needs time namespaces")
     sleeper = _sleeping(subprocess.Popen(["sleep", "30"]))
@@ -404,7 +404,7 @@ def test_a_later_process_of_another_user_that_began_first_stops_the_follower():
     """The launcher ended before a process its script started began, and another user's
     process took its pid first: a follower that may not ptrace it (root without capabilities,
     or another user) cannot read its time namespace, took it for the launcher on another clock
-    and followed it, training on, orphaned, as long as it ran (review k167). Its boot-time
+    and followed it, training on, orphaned, as long as it ran. Its boot-time
     offset, which anyone may read, is this one's: on this clock, a later process."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv")
@@ -422,7 +422,7 @@ def test_a_follower_in_another_time_namespace_of_the_same_offset_reads_on_one_cl
     """A follower in a time namespace of its own with this one's boot-time offset
     (``unshare --time`` alone) took every process of another namespace for one read on
     another clock: it followed a later process that took the launcher's pid before it
-    began, training on, orphaned, as long as that one ran (review k169). The offsets say
+    began, training on, orphaned, as long as that one ran. The offsets say
     the clock is one: a start other than the named one is a later process, and stops it;
     the launcher's own is followed while it runs."""
     if not shutil.which("unshare") or not _can_unshare("--time"):
@@ -456,7 +456,7 @@ def test_a_later_process_of_another_time_namespace_on_the_launchers_pid_stops_th
     """The launcher ended and a process in another time namespace (or of another user) took
     its pid after this one started: d92ce8e followed a later process of this one's time
     namespace only, so this one took it for the launcher hidden, logged 'cannot see the
-    launcher' and trained on, orphaned (review k159 of d92ce8e). /proc shows both start times
+    launcher' and trained on, orphaned. /proc shows both start times
     on this one's clock: the later one began after it, so it is no launcher."""
     if shutil.which("unshare") is None:
         pytest.skip("no unshare")
@@ -564,7 +564,7 @@ def test_a_launcher_hidden_after_the_first_look_is_not_taken_for_ended(tmp_path)
     """The launcher (another user's) was seen at the first look, then ``/proc`` hid it
     (remounted ``hidepid=2``; a process that gives up its user or capabilities alike): its
     missing entry was taken for its end, and the follower SIGTERMed itself while the launcher
-    ran on (review k161). ``kill(pid, 0)`` says it is there: no news."""
+    ran on. ``kill(pid, 0)`` says it is there: no news."""
     if os.geteuid() != 0 or not shutil.which("setpriv") or not _can_unshare("--mount", "--pid"):
         pytest.skip("needs root, setpriv, and mount and PID namespaces")
     looked, hidden = tmp_path / "looked", tmp_path / "hidden"
@@ -592,12 +592,12 @@ def test_a_launcher_hidden_after_the_first_look_is_not_taken_for_ended(tmp_path)
 def test_a_hidden_later_process_on_the_followed_pid_stops_the_follower(tmp_path):
     """The launcher, seen at the first look, was killed and another user's process took its
     pid, which ``/proc`` mounted ``hidepid=2`` hides from the follower: ``kill(pid, 0)`` found
-    it there, the follower took it for the launcher hidden and trained on as long as it ran
-    (review k167). It follows the process it looked at, not the pid. A PID namespace of its
+    it there, the follower took it for the launcher hidden and trained on as long as it ran.
+    It follows the process it looked at, not the pid. A PID namespace of its
     own makes the pid's reuse certain (``ns_last_pid``)."""
     if os.geteuid() != 0 or not shutil.which("setpriv") or not _can_unshare("--mount", "--pid"):
         pytest.skip("needs root, setpriv, and mount and PID namespaces")
-    if not _can_open_pidfd():  # the looks then read /proc, which cannot tell (review k169)
+    if not _can_open_pidfd():  # the looks then read /proc, which cannot tell
         pytest.skip("needs pidfd_open: Linux 5.3, and a seccomp profile that allows it")
     looked = tmp_path / "looked"
     follower = _still_training_after(15, looked)  # stopped long before, unless it follows X

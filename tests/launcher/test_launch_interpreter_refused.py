@@ -4,7 +4,7 @@ the kernel's refusal of the script's start (``Permission denied``, ``No such fil
 not say, alike wherever it is judged: before mpi's ranks start it
 (:func:`launcher.startable.start_problem`), before ``mpiexec --version`` runs
 (:func:`launcher.mpi.detect_flavor`), and at a child's start
-(:func:`launcher.startable.not_started`, of the kernel's own error) (k627)."""
+(:func:`launcher.startable.not_started`, of the kernel's own error)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A ``--job-id`` the job cannot run under is a usage error naming it (k198).
+"""A ``--job-id`` the job cannot run under is a usage error naming it.
 
 A blank one (an unset variable) was taken for none: the job ran under a new random id, in a
 new ``runs/<id>``, so a launch again to continue started afresh elsewhere. One starting with

@@ -1,4 +1,4 @@
-"""Under ``distconv train --log-format json`` every line the launcher writes is JSON (k198).
+"""Under ``distconv train --log-format json`` every line the launcher writes is JSON.
 
 The workers' JSON lines came behind ``[worker 0] ``, a shard's text lines behind ``[server 0] ``
 and the launcher's own messages behind ``distconv-launch: ``, so a collector parsing the
@@ -82,7 +82,7 @@ def test_a_refusal_before_the_job_is_a_json_line(tmp_path: Path):
 def test_a_refusal_of_a_train_flag_is_a_json_line_too(tmp_path: Path, flag):
     """A flag distconv train does not take (or abbreviates several) hid the --log-format json
     beside it, and its refusal came as text, though the docs say only the launcher's own usage
-    errors before -- do (review k213 of b2e90d4)."""
+    errors before -- do."""
     done = launch(
         "local", "--workers", "1", "--servers", "0", "--run-dir", str(tmp_path / "run"), "--",
         "--log-f", "json", flag,

@@ -1,5 +1,5 @@
 """The launcher's last line before any job ran (a refusal), on a stderr that nobody reads, is
-given up after a bound (k453): printed straight there it blocked for good, a SIGTERM raised
+given up after a bound: printed straight there it blocked for good, a SIGTERM raised
 out of the print, its traceback blocked in turn, and only a third SIGTERM ended it."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_a_refusal_once_the_run_directory_is_held_ends_the_launcher(tmp_path: Pa
 @pytest.mark.parametrize("flags", [["--workers", "0"], ["--bogus"]], ids=["value", "unknown"])
 def test_a_usage_error_on_a_stalled_stderr_ends_the_launcher(tmp_path: Path, flags: list[str]):
     """argparse's usage error, for a flag of the launcher's own, printed its usage straight to
-    a stderr nobody reads, before the launcher arms its stop signals (k457): it blocked there
+    a stderr nobody reads, before the launcher arms its stop signals: it blocked there
     for good, and a SIGTERM was kept for later, which never came; only SIGKILL ended it."""
     status, took = _refused(tmp_path, ["local", *flags, "--", "worker.py"])
     assert status == 2 and took < 10, (status, took)

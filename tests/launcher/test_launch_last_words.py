@@ -44,7 +44,7 @@ def test_a_childs_last_words_are_in_the_report_log_and_output_though_a_stray_hol
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
     assert done.returncode == 3, done.stderr
     assert "still holds its output" in done.stderr
-    # its pipe is not waited for again at the launcher's end, nor said a second time (k457)
+    # its pipe is not waited for again at the launcher's end, nor said a second time
     assert "was not drained within" not in done.stderr, done.stderr
     report = json.loads((run_dir / "failure.json").read_text())
     assert report["tail"][-2:] == ["step 1 ok", "fatal: boom"]

@@ -82,6 +82,6 @@ def test_a_slow_output_with_no_stray_is_named_not_blamed_on_one(tmp_path, monkey
         f"are missing from failure.json; '{tmp_path / 'w.log'}' gets them all (drained there at "
         "the launcher's end), its output those it takes before that end"
     )  # was "worker-0: a process that left its process group (setsid, a daemon) still ..."
-    # then "...; they still reach the output and the log": not the output's last (k457)
+    # then "...; they still reach the output and the log": not the output's last
     assert child.log_path.read_bytes() == printed + b"\n"
     assert b"".join(out.written).endswith(b"[worker 0] fatal: boom\n")

@@ -1,5 +1,5 @@
 """The lines a child's pump passes on once the launcher's output takes no more (at the job's
-end: the writer ended, or the view shut after a slow reader) are counted and said (k468):
+end: the writer ended, or the view shut after a slow reader) are counted and said:
 they reached the child's log alone, and nothing the launcher said counted them, so its output
 lacked them unsaid. Counted, not drained: the end's wait on the output is bounded already, and
 a pump that comes that late (a pipe the output held up, one a stray holds) may never end."""

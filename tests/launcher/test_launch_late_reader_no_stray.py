@@ -1,7 +1,7 @@
 """A pump that has begun reading and is then not run for a while (a loaded host), where no
 process holds the child's pipe any more: the launcher's wait for the pipe's end ran out, it
 asked the pump for the line under way and got it, and yet it said that "a process that left
-its process group ... still holds its output" where none did (review k415), and stopped
+its process group ... still holds its output" where none did, and stopped
 waiting for a pump that was about to end. It now sees that nothing holds the pipe
 (:meth:`OutputPipe.unheld`) and waits for that end."""
 

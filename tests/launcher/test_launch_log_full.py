@@ -1,5 +1,4 @@
-"""A child's log that cannot be written (a full disk) neither hangs the job nor loses its lines
-(k198).
+"""A child's log that cannot be written (a full disk) neither hangs the job nor loses its lines.
 
 The thread copying a child's output died on the log's ENOSPC with a traceback; nothing read
 the child's pipe after that, so a child that went on printing blocked on its next write for
@@ -57,7 +56,7 @@ def _dying_worker(run: Path, cwd: Path):
 @pytest.mark.timeout(60)
 def test_a_report_that_cannot_be_written_is_still_said(tmp_path: Path):
     """failure.json on a full disk: the failure was lost, the launcher said only the write's
-    error and exited 1, not the child's status (k198)."""
+    error and exited 1, not the child's status."""
     run = tmp_path / "run"
     (run / "failure.json.tmp").mkdir(parents=True)  # the report's write fails (EISDIR)
     done = _dying_worker(run, tmp_path)

@@ -1,5 +1,5 @@
 """A line over 1 MiB that a stalled output lacks counts as one line in what the launcher says
-of it (k468). The pump passes such a line on a piece (:data:`launcher.long_line.READ_PIECE`)
+of it. The pump passes such a line on a piece (:data:`launcher.long_line.READ_PIECE`)
 at a time, each a line of its own on the output; the view counted each piece it dropped or
 could not write as a line, so "it lacks 9 line(s) of worker-0" stood for three."""
 

@@ -83,14 +83,14 @@ K8S = ("k8s", "--workers", "2", "--image", "d:1")
 def test_a_k8s_staleness_the_shards_would_not_read_or_take_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], own: list[str], said: str
 ):
-    """k8s takes ``--max-staleness`` as local does, refused where local's is (k528)."""
+    """k8s takes ``--max-staleness`` as local does, refused where local's is."""
     line = usage_refusal(capsys, *K8S, *own, "--", "--epochs", "1")
     assert line.startswith(f"distconv-launch k8s: error: {said}"), line
 
 
 def test_a_k8s_render_gives_its_shards_the_staleness():
     """The StatefulSet's shards run ``--max-staleness N``: the renderer took no staleness, so
-    ``k8s`` had no such flag, and its shards ran with the default, 4 (k528)."""
+    ``k8s`` had no such flag, and its shards ran with the default, 4."""
 
     def shard_argv(*own: str) -> list[str]:
         objects = checked_manifests(parse_own(build_parser(), [*K8S, *own]), ["--epochs", "1"])

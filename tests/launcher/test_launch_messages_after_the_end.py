@@ -2,7 +2,7 @@
 straight to stderr, and once was a blocking write there: where the output stalled by then (a
 pipe that the job's last lines filled, a pager paused on them) the launcher blocked for good.
 Now it is written within :data:`~launcher.messages.STRAIGHT_SECONDS`, and once one is left
-stalled every later one is dropped at once: one thread held at most (k526)."""
+stalled every later one is dropped at once: one thread held at most."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_a_second_end_neither_waits_again_nor_loses_the_count():
     """:meth:`Messages.end` ran twice, at :meth:`Supervisor.run`'s end and again in its
     ``unclaim()``: on an output that stays slow, the second waited as long again (the written
     messages, then leave()'s count: 0.4 s), and its leave() counted the messages dropped anew,
-    from the queue the first had emptied: none, so the count line never came (k534)."""
+    from the queue the first had emptied: none, so the count line never came."""
     out = GatedOutput()
     said = Messages(out, None)
     said.begin()
@@ -71,7 +71,7 @@ def test_a_second_end_neither_waits_again_nor_loses_the_count():
 def test_a_message_on_a_closed_stderr_is_dropped(tmp_path):
     """A message written straight on a stderr that is closed (the launcher called as a
     function by a program that closed its own) raised the file's ValueError out of say(),
-    from the middle of a stop, say: say() drops a message its stderr cannot take (k534)."""
+    from the middle of a stop, say: say() drops a message its stderr cannot take."""
     with open(tmp_path / "err", "wb") as err:
         said = Messages(err, None)
     said.say("before the queue")  # no descriptor: written on the file object, which is closed

@@ -185,7 +185,7 @@ def launch_env(tmp_path: Path) -> dict[str, str]:
     home.mkdir(exist_ok=True)
     base = {"PATH": os.environ["PATH"], "PYTHONPATH": child_path(), "HOME": str(home)}
     # Open MPI's own settings (root in a container, oversubscription: .ci/openmpi) carry over;
-    # a runner's default hostfile does not: it would send the ranks elsewhere (k581)
+    # a runner's default hostfile does not: it would send the ranks elsewhere
     base.update(
         {
             k: v
@@ -421,7 +421,7 @@ def test_every_start_of_an_mpi_job_carries_its_launchs_one_token(tmp_path):
 
 def test_a_dry_run_to_a_closed_stdout_is_refused_in_one_line(tmp_path):
     """Started with stdout closed (``>&-``), ``--dry-run``'s command went nowhere and the
-    launcher exited 0, as if it had been printed (k198)."""
+    launcher exited 0, as if it had been printed."""
     done = subprocess.run(
         [sys.executable, "-m", "launcher", "mpi", "-np", "2", "--mpi-flavor", "mpich",
          "--dry-run", "--", "--epochs", "1"],
@@ -463,7 +463,7 @@ def test_the_launcher_and_its_mpiexec_run_with_a_home_of_the_tests_own(tmp_path)
 def test_a_program_the_other_hosts_have_is_not_refused_for_missing_here(tmp_path, where, env):
     """'mpi -H a:1,b:1 -- /opt/on-nodes/prog' was refused, 'program ... does not exist',
     looked for on this host before the hosts were: each host's ranks start their own copy.
-    Where every rank runs here, it is still refused before mpiexec starts (k569)."""
+    Where every rank runs here, it is still refused before mpiexec starts."""
     (tmp_path / "hosts").write_text("a slots=1\nb slots=1\n")
     program = str(tmp_path / "on-nodes" / "prog")  # nothing there on this host
     done = launch("-np", "2", *where, "--dry-run", "--", program, "--lr", "1",
@@ -482,7 +482,7 @@ def test_a_train_flags_dashes_left_out_are_refused_over_other_hosts_too(tmp_path
     """``mpi -H a:1,b:1 -- epochs 2`` was only noted (``program 'epochs' does not exist``)
     and mpiexec started the ranks on a program no host has: a bare word that is no program
     here but a train flag's name is refused as a usage error (exit 2), before anything
-    starts, naming the fix; a program of that name on ``PATH`` here still runs (k589)."""
+    starts, naming the fix; a program of that name on ``PATH`` here still runs."""
     refused = launch("-np", "2", "-H", "a:1,b:1", "--dry-run", "--", "batch_size", "32",
                      tmp_path=tmp_path, cwd=tmp_path)  # fmt: skip
     assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
@@ -504,7 +504,7 @@ def test_a_train_flags_dashes_left_out_are_a_usage_error_here_too():
     """Where the ranks run here the slip was refused already, as a missing program (exit 1);
     now as the usage error it is, as k8s's and over other hosts, with the fix named. Over
     other hosts a program of that name that only they have (``-- seed 1``, a tool on the
-    nodes alone) is named too, started by its path, which the refusal says (k594)."""
+    nodes alone) is named too, started by its path, which the refusal says."""
     from launcher.commands import UsageError, parse_program
 
     with pytest.raises(UsageError, match=r"did you mean -- --epochs 2\?$"):
@@ -514,10 +514,10 @@ def test_a_train_flags_dashes_left_out_are_a_usage_error_here_too():
         parse_program(["seed", "1"], True)
     with pytest.raises(UsageError, match=r"did you mean -- --epochs\? \(a program 'epochs' "):
         parse_program(["epochs", "--lr", "1"], True)
-    # a negative value is the flag's, as argparse reads it: it was left out of the fix (k590)
+    # a negative value is the flag's, as argparse reads it: it was left out of the fix
     with pytest.raises(UsageError, match=r"did you mean -- --lr -0\.1\? \("):
         parse_program(["lr", "-0.1"], True)
-    # a flag that takes no value is named alone: '-- --overwrite x' is refused (k595)
+    # a flag that takes no value is named alone: '-- --overwrite x' is refused
     with pytest.raises(UsageError, match=r"did you mean -- --overwrite\?$"):
         parse_program(["overwrite", "x"], False)
 
@@ -535,9 +535,9 @@ def test_a_train_flags_dashes_left_out_are_a_usage_error_here_too():
 )
 def test_hosts_that_are_this_one_refuse_a_program_missing_here(tmp_path, monkeypatch, where, env):
     """Any host list counted as ranks elsewhere: 'mpi -H localhost:2 -- /opt/x/prog' was only
-    noted, then every rank's mpiexec said 'execvp error' (review k572). Hosts that are all
-    this one start this host's program, which is looked for here, before mpiexec (k575). A
-    runner's own default hostfile is not the launch's (k581): launch_env leaves it out."""
+    noted, then every rank's mpiexec said 'execvp error'. Hosts that are all
+    this one start this host's program, which is looked for here, before mpiexec. A
+    runner's own default hostfile is not the launch's: launch_env leaves it out."""
     (tmp_path / "hosts").write_text(f"{socket.gethostname()} slots=2\n")
     (tmp_path / "runners").write_text("a slots=1\nb slots=1\n")
     monkeypatch.setenv("OMPI_MCA_orte_default_hostfile", str(tmp_path / "runners"))

@@ -199,11 +199,11 @@ def test_a_stop_while_the_launchers_own_output_stalls_names_the_stall(tmp_path):
     assert "got SIGTERM after the job had finished" in stderr, stderr
     assert "left its process group" not in stderr, stderr
     log = tmp_path / "run" / "logs" / "mpiexec-0.log"
-    # stopped: the launcher gives its view up at the stall, not after OUTPUT_DRAIN_SECONDS (k440)
+    # stopped: the launcher gives its view up at the stall, not after OUTPUT_DRAIN_SECONDS
     stalled = "the launcher's output is stalled on its last lines (nothing reads it), so it "
     assert f"{stalled}lacks " in stderr, stderr
     assert f" line(s) of mpiexec-0 ('{log}'): their logs have them" in stderr, stderr
-    # the pump never waits on the stalled output: the log has mpiexec's every late line (k434)
+    # the pump never waits on the stalled output: the log has mpiexec's every late line
     assert log.read_text().count("a late line of mpiexec") == LATE_LINES
 
 

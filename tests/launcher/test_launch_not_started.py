@@ -1,4 +1,4 @@
-"""A worker's program that the kernel cannot start is named with why (k198).
+"""A worker's program that the kernel cannot start is named with why.
 
 A script saved with Windows line ends (``#!/bin/sh\\r``), or whose ``#!`` interpreter is
 missing, stopped the launch with ``[Errno 2] No such file or directory: './run.sh'``, of a file
@@ -68,7 +68,7 @@ def test_a_program_that_cannot_start_is_refused_before_anything_starts(
 ):
     """What the kernel would refuse of this host's program is said before the supervisor, the
     run directory (and with shards, the keys and the shards) start: it was said only at
-    worker 0's start, as ``cannot start worker-0 ('./run.sh'): ...`` (k525)."""
+    worker 0's start, as ``cannot start worker-0 ('./run.sh'): ...``."""
     _program(tmp_path, text, mode)
     _refused_locally(tmp_path, "2", said, named=BEFORE)
 
@@ -90,7 +90,7 @@ def test_a_missing_program_keeps_the_systems_reason(tmp_path: Path):
 @CANNOT_START
 def test_a_program_mpis_ranks_cannot_start_is_named_with_why(tmp_path: Path, text, mode, said):
     """Under mpi, Hydra's ranks said ``execvp error on file ./run.sh (No such file or
-    directory)`` of the file there (k201); refused before mpiexec runs, as under local."""
+    directory)`` of the file there; refused before mpiexec runs, as under local."""
     _program(tmp_path, text, mode)
     _refused_in_the_ranks(tmp_path, said)
 
@@ -98,7 +98,7 @@ def test_a_program_mpis_ranks_cannot_start_is_named_with_why(tmp_path: Path, tex
 def test_a_script_whose_shebang_follows_a_byte_order_mark_is_refused_under_mpi(tmp_path: Path):
     """Refused under local (exec format error), it ran under mpi: execvp gives a script the
     kernel knows no format of to /bin/sh, which read the Python as shell ('import: not found',
-    a syntax error) in every rank (review k213)."""
+    a syntax error) in every rank."""
     _program(tmp_path, b"\xef\xbb\xbf#!/usr/bin/env python3\nimport sys\n")
     _refused_in_the_ranks(tmp_path, "its #! line comes after a UTF-8 byte-order mark")
 
@@ -115,7 +115,7 @@ def _refused_in_the_ranks(tmp_path: Path, said: str) -> None:
 
 def test_ranks_on_other_hosts_have_their_own_program(tmp_path: Path):
     """Where other hosts are named, each runs its own copy: this host's is not judged. Hosts
-    that are all this one (``-H localhost:2``) run this host's, which is (k575)."""
+    that are all this one (``-H localhost:2``) run this host's, which is."""
     _program(tmp_path, b"#!/bin/sh\r\n")
     done = launch(*NO_MPI, "-H", "a:1,b:1", "--", "./run.sh", cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -127,7 +127,7 @@ def test_ranks_on_other_hosts_have_their_own_program(tmp_path: Path):
 
 def test_an_mpiexec_that_cannot_start_is_named_with_why(tmp_path: Path):
     """A wrapper script as --mpiexec saved with Windows line ends: its ``--version`` run said
-    ``[Errno 2] No such file or directory: './mpiexec.sh'`` (k201)."""
+    ``[Errno 2] No such file or directory: './mpiexec.sh'``."""
     wrapper = tmp_path / "mpiexec.sh"
     wrapper.write_bytes(b'#!/bin/sh\r\nexec mpiexec "$@"\r\n')
     wrapper.chmod(0o755)
@@ -145,7 +145,7 @@ def test_an_mpiexec_that_cannot_start_is_named_with_why(tmp_path: Path):
 def test_an_interpreter_the_kernel_knows_no_format_of_is_named_not_the_script(tmp_path: Path):
     """A script whose #! line names a wrapper script without one of its own: the kernel's
     'exec format error' is the wrapper's, and the launch said of ./run.sh, first line
-    '#!.../wrap.sh', that it has no #! line (review k213 of 0335000)."""
+    '#!.../wrap.sh', that it has no #! line."""
     wrapper = tmp_path / "wrap.sh"
     wrapper.write_bytes(b'echo wrapped "$@"\n')
     wrapper.chmod(0o755)
@@ -184,7 +184,7 @@ def test_a_script_the_kernel_knows_no_format_of_is_named_with_why(
     tmp_path: Path, text, said, named
 ):
     """A script without a ``#!`` line, or with one behind a Windows editor's byte-order mark
-    (invisible in an editor), stopped the launch with a bare ``exec format error`` (k201)."""
+    (invisible in an editor), stopped the launch with a bare ``exec format error``."""
     _program(tmp_path, text)
     _refused_locally(tmp_path, "1", said, named)
 
@@ -193,7 +193,7 @@ def test_a_script_the_kernel_knows_no_format_of_is_named_with_why(
 def test_ranks_a_batch_system_places_have_their_own_program(tmp_path: Path, variable):
     """Under Slurm, PBS, LSF or SGE, mpiexec takes its hosts from the allocation, with no -H:
     a program whose #! interpreter exists only on the compute nodes was refused on the login
-    node, though the ranks would run it (review k213 of 8e3c94f); without such a variable it
+    node, though the ranks would run it; without such a variable it
     is refused as before."""
     program = Program((str(_program(tmp_path, b"#!/opt/on-the-nodes/python\n")),), False)
     refuse_unstartable(program, (), {variable: "node[1-2]"})
@@ -225,8 +225,8 @@ def test_a_pbs_lsf_sge_or_cobalt_allocation_of_this_host_alone_runs_here(tmp_pat
     """A PBS or LSF host list naming this host alone counted as other hosts, where Slurm's
     and ``-H localhost:2`` run here: a program the ranks cannot start was let through (a
     missing one only noted). Each is read and its hosts judged by
-    :func:`launcher.this_host.is_this_host` (k589); another host in it is elsewhere. SGE's
-    ``PE_HOSTFILE`` and Cobalt's ``COBALT_NODEFILE`` are read alike (k594)."""
+    :func:`launcher.this_host.is_this_host`; another host in it is elsewhere. SGE's
+    ``PE_HOSTFILE`` and Cobalt's ``COBALT_NODEFILE`` are read alike."""
     import socket
 
     program = Program((str(_program(tmp_path, b"#!/opt/on-the-nodes/python\n")),), False)
@@ -240,7 +240,7 @@ def test_a_pbs_lsf_sge_or_cobalt_allocation_of_this_host_alone_runs_here(tmp_pat
 
 def test_an_sge_hostfile_not_written_as_sge_writes_it_counts_as_other_hosts(tmp_path: Path):
     """A ``PE_HOSTFILE`` line without its slot count after the host is not read as one host
-    a line: its hosts are unknown, so the ranks may run elsewhere (k594)."""
+    a line: its hosts are unknown, so the ranks may run elsewhere."""
     from launcher.batch_hosts import scheduler_hosts_here
 
     nodes = tmp_path / "pe_hostfile"
@@ -267,7 +267,7 @@ def test_a_program_the_ranks_cannot_start_is_quoted_as_local_quotes_it(tmp_path:
 def test_a_worker_that_cannot_start_is_named_with_its_program_quoted(tmp_path: Path):
     """``cannot start worker-0 (PATH): ...``, said at the start of a script that the kernel
     refuses only then (no ``#!`` line), showed PATH unquoted: a line break in it split the
-    one-line refusal in two, as mpi's did (k528); quoted as the launcher's other lines are."""
+    one-line refusal in two, as mpi's did; quoted as the launcher's other lines are."""
     path = tmp_path / "run\nme.sh"
     path.write_bytes(b"echo hi\n")
     path.chmod(0o755)
@@ -300,7 +300,7 @@ def test_a_script_without_a_shebang_is_refused_before_any_worker_with_how_to_run
     tmp_path: Path,
 ):
     """A Python script with no ``#!`` line and no ``.py`` name, executable: refused at worker
-    0's start, after the run directory was made and other workers may have started (k558).
+    0's start, after the run directory was made and other workers may have started.
     Now refused before anything starts, one line naming it and how to run it, and the way it
     names runs it."""
     job = tmp_path / "job"
@@ -330,8 +330,8 @@ def test_a_linked_script_without_a_shebang_is_named_its_targets_interpreter(
     tmp_path: Path, link, target, way
 ):
     """A link to a script with no ``#!`` line was told the interpreter its own name suggests
-    (``run`` -> ``steps.sh``: python3 or sh; ``go.sh`` -> ``job.rb``: sh), not its target's
-    (k565)."""
+    (``run`` -> ``steps.sh``: python3 or sh; ``go.sh`` -> ``job.rb``: sh), not its target's.
+    """
     (tmp_path / target).write_text("echo hi\n")
     (tmp_path / target).chmod(0o755)
     (tmp_path / link).symlink_to(target)
@@ -342,7 +342,7 @@ def test_a_linked_script_without_a_shebang_is_named_its_targets_interpreter(
 def test_a_file_that_is_a_program_is_asked_by_a_name_of_its_own(tmp_path: Path):
     """:mod:`launcher.startable` asked of a file and :mod:`launcher.train_words` of a word
     after ``--`` under one name, ``reads_as_program``: the file's question is
-    :func:`launcher.startable.is_program_file` (k594). A script without its execute bit (a
+    :func:`launcher.startable.is_program_file`. A script without its execute bit (a
     copy elsewhere may have it) is a program; a data file beside the launch is not."""
     import launcher.startable as startable
 

@@ -29,5 +29,5 @@ def test_the_report_names_the_mismatch_not_the_first_worker_to_exit(tmp_path):
     assert report["exit_code"] == 1, report
     unused = "not restarting (--max-restarts 2): the ranks run different jobs"
     assert unused in done.stderr, said
-    # the report says why the restarts allowed were not used, not null (review k578)
+    # the report says why the restarts allowed were not used, not null
     assert (report["then"] or "").startswith(unused), report

@@ -57,8 +57,8 @@ def test_an_output_write_begun_during_the_waits_that_stalls_is_named(tmp_path, m
         "(drained there at the launcher's end), its output those it takes before a 1 s stall "
         "or that end"
     )  # was "worker-0: its output is passed on slowly (...); they still reach the output ..."
-    # then "... those still in worker-0's pipe at its end reach neither" (k453), which the
-    # drain at the launcher's end made untrue (k457)
+    # then "... those still in worker-0's pipe at its end reach neither", which the
+    # drain at the launcher's end made untrue
     assert out.written == [b"[worker 0] step 1\n", b"[worker 0] fatal: boom\n"]
-    # the log has every line as the output moves: it said the log lacked them (k444)
+    # the log has every line as the output moves: it said the log lacked them
     assert child.log_path.read_bytes() == b"step 1\nfatal: boom\n"

@@ -55,7 +55,7 @@ def test_a_k8s_out_that_cannot_be_made_is_named_with_its_flag(tmp_path):
     assert done.stderr == (
         f"distconv-launch k8s: error: --out {shown(UNMAKEABLE)}: cannot write there: no such "
         "file or directory\n"
-    )  # quoted as --hostfile's path is (k562)
+    )  # quoted as --hostfile's path is
 
 
 @pytest.mark.timeout(60)
@@ -70,8 +70,8 @@ def test_a_k8s_out_that_cannot_be_made_is_named_with_its_flag(tmp_path):
 def test_an_unreadable_hostfile_comes_after_the_usage_error_of_the_train_arguments(
     tmp_path, after, said
 ):
-    """Reading the hosts first (k575) made '--hostfile nope -- --epochs x' exit 1, 'cannot
-    read it', and lost the async hint: the arguments after -- are judged first (k581)."""
+    """Reading the hosts first made '--hostfile nope -- --epochs x' exit 1, 'cannot
+    read it', and lost the async hint: the arguments after -- are judged first."""
     done = launch("mpi", "-np", "2", "--hostfile", "nope", "--dry-run", "--", *after,
                   cwd=tmp_path, timeout=50)  # fmt: skip
     assert (done.returncode, done.stdout) == (2, ""), done.stderr

@@ -1,7 +1,7 @@
 """``distconv-launch local`` started with stdin closed (``<&-``, a daemon's start): the first
 socket it opens, a shard's reserved port, would be descriptor 0, which is a child's stdin
-(/dev/null) there, so every attempt's shard stopped with ``--bind-fd 0: not an open socket``
-(review k157). A real launch with a shard and a worker."""
+(/dev/null) there, so every attempt's shard stopped with ``--bind-fd 0: not an open socket``.
+A real launch with a shard and a worker."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_a_reserved_port_is_never_on_a_standard_stream():
 def test_a_launch_with_stdout_closed_trains_and_keeps_the_childrens_logs(tmp_path):
     """Started with stdout closed (``>&-``) the launcher stopped on ``None.buffer`` before
     any child started, so the reserved port on descriptor 1 (which ``reserve_ports`` moves
-    above 2) was never reached (review k159 of e21603b)."""
+    above 2) was never reached."""
     done = _launch_with_closed(1, tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr

@@ -1,7 +1,7 @@
 """A library caller's launches, one after another in one process, each ask pyenv which file
 its ``distconv`` shim runs: only the command line's ``main`` forgot the answers of the launch
 before, so a caller of the launch's handler (``launcher.k8s.run_k8s``, ``launcher.cli.run_local``)
-kept the first for the process's life, after the user switched pyenv versions (k615)."""
+kept the first for the process's life, after the user switched pyenv versions."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_a_library_callers_next_launch_asks_pyenv_again(tmp_path, monkeypatch):
 def test_a_launch_in_another_thread_keeps_no_answer_for_this_ones(tmp_path, monkeypatch):
     """A launch in a thread (a library caller's local job, running for hours) is not this
     thread's: one count of open launches for the process made this thread's launches part
-    of that one, never forgetting an answer while it ran (k619)."""
+    of that one, never forgetting an answer while it ran."""
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
     opened, done = threading.Event(), threading.Event()
 

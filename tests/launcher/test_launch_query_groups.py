@@ -1,7 +1,7 @@
 """The launcher's queries before a job, ``mpiexec --version`` and ``distconv keys``: past their
 bound, or on a stop signal, what they started goes with them. Only the query's own process was
 killed: a wrapper's ``mpiexec`` (or a grandchild of a hung one) ran on after the launcher, in
-its process group, holding the query's output pipe (k615)."""
+its process group, holding the query's output pipe."""
 
 from __future__ import annotations
 
@@ -100,8 +100,8 @@ def test_an_mpiexec_the_kernel_cannot_exec_is_refused_not_run_as_shell_code(tmp_
     (ENOEXEC: no ``#!`` line, or one naming a script without one) was run by the shell's
     ``exec`` as shell code, its output read as the MPI's version: ``unknown MPI: `mpiexec
     --version` says 'Open MPI'`` for a script that is no MPI; it was refused, and is again,
-    before anything runs (k619). Each file's first line is read once: the reason read them
-    again, of what may be another version of the file than the one judged (k621)."""
+    before anything runs. Each file's first line is read once: the reason read them
+    again, of what may be another version of the file than the one judged."""
     from launcher import mpi
 
     wrap, ran = tmp_path / "wrap", tmp_path / "ran"
@@ -124,8 +124,8 @@ def test_an_mpiexec_the_kernel_cannot_exec_is_refused_not_run_as_shell_code(tmp_
 def test_an_mpiexec_binary_for_another_machine_is_named_so(tmp_path, machine):
     """An ELF ``--mpiexec`` the kernel refuses (ENOEXEC: built for another machine) ends with
     the watchdog's shell's 126, whose line (``/bin/sh: 1: exec: …: Exec format error``) was
-    the reason given; it is the one a child's start gives (:func:`startable.not_started`)
-    (k621). Its e_machine is read whole, a 0x0a byte in it too (k627)."""
+    the reason given; it is the one a child's start gives (:func:`startable.not_started`).
+    Its e_machine is read whole, a 0x0a byte in it too (k627)."""
     from launcher import mpi, startable
 
     query = tmp_path / "mpiexec"
@@ -146,7 +146,7 @@ def test_a_native_mpiexec_refused_for_another_reason_keeps_the_shells_line(tmp_p
     """The watchdog's shell ends with 126 for every error of its ``exec`` but a missing file:
     a native ``mpiexec`` still open for writing (ETXTBSY: being copied or built) was named
     "a binary for another machine". Its e_machine is this host's: the shell's line, the
-    kernel's true reason, is kept (k627). The file is read once, before the query: it was
+    kernel's true reason, is kept. The file is read once, before the query: it was
     read again twice after the shell's 126, which could describe another version of it."""
     from launcher import mpi
 

@@ -1,7 +1,7 @@
 """The stop signals around a launcher's query (``mpiexec --version``, ``distconv keys``) that
 :func:`launcher.interrupt.run_captured` waits for: a query in a thread other than the main one
 leaves the main thread's stops alone, and a stop kept before the launcher is armed, which kills
-the query, ends the launch as a stop, not as the query's empty answer (k621). Each in a real
+the query, ends the launch as a stop, not as the query's empty answer. Each in a real
 process, whose signals are its own."""
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ print(ask(answering), ask(answering), interrupt.kept(), flush=True)
 def test_a_kept_stop_raised_by_a_query_is_raised_once(tmp_path):
     """The stop a query raised (``kept_stops``) stayed kept: every later query of the caller
     was killed at once and raised it again, and the caller's next Ctrl-C was only kept with
-    it (k627). It is raised once: the next query answers, and the next stop is raised in
+    it. It is raised once: the next query answers, and the next stop is raised in
     turn, by the query it kills, once."""
     stopping, answering = tmp_path / "stopping", tmp_path / "answering"
     stopping.write_text("#!/bin/sh\nkill -s TERM $PPID\nexec sleep 300\n")

@@ -1,7 +1,7 @@
 """The paths the launcher's folder and hostfile refusals name are quoted, as its other lines
 quote a path (:func:`launcher.shown.shown`): written bare, one with a space in it read as
 words of the message (``the run directory 'run 1' cannot be used: run 1/logs is a file``),
-and ``--hostfile my hosts: cannot read it`` as a flag and a stray word (k558)."""
+and ``--hostfile my hosts: cannot read it`` as a flag and a stray word."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``distconv-launch``'s own error lines show a value the user gave with a line break or
 another character that does not print as a shell's ``$'...'`` word, as ``distconv train``'s do
-(:func:`distconv.messages.quote_in_errors`) (k468): squeezed onto one line, ``--hostfile
+(:func:`distconv.messages.quote_in_errors`): squeezed onto one line, ``--hostfile
 $'no\\nfile'`` read ``--hostfile no file``, another path."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_an_unprintable_value_in_the_launcher_s_error_is_shell_quoted(tmp_path: 
 
 @pytest.mark.timeout(60)
 def test_a_script_name_in_the_launcher_s_error_is_shell_quoted_not_repr(tmp_path: Path):
-    """The launcher's own messages quoted the program's name with ``repr()`` (k495):
+    """The launcher's own messages quoted the program's name with ``repr()``:
     ``script 'no\\nfile.py'``, which a shell pastes back as another name (``no\\nfile.py``,
     a backslash and an n), not the ``$'...'`` word its other lines use."""
     done = launch("local", "--workers", "1", "--", "no\nfile.py", cwd=tmp_path)
@@ -53,7 +53,7 @@ def test_a_script_name_in_the_launcher_s_error_is_shell_quoted_not_repr(tmp_path
 )
 def test_each_value_the_launcher_names_is_quoted_as_the_shell_does(refused, said):
     """Where its messages name an mpiexec, a host list, a script or a job id, a value with a
-    character that does not print, or a quote, is the shell's ``$'...'`` word (k495)."""
+    character that does not print, or a quote, is the shell's ``$'...'`` word."""
     with pytest.raises((LaunchError, argparse.ArgumentTypeError)) as raised:
         refused()
     assert said in str(raised.value)
@@ -62,7 +62,7 @@ def test_each_value_the_launcher_names_is_quoted_as_the_shell_does(refused, said
 @pytest.mark.timeout(30)
 def test_the_line_an_overdue_child_reported_its_end_by_is_quoted_as_the_shell_does(tmp_path):
     """The wrap-up's message quoted that line with ``repr()``, the launcher's last (k495 left
-    it: child.py was full): a quote in it came out in double quotes, a tab as ``\\t`` (k499)."""
+    it: child.py was full): a quote in it came out in double quotes, a tab as ``\\t``."""
     child = run_to_exit(tmp_path, ChildSpec("mpiexec", 0, ["printf", "last\\n"]))
     said = overdue_said(child, "it's\tdone\n")
     assert said.startswith(

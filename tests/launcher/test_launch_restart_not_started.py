@@ -1,4 +1,4 @@
-"""A restart that cannot start still reports the failure that asked for it (k434).
+"""A restart that cannot start still reports the failure that asked for it.
 
 With ``--max-restarts``, attempt 0 failed, and attempt 1 could not open its child's log (the
 logs folder replaced with a file between the attempts): the launcher ended on the ``cannot

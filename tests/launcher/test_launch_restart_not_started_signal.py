@@ -1,5 +1,5 @@
-"""A stop signal while a restart fails to start still ends the launcher with 128 + signal
-(k444): it exited with the earlier failure's status, as if no signal had come, where every
+"""A stop signal while a restart fails to start still ends the launcher with 128 + signal:
+it exited with the earlier failure's status, as if no signal had come, where every
 other stop, a failure reported or not, exits 128 + the signal's number."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_a_signal_while_a_restart_cannot_start_is_the_launchers_status(tmp_path:
 
 @pytest.mark.timeout(30)
 def test_a_signal_while_the_first_start_fails_is_the_launchers_status(tmp_path: Path):
-    """The same while the first attempt cannot start (k453): its error was raised alone, and
+    """The same while the first attempt cannot start: its error was raised alone, and
     the launcher exited 1, the signal unsaid."""
 
     def build(_restart: int) -> list[ChildSpec]:

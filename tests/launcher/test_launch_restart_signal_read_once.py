@@ -1,5 +1,5 @@
 """A stop signal that lands while the launcher reports a restart that could not start does not
-give an exit status its report contradicts (k453): the signal list was read twice, once for
+give an exit status its report contradicts: the signal list was read twice, once for
 the report's "stopped by SIGTERM" and once for the status, so a signal between the two gave
 128 + it to a report that said nothing of it."""
 

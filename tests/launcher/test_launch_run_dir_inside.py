@@ -48,7 +48,7 @@ def _refusal(tmp_path: Path, what: str) -> tuple[str, Path]:
 @pytest.mark.parametrize("what", sorted(CAUSES))
 def test_a_path_in_the_run_directory_in_the_way_is_named(tmp_path, what):
     said, path = _refusal(tmp_path, what)
-    it = shown(path) if what == "logs" else path  # folder_problem's, quoted (k558)
+    it = shown(path) if what == "logs" else path  # folder_problem's, quoted
     assert said == (
         f"distconv-launch local: error: the run directory {shown(tmp_path / 'run')} cannot be "
         f"used: {CAUSES[what].format(it)} (move it away, or choose another --run-dir or --job-id)"

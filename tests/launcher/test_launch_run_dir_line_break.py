@@ -39,7 +39,7 @@ def test_a_run_dir_with_a_line_break_leaves_each_message_on_its_lines(tmp_path: 
 def test_a_refused_run_dir_is_named_quoted(tmp_path: Path):
     """A run directory that cannot be made or used was named unquoted in the refusal: the
     launcher's last line (cli's one line) turned its line break into a space, so it named
-    another path, one that a shell pastes back as two words (k534)."""
+    another path, one that a shell pastes back as two words."""
     (tmp_path / "file").write_text("")
     unmakeable = tmp_path / "file" / "my run\nx"
     with pytest.raises(LaunchError) as made:
@@ -76,8 +76,8 @@ GONE_AFTER_ONE_RUN = '#!/bin/sh\nrm -- "$0"\nprintf "gone\\rback\\n"\nexit 1\n'
 @pytest.mark.timeout(60)
 def test_each_message_is_one_line_though_a_value_in_it_is_not_quoted(tmp_path: Path):
     """A value put unquoted in a message split the failure report at its line break, the rest
-    read as a line of its own: :meth:`launcher.messages.Messages.line` keeps each on one line
-    (k526). The restart's 'cannot start' error quotes the program (k531); the report's tail,
+    read as a line of its own: :meth:`launcher.messages.Messages.line` keeps each on one line.
+    The restart's 'cannot start' error quotes the program (k531); the report's tail,
     the child's last line, holds a carriage return, which a reader splits lines at too: the
     report's own line escapes it (k534: the program's path, quoted since, no longer tried it)."""
     program = tmp_path / "my\nprog"

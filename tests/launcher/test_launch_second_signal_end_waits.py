@@ -1,8 +1,8 @@
-"""A second stop signal cuts the launcher's end short (k468). After the first, the end waits,
+"""A second stop signal cuts the launcher's end short. After the first, the end waits,
 bounded, for a slow output to take the queued lines (``OUTPUT_DRAIN_SECONDS`` per wait): a
 second one, as a second Ctrl-C during the stop, means "stop now", and the launcher waited
 those out all the same; so it did each child's own wait for its pump, which the slow output
-held up (k473). (The held pipes' drain into the logs is not cut: the record.)"""
+held up. (The held pipes' drain into the logs is not cut: the record.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""After a second stop signal, a log write under way is not said to reach the log whole
-(k478). 6acfa440 judged such a write hung only once it had been under way 5 s (a slow file
+"""After a second stop signal, a log write under way is not said to reach the log whole.
+6acfa440 judged such a write hung only once it had been under way 5 s (a slow file
 system is drained at the end), but a write that a hung file system had held a moment then
 fell to the "passed on slowly" words: "its log gets them all (drained there at the launcher's
 end)", though the end's drain, bounded, could not take them, and said so next ("its pipe was

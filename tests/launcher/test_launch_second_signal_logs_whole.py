@@ -1,5 +1,5 @@
 """A second stop signal cuts the launcher's end short on its output's view, never on the
-logs (k473): the end's drain of the pipes its output held up into the children's logs gave
+logs: the end's drain of the pipes its output held up into the children's logs gave
 up at once at a second signal, and the daemon pumps died with the launcher, so a log lacked
 the lines the pipe still held. The log is the record; the drain is bounded already (2 s)."""
 

@@ -1,4 +1,4 @@
-"""A second stop signal does not make a slow log a hung one (k476).
+"""A second stop signal does not make a slow log a hung one.
 
 73246652 cut each child's own wait for its pump at a second stop signal, but the launcher
 still judged a write to the log under way at the ask a hung file system, as after the whole

@@ -1,4 +1,4 @@
-"""A second stop signal ends the launcher promptly on a slowly read stderr of its own (k495).
+"""A second stop signal ends the launcher promptly on a slowly read stderr of its own.
 
 Its last messages (a failure report of 20 long lines) went out through their own queue, and
 the end waited for that queue, cut by a stall (a write held 1 s) but not by a second signal:
@@ -29,7 +29,7 @@ from tests.processes import job_env, job_left
 
 #: worker 0 fails with 20 long last lines (a long report), once worker 1 notes the launcher's
 #: SIGTERM and goes on (the stop waits the grace for it): before it, a loaded host's SIGTERM
-#: could reach worker 1 first and end it, and the launcher with it (k499)
+#: could reach worker 1 first and end it, and the launcher with it
 FAILS_AND_STAYS = """\
 import os, signal, sys, time
 if os.environ["RANK"] == "0":
@@ -77,7 +77,7 @@ def test_a_second_signal_ends_the_launcher_on_a_slowly_read_stderr(tmp_path: Pat
                 asked = (tmp_path / "out").read_bytes
                 wait_while_running(lambda: b"stop asked" in asked(), launcher, "the stop")
                 # Ctrl-C, then another signal once the launcher took it: two pending at once
-                signal_taken(launcher, signal.SIGINT)  # are the kernel's to order (k526)
+                signal_taken(launcher, signal.SIGINT)  # are the kernel's to order
                 second = time.monotonic()
                 launcher.send_signal(signal.SIGTERM)
                 status = launcher.wait(timeout=20)
@@ -101,7 +101,7 @@ def test_a_second_signal_ends_the_launcher_on_a_slowly_read_stderr(tmp_path: Pat
     # line then waits on a full pipe, and the launcher ends before it; k495's check of that
     # passed only as the report was dropped unsaid before a piece of it was written, k499.)
     assert took < 1.5, (took, got)
-    assert got.endswith(b"\n"), got[-200:]  # the report's pieces end its lines (k526)
+    assert got.endswith(b"\n"), got[-200:]  # the report's pieces end its lines
 
 
 def test_a_second_signal_inside_the_first_ones_handler_is_the_second(
@@ -150,7 +150,7 @@ def test_leaving_a_report_of_many_lines_leaves_the_output_on_a_whole_line():
     """A failure report of many lines was written in pieces of 4 KiB cut mid line, so that
     the launcher, leaving at a second stop signal, ended its stderr within a line where its
     reader was slow (the line saying so left waiting for it). Its pieces end its lines now,
-    each whole or not at all on a pipe: the output ends on a whole line (k526)."""
+    each whole or not at all on a pipe: the output ends on a whole line."""
     out = GatedOutput()
     view = Terminal(out, lambda said: f"{said}\n".encode())
     lines = [b"%d " % i + b"r" * 900 + b"\n" for i in range(10)]
@@ -167,7 +167,7 @@ def test_leaving_before_the_writer_took_the_queue_still_says_what_it_dropped():
     """The writer said the count only after a write of its own; where :meth:`Terminal.leave`
     emptied the queue before the writer took it (the messages just queued, the writer not yet
     run: a loaded host, as every second Ctrl-C on a fast stderr did before k499), the writer
-    found the queue empty and ended: the messages gone, unsaid (k499)."""
+    found the queue empty and ended: the messages gone, unsaid."""
     out = RecordingOutput()
     view = Terminal(out, lambda said: f"{said}\n".encode())
     previous = sys.getswitchinterval()
@@ -184,7 +184,7 @@ def test_leaving_before_the_writer_took_the_queue_still_says_what_it_dropped():
 @pytest.mark.timeout(30)
 def test_the_count_of_messages_not_written_holds_those_a_stall_dropped_before():
     """A notice of messages a stall dropped (2 here) counted as one message not written where
-    a second signal dropped it in turn: the count said 1, and those 2 went unsaid (k499)."""
+    a second signal dropped it in turn: the count said 1, and those 2 went unsaid."""
     out = GatedOutput()
     view = Terminal(out, lambda said: f"{said}\n".encode(), bound=100)
     assert view.say(b"a" * 60 + b"\n")
@@ -201,7 +201,7 @@ def test_the_count_of_messages_not_written_holds_those_a_stall_dropped_before():
 @pytest.mark.parametrize("run", ["run", "my run\nx"])
 def test_the_count_of_messages_not_written_names_the_failure_reports_file(tmp_path: Path, run: str):
     """The count named ``failure.json`` alone, where the report's path (the run directory's,
-    which ``--job-id`` makes) was known to the view: as the stall's notice names it (k505).
+    which ``--job-id`` makes) was known to the view: as the stall's notice names it.
     Quoted: a run directory with a line break in its name split the count line in two."""
     out = GatedOutput()
     view = Terminal(out, lambda said: f"{said}\n".encode())
@@ -223,8 +223,8 @@ def test_a_second_signal_says_the_launchers_messages_not_written_on_a_shared_out
     """With its messages on the children's output (``2>&1``) a second signal left the view
     :data:`~launcher.messages.LEFT_SAID_SECONDS` and the launcher ended with its last words
     (the stop, the report) still queued, unsaid, and a child's long line cut where a piece
-    ended: as on a stderr of their own, they are dropped and counted on a line of its own
-    (k505)."""
+    ended: as on a stderr of their own, they are dropped and counted on a line of its own.
+    """
     monkeypatch.setattr(messages, "LEFT_SAID_SECONDS", 1.0)  # wide of the gate's timer
     out = GatedOutput()
     view = Terminal(out, lambda said: f"{said}\n".encode())
@@ -245,7 +245,7 @@ def test_a_second_signal_leaves_a_shared_output_that_takes_them_at_once_the_last
     """``test_stopping``'s ``[2>&1]`` check of this (56f12534) raced the writer: the end
     returned before the children's view took the last words just queued, and the launcher
     ended without them (a run in three); here the writer gets no turn but in a wait of the
-    end's, so without that wait the words are never written by its return (k508)."""
+    end's, so without that wait the words are never written by its return."""
     out = RecordingOutput()  # takes every write at once
     view = Terminal(out, lambda said: f"{said}\n".encode())
     said = messages.Messages(out, None)
@@ -274,8 +274,8 @@ def test_a_first_signal_on_a_slow_stderr_says_how_many_messages_it_dropped(
 ):
     """The end's wait for the launcher's messages on a stderr of their own (a first stop
     signal, or none) gave up on an output too slow for it, and the launcher ended with the
-    rest queued, unsaid; a second signal said how many it dropped. Now the end says it too
-    (k526)."""
+    rest queued, unsaid; a second signal said how many it dropped. Now the end says it too.
+    """
     monkeypatch.setattr(messages, "LEFT_SAID_SECONDS", 1.0)  # wide of a write's 0.1 s
     out = SlowOutput()
     said = messages.Messages(out, None)

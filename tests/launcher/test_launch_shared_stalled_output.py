@@ -1,5 +1,5 @@
 """A launcher whose stdout and stderr are one stalled pipe (``2>&1`` into a paused pager) still
-supervises its job (k444).
+supervises its job.
 
 The children's lines went through a queue that a stall drops from, but the launcher's own
 messages were written straight to stderr: on the same stalled pipe, the supervisor blocked

@@ -1,9 +1,9 @@
 """The launcher's threads leave the stop signals to its main thread, so that it takes each as it
 comes (:mod:`launcher.arrivals`), and its children get them all the same: a child, started
-within that block, unblocks them before its program runs (k526). It did so only in the
+within that block, unblocks them before its program runs. It did so only in the
 preexec that asks the kernel for the parent-death signal, which is not made where that cannot be
 asked for (not Linux, or a libc that ctypes cannot find): there the children kept the block
-through exec, and a stop's SIGTERM stayed pending in them till the grace's SIGKILL (k534)."""
+through exec, and a stop's SIGTERM stayed pending in them till the grace's SIGKILL."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_a_signal_a_child_takes_before_its_exec_is_not_the_launchers(
     yet its program, took it with the launcher's handler and wrote it to the launcher's wakeup
     pipe, which it shares till exec. The launcher read it as a signal of its own: one Ctrl-C
     read as two, the stop's grace cut ("stop now"), or a SIGTERM that came first read as
-    second (k534). Here the child takes a SIGINT so; the launcher then gets one SIGTERM."""
+    second. Here the child takes a SIGINT so; the launcher then gets one SIGTERM."""
 
     def ctrl_c_at_the_fork() -> Callable[[], None]:
         preexec = process_group.parent_death_signal()

@@ -1,5 +1,5 @@
 """The launcher's first stop signal is the one that came first, though Python ran the handler
-of another first (k526).
+of another first.
 
 Where a SIGTERM and then a SIGINT both came before Python could run a handler (its main thread
 in a C call, the signals taken by another thread), Python ran them in signal-number order,
@@ -62,7 +62,7 @@ def test_a_sigterm_then_a_sigint_both_come_before_a_handler_runs_first_sigterm(t
 @pytest.mark.timeout(30)
 def test_the_wakeup_pipe_is_made_where_there_is_no_pipe2(tmp_path: Path, monkeypatch):
     """The wakeup pipe was made with :func:`os.pipe2`, which macOS lacks: every launch there
-    failed with an AttributeError as its job began (k534). A pipe of :func:`os.pipe` is
+    failed with an AttributeError as its job began. A pipe of :func:`os.pipe` is
     close-on-exec already, made non-blocking as set_wakeup_fd requires."""
     monkeypatch.delattr(os, "pipe2")
     sup = Supervisor(tmp_path)

@@ -1,5 +1,4 @@
-"""A launcher whose stderr alone is a stalled pipe (stdout elsewhere) still supervises its job
-(k449).
+"""A launcher whose stderr alone is a stalled pipe (stdout elsewhere) still supervises its job.
 
 Its messages went straight to stderr: with the pipe full (a paused pager on ``2>`` only, a
 reader that died without closing it), the supervisor blocked for good on its next message
@@ -30,7 +29,7 @@ from tests.processes import job_env, job_left
 #: worker 0 fails once the test has filled the launcher's stderr; worker 1 outlasts its SIGTERM
 #: (said in a file), so the launcher has its grace's kill to say; it says when its handler is
 #: in ("ready"), and the test fills the pipe and lets worker 0 fail only then: on a loaded host
-#: worker 1 was still starting, its SIGTERM's default ended it, and the launcher with it (k534)
+#: worker 1 was still starting, its SIGTERM's default ended it, and the launcher with it
 WORKER = """\
 import os, pathlib, signal, time
 if os.environ["RANK"] == "0":

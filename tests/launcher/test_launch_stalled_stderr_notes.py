@@ -1,6 +1,6 @@
 """The launcher's notes on stderr before any job runs, beside its own messages, are written
 within a bound on a stderr that stalls (a paused pager on ``2>``, a reader that died without
-closing it) (k468): ``distconv.cores``' warning of a malformed CPU quota went to logging's last
+closing it): ``distconv.cores``' warning of a malformed CPU quota went to logging's last
 resort, and ``k8s --out``'s "wrote N object(s)" was a print, both straight to stderr, where
 they blocked the launcher for good (till a signal)."""
 

@@ -1,4 +1,4 @@
-"""A launcher whose stdout nobody reads no longer stalls its job (k434).
+"""A launcher whose stdout nobody reads no longer stalls its job.
 
 Each child's pump wrote each line to the child's log, then to the launcher's stdout: a stdout
 that nobody read (a paused pager, ``| (sleep 1000)``) blocked the pump on that write, so the
@@ -97,7 +97,7 @@ def test_a_stdout_stalled_for_good_lets_the_launcher_end(tmp_path: Path):
 def test_a_stop_while_stdout_stalls_ends_the_launcher_promptly(tmp_path: Path):
     """SIGTERM to a launcher whose stdout nobody reads: the children stopped at once, but the
     launcher then sat out OUTPUT_DRAIN_SECONDS (5 s) on its stalled view, a second signal
-    unheeded, before its 143. A stopped launcher gives up its view at the stall (k440)."""
+    unheeded, before its 143. A stopped launcher gives up its view at the stall."""
     (tmp_path / "prints.py").write_text(PRINTS + "import time\ntime.sleep(60)\n")
     log = tmp_path / "run" / "logs" / "worker-0.log"
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "prints.py"]

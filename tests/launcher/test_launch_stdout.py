@@ -1,5 +1,5 @@
 """A stdout that cannot take ``mpi --dry-run``'s command or ``k8s``'s manifests (a full disk, a
-reader that is gone) is the launcher's one error line, exit 1 (review k202 of b7085a0).
+reader that is gone) is the launcher's one error line, exit 1.
 
 Only a closed stdout (``>&-``) was refused: otherwise the text sat in Python's buffer and its
 flush at exit failed with ``Exception ignored in: <_io.TextIOWrapper name='<stdout>'>``, a
@@ -57,7 +57,7 @@ def test_a_stdout_that_cannot_take_it_is_one_error_line(tmp_path, command, stdou
 @pytest.mark.timeout(60)
 def test_a_path_stdout_cannot_encode_is_one_error_line(tmp_path):
     """``--out outé`` under ``PYTHONIOENCODING=ascii``: the command could not be encoded, and
-    the launcher ended in UnicodeEncodeError's traceback (review k237)."""
+    the launcher ended in UnicodeEncodeError's traceback."""
     env = {**ENV, "PYTHONIOENCODING": "ascii"}
     flags, what = COMMANDS["mpi"]
     done = subprocess.run(

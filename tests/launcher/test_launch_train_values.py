@@ -18,7 +18,7 @@ from tests.launcher.launch_cli import launch
     [
         (("local", "--workers", "2"), ["--epochs", "-1"], "argument --epochs: must be >= 1"),
         (("local", "--workers", "2", "--max-restarts", "3"), ["--lr", "x"], "argument --lr: "),
-        # a flag where a value belongs: argparse's reading, not a refusal of --rank (k101)
+        # a flag where a value belongs: argparse's reading, not a refusal of --rank
         (("local", "--workers", "2"), ["--out", "--rank"], "argument --out: expected one"),
         (("local", "--workers", "1", "--servers", "0"), ["--ep=0"], "argument --epochs: must"),
         (("mpi", "-np", "2", "--dry-run"), ["--batch-size", "0"], "argument --batch-size: "),

@@ -235,7 +235,7 @@ def test_a_stray_word_that_names_a_command_is_not_taken_for_the_program(
     """Arguments before ``--`` are the launcher's: a value of its own option, its flag left
     out, was hinted as the program (``local --workers 2 sync`` was told ``-- sync``, which
     runs /usr/bin/sync in every worker); a lone word on PATH is as likely a stray value as
-    a program, so the hint says the command only for the program case (k525)."""
+    a program, so the hint says the command only for the program case."""
     assert (
         usage_refusal(capsys, *argv)
         == f"distconv-launch {argv[0]}: error: unrecognized arguments: {said}"
@@ -290,7 +290,7 @@ def test_a_stray_word_after_train_arguments_is_not_taken_for_the_program(
 ):
     """The word moved first after ``--`` as the program is read as 47226417 reads one before
     ``--``: a value of the command's own option (``sync``, its ``--mode`` left out) is none,
-    though PATH holds ``/usr/bin/sync``, and a lone word on PATH only perhaps one (k528); nor
+    though PATH holds ``/usr/bin/sync``, and a lone word on PATH only perhaps one; nor
     is the value of the train flag before it (``--out test``; k531)."""
     said = usage_refusal(capsys, *argv)
     assert said.endswith(hint), said
@@ -496,7 +496,7 @@ def test_a_program_only_the_other_hosts_have_is_told_to_go_after_the_dashes(
 ):
     """'mpi -H a:1,b:1 -- /opt/on-nodes/prog' runs each host's own copy, but with -- left
     out that program was told nothing ('unrecognized arguments: ...' alone), read as a
-    program after -- but not before it (review k572): its hint names it after -- (k575)."""
+    program after -- but not before it: its hint names it after --."""
     got = usage_refusal(capsys, "mpi", "-np", "2", *argv)
     assert got == f"distconv-launch mpi: error: unrecognized arguments: {said}", got
 
@@ -508,8 +508,8 @@ def test_a_data_file_this_host_has_is_no_program_of_the_other_hosts(
 ):
     """Over other hosts, a path was taken for their program whatever it was here: a data
     file beside the launch (a shared /home has it on every host) was told 'a program goes
-    first after --' (review k578). A file this host has is a program only where it reads as
-    one: executable, or a script (test_a_program_the_ranks_cannot_start_...) (k581)."""
+    first after --'. A file this host has is a program only where it reads as
+    one: executable, or a script (test_a_program_the_ranks_cannot_start_...)."""
     (tmp_path / "set.npz").write_bytes(b"PK\x03\x04")  # no execute bit, no #! line
     monkeypatch.chdir(tmp_path)
     got = usage_refusal(capsys, "mpi", "-np", "2", "-H", "a:1,b:1", *argv)

@@ -1,4 +1,4 @@
-"""A usage error of the launcher called as a function gives the stop signals back (k473).
+"""A usage error of the launcher called as a function gives the stop signals back.
 
 In a process whose program is ``distconv-launch`` (the installed command, or a wrapper of
 that name that calls :func:`launcher.cli.main`), ``import launcher`` keeps the stop signals
@@ -99,7 +99,7 @@ print(ended)
 )
 def test_main_called_in_a_thread_gives_its_status(argv, ended, tmp_path):
     """release() gave the handlers back with signal.signal(), which raises ValueError outside
-    the main thread (k478): main() raised that in place of its status or usage error."""
+    the main thread: main() raised that in place of its status or usage error."""
     done = run_python(IN_A_THREAD, *argv, cwd=tmp_path, text=True)
     assert done.stdout.strip() == ended, (done.stdout, done.stderr[-500:])
 
@@ -122,7 +122,7 @@ signal.signal(signal.SIGTERM, lambda *_: os._exit(7))
 def test_a_launch_whose_end_raises_gives_the_caller_s_own_handler_back(tmp_path):
     """The supervisor gave its handlers back last in its ``finally``, after the output's end:
     an error there left its own in, and release() gives back only where the launcher's is
-    (dc43ad98), so the caller's process kept a handler that stopped nothing (k478)."""
+    (dc43ad98), so the caller's process kept a handler that stopped nothing."""
     (tmp_path / "fails.py").write_text("raise SystemExit(3)\n")
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "fails.py"]
     done = run_python(END_RAISES, *argv, cwd=tmp_path)
@@ -151,7 +151,7 @@ def test_main_called_in_a_thread_leaves_the_caller_its_sigterm(script, ended, tm
     """release() in a thread other than the main one kept the handlers the import's defer()
     took (9dd8ff42): the process went on with one that keeps every SIGTERM for good; and
     arm() there armed the main thread's, so a SIGTERM during the job raised Interrupted in
-    the caller's main thread (the launch in a thread sets no handlers of its own) (k482)."""
+    the caller's main thread (the launch in a thread sets no handlers of its own)."""
     (tmp_path / "job.py").write_text("import sys, time\ntime.sleep(3)\nsys.exit(3)\n")
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "job.py"]
     done = run_python(script, *argv, cwd=tmp_path, text=True)
@@ -215,7 +215,7 @@ os.kill(os.getpid(), signal.SIGTERM)
 def test_a_signal_inside_the_give_back_of_main_in_a_thread_is_not_raised(tmp_path):
     """A signal whose handler ran inside the give-back of its own, the launcher's still in,
     went on as in a launch of the main thread's: armed, it raised Interrupted into the
-    caller's main thread, out of the handler it cut, the process going on (k485)."""
+    caller's main thread, out of the handler it cut, the process going on."""
     (tmp_path / "job.py").write_text("import sys, time\ntime.sleep(3)\nsys.exit(3)\n")
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "job.py"]
     done = run_python(ONE_INSIDE, *argv, cwd=tmp_path, text=True)

@@ -65,7 +65,7 @@ def test_a_child_stuck_printing_into_a_slow_output_is_stopped(tmp_path, monkeypa
     the child ran to its own end). Lines of 1 MB, each 2.5 s on that output, made every write
     a stall (over OUTPUT_STALL_SECONDS), left out in full: the child was never stopped."""
     monkeypatch.setattr(launcher.child, "WRAPUP_SECONDS", 1.0)
-    # the launcher's end waits this long on its lines queued for the slow output (k434)
+    # the launcher's end waits this long on its lines queued for the slow output
     monkeypatch.setattr(launcher.child, "OUTPUT_DRAIN_SECONDS", 0.5)
     status, said, took = _run(tmp_path, STUCK.format(line=line), pause=0.0, delay=0.01)
     assert "mpiexec 0 did not exit 1 s after it reported the job's end" in said, said

@@ -50,7 +50,7 @@ def test_a_launcher_without_stdout_and_stderr_keeps_the_watchdogs_pipe_off_them(
     """Started with ``>&- 2>&-``, the launcher got the pipe as fds 1 and 2: a write to its
     stderr went into the pipe, and the watchdog killed the query's group at once (a pyenv
     asked got SIGKILL, the shim taken for a program of the user's). Its ends are moved to fd 3
-    and above, the low ones closed (k606)."""
+    and above, the low ones closed."""
     result = tmp_path / "result"
     closed = ["/bin/sh", "-c", 'exec "$@" >&- 2>&-', "sh", sys.executable, "-c", CLOSED_STD]
     done = run_job([*closed, str(result)], env=ENV, timeout=20)

@@ -175,7 +175,7 @@ except interrupt.Interrupted as stopped:
 def test_a_second_stop_once_the_group_is_reaped_kills_no_freed_group(tmp_path, launcher, said):
     """A stop kills the query's group, whose leader is then reaped: its id is free (another
     group's once the pid is reused), but the launcher still held the kill of it, and a second
-    stop before run_captured's end sent SIGKILL to that id. The kill is dropped first (k606)."""
+    stop before run_captured's end sent SIGKILL to that id. The kill is dropped first."""
     argv = [sys.executable, "-c", SECOND_STOP_ONCE_REAPED, launcher]
     done = run_job(argv, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": child_path()}, timeout=30)
     assert done.stdout == f"[] {said}\n", done

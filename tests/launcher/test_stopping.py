@@ -196,7 +196,7 @@ def test_a_second_signal_kills_at_once(tmp_path, shared):
     # the kill is said, naming whom it hit (k198: it was silent, the stop read as clean)
     assert "got SIGINT during the stop: worker-0 killed without the rest of the grace" in said
     # its last words, queued just before the end, on a stderr read at once: the second signal
-    # cut the end's wait for them before the writer took them (k499): dropped from a queue of
+    # cut the end's wait for them before the writer took them: dropped from a queue of
     # their own (every time), or left to the children's (2>&1) as the launcher ended (at times:
     # test_launch_second_signal_slow_stderr checks that one in-process, every time, k508)
     assert said.endswith("distconv-launch: stopped by SIGINT\n"), said
@@ -594,7 +594,7 @@ def test_without_proc_but_with_waitid_an_exited_leader_ends_its_group(tmp_path, 
     import launcher.supervisor as supervisor_module
 
     # both lookups: the stop's wait for the groups to go is gang.any_running's since 2b4a94eb,
-    # and a test that faked supervisor's alone passed with the no-/proc branch broken (k462)
+    # and a test that faked supervisor's alone passed with the no-/proc branch broken
     for module in (gang_module, supervisor_module):
         monkeypatch.setattr(module, "running_groups", lambda: None)
     specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 0))]

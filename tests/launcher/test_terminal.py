@@ -1,4 +1,4 @@
-""":class:`launcher.terminal.Terminal` on real pipes (k434): a pipe nobody reads never holds
+""":class:`launcher.terminal.Terminal` on real pipes: a pipe nobody reads never holds
 up :meth:`~launcher.terminal.Terminal.put`; what did not fit is dropped whole, counted and
 said once the output moves, each child's lines in order; a reader that is gone ends the view."""
 
@@ -121,8 +121,8 @@ def test_an_epipe_makes_put_answer_false(tmp_path: Path):
 @pytest.mark.timeout(30)
 def test_the_end_counts_the_dropped_lines_among_those_the_output_lacks(tmp_path: Path):
     """The end named only the lines still queued: the ones dropped before, whose notice was
-    queued (unwritten) at the end, were missing from the count, most of what the output lacked
-    (k440)."""
+    queued (unwritten) at the end, were missing from the count, most of what the output lacked.
+    """
     total = 10000
     with _pipe() as (_read, out):
         capacity = fcntl.fcntl(out.fileno(), fcntl.F_GETPIPE_SZ)  # what the output took at most
@@ -140,7 +140,7 @@ def test_an_output_that_moves_slowly_loses_no_line(tmp_path: Path):
     """An output read at about 20 KB/s (a terminal over a slow link): the writer took a stall
     for a write of a whole 64 KiB batch (or a long line) that outlasted 1 s, though the output
     moved all along, and dropped lines, saying nothing read it. A stall is now a piece's
-    write that does not end (k440)."""
+    write that does not end."""
     lines = [b"%08d %s\n" % (i, b"x" * 90) for i in range(650)]  # 64 KB: the queue's twice
     with _pipe() as (read, out):
         fcntl.fcntl(out.fileno(), fcntl.F_SETPIPE_SZ, 4096)  # the pipe holds a piece at most
@@ -167,7 +167,7 @@ def test_an_output_that_moves_slowly_loses_no_line(tmp_path: Path):
 def test_a_stdout_on_a_full_disk_is_said(tmp_path: Path):
     """``distconv-launch ... > out.txt`` on a full disk: the view ended as at EPIPE, silently,
     the job ran on and exited 0 with nothing on stderr to say why out.txt stopped short. It is
-    said at once, naming the logs that have the lines (k440)."""
+    said at once, naming the logs that have the lines."""
     spec = ChildSpec("worker", 0, [sys.executable, "-c", "print('a line')"])
     with open("/dev/full", "wb", buffering=0) as out, (tmp_path / "err").open("wb") as err:
         status = Supervisor(tmp_path / "run", grace=2, out=out, err=err).run(lambda _r: [spec])
@@ -196,7 +196,7 @@ class _Writes(io.BytesIO):
 def test_each_write_is_whole_lines_or_a_long_lines_piece(tmp_path: Path):
     """The writer writes a piece at a time (its progress), each whole lines: a short line cut
     across two writes could take a launcher message (stderr on the same file, ``2>&1``) inside
-    it, as a JSON line under ``--log-format json`` (k440)."""
+    it, as a JSON line under ``--log-format json``."""
     out = _Writes()
     view = Terminal(out, _notice)
     lines = [b"%06d %s\n" % (i, b"x" * (i % 300)) for i in range(3000)]

@@ -1,5 +1,5 @@
-""":meth:`launcher.terminal.Terminal.close` leaves no child's line neither shown nor counted
-(k473): a pump that got room between the close's count and :meth:`~Terminal.shut` queued a
+""":meth:`launcher.terminal.Terminal.close` leaves no child's line neither shown nor counted:
+a pump that got room between the close's count and :meth:`~Terminal.shut` queued a
 line behind the count that nothing wrote; and the lines dropped at a stall during the close's
 wait were counted in no notice, its count, or :meth:`~Terminal.late`."""
 

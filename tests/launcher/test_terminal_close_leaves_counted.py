@@ -1,5 +1,5 @@
 """:meth:`launcher.terminal.Terminal.close` that gives up on a slow output leaves none of the
-children's lines it counted to be written after all (k482): its writer went on, so lines
+children's lines it counted to be written after all: its writer went on, so lines
 said missing ("it lacks N line(s) of worker-0 ...") were shown after the count, up to the
 whole queue (4 MiB), ahead of the launcher's own last words, which the output's end then
 waited for behind them."""

@@ -1,5 +1,5 @@
 """:meth:`launcher.terminal.Terminal.put` answers False to a pump that waited for room while
-the output went (k478): the writer's give-up (EPIPE, ``| head``; a full disk) empties the
+the output went: the writer's give-up (EPIPE, ``| head``; a full disk) empties the
 queue, so the waiting pump found room, queued its line where no writer was left, and answered
 True, against its word ("False where the output is gone, then nothing more is queued")."""
 

@@ -1,5 +1,5 @@
 """The launcher's own messages through :class:`launcher.terminal.Terminal` where its stderr is
-its stdout's file (k444): on a stalled output they are dropped at once and counted, never
+its stdout's file: on a stalled output they are dropped at once and counted, never
 blocking the supervisor, and said once it moves; they are in order with the children's lines."""
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def test_a_launcher_whose_writer_is_killed_ends_its_job_saying_so(tmp_path: Path
 @pytest.mark.timeout(30)
 def test_a_dropped_failure_report_is_named_in_the_drop_notice(tmp_path: Path):
     """The notice of the launcher's dropped messages said only their count: a failure report
-    among them read as lost (k453). Now it names the file that has it."""
+    among them read as lost. Now it names the file that has it."""
     report = tmp_path / "run" / "failure.json"
     with _pipe() as (read, out):
         view = Terminal(out, _notice, bound=BOUND)

@@ -1,5 +1,5 @@
 """Which hosts an mpi launch names are this machine (:mod:`launcher.this_host`), told with
-no lookup that can hang the launch (k575)."""
+no lookup that can hang the launch."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_other_names_are_not(name):
     "address", ["0.0.0.0", "::", "224.0.0.1", "239.1.1.1", "255.255.255.255", "ff02::1"]
 )
 def test_addresses_of_no_single_host_are_not(address):
-    """Any address binds where it names no one host (k581): no rank starts 'on' it here."""
+    """Any address binds where it names no one host: no rank starts 'on' it here."""
     assert not is_this_host(address)
 
 
@@ -71,7 +71,7 @@ def test_this_hosts_own_address_is_this_host_and_anothers_is_not():
 @pytest.mark.timeout(10)
 def test_an_address_that_only_binds_is_not_this_host(tmp_path):
     """With net.ipv4.ip_nonlocal_bind=1 (keepalived, HAProxy nodes) every address binds: an
-    address counts as here only where it is one of this host's own (k581). Told in a network
+    address counts as here only where it is one of this host's own. Told in a network
     namespace of its own, where the setting is this test's to make."""
     probe = (
         "echo 1 > /proc/sys/net/ipv4/ip_nonlocal_bind || exit 77; "

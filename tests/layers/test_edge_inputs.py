@@ -1,5 +1,5 @@
 """Edge inputs a researcher may hand a layer directly: integer values, an empty batch, ids of the
-wrong shape, inputs of different batch sizes (review k113)."""
+wrong shape, inputs of different batch sizes."""
 
 from __future__ import annotations
 
@@ -300,7 +300,7 @@ def test_a_transposed_convolution_of_an_empty_input_blames_no_padding(stride):
 )
 def test_sizes_that_are_not_ints_are_refused(make, said):
     """A bool is an int to Python, so True built a 1x1 convolution; a float channel count was
-    taken; FullyConnected(4.5, 3) raised 'float' object is not iterable (review k113)."""
+    taken; FullyConnected(4.5, 3) raised 'float' object is not iterable."""
     with pytest.raises(ValueError, match=said):
         make()
 
@@ -312,7 +312,7 @@ def test_numpy_ints_are_sizes_too():
 
 
 def test_a_softmax_of_no_rows_names_the_layer():
-    """numpy's AxisError from inside the kernel before (review k113)."""
+    """numpy's AxisError from inside the kernel before."""
     with pytest.raises(LayerError, match=r"Activation: softmax is over axis 1 .* got \(4,\)"):
         Activation("softmax")(Arg(np.zeros(4)))
     rows = Activation("softmax")(Arg(np.zeros((2, 4)))).value
@@ -325,7 +325,7 @@ def test_a_softmax_of_a_row_of_minus_inf_is_nan_not_zeros(dtype):
     """A row that is -inf throughout has no softmax (float16 logits below -65504 are such a
     row): it came out as zeros, probabilities that sum to 0 read as an answer; PyTorch gives
     NaN. Other rows, a -inf entry among them, are computed as before, and backward passes the
-    NaN on to that row's gradient alone (review k196)."""
+    NaN on to that row's gradient alone."""
     z = np.array([[-np.inf, -np.inf, -np.inf], [0.0, np.log(3.0), -np.inf]], dtype=dtype)
     layer = Activation("softmax")
     y = layer(Arg(z)).value
@@ -361,7 +361,7 @@ def test_a_softmax_of_a_row_of_minus_inf_is_nan_not_zeros(dtype):
 def test_the_other_layers_refuse_sizes_that_are_not_ints(make, said):
     """The projections, Mixed, FeatureMapExpand and SequenceConcat took True as 1 (a 1-filter
     expansion, a context of one row) or raised numpy's unnamed TypeError for a float width,
-    after Conv and FullyConnected learnt to refuse them (review k115)."""
+    after Conv and FullyConnected learnt to refuse them."""
     with pytest.raises(ValueError, match=said):
         make()
 
@@ -369,7 +369,7 @@ def test_the_other_layers_refuse_sizes_that_are_not_ints(make, said):
 def test_the_other_layers_take_numpy_ints_and_arrays_of_widths():
     """A numpy int is a size everywhere, kept as Python's (the start-up check compares layer
     settings of plain values only); FullyConnected takes its widths as an array, as before
-    a181432 (review k115)."""
+    a181432."""
     fc = FullyConnected(np.array([3, 4]), 2)
     assert fc.in_widths == (3, 4) and fc.weights[1].shape == (2, 4)
     mixed = Mixed(
@@ -420,7 +420,7 @@ def test_integer_parameter_dtypes_are_refused_when_built(make, key):
 
 def test_ids_given_as_a_list_read_as_the_array_they_stand_for(rng):
     """``Arg(ids=[0, 2])`` raised a bare AttributeError (``.reshape``, ``.dtype``) in the loss
-    and in a table projection; Multiplex and SelectiveFC already took lists (review k133)."""
+    and in a table projection; Multiplex and SelectiveFC already took lists."""
     logits = rng.standard_normal((2, 3))
     by_list = SoftmaxCrossEntropy()(Arg(logits), Arg(ids=[0, 2]))
     by_array = SoftmaxCrossEntropy()(Arg(logits), Arg(ids=np.array([0, 2])))

@@ -244,7 +244,7 @@ def test_empty_batches_and_ids_only_inputs_get_clear_errors():
     with pytest.raises(LayerError, match="got int64 ids"):
         MSELoss()(Arg(np.zeros((2, 3))), Arg(ids=np.array([0, 1])))
     # integer values, either side: refused in forward, not when backward adds float
-    # gradients into them (review k113)
+    # gradients into them
     ints, floats = np.arange(6).reshape(2, 3), np.zeros((2, 3))
     for pred, target in ((ints, floats), (floats, ints)):
         with pytest.raises(LayerTypeError, match="MSELoss: expected float values, got int64"):

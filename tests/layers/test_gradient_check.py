@@ -116,7 +116,7 @@ class TwiceLayer(Layer):
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf - inf in the differences
 def test_a_wrong_gradient_is_not_passed_because_the_output_is_not_finite(rng):
     """An inf input made f inf, every numeric derivative NaN, and each comparison with NaN
-    False: the check passed a backward 1.5 times too large, reporting NaN (review k196)."""
+    False: the check passed a backward 1.5 times too large, reporting NaN."""
     x = rng.standard_normal((3, 4))
     assert check_layer_grad(TwiceLayer(), [Arg(x)]).worst < 1e-6
     with pytest.raises(AssertionError, match="gradient of .* is off"):
@@ -148,9 +148,9 @@ class NanWeightGradient(FullyConnected):
 def test_a_weight_gradient_that_is_not_finite_is_named_not_blamed_on_its_callback(rng):
     """A NaN in a parameter's gradient from backward itself compared unequal to itself (NaN !=
     NaN), and the check said the parameter fired its callback before its gradient was complete
-    (more was added to it afterwards), though nothing was added (review k200). Nor is it
+    (more was added to it afterwards), though nothing was added. Nor is it
     blamed on a read after the callback fired ('computed from a parameter after its callback
-    fired?'): without the callback's NaN values backward makes it all the same (review k213)."""
+    fired?'): without the callback's NaN values backward makes it all the same."""
     layer = NanWeightGradient(4, 2, dtype=F64)
     with pytest.raises(AssertionError, match=r"the gradient of param .*\.weight is not finite$"):
         check_layer_grad(layer, [Arg(rng.standard_normal((3, 4)))])
@@ -160,7 +160,7 @@ def test_a_weight_gradient_that_is_not_finite_is_named_not_blamed_on_its_callbac
 def test_an_inf_input_that_leaves_the_output_finite_is_named_when_a_gradient_is_not(rng):
     """A -inf input under a ReLU that turns its unit off leaves the output finite, so the
     check went on; the weight's gradient, -inf * 0, was NaN, and a callback was blamed ('computed
-    from a parameter after its callback fired') where the input holds the inf (review k200).
+    from a parameter after its callback fired') where the input holds the inf.
     A -inf that leaves output and gradients finite, under a softmax, is checked as before."""
     layer = FullyConnected(4, 1, act="relu", dtype=F64)
     layer.weight.value[...] = np.abs(layer.weight.value) + 0.1  # -inf in, -inf out: ReLU off
@@ -186,7 +186,7 @@ class SqrtLayer(Layer):
 def test_a_numeric_derivative_that_is_nan_fails_though_the_output_is_finite(rng):
     """f is finite at x, NaN a step away (sqrt at 0): the difference was NaN, `diff > tol`
     False, and the check passed; 436cf9d's `not diff <= tol` was tested by no test, its
-    finite-output refusal answering first in both of its own (review k200)."""
+    finite-output refusal answering first in both of its own."""
     x = np.abs(rng.standard_normal((2, 3))) + 0.5
     assert check_layer_grad(SqrtLayer(), [Arg(x, needs_grad=True)]).worst < 1e-6
     x[0, 1] = 0.0
@@ -214,7 +214,7 @@ class ShiftLayer(Layer):
 @pytest.mark.parametrize("factor", [0.0, 0.5, 1.0])
 def test_a_float32_gradient_within_the_outputs_rounding_is_not_passed(rng, factor):
     """Under a large float32 output the rounding floor (0.06 |f|) was above the bias's whole
-    gradient, and a backward that added nothing to it, or half of it, passed (audit k244).
+    gradient, and a backward that added nothing to it, or half of it, passed.
     Such a gradient cannot be judged: refused, naming it; in float64 it is judged."""
     x = rng.standard_normal((16, 4))
     with pytest.raises(ValueError, match=r"param ShiftLayer.b cannot be judged in float32"):
@@ -232,7 +232,7 @@ def test_a_float32_gradient_within_the_outputs_rounding_is_not_passed(rng, facto
 def test_a_float32_gradient_above_the_floor_is_judged_not_refused(rng, factor):
     """The rounding noise of audit k244 bounds the worst case and grows with the count of
     outputs: a float32 FC on 512 rows of inputs of scale 30, whose bias derivatives agreed to
-    1e-3, was refused as unjudgeable (review k247). Above the floor from |f| a gradient is
+    1e-3, was refused as unjudgeable. Above the floor from |f| a gradient is
     judged on its own scale: a right one passes, a wrong one fails.
 
     The FC's weights come from ``rng``, not the initialisers' global generator: the bias's
@@ -325,8 +325,8 @@ def test_a_step_lost_in_rounding_is_refused_naming_the_array(rng):
 
 def test_the_docstring_names_the_step_lost_in_rounding_and_the_rounded_step():
     """check_layer_grad refuses a step that rounding loses and takes the derivative along the
-    step as rounded (audit k253), but its docstring's Raises listed neither that ValueError
-    nor, under ``step``, the rounding (review k257)."""
+    step as rounded, but its docstring's Raises listed neither that ValueError
+    nor, under ``step``, the rounding."""
     doc = " ".join(check_layer_grad.__doc__.split())
     args, raises = doc.split("Raises:")
     assert "``step`` lost rounding an entry to its array's dtype" in raises.split("TypeError")[0]

@@ -88,7 +88,7 @@ def test_a_sample_that_selects_nothing_gets_no_probability_under_a_softmax(rng, 
 def test_a_finite_padding_that_float16_holds_as_minus_inf_gives_no_probability(rng):
     """-1e5 padding is -inf in float16: a sample that selects nothing was a NaN row there,
     where float32 gives the same padding as a finite value its share. Nor does each forward
-    warn 'overflow encountered in cast' of the padding it was told to write (review k213)."""
+    warn 'overflow encountered in cast' of the padding it was told to write."""
     layer = SelectiveFullyConnected(
         4, 6, dtype=np.float16, act="softmax", inference=True, pad_value=-1e5
     )
@@ -209,7 +209,7 @@ def test_inside_a_network(rng):
 # -- inference with uneven selections -------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint32, np.uint8])
 def test_inference_pads_uneven_selections(rng, dtype):
-    """Any integer ids, unsigned ones too: their -1 pads once overflowed (review k119)."""
+    """Any integer ids, unsigned ones too: their -1 pads once overflowed."""
     layer = _layer(4, 12, rng, act="softmax", inference=True)
     x = rng.standard_normal((3, 4))
     sel = Arg(ids=np.array([1, 5, 9, 2, 0, 11], dtype), seq_starts=np.array([0, 3, 4, 6]))

@@ -126,7 +126,7 @@ class _RemovalInterrupted(list):
 def test_a_ctrl_c_as_the_hook_is_closed_leaves_it_closed(capsys, monkeypatch):
     """Closing took the hook off the open list before it marked it closed: a Ctrl-C between
     the two left it installed, marked and aborting, an error run_main then left to it aborting
-    a job every rank had left (review k579). Only a marked hook counts open, and the rest of
+    a job every rank had left. Only a marked hook counts open, and the rest of
     the close (closed, unmarked, the previous hook back) is made however the removal ended: no
     second close comes to finish it (``closes_once``; k586)."""
     monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
@@ -158,7 +158,7 @@ def test_the_job_aborts_even_when_printing_fails(monkeypatch):
 
 
 def test_a_scripts_hook_that_raises_is_guarded_then_the_job_aborts(monkeypatch):
-    """run_main hands an error to the hook a script set over ours (review k579) under the last
+    """run_main hands an error to the hook a script set over ours under the last
     resort, which a hook that blocks cannot outlast, and aborts the job even where it raises."""
     events: list[str] = []
 
@@ -419,7 +419,7 @@ def test_close_without_an_exception_does_not_abort():
 def test_close_puts_the_hook_back_when_releasing_the_sync_raises(fails, monkeypatch):
     """A Ctrl-C or an MPI error (the communicator's Free) while close released the sync skipped
     putting the hook back: it stayed installed and open, and a later error on this rank (a
-    second fit's refusal, a Ctrl-C) aborted a job every rank had left (review k573)."""
+    second fit's refusal, a Ctrl-C) aborted a job every rank had left."""
     monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
     sync = MPISync(create_optimizer("sgd"), comm=SingleRankComm(), overlap=False)
     sync.setup([Parameter("w", np.zeros(3))], {})
@@ -440,7 +440,7 @@ def test_a_close_interrupted_after_leaving_does_not_leave_again(monkeypatch):
     """A Ctrl-C in close's release, after leave() made the last exchange, leaves the gradients'
     communicator set: a second close (a Trainer's, then the script's ``finally``) that ran
     leave() again would wait in a last exchange the other ranks, gone, never join, maybe with
-    the watchdog already closed (review k579). The sync counts closed once a close has run
+    the watchdog already closed. The sync counts closed once a close has run
     (``closes_once``): the second does nothing."""
     sync = MPISync(create_optimizer("sgd"), comm=SingleRankComm(), overlap=False)
     sync.setup([Parameter("w", np.zeros(3))], {})

@@ -1,5 +1,5 @@
 """A Ctrl-C (a real SIGINT) at any line of closing MPISync's abort hook: the close is made
-whole or not at all, never a hook left half closed on the open list (k586)."""
+whole or not at all, never a hook left half closed on the open list."""
 
 from __future__ import annotations
 

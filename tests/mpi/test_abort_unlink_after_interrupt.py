@@ -3,7 +3,7 @@ forwards its last words short (``leaving._abort``).
 
 906a9f84 moved the unlink after the pause (:func:`~distconv.sync.mpi.leaving.let_forward`), in
 the same ``try``: a second Ctrl-C in the pause went to the ``finally`` and its ``Abort``, the
-unlink skipped, and the file stayed in /dev/shm until the host rebooted (review k433). An
+unlink skipped, and the file stayed in /dev/shm until the host rebooted. An
 interrupted unlink skips neither the pause before it (906a9f84's point) nor the ``Abort``.
 """
 

@@ -1,5 +1,5 @@
 """A second MPI sync, never set up, closed while a refusal every rank raises alike propagates:
-it has nothing to abort for (k586)."""
+it has nothing to abort for."""
 
 from __future__ import annotations
 

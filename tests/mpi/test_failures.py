@@ -61,7 +61,7 @@ def test_different_models_stop_with_a_message(tmp_path):
 
 def test_models_that_differ_only_in_an_activation_stop_with_a_message(tmp_path):
     """Parameters of the same names, shapes and dtypes passed the check, and the ranks summed
-    gradients of two different functions (review k109); the Trainer compares the layers too."""
+    gradients of two different functions; the Trainer compares the layers too."""
     err = mpmd(tmp_path, ["--fc1-act", "relu"], ["--fc1-act", "tanh"])
     assert "different jobs" in err
     assert re.search(r"config\.layers\.fc1\.act: '(ReLU|Tanh)' here, '(Tanh|ReLU)' there", err), err
@@ -69,7 +69,7 @@ def test_models_that_differ_only_in_an_activation_stop_with_a_message(tmp_path):
 
 def test_ranks_that_differ_in_streaming_pieces_stop_at_setup_naming_it(tmp_path):
     """``stream`` (API only) lays out the last piece differently with the thread: the step
-    check caught it, hinting at another firing order although the names matched (review k131).
+    check caught it, hinting at another firing order although the names matched.
     It is in the job description now, so setup names it."""
     err = mpmd(tmp_path, ["--overlap", "1"], ["--overlap", "1", "--no-stream"])
     assert "different jobs" in err

@@ -1,7 +1,7 @@
 """A rank whose setup cannot start, or fails before its job check, tells the other ranks and
 closes without aborting the job (real ``mpiexec -n 2``, no ``-m mpi4py``: MPISync's own
 hook and close decide). The other ranks raise a ``JobMismatch`` naming that rank and its error
-at once; each rank says its own error, none ``aborting the MPI job`` (k614)."""
+at once; each rank says its own error, none ``aborting the MPI job``."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ finally:
 
 
 def test_a_setup_failure_told_before_the_job_check_closes_without_an_abort(tmp_path):
-    """Rank 1's setup raised before its job check and told rank 0 there (k586), but its close
+    """Rank 1's setup raised before its job check and told rank 0 there, but its close
     then aborted the job all the same ("sync closed in the middle of setup (it failed)"), a
     traceback on every rank: the job check was made on every rank, none waits for rank 1. Its
     close now leaves, as rank 0's does after the JobMismatch: each rank's own error, no abort."""

@@ -43,7 +43,7 @@ def _no_device_chosen_by_a_scheduler(request, monkeypatch):
 
     Not for the device test: CUDA reads the variable once, when it starts, so removing it
     before then would hand that test (and the rest of its process) every device of the host,
-    other jobs' too; that test removes it itself once CUDA has started (review k187)."""
+    other jobs' too; that test removes it itself once CUDA has started."""
     if request.node.get_closest_marker("gpu") is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
@@ -160,7 +160,7 @@ cuda = SimpleNamespace(runtime=SimpleNamespace(getDeviceCount=_count), Device=De
 def test_the_device_test_keeps_to_the_device_a_scheduler_named(tmp_path):
     """Removing ``CUDA_VISIBLE_DEVICES`` before CUDA started gave the device test every device
     of the host: under ``CUDA_VISIBLE_DEVICES=2`` on a host of four it made all four current,
-    other jobs' ones too (review k187 of 5aadaa1)."""
+    other jobs' ones too."""
     import os
     import subprocess
     from pathlib import Path

@@ -17,7 +17,7 @@ pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 def test_ranks_with_other_hash_seeds_agree_on_a_set_and_still_name_a_difference(tmp_path):
     """A set was written in hash order and an object with its address (``default=str``), so
     ranks that agree were refused at setup: ``config.frozen: ['fc', 'conv1', 'conv2'] here,
-    ['conv1', 'conv2', 'fc'] there`` (review k522)."""
+    ['conv1', 'conv2', 'fc'] there``."""
     runner = [*script("run_hash_seed_job_check.py"), str(tmp_path)]
     seeded = [["env", f"PYTHONHASHSEED={s}", *runner] for s in (1, 2)]
     proc = run_mpi(["-n", "1", *seeded[0], ":", "-n", "1", *seeded[1]], timeout=40)

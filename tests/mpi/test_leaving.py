@@ -91,7 +91,7 @@ def _failed_unreported() -> CommThread:
 
 def test_a_failure_after_the_last_step_is_said_at_close_even_with_one_rank():
     """It landed before the close began, so ``failed`` was already true and the close
-    returned without a word (review k131): the step's parameters were updated, but the buffer
+    returned without a word: the step's parameters were updated, but the buffer
     it failed to zero was not."""
     comm = RecordingComm()
     thread = _failed_unreported()
@@ -113,7 +113,7 @@ def test_a_failure_a_step_raised_already_is_not_raised_again_at_close():
 def test_a_later_failure_does_not_replace_the_one_a_step_raised():
     """The zeroing runs after a failure too (it calls no MPI); failing then, it replaced the
     first failure, which a step had raised: the close would have said the second one, or
-    nothing about the first (review k148)."""
+    nothing about the first."""
     thread = _failed_unreported()
     first = thread.error
     done = thread.call(lambda wait: None, "a later collective")

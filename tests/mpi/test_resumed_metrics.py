@@ -1,7 +1,7 @@
 """A resumed ``mpiexec -n 2`` run logs the uninterrupted run's ``train_loss`` to the bit: each
 checkpoint carries every rank's own loss sum, and each rank goes on adding to its own. Before,
-the resumed run added its ranks' losses beside the checkpoint's global sum, another rounding
-(review k163). Real ``distconv train`` jobs; a resume "after a kill" is the run directory with
+the resumed run added its ranks' losses beside the checkpoint's global sum, another rounding.
+Real ``distconv train`` jobs; a resume "after a kill" is the run directory with
 the manifests after the cut removed, as a kill just after that checkpoint leaves it."""
 
 from __future__ import annotations

@@ -91,9 +91,9 @@ UNCLOSED_JOBS = OTHER_JOBS.replace(
 )
 def test_ranks_that_run_different_jobs_each_say_one_line(tmp_path, runner, text):
     """A JobMismatch ended each rank of a script run through run_main with a traceback, where
-    ``distconv train`` says one line (k555). Every rank raises it alike, so each says its line
+    ``distconv train`` says one line. Every rank raises it alike, so each says its line
     and exits 1, none left waiting (mpi4py's runner aborts then, which ends the job as well);
-    so under the MPI sync's abort hook too, where ``main`` does not close the sync (k559)."""
+    so under the MPI sync's abort hook too, where ``main`` does not close the sync."""
     assert text is OTHER_JOBS or "sync.close()" not in text  # the replace still holds
     script = tmp_path / "jobs.py"
     script.write_text(text)
@@ -107,7 +107,7 @@ def test_ranks_that_run_different_jobs_each_say_one_line(tmp_path, runner, text)
         f"config.batch_size: {2 + r} here, {3 - r} there"
         for r in (0, 1)
     ], done.stderr[-3000:]
-    # the launcher reads each rank's line back as the job's cause, blaming no rank (k559)
+    # the launcher reads each rank's line back as the job's cause, blaming no rank
     for line in said:
         assert different_jobs_in([line]) == line.partition(": error: ")[2], line
 
@@ -154,10 +154,10 @@ def test_a_rank_that_stops_alone_still_ends_the_job(tmp_path, stop):
     the MPI sync's exception hook whatever raised it, though only MPI's own refusals
     (JobMismatch, WireRefused) are raised alike on every rank: one raised on rank 1 alone
     left rank 0 waiting in setup's collectives until the watchdog's 600 s, and a Ctrl-C before
-    MPI_Init left it in MPI_Init for ever (review k559). Such a stop goes to the hook, which
+    MPI_Init left it in MPI_Init for ever. Such a stop goes to the hook, which
     says it and aborts the job, or, before MPI_Init, aborts it as a setting error does; so
     under a hook the script set after init() that does not hand on to it, which left rank 0
-    waiting as well (review k573): run_main hands it to the script's hook, which it had skipped
+    waiting as well: run_main hands it to the script's hook, which it had skipped
     (a logger's log stayed empty; review k579), then aborts the job through the open one."""
     assert ALONE[stop].count("sys.excepthook") == ("under" in stop)  # the replace still holds
     script = tmp_path / "alone.py"

@@ -1,5 +1,5 @@
 """One rank's setup raising before the job check's exchange, the script catching it there
-(real ``mpiexec -n 2``): the other rank learns at once, not at the watchdog's timeout (k586)."""
+(real ``mpiexec -n 2``): the other rank learns at once, not at the watchdog's timeout."""
 
 from __future__ import annotations
 
@@ -85,9 +85,9 @@ def test_a_setup_that_raises_on_one_rank_before_the_job_check_is_told_at_once(
     raises a JobMismatch saying it at once. So where rank 1's config holds itself: its JSON,
     written inside the job check once its first exchange was made, failed there, and rank 0
     waited in the digests' gather; and where one of its parameters is none (None): MPISync
-    read each one's device before the base setup took them, outside its guard (k596); and where
-    a generator's own filter fails on it: MPISync listed it there still (k602); and where the
-    error's own ``__str__`` raises: its text, made before the exchange, raised there (k605)."""
+    read each one's device before the base setup took them, outside its guard; and where
+    a generator's own filter fails on it: MPISync listed it there still; and where the
+    error's own ``__str__`` raises: its text, made before the exchange, raised there."""
     rank0_is_told_at_once(tmp_path, (rank1_setup, '{"data": 1}', "30"), f"{BEFORE_CHECK}: {error}")
 
 
@@ -100,7 +100,7 @@ def test_a_meeting_whose_description_fails_on_one_rank_is_told_at_once(tmp_path)
     """Both set up, then rank 1's description at an ``all_equal`` meeting (as the Trainer's,
     or a script's own) holds itself, which JSON cannot write: raised before the meeting's
     exchange, rank 0 waited there until rank 1's close aborted, or the watchdog's timeout. The
-    meeting is made all the same, its description naming the error (k605): rank 0 raises a
+    meeting is made all the same, its description naming the error: rank 0 raises a
     JobMismatch saying it, where rank 1's close told it "rank 1 closed". In words of rank 1's
     own failure, which the launcher reads back as such (blamed, restarted), not as the ranks'
     different jobs ("name: '<missing>' here, 'all_equal failed ...' there"; k632)."""
@@ -163,7 +163,7 @@ def test_a_checkpoints_state_refused_on_rank_0_after_the_job_check_is_told_at_on
     waited in the parameters' broadcast until the watchdog's timeout (600 s by default), or
     rank 0's close aborted, and a setup rank 0 made again met it there. Every rank now says
     whether it made its state before the broadcast: rank 1 raises at once naming rank 0's
-    error, nothing broadcast, and both set up again together (k591)."""
+    error, nothing broadcast, and both set up again together."""
     script = tmp_path / "state.py"
     script.write_text(BAD_STATE_RETRIED)
     began = time.monotonic()

@@ -433,7 +433,7 @@ def test_a_broadcast_hands_back_the_shape_it_was_given(monkeypatch):
 def test_parameters_given_as_a_generator_are_set_up_as_a_list_is(no_mpi4py):
     """setup takes any iterable of parameters (the base setup lists them, as LocalSync's
     does): MPISync read a generator for the job check's device first, so its setup took no
-    parameter, and the first gradient was refused as not given to setup (k596)."""
+    parameter, and the first gradient was refused as not given to setup."""
     w = Parameter("w", np.ones(3))
     sync = MPISync(create_optimizer("sgd"))
     try:
@@ -461,7 +461,7 @@ class _OldSequence:
 
 def test_a_container_iterable_through_getitem_alone_is_listed_on_its_device(monkeypatch):
     """The job check's ``sync.device`` of GPU parameters given in an old-style sequence said
-    "cpu" (taken as no iterable), so a GPU rank and a CPU rank passed the job check (k602)."""
+    "cpu" (taken as no iterable), so a GPU rank and a CPU rank passed the job check."""
     cupy = fake_cupy()
     monkeypatch.setattr(backend, "_cupy", cupy)  # the parameter's gradient is made with it
     w = Parameter("w", cupy.asarray(np.ones(3)))
@@ -476,7 +476,7 @@ class _Unsayable(Exception):
 def test_an_errors_text_told_to_the_other_ranks_is_made_whatever_its_str_does():
     """Setup tells the others its error's text (before the job check, or before the
     broadcast); made before the exchange, a ``__str__`` that raised, or a text UTF-8 cannot
-    encode (the broadcast's exchange sends it encoded), left them waiting in it (k605)."""
+    encode (the broadcast's exchange sends it encoded), left them waiting in it."""
     from distconv.sync.mpi.telling import error_text
 
     assert error_text(ValueError("bad")) == "ValueError: bad"

@@ -77,8 +77,8 @@ def test_a_rank_of_the_local_sync_beside_mpi_ranks_ends_the_job(tmp_path):
 def test_a_local_rank_of_its_own_beside_mpi_ranks_ends_the_job(tmp_path, flags, said):
     """``--world-size 1`` alone leaves the rank to the launcher: rank 1 is refused (out of range
     for world size 1), and exempted as 'a job of its own' it exited without initialising MPI,
-    so rank 0 waited in ``MPI_Init`` for ever (k112). With ``--rank 0`` too it trained alone
-    while rank 0 waited (k114): a local rank under an MPI launcher is refused whatever its
+    so rank 0 waited in ``MPI_Init`` for ever. With ``--rank 0`` too it trained alone
+    while rank 0 waited: a local rank under an MPI launcher is refused whatever its
     flags, and ends the job."""
     command = ["-n", "1", *train(tmp_path), ":", "-n", "1", *TRAIN, "--sync", "local", *flags]
     command += ["--epochs", "1", "--out", str(tmp_path / "run2")]

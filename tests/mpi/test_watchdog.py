@@ -174,7 +174,7 @@ def test_a_rank_whose_environment_disagrees_with_mpi_ends_the_job(tmp_path, monk
     0 waits in setup (under plain ``python``: no mpi4py runner to abort for it). Each rank's
     stderr goes straight to a file of its own (mpiexec may drop an aborting rank's). Under
     ``--log-format json`` that line, the aborting rank's last, is a JSON object too: it was
-    plain text (review k189 of 90f860a)."""
+    plain text."""
     pytest.importorskip("mpi4py")
     # Open MPI's launcher alone sets OMPI_*; Hydra sets PMI_RANK (neither inherited from here)
     for stale in ("OMPI_COMM_WORLD_RANK", "PMI_RANK"):
@@ -408,7 +408,7 @@ def test_a_rank_ends_itself_by_sigkill_not_an_exit_status():
 def test_a_rank_that_ends_itself_gives_the_launcher_time_to_forward_why(monkeypatch):
     """Below MPI_THREAD_MULTIPLE the watchdog's rank kills itself instead of MPI_Abort: the
     line saying why is flushed and given leaving.FORWARD_SECONDS first, as before an Abort,
-    or Hydra, ending the job, could lose it (review k149)."""
+    or Hydra, ending the job, could lose it."""
     from distconv.sync.mpi import leaving
     from distconv.sync.mpi import watchdog as watchdog_mod
 

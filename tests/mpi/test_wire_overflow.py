@@ -108,7 +108,7 @@ def test_a_refused_float16_wire_caught_closes_cleanly(overlap, tmp_path):
     device bucket refused on the main thread, reduced the later buckets), and every rank's
     started the flags: close completes them and leaves (it aborted; k586). So where a host
     bucket after the device one was refused on every rank's thread too, unreported (the main
-    thread raised the device bucket's first): close aborted, a traceback on every rank (k591):
+    thread raised the device bucket's first): close aborted, a traceback on every rank:
     refused before close (``mixed-early``), or while close drained the flags (``mixed-late``),
     each in that order on every run (k605; ``mixed`` reached one or the other by timing)."""
     pytest.importorskip("mpi4py", reason="mpi4py is not installed")
@@ -129,7 +129,7 @@ def test_run_main_says_a_refused_float16_wire_in_one_line(overlap, tmp_path):
     in a ``finally`` (the README's script): close exempted a JobMismatch alone from its abort,
     so without the communication thread the job aborted with a traceback on every rank,
     though every rank refused the same bucket once the step's collectives were complete (review
-    k563). So with the thread (k586): a bare WireRefused on the main thread (a device bucket's,
+    k563). So with the thread: a bare WireRefused on the main thread (a device bucket's,
     as a GPU's), or a SyncError from the thread's, aborted the job with a traceback. Its last
     value overflows on each rank alone, with opposite signs: no numpy warning of the ranks'
     inf + -inf (NaN) comes first either (the float32 sum warned ``invalid value encountered in

@@ -36,7 +36,7 @@ def _own(**settings) -> LocalSync:
 
 def test_a_nested_class_is_named_as_its_instance_is():
     """A class was named by ``__name__`` (``Codec``), its instance by ``__qualname__``
-    (``_Fast.Codec``): two classes of one short name recorded one scheme (review k521)."""
+    (``_Fast.Codec``): two classes of one short name recorded one scheme."""
     scheme = sync_scheme(_own(grad_dtype=_Fast.Codec, mode=_Fast.Codec()))
     assert scheme["grad_dtype"] == scheme["mode"] == "_Fast.Codec"
     assert sync_scheme(_own(grad_dtype=Codec)) != sync_scheme(_own(grad_dtype=_Fast.Codec))
@@ -94,7 +94,7 @@ def test_a_callable_setting_is_recorded_where_it_sits_and_a_method_is_not():
 def test_a_static_method_named_like_a_setting_is_left_out_as_a_method_is():
     """A static method read through its instance is a plain function, no bound method: it was
     recorded as a setting, ``"max_staleness": "<function _Methods.max_staleness>"``, where a
-    method and a class method of that name were left out (review k523). An attribute of the
+    method and a class method of that name were left out. An attribute of the
     instance's own of that name is a setting still."""
     sync = _Methods(create_optimizer("sgd"))
     assert sync_scheme(sync) == {"sync": "_Methods"}
@@ -124,7 +124,7 @@ class _DescribedOtherwise(LocalSync):
 
 def test_a_bug_inside_describe_is_raised_not_taken_for_no_describe():
     """A TypeError was caught as the one a ``describe`` taking arguments raises, so a bug
-    inside the hook recorded the attributes' scheme without a word (review k521); the
+    inside the hook recorded the attributes' scheme without a word; the
     signature tells the two apart."""
     sync = _Described(create_optimizer("sgd"))
     assert sync_scheme(sync) == {"sync": "_Described", "mode": "async"}

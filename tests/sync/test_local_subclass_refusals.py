@@ -1,5 +1,5 @@
 """A LocalSync of one's own whose overrides call LocalSync's own: its refusals ask about an
-override only where skipping it would explain them (review k446)."""
+override only where skipping it would explain them."""
 
 from __future__ import annotations
 

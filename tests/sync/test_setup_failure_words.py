@@ -1,11 +1,11 @@
 """A rank that could not set up makes the job check all the same, its description naming its
 error (``fail_setup``); the other ranks' check says so: ``rank 0 could not set up: ...``, not
 that the ranks run different jobs (a ``name`` '<missing>' here), words the launcher reads back
-as the ranks' different jobs, blaming no rank and never restarting (k617). MPI's check is run
+as the ranks' different jobs, blaming no rank and never restarting. MPI's check is run
 under mpiexec in ``tests/mpi/test_fit_fails_before_setup.py``; this is the parameter server
 workers' (:func:`~distconv.sync.ps.job_check.check_all_equal`), over shard 0's answers; and
 what the launcher reads back from a rank's line (:class:`~launcher.failure.Failure`): that
-rank's failure, as a shard's refusal of a hello tells it too (k625)."""
+rank's failure, as a shard's refusal of a hello tells it too."""
 
 from __future__ import annotations
 

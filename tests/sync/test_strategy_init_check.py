@@ -1,5 +1,5 @@
 """SyncStrategy's check that a subclass's ``__init__`` called the base's names the class whose
-``__init__`` skipped it (review k446)."""
+``__init__`` skipped it."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ class SetsItsOwnWorldSize(PlainSGD):
 def test_a_strategy_that_sets_world_size_itself_is_told_where_it_is_made_not_of_dataclasses():
     """The made-check's marker was ``world_size``, setup's ``_examples``: one that set
     world_size itself passed where it was made, and the Trainer then told it how a dataclass
-    calls the base (review k459). One marker, and a dataclass's hint for a dataclass alone."""
+    calls the base. One marker, and a dataclass's hint for a dataclass alone."""
     with pytest.raises(TypeError, match=r"^SetsItsOwnWorldSize\.__init__ returned without"):
         SetsItsOwnWorldSize(0.1)
     unmade = PlainSGD.__new__(PlainSGD)  # made around any __init__ (copy, unpickling)
@@ -145,7 +145,7 @@ def test_a_strategy_that_sets_world_size_itself_is_told_where_it_is_made_not_of_
 
 def test_a_parameter_server_strategy_set_up_by_hand_is_checked_as_the_base_checks():
     """PServerSync.setup overrode the base's without its check: a dataclass subclass that
-    skipped the base's ``__init__`` failed there on a bare AttributeError (review k459)."""
+    skipped the base's ``__init__`` failed there on a bare AttributeError."""
     from distconv.sync.ps.client import PServerSync
 
     @dataclasses.dataclass(eq=False)

@@ -1,5 +1,5 @@
 """A strategy whose base ``__init__`` never ran (a dataclass subclass) is told so at every
-entry point, not only the Trainer's and ``setup``'s (review k469)."""
+entry point, not only the Trainer's and ``setup``'s."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_close_in_a_finally_leaves_setup_s_error_unmasked(transport):
 @pytest.mark.parametrize("transport", ["plain", "local", "mpi", "pserver"])
 def test_close_in_a_finally_leaves_a_clean_exit_clean(transport):
     """``sys.exit(0)`` propagating is something propagating: close raised the TypeError over
-    it, and the script ended with status 1 (review k472)."""
+    it, and the script ended with status 1."""
     sync = _unmade(transport)
     with pytest.raises(SystemExit) as info:
         try:
@@ -75,7 +75,7 @@ def test_close_in_a_finally_leaves_a_clean_exit_clean(transport):
 def test_the_base_s_step_reads_name_the_skipped_base_init(transport, read):
     """A strategy of one's own reads them in its on_gradient (a script's step by hand): they
     failed on "'Quiet' object has no attribute '_stepped'" ('_known'), the error check_made
-    exists to replace (review k487)."""
+    exists to replace."""
     sync = _unmade(transport)
     param = _model()[0].parameters()[0]
     with pytest.raises(TypeError, match=_SKIPPED):

@@ -5,7 +5,7 @@ Where the digests differ, the ranks gather two descriptions as JSON texts, and e
 the other's with ``json.loads``. A foreign or tampered answer there (text that is no JSON, or
 JSON that is no map) failed setup with a bare JSONDecodeError (or AttributeError), naming
 neither rank nor the difference; text nested deeper than json.loads recurses (``[[[...``)
-still failed with a bare RecursionError (review k357). The shard is a real shard process whose
+still failed with a bare RecursionError. The shard is a real shard process whose
 answers to the second all_equal gather replace the other ranks' descriptions with ``{`` (or
 another text); the two ranks' seeds differ.
 """

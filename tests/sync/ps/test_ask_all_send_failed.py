@@ -1,4 +1,4 @@
-"""Requests sent before a send failed are given up, not left awaited for good (review k352).
+"""Requests sent before a send failed are given up, not left awaited for good.
 
 ``_ask_all`` sends one request to each shard, then waits for them all. Where a send failed
 (a shard that takes no message: ZeroMQ dropped its connection, or it reads nothing), the

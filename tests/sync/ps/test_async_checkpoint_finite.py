@@ -101,8 +101,8 @@ def test_a_finite_push_after_the_pull_is_in_the_checkpoint(shards, tmp_path):
 @pytest.mark.timeout(90)
 def test_an_async_state_dict_refuses_values_not_finite(shards, tmp_path):
     """``state_dict()`` outside a checkpoint writes the values of its moment into the
-    parameters as a pull does, and refuses a NaN or inf as a pull does: it wrote them unchecked
-    (review k367), with no checkpoint's check after it."""
+    parameters as a pull does, and refuses a NaN or inf as a pull does: it wrote them unchecked,
+    with no checkpoint's check after it."""
     with _chief_with_a_push_after_its_pull(shards, tmp_path, 1e300) as (_, syncs, refused):
         before = {p.name: p.value.copy() for p in syncs[0].params}
         with pytest.raises(SyncError, match=r"rank 0: non-finite values \(NaN or inf\)"):

@@ -1,5 +1,5 @@
 """An async checkpoint against a shard of a release before ``get_state``'s ``with_values``
-names what is wrong (review k319).
+names what is wrong.
 
 A shard ignores header fields it does not know, so one of an older release answers the async
 chief's ``get_state`` with the state alone. The worker failed at its first checkpoint, after

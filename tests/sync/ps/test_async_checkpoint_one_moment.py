@@ -1,4 +1,4 @@
-"""An async chief's checkpoint holds values and optimizer state of one moment (review k316).
+"""An async chief's checkpoint holds values and optimizer state of one moment.
 
 The chief pulls every block (``refresh_parameters``, the first thing a checkpoint does), the
 shards write their parts, then it gathers the optimizer state (``state_dict``). A push that

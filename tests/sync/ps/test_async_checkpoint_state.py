@@ -1,7 +1,7 @@
-"""An async chief's checkpoint moves the model's values once (review k324).
+"""An async chief's checkpoint moves the model's values once.
 
 ``StepCheckpoints.save`` pulled every block (``refresh_parameters``) and then gathered the
-state with ``get_state``, which in async mode carries every block's values too (review k316):
+state with ``get_state``, which in async mode carries every block's values too:
 the whole model crossed the network twice per checkpoint (Adam: 4x the values, now 3x). The
 sync contract's ``checkpoint_state()`` makes the parameters current and returns the state; a
 parameter server in async mode does both with one ``get_state``. Real shard processes.

@@ -1,5 +1,5 @@
 """An async chief's checkpoint names a shard silent to its ``stats`` as asked before the
-checkpoint's ``get_state``, not a pull (review k327).
+checkpoint's ``get_state``, not a pull.
 
 Since review k324 the checkpoint (``checkpoint_state``) pulls nothing: it asks each shard's
 ``stats``, then one ``get_state`` with values. The ``stats`` went out as a pull's, so a shard

@@ -1,4 +1,4 @@
-"""An asynchronous job's epoch end and stop (review k282), on real shard processes.
+"""An asynchronous job's epoch end and stop, on real shard processes.
 
 At an epoch's end every rank pulls the shards' values once the epoch's steps are all in (the
 tally's fold, a collective); the chief's checkpoint that follows, with no step in between,

@@ -1,4 +1,4 @@
-"""An asynchronous job's refresh at a stop, when a shard is gone (review k282).
+"""An asynchronous job's refresh at a stop, when a shard is gone.
 
 At a stop (SIGTERM, the first Ctrl-C) every rank pulls the shards' values before it raises
 ``Preempted``. A shard on another host that was killed, or one that hangs, never answers, and no
@@ -62,7 +62,7 @@ def test_a_stopping_rank_does_not_wait_out_the_timeout_for_a_gone_shard(shards, 
         with pytest.raises(SyncError) as raised:
             sync.refresh_parameters()
     took = time.monotonic() - began
-    # the pull's own cause (review k285): not a step's, which may wait for a worker that is gone
+    # the pull's own cause: not a step's, which may wait for a worker that is gone
     said = str(raised.value)
     assert said.startswith("rank 1: asked to stop (SIGTERM), and pserver shard(s) 1 "), said
     assert re.search(
@@ -75,7 +75,7 @@ def test_a_stopping_rank_does_not_wait_out_the_timeout_for_a_gone_shard(shards, 
 
 @pytest.mark.timeout(60)
 def test_a_stopping_rank_gives_up_a_pull_whose_shard_went_after_its_stats(shards, trained):
-    """The pull's own wait, not only the stats request before it (review k288): shard 1 answers
+    """The pull's own wait, not only the stats request before it: shard 1 answers
     the stats, then is killed before the pull."""
     _, _, (_, sync) = trained
     stats = sync._stamps

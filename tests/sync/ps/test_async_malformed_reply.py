@@ -1,4 +1,4 @@
-"""A malformed reply names the shard it came from (review k301).
+"""A malformed reply names the shard it came from.
 
 A reply the worker cannot read (its header not msgpack, a frame over the cap) raised
 ``malformed reply from a pserver: ...``: with several shards, the operator could not tell which

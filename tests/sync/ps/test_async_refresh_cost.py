@@ -1,5 +1,5 @@
-"""What an async refresh asks the shards after other ranks' steps, with none of its own
-(review k288): each shard's ``stats`` once, then the pull. It asked ``stats`` twice: once to see
+"""What an async refresh asks the shards after other ranks' steps, with none of its own:
+each shard's ``stats`` once, then the pull. It asked ``stats`` twice: once to see
 whether a count moved, and again at the start of the pull it then made. Real shard process.
 """
 

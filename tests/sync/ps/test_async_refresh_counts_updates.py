@@ -1,4 +1,4 @@
-"""An async refresh's skip after a push the shard applied but did not count (review k290).
+"""An async refresh's skip after a push the shard applied but did not count.
 
 A refresh with no step of its own since its last pull skips the pull where each shard's stats
 are those it recorded then. The version it compared was the shard's count of pushes, which a

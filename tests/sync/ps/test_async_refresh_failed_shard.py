@@ -1,4 +1,4 @@
-"""An async refresh with no step since its last pull, on a shard whose job failed (review k288).
+"""An async refresh with no step since its last pull, on a shard whose job failed.
 
 Such a refresh asks each shard's ``stats`` and pulls nothing where no push count moved. A failed
 shard still answers ``stats`` (monitoring reads it), and a failure need not move the count: a

@@ -1,4 +1,4 @@
-"""An async worker's refresh after other ranks' steps, with none of its own (review k285).
+"""An async worker's refresh after other ranks' steps, with none of its own.
 
 A refresh skips its pull once this worker pulled every block since its last step (the chief's
 checkpoint right after the epoch's refresh). Its own steps are not all that moves the shards:

@@ -1,4 +1,4 @@
-"""An async refresh with no step since its last pull, after its shard restarted (review k288).
+"""An async refresh with no step since its last pull, after its shard restarted.
 
 Such a refresh asks each shard's ``stats`` and pulled nothing where the push count was the one
 of its last pull. A shard started again (its pod restarted) counts from 0 again, and a count of

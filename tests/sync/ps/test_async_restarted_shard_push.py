@@ -1,4 +1,4 @@
-"""A job's only async worker pushing to a shard that restarted since its setup (review k301).
+"""A job's only async worker pushing to a shard that restarted since its setup.
 
 A single async worker asks no ``stats`` at a refresh (its replies are the shards' values), so
 the first it hears of a shard started again (killed, its pod restarted: parts are never read

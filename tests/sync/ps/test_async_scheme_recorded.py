@@ -2,7 +2,7 @@
 mode and staleness, learnt from their hello (the worker has no flag of its own for them), and
 the worker's setup line says them, as its checkpoints' metadata does. Metrics of async and
 sync runs had the same keys, and the start line said "pserver sync" in async mode too (review
-k509); a checkpoint said none of it (review k524)."""
+k509); a checkpoint said none of it."""
 
 from __future__ import annotations
 

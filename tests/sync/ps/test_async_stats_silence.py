@@ -1,4 +1,4 @@
-"""A shard silent while an async refresh waits for its ``stats`` (review k301).
+"""A shard silent while an async refresh waits for its ``stats``.
 
 A refresh first asks every shard's ``stats`` (its stamps), and pulls only after: a shard that
 hangs there (SIGSTOP here) was reported as giving ``no answer to pull``, a request this worker

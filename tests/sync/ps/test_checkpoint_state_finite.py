@@ -1,5 +1,5 @@
 """A checkpoint is refused when the optimizer state it writes holds NaN or infinity, not only
-when the parameters do (review k327).
+when the parameters do.
 
 ``StepCheckpoints.save`` checked the parameters' values alone. An update can overflow the
 state while the values stay finite: in float32, Adam's ``v`` of a gradient of 1e22 is

@@ -1,4 +1,4 @@
-"""A stop cuts short the chief's ``get_state`` wait, as it does a pull's (review k328).
+"""A stop cuts short the chief's ``get_state`` wait, as it does a pull's.
 
 A shard answers ``get_state`` at once, waiting for no worker, as it does ``pull`` and ``stats``.
 Yet the checkpoint's ``get_state`` (an async chief's with values, a sync chief's without) was

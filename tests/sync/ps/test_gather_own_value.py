@@ -1,4 +1,4 @@
-"""A gather's answer must hold, at this rank's place, the value this rank sent (review k345).
+"""A gather's answer must hold, at this rank's place, the value this rank sent.
 
 Shard 0 answers a ``values`` gather (barrier, all_equal) with each live rank's value as that
 rank sent it (``null`` for a rank lost), so a worker's own place holds its own value. The

@@ -1,4 +1,4 @@
-"""A gather's reply is checked before it is used, and a wrong one names shard 0 (review k341).
+"""A gather's reply is checked before it is used, and a wrong one names shard 0.
 
 The worker took shard 0's answer to a gather as it came: an allreduce's ``sum`` was checked
 for its length only, so a sum holding ``null`` or a string failed in ``float()`` with a bare

@@ -1,5 +1,5 @@
 """A shard's ``hello`` reply is checked for the types of the settings a worker lives by, and a
-wrong one names the shard (review k341).
+wrong one names the shard.
 
 The worker took ``mode``, ``max_message_bytes`` and ``max_frame_bytes`` as they came: a reply
 without ``mode`` (or of another mode) set the worker up in mode None, which no check read as

@@ -1,4 +1,4 @@
-"""Which replies the intake marks as a stray for :meth:`ReplyIntake._bytes_heard` (review k357).
+"""Which replies the intake marks as a stray for :meth:`ReplyIntake._bytes_heard`.
 
 05fc911 stopped marking a late reply to a request this worker gave up, of the shard it was
 sent to, as a reply to nothing awaited: its bytes are a live shard's, and a retry's wait must

@@ -1,4 +1,4 @@
-"""A healthy shard's late reply to a request given up keeps a retry's wait alive (review k352).
+"""A healthy shard's late reply to a request given up keeps a retry's wait alive.
 
 Commit 161882f stopped counting the bytes of a reply to nothing awaited as a sign of life, so
 that a shard sending only such replies is named. It counted a late reply to a request given up

@@ -1,5 +1,5 @@
 """A sync step left behind by a rank whose place a worker of another job id then claimed fails
-as that refusal of the job, not as the rank's bye alone (review k620).
+as that refusal of the job, not as the rank's bye alone.
 
 Rank 1 said bye, a stray of job 'job8' was refused for rank 1 (nothing waited then), and rank
 0's push of step 1 then waits for rank 1's. Both the step left behind (the rank closed) and the

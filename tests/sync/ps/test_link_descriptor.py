@@ -1,4 +1,4 @@
-"""A link reads a descriptor that ZeroMQ owns and may close at any time (review k308).
+"""A link reads a descriptor that ZeroMQ owns and may close at any time.
 
 :class:`~distconv.sync.ps.links.Link` keeps the number of ZeroMQ's connection descriptor,
 reported at ``EVENT_CONNECTED``; ZeroMQ closes it when the connection drops, and the monitor's

@@ -1,4 +1,4 @@
-"""A link is read only where ``TCP_INFO`` has Linux's layout (review k308).
+"""A link is read only where ``TCP_INFO`` has Linux's layout.
 
 :class:`~distconv.sync.ps.links.Link` reads ``tcpi_last_data_recv`` and ``tcpi_bytes_acked`` at
 Linux's offsets (52 and 120). FreeBSD has ``TCP_INFO`` too, with the same first fields but its

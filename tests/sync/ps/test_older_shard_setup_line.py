@@ -1,6 +1,6 @@
 """The worker's setup line against a shard that does not say its staleness bound (an older
 shard's hello has no ``max_staleness``): it said "(async mode, max staleness None)"; it says
-nothing of staleness then (review k517). The shard is a real one serving in a thread, its hello
+nothing of staleness then. The shard is a real one serving in a thread, its hello
 without the field."""
 
 from __future__ import annotations

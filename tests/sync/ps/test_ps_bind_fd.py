@@ -94,7 +94,7 @@ def test_a_bind_fd_that_is_no_listening_socket_on_the_port_is_refused_naming_it(
 def test_a_bind_fd_that_no_file_descriptor_has_is_refused_in_one_line(beyond):
     """A descriptor is a C int: -1 stopped the shard with a ValueError traceback, and 2**32 +
     FD, which the socket module wrapped to FD (so the check found it listening on the port),
-    with ZeroMQ's OverflowError (review k182)."""
+    with ZeroMQ's OverflowError."""
     with _listening() as sock:
         fd = sock.fileno()
         named = beyond if beyond < 0 else beyond + fd
@@ -118,7 +118,7 @@ def test_a_bind_fd_on_another_address_than_binds_host_is_refused(family, address
     """The shard names --bind's host as its endpoint: a socket on 127.0.0.1 handed with
     --bind 0.0.0.0:P served on loopback alone while the shard said 'listening on
     0.0.0.0:P', and one on [::1] for --bind 127.0.0.1:P said 127.0.0.1, where IPv4 workers
-    were refused (review k157)."""
+    were refused."""
     if family == socket.AF_INET6 or ":" in host:
         if not has_ipv6_loopback():
             pytest.skip("no IPv6 loopback")
@@ -162,7 +162,7 @@ def _link_local() -> tuple[str, int, str] | None:
 def test_a_link_local_bind_with_its_interface_serves_on_its_own_socket(zone):
     """``--bind [fe80::1%eth0]:P`` names the interface by name, the socket by index: the host
     compared as written (fe80::1%eth0 against fe80::1) refused the launcher-style socket on
-    that very address and interface (review k159 of b743e18); another interface still is."""
+    that very address and interface; another interface still is."""
     found = _link_local()
     if found is None:
         pytest.skip("no IPv6 link-local address")

@@ -1,7 +1,7 @@
 """A rank whose ``bye`` says the ranks run different jobs (a ``JobRefused`` it heard from
 another shard) fails no rank, and the failure it leads is a refusal of the job; but only where
 no rank gone failed on its own, and a rank that failed on its own is named and blamed whatever the
-others heard (review k608):
+others heard:
 
 - the timeout of a held request missing such a rank was a plain failure (``SyncError``, exit 1
   with a traceback, the launcher restarting on it again and again), its words only quoted;

@@ -105,7 +105,7 @@ def test_only_rank_0_asks_for_checkpoint_parts(hand, tmp_path):
 @pytest.mark.timeout(60)
 def test_a_shard_prunes_its_old_parts_without_a_line_each_checkpoint(shards, tmp_path):
     """Each shard logged "pruned old checkpoint part(s)" at INFO at every checkpoint, with
-    short epochs most of the launcher's output (review k459): it is DEBUG now."""
+    short epochs most of the launcher's output: it is DEBUG now."""
     parts = tmp_path / "parts"
     (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
     net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")

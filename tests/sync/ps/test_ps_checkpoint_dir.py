@@ -1,4 +1,4 @@
-"""A shard checks its ``--checkpoint-dir`` when it starts (review k144): one it could not write
+"""A shard checks its ``--checkpoint-dir`` when it starts: one it could not write
 was found at the first checkpoint request, an epoch or hours in, and the chief, which asks the
 shards before it writes its own part, failed the job with no checkpoint at all."""
 
@@ -64,7 +64,7 @@ def test_a_checkpoint_dir_that_cannot_be_made_stops_the_shard_at_start(tmp_path)
 @pytest.mark.timeout(60)
 def test_a_checkpoint_dir_under_a_link_to_nowhere_names_the_link(tmp_path):
     """``runs -> /scratch/runs`` with the scratch unmounted: makedirs said ``File exists``,
-    as if an existing folder were the trouble (review k193 of 3615064)."""
+    as if an existing folder were the trouble."""
     runs = tmp_path / "runs"
     runs.symlink_to(tmp_path / "scratch" / "runs")
     done = _pserver("--checkpoint-dir", str(runs / "parts"))
@@ -123,7 +123,7 @@ def test_a_part_that_cannot_be_written_is_a_warning_in_one_line_without_a_traceb
 ):
     """A full disk, a quota or a file in the way fails a part's write: the shard and the chief
     warn naming the file and the cause, the checkpoint goes on without that part, and the shard
-    logs no traceback of a "shard error" as for a bug (review k163). A directory where the part
+    logs no traceback of a "shard error" as for a bug. A directory where the part
     goes fails the write for root too."""
     parts = tmp_path / "parts"
     (parts / "pserver-shard0-step10.safetensors").mkdir(parents=True)
@@ -154,7 +154,7 @@ def test_a_checkpoint_dir_gone_and_a_file_in_its_place_is_a_warning_in_one_line(
 ):
     """The directory itself cannot be made at the request (a file put in its place since the
     start, a full disk): that too is a warning naming it, not answered as a ``shard error``
-    with a traceback (review k172)."""
+    with a traceback."""
     parts = tmp_path / "parts"
     (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
     parts.write_text("")  # the directory's name taken by a file
@@ -192,7 +192,7 @@ def test_old_parts_that_cannot_be_pruned_leave_the_written_part_acknowledged(sha
     """A prune that fails after the part is written (a permission, a read-only remount, here
     an old part's name taken by a directory) failed the chief's checkpoint as a ``shard
     error`` with a traceback, though the part was on disk; it is a warning now, and a later
-    prune deletes what this one could not (review k172)."""
+    prune deletes what this one could not."""
     parts = tmp_path / "parts"
     written = _saved_past_a_part_in_the_way(shards, parts, (10,))
     assert list(written.values()) == [str(parts / "pserver-shard0-step10.safetensors")]
@@ -207,7 +207,7 @@ def test_an_old_part_that_cannot_be_pruned_does_not_keep_the_newer_ones(shards, 
     """The prune stopped at the first part it could not delete, the oldest: one that could
     never go (its name taken by a directory) kept every later part for good, a whole shard's
     weights and state per checkpoint, though the warning said a later prune would delete
-    them (review k176 of c318cc1). The others go; the one in the way is warned of."""
+    them. The others go; the one in the way is warned of."""
     parts = tmp_path / "parts"
     _saved_past_a_part_in_the_way(shards, parts, (10, 20, 30))
     names = sorted(p.name for p in parts.iterdir())
@@ -236,7 +236,7 @@ def _saved_past_a_part_in_the_way(shards, parts, steps) -> dict[str, str]:
 def test_a_blank_checkpoint_dir_is_a_usage_error_not_none(tmp_path):
     """``--checkpoint-dir "$PARTS"`` with the variable unset started a shard that writes no
     checkpoint parts, without a word: the chief's first checkpoint (an epoch in, or hours)
-    then failed the job on ``shard 0 has no --checkpoint-dir`` (review k191)."""
+    then failed the job on ``shard 0 has no --checkpoint-dir``."""
     done = _pserver("--checkpoint-dir", "")
     assert done.returncode == 2, done
     last = done.stderr.strip().splitlines()[-1]
@@ -256,7 +256,7 @@ def _held_port() -> socket.socket:
 @pytest.mark.parametrize("taken", ["--bind", "--health-port"])
 def test_a_shard_that_cannot_start_leaves_no_checkpoint_dir_it_made(taken, tmp_path):
     """A shard whose port (or probes' port) was taken made --checkpoint-dir and the folders
-    above it, then exited 1 and left them there, empty (review k414)."""
+    above it, then exited 1 and left them there, empty."""
     directory = tmp_path / "new" / "parts"
     with _held_port() as held:
         port = held.getsockname()[1]
@@ -310,7 +310,7 @@ def test_a_checkpoint_dir_this_process_cannot_write_is_refused_and_not_made(
 def test_a_checkpoint_dir_with_a_name_too_long_is_refused_at_start(at, tmp_path):
     """A name too long passes the check of the nearest folder there (writable): made once bound,
     it failed then, and made at the first part, as now, it would fail only there, an epoch or
-    hours in. Refused at start, naming the length, with nothing made (review k417)."""
+    hours in. Refused at start, naming the length, with nothing made."""
     long = "x" * 300
     levels = ("new", "sub", long) if at == "last" else ("new", long, "sub")
     directory = tmp_path.joinpath(*levels)
@@ -360,7 +360,7 @@ def test_a_level_another_shard_made_and_removed_again_is_made_afresh(monkeypatch
     """Shard B takes ``new`` as there, made by shard A at the same moment; A then fails (its
     own last name too long) and removes ``new``, its own, before B makes ``new/b``: B failed
     with ``No such file or directory``, a shard that os.makedirs would have started, and must
-    start now, with its folder made (review k425)."""
+    start now, with its folder made."""
     from pathlib import Path
 
     from distconv.sync.ps.parts import make_folders
@@ -388,7 +388,7 @@ def test_a_level_another_shard_made_and_removed_again_is_made_afresh(monkeypatch
 def test_a_failed_make_leaves_the_folder_another_shard_made_again(tmp_path, monkeypatch, delete):
     """A level this shard made, deleted by a user and made again (empty) by another shard
     before this one fails, is the other shard's: the undo removed it by its path alone, and
-    after an ``rmdir`` by its inode too, which ext4 gave the new folder (review k442)."""
+    after an ``rmdir`` by its inode too, which ext4 gave the new folder."""
     from distconv.files import MadeFolder
     from distconv.sync.ps import parts
 

@@ -1,4 +1,4 @@
-"""The frame bound under CURVE (review k132): ZeroMQ holds ``MAXMSGSIZE`` against each frame
+"""The frame bound under CURVE: ZeroMQ holds ``MAXMSGSIZE`` against each frame
 as it travels, and CURVE adds 33 bytes to every frame, so a frame within 33 bytes of the
 bound, which the shard reports in ``max_frame_bytes`` as allowed, was dropped with its
 connection: a gradient run cut to exactly the bound (consecutive parameters that add up to

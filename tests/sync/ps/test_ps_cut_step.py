@@ -2,7 +2,7 @@
 some gradients fired: a resume of the same trainer on the same PServerSync sent the cut
 step's queued gradients again beside its own ("parameters [0, 0, 1, 1, ...] are none or
 repeat"), or pushes already sent and applied for a step the resume runs again ("stale
-push"), instead of the weights of an uninterrupted run (review k130). Real shards."""
+push"), instead of the weights of an uninterrupted run. Real shards."""
 
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ def test_a_model_with_a_parameter_of_no_elements_trains_through_the_shards(shard
 @pytest.mark.timeout(60)
 def test_more_shards_than_blocks_is_refused_before_the_hello_naming_the_idle_ones(shards):
     """A small model on many shards left some without a block, and setup failed with the
-    shard's 'seed: no blocks', which says neither which shards nor what to do (review k127)."""
+    shard's 'seed: no blocks', which says neither which shards nor what to do."""
     endpoints = shards.start(10, workers=1)
     sync = insecure_worker(endpoints, block_bytes=1 << 20)  # one block a parameter: 8
     try:

@@ -1,5 +1,4 @@
-"""An evaluation's sum and the epoch's fold through a real shard's gather at a large world
-(review k188 of 24831a3).
+"""An evaluation's sum and the epoch's fold through a real shard's gather at a large world.
 
 The evaluation's sum carried a mark of each rank's set at that rank's own place: W + 3 values
 from each of W ranks, so shard 0's reply to the gather, every rank's values in one header, grew

@@ -3,7 +3,7 @@ with no checkpoint where it alone looks) tells the other workers through the sha
 (``fail_setup``: its hello, naming the error, and its bye), k614. They waited in the
 start-up job check for it until the shard's ``--timeout``: its close says no bye (it never set
 up), and a worker that never closes said nothing at all. The shard tells them "rank 0 could not
-set up: ..." (``JobRefused``, exit 75: its victim), not that the ranks run different jobs (k624).
+set up: ..." (``JobRefused``, exit 75: its victim), not that the ranks run different jobs.
 Real shards on 127.0.0.1 port 0, served on a thread; the workers are processes (``run_main``)
 or threads."""
 

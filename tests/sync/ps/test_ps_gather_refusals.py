@@ -1,5 +1,5 @@
 """Gathers a shard refuses, on every rank or the sender, instead of holding them to fail the job
-or answering what no worker can read (review k166). A real shard, bare sockets.
+or answering what no worker can read. A real shard, bare sockets.
 
 - A reply over the header cap: each rank's value fits its own request's 1 MiB header, but the
   reply carries every rank's value in one header: 2 ranks gathering 70,000 values got a reply of
@@ -73,7 +73,7 @@ def test_a_gather_whose_reply_passes_the_header_cap_is_refused_and_the_next_meet
         replies = _gather(socks, "all_equal:2", [1.5, 2.0])
         assert [r["op"] for r in replies] == ["ok", "ok"], replies
         assert replies[0]["values"] == [[1.5, 2.0], [1.5, 2.0]]
-        # an allreduce of the same lists is answered with their sum alone (review k188)
+        # an allreduce of the same lists is answered with their sum alone
         replies = _gather(socks, "allreduce:3", many)
         assert [r["op"] for r in replies] == ["ok", "ok"], replies
         assert replies[1]["sum"] == [2.0] * 70_000 and "values" not in replies[1]
@@ -82,7 +82,7 @@ def test_a_gather_whose_reply_passes_the_header_cap_is_refused_and_the_next_meet
 def test_a_gather_sent_to_another_shard_than_0_is_refused_and_fails_nothing(shards):
     """Only shard 0 holds gathers (docs/protocol.md). Shard 1 held one sent to it, where no
     other rank's could meet it: the next push there failed the job at once, naming a rank
-    that trained on as 'at a barrier (barrier:7)' (review k166)."""
+    that trained on as 'at a barrier (barrier:7)'."""
     _, endpoint = shards.start(2, workers=2)
     ctx = zmq.Context()
     sock = raw_dealer(ctx, endpoint)
@@ -130,7 +130,7 @@ def test_an_allreduce_of_lists_that_cannot_be_summed_fails_every_rank_naming_one
 def test_an_allreduce_past_the_float_range_sums_as_the_workers_did_without_a_warning(shards):
     """The workers' float loop made inf of a sum past the range and NaN of inf - inf, silently;
     shard 0's numpy add warned ``RuntimeWarning: overflow encountered in add`` on its stderr,
-    a stray pair of lines in its log (review k190 of 0a97451)."""
+    a stray pair of lines in its log."""
     inf = float("inf")
     with _two_ranks(shards) as socks:
         each = [[1e308, inf, -0.0], [1e308, -inf, -0.0]]
@@ -147,7 +147,7 @@ def test_an_allreduce_of_32_bit_floats_whose_sum_passes_the_header_cap_is_refuse
     """msgpack may carry a request's floats in 32 bits (5 bytes), the shard's sum takes 64
     (9 bytes): two ranks' 200,000 floats, 1 MB of header each, were answered with a sum of
     1.8 MB that each worker refused as malformed, blaming the shard; now every rank is told
-    why, and the next gather meets (review k190 of 0a97451)."""
+    why, and the next gather meets."""
     with _two_ranks(shards) as socks:
         for rank, sock in enumerate(socks):
             head = _gather_head(rank, "allreduce:1")

@@ -1,4 +1,4 @@
-"""A gather tag's counter is ASCII decimal digits, as docs/protocol.md says (review k132):
+"""A gather tag's counter is ASCII decimal digits, as docs/protocol.md says:
 ``str.isdigit`` took any Unicode digit (``barrier:²``, ``allreduce:٣``), so such a tag was
 held as a gather of its own. In-process shard."""
 

@@ -1,7 +1,7 @@
 """A worker whose parameters live on a GPU writes a reply's rows into a host copy, then copies
 the whole copy to the device. The copy was kept across ``setup``: after a second setup (a
 restore wrote new values onto the device), a sparse pull of a few rows copied the stale rest
-back over the restored values (review k119). Skipped without cupy and a CUDA device, as on
+back over the restored values. Skipped without cupy and a CUDA device, as on
 CI; ``benchmarks/gpu.py`` runs it on a GPU machine.
 """
 

@@ -1,4 +1,4 @@
-"""A refused hello quotes the first difference of the two jobs (review k132): it quoted both
+"""A refused hello quotes the first difference of the two jobs: it quoted both
 values whole, so two descriptions differing in a large entry (a model's layers, up to the
 hello's 256 KiB) made an error of hundreds of KB, and two of ~600 KB (a client that sends its
 whole description) an error reply over the 1 MiB header cap, which the worker could not read.

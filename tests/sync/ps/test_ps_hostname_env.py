@@ -1,5 +1,5 @@
 """A worker reports ``HOSTNAME`` to the shards, and a shard refuses a hello whose host is not
-printable or over 255 characters (review k132). An env file of CRLF lines (``docker
+printable or over 255 characters. An env file of CRLF lines (``docker
 --env-file``, a ConfigMap edited on Windows) sets ``HOSTNAME=node1\\r``: such a worker was
 refused at setup for a name it only reports. It now sends the name without the whitespace
 around it, or the system's name where ``HOSTNAME`` is no host name. Real shard."""

@@ -1,7 +1,7 @@
 """A worker's ``--timeout`` may be any positive finite number of seconds (``distconv train``
 takes 1e300), but each wait polled ZeroMQ for the whole of what was left of it, in
 milliseconds, and a C long holds no 1.5e303: the first hello stopped with an OverflowError
-traceback (review k145). A wait now polls in slices of at most an hour."""
+traceback. A wait now polls in slices of at most an hour."""
 
 from __future__ import annotations
 

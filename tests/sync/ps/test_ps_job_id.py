@@ -1,6 +1,6 @@
 """A shard reads its job id as the workers read theirs (``--job-id``, else
 ``DISTCONV_JOB_ID``, else ``local``, stripped): it kept ``' job7 '`` padded while the workers
-stripped theirs, so every hello was refused (review k126). A blank id stops it at start."""
+stripped theirs, so every hello was refused. A blank id stops it at start."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_a_blank_job_id_stops_the_shard_with_one_line():
 @pytest.mark.timeout(60)
 def test_a_bad_job_id_from_the_environment_is_blamed_on_the_variable():
     """``--job-id``'s default was ``$DISTCONV_JOB_ID``, so the shard read the variable's value
-    as the flag's and said ``--job-id: ...`` of a flag nobody gave (review k417)."""
+    as the flag's and said ``--job-id: ...`` of a flag nobody gave."""
     done = _pserver(env={"DISTCONV_JOB_ID": "a b"})
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()

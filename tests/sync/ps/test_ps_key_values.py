@@ -1,7 +1,7 @@
 """A key file whose key is no CURVE key (edited, cut short) is named as such, at start, on
 either side: a shard's secret key stopped it with ZeroMQ's bare ``ZMQError: Invalid
 argument`` traceback, and a worker's public key, admitted by nothing, let the shard start and
-refuse that worker's every connection (audit k209)."""
+refuse that worker's every connection."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A rank waits in one gather at a time (review k132). Shard 0 held every gather a rank sent
+"""A rank waits in one gather at a time. Shard 0 held every gather a rank sent
 with a new tag until the timeout, while the other ranks were in none: one client could post
 ``allreduce:1``, ``allreduce:2``, ... each with up to a MiB of ``value`` and grow shard 0's
 memory by GBs. A second gather of a rank with one held is refused; the held one still meets

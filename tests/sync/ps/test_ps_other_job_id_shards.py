@@ -2,7 +2,7 @@
 ``JobRefused``) closes with that error on shard 1 too, which blamed it: a step of the other
 ranks held there failed naming it (``failed_ranks``: they stopped as on its failure, exit 75,
 and the launcher's victims blamed it), though the ranks only run different jobs and no rank
-failed (review k597). Shard 1 now reads the bye's error as the ranks' different jobs: it blames
+failed. Shard 1 now reads the bye's error as the ranks' different jobs: it blames
 no rank, and the failure it leads is a refusal of the job, led by those words. Real shards on
 127.0.0.1 port 0: two served on threads under real workers, and one handed its requests one by
 one."""

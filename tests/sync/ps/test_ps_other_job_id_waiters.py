@@ -1,7 +1,7 @@
 """A worker started with another ``--job-id`` is refused alone: the ranks of this job waiting
 for its rank (the start-up gather) heard nothing until the shard's ``--timeout``, then stopped
 as on a peer's failure (exit 75), naming the timeout, as the shard never hears a worker of
-another id close (review k587). They now hear at once that a worker of that rank was refused
+another id close. They now hear at once that a worker of that rank was refused
 as another job, as a refusal of the job (one line, exit 1). The id tells jobs apart, so a stray
 of another job claiming a rank whose worker of this job is here stops nothing. The shard the
 job's ``--job-id`` names is "this job". Real shards on 127.0.0.1 port 0: one served on a thread
@@ -194,7 +194,7 @@ def test_a_silent_rank_claimed_by_another_id_is_named_at_the_timeout(hand):
 def test_a_refusal_from_before_the_run_is_not_named_at_the_timeout(hand):
     """A stray of another id claimed rank 1 longer than ``--timeout`` before rank 0's start-up
     gather began, and rank 1's worker of this job never says hello: the timeout named the
-    stray's refusal as if it explained the silent rank (review k597); a refusal that old is of
+    stray's refusal as if it explained the silent rank; a refusal that old is of
     no run starting now, so the timeout names rank 1 as silent alone."""
     h = hand(workers=2, timeout=0.2)
     assert _other_id_hello(h) == []
@@ -211,7 +211,7 @@ def test_a_refusal_from_before_the_run_is_not_named_at_the_timeout(hand):
 @pytest.mark.timeout(30)
 def test_a_worker_of_another_id_is_logged_once(hand, caplog):
     """Its hello is refused, and so is the bye it closes with: the shard logged each as a
-    bad request, two warnings a worker (review k592); the hello's alone now."""
+    bad request, two warnings a worker; the hello's alone now."""
     h = hand(workers=2)
     with caplog.at_level(logging.WARNING, logger="distconv.pserver"):
         _other_id_hello(h)
@@ -227,7 +227,7 @@ def test_a_refusal_older_than_the_timeout_stops_no_later_run(hand, runs_before):
     """A stray of another id claimed rank 1 while no run of this job was on the shard (before
     its first, or between two runs of shards kept running), longer than ``--timeout`` before
     this job's ranks came: it stopped the job at rank 0's start-up gather, before rank 1's
-    worker of this job could say hello, and the shard stayed failed (review k592). It is no
+    worker of this job could say hello, and the shard stayed failed. It is no
     worker of this run's start (its ranks start within the timeout of each other)."""
     h = hand(workers=2, timeout=0.2)
     for _ in range(runs_before):
@@ -250,7 +250,7 @@ def test_a_refusal_older_than_the_timeout_stops_no_later_run(hand, runs_before):
 def test_a_key_of_this_job_claiming_another_rank_under_another_id_stops_nothing(job_keys):
     """Secure: rank 0's key sends a hello of job 'job8' for rank 1 while rank 0 waits in its
     start-up gather. The shard took it as rank 1's refusal before it looked at the key, and
-    failed the job as a refusal of it (review k597); it is refused for the key, claiming no
+    failed the job as a refusal of it; it is refused for the key, claiming no
     rank, and rank 0's gather waits on."""
     config = ShardConfig(bind="127.0.0.1:0", workers=2, keys_dir=job_keys, timeout=SHARD_TIMEOUT)
     with served(Shard(config)) as shard, zmq.Context() as ctx:

@@ -1,7 +1,7 @@
 """Three workers, rank 1 running another job: every rank hears at once that the jobs differ.
 
 With two workers, rank 1's refused hello and its bye both come after rank 0's hello, and the
-shard counts that bye (review k546). With a third, rank 2 may say hello after rank 1's refused
+shard counts that bye. With a third, rank 2 may say hello after rank 1's refused
 one and wait in the start-up gather before rank 1's bye comes, or say hello after that bye: the
 shard took the bye for one of a run before, and ranks 0 and 2 waited in the start-up gather for
 the whole --timeout, then failed naming rank 1 closed (review k555, found pre-existing). The

@@ -50,7 +50,7 @@ def test_a_reseeded_shard_names_no_step_of_the_run_before(hand):
         h.seed()  # worker 0 of a resumed run, from the checkpoint of step 30
         h.shard._report_probes()
         assert _health(port).startswith("ok: server 0, last step none yet, ")
-        assert _step_metric(port) == -1  # not the run before's 41 (review k112)
+        assert _step_metric(port) == -1  # not the run before's 41
         push(31)
         h.shard._report_probes()
         assert _health(port).startswith("ok: server 0, last step 31, ")

@@ -1,5 +1,5 @@
 """Strings a worker sends that the shard keeps and quotes in every later message naming the
-rank are capped on receipt (review k132): a hello's ``host`` (``rank 1 (host H, last step S)``
+rank are capped on receipt: a hello's ``host`` (``rank 1 (host H, last step S)``
 in each timeout, stuck or failed message, so in every error reply once the job failed) and a
 gather's tag (``sent nothing for barrier:N``). A MiB host was taken, and the job's failure
 reply then carried it whole (over 1 MB, at the header cap; two such ranks passed it, and no

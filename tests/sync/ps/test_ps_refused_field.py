@@ -1,6 +1,6 @@
 """A shard's error reply that refuses the job says so in a field, ``"refused": "job"``, beside
 its ``error``, and the worker raises JobRefused on that field alone: it decided by a regex on
-the error's text (k560), which a rewording on either side silently broke, and which an old
+the error's text, which a rewording on either side silently broke, and which an old
 shard's words or a quote of them matched as well. Three places refuse the job: another job's
 hello, a failure led by ranks that run different jobs (held requests and later ones), and
 another job's id; other error replies, and a shard without the field, stay a plain SyncError.

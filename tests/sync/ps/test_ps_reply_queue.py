@@ -1,4 +1,4 @@
-"""Every reply reaches a peer that reads late, however many it has not read yet (review k166).
+"""Every reply reaches a peer that reads late, however many it has not read yet.
 
 At ZeroMQ's default send high-water mark (1000 messages a peer) the shard's ROUTER dropped,
 without a word, every reply to a peer that had not read 1000: 1,200 pulls from a client that read

@@ -1,4 +1,4 @@
-"""Row ids that wrap around int64 (review k132): ``[0, 2**63 - 1, -2**63, -1, 5]`` has every
+"""Row ids that wrap around int64: ``[0, 2**63 - 1, -2**63, -1, 5]`` has every
 ``np.diff`` positive (the second and third wrap), and its first and last ids lie in the block,
 so the check passed them; the update then indexed row ``2**63 - 1`` and the IndexError failed
 the whole job (sync and async), and a pull of them got a "shard error" with a traceback. Such

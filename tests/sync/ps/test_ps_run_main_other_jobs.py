@@ -1,5 +1,5 @@
 """Workers of different jobs against a real shard, each a script run through
-``distconv.distributed.run_main``: each ends with one line and exit 1, not a traceback (k555).
+``distconv.distributed.run_main``: each ends with one line and exit 1, not a traceback.
 
 The shard refuses the second hello as another job's (that rank's ``JobRefused``), and fails
 the start-up gather the first waits in leading with the ranks that run different jobs (the

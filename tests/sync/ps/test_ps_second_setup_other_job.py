@@ -2,7 +2,7 @@
 another job's description: the shard refused that rank (its JobRefused), but the rank left
 waiting in its own second setup's start-up gather heard a peer failure, ``rank 1 ... closed on
 "JobRefused: ..."`` with ``failed_ranks`` (a PeerFailed, exit 75 under run_main), as if rank 1
-had crashed (review k587). It now hears the refusal's own words, as a refusal of the job
+had crashed. It now hears the refusal's own words, as a refusal of the job
 (``"refused": "job"``, a JobRefused, exit 1), as the ranks waiting on a refused first hello do.
 Real workers (threads of this process) on a real shard served on a thread, 127.0.0.1 port 0;
 the order of events pinned by the hand-fed shard of ``test_ps_stuck`` where a step waits."""

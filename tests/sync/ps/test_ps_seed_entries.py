@@ -98,7 +98,7 @@ def test_the_seed_finds_every_overlap_of_a_parameters_rows_whatever_the_order(sp
 def test_a_refused_seed_part_drops_the_seed_in_progress(hand):
     """docs/protocol.md: "a part out of order, or a refused one, drops the seed in progress".
     A part refused for params or an optimizer other than part 0's kept it, and the same part
-    sent again carried on from there (review k166). Another rank's seed, refused as such,
+    sent again carried on from there. Another rank's seed, refused as such,
     leaves rank 0's alone."""
     h = hand(workers=2)
     head = {"op": "seed", "optimizer": {"name": "sgd", "lr": 1.0}, "parts": 3}
@@ -123,7 +123,7 @@ def test_a_seed_part_refused_before_its_checks_or_by_a_shard_error_drops_the_see
     hand, monkeypatch
 ):
     """docs/protocol.md's "a refused one drops the seed in progress" held only for _op_seed's
-    own checks (review k171 of c8330f0): a part refused for its arrays (over the shard's
+    own checks: a part refused for its arrays (over the shard's
     message cap) or answered with a shard error (out of memory copying its blocks) kept the
     seed, and the part sent again carried on to a whole seed. A part of rank 0's run before,
     refused as such, leaves the seed of now alone."""

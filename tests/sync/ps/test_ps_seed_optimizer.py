@@ -1,4 +1,4 @@
-"""A seed's optimizer config is received text (review k132): a ``name`` that is not a string
+"""A seed's optimizer config is received text: a ``name`` that is not a string
 failed with an AttributeError (a "shard error" and a traceback in the log), and a config
 without a name was quoted whole in the error, so a large one made an error reply over the
 header cap that rank 0 could not read. Both are refused in one short line; the shard goes on."""

@@ -2,7 +2,7 @@
 refuses a shard listed twice, as ``detect_runtime`` refuses it in ``--pservers`` and
 ``DISTCONV_PSERVERS`` (0b4525d): it connected twice to one shard, and setup stopped at the
 hello, in words about shard numbers ("set up as {'shard': 0, ...}, this worker expects
-{'shard': 1, ...}"), where a job of two shards was meant (review k233)."""
+{'shard': 1, ...}"), where a job of two shards was meant."""
 
 from __future__ import annotations
 

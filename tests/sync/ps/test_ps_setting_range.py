@@ -1,6 +1,6 @@
 """A shard's counts that its hello tells the workers fit a 64-bit int, or the shard does not
 start: past it, msgpack could not pack the hello's reply, and every worker was answered
-``shard error: OverflowError: Integer value out of range``, naming no flag (audit k209)."""
+``shard error: OverflowError: Integer value out of range``, naming no flag."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_the_pserver_command_names_the_flag_in_one_line():
 @pytest.mark.timeout(60)
 def test_a_worker_count_past_the_bound_is_refused_in_one_line():
     """``--workers 100000000`` (a slip of the finger): the shard started and built a set of
-    every declared rank ten times a second, 3.5 GB and a core, for ever (audit k223)."""
+    every declared rank ten times a second, 3.5 GB and a core, for ever."""
     proc = run_pserver("--insecure", "--workers", "100000000", timeout=30)
     assert proc.returncode == 1, proc
     assert proc.stderr.strip() == (

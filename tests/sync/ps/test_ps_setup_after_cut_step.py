@@ -2,7 +2,7 @@
 it pushed recorded under the table's index; a second ``setup`` with another set of parameters
 (a ``fit`` after a layer was frozen or unfrozen, which indexes them anew) kept them, so the
 parameter now at that index had its gradient cleared in those rows alone after its next step,
-and the rest was carried into the step after (review k146)."""
+and the rest was carried into the step after."""
 
 from __future__ import annotations
 

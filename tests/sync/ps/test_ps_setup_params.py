@@ -1,5 +1,5 @@
-"""PServerSync.setup takes its parameters through ``setup_params`` as the base setup does
-(review k218 of c324909): two parameters of one name are refused before any hello, naming the
+"""PServerSync.setup takes its parameters through ``setup_params`` as the base setup does:
+two parameters of one name are refused before any hello, naming the
 name and both shapes, and a parameter listed twice is taken once."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The shards of one job agree on ``--mode`` and, in async mode, ``--max-staleness``: a worker
 whose shards disagree refuses at setup, naming both shards and both values. Shards of other
 staleness bounds were not refused: the worker recorded the list, and each shard dropped pushes
-by its own bound, so one job ran two schemes (review k524)."""
+by its own bound, so one job ran two schemes."""
 
 from __future__ import annotations
 

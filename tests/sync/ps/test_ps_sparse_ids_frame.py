@@ -1,4 +1,4 @@
-"""A sparse block's row ids travel as one frame, 8 bytes a row (review k137): the start-up check
+"""A sparse block's row ids travel as one frame, 8 bytes a row: the start-up check
 holds each block to the shard's frame bound, but a table of rows under 8 bytes (float32, one
 column) makes the ids of half a block's rows larger than the block. ZeroMQ dropped that frame
 with its connection and the worker's prefetch or push timed out, naming nothing. The worker

@@ -1,4 +1,4 @@
-"""A sparse table's push goes to each of its shards in one message per shard (review k144):
+"""A sparse table's push goes to each of its shards in one message per shard:
 with gradients accumulated, the rows of a step's passes, each pass's prefetch within a shard's
 ``max_message_bytes``, may pass it together. The worker sent each shard its push in turn; the
 shard over its cap refused it, while the others applied theirs, so the table came out of the
@@ -87,7 +87,7 @@ def test_an_evaluations_rows_over_a_cap_are_pulled_in_several_requests(shards):
 def test_after_a_step_abandoned_an_evaluations_rows_are_pulled_in_pieces(shards):
     """A step that failed (here, its push over a cap) left the worker in the step until the
     next one began: an evaluation's prefetch then was held to a step's one push per shard and
-    refused (review k146). The Trainer abandons such a step; the evaluation is then pulled."""
+    refused. The Trainer abandons such a step; the evaluation is then pulled."""
     with _table_on_two_shards(shards) as (sync, table, rows0, rows1):
         sync.start_step(1)
         half = len(rows0) // 2

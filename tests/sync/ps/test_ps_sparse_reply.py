@@ -79,7 +79,7 @@ def test_a_malformed_sparse_reply_is_refused_before_any_row_is_written(arrays, c
 
 @pytest.mark.parametrize(("block", "bad"), [(0, np.nan), (1, np.inf), (1, -np.inf)])
 def test_a_sparse_reply_with_a_non_finite_row_is_refused_before_any_row_is_written(block, bad):
-    """A NaN or inf in a reply's rows was written into the table (review k363)."""
+    """A NaN or inf in a reply's rows was written into the table."""
     w = _Worker()
     rows = [_rows(1), _rows(1)]
     rows[block][0, 1] = bad

@@ -1,4 +1,4 @@
-"""PServerSync holds a worker to the step's order as LocalSync does (review k223): a gradient
+"""PServerSync holds a worker to the step's order as LocalSync does: a gradient
 outside a step, a parameter fired twice in one step, one not given to setup (another model's
 of the same name), and a finish_step without its start_step are refused at once, in
 LocalSync's words. The first was pushed with the last step's number and example count, the
@@ -133,7 +133,7 @@ def test_an_abandoned_steps_sent_push_stays_applied_as_local_sync_applies_it(sha
 def test_an_abandoned_push_still_on_its_way_carries_its_own_gradient(shards):
     """A push goes without a copy: ZeroMQ reads the gradient's own memory while it sends. The
     test above once read -2.0 on a loaded machine: its abandoned push had not left yet when
-    the next step wrote 1.0 into the gradient, so it carried 1.0 (review k259). Here the shard
+    the next step wrote 1.0 into the gradient, so it carried 1.0. Here the shard
     is stopped, so the push (48 MB, more than the sockets' buffers) cannot leave until after
     the next gradient is written: every element must still take the abandoned 5."""
     (endpoint,) = shards.start(1, workers=1)

@@ -1,4 +1,4 @@
-"""An upload that stops is named within a quarter limit of the limit (review k316).
+"""An upload that stops is named within a quarter limit of the limit.
 
 A shard answers a ``set_state`` (a resume), a seed or a push only once all of it arrived, so
 while it takes the worker's bytes in it is heard from by the count of bytes it acknowledged

@@ -1,11 +1,11 @@
-"""A worker's wait for many replies is bounded by the shards' silence, not by its length
-(review k182): the limit (``GRACE`` x ``timeout``) ran from the wait's start, so a wait of
+"""A worker's wait for many replies is bounded by the shards' silence, not by its length:
+the limit (``GRACE`` x ``timeout``) ran from the wait's start, so a wait of
 many replies (a step's pushes, a seed or a pull in many parts: a large model on a slow link)
 that took longer than the limit failed, naming as silent shards whose replies kept coming,
 while the shard's own limit is per request. The shards here are real ROUTER sockets on
 127.0.0.1 that answer their requests in turn, each within the limit of the shard's reply
 before, all of them past it; a shard silent past the limit is named then, however often the
-others answer (review k186), and so is a shard silent for a stop's patience (review k189)."""
+others answer, and so is a shard silent for a stop's patience."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_a_silent_shard_is_named_within_the_limit_while_another_keeps_answering(
     """The limit ran from the latest reply of any shard (5808b1b), so a shard that never
     answered (dead, on another host) was named only once every other shard had answered all
     its parts: a wait of n parts could take n limits, 221 x 90 s for the seed of 5808b1b's
-    message. Each shard's silence is bounded on its own (review k186)."""
+    message. Each shard's silence is bounded on its own."""
     parts = 20  # shard 0 answers for 20 x 0.3 = 6 s, ten limits of 0.6 s
     with _worker_of_bare_shards(2, TIMEOUT) as (socks, sync):
         with _answering(_one_answers_on, socks[0], parts, GAP):
@@ -132,7 +132,7 @@ def test_a_stop_gives_up_on_a_silent_shard_while_another_keeps_answering(monkeyp
     shard on another host that died (or waits for a killed worker) was given up on only once
     every other shard had answered all its parts, past the launcher's grace on a large model
     (measured: patience 5 s, shard 0 answering 40 parts 0.3 s apart: 17 s). Each shard's
-    silence is bounded on its own, as the limit is (review k189 of be951e3)."""
+    silence is bounded on its own, as the limit is."""
     patience = 1.0
     monkeypatch.setattr(channel, "STOP_PATIENCE", patience)
     parts = 20  # shard 0 answers for 20 x 0.3 = 6 s, six patiences
@@ -153,7 +153,7 @@ def test_a_stop_waits_for_a_shard_as_long_as_that_shard_was_ever_silent(monkeypa
     """The stop's patience is per shard, so the silence it learns is per shard too: two shards
     that answer 0.6 s apart in turn are each silent 0.6 and 1.2 s, not 0.6 s between any two
     replies, and a later shard answering 2.5 s into a stop's wait is waited for (3 x 1.2 s),
-    not given up on at 3 x 0.6 s (review k189)."""
+    not given up on at 3 x 0.6 s."""
     monkeypatch.setattr(channel, "STOP_PATIENCE", 0.5)
     asks = [(s, {"op": "stats"}, ()) for s in range(2)]
     with _worker_of_bare_shards(2, 60) as (socks, sync):

@@ -1,6 +1,6 @@
 """``--on-worker-loss continue`` is async mode's: a sync shard refuses it at start, naming why.
 It was taken and ignored: a sync step waits for every worker's push, so the first worker lost
-failed the job, as ``fail`` does, where the flag said the job would go on (audit k209)."""
+failed the job, as ``fail`` does, where the flag said the job would go on."""
 
 from __future__ import annotations
 

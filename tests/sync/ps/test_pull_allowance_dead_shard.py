@@ -1,5 +1,4 @@
-"""A shard that stops answering while a large pull is owed is named within the usual patience
-(review k305).
+"""A shard that stops answering while a large pull is owed is named within the usual patience.
 
 A large reply crossing a slow link looks like silence (ZeroMQ hands over whole messages only),
 so review k301 allowed a shard owing a pull its reply's bytes, once per worker, over

@@ -1,5 +1,5 @@
 """A push's reply says how many of its parameters were dropped: a count from 0 to the
-parameters pushed, checked before the reply is written (review k341).
+parameters pushed, checked before the reply is written.
 
 The worker added ``int(header["dropped"])`` to its ``drops`` after writing the reply: a count
 that was a string (``"1"``) or ``true`` was taken as a number, one that was no number failed

@@ -1,5 +1,5 @@
 """A gather's timeout where one missing rank left on the ranks' different jobs and another is
-silent leads with the refusal, and names the silent rank too (review k620).
+silent leads with the refusal, and names the silent rank too.
 
 Three ranks: rank 2 says hello first (its job is the job) and then hangs, silent; rank 1 runs
 another job (refused at its hello, it closes on the mismatch); rank 0 says hello last and waits

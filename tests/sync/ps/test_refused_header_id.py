@@ -1,5 +1,5 @@
 """The error reply to a header a shard refuses says which request it answers, where the
-header can say (review k436).
+header can say.
 
 A shard answered every header that failed its first checks (protocol version, op, a field
 missing or of another type) with ``id`` -1, although the header was a map that named its

@@ -1,5 +1,4 @@
-"""Every shard's reply to a pull or an async ``get_state`` is checked before any is written
-(review k328).
+"""Every shard's reply to a pull or an async ``get_state`` is checked before any is written.
 
 A reply whose versions or values do not fit the blocks asked for is refused naming its shard
 (:meth:`ReplyWriter._check_reply`). The replies were checked one by one as each was written, so

@@ -1,5 +1,5 @@
 """A reply's ``op`` is ``"ok"`` or ``"error"``, and an error reply says why: any other is
-refused as malformed, naming the shard (review k341).
+refused as malformed, naming the shard.
 
 The worker read a reply as an error only where its ``op`` was ``"error"``, and as an answer
 otherwise: a reply of ``op`` ``"busy"`` (another service's, a shard's bug) was written as the

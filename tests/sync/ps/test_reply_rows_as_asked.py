@@ -1,5 +1,5 @@
 """A pull's reply must hold what was asked: the rows a prefetch asked for, whole blocks for a
-pull of every block (review k332).
+pull of every block.
 
 A reply was checked against itself only: its ``rows`` counts against its own ids and values.
 So a prefetch reply that left out a row asked for (the count said one less) wrote the others
@@ -7,7 +7,7 @@ and left that row as it was, stale, without a word; and a pull of every block an
 few rows wrote those rows, took the blocks' new versions, and left the rest stale. The shard
 is a real shard process whose replies to rank 0's pulls are tampered with (``fault``).
 
-So may a dense push's reply not list rows (review k336): it was checked for fitting its blocks
+So may a dense push's reply not list rows: it was checked for fitting its blocks
 only, since a sparse push's reply may carry other rows than pushed (in sync mode the union of
 the ranks'), so a dense push answered with a few rows wrote those, took the blocks' new
 versions and left the rest of each block stale, without a word.

@@ -1,5 +1,5 @@
 """A reply's block versions are counts, from 0: a negative one is refused before the reply is
-written, naming the shard (review k341).
+written, naming the shard.
 
 The worker took any integer: a reply of version -1 was written, its version kept, and sent
 back in the next push, which the shard then refused (``push: block 0 version -1 ... not a

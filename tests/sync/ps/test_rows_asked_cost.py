@@ -1,4 +1,4 @@
-"""A prefetch reply's rows are compared with those asked in one vector compare (review k336).
+"""A prefetch reply's rows are compared with those asked in one vector compare.
 
 746608d compares each block's row ids with those asked, one ``np.array_equal`` a block: a big
 table's prefetch asks for every block of it on a shard (hundreds), so the check cost a Python

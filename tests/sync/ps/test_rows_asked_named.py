@@ -1,5 +1,5 @@
 """The checks of a sparse reply's row ids against those asked for or pushed name what differs,
-whatever they are given (review k341).
+whatever they are given.
 
 Each looked for the block at fault with ``next()`` and no default: given fewer lists of ids
 asked than blocks (the ids of the blocks past them unchecked by ``zip``), or a pushed row in

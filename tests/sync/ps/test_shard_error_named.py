@@ -1,4 +1,4 @@
-"""A shard's failure whose exception has no message names its type alone (review k352).
+"""A shard's failure whose exception has no message names its type alone.
 
 The shard formatted such failures ``Type: message``, so an exception without a message
 (``AssertionError()``, a bare ``assert``) reached workers and logs as ``Type: `` with nothing

@@ -1,4 +1,4 @@
-"""``Shards.launch`` waits a bounded time for a shard to say it listens (review k341).
+"""``Shards.launch`` waits a bounded time for a shard to say it listens.
 
 It read the shard's first line with a bare ``readline()``: a shard that never printed (stuck
 at start-up, waiting on something) held the test until pytest-timeout, whose report said

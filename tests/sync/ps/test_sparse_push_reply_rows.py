@@ -1,4 +1,4 @@
-"""A sparse push's reply must list the rows pushed (review k341).
+"""A sparse push's reply must list the rows pushed.
 
 Its rows were checked for fitting their blocks only (ids inside, values of the table's shape
 and dtype), since in sync mode the reply carries the union of the ranks' rows. So a reply that

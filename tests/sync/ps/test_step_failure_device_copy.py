@@ -1,4 +1,4 @@
-"""A step that fails partway still moves the values it wrote to the device (review k328).
+"""A step that fails partway still moves the values it wrote to the device.
 
 ``PServerSync.finish_step`` writes each push reply into the host copy of a device parameter as
 it arrives and moved the host copies to the device only after the last reply: a reply refused
@@ -101,7 +101,7 @@ def test_a_move_to_the_device_that_fails_then_does_not_hide_the_steps_error(
     shards, tmp_path, device_stand_in, monkeypatch
 ):
     """The move in the step's ``finally`` failing too (the device out of memory) raised its own
-    error in place of the step's, which names the shard at fault (review k336)."""
+    error in place of the step's, which names the shard at fault."""
 
     def out_of_memory(dst, src):
         raise MemoryError("out of memory allocating 32 bytes")

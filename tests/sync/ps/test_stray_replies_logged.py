@@ -1,5 +1,4 @@
-"""A shard that sends many replies to no awaited request cannot flood the worker's log
-(review k345).
+"""A shard that sends many replies to no awaited request cannot flood the worker's log.
 
 Each ignored reply was logged with a warning of its own, so a shard sending thousands (a bug, a
 loop answering every request again) wrote thousands of lines to every worker's log. The first

@@ -1,5 +1,5 @@
 """A shard that sends only replies to no awaited request is named after the wait's limit, not
-waited on for good (review k345).
+waited on for good.
 
 A wait counts a shard as heard while bytes keep arriving on its connection (the kernel's
 ``TCP_INFO``: a large reply still crossing). The bytes of an ignored reply counted too, so a

@@ -1,5 +1,5 @@
 """A reply is taken only as the answer to a request of its own shard that is still awaited;
-any other is ignored, as docs/protocol.md says, and not kept (review k341).
+any other is ignored, as docs/protocol.md says, and not kept.
 
 Replies were matched by id alone, whatever socket they came on and whether a request of that
 id had been sent yet. So a reply carrying the id of a request not sent yet (a shard's bug: the

@@ -1,5 +1,4 @@
-"""An error reply with id -1 to a request the worker still awaits stops the worker at once
-(review k363).
+"""An error reply with id -1 to a request the worker still awaits stops the worker at once.
 
 A shard answers a request whose header it cannot read with an error reply of id -1: it cannot
 say which request that was. The worker only logged such a reply and went on waiting for the
