@@ -1,4 +1,4 @@
-"""A CronJob is judged as the Job it creates (review k299, commit ec99361), but a CronJob
+"""A CronJob is judged as the Job it creates (commit ec99361), but a CronJob
 without ``jobTemplate`` or ``jobTemplate.spec``, which the API server refuses, was named only
 by a line about a Job nobody wrote ('restartPolicy must be Never or OnFailure, got None'),
 and a ``jobTemplate.metadata`` that is no mapping was named by nothing, only its lost labels
@@ -49,7 +49,7 @@ def test_a_job_templates_metadata_that_is_no_mapping_is_named():
 
 
 def test_a_job_templates_namespace_is_not_the_jobs():
-    """Review k309 (k304 unfixed 3): the CronJob controller creates each Job in the CronJob's
+    """The CronJob controller creates each Job in the CronJob's
     namespace, copying only the jobTemplate's labels and annotations (getJobFromTemplate2),
     but the Job was judged in the jobTemplate's namespace: its ranks' short shard names were
     refused as another namespace's."""

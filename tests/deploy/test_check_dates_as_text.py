@@ -1,7 +1,7 @@
 """A date where Kubernetes takes text (``value: 2024-01-01`` in an env entry, ``args: [--since,
 2024-01-01]``) is text to kubectl: sigs.k8s.io/yaml decodes with go-yaml v2, which gives a
 timestamp-like plain scalar as its string "for backward compatibility". PyYAML gives a
-``datetime.date``, which the field types table (review k299, commit 53d977b) named as no
+``datetime.date``, which the field types table (commit 53d977b) named as no
 string and dropped, so a manifest kubectl applies was refused, and its args judged without
 the word."""
 

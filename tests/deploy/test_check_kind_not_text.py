@@ -1,6 +1,6 @@
 """An object whose ``kind`` is no string (``kind: 5``, ``kind: [Job]``), which kubectl apply
 refuses, was named by nothing, and its fields were not typed at all: the field types table
-(review k299, commit 53d977b) gave such an object no rule, so a wrong-typed field in its pod
+(commit 53d977b) gave such an object no rule, so a wrong-typed field in its pod
 template (``resources: x``) still stopped the check with a traceback."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_a_wrong_typed_field_of_such_an_object_is_named_not_crashed_on(kind):
 
 @pytest.mark.parametrize("kind", [None, ""], ids=["absent", "empty"])
 def test_an_object_without_a_kind_is_named(kind):
-    """Review k309: c2de023 named a kind that is no string but left out one that is not
+    """c2de023 named a kind that is no string but left out one that is not
     there (or null, or ''), which kubectl refuses too ("Object 'Kind' is missing"): the worker
     Job so written passed with no line, though nothing of it would be created."""
     objs, _ = _job_of_kind(kind)

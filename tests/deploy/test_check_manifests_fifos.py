@@ -210,8 +210,8 @@ _READER = (
 
 def test_a_fifo_another_process_reads_ends_in_the_wait_naming_that_possibility(tmp_path):
     """A FIFO with no writer that another process holds open to read (a stale reader, a second
-    check): k413 refused it at once by a look at the other processes, which could not tell a
-    reader from a holder and refused valid input, so that look is gone. The
+    check): an earlier fix refused it at once by a look at the other processes, which could
+    not tell a reader from a holder and refused valid input, so that look is gone. The
     bounded wait ends it, its one line naming both possibilities, not guessing which."""
     fifo = tmp_path / "job.yaml"
     os.mkfifo(fifo)

@@ -157,7 +157,7 @@ LABELLED = "  labels: {" + ", ".join(f"app.kubernetes.io/{key}: x" for key in LA
 def test_objects_named_alike_name_the_file_of_the_one_with_the_problem(tmp_path, metadata):
     """Two objects a problem names alike (``ConfigMap ?`` without a name, or one name in two
     namespaces), in two files, only one of them unlabelled: its problems name its file alone
-    (review k368: both files were named on each line)."""
+    (both files were named on each line)."""
     good, bad = tmp_path / "a.yaml", tmp_path / "b.yaml"
     good.write_text(f"kind: ConfigMap\nmetadata:\n{metadata}  namespace: x\n{LABELLED}")
     bad.write_text(f"# b\nkind: ConfigMap\nmetadata:\n{metadata}  namespace: y\n")
@@ -170,7 +170,7 @@ def test_objects_named_alike_name_the_file_of_the_one_with_the_problem(tmp_path,
 def test_a_problem_naming_no_object_names_the_file_that_makes_it(monkeypatch):
     """A problem line that starts with no object's name (none of today's checks writes one, a
     new check may) names the documents that make it judged alone; one that no document makes
-    alone (the job's as a whole) stays as it is (review k368: each stayed unprefixed)."""
+    alone (the job's as a whole) stays as it is (each stayed unprefixed)."""
     checked = located.manifest_problems
 
     def with_unnamed_lines(docs):
@@ -228,7 +228,7 @@ def test_a_problem_naming_objects_after_its_first_names_each_ones_file(
 ):
     """A problem of two objects in two files that starts by naming one of them and names the
     other further on (``... but Job a runs 4 ranks``, ``Service 'a'``) names both files
-    (review k368: only the first object's file was named)."""
+    (only the first object's file was named)."""
     path = pserver / edited
     text = path.read_text()
     assert old in text

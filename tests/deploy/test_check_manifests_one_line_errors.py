@@ -1,7 +1,7 @@
 """``distconv check-manifests`` writes one line on stderr for what it cannot read, whatever the
 file's name: a line break or a tab in a name (a folder's file, which nobody typed)
 is written as ``\\n``, ``\\t``, as in the problem lines, not as two lines of error; the name is
-the ``$'...'`` shell word since review k469."""
+written as a ``$'...'`` shell word."""
 
 from __future__ import annotations
 

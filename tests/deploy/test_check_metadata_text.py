@@ -1,6 +1,6 @@
 """A number or a list in ``metadata.name``, ``generateName`` or ``namespace`` (``namespace:
-5``), which kubectl refuses, passed the check: the field types table (review k299, commit
-53d977b) typed only the labels and annotations of a metadata (review k299, unfixed 3; k304).
+5``), which kubectl refuses, passed the check: the field types table (commit
+53d977b) typed only the labels and annotations of a metadata.
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def test_an_indexed_jobs_name_too_long_for_its_pods_host_names_is_named(length, 
 
 
 def test_a_long_job_name_with_a_manual_selector_passes():
-    """Review k309: the API server adds the job-name label holding a Job's name only where
+    """The API server adds the job-name label holding a Job's name only where
     ``manualSelector`` is not true (ValidateGeneratedSelector returns at once for one that is);
     a Job with its own selector and a name over 63 characters is created, and was refused."""
     objs = _rendered()
@@ -97,7 +97,7 @@ def test_a_long_job_name_with_a_manual_selector_passes():
 def test_a_cronjobs_indexed_job_too_long_for_its_pods_host_names_is_named(
     length, completions, named
 ):
-    """Review k309: 534a114 judged a named Indexed Job only. A CronJob's Job is
+    """534a114 judged a named Indexed Job only. A CronJob's Job is
     ``<cronjob>-<scheduled time in minutes>`` (8 digits): with a 52-character CronJob, index 10
     makes the host name ``<52>-<8>-10``, 64 characters, which the API server refuses."""
     objs = _with_cronjob("c" * length)
@@ -114,7 +114,7 @@ def test_a_cronjobs_indexed_job_too_long_for_its_pods_host_names_is_named(
 
 @pytest.mark.parametrize(("kind", "length"), [("StatefulSet", 48), ("Job", 58)])
 def test_a_generate_name_too_long_for_its_kind_is_named(kind, length):
-    """Review k309: the limits judged ``metadata.name`` only; the API server names an object
+    """The limits judged ``metadata.name`` only; the API server names an object
     given a ``generateName`` by its first 58 characters and 5 random ones, so a StatefulSet's
     of 48 gives a 53-character name (most revisions' pods are refused) and an Indexed Job's
     of 58 a 63-character one, too long for the host name of its pod of index 1."""

@@ -1,8 +1,8 @@
 """A Job or a CronJob beside the training job that runs another program (a data download
 before it, a checkpoint backup every hour) was held to the 60 s grace period a rank needs to
 checkpoint after SIGTERM, and to the probes only distconv serves: only a Deployment (or
-another restarting controller) running no shard, rank nor sshd was spared them (review k299,
-commit ca9acf6), and since CronJobs' Jobs are judged (ec99361), a backup CronJob that passed
+another restarting controller) running no shard, rank nor sshd was spared them (commit
+ca9acf6), and since CronJobs' Jobs are judged (ec99361), a backup CronJob that passed
 before was refused for its default 30 s."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ _TRAIN = "distconv train --sync pserver --resume auto --out /var/lib/distconv/ru
     ids=["launcher", "launcher-module", "shell-variable", "shell-braces", "kubelet", "cluster"],
 )
 def test_a_job_whose_ranks_start_through_the_launcher_or_a_variable_is_held(command, env):
-    """Review k309: b52a370 spared a Job whose pods run "another program", read from the
+    """b52a370 spared a Job whose pods run "another program", read from the
     command line as written: ranks started through the launcher (which forwards SIGTERM to
     them) or through a variable (``$TRAIN``, ``$(PROGRAM)``) were taken for one, and their
     default 30 s grace, which kills a rank before its checkpoint, passed."""

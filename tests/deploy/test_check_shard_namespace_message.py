@@ -1,8 +1,7 @@
 """Shards in one namespace and a Job of ranks in another, dialling the shards' short names
 (``<pod>.<service>:5555``), which resolve in the Job's namespace: the problem read
 "--pservers 'p-0.p:5555' is not the shards' DNS names 'p-0.p:5555'", two
-equal strings, and never said why (review k322, k317's
-unfixed 4). It now names the two namespaces and the name to write."""
+equal strings, and never said why. It now names the two namespaces and the name to write."""
 
 from __future__ import annotations
 

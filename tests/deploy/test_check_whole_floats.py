@@ -1,7 +1,7 @@
 """A whole number written as a float (``containerPort: 8080.0``) reaches the API server as an
 integer (kubectl turns the YAML into JSON with Go's json.Marshal, which writes 8080), and
-counts.py takes it so for replicas and completions; the field types table (review k299,
-commit 53d977b) refused it for ``containerPort``, and judged the pod as if the port were not
+counts.py takes it so for replicas and completions; the field types table
+(commit 53d977b) refused it for ``containerPort``, and judged the pod as if the port were not
 written."""
 
 from __future__ import annotations

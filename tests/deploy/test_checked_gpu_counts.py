@@ -1,6 +1,6 @@
 """A GPU count the API server refuses (``nvidia.com/gpu: x``, a list, a date, ``1.5``, ``-1``)
 stopped the whole check with a ValueError or TypeError in the sum of a pod's GPUs, so nothing
-else was judged (found by mutating the k8s/*-gpu examples at random, review k309): it is named
+else was judged (found by mutating the k8s/*-gpu examples at random): it is named
 once, and a count written as text or a whole float (``"2"``, ``2.0``) is still taken."""
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def test_two_bare_pods_beside_the_shards_are_named():
 
 
 def test_a_bare_pod_beside_a_jobs_ranks_is_named():
-    """Review k304: a bare Pod (rank 0 of 1) beside a Job's ranks was not counted with them,
+    """A bare Pod (rank 0 of 1) beside a Job's ranks was not counted with them,
     though both claim rank 0 of the shards' one world."""
     service, shards, job = copy.deepcopy(
         render_manifests(job_name="j", workers=1, servers=1, image="d:1")
@@ -73,7 +73,7 @@ def test_a_bare_pod_beside_a_jobs_ranks_is_named():
 
 @pytest.mark.parametrize("sync", ["local", "mpi"])
 def test_a_bare_pod_training_through_another_transport_is_no_rank_of_the_shards(sync):
-    """Review k309: 8494e1b counts a bare Pod's rank with a Job's, but any Pod that runs
+    """8494e1b counts a bare Pod's rank with a Job's, but any Pod that runs
     distconv train was counted, one of ``--sync local`` too (a baseline run beside the job),
     which never reaches the shards: the valid manifest was refused ('claimed by each of
     them'), and beside the shards alone it was compared with their --workers."""

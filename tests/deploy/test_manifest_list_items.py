@@ -47,7 +47,7 @@ def test_a_list_of_the_objects_is_judged_as_they_are():
     ("items", "got"), [({}, "a mapping"), ("", "''"), (0, "0"), (False, "False")]
 )
 def test_empty_items_that_are_no_list_are_refused(items, got):
-    """Review k304: an empty mapping, an empty string, 0 or false was read as an empty List
+    """An empty mapping, an empty string, 0 or false was read as an empty List
     (``items or []``), though kubectl refuses each as it does any other value that is no list."""
     problems = manifest_problems([*_rendered(), {"kind": "List", "items": items}])
     assert problems == [

@@ -62,7 +62,7 @@ def test_a_bare_pod_whose_host_name_loses_its_ordinal_is_named():
 
 @pytest.mark.parametrize(("length", "named"), [(52, False), (53, True), (54, True), (60, True)])
 def test_a_statefulset_name_over_52_characters_is_named(length, named):
-    """Review k317: the line said no pod would be created, where a 53- or 54-character name
+    """The line said no pod would be created, where a 53- or 54-character name
     runs the pods of a revision whose hash is shorter than 10 characters; it now says what
     Kubernetes does: the label is <name>-<revision hash>, refused over 63 characters."""
     objs = _rendered()

@@ -1,5 +1,5 @@
-"""``manifest_problems`` called directly on ``yaml.safe_load`` output of a hostile file (review
-k364): an alias bomb or a document that holds itself is a clear ``ValueError``, at once, not a
+"""``manifest_problems`` called directly on ``yaml.safe_load`` output of a hostile
+file: an alias bomb or a document that holds itself is a clear ``ValueError``, at once, not a
 ``RecursionError``, a hang or all of the memory. ``distconv check-manifests`` refuses both before
 the checks; a program that loads YAML itself did not."""
 

@@ -1,7 +1,6 @@
 """A ``kind: List`` whose ``items:`` is null (nothing written after it) holds no object, as
 kubectl reads it; the check judged it as an object of its own and refused it for its labels
-(``List ?: label app.kubernetes.io/name is missing``), beside objects that pass (review
-k297)."""
+(``List ?: label app.kubernetes.io/name is missing``), beside objects that pass."""
 
 from __future__ import annotations
 

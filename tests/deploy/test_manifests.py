@@ -226,8 +226,8 @@ def test_cupys_in_memory_cache_is_read_as_cupy_reads_it(value, in_memory):
 )
 def test_an_in_memory_cache_the_cluster_fills_in_is_not_judged(how, in_memory):
     """A CUPY_CACHE_IN_MEMORY only the cluster knows (a ConfigMap's 1) may keep the cache in
-    memory: it was read as off and the pod refused as caching on the read-only root (review
-    k148). A $(VAR) is filled in as the kubelet fills a variable's value: from those before it
+    memory: it was read as off and the pod refused as caching on the read-only root. A
+    $(VAR) is filled in as the kubelet fills a variable's value: from those before it
     only; one defined after it stays the text '$(VAR)', which CuPy reads as off."""
     objs = render("pserver-gpu")
     for env in _rank_envs(objs):
@@ -979,7 +979,7 @@ GOOD = dict(job_name="j", workers=2, servers=1, image="d:1")
         # the deployment sets no --overwrite: it sets --resume auto, which excludes it
         ({"train_args": ["--overwrite"]}, "--overwrite after --: every rank would refuse it"),
         ({"train_args": ["--overw"]}, "--overwrite after --: every rank would refuse it beside"),
-        # set in the pods' environment, which a flag would win over (review k122: the library
+        # set in the pods' environment, which a flag would win over (the library
         # rendered them, only distconv-launch k8s refused them)
         ({"train_args": ["--ra", "0"]}, "--rank after --: each worker's rank comes from its"),
         ({"train_args": ["--world-size=3"]}, "--world-size after --: the deployment sets the"),
@@ -1177,7 +1177,7 @@ def test_mpi_worker_pre_stop_waits_for_the_ranks_and_only_for_them(tmp_path):
 def test_a_shard_name_as_written_resolves_in_the_workers_namespace(shards, workers, passes):
     """``<pod>.<service>`` as written resolves in the namespace of the pod that dials it:
     workers in team-b dialled team-b's pods of those names while the shards ran in team-a,
-    and the check passed it (review k157 of c5abf7a, which judged qualified names alone)."""
+    and the check passed it (c5abf7a judged qualified names alone)."""
     objs = copy.deepcopy(render("pserver"))
     for obj, namespace in ((objs[1], shards), (objs[2], workers)):
         if namespace is not None:

@@ -1,7 +1,7 @@
 """A rank's rank, world size and job id come from its pod (the Job index or MPI, the Job's
 completions or ``-np``, ``DISTCONV_JOB_ID``); a flag written into a hand-edited manifest's
 train arguments wins over them. :func:`manifest_problems` names the ones that would fail or
-hang every rank, and leaves alone a ``$(VAR)`` the kubelet fills in per pod (review k122: it
+hang every rank, and leaves alone a ``$(VAR)`` the kubelet fills in per pod (the check
 passed ``--rank 0`` on all four workers, and a job id the shards do not serve)."""
 
 from __future__ import annotations
@@ -136,8 +136,8 @@ def test_a_job_id_the_cluster_fills_in_is_not_judged():
 @pytest.mark.parametrize("role", ["ranks", "shard"])
 def test_a_job_id_from_env_from_is_not_judged(role):
     """``envFrom`` (a ConfigMap's or Secret's keys) may set DISTCONV_JOB_ID: the job id it
-    gives is the cluster's to know, not the default's (review k126: 'job id 'local' (the
-    default, without DISTCONV_JOB_ID)' for ranks that read it from a ConfigMap)."""
+    gives is the cluster's to know, not the default's (the check said 'job id 'local'
+    (the default, without DISTCONV_JOB_ID)' for ranks that read it from a ConfigMap)."""
     objs = _example("pserver")
     container = _ranks(objs) if role == "ranks" else _shard(objs)
     _set_env(container, "DISTCONV_JOB_ID", None)
@@ -165,7 +165,7 @@ def test_a_job_id_set_beside_env_from_is_still_judged():
 def test_a_shard_s_job_id_is_read_as_the_shard_reads_it(flags, env):
     """``distconv pserver`` takes ``--job`` for ``--job-id`` (argparse's abbreviations), and the
     kubelet fills in a ``$(VAR)`` set in the container: the shard serves ``digits-ps``, not
-    the default (review k126: 'serves 'local' (the default...)' for ``--job digits-ps``)."""
+    the default (the check said 'serves 'local' (the default...)' for ``--job digits-ps``)."""
     objs = _example("pserver")
     _set_env(_shard(objs), "DISTCONV_JOB_ID", None)
     _set_env(_shard(objs), "JOB", env)

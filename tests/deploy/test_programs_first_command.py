@@ -1,5 +1,5 @@
 """A Job whose program only the cluster knows (``valueFrom``, ``envFrom``) may run the ranks,
-and is held to their 60 s grace period (review k309, d7b130a); but only where that program was
+and is held to their 60 s grace period (d7b130a); but only where that program was
 the whole command line or came after a shell's separator. The first command of a shell's
 string of several (``sh -c "$PROG; echo done"``), or one started through ``env`` or an init
 process (``tini -- $(PROG)``), was read as another program, and its 30 s grace passed.

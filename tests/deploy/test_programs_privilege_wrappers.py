@@ -2,8 +2,8 @@
 process (``taskset -c 0-3 CMD``, ``numactl --cpunodebind=0 CMD``) runs the command after it,
 but ``command_starts`` read the wrapper as the program: a program only the cluster knows
 behind one (``tini -- gosu app $(PROG)``) was read as another program and let through with
-the default 30 s grace period, and an ``echo`` behind one was read as running a rank (review
-k317, found in the audit)."""
+the default 30 s grace period, and an ``echo`` behind one was read as running a rank
+(found in an audit)."""
 
 from __future__ import annotations
 

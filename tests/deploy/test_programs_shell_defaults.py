@@ -1,7 +1,7 @@
 """``${NAME:-WORD}`` and ``${NAME:+WORD}`` of a variable the string or the pod sets to a plain
 word were left as written, so a rank started as ``exec distconv train --sync ${S:-local}``
-with ``S=pserver`` in its env was never read: a second Job of the shards' ranks passed (review
-k322). They are filled in as the shell fills them in; a name only the cluster knows stays one
+with ``S=pserver`` in its env was never read: a second Job of the shards' ranks passed.
+They are filled in as the shell fills them in; a name only the cluster knows stays one
 (the kubelet's ``$(S)``), and one not set where the checks can see leaves the string unread."""
 
 from __future__ import annotations

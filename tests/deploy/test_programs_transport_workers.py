@@ -1,7 +1,7 @@
 """A Job whose one rank trains through another transport (``--sync local``: a smoke run)
 beside the shards alone was still compared with their ``--workers``, though it never reaches
 them ('StatefulSet j-pserver: --workers 2 but Job j-smoke runs 1 rank'): b26f036 left such
-ranks out of the shards' world, but not out of that comparison (review k309, unfixed 3)."""
+ranks out of the shards' world, but not out of that comparison."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 --reuid ...``, ``s6-setuidgid app`` and ``chroot /srv`` run the command after them, as ``gosu``
 does, but were read as the program: a program only the cluster knows behind one
 (``sh -c 'runuser -u app -- $PROG'``) was read as another program and let through with the
-default 30 s grace period, and an ``echo`` behind one was read as running a rank (review
-k322, unfixed 3)."""
+default 30 s grace period, and an ``echo`` behind one was read as running a rank."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 ``--world-size`` where the ranks give it: the flag wins over the launcher's pair's size. The
 check held the local rank to the pair's size: ``LOCAL_RANK=3`` beside ``WORLD_SIZE=4`` and
 ``--world-size 3`` passed though every rank stops, and ``LOCAL_RANK=2`` beside ``WORLD_SIZE=2``
-and ``--world-size 3`` was refused as out of range though every rank places itself (review
-k281); it is refused still, but for what a local rank other than 0 does in a Job's one-rank pod.
+and ``--world-size 3`` was refused as out of range though every rank places itself;
+it is refused still, but for what a local rank other than 0 does in a Job's one-rank pod.
 Each verdict is held to the pods started for real."""
 
 from __future__ import annotations

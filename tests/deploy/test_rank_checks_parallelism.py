@@ -1,7 +1,7 @@
 """An Indexed Job runs min(parallelism, completions still to run) pods at once: a parallelism
 above completions runs every rank at once, as the ranks need, and the API server takes it. The
-check asked for parallelism equal to completions and refused such a Job, which trains (review
-k281); a parallelism below completions (ranks that wait for ranks never started) is still
+check asked for parallelism equal to completions and refused such a Job, which trains;
+a parallelism below completions (ranks that wait for ranks never started) is still
 named, as is 0 (no pod runs)."""
 
 from __future__ import annotations

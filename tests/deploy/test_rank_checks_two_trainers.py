@@ -1,8 +1,8 @@
 """A Job's (or StatefulSet's) pod is one rank: two containers that run ``distconv train`` in it
 see the same ``JOB_COMPLETION_INDEX`` (or none: rank 0 of 1; or host name) and the same
 ``DISTCONV_WORLD_SIZE``, so both claim the pod's rank, and the job never has its world. The
-check judged each container alone and passed the pod (review k281; a StatefulSet's, until
-review k293). The verdict is held to the containers started for real, each as the kubelet
+check judged each container alone and passed the pod (a StatefulSet's for a while longer than
+a Job's). The verdict is held to the containers started for real, each as the kubelet
 starts it in the pod."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ so every pod takes the same rank, and each is started again when its rank finish
 runs one rank, which must place itself as rank 0 of 1 and not be started again when it
 finishes (restartPolicy Always, the default). The rank checks judged Jobs', MPIJobs' and
 StatefulSets' ranks only and passed these whatever placed them; no check walked bare Pods at
-all (review k287, k293)."""
+all."""
 
 from __future__ import annotations
 

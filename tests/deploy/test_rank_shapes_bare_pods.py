@@ -2,7 +2,7 @@
 ``--out``, probes, keys and GPU checks walked pod templates only (``walk._templates`` gave
 nothing for kind Pod), so a Pod whose rank wrote ``--out`` onto the read-only root, did not
 resume, had no probes, or trained on a GPU it did not request passed all of them; only its
-placement was judged (review k293, k295). A Pod that runs another program (a debugging shell)
+placement was judged. A Pod that runs another program (a debugging shell)
 is no part of the job's pods and is held to none of them."""
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 a shards' StatefulSet so named stopped the check with ``KeyError: 'name'``; a StatefulSet's or
 a bare Pod's ranks were placed, and named, as the pods of ``None`` (``pod None-0``), a name
 their pods never have. The pods' names are now the prefix and a stand-in for the random part,
-and each verdict is held to :func:`distconv.runtime.detect_runtime` on such a name (review
-k295)."""
+and each verdict is held to :func:`distconv.runtime.detect_runtime` on such a name."""
 
 from __future__ import annotations
 

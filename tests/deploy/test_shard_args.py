@@ -295,7 +295,7 @@ def test_a_shard_run_by_the_path_of_distconv_is_a_shard():
     ],
 )
 def test_a_probe_setting_without_the_health_port_is_refused_as_the_shard_refuses_it(args, flag):
-    """The shard refuses these once parsed (exit 1 at start, review k148): the parse alone
+    """The shard refuses these once parsed (exit 1 at start): the parse alone
     passed them, so an edited StatefulSet whose --health-port was dropped checked clean."""
     objs = copy.deepcopy(render_manifests(**CONFIGS["pserver"]))
     here, container = _shards(objs)
@@ -329,7 +329,7 @@ def test_a_health_port_the_cluster_may_fill_in_is_not_refused_for_a_probe_settin
     [
         (["--timeout", "0"], "--timeout must be finite and >= 0.2, got 0.0"),
         (["--keep-parts", "-1"], "--keep-parts must be >= 0, got -1"),
-        # (inf no longer gets past the parse: "must be finite, got 'inf'", k226)
+        # (inf no longer gets past the parse: "must be finite, got 'inf'")
         (["--drain-seconds", "-1"], "--drain-seconds must be finite and >= 0, got -1.0"),
         (["--mode", "async", "--max-staleness", "-1"], "--max-staleness must be >= 0, got -1"),
         # checked before the probe flags, as the shard checks them
@@ -391,7 +391,7 @@ def test_continue_is_refused_beside_sync_and_not_beside_a_mode_the_cluster_fills
 def test_a_staleness_bound_is_refused_beside_sync_as_the_shard_refuses_it(name, args, refused):
     """A sync shard refuses ``--max-staleness`` as a usage error (exit 2 at start), in
     ``distconv-launch k8s``'s words: a StatefulSet edited to ``--mode sync`` that kept
-    ``--max-staleness 2`` checked clean (audit k536 F1)."""
+    ``--max-staleness 2`` checked clean."""
     env = [
         {"name": var, "valueFrom": {"configMapKeyRef": {"name": "shard-settings", "key": var}}}
         for var in ("MODE", "S")

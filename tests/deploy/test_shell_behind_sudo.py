@@ -6,7 +6,7 @@ the pod's ``env``: ``sudo -u app sh -c "exec distconv train ... --sync ${S:-loca
 pod ``S=pserver`` was refused as a second Job of the shards' ranks, though the shell sees no
 ``S`` and trains locally, unless the image's sudoers keeps it. Only the image
 knows which variables such a shell keeps: none of the pod's is filled in as its value (one
-that reads otherwise unset is a value only the image knows: review k334,
+that reads otherwise unset is a value only the image knows: see
 test_shell_behind_sudo_cautious.py), while one that a wrapper after ``sudo`` gives (``sudo env
 S=b``) is."""
 

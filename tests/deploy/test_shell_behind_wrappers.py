@@ -2,8 +2,8 @@
 images' own entrypoint written out; ``env A=1 bash -c ...``) runs its string as one started
 directly does, but ``shell_command`` read the string only where the shell was the command
 line's first word: such a rank was held to a rank's probes, yet its flags were never judged
-and it was not counted with the shards' ranks (review k322: the wrappers 3178db9 and 0999c00
-look through were not looked through here)."""
+and it was not counted with the shards' ranks (the wrappers 3178db9 and 0999c00 look
+through were not looked through here)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """A here-string given to a shell that reads its input (``bash <<< "<rank line>"``) is run,
 as a pipe's ``echo <rank line> | bash`` is, but ``unprinted`` dropped it as a redirection's
-file: such a Job was read as running nothing and let through with a 30 s grace period
-(review k322, unfixed 2)."""
+file: such a Job was read as running nothing and let through with a 30 s grace period."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """zsh, ksh and mksh were known as shells where a command is read past them (``commands.SHELLS``)
 but ``shell_command`` read the ``-c`` string of sh, bash, dash and ash only: a rank started as
 ``zsh -c "exec distconv train ..."`` was held to a rank's probes and grace period, but its flags
-were never judged, nor was it counted with the shards' ranks (review k322, k317's unfixed 3).
+were never judged, nor was it counted with the shards' ranks.
 The two lists are now one."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 train ... | sh`` runs a rank: 86ca1a8 dropped every word an ``echo`` prints, and such a Job
 passed without the ranks' grace and probes), and a ``#`` comment is not a command (a1d1445
 kept a comment's words when it made newlines separators, so a sidecar whose script mentions
-``distconv train`` in a comment was held to them). Both found by review k313."""
+``distconv train`` in a comment was held to them). Both found in review."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 $TRAIN > /log"``) runs no rank: ``_runs`` and ``_launches`` took ``distconv train`` or
 ``distconv-launch local`` anywhere among the words, so, once d7b130a filled in the shell's
 variables, such a Job beside the job was held to the rank's 60 s grace period and refused for
-its default 30 s (review k311, unfixed 1)."""
+its default 30 s."""
 
 from __future__ import annotations
 

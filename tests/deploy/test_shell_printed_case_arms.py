@@ -1,8 +1,7 @@
 """An ``echo`` in a ``case`` arm prints into the ``case``'s output, which a pipe after its
 ``esac`` reads: ``case $X in x) echo <rank line>;; esac | sh`` runs a rank. 509084b left
 ``case`` out of the groups it reads past (its patterns' ``)`` would have been read as group
-ends), so such a Job was read as running nothing and let through with a 30 s grace period
-(review k322, unfixed 4)."""
+ends), so such a Job was read as running nothing and let through with a 30 s grace period."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """An ``echo`` in a group whose output is piped into a shell (``(echo <rank line>) | sh``, ``{
 echo <rank line>; } | sh``) runs a rank, but ``_run_later`` looked for the pipe only after the
 echo's own command, which ends at the group's ``)`` or at ``;``: such a Job was read as running
-nothing and let through with a 30 s grace period (review k322, k317's unfixed 1)."""
+nothing and let through with a 30 s grace period."""
 
 from __future__ import annotations
 

@@ -44,5 +44,5 @@ def test_a_rank_line_piped_into_a_reader_that_only_reads_it_runs_no_rank(script)
 )
 def test_a_rank_line_piped_into_a_shell_or_xargs_is_still_held(script):
     """``sh -`` and ``bash -`` read their input as ``sh`` does: a lone ``-`` ends the options
-    and is no script file (review k322: it was taken for one, and the rank went unseen)."""
+    and is no script file (it was taken for one, and the rank went unseen)."""
     assert _GRACE in manifest_problems(_beside_the_job(["sh", "-c", script], [], []))

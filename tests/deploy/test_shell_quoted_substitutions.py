@@ -1,7 +1,7 @@
 """A command substitution in double quotes (``X="$(distconv train ...)"``, ``"`...`"``) runs
 its command as an unquoted one does, but shlex keeps a double-quoted string one word, so the
 rank it ran was never seen: the Job was read as running another program and let through with
-its default 30 s grace period (review k322, k317's unfixed 2)."""
+its default 30 s grace period."""
 
 from __future__ import annotations
 

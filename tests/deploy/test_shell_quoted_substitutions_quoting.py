@@ -2,7 +2,7 @@
 --out "/a b")"``): the shell reads the inner ``"`` as the substitution's, not as the end of the
 outer string. ``_SHELL_PIECE`` ended the outer string there, so 0f51ec5's rewrite never saw the
 substitution, and a rank started so was read as another program and let through with a 30 s
-grace period (review k322, unfixed 7)."""
+grace period."""
 
 from __future__ import annotations
 

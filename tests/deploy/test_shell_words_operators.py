@@ -1,8 +1,8 @@
 """shlex gives a run of a shell's operators as one word (``(cd /x); $PROG`` has ``);``,
 ``(a)|sh`` has ``)|``, ``a&&(b)`` has ``&&(``), which is no separator the command reader knows:
 the command after it was not read as a command, so a program only the cluster knows there was
-taken for another program's argument and its Job let through with a 30 s grace period (review
-k322). Each operator is now a word of its own."""
+taken for another program's argument and its Job let through with a 30 s grace period.
+Each operator is now a word of its own."""
 
 from __future__ import annotations
 

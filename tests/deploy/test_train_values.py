@@ -108,8 +108,8 @@ def test_a_train_value_the_cluster_fills_in_is_not_judged():
 )
 def test_a_value_the_cluster_fills_in_leaves_the_others_judged(filled):
     """One flag whose value only the cluster knows (``--seed $(SEED)`` from a valueFrom) let
-    every other value pass: ``--epochs -1`` too, which every rank refuses (review k237, k232's
-    doubt 4). That flag alone is left out of the parse now."""
+    every other value pass: ``--epochs -1`` too, which every rank refuses. That
+    flag alone is left out of the parse now."""
     objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
     container = objs[-1]["spec"]["template"]["spec"]["containers"][0]
     container["env"].append({"name": "SEED", "valueFrom": {"fieldRef": {"fieldPath": "x"}}})
