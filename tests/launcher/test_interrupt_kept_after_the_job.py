@@ -1,6 +1,6 @@
 """A stop signal that comes once the job has run is no stop of the launcher's last line.
 
-k468 had the bounded last-line write (:func:`launcher.stderr_line.write_within`) give up at a
+A fix had the bounded last-line write (:func:`launcher.stderr_line.write_within`) give up at a
 signal kept while the launcher is not armed, for argparse's usage error. But the launcher is
 not armed after the job either (:func:`launcher.interrupt.taken_over`: a signal then is kept,
 to be dropped): one that came as the supervisor gave the signals back cut the error line that

@@ -58,7 +58,7 @@ def test_an_async_word_after_the_dashes_is_told_the_launchers_flag(after: list[s
     ],
 )
 def test_the_async_hint_is_for_an_async_flag_alone(after: list[str], hinted: bool):
-    """The hint's edge, both sides of it: k525's test of an unrelated flag alone passed with the
+    """The hint's edge, both sides of it: an earlier test of an unrelated flag alone passed with the
     hint or without it (no hint at all); here the rows that get it fail without it, and those
     that must not get it (a flag spelled as ``--mode`` then more, the word ``async`` as
     another flag's value) fail where the words are matched too loosely. ``--sync async``,
@@ -72,7 +72,7 @@ def test_the_async_hint_is_for_an_async_flag_alone(after: list[str], hinted: boo
 def test_an_async_word_before_the_dashes_of_a_launch_without_it_is_told_where_it_goes(
     capsys: pytest.CaptureFixture[str],
 ):
-    """Told the launch that takes it: a local one of its ranks, with shards (k562; tried in
+    """Told the launch that takes it: a local one of its ranks, with shards (tried in
     :mod:`tests.launcher.test_launch_async_hint_accepted`)."""
     said = usage_refusal(capsys, "mpi", "-np", "2", "--mode", "async")
     assert said == (

@@ -90,7 +90,7 @@ class _Started:
         ),
         (["--workers", "1"], ["--sync", "async", "--epochs", "1"]),  # N was no number here
         (["--workers", "1", "--mode", "async"], ["--max-staleness", "-1", "--async"]),
-        (["--workers", "1"], ["--epochs", "1", "--mo", "async", "--ma", "3"]),  # k562
+        (["--workers", "1"], ["--epochs", "1", "--mo", "async", "--ma", "3"]),  # flags abbreviated
         (  # the same run: its job's options kept
             [*("--workers", "2", "--servers", "0", "--run-dir", "my run", "--job-id=j1"), *JOB],
             ["--mode", "async"],

@@ -2,7 +2,7 @@
 start with its ``ENV`` themselves (some with a real ``mpiexec``, and its ranks), run with a
 ``HOME`` of the test's own (``tests/launcher/conftest.py``): they had the user's, shared by
 both xdist workers, where MPI and Python keep files (``~/.cache``, Hydra's and Open MPI's), so
-one test's run could read or break another's (review k418, finding 2)."""
+one test's run could read or break another's."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_a_launch_runs_with_a_home_of_the_tests_own(tmp_path, tmp_path_factory):
 
 #: the test modules that start launchers with an environment of their own (``ENV``), as pytest
 #: names them; imported here, at collection, as pytest would: the fixture gives the environments
-#: known as a test begins their ``HOME`` (these had the user's, review k422's finding 1)
+#: known as a test begins their ``HOME`` (these had the user's)
 OWN_ENVS = {
     name: importlib.import_module(name)
     for name in (

@@ -1,4 +1,4 @@
-"""``distconv train`` named where the launch runs it itself (found by k548): after ``--`` it is
+"""``distconv train`` named where the launch runs it itself (found in review): after ``--`` it is
 the launch's own train, its words dropped as a leading ``train`` is, so the launch's ``--out``
 and checks apply; before ``--`` the hint shows the working form; k8s says which of the two
 slips it is, not "put the program in the image"."""

@@ -1,4 +1,4 @@
-"""docs/operations.md says where shard-only settings apply (k100 L3).
+"""docs/operations.md says where shard-only settings apply.
 
 It described ``--on-worker-loss continue`` as if an operator of ``distconv-launch local`` could
 set it; that is a ``distconv pserver`` option, which the launcher does not pass on.

@@ -47,7 +47,7 @@ def _asked_as(user: int | None, program: Path) -> str:
 @pytest.mark.timeout(60)
 def test_an_execute_only_binary_is_not_refused_as_a_script_without_a_shebang(tmp_path):
     root = os.geteuid() == 0
-    where = Path(tempfile.mkdtemp(prefix="k562-")) if root else tmp_path
+    where = Path(tempfile.mkdtemp(prefix="execute-only-")) if root else tmp_path
     user = NOBODY if root else None
     try:
         where.chmod(0o711)

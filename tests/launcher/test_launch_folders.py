@@ -123,7 +123,7 @@ def test_a_symlink_to_nowhere_is_named_not_errno_17(tmp_path):
 def test_a_runs_folder_linked_to_nowhere_is_named_not_errno_17(tmp_path, command):
     """``runs -> /scratch/runs`` with the scratch unmounted: the run directory ``runs/J``
     failed on ``[Errno 17] File exists: '.../runs'``, which no flag's type saw, and so did
-    ``--run-dir LINK/sub`` and ``distconv keys LINK/sub`` (review k192 of 56f2437, dd5a27a)."""
+    ``--run-dir LINK/sub`` and ``distconv keys LINK/sub`` (56f2437 and dd5a27a left them)."""
     if command == "mpi" and shutil.which("mpiexec") is None:
         pytest.skip("mpiexec is not installed")
     runs, gone = tmp_path / "runs", tmp_path / "scratch" / "runs"

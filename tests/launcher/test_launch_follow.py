@@ -174,7 +174,7 @@ def _identity_of(pid: int) -> str:
 @pytest.mark.parametrize("case", ["followed", "its parent", "malformed", "start not digits"])
 def test_a_process_follows_the_launcher_it_names_its_parent_too(case):
     """The launcher stands in as a ``sleep``: its end SIGTERMs a process that names it in
-    DISTCONV_LAUNCHER; a process whose parent it is follows it too (review k173: the kernel's
+    DISTCONV_LAUNCHER; a process whose parent it is follows it too (the kernel's
     parent-death signal may be cleared), and is not stopped while it runs (this test's own
     process); one given a malformed identity starts no thread."""
     sleeper = subprocess.Popen(["sleep", "30"])

@@ -3,7 +3,7 @@ on its output and says so: it said that a process that left the child's group ho
 child's output, where no such process was, and the lines were missing for another reason.
 Also where the write began only during the launcher's waits for the pump's answer (the pump
 run late, then held up): that said "its output is passed on slowly ... they still reach the
-output and the log" (review k418, finding 1)."""
+output and the log"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A launcher flag that would change nothing in the job is a usage error, not ignored (k100 L4).
+"""A launcher flag that would change nothing in the job is a usage error, not ignored.
 
 ``local --servers 0 --mode async`` or ``--insecure`` (no shards to set), ``k8s --mpi --mode
 async`` (an MPIJob has no shards), ``k8s --servers N --slots-per-worker 4`` (slots are an

@@ -1,4 +1,4 @@
-"""``distconv-launch local --insecure`` with a script of the user's (k142 F2).
+"""``distconv-launch local --insecure`` with a script of the user's.
 
 The launcher passed ``--insecure`` to its shards and to ``distconv train`` only: a script that
 builds its sync from the environment (``distconv.distributed.init``, as

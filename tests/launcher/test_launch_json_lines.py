@@ -71,7 +71,7 @@ def test_a_refusal_before_the_job_is_a_json_line(tmp_path: Path):
         "--sync", "mpi", "--log-format", "json",
         cwd=tmp_path,
     )  # fmt: skip
-    assert done.returncode == 2  # a usage error (k536 F9)
+    assert done.returncode == 2  # a usage error
     (line,) = _objects(done.stderr)
     assert line["level"] == "error" and line["role"] == "launcher"
     assert "--sync mpi after --" in line["message"]

@@ -113,7 +113,7 @@ def test_renderer_refusals_name_the_flag_the_operator_typed(argv, said):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("here", [True, False])
 def test_a_user_program_is_refused(tmp_path, here):
-    # one in the image, not on this machine (k142 F3): it was "script ... does not exist"
+    # one in the image, not on this machine: it was "script ... does not exist"
     script = tmp_path / "mine.py"
     if here:
         script.write_text("")
@@ -174,7 +174,7 @@ def test_an_argument_that_is_not_utf8_is_refused_by_name(where):
 def test_a_render_to_a_closed_stdout_is_refused_in_one_line():
     """Started with stdout closed (``>&-``) and no ``--out``, the renderer's YAML has nowhere
     to go: it ended with a traceback (``None.write``) rather than the launcher's error line
-    (review k161 of 0246610, which gave the supervisor /dev/null for such a stream)."""
+    (0246610 gave /dev/null for such a stream to the supervisor alone)."""
     done = subprocess.run(
         [sys.executable, "-m", "launcher", "k8s", *JOBS[0][0]],
         env={**os.environ, "PYTHONPATH": child_path()},

@@ -146,9 +146,9 @@ print(sorted(m for m in ("numpy", "zmq", "distconv.sync.ps.config") if m in sys.
 def test_the_staleness_flag_is_read_without_numpy():
     """Its bound came from distconv.sync.ps.config, whose wire format loads numpy and pyzmq:
     ``--max-staleness -1``'s usage error (and every launch given the flag) waited for them
-    while reading its flags (found by k528); the bound is still the shards', one constant
+    while reading its flags (found in review); the bound is still the shards', one constant
     that they, the launcher and the k8s renderer import (a copy in launcher.options, pinned
-    equal by this test, was a second place to change; k533)."""
+    equal by this test, was a second place to change)."""
     from distconv.deploy import render_args
     from distconv.sync.ps import config, limits
     from launcher import options

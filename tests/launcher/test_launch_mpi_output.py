@@ -1,4 +1,4 @@
-"""A script's prints under ``distconv-launch mpi`` come as they are printed (k142 F4).
+"""A script's prints under ``distconv-launch mpi`` come as they are printed.
 
 Into mpiexec's pipe Python buffers stdout by blocks (the launcher removes PYTHONUNBUFFERED,
 which splits lines under MPI's rank prefix): a script's prints came only at its exit, and a

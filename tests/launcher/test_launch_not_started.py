@@ -171,7 +171,7 @@ def test_an_interpreter_the_kernel_knows_no_format_of_is_named_not_the_script(tm
             "its #! line comes after a UTF-8 byte-order mark",
             BEFORE,
         ),
-        (  # refused before the job since k558: start_problem leaves it to the kernel, as
+        (  # refused before the job: start_problem leaves it to the kernel, as
             # execvp (mpi) runs it with sh, but a local worker's subprocess has no such fallback
             b"echo hi\n",
             "it has no #! line naming its interpreter: name the interpreter first after --, "
@@ -252,8 +252,8 @@ def test_an_sge_hostfile_not_written_as_sge_writes_it_counts_as_other_hosts(tmp_
 
 def test_a_program_the_ranks_cannot_start_is_quoted_as_local_quotes_it(tmp_path: Path):
     """Its path unquoted, a line break in it split the one-line refusal in two, which only mpi's
-    said so: local's, and every other launcher line, quote it (:func:`launcher.shown.shown`;
-    k528)."""
+    said so: local's, and every other launcher line, quote it
+    (:func:`launcher.shown.shown`)."""
     path = tmp_path / "run\nme.sh"
     path.write_bytes(b"#!/bin/sh\n")
     path.chmod(0o644)

@@ -1,6 +1,6 @@
 """A job whose ranks run different jobs: every worker stops on the mismatch, each saying so,
 and the report names the mismatch, not the worker that happened to exit first as the one that
-failed (it blamed ``worker 0 failed with exit code 1``, or worker 1, by a race: review k555).
+failed (it blamed ``worker 0 failed with exit code 1``, or worker 1, by a race).
 Real ``distconv-launch local``, real ``distconv train`` workers and shard."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ to ``OutputPipe.end_line`` (the pump run late, then held up) and does not end is
 output stalled. The launcher stopped waiting for it, rightly, but judged "under way" from the
 moment it asked, so such a write was not seen: with no process holding the child's pipe, it
 said that the output "is passed on slowly ... they still reach the output and the log", which
-a stalled write never does (review k418, finding 1; a log write: test_launch_hung_log_named)."""
+a stalled write never does (a log write: test_launch_hung_log_named)."""
 
 from __future__ import annotations
 

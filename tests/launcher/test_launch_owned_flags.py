@@ -1,6 +1,6 @@
 """Train flags the launcher sets itself, or a flag of another transport than the launch's, are
 refused before anything starts, as usage errors (exit 2, as a train value argparse refuses;
-k536 F9: they exited 1).
+they exited 1).
 
 After ``--`` they won over the launcher's: ``--pservers`` or ``--insecure`` left every worker
 waiting 90 s or more for shards that never answered it, ``--rank 0`` made two workers clash on
@@ -31,7 +31,7 @@ from tests.launcher.launch_cli import launch
         ("mpi", ["--sync=pserver"], "--sync pserver after --, but this launch trains with --sync"),
         ("mpi", ["--pservers", "h:1"], "--pservers after --: a parameter-server flag"),
         ("mpi", ["--rank", "0"], "--rank after --: MPI gives each rank its rank; drop it"),
-        # k118 K2: another transport's flag failed every worker at start, on every restart
+        # another transport's flag failed every worker at start, on every restart
         ("mpi", ["--push-kb", "64"], "error: --push-kb is for --sync pserver, and this run "
          "uses mpi sync (the train arguments after --)"),
         ("local", ["--grad-dtype", "bfloat16"], "error: --grad-dtype is for --sync mpi, and "
@@ -68,7 +68,7 @@ def test_the_launchs_own_sync_still_passes(tmp_path):
 
 
 class _Checked(Exception):
-    """Raised where run_local goes on past its flag checks (k101: the old test never got there)."""
+    """Raised where run_local goes on past its flag checks (an older test never got there)."""
 
 
 @pytest.mark.timeout(90)
@@ -105,7 +105,7 @@ def test_insecure_passed_to_both_says_the_launcher_already_passes_it(tmp_path):
 
 @pytest.mark.timeout(90)
 def test_the_launchs_own_transport_flags_still_pass(tmp_path, monkeypatch):
-    # k118 K2: the check refuses another transport's flags, not the launch's own
+    # the check refuses another transport's flags, not the launch's own
     done = launch(
         "mpi", "-np", "2", "--mpi-flavor", "mpich", "--dry-run", "--", "--bucket-mb", "4",
         "--grad-dtype", "bfloat16", "--timeout", "30", "--epochs", "1", cwd=tmp_path,
@@ -143,7 +143,7 @@ K8S_SHAPES = {"pserver": ["--servers", "2"], "mpi": ["--mpi"]}
     ],
 )  # fmt: skip
 def test_k8s_refuses_what_the_deployment_sets_in_the_environment(tmp_path, shape, train, said):
-    # k118 K1: rendered silently, every worker's hello was refused (another job id) or every
+    # rendered silently, every worker's hello was refused (another job id) or every
     # pod claimed rank 0; local and mpi refused these flags already
     out = tmp_path / "manifests"
     argv = ["k8s", "--workers", "4", *K8S_SHAPES[shape], "--image", "reg/distconv:1"]
@@ -169,7 +169,7 @@ def test_k8s_still_renders_the_train_flags_it_leaves_to_the_user(tmp_path, shape
 def test_a_job_without_shards_refuses_a_flag_of_another_transport_than_its_workers(
     tmp_path, monkeypatch
 ):
-    # review k122: without shards the worker trains with local sync (pserver with --pservers of
+    # without shards the worker trains with local sync (pserver with --pservers of
     # its own), and --push-kb (or --insecure) failed it at every start and restart
     run_dir = tmp_path / "run"
     done = launch(

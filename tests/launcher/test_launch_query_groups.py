@@ -125,7 +125,7 @@ def test_an_mpiexec_binary_for_another_machine_is_named_so(tmp_path, machine):
     """An ELF ``--mpiexec`` the kernel refuses (ENOEXEC: built for another machine) ends with
     the watchdog's shell's 126, whose line (``/bin/sh: 1: exec: …: Exec format error``) was
     the reason given; it is the one a child's start gives (:func:`startable.not_started`).
-    Its e_machine is read whole, a 0x0a byte in it too (k627)."""
+    Its e_machine is read whole, a 0x0a byte in it too."""
     from launcher import mpi, startable
 
     query = tmp_path / "mpiexec"

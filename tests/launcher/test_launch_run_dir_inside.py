@@ -2,7 +2,7 @@
 ``failure.json`` (a report of a run before, removed) a folder, a child's log a folder. Each
 is one line naming the path and the cause, and the run directory's lock is let go; the
 launcher said Python's ``[Errno 17] File exists: '.../logs'`` (``[Errno 21] Is a directory``),
-naming neither the run directory nor what to do (review k418, finding 3)."""
+naming neither the run directory nor what to do."""
 
 from __future__ import annotations
 

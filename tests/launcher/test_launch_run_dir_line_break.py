@@ -77,9 +77,9 @@ GONE_AFTER_ONE_RUN = '#!/bin/sh\nrm -- "$0"\nprintf "gone\\rback\\n"\nexit 1\n'
 def test_each_message_is_one_line_though_a_value_in_it_is_not_quoted(tmp_path: Path):
     """A value put unquoted in a message split the failure report at its line break, the rest
     read as a line of its own: :meth:`launcher.messages.Messages.line` keeps each on one line.
-    The restart's 'cannot start' error quotes the program (k531); the report's tail,
+    The restart's 'cannot start' error quotes the program; the report's tail,
     the child's last line, holds a carriage return, which a reader splits lines at too: the
-    report's own line escapes it (k534: the program's path, quoted since, no longer tried it)."""
+    report's own line escapes it (the program's path, quoted since, no longer tried it)."""
     program = tmp_path / "my\nprog"
     program.write_text(GONE_AFTER_ONE_RUN)
     program.chmod(0o755)

@@ -57,6 +57,6 @@ def test_a_second_signal_cuts_the_end_s_waits_on_a_slow_output(tmp_path: Path):
         stderr = stderr_once_gone(env, err)
     assert status == 128 + signal.SIGTERM, stderr
     # none of the waits on the slow output runs on: the child's own on its pump
-    # (launcher.child, DRAIN; k473), the queue's (DRAIN, twice)
+    # (launcher.child, DRAIN), the queue's (DRAIN, twice)
     assert took < 2.0, (took, stderr)
     assert log.read_bytes().count(b"\n") == LINES + 1, stderr  # the log whole all the same

@@ -98,8 +98,8 @@ def test_a_second_signal_ends_the_launcher_on_a_slowly_read_stderr(tmp_path: Pat
     # was 3.4 s: the report's pieces, one each 0.8 s; now 0.2 s for the output to take the
     # report, 0.2 s for the piece under way and the count line after it. (Whether it ends on a
     # whole line depends on when the reader reads: a piece of the report taken, the count
-    # line then waits on a full pipe, and the launcher ends before it; k495's check of that
-    # passed only as the report was dropped unsaid before a piece of it was written, k499.)
+    # line then waits on a full pipe, and the launcher ends before it; an earlier check of
+    # that passed only as the report was dropped unsaid before a piece of it was written.)
     assert took < 1.5, (took, got)
     assert got.endswith(b"\n"), got[-200:]  # the report's pieces end its lines
 
@@ -109,7 +109,7 @@ def test_a_second_signal_inside_the_first_ones_handler_is_the_second(
 ):
     """Python runs a signal's handler inside another's, at its first call: the SIGTERM sent
     just after a SIGINT (as above) was recorded first where it came during SIGINT's call of
-    time.monotonic, and the launcher ended 143, not 130 (k515's flake of the test above)."""
+    time.monotonic, and the launcher ended 143, not 130 (a flake of the test above)."""
     sup = supervisor.Supervisor(tmp_path)
     sent: list[int] = []
 
@@ -166,7 +166,7 @@ def test_leaving_a_report_of_many_lines_leaves_the_output_on_a_whole_line():
 def test_leaving_before_the_writer_took_the_queue_still_says_what_it_dropped():
     """The writer said the count only after a write of its own; where :meth:`Terminal.leave`
     emptied the queue before the writer took it (the messages just queued, the writer not yet
-    run: a loaded host, as every second Ctrl-C on a fast stderr did before k499), the writer
+    run: a loaded host, as every second Ctrl-C on a fast stderr once did), the writer
     found the queue empty and ended: the messages gone, unsaid."""
     out = RecordingOutput()
     view = Terminal(out, lambda said: f"{said}\n".encode())

@@ -150,7 +150,7 @@ def test_a_worker_that_could_not_set_up_is_blamed_not_the_one_it_told(tmp_path):
 def test_a_worker_that_failed_and_hangs_is_blamed_not_the_one_it_told(tmp_path):
     """Rank 0 fails, tells worker 1 (which exits 75) and then never exits: after --settle the
     launcher blamed worker 1 (``failed with exit code 75``) and exited 75, "try again later" to
-    a scheduler, for a configuration error (k630 D2). It blames worker 0, stopped, and exits 1."""
+    a scheduler, for a configuration error. It blames worker 0, stopped, and exits 1."""
     how = ("local", "--workers", "2", "--servers", "1", "--settle", "0.5", "--grace", "1")
     said, report = _launched(tmp_path, *how, mode=("hang",), restarts=0)
     assert report["cause"].startswith(_told(tmp_path)), report["cause"]
@@ -164,8 +164,8 @@ def test_a_worker_that_failed_and_hangs_is_blamed_not_the_one_it_told(tmp_path):
 @pytest.mark.timeout(60)
 def test_a_named_worker_that_exits_on_its_own_after_the_settle_keeps_its_status(tmp_path):
     """Rank 0 fails, tells worker 1 (75) and exits 1 on its own 1 s after it, past --settle, its
-    SIGTERM ignored: the launcher reported ``failed and did not exit``, exit code null (review
-    k634 D2). Its own exit code 1 stands; it is still the one blamed."""
+    SIGTERM ignored: the launcher reported ``failed and did not exit``, exit code null.
+    Its own exit code 1 stands; it is still the one blamed."""
     how = ("local", "--workers", "2", "--servers", "1", "--settle", "0.3", "--grace", "10")
     said, report = _launched(tmp_path, *how, mode=("late", "1"), restarts=0)
     assert report["cause"].startswith(_told(tmp_path)), report["cause"]
@@ -194,7 +194,7 @@ sys.exit(75)
 @pytest.mark.timeout(30)
 def test_the_victim_s_line_naming_the_cause_is_read_once_its_output_is_in(tmp_path):
     """With ``--settle 0`` the victim's last lines were read at its exit, before the line
-    naming rank 0 had come: the victim was blamed, exit 75 (review k634 D3). Stand-ins: worker
+    naming rank 0 had come: the victim was blamed, exit 75. Stand-ins: worker
     0 hangs, worker 1's line comes after its exit."""
     hangs = ChildSpec("worker", 0, [sys.executable, "-c", "import time; time.sleep(30)"])
     tells = ChildSpec("worker", 1, [sys.executable, "-c", _TELLS_LATE])

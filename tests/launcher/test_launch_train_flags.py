@@ -45,7 +45,7 @@ def test_an_abbreviated_out_is_where_the_run_goes(tmp_path):
 @pytest.mark.timeout(60)
 def test_a_flag_distconv_train_does_not_take_is_one_line_before_anything_starts(tmp_path):
     done = launch_local(tmp_path, "--data", "synthetic", "--p", "1")
-    assert done.returncode == 2  # a usage error, as a value train refuses (k536 F9)
+    assert done.returncode == 2  # a usage error, as a value train refuses
     assert done.stderr.strip().splitlines() == [
         "distconv-launch local: error: --p could be any of --pservers, --push-kb (the "
         "arguments after -- are distconv train's)"

@@ -1,7 +1,7 @@
 """A slip in the train arguments after ``--`` is one usage error, exit status 2, whichever
 check catches it: ``-- --mode async``, ``-- --max-staleness 2``, ``-- --foo 1`` and a flag the
 launch sets itself exited 1, with no usage line, while ``-- --sync async`` and ``-- --epochs
--1`` exited 2 (k536 F9). A program the workers cannot start is no usage error: exit 1."""
+-1`` exited 2. A program the workers cannot start is no usage error: exit 1."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A bad train value after ``--`` is one usage line (exit 2) before any child starts (k100 L6).
+"""A bad train value after ``--`` is one usage line (exit 2) before any child starts.
 
 ``local --workers 2 -- --epochs -1`` used to start the shards and both workers, report worker
 1's argparse error as the job's failure, and do it again on every restart; the launcher now

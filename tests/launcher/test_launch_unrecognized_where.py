@@ -258,7 +258,7 @@ def test_a_program_after_its_own_arguments_is_shown_first_after_the_dashes(
 ):
     """``--epochs 1 job.py`` sent after ``--`` makes job.py a train argument, which the launch
     refuses; the refusal said that alone (``not after -- either: unrecognized arguments:
-    job.py``), and no longer that the program goes first (k515's review of ced7f2d7)."""
+    job.py``), and no longer that the program goes first (as ced7f2d7 had it)."""
     said = usage_refusal(capsys, *argv)
     hint = f"(a program goes first after --, its arguments after it: distconv-launch {again})"
     assert said.endswith(hint), said
@@ -291,7 +291,7 @@ def test_a_stray_word_after_train_arguments_is_not_taken_for_the_program(
     """The word moved first after ``--`` as the program is read as 47226417 reads one before
     ``--``: a value of the command's own option (``sync``, its ``--mode`` left out) is none,
     though PATH holds ``/usr/bin/sync``, and a lone word on PATH only perhaps one; nor
-    is the value of the train flag before it (``--out test``; k531)."""
+    is the value of the train flag before it (``--out test``)."""
     said = usage_refusal(capsys, *argv)
     assert said.endswith(hint), said
 
@@ -311,7 +311,7 @@ def test_a_value_of_an_option_already_given_is_not_told_to_give_it(
 ):
     """``local --workers 2 --mode async sync`` was told ``did you mean --mode sync?``, against
     the ``--mode async`` typed just before; ``--mode sync``, the default typed, counts as given
-    too, and ``--mo=async`` as argparse reads it (found by k528)."""
+    too, and ``--mo=async`` as argparse reads it."""
     word, given = said.split(" (")
     flag = given.split()[0]
     assert usage_refusal(capsys, *argv) == (
@@ -342,7 +342,7 @@ def test_a_k8s_out_after_the_train_arguments_is_said_to_be_the_manifests_folder(
 ):
     """``k8s ... --epochs 1 --out /opt/x``, its ``--`` forgotten, was told to put ``--epochs 1``
     after ``--`` and keep ``--out /opt/x`` before it, where it is k8s's own flag: the manifests
-    written into /opt/x, not the workers' run folder (found by k531; k533)."""
+    written into /opt/x, not the workers' run folder."""
     said = usage_refusal(capsys, "k8s", "--workers", "2", "--image", "d:1", *given)
     assert said.startswith("distconv-launch k8s: error: unrecognized arguments: --epochs 1 ("), said
     assert said.endswith(OUT_NOTE) is noted, said
@@ -393,7 +393,7 @@ def test_a_program_before_the_dashes_given_is_shown_after_them(
     said: str,
 ):
     """``./run.sh -- --epochs 1`` said ``unrecognized arguments: ./run.sh`` alone: only a
-    program with nothing after ``--`` was told it goes after it (k536 F5); and ``train`` (or
+    program with nothing after ``--`` was told it goes after it; and ``train`` (or
     ``distconv``) there, the program the launch runs itself, was told nothing either."""
     script = tmp_path / "run.sh"
     script.write_text("#!/bin/sh\n")
@@ -443,7 +443,7 @@ def test_another_distconv_command_before_the_dashes_is_a_program_of_the_users(
             "distconv train --epochs 1 (the launcher runs distconv train itself: drop distconv "
             "train (distconv-launch k8s --workers 2 --image i -- --epochs 1))",
         ),
-        (  # k548 D2: -q was read as the start of train's, and 'train' refused after --
+        (  # -q was read as the start of train's, and 'train' refused after --
             ["local", "--workers", "2", "distconv", "-q", "train", "--epochs", "1"],
             "distconv -q train --epochs 1 (the launcher runs distconv train itself: drop "
             "distconv train (distconv-launch local --workers 2 -- -q --epochs 1), or put a "

@@ -46,7 +46,7 @@ def test_a_usage_error_of_main_called_as_a_function_gives_the_signals_back(argv,
 
 #: the caller sets its own SIGTERM handler after the import (whose defer() noted the default):
 #: ``main(ARGV)`` must give that one back, not the default, nor replace it where it never
-#: took it over (a usage error: k476)
+#: took it over (a usage error)
 OWN_HANDLER = CALLER.replace(
     "from launcher.cli import main\n",
     "from launcher.cli import main\nsignal.signal(signal.SIGTERM, lambda *_: os._exit(7))\n",

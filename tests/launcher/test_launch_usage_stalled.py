@@ -1,7 +1,7 @@
 """argparse's usage error on a stderr that stalls (a paused pager on ``2>``, a reader that died
 without closing it), written within a bound (:class:`launcher.stderr_line.BoundedParser`).
 
-k468: a SIGTERM that came while it was being written was kept (the launcher's stop signals are
+A SIGTERM that came while it was being written was kept (the launcher's stop signals are
 not armed yet) and then dropped: the launcher waited the write's whole bound and exited 2, as
 if nothing had stopped it. It now ends at once with 128 + the signal, as a stop signal at any
 other moment before the job started.
@@ -79,7 +79,7 @@ def usage_and_error(tmp_path: Path) -> tuple[bytes, bytes]:
 def test_a_stalled_stderr_gets_the_usage_before_its_error_line(
     tmp_path: Path, usage_and_error: tuple[bytes, bytes], hold: float
 ):
-    """k468: the usage and the ``error:`` line were two bounded writes, each a thread's; on a
+    """The usage and the ``error:`` line were two bounded writes, each a thread's; on a
     stalled stderr the second began while the first still waited, and whichever the pipe took
     first came first. Here the pipe (one page) has room for the error line alone, so the
     kernel appends it to the full page while the usage waits for a page of its own: the error

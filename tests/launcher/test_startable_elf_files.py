@@ -2,7 +2,7 @@
 another machine" to a child's start (:func:`launcher.startable.not_started`) on its first four
 bytes alone, though :func:`~launcher.startable.binary_refused` (an ``mpiexec``'s) reads its
 e_machine and keeps the shell's line for a native one: a native binary cut short (half
-copied) was named another machine's (review k630 D3). Both read the e_machine now."""
+copied) was named another machine's. Both read the e_machine now."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ resolved by the kernel against the starting process's working directory, not the
 The launcher judges it against its own (:func:`launcher.startable.start_problem`,
 :func:`~launcher.startable.not_started`): that is the child's, as no child is given another
 (``Popen`` without ``cwd``, ``mpiexec`` without ``-wdir``), so the judgement and the kernel's
-agree both ways (review k630 D5: kept, and pinned here)."""
+agree both ways (kept so, and pinned here)."""
 
 from __future__ import annotations
 

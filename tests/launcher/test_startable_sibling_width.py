@@ -1,7 +1,7 @@
 """A binary of this machine's family but of its other width (an i386 one on x86_64), which a
 kernel without that width's support refuses (``ENOEXEC``), was called "truncated, damaged or
 not an executable" by a child's start (:func:`launcher.startable.not_started`), a confident
-wrong reason (review k634 D4): it is named as of that width, the kernel's refusal possible."""
+wrong reason: it is named as of that width, the kernel's refusal possible."""
 
 from __future__ import annotations
 

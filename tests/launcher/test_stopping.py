@@ -193,12 +193,12 @@ def test_a_second_signal_kills_at_once(tmp_path, shared):
     status, said = supervise(tmp_path, specs, grace=30, shared=shared)
     assert status == 130 and time.monotonic() - began < 10
     assert done_at(tmp_path, "w") is None
-    # the kill is said, naming whom it hit (k198: it was silent, the stop read as clean)
+    # the kill is said, naming whom it hit (it was silent, the stop read as clean)
     assert "got SIGINT during the stop: worker-0 killed without the rest of the grace" in said
     # its last words, queued just before the end, on a stderr read at once: the second signal
     # cut the end's wait for them before the writer took them: dropped from a queue of
     # their own (every time), or left to the children's (2>&1) as the launcher ended (at times:
-    # test_launch_second_signal_slow_stderr checks that one in-process, every time, k508)
+    # test_launch_second_signal_slow_stderr checks that one in-process, every time)
     assert said.endswith("distconv-launch: stopped by SIGINT\n"), said
 
 

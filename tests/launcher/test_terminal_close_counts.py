@@ -62,7 +62,7 @@ def _held_view(
 @pytest.mark.timeout(30)
 def test_a_line_that_gets_room_after_the_close_gave_up_is_counted(tmp_path: Path):
     """The pump woken (by the close's give-up, or a stall) looks again only once the output
-    has moved (k476: it queued its line behind the count whenever the host ran it that late,
+    has moved (it queued its line behind the count whenever the host ran it that late,
     2 runs in 5 on a loaded host): its ``moved`` lets the lock go till then."""
     room, woke = threading.Event(), threading.Event()
     view: Terminal | None = None
