@@ -70,8 +70,8 @@ class _Methods(LocalSync):
 
 def test_a_callable_setting_is_recorded_where_it_sits_and_a_method_is_not():
     """A callable object at the top level (a ``functools.partial``, a codec with
-    ``__call__``) was left out as a method is: two compressors recorded one scheme (review
-    k521). One nested in a setting is written without its address, as at the top."""
+    ``__call__``) was left out as a method is: two compressors recorded one scheme.
+    One nested in a setting is written without its address, as at the top."""
     halve, third = (functools.partial(_scale, by=b) for b in (0.5, 1 / 3))
     scheme = sync_scheme(_own(mode=halve, grad_dtype=_Compress(), overlap=[_scale]))
     assert scheme == {

@@ -1,5 +1,5 @@
-"""LocalSync judges a step whole by which parameters it updated, not by how many (review
-k353). A parameter frozen (``set_static``) in the middle of a step after it fired was counted
+"""LocalSync judges a step whole by which parameters it updated, not by how many.
+A parameter frozen (``set_static``) in the middle of a step after it fired was counted
 among the updates but no longer among the parameters that train, so the count was one off:
 
 - a step that then updated every other parameter was refused as applied in part ("3 of 2");

@@ -1,5 +1,5 @@
-"""LocalSync refuses the state of a step abandoned after some, not all, of its updates (review
-k347). A parameter frozen since setup never fires again, so a step that updated every other
+"""LocalSync refuses the state of a step abandoned after some, not all, of its updates.
+A parameter frozen since setup never fires again, so a step that updated every other
 parameter is whole: it must not be refused as applied in part.
 
 The custom loop the Network's own error asks for: freeze conv1 after setup, and the next

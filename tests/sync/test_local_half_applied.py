@@ -1,7 +1,7 @@
 """LocalSync updates each parameter the moment its gradient fires: a step that raises after
 its first update (a layer's backward, the optimizer itself) leaves the parameters holding it
-applied in part. Its state must not be handed out, nor trained on, until a setup (review
-k344); a step that raises before any update left the last whole step, which stays valid.
+applied in part. Its state must not be handed out, nor trained on, until a setup;
+a step that raises before any update left the last whole step, which stays valid.
 
 Real training: the float64 LeNet of the MPI tests, Adam, the Trainer on LocalSync."""
 
@@ -100,8 +100,8 @@ def _assert_refused(sync: LocalSync, updated: int, raised: str = "") -> None:
 
 def test_a_layer_raising_after_the_first_updates_leaves_a_state_refused(tmp_path):
     """conv1, the last layer backward reaches, raises in step 2: fc2, fc1 and conv2 (6 of the
-    8 parameters) are updated, conv1 not. checkpoint_state handed that out (review k344's
-    /tmp/k344/local_half_step.py), and the next step trained on from it."""
+    8 parameters) are updated, conv1 not. checkpoint_state handed that out, and the
+    next step trained on from it."""
     t = _trainer(tmp_path / "cut", checkpoint_every=1)
     before = _Before(t)
     layer = t.network.layers["conv1"]

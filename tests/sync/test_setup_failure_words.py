@@ -93,7 +93,7 @@ def test_different_jobs_are_said_as_before():
 def test_the_launcher_blames_the_rank_that_could_not_set_up(line):
     """Rank 0's own error and rank 1's line naming it: a failure of rank 0's, its error the
     cause (rank 1 was only told), not the ranks' different jobs (no rank blamed, never
-    restarted), nor a failure without a cause (k625: the launcher read none)."""
+    restarted), nor a failure without a cause (the launcher read none)."""
     tail = ["distconv train: error: runs/x already holds a run", line]
     failure = Failure("worker", 1, 75, None, "l", tail, 0)
     told = f"rank 0 could not set up: {ERROR}"

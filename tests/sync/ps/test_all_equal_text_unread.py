@@ -1,5 +1,5 @@
 """An all_equal answer whose other rank's description is no JSON map names the two ranks, not a
-bare JSONDecodeError (review k352: the neighbour of 90ba249's own-value check).
+bare JSONDecodeError (the neighbour of 90ba249's own-value check).
 
 Where the digests differ, the ranks gather two descriptions as JSON texts, and each rank reads
 the other's with ``json.loads``. A foreign or tampered answer there (text that is no JSON, or

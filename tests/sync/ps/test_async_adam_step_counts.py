@@ -1,5 +1,5 @@
 """Async Adam on the shards: each block's bias correction counts the updates applied to that
-block (review k363, carried item "async blocks' Adam step counts").
+block.
 
 Two workers push to two real async shards at different rates, one after the other in a known
 order (so the shards apply them in that order), with Adam's state per block on the shards and

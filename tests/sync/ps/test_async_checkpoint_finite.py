@@ -1,12 +1,11 @@
-"""The values an async chief's checkpoint writes are the values it checks for NaN/inf (review
-k319).
+"""The values an async chief's checkpoint writes are the values it checks for NaN/inf.
 
 ``StepCheckpoints.save`` pulls every block (``refresh_parameters``) and checked the parameters
-then; but in async mode ``state_dict()`` writes the values of its own moment into them (review
-k316: values and optimizer state of one moment), and a push landing between the pull and
+then; but in async mode ``state_dict()`` writes the values of its own moment into them
+(values and optimizer state of one moment), and a push landing between the pull and
 ``get_state`` is in those values. A push whose update overflows (the shard checks a gradient
 for being finite, not the value it makes) was then saved unchecked: the newest checkpoint
-held infinities, and a resume trained on from them. Since review k324 the checkpoint has no
+held infinities, and a resume trained on from them. Now the checkpoint has no
 pull before its ``get_state`` (``checkpoint_state``); the push lands right before the
 ``get_state``, and the check must still come after it. Real shard, two ``PServerSync`` workers.
 """
@@ -54,7 +53,7 @@ def _chief_with_a_push_after_its_pull(
                 refused.append(error)
             return gather(with_values, **checked)
 
-        # the checkpoint's one get_state (review k324: no pull before it) comes after the push
+        # the checkpoint's one get_state (no pull before it) comes after the push
         syncs[0]._gather_state = a_push_then_get_state
         syncs[0].barrier = lambda: None  # rank 1 is not in a checkpoint: nobody to wait for
         ckpts.open(False)

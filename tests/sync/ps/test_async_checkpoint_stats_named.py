@@ -1,7 +1,7 @@
 """An async chief's checkpoint names a shard silent to its ``stats`` as asked before the
 checkpoint's ``get_state``, not a pull.
 
-Since review k324 the checkpoint (``checkpoint_state``) pulls nothing: it asks each shard's
+The checkpoint (``checkpoint_state``) pulls nothing: it asks each shard's
 ``stats``, then one ``get_state`` with values. The ``stats`` went out as a pull's, so a shard
 that died then was named "while pull waited for it", and at a stop one silent past the stop's
 patience was given up with "a shard answers a pull at once ... giving up the pull, this rank's

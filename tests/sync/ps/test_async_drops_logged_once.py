@@ -27,7 +27,7 @@ def test_only_the_first_drop_is_an_info_line(hand, caplog):
 
 @pytest.mark.timeout(60)
 def test_a_drop_counts_its_updates_in_words(hand, caplog):
-    """One update stale is said "1 update stale", not "1 updates" (audit k536 F10)."""
+    """One update stale is said "1 update stale", not "1 updates"."""
     h = hand(mode="async", max_staleness=0)
     h.seed()
     with caplog.at_level(logging.DEBUG, logger="distconv.pserver"):

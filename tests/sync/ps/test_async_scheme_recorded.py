@@ -1,8 +1,8 @@
 """A parameter-server run records the scheme it ran: the first metrics line has the shards'
 mode and staleness, learnt from their hello (the worker has no flag of its own for them), and
 the worker's setup line says them, as its checkpoints' metadata does. Metrics of async and
-sync runs had the same keys, and the start line said "pserver sync" in async mode too (review
-k509); a checkpoint said none of it."""
+sync runs had the same keys, and the start line said "pserver sync" in async mode too;
+a checkpoint said none of it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """An async checkpoint keeps each block's Adam step count: a dense parameter whose blocks lie
-on two shards, a push dropped on one shard and applied on the other, resumes as it trained
-(review k363, unfixed finding 1).
+on two shards, a push dropped on one shard and applied on the other, resumes as it trained.
 
 Staleness is judged per shard, so a push can be applied on one shard and dropped as stale on
 the other: the parameter's blocks then hold different step counts. The checkpoint kept one

@@ -1,5 +1,4 @@
-"""A shard's answer to ``checkpoint`` is checked for the path of the part it wrote (review
-k363).
+"""A shard's answer to ``checkpoint`` is checked for the path of the part it wrote.
 
 ``save_remote_parts`` took ``reply["path"]`` as it came: a reply without it failed with a bare
 ``KeyError: 'path'`` naming no shard, and one whose path was no string (a number, a list) went

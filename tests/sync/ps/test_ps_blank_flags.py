@@ -25,7 +25,7 @@ def pserver(*extra: str, timeout: float = 20) -> subprocess.CompletedProcess:
 def test_a_blank_keys_directory_is_a_usage_error(blank, tmp_path):
     """``--keys ""`` was read as no --keys: 'CURVE is on by default: pass --keys DIR', of a
     --keys the user had passed, and ``--keys "  "`` looked for ``  /server.key_secret``
-    (review k414, as d250bc32 for distconv train)."""
+    (d250bc32 fixed the same for distconv train)."""
     done = pserver("--keys", blank, "--checkpoint-dir", str(tmp_path / "parts"))
     assert done.returncode == 2, done
     assert "argument --keys: must not be empty" in done.stderr

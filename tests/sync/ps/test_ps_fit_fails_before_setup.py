@@ -1,6 +1,6 @@
 """A parameter-server worker whose fit fails before its sync's setup (rank 0's ``resume=True``
 with no checkpoint where it alone looks) tells the other workers through the shard
-(``fail_setup``: its hello, naming the error, and its bye), k614. They waited in the
+(``fail_setup``: its hello, naming the error, and its bye). They waited in the
 start-up job check for it until the shard's ``--timeout``: its close says no bye (it never set
 up), and a worker that never closes said nothing at all. The shard tells them "rank 0 could not
 set up: ..." (``JobRefused``, exit 75: its victim), not that the ranks run different jobs.
@@ -153,7 +153,7 @@ def test_fits_that_fail_alike_on_every_rank_leave_the_shard_to_the_next_fit():
     """Both ranks' fits fail alike (NaN data: each note names its own rank), on a fresh shard
     and again after a fit that trained: each next fit, the data fixed, trains on the same
     shard (its values move on from the good fit's), the job never failed, /healthz 200
-    (k623: the second fit was refused as "run different jobs", the fourth as "another job
+    (before, the second fit was refused as "run different jobs", the fourth as "another job
     than its first hello", and /healthz turned 503, until the shard restarted)."""
     bad = {"x": np.full((8, 4), np.nan), "target": np.zeros((8, 1))}
     good = {"x": np.ones((8, 4)), "target": np.zeros((8, 1))}

@@ -76,8 +76,8 @@ def test_which_hosts_need_zeromq_ipv6_option():
     # with the option, localhost would resolve to ::1 only where /etc/hosts lists it
     assert not uses_ipv6("127.0.0.1") and not uses_ipv6("0.0.0.0") and not uses_ipv6("*")
     assert not uses_ipv6("localhost")
-    # no address yet (a shard's pod not scheduled): IPv4, as before IPv6 came (review k135:
-    # IPv6 there moved every default IPv4 Kubernetes job onto IPv6 sockets)
+    # no address yet (a shard's pod not scheduled): IPv4, as before IPv6 came
+    # (IPv6 there moved every default IPv4 Kubernetes job onto IPv6 sockets)
     assert not uses_ipv6("no-such-host.invalid")
     assert join_endpoint("::1", 5) == "[::1]:5" and join_endpoint("h", 5) == "h:5"
     assert tcp_url("::", "*") == "tcp://[::]:*" and tcp_url("10.0.0.1", 7) == "tcp://10.0.0.1:7"
@@ -97,7 +97,7 @@ def test_a_shard_bound_to_an_interface_name_keeps_listening_on_ipv4():
     """``--bind lo:0`` (an interface, as ZeroMQ reads a bound name first) listened on
     127.0.0.1 before IPv6 came; with ZeroMQ's IPV6 option set for a name that does not
     resolve, it took lo's ``::1`` alone and IPv4 workers were refused (eth0: its IPv6 address,
-    or "No such device" where it has none). Review k135."""
+    or "No such device" where it has none)."""
     shard = Shard(ShardConfig(bind="lo:0", insecure=True))
     try:
         endpoint = shard.bind()

@@ -41,7 +41,7 @@ def test_a_blank_job_id_stops_the_shard_with_one_line():
     done = _pserver("--job-id", "  ")
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
-    # as given, both spaces (the error line made them one, review k417), and its length
+    # as given, both spaces (the error line made them one), and its length
     said = "--job-id: job id must be a non-empty word, got '  ' (only whitespace, 2 characters)"
     assert len(lines) == 1 and lines[0].endswith(said), lines
     assert "--job-id: --job-id" not in lines[0]

@@ -1,9 +1,9 @@
 """A rank whose hello was refused as another job's is named so on the rank left waiting: rank
 0, in the start-up gather when rank 1 closed on the refusal, said only that "ranks are at
 different points of the job (...: closed on "SyncError: ...")", the cause buried in a quote
-of rank 1's error, where rank 1 itself said it runs another job (audit k536 F12). The shard
-names both ranks, as MPI does: the first hello set the job, which may be the odd one's
-(review k546 D2). Real shard, real workers (threads of this process) on 127.0.0.1."""
+of rank 1's error, where rank 1 itself said it runs another job. The shard
+names both ranks, as MPI does: the first hello set the job, which may be the odd one's.
+Real shard, real workers (threads of this process) on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_a_step_left_by_a_restart_of_another_job_leads_with_it(hand):
 def test_the_odd_rank_first_is_not_called_right(hand):
     """Rank 1, the odd one, says hello first and sets the job; rank 0's hello is refused and
     it closes. Rank 1 was told "rank 0 runs another job", which sent the user to fix the
-    rank that was right (review k546 D2): both are named, neither blamed."""
+    rank that was right: both are named, neither blamed."""
     h = hand(workers=2)
     assert _hello_run(h, 1, 11, {"batch": 9})["op"] == "ok"
     _gather(h, 1, "all_equal:1")

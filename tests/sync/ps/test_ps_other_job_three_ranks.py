@@ -4,7 +4,7 @@ With two workers, rank 1's refused hello and its bye both come after rank 0's he
 shard counts that bye. With a third, rank 2 may say hello after rank 1's refused
 one and wait in the start-up gather before rank 1's bye comes, or say hello after that bye: the
 shard took the bye for one of a run before, and ranks 0 and 2 waited in the start-up gather for
-the whole --timeout, then failed naming rank 1 closed (review k555, found pre-existing). The
+the whole --timeout, then failed naming rank 1 closed (an older fault, found in review). The
 refused rank's own reply leads with the words the waiting ranks (and MPI's ranks) get. Real
 workers (threads) on a real shard served on a thread of this process, whose held gathers and
 byes the test reads to order the requests (ZeroMQ orders no two workers' messages), not sleeps.

@@ -193,7 +193,7 @@ def test_a_stat_that_cannot_be_read_is_no_news(sleeper, monkeypatch):
 def test_a_process_hidden_after_it_was_tracked_is_no_news(sleeper, monkeypatch):
     """``/proc`` stops showing a tracked worker (remounted ``hidepid=2`` with the worker
     another user's): its missing entry was taken for its end, and a running rank was lost,
-    failing a sync job (review k161; the launcher watch had the same fault). ``kill(pid, 0)``
+    failing a sync job (the launcher watch had the same fault). ``kill(pid, 0)``
     says it is there; once it is gone, its end is seen."""
     from distconv import procfs
 
@@ -492,7 +492,7 @@ def test_sync_a_killed_worker_beside_a_rank_gone_on_another_job_leads_with_the_r
     0 waits in the start-up gather; then rank 2's process ends. The failure named rank 2's
     end alone, which the launcher read as rank 2's failure (a restart, that stops on the
     mismatch again): it now leads with the mismatch and ``refused: job``, as the gather's
-    timeout does (gathers._refusal, k620), rank 2 still named and blamed."""
+    timeout does (gathers._refusal), rank 2 still named and blamed."""
     h = hand(workers=3, mode="sync", timeout=LONG)
     workers = [sleeper() for _ in range(3)]
     _hello(h, 2, workers[2].pid)  # its job is the job

@@ -26,7 +26,7 @@ def _table_ops() -> set[str]:
 def test_every_op_field_stat_and_flag_is_documented():
     assert f"protocol (version {PROTOCOL_VERSION})" in DOC
     assert f"`v` is the integer {PROTOCOL_VERSION} " in DOC
-    # the Common fields table too (review k132: it said 4 through versions 5 and 6)
+    # the Common fields table too (it said 4 through versions 5 and 6)
     assert f"| `v` | int | protocol version, {PROTOCOL_VERSION} (" in DOC
     assert _table_ops() == set(REQUIRED)
     missing = [f for f in FIELDS if f"`{f}`" not in DOC]

@@ -1,4 +1,4 @@
-"""A hello refused for its ``host`` (over 255 characters, or not printable: review k132) is a
+"""A hello refused for its ``host`` (over 255 characters, or not printable) is a
 worker that cannot join, like one of another job: its bye counts, so the ranks waiting for it
 in the start-up gather are told at once why, instead of "sent nothing" at the timeout (60 s
 here). Real shard, workers in threads."""

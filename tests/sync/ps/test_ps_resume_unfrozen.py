@@ -1,7 +1,7 @@
 """A parameter frozen when a checkpoint was written and trained after the resume has no
 optimizer state in the checkpoint: it starts from fresh state, as with the other syncs. The
-parameter-server sync refused the resume instead ("optimizer state to restore lacks 'm'",
-review k123). Real shard; the same resume with LocalSync is the reference (float64)."""
+parameter-server sync refused the resume instead ("optimizer state to restore lacks 'm'").
+Real shard; the same resume with LocalSync is the reference (float64)."""
 
 from __future__ import annotations
 

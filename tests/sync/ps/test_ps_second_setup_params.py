@@ -1,6 +1,6 @@
 """A second ``setup`` with another set of parameters (a ``fit`` after a layer was frozen or
-unfrozen, against shards started afresh, which take the new job) indexes them anew (review
-k144): the worker kept the name -> index map of its first setup, so a gradient went to the
+unfrozen, against shards started afresh, which take the new job) indexes them anew:
+the worker kept the name -> index map of its first setup, so a gradient went to the
 parameter at its old index, or failed with ``no parameter 'a' in this job`` for one the job
 holds."""
 

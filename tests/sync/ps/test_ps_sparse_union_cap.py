@@ -1,5 +1,5 @@
-"""A sync sparse step's reply to the chief carries the union of every rank's rows (review
-k132): two pushes each within the shard's ``max_message_bytes`` made a reply over it, which was
+"""A sync sparse step's reply to the chief carries the union of every rank's rows:
+two pushes each within the shard's ``max_message_bytes`` made a reply over it, which was
 refused as a malformed reply, after the shard had applied the step. The step now fails the job
 before any update, naming the sizes, and every rank's reply says so within the cap. Another
 rank's reply carries only the rows it pushed."""

@@ -1,7 +1,7 @@
 """``distconv pserver --max-staleness N`` is async mode's: a sync shard (``--mode sync``, the
 default) refuses it as a usage error (exit 2), in the launcher's words. It was taken and
-ignored: a by-hand sweep that forgot ``--mode async`` ran sync at every setting (audit k536
-F1). Not given, the bound stays the default a shard's hello tells its workers."""
+ignored: a by-hand sweep that forgot ``--mode async`` ran sync at every setting.
+Not given, the bound stays the default a shard's hello tells its workers."""
 
 from __future__ import annotations
 

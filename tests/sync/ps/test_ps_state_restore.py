@@ -25,7 +25,7 @@ def test_a_stateful_optimizer_refuses_a_state_whose_entries_lack_its_keys(shards
 
 
 def test_a_parameter_without_an_entry_keeps_its_state_as_in_the_other_syncs(shards):
-    """One frozen when the checkpoint was written has none (review k123: this was refused,
+    """One frozen when the checkpoint was written has none (this was refused,
     where LocalSync and MPISync keep the state it has); the others are restored."""
     endpoints = shards.start(2, workers=1)
     net, sync = small_net(), _sync(endpoints, optimizer="adam")

@@ -94,7 +94,7 @@ def test_a_stop_ends_a_step_the_shard_cannot_answer(two_workers):
 def test_handshake_news_in_a_stop_s_wait_does_not_put_the_stop_off(two_workers, monkeypatch):
     """The handshake monitors share the wait's poller: news from one in every poll (a
     connection re-made again and again) is no answer from the shards, so the stop's patience
-    still runs out (review k106: the helper alone was tested, not the wait that uses it)."""
+    still runs out (the helper alone was tested before, not the wait that uses it)."""
     (net, _), (sync, _) = two_workers
     poll = sync._poller.poll
     news = (sync._handshakes.monitor(0), zmq.POLLIN)

@@ -1,7 +1,7 @@
 """A shard that stops answering while a large pull is owed is named within the usual patience.
 
 A large reply crossing a slow link looks like silence (ZeroMQ hands over whole messages only),
-so review k301 allowed a shard owing a pull its reply's bytes, once per worker, over
+so a shard owing a pull was allowed its reply's bytes, once per worker, over
 :data:`~distconv.sync.ps.channel.SLOW_LINK_BYTES`, on top of the timeout and of a stop's
 patience: blindly, whether bytes arrived or not. A 1 GB model and 8 workers at 100 Mbit/s is
 over ten minutes in which a dead shard (SIGSTOPped here, or its host gone) is not named, and a

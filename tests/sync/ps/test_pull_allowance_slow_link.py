@@ -1,13 +1,13 @@
-"""A live shard's large replies crossing a slow link are waited for (reviews k301, k305).
+"""A live shard's large replies crossing a slow link are waited for.
 
 ZeroMQ hands a reply over only once all of it arrived, so a shard sending a pull of the whole
 model, or a checkpoint's optimizer state, is silent to the worker while the bytes cross. Such a
-shard is heard from while its bytes arrive (review k305; review k301 allowed it a fixed time
-per byte instead). Here the link really is slow: a proxy (:class:`SlowLink`) carries the
+shard is heard from while its bytes arrive (it was once allowed a fixed time per byte
+instead). Here the link really is slow: a proxy (:class:`SlowLink`) carries the
 shard's bytes to each worker at :data:`RATE`, so a reply takes seconds to cross while the
 silence allowed (:data:`SILENCE`) is under half of one. That silence must also cover the shard's
 own work before its first byte (0.12 s for the state's, but 0.3 to 0.8 s with the CPUs busy, as
-the suite's other workers keep them: 0.3 s was exceeded, review k620), so it is that work's five
+the suite's other workers keep them: 0.3 s was exceeded), so it is that work's five
 times, and the crossing twice the silence. Each test runs twice: with
 the link's bytes read (Linux), and without (the allowance per byte, elsewhere). Real shards.
 """

@@ -1,12 +1,12 @@
 """A sync push refused for its step (another than the one held, or one done already), or as a
-repeat, names the rank and the parameter (reviews k436, k438).
+repeat, names the rank and the parameter.
 
 A shard of a sync job holds each parameter's pushes until every rank has sent its own. A push
 for another step than the one held was refused with ``push for step 4, shard is collecting
 step 3``, naming neither the rank that pushed nor the parameter; a second push of a rank in one
 step with ``rank 0 pushed parameter 0 twice``, the shard's index of the parameter, which no
 user sees anywhere else. Both now name the rank and the parameter, as does a push of a step
-done already (``stale push: step 3 of parameter w done`` named no rank before k438). Two real
+done already (``stale push: step 3 of parameter w done`` named no rank). Two real
 workers seed a shard of two; a bare socket then pushes as each rank, and the shard goes on to
 serve a pull.
 """

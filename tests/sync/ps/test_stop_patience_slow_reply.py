@@ -1,5 +1,5 @@
 """A slow reply and a stop's patience: the silence before a reply counts, its bytes' time on the
-link does not (reviews k336, k337).
+link does not.
 
 A stop's patience is ``QUIET_FACTOR`` times the longest silence of a shard the worker's
 stoppable waits saw before, where that is longer than ``STOP_PATIENCE``. The stand-in shard is

@@ -1,5 +1,5 @@
 """A reply carrying the id of another shard's request is not taken as that shard's answer
-(review k345: commit dc60e0b's case that its own test left out).
+(commit dc60e0b's case that its own test left out).
 
 Replies were matched by id alone, so shard 1 sending a reply with the id of the request before
 its own (shard 0's: a worker numbers its requests in one sequence, and asks the shards in
