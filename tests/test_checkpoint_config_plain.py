@@ -62,7 +62,7 @@ class _TaggedSGD(SGD):
 
 def test_an_optimizer_config_json_cannot_write_is_saved_as_the_config_is_and_resumed(tmp_path):
     """The optimizer's config was written with ``json.dumps``: a custom ``config()`` holding a
-    set or a numpy number ended the run at its first checkpoint (review k529, k532)."""
+    set or a numpy number ended the run at its first checkpoint."""
     out = tmp_path / "run"
     for epochs in (1, 2):
         sync = LocalSync(_TaggedSGD(lr=0.05))

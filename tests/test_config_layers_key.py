@@ -1,6 +1,6 @@
 """A ``Trainer(config=...)`` key ``layers`` (a script's ``vars(args)`` with a ``--layers``
 flag) was replaced in the job check by the network's structure, which ``fit`` put under the
-same key (review k532, k537): ranks whose ``layers`` differed set up one job without a word.
+same key: ranks whose ``layers`` differed set up one job without a word.
 Both are compared now: the config's under ``layers``, the network's beside it."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A ``Trainer(config=...)`` key that a checkpoint keeps something of its own under
 (``scheme``, ``earlier_schemes``, ``step_in_epoch``, ``sums``, ``train_data``) was silently
-overwritten in each checkpoint's ``extra`` (review k529, k532): kept beside it, as ``config
+overwritten in each checkpoint's ``extra``: kept beside it, as ``config
 <key>``. A key the Trainer keeps its own fact under, with another value, is refused."""
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_a_refused_config_leaves_the_network_uncast(config):
 def test_a_config_key_of_the_trainers_own_that_is_none_is_taken_as_not_said():
     """A script's ``--dtype`` flag left to None, passed as ``Trainer(dtype=args.dtype,
     config=vars(args))``, says what ``dtype=None`` says, the network's own: the refusal of a
-    value that differs from the Trainer's refused it (float32 is no None; review k537). The
+    value that differs from the Trainer's refused it (float32 is no None). The
     Trainer's fact goes in its place, as before."""
     sync = LocalSync(create_optimizer("sgd"))
     said = {"dtype": None, "seed": None, "checkpoint_every": None, "layers": 3}

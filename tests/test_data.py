@@ -168,7 +168,7 @@ def test_an_empty_mnist_dir_is_refused_not_read_as_the_working_directory(
     tmp_path, monkeypatch, empty
 ):
     """Path("") is ".": a load_dataset("mnist", os.environ.get("MNIST", "")) trained on
-    whatever MNIST files the working directory held (review k125; the CLI refused it)."""
+    whatever MNIST files the working directory held (the CLI refused it)."""
     write_mnist(tmp_path)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(DataError, match="MNIST directory must not be empty"):
@@ -386,8 +386,8 @@ def test_a_seed_numpy_cannot_take_is_refused_by_the_data_sets_naming_it(seed, sa
 )
 def test_the_data_sets_take_numpy_s_own_seeds_as_before(make):
     """split() and synthetic() handed their seed to numpy's default_rng, which takes a
-    Generator, a BitGenerator, a SeedSequence and None (fresh entropy); the check of k236, made
-    for -1, 1.5 and True, refused all four as "seed must be an int >= 0"."""
+    Generator, a BitGenerator, a SeedSequence and None (fresh entropy); the seed check made
+    for -1, 1.5 and True refused all four as "seed must be an int >= 0"."""
     data = synthetic(n=20)
     train, test = split(data, 0.25, make(5))
     assert (len(train), len(test)) == (15, 5)
@@ -402,8 +402,8 @@ def test_the_data_sets_take_numpy_s_own_seeds_as_before(make):
 @pytest.mark.parametrize("words", [[5, 1], (5, 1), [0]])
 def test_the_data_sets_take_a_list_of_seed_words_as_numpy_does(words):
     """numpy's default_rng takes a sequence of ints (``[seed, rank]``), which split() and
-    synthetic() handed it before k236's check; that check and k240's refused it (review of
-    37a310b). The words are checked one by one: [5, -1] is refused, naming -1."""
+    synthetic() handed it before the seed checks came; those checks refused it (found in
+    review of 37a310b). The words are checked one by one: [5, -1] is refused, naming -1."""
     data = synthetic(n=20)
     expected = split(data, 0.25, np.random.default_rng(list(words)))[1]
     np.testing.assert_array_equal(split(data, 0.25, words)[1].x, expected.x)

@@ -84,8 +84,7 @@ def test_a_writable_set_written_in_place_between_fits_is_named_by_its_rows_befor
     which,
 ):
     """A buffer refilled between fits (the same object, shape and dtype) was not read again:
-    the test set's NaN stopped the run after an epoch of training, by feed, not by rows (review
-    k472)."""
+    the test set's NaN stopped the run after an epoch of training, by feed, not by rows."""
     train, test = _data(), _data(16)
     trainer = _trainer()
     trainer.fit(train, test, epochs=1)

@@ -1,5 +1,5 @@
-"""The examples' closing result line on stdout, as ``distconv train`` prints its own (review
-k455): a reader gone is no failure, and a run with nothing left to train says so."""
+"""The examples' closing result line on stdout, as ``distconv train`` prints its own:
+a reader gone is no failure, and a run with nothing left to train says so."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ def _one_hot_regression(n=16, classes=4):
 @pytest.mark.parametrize("batch_size", [4, 8])
 def test_accuracy_with_labels_not_one_per_row_is_refused_naming_the_pair(batch_size):
     """A batch of as many rows as classes compared (N,) answers with (N, C) labels by
-    broadcasting: N x C comparisons and an accuracy above 1, silently (review k101, 5)."""
+    broadcasting: N x C comparisons and an accuracy above 1, silently."""
     from distconv.network import NetworkError
 
     net, arrays = _one_hot_regression()
@@ -106,7 +106,7 @@ def test_a_test_set_the_model_cannot_read_is_refused_before_training(
 @pytest.mark.parametrize("size", [9, 11])
 def test_a_test_set_of_another_example_shape_the_model_reads_is_refused_naming_both(data, size):
     """A test set of 9x9 or 11x11 images for a model and training set of 8x8: pooling floors
-    both to the size the model expects, so it was evaluated without a word (review k729, 2)."""
+    both to the size the model expects, so it was evaluated without a word."""
     from distconv.data import DataError
 
     train, _ = data

@@ -2,7 +2,7 @@
 first step, naming the set, the feed, the rows and the range. A test set's stopped the fit
 only in the first epoch's evaluation, after the whole epoch trained and before its checkpoint
 (nothing of it kept); a training set's at whatever step the shuffle reached its row, naming
-the batch's range, not the row (review k729, 1)."""
+the batch's range, not the row."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``Trainer.fit`` with ``dtype=None`` feeds float arrays as they are: float64 images
 (``x / 255.0`` of uint8) made a float32 model compute in float64, about 40 % slower, without
-a word (review k729, 3). fit now says so once, on the chief."""
+a word. fit now says so once, on the chief."""
 
 from __future__ import annotations
 

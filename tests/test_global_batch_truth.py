@@ -1,6 +1,6 @@
 """A global batch larger than the training set: each epoch is one step of every example, as
 PyTorch's DataLoader gives a short last batch, and the log and metrics.jsonl say the step's
-real size, not the one asked for (review k414: ``global_batch: 100000`` of a step of 1438)."""
+real size, not the one asked for (it said ``global_batch: 100000`` of a step of 1438)."""
 
 from __future__ import annotations
 

@@ -190,7 +190,7 @@ print(plot_metrics(records * 2, path, title="more"))
 def test_a_plot_that_cannot_be_written_leaves_the_last_one_whole(tmp_path):
     """``savefig`` wrote into ``metrics.png`` itself, emptying it first: a full disk at the end
     of a resumed run left a truncated PNG where the last whole plot was. It is
-    a warning now, not an error (review k272: a finished run is not failed for its plot)."""
+    a warning now, not an error (a finished run is not failed for its plot)."""
     import subprocess
     import sys
 

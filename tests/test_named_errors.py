@@ -1,5 +1,5 @@
 """An exception named on one line: ``Type: message``, or ``Type`` alone where the message is
-empty or blank, never a dangling ``Type:`` (review k344: ``KeyboardInterrupt:``,
+empty or blank, never a dangling ``Type:`` (``KeyboardInterrupt:``,
 ``AssertionError:`` in a worker's bye, a damaged manifest's reason; cuDNN's is in
 tests/kernels/test_cudnn_switch.py)."""
 

@@ -70,8 +70,7 @@ def test_a_decimal_flag_takes_every_plain_spelling(command, text, value):
 @pytest.mark.parametrize("size", ["1e303", "1.7e308"])
 def test_a_bucket_too_large_to_count_in_bytes_is_a_usage_error(size, capsys):
     """``--bucket-mb 1e303`` is a finite number of MiB, but times 2**20 an inf number of bytes:
-    ``int()`` of it was an OverflowError traceback, where 1e999 is one usage line (review
-    k230)."""
+    ``int()`` of it was an OverflowError traceback, where 1e999 is one usage line."""
     with pytest.raises(SystemExit) as stopped:
         _parse("train --bucket-mb", size)
     assert stopped.value.code == 2

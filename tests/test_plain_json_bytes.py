@@ -1,6 +1,6 @@
 """How :mod:`distconv.plain_json` hashes a tensor of a dtype numpy has no form for (torch's
 bfloat16, float8, complex32): by its bytes, at once, not by its values' JSON text, one Python
-float each (about half a second for a million; review k588)."""
+float each (about half a second for a million)."""
 
 from __future__ import annotations
 

@@ -68,8 +68,8 @@ def test_pserver_names_a_probe_host_of_no_interface_here_in_one_plain_line():
 )
 def test_a_rank_s_probes_name_the_flag_and_keep_the_errno(port, local_rank, flag):
     """Under MPI or the launcher, a rank binds --health-port + its local rank: said after the
-    cause where the port is at fault, in the same plain line (not where --health-host is:
-    review k420's finding 3); the errno stays readable for code that asks."""
+    cause where the port is at fault, in the same plain line (not where --health-host
+    is); the errno stays readable for code that asks."""
     runtime = SimpleNamespace(role="worker", rank=local_rank, local_rank=local_rank)
     host = NOT_HERE if flag == "host" else "127.0.0.1"
     typed = port if port is not None else 8000

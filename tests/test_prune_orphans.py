@@ -104,7 +104,7 @@ def test_an_old_checkpoint_that_cannot_be_deleted_does_not_keep_the_newer_ones(t
 def test_a_listing_that_fails_in_the_prune_is_a_warning(tmp_path, monkeypatch, caplog):
     """An OSError listing the checkpoints (EIO; pathlib passes over a PermissionError alone)
     leaves the save's whole checkpoint committed, with a warning: a later save prunes (c069fb2,
-    which came without a test; review k180)."""
+    which came without a test)."""
     import errno
     import logging
     import pathlib
@@ -137,8 +137,8 @@ def test_a_step_saved_again_after_its_set_aside_is_swept_when_a_killed_prune_orp
     """A step directory beside a manifest set aside was kept for good, as if that manifest
     named it; since the set-aside moves its directory to ``step-N.unusable``, the
     ``step-N`` beside it is the step saved again, and once a prune killed between its manifest
-    and its directory orphaned it, no later sweep took it: a whole checkpoint's bytes (review
-    k226). The set-aside files stay."""
+    and its directory orphaned it, no later sweep took it: a whole checkpoint's bytes.
+    The set-aside files stay."""
     from distconv.run_dir import CHIEF, RunDirectory
 
     run = RunDirectory(tmp_path / "out", keep=1)

@@ -4,7 +4,7 @@ A restart given no ``--resume`` continues only its own launch's run, told by the
 the newest complete checkpoint's manifest. A first start that died after writing
 run files but before that checkpoint (its first epoch's metrics line, a step directory whose
 manifest never came) left no manifest, so its restart refused its own leftovers ("already holds
-a run") and a job with ``--max-restarts`` that crashed early could never restart (before k231,
+a run") and a job with ``--max-restarts`` that crashed early could never restart (earlier,
 the launcher's added ``--resume auto`` started it afresh). A fresh run now records its job and
 launch in ``<out>/run.claim`` when it takes the directory, and a restart with no complete
 checkpoint consults it. Real files through the Trainer, then the real launcher restarting real

@@ -91,7 +91,7 @@ def _launch(
 
 @pytest.mark.timeout(300)
 def test_a_restart_never_resumes_the_run_its_first_start_refused(tmp_path):
-    """The repro of review k224: ``--out`` holds a finished run, the job is launched into it
+    """A reviewer's repro: ``--out`` holds a finished run, the job is launched into it
     without ``--resume``. The first start refuses it, and the launcher restarts none: a
     restart would refuse it alike (``test_a_restart_without_resume_continues_only_its_own_
     launchs_run``). The old run is as it was."""

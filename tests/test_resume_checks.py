@@ -538,7 +538,7 @@ def test_an_output_dir_that_cannot_be_made_names_the_lock_file(data, tmp_path):
     a bare OSError naming no file."""
     train, test = data
     (tmp_path / "taken").write_text("a file")
-    # the file in the way is named since review k193 (before: '.../run.lock: not a directory')
+    # the file in the way is named (it was: '.../run.lock: not a directory')
     with pytest.raises(RunDirError, match=r"taken/run cannot be made: .*taken is a file, not a"):
         _trainer(tmp_path / "taken" / "run").fit(train, test, epochs=1)
 
@@ -589,7 +589,7 @@ def test_a_resume_warns_of_a_metrics_line_lost_before_its_checkpoint(data, tmp_p
     assert "has no line for epoch(s) [2] of the 3 the resumed checkpoint" in caplog.text
 
 
-# -- review k123 -----------------------------------------------------------------------------------
+# -- checkpoint order, write failures, set-asides, resumes past the data ---------------------------
 def test_a_checkpoint_past_step_99999999_is_the_newest_and_outlives_the_older(tmp_path):
     """Manifests were ordered by name: step-100000000.json sorts before step-99999999.json, so
     the newer checkpoint counted as the oldest, a resume took the older one and keeping one
@@ -724,8 +724,7 @@ def test_a_step_directory_that_cannot_be_made_is_a_checkpoint_error_naming_it(
 ):
     """``checkpoints`` on a disk gone read-only (or out of inodes): the step directory's mkdir
     escaped as a bare ``[Errno 30] Read-only file system: '...'``, an OSError where a part that
-    cannot be written is a CheckpointError saying the checkpoint before it is intact (review
-    k199)."""
+    cannot be written is a CheckpointError saying the checkpoint before it is intact."""
     train, test = data
     out = tmp_path / "run"
     _trainer(out).fit(train, test, epochs=1)

@@ -26,7 +26,7 @@ def test_a_checkpoint_holding_numbers_by_their_text_alone_resumes(tmp_path):
     first = _trainer(tmp_path, config=config, lr_decay=decay)
     first.fit(train, test, epochs=1)
     older = {"name": "digits", "noise": "0.1", "0.5 (Decimal)": "1j", "0.5": 2, "1/4": "1/3"}
-    # as before k616 (the Decimal, the complex), and before k622 (the Fractions)
+    # as older versions wrote them: the Decimal and the complex, and later the Fractions
     _rewrite_extra(  # no facts_form: an older distconv did not write one
         first.checkpoints.run.latest(), data=older, lr_decay="9/10", facts_form=None
     )

@@ -358,8 +358,8 @@ def run_setup(tmp_path: Path, args: list[str], **environ: str) -> subprocess.Com
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_a_malformed_environment_is_one_line_and_status_1(tmp_path, environ, said, log_format):
     """``init`` refusing the environment ended a script run through ``run_main`` with a
-    traceback, where ``distconv train`` says one line naming the cause and exits 1 (review
-    k248): the same line, JSON where the script asked for a JSON log."""
+    traceback, where ``distconv train`` says one line naming the cause and exits 1:
+    the same line, JSON where the script asked for a JSON log."""
     done = run_setup(tmp_path, [log_format, "ok"], **environ)
     assert done.returncode == 1, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
@@ -520,10 +520,10 @@ def test_a_scripts_hook_set_over_an_open_abort_hook_sees_the_error_then_ours_abo
 ):
     """A hook a script sets after ``init()`` need not hand on to MPISync's (a logger's that
     calls Python's own, ``sys.__excepthook__`` put back): a one-rank refusal or a Ctrl-C left
-    to it ended this rank alone, the others waiting in a collective (mpiexec -n 2 hung; review
-    k573). While MPISync's hook is open run_main hands the error to the script's hook, then
-    aborts the job through MPISync's: it skipped the script's (a logger's log stayed empty;
-    review k579). One that hands on aborts in ours: once, the traceback printed once. Once
+    to it ended this rank alone, the others waiting in a collective (mpiexec -n 2 hung).
+    While MPISync's hook is open run_main hands the error to the script's hook, then
+    aborts the job through MPISync's: it skipped the script's (a logger's log stayed
+    empty). One that hands on aborts in ours: once, the traceback printed once. Once
     MPISync's hook is closed, the script's hook is its own again."""
     monkeypatch.setattr(leaving, "_exit", lambda status: None)  # the stand-in Abort returns
     monkeypatch.setattr(leaving, "FORWARD_SECONDS", 0.0)  # no launcher forwards the output

@@ -99,8 +99,8 @@ def test_a_strategy_of_ones_own_is_recorded_not_a_failed_run(tmp_path):
 
 
 def test_a_setting_that_is_a_class_is_recorded_not_left_out():
-    """``grad_dtype=np.float16`` (a class: callable) was left out as a method would be (review
-    k519), so a float16 wire and the gradients' own recorded the same scheme."""
+    """``grad_dtype=np.float16`` (a class: callable) was left out as a method would be,
+    so a float16 wire and the gradients' own recorded the same scheme."""
     sync = _OwnSync(create_optimizer("sgd"))
     sync.grad_dtype = np.float16
     assert sync_scheme(sync) == {"sync": "_OwnSync", "mode": "_Mode.ASYNC", "grad_dtype": "float16"}
@@ -292,8 +292,8 @@ def test_an_epoch_begun_under_the_new_scheme_keeps_no_earlier_one_across_its_che
 ):
     """A resume at an epoch's start under another scheme wrote the checkpoint's scheme into
     the epoch's mid-epoch checkpoints as an earlier one (the position's schemes outlived the
-    epoch boundary), so a second resume labelled steps of the epoch before with it (review
-    k529): epoch 2 ran all its steps in bfloat16 over MPI, yet its line said local to step 4."""
+    epoch boundary), so a second resume labelled steps of the epoch before with it:
+    epoch 2 ran all its steps in bfloat16 over MPI, yet its line said local to step 4."""
     out = tmp_path / "run"
     local = LocalSync(create_optimizer("sgd", lr=0.05))
     Trainer(_small_net(), local, 4, out_dir=out, progress=False).fit(DATA, epochs=1)
@@ -321,7 +321,7 @@ class _BuggySync(LocalSync):
 
 def test_a_bug_in_describe_is_raised_before_the_first_step():
     """The first call of ``sync_scheme`` of a Trainer run was the first epoch's record: the
-    bug surfaced after a whole epoch of training (review k523, k529)."""
+    bug surfaced after a whole epoch of training."""
     trainer = Trainer(_small_net(), _BuggySync(create_optimizer("sgd")), 8, progress=False)
     with pytest.raises(TypeError, match="unsupported operand"):
         trainer.fit(DATA, epochs=1)
@@ -340,8 +340,8 @@ class _CountedSync(LocalSync):
 
 def test_the_scheme_is_read_once_an_epoch_and_each_checkpoint_records_it(tmp_path):
     """Each checkpoint read the scheme (a ``describe()`` of one's own) anew on the chief, one
-    read a step with ``checkpoint_every=1``, though the epoch's tally had read it (review
-    k532, k537): once an epoch now, every checkpoint of it recording that one."""
+    read a step with ``checkpoint_every=1``, though the epoch's tally had read it: once
+    an epoch now, every checkpoint of it recording that one."""
     sync = _CountedSync(create_optimizer("sgd"))
     out = tmp_path / "run"
     trainer = Trainer(_small_net(), sync, 8, out_dir=out, checkpoint_every=1, progress=False)

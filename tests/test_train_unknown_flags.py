@@ -47,7 +47,7 @@ def test_the_async_hint_names_the_launchers_staleness_flag_which_it_takes():
 def test_sync_async_given_to_train_itself_gets_the_async_hint():
     """``distconv train --sync async`` got only argparse's ``invalid choice``, though ``--mode
     async`` there and ``distconv-launch local -- --sync async`` were told where asynchronous
-    SGD is set (k536 F4)."""
+    SGD is set."""
     result = distconv("train", "--sync", "async", "--epochs", "1")
     assert result.returncode == 2
     assert result.stderr.startswith("usage: distconv train [-h]"), result.stderr

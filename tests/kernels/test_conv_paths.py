@@ -500,7 +500,7 @@ def test_the_weight_gradient_is_plain_memory(rng, x_shape, w_shape, groups):
 @pytest.mark.parametrize("n, k, size", [(4096, 1, 2), (4096, 3, 6), (64, 1, 32)])
 def test_a_16_bit_weight_gradient_sums_the_batch_in_float32(dtype, n, k, size):
     """The per-sample layout summed its samples' products, and the chunks' partials, in the
-    weight's type: float16 drifted and stopped growing (1024 for 1638; review k151), as every
+    weight's type: float16 drifted and stopped growing (1024 for 1638), as every
     other batch sum did before it took float32 (``sum_dtype``). The result keeps ``w``'s type."""
     if dtype == "bfloat16":
         dtype = pytest.importorskip("ml_dtypes").bfloat16

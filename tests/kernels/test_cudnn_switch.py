@@ -86,8 +86,8 @@ def test_a_missing_libcudnn_says_which_cudnn_cupy_13_loads(cupy_13_without_libcu
 def test_an_empty_array_goes_to_im2col(cudnn_present):
     """cuDNN's tensor descriptors refuse a zero dimension (CUDNN_STATUS_BAD_PARAM), so an
     empty batch, which the convolution layers take (a ConvProjection's shared bias test), went
-    to cuDNN and failed on a device where the im2col kernels give the empty result (review
-    k185, by a cuDNN stand-in with cupyx.cudnn's signatures and checks)."""
+    to cuDNN and failed on a device where the im2col kernels give the empty result (found
+    by a cuDNN stand-in with cupyx.cudnn's signatures and checks)."""
     w = np.zeros((3, 2, 3, 3), np.float32)
     assert cudnn.usable(np.zeros((1, 2, 4, 4), np.float32), w)
     assert not cudnn.usable(np.zeros((0, 2, 4, 4), np.float32), w)
@@ -96,7 +96,7 @@ def test_an_empty_array_goes_to_im2col(cudnn_present):
 def test_a_1d_convolution_goes_to_im2col(cudnn_present):
     """cuDNN's tensors have at least 4 dimensions (cudnnSetTensorNdDescriptor), so a 1-D
     convolution's (N, C, L) arrays, which ConvProjection and ConvOperator take, went to cuDNN
-    and failed on a device (review k185, by the same stand-in)."""
+    and failed on a device (found by the same stand-in)."""
     x, w = np.zeros((2, 2, 7), np.float32), np.zeros((3, 2, 3), np.float32)
     assert not cudnn.usable(x, w)
     assert cudnn.usable(x[..., None], w[..., None])  # the same as a 2-D one of width 1

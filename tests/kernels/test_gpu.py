@@ -437,8 +437,8 @@ def test_an_inf_input_gives_the_weight_gradient_of_the_host_on_device_im2col(
 @pytest.mark.parametrize("labels_on", ["host", "device"])
 def test_the_loss_takes_host_or_device_labels_beside_device_logits(cupy, rng, labels_on):
     """A hand-written loop may keep its labels on the host (the Trainer moves its feeds):
-    the loss read them with their own module, so a numpy index met cupy logits (review
-    k133's suspicion; not run here without a device)."""
+    the loss read them with their own module, so a numpy index met cupy logits (suspected
+    in review; not run here without a device)."""
     logits, labels = rng.standard_normal((5, 4)), np.array([3, 0, 1, 1, 2])
     host = SoftmaxCrossEntropy()
     expected = host(Arg(logits, needs_grad=True), Arg(ids=labels))

@@ -230,7 +230,7 @@ def test_a_float32_gradient_within_the_outputs_rounding_is_not_passed(rng, facto
 
 @pytest.mark.parametrize("factor", [0.5, 1.0])
 def test_a_float32_gradient_above_the_floor_is_judged_not_refused(rng, factor):
-    """The rounding noise of audit k244 bounds the worst case and grows with the count of
+    """The rounding-noise estimate bounds the worst case and grows with the count of
     outputs: a float32 FC on 512 rows of inputs of scale 30, whose bias derivatives agreed to
     1e-3, was refused as unjudgeable. Above the floor from |f| a gradient is
     judged on its own scale: a right one passes, a wrong one fails.
@@ -238,7 +238,7 @@ def test_a_float32_gradient_above_the_floor_is_judged_not_refused(rng, factor):
     The FC's weights come from ``rng``, not the initialisers' global generator: the bias's
     derivative along the gradient (288) is always below the noise bound (about 320), so it is
     judged only where |f| puts the floor below it, and 4 of 40 global draws did not (the test
-    failed after tests/sync/test_local_state.py; review k262). Here the floor is 98."""
+    failed after tests/sync/test_local_state.py). Here the floor is 98."""
     x = (30 * rng.standard_normal((512, 16))).astype(np.float32)
     layer = ShiftLayer(16, np.float32, factor, scale=1.0)
     if factor == 1.0:

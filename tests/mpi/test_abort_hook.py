@@ -67,7 +67,7 @@ def test_abort_flushes_and_lets_the_launcher_forward_before_it_ends_the_job(monk
 def test_a_ctrl_c_in_the_pause_before_abort_still_aborts(monkeypatch, exits):
     """A second Ctrl-C (KeyboardInterrupt) while the rank waited for the launcher to forward
     its last lines left ``abort`` before the Abort: the hook failed, the rank exited, and the
-    other ranks waited in their collective for ever (mpiexec -n 2 hung; review k149)."""
+    other ranks waited in their collective for ever (mpiexec -n 2 hung)."""
     aborted: list[int] = []
 
     class Comm:
@@ -128,7 +128,7 @@ def test_a_ctrl_c_as_the_hook_is_closed_leaves_it_closed(capsys, monkeypatch):
     the two left it installed, marked and aborting, an error run_main then left to it aborting
     a job every rank had left. Only a marked hook counts open, and the rest of
     the close (closed, unmarked, the previous hook back) is made however the removal ended: no
-    second close comes to finish it (``closes_once``; k586)."""
+    second close comes to finish it (``closes_once``)."""
     monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
     monkeypatch.setattr(leaving, "_open_hooks", _RemovalInterrupted())
     comm = AbortRecorder()
@@ -594,7 +594,7 @@ def test_distconv_debug_off_values_keep_the_abort_line_brief(
     capsys, exits, monkeypatch, value, brief
 ):
     """The MPI abort reads ``DISTCONV_DEBUG`` as the commands do: ``0`` or ``false`` is off (the
-    one line), anything else shows the traceback (``false`` showed it, review k150)."""
+    one line), anything else shows the traceback (``false`` showed it)."""
     from distconv.cli import USER_ERRORS
 
     monkeypatch.setenv("DISTCONV_DEBUG", value)

@@ -27,7 +27,7 @@ def test_ranks_with_other_hash_seeds_agree_on_a_set_and_still_name_a_difference(
     assert [(s["set"], s["object"], s["keys"], s["dataclass"]) for s in said] == [
         ("ok", "ok", "ok", "ok")
     ] * 2
-    # rank 0's pair raised before the exchange, rank 1 waiting in it (review k535, k538)
+    # rank 0's pair raised before the exchange, rank 1 waiting in it
     assert [s["one_rank_pair"] for s in said] == [
         f"JobMismatch: rank {r} and rank {1 - r} run different jobs: config.k.1 (builtins.int): "
         f"{(0, repr('<missing>'))[r]} here, {(repr('<missing>'), 0)[r]} there"

@@ -192,7 +192,7 @@ def test_a_stop_in_the_last_exchange_aborts_only_where_it_was_not_made(
     rank has left, none waits, so no abort (it aborted the job, exit 130, killing the ranks that
     closed and went on). One with a refusal there still aborts, the Ctrl-C over the refusal.
     So does a SIGTERM (held there too) whose handler raises an Exception, not a SystemExit:
-    until k504, made or not, it aborted the job (exit 1, or its ``exit_status``)."""
+    before, made or not, it aborted the job (exit 1, or its ``exit_status``)."""
 
     class Interrupted(StepCheck):
         def say_closed(self, steps, failed=None):

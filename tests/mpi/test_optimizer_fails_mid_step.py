@@ -46,7 +46,7 @@ def test_an_optimizer_failing_mid_step_leaves_no_step_and_no_checkpoint(tmp_path
 def test_a_setup_after_it_trains_on_from_the_step_applied_in_part(tmp_path, overlap):
     """docs/architecture.md said the state stays refused "until the sync is closed"; a setup
     (a second fit) lifts the refusal and takes the parameters as they are, rank 0's on every
-    rank: what the docs now say (review k344, Finding A). The job then ends cleanly."""
+    rank: what the docs now say. The job then ends cleanly."""
     args = [str(tmp_path), overlap, "refit"]
     proc = run_mpi(["-n", "2", *script("run_optimizer_fails_mid_step.py"), *args])
     assert proc.returncode == 0, proc.stderr

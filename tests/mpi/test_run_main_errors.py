@@ -56,8 +56,8 @@ EARLY_ERROR = (
 @pytest.mark.parametrize("debug", ["", "1"])
 def test_a_setting_error_before_mpi_is_initialised_aborts_the_job(tmp_path, monkeypatch, debug):
     """A rank that ends before MPI_Init (run_main's one line and exit 1, or the traceback
-    under DISTCONV_DEBUG=1) left rank 0 waiting in MPI_Init for ever under Hydra (review
-    k249): it initialises MPI to abort the job, as distconv train does."""
+    under DISTCONV_DEBUG=1) left rank 0 waiting in MPI_Init for ever under Hydra:
+    it initialises MPI to abort the job, as distconv train does."""
     monkeypatch.setenv("DISTCONV_DEBUG", debug)
     script = tmp_path / "early.py"
     script.write_text(EARLY_ERROR)
@@ -69,8 +69,8 @@ def test_a_setting_error_before_mpi_is_initialised_aborts_the_job(tmp_path, monk
 
 def test_a_setting_error_after_the_mpi_sync_is_built_still_aborts_the_job(tmp_path):
     """run_main's one line for a RuntimeConfigError (exit 1 by SystemExit) skipped the MPI
-    sync's exception hook, which aborts the job: rank 0 waited in setup for ever (review
-    k248). The error goes to the hook, which says it and ends every rank."""
+    sync's exception hook, which aborts the job: rank 0 waited in setup for ever.
+    The error goes to the hook, which says it and ends every rank."""
     script = tmp_path / "late.py"
     script.write_text(LATE_ERROR)
     done = run_mpi(["-n", "2", sys.executable, str(script), str(tmp_path / "out")], timeout=60)
@@ -158,7 +158,7 @@ def test_a_rank_that_stops_alone_still_ends_the_job(tmp_path, stop):
     says it and aborts the job, or, before MPI_Init, aborts it as a setting error does; so
     under a hook the script set after init() that does not hand on to it, which left rank 0
     waiting as well: run_main hands it to the script's hook, which it had skipped
-    (a logger's log stayed empty; review k579), then aborts the job through the open one."""
+    (a logger's log stayed empty), then aborts the job through the open one."""
     assert ALONE[stop].count("sys.excepthook") == ("under" in stop)  # the replace still holds
     script = tmp_path / "alone.py"
     script.write_text(ALONE[stop])

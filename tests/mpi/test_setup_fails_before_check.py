@@ -92,7 +92,7 @@ def test_a_setup_that_raises_on_one_rank_before_the_job_check_is_told_at_once(
 
 
 #: what rank 0's JobMismatch says where rank 1's setup failed before the job check: what
-#: happened, not a difference of jobs (k617: "name: '<missing>' here, 'setup failed ...' there")
+#: happened, not a difference of jobs (it said "name: '<missing>' here, 'setup failed ...' there")
 BEFORE_CHECK = "rank 1 could not set up"
 
 
@@ -103,7 +103,7 @@ def test_a_meeting_whose_description_fails_on_one_rank_is_told_at_once(tmp_path)
     meeting is made all the same, its description naming the error: rank 0 raises a
     JobMismatch saying it, where rank 1's close told it "rank 1 closed". In words of rank 1's
     own failure, which the launcher reads back as such (blamed, restarted), not as the ranks'
-    different jobs ("name: '<missing>' here, 'all_equal failed ...' there"; k632)."""
+    different jobs ("name: '<missing>' here, 'all_equal failed ...' there")."""
     said = "rank 1 could not make its all_equal description: ValueError: Circular reference"
     line = rank0_is_told_at_once(tmp_path, ("[w], {}", '{"data": looped}', "3"), said)
     assert different_jobs_in([line]) is None, line

@@ -4,7 +4,7 @@ deadline (``CommThread._await``).
 ``reduce_all`` keeps an interrupt raised in a wait for the thread and makes the wait again
 (``to_the_end``), so this rank ends the step's collectives as the others do. The wait made
 again counted the thread's patience afresh from its own start: a thread stuck in a collective's
-start was named after up to twice ``PATIENCE x timeout`` (k402's finding 1). A real thread, its
+start was named after up to twice ``PATIENCE x timeout``. A real thread, its
 reduction blocked until released, stands in for one stuck on a broken link; a real signal
 (SIGUSR1, its handler raising the KeyboardInterrupt a SIGINT would) interrupts the main
 thread's wait.

@@ -38,7 +38,7 @@ def test_an_average_past_float16s_range_is_an_error_not_an_infinite_parameter(ov
     """The refusal alone: the cast into the wire that overflows, exactly what it reports, no
     longer warns of it first (numpy's ``overflow encountered``, on every rank). With the
     communication thread it reaches the main thread as the same refusal, in the same words
-    (raised alike: a plain SyncError had the job abort; k586), chained to the thread's own."""
+    (raised alike: a plain SyncError had the job abort), chained to the thread's own."""
     with pytest.raises(SyncError, match=r"bucket 0 \(w\).*not finite.*float16.*65504") as caught:
         one_step("float16", np.array([1e6, 1.0, -2.0]), overlap)
     assert type(caught.value) is WireRefused, caught.value
@@ -106,11 +106,11 @@ def test_a_refused_float16_wire_caught_closes_cleanly(overlap, tmp_path):
     none starts a later one: the ranks leave together (the job exits 0; it aborted). With the
     thread every rank's did alike after the refusal (skipped what it had queued, or, for a
     device bucket refused on the main thread, reduced the later buckets), and every rank's
-    started the flags: close completes them and leaves (it aborted; k586). So where a host
+    started the flags: close completes them and leaves (it aborted). So where a host
     bucket after the device one was refused on every rank's thread too, unreported (the main
     thread raised the device bucket's first): close aborted, a traceback on every rank:
     refused before close (``mixed-early``), or while close drained the flags (``mixed-late``),
-    each in that order on every run (k605; ``mixed`` reached one or the other by timing)."""
+    each in that order on every run (``mixed`` reached one or the other by timing)."""
     pytest.importorskip("mpi4py", reason="mpi4py is not installed")
     command = [sys.executable, "-m", "mpi4py", str(HERE / "run_wire_overflow.py")]
     proc = run_mpi(["-n", "2", *command, overlap, str(tmp_path), "caught"], timeout=45)
@@ -128,12 +128,12 @@ def test_run_main_says_a_refused_float16_wire_in_one_line(overlap, tmp_path):
     """run_main's one line for a WireRefused, raised alike on every rank, with the sync closed
     in a ``finally`` (the README's script): close exempted a JobMismatch alone from its abort,
     so without the communication thread the job aborted with a traceback on every rank,
-    though every rank refused the same bucket once the step's collectives were complete (review
-    k563). So with the thread: a bare WireRefused on the main thread (a device bucket's,
+    though every rank refused the same bucket once the step's collectives were complete.
+    So with the thread: a bare WireRefused on the main thread (a device bucket's,
     as a GPU's), or a SyncError from the thread's, aborted the job with a traceback. Its last
     value overflows on each rank alone, with opposite signs: no numpy warning of the ranks'
     inf + -inf (NaN) comes first either (the float32 sum warned ``invalid value encountered in
-    reduce``; review k573)."""
+    reduce``)."""
     pytest.importorskip("mpi4py", reason="mpi4py is not installed")
     command = [sys.executable, str(HERE / "run_wire_overflow.py"), overlap, str(tmp_path)]
     proc = run_mpi(["-n", "2", *command, "run_main"], timeout=45)
