@@ -42,7 +42,7 @@ def test_permission_denied_is_reported_as_such(tmp_path, monkeypatch):
     )
 
 
-# -- what this host lacks is not damage ------------------------------------------------------------
+# -- what this host lacks is not damage --------------------------------------------------------
 def test_a_bfloat16_checkpoint_without_ml_dtypes_is_a_read_error_naming_it(tmp_path, monkeypatch):
     """Read without ml_dtypes, a bfloat16 checkpoint was 'truncated or corrupt', which a resume
     sets aside for an older checkpoint: every newer one lost once ml_dtypes is back."""

@@ -440,8 +440,7 @@ def test_load_dataset_by_name(tmp_path):
 
 @pytest.mark.parametrize("name", ["digits", "synthetic"])
 def test_a_data_dir_for_a_set_that_reads_none_is_refused(tmp_path, name):
-    """``--data-dir ~/mnist`` without ``--data mnist`` trained on the digits without a word
-    (review k98)."""
+    """``--data-dir ~/mnist`` without ``--data mnist`` trained on the digits without a word."""
     with pytest.raises(DataError, match=f"--data-dir is read for --data mnist only, not {name}"):
         load_dataset(name, tmp_path)
 

@@ -1,4 +1,4 @@
-"""Trainer.fit refuses what it cannot train at the start, naming the argument (review k98)."""
+"""Trainer.fit refuses what it cannot train at the start, naming the argument."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def test_a_test_set_the_model_cannot_read_is_refused_before_training(
     data, tmp_path, channels, size, said
 ):
     """It failed only in the first epoch's evaluation: the epoch's training was lost and no
-    checkpoint written (review k98, 15)."""
+    checkpoint written."""
     from distconv.data import DataError
 
     train, _ = data

@@ -1,4 +1,4 @@
-"""What a resume checks and keeps (review k60): facts that must match, read errors that are not
+"""What a resume checks and keeps: facts that must match, read errors that are not
 damage, a second fit on the same Trainer, per-rank rates, frozen parameters, the metrics log."""
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class _Named:
         self.name, self.value = name, value
 
 
-# -- finding 3: the data set, the model and the network's real dtype must match ----------------
+# -- the data set, the model and the network's real dtype must match -----------------------------
 def test_a_checkpoint_of_another_data_set_or_model_is_refused(data, tmp_path):
     train, test = data
     facts = {"data": "digits", "model": "lenet"}
@@ -99,7 +99,7 @@ def test_a_checkpoint_without_the_data_and_model_facts_still_resumes(data, tmp_p
     train, test = data
     first = _trainer(tmp_path)
     first.fit(train, test, epochs=1)
-    _rewrite_extra(first.checkpoints.run.latest(), data=None, model=None)  # as before k60
+    _rewrite_extra(first.checkpoints.run.latest(), data=None, model=None)  # as older runs wrote it
     again = _trainer(tmp_path, config={"data": "digits", "model": "lenet"})
     assert [r["epoch"] for r in again.fit(train, test, epochs=2, resume=True)] == [2]
 
@@ -162,7 +162,7 @@ def test_a_refusal_of_another_run_says_too_that_the_parameters_do_not_fit(data, 
     assert all(np.array_equal(before[k], v) for k, v in _weights(wider).items())
 
 
-# -- finding 4: resume=True with nowhere to resume from -----------------------------------------
+# -- resume=True with nowhere to resume from -----------------------------------------------------
 def test_resume_true_without_an_output_directory_is_refused(data):
     train, test = data
     t = _trainer(None)
@@ -174,7 +174,7 @@ def test_resume_true_without_an_output_directory_is_refused(data):
     assert len(_trainer(None).fit(train, test, epochs=1, resume="auto")) == 1  # nothing to find
 
 
-# -- finding 5: a second fit on the same Trainer ------------------------------------------------
+# -- a second fit on the same Trainer ------------------------------------------------------------
 def test_a_fit_after_preempted_runs_to_the_end_like_an_uninterrupted_run(data, tmp_path):
     train, test = data
     whole = _trainer(tmp_path / "whole")
@@ -251,7 +251,7 @@ def test_fit_returns_only_the_records_of_its_own_call(data, tmp_path):
     assert [r["epoch"] for r in history] == [2] and t.history == history
 
 
-# -- finding 6: the per-rank rate after a mid-epoch resume ---------------------------------------
+# -- the per-rank rate after a mid-epoch resume --------------------------------------------------
 def test_after_a_mid_epoch_resume_one_rank_rate_equals_the_global_rate(data, tmp_path):
     train, test = data
     first = _trainer(tmp_path, checkpoint_every=7)
@@ -278,7 +278,7 @@ def test_each_ranks_examples_before_a_checkpoint_add_up_to_the_global_count(done
     assert counted == ([8.0 * done] * 2 if done < 7 else [49.0, 48.0])
 
 
-# -- finding 2: a parameter frozen since the checkpoint -----------------------------------------
+# -- a parameter frozen since the checkpoint -----------------------------------------------------
 def test_one_rank_resumes_with_a_parameter_frozen_since_the_checkpoint(data, tmp_path, caplog):
     train, test = data
     kept = _trainer(tmp_path / "kept", dtype="float64")  # the same process: freeze, go on
@@ -302,7 +302,7 @@ def test_one_rank_resumes_with_a_parameter_frozen_since_the_checkpoint(data, tmp
     assert "conv1.weight" not in again.sync.state_dict()
 
 
-# -- finding 8: a read error is not damage ------------------------------------------------------
+# -- a read error is not damage ------------------------------------------------------------------
 def test_a_read_error_on_the_newest_checkpoint_raises_and_sets_nothing_aside(
     data, tmp_path, monkeypatch
 ):
@@ -423,8 +423,8 @@ def test_a_manifest_naming_a_part_by_anything_but_a_string_is_damage(tmp_path, p
 
 @pytest.mark.parametrize("parts", ["{}", '{"server": "step-00000001/chief.safetensors"}'])
 def test_a_manifest_without_the_chief_part_is_damage(data, tmp_path, caplog, parts):
-    """Taken for complete, such a manifest made the resume fail with a KeyError traceback
-    (review k98); it is passed over for the checkpoint before it, like other damage."""
+    """Taken for complete, such a manifest made the resume fail with a KeyError traceback;
+    it is passed over for the checkpoint before it, like other damage."""
     train, test = data
     _trainer(tmp_path).fit(train, test, epochs=2)
     newest = tmp_path / "checkpoints" / "step-00000030.json"
@@ -440,8 +440,8 @@ def test_a_manifest_without_the_chief_part_is_damage(data, tmp_path, caplog, par
 @pytest.mark.parametrize("foreign", ["model_best.pt", "step-00000015/optimizer.pt", "runs/"])
 def test_resume_auto_with_no_checkpoint_keeps_another_tools_checkpoints(data, tmp_path, foreign):
     """With no checkpoint to resume, --resume auto (which the refusal of a used directory
-    suggests) deleted the whole checkpoints/ directory, another tool's files included (review
-    k98). It now refuses, naming them, and deletes nothing."""
+    suggests) deleted the whole checkpoints/ directory, another tool's files included.
+    It now refuses, naming them, and deletes nothing."""
     train, test = data
     path = tmp_path / "checkpoints" / foreign
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -487,8 +487,8 @@ def test_resume_auto_with_no_checkpoint_keeps_metrics_no_unfinished_run_leaves(
 ):
     """A run that never completed a checkpoint leaves at most its first epoch's line (written
     before that epoch's checkpoint) and no plot (drawn after the last). More, or another tool's
-    lines, or a finished run whose checkpoints were deleted, were deleted by --resume auto
-    (review k98 #10); now it refuses, naming them."""
+    lines, or a finished run whose checkpoints were deleted, were deleted by --resume auto;
+    now it refuses, naming them."""
     train, test = data
     for name, text in files.items():
         (tmp_path / name).mkdir() if name.endswith("/") else (tmp_path / name).write_text(text)
@@ -557,7 +557,7 @@ def test_resume_auto_clears_the_metrics_a_first_epoch_without_a_checkpoint_left(
     )
 
 
-# -- finding 9: the metrics line is on disk before the checkpoint after it ----------------------
+# -- the metrics line is on disk before the checkpoint after it ----------------------------------
 def test_each_metrics_line_is_synced_before_its_epochs_checkpoint(data, tmp_path, monkeypatch):
     synced = []
     real_fsync = os.fsync
@@ -589,7 +589,7 @@ def test_a_resume_warns_of_a_metrics_line_lost_before_its_checkpoint(data, tmp_p
     assert "has no line for epoch(s) [2] of the 3 the resumed checkpoint" in caplog.text
 
 
-# -- checkpoint order, write failures, set-asides, resumes past the data ---------------------------
+# -- checkpoint order, write failures, set-asides, resumes past the data -------------------------
 def test_a_checkpoint_past_step_99999999_is_the_newest_and_outlives_the_older(tmp_path):
     """Manifests were ordered by name: step-100000000.json sorts before step-99999999.json, so
     the newer checkpoint counted as the oldest, a resume took the older one and keeping one

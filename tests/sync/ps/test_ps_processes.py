@@ -351,7 +351,7 @@ def test_a_worker_waiting_on_a_killed_shard_stops_at_once_naming_it(shards):
 
 class _NeverEmpty:
     """The shard's socket with a queue that never empties (workers whose requests come as fast
-    as the shard handles them: an async shard that is the job's bottleneck), by k96."""
+    as the shard handles them: an async shard that is the job's bottleneck)."""
 
     def __init__(self, sock) -> None:
         self._real = sock
@@ -422,7 +422,7 @@ def test_a_loop_turn_reads_one_batch_and_the_read_before_a_look_reads_on_until_i
     hand, monkeypatch
 ):
     """The loop's own read stops at BATCH requests, whatever is queued; the read before a look
-    goes on past it until its time is up, and no longer (review k97)."""
+    goes on past it until its time is up, and no longer."""
     from distconv.sync.ps import losses
     from distconv.sync.ps.server import BATCH
 
@@ -448,7 +448,7 @@ def _hello_run(h, rank: int, pid: int, run: int) -> None:
 
 def test_a_second_hello_after_bye_is_watched_again(hand, sleeper):
     """The same worker sets up again after its bye (a second setup): its process is followed
-    again, and its kill fails the job (review k97)."""
+    again, and its kill fails the job."""
     h = hand(workers=2, mode="sync", timeout=LONG)
     workers = [sleeper(), sleeper()]
     for rank, w in enumerate(workers):
@@ -462,7 +462,7 @@ def test_a_second_hello_after_bye_is_watched_again(hand, sleeper):
 
 def test_a_bye_of_an_earlier_run_leaves_the_latest_worker_watched(hand, sleeper):
     """A rank restarted (a new run) while its earlier worker still ran: that worker's bye is
-    ignored, and the new one's kill still fails the job (review k97)."""
+    ignored, and the new one's kill still fails the job."""
     h = hand(workers=2, mode="sync", timeout=LONG)
     workers = [sleeper(), sleeper(), sleeper()]
     _hello_run(h, 0, workers[0].pid, 0)
@@ -476,7 +476,7 @@ def test_a_bye_of_an_earlier_run_leaves_the_latest_worker_watched(hand, sleeper)
 
 def test_a_lost_rank_is_no_longer_watched(hand, sleeper):
     """Async, continue: once its only watched rank is lost, the shard has nothing to look at
-    (no read before a look any more) (review k97)."""
+    (no read before a look any more)."""
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1)
     _hello_run(h, 1, sleeper().pid, 1)
     h.shard.last_seen[1] -= 10  # silent past the timeout
