@@ -57,7 +57,7 @@ def test_round_trip_restores_values_state_and_metadata(tmp_path):
 )
 def test_ml_dtypes_parameters_come_back_bitwise(tmp_path, dtype):
     """safetensors writes BF16 and F8_E4M3 ... but its numpy loader cannot read them: nothing
-    saved is lost (a float8 resume called the checkpoint 'truncated or corrupt', review k93)."""
+    saved is lost (a float8 resume called the checkpoint 'truncated or corrupt')."""
     dtype = getattr(pytest.importorskip("ml_dtypes"), dtype)
     path = tmp_path / "checkpoint.safetensors"
     rng = np.random.default_rng(3)

@@ -186,7 +186,7 @@ def test_mnist_without_data_dir(tmp_path):
 
 
 def test_mnist_images_too_small_for_lenet_are_one_line(tmp_path):
-    """Valid IDX files of 3x3 images ended in a ValueError traceback from lenet (review k98)."""
+    """Valid IDX files of 3x3 images ended in a ValueError traceback from lenet."""
     for name, shape in (("train", (8, 3, 3)), ("t10k", (4, 3, 3))):
         write_idx(tmp_path / f"{name}-images-idx3-ubyte", np.zeros(shape))
         write_idx(tmp_path / f"{name}-labels-idx1-ubyte", np.arange(shape[0]) % 10)
@@ -564,7 +564,7 @@ def test_the_last_line_is_one_write_so_ranks_lines_never_run_together(monkeypatc
 
 def test_a_reader_that_closed_stdout_does_not_fail_a_finished_run(tmp_path):
     """``distconv train ... | head -c 0`` exited 1 with 'error: [Errno 32] Broken pipe' after a
-    run that had written all its files (review k98, 12); the run's own status is kept."""
+    run that had written all its files; the run's own status is kept."""
     env = {**os.environ, "PYTHONPATH": child_path()}
     env.pop("DISTCONV_DEBUG", None)
     out = tmp_path / "r"

@@ -378,7 +378,7 @@ def test_float16_parameters_with_a_sum_over_256_ranks(name, decay):
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_an_eps_that_is_0_in_the_parameters_dtype_is_refused_at_its_state(name):
     """Adam's default eps (1e-8) is 0 in float16: once ``v`` underflowed a step divided by 0,
-    and the first epoch ended in "the loss became NaN or infinite" (review k93, F5)."""
+    and the first epoch ended in "the loss became NaN or infinite"."""
     opt = create_optimizer(name)
     eps = opt.hyper.get("eps")
     if eps is None:  # no denominator: any dtype will do

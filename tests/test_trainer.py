@@ -209,7 +209,7 @@ def test_a_directory_holding_a_run_is_refused_unless_told(data, tmp_path):
 def test_a_run_that_diverged_in_its_first_epoch_does_not_block_the_same_command(data, tmp_path):
     """It leaves an empty metrics.jsonl and no checkpoint: the same command with a lower rate
     was refused (already holds a run), and --resume, which the refusal suggests, found no
-    checkpoint (review k98)."""
+    checkpoint."""
     train, test = data
     from distconv.trainer import TrainingError
 
@@ -267,7 +267,7 @@ def test_resume_refuses_other_training_data_naming_what_differs(data, tmp_path):
 
 def test_the_same_data_in_another_input_type_resumes_where_the_trainer_casts_it(data, tmp_path):
     """The trainer feeds its dtype: float64 images cast to float32 are the float32 images it
-    trained on (review k94); without a dtype to cast to, they are other inputs."""
+    trained on; without a dtype to cast to, they are other inputs."""
     train, test = data
     _trainer(tmp_path, dtype=np.float32).fit(train, test, epochs=1)
     wide = {
@@ -675,7 +675,7 @@ def test_a_checkpoint_of_a_new_model_on_a_used_sync_holds_only_its_own_state(dat
 
 
 def test_data_that_is_not_arrays_by_feed_name_is_refused_naming_what_it_is(data):
-    """A bare array, or lists, failed inside indexing with numpy's words (review k85)."""
+    """A bare array, or lists, failed inside indexing with numpy's words."""
     train, _ = data
     trainer = _trainer()
     with pytest.raises(TypeError, match=r"a dict of arrays by feed name .*got ndarray"):
@@ -686,7 +686,7 @@ def test_data_that_is_not_arrays_by_feed_name_is_refused_naming_what_it_is(data)
 
 def test_labels_in_a_column_count_right_answers_as_flat_labels_do(data):
     """Labels of shape (N, 1), which the loss reads flat, were compared with the (N,) answers
-    by broadcasting: N x N comparisons, an accuracy above 1 and no error (review k98)."""
+    by broadcasting: N x N comparisons, an accuracy above 1 and no error."""
     train, test = data
     flat = {"image": train.x, "label": train.y}
     column = {"image": train.x, "label": train.y[:, None]}
@@ -700,7 +700,7 @@ def test_labels_in_a_column_count_right_answers_as_flat_labels_do(data):
 
 def test_integer_images_are_refused_naming_the_layer_and_the_cast(data):
     """uint8 images reach the first convolution as ids (feeds_of): it failed with
-    AttributeError: 'NoneType' object has no attribute 'ndim' (review k98)."""
+    AttributeError: 'NoneType' object has no attribute 'ndim'."""
     train, _ = data
     images = {"image": (train.x * 255).astype(np.uint8), "label": train.y}
     with pytest.raises(LayerError, match=r"Conv2D 'conv1': expected float values, got uint8 ids"):
@@ -710,7 +710,7 @@ def test_integer_images_are_refused_naming_the_layer_and_the_cast(data):
 @pytest.mark.parametrize("batch_size", [0, -1])
 def test_evaluate_refuses_a_batch_size_below_one(data, batch_size):
     """A negative one ran no batch and returned test_loss 0.0 and test_acc 0.0 as results, and
-    0 failed in range() (review k98)."""
+    0 failed in range()."""
     _, test = data
     with pytest.raises(ValueError, match=f"batch_size must be an int >= 1, got {batch_size}"):
         _trainer().evaluate(test, batch_size=batch_size)
@@ -719,7 +719,7 @@ def test_evaluate_refuses_a_batch_size_below_one(data, batch_size):
 @pytest.mark.parametrize("batch_size, accumulate", [(16, 20), (1000, 1)])
 def test_a_global_batch_larger_than_the_data_is_said(data, caplog, batch_size, accumulate):
     """--accumulate 20 or --batch-size 1000 on 240 examples trained one short step an epoch,
-    and metrics.jsonl recorded the global batch asked for, without a word (review k98)."""
+    and metrics.jsonl recorded the global batch asked for, without a word."""
     train, _ = data
     t = _trainer(batch_size=batch_size, accumulate=accumulate)
     with caplog.at_level(logging.WARNING, logger="distconv.trainer"):
@@ -730,7 +730,7 @@ def test_a_global_batch_larger_than_the_data_is_said(data, caplog, batch_size, a
 
 
 def test_an_integer_dtype_is_refused_before_any_weight_is_cast():
-    """Trainer(dtype=np.int32) cast every weight to integers, which cannot learn (review k85)."""
+    """Trainer(dtype=np.int32) cast every weight to integers, which cannot learn."""
     net = _net()
     before = {p.name: p.value.dtype for p in net.parameters()}
     sync = create_sync("local", optimizer=create_optimizer("sgd"))
@@ -753,7 +753,7 @@ def test_an_integer_dtype_is_refused_for_a_network_without_weights():
 def test_every_dtype_that_is_not_a_float_is_refused_before_any_weight_is_cast(dtype):
     """ml_dtypes' int4 has numpy kind "V", as its bfloat16 has, and strings, objects or complex
     numbers are no integer kind: a check of kind "iub" let Trainer(dtype=...) cast every weight
-    to them (review k87)."""
+    to them."""
     if dtype in ("int4", "uint4"):
         dtype = getattr(pytest.importorskip("ml_dtypes"), dtype)
     net = _net()
@@ -784,7 +784,7 @@ def test_the_default_cnn_trains_in_bfloat16_as_it_does_in_float32(data):
 @pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"])
 def test_a_float_type_the_kernels_or_checkpoints_cannot_carry_is_refused(dtype):
     """ml_dtypes' float8_e5m2 fails in im2col's strided view, float4 in safetensors' save:
-    after a whole epoch of training, where a refusal up front costs nothing (review k93)."""
+    after a whole epoch of training, where a refusal up front costs nothing."""
     dtype = getattr(pytest.importorskip("ml_dtypes"), dtype)
     net = _net()
     sync = create_sync("local", optimizer=create_optimizer("sgd"))
@@ -807,8 +807,8 @@ NAMED_BFLOAT16 = {
 @pytest.mark.parametrize("where", sorted(NAMED_BFLOAT16))
 def test_bfloat16_may_be_named_before_ml_dtypes_is_imported(where):
     """numpy knows the name "bfloat16" only once ml_dtypes is imported: Trainer(dtype=
-    "bfloat16") said "data type 'bfloat16' not understood" in a fresh process (review k94), and
-    so did the layers' dtype= and Parameter.cast (k95)."""
+    "bfloat16") said "data type 'bfloat16' not understood" in a fresh process, and
+    so did the layers' dtype= and Parameter.cast."""
     pytest.importorskip("ml_dtypes")
     script = (
         "import sys\n"

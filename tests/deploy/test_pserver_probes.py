@@ -131,7 +131,7 @@ def _worker(endpoint: str, rank: int, world: int, steps: int, nan_step: int, err
 
 @pytest.mark.timeout(90)
 def test_a_failed_shard_says_so_at_once_with_its_last_step_not_its_update_count():
-    """k99 #6: /healthz said "ok", then "stalled" after the stall limit, for a shard whose job
+    """/healthz said "ok", then "stalled" after the stall limit, for a shard whose job
     had failed, and its "last step" was the number of updates. The stall limit here is far off,
     so a 503 can only be the failure's; 3 steps of 8 parameters are 24 updates, not step 3."""
     (health,) = free_ports(1)

@@ -76,7 +76,7 @@ def test_health_turns_from_true_to_false_when_steps_stop(stalling):
 
 @pytest.mark.timeout(30)
 def test_a_failed_rank_is_unhealthy_at_once_and_for_good_naming_why(service):
-    """k99 #6: the stall limit has not passed, the loop goes on beating, and still
+    """The stall limit has not passed, the loop goes on beating, and still
     /healthz answers 503 with the cause, not "ok" and later "stalled"."""
     service.beat(7)
     service.set_ready()

@@ -1,6 +1,6 @@
 """``distconv-launch`` refusals are one line, and a job can be launched again into its run dir.
 
-Each test runs the real launcher as a subprocess on real files (review k59, findings 2, 5, 6).
+Each test runs the real launcher as a subprocess on real files.
 """
 
 from __future__ import annotations

@@ -47,11 +47,11 @@ def test_fully_connected_wrong_width():
 
 def test_fully_connected_fed_integer_ids_says_so():
     """An integer array reaches a layer as ids (the Trainer's feeds): it said "input shape
-    None" (review k85)."""
+    None"."""
     with pytest.raises(LayerError, match=r"got integer ids \(an integer array is fed as ids"):
         FullyConnected(4, 3, name="fc")(Arg(ids=np.zeros(2, np.int64)))
     with pytest.raises(LayerError, match=r"got bool ids \(a bool array is fed as ids: cast"):
-        FullyConnected(4, 3, name="fc")(Arg(ids=np.zeros(2, bool)))  # a mask feature (k87)
+        FullyConnected(4, 3, name="fc")(Arg(ids=np.zeros(2, bool)))  # a mask feature
 
 
 @pytest.mark.parametrize("cls", [MaxPool2D, AvgPool2D])
@@ -335,7 +335,7 @@ def test_float16_mse_of_one_far_element_is_finite():
 def test_image_layers_fed_ids_say_to_cast_to_float(make, shape):
     """The Trainer feeds integer images (uint8 MNIST) as ids, with no values: convolutions and
     pooling failed with AttributeError: 'NoneType' object has no attribute 'ndim', an activation
-    layer with a TypeError from the comparison in relu (review k98)."""
+    layer with a TypeError from the comparison in relu."""
     layer = make()
     ids = np.zeros(shape, np.uint8)
     with pytest.raises(LayerError, match=r"'c': expected float values, got uint8 ids .*cast"):
@@ -359,7 +359,7 @@ def test_image_layers_fed_ids_say_to_cast_to_float(make, shape):
     ],
 )
 def test_pooling_argument_errors_name_the_layer_as_convolutions_do(make, said):
-    """MaxPool2D(0) said only numpy's 'kernel_size must be >= 1', not which layer (review k98)."""
+    """MaxPool2D(0) said only numpy's 'kernel_size must be >= 1', not which layer."""
     with pytest.raises(LayerError, match=said):
         make()
 

@@ -180,7 +180,7 @@ def test_a_parameter_unfrozen_since_the_firing_order_was_recorded_is_handed_over
 @pytest.mark.parametrize("overlap", [False, True])
 def test_a_parameter_frozen_mid_step_that_fired_nowhere_is_left_alone(overlap):
     """Nothing reduced of it goes to the optimizer, so nothing of it is checked: the step ends
-    and the next lays the buckets out without it (review k44's case)."""
+    and the next lays the buckets out without it."""
     a, b = Parameter("a", np.ones(4)), Parameter("b", np.ones(4))
     sync = MPISync(create_optimizer("sgd", lr=0.5), comm=SingleRankComm(), overlap=overlap)
     try:

@@ -93,7 +93,7 @@ def test_shards_without_a_checkpoint_dir_write_no_parts_and_do_not_fail_the_save
 @pytest.mark.timeout(30)
 def test_only_rank_0_asks_for_checkpoint_parts(hand, tmp_path):
     """A checkpoint at a step below the newest prunes the parts above it (a rolled-back
-    attempt's): a request of another rank, or of a stray client, must not (review k99)."""
+    attempt's): a request of another rank, or of a stray client, must not."""
     h = hand(checkpoint_dir=str(tmp_path), workers=2)
     h.seed()
     assert h.ask({"op": "checkpoint", "step": 7})[0]["op"] == "ok"

@@ -256,7 +256,7 @@ def test_ranks_left_waiting_for_a_push_are_named_in_one_sentence(hand):
 
 @pytest.mark.timeout(60)
 def test_closing_twice_is_as_closing_once(shards):
-    """A script's own close() and the close in its finally (review k85): the second did send
+    """A script's own close() and the close in its finally: the second did send
     on closed sockets, a ZMQError that failed a finished job."""
     endpoints = shards.start(1, workers=1)
     sync = insecure_worker(endpoints)

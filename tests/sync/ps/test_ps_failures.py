@@ -116,7 +116,7 @@ def test_a_worker_of_another_job_is_refused_and_every_rank_stops(shards):
 def test_a_reply_nobody_waits_for_any_more_is_not_kept(shards):
     """Shard 0 refuses its part of a request to both shards at once, so the worker raises
     before shard 1's reply is read: that reply, already here or still to come, is dropped
-    instead of staying in the worker's reply table for the rest of the run (review k43)."""
+    instead of staying in the worker's reply table for the rest of the run."""
     endpoints = shards.start(2, workers=1)
     sync = _sync(endpoints)
     try:
@@ -133,7 +133,7 @@ def test_a_reply_nobody_waits_for_any_more_is_not_kept(shards):
 @pytest.mark.timeout(60)
 def test_ranks_that_sum_different_numbers_of_values_are_told_so(shards):
     """The sum zipped the ranks' lists, so a rank sending fewer values (other code, another
-    point of the job) shortened every rank's sums without a word (review k99)."""
+    point of the job) shortened every rank's sums without a word."""
     endpoints = shards.start(1, workers=2)
     syncs = [_sync(endpoints, rank, 2) for rank in range(2)]
 

@@ -86,7 +86,7 @@ def test_a_beat_of_the_rank_s_run_keeps_it_alive_and_one_of_the_run_before_is_re
 def test_a_stats_and_a_bye_of_the_run_before_say_nothing_of_a_rank_s_life(hand):
     """A monitoring tool's ``stats`` and the old worker's ``bye`` (answered, ignored) used to
     refresh the rank's last sign of life, so a dead rank was declared lost one timeout late,
-    or never while the tool kept asking (review k45)."""
+    or never while the tool kept asking."""
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
     assert _hello(h, 0, 5)["op"] == "ok"
     for run in (11, 12):
@@ -120,7 +120,7 @@ def _gather(h, rank: int, tag: str, value) -> None:
 def test_with_continue_a_live_rank_a_gather_waits_for_too_long_is_left_out(hand):
     """Rank 1 lives (it beats) but stays away from a gather past the timeout (a hung main
     thread, a long evaluation): with ``continue`` it is lost, as a silent rank is, and the
-    gather is answered without it, where it used to fail the job (review k53)."""
+    gather is answered without it, where it used to fail the job."""
     h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
     for rank in (0, 1, 2):
         assert _hello(h, rank, rank)["op"] == "ok"
@@ -151,7 +151,7 @@ def test_with_continue_a_gather_that_waits_too_long_for_rank_0_fails_the_job(han
 def test_with_continue_a_rank_late_to_start_still_fails_the_job(hand):
     """A rank that never said hello (its pod still pulling its image) is no straggler: the
     start-up gather's timeout fails the job, which the launcher restarts, instead of losing
-    the rank for good, whose hello would then be refused at every retry (review k54)."""
+    the rank for good, whose hello would then be refused at every retry."""
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
     assert _hello(h, 0, 5)["op"] == "ok"
     _gather(h, 0, "all_equal:1", "{}")
@@ -167,7 +167,7 @@ def test_with_continue_a_rank_late_to_start_still_fails_the_job(hand):
 def test_with_continue_a_rank_whose_hello_came_after_the_gather_began_is_no_straggler(hand):
     """Rank 1 said hello (it lives) only after rank 0's start-up gather began, and has not
     gathered yet when the timeout comes: it is late to start, not staying away, so the job
-    fails (and restarts) instead of losing it for good (review k55)."""
+    fails (and restarts) instead of losing it for good."""
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
     assert _hello(h, 0, 5)["op"] == "ok"
     _gather(h, 0, "all_equal:1", "{}")
@@ -179,7 +179,7 @@ def test_with_continue_a_rank_whose_hello_came_after_the_gather_began_is_no_stra
 
 def test_a_dead_chief_that_a_gather_waits_for_is_named_silent(hand):
     """Silence is checked before the held gathers: rank 0, dead, is named silent, not taken
-    for a live rank that stays away (review k55)."""
+    for a live rank that stays away."""
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
     for rank in (0, 1):
         assert _hello(h, rank, rank)["op"] == "ok"
@@ -193,7 +193,7 @@ def test_a_dead_chief_that_a_gather_waits_for_is_named_silent(hand):
 def test_with_continue_ranks_held_in_other_gathers_are_not_taken_for_stragglers(hand):
     """Rank 0 waits in barrier:5, rank 1 in allreduce:6, rank 2 lives but comes to neither:
     rank 1 did not stay away from barrier:5, it waits elsewhere; the job fails naming both
-    as before, not with rank 0 taken for a lost chief (review k54)."""
+    as before, not with rank 0 taken for a lost chief."""
     h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
     for rank in (0, 1, 2):
         assert _hello(h, rank, rank)["op"] == "ok"
@@ -276,7 +276,7 @@ def test_one_heartbeat_per_worker_from_setup_to_close_and_none_in_sync_mode(shar
 @pytest.mark.timeout(30)
 def test_a_second_setup_refused_at_its_hello_stops_the_first_heartbeat(shards):
     """The shards refuse the second setup's hello (another model): the first setup's heartbeat
-    must not beat on for a worker whose caller may never close it (review k54)."""
+    must not beat on for a worker whose caller may never close it."""
     endpoints = shards.start(1, workers=1, mode="async")
     sync = insecure_worker(endpoints)
     try:
@@ -293,7 +293,7 @@ def test_a_second_setup_refused_at_its_hello_stops_the_first_heartbeat(shards):
 def test_a_failed_setup_stops_the_heartbeat(shards):
     """Setup fails after the hello (optimizer state without Adam's moments): the heartbeat
     stops with it, or a caller that goes on without closing would keep the rank alive on
-    every shard for ever (review k53)."""
+    every shard for ever."""
     endpoints = shards.start(2, workers=1, mode="async")
     sync = insecure_worker(endpoints, optimizer="adam")
     try:
@@ -372,8 +372,8 @@ def test_a_shard_that_refuses_the_heartbeat_gets_no_more_beats_and_the_others_st
     shards, caplog
 ):
     """A newer worker of rank 1 said hello on shard 0 only: shard 0 refuses the old worker's
-    beats, which stop there, logged; shard 1 still hears from a process that lives (review
-    k53: one refusal silenced the rank on every shard)."""
+    beats, which stop there, logged; shard 1 still hears from a process that lives (one
+    refusal once silenced the rank on every shard)."""
     endpoints = shards.start(2, **ASYNC)
     ctx = zmq.Context()
     caplog.set_level(logging.WARNING, "distconv.pserver")
@@ -478,7 +478,7 @@ def test_a_beat_to_a_shard_not_there_is_dropped_not_queued():
 def test_a_second_setup_after_the_gather_began_is_no_late_start(hand):
     """Rank 1 set up again (a second hello of its run) after the gather began, then stays
     away: it joined the run before the gather, so with continue it is lost, not taken for a
-    rank late to start (review k56)."""
+    rank late to start."""
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
     for rank in (0, 1):
         assert _hello(h, rank, rank)["op"] == "ok"
@@ -492,7 +492,7 @@ def test_a_second_setup_after_the_gather_began_is_no_late_start(hand):
 def test_a_refused_hello_is_no_sign_of_life(hand):
     """Rank 1's first hello is refused (another job): it never joined, so it is never declared
     lost as silent (which would refuse its corrected restart for good); the start-up gather's
-    timeout fails the job instead (review k56)."""
+    timeout fails the job instead."""
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
     assert _hello(h, 0, 5)["op"] == "ok"
     refused = h.ask({"op": "hello", "rank": 1, "host": "h", **hello_fields({"x": 1}), "run": 6})
@@ -507,7 +507,7 @@ def test_a_refused_hello_is_no_sign_of_life(hand):
 def test_a_rank_whose_restart_was_refused_after_the_gather_began_is_no_straggler(hand):
     """Rank 1's old worker lives on (it beats) while its restart, refused (another job), died
     without a bye: the rank's latest hello came after the gather began, so the job fails and
-    restarts instead of leaving rank 1 out for good (review k57)."""
+    restarts instead of leaving rank 1 out for good."""
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
     for rank in (0, 1):
         assert _hello(h, rank, rank)["op"] == "ok"
@@ -531,7 +531,7 @@ def test_distconv_train_starts_without_pyzmq():
 def test_a_gather_timeout_says_which_missing_rank_closed(hand):
     """Rank 0 said bye before the ranks ever met (the stuck check cannot tell whose run the
     bye is of), and rank 1 waits in a gather: the timeout's message says rank 0 closed,
-    where it said only "sent nothing" (review k55)."""
+    where it said only "sent nothing"."""
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
     for rank in (0, 1):
         assert _hello(h, rank, rank)["op"] == "ok"
@@ -549,7 +549,7 @@ def test_a_gather_timeout_says_which_missing_rank_closed(hand):
 def test_a_restart_refused_before_the_gather_still_makes_its_rank_late(hand):
     """Rank 1's restart was refused (another job) and died, then the gather began while its
     old worker lives on: a refusal since the rank's accepted hello makes it late, whenever it
-    came, so the job fails rather than leaving rank 1 out for good (review k58)."""
+    came, so the job fails rather than leaving rank 1 out for good."""
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
     for rank in (0, 1):
         assert _hello(h, rank, rank)["op"] == "ok"

@@ -26,7 +26,7 @@ def test_a_sparse_scalar_parameter_is_refused_as_malformed(hand):
 @pytest.mark.timeout(60)
 def test_a_seed_whose_blocks_share_rows_is_refused_so_parts_cannot_grow_it_past_its_params(hand):
     """Any number of parts could each bring the same rows again under new block ids, and the
-    shard kept them all until the last part: memory without bound (review k99 #9). Blocks of a
+    shard kept them all until the last part: memory without bound. Blocks of a
     parameter may not overlap now, so a seed holds at most the parameters it declares."""
     h = hand()
     head = {"op": "seed", "optimizer": {"name": "sgd", "lr": 1.0}}

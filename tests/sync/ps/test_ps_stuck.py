@@ -524,8 +524,8 @@ def test_a_second_setup_of_a_worker_keeps_its_run():
 @pytest.mark.timeout(30)
 def test_a_refused_restart_s_bye_after_a_same_run_second_setup_is_ignored(hand):
     """Rank 1 (run 11) runs; a stray rank-1 worker (run 33, another job) is refused at hello;
-    rank 1 sets up again (same run); the stray's bye comes last. Rank 1 has not left (review
-    k45: the refused run still counted, and the job failed naming rank 1 closed)."""
+    rank 1 sets up again (same run); the stray's bye comes last. Rank 1 has not left (the
+    refused run once still counted, and the job failed naming rank 1 closed)."""
     h = hand(workers=2)
     for rank, run in ((0, 5), (1, 11)):
         assert _hello_run(h, rank, run)["op"] == "ok"
@@ -553,7 +553,7 @@ def _rank_0_restarted(hand):
 def test_a_bye_after_a_second_setup_of_a_worker_of_the_run_before_is_left_to_the_timeout(hand):
     """Rank 0 restarted and waits in its start-up gather; the old rank 1 sets up again (its
     own run) and closes. That bye is of the run before: rank 1's restart may still come, and
-    does (review k46: the second setup's hello counted as rank 1's new run, and the job
+    does (the second setup's hello once counted as rank 1's new run, and the job
     failed naming rank 1 closed). A real second setup sends its start-up gather between the
     two, all_equal:1 as the new run's, which it meets (the job goes on with that worker); this
     order needs a setup that failed after its hello."""
@@ -570,7 +570,7 @@ def test_a_bye_after_a_second_setup_of_a_worker_of_the_run_before_is_left_to_the
 def test_a_refused_second_setup_of_a_worker_of_the_run_before_is_no_new_run(hand):
     """As above, but the old rank 1's second setup is refused (another description): a
     refused hello with the rank's own run is no new run either, so its bye is left to the
-    timeout (review k47)."""
+    timeout."""
     h = _rank_0_restarted(hand)
     assert "run different jobs" in _hello_run(h, 1, 11, {"batch": 8})["error"]
     _bye(h, 1, run=11)
@@ -596,8 +596,8 @@ def _lose_rank_2(h) -> None:
 def test_a_lost_rank_cannot_join_again_and_fails_no_working_job(hand):
     """Async, --on-worker-loss continue: ranks 0 and 1 go on without rank 2, rank 1 finishes
     (bye), and rank 2's restart says hello. It is refused, naming why: a lost rank is left out
-    of every later gather, so its start-up gather could never be answered (review k46: it
-    failed the job at once naming rank 1 closed; review k47: then at the shard's timeout)."""
+    of every later gather, so its start-up gather could never be answered (it once
+    failed the job at once naming rank 1 closed, and later at the shard's timeout)."""
     h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
     _lose_rank_2(h)
     for rank in (0, 1):
@@ -615,7 +615,7 @@ def test_a_lost_rank_cannot_join_again_and_fails_no_working_job(hand):
 @pytest.mark.timeout(30)
 def test_a_lost_rank_s_late_gather_is_refused_not_held_until_the_timeout(hand):
     """The lost rank's old worker was only slow: its gather would wait alone, and fail the
-    working job at the shard's timeout naming the live ranks (review k48)."""
+    working job at the shard's timeout naming the live ranks."""
     h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
     _lose_rank_2(h)
     for rank in (0, 1):  # the live ranks met at barrier:2 without rank 2
@@ -631,7 +631,7 @@ def test_a_lost_rank_s_late_gather_is_refused_not_held_until_the_timeout(hand):
 def test_every_rank_declared_lost_stops_the_job_saying_to_raise_the_timeout(hand):
     """Async, --on-worker-loss continue: rank 0 finished (bye), and every other rank paused
     past the timeout and was declared lost. Their next gathers are refused, naming the cause;
-    before 73f7526 each was answered alone, with that rank's value only (review k49)."""
+    before 73f7526 each was answered alone, with that rank's value only."""
     h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
     for rank in (0, 1, 2):
         _hello(h, rank)
@@ -654,7 +654,7 @@ def test_every_rank_declared_lost_stops_the_job_saying_to_raise_the_timeout(hand
 @pytest.mark.timeout(30)
 def test_only_shard_0_refuses_a_rank_it_declared_lost(hand):
     """Ranks waiting in a gather on shard 0 send nothing to the other shards, which may
-    declare them lost: those decide nothing, and take the rank's next hello (review k48)."""
+    declare them lost: those decide nothing, and take the rank's next hello."""
     h = hand(workers=3, shard=1, num_shards=2, mode="async", on_worker_loss="continue")
     for rank in (0, 1, 2):
         _hello(h, rank)
@@ -668,7 +668,7 @@ def test_only_shard_0_refuses_a_rank_it_declared_lost(hand):
 def test_a_gather_of_a_second_process_of_a_rank_is_refused_not_answered(hand):
     """The job restarted; the old rank 1, alive beside its replacement, reaches barrier:3 after
     both new hellos. Refused: before, it was answered with the new rank 0's barrier:3 while the
-    new rank 1 was elsewhere (review k44)."""
+    new rank 1 was elsewhere."""
     h = hand(workers=2)
     for rank, run in ((0, 1), (1, 2), (0, 3), (1, 4)):  # the old run, then the new
         assert _hello_run(h, rank, run)["op"] == "ok"
@@ -684,7 +684,7 @@ def test_a_gather_of_a_second_process_of_a_rank_is_refused_not_answered(hand):
 def test_a_second_setup_in_one_process_is_not_a_new_run(hand):
     """Rank 0 alone sums metrics between two fits; rank 1's second setup says hello again with
     the same run id, and its start-up gather is all_equal:1 (each setup numbers its gathers
-    anew). The ranks can never meet: named at once (review k44; not left out as a gather of a
+    anew). The ranks can never meet: named at once (not left out as a gather of a
     run before)."""
     h = hand(workers=2)
     for rank in (0, 1):
@@ -699,8 +699,8 @@ def test_a_second_setup_in_one_process_is_not_a_new_run(hand):
 @pytest.mark.timeout(30)
 def test_a_lost_rank_that_comes_back_hides_no_mismatch_of_the_live_ranks(hand):
     """Async, --on-worker-loss continue: rank 2 is lost, and its restart's hello is refused
-    while ranks 0 and 1 wait in gathers that can never meet: they are named (review k44: the
-    returning rank's hello had hidden them)."""
+    while ranks 0 and 1 wait in gathers that can never meet: they are named (the
+    returning rank's hello once hid them)."""
     h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
     _lose_rank_2(h)
     _gather(h, 0, "barrier:5")
