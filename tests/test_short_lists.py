@@ -1,0 +1,103 @@
+"""A long list said short (:func:`distconv.short_lists.short_list`): the first few named, the
+rest counted, exact at the edges (none, one, exactly as many as are named, one more) in each
+form the messages use."""
+
+from __future__ import annotations
+
+import pytest
+
+from distconv.short_lists import short_list
+
+
+@pytest.mark.parametrize(
+    "items, said",
+    [
+        ([], ""),
+        (["a"], "a"),
+        (["a", "b", "c"], "a, b, c"),
+        (["a", "b", "c", "d"], "a, b, c and 1 more"),
+        (["a", "b", "c", "d", "e"], "a, b, c and 2 more"),
+    ],
+)
+def test_the_first_are_named_and_the_rest_counted(items, said):
+    assert short_list(items, 3) == said
+
+
+@pytest.mark.parametrize(
+    "items, said",
+    [
+        ([], ""),
+        (["a"], "a"),
+        (["a", "b"], "a or b"),
+        (["a", "b", "c"], "a, b or c"),
+        (["a", "b", "c", "d"], "a, b, c or 1 more"),
+    ],
+)
+def test_a_choice_joins_its_last_two_by_the_conjunction(items, said):
+    assert short_list(items, 3, conjunction="or", conjoin_last=True) == said
+
+
+@pytest.mark.parametrize(
+    "items, said",
+    [
+        ([], ""),
+        (["x"], "x"),
+        (["x", "y"], "x (and 1 more)"),
+        (["x", "y", "z"], "x (and 2 more)"),
+    ],
+)
+def test_the_bracketed_count_follows_the_first(items, said):
+    assert short_list(items, 1, bracketed=True) == said
+
+
+def test_the_items_may_be_joined_by_a_word_and_written_by_str():
+    names = ["'w'", "'b'", "'g'", "'h'"]
+    either = {"separator": " or ", "bracketed": True}
+    assert short_list(names[:3], 3, **either) == "'w' or 'b' or 'g'"
+    assert short_list(names, 3, **either) == "'w' or 'b' or 'g' (and 1 more)"
+    errors = [OSError(13, "Permission denied"), OSError(21, "Is a directory")]
+    assert short_list(errors, 1, bracketed=True) == "[Errno 13] Permission denied (and 1 more)"
+
+
+@pytest.mark.parametrize(
+    "places, said",
+    [
+        (["f0:1"], "f0:1"),
+        (["f0:1", "f1:1"], "f0:1, f1:1"),
+        (["f0:1", "f1:1", "f2:1"], "f0:1, f1:1 and 1 more document"),
+        (["f0:1", "f1:1", "f2:1", "f3:1"], "f0:1, f1:1 and 2 more documents"),
+    ],
+)
+def test_the_count_takes_its_noun_one_or_many(places, said):
+    assert short_list(places, 2, noun="document") == said
+
+
+def test_a_plural_not_made_by_an_s_is_given():
+    assert short_list(["a", "b"], 1, noun="entry", plural="entries") == "a and 1 more entry"
+    assert short_list(["a", "b", "c"], 1, noun="entry", plural="entries") == "a and 2 more entries"
+
+
+def test_items_too_many_to_hold_are_counted_beyond_those_given():
+    pods = [f"pod-{i}" for i in range(5)]
+    assert short_list(pods, 5, separator="; ", more=99999995) == (
+        "pod-0; pod-1; pod-2; pod-3; pod-4 and 99999995 more"
+    )
+    assert short_list(pods, 5, more=0) == "pod-0, pod-1, pod-2, pod-3, pod-4"
+    assert short_list(["'a,b'"], 1, more=1) == "'a,b' and 1 more"
+    assert short_list([], 3, more=2, noun="document") == "2 more documents"
+
+
+def test_ranges_are_counted_without_being_listed_whole():
+    assert short_list(range(10**12), 2) == "0, 1 and 999999999998 more"
+
+
+@pytest.mark.parametrize(
+    "most, more, cause",
+    [
+        (0, 0, "most must be 1 or more, got 0"),
+        (2, -1, "more, the count beyond the items, must be 0 or more, got -1"),
+    ],
+)
+def test_a_count_that_cannot_be_said_is_refused_by_its_cause(most, more, cause):
+    with pytest.raises(ValueError, match=cause):
+        short_list(["a", "b"], most, more=more)
