@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand
-from distconv.deploy.counts import MAX_NAMED, and_more
+from distconv.deploy.counts import MAX_NAMED
 from distconv.deploy.index_reads import INDEX_NAME, LOCALS, PAIRS, _train_args
 from distconv.deploy.walk import Manifest, _flag, pod_hostname
 from distconv.placement import ENV_RANK_FROM_HOSTNAME, ENV_WORLD_SIZE, RuntimeConfigError
 from distconv.runtime import ENV_ROLE, detect_runtime
+from distconv.short_lists import short_list
 
 #: the variables a rank's placement reads (distconv.placement, distconv.runtime._role)
 _PLACEMENT_VARS = (ENV_ROLE, ENV_WORLD_SIZE, ENV_RANK_FROM_HOSTNAME, INDEX_NAME, *LOCALS.values())
@@ -54,10 +55,8 @@ def by_ordinal(
     start = wrong[0] if wrong[0] >= MAX_NAMED else 0  # the first five, or from the first wrong
     # the pods in a row, as judging each gives: the sample may skip some (none refuses here)
     listed = range(start, min(start + MAX_NAMED, pods))
-    shown = "; ".join(
-        _shown(host_of(i), placed.get(i) or _placed(container, host_of(i))) for i in listed
-    )
-    shown = and_more(shown, pods - listed.stop)
+    said = [_shown(host_of(i), placed.get(i) or _placed(container, host_of(i))) for i in listed]
+    shown = short_list(said, MAX_NAMED, separator="; ", more=pods - listed.stop)
     return f"the ranks would take ({shown}), not each pod its own of {pods}, local rank 0"
 
 

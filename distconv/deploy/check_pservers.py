@@ -18,7 +18,7 @@ from distconv.deploy.check_shards import (
     shard_flag,
 )
 from distconv.deploy.check_workers import _shard_setting
-from distconv.deploy.counts import MAX_NAMED, and_more, known_count
+from distconv.deploy.counts import MAX_NAMED, known_count
 from distconv.deploy.pserver import POD_INDEX_LABEL
 from distconv.deploy.walk import (
     Manifest,
@@ -35,6 +35,7 @@ from distconv.deploy.walk import (
     spec_of,
 )
 from distconv.endpoint import split_endpoint
+from distconv.short_lists import short_list
 
 
 class ShardNames(Sequence[str]):
@@ -69,13 +70,12 @@ class ShardNames(Sequence[str]):
 def _shard_names(
     objs: Sequence[Manifest],
 ) -> tuple[ShardNames | None, int | None, str | None] | None:
-    """The shards' addresses in ordinal order, their count (None where it is no integer) and
-    their namespace (None where the manifest leaves it to ``kubectl -n``), from the
-    StatefulSet that runs ``distconv pserver``; None where the job has none. ``--bind`` is read
-    as the shard reads it (abbreviated, ``$(VAR)`` filled in from the container's literal
-    values); the addresses are
-    None where it is not written out (a value the cluster fills in, ``$(ARGS)``, may hold it),
-    only the cluster knows it, the shard refuses it, or a shell runs more than it."""
+    """The shards' addresses in ordinal order, their count (None where it is no integer) and their
+    namespace (None where the manifest leaves it to ``kubectl -n``), from the StatefulSet that runs
+    ``distconv pserver``; None where the job has none. ``--bind`` is read as the shard reads it
+    (abbreviated, ``$(VAR)`` filled in from the container's literal values); the addresses are None
+    where it is not written out (a value the cluster fills in, ``$(ARGS)``, may hold it), only the
+    cluster knows it, the shard refuses it, or a shell runs more than it."""
     for sts in _of_kind(objs, "StatefulSet"):
         spec, shard = spec_of(sts), next(_running([sts], "pserver"), None)
         if shard is None and not _any_runs(sts, "pserver"):
@@ -220,8 +220,8 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
 
 def _listed(names: Sequence[str]) -> str:
     """``names`` as a line shows them: the first :data:`MAX_NAMED` ``,``-joined and quoted, as
-    written (``'a-0.a:5555,a-1.a:5555'``), then how many more (``... and 995 more``)."""
-    return and_more(repr(",".join(names[:MAX_NAMED])), len(names) - MAX_NAMED)
+    written (``'a-0.a:5555,a-1.a:5555'``), one item, then how many more (``... and 995 more``)."""
+    return short_list([repr(",".join(names[:MAX_NAMED]))], 1, more=max(len(names) - MAX_NAMED, 0))
 
 
 def _other_namespace(given: list[str], shards: tuple, reader: str | None) -> str:

@@ -25,14 +25,10 @@ from distconv.deploy.walk import Manifest, _where, spec_of
 #: 3000000000`` is refused as a value out of range, however it is written)
 MAX_COUNT = 2**31 - 1
 
-#: the most names (shards, pods) a line shows, the rest counted (:func:`and_more`): 200000
-#: shards, or as many pods, made a line of megabytes
+#: the most names (shards, pods) a line shows, the rest counted
+#: (:func:`~distconv.short_lists.short_list`): 200000 shards, or as many pods, made a line of
+#: megabytes
 MAX_NAMED = 5
-
-
-def and_more(shown: str, rest: int) -> str:
-    """``shown`` (the first :data:`MAX_NAMED` names), then how many more (``and 995 more``)."""
-    return f"{shown} and {rest} more" if rest > 0 else shown
 
 
 #: the most pods of a StatefulSet whose placement is each judged; of more, a sample is

@@ -13,6 +13,7 @@ from typing import Any
 from distconv.deploy.check import manifest_problems
 from distconv.deploy.shapes import applied_objects
 from distconv.deploy.walk import _where
+from distconv.short_lists import short_list
 
 #: a document as read, and where it is: ``job.yaml:12`` (``<stdin>:1``)
 Source = tuple[str, Any]
@@ -89,10 +90,7 @@ def _located(problem: str, sources: Sequence[Source], index: _Index) -> str:
 def _places(places: list[str]) -> str:
     """``places`` ``, ``-separated, the first :data:`MAX_PLACES` of them and a count of the rest,
     in documents: each place is one, and one file may hold many (``a.yaml:1, a.yaml:3``)."""
-    if len(places) <= MAX_PLACES:
-        return ", ".join(places)
-    rest = len(places) - MAX_PLACES
-    return f"{', '.join(places[:MAX_PLACES])} and {rest} more document{'s' * (rest != 1)}"
+    return short_list(places, MAX_PLACES, noun="document")
 
 
 def _makers(problem: str, holders: list[int], index: _Index) -> list[int]:
