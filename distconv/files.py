@@ -23,6 +23,7 @@ from pathlib import Path
 
 from distconv.made_folder import MadeFolder as MadeFolder  # its old home: importers kept
 from distconv.messages import quoted_in
+from distconv.short_lists import short_list
 
 #: called after each chunk is written; tests set it to stop a writer provably mid-save
 write_hook: Callable[[Path], None] | None = None
@@ -317,8 +318,7 @@ def delete_files(paths: Iterable[Path], log: logging.Logger, message: str) -> li
         else:
             deleted.append(path)
     if failed:
-        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-        log.warning(message, f"{failed[0]}{more}")
+        log.warning(message, short_list(failed, 1, bracketed=True))
     return deleted
 
 

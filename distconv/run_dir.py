@@ -58,8 +58,10 @@ from distconv.run_files import (
 from distconv.run_files import CHIEF_PART as CHIEF_PART  # resume and tests read it here
 from distconv.run_files import LEGACY_CHECKPOINT as LEGACY_CHECKPOINT  # resume reads it here
 from distconv.sampler import check_count
+from distconv.short_lists import short_list
 
 log = logging.getLogger("distconv.checkpoint")
+_NAMED = 3  # the foreign files a refusal names; the rest counted
 PRUNING = "not pruning old checkpoints now: %s"  # a save's warning: a later save prunes
 #: a refused ``--resume``'s way on where there is nothing to go on from (a stop before the first
 #: checkpoint, a mistyped ``--out``), its script's words after the command line's
@@ -162,7 +164,7 @@ class RunDirectory:
                 raise RunDirError(
                     f"cannot clear the run in {self.root}: {self.checkpoint_root} links to "
                     f"{self.checkpoint_root.resolve()}, which holds files no distconv run writes "
-                    f"({_listed(foreign)}); move them away"
+                    f"({short_list(foreign, _NAMED)}); move them away"
                 )
             # the claim last: leftovers a failure midway leaves are still their launch's, and
             # its restart clears them again rather than refusing them as another run's
@@ -202,7 +204,7 @@ class RunDirectory:
         if foreign:
             raise RunDirError(
                 f"{self.root} has no checkpoint to resume, and holds files that no distconv run "
-                f"without one leaves ({_listed(foreign)}), which starting afresh would "
+                f"without one leaves ({short_list(foreign, _NAMED)}), which starting afresh would "
                 "delete: move them away, or pass --overwrite (in a script: resume='overwrite')"
             )
         self.clear()
@@ -378,8 +380,3 @@ class RunDirectory:
             kept, pruned = complete[-self.keep :], complete[: -self.keep]
             remove_orphan_step_dirs(self.checkpoint_root, kept[0].step)
             remove_stale_shard_parts([self.root, self.checkpoint_root], kept, pruned)
-
-
-def _listed(paths: list[str]) -> str:
-    """The first three of ``paths``, and how many more."""
-    return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")

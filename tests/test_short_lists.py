@@ -4,8 +4,14 @@ form the messages use."""
 
 from __future__ import annotations
 
+import errno
+import logging
+from pathlib import Path
+
 import pytest
 
+from distconv.files import delete_files
+from distconv.run_dir import RunDirectory, RunDirError
 from distconv.short_lists import short_list
 
 
@@ -101,3 +107,35 @@ def test_ranges_are_counted_without_being_listed_whole():
 def test_a_count_that_cannot_be_said_is_refused_by_its_cause(most, more, cause):
     with pytest.raises(ValueError, match=cause):
         short_list(["a", "b"], most, more=more)
+
+
+# Each message that says a list short, on real files: its words as they were before the list
+# was said through short_list (the other messages' own tests pin theirs).
+
+
+def test_a_run_directory_names_three_foreign_files_then_counts_the_rest(tmp_path: Path):
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    for name in "abcde":
+        (checkpoints / f"{name}.txt").write_text("mine\n")
+    with pytest.raises(RunDirError) as refused:
+        RunDirectory(tmp_path).clear_unfinished()
+    named = ", ".join(str(checkpoints / f"{name}.txt") for name in "abc")
+    assert f"leaves ({named} and 2 more), which" in str(refused.value), refused.value
+    for name in "de":
+        (checkpoints / f"{name}.txt").unlink()
+    with pytest.raises(RunDirError) as refused:
+        RunDirectory(tmp_path).clear_unfinished()
+    assert f"leaves ({named}), which" in str(refused.value), refused.value
+
+
+def test_files_that_cannot_be_deleted_are_one_warning_naming_the_first(tmp_path: Path, caplog):
+    taken = [tmp_path / name for name in ("a", "b", "c")]
+    for path in taken:
+        path.mkdir()  # a name taken by a directory: unlink refuses it
+    log = logging.getLogger("distconv.test_short_lists")
+    with caplog.at_level(logging.WARNING, logger=log.name):
+        assert delete_files(taken, log, "not deleted: %s") == []
+        assert delete_files(taken[:1], log, "not deleted: %s") == []
+    first = f"not deleted: [Errno {errno.EISDIR}] Is a directory: '{taken[0]}'"
+    assert [r.getMessage() for r in caplog.records] == [f"{first} (and 2 more)", first]
