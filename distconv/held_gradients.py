@@ -36,6 +36,7 @@ from distconv.fired_writes import (
     strategy_of,
 )
 from distconv.parameter import Parameter, UpdateCallback, keep_gradient
+from distconv.short_lists import short_list
 from distconv.sync.errors import SyncError
 
 #: the attribute of a strategy that holds its step's read-only gradients (made on first use)
@@ -73,11 +74,10 @@ def blamed_write(sync: Any, error: BaseException | None) -> SyncError | None:
     named = [] if hold is None else hold.written(error)
     if not named:
         return None
-    which = " or ".join(repr(p.name) for p in named[:_NAMED])
-    more = f" (and {len(named) - _NAMED} more)" * (len(named) > _NAMED)
+    which = short_list([repr(p.name) for p in named], _NAMED, separator=" or ", bracketed=True)
     owner = type(sync).__name__
     return SyncError(
-        f"the gradient of {which}{more} was written after it fired and before "
+        f"the gradient of {which} was written after it fired and before "
         f"{owner}.finish_step() (a clip, a scale or a zero_grad between backward and "
         f"finish_step): from its callback until finish_step the gradient is the sync's, on "
         f"the wire or applied already, and such a write was lost, applied, or raced the "

@@ -18,6 +18,7 @@ import numpy as np
 from distconv.backend import is_float_dtype
 from distconv.parameter import Parameter
 from distconv.runtime import RuntimeConfigError
+from distconv.short_lists import short_list
 from distconv.sync.ps.wire import VALUE_DTYPES
 
 #: what to do instead, said after the dtype refused
@@ -36,15 +37,10 @@ def refuse_unkept_dtypes(params: Sequence[Parameter], rank: int) -> None:
             and :data:`WAY_OUT`.
     """
     unkept = [
-        p
+        f"{p.name!r} is {np.dtype(p.value.dtype).name}"
         for p in params
         if is_float_dtype(p.value.dtype) and np.dtype(p.value.dtype).name not in VALUE_DTYPES
     ]
-    if not unkept:
-        return
-    first = unkept[0]
-    more = f" (and {len(unkept) - 1} more)" if len(unkept) > 1 else ""
-    raise RuntimeConfigError(
-        f"rank {rank}: parameter {first.name!r} is {np.dtype(first.value.dtype).name}{more}: "
-        f"{WAY_OUT}"
-    )
+    if unkept:
+        said = short_list(unkept, 1, bracketed=True)
+        raise RuntimeConfigError(f"rank {rank}: parameter {said}: {WAY_OUT}")
