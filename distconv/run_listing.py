@@ -18,6 +18,7 @@ from pathlib import Path
 from distconv.checkpoints_link import NOT_MOUNTED
 from distconv.messages import shell_word
 from distconv.run_files import CHECKPOINTS, holds_checkpoints
+from distconv.short_lists import short_list
 
 #: the output directory ``distconv train`` writes to in a launch's run directory
 LAUNCH_TRAIN = "train"
@@ -124,17 +125,14 @@ def out_flags(runs: list[ResumableRun], most: int = NAMED_RUNS, after: str = "")
     """``--out runs/a, --out runs/L1/train or 2 more``: the flags that resume the first
     ``most`` of ``runs``, each followed by ``after`` (`` --resume``), each path a shell word
     that pastes back as the same path (one with a space or a line break in it is quoted)."""
-    return listed([f"--out {shell_word(run.out)}{after}" for run in runs], most)
+    return _choice([f"--out {shell_word(run.out)}{after}" for run in runs], most)
 
 
 def paths_listed(paths: list[str], most: int = NAMED_RUNS) -> str:
     """``runs/a, runs/b or 2 more``: the first ``most`` of ``paths``, each a shell word."""
-    return listed([shell_word(path) for path in paths], most)
+    return _choice([shell_word(path) for path in paths], most)
 
 
-def listed(words: list[str], most: int) -> str:
-    """``a, b or 2 more``: the first ``most`` of ``words`` (at least one), the rest counted."""
-    more = len(words) - most
-    if more > 0:
-        return f"{', '.join(words[:most])} or {more} more"
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+def _choice(words: list[str], most: int) -> str:
+    """``a, b or 2 more``: the first ``most`` of ``words``, the rest counted, as one to pick."""
+    return short_list(words, most, conjunction="or", conjoin_last=True)

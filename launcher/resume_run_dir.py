@@ -26,6 +26,7 @@ from distconv.run_listing import (
     out_flags,
     resumable_runs,
 )
+from distconv.short_lists import short_list
 
 from .commands import Program, UsageError, has_option, parse_train_values
 from .json_lines import json_lines
@@ -97,9 +98,7 @@ def _launches(launches: list[ResumableRun]) -> str:
     if not launches:
         return "no run directory with checkpoints in its train/"
     names = [shown(run.name) for run in launches]
-    more = len(names) - NAMED_RUNS
-    listed = ", ".join(names[:NAMED_RUNS]) + (f" and {more} more" if more > 0 else "")
-    return f"{listed} (newest first)"
+    return f"{short_list(names, NAMED_RUNS)} (newest first)"
 
 
 def _warn(program: Program, text: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ import pytest
 from distconv.files import delete_files
 from distconv.run_dir import RunDirectory, RunDirError
 from distconv.short_lists import short_list
+from launcher.shown import shown
+from tests.launcher.launch_cli import launch
 
 
 @pytest.mark.parametrize(
@@ -139,3 +142,17 @@ def test_files_that_cannot_be_deleted_are_one_warning_naming_the_first(tmp_path:
         assert delete_files(taken[:1], log, "not deleted: %s") == []
     first = f"not deleted: [Errno {errno.EISDIR}] Is a directory: '{taken[0]}'"
     assert [r.getMessage() for r in caplog.records] == [f"{first} (and 2 more)", first]
+
+
+@pytest.mark.timeout(60)
+def test_a_launch_names_three_run_directories_then_counts_the_rest(tmp_path: Path):
+    runs = tmp_path / "runs"
+    for when, name in enumerate(("A1", "B2", "C3", "D4", "E5"), start=1):
+        checkpoints = runs / name / "train" / "checkpoints"
+        checkpoints.mkdir(parents=True)
+        (checkpoints / "step-00000012.json").write_text("{}")  # a checkpoint's manifest
+        os.utime(checkpoints, (when * 1_000_000, when * 1_000_000))
+    done = launch("local", "--workers", "1", "--servers", "0", "--", "--resume", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    said = f"{shown(runs)} holds 'E5', 'D4', 'C3' and 2 more (newest first)"
+    assert said in done.stderr, done.stderr
