@@ -135,4 +135,4 @@ def paths_listed(paths: list[str], most: int = NAMED_RUNS) -> str:
 
 def _choice(words: list[str], most: int) -> str:
     """``a, b or 2 more``: the first ``most`` of ``words``, the rest counted, as one to pick."""
-    return short_list(words, most, conjunction="or", conjoin_last=True)
+    return short_list(words, most, choice=True)

@@ -14,13 +14,11 @@ def short_list(
     items: Sequence[object],
     most: int,
     *,
-    conjunction: str = "and",
     separator: str = ", ",
     bracketed: bool = False,
     noun: str = "",
-    plural: str = "",
-    conjoin_last: bool = False,
     more: int = 0,
+    choice: bool = False,
 ) -> str:
     """The first ``most`` of ``items`` (each as ``str`` writes it) joined by ``separator``,
     then how many more there are: ``a, b and 2 more``.
@@ -29,16 +27,18 @@ def short_list(
         items: what the list holds, or its first items where the rest are too many to hold
             (then ``more`` counts those).
         most: how many items are named at most (1 or more).
-        conjunction: the word before the count, ``and`` (all of them) or ``or`` (one of them).
+        separator: what joins the items named: ``", "``, or ``"; "`` where an item holds
+            commas, or ``" or "``.
         bracketed: the count in brackets after the items: ``a (and 2 more)``.
-        noun: what the count counts, ``1 more document``; ``plural`` is its plural
-            (``noun`` + ``s`` when not given).
-        conjoin_last: where none is counted, the last two items joined by ``conjunction``
-            too (``a, b or c``), as a choice among them reads; else by ``separator``.
+        noun: what the count counts, ``1 more document``, ``2 more documents``.
         more: how many more there are beyond ``items``, counted only.
+        choice: the items are ones to pick from: the count follows ``or``, not ``and``
+            (``a, b or 2 more``), and where none is counted the last two are joined by ``or``
+            too (``a, b or c``); else they are joined by ``separator`` (``a, b, c``).
 
     Returns:
-        ``""`` for no items; the count alone (``2 more``) where none is named.
+        ``""`` where there is nothing to name or count; the count alone (``2 more``) where
+        ``items`` is empty but ``more`` is not.
 
     Raises:
         ValueError: ``most`` below 1 (nothing named, a count with nothing before it) or
@@ -52,13 +52,12 @@ def short_list(
         )
     named = [str(item) for item in items[:most]]
     rest = len(items) - len(named) + more
+    conjunction = "or" if choice else "and"
     if rest == 0:
-        if conjoin_last and len(named) > 1:
+        if choice and len(named) > 1:
             return f"{separator.join(named[:-1])} {conjunction} {named[-1]}"
         return separator.join(named)
-    count = f"{rest} more"
-    if noun:
-        count += f" {noun if rest == 1 else plural or noun + 's'}"
+    count = f"{rest} more" + (f" {noun}{'s' * (rest != 1)}" if noun else "")
     if not named:
         return count
     tail = f"({conjunction} {count})" if bracketed else f"{conjunction} {count}"

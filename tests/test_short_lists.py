@@ -42,8 +42,8 @@ def test_the_first_are_named_and_the_rest_counted(items, said):
         (["a", "b", "c", "d"], "a, b, c or 1 more"),
     ],
 )
-def test_a_choice_joins_its_last_two_by_the_conjunction(items, said):
-    assert short_list(items, 3, conjunction="or", conjoin_last=True) == said
+def test_a_choice_joins_its_last_two_and_its_count_by_or(items, said):
+    assert short_list(items, 3, choice=True) == said
 
 
 @pytest.mark.parametrize(
@@ -79,11 +79,6 @@ def test_the_items_may_be_joined_by_a_word_and_written_by_str():
 )
 def test_the_count_takes_its_noun_one_or_many(places, said):
     assert short_list(places, 2, noun="document") == said
-
-
-def test_a_plural_not_made_by_an_s_is_given():
-    assert short_list(["a", "b"], 1, noun="entry", plural="entries") == "a and 1 more entry"
-    assert short_list(["a", "b", "c"], 1, noun="entry", plural="entries") == "a and 2 more entries"
 
 
 def test_items_too_many_to_hold_are_counted_beyond_those_given():
