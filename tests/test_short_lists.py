@@ -9,11 +9,17 @@ import logging
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from distconv.arg import Arg
+from distconv.equivalence import model
 from distconv.files import delete_files
+from distconv.optim import create_optimizer
 from distconv.run_dir import RunDirectory, RunDirError
 from distconv.short_lists import short_list
+from distconv.sync.base import SyncError
+from distconv.sync.local import LocalSync
 from launcher.shown import shown
 from tests.launcher.launch_cli import launch
 
@@ -137,6 +143,25 @@ def test_files_that_cannot_be_deleted_are_one_warning_naming_the_first(tmp_path:
         assert delete_files(taken[:1], log, "not deleted: %s") == []
     first = f"not deleted: [Errno {errno.EISDIR}] Is a directory: '{taken[0]}'"
     assert [r.getMessage() for r in caplog.records] == [f"{first} (and 2 more)", first]
+
+
+def test_a_write_into_many_held_gradients_names_three_then_counts_the_rest():
+    """A write whose line cannot be read (run by ``exec``, as from a REPL or compiled code) is
+    blamed on every gradient the step holds, here the 8 of a small LeNet: three named, with
+    ``or``, then the rest counted in brackets."""
+    net = model(0)
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((8, 1, 8, 8)), rng.integers(0, 4, size=8)
+    with pytest.raises(SyncError) as refused:
+        with LocalSync(create_optimizer("sgd", lr=0.05)) as sync:
+            sync.setup(net.parameters(), {"batch": 8})
+            sync.start_step(len(y))
+            net.forward({"image": Arg(x, needs_grad=False), "label": Arg(ids=y, needs_grad=False)})
+            net.backward(sync, loss="loss", loss_scale=len(y))
+            exec("grad[...] = 0", {"grad": net.parameters()[0].grad})
+            sync.finish_step()  # not reached
+    said = "the gradient of 'fc2.bias' or 'fc2.weight' or 'fc1.bias' (and 5 more) was written"
+    assert str(refused.value).startswith(said), refused.value
 
 
 @pytest.mark.timeout(60)
