@@ -1,8 +1,8 @@
 """A rank's rank, world size and job id come from its pod (the Job index or MPI, the Job's
 completions or ``-np``, ``DISTCONV_JOB_ID``); a flag written into a hand-edited manifest's
 train arguments wins over them. :func:`manifest_problems` names the ones that would fail or
-hang every rank, and leaves alone a ``$(VAR)`` the kubelet fills in per pod (the check
-passed ``--rank 0`` on all four workers, and a job id the shards do not serve)."""
+hang every rank, and leaves alone a ``$(VAR)`` the kubelet fills in per pod (the check used to
+pass ``--rank 0`` on all four workers, and a job id the shards do not serve)."""
 
 from __future__ import annotations
 

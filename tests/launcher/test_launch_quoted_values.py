@@ -61,8 +61,9 @@ def test_each_value_the_launcher_names_is_quoted_as_the_shell_does(refused, said
 
 @pytest.mark.timeout(30)
 def test_the_line_an_overdue_child_reported_its_end_by_is_quoted_as_the_shell_does(tmp_path):
-    """The wrap-up's message quoted that line with ``repr()``, the launcher's last (left so at
-    first, as child.py was full): a quote in it came out in double quotes, a tab as ``\\t``."""
+    """The wrap-up's message quoted that line with ``repr()``, the launcher's last (the fix that
+    quoted the others left it, as child.py was full): a quote in it came out in double quotes, a
+    tab as ``\\t``."""
     child = run_to_exit(tmp_path, ChildSpec("mpiexec", 0, ["printf", "last\\n"]))
     said = overdue_said(child, "it's\tdone\n")
     assert said.startswith(

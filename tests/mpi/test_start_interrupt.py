@@ -291,7 +291,7 @@ def test_an_interrupt_as_finish_step_begins_to_send_keeps_the_step_going(tmp_pat
     interrupt is kept as one inside it is, so rank 0 raises it once the step's collectives are
     done, rank 1 finishes the step, and both close cleanly. Before, it went up at once: rank 1
     waited in the flags and rank 0's close aborted the job ("sync closed in the middle of step
-    0"); so, for a while longer, it did at the ``partial`` (made before the keeping's try)."""
+    0"); at the ``partial`` (made before the keeping's try) it still did so until a later fix."""
     _failed_there_alone(tmp_path, "send-entry")
 
 
