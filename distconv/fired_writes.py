@@ -37,6 +37,7 @@ import numpy as np
 
 from distconv.layers.source_spans import failing_span, resolve, touches_grad_of, written_target
 from distconv.parameter import Parameter, UpdateCallback, keep_gradient
+from distconv.short_lists import short_list
 
 
 def promises_untouched(owner: UpdateCallback | object) -> bool:
@@ -57,6 +58,9 @@ def strategy_of(owner: UpdateCallback | object) -> object:
     the Trainer hands over), else ``owner`` itself."""
     return owner.__self__ if type(owner) is MethodType else owner
 
+
+#: how many parameters a refusal of a write into held gradients names before it counts the rest
+NAMED = 3
 
 #: the step holds (:meth:`WriteGuard.hand_to`'s ``other``) holding gradients now: empty
 #: between steps, but for a step that never ended (:func:`let_go_of`)
@@ -139,7 +143,7 @@ class WriteGuard:
         named = self.written(exc)
         if not named:
             return
-        which = " or ".join(repr(p.name) for p in named)
+        which = short_list([repr(p.name) for p in named], NAMED, separator=" or ", bracketed=True)
         blamed = error(
             f"layer {layer!r} wrote into the gradient of {which} after firing it "
             f"(p.inc_update(callback) called before the layer's share was added): from its "

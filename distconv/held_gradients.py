@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from distconv.fired_writes import (
+    NAMED,
     WriteGuard,
     holding,
     named_write,
@@ -41,8 +42,6 @@ from distconv.sync.errors import SyncError
 
 #: the attribute of a strategy that holds its step's read-only gradients (made on first use)
 _HOLD = "_fired_gradients_held"
-#: how many parameters a refusal names before it counts the rest
-_NAMED = 3
 
 
 def step_hold(callback: UpdateCallback) -> WriteGuard | None:
@@ -74,7 +73,7 @@ def blamed_write(sync: Any, error: BaseException | None) -> SyncError | None:
     named = [] if hold is None else hold.written(error)
     if not named:
         return None
-    which = short_list([repr(p.name) for p in named], _NAMED, separator=" or ", bracketed=True)
+    which = short_list([repr(p.name) for p in named], NAMED, separator=" or ", bracketed=True)
     owner = type(sync).__name__
     return SyncError(
         f"the gradient of {which} was written after it fired and before "
