@@ -18,11 +18,12 @@ from distconv.backend import get_array_module
 from distconv.fired_writes import promises_untouched
 from distconv.firing import Firing, fired_problem
 from distconv.kernels.parallel import one_blas_thread
-from distconv.layers.base import Layer, LayerError
+from distconv.layers.base import Layer
 from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.loss_scale_check import warn_unscaled_mean
 from distconv.network_checks import AddChecks
 from distconv.network_feeds import arg_problem, integer_input_problem, not_finite_problem
+from distconv.network_reads import feeds_read, layers_needed, rows_needed
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, name_clash
 
 
@@ -204,16 +205,24 @@ class Network:
             p.shared_count = self._users[id(p)]
             p.reset_pending()
 
-    def forward(self, feeds: Mapping[str, Arg | Any]) -> dict[str, Arg]:
-        """Run every layer; returns all outputs by name (the feeds included).
+    def forward(
+        self, feeds: Mapping[str, Arg | Any], outputs: Iterable[str] | None = None
+    ) -> dict[str, Arg]:
+        """Run every layer, or only those ``outputs`` (layer names) need, which then need only
+        the feeds those read (a prediction: no labels); returns the outputs computed by name,
+        the feeds included.
 
         Raises:
-            NetworkError: a feed is missing, or holds NaN or infinity.
+            NetworkError: a feed needed is missing, or holds NaN or infinity; ``outputs`` names
+                no layer or feed.
         """
-        return self.forward_watched(feeds, None)
+        return self.forward_watched(feeds, None, outputs)
 
     def forward_watched(
-        self, feeds: Mapping[str, Arg | Any], after: Callable[[str, dict[str, Arg]], bool] | None
+        self,
+        feeds: Mapping[str, Arg | Any],
+        after: Callable[[str, dict[str, Arg]], bool] | None,
+        outputs: Iterable[str] | None = None,
     ) -> dict[str, Arg]:
         """:meth:`forward` (its errors too), calling ``after(name, outputs)``, the outputs so
         far, after each layer's: the pass training runs, for a probe between layers
@@ -225,22 +234,24 @@ class Network:
                 f"forward expects a mapping from input names to Args or arrays, got "
                 f"{type(feeds).__name__}"
             )
-        outputs = {name: self._check_feed(name, feeds) for name in self.feed_names}
+        names = self.order() if outputs is None else layers_needed(self, outputs)
+        fed = self.feed_names if outputs is None else feeds_read(self, names, outputs)
+        computed = {name: self._check_feed(name, feeds) for name in fed}
         with one_blas_thread():  # the kernels' threads are the step's parallelism
-            for name in self.order():
-                args = [outputs[i] for i in self.wiring[name]]
+            for name in names:
+                args = [computed[i] for i in self.wiring[name]]
                 try:
-                    outputs[name] = self.layers[name].forward(*args)
+                    computed[name] = self.layers[name].forward(*args)
                 except TypeError as exc:  # numpy's casting errors; rare, so checked only here
                     try:  # read deep in the stack, it may run out of it: the error as it is
                         self._raise_for_integer_input(name, args, exc)
                     except RecursionError:
                         pass
                     raise
-                if after is not None and after(name, outputs):
-                    return outputs
-        self.outputs = outputs
-        return outputs
+                if after is not None and after(name, computed):
+                    return computed
+        self.outputs = computed
+        return computed
 
     def _raise_for_integer_input(self, name: str, args: list[Arg], exc: TypeError) -> None:
         """A casting error (a layer's, numpy's) of integer values as a NetworkError; no other."""
@@ -262,24 +273,7 @@ class Network:
             NetworkError: a feed is missing, or a sparse layer's ids are computed by another
                 layer (then its rows cannot be known before forward).
         """
-        sparse = {p.name for p in self.parameters() if p.sparse_rows and not p.static}
-        found: dict[str, list[Any]] = {}
-        fed = set(self.feed_names)
-        for name in self.order() if sparse else ():
-            layer = self.layers[name]
-            if not sparse.intersection(p.name for p in layer.parameters()):
-                continue
-            args = [self._feed_arg(i, feeds) if i in fed else None for i in self.wiring[name]]
-            try:
-                reads = layer.rows_read(args)
-            except LayerError as exc:
-                computed = [i for i in self.wiring[name] if i not in fed]
-                where = f" (inputs computed by layers: {computed})" if computed else ""
-                raise NetworkError(f"{exc}{where}") from exc  # the layer's, its cause kept
-            for pname, ids in reads:
-                if pname in sparse:
-                    found.setdefault(pname, []).append(ids.reshape(-1))
-        return {n: get_array_module(*v).unique(_concat(v)) for n, v in found.items()}
+        return rows_needed(self, feeds)
 
     def _feed_arg(self, name: str, feeds: Mapping[str, Arg | Any]) -> Arg:
         """Feed ``name`` as an Arg (an array is wrapped), checked for presence and type."""
@@ -394,7 +388,3 @@ class Network:
     def reset_firing_order(self) -> None:
         """Forget the recorded order; the next backward records it afresh."""
         self.firing_order = None
-
-
-def _concat(arrays: list[Any]) -> Any:
-    return arrays[0] if len(arrays) == 1 else get_array_module(*arrays).concatenate(arrays)
