@@ -22,9 +22,10 @@ from contextlib import nullcontext
 
 from distconv.logs import as_log_line, interrupted_line
 from distconv.messages import quote_in_errors, quoted_in, say
+from distconv.number_text import int_at_least
 from distconv.runtime import Runtime, RuntimeConfigError
 from distconv.stdout_drop import drop_stdout
-from distconv.train_args import add_train
+from distconv.train_args import add_train, not_blank
 
 # USER_ERROR_NAMES and user_errors kept here too: distconv.cli named them first
 from distconv.user_errors import USER_ERROR_NAMES, end_on_user_error, user_errors  # noqa: F401
@@ -194,7 +195,57 @@ def build_parser() -> argparse.ArgumentParser:
     add_pserver(subparsers)
     add_keys(subparsers)
     add_check_manifests(subparsers)
+    add_evaluate(subparsers)
     return parser
+
+
+def add_evaluate(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Declare ``distconv evaluate`` (:mod:`distconv.evaluate_cmd`, imported when it runs);
+    returns its parser."""
+    p = subparsers.add_parser(
+        "evaluate",
+        help="print a trained run's test loss and accuracy, from its checkpoint",
+        description="Rebuild a run's model and data from its checkpoint, load its weights and "
+        "print the test loss and accuracy of the test split the run evaluated (its seed's), "
+        "as its metrics.jsonl has them. Reads the run's folder only: a run still training may "
+        "be evaluated.",
+    )
+    p.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        type=not_blank,
+        metavar="PATH",
+        help="what --init-from takes: a run's --out (its newest checkpoint), its checkpoints "
+        "folder, a checkpoints/step-N folder or step-N.json manifest, or a checkpoint file",
+    )
+    p.add_argument(
+        "--data",
+        help="evaluate on this data set's test split (split by the run's seed) instead of the "
+        "run's own data set",
+    )
+    p.add_argument("--data-dir", help="the IDX files' directory, for --data mnist")
+    p.add_argument(
+        "--batch-size",
+        type=int_at_least(1),
+        default=256,
+        help="examples a batch (default 256, as training evaluates; the numbers do not depend "
+        "on it beyond float rounding)",
+    )
+    p.add_argument("--device", choices=("cpu", "gpu"), help="default: $DISTCONV_DEVICE, else cpu")
+    p.add_argument("--log-format", choices=("text", "json"), default="text")
+    add_verbosity(p)
+    p.set_defaults(handler=_evaluate)
+    return p
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    """Run ``distconv evaluate``, its modules imported only now; print its one line."""
+    from distconv.evaluate_cmd import run_evaluate
+
+    line, fields = run_evaluate(args)
+    _print(as_log_line(quoted_in(line, [args.source]), **fields))
+    return 0
 
 
 def add_check_manifests(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
