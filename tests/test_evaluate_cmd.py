@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from distconv.checkpoint import save_checkpoint
+from distconv.checkpoint import load_checkpoint, save_checkpoint
 from distconv.data import as_arrays, load_dataset
-from distconv.init_from import load_weights
+from distconv.init_from import checkpoint_file, load_weights
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
@@ -147,3 +147,24 @@ def test_what_it_cannot_evaluate_is_refused_naming_the_cause(tmp_path):
     assert "load a script's own model with distconv.init_from.load_weights" in said
     said = refused(out, "--data", "mnist", cwd=tmp_path)
     assert "the mnist data set needs a directory (--data-dir)" in said
+
+
+def test_a_training_set_other_than_the_run_s_is_refused(tmp_path):
+    """The run's split needs the run's data: a checkpoint whose training set's fingerprint is
+    not the one rebuilt (another --data-dir, a changed file) is refused, not evaluated on a test
+    split that may hold training examples."""
+    out = tmp_path / "run"
+    trained(out)
+    ckpt = load_checkpoint(checkpoint_file(out))
+    params = lenet((1, 8, 8), 10).parameters()
+    load_weights(out, params)
+    other = {**ckpt.extra["train_data"], "sampled_examples_sha256": "0" * 16}
+    moved = tmp_path / "moved.safetensors"
+    save_checkpoint(moved, params, step=ckpt.step, epoch=ckpt.epoch, seed=ckpt.seed,
+                    extra={**ckpt.extra, "train_data": other})  # fmt: skip
+    said = refused(moved, cwd=tmp_path)
+    assert said.startswith(
+        f"distconv evaluate: error: DataError: --from {moved}: the training set --data digits "
+        "gives now "
+        "(seed 0) is not the one the run trained on"
+    )
