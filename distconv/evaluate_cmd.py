@@ -92,20 +92,19 @@ def evaluate_checkpoint(
         file = checkpoint_file(path)
     ckpt = load_checkpoint(file, position=False)
     runs_data, seed, dtype = _run_facts(ckpt)
-    train_set, test_set = load_dataset(data or runs_data, data_dir, seed)
-    if data in (None, runs_data):
-        _refuse_other_split(ckpt, train_set, dtype, runs_data, seed)
+    name = data or runs_data
+    train_set, test_set = load_dataset(name, data_dir, seed)
+    if name == runs_data:
+        _refuse_other_split(ckpt, train_set, dtype, name, seed)
     else:
         log.warning(
-            "evaluating on %s's test split (seed %d), not the run's data %s", data, seed, runs_data
+            "evaluating on %s's test split (seed %d), not the run's data %s", name, seed, runs_data
         )
-    trainer = _trainer(_model(ckpt, train_set, data or runs_data), dtype)
+    trainer = _trainer(_model(ckpt, train_set, name), dtype)
     with _our_flag():  # this file: a run still training may have a newer one by now
         load_weights(file, trainer.params)
     metrics = trainer.evaluate(as_arrays(test_set), batch_size=batch_size)
-    return Evaluation(
-        metrics, file, ckpt.step, ckpt.epoch, data or runs_data, seed, len(test_set), runs_data
-    )
+    return Evaluation(metrics, file, ckpt.step, ckpt.epoch, name, seed, len(test_set), runs_data)
 
 
 def run_evaluate(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
