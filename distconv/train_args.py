@@ -161,8 +161,12 @@ def add_train(
         "passes (%(default)s)",
     )
     add_accumulate_flag(p)
-    p.add_argument(
-        "--optimizer", choices=OPTIMIZER_NAMES, default=d.optimizer, help="(%(default)s)"
+    p.add_argument(  # in any case, as create_optimizer and script_flags.optimizer take it
+        "--optimizer",
+        type=str.lower,
+        choices=OPTIMIZER_NAMES,
+        default=d.optimizer,
+        help="(%(default)s)",
     )
     p.add_argument("--lr", type=positive_float, help="learning rate (optimizer's default)")
     p.add_argument(
