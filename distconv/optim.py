@@ -24,6 +24,7 @@ from typing import Any
 from distconv.backend import get_array_module
 from distconv.optim_base import (  # noqa: F401  (State, mean_scale, scaled_copy: imported from here)
     Optimizer,
+    OptimizerConfigError,
     State,
     _check,
     mean_scale,
@@ -230,21 +231,23 @@ def create_optimizer(name: str, **kwargs: float) -> Optimizer:
     """The optimizer called ``name`` (case-insensitive) with the given hyperparameters.
 
     Raises:
-        ValueError: unknown name (or not a str), unknown hyperparameter, or a value out of
-            range.
+        OptimizerConfigError: unknown name (or not a str), unknown hyperparameter, or a value
+            out of range (a ``ValueError``), the optimizer named.
     """
     cls = OPTIMIZERS.get(name.lower()) if isinstance(name, str) else None
     if cls is None:  # None (an unset flag) was "'NoneType' object has no attribute 'lower'"
-        raise ValueError(f"unknown optimizer {name!r}; choose one of {sorted(OPTIMIZERS)}")
+        raise OptimizerConfigError(
+            f"unknown optimizer {name!r}; choose one of {sorted(OPTIMIZERS)}"
+        )
     try:
         return cls(**kwargs)
-    except TypeError as exc:  # an unknown keyword: name the optimizer and what it takes
-        raise ValueError(f"optimizer {name!r}: {exc}") from None
+    except (TypeError, OptimizerConfigError) as exc:  # an unknown keyword, a value out of range
+        raise OptimizerConfigError(f"optimizer {name!r}: {exc}") from None
 
 
 def optimizer_from_config(config: Mapping[str, Any]) -> Optimizer:
     """Rebuild an optimizer from :meth:`Optimizer.config`'s output."""
     if "name" not in config:
-        raise ValueError(f"optimizer config has no 'name': {dict(config)!r}")
+        raise OptimizerConfigError(f"optimizer config has no 'name': {dict(config)!r}")
     kwargs = {k: v for k, v in config.items() if k != "name"}
     return create_optimizer(config["name"], **kwargs)

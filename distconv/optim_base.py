@@ -18,6 +18,12 @@ from distconv.backend import get_array_module, is_float_dtype, sum_dtype
 State = dict[str, Any]
 
 
+class OptimizerConfigError(ValueError):
+    """An optimizer's configuration is refused: an unknown name or hyperparameter, or a
+    value out of range. The user's configuration, not a bug: a script's ``run_main`` says it
+    in one line, as ``distconv train`` does (:data:`distconv.user_errors.USER_ERROR_NAMES`)."""
+
+
 class Optimizer:
     """Base class: hyperparameters, state layout and the in-place update rule.
 
@@ -28,6 +34,9 @@ class Optimizer:
     Args:
         lr: learning rate, > 0.
         **hyper: the subclass's hyperparameters; all are reported by :meth:`config`.
+
+    Raises:
+        OptimizerConfigError: a hyperparameter out of range (a ``ValueError``).
 
     Attributes:
         lr: the learning rate the rules use now: ``base_lr`` times the schedule's factor.
@@ -51,19 +60,21 @@ class Optimizer:
         Raises:
             ValueError: ``factor`` is not a finite number >= 0 (NaN made every weight NaN).
         """
-        _check("factor", factor, low=0.0)  # as SyncStrategy.set_lr_scale refuses it
+        # as SyncStrategy.set_lr_scale refuses it; a schedule's bug, whose traceback shows where
+        _check("factor", factor, low=0.0, error=ValueError)
         self.lr = self.base_lr * float(factor)
 
     def init_state(self, value: Any) -> State:
         """Fresh state for a parameter ``value``: arrays on ``value``'s device, of its dtype.
 
         Raises:
-            ValueError: the rule's ``eps`` is 0 in ``value``'s dtype (1e-8 in float16), so its
-                denominator would be 0 once the squared gradients underflow: a NaN step.
+            OptimizerConfigError: the rule's ``eps`` is 0 in ``value``'s dtype (1e-8 in
+                float16), so its denominator would be 0 once the squared gradients underflow:
+                a NaN step.
         """
         eps = self.hyper.get("eps", 0.0)
         if eps and is_float_dtype(value.dtype) and not value.dtype.type(eps):
-            raise ValueError(
+            raise OptimizerConfigError(
                 f"{self.name}: eps={eps:g} is 0 in {value.dtype}, so a step can divide by 0; "
                 f"give an eps {value.dtype} holds (1e-4 is usual there), or train in bfloat16"
             )
@@ -158,8 +169,9 @@ def _check(
     low: float | None = None,
     high: float | None = None,
     low_open: bool = False,
+    error: type[ValueError] = OptimizerConfigError,
 ) -> None:
-    """Raise ValueError naming the hyperparameter unless ``low <=/< x < high``."""
+    """Raise ``error`` naming the hyperparameter unless ``low <=/< x < high``."""
     bad = (
         not isinstance(x, Real)
         or isinstance(x, bool)
@@ -170,4 +182,4 @@ def _check(
     if bad:
         lo = "" if low is None else f"{low} {'<' if low_open else '<='} "
         hi = "" if high is None else f" < {high}"
-        raise ValueError(f"{name} must satisfy {lo}{name}{hi}, got {x!r}")
+        raise error(f"{name} must satisfy {lo}{name}{hi}, got {x!r}")

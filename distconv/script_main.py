@@ -6,8 +6,10 @@ One line and exit 1, through the path ``distconv train`` ends by
 :data:`~distconv.user_errors.SCRIPT_ERROR_NAMES`, whose cause is the user's data, model or
 configuration: bad data (``DataError``), a model that does not fit its inputs
 (``LayerError``, ``NetworkError``), a checkpoint refused, a malformed environment
-(:class:`~distconv.runtime.RuntimeConfigError`), ranks that run different jobs or a shard that
-refused this job (:class:`~distconv.sync.errors.JobRefused`). Another rank's failure exits 75
+(:class:`~distconv.runtime.RuntimeConfigError`), an optimizer's name or hyperparameter
+refused (:class:`~distconv.optim_base.OptimizerConfigError`: ``init("adam", lr=-1)``), ranks
+that run different jobs or a shard that refused this job
+(:class:`~distconv.sync.errors.JobRefused`). Another rank's failure exits 75
 (a shard's refusal that tells of a rank that could not set up too, after its line:
 :func:`~distconv.sync.peers.told_failure`), a stop 143 or 130. Any other exception propagates
 with its traceback, a plain :class:`~distconv.sync.errors.SyncError` included (there it is

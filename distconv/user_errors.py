@@ -1,7 +1,8 @@
 """The errors whose cause the user can act on (bad data, a corrupt checkpoint, a model that does
-not fit its inputs, a bad option), and how a process ends on one: one line naming the cause and
-exit 1, or 75 where it only tells of another rank's failure; ``DISTCONV_DEBUG=1`` shows the
-traceback instead. ``distconv train`` (:mod:`distconv.cli`) and a script's
+not fit its inputs, a bad option or optimizer hyperparameter), and how a process ends on one:
+one line naming the cause and exit 1, or 75 where it only tells of another rank's failure;
+``DISTCONV_DEBUG=1`` shows the traceback instead. ``distconv train`` (:mod:`distconv.cli`) and
+a script's
 :func:`~distconv.script_main.run_main` end alike through :func:`end_on_user_error`, a script on
 :data:`SCRIPT_ERROR_NAMES`.
 
@@ -26,6 +27,7 @@ USER_ERROR_NAMES = (
     ("distconv.backend", "BackendError"),
     ("distconv.network", "NetworkError"),
     ("distconv.placement", "RuntimeConfigError"),
+    ("distconv.optim_base", "OptimizerConfigError"),
     ("distconv.sync.errors", "SyncError"),
     ("distconv.sync.ps.cli", "PserverStartError"),
     ("distconv.step_guard", "TrainingError"),
