@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from distconv.backend import get_array_module
@@ -225,6 +226,9 @@ class Adam(Optimizer):
 OPTIMIZERS: dict[str, type[Optimizer]] = {
     cls.name: cls for cls in (SGD, Momentum, Nesterov, AdaGrad, RMSProp, Adam)
 }
+#: :data:`OPTIMIZERS` as this module defines it, before any script adds to it: the classes a
+#: parameter-server shard (which loads no script) builds by name
+INSTALLED_OPTIMIZERS: Mapping[str, type[Optimizer]] = MappingProxyType(dict(OPTIMIZERS))
 
 
 def create_optimizer(name: str, **kwargs: float) -> Optimizer:

@@ -47,6 +47,9 @@ class Optimizer:
     name: ClassVar[str] = "base"
     #: names of the state buffers shaped like the parameter
     buffers: ClassVar[tuple[str, ...]] = ()
+    #: whether each element's update reads only that element (see the class's contract); a
+    #: rule that reads a whole parameter sets it False, and the parameter server refuses it
+    elementwise: ClassVar[bool] = True
 
     def __init__(self, lr: float, **hyper: float) -> None:
         _check("lr", lr, low=0.0, low_open=True)

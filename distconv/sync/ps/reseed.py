@@ -26,6 +26,7 @@ import numpy as np
 from distconv.backend import to_host
 from distconv.parameter import Parameter
 from distconv.sync.ps.blocks import ParamSpec, rows_view
+from distconv.sync.ps.shard_optimizer import refuse_unservable
 
 log = logging.getLogger("distconv.pserver")
 
@@ -44,7 +45,10 @@ class Reseed:
         self._kept: dict[str, tuple[Parameter, ParamSpec, Any]] | None = None
 
     def _seed_keeping_state(self, heads: list[dict[str, Any]]) -> None:
-        """Rank 0: read the state to keep (see the module), seed, and send it back."""
+        """Rank 0: read the state to keep (see the module), seed, and send it back; first
+        refuse an optimizer the shards would not rebuild as itself, before anything is read
+        or sent (:mod:`.shard_optimizer`)."""
+        refuse_unservable(self.optimizer)
         if self.optimizer is not self._trained_by:  # (of the same settings: the shards took
             self._trained, self._kept = {}, None  # the hello): its state starts afresh
         if self._kept is None:

@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 
 from distconv.messages import SENT_ERROR_CHARS, one_line
-from distconv.optim import optimizer_from_config
+from distconv.optim import OPTIMIZERS, optimizer_from_config
+from distconv.sync.ps.job_hello import REFUSED_JOB
+from distconv.sync.ps.shard_optimizer import SHARD_REGISTRY
 from distconv.sync.ps.state import _Block, _param_spec, _table_entry
 from distconv.sync.ps.wire import WireError, check_rows, short
 
@@ -75,11 +77,18 @@ class Seeding:
 def seed_optimizer(config: dict[str, Any]) -> Any:
     """The shard's optimizer from a seed's config, or a WireError saying what is wrong, in one
     line cut short: the config is received text, up to a header's MiB (quoted whole, the error
-    reply passed the header cap, and rank 0 could not read why)."""
+    reply passed the header cap, and rank 0 could not read why). A name this install does not
+    know refuses the job (the worker raises ``JobRefused``), saying where the shards build
+    optimizers from."""
     name = config.get("name", "")  # a missing one is named below
     if type(name) is not str:  # an int once failed in create_optimizer, on name.lower()
         raise WireError(f"optimizer config: name {short(name)} is not a string")
     try:
         return optimizer_from_config(config)
     except (ValueError, TypeError) as exc:
-        raise WireError(f"optimizer config: {one_line(str(exc), SENT_ERROR_CHARS)}") from None
+        said = f"optimizer config: {one_line(str(exc), SENT_ERROR_CHARS)}"
+        if "name" not in config or name.lower() in OPTIMIZERS:
+            raise WireError(said) from None
+        refusal = WireError(f"{said}; {SHARD_REGISTRY}")
+        refusal.fields = REFUSED_JOB  # the reply's: the worker's configuration, not a bug
+        raise refusal from None

@@ -1,0 +1,59 @@
+"""Which optimizers the parameter server can run, and the words for one it cannot.
+
+A shard rebuilds the workers' optimizer from its ``config()``, by name, from
+:data:`distconv.optim.OPTIMIZERS` of the distconv it runs (``distconv pserver`` loads no
+script), and updates each block of a parameter (1 MiB by default) alone. So a subclass of a
+shipped optimizer that inherits its name trained the parent's rule there, silently; one a script
+registered was refused by the shard with a traceback that did not say why; and a rule that
+reads a whole parameter (a per-layer norm) trained differently once a parameter spans blocks.
+A worker refuses each before it seeds the shards (:func:`refuse_unservable`), in one line.
+"""
+
+from __future__ import annotations
+
+from distconv.optim import INSTALLED_OPTIMIZERS, Optimizer
+from distconv.sync.errors import JobRefused
+
+#: what the shards build optimizers from, and the way to give them one of one's own
+SHARD_REGISTRY = (
+    "the shards build optimizers by name from distconv.optim.OPTIMIZERS of their own install "
+    "(distconv pserver loads no script): add the class there, with a name of its own, and to "
+    "distconv.names.OPTIMIZER_NAMES, on the distconv the shards run, and restart them"
+)
+
+
+def refuse_unservable(optimizer: Optimizer) -> None:
+    """Raise :class:`~distconv.sync.errors.JobRefused` (one line under ``run_main``) where
+    the shards would not run ``optimizer``'s own rule (see the module); local and MPI
+    training run any optimizer object."""
+    problem = unservable_problem(optimizer)
+    if problem is not None:
+        raise JobRefused(problem)
+
+
+def unservable_problem(optimizer: Optimizer) -> str | None:
+    """Why the shards would not run ``optimizer``'s rule, in one line; None where they do."""
+    cls = type(optimizer)
+    if not cls.elementwise:
+        return (
+            f"optimizer {_qualified(cls)} cannot run on the parameter server: it is not "
+            "element-wise (elementwise = False), and the shards cut each parameter into blocks "
+            "(1 MiB by default) and update each block alone; train it with local or MPI sync"
+        )
+    name = optimizer.config()["name"]
+    built = INSTALLED_OPTIMIZERS.get(name)
+    if built is cls:
+        return None
+    instead = (
+        f"would build {_qualified(built)} instead"
+        if built is not None
+        else f"know no optimizer {name!r} (this process registered it)"
+    )
+    return (
+        f"optimizer {_qualified(cls)} cannot run on the parameter server: its shards rebuild "
+        f"it from its config by name {name!r} and {instead}; {SHARD_REGISTRY}"
+    )
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
