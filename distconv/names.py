@@ -11,7 +11,8 @@ from __future__ import annotations
 
 #: the data sets :func:`distconv.data.load_dataset` reads
 DATASET_NAMES = ("digits", "mnist", "synthetic")
-#: the keys of :data:`distconv.optim.OPTIMIZERS`
+#: the keys of :data:`distconv.optim.OPTIMIZERS`, sorted: add a new optimizer's name here too
+#: (the places a new optimizer touches: :mod:`distconv.optim`'s docstring)
 OPTIMIZER_NAMES = ("adagrad", "adam", "momentum", "nesterov", "rmsprop", "sgd")
 #: the keys of :data:`distconv.sync.TRANSPORTS`
 TRANSPORT_NAMES = ("local", "mpi", "pserver")

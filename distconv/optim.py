@@ -6,8 +6,36 @@ Keeping the rule free of :class:`~distconv.parameter.Parameter` objects is what 
 parameter-server shard run the very same code on the slices of parameters it holds, and keeping
 the state as arrays only (Adam's step count included) is what lets checkpoints save it as tensors.
 
-The rules follow ``torch.optim`` exactly (same defaults, same order of operations), so a model
-trained here and one trained in PyTorch from the same weights stay together.
+The rules follow ``torch.optim`` (torch 2.x) in their order of operations, so a model trained
+here and one trained in PyTorch from the same weights and hyperparameters stay together.
+AdaGrad, Adam and RMSProp have torch's defaults too; SGD, Momentum and Nesterov default to
+``lr=0.01`` (``torch.optim.SGD``: ``lr=0.001``), and Momentum and Nesterov to
+``momentum=0.9`` (torch: ``momentum=0``, plain SGD). Give both sides the hyperparameters to
+compare them.
+
+The contract of a rule (see :class:`~distconv.optim_base.Optimizer`): each element's update
+reads only that element's value, gradient and state, plus scalars; state buffers are shaped
+like the parameter or are 0-d integer counts; ``cls(**config minus "name")`` rebuilds it. The
+parameter server depends on all three: its shards cut each parameter into blocks (1 MiB by
+default, :data:`~distconv.sync.ps.blocks.BLOCK_BYTES`), update each block alone, and rebuild
+the optimizer from its :meth:`~distconv.optim_base.Optimizer.config`.
+``tests/test_optim.py::test_update_on_slices_equals_update_on_whole`` and
+``::test_config_round_trips_through_json`` check every rule in :data:`OPTIMIZERS`.
+
+Adding an optimizer touches:
+
+- its class here, with a ``name`` of its own (a subclass that inherits its parent's is rebuilt
+  as the parent on the shards), and the tuple :data:`OPTIMIZERS` is built from, which also
+  puts it through the tests of ``tests/test_optim.py`` above;
+- :data:`distconv.names.OPTIMIZER_NAMES`, the names ``--optimizer`` offers
+  (``tests/test_names.py`` fails until both agree), and the names listed in ``README.md``
+  ("Optimizers SGD, ...") and ``docs/protocol.md`` (the seed's ``optimizer``);
+- the distconv the parameter-server shards run: they build the optimizer by name from
+  :data:`OPTIMIZERS` of their own install (``distconv pserver`` loads no script), so restart
+  them on a distconv that has it. A worker refuses, before it seeds them, an optimizer whose
+  class is not the one that install would build (:mod:`distconv.sync.ps.shard_optimizer`).
+
+Local and MPI training run the optimizer object the script made, of whatever class.
 
 Example:
     >>> opt = create_optimizer("adam", lr=1e-3)

@@ -31,6 +31,21 @@ class Optimizer:
     like the parameter), and implement :meth:`_apply`. Weight decay (L2, added to the gradient
     as ``torch.optim`` does) is common to every rule and handled here.
 
+    The contract every rule keeps, because a parameter-server shard cuts each parameter into
+    blocks (1 MiB by default, :data:`~distconv.sync.ps.blocks.BLOCK_BYTES`), updates each
+    block alone, and rebuilds the optimizer from :meth:`config` alone:
+
+    - element-wise: the update of each element reads only that element's value, gradient and
+      state, plus scalars (a rule that reads a whole parameter, such as a per-layer norm in
+      LARS or LAMB, sets :attr:`elementwise` to False; the parameter server refuses it);
+    - state: buffers shaped like the parameter, or 0-d integer counts (Adam's ``step``);
+    - rebuildable: ``type(self)(**config minus "name")`` makes an equal optimizer, so
+      ``__init__`` accepts every key :meth:`config` reports (``weight_decay`` included).
+
+    ``tests/test_optim.py::test_update_on_slices_equals_update_on_whole`` and
+    ``::test_config_round_trips_through_json`` check each rule of
+    :data:`distconv.optim.OPTIMIZERS`; a rule not registered there is checked by nothing.
+
     Args:
         lr: learning rate, > 0.
         **hyper: the subclass's hyperparameters; all are reported by :meth:`config`.
@@ -104,6 +119,13 @@ class Optimizer:
                 where ``(1 - beta2) * s * s`` underflows, and for a scale of 0 or so near it
                 that ``mu / s`` or ``decay / s`` could overflow float32 (``|s|`` below
                 ``2**-126 * (1 + decay)``; 2**-126 is float32's least normal).
+
+        Weight decay here is L2, added to the gradient before :meth:`_apply` for every rule.
+        A rule with decoupled decay (AdamW: ``w -= lr * decay * w`` beside the step) keeps its
+        rate under a name of its own (``decay``) and applies it in its ``_apply``; its
+        ``__init__`` must still accept ``weight_decay`` (left 0 by its users), since
+        :meth:`config` always reports it and a shard rebuilds the optimizer with
+        ``cls(**config)``.
         """
         scale, decay = float(grad_scale), self.hyper.get("weight_decay", 0.0)
         if scale != 1.0 and (value.dtype.itemsize <= 2 or abs(scale) < 2.0**-126 * (1 + decay)):

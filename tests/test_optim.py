@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 
 import numpy as np
 import pytest
 
+from distconv import optim
 from distconv.optim import (
     OPTIMIZERS,
     Adam,
@@ -193,8 +195,9 @@ def test_config_round_trips_through_json(name):
 
 
 def test_create_optimizer_errors_name_the_problem():
-    with pytest.raises(ValueError, match=r"unknown optimizer 'adamw'.*'adam'"):
-        create_optimizer("adamw")
+    # a name no one will add (adamw was one, and adding AdamW failed this test)
+    with pytest.raises(ValueError, match=r"unknown optimizer 'no-such-rule'.*'adam'"):
+        create_optimizer("no-such-rule")
     with pytest.raises(ValueError, match=r"optimizer 'sgd'.*momentum"):
         create_optimizer("sgd", momentum=0.9)
     with pytest.raises(ValueError, match=r"lr must satisfy 0.0 < lr, got -1"):
@@ -208,6 +211,45 @@ def test_create_optimizer_errors_name_the_problem():
     for infinite in ("lr", "weight_decay"):  # a diverging run must not start at all
         with pytest.raises(ValueError, match=f"{infinite} must satisfy.*got inf"):
             create_optimizer("sgd", **{infinite: float("inf")})
+
+
+#: our name: the torch class, and our hyperparameters by torch's (key, or key and index)
+TORCH_KEYS = {
+    "sgd": ("SGD", {"lr": "lr"}),
+    "momentum": ("SGD", {"lr": "lr", "momentum": "momentum"}),
+    "nesterov": ("SGD", {"lr": "lr", "momentum": "momentum"}),
+    "adagrad": ("Adagrad", {"lr": "lr", "eps": "eps"}),
+    "rmsprop": ("RMSprop", {"lr": "lr", "alpha": "alpha", "eps": "eps"}),
+    "adam": ("Adam", {"lr": "lr", "beta1": ("betas", 0), "beta2": ("betas", 1), "eps": "eps"}),
+}
+
+
+def _default(cls, key):
+    index = None
+    if isinstance(key, tuple):
+        key, index = key
+    value = inspect.signature(cls.__init__).parameters[key].default
+    return value if index is None else value[index]
+
+
+def test_defaults_unlike_torchs_are_the_ones_the_module_names():
+    """The module said the rules have torch's defaults; SGD's lr and Momentum's momentum do
+    not. Each default unlike torch 2.x's is named there with torch's, the rest said equal."""
+    torch = pytest.importorskip("torch", reason="torch is needed to read its defaults")
+    assert sorted(TORCH_KEYS) == sorted(OPTIMIZERS)
+    unlike = set()
+    for name, (torch_cls, keys) in TORCH_KEYS.items():
+        for ours, theirs in keys.items():
+            a, b = (
+                _default(OPTIMIZERS[name], ours),
+                _default(getattr(torch.optim, torch_cls), theirs),
+            )
+            if float(a) != float(b):
+                unlike.add(name)
+                for said in (f"``{ours}={a!r}``", f"``{ours}={b!r}``"):
+                    assert said in optim.__doc__, (name, said)
+    alike = sorted(OPTIMIZERS[name].__name__ for name in OPTIMIZERS if name not in unlike)
+    assert f"{', '.join(alike[:-1])} and {alike[-1]} have torch's defaults" in optim.__doc__
 
 
 def test_names_are_case_insensitive_and_numpy_scalars_accepted():
