@@ -126,7 +126,7 @@ class ConvNd(Convolution, Layer):
         if x.ndim != want:
             raise self.fail(
                 f"expected a {want}-D input (N, C, *spatial), got shape {x.shape}"
-                + reshape_hint(x.shape, self.nd)
+                + reshape_hint(x.shape, self.nd, self.in_channels)
             )
         if x.shape[1] != self.in_channels:
             raise self.fail(

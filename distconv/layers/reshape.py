@@ -100,18 +100,29 @@ class Reshape(Layer):
         return f"{self.label}{self.shape}"
 
 
-def reshape_hint(got: tuple[int, ...], nd: int) -> str:
+def reshape_hint(got: tuple[int, ...], nd: int, in_channels: int | None = None) -> str:
     """What a layer reading ``(N, C, *spatial)`` over ``nd`` axes adds to its refusal of an
-    input of shape ``got`` where :class:`Reshape` is the fix: 2-D flattened rows (a feed of flat
-    images, a Mixed or FeatureMapExpand output) to images, or images without a channel axis
-    given one; "" for any other shape (a 2-D layer fed volumes is the wrong layer)."""
+    input of shape ``got``: 2-D flattened rows (a feed of flat images, a Mixed or
+    FeatureMapExpand output) are reshaped to images (:class:`Reshape`); an input one axis short
+    is one sample without its batch axis (``x[None]``, what inference most often feeds) or images
+    without their channel axis (``Reshape(1, ...)``, a layer of the model). Each of those two is
+    said only where its fix would give the layer its ``in_channels`` (None: unknown, as a
+    pooling layer's, so both are said): a 3-channel model is not told to add a channel axis of
+    one. "" for any other shape (a 2-D layer fed volumes is the wrong layer)."""
     axes = "C, D, H, W" if nd == 3 else "C, H, W"
     if len(got) == 2:
         return (
             f"; 2-D input is flattened rows (a feed of flat images, a Mixed or FeatureMapExpand "
             f"output): reshape it to (N, {axes}) first (Reshape({axes}))"
         )
-    if len(got) == 1 + nd:
-        sizes = ", ".join(str(int(n)) for n in got[1:])
-        return f"; images with no channel axis? Reshape(1, {sizes}) gives them one"
-    return ""
+    if len(got) != 1 + nd:
+        return ""
+    sizes = tuple(int(n) for n in got)
+    hints = []
+    if in_channels is None or sizes[0] == in_channels:  # x[None] makes got[0] the channels
+        batched = (1, *sizes)
+        hints.append(f"one sample without its batch axis? x[None] gives it one, shape {batched}")
+    if in_channels is None or in_channels == 1:  # Reshape(1, ...) makes one channel
+        spatial = ", ".join(map(str, sizes[1:]))
+        hints.append(f"images with no channel axis? Reshape(1, {spatial}) gives them one")
+    return "".join(f"; {hint}" for hint in hints)
