@@ -26,13 +26,16 @@ manifest, a shard's part) meet every attempt of a job alike: the launcher reads 
 back (``distconv.refused_starts._INIT_FROM``) and restarts none; a change of them here drops
 that. A source whose ``checkpoints`` links to a disk not mounted yet (PATH the run, that folder,
 or a step folder in it) is named as a resume names it, and restarted: no such refusal.
+
+Which file PATH names is :mod:`distconv.checkpoint_paths`'s to say. A script's own
+:func:`load_weights` call is worded for a script, naming no flag (:mod:`distconv.source_words`):
+only ``--init-from``'s words are read back by the launcher.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,19 +49,19 @@ from distconv.checkpoint import (
     Checkpoint,
     CheckpointDamaged,
     CheckpointError,
+    CheckpointReadError,
     CheckpointVersionError,
     load_checkpoint,
 )
 from distconv.checkpoint_checks import native
 from distconv.checkpoint_digest import DIGEST_KEY
-from distconv.checkpoint_manifest import CHIEF, Manifest
-from distconv.checkpoint_reads import read_manifest
-from distconv.checkpoints_link import late_disk_problem
-from distconv.messages import exception_line, named
+from distconv.checkpoint_paths import NoCompleteCheckpointError
+from distconv.checkpoint_paths import checkpoint_file as checkpoint_file  # imported from here
+from distconv.messages import exception_line
 from distconv.parameter import Parameter
 from distconv.resume import JobStart, OptimState, Position, StepCheckpoints
-from distconv.run_dir import RunDirectory, RunDirError
-from distconv.run_files import CHECKPOINTS, CHIEF_PART, LEGACY_CHECKPOINT, SHARD_PART
+from distconv.run_dir import RunDirectory
+from distconv.source_words import INIT_FROM_FLAG, SCRIPT_CALL, SourceWords
 from distconv.sync.base import SyncStrategy
 
 log = logging.getLogger("distconv.resume")
@@ -80,108 +83,6 @@ class InitSource:
         return f"{self.path} (step {self.step}, sha256 {self.digest[:16]})"
 
 
-def checkpoint_file(path: str | os.PathLike) -> Path:
-    """The checkpoint file ``path`` names: a file itself (a step's ``chief.safetensors``, or
-    its manifest ``step-N.json``), a step folder (``checkpoints/step-N``), a run's output
-    directory (its newest complete checkpoint, else its one pre-step-checkpoint file), or its
-    ``checkpoints`` folder (its newest; moved off the run too).
-
-    Raises:
-        CheckpointError: nothing there, a JSON file that is no manifest, a parameter-server
-            shard's part, or a folder that holds no complete checkpoint; a RunDirError where a
-            run's ``checkpoints`` links to a disk not mounted yet, ``path`` that folder or in
-            it (restarted, as a resume is).
-    """
-    path = Path(path)
-    if path.is_file() and path.suffix == ".json":
-        return _manifest_of(path).part(CHIEF)
-    if path.is_file() and re.fullmatch(SHARD_PART, path.name):
-        raise CheckpointError(
-            f"--init-from {path}: a parameter-server shard's checkpoint part, which holds that "
-            "shard's blocks, not the model's weights; pass its run's --out or one of its "
-            "checkpoints/step-N folders, whose chief's part holds every weight"
-        )
-    if path.is_file():
-        return path
-    if not path.is_dir():
-        _refuse_late_disk(path)
-        raise CheckpointError(f"--init-from {path}: no such file or folder")
-    if (path / CHIEF_PART).is_file():
-        return path / CHIEF_PART
-    complete, problems = _run_at(path).scan()  # reads only: no lock, nothing made
-    if complete:
-        return complete[-1].part(CHIEF)
-    if (path / LEGACY_CHECKPOINT).is_file():
-        return path / LEGACY_CHECKPOINT
-    why = f": {'; '.join(problems)}" if problems else ""
-    raise CheckpointError(
-        f"--init-from {path}: no complete checkpoint there (a run's --out, one of its "
-        f"checkpoints/step-N folders, or a checkpoint file){why}"
-    )
-
-
-def _run_at(path: Path) -> RunDirectory:
-    """The run whose ``--out`` is the folder ``path``, or whose ``checkpoints`` folder it is.
-
-    Raises:
-        RunDirError: its ``checkpoints`` links to a disk not mounted yet, named as the resume
-            names it: not "no complete checkpoint", which the launcher restarts none for.
-    """
-    checkpoints = path / CHECKPOINTS
-    if checkpoints.exists() or checkpoints.is_symlink():  # a link to nothing: a run's
-        _check_there(run := RunDirectory(path), path)
-        return run
-    if path.name == CHECKPOINTS and path.is_symlink():  # RUN/checkpoints, named itself
-        _check_there(RunDirectory(path.parent), path)  # an empty mount point: its run tells
-    return _CheckpointsFolder(path)
-
-
-def _check_there(run: RunDirectory, path: Path) -> None:
-    """:meth:`~RunDirectory.check_checkpoints_there` of ``run`` (reads only), its refusal
-    naming ``--init-from path``."""
-    try:
-        run.check_checkpoints_there()
-    except RunDirError as exc:
-        raise RunDirError(f"--init-from {path}: {exc}") from None
-
-
-def _refuse_late_disk(path: Path) -> None:
-    """Raise a RunDirError where ``path``, not there, or a folder above it links to nothing,
-    or lies in a run's ``checkpoints`` linked to an empty mount point (a step folder in it,
-    on a disk not mounted yet): named as a resume names it, and restarted, not refused for
-    good as "no such file or folder"."""
-    for link in (path, *path.parents):
-        if link.name == CHECKPOINTS and link.is_symlink():  # its run tells an empty mount
-            _check_there(RunDirectory(link.parent), path)
-        if link.is_symlink() and not link.exists():
-            problem = late_disk_problem(link, lambda: False)  # not there, or a loop of links
-            raise RunDirError(f"--init-from {path}: {problem}")
-
-
-class _CheckpointsFolder(RunDirectory):
-    """A run's ``checkpoints`` folder named itself (``RUN/checkpoints``, or a disk it links
-    to), read as the run's: only :meth:`~RunDirectory.scan` is asked of it."""
-
-    @property
-    def checkpoint_root(self) -> Path:
-        return self.root
-
-
-def _manifest_of(path: Path) -> Manifest:
-    """The manifest in the file ``path``.
-
-    Raises:
-        CheckpointError: the file is no manifest (another JSON file), or a damaged one.
-    """
-    try:
-        return Manifest.parse(read_manifest(path), path)
-    except (ValueError, KeyError, TypeError) as exc:  # Manifest.parse's damage
-        raise CheckpointDamaged(
-            f"--init-from {path}: no checkpoint's manifest, or a damaged one ({named(exc)}); "
-            "pass a run's --out, one of its checkpoints/step-N folders, or a checkpoint file"
-        ) from None
-
-
 def first_misfit(params: Sequence[Parameter], theirs: Mapping[str, Any]) -> str | None:
     """The first parameter whose name or shape differs between the model and a checkpoint's
     arrays ``theirs``, in the model's order, then the checkpoint's first extra one, or whose
@@ -200,85 +101,128 @@ def first_misfit(params: Sequence[Parameter], theirs: Mapping[str, Any]) -> str 
     return f"{extra[0]!r}: the checkpoint has it, this model has not" if extra else None
 
 
-def load_weights(path: str | os.PathLike, params: Sequence[Parameter]) -> InitSource:
-    """Copy the weights of the checkpoint ``path`` names (:func:`checkpoint_file`) into
-    ``params``, cast to their dtypes; nothing is written where they do not fit.
+#: how often a folder's newest checkpoint is looked for again where its run pruned it while it
+#: was read: a run training with ``--keep-checkpoints 1`` prunes its newest at every save, and
+#: one in about 20 loads met that; two tries more make a third prune in a row needed
+PRUNED_RETRIES = 2
+
+
+def load_weights(
+    path: str | os.PathLike, params: Sequence[Parameter], *, words: SourceWords = SCRIPT_CALL
+) -> InitSource:
+    """Copy the weights of the checkpoint ``path`` names (:func:`checkpoint_file`: a run's
+    folder names its newest) into ``params``, cast to their dtypes; nothing is written where
+    they do not fit. A run still training may prune the checkpoint a folder named while it is
+    read: the folder is looked at again (:data:`PRUNED_RETRIES` times) for its newest.
+
+    Args:
+        path: a run's folder, its ``checkpoints`` folder, a step's folder or manifest, or a
+            checkpoint file.
+        params: the model's parameters, whose dtypes the weights are cast to.
+        words: how messages name ``path``: a script's call (the path alone) by default;
+            :data:`~distconv.source_words.INIT_FROM_FLAG` for ``--init-from``.
 
     Raises:
         CheckpointError: no checkpoint there, one that cannot be read, is damaged or of
             another format version (a :class:`~distconv.checkpoint.CheckpointDamaged` or
-            :class:`~distconv.checkpoint.CheckpointVersionError` naming ``--init-from``), or
+            :class:`~distconv.checkpoint.CheckpointVersionError` naming ``path``), or
             weights of another name or shape (the first named).
     """
-    file = checkpoint_file(path)
+    tries = 1 + (PRUNED_RETRIES if Path(path).is_dir() else 0)
+    for tried in range(1, tries + 1):
+        try:
+            return _load_weights(path, params, words)
+        except (_Pruned, NoCompleteCheckpointError) as exc:
+            if tried == tries:  # a plain CheckpointError, as it always was to its readers
+                raise CheckpointError(str(exc)) from None
+            log.info("%s; looking for its newest again", exc)
+    raise AssertionError("unreachable: the last try returns or raises")
+
+
+class _Pruned(CheckpointError):
+    """The checkpoint a path named was gone when it was read (its run pruned it meanwhile)."""
+
+
+def _load_weights(
+    path: str | os.PathLike, params: Sequence[Parameter], words: SourceWords
+) -> InitSource:
+    """One try of :func:`load_weights`."""
+    file = checkpoint_file(path, words)
+    source = words.source(path)
     try:
         ckpt = load_checkpoint(file, position=False)  # weights only: no step is gone on from
     except CheckpointDamaged as exc:  # not restarted for (refused_starts): the same file
         raise CheckpointDamaged(
-            f"--init-from {path}: its checkpoint is damaged ({exc}); pass another: an older "
+            f"{source}: its checkpoint is damaged ({exc}); pass another: an older "
             "checkpoints/step-N folder, or another file"
         ) from None
     except CheckpointVersionError as exc:  # not "the checkpoint to resume" to the launcher
         raise CheckpointVersionError(
-            f"--init-from {path}: its checkpoint has another format version ({exc}); start the "
-            "new run with the distconv that wrote it, or from a checkpoint this one wrote"
+            f"{source}: its checkpoint has another format version ({exc}); {words.start} with "
+            "the distconv that wrote it, or from a checkpoint this one wrote"
         ) from None
-    digest = _digest_of(file)  # before anything is written: the file may be gone by now
+    except CheckpointReadError:
+        if file.exists():  # the OS's error, or this host's lack: said as it is
+            raise
+        raise _pruned(path, file, words, "it is gone") from None
+    digest = _digest_of(path, file, words)  # before anything is written: it may be gone now
     if (misfit := first_misfit(params, ckpt.params)) is not None:
         raise CheckpointError(
-            f"--init-from {file}: its weights do not fit this model (first difference: "
+            f"{words.source(file)}: its weights do not fit this model (first difference: "
             f"{misfit}); they load only into a model built as the checkpoint's run's"
         )
-    _say_cast(ckpt, params)
+    _say_cast(ckpt, params, words)
     with np.errstate(over="ignore"):  # refused below, by its name
         cast = {p.name: ckpt.params[p.name].astype(p.value.dtype, copy=False) for p in params}
     for p in params:
-        if (lost := _lost_by_cast(ckpt.params[p.name], cast[p.name])) is not None:
+        if (lost := _lost_by_cast(ckpt.params[p.name], cast[p.name], words)) is not None:
             raise CheckpointError(
-                f"--init-from {file}: {p.name!r} holds values past {p.value.dtype}'s range, "
-                f"which the cast to this {lost}"
+                f"{words.source(file)}: {p.name!r} holds values past {p.value.dtype}'s range, "
+                f"which the cast to {lost}"
             )
     for p in params:
         copy_into(p.value, cast[p.name])
     return InitSource(file, ckpt.step, digest)
 
 
-def _lost_by_cast(saved: np.ndarray, cast: np.ndarray) -> str | None:
+def _lost_by_cast(saved: np.ndarray, cast: np.ndarray, words: SourceWords) -> str | None:
     """How the cast of ``saved`` to ``cast`` lost a value, with the way out, or None: a finite
     float made infinite, or an integer wrapped (int64 counts past an int32 parameter's range)."""
     if native(saved.dtype) == native(cast.dtype):
         return None
     if is_float_dtype(cast.dtype):
         if np.any(np.isinf(cast) & np.isfinite(saved)):
-            return "run's dtype makes infinite; train in a wider dtype"
+            return f"{words.ours} dtype makes infinite; train in a wider dtype"
         return None
     if not np.array_equal(cast, saved):  # by value: numpy compares across integer types
-        return f"model's dtype wraps; give it the checkpoint's {saved.dtype}"
+        return f"this model's dtype wraps; give it the checkpoint's {saved.dtype}"
     return None
 
 
-def _say_cast(ckpt: Checkpoint, params: Sequence[Parameter]) -> None:
-    """Warn where the checkpoint's weights are of another dtype than this run's."""
+def _say_cast(ckpt: Checkpoint, params: Sequence[Parameter], words: SourceWords) -> None:
+    """Warn where the checkpoint's weights are of another dtype than the model's."""
     saved = sorted({str(native(a.dtype)) for a in ckpt.params.values()})
     ours = sorted({str(native(p.value.dtype)) for p in params})
     if saved != ours:
         log.warning(
-            "--init-from %s: casting its %s weights to this run's %s (--dtype): a new run "
-            "reproduces nothing, so they are cast as it starts",
-            ckpt.path,
+            "%s: casting its %s weights to %s %s%s: %s",
+            words.source(ckpt.path),
             ",".join(saved),
+            words.ours,
             ",".join(ours),
+            words.dtype_flag,
+            words.cast_why,
         )
 
 
-def _digest_of(file: Path) -> str:
+def _digest_of(path: str | os.PathLike, file: Path, words: SourceWords) -> str:
     """The checkpoint's own SHA-256 (its metadata's), which :func:`load_checkpoint` checked.
     A second read of ``file`` (:class:`~distconv.checkpoint.Checkpoint` keeps no digest), so
     a source run still training may have pruned it since the first: refused in words, and a
-    restart takes the run's newest anew.
+    folder ``path`` is looked at again (:func:`load_weights`); a restart takes its newest anew.
 
     Raises:
-        CheckpointError: ``file`` cannot be read now (gone since its weights were read).
+        _Pruned: ``file`` cannot be read now (gone since its weights were read).
     """
     from safetensors import safe_open
 
@@ -287,11 +231,24 @@ def _digest_of(file: Path) -> str:
             return (f.metadata() or {}).get(DIGEST_KEY, "")
     except OSError as exc:  # safetensors' own: no errno, the path in its message
         why = "it is gone" if isinstance(exc, FileNotFoundError) else exception_line(exc)
-        raise CheckpointError(
-            f"--init-from {file}: cannot be read again after its weights were ({why}: its run "
-            "pruned it meanwhile?); nothing was loaded: pass a checkpoint its run keeps, or its "
-            "run's --out, which names the newest"
-        ) from None
+        raise _pruned(path, file, words, why) from None
+
+
+def _pruned(path: str | os.PathLike, file: Path, words: SourceWords, why: str) -> _Pruned:
+    """The refusal of ``file``, which ``path`` named and which cannot be read now (``why``):
+    named as the user named it, and the way out that is not what they did already."""
+    if Path(path) == file:
+        return _Pruned(
+            f"{words.source(file)}: cannot be read again after its weights were ({why}: its run "
+            f"pruned it meanwhile?); nothing was loaded: pass a checkpoint its run keeps, or its "
+            f"run's {words.run_folder}, which names the newest"
+        )
+    return _Pruned(
+        f"{words.source(path)}: its newest checkpoint {file} cannot be read ({why}: its run "
+        f"pruned it meanwhile, {1 + PRUNED_RETRIES} times in a row?); nothing was loaded: load "
+        "again, or once its run has ended (a run that keeps one checkpoint, "
+        "--keep-checkpoints 1, prunes its newest at each save)"
+    )
 
 
 class InitFromCheckpoints(StepCheckpoints):
@@ -335,7 +292,7 @@ class InitFromCheckpoints(StepCheckpoints):
             return state, pos
         if state is None and pos.step == 0:
             self._refuse_frozen()
-            loaded = load_weights(self.source, self.params)
+            loaded = load_weights(self.source, self.params, words=INIT_FROM_FLAG)
             log.info("initialised from %s: weights only, from step 0", loaded.text())
             self.record_fact(INIT_FROM, loaded.record())
         else:

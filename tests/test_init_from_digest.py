@@ -10,6 +10,7 @@ import pytest
 from distconv import init_from
 from distconv.checkpoint import CheckpointError, load_checkpoint
 from distconv.models import lenet
+from distconv.source_words import INIT_FROM_FLAG
 from tests.test_init_from import first_run
 
 pytestmark = pytest.mark.timeout(120)
@@ -28,5 +29,5 @@ def test_a_source_pruned_between_its_reads_is_refused_naming_it(tmp_path, monkey
     before = {p.name: np.array(p.value) for p in params}
     words = rf"--init-from {source}: cannot be read again .*\(it is gone: .*nothing was loaded"
     with pytest.raises(CheckpointError, match=words):
-        init_from.load_weights(source, params)
+        init_from.load_weights(source, params, words=INIT_FROM_FLAG)
     assert all(np.array_equal(p.value, before[p.name]) for p in params)  # nothing loaded

@@ -15,6 +15,7 @@ from distconv.checkpoint import CheckpointError, save_checkpoint
 from distconv.init_from import load_weights
 from distconv.parameter import Parameter
 from distconv.refused_starts import init_from_refused_in
+from distconv.source_words import INIT_FROM_FLAG
 
 
 def saved(tmp_path, **arrays: np.ndarray):
@@ -50,7 +51,7 @@ def test_a_weight_the_cast_makes_infinite_is_refused(tmp_path):
     path = saved(tmp_path, a=np.ones(2), w=np.array([1.0, 1e6]))
     a, w = Parameter("a", np.zeros(2, np.float16)), Parameter("w", np.zeros(2, np.float16))
     with pytest.raises(CheckpointError, match="'w' holds values past float16's range") as refused:
-        load_weights(path, [a, w])
+        load_weights(path, [a, w], words=INIT_FROM_FLAG)
     assert not a.value.any() and not w.value.any()  # nothing written
     said = f"script.py: error: CheckpointError: {refused.value}"  # the same on every attempt
     assert (
@@ -75,7 +76,7 @@ def test_an_integer_the_cast_wraps_is_refused(tmp_path, theirs, ours):
     w = Parameter("w", ours.copy())
     words = rf"'w' holds values past {ours.dtype}'s range, which the cast to this model's dtype"
     with pytest.raises(CheckpointError, match=words) as refused:
-        load_weights(path, [w])
+        load_weights(path, [w], words=INIT_FROM_FLAG)
     assert np.array_equal(w.value, ours)  # nothing written
     said = f"script.py: error: CheckpointError: {refused.value}"
     assert (

@@ -13,6 +13,7 @@ from distconv.checkpoint import CheckpointError, load_checkpoint
 from distconv.init_from import load_weights
 from distconv.models import lenet
 from distconv.refused_starts import init_from_refused_in, refused_for_good_in
+from distconv.source_words import INIT_FROM_FLAG
 from tests.launcher.conftest import own_home  # noqa: F401  (its launches' HOME: their own)
 from tests.launcher.launch_cli import launch
 from tests.launcher.test_init_from_restarts import SHARDED, TRAIN
@@ -43,7 +44,7 @@ def test_a_shard_part_is_refused_naming_the_chief_s_checkpoint(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     part = out / "pserver-shard0-steplast.safetensors"
     with pytest.raises(CheckpointError) as refused:
-        load_weights(part, lenet((1, 8, 8), 4).parameters())
+        load_weights(part, lenet((1, 8, 8), 4).parameters(), words=INIT_FROM_FLAG)
     said = str(refused.value)
     assert said == (
         f"--init-from {part}: a parameter-server shard's checkpoint part, which holds that "
@@ -63,7 +64,7 @@ def test_a_run_whose_checkpoints_disk_is_not_mounted_is_said_so_and_restarted(tm
     shutil.move(out / "checkpoints", tmp_path / "disk")
     (out / "checkpoints").symlink_to(tmp_path / "gone")
     with pytest.raises(CheckpointError) as refused:
-        load_weights(out, lenet((1, 8, 8), 4).parameters())
+        load_weights(out, lenet((1, 8, 8), 4).parameters(), words=INIT_FROM_FLAG)
     said = str(refused.value)
     assert said == (
         f"--init-from {out}: {out / 'checkpoints'} links to {tmp_path / 'gone'}, which is not "
@@ -84,7 +85,7 @@ def test_the_checkpoints_folder_on_a_disk_not_mounted_is_said_so_and_restarted(t
     (out / "checkpoints").symlink_to(tmp_path / "gone")
     source = out / named
     with pytest.raises(CheckpointError) as refused:
-        load_weights(source, lenet((1, 8, 8), 4).parameters())
+        load_weights(source, lenet((1, 8, 8), 4).parameters(), words=INIT_FROM_FLAG)
     said = str(refused.value)
     assert said == (
         f"--init-from {source}: {out / 'checkpoints'} links to {tmp_path / 'gone'}, which is "
@@ -106,7 +107,7 @@ def test_the_checkpoints_folder_linked_to_an_empty_mount_point_is_said_so(tmp_pa
     empty.mkdir()
     (out / "checkpoints").symlink_to(empty)
     with pytest.raises(CheckpointError) as refused:
-        load_weights(out / named, lenet((1, 8, 8), 4).parameters())
+        load_weights(out / named, lenet((1, 8, 8), 4).parameters(), words=INIT_FROM_FLAG)
     said = str(refused.value)
     assert said == (
         f"--init-from {out / named}: {out / 'checkpoints'} links to {empty}, which is empty "

@@ -1,0 +1,91 @@
+""":func:`distconv.init_from.load_weights` of a run's folder while that run trains with
+``--keep-checkpoints 1``: its newest checkpoint is pruned at each save, and about one load in
+twenty met its file gone between the scan that named it and the reads of it, refused with
+"pass ... its run's --out", which the user had passed. A folder is now looked at again for its
+newest: no load fails. A real run in a subprocess writes and prunes as it does in use."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from distconv import init_from
+from distconv.checkpoint import CheckpointError, load_checkpoint
+from distconv.init_from import load_weights
+from distconv.models import lenet
+from tests.child_env import child_env
+from tests.processes import job_env
+from tests.test_init_from import first_run
+
+pytestmark = pytest.mark.timeout(60)
+
+#: how long the loads go on: about 1,300 of them, where about 5 % failed
+LOADING_SECONDS = 5.0
+#: a run that outlasts the loads, saving a checkpoint at every step and keeping one
+LIVE_RUN = ["train", "--data", "synthetic", "--epochs", "400", "--checkpoint-every", "1",
+            "--keep-checkpoints", "1", "--no-progress"]  # fmt: skip
+
+
+def _wait_for_a_checkpoint(out: Path, run: subprocess.Popen, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not list(out.glob("checkpoints/step-*.json")):
+        assert run.poll() is None, f"the run ended first: {run.returncode}"
+        assert time.monotonic() < deadline, "the run wrote no checkpoint"
+        time.sleep(0.05)
+
+
+def test_loads_of_a_run_that_prunes_its_newest_meanwhile_all_succeed(tmp_path, caplog):
+    out = tmp_path / "live"
+    caplog.set_level(logging.INFO, logger="distconv.resume")
+    with job_env(child_env()) as env:
+        argv = [sys.executable, "-m", "distconv", "-q", *LIVE_RUN, "--out", str(out)]
+        run = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            _wait_for_a_checkpoint(out, run)
+            params = lenet((1, 8, 8), 4).parameters()
+            loads, failed, steps = 0, Counter(), set()
+            start = time.monotonic()
+            while time.monotonic() - start < LOADING_SECONDS:
+                loads += 1
+                try:
+                    steps.add(load_weights(out, params).step)
+                except CheckpointError as exc:
+                    failed[str(exc)] += 1
+            assert run.poll() is None, "the run ended during the loads: it pruned nothing then"
+        finally:
+            run.terminate()
+            run.communicate(timeout=30)
+    assert not failed, f"{sum(failed.values())} of {loads} loads failed: {failed.most_common(3)}"
+    assert len(steps) > 10, f"the run saved too few checkpoints to race: steps {sorted(steps)}"
+    looked_again = [r for r in caplog.records if "looking for its newest again" in r.message]
+    print(f"{loads} loads of {len(steps)} steps, {len(looked_again)} looked again")
+
+
+def test_a_pruned_file_named_itself_is_refused_naming_it_not_retried(tmp_path):
+    """The retry is for a folder, whose newest may change; a file the user named is theirs,
+    and it gone is said with the user's own path, in a script's words (no flag)."""
+    source = first_run(tmp_path / "a")
+    real_load, reads = load_checkpoint, []
+
+    def read_then_pruned(path, **kwargs):
+        reads.append(path)
+        ckpt = real_load(path, **kwargs)
+        Path(path).unlink()
+        return ckpt
+
+    params = lenet((1, 8, 8), 4).parameters()
+    before = {p.name: np.array(p.value) for p in params}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(init_from, "load_checkpoint", read_then_pruned)
+        with pytest.raises(CheckpointError) as refused:
+            load_weights(source, params)
+    assert str(refused.value).startswith(f"{source}: cannot be read again after its weights")
+    assert len(reads) == 1
+    assert all(np.array_equal(p.value, before[p.name]) for p in params)
