@@ -215,8 +215,14 @@ def restore_checkpoint(
     epoch are checked only with ``optim_state`` (training goes on from them): its weights alone
     (fine-tuning) load from a file whose step is no count, as an older distconv saved -1.
 
+    This is the resume's read, exact: one file as it was written, no dtype cast. A run's
+    folder, a step's folder or manifest, or a parameter-server shard's part is refused naming
+    the checkpoint file to pass, or :func:`distconv.init_from.load_weights`, which takes them
+    (a folder: its newest checkpoint) and casts the weights to the model's dtypes.
+
     Args:
-        source: a checkpoint file or an already loaded :class:`Checkpoint`.
+        source: a checkpoint file (``checkpoints/step-N/chief.safetensors``) or an already
+            loaded :class:`Checkpoint`.
         params: the model's parameters.
         optim_state: the optimizer state to fill, already initialised for every parameter
             (``LocalSync.state`` after ``setup``); its keys and shapes are the reference.
@@ -225,8 +231,9 @@ def restore_checkpoint(
         The checkpoint, for its step, epoch, seed and optimizer config.
 
     Raises:
-        CheckpointError: unreadable file, or names, shapes, dtypes or state keys that differ
-            from the model's; the message lists every mismatch.
+        CheckpointError: no checkpoint file (a folder, a manifest, a shard's part: none a
+            :class:`CheckpointDamaged`), an unreadable file, or names, shapes, dtypes or state
+            keys that differ from the model's; the message lists every mismatch.
     """
     position = optim_state is not None  # the state's training goes on from its step
     ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source, position=position)

@@ -23,6 +23,7 @@ from distconv.checkpoint_errors import (
     CheckpointReadError,
     CheckpointVersionError,
 )
+from distconv.checkpoint_file_kinds import refuse_other_kinds, shard_part
 from distconv.files import describe_os_error
 from distconv.messages import exception_line
 
@@ -34,7 +35,9 @@ def load_checkpoint(path: str | os.PathLike, *, position: bool = True) -> Checkp
     """Read and verify a checkpoint.
 
     Args:
-        path: the checkpoint file.
+        path: the checkpoint file (a step's ``chief.safetensors``): a folder, a manifest or a
+            parameter-server shard's part is refused naming the file to pass
+            (:mod:`distconv.checkpoint_file_kinds`).
         position: refuse a step or epoch that is no count, which a run would go on from;
             False reads them as the file holds them, for a caller that takes only the weights,
             and reads a file of format version 1 too (:data:`WEIGHTS_ONLY_VERSION`, distconv
@@ -43,13 +46,16 @@ def load_checkpoint(path: str | os.PathLike, *, position: bool = True) -> Checkp
 
     Raises:
         CheckpointReadError: the file is missing or the OS cannot read it (its reason), or
-            this host lacks what reading it takes (memory, ``ml_dtypes`` for bfloat16).
+            this host lacks what reading it takes (memory, ``ml_dtypes`` for bfloat16), or it
+            is a folder.
         CheckpointDamaged: the file is truncated, corrupt, or not a distconv checkpoint, or
             its metadata is bad (a step or epoch that is no integer; with ``position``, one
             that is no count, as an older distconv could save).
         CheckpointVersionError: the file is a checkpoint of another format version (its
             message names the build that wrote it, where the file records one), or of version
             1 with ``position`` (its message says how to load its weights).
+        CheckpointError: the file is a step's manifest or a shard's part, whole and
+            distconv's but no checkpoint file: its message names the one to pass.
 
     Each is a :class:`CheckpointError` with a one-line message that names the file.
     """
@@ -63,8 +69,11 @@ def load_checkpoint(path: str | os.PathLike, *, position: bool = True) -> Checkp
     )
 
     path = Path(path)
+    refuse_other_kinds(path)  # a folder, a manifest, a shard's part: named for what they are
     tensors, meta = _read(path)
     if meta.get("format") != FORMAT:
+        if (refused := shard_part(path, meta)) is not None:  # a shard's part, renamed
+            raise refused
         raise CheckpointDamaged(f"checkpoint {path} is a safetensors file but not a distconv one")
     weights_only = meta.get("version") == WEIGHTS_ONLY_VERSION
     if meta.get("version") != VERSION and not (weights_only and not position):

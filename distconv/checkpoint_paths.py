@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from distconv.checkpoint import CheckpointDamaged, CheckpointError
+from distconv.checkpoint_file_kinds import SHARD_PART_IS
 from distconv.checkpoint_manifest import CHIEF, Manifest
 from distconv.checkpoint_reads import read_manifest
 from distconv.checkpoints_link import late_disk_problem
@@ -47,8 +48,7 @@ def checkpoint_file(path: str | os.PathLike, words: SourceWords = INIT_FROM_FLAG
         return _manifest_of(path, words).part(CHIEF)
     if path.is_file() and re.fullmatch(SHARD_PART, path.name):
         raise CheckpointError(
-            f"{words.source(path)}: a parameter-server shard's checkpoint part, which holds that "
-            f"shard's blocks, not the model's weights; pass its run's {words.run_folder} or one "
+            f"{words.source(path)}: {SHARD_PART_IS}; pass its run's {words.run_folder} or one "
             "of its checkpoints/step-N folders, whose chief's part holds every weight"
         )
     if path.is_file():

@@ -1,0 +1,86 @@
+"""Files and folders a user passes where a checkpoint file belongs, named for what they are.
+
+:func:`~distconv.checkpoint.load_checkpoint` (and so ``restore_checkpoint``) reads one
+checkpoint file, ``checkpoints/step-N/chief.safetensors``, exactly as it was written: no
+newest is chosen, no dtype cast. A run's folder, a step's folder, its manifest ``step-N.json``
+or a parameter-server shard's part are whole and distconv's, and were called "a directory",
+"truncated or corrupt" or "not a distconv one". They are refused here naming the file to pass,
+or :func:`distconv.init_from.load_weights`, which takes a folder and casts. None is a
+:class:`~distconv.checkpoint.CheckpointDamaged`: a resume sets damaged files aside, and these
+are not damage (a resume never reads them in its checkpoint's place: see :func:`shard_part`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from distconv.checkpoint_errors import CheckpointError, CheckpointReadError
+from distconv.run_files import CHIEF_PART, SHARD_PART
+
+#: what a parameter-server shard's part is; ``--init-from``'s refusal of one says it too
+SHARD_PART_IS = (
+    "a parameter-server shard's checkpoint part, which holds that shard's blocks, not the "
+    "model's weights"
+)
+#: what takes a folder, a manifest, or another dtype, in a script
+LOAD_WEIGHTS = (
+    "distconv.init_from.load_weights(path, params), which takes a run's folder, a step's "
+    "folder or manifest, and casts the weights to the model's dtypes"
+)
+
+#: the form of a checkpoint file, where none can be named
+_FORM = str(Path("RUN", "checkpoints", "step-N", CHIEF_PART))
+
+
+def refuse_other_kinds(path: Path) -> None:
+    """Refuse ``path`` where it is a folder, a JSON file (a step's manifest) or, by its name,
+    a shard's part, naming the checkpoint file to pass instead; nothing where it is none.
+
+    Raises:
+        CheckpointReadError: a folder (as before: a resume that met one renames nothing).
+        CheckpointError: a JSON file, or a shard's part.
+    """
+    if path.is_dir():
+        raise CheckpointReadError(
+            f"checkpoint {path} is a directory, not a file: pass the checkpoint file "
+            f"{_file_in(path) or _FORM}, or load its weights with {LOAD_WEIGHTS}"
+        )
+    if path.suffix == ".json" and path.is_file():
+        named = _file_in(path)  # None: no manifest (damaged, or another JSON file)
+        what = "a step's manifest, which names that step's files" if named else "a JSON file"
+        raise CheckpointError(
+            f"checkpoint {path} is {what}, not a checkpoint file: pass the checkpoint file "
+            f"{named or _FORM}, or load its weights with {LOAD_WEIGHTS}"
+        )
+    if re.fullmatch(SHARD_PART, path.name) and path.is_file():
+        raise _shard_part(path)
+
+
+def shard_part(path: Path, meta: Mapping[str, str]) -> CheckpointError | None:
+    """The refusal of a file whose metadata is a shard's part's (its ``shard`` and ``table``)
+    under another name; None for any other file. A step's own ``chief.safetensors`` holding
+    that is a damaged step, which a resume sets aside as before: None for it."""
+    if path.name == CHIEF_PART or not {"shard", "table"} <= meta.keys():
+        return None
+    return _shard_part(path)
+
+
+def _shard_part(path: Path) -> CheckpointError:
+    return CheckpointError(
+        f"checkpoint {path} is {SHARD_PART_IS}: pass the chief's part of one of its run's "
+        f"checkpoints, {_FORM}, which holds every weight, "
+        f"or load its run's weights with {LOAD_WEIGHTS}"
+    )
+
+
+def _file_in(path: Path) -> Path | None:
+    """The checkpoint file that ``--init-from path`` would load (a folder's newest, a
+    manifest's chief part), or None where ``path`` names none now."""
+    from distconv.checkpoint_paths import checkpoint_file  # which imports distconv.checkpoint
+
+    try:
+        return checkpoint_file(path)
+    except CheckpointError:  # no complete checkpoint in it, no manifest
+        return None
