@@ -162,7 +162,7 @@ def _load_weights(
             "the distconv that wrote it, or from a checkpoint this one wrote"
         ) from None
     except CheckpointReadError:
-        if file.exists():  # the OS's error, or this host's lack: said as it is
+        if Path(path) == file or file.exists():  # the user's own file, the OS's error: as is
             raise
         raise _pruned(path, file, words, "it is gone") from None
     digest = _digest_of(path, file, words)  # before anything is written: it may be gone now
