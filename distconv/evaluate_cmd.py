@@ -29,6 +29,7 @@ from distconv.data import DataError, Dataset, as_arrays, fingerprint, load_datas
 from distconv.init_from import checkpoint_file, load_weights
 from distconv.network import Network
 from distconv.run_dir import RunDirError
+from distconv.source_words import INIT_FROM_FLAG
 
 log = logging.getLogger("distconv.evaluate")
 
@@ -102,7 +103,7 @@ def evaluate_checkpoint(
         )
     trainer = _trainer(_model(ckpt, train_set, name), dtype)
     with _our_flag():  # this file: a run still training may have a newer one by now
-        load_weights(file, trainer.params)
+        load_weights(file, trainer.params, words=INIT_FROM_FLAG)  # _our_flag rewords it
     metrics = trainer.evaluate(as_arrays(test_set), batch_size=batch_size)
     return Evaluation(metrics, file, ckpt.step, ckpt.epoch, name, seed, len(test_set), runs_data)
 
