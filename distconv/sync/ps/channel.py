@@ -22,9 +22,10 @@ from distconv.sync.ps.config import tcp_url, uses_ipv6
 from distconv.sync.ps.endings import ending_fields
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.intake import ReplyIntake
+from distconv.sync.ps.late_ranks import late_reply_error
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.releases import other_protocol
-from distconv.sync.ps.reply_errors import reply_error, shard_error
+from distconv.sync.ps.reply_errors import shard_error
 from distconv.sync.ps.shard_timeouts import ShardTimeouts
 from distconv.sync.ps.stuck import wait_words
 from distconv.sync.ps.wire import MAX_HEADER_BYTES, pack, send
@@ -210,7 +211,9 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
                 or the stop's patience; :class:`~distconv.sync.peers.PeerFailed` for an error
                 reply whose ``failed_ranks`` names other ranks than this one, or whose
                 ``stopped_shard`` names a shard stopped on its own signal
-                (:func:`~distconv.sync.ps.reply_errors.reply_error`).
+                (:func:`~distconv.sync.ps.reply_errors.reply_error`); a
+                :class:`~distconv.sync.ps.late_ranks.RanksLate` where it names ranks late to
+                the job check.
         """
         missing = set(rids)
         try:
@@ -240,7 +243,7 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
                     where = "" if shard < 0 else f" {self.endpoints[shard]}"
                     error = reply[0].get("error")
                     message = f"rank {self.rank}, {what}: pserver{where}: {error}"
-                    raise reply_error(message, reply[0], self.rank)
+                    raise late_reply_error(message, reply[0], self.rank)
                 yield rid, reply
             if not missing:
                 return

@@ -49,6 +49,7 @@ from distconv.sync.ps.gradients import GradientRuns
 from distconv.sync.ps.inbox import ReplyWriter
 from distconv.sync.ps.incarnations import incarnation_field
 from distconv.sync.ps.job_hello import hello_fields, hello_reply_problem
+from distconv.sync.ps.late_ranks import LateRankRetries
 from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.param_dtypes import refuse_unkept_dtypes
 from distconv.sync.ps.processes import whoami
@@ -76,6 +77,7 @@ class PServerSync(
     RemoteState,
     Reseed,
     SetupFailure,
+    LateRankRetries,
     Collectives,
     StepOrder,
 ):
@@ -203,9 +205,7 @@ class PServerSync(
             self.fail_setup(exc)
             raise
         try:  # the hello beats each shard from its reply on, in async mode (beats.py)
-            heads = self._hello(description)
-            self._check_sizes(self._frame_bytes)  # this layout (fail_setup's hello has none)
-            self.all_equal(description)
+            heads = self._hello_and_check(description)  # again while ranks are late
             if self.is_chief:
                 self._seed_keeping_state(heads)
                 if state is not None:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from distconv.messages import SENT_ERROR_CHARS, one_line
+from distconv.sync.ps.late_job_check import LateJobCheck
 from distconv.sync.ps.left_behind import StepsLeftBehind
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.state import _Refused, _Waiting
@@ -29,7 +30,7 @@ TAG_DIGITS = 20
 VALUE_DEPTH = 64
 
 
-class ShardGathers(StepsLeftBehind):
+class ShardGathers(LateJobCheck, StepsLeftBehind):
     """The gather and bye side of :class:`~distconv.sync.ps.server.Shard` (whose state they
     share: ``waiting``, ``gathers_held``, the request counts of each rank's hellos and byes)."""
 

@@ -33,6 +33,7 @@ from distconv.sync.ps.beats import BEATS_PER_TIMEOUT, INTERVAL_BOUNDS, Heartbeat
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.job_hello import hello_fields
+from distconv.sync.ps.late_job_check import NOT_FAILED
 from distconv.sync.ps.losses import CHIEF_LOST
 from distconv.sync.ps.wire import pack, unpack_header
 from tests.child_env import child_path
@@ -148,33 +149,39 @@ def test_with_continue_a_gather_that_waits_too_long_for_rank_0_fails_the_job(han
     assert h.read()[0]["error"] == h.shard.failed
 
 
-def test_with_continue_a_rank_late_to_start_still_fails_the_job(hand):
-    """A rank that never said hello (its pod still pulling its image) is no straggler: the
-    start-up gather's timeout fails the job, which the launcher restarts, instead of losing
-    the rank for good, whose hello would then be refused at every retry."""
+def test_with_continue_a_rank_late_to_start_is_waited_for_not_lost(hand):
+    """A rank that never said hello (its pod still pulling its image) is no straggler: it is
+    not lost for good, whose hello would then be refused at every retry; the start-up
+    gather's timeout tells the rank waiting that it is late, failing nothing, and
+    that worker says hello again (late_ranks.py)."""
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
     assert _hello(h, 0, 5)["op"] == "ok"
     _gather(h, 0, "all_equal:1", "{}")
     h.shard.waiting["gather:all_equal:1"].since -= 10
     h.shard._check_timeouts(time.monotonic())
-    assert not h.shard.lost
-    assert h.shard.failed == (
+    assert not h.shard.lost and h.shard.failed is None
+    told = h.read()[0]
+    assert told["error"] == (
         "rank 1 (which never said hello) sent nothing for all_equal:1 "
-        "(setup's job check) within 1 s"
+        f"(setup's job check) within 1 s; {NOT_FAILED}"
     )
+    assert told["late"] == [1] and told["failed_ranks"] == [1], told
 
 
 def test_with_continue_a_rank_whose_hello_came_after_the_gather_began_is_no_straggler(hand):
     """Rank 1 said hello (it lives) only after rank 0's start-up gather began, and has not
-    gathered yet when the timeout comes: it is late to start, not staying away, so the job
-    fails (and restarts) instead of losing it for good."""
+    gathered yet when the timeout comes: it is late to start, not staying away, so it is not
+    lost for good: rank 0 is told it is late, and nothing fails."""
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
     assert _hello(h, 0, 5)["op"] == "ok"
     _gather(h, 0, "all_equal:1", "{}")
     assert _hello(h, 1, 6)["op"] == "ok"
     h.shard.waiting["gather:all_equal:1"].since -= 10
     h.shard._check_timeouts(time.monotonic())
-    assert not h.shard.lost and "rank 1 (host h, last step none) sent nothing" in h.shard.failed
+    assert not h.shard.lost and h.shard.failed is None
+    told = h.read()[0]
+    assert "rank 1 (host h, last step none) sent nothing" in told["error"], told
+    assert told["late"] == [1], told
 
 
 def test_a_dead_chief_that_a_gather_waits_for_is_named_silent(hand):

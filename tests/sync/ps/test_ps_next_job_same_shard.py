@@ -17,6 +17,7 @@ import contextlib
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import pytest
 
 from distconv.sync.ps.job_hello import hello_fields
 from tests.child_env import child_env
-from tests.processes import run_job
+from tests.processes import job_env, run_job
 
 MODES = ["sync", "async"]
 
@@ -104,19 +105,36 @@ def test_a_worker_that_refused_itself_leaves_the_shard_to_the_corrected_one(shar
 
 @pytest.mark.timeout(120)
 def test_a_failed_shard_refuses_the_next_job_naming_the_earlier_failure(shards, tmp_path):
+    """Rank 1 comes with another batch size while rank 0 waits in its job check (saying hello
+    again, as for a late rank): refused, it closes, and the job fails on the ranks' different
+    jobs. (A rank that never comes fails no job: test_late_rank_job_check.py.)"""
     (endpoint,) = shards.start(1, workers=2, extra=["--timeout", "1"])
-    alone = run(train(endpoint, tmp_path / "alone", world=2))  # rank 1 never comes
-    assert alone.returncode != 0
-    silent = "rank 1 (which never said hello)"
-    assert silent in alone.stderr and "within 1" in alone.stderr, alone.stderr[-800:]
+    log = tmp_path / "alone.log"
+    with log.open("w") as err, job_env(child_env()) as env:
+        alone = subprocess.Popen(train(endpoint, tmp_path / "alone", world=2), env=env,
+                                 stderr=err, text=True)  # fmt: skip
+        _wait_for_line(log, "saying hello again", alone)  # rank 0 is in: its hello bound the job
+        other = run(train(endpoint, tmp_path / "other", "--batch-size", "16", rank=1, world=2))
+        assert alone.wait(60) == 1, log.read_text()[-800:]  # refused: the ranks' jobs differ
+    assert other.returncode == 1, other.stderr[-800:]
+    different = "rank 1 and rank 0 run different jobs: config.batch_size: 16 here, 32 there"
+    assert different in log.read_text(), log.read_text()[-800:]
     again = run(train(endpoint, tmp_path / "again", world=2))  # rank 0 of the next job
     assert again.returncode == 1, again.stderr[-800:]  # refused, no victim of rank 1 (75)
     said = again.stderr.strip().splitlines()[-1]
-    assert said.count(silent) == 1 and "this shard failed before this worker's hello" in said
+    assert different in said and "this shard failed before this worker's hello" in said
     assert "restart the shards" in said, said
-    late = run(train(endpoint, tmp_path / "late", rank=1, world=2))  # rank 1's first worker
+    late = run(train(endpoint, tmp_path / "late", rank=1, world=2))  # rank 1's first accepted
     said = late.stderr.strip().splitlines()[-1]
-    assert said.count(silent) == 1 and "within 1 s (a job failed so" in said, said
+    assert different in said and "(a job failed so on this shard" in said, said
+
+
+def _wait_for_line(log: Path, words: str, proc: subprocess.Popen, seconds: float = 60) -> None:
+    """Return once ``log`` holds ``words``; fail where ``proc`` exits or ``seconds`` pass."""
+    end = time.monotonic() + seconds
+    while words not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < end, log.read_text()[-800:]
+        time.sleep(0.1)
 
 
 def _hello(h, rank: int, run: int) -> None:

@@ -22,6 +22,7 @@ from distconv.rank_endings import another_id_text
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.job_hello import hello_fields
+from distconv.sync.ps.late_job_check import NOT_FAILED
 from distconv.sync.ps.server import Shard
 from distconv.sync.ps.wire import pack, unpack_header
 from tests.other_jobs import OTHER_JOBS
@@ -195,7 +196,8 @@ def test_a_refusal_from_before_the_run_is_not_named_at_the_timeout(hand):
     """A stray of another id claimed rank 1 longer than ``--timeout`` before rank 0's start-up
     gather began, and rank 1's worker of this job never says hello: the timeout named the
     stray's refusal as if it explained the silent rank; a refusal that old is of
-    no run starting now, so the timeout names rank 1 as silent alone."""
+    no run starting now, so the timeout names rank 1 as silent alone, and late (rank 0 is
+    told so, and says hello again: nothing fails)."""
     h = hand(workers=2, timeout=0.2)
     assert _other_id_hello(h) == []
     time.sleep(0.3)
@@ -204,8 +206,10 @@ def test_a_refusal_from_before_the_run_is_not_named_at_the_timeout(hand):
     time.sleep(0.3)
     h.shard._check_timeouts(time.monotonic())
     silent = "rank 1 (which never said hello) sent nothing for all_equal:1"
-    assert h.shard.failed == f"{silent} (setup's job check) within 0.2 s", h.shard.failed
-    assert h.shard.failed_ranks == [1], h.shard.failed_ranks
+    told = h.read()[0]
+    assert told["error"] == f"{silent} (setup's job check) within 0.2 s; {NOT_FAILED}", told
+    assert told["failed_ranks"] == [1] and told["late"] == [1], told
+    assert h.shard.failed is None, h.shard.failed
 
 
 @pytest.mark.timeout(30)

@@ -25,6 +25,7 @@ from test_ps_setup_note import NOTE, TOLD
 
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.incarnations import incarnation_field
+from distconv.sync.ps.late_job_check import NOT_FAILED
 from distconv.sync.ps.losses import CHIEF_LOST
 from distconv.sync.ps.server import Shard
 from tests.held_lock import ASK_FOR_THE_LOCK, held_until_asked
@@ -115,9 +116,11 @@ def test_a_timeout_of_restart_1_says_only_a_note_of_its_own_start(hand, restart)
     h.shard._check_timeouts(time.monotonic())
     reply = h.read()[0]
     late = "rank 0 (host h, last step none) sent nothing for all_equal:1 (setup's job check)"
-    words = f" ({TOLD})" if restart == 1 else ""
+    # a note that stands is rank 0's error: the job fails; without one rank 0 is only late
+    words = f" ({TOLD})" if restart == 1 else f"; {NOT_FAILED}"
     assert reply["failed_ranks"] == [0], reply
     assert reply["error"] == f"{late} within 0.5 s{words}", reply
+    assert (h.shard.failed is None) == (restart == 0), h.shard.failed
 
 
 def test_a_continue_timeout_of_restart_1_losing_rank_0_says_no_note_of_restart_0(hand):

@@ -1,0 +1,98 @@
+"""A worker whose start-up job check other ranks came late to says ``hello`` again, for a
+bounded time, instead of exiting.
+
+Shard 0 answers a setup's job check (``all_equal:1``) that ranks did not come to within its
+``--timeout`` with their names in ``late`` (:mod:`~distconv.sync.ps.late_job_check`), and fails
+nothing. A worker that exited on it was restarted under its own back-off (the kubelet's 10, 20,
+40 s ...), out of phase with the others, and with a short ``--timeout`` the ranks never met
+again. So the worker stays, and says hello and makes its job check again
+(:meth:`LateRankRetries._hello_and_check`), each time logging the ranks it waits for, until
+they come or shard 0 has answered so :data:`JOB_CHECK_ROUNDS` times (each round one
+``--timeout`` of the shard's: the shard, not the worker, decides when a round ends); then it
+stops on the shard's words, which name the late ranks (``PeerFailed``, exit 75), as it stopped
+at once before. A stop asked meanwhile (SIGTERM, Ctrl-C) ends the waiting at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from distconv import stop_request
+from distconv.sync.base import SyncError
+from distconv.sync.peers import PeerFailed
+from distconv.sync.ps.reply_errors import reply_error
+
+log = logging.getLogger("distconv.pserver")
+
+#: the field of shard 0's error reply to a job check that names the ranks late to it: the job
+#: was not failed, so a worker waiting for them may say hello again (docs/protocol.md)
+LATE_FIELD = "late"
+#: how many times a worker makes its job check while shard 0 says ranks are late to it, each
+#: a wait of the shard's --timeout: enough for a rank whose restart the kubelet's back-off holds
+#: back (with --timeout 20, 200 s), and bounded where a rank never comes
+JOB_CHECK_ROUNDS = 10
+
+
+class RanksLate(PeerFailed):
+    """Shard 0 answered this worker's job check naming ranks that did not come to it within
+    its ``--timeout`` (:attr:`ranks`), without failing the job: they may still come."""
+
+
+def late_reply_error(message: str, header: Mapping[str, Any], rank: int) -> SyncError:
+    """:func:`~distconv.sync.ps.reply_errors.reply_error`, a :class:`RanksLate` where the
+    reply names other ranks late to the job check (its ``late`` field beside
+    ``failed_ranks``)."""
+    error = reply_error(message, header, rank)
+    late = header.get(LATE_FIELD)
+    if type(error) is PeerFailed and error.stopped_shard is None and type(late) is list:
+        return RanksLate(message, error.ranks)
+    return error
+
+
+class LateRankRetries:
+    """The job check of :meth:`~distconv.sync.ps.client.PServerSync.setup` that waits for late
+    ranks (a mixin): it reads ``rank`` and ``timeout``, and calls the sync's ``_hello``,
+    ``_check_sizes`` and ``all_equal``."""
+
+    rank: int
+    timeout: float
+    _frame_bytes: list[int]
+    _hello: Callable[[dict[str, Any]], list[dict[str, Any]]]
+    _check_sizes: Callable[[list[int]], None]
+    all_equal: Callable[[Mapping[str, Any]], None]
+
+    def _hello_and_check(self, description: dict[str, Any]) -> list[dict[str, Any]]:
+        """Say hello and make the job check, again while shard 0 says ranks are late to it,
+        up to :data:`JOB_CHECK_ROUNDS` times; the shards' hello replies.
+
+        Raises:
+            RanksLate: the late ranks did not come in those rounds, or a stop was asked.
+        """
+        began = time.monotonic()
+        for attempt in range(1, JOB_CHECK_ROUNDS + 1):
+            heads = self._hello(description)
+            self._check_sizes(self._frame_bytes)  # this layout (fail_setup's hello has none)
+            try:
+                self.all_equal(description)
+                return heads
+            except RanksLate as exc:
+                waited = time.monotonic() - began
+                if attempt == JOB_CHECK_ROUNDS:
+                    raise RanksLate(self._gave_up(exc, waited), exc.ranks) from None
+                if stop_request.pending() is not None:  # the run ends: wait for nobody
+                    raise
+                log.warning(
+                    "rank %d: ranks late to the job check, saying hello again (round %d of "
+                    "%d, %.0f s waited): %s",
+                    *(self.rank, attempt + 1, JOB_CHECK_ROUNDS, waited, exc),
+                )
+        raise AssertionError("the last round returns or raises")  # for the type checker
+
+    def _gave_up(self, exc: RanksLate, waited: float) -> str:
+        return (
+            f"{exc} (this worker made its job check {JOB_CHECK_ROUNDS} times over {waited:.0f} "
+            "s, and the ranks late to it never came: the job cannot start without them)"
+        )
