@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from ps_helpers import shard_argv
 
+from distconv.sync.ps.late_job_check import NOT_FAILED
 from distconv.sync.ps.late_ranks import JOB_CHECK_ROUNDS
 from tests.child_env import child_env
 from tests.processes import job_env
@@ -26,6 +27,7 @@ from tests.processes import job_env
 TIMEOUT = 1.0
 #: how long after rank 0 rank 1 starts: past the shard's timeout and rank 0's own wait
 LATE = 3.0
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 #: the most a worker may take to start and train one epoch of the synthetic set on a busy host
 RUN_SECONDS = 60
 
@@ -85,3 +87,14 @@ def test_a_rank_that_never_comes_stops_the_waiting_worker_after_a_bounded_time(s
     # bounded: the rounds of the shard's timeout, and the start of the process
     assert took < JOB_CHECK_ROUNDS * (TIMEOUT + 0.5) + 20, took
     assert "job failed" not in shards.log_text()
+
+
+def test_the_docs_give_the_code_s_rounds_and_words():
+    """docs/protocol.md and docs/kubernetes.md state the rounds and quote the shard's words."""
+    protocol, k8s = (
+        " ".join((DOCS / n).read_text().split()) for n in ("protocol.md", "kubernetes.md")
+    )
+    assert f"up to {JOB_CHECK_ROUNDS} rounds in all" in protocol
+    assert f"(round N of {JOB_CHECK_ROUNDS}, S s waited)" in protocol
+    assert f"followed by `; {NOT_FAILED}`" in protocol
+    assert f"up to {JOB_CHECK_ROUNDS} rounds of the shards' `--timeout`" in k8s
