@@ -346,9 +346,15 @@ def abort_uninitialised(status: int, give_up_after: int = 60) -> None:
     rank has initialised MPI: a plain exit leaves them waiting for ever. Initialising here lets
     ``Abort`` end them. Where no other rank ever initialises (they failed alike without this, or
     run another transport), ``MPI_Init`` never returns: SIGALRM ends the process after
-    ``give_up_after`` seconds. Does nothing where MPI is initialised already.
+    ``give_up_after`` seconds. Where MPI is initialised already, the sync's close or mpi4py's
+    exit (``python -m mpi4py``: a refused ``--out``) aborts, past :func:`abort`'s clean-up; this
+    only unlinks the node's shared-memory file first (:func:`unlink_segments`).
     """
-    if "mpi4py.MPI" in sys.modules:  # the sync's close or mpi4py's exit aborts
+    if "mpi4py.MPI" in sys.modules:
+        # mpi4py's Abort skips MPI_Finalize, which alone unlinks the file: each refused job left
+        # 2 MiB in /dev/shm. Safe now: MPI_Init returned here, and MPICH maps the segment on
+        # every local rank before its closing local barrier; the others keep their mappings
+        unlink_segments()
         return
     signal.signal(signal.SIGALRM, signal.SIG_DFL)  # from the kernel: MPI_Init may hold the GIL
     signal.alarm(give_up_after)
