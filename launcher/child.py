@@ -29,6 +29,7 @@ from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, signal_name, told
 from .long_line import READ_PIECE as READ_PIECE  # still importable from here
 from .long_line import OutputPipe
 from .long_line import continued_prefix as continued_prefix
+from .output_keeper import reap_keeper, start_keeper
 from .output_waits import OutputWaits, PumpWrites, held_output, joined
 from .process_group import ChildGroup, parent_death_signal
 from .process_group import running_groups as running_groups  # still importable from here
@@ -51,6 +52,14 @@ WRAPUP_SECONDS = 10.0
 #: itself was not running (stopped by Ctrl-Z, a frozen container): nothing read the child's
 #: pipe meanwhile, so that time is not the child's own in its wrap-up
 LAUNCHER_GAP_SECONDS = 1.0
+#: seconds the end of a child waits for its output's keeper (:mod:`launcher.output_keeper`),
+#: which ends within a look of the pipe's end; one a stray's pipe holds is not waited for
+KEEPER_SECONDS = 1.0
+#: the roles whose output a keeper holds on past the launcher's death: mpiexec's, whose ranks'
+#: lines reach it through Hydra and which died of the broken pipe, its ranks with it. A worker
+#: or shard of a local launch sees its reader gone itself (distconv.launch_env), and a keeper
+#: holding its pipe would hide that
+KEPT_OUTPUT_ROLES = ("mpiexec",)
 
 
 class Child(ChildOutput):
@@ -123,7 +132,10 @@ class Child(ChildOutput):
         )
         self._waiter = threading.Thread(target=self._wait, name=f"wait-{spec.name}", daemon=True)
         self._output: OutputPipe | None = None  # what the pump reads (a pipe of its own)
+        self._keeper = None  # reads the pipe once the launcher is gone (KEPT_OUTPUT_ROLES)
         try:
+            if spec.role in KEPT_OUTPUT_ROLES:
+                self._keeper = start_keeper(self.proc.stdout.fileno(), log_path)
             self._output = OutputPipe(self.proc.stdout.fileno())
             self._pump.start()
             self._waiter.start()
@@ -143,6 +155,7 @@ class Child(ChildOutput):
         self.group.close()
         self.proc.wait()
         self._drained()
+        reap_keeper(self._keeper, KEEPER_SECONDS)
 
     def _drained(self, stop: Callable[[], bool] | None = None) -> bool:
         """Wait up to :data:`OUTPUT_DRAIN_SECONDS` (till ``stop()``: a second stop signal),
@@ -268,6 +281,7 @@ class Child(ChildOutput):
         self.proc.wait()
         self._waiter.join()
         self._drained(stop)
+        reap_keeper(self._keeper, KEEPER_SECONDS)
 
     def drain_log(self, timeout: float) -> bool:
         """Up to ``timeout`` s for a held pump to drain its pipe (:meth:`OutputPipe.drain`)."""
