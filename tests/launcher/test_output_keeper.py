@@ -1,0 +1,100 @@
+"""The keeper of a child's output (:mod:`launcher.output_keeper`), with real processes: a
+stand-in launcher starts it on a real pipe, and a writer outlives the launcher."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.output_keeper import TAKEN_OVER
+from tests.launcher.launch_cli import ENV
+from tests.processes import job_env, job_left
+
+#: a child writing LINES lines into its stdout once ``GO`` exists, then ``written`` on its
+#: stderr: a reader gone, it would die of the broken pipe before that
+WRITER = """import os, sys, time
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+for i in range(int(sys.argv[2])):
+    print(f"line {i} " + "x" * 60)
+sys.stdout.flush()
+sys.stderr.write("written\\n")
+"""
+#: a launcher's stand-in: starts the keeper of a pipe into LOG and the writer on that pipe, says
+#: the keeper's pid; then, told ``read``, waits for the writer to end (what it wrote waits in
+#: the pipe, the keeper running beside it), reads the pipe to its end into READ and reaps the
+#: keeper (printing its status); else holds the pipe unread until killed
+LAUNCHER = """import os, subprocess, sys, time
+from pathlib import Path
+from launcher.output_keeper import reap_keeper, start_keeper
+log, go, errors, how, read_into, lines = sys.argv[1:7]
+read, write = os.pipe()
+keeper = start_keeper(read, Path(log))
+writer = subprocess.Popen(
+    [sys.executable, "-c", WRITER, go, lines], stdout=write, stderr=open(errors, "w")
+)
+os.close(write)
+print(keeper.pid, flush=True)
+if how == "read":
+    writer.wait()
+    with open(read, "rb") as pipe:
+        Path(read_into).write_bytes(pipe.read())
+    reap_keeper(keeper, 5)
+    print(keeper.returncode, flush=True)
+else:
+    time.sleep(120)
+"""
+
+
+def stand_in(tmp_path: Path, env: dict[str, str], how: str, lines: int) -> subprocess.Popen[str]:
+    """The stand-in launcher, started (``how``: ``read`` or ``hold``; its writer writing
+    ``lines`` lines), its stdout a pipe."""
+    (tmp_path / "child.log").touch()  # the launcher's own: the keeper appends, never creates
+    script = f"WRITER = {WRITER!r}\n{LAUNCHER}"
+    log, go, errors, read = (str(tmp_path / name) for name in ("child.log", "go", "errors", "read"))
+    argv = [sys.executable, "-c", script, log, go, errors, how, read, str(lines)]
+    return subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+
+
+def written_lines(lines: int) -> str:
+    """What :data:`WRITER` writes, told ``lines``."""
+    return "".join(f"line {i} " + "x" * 60 + "\n" for i in range(lines))
+
+
+@pytest.mark.timeout(60)
+def test_a_writer_outliving_the_launcher_meets_no_broken_pipe_and_its_lines_reach_the_log(
+    tmp_path,
+):
+    with job_env(ENV) as env:
+        launcher = stand_in(tmp_path, env, "hold", 2000)  # over a pipe's 64 KiB
+        try:
+            assert launcher.stdout.readline().strip().isdigit()  # the keeper runs
+            launcher.kill()  # outright, as the OOM killer does
+            launcher.wait(10)
+        finally:
+            launcher.kill()
+            launcher.stdout.close()
+        (tmp_path / "go").touch()  # only now: every line comes after the launcher's death
+        assert job_left(env, 30) == {}  # the writer done, the keeper at the pipe's end
+    assert (tmp_path / "errors").read_text() == "written\n"
+    said = (tmp_path / "child.log").read_text()
+    assert said == TAKEN_OVER.format(pid=launcher.pid) + written_lines(2000)
+
+
+@pytest.mark.timeout(60)
+def test_while_the_launcher_reads_the_keeper_takes_nothing_and_ends_with_the_pipe(tmp_path):
+    (tmp_path / "go").touch()
+    with job_env(ENV) as env:
+        launcher = stand_in(tmp_path, env, "read", 100)  # within the pipe's 64 KiB
+        try:
+            out, _ = launcher.communicate(timeout=30)
+        finally:
+            launcher.kill()
+        assert job_left(env, 10) == {}
+    keeper_status = out.split()[1]
+    assert keeper_status == "0", out  # it ended by itself, reaped in time
+    assert (tmp_path / "read").read_text() == written_lines(100)
+    assert (tmp_path / "child.log").read_text() == ""
