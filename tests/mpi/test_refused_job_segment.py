@@ -24,17 +24,34 @@ def left_segments(records: Path) -> list[str]:
     return sorted(path for path in segments if Path(path).exists())
 
 
+def refused_job(records: Path, out: Path) -> str:
+    """Run two ranks of ``distconv train --out OUT``, which refuse it; their stderr."""
+    rank = [sys.executable, "-m", "mpi4py", str(HERE / "run_train_recording_segments.py")]
+    train = ["train", "--sync", "mpi", "--epochs", "1", "--no-progress", "--out", str(out)]
+    proc = run_mpi(["-n", "2", *rank, str(records), *train], timeout=60)
+    assert proc.returncode != 0
+    return proc.stderr
+
+
 def test_a_job_refused_on_an_out_in_use_leaves_no_segment(tmp_path):
     out, records = tmp_path / "run", tmp_path / "records"
     records.mkdir()
     holder = RunDirectory(out)  # another run's lock, as a sweep point sharing --out meets it
     holder.acquire()
     try:
-        rank = [sys.executable, "-m", "mpi4py", str(HERE / "run_train_recording_segments.py")]
-        train = ["train", "--sync", "mpi", "--epochs", "1", "--no-progress", "--out", str(out)]
-        proc = run_mpi(["-n", "2", *rank, str(records), *train], timeout=60)
+        said = refused_job(records, out)
     finally:
         holder.release()
-    assert proc.returncode != 0
-    assert "is in use by" in proc.stderr, proc.stderr[-2000:]
+    assert "is in use by" in said, said[-2000:]
+    assert left_segments(records) == []
+
+
+def test_a_job_refused_on_an_out_that_holds_a_run_leaves_no_segment(tmp_path):
+    """A sweep run a second time: the refusal that offers --resume and --overwrite."""
+    out, records = tmp_path / "run", tmp_path / "records"
+    records.mkdir()
+    out.mkdir()
+    (out / "metrics.jsonl").write_text('{"epoch": 1}\n')  # a finished epoch's line
+    said = refused_job(records, out)
+    assert "already holds a run" in said, said[-2000:]
     assert left_segments(records) == []
