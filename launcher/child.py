@@ -3,7 +3,8 @@
 A child runs in its own session (so its own process group, signalled as a whole), asks the
 kernel for SIGTERM when the launcher dies (Linux), and has a thread copying each whole output
 line, prefixed, to the launcher's stdout and, bare, to its log (a line over :data:`READ_PIECE`
-a piece at a time, never held whole: :mod:`launcher.child_output`). :meth:`Child.failure` says
+a piece at a time, never held whole: :mod:`launcher.child_output`); mpiexec's pipe has a keeper
+that takes over once the launcher dies (:mod:`launcher.output_keeper`). :meth:`Child.failure` says
 how it ended, for the report (:mod:`launcher.failure`; :mod:`launcher.supervisor` for the gang
 rules).
 """
