@@ -17,6 +17,7 @@ from distconv.backend import all_finite
 from distconv.messages import named
 from distconv.optim import mean_scale
 from distconv.sync.ps.blocks import ParamSpec
+from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.sums import over_cap, reply_rows, sum_culprit, sum_in_rank_order
 from distconv.sync.ps.wire import (
     DTYPES,
@@ -27,6 +28,7 @@ from distconv.sync.ps.wire import (
     is_shape,
     short,
 )
+from distconv.sync.rate_agreement import first_other_rate, rates_differ
 
 log = logging.getLogger("distconv.pserver")
 #: the clock of ``update_seconds`` (a name of its own, so a test can drive it)
@@ -239,6 +241,10 @@ class BlockUpdates:
         time: the benchmark reports the optimizer apart). An overflow in the sums or in the
         check is reported by the check, not warned about; the optimizer's warnings stay on.
         """
+        refusal = self._rates_differ(complete, step)
+        if refusal is not None:  # the ranks' schedules differ: the user's job, none updated
+            self._fail(refusal, **REFUSED_JOB)
+            return
         doing, p = "sum", complete[0]  # what failed, and on which parameter, if anything does
         try:
             start = _clock()
@@ -267,6 +273,21 @@ class BlockUpdates:
                 f"{self.index}: {named(exc)}"
             )
 
+    def _rates_differ(self, complete: list[int], step: int) -> str | None:
+        """None where every rank's push of each parameter in ``complete`` carries the same
+        ``lr``, bit for bit, else the refusal naming the step, two ranks and their rates
+        (:mod:`~distconv.sync.rate_agreement`): one sum applied at one rank's rate trained the
+        others at a rate their schedule did not set, without a word."""
+        for p in complete:
+            held = self.waiting[f"push:{p}"].by_rank
+            rates = {rank: float(header["lr"]) for rank, (_, header, _) in held.items()}
+            first = min(rates)
+            other = first_other_rate(rates, first)
+            if other is not None:
+                said = rates_differ(step, (first, rates[first]), (other, rates[other]))
+                return f"shard {self.index}, parameter {self.params[p].name}: sync {said}"
+        return None
+
     def _sums(self, p: int) -> tuple[list[int], list, list]:
         """Parameter ``p``'s held ranks in order, their ``(push, parts)``, and per block the
         ranks' ``(row ids or None, gradient sum)``."""
@@ -289,6 +310,7 @@ class BlockUpdates:
         """Update parameter ``p``'s blocks with the ranks' checked ``sums`` (see :meth:`_sums`)
         from ``held``, its ranks' ``(push, parts)``."""
         scale = mean_scale(sum(push.header["count"] for push, _ in held))
+        # every rank's, bit for bit (_rates_differ refused the step before its sums otherwise)
         self.optimizer.lr = float(held[0][0].header["lr"])
         start = _clock()
         for bid, (rows, grad) in zip(self.by_param[p], sums):
