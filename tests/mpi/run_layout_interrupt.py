@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from distconv.sync.mpi import step_check
+from distconv.sync.mpi import step_agreement
 from tests.mpi.common import bucket_params, bucket_sync, recorded
 from tests.mpi.run_check_interrupt import what_raises
 
@@ -31,7 +31,7 @@ def main() -> None:
         sync.setup(params, {})
         if sync.rank == 0:
             sync.set_firing_order([p.name for p in params])  # not reversed: another layout
-        gather = step_check.difference_from
+        gather = step_agreement.allgather_bytes
 
         def late_or_interrupted(*args):
             if sync.rank == 1:
@@ -41,7 +41,7 @@ def main() -> None:
                     threading.Timer(after, os.kill, (os.getpid(), signal.SIGINT)).start()
             return gather(*args)
 
-        step_check.difference_from = late_or_interrupted
+        step_agreement.allgather_bytes = late_or_interrupted
         sync.start_step(1)
         caught: list[BaseException] = []
 

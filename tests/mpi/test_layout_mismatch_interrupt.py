@@ -1,12 +1,12 @@
 """A Ctrl-C as the step check names a *layout* mismatch: ``complete`` gathers every rank's
-layout (``difference_from``: an Allgather, then an Allgatherv, on every rank) to name the first
-difference. A SIGINT that came in the first gather (this rank waited there for a slower one)
-was raised as it returned: the second was never made here, where every other rank waits in it
-(a hang the watchdog or close ended by aborting the job), and the exchange, marked read before
-the gathers, was lost: the next ``complete`` returned None, the step taken for checked. Now the
-gathers and the refusal are made under the check's hold: the interrupt is raised once both are
-made, and the next ``complete`` raises the refusal (once). In-process: one rank's check with
-another rank's row and layout given."""
+layout and rate (``step_agreement.step_mismatch``: an Allgather, then an Allgatherv, on every
+rank) to name the first difference. A SIGINT that came in the first gather (this rank waited
+there for a slower one) was raised as it returned: the second was never made here, where every
+other rank waits in it (a hang the watchdog or close ended by aborting the job), and the
+exchange, marked read before the gathers, was lost: the next ``complete`` returned None, the
+step taken for checked. Now the gathers and the refusal are made under the check's hold: the
+interrupt is raised once both are made, and the next ``complete`` raises the refusal (once).
+In-process: one rank's check with another rank's row and layout given."""
 
 from __future__ import annotations
 

@@ -252,15 +252,9 @@ def ranks_on_node(comm: Any, mpi: Any) -> int:
         node.Free()
 
 
-def difference_from(comm: Any, ours: Any, same: Sequence[bool]) -> tuple[int, str]:
-    """The first rank whose ``same`` is False, and the first way its ``ours`` (a JSON value)
-    differs from this rank's: gathers every rank's JSON, so call it on every rank."""
-    other, theirs = description_from(comm, ours, same)
-    return other, first_difference(ours, theirs)
-
-
 def description_from(comm: Any, ours: Any, same: Sequence[bool]) -> tuple[int, Any]:
-    """The first rank whose ``same`` is False, and its ``ours``: :func:`difference_from`'s."""
+    """The first rank whose ``same`` is False, and its ``ours`` (a JSON value): gathers every
+    rank's JSON, so call it on every rank."""
     texts = allgather_bytes(comm, json.dumps(ours, sort_keys=True).encode())
     other = next(r for r, alike in enumerate(same) if not alike)
     return other, json.loads(texts[other])

@@ -1,10 +1,11 @@
 """The ranks' agreement on where they are: at each step, and at every job-level meeting.
 
 :class:`~distconv.sync.mpi.sync.MPISync` posts one small non-blocking ``Iallgather`` of
-``(step, layout hash, examples)`` when a step starts and completes it just before the step's
-first gradient collective. By then it has long arrived, so the ranks meet once a step, at the
-gradients, not twice; and a rank that disagrees is named there, on every rank, before any of
-them can hang in a reduction of another size.
+``(step, layout hash and learning rate, examples)`` when a step starts and completes it just
+before the step's first gradient collective. By then it has long arrived, so the ranks meet
+once a step, at the gradients, not twice; and a rank that disagrees is named there, on every
+rank, before any of them can hang in a reduction of another size, or apply the step's sum at
+a rate of its own (the rate rides in the layout's number: :mod:`~.step_agreement`).
 
 Every other meeting on the job communicator (setup's job check, a metrics sum, the barrier, a
 broadcast of rank 0's parameters between steps, a rank closing) starts with the same exchange, a
@@ -27,8 +28,9 @@ import numpy as np
 
 from distconv.sync.base import SyncError
 from distconv.sync.closing import after_steps, summing
-from distconv.sync.mpi.comm import JobMismatch, difference_from
+from distconv.sync.mpi.comm import JobMismatch
 from distconv.sync.mpi.held import HeldInterrupt
+from distconv.sync.mpi.step_agreement import step_digest, step_mismatch
 
 #: in place of a step number: the rank closes its sync (then the steps it finished, and 1 + the
 #: step whose ``finish_step`` failed on it alone, untold, or 0: :meth:`StepCheck.say_closed`)
@@ -137,6 +139,7 @@ class StepCheck:
         self._every = np.zeros((comm.Get_size(), 3), dtype=np.int64)
         self._step = 0
         self._layout: Mapping[str, Any] = {}
+        self._lr: float | None = None  # the rate the posted step said (None: none said)
         # a step's exchange posted but not yet checked: an interrupt raised once its Wait has
         # returned (a SIGINT that came while this rank waited for a slower one) leaves it so,
         # and the next complete() still checks it (the other ranks have passed it, or not)
@@ -152,8 +155,18 @@ class StepCheck:
         """Whether a posted exchange has not been completed yet."""
         return self._request is not None
 
-    def post(self, step: int, layout: Mapping[str, Any], layout_hash: int, examples: int) -> None:
-        """Start the exchange of this rank's step, layout hash and examples.
+    def post(
+        self,
+        step: int,
+        layout: Mapping[str, Any],
+        layout_hash: int,
+        examples: int,
+        lr: float | None = None,
+    ) -> None:
+        """Start the exchange of this rank's step, layout hash, learning rate and examples.
+
+        ``lr``: the rate this rank's optimizer applies the step's sum at, which every rank's
+        must equal bit for bit (:mod:`~distconv.sync.rate_agreement`); None compares none.
 
         A Ctrl-C as it starts is held until its request is stored, then kept in :attr:`kept`,
         not raised: raised here, the step would never begin on this rank while the others go
@@ -161,7 +174,7 @@ class StepCheck:
         before the start is raised: nothing was started."""
         self.kept = None
         try:
-            self._start([step, layout_hash, examples], (step, layout))
+            self._start([step, step_digest(layout_hash, lr), examples], (step, layout, lr))
         except KeyboardInterrupt as exc:
             if self._request is None:
                 raise
@@ -193,14 +206,17 @@ class StepCheck:
         kept.__context__ = error
         return kept
 
-    def _start(self, row: list[int], step: tuple[int, Mapping[str, Any]] | None = None) -> None:
+    def _start(
+        self, row: list[int], step: tuple[int, Mapping[str, Any], float | None] | None = None
+    ) -> None:
         if self._request is not None:  # MPI still owns the buffers: never post over them
             raise SyncError(f"no exchange ({where(row)}) while step {self._step}'s check is open")
         self._mine[:] = row
         with self._held:  # a Ctrl-C raised once the request is stored, for drain to complete
             self._request = self.comm.Iallgather(self._mine, self._every)
             if step is not None:
-                (self._step, self._layout), self._unread, self._refusal = step, True, None
+                (self._step, self._layout, self._lr), self._unread = step, True
+                self._refusal = None
 
     def complete(self) -> int | None:
         """Wait for the exchange and check it.
@@ -215,20 +231,20 @@ class StepCheck:
             (or none was posted).
 
         Raises:
-            SyncError: the ranks are at different steps (or meetings), or lay out their buckets
-                differently.
+            SyncError: the ranks are at different steps (or meetings), lay out their buckets
+                differently, or train at different learning rates.
         """
         if self._refusal is not None:  # a layout mismatch's, named as a Ctrl-C came
             refusal, self._refusal = self._refusal, None
             raise refusal
         if not (self.drain() or self._unread):
             return None
-        steps, hashes, examples = zip(*self._every.tolist())  # plain ints: a few rows
+        steps, digests, examples = zip(*self._every.tolist())  # plain ints: a few rows
         try:  # checked, said once on every rank alike: marked read only as it is raised
             if len(set(steps)) > 1:
                 self._raise_elsewhere()
-            if len(set(hashes)) > 1:
-                self._raise_layout_mismatch(hashes)
+            if len(set(digests)) > 1:
+                self._raise_step_mismatch()
             total = sum(examples)
         except SyncError:  # (no call between: no Ctrl-C raised there)
             self._unread, self._refusal = False, None
@@ -356,17 +372,14 @@ class StepCheck:
         mismatch.steps_apart = True  # before the descriptions: no rank saw another's
         raise mismatch
 
-    def _raise_layout_mismatch(self, hashes: Sequence[int]) -> None:
-        rank = self.comm.Get_rank()
-        same = [h == hashes[rank] for h in hashes]
+    def _raise_step_mismatch(self) -> None:
+        """Name how the ranks' layouts or rates differ (:func:`~.step_agreement.step_mismatch`)
+        and raise it; kept for the next complete where a Ctrl-C came as it was named."""
         # held from the exchange read to the refusal kept: a Ctrl-C in the two gathers (made
         # once, on every rank: between them, the others waited in the second) is raised once
         # both are made, and the next complete raises the refusal (before, it returned None)
         with self._held:  # a Ctrl-C before the hold: unread still, the next complete gathers
             self._unread = False
-            other, diff = difference_from(self.comm, dict(self._layout), same)
-            self._refusal = SyncError(
-                f"step {self._step}: rank {rank} and rank {other} lay out gradient buckets "
-                f"differently (parameters fired in another order?): {diff}"
-            )
+            rank = self.comm.Get_rank()
+            self._refusal = step_mismatch(self.comm, rank, self._step, self._layout, self._lr)
         raise self._refusal
