@@ -306,7 +306,8 @@ class MPISync(
         # the check last, then stores alone (no call: no Ctrl-C raised) until the step is open:
         # a Ctrl-C between left the check posted and no step (close met it: an abort)
         try:
-            self._check.post(self.step, self._layout, self._layout_hash, self._examples)
+            lr = self.optimizer.lr  # every rank's must be the same bits (rate_agreement)
+            self._check.post(self.step, self._layout, self._layout_hash, self._examples, lr)
         except KeyboardInterrupt as exc:  # once the post returned: kept as one in it
             self._check.keep(exc)  # raised where nothing started
         self._in_step, self._open = True, open_step(self.step)
