@@ -23,7 +23,7 @@ from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.loss_scale_check import warn_unscaled_mean
 from distconv.network_checks import AddChecks
 from distconv.network_feeds import arg_problem, integer_input_problem, not_finite_problem
-from distconv.network_reads import feeds_read, layers_needed, rows_needed
+from distconv.network_reads import feeds_read, layers_needed, not_run_problem, rows_needed
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, name_clash
 
 
@@ -57,6 +57,7 @@ class Network:
         self.wiring: dict[str, tuple[str, ...]] = {}
         self.outputs: dict[str, Arg] = {}
         self.firing_order: list[str] | None = None
+        self._partial = False  # the last forward ran only the layers its ``outputs`` need
         self._order: tuple[list[str], dict[str, tuple[str, ...]], set[str]] | None = None
         self._checks = AddChecks(self.layers, self.wiring)
         self._users: Counter[int] = Counter()  # id of a parameter -> the layers that hold it
@@ -206,11 +207,12 @@ class Network:
             p.reset_pending()
 
     def forward(
-        self, feeds: Mapping[str, Arg | Any], outputs: Iterable[str] | None = None
+        self, feeds: Mapping[str, Arg | Any], outputs: str | Iterable[str] | None = None
     ) -> dict[str, Arg]:
         """Run every layer, or only those ``outputs`` (layer names) need, which then need only
         the feeds those read (a prediction: no labels); returns the outputs computed by name,
-        the feeds included.
+        the feeds included. A backward needs a forward of every layer: after one with
+        ``outputs`` it is refused.
 
         Raises:
             NetworkError: a feed needed is missing, or holds NaN or infinity; ``outputs`` names
@@ -222,7 +224,7 @@ class Network:
         self,
         feeds: Mapping[str, Arg | Any],
         after: Callable[[str, dict[str, Arg]], bool] | None,
-        outputs: Iterable[str] | None = None,
+        outputs: str | Iterable[str] | None = None,
     ) -> dict[str, Arg]:
         """:meth:`forward` (its errors too), calling ``after(name, outputs)``, the outputs so
         far, after each layer's: the pass training runs, for a probe between layers
@@ -234,6 +236,8 @@ class Network:
                 f"forward expects a mapping from input names to Args or arrays, got "
                 f"{type(feeds).__name__}"
             )
+        self._partial = outputs is not None  # a backward needs every layer's forward
+        outputs = [outputs] if isinstance(outputs, str) else outputs  # one name, as add's inputs
         names = self.order() if outputs is None else layers_needed(self, outputs)
         fed = self.feed_names if outputs is None else feeds_read(self, names, outputs)
         computed = {name: self._check_feed(name, feeds) for name in fed}
@@ -309,9 +313,10 @@ class Network:
                 (:func:`distconv.loss_scale_check.warn_unscaled_mean` says when).
 
         Raises:
-            NetworkError: ``callback`` is not callable, no forward ran since the last layer was
-                added, ``loss`` is no layer (or is not given and several layers are read by
-                none), or a parameter did not fire exactly once.
+            NetworkError: ``callback`` is not callable, no forward of every layer ran since
+                the last layer was added (one with ``outputs`` runs some), ``loss`` is no
+                layer (or is not given and several layers are read by none), or a parameter
+                did not fire exactly once.
         """
         seeded = self.backward_watched(callback, None, loss, loss_scale=loss_scale)
         warn_unscaled_mean(self, callback, self.layers[seeded], loss_scale)
@@ -335,11 +340,8 @@ class Network:
         order = self.order()
         if not self.outputs:
             raise NetworkError("backward called before forward")
-        late = [name for name in order if name not in self.outputs]
-        if late:
-            raise NetworkError(
-                f"layer(s) {late} were added after the last forward; run forward again first"
-            )
+        if late := [name for name in order if name not in self.outputs]:
+            raise NetworkError(not_run_problem(late, self._partial))
         if loss is None:
             loss = self._only_output()
         elif loss not in self.layers:

@@ -1,6 +1,7 @@
 """What a pass of a :class:`~distconv.network.Network` reads, known before it runs: the rows of
 the sparse tables a batch reads (a parameter server fetches only those), and the layers and
-feeds some outputs need (a prediction runs those alone, and needs no labels).
+feeds some outputs need (a prediction runs those alone, and needs no labels), and why no
+backward follows a pass that ran only those.
 """
 
 from __future__ import annotations
@@ -74,3 +75,16 @@ def feeds_read(network: Network, layers: Iterable[str], outputs: Iterable[str] =
     """The feeds of ``network`` that ``layers`` read, with those named in ``outputs``, sorted."""
     read = {i for name in layers for i in network.wiring[name]} | set(outputs)
     return [name for name in network.feed_names if name in read]
+
+
+def not_run_problem(late: list[str], partial: bool) -> str:
+    """Why a backward is refused where the layers ``late`` did not run in the last forward:
+    added since, or, after a forward with ``outputs`` (``partial``), not needed by them; their
+    inputs kept for a backward would be an earlier pass's."""
+    if partial:
+        return (
+            f"backward after a forward that ran only the layers its outputs=... need: layer(s) "
+            f"{late} did not run, so they hold no inputs of this pass; run forward without "
+            "outputs first"
+        )
+    return f"layer(s) {late} were added after the last forward; run forward again first"
