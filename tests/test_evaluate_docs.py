@@ -1,17 +1,19 @@
-"""docs/operations.md, "Using a trained model": its Python examples run as written against a
-real run in ``runs/base``, and its example line of ``distconv evaluate`` has the form the
-command prints."""
+"""docs/operations.md, "Using a trained model": its commands and Python examples run as written,
+in that order (its run in ``runs/digits`` first), and its example line of ``distconv evaluate``
+has the form the command prints."""
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.child_env import REPO_ROOT
-from tests.test_evaluate_cmd import distconv, trained
+from tests.test_evaluate_cmd import distconv
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -30,10 +32,18 @@ def _blocks(kind: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
-    """A folder whose ``runs/base`` holds a run of one epoch on the digits (step 90)."""
+    """A folder in which the section's commands ran as written, each with status 0: its run in
+    ``runs/digits`` and the evaluations of it, ``--log-format json``'s one JSON object."""
     where = tmp_path_factory.mktemp("docs")
-    (where / "runs").mkdir()
-    trained(where / "runs" / "base")
+    (commands,) = _blocks("bash")
+    for line in commands.splitlines():
+        argv = shlex.split(line, comments=True)
+        assert argv[0] == "distconv", line
+        done = distconv(*argv[1:], cwd=where)
+        assert done.returncode == 0, (line, done.stderr[-3000:])
+        if "--log-format" in argv and argv[1] == "evaluate":
+            (said,) = done.stdout.splitlines()
+            assert json.loads(said)["step"] == 90, said
     return where
 
 
@@ -57,11 +67,11 @@ def test_the_python_examples_run_as_written(base, monkeypatch):
 
 
 def test_the_example_line_has_the_form_the_command_prints(base):
-    done = distconv("evaluate", "--from", "runs/base", cwd=base)
+    done = distconv("evaluate", "--from", "runs/digits", cwd=base)
     assert done.returncode == 0, done.stderr
     form = (
         r"test_loss [0-9.]+  test_acc [0-9.]+  \(digits test split of seed 0, 359 examples; "
-        r"checkpoint step 90, epoch 1: runs/base/checkpoints/step-00000090/chief.safetensors\)"
+        r"checkpoint step 90, epoch 1: runs/digits/checkpoints/step-00000090/chief.safetensors\)"
     )
     shown = re.findall(r"^test_loss .*$", _section(), flags=re.M)
     assert len(shown) == 1 and re.fullmatch(form, shown[0])
