@@ -61,10 +61,10 @@ def predict(
     dtype = _float_dtype(network)
     pieces = []
     with forward_only():  # no backward follows: layers keep nothing for one
-        for start in range(0, n, batch_size):
+        for start in range(0, max(n, 1), batch_size):  # no rows: one empty batch, its shape
             feeds = feeds_of(arrays, np.arange(start, min(start + batch_size, n)), dtype)
             pieces.append(to_host(network.forward(feeds, outputs=[output])[output].value))
-    return np.concatenate(pieces) if pieces else np.empty((0,))
+    return np.concatenate(pieces)
 
 
 def predict_classes(

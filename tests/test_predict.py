@@ -98,3 +98,11 @@ def test_bad_batch_size_is_refused(trained):
     trainer, test = trained
     with pytest.raises(ValueError, match="batch_size"):
         predict(trainer.network, test.x, batch_size=0)
+
+
+def test_no_rows_give_no_scores_of_the_output_s_shape(trained):
+    """An empty input's scores keep the output's own axes, so its class ids are empty too."""
+    trainer, test = trained
+    scores = predict(trainer.network, test.x[:0])
+    assert scores.shape == (0, 10) and scores.dtype == np.float32
+    assert predict_classes(trainer.network, test.x[:0]).shape == (0,)
