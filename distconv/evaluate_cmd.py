@@ -182,10 +182,10 @@ def _model(ckpt: Checkpoint, train_set: Dataset, data: str) -> Network:
 
     network = lenet(train_set.image_shape, train_set.num_classes)
     network.check_finite = False  # load_dataset checked the values once
-    # the resume's comparison (private there: no public one yet), which reads tuples as lists
-    from distconv.resume_facts import LAYERS, _layer_differences, recorded
+    # the resume's comparison, which reads tuples as lists and lets newer settings pass
+    from distconv.resume_facts import LAYERS, layer_differences, recorded
 
-    if differ := _layer_differences(recorded(ckpt.extra, LAYERS), network.structure()):
+    if differ := layer_differences(recorded(ckpt.extra, LAYERS), network.structure()):
         raise CheckpointError(
             f"--from {ckpt.path}: a checkpoint of another model than the one --data {data} "
             f"builds ({differ[0]}); evaluate it on a data set of its run's examples and classes"

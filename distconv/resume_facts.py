@@ -126,7 +126,7 @@ def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]
     Raises:
         CheckpointError: the checkpoint comes from a run whose seed, global batch, optimizer,
             learning-rate decay, dtype, data set (its name, or the training set's fingerprint)
-            or model (``model``; the network's structure: :func:`_layer_differences`) differ.
+            or model (``model``; the network's structure: :func:`layer_differences`) differ.
             A fact the checkpoint or this run does not record (:data:`UNKNOWN`, or not in the
             checkpoint's form: :func:`recorded`) is not compared.
     """
@@ -149,7 +149,7 @@ def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]
             ours["train_data"]["examples"],
         )
     differ = [said for k in facts for said in _differences(k, theirs[k], ours[k])]
-    model = _layer_differences(recorded(theirs, LAYERS), ours.get(LAYERS))
+    model = layer_differences(recorded(theirs, LAYERS), ours.get(LAYERS))
     if differ or model:
         batch = global_batch_clause(theirs, ours) if "global_batch" in facts else ""
         way_out = MODEL_CHANGED + SCRIPT_LOAD if model else new_run_advice(path)
@@ -177,7 +177,7 @@ def new_run_advice(path: Any) -> str:
     )
 
 
-#: how a refusal of another model (:func:`_layer_differences`) says to go on: the same
+#: how a refusal of another model (:func:`layer_differences`) says to go on: the same
 #: directory holds the checkpoint's run, which only its own model continues
 MODEL_CHANGED = (
     " To resume, build the model as the checkpoint's (its extra['layers']); to train this "
@@ -223,7 +223,7 @@ def form_order(form: str) -> int:
     return FACTS_FORMS.index(form)
 
 
-def _layer_differences(theirs: Any, ours: Any) -> list[str]:
+def layer_differences(theirs: Any, ours: Any) -> list[str]:
     """The first difference between the checkpoint's network structure and this run's
     (``layers.mix.act: checkpoint 'tanh', this run 'relu'``), or none where either records
     none. Each layer's entries are compared where both hold them, at every depth
