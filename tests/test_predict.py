@@ -10,7 +10,7 @@ import pytest
 from distconv import Arg
 from distconv.data import as_arrays, load_digits
 from distconv.init import set_seed
-from distconv.layers import FullyConnected, MSELoss, modes
+from distconv.layers import FullyConnected, MSELoss
 from distconv.models import lenet
 from distconv.network import Network, NetworkError
 from distconv.optim import create_optimizer
@@ -61,18 +61,15 @@ def test_no_label_is_fed_and_float64_images_are_cast(trained):
     assert predict(trainer.network, wide).dtype == np.float32  # the parameters' dtype
 
 
-def test_predict_keeps_nothing_for_a_backward(trained, monkeypatch):
+def test_predict_keeps_nothing_for_a_backward(trained):
+    """A training forward keeps each convolution's column matrices for the weight gradient;
+    a prediction's keeps none (forward_only): no memory held for a backward never run."""
     trainer, test = trained
-    seen = []
-    real = FullyConnected.forward
-
-    def spy(self, *args):
-        seen.append(modes.keeps_for_backward())
-        return real(self, *args)
-
-    monkeypatch.setattr(FullyConnected, "forward", spy)
+    convs = [trainer.network[name] for name in ("conv1", "conv2")]
+    trainer.network.forward({"image": test.x[:3], "label": Arg(ids=test.y[:3])})
+    assert all(conv._columns is not None for conv in convs)  # what a prediction must not keep
     predict(trainer.network, test.x[:3])
-    assert seen and not any(seen)
+    assert all(conv._columns is None for conv in convs)
 
 
 def test_forward_with_outputs_runs_only_the_layers_they_need():
