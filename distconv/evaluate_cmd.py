@@ -46,7 +46,8 @@ class Evaluation:
     metrics: dict[str, float]  # test_loss, test_acc: as metrics.jsonl has them
     checkpoint: Path
     step: int
-    epoch: int
+    epoch: int  # epochs complete
+    step_in_epoch: int  # steps of the next epoch done: 0 at an epoch's end
     data: str
     seed: int
     examples: int
@@ -58,7 +59,10 @@ class Evaluation:
         split = f"{self.data} test split of seed {self.seed}, {self.examples} examples"
         if self.data != self.runs_data:
             split += f"; not the run's data, {self.runs_data}"
-        made = f"checkpoint step {self.step}, epoch {self.epoch}: {self.checkpoint}"
+        at = f"epoch {self.epoch}"
+        if self.step_in_epoch:  # a --checkpoint-every one: no metrics.jsonl line has its step
+            at = f"{self.step_in_epoch} steps into epoch {self.epoch + 1}"
+        made = f"checkpoint step {self.step}, {at}: {self.checkpoint}"
         return f"{numbers}  ({split}; {made})"
 
     def fields(self) -> dict[str, Any]:
@@ -67,6 +71,7 @@ class Evaluation:
             **self.metrics,
             "step": self.step,
             "epoch": self.epoch,
+            "step_in_epoch": self.step_in_epoch,
             "data": self.data,
             "seed": self.seed,
             "examples": self.examples,
@@ -105,7 +110,10 @@ def evaluate_checkpoint(
     with _our_flag():  # this file: a run still training may have a newer one by now
         load_weights(file, trainer.params, words=INIT_FROM_FLAG)  # _our_flag rewords it
     metrics = trainer.evaluate(as_arrays(test_set), batch_size=batch_size)
-    return Evaluation(metrics, file, ckpt.step, ckpt.epoch, name, seed, len(test_set), runs_data)
+    into = int(ckpt.extra.get("step_in_epoch") or 0)
+    return Evaluation(
+        metrics, file, ckpt.step, ckpt.epoch, into, name, seed, len(test_set), runs_data
+    )
 
 
 def run_evaluate(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:

@@ -168,3 +168,17 @@ def test_a_training_set_other_than_the_run_s_is_refused(tmp_path):
         "gives now "
         "(seed 0) is not the one the run trained on"
     )
+
+
+def test_a_checkpoint_inside_an_epoch_says_how_far_into_which_epoch(tmp_path):
+    """A --checkpoint-every checkpoint after 30 of epoch 1's steps recorded 0 epochs complete;
+    'epoch 0' read as the first epoch's end, or an epoch before the first."""
+    out = tmp_path / "every"
+    line = trained(out, "--checkpoint-every", "30", "--keep-checkpoints", "5")
+    step30 = out / "checkpoints" / "step-00000030"
+    got = evaluated(step30)
+    assert (got["step"], got["epoch"], got["step_in_epoch"]) == (30, 0, 30)
+    text = distconv("evaluate", "--from", str(step30), cwd=tmp_path)
+    assert "; checkpoint step 30, 30 steps into epoch 1: " in text.stdout, text
+    end = evaluated(out)
+    assert (end["step"], end["epoch"], end["step_in_epoch"]) == (line["step"], 1, 0)
