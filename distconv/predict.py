@@ -94,9 +94,10 @@ def scores_layer(network: Network) -> str:
 
 
 def _named_inputs(network: Network, inputs: Any, output: str) -> Mapping[str, Any]:
-    """``inputs`` by input name: a lone array given the one input ``output`` reads."""
+    """``inputs`` by input name: a lone array given the one input ``output`` reads; a nested
+    list made an array (indexed by rows, it failed in numpy's words)."""
     if isinstance(inputs, Mapping):
-        return inputs
+        return {name: _array(values) for name, values in inputs.items()}
     from distconv.network_reads import feeds_read, layers_needed
 
     needed = feeds_read(network, layers_needed(network, [output]), [output])
@@ -104,7 +105,12 @@ def _named_inputs(network: Network, inputs: Any, output: str) -> Mapping[str, An
         raise NetworkError(
             f"{output!r} reads the inputs {needed}: pass a dict of arrays by input name"
         )
-    return {needed[0]: inputs}
+    return {needed[0]: _array(inputs)}
+
+
+def _array(values: Any) -> Any:
+    """``values`` as they are where they have a shape (a numpy or cupy array), else an array."""
+    return values if hasattr(values, "shape") else np.asarray(values)
 
 
 def _float_dtype(network: Network) -> Any:

@@ -103,3 +103,11 @@ def test_no_rows_give_no_scores_of_the_output_s_shape(trained):
     scores = predict(trainer.network, test.x[:0])
     assert scores.shape == (0, 10) and scores.dtype == np.float32
     assert predict_classes(trainer.network, test.x[:0]).shape == (0,)
+
+
+def test_nested_lists_are_taken_as_arrays(trained):
+    trainer, test = trained
+    expected = predict(trainer.network, test.x[:3])
+    np.testing.assert_array_equal(predict(trainer.network, test.x[:3].tolist()), expected)
+    listed = {"image": test.x[:3].tolist()}
+    np.testing.assert_array_equal(predict(trainer.network, listed), expected)
