@@ -12,7 +12,6 @@ interrupted run ends with exactly the weights of an uninterrupted one.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,16 +21,13 @@ import numpy as np
 from distconv.arg import feeds_of
 from distconv.data import Arrays, DataError, Dataset
 from distconv.data_checks import check_sets, refuse_set_ids_out_of_range
-from distconv.empty_pass import fire_every_gradient
 from distconv.epoch_run import run_epoch
 from distconv.epoch_tally import EpochTally, evaluate_shares, right_answers
 from distconv.fit_start import start_fit
 from distconv.layers.base import LayerError
 from distconv.layers.loss import wide_loss
-from distconv.layers.randomness import training_step
 from distconv.metrics import MetricsWriter, plot_metrics, summary
 from distconv.network import Network
-from distconv.parameter import keep_gradient
 from distconv.resume import (
     JobStart,
     Position,
@@ -47,7 +43,6 @@ from distconv.sampler import check_count, check_seed
 from distconv.sequence_set import (
     SequenceSet,
     as_data_set,
-    count_of,
     counted,
     loss_rows_checked,
     refuse_misplaced_labels,
@@ -58,6 +53,7 @@ from distconv.stop_agreement import STOP_CHECK_EVERY as STOP_CHECK_EVERY  # drai
 from distconv.stop_request import StopRequest
 from distconv.sync.base import SyncStrategy, tell_setup_failed
 from distconv.sync.collective_time import timed_collective
+from distconv.train_step import train_step
 from distconv.trainer_args import (
     accuracy_pair,
     check_counts,
@@ -245,45 +241,7 @@ class Trainer:
         ``examples`` counts the rows the loss averages over: a sequence set's tokens (or its
         sequences, for a loss of one row per sequence: :func:`~distconv.sequence_set.counted`).
         """
-        counts = [count_of(arrays, i) for i in passes]
-        examples = sum(counts)
-        began = time.perf_counter()
-        self.sync.start_at(self.pos.step)  # the run's numbers: a resume's, past a skipped step
-        self.sync.start_step(examples)
-        try:
-            loss_sum, correct = self._passes(arrays, passes, counts)
-            self.sync.finish_step()
-        except BaseException as error:  # the sync lets go of the step, then the error goes on
-            self.sync.abandon_step()
-            self._layout.blame(self.sync, error)  # a weight the sync reshaped, not its layer
-            raise
-        if self._layout.order_due:  # this model's first step: its order, agreed by the ranks
-            self._layout.first_step(self.sync, self.network.firing_order)
-        self.pos.step += 1
-        if self.monitor is not None:
-            self.monitor.observe_step(time.perf_counter() - began, examples, self.pos.step)
-            self.monitor.record_totals(self.sync.traffic(), self.sync)
-        return loss_sum, correct, examples
-
-    def _passes(
-        self, arrays: Arrays | SequenceSet, passes: list[np.ndarray], counts: list[int]
-    ) -> tuple[Any, Any]:
-        """Forward and backward each pass; the last hands the gradients to the sync."""
-        loss_sum, correct = 0, 0
-        for k, index in enumerate(passes):
-            last = k == len(passes) - 1
-            if counts[k] == 0:  # a short last step left this rank nothing, or empty sequences
-                if last:  # a parameter server waits for each of its gradients
-                    fire_every_gradient(self.sync, self.network, self.trainable)
-                continue
-            # a dropout's mask of this rank, step and pass, drawn again alike by a resumed run
-            with training_step(self.seed, self.sync.rank, self.pos.step, k):
-                loss, right = self._forward(arrays, index)
-            # the bound method, not the sync: one Python call less for each gradient
-            callback = self.sync.on_gradient if last else keep_gradient
-            self.network.backward(callback, loss=self.loss_name, loss_scale=counts[k])
-            loss_sum, correct = loss_sum + loss, correct + right
-        return loss_sum, correct
+        return train_step(self, arrays, passes)
 
     # -- evaluation -----------------------------------------------------------------------------
     def evaluate(
