@@ -4,7 +4,8 @@ SIGTERM is how schedulers stop a job (a pod's eviction, ``kill``, the launcher's
 Ctrl-C is how a person does: ``mpiexec`` forwards its first Ctrl-C to every rank as SIGINT
 ("Press Ctrl-C again to force abort"). Either one asks the trainer to stop at the next step the
 ranks agree on, with a checkpoint, so no work is lost. A second Ctrl-C raises
-:class:`KeyboardInterrupt`, for a job stuck where no step ends, as soon as Python runs again:
+:class:`KeyboardInterrupt`, for a job stuck where no step ends, as soon as Python runs again
+(but for a sync applying a step's updates, which it never splits: :mod:`distconv.held_updates`):
 inside a blocking MPI call that is when the call returns, so there ``mpiexec``'s own second
 Ctrl-C (it kills the ranks) or the MPI watchdog ends the job.
 
@@ -22,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from distconv.held_updates import hold_interrupt
 from distconv.logs import as_log_line
 from distconv.restorable import restorable
 
@@ -148,11 +150,17 @@ class StopRequest:
 
         return restore
 
+    def _interrupt(self) -> None:
+        """Stop now, by the second Ctrl-C (held while a sync applies a step's updates)."""
+        self.answered = True  # by the interrupt: no later fit stops by it again
+        raise KeyboardInterrupt
+
     def _on_signal(self, signum: int, frame: Any) -> None:
         if signum == signal.SIGINT:
-            if signal.SIGINT in self.received:  # the second Ctrl-C: stop now
-                self.answered = True  # by the interrupt: no later fit stops by it again
-                raise KeyboardInterrupt
+            if signal.SIGINT in self.received:  # the second Ctrl-C: stop now, but never
+                if not hold_interrupt(self._interrupt):  # between a step's updates
+                    self._interrupt()
+                return
         self.received.add(signum)  # first: the request stands even if it cannot be said
         if _pending is None:
             _pending_since(signal.Signals(signum))

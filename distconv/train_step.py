@@ -5,12 +5,14 @@ what a step cut short (an error, a second Ctrl-C) leaves the sync to let go of.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from distconv.empty_pass import fire_every_gradient
+from distconv.held_updates import counting_step
 from distconv.layers.randomness import training_step
 from distconv.parameter import keep_gradient
 from distconv.sequence_set import SequenceSet, count_of
@@ -18,6 +20,8 @@ from distconv.sequence_set import SequenceSet, count_of
 if TYPE_CHECKING:
     from distconv.data import Arrays
     from distconv.trainer import Trainer
+
+log = logging.getLogger("distconv.trainer")
 
 
 def train_step(
@@ -31,20 +35,42 @@ def train_step(
     began = time.perf_counter()
     sync.start_at(t.pos.step)  # the run's numbers: a resume's, past a skipped step
     sync.start_step(examples)
-    try:
-        loss_sum, correct = _passes(t, arrays, passes, counts)
-        sync.finish_step()
-    except BaseException as error:  # the sync lets go of the step, then the error goes on
-        sync.abandon_step()
-        t._layout.blame(sync, error)  # a weight the sync reshaped, not its layer
-        raise
+    with counting_step():  # a second Ctrl-C held over the updates: raised once counted
+        try:
+            loss_sum, correct = _passes(t, arrays, passes, counts)
+            sync.finish_step()
+        except BaseException as error:  # the sync lets go of the step, then the error goes on
+            sync.abandon_step()
+            say_applied_in_part(t, "the fit stopped with")
+            t._layout.blame(sync, error)  # a weight the sync reshaped, not its layer
+            raise
+        t.pos.step += 1
     if t._layout.order_due:  # this model's first step: its order, agreed by the ranks
         t._layout.first_step(sync, t.network.firing_order)
-    t.pos.step += 1
     if t.monitor is not None:
         t.monitor.observe_step(time.perf_counter() - began, examples, t.pos.step)
         t.monitor.record_totals(sync.traffic(), sync)
     return loss_sum, correct, examples
+
+
+def say_applied_in_part(trainer: Trainer, now: str) -> None:
+    """Say, in one line, that ``trainer``'s parameters hold a step applied in part (a
+    sync's ``applied_in_part``: LocalSync's), where they do; ``now``: what happens with them
+    (``the fit stopped with``, ``evaluate() scores``). A second Ctrl-C is held over
+    a step's updates, but an error, or an interrupt raised elsewhere (a layer's own),
+    between two of them leaves the weights in no step: evaluated and trained on from
+    without a word, they gave numbers that belong to no run."""
+    part = getattr(trainer.sync, "applied_in_part", None)
+    if part is None:
+        return
+    log.error(
+        "%s step %d applied in part (%s): the weights belong to no step; fit(resume=True) "
+        "goes on from the last checkpoint (with out_dir), or initialise the model again; "
+        "a fit from these weights trains on from them",
+        now,
+        trainer.pos.step + 1,
+        part,
+    )
 
 
 def _passes(

@@ -53,7 +53,7 @@ from distconv.stop_agreement import STOP_CHECK_EVERY as STOP_CHECK_EVERY  # drai
 from distconv.stop_request import StopRequest
 from distconv.sync.base import SyncStrategy, tell_setup_failed
 from distconv.sync.collective_time import timed_collective
-from distconv.train_step import train_step
+from distconv.train_step import say_applied_in_part, train_step
 from distconv.trainer_args import (
     accuracy_pair,
     check_counts,
@@ -263,6 +263,7 @@ class Trainer:
             raise DataError(f"cannot evaluate on an empty data set{named}")
         refuse_set_ids_out_of_range(self.network, "evaluation", arrays)  # as fit: before a batch
         accuracy = self.accuracy is not None
+        say_applied_in_part(self, "evaluate() scores")  # a second Ctrl-C's, as fit said
         return evaluate_shares(self._forward, arrays, self.sync, batch_size, accuracy, self.dtype)
 
     # -- epochs ---------------------------------------------------------------------------------

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from distconv.backend import copy_into
+from distconv.held_updates import UpdateHold
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
+from distconv.short_lists import short_list
 from distconv.sync.base import PER_ROW, StateDict, SyncError, SyncStrategy, step_refusal
 from distconv.sync.local_state import (  # noqa: F401  (the parameter server imports them here)
     RUNS,
@@ -20,6 +23,8 @@ from distconv.sync.local_state import (  # noqa: F401  (the parameter server imp
     state_problems,
 )
 from distconv.sync.other_model import ANOTHER_MODELS
+
+log = logging.getLogger("distconv.sync")
 
 
 class LocalSync(SyncStrategy):
@@ -60,8 +65,11 @@ class LocalSync(SyncStrategy):
         #: a step abandoned after its first update (each parameter is updated as it fires), as
         #: the refusals say it, until the next setup; None while the parameters hold whole steps
         self._applied_in_part: str | None = None
+        self._not_updated = ""  # the names that step left, for applied_in_part
         #: the base's record of the step :meth:`start_step` began (not a base start_step alone)
         self._started: set[int] | None = None
+        #: a fit's second Ctrl-C held from the step's first update to its finish_step
+        self._hold = UpdateHold()
 
     def setup(
         self,
@@ -72,8 +80,17 @@ class LocalSync(SyncStrategy):
         """:meth:`~distconv.sync.base.SyncStrategy.setup`, which also ends a step left open (an
         ``abandon_step`` overridden without ``super()``): the next setup clears what an
         abandoned step left, and every ``fit`` calls it."""
+        part, self._applied_in_part = self.applied_in_part, None
+        self._hold.drop()
         super().setup(params, config, state)
-        self._applied_in_part = None  # the caller's values now, restored or trained on
+        if part is not None and state is None:  # the caller's values now, trained on: said
+            log.warning(
+                "%s.setup() takes parameters that hold a step applied in part (%s) and "
+                "trains on from them; fit(resume=True) from a checkpoint, or a model "
+                "initialised again, goes on from a whole step instead",
+                type(self).__name__,
+                part,
+            )
 
     def init_state(self) -> None:
         """Fresh state for each parameter that has none: a parameter trained again (a second
@@ -112,6 +129,7 @@ class LocalSync(SyncStrategy):
         if self._taken is not None:  # the base's record; any finish_step of a subclass ends it
             raise unfinished_step_refusal(type(self).__name__)
         self._refuse_part_applied("start_step")
+        self._hold.drop()  # a step of its own, never finished (by hand)
         super().start_step(examples)
         self._updated, self._raised_in, self._started = set(), None, self._taken
         self._frozen_at_start = {id(p) for p in self.params if p.static}
@@ -129,6 +147,7 @@ class LocalSync(SyncStrategy):
         if refusal is not None:
             raise refusal
         scale = mean_scale(self._examples)
+        self._hold.begin()  # from here a second Ctrl-C would split the step: held
         try:
             self.optimizer.update(param.value, param.grad, self.state[param.name], grad_scale=scale)
         except BaseException:
@@ -181,6 +200,7 @@ class LocalSync(SyncStrategy):
         """
         if self._taken is None:  # the base's wrapper ends the step once this returns
             raise SyncError(f"{type(self).__name__}.finish_step() without start_step()")
+        self._hold.end()  # every update made: a Ctrl-C held over them is raised
 
     def abandon_step(self) -> None:
         """The step ends unfinished: gradients are refused until the next :meth:`start_step`.
@@ -189,12 +209,26 @@ class LocalSync(SyncStrategy):
         :meth:`setup`. A step abandoned before its first gradient left the last whole step,
         and one abandoned after every parameter's update (a second pass fired them again)
         a whole step too: neither is refused."""
+        self._hold.drop()
         if (part := self._part_applied()) is not None:
             self._applied_in_part = f"after a step abandoned after updating {part}"
+            left = [p.name for p in self.params if not p.static and id(p) not in self._updated]
+            self._not_updated = f"{short_list(left, 4)} not updated" if left else ""
+
+    @property
+    def applied_in_part(self) -> str | None:
+        """What the parameters hold where the last step was abandoned after some of its
+        updates and before the others (``after a step abandoned after updating 4 of 8
+        parameters ...``, naming those not updated), until the next :meth:`setup`; None
+        while they hold a whole step."""
+        if self._applied_in_part is None or not self._not_updated:
+            return self._applied_in_part
+        return f"{self._applied_in_part}; {self._not_updated}"
 
     def close(self) -> None:
         """End the step under way, if any: a gradient after close is refused, not applied."""
         self._taken = None  # not abandon_step: a subclass's hook is for a step that raised
+        self._hold.drop()
 
     def state_dict(self) -> StateDict:
         """The optimizer state by parameter name, the buffers themselves (not copies).

@@ -30,6 +30,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from distconv.held_updates import UpdateHold
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.buckets import Bucket
 from distconv.sync.mpi.comm import WireRefused
@@ -80,8 +81,15 @@ def update_step(
     as_reduced = thread is not None and world_size == 1 and not alone and before is None
     if as_reduced and not any(b.compressed for b in buckets):
         check_kept(buckets, used.local, slots)  # one rank: what fired here fired anywhere
-        update_as_reduced(buckets, thread, used, update)
+        hold = UpdateHold()
+        try:
+            update_as_reduced(buckets, thread, used, update, hold)
+        except BaseException:
+            hold.drop()
+            raise
+        hold.end()  # a second Ctrl-C held over the updates: raised once they are whole
         return
+    hold = UpdateHold()  # a second Ctrl-C never splits the update loop: held, raised after
     reduced: list[bool] = []  # every collective in, reduce_all returning: set as it returns
     try:
         flags = reduce_all(buckets, thread, comm, used, failed_alone, alone, reduced, begun)
@@ -89,14 +97,17 @@ def update_step(
         if before is not None:  # every gradient as the optimizer will read it, none read yet
             before([p for bucket in buckets for p in bucket.to_update(flags, slots)])
             checked = check_kept(buckets, flags, slots)  # one it rebound: refused, none updated
+        hold.begin()
         for i, bucket in enumerate(buckets):
             update(bucket, flags, None if i else checked)
     except BaseException as exc:  # an interrupt in an update too: the others finished the step;
+        hold.drop()
         if reduced:  # also one as reduce_all returned (else it told its own failure, if alone)
             _tell(failed_alone, exc)
         raise
     if finished is not None:  # no check since the try's last: appended, then a Ctrl-C raised
         finished.append(True)
+    hold.end()
 
 
 def reduce_all(
@@ -303,14 +314,21 @@ def check_kept(
 
 
 def update_as_reduced(
-    buckets: Sequence[Bucket], thread: CommThread, used: UsedParams, update: Update
+    buckets: Sequence[Bucket],
+    thread: CommThread,
+    used: UsedParams,
+    update: Update,
+    hold: UpdateHold | None = None,
 ) -> None:
-    """One rank with the communication thread: each bucket updated once it is reduced."""
+    """One rank with the communication thread: each bucket updated once it is reduced;
+    ``hold`` begun before the first update (one rank: the waits after it are local)."""
     flags, waited = None, False
     for bucket in buckets:
         _reduced(thread, bucket)
         if bucket.pending and not waited:  # a parameter that did not fire
             flags, waited = used.complete(), True
+        if hold is not None:
+            hold.begin()
         update(bucket, flags if bucket.pending else None)
     if not waited:
         used.complete()  # MPI must see the exchange complete
