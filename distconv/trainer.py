@@ -65,6 +65,7 @@ from distconv.trainer_args import (
     run_config,
     training_dtype,
 )
+from distconv.trainer_settings import TrainerSettings
 
 if TYPE_CHECKING:  # imported by the caller that serves probes, not by every trainer
     from distconv.service import ServiceEndpoints
@@ -72,7 +73,7 @@ if TYPE_CHECKING:  # imported by the caller that serves probes, not by every tra
 log = logging.getLogger("distconv.trainer")
 
 
-class Trainer:
+class Trainer(TrainerSettings):
     """Trains ``network`` with ``sync`` behind its ``inc_update`` callback.
 
     Args:
@@ -123,6 +124,9 @@ class Trainer:
             instead), or ``dtype`` is not one the Trainer trains in.
 
     Attributes:
+        batch_size, accumulate, seed, lr_decay, dtype, checkpoint_every, out_dir: as given,
+            read-only (:mod:`~distconv.trainer_settings`: the run's config records them; a
+            new Trainer on the same network and sync takes other values).
         history: one record per epoch completed by this call of :meth:`fit` (on the chief
             the first has ``earlier_schemes`` where a resume switched schemes mid-epoch;
             another rank's has not: :meth:`~distconv.epoch_tally.EpochTally.record`).
