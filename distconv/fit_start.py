@@ -18,7 +18,7 @@ import numpy as np
 from distconv.backend import is_float_dtype
 from distconv.data import Arrays, data_facts
 from distconv.parameter import Parameter
-from distconv.resume import Position
+from distconv.resume import Position, dtype_fact
 from distconv.sampler import GlobalBatchSampler
 from distconv.sequence_set import SequenceSet, arrays_of, as_data_set, counted, set_length
 from distconv.step_guard import ParamLayout
@@ -49,6 +49,7 @@ def start_fit(trainer: Trainer, train: Any, test: Any, resume: Any) -> FitStart:
     """Before ``trainer``'s sync's setup: take the data sets (refusing NaN and infinity where
     the network checks its feeds), sample them, open the checkpoints, take the parameters to
     train and lay them out (``trainer._layout``); see the module docstring."""
+    refuse_recast(trainer)
     network, loss = trainer.network, trainer.loss_name
     # a sequence set with what its loss averages over decided, for each step's count
     train = counted(network, loss, as_data_set(train))
@@ -79,6 +80,29 @@ def start_fit(trainer: Trainer, train: Any, test: Any, resume: Any) -> FitStart:
     names = {p.name for p in trainer.params}  # another model's firing order is due anew
     trainer._layout = ParamLayout(trainer.trainable, trainer.sync, names)  # what the sync keeps
     return FitStart(train, test, sampler, data, state, pos, layers)
+
+
+def refuse_recast(trainer: Trainer) -> None:
+    """Refuse a fit whose parameters are no longer in the float type ``trainer`` was made
+    with, which its config and checkpoints record: a Trainer casts its network when it is
+    made (``dtype=``), so another one made since on the same network recast what this one
+    trains, and this one trained in that type while its checkpoints said its own.
+
+    Raises:
+        TypeError: naming both types, and the ways on.
+    """
+    made, now = trainer.config["dtype"], dtype_fact(trainer.params)
+    if now == made:
+        return
+    asked = f'dtype="{trainer.dtype}"' if trainer.dtype is not None else "dtype=None"
+    raise TypeError(
+        f"Trainer({asked}).fit: the network's parameters are {now} now, not the {made} they "
+        "were when this Trainer was made (what its config and checkpoints record): something "
+        f'cast them since, such as another Trainer(dtype="{now}") made on the same network '
+        "(a Trainer casts its network when it is made). Train with the Trainer made last, "
+        f'make a new one (dtype="{now}"), or cast them back (p.cast("{made}") for each of '
+        "network.parameters())"
+    )
 
 
 def wider_feeds(
