@@ -8,6 +8,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from distconv.epoch_tally import EpochTally
+from distconv.held_updates import counting_step
 from distconv.launch_env import keep_lines_in_log
 from distconv.metrics import ProgressBar
 from distconv.resume import Position, Preempted
@@ -44,21 +45,24 @@ def run_epoch(
     skipped = empty_steps(train, sampler, t.pos.epoch)
     with bar:
         for passes in sampler.passes(t.pos.epoch, t.pos.step_in_epoch):
-            if skipped is not None and skipped[t.pos.step_in_epoch]:
-                t.pos.step += 1  # no mean loss, no gradient: weights and optimizer stay
-            else:
-                tally.add(*t.train_step(train, passes))
-            t.pos.step_in_epoch += 1
+            with counting_step():  # a second Ctrl-C held over a step's updates: raised once
+                if skipped is not None and skipped[t.pos.step_in_epoch]:  # it is counted
+                    t.pos.step += 1  # no mean loss, no gradient: weights and optimizer stay
+                else:
+                    tally.add(*t.train_step(train, passes))
+                t.pos.step_in_epoch += 1
             if bar.enabled:
                 bar.update()
             last = ends_fit and t.pos.step_in_epoch == sampler.steps_per_epoch
             stop = stop_agreed(sync, t._stop, t.pos.step, last)  # every rank
             due = t.checkpoint_every and t.pos.step % t.checkpoint_every == 0
             if stop is not None or due:
-                t.checkpoints.save(t.pos, tally.fold(t.pos), tally.scheme)
+                sums = tally.fold(t.pos)
+                t.checkpoints.save(t.pos, sums, tally.scheme)
                 if stop is not None:
                     sync.refresh_parameters()  # as at an epoch's end, after the fold
                     keep_lines_in_log()  # a dead launcher's SIGTERM: its log gets the stop
+                    t.pos.sums = sums  # as the checkpoint holds it: a resume in memory too
                     raise Preempted(stop.said(t.pos.step), EXIT_STATUS[stop.signal])
     tally.fold(t.pos)  # a collective: every rank's steps of the epoch are in
     sync.refresh_parameters()  # so each rank holds what it trained (async shards)

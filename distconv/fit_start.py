@@ -1,6 +1,7 @@
 """What :meth:`~distconv.trainer.Trainer.fit` does before its sync's setup, on this rank alone:
 the data sets checked and sampled (a float feed wider than the parameters said, on the chief),
-the inputs' facts, the checkpoint to resume from (the chief alone opens it), the parameters to
+the inputs' facts, the checkpoint to resume from (the chief alone opens it; without an output
+directory, the Trainer's position in memory: :mod:`~distconv.memory_resume`), the parameters to
 train and their layout. An error there may be this rank's
 alone (a checkpoint refused on the chief, NaN in its data), and the other ranks wait in their
 setup for it: ``fit`` tells them (:func:`~distconv.sync.base.tell_setup_failed`) before
@@ -17,6 +18,7 @@ import numpy as np
 
 from distconv.backend import is_float_dtype
 from distconv.data import Arrays, data_facts
+from distconv.memory_resume import position_in_memory
 from distconv.parameter import Parameter
 from distconv.resume import Position, dtype_fact
 from distconv.sampler import GlobalBatchSampler
@@ -74,7 +76,10 @@ def start_fit(trainer: Trainer, train: Any, test: Any, resume: Any) -> FitStart:
     data = data_facts(train, test, trainer.dtype)  # the inputs as cast: what trains
     # every rank's model: the same, or stop; and the checkpoint's, or no resume
     layers = trainer.network.structure()
-    state, pos = trainer.checkpoints.open(resume, data["train_data"], layers)
+    if (pos := position_in_memory(trainer, resume)) is not None:
+        state = None  # the sync's in memory, kept by its setup
+    else:
+        state, pos = trainer.checkpoints.open(resume, data["train_data"], layers)
     trainer._take_trainable()
     trainer.network.zero_grad()  # what a step cut short left (a second Ctrl-C, an error)
     names = {p.name for p in trainer.params}  # another model's firing order is due anew

@@ -86,6 +86,7 @@ def counting_step() -> Iterator[None]:
         _counting -= main
         if not holding():
             _held = None  # the step ends by that error
+        _began_in_count = _began_in_count and _counting > 0
         raise
     _counting -= main
     _raise_once_free()

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from distconv.empty_pass import fire_every_gradient
-from distconv.held_updates import counting_step
 from distconv.layers.randomness import training_step
 from distconv.parameter import keep_gradient
 from distconv.sequence_set import SequenceSet, count_of
@@ -35,16 +34,16 @@ def train_step(
     began = time.perf_counter()
     sync.start_at(t.pos.step)  # the run's numbers: a resume's, past a skipped step
     sync.start_step(examples)
-    with counting_step():  # a second Ctrl-C held over the updates: raised once counted
-        try:
-            loss_sum, correct = _passes(t, arrays, passes, counts)
-            sync.finish_step()
-        except BaseException as error:  # the sync lets go of the step, then the error goes on
-            sync.abandon_step()
-            say_applied_in_part(t, "the fit stopped with")
-            t._layout.blame(sync, error)  # a weight the sync reshaped, not its layer
-            raise
-        t.pos.step += 1
+    try:
+        loss_sum, correct = _passes(t, arrays, passes, counts)
+        sync.finish_step()
+    except BaseException as error:  # the sync lets go of the step, then the error goes on
+        sync.abandon_step()
+        say_applied_in_part(t, "the fit stopped with")
+        t._layout.blame(sync, error)  # a weight the sync reshaped, not its layer
+        raise
+    t.pos.step += 1  # (a second Ctrl-C held over the updates is raised once it is counted:
+    # :func:`~distconv.held_updates.counting_step`, around the fit's steps)
     if t._layout.order_due:  # this model's first step: its order, agreed by the ranks
         t._layout.first_step(sync, t.network.firing_order)
     if t.monitor is not None:

@@ -185,6 +185,7 @@ class Trainer(TrainerSettings):
                 p.cast(self.dtype)
         self._take_trainable()
         self.pos = Position()
+        self._said_fresh_again = False  # memory_resume's warning, once
         self.history: list[dict[str, Any]] = []
         self._stop = StopRequest()
         self._layout = ParamLayout([])  # each fit's, made before its setup
@@ -293,6 +294,11 @@ class Trainer(TrainerSettings):
                 ``"overwrite"`` deletes a previous run's files first. A restart (told by
                 ``start``) given ``False`` or ``"overwrite"`` continues the run its launch
                 began instead, or starts it afresh where no checkpoint of it is complete.
+                Without ``out_dir`` a Trainer that has trained holds its last position in
+                memory: ``True`` and ``"auto"`` continue from it (with the weights and the
+                sync's optimizer state, as from a checkpoint), and ``False`` starts the epochs
+                again from the trained weights and optimizer state (the schedule, shuffle
+                order and epoch numbers anew), which a warning says once.
 
         Raises:
             CheckpointError: no checkpoint (or output directory) to resume from, one from a

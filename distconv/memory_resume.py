@@ -1,0 +1,50 @@
+"""A fit without an output directory goes on from where the Trainer's last fit stopped, in
+memory, as one with a directory goes on from its last checkpoint.
+
+Without ``out_dir`` nothing is saved, yet the Trainer holds all a checkpoint would restore:
+the weights and the sync's optimizer state, which a second fit trains on from anyway, and its
+position (epoch, step, the stopped epoch's metric sums). A second ``fit`` took the first two
+and dropped the third: it trained ``epochs`` more epochs from the trained weights, with the
+epoch numbers, learning-rate schedule, shuffle order and dropout masks of a fresh run, which
+is neither a continuation nor a fresh start. So ``resume=True`` or ``"auto"`` continues from
+the position in memory (``fit(1)`` then ``fit(2, resume=True)`` ends with the weights of one
+``fit(2)``, bit for bit), and ``resume=False`` starts the epochs again from the trained
+weights, as asked, with a warning, once a Trainer: it is rarely what a notebook's second cell
+means.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from distconv.resume import Position
+
+if TYPE_CHECKING:
+    from distconv.trainer import Trainer
+
+log = logging.getLogger("distconv.trainer")
+
+
+def position_in_memory(trainer: Trainer, resume: Any) -> Position | None:
+    """Where ``trainer``'s fit starts without an output directory: a copy of its position
+    where ``resume`` is True or ``"auto"`` and it has trained; None where the checkpoints
+    decide (an output directory, or nothing trained yet: ``resume=True`` is refused there as
+    with no checkpoint to resume). ``resume=False`` (or ``"overwrite"``) on a trained Trainer
+    starts afresh, said once a Trainer."""
+    pos = trainer.pos
+    if trainer.out_dir is not None or not (pos.epoch or pos.step):
+        return None
+    if resume in (True, "auto"):
+        return Position(pos.epoch, pos.step, pos.step_in_epoch, dict(pos.sums))
+    if not trainer._said_fresh_again:
+        trainer._said_fresh_again = True
+        log.warning(
+            "fit(resume=%r) starts from epoch 1 again, with the weights and optimizer state "
+            "this Trainer trained (to step %d): the learning-rate schedule, "
+            "shuffle order and epoch numbers start again; fit(resume=True) continues where "
+            "it stopped, and a model and sync made anew start fresh",
+            resume,
+            pos.step,
+        )
+    return None

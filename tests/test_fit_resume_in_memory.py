@@ -1,0 +1,114 @@
+"""Without an output directory, a second fit goes on from the Trainer's position in memory
+(``resume=True`` or ``"auto"``) exactly as one with a directory goes on from its checkpoint,
+and one with ``resume=False`` says once that it starts the epochs again from trained weights;
+a stop resumes in memory too."""
+
+from __future__ import annotations
+
+import logging
+import signal
+
+import numpy as np
+import pytest
+
+from distconv.optim import create_optimizer
+from distconv.resume import Preempted
+from distconv.sync.local import LocalSync
+from distconv.trainer import Trainer
+from tests.mpi.common import small_lenet, trainer_data
+from tests.signals import signal_at
+
+FRESH_AGAIN = "fit(resume=False) starts from epoch 1 again, with the weights and optimizer state"
+
+
+@pytest.fixture(autouse=True)
+def python_handles_sigint():
+    """Python's own SIGINT handler, as in a terminal (pytest under ``&`` ignores SIGINT)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def _trainer(out_dir=None):
+    """Adam, a halving lr per epoch, float64, dropout-free: 5 steps of 8 an epoch."""
+    sync = LocalSync(create_optimizer("adam", lr=0.01))
+    return Trainer(small_lenet(seed=3), sync, 8, lr_decay=0.5, out_dir=out_dir, progress=False)
+
+
+def _weights(t):
+    return {p.name: p.value.copy() for p in t.params}
+
+
+def _assert_same(a, b):
+    for name in a:
+        assert np.max(np.abs(a[name] - b[name])) == 0.0, name
+
+
+@pytest.mark.parametrize("resume", [True, "auto"])
+def test_fit_1_then_fit_2_resumed_in_memory_ends_as_one_fit_2(resume, caplog):
+    whole = _trainer()
+    whole.fit(trainer_data(), trainer_data(), epochs=2)
+    t = _trainer()
+    t.fit(trainer_data(), trainer_data(), epochs=1)
+    with caplog.at_level(logging.WARNING):
+        history = t.fit(trainer_data(), trainer_data(), epochs=2, resume=resume)
+    assert [r["epoch"] for r in history] == [2]  # numbered on, one more epoch
+    assert history[0]["train_loss"] == whole.history[1]["train_loss"]
+    assert (t.pos.epoch, t.pos.step) == (whole.pos.epoch, whole.pos.step) == (2, 10)
+    _assert_same(_weights(t), _weights(whole))
+    assert t.sync.state["fc1.weight"]["step"] == whole.sync.state["fc1.weight"]["step"]
+    assert FRESH_AGAIN not in caplog.text
+    assert t.fit(trainer_data(), epochs=2, resume=resume) == []  # all done: nothing more
+
+
+def test_a_ctrl_c_stop_without_out_dir_resumes_in_memory_as_one_run():
+    whole = _trainer()
+    whole.fit(trainer_data(), epochs=2)
+    t = _trainer()
+    step = signal_at(t, 7, signal.SIGINT)  # mid-way through epoch 2
+    with pytest.raises(Preempted):
+        t.fit(trainer_data(), epochs=2)
+    t.train_step = step
+    history = t.fit(trainer_data(), epochs=2, resume=True)
+    _assert_same(_weights(t), _weights(whole))
+    assert history[0]["train_loss"] == whole.history[1]["train_loss"]  # the epoch's sums kept
+
+
+def test_a_second_fit_starting_afresh_from_trained_weights_says_so_once(caplog):
+    t = _trainer()
+    t.fit(trainer_data(), epochs=1)
+    with caplog.at_level(logging.WARNING):
+        assert [r["epoch"] for r in t.fit(trainer_data(), epochs=1)] == [1]
+        t.fit(trainer_data(), epochs=1)
+    assert caplog.text.count(FRESH_AGAIN) == 1
+    assert "(to step 5)" in caplog.text
+
+
+def test_resume_true_on_a_trainer_that_never_trained_is_refused_as_before():
+    with pytest.raises(Exception, match=r"resume=True \(--resume\) needs an output directory"):
+        _trainer().fit(trainer_data(), epochs=1, resume=True)
+
+
+def test_a_second_ctrl_c_in_a_steps_updates_resumes_in_memory_as_one_run():
+    """The held interrupt is raised once the step is counted in the epoch too: the position
+    names the next batch, and the run goes on from it as one never cut."""
+    whole = _trainer()
+    whole.fit(trainer_data(), epochs=2)
+    t = _trainer()
+    optimizer = t.sync.optimizer
+    update, calls = optimizer.update, [0]
+
+    def two_ctrl_cs_mid_step(*args, **kwargs):
+        update(*args, **kwargs)
+        calls[0] += 1
+        if calls[0] == 6 * len(t.params) + 3:  # in step 7, the second epoch's second
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
+
+    optimizer.update = two_ctrl_cs_mid_step
+    with pytest.raises(KeyboardInterrupt):
+        t.fit(trainer_data(), epochs=2)
+    assert (t.pos.step, t.pos.step_in_epoch) == (7, 2)
+    del optimizer.update
+    t.fit(trainer_data(), epochs=2, resume=True)
+    _assert_same(_weights(t), _weights(whole))
