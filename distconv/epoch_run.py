@@ -5,6 +5,7 @@ and a stop agreed between them, then its record (and the test set's metrics).
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distconv.epoch_tally import EpochTally
@@ -63,7 +64,10 @@ def run_epoch(
                     sync.refresh_parameters()  # as at an epoch's end, after the fold
                     keep_lines_in_log()  # a dead launcher's SIGTERM: its log gets the stop
                     t.pos.sums = sums  # as the checkpoint holds it: a resume in memory too
-                    raise Preempted(stop.said(t.pos.step), EXIT_STATUS[stop.signal])
+                    stopped = Preempted(stop.said(t.pos.step), EXIT_STATUS[stop.signal])
+                    if hasattr(stopped, "add_note"):  # Python 3.11 on: under the line
+                        stopped.add_note(way_on(t.out_dir))
+                    raise stopped
     tally.fold(t.pos)  # a collective: every rank's steps of the epoch are in
     sync.refresh_parameters()  # so each rank holds what it trained (async shards)
     t._layout.check(sync)  # a float64 weight beside float32 gradients trains on
@@ -73,3 +77,16 @@ def run_epoch(
     if test is not None:
         record.update(t.evaluate(test))
     return record, tally.scheme
+
+
+def way_on(out_dir: Path | None) -> str:
+    """What a stop saved and how to go on from it: a note under the stop's line, which a
+    notebook's traceback shows (the line alone read the same with and without an output
+    directory). A note, not more of the line: the command line prints the line, and the
+    launcher and operators read it."""
+    if out_dir is None:
+        return (
+            "no out_dir (--out): nothing saved; fit(..., resume=True) on this Trainer "
+            "continues from its weights in memory"
+        )
+    return f"checkpoint saved in {out_dir}; fit(..., resume=True) (--resume) continues it"

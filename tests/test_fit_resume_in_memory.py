@@ -1,7 +1,7 @@
 """Without an output directory, a second fit goes on from the Trainer's position in memory
 (``resume=True`` or ``"auto"``) exactly as one with a directory goes on from its checkpoint,
 and one with ``resume=False`` says once that it starts the epochs again from trained weights;
-a stop resumes in memory too."""
+a stop notes what it saved and how to go on."""
 
 from __future__ import annotations
 
@@ -61,17 +61,33 @@ def test_fit_1_then_fit_2_resumed_in_memory_ends_as_one_fit_2(resume, caplog):
     assert t.fit(trainer_data(), epochs=2, resume=resume) == []  # all done: nothing more
 
 
-def test_a_ctrl_c_stop_without_out_dir_resumes_in_memory_as_one_run():
+def test_a_ctrl_c_stop_without_out_dir_notes_nothing_was_saved_and_resumes_in_memory():
     whole = _trainer()
     whole.fit(trainer_data(), epochs=2)
     t = _trainer()
     step = signal_at(t, 7, signal.SIGINT)  # mid-way through epoch 2
-    with pytest.raises(Preempted):
+    with pytest.raises(Preempted) as stopped:
         t.fit(trainer_data(), epochs=2)
+    assert str(stopped.value) == "stopped by SIGINT after step 7"  # the line as it was
+    assert stopped.value.__notes__ == [
+        "no out_dir (--out): nothing saved; fit(..., resume=True) on this Trainer continues "
+        "from its weights in memory"
+    ]
     t.train_step = step
     history = t.fit(trainer_data(), epochs=2, resume=True)
     _assert_same(_weights(t), _weights(whole))
     assert history[0]["train_loss"] == whole.history[1]["train_loss"]  # the epoch's sums kept
+
+
+def test_a_ctrl_c_stop_with_out_dir_names_the_checkpoint_and_the_way_on(tmp_path):
+    t = _trainer(tmp_path / "run")
+    signal_at(t, 3, signal.SIGINT)
+    with pytest.raises(Preempted) as stopped:
+        t.fit(trainer_data(), epochs=1)
+    assert str(stopped.value) == "stopped by SIGINT after step 3"
+    assert stopped.value.__notes__ == [
+        f"checkpoint saved in {tmp_path / 'run'}; fit(..., resume=True) (--resume) continues it"
+    ]
 
 
 def test_a_second_fit_starting_afresh_from_trained_weights_says_so_once(caplog):

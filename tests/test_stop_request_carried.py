@@ -57,7 +57,7 @@ def test_a_stop_carried_into_another_trainers_fit_stops_it_too(data, tmp_path): 
     first = _trainer(tmp_path / "first")
     signal_in_evaluation_after(first, 15)
     first.fit(train, test, epochs=1)
-    with pytest.raises(Preempted, match="stopped by SIGTERM after step 1$"):
+    with pytest.raises(Preempted, match=r"(?m)stopped by SIGTERM after step 1$"):
         _trainer(tmp_path / "second").fit(train, test, epochs=1)
 
 
@@ -152,5 +152,5 @@ def test_a_carried_stop_outlives_a_fit_an_error_ended_before_its_first_check(
         with pytest.raises(Exception, match="no complete checkpoint|not the stop's"):
             failing.fit(train, test, epochs=1, resume=where == "setup")
     assert (HANDED_ON in caplog.text) is (where == "first step")  # said in that cell, too
-    with pytest.raises(Preempted, match="stopped by SIGTERM after step 1$"):
+    with pytest.raises(Preempted, match=r"(?m)stopped by SIGTERM after step 1$"):
         _trainer(tmp_path / "next").fit(train, test, epochs=1)
