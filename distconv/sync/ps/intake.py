@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import zmq
 
 from distconv.sync.base import SyncError
+from distconv.sync.ps.log_tally import LogTally
 from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, WireError, short, unpack_arrays, unpack_header
 
 log = logging.getLogger("distconv.pserver")
@@ -42,7 +42,8 @@ STRAY_SLACK = 0.05
 class ReplyIntake:
     """The reply table of a client: ``_replies`` (id -> reply), ``_rid_shard`` (id -> the
     shard of a request awaited), ``_replies_dropped`` (id -> the shard of a request given up on),
-    ``_strays`` (shard -> :class:`StrayTally`, its replies ignored), ``_stray_at`` (shard ->
+    ``_strays`` (shard -> a :class:`~distconv.sync.ps.log_tally.LogTally` of its replies
+    ignored), ``_stray_at`` (shard ->
     when the latest of them was read)."""
 
     def _receive(self, sock: zmq.Socket) -> None:
@@ -114,15 +115,15 @@ class ReplyIntake:
         """Log a reply of ``shard`` that answers no request of it awaited (docs/protocol.md:
         a worker ignores it); an error reply's text too (a request the shard could not read).
         Past :data:`STRAYS_LOGGED` of a shard in :data:`STRAYS_WINDOW`, only the count of those
-        not logged at each power of ten (:class:`StrayTally`). Its bytes tell nothing of a
-        reply awaited: when it was read is kept for :meth:`_bytes_heard`."""
+        not logged at each power of ten (:class:`~distconv.sync.ps.log_tally.LogTally`). Its
+        bytes tell nothing of a reply awaited: when it was read is kept for :meth:`_bytes_heard`."""
         now = self._stray_at[shard] = time.monotonic()
-        tally = self._strays.setdefault(shard, StrayTally(at=now))
+        tally = self._strays.setdefault(shard, LogTally(now, STRAYS_LOGGED, STRAYS_WINDOW))
         said = f"id {short(header.get('id'))}, op {short(header.get('op'))}" + (
             f": {short(header.get('error'))}" if header.get("op") == "error" else ""
         )
         if tally.admit(now):
-            unshown, tally.unshown = tally.unshown, 0
+            unshown = tally.take_unshown()
             log.warning(
                 "rank %d: ignored a reply of pserver shard %s to no request of it awaited (%s)%s",
                 self.rank,
@@ -130,7 +131,7 @@ class ReplyIntake:
                 said,
                 f"; {unshown} more of this shard ignored before it, not logged" if unshown else "",
             )
-        elif 10 ** (len(str(tally.unshown)) - 1) == tally.unshown:
+        elif tally.count_due():
             log.warning(
                 "rank %d: %d replies of this shard ignored and not logged, pserver shard %s, to no "
                 "request of it awaited (the latest: %s); at most %d are logged in full every %g s, "
@@ -151,27 +152,6 @@ class ReplyIntake:
             self._rid_bytes.pop(rid, None)
             if self._replies.pop(rid, None) is None and shard is not None:
                 self._replies_dropped[rid] = shard
-
-
-@dataclass
-class StrayTally:
-    """A shard's ignored replies, for a log that stays bounded: ``room`` for lines in full,
-    refilled at :data:`STRAYS_LOGGED` per :data:`STRAYS_WINDOW` (as of ``at``) up to
-    :data:`STRAYS_LOGGED`, and ``unshown``, those ignored since the latest line in full."""
-
-    at: float
-    room: float = STRAYS_LOGGED
-    unshown: int = 0
-
-    def admit(self, now: float) -> bool:
-        """Whether a reply ignored ``now`` is logged in full (else counted in ``unshown``)."""
-        refill = (now - self.at) * STRAYS_LOGGED / STRAYS_WINDOW
-        self.room, self.at = min(float(STRAYS_LOGGED), self.room + refill), now
-        if self.room >= 1.0:
-            self.room -= 1.0
-            return True
-        self.unshown += 1
-        return False
 
 
 def check_op(header: dict[str, Any]) -> None:
