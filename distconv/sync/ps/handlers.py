@@ -18,6 +18,7 @@ from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import rows_bytes
 from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.other_ids import OtherJobIds
+from distconv.sync.ps.request_log import RefusalLog, peer_name
 from distconv.sync.ps.startup import STALE_PUSH as STALE_PUSH  # where tests read it
 from distconv.sync.ps.startup import StartupHandlers
 from distconv.sync.ps.state import _Block, _Refused, dense_gradients
@@ -42,6 +43,9 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
 
     #: whether a failure no check foresaw has been logged with its traceback yet
     _traced = False
+    #: the log of refused requests, bounded per peer and cause (made by the shard)
+    refusals: RefusalLog
+    _key_rank: dict[bytes, int]
 
     # -- dispatch -----------------------------------------------------------------------------
     def handle(self, frames: Sequence[Any]) -> None:
@@ -73,14 +77,13 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
         except (WireError, _Refused) as exc:
             self.stats.errors += 1
             self._spoil_seed(header, sender)
-            if isinstance(exc, WireError) and not getattr(exc, "quiet", False):
-                log.warning("shard %d: bad request from %s: %s", self.index, short(ident), exc)
+            self._log_refusal(frames, exc)
             said = header or {"id": getattr(exc, "rid", -1)}  # a header refused: its id, if read
             self._reply(ident, said, error=str(exc), **getattr(exc, "fields", {}))
         except Exception as exc:  # a request no check foresaw must not take the shard down
             self.stats.errors += 1
             self._spoil_seed(header, sender)
-            self._log_unexpected(ident, header, exc)
+            self._log_unexpected(frames, header, exc)
             self._reply(ident, header, error=f"shard error: {named(exc)}")
 
     def _spoil_seed(self, header: dict[str, Any], sender: bool) -> None:
@@ -93,12 +96,31 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
             if self._of_current_run(header):
                 self._seeding = None
 
-    def _log_unexpected(self, ident: bytes, header: dict[str, Any], exc: Exception) -> None:
+    def _peer(self, frames: Sequence[Any]) -> str:
+        """Who sent ``frames``: its address, and the rank whose key signed it (under CURVE)."""
+        return peer_name(frames[-1], self._key_rank)  # any frame past the routing id tells
+
+    def _log_refusal(self, frames: Sequence[Any], exc: Exception) -> None:
+        """Log a refused request, a bad one (a WireError not ``quiet``) as a warning and one
+        with a ``log_line`` of its own (a run's, :mod:`~distconv.sync.ps.runs`) at INFO, each
+        bounded per peer and cause (:class:`~distconv.sync.ps.request_log.RefusalLog`)."""
+        if isinstance(exc, WireError) and not getattr(exc, "quiet", False):
+            peer = self._peer(frames)
+            self.refusals.note(logging.WARNING, peer, f"bad request from {peer}: {exc}")
+        elif line := getattr(exc, "log_line", None):
+            peer = self._peer(frames)
+            self.refusals.note(logging.INFO, peer, f"{line} (from {peer})")
+
+    def _log_unexpected(
+        self, frames: Sequence[Any], header: dict[str, Any], exc: Exception
+    ) -> None:
         """A failure no check foresaw (a shard bug): the first with its traceback, later ones
-        in one line each, so a peer repeating a message the checks miss cannot flood the log."""
-        what = f"{short(header.get('op'))} from {short(ident)}"
+        bounded per peer and cause, so a peer repeating a message the checks miss cannot flood
+        the log."""
+        peer = self._peer(frames)
+        what = f"{short(header.get('op'))} from {peer}"
         if self._traced:
-            log.error("shard %d: request %s failed: %s", self.index, what, named(exc))
+            self.refusals.note(logging.ERROR, peer, f"request {what} failed: {named(exc)}")
         else:
             self._traced = True
             log.exception("shard %d: request %s failed", self.index, what)
@@ -122,8 +144,9 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
 
     def _check_key(self, rank: Any, frame: Any) -> None:
         """Secure: refuse a request for ``rank`` sent with another worker's key."""
-        if self._key_rank and self._key_rank.get(keyfiles.user_id(frame)) != rank:
-            raise WireError(f"rank {rank} sent with another worker's key")
+        signer = self._key_rank.get(keyfiles.user_id(frame) or b"")
+        if self._key_rank and signer != rank:
+            raise WireError(f"rank {rank} sent with another worker's key (rank {signer}'s)")
 
     # -- values and state ---------------------------------------------------------------------
     def _blocks(self, header: dict[str, Any]) -> list[tuple[int, _Block]]:

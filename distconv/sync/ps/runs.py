@@ -61,13 +61,13 @@ class RunChecks:
         a run that another rank's restart ended (:meth:`_end_run_before`)."""
         if not self._of_current_run(header):
             rank, run = header["rank"], header["run"]
-            log.info(
-                "shard %d: a %s of rank %d's run %d refused", self.index, header["op"], rank, run
-            )
-            raise _Refused(
+            refused = _Refused(
                 f"{self._restarted(rank)}: this worker's {header['op']} is of the run before, "
                 "refused"
             )
+            # logged by the handler, which names the peer and bounds the lines of a replay
+            refused.log_line = f"a {header['op']} of rank {rank}'s run {run} refused"
+            raise refused
         if self.ended_run is not None and self._of_ended_run(header["rank"]):
             _, restarted, why = self.ended_run
             raise _Refused(

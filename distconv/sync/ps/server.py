@@ -52,6 +52,7 @@ from distconv.sync.ps.losses import WorkerLosses
 from distconv.sync.ps.parts import CheckpointParts
 from distconv.sync.ps.processes import whoami
 from distconv.sync.ps.releases import FEATURES
+from distconv.sync.ps.request_log import RefusalLog
 from distconv.sync.ps.runs import RunChecks
 from distconv.sync.ps.state import BlockUpdates, Stats
 from distconv.sync.ps.wire import frame_limit, pack, send, zmq_max_msg_size
@@ -94,6 +95,7 @@ class Shard(
         self.endpoint = ""
         self._clear_job()  # (job_state.py)
         self.whereabouts = whoami()  # this shard's, told to its workers
+        self.refusals = RefusalLog(config.shard)
         #: requests handled so far: when each hello, bye and held request came (the maps
         #: of :meth:`_clear_job` hold these counts)
         self.requests = 0
