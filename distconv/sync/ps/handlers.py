@@ -27,6 +27,7 @@ from distconv.sync.ps.wire import (
     check_row_ids,
     check_rows,
     int_list,
+    refuse_stray_arrays,
     short,
     unpack_arrays,
     unpack_header,
@@ -60,6 +61,7 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
             header = unpack_header(frames[1].buffer)
             self._check_sender(header, frames[1])
             sender = True
+            refuse_stray_arrays(header, len(frames) - 2)
             arrays = unpack_arrays(
                 header, [f.buffer for f in frames[2:]], self.config.max_message_bytes
             )

@@ -261,6 +261,26 @@ def unpack_arrays(
     ]
 
 
+#: the request ops that carry array frames (a pull only of rows: their ids); the others
+#: carry none, and a request of them with arrays is refused
+ARRAY_OPS = ("seed", "push", "set_state", "pull")
+
+
+def refuse_stray_arrays(header: Mapping[str, Any], frames: int) -> None:
+    """WireError where a request of an op that carries no arrays (``stats``, ``hello``, a pull
+    of whole blocks, ...) lists any in its table or comes with ``frames`` array frames: such
+    a request was answered ``ok`` with 640 MB held, as any peer could make a shard do."""
+    op = header["op"]
+    if op in ARRAY_OPS and (op != "pull" or "rows" in header):
+        return
+    if header["arrays"] or frames:
+        what = "a pull of whole blocks" if op == "pull" else f"a {op} request"
+        raise WireError(
+            f"{what} carries no arrays; this one lists {len(header['arrays'])} and came with "
+            f"{frames} array frame(s)"
+        )
+
+
 def _entry(i: int, entry: Any, max_bytes: int) -> tuple[np.dtype, tuple[int, ...]]:
     """One table entry as (dtype, shape), checked before any array exists: a dtype name that is
     a string on the allow-list (a list or map would not even hash), at most 8 non-negative int
