@@ -6,9 +6,11 @@
 - ``DIR/worker-R.key`` and ``DIR/worker-R.key_secret`` for each rank R in ``0..N-1``.
 
 A shard reads its secret file and the workers' public files; worker R reads its own secret file
-and the server's public file. The directory is ``0700`` and every file is created under
-umask ``077`` (secret files ``0600``). Keys travel as files (a mounted
-Secret in Kubernetes), never in environment variables, which ``/proc`` shows.
+and the server's public file. A new directory is ``0700``, one there already that group or
+others can write is refused, and every file is created under umask ``077`` (secret files
+``0600``); keys others could read or replace are refused on load (:mod:`.key_modes`). Keys
+travel as files (a mounted Secret in Kubernetes), never in environment variables, which
+``/proc`` shows.
 
 A shard accepts exactly the job's worker keys (a ZAP callback over pyzmq's
 :class:`~zmq.auth.thread.ThreadAuthenticator`), and a message that says rank R must come from
@@ -33,6 +35,7 @@ from zmq.utils import z85
 
 from distconv.files import describe_os_error, fsync_directory
 from distconv.sync.ps.config import check_workers
+from distconv.sync.ps.key_modes import folder_mode_problem, key_mode_problem
 from distconv.sync.ps.key_names import SERVER, WORKER_PUBLIC, holds_keys, key_files, worker_name
 
 #: what a launch, or ``distconv keys`` run again, guesses of a key set cut short or damaged
@@ -59,7 +62,8 @@ def make_keys(directory: str | os.PathLike, workers: int) -> list[Path]:
     All or none: the set is written whole into a hidden folder first, so that a write that
     fails (a full disk) leaves no key file in ``directory`` for a launch to take as the job's.
     A ``directory`` not there yet is that folder renamed into place (atomic); one there
-    already (made by hand, a mount point) is kept, with its owner and mode, and the files
+    already (made by hand, a mount point) is kept, with its owner and mode (refused where group
+    or others can write it: not changed, as a folder of someone's choice), and the files
     staged inside it are linked into it, never over a file there (a second ``distconv keys``
     meanwhile), the server's pair last (a kill among them leaves a set that lacks it, never
     one that passes for whole), those moved removed again where a move fails.
@@ -80,6 +84,8 @@ def make_keys(directory: str | os.PathLike, workers: int) -> list[Path]:
     try:
         if path.is_dir():
             _refuse_held_keys(path)
+            if problem := folder_mode_problem(path):  # not chmod: a folder of someone's choice
+                raise ValueError(problem)
         else:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
@@ -326,13 +332,15 @@ def server_keys(directory: str | os.PathLike) -> tuple[bytes, bytes, dict[bytes,
     """A shard's (public, secret) pair and the job's worker public keys, mapped to their ranks."""
     path = Path(directory)
     public, secret = _load(path / f"{SERVER}.key_secret", secret=True)
-    workers = {}
+    workers, files = {}, []
     for file in sorted(path.glob("worker-*.key")):
         match = WORKER_PUBLIC.search(file.name)
         if match:
             workers[_load(file, secret=False)[0]] = int(match.group(1))
+            files.append(file)
     if not workers:
         raise KeyFileError(f"no worker-R.key files in {path}")
+    _refuse_open_keys(path, path / f"{SERVER}.key_secret", files)
     return public, secret, workers  # type: ignore[return-value]
 
 
@@ -341,7 +349,15 @@ def worker_keys(directory: str | os.PathLike, rank: int) -> tuple[bytes, bytes, 
     path = Path(directory)
     public, secret = _load(path / f"{worker_name(rank)}.key_secret", secret=True)
     server_public, _ = _load(path / f"{SERVER}.key", secret=False)
+    _refuse_open_keys(path, path / f"{worker_name(rank)}.key_secret", [path / f"{SERVER}.key"])
     return public, secret, server_public  # type: ignore[return-value]
+
+
+def _refuse_open_keys(path: Path, secret: Path, public: list[Path]) -> None:
+    """KeyFileError where others could read ``secret`` or change ``path`` or ``public``."""
+    problem = key_mode_problem(path, secret, public)
+    if problem is not None:
+        raise KeyFileError(problem)
 
 
 class _JobKeys:
