@@ -12,7 +12,7 @@ others can write is refused, and every file is created under umask ``077`` (secr
 travel as files (a mounted Secret in Kubernetes), never in environment variables, which
 ``/proc`` shows.
 
-A shard accepts exactly the job's worker keys (a ZAP callback over pyzmq's
+A shard accepts exactly the job's worker keys (:mod:`.zap`, a ZAP callback over pyzmq's
 :class:`~zmq.auth.thread.ThreadAuthenticator`), and a message that says rank R must come from
 worker R's key.
 """
@@ -30,13 +30,13 @@ from typing import Any
 
 import zmq
 import zmq.auth
-from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
 from distconv.files import describe_os_error, fsync_directory
 from distconv.sync.ps.config import check_workers
 from distconv.sync.ps.key_modes import folder_mode_problem, key_mode_problem
 from distconv.sync.ps.key_names import SERVER, WORKER_PUBLIC, holds_keys, key_files, worker_name
+from distconv.sync.ps.zap import start_authenticator as start_authenticator  # (benchmarks)
 
 #: what a launch, or ``distconv keys`` run again, guesses of a key set cut short or damaged
 INTERRUPTED = "(an interrupted `distconv keys`?)"
@@ -358,24 +358,6 @@ def _refuse_open_keys(path: Path, secret: Path, public: list[Path]) -> None:
     problem = key_mode_problem(path, secret, public)
     if problem is not None:
         raise KeyFileError(problem)
-
-
-class _JobKeys:
-    """ZAP credentials provider: accepts exactly the given client public keys (z85)."""
-
-    def __init__(self, keys: set[bytes]) -> None:
-        self.keys = keys
-
-    def callback(self, domain: str, key: bytes) -> bool:
-        return key in self.keys
-
-
-def start_authenticator(context: zmq.Context, worker_public: set[bytes]) -> ThreadAuthenticator:
-    """Start pyzmq's ZAP handler on ``context``, admitting only ``worker_public`` keys."""
-    auth = ThreadAuthenticator(context)
-    auth.start()
-    auth.configure_curve_callback(domain="*", credentials_provider=_JobKeys(set(worker_public)))
-    return auth
 
 
 def curve_server(socket: zmq.Socket, public: bytes, secret: bytes) -> None:

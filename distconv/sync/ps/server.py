@@ -51,6 +51,7 @@ from distconv.sync.ps.job_state import JobState
 from distconv.sync.ps.losses import WorkerLosses
 from distconv.sync.ps.parts import CheckpointParts
 from distconv.sync.ps.processes import whoami
+from distconv.sync.ps.refused_peers import RefusedConnections
 from distconv.sync.ps.releases import FEATURES
 from distconv.sync.ps.request_log import RefusalLog
 from distconv.sync.ps.runs import RunChecks
@@ -96,6 +97,7 @@ class Shard(
         self._clear_job()  # (job_state.py)
         self.whereabouts = whoami()  # this shard's, told to its workers
         self.refusals = RefusalLog(config.shard)
+        self.refused = RefusedConnections(self.refusals)  # logged and counted, any thread
         #: requests handled so far: when each hello, bye and held request came (the maps
         #: of :meth:`_clear_job` hold these counts)
         self.requests = 0
@@ -132,7 +134,9 @@ class Shard(
         else:
             public, secret, workers = keyfiles.server_keys(self.config.keys_dir)
             self._key_rank = workers
-            self._auth = keyfiles.start_authenticator(self._ctx, set(workers))
+            self._auth = keyfiles.start_authenticator(
+                self._ctx, set(workers), self.refused.foreign_key
+            )
             keyfiles.curve_server(self._sock, public, secret)
         self._sock.setsockopt(zmq.IPV6, uses_ipv6(host))  # [::] then takes IPv4 peers too
         if self.config.bind_fd is not None:  # the launcher's socket on that port: serve on it
@@ -354,7 +358,8 @@ def run_shard(config: ShardConfig, service: Any = None) -> int:
         if service is not None:  # prometheus_client, imported where a shard serves probes
             from distconv.sync.ps.stats_series import export_stats
 
-            shard.exported = export_stats(shard.stats, config, service)
+            refused = shard.refused  # its count read at each copy of the stats
+            shard.exported = export_stats(shard.stats, config, service, lambda: refused.count)
         # before the line that says it is up; SIGTERM drains, SIGINT (Ctrl-C) stops at once
         signal.signal(signal.SIGTERM, lambda *_: shard.drain())
         signal.signal(signal.SIGINT, lambda *_: shard.stop())

@@ -50,6 +50,9 @@ COUNTERS = (
      "optimizer and the rank-order sums (stats update_seconds)."),
     ("distconv_shard_errors", "errors", "Requests this shard answered with an error, the held "
      "ones a job failure answered included (stats errors)."),
+    ("distconv_shard_refused_connections", "refused_connections", "Connections this shard "
+     "refused: a CURVE key not the job's, a peer without CURVE, a frame over the size cap (not "
+     "in the stats reply)."),
 )  # fmt: skip
 #: (series, stats field, help) of an async shard alone
 ASYNC_COUNTERS = (
@@ -151,11 +154,15 @@ class ShardStatsCollector:
         return f"{staleness}+" if top else str(staleness)
 
 
-def export_stats(stats: Stats, config: ShardConfig, service: Any) -> StatsSnapshots:
+def export_stats(
+    stats: Stats, config: ShardConfig, service: Any, refused: Callable[[], int] = lambda: 0
+) -> StatsSnapshots:
     """Serve ``stats`` (the shard's, of ``config``) on the ``/metrics`` of ``service`` (its
     :class:`~distconv.service.ServiceEndpoints`, labels and all); called on the serving thread.
+    ``refused``: the connections the shard refused so far, counted beside its stats (by its
+    ZAP handler's thread too: :mod:`~distconv.sync.ps.refused_peers`).
     Returns the snapshots, whose :meth:`~StatsSnapshots.turn` the serving loop calls at each
     turn and :meth:`~StatsSnapshots.close` once it has ended."""
-    snapshots = StatsSnapshots(stats.as_dict)
+    snapshots = StatsSnapshots(lambda: {**stats.as_dict(), "refused_connections": refused()})
     service.registry.register(ShardStatsCollector(snapshots, service.role, service.rank, config))
     return snapshots

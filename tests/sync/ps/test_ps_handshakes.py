@@ -8,6 +8,7 @@ ZeroMQ drops such a connection without a queue, and a send to it blocks.
 
 from __future__ import annotations
 
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -38,7 +39,7 @@ def _stranger_keys(tmp_path: Path, job_keys: str) -> str:
     keys.mkdir()
     (keys / "server.key").write_bytes((Path(job_keys) / "server.key").read_bytes())
     for name in ("worker-0.key", "worker-0.key_secret"):
-        (keys / name).write_bytes((tmp_path / "other" / name).read_bytes())
+        shutil.copy2(tmp_path / "other" / name, keys / name)  # its mode too: a secret's 0600
     return str(keys)
 
 

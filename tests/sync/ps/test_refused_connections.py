@@ -1,0 +1,76 @@
+"""A shard logs and counts the connections it refuses.
+
+A connection with a key not the job's got nothing back, as it should, but the shard said
+nothing either, not even at ``-v``: an operator never saw an intrusion attempt. Each refusal is
+now a warning naming the peer's address and its key (a few per peer and cause), and counted in
+``distconv_shard_refused_connections_total``. A real keyed shard process, real CURVE sockets.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import zmq
+from ps_helpers import raw_dealer
+
+from distconv.sync.ps import keys as keyfiles
+from distconv.sync.ps.wire import pack
+from tests.probes import metric_families, shard_probe_port
+
+STATS = pack({"op": "stats", "id": 1, "job": "local", "rank": 0})
+
+
+def _refused_count(port: int) -> float:
+    family = metric_families(port)["distconv_shard_refused_connections"]
+    return family.samples[0].value
+
+
+def _wait_for_count(port: int, count: int, seconds: float = 20) -> float:
+    deadline = time.monotonic() + seconds
+    while (seen := _refused_count(port)) < count and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return seen
+
+
+def _ask(ctx: zmq.Context, endpoint: str, keys: tuple[bytes, bytes, bytes] | None) -> bool:
+    """Whether a stats request on a connection with ``keys`` (CURVE client keys; None: no
+    CURVE) is answered within a second."""
+    sock = raw_dealer(ctx, endpoint) if keys is None else ctx.socket(zmq.DEALER)
+    try:
+        if keys is not None:
+            sock.linger = 0
+            keyfiles.curve_client(sock, keys)
+            sock.connect(f"tcp://{endpoint}")
+        try:
+            sock.send_multipart(STATS, zmq.NOBLOCK)
+        except zmq.Again:  # no handshake completed: no peer to queue it for
+            return False
+        return bool(sock.poll(1000))
+    finally:
+        sock.close(0)
+
+
+@pytest.mark.timeout(60)
+def test_a_key_not_the_jobs_is_refused_logged_and_counted(shards, job_keys, tmp_path):
+    (endpoint,) = shards.start(1, workers=2, keys=job_keys, extra=["--health-port", "0"])
+    port = shard_probe_port(shards.log_text())
+    server_public = keyfiles.worker_keys(job_keys, 0)[2]
+    stranger = zmq.curve_keypair()  # a key of nobody's
+    other_job = tmp_path / "other"
+    keyfiles.make_keys(other_job, 2)
+    foreign = keyfiles.worker_keys(other_job, 1)[:2]  # another job's worker 1
+    ctx = zmq.Context()
+    try:
+        assert _ask(ctx, endpoint, keyfiles.worker_keys(job_keys, 1))  # the job's: answered
+        assert not _ask(ctx, endpoint, (*stranger, server_public))
+        assert not _ask(ctx, endpoint, (*foreign, server_public))
+        assert _wait_for_count(port, 2) == 2
+    finally:
+        ctx.term()
+    shards.stop()
+    refused = [line for line in shards.log_text().splitlines() if "refused a connection" in line]
+    for key in (stranger[0], foreign[0]):
+        said = "refused a connection from 127.0.0.1: its CURVE key is not one of the job's"
+        said += f" ({key.decode()})"
+        assert sum(said in line for line in refused) == 1, refused
