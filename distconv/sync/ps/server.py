@@ -55,6 +55,7 @@ from distconv.sync.ps.refused_peers import RefusedConnections
 from distconv.sync.ps.releases import FEATURES
 from distconv.sync.ps.request_log import RefusalLog
 from distconv.sync.ps.runs import RunChecks
+from distconv.sync.ps.shard_monitor import ShardMonitor
 from distconv.sync.ps.state import BlockUpdates, Stats
 from distconv.sync.ps.wire import frame_limit, pack, send, zmq_max_msg_size
 
@@ -110,6 +111,7 @@ class Shard(
         self._ctx = zmq.Context()
         self._auth = None
         self._key_rank: dict[bytes, int] = {}
+        self._monitor: ShardMonitor | None = None  # its failed handshakes, once bound
         self._sock = self._ctx.socket(zmq.ROUTER)
         self._sock.linger = 0
         # ZeroMQ's limit is per frame: it closes a connection whose frame is larger before
@@ -138,6 +140,7 @@ class Shard(
                 self._ctx, set(workers), self.refused.foreign_key
             )
             keyfiles.curve_server(self._sock, public, secret)
+        self._monitor = ShardMonitor(self._sock, self.refused)
         self._sock.setsockopt(zmq.IPV6, uses_ipv6(host))  # [::] then takes IPv4 peers too
         if self.config.bind_fd is not None:  # the launcher's socket on that port: serve on it
             self._sock.setsockopt(zmq.USE_FD, listening_fd(self.config.bind_fd, host, port))
@@ -195,9 +198,13 @@ class Shard(
         """
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
+        if self._monitor is not None:
+            poller.register(self._monitor.socket, zmq.POLLIN)
         next_stats = time.monotonic() + STATS_EVERY
         while not self._stop:
-            if poller.poll(TICK * 1000):
+            if ready := dict(poller.poll(TICK * 1000)):
+                if self._monitor is not None and self._monitor.socket in ready:
+                    self._monitor.read()
                 self._drain()
             now = time.monotonic()
             if self.draining and self.drained(now):
@@ -265,7 +272,9 @@ class Shard(
 
     def close(self) -> None:
         """Release the socket (its last replies kept a moment where they tell of the shard's
-        own stop: :meth:`closing_linger_ms`), the authenticator and the context."""
+        own stop: :meth:`closing_linger_ms`), its monitor, the authenticator and the context."""
+        if self._monitor is not None:
+            self._monitor.close()
         self._sock.close(self.closing_linger_ms())
         if self._auth is not None:
             self._auth.stop()

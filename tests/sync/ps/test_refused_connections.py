@@ -74,3 +74,32 @@ def test_a_key_not_the_jobs_is_refused_logged_and_counted(shards, job_keys, tmp_
         said = "refused a connection from 127.0.0.1: its CURVE key is not one of the job's"
         said += f" ({key.decode()})"
         assert sum(said in line for line in refused) == 1, refused
+
+
+@pytest.mark.timeout(60)
+def test_a_peer_without_curve_or_with_another_server_key_is_logged_and_counted(
+    shards, job_keys, tmp_path
+):
+    """Refused in the handshake, before any key reaches the ZAP handler: the shard's socket
+    monitor tells them (their address is not known there). A peer that keeps reconnecting is
+    logged a few times, then counted."""
+    (endpoint,) = shards.start(1, workers=2, keys=job_keys, extra=["--health-port", "0"])
+    port = shard_probe_port(shards.log_text())
+    other_job = tmp_path / "other"
+    keyfiles.make_keys(other_job, 2)
+    wrong_server = (*keyfiles.worker_keys(job_keys, 1)[:2], keyfiles.worker_keys(other_job, 1)[2])
+    ctx = zmq.Context()
+    try:
+        assert not _ask(ctx, endpoint, None)  # no CURVE: an --insecure worker
+        assert not _ask(ctx, endpoint, wrong_server)  # the job's key, another job's server
+        assert _wait_for_count(port, 2) >= 2
+        assert _ask(ctx, endpoint, keyfiles.worker_keys(job_keys, 1))  # the job's still served
+    finally:
+        ctx.term()
+    shards.stop()
+    refused = [line for line in shards.log_text().splitlines() if "refused a connection" in line]
+    mismatch = [line for line in refused if "a security mechanism not the shard's" in line]
+    crypto = [line for line in refused if "its CURVE handshake failed" in line]
+    assert mismatch and crypto, refused
+    assert all("from an unknown address" in line for line in mismatch + crypto), refused
+    assert len(mismatch) <= 5 + 3 and len(crypto) <= 5 + 3, refused  # in full, then counts
