@@ -273,8 +273,9 @@ class Shard(
     def close(self) -> None:
         """Release the socket (its last replies kept a moment where they tell of the shard's
         own stop: :meth:`closing_linger_ms`), its monitor, the authenticator and the context."""
-        if self._monitor is not None:
+        if self._monitor is not None:  # once: a shard may be closed again (a test's, after)
             self._monitor.close()
+            self._monitor = None
         self._sock.close(self.closing_linger_ms())
         if self._auth is not None:
             self._auth.stop()

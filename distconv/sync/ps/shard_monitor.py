@@ -53,7 +53,9 @@ class ShardMonitor:
     @staticmethod
     def _cause(event: int, value: int) -> str:
         if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-            return "its handshake ended early (a peer closing in it, a port scan, an HTTP probe?)"
+            # the peer closed first: one that found the mechanism not its own (the race of
+            # the two greetings decides which side sees it), a port scan, an HTTP probe
+            return "its handshake ended early (a peer without CURVE, a port scan, a probe?)"
         return CAUSES.get(value, f"a ZMTP handshake error (protocol error 0x{value:08x})")
 
     def close(self) -> None:

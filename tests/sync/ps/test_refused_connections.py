@@ -98,8 +98,10 @@ def test_a_peer_without_curve_or_with_another_server_key_is_logged_and_counted(
         ctx.term()
     shards.stop()
     refused = [line for line in shards.log_text().splitlines() if "refused a connection" in line]
-    mismatch = [line for line in refused if "a security mechanism not the shard's" in line]
+    # which side sees the mechanisms differ first is a race: the shard, or the peer closing
+    causes = ("a security mechanism not the shard's", "its handshake ended early")
+    mismatch = [line for line in refused if any(cause in line for cause in causes)]
     crypto = [line for line in refused if "its CURVE handshake failed" in line]
     assert mismatch and crypto, refused
     assert all("from an unknown address" in line for line in mismatch + crypto), refused
-    assert len(mismatch) <= 5 + 3 and len(crypto) <= 5 + 3, refused  # in full, then counts
+    assert len(mismatch) <= 2 * (5 + 3) and len(crypto) <= 5 + 3, refused  # in full, then counts
