@@ -22,6 +22,8 @@ SECRET_BITS = stat.S_IRWXG | stat.S_IRWXO
 PUBLIC_BITS = stat.S_IWGRP | stat.S_IWOTH
 #: what a key folder may not allow: anyone but its owner adding or replacing a file
 FOLDER_BITS = stat.S_IWGRP | stat.S_IWOTH
+#: the way out where the keys are on a read-only mount (Kubernetes' default mode is 0644)
+MOUNT_FIX = "mount them with mode 0440 (a Secret volume's `defaultMode: 288`)"
 
 
 def key_mode_problem(directory: Path, secret: Path, public: list[Path]) -> str | None:
@@ -37,10 +39,9 @@ def key_mode_problem(directory: Path, secret: Path, public: list[Path]) -> str |
     for file, forbidden, fix in checks:
         mode = stat.S_IMODE(file.stat().st_mode)  # a Secret's files are links: what they name
         if mode & forbidden:
-            return (
-                f"key file {file} is open to group or others (mode {mode:04o}); run "
-                f"`chmod {fix} {file}`"
-            )
+            # no chmod on a read-only mount: its mode is the volume's (a Secret's defaultMode)
+            way_out = MOUNT_FIX if read_only else f"run `chmod {fix} {file}`"
+            return f"key file {file} is open to group or others (mode {mode:04o}); {way_out}"
     return None
 
 

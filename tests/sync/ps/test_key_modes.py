@@ -99,6 +99,10 @@ done
 mount -o remount,ro "$MNT"
 python3 -c 'import sys; from distconv.sync.ps.keys import server_keys, worker_keys
 server_keys(sys.argv[1]); worker_keys(sys.argv[1], 1); print("loaded")' "$MNT"
+mount -o remount,rw "$MNT" && chmod 0444 "$MNT/..data/server.key_secret"
+mount -o remount,ro "$MNT"  # Kubernetes' default mode: readable by others
+python3 -c 'import sys; from distconv.sync.ps.keys import server_keys
+server_keys(sys.argv[1])' "$MNT" || true
 """
 
 
@@ -115,3 +119,8 @@ def test_keys_on_a_read_only_secret_mount_load(job_keys, tmp_path):
     if done.returncode != 0 and ("unshare failed" in done.stderr or "mount:" in done.stderr):
         pytest.skip(f"no user namespace or mount here: {done.stderr.strip()}")
     assert done.returncode == 0 and done.stdout.strip() == "loaded", done
+    said = done.stderr.strip().splitlines()[-1]  # the 0444 secret's refusal, and its way out
+    assert said.endswith(
+        "server.key_secret is open to group or others (mode 0444); mount them with mode 0440 "
+        "(a Secret volume's `defaultMode: 288`)"
+    ), done.stderr
