@@ -73,7 +73,7 @@ from .supervisor import ChildSpec, Supervisor
 def _job_id(args: argparse.Namespace) -> str:
     if args.job_id is not None:  # checked by its type (options.job_name)
         return args.job_id
-    return f"launch-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    return f"launch-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
 
 
 def _run_dir(args: argparse.Namespace, job_id: str) -> Path:
