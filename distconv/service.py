@@ -57,15 +57,23 @@ def _bind_error(
     code: int | None, host: str, port: int, cause: str, flag: str | None, port_from: str | None
 ) -> OSError:
     """Why the probes cannot serve on ``host:port``, naming ``flag`` (None: no flag is at
-    fault), as a shard's ``cannot bind HOST:PORT: ...`` does; then ``(port_from)`` where the
-    port is at fault and was not the one typed."""
+    fault), as a shard's ``cannot bind HOST:PORT: ...`` does; then, where the port is at
+    fault, ``(port_from)`` where it was not the one typed, and where another process holds it,
+    the way out (:data:`ANY_FREE_PORT`)."""
     where = join_endpoint(host.strip("[]"), port)  # [fe80::1]:0, not fe80::1:0
     said = f"cannot bind probes and metrics on {where}: {cause}"
     if flag is not None:
         said = f"{flag}: {said}"
-    if port_from and flag == "--health-port":  # not beside a --health-host at fault
-        said += f" ({port_from})"
-    return plain_os_error(code, said)
+    notes = []
+    if flag == "--health-port":  # not beside a --health-host at fault
+        notes += [port_from] if port_from else []
+        notes += [ANY_FREE_PORT] if code == errno.EADDRINUSE else []
+    return plain_os_error(code, f"{said} ({'; '.join(notes)})" if notes else said)
+
+
+#: the way out of a ``--health-port`` in use: a sweep passes every job the same flags, so the
+#: second job on a host met the first's port
+ANY_FREE_PORT = "another job on this host? --health-port 0 takes any free port"
 
 
 #: the bind errors that are the port's: taken, or privileged (below 1024, without the right)

@@ -147,3 +147,29 @@ def test_a_resource_run_out_names_no_flag(code, monkeypatch):
     said = f"cannot bind probes and metrics on 127.0.0.1:8001: {os.strerror(code)}"
     assert str(refused.value) == said
     assert refused.value.errno == code
+
+
+@pytest.mark.timeout(60)
+def test_a_probe_port_another_job_holds_names_the_way_out(tmp_path):
+    """A sweep passes each job the same flags: the second job on a host met the first's
+    --health-port, and the error named the port but not that 0 takes any free one."""
+    with _held_port() as held:
+        port = held.getsockname()[1]
+        done = distconv(
+            "train", "--health-port", str(port), "--out", str(tmp_path / "r"), timeout=60
+        )
+    assert done.returncode == 1, done.stderr
+    way_out = "(another job on this host? --health-port 0 takes any free port)"
+    assert _one_line(done.stderr).endswith(f"in use {way_out}"), done.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_rank_s_probe_port_in_use_names_its_local_rank_then_the_way_out():
+    runtime = SimpleNamespace(role="worker", rank=1, local_rank=1)
+    with _held_port() as held:
+        port = held.getsockname()[1]
+        with pytest.raises(OSError) as caught:
+            _start_service(port - 1, "127.0.0.1", runtime)
+    way_out = "another job on this host? --health-port 0 takes any free port"
+    assert str(caught.value).endswith(f" (--health-port {port - 1} + local rank 1; {way_out})")
+    assert caught.value.errno == errno.EADDRINUSE
