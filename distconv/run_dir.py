@@ -23,6 +23,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from distconv.checkpoint import CheckpointError, CheckpointReadError
 from distconv.checkpoint_manifest import CHIEF as CHIEF  # resume and tests read it here
@@ -57,6 +58,7 @@ from distconv.run_files import (
 )
 from distconv.run_files import CHIEF_PART as CHIEF_PART  # resume and tests read it here
 from distconv.run_files import LEGACY_CHECKPOINT as LEGACY_CHECKPOINT  # resume reads it here
+from distconv.run_holder import in_use_refusal
 from distconv.sampler import check_count
 from distconv.short_lists import short_list
 
@@ -71,7 +73,21 @@ AUTO_STARTS_AFRESH = (
 
 
 class RunDirError(CheckpointError):
-    """The run directory is taken, holds another run, or cannot be used; the message says how."""
+    """The run directory is taken, holds another run, or cannot be used; the message says how.
+    One class (the launcher reads its name back), with what a caller may add to its words:
+
+    Attributes:
+        holder: who holds the directory's lock (``pid N on HOST``), where it is in use.
+        ours: this run's facts as a checkpoint records them, where the directory holds a run
+            (``already holds a run``): compared with that run's, they say how the two differ
+            (:func:`~distconv.held_run.differences_from`).
+    """
+
+    def __init__(
+        self, message: str, *, holder: str | None = None, ours: Mapping[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.holder, self.ours = holder, ours
 
 
 class RunDirectory:
@@ -94,7 +110,8 @@ class RunDirectory:
 
     # -- ownership ------------------------------------------------------------------------------
     def acquire(self) -> None:
-        """Take the directory's lock, or fail at once naming the process that holds it."""
+        """Take the directory's lock, or fail at once naming the process that holds it (its
+        :attr:`RunDirError.holder`), the job its claim records, and the way on."""
         if os.path.exists(self.root) and not os.path.isdir(self.root):  # os.path: no raising
             raise RunDirError(f"output directory {self.root} exists and is not a directory")
         # a file or a dangling link above it failed as 'cannot take <root>/run.lock: file exists'
@@ -109,9 +126,8 @@ class RunDirectory:
         try:
             self._lock_fd = hold_lock(self.root / LOCK)
         except LockTaken as holder:
-            raise RunDirError(
-                f"{self.root} is in use by {holder}; two runs must not share an output directory"
-            ) from None
+            said = str(holder)
+            raise RunDirError(in_use_refusal(self.root, said), holder=said) from None
         except OSError as exc:  # a full disk, a read-only or foreign directory: name it
             raise RunDirError(f"cannot take {self.root / LOCK}: {describe_os_error(exc)}") from None
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from distconv.checkpoints_link import NOT_MOUNTED
 from distconv.messages import shell_word
 from distconv.run_files import CHECKPOINTS, holds_checkpoints
+from distconv.run_holder import lock_holder
 from distconv.short_lists import short_list
 
 #: the output directory ``distconv train`` writes to in a launch's run directory
@@ -40,11 +41,20 @@ class ResumableRun:
         out: the output directory that resumes it, the folder's path joined to ``name`` (and
             ``train`` for a launch's): what ``--out`` takes.
         launched: whether ``name`` is a launch's run directory (``distconv-launch --job-id``).
+        running: who holds its run lock now (``pid N on HOST``:
+            :func:`~distconv.run_holder.lock_holder`), or None: a run still training, which a
+            resume now is refused (``... is in use by ...``), so a hint marks it.
     """
 
     name: str
     out: str
     launched: bool
+    running: str | None = None
+
+    @property
+    def marked(self) -> str:
+        """`` (running, pid N on HOST)`` after the run's name in a hint, or ''."""
+        return f" (running, {self.running})" if self.running else ""
 
 
 def resumable_runs(runs: str | os.PathLike[str]) -> list[ResumableRun]:
@@ -53,7 +63,8 @@ def resumable_runs(runs: str | os.PathLike[str]) -> list[ResumableRun]:
     checkpoint, not the run's other files). A checkpoints folder that holds nothing, or only
     what a first checkpoint cut short leaves (:func:`~distconv.run_files.holds_checkpoints`),
     is no run to resume: ``--resume`` there is refused. Empty where ``runs`` is missing or
-    unreadable; an entry gone meanwhile or out of reach is left out."""
+    unreadable; an entry gone meanwhile or out of reach is left out. A run still training
+    is in, marked (:attr:`ResumableRun.running`): left out, the run the user meant looked lost."""
     found = []
     try:
         with os.scandir(runs) as entries:
@@ -77,7 +88,8 @@ def _resumable(entry: os.DirEntry[str]) -> tuple[float, ResumableRun] | None:
         except OSError:  # none in it, gone meanwhile, out of reach: that entry alone
             continue
         if is_run:
-            return held.st_mtime, ResumableRun(entry.name, _out(entry, launched), launched)
+            out = _out(entry, launched)
+            return held.st_mtime, ResumableRun(entry.name, out, launched, lock_holder(out))
     return None
 
 
@@ -122,10 +134,11 @@ def _out(entry: os.DirEntry[str], launched: bool) -> str:
 
 
 def out_flags(runs: list[ResumableRun], most: int = NAMED_RUNS, after: str = "") -> str:
-    """``--out runs/a, --out runs/L1/train or 2 more``: the flags that resume the first
-    ``most`` of ``runs``, each followed by ``after`` (`` --resume``), each path a shell word
-    that pastes back as the same path (one with a space or a line break in it is quoted)."""
-    return _choice([f"--out {shell_word(run.out)}{after}" for run in runs], most)
+    """``--out runs/a, --out runs/L1/train (running, pid 7 on vm) or 2 more``: the flags that
+    resume the first ``most`` of ``runs``, each followed by ``after`` (`` --resume``) and the
+    mark of a run still training (:attr:`ResumableRun.marked`), each path a shell word that
+    pastes back as the same path (one with a space or a line break in it is quoted)."""
+    return _choice([f"--out {shell_word(run.out)}{after}{run.marked}" for run in runs], most)
 
 
 def paths_listed(paths: list[str], most: int = NAMED_RUNS) -> str:

@@ -8,6 +8,7 @@ import errno
 from pathlib import Path
 
 from distconv.files import LockTaken, describe_os_error, hold_lock
+from distconv.run_holder import wait_or_choose
 
 from .commands import LaunchError
 from .run_dir import make_run_dir
@@ -33,8 +34,7 @@ def hold_run_dir(run_dir: Path) -> int:
     except LockTaken as holder:
         raise LaunchError(
             f"{shown(run_dir)} is in use by the launch of {holder}; two launches must not "
-            "share a run directory: wait for that launch to end (or stop it) to go on with this "
-            "run, or choose another --run-dir or --job-id"
+            f"share a run directory: {wait_or_choose('that launch', '--run-dir or --job-id')}"
         ) from None
     except OSError as exc:  # flock's own error names no file: '[Errno 37] No locks ...'
         raise LaunchError(f"cannot take {shown(lock)}: {_lock_refused(exc)}") from None

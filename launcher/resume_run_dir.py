@@ -94,10 +94,10 @@ def _ways_on(runs: str, held: list[ResumableRun], unmounted: str, resume: str) -
 
 
 def _launches(launches: list[ResumableRun]) -> str:
-    """``'K2', 'J1' (newest first)``, or that there are none."""
+    """``'K2' (running, pid 7 on vm), 'J1' (newest first)``, or that there are none."""
     if not launches:
         return "no run directory with checkpoints in its train/"
-    names = [shown(run.name) for run in launches]
+    names = [shown(run.name) + run.marked for run in launches]
     return f"{short_list(names, NAMED_RUNS)} (newest first)"
 
 
