@@ -5,6 +5,9 @@ The name is made of ``--data``, ``--optimizer`` and ``--seed`` (``runs/digits-ad
 resume that changes one of them looks in another directory: ``--resume`` found "no complete
 checkpoint" in a directory the user never named, and ``--resume auto`` trained a fresh run there
 from scratch, saying only where it wrote. Both now name the default and the runs beside it.
+No other setting names it either: a sweep over ``--lr`` that left ``--out`` to its default met
+its first point's run (still going, or done) and was steered to ``--overwrite``, which deleted
+it; the refusals now say that a run of its own ``--out`` keeps both.
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from distconv.checkpoint import CheckpointError
+from distconv.held_run import differences_from
 from distconv.resume import fresh_start_said
+from distconv.run_dir import RunDirError
 from distconv.run_listing import not_resumable_now, out_flags, resumable_runs
 
 log = logging.getLogger(__name__)
@@ -37,9 +43,12 @@ def resume_into_default(out: str, resume: bool | str, made_of: str) -> Iterator[
     say ``--resume``'s refusal of it anew, naming ``made_of`` and the runs beside it. The
     refusal itself stays the setup's, which tells the other ranks of it at once (a parameter
     server job's workers): one made before the setup left them waiting a minute for the chief.
+    Its refusal of ``out`` in use, or holding a run, says too that no other setting names
+    ``out``, and how to keep both runs (a sweep over ``--lr``: :func:`_of_another_setting`).
 
     Raises:
         CheckpointError: the setup refused ``--resume`` (True), ``out`` not being there.
+        RunDirError: the setup refused ``out``, in use or holding a run, or otherwise.
     """
     told = resume == "auto" and not os.path.lexists(out)
     if told:
@@ -51,6 +60,8 @@ def resume_into_default(out: str, resume: bool | str, made_of: str) -> Iterator[
     said = fresh_start_said.set(told)  # the setup's own line, of the same fact: not again
     try:
         yield
+    except RunDirError as exc:  # in use, or holding a run: of a sweep's other point?
+        raise _of_another_setting(exc, out, made_of) from None
     except CheckpointError as exc:
         # the setup's "--resume: no complete checkpoint in ...": not a later error of a run
         # whose folder went meanwhile
@@ -66,6 +77,30 @@ def resume_into_default(out: str, resume: bool | str, made_of: str) -> Iterator[
 
 def _named(out: str, made_of: str) -> str:
     return f"{out}, the default --out for {made_of}"
+
+
+def _of_another_setting(exc: RunDirError, out: str, made_of: str) -> RunDirError:
+    """``exc``, the setup's refusal of the default ``out`` (made of ``made_of``), as a sweep
+    needs it: where a run holds ``out`` (:attr:`~distconv.run_dir.RunDirError.ours`) or is
+    still going there (``holder``), that no other setting names it, and how to keep both
+    runs; where that run's settings differ from this one's, which, and not ``--resume`` (which
+    refuses another run), nor ``--overwrite`` unless to delete it. Any other refusal as it is.
+    """
+    if exc.holder is None and exc.ours is None:
+        return exc
+    keep_both = "give this run its own --out to keep both"
+    default = f"{out} is the default --out for {made_of}, whatever --lr and other settings say"
+    if exc.holder is not None:
+        return RunDirError(f"{exc}; {default}: {keep_both}", holder=exc.holder)
+    differ = differences_from(Path(out), exc.ours)
+    if not differ:  # the same settings: resuming it may be what was meant
+        deletes = "--overwrite deletes that run"
+        return RunDirError(f"{exc}; {default}: {keep_both} ({deletes})", ours=exc.ours)
+    return RunDirError(
+        f"{out} already holds a run of other settings ({'; '.join(differ)}), which no resume "
+        f"continues: {default}; {keep_both} (--overwrite deletes that run)",
+        ours=exc.ours,
+    )
 
 
 def _others(out: str) -> str:

@@ -36,6 +36,7 @@ from distconv.epoch_sums import CARRIED
 from distconv.epoch_sums import share_position as share_position  # defined there: trainer's
 from distconv.frozen_resume import refuse_frozen_resume as refuse_frozen_resume  # trainer's
 from distconv.frozen_resume import without_frozen
+from distconv.held_run import held_refusal, recorded_facts
 from distconv.job_start import JobStart as JobStart  # defined there: trainer, job read it
 from distconv.legacy_run import legacy_refusal
 from distconv.messages import quoted_in
@@ -209,11 +210,7 @@ class StepCheckpoints:
         if run.holds_legacy_only() and resume != "auto":  # "pass --resume": refused too
             raise RunDirError(legacy_refusal(run.root))
         if run.holds_run() and resume != "auto":
-            raise RunDirError(
-                f"{run.root} already holds a run; pass --resume to continue it, --resume auto "
-                "to continue it if it has a checkpoint, or --overwrite to replace it (in a script: "
-                "resume=True, 'auto' or 'overwrite')"
-            )
+            raise held_refusal(run.root, self._ours())  # with our facts: how that run differs
         if resume == "auto":
             run.clear_unfinished()  # files of a run that never reached its first checkpoint
             if asked == "auto" and not fresh_start_said.get():  # not a restart's own "auto"
@@ -269,6 +266,10 @@ class StepCheckpoints:
         if self._saved is None:
             self._saved = {key: json.loads(plain_json.dumps(v)) for key, v in self.facts.items()}
         return self._saved
+
+    def _ours(self) -> dict[str, Any]:
+        """This run's facts as a checkpoint's read back (:func:`recorded_facts`), to compare."""
+        return as_saved({**self._saved_facts(), "optimizer": self.sync.optimizer_config()})
 
     def record_fact(self, key: str, value: Any) -> None:
         """Record ``value`` under ``key`` in each checkpoint from the next one on."""
@@ -358,8 +359,7 @@ class StepCheckpoints:
         """
         ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
         path = ckpt.path
-        theirs = {**ckpt.extra, "seed": ckpt.seed, "optimizer": ckpt.optimizer}
-        ours = as_saved({**self._saved_facts(), "optimizer": self.sync.optimizer_config()})
+        theirs, ours = recorded_facts(ckpt), self._ours()
         check_resumable(ckpt, self.params, theirs, ours)
         warn_of_config_changes(theirs, ours)  # a script's own: recorded, never refused
         warn_of_unrecorded(path, theirs, ours)  # an older checkpoint's: not compared
