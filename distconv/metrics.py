@@ -136,6 +136,11 @@ def _unwritable(exc: OSError, path: Path) -> OSError:
     )
 
 
+#: the key of a metrics log's first line under which it says which run it is
+#: (:func:`~distconv.run_line.run_line`: the run's settings and job id)
+RUN = "run"
+
+
 class MetricsWriter:
     """Appends one JSON object per line (one per epoch) to a file, flushed at once.
 
@@ -144,6 +149,11 @@ class MetricsWriter:
         keep_through_epoch: None starts the file afresh. An int keeps the existing records whose
             ``epoch`` is at most this (a resumed run's checkpoint epoch) and drops the rest,
             which a crashed run wrote after its last checkpoint and the resumed run will redo.
+        run: which run this is (:func:`~distconv.run_line.run_line`: its settings and job id),
+            written on the log's first line under :data:`RUN`, as ``scheme`` is: a sweep's
+            logs, collected or their folders reused, said nothing of their learning rate,
+            optimizer, seed or job. A resumed log that keeps its first line keeps what that
+            says (a resume continues the run it began); None writes none.
 
     The file is replaced atomically when it is trimmed or started, so a crash at any moment
     leaves either the old history or the new one, never an empty file. Each line is on disk
@@ -156,8 +166,14 @@ class MetricsWriter:
         MetricsWriteError: the log cannot be written (a full disk); :meth:`write` raises it too.
     """
 
-    def __init__(self, path: str | os.PathLike, keep_through_epoch: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        keep_through_epoch: int | None = None,
+        run: Mapping[str, Any] | None = None,
+    ) -> None:
         self.path = Path(path)
+        self.run = dict(run) if run is not None else None
         kept = []
         if keep_through_epoch is not None and self.path.exists():
             kept = [r for r in read_metrics(self.path) if self._epoch(r) <= keep_through_epoch]
@@ -190,7 +206,9 @@ class MetricsWriter:
     def write(self, record: Mapping[str, Any]) -> None:
         """Append ``record`` (JSON-able values) as one line, and wait until it is on disk. A NaN
         or infinite number (a test loss that overflowed) is written ``null``, which strict
-        JSON parsers read."""
+        JSON parsers read. The log's first line carries the run (:data:`RUN`) too."""
+        if self.run is not None and not self.records:
+            record = {**record, RUN: self.run}
         line = _line(record)
         try:
             with open(self.path, "ab") as f:

@@ -1,0 +1,81 @@
+"""metrics.jsonl says which run it is: its first line carries the run's settings and job id
+(``"run"``), as it carries ``scheme``. A sweep's logs said no learning rate, optimizer, seed,
+batch size or job, so logs collected from several hosts, or of a reused ``--out``, could not
+be told apart. Real files; the readers of the log read it as before."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+from distconv.metrics import RUN, MetricsWriter, plot_metrics, read_metrics
+from distconv.run_files import first_epoch_at_most
+from distconv.run_line import run_line
+
+ADAM = {"name": "adam", "lr": 0.01, "beta1": 0.9}
+FACTS = {"data": "digits", "seed": 0, "batch_size": 32, "lr_decay": Decimal("0.9")}
+FACTS_AND_MORE = {**FACTS, "layers": {"fc1": "..."}, "train_data": {"examples": 384}}
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_the_run_line_says_the_settings_optimizer_and_job_and_leaves_the_long_facts_out():
+    said = run_line(FACTS_AND_MORE, ADAM, "sweep-7")
+    assert said == {
+        "data": "digits",
+        "seed": 0,
+        "batch_size": 32,
+        "lr_decay": {"class": "Decimal", "text": "0.9"},  # its JSON form, as a checkpoint's
+        "optimizer": ADAM,
+        "job": "sweep-7",
+    }
+    assert "layers" not in said and "train_data" not in said
+    json.dumps(said)  # JSON-able throughout
+
+
+def test_the_first_line_of_a_log_carries_the_run_and_the_others_do_not(tmp_path: Path):
+    path = tmp_path / "metrics.jsonl"
+    writer = MetricsWriter(path, run=run_line(FACTS, ADAM, "sweep-7"))
+    writer.write({"epoch": 1, "train_loss": 1.0, "test_loss": 0.9})
+    writer.write({"epoch": 2, "train_loss": 0.5, "test_loss": 0.6})
+    first, second = _lines(path)
+    assert first[RUN]["optimizer"]["lr"] == 0.01 and first[RUN]["job"] == "sweep-7"
+    assert first[RUN]["seed"] == 0 and first[RUN]["batch_size"] == 32
+    assert RUN not in second
+    # the log's readers: the run's own scan, its plot, a resume's trim
+    assert [r["epoch"] for r in read_metrics(path)] == [1, 2]
+    assert not first_epoch_at_most(read_metrics(path))
+    assert plot_metrics(read_metrics(path), tmp_path / "metrics.png")
+    assert (tmp_path / "metrics.png").stat().st_size > 0
+
+
+def test_a_resumed_log_keeps_its_first_line_s_run_and_appends_plain_lines(tmp_path: Path):
+    path = tmp_path / "metrics.jsonl"
+    first = MetricsWriter(path, run=run_line(FACTS, ADAM, "sweep-7"))
+    for epoch in (1, 2):
+        first.write({"epoch": epoch, "train_loss": 1.0 / epoch})
+    resumed = MetricsWriter(path, keep_through_epoch=1, run=run_line(FACTS, ADAM, "sweep-8"))
+    resumed.write({"epoch": 2, "train_loss": 0.4})
+    resumed.write({"epoch": 3, "train_loss": 0.3})
+    lines = _lines(path)
+    assert [line["epoch"] for line in lines] == [1, 2, 3]
+    assert lines[0][RUN]["job"] == "sweep-7"  # the run it began; a resume continues it
+    assert [RUN in line for line in lines] == [True, False, False]
+
+
+def test_a_resume_that_kept_no_line_writes_the_run_on_its_first(tmp_path: Path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("")  # what a run that failed in its first epoch leaves
+    resumed = MetricsWriter(path, keep_through_epoch=0, run=run_line(FACTS, ADAM, None))
+    resumed.write({"epoch": 1, "train_loss": 1.0})
+    (line,) = _lines(path)
+    assert line[RUN]["job"] is None and line[RUN]["optimizer"] == ADAM
+
+
+def test_a_writer_told_no_run_writes_lines_as_before(tmp_path: Path):
+    path = tmp_path / "metrics.jsonl"
+    MetricsWriter(path).write({"epoch": 1, "train_loss": 1.0})
+    assert _lines(path) == [{"epoch": 1, "train_loss": 1.0}]
