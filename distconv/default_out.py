@@ -61,7 +61,7 @@ def resume_into_default(out: str, resume: bool | str, made_of: str) -> Iterator[
     try:
         yield
     except RunDirError as exc:  # in use, or holding a run: of a sweep's other point?
-        raise _of_another_setting(exc, out, made_of) from None
+        raise exc if resume is True else _of_another_setting(exc, out, made_of) from None
     except CheckpointError as exc:
         # the setup's "--resume: no complete checkpoint in ...": not a later error of a run
         # whose folder went meanwhile
@@ -84,7 +84,8 @@ def _of_another_setting(exc: RunDirError, out: str, made_of: str) -> RunDirError
     needs it: where a run holds ``out`` (:attr:`~distconv.run_dir.RunDirError.ours`) or is
     still going there (``holder``), that no other setting names it, and how to keep both
     runs; where that run's settings differ from this one's, which, and not ``--resume`` (which
-    refuses another run), nor ``--overwrite`` unless to delete it. Any other refusal as it is.
+    refuses another run), nor ``--overwrite`` unless to delete it. Any other refusal as it is
+    (and every refusal of ``--resume``, which asked for the run there, not another).
     """
     if exc.holder is None and exc.ours is None:
         return exc

@@ -77,3 +77,13 @@ def test_a_point_started_beside_one_still_going_in_the_default_is_told_to_keep_b
         f"error: {DEFAULT} is in use by {holder}: that run is still going; wait for it to end "
         f"(or stop it) to go on with this run, or choose another --out; {NAMED_BY}: {KEEP_BOTH}",
     )
+
+
+def test_a_resume_of_the_run_still_going_in_the_default_is_not_told_to_keep_both(
+    tmp_path: Path,
+):
+    """--resume asked for the run there: the way on is to wait for it, not another --out."""
+    with run_going(tmp_path, DEFAULT) as holder:
+        proc = distconv("train", *SMALL, "--resume", cwd=tmp_path)
+    _assert_one_line_error(proc, f"error: {DEFAULT} is in use by {holder}: that run is still")
+    assert "default --out" not in proc.stderr and KEEP_BOTH not in proc.stderr
