@@ -30,6 +30,13 @@ LOAD_WEIGHTS = (
     "folder or manifest, and casts the weights to the model's dtypes"
 )
 
+
+class ShardPartGiven(CheckpointError):
+    """A parameter-server shard's part was given where a checkpoint file belongs (by its name,
+    or renamed: its metadata). Whole and distconv's, not damage; ``--init-from`` names it in
+    its own words (:func:`distconv.checkpoint_paths.shard_part_refusal`)."""
+
+
 #: the form of a checkpoint file, where none can be named
 _FORM = str(Path("RUN", "checkpoints", "step-N", CHIEF_PART))
 
@@ -40,7 +47,7 @@ def refuse_other_kinds(path: Path) -> None:
 
     Raises:
         CheckpointReadError: a folder (as before: a resume that met one renames nothing).
-        CheckpointError: a JSON file, or a shard's part.
+        CheckpointError: a JSON file, or a shard's part (a :class:`ShardPartGiven`).
     """
     if path.is_dir():
         raise CheckpointReadError(
@@ -58,7 +65,7 @@ def refuse_other_kinds(path: Path) -> None:
         raise _shard_part(path)
 
 
-def shard_part(path: Path, meta: Mapping[str, str]) -> CheckpointError | None:
+def shard_part(path: Path, meta: Mapping[str, str]) -> ShardPartGiven | None:
     """The refusal of a file whose metadata is a shard's part's (its ``shard`` and ``table``)
     under another name; None for any other file. A step's own ``chief.safetensors`` holding
     that is a damaged step, which a resume sets aside as before: None for it."""
@@ -67,8 +74,8 @@ def shard_part(path: Path, meta: Mapping[str, str]) -> CheckpointError | None:
     return _shard_part(path)
 
 
-def _shard_part(path: Path) -> CheckpointError:
-    return CheckpointError(
+def _shard_part(path: Path) -> ShardPartGiven:
+    return ShardPartGiven(
         f"checkpoint {path} is {SHARD_PART_IS}: pass the chief's part of one of its run's "
         f"checkpoints, {_FORM}, which holds every weight, "
         f"or load its run's weights with {LOAD_WEIGHTS}"

@@ -47,10 +47,7 @@ def checkpoint_file(path: str | os.PathLike, words: SourceWords = INIT_FROM_FLAG
     if path.is_file() and path.suffix == ".json":
         return _manifest_of(path, words).part(CHIEF)
     if path.is_file() and re.fullmatch(SHARD_PART, path.name):
-        raise CheckpointError(
-            f"{words.source(path)}: {SHARD_PART_IS}; pass its run's {words.run_folder} or one "
-            "of its checkpoints/step-N folders, whose chief's part holds every weight"
-        )
+        raise shard_part_refusal(path, words)
     if path.is_file():
         return path
     if not path.is_dir():
@@ -67,6 +64,15 @@ def checkpoint_file(path: str | os.PathLike, words: SourceWords = INIT_FROM_FLAG
     raise NoCompleteCheckpointError(
         f"{words.source(path)}: no complete checkpoint there (a run's {words.run_folder}, one "
         f"of its checkpoints/step-N folders, or a checkpoint file){why}"
+    )
+
+
+def shard_part_refusal(path: str | os.PathLike, words: SourceWords) -> CheckpointError:
+    """The refusal of ``path``, a parameter-server shard's part (by its name, or renamed),
+    in ``words``: ``--init-from``'s are read back by the launcher (``refused_starts``)."""
+    return CheckpointError(
+        f"{words.source(path)}: {SHARD_PART_IS}; pass its run's {words.run_folder} or one "
+        "of its checkpoints/step-N folders, whose chief's part holds every weight"
     )
 
 

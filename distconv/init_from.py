@@ -55,7 +55,8 @@ from distconv.checkpoint import (
 )
 from distconv.checkpoint_checks import native
 from distconv.checkpoint_digest import DIGEST_KEY
-from distconv.checkpoint_paths import NoCompleteCheckpointError
+from distconv.checkpoint_file_kinds import ShardPartGiven
+from distconv.checkpoint_paths import NoCompleteCheckpointError, shard_part_refusal
 from distconv.checkpoint_paths import checkpoint_file as checkpoint_file  # imported from here
 from distconv.messages import exception_line
 from distconv.parameter import Parameter
@@ -161,9 +162,11 @@ def _load_weights(
             f"{source}: its checkpoint has another format version ({exc}); {words.start} with "
             "the distconv that wrote it, or from a checkpoint this one wrote"
         ) from None
+    except ShardPartGiven:  # renamed (its metadata): as one named so is (refused_starts)
+        raise shard_part_refusal(path, words) from None
     except CheckpointReadError:
-        if Path(path) == file or file.exists():  # the user's own file, the OS's error: as is
-            raise
+        if file.exists() or not Path(path).is_dir():  # the OS's error, a file or manifest
+            raise  # the user named: as is; a folder's newest gone is looked for again
         raise _pruned(path, file, words, "it is gone") from None
     digest = _digest_of(path, file, words)  # before anything is written: it may be gone now
     if (misfit := first_misfit(params, ckpt.params)) is not None:
@@ -236,8 +239,9 @@ def _digest_of(path: str | os.PathLike, file: Path, words: SourceWords) -> str:
 
 def _pruned(path: str | os.PathLike, file: Path, words: SourceWords, why: str) -> _Pruned:
     """The refusal of ``file``, which ``path`` named and which cannot be read now (``why``):
-    named as the user named it, and the way out that is not what they did already."""
-    if Path(path) == file:
+    a folder's newest named with the folder the user gave, and a way out that is not what they
+    did already; a file or a manifest's file as ``--init-from`` always named it."""
+    if not Path(path).is_dir():
         return _Pruned(
             f"{words.source(file)}: cannot be read again after its weights were ({why}: its run "
             f"pruned it meanwhile?); nothing was loaded: pass a checkpoint its run keeps, or its "

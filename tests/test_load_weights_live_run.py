@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from distconv import init_from
-from distconv.checkpoint import CheckpointError, load_checkpoint
+from distconv.checkpoint import CheckpointError, CheckpointReadError, load_checkpoint
 from distconv.init_from import load_weights
 from distconv.models import lenet
+from distconv.source_words import INIT_FROM_FLAG, SCRIPT_CALL
 from tests.child_env import child_env
 from tests.processes import job_env
 from tests.test_init_from import first_run
@@ -68,10 +69,13 @@ def test_loads_of_a_run_that_prunes_its_newest_meanwhile_all_succeed(tmp_path, c
     print(f"{loads} loads of {len(steps)} steps, {len(looked_again)} looked again")
 
 
-def test_a_pruned_file_named_itself_is_refused_naming_it_not_retried(tmp_path):
+@pytest.mark.parametrize("named", ["file", "manifest"])
+def test_a_pruned_file_named_itself_is_refused_naming_it_not_retried(tmp_path, named):
     """The retry is for a folder, whose newest may change; a file the user named is theirs,
-    and it gone is said with the user's own path, in a script's words (no flag)."""
-    source = first_run(tmp_path / "a")
+    or a manifest's file, and it gone is said naming that file, as ``--init-from`` always
+    named it, in a script's words (no flag): not as a folder's newest gone three times."""
+    file = first_run(tmp_path / "a")
+    source = file if named == "file" else _manifest_of(file)
     real_load, reads = load_checkpoint, []
 
     def read_then_pruned(path, **kwargs):
@@ -86,6 +90,22 @@ def test_a_pruned_file_named_itself_is_refused_naming_it_not_retried(tmp_path):
         patch.setattr(init_from, "load_checkpoint", read_then_pruned)
         with pytest.raises(CheckpointError) as refused:
             load_weights(source, params)
-    assert str(refused.value).startswith(f"{source}: cannot be read again after its weights")
+    assert str(refused.value).startswith(f"{file}: cannot be read again after its weights")
     assert len(reads) == 1
     assert all(np.array_equal(p.value, before[p.name]) for p in params)
+
+
+def _manifest_of(file: Path) -> Path:
+    """The manifest ``step-N.json`` of the step whose chief part is ``file``."""
+    return file.parent.with_suffix(".json")
+
+
+def test_a_manifest_whose_file_is_gone_is_said_as_before(tmp_path):
+    """A manifest names one step, not a newest: its file gone before any read is the read's
+    own error, as ``--init-from`` said it, not a folder's newest gone three times."""
+    file = first_run(tmp_path / "a")
+    file.unlink()
+    for words in (SCRIPT_CALL, INIT_FROM_FLAG):
+        with pytest.raises(CheckpointReadError) as refused:
+            load_weights(_manifest_of(file), lenet((1, 8, 8), 4).parameters(), words=words)
+        assert str(refused.value) == f"checkpoint {file} does not exist"

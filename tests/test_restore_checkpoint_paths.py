@@ -28,6 +28,7 @@ from distconv.checkpoint_file_kinds import SHARD_PART_IS
 from distconv.init_from import load_weights
 from distconv.job import TrainConfig, train
 from distconv.models import lenet
+from distconv.refused_starts import init_from_refused_in
 from distconv.source_words import INIT_FROM_FLAG
 from tests.launcher.conftest import own_home  # noqa: F401  (its launches' HOME: their own)
 from tests.launcher.launch_cli import launch
@@ -124,9 +125,16 @@ def test_a_shard_part_is_named_as_init_from_names_it(shard_part, tmp_path):
             f"checkpoints, RUN/checkpoints/step-N/chief.safetensors, which holds every weight, "
             f"or load its run's weights with {LOAD_WEIGHTS[len('load its weights with ') :]}"
         )
-    with pytest.raises(CheckpointError) as by_flag:
-        load_weights(shard_part, _model(), words=INIT_FROM_FLAG)
-    assert str(by_flag.value).startswith(f"--init-from {shard_part}: {SHARD_PART_IS}; ")
+    for part in (shard_part, renamed):  # renamed was "damaged", without --init-from at all
+        with pytest.raises(CheckpointError) as by_flag:
+            load_weights(part, _model(), words=INIT_FROM_FLAG)
+        said = str(by_flag.value)
+        assert said.startswith(f"--init-from {part}: {SHARD_PART_IS}; "), said
+        line = f"distconv train: error: {said}"  # as the launcher reads it back: not restarted
+        assert (
+            init_from_refused_in([line])
+            == "the --init-from path is a parameter-server shard's part"
+        )
 
 
 @pytest.mark.usefixtures("own_home")
