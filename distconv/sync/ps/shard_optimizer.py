@@ -11,7 +11,8 @@ A worker refuses each before it seeds the shards (:func:`refuse_unservable`), in
 
 from __future__ import annotations
 
-from distconv.optim import INSTALLED_OPTIMIZERS, Optimizer
+from distconv import optim
+from distconv.optim import Optimizer
 from distconv.sync.errors import JobRefused
 
 #: what the shards build optimizers from, and the way to give them one of one's own
@@ -41,9 +42,9 @@ def unservable_problem(optimizer: Optimizer) -> str | None:
             "(1 MiB by default) and update each block alone; train it with local or MPI sync"
         )
     name = optimizer.config()["name"]
-    built = INSTALLED_OPTIMIZERS.get(name)
-    if built is cls:
-        return None
+    built = optim.INSTALLED_OPTIMIZERS.get(name)  # read now: a reload makes it anew
+    if built is not None and _qualified(built) == _qualified(cls):  # the one that install
+        return None  # builds, of this import of distconv.optim or one before a reload
     instead = (
         f"would build {_qualified(built)} instead"
         if built is not None

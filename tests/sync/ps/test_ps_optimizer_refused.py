@@ -10,6 +10,9 @@ a shard refuses a name its install does not know as the job's configuration.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hand_shard import PARAMS, ROWS
@@ -19,6 +22,7 @@ from distconv import optim
 from distconv.optim import SGD, Adam
 from distconv.sync.errors import JobRefused
 from distconv.sync.ps.shard_optimizer import SHARD_REGISTRY
+from tests.child_env import child_env
 
 
 class SignAdam(Adam):
@@ -104,3 +108,26 @@ def test_a_shard_refuses_a_name_its_install_lacks_as_the_jobs_configuration(hand
     assert reply["op"] == "error" and reply.get("refused") == "job", reply
     assert reply["error"].startswith("optimizer config: unknown optimizer 'signsgd'"), reply
     assert reply["error"].endswith(SHARD_REGISTRY), reply
+
+
+#: a notebook's autoreload after an edit of distconv/optim.py (as its docstring says to add a
+#: rule): the module's classes are made anew, and an optimizer of either import is the shards'
+RELOADED = """\
+import importlib
+from distconv import optim
+from distconv.sync.ps.shard_optimizer import unservable_problem
+before = optim.create_optimizer("adam")
+importlib.reload(optim)
+print(unservable_problem(before), unservable_problem(optim.create_optimizer("adam")))
+"""
+
+
+def test_a_shipped_optimizer_after_a_reload_of_distconv_optim_is_not_refused():
+    """It was: "distconv.optim.Adam ... would build distconv.optim.Adam instead" (in its own
+    process: a reload here would make every later test's classes anew)."""
+    done = subprocess.run(
+        [sys.executable, "-c", RELOADED], env=child_env(), capture_output=True, text=True,
+        timeout=50,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["None", "None"], done.stdout
