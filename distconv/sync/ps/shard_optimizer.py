@@ -6,7 +6,10 @@ script), and updates each block of a parameter (1 MiB by default) alone. So a su
 shipped optimizer that inherits its name trained the parent's rule there, silently; one a script
 registered was refused by the shard with a traceback that did not say why; and a rule that
 reads a whole parameter (a per-layer norm) trained differently once a parameter spans blocks.
-A worker refuses each before it seeds the shards (:func:`refuse_unservable`), in one line.
+Rank 0 refuses each before it seeds the shards (:func:`refuse_unservable`), in one line,
+checked against its own install's :data:`~distconv.optim.INSTALLED_OPTIMIZERS`, which stands
+for the shards' (workers and shards of one release); a shard refuses a name its install lacks
+as the job's configuration (:func:`~distconv.sync.ps.seeding.seed_optimizer`).
 """
 
 from __future__ import annotations
