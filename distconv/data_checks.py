@@ -14,6 +14,7 @@ import numpy as np
 from distconv.arg import NOT_FINITE_CHUNK_BYTES, marked_rows, rows_named
 from distconv.backend import to_host
 from distconv.data import DataError
+from distconv.feed_layout import refuse_other_channels
 from distconv.id_reads import id_reads
 from distconv.layers.base import Layer, forward_only
 from distconv.messages import exception_line
@@ -39,7 +40,9 @@ def check_sets(
     test: Mapping[str, Any] | None,
 ) -> None:
     """Refuse, before the first step, data sets the model would fail on or misread later:
-    ids past what a layer reads (:func:`refuse_ids_out_of_range`), labels past the classes
+    images of other channels than the convolution that reads them takes (channels last:
+    :func:`~distconv.feed_layout.refuse_other_channels`), ids past what a layer reads
+    (:func:`refuse_ids_out_of_range`), labels past the classes
     (:func:`refuse_labels_past_classes`), a test set that is empty or
     that the model cannot read (:func:`check_test_set`), or whose examples have another shape
     than the training set's while the model's outputs do not (:func:`refuse_other_shapes`),
@@ -55,6 +58,8 @@ def check_sets(
     """
     if test is not None and set_length(test) == 0:
         raise DataError("the test set is empty; pass test=None to evaluate on none")
+    for what, data in [("training", train), ("test", test)]:  # before a layer refuses them
+        refuse_other_channels(network, what, data)
     refuse_ids_out_of_range(network, train, test)  # first: the forwards below would meet them
     refuse_labels_past_classes(network, forward, train, test)
     if isinstance(train, SequenceSet):  # the forward checks the rows the loss reads
