@@ -248,24 +248,33 @@ def refuse_other_shapes(
             many values an example (a transpose too where the sizes are another order of the
             training set's), else a crop or resize.
     """
-    tested, trained = arrays_of(test), arrays_of(train)
-    differ = [
-        (feed, tuple(a.shape[1:]), tuple(trained[feed].shape[1:]))
-        for feed, a in tested.items()  # in order: every rank alike
-        if feed in trained
-        and a.dtype.kind not in "iub"
-        and trained[feed].dtype.kind not in "iub"
-        and a.shape[1:] != trained[feed].shape[1:]
-    ]
+    differ = _other_shapes(train, test)
     if not differ or _output_shapes(network, forward, test) != _output_shapes(
         network, forward, train
     ):
         return
     feed, mine, theirs = differ[0]
-    raise DataError(
-        f"the test set's {feed!r} holds examples of shape {mine}, the training set's "
-        f"{theirs}; give both sets one example shape ({_one_shape(mine, theirs)})"
-    )
+    said = _shapes_told(feed, mine, theirs)
+    raise DataError(f"{said}; give both sets one example shape ({_one_shape(mine, theirs)})")
+
+
+def _other_shapes(train: Any, test: Any) -> list[tuple[str, tuple[int, ...], tuple[int, ...]]]:
+    """``(feed, test example shape, training example shape)`` of each float feed both sets
+    have whose examples differ in shape, in the test set's order: every rank alike."""
+    tested, trained = arrays_of(test), arrays_of(train)
+    return [
+        (feed, tuple(a.shape[1:]), tuple(trained[feed].shape[1:]))
+        for feed, a in tested.items()
+        if feed in trained
+        and a.dtype.kind not in "iub"
+        and trained[feed].dtype.kind not in "iub"
+        and a.shape[1:] != trained[feed].shape[1:]
+    ]
+
+
+def _shapes_told(feed: str, mine: tuple[int, ...], theirs: tuple[int, ...]) -> str:
+    """Both example shapes of ``feed``, the test set's ``mine``, as a refusal says them."""
+    return f"the test set's {feed!r} holds examples of shape {mine}, the training set's {theirs}"
 
 
 def _one_shape(mine: tuple[int, ...], theirs: tuple[int, ...]) -> str:
@@ -314,13 +323,15 @@ def _output_shapes(network: Network, forward: Forward, arrays: Any) -> dict[str,
 def check_test_set(
     forward: Forward, train: Mapping[str, Any], test: Mapping[str, Any] | None
 ) -> None:
-    """Forward one test example: a test set the model cannot read (another channel count, say)
-    failed only in the first epoch's evaluation, and that epoch was lost.
+    """Forward one test example: a test set the model cannot read (images of another size,
+    say) failed only in the first epoch's evaluation, and that epoch was lost.
 
     Raises:
         DataError: its example does not go through the model (one of the training set does:
             a model that reads neither fails as its first step would, and its traceback does
-            not start with the test set's error).
+            not start with the test set's error), naming the layer that refused it and, as
+            that layer may be far from the data (``fc1`` for images of another size), the
+            first float feed whose example shape is not the training set's, with the way out.
     """
     if test is None:
         return
@@ -331,4 +342,7 @@ def check_test_set(
         except ValueError as exc:
             refused = exc
         forward(train, first_example(train))  # outside the except: see Raises
-    raise DataError(f"the test set does not fit the model: {exception_line(refused)}") from refused
+    said = f"the test set does not fit the model: {exception_line(refused)}"
+    for feed, mine, theirs in _other_shapes(train, test)[:1]:
+        said += f"; {_shapes_told(feed, mine, theirs)}: {_one_shape(mine, theirs)}"
+    raise DataError(said) from refused

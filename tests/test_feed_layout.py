@@ -2,6 +2,7 @@
 the set, the feed, its example shape, the convolution that reads it and the shape it was built
 for, with the transpose to make where the images are channels last. The layer's own refusal,
 at the first step, named only the layer (``Conv2D 'conv1': expected 1 input channels, got 8``).
+A test set of larger images is told both sets' sizes, not only the layer far on that refused it.
 """
 
 from __future__ import annotations
@@ -100,3 +101,15 @@ def test_a_convolution_built_for_a_size_names_it_and_the_feed_it_reads(images):
     assert "Conv2D 'c', which reads it, was built for 3 channel(s) first, examples of " in said
     assert "shape (3, 8, 8): the images are channels last" in said
 
+
+@pytest.mark.parametrize("size", [12, 16])
+def test_a_test_set_of_larger_images_is_told_both_sizes_not_only_the_layer(images, size):
+    """16x16 test images for a model and training set of 8x8 were refused by fc1 alone:
+    ``FullyConnected 'fc1': expected 32 features per sample``, nothing of the images."""
+    bigger = {"image": np.zeros((8, 1, size, size), np.float32), "label": images["label"][:8]}
+    said = _refusal(_trainer(), bigger, images, test=True)
+    assert said.startswith("the test set does not fit the model: FullyConnected 'fc1': expected")
+    assert said.endswith(
+        f"; the test set's 'image' holds examples of shape (1, {size}, {size}), the training "
+        "set's (1, 8, 8): crop or resize"
+    )
