@@ -24,6 +24,7 @@ from distconv.loss_scale_check import warn_unscaled_mean
 from distconv.network_checks import AddChecks
 from distconv.network_feeds import arg_problem, integer_input_problem, not_finite_problem
 from distconv.network_reads import feeds_read, layers_needed, not_run_problem, rows_needed
+from distconv.network_summary import network_summary
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, name_clash
 
 
@@ -101,6 +102,9 @@ class Network:
 
     def __getitem__(self, name: str) -> Layer:
         return self.layers[name]
+
+    def __repr__(self) -> str:
+        return network_summary(self)  # its layers, kinds and sizes, a line each
 
     @property
     def feed_names(self) -> list[str]:
