@@ -14,6 +14,7 @@ from distconv import stop_request
 from distconv.held_gradients import blamed_write, release_held
 from distconv.parameter import Parameter
 from distconv.stop_request import Preempted
+from distconv.sync.closed_calls import closed_refusal
 from distconv.sync.errors import SyncError, step_refusal
 from distconv.sync.other_model import whose
 
@@ -211,10 +212,7 @@ def refuse_unmade(sync: Any, call: str) -> None:
 def refuse_closed(sync: Any, call: str) -> None:
     """A :class:`SyncError` naming ``call`` on a closed ``sync``; an unmade one's TypeError."""
     if sync.closed:
-        raise SyncError(
-            f"{type(sync).__name__}.{call}() called after close(): make a new "
-            "sync to go on (evaluate and save state before closing)"
-        )
+        raise closed_refusal(sync, call)
     refuse_unmade(sync, call)
 
 
