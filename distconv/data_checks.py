@@ -69,6 +69,19 @@ def check_sets(
     refuse_other_shapes(network, forward, train, test)
 
 
+def check_evaluation_set(network: Network, data: Mapping[str, Any]) -> None:
+    """What :meth:`~distconv.trainer.Trainer.evaluate` refuses of its set before a batch, as
+    :func:`check_sets` refuses it of fit's: images of other channels than the convolution that
+    reads them takes (:func:`~distconv.feed_layout.refuse_other_channels`), and ids past what
+    a layer reads (:func:`refuse_set_ids_out_of_range`), in the words of the evaluation set.
+
+    Raises:
+        DataError: naming the evaluation set, the feed and the way out.
+    """
+    refuse_other_channels(network, "evaluation", data)
+    refuse_set_ids_out_of_range(network, "evaluation", data)
+
+
 def refuse_ids_out_of_range(
     network: Network, train: Mapping[str, Any], test: Mapping[str, Any] | None
 ) -> None:

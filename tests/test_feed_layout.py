@@ -113,3 +113,22 @@ def test_a_test_set_of_larger_images_is_told_both_sizes_not_only_the_layer(image
         f"; the test set's 'image' holds examples of shape (1, {size}, {size}), the training "
         "set's (1, 8, 8): crop or resize"
     )
+
+
+def test_check_evaluation_set_names_channels_last_images_of_the_evaluation_set(images):
+    """What evaluate asks before a batch: the same words, of the evaluation set."""
+    from distconv.data_checks import check_evaluation_set
+
+    net = _trainer().network
+    check_evaluation_set(net, images)  # channels first: nothing said
+    with pytest.raises(DataError) as refused:
+        check_evaluation_set(net, _channels_last(images))
+    said = str(refused.value)
+    assert said.startswith("the evaluation set's 'image' holds examples of shape (8, 8, 1)")
+    assert said.endswith("x.transpose(0, 3, 1, 2)")
+
+
+@pytest.mark.xfail(strict=True, reason="Trainer.evaluate does not yet call check_evaluation_set")
+def test_evaluate_on_channels_last_images_is_told_the_transpose(images):
+    with pytest.raises(DataError, match=r"^the evaluation set's 'image' .*transpose\(0, 3, 1, 2\)"):
+        _trainer().evaluate(_channels_last(images))
