@@ -11,17 +11,22 @@ SIGTERM, and their last lines reach the log. Nothing is read twice: the keeper r
 once the launcher is gone, and then the launcher's pump reads nothing more (lines the pump had
 read but not yet written when it died are lost with it, a part of one line at most).
 
-The keeper ends at the pipe's end (every writer gone), or once the launcher has gone and it has
-copied the rest; it is started in a session of its own (no terminal signal reaches it), with
-the standard library alone (``python -I -S``: quick to start, whatever the job's environment).
+The keeper ends at the pipe's end (every writer gone) once the launcher's pump has read all
+the pipe held, or once the launcher has gone and it has copied the rest; it is started in a
+session of its own (no terminal signal reaches it), with the standard library alone
+(``python -I -S``: quick to start, whatever the job's environment).
 """
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
 import select
 import subprocess
 import sys
+import termios
+import time
 from pathlib import Path
 
 #: seconds between two looks at whether the launcher still runs (the keeper's parent): what
@@ -61,13 +66,32 @@ def reap_keeper(keeper: subprocess.Popen[bytes] | None, timeout: float) -> None:
 
 def keep(pipe: int, launcher: int, log: str) -> None:
     """The keeper's work: wait, reading nothing, while ``launcher`` is its parent and someone
-    writes into ``pipe``; once the launcher has gone, copy the rest into ``log``."""
+    writes into ``pipe`` or what was written is still unread; once the launcher has gone, copy
+    the rest into ``log``.
+
+    The pipe's end alone does not end it: the launcher may die after it, or have died already
+    while this waited for its next look, before its pump read the last lines (``mpiexec``'s
+    report of how its ranks ended, written as it exits); those lines are then copied too.
+    """
     probe = select.poll()
     probe.register(pipe, 0)  # the pipe's end alone (reported whatever is asked): no data
     while os.getppid() == launcher:
         if any(events & _ENDED for _, events in probe.poll(LOOK_EVERY * 1000)):
-            return  # every writer is gone while the launcher runs: its pump reads the rest
+            if not unread(pipe):
+                return  # every writer gone, and the launcher's pump has read it all
+            time.sleep(LOOK_EVERY)  # the end is reported at once from now on: look less often
     copy_rest(pipe, launcher, log)
+
+
+def unread(pipe: int) -> int:
+    """How many bytes ``pipe`` holds that nobody has read yet (``FIONREAD``); 0 where that
+    cannot be asked (the keeper then ends at the pipe's end, as the launcher's pump reads)."""
+    count = array.array("i", [0])
+    try:
+        fcntl.ioctl(pipe, termios.FIONREAD, count)
+    except OSError:
+        return 0
+    return count[0]
 
 
 def copy_rest(pipe: int, launcher: int, log: str) -> None:

@@ -26,7 +26,8 @@ sys.stderr.write("written\\n")
 #: a launcher's stand-in: starts the keeper of a pipe into LOG and the writer on that pipe, says
 #: the keeper's pid; then, told ``read``, waits for the writer to end (what it wrote waits in
 #: the pipe, the keeper running beside it), reads the pipe to its end into READ and reaps the
-#: keeper (printing its status); else holds the pipe unread until killed
+#: keeper (printing its status); told ``wait``, waits for the writer to end and a second more
+#: and says ``ended``, then, as told ``hold``, holds the pipe unread until killed
 LAUNCHER = """import os, subprocess, sys, time
 from pathlib import Path
 from launcher.output_keeper import reap_keeper, start_keeper
@@ -45,13 +46,17 @@ if how == "read":
     reap_keeper(keeper, 5)
     print(keeper.returncode, flush=True)
 else:
+    if how == "wait":
+        writer.wait()
+        time.sleep(1)  # the keeper has seen the pipe's end
+        print("ended", flush=True)
     time.sleep(120)
 """
 
 
 def stand_in(tmp_path: Path, env: dict[str, str], how: str, lines: int) -> subprocess.Popen[str]:
-    """The stand-in launcher, started (``how``: ``read`` or ``hold``; its writer writing
-    ``lines`` lines), its stdout a pipe."""
+    """The stand-in launcher, started (``how``: ``read``, ``wait`` or ``hold``; its writer
+    writing ``lines`` lines), its stdout a pipe."""
     (tmp_path / "child.log").touch()  # the launcher's own: the keeper appends, never creates
     script = f"WRITER = {WRITER!r}\n{LAUNCHER}"
     log, go, errors, read = (str(tmp_path / name) for name in ("child.log", "go", "errors", "read"))
@@ -64,19 +69,26 @@ def written_lines(lines: int) -> str:
     return "".join(f"line {i} " + "x" * 60 + "\n" for i in range(lines))
 
 
+def kill_when(launcher: subprocess.Popen[str], *said: str) -> None:
+    """Kill the stand-in ``launcher`` outright, as the OOM killer does, once it has said its
+    keeper's pid and then the lines ``said``; killed all the same where it fails before."""
+    try:
+        assert launcher.stdout.readline().strip().isdigit()  # the keeper runs
+        for line in said:
+            assert launcher.stdout.readline() == line + "\n"
+        launcher.kill()
+        launcher.wait(10)
+    finally:
+        launcher.kill()
+        launcher.stdout.close()
+
+
 @pytest.mark.timeout(60)
 def test_a_writer_outliving_the_launcher_meets_no_broken_pipe_and_its_lines_reach_the_log(
     tmp_path,
 ):
     with job_env(ENV) as env:
-        launcher = stand_in(tmp_path, env, "hold", 2000)  # over a pipe's 64 KiB
-        try:
-            assert launcher.stdout.readline().strip().isdigit()  # the keeper runs
-            launcher.kill()  # outright, as the OOM killer does
-            launcher.wait(10)
-        finally:
-            launcher.kill()
-            launcher.stdout.close()
+        kill_when(launcher := stand_in(tmp_path, env, "hold", 2000))  # over a pipe's 64 KiB
         (tmp_path / "go").touch()  # only now: every line comes after the launcher's death
         assert job_left(env, 30) == {}  # the writer done, the keeper at the pipe's end
     assert (tmp_path / "errors").read_text() == "written\n"
@@ -98,3 +110,17 @@ def test_while_the_launcher_reads_the_keeper_takes_nothing_and_ends_with_the_pip
     assert keeper_status == "0", out  # it ended by itself, reaped in time
     assert (tmp_path / "read").read_text() == written_lines(100)
     assert (tmp_path / "child.log").read_text() == ""
+
+
+@pytest.mark.timeout(60)
+def test_lines_still_unread_at_the_pipes_end_reach_the_log_once_the_launcher_dies(tmp_path):
+    """``mpiexec``'s last lines, written as it exits: the launcher, killed before its pump read
+    them, leaves them to the keeper, which had seen the pipe's end already and used to end
+    then, losing them (as it did where the launcher died first, within one of its looks)."""
+    (tmp_path / "go").touch()
+    with job_env(ENV) as env:
+        launcher = stand_in(tmp_path, env, "wait", 100)  # within the pipe's 64 KiB
+        kill_when(launcher, "ended")  # every writer gone, nothing read
+        assert job_left(env, 30) == {}
+    said = (tmp_path / "child.log").read_text()
+    assert said == TAKEN_OVER.format(pid=launcher.pid) + written_lines(100)
