@@ -3,6 +3,7 @@ stand-in launcher starts it on a real pipe, and a writer outlives the launcher."
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,8 @@ else:
 def stand_in(tmp_path: Path, env: dict[str, str], how: str, lines: int) -> subprocess.Popen[str]:
     """The stand-in launcher, started (``how``: ``read``, ``wait`` or ``hold``; its writer
     writing ``lines`` lines), its stdout a pipe."""
-    (tmp_path / "child.log").touch()  # the launcher's own: the keeper appends, never creates
+    if not (tmp_path / "child.log").is_symlink():  # a test's full disk (/dev/full) is left
+        (tmp_path / "child.log").touch()  # the launcher's own: the keeper appends, never creates
     script = f"WRITER = {WRITER!r}\n{LAUNCHER}"
     log, go, errors, read = (str(tmp_path / name) for name in ("child.log", "go", "errors", "read"))
     argv = [sys.executable, "-c", script, log, go, errors, how, read, str(lines)]
@@ -124,3 +126,22 @@ def test_lines_still_unread_at_the_pipes_end_reach_the_log_once_the_launcher_die
         assert job_left(env, 30) == {}
     said = (tmp_path / "child.log").read_text()
     assert said == TAKEN_OVER.format(pid=launcher.pid) + written_lines(100)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("log", ["full", "gone"])
+def test_a_keeper_that_cannot_write_the_log_still_reads_the_pipe_to_its_end(tmp_path, log):
+    """A full disk (``/dev/full``: every write fails with ENOSPC) or a log removed meanwhile:
+    the lines are lost, but the writer must not block on a full pipe for ever (nor die of a
+    broken one), or the ranks would hang in their next print."""
+    if log == "full":
+        if not os.access("/dev/full", os.W_OK):
+            pytest.skip("no writable /dev/full")
+        (tmp_path / "child.log").symlink_to("/dev/full")
+    with job_env(ENV) as env:
+        kill_when(stand_in(tmp_path, env, "hold", 2000))  # over a pipe's 64 KiB
+        if log == "gone":
+            (tmp_path / "child.log").unlink()
+        (tmp_path / "go").touch()
+        assert job_left(env, 30) == {}  # the writer done, the keeper at the pipe's end
+    assert (tmp_path / "errors").read_text() == "written\n"
