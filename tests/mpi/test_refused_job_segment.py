@@ -24,22 +24,28 @@ def left_segments(records: Path) -> list[str]:
     return sorted(path for path in segments if Path(path).exists())
 
 
-def refused_job(records: Path, out: Path) -> str:
-    """Run two ranks of ``distconv train --out OUT``, which refuse it; their stderr."""
-    rank = [sys.executable, "-m", "mpi4py", str(HERE / "run_train_recording_segments.py")]
+def refused_job(records: Path, out: Path, late: float = 0) -> str:
+    """Run two ranks of ``distconv train --out OUT``, which refuse it, rank 1 starting ``late``
+    seconds after rank 0 (:mod:`run_rank_late`); their stderr."""
+    rank = [sys.executable, "-m", "mpi4py", str(HERE / "run_rank_late.py"), str(late)]
+    rank.append(str(HERE / "run_train_recording_segments.py"))
     train = ["train", "--sync", "mpi", "--epochs", "1", "--no-progress", "--out", str(out)]
     proc = run_mpi(["-n", "2", *rank, str(records), *train], timeout=60)
     assert proc.returncode != 0
     return proc.stderr
 
 
-def test_a_job_refused_on_an_out_in_use_leaves_no_segment(tmp_path):
+@pytest.mark.parametrize("late", [0, 3], ids=["together", "rank-1-late"])
+def test_a_job_refused_on_an_out_in_use_leaves_no_segment(tmp_path, late):
+    """``rank-1-late``: rank 0, refused the moment MPI_Init returns, unlinks the file while
+    rank 1 was the slow one to start; MPI_Init returned only once rank 1 had mapped it too, so
+    rank 1 neither fails to open it nor makes a second one that would be left."""
     out, records = tmp_path / "run", tmp_path / "records"
     records.mkdir()
     holder = RunDirectory(out)  # another run's lock, as a sweep point sharing --out meets it
     holder.acquire()
     try:
-        said = refused_job(records, out)
+        said = refused_job(records, out, late)
     finally:
         holder.release()
     assert "is in use by" in said, said[-2000:]

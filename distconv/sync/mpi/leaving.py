@@ -352,8 +352,10 @@ def abort_uninitialised(status: int, give_up_after: int = 60) -> None:
     """
     if "mpi4py.MPI" in sys.modules:
         # mpi4py's Abort skips MPI_Finalize, which alone unlinks the file: each refused job left
-        # 2 MiB in /dev/shm. Safe now: MPI_Init returned here, and MPICH maps the segment on
-        # every local rank before its closing local barrier; the others keep their mappings
+        # 2 MiB in /dev/shm. Safe: MPICH's ranks open the file by name, each once, without a
+        # lock (MPL_initshm_open), but MPI_Init returns only once every local rank has opened
+        # and mapped it (MPI_COMM_WORLD's set-up waits for each one's flag in it, even for a
+        # rank slow to start); the others keep their mappings
         unlink_segments()
         return
     signal.signal(signal.SIGALRM, signal.SIG_DFL)  # from the kernel: MPI_Init may hold the GIL
