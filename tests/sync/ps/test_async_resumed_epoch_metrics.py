@@ -50,7 +50,7 @@ def _stopped(trainers, syncs, data) -> list[dict]:
     try:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             rank_1 = pool.submit(trainers[1].fit, data, epochs=1)
-            with pytest.raises(Preempted, match=f"after step {STOP_CHECK_EVERY}$"):
+            with pytest.raises(Preempted, match=f"(?m)after step {STOP_CHECK_EVERY}$"):
                 trainers[0].fit(data, epochs=1)
             with pytest.raises(Preempted):
                 rank_1.result(timeout=60)
