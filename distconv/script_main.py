@@ -101,6 +101,7 @@ def run_main(main: Callable[[], _Result]) -> _Result:
         return main()
     except Preempted as exc:
         say(as_log_line(f"{_program()}: {exc}", logging.WARNING, _log_format))  # JSON as asked
+        _abort_mpi_before_init(exc.exit_status)  # mpi4py's abort follows: the segment goes first
         raise SystemExit(exc.exit_status) from None
     except KeyboardInterrupt as exc:  # before the Trainer takes Ctrl-C (setup), or a second
         if _hooked(exc):  # an MPI sync's abort hook: maybe this rank alone, the others waiting

@@ -61,3 +61,13 @@ def test_a_job_refused_on_an_out_that_holds_a_run_leaves_no_segment(tmp_path):
     said = refused_job(records, out)
     assert "already holds a run" in said, said[-2000:]
     assert left_segments(records) == []
+
+
+def test_a_script_stopped_as_preempted_leaves_no_segment(tmp_path):
+    """A script's ``run_main`` said a stop's line and exited 143 without the unlink its errors
+    and Ctrl-C get, so mpi4py's abort left the file of every preempted run."""
+    rank = [sys.executable, "-m", "mpi4py", str(HERE / "run_preempted_script.py"), str(tmp_path)]
+    proc = run_mpi(["-n", "2", *rank], timeout=60)
+    assert proc.returncode == 143, proc.stderr[-2000:]
+    assert "stopped by SIGTERM after step 8" in proc.stderr, proc.stderr[-2000:]
+    assert left_segments(tmp_path) == []
