@@ -15,12 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from distconv.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from distconv.resume_facts import check_same_run
+from distconv.resume_facts import run_differences
 from distconv.run_dir import CHIEF, RunDirectory, RunDirError
-
-#: what :func:`~distconv.resume_facts.check_same_run` says before the settings that differ,
-#: each ``optimizer.lr: checkpoint 0.001, this run 0.01``, ``; ``-joined, then ``).``
-_DIFFER = "comes from a different run; resuming would not reproduce it ("
 
 
 def held_refusal(root: Path, ours: Mapping[str, Any]) -> RunDirError:
@@ -51,11 +47,4 @@ def differences_from(root: Path, ours: Mapping[str, Any]) -> list[str]:
         ckpt = load_checkpoint(newest.part(CHIEF)) if newest is not None else None
     except (CheckpointError, OSError):  # damaged, unreadable: no sign either way
         return []
-    if ckpt is None:
-        return []
-    try:
-        check_same_run(ckpt.path, recorded_facts(ckpt), ours)
-    except CheckpointError as other_run:
-        said = str(other_run).partition(_DIFFER)[2]
-        return said.partition(").")[0].split("; ") if said else []
-    return []
+    return run_differences(recorded_facts(ckpt), ours) if ckpt is not None else []

@@ -130,17 +130,8 @@ def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]
             A fact the checkpoint or this run does not record (:data:`UNKNOWN`, or not in the
             checkpoint's form: :func:`recorded`) is not compared.
     """
-    older = theirs.get(FACTS_FORM_KEY) not in FACTS_FORMS  # written maybe by text alone
-    facts = [
-        k
-        for k in MUST_MATCH
-        if k != LAYERS
-        and _known(theirs.get(k))
-        and _known(ours.get(k))
-        and not _same(theirs.get(k), ours.get(k), older)
-    ]
-    if "global_batch" in facts and whole_set_each_step(theirs, ours):
-        facts.remove("global_batch")  # each step trains on the whole set either way
+    facts, batch_passes = _differing(theirs, ours)
+    if batch_passes:  # each step trains on the whole set either way
         log.info(
             "resuming with global batch %s, the checkpoint's %s: both reach the %s training "
             "examples, so each epoch is still one step of all of them",
@@ -148,15 +139,34 @@ def check_same_run(path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any]
             theirs["global_batch"],
             ours["train_data"]["examples"],
         )
-    differ = [said for k in facts for said in _differences(k, theirs[k], ours[k])]
-    model = layer_differences(recorded(theirs, LAYERS), ours.get(LAYERS))
-    if differ or model:
+    differ = run_differences(theirs, ours)
+    if differ:
         batch = global_batch_clause(theirs, ours) if "global_batch" in facts else ""
+        model = layer_differences(recorded(theirs, LAYERS), ours.get(LAYERS))
         way_out = MODEL_CHANGED + SCRIPT_LOAD if model else new_run_advice(path)
         raise CheckpointError(
             f"checkpoint {path} comes from a different run; resuming would not reproduce it "
-            f"({'; '.join(differ + model)}).{batch}{way_out}"
+            f"({'; '.join(differ)}).{batch}{way_out}"
         )
+
+
+def run_differences(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> list[str]:
+    """The settings in which a checkpoint's facts ``theirs`` differ from this run's ``ours``, as
+    :func:`check_same_run` refuses them (``optimizer.lr: checkpoint 0.001, this run 0.01``), the
+    network's first difference last; empty where none does. Logs nothing (not resuming)."""
+    facts, _ = _differing(theirs, ours)
+    said = [said for k in facts for said in _differences(k, theirs[k], ours[k])]
+    return said + layer_differences(recorded(theirs, LAYERS), ours.get(LAYERS))
+
+
+def _differing(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> tuple[list[str], bool]:
+    """The facts of :data:`MUST_MATCH` but the layers that differ, and whether a global batch of
+    another size passed, each step training on the whole set either way."""
+    older = theirs.get(FACTS_FORM_KEY) not in FACTS_FORMS  # written maybe by text alone
+    pairs = [(k, theirs.get(k), ours.get(k)) for k in MUST_MATCH if k != LAYERS]
+    facts = [k for k, a, b in pairs if _known(a) and _known(b) and not _same(a, b, older)]
+    passes = "global_batch" in facts and whole_set_each_step(theirs, ours)
+    return [k for k in facts if not (passes and k == "global_batch")], passes
 
 
 #: how a script starts a new run from a checkpoint's weights

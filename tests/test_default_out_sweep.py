@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from distconv.checkpoint import load_checkpoint
+from distconv.held_run import differences_from, recorded_facts
+from distconv.run_dir import CHIEF, RunDirectory
 from tests.run_going import run_going
 from tests.test_cli import SMALL, _assert_one_line_error, distconv
 
@@ -44,6 +47,20 @@ def test_a_second_point_of_another_lr_is_told_which_setting_differs_and_to_keep_
     )
     assert "pass --resume" not in proc.stderr  # which would be refused
     assert (tmp_path / DEFAULT / "metrics.jsonl").read_bytes() == metrics  # untouched
+
+
+def test_the_settings_that_differ_are_listed_whole_whatever_their_values_hold(tmp_path: Path):
+    """The list was cut out of ``--resume``'s refusal at its first ``).``: a value holding one
+    (a script's data set's name) cut the list there, the settings after it unsaid."""
+    _first_point(tmp_path)
+    root = tmp_path / DEFAULT
+    newest = RunDirectory(root).latest()
+    assert newest is not None
+    ours = {**recorded_facts(load_checkpoint(newest.part(CHIEF))), "seed": 3, "data": "a). b"}
+    assert differences_from(root, ours) == [
+        "seed: checkpoint 0, this run 3",
+        "data: checkpoint 'synthetic', this run 'a). b'",
+    ]
 
 
 def test_a_second_run_of_the_same_settings_keeps_the_ways_on_and_adds_its_own_out(
