@@ -37,7 +37,6 @@ from distconv.files import (
     delete_path,
     describe_os_error,
     folder_problem,
-    hold_lock,
     write_atomically,
 )
 from distconv.messages import named
@@ -58,7 +57,7 @@ from distconv.run_files import (
 )
 from distconv.run_files import CHIEF_PART as CHIEF_PART  # resume and tests read it here
 from distconv.run_files import LEGACY_CHECKPOINT as LEGACY_CHECKPOINT  # resume reads it here
-from distconv.run_holder import in_use_refusal
+from distconv.run_holder import in_use_refusal, take_run_lock
 from distconv.sampler import check_count
 from distconv.short_lists import short_list
 
@@ -110,8 +109,8 @@ class RunDirectory:
 
     # -- ownership ------------------------------------------------------------------------------
     def acquire(self) -> None:
-        """Take the directory's lock, or fail at once naming the process that holds it (its
-        :attr:`RunDirError.holder`), the job its claim records, and the way on."""
+        """Take the directory's lock (tried for a moment: :func:`take_run_lock`), or fail naming
+        the process that holds it (:attr:`RunDirError.holder`), its claim's job, and the way on."""
         if os.path.exists(self.root) and not os.path.isdir(self.root):  # os.path: no raising
             raise RunDirError(f"output directory {self.root} exists and is not a directory")
         # a file or a dangling link above it failed as 'cannot take <root>/run.lock: file exists'
@@ -124,7 +123,7 @@ class RunDirectory:
                 f"output directory {self.root} cannot be made: {describe_os_error(exc)}"
             ) from None
         try:
-            self._lock_fd = hold_lock(self.root / LOCK)
+            self._lock_fd = take_run_lock(self.root / LOCK)
         except LockTaken as holder:
             said = str(holder)
             raise RunDirError(in_use_refusal(self.root, said), holder=said) from None

@@ -5,6 +5,10 @@ A run's chief holds ``<out>/run.lock`` (``flock``) while it trains, and the lock
 claim (``<out>/run.claim``) records the job, and told someone resuming that "two runs must not
 share an output directory", with no way on. The hints that list runs to resume named runs
 still training as if they could be resumed now: they are marked with their holder.
+
+Looking takes no lock where the lock file names a process of this host that has ended (a
+finished run's); else it takes the lock shared for microseconds, and a run starting then tries
+its own again for a moment (:func:`take_run_lock`) rather than be refused as in use.
 """
 
 from __future__ import annotations
@@ -12,8 +16,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
+import socket
+import time
 from pathlib import Path
 
+from distconv.files import LockTaken, hold_lock
 from distconv.run_files import CLAIM, LOCK
 from distconv.runtime import DEFAULT_JOB_ID
 
@@ -55,15 +63,20 @@ def lock_holder(root: str | os.PathLike[str]) -> str | None:
     """Who holds ``root``'s run lock now (``pid N on HOST``, as its holder wrote it); None
     where no live process holds it, or there is no lock to read.
 
-    The lock is tried, shared and without waiting, then let go at once: the kernel alone knows
-    whether a live process holds it (the file's words outlive their writer). A run starting in
-    ``root`` within those microseconds is refused as in use; only a refusal's hint looks.
+    Where the lock file names a process of this host that has ended (:func:`_ended`), the lock
+    is free, known without taking it. Else the kernel alone knows (the file's words outlive
+    their writer, a pid is reused, a host is another): the lock is tried, shared and without
+    waiting, then let go at once; a run starting in ``root`` meanwhile tries again
+    (:func:`take_run_lock`).
     """
     try:
         fd = os.open(os.path.join(root, LOCK), os.O_RDONLY)
     except OSError:  # none: no run ever took it; out of reach: no sign either way
         return None
     try:
+        said = os.pread(fd, 200, 0).decode(errors="replace").strip()
+        if _ended(said):
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -74,3 +87,45 @@ def lock_holder(root: str | os.PathLike[str]) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+#: a lock's holder as :func:`~distconv.files.hold_lock` writes it
+_HOLDER = re.compile(r"pid ([0-9]+) on (.+)")
+
+
+def _ended(said: str) -> bool:
+    """Whether ``said`` (a lock file's ``pid N on HOST``) names a process of this host that has
+    ended; False where it may live (or is of another host, or unreadable)."""
+    found = _HOLDER.fullmatch(said)
+    if found is None or found[2] != socket.gethostname() or int(found[1]) == 0:
+        return False
+    try:
+        os.kill(int(found[1]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # another user's (alive), or no such pid at all
+        return False
+    return False
+
+
+#: how often, and how far apart, a run tries its lock before it is refused as in use: a
+#: hint's look (:func:`lock_holder`) holds it for microseconds
+TRIES, APART_S = 5, 0.02
+
+
+def take_run_lock(path: Path) -> int:
+    """:func:`~distconv.files.hold_lock` of a run's lock at ``path``, tried :data:`TRIES`
+    times :data:`APART_S` apart: another process listing runs to resume looks at the lock by
+    taking it shared, and a run starting at that moment was refused as in use (naming the
+    lock's last holder, long gone).
+
+    Raises:
+        LockTaken: another process holds it at each try.
+        OSError: as :func:`~distconv.files.hold_lock` does.
+    """
+    for _ in range(TRIES - 1):
+        try:
+            return hold_lock(path)
+        except LockTaken:
+            time.sleep(APART_S)
+    return hold_lock(path)
