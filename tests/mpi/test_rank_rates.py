@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from distconv.sync.base import SyncError
+from distconv.sync.mpi.comm import JobMismatch
 from distconv.sync.mpi.step_agreement import RATE_KEY
 from distconv.sync.mpi.step_check import StepCheck
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script
@@ -105,6 +106,9 @@ def test_rates_one_bit_apart_are_refused_and_printed_apart():
         check.complete()
     assert f"rank 0 trains at lr {lr!r} and rank 1 at lr {apart!r}" in str(refused.value)
     assert repr(lr) != repr(apart) and math.isclose(lr, apart)
+    # every rank raises it alike, before any gradient collective: the job's refusal, which
+    # run_main says in one line, as setup's job check's (not a traceback on every rank)
+    assert isinstance(refused.value, JobMismatch) and refused.value.raised_alike
 
 
 def test_the_same_rate_passes_and_sums_the_examples():
@@ -120,5 +124,6 @@ def test_a_layout_mismatch_at_the_same_rate_is_still_named_as_one():
     check.post(0, LAYOUT, HASH, 2, lr)
     said = "step 0: rank 0 and rank 1 lay out gradient buckets differently (parameters fired "
     said += "in another order?): bucket 0.bytes: 8 here, 16 there"
-    with pytest.raises(SyncError, match=re.escape(said)):
+    with pytest.raises(SyncError, match=re.escape(said)) as refused:
         check.complete()
+    assert not isinstance(refused.value, JobMismatch)  # a layout's: a traceback shows where

@@ -21,7 +21,7 @@ from typing import Any
 
 from distconv.sync.base import SyncError
 from distconv.sync.description import first_difference
-from distconv.sync.mpi.comm import allgather_bytes
+from distconv.sync.mpi.comm import JobMismatch, allgather_bytes
 from distconv.sync.rate_agreement import rate_bits, rate_of, rates_differ
 
 #: the key a rank's rate bits go under beside its layout, in a mismatch's gather
@@ -39,6 +39,9 @@ def step_mismatch(
 ) -> SyncError:
     """The refusal of ``step``, whose digests differed: the ranks' rates where any rank's
     differs from this one's (both ranks, both rates, the way out), else their bucket layouts.
+    The rates' is a :class:`~.comm.JobMismatch`, as setup's job check raises: every rank
+    raises it alike, before any gradient collective, so each ends in one line, exit 1, none
+    left waiting (a schedule is the job's configuration); the layouts' stays a SyncError.
 
     A collective (every rank's layout and rate are gathered): call it on every rank, as every
     rank saw the digests differ. Ranks of a distconv whose exchange carried no rate gather
@@ -52,7 +55,7 @@ def step_mismatch(
         other = next((r for r in sorted(said) if said[r] != said[rank]), None)
         if other is not None:
             ranks = (rank, rate_of(said[rank])), (other, rate_of(said[other]))
-            return SyncError(rates_differ(step, *ranks))
+            return JobMismatch(rates_differ(step, *ranks))  # alike: one line, no abort
     return _layout_mismatch(rank, step, [_layout_of(d) for d in every])
 
 
