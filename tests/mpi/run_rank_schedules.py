@@ -5,7 +5,8 @@ step), with (OVERLAP 1) or without (0) the communication thread.
 ``skew``: rank r's factor is the schedule's times ``1 + r`` (it reads a rank-local value);
 each rank writes what ``fit`` raised to ``OUT/rank<r>.err``, then raises it (``run_main``
 ends it as a script's own would). ``same``: every rank sets the same factors, over
-``--lr-decay`` per epoch (:data:`JOB`), accumulated passes and an evaluation between epochs;
+``--lr-decay`` per epoch (:data:`JOB`), accumulated passes, an evaluation between two steps
+and one between epochs;
 ``hook``: the same, through a ``grad_hook`` that leaves the sums as they are. Rank r saves its
 parameters to ``OUT/rank<r>.npz``.
 """
@@ -42,6 +43,8 @@ class Scheduled(Trainer):
     skew = False
 
     def train_step(self, arrays, passes):
+        if self.pos.step == 2:  # an evaluation between steps: a meeting, at no rate
+            self.evaluate(trainer_data(12, seed=5))
         own = 1 + self.sync.rank if self.skew else 1
         self.sync.set_lr_scale(self.lr_decay**self.pos.epoch * factor(self.pos.step) * own)
         return super().train_step(arrays, passes)

@@ -118,6 +118,16 @@ def test_the_same_rate_passes_and_sums_the_examples():
     assert check.complete() == 5
 
 
+@pytest.mark.parametrize("held", [np.float64, np.float32, np.array])
+def test_a_rate_an_optimizer_holds_as_a_numpy_number_passes_against_the_same_float(held):
+    """An optimizer of a script's own may hold its rate as a numpy scalar (or a 0-d array):
+    compared by its value as a float64, as every rank holds it alike."""
+    lr = held(0.003)
+    check = StepCheck(OtherRank(LAYOUT, HASH, float(lr)))
+    check.post(0, LAYOUT, HASH, 2, lr)
+    assert check.complete() == 5
+
+
 def test_a_layout_mismatch_at_the_same_rate_is_still_named_as_one():
     lr, theirs = 0.003, {"bucket 0": {"bytes": 16}}
     check = StepCheck(OtherRank(theirs, 0x0AAAAAAAAAAAAAA, lr))

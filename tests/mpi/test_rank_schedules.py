@@ -2,7 +2,7 @@
 that reads a rank-local value (``factor * (1 + rank)``) is refused at the first step on every
 rank, naming both ranks and both rates, in one line (no traceback) and exit 1, as a job the
 ranks run differently is; one that every rank computes alike trains as one
-process does (float64, Adam, ``--lr-decay``, accumulated passes, an evaluation between epochs;
+process does (float64, Adam, ``--lr-decay``, accumulated passes, evaluations between steps;
 through a ``grad_hook`` too), with or without the communication thread. Real ``mpiexec -n 2``
 jobs of ``run_rank_schedules.py``."""
 
