@@ -28,14 +28,16 @@ from distconv.sync.mpi.step_check import StepCheck
 class CheckCompletion:
     """The step check's completing half of :class:`~distconv.sync.mpi.MPISync` (a mixin).
 
-    It reads ``_check`` and ``_in_step`` and sets ``_check_refused``, ``_total``, ``_matched``
-    and ``sync_seconds``, which the sync sets up (``start_step`` resets the flags each step).
+    It reads ``_check`` and ``_in_step`` and sets ``_check_refused``, ``_ended_alike``,
+    ``_total``, ``_matched`` and ``sync_seconds``, which the sync sets up (``start_step`` resets
+    the flags each step).
     """
 
     _check: StepCheck
     _in_step: bool
     sync_seconds: float
     _check_refused: bool
+    _ended_alike: bool
     _total: int
     _matched: bool
 
@@ -47,8 +49,8 @@ class CheckCompletion:
         began = time.perf_counter() if timed else 0.0
         try:
             total = self._check.complete()
-        except SyncError:  # on every rank it reached: no rank takes this step
-            self._check_refused = True
+        except SyncError:  # on every rank it reached: no rank takes this step, and none waits
+            self._check_refused = self._ended_alike = True  # in a collective of it: close leaves
             raise
         finally:  # a refusal's or an interrupt's wait too: it was waited all the same
             if timed:
