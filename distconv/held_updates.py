@@ -9,7 +9,9 @@ parameters' updates it left the weights in no step at all: some updated, the oth
 held and raised once they are whole. Inside the Trainer's :func:`counting_step` it waits until
 the step is counted too, so the Trainer's position names the step the weights hold. Nothing is
 held before the first update (forward, backward's waits, a collective): there the second Ctrl-C
-still stops at once, and leaves the last whole step.
+still stops at once, and leaves the last whole step. A third Ctrl-C, while the second is held,
+stops at once wherever it lands: a hold must never keep a person from stopping a step that
+does not end.
 
 Only a fit's own handler holds (:meth:`~distconv.stop_request.StopRequest`), on the main
 thread, where Python runs signal handlers: a Ctrl-C outside a fit is Python's own.
@@ -99,9 +101,13 @@ def holding() -> bool:
 
 
 def hold_interrupt(raise_it: Callable[[], None]) -> bool:
-    """Hold the interrupt ``raise_it`` raises while :func:`holding`; False: raise it now."""
+    """Hold the interrupt ``raise_it`` raises while :func:`holding`; False: raise it now,
+    where nothing holds, or where one is held already. A Ctrl-C again (a person's third)
+    stops at once, even part-way through a step's updates (said as such a step is): a hold
+    waits for work that may never end (a stuck layer's backward, after the step's first
+    update; a collective of a dead rank's), and Ctrl-C is then the only way out left."""
     global _held
-    if not holding():
+    if not holding() or _held is not None:
         return False
     _held = raise_it
     return True

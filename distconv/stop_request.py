@@ -5,9 +5,10 @@ Ctrl-C is how a person does: ``mpiexec`` forwards its first Ctrl-C to every rank
 ("Press Ctrl-C again to force abort"). Either one asks the trainer to stop at the next step the
 ranks agree on, with a checkpoint, so no work is lost. A second Ctrl-C raises
 :class:`KeyboardInterrupt`, for a job stuck where no step ends, as soon as Python runs again
-(but for a sync applying a step's updates, which it never splits: :mod:`distconv.held_updates`):
-inside a blocking MPI call that is when the call returns, so there ``mpiexec``'s own second
-Ctrl-C (it kills the ranks) or the MPI watchdog ends the job.
+(but for a sync applying a step's updates, which it never splits: :mod:`distconv.held_updates`;
+it then says it waits for them, and a third Ctrl-C stops at once): inside a blocking MPI call
+that is when the call returns, so there ``mpiexec``'s own second Ctrl-C (it kills the ranks) or
+the MPI watchdog ends the job.
 
 SIGINT is taken over only from Python's default handler: an application's own handler stays,
 and so does SIGINT ignored (``nohup``, a shell's ``&``), which must keep meaning "not for me".
@@ -35,6 +36,11 @@ EXIT_STATUS = {signal.SIGTERM: 143, signal.SIGINT: 130}
 ANNOUNCEMENT = (
     "distconv: Ctrl-C: stopping at the next step the ranks agree on, with a checkpoint "
     "where one is written; Ctrl-C again stops at once"
+)
+#: what a second Ctrl-C says where it waits for the step's updates (held_updates)
+HELD = (
+    "distconv: Ctrl-C again: stopping once this step's updates are all made, so the weights "
+    "hold a whole step; Ctrl-C a third time stops at once, maybe with the step applied in part"
 )
 
 #: the first stop signal while a StopRequest's handlers are in place, and when (monotonic)
@@ -158,17 +164,24 @@ class StopRequest:
     def _on_signal(self, signum: int, frame: Any) -> None:
         if signum == signal.SIGINT:
             if signal.SIGINT in self.received:  # the second Ctrl-C: stop now, but never
-                if not hold_interrupt(self._interrupt):  # between a step's updates
-                    self._interrupt()
-                return
+                if hold_interrupt(self._interrupt):  # between a step's updates (a third: now)
+                    self._say(HELD)  # said: the wait may be long (a slow layer's backward)
+                    return
+                self._interrupt()
         self.received.add(signum)  # first: the request stands even if it cannot be said
         if _pending is None:
             _pending_since(signal.Signals(signum))
-        if signum == signal.SIGINT and self.announce:
-            try:  # os.write: a handler may run in the middle of a print
-                os.write(2, _announcement())
-            except OSError:  # stderr closed, or a pipe whose reader (tee) got the same Ctrl-C
-                pass
+        if signum == signal.SIGINT:
+            self._say(ANNOUNCEMENT)
+
+    def _say(self, words: str) -> None:
+        """Say ``words`` on stderr, where this request announces (the chief's)."""
+        if not self.announce:
+            return
+        try:  # os.write: a handler may run in the middle of a print
+            os.write(2, _announcement(words))
+        except OSError:  # stderr closed, or a pipe whose reader (tee) got the same Ctrl-C
+            pass
 
 
 def drop_carried() -> frozenset[int]:
@@ -253,9 +266,9 @@ def stop_signal(flags: list[float]) -> signal.Signals | None:
     return signal.SIGINT if interrupt > 0 else None
 
 
-def _announcement() -> bytes:
-    """:data:`ANNOUNCEMENT` as stderr's lines read: a JSON line under ``--log-format json``,
-    as every line there is (a raw one broke a collector parsing them), else the text on a line
-    of its own, after the ``^C`` a terminal echoed."""
-    line = as_log_line(ANNOUNCEMENT, logging.WARNING)
-    return (line if line != ANNOUNCEMENT else "\n" + line).encode("utf-8", "replace") + b"\n"
+def _announcement(words: str = ANNOUNCEMENT) -> bytes:
+    """``words`` (:data:`ANNOUNCEMENT`, :data:`HELD`) as stderr's lines read: a JSON line
+    under ``--log-format json``, as every line there is (a raw one broke a collector parsing
+    them), else the text on a line of its own, after the ``^C`` a terminal echoed."""
+    line = as_log_line(words, logging.WARNING)
+    return (line if line != words else "\n" + line).encode("utf-8", "replace") + b"\n"

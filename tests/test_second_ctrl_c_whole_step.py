@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -96,6 +97,40 @@ def test_a_second_ctrl_c_in_the_update_loop_is_raised_once_the_step_is_whole(kin
     assert t.pos.step == STEP + 1  # the step finished and was counted before it stopped
     _assert_at_its_step(t, boundaries)
     assert "applied in part" not in caplog.text
+
+
+@pytest.mark.parametrize("kind", sorted(SYNCS))
+def test_a_third_ctrl_c_stops_an_update_that_does_not_end_at_once(kind, capfd):
+    """An update stuck (a slow or hung optimizer, as a layer's backward after LocalSync's
+    first update): the second Ctrl-C is held and says so, and the third stops at once, not
+    when (if ever) the update ends."""
+    t = Trainer(small_lenet(seed=3), SYNCS[kind](), 8, progress=False)
+    optimizer = t.sync.optimizer
+    update, calls, stuck = optimizer.update, [0], 30.0
+
+    def stuck_mid_step(*args: Any, **kwargs: Any) -> None:
+        calls[0] += 1
+        if calls[0] == STEP * len(t.params) + UPDATE:
+            for _ in range(3):  # a person's three Ctrl-Cs, each handled before the next
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+            end = time.monotonic() + stuck
+            while time.monotonic() < end:  # stuck in Python, where a handler runs
+                time.sleep(0.01)
+        update(*args, **kwargs)
+
+    optimizer.update = stuck_mid_step
+    began = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            t.fit(trainer_data(), epochs=1)
+    finally:
+        t.sync.close()
+    assert time.monotonic() - began < stuck / 3  # the third one's, not the update's end
+    assert t.pos.step == STEP  # not counted: the step was cut
+    said = capfd.readouterr().err
+    assert "Ctrl-C again: stopping once this step's updates are all made" in said
+    assert "Ctrl-C a third time stops at once, maybe with the step applied in part" in said
 
 
 def test_an_interrupt_a_layer_raises_mid_step_is_said_at_the_stop_evaluate_and_next_fit(caplog):
