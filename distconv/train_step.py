@@ -53,13 +53,13 @@ def train_step(
 
 
 def say_applied_in_part(trainer: Trainer, now: str) -> None:
-    """Say, in one line, that ``trainer``'s parameters hold a step applied in part (a
-    sync's ``applied_in_part``: LocalSync's), where they do; ``now``: what happens with them
-    (``the fit stopped with``, ``evaluate() scores``). A second Ctrl-C is held over
-    a step's updates, but an error, or an interrupt raised elsewhere (a layer's own),
-    between two of them leaves the weights in no step: evaluated and trained on from
-    without a word, they gave numbers that belong to no run."""
-    part = getattr(trainer.sync, "applied_in_part", None)
+    """Say, in one line, that ``trainer``'s parameters hold a step applied in part (its
+    sync's ``applied_in_part``: LocalSync's and MPISync's), where they do; ``now``: what
+    happens with them (``the fit stopped with``, ``evaluate() scores``). A second Ctrl-C is
+    held over a step's updates, but an error, a third Ctrl-C or an interrupt raised elsewhere
+    (a layer's own) between two of them leaves the weights in no step: evaluated and trained
+    on from without a word, they gave numbers that belong to no run."""
+    part = trainer.sync.applied_in_part
     if part is None:
         return
     log.error(

@@ -9,6 +9,7 @@ every step boundary, by the Trainer's count of steps.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -25,6 +26,7 @@ from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.resume import Preempted
+from distconv.sync.errors import SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.trainer import Trainer
@@ -167,6 +169,41 @@ def test_an_interrupt_a_layer_raises_mid_step_is_said_at_the_stop_evaluate_and_n
     caplog.clear()
     t.evaluate(trainer_data())  # trained on since: whole steps, nothing to say
     assert "applied in part" not in caplog.text
+
+
+@pytest.mark.parametrize("kind", sorted(SYNCS))
+def test_an_optimizer_error_mid_step_is_said_at_the_stop_evaluate_and_next_fit(kind, caplog):
+    """An update that raises (not an interrupt: nothing holds it) leaves the buckets or
+    parameters before it updated: MPISync's words too, not LocalSync's alone."""
+    t = Trainer(small_lenet(seed=3), SYNCS[kind](), 8, progress=False)
+    optimizer = t.sync.optimizer
+    update, calls = optimizer.update, [0]
+
+    def failing_mid_step(*args: Any, **kwargs: Any) -> None:
+        calls[0] += 1
+        if calls[0] == STEP * len(t.params) + UPDATE:
+            raise FloatingPointError("the optimizer fails")
+        update(*args, **kwargs)
+
+    optimizer.update = failing_mid_step
+    with caplog.at_level(logging.WARNING), pytest.raises(FloatingPointError):
+        t.fit(trainer_data(), epochs=1)
+    assert "the fit stopped with step 3 applied in part (" in caplog.text
+    caplog.clear()
+    # MPISync's ranks meet between steps only: its evaluate is refused until a setup
+    mpi = pytest.raises(SyncError, match="the ranks meet between steps, not in step 2")
+    with mpi if kind == "mpi" else contextlib.nullcontext():
+        t.evaluate(trainer_data())
+    assert "evaluate() scores step 3 applied in part (" in caplog.text
+    caplog.clear()
+    del optimizer.update
+    try:
+        with caplog.at_level(logging.WARNING):
+            t.fit(trainer_data(), epochs=1)
+    finally:
+        t.sync.close()
+    setup = f"{type(t.sync).__name__}.setup() takes parameters that hold a step applied in part"
+    assert setup in caplog.text
 
 
 @pytest.fixture(scope="module")

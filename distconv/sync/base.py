@@ -119,6 +119,9 @@ class SyncStrategy(StepCount, ABC):
     #: seconds the Trainer waited in this strategy's collectives between steps (its stop
     #: checks, metric sums, checkpoint barriers: :mod:`distconv.sync.collective_time`)
     collective_seconds = 0.0
+    #: where a step was left applied in part (its first updates made, not its last: an error),
+    #: how (LocalSync's and MPISync's words), until the next setup; None: the weights are whole
+    applied_in_part: str | None = None
     #: a transport's own calls that a closed one refuses too, beside :data:`NEEDS_OPEN`
     also_needs_open: tuple[str, ...] = ()
 

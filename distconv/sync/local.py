@@ -84,13 +84,7 @@ class LocalSync(SyncStrategy):
         self._hold.drop()
         super().setup(params, config, state)
         if part is not None and state is None:  # the caller's values now, trained on: said
-            log.warning(
-                "%s.setup() takes parameters that hold a step applied in part (%s) and "
-                "trains on from them; fit(resume=True) from a checkpoint, or a model "
-                "initialised again, goes on from a whole step instead",
-                type(self).__name__,
-                part,
-            )
+            say_setup_takes_part(type(self).__name__, part)
 
     def init_state(self) -> None:
         """Fresh state for each parameter that has none: a parameter trained again (a second
@@ -301,6 +295,19 @@ class LocalSync(SyncStrategy):
             for key, value in buffers.items():
                 if not key.endswith(PER_ROW):
                     copy_into(self.state[name][key], value)
+
+
+def say_setup_takes_part(owner: str, part: str) -> None:
+    """Warn that ``owner``'s setup takes parameters that hold a step applied in part (``part``:
+    its ``applied_in_part``) and trains on from them: the next fit's, after a stop that said
+    it, where no checkpoint's values replace them (LocalSync's words, and MPISync's)."""
+    log.warning(
+        "%s.setup() takes parameters that hold a step applied in part (%s) and trains on from "
+        "them; fit(resume=True) from a checkpoint, or a model initialised again, goes on from "
+        "a whole step instead",
+        owner,
+        part,
+    )
 
 
 def _gone() -> None:

@@ -40,6 +40,7 @@ from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, SyncStrategy
 from distconv.sync.closing import mark_set_up, open_step
+from distconv.sync.local import say_setup_takes_part
 from distconv.sync.mpi.abandon import Abandon
 from distconv.sync.mpi.arrivals import Arrivals
 from distconv.sync.mpi.buckets import Bucket, grads_moved
@@ -57,7 +58,7 @@ from distconv.sync.mpi.hook import hook_description, refuse_mixed_layout
 from distconv.sync.mpi.layout import BucketLayout, Raising, taken_once
 from distconv.sync.mpi.leaving import install_abort_hook
 from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes
-from distconv.sync.mpi.setup_start import SetupStart
+from distconv.sync.mpi.setup_start import SETUP_OPEN, SetupStart
 from distconv.sync.mpi.shutdown import NEVER_SET_UP, Shutdown
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
@@ -230,6 +231,7 @@ class MPISync(
         waiting in the next, and this rank's setup unfinished, which its close aborted.
         """
         self.check_made()  # before its own fields: the base's setup, called below, checks late
+        part = self.applied_in_part  # said once set up, where rank 0's are taken as they are
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
         wire["sync.piece_bytes"], wire["sync.stream"] = list(self._pieces_asked), self.stream
         params, wire["sync.device"] = taken_once(params)  # the ranks' optimizers round alike
@@ -263,8 +265,22 @@ class MPISync(
             raise
         self._open = self._changed_in = self._failed_setup = None
         mark_set_up(self)  # done, alike on every rank: a Ctrl-C raised after it steps on
+        if part is not None and state is None and self.is_chief:  # every rank's now: said
+            say_setup_takes_part(type(self).__name__, part)
         # a Ctrl-C kept by the step this setup let go of unabandoned: raised, every rank set up
         self._check.raise_kept()
+
+    @property
+    def applied_in_part(self) -> str | None:
+        """How the parameters hold a step applied in part where its update began on this rank
+        and did not complete (an optimizer's error in ``finish_step``: :meth:`state_dict`
+        refuses it), until the next setup; None where they hold a whole step."""
+        if self._changed_in in (None, SETUP_OPEN) or not self.params:
+            return None
+        return (
+            "its update began on this rank and did not complete: the buckets before the "
+            "failed update are updated, the later ones not"
+        )
 
     # -- one step ---------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
