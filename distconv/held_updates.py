@@ -40,37 +40,25 @@ class UpdateHold:
     is made (raising the interrupt held, unless a counted step or another hold keeps it), or
     :meth:`drop` where the step ends unfinished (an error goes on: the interrupt held is
     dropped with it, as the fit ends by that error). On another thread than the main one,
-    nothing is held."""
+    each does nothing."""
 
     def begin(self) -> None:
         global _began_in_count
-        if threading.current_thread() is threading.main_thread():
+        if _on_main_thread():
             _holding.add(self)
             _began_in_count = _counting > 0
 
     def end(self) -> None:
-        _holding.discard(self)
-        _raise_once_free()
+        if _on_main_thread():
+            _holding.discard(self)
+            _raise_once_free()
 
     def drop(self) -> None:
         global _held
-        _holding.discard(self)
-        if not holding():
-            _held = None
-
-
-@contextmanager
-def applying_updates(hold: UpdateHold | None = None) -> Iterator[UpdateHold]:
-    """Hold a second Ctrl-C over the body (``hold``, or a new one), raising it at the end;
-    an error in the body drops it (:meth:`UpdateHold.drop`)."""
-    hold = UpdateHold() if hold is None else hold
-    hold.begin()
-    try:
-        yield hold
-    except BaseException:
-        hold.drop()
-        raise
-    hold.end()
+        if _on_main_thread():
+            _holding.discard(self)
+            if not holding():
+                _held = None
 
 
 @contextmanager
@@ -79,18 +67,20 @@ def counting_step() -> Iterator[None]:
     before it, LocalSync's in backward) waits for the body's end, where the step is counted.
     Holds nothing by itself: a sync's waits before its updates stay interruptible."""
     global _counting, _began_in_count, _held
-    main = threading.current_thread() is threading.main_thread()
-    _counting += main
+    if not _on_main_thread():  # (ranks as threads, in tests): the main thread's state alone
+        yield
+        return
+    _counting += 1
     _began_in_count = _began_in_count or bool(_holding)
     try:
         yield
     except BaseException:
-        _counting -= main
+        _counting -= 1
         if not holding():
             _held = None  # the step ends by that error
         _began_in_count = _began_in_count and _counting > 0
         raise
-    _counting -= main
+    _counting -= 1
     _raise_once_free()
 
 
@@ -111,6 +101,13 @@ def hold_interrupt(raise_it: Callable[[], None]) -> bool:
         return False
     _held = raise_it
     return True
+
+
+def _on_main_thread() -> bool:
+    """Whether this is the main thread, the one thread whose holds count and that raises the
+    interrupt held: Python runs signal handlers there alone, and another thread (a test's rank,
+    a sync's own) ending its step must not raise the main thread's Ctrl-C in itself."""
+    return threading.current_thread() is threading.main_thread()
 
 
 def _raise_once_free() -> None:
