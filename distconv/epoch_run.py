@@ -4,7 +4,10 @@ and a stop agreed between them, then its record (and the test set's metrics).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +20,7 @@ from distconv.sampler import GlobalBatchSampler
 from distconv.sequence_set import count_of, empty_steps
 from distconv.stop_agreement import stop_agreed
 from distconv.stop_request import EXIT_STATUS
+from distconv.sync.base import SyncStrategy
 
 if TYPE_CHECKING:
     from distconv.trainer import Trainer
@@ -44,7 +48,7 @@ def run_epoch(
     )
     # steps whose sequences hold no row on any rank: skipped alike, updating nothing
     skipped = empty_steps(train, sampler, t.pos.epoch)
-    with bar:
+    with bar, sums_kept_at_an_error(t, tally):
         for passes in sampler.passes(t.pos.epoch, t.pos.step_in_epoch):
             with counting_step():  # a second Ctrl-C held over a step's updates: raised once
                 if skipped is not None and skipped[t.pos.step_in_epoch]:  # it is counted
@@ -77,6 +81,28 @@ def run_epoch(
     if test is not None:
         record.update(t.evaluate(test))
     return record, tally.scheme
+
+
+@contextmanager
+def sums_kept_at_an_error(trainer: Trainer, tally: EpochTally) -> Iterator[None]:
+    """Where an error or a second Ctrl-C ends the epoch in its middle, keep its sums so far in
+    ``trainer.pos`` as a stop does: a fit without an output directory resumes from that
+    position in memory (:mod:`~distconv.memory_resume`), and the epoch's record then covered
+    its steps since alone, or since an earlier stop's sums, under the whole epoch's name. Only
+    where the sums need no transport (one process's own ``allreduce_sum``): another sync's
+    fold, a collective, may wait for a rank or a shard that is gone. Elsewhere the sums are
+    dropped (``{}``), and the resume says its epoch counts from there."""
+    try:
+        yield
+    except Preempted:  # a stop: its sums kept already, as its checkpoint's
+        raise
+    except BaseException:
+        sums: dict[str, Any] = {}
+        if type(trainer.sync).allreduce_sum is SyncStrategy.allreduce_sum:
+            with contextlib.suppress(Exception):  # a NaN sum, a closed sync: the error first
+                sums = tally.fold(trainer.pos)
+        trainer.pos.sums = sums if trainer.pos.step_in_epoch else {}
+        raise
 
 
 def way_on(out_dir: Path | None) -> str:

@@ -36,6 +36,8 @@ def position_in_memory(trainer: Trainer, resume: Any) -> Position | None:
     if trainer.out_dir is not None or not (pos.epoch or pos.step):
         return None
     if resume in (True, "auto"):
+        if pos.step_in_epoch and not pos.sums:
+            _say_sums_lost(pos, resume)
         return Position(pos.epoch, pos.step, pos.step_in_epoch, dict(pos.sums))
     if not trainer._said_fresh_again:
         trainer._said_fresh_again = True
@@ -48,3 +50,19 @@ def position_in_memory(trainer: Trainer, resume: Any) -> Position | None:
             pos.step,
         )
     return None
+
+
+def _say_sums_lost(pos: Position, resume: Any) -> None:
+    """Warn that the epoch resumed at ``pos`` counts its metrics from there: the fit before
+    ended in it by an error or a second Ctrl-C, whose sums only one process keeps
+    (:func:`~distconv.epoch_run.sums_kept_at_an_error`)."""
+    log.warning(
+        "fit(resume=%r) goes on from step %d of epoch %d, whose metric sums of the steps "
+        "before went with the fit that ended there by an error or a second Ctrl-C (not a "
+        "stop, which keeps them; a sync with a transport, MPI or a parameter server, sums "
+        "them only at a stop): that epoch's train_loss and train_acc count its steps from "
+        "here on",
+        resume,
+        pos.step_in_epoch,
+        pos.epoch + 1,
+    )

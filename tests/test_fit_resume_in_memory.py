@@ -14,6 +14,7 @@ import pytest
 from distconv.optim import create_optimizer
 from distconv.resume import Preempted
 from distconv.sync.local import LocalSync
+from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.trainer import Trainer
 from tests.mpi.common import small_lenet, trainer_data
 from tests.signals import signal_at
@@ -29,10 +30,14 @@ def python_handles_sigint():
     signal.signal(signal.SIGINT, previous)
 
 
-def _trainer(out_dir=None):
+def _trainer(out_dir=None, sync=LocalSync):
     """Adam, a halving lr per epoch, float64, dropout-free: 5 steps of 8 an epoch."""
-    sync = LocalSync(create_optimizer("adam", lr=0.01))
+    sync = sync(create_optimizer("adam", lr=0.01))
     return Trainer(small_lenet(seed=3), sync, 8, lr_decay=0.5, out_dir=out_dir, progress=False)
+
+
+def _one_rank_mpi(optimizer):
+    return MPISync(optimizer, comm=SingleRankComm())
 
 
 def _weights(t):
@@ -105,12 +110,14 @@ def test_resume_true_on_a_trainer_that_never_trained_is_refused_as_before():
         _trainer().fit(trainer_data(), epochs=1, resume=True)
 
 
-def test_a_second_ctrl_c_in_a_steps_updates_resumes_in_memory_as_one_run():
+@pytest.mark.parametrize("sync", [LocalSync, _one_rank_mpi])
+def test_a_second_ctrl_c_in_a_steps_updates_resumes_in_memory_as_one_run(sync, caplog):
     """The held interrupt is raised once the step is counted in the epoch too: the position
-    names the next batch, and the run goes on from it as one never cut."""
-    whole = _trainer()
+    names the next batch, and the run goes on from it as one never cut, the epoch's loss
+    too where the sums need no transport (LocalSync); MPISync's went with the fit, said."""
+    whole = _trainer(sync=sync)
     whole.fit(trainer_data(), epochs=2)
-    t = _trainer()
+    t = _trainer(sync=sync)
     optimizer = t.sync.optimizer
     update, calls = optimizer.update, [0]
 
@@ -126,5 +133,17 @@ def test_a_second_ctrl_c_in_a_steps_updates_resumes_in_memory_as_one_run():
         t.fit(trainer_data(), epochs=2)
     assert (t.pos.step, t.pos.step_in_epoch) == (7, 2)
     del optimizer.update
-    t.fit(trainer_data(), epochs=2, resume=True)
+    try:
+        with caplog.at_level(logging.WARNING):
+            history = t.fit(trainer_data(), epochs=2, resume=True)
+    finally:
+        t.sync.close()
+        whole.sync.close()
     _assert_same(_weights(t), _weights(whole))
+    lost = "fit(resume=True) goes on from step 2 of epoch 2, whose metric sums of the steps before"
+    if sync is LocalSync:
+        assert history[0]["train_loss"] == whole.history[1]["train_loss"]
+        assert history[0]["train_acc"] == whole.history[1]["train_acc"]
+        assert lost not in caplog.text
+    else:
+        assert lost in caplog.text
