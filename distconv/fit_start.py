@@ -76,7 +76,7 @@ def start_fit(trainer: Trainer, train: Any, test: Any, resume: Any) -> FitStart:
     data = data_facts(train, test, trainer.dtype)  # the inputs as cast: what trains
     # every rank's model: the same, or stop; and the checkpoint's, or no resume
     layers = trainer.network.structure()
-    if (pos := position_in_memory(trainer, resume)) is not None:
+    if (pos := position_in_memory(trainer, resume, data["train_data"])) is not None:
         state = None  # the sync's in memory, kept by its setup
     else:
         state, pos = trainer.checkpoints.open(resume, data["train_data"], layers)

@@ -16,9 +16,10 @@ means.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from distconv.resume import Position
+from distconv.resume import CheckpointError, Position
 
 if TYPE_CHECKING:
     from distconv.trainer import Trainer
@@ -26,16 +27,24 @@ if TYPE_CHECKING:
 log = logging.getLogger("distconv.trainer")
 
 
-def position_in_memory(trainer: Trainer, resume: Any) -> Position | None:
+def position_in_memory(
+    trainer: Trainer, resume: Any, train_data: Mapping[str, Any]
+) -> Position | None:
     """Where ``trainer``'s fit starts without an output directory: a copy of its position
     where ``resume`` is True or ``"auto"`` and it has trained; None where the checkpoints
     decide (an output directory, or nothing trained yet: ``resume=True`` is refused there as
     with no checkpoint to resume). ``resume=False`` (or ``"overwrite"``) on a trained Trainer
-    starts afresh, said once a Trainer."""
+    starts afresh, said once a Trainer.
+
+    Raises:
+        CheckpointError: ``train_data`` (the training set's fingerprint) is not that of the
+            set the position was trained on, as a checkpoint's resume refuses it: its batch
+            order is another, and a step past the new set's epoch trained nothing."""
     pos = trainer.pos
     if trainer.out_dir is not None or not (pos.epoch or pos.step):
         return None
     if resume in (True, "auto"):
+        refuse_other_data(trainer, resume, train_data)
         if pos.step_in_epoch and not pos.sums:
             _say_sums_lost(pos, resume)
         return Position(pos.epoch, pos.step, pos.step_in_epoch, dict(pos.sums))
@@ -65,4 +74,20 @@ def _say_sums_lost(pos: Position, resume: Any) -> None:
         resume,
         pos.step_in_epoch,
         pos.epoch + 1,
+    )
+
+
+def refuse_other_data(trainer: Trainer, resume: Any, train_data: Mapping[str, Any]) -> None:
+    """Refuse to go on from ``trainer``'s position in memory on a training set other than the
+    one it was trained on (``train_data``: this fit's fingerprint)."""
+    was = trainer._position_data
+    if was is None or dict(was) == dict(train_data):
+        return
+    sizes = f"{was.get('examples')} examples then, {train_data.get('examples')} now"
+    raise CheckpointError(
+        f"fit(resume={resume!r}) without out_dir goes on from this Trainer's position in "
+        f"memory (step {trainer.pos.step}, epoch {trainer.pos.epoch + 1}), which it trained on "
+        f"another training set ({sizes}; their fingerprints differ): its batch order would not "
+        "go on. Pass the same training set, or resume=False to start the epochs again on this "
+        "one from the trained weights"
     )

@@ -186,6 +186,7 @@ class Trainer(TrainerSettings):
         self._take_trainable()
         self.pos = Position()
         self._said_fresh_again = False  # memory_resume's warning, once
+        self._position_data: dict[str, Any] | None = None  # the set self.pos was trained on
         self.history: list[dict[str, Any]] = []
         self._stop = StopRequest()
         self._layout = ParamLayout([])  # each fit's, made before its setup
@@ -339,6 +340,7 @@ class Trainer(TrainerSettings):
             timed_collective(self.sync, self.sync.all_equal, data)
             check_sets(self.network, self._forward, train, test)  # the ranks agree: all fail alike
             self.pos = share_position(self.sync, pos)
+            self._position_data = data["train_data"]  # a resume in memory compares it
             refuse_frozen_resume(self.params, self.pos, self.sync.world_size)
             if self.monitor is not None:
                 self.monitor.set_ready()

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from distconv.optim import create_optimizer
-from distconv.resume import Preempted
+from distconv.resume import CheckpointError, Preempted
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.trainer import Trainer
@@ -147,3 +147,25 @@ def test_a_second_ctrl_c_in_a_steps_updates_resumes_in_memory_as_one_run(sync, c
         assert lost not in caplog.text
     else:
         assert lost in caplog.text
+
+
+def test_a_resume_in_memory_on_another_training_set_is_refused_as_a_checkpoints_is():
+    """Stopped 3 steps into an epoch of 37 examples, resumed on 45: another batch order (and
+    a step past a smaller set's epoch trained nothing), which a checkpoint's resume refuses
+    too; the same set goes on."""
+    t = _trainer()
+    step = signal_at(t, 3, signal.SIGINT)
+    with pytest.raises(Preempted):
+        t.fit(trainer_data(), epochs=1)
+    t.train_step = step
+    with pytest.raises(CheckpointError) as refused:
+        t.fit(trainer_data(45), epochs=1, resume="auto")
+    assert str(refused.value) == (
+        "fit(resume='auto') without out_dir goes on from this Trainer's position in memory "
+        "(step 3, epoch 1), which it trained on another training set (37 examples then, 45 "
+        "now; their fingerprints differ): its batch order would not go on. Pass the same "
+        "training set, or resume=False to start the epochs again on this one from the trained "
+        "weights"
+    )
+    assert (t.pos.step, t.pos.step_in_epoch) == (3, 3)  # nothing trained
+    assert [r["step"] for r in t.fit(trainer_data(), epochs=1, resume="auto")] == [5]
