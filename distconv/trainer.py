@@ -65,7 +65,7 @@ from distconv.trainer_args import (
     run_config,
     training_dtype,
 )
-from distconv.trainer_settings import TrainerSettings
+from distconv.trainer_settings import TrainerSettings, settings_made
 
 if TYPE_CHECKING:  # imported by the caller that serves probes, not by every trainer
     from distconv.service import ServiceEndpoints
@@ -166,6 +166,7 @@ class Trainer(TrainerSettings):
         self.out_dir, self.seed, self.lr_decay = output_dir(out_dir), seed, lr_decay
         self.checkpoint_every, self.monitor, self.progress = checkpoint_every, monitor, progress
         self.dtype = training_dtype(dtype)
+        settings_made(self)  # read-only from here: the config below records them
         self.params = network.parameters()
         # the config refused before a weight is cast: a refused Trainer leaves the network as is
         self.config = run_config(  # and the Trainer's facts: one's key with another value refused

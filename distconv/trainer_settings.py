@@ -28,6 +28,14 @@ class FixedSetting:
             raise AttributeError(f"{type(obj).__name__}.{self.name} is not set yet") from None
 
     def __set__(self, obj: Any, value: Any) -> None:
+        if self.slot in obj.__dict__ and not obj.__dict__.get(MADE):
+            kind = type(obj).__name__  # set twice before made: a subclass's, then __init__'s
+            raise AttributeError(
+                f"{kind}.{self.name} was set before Trainer.__init__ set it from its "
+                f"argument (by a subclass's __init__, before super().__init__()?): pass "
+                f"{self.name}=... to super().__init__() instead, which records it in the run's "
+                "config and checkpoints"
+            )
         if self.slot in obj.__dict__:
             kind = type(obj).__name__
             raise AttributeError(
@@ -38,6 +46,15 @@ class FixedSetting:
                 "from their trained weights and optimizer state)"
             )
         obj.__dict__[self.slot] = value
+
+
+#: the key an instance's ``__dict__`` holds once its settings are made (:func:`settings_made`)
+MADE = "_fixed_settings_made"
+
+
+def settings_made(obj: Any) -> None:
+    """``obj``'s settings are made (its ``__init__`` set each): from now on each is read-only."""
+    obj.__dict__[MADE] = True
 
 
 class TrainerSettings:

@@ -58,3 +58,30 @@ def test_a_batch_size_refused_between_fits_leaves_the_run_as_its_checkpoints_say
     assert t.global_batch == t.config["global_batch"] == 8
     again = _trainer(out_dir=tmp_path / "run")  # the run resumes as the one it is
     again.fit(trainer_data(), epochs=2, resume=True)
+
+
+def test_a_subclass_setting_one_before_super_init_is_told_to_pass_it_there():
+    """Set first by a subclass, then by Trainer.__init__ from its argument: not 'fixed once
+    made' (nothing was made yet), but where to give it; one set after super().__init__() is
+    refused as any later assignment is (the config recorded the argument's)."""
+
+    class SeededFirst(Trainer):
+        def __init__(self, *args, **kwargs):
+            self.seed = 5
+            super().__init__(*args, **kwargs)
+
+    class SeededAfter(Trainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.seed = 5
+
+    sync = LocalSync(create_optimizer("sgd", lr=0.05))
+    with pytest.raises(AttributeError) as refused:
+        SeededFirst(small_lenet(seed=3), sync, 8, progress=False)
+    assert str(refused.value) == (
+        "SeededFirst.seed was set before Trainer.__init__ set it from its argument (by a "
+        "subclass's __init__, before super().__init__()?): pass seed=... to "
+        "super().__init__() instead, which records it in the run's config and checkpoints"
+    )
+    with pytest.raises(AttributeError, match=r"^SeededAfter\.seed is fixed once the Seeded"):
+        SeededAfter(small_lenet(seed=3), sync, 8, progress=False)
