@@ -20,7 +20,7 @@ import numpy as np
 
 from distconv.arg import feeds_of
 from distconv.data import Arrays, DataError, Dataset
-from distconv.data_checks import check_sets, refuse_set_ids_out_of_range
+from distconv.data_checks import check_evaluation_set, check_sets
 from distconv.epoch_run import run_epoch
 from distconv.epoch_tally import EpochTally, evaluate_shares, right_answers
 from distconv.fit_start import start_fit
@@ -52,6 +52,7 @@ from distconv.step_guard import ParamLayout
 from distconv.stop_agreement import STOP_CHECK_EVERY as STOP_CHECK_EVERY  # drain reads it
 from distconv.stop_request import StopRequest
 from distconv.sync.base import SyncStrategy, tell_setup_failed
+from distconv.sync.closed_calls import refuse_closed_trainer
 from distconv.sync.collective_time import timed_collective
 from distconv.train_step import say_applied_in_part, train_step
 from distconv.trainer_args import (
@@ -261,14 +262,16 @@ class Trainer(TrainerSettings):
         Across processes call it after :meth:`fit` and before the sync's ``close()``: the ranks
         sum their shares, which MPISync and PServerSync refuse before setup (nothing sent),
         when the ranks' parameters may still differ, and every sync refuses once closed
-        (``SyncError``). An id past what a layer reads is refused first, as fit refuses it
-        (``DataError``: :func:`~distconv.data_checks.refuse_ids_out_of_range`)."""
+        (``SyncError``, naming ``Trainer.evaluate()``). Ids past a layer's range, and images
+        of other channels than the convolution that reads them, are refused first, as fit
+        refuses them (``DataError``: :func:`~distconv.data_checks.check_evaluation_set`)."""
+        refuse_closed_trainer(self.sync, "evaluate")  # named so, not the sync's allreduce_sum
         check_count("batch_size", batch_size, 1)  # a negative one ran no batch: a loss of 0
         arrays = counted(self.network, self.loss_name, as_data_set(arrays))
         if set_length(arrays) == 0:  # a DataError: a script ends on its one line
             named = f" {arrays.name!r}" if isinstance(arrays, SequenceSet) else ""
             raise DataError(f"cannot evaluate on an empty data set{named}")
-        refuse_set_ids_out_of_range(self.network, "evaluation", arrays)  # as fit: before a batch
+        check_evaluation_set(self.network, arrays)  # as fit checks its sets: before a batch
         accuracy = self.accuracy is not None
         say_applied_in_part(self, "evaluate() scores")  # a second Ctrl-C's, as fit said
         return evaluate_shares(self._forward, arrays, self.sync, batch_size, accuracy, self.dtype)
@@ -321,6 +324,7 @@ class Trainer(TrainerSettings):
                 earlier one's last stop check; a checkpoint was saved first (see
                 :mod:`distconv.stop_request`).
         """
+        refuse_closed_trainer(self.sync, "fit")  # before a file is read: named so, not setup
         check_resume(resume)
         check_count("epochs", epochs, 0)  # -3 trained nothing, 1.5 two epochs, silently
         self.history = []  # this call's

@@ -128,7 +128,6 @@ def test_check_evaluation_set_names_channels_last_images_of_the_evaluation_set(i
     assert said.endswith("x.transpose(0, 3, 1, 2)")
 
 
-@pytest.mark.xfail(strict=True, reason="Trainer.evaluate does not yet call check_evaluation_set")
 def test_evaluate_on_channels_last_images_is_told_the_transpose(images):
     with pytest.raises(DataError, match=r"^the evaluation set's 'image' .*transpose\(0, 3, 1, 2\)"):
         _trainer().evaluate(_channels_last(images))

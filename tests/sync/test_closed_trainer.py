@@ -62,10 +62,6 @@ def test_the_trainers_refusal_names_its_call_and_the_closed_sync():
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Trainer.evaluate and fit do not yet call refuse_closed_trainer at their entry",
-)
 @pytest.mark.parametrize("call", ["evaluate", "fit"])
 def test_trainer_calls_on_a_closed_sync_name_the_trainers_call(data, call):
     train, test = data
