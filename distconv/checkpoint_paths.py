@@ -69,7 +69,7 @@ def checkpoint_file(path: str | os.PathLike, words: SourceWords = INIT_FROM_FLAG
 
 def shard_part_refusal(path: str | os.PathLike, words: SourceWords) -> CheckpointError:
     """The refusal of ``path``, a parameter-server shard's part (by its name, or renamed),
-    in ``words``: ``--init-from``'s are read back by the launcher (``refused_starts``)."""
+    in ``words``, which the launcher reads back (``refused_starts``)."""
     return CheckpointError(
         f"{words.source(path)}: {SHARD_PART_IS}; pass its run's {words.run_folder} or one "
         "of its checkpoints/step-N folders, whose chief's part holds every weight"

@@ -28,8 +28,9 @@ that. A source whose ``checkpoints`` links to a disk not mounted yet (PATH the r
 or a step folder in it) is named as a resume names it, and restarted: no such refusal.
 
 Which file PATH names is :mod:`distconv.checkpoint_paths`'s to say. A script's own
-:func:`load_weights` call is worded for a script, naming no flag (:mod:`distconv.source_words`):
-only ``--init-from``'s words are read back by the launcher.
+:func:`load_weights` call is worded for a script, naming its call, not a flag
+(``load_weights PATH: ...``, :mod:`distconv.source_words`): the launcher reads its refusals
+back as it reads ``--init-from``'s, and restarts a launched script on none of them either.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def load_weights(
         path: a run's folder, its ``checkpoints`` folder, a step's folder or manifest, or a
             checkpoint file.
         params: the model's parameters, whose dtypes the weights are cast to.
-        words: how messages name ``path``: a script's call (the path alone) by default;
+        words: how messages name ``path``: a script's call (``load_weights PATH``) by default;
             :data:`~distconv.source_words.INIT_FROM_FLAG` for ``--init-from``.
 
     Raises:

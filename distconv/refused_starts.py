@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 
 from distconv.rank_endings import BEFORE_WORDS
+from distconv.source_words import SOURCES, SourceWords
 
 #: the words by which distconv refuses to resume from a checkpoint of another run
 #: (``distconv.resume_facts.check_same_run``: ``checkpoint P comes from a different run;
@@ -182,52 +183,71 @@ def _resume_refusal(found: re.Match[str]) -> str:
     return f"has format version {found['theirs']} where this distconv reads version {found['ours']}"
 
 
-#: ``distconv train --init-from``'s refusals to start (:mod:`distconv.init_from`), by the words
-#: that tell each, with what the launcher says of it: the same source on every attempt, so the
-#: same refusal (read back by tests/launcher/test_init_from_restarts.py)
+#: the weights loaders' refusals to start (:mod:`distconv.init_from`: ``distconv train
+#: --init-from PATH``'s, and a script's ``load_weights(PATH, params)``'s), by the words that tell
+#: each, with what the launcher says of it: the same source on every attempt, so the same refusal
+#: (read back by tests/launcher/test_init_from_restarts.py and test_load_weights_restarts.py).
+#: Each is filled from the loader's :class:`~distconv.source_words.SourceWords` its message
+#: begins with: ``{source}`` its :attr:`~distconv.source_words.SourceWords.name`, ``{ours}`` whose
+#: dtype the weights are cast to
 _INIT_FROM = {
-    ": its weights do not fit this model ": "the --init-from checkpoint does not fit the model",
-    ", which --overwrite deletes: ": "--overwrite would delete the --init-from checkpoint",
-    ": no such file or folder": "the --init-from path holds no checkpoint",
-    ": no complete checkpoint there ": "the --init-from path holds no checkpoint",
-    "'s range, which the cast to this run's dtype makes infinite": (
-        "the --init-from checkpoint holds values past this run's dtype"
+    ": its weights do not fit this model ": "the {source} checkpoint does not fit the model",
+    ", which --overwrite deletes: ": "--overwrite would delete the {source} checkpoint",
+    ": no such file or folder": "the {source} path holds no checkpoint",
+    ": no complete checkpoint there ": "the {source} path holds no checkpoint",
+    "'s range, which the cast to {ours} dtype makes infinite": (
+        "the {source} checkpoint holds values past {ours} dtype"
     ),
     "'s range, which the cast to this model's dtype wraps": (
-        "the --init-from checkpoint holds values past this run's dtype"
+        "the {source} checkpoint holds values past {ours} dtype"
     ),
     " ranks from it with frozen parameters ": (
-        "the --init-from checkpoint cannot start several ranks with frozen parameters"
+        "the {source} checkpoint cannot start several ranks with frozen parameters"
     ),
-    ": its checkpoint is damaged (": "the --init-from checkpoint is damaged",
+    ": its checkpoint is damaged (": "the {source} checkpoint is damaged",
     ": its checkpoint has another format version (": (
-        "the --init-from checkpoint has another format version"
+        "the {source} checkpoint has another format version"
     ),
     ": no checkpoint's manifest, or a damaged one (": (
-        "the --init-from file is no checkpoint's manifest"
+        "the {source} file is no checkpoint's manifest"
     ),
     ": a parameter-server shard's checkpoint part, ": (
-        "the --init-from path is a parameter-server shard's part"
+        "the {source} path is a parameter-server shard's part"
     ),
 }
-_INIT_FROM_START = re.compile(r"[eE]rror: --init-from ")
+
+
+def _filled(words: SourceWords) -> dict[str, str]:
+    """:data:`_INIT_FROM` in the words of one loader (``words``)."""
+    said = {"source": words.name, "ours": words.ours}
+    return {tell.format(**said): told.format(**said) for tell, told in _INIT_FROM.items()}
+
+
+#: :data:`_INIT_FROM` filled for each loader (:data:`~distconv.source_words.SOURCES`), by the
+#: flag or call its refusals begin with
+_LOADERS = {words.flag: _filled(words) for words in SOURCES}
+#: a loader's refusal as a rank says it: behind ``NAME: error: `` or the error's class, its
+#: loader's flag or call, the group ``flag``
+_INIT_FROM_START = re.compile(rf"[eE]rror: (?P<flag>{'|'.join(map(re.escape, _LOADERS))})")
 
 
 def init_from_refused_in(lines: Sequence[str]) -> str | None:
-    """What the last of ``lines`` that says ``--init-from`` refused to start says, as the
-    launcher says it (``the --init-from checkpoint does not fit the model``); None where none
-    does."""
+    """What the last of ``lines`` that says a weights loader refused to start says, as the
+    launcher says it (``the --init-from checkpoint does not fit the model``, ``the load_weights
+    path holds no checkpoint``); None where none does."""
     found = [said for line in lines if (said := _init_from_refusal(line)) is not None]
     return found[-1] if found else None
 
 
 def _init_from_refusal(line: str) -> str | None:
-    """The refusal whose words come first after ``line``'s first ``error: --init-from ``, or
-    None. Found with one scan per refusal: a regular expression's lazy scan to the line's end
-    from each repeat of those words took 3.5 s on a line of 64 KiB that repeats them."""
+    """The refusal whose words come first after ``line``'s first ``error: --init-from `` (or
+    ``Error: load_weights ``), or None. Found with one scan per refusal: a regular expression's
+    lazy scan to the line's end from each repeat of those words took 3.5 s on a line of 64 KiB
+    that repeats them."""
     start = _INIT_FROM_START.search(line)
     if start is None:
         return None
-    at = {line.find(words, start.end()): said for words, said in reversed(_INIT_FROM.items())}
+    refusals = _LOADERS[start["flag"]]
+    at = {line.find(words, start.end()): said for words, said in reversed(refusals.items())}
     first = min((i for i in at if i >= 0), default=None)
     return None if first is None else at[first]

@@ -3,10 +3,14 @@ script's call, which has none.
 
 :func:`distconv.init_from.load_weights` serves both ``distconv train --init-from PATH`` and a
 script that loads a run's weights itself. The command line's words name its flags
-(``--init-from``, ``--out``, ``--dtype``); the launcher reads some of them back
-(``distconv.refused_starts._INIT_FROM``), so they stay as they are. A script passed no flag:
-its words name the path alone, and the model rather than a run. One template per message,
-filled from the words of the caller: no message is written twice.
+(``--init-from``, ``--out``, ``--dtype``). A script passed no flag: its words begin with the
+call it made (``load_weights run/a: ...``) and name the model rather than a run. One template
+per message, filled from the words of the caller: no message is written twice.
+
+The launcher reads the refusals of both back (``distconv.refused_starts``), behind
+:data:`SOURCES`' :attr:`SourceWords.flag`: a refusal every attempt of a job would meet again
+(weights that do not fit, nothing at PATH) is restarted by none. So a change of a ``flag``
+here is read there, and the words behind it stay as they are.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ class SourceWords:
     """The words that differ between the command line's messages and a script's.
 
     Attributes:
-        flag: what names the source before its path (``"--init-from "``), or "".
+        flag: what names the source before its path, and begins each refusal: the command
+            line's flag (``"--init-from "``) or the script's call (``"load_weights "``).
         run_folder: what a run's output folder is called (``"--out"``, ``"folder"``).
         ours: whose dtype the weights are cast to (``"this run's"``, ``"this model's"``).
         dtype_flag: the flag that sets that dtype, in parentheses, or "".
@@ -35,8 +40,14 @@ class SourceWords:
     cast_why: str
     start: str
 
+    @property
+    def name(self) -> str:
+        """What names the source, without its space: ``--init-from``, ``load_weights``."""
+        return self.flag.strip()
+
     def source(self, path: str | os.PathLike) -> str:
-        """The source as a message names it first: ``--init-from run/a``, or ``run/a``."""
+        """The source as a message names it first: ``--init-from run/a``, or
+        ``load_weights run/a``."""
         return f"{self.flag}{os.fspath(path)}"
 
 
@@ -52,10 +63,13 @@ INIT_FROM_FLAG = SourceWords(
 
 #: a script's own :func:`~distconv.init_from.load_weights` call
 SCRIPT_CALL = SourceWords(
-    flag="",
+    flag="load_weights ",
     run_folder="folder",
     ours="this model's",
     dtype_flag="",
     cast_why="weights alone are loaded, so they are cast (restore_checkpoint casts none)",
     start="load it",
 )
+
+#: every loader's words, by which the launcher tells their refusals (``distconv.refused_starts``)
+SOURCES = (INIT_FROM_FLAG, SCRIPT_CALL)

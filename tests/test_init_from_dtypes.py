@@ -1,6 +1,6 @@
-"""``--init-from``'s cast of another dtype (:func:`distconv.init_from.load_weights`) goes from
-float to float, or integer to integer, and never into weights the cast made infinite or
-wrapped: an integer parameter (a count, an index table) given floats, or float weights given
+"""``--init-from``'s and a script's cast of another dtype (:func:`distconv.init_from.load_weights`)
+goes from float to float, or integer to integer, and never into weights the cast made infinite
+or wrapped: an integer parameter (a count, an index table) given floats, or float weights given
 integers, would be truncated silently; a float64 weight past float16's range would be an
 infinite one, whose first step ends in a NaN loss that names nothing; an int64 count past an
 int32 parameter's range would wrap. Each is refused, naming the parameter, and nothing is
@@ -15,7 +15,26 @@ from distconv.checkpoint import CheckpointError, save_checkpoint
 from distconv.init_from import load_weights
 from distconv.parameter import Parameter
 from distconv.refused_starts import init_from_refused_in
-from distconv.source_words import INIT_FROM_FLAG
+from distconv.source_words import INIT_FROM_FLAG, SCRIPT_CALL, SourceWords
+
+#: each loader's words, with the line a rank of its own ends on and what the launcher reads
+#: there for a value past the dtype: the same on every attempt, so no restart
+LOADERS = pytest.mark.parametrize(
+    ("loader", "program", "launcher_says"),
+    [
+        (
+            SCRIPT_CALL,
+            "script.py: error: ",
+            "the load_weights checkpoint holds values past this model's dtype",
+        ),
+        (
+            INIT_FROM_FLAG,
+            "distconv train: error: ",
+            "the --init-from checkpoint holds values past this run's dtype",
+        ),
+    ],
+    ids=["script", "distconv train"],
+)
 
 
 def saved(tmp_path, **arrays: np.ndarray):
@@ -47,17 +66,16 @@ def test_another_kind_of_dtype_is_refused(tmp_path, theirs, ours):
     assert np.array_equal(w.value, ours)
 
 
-def test_a_weight_the_cast_makes_infinite_is_refused(tmp_path):
+@LOADERS
+def test_a_weight_the_cast_makes_infinite_is_refused(
+    tmp_path, loader: SourceWords, program: str, launcher_says: str
+):
     path = saved(tmp_path, a=np.ones(2), w=np.array([1.0, 1e6]))
     a, w = Parameter("a", np.zeros(2, np.float16)), Parameter("w", np.zeros(2, np.float16))
     with pytest.raises(CheckpointError, match="'w' holds values past float16's range") as refused:
-        load_weights(path, [a, w], words=INIT_FROM_FLAG)
+        load_weights(path, [a, w], words=loader)
     assert not a.value.any() and not w.value.any()  # nothing written
-    said = f"script.py: error: CheckpointError: {refused.value}"  # the same on every attempt
-    assert (
-        init_from_refused_in([said])
-        == "the --init-from checkpoint holds values past this run's dtype"
-    )
+    assert init_from_refused_in([f"{program}{refused.value}"]) == launcher_says
 
 
 @pytest.mark.parametrize(
@@ -69,20 +87,19 @@ def test_a_weight_the_cast_makes_infinite_is_refused(tmp_path):
     ],
     ids=["past int32", "negative into unsigned", "past int8"],
 )
-def test_an_integer_the_cast_wraps_is_refused(tmp_path, theirs, ours):
+@LOADERS
+def test_an_integer_the_cast_wraps_is_refused(
+    tmp_path, theirs, ours, loader: SourceWords, program: str, launcher_says: str
+):
     """int64 counts into an int32 parameter: the cast wrapped 2**40 to 0, unsaid, where a
     float past the run's dtype is refused; both are refused alike."""
     path = saved(tmp_path, w=theirs)
     w = Parameter("w", ours.copy())
     words = rf"'w' holds values past {ours.dtype}'s range, which the cast to this model's dtype"
     with pytest.raises(CheckpointError, match=words) as refused:
-        load_weights(path, [w], words=INIT_FROM_FLAG)
+        load_weights(path, [w], words=loader)
     assert np.array_equal(w.value, ours)  # nothing written
-    said = f"script.py: error: CheckpointError: {refused.value}"
-    assert (
-        init_from_refused_in([said])
-        == "the --init-from checkpoint holds values past this run's dtype"
-    )
+    assert init_from_refused_in([f"{program}{refused.value}"]) == launcher_says
 
 
 def test_an_integer_that_fits_another_integer_type_is_cast(tmp_path):

@@ -1,6 +1,7 @@
-""":func:`distconv.init_from.load_weights` called from a script speaks of the path it was given
-and the model, not of ``--init-from`` and ``--dtype``, flags the script was never passed; the
-command line's words stay as they were (the launcher reads them back)."""
+""":func:`distconv.init_from.load_weights` called from a script speaks of its call, the path it
+was given and the model, not of ``--init-from`` and ``--dtype``, flags the script was never
+passed; the command line's words stay as they were. The launcher reads the refusals of both
+back (:mod:`distconv.refused_starts`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from distconv.checkpoint import CheckpointError, save_checkpoint
 from distconv.init_from import load_weights
 from distconv.parameter import Parameter
+from distconv.refused_starts import init_from_refused_in
 from distconv.source_words import INIT_FROM_FLAG
 
 pytestmark = pytest.mark.timeout(60)
@@ -29,8 +31,8 @@ def test_a_cast_is_said_in_a_script_s_words(tmp_path, caplog):
     load_weights(path, [Parameter("w", np.zeros(2, np.float32))])
     said = [r.getMessage() for r in caplog.records]
     assert said == [
-        f"{path}: casting its float64 weights to this model's float32: weights alone are "
-        "loaded, so they are cast (restore_checkpoint casts none)"
+        f"load_weights {path}: casting its float64 weights to this model's float32: weights "
+        "alone are loaded, so they are cast (restore_checkpoint casts none)"
     ]
 
 
@@ -47,11 +49,11 @@ def test_the_command_line_s_words_are_kept_for_it(tmp_path, caplog):
 @pytest.mark.parametrize(
     ("given", "said"),
     [
-        ("missing", "{path}: no such file or folder"),
-        ("empty", "{path}: no complete checkpoint there (a run's folder, one of its "),
+        ("missing", "load_weights {path}: no such file or folder"),
+        ("empty", "load_weights {path}: no complete checkpoint there (a run's folder, one of its "),
     ],
 )
-def test_a_refusal_names_the_path_without_a_flag(tmp_path, given, said):
+def test_a_refusal_names_the_call_not_a_flag(tmp_path, given, said):
     path = tmp_path / given
     if given == "empty":
         path.mkdir()
@@ -59,3 +61,5 @@ def test_a_refusal_names_the_path_without_a_flag(tmp_path, given, said):
         load_weights(path, [Parameter("w", np.zeros(2))])
     assert str(refused.value).startswith(said.format(path=path)), refused.value
     assert "--" not in str(refused.value)
+    line = f"fine.py: error: {refused.value}"  # run_main's, every attempt alike
+    assert init_from_refused_in([line]) == "the load_weights path holds no checkpoint"
