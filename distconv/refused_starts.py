@@ -1,11 +1,13 @@
 """The words by which distconv refuses, for good, to start a run: to resume a checkpoint of
 another run, one that does not fit the model, one of another format version; to start in an
-output directory that holds another run. The same checkpoint or directory, so the same refusal,
-meets every attempt of the job, and the launcher restarts none
-(:attr:`launcher.failure.Failure.every_attempt`): it reads them back from a rank's last words
-(:func:`refused_for_good_in`). Written where distconv refuses, read here: a change of those words
-on one side only drops the launcher's exemption of them from ``--max-restarts``. This module
-needs neither numpy nor MPI (the launcher imports it, and must not need them).
+output directory that holds another run; to load weights (``--init-from``, ``load_weights``)
+that do not fit or are not there; to train with an optimizer the parameter-server shards would
+not rebuild. The same checkpoint, directory or script, so the same refusal, meets every attempt
+of the job, and the launcher restarts none (:attr:`launcher.failure.Failure.every_attempt`): it
+reads them back from a rank's last words (:func:`start_refused_in`). Written where distconv
+refuses, read here: a change of those words on one side only drops the launcher's exemption of
+them from ``--max-restarts`` (where a constant here can, the refusal takes its words from it).
+This module needs neither numpy nor MPI (the launcher imports it, and must not need them).
 """
 
 from __future__ import annotations
@@ -251,3 +253,38 @@ def _init_from_refusal(line: str) -> str | None:
     at = {line.find(words, start.end()): said for words, said in reversed(refusals.items())}
     first = min((i for i in at if i >= 0), default=None)
     return None if first is None else at[first]
+
+
+#: the words by which rank 0 refuses an optimizer the parameter-server shards would not rebuild
+#: (:func:`distconv.sync.ps.shard_optimizer.refuse_unservable`, which raises them from here, a
+#: ``JobRefused``: ``optimizer __main__.SignAdam cannot run on the parameter server: ...``), the
+#: optimizer's class ``{optimizer}``: the script's own class, so the same refusal, on every attempt
+UNSERVABLE_OPTIMIZER = "optimizer {optimizer} cannot run on the parameter server: "
+_BEFORE_CLASS, _AFTER_CLASS = UNSERVABLE_OPTIMIZER.split("{optimizer}")
+#: that refusal as a rank says it (``NAME: error: ``), as a traceback's last line or a peer told
+#: of it quotes it (``JobRefused: ``); the class (no space in it) the group ``optimizer``
+_UNSERVABLE = re.compile(
+    rf"(?:[eE]rror|JobRefused): {re.escape(_BEFORE_CLASS)}(?P<optimizer>\S+?)"
+    rf"{re.escape(_AFTER_CLASS)}"
+)
+
+
+def unservable_optimizer_in(lines: Sequence[str]) -> str | None:
+    """What the last of ``lines`` that says the shards would not rebuild the job's optimizer
+    says, as the launcher says it (``optimizer __main__.SignAdam cannot run on the parameter
+    server``); None where none does."""
+    for line in reversed(lines):
+        if (found := _UNSERVABLE.search(line)) is not None:
+            return UNSERVABLE_OPTIMIZER.format(optimizer=found["optimizer"]).removesuffix(": ")
+    return None
+
+
+def start_refused_in(lines: Sequence[str]) -> str | None:
+    """What ``lines`` (a failed rank's last line and its cause) say refused the job's start
+    for good, as the launcher says it: a resume's or an output directory's refusal
+    (:func:`refused_for_good_in`), a weights loader's (:func:`init_from_refused_in`), an
+    optimizer the shards would not rebuild (:func:`unservable_optimizer_in`); None where none
+    does, and a restart may get past it."""
+    return (
+        refused_for_good_in(lines) or init_from_refused_in(lines) or unservable_optimizer_in(lines)
+    )

@@ -21,7 +21,7 @@ from distconv.rank_endings import (
     setup_failure_in_lines,
     setup_failure_said_in_lines,
 )
-from distconv.refused_starts import init_from_refused_in, refused_for_good_in
+from distconv.refused_starts import start_refused_in
 
 from .own_stop import StopSaid, checkpointed_stop, ended_after_stop
 from .rank_reason import rank_text
@@ -172,18 +172,18 @@ class Failure:
     def every_attempt(self) -> str | None:
         """What every attempt of the same command would stop on again, so that a restart is
         no use (``the ranks run different jobs, ...``); None where a restart may help. So too
-        a start refused for good (:func:`~distconv.refused_starts.refused_for_good_in`, in the
-        failing rank's last line or in its cause, what its peers were told included): a resume
-        refused because the checkpoint comes from a different run, does not fit the model or
-        is of another format version, read again by every attempt; an output directory that
-        holds another run, which no attempt changes. Not an earlier line: a program that said
-        a resume was refused and went on (afresh) failed of something else, which a restart may
-        get past. So too an error of the job itself, its data, model or configuration (a
-        ``DataError`` at fit start or at the step whose batch holds a bad label:
-        :func:`~distconv.rank_endings.job_error_in`), in a rank's last line (under MPI each
-        rank's) or in the cause; or in another child's last words, where every child that
-        failed otherwise only stopped because of it (:attr:`job_error_elsewhere`: a victim,
-        or a rank that the launcher's stop ended)."""
+        a start refused for good (:func:`~distconv.refused_starts.start_refused_in`, in the
+        failing rank's last line or its cause, what its peers were told included): a resume of a
+        checkpoint of another run, model or format version; an output directory that holds
+        another run; a weights source that does not fit (``--init-from``, ``load_weights``); an
+        optimizer the shards would not rebuild: no attempt changes them. Not an earlier line: a
+        program that said a resume was refused and went on (afresh) failed of something else,
+        which a restart may get past. So too an error of the job itself, its data, model or
+        configuration (a ``DataError`` at fit start or at the step whose batch holds a bad
+        label: :func:`~distconv.rank_endings.job_error_in`), in a rank's last line (under MPI
+        each rank's) or in the cause; or in another child's last words, where every child that
+        failed otherwise only stopped because of it (:attr:`job_error_elsewhere`: a victim, or a
+        rank that the launcher's stop ended)."""
         if self.different_jobs:
             return "the ranks run different jobs, which every attempt would stop on"
         if (own := self.job_error) is not None:
@@ -206,14 +206,13 @@ class Failure:
 
     @property
     def _refused(self) -> str | None:
-        """Why every attempt would meet this failure again (a refusal of the command or its
-        directory, read from the last line it wrote or its cause); None where a restart may
-        get past it (:func:`~distconv.refused_starts.refused_for_good_in`,
-        :func:`~distconv.refused_starts.init_from_refused_in`)."""
+        """Why every attempt would meet this failure again (a refusal of the command, its
+        directory, its weights' source or its optimizer, read from the last line it wrote or
+        its cause); None where a restart may get past it
+        (:func:`~distconv.refused_starts.start_refused_in`)."""
         if self.signal is not None or not self.exit_code:
             return None
-        said = [*last_words(self.tail)[-1:], self.cause or ""]
-        return refused_for_good_in(said) or init_from_refused_in(said)
+        return start_refused_in([*last_words(self.tail)[-1:], self.cause or ""])
 
     def describe(self) -> str:
         """The headline: who failed and how (:meth:`stopped_too` says who stopped with it)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from distconv import optim
 from distconv.optim import Optimizer
+from distconv.refused_starts import UNSERVABLE_OPTIMIZER
 from distconv.sync.errors import JobRefused
 
 #: what the shards build optimizers from, and the way to give them one of one's own
@@ -40,9 +41,9 @@ def unservable_problem(optimizer: Optimizer) -> str | None:
     cls = type(optimizer)
     if not cls.elementwise:
         return (
-            f"optimizer {_qualified(cls)} cannot run on the parameter server: it is not "
-            "element-wise (elementwise = False), and the shards cut each parameter into blocks "
-            "(1 MiB by default) and update each block alone; train it with local or MPI sync"
+            f"{_cannot_run(cls)}it is not element-wise (elementwise = False), and the shards cut "
+            "each parameter into blocks (1 MiB by default) and update each block alone; train it "
+            "with local or MPI sync"
         )
     name = optimizer.config()["name"]
     built = optim.INSTALLED_OPTIMIZERS.get(name)  # read now: a reload makes it anew
@@ -54,9 +55,15 @@ def unservable_problem(optimizer: Optimizer) -> str | None:
         else f"know no optimizer {name!r} (this process registered it)"
     )
     return (
-        f"optimizer {_qualified(cls)} cannot run on the parameter server: its shards rebuild "
-        f"it from its config by name {name!r} and {instead}; {SHARD_REGISTRY}"
+        f"{_cannot_run(cls)}its shards rebuild it from its config by name {name!r} and "
+        f"{instead}; {SHARD_REGISTRY}"
     )
+
+
+def _cannot_run(cls: type) -> str:
+    """The words each refusal begins with, which the launcher reads back as a start refused for
+    good (:data:`~distconv.refused_starts.UNSERVABLE_OPTIMIZER`): no restart."""
+    return UNSERVABLE_OPTIMIZER.format(optimizer=_qualified(cls))
 
 
 def _qualified(cls: type) -> str:
