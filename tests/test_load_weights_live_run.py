@@ -97,7 +97,7 @@ def test_a_pruned_file_named_itself_is_refused_naming_it_not_retried(tmp_path, n
         patch.setattr(init_from, "load_checkpoint", read_then_pruned)
         with pytest.raises(CheckpointError) as refused:
             load_weights(source, params)
-    assert str(refused.value).startswith(f"{file}: cannot be read again after its weights")
+    assert str(refused.value).startswith(f"{SCRIPT_CALL.source(file)}: cannot be read again after")
     assert len(reads) == 1
     assert all(np.array_equal(p.value, before[p.name]) for p in params)
 
