@@ -39,6 +39,7 @@ from distconv.resume import (
     share_position,
 )
 from distconv.run_dir import METRICS, PLOT, RunDirectory
+from distconv.run_line import run_line
 from distconv.sampler import check_count, check_seed
 from distconv.sequence_set import (
     SequenceSet,
@@ -206,6 +207,15 @@ class Trainer(TrainerSettings):
     def writes_files(self) -> bool:
         return self.out_dir is not None and self.sync.is_chief
 
+    def _metrics_writer(self) -> MetricsWriter | None:
+        """The chief's metrics log, whose first line says which run it is (its settings,
+        optimizer and job id: a sweep's logs told apart); None where this rank writes none."""
+        if not self.writes_files:
+            return None
+        start = self.checkpoints.start
+        run = run_line(self.checkpoints.facts, self.sync.optimizer_config(), start.job_id)
+        return MetricsWriter(self.out_dir / METRICS, self.pos.epoch, run=run)
+
     @property
     def global_batch(self) -> int:
         return self.sync.world_size * self.batch_size * self.accumulate
@@ -350,9 +360,7 @@ class Trainer(TrainerSettings):
             if self.monitor is not None:
                 self.monitor.set_ready()
             restore_handlers = self._stop.install_for_fit()  # the main thread's only
-            writer = (
-                MetricsWriter(self.out_dir / METRICS, self.pos.epoch) if self.writes_files else None
-            )
+            writer = self._metrics_writer()
             while self.pos.epoch < epochs:
                 record, scheme = run_epoch(self, train, test, sampler, self.pos.epoch + 1 == epochs)
                 self.history.append(record)

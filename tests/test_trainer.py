@@ -61,7 +61,11 @@ def test_training_learns_and_records_every_epoch(data, tmp_path):
     assert history[0]["test_acc"] < 0.5 and history[-1]["test_acc"] >= 0.9
     assert set(history[0]) >= {"train_acc", "test_loss", "seconds", "examples_per_second"}
     assert history[0]["global_batch"] == 16 and history[0]["world_size"] == 1
-    assert _records(tmp_path) == history
+    records = _records(tmp_path)
+    run = records[0].pop("run")  # the first line says which run it is: a sweep's told apart
+    assert run["optimizer"]["name"] == "adam" and run["optimizer"]["lr"] == 0.01, run
+    assert run["batch_size"] == 16 and run["job"] is None, run
+    assert records == history
     assert (tmp_path / "metrics.png").read_bytes()[:4] == b"\x89PNG"
     latest = t.checkpoints.run.latest()
     ckpt = load_checkpoint(latest.part("chief"))
@@ -123,7 +127,7 @@ def test_resume_mid_epoch_gives_the_weights_of_an_uninterrupted_run(data, tmp_pa
     for name, state in whole.sync.state_dict().items():
         for key, value in state.items():
             np.testing.assert_array_equal(third.sync.state_dict()[name][key], value)
-    drop = UNREPEATED  # timings
+    drop = (*UNREPEATED, "run")  # timings; the split run's first line names its own run
     strip = [{k: v for k, v in r.items() if k not in drop} for r in _records(tmp_path / "split")]
     expected = [{k: v for k, v in r.items() if k not in drop} for r in _records(tmp_path / "whole")]
     assert [r["epoch"] for r in strip] == [1, 2, 3]
