@@ -59,6 +59,7 @@ from distconv.sync.ps.remote_state import RemoteState
 from distconv.sync.ps.reseed import Reseed
 from distconv.sync.ps.setup_failure import SetupFailure
 from distconv.sync.ps.shard_layout import layout_mismatch
+from distconv.sync.ps.shard_optimizer import refuse_unservable
 from distconv.sync.ps.shard_settings import agreed_settings
 from distconv.sync.ps.sparse import SparseRows
 from distconv.sync.ps.step_order import StepOrder
@@ -226,6 +227,8 @@ class PServerSync(
 
     def _lay_out(self, params: Sequence[Parameter], config: Mapping | None) -> dict[str, Any]:
         """Setup's work before its hello, on this rank alone: its job description."""
+        # every rank says the one line, before its hello: not rank 0 alone, at its seed
+        refuse_unservable(self.optimizer)
         params = trainable(params)
         refuse_unkept_dtypes(params, self.rank)  # not yet in self.params: close says no bye
         self._drop_pushes()  # those of a step cut short (a second Ctrl-C), if any
