@@ -10,9 +10,10 @@ the shard failed, every worker was refused until the shard's liveness probe rest
 by then the workers' back-offs had grown further apart. The job never trained again.
 
 So where the ranks missing from the job check are only late (none waits in another gather, no
-step is held, none left on the ranks' different jobs), shard 0 answers the ranks that wait with
-the timeout's words, the late ranks in ``failed_ranks`` and ``late``, and fails nothing: the
-late ranks may still come, and a worker that waits says ``hello`` again
+step is held, none was refused or left on the ranks' different jobs, none could not set up:
+:meth:`LateJobCheck._only_late`), shard 0 answers the ranks that wait with the
+timeout's words, the late ranks in ``failed_ranks`` and ``late``, and fails nothing: the late
+ranks may still come, and a worker that waits says ``hello`` again
 (:mod:`~distconv.sync.ps.late_ranks`), for a bounded time. A worker of a release before
 ``late`` stops on the reply as it stopped on the failure (``failed_ranks``: exit 75).
 """
@@ -25,12 +26,13 @@ from typing import Any
 
 from distconv.sync.ps.late_ranks import LATE_FIELD
 from distconv.sync.ps.state import _Waiting
-from distconv.sync.ps.stuck import held_words
 
 log = logging.getLogger("distconv.pserver")
 
 #: the tag of a setup's job check: every setup's first gather (each hello numbers them anew)
 JOB_CHECK_TAG = "all_equal:1"
+#: the shard's key of the held job check
+JOB_CHECK_KEY = f"gather:{JOB_CHECK_TAG}"
 #: what follows the timeout's words in the answer to the ranks that wait
 NOT_FAILED = (
     "the job is not failed: a rank late to start (a restart's back-off) may still come, and a "
@@ -39,81 +41,61 @@ NOT_FAILED = (
 
 
 class LateJobCheck:
-    """The start-up side of the timeouts of :class:`~distconv.sync.ps.server.Shard` (a mixin
-    placed before :class:`~distconv.sync.ps.losses.WorkerLosses`, whose
-    ``_check_timeouts`` it runs after its own look at the job check)."""
+    """The start-up side of the timeouts of :class:`~distconv.sync.ps.server.Shard` (a mixin):
+    :meth:`~distconv.sync.ps.losses.WorkerLosses._check_timeouts` asks it
+    (:meth:`_answered_late`) before it fails the job on a held request past the timeout, after
+    its look at the ranks' processes and silence."""
 
-    config: Any
     index: int
-    failed: str | None
+    config: Any
     waiting: dict[str, _Waiting]
     gathers_held: set[str]
     left: set[int]
-    params: list[Any]
     accepted_at: dict[int, int]
     refused_at: dict[int, tuple[int, int | None]]
-    _live: Callable[[], set[int]]
-    _who: Callable[[int], str]
-    _why: Callable[[list[int], str], str]
-    _blamed: Callable[[Iterable[int]], list[int]]
     _refusal_lead: Callable[[Iterable[int]], tuple[str, dict[str, str]]]
-    _stragglers: Callable[[str, list[int]], bool]
     _standing_note: Callable[[int], str | None]
     _other_id: Callable[[int, float], str | None]
     _in_other_gathers: Callable[[str], dict[int, str]]
     _drop_gather: Callable[[str], None]
     _dismiss: Callable[..., None]
 
-    def _check_timeouts(self, now: float) -> None:
-        """Answer a job check past the timeout that ranks are only late to
-        (:meth:`_answer_late_job_check`), then look at every other wait as before."""
-        self._answer_late_job_check(now)
-        super()._check_timeouts(now)  # type: ignore[misc]
-
-    def _answer_late_job_check(self, now: float) -> None:
-        """Where the job check has waited past ``--timeout`` for ranks only late to it
-        (:meth:`_only_late`), answer the ranks that wait, naming the late ones, and hold it no
-        more; the job goes on (nothing failed)."""
-        key = f"gather:{JOB_CHECK_TAG}"
-        held = self.waiting.get(key)
-        if self.failed or held is None or now - held.since <= self.config.timeout:
-            return
-        missing = sorted(self._live() - set(held.by_rank))
-        if not missing or not self._only_late(key, missing):
-            return  # the timeout's own rule decides (a failure, or a loss in async mode)
-        gone = self.left.intersection(missing)
-        failed = sorted(set(missing) - gone | set(self._blamed(gone)))  # as the timeout's
-        words = (
-            f"{', '.join(self._who(r) for r in missing)} sent nothing for "
-            f"{held_words(held.what, key, self.params)} within {self.config.timeout:g} s"
-            f"{self._why(missing, key)}; {NOT_FAILED}"
-        )
+    def _answered_late(self, key: str, missing: list[int], said: str, failed: set[int]) -> bool:
+        """Whether held request ``key`` is the job check, past ``--timeout``, that the
+        ``missing`` ranks are only late to (:meth:`_only_late`); if so, it is answered now: the
+        ranks that wait are told the timeout's words ``said`` and that nothing failed, with
+        ``failed_ranks`` (``failed``, as the failure would have named) and ``late``, and held no
+        more. Else the timeout's own rule decides (a failure, or a loss in async mode)."""
+        if key != JOB_CHECK_KEY or not missing or not self._only_late(key, missing):
+            return False
+        held = self.waiting[key]
+        words = f"{said}; {NOT_FAILED}"
         log.warning("shard %d: %s", self.index, words)
         self._drop_gather(key)
-        self._dismiss(held.by_rank.values(), words, failed_ranks=failed, **{LATE_FIELD: missing})
+        late = {LATE_FIELD: missing}
+        self._dismiss(held.by_rank.values(), words, failed_ranks=sorted(failed), **late)
+        return True
 
     def _only_late(self, key: str, missing: list[int]) -> bool:
         """Whether the ``missing`` ranks of the job check ``key`` are only late to it: none
         waits in another gather (the ranks are at different points of the job), no step is
         held (a run under way, which the job check cannot be of), none was refused since its
         latest accepted hello, claimed by a worker of another job's id or left on the ranks'
-        different jobs (a refusal, which no wait mends), none could not set up (a failure note
-        that stands: its error, not a delay), and they are not the stragglers that async
-        mode's ``--on-worker-loss continue`` loses at the timeout."""
+        different jobs (a refusal, which no wait mends), and none could not set up (a failure
+        note that stands: its error, not a delay). (Async mode's
+        stragglers, which ``--on-worker-loss continue`` loses at the timeout, never come here.)"""
         if set(self._in_other_gathers(key)) & set(missing):
-            return False
-        if any(self._refused(r, key) or self._standing_note(r) for r in missing):
             return False
         if len(self.waiting) > len(self.gathers_held):
             return False
         if self._refusal_lead(missing)[0]:
             return False
-        return not self._stragglers(key, missing)
+        return not any(self._refused(r, key) or self._standing_note(r) for r in missing)
 
     def _refused(self, rank: int, key: str) -> bool:
         """Whether ``rank``'s latest hello was refused (another job's, a malformed one), or a
         worker of another job's id claimed it since, within ``--timeout`` before held request
-        ``key`` began (as the timeout's words name it: :meth:`_why`)."""
+        ``key`` began (as the timeout's words name it: ``_why``)."""
         if self.refused_at.get(rank, (-1,))[0] > self.accepted_at.get(rank, -1):
             return True
         return self._other_id(rank, self.waiting[key].since - self.config.timeout) is not None

@@ -53,6 +53,8 @@ class WorkerLosses:
     params: list[Any]  # the shard's ParamSpecs, by index: a held push names its parameter
     _noted_process_ended: Callable[[int, int], None]
     _standing_note: Callable[[int], str | None]
+    #: :meth:`~distconv.sync.ps.late_job_check.LateJobCheck._answered_late`
+    _answered_late: Callable[[str, list[int], str, set[int]], bool]
 
     def _check_timeouts(self, now: float) -> None:
         """Fail the job, or lose ranks (async), for every wait past ``--timeout``: first the
@@ -91,13 +93,13 @@ class WorkerLosses:
                 # the silent ranks failed; of those that said bye, only one that failed did
                 gone = self.left.intersection(missing)
                 failed = set(missing) - gone | set(self._blamed(gone))
+                named = ", ".join(self._who(r) for r in missing)
+                said = f"{named} {late}{self._why(missing, key)}"
+                if self._answered_late(key, missing, said, failed):
+                    continue  # the job check, which they are only late to: nothing failed
                 lead, fields = self._refusal_lead(missing)  # gone on different jobs, none failed
-                self._fail(  # led by those words, as a step or a gather a bye left: a refusal
-                    f"{lead}{', '.join(self._who(r) for r in missing)} {late}"
-                    + self._why(missing, key),
-                    failed,
-                    **fields,
-                )
+                # led by those words, as a step or a gather a bye left: a refusal
+                self._fail(f"{lead}{said}", failed, **fields)
                 return
             for rank in missing:  # a noted rank that had joined: its note's words too
                 self._lose(rank, f"{self._who(rank)} {late}" + self._why([rank], key))
