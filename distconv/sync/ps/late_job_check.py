@@ -10,8 +10,8 @@ the shard failed, every worker was refused until the shard's liveness probe rest
 by then the workers' back-offs had grown further apart. The job never trained again.
 
 So where the ranks missing from the job check are only late (none waits in another gather, no
-step is held, none was refused or left on the ranks' different jobs, none could not set up:
-:meth:`LateJobCheck._only_late`), shard 0 answers the ranks that wait with the
+step is held, none was refused or left on the ranks' different jobs, none failed in this start
+of the job: :meth:`LateJobCheck._only_late`), shard 0 answers the ranks that wait with the
 timeout's words, the late ranks in ``failed_ranks`` and ``late``, and fails nothing: the late
 ranks may still come, and a worker that waits says ``hello`` again
 (:mod:`~distconv.sync.ps.late_ranks`), for a bounded time. A worker of a release before
@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from distconv.sync.ps.incarnations import Incarnation, older
 from distconv.sync.ps.late_ranks import LATE_FIELD
 from distconv.sync.ps.state import _Waiting
 
@@ -51,8 +52,11 @@ class LateJobCheck:
     waiting: dict[str, _Waiting]
     gathers_held: set[str]
     left: set[int]
+    met_at: int
     accepted_at: dict[int, int]
     refused_at: dict[int, tuple[int, int | None]]
+    incarnations: dict[int, Incarnation | None]
+    _blamed: Callable[[Iterable[int]], list[int]]
     _refusal_lead: Callable[[Iterable[int]], tuple[str, dict[str, str]]]
     _standing_note: Callable[[int], str | None]
     _other_id: Callable[[int, float], str | None]
@@ -81,8 +85,9 @@ class LateJobCheck:
         waits in another gather (the ranks are at different points of the job), no step is
         held (a run under way, which the job check cannot be of), none was refused since its
         latest accepted hello, claimed by a worker of another job's id or left on the ranks'
-        different jobs (a refusal, which no wait mends), and none could not set up (a failure
-        note that stands: its error, not a delay). (Async mode's
+        different jobs (a refusal, which no wait mends), and none failed in this start of the
+        job: a failure note that stands, or a close on an error of its own
+        (:meth:`_failed_this_start`), which are its errors, not a delay. (Async mode's
         stragglers, which ``--on-worker-loss continue`` loses at the timeout, never come here.)"""
         if set(self._in_other_gathers(key)) & set(missing):
             return False
@@ -90,7 +95,10 @@ class LateJobCheck:
             return False
         if self._refusal_lead(missing)[0]:
             return False
-        return not any(self._refused(r, key) or self._standing_note(r) for r in missing)
+        return not any(
+            self._refused(r, key) or self._standing_note(r) or self._failed_this_start(r)
+            for r in missing
+        )
 
     def _refused(self, rank: int, key: str) -> bool:
         """Whether ``rank``'s latest hello was refused (another job's, a malformed one), or a
@@ -99,3 +107,19 @@ class LateJobCheck:
         if self.refused_at.get(rank, (-1,))[0] > self.accepted_at.get(rank, -1):
             return True
         return self._other_id(rank, self.waiting[key].since - self.config.timeout) is not None
+
+    def _failed_this_start(self, rank: int) -> bool:
+        """Whether ``rank``'s worker closed on an error of its own (its ``bye``'s error, not
+        another rank's failure nor the ranks' different jobs: :meth:`_blamed`) in this start
+        of the job: after its latest accepted hello, the ranks not met since (a worker of the
+        run before, closing as a shard was killed mid-run, is one whose restart is what is
+        late), and of no earlier start than another rank's latest hello (a launcher's restart
+        of every worker since: :func:`~distconv.sync.ps.incarnations.older`), as for a failure
+        note that stands. The ranks waiting for it are failed at the timeout, naming its error,
+        as before: waiting ten rounds more for a rank that failed only delayed the stop."""
+        if rank not in self.left or self._blamed([rank]) != [rank]:
+            return False
+        if self.met_at > self.accepted_at.get(rank, -1):
+            return False
+        own = self.incarnations.get(rank)
+        return not any(older(own, theirs) for theirs in self.incarnations.values())

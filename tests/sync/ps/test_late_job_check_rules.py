@@ -2,7 +2,12 @@
 (the ranks waiting are told so, and nothing fails) and which failed (the job fails, as before
 the late answer): a shard fed by hand, its clock moved by the test.
 
-A rank whose process on the shard's host ended is named so, before any late answer.
+A rank whose worker closed on an error of its own in this start of the job (after its hello,
+the ranks not met since) failed: waiting ten rounds more for it only delayed the stop
+(``test_ps_closed_mid_step.py``, a timeout names a rank that closed). One whose worker closed
+on another rank's failure, or in the run before (the ranks met since its hello: a shard
+killed mid-run), is late: its restart is what the ranks wait for. A rank whose process on the
+shard's host ended is named so, before any late answer.
 """
 
 from __future__ import annotations
@@ -11,9 +16,10 @@ import time
 
 import pytest
 from test_ps_processes import HOST, identity_of, sleeper  # noqa: F401 (a fixture)
-from test_ps_stuck import _gather
+from test_ps_stuck import _bye, _gather, _hello, _meet
 
 from distconv.sync.ps.job_hello import hello_fields
+from distconv.sync.ps.late_job_check import NOT_FAILED
 from distconv.sync.ps.processes import LOOK_EVERY
 
 TIMEOUT = 1.0
@@ -21,6 +27,42 @@ TIMEOUT = 1.0
 
 def _past_the_timeout(h) -> None:
     h.shard._check_timeouts(time.monotonic() + TIMEOUT + 1.0)
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_that_closed_on_another_ranks_failure_is_late(hand):
+    """Rank 1 closed naming rank 2's failure (its bye's ``failed_ranks``): a victim, whose
+    restart may come; rank 0 is told the ranks are late, and nothing fails."""
+    h = hand(workers=3, timeout=TIMEOUT)
+    for rank in (1, 0, 2):
+        _hello(h, rank)
+    _bye(h, 1, error="PeerFailed: rank 2 failed", failed_ranks=[2])
+    _gather(h, 0, "all_equal:1")
+    _gather(h, 2, "all_equal:1")
+    _past_the_timeout(h)
+    told = [h.read()[0] for _ in range(2)]
+    assert all(t["late"] == [1] and t["error"].endswith(NOT_FAILED) for t in told), told
+    assert not h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_that_closed_on_an_error_in_the_run_before_is_late(hand):
+    """The ranks met, then rank 1 closed on an error (a shard killed mid-run), and rank 0's
+    restarted worker waits in its job check: rank 1's restart is what is late, so rank 0 is
+    told so, and nothing fails."""
+    h = hand(workers=2, timeout=TIMEOUT)
+    for rank in (0, 1):
+        _hello(h, rank)
+    _meet(h)
+    _bye(h, 1, error="SyncError: shard 1 gave no answer")
+    _bye(h, 0, error="SyncError: shard 1 gave no answer")
+    head = {"op": "hello", "rank": 0, "host": "h", **hello_fields({}), "run": 77}
+    assert h.ask(head)[0]["op"] == "ok"  # rank 0's restart
+    _gather(h, 0, "all_equal:1")
+    _past_the_timeout(h)
+    told = h.read()[0]
+    assert told["late"] == [1] and told["error"].endswith(f"; {NOT_FAILED}"), told
+    assert not h.shard.failed
 
 
 @pytest.mark.timeout(30)
