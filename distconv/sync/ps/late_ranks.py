@@ -54,12 +54,12 @@ def late_reply_error(message: str, header: Mapping[str, Any], rank: int) -> Sync
 
 class LateRankRetries:
     """The job check of :meth:`~distconv.sync.ps.client.PServerSync.setup` that waits for late
-    ranks (a mixin): it reads ``rank`` and ``timeout``, and calls the sync's ``_hello``,
-    ``_check_sizes`` and ``all_equal``."""
+    ranks (a mixin): it reads ``rank`` and the shards' timeouts, and calls the sync's
+    ``_hello``, ``_check_sizes`` and ``all_equal``."""
 
     rank: int
-    timeout: float
     _frame_bytes: list[int]
+    _shard_timeouts: dict[int, float]  # each shard's --timeout, from its hello reply
     _hello: Callable[[dict[str, Any]], list[dict[str, Any]]]
     _check_sizes: Callable[[list[int]], None]
     all_equal: Callable[[Mapping[str, Any]], None]
@@ -86,13 +86,24 @@ class LateRankRetries:
                     raise
                 log.warning(
                     "rank %d: ranks late to the job check, saying hello again (round %d of "
-                    "%d, %.0f s waited): %s",
-                    *(self.rank, attempt + 1, JOB_CHECK_ROUNDS, waited, exc),
+                    "%d, %.0f s waited%s): %s",
+                    *(self.rank, attempt + 1, JOB_CHECK_ROUNDS, waited, self._bound(), exc),
                 )
         raise AssertionError("the last round returns or raises")  # for the type checker
+
+    def _bound(self) -> str:
+        """How long the rounds take in all, at most, where shard 0's hello reply said its
+        ``--timeout`` (each round's length): the words after a round's ``S s waited``."""
+        limit = self._shard_timeouts.get(0)
+        if limit is None:  # a shard that says none sends no ``late`` either
+            return ""
+        total = JOB_CHECK_ROUNDS * limit
+        return f" of about {total:.0f} s at most: shard 0's --timeout {limit:g} s a round"
 
     def _gave_up(self, exc: RanksLate, waited: float) -> str:
         return (
             f"{exc} (this worker made its job check {JOB_CHECK_ROUNDS} times over {waited:.0f} "
-            "s, and the ranks late to it never came: the job cannot start without them)"
+            "s, and the ranks late to it never came: the job cannot start without them; start "
+            f"them, or raise the shards' --timeout to 1/{JOB_CHECK_ROUNDS} of the longest a "
+            "rank may take to start)"
         )

@@ -82,7 +82,10 @@ def test_a_rank_that_never_comes_stops_the_waiting_worker_after_a_bounded_time(s
     log = (tmp_path / "worker0.log").read_text()
     assert code == 75, log
     assert "rank 1 (which never said hello) sent nothing for all_equal:1" in log
-    assert "never came: the job cannot start without them" in log
+    assert "never came: the job cannot start without them; start them, or raise" in log
+    # each round's line says the whole bound, in the shard's --timeout
+    bound = f"of about {JOB_CHECK_ROUNDS * TIMEOUT:.0f} s at most: shard 0's --timeout 1 s a round"
+    assert log.count(bound) == JOB_CHECK_ROUNDS - 1, log
     assert log.count("saying hello again") == JOB_CHECK_ROUNDS - 1, log
     # bounded: the rounds of the shard's timeout, and the start of the process
     assert took < JOB_CHECK_ROUNDS * (TIMEOUT + 0.5) + 20, took
@@ -95,6 +98,7 @@ def test_the_docs_give_the_code_s_rounds_and_words():
         " ".join((DOCS / n).read_text().split()) for n in ("protocol.md", "kubernetes.md")
     )
     assert f"up to {JOB_CHECK_ROUNDS} rounds in all" in protocol
-    assert f"(round N of {JOB_CHECK_ROUNDS}, S s waited)" in protocol
+    bound = "S s waited of about T s at most: shard 0's --timeout X s a round"
+    assert f"(round N of {JOB_CHECK_ROUNDS}, {bound})" in protocol
     assert f"followed by `; {NOT_FAILED}`" in protocol
     assert f"up to {JOB_CHECK_ROUNDS} rounds of the shards' `--timeout`" in k8s
