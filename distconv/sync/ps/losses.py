@@ -4,8 +4,10 @@ A shard's :meth:`~WorkerLosses._check_timeouts` runs between batches of requests
 its host whose process ended (:mod:`~distconv.sync.ps.processes`), a rank silent past
 ``--timeout`` (async mode: no request, no heartbeat), and a held request (a sync step, a
 gather) older than the timeout fail the job naming the ranks, or, in async mode with
-``--on-worker-loss continue``, lose them and go on (never rank 0, the chief). The rules are in
-docs/protocol.md, "Timeouts and failures".
+``--on-worker-loss continue``, lose them and go on (never rank 0, the chief); a start-up job
+check that ranks are only late to is answered instead, failing nothing
+(:mod:`~distconv.sync.ps.late_job_check`). The rules are in docs/protocol.md, "Timeouts and
+failures".
 """
 
 from __future__ import annotations
@@ -115,7 +117,9 @@ class WorkerLosses:
         """Whether gather ``key``'s timeout loses the ``missing`` ranks rather than failing
         the job: in async mode with ``--on-worker-loss continue``, when each of them said
         hello (of a new run, and none was refused since) before the gather began (not one
-        late to start, which the job's restart brings), has not closed, and waits in no other
+        late to start: at the start-up job check shard 0 tells the ranks waiting that such a
+        rank is late, where it is only late, :mod:`~distconv.sync.ps.late_job_check`, and
+        any other gather's timeout fails the job), has not closed, and waits in no other
         gather (ranks in different gathers can never meet). Such a rank lives (a silent one
         was lost before the held requests were looked at) but stays away from the others, as
         a silent one does."""

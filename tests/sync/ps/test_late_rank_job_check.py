@@ -93,12 +93,18 @@ def test_a_rank_that_never_comes_stops_the_waiting_worker_after_a_bounded_time(s
 
 
 def test_the_docs_give_the_code_s_rounds_and_words():
-    """docs/protocol.md and docs/kubernetes.md state the rounds and quote the shard's words."""
-    protocol, k8s = (
-        " ".join((DOCS / n).read_text().split()) for n in ("protocol.md", "kubernetes.md")
+    """docs/protocol.md, docs/kubernetes.md and docs/operations.md state the rounds and quote
+    the shard's words and a round's bound."""
+    protocol, k8s, operations = (
+        " ".join((DOCS / n).read_text().split())
+        for n in ("protocol.md", "kubernetes.md", "operations.md")
     )
     assert f"up to {JOB_CHECK_ROUNDS} rounds in all" in protocol
     bound = "S s waited of about T s at most: shard 0's --timeout X s a round"
     assert f"(round N of {JOB_CHECK_ROUNDS}, {bound})" in protocol
     assert f"followed by `; {NOT_FAILED}`" in protocol
     assert f"up to {JOB_CHECK_ROUNDS} rounds of the shards' `--timeout`" in k8s
+    at_20 = f"about {JOB_CHECK_ROUNDS * 20} s at most: shard 0's --timeout 20 s a round"
+    assert f"(round N of {JOB_CHECK_ROUNDS}, S s waited of {at_20})" in k8s
+    assert f"up to {JOB_CHECK_ROUNDS} rounds of the shard's `--timeout`" in operations
+    assert "or the shard fails on the peer that never came" not in operations
