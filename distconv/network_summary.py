@@ -4,14 +4,18 @@ channels, where it has a number of them) and its parameter count. ``repr`` of a 
 it was ``<distconv.network.Network object at 0x...>``, which says nothing of the model.
 
 A summary stays a few lines for a model of thousands of layers: the first :data:`MOST_LAYERS`
-are shown and the rest counted (:func:`~distconv.short_lists.short_list`), and so are the feeds.
+are shown and the rest counted (:func:`~distconv.short_lists.short_list`), and so are the feeds;
+a name is cut to :data:`MOST_CHARS`. ``repr`` never raises: a notebook, a debugger and a
+traceback's locals call it on a model of any state, one a script wired by hand included.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from distconv.layers.base import Layer
+from distconv.messages import exception_line, one_line
 from distconv.short_lists import short_list
 
 if TYPE_CHECKING:  # the Network's own module imports this one for its repr
@@ -22,6 +26,9 @@ MOST_LAYERS = 20
 
 #: the feeds and inputs a summary names on a line; the rest are counted
 MOST_NAMES = 4
+
+#: the characters of a name a summary shows, on one line; a longer one is cut
+MOST_CHARS = 60
 
 
 def network_summary(network: Network) -> str:
@@ -36,19 +43,38 @@ def network_summary(network: Network) -> str:
     A parameter that layers share is counted once in the total, and beside each layer that
     holds it; a frozen one (``static``) too. It reads the network as it is, never raising for
     a model that :meth:`~distconv.network.Network.parameters` refuses (two parameters of one
-    name): a notebook shows the summary of the model it is told is wrong.
+    name): a notebook shows the summary of the model it is told is wrong. A layer put into
+    ``layers`` without ``add`` reads nothing (``<- nothing``); a model no summary can be made of
+    (a half-built one, a layer whose ``parameters()`` raises) is shown by its type and why.
     """
+    try:
+        return _summary(network)
+    except Exception as exc:  # a repr that raises hides the model and the error both
+        why = one_line(f"{type(exc).__name__}: {exception_line(exc)}", 4 * MOST_CHARS)
+        return f"<{type(network).__name__} at {id(network):#x}: no summary ({why})>"
+
+
+def _summary(network: Network) -> str:
+    """:func:`network_summary`, which may raise on a model in no state to be summed up."""
     layers = list(network.layers.items())  # the order added: a cycle has no other
     held = {id(p): p.size for _, layer in layers for p in layer.parameters()}
     header = (
         f"Network({counted(len(layers), 'layer')}, {counted(sum(held.values()), 'parameter')}"
-        f"; feeds {short_list(network.feed_names, MOST_NAMES) or 'none'})"
+        f"; feeds {names_told(network.feed_names) or 'none'})"
     )
-    rows = [layer_row(name, layer, network.wiring[name]) for name, layer in layers]
-    shown = [f"  {line}" for line in aligned(rows[:MOST_LAYERS])]
-    if len(rows) > MOST_LAYERS:
-        shown.append(f"  ({short_list([], 1, more=len(rows) - MOST_LAYERS, noun='layer')})")
+    wiring = network.wiring
+    rows = [layer_row(name, layer, wiring.get(name, ())) for name, layer in layers[:MOST_LAYERS]]
+    shown = [f"  {line}" for line in aligned(rows)]
+    if len(layers) > MOST_LAYERS:
+        shown.append(f"  ({short_list([], 1, more=len(layers) - MOST_LAYERS, noun='layer')})")
     return "\n".join([header, *shown])
+
+
+def names_told(names: Sequence[str]) -> str:
+    """The first :data:`MOST_NAMES` of ``names``, each on one line and cut to
+    :data:`MOST_CHARS`, and how many more: ``a, b, c, d and 9996 more``; ``""`` for none."""
+    told = [one_line(str(name), MOST_CHARS) for name in names[:MOST_NAMES]]
+    return short_list(told, MOST_NAMES, more=len(names) - len(told))
 
 
 def counted(count: int, noun: str) -> str:
@@ -61,9 +87,9 @@ def layer_row(name: str, layer: Layer, inputs: tuple[str, ...]) -> list[str]:
     last two blank where it has none)."""
     size = sum(p.size for p in layer.parameters())
     return [
-        name,
+        one_line(name, MOST_CHARS),
         type(layer).__name__,
-        f"<- {short_list(inputs, MOST_NAMES)}",
+        f"<- {names_told(inputs) or 'nothing'}",
         "" if (width := layer_outputs(layer)) is None else f"{width:,} out",
         counted(size, "parameter") if size else "",
     ]

@@ -4,12 +4,14 @@ thousands of layers. It was ``<distconv.network.Network object at 0x...>``."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from distconv.layers import FullyConnected, MSELoss
 from distconv.models import lenet
 from distconv.network import Network, NetworkError
-from distconv.network_summary import MOST_LAYERS
+from distconv.network_summary import MOST_CHARS, MOST_LAYERS
 
 
 def test_lenet_shows_its_layers_in_order_with_their_kinds_outputs_and_parameters():
@@ -74,3 +76,45 @@ def test_an_empty_network_and_a_wrong_one_are_shown_not_refused():
     with pytest.raises(NetworkError, match="two different parameters are named 'g.weight'"):
         net.parameters()
     assert repr(net).startswith("Network(2 layers, 27 parameters; feeds x)")
+
+
+def test_a_layer_put_in_without_add_is_shown_reading_nothing():
+    """A script may put a layer into ``layers`` by hand: it has no wiring, and the summary
+    raised KeyError for it, hiding the model in a notebook and a traceback's locals."""
+    net = lenet((1, 8, 8), num_classes=4, channels=(4, 4), hidden=8)
+    net.layers["probe"] = FullyConnected(3, 2)
+    lines = repr(net).splitlines()
+    assert lines[0] == "Network(8 layers, 368 parameters; feeds image, label)"
+    assert lines[-1].split() == "probe FullyConnected <- nothing 2 out 8 parameters".split()
+
+
+class _Unbuilt(Network):
+    def __init__(self):  # no super().__init__(): no layers, no wiring
+        pass
+
+
+class _Broken(FullyConnected):
+    def parameters(self):
+        raise RuntimeError("a custom layer's own bug")
+
+
+def test_a_model_no_summary_can_be_made_of_is_shown_by_its_type_and_why():
+    assert re.fullmatch(
+        r"<_Unbuilt at 0x[0-9a-f]+: no summary \(AttributeError: .*'layers'\)>",
+        repr(_Unbuilt()),
+    )
+    net = Network()
+    net.add("fc", FullyConnected(3, 3), "x")
+    net.layers["fc"].__class__ = _Broken  # parameters() raises from now on
+    assert re.fullmatch(
+        r"<Network at 0x[0-9a-f]+: no summary \(RuntimeError: a custom layer's own bug\)>",
+        repr(net),
+    )
+
+
+def test_long_names_are_cut_and_kept_on_their_line():
+    net = Network()
+    net.add("n" * 100_000, FullyConnected(2, 2), "x\n" * 1000)
+    lines = repr(net).splitlines()
+    assert len(lines) == 2 and all(len(line) < 400 for line in lines)
+    assert lines[1].startswith(f"  {'n' * (MOST_CHARS - 3)}...  FullyConnected  <- x x x")
