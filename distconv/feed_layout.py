@@ -7,7 +7,6 @@ images laid out channels last (``(N, H, W, C)``), the usual layout outside this 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from distconv.data import DataError
@@ -32,21 +31,28 @@ def refuse_other_channels(network: Network, what: str, data: Any) -> None:
     """
     if isinstance(data, SequenceSet):
         return
+    readers = convolutions_reading(network)
     for feed, values in arrays_of(data).items():  # in order: every rank alike
         if values.dtype.kind in "iub":  # ids: the layers that read them check them
             continue
-        for conv in convolutions_reading(network, feed):
+        for conv in readers.get(feed, ()):
             if values.ndim == 2 + conv.nd and values.shape[1] != conv.in_channels:
                 example = tuple(values.shape[1:])
                 raise DataError(f"the {what} set's {feed!r} {other_channels(example, conv)}")
 
 
-def convolutions_reading(network: Network, feed: str) -> Iterator[ConvNd]:
-    """The convolutions of ``network`` that read ``feed`` as it is fed, in the order added."""
+def convolutions_reading(network: Network) -> dict[str, list[ConvNd]]:
+    """The convolutions of ``network`` that read each of its feeds as it is fed, in the order
+    added. A name a layer gives is no feed, though a data set holds an array of that name: the
+    layer's output is read, and the array is not fed."""
+    readers: dict[str, list[ConvNd]] = {}
     for name, inputs in network.wiring.items():
-        layer = network.layers[name]
-        if feed in inputs and isinstance(layer, ConvNd):
-            yield layer
+        layer = network.layers.get(name)
+        if isinstance(layer, ConvNd):
+            for feed in inputs:
+                if feed not in network.layers:
+                    readers.setdefault(feed, []).append(layer)
+    return readers
 
 
 def other_channels(example: tuple[int, ...], conv: ConvNd) -> str:

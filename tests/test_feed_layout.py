@@ -14,7 +14,7 @@ import pytest
 
 from distconv.data import DataError, split, synthetic
 from distconv.init import set_seed
-from distconv.layers import Conv2D, FullyConnected, SoftmaxCrossEntropy
+from distconv.layers import Conv2D, FullyConnected, Reshape, SoftmaxCrossEntropy
 from distconv.models import lenet
 from distconv.network import Network
 from distconv.optim import create_optimizer
@@ -131,3 +131,17 @@ def test_check_evaluation_set_names_channels_last_images_of_the_evaluation_set(i
 def test_evaluate_on_channels_last_images_is_told_the_transpose(images):
     with pytest.raises(DataError, match=r"^the evaluation set's 'image' .*transpose\(0, 3, 1, 2\)"):
         _trainer().evaluate(_channels_last(images))
+
+
+def test_an_array_named_as_a_layer_is_not_fed_and_not_checked(images):
+    """A data set may hold an array no feed reads, under the name of a layer (a Reshape called
+    ``image`` over the flat ``pixels``): the convolution reads the layer's output, and the
+    set trained before the channel check refused the unfed array as its images."""
+    net = Network()
+    net.add("image", Reshape(1, 8, 8), "pixels")
+    net.add("c", Conv2D(1, 2, 3, padding=1), "image")
+    net.add("fc", FullyConnected(2 * 8 * 8, 4), "c")
+    net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
+    flat = images["image"].reshape(len(images["image"]), -1)
+    data = {"pixels": flat, "image": _channels_last(images)["image"], "label": images["label"]}
+    assert _trainer(net).fit(data, data, epochs=1)[0]["test_loss"] > 0
