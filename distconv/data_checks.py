@@ -65,7 +65,7 @@ def check_sets(
     if isinstance(train, SequenceSet):  # the forward checks the rows the loss reads
         with forward_only():  # after the label check: a label past the classes named there
             forward(train, first_example(train))
-    check_test_set(forward, train, test)  # first: its refusal names the layer that fails
+    check_test_set(network, forward, train, test)  # first: its refusal names the failing layer
     refuse_other_shapes(network, forward, train, test)
 
 
@@ -244,24 +244,24 @@ def rows_outside(
 def refuse_other_shapes(
     network: Network, forward: Forward, train: Mapping[str, Any], test: Mapping[str, Any] | None
 ) -> None:
-    """Refuse a test set whose examples of a float feed both sets have differ in shape from
-    the training set's where the model's outputs do not: a model whose pooling floors 18x18
-    and 16x16 images to one size reads both, and evaluated a test set left uncropped without
-    a word. A fully convolutional model evaluated on whole images after training on crops
-    gives outputs of their size, scored against targets of it: that test set is the model's
-    own. The outputs compared are the layers' that a layer no other reads (a loss) reads, of
-    one example of each set (forwarded only where a feed differs). Ids (integer and bool
-    feeds) are not compared: a model floors none of them, and one reads another count of them
-    by design (a selective FC's candidate columns: a sampled softmax evaluated on a longer
-    list; labels ``(N, 1)`` beside ``(N,)``); ids it cannot read fail the test example's
-    forward.
+    """Refuse a test set whose examples of a float feed of the model both sets have differ in
+    shape from the training set's where the model's outputs do not: a model whose pooling
+    floors 18x18 and 16x16 images to one size reads both, and evaluated a test set left
+    uncropped without a word. A fully convolutional model evaluated on whole images after
+    training on crops gives outputs of their size, scored against targets of it: that test set
+    is the model's own. The outputs compared are the layers' that a layer no other reads (a
+    loss) reads, of one example of each set (forwarded only where a feed differs). Ids
+    (integer and bool feeds) are not compared: a model floors none of them, and one reads
+    another count of them by design (a selective FC's candidate columns: a sampled softmax
+    evaluated on a longer list; labels ``(N, 1)`` beside ``(N,)``); ids it cannot read fail
+    the test example's forward. Nor is an array no layer reads: it is not fed.
 
     Raises:
         DataError: naming the feed, both shapes and the way out: a reshape where both hold as
             many values an example (a transpose too where the sizes are another order of the
             training set's), else a crop or resize.
     """
-    differ = _other_shapes(train, test)
+    differ = _other_shapes(network, train, test)
     if not differ or _output_shapes(network, forward, test) != _output_shapes(
         network, forward, train
     ):
@@ -271,14 +271,19 @@ def refuse_other_shapes(
     raise DataError(f"{said}; give both sets one example shape ({_one_shape(mine, theirs)})")
 
 
-def _other_shapes(train: Any, test: Any) -> list[tuple[str, tuple[int, ...], tuple[int, ...]]]:
-    """``(feed, test example shape, training example shape)`` of each float feed both sets
-    have whose examples differ in shape, in the test set's order: every rank alike."""
+def _other_shapes(
+    network: Network, train: Any, test: Any
+) -> list[tuple[str, tuple[int, ...], tuple[int, ...]]]:
+    """``(feed, test example shape, training example shape)`` of each float feed of
+    ``network`` both sets have whose examples differ in shape, in the test set's order: every
+    rank alike. An array no layer reads (a note beside the images) is none: it is not fed."""
     tested, trained = arrays_of(test), arrays_of(train)
+    feeds = set(network.feed_names)
     return [
         (feed, tuple(a.shape[1:]), tuple(trained[feed].shape[1:]))
         for feed, a in tested.items()
         if feed in trained
+        and feed in feeds
         and a.dtype.kind not in "iub"
         and trained[feed].dtype.kind not in "iub"
         and a.shape[1:] != trained[feed].shape[1:]
@@ -334,7 +339,10 @@ def _output_shapes(network: Network, forward: Forward, arrays: Any) -> dict[str,
 
 
 def check_test_set(
-    forward: Forward, train: Mapping[str, Any], test: Mapping[str, Any] | None
+    network: Network,
+    forward: Forward,
+    train: Mapping[str, Any],
+    test: Mapping[str, Any] | None,
 ) -> None:
     """Forward one test example: a test set the model cannot read (images of another size,
     say) failed only in the first epoch's evaluation, and that epoch was lost.
@@ -356,6 +364,6 @@ def check_test_set(
             refused = exc
         forward(train, first_example(train))  # outside the except: see Raises
     said = f"the test set does not fit the model: {exception_line(refused)}"
-    for feed, mine, theirs in _other_shapes(train, test)[:1]:
+    for feed, mine, theirs in _other_shapes(network, train, test)[:1]:
         said += f"; {_shapes_told(feed, mine, theirs)}: {_one_shape(mine, theirs)}"
     raise DataError(said) from refused

@@ -285,3 +285,13 @@ def test_a_model_that_is_not_a_network_is_refused():
     sync = create_sync("local", optimizer=create_optimizer("sgd", lr=0.01))
     with pytest.raises(TypeError, match=r"network must be a distconv Network .*got dict"):
         Trainer({"fc": None}, sync, 16, progress=False)
+
+
+def test_an_array_no_layer_reads_may_differ_in_shape_between_the_sets(data):
+    """A note kept beside the images (float, of another width in each set) is never fed: a
+    test set was refused for it, as if its images were of another size."""
+    train, test = (
+        {"image": s.x, "label": s.y, "note": np.zeros((len(s.y), width), np.float32)}
+        for s, width in zip(data, (3, 5))
+    )
+    assert _trainer().fit(train, test, epochs=1)[0]["test_loss"] > 0
