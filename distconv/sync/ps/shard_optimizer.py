@@ -6,10 +6,13 @@ script), and updates each block of a parameter (1 MiB by default) alone. So a su
 shipped optimizer that inherits its name trained the parent's rule there, silently; one a script
 registered was refused by the shard with a traceback that did not say why; and a rule that
 reads a whole parameter (a per-layer norm) trained differently once a parameter spans blocks.
-Rank 0 refuses each before it seeds the shards (:func:`refuse_unservable`), in one line,
-checked against its own install's :data:`~distconv.optim.INSTALLED_OPTIMIZERS`, which stands
-for the shards' (workers and shards of one release); a shard refuses a name its install lacks
-as the job's configuration (:func:`~distconv.sync.ps.seeding.seed_optimizer`).
+Every rank refuses each at setup, before its hello (:func:`refuse_unservable`, called by
+:class:`~distconv.sync.ps.client.PServerSync`'s layout; rank 0 looks again before it seeds
+the shards), in one line, exit 1, checked against its own install's
+:data:`~distconv.optim.INSTALLED_OPTIMIZERS`, which stands for the shards' (workers and shards
+of one release); the launcher restarts none (the words begin with
+:data:`~distconv.refused_starts.UNSERVABLE_OPTIMIZER`). A shard refuses a name its install
+lacks as the job's configuration (:func:`~distconv.sync.ps.seeding.seed_optimizer`).
 """
 
 from __future__ import annotations
