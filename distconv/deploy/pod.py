@@ -37,7 +37,9 @@ RESUME_ARGS = ("--resume", "auto")
 #: every interface of a pod: IPv4 ones, or with ``ipv6`` both families' (dual-stack)
 ANY_ADDRESS = {False: "0.0.0.0", True: "::"}
 #: a rank's startup probe on /readyz may wait this long (periods x failures) for peers and
-#: seeding
+#: seeding; a worker whose peers are late to the start-up job check waits for them up to
+#: ``distconv.sync.ps.late_ranks.JOB_CHECK_ROUNDS`` (10) x the shards' ``--timeout`` (600 s at
+#: the default 60 s), which a ``--timeout`` over 120 s makes longer than this
 STARTUP_SECONDS = 1200
 #: a shard's startup probe on /healthz may wait this long for the shard to serve its probes
 SHARD_STARTUP_SECONDS = 60
@@ -201,8 +203,9 @@ def _probes(shard: bool = False) -> Manifest:
         }
 
     if shard:
-        # /healthz, not /readyz: a shard whose job fails before worker 0 seeds it (a worker
-        # pod later than --timeout) keeps /readyz at 503 for good, so a startup probe on it
+        # /healthz, not /readyz: a shard whose job fails before worker 0 seeds it (a rank that
+        # failed in its setup; not a worker pod later than --timeout, which the waiting ranks
+        # are told of, the job not failed) keeps /readyz at 503 for good, so a startup probe on it
         # would hold liveness off for its whole window and the failed shard would refuse every
         # worker until the Job ran out of retries. A shard's /healthz is 200 while its loop
         # turns, seeded or not, and 503 once its job failed: liveness then restarts it.
