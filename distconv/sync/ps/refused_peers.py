@@ -35,13 +35,16 @@ class RefusedConnections:
         with self._lock:
             return self._count
 
-    def note(self, address: str, cause: str) -> None:
-        """Count and log a connection from ``address`` refused for ``cause`` (any thread)."""
+    def note(self, address: str, cause: str, quoted: str = "") -> None:
+        """Count and log a connection from ``address`` refused for ``cause`` (any thread), with
+        ``quoted`` what it sent (its key): not part of the cause, which a peer would otherwise
+        choose anew for each connection, each then logged in full."""
         with self._lock:
             self._count += 1
         peer = address or "an unknown address"
-        self._log.note(logging.WARNING, peer, f"refused a connection from {peer}: {cause}")
+        said = f"refused a connection from {peer}: {cause}"
+        self._log.note(logging.WARNING, peer, f"{said}{quoted}", cause=said)
 
     def foreign_key(self, address: str, key: str) -> None:
         """A connection whose CURVE key is not one of the job's (the ZAP handler's thread)."""
-        self.note(address, f"its CURVE key is not one of the job's ({key})")
+        self.note(address, "its CURVE key is not one of the job's", f" ({key})")

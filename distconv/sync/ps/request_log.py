@@ -4,7 +4,9 @@ Each bad request was a warning of its own: one peer sending garbage (a bug's loo
 an old run, an attack) wrote 20,000 lines in under 4 s, and a node's disk filled in hours. The
 shard applies the rule a worker applies to a shard's stray replies
 (:class:`~distconv.sync.ps.log_tally.LogTally`) to each (peer, cause): the first few in full,
-then only the count at each power of ten. Every refusal still counts in the stats' ``errors``
+then only the count at each power of ten. A peer choosing its cause (an op name of its own in
+each request, a new CURVE key each connection) would make every line a first: so a peer's lines
+in full, and all peers', are bounded too. Every refusal still counts in the stats' ``errors``
 (and ``/metrics``); only the log is thinned.
 
 A peer is named by its address, and under CURVE by the rank whose key signed the request:
@@ -30,15 +32,25 @@ log = logging.getLogger("distconv.pserver")
 REFUSALS_LOGGED = 5
 #: the seconds in which a (peer, cause)'s :data:`REFUSALS_LOGGED` lines in full come back
 REFUSALS_WINDOW = 60.0
-#: the (peer, cause) pairs tallied at once: a peer varying its cause (a text of its own in
-#: each header) must not grow the table without end; past it the oldest pair is forgotten
+#: the lines in full of one peer, of all its causes, per :data:`REFUSALS_WINDOW`: a peer that
+#: varies its cause (an op name of its own in each request, a new CURVE key each connection)
+#: makes each line a new cause, and was logged in full once a request
+PEER_LOGGED = 20
+#: the lines in full of all peers per :data:`REFUSALS_WINDOW`: peers of ever new addresses
+MOST_LOGGED = 60
+#: the tallies kept at once: a peer varying its cause or address must not grow the table
+#: without end; past it the oldest is forgotten
 MOST_TALLIED = 1024
+#: what the count of each tally (of a peer and cause, of a peer, of the shard) says it counts
+SCOPES = ("like this from {peer}", "refusals from {peer} of other causes", "refusals of any peer")
 
 
 class RefusalLog:
-    """Lines of refusals, at most :data:`REFUSALS_LOGGED` in full per (peer, cause) per
-    :data:`REFUSALS_WINDOW`, then a count at each power of ten. Safe to call from several
-    threads (the serving loop, the CURVE authenticator's, a socket monitor's reader).
+    """Lines of refusals, at most :data:`REFUSALS_LOGGED` in full per (peer, cause),
+    :data:`PEER_LOGGED` per peer and :data:`MOST_LOGGED` in all per :data:`REFUSALS_WINDOW`,
+    the others counted at each power of ten. A new cause's first line is logged unless its peer
+    (or all peers) already logged their share in the window: a flood, whose count is logged.
+    Safe to call from several threads (the serving loop, the CURVE authenticator's).
 
     Args:
         shard: the shard's index, which each line starts with.
@@ -46,40 +58,45 @@ class RefusalLog:
 
     def __init__(self, shard: int) -> None:
         self.shard = shard
-        self._tallies: dict[tuple[str, str], LogTally] = {}
+        self._tallies: dict[tuple[str, ...], LogTally] = {}
         self._lock = threading.Lock()
 
-    def note(self, level: int, peer: str, line: str) -> None:
-        """Log ``line`` (which names ``peer``) at ``level``, or count it; its cause is the line
-        with its numbers taken out (a rank, a run, a step: the same cause)."""
-        cause = re.sub(r"\d+", "#", line)
+    def note(self, level: int, peer: str, line: str, cause: str | None = None) -> None:
+        """Log ``line`` (which names ``peer``) at ``level``, or count it. ``cause``: what makes
+        two lines alike, by default the line with its numbers taken out (a rank, a run, a
+        step: the same cause); a caller quoting what a peer chose (a key) names it instead."""
+        cause = re.sub(r"\d+", "#", line) if cause is None else cause
         now = time.monotonic()
         with self._lock:
-            tally = self._tally((peer, cause), now)
-            if tally.admit(now):
-                unshown = tally.take_unshown()
-                more = f"; {unshown} more like this from {peer} before it, not logged"
-                log.log(level, "shard %d: %s%s", self.shard, line, more if unshown else "")
-            elif tally.count_due():
-                log.log(
-                    level,
-                    "shard %d: %d more like this from %s, not logged (the latest: %s); at most "
-                    "%d of a peer and cause are logged every %g s, then only this count at each "
-                    "power of ten",
-                    self.shard,
-                    tally.unshown,
-                    peer,
-                    line,
-                    REFUSALS_LOGGED,
-                    REFUSALS_WINDOW,
-                )
+            scopes = ((peer, cause), (peer,), ())
+            tallies = [self._tally(scope, now) for scope in scopes]
+            for tally, scope in zip(tallies, SCOPES):
+                if not tally.admit(now):
+                    if tally.count_due():
+                        self._log_count(level, tally.unshown, scope.format(peer=peer), line)
+                    return
+            unshown = tallies[0].take_unshown()
+            more = f"; {unshown} more like this from {peer} before it, not logged"
+            log.log(level, "shard %d: %s%s", self.shard, line, more if unshown else "")
 
-    def _tally(self, key: tuple[str, str], now: float) -> LogTally:
-        tally = self._tallies.get(key)
+    def _log_count(self, level: int, unshown: int, what: str, line: str) -> None:
+        log.log(
+            level,
+            "shard %d: %d more %s, not logged (the latest: %s); at most %d of a peer and cause, "
+            "%d of a peer and %d in all are logged every %g s, then only this count at each "
+            "power of ten",
+            self.shard, unshown, what, line,
+            REFUSALS_LOGGED, PEER_LOGGED, MOST_LOGGED, REFUSALS_WINDOW,
+        )  # fmt: skip
+
+    def _tally(self, scope: tuple[str, ...], now: float) -> LogTally:
+        tally = self._tallies.get(scope)
         if tally is None:
             if len(self._tallies) >= MOST_TALLIED:
-                del self._tallies[next(iter(self._tallies))]  # the oldest pair
-            tally = self._tallies[key] = LogTally(now, REFUSALS_LOGGED, REFUSALS_WINDOW)
+                oldest = next(key for key in self._tallies if key)  # the shard's is kept
+                del self._tallies[oldest]
+            lines = (MOST_LOGGED, PEER_LOGGED, REFUSALS_LOGGED)[len(scope)]
+            tally = self._tallies[scope] = LogTally(now, lines, REFUSALS_WINDOW)
         return tally
 
 

@@ -15,9 +15,12 @@ import zmq
 from ps_helpers import raw_dealer
 
 from distconv.sync.ps import keys as keyfiles
+from distconv.sync.ps.request_log import REFUSALS_LOGGED
 from distconv.sync.ps.wire import pack
 from tests.probes import metric_families, shard_probe_port
 
+#: the connections a stranger makes, each with a new key
+TRIES = 40
 STATS = pack({"op": "stats", "id": 1, "job": "local", "rank": 0})
 
 
@@ -33,9 +36,11 @@ def _wait_for_count(port: int, count: int, seconds: float = 20) -> float:
     return seen
 
 
-def _ask(ctx: zmq.Context, endpoint: str, keys: tuple[bytes, bytes, bytes] | None) -> bool:
+def _ask(
+    ctx: zmq.Context, endpoint: str, keys: tuple[bytes, bytes, bytes] | None, wait_ms: int = 1000
+) -> bool:
     """Whether a stats request on a connection with ``keys`` (CURVE client keys; None: no
-    CURVE) is answered within a second."""
+    CURVE) is answered within ``wait_ms``."""
     sock = raw_dealer(ctx, endpoint) if keys is None else ctx.socket(zmq.DEALER)
     try:
         if keys is not None:
@@ -46,7 +51,7 @@ def _ask(ctx: zmq.Context, endpoint: str, keys: tuple[bytes, bytes, bytes] | Non
             sock.send_multipart(STATS, zmq.NOBLOCK)
         except zmq.Again:  # no handshake completed: no peer to queue it for
             return False
-        return bool(sock.poll(1000))
+        return bool(sock.poll(wait_ms))
     finally:
         sock.close(0)
 
@@ -74,6 +79,26 @@ def test_a_key_not_the_jobs_is_refused_logged_and_counted(shards, job_keys, tmp_
         said = "refused a connection from 127.0.0.1: its CURVE key is not one of the job's"
         said += f" ({key.decode()})"
         assert sum(said in line for line in refused) == 1, refused
+
+
+@pytest.mark.timeout(60)
+def test_a_peer_trying_a_new_key_each_time_logs_a_few_lines(shards, job_keys):
+    """The refused key is quoted in its line: were it part of the cause, a stranger trying a
+    new key on each connection (no key of the job's needed) would write a line each."""
+    (endpoint,) = shards.start(1, workers=2, keys=job_keys, extra=["--health-port", "0"])
+    port = shard_probe_port(shards.log_text())
+    server_public = keyfiles.worker_keys(job_keys, 0)[2]
+    ctx = zmq.Context()
+    try:
+        for _ in range(TRIES):
+            assert not _ask(ctx, endpoint, (*zmq.curve_keypair(), server_public), wait_ms=50)
+        assert _wait_for_count(port, TRIES) == TRIES  # every one counted
+    finally:
+        ctx.term()
+    shards.stop()
+    refused = [line for line in shards.log_text().splitlines() if "refused a connection" in line]
+    assert len(refused) <= REFUSALS_LOGGED + 2, refused  # in full, then the counts at 1 and 10
+    assert any("10 more like this from 127.0.0.1" in line for line in refused), refused
 
 
 @pytest.mark.timeout(60)

@@ -27,7 +27,7 @@ from ps_helpers import (
 from distconv.optim import create_optimizer
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.client import PServerSync
-from distconv.sync.ps.request_log import REFUSALS_LOGGED
+from distconv.sync.ps.request_log import PEER_LOGGED, REFUSALS_LOGGED
 from distconv.sync.ps.wire import pack, unpack_header
 from tests.probes import metric_families, shard_probe_port
 
@@ -128,3 +128,25 @@ def test_a_replay_of_the_run_before_logs_a_few_lines(shards):
     refused = [line for line in shards.log_text().splitlines() if "run" in line and "pull" in line]
     assert len(refused) <= REFUSALS_LOGGED + 3, refused  # in full, then at 1, 10, 100
     assert any("100 more like this from 127.0.0.1" in line for line in refused), refused
+
+
+@pytest.mark.timeout(60)
+def test_a_peer_naming_a_new_op_in_each_request_logs_a_few_lines(shards):
+    """The cause is the line's text: a peer choosing it anew for each request (an op name of
+    its own, quoted in the refusal) made each line a first, all logged in full. A peer's lines
+    of all causes are bounded too, then counted."""
+    (endpoint,) = shards.start(1, workers=1)
+    ctx = zmq.Context()
+    sock = raw_dealer(ctx, endpoint)
+    ops = ["x" + "".join(chr(97 + i // 26**k % 26) for k in range(3)) for i in range(FLOOD // 10)]
+    try:
+        replies = _flood(sock, [pack({"op": op, "id": 1, "job": "local", "rank": 0}) for op in ops])
+    finally:
+        sock.close(0)
+        ctx.term()
+    assert all("unknown op" in r["error"] for r in replies), replies[:2]
+    shards.stop()
+    lines = [line for line in shards.log_text().splitlines() if "unknown op" in line]
+    assert len(lines) <= PEER_LOGGED + 3, lines  # in full, then the counts at 1, 10, 100
+    assert f"unknown op '{ops[0]}'" in lines[0], lines  # a new cause's first line is shown
+    assert any("100 more refusals from 127.0.0.1 of other causes" in x for x in lines), lines
