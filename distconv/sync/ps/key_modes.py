@@ -24,6 +24,13 @@ PUBLIC_BITS = stat.S_IWGRP | stat.S_IWOTH
 FOLDER_BITS = stat.S_IWGRP | stat.S_IWOTH
 #: the way out where the keys are on a read-only mount (Kubernetes' default mode is 0644)
 MOUNT_FIX = "mount them with mode 0440 (a Secret volume's `defaultMode: 288`)"
+#: what is added where the modes look like a file system's that keeps none (FAT, exFAT, SMB
+#: without Unix extensions, a Windows drive under WSL: every file 0755 or 0777), where a chmod
+#: changes nothing and the keys are refused again
+NO_MODES = (
+    " (where chmod changes nothing, as on a FAT or SMB mount or a Windows drive, whose files "
+    "all show 0755 or 0777: copy the keys to a file system that keeps modes)"
+)
 
 
 def key_mode_problem(directory: Path, secret: Path, public: list[Path]) -> str | None:
@@ -40,7 +47,7 @@ def key_mode_problem(directory: Path, secret: Path, public: list[Path]) -> str |
         mode = stat.S_IMODE(file.stat().st_mode)  # a Secret's files are links: what they name
         if mode & forbidden:
             # no chmod on a read-only mount: its mode is the volume's (a Secret's defaultMode)
-            way_out = MOUNT_FIX if read_only else f"run `chmod {fix} {file}`"
+            way_out = MOUNT_FIX if read_only else _chmod(fix, file, mode & 0o111 != 0)
             return f"key file {file} is open to group or others (mode {mode:04o}); {way_out}"
     return None
 
@@ -52,9 +59,16 @@ def folder_mode_problem(directory: Path) -> str | None:
     if mode & FOLDER_BITS:
         return (
             f"key folder {directory} is writable by group or others (mode {mode:04o}): another "
-            f"user could put a key of theirs there; run `chmod 700 {directory}`"
+            f"user could put a key of theirs there; {_chmod('700', directory, mode == 0o777)}"
         )
     return None
+
+
+def _chmod(mode: str, path: Path, no_modes: bool) -> str:
+    """The way out: ``chmod mode path``, and where its modes look like those of a file system
+    that keeps none (``no_modes``: a key file executable, a folder open to all), what to do
+    there instead."""
+    return f"run `chmod {mode} {path}`{NO_MODES if no_modes else ''}"
 
 
 def _read_only(directory: Path) -> bool:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from ps_helpers import run_pserver
 
+from distconv.sync.ps.key_modes import NO_MODES
 from distconv.sync.ps.keys import KeyFileError, server_keys, worker_keys
 from tests.child_env import child_path
 
@@ -42,7 +43,7 @@ def test_keys_into_a_folder_others_can_write_are_refused(tmp_path):
     assert made.returncode != 0, made
     assert made.stderr.strip().endswith(
         f"key folder {shared} is writable by group or others (mode 0777): another user could "
-        f"put a key of theirs there; run `chmod 700 {shared}`"
+        f"put a key of theirs there; run `chmod 700 {shared}`{NO_MODES}"
     ), made.stderr
     assert list(shared.iterdir()) == []  # nothing written
     shared.chmod(0o750)  # readable by the group, writable by its owner alone: taken as it is
@@ -56,10 +57,16 @@ def test_keys_into_a_folder_others_can_write_are_refused(tmp_path):
         ("server.key_secret", 0o644, "chmod 600"),  # readable by anyone
         ("server.key_secret", 0o640, "chmod 600"),  # by the group, on a disk it can change
         ("worker-1.key", 0o666, "chmod 644"),  # a worker's public key anyone can replace
-        (".", 0o777, "chmod 700"),  # a folder anyone can put a worker-R.key into
+        (".", 0o775, "chmod 700"),  # a folder its group can put a worker-R.key into (umask 002)
+        # as every file and folder shows on a FAT or SMB mount, where a chmod changes nothing
+        ("server.key_secret", 0o755, "chmod 600"),
+        (".", 0o777, "chmod 700"),
     ],
 )
 def test_a_shard_refuses_keys_others_could_read_or_replace(job_keys, tmp_path, target, mode, fix):
+    """Each refusal ends with the chmod that fixes it, and where the modes look like those of a
+    file system that keeps none (a key file executable, a folder open to all) says that there
+    a chmod changes nothing."""
     keys = _copy(job_keys, tmp_path)
     path = (keys / target).resolve()
     path.chmod(mode)
@@ -72,7 +79,8 @@ def test_a_shard_refuses_keys_others_could_read_or_replace(job_keys, tmp_path, t
     kind = "folder" if target == "." else "file"
     assert proc.returncode == 1, proc
     assert f"key {kind} {path} " in proc.stderr and f"(mode {mode:04o})" in proc.stderr, proc
-    assert proc.stderr.strip().endswith(f"run `{fix} {path}`"), proc.stderr
+    no_modes = NO_MODES if mode in (0o755, 0o777) else ""
+    assert proc.stderr.strip().endswith(f"run `{fix} {path}`{no_modes}"), proc.stderr
     path.chmod(0o700 if target == "." else 0o600)
     server_keys(keys)  # fixed as said: loads
 
