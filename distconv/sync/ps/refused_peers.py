@@ -1,6 +1,7 @@
 """The connections a shard refuses, logged and counted: the one event of security an operator
-needs to see (a stranger, a worker of another job, an ``--insecure`` worker, a frame over the
-size cap), which ZeroMQ otherwise drops without a word.
+needs to see (a stranger, a worker of another job, an ``--insecure`` worker), which ZeroMQ
+otherwise drops without a word. A frame over the size cap ends its connection with no event
+that tells it from a peer closing (:mod:`~distconv.sync.ps.shard_monitor`): it is not counted.
 
 Refusals come from two threads: the ZAP handler's (a key not the job's,
 :mod:`~distconv.sync.ps.zap`) and the serving loop's (its socket's monitor,

@@ -51,8 +51,8 @@ COUNTERS = (
     ("distconv_shard_errors", "errors", "Requests this shard answered with an error, the held "
      "ones a job failure answered included (stats errors)."),
     ("distconv_shard_refused_connections", "refused_connections", "Connections this shard "
-     "refused: a CURVE key not the job's, a peer without CURVE, a frame over the size cap (not "
-     "in the stats reply)."),
+     "refused: a CURVE key not the job's, a peer without CURVE or with another job's server "
+     "key, a handshake that ended early (not in the stats reply)."),
 )  # fmt: skip
 #: (series, stats field, help) of an async shard alone
 ASYNC_COUNTERS = (
