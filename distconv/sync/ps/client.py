@@ -172,7 +172,7 @@ class PServerSync(
         self._next_id = 0
         self._replies: dict[int, tuple[dict[str, Any], list[np.ndarray]]] = {}
         self._replies_dropped: dict[int, int] = {}  # requests given up on -> shard: replies dropped
-        self._strays: dict = {}  # shard -> its replies ignored (an intake.StrayTally)
+        self._strays: dict = {}  # shard -> its replies ignored (a log_tally.LogTally)
         self._stray_at: dict[int, float] = {}  # shard -> when the latest of them was read
         self._trackers: dict[int, Any] = {}
         self._init_push_queue(len(self._socks), push_bytes)
