@@ -22,8 +22,12 @@ SECRET_BITS = stat.S_IRWXG | stat.S_IRWXO
 PUBLIC_BITS = stat.S_IWGRP | stat.S_IWOTH
 #: what a key folder may not allow: anyone but its owner adding or replacing a file
 FOLDER_BITS = stat.S_IWGRP | stat.S_IWOTH
-#: the way out where the keys are on a read-only mount (Kubernetes' default mode is 0644)
-MOUNT_FIX = "mount them with mode 0440 (a Secret volume's `defaultMode: 288`)"
+#: the way out where the keys are on a read-only mount, where no chmod can change them: a
+#: Kubernetes Secret's (whose default mode is 0644), or a bind mount's (``docker -v DIR:/k:ro``)
+MOUNT_FIX = (
+    "mount them with mode 0440 (a Secret volume's `defaultMode: 288`; a read-only bind mount's "
+    "files: chmod 600 where they come from)"
+)
 #: what is added where the modes look like a file system's that keeps none (FAT, exFAT, SMB
 #: without Unix extensions, a Windows drive under WSL: every file 0755 or 0777), where a chmod
 #: changes nothing and the keys are refused again

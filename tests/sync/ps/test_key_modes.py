@@ -130,5 +130,6 @@ def test_keys_on_a_read_only_secret_mount_load(job_keys, tmp_path):
     said = done.stderr.strip().splitlines()[-1]  # the 0444 secret's refusal, and its way out
     assert said.endswith(
         "server.key_secret is open to group or others (mode 0444); mount them with mode 0440 "
-        "(a Secret volume's `defaultMode: 288`)"
+        "(a Secret volume's `defaultMode: 288`; a read-only bind mount's files: chmod 600 where "
+        "they come from)"
     ), done.stderr
