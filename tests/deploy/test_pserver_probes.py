@@ -174,27 +174,50 @@ def _rendered_shard_container(workers: int) -> dict:
 @pytest.mark.timeout(60)
 def test_the_rendered_startup_probe_fails_a_shard_whose_job_failed_before_its_seed():
     """The startup probe holds liveness off until it first passes. On /readyz, 503 until
-    seeded, it held off for 20 minutes a shard whose job failed before any seed (a worker more
-    than --timeout late): never restarted, the shard refused every worker until the Job ran out
-    of retries. The rendered probes, asked of a real shard: 2xx while it waits healthy for its
-    workers, not once its job failed, so Kubernetes restarts it."""
+    seeded, it held off for 20 minutes a shard whose job failed before any seed: never
+    restarted, the shard refused every worker until the Job ran out of retries. The rendered
+    probes, asked of a real shard: 2xx while it waits healthy for its workers, not once its
+    job failed (here two ranks of other jobs meet it: a rank late to start no longer fails
+    it), so Kubernetes restarts it."""
     container = _rendered_shard_container(2)
     startup, liveness = (container[p]["httpGet"]["path"] for p in ("startupProbe", "livenessProbe"))
     (health,) = free_ports(1)
-    with served_shard(health, 2, "--timeout", "1", "--stall-seconds", "300") as endpoint:
+    with served_shard(health, 2, "--timeout", "5", "--stall-seconds", "300") as endpoint:
         assert (status(health, "/readyz"), status(health, startup)) == (503, 200)
+        errors: list = [None, None]
+        other = threading.Thread(target=_other_job_rank_one, args=(endpoint, errors))
         net, sync = _rank_zero(endpoint, world_size=2, timeout=20)
         try:
-            with pytest.raises(SyncError, match="rank 1"):  # rank 1 never comes
+            other.start()
+            with pytest.raises(SyncError, match="rank 1"):  # rank 1 runs another job
                 sync.setup(net.parameters())
         finally:
             sync.close()
+            other.join(timeout=30)
+        assert errors[1] is not None and "different jobs" in errors[1], errors
         deadline = time.monotonic() + 10  # the loop's next turn, not the stall limit
         while (answer := get(health, startup))[0] == 200:
             assert time.monotonic() < deadline, f"the job failed, {startup} still says {answer}"
             time.sleep(0.05)
         assert answer[0] == 503 and answer[1].startswith("failed: server 0, last step none yet")
         assert status(health, liveness) == 503 and status(health, "/readyz") == 503
+
+
+def _other_job_rank_one(endpoint: str, errors: list) -> None:
+    """Rank 1 of a job of another learning rate than :func:`_rank_zero`'s: its setup's error
+    into ``errors[1]``."""
+    set_seed(0)
+    net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
+    sync = PServerSync(
+        create_optimizer("sgd", lr=0.2), rank=1, world_size=2, pservers=[endpoint],
+        insecure=True, timeout=20,
+    )  # fmt: skip
+    try:
+        sync.setup(net.parameters())
+    except SyncError as exc:
+        errors[1] = str(exc)
+    finally:
+        sync.close()
 
 
 @pytest.mark.timeout(60)
