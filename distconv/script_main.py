@@ -101,7 +101,7 @@ def run_main(main: Callable[[], _Result]) -> _Result:
         return main()
     except Preempted as exc:
         say(as_log_line(f"{_program()}: {exc}", logging.WARNING, _log_format))  # JSON as asked
-        _abort_mpi_before_init(exc.exit_status)  # mpi4py's abort follows: the segment goes first
+        _unlink_after_stop(exc.exit_status)
         raise SystemExit(exc.exit_status) from None
     except KeyboardInterrupt as exc:  # before the Trainer takes Ctrl-C (setup), or a second
         if _hooked(exc):  # an MPI sync's abort hook: maybe this rank alone, the others waiting
@@ -171,6 +171,16 @@ def _abort_mpi_before_init(status: int | None) -> None:
         if status is None and "mpi4py.MPI" not in sys.modules:
             traceback.print_exc()  # a bug's, before the abort ends this process
         abort_uninitialised(status or 1)  # returns where MPI is initialised already
+
+
+def _unlink_after_stop(status: int) -> None:
+    """Unlink the node's MPI shared-memory file from a rank of an MPI job stopped (a
+    ``Preempted``, ``status`` its exit), as its errors do: mpi4py's abort follows, which skips
+    the unlink. A rank that never initialised MPI (a LocalSync's, or a parameter server's,
+    under ``mpiexec``) ends as it is: initialising MPI to abort waited for peers that never
+    will, then SIGALRM ended it a minute later (exit 14, where a stop says 143 at once)."""
+    if "mpi4py.MPI" in sys.modules:
+        _abort_mpi_before_init(status)
 
 
 def _program() -> str:

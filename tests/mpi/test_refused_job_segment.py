@@ -71,3 +71,14 @@ def test_a_script_stopped_as_preempted_leaves_no_segment(tmp_path):
     assert proc.returncode == 143, proc.stderr[-2000:]
     assert "stopped by SIGTERM after step 8" in proc.stderr, proc.stderr[-2000:]
     assert left_segments(tmp_path) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_script_stopped_as_preempted_before_mpi_init_ends_at_once(tmp_path):
+    """A rank stopped that never initialised MPI (its script uses none) ends as a stop does:
+    143 at once. Initialising MPI there to abort waited for a peer that never would, then
+    SIGALRM ended it a minute later (exit 14, "BAD TERMINATION")."""
+    rank = [sys.executable, str(HERE / "run_preempted_without_mpi.py")]
+    proc = run_mpi(["-n", "2", *rank], timeout=30)
+    assert proc.returncode == 143, proc.stderr[-2000:]
+    assert "stopped by SIGTERM after step 8" in proc.stderr, proc.stderr[-2000:]
