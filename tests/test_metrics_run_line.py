@@ -9,9 +9,15 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
+from distconv.data import split, synthetic
+from distconv.init import set_seed
 from distconv.metrics import RUN, MetricsWriter, plot_metrics, read_metrics
+from distconv.models import lenet
+from distconv.optim import create_optimizer
 from distconv.run_files import first_epoch_at_most
 from distconv.run_line import run_line
+from distconv.sync import create_sync
+from distconv.trainer import Trainer
 
 ADAM = {"name": "adam", "lr": 0.01, "beta1": 0.9}
 FACTS = {"data": "digits", "seed": 0, "batch_size": 32, "lr_decay": Decimal("0.9")}
@@ -79,3 +85,23 @@ def test_a_writer_told_no_run_writes_lines_as_before(tmp_path: Path):
     path = tmp_path / "metrics.jsonl"
     MetricsWriter(path).write({"epoch": 1, "train_loss": 1.0})
     assert _lines(path) == [{"epoch": 1, "train_loss": 1.0}]
+
+
+def test_a_trainer_s_log_says_its_run_once_across_a_resume(tmp_path: Path):
+    """A real Trainer's chief writes the line (its job id None: none given), and a resume that
+    keeps the log appends plain lines: one ``run`` line, the first."""
+    train, test = split(synthetic(n=96, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
+
+    def trainer() -> Trainer:
+        set_seed(0)
+        net = lenet((1, 8, 8), num_classes=4, channels=(2, 4), hidden=8)
+        sync = create_sync("local", optimizer=create_optimizer("adam", lr=0.01))
+        return Trainer(net, sync, 16, out_dir=tmp_path / "run", progress=False)
+
+    trainer().fit(train, test, epochs=1)
+    trainer().fit(train, test, epochs=3, resume=True)
+    lines = _lines(tmp_path / "run" / "metrics.jsonl")
+    assert [(line["epoch"], RUN in line) for line in lines] == [(1, True), (2, False), (3, False)]
+    run = lines[0][RUN]
+    assert run["optimizer"]["name"] == "adam" and run["optimizer"]["lr"] == 0.01, run
+    assert run["batch_size"] == 16 and run["job"] is None and "layers" not in run, run
