@@ -123,13 +123,13 @@ class Finishing:
             self._ended_alike |= self._used.refused or self._failed_finish == self.step
             self.step += 1
             if done:  # every update made (a Ctrl-C since too): over once the first step's firing
+                self._changed_in = None  # a whole step, whatever that order's exchange does next
                 made: list[bool] = []  # order is in (its last collective, every rank's; the
                 try:  # empty one too, where rank 0 fired nothing), a Ctrl-C after it too
                     self._record_first_pass(made)
                 finally:  # stores alone, before any call (a Ctrl-C is raised at one)
                     if made:
                         self._watchdog.phase, self._open = f"after step {self.step - 1}", None
-                        self._changed_in = None  # a whole step
             self.sync_seconds += time.perf_counter() - began
 
     def _apply(self, bucket: Bucket, used: np.ndarray | None, checked: list | None = None) -> None:
