@@ -198,6 +198,7 @@ class MPISync(
         self._first_pass: list[str] = []  # the names in the order the first step fired them
         self._recorded: tuple[str, ...] = ()  # the first pass's firing order
         self._next_launch, self._total, self._in_step, self._matched = 0, 0, False, False
+        self._lr_next: float | None = None  # a rate set inside a step: the next one's
         self._check_refused = False  # the step's check failed (abandon_step counts it not)
         self._ended_alike = False  # the step failed, every collective of it in (Shutdown)
         self._abandoned: PiecePump | None = None  # its wire (and buckets), for setup
@@ -282,6 +283,19 @@ class MPISync(
             "failed update are updated, the later ones not"
         )
 
+    def set_lr_scale(self, factor: float) -> None:
+        """:meth:`~distconv.sync.base.SyncStrategy.set_lr_scale`, from the next step on, where
+        it is called inside a step too (after :meth:`start_step`: in forward, in backward).
+        The ranks compare the rate :meth:`start_step` posts, and the update, in
+        :meth:`finish_step`, read the optimizer's rate then: a factor set in between (this
+        rank's own, from its loss) trained the step at a rate no rank compared, and the ranks'
+        weights parted without a word. It is kept for the next step, whose check compares it."""
+        posted = self.optimizer.lr
+        super().set_lr_scale(factor)  # refused alike (NaN, negative) inside a step too
+        self._lr_next = None
+        if self._in_step:
+            self._lr_next, self.optimizer.lr = self.optimizer.lr, posted
+
     # -- one step ---------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
         """Start checking that every rank is at this step with this layout (see
@@ -321,6 +335,8 @@ class MPISync(
             self._thread.relax()
         # the check last, then stores alone (no call: no Ctrl-C raised) until the step is open:
         # a Ctrl-C between left the check posted and no step (close met it: an abort)
+        if self._lr_next is not None:  # set in the last step, after its check: this one's
+            self.optimizer.lr, self._lr_next = self._lr_next, None
         try:
             lr = self.optimizer.lr  # every rank's must be the same bits (rate_agreement)
             self._check.post(self.step, self._layout, self._layout_hash, self._examples, lr)
