@@ -91,17 +91,25 @@ def sums_kept_at_an_error(trainer: Trainer, tally: EpochTally) -> Iterator[None]
     its steps since alone, or since an earlier stop's sums, under the whole epoch's name. Only
     where the sums need no transport (one process's own ``allreduce_sum``): another sync's
     fold, a collective, may wait for a rank or a shard that is gone. Elsewhere the sums are
-    dropped (``{}``), and the resume says its epoch counts from there."""
+    dropped (``{}``), and the resume says its epoch counts from there.
+
+    A step cut after its updates were made and counted (``pos.step``), before its epoch counted
+    it (the first step's order agreed, a third Ctrl-C there) counts in its epoch too: the
+    weights hold it, and a resume trained its batch again. Its loss never reached the tally,
+    so the sums are dropped there too."""
+    step, in_epoch = trainer.pos.step, trainer.pos.step_in_epoch
     try:
         yield
     except Preempted:  # a stop: its sums kept already, as its checkpoint's
         raise
     except BaseException:
-        sums: dict[str, Any] = {}
-        if type(trainer.sync).allreduce_sum is SyncStrategy.allreduce_sum:
+        pos, sums = trainer.pos, {}
+        cut = pos.step - step > pos.step_in_epoch - in_epoch  # counted, its epoch's count not
+        if not cut and type(trainer.sync).allreduce_sum is SyncStrategy.allreduce_sum:
             with contextlib.suppress(Exception):  # a NaN sum, a closed sync: the error first
-                sums = tally.fold(trainer.pos)
-        trainer.pos.sums = sums if trainer.pos.step_in_epoch else {}
+                sums = tally.fold(pos)
+        pos.step_in_epoch += cut
+        pos.sums = sums if pos.step_in_epoch else {}
         raise
 
 

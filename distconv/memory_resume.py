@@ -63,14 +63,15 @@ def position_in_memory(
 
 def _say_sums_lost(pos: Position, resume: Any) -> None:
     """Warn that the epoch resumed at ``pos`` counts its metrics from there: the fit before
-    ended in it by an error or a second Ctrl-C, whose sums only one process keeps
+    ended in it by an error or a Ctrl-C, whose sums only one process keeps, and only where no
+    step was cut between its updates and its loss's count
     (:func:`~distconv.epoch_run.sums_kept_at_an_error`)."""
     log.warning(
         "fit(resume=%r) goes on from step %d of epoch %d, whose metric sums of the steps "
-        "before went with the fit that ended there by an error or a second Ctrl-C (not a "
-        "stop, which keeps them; a sync with a transport, MPI or a parameter server, sums "
-        "them only at a stop): that epoch's train_loss and train_acc count its steps from "
-        "here on",
+        "before went with the fit that ended there by an error or a Ctrl-C (a stop keeps "
+        "them; a sync with a transport, MPI or a parameter server, sums them only at a stop, "
+        "and a step cut after its updates left its loss uncounted): that epoch's train_loss "
+        "and train_acc count its steps from here on",
         resume,
         pos.step_in_epoch,
         pos.epoch + 1,

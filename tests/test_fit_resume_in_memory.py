@@ -14,6 +14,7 @@ import pytest
 
 from distconv.optim import create_optimizer
 from distconv.resume import CheckpointError, Preempted
+from distconv.step_guard import ParamLayout
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.trainer import Trainer
@@ -176,3 +177,30 @@ def test_a_resume_in_memory_on_another_training_set_is_refused_as_a_checkpoints_
     )
     assert (t.pos.step, t.pos.step_in_epoch) == (3, 3)  # nothing trained
     assert [r["step"] for r in t.fit(trainer_data(), epochs=1, resume="auto")] == [5]
+
+
+def test_a_step_cut_after_its_count_resumes_in_memory_without_training_its_batch_again(
+    monkeypatch, caplog
+):
+    """Cut (a third Ctrl-C) as the first step's firing order is agreed: its updates made and
+    the step counted, but not yet in its epoch, so the resume trained its batch a second time
+    (6 steps for 5, other weights). It counts in its epoch; its loss never reached the sums,
+    which the resume says it counts without."""
+    whole = _trainer()
+    whole.fit(trainer_data(), epochs=1)
+    first_step = ParamLayout.first_step
+
+    def cut(*args):
+        monkeypatch.setattr(ParamLayout, "first_step", first_step)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ParamLayout, "first_step", cut)
+    t = _trainer()
+    with pytest.raises(KeyboardInterrupt):
+        t.fit(trainer_data(), epochs=1)
+    assert (t.pos.step, t.pos.step_in_epoch, t.pos.sums) == (1, 1, {})
+    with caplog.at_level(logging.WARNING):
+        t.fit(trainer_data(), epochs=1, resume=True)
+    assert t.pos.step == whole.pos.step == 5
+    _assert_same(_weights(t), _weights(whole))
+    assert "fit(resume=True) goes on from step 1 of epoch 1, whose metric sums" in caplog.text
