@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from distconv.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from distconv.checkpoint import Checkpoint, CheckpointError
 from distconv.data import DataError, Dataset, as_arrays, fingerprint, load_dataset
-from distconv.init_from import checkpoint_file, load_weights
+from distconv.init_from import load_weights, read_checkpoint
 from distconv.network import Network
-from distconv.run_dir import RunDirError
-from distconv.source_words import INIT_FROM_FLAG
+from distconv.source_words import EVALUATE_FROM
 
 log = logging.getLogger("distconv.evaluate")
 
@@ -94,9 +91,8 @@ def evaluate_checkpoint(
         DataError: the data cannot be loaded, or its training set is not the run's (another
             ``data_dir``, a changed file): its test split would not be the run's either.
     """
-    with _our_flag():
-        file = checkpoint_file(path)
-    ckpt = load_checkpoint(file, position=False)
+    ckpt = read_checkpoint(path, EVALUATE_FROM)
+    file = ckpt.path
     runs_data, seed, dtype = _run_facts(ckpt)
     name = data or runs_data
     train_set, test_set = load_dataset(name, data_dir, seed)
@@ -107,8 +103,8 @@ def evaluate_checkpoint(
             "evaluating on %s's test split (seed %d), not the run's data %s", name, seed, runs_data
         )
     trainer = _trainer(_model(ckpt, train_set, name), dtype)
-    with _our_flag():  # this file: a run still training may have a newer one by now
-        load_weights(file, trainer.params, words=INIT_FROM_FLAG)  # _our_flag rewords it
+    # this file: a run still training may have a newer one by now
+    load_weights(file, trainer.params, words=EVALUATE_FROM)
     metrics = trainer.evaluate(as_arrays(test_set), batch_size=batch_size)
     into = int(ckpt.extra.get("step_in_epoch") or 0)
     return Evaluation(
@@ -127,18 +123,6 @@ def run_evaluate(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     set_device(args.device or device_from_env())
     result = evaluate_checkpoint(args.source, args.data, args.data_dir, args.batch_size)
     return result.line(), result.fields()
-
-
-@contextmanager
-def _our_flag() -> Iterator[None]:
-    """The refusals of :mod:`distconv.init_from` (no checkpoint at PATH, weights that do not
-    fit) naming ``--from``, this command's flag, where they name ``--init-from``."""
-    try:
-        yield
-    except (CheckpointError, RunDirError) as exc:  # RunDirError: a link to a disk not mounted
-        if not str(exc).startswith("--init-from "):
-            raise
-        raise type(exc)(str(exc).replace("--init-from ", "--from ", 1)) from None
 
 
 def _run_facts(ckpt: Checkpoint) -> tuple[str, int, str]:

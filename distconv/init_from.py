@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -67,6 +67,8 @@ from distconv.source_words import INIT_FROM_FLAG, SCRIPT_CALL, SourceWords
 from distconv.sync.base import SyncStrategy
 
 log = logging.getLogger("distconv.resume")
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -130,10 +132,28 @@ def load_weights(
             :class:`~distconv.checkpoint.CheckpointVersionError` naming ``path``), or
             weights of another name or shape (the first named).
     """
+    return _retried(path, lambda: _load_weights(path, params, words))
+
+
+def read_checkpoint(path: str | os.PathLike, words: SourceWords = SCRIPT_CALL) -> Checkpoint:
+    """The checkpoint ``path`` names, read as :func:`load_weights` reads it (a folder's newest
+    looked for again where its run pruned it; no position: no step is gone on from), its
+    refusals naming ``path`` in ``words``: for a caller that needs its records first
+    (``distconv evaluate`` builds the model they describe, then loads the weights).
+
+    Raises:
+        CheckpointError: as :func:`load_weights`, bar the weights' fit.
+    """
+    return _retried(path, lambda: _read(path, checkpoint_file(path, words), words))
+
+
+def _retried(path: str | os.PathLike, read: Callable[[], _T]) -> _T:
+    """``read()``, tried again (:data:`PRUNED_RETRIES` times) where ``path`` is a folder whose
+    newest checkpoint its run pruned while it was read."""
     tries = 1 + (PRUNED_RETRIES if Path(path).is_dir() else 0)
     for tried in range(1, tries + 1):
         try:
-            return _load_weights(path, params, words)
+            return read()
         except (_Pruned, NoCompleteCheckpointError) as exc:
             if tried == tries:  # a plain CheckpointError, as it always was to its readers
                 raise CheckpointError(str(exc)) from None
@@ -150,25 +170,7 @@ def _load_weights(
 ) -> InitSource:
     """One try of :func:`load_weights`."""
     file = checkpoint_file(path, words)
-    source = words.source(path)
-    try:
-        ckpt = load_checkpoint(file, position=False)  # weights only: no step is gone on from
-    except CheckpointDamaged as exc:  # not restarted for (refused_starts): the same file
-        raise CheckpointDamaged(
-            f"{source}: its checkpoint is damaged ({exc}); pass another: an older "
-            "checkpoints/step-N folder, or another file"
-        ) from None
-    except CheckpointVersionError as exc:  # not "the checkpoint to resume" to the launcher
-        raise CheckpointVersionError(
-            f"{source}: its checkpoint has another format version ({exc}); {words.start} with "
-            "the distconv that wrote it, or from a checkpoint this one wrote"
-        ) from None
-    except ShardPartGiven:  # renamed (its metadata): as one named so is (refused_starts)
-        raise shard_part_refusal(path, words) from None
-    except CheckpointReadError:
-        if file.exists() or not Path(path).is_dir():  # the OS's error, a file or manifest
-            raise  # the user named: as is; a folder's newest gone is looked for again
-        raise _pruned(path, file, words, "it is gone") from None
+    ckpt = _read(path, file, words)
     digest = _digest_of(path, file, words)  # before anything is written: it may be gone now
     if (misfit := first_misfit(params, ckpt.params)) is not None:
         raise CheckpointError(
@@ -187,6 +189,29 @@ def _load_weights(
     for p in params:
         copy_into(p.value, cast[p.name])
     return InitSource(file, ckpt.step, digest)
+
+
+def _read(path: str | os.PathLike, file: Path, words: SourceWords) -> Checkpoint:
+    """One read of ``file``, which ``path`` named, its refusals naming ``path`` in ``words``."""
+    source = words.source(path)
+    try:
+        return load_checkpoint(file, position=False)  # weights only: no step is gone on from
+    except CheckpointDamaged as exc:  # not restarted for (refused_starts): the same file
+        raise CheckpointDamaged(
+            f"{source}: its checkpoint is damaged ({exc}); pass another: an older "
+            "checkpoints/step-N folder, or another file"
+        ) from None
+    except CheckpointVersionError as exc:  # not "the checkpoint to resume" to the launcher
+        raise CheckpointVersionError(
+            f"{source}: its checkpoint has another format version ({exc}); {words.start} with "
+            "the distconv that wrote it, or from a checkpoint this one wrote"
+        ) from None
+    except ShardPartGiven:  # renamed (its metadata): as one named so is (refused_starts)
+        raise shard_part_refusal(path, words) from None
+    except CheckpointReadError:
+        if file.exists() or not Path(path).is_dir():  # the OS's error, a file or manifest
+            raise  # the user named: as is; a folder's newest gone is looked for again
+        raise _pruned(path, file, words, "it is gone") from None
 
 
 def _lost_by_cast(saved: np.ndarray, cast: np.ndarray, words: SourceWords) -> str | None:

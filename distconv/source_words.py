@@ -71,5 +71,16 @@ SCRIPT_CALL = SourceWords(
     start="load it",
 )
 
+#: ``distconv evaluate --from PATH``, which loads the weights into the model its run recorded
+#: (in that run's dtype); not a launched job's loader, so not among :data:`SOURCES`
+EVALUATE_FROM = SourceWords(
+    flag="--from ",
+    run_folder="--out",
+    ours="its run's",
+    dtype_flag="",
+    cast_why="evaluate computes in the dtype the checkpoint records for its run",
+    start="evaluate it",
+)
+
 #: every loader's words, by which the launcher tells their refusals (``distconv.refused_starts``)
 SOURCES = (INIT_FROM_FLAG, SCRIPT_CALL)
