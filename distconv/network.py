@@ -241,7 +241,8 @@ class Network:
                 f"{type(feeds).__name__}"
             )
         self._partial = outputs is not None  # a backward needs every layer's forward
-        outputs = [outputs] if isinstance(outputs, str) else outputs  # one name, as add's inputs
+        if outputs is not None:  # a string is one name, as add's inputs; an iterable read once
+            outputs = [outputs] if isinstance(outputs, str) else list(outputs)
         names = self.order() if outputs is None else layers_needed(self, outputs)
         fed = self.feed_names if outputs is None else feeds_read(self, names, outputs)
         computed = {name: self._check_feed(name, feeds) for name in fed}

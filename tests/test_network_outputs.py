@@ -57,3 +57,10 @@ def test_one_output_may_be_named_by_a_string():
     out = net.forward({"image": X}, outputs="fc2")
     assert set(out) == {"image", "conv1", "pool1", "conv2", "pool2", "fc1", "fc2"}
     assert set(net.forward({"image": X}, outputs="image")) == {"image"}
+
+
+def test_outputs_may_be_any_iterable_of_names():
+    """A generator is read once: a feed it names was dropped from the outputs returned, as the
+    layers needed had read it up."""
+    net = _net()
+    assert set(net.forward({"image": X}, outputs=(name for name in ["image"]))) == {"image"}
