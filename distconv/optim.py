@@ -32,9 +32,9 @@ Adding an optimizer touches:
   ("Optimizers SGD, ...") and ``docs/protocol.md`` (the seed's ``optimizer``);
 - the distconv the parameter-server shards run: they build the optimizer by name from
   :data:`OPTIMIZERS` of their own install (``distconv pserver`` loads no script), so restart
-  them on a distconv that has it. Rank 0 refuses, before it seeds them, an optimizer whose
-  class is not the one its own install builds by that name, which stands for theirs (workers
-  and shards of one release: :mod:`distconv.sync.ps.shard_optimizer`).
+  them on a distconv that has it. Each worker refuses, before its hello to them, an optimizer
+  whose class is not the one its own install builds by that name, which stands for theirs
+  (workers and shards of one release: :mod:`distconv.sync.ps.shard_optimizer`).
 
 Local and MPI training run the optimizer object the script made, of whatever class.
 
