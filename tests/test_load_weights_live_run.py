@@ -2,7 +2,8 @@
 ``--keep-checkpoints 1``: its newest checkpoint is pruned at each save, and about one load in
 twenty met its file gone between the scan that named it and the reads of it, refused with
 "pass ... its run's --out", which the user had passed. A folder is now looked at again for its
-newest: no load fails. A real run in a subprocess writes and prunes as it does in use."""
+newest: a load fails only where its run prunes during each of three tries (:data:`MAY_FAIL`). A
+real run in a subprocess writes and prunes as it does in use."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def _wait_for_a_checkpoint(out: Path, run: subprocess.Popen, seconds: float = 30
         time.sleep(0.05)
 
 
-def test_loads_of_a_run_that_prunes_its_newest_meanwhile_all_succeed(tmp_path, caplog):
+def test_loads_of_a_run_that_prunes_its_newest_meanwhile_all_but_rarely_succeed(tmp_path, caplog):
     out = tmp_path / "live"
     caplog.set_level(logging.INFO, logger="distconv.resume")
     with job_env(child_env()) as env:
