@@ -50,8 +50,8 @@ def predict(
 
     Raises:
         NetworkError: no ``output`` given and the network has no softmax cross-entropy loss to
-            find it by, ``output`` names no layer, an input it needs is missing, or an array
-            is given for several inputs.
+            find it by, ``output`` names no layer, an input it needs is missing or has no
+            batch axis, or an array is given for several inputs.
         ValueError: ``batch_size`` is not an int >= 1.
     """
     check_count("batch_size", batch_size, 1)
@@ -97,7 +97,7 @@ def _named_inputs(network: Network, inputs: Any, output: str) -> Mapping[str, An
     """``inputs`` by input name: a lone array given the one input ``output`` reads; a nested
     list made an array (indexed by rows, it failed in numpy's words)."""
     if isinstance(inputs, Mapping):
-        return {name: _array(values) for name, values in inputs.items()}
+        return {name: _array(name, values) for name, values in inputs.items()}
     from distconv.network_reads import feeds_read, layers_needed
 
     needed = feeds_read(network, layers_needed(network, [output]), [output])
@@ -105,12 +105,22 @@ def _named_inputs(network: Network, inputs: Any, output: str) -> Mapping[str, An
         raise NetworkError(
             f"{output!r} reads the inputs {needed}: pass a dict of arrays by input name"
         )
-    return {needed[0]: _array(inputs)}
+    return {needed[0]: _array(needed[0], inputs)}
 
 
-def _array(values: Any) -> Any:
-    """``values`` as they are where they have a shape (a numpy or cupy array), else an array."""
-    return values if hasattr(values, "shape") else np.asarray(values)
+def _array(name: str, values: Any) -> Any:
+    """``values`` as they are where they have a shape (a numpy or cupy array), else an array.
+
+    Raises:
+        NetworkError: ``values`` have no batch axis (None, a number), named by input ``name``.
+    """
+    array = values if hasattr(values, "shape") else np.asarray(values)
+    if not array.shape:  # len() of it failed in numpy's words, naming no input
+        raise NetworkError(
+            f"input {name!r} is {values!r} ({type(values).__name__}), not examples: pass an "
+            "array of them, the batch axis first"
+        )
+    return array
 
 
 def _float_dtype(network: Network) -> Any:

@@ -111,3 +111,13 @@ def test_nested_lists_are_taken_as_arrays(trained):
     np.testing.assert_array_equal(predict(trainer.network, test.x[:3].tolist()), expected)
     listed = {"image": test.x[:3].tolist()}
     np.testing.assert_array_equal(predict(trainer.network, listed), expected)
+
+
+@pytest.mark.parametrize("given", [None, 3.5], ids=["None", "a number"])
+def test_a_value_of_no_batch_axis_is_refused_naming_its_input(trained, given):
+    """np.asarray made it an array of no axes, whose length failed in numpy's words."""
+    trainer, _ = trained
+    said = rf"^input 'image' is {given!r} \(\w+\), not examples"
+    for inputs in (given, {"image": given}):
+        with pytest.raises(NetworkError, match=said):
+            predict(trainer.network, inputs)
