@@ -24,7 +24,7 @@ from typing import Any
 
 from distconv.checkpoint import Checkpoint, CheckpointError
 from distconv.data import DataError, Dataset, as_arrays, fingerprint, load_dataset
-from distconv.init_from import load_weights, read_checkpoint
+from distconv.init_from import copy_weights, read_checkpoint
 from distconv.network import Network
 from distconv.source_words import EVALUATE_FROM
 
@@ -92,7 +92,6 @@ def evaluate_checkpoint(
             ``data_dir``, a changed file): its test split would not be the run's either.
     """
     ckpt = read_checkpoint(path, EVALUATE_FROM)
-    file = ckpt.path
     runs_data, seed, dtype = _run_facts(ckpt)
     name = data or runs_data
     train_set, test_set = load_dataset(name, data_dir, seed)
@@ -103,12 +102,11 @@ def evaluate_checkpoint(
             "evaluating on %s's test split (seed %d), not the run's data %s", name, seed, runs_data
         )
     trainer = _trainer(_model(ckpt, train_set, name), dtype)
-    # this file: a run still training may have a newer one by now
-    load_weights(file, trainer.params, words=EVALUATE_FROM)
+    copy_weights(ckpt, trainer.params, EVALUATE_FROM)  # read once: a live run may prune it
     metrics = trainer.evaluate(as_arrays(test_set), batch_size=batch_size)
     into = int(ckpt.extra.get("step_in_epoch") or 0)
     return Evaluation(
-        metrics, file, ckpt.step, ckpt.epoch, into, name, seed, len(test_set), runs_data
+        metrics, ckpt.path, ckpt.step, ckpt.epoch, into, name, seed, len(test_set), runs_data
     )
 
 

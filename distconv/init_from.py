@@ -139,7 +139,7 @@ def read_checkpoint(path: str | os.PathLike, words: SourceWords = SCRIPT_CALL) -
     """The checkpoint ``path`` names, read as :func:`load_weights` reads it (a folder's newest
     looked for again where its run pruned it; no position: no step is gone on from), its
     refusals naming ``path`` in ``words``: for a caller that needs its records first
-    (``distconv evaluate`` builds the model they describe, then loads the weights).
+    (``distconv evaluate`` builds the model they describe, then :func:`copy_weights`).
 
     Raises:
         CheckpointError: as :func:`load_weights`, bar the weights' fit.
@@ -172,9 +172,21 @@ def _load_weights(
     file = checkpoint_file(path, words)
     ckpt = _read(path, file, words)
     digest = _digest_of(path, file, words)  # before anything is written: it may be gone now
+    copy_weights(ckpt, params, words)
+    return InitSource(file, ckpt.step, digest)
+
+
+def copy_weights(ckpt: Checkpoint, params: Sequence[Parameter], words: SourceWords) -> None:
+    """Copy the weights of ``ckpt`` (:func:`read_checkpoint`'s) into ``params``, cast to their
+    dtypes; nothing is written where they do not fit.
+
+    Raises:
+        CheckpointError: weights of another name or shape (the first named), or values the
+            cast makes infinite or wraps, naming ``ckpt``'s file in ``words``.
+    """
     if (misfit := first_misfit(params, ckpt.params)) is not None:
         raise CheckpointError(
-            f"{words.source(file)}: its weights do not fit this model (first difference: "
+            f"{words.source(ckpt.path)}: its weights do not fit this model (first difference: "
             f"{misfit}); they load only into a model built as the checkpoint's run's"
         )
     _say_cast(ckpt, params, words)
@@ -183,12 +195,11 @@ def _load_weights(
     for p in params:
         if (lost := _lost_by_cast(ckpt.params[p.name], cast[p.name], words)) is not None:
             raise CheckpointError(
-                f"{words.source(file)}: {p.name!r} holds values past {p.value.dtype}'s range, "
-                f"which the cast to {lost}"
+                f"{words.source(ckpt.path)}: {p.name!r} holds values past "
+                f"{p.value.dtype}'s range, which the cast to {lost}"
             )
     for p in params:
         copy_into(p.value, cast[p.name])
-    return InitSource(file, ckpt.step, digest)
 
 
 def _read(path: str | os.PathLike, file: Path, words: SourceWords) -> Checkpoint:

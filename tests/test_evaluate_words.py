@@ -1,5 +1,6 @@
-"""``distconv evaluate --from PATH`` says what it cannot read in its own words
-(:data:`distconv.source_words.EVALUATE_FROM`), as ``--init-from`` does in its: a damaged file
+"""How ``distconv evaluate --from PATH`` reads its checkpoint: once, so a run still training
+that prunes it meanwhile does not fail the evaluation, and in its own words
+(:data:`distconv.source_words.EVALUATE_FROM`), as ``--init-from`` reads in its: a damaged file
 and a parameter-server shard's part under another name name ``--from`` and a way out a
 command-line user can take, not restore_checkpoint's advice to call a script's function."""
 
@@ -9,9 +10,12 @@ import shutil
 
 import pytest
 
+from distconv import init_from
+from distconv.checkpoint import load_checkpoint
 from distconv.checkpoint_file_kinds import SHARD_PART_IS
+from distconv.evaluate_cmd import evaluate_checkpoint
 from tests.launcher.conftest import own_home  # noqa: F401  (its launches' HOME: their own)
-from tests.test_evaluate_cmd import refused
+from tests.test_evaluate_cmd import refused, trained
 from tests.test_restore_checkpoint_paths import shard_part  # noqa: F401  (a real shard's part)
 
 pytestmark = pytest.mark.timeout(180)
@@ -37,3 +41,19 @@ def test_a_renamed_shard_part_is_named_as_one_named_so_is(shard_part, tmp_path):
             f"{ERROR}--from {part}: {SHARD_PART_IS}; pass its run's --out or one of its "
             "checkpoints/step-N folders, whose chief's part holds every weight"
         )
+
+
+def test_a_checkpoint_pruned_once_read_is_evaluated(tmp_path, monkeypatch):
+    """The weights were read a second time, after the model was built: a run that pruned the
+    step meanwhile (``--keep-checkpoints 1`` prunes its newest at each save) failed it with
+    '--from FILE: no such file or folder', of a file it had just read."""
+    out = tmp_path / "run"
+    line = trained(out)
+
+    def read_then_pruned(path, **kwargs):  # the run's prune, at the worst moment
+        ckpt = load_checkpoint(path, **kwargs)
+        shutil.rmtree(path.parent)
+        return ckpt
+
+    monkeypatch.setattr(init_from, "load_checkpoint", read_then_pruned)
+    assert evaluate_checkpoint(str(out)).metrics["test_acc"] == line["test_acc"]
