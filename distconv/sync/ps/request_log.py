@@ -39,7 +39,9 @@ PEER_LOGGED = 20
 #: the lines in full of all peers per :data:`REFUSALS_WINDOW`: peers of ever new addresses
 MOST_LOGGED = 60
 #: the tallies kept at once: a peer varying its cause or address must not grow the table
-#: without end; past it the oldest is forgotten
+#: without end; past it the one least recently used is forgotten (not the oldest made: a peer
+#: flooding with new causes would forget its own tally of all its causes every so often, and its
+#: counts of it start again at 1, 10, 100, a few lines each time)
 MOST_TALLIED = 1024
 #: what the count of each tally (of a peer and cause, of a peer, of the shard) says it counts
 SCOPES = ("like this from {peer}", "refusals from {peer} of other causes", "refusals of any peer")
@@ -90,13 +92,15 @@ class RefusalLog:
         )  # fmt: skip
 
     def _tally(self, scope: tuple[str, ...], now: float) -> LogTally:
-        tally = self._tallies.get(scope)
+        """The tally of ``scope``, made if new, and now the most recently used."""
+        tally = self._tallies.pop(scope, None)
         if tally is None:
             if len(self._tallies) >= MOST_TALLIED:
-                oldest = next(key for key in self._tallies if key)  # the shard's is kept
-                del self._tallies[oldest]
+                unused = next(key for key in self._tallies if key)  # the shard's is kept
+                del self._tallies[unused]
             lines = (MOST_LOGGED, PEER_LOGGED, REFUSALS_LOGGED)[len(scope)]
-            tally = self._tallies[scope] = LogTally(now, lines, REFUSALS_WINDOW)
+            tally = LogTally(now, lines, REFUSALS_WINDOW)
+        self._tallies[scope] = tally  # at the end: the least recently used come first
         return tally
 
 

@@ -27,7 +27,7 @@ from ps_helpers import (
 from distconv.optim import create_optimizer
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.client import PServerSync
-from distconv.sync.ps.request_log import PEER_LOGGED, REFUSALS_LOGGED
+from distconv.sync.ps.request_log import MOST_TALLIED, PEER_LOGGED, REFUSALS_LOGGED
 from distconv.sync.ps.wire import pack, unpack_header
 from tests.probes import metric_families, shard_probe_port
 
@@ -134,11 +134,12 @@ def test_a_replay_of_the_run_before_logs_a_few_lines(shards):
 def test_a_peer_naming_a_new_op_in_each_request_logs_a_few_lines(shards):
     """The cause is the line's text: a peer choosing it anew for each request (an op name of
     its own, quoted in the refusal) made each line a first, all logged in full. A peer's lines
-    of all causes are bounded too, then counted."""
+    of all causes are bounded too, then counted; more causes than the tallies kept at once no
+    longer forget the peer's own tally, whose lines and counts then started over."""
     (endpoint,) = shards.start(1, workers=1)
     ctx = zmq.Context()
     sock = raw_dealer(ctx, endpoint)
-    ops = ["x" + "".join(chr(97 + i // 26**k % 26) for k in range(3)) for i in range(FLOOD // 10)]
+    ops = ["x" + "".join(chr(97 + i // 26**k % 26) for k in range(3)) for i in range(FLOOD)]
     try:
         replies = _flood(sock, [pack({"op": op, "id": 1, "job": "local", "rank": 0}) for op in ops])
     finally:
@@ -147,6 +148,7 @@ def test_a_peer_naming_a_new_op_in_each_request_logs_a_few_lines(shards):
     assert all("unknown op" in r["error"] for r in replies), replies[:2]
     shards.stop()
     lines = [line for line in shards.log_text().splitlines() if "unknown op" in line]
-    assert len(lines) <= PEER_LOGGED + 3, lines  # in full, then the counts at 1, 10, 100
+    assert FLOOD > MOST_TALLIED
+    assert len(lines) <= PEER_LOGGED + 4, lines  # in full, then the counts at 1, 10, 100, 1000
     assert f"unknown op '{ops[0]}'" in lines[0], lines  # a new cause's first line is shown
     assert any("100 more refusals from 127.0.0.1 of other causes" in x for x in lines), lines
