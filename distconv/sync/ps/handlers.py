@@ -18,7 +18,7 @@ from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import rows_bytes
 from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.other_ids import OtherJobIds
-from distconv.sync.ps.request_log import RefusalLog, peer_name
+from distconv.sync.ps.request_log import RefusalLog, peer_name, signer_rank
 from distconv.sync.ps.startup import STALE_PUSH as STALE_PUSH  # where tests read it
 from distconv.sync.ps.startup import StartupHandlers
 from distconv.sync.ps.state import _Block, _Refused, dense_gradients
@@ -98,20 +98,23 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
             if self._of_current_run(header):
                 self._seeding = None
 
-    def _peer(self, frames: Sequence[Any]) -> str:
-        """Who sent ``frames``: its address, and the rank whose key signed it (under CURVE)."""
-        return peer_name(frames[-1], self._key_rank)  # any frame past the routing id tells
+    def _peer(self, frames: Sequence[Any]) -> tuple[str, bool]:
+        """Who sent ``frames``: its address, and the rank whose key signed it (under CURVE);
+        and whether a key of the job's did (its refusals are logged in the ranks' pool)."""
+        frame = frames[-1]  # any frame past the routing id tells
+        return peer_name(frame, self._key_rank), signer_rank(frame, self._key_rank) is not None
 
     def _log_refusal(self, frames: Sequence[Any], exc: Exception) -> None:
         """Log a refused request, a bad one (a WireError not ``quiet``) as a warning and one
         with a ``log_line`` of its own (a run's, :mod:`~distconv.sync.ps.runs`) at INFO, each
         bounded per peer and cause (:class:`~distconv.sync.ps.request_log.RefusalLog`)."""
         if isinstance(exc, WireError) and not getattr(exc, "quiet", False):
-            peer = self._peer(frames)
-            self.refusals.note(logging.WARNING, peer, f"bad request from {peer}: {exc}")
+            peer, known = self._peer(frames)
+            line = f"bad request from {peer}: {exc}"
+            self.refusals.note(logging.WARNING, peer, line, known=known)
         elif line := getattr(exc, "log_line", None):
-            peer = self._peer(frames)
-            self.refusals.note(logging.INFO, peer, f"{line} (from {peer})")
+            peer, known = self._peer(frames)
+            self.refusals.note(logging.INFO, peer, f"{line} (from {peer})", known=known)
 
     def _log_unexpected(
         self, frames: Sequence[Any], header: dict[str, Any], exc: Exception
@@ -119,10 +122,11 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
         """A failure no check foresaw (a shard bug): the first with its traceback, later ones
         bounded per peer and cause, so a peer repeating a message the checks miss cannot flood
         the log."""
-        peer = self._peer(frames)
+        peer, known = self._peer(frames)
         what = f"{short(header.get('op'))} from {peer}"
         if self._traced:
-            self.refusals.note(logging.ERROR, peer, f"request {what} failed: {named(exc)}")
+            line = f"request {what} failed: {named(exc)}"
+            self.refusals.note(logging.ERROR, peer, line, known=known)
         else:
             self._traced = True
             log.exception("shard %d: request %s failed", self.index, what)

@@ -6,7 +6,9 @@ shard applies the rule a worker applies to a shard's stray replies
 (:class:`~distconv.sync.ps.log_tally.LogTally`) to each (peer, cause): the first few in full,
 then only the count at each power of ten. A peer choosing its cause (an op name of its own in
 each request, a new CURVE key each connection) would make every line a first: so a peer's lines
-in full, and all peers', are bounded too. Every refusal still counts in the stats' ``errors``
+in full, and all peers', are bounded too; the peers a key of the job's signed (the ranks, under
+CURVE) share a pool of their own, so a flood of strangers leaves a worker's own error logged.
+Every refusal still counts in the stats' ``errors``
 (and ``/metrics``); only the log is thinned.
 
 A peer is named by its address, and under CURVE by the rank whose key signed the request:
@@ -43,15 +45,27 @@ MOST_LOGGED = 60
 #: flooding with new causes would forget its own tally of all its causes every so often, and its
 #: counts of it start again at 1, 10, 100, a few lines each time)
 MOST_TALLIED = 1024
-#: what the count of each tally (of a peer and cause, of a peer, of the shard) says it counts
-SCOPES = ("like this from {peer}", "refusals from {peer} of other causes", "refusals of any peer")
+#: the pools of lines in full shared by peers: those whose requests a key of the job's signed
+#: (ranks, under CURVE) have their own, so strangers flooding from many addresses or with new
+#: keys cannot silence a worker's own error; the tally's kind is its key's first item
+STRANGERS, RANKS = ("any peer",), ("any rank's key",)
+#: the lines in full per :data:`REFUSALS_WINDOW` of each kind of tally
+LINES = {
+    "cause": REFUSALS_LOGGED,
+    "peer": PEER_LOGGED,
+    STRANGERS[0]: MOST_LOGGED,
+    RANKS[0]: MOST_LOGGED,
+}
+#: what the count of each kind of tally says it counts
+COUNTED = {"cause": "like this from {peer}", "peer": "refusals from {peer} of other causes"}
 
 
 class RefusalLog:
     """Lines of refusals, at most :data:`REFUSALS_LOGGED` in full per (peer, cause),
-    :data:`PEER_LOGGED` per peer and :data:`MOST_LOGGED` in all per :data:`REFUSALS_WINDOW`,
-    the others counted at each power of ten. A new cause's first line is logged unless its peer
-    (or all peers) already logged their share in the window: a flood, whose count is logged.
+    :data:`PEER_LOGGED` per peer and :data:`MOST_LOGGED` of all strangers (and as many of all
+    ranks' keys) per :data:`REFUSALS_WINDOW`, the others counted at each power of ten. A new
+    cause's first line is logged unless its peer (or its pool) already logged their share in
+    the window: a flood, whose count is logged.
     Safe to call from several threads (the serving loop, the CURVE authenticator's).
 
     Args:
@@ -63,19 +77,23 @@ class RefusalLog:
         self._tallies: dict[tuple[str, ...], LogTally] = {}
         self._lock = threading.Lock()
 
-    def note(self, level: int, peer: str, line: str, cause: str | None = None) -> None:
+    def note(
+        self, level: int, peer: str, line: str, cause: str | None = None, known: bool = False
+    ) -> None:
         """Log ``line`` (which names ``peer``) at ``level``, or count it. ``cause``: what makes
         two lines alike, by default the line with its numbers taken out (a rank, a run, a
-        step: the same cause); a caller quoting what a peer chose (a key) names it instead."""
+        step: the same cause); a caller quoting what a peer chose (a key) names it instead.
+        ``known``: a key of the job's signed it (a rank's pool of lines, not strangers')."""
         cause = re.sub(r"\d+", "#", line) if cause is None else cause
         now = time.monotonic()
         with self._lock:
-            scopes = ((peer, cause), (peer,), ())
+            scopes = (("cause", peer, cause), ("peer", peer), RANKS if known else STRANGERS)
             tallies = [self._tally(scope, now) for scope in scopes]
-            for tally, scope in zip(tallies, SCOPES):
+            for tally, scope in zip(tallies, scopes):
                 if not tally.admit(now):
                     if tally.count_due():
-                        self._log_count(level, tally.unshown, scope.format(peer=peer), line)
+                        what = COUNTED.get(scope[0], "refusals of {}").format(scope[0], peer=peer)
+                        self._log_count(level, tally.unshown, what, line)
                     return
             unshown = tallies[0].take_unshown()
             more = f"; {unshown} more like this from {peer} before it, not logged"
@@ -96,10 +114,9 @@ class RefusalLog:
         tally = self._tallies.pop(scope, None)
         if tally is None:
             if len(self._tallies) >= MOST_TALLIED:
-                unused = next(key for key in self._tallies if key)  # the shard's is kept
+                unused = next(key for key in self._tallies if len(key) > 1)  # pools are kept
                 del self._tallies[unused]
-            lines = (MOST_LOGGED, PEER_LOGGED, REFUSALS_LOGGED)[len(scope)]
-            tally = LogTally(now, lines, REFUSALS_WINDOW)
+            tally = LogTally(now, LINES[scope[0]], REFUSALS_WINDOW)
         self._tallies[scope] = tally  # at the end: the least recently used come first
         return tally
 
@@ -112,5 +129,10 @@ def peer_name(frame: Any, key_rank: dict[bytes, int]) -> str:
     except zmq.ZMQError:  # a transport that keeps none
         address = None
     name = address or "an unknown address"
-    rank = key_rank.get(keyfiles.user_id(frame) or b"")
+    rank = signer_rank(frame, key_rank)
     return name if rank is None else f"{name} (rank {rank}'s key)"
+
+
+def signer_rank(frame: Any, key_rank: dict[bytes, int]) -> int | None:
+    """The rank whose key (of ``key_rank``'s) signed ``frame``; None if none did."""
+    return key_rank.get(keyfiles.user_id(frame) or b"")

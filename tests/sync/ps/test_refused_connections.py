@@ -8,6 +8,7 @@ now a warning naming the peer's address and its key (a few per peer and cause), 
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -15,7 +16,7 @@ import zmq
 from ps_helpers import raw_dealer
 
 from distconv.sync.ps import keys as keyfiles
-from distconv.sync.ps.request_log import REFUSALS_LOGGED
+from distconv.sync.ps.request_log import MOST_LOGGED, REFUSALS_LOGGED
 from distconv.sync.ps.wire import pack
 from tests.probes import metric_families, shard_probe_port
 
@@ -130,3 +131,55 @@ def test_a_peer_without_curve_or_with_another_server_key_is_logged_and_counted(
     assert mismatch and crypto, refused
     assert all("from an unknown address" in line for line in mismatch + crypto), refused
     assert len(mismatch) <= 2 * (5 + 3) and len(crypto) <= 5 + 3, refused  # in full, then counts
+
+
+def _strangers(endpoint: str, server_public: bytes, stop: threading.Event) -> None:
+    """Connect with a new key from a new address of 127/8 each time, until ``stop``: a stranger
+    flooding from many addresses, each refused once."""
+    port = endpoint.rsplit(":", 1)[1]
+    ctx = zmq.Context()
+    try:
+        for i in range(250 * 250):
+            if stop.is_set():
+                return
+            sock = ctx.socket(zmq.DEALER)
+            sock.linger = 0
+            sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+            sock.curve_serverkey = server_public
+            sock.connect(f"tcp://127.{1 + i // 250}.{1 + i % 250}.2:0;127.0.0.1:{port}")
+            time.sleep(0.01)
+            sock.close(0)
+    finally:
+        ctx.term()
+
+
+@pytest.mark.timeout(90)
+def test_a_ranks_error_is_logged_while_strangers_flood_from_many_addresses(shards, job_keys):
+    """Strangers' refusals from ever new addresses fill the lines in full of all peers; a
+    worker's own mistake then went to that pool too, only counted. A key of the job's signs it:
+    its pool is the ranks', and its first line is logged in full."""
+    (endpoint,) = shards.start(1, workers=2, keys=job_keys, extra=["--health-port", "0"])
+    port = shard_probe_port(shards.log_text())
+    stop = threading.Event()
+    flood = threading.Thread(
+        target=_strangers, args=(endpoint, keyfiles.worker_keys(job_keys, 0)[2], stop)
+    )
+    flood.start()
+    ctx = zmq.Context()
+    rank = ctx.socket(zmq.DEALER)
+    rank.linger = 0
+    try:
+        assert _wait_for_count(port, 2 * MOST_LOGGED) >= 2 * MOST_LOGGED  # the pool is spent
+        keyfiles.curve_client(rank, keyfiles.worker_keys(job_keys, 1))
+        rank.connect(f"tcp://{endpoint}")
+        rank.send_multipart([b"\xc1not msgpack"])
+        assert rank.poll(20_000), "the shard did not answer rank 1's bad request"
+    finally:
+        stop.set()
+        flood.join(30)
+        rank.close(0)
+        ctx.term()
+    shards.stop()
+    lines = shards.log_text().splitlines()
+    assert sum("refused a connection from 127." in line for line in lines) >= MOST_LOGGED, lines
+    assert any("shard 0: bad request from 127.0.0.1 (rank 1's key)" in x for x in lines), lines
