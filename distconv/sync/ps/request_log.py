@@ -103,8 +103,8 @@ class RefusalLog:
         log.log(
             level,
             "shard %d: %d more %s, not logged (the latest: %s); at most %d of a peer and cause, "
-            "%d of a peer and %d in all are logged every %g s, then only this count at each "
-            "power of ten",
+            "%d of a peer and %d of all strangers (as many of all ranks' keys) are logged every "
+            "%g s, then only this count at each power of ten",
             self.shard, unshown, what, line,
             REFUSALS_LOGGED, PEER_LOGGED, MOST_LOGGED, REFUSALS_WINDOW,
         )  # fmt: skip
