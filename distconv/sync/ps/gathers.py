@@ -223,6 +223,7 @@ class ShardGathers(LateJobCheck, StepsLeftBehind):
         gathers, pushes, since = held_now(self.waiting, self.hello_at, self._live())
         first = min((self.hello_at.get(r, -1) for r in gathers), default=-1)
         gone = {r for r in self.left - self.lost if self._left_this_run(r, since, first)}
+        gone -= {r for r in gone if self._gave_up_on_a_shard(r)}  # its restart may still come
         message = stuck(gathers, pushes, self._live(), gone, self._who, self._closed)
         if message:  # a rank gone on an error is the cause; else the ranks disagree
             lead, fields = self._refusal_lead(gone)  # as a step left behind reads them

@@ -27,6 +27,7 @@ from typing import Any
 from distconv.sync.ps.incarnations import Incarnation, older
 from distconv.sync.ps.late_ranks import LATE_FIELD
 from distconv.sync.ps.state import _Waiting
+from distconv.sync.ps.stuck import wait_words
 
 log = logging.getLogger("distconv.pserver")
 
@@ -39,6 +40,10 @@ NOT_FAILED = (
     "the job is not failed: a rank late to start (a restart's back-off) may still come, and a "
     "worker waiting for it says hello again"
 )
+#: what a worker's error says where a shard never answered its hello (the worker's wait, in
+#: :mod:`~distconv.sync.ps.channel`): that shard was down or still starting (a pod the kubelet
+#: restarts under its back-off), no failure of the rank's own
+SHARD_SILENT_AT_HELLO = f"no answer to {wait_words('hello')} from pserver shard(s) "
 
 
 class LateJobCheck:
@@ -52,6 +57,7 @@ class LateJobCheck:
     waiting: dict[str, _Waiting]
     gathers_held: set[str]
     left: set[int]
+    bye_error: dict[int, str | None]
     met_at: int
     accepted_at: dict[int, int]
     refused_at: dict[int, tuple[int, int | None]]
@@ -116,10 +122,24 @@ class LateJobCheck:
         late), and of no earlier start than another rank's latest hello (a launcher's restart
         of every worker since: :func:`~distconv.sync.ps.incarnations.older`), as for a failure
         note that stands. The ranks waiting for it are failed at the timeout, naming its error,
-        as before: waiting ten rounds more for a rank that failed only delayed the stop."""
+        as before: waiting ten rounds more for a rank that failed only delayed the stop. A
+        hello that another shard never answered (:meth:`_gave_up_on_a_shard`) is no such
+        error."""
         if rank not in self.left or self._blamed([rank]) != [rank]:
+            return False
+        if self._gave_up_on_a_shard(rank):
             return False
         if self.met_at > self.accepted_at.get(rank, -1):
             return False
         own = self.incarnations.get(rank)
         return not any(older(own, theirs) for theirs in self.incarnations.values())
+
+    def _gave_up_on_a_shard(self, rank: int) -> bool:
+        """Whether ``rank``'s worker closed because a shard never answered its hello
+        (:data:`SHARD_SILENT_AT_HELLO`): that shard was down, as after a shard killed mid-run
+        and restarted slower than the worker's wait, which is no failure of the rank's own: its
+        restart, once that shard is up, is what the ranks wait for. Neither the stuck check
+        (:meth:`~distconv.sync.ps.gathers.ShardGathers._check_stuck`) nor the timeout counts
+        such a rank as failed; one that never comes stops the waiting ranks after the rounds
+        (:mod:`~distconv.sync.ps.late_ranks`)."""
+        return SHARD_SILENT_AT_HELLO in (self.bye_error.get(rank) or "")

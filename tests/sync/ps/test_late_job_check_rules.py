@@ -19,7 +19,7 @@ from test_ps_processes import HOST, identity_of, sleeper  # noqa: F401 (a fixtur
 from test_ps_stuck import _bye, _gather, _hello, _meet
 
 from distconv.sync.ps.job_hello import hello_fields
-from distconv.sync.ps.late_job_check import NOT_FAILED
+from distconv.sync.ps.late_job_check import NOT_FAILED, SHARD_SILENT_AT_HELLO
 from distconv.sync.ps.processes import LOOK_EVERY
 
 TIMEOUT = 1.0
@@ -62,6 +62,27 @@ def test_a_rank_that_closed_on_an_error_in_the_run_before_is_late(hand):
     _past_the_timeout(h)
     told = h.read()[0]
     assert told["late"] == [1] and told["error"].endswith(f"; {NOT_FAILED}"), told
+    assert not h.shard.failed
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("first", [0, 1], ids=["its-hello-first", "the-waiting-rank-first"])
+def test_a_rank_that_closed_as_another_shard_never_answered_its_hello_is_late(hand, first):
+    """Both ranks' hellos here were answered, shard 1's to rank 0 never (down, restarting):
+    rank 0 closed on that, in this start; its restart, once shard 1 is up, is what rank 1
+    waits for, so rank 1 is told the rank is late, and nothing fails. A shard restarted slower
+    than the workers' wait failed shard 0 too, and every worker was refused until its restart:
+    at the timeout where rank 0's hello came first (an error of its own in this start), at
+    once where rank 1's did (the stuck check: a rank of this run closed)."""
+    h = hand(workers=2, timeout=TIMEOUT)
+    for rank in (first, 1 - first):
+        _hello(h, rank)
+    _bye(h, 0, error=f"SyncError: rank 0: {SHARD_SILENT_AT_HELLO}1 (127.0.0.1:9) within 4.5 s")
+    _gather(h, 1, "all_equal:1")
+    assert not h.shard.failed
+    _past_the_timeout(h)
+    told = h.read()[0]
+    assert told["late"] == [0] and told["error"].endswith(f"; {NOT_FAILED}"), told
     assert not h.shard.failed
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from ps_helpers import shard_argv
 
-from distconv.sync.ps.late_job_check import NOT_FAILED
+from distconv.sync.ps.channel import GRACE
+from distconv.sync.ps.late_job_check import NOT_FAILED, SHARD_SILENT_AT_HELLO
 from distconv.sync.ps.late_ranks import JOB_CHECK_ROUNDS
 from tests.child_env import child_env
 from tests.processes import job_env
@@ -108,3 +109,5 @@ def test_the_docs_give_the_code_s_rounds_and_words():
     assert f"(round N of {JOB_CHECK_ROUNDS}, S s waited of {at_20})" in k8s
     assert f"up to {JOB_CHECK_ROUNDS} rounds of the shard's `--timeout`" in operations
     assert "or the shard fails on the peer that never came" not in operations
+    # a worker that gave up on a shard still down is late, not failed (late_job_check.py)
+    assert f"{GRACE:g} x their `--timeout`: `{SHARD_SILENT_AT_HELLO}N`" in k8s
