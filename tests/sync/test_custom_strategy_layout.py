@@ -66,13 +66,17 @@ def test_a_strategy_that_adopts_a_buffer_of_the_same_layout_trains_on():
     assert sync.steps == 8
 
 
-def test_a_layout_changed_by_hand_between_fits_is_the_next_fit_s():
+def test_a_type_changed_by_hand_between_fits_is_refused_as_the_trainers_own_words():
+    """A cast by hand between two fits of one Trainer is no strategy's change: the fit names
+    the cast and its ways on (a new Trainer, or a cast back), before the strategy's check; it
+    trained float64 while its checkpoints recorded float32."""
     net, data = _model()
     trainer = Trainer(net, LocalSync(SGD(lr=0.01)), batch_size=4, progress=False)
     trainer.fit(data, epochs=1)
     for p in net.parameters():
         p.cast(np.float64)
-    trainer.fit({k: v.astype(np.float64) for k, v in data.items()}, epochs=2)
+    with pytest.raises(TypeError, match=r"parameters are float64 now, not the float32"):
+        trainer.fit({k: v.astype(np.float64) for k, v in data.items()}, epochs=2)
 
 
 class BroadcastsWide(LocalSync):
