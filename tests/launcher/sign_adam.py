@@ -1,7 +1,7 @@
 """A user program for ``distconv-launch local --servers M``: a subclass of Adam with a rule of its
 own (the sign of the gradient), which inherits Adam's name, so the shards, which rebuild the
-optimizer by name from their own install, would train stock Adam. Rank 0 refuses it at setup,
-before anything is trained (``distconv.sync.ps.shard_optimizer``), one line under ``run_main``.
+optimizer by name from their own install, would train stock Adam. Every rank refuses it at setup,
+before its hello (``distconv.sync.ps.shard_optimizer``), one line under ``run_main``.
 
 ``python sign_adam.py``: every rank and shard address comes from the runtime (the launcher's
 variables).

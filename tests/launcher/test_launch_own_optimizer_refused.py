@@ -8,43 +8,19 @@ naming the class, what the shards would build, and the way out.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from distconv.sync.ps.shard_optimizer import SHARD_REGISTRY
 from tests.launcher.launch_cli import launch
 
-SCRIPT = """\
-import numpy as np
-
-import distconv.distributed as dist
-from distconv.layers import FullyConnected, MSELoss
-from distconv.network import Network
-from distconv.optim import Adam
-
-
-class SignAdam(Adam):
-    def _apply(self, value, grad, state, scale):
-        value -= self.lr * np.sign(grad)
-
-
-def main():
-    net = Network()
-    net.add("out", FullyConnected(4, 1), "x")
-    net.add("loss", MSELoss(), ["out", "target"])
-    sync = dist.init(SignAdam(lr=0.01))
-    try:
-        sync.setup(net.parameters())
-    finally:
-        sync.close()
-
-
-dist.run_main(main)
-"""
+SCRIPT = Path(__file__).with_name("sign_adam.py")  # the user program, copied into the run
 
 
 @pytest.mark.timeout(120)
 def test_a_subclass_of_adam_on_the_parameter_server_ends_in_rank_0s_line(tmp_path):
-    (tmp_path / "sign_adam.py").write_text(SCRIPT)
+    (tmp_path / "sign_adam.py").write_text(SCRIPT.read_text())
     argv = ["local", "--workers", "1", "--servers", "1", "--job-id", "sign", "--insecure"]
     done = launch(*argv, "--", "sign_adam.py", cwd=tmp_path, timeout=100)
     assert done.returncode == 1, done.stderr[-3000:]
