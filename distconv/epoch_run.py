@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,8 @@ from distconv.sync.base import SyncStrategy
 
 if TYPE_CHECKING:
     from distconv.trainer import Trainer
+
+log = logging.getLogger("distconv.trainer")  # a stop's words, as the fit's other lines
 
 
 def run_epoch(
@@ -69,8 +72,7 @@ def run_epoch(
                     keep_lines_in_log()  # a dead launcher's SIGTERM: its log gets the stop
                     t.pos.sums = sums  # as the checkpoint holds it: a resume in memory too
                     stopped = Preempted(stop.said(t.pos.step), EXIT_STATUS[stop.signal])
-                    if hasattr(stopped, "add_note"):  # Python 3.11 on: under the line
-                        stopped.add_note(way_on(t.out_dir))
+                    _say_way_on(stopped, t.out_dir)
                     raise stopped
     tally.fold(t.pos)  # a collective: every rank's steps of the epoch are in
     sync.refresh_parameters()  # so each rank holds what it trained (async shards)
@@ -111,6 +113,16 @@ def sums_kept_at_an_error(trainer: Trainer, tally: EpochTally) -> Iterator[None]
         pos.step_in_epoch += cut
         pos.sums = sums if pos.step_in_epoch else {}
         raise
+
+
+def _say_way_on(stopped: Preempted, out_dir: Path | None) -> None:
+    """Note :func:`way_on` under ``stopped``'s line (Python 3.11 on); before, where an error
+    has no notes, log it as a warning just before the stop is raised: without it, a 3.10
+    notebook's stop said neither what it saved nor how to go on."""
+    if hasattr(stopped, "add_note"):
+        stopped.add_note(way_on(out_dir))
+    else:
+        log.warning("%s", way_on(out_dir))
 
 
 def way_on(out_dir: Path | None) -> str:

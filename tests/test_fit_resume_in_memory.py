@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 
 import numpy as np
 import pytest
@@ -18,16 +17,20 @@ from distconv.step_guard import ParamLayout
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.trainer import Trainer
+from tests.exception_notes import NOTES_KEPT, expected_notes, notes_of
 from tests.mpi.common import small_lenet, trainer_data
 from tests.signals import signal_at
 
 FRESH_AGAIN = "fit(resume=False) starts from epoch 1 again, with the weights and optimizer state"
 
 
-def _notes(note: str) -> list[str]:
-    """What a stop's ``__notes__`` hold: ``note`` from Python 3.11 on; none before, where an
-    exception has no notes and the stop's line stands alone (``requires-python >= 3.10``)."""
-    return [note] if sys.version_info >= (3, 11) else []
+def _assert_way_on(stopped: BaseException, caplog: pytest.LogCaptureFixture, way_on: str) -> None:
+    """A stop's way on is a note under its line from Python 3.11 on; before, where an
+    exception has no notes, a warning logged as it stops (the line alone said neither what
+    was saved nor how to go on)."""
+    assert notes_of(stopped) == expected_notes(way_on)
+    logged = [r.getMessage() for r in caplog.records if r.getMessage() == way_on]
+    assert logged == ([] if NOTES_KEPT else [way_on]), caplog.text
 
 
 @pytest.fixture(autouse=True)
@@ -74,7 +77,7 @@ def test_fit_1_then_fit_2_resumed_in_memory_ends_as_one_fit_2(resume, caplog):
     assert t.fit(trainer_data(), epochs=2, resume=resume) == []  # all done: nothing more
 
 
-def test_a_ctrl_c_stop_without_out_dir_notes_nothing_was_saved_and_resumes_in_memory():
+def test_a_ctrl_c_stop_without_out_dir_notes_nothing_was_saved_and_resumes_in_memory(caplog):
     whole = _trainer()
     whole.fit(trainer_data(), epochs=2)
     t = _trainer()
@@ -82,9 +85,11 @@ def test_a_ctrl_c_stop_without_out_dir_notes_nothing_was_saved_and_resumes_in_me
     with pytest.raises(Preempted) as stopped:
         t.fit(trainer_data(), epochs=2)
     assert str(stopped.value) == "stopped by SIGINT after step 7"  # the line as it was
-    assert getattr(stopped.value, "__notes__", []) == _notes(
+    _assert_way_on(
+        stopped.value,
+        caplog,
         "no out_dir (--out): nothing saved; fit(..., resume=True) on this Trainer continues "
-        "from its weights in memory"
+        "from its weights in memory",
     )
     t.train_step = step
     history = t.fit(trainer_data(), epochs=2, resume=True)
@@ -92,14 +97,16 @@ def test_a_ctrl_c_stop_without_out_dir_notes_nothing_was_saved_and_resumes_in_me
     assert history[0]["train_loss"] == whole.history[1]["train_loss"]  # the epoch's sums kept
 
 
-def test_a_ctrl_c_stop_with_out_dir_names_the_checkpoint_and_the_way_on(tmp_path):
+def test_a_ctrl_c_stop_with_out_dir_names_the_checkpoint_and_the_way_on(tmp_path, caplog):
     t = _trainer(tmp_path / "run")
     signal_at(t, 3, signal.SIGINT)
     with pytest.raises(Preempted) as stopped:
         t.fit(trainer_data(), epochs=1)
     assert str(stopped.value) == "stopped by SIGINT after step 3"
-    assert getattr(stopped.value, "__notes__", []) == _notes(
-        f"checkpoint saved in {tmp_path / 'run'}; fit(..., resume=True) (--resume) continues it"
+    _assert_way_on(
+        stopped.value,
+        caplog,
+        f"checkpoint saved in {tmp_path / 'run'}; fit(..., resume=True) (--resume) continues it",
     )
 
 
