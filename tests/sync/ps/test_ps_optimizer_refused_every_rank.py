@@ -9,12 +9,15 @@ error. Two real worker processes of a script (``run_main``) and one real shard.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 from ps_helpers import script_ranks
 
 from distconv.sync.ps.shard_optimizer import SHARD_REGISTRY
-from tests.launcher.test_launch_own_optimizer_refused import SCRIPT
+
+#: the user program: a subclass of Adam that inherits its name
+SCRIPT = Path(__file__).parents[2] / "launcher" / "sign_adam.py"
 
 REFUSED = (
     "sign_adam.py: error: optimizer __main__.SignAdam cannot run on the parameter server: its "
@@ -27,7 +30,7 @@ REFUSED = (
 def test_both_ranks_of_a_subclass_of_adam_say_the_one_line(shards, tmp_path):
     (endpoint,) = shards.start(1, 2, extra=["--timeout", "5"])
     script = tmp_path / "sign_adam.py"
-    script.write_text(SCRIPT)
+    script.write_text(SCRIPT.read_text())
     ended = script_ranks([sys.executable, str(script)], endpoint, 90)
     for rank, (code, err) in enumerate(ended):
         assert code == 1, (rank, err[-2000:])
