@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from distconv.files import LockTaken, hold_lock
+from distconv.procfs import is_there
 from distconv.run_files import CLAIM, LOCK
 from distconv.runtime import DEFAULT_JOB_ID
 
@@ -100,12 +101,9 @@ def _ended(said: str) -> bool:
     if found is None or found[2] != socket.gethostname() or int(found[1]) == 0:
         return False
     try:
-        os.kill(int(found[1]), 0)
-    except ProcessLookupError:
-        return True
-    except (OSError, OverflowError):  # another user's (alive), or no such pid at all
+        return not is_there(int(found[1]))
+    except OverflowError:  # no such pid at all: not known to have ended
         return False
-    return False
 
 
 #: how often, and how far apart, a run tries its lock before it is refused as in use: a
