@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from distconv import network_reads
 from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.fired_writes import promises_untouched
@@ -373,8 +374,7 @@ class Network:
         topological order was taken, and a layer added after the loss that reads only the data
         (a probe, an evaluation head) was seeded as the loss: the loss's own layers got no
         gradient, with no error."""
-        read = {n for ins in self.wiring.values() for n in ins}
-        outputs = [name for name in self.order() if name not in read]
+        outputs = network_reads.unread_layers(self)
         if len(outputs) != 1:
             raise NetworkError(
                 f"backward(): layers {outputs} are read by no other layer; name the loss "

@@ -71,6 +71,13 @@ def layers_needed(network: Network, outputs: Iterable[str]) -> list[str]:
     return [name for name in network.order() if name in needed]
 
 
+def unread_layers(network: Network) -> list[str]:
+    """The layers no other layer reads, in topological order: a training network's loss, or
+    the several a loss must be chosen among."""
+    read = {i for inputs in network.wiring.values() for i in inputs}
+    return [name for name in network.order() if name not in read]
+
+
 def feeds_read(network: Network, layers: Iterable[str], outputs: Iterable[str] = ()) -> list[str]:
     """The feeds of ``network`` that ``layers`` read, with those named in ``outputs``, sorted."""
     read = {i for name in layers for i in network.wiring[name]} | set(outputs)

@@ -26,6 +26,7 @@ from distconv.backend import is_float_dtype, to_host
 from distconv.data import array_length
 from distconv.layers.modes import forward_only
 from distconv.network import Network, NetworkError
+from distconv.network_reads import feeds_read, layers_needed, unread_layers
 from distconv.sampler import check_count
 
 
@@ -81,8 +82,7 @@ def scores_layer(network: Network) -> str:
     Raises:
         NetworkError: no such loss, or several, each named.
     """
-    read = {i for inputs in network.wiring.values() for i in inputs}
-    last = [name for name in network.order() if name not in read]
+    last = unread_layers(network)
     pairs = {name: network.softmax_inputs(name) for name in last}
     found = [pair[0] for pair in pairs.values() if pair is not None]
     if len(found) != 1:
@@ -98,8 +98,6 @@ def _named_inputs(network: Network, inputs: Any, output: str) -> Mapping[str, An
     list made an array (indexed by rows, it failed in numpy's words)."""
     if isinstance(inputs, Mapping):
         return {name: _array(name, values) for name, values in inputs.items()}
-    from distconv.network_reads import feeds_read, layers_needed
-
     needed = feeds_read(network, layers_needed(network, [output]), [output])
     if len(needed) != 1:
         raise NetworkError(
