@@ -135,8 +135,9 @@ def _run_facts(ckpt: Checkpoint) -> tuple[str, int, str]:
     model, data = extra.get("model"), extra.get("data")
     if model not in MODELS or not isinstance(data, str) or ckpt.seed is None:
         made = f"a checkpoint of the model {model!r}" if model else "a checkpoint of no model"
+        source = EVALUATE_FROM.source(ckpt.path)
         raise CheckpointError(
-            f"--from {ckpt.path}: {made}, data set {data!r} and seed {ckpt.seed!r}: distconv "
+            f"{source}: {made}, data set {data!r} and seed {ckpt.seed!r}: distconv "
             f"evaluate rebuilds the models distconv train builds ({', '.join(MODELS)}) from "
             "what their checkpoints record; load a script's own model with "
             "distconv.init_from.load_weights and evaluate it with Trainer.evaluate or "
@@ -153,8 +154,9 @@ def _refuse_other_split(
     theirs = ckpt.extra.get("train_data")
     ours = fingerprint(as_arrays(train_set), dtype)
     if theirs is not None and theirs != ours:
+        source = EVALUATE_FROM.source(ckpt.path)
         raise DataError(
-            f"--from {ckpt.path}: the training set --data {data} gives now (seed {seed}) is not "
+            f"{source}: the training set --data {data} gives now (seed {seed}) is not "
             f"the one the run trained on (fingerprint {ours}, the run's {theirs}), so neither "
             "is its test split; pass the --data-dir the run read, or its data set's files as "
             "they were"
@@ -176,8 +178,9 @@ def _model(ckpt: Checkpoint, train_set: Dataset, data: str) -> Network:
     from distconv.resume_facts import LAYERS, layer_differences, recorded
 
     if differ := layer_differences(recorded(ckpt.extra, LAYERS), network.structure()):
+        source = EVALUATE_FROM.source(ckpt.path)
         raise CheckpointError(
-            f"--from {ckpt.path}: a checkpoint of another model than the one --data {data} "
+            f"{source}: a checkpoint of another model than the one --data {data} "
             f"builds ({differ[0]}); evaluate it on a data set of its run's examples and classes"
         )
     return network
