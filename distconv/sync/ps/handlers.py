@@ -14,7 +14,6 @@ import numpy as np
 
 from distconv.messages import named
 from distconv.rank_endings import another_id_text
-from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import rows_bytes
 from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.other_ids import OtherJobIds
@@ -150,8 +149,10 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
 
     def _check_key(self, rank: Any, frame: Any) -> None:
         """Secure: refuse a request for ``rank`` sent with another worker's key."""
-        signer = self._key_rank.get(keyfiles.user_id(frame) or b"")
-        if self._key_rank and signer != rank:
+        if not self._key_rank:  # no CURVE: no key to read off each request's frame
+            return
+        signer = signer_rank(frame, self._key_rank)
+        if signer != rank:
             raise WireError(f"rank {rank} sent with another worker's key (rank {signer}'s)")
 
     # -- values and state ---------------------------------------------------------------------
