@@ -101,7 +101,8 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
         """Who sent ``frames``: its address, and the rank whose key signed it (under CURVE);
         and whether a key of the job's did (its refusals are logged in the ranks' pool)."""
         frame = frames[-1]  # any frame past the routing id tells
-        return peer_name(frame, self._key_rank), signer_rank(frame, self._key_rank) is not None
+        signer = signer_rank(frame, self._key_rank)
+        return peer_name(frame, signer), signer is not None
 
     def _log_refusal(self, frames: Sequence[Any], exc: Exception) -> None:
         """Log a refused request, a bad one (a WireError not ``quiet``) as a warning and one

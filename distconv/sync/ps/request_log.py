@@ -121,16 +121,16 @@ class RefusalLog:
         return tally
 
 
-def peer_name(frame: Any, key_rank: dict[bytes, int]) -> str:
+def peer_name(frame: Any, signer: int | None) -> str:
     """The peer that sent ``frame`` (a received ``zmq.Frame``): its address, and under CURVE
-    the rank whose key signed it (``127.0.0.1 (rank 1's key)``)."""
+    the rank whose key signed it, ``signer`` (:func:`signer_rank`: ``127.0.0.1 (rank 1's
+    key)``)."""
     try:
         address = frame.get("Peer-Address")
     except zmq.ZMQError:  # a transport that keeps none
         address = None
     name = address or "an unknown address"
-    rank = signer_rank(frame, key_rank)
-    return name if rank is None else f"{name} (rank {rank}'s key)"
+    return name if signer is None else f"{name} (rank {signer}'s key)"
 
 
 def signer_rank(frame: Any, key_rank: dict[bytes, int]) -> int | None:
