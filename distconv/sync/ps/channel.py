@@ -22,7 +22,7 @@ from distconv.sync.ps.config import tcp_url, uses_ipv6
 from distconv.sync.ps.endings import ending_fields
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.intake import ReplyIntake
-from distconv.sync.ps.late_ranks import late_reply_error
+from distconv.sync.ps.late_ranks import late_reply_error, no_answer_words
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.releases import other_protocol
 from distconv.sync.ps.reply_errors import shard_error
@@ -256,7 +256,7 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
             if left <= 0:
                 shards = [s for s, t in quiet.items() if t + limit <= _now()]
                 raise SyncError(
-                    f"rank {self.rank}: no answer to {wait_words(what)} from pserver shard(s) "
+                    f"rank {self.rank}: {no_answer_words(what)}"
                     f"{self._named(shards, asked)} within {limit:g} s"
                     f"{self._shorter_wait_hint(shards, limit, what)}"
                     f"{self._handshakes.hint(shards) if self._handshakes else ''}"

@@ -25,9 +25,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from distconv.sync.ps.incarnations import Incarnation, older
-from distconv.sync.ps.late_ranks import LATE_FIELD
+from distconv.sync.ps.late_ranks import LATE_FIELD, no_answer_words
 from distconv.sync.ps.state import _Waiting
-from distconv.sync.ps.stuck import wait_words
 
 log = logging.getLogger("distconv.pserver")
 
@@ -43,7 +42,7 @@ NOT_FAILED = (
 #: what a worker's error says where a shard never answered its hello (the worker's wait, in
 #: :mod:`~distconv.sync.ps.channel`): that shard was down or still starting (a pod the kubelet
 #: restarts under its back-off), no failure of the rank's own
-SHARD_SILENT_AT_HELLO = f"no answer to {wait_words('hello')} from pserver shard(s) "
+SHARD_SILENT_AT_HELLO = no_answer_words("hello")
 
 
 class LateJobCheck:

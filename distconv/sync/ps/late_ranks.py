@@ -24,6 +24,7 @@ from distconv import stop_request
 from distconv.sync.base import SyncError
 from distconv.sync.peers import PeerFailed
 from distconv.sync.ps.reply_errors import reply_error
+from distconv.sync.ps.stuck import wait_words
 
 log = logging.getLogger("distconv.pserver")
 
@@ -34,6 +35,14 @@ LATE_FIELD = "late"
 #: a wait of the shard's --timeout: enough for a rank whose restart the kubelet's back-off holds
 #: back (with --timeout 20, 200 s), and bounded where a rank never comes
 JOB_CHECK_ROUNDS = 10
+
+
+def no_answer_words(what: str) -> str:
+    """How a worker's error begins (after its rank) where shards never answered its ``what``
+    (the wait in :mod:`~distconv.sync.ps.channel`); shard 0 looks for the hello's in a closing
+    worker's error (:data:`~distconv.sync.ps.late_job_check.SHARD_SILENT_AT_HELLO`), so both
+    take them from here."""
+    return f"no answer to {wait_words(what)} from pserver shard(s) "
 
 
 class RanksLate(PeerFailed):
