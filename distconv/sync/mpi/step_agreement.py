@@ -22,7 +22,7 @@ from typing import Any
 from distconv.sync.base import SyncError
 from distconv.sync.description import first_difference
 from distconv.sync.mpi.comm import JobMismatch, allgather_bytes
-from distconv.sync.rate_agreement import rate_bits, rate_of, rates_differ
+from distconv.sync.rate_agreement import first_other_rate, rate_bits, rate_of, rates_differ
 
 #: the key a rank's rate bits go under beside its layout, in a mismatch's gather
 RATE_KEY = "lr (float64 bits)"
@@ -50,11 +50,11 @@ def step_mismatch(
     ours = {**layout, RATE_KEY: None if lr is None else rate_bits(lr)}
     texts = allgather_bytes(comm, json.dumps(ours, sort_keys=True).encode())
     every = [json.loads(text) for text in texts]
-    said = {r: d[RATE_KEY] for r, d in enumerate(every) if d.get(RATE_KEY) is not None}
-    if rank in said:
-        other = next((r for r in sorted(said) if said[r] != said[rank]), None)
+    rates = {r: rate_of(d[RATE_KEY]) for r, d in enumerate(every) if d.get(RATE_KEY) is not None}
+    if rank in rates:
+        other = first_other_rate(rates, rank)
         if other is not None:
-            ranks = (rank, rate_of(said[rank])), (other, rate_of(said[other]))
+            ranks = (rank, rates[rank]), (other, rates[other])
             return JobMismatch(rates_differ(step, *ranks))  # alike: one line, no abort
     return _layout_mismatch(rank, step, [_layout_of(d) for d in every])
 
