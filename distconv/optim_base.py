@@ -53,9 +53,29 @@ class Optimizer:
     Raises:
         OptimizerConfigError: a hyperparameter out of range (a ``ValueError``).
 
+    Changing the learning rate between fits (a notebook's ``fit``, look, ``fit`` again):
+    call :meth:`set_base_lr`. Assigning ``optimizer.lr`` does not last: ``lr`` is the working
+    rate, which the schedule sets again to ``base_lr * factor`` at every epoch's start (the
+    Trainer's ``set_lr_scale(lr_decay ** epoch)``). :meth:`set_base_lr` moves ``base_lr``,
+    which that schedule multiplies: under the Trainer's default ``lr_decay=1`` the new rate is
+    the working rate and holds, as ``param_groups[0]["lr"] = x`` holds in PyTorch; under a
+    decay it is epoch 0's, so epoch ``e`` trains at ``x * lr_decay**e``, as a run built with
+    ``lr=x`` does. :meth:`config` reports it, so each fit's job check compares it between
+    the ranks, and checkpoints record it: a run resumed from one made after the change must
+    be built with, or set to, the new rate, and one made before it does not resume at the new
+    rate (both are refused, naming ``optimizer.lr``). Every rank calls it with the same rate:
+    one that did not is refused by the next fit's job check, or inside a fit by the ranks'
+    per-step comparison of rates (:mod:`distconv.sync.rate_agreement`). Parameter-server
+    shards apply each push at the rate it carries, but hold the job of their first hello,
+    optimizer included: a later fit on them is refused once the rate has changed.
+
     Attributes:
-        lr: the learning rate the rules use now: ``base_lr`` times the schedule's factor.
-        base_lr: the learning rate the optimizer was built with (what :meth:`config` reports).
+        lr: the learning rate the rules use now: ``base_lr`` times the schedule's factor. The
+            schedule (:meth:`scale_lr`) and the transports set it; a value assigned by hand
+            is replaced at the next epoch's start: use :meth:`set_base_lr`.
+        base_lr: the rate the schedule multiplies (what :meth:`config` reports): the one the
+            optimizer was built with, or the last :meth:`set_base_lr` gave.
+        lr_factor: the schedule's factor :meth:`scale_lr` last set (1.0 before any).
         hyper: the other hyperparameters, by name.
     """
 
@@ -70,6 +90,7 @@ class Optimizer:
         _check("lr", lr, low=0.0, low_open=True)
         _check("weight_decay", hyper.get("weight_decay", 0.0), low=0.0)
         self.base_lr = self.lr = float(lr)
+        self.lr_factor = 1.0
         self.hyper = {k: float(v) for k, v in hyper.items()}
 
     def scale_lr(self, factor: float) -> None:
@@ -80,7 +101,26 @@ class Optimizer:
         """
         # as SyncStrategy.set_lr_scale refuses it; a schedule's bug, whose traceback shows where
         _check("factor", factor, low=0.0, error=ValueError)
-        self.lr = self.base_lr * float(factor)
+        self.lr_factor = float(factor)
+        self.lr = self.base_lr * self.lr_factor
+
+    def set_base_lr(self, lr: float) -> None:
+        """Train at ``lr`` times the schedule's factor from the next step on, and in every
+        later epoch (the documented way to change the rate between fits; see the class).
+
+        The working rate becomes ``lr * lr_factor`` at once: with the Trainer's default
+        ``lr_decay=1`` that is ``lr`` itself, under a decay the epoch's share of it, as the
+        epochs after this one get theirs. Call it outside a step (between fits, or in a
+        ``train_step`` override before ``super().train_step``), on every rank with the same
+        ``lr``.
+
+        Raises:
+            OptimizerConfigError: ``lr`` is not a finite number > 0, as the optimizer's
+                constructor refuses it; the rates are left as they were.
+        """
+        _check("lr", lr, low=0.0, low_open=True)
+        self.base_lr = float(lr)
+        self.lr = self.base_lr * self.lr_factor
 
     def init_state(self, value: Any) -> State:
         """Fresh state for a parameter ``value``: arrays on ``value``'s device, of its dtype.

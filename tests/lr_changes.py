@@ -1,0 +1,61 @@
+"""What the tests of a rate changed between fits (``optimizer.set_base_lr``) share, on every
+transport: the rates, a Trainer that may change the rate inside a fit, and the notebook's
+fit, change, fit again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from distconv.equivalence import model, training_data
+from distconv.sync.base import SyncStrategy
+from distconv.trainer import Trainer
+
+#: the rate of the first fit, the one set before (or in) the second, and each epoch's decay
+FIRST_LR, NEW_LR, DECAY = 0.05, 0.2, 0.5
+#: the global batch of every step: 3 steps an epoch of the :data:`EXAMPLES`
+GLOBAL_BATCH, EXAMPLES = 8, 24
+#: where the first fit (one epoch) ends
+FIRST_FIT_STEPS = EXAMPLES // GLOBAL_BATCH
+
+
+class RateSetInFit(Trainer):
+    """A Trainer that sets :data:`NEW_LR` before the step numbered :attr:`set_at` (a script's
+    ``train_step`` override, before ``super().train_step``, as it must); None: never."""
+
+    set_at: int | None = None
+
+    def train_step(self, arrays, passes):
+        if self.pos.step == self.set_at:
+            self.sync.optimizer.set_base_lr(NEW_LR)
+        return super().train_step(arrays, passes)
+
+
+def lenet_trainer(sync: SyncStrategy, out_dir: Path | None = None) -> RateSetInFit:
+    """The equivalence tests' small float64 LeNet under :data:`DECAY`, each rank's share of
+    :data:`GLOBAL_BATCH` a pass."""
+    return RateSetInFit(
+        model(0, (2, 3)),
+        sync,
+        GLOBAL_BATCH // sync.world_size,
+        out_dir=out_dir,
+        progress=False,
+        dtype="float64",
+        lr_decay=DECAY,
+    )
+
+
+def data() -> dict:
+    return training_data(EXAMPLES, 3)
+
+
+def fit_twice(sync: SyncStrategy, sets: str) -> Trainer:
+    """A notebook's two fits, in memory: one epoch, then one more (``resume=True``), the rate
+    set (``sets``) ``"between"`` them, ``"in_fit"`` (before the second fit's second step) or
+    ``"no"`` where."""
+    trainer = lenet_trainer(sync)
+    trainer.fit(data(), epochs=1)
+    if sets == "between":
+        sync.optimizer.set_base_lr(NEW_LR)
+    trainer.set_at = FIRST_FIT_STEPS + 1 if sets == "in_fit" else None
+    trainer.fit(data(), epochs=2, resume=True)
+    return trainer

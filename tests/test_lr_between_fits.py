@@ -1,0 +1,122 @@
+"""A rate changed between two fits with ``optimizer.set_base_lr`` (LocalSync): the next fit's
+steps train at it times the schedule's factor, as a hand SGD step says, where a rate assigned
+to ``optimizer.lr`` is undone by the next epoch's schedule; a checkpoint made after the change
+records it and resumes at it; a rate out of range is refused, naming it."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+from distconv.checkpoint_errors import CheckpointError
+from distconv.data import split, synthetic
+from distconv.equivalence import weights
+from distconv.init import set_seed
+from distconv.models import lenet
+from distconv.optim import OptimizerConfigError, create_optimizer
+from distconv.sync.local import LocalSync
+from distconv.trainer import Trainer
+from tests.lr_changes import DECAY, FIRST_LR, NEW_LR
+
+TRAIN, _ = split(synthetic(n=48, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
+#: every example in one step: an epoch is one SGD step on the whole set's mean gradient
+WHOLE = len(TRAIN)
+
+
+def trainer(sync, out_dir=None, network=None) -> Trainer:
+    set_seed(0)
+    net = network or lenet((1, 8, 8), num_classes=4, channels=(2, 3), hidden=8)
+    return Trainer(
+        net, sync, WHOLE, out_dir=out_dir, progress=False, dtype="float64", lr_decay=DECAY
+    )
+
+
+def sgd(lr: float = FIRST_LR) -> LocalSync:
+    return LocalSync(create_optimizer("sgd", lr=lr))
+
+
+def mean_gradient(t: Trainer) -> dict[str, np.ndarray]:
+    """The whole set's mean gradient at ``t``'s weights: one epoch of SGD at rate 1 on a copy."""
+    before = weights(t.network)
+    once = trainer(sgd(1.0), network=copy.deepcopy(t.network))
+    once.fit(TRAIN, epochs=1)
+    return {k: before[k] - v for k, v in weights(once.network).items()}
+
+
+def test_a_rate_set_between_fits_is_the_next_fits_rate():
+    t = trainer(sgd())
+    t.fit(TRAIN, epochs=1)
+    before, grad = weights(t.network), mean_gradient(t)
+    t.sync.optimizer.set_base_lr(NEW_LR)
+    t.fit(TRAIN, epochs=2, resume=True)  # epoch 1: factor DECAY
+    assert t.sync.optimizer.lr == NEW_LR * DECAY
+    assert t.sync.optimizer_config()["lr"] == NEW_LR
+    for name, value in weights(t.network).items():
+        hand = before[name] - NEW_LR * DECAY * grad[name]
+        np.testing.assert_allclose(value, hand, rtol=1e-9, atol=1e-13, err_msg=name)
+
+
+def test_a_rate_assigned_to_lr_is_undone_by_the_next_epochs_schedule():
+    """What set_base_lr is for: the working rate is the schedule's to set."""
+    t = trainer(sgd())
+    t.fit(TRAIN, epochs=1)
+    t.sync.optimizer.lr = NEW_LR
+    t.fit(TRAIN, epochs=2, resume=True)
+    assert t.sync.optimizer.lr == FIRST_LR * DECAY
+
+
+def test_a_checkpoint_after_the_change_resumes_at_the_new_rate(tmp_path):
+    """A notebook's fit, the rate changed, a Trainer writing checkpoints on from there; a new
+    process resumes its first epoch's checkpoint: set to the new rate, it trains as the run
+    that went on; built at the old one, it is refused, naming the rate."""
+    first = trainer(sgd())
+    first.fit(TRAIN, epochs=1)
+    first.sync.optimizer.set_base_lr(NEW_LR)
+    going_on = copy.deepcopy(first)
+    run = trainer(going_on.sync, tmp_path / "run", going_on.network)
+    run.fit(TRAIN, epochs=1)
+    whole = trainer(first.sync, network=first.network)
+    whole.fit(TRAIN, epochs=2)  # uninterrupted: epoch 0 at NEW_LR, epoch 1 at NEW_LR * DECAY
+
+    resumed = sgd()  # the checkpoint records the new rate: the old one is another run
+    with pytest.raises(
+        CheckpointError, match=rf"optimizer.lr: checkpoint {NEW_LR}, this run {FIRST_LR}"
+    ):
+        trainer(resumed, tmp_path / "run").fit(TRAIN, epochs=2, resume=True)
+    resumed.optimizer.set_base_lr(NEW_LR)
+    again = trainer(resumed, tmp_path / "run")
+    again.fit(TRAIN, epochs=2, resume=True)
+    assert resumed.optimizer.lr == NEW_LR * DECAY
+    for name, value in weights(again.network).items():
+        np.testing.assert_allclose(value, weights(whole.network)[name], rtol=1e-12, err_msg=name)
+
+
+def test_a_resume_from_a_checkpoint_before_the_change_is_refused_naming_the_rate(tmp_path):
+    """A Trainer with an output directory cannot go on from its own checkpoint at another
+    rate: that would not reproduce the run its checkpoint records."""
+    t = trainer(sgd(), tmp_path / "run")
+    t.fit(TRAIN, epochs=1)
+    t.sync.optimizer.set_base_lr(NEW_LR)
+    with pytest.raises(CheckpointError, match=rf"optimizer.lr: checkpoint {FIRST_LR}, this run"):
+        t.fit(TRAIN, epochs=2, resume=True)
+
+
+def test_set_base_lr_keeps_the_schedules_factor():
+    opt = create_optimizer("adam", lr=1e-3)
+    opt.scale_lr(0.25)
+    opt.set_base_lr(0.02)
+    assert (opt.base_lr, opt.lr, opt.config()["lr"]) == (0.02, 0.005, 0.02)
+    opt.scale_lr(0.5)
+    assert opt.lr == 0.01
+
+
+@pytest.mark.parametrize("bad", [0, -0.1, math.nan, math.inf, True, "0.1", None])
+def test_a_rate_out_of_range_is_refused_naming_it_and_nothing_changes(bad):
+    opt = create_optimizer("sgd", lr=0.1)
+    opt.scale_lr(0.5)
+    with pytest.raises(OptimizerConfigError, match=r"lr must satisfy 0.0 < lr, got "):
+        opt.set_base_lr(bad)
+    assert (opt.base_lr, opt.lr) == (0.1, 0.05)
