@@ -10,8 +10,10 @@ applied one rank's rate to all. So the ranks compare their rates at every step, 
 
 Exact equality refuses no honest job: every rank computes ``base_lr * factor`` alike (the same
 float64 operations on the same operands: the job check compares ``base_lr`` and the Trainer's
-``lr_decay``, and ``lr_decay ** epoch`` of the same epoch is the same libm ``pow``), so rates
-that differ at all differ because the ranks set different factors.
+``lr_decay`` at each fit's setup, and ``lr_decay ** epoch`` of the same epoch is the same libm
+``pow``), so rates that differ at all differ because the ranks set different factors, or
+different base rates (``optimizer.set_base_lr``) inside a fit, where no job check compares them
+(between fits, the next setup's job check refuses that first, naming ``optimizer.lr``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import struct
 
 #: the way out every refusal of differing rates names
 SAME_FACTOR = (
-    "every rank must set the same lr factor (set_lr_scale) at every step: a schedule must not "
+    "every rank must set the same lr factor (set_lr_scale) at every step, and change the rate "
+    "alike (optimizer.set_base_lr, on every rank, outside a step): a schedule must not "
     "read rank-local values (the rank, its own loss or examples); compute it from what every "
     "rank shares (the step, the epoch, a loss summed over the ranks)"
 )
