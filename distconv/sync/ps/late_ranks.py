@@ -21,9 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from distconv import stop_request
-from distconv.sync.base import SyncError
 from distconv.sync.peers import PeerFailed
-from distconv.sync.ps.reply_errors import reply_error
 from distconv.sync.ps.stuck import wait_words
 
 log = logging.getLogger("distconv.pserver")
@@ -50,15 +48,16 @@ class RanksLate(PeerFailed):
     its ``--timeout`` (:attr:`ranks`), without failing the job: they may still come."""
 
 
-def late_reply_error(message: str, header: Mapping[str, Any], rank: int) -> SyncError:
-    """:func:`~distconv.sync.ps.reply_errors.reply_error`, a :class:`RanksLate` where the
-    reply names other ranks late to the job check (its ``late`` field beside
-    ``failed_ranks``)."""
-    error = reply_error(message, header, rank)
-    late = header.get(LATE_FIELD)
-    if type(error) is PeerFailed and error.stopped_shard is None and type(late) is list:
-        return RanksLate(message, error.ranks)
-    return error
+def __getattr__(name: str) -> Any:
+    """``late_reply_error``, which moved to :mod:`~distconv.sync.ps.reply_errors` (what a
+    shard's error reply raises), for the importers that still name it here
+    (:mod:`~distconv.sync.ps.channel`). Looked up on use, not imported above: reply_errors
+    imports :class:`RanksLate` and :data:`LATE_FIELD` from this module."""
+    if name == "late_reply_error":
+        from distconv.sync.ps.reply_errors import late_reply_error
+
+        return late_reply_error
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class LateRankRetries:

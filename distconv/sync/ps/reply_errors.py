@@ -5,6 +5,9 @@ failure it is (``docs/protocol.md``, requests and replies), and so how ``distcon
   the job on its own SIGTERM while this worker trained on: a node drain, a rolling restart):
   :class:`~distconv.sync.peers.PeerFailed`, exit 75, "try again": the cause is elsewhere;
 - ``refused: "job"``: :class:`~distconv.sync.errors.JobRefused`, the user's configuration;
+- ``late`` beside ``failed_ranks`` (shard 0's answer to a job check that ranks are late to):
+  :class:`~distconv.sync.ps.late_ranks.RanksLate`, which the job check waits out
+  (:func:`late_reply_error`);
 - anything else (a protocol error, a shard's own bug): :class:`SyncError`, exit 1.
 """
 
@@ -17,6 +20,7 @@ from distconv.sync.base import SyncError
 from distconv.sync.errors import JobRefused
 from distconv.sync.peers import PeerFailed, failed_peers, told_of_in
 from distconv.sync.ps.job_hello import REFUSED_JOB
+from distconv.sync.ps.late_ranks import LATE_FIELD, RanksLate
 
 
 def reply_error(message: str, header: Mapping[str, Any], rank: int) -> SyncError:
@@ -27,6 +31,17 @@ def reply_error(message: str, header: Mapping[str, Any], rank: int) -> SyncError
     if peers or stopped is not None:
         return PeerFailed(message, peers, stopped_shard=stopped)
     return shard_error(message, header.get("refused"))
+
+
+def late_reply_error(message: str, header: Mapping[str, Any], rank: int) -> SyncError:
+    """:func:`~distconv.sync.ps.reply_errors.reply_error`, a :class:`RanksLate` where the
+    reply names other ranks late to the job check (its ``late`` field beside
+    ``failed_ranks``)."""
+    error = reply_error(message, header, rank)
+    late = header.get(LATE_FIELD)
+    if type(error) is PeerFailed and error.stopped_shard is None and type(late) is list:
+        return RanksLate(message, error.ranks)
+    return error
 
 
 def stopped_shard(field: object) -> int | None:
