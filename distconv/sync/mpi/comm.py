@@ -198,6 +198,13 @@ def allgather_bytes(comm: Any, data: bytes) -> list[bytes]:
     return [out[a:b].tobytes() for a, b in zip(bounds[:-1], bounds[1:])]
 
 
+def allgather_json(comm: Any, ours: Any) -> list[Any]:
+    """Every rank's ``ours`` (a JSON value), in rank order (a collective): each rank sends its
+    JSON text with sorted keys, so equal mappings travel as equal bytes."""
+    texts = allgather_bytes(comm, json.dumps(ours, sort_keys=True).encode())
+    return [json.loads(text) for text in texts]
+
+
 class JobMismatch(JobRefused):
     """Ranks run different jobs. Every rank raises it alike, once the collectives that found
     it are complete on all of them: none waits for another."""
@@ -255,9 +262,9 @@ def ranks_on_node(comm: Any, mpi: Any) -> int:
 def description_from(comm: Any, ours: Any, same: Sequence[bool]) -> tuple[int, Any]:
     """The first rank whose ``same`` is False, and its ``ours`` (a JSON value): gathers every
     rank's JSON, so call it on every rank."""
-    texts = allgather_bytes(comm, json.dumps(ours, sort_keys=True).encode())
+    every = allgather_json(comm, ours)
     other = next(r for r, alike in enumerate(same) if not alike)
-    return other, json.loads(texts[other])
+    return other, every[other]
 
 
 class _Done:

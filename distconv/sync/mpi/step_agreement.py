@@ -15,13 +15,12 @@ rank alike (:func:`step_mismatch`), to name the difference.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from distconv.sync.base import SyncError
 from distconv.sync.description import first_difference
-from distconv.sync.mpi.comm import JobMismatch, allgather_bytes
+from distconv.sync.mpi.comm import JobMismatch, allgather_json
 from distconv.sync.rate_agreement import first_other_rate, rate_bits, rate_of, rates_differ
 
 #: the key a rank's rate bits go under beside its layout, in a mismatch's gather
@@ -48,8 +47,7 @@ def step_mismatch(
     their layout alone, in the same two collectives, and are named by their layout.
     """
     ours = {**layout, RATE_KEY: None if lr is None else rate_bits(lr)}
-    texts = allgather_bytes(comm, json.dumps(ours, sort_keys=True).encode())
-    every = [json.loads(text) for text in texts]
+    every = allgather_json(comm, ours)
     rates = {r: rate_of(d[RATE_KEY]) for r, d in enumerate(every) if d.get(RATE_KEY) is not None}
     if rank in rates:
         other = first_other_rate(rates, rank)
