@@ -61,8 +61,17 @@ def refuse_other_kinds(path: Path) -> None:
             f"checkpoint {path} is {what}, not a checkpoint file: pass the checkpoint file "
             f"{named or _FORM}, or load its weights with {LOAD_WEIGHTS}"
         )
-    if re.fullmatch(SHARD_PART, path.name) and path.is_file():
+    if named_as_shard_part(path) and path.is_file():
         raise _shard_part(path)
+
+
+def named_as_shard_part(path: Path) -> bool:
+    """Whether ``path``'s name is a parameter-server shard's part's
+    (``pserver-shard<K>-step<N>.safetensors``): the name check of both refusals of one given
+    where a checkpoint belongs, this module's and ``--init-from``'s
+    (:func:`distconv.checkpoint_paths.shard_part_refusal`). It reads the name only: each caller
+    knows already, or asks, whether a file is there."""
+    return re.fullmatch(SHARD_PART, path.name) is not None
 
 
 def shard_part(path: Path, meta: Mapping[str, str]) -> ShardPartGiven | None:

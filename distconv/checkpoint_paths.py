@@ -7,18 +7,19 @@ no lock is taken, nothing is made. Its messages are worded for the caller
 
 from __future__ import annotations
 
+import errno
 import os
-import re
+import stat
 from pathlib import Path
 
 from distconv.checkpoint import CheckpointDamaged, CheckpointError
-from distconv.checkpoint_file_kinds import SHARD_PART_IS
+from distconv.checkpoint_file_kinds import SHARD_PART_IS, named_as_shard_part
 from distconv.checkpoint_manifest import CHIEF, Manifest
 from distconv.checkpoint_reads import read_manifest
 from distconv.checkpoints_link import late_disk_problem
 from distconv.messages import named
 from distconv.run_dir import RunDirectory, RunDirError
-from distconv.run_files import CHECKPOINTS, CHIEF_PART, LEGACY_CHECKPOINT, SHARD_PART
+from distconv.run_files import CHECKPOINTS, CHIEF_PART, LEGACY_CHECKPOINT
 from distconv.source_words import INIT_FROM_FLAG, SourceWords
 
 
@@ -44,13 +45,10 @@ def checkpoint_file(path: str | os.PathLike, words: SourceWords = INIT_FROM_FLAG
             not mounted yet, ``path`` that folder or in it (restarted, as a resume is).
     """
     path = Path(path)
-    if path.is_file() and path.suffix == ".json":
-        return _manifest_of(path, words).part(CHIEF)
-    if path.is_file() and re.fullmatch(SHARD_PART, path.name):
-        raise shard_part_refusal(path, words)
-    if path.is_file():
-        return path
-    if not path.is_dir():
+    mode = _mode_of(path)  # one stat: whether a file, a folder or nothing is there
+    if mode is not None and stat.S_ISREG(mode):
+        return _file_named(path, words)
+    if mode is None or not stat.S_ISDIR(mode):
         _refuse_late_disk(path, words)
         raise CheckpointError(f"{words.source(path)}: no such file or folder")
     if (path / CHIEF_PART).is_file():
@@ -65,6 +63,36 @@ def checkpoint_file(path: str | os.PathLike, words: SourceWords = INIT_FROM_FLAG
         f"{words.source(path)}: no complete checkpoint there (a run's {words.run_folder}, one "
         f"of its checkpoints/step-N folders, or a checkpoint file){why}"
     )
+
+
+def _mode_of(path: Path) -> int | None:
+    """``path``'s ``st_mode`` (links followed), or None where nothing is there: the errors
+    that :meth:`Path.is_file` and :meth:`Path.is_dir` read as nothing there (no such file, a
+    file on the way, a link to nothing or a loop of links, a name the OS cannot take) read so
+    here too, and any other (a folder on the way that may not be searched) is raised, as
+    those raise it."""
+    try:
+        return path.stat().st_mode
+    except OSError as exc:
+        if exc.errno not in _NOTHING_THERE:
+            raise
+        return None
+    except ValueError:  # a NUL in the name: the OS takes no such name
+        return None
+
+
+#: what a stat raises where nothing is there (pathlib's ignored errors)
+_NOTHING_THERE = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
+
+
+def _file_named(path: Path, words: SourceWords) -> Path:
+    """The checkpoint file that the file ``path`` is, or that it names (a step's manifest);
+    a shard's part, by its name, refused in ``words``."""
+    if path.suffix == ".json":
+        return _manifest_of(path, words).part(CHIEF)
+    if named_as_shard_part(path):
+        raise shard_part_refusal(path, words)
+    return path
 
 
 def shard_part_refusal(path: str | os.PathLike, words: SourceWords) -> CheckpointError:
