@@ -31,7 +31,7 @@ def main() -> None:
         sync.setup(params, {})
         if sync.rank == 0:
             sync.set_firing_order([p.name for p in params])  # not reversed: another layout
-        gather = step_agreement.allgather_bytes
+        gather = step_agreement.allgather_json
 
         def late_or_interrupted(*args):
             if sync.rank == 1:
@@ -41,7 +41,7 @@ def main() -> None:
                     threading.Timer(after, os.kill, (os.getpid(), signal.SIGINT)).start()
             return gather(*args)
 
-        step_agreement.allgather_bytes = late_or_interrupted
+        step_agreement.allgather_json = late_or_interrupted
         sync.start_step(1)
         caught: list[BaseException] = []
 

@@ -22,10 +22,10 @@ from distconv.sync.ps.config import tcp_url, uses_ipv6
 from distconv.sync.ps.endings import ending_fields
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.intake import ReplyIntake
-from distconv.sync.ps.late_ranks import late_reply_error, no_answer_words
+from distconv.sync.ps.late_ranks import no_answer_words
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.releases import other_protocol
-from distconv.sync.ps.reply_errors import shard_error
+from distconv.sync.ps.reply_errors import late_reply_error, shard_error
 from distconv.sync.ps.shard_timeouts import ShardTimeouts
 from distconv.sync.ps.stuck import wait_words
 from distconv.sync.ps.wire import MAX_HEADER_BYTES, pack, send

@@ -48,18 +48,6 @@ class RanksLate(PeerFailed):
     its ``--timeout`` (:attr:`ranks`), without failing the job: they may still come."""
 
 
-def __getattr__(name: str) -> Any:
-    """``late_reply_error``, which moved to :mod:`~distconv.sync.ps.reply_errors` (what a
-    shard's error reply raises), for the importers that still name it here
-    (:mod:`~distconv.sync.ps.channel`). Looked up on use, not imported above: reply_errors
-    imports :class:`RanksLate` and :data:`LATE_FIELD` from this module."""
-    if name == "late_reply_error":
-        from distconv.sync.ps.reply_errors import late_reply_error
-
-        return late_reply_error
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 class LateRankRetries:
     """The job check of :meth:`~distconv.sync.ps.client.PServerSync.setup` that waits for late
     ranks (a mixin): it reads ``rank`` and the shards' timeouts, and calls the sync's
