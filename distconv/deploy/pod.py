@@ -9,6 +9,7 @@ and mounts (``/tmp``, the run directory, the CURVE keys). The workloads build on
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from decimal import Decimal
@@ -41,6 +42,10 @@ ANY_ADDRESS = {False: "0.0.0.0", True: "::"}
 #: ``distconv.sync.ps.late_ranks.JOB_CHECK_ROUNDS`` (10) x the shards' ``--timeout`` (600 s at
 #: the default 60 s), which a ``--timeout`` over 120 s makes longer than this
 STARTUP_SECONDS = 1200
+#: a rank's startup probe's period: its window is a whole number of them
+STARTUP_PERIOD = 10
+#: the shards' --timeout where the workers' train args give none (distconv pserver's default)
+SHARD_DEFAULT_TIMEOUT = 60.0
 #: a shard's startup probe on /healthz may wait this long for the shard to serve its probes
 SHARD_STARTUP_SECONDS = 60
 #: where a GPU rank's CuPy caches the kernels it compiles on first use: on the /tmp emptyDir,
@@ -162,8 +167,21 @@ class _JobBase:
             "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *mounts],
         }
         if probed:
-            spec.update(_probes(shard))
+            spec.update(_probes(shard, self.startup_seconds()))
         return spec
+
+    def startup_seconds(self) -> int:
+        """How long a rank's startup probe holds liveness off: twice a worker's longest wait
+        for ranks late to the start-up job check (``JOB_CHECK_ROUNDS`` x the shards'
+        ``--timeout``: :mod:`distconv.sync.ps.late_ranks`), so that its start and the seeding
+        fit beside it, in whole probe periods; no less than :data:`STARTUP_SECONDS`."""
+        from distconv.shard_timeout import shard_timeout, workers_timeout
+        from distconv.sync.ps.late_ranks import JOB_CHECK_ROUNDS
+
+        timeout = workers_timeout(self.train_args)
+        shards = SHARD_DEFAULT_TIMEOUT if timeout is None else shard_timeout(timeout)
+        rounds = 2 * JOB_CHECK_ROUNDS * shards
+        return max(STARTUP_SECONDS, STARTUP_PERIOD * math.ceil(rounds / STARTUP_PERIOD))
 
     def rank_env(
         self, role: str, world_size: int | None, threads: int, gpu: bool
@@ -189,7 +207,7 @@ class _JobBase:
         return [*RESUME_ARGS, *out, *self.train_args]
 
 
-def _probes(shard: bool = False) -> Manifest:
+def _probes(shard: bool = False, startup_seconds: int = STARTUP_SECONDS) -> Manifest:
     """Readiness on /readyz, liveness on /healthz; the startup probe holds liveness off while
     a rank waits for its peers (or, under MPI, for mpirun to start it), a shard only until it
     serves its probes."""
@@ -214,7 +232,7 @@ def _probes(shard: bool = False) -> Manifest:
         # /readyz, not /healthz: a rank's /healthz is 200 before the first beat, so a startup
         # probe on it would pass at once; liveness starts once the rank has its parameters (a
         # rank that fails before then exits, and its container restarts)
-        startup = probe("/readyz", 10, STARTUP_SECONDS // 10)
+        startup = probe("/readyz", STARTUP_PERIOD, startup_seconds // STARTUP_PERIOD)
     return {
         "startupProbe": startup,
         "readinessProbe": probe("/readyz", 5, 3),

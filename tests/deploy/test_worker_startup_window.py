@@ -115,11 +115,6 @@ def test_rendered_workers_outlast_the_rounds_of_their_shards_timeout(example, ti
     assert startup_shortfalls(objs) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the renderer gives every worker a fixed 1200 s startup window "
-    "(distconv/deploy/pod.py STARTUP_SECONDS), not one derived from the shards' --timeout",
-)
 @pytest.mark.parametrize("example", PSERVER_EXAMPLES)
 def test_a_timeout_over_120_s_still_leaves_the_workers_their_rounds(example):
     """With ``--timeout 300`` the rounds take up to 3000 s: a 1200 s startup probe kills a
