@@ -13,13 +13,9 @@ import numpy as np
 import zmq
 
 from distconv import stop_request
-from distconv.endpoint import split_endpoint
 from distconv.sync.base import SyncError, closing_error
-from distconv.sync.ps import handshakes
-from distconv.sync.ps import keys as keyfiles
+from distconv.sync.ps.beats import Heartbeat
 from distconv.sync.ps.bulk import BulkRuns
-from distconv.sync.ps.config import tcp_url, uses_ipv6
-from distconv.sync.ps.endings import ending_fields
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.intake import ReplyIntake
 from distconv.sync.ps.late_ranks import no_answer_words
@@ -29,6 +25,7 @@ from distconv.sync.ps.reply_errors import late_reply_error, shard_error
 from distconv.sync.ps.shard_timeouts import ShardTimeouts
 from distconv.sync.ps.stuck import wait_words
 from distconv.sync.ps.wire import MAX_HEADER_BYTES, pack, send
+from distconv.sync.ps.worker_sockets import WorkerSockets, bye_header, end_when_dropped
 
 #: ``shard_error`` lives in :mod:`~distconv.sync.ps.reply_errors`; still importable from here
 __all__ = ["ShardChannel", "shard_error"]
@@ -64,7 +61,20 @@ LONGEST_POLL = 3600.0
 
 
 class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
-    """The request side of :class:`~.client.PServerSync`: connect, send, receive the replies."""
+    """The request side of :class:`~.client.PServerSync`: connect, send, receive the replies.
+    Its sockets are :attr:`_sockets`' (:mod:`~distconv.sync.ps.worker_sockets`)."""
+
+    _sockets: WorkerSockets
+
+    @property
+    def _heartbeat(self) -> Heartbeat | None:
+        """The async heartbeat while it beats: the sockets' own, which a dropped worker's end
+        stops (:mod:`~distconv.sync.ps.worker_sockets`)."""
+        return self._sockets.heartbeat
+
+    @_heartbeat.setter
+    def _heartbeat(self, heartbeat: Heartbeat | None) -> None:
+        self._sockets.heartbeat = heartbeat
 
     #: the longest silence a stoppable wait saw while no stop was asked (:data:`STOP_PATIENCE`)
     _usual_quiet = 0.0
@@ -83,26 +93,21 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
         for s, (header, _) in enumerate(replies):
             watch.track(s, header.get("process", ""), header.get("host", ""))
 
+    def _open_sockets(self, keys_dir: str | None) -> None:
+        """Connect to every shard (CURVE with ``keys_dir``), and poll the sockets. They are
+        :attr:`_sockets`' (:mod:`~distconv.sync.ps.worker_sockets`), which a worker dropped
+        without ``close()`` ends with a bye: that finalizer and the heartbeat's thread hold
+        them alone, never this worker, which stays collectable."""
+        rank, job, run = self.rank, self.job_id, self._run
+        self._sockets = WorkerSockets(self.endpoints, rank, job, run, keys_dir, POLL_SLICE)
+        self._socks = self._sockets.socks
+        self._end_when_dropped = end_when_dropped(self, self._sockets)
+        self._beat_socket = self._sockets.beat_socket  # not this worker's own method
+        self._poller = self._open_poller()
+
     def _connect(self, shard: int, immediate: bool = False) -> zmq.Socket:
-        """A new DEALER socket to ``shard``, CURVE on unless ``--insecure`` (``_keys_dir``,
-        ``_insecure``); any thread may call it (each socket then stays on its thread). With
-        ``immediate``, a message the shard cannot take now is refused (``zmq.Again``), not
-        queued."""
-        sock = self._ctx.socket(zmq.DEALER)
-        sock.linger = 0
-        if immediate:
-            sock.setsockopt(zmq.IMMEDIATE, 1)
-            sock.setsockopt(zmq.SNDHWM, 2)
-        else:  # a blocked send looks at the handshakes this often (see _send_frames)
-            sock.sndtimeo = round(POLL_SLICE * 1000)
-            handshakes.monitor_of(sock)  # before connect: a refusal at once is reported too
-        if not self._insecure:
-            keyfiles.curve_client(sock, keyfiles.worker_keys(self._keys_dir, self.rank))
-        endpoint = self.endpoints[shard]
-        host, port = split_endpoint(endpoint)
-        sock.setsockopt(zmq.IPV6, uses_ipv6(host))
-        sock.connect(tcp_url(host, port))
-        return sock
+        """A new socket to ``shard``: :meth:`~.worker_sockets.WorkerSockets.connect`."""
+        return self._sockets.connect(shard, immediate)
 
     def _open_poller(self) -> zmq.Poller:
         """The poller of the request sockets (``_socks``), with a watch on their handshakes
@@ -111,22 +116,19 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
         for s in self._socks:
             poller.register(s, zmq.POLLIN)
         self._handshakes = HandshakeWatch(self._socks, poller, self._insecure)
+        self._sockets.handshakes = self._handshakes  # closed with the sockets, however they end
         return poller
 
     def _close_sockets(self) -> None:
         """Close the request sockets, their handshake watch and the context."""
-        if self._handshakes is not None:
-            self._handshakes.close()
-        for s in self._socks:
-            s.close(linger=200)
-        self._ctx.term()
+        self._sockets.close()
 
     # -- requests -----------------------------------------------------------------------------
     def _say_bye(self) -> None:
         """``bye`` to every shard, with the exception this worker closes on if one propagates
         (a sync shard then fails a step that waits for this worker at once, naming it); no
         reply is waited for."""
-        bye = {"op": "bye", **ending_fields(closing_error())}
+        bye = bye_header(closing_error())
         for s in range(len(self._socks)):
             with contextlib.suppress(SyncError):  # a connection ZeroMQ dropped takes nothing
                 self._send(s, bye, patience=0.0)

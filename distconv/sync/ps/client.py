@@ -31,7 +31,6 @@ from numbers import Integral
 from typing import Any
 
 import numpy as np
-import zmq
 
 from distconv.backend import to_host
 from distconv.endpoint import join_endpoint, split_endpoint
@@ -162,12 +161,11 @@ class PServerSync(
         self._part_writers: list[int] = []
         self._bytes_pushed = self._bytes_pulled = 0
         self._sync_seconds = 0.0
-        self._ctx = zmq.Context()
         self._keys_dir, self._insecure = keys_dir, insecure
         if insecure:
             log.warning("rank %d: --insecure: talking to %s without CURVE", rank, self.endpoints)
-        self._socks = [self._connect(s) for s in range(len(self.endpoints))]
-        self._poller = self._open_poller()
+        self._run = secrets.randbits(62)  # this worker's run of its rank (every request)
+        self._open_sockets(keys_dir)
         self._set_caps([MAX_MESSAGE_BYTES] * len(self._socks))  # until the shards say
         self._next_id = 0
         self._replies: dict[int, tuple[dict[str, Any], list[np.ndarray]]] = {}
@@ -180,7 +178,6 @@ class PServerSync(
         self._lagging = False  # a step's pushes may be on the shards, not in the parameters
         self._stamps_at_pull: list[tuple[Any, ...]] | None = None  # (see _stamps)
         self._collective = 0
-        self._run = secrets.randbits(62)  # this worker's run of its rank (every request)
         self._versions: list[int] = []
         self._rid_shard: dict[int, int] = {}
         self._rid_bytes: dict[int, int] = {}  # a large reply's (see channel.SLOW_LINK_BYTES)
@@ -233,6 +230,7 @@ class PServerSync(
         refuse_unkept_dtypes(params, self.rank)  # not yet in self.params: close says no bye
         self._drop_pushes()  # those of a step cut short (a second Ctrl-C), if any
         self.params = setup_params(params)  # before any hello: as the base's
+        self._sockets.owes_bye = bool(self.params)  # a hello may go: close says bye from now on
         # anew at each setup: a later fit may train another set (a layer frozen or unfrozen)
         self._by_name = {p.name: i for i, p in enumerate(self.params)}
         # and the sparse rows of a step cut short, kept by the old indices: the parameter now at
@@ -387,7 +385,9 @@ class PServerSync(
 
     def close(self) -> None:
         """Tell the shards this worker is done, and why if an exception propagates (best
-        effort), then close the sockets."""
+        effort), then close the sockets. Dropped without it, a worker says a bye all the same
+        (no error), once collected or at exit: :mod:`.worker_sockets`."""
+        self._end_when_dropped.detach()
         try:
             self._stop_heartbeat()
             if self.params:

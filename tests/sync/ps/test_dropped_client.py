@@ -1,0 +1,153 @@
+"""A ``PServerSync`` dropped without ``close()`` (a notebook cell run again, a script that
+forgets ``close()`` or raises before it) says the same orderly ``bye``, once it is collected or
+its interpreter exits. Before, the shard took it for a worker still training: the rank's next
+``hello`` ended the run as a killed or crashed worker's, a process that exited was logged as
+killed or crashed, and a SIGTERM of the shard served it for the whole ``--drain-seconds``. Real
+shards on 127.0.0.1 and real worker processes."""
+
+from __future__ import annotations
+
+import gc
+import signal
+import subprocess
+import sys
+import time
+import weakref
+from pathlib import Path
+
+import pytest
+from ps_helpers import batches, insecure_worker, small_net, train_steps
+
+from tests.child_env import child_env, child_path
+
+#: a child that imports ps_helpers, as the tests here do
+WORKER_ENV = child_env(PYTHONPATH=child_path(Path(__file__).parent), OMP_NUM_THREADS="1")
+
+#: long enough that a shard still serving a worker cannot pass for one that stopped at once
+DRAIN = 20
+#: a shard with no worker in stops within this (it answers, then writes its stats)
+STOPS_AT_ONCE = 5.0
+CRASHED = "ended without a bye"
+
+
+def stop_seconds(shards) -> float:
+    """SIGTERM to the one shard of ``shards``; the seconds it took to exit."""
+    began = time.monotonic()
+    shards.procs[0].send_signal(signal.SIGTERM)
+    try:
+        shards.procs[0].wait(timeout=DRAIN + 10)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the shard did not stop: {shards.log_text()}")
+    return time.monotonic() - began
+
+
+def trained_worker(endpoint: str):
+    """A worker (rank 0 of 1) set up on ``endpoint`` that trained two steps."""
+    net, sync = small_net(), insecure_worker([endpoint])
+    sync.setup(net.parameters())
+    train_steps(net, sync, batches(2, 8))
+    return sync
+
+
+def dropped(sync) -> None:
+    """Drop ``sync``, the caller's last reference, and collect: it must be gone, and so must
+    its async heartbeat's thread."""
+    beating = sync._heartbeat._thread if sync._heartbeat is not None else None
+    ref = weakref.ref(sync)
+    del sync
+    gc.collect()
+    assert ref() is None, gc.get_referrers(ref())
+    assert beating is None or not beating.is_alive()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_dropped_worker_leaves_and_the_shard_stops_at_once(shards, mode):
+    """The shard's SIGTERM finds no rank in: the dropped worker said bye. In async mode its
+    heartbeat's thread, which held the worker, kept it alive and beating."""
+    (endpoint,) = shards.start(1, 1, mode=mode, extra=("--drain-seconds", str(DRAIN)))
+    dropped(trained_worker(endpoint))
+    assert stop_seconds(shards) < STOPS_AT_ONCE, shards.log_text()
+    log = shards.log_text()
+    assert CRASHED not in log and "still in" not in log and "job failed" not in log, log
+
+
+@pytest.mark.timeout(90)
+def test_a_cell_run_again_ends_the_job_before_on_its_bye(shards):
+    """Its first worker dropped, a new one of the same rank sets up: the shard says the job
+    before ended on its workers' byes, not that the run ended on a killed or crashed worker."""
+    (endpoint,) = shards.start(1, 1)
+    dropped(trained_worker(endpoint))
+    trained_worker(endpoint).close()
+    log = shards.log_text()
+    assert "the job before ended (its workers said bye)" in log, log
+    assert CRASHED not in log, log
+
+
+#: a worker script that trains two steps and exits without close(): on its own, or on an
+#: exception (argv[2] "raise"); argv[1]: the shard
+UNCLOSED = """
+import sys
+from ps_helpers import batches, insecure_worker, small_net, train_steps
+net, sync = small_net(), insecure_worker([sys.argv[1]])
+sync.setup(net.parameters())
+train_steps(net, sync, batches(2, 8))
+print("trained", flush=True)
+if sys.argv[2] == "raise":
+    raise RuntimeError("the script failed before close()")
+"""
+
+
+def run_unclosed(endpoint: str, how: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", UNCLOSED, endpoint, how],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=WORKER_ENV,
+    )
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("how", ["exit", "raise"])
+def test_a_process_that_exits_without_close_says_bye(shards, how):
+    """The shard, on the worker's host, follows its process: one that ends without a bye is
+    logged as killed or crashed, and a sync job fails on it. The interpreter's exit says it."""
+    (endpoint,) = shards.start(1, 1, extra=("--drain-seconds", str(DRAIN)))
+    worker = run_unclosed(endpoint, how)
+    assert "trained" in worker.stdout, worker.stderr[-3000:]
+    assert worker.returncode == (1 if how == "raise" else 0), worker.stderr[-3000:]
+    time.sleep(1.5)  # the shard's looks at the worker's process (every 0.5 s) have run
+    assert stop_seconds(shards) < STOPS_AT_ONCE, shards.log_text()
+    log = shards.log_text()
+    assert CRASHED not in log and "still in" not in log and "job failed" not in log, log
+
+
+@pytest.mark.timeout(60)
+def test_exit_is_not_held_by_a_shard_that_is_gone(shards):
+    """The bye to a shard killed meanwhile is only queued: the exit waits a fifth of a second
+    for it at most, not the worker's timeout (20 s)."""
+    (endpoint,) = shards.start(1, 1)
+    code = UNCLOSED.replace('print("trained", flush=True)', 'print("trained", flush=True)\ninput()')
+    worker = subprocess.Popen(
+        [sys.executable, "-c", code, endpoint, "exit"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=WORKER_ENV,
+    )
+    try:
+        assert worker.stdout.readline() == "trained\n", worker.stderr.read()[-3000:]
+        shards.procs[0].kill()
+        shards.procs[0].wait()
+        began = time.monotonic()
+        worker.stdin.write("\n")
+        worker.stdin.close()
+        assert worker.wait(timeout=30) == 0, worker.stderr.read()[-3000:]
+        assert time.monotonic() - began < 3.0
+    finally:
+        worker.kill()
+        worker.wait()
+        worker.stdout.close()
+        worker.stderr.close()
