@@ -16,6 +16,7 @@ from distconv import stop_request
 from distconv.sync.base import SyncError, closing_error
 from distconv.sync.ps.beats import Heartbeat
 from distconv.sync.ps.bulk import BulkRuns
+from distconv.sync.ps.channel_gone import GoneShards
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.intake import ReplyIntake
 from distconv.sync.ps.late_ranks import no_answer_words
@@ -60,7 +61,7 @@ LINK_READS = 4
 LONGEST_POLL = 3600.0
 
 
-class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
+class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards):
     """The request side of :class:`~.client.PServerSync`: connect, send, receive the replies.
     Its sockets are :attr:`_sockets`' (:mod:`~distconv.sync.ps.worker_sockets`)."""
 
@@ -103,6 +104,7 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
         self._socks = self._sockets.socks
         self._end_when_dropped = end_when_dropped(self, self._sockets)
         self._beat_socket = self._sockets.beat_socket  # not this worker's own method
+        self._gone: dict[int, str] = {}
         self._poller = self._open_poller()
 
     def _connect(self, shard: int, immediate: bool = False) -> zmq.Socket:
@@ -144,6 +146,8 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
         """Send one request; returns its id (remembered with its shard, for timeout messages).
         With ``track``, ``self._trackers[shard]`` holds the message's ``zmq.MessageTracker``
         (None when it has no array frame). ``patience``: see :meth:`_send_frames`."""
+        if self._gone:  # its answer would never come: not a second wait of the whole limit
+            self._refuse_gone([shard], f"this worker's {header.get('op')} request")
         rid = self._next_id
         self._next_id += 1
         head = {**header, "id": rid, "job": self.job_id, "rank": self.rank, "run": self._run}
@@ -227,6 +231,8 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
         self, missing: set[int], limit: float, what: str, stoppable: bool, asked: str
     ) -> Iterator[tuple[int, tuple]]:
         """:meth:`_arrivals`' loop; takes each arrived reply's id out of ``missing``."""
+        if self._gone:  # a request sent before its shard was found gone (a prefetched pull)
+            self._refuse_gone({self._rid_shard.get(r, -1) for r in missing}, wait_words(what))
         start = polled = _now()  # polled: when quiet was read
         answered: dict[int, float] = {}  # a shard's latest reply in this wait (-1: not known)
         quiet: dict[int, float] = {}  # each shard last heard (a reply, its bytes) at polled
@@ -314,10 +320,10 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts):
         host has ended: a shard that is gone answers nothing."""
         waited = sorted({self._rid_shard.get(r, -1) for r in missing})  # -1: not known
         for s, pid in self._shard_processes.ended(waited):
-            raise SyncError(
-                f"rank {self.rank}: pserver shard {s} ({self.endpoints[s]}) is gone: its process "
-                f"(pid {pid}, on this host) ended (stopped, killed or crashed) while "
-                f"{wait_words(what)} waited for it"
+            raise self._found_gone(
+                s,
+                f"is gone: its process (pid {pid}, on this host) ended (stopped, killed or "
+                f"crashed) while {wait_words(what)} waited for it",
             )
 
     def _malformed(self, shard: int, problem: object) -> SyncError:

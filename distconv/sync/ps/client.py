@@ -274,6 +274,7 @@ class PServerSync(
         """Say hello to every shard (``_send`` adds the run; the launch's incarnation here),
         beating each as it answers (:meth:`_ask_hellos`), and check their settings; their
         replies' headers."""
+        self._ask_gone_afresh()  # a shard found gone and restarted since answers again
         head = {"op": "hello", **hello_fields(description), **whoami(), **incarnation_field()}
         self._number_anew()  # every rank's setup starts its gathers at all_equal:1
         replies = self._ask_hellos(head, self._check_hello_reply)

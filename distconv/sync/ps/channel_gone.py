@@ -1,0 +1,54 @@
+"""A worker's memory of the shards it found gone, so that it asks them nothing more.
+
+A wait finds a shard on this host gone when its process has ended (the process watch names it
+once, then follows it no more). Every later request to it would wait the worker's whole limit
+(1.5 x ``timeout``) again for an answer that cannot come: a script that catches the step's
+error and evaluates, checkpoints or closes waited minutes, then said less than the first error
+had. So the first cause is kept, by shard, and every later request to that shard, and every
+wait on one sent before, is refused at once with it. A setup's ``hello`` asks every shard
+afresh (a shard restarted meanwhile is served): the way on, besides a restart of the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from distconv.sync.base import SyncError
+
+#: what a worker whose shard is gone can do: its blocks (values, optimizer state) went with it
+WAY_ON = (
+    "restart the shard, then set up again (a new fit: its setup says hello to every shard "
+    "afresh), or restart the job, which resumes from its newest checkpoint"
+)
+
+
+class GoneShards:
+    """The gone-shard side of :class:`~.channel.ShardChannel`; it reads the worker's ``rank``
+    and ``endpoints``."""
+
+    rank: int
+    endpoints: list[str]
+    #: shard -> why it was found gone (the first cause), until the next hello
+    _gone: dict[int, str]
+
+    def _found_gone(self, shard: int, cause: str) -> SyncError:
+        """The error naming ``shard`` gone for ``cause``; the shard is asked nothing more."""
+        self._gone.setdefault(shard, cause)
+        return SyncError(
+            f"rank {self.rank}: pserver shard {shard} ({self.endpoints[shard]}) {cause}"
+        )
+
+    def _refuse_gone(self, shards: Iterable[int], what: str) -> None:
+        """SyncError at once where one of ``shards`` (-1: not known) was found gone: ``what``
+        (a request not sent, or a wait on a reply) names what is refused."""
+        gone = sorted(set(shards) & self._gone.keys())
+        if gone:
+            s = gone[0]
+            raise SyncError(
+                f"rank {self.rank}: pserver shard {s} ({self.endpoints[s]}) {self._gone[s]} "
+                f"(found before), so {what} is refused at once; {WAY_ON}"
+            )
+
+    def _ask_gone_afresh(self) -> None:
+        """Forget the shards found gone: a hello asks each afresh (one restarted answers)."""
+        self._gone.clear()
