@@ -16,7 +16,7 @@ from distconv import stop_request
 from distconv.sync.base import SyncError, closing_error
 from distconv.sync.ps.beats import Heartbeat
 from distconv.sync.ps.bulk import BulkRuns
-from distconv.sync.ps.channel_gone import GoneShards
+from distconv.sync.ps.channel_gone import GoneShards, request_words
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.intake import ReplyIntake
 from distconv.sync.ps.late_ranks import no_answer_words
@@ -147,7 +147,7 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards):
         With ``track``, ``self._trackers[shard]`` holds the message's ``zmq.MessageTracker``
         (None when it has no array frame). ``patience``: see :meth:`_send_frames`."""
         if self._gone:  # its answer would never come: not a second wait of the whole limit
-            self._refuse_gone([shard], f"this worker's {header.get('op')} request")
+            self._refuse_gone([shard], request_words(header))
         rid = self._next_id
         self._next_id += 1
         head = {**header, "id": rid, "job": self.job_id, "rank": self.rank, "run": self._run}

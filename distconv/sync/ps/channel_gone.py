@@ -11,9 +11,11 @@ afresh (a shard restarted meanwhile is served): the way on, besides a restart of
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from distconv.sync.base import SyncError
+from distconv.sync.ps.stuck import wait_words
 
 #: what a worker whose shard is gone can do: its blocks (values, optimizer state) went with it
 WAY_ON = (
@@ -52,3 +54,10 @@ class GoneShards:
     def _ask_gone_afresh(self) -> None:
         """Forget the shards found gone: a hello asks each afresh (one restarted answers)."""
         self._gone.clear()
+
+
+def request_words(header: Mapping[str, Any]) -> str:
+    """A request not sent as a refusal names it: a gather by what it is (``a metrics sum
+    (allreduce:3)``), any other by its op (``its push``)."""
+    tag = header.get("tag")
+    return wait_words(tag) if isinstance(tag, str) and tag else f"its {header.get('op')}"
