@@ -16,6 +16,7 @@ from distconv.epoch_tally import EpochTally
 from distconv.held_updates import counting_step
 from distconv.launch_env import keep_lines_in_log
 from distconv.metrics import ProgressBar
+from distconv.notes import add_note
 from distconv.resume import Position, Preempted
 from distconv.sampler import GlobalBatchSampler
 from distconv.sequence_set import count_of, empty_steps
@@ -116,13 +117,10 @@ def sums_kept_at_an_error(trainer: Trainer, tally: EpochTally) -> Iterator[None]
 
 
 def _say_way_on(stopped: Preempted, out_dir: Path | None) -> None:
-    """Note :func:`way_on` under ``stopped``'s line (Python 3.11 on); before, where an error
-    has no notes, log it as a warning just before the stop is raised: without it, a 3.10
-    notebook's stop said neither what it saved nor how to go on."""
-    if hasattr(stopped, "add_note"):
-        stopped.add_note(way_on(out_dir))
-    else:
-        log.warning("%s", way_on(out_dir))
+    """Note :func:`way_on` under ``stopped``'s line: a notebook's stop said neither what it
+    saved nor how to go on (:func:`~distconv.notes.add_note` logs it where Python prints no
+    notes)."""
+    add_note(stopped, way_on(out_dir))
 
 
 def way_on(out_dir: Path | None) -> str:

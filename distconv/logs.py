@@ -24,6 +24,7 @@ from typing import Any
 from distconv import strict_json
 from distconv.launch_env import restart_count
 from distconv.messages import exception_line, named
+from distconv.notes import notes_of
 from distconv.rank_endings import begins_as_job_error, ending_name
 from distconv.runtime import Runtime, RuntimeConfigError
 
@@ -219,9 +220,7 @@ def interrupted_line(program: str, interrupt: BaseException, fmt: str | None = N
     in a handler that set up again, cut short no failure they name."""
     said: list[str] = []
     for each in _interrupts(interrupt):
-        notes = getattr(each, "__notes__", None)
-        notes = notes if isinstance(notes, list) else []  # as Python's traceback reads them
-        said += [note for note in notes if isinstance(note, str) and note not in said]
+        said += [note for note in notes_of(each) if note not in said]
     lines = ["interrupted", *(line for note in said for line in note.splitlines())]
     return "\n".join(as_log_line(f"{program}: {line}", logging.WARNING, fmt) for line in lines)
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from distconv.backend import is_gpu_array
 from distconv.cores import processes_on_this_host, usable_cores
+from distconv.notes import add_note
 from distconv.placement import INTEGER_TEXT
 
 log = logging.getLogger(__name__)
@@ -317,8 +318,8 @@ def side_by_side(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]
             future.cancel()  # no use starting it now
             _settle(future)  # nothing of this call runs on after it has failed
             other = None if future.cancelled() else future.exception()
-            if other is not None and hasattr(error, "add_note"):  # Python 3.11 on
-                error.add_note(f"the kernel beside it failed too: {other!r}")
+            if other is not None:
+                add_note(error, f"the kernel beside it failed too: {other!r}")
             raise
         if future.cancel():  # not started yet (the pool is busy): run it here instead
             return result, second()

@@ -4,8 +4,9 @@ refused on the chief), so the others, waiting in their setup, raise an error nam
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING
+
+from distconv.notes import add_note
 
 if TYPE_CHECKING:  # base imports this module: the class is only a type here
     from distconv.sync.base import SyncStrategy
@@ -15,6 +16,5 @@ def tell_setup_failed(sync: SyncStrategy, error: Exception) -> None:
     """``sync.fail_setup(error)``, the caller raising ``error`` next: it stays the cause."""
     try:
         sync.fail_setup(error)
-    except Exception as failed:  # a strategy's own: noted (a warning before Python 3.11)
-        note = getattr(error, "add_note", warnings.warn)
-        note(f"telling the other ranks failed too: {failed!r}")
+    except Exception as failed:  # a strategy's own: noted
+        add_note(error, f"telling the other ranks failed too: {failed!r}")

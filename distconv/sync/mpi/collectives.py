@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from distconv.notes import add_note
 from distconv.parameter import Parameter
 from distconv.sync.base import StateDict, SyncError
 from distconv.sync.closing import meeting_refused
@@ -177,8 +178,8 @@ class RankCollectives(StepNumbers, LocalSync):
 
         made = "setup made its job check all the same"
         self._refused_untold = tell_error(error, exchange, f"{made}, telling the other ranks")
-        if self._refused_untold is not None and hasattr(error, "add_note"):
-            error.add_note(f"{made}, but {untold(self._refused_untold)}")
+        if self._refused_untold is not None:
+            add_note(error, f"{made}, but {untold(self._refused_untold)}")
 
     def _tell_state(self, error: Exception | None) -> None:
         """Between setup's job check and its broadcast, every rank says whether it made its

@@ -11,11 +11,11 @@ leaves the job instead of aborting it (the told error propagating included, or t
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 from distconv.logs import settle_notes
+from distconv.notes import add_note
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.closing import clear_step_record
@@ -137,7 +137,7 @@ class SetupStart:
                 said += "the others were told"
             else:
                 said += "the others were not told"
-            getattr(interrupt, "add_note", warnings.warn)(said)  # a warning before Python 3.11
+            add_note(interrupt, said)
             self._noted_interrupt = interrupt
             # in the told error's place where close's last exchange tells a rank that set
             # up again that this one left (no sync set up: none made, that rank would wait)

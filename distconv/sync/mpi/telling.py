@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from distconv.notes import add_note
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.comm import JobMismatch
 from distconv.sync.mpi.step_check import steps_apart
@@ -46,8 +47,7 @@ def tell_error(error: BaseException, exchange: Callable[[str], Any], note: str) 
             return mismatch
     except SyncError as refused:
         return refused
-    if hasattr(error, "add_note"):  # Python 3.11 on
-        error.add_note(note)
+    add_note(error, note)
     return None
 
 

@@ -31,6 +31,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from distconv.held_updates import UpdateHold
+from distconv.notes import add_note
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.buckets import Bucket
 from distconv.sync.mpi.comm import WireRefused
@@ -164,8 +165,8 @@ def reduce_all(
         # this rank's pack kept by UsedParams.fail): this rank's in a note
         if stopping(alone):  # an interrupt: asked to stop
             _raise_from(alone[0], exc)
-        if alone and hasattr(exc, "add_note"):  # Python 3.11 on
-            exc.add_note(f"an earlier bucket's copy back failed on this rank too: {alone[0]!r}")
+        if alone:
+            add_note(exc, f"an earlier bucket's copy back failed on this rank too: {alone[0]!r}")
         raise
     if alone:
         try:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from distconv.notes import add_note
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.thread import CommThread
@@ -146,7 +147,7 @@ class UsedParams:
         """``error`` ends ``finish_step`` before :meth:`complete` raised this rank's own failure
         (:meth:`fail`): a later bucket's refusal or the thread's failure, raised alike on every
         rank, or an interrupt (a Ctrl-C in a wait), goes on, with a note naming that failure
-        (Python 3.11 on), which is not lost.
+        (:func:`~distconv.notes.add_note`), which is not lost.
 
         Raises:
             BaseException: that failure itself, where it was an interrupt (a KeyboardInterrupt:
@@ -156,8 +157,8 @@ class UsedParams:
         if failed is not None and not isinstance(failed, Exception):
             self._failed = None
             raise failed
-        if failed is not None and hasattr(error, "add_note"):
-            error.add_note(f"this rank had failed to pack a bucket before: {failed!r}")
+        if failed is not None:
+            add_note(error, f"this rank had failed to pack a bucket before: {failed!r}")
 
     def _start(self) -> None:
         self._request = self.comm.Iallreduce(self.local, self.anywhere, self.op)

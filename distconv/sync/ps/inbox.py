@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import all_finite, copy_into, is_gpu_array, to_host
+from distconv.notes import add_note
 from distconv.sync.base import SyncError
 from distconv.sync.ps.blocks import Block, rows_view
 from distconv.sync.ps.gradients import address_of
@@ -295,11 +296,7 @@ class ReplyWriter:
             try:
                 self._values_to_device(written)
             except Exception as move:
-                note = f"moving the values written to the device failed too: {move!r}"
-                if hasattr(error, "add_note"):  # Python 3.11 on
-                    error.add_note(note)
-                else:
-                    log.warning("rank %d: %s", self.rank, note)
+                add_note(error, f"moving the values written to the device failed too: {move!r}")
             raise
         self._values_to_device(written)
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from distconv.messages import described
+from distconv.notes import add_note
 from distconv.sync.errors import SyncError, setup_failure_description
 from distconv.sync.ps.beats import HeartbeatOwner
 
@@ -61,5 +62,4 @@ class SetupFailure(HeartbeatOwner):
             # now, not at close, which may never come: an older shard that took the hello as
             # a job's fails the gather the others wait in at its bye
             self._say_bye()
-        if hasattr(error, "add_note"):  # Python 3.11 on
-            error.add_note("setup made its job check all the same, telling the other ranks")
+        add_note(error, "setup made its job check all the same, telling the other ranks")
