@@ -22,6 +22,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from distconv.notes import add_note
+
 #: the environment variable that marks every process of one test's job: outside every prefix
 #: the product reads, exports or removes (``DISTCONV_`` variables are its own, passed to each
 #: rank with ``-x`` by Open MPI), so the mark changes nothing a test checks
@@ -177,7 +179,6 @@ def run_job(
             for pipe in (proc.stdout, proc.stderr):
                 if pipe is not None:
                     pipe.close()
-        if hasattr(exc, "add_note"):
-            exc.add_note(note)
+        add_note(exc, note)
         raise
     return CompletedJob(proc.args, proc.returncode, out, err, job)

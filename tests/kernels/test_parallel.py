@@ -15,7 +15,7 @@ from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from distconv.kernels import parallel
 from distconv.kernels.parallel import chunk_bounds, matmul, over_batch, shares_out, side_by_side
-from tests.exception_notes import NOTES_KEPT, notes_of
+from tests.exception_notes import notes_of
 
 
 def _blas_threads() -> list[int]:
@@ -314,8 +314,8 @@ def test_side_by_side_waits_for_the_second_before_the_firsts_error_propagates(mo
     second_failed.clear()
     with pytest.raises(ValueError, match="first failed") as raised:
         side_by_side(failing_first, failing_second)
-    said = notes_of(raised.value)  # from Python 3.11 on; none before
-    assert any("second failed" in note for note in said) if NOTES_KEPT else not said, said
+    said = notes_of(raised.value)
+    assert any("second failed" in note for note in said), said
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,6 @@ that rank's close aborted the job or the watchdog stopped it."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from distconv.sync.base import SyncError
@@ -69,7 +67,6 @@ def test_an_interrupt_kept_wins_over_a_later_refusal():
 
 @NEEDS_MPIEXEC[0]
 @NEEDS_MPIEXEC[1]
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11's")
 def test_a_later_refusal_on_every_rank_still_names_the_failed_pack(tmp_path):
     """With the thread, ``b``'s bucket (first on the wire) is refused on every rank (its
     average is past float16's range) before the flags are in: that refusal is what every rank
@@ -155,7 +152,6 @@ class FailedPack(Interrupted):
         raise RuntimeError("copying bucket 1 to the host failed")
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11's")
 def test_an_interrupt_before_the_flags_names_an_error_kept_from_the_pack():
     """A pack's error kept for the flags (:meth:`UsedParams.fail`), then a Ctrl-C before they
     raise it: the interrupt goes up, the kept error named in a note on it, not dropped."""

@@ -50,7 +50,6 @@ def run(buckets: list[StubBucket], failed_alone: Any = lambda: None, thread: Any
     reduce_all(buckets, thread, None, StubUsed(), failed_alone)  # type: ignore[arg-type]
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11's")
 @pytest.mark.parametrize("threaded", [False, True])
 def test_a_later_buckets_refusal_raised_on_every_rank_still_names_this_ranks_copy_back(threaded):
     """The refusal (a 16-bit wire's check: in the main thread's unpack, or the thread's failure
@@ -241,7 +240,6 @@ class InterruptedUsed:
         raise self.stop
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11's")
 def test_an_interrupt_completing_the_flags_with_the_thread_names_a_kept_copy_back():
     """With the thread the flags are completed after every copy back; where they raise this
     rank's interrupted pack (kept by UsedParams.fail), the interrupt goes up, and a copy back's
