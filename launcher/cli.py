@@ -49,6 +49,7 @@ from .interrupt import arm, release
 from .job_keys import make_keys
 from .json_lines import json_lines, last_line
 from .k8s import run_k8s
+from .launch_record import record_launch
 from .options import (
     PROG,
     add_k8s_options,
@@ -218,6 +219,7 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
             f"{shown(logs)}; distconv {build_id()}",  # which code the job ran
             paths={"logs": logs},
         )
+        record_launch(supervisor)  # launch.json: this command, build, numpy, host, time
         # held till the launcher exits: each attempt's shards serve on them, no one else's
         reserved = reserve_ports(args.servers) if servers else []
         ports, fds = [s.getsockname()[1] for s in reserved], [s.fileno() for s in reserved]
@@ -311,6 +313,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         supervisor.say(
             f"job {job_id}: {args.np} rank(s) under {flavor} {mpiexec}; distconv {build_id()}"
         )
+        record_launch(supervisor)  # launch.json: this command, build, numpy, host, time
         if note:
             supervisor.say(note, level="warning")
         return _hinted(supervisor, args, job_id, supervisor.run(build, args.max_restarts))

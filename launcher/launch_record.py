@@ -1,0 +1,113 @@
+"""What a launch records of itself in its run directory: ``<run-dir>/launch.json``.
+
+The line that starts a job names its distconv build, but only on the terminal; the command that
+started it was nowhere. ``launch.json`` holds a JSON list with an object per launch into the run
+directory, oldest first: the launcher's command line (``argv``, as the process got it, with the
+folder it ran in, ``cwd``, against which its relative paths are read), the job id, distconv's
+build (:func:`~distconv.build_identity.build_id`), numpy's installed version, the host and the
+time it started (UTC). A launch into a run directory that has one already (``--resume``, a
+relaunch of the job id) appends its own: the earlier launches are kept, as a resume keeps the
+run's checkpoints. The file is replaced atomically (:func:`~distconv.files.write_atomically`),
+so a crash leaves the old list or the new one.
+
+The record is not worth the job: where it cannot be written (a full disk), or the file there is
+no list of launches (damaged, or not this launcher's), a warning says so and the job goes on; a
+file that cannot be read as a list is moved aside to ``launch.json.unreadable``
+(``.unreadable.2`` where that is taken), never written over.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from distconv.build_identity import build_id
+from distconv.files import describe_os_error, write_atomically
+
+from .shown import shown
+
+if TYPE_CHECKING:
+    from .supervisor import Supervisor
+
+#: the file in the run directory that lists the launches into it
+LAUNCH_NAME = "launch.json"
+#: what a launch record's file that is no list of launches is renamed to (then ``.2``, ...)
+UNREADABLE_SUFFIX = ".unreadable"
+
+
+def this_launch(job_id: str | None) -> dict[str, Any]:
+    """This launcher process's record: ``argv``, ``cwd``, ``job``, ``build``, ``numpy`` (the
+    installed distribution's version, read without importing numpy, which a launch of a
+    program of the user's never needs; None where none is installed), ``host`` and
+    ``started`` (``2026-12-07T14:52:53Z``)."""
+    try:
+        numpy = importlib.metadata.version("numpy")
+    except importlib.metadata.PackageNotFoundError:
+        numpy = None
+    return {
+        "argv": list(sys.argv),
+        "cwd": os.getcwd(),
+        "job": job_id,
+        "build": build_id(),
+        "numpy": numpy,
+        "host": socket.gethostname(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def record_launch(launch: Supervisor) -> None:
+    """Append this launch's record (:func:`this_launch`) to ``launch.json`` in
+    ``launch.run_dir``, which the launch holds (made and locked: call it after
+    :meth:`~launcher.supervisor.Supervisor.claim`). A file there that is no list of launches
+    is moved aside first; a record that cannot be written is a warning, and the launch goes
+    on."""
+    path = launch.run_dir / LAUNCH_NAME
+    try:
+        earlier = _earlier_launches(path, launch)
+        records = [*earlier, this_launch(launch.job_id)]
+        write_atomically(path, [(json.dumps(records, indent=1) + "\n").encode()])
+    except OSError as exc:
+        launch.say(
+            f"cannot write {shown(path)}: {describe_os_error(exc)}; the job goes on, its launch "
+            "not recorded there",
+            level="warning",
+        )
+
+
+def _earlier_launches(path: Path, launch: Supervisor) -> list[Any]:
+    """The launches ``path`` lists (none where it is missing); a file that lists none (not
+    JSON, not a list of objects) is renamed aside, said in a warning, and counts as none."""
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    try:
+        records = json.loads(text)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        problem = f"not JSON ({exc})"
+    else:
+        if isinstance(records, list) and all(isinstance(r, dict) for r in records):
+            return records
+        problem = "not a list of launches"
+    aside = _free_name(path.with_name(path.name + UNREADABLE_SUFFIX))
+    os.rename(path, aside)
+    launch.say(
+        f"{shown(path)} is {problem}: moved to {shown(aside)}, and a new list started",
+        level="warning",
+    )
+    return []
+
+
+def _free_name(path: Path) -> Path:
+    """``path``, or where it is taken, the first of ``path.2``, ``path.3``, ... that is free."""
+    number, free = 1, path
+    while os.path.lexists(free):
+        number += 1
+        free = path.with_name(f"{path.name}.{number}")
+    return free

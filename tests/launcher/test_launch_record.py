@@ -1,0 +1,102 @@
+"""``distconv-launch`` records its own command in the run directory: ``launch.json``, a list
+with an object per launch into it (``argv``, ``cwd``, ``job``, ``build``, ``numpy``, ``host``,
+``started``). The ``distconv X`` line that starts a job went to the terminal only, and the
+command to nowhere, so a run directory said neither which code nor which flags made it. A
+resume appends its launch, the first kept; a file there that lists no launches is moved
+aside, not written over. Real launcher processes, real children, real files."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import distconv
+from launcher.launch_record import LAUNCH_NAME
+from launcher.shown import shown
+from tests.launcher.launch_cli import launch
+from tests.launcher.real_children import mpiexec_or_skip
+
+pytestmark = pytest.mark.timeout(120)
+
+OK = ["--", "sh", "-c", "exit 0"]
+#: one worker, no shards, job id j, run directory tmp/run (a list to append the flags to)
+LOCAL = ["local", "--workers", "1", "--servers", "0", "--job-id", "j"]
+#: a short ``distconv train`` on the synthetic set, its first epoch, then one more on resume
+TRAIN = ["--", "--data", "synthetic", "--batch-size", "8", "--no-progress"]
+
+
+def _local(tmp_path: Path, *rest: str) -> list[str]:
+    return [*LOCAL, "--run-dir", str(tmp_path / "run"), *rest]
+
+
+def _launches(tmp_path: Path) -> list[dict]:
+    return json.loads((tmp_path / "run" / LAUNCH_NAME).read_text())
+
+
+def _assert_is_this_launch(record: dict, argv: list[str], cwd: Path, began: float) -> None:
+    assert record["argv"][1:] == argv, record  # [0]: the launcher's own path
+    assert record["cwd"] == str(cwd) and record["job"] == "j", record
+    assert record["build"] == distconv.build_id(), record
+    assert record["numpy"] == np.__version__ and record["host"] == socket.gethostname(), record
+    started = time.mktime(time.strptime(record["started"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    assert began - 1 <= started <= time.time() + 1, record  # UTC, to the second
+
+
+def test_a_local_launch_records_its_command_build_numpy_host_and_start(tmp_path: Path):
+    began, argv = time.time(), _local(tmp_path, *OK)
+    done = launch(*argv, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (record,) = _launches(tmp_path)
+    _assert_is_this_launch(record, argv, tmp_path, began)
+
+
+def test_an_mpi_launch_records_itself_too(tmp_path: Path):
+    mpiexec_or_skip()
+    began = time.time()
+    argv = ["mpi", "-np", "1", "--job-id", "j", "--run-dir", str(tmp_path / "run"), *OK]
+    done = launch(*argv, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (record,) = _launches(tmp_path)
+    _assert_is_this_launch(record, argv, tmp_path, began)
+
+
+def test_a_resume_appends_its_launch_and_keeps_the_first(tmp_path: Path):
+    first = _local(tmp_path, *TRAIN, "--epochs", "1")
+    assert launch(*first, cwd=tmp_path).returncode == 0
+    (kept,) = _launches(tmp_path)
+    began, resumed = time.time(), _local(tmp_path, *TRAIN, "--epochs", "2", "--resume")
+    done = launch(*resumed, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "resumed from" in done.stdout + done.stderr  # a real resume, of the first's run
+    then, now = _launches(tmp_path)
+    assert then == kept  # the first launch's record, as it was
+    _assert_is_this_launch(now, resumed, tmp_path, began)
+
+
+def test_a_file_that_lists_no_launches_is_moved_aside_not_written_over(tmp_path: Path):
+    (tmp_path / "run").mkdir()
+    damaged = b'[{"argv": ["distconv-launch", "local"'  # cut off mid-write by another tool
+    (tmp_path / "run" / LAUNCH_NAME).write_bytes(damaged)
+    (tmp_path / "run" / "launch.json.unreadable").write_bytes(b"an earlier one")
+    done = launch(*_local(tmp_path, *OK), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    aside = tmp_path / "run" / "launch.json.unreadable.2"
+    assert aside.read_bytes() == damaged  # kept whole, beside the earlier one
+    assert (tmp_path / "run" / "launch.json.unreadable").read_bytes() == b"an earlier one"
+    said = f"{shown(tmp_path / 'run' / LAUNCH_NAME)} is not JSON ("
+    assert said in done.stderr and f"moved to {shown(aside)}, and a new list" in done.stderr
+    assert len(_launches(tmp_path)) == 1
+
+
+def test_a_record_that_cannot_be_written_is_a_warning_and_the_job_runs(tmp_path: Path):
+    (tmp_path / "run" / LAUNCH_NAME).mkdir(parents=True)  # a folder in its place
+    done = launch(*_local(tmp_path, "--", "sh", "-c", "echo ran"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "ran" in done.stdout
+    warning = f"cannot write {shown(tmp_path / 'run' / LAUNCH_NAME)}: is a directory; the job "
+    assert warning + "goes on, its launch not recorded there" in done.stderr
