@@ -73,18 +73,20 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class InitSource:
-    """The checkpoint a run's first weights came from: its file, its step and its digest."""
+    """The checkpoint a run's first weights came from: its file, its step and its content
+    digest (:func:`~distconv.checkpoint_digest.digest`: not the file's ``sha256sum``)."""
 
     path: Path
     step: int
     digest: str
 
     def record(self) -> dict[str, Any]:
-        """What each checkpoint of the new run keeps under :data:`INIT_FROM`."""
+        """What each checkpoint of the new run keeps under :data:`INIT_FROM`; ``sha256``, the
+        content digest, keeps the name the records and their readers know it by."""
         return {"path": str(self.path.absolute()), "step": self.step, "sha256": self.digest}
 
     def text(self) -> str:
-        return f"{self.path} (step {self.step}, sha256 {self.digest[:16]})"
+        return f"{self.path} (step {self.step}, content digest {self.digest[:16]})"
 
 
 def first_misfit(params: Sequence[Parameter], theirs: Mapping[str, Any]) -> str | None:
@@ -256,7 +258,8 @@ def _say_cast(ckpt: Checkpoint, params: Sequence[Parameter], words: SourceWords)
 
 
 def _digest_of(path: str | os.PathLike, file: Path, words: SourceWords) -> str:
-    """The checkpoint's own SHA-256 (its metadata's), which :func:`load_checkpoint` checked.
+    """The checkpoint's content digest (its metadata's SHA-256 of its metadata and tensors,
+    not the file's), which :func:`load_checkpoint` checked.
     A second read of ``file`` (:class:`~distconv.checkpoint.Checkpoint` keeps no digest), so
     a source run still training may have pruned it since the first: refused in words, and a
     folder ``path`` is looked at again (:func:`load_weights`); a restart takes its newest anew.

@@ -5,6 +5,7 @@ model they do not fit is refused naming the first parameter that differs."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 
@@ -84,7 +85,10 @@ def test_the_source_is_recorded_in_the_log_and_each_checkpoint_resumes_keep_it(t
     with caplog.at_level(logging.INFO):
         train(config)
     said = caplog.text
-    assert f"initialised from {source} (step 24, sha256 {digest[:16]}): weights only" in said
+    said_digest = f"(step 24, content digest {digest[:16]}): weights only"
+    assert f"initialised from {source} {said_digest}" in said
+    # the checkpoint's own digest of its metadata and tensors, not sha256sum's of the file
+    assert digest != hashlib.sha256(source.read_bytes()).hexdigest()
     assert f"'init_from': '{source}'" in said  # the start line's config
     recorded = {"path": str(source.absolute()), "step": 24, "sha256": digest}
     assert load_checkpoint(newest(tmp_path / "b")).extra["init_from"] == recorded

@@ -43,7 +43,7 @@ def test_a_changed_lr_is_refused_with_init_from_which_followed_as_said_trains(tm
     ) in refused.stderr
     followed = distconv_train("--out", "b", "--init-from", file, "--lr", "0.0005", cwd=tmp_path)
     assert followed.returncode == 0, followed.stderr
-    assert f"initialised from {file} (step 24, sha256 " in followed.stderr
+    assert f"initialised from {file} (step 24, content digest " in followed.stderr
 
 
 def test_a_changed_global_batch_is_told_in_numbers_with_the_batch_size_that_keeps_it(tmp_path):
