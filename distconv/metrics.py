@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from distconv import strict_json
 from distconv.files import describe_os_error, naming, write_atomically
 from distconv.messages import env_switch
+from distconv.run_line import software_changed
 from distconv.scheme_history import EARLIER, is_asynchronous
 
 log = logging.getLogger("distconv.metrics")
@@ -153,7 +154,9 @@ class MetricsWriter:
             written on the log's first line under :data:`RUN`, as ``scheme`` is: a sweep's
             logs, collected or their folders reused, said nothing of their learning rate,
             optimizer, seed or job. A resumed log that keeps its first line keeps what that
-            says (a resume continues the run it began); None writes none.
+            says (a resume continues the run it began), unless the resume runs other software
+            (:func:`~distconv.run_line.software_changed`): then its first line says its own
+            run too, so the switch shows where it happened; None writes none.
 
     The file is replaced atomically when it is trimmed or started, so a crash at any moment
     leaves either the old history or the new one, never an empty file. Each line is on disk
@@ -178,6 +181,7 @@ class MetricsWriter:
         if keep_through_epoch is not None and self.path.exists():
             kept = [r for r in read_metrics(self.path) if self._epoch(r) <= keep_through_epoch]
         self.records: list[dict[str, Any]] = kept
+        self._kept = len(kept)  # the lines a resume kept: its first line is the one after them
         try:  # a full disk: '[Errno 28] ...' was the only failure of a run not worded as such
             write_atomically(self.path, [b"".join(_line(r) for r in kept)])
         except OSError as exc:
@@ -207,8 +211,10 @@ class MetricsWriter:
         """Append ``record`` (JSON-able values) as one line, and wait until it is on disk. A NaN
         or infinite number (a test loss that overflowed) is written ``null``, which strict
         JSON parsers read. The log's first line carries the run (:data:`RUN`) too."""
-        if self.run is not None and not self.records:
-            record = {**record, RUN: self.run}
+        if self.run is not None and len(self.records) == self._kept:
+            in_force = next((r[RUN] for r in reversed(self.records) if RUN in r), None)
+            if not self.records or software_changed(in_force, self.run):
+                record = {**record, RUN: self.run}
         line = _line(record)
         try:
             with open(self.path, "ab") as f:

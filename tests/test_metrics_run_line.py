@@ -15,7 +15,7 @@ from distconv.metrics import RUN, MetricsWriter, plot_metrics, read_metrics
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.run_files import first_epoch_at_most
-from distconv.run_line import run_line
+from distconv.run_line import run_line, software
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
 
@@ -35,10 +35,12 @@ def test_the_run_line_says_the_settings_optimizer_and_job_and_leaves_the_long_fa
         "seed": 0,
         "batch_size": 32,
         "lr_decay": {"class": "Decimal", "text": "0.9"},  # its JSON form, as a checkpoint's
+        "train_data": {"examples": 384},  # short: the job check's fingerprint
         "optimizer": ADAM,
         "job": "sweep-7",
+        **software(),  # build, numpy, BLAS: what computed the numbers
     }
-    assert "layers" not in said and "train_data" not in said
+    assert "layers" not in said
     json.dumps(said)  # JSON-able throughout
 
 
@@ -70,6 +72,21 @@ def test_a_resumed_log_keeps_its_first_line_s_run_and_appends_plain_lines(tmp_pa
     assert [line["epoch"] for line in lines] == [1, 2, 3]
     assert lines[0][RUN]["job"] == "sweep-7"  # the run it began; a resume continues it
     assert [RUN in line for line in lines] == [True, False, False]
+
+
+def test_a_resume_under_another_build_says_its_own_run_on_its_first_line(tmp_path: Path):
+    path = tmp_path / "metrics.jsonl"
+    then = {**run_line(FACTS, ADAM, "sweep-7"), "build": "0.1.0+0000000000000000"}
+    first = MetricsWriter(path, run=then)
+    for epoch in (1, 2):
+        first.write({"epoch": epoch, "train_loss": 1.0 / epoch})
+    now = run_line(FACTS, ADAM, "sweep-7")
+    resumed = MetricsWriter(path, keep_through_epoch=2, run=now)
+    resumed.write({"epoch": 3, "train_loss": 0.3})
+    resumed.write({"epoch": 4, "train_loss": 0.2})
+    lines = _lines(path)
+    assert [line.get(RUN) for line in lines] == [then, None, now, None]
+    assert [r["epoch"] for r in read_metrics(path)] == [1, 2, 3, 4]
 
 
 def test_a_resume_that_kept_no_line_writes_the_run_on_its_first(tmp_path: Path):
