@@ -51,7 +51,6 @@ The rules (issue 11, "Gang semantics"):
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 import time
@@ -66,11 +65,12 @@ from distconv.launch_env import ENV_LOG_FILE
 from . import child as child_waits  # its waits, as set when used (tests cut them)
 from .arrivals import Arrivals, deaf
 from .attempt_failure import attempt_failure
-from .child import Child, ChildSpec, running_groups
+from .child import Child, ChildSpec
 from .commands import LaunchError
 from .drained_shard import workers_finish
 from .failure import Failure, signal_name
-from .gang import any_running, first_failed, killed_at_the_end, send_stop_signals
+from .gang import first_failed
+from .gang_stop import stop_gang
 from .held_logs import drain_held
 from .interrupt import STOP_SIGNALS
 from .json_lines import JsonLines
@@ -357,38 +357,13 @@ class Supervisor:
         return True
 
     def _stop(self, children: list[Child], failed: Child | None = None) -> None:
-        """Workers, then servers: SIGTERM to each group, the next once the groups are empty;
-        SIGKILL to all at the grace period's end, or at the launcher's second signal. The
-        signals go before any message (whose stream may be stalled)."""
-        deadline = time.monotonic() + self.grace
+        """Stop what is left of ``children`` (:func:`stop_gang`), saying why where a signal to
+        the launcher is the cause."""
         self._stopped = [c for c in children if c.poll() is None]  # ended by it, if by a signal
-        servers = [c for c in children if c.spec.role == "server"]
-        workers = [c for c in children if c not in servers]
-        send_stop_signals(workers)
-        if self._signals and failed is None and not self._finished:  # the stop's cause
-            self.say(f"got {signal_name(self._signals[0])}; stopping every child")
-        self._wait_gone(workers, deadline)
-        servers_at = time.monotonic()
-        send_stop_signals(servers)
-        self._wait_gone(servers, deadline)
-        running = running_groups()
-        left = [c for c in children if c.group_alive(running)]
-        for child in children:
-            child.signal_group(signal.SIGKILL)
-        if left and len(self._signals) >= 2:  # the user asked for it: still, never a silent kill
-            names = ", ".join(c.spec.name for c in left)
-            second = signal_name(self._signals[1])
-            self.say(f"got {second} during the stop: {names} killed without the rest of the grace")
-        elif left:  # the grace ran out
-            server_seconds = time.monotonic() - servers_at
-            self.say(killed_at_the_end(left, servers, self.grace, server_seconds))
-
-    def _wait_gone(self, children: list[Child], deadline: float) -> None:
-        """Until no process of ``children``'s groups runs, the deadline, or a second signal."""
-        while any_running(children):
-            if time.monotonic() > deadline or len(self._signals) >= 2:
-                return  # out of patience, or the user signalled again: kill now
-            time.sleep(self.poll_interval)
+        cause = None
+        if self._signals and failed is None and not self._finished:
+            cause = f"got {signal_name(self._signals[0])}; stopping every child"
+        stop_gang(children, self.grace, self.poll_interval, self._arrivals, self.say, cause)
 
     def _drain_logs(self) -> None:
         """What the held pipes still hold, into the logs, bounded (:func:`drain_held`)."""

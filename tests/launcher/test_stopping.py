@@ -591,11 +591,11 @@ def test_without_proc_but_with_waitid_an_exited_leader_ends_its_group(tmp_path, 
     """Linux without /proc mounted: the leader is a zombie the kernel still counts, so the
     group is known by its leader alone (else every stop would wait the whole grace)."""
     import launcher.gang as gang_module
-    import launcher.supervisor as supervisor_module
+    import launcher.gang_stop as gang_stop_module
 
     # both lookups: the stop's wait for the groups to go is gang.any_running's since 2b4a94eb,
-    # and a test that faked supervisor's alone passed with the no-/proc branch broken
-    for module in (gang_module, supervisor_module):
+    # and a test that faked the stop's alone passed with the no-/proc branch broken
+    for module in (gang_module, gang_stop_module):
         monkeypatch.setattr(module, "running_groups", lambda: None)
     specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 0))]
     began = time.monotonic()

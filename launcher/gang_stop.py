@@ -1,0 +1,57 @@
+"""The stop of an attempt's children (:class:`launcher.supervisor.Supervisor`'s): workers
+first, then servers, and SIGKILL to whatever is left at the grace's end or at a second stop
+signal to the launcher."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+
+from .arrivals import Arrivals
+from .child import Child, running_groups
+from .failure import signal_name
+from .gang import any_running, killed_at_the_end, send_stop_signals
+
+
+def stop_gang(
+    children: list[Child],
+    grace: float,
+    poll: float,
+    arrivals: Arrivals,
+    say: Callable[[str], None],
+    cause: str | None = None,
+) -> None:
+    """Workers, then servers: each group's stop signals, the servers' once the workers' groups
+    are empty; SIGKILL to all at ``grace`` seconds, or at the launcher's second signal. The
+    signals go before any message (whose stream may be stalled): ``cause``, the stop's, said
+    once the workers were signalled (None: said before, or by the caller)."""
+    deadline = time.monotonic() + grace
+    servers = [c for c in children if c.spec.role == "server"]
+    workers = [c for c in children if c not in servers]
+    send_stop_signals(workers)
+    if cause is not None:
+        say(cause)
+    _wait_gone(workers, deadline, poll, arrivals)
+    servers_at = time.monotonic()
+    send_stop_signals(servers)
+    _wait_gone(servers, deadline, poll, arrivals)
+    running = running_groups()
+    left = [c for c in children if c.group_alive(running)]
+    for child in children:
+        child.signal_group(signal.SIGKILL)
+    signals = arrivals.signals()
+    if left and len(signals) >= 2:  # the user asked for it: still, never a silent kill
+        names = ", ".join(c.spec.name for c in left)
+        second = signal_name(signals[1])
+        say(f"got {second} during the stop: {names} killed without the rest of the grace")
+    elif left:  # the grace ran out
+        say(killed_at_the_end(left, servers, grace, time.monotonic() - servers_at))
+
+
+def _wait_gone(children: list[Child], deadline: float, poll: float, arrivals: Arrivals) -> None:
+    """Until no process of ``children``'s groups runs, the deadline, or a second signal."""
+    while any_running(children):
+        if time.monotonic() > deadline or len(arrivals.signals()) >= 2:
+            return  # out of patience, or the user signalled again: kill now
+        time.sleep(poll)
