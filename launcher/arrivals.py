@@ -37,6 +37,7 @@ from distconv.restorable import restorable
 
 from .handler_mask import hold_each_other
 from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
+from .second_signal import Caught, caught, repeated, stop_now
 
 #: bytes read from the wakeup pipe at once (one a signal)
 _READ = 256
@@ -66,11 +67,15 @@ def deaf() -> Iterator[None]:
 
 
 class Arrivals:
-    """The launcher's stop signals, caught by :meth:`catch`'s handlers, in arrival order."""
+    """The launcher's stop signals, caught by :meth:`catch`'s handlers, in arrival order; each
+    also stamped as its handler took it, for whether a later one asks to stop now or repeats
+    the first stop (:meth:`stop_now`, :meth:`repeat_to_say`)."""
 
     def __init__(self) -> None:
         self._caught: list[int] = []  # by the handlers, in the order Python ran them
         self._order: list[int] = []  # read from the wakeup pipe: the order they came
+        self._stamped: list[Caught] = []  # each as its handler took it: when, a Ctrl-C or not
+        self._repeat_said = False  # a repeat of the first stop (repeat_to_say) was said
         self._lock = threading.Lock()  # one reader of the pipe at a time
         self._pipe: tuple[int, int] | None = None
         self._wakeup = -1  # the wakeup descriptor :meth:`catch` found, given back
@@ -80,7 +85,9 @@ class Arrivals:
     def on_signal(self, signum: int, _frame: object) -> None:
         """The handler of the stop signals (:meth:`catch`)."""
         self._caught.append(signum)  # first: a second one's handler runs inside any call here
-        self.first_at = min(self.first_at, time.monotonic())
+        at = time.monotonic()
+        self.first_at = min(self.first_at, at)
+        self._stamped.append(caught(signum, at))
 
     def catch(self) -> dict[int, object]:
         """Set :meth:`on_signal` on the stop signals the launcher handles (a SIGINT or SIGHUP
@@ -132,3 +139,19 @@ class Arrivals:
             if signum in left:
                 left.remove(signum)
         return order + left
+
+    def stop_now(self) -> int | None:
+        """The stop signal that asked to stop now, without the rest of the grace: a later
+        one that is not the first repeated (:func:`launcher.second_signal.stop_now`); None
+        where none came."""
+        later = stop_now(self._stamped)
+        return None if later is None else later.signum
+
+    def repeat_to_say(self) -> int | None:
+        """The first stop signal that repeated the first one (the same stop:
+        :func:`launcher.second_signal.repeated`), once: None after it was returned, and
+        where none came."""
+        if self._repeat_said or (again := repeated(self._stamped)) is None:
+            return None
+        self._repeat_said = True
+        return again.signum

@@ -1,6 +1,7 @@
 """The stop of an attempt's children (:class:`launcher.supervisor.Supervisor`'s): workers
-first, then servers, and SIGKILL to whatever is left at the grace's end or at a second stop
-signal to the launcher."""
+first, then servers, and SIGKILL to whatever is left at the grace's end or at a stop signal to
+the launcher that asks to stop now (:mod:`launcher.second_signal`); one that repeats the first
+stop is said, once, and changes nothing."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from .arrivals import Arrivals
 from .child import Child, running_groups
 from .failure import signal_name
 from .gang import any_running, killed_at_the_end, send_stop_signals
+from .second_signal import same_stop
 
 
 def stop_gang(
@@ -23,7 +25,7 @@ def stop_gang(
     cause: str | None = None,
 ) -> None:
     """Workers, then servers: each group's stop signals, the servers' once the workers' groups
-    are empty; SIGKILL to all at ``grace`` seconds, or at the launcher's second signal. The
+    are empty; SIGKILL to all at ``grace`` seconds, or at a signal asking to stop now. The
     signals go before any message (whose stream may be stalled): ``cause``, the stop's, said
     once the workers were signalled (None: said before, or by the caller)."""
     deadline = time.monotonic() + grace
@@ -32,26 +34,41 @@ def stop_gang(
     send_stop_signals(workers)
     if cause is not None:
         say(cause)
-    _wait_gone(workers, deadline, poll, arrivals)
+    _wait_gone(workers, deadline, poll, arrivals, say)
     servers_at = time.monotonic()
     send_stop_signals(servers)
-    _wait_gone(servers, deadline, poll, arrivals)
+    _wait_gone(servers, deadline, poll, arrivals, say)
     running = running_groups()
     left = [c for c in children if c.group_alive(running)]
     for child in children:
         child.signal_group(signal.SIGKILL)
-    signals = arrivals.signals()
-    if left and len(signals) >= 2:  # the user asked for it: still, never a silent kill
+    now = arrivals.stop_now()
+    if left and now is not None:  # the user asked for it: still, never a silent kill
         names = ", ".join(c.spec.name for c in left)
-        second = signal_name(signals[1])
-        say(f"got {second} during the stop: {names} killed without the rest of the grace")
+        say(f"got {signal_name(now)} during the stop: {names} killed without the rest of the grace")
     elif left:  # the grace ran out
         say(killed_at_the_end(left, servers, grace, time.monotonic() - servers_at))
 
 
-def _wait_gone(children: list[Child], deadline: float, poll: float, arrivals: Arrivals) -> None:
-    """Until no process of ``children``'s groups runs, the deadline, or a second signal."""
-    while any_running(children):
-        if time.monotonic() > deadline or len(arrivals.signals()) >= 2:
+def say_repeat(arrivals: Arrivals, say: Callable[[str], None]) -> None:
+    """Say that a stop signal repeated the first stop, where one did and it is not said yet."""
+    if (again := arrivals.repeat_to_say()) is not None:
+        say(same_stop(signal_name(again)))
+
+
+def _wait_gone(
+    children: list[Child],
+    deadline: float,
+    poll: float,
+    arrivals: Arrivals,
+    say: Callable[[str], None],
+) -> None:
+    """Until no process of ``children``'s groups runs, the deadline, or a signal asking to
+    stop now; a repeat of the first stop said meanwhile."""
+    while True:
+        say_repeat(arrivals, say)
+        if not any_running(children):
+            return
+        if time.monotonic() > deadline or arrivals.stop_now() is not None:
             return  # out of patience, or the user signalled again: kill now
         time.sleep(poll)

@@ -21,8 +21,10 @@ The rules (issue 11, "Gang semantics"):
   keep serving (a parameter-server worker checkpoints through them); once no process is left
   in any worker's group, the servers get their stop signals (a shard: SIGTERM, then SIGINT,
   which ends its drain at once), each group's followed by SIGCONT for a stopped process. At
-  ``grace`` seconds after the first SIGTERM, or at a second signal to the launcher, whatever is
-  left is killed; a second signal also cuts short the end's bounded waits on a slow output
+  ``grace`` seconds after the first SIGTERM, or at a second signal to the launcher that asks to
+  stop now (a person's second Ctrl-C, or any more than a second after the first; one sooner
+  repeats the first stop, as ``timeout`` delivers it: :mod:`launcher.second_signal`), whatever
+  is left is killed; such a signal also cuts short the end's bounded waits on a slow output
   (not the pipes' drain into the logs: the record). A group counts until its last process is
   gone, not only its leader: a wrapper script that exits at once leaves the trainer its grace.
   On Linux each child also asks the kernel for SIGTERM when the launcher dies
@@ -70,7 +72,7 @@ from .commands import LaunchError
 from .drained_shard import workers_finish
 from .failure import Failure, signal_name
 from .gang import first_failed
-from .gang_stop import stop_gang
+from .gang_stop import say_repeat, stop_gang
 from .held_logs import drain_held
 from .interrupt import STOP_SIGNALS
 from .json_lines import JsonLines
@@ -196,6 +198,7 @@ class Supervisor:
                     record.finish(self.job_id)
                     return 0
                 if self._signals:  # also when it came while a failed attempt was stopping
+                    say_repeat(self._arrivals, self.say)  # one that came after the stop's end
                     stopped = f"stopped by {signal_name(self._signals[0])}"
                     if failure is not None:  # that failure is still the cause to report
                         self._report(failure, max_restarts, then=stopped)
@@ -270,9 +273,10 @@ class Supervisor:
         return self._signals[0] if self._signals else None
 
     def _stop_now(self) -> bool:
-        """Whether a second stop signal came ("stop now"): the end's bounded waits on a slow
-        output are cut short (not the held pipes' drain into the logs: the record)."""
-        return len(self._signals) >= 2
+        """Whether a stop signal asked to stop now (:meth:`Arrivals.stop_now`: not the first
+        one repeated): the end's bounded waits on a slow output are cut short (not the held
+        pipes' drain into the logs: the record)."""
+        return self._arrivals.stop_now() is not None
 
     def _attempt(self, specs: list[ChildSpec], restart: int) -> Failure | None:
         """Start the children, watch them until the attempt ends, stop what is left."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.second_signal import REPEAT_SECONDS
 from launcher.terminal import QUEUE_BYTES
 from tests.launcher.launch_cli import (
     ENV,
@@ -49,7 +50,7 @@ def test_a_second_signal_cuts_the_end_s_waits_on_a_slow_output(tmp_path: Path):
             )
             time.sleep(0.3)
             signal_taken(launcher, signal.SIGTERM)  # taken: the next one is a second, not merged
-            time.sleep(0.2)  # the stop under way
+            time.sleep(REPEAT_SECONDS + 0.2)  # the stop under way; past a repeat's window
             second = time.monotonic()
             launcher.send_signal(signal.SIGTERM)
             status = launcher.wait(timeout=30)

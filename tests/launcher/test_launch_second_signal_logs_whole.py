@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.second_signal import REPEAT_SECONDS
 from launcher.terminal import QUEUE_BYTES
 from tests.launcher.launch_cli import (
     ENV,
@@ -46,7 +47,8 @@ def test_a_second_signal_leaves_the_log_whole(tmp_path: Path):
     log = tmp_path / "run" / "logs" / "worker-0.log"
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--", "prints.py"]
     with job_env(ENV) as env, open(tmp_path / "stderr", "w+") as err:
-        command = launcher_command(OUTPUT_DRAIN_SECONDS=1.0)  # its waits on the output, cut
+        # its waits on the output, cut: still under way past a repeat's window
+        command = launcher_command(OUTPUT_DRAIN_SECONDS=REPEAT_SECONDS + 2.0)
         launcher = start_unread(argv, env, tmp_path, err, command)
         with read_slowly(launcher, _read_slowly):
             # the queue full: the pump waits for room, the child's pipe fills behind it
@@ -55,7 +57,7 @@ def test_a_second_signal_leaves_the_log_whole(tmp_path: Path):
             )
             time.sleep(0.5)
             signal_taken(launcher, signal.SIGTERM)  # taken: the next one is a second, not merged
-            time.sleep(0.05)  # before the end: the stop under way
+            time.sleep(REPEAT_SECONDS + 0.05)  # before the end: the stop under way
             launcher.send_signal(signal.SIGTERM)
             status = launcher.wait(timeout=30)
         stderr = stderr_once_gone(env, err)

@@ -22,6 +22,9 @@ from tests.launcher.launch_cli import ENV, launcher_command, signal_taken, wait_
 from tests.processes import job_env, job_left
 
 LINES = 1000
+#: the window in which a signal repeats the first stop, short: the second, 0.1 s after the first,
+#: asks to stop now while the slow log still holds the pump up
+REPEATS_SHORT = {"module": "second_signal", "REPEAT_SECONDS": 0.05}
 PRINTS_AND_WAITS = f"""\
 import sys, time
 for i in range({LINES}):
@@ -56,8 +59,8 @@ def test_a_second_signal_does_not_take_a_slow_log_for_a_hung_one(tmp_path: Path)
     try:
         with job_env(ENV) as env, open(tmp_path / "stderr", "w+") as err:
             launcher = subprocess.Popen(
-                [*launcher_command(), *argv], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
-                stderr=err,
+                [*launcher_command(**REPEATS_SHORT), *argv], env=env, cwd=tmp_path,
+                stdout=subprocess.DEVNULL, stderr=err,
             )  # fmt: skip
             try:  # the pump in a log write the reader holds up
                 wait_while_running(lambda: len(got) >= 8192, launcher, "the log's first lines")

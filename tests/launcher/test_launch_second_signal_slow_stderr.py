@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from launcher import arrivals, messages, supervisor
+from launcher.second_signal import REPEAT_SECONDS
 from launcher.shown import shown
 from launcher.terminal import Terminal
 from tests.launcher.launch_cli import ENV, launcher_command, signal_taken, wait_while_running
@@ -78,6 +79,7 @@ def test_a_second_signal_ends_the_launcher_on_a_slowly_read_stderr(tmp_path: Pat
                 wait_while_running(lambda: b"stop asked" in asked(), launcher, "the stop")
                 # Ctrl-C, then another signal once the launcher took it: two pending at once
                 signal_taken(launcher, signal.SIGINT)  # are the kernel's to order
+                time.sleep(REPEAT_SECONDS + 0.1)  # a second, not the first repeated
                 second = time.monotonic()
                 launcher.send_signal(signal.SIGTERM)
                 status = launcher.wait(timeout=20)

@@ -18,6 +18,7 @@ import pytest
 from test_supervision import ENV, alive, launch_argv, launch_workers, wait_for
 
 from launcher.child import Child
+from launcher.second_signal import REPEAT_SECONDS
 from launcher.supervisor import ChildSpec, Supervisor
 from tests.launcher.launch_cli import launcher_command
 from tests.processes import job_env, job_left, kill_job, run_job
@@ -188,7 +189,10 @@ def test_a_signal_while_a_failed_attempt_stops_keeps_the_grace_and_the_report(tm
 @pytest.mark.parametrize("shared", [False, True], ids=["own stderr", "2>&1"])
 def test_a_second_signal_kills_at_once(tmp_path, shared):
     specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 30))]
-    signal_once_up(tmp_path, ["w.up"], (0.3, signal.SIGINT), (0.8, signal.SIGINT))
+    # past the window in which a signal repeats the first stop: no terminal here to make it a
+    # person's Ctrl-C (test_launch_repeated_stop has one)
+    again = 0.3 + REPEAT_SECONDS + 0.5
+    signal_once_up(tmp_path, ["w.up"], (0.3, signal.SIGINT), (again, signal.SIGINT))
     began = time.monotonic()
     status, said = supervise(tmp_path, specs, grace=30, shared=shared)
     assert status == 130 and time.monotonic() - began < 10

@@ -1,0 +1,178 @@
+"""One stop delivered twice is one stop; a second one asks to stop now.
+
+GNU ``timeout`` signals its child, then its whole process group, microseconds apart, so a
+launcher under it got SIGTERM twice (where the first was taken before the second came), took
+the second for a person's "stop now" and SIGKILLed every worker in its checkpoint: "got
+SIGTERM during the stop: server-0, worker-0, worker-1 killed without the rest of the grace",
+and no checkpoint. A signal within :data:`~launcher.second_signal.REPEAT_SECONDS` of the first
+is now the same stop, said once; a later one, or a person's second Ctrl-C (a terminal's, here
+a pseudo-terminal the launcher runs in the foreground of), still kills what is left.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import signal
+import subprocess
+import sys
+import termios
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from launcher.second_signal import REPEAT_SECONDS
+from tests.launcher.launch_cli import signal_taken, wait_while_running
+from tests.launcher.test_preempt_signals import ENV, JOB, LOCAL, ended, log, trained_epoch_1
+from tests.launcher.test_stopping import checkpointing, done_at
+from tests.processes import job_env, job_left
+
+#: what the launcher says of a signal that repeats the first stop
+SAME_STOP = "got SIGTERM again within 1 s of the first: the same stop"
+#: the ways a second SIGTERM comes on the heels of the first: the pid again, or its group
+#: (``timeout``'s ``kill(0, sig)``: the launcher leads its own group here)
+AGAIN = {
+    "pid": lambda pid: os.kill(pid, signal.SIGTERM),
+    "group": lambda pid: os.killpg(pid, signal.SIGTERM),
+}
+#: the Ctrl-C a terminal sends its foreground group when it reads it (ISIG)
+CTRL_C = b"\x03"
+
+
+def _train(tmp_path: Path, env: Mapping[str, str]) -> subprocess.Popen:
+    """A real ``distconv-launch local`` job (2 workers, 1 shard, synthetic data, long enough
+    to be stopped), the launcher leading a process group of its own, as under ``timeout``;
+    its output in ``tmp_path``'s ``out.txt`` and ``err.txt``."""
+    argv = [
+        sys.executable, "-m", "launcher", *LOCAL, "--job-id", JOB, "--",
+        "--data", "synthetic", "--epochs", "400", "--batch-size", "64", "--no-progress",
+    ]  # fmt: skip
+    with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:
+        return subprocess.Popen(
+            argv, env=env, cwd=tmp_path, stdout=out, stderr=err, process_group=0
+        )
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("again", sorted(AGAIN))
+def test_a_sigterm_delivered_twice_stops_the_job_once_with_its_checkpoint(tmp_path, again):
+    with job_env(ENV) as env:
+        launcher = _train(tmp_path, env)
+        try:
+            trained_epoch_1(tmp_path, launcher)
+            signal_taken(launcher, signal.SIGTERM)  # the next one a second, not merged into it
+            AGAIN[again](launcher.pid)
+            status, err = ended(launcher, tmp_path)
+        finally:
+            launcher.kill()
+            launcher.wait()
+        assert job_left(env, 5) == {}
+    assert status == 143, err[-3000:]
+    assert "during the stop" not in err and "killed without" not in err, err[-3000:]
+    assert err.count(SAME_STOP) == 1, err[-3000:]
+    said = [log(tmp_path, f"worker-{rank}") for rank in (0, 1)]
+    steps = [re.search(r"stopped by SIGTERM after step (\d+)", words) for words in said]
+    assert None not in steps, (said, err[-3000:])
+    (step,) = {m.group(1) for m in steps}  # the ranks agreed on it
+    assert err.endswith("distconv-launch: stopped by SIGTERM\n"), err[-3000:]
+    checkpoint = tmp_path / "runs" / JOB / "train" / "checkpoints" / f"step-{int(step):08d}"
+    assert checkpoint.is_dir(), sorted(checkpoint.parent.iterdir())
+
+
+def _stand_in(tmp_path: Path, seconds: float, **popen: object) -> subprocess.Popen:
+    """``distconv-launch local`` of one stand-in worker that checkpoints for ``seconds`` at
+    its SIGTERM (:func:`checkpointing`: ``w.up``, ``w.term``, ``w.done`` in ``tmp_path``),
+    its grace far longer; its stderr in ``err.txt``."""
+    argv = [sys.executable, "-m", "launcher", "local", "--workers", "1", "--servers", "0"]
+    argv += ["--grace", "60", "--run-dir", "run", "--", *checkpointing(tmp_path, "w", seconds)]
+    with open(tmp_path / "err.txt", "w") as err:
+        return subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err, **popen)
+
+
+def _stopped(tmp_path: Path, launcher: subprocess.Popen) -> tuple[int, str, float]:
+    """The launcher's status, its stderr and the seconds it took to end."""
+    began = time.monotonic()
+    status, err = ended(launcher, tmp_path, 30)
+    return status, err, time.monotonic() - began
+
+
+def _up(tmp_path: Path, launcher: subprocess.Popen) -> None:
+    """Once the stand-in worker has its SIGTERM handler in place."""
+    wait_while_running((tmp_path / "w.up").exists, launcher, "the worker's handler")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("again", sorted(AGAIN))
+def test_a_sigterm_past_the_window_still_kills_what_is_left(tmp_path, again):
+    with job_env(ENV) as env:
+        launcher = _stand_in(tmp_path, 30, env=env, process_group=0)
+        try:
+            _up(tmp_path, launcher)
+            signal_taken(launcher, signal.SIGTERM)
+            time.sleep(REPEAT_SECONDS + 0.3)
+            AGAIN[again](launcher.pid)
+            status, err, took = _stopped(tmp_path, launcher)
+        finally:
+            launcher.kill()
+            launcher.wait()
+        assert job_left(env, 5) == {}
+    assert status == 143 and took < 10, (took, err)
+    assert done_at(tmp_path, "w") is None, err
+    assert "got SIGTERM during the stop: worker-0 killed without the rest of the grace" in err
+    assert SAME_STOP not in err, err
+
+
+@contextmanager
+def _in_a_terminal(tmp_path: Path, seconds: float) -> Iterator[tuple[subprocess.Popen, int]]:
+    """:func:`_stand_in` leading a session whose controlling terminal is a new
+    pseudo-terminal, its stdin, in that terminal's foreground group (where the terminal sends
+    a Ctrl-C); yields the launcher and the terminal's master end, to type into."""
+    master, slave = os.openpty()
+    try:
+        with job_env(ENV) as env:
+            launcher = _stand_in(
+                tmp_path, seconds, env=env, stdin=slave, start_new_session=True,
+                preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+            )  # fmt: skip
+            try:
+                yield launcher, master
+            finally:
+                launcher.kill()
+                launcher.wait()
+            assert job_left(env, 5) == {}
+    finally:
+        os.close(slave)
+        os.close(master)
+
+
+@pytest.mark.timeout(60)
+def test_a_second_ctrl_c_within_the_window_still_kills_what_is_left(tmp_path):
+    with _in_a_terminal(tmp_path, 30) as (launcher, master):
+        _up(tmp_path, launcher)
+        os.write(master, CTRL_C)
+        time.sleep(0.3)  # a person's second press: sooner than the window, later than a wrapper
+        os.write(master, CTRL_C)
+        status, err, took = _stopped(tmp_path, launcher)
+    assert status == 130 and took < 10, (took, err)
+    assert done_at(tmp_path, "w") is None, err
+    assert "got SIGINT during the stop: worker-0 killed without the rest of the grace" in err
+
+
+@pytest.mark.timeout(60)
+def test_a_ctrl_c_a_wrapper_sends_on_too_is_the_same_stop(tmp_path):
+    """``timeout --foreground`` or a shell script's ``trap`` in the terminal's foreground
+    group gets the Ctrl-C too, and sends it on to the launcher: one keystroke, whose two
+    copies come in either order; here the wrapper's first, the terminal's a moment later."""
+    with _in_a_terminal(tmp_path, 1.0) as (launcher, master):
+        _up(tmp_path, launcher)
+        signal_taken(launcher, signal.SIGINT)  # the wrapper's copy, taken
+        os.write(master, CTRL_C)
+        status, err, _ = _stopped(tmp_path, launcher)
+    assert status == 130, err
+    assert done_at(tmp_path, "w") is not None, f"the worker was killed in its checkpoint: {err}"
+    assert "got SIGINT again within 1 s of the first: the same stop" in err, err
+    assert "during the stop" not in err, err
