@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.second_signal import REPEAT_SECONDS
+from launcher.second_signal import KEYSTROKE_SECONDS, REPEAT_SECONDS, same_stop
 from tests.launcher.launch_cli import signal_taken, wait_while_running
 from tests.launcher.test_preempt_signals import ENV, JOB, LOCAL, ended, log, trained_epoch_1
 from tests.launcher.test_stopping import checkpointing, done_at
@@ -41,6 +41,8 @@ AGAIN = {
 }
 #: the Ctrl-C a terminal sends its foreground group when it reads it (ISIG)
 CTRL_C = b"\x03"
+#: the operations guide
+OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
 
 def _train(tmp_path: Path, env: Mapping[str, str]) -> subprocess.Popen:
@@ -176,3 +178,11 @@ def test_a_ctrl_c_a_wrapper_sends_on_too_is_the_same_stop(tmp_path):
     assert done_at(tmp_path, "w") is not None, f"the worker was killed in its checkpoint: {err}"
     assert "got SIGINT again within 1 s of the first: the same stop" in err, err
     assert "during the stop" not in err, err
+
+
+def test_the_operations_guide_gives_the_window_the_keystroke_and_the_words():
+    """Each number and line the guide states is built from the code's own."""
+    text = " ".join(OPERATIONS.read_text().split())
+    assert f"more than {REPEAT_SECONDS:g} s after the first" in text
+    assert f"at least {KEYSTROKE_SECONDS:g} s after the first" in text
+    assert f"`distconv-launch: {same_stop('SIGTERM')}`" in text
