@@ -76,6 +76,9 @@ class Optimizer:
         base_lr: the rate the schedule multiplies (what :meth:`config` reports): the one the
             optimizer was built with, or the last :meth:`set_base_lr` gave.
         lr_factor: the schedule's factor :meth:`scale_lr` last set (1.0 before any).
+        earlier_base_lrs: the base rates :meth:`set_base_lr` moved away from, oldest first: a
+            resume of a checkpoint written at one of them goes on at the new rate
+            (:mod:`distconv.set_rate_resume`), where one built with another rate is refused.
         hyper: the other hyperparameters, by name.
     """
 
@@ -91,6 +94,7 @@ class Optimizer:
         _check("weight_decay", hyper.get("weight_decay", 0.0), low=0.0)
         self.base_lr = self.lr = float(lr)
         self.lr_factor = 1.0
+        self.earlier_base_lrs: list[float] = []
         self.hyper = {k: float(v) for k, v in hyper.items()}
 
     def scale_lr(self, factor: float) -> None:
@@ -119,6 +123,8 @@ class Optimizer:
                 constructor refuses it; the rates are left as they were.
         """
         _check("lr", lr, low=0.0, low_open=True)
+        if float(lr) != self.base_lr:  # a resume of a checkpoint at the rate left accepts it
+            self.earlier_base_lrs.append(self.base_lr)
         self.base_lr = float(lr)
         self.lr = self.base_lr * self.lr_factor
 

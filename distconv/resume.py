@@ -64,6 +64,7 @@ from distconv.scheme_history import (
     checkpoint_schemes,
     written_under,
 )
+from distconv.set_rate_resume import rate_set_since
 from distconv.step_guard import TrainingError as TrainingError  # defined there: epoch_tally's
 from distconv.step_guard import check_step_checkpoint
 from distconv.stop_request import Preempted as Preempted  # defined there: the syncs read it
@@ -359,7 +360,8 @@ class StepCheckpoints:
         """
         ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
         path = ckpt.path
-        theirs, ours = recorded_facts(ckpt), self._ours()
+        theirs = recorded_facts(ckpt)
+        ours = rate_set_since(path, theirs, self._ours(), self.sync.optimizer.earlier_base_lrs)
         check_resumable(ckpt, self.params, theirs, ours)
         warn_of_config_changes(theirs, ours)  # a script's own: recorded, never refused
         warn_of_unrecorded(path, theirs, ours)  # an older checkpoint's: not compared

@@ -1,7 +1,8 @@
 """A rate changed between two fits with ``optimizer.set_base_lr`` (LocalSync): the next fit's
 steps train at it times the schedule's factor, as a hand SGD step says, where a rate assigned
 to ``optimizer.lr`` is undone by the next epoch's schedule; a checkpoint made after the change
-records it and resumes at it; a rate out of range is refused, naming it."""
+records it and resumes at it, and a resume on disk in the same Trainer goes on at it as one
+in memory does; a rate out of range is refused, naming it."""
 
 from __future__ import annotations
 
@@ -94,14 +95,30 @@ def test_a_checkpoint_after_the_change_resumes_at_the_new_rate(tmp_path):
         np.testing.assert_allclose(value, weights(whole.network)[name], rtol=1e-12, err_msg=name)
 
 
-def test_a_resume_from_a_checkpoint_before_the_change_is_refused_naming_the_rate(tmp_path):
-    """A Trainer with an output directory cannot go on from its own checkpoint at another
-    rate: that would not reproduce the run its checkpoint records."""
-    t = trainer(sgd(), tmp_path / "run")
-    t.fit(TRAIN, epochs=1)
-    t.sync.optimizer.set_base_lr(NEW_LR)
+def test_a_resume_on_disk_after_the_change_goes_on_at_it_as_in_memory(tmp_path, caplog):
+    """A Trainer with an output directory resumes its own checkpoint, written at the old rate,
+    at the rate set since, saying so, and trains as the same Trainer without one does."""
+    on_disk, in_memory = trainer(sgd(), tmp_path / "run"), trainer(sgd())
+    for t in (on_disk, in_memory):
+        t.fit(TRAIN, epochs=1)
+        t.sync.optimizer.set_base_lr(NEW_LR)
+    with caplog.at_level("INFO", logger="distconv.resume"):
+        on_disk.fit(TRAIN, epochs=2, resume=True)
+    in_memory.fit(TRAIN, epochs=2, resume=True)
+    assert on_disk.pos.step == 2
+    assert f"optimizer.set_base_lr since this checkpoint was written at {FIRST_LR}" in caplog.text
+    for name, value in weights(on_disk.network).items():
+        np.testing.assert_array_equal(value, weights(in_memory.network)[name], err_msg=name)
+
+
+def test_a_rate_set_from_another_than_the_checkpoints_is_still_refused(tmp_path):
+    """Only the rate the optimizer left is accepted: a checkpoint of a run at another rate is
+    another run's, whatever rates this optimizer held."""
+    trainer(sgd(), tmp_path / "run").fit(TRAIN, epochs=1)
+    other = sgd(0.01)
+    other.optimizer.set_base_lr(NEW_LR)
     with pytest.raises(CheckpointError, match=rf"optimizer.lr: checkpoint {FIRST_LR}, this run"):
-        t.fit(TRAIN, epochs=2, resume=True)
+        trainer(other, tmp_path / "run").fit(TRAIN, epochs=2, resume=True)
 
 
 def test_set_base_lr_keeps_the_schedules_factor():

@@ -1,0 +1,43 @@
+"""A learning rate set with :meth:`~distconv.optim_base.Optimizer.set_base_lr` since a
+checkpoint was written: the one difference in the optimizer a resume of it accepts.
+
+A notebook fits, sets a new rate, and fits on with ``resume=True``. In memory that goes on at
+the new rate; with an output directory the fit resumes from the newest checkpoint, written at
+the old rate, whose ``optimizer.lr`` the resume compares with this run's and refused. So where
+this run's optimizer was moved away from the checkpoint's rate by ``set_base_lr`` (it records
+each rate it left, :attr:`~distconv.optim_base.Optimizer.earlier_base_lrs`), and the two
+optimizers differ in nothing else, the resume goes on at the new rate, saying so. A run whose
+optimizer was built with another rate (``--lr`` on a command line's resume) set none: refused,
+as before (docs/operations.md, on resume).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+log = logging.getLogger("distconv.resume")
+
+
+def rate_set_since(
+    path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any], earlier: Sequence[float]
+) -> Mapping[str, Any]:
+    """This run's facts ``ours`` to compare with the checkpoint's ``theirs`` (at ``path``):
+    with the checkpoint's ``optimizer.lr`` in place of this run's where this run's optimizer
+    left that rate with ``set_base_lr`` (``earlier``: the rates it left) and differs from the
+    checkpoint's in its rate alone, logged; else ``ours`` as it is (compared as before)."""
+    held, now = theirs.get("optimizer"), ours.get("optimizer")
+    if not (isinstance(held, Mapping) and isinstance(now, Mapping)):
+        return ours
+    lr, new = held.get("lr"), now.get("lr")
+    if lr == new or lr not in earlier or {**held, "lr": None} != {**now, "lr": None}:
+        return ours
+    log.info(
+        "resuming %s at optimizer.lr %r, set with optimizer.set_base_lr since this checkpoint "
+        "was written at %r: the rate alone changed, so the run goes on at the new one",
+        path,
+        new,
+        lr,
+    )
+    return {**ours, "optimizer": {**now, "lr": lr}}
