@@ -66,8 +66,9 @@ class Optimizer:
     rate (both are refused, naming ``optimizer.lr``). Every rank calls it with the same rate:
     one that did not is refused by the next fit's job check, or inside a fit by the ranks'
     per-step comparison of rates (:mod:`distconv.sync.rate_agreement`). Parameter-server
-    shards apply each push at the rate it carries, but hold the job of their first hello,
-    optimizer included: a later fit on them is refused once the rate has changed.
+    shards apply each push at the rate it carries, and take a later fit's job at the new rate
+    where every rank's hello of that fit carries it (a rank that did not change it is
+    refused, named).
 
     Attributes:
         lr: the learning rate the rules use now: ``base_lr`` times the schedule's factor. The

@@ -11,12 +11,15 @@ what fits in :data:`DESCRIPTION_BUDGET`: all of it, or its smaller top-level ent
 config's settings, the optimizer) beside the digests of the large ones (the parameters' layout,
 the model). The shard compares digests, and names the first difference: by value where both
 hellos carried it (``config.batch_size: 16 here, 8 there``), else the entry whose digests
-differ (``parameters``).
+differ (``parameters``). A later setup of the same workers may differ in the optimizer's rate
+alone (:meth:`HelloJob.new_rate`: ``optimizer.set_base_lr`` between fits), which the shard
+takes where every rank's hello of that setup carries it (:mod:`~distconv.sync.ps.startup`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -154,6 +157,43 @@ class HelloJob:
             f"{DESCRIPTION_BUDGET} bytes travels in a hello as its digest alone, so what differs "
             f"cannot be named: compare this rank's config and model with the other ranks'"
         )
+
+    def new_rate(self, job: HelloJob) -> float | None:
+        """This hello's ``optimizer.lr`` where its job differs from ``job`` in that alone (a
+        rate set between fits: ``optimizer.set_base_lr``), else None: the same job, another
+        difference too, or a hello that carried its optimizer as a digest alone (what else
+        differs cannot be told)."""
+        ours, theirs = _optimizer(self), _optimizer(job)
+        if ours is None or theirs is None or "lr" not in ours:
+            return None
+        lr = ours["lr"]
+        # a JSON float, as the seed's optimizer takes it (out of range: another job, refused)
+        if type(lr) is not float or not (math.isfinite(lr) and lr > 0) or ours == theirs:
+            return None
+        if part_digest(_OPTIMIZER, _without_lr(ours)) != part_digest(
+            _OPTIMIZER, _without_lr(theirs)
+        ):
+            return None
+        entries, held = self.entries or {}, job.entries or {}
+        if {k: d for k, d in entries.items() if k != _OPTIMIZER} != {
+            k: d for k, d in held.items() if k != _OPTIMIZER
+        }:
+            return None
+        return lr
+
+
+#: the description's entry that holds the optimizer's config (``description.job_description``)
+_OPTIMIZER = "optimizer"
+
+
+def _optimizer(job: HelloJob) -> dict[str, Any] | None:
+    """The optimizer config a hello carried, or None where it carried none (or no map)."""
+    found = (job.described or {}).get(_OPTIMIZER)
+    return found if isinstance(found, dict) else None
+
+
+def _without_lr(config: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k != "lr"}
 
 
 def _entry_difference(ours: HelloJob, theirs: HelloJob) -> str | None:

@@ -12,8 +12,9 @@ seed and its send-back went through, even if its setup failed later, at the barr
 a new parameter of the same name (another model on this sync) starts afresh, as there, and so
 does every parameter under another optimizer given to this sync (``sync.optimizer = ...``). The
 shards took this setup's hello, so the job they hold (parameters, layout, optimizer) is this
-one: a changed optimizer or layout is refused there, and shards started afresh for a new job
-hold nothing to keep.
+one: a changed optimizer or layout is refused there (but for a rate set with
+``optimizer.set_base_lr`` on every rank, which the seed gives the shards' optimizer), and
+shards started afresh for a new job hold nothing to keep.
 """
 
 from __future__ import annotations

@@ -1,6 +1,12 @@
 """A shard's start-up requests: a worker's ``hello`` (checked against the job the first
 accepted hello set) and rank 0's ``seed``, part by part (split from
-:mod:`~distconv.sync.ps.handlers`, which dispatches to them)."""
+:mod:`~distconv.sync.ps.handlers`, which dispatches to them).
+
+The held job changes in one way without a new job: a later setup of the same workers (a
+notebook's next ``fit``) whose hellos carry another ``optimizer.lr`` alone
+(``optimizer.set_base_lr``). Its first hello here sets the job at that rate; the others of
+the setup must carry the same one, and one that does not is refused, naming both ranks
+(:meth:`StartupHandlers._took_rate`)."""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob
 from distconv.sync.ps.seeding import Seeding
 from distconv.sync.ps.setup_notes import SetupNotes
 from distconv.sync.ps.state import _Refused
-from distconv.sync.ps.stuck import different_jobs, one_line
+from distconv.sync.ps.stuck import different_jobs, different_rates, one_line
 from distconv.sync.ps.values import ValueStore
 from distconv.sync.ps.wire import WireError, short
 
@@ -56,10 +62,12 @@ class StartupHandlers(SetupNotes):
         self._take_setup_note(rank, run, job, header, incarnation)
         if self.job is None:
             self.job, self.job_rank = job, rank  # which rank set it: see different_jobs
-        elif (diff := job.difference(self.job)) is not None:
+        elif (diff := job.difference(self.job)) is not None and not self._took_rate(
+            rank, job, new_run
+        ):
             # in the words the waiting ranks get (stuck()), and MPI's JobMismatch: one
             # mismatch reads alike on every rank, the refused one too
-            said = different_jobs(rank, self.job_rank, one_line(diff, DIFFERENCE_CHARS))
+            said = self._other_job_words(rank, job, one_line(diff, DIFFERENCE_CHARS))
             if new_run:  # it closes: its bye counts (see _of_latest_run)
                 self.refused_at[rank] = (self.requests, run)
             # a second setup of the rank's worker (its own run) too: its bye counts as its
@@ -79,6 +87,42 @@ class StartupHandlers(SetupNotes):
         self.pushed.pop(rank, None)  # a new worker's steps start again (async: _refuse_repeat)
         self._forget_gathers(rank)
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
+
+    def _setup_peers(self, rank: int) -> list[int]:
+        """The other ranks whose hello of the setup now starting was accepted, earliest first:
+        those accepted since the latest seed. A setup's hellos all come before its seed (rank
+        0 seeds once every rank's hellos were answered, at the job check) and after the seed
+        before (each rank's follows that setup's barrier, which rank 0 joins once seeded)."""
+        since = [(at, q) for q, at in self.accepted_at.items() if q != rank and at > self.seeded_at]
+        return [q for _, q in sorted(since)]
+
+    def _took_rate(self, rank: int, job: HelloJob, new_run: bool) -> bool:
+        """Whether ``job`` (``rank``'s hello) is the held job at a new rate, which this shard
+        now holds: a later setup of the same worker (a second ``fit``, after
+        ``optimizer.set_base_lr``) whose hello is the first of its setup here. The others of
+        that setup must carry the same rate (:meth:`_other_job_words`); the seed that follows
+        builds the shard's optimizer from it, and its checkpoint parts record it. A restarted
+        worker (a new run) with another rate is another job, as before: its peers train on."""
+        lr = job.new_rate(self.job)
+        if lr is None or new_run or self._setup_peers(rank):
+            return False
+        log.info(
+            "shard %d: rank %d's next fit trains at a new rate: optimizer.lr %s, was %s "
+            "(optimizer.set_base_lr between fits)",
+            *(self.index, rank, lr, (self.job.described or {})["optimizer"].get("lr")),
+        )
+        self.job, self.job_rank = job, rank
+        if self.optimizer is not None:  # as the seed to come will build it (parts record it)
+            self.optimizer.set_base_lr(lr)
+        return True
+
+    def _other_job_words(self, rank: int, job: HelloJob, diff: str) -> str:
+        """Why ``rank``'s hello of ``job`` is refused (``diff``): its rate is not the one its
+        setup's first hello carried, naming that rank; else another job than the held one."""
+        peers = self._setup_peers(rank)
+        if peers and job.new_rate(self.job) is not None:
+            return different_rates(rank, peers[0], diff)
+        return different_jobs(rank, self.job_rank, diff)
 
     def _op_seed(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         """One part of a seed: ``part`` of ``parts`` (0 of 1 when absent), each within the

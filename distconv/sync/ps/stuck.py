@@ -208,6 +208,26 @@ def different_jobs(rank: int, job_rank: int, diff: str) -> str:
     )
 
 
+#: the way out of ranks whose hellos of one setup carry different rates
+SAME_NEW_RATE = (
+    "a rate changed between fits is changed on every rank alike "
+    "(optimizer.set_base_lr with the same lr on each)"
+)
+
+
+def different_rates(rank: int, peer: int, diff: str) -> str:
+    """That ``rank``'s hello and ``peer``'s, both of the setup now starting (a later fit of the
+    same workers), differ in the optimizer's rate alone (``diff``): a rate changed between
+    fits on some ranks only. Named as :func:`different_jobs` names two ranks, with the way
+    out; ``peer`` is a rank of this setup, not the one whose first hello set the job."""
+    return different_jobs_text(
+        rank,
+        peer,
+        f"{diff} (here: rank {rank}'s hello; there: rank {peer}'s, of the same setup): "
+        f"{SAME_NEW_RATE}",
+    )
+
+
 def one_line(diff: str, limit: int) -> str:
     """``diff`` on one line, cut to ``limit`` characters: each value is cut already
     (``job_hello.VALUE_CHARS``), this cuts a long received key, but keeps the spaces (values

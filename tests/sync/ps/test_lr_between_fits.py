@@ -4,19 +4,24 @@ it carries, so a rate set inside a fit is what its next steps train at, as one p
 trains; a checkpoint made after it records the new rate, and a run resumed from it on fresh
 shards trains on at that rate where it is set so, and is refused, naming the rate, where not.
 
-Between two fits on the same shards the rate is refused instead: a shard holds the job of its
-first hello, optimizer rate included, and refuses a later hello of another description."""
+Between two fits on the same shards, sync and async, the next fit's hellos carry the new rate:
+the shard holds the job at that rate from then on (its checkpoint parts record it), where
+every rank's hello of that fit carries it; a rank that did not change it is refused, named."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from ps_helpers import insecure_worker
+from ps_helpers import insecure_worker, run_ranks
+from safetensors import safe_open
 
 from distconv.checkpoint_errors import CheckpointError
 from distconv.equivalence import mismatch, weights
 from distconv.optim import create_optimizer
+from distconv.sync.errors import SyncError
 from distconv.sync.local import LocalSync
-from distconv.sync.peers import JobRefused
+from distconv.sync.ps.stuck import SAME_NEW_RATE
 from tests.lr_changes import (
     DECAY,
     FIRST_FIT_STEPS,
@@ -30,9 +35,16 @@ from tests.lr_changes import (
 pytestmark = pytest.mark.timeout(120)
 
 
-def worker(shards):
-    """One worker of a job of one, on one fresh shard, at :data:`FIRST_LR`."""
-    return insecure_worker(shards.start(1, workers=1), optimizer="momentum", lr=FIRST_LR)
+def worker(shards, mode: str = "sync"):
+    """One worker of a job of one, on one fresh shard of ``mode``, at :data:`FIRST_LR`."""
+    endpoints = shards.start(1, workers=1, mode=mode)
+    return insecure_worker(endpoints, optimizer="momentum", lr=FIRST_LR)
+
+
+def part_rate(parts, step: int) -> float:
+    """The optimizer rate shard 0's checkpoint part of ``step`` records."""
+    with safe_open(str(parts / f"pserver-shard0-step{step}.safetensors"), "numpy") as part:
+        return json.loads(part.metadata()["optimizer"])["lr"]
 
 
 def local(sets: str):
@@ -51,18 +63,59 @@ def test_a_rate_set_inside_a_fit_is_what_the_shards_apply(shards):
     assert (wrong := mismatch(local("in_fit"), trained)) is None, wrong
 
 
-@pytest.mark.xfail(
-    raises=JobRefused,
-    strict=True,
-    reason="a shard refuses a later hello whose optimizer.lr is not its first hello's",
-)
-def test_a_rate_set_between_fits_is_what_the_shards_apply(shards):
-    sync = worker(shards)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_rate_set_between_fits_is_what_the_shards_apply(shards, mode):
+    sync = worker(shards, mode)
     try:
         trained = weights(fit_twice(sync, "between").network)
     finally:
         sync.close()
+    assert sync.optimizer.lr == NEW_LR * DECAY
     assert (wrong := mismatch(local("between"), trained)) is None, wrong
+
+
+def test_the_shards_parts_record_the_rate_set_between_fits(shards, tmp_path):
+    """A fit of one epoch, checkpointed (the shard writes its part), the rate set, the next
+    epoch resumed from the checkpoint on disk in the same Trainer: its part records the new
+    rate, as the chief's checkpoint does."""
+    parts = tmp_path / "parts"
+    endpoints = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
+    sync = insecure_worker(endpoints, optimizer="momentum", lr=FIRST_LR)
+    try:
+        trainer = lenet_trainer(sync, tmp_path / "run")
+        trainer.fit(data(), epochs=1)
+        sync.optimizer.set_base_lr(NEW_LR)
+        trainer.fit(data(), epochs=2, resume=True)
+    finally:
+        sync.close()
+    rates = {step: part_rate(parts, step) for step in (FIRST_FIT_STEPS, 2 * FIRST_FIT_STEPS)}
+    assert rates == {FIRST_FIT_STEPS: FIRST_LR, 2 * FIRST_FIT_STEPS: NEW_LR}
+
+
+def test_a_rate_set_between_fits_on_one_rank_alone_is_refused_naming_it(shards):
+    """Two ranks on one shard, the rate set on rank 0 alone: whichever rank's hello the shard
+    hears second is refused, naming both ranks, the rate and the way out; the other stops on
+    it too, and no step of the second fit is trained."""
+    endpoints = shards.start(1, workers=2)
+
+    def rank_fn(rank: int) -> str:
+        sync = insecure_worker(endpoints, rank, 2, optimizer="momentum", lr=FIRST_LR)
+        try:
+            trainer = lenet_trainer(sync)
+            trainer.fit(data(), epochs=1)
+            if rank == 0:
+                sync.optimizer.set_base_lr(NEW_LR)
+            with pytest.raises(SyncError) as refused:
+                trainer.fit(data(), epochs=2, resume=True)
+            assert trainer.pos.step == FIRST_FIT_STEPS
+            return str(refused.value)
+        finally:
+            sync.close()
+
+    said = run_ranks(rank_fn, 2)
+    assert all("run different jobs: optimizer.lr: " in s for s in said), said
+    setups = [s for s in said if "of the same setup): " in s]
+    assert setups and all(SAME_NEW_RATE in s for s in setups), said
 
 
 def test_a_checkpoint_after_the_change_resumes_at_the_new_rate(shards, tmp_path):
