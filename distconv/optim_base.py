@@ -115,9 +115,10 @@ class Optimizer:
 
         The working rate becomes ``lr * lr_factor`` at once: with the Trainer's default
         ``lr_decay=1`` that is ``lr`` itself, under a decay the epoch's share of it, as the
-        epochs after this one get theirs. Call it outside a step (between fits, or in a
-        ``train_step`` override before ``super().train_step``), on every rank with the same
-        ``lr``.
+        epochs after this one get theirs. Call it between fits, or in a ``train_step``
+        override before ``super().train_step``, on every rank with the same ``lr``: called
+        inside a step (in forward), MPI trains that step at the rate its ranks compared as it
+        began, and the new one from the next step on.
 
         Raises:
             OptimizerConfigError: ``lr`` is not a finite number > 0, as the optimizer's

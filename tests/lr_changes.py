@@ -19,15 +19,22 @@ FIRST_FIT_STEPS = EXAMPLES // GLOBAL_BATCH
 
 
 class RateSetInFit(Trainer):
-    """A Trainer that sets :data:`NEW_LR` before the step numbered :attr:`set_at` (a script's
-    ``train_step`` override, before ``super().train_step``, as it must); None: never."""
+    """A Trainer that sets :data:`NEW_LR` at the step numbered :attr:`set_at` (None: never):
+    before it (a script's ``train_step`` override, before ``super().train_step``, as it must),
+    or where :attr:`in_forward`, in its forward (after the sync's ``start_step``: inside it)."""
 
     set_at: int | None = None
+    in_forward = False
 
     def train_step(self, arrays, passes):
-        if self.pos.step == self.set_at:
+        if self.pos.step == self.set_at and not self.in_forward:
             self.sync.optimizer.set_base_lr(NEW_LR)
         return super().train_step(arrays, passes)
+
+    def _forward(self, arrays, index):
+        if self.pos.step == self.set_at and self.in_forward:
+            self.sync.optimizer.set_base_lr(NEW_LR)
+        return super()._forward(arrays, index)
 
 
 def lenet_trainer(sync: SyncStrategy, out_dir: Path | None = None) -> RateSetInFit:
@@ -48,14 +55,17 @@ def data() -> dict:
     return training_data(EXAMPLES, 3)
 
 
-def fit_twice(sync: SyncStrategy, sets: str) -> Trainer:
+def fit_twice(sync: SyncStrategy, sets: str, trainer: RateSetInFit | None = None) -> Trainer:
     """A notebook's two fits, in memory: one epoch, then one more (``resume=True``), the rate
-    set (``sets``) ``"between"`` them, ``"in_fit"`` (before the second fit's second step) or
-    ``"no"`` where."""
-    trainer = lenet_trainer(sync)
+    set (``sets``) ``"between"`` them, ``"in_fit"`` (before the second fit's second step),
+    ``"in_forward"`` (in that step's forward) or ``"no"`` where. ``trainer``: the one to fit
+    (made by :func:`lenet_trainer` on ``sync`` where None), for a caller that reads it after a
+    refusal."""
+    trainer = trainer or lenet_trainer(sync)
     trainer.fit(data(), epochs=1)
     if sets == "between":
         sync.optimizer.set_base_lr(NEW_LR)
-    trainer.set_at = FIRST_FIT_STEPS + 1 if sets == "in_fit" else None
+    trainer.set_at = FIRST_FIT_STEPS + 1 if sets in ("in_fit", "in_forward") else None
+    trainer.in_forward = sets == "in_forward"
     trainer.fit(data(), epochs=2, resume=True)
     return trainer

@@ -2,7 +2,9 @@
 ``mpiexec -n 2`` jobs of ``run_lr_between_fits.py``): set on every rank, the next fit trains at
 it, as one process does (float64, momentum, ``lr_decay``); set on one rank alone, it is
 refused on both, by the next setup's job check between fits and by the per-step rate check
-inside one, naming the rates."""
+inside one, naming the rates; set inside a step (in forward, after its check was posted), the
+step still trains at the rate its check compared, and the next step's check refuses it
+before the ranks' weights part."""
 
 from __future__ import annotations
 
@@ -58,3 +60,15 @@ def test_a_rate_set_on_one_rank_inside_a_fit_is_refused_by_the_rate_check(tmp_pa
     for words in said:
         assert "learning rates differ" in words["message"], said
         assert "optimizer.set_base_lr, on every rank" in words["message"], said
+
+
+def test_a_rate_set_on_one_rank_inside_a_step_is_refused_before_the_weights_part(tmp_path):
+    """Rank 0 sets it in the forward of the second fit's second step: that step trains at the
+    rate both ranks posted, and the next one's check refuses the new one, so both ranks hold
+    the same weights when they stop."""
+    said = refusals(tmp_path, "rank0_in_forward")
+    rates = f"rank 0 trains at lr {NEW_LR * DECAY!r} and rank 1 at lr {FIRST_LR * DECAY!r}"
+    assert f"step {FIRST_FIT_STEPS + 2}: {rates}" in said[0]["message"], said
+    assert all("learning rates differ" in words["message"] for words in said), said
+    ranks = [dict(np.load(tmp_path / f"rank{r}.npz")) for r in (0, 1)]
+    assert (parted := mismatch(*ranks)) is None, f"the ranks' weights parted: {parted}"

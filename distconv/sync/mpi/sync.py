@@ -199,6 +199,7 @@ class MPISync(
         self._recorded: tuple[str, ...] = ()  # the first pass's firing order
         self._next_launch, self._total, self._in_step, self._matched = 0, 0, False, False
         self._lr_next: float | None = None  # a rate set inside a step: the next one's
+        self._lr_posted = 0.0  # the rate the step under way posted in its check (and trains at)
         self._check_refused = False  # the step's check failed (abandon_step counts it not)
         self._ended_alike = False  # the step failed, every collective of it in (Shutdown)
         self._abandoned: PiecePump | None = None  # its wire (and buckets), for setup
@@ -290,11 +291,30 @@ class MPISync(
         :meth:`finish_step`, read the optimizer's rate then: a factor set in between (this
         rank's own, from its loss) trained the step at a rate no rank compared, and the ranks'
         weights parted without a word. It is kept for the next step, whose check compares it."""
-        posted = self.optimizer.lr
         super().set_lr_scale(factor)  # refused alike (NaN, negative) inside a step too
         self._lr_next = None
         if self._in_step:
-            self._lr_next, self.optimizer.lr = self.optimizer.lr, posted
+            self._keep_rate_for_next_step()
+
+    def _keep_rate_for_next_step(self) -> None:
+        """Inside a step: a working rate other than the posted one (a factor, a base rate set
+        since :meth:`start_step`) is the next step's; this one trains at the posted rate."""
+        if self.optimizer.lr != self._lr_posted:
+            self._lr_next, self.optimizer.lr = self.optimizer.lr, self._lr_posted
+
+    def finish_step(self) -> None:
+        """:meth:`~.finishing.Finishing.finish_step` at the rate :meth:`start_step` posted: a
+        rate changed inside the step otherwise than by :meth:`set_lr_scale`
+        (``optimizer.set_base_lr`` in forward, or ``optimizer.lr`` assigned) is kept for the
+        next step as a factor is, so the ranks' check compares what each update trains at (it
+        trained this step at a rate no rank compared: one rank's parted the weights silently).
+        Once the step's update is done, the optimizer holds the next step's rate: between
+        steps (a fit's start reads it) ``lr`` is what the schedule and ``set_base_lr`` made."""
+        if self._in_step:
+            self._keep_rate_for_next_step()
+        super().finish_step()
+        if self._lr_next is not None:  # not where the step failed: start_step applies it then
+            self.optimizer.lr, self._lr_next = self._lr_next, None
 
     # -- one step ---------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
@@ -338,7 +358,7 @@ class MPISync(
         if self._lr_next is not None:  # set in the last step, after its check: this one's
             self.optimizer.lr, self._lr_next = self._lr_next, None
         try:
-            lr = self.optimizer.lr  # every rank's must be the same bits (rate_agreement)
+            lr = self._lr_posted = self.optimizer.lr  # every rank's the same bits (rate_agreement)
             self._check.post(self.step, self._layout, self._layout_hash, self._examples, lr)
         except KeyboardInterrupt as exc:  # once the post returned: kept as one in it
             self._check.keep(exc)  # raised where nothing started
