@@ -19,6 +19,7 @@ import numpy as np
 from distconv.backend import is_float_dtype
 from distconv.data import Arrays, data_facts
 from distconv.memory_resume import position_in_memory
+from distconv.optim_base import Optimizer
 from distconv.parameter import Parameter
 from distconv.resume import Position, dtype_fact
 from distconv.sampler import GlobalBatchSampler
@@ -52,6 +53,7 @@ def start_fit(trainer: Trainer, train: Any, test: Any, resume: Any) -> FitStart:
     the network checks its feeds), sample them, open the checkpoints, take the parameters to
     train and lay them out (``trainer._layout``); see the module docstring."""
     refuse_recast(trainer)
+    warn_of_hand_set_rate(trainer.sync.optimizer)
     network, loss = trainer.network, trainer.loss_name
     # a sequence set with what its loss averages over decided, for each step's count
     train = counted(network, loss, as_data_set(train))
@@ -107,6 +109,24 @@ def refuse_recast(trainer: Trainer) -> None:
         "(a Trainer casts its network when it is made). Train with the Trainer made last, "
         f'make a new one (dtype="{now}"), or cast them back (p.cast("{made}") for each of '
         "network.parameters())"
+    )
+
+
+def warn_of_hand_set_rate(optimizer: Optimizer) -> None:
+    """Warn, once at a fit's start, where ``optimizer.lr`` was assigned by hand since the
+    schedule set it (:meth:`~distconv.optim_base.Optimizer.lr_set_by_hand`): each epoch's
+    start sets it back to ``base_lr`` times the schedule's factor, so the fit would not train
+    at it, and nothing said so (a notebook's ``optimizer.lr = 0.01`` between fits)."""
+    if not optimizer.lr_set_by_hand():
+        return
+    log.warning(
+        "optimizer.lr is %r, assigned by hand: each epoch's start sets it back to base_lr "
+        "times the schedule's factor (%r x %r), so this fit does not train at %r. To change "
+        "the rate between fits, call optimizer.set_base_lr(rate) (on every rank)",
+        optimizer.lr,
+        optimizer.base_lr,
+        getattr(optimizer, "lr_factor", 1.0),
+        optimizer.lr,
     )
 
 

@@ -130,6 +130,13 @@ class Optimizer:
         self.base_lr = float(lr)
         self.lr = self.base_lr * self.lr_factor
 
+    def lr_set_by_hand(self) -> bool:
+        """Whether :attr:`lr` is not the ``base_lr * lr_factor`` that :meth:`scale_lr` and
+        :meth:`set_base_lr` make: assigned by hand, which the next epoch's schedule undoes.
+        (A subclass whose ``__init__`` skips this one's has no factor before its first
+        :meth:`scale_lr`, which sets one: 1.0 until then.)"""
+        return self.lr != self.base_lr * getattr(self, "lr_factor", 1.0)
+
     def init_state(self, value: Any) -> State:
         """Fresh state for a parameter ``value``: arrays on ``value``'s device, of its dtype.
 

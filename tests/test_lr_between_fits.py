@@ -1,8 +1,10 @@
 """A rate changed between two fits with ``optimizer.set_base_lr`` (LocalSync): the next fit's
 steps train at it times the schedule's factor, as a hand SGD step says, where a rate assigned
-to ``optimizer.lr`` is undone by the next epoch's schedule; a checkpoint made after the change
-records it and resumes at it, and a resume on disk in the same Trainer goes on at it as one
-in memory does; a rate out of range is refused, naming it."""
+to ``optimizer.lr`` is undone by the next epoch's schedule, as the fit's start warns; a
+checkpoint made after the change records it and resumes at it, and a resume on disk in the
+same Trainer goes on at it as one in memory does; a rate out of range is refused, naming it.
+Under MPI (one rank) a rate set in a step's forward is the optimizer's once that step is
+done, so the next fit's start finds none set by hand."""
 
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import OptimizerConfigError, create_optimizer
 from distconv.sync.local import LocalSync
+from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.trainer import Trainer
-from tests.lr_changes import DECAY, FIRST_LR, NEW_LR
+from tests.lr_changes import DECAY, FIRST_FIT_STEPS, FIRST_LR, NEW_LR, data, lenet_trainer
 
 TRAIN, _ = split(synthetic(n=48, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
 #: every example in one step: an epoch is one SGD step on the whole set's mean gradient
@@ -60,13 +63,36 @@ def test_a_rate_set_between_fits_is_the_next_fits_rate():
         np.testing.assert_allclose(value, hand, rtol=1e-9, atol=1e-13, err_msg=name)
 
 
-def test_a_rate_assigned_to_lr_is_undone_by_the_next_epochs_schedule():
-    """What set_base_lr is for: the working rate is the schedule's to set."""
+def test_a_rate_assigned_to_lr_is_undone_by_the_next_epochs_schedule_and_said(caplog):
+    """What set_base_lr is for: the working rate is the schedule's to set; the fit's start
+    says so, once, naming set_base_lr."""
     t = trainer(sgd())
     t.fit(TRAIN, epochs=1)
     t.sync.optimizer.lr = NEW_LR
-    t.fit(TRAIN, epochs=2, resume=True)
-    assert t.sync.optimizer.lr == FIRST_LR * DECAY
+    with caplog.at_level("WARNING", logger="distconv.trainer"):
+        t.fit(TRAIN, epochs=3, resume=True)
+    assert t.sync.optimizer.lr == FIRST_LR * DECAY**2
+    said = [r.getMessage() for r in caplog.records if "assigned by hand" in r.getMessage()]
+    assert len(said) == 1, caplog.text
+    assert f"optimizer.lr is {NEW_LR!r}" in said[0] and "optimizer.set_base_lr(" in said[0]
+
+
+def test_a_rate_set_in_a_steps_forward_under_mpi_is_none_set_by_hand(caplog):
+    """MPI trains a step at the rate its check posted and keeps one set in its forward for
+    the next step: set in a fit's last step, the optimizer holds it once that step is done,
+    so the next fit's start finds no rate set by hand, and trains at it."""
+    sync = MPISync(create_optimizer("momentum", lr=FIRST_LR), comm=SingleRankComm())
+    try:
+        t = lenet_trainer(sync)
+        t.set_at, t.in_forward = FIRST_FIT_STEPS - 1, True
+        t.fit(data(), epochs=1)
+        assert (sync.optimizer.lr, sync.optimizer.lr_set_by_hand()) == (NEW_LR, False)
+        with caplog.at_level("WARNING", logger="distconv.trainer"):
+            t.fit(data(), epochs=2, resume=True)
+    finally:
+        sync.close()
+    assert "assigned by hand" not in caplog.text
+    assert sync.optimizer.lr == NEW_LR * DECAY
 
 
 def test_a_checkpoint_after_the_change_resumes_at_the_new_rate(tmp_path):
