@@ -62,8 +62,10 @@ class Optimizer:
     decay it is epoch 0's, so epoch ``e`` trains at ``x * lr_decay**e``, as a run built with
     ``lr=x`` does. :meth:`config` reports it, so each fit's job check compares it between
     the ranks, and checkpoints record it: a run resumed from one made after the change must
-    be built with, or set to, the new rate, and one made before it does not resume at the new
-    rate (both are refused, naming ``optimizer.lr``). Every rank calls it with the same rate:
+    be built with, or set to, the new rate (refused, naming ``optimizer.lr``, where not); one
+    made before it resumes at the new rate only in this optimizer, which records the rate it
+    left (:attr:`earlier_base_lrs`: a Trainer's ``fit(resume=True)`` with an output
+    directory goes on as one without does in memory). Every rank calls it with the same rate:
     one that did not is refused by the next fit's job check, or inside a fit by the ranks'
     per-step comparison of rates (:mod:`distconv.sync.rate_agreement`). Parameter-server
     shards apply each push at the rate it carries, and take a later fit's job at the new rate
