@@ -35,9 +35,10 @@ from tests.lr_changes import (
 pytestmark = pytest.mark.timeout(120)
 
 
-def worker(shards, mode: str = "sync"):
-    """One worker of a job of one, on one fresh shard of ``mode``, at :data:`FIRST_LR`."""
-    endpoints = shards.start(1, workers=1, mode=mode)
+def worker(shards, mode: str = "sync", num_shards: int = 1):
+    """One worker of a job of one, on ``num_shards`` fresh shards of ``mode``, at
+    :data:`FIRST_LR`."""
+    endpoints = shards.start(num_shards, workers=1, mode=mode)
     return insecure_worker(endpoints, optimizer="momentum", lr=FIRST_LR)
 
 
@@ -63,9 +64,9 @@ def test_a_rate_set_inside_a_fit_is_what_the_shards_apply(shards):
     assert (wrong := mismatch(local("in_fit"), trained)) is None, wrong
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_rate_set_between_fits_is_what_the_shards_apply(shards, mode):
-    sync = worker(shards, mode)
+@pytest.mark.parametrize(("mode", "num_shards"), [("sync", 1), ("async", 1), ("sync", 2)])
+def test_a_rate_set_between_fits_is_what_the_shards_apply(shards, mode, num_shards):
+    sync = worker(shards, mode, num_shards)
     try:
         trained = weights(fit_twice(sync, "between").network)
     finally:
@@ -90,6 +91,26 @@ def test_the_shards_parts_record_the_rate_set_between_fits(shards, tmp_path):
         sync.close()
     rates = {step: part_rate(parts, step) for step in (FIRST_FIT_STEPS, 2 * FIRST_FIT_STEPS)}
     assert rates == {FIRST_FIT_STEPS: FIRST_LR, 2 * FIRST_FIT_STEPS: NEW_LR}
+
+
+def test_a_rate_set_between_fits_on_every_rank_trains_as_one_process(shards):
+    """Two ranks on two shards, each setting the rate between the fits: each shard takes the
+    next fit's job at it from the first hello, and the second's, carrying the same, too.
+    The models are built here, one after the other: built in the ranks' threads, they drew
+    their initial weights from the one seeded generator at once, and rank 0's were not the
+    reference's."""
+    endpoints = shards.start(2, workers=2)
+    syncs = [insecure_worker(endpoints, r, 2, optimizer="momentum", lr=FIRST_LR) for r in (0, 1)]
+    trainers = [lenet_trainer(sync) for sync in syncs]
+
+    def rank_fn(rank: int) -> dict:
+        try:
+            return weights(fit_twice(syncs[rank], "between", trainers[rank]).network)
+        finally:
+            syncs[rank].close()
+
+    for rank, trained in enumerate(run_ranks(rank_fn, 2)):
+        assert (wrong := mismatch(local("between"), trained)) is None, f"rank {rank}: {wrong}"
 
 
 def test_a_rate_set_between_fits_on_one_rank_alone_is_refused_naming_it(shards):
