@@ -361,7 +361,7 @@ class StepCheckpoints:
         ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
         path = ckpt.path
         theirs = recorded_facts(ckpt)
-        ours = rate_set_since(path, theirs, self._ours(), self.sync.optimizer.earlier_base_lrs)
+        ours = rate_set_since(path, theirs, self._ours(), self.sync.optimizer)
         check_resumable(ckpt, self.params, theirs, ours)
         warn_of_config_changes(theirs, ours)  # a script's own: recorded, never refused
         warn_of_unrecorded(path, theirs, ours)  # an older checkpoint's: not compared

@@ -21,12 +21,14 @@ log = logging.getLogger("distconv.resume")
 
 
 def rate_set_since(
-    path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any], earlier: Sequence[float]
+    path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any], optimizer: Any
 ) -> Mapping[str, Any]:
     """This run's facts ``ours`` to compare with the checkpoint's ``theirs`` (at ``path``):
-    with the checkpoint's ``optimizer.lr`` in place of this run's where this run's optimizer
-    left that rate with ``set_base_lr`` (``earlier``: the rates it left) and differs from the
-    checkpoint's in its rate alone, logged; else ``ours`` as it is (compared as before)."""
+    with the checkpoint's ``optimizer.lr`` in place of this run's where this run's
+    ``optimizer`` left that rate with ``set_base_lr`` and differs from the checkpoint's in its
+    rate alone, logged; else ``ours`` as it is (compared as before). An optimizer whose
+    ``__init__`` skipped the base's records no rates: compared as before."""
+    earlier: Sequence[float] = getattr(optimizer, "earlier_base_lrs", ())
     held, now = theirs.get("optimizer"), ours.get("optimizer")
     if not (isinstance(held, Mapping) and isinstance(now, Mapping)):
         return ours
