@@ -91,10 +91,15 @@ class SoftmaxCrossEntropy(Layer):
         # classes and the mean over the batch stop growing past a few hundred terms
         wide = widened(z)
         shifted = wide - wide.max(axis=1, keepdims=True)
-        log_norm = xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
-        log_prob = shifted - log_norm
-        self.prob = xp.exp(log_prob)  # kept wide: backward's gradient is cast as it is added
-        picked = xp.take_along_axis(log_prob, self._ids[:, None], axis=1)
+        picked = xp.take_along_axis(shifted, self._ids[:, None], axis=1)
+        # one exp over the logits, in place: the probabilities are the exponentials over their
+        # sum, and a log-probability the shifted logit less the sum's log (exp(log_prob), a
+        # second exp over every logit, took a third of the time)
+        e = xp.exp(shifted, out=shifted)
+        norm = e.sum(axis=1, keepdims=True)
+        picked -= xp.log(norm)
+        e /= norm
+        self.prob = e  # kept wide: backward's gradient is cast as it is added
         self.wide_mean = -picked.mean()  # the Trainer's sums read it (wide_loss), not the rounding
         return self.wide_mean.astype(z.dtype, copy=False)
 
@@ -104,9 +109,13 @@ class SoftmaxCrossEntropy(Layer):
             return
         xp = get_array_module(dx)
         n = dx.shape[0]
-        g = self.prob.copy()
-        g[xp.arange(n), self._ids] -= 1
-        dx += g * (dz / n)
+        # (prob - onehot) * dz / n as the product, the one-hot taken from it: one temporary
+        # where a copy of prob was a second, and still added once, rounded once, into dx
+        # (a 16-bit one too: prob is float32)
+        scale = dz / n
+        g = self.prob * scale
+        g[xp.arange(n), self._ids] -= scale
+        dx += g
 
     def make_output(self, y: Any, inputs: tuple[Arg, ...]) -> Arg:
         return Arg(y)
