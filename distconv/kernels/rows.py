@@ -1,16 +1,20 @@
 """Row scatter-adds: summing rows into a table at repeated indices, on numpy and cupy alike.
 
-Two shapes of the same problem. :class:`RowScatter` adds rows into a target at an index that
-may repeat (embedding tables, the context projection's padded table). :func:`compact_columns`
-sums a gradient over the columns a batch selected, so that one matrix product gives the weight
-gradient of exactly those rows (the selective fully connected layer).
+Three shapes of the same problem. :class:`RowScatter` adds rows into a target at an index that
+may repeat (embedding tables, the context projection's padded table). :func:`segment_sums` sums
+runs of consecutive rows, the sequences of a sequence batch (sequence pooling).
+:func:`compact_columns` sums a gradient over the columns a batch selected, so that one matrix
+product gives the weight gradient of exactly those rows (the selective fully connected layer).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from distconv.backend import get_array_module, is_gpu_array, sum_dtype
+from distconv.kernels.sequence import segment_ids
 
 
 class RowScatter:
@@ -62,6 +66,41 @@ class RowScatter:
         elif len(self._pos):
             sums = xp.add.reduceat(picked, self._segments, axis=0)
             target[self._targets] += sums if wide is None else sums.astype(target.dtype)
+
+
+def segment_sums(rows: Any, starts: Any, dtype: Any = None) -> Any:
+    """``out[i] = rows[starts[i]:starts[i + 1]].sum(axis=0)`` for the ``n`` runs of consecutive
+    rows that ``n + 1`` offsets mark; an empty run sums to 0.
+
+    On the CPU one ``add.reduceat`` at the runs' starts, straight from ``rows``: a
+    :class:`RowScatter` of each row to its run sorted the already sorted run ids and copied
+    every row first, which took as long again. ``reduceat`` at two equal offsets gives the row
+    there, not 0, so the starts of empty runs are left out and their rows of zeros filled in.
+    cupy has no ``ufunc.reduceat``: there a :class:`RowScatter` (one atomic-add kernel).
+
+    Args:
+        rows: ``(N, ...)`` values.
+        starts: ``n + 1`` checked offsets (:func:`~distconv.kernels.sequence.check_offsets`),
+            in ``rows``' array module.
+        dtype: the type to add in and return (float32 for 16-bit rows, which numpy adds in
+            their own type); ``rows``' own by default.
+
+    Returns:
+        ``(n, ...)`` sums in ``dtype``.
+    """
+    dtype = rows.dtype if dtype is None else np.dtype(dtype)
+    shape = (len(starts) - 1, *rows.shape[1:])
+    if is_gpu_array(rows):
+        out = get_array_module(rows).zeros(shape, dtype=dtype)
+        RowScatter(segment_ids(starts, len(rows))).add(out, rows.astype(dtype, copy=False))
+        return out
+    filled = starts[1:] > starts[:-1]
+    if filled.all():  # the usual batch, no empty sequence: the sums are the output
+        return np.add.reduceat(rows, starts[:-1], axis=0, dtype=dtype)
+    out = np.zeros(shape, dtype=dtype)
+    if filled.any():
+        out[filled] = np.add.reduceat(rows, starts[:-1][filled], axis=0, dtype=dtype)
+    return out
 
 
 def compact_columns(dz: Any, cols: Any, width: int) -> tuple[Any, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module, sum_dtype
-from distconv.kernels.rows import RowScatter
+from distconv.kernels.rows import segment_sums
 from distconv.kernels.sequence import check_offsets, segment_argmax, segment_ids
 from distconv.layers.base import Layer, checked
 from distconv.layers.inputs import grad_target, values_of
@@ -62,16 +62,12 @@ class SequencePool(Layer):
         starts = checked(self, check_offsets, x.seq_starts, rows, xp)
         n = len(starts) - 1
         self._seg = segment_ids(starts, rows)
-        if self.mode == "sum":
-            y = xp.zeros((n, width), dtype=v.dtype)
-            RowScatter(self._seg).add(y, v)  # in float32 for 16-bit rows
-            return y
+        if self.mode == "sum":  # in float32 for 16-bit rows, rounded once
+            return segment_sums(v, starts, sum_dtype(v.dtype)).astype(v.dtype, copy=False)
         if self.mode == "average":  # 16-bit rows: the sum divided in float32, rounded once
-            wide = sum_dtype(v.dtype) or v.dtype
-            y = xp.zeros((n, width), dtype=wide)
-            RowScatter(self._seg).add(y, v.astype(wide, copy=False))
+            y = segment_sums(v, starts, sum_dtype(v.dtype))
             # an empty sequence's sum is 0: divided by 1, it stays
-            self._lengths = xp.maximum(starts[1:] - starts[:-1], 1).astype(wide)[:, None]
+            self._lengths = xp.maximum(starts[1:] - starts[:-1], 1).astype(y.dtype)[:, None]
             y /= self._lengths
             return y.astype(v.dtype, copy=False)
         if self.mode == "max":
