@@ -28,6 +28,7 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
         "conv_operator.py",
         "selective_fc.py",
         "network_build.py",
+        "layers.py",
     ],
 )
 def test_the_docstring_usage_names_every_flag(script):

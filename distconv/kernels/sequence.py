@@ -128,7 +128,9 @@ def _argmax_by_reduceat(values: Any, seg: Any, n: int) -> Any:
     hit = values == top  # -0.0 == 0.0
     if nan:
         hit |= np.isnan(values) & np.isnan(top)
-    r, c = np.nonzero(hit)  # one row per column and segment, more where several tie
+    # one row per column and segment, more where several tie; the flat positions split by
+    # hand: 2-D nonzero took half of the whole argmax
+    r, c = np.divmod(np.flatnonzero(hit), width)
     np.minimum.at(first.reshape(-1), seg[r] * width + c, r)  # numpy's fast 1-D ufunc.at
     return first
 
