@@ -3,7 +3,9 @@
 The line that starts a job names its distconv build, but only on the terminal; the command that
 started it was nowhere. ``launch.json`` holds a JSON list with an object per launch into the run
 directory, oldest first: the launcher's command line (``argv``, as the process got it, with the
-folder it ran in, ``cwd``, against which its relative paths are read), the job id, distconv's
+folder it ran in, ``cwd``, against which its relative paths are read), the Python that ran it
+and so runs its workers (``python``: a virtual environment's), the variables of its environment
+that change what a job computes or how (``env``: :data:`ENV_PREFIXES`), the job id, distconv's
 build (:func:`~distconv.build_identity.build_id`), numpy's installed version, the host and the
 time it started (UTC). A launch into a run directory that has one already (``--resume``, a
 relaunch of the job id) appends its own: the earlier launches are kept, as a resume keeps the
@@ -39,11 +41,16 @@ if TYPE_CHECKING:
 LAUNCH_NAME = "launch.json"
 #: what a launch record's file that is no list of launches is renamed to (then ``.2``, ...)
 UNREADABLE_SUFFIX = ".unreadable"
+#: the environment variables a launch records (``env``): distconv's own (threads, device,
+#: autotuning, cuDNN, ...) and the BLAS and OpenMP thread settings the workers inherit, which a
+#: re-run needs as much as the command line; none of them holds a secret
+ENV_PREFIXES = ("DISTCONV_", "OPENBLAS_", "OMP_", "MKL_", "BLIS_")
 
 
 def this_launch(job_id: str | None) -> dict[str, Any]:
-    """This launcher process's record: ``argv``, ``cwd``, ``job``, ``build``, ``numpy`` (the
-    installed distribution's version, read without importing numpy, which a launch of a
+    """This launcher process's record: ``argv``, ``cwd``, ``python`` (``sys.executable``),
+    ``env`` (the variables :data:`ENV_PREFIXES` names, sorted), ``job``, ``build``, ``numpy``
+    (the installed distribution's version, read without importing numpy, which a launch of a
     program of the user's never needs; None where none is installed), ``host`` and
     ``started`` (``2026-12-07T14:52:53Z``)."""
     try:
@@ -53,6 +60,8 @@ def this_launch(job_id: str | None) -> dict[str, Any]:
     return {
         "argv": list(sys.argv),
         "cwd": os.getcwd(),
+        "python": sys.executable,
+        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
         "job": job_id,
         "build": build_id(),
         "numpy": numpy,

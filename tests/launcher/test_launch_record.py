@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -16,10 +17,11 @@ import numpy as np
 import pytest
 
 import distconv
-from launcher.launch_record import LAUNCH_NAME
+from launcher.launch_record import ENV_PREFIXES, LAUNCH_NAME
 from launcher.shown import shown
-from tests.launcher.launch_cli import launch
+from tests.launcher.launch_cli import ENV, launch, launcher_command
 from tests.launcher.real_children import mpiexec_or_skip
+from tests.processes import run_job
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -100,3 +102,18 @@ def test_a_record_that_cannot_be_written_is_a_warning_and_the_job_runs(tmp_path:
     assert "ran" in done.stdout
     warning = f"cannot write {shown(tmp_path / 'run' / LAUNCH_NAME)}: is a directory; the job "
     assert warning + "goes on, its launch not recorded there" in done.stderr
+
+
+def test_a_launch_records_its_python_and_the_environment_that_changes_what_runs(tmp_path: Path):
+    """The workers run the launcher's own Python (a virtual environment's), and the thread,
+    device and BLAS variables it inherits change what they compute or how: a re-run needs
+    both as much as the command line. Other variables (a token, a path) are not recorded."""
+    env = {**ENV, "DISTCONV_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_PROC_BIND": "x"}
+    env["SOME_TOKEN"] = "not for the record"
+    done = run_job([*launcher_command(), *_local(tmp_path, *OK)], env=env, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (record,) = _launches(tmp_path)
+    assert record["python"] == sys.executable, record  # the tests' launcher: this Python
+    ours = {k: v for k, v in env.items() if k.startswith(ENV_PREFIXES)}
+    assert record["env"] == ours and record["env"]["OPENBLAS_NUM_THREADS"] == "1", record
+    assert record["env"]["DISTCONV_NUM_THREADS"] == "1" and "SOME_TOKEN" not in record["env"]
