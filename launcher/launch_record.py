@@ -83,8 +83,8 @@ def record_launch(launch: Supervisor) -> None:
         write_atomically(path, [(json.dumps(records, indent=1) + "\n").encode()])
     except OSError as exc:
         launch.say(
-            f"cannot write {shown(path)}: {describe_os_error(exc)}; the job goes on, its launch "
-            "not recorded there",
+            f"cannot record this launch in {shown(path)}: {describe_os_error(exc)}; the job "
+            "goes on, its launch not recorded there",
             level="warning",
         )
 
@@ -98,7 +98,7 @@ def _earlier_launches(path: Path, launch: Supervisor) -> list[Any]:
         return []
     try:
         records = json.loads(text)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError; '[[[...'
         problem = f"not JSON ({exc})"
     else:
         if isinstance(records, list) and all(isinstance(r, dict) for r in records):

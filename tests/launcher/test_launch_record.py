@@ -95,13 +95,27 @@ def test_a_file_that_lists_no_launches_is_moved_aside_not_written_over(tmp_path:
     assert len(_launches(tmp_path)) == 1
 
 
+def test_a_file_nested_too_deep_to_parse_is_moved_aside_and_the_job_runs(tmp_path: Path):
+    """json.loads raises RecursionError, no ValueError, on '[[[...': the launcher died of it
+    with a traceback before starting the job."""
+    (tmp_path / "run").mkdir()
+    nested = b"[" * 100_000  # garbage a broken tool or a disk left there
+    (tmp_path / "run" / LAUNCH_NAME).write_bytes(nested)
+    done = launch(*_local(tmp_path, "--", "sh", "-c", "echo ran"), cwd=tmp_path)
+    assert done.returncode == 0 and "ran" in done.stdout, done.stderr
+    aside = tmp_path / "run" / "launch.json.unreadable"
+    assert aside.read_bytes() == nested and len(_launches(tmp_path)) == 1
+    assert f"moved to {shown(aside)}, and a new list" in done.stderr
+
+
 def test_a_record_that_cannot_be_written_is_a_warning_and_the_job_runs(tmp_path: Path):
     (tmp_path / "run" / LAUNCH_NAME).mkdir(parents=True)  # a folder in its place
     done = launch(*_local(tmp_path, "--", "sh", "-c", "echo ran"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "ran" in done.stdout
-    warning = f"cannot write {shown(tmp_path / 'run' / LAUNCH_NAME)}: is a directory; the job "
-    assert warning + "goes on, its launch not recorded there" in done.stderr
+    # the read failed, not a write: the words say what was not done, and why
+    warning = f"cannot record this launch in {shown(tmp_path / 'run' / LAUNCH_NAME)}: is a "
+    assert warning + "directory; the job goes on, its launch not recorded there" in done.stderr
 
 
 def test_a_launch_records_its_python_and_the_environment_that_changes_what_runs(tmp_path: Path):
