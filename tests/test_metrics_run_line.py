@@ -89,6 +89,22 @@ def test_a_resume_under_another_build_says_its_own_run_on_its_first_line(tmp_pat
     assert [r["epoch"] for r in read_metrics(path)] == [1, 2, 3, 4]
 
 
+def test_the_run_in_force_is_the_last_kept_line_s_not_the_first_s(tmp_path: Path):
+    """A resume under the software of a resume before it, whose run line it keeps, says no run
+    again; one from before that switch, under the later software, says its own again."""
+    path = tmp_path / "metrics.jsonl"
+    then, now = {**run_line(FACTS, ADAM, "j"), "numpy": "1.26.4"}, run_line(FACTS, ADAM, "j")
+    MetricsWriter(path, run=then).write({"epoch": 1, "train_loss": 1.0})
+    switched = MetricsWriter(path, keep_through_epoch=1, run=now)
+    switched.write({"epoch": 2, "train_loss": 0.5})  # carries now: another numpy
+    again = MetricsWriter(path, keep_through_epoch=2, run=now)
+    again.write({"epoch": 3, "train_loss": 0.3})
+    assert [line.get(RUN) for line in _lines(path)] == [then, now, None]
+    earlier = MetricsWriter(path, keep_through_epoch=1, run=now)  # from before the switch
+    earlier.write({"epoch": 2, "train_loss": 0.4})
+    assert [line.get(RUN) for line in _lines(path)] == [then, now]
+
+
 def test_a_resume_that_kept_no_line_writes_the_run_on_its_first(tmp_path: Path):
     path = tmp_path / "metrics.jsonl"
     path.write_text("")  # what a run that failed in its first epoch leaves
