@@ -8,6 +8,7 @@ aside, not written over. Real launcher processes, real children, real files."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import time
@@ -17,6 +18,8 @@ import numpy as np
 import pytest
 
 import distconv
+from distconv.files import hold_lock
+from launcher.launch_lock import LAUNCH_LOCK
 from launcher.launch_record import ENV_PREFIXES, LAUNCH_NAME
 from launcher.shown import shown
 from tests.launcher.launch_cli import ENV, launch, launcher_command
@@ -78,6 +81,21 @@ def test_a_resume_appends_its_launch_and_keeps_the_first(tmp_path: Path):
     then, now = _launches(tmp_path)
     assert then == kept  # the first launch's record, as it was
     _assert_is_this_launch(now, resumed, tmp_path, began)
+
+
+def test_a_launch_refused_for_a_run_dir_in_use_records_nothing_there(tmp_path: Path):
+    """Two launches into one run directory: the second is refused by the first's lock, and the
+    record is written only under the lock, so the list says the launches that ran, and no two
+    launchers ever write it at once (one would drop the other's record)."""
+    assert launch(*_local(tmp_path, *OK), cwd=tmp_path).returncode == 0
+    (kept,) = _launches(tmp_path)
+    held = hold_lock(tmp_path / "run" / LAUNCH_LOCK)  # a launch running there: its flock
+    try:
+        done = launch(*_local(tmp_path, *OK), cwd=tmp_path)
+    finally:
+        os.close(held)
+    assert done.returncode == 1 and "is in use by the launch of pid" in done.stderr, done.stderr
+    assert _launches(tmp_path) == [kept]
 
 
 def test_a_file_that_lists_no_launches_is_moved_aside_not_written_over(tmp_path: Path):
