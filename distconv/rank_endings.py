@@ -2,7 +2,10 @@
 the words by which every rank says that the ranks run different jobs (those by which a rank
 says that its resume was refused for good are :mod:`distconv.refused_starts`'s); and the errors
 of the job itself, its data, model or configuration, which a process's one-line ending names
-(:func:`named_in_ending`) and the launcher reads back (:func:`job_error_in`).
+(:func:`named_in_ending`) and the launcher reads back (:func:`job_error_in`); and the words by
+which a parameter server shard names the ranks that kept it waiting past its ``--timeout``
+(:func:`silent_text`, :func:`sent_nothing_text`), which the launcher reads back
+(:func:`silent_ranks_in`) to blame the rank named, not the victim that exited first.
 
 The sync writes it (:func:`distconv.sync.mpi.leaving.reason`, from ``abort_job`` before
 ``MPI_Abort`` and the watchdog's stop before the SIGKILL of its own rank)::
@@ -329,3 +332,51 @@ def _unquoted(quoted: str) -> str:
             return ""
         return name if isinstance(name, str) else ""
     return quoted[1:]
+
+
+#: how a parameter server shard says that ranks kept it waiting past its ``--timeout``
+#: (:func:`silent_text`, :func:`sent_nothing_text`), and what it adds where the shard knows
+#: nothing else of them (:data:`RAISE_TIMEOUT`); the launcher reads them back from a victim's
+#: last lines (:func:`silent_ranks_in`), so that it blames the rank named, not the victim
+_SILENT = "silent for"
+_SENT_NOTHING = "sent nothing for"
+RAISE_TIMEOUT = (
+    "a rank slower than this is a straggler: raise --timeout (distconv train's, which "
+    "distconv-launch passes to the shards)"
+)
+#: a rank as a shard names it: ``rank 1 (host vm, last step 184)``, ``rank 1 (which never
+#: said hello)`` (``distconv.sync.ps.runs``: a host name holds no parentheses)
+_NAMED_RANK = r"rank \d+ \([^()]*\)"
+#: a rank's line (behind what :data:`DIFFERENT_JOBS` reads before a shard's reply) that quotes
+#: those words: the ranks named (group 1) and the words from them on (group 2)
+_SILENT_RANKS = re.compile(
+    rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+{_PSERVER}: )?{_CLASS}"
+    rf"(((?:{_NAMED_RANK}, )*{_NAMED_RANK}) (?:{_SILENT}|{_SENT_NOTHING} .*? within) "
+    rf"\d+(?:\.\d+)? s(?:[ ;].*)?)",
+    re.DOTALL,
+)
+
+
+def silent_text(who: str, seconds: float) -> str:
+    """``rank 1 (host vm, last step 144) silent for 10 s``: how an asynchronous shard names a
+    rank (``who``, as the shard names it) that sent no request nor beat for its ``--timeout``
+    (``seconds``)."""
+    return f"{who} {_SILENT} {seconds:g} s"
+
+
+def sent_nothing_text(who: str, held: str, seconds: float) -> str:
+    """``rank 1 (host vm, last step 184) sent nothing for step 185 (the push of ...) within
+    10 s``: how a shard names the ranks (``who``: ``rank 0 (...), rank 1 (...)``) that a held
+    request (``held``, as :func:`distconv.sync.ps.stuck.held_words` names it) waited for past
+    its ``--timeout`` (``seconds``)."""
+    return f"{who} {_SENT_NOTHING} {held} within {seconds:g} s"
+
+
+def silent_ranks_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
+    """The ranks that the last of ``lines`` (each a rank's text, as :data:`DIFFERENT_JOBS`
+    reads it) quoting a shard's :func:`silent_text` or :func:`sent_nothing_text` names, and
+    the shard's words from them on; None where none does."""
+    for line in reversed(lines):
+        if found := _SILENT_RANKS.fullmatch(line):
+            return [int(r) for r in re.findall(r"rank (\d+) \(", found[2])], found[1]
+    return None

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from distconv.rank_endings import RAISE_TIMEOUT, sent_nothing_text, silent_text
 from distconv.sync.ps.processes import WORKER_ENDED, ProcessWatch
 from distconv.sync.ps.stuck import held_words
 
@@ -82,7 +83,7 @@ class WorkerLosses:
             for rank, seen in list(self.last_seen.items()):
                 if rank in self.left or rank in self.lost or now - seen <= limit:
                     continue
-                self._lose(rank, f"{self._who(rank)} silent for {limit:g} s")
+                self._lose(rank, silent_text(self._who(rank), limit), way_out=RAISE_TIMEOUT)
                 if self.failed:
                     return
         for key, waiting in list(self.waiting.items()):
@@ -90,21 +91,25 @@ class WorkerLosses:
                 continue  # answered meanwhile (a rank lost above), or within the timeout
             missing = sorted(self._live() - set(waiting.by_rank))
             held = held_words(waiting.what, key, self.params)
-            late = f"sent nothing for {held} within {limit:g} s"
             if not self._stragglers(key, missing):
                 # the silent ranks failed; of those that said bye, only one that failed did
                 gone = self.left.intersection(missing)
                 failed = set(missing) - gone | set(self._blamed(gone))
                 named = ", ".join(self._who(r) for r in missing)
-                said = f"{named} {late}{self._why(missing, key)}"
+                why = self._why(missing, key)
+                said = f"{sent_nothing_text(named, held, limit)}{why}"
                 if self._answered_late(key, missing, said, failed):
                     continue  # the job check, which they are only late to: nothing failed
                 lead, fields = self._refusal_lead(missing)  # gone on different jobs, none failed
-                # led by those words, as a step or a gather a bye left: a refusal
-                self._fail(f"{lead}{said}", failed, **fields)
+                # led by those words, as a step or a gather a bye left: a refusal; where the
+                # shard knows nothing else of them, they may only be slow: the way out
+                way_out = "" if why or lead else f"; {RAISE_TIMEOUT}"
+                self._fail(f"{lead}{said}{way_out}", failed, **fields)
                 return
             for rank in missing:  # a noted rank that had joined: its note's words too
-                self._lose(rank, f"{self._who(rank)} {late}" + self._why([rank], key))
+                why = self._why([rank], key)
+                words = sent_nothing_text(self._who(rank), held, limit) + why
+                self._lose(rank, words, way_out="" if why else RAISE_TIMEOUT)
                 if self.failed:
                     return
 
@@ -177,15 +182,16 @@ class WorkerLosses:
         ]
         return f" ({'; '.join(said)})" if said else ""
 
-    def _lose(self, rank: int, message: str) -> None:
+    def _lose(self, rank: int, message: str, way_out: str = "") -> None:
         """Async: ``rank`` said nothing for the timeout (no request, no heartbeat: its process
-        is gone or stopped), or a gather waited for it that long. Fail the job, unless
+        is gone or stopped), or a gather waited for it that long. Fail the job (``way_out``
+        after ``message``, where a longer wait may have saved it: :data:`RAISE_TIMEOUT`), unless
         ``--on-worker-loss continue`` and it is not rank 0, the chief, which writes the
         checkpoints and the metrics: without it the others would train on with nothing saved
         (where its latest hello was a failure note that still stands, no advice to raise the
         timeout follows)."""
         if self.config.on_worker_loss == "fail":
-            self._fail(message, [rank])
+            self._fail(f"{message}; {way_out}" if way_out else message, [rank])
             return
         if rank == 0:
             noted = self._standing_note(rank) is not None
