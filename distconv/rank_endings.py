@@ -334,10 +334,8 @@ def _unquoted(quoted: str) -> str:
     return quoted[1:]
 
 
-#: how a parameter server shard says that ranks kept it waiting past its ``--timeout``
-#: (:func:`silent_text`, :func:`sent_nothing_text`), and what it adds where the shard knows
-#: nothing else of them (:data:`RAISE_TIMEOUT`); the launcher reads them back from a victim's
-#: last lines (:func:`silent_ranks_in`), so that it blames the rank named, not the victim
+#: how a shard says that ranks kept it waiting past its ``--timeout``, and what it adds where
+#: it knows nothing else of them (:data:`RAISE_TIMEOUT`)
 _SILENT = "silent for"
 _SENT_NOTHING = "sent nothing for"
 RAISE_TIMEOUT = (

@@ -15,14 +15,13 @@ from pathlib import Path
 
 from distconv.build_identity import build_id
 from distconv.files import describe_os_error
-from distconv.rank_endings import (
-    different_jobs_in,
-    job_error_in,
-    setup_failure_in_lines,
-    setup_failure_said_in_lines,
-)
+from distconv.rank_endings import different_jobs_in, job_error_in, setup_failure_in_lines
 from distconv.refused_starts import start_refused_in
 
+# told and told_rank: for their importers here (launcher.child, launcher.settle)
+from .named_cause import named_silent, said_lines, setup_failure_cause
+from .named_cause import told as told
+from .named_cause import told_rank as told_rank
 from .own_stop import StopSaid, checkpointed_stop, ended_after_stop
 from .rank_reason import rank_text
 from .shown import shown
@@ -83,7 +82,9 @@ class Failure:
     (:func:`~distconv.rank_endings.different_jobs_in`), which stops every rank alike, that is
     its :attr:`cause`, and :meth:`describe` blames no rank; where they say that a rank could
     not set up (:func:`~distconv.rank_endings.setup_failure_in_lines`: the other ranks were
-    told of it, and stop as its victims), that leads its cause (:func:`setup_failure_cause`)."""
+    told of it, and stop as its victims), that leads its cause (:func:`setup_failure_cause`);
+    where a shard named this worker as keeping it waiting past its ``--timeout``
+    (:attr:`straggler`), the shard's words are its cause (:mod:`launcher.named_cause`)."""
 
     role: str
     rank: int
@@ -101,8 +102,8 @@ class Failure:
     #: a rank whose failure its victims named, still running at the settle's end, which the
     #: launcher's stop ended (:meth:`outstayed`): not its own status (not in ``failure.json``)
     stopped: bool = False
-    #: blamed because a victim named it as the rank that could not set up (:meth:`outstayed`;
-    #: not in ``failure.json``)
+    #: blamed because a victim named it as the rank that could not set up, or that a shard
+    #: named as silent (:meth:`outstayed`; not in ``failure.json``)
     named: bool = False
     #: the job's own error that another child of the attempt said, where every child that
     #: failed otherwise only stopped because of it (:func:`launcher.job_error.said_elsewhere`:
@@ -123,7 +124,7 @@ class Failure:
         if _mismatch(self.cause) or _told(self.cause):
             return
         said = setup_failure_cause(self.role, self.rank, self.tail)
-        if said is None and (said := different_jobs_in(_said(self.tail))) is None:
+        if said is None and (said := different_jobs_in(said_lines(self.tail))) is None:
             return
         said = _once(said)
         object.__setattr__(self, "cause", f"{said}; {self.cause}" if self.cause else said)
@@ -151,7 +152,9 @@ class Failure:
             return 128 + int(number) if number else 1
         if self.stopped:  # the launcher's stop ended it: its 143 no signal to the launcher
             return 1
-        if (self.named or self.job_error_elsewhere) and self.exit_code == PEER_FAILED_STATUS:
+        if (self.named or self.job_error_elsewhere or self.straggler) and (
+            self.exit_code == PEER_FAILED_STATUS
+        ):
             return 1  # the cause, or the job's own error: no "try again"
         return self.exit_code if self.exit_code and 0 < self.exit_code < 256 else 1
 
@@ -161,6 +164,12 @@ class Failure:
         stop, not a crash (:func:`~launcher.own_stop.checkpointed_stop`); None otherwise."""
         ended = -self.signal_number if self.signal_number else self.exit_code
         return checkpointed_stop(self.role, ended, self.tail)
+
+    @property
+    def straggler(self) -> bool:
+        """Whether a shard named this worker alone as keeping it waiting past its ``--timeout``
+        (its :attr:`cause`: :func:`~launcher.named_cause.named_silent`): stopped, stuck or slow."""
+        return named_silent(self.role, self.rank, self.cause)
 
     @property
     def different_jobs(self) -> bool:
@@ -221,7 +230,12 @@ class Failure:
                 f"the ranks run different jobs, which stops every rank ({self.role} {self.rank} "
                 f"exited first, with exit code {self.exit_code}): {self.cause}"
             )
-        if self.stopped and self.exit_code is None:
+        if self.straggler:  # its own end (a stop's, or the shard's word after it) says less
+            said = (
+                f"{self.role} {self.rank} kept its shard waiting past --timeout (stopped, stuck or "
+                "slower than that; named by the shard)"
+            )
+        elif self.stopped and self.exit_code is None:
             said = f"{self.role} {self.rank} failed and did not exit (stopped by the launcher)"
         elif self.stopped:
             said = (
@@ -258,7 +272,8 @@ class Failure:
 
     @property
     def _victim(self) -> bool:  # a named cause's 75 is no victim's: its victims named it
-        return self.role == "worker" and self.exit_code == PEER_FAILED_STATUS and not self.named
+        named = self.named or self.straggler
+        return self.role == "worker" and self.exit_code == PEER_FAILED_STATUS and not named
 
 
 def _mismatch(cause: str | None) -> bool:
@@ -267,47 +282,6 @@ def _mismatch(cause: str | None) -> bool:
 
 def _told(cause: str | None) -> bool:
     return setup_failure_in_lines([(cause or "").partition("; ")[0]]) is not None
-
-
-def setup_failure_cause(
-    role: str, rank: int, tail: Sequence[str], peers: Sequence[tuple[str, Sequence[str]]] = ()
-) -> str | None:
-    """``rank 0 could not set up: CheckpointError: ...`` (or a meeting's ``rank 1 could not
-    make its all_equal description: ...``: the words as the ranks said them,
-    :func:`~distconv.rank_endings.setup_failure_said_in_lines`), where ``tail`` (the last lines
-    of the failed child, ``role`` ``rank``) says that a rank could not set up
-    (:func:`~distconv.rank_endings.setup_failure_in_lines`), or, for a worker, where a peer's
-    (``(role, tail)`` each: the other children) says that this worker could not: the failing
-    rank's own lines say its error (a traceback), those of the ranks it told name it. None
-    where none does."""
-    said = setup_failure_said_in_lines(_said(tail))
-    for peer_role, peer_tail in peers if said is None and role == "worker" else ():
-        if peer_role == "worker" and (told := setup_failure_in_lines(_said(peer_tail))):
-            if told[0] == rank:
-                said = setup_failure_said_in_lines(_said(peer_tail))
-                break
-    return said
-
-
-def told_rank(tail: Sequence[str]) -> int | None:
-    """The rank that ``tail`` (a victim's last lines) says could not set up
-    (:func:`~distconv.rank_endings.setup_failure_in_lines`); None where it names none."""
-    found = setup_failure_in_lines(_said(tail))
-    return None if found is None else found[0]
-
-
-def told(
-    cause: str | None,
-    role: str,
-    rank: int,
-    tail: Sequence[str],
-    peers: Sequence[tuple[str, Sequence[str]]],
-) -> str | None:
-    """``cause`` (read so far) led by :func:`setup_failure_cause`'s, where there is one."""
-    said = setup_failure_cause(role, rank, tail, peers)
-    if said is None:
-        return cause
-    return f"{said}; {cause}" if cause else said
 
 
 def _once(said: str) -> str:
@@ -336,11 +310,11 @@ def job_error_text(name: str, who: str | None = None) -> str:
 
 def last_words(tail: Sequence[str]) -> list[str]:
     """The last non-blank line of ``tail`` (a child's last lines) as the process wrote it
-    (:func:`_said`), its last words; where MPI tagged its ranks' lines, each rank's, but
-    MPICH's notice of the ``MPI_Abort`` that its own ending called (``Abort(1) on node 0
-    ...``)."""
+    (:func:`~launcher.named_cause.said_lines`), its last words; where MPI tagged its ranks'
+    lines, each rank's, but MPICH's notice of the ``MPI_Abort`` that its own ending called
+    (``Abort(1) on node 0 ...``)."""
     last: dict[int | None, str] = {}
-    for line, whole in zip(_said(tail), tail, strict=True):
+    for line, whole in zip(said_lines(tail), tail, strict=True):
         tag = rank_text(whole)[0]
         if line.strip() and not (tag is not None and _MPI_ABORT.match(line)):
             last.pop(rank := None if tag is None else int(tag[1]), None)
@@ -352,13 +326,6 @@ def last_words(tail: Sequence[str]) -> list[str]:
 
 #: MPICH's line, tagged with the rank, after that rank called ``MPI_Abort``
 _MPI_ABORT = re.compile(r"Abort\(\d+\) on node \d+ ")
-
-
-def _said(tail: Sequence[str]) -> list[str]:
-    """Each line of ``tail`` as its rank wrote it: MPI's tag of the rank taken off, and a JSON
-    log's error line read for its ``message`` (whole, it ended the cause in the object's
-    other fields: ``...8 there","logger":"distconv",...}``)."""
-    return [rank_text(line)[1] for line in tail]
 
 
 def report_entry(failure: Failure, max_restarts: int, then: str | None) -> dict:

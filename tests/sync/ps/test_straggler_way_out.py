@@ -1,7 +1,9 @@
 """A shard that fails the job on a rank silent past its ``--timeout`` names the way out, where it
 knows nothing else of that rank (it may only be slow: a straggler): raise ``--timeout``, which
 ``distconv-launch`` passes to the shards. Its words named the rank and the wait, and no option
-(the MPI watchdog's and the late job check's do)."""
+(the MPI watchdog's and the late job check's do). And the launcher reads the rank back from a
+worker's quote of them (:func:`launcher.named_cause.told_rank`), one rank only: where the shard
+names several (a link down), no one rank is blamed."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pytest
 
 from distconv.rank_endings import RAISE_TIMEOUT
 from distconv.sync.ps.job_hello import hello_fields
+from launcher.named_cause import told_rank
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -18,6 +21,11 @@ pytestmark = pytest.mark.timeout(60)
 def _hello(h, rank: int) -> None:
     reply = h.ask({"op": "hello", "rank": rank, "host": "h", **hello_fields({}), "run": rank})
     assert reply[0]["op"] == "ok", reply
+
+
+def _quoted(failed: str) -> list[str]:
+    """A worker's last line, as ``distconv train`` says the shard's words it stopped on."""
+    return [f"distconv train: error: rank 0, barrier:2: pserver 127.0.0.1:5: {failed}"]
 
 
 def test_a_sync_step_a_rank_sent_nothing_for_names_the_way_out(hand):
@@ -31,6 +39,7 @@ def test_a_sync_step_a_rank_sent_nothing_for_names_the_way_out(hand):
         "rank 1 (host h, last step none) sent nothing for barrier:2 (a meeting of every rank) "
         f"within 1 s; {RAISE_TIMEOUT}"
     )
+    assert told_rank(_quoted(h.shard.failed)) == 1
 
 
 def test_an_async_rank_silent_past_the_timeout_names_the_way_out(hand):
@@ -40,3 +49,17 @@ def test_an_async_rank_silent_past_the_timeout_names_the_way_out(hand):
     h.shard.last_seen[1] -= 10
     h.shard._check_timeouts(time.monotonic())
     assert h.shard.failed == f"rank 1 (host h, last step none) silent for 1 s; {RAISE_TIMEOUT}"
+    assert told_rank(_quoted(h.shard.failed)) == 1
+
+
+def test_ranks_silent_together_are_named_without_one_blamed(hand):
+    h = hand(workers=3, mode="sync", timeout=1.0)
+    for rank in (0, 1, 2):
+        _hello(h, rank)
+    h.send({"op": "gather", "rank": 0, "tag": "barrier:2", "value": None})
+    h.shard.waiting["gather:barrier:2"].since -= 10
+    h.shard._check_timeouts(time.monotonic())
+    assert h.shard.failed.startswith(
+        "rank 1 (host h, last step none), rank 2 (host h, last step none) sent nothing for "
+    ), h.shard.failed
+    assert told_rank(_quoted(h.shard.failed)) is None

@@ -1,0 +1,43 @@
+"""A worker stopped (SIGSTOP: a straggler, as an operator meets one) past the shards'
+``--timeout`` is the failure ``distconv-launch`` reports, not the healthy worker it left.
+
+The shard fails the job naming the stopped rank (``rank 1 (host ..., last step N) sent nothing
+for step N+1 ... within 1 s``; asynchronously ``... silent for 1 s``); the healthy worker stops
+on those words (exit 75, a victim) and is the only child that exits within ``--settle``: the
+stopped one never exits by itself. The launcher reported that victim: its headline,
+``failure.json`` (``rank`` 0, ``cause`` null) and its exit status 75 ("try again") all named
+worker 0. It now reads the rank the shard named in the victim's last lines, as it reads a rank
+that could not set up, and blames that worker."""
+
+from __future__ import annotations
+
+import pytest
+
+from distconv.rank_endings import RAISE_TIMEOUT
+from tests.launcher.stopped_child import launch_stopping
+
+#: two workers and a shard training the digits for longer than the test lasts, whose shard
+#: gives up on a rank after 1 s
+TRAIN = ("--workers", "2", "--servers", "1")
+TRAIN_ARGS = ("--", "--epochs", "200", "--no-progress", "--timeout", "1")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("mode", "words"), [("sync", "sent nothing for step "), ("async", "silent for 1 s")]
+)
+def test_a_stopped_worker_is_blamed_not_the_worker_it_left(tmp_path, mode, words):
+    ended = launch_stopping(tmp_path, "worker", 1, *TRAIN, "--mode", mode, *TRAIN_ARGS)
+    report = ended.report
+    assert report is not None, ended.output[-3000:]
+    assert (report["role"], report["rank"]) == ("worker", 1), ended.output[-3000:]
+    assert report["cause"].startswith("rank 1 (host "), report["cause"]
+    assert words in report["cause"] and report["cause"].endswith(RAISE_TIMEOUT), report["cause"]
+    assert [(v["rank"], v["exit_code"]) for v in report["victims"]] == [(0, 75)], report
+    headline = (
+        "distconv-launch: worker 1 kept its shard waiting past --timeout (stopped, stuck or "
+        f"slower than that; named by the shard): {report['cause']} (after 0 restart(s)); "
+        "worker 0 stopped because of it (exit code 75)"
+    )
+    assert headline in ended.output, ended.output[-3000:]
+    assert ended.status == 1, ended.output[-3000:]  # the cause's: no victim's "try again"
