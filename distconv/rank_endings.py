@@ -378,3 +378,23 @@ def silent_ranks_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
         if found := _SILENT_RANKS.fullmatch(line):
             return [int(r) for r in re.findall(r"rank (\d+) \(", found[2])], found[1]
     return None
+
+
+#: what a worker says before the shards that never answered it (``rank 0: no answer to step 46
+#: from pserver shard(s) 0 (127.0.0.1:5) within 1.5 s``, ``late_ranks.no_answer_words``), which
+#: the launcher reads back (:func:`unanswering_shards_in`) to blame a shard that never exited
+NO_ANSWER_FROM = "from pserver shard(s) "
+_NO_ANSWER = re.compile(
+    rf"(?:[^:]+: error: )?{_CLASS}(rank \d+: no answer to .*? {re.escape(NO_ANSWER_FROM)}"
+    r"((?:\d+ \([^()]*\), )*\d+ \([^()]*\)) within \d+(?:\.\d+)? s(?:[ ;].*)?)",
+    re.DOTALL,
+)
+
+
+def unanswering_shards_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
+    """The shards that the last of ``lines`` (each a rank's text) saying that shards never
+    answered it names, and its words from ``rank N: `` on; None where none says so."""
+    for line in reversed(lines):
+        if found := _NO_ANSWER.fullmatch(line):
+            return [int(s) for s in re.findall(r"(\d+) \(", found[2])], found[1]
+    return None

@@ -1,18 +1,20 @@
 """The failure an attempt reports, once its children have ended and their tails are whole:
 whom to blame for the first child that failed (a victim's named cause, :func:`~launcher.settle.
 blamed`; the worker whose own signal stopped the ranks, :func:`~launcher.own_stop.
-signalled_worker`), and the job's error another child said (:func:`~launcher.job_error.
-said_elsewhere`). :class:`launcher.supervisor.Supervisor`'s helper, apart from its loop."""
+signalled_worker`; the shard a worker gave up on that never exited, :func:`unanswered_by`), and
+the job's error another child said (:func:`~launcher.job_error.said_elsewhere`).
+:class:`launcher.supervisor.Supervisor`'s helper, apart from its loop."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from .child import Child
-from .failure import Failure
+from .failure import Failure, last_words
 from .job_error import said_elsewhere
+from .named_cause import unanswered_shard
 from .own_stop import signalled_worker
-from .settle import blamed
+from .settle import blamed, ended_by_stop
 
 
 def attempt_failure(
@@ -25,9 +27,40 @@ def attempt_failure(
     """The report of attempt ``restart``, whose first failure was ``failed``: ``outstayed``,
     the workers a victim's settle may name (None where it did not end so), ``stopped``, the
     children running as the attempt's stop began."""
-    named, ended_by_stop = blamed(failed, outstayed, stopped)
+    if (shard := unanswered_by(failed, children, stopped, restart)) is not None:
+        return shard
+    named, by_stop = blamed(failed, outstayed, stopped)
     cause = signalled_worker(failed, children) if named is failed else named
     failure = cause.failure(restart, [c for c in children if c is not cause])
-    failure = failure if named is failed else failure.outstayed(ended_by_stop)
+    failure = failure if named is failed else failure.outstayed(by_stop)
     said = said_elsewhere(children, stopped, restart)  # its victims' cause, stopped
     return replace(failure, job_error_elsewhere=said)
+
+
+def unanswered_by(
+    failed: Child, children: list[Child], stopped: list[Child], restart: int
+) -> Failure | None:
+    """Where ``failed`` is a worker whose last words say that a shard never answered it
+    (:func:`~launcher.named_cause.unanswered_shard`) and that shard had not exited as the stop
+    began (in ``stopped``: stopped, hung or cut off, it would not exit by itself), that shard's
+    failure, named (:meth:`~launcher.failure.Failure.outstayed`): its cause the workers that
+    gave up on it and the first one's words. None otherwise: a shard that exited is the
+    failure the supervisor saw, or no cause at all."""
+    if failed.spec.role != "worker":
+        return None
+    if (said := unanswered_shard(last_words(list(failed.tail)))) is None:
+        return None
+    shard = next((c for c in stopped if c.spec.role == "server" and c.spec.rank == said[0]), None)
+    if shard is None:
+        return None
+    gave_up = [c for c in children if c.spec.role == "worker" and _gave_up_on(c, said[0])]
+    names = ", ".join(f"worker {c.spec.rank}" for c in gave_up)
+    failure = shard.failure(restart, [c for c in children if c is not shard])
+    failure = replace(failure, cause=f"{names} gave up on it: {said[1]}")
+    return failure.outstayed(ended_by_stop(shard, stopped))
+
+
+def _gave_up_on(worker: Child, shard: int) -> bool:
+    """Whether ``worker``'s last words say that shard ``shard`` never answered it."""
+    said = unanswered_shard(last_words(list(worker.tail)))
+    return said is not None and said[0] == shard

@@ -230,7 +230,12 @@ class Failure:
                 f"the ranks run different jobs, which stops every rank ({self.role} {self.rank} "
                 f"exited first, with exit code {self.exit_code}): {self.cause}"
             )
-        if self.straggler:  # its own end (a stop's, or the shard's word after it) says less
+        if self.named and self.role == "server":  # the workers gave up on it: it never exited
+            said = (
+                f"{self.role} {self.rank} gave its workers no answer and had not exited "
+                "(stopped, hung or cut off; named by them)"
+            )
+        elif self.straggler:  # its own end (a stop's, or the shard's word after it) says less
             said = (
                 f"{self.role} {self.rank} kept its shard waiting past --timeout (stopped, stuck or "
                 "slower than that; named by the shard)"

@@ -2,7 +2,9 @@
 status cannot say it: a rank that could not set up (``rank 0 could not set up: ...``, which the
 ranks told of it say), and a rank that a parameter server shard named as keeping it waiting past
 its ``--timeout`` (``rank 1 (host vm, last step 184) sent nothing for step 185 ... within 10
-s``, ``... silent for 10 s``: a straggler, stopped or stuck, which may never exit by itself).
+s``, ``... silent for 10 s``: a straggler, stopped or stuck, which may never exit by itself);
+and the shard that a worker gave up on (``rank 0: no answer to step 46 from pserver shard(s) 0
+(...) within 1.5 s``: :func:`unanswered_shard`), which may never exit either.
 
 The worker that stopped because of it (a victim, exit 75) is often the only child that exits
 within the launcher's ``--settle``; :func:`told_rank` reads the rank its lines name, so that
@@ -19,6 +21,7 @@ from distconv.rank_endings import (
     setup_failure_in_lines,
     setup_failure_said_in_lines,
     silent_ranks_in,
+    unanswering_shards_in,
 )
 
 from .rank_reason import rank_text
@@ -106,3 +109,12 @@ def named_silent(role: str, rank: int, cause: str | None) -> bool:
     worker ``rank`` alone as silent past its ``--timeout``: it kept the job waiting."""
     silent = silent_rank([cause or ""]) if role == "worker" else None
     return silent is not None and silent[0] == rank
+
+
+def unanswered_shard(lines: Sequence[str]) -> tuple[int, str] | None:
+    """The first shard that the last of ``lines`` (a worker's, its last words:
+    :func:`launcher.failure.last_words`) that says shards never answered it names
+    (:func:`~distconv.rank_endings.unanswering_shards_in`), with those words; None where none
+    says so."""
+    found = unanswering_shards_in(said_lines(lines))
+    return None if found is None else (found[0][0], found[1])

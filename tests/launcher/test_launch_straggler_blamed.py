@@ -1,5 +1,6 @@
 """A worker stopped (SIGSTOP: a straggler, as an operator meets one) past the shards'
-``--timeout`` is the failure ``distconv-launch`` reports, not the healthy worker it left.
+``--timeout`` is the failure ``distconv-launch`` reports, not the healthy worker it left; a
+shard stopped so is too, not the worker that gave up on it first.
 
 The shard fails the job naming the stopped rank (``rank 1 (host ..., last step N) sent nothing
 for step N+1 ... within 1 s``; asynchronously ``... silent for 1 s``); the healthy worker stops
@@ -7,9 +8,15 @@ on those words (exit 75, a victim) and is the only child that exits within ``--s
 stopped one never exits by itself. The launcher reported that victim: its headline,
 ``failure.json`` (``rank`` 0, ``cause`` null) and its exit status 75 ("try again") all named
 worker 0. It now reads the rank the shard named in the victim's last lines, as it reads a rank
-that could not set up, and blames that worker."""
+that could not set up, and blames that worker.
+
+A stopped shard never answers, and never exits: every worker gives up on it (``rank 0: no answer
+to step N from pserver shard(s) 0 (...) within 1.5 s``, exit 1), and the launcher reported
+``worker 0 failed with exit code 1``, the shard named nowhere but in that line."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -41,3 +48,23 @@ def test_a_stopped_worker_is_blamed_not_the_worker_it_left(tmp_path, mode, words
     )
     assert headline in ended.output, ended.output[-3000:]
     assert ended.status == 1, ended.output[-3000:]  # the cause's: no victim's "try again"
+
+
+@pytest.mark.timeout(120)
+def test_a_stopped_shard_is_blamed_not_the_workers_that_gave_up_on_it(tmp_path):
+    ended = launch_stopping(tmp_path, "server", 0, *TRAIN, *TRAIN_ARGS)
+    report = ended.report
+    assert report is not None, ended.output[-3000:]
+    assert (report["role"], report["rank"]) == ("server", 0), ended.output[-3000:]
+    # each worker that gave up on it by then (both, but for one the stop reached first)
+    gave_up = (
+        r"worker \d(, worker \d)? gave up on it: rank \d: no answer to .+ from pserver "
+        r"shard\(s\) 0 \(127\.0\.0\.1:\d+\) within 1\.5 s"
+    )
+    assert re.fullmatch(gave_up, report["cause"]), report["cause"]
+    headline = (
+        "distconv-launch: server 0 gave its workers no answer and had not exited (stopped, hung "
+        f"or cut off; named by them): {report['cause']} (after 0 restart(s)); last lines of "
+    )
+    assert headline in ended.output, ended.output[-3000:]
+    assert ended.status == 1, ended.output[-3000:]

@@ -3,7 +3,9 @@ knows nothing else of that rank (it may only be slow: a straggler): raise ``--ti
 ``distconv-launch`` passes to the shards. Its words named the rank and the wait, and no option
 (the MPI watchdog's and the late job check's do). And the launcher reads the rank back from a
 worker's quote of them (:func:`launcher.named_cause.told_rank`), one rank only: where the shard
-names several (a link down), no one rank is blamed."""
+names several (a link down), no one rank is blamed. So too the shards a worker's words say never
+answered it (``no answer to ... from pserver shard(s) 0 (...)``), which it blames where that
+shard never exited."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ import time
 
 import pytest
 
-from distconv.rank_endings import RAISE_TIMEOUT
+from distconv.rank_endings import RAISE_TIMEOUT, unanswering_shards_in
 from distconv.sync.ps.job_hello import hello_fields
+from distconv.sync.ps.late_ranks import no_answer_words
 from launcher.named_cause import told_rank
 
 pytestmark = pytest.mark.timeout(60)
@@ -63,3 +66,10 @@ def test_ranks_silent_together_are_named_without_one_blamed(hand):
         "rank 1 (host h, last step none), rank 2 (host h, last step none) sent nothing for "
     ), h.shard.failed
     assert told_rank(_quoted(h.shard.failed)) is None
+
+
+def test_the_shards_a_worker_gave_up_on_are_read_back_from_its_words():
+    said = f"rank 0: {no_answer_words('step 3')}0 (127.0.0.1:5), 2 (h:6) within 1.5 s; is it up?"
+    line = f"distconv train: error: {said}"
+    assert unanswering_shards_in(["epoch 1/2 ...", line]) == ([0, 2], said)
+    assert unanswering_shards_in([said.replace(" within", ", soon within")]) is None
