@@ -17,10 +17,12 @@ to step N from pserver shard(s) 0 (...) within 1.5 s``, exit 1), and the launche
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
-from distconv.rank_endings import RAISE_TIMEOUT
+from distconv.rank_endings import RAISE_TIMEOUT, sent_nothing_text
+from launcher.failure import Failure
 from tests.launcher.stopped_child import launch_stopping
 
 #: two workers and a shard training the digits for longer than the test lasts, whose shard
@@ -68,3 +70,20 @@ def test_a_stopped_shard_is_blamed_not_the_workers_that_gave_up_on_it(tmp_path):
     )
     assert headline in ended.output, ended.output[-3000:]
     assert ended.status == 1, ended.output[-3000:]
+
+
+def test_the_straggler_headline_in_the_docs_is_the_launchers():
+    """docs/operations.md's example is what :class:`~launcher.failure.Failure` says of a
+    straggler the shard named (the words the launch above checks), not a paraphrase."""
+    words = sent_nothing_text(
+        "rank 1 (host vm, last step 184)", "step 185 (the push of parameter conv1.weight)", 10
+    )
+    victim = {"role": "worker", "rank": 0, "exit_code": 75, "log": "w0.log"}
+    failure = Failure(
+        role="worker", rank=1, exit_code=1, signal=None, log="w1.log", tail=[], restart=0,
+        cause=f"{words}; {RAISE_TIMEOUT}", victims=[victim], named=True,
+    )  # fmt: skip
+    said = f"distconv-launch: {failure.describe()} (after 0 restart(s)){failure.stopped_too()};"
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    assert f"\n{said} last lines of '/home/me/runs/j/logs/worker-1.log':\n" in docs, said
+    assert failure.status == 1
