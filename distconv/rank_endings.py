@@ -342,15 +342,15 @@ RAISE_TIMEOUT = (
     "a rank slower than this is a straggler: raise --timeout (distconv train's, which "
     "distconv-launch passes to the shards)"
 )
-#: a rank as a shard names it: ``rank 1 (host vm, last step 184)``, ``rank 1 (which never
-#: said hello)`` (``distconv.sync.ps.runs``: a host name holds no parentheses)
+#: a rank as a shard names it, ``rank 1 (host vm, last step 184)`` (no parentheses inside)
 _NAMED_RANK = r"rank \d+ \([^()]*\)"
 #: a rank's line (behind what :data:`DIFFERENT_JOBS` reads before a shard's reply) that quotes
-#: those words: the ranks named (group 1) and the words from them on (group 2)
+#: those words, none of what else the shard knows after them (`` (rank 1 closed)``): the words
+#: from the ranks on (group 1), the ranks (group 2)
 _SILENT_RANKS = re.compile(
     rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+{_PSERVER}: )?{_CLASS}"
     rf"(((?:{_NAMED_RANK}, )*{_NAMED_RANK}) (?:{_SILENT}|{_SENT_NOTHING} .*? within) "
-    rf"\d+(?:\.\d+)? s(?:[ ;].*)?)",
+    rf"\d+(?:\.\d+)? s(?:[;:] .*)?)",
     re.DOTALL,
 )
 

@@ -68,6 +68,13 @@ def test_ranks_silent_together_are_named_without_one_blamed(hand):
     assert told_rank(_quoted(h.shard.failed)) is None
 
 
+def test_a_rank_the_shard_knows_more_of_is_no_straggler():
+    """A rank that closed, or waits in another gather, is named with it: not a straggler."""
+    said = "rank 1 (host h, last step 2) sent nothing for step 3 within 1 s (rank 1 closed)"
+    assert told_rank(_quoted(said)) is None
+    assert told_rank(_quoted(said.replace(" (rank 1 closed)", f"; {RAISE_TIMEOUT}"))) == 1
+
+
 def test_the_shards_a_worker_gave_up_on_are_read_back_from_its_words():
     said = f"rank 0: {no_answer_words('step 3')}0 (127.0.0.1:5), 2 (h:6) within 1.5 s; is it up?"
     line = f"distconv train: error: {said}"
