@@ -26,10 +26,11 @@ from distconv.files import describe_os_error
 from .child_output import ChildOutput
 from .child_spec import ChildSpec
 from .commands import LaunchError
-from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, signal_name, told
+from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, signal_name
 from .long_line import READ_PIECE as READ_PIECE  # still importable from here
 from .long_line import OutputPipe
 from .long_line import continued_prefix as continued_prefix
+from .named_cause import told
 from .output_keeper import reap_keeper, start_keeper
 from .output_waits import OutputWaits, PumpWrites, held_output, joined
 from .process_group import ChildGroup, parent_death_signal

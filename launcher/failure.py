@@ -18,10 +18,7 @@ from distconv.files import describe_os_error
 from distconv.rank_endings import different_jobs_in, job_error_in, setup_failure_in_lines
 from distconv.refused_starts import start_refused_in
 
-# told and told_rank: for their importers here (launcher.child, launcher.settle)
 from .named_cause import named_silent, said_lines, setup_failure_cause
-from .named_cause import told as told
-from .named_cause import told_rank as told_rank
 from .own_stop import StopSaid, checkpointed_stop, ended_after_stop
 from .rank_reason import rank_text
 from .shown import shown

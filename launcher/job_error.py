@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from distconv.rank_endings import job_error_in
 
 from .child import Child
-from .failure import last_words, told_rank
+from .failure import last_words
+from .named_cause import told_rank
 from .rank_reason import rank_text
 from .settle import ended_by_stop
 

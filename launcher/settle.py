@@ -13,8 +13,9 @@ import time
 from .arrivals import Arrivals
 from .child import Child
 from .drained_shard import NAMED_SHARD_SECONDS, named_shard
-from .failure import PEER_FAILED_STATUS, told_rank
+from .failure import PEER_FAILED_STATUS
 from .gang import first_failed
+from .named_cause import told_rank
 
 #: the signals by which the launcher's stop ends a worker: its SIGTERM, and the grace's SIGKILL
 STOP_ENDS = (signal.SIGTERM, signal.SIGKILL)
