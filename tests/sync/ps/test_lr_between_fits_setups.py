@@ -77,18 +77,37 @@ def test_two_ranks_of_one_setup_at_two_new_rates_are_refused_naming_both(hand, m
     assert held_rate(h) == NEW
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the shard takes the hellos accepted since its latest seed for the setup now "
-    "starting; a refused setup is never seeded, so its accepted hellos count as the next "
-    "setup's, and that setup's first hello is refused, naming a rank that has not said hello",
-)
-def test_a_setup_after_a_refused_one_is_judged_by_its_own_hellos(hand):
+def after_a_refused_setup(hand):
     """Setup 2: rank 1 kept the old rate (its hello, first, is accepted), rank 0 set the new
-    one (refused). The user sets it on rank 1 too and fits again: setup 3's hellos both carry
-    the new rate, rank 0's first, and both are taken."""
+    one (refused); the user then sets it on rank 1 too."""
     h = set_up(hand, "sync")
     assert _hello_run(h, 1, RUNS[1], job(OLD))["op"] == "ok"
     said(_hello_run(h, 0, RUNS[0], job(NEW)))
-    assert _hello_run(h, 0, RUNS[0], job(NEW))["op"] == "ok"
-    assert _hello_run(h, 1, RUNS[1], job(NEW))["op"] == "ok"
+    return h
+
+
+def after_a_rank_rejoined(hand):
+    """Async, a lost worker's rank taken back: rank 1's worker restarted inside the first fit
+    (a new run, which rank 0 does not seed for), and its script set the new rate too."""
+    h = hand(workers=2, mode="async", on_worker_loss="continue")
+    for rank in (0, 1):
+        assert _hello_run(h, rank, RUNS[rank], job(OLD))["op"] == "ok"
+    h.seed()
+    assert _hello_run(h, 1, RUNS[1] + 1, job(OLD))["op"] == "ok"
+    return h
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the shard takes the hellos accepted since its latest seed for the setup now "
+    "starting (sync/ps/startup.py _setup_peers); a refused setup is never seeded, nor is a "
+    "rank taken back in async mode, so their hellos count as the next setup's, and its first "
+    "hello is refused, naming a rank that has not said hello in it",
+)
+@pytest.mark.parametrize("before", [after_a_refused_setup, after_a_rank_rejoined])
+def test_a_setup_is_judged_by_its_own_hellos(hand, before):
+    """The next setup's hellos all carry the new rate, rank 0's first: both are taken."""
+    h = before(hand)
+    runs = {0: RUNS[0], 1: h.shard.run_of[1]}
+    assert _hello_run(h, 0, runs[0], job(NEW))["op"] == "ok"
+    assert _hello_run(h, 1, runs[1], job(NEW))["op"] == "ok"
