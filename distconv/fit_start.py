@@ -125,7 +125,7 @@ def warn_of_hand_set_rate(optimizer: Optimizer) -> None:
         "the rate between fits, call optimizer.set_base_lr(rate) (on every rank)",
         optimizer.lr,
         optimizer.base_lr,
-        getattr(optimizer, "lr_factor", 1.0),
+        optimizer.lr_factor,
         optimizer.lr,
     )
 

@@ -8,6 +8,7 @@ module holds what a rule of one's own subclasses and calls, so the rules read as
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from numbers import Real
 from typing import Any, ClassVar
 
@@ -91,13 +92,17 @@ class Optimizer:
     #: whether each element's update reads only that element (see the class's contract); a
     #: rule that reads a whole parameter sets it False, and the parameter server refuses it
     elementwise: ClassVar[bool] = True
+    #: defaults for an optimizer whose ``__init__`` skipped this one's (a subclass's own, or
+    #: one unpickled from before these existed): no factor set, no rate left
+    lr_factor: float = 1.0
+    earlier_base_lrs: Sequence[float] = ()
 
     def __init__(self, lr: float, **hyper: float) -> None:
         _check("lr", lr, low=0.0, low_open=True)
         _check("weight_decay", hyper.get("weight_decay", 0.0), low=0.0)
         self.base_lr = self.lr = float(lr)
         self.lr_factor = 1.0
-        self.earlier_base_lrs: list[float] = []
+        self.earlier_base_lrs = []
         self.hyper = {k: float(v) for k, v in hyper.items()}
 
     def scale_lr(self, factor: float) -> None:
@@ -128,16 +133,14 @@ class Optimizer:
         """
         _check("lr", lr, low=0.0, low_open=True)
         if float(lr) != self.base_lr:  # a resume of a checkpoint at the rate left accepts it
-            self.earlier_base_lrs.append(self.base_lr)
+            self.earlier_base_lrs = [*self.earlier_base_lrs, self.base_lr]
         self.base_lr = float(lr)
         self.lr = self.base_lr * self.lr_factor
 
     def lr_set_by_hand(self) -> bool:
         """Whether :attr:`lr` is not the ``base_lr * lr_factor`` that :meth:`scale_lr` and
-        :meth:`set_base_lr` make: assigned by hand, which the next epoch's schedule undoes.
-        (A subclass whose ``__init__`` skips this one's has no factor before its first
-        :meth:`scale_lr`, which sets one: 1.0 until then.)"""
-        return self.lr != self.base_lr * getattr(self, "lr_factor", 1.0)
+        :meth:`set_base_lr` make: assigned by hand, which the next epoch's schedule undoes."""
+        return self.lr != self.base_lr * self.lr_factor
 
     def init_state(self, value: Any) -> State:
         """Fresh state for a parameter ``value``: arrays on ``value``'s device, of its dtype.

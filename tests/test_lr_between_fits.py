@@ -163,3 +163,18 @@ def test_a_rate_out_of_range_is_refused_naming_it_and_nothing_changes(bad):
     with pytest.raises(OptimizerConfigError, match=r"lr must satisfy 0.0 < lr, got "):
         opt.set_base_lr(bad)
     assert (opt.base_lr, opt.lr) == (0.1, 0.05)
+
+
+def test_set_base_lr_on_an_optimizer_whose_init_skipped_the_bases():
+    """A subclass's own ``__init__`` that sets the rates itself (or an optimizer unpickled from
+    before the factor was kept): set_base_lr works as on any other, and records the rate left."""
+
+    class OwnInit(type(create_optimizer("sgd", lr=FIRST_LR))):
+        def __init__(self) -> None:  # the base's skipped on purpose
+            self.base_lr = self.lr = FIRST_LR
+            self.hyper = {}
+
+    opt = OwnInit()
+    opt.set_base_lr(NEW_LR)
+    assert (opt.lr, list(opt.earlier_base_lrs), opt.lr_set_by_hand()) == (NEW_LR, [FIRST_LR], False)
+    assert OwnInit.earlier_base_lrs == ()  # the class's default, not grown through the instance
