@@ -103,8 +103,10 @@ def _asks_to_stop_now(since: float, keyed: bool) -> bool:
 
 def same_stop(signal_name: str) -> str:
     """What the launcher says of a stop signal, ``signal_name`` (``SIGTERM``), taken as the
-    first one again."""
+    first one again, and how to ask to stop now instead: a person who signalled twice to kill
+    what is left learns why nothing was killed, and what does kill it."""
     return (
         f"got {signal_name} again within {REPEAT_SECONDS:g} s of the first: the same stop, "
-        "so the children keep their grace"
+        "so the children keep their grace; to kill them now, signal again more than "
+        f"{REPEAT_SECONDS:g} s after the first"
     )
