@@ -27,7 +27,16 @@ import pytest
 
 from launcher.second_signal import KEYSTROKE_SECONDS, REPEAT_SECONDS, same_stop
 from tests.launcher.launch_cli import signal_taken, wait_while_running
-from tests.launcher.test_preempt_signals import ENV, JOB, LOCAL, ended, log, trained_epoch_1
+from tests.launcher.real_children import mpiexec_or_skip
+from tests.launcher.test_preempt_signals import (
+    ENV,
+    JOB,
+    LOCAL,
+    MPI,
+    ended,
+    log,
+    trained_epoch_1,
+)
 from tests.launcher.test_stopping import checkpointing, done_at
 from tests.processes import job_env, job_left
 
@@ -49,13 +58,15 @@ CTRL_C = b"\x03"
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
 
-def _train(tmp_path: Path, env: Mapping[str, str]) -> subprocess.Popen:
-    """A real ``distconv-launch local`` job (2 workers, 1 shard, synthetic data, long enough
-    to be stopped), the launcher leading a process group of its own, as under ``timeout``;
-    its output in ``tmp_path``'s ``out.txt`` and ``err.txt``."""
+def _train(
+    tmp_path: Path, env: Mapping[str, str], how: tuple = LOCAL, epochs: int = 400
+) -> subprocess.Popen:
+    """A real ``distconv-launch`` job (``how``: ``local``'s 2 workers and 1 shard, or ``mpi``'s
+    2 ranks; synthetic data, long enough to be stopped), the launcher leading a process group
+    of its own, as under ``timeout``; its output in ``tmp_path``'s ``out.txt`` and ``err.txt``."""
     argv = [
-        sys.executable, "-m", "launcher", *LOCAL, "--job-id", JOB, "--",
-        "--data", "synthetic", "--epochs", "400", "--batch-size", "64", "--no-progress",
+        sys.executable, "-m", "launcher", *how, "--job-id", JOB, "--",
+        "--data", "synthetic", "--epochs", str(epochs), "--batch-size", "64", "--no-progress",
     ]  # fmt: skip
     with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:
         return subprocess.Popen(
@@ -85,6 +96,34 @@ def test_a_sigterm_delivered_twice_stops_the_job_once_with_its_checkpoint(tmp_pa
     assert None not in steps, (said, err[-3000:])
     (step,) = {m.group(1) for m in steps}  # the ranks agreed on it
     assert err.endswith("distconv-launch: stopped by SIGTERM\n"), err[-3000:]
+    checkpoint = tmp_path / "runs" / JOB / "train" / "checkpoints" / f"step-{int(step):08d}"
+    assert checkpoint.is_dir(), sorted(checkpoint.parent.iterdir())
+
+
+@pytest.mark.timeout(150)
+def test_a_sigterm_delivered_twice_to_an_mpi_launch_keeps_each_rank_s_checkpoint(tmp_path):
+    """``distconv-launch mpi`` under ``timeout``: its one ``mpiexec`` is stopped once, and
+    every rank checkpoints, where the group's SIGTERM killed mpiexec's group in the ranks'
+    checkpoint."""
+    mpiexec_or_skip()
+    with job_env(ENV) as env:
+        launcher = _train(tmp_path, env, MPI, epochs=20000)  # MPI's ranks train faster
+        try:
+            trained_epoch_1(tmp_path, launcher, "mpiexec-0")
+            signal_taken(launcher, signal.SIGTERM)  # the next one a second, not merged into it
+            AGAIN["group"](launcher.pid)  # timeout's kill(0, SIGTERM)
+            status, err = ended(launcher, tmp_path)
+        finally:
+            launcher.kill()
+            launcher.wait()
+        assert job_left(env, 5) == {}
+    assert status == 143, err[-3000:]
+    assert "during the stop" not in err and "killed without" not in err, err[-3000:]
+    assert err.count(SAME_STOP) == 1, err[-3000:]
+    said = log(tmp_path, "mpiexec-0")
+    stops = re.findall(r"\[([01])\] distconv train: stopped by SIGTERM after step (\d+)", said)
+    assert sorted(rank for rank, _ in stops) == ["0", "1"], (said[-3000:], err[-3000:])
+    (step,) = {step for _, step in stops}  # the ranks agreed on it
     checkpoint = tmp_path / "runs" / JOB / "train" / "checkpoints" / f"step-{int(step):08d}"
     assert checkpoint.is_dir(), sorted(checkpoint.parent.iterdir())
 
