@@ -59,8 +59,8 @@ def in_terminal_foreground() -> bool:
     """Whether this process's group is the foreground group of its controlling terminal, the
     group a terminal's Ctrl-C goes to (False without a terminal: a service, a container, a
     session of its own, a job a shell put in the background)."""
-    try:
-        tty = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
+    try:  # non-blocking: a serial line's open waits for its carrier, here in a signal handler
+        tty = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return False
     try:
