@@ -230,7 +230,7 @@ class PServerSync(
         refuse_unkept_dtypes(params, self.rank)  # not yet in self.params: close says no bye
         self._drop_pushes()  # those of a step cut short (a second Ctrl-C), if any
         self.params = setup_params(params)  # before any hello: as the base's
-        self._sockets.owes_bye = bool(self.params)  # a hello may go: close says bye from now on
+        self._sockets.owe_bye(bool(self.params))  # a hello may go: a bye is owed from now on
         # anew at each setup: a later fit may train another set (a layer frozen or unfrozen)
         self._by_name = {p.name: i for i, p in enumerate(self.params)}
         # and the sparse rows of a step cut short, kept by the old indices: the parameter now at
@@ -386,8 +386,8 @@ class PServerSync(
 
     def close(self) -> None:
         """Tell the shards this worker is done, and why if an exception propagates (best
-        effort), then close the sockets. Dropped without it, a worker says a bye all the same
-        (no error), once collected or at exit: :mod:`.worker_sockets`."""
+        effort), then close the sockets. Dropped without it, a worker says a bye all the same,
+        once collected or at exit (with an uncaught error there): :mod:`.worker_sockets`."""
         self._end_when_dropped.detach()
         try:
             self._stop_heartbeat()

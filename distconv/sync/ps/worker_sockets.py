@@ -10,12 +10,18 @@ exactly that behind. So what the end needs lives here, apart from the worker
 ``weakref.finalize`` on the worker say the bye when the worker is collected or the interpreter
 exits. Nothing here refers to the worker, so the finalizer keeps it alive through no cycle;
 that is why the heartbeat's sockets are made here too (its thread holds what makes them).
+
+At the interpreter's exit after an uncaught error (:func:`uncaught_error`), the bye carries it,
+as a ``close()`` in a ``finally`` would: a sync shard then names this rank as the cause of the
+step the others wait in, as it did when it saw the process end without a bye. At a garbage
+collection the bye carries no error: nothing says which exception, if any, dropped the worker.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -37,6 +43,8 @@ from distconv.sync.ps.wire import pack
 CLOSE_LINGER_MS = 200
 #: the id of a bye: no reply to it is read (the sockets close next), so any int does
 BYE_ID = 0
+#: what a dropped worker's bye says before the uncaught error that ended its interpreter
+EXITED_ON = "exited after an uncaught error: "
 
 
 class WorkerSockets:
@@ -53,7 +61,8 @@ class WorkerSockets:
         handshakes: the watch on their handshakes, once the worker made it.
         heartbeat: the async heartbeat while it beats.
         owes_bye: whether a shard may have heard this worker's hello: a bye is then said at
-            its end (before, no shard knows the worker and a bye says nothing).
+            its end (before, no shard knows the worker and a bye says nothing); set by
+            :meth:`owe_bye`.
     """
 
     def __init__(
@@ -72,6 +81,7 @@ class WorkerSockets:
         self.handshakes: HandshakeWatch | None = None
         self.heartbeat: Heartbeat | None = None
         self.owes_bye = False
+        self._error_before: BaseException | None = None  # uncaught before the latest setup
         self.closed = False
         self._pid = os.getpid()  # a forked child's exit must not end its parent's sockets
         self.socks: list[zmq.Socket] = [self.connect(s) for s in range(len(endpoints))]
@@ -100,12 +110,20 @@ class WorkerSockets:
         take now is dropped, not queued."""
         return self.connect(shard, immediate=True)
 
+    def owe_bye(self, owed: bool) -> None:
+        """Whether a bye is owed from now on (a setup with parameters: its hello may go). The
+        uncaught error of the interpreter so far (an earlier notebook cell's) is noted: not
+        the one that ends it (:func:`uncaught_error`)."""
+        self.owes_bye = owed
+        self._error_before = uncaught_error(at_exit=False)
+
     def end(self) -> None:
         """The end of a worker dropped without ``close()``: stop the heartbeat, say ``bye``
-        (with no error: nothing says which exception, if any, ended the worker's holder) where
-        one is owed, and close the sockets; nothing once closed. Bounded: the bye is only
-        queued, and leaves within :data:`CLOSE_LINGER_MS` or not at all. Nothing in a forked
-        child (its exit runs the finalizers it inherited): the sockets are its parent's."""
+        where one is owed (with the uncaught error that ends the interpreter, if any, at its
+        exit: :meth:`_exit_error`), and close the sockets; nothing once closed. Bounded: the
+        bye is only queued, and leaves within :data:`CLOSE_LINGER_MS` or not at all. Nothing
+        in a forked child (its exit runs the finalizers it inherited): the sockets are its
+        parent's."""
         if self.closed or os.getpid() != self._pid:
             return
         if self.heartbeat is not None and threading.current_thread() is self.heartbeat._thread:
@@ -116,15 +134,26 @@ class WorkerSockets:
         try:
             self.stop_heartbeat()
             if self.owes_bye:
-                self._say_bye()
+                self._say_bye(self._exit_error())
         finally:
             self.close()
 
-    def _say_bye(self) -> None:
+    def _exit_error(self) -> BaseException | None:
+        """The uncaught error that ends the interpreter, where this end is at its exit and the
+        error came after the latest setup (:meth:`owe_bye`); else None (a garbage collection
+        while the program runs, a clean exit, an error older than the worker's training)."""
+        error = uncaught_error(at_exit=True)
+        return None if error is self._error_before else error
+
+    def _say_bye(self, error: BaseException | None) -> None:
         """``bye`` to every shard, as the worker's close says it
-        (:meth:`~distconv.sync.ps.channel.ShardChannel._say_bye`) but on the sockets alone; a
-        shard whose connection ZeroMQ dropped (it has no queue) is told nothing."""
-        header = {**bye_header(None), "id": BYE_ID, "job": self._job_id, "run": self._run}
+        (:meth:`~distconv.sync.ps.channel.ShardChannel._say_bye`) but on the sockets alone,
+        with ``error``, the uncaught one its interpreter exits on, if any; a shard whose
+        connection ZeroMQ dropped (it has no queue) is told nothing."""
+        fields = bye_header(error)
+        if "error" in fields:  # not raised through a close: said as what it is
+            fields["error"] = EXITED_ON + fields["error"]
+        header = {**fields, "id": BYE_ID, "job": self._job_id, "run": self._run}
         frames = pack({**header, "rank": self.rank})
         for sock in self.socks:
             with contextlib.suppress(zmq.Again):  # queued, or no queue at all: never a wait
@@ -151,6 +180,17 @@ class WorkerSockets:
 def bye_header(error: BaseException | None) -> dict[str, Any]:
     """A ``bye``'s own fields, with ``error``, the exception the worker closes on, if any."""
     return {"op": "bye", **ending_fields(error)}
+
+
+def uncaught_error(at_exit: bool) -> BaseException | None:
+    """The latest error that reached the top of the interpreter uncaught (``sys.last_exc``,
+    which its printing of the traceback sets; ``sys.last_value`` before Python 3.12). With
+    ``at_exit``, only where the interpreter exits (its main thread has ended; not a garbage
+    collection while the program runs), else None."""
+    if at_exit and threading.main_thread().is_alive():
+        return None
+    error = getattr(sys, "last_exc", None)
+    return error if error is not None else getattr(sys, "last_value", None)
 
 
 def end_when_dropped(worker: object, sockets: WorkerSockets) -> Callable[[], Any]:

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from ps_helpers import batches, insecure_worker, small_net, train_steps
 
+from distconv.sync.base import SyncError
+from distconv.sync.peers import PeerFailed
 from tests.child_env import child_env, child_path
 
 #: a child that imports ps_helpers, as the tests here do
@@ -151,3 +153,75 @@ def test_exit_is_not_held_by_a_shard_that_is_gone(shards):
         worker.wait()
         worker.stdout.close()
         worker.stderr.close()
+
+
+#: rank 1 of 2, which trains one step and then, by argv[2]: "uncaught", dies on an uncaught
+#: error; "stale", exits cleanly after an error of an earlier "cell" (before its setup);
+#: "collected", is dropped and garbage-collected after such an error, then exits. None closes.
+#: A cell's error is what a notebook's or a REPL's shows: ``code``'s printing of its traceback
+#: sets ``sys.last_exc`` (``sys.last_value``), as the interpreter's does for an uncaught one.
+RANK_1 = """
+import code, gc, sys
+from ps_helpers import batches, insecure_worker, small_net, train_steps
+def cell_error(words):
+    code.InteractiveInterpreter().runsource(f"raise ValueError({words!r})")
+how = sys.argv[2]
+if how == "stale":
+    cell_error("an earlier cell")
+net, sync = small_net(), insecure_worker([sys.argv[1]], 1, 2)
+sync.setup(net.parameters())
+train_steps(net, sync, batches(1, 8), 1, 2)
+if how == "uncaught":
+    raise RuntimeError("rank 1 failed between steps")
+if how == "collected":
+    cell_error("a later cell")
+    del sync
+    gc.collect()
+"""
+
+
+def rank_0_told(endpoint: str, how: str) -> SyncError:
+    """Rank 0 of 2 trains while rank 1 (:data:`RANK_1`, ``how``) leaves after one step; the
+    error rank 0's second step ends on."""
+    rank_1 = subprocess.Popen(
+        [sys.executable, "-c", RANK_1, endpoint, how],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=WORKER_ENV,
+    )
+    net, sync = small_net(), insecure_worker([endpoint], 0, 2)
+    try:
+        sync.setup(net.parameters())
+        with pytest.raises(SyncError) as told:
+            train_steps(net, sync, batches(3, 8), 0, 2)
+    finally:
+        sync.close()
+        _, err = rank_1.communicate(timeout=30)
+    assert rank_1.returncode == (1 if how == "uncaught" else 0), err[-3000:]
+    return told.value
+
+
+@pytest.mark.timeout(90)
+def test_a_rank_that_dies_on_an_uncaught_error_is_named_its_cause(shards):
+    """The interpreter's exit says bye with the uncaught error, worded as what it is: the rank
+    waiting in the step is told that rank 1 failed (a PeerFailed naming it, which ``run_main``
+    exits 75 on, so the launcher reports rank 1), not that it closed after fewer steps, which
+    blamed no one, and the launcher reported whichever rank exited first."""
+    (endpoint,) = shards.start(1, 2)
+    told = rank_0_told(endpoint, "uncaught")
+    cause = 'closed on "exited after an uncaught error: RuntimeError: rank 1 failed between steps"'
+    assert isinstance(told, PeerFailed) and told.ranks == (1,), told
+    assert cause in str(told), told
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("how", ["stale", "collected"])
+def test_an_error_that_did_not_end_the_worker_is_not_its_bye(shards, how):
+    """An uncaught error of an earlier cell, before the worker's setup, or a collection while
+    the program runs (whatever error the interpreter printed last), says a plain bye: rank 1
+    closed, no one blamed."""
+    (endpoint,) = shards.start(1, 2)
+    told = rank_0_told(endpoint, how)
+    assert not isinstance(told, PeerFailed), told
+    assert "rank 1 (host " in str(told) and "closed;" in str(told), told
