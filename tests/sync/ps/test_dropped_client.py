@@ -8,9 +8,11 @@ shards on 127.0.0.1 and real worker processes."""
 from __future__ import annotations
 
 import gc
+import logging
 import signal
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -225,3 +227,45 @@ def test_an_error_that_did_not_end_the_worker_is_not_its_bye(shards, how):
     told = rank_0_told(endpoint, how)
     assert not isinstance(told, PeerFailed), told
     assert "rank 1 (host " in str(told) and "closed;" in str(told), told
+
+
+class CollectOnRefusal(logging.Handler):
+    """Collects garbage on the thread that logs a heartbeat's refusal (the heartbeat's own),
+    as any allocation there may; records that thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[threading.Thread] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "heartbeat refused" in record.getMessage():
+            self.threads.append(threading.current_thread())
+            gc.collect()
+
+
+@pytest.mark.timeout(90)
+def test_a_worker_collected_on_its_heartbeats_thread_ends(shards):
+    """An async worker freed only by a collection (a reference cycle), and collected on its
+    heartbeat's thread: its end cannot wait there for that thread to stop (nor terminate the
+    context while that thread's sockets are open), so another thread ends it; the heartbeat
+    stops and the worker is gone. Here the shard refuses the dropped worker's beats once a
+    newer worker of its rank says hello, and the refusal's log line collects."""
+    (endpoint,) = shards.start(1, 1, mode="async", extra=("--timeout", "1"))
+    logger, handler = logging.getLogger("distconv.pserver"), CollectOnRefusal()
+    dropped_one = trained_worker(endpoint)
+    beating, ref = dropped_one._heartbeat._thread, weakref.ref(dropped_one)
+    cycle: list = [dropped_one]
+    cycle.append(cycle)
+    del dropped_one, cycle
+    gc.disable()  # no collection but the handler's
+    logger.addHandler(handler)
+    try:
+        newer = trained_worker(endpoint)
+        beating.join(timeout=10)
+        newer.close()
+    finally:
+        logger.removeHandler(handler)
+        gc.enable()
+    assert handler.threads[:1] == [beating], handler.threads
+    assert not beating.is_alive(), "the heartbeat still beats: its end waited on its own thread"
+    assert ref() is None
