@@ -6,6 +6,7 @@ then said only that the shard gave no answer. A real shard, killed, on 127.0.0.1
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -71,3 +72,35 @@ def test_a_new_setup_asks_the_shard_afresh(gone):
     with pytest.raises(SyncError) as hello:
         sync.setup(net.parameters())
     assert "found before" not in str(hello.value) and endpoint in str(hello.value)
+
+
+@pytest.mark.timeout(60)
+def test_a_shard_restarted_serves_the_next_setup(shards, gone):
+    """The way on the refusal names: the shard restarted at its address, a new setup trains
+    on it."""
+    sync, net, endpoint, _ = gone
+    shards.start(1, 1, extra=["--bind", endpoint])  # the same address again
+    sync.setup(net.parameters())
+    train_steps(net, sync, batches(1, 8))
+    assert sync.allreduce_sum([1.0]) == [1.0]
+
+
+@pytest.mark.timeout(60)
+def test_a_shard_that_only_gave_no_answer_is_asked_again(shards):
+    """A shard whose process lives but does not answer (stopped here; slow, or a link down) is
+    named unanswered at the limit, and not remembered as gone: once it answers again, the
+    next request is served."""
+    (endpoint,) = shards.start(1, 1)
+    net, sync = small_net(), insecure_worker([endpoint], timeout=1)
+    try:
+        sync.setup(net.parameters())
+        shards.procs[0].send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(SyncError) as silent:
+                sync.allreduce_sum([1.0])
+        finally:
+            shards.procs[0].send_signal(signal.SIGCONT)
+        assert "is gone" not in str(silent.value), silent.value
+        assert sync.allreduce_sum([2.0]) == [2.0]
+    finally:
+        sync.close()
