@@ -120,6 +120,10 @@ class Heartbeat:
             except zmq.Again:
                 pass
 
+    def runs_here(self) -> bool:
+        """Whether the caller is the heartbeat's own thread, which cannot wait for its stop."""
+        return threading.current_thread() is self._thread
+
     def stop(self) -> None:
         """End the thread (at once: it waits on the wake event) and close its sockets."""
         self._stop.set()
@@ -166,7 +170,7 @@ def beat_interval(hello: Mapping[str, Any]) -> float | None:
 class HeartbeatOwner:
     """The heartbeat side of :class:`~distconv.sync.ps.client.PServerSync`: its hello, which
     starts the beats, and their end. It reads the worker's ``rank``, ``job_id``, ``endpoints``
-    and ``_run``, and its channel's ``_connect``, ``_send_all`` and ``_arrivals``
+    and ``_run``, and its channel's ``_beat_socket``, ``_send_all`` and ``_arrivals``
     (:class:`~distconv.sync.ps.channel.ShardChannel`)."""
 
     _heartbeat: Heartbeat | None = None
@@ -174,7 +178,10 @@ class HeartbeatOwner:
     job_id: str
     endpoints: list[str]
     _run: int
-    _connect: Callable[..., zmq.Socket]
+    #: makes the heartbeat's socket to a shard, on its thread (a beat the shard cannot take
+    #: now is dropped, not queued); the thread holds it as long as it beats, so it must hold
+    #: no worker: the sockets' own (:meth:`~.worker_sockets.WorkerSockets.beat_socket`)
+    _beat_socket: Callable[[int], zmq.Socket]
     _send_all: Callable[..., list[int]]
     _arrivals: Callable[..., Iterator[tuple[int, tuple[dict[str, Any], list]]]]
 
@@ -213,11 +220,6 @@ class HeartbeatOwner:
         header = {"op": "beat", "job": self.job_id, "rank": self.rank, "run": self._run}
         shards = [(shard, self.endpoints[shard])]
         self._heartbeat = Heartbeat(self._beat_socket, header, shards, interval)
-
-    def _beat_socket(self, shard: int) -> zmq.Socket:
-        """The heartbeat's socket to ``shard`` (made on its thread): a beat the shard cannot
-        take now is dropped, not queued."""
-        return self._connect(shard, immediate=True)
 
     def _stop_heartbeat(self) -> None:
         if self._heartbeat is not None:

@@ -103,7 +103,7 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards):
         self._sockets = WorkerSockets(self.endpoints, rank, job, run, keys_dir, POLL_SLICE)
         self._socks = self._sockets.socks
         self._end_when_dropped = end_when_dropped(self, self._sockets)
-        self._beat_socket = self._sockets.beat_socket  # not this worker's own method
+        self._beat_socket = self._sockets.beat_socket  # the heartbeat's: holds no worker
         self._gone: dict[int, str] = {}
         self._poller = self._open_poller()
 

@@ -126,7 +126,7 @@ class WorkerSockets:
         parent's."""
         if self.closed or os.getpid() != self._pid:
             return
-        if self.heartbeat is not None and threading.current_thread() is self.heartbeat._thread:
+        if self.heartbeat is not None and self.heartbeat.runs_here():
             # collected on the heartbeat's own thread (a garbage collection that ran there),
             # which cannot wait for itself to stop: another thread ends it all
             threading.Thread(target=self.end, daemon=True).start()
