@@ -37,15 +37,13 @@ WORKER_RESOURCES = {"cpu": "2", "memory": "4Gi"}
 RESUME_ARGS = ("--resume", "auto")
 #: every interface of a pod: IPv4 ones, or with ``ipv6`` both families' (dual-stack)
 ANY_ADDRESS = {False: "0.0.0.0", True: "::"}
-#: a rank's startup probe on /readyz may wait this long (periods x failures) for peers and
-#: seeding; a worker whose peers are late to the start-up job check waits for them up to
-#: ``distconv.sync.ps.late_ranks.JOB_CHECK_ROUNDS`` (10) x the shards' ``--timeout`` (600 s at
-#: the default 60 s), which a ``--timeout`` over 120 s makes longer than this
+#: the least a rank's startup probe on /readyz waits (periods x failures) for peers and
+#: seeding: twice a worker's wait for ranks late to the start-up job check at the shards'
+#: default ``--timeout`` (``JOB_CHECK_ROUNDS``, 10, x 60 s); a longer ``--timeout`` lengthens
+#: it (:meth:`_JobBase.startup_seconds`)
 STARTUP_SECONDS = 1200
 #: a rank's startup probe's period: its window is a whole number of them
 STARTUP_PERIOD = 10
-#: the shards' --timeout where the workers' train args give none (distconv pserver's default)
-SHARD_DEFAULT_TIMEOUT = 60.0
 #: a shard's startup probe on /healthz may wait this long for the shard to serve its probes
 SHARD_STARTUP_SECONDS = 60
 #: where a GPU rank's CuPy caches the kernels it compiles on first use: on the /tmp emptyDir,
@@ -174,14 +172,18 @@ class _JobBase:
         """How long a rank's startup probe holds liveness off: twice a worker's longest wait
         for ranks late to the start-up job check (``JOB_CHECK_ROUNDS`` x the shards'
         ``--timeout``: :mod:`distconv.sync.ps.late_ranks`), so that its start and the seeding
-        fit beside it, in whole probe periods; no less than :data:`STARTUP_SECONDS`."""
+        fit beside it, in whole probe periods; no less than :data:`STARTUP_SECONDS`, and no
+        more failures than the API server's int32 ``failureThreshold`` holds (a ``--timeout``
+        of a billion seconds rendered a Job that ``kubectl apply`` could not decode)."""
+        from distconv.deploy.counts import MAX_COUNT  # which imports this module
         from distconv.shard_timeout import shard_timeout, workers_timeout
+        from distconv.sync.ps.config import ShardConfig
         from distconv.sync.ps.late_ranks import JOB_CHECK_ROUNDS
 
         timeout = workers_timeout(self.train_args)
-        shards = SHARD_DEFAULT_TIMEOUT if timeout is None else shard_timeout(timeout)
-        rounds = 2 * JOB_CHECK_ROUNDS * shards
-        return max(STARTUP_SECONDS, STARTUP_PERIOD * math.ceil(rounds / STARTUP_PERIOD))
+        shards = ShardConfig.timeout if timeout is None else shard_timeout(timeout)
+        periods = math.ceil(2 * JOB_CHECK_ROUNDS * shards / STARTUP_PERIOD)
+        return STARTUP_PERIOD * min(max(STARTUP_SECONDS // STARTUP_PERIOD, periods), MAX_COUNT)
 
     def rank_env(
         self, role: str, world_size: int | None, threads: int, gpu: bool

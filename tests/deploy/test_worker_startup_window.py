@@ -73,10 +73,12 @@ def checked_in(example: str) -> list[dict]:
     return objs
 
 
-def rendered(example: str, timeout: str) -> list[dict]:
-    """The example rendered with the workers' (so the shards') ``--timeout`` ``timeout``."""
+def rendered(example: str, timeout: str | list[str]) -> list[dict]:
+    """The example rendered with the workers' (so the shards') ``--timeout`` ``timeout``, or
+    with the train args ``timeout`` added where it is a list."""
     config = CONFIGS[example]
-    train_args = [*config["train_args"], "--timeout", timeout]
+    extra = ["--timeout", timeout] if isinstance(timeout, str) else timeout
+    train_args = [*config["train_args"], *extra]
     objs = render_manifests(**{**config, "train_args": train_args})
     for obj in objs:
         validate(obj)
@@ -139,3 +141,32 @@ def test_a_shard_timeout_raised_without_the_probe_is_caught(example):
     _containers(job)[0]["startupProbe"]["failureThreshold"] = 59
     (problem,) = startup_shortfalls(shortened)
     assert "startup probe window 590 s < 10 rounds x the shards' --timeout = 600 s" in problem
+
+
+@pytest.mark.parametrize(
+    ("given", "window"),
+    [
+        ([], 1200),  # the shards' default 60 s: 2 x 10 rounds x 60 s
+        (["--timeout=300"], 6000),
+        (["--timeout", "300"], 6000),
+        (["--tim", "300"], 6000),  # an abbreviation, as train's parser reads it
+        (["--timeout", "300", "--timeout", "30"], 1200),  # the last wins, as in train
+        (["--timeout", "300.5"], 6010),  # 6010 s: whole 10 s periods, rounded up
+        (["--timeout", "0.05"], 1200),  # below the shards' 0.2 s floor: the least window
+    ],
+)
+def test_the_window_is_twice_the_rounds_of_the_timeout_in_every_form_train_reads(given, window):
+    """The window is derived from the ``--timeout`` the shards are given, in each form that
+    ``distconv train`` reads, not only ``--timeout N``; the relation the other tests hold is
+    1x the rounds, the renderer's promise 2x."""
+    objs = rendered("pserver", given)
+    (job,) = [o for o in objs if o["kind"] == "Job"]
+    assert startup_window(_containers(job)[0]) == window
+    assert window >= 2 * JOB_CHECK_ROUNDS * shard_timeout(objs)
+
+
+def test_a_huge_timeout_gives_a_threshold_the_api_server_can_decode():
+    """``failureThreshold`` is an int32: ``--timeout 2e9`` rendered 4000000000 failures, a Job
+    that ``kubectl apply`` refuses to decode (the 1200 s window before was always valid)."""
+    (job,) = [o for o in rendered("pserver", "2e9") if o["kind"] == "Job"]
+    assert _containers(job)[0]["startupProbe"]["failureThreshold"] == 2**31 - 1
