@@ -109,6 +109,18 @@ def test_the_docs_give_the_checked_in_window_and_how_it_derives():
     assert f"{JOB_CHECK_ROUNDS} rounds of the shards' `--timeout` ({rounds:g} s" in said
 
 
+def test_the_docs_give_the_window_a_longer_timeout_renders():
+    """The docs said the rendered manifests kept 120 failures whatever the ``--timeout``, and
+    told operators to raise them by hand: the renderer derives the window now."""
+    (job,) = [o for o in rendered("pserver", ["--timeout", "300"]) if o["kind"] == "Job"]
+    probe = _containers(job)[0]["startupProbe"]
+    docs = (Path(REPO_ROOT) / "docs" / "kubernetes.md").read_text()
+    said = " ".join(docs.split())
+    window = startup_window(_containers(job)[0])
+    assert f"(`--timeout 300`: {window} s, {probe['failureThreshold']} failures)" in said
+    assert "whatever the `--timeout`" not in said
+
+
 @pytest.mark.parametrize("example", PSERVER_EXAMPLES)
 @pytest.mark.parametrize("timeout", ["20", "60", "120"])
 def test_rendered_workers_outlast_the_rounds_of_their_shards_timeout(example, timeout):
