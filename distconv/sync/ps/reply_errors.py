@@ -34,7 +34,7 @@ def reply_error(message: str, header: Mapping[str, Any], rank: int) -> SyncError
 
 
 def late_reply_error(message: str, header: Mapping[str, Any], rank: int) -> SyncError:
-    """:func:`~distconv.sync.ps.reply_errors.reply_error`, a :class:`RanksLate` where the
+    """:func:`reply_error`, a :class:`~distconv.sync.ps.late_ranks.RanksLate` where the
     reply names other ranks late to the job check (its ``late`` field beside
     ``failed_ranks``)."""
     error = reply_error(message, header, rank)
