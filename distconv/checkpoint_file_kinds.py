@@ -12,7 +12,9 @@ are not damage (a resume never reads them in its checkpoint's place: see :func:`
 
 from __future__ import annotations
 
+import errno
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -42,27 +44,70 @@ _FORM = str(Path("RUN", "checkpoints", "step-N", CHIEF_PART))
 
 
 def refuse_other_kinds(path: Path) -> None:
-    """Refuse ``path`` where it is a folder, a JSON file (a step's manifest) or, by its name,
-    a shard's part, naming the checkpoint file to pass instead; nothing where it is none.
+    """Refuse ``path`` where it is a named pipe, a socket or a device, a folder, a JSON file
+    (a step's manifest) or, by its name, a shard's part, naming the checkpoint file to pass
+    instead; nothing where it is none.
 
     Raises:
-        CheckpointReadError: a folder (as before: a resume that met one renames nothing).
+        CheckpointReadError: a folder (as before: a resume that met one renames nothing), or
+            a named pipe, socket or device (opened, a pipe without a writer hung for ever).
         CheckpointError: a JSON file, or a shard's part (a :class:`ShardPartGiven`).
     """
-    if path.is_dir():
+    mode = mode_of(path)  # one stat: what is there, if anything
+    if mode is None:
+        return
+    if (kind := special_kind(mode)) is not None:  # opened, a pipe waited for a writer for ever
+        raise CheckpointReadError(
+            f"checkpoint {path} is {kind}, not a checkpoint file: a checkpoint is read from "
+            f"a regular file; pass the checkpoint file {_FORM}"
+        )
+    if stat.S_ISDIR(mode):
         raise CheckpointReadError(
             f"checkpoint {path} is a directory, not a file: pass the checkpoint file "
             f"{_file_in(path) or _FORM}, or load its weights with {LOAD_WEIGHTS}"
         )
-    if path.suffix == ".json" and path.is_file():
+    if path.suffix == ".json":
         named = _file_in(path)  # None: no manifest (damaged, or another JSON file)
         what = "a step's manifest, which names that step's files" if named else "a JSON file"
         raise CheckpointError(
             f"checkpoint {path} is {what}, not a checkpoint file: pass the checkpoint file "
             f"{named or _FORM}, or load its weights with {LOAD_WEIGHTS}"
         )
-    if named_as_shard_part(path) and path.is_file():
+    if named_as_shard_part(path):
         raise _shard_part(path)
+
+
+def mode_of(path: Path) -> int | None:
+    """``path``'s ``st_mode`` (links followed), or None where nothing is there: the errors
+    that :meth:`Path.is_file` and :meth:`Path.is_dir` read as nothing there (no such file, a
+    file on the way, a link to nothing or a loop of links, a name the OS cannot take) read so
+    here too, and any other (a folder on the way that may not be searched) is raised, as
+    those raise it."""
+    try:
+        return path.stat().st_mode
+    except OSError as exc:
+        if exc.errno not in _NOTHING_THERE:
+            raise
+        return None
+    except ValueError:  # a NUL in the name: the OS takes no such name
+        return None
+
+
+#: what a stat raises where nothing is there (pathlib's ignored errors)
+_NOTHING_THERE = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
+#: what a path that is neither a file nor a folder is, by its mode's type
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def special_kind(mode: int) -> str | None:
+    """What a path of ``mode`` is where it is neither a file nor a folder (a named pipe, a
+    socket, a device); None for a file or a folder."""
+    return next((kind for is_kind, kind in _SPECIAL_KINDS if is_kind(mode)), None)
 
 
 def named_as_shard_part(path: Path) -> bool:

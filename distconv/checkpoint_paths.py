@@ -7,13 +7,12 @@ no lock is taken, nothing is made. Its messages are worded for the caller
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from pathlib import Path
 
 from distconv.checkpoint import CheckpointDamaged, CheckpointError
-from distconv.checkpoint_file_kinds import SHARD_PART_IS, named_as_shard_part
+from distconv.checkpoint_file_kinds import SHARD_PART_IS, mode_of, named_as_shard_part
 from distconv.checkpoint_manifest import CHIEF, Manifest
 from distconv.checkpoint_reads import read_manifest
 from distconv.checkpoints_link import late_disk_problem
@@ -45,7 +44,7 @@ def checkpoint_file(path: str | os.PathLike, words: SourceWords = INIT_FROM_FLAG
             not mounted yet, ``path`` that folder or in it (restarted, as a resume is).
     """
     path = Path(path)
-    mode = _mode_of(path)  # one stat: whether a file, a folder or nothing is there
+    mode = mode_of(path)  # one stat: whether a file, a folder or nothing is there
     if mode is not None and stat.S_ISREG(mode):
         return _file_named(path, words)
     if mode is None or not stat.S_ISDIR(mode):
@@ -63,26 +62,6 @@ def checkpoint_file(path: str | os.PathLike, words: SourceWords = INIT_FROM_FLAG
         f"{words.source(path)}: no complete checkpoint there (a run's {words.run_folder}, one "
         f"of its checkpoints/step-N folders, or a checkpoint file){why}"
     )
-
-
-def _mode_of(path: Path) -> int | None:
-    """``path``'s ``st_mode`` (links followed), or None where nothing is there: the errors
-    that :meth:`Path.is_file` and :meth:`Path.is_dir` read as nothing there (no such file, a
-    file on the way, a link to nothing or a loop of links, a name the OS cannot take) read so
-    here too, and any other (a folder on the way that may not be searched) is raised, as
-    those raise it."""
-    try:
-        return path.stat().st_mode
-    except OSError as exc:
-        if exc.errno not in _NOTHING_THERE:
-            raise
-        return None
-    except ValueError:  # a NUL in the name: the OS takes no such name
-        return None
-
-
-#: what a stat raises where nothing is there (pathlib's ignored errors)
-_NOTHING_THERE = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 
 
 def _file_named(path: Path, words: SourceWords) -> Path:
