@@ -1,6 +1,7 @@
 """SoftmaxCrossEntropy from one exponential of the logits: its loss where a class's probability
 underflows, its probabilities, and a gradient added into what the input already holds."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -49,13 +50,16 @@ def test_gradients_match_finite_differences_at_any_logit_spread(rng, spread):
     check_layer_grad(SoftmaxCrossEntropy(), [logits, Arg(ids=ids)])
 
 
-def test_a_float16_gradient_is_float32s_rounded_once(rng):
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("batch", [4, 3, 100])
+def test_a_16_bit_gradient_is_float32s_rounded_once(rng, dtype, batch):
     """A nearly certain label's gradient, prob - 1, is small: computed in float32 and rounded
-    once into the float16 gradient, as from a float32 input."""
-    z = rng.standard_normal((4, 10)).astype(np.float16)
+    once into the 16-bit gradient, as from a float32 input. At a batch that is no power of
+    two the 1 / batch scale is itself a rounding, so it is taken in float32 too."""
+    z = rng.standard_normal((batch, 10)).astype(dtype)
     ids = z.argmax(axis=1)
-    z[np.arange(4), ids] += 8  # probability ~0.999 on the label
+    z[np.arange(batch), ids] += 8  # probability ~0.999 on the label
     _, half, _ = _run(z, ids)
     _, single, _ = _run(z.astype(np.float32), ids)
-    assert half.grad.dtype == np.float16
-    np.testing.assert_array_equal(half.grad, single.grad.astype(np.float16))
+    assert half.grad.dtype == dtype
+    np.testing.assert_array_equal(half.grad, single.grad.astype(dtype))
