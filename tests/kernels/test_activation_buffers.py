@@ -61,6 +61,17 @@ def test_sigmoid_backward_has_the_type_and_value_of_dy_times_y_times_one_minus_y
     assert zero_d.shape == () and float(Sigmoid().backward(zero_d, 1.0)) == 0.25
 
 
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_a_16_bit_sigmoid_gradient_is_float32s_rounded_once(rng, dtype):
+    """As the forward: three products rounded to 16 bits each were up to 2 ulps off."""
+    y = Sigmoid().forward((rng.standard_normal(4096) * 3).astype(dtype))
+    dy = rng.standard_normal(4096).astype(dtype)
+    g = Sigmoid().backward(y, dy)
+    assert g.dtype == dtype
+    wide = y.astype(np.float32)
+    np.testing.assert_array_equal(g, ((1 - wide) * wide * dy.astype(np.float32)).astype(dtype))
+
+
 @pytest.mark.parametrize("act", [Sigmoid(), Softmax()], ids=repr)
 def test_in_place_writes_into_z_and_otherwise_leaves_it(rng, act):
     z = rng.standard_normal((4, 6)).astype(np.float32)
