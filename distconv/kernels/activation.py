@@ -19,8 +19,9 @@ def _scratch(z: Any, zw: Any, inplace: bool) -> Any:
     """A buffer shaped as ``z`` to compute an activation in, in ``zw``'s (widened) type:
     ``zw`` itself where it is a copy (16-bit ``z``) or the caller gave ``z`` away
     (``inplace``), else a new one. Always an array, even for a 0-d ``z``, so that ``out=``
-    takes it (a ufunc hands a 0-d result back as a scalar)."""
-    if inplace or zw is not z:
+    takes it (a ufunc hands a 0-d result back as a scalar, and a 16-bit numpy scalar, a
+    16-bit loss's value, widens to a scalar, which no ``out=`` takes)."""
+    if (inplace or zw is not z) and not np.isscalar(zw):
         return zw
     return get_array_module(zw).empty_like(zw)
 

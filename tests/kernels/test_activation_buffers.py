@@ -72,6 +72,19 @@ def test_a_16_bit_sigmoid_gradient_is_float32s_rounded_once(rng, dtype):
     np.testing.assert_array_equal(g, ((1 - wide) * wide * dy.astype(np.float32)).astype(dtype))
 
 
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_a_numpy_scalar_has_the_sigmoid_of_its_0_d_array(dtype, inplace):
+    """A 16-bit loss's value is a numpy scalar: its float32 copy is one too, which ``out=``
+    refused ("return arrays must be of ArrayType") where the old sigmoid took it."""
+    z = dtype(-1.5)
+    y = Sigmoid().forward(z, inplace=inplace)
+    np.testing.assert_array_equal(y, Sigmoid().forward(np.array(z)))
+    assert y.dtype == np.dtype(dtype)
+    g = Sigmoid().backward(dtype(y), dtype(2.0))
+    assert g.dtype == np.dtype(dtype) and g == Sigmoid().backward(np.array(y), np.array(2.0, dtype))
+
+
 @pytest.mark.parametrize("act", [Sigmoid(), Softmax()], ids=repr)
 def test_in_place_writes_into_z_and_otherwise_leaves_it(rng, act):
     z = rng.standard_normal((4, 6)).astype(np.float32)
