@@ -76,7 +76,8 @@ def segment_sums(rows: Any, starts: Any, dtype: Any = None) -> Any:
     :class:`RowScatter` of each row to its run sorted the already sorted run ids and copied
     every row first, which took as long again. ``reduceat`` at two equal offsets gives the row
     there, not 0, so the starts of empty runs are left out and their rows of zeros filled in.
-    cupy has no ``ufunc.reduceat``: there a :class:`RowScatter` (one atomic-add kernel).
+    On cupy a :class:`RowScatter` (one atomic-add kernel): cupy's ufuncs had no ``reduceat``
+    up to v11, and recent releases have it for a few ufuncs only, untested here.
 
     Args:
         rows: ``(N, ...)`` values.
