@@ -4,25 +4,42 @@ A note says what the error's own line cannot: whether the other ranks were told,
 saved and how to go on, a second failure met while handling the first. ``BaseException.add_note``
 came in Python 3.11; before it, :func:`add_note` keeps the same ``__notes__`` list, which
 distconv's own endings (:func:`distconv.logs.interrupted_line`) and a script's ``except`` read
-alike, and logs each note as a warning when it is made: the 3.10 interpreter prints no notes
-under a traceback, and a note that only lived in ``__notes__`` would reach nobody there.
+alike. The 3.10 interpreter prints no notes under a traceback, so there they are said where the
+error is reported, as Python 3.11 says them, not as they are made: an error a caller catches and
+handles (a fit tried again after a failed setup) says nothing. Where the error ends the process
+uncaught, its notes follow its traceback (:func:`_say_uncaught_notes`, at exit); ``distconv
+train`` and ``run_main`` say them in their endings (:func:`format_exception`). Two reports print
+no notes before Python 3.11, and there a note is logged as a warning as it is made
+(:func:`_logged_as_made`): an interactive session's, and an MPI job's abort (its abort hook
+open), which prints the traceback and ends the process at once.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import sys
+import traceback
+from collections.abc import Iterator
 
 log = logging.getLogger(__name__)
 
 #: whether the interpreter keeps and prints notes itself (``BaseException.add_note``)
 NATIVE_NOTES = sys.version_info >= (3, 11)
 
+#: the attribute that holds, on an error, the notes logged as they were made (before Python
+#: 3.11: :func:`_logged_as_made`), which the reports after do not say twice
+_LOGGED = "distconv_notes_logged"
+
+#: whether :func:`_say_uncaught_notes` is registered to run at exit (at the first note)
+_at_exit: list[bool] = []
+
 
 def add_note(error: BaseException, note: str) -> None:
     """Add ``note`` to ``error``'s notes, after any it has: ``error.add_note(note)`` from
-    Python 3.11 on. Before, appended to ``error.__notes__`` (made where it has none) and
-    logged as a warning, so that the user sees it where the traceback would not show it.
+    Python 3.11 on. Before, appended to ``error.__notes__`` (made where it has none), said
+    where the error is reported (see the module docstring), and logged as a warning as it is
+    made only where that report prints no notes (:func:`_logged_as_made`).
 
     Raises:
         TypeError: ``note`` is not a string, or ``error.__notes__`` is set to something
@@ -38,7 +55,12 @@ def add_note(error: BaseException, note: str) -> None:
     if not isinstance(error.__notes__, list):
         raise TypeError("Cannot add note: __notes__ is not a list")
     error.__notes__.append(note)
-    log.warning("%s", note)
+    if not _at_exit:
+        atexit.register(_say_uncaught_notes)
+        _at_exit.append(True)
+    if _logged_as_made():
+        log.warning("%s", note)
+        setattr(error, _LOGGED, [*getattr(error, _LOGGED, ()), note])
 
 
 def notes_of(error: BaseException) -> list[str]:
@@ -46,3 +68,84 @@ def notes_of(error: BaseException) -> list[str]:
     where that is a list; none where it has none, or something else there."""
     notes = getattr(error, "__notes__", None)
     return [note for note in notes if isinstance(note, str)] if isinstance(notes, list) else []
+
+
+def _unsaid_notes(error: BaseException) -> list[str]:
+    """``error``'s notes (:func:`notes_of`) but those logged as they were made (before Python
+    3.11, where its report prints no notes: :func:`_logged_as_made`): what a traceback adds."""
+    logged = getattr(error, _LOGGED, ())
+    return [note for note in notes_of(error) if note not in logged]
+
+
+def format_exception(error: BaseException) -> list[str]:
+    """``error``'s traceback, as ``traceback.format_exception`` makes it, with its notes and
+    those of the errors in its chain under it before Python 3.11 (from 3.11 the traceback
+    holds them, each under its own error)."""
+    lines = traceback.format_exception(type(error), error, error.__traceback__)
+    return lines if _traceback_prints_notes() else [*lines, *_chain_notes(error)]
+
+
+def print_exception(error: BaseException) -> None:
+    """Print :func:`format_exception` to stderr, as ``traceback.print_exc`` does."""
+    sys.stderr.write("".join(format_exception(error)))
+    sys.stderr.flush()
+
+
+def _chain_notes(error: BaseException) -> Iterator[str]:
+    """The lines of the notes of ``error`` and of those it was raised from or while handling,
+    as a traceback prints the errors (the first raised first), each note not logged already."""
+    chain: list[BaseException] = []
+    each: BaseException | None = error
+    while each is not None and all(each is not seen for seen in chain):  # a loop made by hand
+        chain.append(each)
+        each = each.__cause__ or (None if each.__suppress_context__ else each.__context__)
+    for each in reversed(chain):
+        yield from (f"{note}\n" for note in _unsaid_notes(each))
+
+
+def _traceback_prints_notes() -> bool:
+    """Whether ``traceback`` prints notes: from Python 3.11 on, and before where the
+    ``exceptiongroup`` backport is imported (pytest, anyio and trio import it), which makes it
+    do so."""
+    if NATIVE_NOTES:
+        return True
+    probe = Exception()
+    probe.__notes__ = [_PROBE]
+    return _PROBE in "".join(traceback.format_exception_only(type(probe), probe))
+
+
+#: the note of :func:`_traceback_prints_notes`'s probe
+_PROBE = "a note traceback prints"
+
+
+def _interactive() -> bool:
+    """Whether this is an interactive session (``python -i``, the REPL, IPython), where errors
+    are shown as they come and the session goes on."""
+    return hasattr(sys, "ps1") or bool(sys.flags.interactive) or "IPython" in sys.modules
+
+
+def _logged_as_made() -> bool:
+    """Whether a note made now (before Python 3.11) is logged as it is made, the report of its
+    error printing no notes: in an interactive session, and while an MPI sync's abort hook is
+    open (:mod:`distconv.sync.mpi.leaving`), whose abort prints the traceback, then ends the
+    process at once. Not imported: no such hook."""
+    leaving = sys.modules.get("distconv.sync.mpi.leaving")
+    return _interactive() or (leaving is not None and leaving.is_abort_hook(sys.excepthook))
+
+
+def _say_uncaught_notes() -> None:
+    """At exit, before Python 3.11: the notes of the error the interpreter ended on
+    (``sys.last_value``, set as it reported it, whichever hook printed it), under its traceback,
+    as Python 3.11 prints them. None where nothing was uncaught or the session was
+    interactive (its last error may be long past), or where a hook that prints notes did
+    (:func:`_traceback_prints_notes`); nothing raised: stderr may be gone."""
+    error = getattr(sys, "last_value", None)
+    if error is None or _interactive():
+        return
+    if sys.excepthook is not sys.__excepthook__ and _traceback_prints_notes():
+        return  # a hook of Python's own (exceptiongroup's, a logger's) printed them
+    try:
+        sys.stderr.write("".join(_chain_notes(error)))
+        sys.stderr.flush()
+    except (OSError, ValueError):  # closed, or a broken pipe: nobody to tell
+        pass

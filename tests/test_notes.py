@@ -5,14 +5,18 @@ no ``add_note`` and the interpreter's traceback shows no notes."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 
 import pytest
 
+from distconv import notes
 from distconv.logs import interrupted_line
-from distconv.notes import add_note, notes_of
+from distconv.notes import add_note, notes_of, print_exception
+from distconv.sync.mpi.leaving import install_abort_hook
 from tests.child_env import child_env
+from tests.mpi.common import AbortRecorder
 
 
 def test_notes_are_kept_in_order_after_those_the_error_has():
@@ -72,15 +76,108 @@ raise error
 """
 
 
-def test_the_note_of_an_error_that_ends_a_script_is_on_its_stderr(tmp_path):
-    """A real interpreter ending on the noted error: from Python 3.11 its traceback shows the
-    note; before, where it shows none, the note was logged as it was made. Either way the user
-    reads it, after nothing else that says the error."""
-    script = tmp_path / "uncaught.py"
-    script.write_text(UNCAUGHT)
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=child_env(), timeout=60
+def _run(tmp_path, script: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    return subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, env=child_env(), timeout=60
     )
+
+
+def test_the_note_of_an_error_that_ends_a_script_is_under_its_traceback(tmp_path):
+    """A real interpreter ending on the noted error: the note follows the error's line once,
+    as Python 3.11's traceback shows it (before, said at exit, where the traceback shows
+    none; it was logged as it was made, before the traceback, as a warning of its own)."""
+    done = _run(tmp_path, UNCAUGHT)
     assert done.returncode == 1, done.stderr
-    assert "ValueError: no checkpoint here" in done.stderr, done.stderr
-    assert "setup made its job check all the same, telling the other ranks" in done.stderr
+    lines = done.stderr.splitlines()
+    note = "setup made its job check all the same, telling the other ranks"
+    assert lines[-2:] == ["ValueError: no checkpoint here", note], done.stderr
+    assert done.stderr.count(note) == 1, done.stderr
+
+
+#: a script that catches a noted error and goes on (a fit tried again), and one that ends on
+#: another error, raised from the noted one
+CAUGHT = """\
+from distconv.notes import add_note
+
+try:
+    error = ValueError("no checkpoint here")
+    add_note(error, "the others were told")
+    raise error
+except ValueError:
+    print("tried again")
+try:
+    try:
+        raise OSError("disk full")
+    except OSError as cause:
+        add_note(cause, "a note of the cause")
+        raise RuntimeError("saving failed") from cause
+except RuntimeError as error:
+    add_note(error, "a note of its own")
+    raise
+"""
+
+
+def test_a_caught_errors_note_is_said_nowhere_and_a_chains_under_its_traceback(tmp_path):
+    """The note of an error the script handled reaches nobody, as from Python 3.11 (before, a
+    warning logged as it was made, the error never shown: "the others were told" out of the
+    blue); the chain that ends the script says each error's notes once, after the tracebacks."""
+    done = _run(tmp_path, CAUGHT)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == "tried again\n"
+    assert "the others were told" not in done.stderr, done.stderr
+    said = [line for line in done.stderr.splitlines() if "a note of" in line]
+    assert said == ["a note of the cause", "a note of its own"], done.stderr
+    assert done.stderr.index("a note of its own") > done.stderr.index("RuntimeError: saving")
+
+
+@pytest.fixture()
+def as_on_3_10(monkeypatch):
+    """``add_note`` as before Python 3.11 (``__notes__`` by hand), whatever Python runs it."""
+    monkeypatch.setattr(notes, "NATIVE_NOTES", False)
+
+
+def test_before_3_11_a_note_is_not_logged_as_it_is_made(as_on_3_10, caplog):
+    """Logged as made, it was said where its error may be caught and handled, and said a
+    second time in ``distconv train``'s and ``run_main``'s ending after a Ctrl-C."""
+    interrupt = KeyboardInterrupt()
+    with caplog.at_level(logging.WARNING):
+        add_note(interrupt, "this rank could not set up; the others were told")
+    assert caplog.records == []
+    said = interrupted_line("prog", interrupt).splitlines()
+    assert said == ["prog: interrupted", "prog: this rank could not set up; the others were told"]
+
+
+def test_before_3_11_under_an_open_abort_hook_a_note_is_logged_as_it_is_made(as_on_3_10, caplog):
+    """An MPI sync's abort prints the traceback without notes before Python 3.11, and ends the
+    process: the note is logged as it is made there (a Ctrl-C's ending says it all the same:
+    its last lines), and a traceback printed after does not say it again."""
+    restore = install_abort_hook(AbortRecorder())
+    try:
+        interrupt = KeyboardInterrupt()
+        with caplog.at_level(logging.WARNING):
+            add_note(interrupt, "the others were not told")
+    finally:
+        restore()
+    assert [r.getMessage() for r in caplog.records] == ["the others were not told"]
+    assert notes_of(interrupt) == ["the others were not told"]
+    assert interrupted_line("prog", interrupt).splitlines()[1:] == [
+        "prog: the others were not told"
+    ]
+    assert not any("the others were not told" in line for line in notes._chain_notes(interrupt))
+
+
+def test_a_printed_traceback_says_the_notes_once(capsys):
+    """``run_main``'s traceback of another rank's failure, and those printed before an MPI
+    abort: the notes under it once, on 3.10 too (where pytest's ``exceptiongroup`` makes
+    ``traceback`` print them already)."""
+    try:
+        error = ValueError("rank 1 failed")
+        add_note(error, "the others were told")
+        raise error
+    except ValueError as raised:
+        print_exception(raised)
+    said = capsys.readouterr().err
+    assert said.count("the others were told") == 1, said
+    assert said.index("the others were told") > said.index("ValueError: rank 1 failed"), said
