@@ -16,7 +16,6 @@ import logging
 import os
 import sys
 import time
-import traceback
 from collections.abc import Sequence
 from contextlib import nullcontext
 
@@ -314,10 +313,12 @@ def _abort_mpi_job(status: int, argv: Sequence[str]) -> None:
     # 'distconv -v train', 'distconv --verbose=1 train': the check reads past -q alone, and a
     # rank failing after another option exited without the abort, its peers in MPI_Init
     if mpi_train_rank(from_command(argv)):
+        from distconv.notes import print_exception
         from distconv.sync.mpi import leaving
 
-        if sys.exc_info()[1] is not None and not isinstance(sys.exc_info()[1], SystemExit):
-            traceback.print_exc()  # before the abort ends this process
+        error = sys.exc_info()[1]
+        if error is not None and not isinstance(error, SystemExit):
+            print_exception(error)  # before the abort ends this process (its notes: 3.10's too)
         leaving.abort_uninitialised(status)
 
 

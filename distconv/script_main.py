@@ -22,13 +22,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import traceback
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from distconv import stop_request
 from distconv.logs import as_log_line, error_line, interrupted_line, writes_json
 from distconv.messages import debugging, say
+from distconv.notes import format_exception, print_exception
 from distconv.stop_request import Preempted
 from distconv.sync.errors import JobRefused
 from distconv.sync.mpi import leaving
@@ -107,7 +107,7 @@ def run_main(main: Callable[[], _Result]) -> _Result:
         if _hooked(exc):  # an MPI sync's abort hook: maybe this rank alone, the others waiting
             raise
         if debugging():
-            traceback.print_exc()
+            print_exception(exc)
         say(interrupted_line(_program(), exc, _log_format))  # its notes: fail_setup's cut short
         _abort_mpi_before_init(130)  # the others wait in MPI_Init for this one
         raise SystemExit(130) from None
@@ -131,10 +131,10 @@ def _failure_status(error: Exception) -> int | None:
     ``DISTCONV_DEBUG=1``, and for an error an exception hook takes."""
     if peer_failure(error) is not None:
         if writes_json(_log_format):  # the traceback in the line: every line JSON there
-            trace = "".join(traceback.format_exception(error)).rstrip()
+            trace = "".join(format_exception(error)).rstrip()
             say(error_line(_program(), error, _log_format, exception=trace))
         else:
-            traceback.print_exc()
+            print_exception(error)
         return PEER_FAILED_STATUS
     # said here under an MPI sync's abort hook too where every rank raises it alike (MPI's
     # refusals): none waits; any other error of this rank's goes to the hook (_hooked)
@@ -168,8 +168,8 @@ def _abort_mpi_before_init(status: int | None) -> None:
     Hydra left the others waiting there for ever (after a pserver's peer failure none wait)."""
     mpi_job = mpi_launcher_size() > 1 and not os.environ.get("DISTCONV_PSERVERS")
     if mpi_job and status != PEER_FAILED_STATUS:
-        if status is None and "mpi4py.MPI" not in sys.modules:
-            traceback.print_exc()  # a bug's, before the abort ends this process
+        if status is None and "mpi4py.MPI" not in sys.modules and sys.exc_info()[1]:
+            print_exception(sys.exc_info()[1])  # a bug's, before the abort ends this process
         abort_uninitialised(status or 1)  # returns where MPI is initialised already
 
 

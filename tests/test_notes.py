@@ -181,3 +181,30 @@ def test_a_printed_traceback_says_the_notes_once(capsys):
     said = capsys.readouterr().err
     assert said.count("the others were told") == 1, said
     assert said.index("the others were told") > said.index("ValueError: rank 1 failed"), said
+
+
+#: a script whose ``main`` ends on another rank's failure with a note, under ``run_main``
+PEER_FAILED = """\
+from distconv.notes import add_note
+from distconv.script_main import run_main
+from distconv.sync.peers import PeerFailed
+
+
+def main():
+    error = PeerFailed("rank 1 failed", [1])
+    add_note(error, "moving the values written to the device failed too: MemoryError()")
+    raise error
+
+
+run_main(main)
+"""
+
+
+def test_run_mains_traceback_of_a_peer_failure_says_its_note(tmp_path):
+    """``run_main`` prints another rank's failure itself (exit 75): its traceback ends with the
+    note, on 3.10 too (a shard lost as the values went to the device: the second failure)."""
+    done = _run(tmp_path, PEER_FAILED)
+    assert done.returncode == 75, done.stderr
+    lines = done.stderr.splitlines()
+    note = "moving the values written to the device failed too: MemoryError()"
+    assert lines[-2:] == ["distconv.sync.peers.PeerFailed: rank 1 failed", note], done.stderr
