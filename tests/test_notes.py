@@ -19,7 +19,21 @@ from tests.child_env import child_env
 from tests.mpi.common import AbortRecorder
 
 
-def test_notes_are_kept_in_order_after_those_the_error_has():
+@pytest.fixture()
+def as_on_3_10(monkeypatch):
+    """``add_note`` as before Python 3.11 (``__notes__`` by hand), whatever Python runs it."""
+    monkeypatch.setattr(notes, "NATIVE_NOTES", False)
+
+
+@pytest.fixture(params=["this python", "as before 3.11"])
+def either_way(request, monkeypatch):
+    """``add_note`` as the Python running it makes notes, and as before Python 3.11: the
+    backport's refusals and order are checked where the suite runs on 3.11 too."""
+    if request.param == "as before 3.11":
+        monkeypatch.setattr(notes, "NATIVE_NOTES", False)
+
+
+def test_notes_are_kept_in_order_after_those_the_error_has(either_way):
     error = ValueError("no checkpoint here")
     error.__notes__ = ["a note of its own"]
     add_note(error, "the others were told")
@@ -41,14 +55,14 @@ def test_a_note_reaches_the_ending_of_an_interrupted_run():
     assert said == ["prog: interrupted", "prog: this rank could not set up; the others were told"]
 
 
-def test_a_note_that_is_no_string_is_refused_and_nothing_is_added():
+def test_a_note_that_is_no_string_is_refused_and_nothing_is_added(either_way):
     error = RuntimeError("x")
     with pytest.raises(TypeError, match="note must be a str, not .int."):
         add_note(error, 42)  # type: ignore[arg-type]
     assert notes_of(error) == []
 
 
-def test_notes_that_are_no_list_are_refused_not_replaced():
+def test_notes_that_are_no_list_are_refused_not_replaced(either_way):
     error = RuntimeError("x")
     error.__notes__ = ("a script's", "tuple")
     with pytest.raises(TypeError, match="__notes__ is not a list"):
@@ -130,12 +144,6 @@ def test_a_caught_errors_note_is_said_nowhere_and_a_chains_under_its_traceback(t
     said = [line for line in done.stderr.splitlines() if "a note of" in line]
     assert said == ["a note of the cause", "a note of its own"], done.stderr
     assert done.stderr.index("a note of its own") > done.stderr.index("RuntimeError: saving")
-
-
-@pytest.fixture()
-def as_on_3_10(monkeypatch):
-    """``add_note`` as before Python 3.11 (``__notes__`` by hand), whatever Python runs it."""
-    monkeypatch.setattr(notes, "NATIVE_NOTES", False)
 
 
 def test_before_3_11_a_note_is_not_logged_as_it_is_made(as_on_3_10, caplog):
