@@ -8,6 +8,7 @@ import pytest
 
 from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.sync.mpi.finishing import Finishing
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import Watchdog
@@ -89,8 +90,8 @@ class FailingStart(UsedParams):
 
 
 class Interrupted:
-    """What MPISync.finish_step reads of its sync, up to the flags' start: a rank of two whose
-    last pack is interrupted."""
+    """What Finishing.finish_step (MPISync's step end, below its rate keeping) reads of its
+    sync, up to the flags' start: a rank of two whose last pack is interrupted."""
 
     world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
     _failed_finish, _ended_alike, _check_refused = None, False, False
@@ -119,7 +120,7 @@ def test_an_error_starting_the_flags_does_not_lose_an_interrupt_kept_from_the_pa
     dropped."""
     sync = Interrupted()
     with pytest.raises(KeyboardInterrupt) as raised:
-        unguarded(MPISync.finish_step)(sync)
+        unguarded(Finishing.finish_step)(sync)
     assert isinstance(raised.value.__context__, RuntimeError) and sync.step == 1
     assert not sync._ended_alike  # the flags never went: close aborts the job
 
@@ -157,6 +158,6 @@ def test_an_interrupt_before_the_flags_names_an_error_kept_from_the_pack():
     raise it: the interrupt goes up, the kept error named in a note on it, not dropped."""
     sync = FailedPack()
     with pytest.raises(KeyboardInterrupt) as raised:
-        unguarded(MPISync.finish_step)(sync)
+        unguarded(Finishing.finish_step)(sync)
     assert any("copying bucket 1 to the host failed" in n for n in raised.value.__notes__)
     assert sync.step == 1 and not sync._ended_alike  # the flags never read: close aborts
