@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,8 +25,6 @@ from distconv.sync.base import SyncStrategy
 
 if TYPE_CHECKING:
     from distconv.trainer import Trainer
-
-log = logging.getLogger("distconv.trainer")  # a stop's words, as the fit's other lines
 
 
 def run_epoch(
@@ -118,8 +115,8 @@ def sums_kept_at_an_error(trainer: Trainer, tally: EpochTally) -> Iterator[None]
 
 def _say_way_on(stopped: Preempted, out_dir: Path | None) -> None:
     """Note :func:`way_on` under ``stopped``'s line: a notebook's stop said neither what it
-    saved nor how to go on (:func:`~distconv.notes.add_note` logs it where Python prints no
-    notes)."""
+    saved nor how to go on (:func:`~distconv.notes.add_note` says it where Python 3.10 prints
+    no notes: under the traceback, or logged in a notebook)."""
     add_note(stopped, way_on(out_dir))
 
 

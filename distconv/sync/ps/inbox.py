@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +33,6 @@ from distconv.sync.ps.wire import (
     short,
 )
 
-log = logging.getLogger("distconv.pserver")
 #: the largest block version a reply may carry: an int64, as every header integer a shard reads
 MAX_VERSION = 2**63 - 1
 
