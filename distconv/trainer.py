@@ -26,7 +26,7 @@ from distconv.epoch_tally import EpochTally, evaluate_shares, right_answers
 from distconv.fit_start import start_fit
 from distconv.layers.base import LayerError
 from distconv.layers.loss import wide_loss
-from distconv.metrics import MetricsWriter, plot_metrics, summary
+from distconv.metrics import MetricsWriter, summary
 from distconv.network import Network
 from distconv.resume import (
     JobStart,
@@ -38,8 +38,10 @@ from distconv.resume import (
     refuse_frozen_resume,
     share_position,
 )
-from distconv.run_dir import METRICS, PLOT, RunDirectory
+from distconv.run_dir import METRICS, RunDirectory
+from distconv.run_dir import PLOT as PLOT  # the command line names it from here
 from distconv.run_line import run_line
+from distconv.run_plot import draw_plot, plot_after
 from distconv.sampler import check_count, check_seed
 from distconv.sequence_set import (
     SequenceSet,
@@ -340,7 +342,7 @@ class Trainer(TrainerSettings):
         self.history = []  # this call's
         # this fit's: a stop one before stopped by is done, one it did not is carried in
         self._stop = StopRequest(announce=self.sync.is_chief)
-        restore_handlers = None
+        restore_handlers = writer = None
         try:
             try:  # maybe on this rank alone: the others would wait in their setup for it
                 train, test, sampler, data, state, pos, layers = start_fit(
@@ -370,10 +372,12 @@ class Trainer(TrainerSettings):
                 if self.monitor is not None:  # the epoch end's waits: no step comes after the last
                     self.monitor.record_totals(self.sync.traffic(), self.sync)
                 log.info(summary(record, epochs))
-            if writer is not None and writer.records:
-                plot_metrics(writer.records, self.out_dir / PLOT, title=self.out_dir.name)
+            if writer is not None:
+                draw_plot(writer, self.out_dir)
         except BaseException as error:  # a Ctrl-C or an error ended it: its own stop not handed on
             self._stop.ended_by(error)
+            if writer is not None:  # drawn at a stop, else never left older than the log
+                plot_after(error, writer, self.out_dir)
             raise
         finally:
             if restore_handlers is not None:
