@@ -22,7 +22,6 @@ the shard goes on serving everyone else.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import signal
 import time
@@ -57,6 +56,7 @@ from distconv.sync.ps.request_log import RefusalLog
 from distconv.sync.ps.runs import RunChecks
 from distconv.sync.ps.shard_monitor import ShardMonitor
 from distconv.sync.ps.state import BlockUpdates, Stats
+from distconv.sync.ps.stats_line import StatsLine
 from distconv.sync.ps.wire import frame_limit, pack, send, zmq_max_msg_size
 
 log = logging.getLogger("distconv.pserver")
@@ -65,7 +65,7 @@ log = logging.getLogger("distconv.pserver")
 TICK = 0.1
 #: the most requests handled in a row before the timeouts and probes are looked at
 BATCH = 64
-#: how often the stats go to the log, in seconds
+#: how often the stats line is due, in seconds: logged where a counter moved (stats_line.py)
 STATS_EVERY = 30.0
 
 
@@ -103,6 +103,7 @@ class Shard(
         #: of :meth:`_clear_job` hold these counts)
         self.requests = 0
         self._stop = False
+        self._stats_line = StatsLine(config.shard)
         Draining.__init__(self)
         #: probes (``distconv.service.ServiceEndpoints``), set by :func:`run_shard`, and the
         #: stats' copies for their /metrics (``distconv.sync.ps.stats_series``)
@@ -212,7 +213,7 @@ class Shard(
             self._check_timeouts(now)
             self._report_probes()
             if now >= next_stats:
-                self.log_stats()
+                self._stats_line.log_if_news(self.stats, now)
                 next_stats = now + STATS_EVERY
         try:  # a refused part still raises (the exit says so), after the stats
             if self.config.checkpoint_dir and self.blocks:
@@ -282,7 +283,7 @@ class Shard(
         self._ctx.term()
 
     def log_stats(self) -> None:
-        log.info("shard %d stats %s", self.index, json.dumps(self.stats.as_dict()))
+        self._stats_line.log(self.stats)
 
     def _reply(
         self,
