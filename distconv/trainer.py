@@ -22,7 +22,8 @@ from distconv.arg import feeds_of
 from distconv.data import Arrays, DataError, Dataset
 from distconv.data_checks import check_evaluation_set, check_sets
 from distconv.epoch_run import run_epoch
-from distconv.epoch_tally import EpochTally, evaluate_shares, right_answers
+from distconv.epoch_tally import EpochTally
+from distconv.evaluation_sums import evaluate_shares, right_answers
 from distconv.fit_start import start_fit
 from distconv.layers.base import LayerError
 from distconv.layers.loss import wide_loss
