@@ -36,6 +36,7 @@ UNREPEATED = (
     "examples_per_second_per_rank",
     "collective_seconds",
     "collective_seconds_per_rank",
+    "sync_seconds_per_rank",
     *PUSH_COUNTS,
 )
 
@@ -105,6 +106,8 @@ class EpochTally:
         # this rank's waits in the Trainer's collectives so far: the epoch's are those since,
         # after those of its steps before a resume (the checkpoint's)
         self._waited = collective_seconds(sync) - self._waits[sync.rank]
+        # this rank's waits in its steps' exchanges so far (None: a sync that keeps none)
+        self._exchanged = step_exchange_seconds(sync)
 
     def _push_counts(self) -> list[float]:
         """This rank's :data:`PUSH_COUNTS` so far, as its sync's ``traffic()`` keeps them."""
@@ -199,8 +202,15 @@ class EpochTally:
         since); ``collective_seconds`` the most of them. A fast rank waits there
         for a slow one where the steps do not make it wait (asynchronous training). A rank
         absent from the rates' sum (one a parameter server lost, ``--on-worker-loss
-        continue``) is None (JSON null) in both per-rank lists: not measured, where 0.0 read
+        continue``) is None (JSON null) in the per-rank lists: not measured, where 0.0 read
         as a rank that never waits.
+
+        ``sync_seconds_per_rank`` is the time each rank's steps waited in their own exchange
+        (``traffic()``'s ``sync_seconds``: the sync keeps the sum, nothing is timed per step
+        here), where a fast rank waits for a slow one in a synchronous or allreduce run; the
+        rank with the least of both waits is the one the others waited for. A resumed epoch's
+        counts its steps since the resume (no checkpoint carries it). A sync that keeps no
+        ``sync_seconds`` (a rank alone) has no such field.
 
         An asynchronous run's record also has :data:`PUSH_COUNTS`: the push messages of the
         epoch's steps the shards applied (at least one parameter of each: the updates made)
@@ -212,9 +222,12 @@ class EpochTally:
         """
         sums, world, rank = self.sums, self.sync.world_size, self.sync.rank
         examples, seconds = max(sums["examples"], 1), max(sums["seconds"], 1e-9)
-        rates, waits, here = [0.0] * world, [0.0] * world, [0.0] * world
+        rates, waits, exchanges, here = ([0.0] * world for _ in range(4))
         rates[rank] = sums.get("rank_examples", 0.0) / seconds
         waits[rank], here[rank] = collective_seconds(self.sync) - self._waited, 1.0
+        exchanged = step_exchange_seconds(self.sync)
+        if exchanged is not None and self._exchanged is not None:
+            exchanges[rank] = exchanged - self._exchanged
         record: dict[str, Any] = {
             "epoch": pos.epoch,
             "step": pos.step,
@@ -224,15 +237,21 @@ class EpochTally:
             record["train_acc"] = sums["correct"] / examples
         record["seconds"] = sums["seconds"]
         record["examples_per_second"] = sums["examples"] / seconds
-        shared = timed_collective(self.sync, self.sync.allreduce_sum, [*rates, *waits, *here])
+        summing = [*rates, *waits, *exchanges, *here]
+        shared = timed_collective(self.sync, self.sync.allreduce_sum, summing)
         # a rank a parameter server lost (--on-worker-loss continue) summed nothing: None, not
         # measured (a 0.0 wait read as a rank that never waits, a straggler's look)
-        present = shared[2 * world :]
-        rates, waits = ([v if h else None for v, h in zip(shared[i:], present)] for i in (0, world))
+        present = shared[3 * world :]
+        rates, waits, exchanges = (
+            [v if h else None for v, h in zip(shared[i:], present)] for i in (0, world, 2 * world)
+        )
         record["examples_per_second_per_rank"] = rates
         # where the epoch's time went beside the steps: each rank's waits for the others
         record["collective_seconds"] = max(w for w in waits if w is not None)
         record["collective_seconds_per_rank"] = waits
+        # where a sync or allreduce run's fast ranks wait for a slow one: in each step's exchange
+        if self._exchanged is not None:
+            record["sync_seconds_per_rank"] = exchanges
         # what asynchronous SGD did: updates, drops; also in an epoch resumed under another
         # mode whose earlier steps were async (its checkpoint carried their counts)
         if self._pushes_from is not None or any(k in sums for k in PUSH_COUNTS):
@@ -255,6 +274,16 @@ class EpochTally:
         if "scheme" in line and EARLIER not in line and line["scheme"] == scheme_in_force(lines):
             del line["scheme"]
         return line
+
+
+def step_exchange_seconds(sync: SyncStrategy) -> float | None:
+    """The time ``sync``'s steps waited in their exchange so far (``traffic()``'s running
+    ``sync_seconds``, which the sync keeps: nothing is timed here), or None where it keeps
+    none (a rank alone, a strategy of one's own without it, a stand-in for one with the
+    collectives alone, as :func:`~distconv.sync.collective_time.collective_seconds` reads)."""
+    traffic = getattr(sync, "traffic", None)
+    seconds = traffic().get("sync_seconds") if traffic is not None else None
+    return None if seconds is None else float(seconds)
 
 
 def scheme_in_force(lines: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:

@@ -322,8 +322,8 @@ def _series(records: Iterable[Mapping[str, Any]], key: str) -> tuple[list, list]
 
 def summary(record: dict[str, Any], epochs: int) -> str:
     """One log line for an epoch's record: its losses, accuracies, seconds (and the most a
-    rank of them waited in the Trainer's collectives), rate, and an asynchronous run's pushes
-    applied and dropped."""
+    rank of them waited for the others: :func:`_waiting`), rate, and an asynchronous run's
+    pushes applied and dropped."""
     parts = [f"epoch {record['epoch']}/{epochs}"]
     for key in ("train_loss", "train_acc", "test_loss", "test_acc"):
         if key in record:
@@ -332,7 +332,7 @@ def summary(record: dict[str, Any], epochs: int) -> str:
     # the most a rank waited for the others between steps; a rank alone waits for none (its
     # record's figure is the sums' own bookkeeping, which said "0.0s waiting" at every epoch)
     if "collective_seconds" in record and record.get("world_size", 1) > 1:
-        seconds += f" ({record['collective_seconds']:.1f}s waiting in collectives)"
+        seconds += f" ({_waiting(record)})"
     parts.append(seconds)
     parts.append(
         f"{record['examples_per_second']:.0f} ex/s (global batch {record['global_batch']})"
@@ -341,6 +341,18 @@ def summary(record: dict[str, Any], epochs: int) -> str:
         applied, dropped = record["push_messages_applied"], record["push_messages_dropped"]
         parts.append(f"pushes {applied} applied, {dropped} dropped{_async_steps(record)}")
     return "  ".join(parts)
+
+
+def _waiting(record: Mapping[str, Any]) -> str:
+    """The most a rank waited for the others in each place: its steps' exchanges, where a
+    synchronous or allreduce run's fast ranks wait for a straggler (a record of a sync that
+    keeps no such time has none), and the Trainer's collectives, where an asynchronous run's
+    do; the collectives alone said "0.0s waiting" on every rank while one stalled 20 s."""
+    collectives = f"{record['collective_seconds']:.1f}s"
+    exchanges = [w for w in record.get("sync_seconds_per_rank") or () if w is not None]
+    if not exchanges:
+        return f"{collectives} waiting in collectives"
+    return f"{max(exchanges):.1f}s waiting in step exchanges, {collectives} in collectives"
 
 
 def _async_steps(record: Mapping[str, Any]) -> str:

@@ -173,7 +173,8 @@ def test_an_async_epochs_pushes_applied_and_dropped_are_summed_over_ranks(shards
     assert [applied, dropped] == [sum(s[k] for s in stats) for k in PUSHES]
     said = [r.getMessage() for r in caplog.records if r.name == "distconv.trainer"]
     for line in lines:  # each rank logs the epoch's line, the same on each
-        waited = f"({line['collective_seconds']:.1f}s waiting in collectives)"
+        exchanged = max(line["sync_seconds_per_rank"])
+        waited = f"({exchanged:.1f}s waiting in step exchanges, {line['collective_seconds']:.1f}s"
         pushes = "pushes {push_messages_applied} applied, {push_messages_dropped} dropped"
         ours = [m for m in said if m.startswith(f"epoch {line['epoch']}/")]
         assert ours and all(waited in m and m.endswith(pushes.format(**line)) for m in ours), said
