@@ -18,8 +18,6 @@ import numpy as np
 from distconv.backend import to_host, widened
 from distconv.epoch_sums import PUSH_COUNTS as PUSH_COUNTS  # defined there: tests read it
 from distconv.epoch_sums import RANK_LOSS, RANK_WAITS, epoch_sums
-from distconv.evaluation_sums import evaluate_shares as evaluate_shares
-from distconv.evaluation_sums import right_answers as right_answers
 from distconv.resume import Position, TrainingError
 from distconv.sampler import GlobalBatchSampler
 from distconv.scheme_history import EARLIER, resumed_under

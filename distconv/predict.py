@@ -72,7 +72,8 @@ def predict_classes(
     network: Network, inputs: Any, *, output: str | None = None, batch_size: int = 256
 ) -> np.ndarray:
     """The class id of each row of ``inputs``: the argmax over axis 1 of :func:`predict`'s
-    scores, as the Trainer counts right answers (:func:`~distconv.epoch_tally.right_answers`)."""
+    scores, as the Trainer counts right answers
+    (:func:`~distconv.evaluation_sums.right_answers`)."""
     return predict(network, inputs, output=output, batch_size=batch_size).argmax(axis=1)
 
 

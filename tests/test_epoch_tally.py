@@ -6,7 +6,8 @@ import threading
 import numpy as np
 import pytest
 
-from distconv.epoch_tally import EpochTally, evaluate_shares
+from distconv.epoch_tally import EpochTally
+from distconv.evaluation_sums import evaluate_shares
 from distconv.optim import create_optimizer
 from distconv.resume import Position
 from distconv.sampler import GlobalBatchSampler

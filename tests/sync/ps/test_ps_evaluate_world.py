@@ -16,7 +16,7 @@ import zmq
 from ps_helpers import raw_dealer
 
 from distconv.data import DataError
-from distconv.epoch_tally import evaluate_shares
+from distconv.evaluation_sums import evaluate_shares
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.wire import pack, unpack_header
 from tests.unguarded import unguarded
