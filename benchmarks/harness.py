@@ -186,31 +186,16 @@ def torch_or_say(without: str) -> bool:
 
 
 def blas_kernels() -> str:
-    """Which BLAS numpy runs here and on which kernels, for a benchmark's header.
+    """Which BLAS numpy runs here and on which kernels, for a benchmark's header
+    (:func:`distconv.kernels.blas.kernels_said`, which ``distconv train``'s start says too).
 
     OpenBLAS picks its kernels for the CPU when it loads, unless ``OPENBLAS_CORETYPE`` names
-    them; some machines set it (and ``OPENBLAS_L2_SIZE``) for old OpenBLAS builds, which
-    holds a current numpy to older, slower kernels. The workers inherit this environment, so
-    they run what this line says.
+    them; the line names the variables that force them and the command that runs the CPU's
+    own. The workers inherit this environment, so they run what this line says.
     """
-    import numpy  # noqa: F401  (loads the BLAS threadpoolctl reports)
-    from threadpoolctl import threadpool_info
+    from distconv.kernels.blas import kernels_said  # the checkout measured, on sys.path by now
 
-    libs = [i for i in threadpool_info() if i.get("user_api") == "blas"]
-    what = ", ".join(
-        f"{i.get('internal_api')} {i.get('version')} {i.get('architecture') or ''}".rstrip()
-        for i in libs
-    )
-    names = [v for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if v in os.environ]
-    if not names:
-        return f"numpy's BLAS: {what or 'none found'}"
-    forced = " ".join(f"{v}={os.environ[v]}" for v in names)
-    # the scripts leave the environment as it is: say how to run the CPU's own kernels
-    unset = " ".join(f"-u {v}" for v in names)
-    return (
-        f"numpy's BLAS: {what or 'none found'} (set by the environment: {forced}; "
-        f"for the CPU's own kernels, run under env {unset})"
-    )
+    return kernels_said()
 
 
 def print_table(header: list[str], rows: list[list[str]]) -> None:

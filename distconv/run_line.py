@@ -14,17 +14,15 @@ record the build are pruned to ``--keep-checkpoints``.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from distconv import plain_json
 from distconv.build_identity import build_id
-from distconv.kernels.parallel import blas_libraries
+from distconv.kernels.blas import numpy_blas
 
 #: the facts a checkpoint records that the log's line leaves out: long, and for a resume's check
 LEFT_OUT = ("layers",)
@@ -55,27 +53,8 @@ def run_line(
 def software() -> dict[str, str | None]:
     """The software this process computes with, as :data:`SOFTWARE` names it: distconv's
     build (``0.1.0+3f2a9c0d41b7e655``), numpy's version (``2.4.6``) and numpy's BLAS
-    (:func:`numpy_blas`; None where none is found)."""
+    (:func:`~distconv.kernels.blas.numpy_blas`; None where none is found)."""
     return {"build": build_id(), "numpy": np.__version__, "blas": numpy_blas()}
-
-
-@functools.cache
-def numpy_blas() -> str | None:
-    """The BLAS numpy's matrix products run on, as threadpoolctl reads its library:
-    ``"openblas 0.3.31.188.0 Haswell pthreads"`` (name, version, the CPU kernels the library
-    picked at load, its threading layer; each only where known). The kernels matter as much
-    as the version: OpenBLAS picks them by the CPU, and another CPU's sum their own way.
-    numpy's own library first (numpy/.dylibs, numpy.libs/: both under numpy's prefix), as
-    :mod:`distconv.kernels.blas` binds it; None where no BLAS is found. Read once."""
-    libs = blas_libraries()
-    numpy_dir = str(Path(np.__file__).parent)
-    ours = [lib for lib in libs if str(lib.filepath).startswith(numpy_dir)] or libs
-    if not ours:
-        return None
-    lib = ours[0]
-    parts = (lib.internal_api, lib.version, getattr(lib, "architecture", None))
-    parts += (getattr(lib, "threading_layer", None),)
-    return " ".join(str(part) for part in parts if part)
 
 
 def software_changed(before: Mapping[str, Any] | None, run: Mapping[str, Any]) -> bool:

@@ -11,12 +11,18 @@ threads' hold uses), called through ctypes, which releases the GIL for the call,
 kernel threads run their products in parallel. Only
 OpenBLAS is bound (numpy's wheels ship it; its configuration string says whether its integers
 are 64-bit); elsewhere :func:`available` is False and callers keep their numpy path.
+
+The same library, described (:func:`numpy_blas`, :func:`kernels_said`), is what a metrics log's
+run line, ``distconv train``'s start and the benchmarks' headers name: float32 results change
+in their last bits with it, and its kernels set a convolution's speed.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,17 +39,21 @@ def _gemm(dtype: np.dtype) -> Any:
     """The ctypes ``cblas_?gemm`` for ``dtype`` (float32/float64), or None if there is none."""
     if dtype not in _CTYPES:
         return None
-    libs = [lib for lib in blas_libraries() if lib.internal_api == "openblas"]
+    libs = [lib for lib in numpy_first(blas_libraries()) if lib.internal_api == "openblas"]
     letter = "s" if dtype == np.float32 else "d"
-    # numpy's own first (in numpy/.dylibs or numpy.libs/, both under this prefix): scipy or
-    # torch may have loaded another OpenBLAS before it
-    numpy_dir = str(Path(np.__file__).parent)
-    libs = sorted(libs, key=lambda lib: not str(lib.filepath).startswith(numpy_dir))
     for lib in libs:
         found = _bind(lib, letter, _CTYPES[dtype])
         if found is not None:
             return found
     return None
+
+
+def numpy_first(libs: list) -> list:
+    """``libs`` (threadpoolctl's controllers) with numpy's own first, in their order otherwise:
+    scipy or torch may have loaded another BLAS before numpy's (in numpy/.dylibs or
+    numpy.libs/, both under numpy's prefix)."""
+    numpy_dir = str(Path(np.__file__).parent)
+    return sorted(libs, key=lambda lib: not str(lib.filepath).startswith(numpy_dir))
 
 
 #: symbol (prefix, suffix) pairs OpenBLAS builds use: numpy's wheels, 64-bit-integer builds
@@ -129,3 +139,54 @@ def gemm(a: Any, b: Any, c: Any, beta: float) -> None:
         1.0, a.ctypes.data, la[1], b.ctypes.data, lb[1],
         beta, c.ctypes.data, lc[1],
     )  # fmt: skip
+
+
+@functools.cache
+def numpy_blas() -> str | None:
+    """The BLAS numpy's matrix products run on, as threadpoolctl reads its library:
+    ``"openblas 0.3.31.188.0 Haswell pthreads"`` (name, version, the CPU kernels the library
+    picked at load, its threading layer; each only where known). The kernels matter as much
+    as the version: OpenBLAS picks them by the CPU, and another CPU's sum their own way.
+    numpy's own library (:func:`numpy_first`), as :func:`gemm` binds it; None where no BLAS is
+    found. Read once: the kernels are picked when the library loads."""
+    libs = numpy_first(blas_libraries())
+    if not libs:
+        return None
+    lib = libs[0]
+    parts = (lib.internal_api, lib.version, getattr(lib, "architecture", None))
+    parts += (getattr(lib, "threading_layer", None),)
+    return " ".join(str(part) for part in parts if part)
+
+
+#: the variables that hold OpenBLAS to kernels other than its CPU's own (``CORETYPE`` names
+#: them) or size them for another cache (``L2_SIZE``); some machines set them for old OpenBLAS
+#: builds, which holds a current numpy to older, slower kernels (on a Zen 5 CPU, the default
+#: model's step on 28x28 images took 26.9 ms at one thread under ``OPENBLAS_CORETYPE=Haswell``,
+#: 22.5 ms on the CPU's own)
+KERNEL_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def kernels_forced(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``environ`` (this process's by default) names OpenBLAS's kernels itself
+    (``OPENBLAS_CORETYPE``), rather than leaving them to the CPU. ``OPENBLAS_L2_SIZE`` alone
+    does not, nor a blank ``OPENBLAS_CORETYPE``: the kernels stay the CPU's own."""
+    env = os.environ if environ is None else environ
+    return bool(env.get("OPENBLAS_CORETYPE"))
+
+
+def kernels_said(environ: Mapping[str, str] | None = None) -> str:
+    """numpy's BLAS and its kernels in one line (:func:`numpy_blas`): ``numpy's BLAS: openblas
+    0.3.31.188.0 Haswell pthreads``, followed, where ``environ`` (this process's by default)
+    sets any of :data:`KERNEL_VARS` (not blank), by which and the command that runs the CPU's
+    own kernels: `` (set by the environment: OPENBLAS_CORETYPE=Haswell; for the CPU's own
+    kernels, run under env -u OPENBLAS_CORETYPE)``. What the benchmarks' headers say, and ``distconv
+    train``'s start where :func:`kernels_forced`."""
+    env = os.environ if environ is None else environ
+    said = f"numpy's BLAS: {numpy_blas() or 'none found'}"
+    names = [name for name in KERNEL_VARS if env.get(name)]  # blank: OpenBLAS's default
+    if not names:
+        return said
+    forced = " ".join(f"{name}={env[name]}" for name in names)
+    unset = " ".join(f"-u {name}" for name in names)
+    own = f"for the CPU's own kernels, run under env {unset}"
+    return f"{said} (set by the environment: {forced}; {own})"

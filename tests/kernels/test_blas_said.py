@@ -1,0 +1,48 @@
+"""One description of numpy's BLAS and its kernels, in distconv: a metrics log's run line, the
+benchmarks' headers and ``distconv train``'s start say the same library in the same words.
+Two copies (one in the run line, one in the benchmarks) had drifted apart already: one named
+the threading layer, the other every BLAS loaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from distconv import run_line
+from distconv.kernels.blas import kernels_forced, kernels_said, numpy_blas
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_the_run_line_and_the_benchmarks_name_the_blas_by_the_one_description(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from harness import blas_kernels
+
+    assert run_line.numpy_blas is numpy_blas  # one, not a copy: tests import it from there
+    assert run_line.software()["blas"] == numpy_blas()
+    assert blas_kernels() == kernels_said()
+    assert kernels_said({}) == f"numpy's BLAS: {numpy_blas() or 'none found'}"
+
+
+def test_kernels_forced_by_the_environment_are_named_with_the_command_for_the_cpu_s_own():
+    said = kernels_said({"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "512", "X": "1"})
+    assert said == (
+        f"numpy's BLAS: {numpy_blas() or 'none found'} (set by the environment: "
+        "OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512; for the CPU's own kernels, run under "
+        "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)"
+    )
+
+
+@pytest.mark.parametrize(
+    "environ, forced",
+    [
+        ({}, False),
+        ({"OPENBLAS_L2_SIZE": "512"}, False),  # a cache size: the kernels stay the CPU's
+        ({"OPENBLAS_CORETYPE": "Haswell"}, True),
+        ({"OPENBLAS_CORETYPE": ""}, False),  # blank: OpenBLAS picks the CPU's own
+    ],
+)
+def test_only_a_named_core_type_forces_the_kernels(environ, forced):
+    assert kernels_forced(environ) is forced
+    assert ("(set by the environment" in kernels_said(environ)) is any(environ.values())
