@@ -1,15 +1,14 @@
 """The command line of ``distconv train``: its flags, what each takes and its default, and how a
 train command line written elsewhere (a manifest) reads as the command will read it.
 
-:mod:`distconv.cli` runs the command; :mod:`distconv.transport_flags` says what the distributed
-flags mean beyond their parsing.
+:mod:`distconv.cli` runs the command; :mod:`distconv.train_flag_types` reads each flag's
+value; :mod:`distconv.transport_flags` says what the distributed flags mean beyond their parsing.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import math
 import re
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -17,77 +16,18 @@ from typing import NoReturn
 from distconv.async_hint import ASYNC_HINT, refuse_own_unknowns
 from distconv.job import TrainConfig
 from distconv.names import DATASET_NAMES, OPTIMIZER_NAMES, TRANSPORT_NAMES
-from distconv.number_text import decimal, int_at_least, integer
+from distconv.number_text import int_at_least
+from distconv.train_flag_types import (
+    float_in,
+    mebibytes,
+    not_blank,
+    port,
+    positive_float,
+    positive_int,
+    resume_mode,
+    server_list,
+)
 from distconv.verbosity import add_verbosity
-
-_positive_int = int_at_least(1)
-
-
-def _port(text: str) -> int:
-    """A TCP port, 0..65535: past it ``bind`` raised an OverflowError traceback."""
-    value = integer(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0..65535, got {value}")
-    return value
-
-
-def float_in(low: float, high: float, *, high_closed: bool = False) -> Callable[[str], float]:
-    """An argparse type: a finite float in ``(low, high)`` (or ``(low, high]``)."""
-
-    def parse(text: str) -> float:
-        value = decimal(text)
-        if not (value > low and (value <= high if high_closed else value < high)):
-            closing = "]" if high_closed else ")"
-            given = _shown(text)
-            raise argparse.ArgumentTypeError(f"must lie in ({low}, {high}{closing}, got {given}")
-        return value
-
-    return parse
-
-
-def _shown(text: str | float) -> str:
-    """``text`` as an error shows it: a number may be given with a line break around it
-    (``float()`` takes it), which argparse printed as it was: the error on two lines."""
-    return str(text).strip()
-
-
-#: an argparse type: a finite number above 0
-positive_float = float_in(0.0, float("inf"))
-
-
-def _mebibytes(text: str) -> float:
-    """A positive size in MiB of at least one byte, and a finite count of bytes: less rounds to
-    0 bytes, which the sync refused with a traceback; past about 1.7e302 MiB it is inf bytes."""
-    value = positive_float(text)
-    if not math.isfinite(value * 2**20):  # 1e303: int() of its inf bytes raised a traceback
-        raise argparse.ArgumentTypeError(f"must be finite in bytes, got {_shown(text)} MiB")
-    if int(value * 2**20) < 1:
-        least = f"must be at least 1 byte ({2**-20:g} MiB)"
-        raise argparse.ArgumentTypeError(f"{least}, got {_shown(text)}")
-    return value
-
-
-def _server_list(text: str) -> str:
-    """``--pservers``, naming at least one shard: an empty list (``--pservers "$UNSET"``) read
-    as no flag at all, so the worker trained alone, silently, even beside a
-    ``DISTCONV_PSERVERS`` that the flag overrides. The addresses are checked with the runtime."""
-    if not any(item.strip() for item in text.split(",")):
-        raise argparse.ArgumentTypeError(f"must name at least one HOST:PORT, got {text!r}")
-    return text
-
-
-def _resume_mode(text: str) -> str:
-    if text != "auto":
-        raise argparse.ArgumentTypeError(f"the only value --resume takes is 'auto', got {text!r}")
-    return text
-
-
-def not_blank(text: str) -> str:
-    """A path or a host, which a blank value (an unset variable) names none of: ``--health-host
-    ""`` bound every interface, where the default is loopback alone."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
-    return text
 
 
 def add_resume_flags(p: argparse.ArgumentParser) -> None:
@@ -101,7 +41,7 @@ def add_resume_flags(p: argparse.ArgumentParser) -> None:
         nargs="?",
         const=True,
         default=False,
-        type=_resume_mode,
+        type=resume_mode,
         help="continue from the newest complete checkpoint in --out; 'auto' starts fresh "
         "when there is none",
     )
@@ -119,7 +59,7 @@ def add_accumulate_flag(p: argparse.ArgumentParser) -> None:
     a training script's: :mod:`distconv.script_flags`)."""
     p.add_argument(
         "--accumulate",
-        type=_positive_int,
+        type=positive_int,
         default=TrainConfig().accumulate,
         help="forward/backward passes per optimizer step (%(default)s)",
     )
@@ -151,11 +91,11 @@ def add_train(
         "--data-dir", type=not_blank, help="directory of the MNIST IDX files (.gz or raw)"
     )
     p.add_argument(
-        "--epochs", type=_positive_int, default=d.epochs, help="epochs in all (%(default)s)"
+        "--epochs", type=positive_int, default=d.epochs, help="epochs in all (%(default)s)"
     )
     p.add_argument(
         "--batch-size",
-        type=_positive_int,
+        type=positive_int,
         default=d.batch_size,
         help="examples per forward/backward pass on each worker; a step takes --accumulate "
         "passes (%(default)s)",
@@ -210,7 +150,7 @@ def add_train(
     )
     p.add_argument(
         "--keep-checkpoints",
-        type=_positive_int,
+        type=positive_int,
         default=d.keep_checkpoints,
         help="complete checkpoints to keep (%(default)s)",
     )
@@ -233,14 +173,14 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
         "mpiexec, else local)",
     )
     g.add_argument("--rank", type=int_at_least(0), help="this worker's rank (overrides env)")
-    g.add_argument("--world-size", type=_positive_int, help="workers in the job (overrides env)")
+    g.add_argument("--world-size", type=positive_int, help="workers in the job (overrides env)")
     g.add_argument(
         "--job-id",
         help="names the job in --log-format json logs and checkpoint manifests; a parameter "
         "server's shards serve only their job's workers",
     )
     g.add_argument(
-        "--pservers", type=_server_list, help="parameter-server shards, HOST:PORT,HOST:PORT"
+        "--pservers", type=server_list, help="parameter-server shards, HOST:PORT,HOST:PORT"
     )
     # one or the other, as distconv pserver takes them: given both, the keys were dropped
     # without a word and the worker talked to its shards unencrypted
@@ -264,7 +204,7 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
         "writes a checkpoint)",
     )
     g.add_argument(
-        "--bucket-mb", type=_mebibytes, help="allreduce bucket size in MiB (mpi; default 4)"
+        "--bucket-mb", type=mebibytes, help="allreduce bucket size in MiB (mpi; default 4)"
     )
     g.add_argument(
         "--push-kb",
@@ -282,7 +222,7 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--log-format", choices=("text", "json"), default="text")
     g.add_argument(
         "--health-port",
-        type=_port,
+        type=port,
         help="serve /readyz, /healthz and /metrics on this port plus the local rank "
         "(0: any free port)",
     )
