@@ -79,6 +79,7 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
     from distconv.distributed import build_sync, choose_transport, start_training_process
     from distconv.init import set_seed
     from distconv.init_from import InitFromCheckpoints
+    from distconv.kernels.blas import kernels_forced, kernels_said
     from distconv.models import lenet
     from distconv.optim import create_optimizer
     from distconv.resume import JobStart
@@ -122,6 +123,8 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
             sync.world_size,
             effective_config(config, optimizer.lr, kind),
         )
+        if kernels_forced():  # a step's products may run slower than on this CPU's own kernels
+            log.info("%s; kernels other than this CPU's own may be slower", kernels_said())
         trainer = Trainer(
             network,
             sync,

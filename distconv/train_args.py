@@ -29,6 +29,17 @@ from distconv.train_flag_types import (
 )
 from distconv.verbosity import add_verbosity
 
+#: the end of ``distconv train --help``: what sets a step's threads, which the flags do not,
+#: and why the variables that size numpy's threads elsewhere change nothing in a step
+THREADS_EPILOG = (
+    "Threads: a step runs on DISTCONV_NUM_THREADS kernel threads (default: the cores this "
+    "process may use, shared among the job's processes on its host; distconv-launch --threads "
+    "sets it for every worker). BLAS is held to one thread inside a step, so OMP_NUM_THREADS "
+    "and OPENBLAS_NUM_THREADS change nothing there. OPENBLAS_CORETYPE holds numpy's BLAS to "
+    "the kernels it names, which may be slower than this CPU's own: the start log says so. "
+    'More in README.md, "Threads and BLAS".'
+)
+
 
 def add_resume_flags(p: argparse.ArgumentParser) -> None:
     """``--resume [auto]`` and ``--overwrite``, which exclude each other (argparse's usage
@@ -83,6 +94,7 @@ def add_train(
         help="train a LeNet classifier",
         description="Train LeNet on a data set, alone or as one worker of a distributed job; "
         "write metrics.jsonl, metrics.png and step checkpoints to --out.",
+        epilog=THREADS_EPILOG,
     )
     add_verbosity(p)
     refuse_own_unknowns(p, async_hint)
