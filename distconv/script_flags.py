@@ -31,17 +31,12 @@ from distconv.checkpoint import CheckpointError
 from distconv.logs import as_log_line
 from distconv.messages import exception_line, quote_in_errors, quoted_in
 from distconv.names import OPTIMIZER_NAMES
+from distconv.number_text import int_at_least
 from distconv.stdout_drop import drop_stdout
 from distconv.sync.mpi import leaving
 from distconv.sync.peers import peer_failure
-from distconv.train_args import (
-    add_accumulate_flag,
-    add_dtype_flag,
-    add_resume_flags,
-    int_at_least,
-    not_blank,
-    positive_float,
-)
+from distconv.train_args import add_accumulate_flag, add_dtype_flag, add_resume_flags
+from distconv.train_flag_types import not_blank, positive_float
 
 if TYPE_CHECKING:  # the Trainer imports the whole stack; a type is all this module needs
     from distconv.trainer import Trainer

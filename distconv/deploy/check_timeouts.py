@@ -36,7 +36,7 @@ from distconv.deploy.check_shards import (
 from distconv.deploy.programs import trains_with_the_shards
 from distconv.deploy.walk import Manifest, _flag, _here, _running
 from distconv.shard_timeout import shard_timeout
-from distconv.train_args import positive_float
+from distconv.train_flag_types import positive_float
 
 #: what :func:`~distconv.deploy.walk._running` yields: object, where, pod template, container,
 #: the arguments after ``distconv <command>``

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from distconv.deploy.walk import _flag
 from distconv.job import TrainConfig
-from distconv.train_args import positive_float
+from distconv.train_flag_types import positive_float
 
 TIMEOUT = "--timeout"
 STALL = "--stall-seconds"

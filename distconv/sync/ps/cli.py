@@ -18,7 +18,7 @@ from distconv.job import TrainConfig
 from distconv.number_text import decimal, integer
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, RuntimeConfigError, job_id_from
 from distconv.sync.ps.limits import DEFAULT_MAX_STALENESS, staleness_in_sync
-from distconv.train_args import not_blank
+from distconv.train_flag_types import not_blank
 from distconv.transport_flags import refuse_probe_flags_without_port
 from distconv.verbosity import add_verbosity
 
