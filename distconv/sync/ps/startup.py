@@ -46,6 +46,7 @@ class StartupHandlers(SetupNotes):
         rank, run, host = header["rank"], header.get("run"), header["host"]
         self._heard_run(rank, run)  # a worker of it may outlive the job (job_state.py)
         new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
+        setup = self._count_setup(rank, run)  # refused or not: each setup says one hello here
         if len(host) > HOST_CHARS or not host.isprintable():  # quoted in every later failure
             if new_run:  # it closes: its bye counts, so the ranks waiting for it learn why
                 self.refused_at[rank] = (self.requests, run)
@@ -63,11 +64,11 @@ class StartupHandlers(SetupNotes):
         if self.job is None:
             self.job, self.job_rank = job, rank  # which rank set it: see different_jobs
         elif (diff := job.difference(self.job)) is not None and not self._took_rate(
-            rank, job, new_run
+            rank, job, new_run, setup
         ):
             # in the words the waiting ranks get (stuck()), and MPI's JobMismatch: one
             # mismatch reads alike on every rank, the refused one too
-            said = self._other_job_words(rank, job, one_line(diff, DIFFERENCE_CHARS))
+            said = self._other_job_words(rank, job, setup, one_line(diff, DIFFERENCE_CHARS))
             if new_run:  # it closes: its bye counts (see _of_latest_run)
                 self.refused_at[rank] = (self.requests, run)
             # a second setup of the rank's worker (its own run) too: its bye counts as its
@@ -80,6 +81,7 @@ class StartupHandlers(SetupNotes):
         if new_run:
             self.hello_at[rank] = self.requests  # see _check_stuck
         self.accepted_at[rank] = self.requests  # see _of_latest_run
+        self.accepted_setup[rank] = setup  # see _setup_peers
         self.run_of[rank] = run
         self.processes.track(rank, header.get("process", ""), host)  # see _check_timeouts
         self._note_alive(header)
@@ -88,23 +90,49 @@ class StartupHandlers(SetupNotes):
         self._forget_gathers(rank)
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
 
-    def _setup_peers(self, rank: int) -> list[int]:
-        """The other ranks whose hello of the setup now starting was accepted, earliest first:
-        those accepted since the latest seed. A setup's hellos all come before its seed (rank
-        0 seeds once every rank's hellos were answered, at the job check) and after the seed
-        before (each rank's follows that setup's barrier, which rank 0 joins once seeded)."""
-        since = [(at, q) for q, at in self.accepted_at.items() if q != rank and at > self.seeded_at]
-        return [q for _, q in sorted(since)]
+    def _clear_job(self) -> None:
+        super()._clear_job()  # type: ignore[misc]
+        #: per worker (its rank and run id), which setup since the latest seed its latest
+        #: hello is of (:meth:`_count_setup`)
+        self.setup_of: dict[tuple[int, int | None], int] = {}
+        #: per rank, which setup since the latest seed its latest accepted hello is of
+        self.accepted_setup: dict[int, int] = {}
 
-    def _took_rate(self, rank: int, job: HelloJob, new_run: bool) -> bool:
+    def _seeded_setup(self) -> None:
+        """A seed ends the setup its hellos were of: each worker's next hello is of the next."""
+        self.setup_of = dict.fromkeys(self.setup_of, 0)
+        self.accepted_setup = {}
+
+    def _count_setup(self, rank: int, run: int | None) -> int:
+        """Which setup since the latest seed ``rank``'s hello of ``run`` is of, noted. Every
+        setup of a job's workers (one per ``fit``) says one hello to each shard from each
+        rank, accepted or refused, and the next begins once each rank's has ended (seeded, or
+        failed): so the k-th hellos of two workers since the seed are of one setup, however
+        they interleave with refusals, and a slow rank of a failed setup is not taken for the
+        next one's. A worker's first hello (of a run id not seen, or none) is 0, the seeded
+        setup's number: the first setup's are all first hellos, and a worker taken back into a
+        seeded job (async, ``--on-worker-loss continue``) starts no setup of the others."""
+        worker = (rank, run)
+        setup = self.setup_of[worker] + 1 if run is not None and worker in self.setup_of else 0
+        self.setup_of[worker] = setup
+        return setup
+
+    def _setup_peers(self, rank: int, setup: int) -> list[int]:
+        """The other ranks whose hello of ``setup`` (:meth:`_count_setup`) was accepted,
+        earliest first."""
+        peers = [q for q, at in self.accepted_setup.items() if q != rank and at == setup]
+        return sorted(peers, key=self.accepted_at.__getitem__)
+
+    def _took_rate(self, rank: int, job: HelloJob, new_run: bool, setup: int) -> bool:
         """Whether ``job`` (``rank``'s hello) is the held job at a new rate, which this shard
         now holds: a later setup of the same worker (a second ``fit``, after
-        ``optimizer.set_base_lr``) whose hello is the first of its setup here. The others of
-        that setup must carry the same rate (:meth:`_other_job_words`); the seed that follows
-        builds the shard's optimizer from it, and its checkpoint parts record it. A restarted
-        worker (a new run) with another rate is another job, as before: its peers train on."""
+        ``optimizer.set_base_lr``) whose hello is the first of its setup here (``setup``:
+        :meth:`_count_setup`). The others of that setup must carry the same rate
+        (:meth:`_other_job_words`); the seed that follows builds the shard's optimizer from it,
+        and its checkpoint parts record it. A restarted worker (a new run) with another rate
+        is another job, as before: its peers train on."""
         lr = job.new_rate(self.job)
-        if lr is None or new_run or self._setup_peers(rank):
+        if lr is None or new_run or self._setup_peers(rank, setup):
             return False
         log.info(
             "shard %d: rank %d's next fit trains at a new rate: optimizer.lr %s, was %s "
@@ -116,10 +144,10 @@ class StartupHandlers(SetupNotes):
             self.optimizer.set_base_lr(lr)
         return True
 
-    def _other_job_words(self, rank: int, job: HelloJob, diff: str) -> str:
+    def _other_job_words(self, rank: int, job: HelloJob, setup: int, diff: str) -> str:
         """Why ``rank``'s hello of ``job`` is refused (``diff``): its rate is not the one its
         setup's first hello carried, naming that rank; else another job than the held one."""
-        peers = self._setup_peers(rank)
+        peers = self._setup_peers(rank, setup)
         if peers and job.new_rate(self.job) is not None:
             return different_rates(rank, peers[0], diff)
         return different_jobs(rank, self.job_rank, diff)
@@ -165,6 +193,7 @@ class StartupHandlers(SetupNotes):
         self.completed, self.pushed = {}, {}
         self.top_step = -1  # a new run's steps (a resumed one's may start lower)
         self.seeded_at = self.requests  # the ranks that said hello before it are its run's
+        self._seeded_setup()
         # a push held now is of the run before (a run's pushes follow its seed): its worker,
         # if still alive, stops now, naming why, instead of at its timeout
         stale = [w for key, w in self.waiting.items() if key not in self.gathers_held]
