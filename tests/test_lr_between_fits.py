@@ -4,7 +4,7 @@ to ``optimizer.lr`` is undone by the next epoch's schedule, as the fit's start w
 checkpoint made after the change records it and resumes at it, and a resume on disk in the
 same Trainer goes on at it as one in memory does; a rate out of range is refused, naming it.
 Under MPI (one rank) a rate set in a step's forward is the optimizer's once that step is
-done, so the next fit's start finds none set by hand."""
+done, or has failed, so the next fit's start finds none set by hand."""
 
 from __future__ import annotations
 
@@ -184,31 +184,41 @@ class Failed(Exception):
     """A layer's error inside a step."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MPISync keeps a rate set inside a step for the next step (_lr_next) and applies it "
-    "once the step's update is done, but not where the step failed: the next fit's start "
-    "then finds lr at the posted rate and warns that it was assigned by hand",
-)
-def test_a_factor_set_in_a_step_that_failed_under_mpi_is_none_set_by_hand(caplog):
-    """A schedule's set_lr_scale in the second step's forward, then that forward raises: the
-    next fit trains at the schedule's rate from its first epoch's start, with no word of a
-    rate set by hand."""
-    sync = MPISync(create_optimizer("momentum", lr=FIRST_LR), comm=SingleRankComm())
+@pytest.mark.parametrize("fails_in", ["forward", "finish_step"])
+def test_a_factor_set_in_a_step_that_failed_under_mpi_is_none_set_by_hand(caplog, fails_in):
+    """A schedule's set_lr_scale in the second step's forward, then that step fails: in its
+    forward, or in its finish_step (a grad_hook's error, before any update). The next fit
+    trains at the schedule's rate from its first epoch's start, with no word of a rate set by
+    hand."""
+    in_failing_step = False
+
+    def hook(params, examples):
+        if in_failing_step:
+            raise Failed
+
+    sync = MPISync(
+        create_optimizer("momentum", lr=FIRST_LR),
+        comm=SingleRankComm(),
+        grad_hook=hook if fails_in == "finish_step" else None,
+    )
     t = lenet_trainer(sync)
     forward = t._forward
 
     def failing(arrays, index):
+        nonlocal in_failing_step
         if t.pos.step < 1:  # the first step trains, setting the layout
             return forward(arrays, index)
         sync.set_lr_scale(DECAY)
-        raise Failed
+        if fails_in == "forward":
+            raise Failed
+        in_failing_step = True
+        return forward(arrays, index)
 
     t._forward = failing
     try:
         with pytest.raises(Failed):
             t.fit(data(), epochs=1)
-        t._forward = forward
+        t._forward, in_failing_step = forward, False
         with caplog.at_level("WARNING", logger="distconv.trainer"):
             t.fit(data(), epochs=1)
     finally:

@@ -24,7 +24,7 @@ class Abandon:
     It reads and sets what the sync sets up: ``buckets``, ``_in_step``, ``_pump`` (the step's
     wire), ``_abandoned`` (an abandoned step's wire, for setup), ``abandoned_steps``,
     ``_check_refused``, ``_matched``, ``_check`` and ``_used``, and calls the sync's
-    ``_complete_check``.
+    ``_complete_check`` and ``_take_next_rate``.
     """
 
     buckets: list[Bucket]
@@ -39,6 +39,7 @@ class Abandon:
     _check: StepCheck
     _used: UsedParams
     _complete_check: Callable[[], None]  # the sync's (annotated only: not shadowed here)
+    _take_next_rate: Callable[[], None]  # the sync's (idem)
 
     def abandon_step(self) -> None:
         """The step ends unfinished: later gradients and ``finish_step`` are refused as outside
@@ -83,6 +84,9 @@ class Abandon:
             self._abandoned, self.abandoned_steps = self._pump, self.abandoned_steps + 1
             self.abandoned_steps -= self._check_refused
         self._in_step = False
+        # a rate set inside the step (kept for the next one) is the optimizer's now, as after
+        # a step done: else a fit's start read the posted rate and warned of one set by hand
+        self._take_next_rate()
 
     def _drain_abandoned(self) -> None:
         """Abandon a step still open, then send and complete on every rank what an abandoned

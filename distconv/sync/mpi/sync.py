@@ -313,7 +313,15 @@ class MPISync(
         if self._in_step:
             self._keep_rate_for_next_step()
         super().finish_step()
-        if self._lr_next is not None:  # not where the step failed: start_step applies it then
+        self._take_next_rate()  # where the step failed, abandon_step's _let_go does
+
+    def _take_next_rate(self) -> None:
+        """The step is over (its update done, or the step let go of): the optimizer holds the
+        rate kept for the next step, if any, so that between steps ``lr`` is what the schedule
+        and ``set_base_lr`` made (a fit's start reads it, and warns of a rate set otherwise).
+        No update of the step reads ``optimizer.lr`` after it: they all run inside
+        ``finish_step``, on this thread (the communication thread only reduces)."""
+        if self._lr_next is not None:
             self.optimizer.lr, self._lr_next = self._lr_next, None
 
     # -- one step ---------------------------------------------------------------------------
@@ -355,8 +363,7 @@ class MPISync(
             self._thread.relax()
         # the check last, then stores alone (no call: no Ctrl-C raised) until the step is open:
         # a Ctrl-C between left the check posted and no step (close met it: an abort)
-        if self._lr_next is not None:  # set in the last step, after its check: this one's
-            self.optimizer.lr, self._lr_next = self._lr_next, None
+        self._take_next_rate()  # set in the last step, after its check: this one's
         try:
             lr = self._lr_posted = self.optimizer.lr  # every rank's the same bits (rate_agreement)
             self._check.post(self.step, self._layout, self._layout_hash, self._examples, lr)
