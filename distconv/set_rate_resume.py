@@ -6,7 +6,7 @@ the new rate; with an output directory the fit resumes from the newest checkpoin
 the old rate, whose ``optimizer.lr`` the resume compares with this run's and refused. So where
 this run's optimizer was moved away from the checkpoint's rate by ``set_base_lr`` (it records
 each rate it left, :attr:`~distconv.optim_base.Optimizer.earlier_base_lrs`), and the two
-optimizers differ in nothing else, the resume goes on at the new rate, saying so. A run whose
+optimizers differ in nothing else, the resume goes on at the new rate, warning of it. A run whose
 optimizer was built with another rate (``--lr`` on a command line's resume) set none: refused,
 as before (docs/operations.md, on resume).
 """
@@ -26,7 +26,7 @@ def rate_set_since(
     """This run's facts ``ours`` to compare with the checkpoint's ``theirs`` (at ``path``):
     with the checkpoint's ``optimizer.lr`` in place of this run's where this run's
     ``optimizer`` left that rate with ``set_base_lr`` and differs from the checkpoint's in its
-    rate alone, logged; else ``ours`` as it is (compared as before). An optimizer whose
+    rate alone, warned of; else ``ours`` as it is (compared as before). An optimizer whose
     ``__init__`` skipped the base's records no rates: compared as before."""
     earlier: Sequence[float] = getattr(optimizer, "earlier_base_lrs", ())
     held, now = theirs.get("optimizer"), ours.get("optimizer")
@@ -35,9 +35,13 @@ def rate_set_since(
     lr, new = held.get("lr"), now.get("lr")
     if lr == new or lr not in earlier or {**held, "lr": None} != {**now, "lr": None}:
         return ours
-    log.info(
+    # a warning, as warn_of_config_changes' (resume_facts.py): before set_base_lr, this
+    # resume was refused, and a script that sets a rate on a fresh optimizer reaches it too
+    log.warning(
         "resuming %s at optimizer.lr %r, set with optimizer.set_base_lr since this checkpoint "
-        "was written at %r: the rate alone changed, so the run goes on at the new one",
+        "was written at %r: the rate alone changed, so the run goes on at the new one; where "
+        "that was not meant, set the checkpoint's rate, or start a new run in another output "
+        "directory",
         path,
         new,
         lr,
