@@ -138,12 +138,14 @@ def test_a_push_left_held_by_a_killed_run_does_not_fail_the_next(shards, late):
     before, even while rank 1's new run waits in a gather before rank 0 has said hello."""
     endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
     data = batches(3, 8)
+    dead = []  # rank 1's sync, held: one dropped would say bye when collected, a killed one not
 
     def first(rank):
         net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=1)
         sync.setup(net.parameters(), {"batch": 8})
         train_steps(net, sync, data[:2], rank, 2)
         if rank == 1:
+            dead.append(sync)
             return None  # dies here: no bye, no step 3
         try:
             train_steps(net, sync, data[2:], rank, 2)
