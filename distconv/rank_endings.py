@@ -381,19 +381,19 @@ def silent_ranks_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
 
 
 #: what a worker says before the shards that never answered it (``rank 0: no answer to step 46
-#: from pserver shard(s) 0 (127.0.0.1:5) within 1.5 s``, ``late_ranks.no_answer_words``), which
-#: the launcher reads back (:func:`unanswering_shards_in`) to blame a shard that never exited
+#: from pserver shard(s) 0 (127.0.0.1:5) within 1.5 s``), read back to blame a shard
 NO_ANSWER_FROM = "from pserver shard(s) "
 _NO_ANSWER = re.compile(
     rf"(?:[^:]+: error: )?{_CLASS}(rank \d+: no answer to .*? {re.escape(NO_ANSWER_FROM)}"
-    r"((?:\d+ \([^()]*\), )*\d+ \([^()]*\)) within \d+(?:\.\d+)? s(?:[ ;].*)?)",
+    r"((?:\d+ \([^()]*\), )*\d+ \([^()]*\)) within \d+(?:\.\d+)? s)",
     re.DOTALL,
 )
 
 
 def unanswering_shards_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
-    """The shards that the last of ``lines`` (each a rank's text) saying that shards never
-    answered it names, and its words from ``rank N: `` on; None where none says so."""
+    """The shards that the last of ``lines`` (a rank's text each) saying that they never answered
+    it names, its words from ``rank N: `` on; None where none says so, or adds a likelier cause
+    (`` (shard(s) 0 wait up to 60 s for every worker``, ``; the connection's handshake ...``)."""
     for line in reversed(lines):
         if found := _NO_ANSWER.fullmatch(line):
             return [int(s) for s in re.findall(r"(\d+) \(", found[2])], found[1]

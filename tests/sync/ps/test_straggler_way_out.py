@@ -16,7 +16,8 @@ import pytest
 from distconv.rank_endings import RAISE_TIMEOUT, unanswering_shards_in
 from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.late_ranks import no_answer_words
-from launcher.named_cause import told_rank
+from distconv.sync.ps.shard_timeouts import ShardTimeouts
+from launcher.named_cause import told_rank, unanswered_shard
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -76,7 +77,26 @@ def test_a_rank_the_shard_knows_more_of_is_no_straggler():
 
 
 def test_the_shards_a_worker_gave_up_on_are_read_back_from_its_words():
-    said = f"rank 0: {no_answer_words('step 3')}0 (127.0.0.1:5), 2 (h:6) within 1.5 s; is it up?"
+    said = f"rank 0: {no_answer_words('step 3')}0 (127.0.0.1:5), 2 (h:6) within 1.5 s"
     line = f"distconv train: error: {said}"
     assert unanswering_shards_in(["epoch 1/2 ...", line]) == ([0, 2], said)
     assert unanswering_shards_in([said.replace(" within", ", soon within")]) is None
+
+
+class _OutwaitedWorker(ShardTimeouts):
+    """A worker of two whose shard 0 waits 60 s for every worker, past the worker's 1.5 s."""
+
+    timeout, rank, world_size, mode = 1.0, 0, 2, "sync"
+    _shard_timeouts = {0: 60.0}
+
+
+def test_a_shard_a_worker_says_outwaits_it_is_not_read_back():
+    """A worker that gives up on a shard that waits longer for every worker says that a worker
+    that never came is the likelier cause (a program of the user's whose ``timeout=`` the
+    launcher cannot pass to the shards): that shard is healthy, and no shard is named."""
+    hint = _OutwaitedWorker()._shorter_wait_hint([0], 1.5, "step 3")
+    assert hint.startswith(" (shard(s) 0 wait up to 60 s for every worker"), hint
+    said = f"rank 0: {no_answer_words('step 3')}0 (127.0.0.1:5) within 1.5 s"
+    assert unanswering_shards_in([said]) == ([0], said)
+    assert unanswering_shards_in([f"distconv train: error: {said}{hint}"]) is None
+    assert unanswered_shard([f"{said}; the connection's handshake failed 3 time(s)"]) is None
