@@ -232,7 +232,8 @@ class Failure:
                 f"{self.role} {self.rank} gave its workers no answer and had not exited "
                 "(stopped, hung or cut off; named by them)"
             )
-        elif self.straggler:  # its own end (a stop's, or the shard's word after it) says less
+        elif self.straggler and self.signal is None:  # its end (a stop's, its 1 or 75) says
+            # less than the shard; a signal of its own (the OOM killer's SIGKILL) says more
             said = (
                 f"{self.role} {self.rank} kept its shard waiting past --timeout (stopped, stuck or "
                 "slower than that; named by the shard)"

@@ -72,17 +72,35 @@ def test_a_stopped_shard_is_blamed_not_the_workers_that_gave_up_on_it(tmp_path):
     assert ended.status == 1, ended.output[-3000:]
 
 
-def test_the_straggler_headline_in_the_docs_is_the_launchers():
-    """docs/operations.md's example is what :class:`~launcher.failure.Failure` says of a
-    straggler the shard named (the words the launch above checks), not a paraphrase."""
+def _straggler(**ended) -> Failure:
+    """Worker 1's failure, its cause the shard's words naming it alone, ended as ``ended``."""
     words = sent_nothing_text(
         "rank 1 (host vm, last step 184)", "step 185 (the push of parameter conv1.weight)", 10
     )
     victim = {"role": "worker", "rank": 0, "exit_code": 75, "log": "w0.log"}
-    failure = Failure(
-        role="worker", rank=1, exit_code=1, signal=None, log="w1.log", tail=[], restart=0,
-        cause=f"{words}; {RAISE_TIMEOUT}", victims=[victim], named=True,
+    fields = {"exit_code": 1, "signal": None, "signal_number": None, **ended}
+    return Failure(
+        role="worker", rank=1, log="w1.log", tail=[], restart=0,
+        cause=f"{words}; {RAISE_TIMEOUT}", victims=[victim], named=True, **fields,
     )  # fmt: skip
+
+
+def test_a_straggler_killed_by_a_signal_of_its_own_is_said_so():
+    """A worker slow past the shards' ``--timeout`` (swapping, say) that a signal of its own
+    then ended within ``--settle`` (the OOM killer's SIGKILL) crashed: the headline says the
+    signal, as it did before stragglers were named, the shard's words after it."""
+    failure = _straggler(exit_code=None, signal="SIGKILL", signal_number=9)
+    assert failure.describe().startswith(
+        "worker 1 failed with signal SIGKILL: rank 1 (host vm, last step 184) sent nothing for "
+    ), failure.describe()
+    assert failure.status == 137
+    assert _straggler(exit_code=75).describe().startswith("worker 1 kept its shard waiting")
+
+
+def test_the_straggler_headline_in_the_docs_is_the_launchers():
+    """docs/operations.md's example is what :class:`~launcher.failure.Failure` says of a
+    straggler the shard named (the words the launch above checks), not a paraphrase."""
+    failure = _straggler()
     said = f"distconv-launch: {failure.describe()} (after 0 restart(s)){failure.stopped_too()};"
     docs = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
     assert f"\n{said} last lines of '/home/me/runs/j/logs/worker-1.log':\n" in docs, said
