@@ -112,9 +112,12 @@ def named_silent(role: str, rank: int, cause: str | None) -> bool:
 
 
 def unanswered_shard(lines: Sequence[str]) -> tuple[int, str] | None:
-    """The first shard that the last of ``lines`` (a worker's, its last words:
+    """The one shard that the last of ``lines`` (a worker's, its last words:
     :func:`launcher.failure.last_words`) that says shards never answered it names
     (:func:`~distconv.rank_endings.unanswering_shards_in`), with those words; None where none
-    says so."""
+    says so, or names several (a link down: no one shard is singled out, as no one rank is by
+    :func:`silent_rank`)."""
     found = unanswering_shards_in(said_lines(lines))
-    return None if found is None else (found[0][0], found[1])
+    if found is None or len(set(found[0])) != 1:
+        return None
+    return found[0][0], found[1]

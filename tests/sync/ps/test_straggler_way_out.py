@@ -81,6 +81,8 @@ def test_the_shards_a_worker_gave_up_on_are_read_back_from_its_words():
     line = f"distconv train: error: {said}"
     assert unanswering_shards_in(["epoch 1/2 ...", line]) == ([0, 2], said)
     assert unanswering_shards_in([said.replace(" within", ", soon within")]) is None
+    assert unanswered_shard([line]) is None  # several shards: a link down, no one blamed
+    assert unanswered_shard([said.replace(", 2 (h:6)", "")]) == (0, said.replace(", 2 (h:6)", ""))
 
 
 class _OutwaitedWorker(ShardTimeouts):
