@@ -42,6 +42,8 @@ def test_a_stopped_worker_is_blamed_not_the_worker_it_left(tmp_path, mode, words
     assert (report["role"], report["rank"]) == ("worker", 1), ended.output[-3000:]
     assert report["cause"].startswith("rank 1 (host "), report["cause"]
     assert words in report["cause"] and report["cause"].endswith(RAISE_TIMEOUT), report["cause"]
+    stopped = f"; its process (pid {ended.pid}, on this host) is stopped (SIGSTOP, Ctrl-Z, "
+    assert stopped in report["cause"], report["cause"]  # the shard saw why it was silent
     assert [(v["rank"], v["exit_code"]) for v in report["victims"]] == [(0, 75)], report
     headline = (
         "distconv-launch: worker 1 kept its shard waiting past --timeout (stopped, stuck or "

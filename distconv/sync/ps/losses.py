@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distconv.rank_endings import RAISE_TIMEOUT, sent_nothing_text, silent_text
-from distconv.sync.ps.processes import WORKER_ENDED, ProcessWatch
+from distconv.sync.ps.processes import WORKER_ENDED, WORKER_STOPPED, ProcessWatch
 from distconv.sync.ps.stuck import held_words
 
 log = logging.getLogger("distconv.pserver")
@@ -83,7 +83,8 @@ class WorkerLosses:
             for rank, seen in list(self.last_seen.items()):
                 if rank in self.left or rank in self.lost or now - seen <= limit:
                     continue
-                self._lose(rank, silent_text(self._who(rank), limit), way_out=RAISE_TIMEOUT)
+                said = silent_text(self._who(rank), limit) + self._stopped([rank])
+                self._lose(rank, said, way_out=RAISE_TIMEOUT)
                 if self.failed:
                     return
         for key, waiting in list(self.waiting.items()):
@@ -103,12 +104,13 @@ class WorkerLosses:
                 lead, fields = self._refusal_lead(missing)  # gone on different jobs, none failed
                 # led by those words, as a step or a gather a bye left: a refusal; where the
                 # shard knows nothing else of them, they may only be slow: the way out
-                way_out = "" if why or lead else f"; {RAISE_TIMEOUT}"
+                way_out = "" if why or lead else f"{self._stopped(missing)}; {RAISE_TIMEOUT}"
                 self._fail(f"{lead}{said}{way_out}", failed, **fields)
                 return
             for rank in missing:  # a noted rank that had joined: its note's words too
                 why = self._why([rank], key)
-                words = sent_nothing_text(self._who(rank), held, limit) + why
+                words = sent_nothing_text(self._who(rank), held, limit)
+                words += why or self._stopped([rank])
                 self._lose(rank, words, way_out="" if why else RAISE_TIMEOUT)
                 if self.failed:
                     return
@@ -181,6 +183,18 @@ class WorkerLosses:
             if (why := self._other_id(r, since)) is not None
         ]
         return f" ({'; '.join(said)})" if said else ""
+
+    def _stopped(self, ranks: list[int]) -> str:
+        """``; its process (pid 7, on this host) is stopped (SIGSTOP, ...)`` for each of the
+        silent ``ranks`` whose process on this host is stopped (``rank 1's process`` where
+        several are named: :meth:`~distconv.sync.ps.processes.ProcessWatch.stopped`): why it
+        said nothing; "" where none is known to be."""
+        said = ""
+        for rank in ranks:
+            if (pid := self.processes.stopped(rank)) is not None:
+                whose = "its" if len(ranks) == 1 else f"rank {rank}'s"
+                said += f"; {whose} process (pid {pid}, on this host) {WORKER_STOPPED}"
+        return said
 
     def _lose(self, rank: int, message: str, way_out: str = "") -> None:
         """Async: ``rank`` said nothing for the timeout (no request, no heartbeat: its process

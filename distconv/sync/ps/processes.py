@@ -35,6 +35,11 @@ from distconv.sync.ps.config import hostname
 LOOK_EVERY = 0.5
 #: what a worker's process that ended did: a worker that stops on its own says ``bye`` first
 WORKER_ENDED = "ended without a bye: killed (SIGKILL, out of memory) or crashed"
+#: a process's states in ``/proc/PID/stat`` that say it is stopped: by a signal (SIGSTOP,
+#: Ctrl-Z's SIGTSTP), or by a debugger that traces it
+STOPPED_STATES = ("T", "t")
+#: what a silent worker's process that :meth:`ProcessWatch.stopped` found stopped is
+WORKER_STOPPED = "is stopped (SIGSTOP, Ctrl-Z, a debugger)"
 
 
 def whoami() -> dict[str, Any]:
@@ -77,6 +82,21 @@ class ProcessWatch:
             return
         if not has_ended(stat, start):
             self._pids[key] = (pid, start)
+
+    def stopped(self, key: int) -> int | None:
+        """The pid of ``key``'s followed process where it is stopped now (state ``T``: SIGSTOP,
+        Ctrl-Z; ``t``: a debugger's trace stop), which names why it went silent; None where it
+        runs, has ended, is not followed or cannot be read."""
+        if key not in self._pids:
+            return None
+        pid, start = self._pids[key]
+        try:
+            stat = process_stat(pid)
+        except OSError:  # not readable now: no news
+            return None
+        if has_ended(stat, start) or stat[0] not in STOPPED_STATES:
+            return None
+        return pid
 
     def forget(self, key: int) -> None:
         """Stop following ``key`` (a rank that said bye, or was lost)."""
