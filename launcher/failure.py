@@ -127,8 +127,9 @@ class Failure:
         object.__setattr__(self, "cause", f"{said}; {self.cause}" if self.cause else said)
 
     def outstayed(self, stopped: bool) -> Failure:
-        """This failure of a worker that its victims named as the rank that could not set up,
-        still running at the settle's end: it, not a victim (75, "try again"), is blamed. Where
+        """This failure of a child that its victims named as the failure's cause (the rank that
+        could not set up, a straggler; the shard they gave up on), still running at the settle's
+        end: it, not a victim (75, "try again"), is blamed. Where
         the launcher's stop ended it (``stopped``): by its signal, its end says nothing (it
         hung after its failure: "did not exit"); by an exit 143 (a SIGTERM handler), that is
         the stop's status, not one of a signal to the launcher; either way the launcher exits

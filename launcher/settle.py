@@ -1,8 +1,9 @@
 """Whom a victim's failure blames: a worker that exited 75 (another rank failed, or a shard
 stopped on its own signal) waits the settle time for the failure that caused it
-(:func:`settle`), and at the attempt's end the rank its whole output names as the one that
-could not set up, where that still ran at the settle's end or exited 0 or 75
-(:func:`nameable`), is blamed instead of it (:func:`blamed`).
+(:func:`settle`), and at the attempt's end the rank its whole output names as the failure's
+cause (:func:`~launcher.named_cause.told_rank`: the one that could not set up, or the one a
+shard named as silent past its ``--timeout``, a straggler), where that still ran at the
+settle's end or exited 0 or 75 (:func:`nameable`), is blamed instead of it (:func:`blamed`).
 :class:`launcher.supervisor.Supervisor`'s helpers, apart from its loop."""
 
 from __future__ import annotations
@@ -61,11 +62,12 @@ def settle(
 
 
 def nameable(victim: Child, workers: list[Child]) -> list[Child]:
-    """The workers other than ``victim`` that its lines may name as the rank that could not
-    set up, at the settle's end: those still running, and those that exited 0 or 75 (no
-    failure of their own that the settle would have seen), within the settle or before it, as
-    one that exits so after it is: a rank named whose exit happened to fall inside the settle
-    left the victim blamed, and the launcher exiting 75, "try again later"."""
+    """The workers other than ``victim`` that its lines may name as the failure's cause (the
+    rank that could not set up, or a straggler), at the settle's end: those still running, and
+    those that exited 0 or 75 (no failure of their own that the settle would have seen), within
+    the settle or before it, as one that exits so after it is: a rank named whose exit happened
+    to fall inside the settle left the victim blamed, and the launcher exiting 75, "try again
+    later"."""
     return [w for w in workers if w is not victim and w.poll() in (None, 0, PEER_FAILED_STATUS)]
 
 
@@ -76,8 +78,10 @@ def blamed(
     it began, ended by a signal the stop sends, :data:`STOP_ENDS`, or exiting
     :data:`STOPPED_STATUS` on its SIGTERM; a signal of its own, as a SIGABRT after it ignored
     the SIGTERM, is its own status): at a settle's end (``outstayed``: the workers the victim
-    may name then, :func:`nameable`), the worker the victim's whole output names as the rank
-    that could not set up, where it is one of them; else ``failed``."""
+    may name then, :func:`nameable`), the worker the victim's whole output names as the
+    failure's cause (:func:`~launcher.named_cause.told_rank`: the rank that could not set up,
+    or the one a shard named as silent past its ``--timeout``), where it is one of them; else
+    ``failed``."""
     named = None if outstayed is None else told_rank(list(failed.tail))
     cause = next((w for w in outstayed or () if w.spec.rank == named), None)
     if cause is None:
