@@ -230,7 +230,7 @@ class PServerSync(
         refuse_unkept_dtypes(params, self.rank)  # not yet in self.params: close says no bye
         self._drop_pushes()  # those of a step cut short (a second Ctrl-C), if any
         self.params = setup_params(params)  # before any hello: as the base's
-        self._sockets.owe_bye(bool(self.params))  # a hello may go: a bye is owed from now on
+        self._error_at_setup = self._sockets.owe_bye(bool(self.params))  # a bye owed from now
         # anew at each setup: a later fit may train another set (a layer frozen or unfrozen)
         self._by_name = {p.name: i for i, p in enumerate(self.params)}
         # and the sparse rows of a step cut short, kept by the old indices: the parameter now at

@@ -81,7 +81,7 @@ class WorkerSockets:
         self.handshakes: HandshakeWatch | None = None
         self.heartbeat: Heartbeat | None = None
         self.owes_bye = False
-        self._error_before: BaseException | None = None  # uncaught before the latest setup
+        self._error_before: weakref.ref[ErrorAtSetup] | None = None  # the worker holds it
         self.closed = False
         self._pid = os.getpid()  # a forked child's exit must not end its parent's sockets
         self.socks: list[zmq.Socket] = [self.connect(s) for s in range(len(endpoints))]
@@ -110,12 +110,15 @@ class WorkerSockets:
         take now is dropped, not queued."""
         return self.connect(shard, immediate=True)
 
-    def owe_bye(self, owed: bool) -> None:
+    def owe_bye(self, owed: bool) -> ErrorAtSetup:
         """Whether a bye is owed from now on (a setup with parameters: its hello may go). The
-        uncaught error of the interpreter so far (an earlier notebook cell's) is noted: not
-        the one that ends it (:func:`uncaught_error`)."""
+        uncaught error of the interpreter so far (an earlier notebook cell's), not the one
+        that ends it (:func:`uncaught_error`), is returned for the worker to hold: these
+        sockets only refer to it (:class:`ErrorAtSetup`)."""
         self.owes_bye = owed
-        self._error_before = uncaught_error(at_exit=False)
+        noted = ErrorAtSetup(uncaught_error(at_exit=False))
+        self._error_before = weakref.ref(noted)
+        return noted
 
     def end(self) -> None:
         """The end of a worker dropped without ``close()``: stop the heartbeat, say ``bye``
@@ -143,7 +146,8 @@ class WorkerSockets:
         error came after the latest setup (:meth:`owe_bye`); else None (a garbage collection
         while the program runs, a clean exit, an error older than the worker's training)."""
         error = uncaught_error(at_exit=True)
-        return None if error is self._error_before else error
+        noted = self._error_before() if self._error_before is not None else None
+        return None if noted is not None and error is noted.error else error
 
     def _say_bye(self, error: BaseException | None) -> None:
         """``bye`` to every shard, as the worker's close says it
@@ -180,6 +184,19 @@ class WorkerSockets:
 def bye_header(error: BaseException | None) -> dict[str, Any]:
     """A ``bye``'s own fields, with ``error``, the exception the worker closes on, if any."""
     return {"op": "bye", **ending_fields(error)}
+
+
+class ErrorAtSetup:
+    """The interpreter's latest uncaught error at a worker's setup, held by the worker and
+    only weakly by its sockets: that error's traceback may hold the worker (a fit that failed
+    in an earlier cell), which the sockets' finalizer would then keep alive for good, beating
+    and owing its bye, once a later error took that one's place. The worker lives while its
+    end can be at the exit, so the note does too."""
+
+    __slots__ = ("error", "__weakref__")
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
 
 
 def uncaught_error(at_exit: bool) -> BaseException | None:
