@@ -12,7 +12,12 @@ import stat
 from pathlib import Path
 
 from distconv.checkpoint import CheckpointDamaged, CheckpointError
-from distconv.checkpoint_file_kinds import SHARD_PART_IS, mode_of, named_as_shard_part
+from distconv.checkpoint_file_kinds import (
+    SHARD_PART_IS,
+    mode_of,
+    named_as_shard_part,
+    special_kind,
+)
 from distconv.checkpoint_manifest import CHIEF, Manifest
 from distconv.checkpoint_reads import read_manifest
 from distconv.checkpoints_link import late_disk_problem
@@ -38,15 +43,22 @@ def checkpoint_file(path: str | os.PathLike, words: SourceWords = INIT_FROM_FLAG
         words: how the messages name ``path`` (``--init-from``'s words by default).
 
     Raises:
-        CheckpointError: nothing there, a JSON file that is no manifest, a parameter-server
-            shard's part, or (a :class:`NoCompleteCheckpointError`) a folder that holds no
-            complete checkpoint; a RunDirError where a run's ``checkpoints`` links to a disk
-            not mounted yet, ``path`` that folder or in it (restarted, as a resume is).
+        CheckpointError: nothing there, a named pipe, a socket or a device, a JSON file that
+            is no manifest, a parameter-server shard's part, or (a
+            :class:`NoCompleteCheckpointError`) a folder that holds no complete checkpoint; a
+            RunDirError where a run's ``checkpoints`` links to a disk not mounted yet, ``path``
+            that folder or in it (restarted, as a resume is).
     """
     path = Path(path)
     mode = mode_of(path)  # one stat: whether a file, a folder or nothing is there
     if mode is not None and stat.S_ISREG(mode):
         return _file_named(path, words)
+    if mode is not None and (kind := special_kind(mode)) is not None:
+        raise CheckpointError(  # not "no such file": ls shows it; the launcher reads the words
+            f"{words.source(path)}: no complete checkpoint there (it is {kind}, not a file or "
+            f"a folder): pass a run's {words.run_folder}, one of its checkpoints/step-N "
+            "folders, or a checkpoint file"
+        )
     if mode is None or not stat.S_ISDIR(mode):
         _refuse_late_disk(path, words)
         raise CheckpointError(f"{words.source(path)}: no such file or folder")
