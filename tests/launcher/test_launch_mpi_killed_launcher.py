@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from distconv.stop_agreement import STOP_CHECK_EVERY
-from distconv.sync.mpi.shared_memory import mapped_segments
 from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
 from tests.launcher.real_children import mpiexec_or_skip
+from tests.mpi.common import node_segments
 from tests.processes import job_env, job_left, job_processes
 
 #: what a rank says as it stops at the kernel's SIGTERM (its stop checkpoint's step after it)
@@ -30,9 +30,10 @@ def checkpoint_steps(run: Path) -> list[int]:
 
 
 def rank_segments(env: dict[str, str]) -> set[str]:
-    """The MPICH shared-memory files the job's ranks map now (their ``/proc/PID/maps``)."""
+    """The MPICH shared-memory files the job's ranks map now (their ``/proc/PID/maps``),
+    unlinked already (as MPI came up) or not."""
     ranks = [pid for pid, args in job_processes(env).items() if "-m distconv train" in args]
-    return {path for pid in ranks for path in mapped_segments(f"/proc/{pid}/maps")}
+    return {path for pid in ranks for path in node_segments(f"/proc/{pid}/maps")}
 
 
 @pytest.mark.mpi

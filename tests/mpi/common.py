@@ -10,6 +10,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -89,6 +90,21 @@ def one_step(net: Network, sync: SyncStrategy, xs, ys) -> None:
     net.forward({"image": Arg(xs, needs_grad=False), "label": Arg(ids=ys, needs_grad=False)})
     net.backward(sync, loss="loss", loss_scale=len(ys))
     sync.finish_step()
+
+
+#: an MPICH shared-memory file in a process's ``/proc/<pid>/maps``, unlinked already
+#: (`` (deleted)``, as distconv leaves it once MPI is up) or not (kept here rather than taken
+#: from :mod:`distconv.sync.mpi.shared_memory`: a test must not take it from the code it tests)
+NODE_SEGMENT = re.compile(r" (/dev/shm/mpich_(?:shm|vci)_[^ /\n]+)(?: \(deleted\))?$", re.M)
+
+
+def node_segments(maps: str | Path = "/proc/self/maps") -> set[str]:
+    """The paths of the MPICH shared-memory files a process maps, unlinked or not, read from
+    its ``maps`` (``/proc/<pid>/maps``); none where it cannot be read (the process is gone)."""
+    try:
+        return set(NODE_SEGMENT.findall(Path(maps).read_text(errors="replace")))
+    except OSError:
+        return set()
 
 
 def mpiexec() -> str | None:

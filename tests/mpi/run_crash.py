@@ -15,11 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import small_lenet, train  # noqa: E402
+from common import node_segments, small_lenet, train  # noqa: E402
 
 from distconv.optim import create_optimizer  # noqa: E402
 from distconv.sync.mpi import MPISync  # noqa: E402
-from distconv.sync.mpi.shared_memory import mapped_segments  # noqa: E402
 
 
 class CrashingSync(MPISync):
@@ -40,8 +39,9 @@ def main() -> None:
     try:  # as distconv.job.train does: close() runs before the exception reaches the hook
         sync.setup(net.parameters(), {})
         if len(sys.argv) > 2:  # the node's shared-memory files, which the abort must not leave
+            # (unlinked as MPI came up: their names are read from the mappings)
             segments = Path(sys.argv[2]) / f"rank{sync.rank}.shm"
-            segments.write_text("".join(f"{path}\n" for path in mapped_segments()))
+            segments.write_text("".join(f"{path}\n" for path in sorted(node_segments())))
         train(net, sync, sync.rank, sync.world_size)
     except Exception as error:
         if len(sys.argv) > 2:

@@ -19,6 +19,7 @@ from distconv.messages import exception_line
 from distconv.runtime import RuntimeConfigError
 from distconv.sync.description import digest, first_difference
 from distconv.sync.errors import JobRefused, refusal_text
+from distconv.sync.mpi.shared_memory import unlink_segments
 
 log = logging.getLogger("distconv.sync.mpi")
 #: thread levels by the names mpi4py's ``rc.thread_level`` uses, lowest first
@@ -46,11 +47,18 @@ def checked_seconds(
 
 
 def import_mpi() -> Any | None:
-    """``mpi4py.MPI``, or None when mpi4py (or its MPI library) is not installed."""
+    """``mpi4py.MPI``, or None when mpi4py (or its MPI library) is not installed.
+
+    Importing it initialises MPI (unless ``mpi4py.rc.initialize`` is False); once MPI is
+    initialised, the node's MPICH shared-memory files are unlinked here, so that no way this
+    rank ends (a SIGKILL included) leaves them in ``/dev/shm``
+    (:mod:`~distconv.sync.mpi.shared_memory` says why that is safe).
+    """
     try:
         from mpi4py import MPI
     except ImportError:
         return None
+    unlink_segments()  # MPI not initialised yet maps none: the next call unlinks it
     return MPI
 
 
