@@ -54,11 +54,15 @@ def still_there(paths: set[str]) -> list[str]:
     return sorted(path for path in paths if Path(path).exists())
 
 
-@pytest.mark.parametrize("ranks", [2, 3])
-def test_ranks_killed_outright_leave_no_segment(tmp_path, ranks):
+@pytest.mark.parametrize(
+    ("ranks", "vcis"), [(2, 1), (3, 1), (2, 2)], ids=["2-ranks", "3-ranks", "2-ranks-2-vcis"]
+)
+def test_ranks_killed_outright_leave_no_segment(tmp_path, ranks, vcis):
+    """``2-vcis``: MPICH makes a second file, ``mpich_vci_*``, for the VCIs past the first."""
     run, segments = tmp_path / "run", set()
     command = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "distconv"]
-    with job_env(mpi_env()) as env, open(tmp_path / "log", "wb") as log:
+    vcis_env = {**mpi_env(), "MPIR_CVAR_CH4_NUM_VCIS": str(vcis)}
+    with job_env(vcis_env) as env, open(tmp_path / "log", "wb") as log:
         job = subprocess.Popen(
             [*command, *train_args(run, 400)], env=env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -67,7 +71,7 @@ def test_ranks_killed_outright_leave_no_segment(tmp_path, ranks):
             wait_for_an_epoch(run, job, 90)
             mapped = rank_segments(env)
             segments = set().union(*mapped.values())
-            assert len(mapped) == ranks and segments, mapped
+            assert len(mapped) == ranks and len(segments) == vcis, mapped
             assert all(paths == segments for paths in mapped.values()), mapped  # one node's
             unlinked_while_running = not still_there(segments)
             for pid in mapped:  # every rank of the node, as the OOM killer or a cgroup may
