@@ -1,21 +1,10 @@
-"""Which MPICH shared-memory files a process maps, read from its ``/proc/<pid>/maps`` (the
-abort's clean-up, :mod:`distconv.sync.mpi.shared_memory`; a real abort:
-``test_failures.py::test_one_rank_raising_ends_the_job``)."""
+"""Which MPICH shared-memory files a process maps, read from its ``/proc/<pid>/maps``
+(:mod:`distconv.sync.mpi.shared_memory`, which unlinks them as MPI comes up; real jobs:
+``test_segment_unlinked_at_start.py``, ``test_failures.py::test_one_rank_raising_ends_the_job``)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-import sys
-import uuid
-from pathlib import Path
-
-import pytest
-
 from distconv.sync.mpi.shared_memory import mapped_segments
-from tests.child_env import child_path
 
 MAPS = """\
 7f0000000000-7f0000200000 rw-s 00000000 00:1a 123 /dev/shm/mpich_shm_1a2b3c4d_0
@@ -41,41 +30,3 @@ def test_each_mapped_segment_is_named_once_and_an_unlinked_one_not(tmp_path):
 
 def test_no_maps_to_read_names_none(tmp_path):
     assert mapped_segments(str(tmp_path / "missing")) == []
-
-
-#: a child that maps an MPICH-named segment (as ``MPI_Init`` does) and is then ended by its
-#: watchdog below ``MPI_THREAD_MULTIPLE``: no ``Abort``, its own SIGKILL (``end_process``)
-ENDED_BY_ITS_WATCHDOG = """\
-import mmap, os, sys
-from distconv.sync.mpi.watchdog import abort_on_stall
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-os.ftruncate(fd, mmap.PAGESIZE)
-segment = mmap.mmap(fd, mmap.PAGESIZE)
-os.close(fd)
-abort_on_stall(object(), 1, None)("step 3 waited 60 s")
-"""
-
-
-@pytest.mark.skipif(
-    not os.path.isdir("/proc/self") or not os.path.isdir("/dev/shm"),
-    reason="needs Linux's /proc and /dev/shm",
-)
-def test_a_rank_its_watchdog_ends_unlinks_the_segment_too():
-    """The watchdog's way below ``MPI_THREAD_MULTIPLE`` (SIGKILL, no ``Abort``) skips
-    ``MPI_Finalize`` as an abort does: its file stayed in /dev/shm until the host rebooted."""
-    segment = Path(f"/dev/shm/mpich_shm_test{uuid.uuid4().hex}_0")  # no other run's name
-    env = {**os.environ, "PYTHONPATH": child_path()}
-    try:
-        ended = subprocess.run(
-            [sys.executable, "-c", ENDED_BY_ITS_WATCHDOG, str(segment)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=20,
-        )
-        assert ended.returncode == -signal.SIGKILL, ended.stderr
-        assert "step 3 waited 60 s" in ended.stderr
-        assert not segment.exists()
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            segment.unlink()

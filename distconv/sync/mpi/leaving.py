@@ -17,6 +17,7 @@ from typing import Any
 from distconv.logs import as_log_line
 from distconv.messages import debugging
 from distconv.rank_endings import ABORTING_THE_JOB, ending_name, reason_text
+from distconv.sync.mpi.comm import import_mpi
 from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.shared_memory import unlink_segments
 
@@ -251,12 +252,9 @@ def _abort(comm: Any, status: int, before: threading.Timer | None = None) -> Non
         guard = last_resort()
         if before is not None:
             before.cancel()
-        let_forward()  # first: what went wrong here must not cost the line that says why
+        let_forward()  # the line that says why must reach mpiexec before the Abort ends all
     finally:  # a second Ctrl-C in the pause skipped the Abort: the others waited for ever
-        try:  # here, after the pause: a Ctrl-C in it skipped the unlink, the file left for ever
-            unlink_segments()  # MPI_Finalize would have; the abort never gets there
-        finally:  # and nothing raised in the unlink may skip the Abort
-            _abort_now(comm, status, guard, before)
+        _abort_now(comm, status, guard, before)
 
 
 def _abort_now(comm: Any, status: int, *timers: threading.Timer | None) -> None:
@@ -305,20 +303,14 @@ def end_process() -> None:
     ``MPI_Finalize``, but its proxy also reaps exited ranks (``waitpid``) between events, and a
     rank reaped before the closed connection is read counts as handled, yet only one killed by
     a signal was (its ``WIFSIGNALED`` check). A plain exit status that wins that race leaves
-    the others running; a signal is answered on either path.
-
-    The node's MPICH shared-memory files this rank maps are unlinked first
-    (:func:`~.shared_memory.unlink_segments`), as before an ``Abort``: the watchdog's way of
-    ending the job below ``MPI_THREAD_MULTIPLE`` (or an ``Abort`` that hung or raised) skips
-    ``MPI_Finalize`` too, and left the file in memory until the host rebooted.
+    the others running; a signal is answered on either path. It skips ``MPI_Finalize``, as an
+    ``Abort`` does, and leaves nothing in ``/dev/shm`` all the same: the node's MPICH files were
+    unlinked as MPI came up (:mod:`~distconv.sync.mpi.shared_memory`).
     """
-    try:
-        unlink_segments()
-    finally:  # nothing raised there may keep the process alive
-        kill = getattr(signal, "SIGKILL", None)
-        if kill is not None:
-            os.kill(os.getpid(), kill)
-        os._exit(1)
+    kill = getattr(signal, "SIGKILL", None)
+    if kill is not None:
+        os.kill(os.getpid(), kill)
+    os._exit(1)
 
 
 def let_forward() -> None:
@@ -348,21 +340,18 @@ def abort_uninitialised(status: int, give_up_after: int = 60) -> None:
     run another transport), ``MPI_Init`` never returns: SIGALRM ends the process after
     ``give_up_after`` seconds. Where MPI is initialised already, the sync's close or mpi4py's
     exit (``python -m mpi4py``: a refused ``--out``) aborts, past :func:`abort`'s clean-up; this
-    only unlinks the node's shared-memory file first (:func:`unlink_segments`).
+    only unlinks the node's shared-memory files first (:func:`unlink_segments`), which no sync
+    has unlinked yet where it fails before one is built.
     """
     if "mpi4py.MPI" in sys.modules:
-        # mpi4py's Abort skips MPI_Finalize, which alone unlinks the file: each refused job left
-        # 2 MiB in /dev/shm. Safe: MPICH's ranks open the file by name, each once, without a
-        # lock (MPL_initshm_open), but MPI_Init returns only once every local rank has opened
-        # and mapped it (MPI_COMM_WORLD's set-up waits for each one's flag in it, even for a
-        # rank slow to start); the others keep their mappings
+        # mpi4py's Abort skips MPI_Finalize, which alone unlinks them: each refused job left
+        # 2 MiB in /dev/shm (safe once MPI_Init returned: shared_memory says why)
         unlink_segments()
         return
     signal.signal(signal.SIGALRM, signal.SIG_DFL)  # from the kernel: MPI_Init may hold the GIL
     signal.alarm(give_up_after)
-    try:
-        from mpi4py import MPI
-    except ImportError:  # no MPI here, so none the others could wait in
+    mpi = import_mpi()  # MPI_Init, then the node's files unlinked, as for every rank
+    if mpi is None:  # no MPI here, so none the others could wait in
         signal.alarm(0)
         return
-    abort(MPI.COMM_WORLD, status)
+    abort(mpi.COMM_WORLD, status)

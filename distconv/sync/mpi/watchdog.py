@@ -351,8 +351,8 @@ def abort_on_stall(comm: Any, rank: int, mpi: Any) -> Callable[[str], None]:
                 sys.stderr.write(reason(rank, SyncError(message), ENDING_THIS_RANK))
                 # stdout too: a SIGKILL drops what a block-buffered stdout (plain mpiexec) holds
                 let_forward()
-            finally:  # end_process reads /proc/self/maps and unlinks in /dev/shm, both in
-                # memory, then kills: nothing it waits on (a test's stand-in does not end it)
+            finally:  # end_process only kills: nothing it waits on (a test's stand-in does
+                # not end it)
                 guard.cancel()
         finally:
             end_process()
