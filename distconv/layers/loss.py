@@ -151,7 +151,10 @@ class MSELoss(Layer):
         return mean if wide is self._diff else mean.astype(self._diff.dtype)
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
-        g = self._diff * (2 * dz / self._diff.size)
+        # the scale 2 * dz / size in float32 for a 16-bit loss, as the cross-entropy's: in
+        # float16 a size past 65504 was inf, and every gradient 0; the product is float32,
+        # rounded once as it is added
+        g = self._diff * (2 * widened(dz) / self._diff.size)
         pred, target = self.inputs
         if pred.needs_grad:
             pred.grad += g
