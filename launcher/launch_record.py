@@ -14,22 +14,26 @@ so a crash leaves the old list or the new one.
 
 The record is not worth the job: where it cannot be written (a full disk), or the file there is
 no list of launches (damaged, or not this launcher's), a warning says so and the job goes on; a
-file that cannot be read as a list is moved aside to ``launch.json.unreadable``
-(``.unreadable.2`` where that is taken), never written over.
+file that cannot be read as a list, or is no file (a named pipe, which a read would wait on for
+ever), is moved aside to ``launch.json.unreadable`` (``.unreadable.2`` where that is taken),
+never written over.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib.metadata
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distconv.build_identity import build_id
+from distconv.checkpoint_file_kinds import special_kind
 from distconv.files import describe_os_error, write_atomically
 
 from .shown import shown
@@ -91,19 +95,14 @@ def record_launch(launch: Supervisor) -> None:
 
 def _earlier_launches(path: Path, launch: Supervisor) -> list[Any]:
     """The launches ``path`` lists (none where it is missing); a file that lists none (not
-    JSON, not a list of objects) is renamed aside, said in a warning, and counts as none."""
+    JSON, not a list of objects) or is no file (a named pipe, a device) is renamed aside, said
+    in a warning, and counts as none."""
     try:
-        text = path.read_bytes()
+        records, problem = _launches_in(path)
     except FileNotFoundError:
         return []
-    try:
-        records = json.loads(text)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError; '[[[...'
-        problem = f"not JSON ({exc})"
-    else:
-        if isinstance(records, list) and all(isinstance(r, dict) for r in records):
-            return records
-        problem = "not a list of launches"
+    if problem is None:
+        return records
     aside = _free_name(path.with_name(path.name + UNREADABLE_SUFFIX))
     os.rename(path, aside)
     launch.say(
@@ -111,6 +110,46 @@ def _earlier_launches(path: Path, launch: Supervisor) -> list[Any]:
         level="warning",
     )
     return []
+
+
+def _launches_in(path: Path) -> tuple[list[Any], str | None]:
+    """The launches ``path`` lists and None, or none and what it is instead.
+
+    Raises:
+        OSError: it cannot be read (FileNotFoundError: nothing is there; IsADirectoryError).
+    """
+    text, kind = _read_file(path)
+    if kind is not None:
+        return [], f"{kind}, not a file"
+    try:
+        records = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError; '[[[...'
+        return [], f"not JSON ({exc})"
+    if isinstance(records, list) and all(isinstance(r, dict) for r in records):
+        return records, None
+    return [], "not a list of launches"
+
+
+def _read_file(path: Path) -> tuple[bytes, str | None]:
+    """``path``'s bytes and None, or none and what it is where it is no file nor folder (a
+    named pipe, a socket, a device: :func:`~distconv.checkpoint_file_kinds.special_kind`).
+    Opened without blocking: a named pipe's open waited for a writer for ever, the run
+    directory locked and the job not started, with nothing said.
+
+    Raises:
+        OSError: as :meth:`Path.read_bytes` (IsADirectoryError for a folder).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            return b"", special_kind(mode)
+        with open(fd, "rb", closefd=False) as f:
+            return f.read(), None
+    finally:
+        os.close(fd)
 
 
 def _free_name(path: Path) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
@@ -124,6 +125,19 @@ def test_a_file_nested_too_deep_to_parse_is_moved_aside_and_the_job_runs(tmp_pat
     aside = tmp_path / "run" / "launch.json.unreadable"
     assert aside.read_bytes() == nested and len(_launches(tmp_path)) == 1
     assert f"moved to {shown(aside)}, and a new list" in done.stderr
+
+
+def test_a_named_pipe_in_its_place_is_moved_aside_and_the_job_runs(tmp_path: Path):
+    """Read, a named pipe waited for a writer for ever: the launcher hung with the run
+    directory locked, its job never started, nothing said."""
+    (tmp_path / "run").mkdir()
+    os.mkfifo(tmp_path / "run" / LAUNCH_NAME)
+    done = launch(*_local(tmp_path, "--", "sh", "-c", "echo ran"), cwd=tmp_path, timeout=30)
+    assert done.returncode == 0 and "ran" in done.stdout, done.stderr
+    aside = tmp_path / "run" / "launch.json.unreadable"
+    assert stat.S_ISFIFO(aside.lstat().st_mode) and len(_launches(tmp_path)) == 1
+    said = f"{shown(tmp_path / 'run' / LAUNCH_NAME)} is a named pipe (FIFO), not a file: moved to"
+    assert f"{said} {shown(aside)}, and a new list" in done.stderr, done.stderr
 
 
 def test_a_record_that_cannot_be_written_is_a_warning_and_the_job_runs(tmp_path: Path):
