@@ -5,9 +5,10 @@ started it was nowhere. ``launch.json`` holds a JSON list with an object per lau
 directory, oldest first: the launcher's command line (``argv``, as the process got it, with the
 folder it ran in, ``cwd``, against which its relative paths are read), the Python that ran it
 and so runs its workers (``python``: a virtual environment's), the variables of its environment
-that change what a job computes or how (``env``: :data:`ENV_PREFIXES`), the job id, distconv's
-build (:func:`~distconv.build_identity.build_id`), numpy's installed version, the host and the
-time it started (UTC). A launch into a run directory that has one already (``--resume``, a
+that change what a job computes or how (``env``: :data:`ENV_PREFIXES`; a value whose name
+says it is a secret withheld, :data:`SECRET_NAME`), the job id, distconv's build
+(:func:`~distconv.build_identity.build_id`), numpy's installed version, the host and the time
+it started (UTC). A launch into a run directory that has one already (``--resume``, a
 relaunch of the job id) appends its own: the earlier launches are kept, as a resume keeps the
 run's checkpoints. The file is replaced atomically (:func:`~distconv.files.write_atomically`),
 so a crash leaves the old list or the new one.
@@ -25,10 +26,12 @@ import errno
 import importlib.metadata
 import json
 import os
+import re
 import socket
 import stat
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,13 +50,24 @@ LAUNCH_NAME = "launch.json"
 UNREADABLE_SUFFIX = ".unreadable"
 #: the environment variables a launch records (``env``): distconv's own (threads, device,
 #: autotuning, cuDNN, ...) and the BLAS and OpenMP thread settings the workers inherit, which a
-#: re-run needs as much as the command line; none of them holds a secret
+#: re-run needs as much as the command line. None of distconv's holds a secret
+#: (``DISTCONV_KEYS`` names a folder), but a program of one's own may read its own token from
+#: a ``DISTCONV_`` variable: see :data:`SECRET_NAME`
 ENV_PREFIXES = ("DISTCONV_", "OPENBLAS_", "OMP_", "MKL_", "BLIS_")
+#: a name that says its variable holds a secret (``DISTCONV_HF_TOKEN``, ``..._API_KEY``): its
+#: value is not written to ``launch.json``, which other users of a shared file system may read
+#: (0644 less the umask), only :data:`WITHHELD`, so a re-run still learns that it was set
+SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|PRIVATE|AUTH|APIKEY|(^|_)KEY($|_)"
+)
+#: what ``env`` holds in place of a secret's value
+WITHHELD = "(withheld: its name says it holds a secret)"
 
 
 def this_launch(job_id: str | None) -> dict[str, Any]:
     """This launcher process's record: ``argv``, ``cwd``, ``python`` (``sys.executable``),
-    ``env`` (the variables :data:`ENV_PREFIXES` names, sorted), ``job``, ``build``, ``numpy``
+    ``env`` (the variables :data:`ENV_PREFIXES` names, sorted, a secret's value withheld:
+    :func:`_recorded_env`), ``job``, ``build``, ``numpy``
     (the installed distribution's version, read without importing numpy, which a launch of a
     program of the user's never needs; None where none is installed), ``host`` and
     ``started`` (``2026-12-07T14:52:53Z``)."""
@@ -65,12 +79,22 @@ def this_launch(job_id: str | None) -> dict[str, Any]:
         "argv": list(sys.argv),
         "cwd": os.getcwd(),
         "python": sys.executable,
-        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
+        "env": _recorded_env(os.environ),
         "job": job_id,
         "build": build_id(),
         "numpy": numpy,
         "host": socket.gethostname(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _recorded_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of ``environ`` that :data:`ENV_PREFIXES` names, sorted, each whose name
+    says it is a secret (:data:`SECRET_NAME`) with :data:`WITHHELD` in place of its value."""
+    return {
+        name: WITHHELD if SECRET_NAME.search(name.upper()) else value
+        for name, value in sorted(environ.items())
+        if name.startswith(ENV_PREFIXES)
     }
 
 

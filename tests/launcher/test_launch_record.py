@@ -21,7 +21,7 @@ import pytest
 import distconv
 from distconv.files import hold_lock
 from launcher.launch_lock import LAUNCH_LOCK
-from launcher.launch_record import ENV_PREFIXES, LAUNCH_NAME
+from launcher.launch_record import ENV_PREFIXES, LAUNCH_NAME, WITHHELD
 from launcher.shown import shown
 from tests.launcher.launch_cli import ENV, launch, launcher_command
 from tests.launcher.real_children import mpiexec_or_skip
@@ -163,3 +163,20 @@ def test_a_launch_records_its_python_and_the_environment_that_changes_what_runs(
     ours = {k: v for k, v in env.items() if k.startswith(ENV_PREFIXES)}
     assert record["env"] == ours and record["env"]["OPENBLAS_NUM_THREADS"] == "1", record
     assert record["env"]["DISTCONV_NUM_THREADS"] == "1" and "SOME_TOKEN" not in record["env"]
+
+
+def test_a_variable_whose_name_says_it_is_a_secret_is_named_but_its_value_withheld(
+    tmp_path: Path,
+):
+    """A program of one's own may take its token from a DISTCONV_ variable; launch.json is
+    readable by whoever reads the run directory, so the value is not written, only that it was
+    set. distconv's own DISTCONV_KEYS names a folder and is recorded as it is."""
+    secrets = {"DISTCONV_HF_TOKEN": "hf_abc123", "DISTCONV_WANDB_API_KEY": "0123abcd"}
+    env = {**ENV, **secrets, "DISTCONV_KEYS": str(tmp_path / "keys")}
+    done = run_job([*launcher_command(), *_local(tmp_path, *OK)], env=env, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (record,) = _launches(tmp_path)
+    assert {name: record["env"][name] for name in secrets} == dict.fromkeys(secrets, WITHHELD)
+    assert record["env"]["DISTCONV_KEYS"] == str(tmp_path / "keys"), record
+    text = (tmp_path / "run" / LAUNCH_NAME).read_text()
+    assert not any(value in text for value in secrets.values()), text
