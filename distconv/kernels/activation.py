@@ -121,7 +121,18 @@ class Tanh(ActivationFunction):
         return get_array_module(z).tanh(z, out=z if inplace else None)
 
     def backward(self, y: Any, dy: Any) -> Any:
-        return dy * (1 - y * y)
+        """``dy * (1 - y * y)``, in the type ``dy * y`` would have: for 16-bit, taken in
+        float32 and rounded once, as sigmoid's. In 16 bits ``1 - y * y`` cancels where ``y``
+        nears 1 or -1, and the gradient was up to 16 float16 ulps off (6 in bfloat16), where
+        PyTorch's is correctly rounded in both."""
+        xp = get_array_module(y)
+        dtype = xp.result_type(y, dy)
+        wide = sum_dtype(dtype)
+        if wide is None:  # float32 and float64: the same three products as always
+            return dy * (1 - y * y)
+        g = 1 - xp.multiply(y, y, dtype=wide)  # a 16-bit square is exact in float32
+        g *= dy
+        return g.astype(dtype, copy=False)
 
 
 class Softmax(ActivationFunction):
