@@ -223,6 +223,30 @@ def test_a_ctrl_c_a_wrapper_sends_on_too_is_the_same_stop(tmp_path):
     assert "during the stop" not in err, err
 
 
+@pytest.mark.timeout(60)
+def test_a_sigint_twice_without_a_terminal_is_the_same_stop(tmp_path):
+    """Under setsid, systemd or a pod without a tty the launcher has no controlling terminal:
+    the Ctrl-C check's open of /dev/tty, in the SIGINT handler, fails at once, so a SIGINT
+    0.3 s after the first (a script's or a scheduler's, no keystroke) is the first stop
+    again, and the worker keeps its checkpoint."""
+    with job_env(ENV) as env:
+        launcher = _stand_in(tmp_path, 1.0, env=env, start_new_session=True)
+        try:
+            _up(tmp_path, launcher)
+            signal_taken(launcher, signal.SIGINT)
+            time.sleep(3 * KEYSTROKE_SECONDS)  # a person's second Ctrl-C would kill by now
+            launcher.send_signal(signal.SIGINT)
+            status, err, _ = _stopped(tmp_path, launcher)
+        finally:
+            launcher.kill()
+            launcher.wait()
+        assert job_left(env, 5) == {}
+    assert status == 130, err
+    assert done_at(tmp_path, "w") is not None, f"the worker was killed in its checkpoint: {err}"
+    assert "got SIGINT again within 1 s of the first: the same stop" in err, err
+    assert "during the stop" not in err, err
+
+
 def test_the_operations_guide_gives_the_window_the_keystroke_and_the_words():
     """Each number and line the guide states is built from the code's own."""
     text = " ".join(OPERATIONS.read_text().split())
