@@ -20,8 +20,9 @@ import pytest
 from distconv import stop_request
 from distconv.sync.mpi.shared_memory import mapped_segments
 
-#: MPICH's shared-memory files in this node's /dev/shm (:mod:`distconv.sync.mpi.shared_memory`)
-MPICH_SEGMENTS = "/dev/shm/mpich_shm_*"
+#: MPICH's shared-memory files in this node's /dev/shm, mpich_shm_* and mpich_vci_*
+#: (:mod:`distconv.sync.mpi.shared_memory`)
+MPICH_SEGMENTS = "/dev/shm/mpich_*_*"
 #: those there when the run started: not the run's to remove
 _SEGMENTS_BEFORE: set[str] = set()
 
