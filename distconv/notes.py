@@ -10,8 +10,8 @@ handles (a fit tried again after a failed setup) says nothing. Where the error e
 uncaught, its notes follow its traceback (:func:`_say_uncaught_notes`, at exit); ``distconv
 train`` and ``run_main`` say them in their endings (:func:`format_exception`). Two reports print
 no notes before Python 3.11, and there a note is logged as a warning as it is made
-(:func:`_logged_as_made`): an interactive session's, and an MPI job's abort (its abort hook
-open), which prints the traceback and ends the process at once.
+(:func:`_logged_as_made`): an interactive session's (IPython's from 8.14 prints them), and an
+MPI job's abort (its abort hook open), which prints the traceback and ends the process at once.
 """
 
 from __future__ import annotations
@@ -119,18 +119,45 @@ _PROBE = "a note traceback prints"
 
 
 def _interactive() -> bool:
-    """Whether this is an interactive session (``python -i``, the REPL, IPython), where errors
-    are shown as they come and the session goes on."""
-    return hasattr(sys, "ps1") or bool(sys.flags.interactive) or "IPython" in sys.modules
+    """Whether this is an interactive session (``python -i``, the REPL, an IPython shell or
+    notebook), where errors are shown as they come and the session goes on. IPython imported
+    alone (a library's check for a notebook) runs no shell: a plain script's."""
+    return hasattr(sys, "ps1") or bool(sys.flags.interactive) or _ipython_shell() is not None
+
+
+def _ipython_shell() -> object | None:
+    """The IPython shell running this session (a terminal's, a notebook kernel's), or None."""
+    get_ipython = getattr(sys.modules.get("IPython"), "get_ipython", None)
+    try:
+        return get_ipython() if callable(get_ipython) else None
+    except Exception:  # an IPython half imported, or not IPython's own
+        return None
+
+
+#: the first IPython whose tracebacks show an error's notes, on every Python (8.14, June 2023)
+_IPYTHON_SHOWS_NOTES = (8, 14)
+
+
+def _reports_print_notes() -> bool:
+    """Whether the hook that reports an uncaught error here prints its notes (before Python
+    3.11): an IPython shell's from IPython 8.14 on, and any other installed hook where
+    ``traceback`` prints notes (exceptiongroup's, a logger's: :func:`_traceback_prints_notes`)."""
+    if _ipython_shell() is not None:
+        version = getattr(sys.modules["IPython"], "version_info", ())
+        return tuple(version[:2]) >= _IPYTHON_SHOWS_NOTES
+    return sys.excepthook is not sys.__excepthook__ and _traceback_prints_notes()
 
 
 def _logged_as_made() -> bool:
     """Whether a note made now (before Python 3.11) is logged as it is made, the report of its
-    error printing no notes: in an interactive session, and while an MPI sync's abort hook is
-    open (:mod:`distconv.sync.mpi.leaving`), whose abort prints the traceback, then ends the
+    error printing no notes: in an interactive session whose hook prints none
+    (:func:`_reports_print_notes`), and while an MPI sync's abort hook is open
+    (:mod:`distconv.sync.mpi.leaving`), whose abort prints the traceback, then ends the
     process at once. Not imported: no such hook."""
     leaving = sys.modules.get("distconv.sync.mpi.leaving")
-    return _interactive() or (leaving is not None and leaving.is_abort_hook(sys.excepthook))
+    if leaving is not None and leaving.is_abort_hook(sys.excepthook):
+        return True
+    return _interactive() and not _reports_print_notes()
 
 
 def _say_uncaught_notes() -> None:
@@ -142,7 +169,7 @@ def _say_uncaught_notes() -> None:
     error = getattr(sys, "last_value", None)
     if error is None or _interactive():
         return
-    if sys.excepthook is not sys.__excepthook__ and _traceback_prints_notes():
+    if _reports_print_notes():
         return  # a hook of Python's own (exceptiongroup's, a logger's) printed them
     try:
         sys.stderr.write("".join(_chain_notes(error)))

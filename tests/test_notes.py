@@ -216,3 +216,63 @@ def test_run_mains_traceback_of_a_peer_failure_says_its_note(tmp_path):
     lines = done.stderr.splitlines()
     note = "moving the values written to the device failed too: MemoryError()"
     assert lines[-2:] == ["distconv.sync.peers.PeerFailed: rank 1 failed", note], done.stderr
+
+
+#: a script that handles one noted error, then ends on another; ``import IPython`` where the
+#: first argument is ``import``, as a library's check for a notebook imports it
+HANDLED_THEN_UNCAUGHT = """\
+import sys
+
+if sys.argv[1:] == ["import"]:
+    import IPython  # noqa: F401
+from distconv.notes import add_note
+
+try:
+    error = ValueError("no checkpoint here")
+    add_note(error, "the others " + "were told")  # not as the traceback quotes the line
+    raise error
+except ValueError:
+    print("tried again")
+error = RuntimeError("saving failed")
+add_note(error, "a note " + "of its own")
+raise error
+"""
+
+
+def _said_once_at_the_end(done: subprocess.CompletedProcess) -> None:
+    """``done`` ended on :data:`HANDLED_THEN_UNCAUGHT`'s last error: its note said once, under
+    it, and the handled error's note nowhere."""
+    said = done.stdout + done.stderr
+    assert "the others were told" not in said, said
+    assert said.count("a note of its own") == 1, said
+    assert said.index("a note of its own") > said.index("RuntimeError"), said
+
+
+def test_a_script_that_imports_ipython_is_no_interactive_session(tmp_path):
+    """IPython imported in a plain script runs no shell: a note is said under the traceback,
+    and a handled error's nowhere (before Python 3.11 both were logged as made, the last one
+    said twice where IPython's import brought exceptiongroup's hook)."""
+    pytest.importorskip("IPython")
+    path = tmp_path / "script.py"
+    path.write_text(HANDLED_THEN_UNCAUGHT)
+    done = subprocess.run(
+        [sys.executable, str(path), "import"],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    _said_once_at_the_end(done)
+
+
+def test_an_ipython_shell_that_shows_notes_says_each_once(tmp_path):
+    """IPython from 8.14 shows an error's notes under its traceback on every Python: a note
+    is not logged as made there too (before Python 3.11, said twice, and a handled error's
+    out of the blue)."""
+    pytest.importorskip("IPython", minversion="8.14")
+    path = tmp_path / "script.py"
+    path.write_text(HANDLED_THEN_UNCAUGHT)
+    command = [sys.executable, "-m", "IPython", "--no-banner", "--colors=NoColor", str(path)]
+    done = subprocess.run(command, capture_output=True, text=True, env=child_env(), timeout=60)
+    _said_once_at_the_end(done)
