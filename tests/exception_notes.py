@@ -2,8 +2,9 @@
 
 :func:`distconv.notes.add_note` keeps a note in ``__notes__`` on every Python the project
 supports (``requires-python >= 3.10``). Before Python 3.11 it logs a note as it is made only
-in an interactive session or while an MPI sync's abort hook is open, which a test's own
-process never is (:data:`NOTES_LOGGED`): there the note is said where its error is reported.
+in an interactive session whose tracebacks show no notes, or while an MPI sync's abort hook is
+open, which a test's own process never is (:data:`NOTES_LOGGED`): there the note is said where
+its error is reported.
 """
 
 from __future__ import annotations
