@@ -189,6 +189,12 @@ class MetricsWriter:
         if keep_through_epoch:
             self._warn_of_holes(keep_through_epoch)
 
+    @property
+    def appended(self) -> int:
+        """The lines this writer appended to the log (its fit's epochs), after those it kept:
+        the log it rewrote at its start holds nothing new before the first."""
+        return len(self.records) - self._kept
+
     def _warn_of_holes(self, through: int) -> None:
         have = {self._epoch(r) for r in self.records}
         missing = [e for e in range(1, through + 1) if e not in have]

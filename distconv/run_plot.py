@@ -5,8 +5,8 @@ that log and nothing else. A fit that ends by completing its epochs draws it, an
 stopped in order (SIGTERM, the first Ctrl-C: :class:`~distconv.stop_request.Preempted`), once
 its stop checkpoint is on disk: a long job stopped and resumed by its scheduler otherwise kept
 the plot of its first fit beside a log of hundreds of epochs, which read as a run that stopped
-learning there. An error (or a second Ctrl-C) draws nothing: it removes a plot older than the
-log instead (:func:`remove_stale_plot`).
+learning there. An error (or a second Ctrl-C) draws nothing: it removes the plot instead, where
+the fit wrote lines the plot lacks (:func:`remove_stale_plot`).
 """
 
 from __future__ import annotations
@@ -39,14 +39,14 @@ def plot_after(error: BaseException, writer: MetricsWriter, out_dir: Path) -> No
 
     A stop (:class:`Preempted`) draws it: the stop's checkpoint is on disk already, and the
     draw (matplotlib's import alone takes about half a second) comes well inside a scheduler's
-    grace period; a plot as new as the log is left as it is (a stop before an epoch's end
-    added no line). A second Ctrl-C during the draw stops it, and the stop goes on to its
-    status as it would have.
+    grace period; a plot no older than the log is left as it is. A second Ctrl-C during the
+    draw stops it, and the stop goes on to its status as it would have.
 
-    Any other error removes a plot older than the log, and draws none: the error must reach
-    its caller (an MPI abort, a launcher's restart) without a second's delay, a second Ctrl-C
-    asks to stop at once, and a draw after a full disk or a lack of memory may fail itself.
-    Nothing is lost: the log holds every line, and the next fit that ends or stops draws them.
+    Any other error draws none, and removes the plot where this fit wrote lines it lacks
+    (:func:`remove_stale_plot`): the error must reach its caller (an MPI abort, a launcher's
+    restart) without a second's delay, a second Ctrl-C asks to stop at once, and a draw after
+    a full disk or a lack of memory may fail itself. Nothing is lost: the log holds every
+    line, and the next fit that ends or stops draws them.
     """
     plot = out_dir / PLOT
     try:
@@ -57,14 +57,17 @@ def plot_after(error: BaseException, writer: MetricsWriter, out_dir: Path) -> No
         pass
     except Exception as exc:  # the stop is what the caller hears of, not the plot
         log.warning("cannot draw the plot %s: %s; the metrics are in their log", plot, exc)
-    remove_stale_plot(plot, writer.path)
+    remove_stale_plot(plot, writer)
 
 
-def remove_stale_plot(plot: Path, metrics: Path) -> None:
-    """Remove ``plot`` where it is older than the log ``metrics`` (it shows fewer epochs than
-    the log holds), saying so; a plot as new as the log, or none, stays as it is."""
+def remove_stale_plot(plot: Path, writer: MetricsWriter) -> None:
+    """Remove ``plot`` where ``writer`` appended lines to its log after it was drawn (it shows
+    fewer epochs than the log holds), saying so. A plot of every line the log held at the
+    fit's start stays, though the log's rewrite at that start made it the newer file: a
+    resume that failed before its first epoch's end removed the plot of a whole run."""
+    metrics = writer.path
     try:
-        if plot_is_current(plot, metrics) or not plot.exists():
+        if not writer.appended or plot_is_current(plot, metrics) or not plot.exists():
             return
         plot.unlink()
     except OSError as exc:  # the error that ended the fit comes first

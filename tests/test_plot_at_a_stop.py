@@ -9,6 +9,7 @@ scheduler's SIGTERM or a person's Ctrl-C lands).
 from __future__ import annotations
 
 import signal
+import sys
 
 import pytest
 
@@ -94,3 +95,41 @@ def test_a_second_ctrl_c_during_the_stops_draw_ends_the_draw_and_the_stop_stands
     plot, log = _plot_and_log(tmp_path)
     assert not plot.exists(), "the plot of epoch 1 alone stayed beside a log of two epochs"
     assert [r["epoch"] for r in read_metrics(log)] == [1, 2]
+
+
+def test_a_resume_cut_short_before_its_first_line_keeps_the_plot_of_the_whole_log(data, tmp_path):
+    """The resume rewrote the log at its start, which made the whole run's plot the older file:
+    a second Ctrl-C (or an error) before the resume's first epoch ended removed it."""
+    train, test = data
+    _trainer(tmp_path).fit(train, test, epochs=2)
+    plot, log = _plot_and_log(tmp_path)
+    drawn = plot.stat().st_mtime_ns
+    t = _trainer(tmp_path)
+    signal_at(t, 33, signal.SIGINT, signal.SIGINT)  # in epoch 3, its line not written
+    with pytest.raises(KeyboardInterrupt):
+        t.fit(train, test, epochs=5, resume=True)
+    assert [r["epoch"] for r in read_metrics(log)] == [1, 2]
+    assert plot.exists(), "the plot of both epochs the log holds was removed"
+    assert plot.stat().st_mtime_ns == drawn
+
+
+@pytest.mark.parametrize(("step", "epochs_after"), [(33, [1, 2]), (50, [1, 2, 3])])
+def test_a_stop_whose_draw_fails_to_import_matplotlib_still_stops_and_says_why(
+    data, tmp_path, monkeypatch, caplog, step, epochs_after
+):
+    """matplotlib's import failing at the stop (a broken install) is a warning naming the plot
+    and the cause; the stop keeps its status, the plot of the lines the log held at the fit's
+    start stays, and one the fit's own lines made older than the log goes."""
+    train, test = data
+    _trainer(tmp_path).fit(train, test, epochs=2)
+    plot, log = _plot_and_log(tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # its import raises
+    t = _trainer(tmp_path)
+    signal_at(t, step, signal.SIGTERM)
+    with pytest.raises(Preempted, match=f"stopped by SIGTERM after step {step}") as info:
+        t.fit(train, test, epochs=5, resume=True)
+    assert info.value.exit_status == 143
+    assert [r["epoch"] for r in read_metrics(log)] == epochs_after
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(f"cannot draw the plot {plot}: " in m and "matplotlib" in m for m in said), said
+    assert plot.exists() == (epochs_after == [1, 2])
