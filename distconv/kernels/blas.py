@@ -160,33 +160,50 @@ def numpy_blas() -> str | None:
 
 #: the variables that hold OpenBLAS to kernels other than its CPU's own (``CORETYPE`` names
 #: them) or size them for another cache (``L2_SIZE``); some machines set them for old OpenBLAS
-#: builds, which holds a current numpy to older, slower kernels (on a Zen 5 CPU, the default
-#: model's step on 28x28 images took 26.9 ms at one thread under ``OPENBLAS_CORETYPE=Haswell``,
-#: 22.5 ms on the CPU's own)
+#: builds, which holds a current numpy to older, slower kernels (on a Zen 5 CPU, one of LeNet's
+#: products in single-thread ``sgemm``, 288x1024 by 1024x64, ran at 123 GFLOP/s on the Haswell
+#: kernels against 222 on its own: docs/benchmarks-history.md, "This stop: a faster machine")
 KERNEL_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
+def kernel_vars_set(blas: str | None, environ: Mapping[str, str]) -> list[str]:
+    """Which of :data:`KERNEL_VARS` ``environ`` sets (not blank: OpenBLAS's default) for the
+    BLAS ``blas`` describes (as :func:`numpy_blas` does): none where that is not OpenBLAS (MKL,
+    Accelerate, or no BLAS found), which reads none of them."""
+    if not blas or blas.split()[0] != "openblas":
+        return []
+    return [name for name in KERNEL_VARS if environ.get(name)]
+
+
 def kernels_forced(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether ``environ`` (this process's by default) names OpenBLAS's kernels itself
+    """Whether ``environ`` (this process's by default) names numpy's OpenBLAS's kernels itself
     (``OPENBLAS_CORETYPE``), rather than leaving them to the CPU. ``OPENBLAS_L2_SIZE`` alone
-    does not, nor a blank ``OPENBLAS_CORETYPE``: the kernels stay the CPU's own."""
+    does not, nor a blank ``OPENBLAS_CORETYPE``, nor either beside a numpy on another BLAS
+    (:func:`kernel_vars_set`)."""
     env = os.environ if environ is None else environ
-    return bool(env.get("OPENBLAS_CORETYPE"))
+    if not env.get("OPENBLAS_CORETYPE"):  # the usual case, without reading the libraries
+        return False
+    return "OPENBLAS_CORETYPE" in kernel_vars_set(numpy_blas(), env)
 
 
 def kernels_said(environ: Mapping[str, str] | None = None) -> str:
-    """numpy's BLAS and its kernels in one line (:func:`numpy_blas`): ``numpy's BLAS: openblas
-    0.3.31.188.0 Haswell pthreads``, followed, where ``environ`` (this process's by default)
-    sets any of :data:`KERNEL_VARS` (not blank), by which and the command that runs the CPU's
-    own kernels: `` (set by the environment: OPENBLAS_CORETYPE=Haswell; for the CPU's own
-    kernels, run under env -u OPENBLAS_CORETYPE)``. What the benchmarks' headers say, and ``distconv
+    """numpy's BLAS and its kernels in one line (:func:`blas_said` of :func:`numpy_blas` and
+    ``environ``, this process's by default): what the benchmarks' headers say, and ``distconv
     train``'s start where :func:`kernels_forced`."""
-    env = os.environ if environ is None else environ
-    said = f"numpy's BLAS: {numpy_blas() or 'none found'}"
-    names = [name for name in KERNEL_VARS if env.get(name)]  # blank: OpenBLAS's default
+    return blas_said(numpy_blas(), os.environ if environ is None else environ)
+
+
+def blas_said(blas: str | None, environ: Mapping[str, str]) -> str:
+    """``blas`` (as :func:`numpy_blas` describes a library) in one line: ``numpy's BLAS:
+    openblas 0.3.31.188.0 Haswell pthreads``, followed, where ``environ`` sets any of
+    :data:`KERNEL_VARS` for it (:func:`kernel_vars_set`), by which and the command that runs
+    the CPU's own kernels: `` (set by the environment: OPENBLAS_CORETYPE=Haswell; for the
+    CPU's own kernels, run under env -u OPENBLAS_CORETYPE)``."""
+    said = f"numpy's BLAS: {blas or 'none found'}"
+    names = kernel_vars_set(blas, environ)
     if not names:
         return said
-    forced = " ".join(f"{name}={env[name]}" for name in names)
+    forced = " ".join(f"{name}={environ[name]}" for name in names)
     unset = " ".join(f"-u {name}" for name in names)
     own = f"for the CPU's own kernels, run under env {unset}"
     return f"{said} (set by the environment: {forced}; {own})"

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from distconv import run_line
-from distconv.kernels.blas import kernels_forced, kernels_said, numpy_blas
+from distconv.kernels.blas import (
+    blas_said,
+    kernel_vars_set,
+    kernels_forced,
+    kernels_said,
+    numpy_blas,
+)
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -46,3 +52,25 @@ def test_kernels_forced_by_the_environment_are_named_with_the_command_for_the_cp
 def test_only_a_named_core_type_forces_the_kernels(environ, forced):
     assert kernels_forced(environ) is forced
     assert ("(set by the environment" in kernels_said(environ)) is any(environ.values())
+
+
+#: what threadpoolctl's controllers read for a numpy built on another BLAS (numpy_blas's words)
+OTHER_BLAS = ["mkl 2024.2-Product intel", "blis 0.9.0 skx pthreads"]
+
+
+@pytest.mark.parametrize("blas", [None, *OTHER_BLAS])
+def test_the_openblas_variables_are_not_said_to_hold_a_blas_that_is_not_openblas(blas):
+    """A numpy on MKL or BLIS, or one whose BLAS threadpoolctl does not find, reads no
+    OPENBLAS_* variable: the start log said its kernels were forced and slower all the same."""
+    environ = {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "512"}
+    assert kernel_vars_set(blas, environ) == []
+    assert blas_said(blas, environ) == f"numpy's BLAS: {blas or 'none found'}"
+
+
+def test_the_openblas_variables_are_said_where_numpy_s_blas_is_openblas():
+    environ = {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": ""}
+    said = blas_said("openblas 0.3.31.188.0 Haswell pthreads", environ)
+    assert said == (
+        "numpy's BLAS: openblas 0.3.31.188.0 Haswell pthreads (set by the environment: "
+        "OPENBLAS_CORETYPE=Haswell; for the CPU's own kernels, run under env -u OPENBLAS_CORETYPE)"
+    )
