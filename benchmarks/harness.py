@@ -185,17 +185,39 @@ def torch_or_say(without: str) -> bool:
     return why is None
 
 
+#: the code of the child that says numpy's BLAS with this checkout's distconv (``-c`` puts the
+#: working directory first on the path, which may hold another checkout's ``distconv/``)
+SAY_BLAS = """
+import sys
+if not getattr(sys.flags, "safe_path", False):
+    del sys.path[0]
+from distconv.kernels.blas import kernels_said
+print(kernels_said())
+"""
+
+
 def blas_kernels() -> str:
     """Which BLAS numpy runs here and on which kernels, for a benchmark's header
     (:func:`distconv.kernels.blas.kernels_said`, which ``distconv train``'s start says too).
 
     OpenBLAS picks its kernels for the CPU when it loads, unless ``OPENBLAS_CORETYPE`` names
     them; the line names the variables that force them and the command that runs the CPU's
-    own. The workers inherit this environment, so they run what this line says.
+    own. Said by a child with this environment and this checkout's distconv: the workers
+    inherit the environment, so they run what this line says, and a driver measuring another
+    checkout (``pserver.py --code DIR``) has that one's distconv imported by now, which may
+    predate the description (its header failed on an ImportError before measuring anything).
     """
-    from distconv.kernels.blas import kernels_said  # the checkout measured, on sys.path by now
-
-    return kernels_said()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SAY_BLAS], env=env, capture_output=True, text=True, timeout=120
+    )
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise RuntimeError(f"could not say numpy's BLAS with {REPO_ROOT}'s distconv: {why}")
+    return done.stdout.strip()
 
 
 def print_table(header: list[str], rows: list[list[str]]) -> None:

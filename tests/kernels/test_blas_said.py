@@ -5,6 +5,8 @@ the threading layer, the other every BLAS loaded."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from distconv.kernels.blas import (
     kernels_said,
     numpy_blas,
 )
+from tests.child_env import child_env
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -74,3 +77,34 @@ def test_the_openblas_variables_are_said_where_numpy_s_blas_is_openblas():
         "numpy's BLAS: openblas 0.3.31.188.0 Haswell pthreads (set by the environment: "
         "OPENBLAS_CORETYPE=Haswell; for the CPU's own kernels, run under env -u OPENBLAS_CORETYPE)"
     )
+
+
+#: a driver measuring an older checkout (``benchmarks/pserver.py --code DIR``): its distconv
+#: first on the path and imported, then the header
+HEADER_UNDER_OLDER_CODE = """
+import sys
+sys.path.insert(0, {benchmarks!r})
+from harness import blas_kernels
+sys.path.insert(0, {older!r})
+for name in [m for m in sys.modules if m == "distconv" or m.startswith("distconv.")]:
+    del sys.modules[name]
+import distconv.kernels.blas
+assert distconv.kernels.blas.__file__.startswith({older!r}), distconv.kernels.blas.__file__
+print(blas_kernels())
+"""
+
+
+def test_the_benchmarks_header_is_said_while_an_older_checkout_s_distconv_is_imported(tmp_path):
+    """``pserver.py --code DIR`` of a checkout from before the description crashed on an
+    ImportError at its header, before measuring anything."""
+    older = tmp_path / "older"
+    for package in ("distconv", "distconv/kernels"):
+        (older / package).mkdir(parents=True)
+        (older / package / "__init__.py").write_text("")
+    (older / "distconv/kernels/blas.py").write_text('"""gemm alone, no description yet."""\n')
+    code = HEADER_UNDER_OLDER_CODE.format(benchmarks=str(BENCHMARKS), older=str(older))
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == kernels_said(), done.stdout
