@@ -75,6 +75,7 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
     # imported here, not at the top: a command line that only declares `train`'s flags (every
     # `distconv` command, `--help`) reads TrainConfig's defaults and must not pay for numpy,
     # the layers and prometheus_client at each start
+    from distconv.backend import is_gpu_array
     from distconv.data import load_dataset
     from distconv.distributed import build_sync, choose_transport, start_training_process
     from distconv.init import set_seed
@@ -123,7 +124,8 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
             sync.world_size,
             effective_config(config, optimizer.lr, kind),
         )
-        if kernels_forced():  # a step's products may run slower than on this CPU's own kernels
+        # a CPU step's products may run slower than on this CPU's own kernels; a GPU's, on none
+        if kernels_forced() and not is_gpu_array(network.parameters()[0].value):
             log.info("%s; kernels other than this CPU's own may be slower", kernels_said())
         trainer = Trainer(
             network,
