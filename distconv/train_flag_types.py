@@ -72,6 +72,7 @@ def server_list(text: str) -> str:
 
 
 def resume_mode(text: str) -> str:
+    """``--resume``'s one value, ``auto`` (the bare flag takes none)."""
     if text != "auto":
         raise argparse.ArgumentTypeError(f"the only value --resume takes is 'auto', got {text!r}")
     return text
