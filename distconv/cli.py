@@ -24,7 +24,8 @@ from distconv.messages import quote_in_errors, quoted_in, say
 from distconv.number_text import int_at_least
 from distconv.runtime import Runtime, RuntimeConfigError
 from distconv.stdout_drop import drop_stdout
-from distconv.train_args import add_train, not_blank
+from distconv.train_args import add_train
+from distconv.train_flag_types import not_blank
 
 # USER_ERROR_NAMES and user_errors kept here too: distconv.cli named them first
 from distconv.user_errors import USER_ERROR_NAMES, end_on_user_error, user_errors  # noqa: F401
@@ -144,7 +145,7 @@ def _written(out: str) -> str:
     """What a run that trained wrote in ``out``: the plot only where it is newer than the last
     line of the metrics log. A plot that could not be written (a full disk) is a warning that
     leaves the one before it, and the line after the warning said it was written."""
-    from distconv.trainer import METRICS, PLOT
+    from distconv.run_dir import METRICS, PLOT
 
     try:
         drawn = (

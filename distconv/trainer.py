@@ -40,7 +40,6 @@ from distconv.resume import (
     share_position,
 )
 from distconv.run_dir import METRICS, RunDirectory
-from distconv.run_dir import PLOT as PLOT  # the command line names it from here
 from distconv.run_line import run_line
 from distconv.run_plot import draw_plot, plot_after
 from distconv.sampler import check_count, check_seed
