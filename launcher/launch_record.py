@@ -2,7 +2,8 @@
 
 The line that starts a job names its distconv build, but only on the terminal; the command that
 started it was nowhere. ``launch.json`` holds a JSON list with an object per launch into the run
-directory, oldest first: the launcher's command line (``argv``, as the process got it, with the
+directory, oldest first: the launcher's command line (``argv``, as the process got it; ``command``,
+as the shell ran it, the interpreter and ``-m launcher`` included, which re-runs it; with the
 folder it ran in, ``cwd``, against which its relative paths are read), the Python that ran it
 and so runs its workers (``python``: a virtual environment's), the variables of its environment
 that change what a job computes or how (``env``: :data:`ENV_PREFIXES`; a value whose name
@@ -65,9 +66,9 @@ WITHHELD = "(withheld: its name says it holds a secret)"
 
 
 def this_launch(job_id: str | None) -> dict[str, Any]:
-    """This launcher process's record: ``argv``, ``cwd``, ``python`` (``sys.executable``),
-    ``env`` (the variables :data:`ENV_PREFIXES` names, sorted, a secret's value withheld:
-    :func:`_recorded_env`), ``job``, ``build``, ``numpy``
+    """This launcher process's record: ``argv``, ``command``, ``cwd``, ``python``
+    (``sys.executable``), ``env`` (the variables :data:`ENV_PREFIXES` names, sorted, a
+    secret's value withheld: :func:`_recorded_env`), ``job``, ``build``, ``numpy``
     (the installed distribution's version, read without importing numpy, which a launch of a
     program of the user's never needs; None where none is installed), ``host`` and
     ``started`` (``2026-12-07T14:52:53Z``)."""
@@ -77,6 +78,9 @@ def this_launch(job_id: str | None) -> dict[str, Any]:
         numpy = None
     return {
         "argv": list(sys.argv),
+        # the command as the shell ran it, interpreter and ``-m launcher`` included: argv[0]
+        # of ``python -m launcher`` is launcher/__main__.py, which does not run on its own
+        "command": list(sys.orig_argv),
         "cwd": os.getcwd(),
         "python": sys.executable,
         "env": _recorded_env(os.environ),

@@ -46,6 +46,9 @@ def _launches(tmp_path: Path) -> list[dict]:
 
 def _assert_is_this_launch(record: dict, argv: list[str], cwd: Path, began: float) -> None:
     assert record["argv"][1:] == argv, record  # [0]: the launcher's own path
+    # the command that re-runs it: this interpreter, -m launcher (launcher_command), the argv
+    assert record["command"][-len(argv) :] == argv, record
+    assert record["command"][1:3] == ["-m", "launcher"], record
     assert record["cwd"] == str(cwd) and record["job"] == "j", record
     assert record["build"] == distconv.build_id(), record
     assert record["numpy"] == np.__version__ and record["host"] == socket.gethostname(), record
