@@ -111,7 +111,10 @@ class StartupHandlers(SetupNotes):
         they interleave with refusals, and a slow rank of a failed setup is not taken for the
         next one's. A worker's first hello (of a run id not seen, or none) is 0, the seeded
         setup's number: the first setup's are all first hellos, and a worker taken back into a
-        seeded job (async, ``--on-worker-loss continue``) starts no setup of the others."""
+        seeded job (async, ``--on-worker-loss continue``) starts no setup of the others.
+        Not exact: a worker saying hello again within its setup (while ranks are late to the
+        job check: :mod:`~distconv.sync.ps.late_ranks`), or a rank failing before its hello,
+        puts the counts out of step until the next seed (docs/protocol.md, ``hello``)."""
         worker = (rank, run)
         setup = self.setup_of[worker] + 1 if run is not None and worker in self.setup_of else 0
         self.setup_of[worker] = setup
