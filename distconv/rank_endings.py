@@ -335,12 +335,12 @@ def _unquoted(quoted: str) -> str:
 
 
 #: how a shard says that ranks kept it waiting past its ``--timeout``, and what it adds where
-#: it knows nothing else of them (:data:`RAISE_TIMEOUT`)
+#: it knows nothing else of them (:data:`RAISE_TIMEOUT`, whoever started the shards)
 _SILENT = "silent for"
 _SENT_NOTHING = "sent nothing for"
 RAISE_TIMEOUT = (
-    "a rank slower than this is a straggler: raise --timeout (distconv train's, which "
-    "distconv-launch passes to the shards)"
+    "a rank slower than this is a straggler: raise the shards' --timeout with the workers' "
+    "(distconv-launch gives them distconv train's, 60 s beside a program of your own)"
 )
 #: a rank as a shard names it, ``rank 1 (host vm, last step 184)`` (no parentheses inside)
 _NAMED_RANK = r"rank \d+ \([^()]*\)"

@@ -1,11 +1,12 @@
 """A shard that fails the job on a rank silent past its ``--timeout`` names the way out, where it
-knows nothing else of that rank (it may only be slow: a straggler): raise ``--timeout``, which
-``distconv-launch`` passes to the shards. Its words named the rank and the wait, and no option
-(the MPI watchdog's and the late job check's do). And the launcher reads the rank back from a
-worker's quote of them (:func:`launcher.named_cause.told_rank`), one rank only: where the shard
-names several (a link down), no one rank is blamed. So too the shards a worker's words say never
-answered it (``no answer to ... from pserver shard(s) 0 (...)``), which it blames where that
-shard never exited."""
+knows nothing else of that rank (it may only be slow: a straggler): raise the shards'
+``--timeout`` with the workers', true of shards started by hand and of ``distconv-launch``'s,
+which take ``distconv train``'s and never a program of the user's. Its words named the rank and
+the wait, and no option (the MPI watchdog's and the late job check's do). And the launcher reads
+the rank back from a worker's quote of them (:func:`launcher.named_cause.told_rank`), one rank
+only: where the shard names several (a link down), no one rank is blamed. So too the shards a
+worker's words say never answered it (``no answer to ... from pserver shard(s) 0 (...)``), which
+it blames where that shard never exited."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ import time
 import pytest
 
 from distconv.rank_endings import RAISE_TIMEOUT, unanswering_shards_in
+from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.late_ranks import no_answer_words
 from distconv.sync.ps.shard_timeouts import ShardTimeouts
+from launcher.commands import ServerOptions, parse_program, server_command, train_timeout
 from launcher.named_cause import told_rank, unanswered_shard
 
 pytestmark = pytest.mark.timeout(60)
@@ -54,6 +57,25 @@ def test_an_async_rank_silent_past_the_timeout_names_the_way_out(hand):
     h.shard._check_timeouts(time.monotonic())
     assert h.shard.failed == f"rank 1 (host h, last step none) silent for 1 s; {RAISE_TIMEOUT}"
     assert told_rank(_quoted(h.shard.failed)) == 1
+
+
+def _shard_flags(*program: str) -> list[str]:
+    """The flags ``distconv-launch local`` starts a shard with, for workers running ``program``
+    (what follows its ``--``)."""
+    options = ServerOptions(1, 2, timeout=train_timeout(parse_program(program)))
+    return server_command(0, 5, options)
+
+
+def test_the_way_out_is_true_of_a_program_of_the_users_and_of_shards_started_by_hand():
+    """``distconv-launch`` passes ``distconv train``'s ``--timeout`` to its shards, none of a
+    program of the user's, whose shards keep their default: the words said to raise
+    ``--timeout`` "(distconv train's, which distconv-launch passes to the shards)", which
+    a user of a program of their own cannot, nor one who started the shards by hand."""
+    flags = _shard_flags("--timeout", "7")
+    assert flags[flags.index("--timeout") + 1] == "7"
+    assert "--timeout" not in _shard_flags("python3", "job.py", "--timeout", "7")
+    assert f"{ShardConfig(bind='h:5').timeout:g} s beside a program of your own" in RAISE_TIMEOUT
+    assert "raise the shards' --timeout with the workers'" in RAISE_TIMEOUT  # by hand too
 
 
 def test_ranks_silent_together_are_named_without_one_blamed(hand):
