@@ -77,3 +77,13 @@ def test_a_stopped_rank_silent_past_the_timeout_is_said_stopped(hand, stopped, m
     assert h.shard.failed.endswith(said), h.shard.failed
     quoted = f"distconv train: error: rank 0, barrier:2: pserver 127.0.0.1:5: {h.shard.failed}"
     assert told_rank([quoted]) == 1  # still the straggler the launcher blames
+
+
+def test_the_protocol_quotes_the_stopped_rank_and_the_way_out():
+    """docs/protocol.md's "Timeouts and failures" says the words a shard ends a straggler's
+    timeout with, as the shard says them: whether its process is stopped, then the way out."""
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "protocol.md").read_text()
+    part = docs.split("\n## Timeouts and failures\n", 1)[1].split("\n## ", 1)[0]
+    said = " ".join(part.split())  # the page wraps its quotes
+    assert f"`; its process (pid 4242, on this host) {WORKER_STOPPED}`" in said
+    assert f"`; {RAISE_TIMEOUT}`" in said
