@@ -5,6 +5,7 @@ the wait only, the same for a stopped rank as for a slow one. A real process, re
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -27,16 +28,34 @@ pytestmark = [
 ]
 
 
+#: a child that runs until it is killed
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
+#: ptrace(2)'s requests
+PTRACE_ATTACH, PTRACE_DETACH = 16, 17
+
+
+def _state(pid: int) -> str:
+    """Process ``pid``'s state in ``/proc/PID/stat``."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _until(pid: int, states: str) -> None:
+    """Wait until process ``pid`` is in one of ``states`` (a signal takes effect
+    asynchronously)."""
+    for _ in range(500):
+        if _state(pid) in states:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} stayed in state {_state(pid)}, not one of {states}")
+
+
 @pytest.fixture
 def stopped() -> Iterator[subprocess.Popen]:
     """A child process stopped by SIGSTOP (killed at the test's end, stopped or not)."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    child = subprocess.Popen(SLEEPER)
     try:
         child.send_signal(signal.SIGSTOP)
-        for _ in range(200):  # the stop takes effect asynchronously
-            if Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T":
-                break
-            time.sleep(0.01)
+        _until(child.pid, "T")
         yield child
     finally:
         child.kill()
@@ -54,6 +73,78 @@ def test_the_watch_names_a_stopped_process_and_not_a_running_one(stopped):
             break
         time.sleep(0.01)
     assert watch.stopped(1) is None
+
+
+def test_a_process_a_debugger_holds_is_named_stopped():
+    """A debugger that attached (gdb -p, ptrace) holds its process in a trace stop, state
+    ``t``, not ``T``: as silent as a SIGSTOP's, and named so."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    child = subprocess.Popen(SLEEPER)
+    try:
+        watch = ProcessWatch()
+        watch.track(1, identity_of(child.pid), HOST)
+        if libc.ptrace(PTRACE_ATTACH, child.pid, None, None) != 0:
+            pytest.skip(f"ptrace refused: {os.strerror(ctypes.get_errno())}")
+        os.waitpid(child.pid, 0)  # the attach's stop
+        assert _state(child.pid) == "t"
+        assert watch.stopped(1) == child.pid
+        assert libc.ptrace(PTRACE_DETACH, child.pid, None, None) == 0
+        _until(child.pid, "RS")
+        assert watch.stopped(1) is None
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_stopped_process_that_ended_or_runs_elsewhere_is_not_named(stopped):
+    """Stopped, then killed: a zombie (not reaped yet) has ended, and so has a reaped one; a
+    process named as on another host is not followed, stopped or not (no ``/proc`` of its)."""
+    watch = ProcessWatch()
+    watch.track(1, identity_of(stopped.pid), HOST)
+    watch.track(2, identity_of(stopped.pid), f"not-{HOST}")
+    assert (watch.stopped(1), watch.stopped(2)) == (stopped.pid, None)
+    stopped.kill()
+    _until(stopped.pid, "Z")
+    assert watch.stopped(1) is None
+    stopped.wait()
+    assert watch.stopped(1) is None
+
+
+def _on_pid(pid: int) -> subprocess.Popen | None:
+    """A new :data:`SLEEPER` on ``pid``, which the kernel is asked to hand out next
+    (``/proc/sys/kernel/ns_last_pid``: root's); None where it will not, or another process
+    took that pid first each time."""
+    for _ in range(20):
+        try:
+            Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid - 1))
+        except OSError:
+            return None
+        child = subprocess.Popen(SLEEPER)
+        if child.pid == pid:
+            return child
+        child.kill()
+        child.wait()
+    return None
+
+
+def test_a_stopped_process_on_a_reused_pid_is_not_named():
+    """The rank's process ended, and a later one took its pid and is stopped: that says nothing
+    of the rank (the start time tells them apart)."""
+    gone = subprocess.Popen(SLEEPER)
+    watch = ProcessWatch()
+    watch.track(1, identity_of(gone.pid), HOST)
+    time.sleep(0.1)  # a later start time, in clock ticks
+    gone.kill()
+    gone.wait()
+    if (later := _on_pid(gone.pid)) is None:
+        pytest.skip("no process could be started on a given pid here")
+    try:
+        later.send_signal(signal.SIGSTOP)
+        _until(later.pid, "T")
+        assert watch.stopped(1) is None
+    finally:
+        later.kill()
+        later.wait()
 
 
 def _hello(h, rank: int, pid: int) -> None:
