@@ -178,3 +178,20 @@ def test_the_protocol_quotes_the_stopped_rank_and_the_way_out():
     said = " ".join(part.split())  # the page wraps its quotes
     assert f"`; its process (pid 4242, on this host) {WORKER_STOPPED}`" in said
     assert f"`; {RAISE_TIMEOUT}`" in said
+
+
+def test_of_several_silent_ranks_the_stopped_one_is_named_and_none_blamed(hand, stopped):
+    """Ranks 1 and 2 kept a gather waiting, rank 2's process stopped, rank 1's running: the
+    words say whose process is stopped, and the launcher blames neither (several named)."""
+    h = hand(workers=3, mode="sync", timeout=1.0)
+    _hello(h, 0, os.getpid())
+    _hello(h, 1, os.getpid())
+    _hello(h, 2, stopped.pid)
+    h.send({"op": "gather", "rank": 0, "tag": "barrier:2", "value": None})
+    h.shard.waiting["gather:barrier:2"].since -= 10
+    h.shard._check_timeouts(time.monotonic())
+    said = f"; rank 2's process (pid {stopped.pid}, on this host) {WORKER_STOPPED}; {RAISE_TIMEOUT}"
+    assert h.shard.failed.startswith("rank 1 (host "), h.shard.failed
+    assert h.shard.failed.endswith(said) and "rank 1's process" not in h.shard.failed
+    quoted = f"distconv train: error: rank 0, barrier:2: pserver 127.0.0.1:5: {h.shard.failed}"
+    assert told_rank([quoted]) is None
