@@ -18,14 +18,30 @@ from typing import Any
 
 import numpy as np
 
-from distconv.checkpoint import CheckpointReadError
+from distconv.checkpoint import CheckpointError, CheckpointReadError
+from distconv.checkpoint_file_kinds import special_kind
 from distconv.files import describe_os_error
 
 
+class ManifestNotAFile(CheckpointError):
+    """A manifest's name is held by a named pipe, a socket or a device: no save wrote it, and
+    no retry makes it a manifest (unlike a :class:`CheckpointReadError`). The message names
+    what it is and says to move it away."""
+
+
 def read_manifest(path: Path) -> bytes:
-    """The manifest's bytes; raises FileNotFoundError and IsADirectoryError as they are."""
+    """The manifest's bytes; raises FileNotFoundError and IsADirectoryError as they are.
+
+    Raises:
+        ManifestNotAFile: a named pipe, a socket or a device, refused at once: opened, a pipe
+            without a writer held a resume, or a save's pruning, for ever. Looked at before
+            the open: a save renames a regular file into a manifest's name, never a pipe.
+        CheckpointReadError: the OS could not read it (EIO, EACCES).
+    """
     try:
-        return path.read_bytes()
+        kind = special_kind(path.stat().st_mode)
+        if kind is None:
+            return path.read_bytes()
     except (FileNotFoundError, IsADirectoryError):
         raise
     except OSError as exc:  # EIO, EACCES, a network file system's hiccup: may pass
@@ -33,6 +49,10 @@ def read_manifest(path: Path) -> bytes:
             f"checkpoint manifest {path} cannot be read: {describe_os_error(exc)}; nothing is "
             "skipped or renamed, retry once it can be read"
         ) from None
+    raise ManifestNotAFile(
+        f"{path} is {kind}, not a manifest (a save writes a regular file): move it out of "
+        f"{path.parent}"
+    )
 
 
 def is_part_file(path: Path) -> bool:

@@ -28,7 +28,7 @@ from typing import Any
 from distconv.checkpoint import CheckpointError, CheckpointReadError
 from distconv.checkpoint_manifest import CHIEF as CHIEF  # resume and tests read it here
 from distconv.checkpoint_manifest import Manifest
-from distconv.checkpoint_reads import is_part_file, read_manifest
+from distconv.checkpoint_reads import ManifestNotAFile, is_part_file, read_manifest
 from distconv.checkpoint_sweep import remove_orphan_step_dirs, remove_stale_shard_parts
 from distconv.checkpoints_link import late_disk_problem, recorded_mount
 from distconv.files import (
@@ -341,6 +341,9 @@ class RunDirectory:
                 continue
             except IsADirectoryError:
                 problems.append(f"{path} is a directory, not a manifest")
+                continue
+            except ManifestNotAFile as exc:  # a named pipe: opened, it hung for ever
+                problems.append(str(exc))
                 continue
             try:
                 manifest = Manifest.parse(raw, path)
