@@ -15,12 +15,11 @@ from typing import Any
 
 from distconv import network_reads
 from distconv.arg import Arg
-from distconv.backend import get_array_module
 from distconv.fired_writes import promises_untouched
 from distconv.firing import Firing, fired_problem
 from distconv.kernels.parallel import one_blas_thread
 from distconv.layers.base import Layer
-from distconv.layers.loss import SoftmaxCrossEntropy
+from distconv.layers.loss import SoftmaxCrossEntropy, loss_seed
 from distconv.loss_scale_check import warn_unscaled_mean
 from distconv.network_checks import AddChecks
 from distconv.network_feeds import arg_problem, integer_input_problem, not_finite_problem
@@ -357,7 +356,7 @@ class Network:
         for arg in self.outputs.values():
             arg.grad = None  # from zero each pass: a second adds one pass's worth into params
         out = self.outputs[loss]
-        out.grad = get_array_module(out.value).full_like(out.value, loss_scale)
+        out.grad = loss_seed(out.value, loss_scale)  # float32 for a 16-bit loss
         # the first pass guards the gradients fired against a layer's later writes
         guard = self.firing_order is None and promises_untouched(callback)
         firing = Firing(callback, NetworkError, guard)

@@ -1,9 +1,10 @@
 """Losses as layers: softmax cross-entropy and mean squared error.
 
 A loss layer's output is a 0-d array (the mean over the batch); :meth:`Network.backward` seeds
-its gradient with 1, and the loss adds ``d(loss)/d(input)`` into its inputs like any layer. A
-16-bit loss is that mean, taken in float32, rounded to 16 bits; the layer keeps the float32 one
-(``wide_mean``), which the Trainer's sums read (:func:`wide_loss`).
+its gradient with ``loss_scale`` (:func:`loss_seed`), and the loss adds ``d(loss)/d(input)``
+into its inputs like any layer. A 16-bit loss is that mean, taken in float32, rounded to 16
+bits; the layer keeps the float32 one (``wide_mean``), which the Trainer's sums read
+(:func:`wide_loss`), and is seeded in float32, which its backward takes as it is.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module, is_float_dtype, widened
+from distconv.backend import get_array_module, is_float_dtype, sum_dtype, widened
 from distconv.layers.base import Layer
 from distconv.layers.inputs import grad_target, values_of
 from distconv.parameter import UpdateCallback
@@ -34,6 +35,19 @@ def _labels(layer: Layer, label: Arg, n: int, n_classes: int, xp: Any) -> Any:
             f"labels must lie in [0, {n_classes}), got range [{int(ids.min())}, {int(ids.max())}]"
         )
     return xp.asarray(ids)
+
+
+def loss_seed(value: Any, loss_scale: float) -> Any:
+    """The gradient a backward from the output ``value`` starts with: ``loss_scale`` in each
+    element, in ``value``'s dtype, but in float32 where ``value`` is a 16-bit loss (0-d). Each
+    loss layer's backward widens its ``dz`` to float32 anyway; rounded to 16 bits first, a
+    float16 batch of 3001 was seeded 3000, and every gradient was 1/3001 too small. An output of
+    more elements seeded (a probe's, a layer's of one's own) keeps its dtype: a pool or a
+    reshape hands ``dz`` on as its input's gradient, which stays in the input's dtype."""
+    xp = get_array_module(value)
+    if getattr(value, "ndim", None) != 0:
+        return xp.full_like(value, loss_scale)
+    return xp.full_like(value, loss_scale, dtype=sum_dtype(value.dtype))
 
 
 def wide_loss(layer: Layer, mean: Any) -> Any:
