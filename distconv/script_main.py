@@ -116,6 +116,7 @@ def run_main(main: Callable[[], _Result]) -> _Result:
         _abort_mpi_before_init(status)
         if status is None:
             raise
+        _kept_as_uncaught(exc)
         raise SystemExit(status) from None
     finally:
         stop_request.preempted_ends_run = ends_run
@@ -147,6 +148,17 @@ def _failure_status(error: Exception) -> int | None:
     if isinstance(error, user_errors(loaded_only=True, names=SCRIPT_ERROR_NAMES)):
         return end_on_user_error(_program(), error, _log_format)  # None: debugging, status 1
     return None
+
+
+def _kept_as_uncaught(error: BaseException) -> None:
+    """Keep ``error``, said and ended on here, as the interpreter keeps an uncaught error it
+    printed (``sys.last_exc``; ``sys.last_value`` and its kin before Python 3.12). Ended by a
+    ``SystemExit``, it was none: a parameter-server worker dropped without ``close()`` said a
+    plain bye at the exit (:func:`~distconv.sync.ps.worker_sockets.uncaught_error`), so its
+    shard told the ranks waiting in the step that this rank had closed, blaming none, and the
+    launcher named whichever rank exited first."""
+    sys.last_type, sys.last_value, sys.last_traceback = type(error), error, error.__traceback__
+    sys.last_exc = error  # what uncaught_error reads first: Python 3.12 sets it, older ones not
 
 
 def _hooked(error: BaseException) -> bool:
