@@ -49,3 +49,16 @@ def test_a_pipe_as_the_only_manifest_is_no_checkpoint_naming_it(tmp_path):
     with pytest.raises(NoCompleteCheckpointError) as refused:
         checkpoint_file(run.root)
     assert f"{fifo} is a named pipe (FIFO), not a manifest " in str(refused.value)
+
+
+def test_a_saves_pruning_passes_a_pipe_over(tmp_path):
+    """A save prunes by the same scan: it held the training step for ever."""
+    run = RunDirectory(tmp_path / "run", keep=1)
+    run.checkpoint_root.mkdir(parents=True)
+    os.mkfifo(run.checkpoint_root / "step-00000009.json")
+    for step in (2, 4):
+        part = run.step_dir(step) / "chief.safetensors"
+        part.write_bytes(b"x")
+        run.commit(step, {CHIEF: part})
+    names = sorted(p.name for p in run.checkpoint_root.iterdir())
+    assert names == ["step-00000004", "step-00000004.json", "step-00000009.json"]
