@@ -41,6 +41,23 @@ def shard_timeout(seconds: float) -> float:
     return max(seconds, MIN_TIMEOUT)
 
 
+def below_the_shards_least(seconds: float) -> str | None:
+    """Why the workers' ``--timeout`` of ``seconds`` cannot be their shards' too, where it is
+    below a shard's least (``MIN_TIMEOUT``): the shards would wait that least, longer than the
+    workers asked, and every worker warns at setup that it gives up on them first; None where
+    it is not below it. ``distconv-launch local`` refuses such a launch before it starts
+    anything."""
+    from distconv.sync.ps.config import MIN_TIMEOUT  # numpy and zmq: for pserver jobs only
+
+    if seconds >= MIN_TIMEOUT:
+        return None
+    return (
+        f"--timeout {seconds:g} is below {MIN_TIMEOUT:g} s, the least a parameter-server shard "
+        f"takes: the launch gives its shards the workers' --timeout; give --timeout "
+        f"{MIN_TIMEOUT:g} or more"
+    )
+
+
 def shard_timeout_args(train_args: Sequence[str]) -> list[str]:
     """``["--timeout", S]`` for the shards of workers that run ``train_args``
     (:func:`workers_timeout`, floored by :func:`shard_timeout`); [] where they give none, which

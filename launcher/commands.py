@@ -285,12 +285,20 @@ def train_timeout(program: Program) -> float | None:
     which the shards are given too (:attr:`ServerOptions.timeout`); None for none, or for a
     program of the user's, whose own ``timeout=`` the launcher cannot see. The same reading
     gives a rendered Kubernetes job's shards theirs
-    (:func:`distconv.shard_timeout.workers_timeout`)."""
+    (:func:`distconv.shard_timeout.workers_timeout`).
+
+    Raises:
+        UsageError: a ``--timeout`` below a shard's least (0.2 s), which the shards cannot
+            take: refused before anything starts, rather than every worker warning of it.
+    """
     if not program.is_train:
         return None
-    from distconv.shard_timeout import workers_timeout  # train's parser: train jobs only
+    from distconv.shard_timeout import below_the_shards_least, workers_timeout  # train's parser
 
-    return workers_timeout(program.argv)
+    seconds = workers_timeout(program.argv)
+    if seconds is not None and (why := below_the_shards_least(seconds)) is not None:
+        raise UsageError(why)
+    return seconds
 
 
 def keys_command(keys_dir: str, workers: int, python: str = sys.executable) -> list[str]:
