@@ -17,9 +17,9 @@ from distconv.sync.base import SyncError, closing_error
 from distconv.sync.ps.beats import Heartbeat
 from distconv.sync.ps.bulk import BulkRuns
 from distconv.sync.ps.channel_gone import GoneShards, request_words
+from distconv.sync.ps.give_up_words import given_up_after_stop, no_answer_text
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.intake import ReplyIntake
-from distconv.sync.ps.late_ranks import no_answer_words
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.releases import other_protocol
 from distconv.sync.ps.reply_errors import late_reply_error, shard_error
@@ -264,10 +264,9 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards):
             if left <= 0:
                 shards = [s for s, t in quiet.items() if t + limit <= _now()]
                 raise SyncError(
-                    f"rank {self.rank}: {no_answer_words(what)}"
-                    f"{self._named(shards, asked)} within {limit:g} s"
-                    f"{self._shorter_wait_hint(shards, limit, what)}"
-                    f"{self._handshakes.hint(shards) if self._handshakes else ''}"
+                    no_answer_text(self.rank, what, self._named(shards, asked), limit)
+                    + self._shorter_wait_hint(shards, limit, what)
+                    + (self._handshakes.hint(shards) if self._handshakes else "")
                 )
             left = min(left, limit / LINK_READS)  # not two limits late
             if stoppable:
@@ -312,7 +311,7 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards):
         raise SyncError(
             f"rank {self.rank}: asked to stop ({signum.name}), and pserver shard(s) "
             f"{self._named([s for s, q in silent.items() if q >= patience], asked)} gave no answer "
-            f"to {what} in the {patience:.3g} s since: {_GIVING_UP.get(what, _A_STEP_GIVEN_UP)}"
+            f"to {what} in the {patience:.3g} s since: {given_up_after_stop(what)}"
         )
 
     def _refuse_ended_shards(self, missing: set[int], what: str) -> None:
@@ -377,19 +376,6 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards):
             self._drop_replies(set(rids))
             raise
         return rids
-
-
-#: why a stoppable wait's shard is silent, and what giving up leaves (a pull waits for no worker)
-_A_STEP_GIVEN_UP = (
-    "it waits for a worker that is gone (killed, out of memory) or stuck, or is gone itself; "
-    "giving up the wait, the step left incomplete"
-)
-_GIVING_UP = {
-    "pull": "a shard answers a pull at once, waiting for no worker, so it is gone or stuck; "
-    "giving up the pull, this rank's parameters not all the shards' values",
-    "get_state": "a shard answers stats and get_state at once, waiting for no worker, so it is "
-    "gone or stuck; giving up the checkpoint",
-}
 
 
 def _now() -> float:

@@ -1,0 +1,35 @@
+"""What a worker says as it gives up a wait on its shards: at its limit (``GRACE`` x its
+``--timeout``, :func:`no_answer_text`), and once a stop was asked and a shard stayed silent
+past the stop's patience (:func:`given_up_after_stop`). The wait itself is
+:class:`~distconv.sync.ps.channel.ShardChannel`'s; its words are here, beside each other.
+"""
+
+from __future__ import annotations
+
+from distconv.sync.ps.late_ranks import no_answer_words
+
+#: why a stoppable wait's shard is silent, and what giving up leaves (a pull waits for no worker)
+_A_STEP_GIVEN_UP = (
+    "it waits for a worker that is gone (killed, out of memory) or stuck, or is gone itself; "
+    "giving up the wait, the step left incomplete"
+)
+_GIVING_UP = {
+    "pull": "a shard answers a pull at once, waiting for no worker, so it is gone or stuck; "
+    "giving up the pull, this rank's parameters not all the shards' values",
+    "get_state": "a shard answers stats and get_state at once, waiting for no worker, so it is "
+    "gone or stuck; giving up the checkpoint",
+}
+
+
+def given_up_after_stop(what: str) -> str:
+    """Why a shard that a stoppable wait for ``what`` (``pull``, ``step 3``) gave up on after a
+    stop was silent, and what giving up leaves."""
+    return _GIVING_UP.get(what, _A_STEP_GIVEN_UP)
+
+
+def no_answer_text(rank: int, what: str, shards: str, limit: float) -> str:
+    """``rank 0: no answer to step 199 from pserver shard(s) 0 (host:port) within 15 s``: how
+    worker ``rank`` gives up its wait for ``what`` on ``shards`` (as the worker names them)
+    after ``limit`` seconds. The launcher reads these words back to blame the shard
+    (:func:`distconv.rank_endings.unanswering_shards_in`)."""
+    return f"rank {rank}: {no_answer_words(what)}{shards} within {limit:g} s"
