@@ -42,6 +42,7 @@ from prometheus_client import CollectorRegistry
 from distconv.endpoint import join_endpoint
 from distconv.probe_http import ProbeHTTPServer, handler_for
 from distconv.probe_series import NO_STEP, RankSeries
+from distconv.rank_waits import current as current_wait
 
 
 def plain_os_error(code: int | None, message: str) -> OSError:
@@ -269,8 +270,14 @@ class ServiceEndpoints:
         state = "ok" if quiet <= self.stall_seconds else "stalled"
         return (
             f"{state}: {self.role} {self.rank}, last step {last}, {quiet:.1f} s ago "
-            f"(limit {self.stall_seconds:g} s)\n"
+            f"(limit {self.stall_seconds:g} s){self._waiting_text(state)}\n"
         )
+
+    def _waiting_text(self, state: str) -> str:
+        """``; waiting 7.9 s for pserver shard(s) 0: step 199`` where a stalled worker waits
+        for a peer (:mod:`distconv.rank_waits`): the straggler may be that peer, not this rank."""
+        wait = current_wait(self.rank) if state == "stalled" and self.role == "worker" else None
+        return "" if wait is None else f"; {wait.text()}"
 
     # -- metrics -------------------------------------------------------------------------------
 

@@ -7,12 +7,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 import zmq
 
 from distconv import stop_request
+from distconv.rank_waits import Wait, waiting
 from distconv.sync.base import SyncError, closing_error
 from distconv.sync.ps.beats import Heartbeat
 from distconv.sync.ps.bulk import BulkRuns
@@ -275,8 +277,14 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards):
                 left = min(left, LOOK_EVERY)
                 if self._shard_processes.look_due(_now()):  # no set built on every poll
                     self._refuse_ended_shards(missing, what)
-            for sock, _ in self._poller.poll(min(left, LONGEST_POLL) * 1000):
+            with waiting(self.rank, Wait(partial(self._awaited, tuple(quiet), what), start)):
+                ready = self._poller.poll(min(left, LONGEST_POLL) * 1000)  # /healthz says so
+            for sock, _ in ready:
                 self._receive(sock)
+
+    def _awaited(self, shards: Sequence[int], what: str) -> str:
+        """``for pserver shard(s) 0 (host:port): step 199``: a wait, as ``/healthz`` says it."""
+        return f"for pserver shard(s) {self._named(sorted(shards))}: {wait_words(what)}"
 
     def _heard(self, rids: Iterable[int], answered: dict, start: float) -> dict[int, float]:
         """The shards ``rids`` wait for, each with when it was last heard from: its latest reply
