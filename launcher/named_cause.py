@@ -59,10 +59,7 @@ def silent_rank(tail: Sequence[str]) -> tuple[int, str] | None:
     waiting past its ``--timeout`` (:func:`~distconv.rank_endings.silent_ranks_in`), with the
     shard's words; None where they name none, or several (a link down: every rank was
     silent, none is singled out)."""
-    found = silent_ranks_in(said_lines(tail))
-    if found is None or len(set(found[0])) != 1:
-        return None
-    return found[0][0], found[1]
+    return _alone(silent_ranks_in(said_lines(tail)))
 
 
 def told_rank(tail: Sequence[str]) -> int | None:
@@ -117,7 +114,12 @@ def unanswered_shard(lines: Sequence[str]) -> tuple[int, str] | None:
     (:func:`~distconv.rank_endings.unanswering_shards_in`), with those words; None where none
     says so, or names several (a link down: no one shard is singled out, as no one rank is by
     :func:`silent_rank`)."""
-    found = unanswering_shards_in(said_lines(lines))
+    return _alone(unanswering_shards_in(said_lines(lines)))
+
+
+def _alone(found: tuple[list[int], str] | None) -> tuple[int, str] | None:
+    """The one number of ``found`` (the ranks or shards some words name, and the words) with
+    the words; None where it is None or names several."""
     if found is None or len(set(found[0])) != 1:
         return None
     return found[0][0], found[1]
