@@ -14,11 +14,12 @@ from distconv.build_identity import build_id
 from distconv.checkpoint import load_checkpoint
 from distconv.data import as_arrays, fingerprint, split, synthetic
 from distconv.init import set_seed
+from distconv.kernels.blas import numpy_blas
 from distconv.kernels.parallel import blas_libraries
 from distconv.metrics import RUN
 from distconv.models import lenet
 from distconv.optim import create_optimizer
-from distconv.run_line import SOFTWARE, numpy_blas, run_line, software, software_changed
+from distconv.run_line import SOFTWARE, run_line, software, software_changed
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
 
