@@ -74,13 +74,15 @@ def _train(
         )
 
 
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize("again", sorted(AGAIN))
-def test_a_sigterm_delivered_twice_stops_the_job_once_with_its_checkpoint(tmp_path, again):
+def _stopped_twice(tmp_path: Path, again: str, how: tuple = LOCAL, epochs: int = 400) -> str:
+    """The stderr of a real job (:func:`_train`) sent SIGTERM once it trained epoch 1, then
+    again at once (``again``: :data:`AGAIN`'s way), having checked that it ended once: exit
+    143, nothing killed, the same stop said once, no process of the job left."""
+    watched = "mpiexec-0" if how == MPI else "worker-0"
     with job_env(ENV) as env:
-        launcher = _train(tmp_path, env)
+        launcher = _train(tmp_path, env, how, epochs)
         try:
-            trained_epoch_1(tmp_path, launcher)
+            trained_epoch_1(tmp_path, launcher, watched)
             signal_taken(launcher, signal.SIGTERM)  # the next one a second, not merged into it
             AGAIN[again](launcher.pid)
             status, err = ended(launcher, tmp_path)
@@ -91,13 +93,25 @@ def test_a_sigterm_delivered_twice_stops_the_job_once_with_its_checkpoint(tmp_pa
     assert status == 143, err[-3000:]
     assert "during the stop" not in err and "killed without" not in err, err[-3000:]
     assert err.count(SAME_STOP) == 1, err[-3000:]
+    return err
+
+
+def _checkpointed(tmp_path: Path, step: str) -> None:
+    """Assert that the job's checkpoint of ``step`` was written."""
+    checkpoint = tmp_path / "runs" / JOB / "train" / "checkpoints" / f"step-{int(step):08d}"
+    assert checkpoint.is_dir(), sorted(checkpoint.parent.iterdir())
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("again", sorted(AGAIN))
+def test_a_sigterm_delivered_twice_stops_the_job_once_with_its_checkpoint(tmp_path, again):
+    err = _stopped_twice(tmp_path, again)
     said = [log(tmp_path, f"worker-{rank}") for rank in (0, 1)]
     steps = [re.search(r"stopped by SIGTERM after step (\d+)", words) for words in said]
     assert None not in steps, (said, err[-3000:])
     (step,) = {m.group(1) for m in steps}  # the ranks agreed on it
     assert err.endswith("distconv-launch: stopped by SIGTERM\n"), err[-3000:]
-    checkpoint = tmp_path / "runs" / JOB / "train" / "checkpoints" / f"step-{int(step):08d}"
-    assert checkpoint.is_dir(), sorted(checkpoint.parent.iterdir())
+    _checkpointed(tmp_path, step)
 
 
 @pytest.mark.timeout(150)
@@ -106,26 +120,13 @@ def test_a_sigterm_delivered_twice_to_an_mpi_launch_keeps_each_rank_s_checkpoint
     every rank checkpoints, where the group's SIGTERM killed mpiexec's group in the ranks'
     checkpoint."""
     mpiexec_or_skip()
-    with job_env(ENV) as env:
-        launcher = _train(tmp_path, env, MPI, epochs=20000)  # MPI's ranks train faster
-        try:
-            trained_epoch_1(tmp_path, launcher, "mpiexec-0")
-            signal_taken(launcher, signal.SIGTERM)  # the next one a second, not merged into it
-            AGAIN["group"](launcher.pid)  # timeout's kill(0, SIGTERM)
-            status, err = ended(launcher, tmp_path)
-        finally:
-            launcher.kill()
-            launcher.wait()
-        assert job_left(env, 5) == {}
-    assert status == 143, err[-3000:]
-    assert "during the stop" not in err and "killed without" not in err, err[-3000:]
-    assert err.count(SAME_STOP) == 1, err[-3000:]
+    # timeout's kill(0, SIGTERM); MPI's ranks train faster
+    err = _stopped_twice(tmp_path, "group", MPI, epochs=20000)
     said = log(tmp_path, "mpiexec-0")
     stops = re.findall(r"\[([01])\] distconv train: stopped by SIGTERM after step (\d+)", said)
     assert sorted(rank for rank, _ in stops) == ["0", "1"], (said[-3000:], err[-3000:])
     (step,) = {step for _, step in stops}  # the ranks agreed on it
-    checkpoint = tmp_path / "runs" / JOB / "train" / "checkpoints" / f"step-{int(step):08d}"
-    assert checkpoint.is_dir(), sorted(checkpoint.parent.iterdir())
+    _checkpointed(tmp_path, step)
 
 
 def _stand_in(tmp_path: Path, seconds: float, **popen: object) -> subprocess.Popen:
