@@ -209,10 +209,10 @@ class _JobBase:
         return [*RESUME_ARGS, *out, *self.train_args]
 
 
-def _probes(shard: bool = False, startup_seconds: int = STARTUP_SECONDS) -> Manifest:
+def _probes(shard: bool, startup_seconds: int) -> Manifest:
     """Readiness on /readyz, liveness on /healthz; the startup probe holds liveness off while
-    a rank waits for its peers (or, under MPI, for mpirun to start it), a shard only until it
-    serves its probes."""
+    a rank waits for its peers (or, under MPI, for mpirun to start it) for ``startup_seconds``,
+    a shard only until it serves its probes."""
 
     def probe(path: str, period: int, failures: int) -> Manifest:
         return {
