@@ -125,7 +125,7 @@ def detect_runtime(
     role = _role(flags, env)
     placement = _placement(flags, env, hostname, role)
     # a blank one names no directory, as an empty one: not '  /worker-0.key_secret', nor a
-    # clash with DISTCONV_INSECURE=1 (--keys '  ' is a usage error, train_args.not_blank)
+    # clash with DISTCONV_INSECURE=1 (--keys '  ' is a usage error, train_flag_types.not_blank)
     env_keys = env.get(ENV_KEYS) or ""
     env_keys = env_keys if env_keys.strip() else ""
     if placement.source == "default" and role == "worker" and ENV_WORLD_SIZE in env:

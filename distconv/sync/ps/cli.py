@@ -18,7 +18,7 @@ from distconv.job import TrainConfig
 from distconv.number_text import decimal, integer
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, RuntimeConfigError, job_id_from
 from distconv.sync.ps.limits import DEFAULT_MAX_STALENESS, staleness_in_sync
-from distconv.train_flag_types import not_blank
+from distconv.train_flag_types import not_blank, port
 from distconv.transport_flags import refuse_probe_flags_without_port
 from distconv.verbosity import add_verbosity
 
@@ -32,14 +32,6 @@ PROBE_HOST, STALL_SECONDS = TrainConfig.health_host, TrainConfig.stall_seconds
 class PserverStartError(ValueError):
     """A shard cannot start with these flags or key files: ``distconv.cli`` prints it as one
     line and exits 1, as any user error (a traceback with ``DISTCONV_DEBUG=1``)."""
-
-
-def port(text: str) -> int:
-    """A TCP port number, 0..65535 (argparse names the flag in its error)."""
-    number = integer(text)
-    if not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0..65535, got {number}")
-    return number
 
 
 def seconds(text: str) -> float:
