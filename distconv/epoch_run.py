@@ -70,7 +70,7 @@ def run_epoch(
                     keep_lines_in_log()  # a dead launcher's SIGTERM: its log gets the stop
                     t.pos.sums = sums  # as the checkpoint holds it: a resume in memory too
                     stopped = Preempted(stop.said(t.pos.step), EXIT_STATUS[stop.signal])
-                    _say_way_on(stopped, t.out_dir)
+                    add_note(stopped, way_on(t.out_dir))  # what it saved, how to go on
                     raise stopped
     tally.fold(t.pos)  # a collective: every rank's steps of the epoch are in
     sync.refresh_parameters()  # so each rank holds what it trained (async shards)
@@ -111,13 +111,6 @@ def sums_kept_at_an_error(trainer: Trainer, tally: EpochTally) -> Iterator[None]
         pos.step_in_epoch += cut
         pos.sums = sums if pos.step_in_epoch else {}
         raise
-
-
-def _say_way_on(stopped: Preempted, out_dir: Path | None) -> None:
-    """Note :func:`way_on` under ``stopped``'s line: a notebook's stop said neither what it
-    saved nor how to go on (:func:`~distconv.notes.add_note` says it where Python 3.10 prints
-    no notes: under the traceback, or logged in a notebook)."""
-    add_note(stopped, way_on(out_dir))
 
 
 def way_on(out_dir: Path | None) -> str:
