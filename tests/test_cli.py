@@ -16,9 +16,9 @@ import pytest
 
 from distconv.checkpoint import load_checkpoint
 from distconv.data import write_idx
+from distconv.notes import add_note
 from distconv.run_dir import RunDirectory
 from tests.child_env import child_path
-from tests.exception_notes import add_note
 from tests.signals import sigint_as_in_a_terminal
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,10 +13,10 @@ import pytest
 from distconv.checkpoint import CheckpointError
 from distconv.layers import FullyConnected, MSELoss
 from distconv.network import Network
+from distconv.notes import notes_of
 from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
-from tests.exception_notes import notes_of
 
 #: what a fit with resume=True and no output directory raises, before its setup
 NO_OUT_DIR = re.escape("resume=True (--resume) needs an output directory")

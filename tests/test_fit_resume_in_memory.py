@@ -11,13 +11,13 @@ import signal
 import numpy as np
 import pytest
 
+from distconv.notes import notes_of
 from distconv.optim import create_optimizer
 from distconv.resume import CheckpointError, Preempted
 from distconv.step_guard import ParamLayout
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.trainer import Trainer
-from tests.exception_notes import notes_of
 from tests.mpi.common import small_lenet, trainer_data
 from tests.signals import signal_at
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from distconv.notes import notes_of
 from launcher.commands import clean_environ
 from launcher.mpi import exported_names
 from tests import processes
-from tests.exception_notes import notes_of
 from tests.processes import job_env, job_processes, kill_job, marked, run_job
 
 # a launcher in miniature: a child in a session of its own that ignores SIGTERM, its

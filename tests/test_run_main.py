@@ -145,7 +145,7 @@ INTERRUPTED = """\
 import os, signal, sys
 import distconv.distributed as dist
 from distconv.logs import settle_notes
-from tests.exception_notes import add_note
+from distconv.notes import add_note
 
 
 def main():

@@ -15,7 +15,7 @@ from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from distconv.kernels import parallel
 from distconv.kernels.parallel import chunk_bounds, matmul, over_batch, shares_out, side_by_side
-from tests.exception_notes import notes_of
+from distconv.notes import notes_of
 
 
 def _blas_threads() -> list[int]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.exception_notes import notes_of
+from distconv.notes import notes_of
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
 
 pytestmark = NEEDS_MPIEXEC

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from ps_helpers import insecure_worker, shard_argv
 
+from distconv.notes import notes_of
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.ps import inbox
-from tests.exception_notes import notes_of
 
 #: ``python -m distconv`` whose push replies are late and one byte short
 LATE_SHORT_SHARD = """
