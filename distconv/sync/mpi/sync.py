@@ -292,7 +292,7 @@ class MPISync(
         rank's own, from its loss) trained the step at a rate no rank compared, and the ranks'
         weights parted without a word. It is kept for the next step, whose check compares it."""
         super().set_lr_scale(factor)  # refused alike (NaN, negative) inside a step too
-        self._lr_next = None
+        self._lr_next = None  # a factor set again in the step: the last one is the next step's
         if self._in_step:
             self._keep_rate_for_next_step()
 
@@ -308,8 +308,8 @@ class MPISync(
         (``optimizer.set_base_lr`` in forward, or ``optimizer.lr`` assigned) is kept for the
         next step as a factor is, so the ranks' check compares what each update trains at (it
         trained this step at a rate no rank compared: one rank's parted the weights silently).
-        Once the step's update is done, the optimizer holds the next step's rate: between
-        steps (a fit's start reads it) ``lr`` is what the schedule and ``set_base_lr`` made."""
+        Once the step's update is done, the optimizer holds the next step's rate
+        (:meth:`_take_next_rate`)."""
         if self._in_step:
             self._keep_rate_for_next_step()
         super().finish_step()
