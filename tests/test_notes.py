@@ -90,12 +90,14 @@ raise error
 """
 
 
-def _run(tmp_path, script: str) -> subprocess.CompletedProcess:
+def _run(
+    tmp_path, script: str, *args: str, interpreter: tuple[str, ...] = (sys.executable,)
+) -> subprocess.CompletedProcess:
+    """``script``, written to a file, run by ``interpreter`` with ``args`` after its path."""
     path = tmp_path / "script.py"
     path.write_text(script)
-    return subprocess.run(
-        [sys.executable, str(path)], capture_output=True, text=True, env=child_env(), timeout=60
-    )
+    command = [*interpreter, str(path), *args]
+    return subprocess.run(command, capture_output=True, text=True, env=child_env(), timeout=60)
 
 
 def test_the_note_of_an_error_that_ends_a_script_is_under_its_traceback(tmp_path):
@@ -255,15 +257,7 @@ def test_a_script_that_imports_a_package_says_each_note_once(tmp_path, package):
     exceptiongroup installs before Python 3.11 (IPython's import brings it too), which prints
     notes, they are not said again at exit."""
     pytest.importorskip(package)
-    path = tmp_path / "script.py"
-    path.write_text(HANDLED_THEN_UNCAUGHT)
-    done = subprocess.run(
-        [sys.executable, str(path), package],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        timeout=60,
-    )
+    done = _run(tmp_path, HANDLED_THEN_UNCAUGHT, package)
     assert done.returncode == 1, done.stderr
     _said_once_at_the_end(done)
 
@@ -273,8 +267,6 @@ def test_an_ipython_shell_that_shows_notes_says_each_once(tmp_path):
     is not logged as made there too (before Python 3.11, said twice, and a handled error's
     out of the blue)."""
     pytest.importorskip("IPython", minversion="8.14")
-    path = tmp_path / "script.py"
-    path.write_text(HANDLED_THEN_UNCAUGHT)
-    command = [sys.executable, "-m", "IPython", "--no-banner", "--colors=NoColor", str(path)]
-    done = subprocess.run(command, capture_output=True, text=True, env=child_env(), timeout=60)
+    ipython = (sys.executable, "-m", "IPython", "--no-banner", "--colors=NoColor")
+    done = _run(tmp_path, HANDLED_THEN_UNCAUGHT, interpreter=ipython)
     _said_once_at_the_end(done)
