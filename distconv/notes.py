@@ -165,12 +165,10 @@ def _say_uncaught_notes() -> None:
     (``sys.last_value``, set as it reported it, whichever hook printed it), under its traceback,
     as Python 3.11 prints them. None where nothing was uncaught or the session was
     interactive (its last error may be long past), or where a hook that prints notes did
-    (:func:`_traceback_prints_notes`); nothing raised: stderr may be gone."""
+    (:func:`_reports_print_notes`); nothing raised: stderr may be gone."""
     error = getattr(sys, "last_value", None)
-    if error is None or _interactive():
+    if error is None or _interactive() or _reports_print_notes():
         return
-    if _reports_print_notes():
-        return  # a hook of Python's own (exceptiongroup's, a logger's) printed them
     try:
         sys.stderr.write("".join(_chain_notes(error)))
         sys.stderr.flush()
