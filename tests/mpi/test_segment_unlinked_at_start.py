@@ -54,6 +54,18 @@ def still_there(paths: set[str]) -> list[str]:
     return sorted(path for path in paths if Path(path).exists())
 
 
+def recorded_segments(records: Path) -> set[str]:
+    """The segment paths the ranks wrote to ``records`` (``rank*.shm``, one path a line)."""
+    return {line for f in records.glob("rank*.shm") for line in f.read_text().split()}
+
+
+def unlink_left(paths: set[str]) -> None:
+    """Unlink those of ``paths`` still there: a failed test's own job's, none other's."""
+    for path in still_there(paths):
+        with contextlib.suppress(OSError):
+            Path(path).unlink()
+
+
 @pytest.mark.parametrize(
     ("ranks", "vcis"), [(2, 1), (3, 1), (2, 2)], ids=["2-ranks", "3-ranks", "2-ranks-2-vcis"]
 )
@@ -85,9 +97,7 @@ def test_ranks_killed_outright_leave_no_segment(tmp_path, ranks, vcis):
         finally:
             job.kill()
             job.wait(10)
-            for path in still_there(segments):  # this job's own, on a failure: none other's
-                with contextlib.suppress(OSError):
-                    Path(path).unlink()
+            unlink_left(segments)
 
 
 def losses(run: Path) -> list[tuple[float, float]]:
@@ -109,7 +119,7 @@ def test_a_rank_slow_to_start_trains_on_the_segment_unlinked_before_it(tmp_path)
         rank += [str(HERE / "run_train_recording_segments.py"), str(records)]
         proc = run_mpi(["-n", "2", *rank, *train_args(run, 2)], timeout=90)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        recorded = {line for f in records.glob("rank*.shm") for line in f.read_text().split()}
+        recorded = recorded_segments(records)
         assert recorded, "the ranks mapped no shared-memory file: nothing was checked"
         assert still_there(recorded) == []
     assert losses(late) == losses(together)
@@ -126,11 +136,9 @@ def test_a_rank_failing_before_mpi_init_leaves_no_segment(tmp_path):
     args = ["train", "--sync", "mpi", "--data", "synthetic", "--no-such-option"]
     proc = run_mpi(["-n", "2", *rank, str(records), *args], timeout=60)
     assert proc.returncode == 2, proc.stderr[-3000:]  # argparse's, through the abort
-    recorded = {line for f in records.glob("rank*.shm") for line in f.read_text().split()}
+    recorded = recorded_segments(records)
     try:
         assert recorded, "the ranks mapped no shared-memory file: nothing was checked"
         assert still_there(recorded) == []
     finally:
-        for path in still_there(recorded):  # this job's own, on a failure: none other's
-            with contextlib.suppress(OSError):
-                Path(path).unlink()
+        unlink_left(recorded)
