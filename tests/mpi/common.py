@@ -107,6 +107,17 @@ def node_segments(maps: str | Path = "/proc/self/maps") -> set[str]:
         return set()
 
 
+def record_segments(records: Path, rank: int) -> None:
+    """Write the MPICH files this process maps (:func:`node_segments`) to
+    ``records/rank<rank>.shm``, one path a line, for :func:`recorded_segments`."""
+    (records / f"rank{rank}.shm").write_text("".join(f"{p}\n" for p in sorted(node_segments())))
+
+
+def recorded_segments(records: Path) -> set[str]:
+    """Every path the ranks' :func:`record_segments` wrote to ``records``."""
+    return {line for f in records.glob("rank*.shm") for line in f.read_text().split()}
+
+
 def mpiexec() -> str | None:
     """The ``mpiexec`` on PATH, or None (the tests then skip)."""
     return shutil.which("mpiexec")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from distconv.sync.mpi import leaving
-from tests.mpi.common import node_segments
+from tests.mpi.common import record_segments
 
 records, command = Path(sys.argv[1]), sys.argv[2:]
 real_abort = leaving.abort
@@ -21,9 +21,7 @@ real_abort = leaving.abort
 
 def recording_abort(comm, status: int) -> None:
     """Record the segments this rank maps, then abort as it would have."""
-    (records / f"rank{comm.Get_rank()}.shm").write_text(
-        "".join(f"{p}\n" for p in sorted(node_segments()))
-    )
+    record_segments(records, comm.Get_rank())
     real_abort(comm, status)
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from mpi4py import MPI
 
-from distconv.sync.mpi.shared_memory import mapped_segments
+from tests.mpi.common import record_segments
 
 records, command = Path(sys.argv[1]), sys.argv[2:]
 rank = MPI.COMM_WORLD.Get_rank()  # MPI_Init has run: the segment is mapped
-(records / f"rank{rank}.shm").write_text("\n".join(mapped_segments()))
+record_segments(records, rank)
 sys.argv = ["distconv", *command]  # what `-m distconv` would see
 runpy.run_module("distconv", run_name="__main__", alter_sys=True)

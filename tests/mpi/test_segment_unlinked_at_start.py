@@ -18,7 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.mpi.common import HERE, NEEDS_MPIEXEC, mpi_env, mpiexec, node_segments, run_mpi
+from tests.mpi.common import (
+    HERE,
+    NEEDS_MPIEXEC,
+    mpi_env,
+    mpiexec,
+    node_segments,
+    recorded_segments,
+    run_mpi,
+)
 from tests.processes import job_env, job_left, job_processes
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(150)]
@@ -52,11 +60,6 @@ def wait_for_an_epoch(run: Path, job: subprocess.Popen, seconds: float) -> None:
 
 def still_there(paths: set[str]) -> list[str]:
     return sorted(path for path in paths if Path(path).exists())
-
-
-def recorded_segments(records: Path) -> set[str]:
-    """The segment paths the ranks wrote to ``records`` (``rank*.shm``, one path a line)."""
-    return {line for f in records.glob("rank*.shm") for line in f.read_text().split()}
 
 
 def unlink_left(paths: set[str]) -> None:
