@@ -4,12 +4,13 @@ launcher lives, and copies what comes after the launcher's death into the child'
 
 For ``mpiexec``: once the launcher was killed outright (SIGKILL, the OOM killer), the first
 line a rank printed killed ``mpiexec`` by SIGPIPE (or, with SIGPIPE ignored, by EPIPE), and
-Hydra then SIGKILLed every rank, before ``MPI_Finalize`` (its ``/dev/shm`` file left behind)
-and now and then before the checkpoint of the stop the kernel's SIGTERM asked for. With the
-keeper the pipe keeps a reader: the ranks stop and checkpoint as at the launcher's own
-SIGTERM, and their last lines reach the log. Nothing is read twice: the keeper reads only
-once the launcher is gone, and then the launcher's pump reads nothing more (lines the pump had
-read but not yet written when it died are lost with it, a part of one line at most).
+Hydra then SIGKILLed every rank, before ``MPI_Finalize`` (its ``/dev/shm`` file was left
+behind, until the ranks unlinked it at their start) and now and then before the checkpoint of
+the stop the kernel's SIGTERM asked for. With the keeper the pipe keeps a reader: the ranks
+stop and checkpoint as at the launcher's own SIGTERM, and their last lines reach the log.
+Nothing is read twice: the keeper reads only once the launcher is gone, and then the launcher's
+pump reads nothing more (lines the pump had read but not yet written when it died are lost with
+it, a part of one line at most).
 
 The keeper ends at the pipe's end (every writer gone) once the launcher's pump has read all
 the pipe held, or once the launcher has gone and it has copied the rest; it is started in a
