@@ -4,7 +4,8 @@ to ``optimizer.lr`` is undone by the next epoch's schedule, as the fit's start w
 checkpoint made after the change records it and resumes at it, and a resume on disk in the
 same Trainer goes on at it as one in memory does; a rate out of range is refused, naming it.
 Under MPI (one rank) a rate set in a step's forward is the optimizer's once that step is
-done, or has failed, so the next fit's start finds none set by hand."""
+done, or has failed, so the next fit's start finds none set by hand. A job check that finds the
+ranks' rates differ (MPI's, the parameter server workers') names the way out."""
 
 from __future__ import annotations
 
@@ -20,8 +21,12 @@ from distconv.equivalence import weights
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import OptimizerConfigError, create_optimizer
+from distconv.rank_endings import different_jobs_in
+from distconv.sync.description import first_difference
+from distconv.sync.errors import job_refusal, refusal_text
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.sync.rate_agreement import SAME_NEW_RATE
 from distconv.trainer import Trainer
 from tests.lr_changes import DECAY, FIRST_FIT_STEPS, FIRST_LR, NEW_LR, data, lenet_trainer
 
@@ -225,3 +230,24 @@ def test_a_factor_set_in_a_step_that_failed_under_mpi_is_none_set_by_hand(caplog
     finally:
         sync.close()
     assert "assigned by hand" not in caplog.text
+
+
+@pytest.mark.parametrize("check", ["mpi", "pserver workers"])
+def test_a_job_check_that_finds_the_rates_differ_names_the_way_out(check):
+    """MPI's job check and the parameter server workers' say one line where the next fit's
+    rates differ: both rates, then the way out; the launcher reads it back whole as the ranks'
+    different jobs (no restart)."""
+    ours, theirs = ({"optimizer": {"name": "sgd", "lr": lr}} for lr in (NEW_LR, FIRST_LR))
+    diff = first_difference(ours, theirs)
+    said = (
+        refusal_text(0, 1, ours, theirs, diff)
+        if check == "mpi"
+        else str(job_refusal(0, 1, ours, theirs, diff))
+    )
+    assert said == (
+        f"rank 0 and rank 1 run different jobs: optimizer.lr: {NEW_LR} here, {FIRST_LR} there: "
+        f"{SAME_NEW_RATE}"
+    )
+    assert different_jobs_in([f"rank 0: {said}"]) == said
+    other = {"optimizer": {"name": "momentum", "lr": FIRST_LR}}  # not the rate: no such words
+    assert SAME_NEW_RATE not in refusal_text(0, 1, ours, other, first_difference(ours, other))

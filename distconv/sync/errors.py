@@ -16,6 +16,7 @@ from distconv.rank_endings import (
     setup_failure_name,
     told_failure_text,
 )
+from distconv.sync.rate_agreement import SAME_NEW_RATE
 
 
 class SyncError(RuntimeError):
@@ -129,6 +130,8 @@ def setup_failure_in(*descriptions: object) -> str | None:
     return None
 
 
+#: where the ranks' descriptions first differ in their base rate (the optimizer's config)
+RATE_KEY = "optimizer.lr"
 #: where the ranks' descriptions first differ in the grad_hook (MPISync's job check): the hook's
 #: public values are compared, so a value taken from the process refuses a correct job
 HOOK_KEY = "config.sync.grad_hook"
@@ -166,10 +169,14 @@ def with_advice(diff: str) -> str:
     said neither), or a value the grad_hook holds: its words alone named a setting the user may
     mean to differ. Not where the hooks themselves differ (one rank's none, or another
     function, class or line): no value of theirs is to be kept out, each rank needs the same
-    hook."""
+    hook. Or the rate (``optimizer.lr``): a rate set between fits on some ranks only
+    (``optimizer.set_base_lr``), which the next fit's job check finds, names the way out
+    that a shard's refusal of a hello does (:data:`~distconv.sync.rate_agreement.SAME_NEW_RATE`)."""
     path = diff.split(": ", 1)[0]
     if path in DATA_KEYS:
         return diff + DATA_ADVICE
+    if path == RATE_KEY:
+        return f"{diff}: {SAME_NEW_RATE}"
     if not path.startswith(HOOK_KEY + ".") or path.rsplit(".", 1)[1] in HOOK_IDENTITY:
         return diff
     return diff + HOOK_ADVICE

@@ -28,6 +28,13 @@ SAME_FACTOR = (
     "rank shares (the step, the epoch, a loss summed over the ranks)"
 )
 
+#: the way out of ranks whose next fit's jobs differ in their rates: the shards' refusal of a
+#: hello (a setup's first moved the rate) and every job check's (MPI's, the workers')
+SAME_NEW_RATE = (
+    "a rate changed between fits is changed on every rank alike "
+    "(optimizer.set_base_lr with the same lr on each)"
+)
+
 
 def rate_bits(lr: float) -> int:
     """``lr`` as its float64 bits, a signed int64 (what an MPI exchange of int64 carries)."""

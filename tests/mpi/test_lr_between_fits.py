@@ -1,10 +1,10 @@
 """A rate changed between two fits with ``optimizer.set_base_lr`` over MPI (real
 ``mpiexec -n 2`` jobs of ``run_lr_between_fits.py``): set on every rank, the next fit trains at
 it, as one process does (float64, momentum, ``lr_decay``); set on one rank alone, it is
-refused on both, by the next setup's job check between fits and by the per-step rate check
-inside one, naming the rates; set inside a step (in forward, after its check was posted), the
-step still trains at the rate its check compared, and the next step's check refuses it
-before the ranks' weights part."""
+refused on both, by the next setup's job check between fits (naming the way out) and by the
+per-step rate check inside one, naming the rates; set inside a step (in forward, after its
+check was posted), the step still trains at the rate its check compared, and the next step's
+check refuses it before the ranks' weights part."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ import pytest
 
 from distconv.equivalence import mismatch
 from distconv.optim import create_optimizer
+from distconv.rank_endings import different_jobs_in
 from distconv.sync.local import LocalSync
+from distconv.sync.rate_agreement import SAME_NEW_RATE
 from tests.lr_changes import DECAY, FIRST_FIT_STEPS, FIRST_LR, NEW_LR, fit_twice
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script, weights
 
@@ -50,6 +52,9 @@ def test_a_rate_set_on_one_rank_between_fits_is_refused_by_the_job_check(tmp_pat
     assert said[0]["type"] == said[1]["type"] == "JobMismatch", said
     assert f"optimizer.lr: {NEW_LR!r} here, {FIRST_LR!r} there" in said[0]["message"], said
     assert f"optimizer.lr: {FIRST_LR!r} here, {NEW_LR!r} there" in said[1]["message"], said
+    for refusal in said:  # the way out, and the launcher still reads the ranks' jobs in it
+        assert refusal["message"].endswith(f": {SAME_NEW_RATE}"), said
+        assert different_jobs_in([refusal["message"]]) is not None, said
 
 
 def test_a_rate_set_on_one_rank_inside_a_fit_is_refused_by_the_rate_check(tmp_path):

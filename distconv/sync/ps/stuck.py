@@ -42,6 +42,7 @@ from typing import Any
 
 from distconv.rank_endings import another_job_text, different_jobs_text
 from distconv.sync.ps.shard_timeouts import GATHER_TAG
+from distconv.sync.rate_agreement import SAME_NEW_RATE
 
 #: what a rank in a gather of each kind is doing, for the message
 GATHER_WORDS = {
@@ -206,13 +207,6 @@ def different_jobs(rank: int, job_rank: int, diff: str) -> str:
         f"{diff} (here: rank {rank}'s hello; there: rank {job_rank}'s, the first the shard "
         "accepted)",
     )
-
-
-#: the way out of ranks whose hellos of one setup carry different rates
-SAME_NEW_RATE = (
-    "a rate changed between fits is changed on every rank alike "
-    "(optimizer.set_base_lr with the same lr on each)"
-)
 
 
 def different_rates(rank: int, peer: int, diff: str) -> str:

@@ -21,7 +21,7 @@ from distconv.equivalence import mismatch, weights
 from distconv.optim import create_optimizer
 from distconv.sync.errors import SyncError
 from distconv.sync.local import LocalSync
-from distconv.sync.ps.stuck import SAME_NEW_RATE
+from distconv.sync.rate_agreement import SAME_NEW_RATE
 from tests.lr_changes import (
     DECAY,
     FIRST_FIT_STEPS,

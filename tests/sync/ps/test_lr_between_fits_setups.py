@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from test_ps_stuck import _hello_run
 
-from distconv.sync.ps.stuck import SAME_NEW_RATE
+from distconv.sync.rate_agreement import SAME_NEW_RATE
 
 pytestmark = pytest.mark.timeout(30)
 
