@@ -16,6 +16,9 @@ timeout's words, the late ranks in ``failed_ranks`` and ``late``, and fails noth
 ranks may still come, and a worker that waits says ``hello`` again
 (:mod:`~distconv.sync.ps.late_ranks`), for a bounded time. A worker of a release before
 ``late`` stops on the reply as it stopped on the failure (``failed_ranks``: exit 75).
+A missing rank whose hello of the setup was refused as another job, its worker alive (a
+notebook's kernel, which says no ``bye``), is not late: the ranks that wait are told that
+refusal instead, and nothing fails (:meth:`LateJobCheck._answered_refused`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from distconv.sync.ps.incarnations import Incarnation, older
+from distconv.sync.ps.job_hello import REFUSED_JOB
 from distconv.sync.ps.late_ranks import LATE_FIELD, no_answer_words
 from distconv.sync.ps.state import _Waiting
 
@@ -65,6 +69,7 @@ class LateJobCheck:
     _refusal_lead: Callable[[Iterable[int]], tuple[str, dict[str, str]]]
     _standing_note: Callable[[int], str | None]
     _other_id: Callable[[int, float], str | None]
+    _other_job: Callable[[int], str | None]
     _in_other_gathers: Callable[[str], dict[int, str]]
     _drop_gather: Callable[[str], None]
     _dismiss: Callable[..., None]
@@ -77,12 +82,33 @@ class LateJobCheck:
         more. Else the timeout's own rule decides (a failure, or a loss in async mode)."""
         if key != JOB_CHECK_KEY or not missing or not self._only_late(key, missing):
             return False
+        if self._answered_refused(key, missing, said):
+            return True
         held = self.waiting[key]
         words = f"{said}; {NOT_FAILED}"
         log.warning("shard %d: %s", self.index, words)
         self._drop_gather(key)
         late = {LATE_FIELD: missing}
         self._dismiss(held.by_rank.values(), words, failed_ranks=sorted(failed), **late)
+        return True
+
+    def _answered_refused(self, key: str, missing: list[int], said: str) -> bool:
+        """Whether one of the ``missing`` ranks of the job check ``key``, past ``--timeout``,
+        never comes to it because its hello of this setup was refused as another job (a rate
+        set between fits on some ranks only) while its worker lives on (a notebook's kernel:
+        no ``bye``, which would have told the ranks that wait at once); if so, they are told
+        that refusal now, as a refusal of the job (``refused: "job"``, no rank blamed), and
+        held no more. Nothing fails: the refused rank is no late one to say hello again for
+        (ten rounds, then blaming a late rank), and the shards serve the next ``fit`` of every
+        rank, its rate set alike."""
+        refused = [words for r in missing if (words := self._other_job(r)) is not None]
+        if not refused:
+            return False
+        words = f"{refused[0]}; {said} (its hello was refused: it joins no job check of this setup)"
+        log.warning("shard %d: %s", self.index, words)
+        held = self.waiting[key]
+        self._drop_gather(key)
+        self._dismiss(held.by_rank.values(), words, **REFUSED_JOB)
         return True
 
     def _only_late(self, key: str, missing: list[int]) -> bool:
