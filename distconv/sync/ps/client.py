@@ -38,6 +38,7 @@ from distconv.optim import Optimizer
 from distconv.parameter import Parameter, trainable
 from distconv.runtime import DEFAULT_JOB_ID, refuse_repeated_servers
 from distconv.sync.base import SyncError, setup_params
+from distconv.sync.closing import SETTING_UP
 from distconv.sync.description import job_description
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
@@ -138,11 +139,7 @@ class PServerSync(
             raise ValueError("pass exactly one of keys_dir (CURVE, the default) and insecure=True")
         if not 0 < timeout < math.inf:  # NaN too: the first wait's poll refused it mid-setup
             raise ValueError(f"timeout must be a positive finite number of seconds, got {timeout}")
-        if (
-            isinstance(block_bytes, bool)
-            or not isinstance(block_bytes, Integral)
-            or block_bytes < 1
-        ):
+        if type(block_bytes) is bool or not isinstance(block_bytes, Integral) or block_bytes < 1:
             # here, not at setup's Layout: after the sockets opened and the shards were asked
             raise ValueError(f"block_bytes must be an int >= 1, got {block_bytes!r}")
         if push_bytes is not None and (
@@ -165,6 +162,7 @@ class PServerSync(
         if insecure:
             log.warning("rank %d: --insecure: talking to %s without CURVE", rank, self.endpoints)
         self._run = secrets.randbits(62)  # this worker's run of its rank (every request)
+        self._setups = 0  # this run's setups begun, each hello's number (startup._count_setup)
         self._open_sockets(keys_dir)
         self._set_caps([MAX_MESSAGE_BYTES] * len(self._socks))  # until the shards say
         self._next_id = 0
@@ -197,6 +195,7 @@ class PServerSync(
         optimizer state of parameters trained again: :mod:`.reseed`; then the restored
         ``state`` if any), pull (others)."""
         self.check_made()  # the base's setup, not called here, checks that first
+        self._setups += 1  # this setup's number, which each of its hellos says (late rounds too)
         try:  # this rank's own failure (two parameters of one name, a layout): not the others'
             description = self._lay_out(params, config)
         except Exception as exc:  # they would wait for its hello (not a Ctrl-C: as MPI's)
@@ -224,8 +223,7 @@ class PServerSync(
 
     def _lay_out(self, params: Sequence[Parameter], config: Mapping | None) -> dict[str, Any]:
         """Setup's work before its hello, on this rank alone: its job description."""
-        # every rank says the one line, before its hello: not rank 0 alone, at its seed
-        refuse_unservable(self.optimizer)
+        refuse_unservable(self.optimizer)  # every rank, before its hello: not rank 0 at its seed
         params = trainable(params)
         refuse_unkept_dtypes(params, self.rank)  # not yet in self.params: close says no bye
         self._drop_pushes()  # those of a step cut short (a second Ctrl-C), if any
@@ -276,6 +274,7 @@ class PServerSync(
         replies' headers."""
         self._ask_gone_afresh()  # a shard found gone and restarted since answers again
         head = {"op": "hello", **hello_fields(description), **whoami(), **incarnation_field()}
+        head["setup"] = self._setups  # a shard tells a hello said again from the next setup's
         self._number_anew()  # every rank's setup starts its gathers at all_equal:1
         replies = self._ask_hellos(head, self._check_hello_reply)
         headers = [h for h, _ in replies]  # one scheme: shards of other modes, bounds refused
@@ -288,6 +287,10 @@ class PServerSync(
         self._set_caps([h.get("max_message_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
         self._frame_bytes = [h.get("max_frame_bytes", MAX_MESSAGE_BYTES) for h, _ in replies]
         return headers
+
+    def fail_setup(self, error: BaseException) -> None:
+        self._setups += not self.__dict__.get(SETTING_UP, False)  # a fit failed before setup
+        super().fail_setup(error)
 
     def _check_hello_reply(self, s: int, h: dict[str, Any]) -> None:
         """Refuse shard ``s``'s hello reply ``h`` where this worker cannot read it, or it is of

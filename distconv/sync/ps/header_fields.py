@@ -35,6 +35,7 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "part": int,
     "parts": int,
     "run": int,
+    "setup": int,
     "value": (list, str, type(None)),
     "error": str,
 }

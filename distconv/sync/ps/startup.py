@@ -46,7 +46,7 @@ class StartupHandlers(SetupNotes):
         rank, run, host = header["rank"], header.get("run"), header["host"]
         self._heard_run(rank, run)  # a worker of it may outlive the job (job_state.py)
         new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
-        setup = self._count_setup(rank, run)  # refused or not: each setup says one hello here
+        setup = self._count_setup(rank, run, header.get("setup"))  # refused or not
         if len(host) > HOST_CHARS or not host.isprintable():  # quoted in every later failure
             if new_run:  # it closes: its bye counts, so the ranks waiting for it learn why
                 self.refused_at[rank] = (self.requests, run)
@@ -95,6 +95,8 @@ class StartupHandlers(SetupNotes):
         #: per worker (its rank and run id), which setup since the latest seed its latest
         #: hello is of (:meth:`_count_setup`)
         self.setup_of: dict[tuple[int, int | None], int] = {}
+        #: per worker that numbers its setups (its hello's ``setup``), its latest hello's number
+        self.setup_said: dict[tuple[int, int | None], int] = {}
         #: per rank, which setup since the latest seed its latest accepted hello is of
         self.accepted_setup: dict[int, int] = {}
 
@@ -103,21 +105,38 @@ class StartupHandlers(SetupNotes):
         self.setup_of = dict.fromkeys(self.setup_of, 0)
         self.accepted_setup = {}
 
-    def _count_setup(self, rank: int, run: int | None) -> int:
-        """Which setup since the latest seed ``rank``'s hello of ``run`` is of, noted. Every
-        setup of a job's workers (one per ``fit``) says one hello to each shard from each
-        rank, accepted or refused, and the next begins once each rank's has ended (seeded, or
-        failed): so the k-th hellos of two workers since the seed are of one setup, however
-        they interleave with refusals, and a slow rank of a failed setup is not taken for the
-        next one's. A worker's first hello (of a run id not seen, or none) is 0, the seeded
-        setup's number: the first setup's are all first hellos, and a worker taken back into a
-        seeded job (async, ``--on-worker-loss continue``) starts no setup of the others.
-        Not exact: a worker saying hello again within its setup (while ranks are late to the
-        job check: :mod:`~distconv.sync.ps.late_ranks`), or a rank failing before its hello,
-        puts the counts out of step until the next seed (docs/protocol.md, ``hello``)."""
+    def _count_setup(self, rank: int, run: int | None, said: int | None) -> int:
+        """Which setup since the latest seed ``rank``'s hello of ``run`` is of, noted; ``said``:
+        the hello's ``setup``, its worker's number of the setup (a count of its run's setups
+        begun), None from a worker that sends none. A worker's first hello (of a run id not
+        seen, or none) is 0, the seeded setup's number: the first setup's are all first hellos,
+        and a worker taken back into a seeded job (async, ``--on-worker-loss continue``) starts
+        no setup of the others. A later hello is as many setups on as its number is past the
+        worker's hello before: 0 for one said again within its setup (while ranks are late to
+        the job check: :mod:`~distconv.sync.ps.late_ranks`), 2 after a setup that failed before
+        its hello. So the hellos of two workers of one setup are of one number since the seed,
+        however they interleave with refusals and rounds, and a slow rank of a failed setup is
+        not taken for the next one's. A worker that sends no number is one setup on at each
+        hello (its own rounds, or a setup it failed before its hello, put it out of step until
+        the next seed: docs/protocol.md, ``hello``).
+
+        Raises:
+            WireError: a number below the worker's hello before (its setups are only begun).
+        """
         worker = (rank, run)
-        setup = self.setup_of[worker] + 1 if run is not None and worker in self.setup_of else 0
+        if run is None or worker not in self.setup_of:
+            setup = 0
+        else:
+            before = self.setup_said.get(worker)
+            if said is not None and before is not None and said < before:
+                raise WireError(
+                    f"hello: setup {said} of this worker's run after its setup {before}"
+                )
+            on = 1 if said is None or before is None else said - before
+            setup = self.setup_of[worker] + on
         self.setup_of[worker] = setup
+        if said is not None:
+            self.setup_said[worker] = said
         return setup
 
     def _setup_peers(self, rank: int, setup: int) -> list[int]:

@@ -11,6 +11,8 @@ every rank's hello of that fit carries it; a rank that did not change it is refu
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 from ps_helpers import insecure_worker, run_ranks
@@ -186,6 +188,40 @@ def test_the_rank_left_waiting_by_a_refused_rank_that_lives_on_is_told_the_refus
     assert not any(NOT_FAILED in s for s in said), said
     for rank, weights_of in enumerate(trained):
         assert (wrong := mismatch(local("between"), weights_of)) is None, f"rank {rank}: {wrong}"
+
+
+def test_a_rank_late_to_a_fit_at_a_new_rate_is_judged_by_that_fit(shards):
+    """Rank 0 sets the new rate and fits; rank 1 comes late, so rank 0 says hello again
+    (a late rank's round) before rank 1's hello, at the old rate, comes: refused, naming rank 0
+    of the same setup, and rank 0 is told so. The next fit, both at the new rate, rank 1's
+    hello first, is taken, and trains as one process does. (Counting hellos, rank 0's second
+    hid its first: rank 1's old rate was taken, and its next fit's refused.)"""
+    syncs, trainers = notebook_ranks(shards, "1")
+    both_told = threading.Barrier(2, timeout=30)
+
+    def rank_fn(rank: int) -> tuple[str, dict]:
+        trainers[rank].fit(data(), epochs=1)
+        if rank == 0:
+            syncs[rank].optimizer.set_base_lr(NEW_LR)
+        time.sleep(1.6 * rank)  # rank 1 after rank 0's first round (the shard's --timeout)
+        said = refused_fit(trainers[rank])
+        both_told.wait()  # (a fit again within rank 0's round would have joined its setup)
+        syncs[rank].optimizer.set_base_lr(NEW_LR)
+        time.sleep(0.5 * (1 - rank))  # rank 1's hello first
+        trainers[rank].fit(data(), epochs=2, resume=True)
+        return said, weights(trainers[rank].network)
+
+    try:
+        (waited, _), (refused, trained) = run_ranks(rank_fn, 2)
+    finally:
+        for sync in syncs:
+            sync.close()
+    words = (
+        f"rank 1 and rank 0 run different jobs: optimizer.lr: {FIRST_LR} here, {NEW_LR} there "
+        "(here: rank 1's hello; there: rank 0's, of the same setup)"
+    )
+    assert words in refused and words in waited, (refused, waited)
+    assert (wrong := mismatch(local("between"), trained)) is None, wrong
 
 
 def test_a_checkpoint_after_the_change_resumes_at_the_new_rate(shards, tmp_path):

@@ -4,16 +4,18 @@ order of the hellos is fixed): only a second setup of the same workers whose hel
 from the held job in ``optimizer.lr`` alone, and all at one rate. A hello of another model at
 another rate, or a restarted worker (a new run) at another rate, is another job, and the held
 rate stays; two ranks of one setup at two new rates are refused, naming both; in sync and
-async mode alike. A setup is judged by its own hellos (each worker's count since the seed):
-not those of a refused setup before it, however late they came, nor a worker's taken back
-into the job or restarted beside it; and two shards that one rank's mistake left at different
-rates agree again at the next setup."""
+async mode alike. A setup is judged by its own hellos (each worker's setups since the seed,
+by the number its hellos carry, or counted where they carry none): not those of a refused
+setup before it, however late they came, nor a worker's taken back into the job or restarted
+beside it, nor a hello said again while a rank is late; and two shards that one rank's mistake
+left at different rates agree again at the next setup."""
 
 from __future__ import annotations
 
 import pytest
 from test_ps_stuck import _hello_run
 
+from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.rate_agreement import SAME_NEW_RATE
 
 pytestmark = pytest.mark.timeout(30)
@@ -155,22 +157,55 @@ def test_a_refused_restart_beside_its_ranks_worker_leaves_that_worker_in_step(ha
     assert held_rate(h) == NEW
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a hello said again within one setup (late ranks' rounds) is counted as a next "
-    "setup's: the counts go out of step until the next seed (the hello carries no setup number)",
-)
+def numbered_hello(h, rank: int, setup: int, lr: float) -> dict:
+    """Rank ``rank``'s hello (its worker of :data:`RUNS`) of its ``setup``-th setup, as a
+    worker that numbers its setups says it, at ``lr``; the reply's header."""
+    head = {"op": "hello", "rank": rank, "host": "h", **hello_fields(job(lr)), "run": RUNS[rank]}
+    return h.ask({**head, "setup": setup})[0]
+
+
+def numbered_set_up(hand):
+    """:func:`set_up` of workers that number their setups: their first, seeded at :data:`OLD`."""
+    h = hand(workers=2, mode="sync")
+    for rank in (0, 1):
+        assert numbered_hello(h, rank, 1, OLD)["op"] == "ok"
+    h.seed()
+    return h
+
+
 def test_a_hello_said_again_while_a_rank_is_late_is_of_the_same_setup(hand):
     """Setup 2: rank 1 is late to the job check, so rank 0 says hello again (late_ranks.py's
-    rounds); rank 1 comes at last without the new rate: refused, naming rank 0. Setup 3, every
-    rank at the new rate, rank 1's hello first: taken. (Counted as setup 3, rank 0's second
-    hello hid its first: rank 1's old rate was taken, then its new one refused, quoting the old
-    rate as rank 0's.)"""
-    h = set_up(hand, "sync")
+    rounds), of the same number; rank 1 comes at last without the new rate: refused, naming
+    rank 0. Setup 3, every rank at the new rate, rank 1's hello first: taken. (Counted, rank
+    0's second hello hid its first: rank 1's old rate was taken, then its new one refused,
+    quoting the old rate as rank 0's; a worker that sends no number still is counted so.)"""
+    h = numbered_set_up(hand)
     for _ in range(2):
-        assert _hello_run(h, 0, RUNS[0], job(NEW))["op"] == "ok"
-    refused = said(_hello_run(h, 1, RUNS[1], job(OLD)))
+        assert numbered_hello(h, 0, 2, NEW)["op"] == "ok"
+    refused = said(numbered_hello(h, 1, 2, OLD))
     assert "there: rank 0's, of the same setup" in refused, refused
     for rank in (1, 0):
-        assert _hello_run(h, rank, RUNS[rank], job(NEW))["op"] == "ok", rank
+        assert numbered_hello(h, rank, 3, NEW)["op"] == "ok", rank
+    assert held_rate(h) == NEW
+
+
+def test_a_setup_a_rank_failed_before_its_hello_keeps_the_ranks_in_step(hand):
+    """Setup 2: rank 1 fails before its hello (none said), rank 0's at the new rate is taken.
+    Setup 3, rank 1 first, at another rate: its number says it is of setup 3, so it moves the
+    rate, and rank 0's at the same one is taken (counted, it was setup 2's, and refused)."""
+    h = numbered_set_up(hand)
+    assert numbered_hello(h, 0, 2, NEW)["op"] == "ok"
+    for rank in (1, 0):
+        assert numbered_hello(h, rank, 3, OTHER)["op"] == "ok", rank
+    assert held_rate(h) == OTHER
+
+
+def test_a_setup_number_that_goes_back_is_refused(hand):
+    """A worker's setups are only begun: a hello numbered below its hello before is
+    malformed, and the held job stays."""
+    h = numbered_set_up(hand)
+    assert numbered_hello(h, 0, 3, NEW)["op"] == "ok"
+    reply = numbered_hello(h, 0, 2, OTHER)
+    assert reply["op"] == "error", reply
+    assert "hello: setup 2 of this worker's run after its setup 3" in reply["error"], reply
     assert held_rate(h) == NEW
