@@ -19,6 +19,7 @@ from ps_helpers import insecure_worker, run_ranks
 from safetensors import safe_open
 
 from distconv.checkpoint_errors import CheckpointError
+from distconv.data import DataError
 from distconv.equivalence import mismatch, weights
 from distconv.optim import create_optimizer
 from distconv.sync.errors import JobRefused, SyncError
@@ -221,6 +222,34 @@ def test_a_rank_late_to_a_fit_at_a_new_rate_is_judged_by_that_fit(shards):
         "(here: rank 1's hello; there: rank 0's, of the same setup)"
     )
     assert words in refused and words in waited, (refused, waited)
+    assert (wrong := mismatch(local("between"), trained)) is None, wrong
+
+
+def test_a_fit_that_failed_before_its_setup_keeps_its_ranks_setups_in_step(shards):
+    """Rank 1's second fit fails before its setup (handed no data): it tells the others, its
+    failure note's hello a setup of its own, and rank 0's fit is refused naming it. The third,
+    both at the new rate, rank 1's hello first, is taken, and trains as one process does.
+    (Numbered by setup() alone, rank 1's note and third hello were a setup behind rank 0's:
+    its new rate was refused, quoting rank 0's of the second fit.)"""
+    syncs, trainers = notebook_ranks(shards, "5")
+    both_told = threading.Barrier(2, timeout=30)
+
+    def rank_fn(rank: int) -> tuple[str, dict]:
+        trainers[rank].fit(data(), epochs=1)
+        with pytest.raises((DataError, JobRefused)) as failed:
+            trainers[rank].fit(data() if rank == 0 else {}, epochs=2, resume=True)
+        both_told.wait()
+        syncs[rank].optimizer.set_base_lr(NEW_LR)
+        time.sleep(0.5 * (1 - rank))  # rank 1's hello first
+        trainers[rank].fit(data(), epochs=2, resume=True)
+        return str(failed.value), weights(trainers[rank].network)
+
+    try:
+        (told, _), (_, trained) = run_ranks(rank_fn, 2)
+    finally:
+        for sync in syncs:
+            sync.close()
+    assert "rank 1 could not set up" in told, told
     assert (wrong := mismatch(local("between"), trained)) is None, wrong
 
 
