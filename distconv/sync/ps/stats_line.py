@@ -30,11 +30,15 @@ class StatsLine:
 
     def log(self, stats: Stats) -> None:
         """Log ``stats`` whatever the last line said (a shard's exit says its counters)."""
-        self._said, self._said_at = stats.as_dict(), time.monotonic()
-        log.info("shard %d stats %s", self.index, json.dumps(self._said))
+        self._say(stats.as_dict())
 
     def log_if_news(self, stats: Stats, now: float) -> None:
         """The periodic line: logged where a counter moved since the last one, or where
         :data:`STATS_UNCHANGED_EVERY` seconds passed since it (``now``: monotonic)."""
-        if now - self._said_at >= STATS_UNCHANGED_EVERY or stats.as_dict() != self._said:
-            self.log(stats)
+        counters = stats.as_dict()  # one copy, compared and then logged
+        if now - self._said_at >= STATS_UNCHANGED_EVERY or counters != self._said:
+            self._say(counters)
+
+    def _say(self, counters: dict[str, Any]) -> None:
+        self._said, self._said_at = counters, time.monotonic()
+        log.info("shard %d stats %s", self.index, json.dumps(counters))
