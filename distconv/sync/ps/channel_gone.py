@@ -36,20 +36,22 @@ class GoneShards:
     def _found_gone(self, shard: int, cause: str) -> SyncError:
         """The error naming ``shard`` gone for ``cause``; the shard is asked nothing more."""
         self._gone.setdefault(shard, cause)
-        return SyncError(
-            f"rank {self.rank}: pserver shard {shard} ({self.endpoints[shard]}) {cause}"
-        )
+        return self._shard_error(shard, cause)
 
     def _refuse_gone(self, shards: Iterable[int], what: str) -> None:
         """SyncError at once where one of ``shards`` (-1: not known) was found gone: ``what``
         (a request not sent, or a wait on a reply) names what is refused."""
-        gone = sorted(set(shards) & self._gone.keys())
+        gone = set(shards) & self._gone.keys()
         if gone:
-            s = gone[0]
-            raise SyncError(
-                f"rank {self.rank}: pserver shard {s} ({self.endpoints[s]}) {self._gone[s]} "
-                f"(found before), so {what} is refused at once; {WAY_ON}"
-            )
+            s = min(gone)
+            said = f"{self._gone[s]} (found before), so {what} is refused at once; {WAY_ON}"
+            raise self._shard_error(s, said)
+
+    def _shard_error(self, shard: int, said: str) -> SyncError:
+        """``said`` of ``shard``, named as this rank's messages name a shard."""
+        return SyncError(
+            f"rank {self.rank}: pserver shard {shard} ({self.endpoints[shard]}) {said}"
+        )
 
     def _ask_gone_afresh(self) -> None:
         """Forget the shards found gone: a hello asks each afresh (one restarted answers)."""
