@@ -4,7 +4,7 @@ Reading a loss every step would stall a GPU, so a :class:`EpochTally` adds this 
 right answers and examples as device arrays and reads them only when the trainer folds them
 into the global sums: at a checkpoint, at a stop, and at the epoch's end. A fold is also where a
 diverged loss is caught, naming the steps since the last fold. The test set's sums and a
-batch's right answers are :mod:`distconv.evaluation_sums`' (named here too, as they were).
+batch's right answers are :mod:`distconv.evaluation_sums`'.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import numpy as np
 from distconv.backend import to_host, widened
 from distconv.epoch_sums import PUSH_COUNTS as PUSH_COUNTS  # defined there: tests read it
 from distconv.epoch_sums import RANK_LOSS, RANK_WAITS, epoch_sums
-from distconv.resume import Position, TrainingError
+from distconv.resume import Position
 from distconv.sampler import GlobalBatchSampler
 from distconv.scheme_history import EARLIER, resumed_under
+from distconv.step_guard import TrainingError
 from distconv.sync import SyncStrategy
 from distconv.sync.collective_time import collective_seconds, timed_collective
 from distconv.sync.description import sync_scheme

@@ -65,7 +65,7 @@ from distconv.scheme_history import (
     written_under,
 )
 from distconv.set_rate_resume import rate_set_since
-from distconv.step_guard import TrainingError as TrainingError  # defined there: epoch_tally's
+from distconv.step_guard import TrainingError as TrainingError  # trainer, tests read it
 from distconv.step_guard import check_step_checkpoint
 from distconv.stop_request import Preempted as Preempted  # defined there: the syncs read it
 from distconv.sync import SyncStrategy
