@@ -39,7 +39,8 @@ from distconv.resume import (
     refuse_frozen_resume,
     share_position,
 )
-from distconv.run_dir import METRICS, RunDirectory
+from distconv.run_dir import RunDirectory
+from distconv.run_files import METRICS
 from distconv.run_line import run_line
 from distconv.run_plot import draw_plot, plot_after
 from distconv.sampler import check_count, check_seed
