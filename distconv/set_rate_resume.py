@@ -14,25 +14,28 @@ as before (docs/operations.md, on resume).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
+
+from distconv.optim_base import Optimizer
 
 log = logging.getLogger("distconv.resume")
 
 
 def rate_set_since(
-    path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any], optimizer: Any
+    path: Any, theirs: Mapping[str, Any], ours: Mapping[str, Any], optimizer: Optimizer
 ) -> Mapping[str, Any]:
     """This run's facts ``ours`` to compare with the checkpoint's ``theirs`` (at ``path``):
     with the checkpoint's ``optimizer.lr`` in place of this run's where this run's
     ``optimizer`` left that rate with ``set_base_lr`` and differs from the checkpoint's in its
     rate alone, warned of; else ``ours`` as it is (compared as before). An optimizer whose
-    ``__init__`` skipped the base's records no rates: compared as before."""
-    earlier: Sequence[float] = getattr(optimizer, "earlier_base_lrs", ())
+    ``__init__`` skipped the base's records no rates (the class's empty default): compared
+    as before."""
     held, now = theirs.get("optimizer"), ours.get("optimizer")
     if not (isinstance(held, Mapping) and isinstance(now, Mapping)):
         return ours
     lr, new = held.get("lr"), now.get("lr")
+    earlier = optimizer.earlier_base_lrs
     if lr == new or lr not in earlier or {**held, "lr": None} != {**now, "lr": None}:
         return ours
     # a warning, as warn_of_config_changes' (resume_facts.py): before set_base_lr, this
