@@ -216,7 +216,8 @@ class MetricsWriter:
     def write(self, record: Mapping[str, Any]) -> None:
         """Append ``record`` (JSON-able values) as one line, and wait until it is on disk. A NaN
         or infinite number (a test loss that overflowed) is written ``null``, which strict
-        JSON parsers read. The log's first line carries the run (:data:`RUN`) too."""
+        JSON parsers read. The log's first line carries the run (:data:`RUN`) too, and so
+        does a resume's first under other software than the kept lines' (see the class)."""
         if self.run is not None and len(self.records) == self._kept:
             in_force = next((r[RUN] for r in reversed(self.records) if RUN in r), None)
             if not self.records or software_changed(in_force, self.run):
