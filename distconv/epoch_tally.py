@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import to_host, widened
-from distconv.epoch_sums import PUSH_COUNTS as PUSH_COUNTS  # defined there: tests read it
-from distconv.epoch_sums import RANK_LOSS, RANK_WAITS, epoch_sums
+from distconv.epoch_sums import PUSH_COUNTS, RANK_LOSS, RANK_WAITS, epoch_sums
 from distconv.resume import Position
 from distconv.sampler import GlobalBatchSampler
 from distconv.scheme_history import EARLIER, resumed_under

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from distconv.epoch_tally import PUSH_COUNTS
+from distconv.epoch_sums import PUSH_COUNTS
 from distconv.metrics import read_metrics
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script
 from tests.mpi.test_trainer_mpi import two_ranks

@@ -12,7 +12,7 @@ import pytest
 from ps_helpers import insecure_worker, sparse_table_net
 from test_async_straggler_metrics import fit_ranks
 
-from distconv.epoch_tally import PUSH_COUNTS as PUSHES
+from distconv.epoch_sums import PUSH_COUNTS as PUSHES
 from distconv.trainer import Trainer
 
 #: the table's rows and width, the classes, and each rank's examples a step

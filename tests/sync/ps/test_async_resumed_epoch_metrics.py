@@ -24,7 +24,7 @@ from test_async_straggler_metrics import (
     straggler_data,
 )
 
-from distconv.epoch_tally import PUSH_COUNTS as PUSHES
+from distconv.epoch_sums import PUSH_COUNTS as PUSHES
 from distconv.resume import Preempted
 from distconv.stop_agreement import STOP_CHECK_EVERY
 from distconv.trainer import Trainer

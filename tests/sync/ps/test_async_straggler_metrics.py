@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from ps_helpers import insecure_worker, run_ranks, small_net
 
-from distconv.epoch_tally import PUSH_COUNTS as PUSHES
+from distconv.epoch_sums import PUSH_COUNTS as PUSHES
 from distconv.metrics import read_metrics
 from distconv.optim import create_optimizer
 from distconv.service import ServiceEndpoints
