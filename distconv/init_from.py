@@ -57,8 +57,7 @@ from distconv.checkpoint import (
 from distconv.checkpoint_checks import native
 from distconv.checkpoint_digest import DIGEST_KEY
 from distconv.checkpoint_file_kinds import ShardPartGiven
-from distconv.checkpoint_paths import NoCompleteCheckpointError, shard_part_refusal
-from distconv.checkpoint_paths import checkpoint_file as checkpoint_file  # imported from here
+from distconv.checkpoint_paths import NoCompleteCheckpointError, checkpoint_file, shard_part_refusal
 from distconv.messages import exception_line
 from distconv.parameter import Parameter
 from distconv.resume import JobStart, OptimState, Position, StepCheckpoints

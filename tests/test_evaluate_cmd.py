@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from distconv.checkpoint import load_checkpoint, save_checkpoint
+from distconv.checkpoint_paths import checkpoint_file
 from distconv.data import as_arrays, load_dataset
-from distconv.init_from import checkpoint_file, load_weights
+from distconv.init_from import load_weights
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
