@@ -33,8 +33,6 @@ from distconv.checkpoint import (
 )
 from distconv.checkpoint_checks import as_saved, savable_facts
 from distconv.epoch_sums import CARRIED
-from distconv.epoch_sums import share_position as share_position  # defined there: trainer's
-from distconv.frozen_resume import refuse_frozen_resume as refuse_frozen_resume  # trainer's
 from distconv.frozen_resume import without_frozen
 from distconv.held_run import held_refusal, recorded_facts
 from distconv.job_start import JobStart as JobStart  # defined there: trainer, job read it

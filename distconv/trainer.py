@@ -22,9 +22,11 @@ from distconv.arg import feeds_of
 from distconv.data import Arrays, DataError, Dataset
 from distconv.data_checks import check_evaluation_set, check_sets
 from distconv.epoch_run import run_epoch
+from distconv.epoch_sums import share_position
 from distconv.epoch_tally import EpochTally
 from distconv.evaluation_sums import evaluate_shares, right_answers
 from distconv.fit_start import start_fit
+from distconv.frozen_resume import refuse_frozen_resume
 from distconv.layers.base import LayerError
 from distconv.layers.loss import wide_loss
 from distconv.metrics import MetricsWriter, summary
@@ -36,8 +38,6 @@ from distconv.resume import (
     StepCheckpoints,
     TrainingError,  # noqa: F401  (fit raises it from a fold; callers catch it from here)
     dtype_fact,
-    refuse_frozen_resume,
-    share_position,
 )
 from distconv.run_dir import RunDirectory
 from distconv.run_files import METRICS
