@@ -37,6 +37,11 @@ CHIEF_LOST = (
 #: its fit failed before setup, which no longer ``--timeout`` would have waited out
 CHIEF_NOTED = f"{_CHIEF} ({_OTHERS_ONLY})"
 
+#: why an asynchronous shard fails where every rank went silent at once
+NO_WORKER_HEARD = (
+    "no worker was heard from for {seconds:g} s (a network partition, or every worker stopped?)"
+)
+
 
 class WorkerLosses:
     """The loss side of :class:`~distconv.sync.ps.server.Shard` (whose state it shares)."""
@@ -80,6 +85,8 @@ class WorkerLosses:
                 return
         limit = self.config.timeout
         if self.config.mode == "async":
+            if self._fail_on_all_silent(now, limit):
+                return
             for rank, seen in list(self.last_seen.items()):
                 if rank in self.left or rank in self.lost or now - seen <= limit:
                     continue
@@ -114,6 +121,18 @@ class WorkerLosses:
                 self._lose(rank, words, way_out="" if why else RAISE_TIMEOUT)
                 if self.failed:
                     return
+
+    def _fail_on_all_silent(self, now: float, limit: float) -> bool:
+        """Fail the job, and say so, where no live rank (of several) was heard from for
+        ``limit`` seconds: a link down or every worker stopped, not one rank's silence (the
+        first rank checked was blamed, ``rank 0 ... silent for 10 s``, and the launcher
+        with it). Whether it did."""
+        live = sorted(r for r in self.last_seen if r not in self.left and r not in self.lost)
+        if len(live) < 2 or any(now - self.last_seen[r] <= limit for r in live):
+            return False
+        named = ", ".join(self._who(r) for r in live)
+        self._fail(f"{NO_WORKER_HEARD.format(seconds=limit)}: {named}{self._stopped(live)}", live)
+        return True
 
     def _missed(self) -> set[int]:
         """The live ranks some held request waits for: those whose leaving may explain it."""

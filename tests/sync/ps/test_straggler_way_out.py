@@ -98,6 +98,22 @@ def test_a_rank_the_shard_knows_more_of_is_no_straggler():
     assert told_rank(_quoted(said.replace(" (rank 1 closed)", f"; {RAISE_TIMEOUT}"))) == 1
 
 
+def test_an_async_shard_that_hears_no_rank_says_so_and_blames_none_alone(hand):
+    """A link down (or every worker stopped): every rank is silent, and the shard said that of
+    rank 0, the first it checked, whom the launcher then blamed."""
+    h = hand(workers=2, mode="async", on_worker_loss="fail", timeout=1.0)
+    for rank in (0, 1):
+        _hello(h, rank)
+    for rank in (0, 1):
+        h.shard.last_seen[rank] -= 10
+    h.shard._check_timeouts(time.monotonic())
+    assert h.shard.failed == (
+        "no worker was heard from for 1 s (a network partition, or every worker stopped?): "
+        "rank 0 (host h, last step none), rank 1 (host h, last step none)"
+    )
+    assert told_rank(_quoted(h.shard.failed)) is None
+
+
 def test_the_shards_a_worker_gave_up_on_are_read_back_from_its_words():
     said = f"rank 0: {no_answer_words('step 3')}0 (127.0.0.1:5), 2 (h:6) within 1.5 s"
     line = f"distconv train: error: {said}"
