@@ -19,6 +19,7 @@ and an ``OSError`` (most often the script's own file): the traceback shows where
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -45,6 +46,8 @@ _Result = TypeVar("_Result")
 #: the format the last :func:`distconv.distributed.init` asked for (:func:`note_log_format`):
 #: :func:`run_main`'s line for an error before it is set up heeds it
 _log_format: str | None = None
+#: the error the last :func:`run_main` ended on and kept as uncaught (:func:`_kept_as_uncaught`)
+_kept: BaseException | None = None
 
 
 def note_log_format(log_format: str | None) -> None:
@@ -97,6 +100,7 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     # as under distconv train, not after the traceback
     brief = leaving.BRIEF_ERRORS
     leaving.BRIEF_ERRORS = (*brief, *user_errors(names=SCRIPT_ERROR_NAMES))
+    _forget_kept()
     try:
         return main()
     except Preempted as exc:
@@ -152,13 +156,32 @@ def _failure_status(error: Exception) -> int | None:
 
 def _kept_as_uncaught(error: BaseException) -> None:
     """Keep ``error``, said and ended on here, as the interpreter keeps an uncaught error it
-    printed (``sys.last_exc``; ``sys.last_value`` and its kin before Python 3.12). Ended by a
-    ``SystemExit``, it was none: a parameter-server worker dropped without ``close()`` said a
-    plain bye at the exit (:func:`~distconv.sync.ps.worker_sockets.uncaught_error`), so its
-    shard told the ranks waiting in the step that this rank had closed, blaming none, and the
-    launcher named whichever rank exited first."""
-    sys.last_type, sys.last_value, sys.last_traceback = type(error), error, error.__traceback__
-    sys.last_exc = error  # what uncaught_error reads first: Python 3.12 sets it, older ones not
+    printed. Ended by a ``SystemExit``, it was none: a parameter-server worker dropped without
+    ``close()`` said a plain bye at the exit
+    (:func:`~distconv.sync.ps.worker_sockets.uncaught_error`, which reads ``sys.last_exc``
+    first), so its shard told the ranks waiting in the step that this rank had closed, blaming
+    none, and the launcher named whichever rank exited first.
+
+    Before Python 3.12 ``sys.last_exc`` alone: ``sys.last_value`` there is what the exit of
+    :mod:`distconv.notes` reads to say an uncaught error's notes, which here were said already
+    (a peer failure's traceback) or are not part of the one line (a JSON log's too)."""
+    global _kept
+    if sys.version_info >= (3, 12):  # the interpreter sets all four together
+        sys.last_type, sys.last_value, sys.last_traceback = type(error), error, error.__traceback__
+    sys.last_exc = _kept = error
+
+
+def _forget_kept() -> None:
+    """Drop the error an earlier :func:`run_main` of this process kept (caught ``SystemExit``:
+    a test's, a loop of runs), where nothing took its place: its traceback held that run's
+    network and dropped worker alive, still beating, while the next one ran."""
+    global _kept
+    if _kept is not None and getattr(sys, "last_exc", None) is _kept:
+        ours = getattr(sys, "last_value", None) is _kept  # Python 3.12's four, set together
+        for name in ("last_exc", "last_type", "last_value", "last_traceback")[: 4 if ours else 1]:
+            with contextlib.suppress(AttributeError):
+                delattr(sys, name)
+    _kept = None
 
 
 def _hooked(error: BaseException) -> bool:
