@@ -153,16 +153,18 @@ class MSELoss(Layer):
             raise self.fail("an empty batch has no mean loss")
         if pred.shape != target.shape:
             raise self.fail(f"pred shape {pred.shape} differs from target shape {target.shape}")
-        self._diff = p - t  # in the inputs' dtype: backward's gradient stays in it
+        diff = p - t
         # a 16-bit difference taken and squared in float32: float16 squares past 256 to
         # infinity (one error of 300 made the loss inf while its mean and every gradient were
-        # finite)
-        wide = widened(self._diff)
-        if wide is not self._diff:  # the forward's difference unrounded too
+        # finite); kept so for backward, whose gradient is then rounded once, as it is added
+        # (rounded to 16 bits first, a fifth of them were an ulp off at a scale of 2/3)
+        wide = widened(diff)
+        if wide is not diff:
             wide = widened(p) - widened(t)
+        self._diff = wide
         self.wide_mean = (wide * wide).mean()  # the Trainer's sums read it (wide_loss)
         mean = self.wide_mean
-        return mean if wide is self._diff else mean.astype(self._diff.dtype)
+        return mean if wide is diff else mean.astype(diff.dtype)
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         # the scale 2 * dz / size in float32 for a 16-bit loss, as the cross-entropy's: in

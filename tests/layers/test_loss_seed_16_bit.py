@@ -49,3 +49,16 @@ def test_a_16_bit_squared_error_is_seeded_with_its_row_count(rng, dtype, n):
     seed, got = _seeded_gradient(MSELoss(), pred, Arg(np.zeros_like(pred)))
     assert seed == n and got.dtype == dtype
     np.testing.assert_array_equal(got, 2 * pred)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "n"), [(np.float16, 3001), (ml_dtypes.bfloat16, 257)], ids=["float16", "bfloat16"]
+)
+def test_a_16_bit_squared_errors_gradient_is_rounded_once(rng, dtype, n):
+    """Of three columns, ``d(n * mean((pred - target)^2)) / d(pred)`` is ``(pred - target) *
+    2/3``: the difference taken in float32 as in forward, not rounded to 16 bits first (a fifth
+    of the gradients were an ulp off)."""
+    pred, target = (rng.standard_normal((n, 3)).astype(dtype) for _ in range(2))
+    _, got = _seeded_gradient(MSELoss(), pred, Arg(target))
+    want = (pred.astype(np.float64) - target.astype(np.float64)) * 2 / 3
+    np.testing.assert_array_equal(got, want.astype(dtype))
