@@ -57,7 +57,11 @@ def test_a_one_line_error_under_run_main_is_the_dropped_workers_bye(shards):
             train_steps(net, sync, batches(3, 8), 0, 2)
     finally:
         sync.close()
-        _, err = rank_1.communicate(timeout=30)
+        try:
+            _, err = rank_1.communicate(timeout=30)
+        finally:  # a rank 1 that hangs must not outlive the test
+            rank_1.kill()
+            rank_1.wait()
     said = err.strip().splitlines()[-1]  # still one line, no traceback
     assert rank_1.returncode == 1 and said == f"-c: error: DataError: {BAD_DATA}", err[-3000:]
     assert "Traceback" not in err, err[-3000:]
