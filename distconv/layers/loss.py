@@ -42,8 +42,9 @@ def loss_seed(value: Any, loss_scale: float) -> Any:
     element, in ``value``'s dtype, but in float32 where ``value`` is a 16-bit loss (0-d). Each
     loss layer's backward widens its ``dz`` to float32 anyway; rounded to 16 bits first, a
     float16 batch of 3001 was seeded 3000, and every gradient was 1/3001 too small. An output of
-    more elements seeded (a probe's, a layer's of one's own) keeps its dtype: a pool or a
-    reshape hands ``dz`` on as its input's gradient, which stays in the input's dtype."""
+    more elements seeded (a probe's, a layer's of one's own) keeps its dtype, and with it the
+    rounding of a ``loss_scale`` that dtype cannot hold (float16: 3001 is 3000, past 65504
+    inf): a pool writes ``dz`` as its input's gradient, which stays in the input's dtype."""
     xp = get_array_module(value)
     if getattr(value, "ndim", None) != 0:
         return xp.full_like(value, loss_scale)
