@@ -11,8 +11,6 @@ from distconv import Arg
 from distconv.layers import MSELoss, SoftmaxCrossEntropy
 from distconv.network import Network
 
-torch = pytest.importorskip("torch")
-
 
 def _seeded_gradient(loss, pred: np.ndarray, target: Arg) -> tuple[np.ndarray, np.ndarray]:
     """The loss's seed and its input's gradient from a backward of ``loss_scale`` = rows, as
@@ -26,6 +24,7 @@ def _seeded_gradient(loss, pred: np.ndarray, target: Arg) -> tuple[np.ndarray, n
 
 
 def test_a_float16_cross_entropy_of_3001_rows_has_pytorchs_gradient(rng):
+    torch = pytest.importorskip("torch")  # only here: the squared errors' need none
     n = 3001  # no float16: its neighbours are 3000 and 3002
     z = rng.standard_normal((n, 10)).astype(np.float16)
     ids = rng.integers(0, 10, n)
