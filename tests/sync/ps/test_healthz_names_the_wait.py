@@ -62,11 +62,13 @@ def test_a_worker_waiting_for_a_rank_names_its_wait_on_healthz(tmp_path: Path):
         status, body = get(port, "/healthz")
         assert status == 503 and "waiting" not in body, body  # still no step: stalled, no wait
     finally:
+        for thread in threads:  # rank 1 comes after a failure too: rank 0's wait ends
+            if thread.ident is None:
+                thread.start()
+        for thread in threads:  # before the close: no socket closed under a rank's poll
+            thread.join(timeout=30)
         for sync in syncs:
             sync.close()
-        for thread in threads:
-            if thread.ident is not None:  # started
-                thread.join(timeout=30)
         service.close()
         shards.stop()
 
