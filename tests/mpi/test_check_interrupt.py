@@ -10,6 +10,7 @@ import pytest
 
 from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.sync.mpi.finishing import Finishing as StepEnd  # MPISync's, below its rate keeping
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.used import UsedParams
 from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_two_ranks
@@ -154,7 +155,7 @@ def test_an_interrupt_in_a_failing_check_is_raised_with_nothing_sent():
     mismatch its cause, no flag marked failed and the step not counted."""
     sync = RefusedAfterInterrupt()
     with pytest.raises(KeyboardInterrupt) as raised:
-        unguarded(MPISync.finish_step)(sync)
+        unguarded(StepEnd.finish_step)(sync)
     assert isinstance(raised.value.__cause__, SyncError)
     assert sync.step == 0 and not sync._used.local.any()
     assert sync._ended_alike  # every rank refused it at its first collective: close leaves
@@ -177,7 +178,7 @@ def test_an_interrupt_kept_at_the_check_is_raised_where_the_check_fails():
     SyncError went up and the Ctrl-C was dropped (the next ``start_step`` forgot it)."""
     sync = RefusedWithKept()
     with pytest.raises(KeyboardInterrupt, match="as the check started") as raised:
-        unguarded(MPISync.finish_step)(sync)
+        unguarded(StepEnd.finish_step)(sync)
     assert isinstance(raised.value.__cause__, SyncError)
     assert sync._check.kept is None and not sync._used.local.any()
     assert sync._ended_alike  # every rank refused it at its first collective: close leaves

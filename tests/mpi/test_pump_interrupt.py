@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.sync.mpi import SingleRankComm
+from distconv.sync.mpi.finishing import Finishing as StepEnd  # MPISync's, below its rate keeping
 from distconv.sync.mpi.last_pieces import finish_pieces
 from distconv.sync.mpi.pieces import PiecePump
 from distconv.sync.mpi.step_check import StepCheck
@@ -120,7 +121,7 @@ def test_finish_step_raises_an_interrupt_in_a_pieces_start_and_starts_it_once():
     comm = Comm(("start", 0))
     sync = Finishing(comm)
     with pytest.raises(KeyboardInterrupt):
-        unguarded(MPISync.finish_step)(sync)
+        unguarded(StepEnd.finish_step)(sync)
     assert (comm.started, sync.told, sync.step) == ([0], 0, 1)
     assert not sync._ended_alike  # a piece's start interrupted: close aborts the job
 
@@ -145,7 +146,7 @@ def test_a_second_interrupt_in_a_waits_sign_off_leaves_no_watchdog_entry():
     watchdog = Watchdog(None, print, 0)  # watches nothing: no thread, the entries kept
     sync = Finishing(WatchedComm(watchdog), watchdog)
     with interrupting(("Wait",), after=2), pytest.raises(KeyboardInterrupt):
-        unguarded(MPISync.finish_step)(sync)
+        unguarded(StepEnd.finish_step)(sync)
     assert not sync._ended_alike  # a collective left pending: close aborts the job
     assert sync._pump.request is not None  # piece 0's Wait was made twice, never ended
     assert watchdog._waits == {}
