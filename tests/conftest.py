@@ -1,6 +1,7 @@
-"""Shared hooks and fixtures: ``-n logical``'s worker count, a seeded generator, the optional
-PyTorch reference, cupy on a device, the kernel pool's use, the convolution layout forced, a
-convolution's weight gradient by its definition; MPI shared-memory files the run's aborted jobs
+"""Shared hooks and fixtures: ``-n logical``'s worker count, a seeded generator, the small
+synthetic sets the Trainer's tests fit, the optional PyTorch reference, cupy on a device, the
+kernel pool's use, the convolution layout forced, a convolution's weight gradient by its
+definition; MPI shared-memory files the run's aborted jobs
 left, removed as it ends; the checkout compiled once for the run's child processes."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 
 from distconv import stop_request
+from distconv.data import split, synthetic
 from distconv.sync.mpi.shared_memory import mapped_segments
 
 #: MPICH's shared-memory files in this node's /dev/shm, mpich_shm_* and mpich_vci_*
@@ -163,6 +165,25 @@ def nothing_carried_out():
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
+
+
+def _synthetic_split(n: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """``n`` synthetic 8x8 images of 4 classes (noise 0.3, seed 3), a quarter held out for the
+    test set: the same sets for every module that asks."""
+    return split(synthetic(n=n, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(train, test): 240 training examples and 80 test, 15 steps an epoch in batches of 16."""
+    return _synthetic_split(320)
+
+
+@pytest.fixture(scope="module")
+def small_data() -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(train, test): 48 training examples and 16 test, for checks that need a fit, not its
+    numbers."""
+    return _synthetic_split(64)
 
 
 @pytest.fixture

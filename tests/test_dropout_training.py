@@ -4,9 +4,7 @@ an uninterrupted one (float64), and ranks of one run drop different entries."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from distconv.data import split, synthetic
 from distconv.init import set_seed
 from distconv.layers import Dropout, FullyConnected, SoftmaxCrossEntropy
 from distconv.layers.randomness import step_seed
@@ -17,11 +15,6 @@ from distconv.trainer import Trainer
 from tests.sync.threaded_sync import ThreadedSync, run_ranks
 
 # 240 training examples in batches of 16: 15 steps per epoch
-
-
-@pytest.fixture(scope="module")
-def data():
-    return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
 
 
 class Recording(Dropout):

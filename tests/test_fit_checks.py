@@ -5,18 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distconv.data import split, synthetic
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.network import NetworkError
 from distconv.optim import create_optimizer
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
-
-
-@pytest.fixture(scope="module")
-def data():
-    return split(synthetic(n=64, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
 
 
 def _trainer(out_dir=None, **kw):
@@ -27,16 +21,16 @@ def _trainer(out_dir=None, **kw):
 
 
 @pytest.mark.parametrize("epochs", [-1, -3])
-def test_a_negative_epoch_count_is_refused_naming_it(data, tmp_path, epochs):
+def test_a_negative_epoch_count_is_refused_naming_it(small_data, tmp_path, epochs):
     """fit(epochs=-3) returned [] and wrote an empty metrics log, as if all were well."""
-    train, test = data
+    train, test = small_data
     with pytest.raises(ValueError, match=rf"epochs must be an int >= 0, got {epochs}"):
         _trainer(tmp_path).fit(train, test, epochs=epochs)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_zero_epochs_trains_nothing_and_a_resume_to_zero_restores_only(data, tmp_path):
-    train, test = data
+def test_zero_epochs_trains_nothing_and_a_resume_to_zero_restores_only(small_data, tmp_path):
+    train, test = small_data
     t = _trainer(tmp_path)
     assert t.fit(train, test, epochs=0) == []
     t.fit(train, test, epochs=1)
@@ -88,13 +82,13 @@ def _images(n, channels, size, seed=0):
     ],
 )
 def test_a_test_set_the_model_cannot_read_is_refused_before_training(
-    data, tmp_path, channels, size, said
+    small_data, tmp_path, channels, size, said
 ):
     """It failed only in the first epoch's evaluation: the epoch's training was lost and no
     checkpoint written."""
     from distconv.data import DataError
 
-    train, _ = data
+    train, _ = small_data
     t = _trainer(tmp_path)
     before = [p.value.copy() for p in t.params]
     with pytest.raises(DataError, match=rf"^{said}"):
@@ -104,12 +98,14 @@ def test_a_test_set_the_model_cannot_read_is_refused_before_training(
 
 
 @pytest.mark.parametrize("size", [9, 11])
-def test_a_test_set_of_another_example_shape_the_model_reads_is_refused_naming_both(data, size):
+def test_a_test_set_of_another_example_shape_the_model_reads_is_refused_naming_both(
+    small_data, size
+):
     """A test set of 9x9 or 11x11 images for a model and training set of 8x8: pooling floors
     both to the size the model expects, so it was evaluated without a word."""
     from distconv.data import DataError
 
-    train, _ = data
+    train, _ = small_data
     t = _trainer()
     said = (
         rf"^the test set's 'image' holds examples of shape \(1, {size}, {size}\), the training "
@@ -144,10 +140,10 @@ def test_a_fully_convolutional_model_is_evaluated_on_whole_images_after_crops():
     assert t.history[-1]["test_loss"] == pytest.approx(t.evaluate(whole)["test_loss"])
 
 
-def test_labels_in_a_column_beside_a_row_of_them_are_the_same_test_set(data):
+def test_labels_in_a_column_beside_a_row_of_them_are_the_same_test_set(small_data):
     """Class ids of shape (N, 1) and (N,) are one label each, read alike by the loss: only
     the shapes of values are compared whole, those of ids without their axes of 1."""
-    train, test = data
+    train, test = small_data
     flat = {"image": test.x, "label": test.y}
     column = {"image": test.x, "label": test.y[:, None]}
     records = [_trainer().fit(train, held, epochs=1)[0] for held in (flat, column)]
@@ -155,7 +151,7 @@ def test_labels_in_a_column_beside_a_row_of_them_are_the_same_test_set(data):
     assert records[0]["test_acc"] == records[1]["test_acc"]
 
 
-def test_a_model_that_reads_neither_set_fails_as_its_first_step_would(data):
+def test_a_model_that_reads_neither_set_fails_as_its_first_step_would(small_data):
     """The test set is not blamed for a training set the model cannot read either."""
     from distconv.data import DataError
     from distconv.layers.base import LayerError
@@ -168,11 +164,11 @@ def test_a_model_that_reads_neither_set_fails_as_its_first_step_would(data):
     assert raised.value.__context__ is None and raised.value.__cause__ is None
 
 
-def test_an_empty_test_set_is_refused_before_training(data):
+def test_an_empty_test_set_is_refused_before_training(small_data):
     """evaluate refused it after the first epoch's training."""
     from distconv.data import DataError
 
-    train, test = data
+    train, test = small_data
     empty = {"image": test.x[:0], "label": test.y[:0]}
     t = _trainer()
     with pytest.raises(DataError, match=r"the test set is empty; pass test=None"):
@@ -228,17 +224,17 @@ def test_a_trainer_argument_of_the_wrong_kind_is_refused_naming_it(tmp_path, giv
 
 
 @pytest.mark.parametrize("epochs, said", [(1.5, r"1\.5"), (True, "True"), ("2", "'2'")])
-def test_an_epoch_count_that_is_not_an_int_is_refused(data, tmp_path, epochs, said):
+def test_an_epoch_count_that_is_not_an_int_is_refused(small_data, tmp_path, epochs, said):
     """fit(epochs=1.5) trained two epochs and epochs=True one, without a word; epochs="2" (a
     command-line value not converted) failed with "'<' not supported"."""
-    train, test = data
+    train, test = small_data
     with pytest.raises(ValueError, match=rf"epochs must be an int >= 0, got {said}"):
         _trainer(tmp_path).fit(train, test, epochs=epochs)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_an_accuracy_pair_of_a_layer_and_an_input_counts_right_answers(data):
-    train, test = data
+def test_an_accuracy_pair_of_a_layer_and_an_input_counts_right_answers(small_data):
+    train, test = small_data
     history = _trainer(accuracy=("fc2", "label")).fit(train, test, epochs=1)
     assert 0.0 <= history[0]["train_acc"] <= 1.0
 
@@ -246,11 +242,11 @@ def test_an_accuracy_pair_of_a_layer_and_an_input_counts_right_answers(data):
 @pytest.mark.parametrize(
     "pair, got", [(("loss", "label"), r"shape \(\)"), (("label", "label"), "ids alone")]
 )
-def test_an_accuracy_pair_of_no_scores_is_refused_naming_it(data, pair, got):
+def test_an_accuracy_pair_of_no_scores_is_refused_naming_it(small_data, pair, got):
     """accuracy=("loss", "label") failed with numpy's "AxisError: axis 1 is out of bounds",
     and ("label", "label") with "'NoneType' object has no attribute 'argmax'": neither named
     the pair."""
-    train, test = data
+    train, test = small_data
     said = rf"accuracy=\('{pair[0]}', 'label'\): '{pair[0]}' gives {got}; accuracy wants"
     with pytest.raises(NetworkError, match=said):
         _trainer(accuracy=pair).fit(train, test, epochs=1)
@@ -258,7 +254,7 @@ def test_an_accuracy_pair_of_no_scores_is_refused_naming_it(data, pair, got):
 
 @pytest.mark.parametrize("blank", ["", "  "])
 def test_a_blank_output_directory_is_refused_not_the_current_one(
-    data, tmp_path, monkeypatch, blank
+    small_data, tmp_path, monkeypatch, blank
 ):
     """out_dir="" (a script's --out "$RUN_DIR" with the variable unset) was Path("") = ".":
     the run's checkpoints, run.lock and metrics went into the current directory, silently.
@@ -287,11 +283,11 @@ def test_a_model_that_is_not_a_network_is_refused():
         Trainer({"fc": None}, sync, 16, progress=False)
 
 
-def test_an_array_no_layer_reads_may_differ_in_shape_between_the_sets(data):
+def test_an_array_no_layer_reads_may_differ_in_shape_between_the_sets(small_data):
     """A note kept beside the images (float, of another width in each set) is never fed: a
     test set was refused for it, as if its images were of another size."""
     train, test = (
         {"image": s.x, "label": s.y, "note": np.zeros((len(s.y), width), np.float32)}
-        for s, width in zip(data, (3, 5))
+        for s, width in zip(small_data, (3, 5))
     )
     assert _trainer().fit(train, test, epochs=1)[0]["test_loss"] > 0

@@ -19,7 +19,10 @@ from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.trainer import Trainer
 from tests.mpi.common import small_lenet, trainer_data
-from tests.signals import signal_at
+from tests.signals import (
+    python_handles_sigint,  # noqa: F401 (autouse)
+    signal_at,
+)
 
 FRESH_AGAIN = "fit(resume=False) starts from epoch 1 again, with the weights and optimizer state"
 
@@ -30,14 +33,6 @@ def _assert_way_on(stopped: BaseException, caplog: pytest.LogCaptureFixture, way
     assert notes_of(stopped) == [way_on]
     logged = [r.getMessage() for r in caplog.records if r.getMessage() == way_on]
     assert logged == [], caplog.text
-
-
-@pytest.fixture(autouse=True)
-def python_handles_sigint():
-    """Python's own SIGINT handler, as in a terminal (pytest under ``&`` ignores SIGINT)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
 
 
 def _trainer(out_dir=None, sync=LocalSync):

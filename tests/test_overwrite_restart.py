@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from distconv import run_dir
-from distconv.data import split, synthetic
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
@@ -27,11 +26,6 @@ from tests.child_env import child_path
 from tests.restart_job import epochs_written, small_trainer
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def data():
-    return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
 
 
 @pytest.mark.timeout(120)

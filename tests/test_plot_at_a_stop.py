@@ -14,25 +14,14 @@ import sys
 import pytest
 
 import distconv.run_plot
-from distconv.data import split, synthetic
 from distconv.metrics import read_metrics
 from distconv.resume import Preempted
 from distconv.run_plot import plot_is_current
-from tests.signals import signal_at
+from tests.signals import (
+    python_handles_sigint,  # noqa: F401 (autouse)
+    signal_at,
+)
 from tests.test_resume_checks import _trainer
-
-
-@pytest.fixture(autouse=True)
-def python_handles_sigint():
-    """Python's own SIGINT handler, as in a terminal (pytest may inherit SIGINT ignored)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
-@pytest.fixture(scope="module")
-def data():  # 240 training examples in batches of 16: 15 steps per epoch
-    return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
 
 
 def _plot_and_log(out):

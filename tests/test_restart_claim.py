@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from distconv.data import split, synthetic
 from distconv.resume import StepCheckpoints
 from distconv.run_dir import RunDirectory, RunDirError
 from tests.child_env import child_path
@@ -29,11 +28,6 @@ from tests.restart_job import epochs_written, small_trainer
 from tests.test_restart_resume import ENV, REFUSED, TRAIN, _launch
 
 CLAIM = "run.claim"
-
-
-@pytest.fixture(scope="module")
-def data():
-    return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
 
 
 class Died(Exception):

@@ -18,18 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from distconv.data import split, synthetic
 from distconv.run_dir import RunDirectory, RunDirError
 from tests.child_env import child_path
 from tests.restart_job import epochs_written, small_trainer
 
 REPO = Path(__file__).resolve().parents[1]
 REFUSED = "already holds a run; pass --resume to continue it"
-
-
-@pytest.fixture(scope="module")
-def data():
-    return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
 
 
 @pytest.mark.timeout(120)

@@ -19,7 +19,6 @@ from distconv import run_dir
 from distconv.build_identity import build_id
 from distconv.checkpoint import CheckpointError, CheckpointReadError, load_checkpoint
 from distconv.checkpoint import save_checkpoint as write_checkpoint
-from distconv.data import split, synthetic
 from distconv.epoch_tally import epoch_sums
 from distconv.init import set_seed
 from distconv.models import lenet
@@ -32,11 +31,6 @@ from distconv.sync import create_sync
 from distconv.trainer import Trainer
 
 # 240 training examples in batches of 16: 15 steps per epoch
-
-
-@pytest.fixture(scope="module")
-def data():
-    return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
 
 
 def _net(dtype=None, init_seed=0):

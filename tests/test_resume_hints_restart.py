@@ -10,7 +10,6 @@ import logging
 
 import pytest
 
-from distconv.data import split, synthetic
 from distconv.resume import JobStart
 from distconv.run_dir import RunDirectory
 from tests.restart_job import small_trainer
@@ -18,26 +17,21 @@ from tests.restart_job import small_trainer
 FRESH = "--resume auto: no checkpoint in"
 
 
-@pytest.fixture(scope="module")
-def data():
-    return split(synthetic(n=64, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
-
-
 def _fresh_lines(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.getMessage().startswith(FRESH)]
 
 
 @pytest.mark.timeout(60)
-def test_resume_auto_asked_for_says_it_trains_afresh_once(tmp_path, data, caplog):
+def test_resume_auto_asked_for_says_it_trains_afresh_once(tmp_path, small_data, caplog):
     caplog.set_level(logging.INFO, logger="distconv.resume")
-    small_trainer(tmp_path / "run", job_id="j1", launch="a").fit(*data, resume="auto")
+    small_trainer(tmp_path / "run", job_id="j1", launch="a").fit(*small_data, resume="auto")
     assert _fresh_lines(caplog) == [
         f"{FRESH} {tmp_path / 'run'}: training a fresh run (in a script: resume='auto')"
     ]
 
 
 @pytest.mark.timeout(60)
-def test_a_restart_going_on_with_its_own_launchs_run_does_not_say_it(tmp_path, data, caplog):
+def test_a_restart_going_on_with_its_own_launchs_run_does_not_say_it(tmp_path, small_data, caplog):
     """The first start claimed the directory and died before its first checkpoint; its
     restart, given no resume, starts that run afresh as its own, without the line."""
     out = tmp_path / "run"
@@ -47,5 +41,5 @@ def test_a_restart_going_on_with_its_own_launchs_run_does_not_say_it(tmp_path, d
     first.release()
     caplog.set_level(logging.INFO, logger="distconv.resume")
     restart = small_trainer(out, job_id="j1", launch="a", restart=1)
-    assert [r["epoch"] for r in restart.fit(*data)] == [1]
+    assert [r["epoch"] for r in restart.fit(*small_data)] == [1]
     assert _fresh_lines(caplog) == []

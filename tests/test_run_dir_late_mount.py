@@ -11,12 +11,12 @@ import re
 import pytest
 
 from distconv.run_dir import RunDirError
-from tests.test_resume_checks import _trainer, data  # noqa: F401 (a fixture)
+from tests.test_resume_checks import _trainer
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("resume", ["auto", True])
-def test_a_checkpoints_link_to_a_disk_not_there_is_named_so(data, tmp_path, resume):  # noqa: F811
+def test_a_checkpoints_link_to_a_disk_not_there_is_named_so(data, tmp_path, resume):
     train, test = data
     out, disk = tmp_path / "run", tmp_path / "disk" / "c"
     out.mkdir()
@@ -31,7 +31,7 @@ def test_a_checkpoints_link_to_a_disk_not_there_is_named_so(data, tmp_path, resu
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("resume", ["auto", True])
-def test_a_checkpoints_link_to_an_empty_mount_point_is_named_so(data, tmp_path, resume):  # noqa: F811
+def test_a_checkpoints_link_to_an_empty_mount_point_is_named_so(data, tmp_path, resume):
     """The disk's mount point left as an empty folder, a run whose metrics show it wrote
     checkpoints (epochs past the first) says so, not that it holds files no run leaves or has no
     complete checkpoint: those are refused for good."""
@@ -48,7 +48,7 @@ def test_a_checkpoints_link_to_an_empty_mount_point_is_named_so(data, tmp_path, 
 
 
 @pytest.mark.timeout(60)
-def test_an_empty_linked_folder_of_a_run_cut_short_in_its_first_epoch_starts_afresh(data, tmp_path):  # noqa: F811
+def test_an_empty_linked_folder_of_a_run_cut_short_in_its_first_epoch_starts_afresh(data, tmp_path):
     """A run whose metrics show no checkpoint (its first epoch's line at most) and whose linked
     folder is empty is no late mount: ``--resume auto`` starts it afresh as before."""
     train, test = data
@@ -61,7 +61,7 @@ def test_an_empty_linked_folder_of_a_run_cut_short_in_its_first_epoch_starts_afr
 
 
 @pytest.mark.timeout(60)
-def test_a_checkpoints_link_in_a_loop_is_named_so_not_a_disk_not_mounted(data, tmp_path):  # noqa: F811
+def test_a_checkpoints_link_in_a_loop_is_named_so_not_a_disk_not_mounted(data, tmp_path):
     """A link that leads back to itself is no disk not mounted yet: said so."""
     train, test = data
     out = tmp_path / "run"

@@ -31,6 +31,7 @@ from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.trainer import Trainer
 from tests.mpi.common import small_lenet, trainer_data
+from tests.signals import python_handles_sigint  # noqa: F401 (autouse)
 
 #: the step (from 0) whose updates the second Ctrl-C lands in, and after which update
 STEP, UPDATE = 2, 4
@@ -38,14 +39,6 @@ SYNCS: dict[str, Callable[[], Any]] = {
     "local": lambda: LocalSync(create_optimizer("adam", lr=0.01)),
     "mpi": lambda: MPISync(create_optimizer("adam", lr=0.01), comm=SingleRankComm()),
 }
-
-
-@pytest.fixture(autouse=True)
-def python_handles_sigint():
-    """Python's own SIGINT handler, as in a terminal (pytest under ``&`` ignores SIGINT)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
 
 
 def _weights(t: Trainer) -> dict[str, np.ndarray]:

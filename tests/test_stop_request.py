@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from distconv.data import split, synthetic
 from distconv.resume import Preempted
 from distconv.run_dir import RunDirectory
 from distconv.stop_request import StopRequest, stop_signal
@@ -22,20 +21,6 @@ from tests.child_env import child_env
 from tests.launcher.c_handler import C_HANDLER_ON_SIGTERM, SIGTERM_ENDS_IT
 from tests.signals import signal_at
 from tests.test_resume_checks import _trainer, _weights
-
-
-@pytest.fixture(autouse=True)
-def python_handles_sigint():
-    """Python's own SIGINT handler, as in a terminal: pytest started by a script's ``&`` or
-    ``nohup`` inherits SIGINT ignored, which a fit rightly leaves alone."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
-@pytest.fixture(scope="module")
-def data():  # 240 training examples in batches of 16: 15 steps per epoch
-    return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
 
 
 def _steps_saved(out):
@@ -159,6 +144,7 @@ import os, signal
 from distconv.logs import configure_logging
 from distconv.runtime import Runtime
 from distconv.stop_request import StopRequest
+from tests.signals import python_handles_sigint  # noqa: F401 (autouse)
 signal.signal(signal.SIGINT, signal.default_int_handler)
 configure_logging(Runtime(), fmt="json")
 restore = StopRequest(announce=True).install()

@@ -18,9 +18,12 @@ import pytest
 from distconv import stop_request
 from distconv.resume import Preempted
 from distconv.sync.errors import SyncError
-from tests.signals import signal_at, signal_in_evaluation_after
+from tests.signals import (
+    python_handles_sigint,  # noqa: F401 (autouse)
+    signal_at,
+    signal_in_evaluation_after,
+)
 from tests.test_resume_checks import _trainer
-from tests.test_stop_request import data, python_handles_sigint  # noqa: F401  (fixtures)
 
 #: what a fit that hands on a SIGTERM it did not stop by says
 HANDED_ON = (
@@ -35,7 +38,7 @@ TAKEN_IN = (
 )
 
 
-def test_a_sigterm_in_a_fits_last_evaluation_stops_the_next_fit(data, tmp_path, caplog):  # noqa: F811
+def test_a_sigterm_in_a_fits_last_evaluation_stops_the_next_fit(data, tmp_path, caplog):
     train, test = data
     t = _trainer(tmp_path)
     signal_in_evaluation_after(t, 15)  # epoch 1's last step
@@ -52,7 +55,7 @@ def test_a_sigterm_in_a_fits_last_evaluation_stops_the_next_fit(data, tmp_path, 
     assert len(t.fit(train, test, epochs=2, resume=True)) == 1  # answered: done with
 
 
-def test_a_stop_carried_into_another_trainers_fit_stops_it_too(data, tmp_path):  # noqa: F811
+def test_a_stop_carried_into_another_trainers_fit_stops_it_too(data, tmp_path):
     train, test = data
     first = _trainer(tmp_path / "first")
     signal_in_evaluation_after(first, 15)
@@ -61,7 +64,7 @@ def test_a_stop_carried_into_another_trainers_fit_stops_it_too(data, tmp_path): 
         _trainer(tmp_path / "second").fit(train, test, epochs=1)
 
 
-def test_the_second_ctrl_cs_interrupt_is_no_later_fits_stop(data, tmp_path):  # noqa: F811
+def test_the_second_ctrl_cs_interrupt_is_no_later_fits_stop(data, tmp_path):
     train, test = data
     t = _trainer(tmp_path)
     step = signal_at(t, 5, signal.SIGINT, signal.SIGINT)
@@ -71,7 +74,7 @@ def test_the_second_ctrl_cs_interrupt_is_no_later_fits_stop(data, tmp_path):  # 
     assert len(t.fit(train, test, epochs=1, resume="overwrite")) == 1 and t.pos.step == 15
 
 
-def test_a_ctrl_c_before_the_next_fits_handlers_answers_the_carried_one(data, tmp_path):  # noqa: F811
+def test_a_ctrl_c_before_the_next_fits_handlers_answers_the_carried_one(data, tmp_path):
     """The first Ctrl-C came in a fit's last evaluation; the person pressed it again in the
     next fit's setup, where Python's own handler raised KeyboardInterrupt: that answered it,
     and a fit after (a notebook's next cell) stopped after its first step all the same."""
@@ -91,7 +94,7 @@ def test_a_ctrl_c_before_the_next_fits_handlers_answers_the_carried_one(data, tm
     assert len(_trainer(tmp_path / "next").fit(train, test, epochs=1)) == 1
 
 
-def test_a_stop_that_ended_a_fit_in_an_error_is_no_later_fits_stop(data, tmp_path):  # noqa: F811
+def test_a_stop_that_ended_a_fit_in_an_error_is_no_later_fits_stop(data, tmp_path):
     """A Ctrl-C in a step whose wait then gave up on it (a parameter server's shard silent
     past the stop's patience raises SyncError) ended that fit: the error answered it. It was
     handed on all the same, with a warning that it came after the fit's last stop check, and
@@ -114,7 +117,7 @@ def test_a_stop_that_ended_a_fit_in_an_error_is_no_later_fits_stop(data, tmp_pat
     assert len(t.fit(train, test, epochs=1, resume="overwrite")) == 1 and t.pos.step == 15
 
 
-def test_a_carried_stop_dropped_stops_no_later_fit(data, tmp_path):  # noqa: F811
+def test_a_carried_stop_dropped_stops_no_later_fit(data, tmp_path):
     """The way out the warning names, for a notebook whose next fit is not the same job."""
     train, test = data
     t = _trainer(tmp_path)
@@ -131,7 +134,7 @@ def _shard_gone(*args):
 
 @pytest.mark.parametrize("where", ["setup", "first step"])
 def test_a_carried_stop_outlives_a_fit_an_error_ended_before_its_first_check(
-    data,  # noqa: F811
+    data,
     tmp_path,
     caplog,
     where,

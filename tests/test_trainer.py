@@ -12,7 +12,7 @@ import pytest
 
 from distconv.arg import Arg
 from distconv.checkpoint import CheckpointError, load_checkpoint, restore_checkpoint
-from distconv.data import as_arrays, split, synthetic
+from distconv.data import as_arrays, synthetic
 from distconv.epoch_tally import UNREPEATED
 from distconv.init import set_seed
 from distconv.layers.base import LayerError
@@ -26,11 +26,6 @@ from distconv.sync.base import SyncStrategy
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
 from tests.sync.threaded_sync import ThreadedSync, run_ranks
-
-
-@pytest.fixture(scope="module")
-def data():
-    return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
 
 
 def _net(init_seed=0):

@@ -9,18 +9,12 @@ import re
 
 import pytest
 
-from distconv.data import split, synthetic
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.sync import LocalSync, SyncError
 from distconv.sync.closed_calls import refuse_closed_trainer
 from distconv.trainer import Trainer
-
-
-@pytest.fixture(scope="module")
-def data():
-    return split(synthetic(n=64, num_classes=4, seed=3), 0.25, seed=3)
 
 
 def _trained(train):
@@ -33,9 +27,9 @@ def _trained(train):
     return trainer
 
 
-def test_the_way_on_it_names_works(data):
+def test_the_way_on_it_names_works(small_data):
     """A new sync and a new Trainer on the same network evaluate the weights it trained."""
-    train, test = data
+    train, test = small_data
     trainer = _trained(train)
     weights = [p.value.copy() for p in trainer.params]
     again = Trainer(trainer.network, LocalSync(create_optimizer("sgd", lr=0.1)), 16)
@@ -56,9 +50,9 @@ def test_the_trainers_refusal_names_its_call_and_the_closed_sync():
 
 
 @pytest.mark.parametrize("call", ["evaluate", "fit"])
-def test_trainer_calls_on_a_closed_sync_name_the_call_and_a_new_trainer(data, call):
+def test_trainer_calls_on_a_closed_sync_name_the_call_and_a_new_trainer(small_data, call):
     """Named as the Trainer's call, not the sync's, and told a new Trainer is needed too."""
-    train, test = data
+    train, test = small_data
     trainer = _trained(train)
     use = {"evaluate": lambda: trainer.evaluate(test), "fit": lambda: trainer.fit(train)}[call]
     with pytest.raises(
