@@ -93,6 +93,8 @@ def add_staleness_option(p: argparse.ArgumentParser) -> None:
 
 #: what a supervised job's run directory holds besides its logs (and a local job's keys)
 _REPORTS = "failure.json and restarts.jsonl"
+#: what every launch adds there, supervised or not (launch_record)
+_LAUNCHES = "launch.json lists each launch's command, build and environment"
 #: where distconv train writes there, unless given its own --out (commands.with_out)
 _TRAIN_RUN = "distconv train's run in train/ (without its own --out)"
 
@@ -115,7 +117,7 @@ def add_job_options(p: argparse.ArgumentParser, holds: str) -> None:
     p.add_argument(
         "--run-dir",
         type=launch_folder,
-        help=f"{_TRAIN_RUN}, {holds} (default: runs/<job-id>)",
+        help=f"{_TRAIN_RUN}, {holds} (default: runs/<job-id>); {_LAUNCHES}",
     )
     p.add_argument(
         "--job-id", type=job_name, help="names the job (default: launch-<time>-<random>)"
