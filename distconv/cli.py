@@ -26,9 +26,7 @@ from distconv.runtime import Runtime, RuntimeConfigError
 from distconv.stdout_drop import drop_stdout
 from distconv.train_args import add_train
 from distconv.train_flag_types import not_blank
-
-# USER_ERROR_NAMES and user_errors kept here too: distconv.cli named them first
-from distconv.user_errors import USER_ERROR_NAMES, end_on_user_error, user_errors  # noqa: F401
+from distconv.user_errors import end_on_user_error, user_errors
 from distconv.verbosity import (
     add_verbosity,
     debug_own_lines,
@@ -36,13 +34,6 @@ from distconv.verbosity import (
     log_level,
     refuse_both,
 )
-
-
-def __getattr__(name: str) -> tuple[type[BaseException], ...]:
-    """``USER_ERRORS``, the classes of :data:`USER_ERROR_NAMES`, imported when asked for."""
-    if name == "USER_ERRORS":
-        return user_errors()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def refuse_local_sync_of_many(sync: str | None, runtime: Runtime) -> None:

@@ -73,9 +73,9 @@ def test_each_user_error_is_named_by_the_module_that_defines_it():
     """The error line is chosen by the classes of the loaded modules: a class named by a module
     that merely re-exports it is missed where the defining module alone was loaded, and its
     error, a user's, would show a traceback."""
-    from distconv.cli import USER_ERROR_NAMES, user_errors
     from distconv.stop_request import Preempted
     from distconv.trainer import Preempted as raised_by_the_trainer
+    from distconv.user_errors import USER_ERROR_NAMES, user_errors
 
     named = [(cls.__module__, cls.__name__) for cls in user_errors()]
     assert named == list(USER_ERROR_NAMES)

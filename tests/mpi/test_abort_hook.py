@@ -296,11 +296,11 @@ def test_a_brief_error_that_wraps_a_bug_keeps_the_bugs_traceback(capsys, exits, 
     """``distconv train``'s user errors abort on one line, but a SyncError the communication
     thread raised from a bug in a reduction (here a TypeError) is no user's error: without
     the traceback the bug's type and place are gone (the message keeps only its text)."""
-    from distconv.cli import USER_ERRORS
     from distconv.sync.mpi.thread import CommThread
+    from distconv.user_errors import user_errors
 
     monkeypatch.delenv("DISTCONV_DEBUG", raising=False)
-    monkeypatch.setattr(leaving, "BRIEF_ERRORS", USER_ERRORS)
+    monkeypatch.setattr(leaving, "BRIEF_ERRORS", user_errors())
 
     def buggy_reduction(wait) -> None:
         raise TypeError("unsupported operand type(s) for +=: 'float' and 'NoneType'")
@@ -595,10 +595,10 @@ def test_distconv_debug_off_values_keep_the_abort_line_brief(
 ):
     """The MPI abort reads ``DISTCONV_DEBUG`` as the commands do: ``0`` or ``false`` is off (the
     one line), anything else shows the traceback (``false`` showed it)."""
-    from distconv.cli import USER_ERRORS
+    from distconv.user_errors import user_errors
 
     monkeypatch.setenv("DISTCONV_DEBUG", value)
-    monkeypatch.setattr(leaving, "BRIEF_ERRORS", USER_ERRORS)
+    monkeypatch.setattr(leaving, "BRIEF_ERRORS", user_errors())
     try:
         raise SyncError("sync closed in the middle of step 3")
     except SyncError as raised:
