@@ -180,8 +180,15 @@ class RunChecks:
         shard never learnt is named by why (:meth:`_hostless`)."""
         if rank not in self.hosts:
             return f"rank {rank} ({self._hostless(rank)})"
-        host = self.hosts[rank]
-        return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')})"
+        return f"rank {rank} (host {self.hosts[rank]}, {self._steps_of(rank)})"
+
+    def _steps_of(self, rank: int) -> str:
+        """``rank``'s last step pushed here, or that it pushed none since its hello: the shard
+        forgets a rank's steps at each hello it takes (a new fit's setup, a restarted worker),
+        so a rank refused a second fit had trained the first, and "last step none" said it had
+        never trained."""
+        step = self.last_step.get(rank)
+        return "no step since its hello" if step is None else f"last step {step}"
 
     def _hostless(self, rank: int) -> str:
         """Why the shard knows no host of ``rank``: it never said hello, or its hello was
