@@ -145,8 +145,9 @@ def test_a_mismatch_quoted_again_by_where_the_ranks_were_is_said_once():
     )
     line = (
         f"distconv train: error: rank 0, all_equal:1: pserver 127.0.0.1:5: {said}; ranks are at "
-        "different points of the job (rank 0 (host vm, last step none): comparing job "
-        "descriptions (start-up) (all_equal:1); rank 1 (host vm, last step none): closed on "
+        "different points of the job (rank 0 (host vm, no step since its hello): comparing job "
+        "descriptions (start-up) (all_equal:1); rank 1 (host vm, no step since its "
+        "hello): closed on "
         f'"JobRefused: rank 1, hello: pserver 127.0.0.1:5: {said}"): a rank closed (bye) while '
         "another waits in a collective"
     )

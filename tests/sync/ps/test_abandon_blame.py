@@ -84,11 +84,12 @@ def test_a_rank_that_abandoned_on_its_own_error_is_blamed_whatever_a_gone_rank_h
     assert h.read()[0]["op"] == "ok"
     _left(h, 2, 17, "abandon", error="ValueError: loss is nan")
     reply = _failure(h)
-    assert reply["error"].startswith('rank 0 (host h, last step none) closed on "JobRefused: '), (
-        reply
-    )
+    assert reply["error"].startswith(
+        'rank 0 (host h, no step since its hello) closed on "JobRefused: '
+    ), reply
     assert reply["error"].endswith(
-        '; rank 2 (host h, last step none) abandoned step 1 on "ValueError: loss is nan"; rank 1 '
+        '; rank 2 (host h, no step since its hello) abandoned step 1 on "ValueError: '
+        'loss is nan"; rank 1 '
         "(step 1) waits for their pushes, and the step cannot complete without them"
     ), reply
     assert reply.get("failed_ranks") == [2] and "refused" not in reply, reply

@@ -70,7 +70,7 @@ def test_the_abandoned_step_left_behind_still_names_the_abandon(hand):
     _rank_0_abandons_step_1(h, {}, pushed=False)
     _push_w(h, 1, 1)
     reply = h.read()[0]
-    said = f'rank 0 (host h, last step none) abandoned step 1 on "{CUT}"'
+    said = f'rank 0 (host h, no step since its hello) abandoned step 1 on "{CUT}"'
     assert reply["error"] == f"{said}; {WAITS.format('step 1')}", reply
     assert reply.get("failed_ranks") == [0] and "refused" not in reply, reply
 

@@ -30,7 +30,9 @@ def test_a_step_left_behind_by_a_rank_claimed_by_another_id_names_the_refusal(ha
     reply = h.read()[0]
     assert reply["op"] == "error", reply
     if error:  # rank 1 failed on its own: blamed, as before
-        assert reply["error"].startswith('rank 1 (host h, last step none) closed on "boom"; ')
+        assert reply["error"].startswith(
+            'rank 1 (host h, no step since its hello) closed on "boom"; '
+        )
         assert reply.get("failed_ranks") == [1] and "refused" not in reply, reply
     else:
         assert reply["error"].startswith(WAITERS + "holds rank 1 here: rank 0 "), reply
@@ -56,7 +58,10 @@ def test_a_rank_that_abandoned_the_step_too_hides_no_refusal(hand, error):
     reply = h.read()[0]
     assert reply["op"] == "error", reply
     if error:
-        said = "rank 1 (host h, last step none) closed; rank 2 (host h, last step none) abandoned"
+        said = (
+            "rank 1 (host h, no step since its hello) closed; rank 2 (host h, no step "
+            "since its hello) abandoned"
+        )
         said += ' step 1 on "boom"; rank 0 (step 1) waits for their pushes'
         assert reply["error"].startswith(said), reply
         assert reply.get("failed_ranks") == [2] and "refused" not in reply, reply

@@ -132,7 +132,9 @@ def test_a_gather_left_by_a_rank_that_failed_is_no_refusal_whatever_another_hear
     worker's line read as the mismatch."""
     reply = _gather_left_by(hand, {"error": described(ValueError("loss is nan"))})
     assert reply["error"].startswith("ranks are at different points of the job"), reply
-    assert 'rank 1 (host h, last step none): closed on "JobRefused: rank 1' in reply["error"]
+    assert (
+        'rank 1 (host h, no step since its hello): closed on "JobRefused: rank 1' in reply["error"]
+    )
     assert "refused" not in reply, reply
     assert reply.get("failed_ranks") == [2], reply
 

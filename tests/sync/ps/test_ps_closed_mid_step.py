@@ -221,7 +221,7 @@ def test_a_gather_after_a_bye_with_an_error_quotes_it_in_the_list_of_what_each_r
     _meet(h)  # the bye below is of this run of the workers
     _bye(h, 1, error=ODD_ERROR)
     _gather(h, 0, "barrier:2")
-    assert f'rank 1 (host h, last step none): closed on "{ODD_ERROR}"' in h.shard.failed
+    assert f'rank 1 (host h, no step since its hello): closed on "{ODD_ERROR}"' in h.shard.failed
 
 
 @pytest.mark.timeout(30)

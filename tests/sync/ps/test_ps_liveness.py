@@ -110,7 +110,9 @@ def test_losing_rank_0_fails_the_job_even_with_continue(hand, shard):
         assert _hello(h, rank, 7 + rank)["op"] == "ok"
     h.shard.last_seen[0] -= 10
     h.shard._check_timeouts(time.monotonic())
-    assert h.shard.failed == f"rank 0 (host h, last step none) silent for 1 s: {CHIEF_LOST}"
+    assert (
+        h.shard.failed == f"rank 0 (host h, no step since its hello) silent for 1 s: {CHIEF_LOST}"
+    )
     assert h.ask({"op": "beat", "rank": 1, "run": 8})[0]["error"] == h.shard.failed
 
 
@@ -142,7 +144,7 @@ def test_with_continue_a_gather_that_waits_too_long_for_rank_0_fails_the_job(han
     h.shard.waiting["gather:barrier:2"].since -= 10
     h.shard._check_timeouts(time.monotonic())
     assert h.shard.failed == (
-        "rank 0 (host h, last step none) sent nothing for barrier:2 "
+        "rank 0 (host h, no step since its hello) sent nothing for barrier:2 "
         "(a meeting of every rank) within "
         f"1 s: {CHIEF_LOST}"
     )
@@ -180,7 +182,7 @@ def test_with_continue_a_rank_whose_hello_came_after_the_gather_began_is_no_stra
     h.shard._check_timeouts(time.monotonic())
     assert not h.shard.lost and h.shard.failed is None
     told = h.read()[0]
-    assert "rank 1 (host h, last step none) sent nothing" in told["error"], told
+    assert "rank 1 (host h, no step since its hello) sent nothing" in told["error"], told
     assert told["late"] == [1], told
 
 
@@ -194,7 +196,9 @@ def test_a_dead_chief_that_a_gather_waits_for_is_named_silent(hand):
     h.shard.waiting["gather:barrier:2"].since -= 10
     h.shard.last_seen[0] -= 10
     h.shard._check_timeouts(time.monotonic())
-    assert h.shard.failed == f"rank 0 (host h, last step none) silent for 1 s: {CHIEF_LOST}"
+    assert (
+        h.shard.failed == f"rank 0 (host h, no step since its hello) silent for 1 s: {CHIEF_LOST}"
+    )
 
 
 def test_with_continue_ranks_held_in_other_gathers_are_not_taken_for_stragglers(hand):
@@ -211,7 +215,8 @@ def test_with_continue_ranks_held_in_other_gathers_are_not_taken_for_stragglers(
     h.shard._check_timeouts(time.monotonic())
     assert not h.shard.lost
     assert h.shard.failed == (
-        "rank 1 (host h, last step none), rank 2 (host h, last step none) sent nothing for "
+        "rank 1 (host h, no step since its hello), rank 2 (host h, no step since its "
+        "hello) sent nothing for "
         "barrier:5 (a meeting of every rank) within 1 s (rank 1 waits in allreduce:6)"
     )
 
@@ -508,7 +513,10 @@ def test_a_refused_hello_is_no_sign_of_life(hand):
     _gather(h, 0, "all_equal:1", "{}")
     h.shard.waiting["gather:all_equal:1"].since -= 10
     h.shard._check_timeouts(time.monotonic())
-    assert not h.shard.lost and "rank 1 (host h, last step none) sent nothing" in h.shard.failed
+    assert (
+        not h.shard.lost
+        and "rank 1 (host h, no step since its hello) sent nothing" in h.shard.failed
+    )
 
 
 def test_a_rank_whose_restart_was_refused_after_the_gather_began_is_no_straggler(hand):
@@ -524,7 +532,10 @@ def test_a_rank_whose_restart_was_refused_after_the_gather_began_is_no_straggler
     assert h.ask({"op": "beat", "rank": 1, "run": 1})[0]["op"] == "ok"  # the old worker
     h.shard.waiting["gather:barrier:2"].since -= 10
     h.shard._check_timeouts(time.monotonic())
-    assert not h.shard.lost and "rank 1 (host h, last step none) sent nothing" in h.shard.failed
+    assert (
+        not h.shard.lost
+        and "rank 1 (host h, no step since its hello) sent nothing" in h.shard.failed
+    )
 
 
 def test_distconv_train_starts_without_pyzmq():
@@ -547,7 +558,7 @@ def test_a_gather_timeout_says_which_missing_rank_closed(hand):
     h.shard.waiting["gather:barrier:1"].since -= 10
     h.shard._check_timeouts(time.monotonic())
     assert h.shard.failed == (
-        "rank 0 (host h, last step none) sent nothing for barrier:1 "
+        "rank 0 (host h, no step since its hello) sent nothing for barrier:1 "
         "(a meeting of every rank) within "
         "1 s (rank 0 closed)"
     )
@@ -566,4 +577,7 @@ def test_a_restart_refused_before_the_gather_still_makes_its_rank_late(hand):
     assert h.ask({"op": "beat", "rank": 1, "run": 1})[0]["op"] == "ok"  # the old worker
     h.shard.waiting["gather:barrier:2"].since -= 10
     h.shard._check_timeouts(time.monotonic())
-    assert not h.shard.lost and "rank 1 (host h, last step none) sent nothing" in h.shard.failed
+    assert (
+        not h.shard.lost
+        and "rank 1 (host h, no step since its hello) sent nothing" in h.shard.failed
+    )

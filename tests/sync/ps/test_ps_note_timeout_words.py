@@ -79,7 +79,7 @@ def test_a_continue_timeout_losing_a_noted_rank_that_joined_says_its_note(hand, 
     with caplog.at_level(logging.WARNING, logger="distconv.pserver"):
         _wait_past_timeout(h, other, 10 + other)
     reply = h.read()[0]
-    late = f"rank {noted} (host elsewhere, last step none) sent nothing for all_equal:1"
+    late = f"rank {noted} (host elsewhere, no step since its hello) sent nothing for all_equal:1"
     if noted == 0:
         assert reply["failed_ranks"] == [0] and reply["error"].startswith(late), reply
         assert f"within 0.5 s ({told}): rank 0 writes the checkpoints" in reply["error"], reply

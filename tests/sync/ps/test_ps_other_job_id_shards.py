@@ -79,7 +79,7 @@ def test_a_step_left_by_a_rank_that_closed_on_another_id_is_a_refusal_of_the_job
     _push_w(h, 2, 1)
     heard = JobRefused(
         f"rank 0, all_equal:1: pserver 127.0.0.1:1: {WAITERS}holds rank 1 here: rank 0 (host "
-        "h, last step none) waits in all_equal:1"
+        "h, no step since its hello) waits in all_equal:1"
     )
     h.send({"op": "bye", "rank": 0, "run": 5, "error": described(heard)})
     replies = {head["op"]: head for head, _ in (h.read(), h.read())}  # the bye's, the push's

@@ -90,7 +90,7 @@ def test_the_start_up_gather_is_failed_at_the_refusal_or_at_the_gather(hand, ref
     failed = [h.read()[0]] if refused_first else _other_id_hello(h)
     (reply,) = failed
     _assert_refused_as_a_job(reply)
-    assert "rank 0 (host h, last step none) waits in all_equal:1" in reply["error"], reply
+    assert "rank 0 (host h, no step since its hello) waits in all_equal:1" in reply["error"], reply
 
 
 @pytest.mark.timeout(30)

@@ -262,7 +262,8 @@ def test_sync_a_killed_worker_fails_the_job_at_once_naming_it(hand, sleeper):
     _kill(workers[1])
     _two_looks(h)
     why = (
-        f"rank 1 (host {HOST}, last step none): its process (pid {workers[1].pid}, on this host) "
+        f"rank 1 (host {HOST}, no step since its hello): its process (pid "
+        f"{workers[1].pid}, on this host) "
         "ended without a bye"
     )
     assert h.shard.failed.startswith(why) and h.shard.failed_ranks == [1]
@@ -510,6 +511,6 @@ def test_sync_a_killed_worker_beside_a_rank_gone_on_another_job_leads_with_the_r
     assert reply["op"] == "error" and reply["error"].startswith(
         "rank 1 and rank 2 run different jobs: batch: "
     ), reply
-    ended = f"rank 2 (host {HOST}, last step none): its process (pid {workers[2].pid}, on "
+    ended = f"rank 2 (host {HOST}, no step since its hello): its process (pid {workers[2].pid}, on "
     assert f"; {ended}" in reply["error"], reply
     assert reply["failed_ranks"] == [2] and reply["refused"] == "job", reply

@@ -115,7 +115,9 @@ def test_a_timeout_of_restart_1_says_only_a_note_of_its_own_start(hand, restart)
     time.sleep(0.6)  # past the gather's timeout
     h.shard._check_timeouts(time.monotonic())
     reply = h.read()[0]
-    late = "rank 0 (host h, last step none) sent nothing for all_equal:1 (setup's job check)"
+    late = (
+        "rank 0 (host h, no step since its hello) sent nothing for all_equal:1 (setup's job check)"
+    )
     # a note that stands is rank 0's error: the job fails; without one rank 0 is only late
     words = f" ({TOLD})" if restart == 1 else f"; {NOT_FAILED}"
     assert reply["failed_ranks"] == [0], reply
@@ -138,7 +140,9 @@ def test_a_continue_timeout_of_restart_1_losing_rank_0_says_no_note_of_restart_0
     assert _gather(h, 1) is None
     _wait_past_timeout(h, 1, 21)
     reply = h.read()[0]
-    late = "rank 0 (host h, last step none) sent nothing for all_equal:1 (setup's job check)"
+    late = (
+        "rank 0 (host h, no step since its hello) sent nothing for all_equal:1 (setup's job check)"
+    )
     assert reply["failed_ranks"] == [0], reply
     assert reply["error"] == f"{late} within 0.5 s: {CHIEF_LOST}", reply
 

@@ -43,7 +43,8 @@ def test_a_sync_step_a_rank_sent_nothing_for_names_the_way_out(hand):
     h.shard.waiting["gather:barrier:2"].since -= 10
     h.shard._check_timeouts(time.monotonic())
     assert h.shard.failed == (
-        "rank 1 (host h, last step none) sent nothing for barrier:2 (a meeting of every rank) "
+        "rank 1 (host h, no step since its hello) sent nothing for barrier:2 (a meeting "
+        "of every rank) "
         f"within 1 s; {RAISE_TIMEOUT}"
     )
     assert told_rank(_quoted(h.shard.failed)) == 1
@@ -55,7 +56,10 @@ def test_an_async_rank_silent_past_the_timeout_names_the_way_out(hand):
         _hello(h, rank)
     h.shard.last_seen[1] -= 10
     h.shard._check_timeouts(time.monotonic())
-    assert h.shard.failed == f"rank 1 (host h, last step none) silent for 1 s; {RAISE_TIMEOUT}"
+    assert (
+        h.shard.failed
+        == f"rank 1 (host h, no step since its hello) silent for 1 s; {RAISE_TIMEOUT}"
+    )
     assert told_rank(_quoted(h.shard.failed)) == 1
 
 
@@ -86,7 +90,8 @@ def test_ranks_silent_together_are_named_without_one_blamed(hand):
     h.shard.waiting["gather:barrier:2"].since -= 10
     h.shard._check_timeouts(time.monotonic())
     assert h.shard.failed.startswith(
-        "rank 1 (host h, last step none), rank 2 (host h, last step none) sent nothing for "
+        "rank 1 (host h, no step since its hello), rank 2 (host h, no step since its "
+        "hello) sent nothing for "
     ), h.shard.failed
     assert told_rank(_quoted(h.shard.failed)) is None
 
@@ -109,7 +114,7 @@ def test_an_async_shard_that_hears_no_rank_says_so_and_blames_none_alone(hand):
     h.shard._check_timeouts(time.monotonic())
     assert h.shard.failed == (
         "no worker was heard from for 1 s (a network partition, or every worker stopped?): "
-        "rank 0 (host h, last step none), rank 1 (host h, last step none)"
+        "rank 0 (host h, no step since its hello), rank 1 (host h, no step since its hello)"
     )
     assert told_rank(_quoted(h.shard.failed)) is None
 
