@@ -2,10 +2,9 @@
 the words by which every rank says that the ranks run different jobs (those by which a rank
 says that its resume was refused for good are :mod:`distconv.refused_starts`'s); and the errors
 of the job itself, its data, model or configuration, which a process's one-line ending names
-(:func:`named_in_ending`) and the launcher reads back (:func:`job_error_in`); and the words by
-which a parameter server shard names the ranks that kept it waiting past its ``--timeout``
-(:func:`silent_text`, :func:`sent_nothing_text`), which the launcher reads back
-(:func:`silent_ranks_in`) to blame the rank named, not the victim that exited first.
+(:func:`named_in_ending`) and the launcher reads back (:func:`job_error_in`). The words by
+which a parameter server's shards and workers name the peer that kept them waiting are
+:mod:`distconv.straggler_words`'s, read behind :data:`ERROR_CLASS` and :data:`PSERVER_ASKED`.
 
 The sync writes it (:func:`distconv.sync.mpi.leaving.reason`, from ``abort_job`` before
 ``MPI_Abort`` and the watchdog's stop before the SIGKILL of its own rank)::
@@ -76,12 +75,14 @@ _CLASSES = ("JobRefused", "JobMismatch", "SyncError")
 #: reason's ``rank N: `` (the launcher's ``rank N ended the job: ``) and the error's class
 #: (``JobMismatch: ``, a traceback's ``distconv.sync.errors.JobRefused: ``); the reason's ending
 #: is left out. Not a quote of them inside another failure (a bye's error, a user's message),
-#: nor behind another class (``ValueError: retry: ``, a ``PeerFailed``: another rank failed)
-_CLASS = rf"(?:(?:distconv(?:\.\w+)*\.)?(?:{'|'.join(_CLASSES)}): )?"
-_PSERVER = r", \S+(?: \d+)?: pserver(?: \S+)?"  # a worker's request and the shard it asked
+#: nor behind another class (``ValueError: retry: ``, a ``PeerFailed``: another rank failed).
+#: Public, with :data:`PSERVER_ASKED`: :mod:`distconv.straggler_words` reads its words behind them
+ERROR_CLASS = rf"(?:(?:distconv(?:\.\w+)*\.)?(?:{'|'.join(_CLASSES)}): )?"
+PSERVER_ASKED = r", \S+(?: \d+)?: pserver(?: \S+)?"  # a worker's request and the shard it asked
 DIFFERENT_JOBS = re.compile(
-    rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?"
-    rf"{_CLASS}((?:rank \d+ and rank \d+ {_DIFFERENT}|rank \d+ (?:{_ANOTHER}|{_OTHER_ID})): .*?)"
+    rf"(?:[^:]+: error: )?{ERROR_CLASS}(?:rank \d+(?:{PSERVER_ASKED}| ended the job)?: )?"
+    rf"{ERROR_CLASS}((?:rank \d+ and rank \d+ {_DIFFERENT}"
+    rf"|rank \d+ (?:{_ANOTHER}|{_OTHER_ID})): .*?)"
     rf"(?:; (?:{'|'.join(re.escape(e) for e in ENDINGS)}))?",
     re.DOTALL,
 )
@@ -148,8 +149,8 @@ _QUOTED = r"'(?:[^'\\]|\\.)*(?:'|\.\.\.)|\"(?:[^\"\\]|\\.)*(?:\"|\.\.\.)"
 #: compares the descriptions itself), the two quoted names the groups (4 and 5; the first
 #: form's words ``could not ...`` group 2)
 _SETUP_FAILURE = re.compile(
-    rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?{_CLASS}"
-    rf"(?:rank (\d+) ({_COULD_NOT}|{_COULD_NOT_MEET}): (.*?)"
+    rf"(?:[^:]+: error: )?{ERROR_CLASS}(?:rank \d+(?:{PSERVER_ASKED}| ended the job)?: )?"
+    rf"{ERROR_CLASS}(?:rank (\d+) ({_COULD_NOT}|{_COULD_NOT_MEET}): (.*?)"
     rf"|(?:rank \d+ and rank \d+ {_DIFFERENT}|rank \d+ {_ANOTHER}): "
     rf"name: ({_QUOTED}) here, ({_QUOTED}) there(?:[ ;].*)?)"
     rf"(?:; (?:{'|'.join(re.escape(e) for e in ENDINGS)}))?",
@@ -181,7 +182,8 @@ _JOB_CLASS = (
 #: up: DataError: ...``, behind what :data:`DIFFERENT_JOBS` reads before it) or a traceback's
 #: last line, its class named with its module (``distconv.data.DataError: ...``)
 JOB_ERROR = re.compile(
-    rf"(?:[^:]+: error: (?:{_CLASS}(?:rank \d+(?:{_PSERVER})?: )?{_CLASS}rank \d+ {_COULD_NOT}: )?"
+    rf"(?:[^:]+: error: (?:{ERROR_CLASS}(?:rank \d+(?:{PSERVER_ASKED})?: )?"
+    rf"{ERROR_CLASS}rank \d+ {_COULD_NOT}: )?"
     rf"|rank \d+(?: ended the job| {_COULD_NOT})?: |(?=distconv\.))"
     rf"{_JOB_CLASS}: (.*?)(?:; (?:{'|'.join(re.escape(e) for e in ENDINGS)}))?",
     re.DOTALL,
@@ -247,7 +249,8 @@ _CANNOT_READ = re.compile(r".*?: cannot read: ", re.DOTALL)
 #: of them: ``rank 0 could not set up: ``): :mod:`distconv.refused_starts` reads its refusals
 #: behind it
 BEFORE_WORDS = (
-    rf"{_CLASS}(?:rank \d+(?:{_PSERVER}| ended the job)?: )?{_CLASS}(?:rank \d+ {_COULD_NOT}: )?"
+    rf"{ERROR_CLASS}(?:rank \d+(?:{PSERVER_ASKED}| ended the job)?: )?"
+    rf"{ERROR_CLASS}(?:rank \d+ {_COULD_NOT}: )?"
 )
 
 
@@ -332,69 +335,3 @@ def _unquoted(quoted: str) -> str:
             return ""
         return name if isinstance(name, str) else ""
     return quoted[1:]
-
-
-#: how a shard says that ranks kept it waiting past its ``--timeout``, and what it adds where
-#: it knows nothing else of them (:data:`RAISE_TIMEOUT`, whoever started the shards)
-_SILENT = "silent for"
-_SENT_NOTHING = "sent nothing for"
-RAISE_TIMEOUT = (
-    "a rank slower than this is a straggler: raise the shards' --timeout with the workers' "
-    "(distconv-launch gives them distconv train's, 60 s beside a program of your own)"
-)
-#: a rank as a shard names it, ``rank 1 (host vm, last step 184)`` (no parentheses inside)
-_NAMED_RANK = r"rank \d+ \([^()]*\)"
-#: a rank's line (behind what :data:`DIFFERENT_JOBS` reads before a shard's reply) that quotes
-#: those words, none of what else the shard knows after them (`` (rank 1 closed)``): the words
-#: from the ranks on (group 1), the ranks (group 2)
-_SILENT_RANKS = re.compile(
-    rf"(?:[^:]+: error: )?{_CLASS}(?:rank \d+{_PSERVER}: )?{_CLASS}"
-    rf"(((?:{_NAMED_RANK}, )*{_NAMED_RANK}) (?:{_SILENT}|{_SENT_NOTHING} .*? within) "
-    rf"\d+(?:\.\d+)? s(?:[;:] .*)?)",
-    re.DOTALL,
-)
-
-
-def silent_text(who: str, seconds: float) -> str:
-    """``rank 1 (host vm, last step 144) silent for 10 s``: how an asynchronous shard names a
-    rank (``who``, as the shard names it) that sent no request nor beat for its ``--timeout``
-    (``seconds``)."""
-    return f"{who} {_SILENT} {seconds:g} s"
-
-
-def sent_nothing_text(who: str, held: str, seconds: float) -> str:
-    """``rank 1 (host vm, last step 184) sent nothing for step 185 (the push of ...) within
-    10 s``: how a shard names the ranks (``who``: ``rank 0 (...), rank 1 (...)``) that a held
-    request (``held``, as :func:`distconv.sync.ps.stuck.held_words` names it) waited for past
-    its ``--timeout`` (``seconds``)."""
-    return f"{who} {_SENT_NOTHING} {held} within {seconds:g} s"
-
-
-def silent_ranks_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
-    """The ranks that the last of ``lines`` (each a rank's text, as :data:`DIFFERENT_JOBS`
-    reads it) quoting a shard's :func:`silent_text` or :func:`sent_nothing_text` names, and
-    the shard's words from them on; None where none does."""
-    for line in reversed(lines):
-        if found := _SILENT_RANKS.fullmatch(line):
-            return [int(r) for r in re.findall(r"rank (\d+) \(", found[2])], found[1]
-    return None
-
-
-#: what a worker says before the shards that never answered it (``rank 0: no answer to step 46
-#: from pserver shard(s) 0 (127.0.0.1:5) within 1.5 s``), read back to blame a shard
-NO_ANSWER_FROM = "from pserver shard(s) "
-_NO_ANSWER = re.compile(
-    rf"(?:[^:]+: error: )?{_CLASS}(rank \d+: no answer to .*? {re.escape(NO_ANSWER_FROM)}"
-    r"((?:\d+ \([^()]*\), )*\d+ \([^()]*\)) within \d+(?:\.\d+)? s)",
-    re.DOTALL,
-)
-
-
-def unanswering_shards_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
-    """The shards that the last of ``lines`` (a rank's text each) saying that they never answered
-    it names, its words from ``rank N: `` on; None where none says so, or adds a likelier cause
-    (`` (shard(s) 0 wait up to 60 s for every worker``, ``; the connection's handshake ...``)."""
-    for line in reversed(lines):
-        if found := _NO_ANSWER.fullmatch(line):
-            return [int(s) for s in re.findall(r"(\d+) \(", found[2])], found[1]
-    return None

@@ -9,20 +9,16 @@ and the shard that a worker gave up on (``rank 0: no answer to step 46 from pser
 The worker that stopped because of it (a victim, exit 75) is often the only child that exits
 within the launcher's ``--settle``; :func:`told_rank` reads the rank its lines name, so that
 :func:`launcher.settle.blamed` blames that worker instead, and :func:`told` reads the words that
-become its :attr:`~launcher.failure.Failure.cause`. The words are :mod:`distconv.rank_endings`'s,
-which the ranks and the shards write them with.
+become its :attr:`~launcher.failure.Failure.cause`. The words are :mod:`distconv.rank_endings`'s
+and :mod:`distconv.straggler_words`'s, which the ranks and the shards write them with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from distconv.rank_endings import (
-    setup_failure_in_lines,
-    setup_failure_said_in_lines,
-    silent_ranks_in,
-    unanswering_shards_in,
-)
+from distconv.rank_endings import setup_failure_in_lines, setup_failure_said_in_lines
+from distconv.straggler_words import silent_ranks_in, unanswering_shards_in
 
 from .rank_reason import rank_text
 
@@ -56,7 +52,7 @@ def setup_failure_cause(
 
 def silent_rank(tail: Sequence[str]) -> tuple[int, str] | None:
     """The one rank that ``tail`` (a worker's last lines) quotes a shard naming as keeping it
-    waiting past its ``--timeout`` (:func:`~distconv.rank_endings.silent_ranks_in`), with the
+    waiting past its ``--timeout`` (:func:`~distconv.straggler_words.silent_ranks_in`), with the
     shard's words; None where they name none, or several (a link down: every rank was
     silent, none is singled out)."""
     return _alone(silent_ranks_in(said_lines(tail)))
@@ -111,7 +107,7 @@ def named_silent(role: str, rank: int, cause: str | None) -> bool:
 def unanswered_shard(lines: Sequence[str]) -> tuple[int, str] | None:
     """The one shard that the last of ``lines`` (a worker's, its last words:
     :func:`launcher.failure.last_words`) that says shards never answered it names
-    (:func:`~distconv.rank_endings.unanswering_shards_in`), with those words; None where none
+    (:func:`~distconv.straggler_words.unanswering_shards_in`), with those words; None where none
     says so, or names several (a link down: no one shard is singled out, as no one rank is by
     :func:`silent_rank`)."""
     return _alone(unanswering_shards_in(said_lines(lines)))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from distconv.rank_endings import RAISE_TIMEOUT, sent_nothing_text
+from distconv.straggler_words import RAISE_TIMEOUT, sent_nothing_text
 from launcher.failure import Failure
 from tests.launcher.stopped_child import launch_stopping
 

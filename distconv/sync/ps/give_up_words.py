@@ -31,5 +31,5 @@ def no_answer_text(rank: int, what: str, shards: str, limit: float) -> str:
     """``rank 0: no answer to step 199 from pserver shard(s) 0 (host:port) within 15 s``: how
     worker ``rank`` gives up its wait for ``what`` on ``shards`` (as the worker names them)
     after ``limit`` seconds. The launcher reads these words back to blame the shard
-    (:func:`distconv.rank_endings.unanswering_shards_in`)."""
+    (:func:`distconv.straggler_words.unanswering_shards_in`)."""
     return f"rank {rank}: {no_answer_words(what)}{shards} within {limit:g} s"

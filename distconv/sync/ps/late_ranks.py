@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from distconv import stop_request
-from distconv.rank_endings import NO_ANSWER_FROM
+from distconv.straggler_words import NO_ANSWER_FROM
 from distconv.sync.peers import PeerFailed
 from distconv.sync.ps.stuck import wait_words
 
@@ -41,7 +41,7 @@ def no_answer_words(what: str) -> str:
     (the wait in :mod:`~distconv.sync.ps.channel`); shard 0 looks for the hello's in a closing
     worker's error (:data:`~distconv.sync.ps.late_job_check.SHARD_SILENT_AT_HELLO`), so both
     take them from here, and the launcher reads them back to blame the shard (its words
-    :data:`~distconv.rank_endings.NO_ANSWER_FROM`)."""
+    :data:`~distconv.straggler_words.NO_ANSWER_FROM`)."""
     return f"no answer to {wait_words(what)} {NO_ANSWER_FROM}"
 
 

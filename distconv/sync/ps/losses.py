@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from distconv.rank_endings import RAISE_TIMEOUT, sent_nothing_text, silent_text
+from distconv.straggler_words import RAISE_TIMEOUT, sent_nothing_text, silent_text
 from distconv.sync.ps.processes import WORKER_ENDED, WORKER_STOPPED, ProcessWatch
 from distconv.sync.ps.stuck import held_words
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from distconv.rank_endings import RAISE_TIMEOUT
+from distconv.straggler_words import RAISE_TIMEOUT
 from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.processes import WORKER_STOPPED, ProcessWatch
 from launcher.named_cause import told_rank

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from distconv.rank_endings import RAISE_TIMEOUT, unanswering_shards_in
+from distconv.straggler_words import RAISE_TIMEOUT, unanswering_shards_in
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.late_ranks import no_answer_words

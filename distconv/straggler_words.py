@@ -1,0 +1,82 @@
+"""The words by which either side of a parameter-server job names the peer that kept it
+waiting past its ``--timeout``, in one place for the side that writes them and the launcher
+that reads them back: a shard names the ranks it waited for (:func:`silent_text`,
+:func:`sent_nothing_text`; read by :func:`silent_ranks_in`), a worker the shards that never
+answered it (:data:`NO_ANSWER_FROM`, :data:`NO_ANSWER_WHY`; read by
+:func:`unanswering_shards_in`). The launcher blames the peer named, not the victim that exited
+first. A change of the words on one side only would silently blame the victim again. This
+module needs neither numpy nor zmq (the launcher imports it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from distconv.rank_endings import ERROR_CLASS, PSERVER_ASKED
+
+#: how a shard says that ranks kept it waiting past its ``--timeout``, and what it adds where
+#: it knows nothing else of them (:data:`RAISE_TIMEOUT`, whoever started the shards)
+_SILENT = "silent for"
+_SENT_NOTHING = "sent nothing for"
+RAISE_TIMEOUT = (
+    "a rank slower than this is a straggler: raise the shards' --timeout with the workers' "
+    "(distconv-launch gives them distconv train's, 60 s beside a program of your own)"
+)
+#: a rank as a shard names it, ``rank 1 (host vm, last step 184)`` (no parentheses inside)
+_NAMED_RANK = r"rank \d+ \([^()]*\)"
+#: a rank's line (behind what :data:`~distconv.rank_endings.DIFFERENT_JOBS` reads before a
+#: shard's reply) that quotes those words, none of what else the shard knows after them
+#: (`` (rank 1 closed)``): the words from the ranks on (group 1), the ranks (group 2)
+_SILENT_RANKS = re.compile(
+    rf"(?:[^:]+: error: )?{ERROR_CLASS}(?:rank \d+{PSERVER_ASKED}: )?{ERROR_CLASS}"
+    rf"(((?:{_NAMED_RANK}, )*{_NAMED_RANK}) (?:{_SILENT}|{_SENT_NOTHING} .*? within) "
+    rf"\d+(?:\.\d+)? s(?:[;:] .*)?)",
+    re.DOTALL,
+)
+
+
+def silent_text(who: str, seconds: float) -> str:
+    """``rank 1 (host vm, last step 144) silent for 10 s``: how an asynchronous shard names a
+    rank (``who``, as the shard names it) that sent no request nor beat for its ``--timeout``
+    (``seconds``)."""
+    return f"{who} {_SILENT} {seconds:g} s"
+
+
+def sent_nothing_text(who: str, held: str, seconds: float) -> str:
+    """``rank 1 (host vm, last step 184) sent nothing for step 185 (the push of ...) within
+    10 s``: how a shard names the ranks (``who``: ``rank 0 (...), rank 1 (...)``) that a held
+    request (``held``, as :func:`distconv.sync.ps.stuck.held_words` names it) waited for past
+    its ``--timeout`` (``seconds``)."""
+    return f"{who} {_SENT_NOTHING} {held} within {seconds:g} s"
+
+
+def silent_ranks_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
+    """The ranks that the last of ``lines`` (each a rank's text, as
+    :data:`~distconv.rank_endings.DIFFERENT_JOBS` reads it) quoting a shard's
+    :func:`silent_text` or :func:`sent_nothing_text` names, and the shard's words from them on;
+    None where none does."""
+    for line in reversed(lines):
+        if found := _SILENT_RANKS.fullmatch(line):
+            return [int(r) for r in re.findall(r"rank (\d+) \(", found[2])], found[1]
+    return None
+
+
+#: what a worker says before the shards that never answered it (``rank 0: no answer to step 46
+#: from pserver shard(s) 0 (127.0.0.1:5) within 1.5 s``), read back to blame a shard
+NO_ANSWER_FROM = "from pserver shard(s) "
+_NO_ANSWER = re.compile(
+    rf"(?:[^:]+: error: )?{ERROR_CLASS}(rank \d+: no answer to .*? {re.escape(NO_ANSWER_FROM)}"
+    r"((?:\d+ \([^()]*\), )*\d+ \([^()]*\)) within \d+(?:\.\d+)? s)",
+    re.DOTALL,
+)
+
+
+def unanswering_shards_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
+    """The shards that the last of ``lines`` (a rank's text each) saying that they never answered
+    it names, its words from ``rank N: `` on; None where none says so, or adds a likelier cause
+    (`` (shard(s) 0 wait up to 60 s for every worker``, ``; the connection's handshake ...``)."""
+    for line in reversed(lines):
+        if found := _NO_ANSWER.fullmatch(line):
+            return [int(s) for s in re.findall(r"(\d+) \(", found[2])], found[1]
+    return None
