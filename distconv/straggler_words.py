@@ -65,9 +65,12 @@ def silent_ranks_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
 #: what a worker says before the shards that never answered it (``rank 0: no answer to step 46
 #: from pserver shard(s) 0 (127.0.0.1:5) within 1.5 s``), read back to blame a shard
 NO_ANSWER_FROM = "from pserver shard(s) "
+#: what it adds where it knows no likelier cause (after ``within 15 s (1.5 x --timeout 10 s)``)
+NO_ANSWER_WHY = "the shard is gone, stopped or unreachable; raise --timeout if it is only slow"
 _NO_ANSWER = re.compile(
     rf"(?:[^:]+: error: )?{ERROR_CLASS}(rank \d+: no answer to .*? {re.escape(NO_ANSWER_FROM)}"
-    r"((?:\d+ \([^()]*\), )*\d+ \([^()]*\)) within \d+(?:\.\d+)? s)",
+    r"((?:\d+ \([^()]*\), )*\d+ \([^()]*\)) within \d+(?:\.\d+)? s"
+    rf"(?: \(\S+ x --timeout \S+ s\): {re.escape(NO_ANSWER_WHY)})?)",
     re.DOTALL,
 )
 
@@ -75,7 +78,8 @@ _NO_ANSWER = re.compile(
 def unanswering_shards_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
     """The shards that the last of ``lines`` (a rank's text each) saying that they never answered
     it names, its words from ``rank N: `` on; None where none says so, or adds a likelier cause
-    (`` (shard(s) 0 wait up to 60 s for every worker``, ``; the connection's handshake ...``)."""
+    (`` (shard(s) 0 wait up to 60 s for every worker``, ``; the connection's handshake ...``)
+    than :data:`NO_ANSWER_WHY`, which a worker says where it knows none."""
     for line in reversed(lines):
         if found := _NO_ANSWER.fullmatch(line):
             return [int(s) for s in re.findall(r"(\d+) \(", found[2])], found[1]

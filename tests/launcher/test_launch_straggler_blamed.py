@@ -63,7 +63,8 @@ def test_a_stopped_shard_is_blamed_not_the_workers_that_gave_up_on_it(tmp_path):
     # each worker that gave up on it by then (both, but for one the stop reached first)
     gave_up = (
         r"worker \d(, worker \d)? gave up on it: rank \d: no answer to .+ from pserver "
-        r"shard\(s\) 0 \(127\.0\.0\.1:\d+\) within 1\.5 s"
+        r"shard\(s\) 0 \(127\.0\.0\.1:\d+\) within 1\.5 s \(1\.5 x --timeout 1 s\): the shard is "
+        r"gone, stopped or unreachable; raise --timeout if it is only slow"
     )
     assert re.fullmatch(gave_up, report["cause"]), report["cause"]
     headline = (

@@ -265,11 +265,10 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards):
             left = deadline - _now()
             if left <= 0:
                 shards = [s for s, t in quiet.items() if t + limit <= _now()]
-                raise SyncError(
-                    no_answer_text(self.rank, what, self._named(shards, asked), limit)
-                    + self._shorter_wait_hint(shards, limit, what)
-                    + (self._handshakes.hint(shards) if self._handshakes else "")
-                )
+                hint = self._shorter_wait_hint(shards, limit, what)
+                hint += self._handshakes.hint(shards) if self._handshakes else ""
+                named = self._named(shards, asked)
+                raise SyncError(no_answer_text(self.rank, what, named, limit, self.timeout, hint))
             left = min(left, limit / LINK_READS)  # not two limits late
             if stoppable:
                 left = min(left, self._stop_patience_left(quiet, what, asked))

@@ -6,6 +6,7 @@ past the stop's patience (:func:`given_up_after_stop`). The wait itself is
 
 from __future__ import annotations
 
+from distconv.straggler_words import NO_ANSWER_WHY
 from distconv.sync.ps.late_ranks import no_answer_words
 
 #: why a stoppable wait's shard is silent, and what giving up leaves (a pull waits for no worker)
@@ -27,9 +28,19 @@ def given_up_after_stop(what: str) -> str:
     return _GIVING_UP.get(what, _A_STEP_GIVEN_UP)
 
 
-def no_answer_text(rank: int, what: str, shards: str, limit: float) -> str:
-    """``rank 0: no answer to step 199 from pserver shard(s) 0 (host:port) within 15 s``: how
-    worker ``rank`` gives up its wait for ``what`` on ``shards`` (as the worker names them)
-    after ``limit`` seconds. The launcher reads these words back to blame the shard
+def no_answer_text(
+    rank: int, what: str, shards: str, limit: float, timeout: float, hint: str = ""
+) -> str:
+    """``rank 0: no answer to step 199 from pserver shard(s) 0 (host:port) within 15 s (1.5 x
+    --timeout 10 s): the shard is gone, stopped or unreachable; raise --timeout if it is only
+    slow``: how worker ``rank`` gives up its wait for ``what`` on ``shards`` (as the worker
+    names them) after ``limit`` seconds, its ``timeout`` times the grace, both said: the
+    operator gave ``--timeout`` and would otherwise read a number they never gave. ``hint``, a
+    likelier cause where the worker knows one (a shard that outwaits it, failed handshakes),
+    replaces the generic why. The launcher reads these words back to blame the shard
     (:func:`distconv.straggler_words.unanswering_shards_in`)."""
-    return f"rank {rank}: {no_answer_words(what)}{shards} within {limit:g} s"
+    why = hint or f": {NO_ANSWER_WHY}"
+    return (
+        f"rank {rank}: {no_answer_words(what)}{shards} within {limit:g} s "
+        f"({limit / timeout:g} x --timeout {timeout:g} s){why}"
+    )

@@ -96,7 +96,8 @@ def test_another_jobs_server_key_is_named_when_the_hello_times_out(shards, job_k
     endpoints = shards.start(1, workers=1, keys=job_keys)
     _refused(
         _worker(endpoints, keys_dir=str(tmp_path / "other"), timeout=1.0),
-        r"no answer to hello from pserver shard\(s\) 0 .* within 1\.5 s; the connection's "
+        r"no answer to hello from pserver shard\(s\) 0 .* within 1\.5 s "
+        r"\(1\.5 x --timeout 1 s\); the connection's "
         r"handshake failed \d+ time\(s\): is server.key in --keys the key of this job's shards",
     )
 

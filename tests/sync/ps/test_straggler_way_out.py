@@ -14,11 +14,18 @@ import time
 
 import pytest
 
-from distconv.straggler_words import RAISE_TIMEOUT, unanswering_shards_in
+from distconv.straggler_words import (
+    NO_ANSWER_WHY,
+    RAISE_TIMEOUT,
+    unanswering_shards_in,
+)
+from distconv.sync.ps.channel import GRACE
 from distconv.sync.ps.config import ShardConfig
+from distconv.sync.ps.give_up_words import no_answer_text
 from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.late_ranks import no_answer_words
 from distconv.sync.ps.shard_timeouts import ShardTimeouts
+from distconv.train_args import train_parser
 from launcher.commands import ServerOptions, parse_program, server_command, train_timeout
 from launcher.named_cause import told_rank, unanswered_shard
 
@@ -126,6 +133,22 @@ def test_the_shards_a_worker_gave_up_on_are_read_back_from_its_words():
     assert unanswering_shards_in([said.replace(" within", ", soon within")]) is None
     assert unanswered_shard([line]) is None  # several shards: a link down, no one blamed
     assert unanswered_shard([said.replace(", 2 (h:6)", "")]) == (0, said.replace(", 2 (h:6)", ""))
+
+
+def test_a_worker_says_its_wait_as_its_timeout_times_the_grace_and_is_still_read_back():
+    """``within 15 s (1.5 x --timeout 10 s): ...``: the operator set 10 and reads 15; the
+    words after it are no likelier cause, and the launcher still blames the shard."""
+    said = no_answer_text(0, "step 3", "0 (127.0.0.1:5)", 15.0, 10.0)
+    assert said.endswith(f"within 15 s (1.5 x --timeout 10 s): {NO_ANSWER_WHY}"), said
+    assert unanswering_shards_in([f"distconv train: error: {said}"]) == ([0], said)
+    hinted = no_answer_text(0, "step 3", "0 (h:5)", 15.0, 10.0, "; the connection's handshake")
+    assert NO_ANSWER_WHY not in hinted and unanswering_shards_in([hinted]) is None
+
+
+def test_train_help_says_a_worker_waits_the_grace_times_its_timeout():
+    """An operator who gave ``--timeout 10`` reads ``within 15 s``: the help says why."""
+    (timeout,) = [a for a in train_parser()._actions if "--timeout" in a.option_strings]
+    assert f"a worker waits {GRACE:g} x this for a shard's reply" in timeout.help
 
 
 class _OutwaitedWorker(ShardTimeouts):
