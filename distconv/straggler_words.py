@@ -12,8 +12,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from decimal import Decimal
 
 from distconv.rank_endings import ERROR_CLASS, PSERVER_ASKED
+
+#: seconds as the words write them and their readers read them back: digits, a point and digits
+_SECONDS = r"\d+(?:\.\d+)?"
+
+
+def seconds_text(seconds: float) -> str:
+    """``seconds`` (finite, as every ``--timeout`` is) as the words say a wait: six significant
+    digits, as ``:g`` writes them, but never in exponent form (``1500000``, not ``1.5e+06``,
+    ``0.00001``, not ``1e-05``), which the readers here would not read back, and so blame the
+    victim that exited first rather than the peer named."""
+    return format(Decimal(f"{seconds:.6g}"), "f")
+
 
 #: how a shard says that ranks kept it waiting past its ``--timeout``, and what it adds where
 #: it knows nothing else of them (:data:`RAISE_TIMEOUT`, whoever started the shards)
@@ -31,7 +44,7 @@ _NAMED_RANK = r"rank \d+ \([^()]*\)"
 _SILENT_RANKS = re.compile(
     rf"(?:[^:]+: error: )?{ERROR_CLASS}(?:rank \d+{PSERVER_ASKED}: )?{ERROR_CLASS}"
     rf"(((?:{_NAMED_RANK}, )*{_NAMED_RANK}) (?:{_SILENT}|{_SENT_NOTHING} .*? within) "
-    rf"\d+(?:\.\d+)? s(?:[;:] .*)?)",
+    rf"{_SECONDS} s(?:[;:] .*)?)",
     re.DOTALL,
 )
 
@@ -40,7 +53,7 @@ def silent_text(who: str, seconds: float) -> str:
     """``rank 1 (host vm, last step 144) silent for 10 s``: how an asynchronous shard names a
     rank (``who``, as the shard names it) that sent no request nor beat for its ``--timeout``
     (``seconds``)."""
-    return f"{who} {_SILENT} {seconds:g} s"
+    return f"{who} {_SILENT} {seconds_text(seconds)} s"
 
 
 def sent_nothing_text(who: str, held: str, seconds: float) -> str:
@@ -48,7 +61,7 @@ def sent_nothing_text(who: str, held: str, seconds: float) -> str:
     10 s``: how a shard names the ranks (``who``: ``rank 0 (...), rank 1 (...)``) that a held
     request (``held``, as :func:`distconv.sync.ps.stuck.held_words` names it) waited for past
     its ``--timeout`` (``seconds``)."""
-    return f"{who} {_SENT_NOTHING} {held} within {seconds:g} s"
+    return f"{who} {_SENT_NOTHING} {held} within {seconds_text(seconds)} s"
 
 
 def silent_ranks_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
@@ -69,7 +82,7 @@ NO_ANSWER_FROM = "from pserver shard(s) "
 NO_ANSWER_WHY = "the shard is gone, stopped or unreachable; raise --timeout if it is only slow"
 _NO_ANSWER = re.compile(
     rf"(?:[^:]+: error: )?{ERROR_CLASS}(rank \d+: no answer to .*? {re.escape(NO_ANSWER_FROM)}"
-    r"((?:\d+ \([^()]*\), )*\d+ \([^()]*\)) within \d+(?:\.\d+)? s"
+    rf"((?:\d+ \([^()]*\), )*\d+ \([^()]*\)) within {_SECONDS} s"
     rf"(?: \(\S+ x --timeout \S+ s\): {re.escape(NO_ANSWER_WHY)})?)",
     re.DOTALL,
 )

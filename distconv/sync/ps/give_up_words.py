@@ -6,7 +6,8 @@ past the stop's patience (:func:`given_up_after_stop`). The wait itself is
 
 from __future__ import annotations
 
-from distconv.straggler_words import NO_ANSWER_WHY
+from distconv.shard_timeout import exact_text
+from distconv.straggler_words import NO_ANSWER_WHY, seconds_text
 from distconv.sync.ps.late_ranks import no_answer_words
 
 #: why a stoppable wait's shard is silent, and what giving up leaves (a pull waits for no worker)
@@ -35,12 +36,14 @@ def no_answer_text(
     --timeout 10 s): the shard is gone, stopped or unreachable; raise --timeout if it is only
     slow``: how worker ``rank`` gives up its wait for ``what`` on ``shards`` (as the worker
     names them) after ``limit`` seconds, its ``timeout`` times the grace, both said: the
-    operator gave ``--timeout`` and would otherwise read a number they never gave. ``hint``, a
-    likelier cause where the worker knows one (a shard that outwaits it, failed handshakes),
-    replaces the generic why. The launcher reads these words back to blame the shard
+    operator gave ``--timeout`` and would otherwise read a number they never gave (``limit``
+    in :func:`~distconv.straggler_words.seconds_text`'s form, which the launcher reads back;
+    ``timeout`` as given). ``hint``, a likelier cause where the worker knows
+    one (a shard that outwaits it, failed handshakes), replaces the generic why. The launcher
+    reads these words back to blame the shard
     (:func:`distconv.straggler_words.unanswering_shards_in`)."""
     why = hint or f": {NO_ANSWER_WHY}"
     return (
-        f"rank {rank}: {no_answer_words(what)}{shards} within {limit:g} s "
-        f"({limit / timeout:g} x --timeout {timeout:g} s){why}"
+        f"rank {rank}: {no_answer_words(what)}{shards} within {seconds_text(limit)} s "
+        f"({limit / timeout:g} x --timeout {exact_text(timeout)} s){why}"
     )

@@ -17,6 +17,7 @@ import pytest
 from distconv.straggler_words import (
     NO_ANSWER_WHY,
     RAISE_TIMEOUT,
+    seconds_text,
     unanswering_shards_in,
 )
 from distconv.sync.ps.channel import GRACE
@@ -149,6 +150,38 @@ def test_train_help_says_a_worker_waits_the_grace_times_its_timeout():
     """An operator who gave ``--timeout 10`` reads ``within 15 s``: the help says why."""
     (timeout,) = [a for a in train_parser()._actions if "--timeout" in a.option_strings]
     assert f"a worker waits {GRACE:g} x this for a shard's reply" in timeout.help
+
+
+@pytest.mark.parametrize("timeout", [1e6, 12345678.9])
+def test_a_worker_that_waits_a_million_seconds_or_more_is_still_read_back(timeout):
+    """``:g`` said ``within 1.5e+06 s``, which the launcher did not read: it blamed the worker
+    that exited first, not the shard the worker named."""
+    said = no_answer_text(0, "step 3", "0 (127.0.0.1:5)", timeout * GRACE, timeout)
+    assert f" within {seconds_text(timeout * GRACE)} s (1.5 x --timeout " in said, said
+    assert "e+" not in said, said
+    assert unanswered_shard([f"distconv train: error: {said}"]) == (0, said)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_shard_that_waits_a_million_seconds_or_more_is_still_read_back(hand, mode):
+    """A shard's ``sent nothing for ... within 1e+06 s`` and ``silent for 1e+06 s`` were not
+    read either: the straggler it named went unblamed."""
+    h = hand(workers=2, mode=mode, on_worker_loss="fail", timeout=1e6)
+    for rank in (0, 1):
+        _hello(h, rank)
+    if mode == "sync":
+        h.send({"op": "gather", "rank": 0, "tag": "barrier:2", "value": None})
+        h.shard.waiting["gather:barrier:2"].since -= 2e6
+    else:
+        h.shard.last_seen[1] -= 2e6
+    h.shard._check_timeouts(time.monotonic())
+    assert told_rank(_quoted(h.shard.failed)) == 1, h.shard.failed
+    assert " 1000000 s; " in h.shard.failed, h.shard.failed
+
+
+def test_seconds_are_said_in_six_digits_without_an_exponent():
+    said = [seconds_text(s) for s in (15.0, 1.5e6, 0.29999985, 1e-5, 1851850.5, 1.5e16)]
+    assert said == ["15", "1500000", "0.3", "0.00001", "1851850", "15000000000000000"]
 
 
 class _OutwaitedWorker(ShardTimeouts):
