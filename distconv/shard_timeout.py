@@ -52,9 +52,9 @@ def below_the_shards_least(seconds: float) -> str | None:
     if seconds >= MIN_TIMEOUT:
         return None
     return (
-        f"--timeout {seconds:g} is below {MIN_TIMEOUT:g} s, the least a parameter-server shard "
-        f"takes: the launch gives its shards the workers' --timeout; give --timeout "
-        f"{MIN_TIMEOUT:g} or more"
+        f"--timeout {exact_text(seconds)} is below {MIN_TIMEOUT:g} s, the least a "
+        f"parameter-server shard takes: the launch gives its shards the workers' --timeout; "
+        f"give --timeout {MIN_TIMEOUT:g} or more"
     )
 
 

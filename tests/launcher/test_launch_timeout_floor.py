@@ -23,6 +23,13 @@ def test_a_timeout_below_the_shards_least_is_refused_naming_it():
     assert train_timeout(parse_program(["--timeout=0.2"])) == 0.2  # the least itself
 
 
+def test_a_timeout_just_below_the_least_is_said_as_given():
+    """Six significant digits said ``--timeout 0.2 is below 0.2 s``: the refusal of a value
+    it then named as the least itself."""
+    with pytest.raises(UsageError, match=r"--timeout 0\.1999999 is below 0\.2 s, the least"):
+        train_timeout(parse_program(["--epochs", "1", "--timeout", "0.1999999"]))
+
+
 @pytest.mark.timeout(60)
 def test_the_launch_is_refused_before_it_starts_anything(tmp_path: Path):
     run_dir = tmp_path / "run"
