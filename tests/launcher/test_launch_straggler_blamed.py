@@ -33,7 +33,7 @@ TRAIN_ARGS = ("--", "--epochs", "200", "--no-progress", "--timeout", "1")
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
-    ("mode", "words"), [("sync", "sent nothing for step "), ("async", "silent for 1 s")]
+    ("mode", "words"), [("sync", "sent nothing for "), ("async", "silent for 1 s")]
 )
 def test_a_stopped_worker_is_blamed_not_the_worker_it_left(tmp_path, mode, words):
     ended = launch_stopping(tmp_path, "worker", 1, *TRAIN, "--mode", mode, *TRAIN_ARGS)

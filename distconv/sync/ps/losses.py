@@ -85,7 +85,9 @@ class WorkerLosses:
                 return
         limit = self.config.timeout
         if self.config.mode == "async":
-            if self._fail_on_all_silent(now, limit):
+            # where lost ranks are let go (--on-worker-loss continue), each silent one is
+            # lost as before, and the job stops once none is left (_lose says why)
+            if self.config.on_worker_loss == "fail" and self._fail_on_all_silent(now, limit):
                 return
             for rank, seen in list(self.last_seen.items()):
                 if rank in self.left or rank in self.lost or now - seen <= limit:
