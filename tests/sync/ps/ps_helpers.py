@@ -234,6 +234,32 @@ def batches(steps: int, batch: int, seed: int = 5) -> list[tuple[np.ndarray, np.
     ]
 
 
+def rank_0_beside(
+    endpoint: str, rank_1: list[str], env: dict[str, str]
+) -> tuple[BaseException, int, str]:
+    """Rank 0 of 2 trains three steps on ``endpoint`` while ``rank_1`` (a command, rank 1's
+    process) leaves after one: the error rank 0's training ends on, with rank 1's exit status
+    and stderr. A rank 1 that hangs is killed: it never outlives the call."""
+    from distconv.sync.base import SyncError
+
+    proc = subprocess.Popen(
+        rank_1, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
+    net, sync = small_net(), insecure_worker([endpoint], 0, 2)
+    try:
+        sync.setup(net.parameters())
+        with pytest.raises(SyncError) as told:
+            train_steps(net, sync, batches(3, 8), 0, 2)
+    finally:
+        sync.close()
+        try:
+            _, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+            proc.wait()
+    return told.value, proc.returncode, err
+
+
 def train_steps(net, sync, data, rank: int = 0, world: int = 1) -> None:
     """Drive ``sync`` at the contract level; rank r takes examples r, r+world, ... of each batch."""
     for x, y in data:

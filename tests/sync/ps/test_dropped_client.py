@@ -18,7 +18,7 @@ import weakref
 from pathlib import Path
 
 import pytest
-from ps_helpers import batches, insecure_worker, small_net, train_steps
+from ps_helpers import batches, insecure_worker, rank_0_beside, small_net, train_steps
 
 from distconv.sync.base import SyncError
 from distconv.sync.peers import PeerFailed
@@ -92,7 +92,7 @@ def test_a_cell_run_again_ends_the_job_before_on_its_bye(shards):
 #: exception (argv[2] "raise"); argv[1]: the shard
 UNCLOSED = """
 import sys
-from ps_helpers import batches, insecure_worker, small_net, train_steps
+from ps_helpers import batches, insecure_worker, rank_0_beside, small_net, train_steps
 net, sync = small_net(), insecure_worker([sys.argv[1]])
 sync.setup(net.parameters())
 train_steps(net, sync, batches(2, 8))
@@ -164,7 +164,7 @@ def test_exit_is_not_held_by_a_shard_that_is_gone(shards):
 #: sets ``sys.last_exc`` (``sys.last_value``), as the interpreter's does for an uncaught one.
 RANK_1 = """
 import code, gc, sys
-from ps_helpers import batches, insecure_worker, small_net, train_steps
+from ps_helpers import batches, insecure_worker, rank_0_beside, small_net, train_steps
 def cell_error(words):
     code.InteractiveInterpreter().runsource(f"raise ValueError({words!r})")
 how = sys.argv[2]
@@ -185,23 +185,11 @@ if how == "collected":
 def rank_0_told(endpoint: str, how: str) -> SyncError:
     """Rank 0 of 2 trains while rank 1 (:data:`RANK_1`, ``how``) leaves after one step; the
     error rank 0's second step ends on."""
-    rank_1 = subprocess.Popen(
-        [sys.executable, "-c", RANK_1, endpoint, how],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=WORKER_ENV,
+    told, status, err = rank_0_beside(
+        endpoint, [sys.executable, "-c", RANK_1, endpoint, how], WORKER_ENV
     )
-    net, sync = small_net(), insecure_worker([endpoint], 0, 2)
-    try:
-        sync.setup(net.parameters())
-        with pytest.raises(SyncError) as told:
-            train_steps(net, sync, batches(3, 8), 0, 2)
-    finally:
-        sync.close()
-        _, err = rank_1.communicate(timeout=30)
-    assert rank_1.returncode == (1 if how == "uncaught" else 0), err[-3000:]
-    return told.value
+    assert status == (1 if how == "uncaught" else 0), err[-3000:]
+    return told
 
 
 @pytest.mark.timeout(90)

@@ -7,14 +7,12 @@ rank 1 failed. A real shard on 127.0.0.1, rank 1 a real subprocess."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from ps_helpers import batches, insecure_worker, small_net, train_steps
+from ps_helpers import rank_0_beside
 
-from distconv.sync.base import SyncError
 from distconv.sync.peers import PeerFailed
 from tests.child_env import child_env, child_path
 
@@ -43,29 +41,11 @@ run_main(main)
 @pytest.mark.timeout(90)
 def test_a_one_line_error_under_run_main_is_the_dropped_workers_bye(shards):
     (endpoint,) = shards.start(1, 2)
-    rank_1 = subprocess.Popen(
-        [sys.executable, "-c", RANK_1, endpoint],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=WORKER_ENV,
+    told, status, err = rank_0_beside(
+        endpoint, [sys.executable, "-c", RANK_1, endpoint], WORKER_ENV
     )
-    net, sync = small_net(), insecure_worker([endpoint], 0, 2)
-    try:
-        sync.setup(net.parameters())
-        with pytest.raises(SyncError) as told:
-            train_steps(net, sync, batches(3, 8), 0, 2)
-    finally:
-        sync.close()
-        try:
-            _, err = rank_1.communicate(timeout=30)
-        finally:  # a rank 1 that hangs must not outlive the test
-            rank_1.kill()
-            rank_1.wait()
     said = err.strip().splitlines()[-1]  # still one line, no traceback
-    assert rank_1.returncode == 1 and said == f"-c: error: DataError: {BAD_DATA}", err[-3000:]
+    assert status == 1 and said == f"-c: error: DataError: {BAD_DATA}", err[-3000:]
     assert "Traceback" not in err, err[-3000:]
-    assert isinstance(told.value, PeerFailed) and told.value.ranks == (1,), told.value
-    assert f'closed on "exited after an uncaught error: DataError: {BAD_DATA}"' in str(
-        told.value
-    ), told.value
+    assert isinstance(told, PeerFailed) and told.ranks == (1,), told
+    assert f'closed on "exited after an uncaught error: DataError: {BAD_DATA}"' in str(told), told
