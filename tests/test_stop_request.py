@@ -19,7 +19,10 @@ from distconv.run_dir import RunDirectory
 from distconv.stop_request import StopRequest, stop_signal
 from tests.child_env import child_env
 from tests.launcher.c_handler import C_HANDLER_ON_SIGTERM, SIGTERM_ENDS_IT
-from tests.signals import signal_at
+from tests.signals import (
+    python_handles_sigint,  # noqa: F401 (autouse)
+    signal_at,
+)
 from tests.test_resume_checks import _trainer, _weights
 
 
@@ -95,6 +98,14 @@ def test_the_handlers_go_back_when_a_fit_ends_and_a_new_fit_forgets_an_old_signa
     assert len(t.fit(train, test, epochs=1, resume=True)) == 1 and t.pos.step == 15
 
 
+def test_each_test_here_runs_with_pythons_own_sigint_handler(request):
+    """The tests above need Python's SIGINT handler whatever an earlier test in the worker left
+    (a fit that failed half-way with its handler in place): the autouse fixture applies only
+    where it is imported at the module's top, not in a child's script."""
+    assert "python_handles_sigint" in request.fixturenames
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_the_ranks_stop_by_sigterm_if_any_got_it_else_by_ctrl_c():
     assert stop_signal([0.0, 0.0]) is None
     assert stop_signal([0.0, 2.0]) == signal.SIGINT
@@ -144,7 +155,6 @@ import os, signal
 from distconv.logs import configure_logging
 from distconv.runtime import Runtime
 from distconv.stop_request import StopRequest
-from tests.signals import python_handles_sigint  # noqa: F401 (autouse)
 signal.signal(signal.SIGINT, signal.default_int_handler)
 configure_logging(Runtime(), fmt="json")
 restore = StopRequest(announce=True).install()
