@@ -6,6 +6,8 @@ past the stop's patience (:func:`given_up_after_stop`). The wait itself is
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from distconv.shard_timeout import exact_text
 from distconv.straggler_words import NO_ANSWER_WHY, seconds_text
 from distconv.sync.ps.late_ranks import no_answer_words
@@ -38,12 +40,19 @@ def no_answer_text(
     names them) after ``limit`` seconds, its ``timeout`` times the grace, both said: the
     operator gave ``--timeout`` and would otherwise read a number they never gave (``limit``
     in :func:`~distconv.straggler_words.seconds_text`'s form, which the launcher reads back;
-    ``timeout`` as given). ``hint``, a likelier cause where the worker knows
+    ``timeout`` as given: :func:`_as_given`). ``hint``, a likelier cause where the worker knows
     one (a shard that outwaits it, failed handshakes), replaces the generic why. The launcher
     reads these words back to blame the shard
     (:func:`distconv.straggler_words.unanswering_shards_in`)."""
     why = hint or f": {NO_ANSWER_WHY}"
     return (
         f"rank {rank}: {no_answer_words(what)}{shards} within {seconds_text(limit)} s "
-        f"({limit / timeout:g} x --timeout {exact_text(timeout)} s){why}"
+        f"({limit / timeout:g} x --timeout {_as_given(timeout)} s){why}"
     )
+
+
+def _as_given(seconds: float) -> str:
+    """``seconds`` (a ``--timeout``) as it reads back exactly
+    (:func:`~distconv.shard_timeout.exact_text`), but never in exponent form: ``0.00001`` and
+    ``10000000000000000``, not ``1e-05`` and ``1e+16``, beside a wait said without one."""
+    return format(Decimal(exact_text(seconds)), "f")

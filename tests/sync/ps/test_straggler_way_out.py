@@ -179,6 +179,16 @@ def test_a_shard_that_waits_a_million_seconds_or_more_is_still_read_back(hand, m
     assert " 1000000 s; " in h.shard.failed, h.shard.failed
 
 
+@pytest.mark.parametrize(
+    "timeout, given", [(1e-5, "0.00001"), (1e16, "10000000000000000"), (0.1999999, "0.1999999")]
+)
+def test_a_workers_timeout_is_said_as_it_reads_back_without_an_exponent(timeout, given):
+    """``(1.5 x --timeout 1e-05 s)`` beside ``within 0.000015 s``: one line, two forms."""
+    said = no_answer_text(0, "step 3", "0 (127.0.0.1:5)", timeout * GRACE, timeout)
+    assert f" (1.5 x --timeout {given} s): " in said and "e-" not in said and "e+" not in said
+    assert float(given) == timeout and unanswered_shard([said]) == (0, said)
+
+
 def test_seconds_are_said_in_six_digits_without_an_exponent():
     said = [seconds_text(s) for s in (15.0, 1.5e6, 0.29999985, 1e-5, 1851850.5, 1.5e16)]
     assert said == ["15", "1500000", "0.3", "0.00001", "1851850", "15000000000000000"]
