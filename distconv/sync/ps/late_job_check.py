@@ -65,6 +65,9 @@ class LateJobCheck:
     accepted_at: dict[int, int]
     refused_at: dict[int, tuple[int, int | None]]
     incarnations: dict[int, Incarnation | None]
+    run_of: dict[int, int | None]
+    setup_of: dict[tuple[int, int | None], int]
+    accepted_setup: dict[int, int]
     _blamed: Callable[[Iterable[int]], list[int]]
     _refusal_lead: Callable[[Iterable[int]], tuple[str, dict[str, str]]]
     _standing_note: Callable[[int], str | None]
@@ -101,15 +104,27 @@ class LateJobCheck:
         held no more. Nothing fails: the refused rank is no late one to say hello again for
         (ten rounds, then blaming a late rank), and the shards serve the next ``fit`` of every
         rank, its rate set alike."""
-        refused = [words for r in missing if (words := self._other_job(r)) is not None]
+        held = self.waiting[key]
+        refused = [w for r in missing if (w := self._refused_of(r, held.by_rank)) is not None]
         if not refused:
             return False
         words = f"{refused[0]}; {said} (its hello was refused: it joins no job check of this setup)"
         log.warning("shard %d: %s", self.index, words)
-        held = self.waiting[key]
         self._drop_gather(key)
         self._dismiss(held.by_rank.values(), words, **REFUSED_JOB)
         return True
+
+    def _refused_of(self, rank: int, waiting: Iterable[int]) -> str | None:
+        """The words of ``rank``'s latest hello, refused as another job (:meth:`_other_job`),
+        where it was of the setup the ``waiting`` ranks' accepted hellos are of (its worker's
+        setup since the seed: :meth:`~distconv.sync.ps.startup.StartupHandlers._count_setup`);
+        else None. A refusal of an earlier setup says nothing of this one: its rank, fixed
+        since, may only be late to it (a notebook's next ``fit``, run a cell at a time)."""
+        said = self._other_job(rank)
+        setup = self.setup_of.get((rank, self.run_of.get(rank)))
+        if said is None or setup not in {self.accepted_setup.get(q) for q in waiting}:
+            return None
+        return said
 
     def _only_late(self, key: str, missing: list[int]) -> bool:
         """Whether the ``missing`` ranks of the job check ``key`` are only late to it: none

@@ -164,9 +164,10 @@ def numbered_hello(h, rank: int, setup: int, lr: float) -> dict:
     return h.ask({**head, "setup": setup})[0]
 
 
-def numbered_set_up(hand):
-    """:func:`set_up` of workers that number their setups: their first, seeded at :data:`OLD`."""
-    h = hand(workers=2, mode="sync")
+def numbered_set_up(hand, **config):
+    """:func:`set_up` of workers that number their setups: their first, seeded at :data:`OLD`
+    (a sync shard of ``config``'s other settings)."""
+    h = hand(workers=2, mode="sync", **config)
     for rank in (0, 1):
         assert numbered_hello(h, rank, 1, OLD)["op"] == "ok"
     h.seed()
