@@ -68,6 +68,19 @@ def hello_fields(description: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def hello_setup(header: Mapping[str, Any]) -> int | None:
+    """The hello's ``setup``, its worker's number of the setup it is of (a count of its run's
+    setups begun, from 1), or None where it carries none (an older worker).
+
+    Raises:
+        WireError: a number below 0 (the field's type, an int, is the header check's).
+    """
+    setup = header.get("setup")
+    if setup is not None and setup < 0:
+        raise WireError(f"hello: setup {setup} is not a count of its worker's setups (an int >= 0)")
+    return setup
+
+
 #: the modes a shard runs in (its ``--mode``)
 MODES = ("sync", "async")
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from distconv.sync.ps.config import HOST_CHARS
 from distconv.sync.ps.incarnations import hello_incarnation
-from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob
+from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob, hello_setup
 from distconv.sync.ps.seeding import Seeding
 from distconv.sync.ps.setup_notes import SetupNotes
 from distconv.sync.ps.state import _Refused
@@ -46,7 +46,7 @@ class StartupHandlers(SetupNotes):
         rank, run, host = header["rank"], header.get("run"), header["host"]
         self._heard_run(rank, run)  # a worker of it may outlive the job (job_state.py)
         new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
-        setup = self._count_setup(rank, run, header.get("setup"))  # refused or not
+        setup = self._count_setup(rank, run, hello_setup(header))  # refused or not
         if len(host) > HOST_CHARS or not host.isprintable():  # quoted in every later failure
             if new_run:  # it closes: its bye counts, so the ranks waiting for it learn why
                 self.refused_at[rank] = (self.requests, run)

@@ -210,3 +210,24 @@ def test_a_setup_number_that_goes_back_is_refused(hand):
     assert reply["op"] == "error", reply
     assert "hello: setup 2 of this worker's run after its setup 3" in reply["error"], reply
     assert held_rate(h) == NEW
+
+
+@pytest.mark.parametrize(
+    ("setup", "words"),
+    [
+        (-1, "hello: setup -1 is not a count of its worker's setups (an int >= 0)"),
+        (True, "header field 'setup' has type bool"),
+        (2.0, "header field 'setup' has type float"),
+    ],
+    ids=["negative", "bool", "float"],
+)
+def test_a_malformed_setup_number_is_refused_naming_it(hand, setup, words):
+    """A hello whose ``setup`` is no count (below 0, or not an int) is refused as malformed,
+    first hello or later, in words that name the field; the held job stays. (Below 0 was
+    taken: the worker's next hello, numbered 0, was counted setups ahead of its peers.)"""
+    h = hand(workers=2, mode="sync")
+    for hellos in ([], [1]):  # a first hello; one after the worker's first setup
+        for number in hellos:
+            assert numbered_hello(h, 0, number, OLD)["op"] == "ok"
+        reply = numbered_hello(h, 0, setup, OLD)
+        assert reply["op"] == "error" and words in reply["error"], reply
