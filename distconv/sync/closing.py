@@ -221,6 +221,12 @@ def refuse_closed(sync: Any, call: str) -> None:
 SETTING_UP = "_SyncStrategy__setting_up"
 
 
+def in_setup(sync: Any) -> bool:
+    """Whether ``sync``'s outermost ``setup`` is under way (:func:`sets_up`): a ``fail_setup``
+    called now is its own (a transport's layout refused), not a fit's failed before it."""
+    return sync.__dict__.get(SETTING_UP, False)
+
+
 def mark_set_up(sync: Any) -> None:
     """Mark ``sync`` set up: its setup did its work, so ``start_step`` is let through. The
     outermost ``setup`` marks it as it returns (:func:`sets_up`); a transport whose setup
@@ -241,7 +247,7 @@ def sets_up(method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     def setting_up(self: Any, params: Any, *args: Any, **kwargs: Any) -> Any:
         refuse_closed(self, "setup")
-        if self.__dict__.get(SETTING_UP, False):  # a transport's super().setup(): its own
+        if in_setup(self):  # a transport's super().setup(): its own
             return method(self, params, *args, **kwargs)  # stand-ins pass (MPISync's Raising)
         self._setup_called, self._setup_completed = True, False
         try:

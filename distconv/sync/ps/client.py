@@ -38,7 +38,7 @@ from distconv.optim import Optimizer
 from distconv.parameter import Parameter, trainable
 from distconv.runtime import DEFAULT_JOB_ID, refuse_repeated_servers
 from distconv.sync.base import SyncError, setup_params
-from distconv.sync.closing import SETTING_UP
+from distconv.sync.closing import in_setup
 from distconv.sync.description import job_description
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
@@ -289,7 +289,7 @@ class PServerSync(
         return headers
 
     def fail_setup(self, error: BaseException) -> None:
-        self._setups += not self.__dict__.get(SETTING_UP, False)  # a fit failed before setup
+        self._setups += not in_setup(self)  # a fit failed before setup: a setup of its own
         super().fail_setup(error)
 
     def _check_hello_reply(self, s: int, h: dict[str, Any]) -> None:
