@@ -26,7 +26,7 @@ from distconv.sync.description import first_difference
 from distconv.sync.errors import job_refusal, refusal_text
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
-from distconv.sync.rate_agreement import SAME_NEW_RATE
+from distconv.sync.rate_agreement import SAME_NEW_RATE, SAME_RATE
 from distconv.trainer import Trainer
 from tests.lr_changes import DECAY, FIRST_FIT_STEPS, FIRST_LR, NEW_LR, data, lenet_trainer
 
@@ -234,9 +234,10 @@ def test_a_factor_set_in_a_step_that_failed_under_mpi_is_none_set_by_hand(caplog
 
 @pytest.mark.parametrize("check", ["mpi", "pserver workers"])
 def test_a_job_check_that_finds_the_rates_differ_names_the_way_out(check):
-    """MPI's job check and the parameter server workers' say one line where the next fit's
-    rates differ: both rates, then the way out; the launcher reads it back whole as the ranks'
-    different jobs (no restart)."""
+    """MPI's job check and the parameter server workers' say one line where the ranks' rates
+    differ: both rates, then the ways out, a first fit's (optimizers made at two rates) and a
+    later one's (a rate set on some ranks only); the launcher reads it back whole as the
+    ranks' different jobs (no restart)."""
     ours, theirs = ({"optimizer": {"name": "sgd", "lr": lr}} for lr in (NEW_LR, FIRST_LR))
     diff = first_difference(ours, theirs)
     said = (
@@ -246,8 +247,10 @@ def test_a_job_check_that_finds_the_rates_differ_names_the_way_out(check):
     )
     assert said == (
         f"rank 0 and rank 1 run different jobs: optimizer.lr: {NEW_LR} here, {FIRST_LR} there: "
-        f"{SAME_NEW_RATE}"
+        f"{SAME_RATE}"
     )
+    assert SAME_RATE.endswith(SAME_NEW_RATE)  # and a first fit's cause: made at two rates
+    assert "every rank's optimizer is made at the same lr" in said
     assert different_jobs_in([f"rank 0: {said}"]) == said
     other = {"optimizer": {"name": "momentum", "lr": FIRST_LR}}  # not the rate: no such words
     assert SAME_NEW_RATE not in refusal_text(0, 1, ours, other, first_difference(ours, other))

@@ -16,7 +16,7 @@ from distconv.rank_endings import (
     setup_failure_name,
     told_failure_text,
 )
-from distconv.sync.rate_agreement import SAME_NEW_RATE
+from distconv.sync.rate_agreement import SAME_RATE
 
 
 class SyncError(RuntimeError):
@@ -169,14 +169,16 @@ def with_advice(diff: str) -> str:
     said neither), or a value the grad_hook holds: its words alone named a setting the user may
     mean to differ. Not where the hooks themselves differ (one rank's none, or another
     function, class or line): no value of theirs is to be kept out, each rank needs the same
-    hook. Or the rate (``optimizer.lr``): a rate set between fits on some ranks only
-    (``optimizer.set_base_lr``), which the next fit's job check finds, names the way out
-    that a shard's refusal of a hello does (:data:`~distconv.sync.rate_agreement.SAME_NEW_RATE`)."""
+    hook. Or the rate (``optimizer.lr``): ranks whose optimizers were made at different
+    rates, or a rate set between fits on some ranks only (``optimizer.set_base_lr``), which
+    the next fit's job check finds: both ways out
+    (:data:`~distconv.sync.rate_agreement.SAME_RATE`), the second the one a shard's refusal
+    of a hello names."""
     path = diff.split(": ", 1)[0]
     if path in DATA_KEYS:
         return diff + DATA_ADVICE
     if path == RATE_KEY:
-        return f"{diff}: {SAME_NEW_RATE}"
+        return f"{diff}: {SAME_RATE}"
     if not path.startswith(HOOK_KEY + ".") or path.rsplit(".", 1)[1] in HOOK_IDENTITY:
         return diff
     return diff + HOOK_ADVICE

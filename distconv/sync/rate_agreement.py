@@ -34,6 +34,9 @@ SAME_NEW_RATE = (
     "a rate changed between fits is changed on every rank alike "
     "(optimizer.set_base_lr with the same lr on each)"
 )
+#: the way out of a job check (MPI's, the workers') that finds the ranks' rates differ: a
+#: first fit's too, whose ranks made their optimizers at different rates (two notebooks)
+SAME_RATE = f"every rank's optimizer is made at the same lr, and {SAME_NEW_RATE}"
 
 
 def rate_bits(lr: float) -> int:

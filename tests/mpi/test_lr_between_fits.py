@@ -17,7 +17,7 @@ from distconv.equivalence import mismatch
 from distconv.optim import create_optimizer
 from distconv.rank_endings import different_jobs_in
 from distconv.sync.local import LocalSync
-from distconv.sync.rate_agreement import SAME_NEW_RATE
+from distconv.sync.rate_agreement import SAME_RATE
 from tests.lr_changes import DECAY, FIRST_FIT_STEPS, FIRST_LR, NEW_LR, fit_twice
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script, weights
 
@@ -53,7 +53,7 @@ def test_a_rate_set_on_one_rank_between_fits_is_refused_by_the_job_check(tmp_pat
     assert f"optimizer.lr: {NEW_LR!r} here, {FIRST_LR!r} there" in said[0]["message"], said
     assert f"optimizer.lr: {FIRST_LR!r} here, {NEW_LR!r} there" in said[1]["message"], said
     for refusal in said:  # the way out, and the launcher still reads the ranks' jobs in it
-        assert refusal["message"].endswith(f": {SAME_NEW_RATE}"), said
+        assert refusal["message"].endswith(f": {SAME_RATE}"), said
         assert different_jobs_in([refusal["message"]]) is not None, said
 
 
