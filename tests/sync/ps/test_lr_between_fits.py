@@ -10,9 +10,12 @@ every rank's hello of that fit carries it; a rank that did not change it is refu
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from ps_helpers import insecure_worker, run_ranks
@@ -191,6 +194,25 @@ def test_the_rank_left_waiting_by_a_refused_rank_that_lives_on_is_told_the_refus
         assert (wrong := mismatch(local("between"), weights_of)) is None, f"rank {rank}: {wrong}"
 
 
+@contextlib.contextmanager
+def logged(words: str) -> Iterator[threading.Event]:
+    """An event set once a worker's ``distconv.pserver`` logger says a line holding
+    ``words``, inside the ``with``."""
+    seen = threading.Event()
+
+    class Seen(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if words in record.getMessage():
+                seen.set()
+
+    logger, handler = logging.getLogger("distconv.pserver"), Seen(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield seen
+    finally:
+        logger.removeHandler(handler)
+
+
 def test_a_rank_late_to_a_fit_at_a_new_rate_is_judged_by_that_fit(shards):
     """Rank 0 sets the new rate and fits; rank 1 comes late, so rank 0 says hello again
     (a late rank's round) before rank 1's hello, at the old rate, comes: refused, naming rank 0
@@ -204,7 +226,8 @@ def test_a_rank_late_to_a_fit_at_a_new_rate_is_judged_by_that_fit(shards):
         trainers[rank].fit(data(), epochs=1)
         if rank == 0:
             syncs[rank].optimizer.set_base_lr(NEW_LR)
-        time.sleep(1.6 * rank)  # rank 1 after rank 0's first round (the shard's --timeout)
+        if rank == 1:  # after rank 0's first round (the shard's --timeout): its second hello
+            assert said_again.wait(30), "rank 0 never said hello again"
         said = refused_fit(trainers[rank])
         both_told.wait()  # (a fit again within rank 0's round would have joined its setup)
         syncs[rank].optimizer.set_base_lr(NEW_LR)
@@ -213,7 +236,8 @@ def test_a_rank_late_to_a_fit_at_a_new_rate_is_judged_by_that_fit(shards):
         return said, weights(trainers[rank].network)
 
     try:
-        (waited, _), (refused, trained) = run_ranks(rank_fn, 2)
+        with logged("rank 0: ranks late to the job check, saying hello again") as said_again:
+            (waited, _), (refused, trained) = run_ranks(rank_fn, 2)
     finally:
         for sync in syncs:
             sync.close()
