@@ -32,7 +32,8 @@ def test_a_case_is_timed_against_the_baseline_and_the_row_says_both():
     row = next(line for line in done.stdout.splitlines() if line.strip().startswith(case))
     ours, base, vs_base = row.split()[3:6]
     assert float(ours) > 0 and float(base) > 0
-    assert float(vs_base) == pytest.approx(float(ours) / float(base), abs=0.01)
+    # both printed rounded: the ratio to 0.01, each time to 0.001 ms of about 0.1 ms (0.5 %)
+    assert float(vs_base) == pytest.approx(float(ours) / float(base), abs=0.02)
 
 
 @pytest.mark.timeout(60)
