@@ -120,10 +120,10 @@ def test_a_rate_set_between_fits_on_every_rank_trains_as_one_process(shards):
         assert (wrong := mismatch(local("between"), trained)) is None, f"rank {rank}: {wrong}"
 
 
-def test_a_rate_set_between_fits_on_one_rank_alone_is_refused_naming_it(shards):
-    """Two ranks on one shard, the rate set on rank 0 alone: whichever rank's hello the shard
-    hears second is refused, naming both ranks, the rate and the way out; the other stops on
-    it too, and no step of the second fit is trained."""
+def second_fits_with_rank_0s_rate(shards) -> list[str]:
+    """Two ranks on one shard fit one epoch; rank 0 alone sets a new rate and both fit again:
+    whichever rank's hello the shard hears second is refused, the other stops on it too, and
+    no step of the second fit is trained. Each rank's refusal, in rank order."""
     endpoints = shards.start(1, workers=2)
 
     def rank_fn(rank: int) -> str:
@@ -140,10 +140,26 @@ def test_a_rate_set_between_fits_on_one_rank_alone_is_refused_naming_it(shards):
         finally:
             sync.close()
 
-    said = run_ranks(rank_fn, 2)
+    return run_ranks(rank_fn, 2)
+
+
+def test_a_rate_set_between_fits_on_one_rank_alone_is_refused_naming_it(shards):
+    """The rate set on rank 0 alone: the refusal names both ranks, the rate and the way out."""
+    said = second_fits_with_rank_0s_rate(shards)
     assert all("run different jobs: optimizer.lr: " in s for s in said), said
     setups = [s for s in said if "of the same setup): " in s]
     assert setups and all(SAME_NEW_RATE in s for s in setups), said
+
+
+def test_a_rank_that_trained_the_first_fit_is_not_said_to_have_no_last_step(shards):
+    """The shard forgets a rank's steps at each hello it takes, and named the rank whose hello
+    of the second fit was taken "last step none", as if it had never trained: the taken rank is
+    told the ranks' points of the job, each named by what the shard knows of its steps."""
+    said = " | ".join(second_fits_with_rank_0s_rate(shards))
+    assert "ranks are at different points of the job" in said, said
+    assert "last step none" not in said, said
+    assert "no step since its hello)" in said, said  # the taken rank's
+    assert f"last step {FIRST_FIT_STEPS})" in said, said  # the refused rank's, of the first fit
 
 
 def notebook_ranks(shards, timeout: str) -> tuple[list, list]:
