@@ -51,7 +51,9 @@ def lenet_trainer(sync: SyncStrategy, out_dir: Path | None = None) -> RateSetInF
     )
 
 
-def data() -> dict:
+def lr_data() -> dict:
+    """The rate tests' training set (named apart from conftest's ``data`` fixture, which a plain
+    ``data`` imported here would shadow in a test module without a word)."""
     return training_data(EXAMPLES, 3)
 
 
@@ -62,10 +64,10 @@ def fit_twice(sync: SyncStrategy, sets: str, trainer: RateSetInFit | None = None
     (made by :func:`lenet_trainer` on ``sync`` where None), for a caller that reads it after a
     refusal."""
     trainer = trainer or lenet_trainer(sync)
-    trainer.fit(data(), epochs=1)
+    trainer.fit(lr_data(), epochs=1)
     if sets == "between":
         sync.optimizer.set_base_lr(NEW_LR)
     trainer.set_at = FIRST_FIT_STEPS + 1 if sets in ("in_fit", "in_forward") else None
     trainer.in_forward = sets == "in_forward"
-    trainer.fit(data(), epochs=2, resume=True)
+    trainer.fit(lr_data(), epochs=2, resume=True)
     return trainer

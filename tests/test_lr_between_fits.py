@@ -28,7 +28,7 @@ from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.sync.rate_agreement import SAME_NEW_RATE, SAME_RATE
 from distconv.trainer import Trainer
-from tests.lr_changes import DECAY, FIRST_FIT_STEPS, FIRST_LR, NEW_LR, data, lenet_trainer
+from tests.lr_changes import DECAY, FIRST_FIT_STEPS, FIRST_LR, NEW_LR, lenet_trainer, lr_data
 
 TRAIN, _ = split(synthetic(n=48, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
 #: every example in one step: an epoch is one SGD step on the whole set's mean gradient
@@ -90,10 +90,10 @@ def test_a_rate_set_in_a_steps_forward_under_mpi_is_none_set_by_hand(caplog):
     try:
         t = lenet_trainer(sync)
         t.set_at, t.in_forward = FIRST_FIT_STEPS - 1, True
-        t.fit(data(), epochs=1)
+        t.fit(lr_data(), epochs=1)
         assert (sync.optimizer.lr, sync.optimizer.lr_set_by_hand()) == (NEW_LR, False)
         with caplog.at_level("WARNING", logger="distconv.trainer"):
-            t.fit(data(), epochs=2, resume=True)
+            t.fit(lr_data(), epochs=2, resume=True)
     finally:
         sync.close()
     assert "assigned by hand" not in caplog.text
@@ -223,10 +223,10 @@ def test_a_factor_set_in_a_step_that_failed_under_mpi_is_none_set_by_hand(caplog
     t._forward = failing
     try:
         with pytest.raises(Failed):
-            t.fit(data(), epochs=1)
+            t.fit(lr_data(), epochs=1)
         t._forward, in_failing_step = forward, False
         with caplog.at_level("WARNING", logger="distconv.trainer"):
-            t.fit(data(), epochs=1)
+            t.fit(lr_data(), epochs=1)
     finally:
         sync.close()
     assert "assigned by hand" not in caplog.text

@@ -34,9 +34,9 @@ from tests.lr_changes import (
     FIRST_FIT_STEPS,
     FIRST_LR,
     NEW_LR,
-    data,
     fit_twice,
     lenet_trainer,
+    lr_data,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -91,9 +91,9 @@ def test_the_shards_parts_record_the_rate_set_between_fits(shards, tmp_path):
     sync = insecure_worker(endpoints, optimizer="momentum", lr=FIRST_LR)
     try:
         trainer = lenet_trainer(sync, tmp_path / "run")
-        trainer.fit(data(), epochs=1)
+        trainer.fit(lr_data(), epochs=1)
         sync.optimizer.set_base_lr(NEW_LR)
-        trainer.fit(data(), epochs=2, resume=True)
+        trainer.fit(lr_data(), epochs=2, resume=True)
     finally:
         sync.close()
     rates = {step: part_rate(parts, step) for step in (FIRST_FIT_STEPS, 2 * FIRST_FIT_STEPS)}
@@ -130,11 +130,11 @@ def second_fits_with_rank_0s_rate(shards) -> list[str]:
         sync = insecure_worker(endpoints, rank, 2, optimizer="momentum", lr=FIRST_LR)
         try:
             trainer = lenet_trainer(sync)
-            trainer.fit(data(), epochs=1)
+            trainer.fit(lr_data(), epochs=1)
             if rank == 0:
                 sync.optimizer.set_base_lr(NEW_LR)
             with pytest.raises(SyncError) as refused:
-                trainer.fit(data(), epochs=2, resume=True)
+                trainer.fit(lr_data(), epochs=2, resume=True)
             assert trainer.pos.step == FIRST_FIT_STEPS
             return str(refused.value)
         finally:
@@ -174,7 +174,7 @@ def notebook_ranks(shards, timeout: str) -> tuple[list, list]:
 def refused_fit(trainer) -> str:
     """``trainer``'s next fit (one epoch more), refused as another job: its words."""
     with pytest.raises(JobRefused) as refused:
-        trainer.fit(data(), epochs=2, resume=True)
+        trainer.fit(lr_data(), epochs=2, resume=True)
     assert trainer.pos.step == FIRST_FIT_STEPS
     return str(refused.value)
 
@@ -188,13 +188,13 @@ def test_the_rank_left_waiting_by_a_refused_rank_that_lives_on_is_told_the_refus
     syncs, trainers = notebook_ranks(shards, "0.5")
 
     def rank_fn(rank: int) -> str:
-        trainers[rank].fit(data(), epochs=1)
+        trainers[rank].fit(lr_data(), epochs=1)
         if rank == 0:
             syncs[rank].optimizer.set_base_lr(NEW_LR)
         return refused_fit(trainers[rank])
 
     def fit_again(rank: int) -> dict:
-        trainers[rank].fit(data(), epochs=2, resume=True)
+        trainers[rank].fit(lr_data(), epochs=2, resume=True)
         return weights(trainers[rank].network)
 
     try:
@@ -239,7 +239,7 @@ def test_a_rank_late_to_a_fit_at_a_new_rate_is_judged_by_that_fit(shards):
     both_told = threading.Barrier(2, timeout=30)
 
     def rank_fn(rank: int) -> tuple[str, dict]:
-        trainers[rank].fit(data(), epochs=1)
+        trainers[rank].fit(lr_data(), epochs=1)
         if rank == 0:
             syncs[rank].optimizer.set_base_lr(NEW_LR)
         if rank == 1:  # after rank 0's first round (the shard's --timeout): its second hello
@@ -248,7 +248,7 @@ def test_a_rank_late_to_a_fit_at_a_new_rate_is_judged_by_that_fit(shards):
         both_told.wait()  # (a fit again within rank 0's round would have joined its setup)
         syncs[rank].optimizer.set_base_lr(NEW_LR)
         time.sleep(0.5 * (1 - rank))  # rank 1's hello first
-        trainers[rank].fit(data(), epochs=2, resume=True)
+        trainers[rank].fit(lr_data(), epochs=2, resume=True)
         return said, weights(trainers[rank].network)
 
     try:
@@ -275,13 +275,13 @@ def test_a_fit_that_failed_before_its_setup_keeps_its_ranks_setups_in_step(shard
     both_told = threading.Barrier(2, timeout=30)
 
     def rank_fn(rank: int) -> tuple[str, dict]:
-        trainers[rank].fit(data(), epochs=1)
+        trainers[rank].fit(lr_data(), epochs=1)
         with pytest.raises((DataError, JobRefused)) as failed:
-            trainers[rank].fit(data() if rank == 0 else {}, epochs=2, resume=True)
+            trainers[rank].fit(lr_data() if rank == 0 else {}, epochs=2, resume=True)
         both_told.wait()
         syncs[rank].optimizer.set_base_lr(NEW_LR)
         time.sleep(0.5 * (1 - rank))  # rank 1's hello first
-        trainers[rank].fit(data(), epochs=2, resume=True)
+        trainers[rank].fit(lr_data(), epochs=2, resume=True)
         return str(failed.value), weights(trainers[rank].network)
 
     try:
@@ -302,7 +302,7 @@ def test_a_checkpoint_after_the_change_resumes_at_the_new_rate(shards, tmp_path)
     try:
         run = lenet_trainer(sync, out)
         run.set_at = FIRST_FIT_STEPS + 1
-        run.fit(data(), epochs=3)
+        run.fit(lr_data(), epochs=3)
         going_on = weights(run.network)
     finally:
         sync.close()
@@ -311,10 +311,10 @@ def test_a_checkpoint_after_the_change_resumes_at_the_new_rate(shards, tmp_path)
     sync = worker(shards)  # fresh shards: the checkpoint's optimizer state from the chief
     try:
         with pytest.raises(CheckpointError, match=rf"optimizer.lr: checkpoint {NEW_LR}, "):
-            lenet_trainer(sync, out).fit(data(), epochs=3, resume=True)
+            lenet_trainer(sync, out).fit(lr_data(), epochs=3, resume=True)
         sync.optimizer.set_base_lr(NEW_LR)
         resumed = lenet_trainer(sync, out)
-        resumed.fit(data(), epochs=3, resume=True)
+        resumed.fit(lr_data(), epochs=3, resume=True)
     finally:
         sync.close()
     assert resumed.pos.step == 3 * FIRST_FIT_STEPS
