@@ -1,5 +1,6 @@
 """Signals in tests: children, and a test's own process, that take Ctrl-C as in a terminal,
-and a fit signalled mid-way or in its evaluation.
+and a fit signalled mid-way or in its evaluation. No pytest here: a rank that mpiexec starts
+imports this module too (the fixture that goes with it: :mod:`tests.sigint_fixture`).
 
 A script's ``&`` and ``nohup`` start pytest with SIGINT ignored, and an ignored signal stays
 ignored across ``exec``: a child would then rightly leave SIGINT alone, and a test of what
@@ -10,25 +11,13 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 
 def sigint_as_in_a_terminal() -> None:
     """``preexec_fn`` for :class:`subprocess.Popen`: the child starts with SIGINT's default."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-@pytest.fixture(autouse=True)
-def python_handles_sigint() -> Iterator[None]:
-    """Python's own SIGINT handler in the test's process, as in a terminal, put back after the
-    test: pytest started by a script's ``&`` or ``nohup`` inherits SIGINT ignored, which a fit
-    rightly leaves alone. Autouse in each test module that imports it (``# noqa: F401``)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
 
 
 def signal_at(trainer: Any, step: int, *signums: int, pid: int | None = None) -> Callable[..., Any]:

@@ -19,10 +19,8 @@ from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.trainer import Trainer
 from tests.mpi.common import small_lenet, trainer_data
-from tests.signals import (
-    python_handles_sigint,  # noqa: F401 (autouse)
-    signal_at,
-)
+from tests.sigint_fixture import python_handles_sigint  # noqa: F401 (autouse)
+from tests.signals import signal_at
 
 FRESH_AGAIN = "fit(resume=False) starts from epoch 1 again, with the weights and optimizer state"
 

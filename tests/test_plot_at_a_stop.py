@@ -17,10 +17,8 @@ import distconv.run_plot
 from distconv.metrics import read_metrics
 from distconv.resume import Preempted
 from distconv.run_plot import plot_is_current
-from tests.signals import (
-    python_handles_sigint,  # noqa: F401 (autouse)
-    signal_at,
-)
+from tests.sigint_fixture import python_handles_sigint  # noqa: F401 (autouse)
+from tests.signals import signal_at
 from tests.test_resume_checks import _trainer
 
 

@@ -31,7 +31,7 @@ from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.trainer import Trainer
 from tests.mpi.common import small_lenet, trainer_data
-from tests.signals import python_handles_sigint  # noqa: F401 (autouse)
+from tests.sigint_fixture import python_handles_sigint  # noqa: F401 (autouse)
 
 #: the step (from 0) whose updates the second Ctrl-C lands in, and after which update
 STEP, UPDATE = 2, 4

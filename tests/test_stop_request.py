@@ -19,10 +19,8 @@ from distconv.run_dir import RunDirectory
 from distconv.stop_request import StopRequest, stop_signal
 from tests.child_env import child_env
 from tests.launcher.c_handler import C_HANDLER_ON_SIGTERM, SIGTERM_ENDS_IT
-from tests.signals import (
-    python_handles_sigint,  # noqa: F401 (autouse)
-    signal_at,
-)
+from tests.sigint_fixture import python_handles_sigint  # noqa: F401 (autouse)
+from tests.signals import signal_at
 from tests.test_resume_checks import _trainer, _weights
 
 

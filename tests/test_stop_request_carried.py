@@ -18,11 +18,8 @@ import pytest
 from distconv import stop_request
 from distconv.resume import Preempted
 from distconv.sync.errors import SyncError
-from tests.signals import (
-    python_handles_sigint,  # noqa: F401 (autouse)
-    signal_at,
-    signal_in_evaluation_after,
-)
+from tests.sigint_fixture import python_handles_sigint  # noqa: F401 (autouse)
+from tests.signals import signal_at, signal_in_evaluation_after
 from tests.test_resume_checks import _trainer
 
 #: what a fit that hands on a SIGTERM it did not stop by says
