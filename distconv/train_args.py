@@ -211,10 +211,11 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--timeout",
         type=positive_float,
-        help="seconds any wait for a peer may take before the job stops naming it (pserver: "
-        "60 for the shards, which name the rank that kept them waiting; a worker waits 1.5 x "
-        "this for a shard's reply before it gives up on the shard; mpi: 600, any blocking MPI "
-        "call, including the other ranks' wait while rank 0 writes a checkpoint)",
+        help="seconds any wait for a peer may take before the job stops naming it. pserver "
+        "(default 60): the shards' own --timeout (0.2 or more), which distconv-launch gives "
+        "them; they name the rank that kept them waiting, and a worker waits 1.5 x this for a "
+        "shard's reply before it gives up on the shard. mpi (default 600): any blocking MPI "
+        "call, including the other ranks' wait while rank 0 writes a checkpoint",
     )
     g.add_argument(
         "--bucket-mb", type=mebibytes, help="allreduce bucket size in MiB (mpi; default 4)"
