@@ -97,3 +97,22 @@ def unanswering_shards_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
         if found := _NO_ANSWER.fullmatch(line):
             return [int(s) for s in re.findall(r"(\d+) \(", found[2])], found[1]
     return None
+
+
+#: a worker's words giving up on its shards, whatever it adds after the wait (its likelier cause
+#: too): from ``rank N: `` on, anywhere in a line (a cause that quotes them, a traceback's last)
+_GAVE_UP = re.compile(
+    rf"rank \d+: no answer to .*? {re.escape(NO_ANSWER_FROM)}.*? within {_SECONDS} s.*",
+    re.DOTALL,
+)
+
+
+def gave_up_in(lines: Sequence[str]) -> str | None:
+    """The words of the last of ``lines`` in which a worker gives up waiting on its shards
+    (:data:`NO_ANSWER_FROM`'s, with or without a likelier cause after them), from ``rank N: ``
+    on: a wait given up, which a peer stopped meanwhile may have caused as well as the shard;
+    None where none says so."""
+    for line in reversed(lines):
+        if found := _GAVE_UP.search(line):
+            return found[0]
+    return None
