@@ -22,6 +22,7 @@ from .named_cause import named_silent, said_lines, setup_failure_cause
 from .own_stop import StopSaid, checkpointed_stop, ended_after_stop
 from .rank_reason import rank_text
 from .shown import shown
+from .stopped_processes import StoppedProcess, stopped_headline, stopped_way_out
 
 #: lines of a child's end the report shows
 TAIL_LINES = 20
@@ -109,6 +110,9 @@ class Failure:
     #: why the launcher could not write the child's :attr:`log` (``no space left on device``),
     #: which lacks the lines from then on (:attr:`tail` has the last); None where it could
     log_error: str | None = None
+    #: its process that the launcher's stop found stopped, before letting it run to its end
+    #: (:mod:`launcher.stopped_processes`); None where none was. Not in ``failure.json``
+    found_stopped: StoppedProcess | None = None
 
     def __post_init__(self) -> None:
         if self.cause is None and self.signal is not None and self.checkpointed is not None:
@@ -228,6 +232,10 @@ class Failure:
                 f"the ranks run different jobs, which stops every rank ({self.role} {self.rank} "
                 f"exited first, with exit code {self.exit_code}): {self.cause}"
             )
+        if (found := self.found_stopped) is not None:  # what its peers could only guess at
+            said = stopped_headline(self.role, self.rank, found.pid, found.by)
+            cause = f": {self.cause}" if self.cause else ""
+            return f"{said}{cause}; {stopped_way_out(found.by)}"
         if self.named and self.role == "server":  # the workers gave up on it: it never exited
             said = (
                 f"{self.role} {self.rank} gave its workers no answer and had not exited "
@@ -341,8 +349,8 @@ def report_entry(failure: Failure, max_restarts: int, then: str | None) -> dict:
     entry["then"] = then
     entry["build"] = build_id()  # the launcher's, as its start line says: which code ran
     # fields docs/operations.md does not list: the headline says the first two (exit_code and
-    # signal null: the launcher's stop ended it), ``then`` the last
-    del entry["stopped"], entry["named"], entry["job_error_elsewhere"]
+    # signal null: the launcher's stop ended it) and the last, ``then`` the third
+    del entry["stopped"], entry["named"], entry["job_error_elsewhere"], entry["found_stopped"]
     return entry
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 
 from .child import Child, running_groups
+from .stopped_processes import StopFindings
 
 
 def killed_at_the_end(
@@ -39,10 +40,13 @@ def first_failed(children: list[Child], working: bool, victims: bool = True) -> 
     return min(failed, key=lambda c: c.exited_at) if failed else None
 
 
-def send_stop_signals(children: list[Child]) -> None:
+def send_stop_signals(children: list[Child], findings: StopFindings) -> None:
     """Each child's stop signals to its group, in order (see ChildSpec.stop_signals), then
     SIGCONT, as a shell's ``kill`` does for a stopped job: a process stopped (SIGSTOP, Ctrl-Z)
-    holds them pending until it runs again, and would sit out the grace until the SIGKILL."""
+    holds them pending until it runs again, and would sit out the grace until the SIGKILL.
+    Which processes were stopped is noted in ``findings`` first: once continued, nothing
+    says it, and the report would blame the peer that gave up on one."""
+    findings.look(children)
     for child in children:
         for signum in child.spec.stop_signals:
             child.signal_group(signum)

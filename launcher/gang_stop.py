@@ -14,6 +14,7 @@ from .child import Child, running_groups
 from .failure import signal_name
 from .gang import any_running, killed_at_the_end, send_stop_signals
 from .second_signal import same_stop
+from .stopped_processes import StopFindings, note_findings
 
 
 def stop_gang(
@@ -27,16 +28,19 @@ def stop_gang(
     """Workers, then servers: each group's stop signals, the servers' once the workers' groups
     are empty; SIGKILL to all at ``grace`` seconds, or at a signal asking to stop now. The
     signals go before any message (whose stream may be stalled): ``cause``, the stop's, said
-    once the workers were signalled (None: said before, or by the caller)."""
+    once the workers were signalled (None: said before, or by the caller). The processes it
+    found stopped are kept for the report (:func:`~launcher.stopped_processes.note_findings`)."""
     deadline = time.monotonic() + grace
     servers = [c for c in children if c.spec.role == "server"]
     workers = [c for c in children if c not in servers]
-    send_stop_signals(workers)
+    findings = StopFindings(children)
+    send_stop_signals(workers, findings)
     if cause is not None:
         say(cause)
     _wait_gone(workers, deadline, poll, arrivals, say)
     servers_at = time.monotonic()
-    send_stop_signals(servers)
+    send_stop_signals(servers, findings)
+    note_findings(findings)
     _wait_gone(servers, deadline, poll, arrivals, say)
     running = running_groups()
     left = [c for c in children if c.group_alive(running)]

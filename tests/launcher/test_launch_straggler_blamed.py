@@ -12,7 +12,11 @@ that could not set up, and blames that worker.
 
 A stopped shard never answers, and never exits: every worker gives up on it (``rank 0: no answer
 to step N from pserver shard(s) 0 (...) within 1.5 s``, exit 1), and the launcher reported
-``worker 0 failed with exit code 1``, the shard named nowhere but in that line."""
+``worker 0 failed with exit code 1``, the shard named nowhere but in that line.
+
+Either way the launcher's stop finds the process stopped before its SIGCONT lets it run to its
+SIGTERM, and the headline says so (``... was stopped (SIGSTOP), not crashed``), where it said
+only "stopped, stuck or slower", "stopped, hung or cut off"."""
 
 from __future__ import annotations
 
@@ -23,12 +27,15 @@ import pytest
 
 from distconv.straggler_words import RAISE_TIMEOUT, sent_nothing_text
 from launcher.failure import Failure
+from launcher.stopped_processes import stopped_way_out
 from tests.launcher.stopped_child import launch_stopping
 
 #: two workers and a shard training the digits for longer than the test lasts, whose shard
 #: gives up on a rank after 1 s
 TRAIN = ("--workers", "2", "--servers", "1")
 TRAIN_ARGS = ("--", "--epochs", "200", "--no-progress", "--timeout", "1")
+#: what the headline of a child whose process the launcher's stop found stopped ends with
+STOPPED_WAY_OUT = stopped_way_out("SIGSTOP")
 
 
 @pytest.mark.timeout(120)
@@ -45,10 +52,10 @@ def test_a_stopped_worker_is_blamed_not_the_worker_it_left(tmp_path, mode, words
     stopped = f"; its process (pid {ended.pid}, on this host) is stopped (SIGSTOP, Ctrl-Z, "
     assert stopped in report["cause"], report["cause"]  # the shard saw why it was silent
     assert [(v["rank"], v["exit_code"]) for v in report["victims"]] == [(0, 75)], report
-    headline = (
-        "distconv-launch: worker 1 kept its shard waiting past --timeout (stopped, stuck or "
-        f"slower than that; named by the shard): {report['cause']} (after 0 restart(s)); "
-        "worker 0 stopped because of it (exit code 75)"
+    headline = (  # the launcher found it stopped before its stop let it run: it says so
+        f"distconv-launch: worker 1's process (pid {ended.pid}) was stopped (SIGSTOP), not "
+        f"crashed: {report['cause']}; {STOPPED_WAY_OUT} (after 0 restart(s)); worker 0 stopped "
+        "because of it (exit code 75)"
     )
     assert headline in ended.output, ended.output[-3000:]
     assert ended.status == 1, ended.output[-3000:]  # the cause's: no victim's "try again"
@@ -67,9 +74,9 @@ def test_a_stopped_shard_is_blamed_not_the_workers_that_gave_up_on_it(tmp_path):
         r"gone, stopped or unreachable; raise --timeout if it is only slow"
     )
     assert re.fullmatch(gave_up, report["cause"]), report["cause"]
-    headline = (
-        "distconv-launch: server 0 gave its workers no answer and had not exited (stopped, hung "
-        f"or cut off; named by them): {report['cause']} (after 0 restart(s)); last lines of "
+    headline = (  # not "stopped, hung or cut off": the launcher found it stopped
+        f"distconv-launch: server 0's process (pid {ended.pid}) was stopped (SIGSTOP), not "
+        f"crashed: {report['cause']}; {STOPPED_WAY_OUT} (after 0 restart(s)); last lines of "
     )
     assert headline in ended.output, ended.output[-3000:]
     assert ended.status == 1, ended.output[-3000:]

@@ -1,0 +1,123 @@
+"""The processes of a gang that its stop found stopped (SIGSTOP, or held by a debugger), as
+``/proc/PID/stat`` says, read before the stop's SIGCONT lets them run
+(:func:`launcher.gang.send_stop_signals`), for the failure report.
+
+A stopped process never exits nor answers: its peers give up on it (a shard names a stopped
+worker; the workers name a stopped shard, or, where a program of one's own waits less than the
+shards, the shard that a stopped worker held up). Once the stop's SIGCONT has let it run to its
+SIGTERM, nothing says that it had been stopped; so the stop notes it first
+(:class:`StopFindings`), and the report says it (:func:`stopped_headline`) and blames it
+(:mod:`launcher.stopped_blame`).
+
+The findings of an attempt's stop are kept by its children's logs folder
+(:func:`note_findings`, :func:`findings_for`): the report is built from a
+:class:`~launcher.failure.Failure`, which names its child's log, not the child.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from distconv.procfs import stat_fields
+
+if TYPE_CHECKING:
+    from .child import Child
+
+#: ``/proc/PID/stat``'s states of a stopped process, and what stopped it: a signal (SIGSTOP, or
+#: SIGTSTP, SIGTTIN, SIGTTOU, which stop alike), or a debugger that traces it
+STOPPED_BY = {"T": "SIGSTOP", "t": "a debugger"}
+
+
+@dataclass(frozen=True)
+class StoppedProcess:
+    """A process of a child's group found stopped: its pid, and what stopped it
+    (:data:`STOPPED_BY`'s words)."""
+
+    pid: int
+    by: str
+
+
+def stopped_in_groups(groups: set[int]) -> dict[int, StoppedProcess]:
+    """The stopped process of each of ``groups`` (process group ids) that has one, by group
+    (the lowest pid, where several are: the leader, or the first its wrapper started); one
+    look at ``/proc``, empty without it."""
+    try:
+        entries = sorted(int(e) for e in os.listdir("/proc") if e.isdigit())
+    except OSError:
+        return {}
+    found: dict[int, StoppedProcess] = {}
+    for pid in entries:
+        try:
+            fields = stat_fields(pid)
+        except OSError:  # unreadable now: says nothing of its state
+            continue
+        if fields is None or len(fields) < 3 or fields[0] not in STOPPED_BY:
+            continue
+        group = int(fields[2])
+        if group in groups and group not in found:
+            found[group] = StoppedProcess(pid, STOPPED_BY[fields[0]])
+    return found
+
+
+@dataclass
+class StopFindings:
+    """What one attempt's stop found: its children (``gang``) and the stopped process of each
+    child that had one, as each child's stop signals were about to go."""
+
+    gang: list[Child]
+    stopped: list[tuple[Child, StoppedProcess]] = field(default_factory=list)
+
+    def look(self, children: list[Child]) -> None:
+        """Note the stopped process of each of ``children`` (one look at ``/proc``)."""
+        found = stopped_in_groups({c.group.leader for c in children})
+        self.stopped += [(c, found[c.group.leader]) for c in children if c.group.leader in found]
+
+    def of(self, log: str) -> StoppedProcess | None:
+        """The stopped process of the child whose log is ``log``; None where it had none."""
+        return next((p for c, p in self.stopped if str(c.log_path) == log), None)
+
+    def child(self, log: str) -> Child | None:
+        """The child of the gang whose log is ``log``; None where none is."""
+        return next((c for c in self.gang if str(c.log_path) == log), None)
+
+
+#: the findings of the last stop that found a stopped process, by its children's logs folder
+_FINDINGS: dict[Path, StopFindings] = {}
+
+
+def note_findings(findings: StopFindings) -> None:
+    """Keep ``findings`` for the report of its gang's failure, in place of the last stop's of
+    the same logs folder; a stop that found no stopped process leaves none (a restart that
+    could not start reports the attempt before it: none of its new children is blamed)."""
+    for folder in {c.log_path.parent for c in findings.gang}:
+        if findings.stopped:
+            _FINDINGS[folder] = findings
+        else:
+            _FINDINGS.pop(folder, None)
+
+
+def findings_for(log: str) -> StopFindings | None:
+    """The findings of the last stop of the gang whose child's log is ``log``; None where it
+    found no stopped process."""
+    return _FINDINGS.get(Path(log).parent)
+
+
+def stopped_headline(role: str, rank: int, pid: int, by: str) -> str:
+    """``server 1's process (pid 7) was stopped (SIGSTOP), not crashed``: the headline of a
+    child (``role`` ``rank``) whose process ``pid`` the stop found stopped by ``by``."""
+    how = f"({by})" if by == STOPPED_BY["T"] else f"by {by}"
+    return f"{role} {rank}'s process (pid {pid}) was stopped {how}, not crashed"
+
+
+def stopped_way_out(by: str) -> str:
+    """What to do of a process stopped by ``by`` (the launcher's stop has ended this one):
+    let such a process go on in time, or find what stops it."""
+    if by != STOPPED_BY["T"]:
+        return "a process a debugger holds, holds the whole job up: detach it in time"
+    return (
+        "a stopped process holds the whole job up till its peers give up on it: let it go on "
+        "in time (kill -CONT PID), or find what stopped it (a kill -STOP, a Ctrl-Z)"
+    )

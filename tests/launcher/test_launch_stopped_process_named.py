@@ -1,0 +1,73 @@
+"""A process of a job stopped (SIGSTOP) is what ``distconv-launch`` blames, by its pid, where a
+program of one's own gives its sync ``timeout=1``, and a healthy worker gives up first.
+
+Such a program's workers wait 1.5 s for a shard's answer, the shards their own 60 s for every
+worker (the launcher passes ``--timeout`` to ``distconv train``'s shards alone). One worker
+stopped, the shard holds the step for it and the healthy worker gives up on the shard first
+(exit 1, ``rank 0: no answer to step N from pserver shard(s) 0 ... within 1.5 s``), the only
+child that ends by itself; one shard stopped, the same. The launcher reported ``worker 0 failed
+with exit code 1``, the stopped process named nowhere: its stop's SIGCONT let it run to its
+SIGTERM, and nothing said that it had been stopped. The stop now reads each process's state
+first (``/proc/PID/stat``: ``T``), and the report blames the one it found stopped."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.stopped_processes import stopped_in_groups, stopped_way_out
+from tests.launcher.stopped_child import launch_stopping
+
+#: the program of one's own: two workers with ``timeout=1`` on their sync, one shard
+PROGRAM = Path(__file__).with_name("own_program_timeout.py")
+JOB = ("--workers", "2", "--servers", "1", "--", str(PROGRAM), "train")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("role", "rank"), [("worker", 1), ("server", 0)])
+def test_the_stopped_process_is_blamed_not_the_worker_that_gave_up(tmp_path, role, rank):
+    ended = launch_stopping(tmp_path, role, rank, *JOB, timeout=60)
+    report, output = ended.report, ended.output[-3000:]
+    assert report is not None, output
+    assert (report["role"], report["rank"]) == (role, rank), output
+    # a stopped shard: each worker that gave up on it by then (both, but for one the stop
+    # reached first); a stopped worker: the other one
+    who = r"worker \d(, worker \d)?" if role == "server" else "worker 0"
+    gave_up = rf"{who} gave up waiting: rank \d: no answer to step \d+ "
+    assert re.match(gave_up, report["cause"]), report["cause"]
+    assert "from pserver shard(s) 0 (127.0.0.1:" in report["cause"], report["cause"]
+    headline = (
+        f"distconv-launch: {role} {rank}'s process (pid {ended.pid}) was stopped (SIGSTOP), not "
+        f"crashed: {report['cause']}; {stopped_way_out('SIGSTOP')} (after 0 restart(s))"
+    )
+    assert headline in ended.output, output
+    assert ended.status == 1, output  # the launcher's stop ended it: no status of its own
+
+
+@pytest.mark.timeout(30)
+def test_a_stopped_process_is_found_by_its_group_and_no_longer_once_continued():
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+    )
+    try:
+        os.kill(child.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while not (found := stopped_in_groups({child.pid})) and time.monotonic() < deadline:
+            time.sleep(0.01)  # the stop is the kernel's to deliver
+        assert found[child.pid].pid == child.pid and found[child.pid].by == "SIGSTOP", found
+        assert stopped_in_groups({os.getpgrp()}) == {}  # this test's own group runs
+        os.kill(child.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 10
+        while stopped_in_groups({child.pid}) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stopped_in_groups({child.pid}) == {}
+    finally:
+        child.kill()
+        child.wait()
