@@ -79,10 +79,6 @@ class StopFindings:
         """The stopped process of the child whose log is ``log``; None where it had none."""
         return next((p for c, p in self.stopped if str(c.log_path) == log), None)
 
-    def child(self, log: str) -> Child | None:
-        """The child of the gang whose log is ``log``; None where none is."""
-        return next((c for c in self.gang if str(c.log_path) == log), None)
-
 
 #: the findings of the last stop that found a stopped process, by its children's logs folder
 _FINDINGS: dict[Path, StopFindings] = {}

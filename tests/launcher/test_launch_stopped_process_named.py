@@ -12,6 +12,7 @@ first (``/proc/PID/stat``: ``T``), and the report blames the one it found stoppe
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from launcher.stopped_processes import stopped_in_groups, stopped_way_out
+from tests.launcher.launch_cli import launch
 from tests.launcher.stopped_child import launch_stopping
 
 #: the program of one's own: two workers with ``timeout=1`` on their sync, one shard
@@ -71,3 +73,50 @@ def test_a_stopped_process_is_found_by_its_group_and_no_longer_once_continued():
     finally:
         child.kill()
         child.wait()
+
+
+#: a program of two ranks: rank 1 stops itself (SIGSTOP), rank 0 then ends on the words given
+SELF_STOPPING = """
+import os, signal, sys, time
+from pathlib import Path
+mark = Path(sys.argv[1])
+if os.environ["RANK"] == "1":
+    mark.write_text(str(os.getpid()))
+    os.kill(os.getpid(), signal.SIGSTOP)
+    sys.exit(0)
+while not mark.exists() or Path(f"/proc/{mark.read_text()}/stat").read_text().split()[2] != "T":
+    time.sleep(0.01)
+sys.exit(sys.argv[2])
+"""
+#: a worker's words giving up on its shard, as a program of one's own ends on them
+GAVE_UP = (
+    "rank 0: no answer to step 2 from pserver shard(s) 0 (127.0.0.1:5) within 1.5 s (1.5 x "
+    "--timeout 1 s) (shard(s) 0 wait up to 60 s for every worker, ...)"
+)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("last_words", "blamed"),
+    [(f"SyncError: {GAVE_UP}", 1), ("ValueError: a label of 7", 0)],
+    ids=["gave-up", "own-error"],
+)
+def test_only_a_wait_given_up_is_laid_on_the_stopped_process(tmp_path, last_words, blamed):
+    """Rank 0 ends while rank 1 is stopped: on a wait given up, rank 1 is blamed; on an error of
+    its own, rank 0 is, as before (a stopped peer is then no cause)."""
+    program = tmp_path / "self_stopping.py"
+    program.write_text(SELF_STOPPING)
+    run, mark = tmp_path / "run", tmp_path / "stopped-pid"
+    done = launch(
+        "local", "--run-dir", str(run), "--workers", "2", "--servers", "0", "--",
+        str(program), str(mark), last_words, cwd=tmp_path, timeout=50,
+    )  # fmt: skip
+    report = json.loads((run / "failure.json").read_text())
+    assert (report["role"], report["rank"]) == ("worker", blamed), done.stderr[-3000:]
+    stopped = f"distconv-launch: worker 1's process (pid {mark.read_text()}) was stopped (SIGSTOP)"
+    assert (stopped in done.stderr) == (blamed == 1), done.stderr[-3000:]
+    if blamed == 1:
+        assert report["cause"] == f"worker 0 gave up waiting: {GAVE_UP}", report["cause"]
+    else:
+        assert "distconv-launch: worker 0 failed with exit code 1" in done.stderr, done.stderr
+    assert done.returncode == 1, done.stderr[-3000:]
