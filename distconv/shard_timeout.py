@@ -45,15 +45,17 @@ def below_the_shards_least(seconds: float) -> str | None:
     """Why the workers' ``--timeout`` of ``seconds`` cannot be their shards' too, where it is
     below a shard's least (``MIN_TIMEOUT``): the shards would wait that least, longer than the
     workers asked, and every worker warns at setup that it gives up on them first; None where
-    it is not below it. ``distconv-launch local`` refuses such a launch before it starts
-    anything."""
+    it is not below it. One text for every place that meets it: ``distconv-launch local``
+    refuses such a launch before it starts anything, the Kubernetes renderer such a job
+    (:mod:`distconv.deploy.render_args`), and ``distconv check-manifests`` names such workers
+    in manifests edited by hand (:mod:`distconv.deploy.check_timeouts`)."""
     from distconv.sync.ps.config import MIN_TIMEOUT  # numpy and zmq: for pserver jobs only
 
     if seconds >= MIN_TIMEOUT:
         return None
     return (
         f"--timeout {exact_text(seconds)} is below {MIN_TIMEOUT:g} s, the least a "
-        f"parameter-server shard takes: the launch gives its shards the workers' --timeout; "
+        f"parameter-server shard takes: a job's shards are given its workers' --timeout; "
         f"give --timeout {MIN_TIMEOUT:g} or more"
     )
 

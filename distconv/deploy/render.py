@@ -62,6 +62,7 @@ from distconv.deploy.render_args import (
     MODES,
     OWNED_FLAGS,
     _check_args,
+    _check_shards_timeout,
     _check_staleness,
     _undecoded,
 )
@@ -140,7 +141,8 @@ def render_manifests(
             refused here, as ``distconv-launch k8s`` refuses it. An MPIJob's ranks get
             ``--stall-seconds`` (300) where these give none, and a ``--timeout`` below it
             where they give none; one given that is not below it is refused
-            (:mod:`distconv.deploy.mpi_timeouts`).
+            (:mod:`distconv.deploy.mpi_timeouts`). A parameter-server job's shards are
+            given the workers' ``--timeout``; one below a shard's least (0.2 s) is refused.
         mode: the shards' mode, ``"sync"`` or ``"async"`` (parameter-server jobs only).
         slots_per_worker: ranks per MPI worker pod (MPI jobs only); ``workers`` must be a
             multiple of it. Local rank ``R`` serves its probes on port ``8080 + R``, each
@@ -192,6 +194,7 @@ def render_manifests(
     if use_mpi and ipv6:  # mpirun's own launch (ssh, Hydra's proxies) was never tried on one
         raise ValueError("--ipv6 renders parameter-server jobs only, not an MPIJob")
     _check_staleness(max_staleness, mode, use_mpi)
+    _check_shards_timeout(train_args, use_mpi)
     job = _Job(
         job_name,
         workers,

@@ -5,9 +5,11 @@ The names are re-exported by :mod:`distconv.deploy.render`, where callers import
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from distconv.deploy.image_ref import FORM, is_image_reference
 from distconv.deploy.train_values import refuse_train_values
+from distconv.shard_timeout import below_the_shards_least, workers_timeout
 from distconv.sync.ps.limits import MAX_SETTING, staleness_in_sync
 from distconv.train_args import FlagError, spelled_out
 
@@ -109,6 +111,20 @@ def _check_staleness(max_staleness, mode, use_mpi: bool) -> None:
         raise ValueError("--max-staleness is for parameter-server shards; an MPIJob has none")
     if mode != "async":
         raise ValueError(staleness_in_sync(max_staleness))
+
+
+def _check_shards_timeout(train_args: Sequence[str], use_mpi: bool) -> None:
+    """Refuse a workers' ``--timeout`` (in ``train_args``, spelled out) below a shard's least,
+    in a job with shards, as ``distconv-launch local`` refuses it and in its words: the shards
+    are given the workers' ``--timeout``, and a shorter one than their least would have them
+    wait longer than the workers, each of which would warn of it at setup. (The shards were
+    once raised to their least in silence, so the two sides of a rendered job disagreed.)"""
+    if use_mpi:  # no shards: the ranks' --timeout is their MPI watchdog's alone
+        return
+    seconds = workers_timeout(train_args)
+    why = None if seconds is None else below_the_shards_least(seconds)
+    if why is not None:
+        raise ValueError(f"{why} (the train arguments after --)")
 
 
 def _undecoded(text: str) -> bool:

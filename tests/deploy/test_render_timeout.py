@@ -49,7 +49,7 @@ def _shard_timeout(objs: list[dict]) -> str | None:
         (["--timeout=2.5", "--epochs", "1"], "2.5"),
         (["--time", "7", "--timeout", "3"], "3"),  # spelled out; the last one, as train reads
         (["--timeout", "1e1"], "10"),  # as the workers read it
-        (["--timeout", "0.05"], "0.2"),  # below a shard's least, which it refused at its start
+        (["--timeout", "0.2"], "0.2"),  # a shard's least; below it the render is refused
     ],
 )
 def test_the_shards_wait_as_long_as_the_workers(train: list[str], shards: str):
@@ -69,9 +69,9 @@ def test_shards_of_workers_without_a_timeout_keep_their_default():
 
 
 def test_the_workers_keep_their_own_timeout_as_given():
-    objs = render_manifests(**JOB, train_args=["--timeout", "0.05"])
+    objs = render_manifests(**JOB, train_args=["--timeout", "0.2"])
     worker = _args(objs, "Job")
-    assert worker[worker.index("--timeout") + 1] == "0.05"
+    assert worker[worker.index("--timeout") + 1] == "0.2"
 
 
 def test_a_worker_of_a_rendered_job_names_the_missing_rank_and_warns_of_nothing(

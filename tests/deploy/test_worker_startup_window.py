@@ -164,7 +164,7 @@ def test_a_shard_timeout_raised_without_the_probe_is_caught(example):
         (["--tim", "300"], 6000),  # an abbreviation, as train's parser reads it
         (["--timeout", "300", "--timeout", "30"], 1200),  # the last wins, as in train
         (["--timeout", "300.5"], 6010),  # 6010 s: whole 10 s periods, rounded up
-        (["--timeout", "0.05"], 1200),  # below the shards' 0.2 s floor: the least window
+        (["--timeout", "0.2"], 1200),  # the shards' least (below it, refused): the least window
     ],
 )
 def test_the_window_is_twice_the_rounds_of_the_timeout_in_every_form_train_reads(given, window):
