@@ -24,7 +24,7 @@ from distconv.deploy.check_shards import (
     env_as_seen,
     expand,
 )
-from distconv.deploy.check_timeouts import _outwaiting_shards
+from distconv.deploy.check_timeouts import timeout_problems
 from distconv.deploy.check_workers import _worker_counts
 from distconv.deploy.counts import count_problems, counted
 from distconv.deploy.programs import runs_the_jobs_processes
@@ -92,8 +92,10 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     its pod where the StatefulSet has several replicas, and a shard's
     ``--checkpoint-dir`` lies on a writable volume of its container and its ``--bind`` is not
     loopback, which no worker in another pod reaches; the shards' ``--timeout`` (written, or
-    their default) is below the wait of the workers beside them (1.5 x theirs), in a job of
-    two workers or more, as each worker warns at setup; a pod whose ranks train on
+    their default) is the workers' beside them (written, or theirs), in a job of two workers
+    or more (shards that outwait the workers' wait, 1.5 x theirs, named in the words each
+    worker warns with at setup), and no workers' ``--timeout`` is below a shard's least
+    (0.2 s); a pod whose ranks train on
     GPUs requests one GPU per rank (an MPI worker pod: one per slot) and gives CuPy's kernel
     cache (``CUPY_CACHE_DIR``) a writable volume; shards and workers mount
     different key Secrets; and an MPI worker pod waits for its ranks in a preStop hook, with no
@@ -119,7 +121,7 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
         _train_runs,
         _pod_settings,
         _shard_args,
-        _outwaiting_shards,
+        timeout_problems,
         _rank_gpus,
         _split_secrets,
         overlapping_runs,

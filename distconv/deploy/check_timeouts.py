@@ -1,5 +1,5 @@
 """The shards' ``--timeout`` beside their workers' (part of
-:func:`distconv.deploy.check.manifest_problems`).
+:func:`distconv.deploy.check.manifest_problems`): a rendered job gives both the same one.
 
 A shard holds a step or a gather for its ``--timeout`` until every worker has come, then fails
 it naming the worker that never came; a worker waits ``GRACE`` (1.5) x its own ``--timeout``
@@ -8,9 +8,14 @@ blamed on a healthy shard, and named only in the shard's log. The renderer gives
 the workers' ``--timeout`` (:mod:`distconv.shard_timeout`); a StatefulSet edited since
 (``--timeout 120`` beside workers of 20, or none, which leaves the shards their 60 s) is named
 here by the rule, and in the words, of the warning each worker logs at setup
-(:mod:`distconv.sync.ps.shard_timeouts`). A value only the cluster knows (a ``$(VAR)`` filled
-in at run time, a token where a flag may go, which may hold it) is not judged, nor is a command
-line refused, which the shards' and ranks' own checks name.
+(:mod:`distconv.sync.ps.shard_timeouts`). Shards edited to another ``--timeout`` that does not
+outwait the workers are named too: shorter, they fail a step or a gather that a worker comes
+to within the workers' ``--timeout``; longer, they name a worker that never comes later than
+the workers asked. So are workers whose ``--timeout`` is below a shard's least, which the
+renderer and ``distconv-launch local`` refuse in the same words
+(:func:`~distconv.shard_timeout.below_the_shards_least`). A value only the cluster knows (a
+``$(VAR)`` filled in at run time, a token where a flag may go, which may hold it) is not judged,
+nor is a command line refused, which the shards' and ranks' own checks name.
 
 How a rank reads its seconds (:func:`rank_seconds`) is shared with the MPIJob's watchdog check
 (:mod:`distconv.deploy.check_mpi`).
@@ -35,7 +40,7 @@ from distconv.deploy.check_shards import (
 )
 from distconv.deploy.programs import trains_with_the_shards
 from distconv.deploy.walk import Manifest, _flag, _here, _running
-from distconv.shard_timeout import shard_timeout
+from distconv.shard_timeout import below_the_shards_least, exact_text, shard_timeout
 from distconv.train_flag_types import positive_float
 
 #: what :func:`~distconv.deploy.walk._running` yields: object, where, pod template, container,
@@ -57,22 +62,26 @@ class Timeout(NamedTuple):
         return f"{self.seconds:g}{', the default' if self.default else ''}"
 
 
-def _outwaiting_shards(objs: Sequence[Manifest]) -> Iterator[str]:
-    """Shards whose ``--timeout`` outlasts the wait of the workers beside them."""
+def timeout_problems(objs: Sequence[Manifest]) -> Iterator[str]:
+    """Workers whose ``--timeout`` is below a shard's least, and shards whose ``--timeout``
+    is not their workers': outlasting the workers' wait, or other than it."""
     shards = [s for s in map(_shards_timeout, _running(objs, "pserver")) if s is not None]
     workers = [w for w in map(_workers_timeout, _running(objs, "train")) if w is not None]
+    for worker in workers:
+        why = None if worker.default else below_the_shards_least(worker.seconds)
+        if why is not None:
+            yield f"{worker.here}: {why}"
     for (shard, world), worker in itertools.product(shards, workers):
-        problem = _outwaited(shard, world, worker)
+        problem = _outwaited(shard, world, worker) or _disagreeing(shard, world, worker)
         if problem is not None:
             yield problem
 
 
 def _outwaited(shard: Timeout, world: int, worker: Timeout) -> str | None:
     """Why ``shard``'s wait for every worker of ``world`` outlasts ``worker``'s wait for its
-    reply, as each worker warns at setup; None where it does not. Shards at the workers'
-    ``--timeout`` as a shard takes it (:func:`~distconv.shard_timeout.shard_timeout`, floored at
-    its least, as rendered) are not named: no shorter one would start, and the workers'
-    own timeout is the user's, of which each worker warns."""
+    reply, as each worker warns at setup; None where it does not. Shards at their least beside
+    workers of a shorter ``--timeout`` (:func:`~distconv.shard_timeout.shard_timeout`) are not
+    named here: no shorter shard would start, and the workers are named on their own."""
     from distconv.sync.ps.channel import GRACE  # zmq: where a job has shards and workers
     from distconv.sync.ps.shard_timeouts import blamed_on_shard, outwaited_fix, outwaiting
 
@@ -87,6 +96,32 @@ def _outwaited(shard: Timeout, world: int, worker: Timeout) -> str | None:
         f"{worker.here} wait {limit:g} s "
         f"for a shard's reply ({GRACE:g} x their --timeout {worker.said()}): "
         f"{blamed_on_shard('by the workers')}; {outwaited_fix(shard.seconds, limit)}"
+    )
+
+
+def _disagreeing(shard: Timeout, world: int, worker: Timeout) -> str | None:
+    """Why ``shard``'s ``--timeout``, other than ``worker``'s but not outwaiting it
+    (:func:`_outwaited`), is no less wrong, in a job of two workers or more, where a shard
+    waits for the others; None where the two agree, or where the workers' is below a shard's
+    least, named for the workers alone."""
+    if world < 2 or shard.seconds == worker.seconds:
+        return None
+    if below_the_shards_least(worker.seconds) is not None:
+        return None
+    if shard.seconds < worker.seconds:
+        why = (
+            f"a shard fails a step or a gather that a worker comes to more than "
+            f"{shard.seconds:g} s after the others, sooner than the workers' --timeout allows"
+        )
+    else:
+        why = (
+            f"a worker that never comes is named only {shard.seconds:g} s in, later than the "
+            "workers' --timeout asks"
+        )
+    return (
+        f"{shard.here}: the shards' --timeout ({shard.said()}) is not that of the workers of "
+        f"{worker.here} ({worker.said()}): {why}; give the shards --timeout "
+        f"{exact_text(worker.seconds)}, as a rendered job's shards are given their workers'"
     )
 
 
