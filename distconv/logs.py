@@ -23,7 +23,7 @@ from typing import Any
 
 from distconv import strict_json
 from distconv.launch_env import restart_count
-from distconv.messages import exception_line, named
+from distconv.messages import exception_line, named, note_lines
 from distconv.notes import notes_of
 from distconv.rank_endings import begins_as_job_error, ending_name
 from distconv.runtime import Runtime, RuntimeConfigError
@@ -195,14 +195,28 @@ def error_line(program: str, error: BaseException, fmt: str | None = None, **fie
     keys of its own under JSON); ``PROGRAM: error: DataError: message`` for an error of the job
     itself, which the launcher does not restart (:func:`~distconv.rank_endings.named_in_ending`;
     a script's subclass of one by the name of distconv's class it derives from); and another
-    error's class before a message that begins as such an error's would."""
+    error's class before a message that begins as such an error's would. Before it, the lines
+    of the notes ``error`` carries (:func:`noted_line`)."""
     name = ending_name(error)
     said = exception_line(error)
     if name is not None:
         said = name + named(error).removeprefix(type(error).__name__)
     elif begins_as_job_error(said):  # a quote of one, said as it: the launcher would stop
         said = named(error)
-    return as_log_line(f"{program}: error: {said}", logging.ERROR, fmt, **fields)
+    return noted_line(program, error, f"{program}: error: {said}", fmt, **fields)
+
+
+def noted_line(
+    who: str, error: BaseException, line: str, fmt: str | None = None, **fields: Any
+) -> str:
+    """``line``, the one-line error that ends a process, as :func:`as_log_line` writes it at
+    level ``error`` (``fields``: keys of its own under JSON), after a line for each line of the
+    notes ``error`` carries (PEP 678), ``WHO: note: ...``
+    (:func:`~distconv.messages.note_lines`), at the same level: the note is often the way out
+    (``raise --timeout``), which the one line dropped. ``line`` stays the last: the launcher
+    reads it. Under JSON, one object a line. No newline after the last."""
+    said = [as_log_line(note, logging.ERROR, fmt) for note in note_lines(who, error)]
+    return "\n".join([*said, as_log_line(line, logging.ERROR, fmt, **fields)])
 
 
 def interrupted_line(program: str, interrupt: BaseException, fmt: str | None = None) -> str:

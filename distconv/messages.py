@@ -1,6 +1,7 @@
 """Errors said on one line: the command lines' last line, a checkpoint's reason, a worker's
 ``bye``. Exception messages may span lines (safetensors', msgpack's, a user's), and a line
-that breaks reads as two, or is cut apart by a log's prefixes.
+that breaks reads as two, or is cut apart by a log's prefixes. The notes an error carries
+(PEP 678), often the way out, go on lines of their own before it (:func:`note_lines`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import re
 import shlex
 import sys
 from collections.abc import Iterable, Mapping
+
+from distconv.notes import notes_of
 
 #: the most a worker's ``bye`` carries of the error it closes on (another process quotes it)
 SENT_ERROR_CHARS = 300
@@ -160,6 +163,17 @@ def one_line(text: str, limit: int | None = None) -> str:
 def exception_line(error: BaseException) -> str:
     """An exception's message on one line, or its type's name where it has none."""
     return one_line(str(error)) or type(error).__name__
+
+
+def note_lines(who: str, error: BaseException) -> list[str]:
+    """``WHO: note: LINE`` for each line of ``error``'s notes (PEP 678: ``add_note``), to go
+    before the one-line error that ends a process (``WHO: error: ...``), which stays its last
+    line: the launcher reads it. Each line stripped, the blank ones left out, and a value of
+    :func:`quote_in_errors` shown :func:`shell_quoted`, as :func:`one_line` shows it; none
+    where ``error`` has no notes. A note on a line of its own, not squeezed into the error's:
+    the error's line is what the launcher and a user's ``grep`` match, and a note may be long."""
+    lines = (line.strip() for note in notes_of(error) for line in _quoted(note).splitlines())
+    return [f"{who}: note: {line}" for line in lines if line]
 
 
 def named(error: BaseException) -> str:

@@ -21,15 +21,14 @@ Example:
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from distconv.checkpoint import CheckpointError
-from distconv.logs import as_log_line
-from distconv.messages import exception_line, quote_in_errors, quoted_in
+from distconv.logs import as_log_line, error_line
+from distconv.messages import quote_in_errors, quoted_in
 from distconv.names import OPTIMIZER_NAMES
 from distconv.number_text import int_at_least
 from distconv.stdout_drop import drop_stdout
@@ -92,13 +91,14 @@ def add_run_flags(parser: argparse.ArgumentParser, epochs: int, batch_size: int)
 def refusals(parser: argparse.ArgumentParser) -> Iterator[None]:
     """Inside it, a checkpoint or output directory refused (:class:`CheckpointError`: a run in
     ``--out`` and no ``--resume``, nothing to resume, a file in the way, a full disk) ends the
-    script with ``prog: error: ...`` and status 1 (a JSON line under
+    script with ``prog: error: ...`` and status 1, after a ``prog: note: ...`` line for each
+    line of the notes the error carries (a JSON line each under
     ``init(log_format="json")``, as :func:`~distconv.distributed.run_main` writes its own; a
     value of the command line with a character that does not print in it shown as a shell
     word, ``$'a\\nb'``, as ``distconv train`` shows it). Under MPI, where the sync closed
-    in a ``finally`` aborts the job first, the rank's abort line says it, without the
-    traceback, as under ``distconv train``. Another rank's failure goes on to ``run_main``,
-    which exits 75."""
+    in a ``finally`` aborts the job first, the rank's abort line says it (its notes on lines
+    before it), without the traceback, as under ``distconv train``. Another rank's failure
+    goes on to ``run_main``, which exits 75."""
     brief = leaving.BRIEF_ERRORS
     leaving.BRIEF_ERRORS = (*brief, CheckpointError)
     # one_line squeezed --out $'a\nb' to "a b", a path with a space: another folder
@@ -108,8 +108,8 @@ def refusals(parser: argparse.ArgumentParser) -> Iterator[None]:
     except CheckpointError as exc:
         if peer_failure(exc) is not None:
             raise
-        line = f"{parser.prog}: error: {exception_line(exc)}"  # JSON under a JSON log
-        parser.exit(1, as_log_line(line, logging.ERROR) + "\n")
+        # JSON under a JSON log; the notes it carries (the way out) on lines before it
+        parser.exit(1, error_line(parser.prog, exc) + "\n")
     finally:
         leaving.BRIEF_ERRORS = brief
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from distconv.build_identity import build_id
 from distconv.files import folder_problem
-from distconv.messages import debugging, exception_line
+from distconv.messages import debugging, exception_line, note_lines
 from distconv.procfs import process_identity
 
 from .async_launch import async_retelling
@@ -361,7 +361,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except (LaunchError, OSError) as exc:
         if debugging():
             raise
-        last_line(f"{PROG} {args.command}: error: {exception_line(exc)}", json_rest)
+        who = f"{PROG} {args.command}"  # its notes (the way out) on lines before the error's
+        last_line(f"{who}: error: {exception_line(exc)}", json_rest, note_lines(who, exc))
         # train arguments refused (a value, a flag train does not take, one the launch sets)
         # are a usage error, as argparse's own (the launcher's usage would not show them, so
         # only the line)

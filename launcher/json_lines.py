@@ -157,11 +157,14 @@ def json_lines(rest: Sequence[str], job_id: str | None) -> JsonLines | None:
     return JsonLines(job_id) if asks_json(rest) else None
 
 
-def last_line(text: str, rest: Sequence[str]) -> None:
-    """The launcher's last line on stderr, before any job ran (a refusal, a Ctrl-C): a JSON
-    object (``error``) where the train arguments after ``--`` (``rest``) ask for JSON; given up
-    after a bound on a stderr that stalls (:func:`launcher.stderr_line.write_last`)."""
+def last_line(text: str, rest: Sequence[str], before: Sequence[str] = ()) -> None:
+    """The launcher's last line on stderr, before any job ran (a refusal, a Ctrl-C), after the
+    lines ``before`` it (the notes of the error it ends on:
+    :func:`distconv.messages.note_lines`): each a JSON object (``error``) where the train
+    arguments after ``--`` (``rest``) ask for JSON; written at once, given up after a bound on
+    a stderr that stalls (:func:`launcher.stderr_line.write_last`)."""
+    said = [*before, text]
     lines = json_lines(rest, None)
     if lines is not None:
-        text = lines.message(text, None, "error").decode().rstrip("\n")
-    write_last(text)
+        said = [lines.message(line, None, "error").decode().rstrip("\n") for line in said]
+    write_last("\n".join(said))
