@@ -3,15 +3,16 @@
 A note says what the error's own line cannot: whether the other ranks were told, what a stop
 saved and how to go on, a second failure met while handling the first. ``BaseException.add_note``
 came in Python 3.11; before it, :func:`add_note` keeps the same ``__notes__`` list, which
-distconv's own endings (:func:`distconv.logs.interrupted_line`) and a script's ``except`` read
-alike. The 3.10 interpreter prints no notes under a traceback, so there they are said where the
-error is reported, as Python 3.11 says them, not as they are made: an error a caller catches and
-handles (a fit tried again after a failed setup) says nothing. Where the error ends the process
-uncaught, its notes follow its traceback (:func:`_say_uncaught_notes`, at exit); ``distconv
-train`` and ``run_main`` say them in their endings (:func:`format_exception`). Two reports print
-no notes before Python 3.11, and there a note is logged as a warning as it is made
-(:func:`_logged_as_made`): an interactive session's (IPython's from 8.14 prints them), and an
-MPI job's abort (its abort hook open), which prints the traceback and ends the process at once.
+distconv's own endings (:func:`distconv.logs.interrupted_line`, :func:`distconv.logs.error_line`)
+and a script's ``except`` read alike. The 3.10 interpreter prints no notes under a traceback, so
+there they are said where the error is reported, as Python 3.11 says them, not as they are made:
+an error a caller catches and handles (a fit tried again after a failed setup) says nothing.
+Where the error ends the process uncaught, its notes follow its traceback
+(:func:`_say_uncaught_notes`, at exit); ``distconv train``, ``run_main`` and an MPI sync's
+abort say them in their endings (:func:`format_exception`, :func:`unprinted_notes`). An
+interactive session whose tracebacks print no notes (IPython before 8.14, the plain REPL)
+reports each error as it comes and goes on, with no ending to say them in: there a note is
+logged as a warning as it is made (:func:`_logged_as_made`).
 """
 
 from __future__ import annotations
@@ -82,7 +83,15 @@ def format_exception(error: BaseException) -> list[str]:
     those of the errors in its chain under it before Python 3.11 (from 3.11 the traceback
     holds them, each under its own error)."""
     lines = traceback.format_exception(type(error), error, error.__traceback__)
-    return lines if _traceback_prints_notes() else [*lines, *_chain_notes(error)]
+    return [*lines, *unprinted_notes(error)]
+
+
+def unprinted_notes(error: BaseException) -> list[str]:
+    """The lines (each ending in a newline) that a traceback of ``error`` printed here leaves
+    out: the notes of ``error`` and of the errors in its chain (:func:`format_exception`'s)
+    before Python 3.11, where ``traceback`` prints none; none where it prints them. For a
+    report that ``traceback`` makes (an MPI sync's abort hook's, a logger's hook's)."""
+    return [] if _traceback_prints_notes() else list(_chain_notes(error))
 
 
 def print_exception(error: BaseException) -> None:
@@ -151,12 +160,9 @@ def _reports_print_notes() -> bool:
 def _logged_as_made() -> bool:
     """Whether a note made now (before Python 3.11) is logged as it is made, the report of its
     error printing no notes: in an interactive session whose hook prints none
-    (:func:`_reports_print_notes`), and while an MPI sync's abort hook is open
-    (:mod:`distconv.sync.mpi.leaving`), whose abort prints the traceback, then ends the
-    process at once. Not imported: no such hook."""
-    leaving = sys.modules.get("distconv.sync.mpi.leaving")
-    if leaving is not None and leaving.is_abort_hook(sys.excepthook):
-        return True
+    (:func:`_reports_print_notes`), which has no ending to say them in. Not while an MPI sync's
+    abort hook is open: its abort says them (:mod:`distconv.sync.mpi.leaving`), and a note
+    logged as made warned of an error the script then handled (a fit tried again)."""
     return _interactive() and not _reports_print_notes()
 
 

@@ -14,8 +14,9 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from distconv.logs import as_log_line
+from distconv.logs import as_log_line, noted_line
 from distconv.messages import debugging
+from distconv.notes import format_exception, unprinted_notes
 from distconv.rank_endings import ABORTING_THE_JOB, ending_name, reason_text
 from distconv.sync.mpi.comm import import_mpi
 from distconv.sync.mpi.held import HeldInterrupt
@@ -40,7 +41,9 @@ _LEFT_BRIEF = "distconv_left_brief"
 
 def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
     """Say why on stderr (with the traceback of an ``error`` that was raised, unless it and
-    what it was raised from are :data:`BRIEF_ERRORS`), then abort every rank of ``comm``.
+    what it was raised from are :data:`BRIEF_ERRORS`; the notes it carries, PEP 678's, under
+    the traceback, else on lines before the line that says why: :func:`said_before_abort`),
+    then abort every rank of ``comm``.
 
     For a rank closing its sync while ``error`` propagates (a ``finally``): the other ranks may
     be waiting in a collective for this one, and nobody may reach the except hook, which would
@@ -50,14 +53,30 @@ def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
     before = None
     try:  # one write: ranks aborting at once never share a line
         before = last_resort()  # in the try: an error arming it must not stop the abort
-        said = reason(rank, error, ABORTING_THE_JOB)
-        if error is not None and error.__traceback__ is not None and not _brief(error):
-            trace = traceback.format_exception(type(error), error, error.__traceback__)
-            said = "".join(trace) + said
-        sys.stderr.write(said)
+        sys.stderr.write(said_before_abort(rank, error))
         sys.stderr.flush()
     finally:  # abort even if printing failed: the other ranks must not hang
         _abort(comm, exit_status(error), before)
+
+
+def said_before_abort(rank: int, error: BaseException | None) -> str:
+    """What :func:`abort_job` writes: the line that says why (:func:`reason`), after the
+    traceback of an ``error`` that was raised and is not brief (:func:`_brief`), which its
+    notes follow (:func:`~distconv.notes.format_exception`: Python 3.10's prints none, and the
+    abort ends the process before the interpreter's exit could say them), else after a line
+    for each line of its notes (:func:`_noted_reason`)."""
+    if error is not None and error.__traceback__ is not None and not _brief(error):
+        return "".join(format_exception(error)) + reason(rank, error, ABORTING_THE_JOB)
+    return _noted_reason(rank, error)
+
+
+def _noted_reason(rank: int, error: BaseException | None) -> str:
+    """:func:`reason`'s line, ending the job, after a ``rank N: note: ...`` line for each line
+    of the notes ``error`` carries (:func:`~distconv.logs.noted_line`): said without its
+    traceback, the error dropped them, which are often the way out."""
+    if error is None:
+        return reason(rank, error, ABORTING_THE_JOB)
+    return noted_line(f"rank {rank}", error, _reason_text(rank, error, ABORTING_THE_JOB)) + "\n"
 
 
 def _brief(error: BaseException) -> bool:
@@ -90,15 +109,22 @@ def leave_to_hook(error: BaseException) -> None:
 
 def _hook_line(comm: Any, error: BaseException) -> str | None:
     """The abort hook's one line for ``error`` where it is brief (now, or when it was left to
-    the hook: :func:`leave_to_hook`) and the rank is known, as :func:`abort_job` says it; None
-    where the traceback is to be printed."""
+    the hook: :func:`leave_to_hook`) and the rank is known, as :func:`abort_job` says it (its
+    notes on lines before it); None where the traceback is to be printed."""
     if getattr(error, _LEFT_BRIEF, False) is not True and not _brief(error):
         return None
     try:
         rank = int(comm.Get_rank())
     except Exception:  # noqa: BLE001 - a communicator that cannot say: the traceback then
         return None
-    return reason(rank, error, ABORTING_THE_JOB)
+    return _noted_reason(rank, error)
+
+
+def _traceback(etype: type[BaseException], value: BaseException, tb: Any) -> str:
+    """The traceback the abort hook prints, its notes under it: the abort ends the process
+    before the interpreter's exit could say them on Python 3.10, whose traceback prints none
+    (:func:`~distconv.notes.unprinted_notes`)."""
+    return "".join([*traceback.format_exception(etype, value, tb), *unprinted_notes(value)])
 
 
 def reason(rank: int, error: BaseException | None, ending: str) -> str:
@@ -114,12 +140,17 @@ def reason(rank: int, error: BaseException | None, ending: str) -> str:
 
     Raises:
         ValueError: ``ending`` is none of them."""
+    return as_log_line(_reason_text(rank, error, ending), logging.ERROR) + "\n"
+
+
+def _reason_text(rank: int, error: BaseException | None, ending: str) -> str:
+    """:func:`reason`'s line as text, before the log's JSON takes it."""
     said = str(error).rstrip()
     if said.endswith(".") and not said.endswith(".."):
         said = said[:-1]
     name = (ending_name(error) if error is not None else None) or type(error).__name__
     what = f"{name}: {said}" if said else name
-    return as_log_line(reason_text(rank, what, ending), logging.ERROR) + "\n"
+    return reason_text(rank, what, ending)
 
 
 def exit_status(error: BaseException | None) -> int:
@@ -192,11 +223,11 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
             if say is sys.__excepthook__:
                 # one write, where the default hook makes a hundred: a rank killed by another's
                 # abort then loses its whole message or none of it, never half a line
-                line = _hook_line(comm, value)
-                trace = traceback.format_exception(etype, value, tb) if line is None else []
-                sys.stderr.write(line or "".join(trace))
+                sys.stderr.write(_hook_line(comm, value) or _traceback(etype, value, tb))
             else:
                 say(etype, value, tb)
+                if len(aborted) == went:  # it printed it (else ours did): the notes it left out
+                    sys.stderr.write("".join(unprinted_notes(value)))
             sys.stderr.flush()
         finally:  # abort even if printing failed: the other ranks must not hang
             if len(aborted) == went:  # else ``hook`` handed on to ours, which aborted
