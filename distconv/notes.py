@@ -8,11 +8,12 @@ and a script's ``except`` read alike. The 3.10 interpreter prints no notes under
 there they are said where the error is reported, as Python 3.11 says them, not as they are made:
 an error a caller catches and handles (a fit tried again after a failed setup) says nothing.
 Where the error ends the process uncaught, its notes follow its traceback
-(:func:`_say_uncaught_notes`, at exit); ``distconv train``, ``run_main`` and an MPI sync's
-abort say them in their endings (:func:`format_exception`, :func:`unprinted_notes`). An
-interactive session whose tracebacks print no notes (IPython before 8.14, the plain REPL)
-reports each error as it comes and goes on, with no ending to say them in: there a note is
-logged as a warning as it is made (:func:`_logged_as_made`).
+(:func:`_say_uncaught_notes`, at exit); where it ends a thread, they follow threading's report
+(:func:`_thread_excepthook`); ``distconv train``, ``run_main`` and an MPI sync's abort say them
+in their endings (:func:`format_exception`, :func:`unprinted_notes`). An interactive session
+whose tracebacks print no notes (IPython before 8.14, the plain REPL) reports each error as it
+comes and goes on, with no ending to say them in: there a note is logged as a warning as it is
+made (:func:`_logged_as_made`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import atexit
 import logging
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 
@@ -59,6 +61,7 @@ def add_note(error: BaseException, note: str) -> None:
     if not _at_exit:
         atexit.register(_say_uncaught_notes)
         _at_exit.append(True)
+    _say_notes_of_threads()
     if _logged_as_made():
         log.warning("%s", note)
         setattr(error, _LOGGED, [*getattr(error, _LOGGED, ()), note])
@@ -164,6 +167,35 @@ def _logged_as_made() -> bool:
     abort hook is open: its abort says them (:mod:`distconv.sync.mpi.leaving`), and a note
     logged as made warned of an error the script then handled (a fit tried again)."""
     return _interactive() and not _reports_print_notes()
+
+
+def _say_notes_of_threads() -> None:
+    """Have threading report an error that ends a thread with its notes (before Python 3.11:
+    :func:`_thread_excepthook`), where its own hook is the one installed: not over a
+    script's. Made at each note: a script that put threading's own back gets it again."""
+    if threading.excepthook is threading.__excepthook__:
+        threading.excepthook = _thread_excepthook
+
+
+def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
+    """threading's own report of an error that ended a thread (``Exception in thread NAME:``
+    and the traceback), its notes under the traceback (:func:`format_exception`): before Python
+    3.11 threading's prints none, and ``exceptiongroup``, which makes ``traceback`` print
+    them, leaves threading's hook as it is, so they were said nowhere, the process going on.
+    Nothing for a ``SystemExit``, as threading's own; threading's report where there is no
+    error to format or no ``sys.stderr`` (it writes to the one the thread started with)."""
+    error, stderr = args.exc_value, sys.stderr
+    if isinstance(error, SystemExit):  # threading's says nothing of one either
+        return
+    if error is None or stderr is None:
+        threading.__excepthook__(args)
+        return
+    name = args.thread.name if args.thread is not None else threading.get_ident()
+    try:
+        stderr.write("".join([f"Exception in thread {name}:\n", *format_exception(error)]))
+        stderr.flush()
+    except (OSError, ValueError):  # closed, or a broken pipe: nobody to tell
+        pass
 
 
 def _say_uncaught_notes() -> None:
