@@ -12,6 +12,7 @@ traceback instead. A rank that stopped because another rank failed (a
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import sys
@@ -70,6 +71,7 @@ def run_train(args: argparse.Namespace) -> int:
     from distconv.logs import configure_logging
     from distconv.runtime import detect_runtime, runtime_flags
     from distconv.script_flags import nothing_left
+    from distconv.stop_kept import kept_said_at_stop, train_resume_words
     from distconv.sync.mpi import leaving
     from distconv.transport_flags import (
         refuse_probe_flags_without_port,
@@ -112,7 +114,11 @@ def run_train(args: argparse.Namespace) -> int:
     )
     leaving.BRIEF_ERRORS = user_errors()  # a rank aborting an MPI job on one: no traceback
     start = time.perf_counter()
-    with told:
+    resumes = functools.partial(train_resume_words, out, out_given=args.out is not None)
+    stop_said = kept_said_at_stop(
+        "distconv train", out, runtime.is_chief, resumes, runtime.world_size
+    )
+    with told, stop_said:
         trainer = train(config, runtime)
     seconds = time.perf_counter() - start
     if not runtime.is_chief:

@@ -104,6 +104,9 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     try:
         return main()
     except Preempted as exc:
+        from distconv.stop_kept import say_script_kept  # a stop's alone: run_dir and the rest
+
+        say_script_kept(_program(), exc, _log_format)  # what it kept, the way on: lines before
         say(as_log_line(f"{_program()}: {exc}", logging.WARNING, _log_format))  # JSON as asked
         _unlink_after_stop(exc.exit_status)
         raise SystemExit(exc.exit_status) from None

@@ -1,0 +1,239 @@
+"""What a run stopped by SIGTERM says before its stop line: the checkpoint that holds its step
+and the command that goes on from it. ``distconv train`` and a script's ``run_main`` ended on
+``stopped by SIGTERM after step N`` alone, and a user at a plain terminal (no launcher, whose
+report says how to go on) was told neither where the work was kept nor how to continue it.
+
+Real ``distconv train`` subprocesses and a real script, stopped by a real SIGTERM mid-epoch;
+the command they print is run through a shell and must resume the run."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from distconv.run_dir import RunDirectory
+from distconv.stop_agreement import step_said
+from distconv.stop_kept import train_resume_words, without_resume_flags
+from tests.child_env import child_env
+from tests.processes import job_env, run_job
+
+pytestmark = pytest.mark.timeout(120)
+
+#: a run of two epochs of 384 steps (about a second each): a SIGTERM at the first epoch's line
+#: lands well inside the second, and the resume has the rest of it to train
+TRAIN = ("--data", "synthetic", "--batch-size", "1", "--no-progress", "--epochs", "2")
+#: the steps the two epochs take
+LAST_STEP = 768
+#: ``distconv train``'s lines before its stop line
+KEPT = re.compile(r"distconv train: the checkpoint of step (\d+) is kept in (\S+)")
+GO_ON = "distconv train: to go on: "
+
+
+def _stopped_train(cwd: Path, *flags: str, **env: str) -> tuple[int, list[str]]:
+    """``python -m distconv train`` with :data:`TRAIN` and ``flags`` in ``cwd``, stopped by
+    SIGTERM once its first epoch is logged; its exit status and the lines of its stderr."""
+    argv = [sys.executable, "-m", "distconv", "train", *TRAIN, *flags]
+    with job_env(child_env(**env)) as job:
+        child = subprocess.Popen(argv, env=job, cwd=cwd, stderr=subprocess.PIPE, text=True)
+        try:
+            lines = []
+            for line in child.stderr:
+                lines.append(line.rstrip("\n"))
+                if "epoch 1/2" in line:
+                    child.send_signal(signal.SIGTERM)
+                    break
+            _, rest = child.communicate(timeout=60)
+        finally:
+            child.kill()
+            child.wait()
+    return child.returncode, lines + (rest or "").splitlines()
+
+
+def _in_shell(command: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``command`` as a user pastes it into a shell, in ``cwd``."""
+    return run_job(["bash", "-c", command], env=child_env(), timeout=60, cwd=cwd)
+
+
+def _newest_step(out: Path) -> int:
+    newest = RunDirectory(out).latest()
+    assert newest is not None, f"no complete checkpoint in {out}"
+    return newest.step
+
+
+def test_a_stopped_train_names_its_checkpoint_and_the_command_that_resumes_it(tmp_path):
+    status, lines = _stopped_train(tmp_path, "--out", "run")
+    assert status == 143, lines
+    step = step_said(lines[-1])
+    assert lines[-1] == f"distconv train: stopped by SIGTERM after step {step}", lines[-3:]
+    assert step is not None and 384 < step < LAST_STEP, lines[-3:]  # inside the second epoch
+    kept = KEPT.fullmatch(lines[-3])
+    assert kept is not None, lines[-3:]
+    assert int(kept[1]) == step == _newest_step(tmp_path / "run")
+    assert kept[2] == f"run/checkpoints/step-{step:08d}/chief.safetensors"
+    assert (tmp_path / kept[2]).is_file()
+    command = lines[-2].removeprefix(GO_ON)
+    assert lines[-2].startswith(GO_ON), lines[-3:]
+    assert command == f"{sys.executable} -m distconv train {' '.join(TRAIN)} --out run --resume"
+
+    resumed = _in_shell(command, tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"resumed from {kept[2]} at step {step}, " in resumed.stderr, resumed.stderr[-2000:]
+    assert _newest_step(tmp_path / "run") == LAST_STEP  # trained on from step N + 1 to the end
+    epochs = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in epochs] == [1, 2]
+
+
+def test_the_command_names_the_default_out_and_drops_overwrite(tmp_path):
+    """A run into the default ``--out``, started with ``--overwrite``: the same command again
+    would delete the run it is meant to continue, and a later default may name another
+    folder. The command names the folder, and ``--resume`` stands where ``--overwrite`` was."""
+    status, lines = _stopped_train(tmp_path, "--overwrite")
+    assert status == 143, lines
+    out = "runs/synthetic-adam-seed0"
+    assert lines[-2] == (
+        f"{GO_ON}{sys.executable} -m distconv train {' '.join(TRAIN)} --out {out} --resume"
+    )
+    assert (tmp_path / KEPT.fullmatch(lines[-3])[2]).is_file()
+
+
+def test_under_a_json_log_each_line_is_json_with_the_checkpoint_and_command_as_keys(tmp_path):
+    status, lines = _stopped_train(tmp_path, "--out", "run", "--log-format", "json")
+    assert status == 143, lines
+    entries = [json.loads(line) for line in lines]
+    *_, kept, go_on, stop = entries
+    step = step_said(stop["message"])
+    assert stop["message"] == f"distconv train: stopped by SIGTERM after step {step}"
+    assert kept["checkpoint"] == f"run/checkpoints/step-{step:08d}/chief.safetensors"
+    assert (tmp_path / kept["checkpoint"]).is_file() and kept["out"] == "run"
+    assert kept["message"] == f"distconv train: the checkpoint of step {step} is kept in run/" + (
+        f"checkpoints/step-{step:08d}/chief.safetensors"
+    )
+    assert go_on["message"] == GO_ON + go_on["command"]
+    assert go_on["command"].endswith(" --out run --log-format json --resume")
+
+
+def test_under_the_launcher_the_checkpoint_is_named_and_the_way_on_left_to_it(tmp_path):
+    """A rank ``distconv-launch`` started (``DISTCONV_LAUNCH``): the launcher's report says how
+    to go on, with the ``--job-id`` a plain command lacks; the rank does not say it twice."""
+    status, lines = _stopped_train(tmp_path, "--out", "run", DISTCONV_LAUNCH="L1")
+    assert status == 143, lines
+    assert KEPT.fullmatch(lines[-2]) is not None, lines[-3:]
+    assert not any(line.startswith(GO_ON) for line in lines)
+
+
+#: a script as the examples are written (``distconv.script_flags``' flags, ``run_main``),
+#: that sends itself SIGTERM after its step 2 unless it resumes
+SCRIPT = """\
+import argparse, signal, sys
+import numpy as np
+import distconv.distributed as dist
+from distconv import Trainer
+from distconv.init import set_seed
+from distconv.layers import FullyConnected, MSELoss
+from distconv.network import Network
+from distconv.script_flags import add_run_flags
+sys.path.insert(0, {root!r})
+from tests.signals import signal_at
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    add_run_flags(parser, epochs=3, batch_size=16)
+    args = parser.parse_args()
+    sync = dist.init("sgd", lr=0.01)
+    set_seed(0)
+    net = Network()
+    net.add("out", FullyConnected(4, 1), "x")
+    net.add("loss", MSELoss(), ["out", "target"])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 4)).astype(np.float32)
+    data = {{"x": x, "target": rng.standard_normal((64, 1)).astype(np.float32)}}
+    try:
+        trainer = Trainer(net, sync, args.batch_size, out_dir=args.out, progress=False)
+        if args.resume is not True:
+            signal_at(trainer, 2, signal.SIGTERM)
+        trainer.fit(data, epochs=args.epochs, resume=args.resume)
+    finally:
+        sync.close()
+
+
+dist.run_main(main)
+"""
+
+
+def _stopped_script(cwd: Path, *flags: str) -> list[str]:
+    """The lines on stderr of :data:`SCRIPT` run in ``cwd`` with ``flags``, stopped."""
+    script = cwd / "script.py"
+    script.write_text(SCRIPT.format(root=str(Path(__file__).resolve().parents[1])))
+    done = run_job([sys.executable, "script.py", *flags], env=child_env(), timeout=60, cwd=cwd)
+    assert done.returncode == 143, done.stderr[-2000:]
+    return done.stderr.splitlines()
+
+
+def test_a_stopped_script_says_where_it_saved_and_the_command_that_resumes_it(tmp_path):
+    lines = _stopped_script(tmp_path, "--out", "out", "--overwrite")
+    assert lines[-3:] == [
+        "script.py: checkpoint saved in out; fit(..., resume=True) (--resume) continues it",
+        f"script.py: to go on: {sys.executable} script.py --out out --resume",
+        "script.py: stopped by SIGTERM after step 2",
+    ]
+    resumed = _in_shell(lines[-2].removeprefix("script.py: to go on: "), tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert _newest_step(tmp_path / "out") == 12  # 3 epochs of 4 steps, on from step 2
+
+
+def test_a_script_not_given_a_resume_flag_is_told_the_command_as_a_guess(tmp_path):
+    """Its parser is not known: it may take no ``--resume``."""
+    lines = _stopped_script(tmp_path, "--out", "out")
+    assert lines[-2] == (
+        "script.py: to go on (if the script takes distconv.script_flags' --resume): "
+        f"{sys.executable} script.py --out out --resume"
+    )
+
+
+def test_a_script_that_saved_nothing_says_so_and_no_command(tmp_path):
+    """Without ``out_dir`` a stop keeps nothing a new process could resume from."""
+    lines = _stopped_script(tmp_path)
+    assert lines[-2:] == [
+        "script.py: no out_dir (--out): nothing saved; fit(..., resume=True) on this Trainer "
+        "continues from its weights in memory",
+        "script.py: stopped by SIGTERM after step 2",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "kept"),
+    [
+        (["--resume", "auto", "--out", "x"], ["--out", "x"]),
+        (["--resume=auto", "--epochs", "3"], ["--epochs", "3"]),
+        (["--resume", "--out", "x"], ["--out", "x"]),
+        (["--overw", "--res", "--epochs", "3"], ["--epochs", "3"]),  # argparse's abbreviations
+        (["--out", "auto", "--resume"], ["--out", "auto"]),  # another flag's value stays
+        (["--o", "x"], ["--o", "x"]),  # --out or --overwrite: argparse refused it, kept as typed
+    ],
+)
+def test_a_train_command_line_loses_its_resume_flags_alone(args, kept):
+    options = ["--out", "--overwrite", "--resume", "--epochs", "--optimizer"]
+    assert without_resume_flags(args, options) == kept
+
+
+def test_a_script_command_line_loses_only_the_resume_flags_written_in_full():
+    """A script's parser is not known: ``--res`` may be its own ``--restarts``."""
+    assert without_resume_flags(["--res", "1", "--overwrite", "--resume", "auto", "--", "x"]) == [
+        "--res",
+        "1",
+        "--",
+        "x",
+    ]
+
+
+def test_a_train_command_after_options_keeps_them_before_train(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["distconv", "-q", "train", "--resume", "auto"])
+    words = train_resume_words("runs/a b", out_given=False)
+    assert words[1:] == ["-q", "train", "--out", "runs/a b", "--resume"]
