@@ -1,9 +1,11 @@
 """The failure an attempt reports, once its children have ended and their tails are whole:
 whom to blame for the first child that failed (a victim's named cause, :func:`~launcher.settle.
 blamed`; the worker whose own signal stopped the ranks, :func:`~launcher.own_stop.
-signalled_worker`; the shard a worker gave up on that never exited, :func:`unanswered_by`), and
-the job's error another child said (:func:`~launcher.job_error.said_elsewhere`).
-:class:`launcher.supervisor.Supervisor`'s helper, apart from its loop."""
+signalled_worker`; the shard a worker gave up on that never exited, :func:`unanswered_by`), the
+job's error another child said (:func:`~launcher.job_error.said_elsewhere`), and the process the
+attempt's stop found stopped (:func:`~launcher.stopped_blame.as_found`). Decided here once, the
+restart line, ``restarts.jsonl``, ``failure.json``, the headline and the launcher's exit status
+all say the same. :class:`launcher.supervisor.Supervisor`'s helper, apart from its loop."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from .job_error import said_elsewhere
 from .named_cause import unanswered_shard
 from .own_stop import signalled_worker
 from .settle import blamed, ended_by_stop
+from .stopped_blame import as_found
+from .stopped_processes import StopFindings
 
 
 def attempt_failure(
@@ -22,11 +26,25 @@ def attempt_failure(
     children: list[Child],
     outstayed: list[Child] | None,
     stopped: list[Child],
+    findings: StopFindings,
     restart: int,
 ) -> Failure:
     """The report of attempt ``restart``, whose first failure was ``failed``: ``outstayed``,
     the workers a victim's settle may name (None where it did not end so), ``stopped``, the
-    children running as the attempt's stop began."""
+    children running as the attempt's stop began, ``findings``, the processes that stop found
+    stopped (a wait given up on one is laid on it: :func:`~launcher.stopped_blame.as_found`)."""
+    return as_found(_first_blamed(failed, children, outstayed, stopped, restart), findings)
+
+
+def _first_blamed(
+    failed: Child,
+    children: list[Child],
+    outstayed: list[Child] | None,
+    stopped: list[Child],
+    restart: int,
+) -> Failure:
+    """The failure of attempt ``restart`` as its children's ends say it, before what its stop
+    found is weighed (:func:`attempt_failure`'s arguments)."""
     if (shard := unanswered_by(failed, children, stopped, restart)) is not None:
         return shard
     named, by_stop = blamed(failed, outstayed, stopped)

@@ -14,7 +14,7 @@ from .child import Child, running_groups
 from .failure import signal_name
 from .gang import any_running, killed_at_the_end, send_stop_signals
 from .second_signal import same_stop
-from .stopped_processes import StopFindings, note_findings
+from .stopped_processes import StopFindings
 
 
 def stop_gang(
@@ -24,12 +24,16 @@ def stop_gang(
     arrivals: Arrivals,
     say: Callable[[str], None],
     cause: str | None = None,
-) -> None:
+) -> StopFindings:
     """Workers, then servers: each group's stop signals, the servers' once the workers' groups
     are empty; SIGKILL to all at ``grace`` seconds, or at a signal asking to stop now. The
     signals go before any message (whose stream may be stalled): ``cause``, the stop's, said
-    once the workers were signalled (None: said before, or by the caller). The processes it
-    found stopped are kept for the report (:func:`~launcher.stopped_processes.note_findings`)."""
+    once the workers were signalled (None: said before, or by the caller).
+
+    Returns:
+        The processes it found stopped before its SIGCONT let them run, for the attempt's
+        failure (:func:`~launcher.stopped_blame.as_found`).
+    """
     deadline = time.monotonic() + grace
     servers = [c for c in children if c.spec.role == "server"]
     workers = [c for c in children if c not in servers]
@@ -40,7 +44,6 @@ def stop_gang(
     _wait_gone(workers, deadline, poll, arrivals, say)
     servers_at = time.monotonic()
     send_stop_signals(servers, findings)
-    note_findings(findings)
     _wait_gone(servers, deadline, poll, arrivals, say)
     running = running_groups()
     left = [c for c in children if c.group_alive(running)]
@@ -52,6 +55,7 @@ def stop_gang(
         say(f"got {signal_name(now)} during the stop: {names} killed without the rest of the grace")
     elif left:  # the grace ran out
         say(killed_at_the_end(left, servers, grace, time.monotonic() - servers_at))
+    return findings
 
 
 def say_repeat(arrivals: Arrivals, say: Callable[[str], None]) -> None:

@@ -10,7 +10,6 @@ from .failure import Failure, write_report
 from .go_on import go_on_after_stop
 from .messages import Messages
 from .shown import shown
-from .stopped_blame import as_found
 
 
 def report_failure(
@@ -24,9 +23,7 @@ def report_failure(
     """``failure`` on ``messages`` (the launcher's stderr) and in ``run_dir``'s
     ``failure.json`` (``then``: what came after it, as ``stopped by SIGTERM``, or a restart
     that could not start); where it is a checkpointed stop, then how to go on with the run
-    of ``job_id`` (:func:`go_on_after_stop`). A process that the attempt's stop found stopped
-    is said, and blamed where the failure only gave up waiting on it (:func:`as_found`)."""
-    failure = as_found(failure)
+    of ``job_id`` (:func:`go_on_after_stop`)."""
     path = run_dir / "failure.json"
     written, kept = write_report(path, failure, max_restarts, then)
     tail = [f"    {line}" for line in failure.tail] or ["    (no output)"]

@@ -16,16 +16,16 @@ from distconv.straggler_words import gave_up_in
 
 from .child import Child
 from .failure import Failure, last_words
-from .stopped_processes import StopFindings, StoppedProcess, findings_for
+from .stopped_processes import StopFindings, StoppedProcess
 
 
-def as_found(failure: Failure) -> Failure:
-    """``failure`` with what the last stop of its gang found: its own process stopped
-    (:attr:`~launcher.failure.Failure.found_stopped`); else, where it gave up a wait
-    (:func:`~distconv.straggler_words.gave_up_in`, in its last words or its cause) and the stop
-    found one process of the gang stopped, that process's child's failure; else ``failure``."""
-    findings = findings_for(failure.log)
-    if findings is None:
+def as_found(failure: Failure, findings: StopFindings) -> Failure:
+    """``failure``, its attempt's, with what that attempt's stop found (``findings``): its own
+    process stopped (:attr:`~launcher.failure.Failure.found_stopped`); else, where it gave up a
+    wait (:func:`~distconv.straggler_words.gave_up_in`, in its last words or its cause) and the
+    stop found one process of the gang stopped, that process's child's failure; else
+    ``failure``."""
+    if not findings.stopped:  # nothing stopped: nothing to say or to move
         return failure
     if (own := findings.of(failure.log)) is not None:
         return replace(failure, found_stopped=own)

@@ -9,16 +9,16 @@ SIGTERM, nothing says that it had been stopped; so the stop notes it first
 (:class:`StopFindings`), and the report says it (:func:`stopped_headline`) and blames it
 (:mod:`launcher.stopped_blame`).
 
-The findings of an attempt's stop are kept by its children's logs folder
-(:func:`note_findings`, :func:`findings_for`): the report is built from a
-:class:`~launcher.failure.Failure`, which names its child's log, not the child.
+The attempt's stop returns its findings (:func:`launcher.gang_stop.stop_gang`), and the
+attempt's failure is decided with them (:func:`launcher.attempt_failure.attempt_failure`): the
+restart line, ``restarts.jsonl``, ``failure.json``, the headline and the launcher's exit status
+all blame the same child.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from distconv.procfs import stat_fields
@@ -78,27 +78,6 @@ class StopFindings:
     def of(self, log: str) -> StoppedProcess | None:
         """The stopped process of the child whose log is ``log``; None where it had none."""
         return next((p for c, p in self.stopped if str(c.log_path) == log), None)
-
-
-#: the findings of the last stop that found a stopped process, by its children's logs folder
-_FINDINGS: dict[Path, StopFindings] = {}
-
-
-def note_findings(findings: StopFindings) -> None:
-    """Keep ``findings`` for the report of its gang's failure, in place of the last stop's of
-    the same logs folder; a stop that found no stopped process leaves none (a restart that
-    could not start reports the attempt before it: none of its new children is blamed)."""
-    for folder in {c.log_path.parent for c in findings.gang}:
-        if findings.stopped:
-            _FINDINGS[folder] = findings
-        else:
-            _FINDINGS.pop(folder, None)
-
-
-def findings_for(log: str) -> StopFindings | None:
-    """The findings of the last stop of the gang whose child's log is ``log``; None where it
-    found no stopped process."""
-    return _FINDINGS.get(Path(log).parent)
 
 
 def stopped_headline(role: str, rank: int, pid: int, by: str) -> str:

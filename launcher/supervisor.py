@@ -84,6 +84,7 @@ from .restarts import RestartRecord
 from .run_dir import clear_run_dir
 from .settle import settle
 from .stdout import binary_stream
+from .stopped_processes import StopFindings
 from .terminal import Terminal
 from .wrapup import first_overdue, reported_before
 
@@ -298,7 +299,7 @@ class Supervisor:
                     children.append(child)
                 failed = self._watch(children)
             finally:  # also when a later child cannot start: the others get their grace
-                self._stop(children, failed)
+                found = self._stop(children, failed)  # who was stopped: the blame weighs it
         finally:
             for child in children:
                 child.finish(self._stop_now)
@@ -310,7 +311,7 @@ class Supervisor:
                     self._pumping.append(child)
         if failed is None:
             return None
-        return attempt_failure(failed, children, self._outstayed, self._stopped, restart)
+        return attempt_failure(failed, children, self._outstayed, self._stopped, found, restart)
 
     def _watch(self, children: list[Child]) -> Child | None:
         """The first child to fail, also where a signal came after it; None when every worker
@@ -360,14 +361,14 @@ class Supervisor:
         self.say(f"{who} stopped on its own signal once the workers said bye")
         return True
 
-    def _stop(self, children: list[Child], failed: Child | None = None) -> None:
+    def _stop(self, children: list[Child], failed: Child | None = None) -> StopFindings:
         """Stop what is left of ``children`` (:func:`stop_gang`), saying why where a signal to
-        the launcher is the cause."""
+        the launcher is the cause; the processes it found stopped."""
         self._stopped = [c for c in children if c.poll() is None]  # ended by it, if by a signal
         cause = None
         if self._signals and failed is None and not self._finished:
             cause = f"got {signal_name(self._signals[0])}; stopping every child"
-        stop_gang(children, self.grace, self.poll_interval, self._arrivals, self.say, cause)
+        return stop_gang(children, self.grace, self.poll_interval, self._arrivals, self.say, cause)
 
     def _drain_logs(self) -> None:
         """What the held pipes still hold, into the logs, bounded (:func:`drain_held`)."""

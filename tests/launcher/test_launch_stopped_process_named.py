@@ -29,7 +29,8 @@ from tests.launcher.stopped_child import launch_stopping
 
 #: the program of one's own: two workers with ``timeout=1`` on their sync, one shard
 PROGRAM = Path(__file__).with_name("own_program_timeout.py")
-JOB = ("--workers", "2", "--servers", "1", "--", str(PROGRAM), "train")
+GANG = ("--workers", "2", "--servers", "1")
+JOB = (*GANG, "--", str(PROGRAM), "train")
 
 
 @pytest.mark.timeout(120)
@@ -75,48 +76,102 @@ def test_a_stopped_process_is_found_by_its_group_and_no_longer_once_continued():
         child.wait()
 
 
-#: a program of two ranks: rank 1 stops itself (SIGSTOP), rank 0 then ends on the words given
+#: a program of two ranks: rank 1 stops itself (SIGSTOP), its pid in ``MARK.<attempt>``; rank 0
+#: then says the words given and exits 3 (no status the launcher's stop gives), on every attempt
 SELF_STOPPING = """
 import os, signal, sys, time
 from pathlib import Path
-mark = Path(sys.argv[1])
+mark = Path(f"{sys.argv[1]}.{os.environ['DISTCONV_RESTART']}")
 if os.environ["RANK"] == "1":
     mark.write_text(str(os.getpid()))
     os.kill(os.getpid(), signal.SIGSTOP)
     sys.exit(0)
 while not mark.exists() or Path(f"/proc/{mark.read_text()}/stat").read_text().split()[2] != "T":
     time.sleep(0.01)
-sys.exit(sys.argv[2])
+print(sys.argv[2], file=sys.stderr, flush=True)
+sys.exit(3)
 """
 #: a worker's words giving up on its shard, as a program of one's own ends on them
 GAVE_UP = (
     "rank 0: no answer to step 2 from pserver shard(s) 0 (127.0.0.1:5) within 1.5 s (1.5 x "
     "--timeout 1 s) (shard(s) 0 wait up to 60 s for every worker, ...)"
 )
+#: what the launcher says of a failure a restart follows, the job given ``--max-restarts 1``
+RESTARTING = "; restarting the job (1 of 1)"
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(90)
 @pytest.mark.parametrize(
     ("last_words", "blamed"),
     [(f"SyncError: {GAVE_UP}", 1), ("ValueError: a label of 7", 0)],
     ids=["gave-up", "own-error"],
 )
 def test_only_a_wait_given_up_is_laid_on_the_stopped_process(tmp_path, last_words, blamed):
-    """Rank 0 ends while rank 1 is stopped: on a wait given up, rank 1 is blamed; on an error of
-    its own, rank 0 is, as before (a stopped peer is then no cause)."""
+    """Rank 0 ends while rank 1 is stopped, on each of two attempts: on a wait given up, rank 1
+    is blamed; on an error of its own, rank 0 is (a stopped peer is then no cause). The restart
+    line, ``restarts.jsonl``, ``failure.json``, the headline and the exit status all say so:
+    the stop's findings decide the attempt's failure, not only its final report."""
     program = tmp_path / "self_stopping.py"
     program.write_text(SELF_STOPPING)
     run, mark = tmp_path / "run", tmp_path / "stopped-pid"
     done = launch(
-        "local", "--run-dir", str(run), "--workers", "2", "--servers", "0", "--",
-        str(program), str(mark), last_words, cwd=tmp_path, timeout=50,
+        "local", "--run-dir", str(run), "--workers", "2", "--servers", "0", "--max-restarts",
+        "1", "--", str(program), str(mark), last_words, cwd=tmp_path, timeout=80,
     )  # fmt: skip
+    err = done.stderr[-4000:]
+    record = [json.loads(line) for line in (run / "restarts.jsonl").read_text().splitlines()]
     report = json.loads((run / "failure.json").read_text())
-    assert (report["role"], report["rank"]) == ("worker", blamed), done.stderr[-3000:]
-    stopped = f"distconv-launch: worker 1's process (pid {mark.read_text()}) was stopped (SIGSTOP)"
-    assert (stopped in done.stderr) == (blamed == 1), done.stderr[-3000:]
+    for entry in (*record, report):
+        assert (entry["role"], entry["rank"]) == ("worker", blamed), err
+    assert [entry["restart"] for entry in (*record, report)] == [0, 1], err
+    for attempt, after in ((0, RESTARTING), (1, " (after 1 restart(s))")):
+        pid = (tmp_path / f"stopped-pid.{attempt}").read_text()
+        if blamed == 1:
+            said = (
+                f"distconv-launch: worker 1's process (pid {pid}) was stopped (SIGSTOP), not "
+                f"crashed: worker 0 gave up waiting: {GAVE_UP}; {stopped_way_out('SIGSTOP')}"
+            )
+        else:
+            said = "distconv-launch: worker 0 failed with exit code 3"
+            assert f"(pid {pid}) was stopped" not in done.stderr, err
+        assert f"{said}{after}" in done.stderr, err
     if blamed == 1:
-        assert report["cause"] == f"worker 0 gave up waiting: {GAVE_UP}", report["cause"]
-    else:
-        assert "distconv-launch: worker 0 failed with exit code 1" in done.stderr, done.stderr
-    assert done.returncode == 1, done.stderr[-3000:]
+        assert record[0]["cause"] == report["cause"] == f"worker 0 gave up waiting: {GAVE_UP}"
+    # the stopped process's: the launcher's stop ended it (1); rank 0's own error: its 3
+    assert done.returncode == (1 if blamed == 1 else 3), err
+
+
+#: a program of one's own that a restart saves: :data:`PROGRAM` on the job's first attempt, each
+#: rank's exit 0 at once on a restart (``train``, unused, is how the test finds a worker)
+FIRST_ATTEMPT_ONLY = f"""
+import os, runpy, sys
+if os.environ["DISTCONV_RESTART"] != "0":
+    sys.exit(0)
+runpy.run_path({str(PROGRAM)!r}, run_name="__main__")
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("role", "rank"), [("worker", 1), ("server", 0)])
+def test_the_restart_line_and_record_name_the_stopped_process(tmp_path, role, rank):
+    """A worker or a shard stopped (SIGSTOP) in a job given ``--max-restarts 1``: the line that
+    says the job restarts and its ``restarts.jsonl`` line name that process, not the healthy
+    worker that gave up first (they did only in the final report, which a restart that saves
+    the job never writes)."""
+    program = tmp_path / "first_attempt_only.py"
+    program.write_text(FIRST_ATTEMPT_ONLY)
+    job = ("--max-restarts", "1", *GANG, "--", str(program), "train")
+    ended = launch_stopping(tmp_path, role, rank, *job, timeout=60)
+    output = ended.output[-4000:]
+    assert ended.status == 0, output  # the restart saved it
+    (entry,) = [json.loads(line) for line in (tmp_path / "run/restarts.jsonl").open()]
+    assert (entry["role"], entry["rank"], entry["restart"]) == (role, rank, 0), output
+    assert entry["then"] == RESTARTING[2:], entry
+    assert " gave up waiting: rank " in entry["cause"], entry["cause"]
+    said = (
+        f"distconv-launch: {role} {rank}'s process (pid {ended.pid}) was stopped (SIGSTOP), not "
+        f"crashed: {entry['cause']}; {stopped_way_out('SIGSTOP')}"
+    )
+    (line,) = [line for line in ended.output.splitlines() if line.endswith(RESTARTING)]
+    assert line.startswith(said), output
+    assert "finished after 1 restart(s)" in ended.output, output
