@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.stopped_processes import stopped_in_groups, stopped_way_out
+from launcher.stopped_processes import stopped_headline, stopped_in_groups, stopped_way_out
 from tests.launcher.launch_cli import launch
 from tests.launcher.stopped_child import launch_stopping
 
@@ -175,3 +175,18 @@ def test_the_restart_line_and_record_name_the_stopped_process(tmp_path, role, ra
     (line,) = [line for line in ended.output.splitlines() if line.endswith(RESTARTING)]
     assert line.startswith(said), output
     assert "finished after 1 restart(s)" in ended.output, output
+
+
+def test_the_docs_say_the_stopped_headline_in_the_launchers_words():
+    """docs/operations.md's stopped headlines, and the wait given up laid on a stopped process,
+    are what :mod:`launcher.stopped_processes` says, not a paraphrase (lines joined)."""
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "operations.md").read_text().split())
+    debugger = stopped_headline("worker", 1, 4242, "a debugger").partition(" (pid 4242) ")[2]
+    for said in (
+        f"`{stopped_headline('worker', 1, 4242, 'SIGSTOP')}: rank 1 (host vm, last step 184) ",
+        f"; {stopped_way_out('SIGSTOP')}` (",
+        f"`... {debugger}: ...; {stopped_way_out('a debugger')}`",
+        f"`{stopped_headline('server', 0, 4244, 'SIGSTOP')}: worker 0, worker 1 gave up on it: ",
+        f"`{stopped_headline('worker', 1, 4243, 'SIGSTOP')}: worker 0 gave up waiting: rank 0: ",
+    ):
+        assert said in docs, said
