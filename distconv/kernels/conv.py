@@ -34,6 +34,7 @@ from distconv.kernels.conv_columns import (
     in_common_dtype,
 )
 from distconv.kernels.conv_dense import conv_backward_data_dense
+from distconv.kernels.conv_depthwise import depthwise_data_grad, depthwise_data_grad_applies
 from distconv.kernels.conv_layout import dense_pays, gradients_beside, run_chunks
 from distconv.kernels.conv_shifted import (
     Taps,
@@ -187,6 +188,8 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
         # cuDNN wants g exactly conv-shaped; output_padding >= stride leaves it a row short
         g = widen_output(g, geom.out_size(x_shape[2:]))
         return cudnn.conv_backward_data(g, w, geom, x_shape)
+    if depthwise_data_grad_applies(x_shape[1], geom):  # strided: no col2im of tiny products
+        return depthwise_data_grad(g, w, geom, x_shape)
     # the fast routes multiply zeros that stand for no pixel pair; an inf in w meets them,
     # and in the dense matrix every value of g does
     exact = not_finite_on_cpu(w)

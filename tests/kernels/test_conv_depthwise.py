@@ -1,0 +1,116 @@
+"""Depthwise convolutions (groups == input channels): the strided input gradient by shifted
+slices."""
+
+import numpy as np
+import pytest
+
+from distconv import Arg
+from distconv.gradient_check import check_layer_grad
+from distconv.kernels import conv, conv_columns, conv_depthwise, im2col
+from distconv.kernels.conv import conv_backward_data
+from distconv.kernels.shape import ConvGeometry
+from distconv.layers import Conv2D, Conv3D, ConvTranspose2D
+
+#: (channels, multiplier, kernel, stride, padding, dilation, spatial size)
+STRIDED = [
+    (3, 1, 3, 2, 1, 1, (9, 8)),
+    (4, 2, 3, 2, 0, 1, (9, 9)),  # multiplier 2: eight outputs read four inputs
+    (2, 3, 2, 3, 1, 2, (10, 7)),  # dilated, stride 3
+    (5, 1, 5, (2, 1), 2, 1, (8, 8)),  # strided along one axis only
+    (3, 2, 3, 2, 1, 1, (7, 6, 5)),  # 3-D
+]
+
+
+def _im2col_data_grad(g, w, geom, x_shape, monkeypatch):
+    """The same input gradient by the columns route the shifted slices replaced."""
+    with monkeypatch.context() as m:
+        m.setattr(conv, "depthwise_data_grad_applies", lambda *a: False)
+        return conv_backward_data(g, w, geom, x_shape)
+
+
+def _case(rng, c, mult, k, s, p, d, size, dtype=np.float64):
+    geom = ConvGeometry.make(len(size), k, s, p, d, c)
+    x_shape = (3, c, *size)
+    w = rng.standard_normal((c * mult, 1, *geom.ksize)).astype(dtype)
+    g = rng.standard_normal((3, c * mult, *geom.out_size(size))).astype(dtype)
+    return geom, x_shape, w, g
+
+
+@pytest.mark.parametrize("c,mult,k,s,p,d,size", STRIDED)
+def test_strided_input_gradient_equals_the_columns_route(
+    rng, monkeypatch, c, mult, k, s, p, d, size
+):
+    geom, x_shape, w, g = _case(rng, c, mult, k, s, p, d, size)
+    assert conv_depthwise.depthwise_data_grad_applies(c, geom)
+    dx = conv_backward_data(g, w, geom, x_shape)
+    assert dx.shape == x_shape and dx.dtype == g.dtype
+    np.testing.assert_allclose(dx, _im2col_data_grad(g, w, geom, x_shape, monkeypatch), atol=1e-12)
+
+
+def test_strided_input_gradient_builds_no_columns(rng, monkeypatch):
+    """The route is taken: neither col2im nor a column matrix is touched."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("columns built for a strided depthwise input gradient")
+
+    geom, x_shape, w, g = _case(rng, 8, 1, 3, 2, 1, 1, (14, 14))
+    expected = _im2col_data_grad(g, w, geom, x_shape, monkeypatch)
+    for module, name in [(conv, "col2im_wide"), (conv, "col2im_batched"), (im2col, "col2im")]:
+        monkeypatch.setattr(module, name, refuse)
+    monkeypatch.setattr(conv_columns, "grouped_columns", refuse)
+    np.testing.assert_allclose(conv_backward_data(g, w, geom, x_shape), expected, atol=1e-12)
+
+
+def test_a_short_adjoint_input_stays_exact(rng, monkeypatch):
+    """A transposed convolution's input may be a row shorter than the convolution's output of
+    the image it makes (output_padding 2 at stride 2, dilation 3): the windows cover the rows
+    it has."""
+    geom = ConvGeometry.make(2, 2, 2, 0, 3, 4)
+    x_shape, w = (3, 4, 10, 10), rng.standard_normal((4, 1, 2, 2))
+    g = rng.standard_normal((3, 4, 3, 3))  # the convolution of 10x10 gives 4x4
+    assert geom.out_size(x_shape[2:]) == (4, 4)
+    dx = conv_backward_data(g, w, geom, x_shape)
+    np.testing.assert_allclose(dx, _im2col_data_grad(g, w, geom, x_shape, monkeypatch), atol=1e-12)
+
+
+def test_non_finite_values_meet_exactly_the_pairs_of_the_definition(rng, monkeypatch):
+    """An inf weight or output gradient reaches the pixels it is paired with and no other:
+    NaN and inf where the columns route's exact sums have them, nowhere else."""
+    geom, x_shape, w, g = _case(rng, 3, 2, 3, 2, 1, 1, (7, 7))
+    w[1, 0, 0, 0] = np.inf
+    g[0, 2, 1, 1] = -np.inf
+    dx = conv_backward_data(g, w, geom, x_shape)
+    expected = _im2col_data_grad(g, w, geom, x_shape, monkeypatch)
+    np.testing.assert_array_equal(np.isfinite(dx), np.isfinite(expected))
+    np.testing.assert_allclose(dx, expected, atol=1e-12)  # infs of one sign, NaNs alike
+    assert 0 < np.isfinite(dx).sum() < dx.size  # some reached, not all
+
+
+def test_16_bit_gradients_are_summed_in_float32(rng):
+    geom, x_shape, w, g = _case(rng, 4, 2, 3, 2, 1, 1, (9, 9), dtype=np.float16)
+    dx = conv_backward_data(g, w, geom, x_shape)
+    exact = conv_backward_data(g.astype(np.float64), w.astype(np.float64), geom, x_shape)
+    assert dx.dtype == np.float16
+    np.testing.assert_allclose(dx.astype(np.float64), exact, rtol=2e-3, atol=2e-3)
+
+
+F64 = np.float64
+
+
+@pytest.mark.parametrize(
+    "make,channels,size",
+    [
+        (lambda: Conv2D(4, 4, 3, stride=2, padding=1, groups=4, dtype=F64), 4, (9, 8)),
+        (lambda: Conv2D(3, 6, 3, stride=2, dilation=2, groups=3, dtype=F64), 3, (11, 9)),
+        (lambda: Conv2D(4, 8, 3, padding=1, groups=4, dtype=F64), 4, (6, 6)),
+        (lambda: Conv3D(2, 4, 3, stride=2, padding=1, groups=2, dtype=F64), 2, (5, 6, 5)),
+        (lambda: ConvTranspose2D(3, 3, 3, stride=2, padding=1, groups=3, dtype=F64), 3, (4, 5)),
+    ],
+    ids=["stride2", "dilated-multiplier2", "stride1-multiplier2", "3d", "transposed"],
+)
+def test_depthwise_layers_match_finite_differences(rng, make, channels, size):
+    layer = make()
+    x = Arg(rng.standard_normal((2, channels, *size)))
+    report = check_layer_grad(layer, [x])
+    assert report.worst < 1e-6
+    assert set(report.diffs) >= {"input 0", f"param {layer.name}.weight"}
