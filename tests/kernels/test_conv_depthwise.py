@@ -1,5 +1,5 @@
 """Depthwise convolutions (groups == input channels): the strided input gradient by shifted
-slices."""
+slices, and the batched layout the cost model gives grouped convolutions on small images."""
 
 import numpy as np
 import pytest
@@ -8,6 +8,7 @@ from distconv import Arg
 from distconv.gradient_check import check_layer_grad
 from distconv.kernels import conv, conv_columns, conv_depthwise, im2col
 from distconv.kernels.conv import conv_backward_data
+from distconv.kernels.conv_layout import use_batched
 from distconv.kernels.shape import ConvGeometry
 from distconv.layers import Conv2D, Conv3D, ConvTranspose2D
 
@@ -114,3 +115,27 @@ def test_depthwise_layers_match_finite_differences(rng, make, channels, size):
     report = check_layer_grad(layer, [x])
     assert report.worst < 1e-6
     assert set(report.diffs) >= {"input 0", f"param {layer.name}.weight"}
+
+
+def test_grouped_convolutions_on_small_images_run_batched():
+    """Per sample, a depthwise chunk runs a product per group and sample, each a few thousand
+    multiply-adds: up to 14x14 outputs they go batched, from 20x20 (as dense ones) per sample."""
+    for direction in ("fwd", "dw", "dx"):
+        assert use_batched((14, 14), 9, direction, groups=64)
+        assert use_batched((7, 7), 18, direction, groups=32)
+        assert not use_batched((20, 20), 9, direction, groups=128)
+        assert not use_batched((14, 14), 9, direction)  # one group: LeNet's first layer
+
+
+def test_a_batched_depthwise_layer_equals_per_sample(rng, force_layout):
+    x = rng.standard_normal((5, 6, 7, 7))
+    dy = rng.standard_normal((5, 12, 7, 7))
+    geom = ConvGeometry.make(2, 3, 1, 1, 1, 6)
+    w = rng.standard_normal((12, 1, 3, 3))
+    results = []
+    for batched in (True, False):
+        force_layout(batched)
+        y, dw = conv.conv_forward(x, w, geom, dw_from=dy)
+        results.append((y, dw, conv_backward_data(dy, w, geom, x.shape)))
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, atol=1e-12)
