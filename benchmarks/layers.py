@@ -1,4 +1,5 @@
-"""Activation, loss and sequence-pool layers against PyTorch, forward + backward, float32.
+"""Activation, loss, sequence-pool and convolution layers against PyTorch, forward + backward,
+float32.
 
 Usage: ``python benchmarks/layers.py [--threads 1] [--rounds 3] [--clock cpu|wall]
 [--cases NAME ...] [--baseline CHECKOUT]``
@@ -31,7 +32,9 @@ from harness import (  # noqa: E402
 )
 
 #: name: (layer, its option, shape); a sequence pool's shape is (sequences, length, width),
-#: every sequence of one length: PyTorch's best case, one reduction over a view
+#: every sequence of one length: PyTorch's best case, one reduction over a view; a
+#: convolution's option is (output channels, kernel, stride, padding, groups), its shape the
+#: input's (N, C, H, W), 3x3 kernels throughout
 CASES = {
     "sigmoid 64x32768": ("activation", "sigmoid", (64, 32768)),
     "relu 64x32768": ("activation", "relu", (64, 32768)),
@@ -42,6 +45,15 @@ CASES = {
     "seqpool average 32x20x128": ("seqpool", "average", (32, 20, 128)),
     "seqpool sum 32x20x128": ("seqpool", "sum", (32, 20, 128)),
     "seqpool max 32x20x128": ("seqpool", "max", (32, 20, 128)),
+    "depthwise N32 C256 7x7 p1": ("conv", (256, 3, 1, 1, 256), (32, 256, 7, 7)),
+    "depthwise N32 C128 14x14 p1": ("conv", (128, 3, 1, 1, 128), (32, 128, 14, 14)),
+    "depthwise N32 C64 28x28 p1": ("conv", (64, 3, 1, 1, 64), (32, 64, 28, 28)),
+    "depthwise N32 C256 14x14 s2 p1": ("conv", (256, 3, 2, 1, 256), (32, 256, 14, 14)),
+    "depthwise N32 C64 28x28 s2 p1": ("conv", (64, 3, 2, 1, 64), (32, 64, 28, 28)),
+    "conv N64 C8 8x8 K16 p1": ("conv", (16, 3, 1, 1, 1), (64, 8, 8, 8)),
+    "conv N128 C4 8x8 K8 p1": ("conv", (8, 3, 1, 1, 1), (128, 4, 8, 8)),
+    "conv N32 C3 14x14 K8 p1": ("conv", (8, 3, 1, 1, 1), (32, 3, 14, 14)),
+    "conv N64 C16 14x14 K16 p1": ("conv", (16, 3, 1, 1, 1), (64, 16, 14, 14)),
 }
 #: calls timed per case and process (the best is kept)
 REPEAT = 25
@@ -64,7 +76,7 @@ def _distconv_step(case: tuple):
     import numpy as np
 
     from distconv import Arg
-    from distconv.layers import Activation, SequencePool, SoftmaxCrossEntropy
+    from distconv.layers import Activation, Conv2D, SequencePool, SoftmaxCrossEntropy
 
     kind, option, shape = case
     values, ids = _inputs(case)
@@ -72,6 +84,9 @@ def _distconv_step(case: tuple):
     x = Arg(values, needs_grad=True, seq_starts=starts)
     if kind == "activation":
         layer, inputs = Activation(option), [x]
+    elif kind == "conv":
+        out, k, stride, pad, groups = option
+        layer, inputs = Conv2D(shape[1], out, k, stride, pad, groups=groups), [x]
     elif kind == "cross-entropy":
         layer, inputs = SoftmaxCrossEntropy(), [x, Arg(ids=ids, needs_grad=False)]
     else:
@@ -99,6 +114,11 @@ def _torch_step(case: tuple):
     elif kind == "cross-entropy":
         labels = torch.from_numpy(ids)
         forward = lambda: F.cross_entropy(x, labels)  # noqa: E731
+    elif kind == "conv":
+        out, k, stride, pad, groups = option
+        w = torch.randn(out, shape[1] // groups, k, k, requires_grad=True)
+        b = torch.zeros(out, requires_grad=True)
+        forward = lambda: F.conv2d(x, w, b, stride, pad, groups=groups)  # noqa: E731
     else:
         n, length, width = shape
         reduce = {"average": torch.mean, "sum": torch.sum, "max": torch.amax}[option]
