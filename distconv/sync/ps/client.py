@@ -35,40 +35,32 @@ import numpy as np
 from distconv.backend import to_host
 from distconv.endpoint import join_endpoint, split_endpoint
 from distconv.optim import Optimizer
-from distconv.parameter import Parameter, trainable
+from distconv.parameter import Parameter
 from distconv.runtime import DEFAULT_JOB_ID, refuse_repeated_servers
-from distconv.sync.base import SyncError, setup_params
-from distconv.sync.closing import in_setup
-from distconv.sync.description import job_description
-from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
+from distconv.sync.ps.blocks import BLOCK_BYTES, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
 from distconv.sync.ps.collectives import Collectives
 from distconv.sync.ps.config import usable_here
-from distconv.sync.ps.endings import AbandonNote, takes_abandon
-from distconv.sync.ps.gradients import GradientRuns
+from distconv.sync.ps.endings import AbandonNote
 from distconv.sync.ps.inbox import ReplyWriter
-from distconv.sync.ps.incarnations import incarnation_field
-from distconv.sync.ps.job_hello import hello_fields, hello_reply_problem
 from distconv.sync.ps.late_ranks import LateRankRetries
 from distconv.sync.ps.outbox import PushQueue
-from distconv.sync.ps.param_dtypes import refuse_unkept_dtypes
-from distconv.sync.ps.processes import whoami
 from distconv.sync.ps.pulls import Pulls
-from distconv.sync.ps.releases import check_releases
 from distconv.sync.ps.remote_state import RemoteState
 from distconv.sync.ps.reseed import Reseed
 from distconv.sync.ps.setup_failure import SetupFailure
-from distconv.sync.ps.shard_layout import layout_mismatch
-from distconv.sync.ps.shard_optimizer import refuse_unservable
-from distconv.sync.ps.shard_settings import agreed_settings
 from distconv.sync.ps.sparse import SparseRows
 from distconv.sync.ps.step_order import StepOrder
-from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, VALUE_DTYPES, dtype_name
+from distconv.sync.ps.wire import MAX_MESSAGE_BYTES
+from distconv.sync.ps.worker_hello import WorkerHello
+from distconv.sync.ps.worker_layout import WorkerLayout
 
 log = logging.getLogger("distconv.pserver")
 
 
 class PServerSync(
+    WorkerHello,
+    WorkerLayout,
     AbandonNote,
     SparseRows,
     Pulls,
@@ -220,86 +212,6 @@ class PServerSync(
             # an older shard's hello says no bound: "max staleness None" said what it did not
             f", max staleness {self.max_staleness}" * (self.max_staleness is not None),
         )
-
-    def _lay_out(self, params: Sequence[Parameter], config: Mapping | None) -> dict[str, Any]:
-        """Setup's work before its hello, on this rank alone: its job description."""
-        refuse_unservable(self.optimizer)  # every rank, before its hello: not rank 0 at its seed
-        params = trainable(params)
-        refuse_unkept_dtypes(params, self.rank)  # not yet in self.params: close says no bye
-        self._drop_pushes()  # those of a step cut short (a second Ctrl-C), if any
-        self.params = setup_params(params)  # before any hello: as the base's
-        self._error_at_setup = self._sockets.owe_bye(bool(self.params))  # a bye owed from now
-        # anew at each setup: a later fit may train another set (a layer frozen or unfrozen)
-        self._by_name = {p.name: i for i, p in enumerate(self.params)}
-        # and the sparse rows of a step cut short, kept by the old indices: the parameter now at
-        # one had its gradient cleared in those rows alone, the rest carried into the next step
-        self._init_sparse_rows()
-        self._end_step()  # a step cut short is over: its pushes were dropped
-        self._stamps_at_pull = None  # another layout, and the chief seeds: no pull stands for it
-        self._host.clear()  # a sparse pull writes some rows, then copies the whole host copy
-        self.sparse = {p.name for p in self.params if p.sparse_rows}
-        self._specs = [self._spec(p) for p in self.params]
-        self.layout = Layout(self._specs, len(self._socks), self.block_bytes)
-        if (idle := self.layout.idle_problem(self.endpoints)) is not None:  # before any hello
-            raise SyncError(f"rank {self.rank}: {idle}")
-        self._param_blocks = [self.layout.blocks_of(i) for i in range(len(self.params))]
-        self._versions = [0] * len(self.layout.blocks)
-        self._targets = [
-            [(s, self.layout.blocks_on(s, i)) for s in range(len(self._socks))]
-            for i in range(len(self.params))
-        ]
-        self._targets = [[(s, bl) for s, bl in t if bl] for t in self._targets]
-        self._runs_of_gradients = GradientRuns(
-            self.params,
-            [{s for s, _ in t} for t in self._targets],
-            [
-                not s.sparse and isinstance(p.grad, np.ndarray)
-                for s, p in zip(self._specs, self.params)
-            ],
-        )
-        pserver = {"block_bytes": self.block_bytes, "shards": len(self._socks)}
-        pserver["sparse"] = sorted(self.sparse)
-        return {**job_description(self.params, self.optimizer, config or {}), "pserver": pserver}
-
-    def _spec(self, p: Parameter) -> ParamSpec:
-        host = to_host(p.value)
-        if not host.flags.c_contiguous:
-            raise ValueError(f"parameter {p.name} is not C-contiguous")
-        dtype = dtype_name(host.dtype, VALUE_DTYPES, f"parameter {p.name!r}: ")
-        return ParamSpec(p.name, tuple(p.shape), dtype, p.name in self.sparse)
-
-    def _hello(self, description: dict[str, Any]) -> list[dict[str, Any]]:
-        """Say hello to every shard (``_send`` adds the run; the launch's incarnation here),
-        beating each as it answers (:meth:`_ask_hellos`), and check their settings; their
-        replies' headers."""
-        self._ask_gone_afresh()  # a shard found gone and restarted since answers again
-        head = {"op": "hello", **hello_fields(description), **whoami(), **incarnation_field()}
-        head["setup"] = self._setups  # a shard tells a hello said again from the next setup's
-        self._number_anew()  # every rank's setup starts its gathers at all_equal:1
-        replies = self._ask_hellos(head, self._check_hello_reply)
-        headers = [h for h, _ in replies]  # one scheme: shards of other modes, bounds refused
-        self.mode, self.max_staleness = agreed_settings(headers, self._named)
-        check_releases(headers, self.mode, self.rank, self._named)  # at setup, not an epoch on
-        self._abandon_shards = takes_abandon(headers)
-        self._watch_shards(replies)
-        # shards without --checkpoint-dir keep no parts: the chief's checkpoint holds their state
-        self._part_writers = [s for s, (h, _) in enumerate(replies) if h.get("checkpoints")]
-        self._set_caps([h.get("max_message_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
-        self._frame_bytes = [h.get("max_frame_bytes", MAX_MESSAGE_BYTES) for h, _ in replies]
-        return headers
-
-    def fail_setup(self, error: BaseException) -> None:
-        self._setups += not in_setup(self)  # a fit failed before setup: a setup of its own
-        super().fail_setup(error)
-
-    def _check_hello_reply(self, s: int, h: dict[str, Any]) -> None:
-        """Refuse shard ``s``'s hello reply ``h`` where this worker cannot read it, or it is of
-        another shard than the one named at position ``s`` (before any beat to it)."""
-        if (problem := hello_reply_problem(h)) is not None:  # before any setting is read
-            raise self._malformed(s, f"hello reply: {problem}")
-        expect = {"shard": s, "num_shards": len(self._socks), "workers": self.world_size}
-        if (got := {k: h.get(k) for k in expect}) != expect:
-            raise SyncError(layout_mismatch(self.endpoints[s], got, expect))
 
     # -- one step -----------------------------------------------------------------------------
     def start_at(self, step: int) -> None:

@@ -15,7 +15,7 @@ from ps_helpers import insecure_worker, run_ranks
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.peers import PeerFailed
-from distconv.sync.ps import client, processes
+from distconv.sync.ps import processes, worker_hello
 
 
 @pytest.mark.timeout(120)
@@ -29,7 +29,8 @@ def test_the_other_ranks_are_told_at_once_why_a_hello_was_refused(shards, monkey
         bad = names.get(threading.get_ident())
         return {**here, "host": bad} if bad else here
 
-    monkeypatch.setattr(client, "whoami", whoami)  # rank 1's thread says a host with a newline
+    # rank 1's thread says a host with a newline
+    monkeypatch.setattr(worker_hello, "whoami", whoami)
 
     def body(rank: int) -> str:
         if rank == 1:
