@@ -93,9 +93,11 @@ class StartupHandlers(SetupNotes):
     def _clear_job(self) -> None:
         super()._clear_job()  # type: ignore[misc]
         #: per worker (its rank and run id), which setup since the latest seed its latest
-        #: hello is of (:meth:`_count_setup`)
+        #: hello is of (:meth:`_count_setup`); of two workers per rank at most
+        #: (:meth:`_forget_replaced_workers`)
         self.setup_of: dict[tuple[int, int | None], int] = {}
-        #: per worker that numbers its setups (its hello's ``setup``), its latest hello's number
+        #: per worker that numbers its setups (its hello's ``setup``), its latest hello's
+        #: number; of the same workers
         self.setup_said: dict[tuple[int, int | None], int] = {}
         #: per rank, which setup since the latest seed its latest accepted hello is of
         self.accepted_setup: dict[int, int] = {}
@@ -120,9 +122,12 @@ class StartupHandlers(SetupNotes):
         hello (its own rounds, or a setup it failed before its hello, put it out of step until
         the next seed: docs/protocol.md, ``hello``).
 
+        Only the counts of two of the rank's workers are kept (:meth:`_forget_replaced_workers`).
+
         Raises:
             WireError: a number below the worker's hello before (its setups are only begun).
         """
+        self._forget_replaced_workers(rank, run)
         worker = (rank, run)
         if run is None or worker not in self.setup_of:
             setup = 0
@@ -138,6 +143,19 @@ class StartupHandlers(SetupNotes):
         if said is not None:
             self.setup_said[worker] = said
         return setup
+
+    def _forget_replaced_workers(self, rank: int, run: int | None) -> None:
+        """Before ``rank``'s hello of ``run`` is counted, forget the setup counts of the rank's
+        other workers but the one whose hello this shard took last (``run_of``: it may live on
+        beside a refused restart, and its next setup must be counted on from its own). A
+        restart replaces its rank's worker, so a rank restarted again and again within a job
+        (a crash loop, a lost worker taken back each time) added a count per restart for as
+        long as the job lasted. A worker forgotten so that speaks again is counted as a first
+        hello (:meth:`_count_setup`)."""
+        keep = {(rank, run), (rank, self.run_of.get(rank))}
+        for worker in [w for w in self.setup_of if w[0] == rank and w not in keep]:
+            del self.setup_of[worker]
+            self.setup_said.pop(worker, None)
 
     def _setup_peers(self, rank: int, setup: int) -> list[int]:
         """The other ranks whose hello of ``setup`` (:meth:`_count_setup`) was accepted,
