@@ -25,6 +25,11 @@ from distconv.sync.mpi.shared_memory import mapped_segments
 #: MPICH's shared-memory files in this node's /dev/shm, mpich_shm_* and mpich_vci_*
 #: (:mod:`distconv.sync.mpi.shared_memory`)
 MPICH_SEGMENTS = "/dev/shm/mpich_*_*"
+#: the topology file MPICH's mpiexec (Hydra) writes into /tmp, whatever TMPDIR says, and
+#: removes only at a clean end: every job a test ends by an abort or a killed mpiexec left one
+HYDRA_TOPOLOGY_FILES = "/tmp/hydra_hwloc_xmlfile_*"
+#: a topology file younger than this may be another run's job starting, whose proxies read it
+HYDRA_FILE_GRACE_SECONDS = 60.0
 #: those there when the run started: not the run's to remove
 _SEGMENTS_BEFORE: set[str] = set()
 
@@ -94,7 +99,7 @@ def _remove_compiled(paths: set[Path]) -> None:
 
 
 def pytest_sessionstart(session) -> None:
-    _SEGMENTS_BEFORE.update(glob.glob(MPICH_SEGMENTS))
+    _SEGMENTS_BEFORE.update(glob.glob(MPICH_SEGMENTS), glob.glob(HYDRA_TOPOLOGY_FILES))
 
 
 def pytest_sessionfinish(session) -> None:
@@ -103,15 +108,18 @@ def pytest_sessionfinish(session) -> None:
     file in ``MPI_Finalize``; a job distconv aborts unlinks it first, but many tests end jobs
     otherwise on purpose (``-m mpi4py``'s own abort, a rank killed), and each left 2 MiB of
     memory in /dev/shm until the host rebooted: 23 GiB here after a few days of runs. One made
-    in the last second may be a job of another run starting: it is left."""
+    in the last second may be a job of another run starting: it is left. Hydra's topology
+    files in /tmp likewise (a few KiB each, but hundreds a day), with a minute's grace."""
     if hasattr(session.config, "workerinput"):  # a worker: the controller sweeps once, at the end
         return
     sweep_segments(MPICH_SEGMENTS, _SEGMENTS_BEFORE)
+    sweep_segments(HYDRA_TOPOLOGY_FILES, _SEGMENTS_BEFORE, grace=HYDRA_FILE_GRACE_SECONDS)
 
 
-def sweep_segments(pattern: str, before: set[str]) -> None:
+def sweep_segments(pattern: str, before: set[str], grace: float = 1.0) -> None:
     """Remove the files ``pattern`` matches, but for those in ``before``, one another user
-    owns, one any process this user may read maps, and one changed in the last second.
+    owns, one any process this user may read maps, and one changed in the last ``grace``
+    seconds.
 
     Another user's is left whatever the maps say: their processes' ``/proc/<pid>/maps`` are
     unreadable to this one (without ``CAP_SYS_PTRACE``, as in a container run as root), so
@@ -123,7 +131,7 @@ def sweep_segments(pattern: str, before: set[str]) -> None:
     for path in sorted(left - mapped):
         with contextlib.suppress(OSError):  # gone already, or not ours to remove
             made = os.stat(path)
-            if made.st_uid == os.getuid() and time.time() - made.st_mtime > 1:
+            if made.st_uid == os.getuid() and time.time() - made.st_mtime > grace:
                 os.unlink(path)
 
 

@@ -11,12 +11,12 @@ import pytest
 from tests.conftest import sweep_segments
 
 
-def made(path, uid: int | None = None):
-    """``path``, written two seconds ago (older than the sweep's one-second grace)."""
+def made(path, uid: int | None = None, seconds_ago: float = 2):
+    """``path``, written ``seconds_ago`` (by default older than the sweep's one-second grace)."""
     path.write_bytes(b"\0" * 64)
     if uid is not None:
         os.chown(path, uid, -1)
-    old = time.time() - 2
+    old = time.time() - seconds_ago
     os.utime(path, (old, old))
     return path
 
@@ -34,3 +34,13 @@ def test_another_users_file_is_left(tmp_path):
     theirs = made(tmp_path / "mpich_shm_c_0", uid=65534)
     sweep_segments(str(tmp_path / "mpich_shm_*"), set())
     assert theirs.exists()
+
+
+def test_a_topology_file_is_removed_only_past_its_grace(tmp_path):
+    """Hydra's topology files get a minute: a younger one may be another run's job starting."""
+    left, starting = (
+        made(tmp_path / "hydra_hwloc_xmlfile_a", seconds_ago=61),
+        made(tmp_path / "hydra_hwloc_xmlfile_b", seconds_ago=30),
+    )
+    sweep_segments(str(tmp_path / "hydra_hwloc_xmlfile_*"), set(), grace=60)
+    assert (left.exists(), starting.exists()) == (False, True)
