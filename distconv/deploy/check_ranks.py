@@ -244,7 +244,11 @@ def _pod_settings(objs: Sequence[Manifest]) -> Iterator[str]:
     what its pod gives it (the Job index, MPI, ``DISTCONV_JOB_ID``): one rank claimed by every
     pod, a world size the job does not run, or a job id its shards do not serve fails or hangs
     every rank. Each is read as the kubelet passes it (``$(VAR)`` filled in); one it fills in
-    per pod is left alone, as are counts the manifests do not say."""
+    per pod is left alone, as are counts the manifests do not say. A rank that never reaches
+    the shards (``--sync local`` or ``mpi``, a baseline beside the job) says them no hello: its
+    job id is its own, as the count checks leave it out of the shards' world."""
+    from distconv.deploy.programs import trains_with_the_shards  # via index_reads, imports this
+
     shards = _shard_job_ids(objs)
     for obj, where, _, container, train, wrong in _trainers(objs):
         if wrong is not None:  # named by _train_runs
@@ -273,7 +277,7 @@ def _pod_settings(objs: Sequence[Manifest]) -> Iterator[str]:
         if obj.get("kind") == "MPIJob" and size is not None and not flags:
             yield from _mpi_world_size_var(here, container, size)
         mine = _rank_job_id(container, train)
-        for shard_where, theirs in shards:
+        for shard_where, theirs in shards if trains_with_the_shards(container) else ():
             if None not in (mine, theirs) and mine[0] != theirs[0]:
                 yield (
                     f"{here}: job id {mine[0]!r} ({mine[1]}) but {shard_where} serves "
