@@ -61,17 +61,23 @@ def below_the_shards_least(seconds: float) -> str | None:
 
 
 def shard_timeout_args(train_args: Sequence[str]) -> list[str]:
-    """``["--timeout", S]`` for the shards of workers that run ``train_args``
-    (:func:`workers_timeout`, floored by :func:`shard_timeout`); [] where they give none, which
-    leaves the shards their default."""
-    return shard_timeout_flag(workers_timeout(train_args))
+    """``["--timeout", S]`` for the rendered shards of workers that run ``train_args``: the
+    workers' own (:func:`workers_timeout`), as written; [] where they give none, which leaves
+    the shards their default. No floor applies: the renderer refuses workers' ``--timeout``
+    below a shard's least (:func:`below_the_shards_least`) before it builds the shards."""
+    return _timeout_flag(workers_timeout(train_args))
 
 
 def shard_timeout_flag(seconds: float | None) -> list[str]:
     """``["--timeout", S]`` for shards whose workers wait ``seconds`` (floored by
     :func:`shard_timeout`, written by :func:`exact_text`); [] for None, which leaves the
     shards their default."""
-    return [] if seconds is None else ["--timeout", exact_text(shard_timeout(seconds))]
+    return _timeout_flag(None if seconds is None else shard_timeout(seconds))
+
+
+def _timeout_flag(seconds: float | None) -> list[str]:
+    """``["--timeout", S]`` (:func:`exact_text`); [] for None."""
+    return [] if seconds is None else ["--timeout", exact_text(seconds)]
 
 
 def exact_text(value: float) -> str:
