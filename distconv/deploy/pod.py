@@ -9,13 +9,15 @@ and mounts (``/tmp``, the run directory, the CURVE keys). The workloads build on
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
 from distconv import __version__
+from distconv.deploy import startup_window
+from distconv.deploy.startup_window import STARTUP_PERIOD
+from distconv.deploy.startup_window import STARTUP_SECONDS as STARTUP_SECONDS  # render's
 
 Manifest = dict[str, Any]
 
@@ -37,13 +39,6 @@ WORKER_RESOURCES = {"cpu": "2", "memory": "4Gi"}
 RESUME_ARGS = ("--resume", "auto")
 #: every interface of a pod: IPv4 ones, or with ``ipv6`` both families' (dual-stack)
 ANY_ADDRESS = {False: "0.0.0.0", True: "::"}
-#: the least a rank's startup probe on /readyz waits (periods x failures) for peers and
-#: seeding: twice a worker's wait for ranks late to the start-up job check at the shards'
-#: default ``--timeout`` (``JOB_CHECK_ROUNDS``, 10, x 60 s); a longer ``--timeout`` lengthens
-#: it (:meth:`_JobBase.startup_seconds`)
-STARTUP_SECONDS = 1200
-#: a rank's startup probe's period: its window is a whole number of them
-STARTUP_PERIOD = 10
 #: a shard's startup probe on /healthz may wait this long for the shard to serve its probes
 SHARD_STARTUP_SECONDS = 60
 #: where a GPU rank's CuPy caches the kernels it compiles on first use: on the /tmp emptyDir,
@@ -169,21 +164,16 @@ class _JobBase:
         return spec
 
     def startup_seconds(self) -> int:
-        """How long a rank's startup probe holds liveness off: twice a worker's longest wait
-        for ranks late to the start-up job check (``JOB_CHECK_ROUNDS`` x the shards'
-        ``--timeout``: :mod:`distconv.sync.ps.late_ranks`), so that its start and the seeding
-        fit beside it, in whole probe periods; no less than :data:`STARTUP_SECONDS`, and no
-        more failures than the API server's int32 ``failureThreshold`` holds (a ``--timeout``
-        of a billion seconds rendered a Job that ``kubectl apply`` could not decode)."""
-        from distconv.deploy.counts import MAX_COUNT  # which imports this module
-        from distconv.shard_timeout import shard_timeout, workers_timeout
+        """How long a rank's startup probe holds liveness off beside the shards, which take
+        the workers' ``--timeout`` as written, or keep their default without one
+        (:func:`~distconv.deploy.startup_window.startup_seconds`). No shard floor applies: the
+        renderer refuses a ``--timeout`` below a shard's least before it builds a pod of a job
+        with shards, and an MPIJob's pods have no startup probe."""
+        from distconv.shard_timeout import workers_timeout
         from distconv.sync.ps.config import ShardConfig
-        from distconv.sync.ps.late_ranks import JOB_CHECK_ROUNDS
 
         timeout = workers_timeout(self.train_args)
-        shards = ShardConfig.timeout if timeout is None else shard_timeout(timeout)
-        periods = math.ceil(2 * JOB_CHECK_ROUNDS * shards / STARTUP_PERIOD)
-        return STARTUP_PERIOD * min(max(STARTUP_SECONDS // STARTUP_PERIOD, periods), MAX_COUNT)
+        return startup_window.startup_seconds(ShardConfig.timeout if timeout is None else timeout)
 
     def rank_env(
         self, role: str, world_size: int | None, threads: int, gpu: bool
