@@ -18,14 +18,14 @@ renderer and ``distconv-launch local`` refuse in the same words
 nor is a command line refused, which the shards' and ranks' own checks name.
 
 How a rank reads its seconds (:func:`rank_seconds`) is shared with the MPIJob's watchdog check
-(:mod:`distconv.deploy.check_mpi`).
+(:mod:`distconv.deploy.check_mpi`); the shards' seconds read here also judge the workers'
+startup probe (:mod:`distconv.deploy.check_startup_window`).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import itertools
 from argparse import ArgumentTypeError
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
@@ -38,6 +38,7 @@ from distconv.deploy.check_shards import (
     shard_argv_problem,
     shard_flag,
 )
+from distconv.deploy.check_startup_window import short_startup_windows
 from distconv.deploy.programs import trains_with_the_shards
 from distconv.deploy.walk import Manifest, _flag, _here, _running
 from distconv.shard_timeout import below_the_shards_least, exact_text, shard_timeout
@@ -63,18 +64,23 @@ class Timeout(NamedTuple):
 
 
 def timeout_problems(objs: Sequence[Manifest]) -> Iterator[str]:
-    """Workers whose ``--timeout`` is below a shard's least, and shards whose ``--timeout``
-    is not their workers': outlasting the workers' wait, or other than it."""
+    """Workers whose ``--timeout`` is below a shard's least, shards whose ``--timeout`` is not
+    their workers' (outlasting the workers' wait, or other than it), and workers whose startup
+    probe ends before their wait for ranks late at the shards' ``--timeout``
+    (:mod:`~distconv.deploy.check_startup_window`)."""
     shards = [s for s in map(_shards_timeout, _running(objs, "pserver")) if s is not None]
     workers = [w for w in map(_workers_timeout, _running(objs, "train")) if w is not None]
     for worker in workers:
         why = None if worker.default else below_the_shards_least(worker.seconds)
         if why is not None:
             yield f"{worker.here}: {why}"
-    for (shard, world), worker in itertools.product(shards, workers):
-        problem = _outwaited(shard, world, worker) or _disagreeing(shard, world, worker)
-        if problem is not None:
-            yield problem
+    agreeing = []
+    for shard, world in shards:
+        named = [_outwaited(shard, world, w) or _disagreeing(shard, world, w) for w in workers]
+        yield from filter(None, named)
+        if not any(named):  # else the window would echo a --timeout named to be changed
+            agreeing.append(shard)
+    yield from short_startup_windows(objs, agreeing)
 
 
 def _outwaited(shard: Timeout, world: int, worker: Timeout) -> str | None:

@@ -1,0 +1,58 @@
+"""A worker's startup probe beside the shards' ``--timeout`` (part of
+:func:`distconv.deploy.check.manifest_problems`, through
+:func:`~distconv.deploy.check_timeouts.timeout_problems`, which reads the shards' seconds).
+
+A worker whose peers are late to the start-up job check waits for them up to
+``JOB_CHECK_ROUNDS`` of the shards' ``--timeout``, its ``/readyz`` at 503. The renderer gives its
+startup probe twice that (:mod:`distconv.deploy.startup_window`); a ``--timeout`` raised by
+hand on both sides, as the docs invite, left the probe's window as rendered, and the kubelet
+would restart workers that wait as designed, each restart counted against the Job's
+``backoffLimit``. A probe whose period or failure count is no integer is not judged here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from distconv.deploy.counts import known_count
+from distconv.deploy.programs import trains_with_the_shards
+from distconv.deploy.startup_window import late_rank_seconds, startup_failures
+from distconv.deploy.walk import Manifest, _here, _running
+
+if TYPE_CHECKING:
+    from distconv.deploy.check_timeouts import Timeout
+
+#: what the API server takes for a probe's fields left out
+DEFAULT_PERIOD, DEFAULT_FAILURES = 10, 3
+
+
+def short_startup_windows(objs: Sequence[Manifest], shards: Sequence[Timeout]) -> Iterator[str]:
+    """Each rank that reaches the shards whose startup probe holds liveness off for less than
+    the window the renderer gives beside the longest of the shards' ``--timeout`` (``shards``:
+    each as its shard reads it, written or its default), with the ``failureThreshold`` to
+    write at the probe's own period. ``shards`` are those whose ``--timeout`` agrees with
+    their workers': one that does not is named on its own, and the window judged once the
+    two agree."""
+    if not shards:
+        return
+    shard = max(shards, key=lambda s: s.seconds)
+    for _, where, _, container, _ in _running(objs, "train"):
+        probe = container.get("startupProbe")
+        if not isinstance(probe, dict) or not trains_with_the_shards(container):
+            continue
+        period = known_count(probe, "periodSeconds", DEFAULT_PERIOD)
+        failures = known_count(probe, "failureThreshold", DEFAULT_FAILURES)
+        if period is None or failures is None or period < 1:  # the API server refuses these
+            continue
+        needed = startup_failures(shard.seconds, period)
+        if failures < needed:
+            yield (
+                f"{_here(where, container)}: startupProbe holds liveness off for "
+                f"{period * failures} s (periodSeconds {period} x failureThreshold {failures}), "
+                f"but beside {shard.here} (--timeout {shard.said()}) a worker waits up to "
+                f"{late_rank_seconds(shard.seconds):g} s for ranks late to the start-up job "
+                "check, its /readyz at 503, and the kubelet would restart it as it waits: give "
+                f"failureThreshold {needed} ({period * needed} s), as a rendered job's workers "
+                "are given at that --timeout"
+            )
