@@ -85,7 +85,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     ``distconv train`` resumes (``--resume auto``), takes no flag of another transport than
     its ``--sync``, and writes ``--out`` onto a writable volume of the pods its ranks run in;
     no ``--rank``, ``--world-size`` or ``--job-id`` written into the ranks' arguments disagrees
-    with the pods (one rank for all, another count, a job id the shards do not serve);
+    with the pods (one rank for all, another count, a job id the shards do not serve, asked
+    only of ranks that reach them: a ``--sync local`` or ``mpi`` baseline keeps its own);
     every ``distconv pserver`` command line parses with the shard's own parser (``$(VAR)``
     filled in as the kubelet does; in an init container, which need only exit 0, ``--help``
     passes, and no check asks it what a shard or a rank must do), takes its ``--shard`` from
@@ -95,7 +96,9 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     their default) is the workers' beside them (written, or theirs), in a job of two workers
     or more (shards that outwait the workers' wait, 1.5 x theirs, named in the words each
     worker warns with at setup), and no workers' ``--timeout`` is below a shard's least
-    (0.2 s); a pod whose ranks train on
+    (0.2 s); beside shards that agree with them, a worker's startup probe holds liveness off
+    for the window the renderer gives at the shards' ``--timeout`` (twice its wait for ranks
+    late to the start-up job check, at least 1200 s); a pod whose ranks train on
     GPUs requests one GPU per rank (an MPI worker pod: one per slot) and gives CuPy's kernel
     cache (``CUPY_CACHE_DIR``) a writable volume; shards and workers mount
     different key Secrets; and an MPI worker pod waits for its ranks in a preStop hook, with no
