@@ -195,7 +195,7 @@ def _written_arrays(exc: BaseException) -> list[np.ndarray]:
     what a call writes into (:func:`_called_targets`)."""
     found, tb = [], exc.__traceback__
     while tb is not None:
-        node, names = failing_span(tb.tb_frame, tb.tb_lasti), tb.tb_frame.f_locals
+        node, names = failing_span(tb), tb.tb_frame.f_locals
         tb_globals, tb = tb.tb_frame.f_globals, tb.tb_next
         if node is None:
             continue

@@ -6,6 +6,7 @@ read only where a forward failed: nothing on the healthy path."""
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -84,32 +85,33 @@ def refused_arrays(exc: BaseException, *, writes: bool) -> list[Any] | None:
     ``exc`` was never raised, or they hold too many to read. A dtype alone blamed a feed
     for the layer's own buffer of its dtype (``self.count += ...`` told "input 'labels'
     holds int64 values")."""
-    frames, tb = [], exc.__traceback__
+    entries, tb = [], exc.__traceback__
     if tb is None:
         return None
     while tb is not None:
-        frames.append((tb.tb_frame, tb.tb_lasti))
+        entries.append(tb)
         tb = tb.tb_next
-    for frame, lasti in reversed(frames):
-        target = _written(frame, lasti) if writes else None
-        if target is not None:  # the line writes: that array or (an object's own item) none
-            return [target] if is_array(target) else []
-        found = _arrays(frame.f_locals.values())
+    for entry in reversed(entries):
+        found = _arrays(entry.tb_frame.f_locals.values())
+        if writes:
+            node = failing_span(entry)
+            target = _written(node, entry.tb_frame.f_locals) if node is not None else None
+            if target is not None:  # the line writes: that array or (an object's own item) none
+                return [target] if is_array(target) else []
         if found is None or found:
             return found
     return []
 
 
-def _written(frame: Any, lasti: int) -> Any:
-    """What the failing instruction wrote in place, where its source says (an augmented
+def _written(node: ast.stmt, names: dict[str, Any]) -> Any:
+    """What the failing statement ``node`` wrote in place, where it says (an augmented
     assignment's target, a call's ``out=``): the array, or ``...`` where the expression
     cannot be read without running code (an object's own item, a property); None where the
-    line writes nothing or cannot be read (a compiled frame; Python 3.10 keeps no columns)."""
-    node = failing_span(frame, lasti)
-    expr = written_target(node) if node is not None else None
+    line writes nothing so."""
+    expr = written_target(node)
     if expr is None:
         return None
-    target = resolve(expr, frame.f_locals)
+    target = resolve(expr, names)
     return target if plain_array(target) else ...
 
 

@@ -8,33 +8,40 @@ import ast
 import linecache
 from collections.abc import Iterable
 from itertools import islice
-from types import GetSetDescriptorType, MappingProxyType, MemberDescriptorType
+from types import GetSetDescriptorType, MappingProxyType, MemberDescriptorType, TracebackType
 from typing import Any
 
 import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import is_array
+from distconv.layers.line_statements import statement_at
 
 
-def failing_span(frame: Any, lasti: int) -> ast.stmt | None:
-    """The source of ``frame``'s instruction at ``lasti``, parsed: an augmented assignment, a
-    call, an expression; None where it cannot be read (a compiled frame, code with no source
-    file, exec'd; Python 3.10 keeps no columns) or does not parse alone. ``g[...] += s``
-    fails reading ``g[...]``, which alone writes nothing: the statement is read then."""
-    positions = getattr(frame.f_code, "co_positions", None)
-    if positions is None or lasti < 0:  # a traceback made by hand may hold -1: no instruction
+def failing_span(tb: TracebackType) -> ast.stmt | None:
+    """The source of the instruction traceback entry ``tb`` failed at, parsed: an augmented
+    assignment, a call, an expression; None where it cannot be read (a compiled frame, code
+    with no source file, exec'd) or does not parse alone. Read by the instruction's columns
+    where Python keeps them (3.11+), else as the statement its line belongs to
+    (:func:`~distconv.layers.line_statements.statement_at`: Python 3.10, ``-X
+    no_debug_ranges``). ``g[...] += s`` fails reading ``g[...]``, which alone writes
+    nothing: the statement is read then."""
+    code, lasti = tb.tb_frame.f_code, tb.tb_lasti
+    if lasti < 0:  # a traceback made by hand may hold -1: no instruction
         return None
+    positions = getattr(code, "co_positions", None)
     # from the failing instruction on: the whole list was built per frame, O(the code's size)
-    at = islice(positions(), lasti // 2, None)
+    at = islice(positions(), lasti // 2, None) if positions is not None else iter(())
     here = next(at, (None,) * 4)
-    node = _parsed(frame, *here)
+    if here[2] is None or here[3] is None:  # no columns kept: the line's statement
+        return statement_at(code.co_filename, tb.tb_lineno)
+    node = _parsed(code, *here)
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Subscript):
         first, last, start, end = here  # the next span that starts there, longer
         around = (
             p for p in at if None not in p and p[::2] == (first, start) and p[1:4:2] > (last, end)
         )
-        whole = _parsed(frame, *next(around, (None,) * 4))
+        whole = _parsed(code, *next(around, (None,) * 4))
         ends = (last - first + 1, end - (start if last == first else 0))  # in the read text
         if isinstance(whole, ast.AugAssign) and ends == (
             whole.target.end_lineno,
@@ -44,10 +51,10 @@ def failing_span(frame: Any, lasti: int) -> ast.stmt | None:
     return node
 
 
-def _parsed(frame: Any, first: Any, last: Any, start: Any, end: Any) -> ast.stmt | None:
-    """The source of ``frame``'s code from line ``first``, column ``start`` to line ``last``,
-    column ``end``, parsed; None where it cannot be read or does not parse alone."""
-    lines = linecache.getlines(frame.f_code.co_filename)[first - 1 : last] if first else []
+def _parsed(code: Any, first: Any, last: Any, start: Any, end: Any) -> ast.stmt | None:
+    """The source of ``code`` from line ``first``, column ``start`` to line ``last``, column
+    ``end``, parsed; None where it cannot be read or does not parse alone."""
+    lines = linecache.getlines(code.co_filename)[first - 1 : last] if first else []
     if not lines or start is None or end is None:
         return None
     # columns count UTF-8 bytes: a "µ" before the target, read as characters, cut it wrong
@@ -181,7 +188,7 @@ def touches_grad_of(exc: BaseException, params: Iterable[Any]) -> bool | None:
     read, not only the innermost: numpy's own Python code may be where it was raised."""
     ids, unknown, tb = {id(p) for p in params}, False, exc.__traceback__
     while tb is not None:
-        node, names = failing_span(tb.tb_frame, tb.tb_lasti), tb.tb_frame.f_locals
+        node, names = failing_span(tb), tb.tb_frame.f_locals
         tb = tb.tb_next
         if node is None:
             unknown = True
