@@ -134,7 +134,11 @@ class WriteGuard:
         # a fired gradient (allowed) while it writes into another read-only array
         if written := _written_arrays(cause):
             return [p for p, g in self._held if any(np.may_share_memory(w, g) for w in written)]
-        return [p for p in params if touches_grad_of(cause, [p])] or params
+        touched = touches_grad_of(cause, params)
+        if touched is None:  # a line wrote a gradient whose owner it does not say: any fired
+            return params
+        # no line read says (exec'd code): not guessed at, the layer's own error stands
+        return [p for p in params if touches_grad_of(cause, [p])] if touched else []
 
     def blame(self, exc: BaseException, layer: str, error: Callable[[str], Exception]) -> None:
         """Raise ``error`` from ``exc``, which the backward of ``layer`` raised, where it is a

@@ -130,3 +130,13 @@ def local_run(mistake: str | None) -> tuple[dict[str, np.ndarray], LocalSync]:
     sync.setup(net.parameters())
     train(net, sync)
     return weights(net), sync
+
+
+def trained_as(layer_class: type, form: str, net: Network) -> None:
+    """Train ``net`` (:func:`build`'s) through LocalSync, its layer ``ss1`` made a
+    ``layer_class`` of ``form``: what the guard says of it is raised."""
+    net.layers["ss1"].__class__ = layer_class
+    net.layers["ss1"].form = form
+    sync = LocalSync(create_optimizer("sgd", lr=0.1))
+    sync.setup(net.parameters())
+    train(net, sync)

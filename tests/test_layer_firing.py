@@ -15,7 +15,7 @@ from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
-from tests.layer_mistakes import ScaleShift, batches, build, local_run, step, train
+from tests.layer_mistakes import ScaleShift, batches, build, local_run, step, train, trained_as
 
 
 def test_a_parameter_fired_twice_is_refused_by_the_network_before_the_sync_takes_it():
@@ -180,6 +180,31 @@ def test_an_unguarded_share_after_firing_is_blamed_on_the_layer_for_a_shipped_st
     ), said
 
 
+class EarlyThroughACall(ScaleShift):
+    """A ScaleShift whose weight fires before its share is in, the share added into a
+    gradient reached through a call: which one, the line does not say without running it."""
+
+    def own_weight(self):
+        return self.weight
+
+    def _backward(self, dz, callback):
+        (x,) = self.inputs
+        self.bias.grad += dz.sum(axis=0)
+        self.bias.inc_update(callback)
+        self.weight.inc_update(callback)
+        self.own_weight().grad += (dz * x.value).sum(axis=0)
+
+
+def test_a_late_write_into_a_gradient_the_line_does_not_name_blames_every_fired_one():
+    """A line read that writes a ``.grad`` it does not say whose is still a write into a
+    fired gradient: each is named, as one of them (only an unread line blames none)."""
+    with pytest.raises(NetworkError) as caught:
+        trained_as(EarlyThroughACall, "call", build())
+    assert "layer 'ss1' wrote into the gradient of 'ss1.bias' or 'ss1.weight'" in str(
+        caught.value
+    ), caught.value
+
+
 class ReadOnlyScratch(ScaleShift):
     """A correct ScaleShift that, after firing, writes into a read-only array of its own (in
     the way ``form`` names; reading a fired gradient in ``copyto_read``): a mistake of another
@@ -200,16 +225,6 @@ class ReadOnlyScratch(ScaleShift):
             np.copyto(scratch, self.bias.grad)
         elif self.form == "ufunc_out":
             np.negative(dz, scratch)
-
-
-def trained_as(layer_class: type, form: str, net) -> None:
-    """Train ``net`` (:func:`build`'s) through LocalSync, its layer ``ss1`` made a
-    ``layer_class`` of ``form``: what the guard says of it is raised."""
-    net.layers["ss1"].__class__ = layer_class
-    net.layers["ss1"].form = form
-    sync = LocalSync(create_optimizer("sgd", lr=0.1))
-    sync.setup(net.parameters())
-    train(net, sync)
 
 
 @pytest.mark.parametrize("form", ["slice", "copyto", "fill", "copyto_read", "ufunc_out"])

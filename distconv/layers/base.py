@@ -291,7 +291,8 @@ class Layer:
         """``exc`` of a ``_backward``, "unsupported operand type(s) for +=: 'NoneType' and
         'float'", naming the layer and the frozen parameter whose absent gradient it added
         into; None where it is no frozen weight's: a callback's (the sync's, an optimizer's),
-        or a line's that touched no frozen gradient (a cache of the layer's own left None)."""
+        or a line's that touched no frozen gradient (a cache of the layer's own left None),
+        or where no line says (exec'd code): the layer's error is not guessed at."""
         # one registered under two keys (a weight used twice, each use its own) is one
         static = list({id(p): p for p in self.parameters() if p.grad is None}.values())
         frozen = [p.name for p in static]

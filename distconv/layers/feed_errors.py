@@ -81,10 +81,11 @@ def refused_arrays(exc: BaseException, *, writes: bool) -> list[Any] | None:
     """The arrays the code that raised ``exc`` may have refused, read from the innermost
     frame that holds any (cupy's compiled frames hold none): where it ``writes`` (an output
     numpy could not cast into), the one its line writes in place (``x += ...``, ``out=x``),
-    if the line says; else each array, or an Arg's values, in its variables. None where
-    ``exc`` was never raised, or they hold too many to read. A dtype alone blamed a feed
-    for the layer's own buffer of its dtype (``self.count += ...`` told "input 'labels'
-    holds int64 values")."""
+    if the line says, and none where it cannot be read (exec'd code): an array the line
+    wrote is not guessed at; else each array, or an Arg's values, in its variables. None
+    where ``exc`` was never raised, or they hold too many to read. A dtype alone blamed a
+    feed for the layer's own buffer of its dtype (``self.count += ...`` told "input
+    'labels' holds int64 values")."""
     entries, tb = [], exc.__traceback__
     if tb is None:
         return None
@@ -98,6 +99,8 @@ def refused_arrays(exc: BaseException, *, writes: bool) -> list[Any] | None:
             target = _written(node, entry.tb_frame.f_locals) if node is not None else None
             if target is not None:  # the line writes: that array or (an object's own item) none
                 return [target] if is_array(target) else []
+            if node is None and found:  # it wrote into one of them, or none: unknown
+                return []
         if found is None or found:
             return found
     return []

@@ -182,16 +182,17 @@ def touches_grad_of(exc: BaseException, params: Iterable[Any]) -> bool | None:
     """Whether a line ``exc`` passed through reads or writes the ``.grad`` of one of
     ``params`` (``p.grad += ...``, ``self.w.grad[...]``, ``out=self.w.grad``), or adds into
     a variable holding None (``g = self.w.grad; g += ...``, ``grads[1] += ...`` of a list of
-    gradients); None where a line of them cannot be read (exec'd code, a .pyc alone,
-    a line too long to parse), nor whose ``.grad`` it reads (a property's, ``parameters()[1]``,
-    an object's own ``[]``): only a line read whole answers False. Each line on the way is
-    read, not only the innermost: numpy's own Python code may be where it was raised."""
+    gradients); None where a line reads a ``.grad`` whose owner cannot be read (a
+    property's, ``parameters()[1]``, an object's own ``[]``). A line that cannot be read
+    (exec'd code, a .pyc alone, a line too long to parse) tells nothing: where no line
+    says, the answer is False, and the error is left as it is, not guessed at. Each line on
+    the way is read, not only the innermost: numpy's own Python code may be where it was
+    raised."""
     ids, unknown, tb = {id(p) for p in params}, False, exc.__traceback__
     while tb is not None:
         node, names = failing_span(tb), tb.tb_frame.f_locals
         tb = tb.tb_next
         if node is None:
-            unknown = True
             continue
         target = written_target(node)
         while isinstance(target, (ast.Name, ast.Subscript)):  # g, grads[1], grads[1][...]

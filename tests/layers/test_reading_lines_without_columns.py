@@ -1,6 +1,7 @@
 """Whose a layer's error is, where Python keeps no columns for the failing instruction
 (Python 3.10; 3.11+ run with ``-X no_debug_ranges``): the failing line's statement is read
-(``layers/line_statements.py``) and the checks diagnose as they do with columns.
+(``layers/line_statements.py``) and the checks diagnose as they do with columns; where no
+line can be read at all, nothing is blamed and the layer's own error stands.
 
 Before, each check took the unread line for a culprit on 3.10: a write into a read-only
 array of the layer's own was "wrote into the gradient of 'ss1.bias' or 'ss1.weight'", the
@@ -12,14 +13,18 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import textwrap
 
+import numpy as np
 import pytest
 
+from distconv.arg import Arg
+from distconv.layers.base import Layer, LayerError
 from distconv.layers.line_statements import statement_at
 from distconv.layers.source_spans import failing_span
-from distconv.network import NetworkError
+from distconv.network import Network, NetworkError
 from tests.child_env import REPO_ROOT, child_env
-from tests.layer_mistakes import local_run
+from tests.layer_mistakes import ScaleShift, build, local_run, trained_as
 
 #: the checks' tests, run again in a child with no columns kept: each asserts the diagnosis
 #: these lines give with columns
@@ -94,3 +99,60 @@ def test_a_statement_over_several_lines_is_read_from_any_of_them(tmp_path):
     assert [type(statement_at(str(path), n)).__name__ for n in range(1, 7)] == (
         ["Assign", "AugAssign", "AugAssign", "AugAssign", "AugAssign", "Assign"]
     )
+
+
+def _built_at_run_time(source: str):
+    """The function ``source`` defines, compiled from a string: no traceback can show its
+    lines, with or without columns (a notebook's code run through exec, code generated)."""
+    names = {"np": np, "ScaleShift": ScaleShift}
+    exec(compile(textwrap.dedent(source), "<built at run time>", "exec"), names)
+    return next(v for k, v in names.items() if k.startswith("built_"))
+
+
+class ReadOnlyScratchBuilt(ScaleShift):
+    """A correct ScaleShift that, after firing, writes into a read-only array of its own, in
+    a line no traceback can show."""
+
+    _backward = _built_at_run_time(
+        """
+        def built_backward(self, dz, callback):
+            ScaleShift._backward(self, dz, callback)
+            scratch = np.broadcast_to(np.zeros(dz.shape[1]), dz.shape)
+            scratch[...] = dz
+        """
+    )
+
+
+def test_a_write_no_line_shows_is_not_blamed_on_a_fired_gradient():
+    """Every fired parameter was blamed where the failing line could not be read."""
+    with pytest.raises(LayerError, match="read-only") as caught:
+        trained_as(ReadOnlyScratchBuilt, "unread", build())
+    assert "wrote into the gradient" not in str(caught.value), caught.value
+
+
+class CountsOwnBuilt(Layer):
+    """Writes floats into an int64 buffer of its own, in a line no traceback can show."""
+
+    num_inputs = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = np.zeros(3, np.int64)
+
+    _forward = _built_at_run_time(
+        """
+        def built_forward(self, x, labels):
+            self.seen += x.value.sum(0)
+            return x.value + labels.value
+        """
+    )
+
+
+def test_a_write_no_line_shows_is_not_blamed_on_a_feed_of_its_dtype():
+    """The int64 feed was blamed for numpy's refusal to write into the layer's own buffer."""
+    net = Network()
+    net.add("counts", CountsOwnBuilt(), inputs=["x", "labels"])
+    feeds = {"x": Arg(np.ones((4, 3))), "labels": Arg(np.ones((4, 3), np.int64))}
+    with pytest.raises(TypeError, match=r"^Cannot cast ufunc 'add' output") as caught:
+        net.forward(feeds)
+    assert type(caught.value) is not NetworkError, caught.value
