@@ -62,7 +62,8 @@ def checked_manifests(args: argparse.Namespace, rest: Sequence[str]) -> list[dic
 
     Raises:
         UsageError: a train flag the deployment sets or excludes (``-- --rank 1``), or of the
-            other transport (``--mpi -- --push-kb 3``); train's parse of the arguments.
+            other transport (``--mpi -- --push-kb 3``); train's parse of the arguments; a
+            value the renderer refuses of them (``-- --timeout 0.1`` beside shards).
         LaunchError: what the renderer refuses of the launch's own flags, or the checks of
             the manifests (``-- --out /opt/x`` on the read-only root).
     """
@@ -115,15 +116,23 @@ def _render(args: argparse.Namespace, train_args: Sequence[str]) -> list[dict[st
     )
 
 
+#: how the renderer ends a refusal of the train arguments after ``--`` (a workers' --timeout
+#: below a shard's least, an MPIJob's --timeout not below --stall-seconds, a value train refuses)
+TRAIN_ARGS_REFUSED = "(the train arguments after --)"
+
+
 def _refusal(args: argparse.Namespace, program: Program, exc: ValueError) -> LaunchError:
     """The renderer's refusal ``exc`` as the launcher's: a usage error (exit 2, as local's and
-    mpi's refusal of a flag they set) where the train arguments name a flag the deployment
-    sets or excludes (``-- --rank 1``) and the job renders without them, so that the flag is
-    what it refuses; else (the launch's own flags: ``--job-name``) a plain LaunchError."""
+    mpi's refusals of train arguments) where the train arguments are what it refuses and the
+    job renders without them: a flag the deployment sets or excludes (``-- --rank 1``), or a
+    value it says is theirs (``-- --timeout 0.1``, which ``distconv-launch local`` refused
+    with exit 2 and k8s with 1); else (the launch's own flags: ``--job-name``) a plain
+    LaunchError."""
     from distconv.deploy.render_args import ENVIRONMENT_FLAGS, EXCLUDED_FLAGS, OWNED_FLAGS
 
     sets = (*OWNED_FLAGS, *ENVIRONMENT_FLAGS, *EXCLUDED_FLAGS)
-    if any(has_option(program.argv, flag) for flag in sets):
+    names_train_args = str(exc).endswith(TRAIN_ARGS_REFUSED)
+    if names_train_args or any(has_option(program.argv, flag) for flag in sets):
         try:
             _render(args, [])
         except ValueError:

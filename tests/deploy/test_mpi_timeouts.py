@@ -106,7 +106,7 @@ def test_the_launcher_refuses_it_before_writing_a_manifest(tmp_path):
     done = launch(
         "k8s", "--mpi", "--workers", "2", "--image", "d:1", "--", "--timeout", "400", cwd=tmp_path
     )
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr  # a usage error, as a refused train flag is
     assert "--timeout 400 is not below their --stall-seconds (300, the default)" in done.stderr
     assert done.stdout == "" and list(tmp_path.iterdir()) == []
 
