@@ -25,11 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in ("-h", "--help"):
         return _write_stdout(f"{USAGE}\n", "the usage")
-    # an option is no folder: `--help` or a typo must not become a folder of manifests
-    if len(args) > 1 or (args and (args[0].startswith("-") or not args[0].strip())):
-        print(USAGE, file=sys.stderr)
-        if args and not args[0].strip():
-            print(f"{PROG}: error: FOLDER must not be empty", file=sys.stderr)
+    problem = _usage_problem(args)
+    if problem is not None:
+        print(f"{USAGE}\n{PROG}: error: {problem}", file=sys.stderr)
         return 2
     root = args[0] if args else "k8s"
     # each example's folder, and so FOLDER above it, before any is written: one in the way
@@ -43,6 +41,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     return _write_stdout("".join(f"{path}\n" for path in paths), "the list of files written")
+
+
+def _usage_problem(args: list[str]) -> str | None:
+    """What is wrong with ``args`` as ``[FOLDER]``, in one clause; None where nothing is. The
+    usage line alone left the operator to guess which of two folders, or which option, was
+    refused."""
+    if len(args) > 1:
+        return f"one FOLDER at most, got {len(args)}: {' '.join(map(repr, args))}"
+    # an option is no folder: `--help` or a typo must not become a folder of manifests
+    if args and args[0].startswith("-"):
+        return (
+            f"unknown option {args[0]!r} (the only options are -h and --help; a FOLDER whose "
+            f"name starts with '-' is written ./{args[0]})"
+        )
+    if args and not args[0].strip():
+        return "FOLDER must not be empty"
+    return None
 
 
 def _write_stdout(text: str, what: str) -> int:
