@@ -211,25 +211,30 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
                     elif shards[0] is not None and not _same_shards(
                         text.split(","), shards[0], shards[2], _namespace(obj)
                     ):
-                        yield (
-                            f"{where}: {source} {_listed(text.split(','))} is not the shards' "
-                            f"DNS names {_listed(shards[0])}"
-                            + _other_namespace(text.split(","), shards, _namespace(obj))
+                        yield f"{where}: {source} " + _not_the_shards(
+                            source, text.split(","), shards, _namespace(obj)
                         )
 
 
-def _listed(names: Sequence[str]) -> str:
+def _listed(names: Sequence[str], namespace: str | None = None) -> str:
     """``names`` as a line shows them: the first :data:`MAX_NAMED` ``,``-joined and quoted, as
-    written (``'a-0.a:5555,a-1.a:5555'``), one item, then how many more (``... and 995 more``)."""
-    return short_list([repr(",".join(names[:MAX_NAMED]))], 1, more=max(len(names) - MAX_NAMED, 0))
+    written (``'a-0.a:5555,a-1.a:5555'``), one item, then how many more (``... and 995 more``);
+    each qualified with ``namespace`` where given (``'a-0.a.ml:5555,...'``)."""
+    shown = names[:MAX_NAMED]
+    if namespace is not None:  # a shard's name holds no ':' before its port's
+        shown = [name.replace(":", f".{namespace}:", 1) for name in shown]
+    return short_list([repr(",".join(shown))], 1, more=max(len(names) - MAX_NAMED, 0))
 
 
-def _other_namespace(given: list[str], shards: tuple, reader: str | None) -> str:
-    """Why ``given``, the shards' names as written, names other pods: a short name resolves in
-    the dialling pod's namespace (``reader``), not the shards'. Empty where they differ."""
+def _not_the_shards(source: str, given: list[str], shards: tuple, reader: str | None) -> str:
+    """Why ``given``, a worker's list of shards from ``source``, is not theirs, after its
+    name: where it holds the shards' short names, led by the namespaces (those resolve in the
+    dialling pod's, ``reader``, not the shards'; two equal lists read "X is not the shards'
+    DNS names X") and the value to write; else the list and the shards' names."""
     names, namespace = shards[0], shards[2]
     if reader in (None, namespace) or not _same_shards(given, names, namespace, namespace):
-        return ""
-    first = names[0].replace(":", f".{namespace}:", 1)
-    why = f"a short name resolves in the dialling pod's namespace, {reader}, not the shards'"
-    return f": {why}, {namespace}: qualify each name with theirs ({first})"
+        return f"{_listed(given)} is not the shards' DNS names {_listed(names)}"
+    return (
+        f"names the shards short, which resolve in namespace {reader}, the dialling pod's, "
+        f"but the shards are in {namespace}: write {source} {_listed(names, namespace)}"
+    )

@@ -1,7 +1,8 @@
 """Shards in one namespace and a Job of ranks in another, dialling the shards' short names
 (``<pod>.<service>:5555``), which resolve in the Job's namespace: the problem read
 "--pservers 'p-0.p:5555' is not the shards' DNS names 'p-0.p:5555'", two
-equal strings, and never said why. It now names the two namespaces and the name to write."""
+equal strings, and never said why. It now leads with the two namespaces, and gives the names to
+write."""
 
 from __future__ import annotations
 
@@ -25,11 +26,12 @@ def _in_namespaces(shards: str, job: str) -> list[dict]:
 def test_short_names_dialled_from_another_namespace_say_so():
     problems = manifest_problems(_in_namespaces("team-a", "team-b"))
     assert problems, "the Job's short names reach team-b's pods, not the shards"
-    for problem in problems:
-        assert problem.endswith(
-            ": a short name resolves in the dialling pod's namespace, team-b, not the shards', "
-            "team-a: qualify each name with theirs "
-            "(digits-ps-pserver-0.digits-ps-pserver.team-a:5555)"
+    qualified = ",".join(f"digits-ps-pserver-{i}.digits-ps-pserver.team-a:5555" for i in (0, 1))
+    for problem, source in zip(problems, ("--pservers", "DISTCONV_PSERVERS")):
+        assert problem == (
+            f"Job digits-ps-worker: {source} names the shards short, which resolve in namespace "
+            f"team-b, the dialling pod's, but the shards are in team-a: write {source} "
+            f"'{qualified}'"
         ), problem
 
 

@@ -1185,7 +1185,7 @@ def test_a_shard_name_as_written_resolves_in_the_workers_namespace(shards, worke
     problems = manifest_problems(objs)
     assert (problems == []) is passes, problems
     if problems:
-        assert "is not the shards' DNS names" in problems[0]
+        assert "which resolve in namespace team-b, the dialling pod's" in problems[0]
 
 
 def _kubelet_restarts_within(seconds: float) -> int:
