@@ -12,6 +12,7 @@ import posixpath
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_cronjobs import overlapping_runs
+from distconv.deploy.check_images import image_problems
 from distconv.deploy.check_mpi import _mpi_slots, _mpi_timeouts
 from distconv.deploy.check_ordinals import by_ordinal
 from distconv.deploy.check_probes import _mpi_liveness_ports, _probe_problems
@@ -103,7 +104,9 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     cache (``CUPY_CACHE_DIR``) a writable volume; shards and workers mount
     different key Secrets; and an MPI worker pod waits for its ranks in a preStop hook, with no
     readiness or startup gate; a CronJob whose Job runs them lets no two runs overlap
-    (``concurrencyPolicy: Forbid`` or ``Replace``).
+    (``concurrencyPolicy: Forbid`` or ``Replace``); every image of a pod that runs a shard, a
+    rank or sshd is one the kubelet can parse, and one job's shards and the workers that reach
+    them (an MPIJob's Launcher and Worker) run one image.
 
     Raises :class:`ValueError` for a document the checks cannot read (one that holds itself,
     nests too deep or expands too far: :func:`~distconv.deploy.bounds.refuse_unreadable`).
@@ -128,6 +131,7 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
         _rank_gpus,
         _split_secrets,
         overlapping_runs,
+        image_problems,
     ):
         problems.extend(check(objs))
     return problems
