@@ -22,6 +22,13 @@ from distconv.deploy.pod import (
 
 #: the worker pods' sshd port
 SSH_PORT = 2222
+#: the MPI of the image's mpirun (MPICH's Hydra, from the mpi4py wheel): the operator names the
+#: hosts in this implementation's variable (HYDRA_HOST_FILE), the one Hydra reads
+MPI_IMPLEMENTATION = "MPICH"
+#: where the operator mounts its ssh key pair and authorized_keys: the image user's ~/.ssh,
+#: where docker/sshd_config reads the host key and authorized_keys and the launcher's ssh its
+#: identity
+SSH_AUTH_MOUNT_PATH = f"{HOME}/.ssh"
 LAUNCHER_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
 
 
@@ -74,8 +81,8 @@ class _MpiWorkload(_JobBase):
             "metadata": self.metadata(self.name, "mpijob"),
             "spec": {
                 "slotsPerWorker": self.slots,
-                "mpiImplementation": "MPICH",
-                "sshAuthMountPath": f"{HOME}/.ssh",
+                "mpiImplementation": MPI_IMPLEMENTATION,
+                "sshAuthMountPath": SSH_AUTH_MOUNT_PATH,
                 "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 3},
                 "mpiReplicaSpecs": {
                     "Launcher": self.replica(1, "launcher", launcher, "OnFailure"),
