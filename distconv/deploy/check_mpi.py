@@ -1,21 +1,26 @@
-"""The checks of an MPIJob (part of :func:`distconv.deploy.check.manifest_problems`):
-``mpirun -np`` fits in the worker slots, and the ranks' watchdog ``--timeout`` is below their
-``--stall-seconds`` where a liveness probe asks their ``/healthz``
+"""The checks of an MPIJob (part of :func:`distconv.deploy.check.manifest_problems`): the
+operator starts the image's mpirun and sshd as they need (``mpiImplementation``,
+``sshAuthMountPath``), ``mpirun -np`` fits in the worker slots, and the ranks' watchdog
+``--timeout`` is below their ``--stall-seconds`` where a liveness probe asks their ``/healthz``
 (:mod:`distconv.deploy.mpi_timeouts`). A count field that is no integer is named by
 :func:`~distconv.deploy.counts.count_problems` alone: nothing is compared with it here.
 """
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from distconv.deploy.check_ranks import _as_read
 from distconv.deploy.check_shards import _is_filled, expand
 from distconv.deploy.check_timeouts import rank_seconds
 from distconv.deploy.counts import count, counted
 from distconv.deploy.mpi_timeouts import STALL, TIMEOUT, order_problem
+from distconv.deploy.mpijob import MPI_IMPLEMENTATION, SSH_AUTH_MOUNT_PATH
 from distconv.deploy.walk import (
     Manifest,
+    _any_runs,
     _argv,
     _command_args,
     _digits,
@@ -25,6 +30,65 @@ from distconv.deploy.walk import (
     _process_counts,
     _where,
 )
+
+#: the operator's defaults (its CRD's) for the fields the image needs set otherwise
+OPERATOR_DEFAULTS = {"mpiImplementation": "OpenMPI", "sshAuthMountPath": "/root/.ssh"}
+#: the variable in which the operator gives mpirun the worker pods' host names, by
+#: ``mpiImplementation`` (its controller's ompiEnvVars, intelEnvVars, mpichEnvVars)
+HOST_FILE_VARIABLES = {
+    "OpenMPI": "OMPI_MCA_orte_default_hostfile",
+    "Intel": "I_MPI_HYDRA_HOST_FILE",
+    MPI_IMPLEMENTATION: "HYDRA_HOST_FILE",
+}
+
+
+def _mpi_launch_settings(objs: Sequence[Manifest]) -> Iterator[str]:
+    """An MPIJob whose ranks run ``distconv train`` runs the image's mpirun (MPICH's Hydra) and
+    sshd, which need ``mpiImplementation: MPICH`` and ``sshAuthMountPath`` where the image's
+    sshd reads its keys (:mod:`~distconv.deploy.mpijob`). Either left out takes the operator's
+    default, which the CRD schema takes: only the cluster would show it, and only as ranks
+    crowded into the launcher pod or worker pods that crash-loop."""
+    for mpijob in _of_kind(objs, "MPIJob"):
+        if not _any_runs(mpijob, "train"):  # not distconv's ranks: not this image's mpirun
+            continue
+        spec = mpijob.get("spec", {})
+        implementation = spec.get("mpiImplementation")
+        if implementation != MPI_IMPLEMENTATION:
+            yield (
+                f"{_where(mpijob)}: {_setting('mpiImplementation', implementation)}: "
+                f"{_hosts_unread(implementation)}; set mpiImplementation: {MPI_IMPLEMENTATION}"
+            )
+        mount = spec.get("sshAuthMountPath")
+        if not (isinstance(mount, str) and posixpath.normpath(mount) == SSH_AUTH_MOUNT_PATH):
+            yield (
+                f"{_where(mpijob)}: {_setting('sshAuthMountPath', mount)}: the operator mounts "
+                "its ssh keys there, but the image's sshd reads its host key and "
+                f"authorized_keys in {SSH_AUTH_MOUNT_PATH}, and the launcher's ssh its identity: "
+                "every worker's sshd would exit (no host key) and mpirun reach no worker pod; "
+                f"set sshAuthMountPath: {SSH_AUTH_MOUNT_PATH}"
+            )
+
+
+def _setting(field: str, value: Any) -> str:
+    """How a line names the MPIJob's ``field`` of ``value``: an unset one (or null, which the
+    API server drops) by the operator's default that then applies."""
+    if value is None:
+        return f"{field} is unset, so the operator's default, {OPERATOR_DEFAULTS[field]}, applies"
+    return f"{field} is {value!r}"
+
+
+def _hosts_unread(implementation: Any) -> str:
+    """What goes wrong under the ``mpiImplementation`` of ``implementation`` (not MPICH)."""
+    if implementation is None:
+        implementation = OPERATOR_DEFAULTS["mpiImplementation"]
+    variable = HOST_FILE_VARIABLES.get(implementation) if isinstance(implementation, str) else None
+    if variable is None:
+        return f"the operator takes only {', '.join(HOST_FILE_VARIABLES)} and refuses the MPIJob"
+    return (
+        f"the operator names the worker pods to mpirun in {variable}, which the image's mpirun "
+        "(MPICH's Hydra) does not read: it would start every rank in the launcher pod, and the "
+        "worker pods would sit idle"
+    )
 
 
 def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:

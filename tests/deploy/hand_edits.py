@@ -1,7 +1,8 @@
-"""The repo's ``k8s/`` examples copied to real files and edited by hand as an operator edits
-them, then judged by the real ``distconv check-manifests``: shared by the tests of what the
-check names in such edits, and of the examples (shipped and freshly rendered) that must still
-pass beside them."""
+"""The repo's ``k8s/`` examples copied, or a job rendered by the real launcher, into real
+files; the edits an operator makes to them by hand, each still valid against the schemas the
+deploy tests use (the API server would take it, and only the check can tell); and the real
+``distconv check-manifests`` run on them: shared by the tests of what the check names in such
+edits, and of the examples (shipped and freshly rendered) that must still pass beside them."""
 
 from __future__ import annotations
 
@@ -15,34 +16,65 @@ from distconv.deploy.render import EXAMPLES as EXAMPLE_JOBS
 from distconv.deploy.render import write_examples
 from tests.deploy.test_check_manifests_command import EXAMPLES, check
 from tests.deploy.test_manifests import validate
+from tests.launcher.launch_cli import launch
 
 
 def copied_example(name: str, into: Path) -> Path:
-    """A copy of the shipped example ``k8s/NAME`` in folder ``into``; returns the copy."""
-    return Path(shutil.copytree(EXAMPLES / name, into / name))
+    """A copy of the shipped example ``k8s/NAME`` in folder ``into``, each of its manifests
+    valid; returns the copy."""
+    folder = Path(shutil.copytree(EXAMPLES / name, into / name))
+    _validated(folder)
+    return folder
 
 
-def edit(path: Path, change: Callable[[dict], None]) -> None:
+def rendered(tmp_path: Path, *argv: str) -> Path:
+    """The folder ``distconv-launch k8s ARGV --out ...`` writes, each manifest valid."""
+    out = tmp_path / "rendered"
+    done = launch("k8s", *argv, "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    _validated(out)
+    return out
+
+
+def edit(path: Path, change: Callable[[dict], None]) -> Path:
     """Edit the one object of the manifest at ``path`` with ``change``, as an operator does by
-    hand; the edited object still passes its schema (the API server would take it, and only
-    the check can tell)."""
+    hand; the edited object still passes its schema. Returns ``path``."""
     obj = yaml.safe_load(path.read_text(encoding="utf-8"))
     change(obj)
     validate(obj)
     path.write_text(yaml.safe_dump(obj, sort_keys=False), encoding="utf-8")
+    return path
 
 
 def problems(*paths: Path) -> list[str]:
     """The problems ``distconv check-manifests PATHS`` names (exit 1, nothing on stderr), each
     without the places that lead it."""
+    return [what for _, what in located_problems(*paths)]
+
+
+def located_problems(*paths: Path) -> list[tuple[list[str], str]]:
+    """Each line of ``distconv check-manifests PATHS`` as the files it locates the line in and
+    the line past its location; it must exit 1 and write nothing on stderr."""
     status, stdout, stderr = check(*map(str, paths))
     assert (status, stderr) == (1, ""), (status, stdout, stderr)
-    return [line.partition(": ")[2] for line in stdout.splitlines()]
+    located = [line.partition(": ") for line in stdout.splitlines()]
+    return [
+        (sorted(place.rpartition(":")[0] for place in where.split(", ")), what)
+        for where, _, what in located
+    ]
+
+
+def one_problem(folder: Path) -> tuple[list[str], str]:
+    """The files ``distconv check-manifests FOLDER`` locates its one line in, and the line past
+    its location."""
+    ((files, what),) = located_problems(folder)
+    return files, what
 
 
 def passes(*paths: Path) -> None:
     """``distconv check-manifests PATHS`` finds no problem."""
-    assert check(*map(str, paths)) == (0, "no problems\n", "")
+    status, stdout, stderr = check(*map(str, paths))
+    assert (status, stdout, stderr) == (0, "no problems\n", ""), stdout + stderr
 
 
 def assert_examples_still_pass(folder: Path) -> None:
@@ -51,7 +83,19 @@ def assert_examples_still_pass(folder: Path) -> None:
     for path in write_examples(folder):
         validate(yaml.safe_load(path.read_text(encoding="utf-8")))
     for name in EXAMPLE_JOBS:
-        for path in sorted((EXAMPLES / name).glob("*.yaml")):
-            validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        _validated(EXAMPLES / name)
         passes(EXAMPLES / name)
         passes(folder / name)
+
+
+def pod_spec(obj: dict, replica: str | None = None) -> dict:
+    """The pod spec of a Job's template, or of an MPIJob's ``replica``."""
+    spec = obj["spec"]
+    return (spec["mpiReplicaSpecs"][replica] if replica else spec)["template"]["spec"]
+
+
+def _validated(folder: Path) -> None:
+    paths = sorted(folder.glob("*.yaml"))
+    assert paths, folder
+    for path in paths:
+        validate(yaml.safe_load(path.read_text(encoding="utf-8")))

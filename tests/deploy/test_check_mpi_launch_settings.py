@@ -1,0 +1,137 @@
+"""``distconv check-manifests`` refuses an MPIJob of distconv ranks that leaves
+``mpiImplementation`` or ``sshAuthMountPath`` to the operator, or sets another value.
+
+Both fields are optional in the operator's CRD, so the schema takes an MPIJob without them.
+Its defaults break this image: under ``OpenMPI`` the operator names the worker pods in
+``OMPI_MCA_orte_default_hostfile``, which the image's mpirun (MPICH's Hydra) ignores, so every
+rank starts in the launcher pod; under ``/root/.ssh`` it mounts the keys where the image's sshd
+does not read them, so every worker's sshd exits. The check passed both (exit 0).
+
+Each test copies the repo's example into real files, edits it as an operator would, and runs
+the real check command on the folder.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from distconv.deploy.check_mpi import OPERATOR_DEFAULTS
+from distconv.deploy.mpijob import MPI_IMPLEMENTATION, SSH_AUTH_MOUNT_PATH
+from tests.deploy.hand_edits import copied_example, edit, one_problem, passes, rendered
+from tests.deploy.test_manifests import CRD, REPO_ROOT
+
+pytestmark = pytest.mark.timeout(120)
+
+MPIJOB_FILE = "mpijob-digits-mpi.yaml"
+#: what the operator does with a host list it names in Open MPI's variable, or keys it mounts
+#: where the image's sshd does not look
+HOSTS_UNREAD = (
+    "the operator names the worker pods to mpirun in {variable}, which the image's mpirun "
+    "(MPICH's Hydra) does not read: it would start every rank in the launcher pod, and the "
+    "worker pods would sit idle; set mpiImplementation: MPICH"
+)
+KEYS_UNREAD = (
+    "the operator mounts its ssh keys there, but the image's sshd reads its host key and "
+    "authorized_keys in /home/distconv/.ssh, and the launcher's ssh its identity: every "
+    "worker's sshd would exit (no host key) and mpirun reach no worker pod; set "
+    "sshAuthMountPath: /home/distconv/.ssh"
+)
+
+
+@functools.cache
+def crd_default(field: str) -> str:
+    """The default the operator's CRD gives an MPIJob's ``spec.FIELD``."""
+    crd = yaml.safe_load(CRD.read_text(encoding="utf-8"))
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v2beta1"]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return spec["properties"][field]["default"]
+
+
+def _set(field: str, value: object):
+    def change(mpijob: dict) -> None:
+        if value is None:
+            del mpijob["spec"][field]
+        else:
+            mpijob["spec"][field] = value
+
+    return change
+
+
+def _unset(field: str) -> str:
+    return f"{field} is unset, so the operator's default, {crd_default(field)}, applies"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("mpiImplementation", None,
+         f"{_unset('mpiImplementation')}: "
+         + HOSTS_UNREAD.format(variable="OMPI_MCA_orte_default_hostfile")),
+        ("mpiImplementation", "OpenMPI",
+         "mpiImplementation is 'OpenMPI': "
+         + HOSTS_UNREAD.format(variable="OMPI_MCA_orte_default_hostfile")),
+        ("mpiImplementation", "Intel",
+         "mpiImplementation is 'Intel': " + HOSTS_UNREAD.format(variable="I_MPI_HYDRA_HOST_FILE")),
+        ("sshAuthMountPath", None, f"{_unset('sshAuthMountPath')}: {KEYS_UNREAD}"),
+        ("sshAuthMountPath", "/root/.ssh", f"sshAuthMountPath is '/root/.ssh': {KEYS_UNREAD}"),
+        ("sshAuthMountPath", "/home/distconv",
+         f"sshAuthMountPath is '/home/distconv': {KEYS_UNREAD}"),
+    ],
+    ids=["implementation-unset", "openmpi", "intel", "mount-unset", "root", "home"],
+)  # fmt: skip
+def test_an_mpijob_the_operator_would_start_wrongly_is_named(
+    tmp_path: Path, field: str, value: object, said: str
+):
+    folder = copied_example("mpijob", tmp_path)
+    path = edit(folder / MPIJOB_FILE, _set(field, value))  # the CRD's schema takes it
+    assert one_problem(folder) == ([str(path)], f"MPIJob digits-mpi: {said}")
+
+
+def test_the_operators_defaults_named_are_its_crds():
+    """The line names the default that applies where the field is unset: the CRD's own."""
+    assert OPERATOR_DEFAULTS == {field: crd_default(field) for field in OPERATOR_DEFAULTS}
+    assert set(OPERATOR_DEFAULTS) == {"mpiImplementation", "sshAuthMountPath"}
+
+
+@pytest.mark.parametrize("mount", ["/home/distconv/.ssh/", "/home/distconv//.ssh"])
+def test_the_images_ssh_directory_however_written_passes(tmp_path: Path, mount: str):
+    folder = copied_example("mpijob", tmp_path)
+    edit(folder / MPIJOB_FILE, _set("sshAuthMountPath", mount))
+    passes(folder)
+
+
+def test_an_mpijob_of_other_ranks_than_distconvs_is_not_judged(tmp_path: Path):
+    """An MPIJob whose launcher runs no ``distconv train`` (another image's job beside this
+    one) may use the operator's defaults: they are not this image's to judge."""
+    folder = copied_example("mpijob", tmp_path)
+
+    def other_job(mpijob: dict) -> None:
+        for field in ("mpiImplementation", "sshAuthMountPath"):
+            del mpijob["spec"][field]
+        launcher = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+        (container,) = launcher["containers"]
+        container["args"] = ["mpirun", "-np", "4", "/opt/app/solver"]
+
+    edit(folder / MPIJOB_FILE, other_job)
+    passes(folder)
+
+
+def test_the_expected_values_are_what_the_image_reads():
+    """The renderer and the check share their values (``mpijob``); they are the image's: its
+    sshd reads its host key and authorized_keys there, and its mpirun is MPICH's."""
+    config = (REPO_ROOT / "docker" / "sshd_config").read_text(encoding="utf-8")
+    read = re.findall(r"^(?:HostKey|AuthorizedKeysFile) (\S+)/[^/\s]+$", config, flags=re.M)
+    assert read == [SSH_AUTH_MOUNT_PATH, SSH_AUTH_MOUNT_PATH]
+    assert MPI_IMPLEMENTATION == "MPICH"
+
+
+@pytest.mark.parametrize("example", ["mpijob", "mpijob-gpu"])
+def test_the_examples_and_a_fresh_render_still_pass(tmp_path: Path, example: str):
+    passes(copied_example(example, tmp_path))
+    argv = ("--mpi", "--workers", "8", "--slots-per-worker", "4", "--image", "d:1")
+    passes(rendered(tmp_path, *argv, "--gpus", "1" if example == "mpijob-gpu" else "0"))
