@@ -1,6 +1,7 @@
 """The checks of an MPIJob (part of :func:`distconv.deploy.check.manifest_problems`): the
 operator starts the image's mpirun and sshd as they need (``mpiImplementation``,
-``sshAuthMountPath``), ``mpirun -np`` fits in the worker slots, and the ranks' watchdog
+``sshAuthMountPath``), ``mpirun -np`` fits in the worker slots and leaves no worker pod idle,
+a GPU worker pod requests no more devices than its ranks use, and the ranks' watchdog
 ``--timeout`` is below their ``--stall-seconds`` where a liveness probe asks their ``/healthz``
 (:mod:`distconv.deploy.mpi_timeouts`). A count field that is no integer is named by
 :func:`~distconv.deploy.counts.count_problems` alone: nothing is compared with it here.
@@ -8,11 +9,19 @@ operator starts the image's mpirun and sshd as they need (``mpiImplementation``,
 
 from __future__ import annotations
 
+import math
 import posixpath
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from distconv.deploy.check_ranks import _as_read
+from distconv.deploy.check_ranks import (
+    GPU_RESOURCE,
+    _as_read,
+    _device,
+    _pod_gpus,
+    _rank_pods,
+    _trainers,
+)
 from distconv.deploy.check_shards import _is_filled, expand
 from distconv.deploy.check_timeouts import rank_seconds
 from distconv.deploy.counts import count, counted
@@ -92,11 +101,16 @@ def _hosts_unread(implementation: Any) -> str:
 
 
 def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
+    """``mpirun -np`` is one number, fits in the slots of the pods that run ranks, and fills
+    each of them but the last: Hydra fills the hosts' slots in order, so a pod past the ranks
+    would hold its CPU, memory and GPUs idle for the whole job."""
     for mpijob in _of_kind(objs, "MPIJob"):
         spec = mpijob.get("spec", {})
         replicas = spec.get("mpiReplicaSpecs", {})
         worker, slots = replicas.get("Worker", {}), count(spec, "slotsPerWorker", 1)
-        capacity = (count(worker, "replicas", 0) + bool(spec.get("runLauncherAsWorker"))) * slots
+        on_launcher = int(bool(spec.get("runLauncherAsWorker")))
+        pods = count(worker, "replicas", 0) + on_launcher
+        capacity = pods * slots
         # a count that is no integer is named by count_problems: no capacity to compare with
         known = counted(spec, "slotsPerWorker") and counted(worker, "replicas")
         for container in _mpiruns(_pod(replicas.get("Launcher", {})).get("containers", [])):
@@ -113,6 +127,14 @@ def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
                 yield (
                     f"{_where(mpijob)} Launcher: -np {np} exceeds the workers' slots "
                     f"({capacity} = replicas x slotsPerWorker)"
+                )
+            elif known and slots and (filled := math.ceil(int(np) / slots)) < pods:
+                yield (
+                    f"{_where(mpijob)} Launcher: -np {np} fills the slots of {filled} of the "
+                    f"{pods} pods that run ranks (slotsPerWorker {slots}): the other "
+                    f"{pods - filled} worker pod(s) would sit idle, holding their CPU and "
+                    f"memory; set the Worker replicas to {filled - on_launcher}, or -np to "
+                    f"{capacity}"
                 )
 
 
@@ -154,3 +176,26 @@ def _mpiruns(containers: list[Manifest]) -> list[Manifest]:
 
 #: the names Hydra's process manager goes by
 _MPIRUN = {"mpirun", "mpiexec", "mpiexec.hydra"}
+
+
+def _mpi_worker_gpus(objs: Sequence[Manifest]) -> Iterator[str]:
+    """An MPI worker pod's ranks use one GPU each (local rank R: CUDA device R), one rank a
+    slot: a pod that requests more GPUs than its slots holds the rest idle for the whole job
+    (fewer are named by :func:`~distconv.deploy.check_ranks._rank_gpus`). Not judged where the
+    ranks' device is the cluster's to fill in, or ``slotsPerWorker`` no count or 0 (named by
+    :func:`~distconv.deploy.counts.count_problems`)."""
+    for mpijob in _of_kind(objs, "MPIJob"):
+        spec = mpijob.get("spec", {})
+        launchers = [(w, t, _device(c, train)) for _, w, t, c, train, _ in _trainers([mpijob])]
+        # on the CPU (their GPUs named by _rank_gpus), or a device the cluster fills in
+        if not launchers or any(device != "gpu" for *_, device in launchers):
+            continue
+        slots, (where, template, _) = count(spec, "slotsPerWorker", 1), launchers[0]
+        for pod_where, pod in _rank_pods(mpijob, where, template):
+            gpus = _pod_gpus(pod)
+            if counted(spec, "slotsPerWorker") and 1 <= slots < gpus:
+                yield (
+                    f"{pod_where}: the pod requests {gpus} {GPU_RESOURCE} for its {slots} "
+                    f"slot(s), whose ranks use one device each: {gpus - slots} would sit idle; "
+                    f"request {slots}, one a slot"
+                )
