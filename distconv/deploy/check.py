@@ -13,7 +13,12 @@ from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_cronjobs import overlapping_runs
 from distconv.deploy.check_images import image_problems
-from distconv.deploy.check_mpi import _mpi_slots, _mpi_timeouts
+from distconv.deploy.check_mpi import (
+    _mpi_launch_settings,
+    _mpi_slots,
+    _mpi_timeouts,
+    _mpi_worker_gpus,
+)
 from distconv.deploy.check_ordinals import by_ordinal
 from distconv.deploy.check_probes import _mpi_liveness_ports, _probe_problems
 from distconv.deploy.check_pservers import _server_lists
@@ -25,6 +30,7 @@ from distconv.deploy.check_shards import (
     env_as_seen,
     expand,
 )
+from distconv.deploy.check_threads import thread_problems
 from distconv.deploy.check_timeouts import timeout_problems
 from distconv.deploy.check_workers import _worker_counts
 from distconv.deploy.counts import count_problems, counted
@@ -69,6 +75,13 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     together and are named in DNS before they are ready; ``mpirun -np`` fits in
     the MPIJob's worker slots, and its ranks' ``--timeout`` is below their ``--stall-seconds``
     where the worker pods' liveness asks their ``/healthz``;
+    an MPIJob whose ranks run ``distconv train`` sets ``mpiImplementation: MPICH`` and
+    ``sshAuthMountPath`` to the image's ``~/.ssh`` (the operator's defaults would start every
+    rank in the launcher pod, and no worker's sshd), its ``-np`` leaves no worker pod idle, and
+    a GPU worker pod requests no more GPUs than its slots; no rank's thread variables
+    (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``,
+    ``DISTCONV_NUM_THREADS``; an MPIJob's are its launcher's, which mpirun hands its ranks) ask
+    more threads than the CPUs its container's limit gives each rank;
     ``--pservers`` (and ``DISTCONV_PSERVERS``) list exactly the
     StatefulSet's DNS names in ordinal order and ``--num-shards`` its replicas; ``--workers``
     equals the worker Job's completions (an Indexed Job's, whose index gives each rank and
@@ -120,6 +133,9 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
         _shards_start_together,
         _mpi_slots,
         _mpi_timeouts,
+        _mpi_launch_settings,
+        _mpi_worker_gpus,
+        thread_problems,
         _server_lists,
         _worker_counts,
         _conventions,
