@@ -19,9 +19,9 @@ import pytest
 
 from tests.deploy.hand_edits import (
     copied_example,
-    edited,
-    no_problems,
+    edit,
     one_problem,
+    passes,
     pod_spec,
     rendered,
 )
@@ -62,23 +62,23 @@ def _shaped(replicas: int, slots: int | None = None, np: str | None = None):
 def test_worker_pods_past_the_ranks_are_named(
     tmp_path: Path, replicas: int, np: str | None, said: str
 ):
-    folder = copied_example(tmp_path, "mpijob")
-    path = edited(folder / CPU_FILE, _shaped(replicas, np=np))
+    folder = copied_example("mpijob", tmp_path)
+    path = edit(folder / CPU_FILE, _shaped(replicas, np=np))
     assert one_problem(folder) == ([str(path)], f"MPIJob digits-mpi Launcher: {said}")
 
 
 def test_a_last_pod_the_ranks_only_part_fill_is_not_idle(tmp_path: Path):
     """-np 5 on 2 pods of 4 slots: the last pod runs a rank, no pod is idle."""
-    folder = copied_example(tmp_path, "mpijob-gpu")
-    edited(folder / GPU_FILE, _shaped(2, np="5"))
-    no_problems(folder)
+    folder = copied_example("mpijob-gpu", tmp_path)
+    edit(folder / GPU_FILE, _shaped(2, np="5"))
+    passes(folder)
 
 
 def test_gpus_past_a_worker_pods_slots_are_named(tmp_path: Path):
     """slotsPerWorker halved and the replicas doubled: -np 8 fills the 4 pods, each of 4 GPUs
     for its 2 ranks."""
-    folder = copied_example(tmp_path, "mpijob-gpu")
-    path = edited(folder / GPU_FILE, _shaped(4, slots=2))
+    folder = copied_example("mpijob-gpu", tmp_path)
+    path = edit(folder / GPU_FILE, _shaped(4, slots=2))
     assert one_problem(folder) == (
         [str(path)],
         "MPIJob digits-mpi-gpu Worker: the pod requests 4 nvidia.com/gpu for its 2 slot(s), "
@@ -88,7 +88,7 @@ def test_gpus_past_a_worker_pods_slots_are_named(tmp_path: Path):
 
 def test_gpus_of_ranks_whose_device_the_cluster_fills_in_are_not_judged(tmp_path: Path):
     """A device from a ConfigMap may be the CPU (whose GPUs another line names) or the GPU."""
-    folder = copied_example(tmp_path, "mpijob-gpu")
+    folder = copied_example("mpijob-gpu", tmp_path)
 
     def device_from_the_cluster(mpijob: dict) -> None:
         _shaped(4, slots=2)(mpijob)
@@ -97,12 +97,12 @@ def test_gpus_of_ranks_whose_device_the_cluster_fills_in_are_not_judged(tmp_path
         del device["value"]
         device["valueFrom"] = {"configMapKeyRef": {"name": "train", "key": "device"}}
 
-    edited(folder / GPU_FILE, device_from_the_cluster)
-    no_problems(folder)
+    edit(folder / GPU_FILE, device_from_the_cluster)
+    passes(folder)
 
 
 @pytest.mark.parametrize("gpus", ["0", "1"])
 def test_the_examples_and_fresh_renders_still_pass(tmp_path: Path, gpus: str):
-    no_problems(copied_example(tmp_path, "mpijob-gpu" if gpus == "1" else "mpijob"))
+    passes(copied_example("mpijob-gpu" if gpus == "1" else "mpijob", tmp_path))
     argv = ("--mpi", "--workers", "8", "--slots-per-worker", "4", "--image", "d:1")
-    no_problems(rendered(tmp_path, *argv, "--gpus", gpus))
+    passes(rendered(tmp_path, *argv, "--gpus", gpus))

@@ -20,7 +20,10 @@ import pytest
 
 from tests.deploy.hand_edits import (
     copied_example,
+    edit,
+    located_problems,
     one_problem,
+    passes,
     pod_spec,
     rendered,
 )
