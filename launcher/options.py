@@ -189,7 +189,8 @@ def add_k8s_options(p: argparse.ArgumentParser) -> None:
         "--gpus",
         type=at_least(0),
         default=0,
-        help="GPUs per training rank; an MPIJob worker pod gets this times --slots-per-worker (0)",
+        help="GPUs per training rank, 0 or 1 (a rank trains on one device); an MPIJob worker pod "
+        "gets this times --slots-per-worker (0)",
     )
     p.add_argument(
         "--mode", choices=("sync", "async"), default="sync", help="parameter-server SGD (sync)"

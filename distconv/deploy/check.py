@@ -17,7 +17,6 @@ from distconv.deploy.check_mpi import (
     _mpi_launch_settings,
     _mpi_slots,
     _mpi_timeouts,
-    _mpi_worker_gpus,
 )
 from distconv.deploy.check_ordinals import by_ordinal
 from distconv.deploy.check_probes import _mpi_liveness_ports, _probe_problems
@@ -77,8 +76,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     where the worker pods' liveness asks their ``/healthz``;
     an MPIJob whose ranks run ``distconv train`` sets ``mpiImplementation: MPICH`` and
     ``sshAuthMountPath`` to the image's ``~/.ssh`` (the operator's defaults would start every
-    rank in the launcher pod, and no worker's sshd), its ``-np`` leaves no worker pod idle, and
-    a GPU worker pod requests no more GPUs than its slots; no rank's thread variables
+    rank in the launcher pod, and no worker's sshd), and its ``-np`` leaves no worker pod idle;
+    no rank's thread variables
     (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``,
     ``DISTCONV_NUM_THREADS``; an MPIJob's are its launcher's, which mpirun hands its ranks) ask
     more threads than the CPUs its container's limit gives each rank;
@@ -113,7 +112,7 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     (0.2 s); beside shards that agree with them, a worker's startup probe holds liveness off
     for the window the renderer gives at the shards' ``--timeout`` (twice its wait for ranks
     late to the start-up job check, at least 1200 s); a pod whose ranks train on
-    GPUs requests one GPU per rank (an MPI worker pod: one per slot) and gives CuPy's kernel
+    GPUs requests exactly one GPU per rank (an MPI worker pod: one per slot) and gives CuPy's kernel
     cache (``CUPY_CACHE_DIR``) a writable volume; shards and workers mount
     different key Secrets; and an MPI worker pod waits for its ranks in a preStop hook, with no
     readiness or startup gate; a CronJob whose Job runs them lets no two runs overlap
@@ -134,7 +133,6 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
         _mpi_slots,
         _mpi_timeouts,
         _mpi_launch_settings,
-        _mpi_worker_gpus,
         thread_problems,
         _server_lists,
         _worker_counts,

@@ -15,12 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from distconv.deploy.check_ranks import (
-    GPU_RESOURCE,
     _as_read,
-    _device,
-    _pod_gpus,
-    _rank_pods,
-    _trainers,
 )
 from distconv.deploy.check_shards import _is_filled, expand
 from distconv.deploy.check_timeouts import rank_seconds
@@ -176,26 +171,3 @@ def _mpiruns(containers: list[Manifest]) -> list[Manifest]:
 
 #: the names Hydra's process manager goes by
 _MPIRUN = {"mpirun", "mpiexec", "mpiexec.hydra"}
-
-
-def _mpi_worker_gpus(objs: Sequence[Manifest]) -> Iterator[str]:
-    """An MPI worker pod's ranks use one GPU each (local rank R: CUDA device R), one rank a
-    slot: a pod that requests more GPUs than its slots holds the rest idle for the whole job
-    (fewer are named by :func:`~distconv.deploy.check_ranks._rank_gpus`). Not judged where the
-    ranks' device is the cluster's to fill in, or ``slotsPerWorker`` no count or 0 (named by
-    :func:`~distconv.deploy.counts.count_problems`)."""
-    for mpijob in _of_kind(objs, "MPIJob"):
-        spec = mpijob.get("spec", {})
-        launchers = [(w, t, _device(c, train)) for _, w, t, c, train, _ in _trainers([mpijob])]
-        # on the CPU (their GPUs named by _rank_gpus), or a device the cluster fills in
-        if not launchers or any(device != "gpu" for *_, device in launchers):
-            continue
-        slots, (where, template, _) = count(spec, "slotsPerWorker", 1), launchers[0]
-        for pod_where, pod in _rank_pods(mpijob, where, template):
-            gpus = _pod_gpus(pod)
-            if counted(spec, "slotsPerWorker") and 1 <= slots < gpus:
-                yield (
-                    f"{pod_where}: the pod requests {gpus} {GPU_RESOURCE} for its {slots} "
-                    f"slot(s), whose ranks use one device each: {gpus - slots} would sit idle; "
-                    f"request {slots}, one a slot"
-                )

@@ -212,8 +212,9 @@ def _cupy_flag(value: str | None) -> bool:
 
 def _rank_gpus(objs: Sequence[Manifest]) -> Iterator[str]:
     """Each GPU rank of a pod needs its own device (local rank R uses CUDA device R), and a
-    writable directory for CuPy's kernel cache, or its first operation fails; a pod whose ranks
-    train on the CPU (``--gpus 1 -- --device cpu``) requests no GPU, which would sit idle."""
+    writable directory for CuPy's kernel cache, or its first operation fails; a pod requests
+    no more GPUs than its ranks use (the others would sit idle, held from other jobs), and none
+    where its ranks train on the CPU (``--gpus 1 -- --device cpu``)."""
     for obj, where, template, container, train, _ in _trainers(objs):
         device = _device(container, train)
         if device != "gpu":
@@ -232,6 +233,12 @@ def _rank_gpus(objs: Sequence[Manifest]) -> Iterator[str]:
                 yield (
                     f"{pod_where}: {ranks} rank(s) per pod train on GPUs but the pod requests "
                     f"only {gpus} {GPU_RESOURCE}; each rank needs a device of its own"
+                )
+            elif gpus > ranks >= 1:  # no ranks (slotsPerWorker 0): the count's own line
+                yield (
+                    f"{pod_where}: {ranks} rank(s) per pod train on GPUs but the pod requests "
+                    f"{gpus} {GPU_RESOURCE}; each rank uses one device, so {gpus - ranks} would "
+                    f"sit idle: request {ranks}"
                 )
         ranks_in = _rank_containers(obj, where, template, container)
         for pod_where, pod in ranks_in if cache is not None else ():

