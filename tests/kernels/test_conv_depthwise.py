@@ -1,6 +1,8 @@
 """Depthwise convolutions (groups == input channels): the strided input gradient by shifted
 slices, and the batched layout the cost model gives grouped convolutions on small images."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,44 @@ STRIDED = [
     (2, 3, 2, 3, 1, 2, (10, 7)),  # dilated, stride 3
     (5, 1, 5, (2, 1), 2, 1, (8, 8)),  # strided along one axis only
     (3, 2, 3, 2, 1, 1, (7, 6, 5)),  # 3-D
+    (2, 1, 1, 2, 0, 1, (7, 6)),  # 1x1: every other pixel gets nothing
+    (3, 1, 3, 4, 1, 1, (10, 11)),  # stride past the kernel, trailing rows unread
+    (2, 1, 3, 2, 3, 1, (5, 5)),  # padding past the kernel's reach
+    (3, 1, (3, 2), (1, 3), (1, 0), (2, 1), (8, 9)),  # strided along the last axis only
+    (2, 4, 3, 2, 1, 1, (5, 7)),  # multiplier 4
+    (2, 1, 3, 2, 1, 1, (9,)),  # 1-D
+    (2, 1, (3, 1, 2), (2, 1, 3), (1, 0, 1), (1, 2, 1), (5, 4, 7)),  # 3-D, each axis its own
+    (2, 3, 5, 3, 2, 1, (13, 4)),  # a kernel wider than the image is long
 ]
+
+
+def _definition_dx(g, w, geom, x_shape):
+    """``dx`` pixel by pixel from the definition, independent of any route's slicing: output
+    ``q`` of filter ``o`` reads input ``q * stride - pad + tap * dilation`` of channel
+    ``o // m``; a pair off the image is no pair."""
+    c = x_shape[1]
+    m = w.shape[0] // c
+    dx = np.zeros(x_shape)
+    for o, tap, q in itertools.product(
+        range(w.shape[0]), np.ndindex(*geom.ksize), np.ndindex(*g.shape[2:])
+    ):
+        at = [
+            i * s - p + t * d for i, s, p, t, d in zip(q, geom.stride, geom.pad, tap, geom.dilation)
+        ]
+        if all(0 <= i < n for i, n in zip(at, x_shape[2:])):
+            dx[(slice(None), o // m, *at)] += w[(o, 0, *tap)] * g[(slice(None), o, *q)]
+    return dx
+
+
+def _by_shifted_slices(g, w, geom, x_shape, monkeypatch):
+    """:func:`conv_backward_data`, failing unless it went by the shifted slices: a case that
+    the route stops taking must not pass by comparing the columns route with itself."""
+    calls, real = [], conv_depthwise.depthwise_data_grad
+    with monkeypatch.context() as m:
+        m.setattr(conv, "depthwise_data_grad", lambda *a: calls.append(a) or real(*a))
+        dx = conv_backward_data(g, w, geom, x_shape)
+    assert calls, "the strided depthwise input gradient did not go by shifted slices"
+    return dx
 
 
 def _im2col_data_grad(g, w, geom, x_shape, monkeypatch):
@@ -42,9 +81,9 @@ def test_strided_input_gradient_equals_the_columns_route(
     rng, monkeypatch, c, mult, k, s, p, d, size
 ):
     geom, x_shape, w, g = _case(rng, c, mult, k, s, p, d, size)
-    assert conv_depthwise.depthwise_data_grad_applies(c, geom)
-    dx = conv_backward_data(g, w, geom, x_shape)
+    dx = _by_shifted_slices(g, w, geom, x_shape, monkeypatch)
     assert dx.shape == x_shape and dx.dtype == g.dtype
+    np.testing.assert_allclose(dx, _definition_dx(g, w, geom, x_shape), atol=1e-12)
     np.testing.assert_allclose(dx, _im2col_data_grad(g, w, geom, x_shape, monkeypatch), atol=1e-12)
 
 
@@ -70,7 +109,8 @@ def test_a_short_adjoint_input_stays_exact(rng, monkeypatch):
     x_shape, w = (3, 4, 10, 10), rng.standard_normal((4, 1, 2, 2))
     g = rng.standard_normal((3, 4, 3, 3))  # the convolution of 10x10 gives 4x4
     assert geom.out_size(x_shape[2:]) == (4, 4)
-    dx = conv_backward_data(g, w, geom, x_shape)
+    dx = _by_shifted_slices(g, w, geom, x_shape, monkeypatch)
+    np.testing.assert_allclose(dx, _definition_dx(g, w, geom, x_shape), atol=1e-12)
     np.testing.assert_allclose(dx, _im2col_data_grad(g, w, geom, x_shape, monkeypatch), atol=1e-12)
 
 
@@ -80,16 +120,19 @@ def test_non_finite_values_meet_exactly_the_pairs_of_the_definition(rng, monkeyp
     geom, x_shape, w, g = _case(rng, 3, 2, 3, 2, 1, 1, (7, 7))
     w[1, 0, 0, 0] = np.inf
     g[0, 2, 1, 1] = -np.inf
-    dx = conv_backward_data(g, w, geom, x_shape)
-    expected = _im2col_data_grad(g, w, geom, x_shape, monkeypatch)
-    np.testing.assert_array_equal(np.isfinite(dx), np.isfinite(expected))
-    np.testing.assert_allclose(dx, expected, atol=1e-12)  # infs of one sign, NaNs alike
+    dx = _by_shifted_slices(g, w, geom, x_shape, monkeypatch)
+    for expected in (
+        _definition_dx(g, w, geom, x_shape),
+        _im2col_data_grad(g, w, geom, x_shape, monkeypatch),
+    ):
+        np.testing.assert_array_equal(np.isfinite(dx), np.isfinite(expected))
+        np.testing.assert_allclose(dx, expected, atol=1e-12)  # infs of one sign, NaNs alike
     assert 0 < np.isfinite(dx).sum() < dx.size  # some reached, not all
 
 
-def test_16_bit_gradients_are_summed_in_float32(rng):
+def test_16_bit_gradients_are_summed_in_float32(rng, monkeypatch):
     geom, x_shape, w, g = _case(rng, 4, 2, 3, 2, 1, 1, (9, 9), dtype=np.float16)
-    dx = conv_backward_data(g, w, geom, x_shape)
+    dx = _by_shifted_slices(g, w, geom, x_shape, monkeypatch)
     exact = conv_backward_data(g.astype(np.float64), w.astype(np.float64), geom, x_shape)
     assert dx.dtype == np.float16
     np.testing.assert_allclose(dx.astype(np.float64), exact, rtol=2e-3, atol=2e-3)
@@ -139,3 +182,16 @@ def test_a_batched_depthwise_layer_equals_per_sample(rng, force_layout):
         results.append((y, dw, conv_backward_data(dy, w, geom, x.shape)))
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_the_shifted_slices_on_cupy_give_what_numpy_gives(rng, monkeypatch, cupy, dtype):
+    """One code path: the same calls on cupy arrays (im2col's device kernels, not cuDNN)."""
+    monkeypatch.setenv("DISTCONV_CUDNN", "0")
+    for case in (STRIDED[1], STRIDED[4], STRIDED[6]):  # multiplier 2, 3-D, a stride past k
+        geom, x_shape, w, g = _case(rng, *case, dtype=dtype)
+        want = conv_backward_data(g, w, geom, x_shape)
+        got = _by_shifted_slices(cupy.asarray(g), cupy.asarray(w), geom, x_shape, monkeypatch)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(cupy.asnumpy(got), want, rtol=1e-3, atol=1e-3)
