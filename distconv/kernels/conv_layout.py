@@ -33,6 +33,13 @@ BATCHED_MIN_ROWS = 32
 #: group 0.66-0.70x), 1.44-1.58x at 20x20 and 1.4-2.3x at 28x28: the limit lies in 196-399.
 #: In 3-D (3x3x3, N16, C32-C128) 0.36-0.64x at 3^3 to 5^3, even at 6^3
 GROUPED_BATCHED_MAX_POSITIONS = 196
+#: ... and only in 2-D and 3-D with at least this many rows: forward + backward, N32 C64, one
+#: thread, batched against per sample (2026-12-07, the Zen 5 machine): 2-D 1x1 at 14x14 with
+#: 4 and 8 rows (16 and 8 groups) 2.3x the time, a 2x2 depthwise (4 rows) 1.26x, where 1x1
+#: with 16 rows ran 0.24x at 7x7 and 0.68x at 14x14; 1-D depthwise k3, k5, k9 at length 128
+#: 1.2-1.8x, three rows of k3 at length 32 1.3x, twelve (16 groups) 2.0x; only k31 (C256,
+#: length 128) about even (0.93x)
+GROUPED_BATCHED_MIN_ROWS = 9
 
 #: the autotuner's choices, ``(direction, x shape, w shape, geometry, dtype) -> batched``
 _tuned: dict[tuple, bool] = {}
@@ -51,7 +58,8 @@ def use_batched(out: tuple[int, ...], rows: int, direction: str, groups: int = 1
     positions = volume(out)
     if positions > BATCHED_MAX_POSITIONS:
         return False
-    return rows >= BATCHED_MIN_ROWS or (groups > 1 and positions <= GROUPED_BATCHED_MAX_POSITIONS)
+    grouped = groups > 1 and len(out) >= 2 and rows >= GROUPED_BATCHED_MIN_ROWS
+    return rows >= BATCHED_MIN_ROWS or (grouped and positions <= GROUPED_BATCHED_MAX_POSITIONS)
 
 
 def autotune_enabled() -> bool:

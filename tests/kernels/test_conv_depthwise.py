@@ -162,12 +162,19 @@ def test_depthwise_layers_match_finite_differences(rng, make, channels, size):
 
 def test_grouped_convolutions_on_small_images_run_batched():
     """Per sample, a depthwise chunk runs a product per group and sample, each a few thousand
-    multiply-adds: up to 14x14 outputs they go batched, from 20x20 (as dense ones) per sample."""
+    multiply-adds: up to 14x14 outputs they go batched, from 20x20 (as dense ones) per sample;
+    grouped layers of fewer than 9 rows, and 1-D ones, stay per sample, where they ran faster."""
     for direction in ("fwd", "dw", "dx"):
         assert use_batched((14, 14), 9, direction, groups=64)
         assert use_batched((7, 7), 18, direction, groups=32)
         assert not use_batched((20, 20), 9, direction, groups=128)
         assert not use_batched((14, 14), 9, direction)  # one group: LeNet's first layer
+        assert use_batched((7, 7), 16, direction, groups=4)  # 1x1, 16 channels a group
+        # measured slower batched: few rows a group, and 1-D layers whatever their rows
+        assert not use_batched((14, 14), 8, direction, groups=8)  # 1x1, 8 channels a group
+        assert not use_batched((14, 14), 4, direction, groups=64)  # 2x2 depthwise
+        assert not use_batched((128,), 3, direction, groups=64)  # 1-D depthwise k3
+        assert not use_batched((128,), 12, direction, groups=16)
 
 
 def test_a_batched_depthwise_layer_equals_per_sample(rng, force_layout):
