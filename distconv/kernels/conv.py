@@ -14,8 +14,9 @@ transposed backward    ``conv_forward(dy, w, dw_from=x)`` -> dx, dw in one pass
 On cupy arrays the work goes to cuDNN when it is there (:mod:`distconv.kernels.cudnn`), else the
 same im2col code runs on the device. On the CPU every function splits the batch into chunks run
 on parallel threads (see ``parallel``); within a chunk all work is batched matrix products and
-strided copies, with no loop over samples. Which layout a chunk runs in is chosen by
-:mod:`distconv.kernels.conv_layout`.
+strided copies, or a strided depthwise input gradient's multiply-adds per kernel tap
+(:mod:`distconv.kernels.conv_depthwise`), with no loop over samples. Which layout a chunk runs
+in is chosen by :mod:`distconv.kernels.conv_layout`.
 """
 
 from __future__ import annotations
