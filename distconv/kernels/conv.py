@@ -189,7 +189,7 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
         # cuDNN wants g exactly conv-shaped; output_padding >= stride leaves it a row short
         g = widen_output(g, geom.out_size(x_shape[2:]))
         return cudnn.conv_backward_data(g, w, geom, x_shape)
-    if depthwise_data_grad_applies(x_shape[1], geom):  # strided: no col2im of tiny products
+    if depthwise_data_grad_applies(x_shape[1], w.shape[0], geom):  # strided: no tiny products
         return depthwise_data_grad(g, w, geom, x_shape)
     # the fast routes multiply zeros that stand for no pixel pair; an inf in w meets them,
     # and in the dense matrix every value of g does
