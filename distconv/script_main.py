@@ -140,7 +140,9 @@ def _failure_status(error: Exception) -> int | None:
     if peer_failure(error) is not None:
         if writes_json(_log_format):  # the traceback in the line: every line JSON there
             trace = "".join(format_exception(error)).rstrip()
-            say(error_line(_program(), error, _log_format, exception=trace))
+            ending = error_line(_program(), error, _log_format, exception=trace)
+            # its notes are in the traceback, as the text form's: not again on lines before it
+            say(ending.rpartition("\n")[2])
         else:
             print_exception(error)
         return PEER_FAILED_STATUS
