@@ -114,10 +114,8 @@ def run_train(args: argparse.Namespace) -> int:
     )
     leaving.BRIEF_ERRORS = user_errors()  # a rank aborting an MPI job on one: no traceback
     start = time.perf_counter()
-    resumes = functools.partial(train_resume_words, out, out_given=args.out is not None)
-    stop_said = kept_said_at_stop(
-        "distconv train", out, runtime.is_chief, resumes, runtime.world_size
-    )
+    resumes = functools.partial(train_resume_words, out, args.out is not None)
+    stop_said = kept_said_at_stop("distconv train", out, resumes)
     with told, stop_said:
         trainer = train(config, runtime)
     seconds = time.perf_counter() - start

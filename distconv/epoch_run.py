@@ -19,7 +19,7 @@ from distconv.notes import add_note
 from distconv.resume import Position, Preempted
 from distconv.sampler import GlobalBatchSampler
 from distconv.sequence_set import count_of, empty_steps
-from distconv.stop_agreement import stop_agreed
+from distconv.stop_agreement import AgreedStop, stop_agreed
 from distconv.stop_request import EXIT_STATUS
 from distconv.sync.base import SyncStrategy
 
@@ -69,9 +69,7 @@ def run_epoch(
                     sync.refresh_parameters()  # as at an epoch's end, after the fold
                     keep_lines_in_log()  # a dead launcher's SIGTERM: its log gets the stop
                     t.pos.sums = sums  # as the checkpoint holds it: a resume in memory too
-                    stopped = Preempted(stop.said(t.pos.step), EXIT_STATUS[stop.signal])
-                    add_note(stopped, way_on(t.out_dir))  # what it saved, how to go on
-                    raise stopped
+                    raise _stopped(t, stop)
     tally.fold(t.pos)  # a collective: every rank's steps of the epoch are in
     sync.refresh_parameters()  # so each rank holds what it trained (async shards)
     t._layout.check(sync)  # a float64 weight beside float32 gradients trains on
@@ -81,6 +79,23 @@ def run_epoch(
     if test is not None:
         record.update(t.evaluate(test))
     return record, tally.scheme
+
+
+def _stopped(trainer: Trainer, stop: AgreedStop) -> Preempted:
+    """The :class:`Preempted` a fit of ``trainer`` raises at ``stop``, its checkpoint saved:
+    its line, and where it stopped as data (the step, the folder, whether this rank wrote it),
+    which a command's ending names the checkpoint file by; the way on as a note."""
+    pos, sync = trainer.pos, trainer.sync
+    stopped = Preempted(
+        stop.said(pos.step),
+        EXIT_STATUS[stop.signal],
+        step=pos.step,
+        out_dir=trainer.out_dir,
+        is_chief=sync.is_chief,
+        world_size=sync.world_size,
+    )
+    add_note(stopped, way_on(trainer.out_dir))  # what it saved, how to go on
+    return stopped
 
 
 @contextmanager

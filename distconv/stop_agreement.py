@@ -12,7 +12,6 @@ looks at the right node.
 
 from __future__ import annotations
 
-import re
 import signal
 from dataclasses import dataclass
 
@@ -22,8 +21,6 @@ from distconv.sync.collective_time import timed_collective
 
 #: ranks agree on a stop (SIGTERM, Ctrl-C) every this many steps: a collective costs a round trip
 STOP_CHECK_EVERY = 8
-#: the step in a stop line, either form :meth:`AgreedStop.said` words it
-_STEP_SAID = re.compile(r"\bstopped (?:by \w+ )?after step (\d+)\b")
 
 
 @dataclass(frozen=True)
@@ -51,13 +48,6 @@ class AgreedStop:
             return f"stopped by {name} after step {step}"
         who = f"rank {self.rank}" if self.rank is not None else f"{self.count} ranks"
         return f"stopped after step {step}: {who} got {name}"
-
-
-def step_said(line: str) -> int | None:
-    """The step a stop line (:meth:`AgreedStop.said`'s, a :class:`Preempted`'s message) says
-    the ranks stopped after; None where ``line`` is no stop line."""
-    found = _STEP_SAID.search(line)
-    return None if found is None else int(found[1])
 
 
 def stop_agreed(

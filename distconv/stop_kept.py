@@ -28,7 +28,6 @@ from distconv.logs import as_log_line
 from distconv.messages import quoted_in, say, shell_word
 from distconv.run_dir import RunDirectory
 from distconv.run_files import CHECKPOINTS
-from distconv.stop_agreement import step_said
 from distconv.stop_request import Preempted
 
 #: the flags a resume command replaces with its own ``--resume`` (``--overwrite`` would
@@ -141,71 +140,80 @@ def train_resume_words(out: str, out_given: bool) -> list[str]:
 
 def say_kept(
     program: str,
-    out: str,
+    out: str | os.PathLike,
     stop: Preempted,
     words: Callable[[], Sequence[str]],
-    ranks: int = 1,
+    fmt: str | None = None,
+    guess: str = "",
 ) -> None:
     """Say, as ``program``'s lines before its stop line, what ``stop`` kept in ``out`` and,
-    given ``words`` (the words of the command that resumes it, made only now), that command,
-    which each of the job's ``ranks`` runs again. Under ``distconv-launch``
+    given ``words`` (the words of the command that resumes it, made only now), that command
+    (``guess``: words that say when it holds, where that is not known), which each of the
+    stop's ranks (:attr:`Preempted.world_size`) runs again. Under ``distconv-launch``
     (``DISTCONV_LAUNCH``) the launcher's report says how to go on, with its own ``--job-id``:
-    the command is not said twice. JSON lines under a JSON log, each with its facts as keys
-    (``checkpoint``, ``command``)."""
-    kept, file = kept_words(out, step_said(str(stop)))
+    the command is not said twice. JSON lines under a JSON log (``fmt``: the format asked for,
+    for a log not set up), each with its facts as keys (``checkpoint``, ``command``)."""
+    kept, file = kept_words(out, stop.step)
     checkpoint = None if file is None else str(file)
-    _say(program, quoted_in(kept, [out]), out=out, checkpoint=checkpoint)
+    _say(program, quoted_in(kept, [out]), fmt, out=os.fspath(out), checkpoint=checkpoint)
     if launch_id() is not None:
         return
     again = list(words())
     if file is None:  # nothing to resume: --resume would be refused
         again[-1:] = ["--resume", "auto"]
     command = resume_command(again)
-    who = f", start the job's {ranks} ranks again as before, each with" if ranks > 1 else ""
-    _say(program, f"to go on{who}: {command}", command=command)
+    if stop.world_size > 1:  # another rank's command differs (its --rank): this one's, named
+        how = f"start the job's {stop.world_size} ranks again as before, with --resume{guess}"
+        _say(program, f"to go on, {how}; this rank's command: {command}", fmt, command=command)
+    else:
+        _say(program, f"to go on{guess}: {command}", fmt, command=command)
 
 
 def say_script_kept(program: str, stop: Preempted, fmt: str | None = None) -> None:
     """Say, as a script's lines before its stop line (:func:`~distconv.script_main.run_main`'s),
-    what ``stop`` kept and how to go on: the Trainer's notes on it (the folder it saved in, or
-    that it saved nothing: it had no ``out_dir``), then, where it saved and no launcher says it
-    (``DISTCONV_LAUNCH``), the command that resumes the run. The Trainer, not the script, knows
-    its folder, and the script's own flags are not known here: the command is the script's own
-    with ``--resume``, said as a guess unless the script was given a resume flag."""
-    from distconv.epoch_run import way_on  # the stop's own notes, which a fit wrote
+    the notes ``stop`` carries but the fit's own way on, then, on the chief (the rank that
+    wrote the checkpoint) of a fit's stop, what it kept: the checkpoint file, as ``distconv
+    train`` names it, and where no launcher says it (``DISTCONV_LAUNCH``) the command that
+    resumes the run; or that it saved nothing (the Trainer had no ``out_dir``). The script's
+    own flags are not known here: the command is the script's own with ``--resume``, said as a
+    guess unless the script was given a resume flag."""
+    from distconv.epoch_run import way_on  # the fit's own note, which these lines say better
 
     notes = [note for note in getattr(stop, "__notes__", ()) if isinstance(note, str)]
     for note in notes:
-        _say(program, quoted_in(note, sys.argv[1:]), fmt)
-    if launch_id() is not None or way_on(None) in notes:  # the launcher's, or nothing kept
+        if stop.step is None or note != way_on(stop.out_dir):
+            _say(program, quoted_in(note, sys.argv[1:]), fmt)
+    if stop.step is None or not stop.is_chief:  # a script's own stop; a rank that wrote none
+        return
+    if stop.out_dir is None:
+        _say(program, f"{_SAVED_NOTHING}: a new run of the script starts afresh", fmt)
         return
     words, takes = script_resume_words()
-    command = resume_command(words)
-    where = "" if takes else " (if the script takes distconv.script_flags' --resume)"
-    _say(program, f"to go on{where}: {command}", fmt, command=command)
+    guess = "" if takes else " (if the script takes distconv.script_flags' --resume)"
+    say_kept(program, stop.out_dir, stop, lambda: words, fmt, guess)
 
 
-def _say(program: str, line: str, fmt: str | None = None, **fields: object) -> None:
-    """Say ``line`` as ``program``'s (JSON under a JSON log; ``fmt``: the format asked for, for
-    a log not set up), whatever the log's level: a stop's lines are its ending, said under
-    ``-q`` as the stop line is."""
-    say(as_log_line(f"{program}: {line}", logging.INFO, fmt, **fields))
+#: a script's stop whose Trainer had no output directory
+_SAVED_NOTHING = "nothing saved (the Trainer had no out_dir, --out)"
+
+
+def _say(
+    program: str, line: str, fmt: str | None = None, level: int = logging.INFO, **fields: object
+) -> None:
+    """Say ``line`` as ``program``'s (JSON under a JSON log, at ``level``; ``fmt``: the format
+    asked for, for a log not set up), whatever the log's level: a stop's lines are its ending,
+    said under ``-q`` as the stop line is."""
+    say(as_log_line(f"{program}: {line}", level, fmt, **fields))
 
 
 @contextmanager
-def kept_said_at_stop(
-    program: str,
-    out: str,
-    is_chief: bool,
-    words: Callable[[], Sequence[str]],
-    ranks: int = 1,
-) -> Iterator[None]:
-    """Around a run's training into ``out``: where a stop (:class:`Preempted`) ends it, the
-    chief (``is_chief``: the rank that writes the checkpoint) says what it kept and the command
-    that goes on (:func:`say_kept`), then the stop propagates to say its own line."""
+def kept_said_at_stop(program: str, out: str, words: Callable[[], Sequence[str]]) -> Iterator[None]:
+    """Around a command's one fit, into ``out``: where a stop (:class:`Preempted`) ends it, the
+    chief (the rank that writes the checkpoint) says what it kept and the command that goes on
+    (:func:`say_kept`), then the stop propagates to say its own line."""
     try:
         yield
     except Preempted as stop:
-        if is_chief:
-            say_kept(program, out, stop, words, ranks)
+        if stop.is_chief:
+            say_kept(program, out, stop, words)
         raise

@@ -22,6 +22,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from distconv.held_updates import hold_interrupt
@@ -247,14 +248,31 @@ class Preempted(Exception):
     Attributes:
         exit_status: the command line's exit status for it, also an aborted MPI job's: 143
             after SIGTERM, 130 after Ctrl-C (128 + the signal's number).
+        step: the step the ranks stopped after, which the checkpoint holds; None where no fit
+            raised it (a script's own).
+        out_dir: the fit's output directory, the checkpoint's (None: it saved nothing).
+        is_chief: whether this rank wrote the checkpoint, and so says what it kept.
+        world_size: the ranks the fit ran on, each stopped alike.
     """
 
-    def __init__(self, message: str, exit_status: int = 143) -> None:
+    def __init__(
+        self,
+        message: str,
+        exit_status: int = 143,
+        *,
+        step: int | None = None,
+        out_dir: Path | None = None,
+        is_chief: bool = True,
+        world_size: int = 1,
+    ) -> None:
         super().__init__(message)
         self.exit_status = exit_status
+        self.step, self.out_dir = step, out_dir
+        self.is_chief, self.world_size = is_chief, world_size
 
-    def __reduce__(self) -> tuple[type, tuple[str, int]]:  # a pickled one keeps its status
-        return type(self), (str(self), self.exit_status)
+    def __reduce__(self) -> tuple[type, tuple[str, int], dict[str, Any]]:
+        # a pickled one keeps its status, where it stopped, and its notes
+        return type(self), (str(self), self.exit_status), self.__dict__
 
 
 def stop_signal(flags: list[float]) -> signal.Signals | None:

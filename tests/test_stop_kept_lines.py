@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from distconv.run_dir import RunDirectory
-from distconv.stop_agreement import step_said
 from distconv.stop_kept import train_resume_words, without_resume_flags
+from launcher.own_stop import stop_said
 from tests.child_env import child_env
+from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
 from tests.processes import job_env, run_job
 
 pytestmark = pytest.mark.timeout(120)
@@ -38,7 +39,12 @@ GO_ON = "distconv train: to go on: "
 def _stopped_train(cwd: Path, *flags: str, **env: str) -> tuple[int, list[str]]:
     """``python -m distconv train`` with :data:`TRAIN` and ``flags`` in ``cwd``, stopped by
     SIGTERM once its first epoch is logged; its exit status and the lines of its stderr."""
-    argv = [sys.executable, "-m", "distconv", "train", *TRAIN, *flags]
+    return _stopped(cwd, [sys.executable, "-m", "distconv", "train", *TRAIN, *flags], **env)
+
+
+def _stopped(cwd: Path, argv: list[str], **env: str) -> tuple[int, list[str]]:
+    """``argv``, a ``distconv train`` of :data:`TRAIN`'s two epochs, run in ``cwd`` and stopped
+    by SIGTERM once its first epoch is logged; its exit status and the lines of its stderr."""
     with job_env(child_env(**env)) as job:
         child = subprocess.Popen(argv, env=job, cwd=cwd, stderr=subprocess.PIPE, text=True)
         try:
@@ -55,6 +61,12 @@ def _stopped_train(cwd: Path, *flags: str, **env: str) -> tuple[int, list[str]]:
     return child.returncode, lines + (rest or "").splitlines()
 
 
+def _step_said(line: str) -> int | None:
+    """The step a stop line says, as the launcher reads it (None: no stop line)."""
+    said = stop_said([line])
+    return None if said is None else said.step
+
+
 def _in_shell(command: str, cwd: Path) -> subprocess.CompletedProcess:
     """``command`` as a user pastes it into a shell, in ``cwd``."""
     return run_job(["bash", "-c", command], env=child_env(), timeout=60, cwd=cwd)
@@ -69,7 +81,7 @@ def _newest_step(out: Path) -> int:
 def test_a_stopped_train_names_its_checkpoint_and_the_command_that_resumes_it(tmp_path):
     status, lines = _stopped_train(tmp_path, "--out", "run")
     assert status == 143, lines
-    step = step_said(lines[-1])
+    step = _step_said(lines[-1])
     assert lines[-1] == f"distconv train: stopped by SIGTERM after step {step}", lines[-3:]
     assert step is not None and 384 < step < LAST_STEP, lines[-3:]  # inside the second epoch
     kept = KEPT.fullmatch(lines[-3])
@@ -107,7 +119,7 @@ def test_under_a_json_log_each_line_is_json_with_the_checkpoint_and_command_as_k
     assert status == 143, lines
     entries = [json.loads(line) for line in lines]
     *_, kept, go_on, stop = entries
-    step = step_said(stop["message"])
+    step = _step_said(stop["message"])
     assert stop["message"] == f"distconv train: stopped by SIGTERM after step {step}"
     assert kept["checkpoint"] == f"run/checkpoints/step-{step:08d}/chief.safetensors"
     assert (tmp_path / kept["checkpoint"]).is_file() and kept["out"] == "run"
@@ -176,10 +188,12 @@ def _stopped_script(cwd: Path, *flags: str) -> list[str]:
     return done.stderr.splitlines()
 
 
-def test_a_stopped_script_says_where_it_saved_and_the_command_that_resumes_it(tmp_path):
+def test_a_stopped_script_names_its_checkpoint_file_and_the_command_that_resumes_it(tmp_path):
+    """The file, as ``distconv train`` names it: the Trainer's note named its folder alone."""
     lines = _stopped_script(tmp_path, "--out", "out", "--overwrite")
     assert lines[-3:] == [
-        "script.py: checkpoint saved in out; fit(..., resume=True) (--resume) continues it",
+        "script.py: the checkpoint of step 2 is kept in out/checkpoints/step-00000002/"
+        "chief.safetensors",
         f"script.py: to go on: {sys.executable} script.py --out out --resume",
         "script.py: stopped by SIGTERM after step 2",
     ]
@@ -198,13 +212,42 @@ def test_a_script_not_given_a_resume_flag_is_told_the_command_as_a_guess(tmp_pat
 
 
 def test_a_script_that_saved_nothing_says_so_and_no_command(tmp_path):
-    """Without ``out_dir`` a stop keeps nothing a new process could resume from."""
+    """Without ``out_dir`` a stop keeps nothing a new process could resume from: the Trainer's
+    note spoke of a resume in memory, which a process that ends has none of."""
     lines = _stopped_script(tmp_path)
     assert lines[-2:] == [
-        "script.py: no out_dir (--out): nothing saved; fit(..., resume=True) on this Trainer "
-        "continues from its weights in memory",
+        "script.py: nothing saved (the Trainer had no out_dir, --out): a new run of the script "
+        "starts afresh",
         "script.py: stopped by SIGTERM after step 2",
     ]
+
+
+@NEEDS_MPIEXEC[0]  # marked mpi
+@NEEDS_MPIEXEC[1]  # skipped where there is no mpiexec
+def test_a_script_of_two_ranks_says_what_it_kept_once_with_this_rank_s_command(tmp_path):
+    """Every rank said the Trainer's note and the command, and the command read as every
+    rank's: the chief alone says them, naming its own command as the one rank's it is. Two
+    steps an epoch on two ranks: both signalled after step 2, they agree at the fit's last."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT.format(root=str(Path(__file__).resolve().parents[1])))
+    out = tmp_path / "out"
+    done = run_mpi(["-n", "2", sys.executable, str(script), "--out", str(out)], timeout=100)
+    assert done.returncode == 143, done.stderr[-2000:]
+    lines = done.stderr.splitlines()
+    kept = [line for line in lines if " is kept in " in line]
+    assert kept == [
+        f"script.py: the checkpoint of step 6 is kept in {out}/checkpoints/step-00000006/"
+        "chief.safetensors"
+    ], lines[-6:]
+    go_on = [line for line in lines if "to go on" in line]
+    assert go_on == [
+        "script.py: to go on, start the job's 2 ranks again as before, with --resume (if the "
+        "script takes distconv.script_flags' --resume); this rank's command: "
+        f"{sys.executable} {script} --out {out} --resume"
+    ], lines[-6:]
+    assert lines.count("script.py: stopped by SIGTERM after step 6") == 2, lines[-6:]
+    assert not any("fit(..., resume=True)" in line for line in lines), lines[-6:]
 
 
 @pytest.mark.parametrize(
