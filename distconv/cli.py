@@ -114,7 +114,8 @@ def run_train(args: argparse.Namespace) -> int:
     )
     leaving.BRIEF_ERRORS = user_errors()  # a rank aborting an MPI job on one: no traceback
     start = time.perf_counter()
-    resumes = functools.partial(train_resume_words, out, args.out is not None)
+    given = getattr(args, "argv", None)  # main([...])'s words, not the process's
+    resumes = functools.partial(train_resume_words, out, args.out is not None, given)
     stop_said = kept_said_at_stop("distconv train", out, resumes)
     with told, stop_said:
         trainer = train(config, runtime)
@@ -321,6 +322,7 @@ def _abort_mpi_job(status: int, argv: Sequence[str]) -> None:
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = None if argv is None else list(argv)  # a stop's way on says them (not sys.argv)
     refuse_both(parser, args)
     # a path given with a line break is shown quoted in the error line, not squeezed
     quote_in_errors(v for v in vars(args).values() if isinstance(v, (str, os.PathLike)))

@@ -122,20 +122,22 @@ def resume_command(words: Sequence[str]) -> str:
     return " ".join(shell_word(word) for word in words)
 
 
-def train_resume_words(out: str, out_given: bool) -> list[str]:
+def train_resume_words(out: str, out_given: bool, argv: Sequence[str] | None = None) -> list[str]:
     """The words of the ``distconv train`` command that resumes the run this process trains in
     ``out``: its own command line, ``--resume`` in place of its resume flags, ``--out OUT``
-    where it took the default (``out_given`` false: a later default may name another folder)."""
+    where it took the default (``out_given`` false: a later default may name another folder).
+    ``argv``: the words :func:`distconv.cli.main` was handed in place of ``sys.argv[1:]`` (a
+    caller's own ``main([...])``), said after ``distconv``; None: the process's command line."""
     from distconv.train_args import add_train
 
     parser = add_train(argparse.ArgumentParser().add_subparsers())
     # argparse lists no options publicly; its abbreviations are read against all of them
     options = [option for action in parser._actions for option in action.option_strings]
-    args = sys.argv[1:]
+    program, args = (program_words(), sys.argv[1:]) if argv is None else (["distconv"], argv)
     at = args.index("train") + 1 if "train" in args else 0  # -q before it stays as it is
     rest = without_resume_flags(args[at:], options)
     extra = [] if out_given else ["--out", out]
-    return [*program_words(), *args[:at], *rest, *extra, "--resume"]
+    return [*program, *args[:at], *rest, *extra, "--resume"]
 
 
 def say_kept(

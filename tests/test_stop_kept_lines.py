@@ -250,6 +250,17 @@ def test_a_script_of_two_ranks_says_what_it_kept_once_with_this_rank_s_command(t
     assert not any("fit(..., resume=True)" in line for line in lines), lines[-6:]
 
 
+def test_a_train_run_from_main_s_own_words_names_them_not_the_process_s(tmp_path):
+    """``distconv.cli.main([...])`` in a process of its own making (a notebook's, a test's):
+    the command was the process's (``python -c ...``, without the run's flags), which ran a
+    fresh run refused in the run's folder. It is ``distconv`` with the words ``main`` got."""
+    call = ["train", *TRAIN, "--out", "run"]
+    code = f"import sys; from distconv.cli import main; sys.exit(main({call!r}))"
+    status, lines = _stopped(tmp_path, [sys.executable, "-c", code])
+    assert status == 143, lines
+    assert lines[-2] == f"{GO_ON}distconv train {' '.join(TRAIN)} --out run --resume", lines[-3:]
+
+
 @pytest.mark.parametrize(
     ("args", "kept"),
     [
