@@ -15,11 +15,13 @@ import argparse
 import logging
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from distconv import stop_request
 from distconv.checkpoint import CheckpointError
 from distconv.checkpoint_manifest import CHIEF
 from distconv.files import describe_os_error
@@ -212,10 +214,29 @@ def _say(
 def kept_said_at_stop(program: str, out: str, words: Callable[[], Sequence[str]]) -> Iterator[None]:
     """Around a command's one fit, into ``out``: where a stop (:class:`Preempted`) ends it, the
     chief (the rank that writes the checkpoint) says what it kept and the command that goes on
-    (:func:`say_kept`), then the stop propagates to say its own line."""
+    (:func:`say_kept`), then the stop propagates to say its own line.
+
+    A stop signal after the fit's last stop check (in its last evaluation, its last checkpoint,
+    its plot) stops nothing: the run finished. The library's warning of it speaks of a later fit
+    of this process and of ``drop_carried()``, which a command has neither of: it is dropped, and
+    each rank that got one says so in the command's words (a warning; the run ends as finished)."""
+    warned, stop_request.warns_handed_on = stop_request.warns_handed_on, False
     try:
         yield
     except Preempted as stop:
         if stop.is_chief:
             say_kept(program, out, stop, words)
         raise
+    finally:
+        stop_request.warns_handed_on = warned
+        late = stop_request.drop_carried()
+    name = stop_request.stop_signal([float(signal.SIGTERM in late), float(signal.SIGINT in late)])
+    if name is not None:
+        _say(program, f"{name.name} {_LATE}", level=logging.WARNING)
+
+
+#: what a command says of a stop signal that came after its fit's last stop check
+_LATE = (
+    "came after the last stop check, as the run wrote its last files: it finished all the "
+    "same, its last checkpoint and metrics written; nothing is left to go on with"
+)

@@ -49,6 +49,11 @@ _pending: tuple[signal.Signals, float] | None = None
 #: the stop signals a fit received and did not stop by (one after its last check step, in its
 #: last epoch's evaluation or checkpoint): the next fit of this process stops by them
 _unanswered: frozenset[int] = frozenset()
+#: False while a command runs its process's one fit (``distconv train``:
+#: :func:`~distconv.stop_kept.kept_said_at_stop`): a stop signal after the fit's last check is
+#: handed on unwarned, for the command to :func:`drop_carried` and say in its own words (the
+#: warning speaks of a later fit of the process, which it has none of)
+warns_handed_on = True
 
 
 def pending() -> tuple[signal.Signals, float] | None:
@@ -112,7 +117,8 @@ class StopRequest:
             restore()
             if not self.answered:
                 _unanswered = frozenset(self.received)
-                _say_handed_on(self.flags)
+                if warns_handed_on:
+                    _say_handed_on(self.flags)
 
         return restore_and_hand_on
 
