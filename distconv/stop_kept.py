@@ -91,8 +91,9 @@ def without_resume_flags(args: Sequence[str], options: Sequence[str] | None = No
         at += 1
         if flag not in _RESUME_FLAGS:
             kept.append(word)
-        elif flag == "--resume" and not eq and at < len(args) and not args[at].startswith("-"):
-            at += 1  # its optional value (auto), which argparse took from the next word
+        elif flag == "--resume" and not eq and args[at : at + 1] == ["auto"]:
+            at += 1  # its one value, which argparse took from the next word (another word
+            # there is a positional argument of a script whose own --resume takes none)
     return kept
 
 

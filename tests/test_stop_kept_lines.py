@@ -277,6 +277,17 @@ def test_a_train_command_line_loses_its_resume_flags_alone(args, kept):
     assert without_resume_flags(args, options) == kept
 
 
+def test_a_script_s_positional_argument_after_its_own_resume_flag_stays():
+    """A script whose own ``--resume`` takes no value (``store_true``), given ``--resume
+    data/``: ``data/`` was taken for the flag's value and dropped from the command."""
+    assert without_resume_flags(["--resume", "data/", "--epochs", "3"]) == [
+        "data/",
+        "--epochs",
+        "3",
+    ]
+    assert without_resume_flags(["--resume", "auto", "data/"]) == ["data/"]
+
+
 def test_a_script_command_line_loses_only_the_resume_flags_written_in_full():
     """A script's parser is not known: ``--res`` may be its own ``--restarts``."""
     assert without_resume_flags(["--res", "1", "--overwrite", "--resume", "auto", "--", "x"]) == [
