@@ -11,6 +11,7 @@ HOW says how the error leaves rank 1:
 - ``uncaught``: the sync left open, its exception hook aborts the job (the traceback);
 - ``logged``: as ``uncaught``, under an exception hook of the script's own, set before the
   sync's, which logs the error (``logging``'s traceback, which prints no notes before 3.11);
+- ``logged_json``: as ``logged``, under ``--log-format json``'s log (a JSON object a line);
 - ``brief``: a refused checkpoint under ``script_flags.refusals``, the sync closed in a
   ``finally``: the abort line alone, as ``distconv train`` says an error a user can act on.
 """
@@ -24,9 +25,11 @@ import sys
 import numpy as np
 
 from distconv.checkpoint_errors import CheckpointError
+from distconv.logs import configure_logging
 from distconv.notes import add_note
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
+from distconv.runtime import Runtime
 from distconv.script_flags import refusals
 from distconv.sync.mpi import MPISync
 
@@ -55,14 +58,16 @@ def log_uncaught(etype: type[BaseException], value: BaseException, tb: object) -
 
 def main() -> None:
     how = sys.argv[1]
-    if how == "logged":
+    if how == "logged_json":
+        configure_logging(Runtime(), fmt="json")
+    if how in ("logged", "logged_json"):
         sys.excepthook = log_uncaught
     sync = MPISync(create_optimizer("sgd"))
     sync.setup([Parameter("w", np.zeros(3))], {})
     if sync.rank == 0:
         sync.comm.Barrier()  # until rank 1's abort ends the job
         return
-    if how in ("uncaught", "logged"):
+    if how in ("uncaught", "logged", "logged_json"):
         handled_then_raised(RuntimeError("rank 1 fails on purpose"))
     try:
         if how == "brief":

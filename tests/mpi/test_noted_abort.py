@@ -10,6 +10,7 @@ user's do: ``exceptiongroup`` (which pytest imports) is not there to print the n
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -53,3 +54,11 @@ def test_an_abort_line_said_alone_is_led_by_the_errors_note():
     lines = _aborted("brief")
     reason = "rank 1: CheckpointError: no checkpoint in runs/x; aborting the MPI job"
     assert lines[lines.index(reason) - 1] == f"rank 1: note: {ENDING_NOTE}", lines
+
+
+def test_under_a_json_log_the_note_a_loggers_hook_left_out_is_a_json_object():
+    """Under ``--log-format json`` the script's hook logs the error as one JSON object: the
+    note it left out (Python 3.10's) was written after it as a raw line, the one line of the
+    log a collector could not parse; it is an object of its own, as the log's lines are."""
+    said = [line for line in _aborted("logged_json") if ENDING_NOTE in line]
+    assert len(said) == 1 and json.loads(said[0])["level"] == "error", said

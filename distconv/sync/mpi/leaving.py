@@ -127,6 +127,14 @@ def _traceback(etype: type[BaseException], value: BaseException, tb: Any) -> str
     return "".join([*traceback.format_exception(etype, value, tb), *unprinted_notes(value)])
 
 
+def _notes_left_out(value: BaseException) -> str:
+    """The notes a script's hook (a logger's) left out of its report of ``value``
+    (:func:`~distconv.notes.unprinted_notes`), each as the log writes a line: under
+    ``--log-format json`` a JSON object, as the logger's report is, not a raw line in the log."""
+    notes = (note.removesuffix("\n") for note in unprinted_notes(value))
+    return "".join(as_log_line(note, logging.ERROR) + "\n" for note in notes)
+
+
 def reason(rank: int, error: BaseException | None, ending: str) -> str:
     """The line a rank leaves on stderr as it ends the job: who, why, and how it ends (an
     error's own full stop dropped before the ``;``; one without a message, as Ctrl-C's
@@ -227,7 +235,7 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
             else:
                 say(etype, value, tb)
                 if len(aborted) == went:  # it printed it (else ours did): the notes it left out
-                    sys.stderr.write("".join(unprinted_notes(value)))
+                    sys.stderr.write(_notes_left_out(value))
             sys.stderr.flush()
         finally:  # abort even if printing failed: the other ranks must not hang
             if len(aborted) == went:  # else ``hook`` handed on to ours, which aborted
