@@ -179,23 +179,36 @@ def _say_notes_of_threads() -> None:
 
 def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
     """threading's own report of an error that ended a thread (``Exception in thread NAME:``
-    and the traceback), its notes under the traceback (:func:`format_exception`): before Python
+    and the traceback), its notes under the traceback (:func:`_thread_report`): before Python
     3.11 threading's prints none, and ``exceptiongroup``, which makes ``traceback`` print
     them, leaves threading's hook as it is, so they were said nowhere, the process going on.
     Nothing for a ``SystemExit``, as threading's own; threading's report where there is no
-    error to format or no ``sys.stderr`` (it writes to the one the thread started with)."""
-    error, stderr = args.exc_value, sys.stderr
-    if isinstance(error, SystemExit):  # threading's says nothing of one either
+    report of ours or no ``sys.stderr`` (it writes to the one the thread started with)."""
+    if isinstance(args.exc_value, SystemExit):  # threading's says nothing of one either
         return
-    if error is None or stderr is None:
+    said, stderr = _thread_report(args), sys.stderr
+    if said is None or stderr is None:
         threading.__excepthook__(args)
         return
-    name = args.thread.name if args.thread is not None else threading.get_ident()
     try:
-        stderr.write("".join([f"Exception in thread {name}:\n", *format_exception(error)]))
+        stderr.write(said)
         stderr.flush()
     except (OSError, ValueError):  # closed, or a broken pipe: nobody to tell
         pass
+
+
+def _thread_report(args: threading.ExceptHookArgs) -> str | None:
+    """threading's report of the error in ``args``, its notes under the traceback
+    (:func:`format_exception`); None where there is no error, or where formatting it fails (a
+    note that cannot be formatted): raised in the hook, that put ``Exception in
+    threading.excepthook`` in the error's place, which was then said nowhere."""
+    if args.exc_value is None:
+        return None
+    name = args.thread.name if args.thread is not None else threading.get_ident()
+    try:
+        return "".join([f"Exception in thread {name}:\n", *format_exception(args.exc_value)])
+    except Exception:  # noqa: BLE001 - whatever it is, threading's own still reports the error
+        return None
 
 
 def _say_uncaught_notes() -> None:

@@ -55,3 +55,34 @@ def test_a_hook_of_the_scripts_own_is_left_in_place(threading_as_a_script_has_it
     monkeypatch.setattr(threading, "excepthook", own)
     add_note(ValueError("x"), "a note")
     assert threading.excepthook is own
+
+
+class _UnformattableNote(str):
+    """A note (a ``str`` subclass, which ``add_note`` takes) that cannot be formatted."""
+
+    def __format__(self, spec: str) -> str:
+        raise RuntimeError("this note cannot be formatted")
+
+
+def _failure_with_an_unformattable_note() -> None:
+    error = ValueError("the kernel failed")
+    add_note(error, _UnformattableNote(NOTE))
+    raise error
+
+
+def test_a_note_that_cannot_be_formatted_leaves_the_report_to_threadings_own(
+    threading_as_a_script_has_it, monkeypatch, capsys
+):
+    """Formatting the report failed inside the hook, and threading said that failure in the
+    error's place (``Exception in threading.excepthook``): the thread's own error was said
+    nowhere. threading's own report says it instead. (As on 3.10 without ``exceptiongroup``,
+    whose ``traceback`` prints no notes, so :mod:`distconv.notes` formats them itself.)"""
+    monkeypatch.setattr(notes, "_traceback_prints_notes", lambda: False)
+    worker = threading.Thread(target=_failure_with_an_unformattable_note, name="kernel-2")
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    said = capsys.readouterr().err
+    assert "Exception in threading.excepthook" not in said, said
+    assert said.startswith("Exception in thread kernel-2:\n"), said
+    assert "ValueError: the kernel failed" in said, said
