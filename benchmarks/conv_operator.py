@@ -236,8 +236,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=count, nargs="+", default=[1, 2])
     ap.add_argument("--repeat", type=count, default=15)
-    ap.add_argument("--then", help="a checkout whose ConvOperator layer to time against this one")
-    ap.add_argument("--rounds", type=count, default=3, help="alternated rounds for --then")
+    ap.add_argument(
+        "--baseline",
+        "--then",  # its name before the benchmarks agreed on one
+        dest="then",
+        metavar="CHECKOUT",
+        help="a checkout whose ConvOperator layer to time against this one",
+    )
+    ap.add_argument("--rounds", type=count, default=3, help="alternated rounds for --baseline")
     ap.add_argument("--worker", choices=["distconv", "torch", "layer"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:

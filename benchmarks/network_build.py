@@ -62,7 +62,13 @@ def worker(sizes: list[int]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=at_least(2, int), nargs="+", default=[500, 1000, 2000, 4000])
-    ap.add_argument("--then", metavar="DIR", help="a checkout of other code, timed alike")
+    ap.add_argument(
+        "--baseline",
+        "--then",  # its name before the benchmarks agreed on one
+        dest="then",
+        metavar="CHECKOUT",
+        help="a checkout of other code, timed alike",
+    )
     ap.add_argument(
         "--rounds", type=at_least(1, int), default=1, help="processes per side; the best counts"
     )
@@ -75,7 +81,7 @@ def main() -> None:
     if args.then and not os.path.isfile(os.path.join(args.then, "distconv", "__init__.py")):
         # else the worker imported this checkout's distconv (PYTHONPATH): a mistyped path
         # printed "then / this" of about 1.0, as if the two checkouts built alike
-        ap.error(f"--then {args.then}: no distconv package there (a checkout's root?)")
+        ap.error(f"--baseline {args.then}: no distconv package there (a checkout's root?)")
     sides = {"this": None} | ({"then": os.path.abspath(args.then)} if args.then else {})
     extra = ["--sizes", *map(str, args.sizes)]
     best: dict[str, dict[str, dict[str, float]]] = {}
