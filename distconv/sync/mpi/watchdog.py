@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distconv.rank_endings import ENDING_THIS_RANK
+from distconv.shard_timeout import exact_text
 from distconv.sync.base import SyncError
 from distconv.sync.mpi import leaving
 from distconv.sync.mpi.comm import checked_seconds
@@ -47,6 +48,10 @@ log = logging.getLogger("distconv.sync.mpi")
 #: against any wait a healthy job has (every rank waits while rank 0 writes a checkpoint),
 #: short against an operator noticing a silent hang; PyTorch's NCCL watchdog waits as long
 DEFAULT_TIMEOUT = 600.0
+#: the least timeout whose stop is worded as a stall; below it, as the setting's (ranks that
+#: are well wait that long for each other, as they start). The least a parameter-server shard
+#: takes (``distconv.sync.ps.config.MIN_TIMEOUT``), so one --timeout is too short under both
+SHORTEST_TIMEOUT = 0.2
 #: the warning comes half-way through the timeout, but never later than this
 WARN_AFTER = 60.0
 #: the blocking collectives the syncs call; ``Dup`` is one too (see :meth:`WatchedComm.duplicate`)
@@ -224,8 +229,9 @@ class Watchdog:
         """Log the stop and wait until it is out, :data:`~.leaving.ABORT_GRACE` seconds at
         most: a handler that blocks (a stderr pipe nobody reads, a dead collector) must not
         keep the hang breaker from its stop, and one that returns has its record out first."""
-        said = "rank %d %s; stopping the job"
-        self._writer.say(logging.ERROR, said, self.rank, stalled).wait(leaving.ABORT_GRACE)
+        said = "rank %d%s%s; stopping the job"
+        stalled_by = (self.rank, self._after_rank, stalled)
+        self._writer.say(logging.ERROR, said, *stalled_by).wait(leaving.ABORT_GRACE)
 
     def _look(self, warned: set[float]) -> str | None:
         """Warn about the calls past the warning point; the message of one past the timeout."""
@@ -239,18 +245,44 @@ class Watchdog:
             if waited >= self.warn_after and since not in warned:
                 warned.add(since)  # warned once per call
                 said = self.stalled(what, phase, waited)
-                warning = "rank %d %s; the job stops at %g s"
-                self._writer.say(logging.WARNING, warning, self.rank, said, self.timeout)
+                warning = "rank %d%s%s; the job stops at %g s"
+                stalled_by = (self.rank, self._after_rank, said, self.timeout)
+                self._writer.say(logging.WARNING, warning, *stalled_by)
         return None
 
+    @property
+    def _after_rank(self) -> str:
+        """What the log lines put between ``rank N`` and :meth:`stalled`'s message: ``rank 0
+        waited ...``, but ``rank 0: --timeout ...`` where the message leads with the setting."""
+        return " " if too_short(self.timeout) is None else ": "
+
     def stalled(self, what: str, phase: str, waited: float) -> str:
-        """The message for a call that has waited ``waited`` seconds."""
+        """The message for a call that has waited ``waited`` seconds: the setting first where
+        the timeout is below :data:`SHORTEST_TIMEOUT` (:func:`too_short`)."""
+        waited_for = f"waited {waited:.1f} s in {what} ({phase})"
+        if (short := too_short(self.timeout)) is not None:
+            return f"{short} (it {waited_for})"
         return (
-            f"waited {waited:.1f} s in {what} ({phase}) for a rank that has not joined it: a "
-            "rank is stuck, or died without MPI noticing, or the ranks wait in different "
-            "collectives (one of the caller's own on the sync's communicator?) "
+            f"{waited_for} for a rank that has not joined it: a rank is stuck, or died without "
+            "MPI noticing, or the ranks wait in different collectives (one of the caller's own "
+            "on the sync's communicator?) "
             f"(timeout {self.timeout:g} s, --timeout or MPISync's timeout=)"
         )
+
+
+def too_short(timeout: float | None) -> str | None:
+    """Why ``timeout`` is the cause of any stop it makes, where it is below
+    :data:`SHORTEST_TIMEOUT`; None otherwise. ``-- --timeout 0.001`` stopped every job at
+    setup in the words of a stall, "for a rank that has not joined it: a rank is stuck, or
+    died", with the setting last, in a parenthesis: a wait that short runs out between ranks
+    that are well."""
+    if timeout is None or timeout >= SHORTEST_TIMEOUT:
+        return None
+    return (
+        f"--timeout {exact_text(timeout)} s (or MPISync's timeout=) is too short for MPI: "
+        f"ranks that are well wait longer than that for each other in a collective; give "
+        f"--timeout {SHORTEST_TIMEOUT:g} or more"
+    )
 
 
 class WatchedRequest:
