@@ -41,6 +41,7 @@ from distconv.files import (
 )
 from distconv.messages import named
 from distconv.metrics import MetricsError, read_metrics
+from distconv.out_folder import out_folder_problem
 from distconv.run_files import (
     CHECKPOINTS,
     CLAIM,
@@ -111,11 +112,8 @@ class RunDirectory:
     def acquire(self) -> None:
         """Take the directory's lock (tried for a moment: :func:`take_run_lock`), or fail naming
         the process that holds it (:attr:`RunDirError.holder`), its claim's job, and the way on."""
-        if os.path.exists(self.root) and not os.path.isdir(self.root):  # os.path: no raising
-            raise RunDirError(f"output directory {self.root} exists and is not a directory")
-        # a file or a dangling link above it failed as 'cannot take <root>/run.lock: file exists'
-        if (problem := folder_problem(self.root)) is not None:
-            raise RunDirError(f"output directory {self.root} cannot be made: {problem}")
+        if (problem := out_folder_problem(self.root)) is not None:
+            raise RunDirError(problem)
         try:  # a read-only or full disk above it was 'cannot take <root>/run.lock', never tried
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

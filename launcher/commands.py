@@ -27,6 +27,7 @@ from .child_environ import clean_environ as clean_environ
 from .child_environ import threads_per_process as threads_per_process
 from .child_environ import usable_cpus as usable_cpus
 from .owned import async_hint
+from .shown import shown
 from .startable import missing_here
 from .train_words import flag_slip, train_arguments
 
@@ -51,10 +52,13 @@ class Program:
         argv: for ``distconv train``, the train arguments; otherwise the full command
             (a ``.py`` file comes first, the interpreter is added by the builders).
         is_train: True when ``argv`` are ``distconv train`` arguments.
+        elsewhere: True where it runs on other hosts (mpi's), whose paths this host cannot
+            judge (:func:`with_out` leaves their ``--out`` to them).
     """
 
     argv: tuple[str, ...]
     is_train: bool
+    elsewhere: bool = False
 
     @property
     def is_script(self) -> bool:
@@ -83,7 +87,7 @@ def parse_program(args: Sequence[str], elsewhere: bool = False) -> Program:
     args = tuple(args)
     train = train_arguments(args)
     if train is not None:
-        return _train_program(train)
+        return _train_program(train, elsewhere)
     first = args[0]
     if (slip := flag_slip(args, elsewhere)) is not None:  # '-- epochs 2', over other hosts too
         raise UsageError(slip)
@@ -101,7 +105,7 @@ def names_a_program(args: Sequence[str]) -> bool:
     return train_arguments(args) is None
 
 
-def _train_program(args: tuple[str, ...]) -> Program:
+def _train_program(args: tuple[str, ...], elsewhere: bool) -> Program:
     from distconv.train_args import FlagError, spelled_out  # numpy and all: for train jobs only
 
     try:
@@ -113,7 +117,7 @@ def _train_program(args: tuple[str, ...]) -> Program:
     if has_option(argv, "--overwrite") and has_option(argv, "--resume"):
         raise UsageError("distconv train takes --resume or --overwrite, not both")
     parse_train_values(argv)
-    return Program(argv, is_train=True)
+    return Program(argv, is_train=True, elsewhere=elsewhere)
 
 
 def parse_train_values(argv: Sequence[str]) -> argparse.Namespace:
@@ -199,10 +203,40 @@ def refuse_other_transport_flags(program: Program, sync: str | None = None) -> N
 
 def with_out(program: Program, run_dir: str | os.PathLike) -> Program:
     """``program`` writing into ``run_dir/train`` unless it is not distconv train or names its
-    own ``--out``: every way of launching keeps a job's checkpoints in its run directory."""
-    if not program.is_train or has_option(program.argv, "--out"):
+    own ``--out``: every way of launching keeps a job's checkpoints in its run directory.
+
+    Raises:
+        LaunchError: its own ``--out`` cannot be made on this host, where it runs
+            (:func:`refuse_unmakeable_out`).
+    """
+    if not program.is_train:
+        return program
+    if has_option(program.argv, "--out"):
+        refuse_unmakeable_out(program)
         return program
     return Program((*program.argv, "--out", os.path.join(run_dir, "train")), True)
+
+
+def refuse_unmakeable_out(program: Program) -> None:
+    """Refuse train arguments whose ``--out`` cannot be made (a file where a folder must be),
+    in ``distconv train``'s own words (:func:`~distconv.out_folder.out_folder_problem`),
+    before anything starts: under ``distconv-launch local`` the shards, which keep their
+    checkpoint parts there, met it first, as ``--checkpoint-dir PATH: cannot make it``, a
+    flag the user never gave. Paths on other hosts (:attr:`Program.elsewhere`) are theirs.
+
+    Raises:
+        LaunchError: naming the ``--out`` after ``--`` and why.
+    """
+    from distconv.out_folder import out_folder_problem
+
+    out = option_value(program.argv, "--out")
+    if program.elsewhere or out is None:
+        return
+    if (problem := out_folder_problem(out, shown)) is not None:
+        raise LaunchError(
+            f"--out after --: {problem} (give another --out, or none: the job's run directory "
+            "then holds the run)"
+        )
 
 
 def train_args(program: Program, sync: str | None) -> list[str]:
