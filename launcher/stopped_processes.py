@@ -65,15 +65,18 @@ def stopped_in_groups(groups: set[int]) -> dict[int, StoppedProcess]:
 @dataclass
 class StopFindings:
     """What one attempt's stop found: its children (``gang``) and the stopped process of each
-    child that had one, as each child's stop signals were about to go."""
+    child still running that had one, as each child's stop signals were about to go."""
 
     gang: list[Child]
     stopped: list[tuple[Child, StoppedProcess]] = field(default_factory=list)
 
     def look(self, children: list[Child]) -> None:
-        """Note the stopped process of each of ``children`` (one look at ``/proc``)."""
-        found = stopped_in_groups({c.group.leader for c in children})
-        self.stopped += [(c, found[c.group.leader]) for c in children if c.group.leader in found]
+        """Note the stopped process of each of ``children`` still running (one look at
+        ``/proc``). One that ended by itself is reported by its own end (its exit code, its
+        signal), whatever process of its group (a helper it started) is stopped: it was not."""
+        running = [c for c in children if c.poll() is None]
+        found = stopped_in_groups({c.group.leader for c in running})
+        self.stopped += [(c, found[c.group.leader]) for c in running if c.group.leader in found]
 
     def of(self, log: str) -> StoppedProcess | None:
         """The stopped process of the child whose log is ``log``; None where it had none."""
