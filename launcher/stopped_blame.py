@@ -21,14 +21,17 @@ from .stopped_processes import StopFindings, StoppedProcess
 
 def as_found(failure: Failure, findings: StopFindings) -> Failure:
     """``failure``, its attempt's, with what that attempt's stop found (``findings``): its own
-    process stopped (:attr:`~launcher.failure.Failure.found_stopped`); else, where it gave up a
-    wait (:func:`~distconv.straggler_words.gave_up_in`, in its last words or its cause) and the
+    process stopped (:attr:`~launcher.failure.Failure.found_stopped`); else, where it exited
+    (no signal: a crash is its own, whatever its last words) having given up a wait
+    (:func:`~distconv.straggler_words.gave_up_in`, in its last words or its cause) and the
     stop found one process of the gang stopped, that process's child's failure; else
     ``failure``."""
     if not findings.stopped:  # nothing stopped: nothing to say or to move
         return failure
     if (own := findings.of(failure.log)) is not None:
         return replace(failure, found_stopped=own)
+    if failure.signal is not None:  # a death by a signal of its own is no wait given up
+        return failure
     words = gave_up_in([*last_words(failure.tail), failure.cause or ""])
     if words is None or len(findings.stopped) != 1:  # several: none singled out
         return failure

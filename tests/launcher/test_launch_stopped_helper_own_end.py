@@ -1,12 +1,15 @@
 """A child that ends by itself is reported by its own end, whatever process the launcher's stop
 then finds stopped: "was stopped (SIGSTOP), not crashed" is said only of a child that the stop
-ended (:func:`launcher.stopped_blame.as_found`).
+ended, and a crash is never laid on a stopped peer (:func:`launcher.stopped_blame.as_found`).
 
 A rank that starts a helper process (in its own process group, as a data loader's is) and then
 fails of an error of its own, or crashes, while that helper is stopped: the stop found the
 helper stopped in the rank's group, and the headline said ``worker 0's process (pid N) was
 stopped (SIGSTOP), not crashed`` without the rank's exit code or its error, though the launcher
-exited with the rank's own status."""
+exited with the rank's own status.
+
+A rank that crashes (SIGSEGV) after its last line gave up a wait on its shard, while its peer
+is stopped: the crash was laid on the stopped peer, the launcher exiting 1, not 139."""
 
 from __future__ import annotations
 
@@ -56,3 +59,40 @@ def test_a_rank_that_ends_by_itself_is_not_said_stopped(tmp_path, end, headline,
     report = json.loads((run / "failure.json").read_text())
     assert (report["role"], report["rank"], report["signal"]) == ("worker", 0, signal), report
     assert done.returncode == status, err
+
+
+#: rank 1 stops itself (SIGSTOP), its pid in ``MARK``; rank 0, once it is stopped, says that it
+#: gave up waiting on its shard, then crashes (SIGSEGV)
+GAVE_UP_THEN_CRASHED = """
+import os, signal, sys, time
+from pathlib import Path
+mark = Path(sys.argv[1])
+if os.environ["RANK"] == "1":
+    mark.write_text(str(os.getpid()))
+    os.kill(os.getpid(), signal.SIGSTOP)
+    sys.exit(0)
+while not mark.exists() or Path(f"/proc/{mark.read_text()}/stat").read_text().split()[2] != "T":
+    time.sleep(0.01)
+print(
+    "rank 0: no answer to step 2 from pserver shard(s) 0 (127.0.0.1:5) within 1.5 s (1.5 x "
+    "--timeout 1 s) (shard(s) 0 wait up to 60 s for every worker, ...)",
+    file=sys.stderr, flush=True,
+)
+os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_crash_after_a_wait_given_up_is_not_laid_on_the_stopped_peer(tmp_path):
+    program, mark, run = tmp_path / "crashed.py", tmp_path / "stopped-pid", tmp_path / "run"
+    program.write_text(GAVE_UP_THEN_CRASHED)
+    done = launch(
+        "local", "--run-dir", str(run), "--workers", "2", "--servers", "0", "--",
+        str(program), str(mark), cwd=tmp_path, timeout=50,
+    )  # fmt: skip
+    err = done.stderr[-4000:]
+    assert "distconv-launch: worker 0 failed with signal SIGSEGV" in done.stderr, err
+    assert f"(pid {mark.read_text()}) was stopped" not in done.stderr, err
+    report = json.loads((run / "failure.json").read_text())
+    assert (report["role"], report["rank"], report["signal"]) == ("worker", 0, "SIGSEGV"), report
+    assert done.returncode == 139, err
