@@ -92,9 +92,14 @@ def stopped_headline(role: str, rank: int, pid: int, by: str) -> str:
 
 def stopped_way_out(by: str) -> str:
     """What to do of a process stopped by ``by`` (the launcher's stop has ended this one):
-    let such a process go on in time, or find what stops it."""
+    let such a process go on in time, or find what stops it; one held by a debugger on purpose,
+    give its peers the time to wait for it."""
     if by != STOPPED_BY["T"]:
-        return "a process a debugger holds, holds the whole job up: detach it in time"
+        return (
+            "a process a debugger holds, holds the whole job up till its peers give up on it: "
+            "detach it in time, or raise --timeout (a program's own: its sync's timeout) while "
+            "you debug"
+        )
     return (
         "a stopped process holds the whole job up till its peers give up on it: let it go on "
         "in time (kill -CONT PID), or find what stopped it (a kill -STOP, a Ctrl-Z)"
