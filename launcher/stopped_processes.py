@@ -43,7 +43,10 @@ class StoppedProcess:
 def stopped_in_groups(groups: set[int]) -> dict[int, StoppedProcess]:
     """The stopped process of each of ``groups`` (process group ids) that has one, by group
     (the lowest pid, where several are: the leader, or the first its wrapper started); one
-    look at ``/proc``, empty without it."""
+    look at ``/proc``, empty without it, and none without ``groups``: a stop of children all
+    ended, as every worker is at a job's success, reads nothing."""
+    if not groups:
+        return {}
     try:
         entries = sorted(int(e) for e in os.listdir("/proc") if e.isdigit())
     except OSError:
