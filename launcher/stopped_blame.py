@@ -24,8 +24,8 @@ def as_found(failure: Failure, findings: StopFindings) -> Failure:
     process stopped (:attr:`~launcher.failure.Failure.found_stopped`); else, where it exited
     (no signal: a crash is its own, whatever its last words) having given up a wait
     (:func:`~distconv.straggler_words.gave_up_in`, in its last words or its cause) and the
-    stop found one process of the gang stopped, that process's child's failure; else
-    ``failure``."""
+    stop found one process of the gang stopped, that process's child's failure (several: each
+    said in ``failure``'s cause); else ``failure``."""
     if not findings.stopped:  # nothing stopped: nothing to say or to move
         return failure
     if (own := findings.of(failure.log)) is not None:
@@ -33,8 +33,10 @@ def as_found(failure: Failure, findings: StopFindings) -> Failure:
     if failure.signal is not None:  # a death by a signal of its own is no wait given up
         return failure
     words = gave_up_in([*last_words(failure.tail), failure.cause or ""])
-    if words is None or len(findings.stopped) != 1:  # several: none singled out
+    if words is None:
         return failure
+    if len(findings.stopped) != 1:  # several: none singled out, each said
+        return replace(failure, cause=f"{failure.cause or words}; {_several_stopped(findings)}")
     child, process = findings.stopped[0]
     return _stopped_failure(child, process, findings, failure, words)
 
@@ -53,6 +55,15 @@ def _stopped_failure(
     said = f"{names} gave up waiting: {words}"
     cause = f"{blamed.cause}; {said}" if blamed.cause else said
     return replace(blamed, cause=cause, found_stopped=process)
+
+
+def _several_stopped(findings: StopFindings) -> str:
+    """What a failure that gave up a wait adds where the stop found several processes
+    stopped: each, none singled out (``worker 1's process (pid 7, SIGSTOP)``)."""
+    found = ", ".join(
+        f"{c.spec.role} {c.spec.rank}'s process (pid {p.pid}, {p.by})" for c, p in findings.stopped
+    )
+    return f"the launcher's stop found stopped {found}, any of which may have held that wait up"
 
 
 def _gave_up(child: Child) -> bool:

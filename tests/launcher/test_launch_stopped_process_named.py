@@ -141,6 +141,48 @@ def test_only_a_wait_given_up_is_laid_on_the_stopped_process(tmp_path, last_word
     assert done.returncode == (1 if blamed == 1 else 3), err
 
 
+#: a program of three ranks: ranks 1 and 2 stop themselves (SIGSTOP), each its pid in
+#: ``MARK.<rank>``; rank 0 then says the words given and exits 1
+TWO_STOPPED = """
+import os, signal, sys, time
+from pathlib import Path
+rank = os.environ["RANK"]
+if rank != "0":
+    Path(f"{sys.argv[1]}.{rank}").write_text(str(os.getpid()))
+    os.kill(os.getpid(), signal.SIGSTOP)
+    sys.exit(0)
+for mark in (Path(f"{sys.argv[1]}.{r}") for r in (1, 2)):
+    while not mark.exists() or Path(f"/proc/{mark.read_text()}/stat").read_text().split()[2] != "T":
+        time.sleep(0.01)
+print(sys.argv[2], file=sys.stderr, flush=True)
+sys.exit(1)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_wait_given_up_beside_several_stopped_names_each(tmp_path):
+    """Two ranks stopped as rank 0 gives up waiting: neither is singled out (rank 0 is the
+    failure reported, its own exit code), but the headline and ``failure.json`` say both,
+    by pid (they said neither: a healthy rank blamed, nothing said of the stopped ones)."""
+    program, mark, run = tmp_path / "two_stopped.py", tmp_path / "stopped-pid", tmp_path / "run"
+    program.write_text(TWO_STOPPED)
+    done = launch(
+        "local", "--run-dir", str(run), "--workers", "3", "--servers", "0", "--",
+        str(program), str(mark), GAVE_UP, cwd=tmp_path, timeout=50,
+    )  # fmt: skip
+    err = done.stderr[-4000:]
+    pids = [(tmp_path / f"stopped-pid.{rank}").read_text() for rank in (1, 2)]
+    cause = (
+        f"{GAVE_UP}; the launcher's stop found stopped worker 1's process (pid {pids[0]}, "
+        f"SIGSTOP), worker 2's process (pid {pids[1]}, SIGSTOP), any of which may have held "
+        "that wait up"
+    )
+    assert f"distconv-launch: worker 0 failed with exit code 1: {cause} (after" in done.stderr, err
+    report = json.loads((run / "failure.json").read_text())
+    assert (report["role"], report["rank"], report["cause"]) == ("worker", 0, cause), report
+    assert done.returncode == 1, err
+
+
 #: a program of one's own that a restart saves: :data:`PROGRAM` on the job's first attempt, each
 #: rank's exit 0 at once on a restart (``train``, unused, is how the test finds a worker)
 FIRST_ATTEMPT_ONLY = f"""
