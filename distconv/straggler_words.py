@@ -99,12 +99,10 @@ def unanswering_shards_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
     return None
 
 
-#: a worker's words giving up on its shards, whatever it adds after the wait (its likelier cause
-#: too): from ``rank N: `` on, anywhere in a line (a cause that quotes them, a traceback's last)
-_GAVE_UP = re.compile(
-    rf"rank \d+: no answer to .*? {re.escape(NO_ANSWER_FROM)}.*? within {_SECONDS} s.*",
-    re.DOTALL,
-)
+#: where a worker's words giving up on its shards begin, anywhere in a line (a cause that quotes
+#: them, a traceback's last), and the wait they say after :data:`NO_ANSWER_FROM`
+_GAVE_UP_START = re.compile(r"rank \d+: no answer to ")
+_GAVE_UP_WAIT = re.compile(rf" within {_SECONDS} s")
 
 
 def gave_up_in(lines: Sequence[str]) -> str | None:
@@ -113,6 +111,20 @@ def gave_up_in(lines: Sequence[str]) -> str | None:
     on: a wait given up, which a peer stopped meanwhile may have caused as well as the shard;
     None where none says so."""
     for line in reversed(lines):
-        if found := _GAVE_UP.search(line):
-            return found[0]
+        if (words := _gave_up_words(line)) is not None:
+            return words
     return None
+
+
+def _gave_up_words(line: str) -> str | None:
+    """``line`` from its first ``rank N: no answer to `` on, where `` from pserver shard(s) ``
+    and then `` within N s`` follow; else None. Three searches, each once along the line: one
+    pattern with a lazy wildcard before each part took minutes on a long last line that
+    repeats the first two and lacks the third (a later start only has fewer ways to go on,
+    so the first is the one to try)."""
+    if (start := _GAVE_UP_START.search(line)) is None:
+        return None
+    shards = line.find(f" {NO_ANSWER_FROM}", start.end())
+    if shards < 0 or not _GAVE_UP_WAIT.search(line, shards + 1 + len(NO_ANSWER_FROM)):
+        return None
+    return line[start.start() :]
