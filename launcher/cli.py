@@ -203,7 +203,10 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     servers, job, worker_argv = local_plan(args, program, job_id, run_dir, os.environ)
     program = Program(tuple(worker_argv), program.is_train)
     lines = json_lines(rest, job_id)
-    supervisor = Supervisor(run_dir, args.grace, settle=args.settle, lines=lines, job_id=job_id)
+    given = args.job_id is not None
+    supervisor = Supervisor(
+        run_dir, args.grace, settle=args.settle, lines=lines, job_id=job_id, job_id_given=given
+    )
     reserved: list = []
     try:  # run() lets the run directory go; a refusal or a stop before it must too
         supervisor.claim()  # before the keys: a launch running there may be making its own
@@ -307,7 +310,8 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         line = shlex.join([*env_changes(os.environ, spec.env), *spec.argv]) + "\n"
         write_stdout(line, "the command", "--dry-run prints the command there")
         return 0
-    supervisor = Supervisor(run_dir, args.grace, lines=json_lines(rest, job_id), job_id=job_id)
+    lines, given = json_lines(rest, job_id), args.job_id is not None
+    supervisor = Supervisor(run_dir, args.grace, lines=lines, job_id=job_id, job_id_given=given)
     try:  # a stop signal before run(), which lets the run directory go itself
         supervisor.claim()  # in the try: a signal handled as it returns must let it go too
         supervisor.say(

@@ -33,7 +33,8 @@ def go_on_hint(
 
 def _go_on(job_id: str | None) -> str:
     """``to go on with this run, give the same command --job-id J (...)``; without
-    ``--job-id`` where ``job_id`` is None (the command names the run directory itself)."""
+    ``--job-id`` where ``job_id`` is None (the command names its job id or run directory
+    itself: a ``--job-id`` it gave, said again, read as one it lacked)."""
     again = f" --job-id {job_id}" if job_id is not None else ""
     return (
         f"to go on with this run, give the same command{again} (and --resume auto after --, "
@@ -46,7 +47,8 @@ def go_on_after_stop(failure: Failure, job_id: str | None) -> str | None:
     143 or 130, or a worker's death by a later SIGTERM or SIGINT, after a rank's ``stopped ...
     after step N`` line), which the launcher reports as that child's failure: who got the
     signal, at which step the ranks stopped with a checkpoint, and the command that goes on
-    (the run directory of ``job_id``); None for any other failure. A signal to the workers, not
+    (with ``--job-id job_id`` where the launcher chose it; None: the command gave it); None
+    for any other failure. A signal to the workers, not
     to the launcher, so :func:`go_on_hint` is silent there."""
     said = failure.checkpointed
     if said is None:

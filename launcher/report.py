@@ -23,7 +23,8 @@ def report_failure(
     """``failure`` on ``messages`` (the launcher's stderr) and in ``run_dir``'s
     ``failure.json`` (``then``: what came after it, as ``stopped by SIGTERM``, or a restart
     that could not start); where it is a checkpointed stop, then how to go on with the run
-    of ``job_id`` (:func:`go_on_after_stop`)."""
+    (:func:`go_on_after_stop`: ``job_id`` is the one to add to the command, None where the
+    command gave its own)."""
     path = run_dir / "failure.json"
     written, kept = write_report(path, failure, max_restarts, then)
     tail = [f"    {line}" for line in failure.tail] or ["    (no output)"]

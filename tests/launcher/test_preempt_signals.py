@@ -143,7 +143,7 @@ def test_one_workers_sigterm_blames_that_worker_and_says_how_to_go_on(tmp_path):
     hint = (
         f"a checkpointed stop, not a crash: worker 1 got SIGTERM itself, and the ranks stopped "
         f"together after step {step} with a checkpoint; to go on with this run, give the same "
-        f"command --job-id {JOB} (and --resume auto after --"
+        f"command (and --resume auto after --"  # its --job-id {JOB} not said again
     )
     assert hint in err, err[-3000:]
 

@@ -70,7 +70,7 @@ def test_a_job_signalled_twice_reports_its_checkpointed_stop_and_the_way_on(tmp_
     (step,) = {m.group(1) for m in steps}  # the ranks agreed on it
     assert "failed with" not in err and "exited (code 0)" not in err, err[-3000:]
     assert re.search(rf"worker \d stopped .*after step {step}, with a checkpoint", err), err[-3000:]
-    way_on = f"with a checkpoint; to go on with this run, give the same command --job-id {JOB}"
+    way_on = "with a checkpoint; to go on with this run, give the same command (and --resume"
     assert "a checkpointed stop, not a crash: " in err and way_on in err, err[-3000:]
     report = json.loads((tmp_path / "runs" / JOB / "failure.json").read_text())
     assert report["role"] == "worker", report
