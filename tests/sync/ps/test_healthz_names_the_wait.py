@@ -6,11 +6,16 @@ A healthy rank waiting for a straggler beats no step either: its ``/healthz`` re
 worker 0, last step 198, 8.0 s ago (limit 5 s)``, as if it were the one stuck, and a liveness
 probe restarted the healthy pod. The status stays 503 (the rank makes no progress, as the docs
 say); the line names the wait, so that an operator looks at the peer.
+
+The test waits for the job check's words, not for any wait: rank 0 waits for its hello's
+reply first, and on a busy machine ``/healthz`` named that wait before the shard answered.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import threading
 import time
 from pathlib import Path
@@ -48,8 +53,15 @@ def test_a_worker_waiting_for_a_rank_names_its_wait_on_healthz(tmp_path: Path):
         threads = [
             threading.Thread(target=s.setup, args=(small_net().parameters(),)) for s in syncs
         ]
-        threads[0].start()
-        status, body = _health_until(port, "waiting")
+        # the shard stopped, rank 0's hello waits past the stall limit, as on a busy machine
+        os.kill(shards.procs[0].pid, signal.SIGSTOP)
+        try:
+            threads[0].start()
+            status, body = _health_until(port, "waiting")
+            assert status == 503 and body.endswith(": hello\n"), body  # not the job check yet
+        finally:
+            os.kill(shards.procs[0].pid, signal.SIGCONT)
+        status, body = _health_until(port, "setup's job check")
         shard = re.escape(endpoints[0])
         want = (
             r"stalled: worker 0, last step none yet, \d+\.\d s ago \(limit 0\.5 s\); waiting "
