@@ -25,7 +25,7 @@ it, in words that say so and ask for a restart of the shards, or of their pods u
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from typing import Any
 
@@ -48,6 +48,51 @@ RESTART_SHARDS = (
     "then the workers"
 )
 
+#: how many of a rank's latest runs (the run ids its hellos carried) a shard remembers, of the
+#: job it serves and of the jobs before (:class:`RecentRuns`): a stray, a worker alive beside
+#: its rank's newer one (a pod evicted while its replacement starts), is of one of them; a run
+#: further back is of a worker long gone (a crash loop's, each replaced by the next)
+RUNS_KEPT = 8
+
+
+class RecentRuns:
+    """``(rank, run)`` of the :data:`RUNS_KEPT` runs heard last of each rank, a run heard
+    again counted as heard last. One entry per hello's run, kept for as long as the job (or,
+    once it ended, the shard) lasted, grew with every restart of a rank in a crash loop, or
+    taken back each time (async, ``--on-worker-loss continue``), and with every job a shard
+    started by hand served. A run forgotten so is of no job before: a worker of it still
+    alive is taken at its word by the next job until its rank says hello there."""
+
+    def __init__(self) -> None:
+        self._runs: dict[int, dict[int, None]] = {}  # rank -> its runs, the latest last
+
+    def add(self, rank: int, run: int) -> None:
+        """``rank``'s ``run`` heard now: the rank's oldest run beyond :data:`RUNS_KEPT` is
+        forgotten."""
+        runs = self._runs.setdefault(rank, {})
+        runs.pop(run, None)
+        runs[run] = None
+        while len(runs) > RUNS_KEPT:
+            del runs[next(iter(runs))]
+
+    def update(self, heard: Iterable[tuple[int, int]]) -> None:
+        """Each ``(rank, run)`` of ``heard``, in its order, heard now."""
+        for rank, run in heard:
+            self.add(rank, run)
+
+    def __contains__(self, worker: object) -> bool:
+        if not isinstance(worker, tuple) or len(worker) != 2:
+            return False
+        rank, run = worker
+        return run in self._runs.get(rank, {})
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        """Every ``(rank, run)`` kept, each rank's oldest first."""
+        return ((rank, run) for rank, runs in self._runs.items() for run in runs)
+
+    def __len__(self) -> int:
+        return sum(len(runs) for runs in self._runs.values())
+
 
 class JobState:
     """The job side of :class:`~distconv.sync.ps.server.Shard`'s state (a mixin placed before
@@ -61,17 +106,18 @@ class JobState:
     _closed: Callable[[int], str]  # how a rank that said bye left (runs.py)
 
     @cached_property
-    def runs_ended(self) -> set[tuple[int, int]]:
-        """(rank, run id) of every hello the jobs before heard, which lasts the shard's life:
-        a worker of such a run that did not say ``bye`` (one whose rank started again, or
-        whose hello was refused) may still send its requests once the next job has bound the
-        shard, before its rank's hello there, where no run of its rank tells it apart."""
-        return set()
+    def runs_ended(self) -> RecentRuns:
+        """(rank, run id) of the hellos the jobs before heard, each rank's latest runs
+        (:class:`RecentRuns`), kept for the shard's life: a worker of such a run that did not
+        say ``bye`` (one whose rank started again, or whose hello was refused) may still send
+        its requests once the next job has bound the shard, before its rank's hello there,
+        where no run of its rank tells it apart."""
+        return RecentRuns()
 
     def _heard_run(self, rank: int, run: int | None) -> None:
         """A hello of ``rank``'s ``run``: a run of this job (:attr:`runs_ended` once over)."""
         if run is not None:
-            self.job_runs.add((rank, run))
+            self.job_runs.add(rank, run)
 
     def _of_ended_job(self, header: dict[str, Any]) -> bool:
         """Whether ``header`` is of a run a job before heard, its rank not said ``hello`` of
@@ -225,7 +271,7 @@ class JobState:
         self.other_job: dict[int, tuple[int, str]] = {}
         self.other_ids: dict[int, tuple[int, str, float]] = {}  # another job's id (other_ids)
         self.run_of: dict[int, int | None] = {}  # the run id of each rank's latest accepted hello
-        self.job_runs: set[tuple[int, int]] = set()  # (rank, run) of every hello (_heard_run)
+        self.job_runs = RecentRuns()  # (rank, run) of each rank's latest hellos (_heard_run)
         self.bye_at: dict[int, int] = {}
         self.closed_at: dict[int, int] = {}  # rank -> the count at its accepted run's bye
         self.bye_error: dict[int, str | None] = {}  # what each rank's latest bye said it failed on
