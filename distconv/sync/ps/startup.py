@@ -15,7 +15,7 @@ import secrets
 from typing import Any
 
 from distconv.sync.ps.config import HOST_CHARS
-from distconv.sync.ps.incarnations import hello_incarnation
+from distconv.sync.ps.incarnations import Incarnation, hello_incarnation, older
 from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob, hello_setup
 from distconv.sync.ps.seeding import Seeding
 from distconv.sync.ps.setup_notes import SetupNotes
@@ -57,6 +57,7 @@ class StartupHandlers(SetupNotes):
             )
         job = HelloJob.of(header)  # checked first: a malformed one never becomes the job's
         incarnation = hello_incarnation(header)  # as malformed as a bad digest
+        self._refuse_earlier_start(rank, incarnation)  # before its note or its job are read
         self._refuse_lost(rank)
         self.hosts[rank] = host  # a note's too: its rank's newest worker (_restarted)
         # a note binds, compares, fails nothing
@@ -89,6 +90,25 @@ class StartupHandlers(SetupNotes):
         self.pushed.pop(rank, None)  # a new worker's steps start again (async: _refuse_repeat)
         self._forget_gathers(rank)
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
+
+    def _refuse_earlier_start(self, rank: int, incarnation: Incarnation | None) -> None:
+        """Refuse ``rank``'s hello from an earlier start of the job than the rank's hello
+        before (:func:`~distconv.sync.ps.incarnations.older`: one launch, a lower restart
+        count): the launcher restarted every worker since, so this one is a worker it stopped
+        (a hello left in flight, or a process that outlived its stop). Taken, a hello of the
+        job took the rank from its worker of the newer start, ended that run (every worker
+        restarts) and, as the rank's worker, set the rate of its next fit. The rank's state is
+        left as it is: its newer worker's incarnation, run and setup count."""
+        latest = self.incarnations.get(rank)
+        if incarnation is None or latest is None or not older(incarnation, latest):
+            return
+        said = (
+            f"rank {rank}: this worker is of restart {incarnation[1]} of its launch, and the "
+            f"rank's worker of restart {latest[1]} said hello since: a worker of an earlier "
+            "start of the job, which the launcher stopped; refused (stop this process)"
+        )
+        log.warning("shard %d: %s", self.index, said)
+        raise _Refused(said)
 
     def _clear_job(self) -> None:
         super()._clear_job()  # type: ignore[misc]
