@@ -4,7 +4,10 @@ A launcher that restarts every worker of a job together (``distconv-launch local
 --max-restarts N``) tells each its launch (``DISTCONV_LAUNCH``: a token, one per invocation
 of the launcher) and restart count (``DISTCONV_RESTART``). A worker sends the two in its
 ``hello`` as ``incarnation``: ``[launch, restart]``. A shard that outlives the workers' restarts
-(shards started by hand, which a ``--servers 0`` launch's scripts name) needs it for a failure
+(shards started by hand, which a ``--servers 0`` launch's scripts name) needs it for two
+things: to refuse a hello of an earlier restart than its rank's hello before (a hello left in
+flight as the launcher stopped its worker, or a process that outlived its stop, would otherwise
+take the rank back from its newer worker: :mod:`~distconv.sync.ps.startup`), and for a failure
 note (:mod:`~distconv.sync.ps.setup_notes`): a note of restart 0 that a rank killed before its
 job check was never told of stood on, and the rank's worker of restart 1 was refused with it at
 its first job check, though the noted rank's worker of restart 1 had not said hello yet (and

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distconv.sync.ps.state import _Refused, _Waiting
+
+if TYPE_CHECKING:
+    from distconv.sync.ps.job_state import RecentRuns
 
 log = logging.getLogger("distconv.pserver")
 
@@ -38,7 +41,7 @@ class RunChecks:
     accepted_at: dict[int, int]
     refused_at: dict[int, tuple[int, int | None]]
     other_job: dict[int, tuple[int, str]]
-    job_runs: set[tuple[int, int]]  # (rank, run) of every hello of this job, taken or not
+    job_runs: RecentRuns  # (rank, run) of each rank's latest hellos of this job, taken or not
     last_seen: dict[int, float]
     last_step: dict[int, int]
     bye_error: dict[int, str | None]
