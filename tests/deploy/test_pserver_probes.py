@@ -23,8 +23,8 @@ from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
 from distconv.sync.ps.cli import PROBE_HOST
 from distconv.sync.ps.client import PServerSync
-from launcher.ports import free_ports
 from tests.child_env import child_env
+from tests.probes import SHARD_PROBES, bound_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,35 +41,25 @@ def status(port: int, path: str) -> int:
     return get(port, path)[0]
 
 
-def wait_listening(port: int, limit: float = 30) -> None:
-    deadline = time.monotonic() + limit
-    while True:
-        try:
-            status(port, "/healthz")
-            return
-        except OSError:
-            assert time.monotonic() < deadline, "the shard never served its probes"
-            time.sleep(0.05)
-
-
 @contextlib.contextmanager
-def served_shard(health: int, workers: int, *flags: str) -> Iterator[str]:
-    """A ``distconv pserver`` process with probes on port ``health``, serving; its endpoint.
+def served_shard(tmp_path: Path, workers: int, *flags: str) -> Iterator[tuple[str, int]]:
+    """A ``distconv pserver`` process serving, its probes on a port the kernel chose (its
+    stderr to a log in ``tmp_path``); its endpoint and that port, once the probes answer.
     Ended (and must exit 0) on leaving."""
-    shard = subprocess.Popen(
-        [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--shard", "0",
-         "--num-shards", "1", "--workers", str(workers), "--insecure",
-         "--health-port", str(health), *flags],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env=child_env(OMP_NUM_THREADS="1"),
-    )  # fmt: skip
+    log = tmp_path / "shard.log"
+    with open(log, "w") as err:
+        shard = subprocess.Popen(
+            [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--shard", "0",
+             "--num-shards", "1", "--workers", str(workers), "--insecure",
+             "--health-port", "0", *flags],
+            stdout=subprocess.PIPE, stderr=err, text=True, env=child_env(OMP_NUM_THREADS="1"),
+        )  # fmt: skip
     try:
         endpoint = shard.stdout.readline().split()[-1]
-        wait_listening(health)
-        yield endpoint
+        yield endpoint, bound_port(log, SHARD_PROBES, shard, limit=30)  # bound before it says
     finally:
         shard.terminate()
-        assert shard.wait(timeout=20) == 0
+        assert shard.wait(timeout=20) == 0, log.read_text()
         shard.stdout.close()
 
 
@@ -86,9 +76,8 @@ def _rank_zero(endpoint: str, world_size: int, timeout: float) -> tuple:
 
 
 @pytest.mark.timeout(60)
-def test_shard_turns_ready_once_seeded_and_stays_healthy():
-    (health,) = free_ports(1)
-    with served_shard(health, 1) as endpoint:
+def test_shard_turns_ready_once_seeded_and_stays_healthy(tmp_path):
+    with served_shard(tmp_path, 1) as (endpoint, health):
         assert status(health, "/readyz") == 503 and status(health, "/healthz") == 200
         net, sync = _rank_zero(endpoint, world_size=1, timeout=10)
         try:
@@ -130,12 +119,12 @@ def _worker(endpoint: str, rank: int, world: int, steps: int, nan_step: int, err
 
 
 @pytest.mark.timeout(90)
-def test_a_failed_shard_says_so_at_once_with_its_last_step_not_its_update_count():
+def test_a_failed_shard_says_so_at_once_with_its_last_step_not_its_update_count(tmp_path):
     """/healthz said "ok", then "stalled" after the stall limit, for a shard whose job
     had failed, and its "last step" was the number of updates. The stall limit here is far off,
     so a 503 can only be the failure's; 3 steps of 8 parameters are 24 updates, not step 3."""
-    (health,) = free_ports(1)
-    with served_shard(health, 2, "--stall-seconds", "300", "--timeout", "20") as endpoint:
+    flags = ("--stall-seconds", "300", "--timeout", "20")
+    with served_shard(tmp_path, 2, *flags) as (endpoint, health):
         errors: list = [None, None]
         ranks = [
             threading.Thread(target=_worker, args=(endpoint, r, 2, 4, 3, errors), daemon=True)
@@ -172,7 +161,7 @@ def _rendered_shard_container(workers: int) -> dict:
 
 
 @pytest.mark.timeout(60)
-def test_the_rendered_startup_probe_fails_a_shard_whose_job_failed_before_its_seed():
+def test_the_rendered_startup_probe_fails_a_shard_whose_job_failed_before_its_seed(tmp_path):
     """The startup probe holds liveness off until it first passes. On /readyz, 503 until
     seeded, it held off for 20 minutes a shard whose job failed before any seed: never
     restarted, the shard refused every worker until the Job ran out of retries. The rendered
@@ -181,8 +170,8 @@ def test_the_rendered_startup_probe_fails_a_shard_whose_job_failed_before_its_se
     it), so Kubernetes restarts it."""
     container = _rendered_shard_container(2)
     startup, liveness = (container[p]["httpGet"]["path"] for p in ("startupProbe", "livenessProbe"))
-    (health,) = free_ports(1)
-    with served_shard(health, 2, "--timeout", "5", "--stall-seconds", "300") as endpoint:
+    flags = ("--timeout", "5", "--stall-seconds", "300")
+    with served_shard(tmp_path, 2, *flags) as (endpoint, health):
         assert (status(health, "/readyz"), status(health, startup)) == (503, 200)
         errors: list = [None, None]
         other = threading.Thread(target=_other_job_rank_one, args=(endpoint, errors))
@@ -221,10 +210,9 @@ def _other_job_rank_one(endpoint: str, errors: list) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_an_async_shard_beats_with_the_highest_step_it_applied():
+def test_an_async_shard_beats_with_the_highest_step_it_applied(tmp_path):
     """Async: 3 pushes of 8 parameters are 24 updates; the shard's last step is 3."""
-    (health,) = free_ports(1)
-    with served_shard(health, 1, "--mode", "async") as endpoint:
+    with served_shard(tmp_path, 1, "--mode", "async") as (endpoint, health):
         errors: list = [None]
         _worker(endpoint, 0, 1, 3, -1, errors)
         assert errors == [None]
@@ -294,15 +282,14 @@ OPERATIONS = REPO_ROOT / "docs" / "operations.md"
 
 
 @pytest.mark.timeout(60)
-def test_a_shard_counts_the_steps_its_workers_number_as_the_docs_say():
+def test_a_shard_counts_the_steps_its_workers_number_as_the_docs_say(tmp_path):
     """A shard's last step is the step its workers' pushes carry: the run's, where the
     Trainer tells them (``start_at``: tests/sync/ps/test_ps_resumed_step_numbers.py), else the
     sync's own count from 1, as a loop of one's own that never calls it numbers them (this
     test's workers). Workers resumed at step 686 once said 'last step 1192', their shard 'last
     step 505'; the docs now say which count a shard's is. Here a run of 3 steps, then a new run
     (re-seeded) of 2 told nothing: the shard says step 2, not 3 or 5."""
-    (health,) = free_ports(1)
-    with served_shard(health, 1) as endpoint:
+    with served_shard(tmp_path, 1) as (endpoint, health):
         for steps in (3, 2):  # the run stopped, then the resumed run's fresh worker
             errors: list = [None]
             _worker(endpoint, 0, 1, steps, -1, errors)
