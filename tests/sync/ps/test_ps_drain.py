@@ -17,9 +17,8 @@ from ps_helpers import insecure_worker, small_net
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.drain import DRAIN_FLOOR_SECONDS, DRAIN_STEPS
 from distconv.sync.ps.server import Shard
-from launcher.ports import free_ports
 from tests.child_env import child_path
-from tests.probes import trained_samples
+from tests.probes import WORKER_PROBES, bound_port, trained_samples
 
 
 def exits_within(proc: subprocess.Popen, seconds: float) -> int | None:
@@ -33,17 +32,22 @@ def started_worker(
     endpoints: list[str], rank: int, world: int, out: Path, timeout: int = 5
 ) -> tuple[subprocess.Popen, int]:
     """A real ``distconv train`` worker (rank ``rank`` of ``world``, ``--timeout timeout``) on
-    the shards ``endpoints``, run directory ``out``, its output piped; and its health port."""
-    (port,) = free_ports(1)
+    the shards ``endpoints``, run directory ``out``, its output piped; and the health port it
+    bound (the kernel's choice, from its line; the rest of its output is left in the pipe)."""
     worker = subprocess.Popen(
         [sys.executable, "-m", "distconv", "train", "--data", "synthetic", "--epochs", "5000",
          "--batch-size", "32", "--no-progress", "--pservers", ",".join(endpoints),
-         "--insecure", "--timeout", str(timeout), "--out", str(out), "--health-port", str(port)],
+         "--insecure", "--timeout", str(timeout), "--out", str(out), "--health-port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1",
              "RANK": str(rank), "WORLD_SIZE": str(world)},
     )  # fmt: skip
-    return worker, port
+    try:
+        return worker, bound_port(worker.stdout, WORKER_PROBES, worker)
+    except BaseException:
+        worker.kill()
+        worker.communicate()
+        raise
 
 
 def trained_a_step(worker: subprocess.Popen, port: int) -> None:
