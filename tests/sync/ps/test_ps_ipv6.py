@@ -24,7 +24,7 @@ from distconv.sync.ps.config import (
     uses_ipv6,
 )
 from distconv.sync.ps.server import Shard
-from tests.probes import has_ipv6_loopback
+from tests.probes import has_ipv6_loopback, held_port
 
 BATCH = 8
 
@@ -145,6 +145,9 @@ def test_a_worker_given_an_ipv6_literal_on_a_host_without_ipv6_says_so_at_once(m
     from distconv.sync.ps import config
 
     monkeypatch.setattr(config, "host_has_ipv6", lambda: False)
-    with pytest.raises(SyncError, match=r"pserver \[fd00::7\]:5555 is an IPv6 address, but"):
-        insecure_worker(["127.0.0.1:5555", "[fd00::7]:5555"], timeout=1)
-    insecure_worker(["localhost:5555"], timeout=1).close()
+    # not 5555, the shards' default, which a real shard on this host may serve: a port held
+    # here, on which nothing listens
+    with held_port() as port:
+        with pytest.raises(SyncError, match=r"pserver \[fd00::7\]:5555 is an IPv6 address, but"):
+            insecure_worker([f"127.0.0.1:{port}", "[fd00::7]:5555"], timeout=1)
+        insecure_worker([f"localhost:{port}"], timeout=1).close()
