@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from distconv.service import ServiceEndpoints
 from tests.child_env import child_env
+from tests.probes import WORKER_PROBES, held_port
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -244,18 +245,18 @@ def test_negative_counts_are_refused():
         svc.observe_step(-0.1, 3)
 
 
-def test_train_closes_the_probes_when_the_transport_cannot_be_built(monkeypatch):
+def test_train_closes_the_probes_when_the_transport_cannot_be_built(monkeypatch, caplog):
     """``distconv.job.train`` starts the endpoints, then build_sync raises: the port is freed."""
     monkeypatch.delenv("DISTCONV_PSERVERS", raising=False)
 
     from distconv.job import TrainConfig, train
     from distconv.runtime import RuntimeConfigError
-    from launcher.ports import free_ports
 
-    (port,) = free_ports(1)
-    config = TrainConfig(data="synthetic", epochs=1, health_port=port, sync="pserver")
+    config = TrainConfig(data="synthetic", epochs=1, health_port=0, sync="pserver")
     with pytest.raises(RuntimeConfigError, match="needs the servers"):
         train(config)  # no --pservers: the transport refuses
+    (said,) = WORKER_PROBES.findall(caplog.text)  # the port the kernel chose, as train logs it
+    port = int(said)
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))  # EADDRINUSE if the endpoints still served
 
@@ -407,14 +408,17 @@ def test_train_frees_the_probes_port_when_the_restart_count_is_bad(monkeypatch, 
     bound and its server thread running."""
 
     from distconv.job import TrainConfig, train
-    from launcher.ports import free_ports
 
     monkeypatch.setenv("DISTCONV_RESTART", restart)
-    (port,) = free_ports(1)
-    with pytest.raises(ValueError, match="DISTCONV_RESTART must be an integer|restarts must be"):
-        train(TrainConfig(data="synthetic", epochs=1, health_port=port, sync="local"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", port))  # EADDRINUSE if the endpoints still served
+    # a port named before the run: the count is now read before the port is bound, so a port
+    # 0 would be named by no line; held, shared, so that no other program takes it meanwhile
+    refused = "DISTCONV_RESTART must be an integer|restarts must be"
+    with held_port(shared=True) as port:
+        with pytest.raises(ValueError, match=refused):
+            train(TrainConfig(data="synthetic", epochs=1, health_port=port, sync="local"))
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # beside the held one
+            s.bind(("127.0.0.1", port))  # EADDRINUSE if the endpoints still served
 
 
 @pytest.mark.timeout(60)
