@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher.ports import free_ports
 from tests.child_env import child_path
 from tests.launcher.launch_cli import launcher_env
-from tests.probes import trained_samples
+from tests.probes import WORKER_PROBES, bound_port, trained_samples
 from tests.processes import job_env, job_left, run_job
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -38,17 +37,23 @@ def launch_argv(run: Path, servers: int, *train: str) -> list[str]:
     ]  # fmt: skip
 
 
+def worker_port(run: Path, launcher: subprocess.Popen) -> int:
+    """The health port the launched worker bound (``--health-port 0``: the kernel's choice),
+    as its log in the run directory names it."""
+    return bound_port(run / "logs" / "worker-0.log", WORKER_PROBES, launcher, limit=120)
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("servers", [0, 1])
 def test_sigterm_checkpoints_and_a_second_launch_resumes(tmp_path, servers):
     run = tmp_path / "run"
-    (port,) = free_ports(1)
     with job_env(ENV) as env:  # a launcher hung on the SIGTERM goes with its shard and worker
         launcher = subprocess.Popen(
-            launch_argv(run, servers, "--health-port", str(port)),
+            launch_argv(run, servers, "--health-port", "0"),
             env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:
+            port = worker_port(run, launcher)
             deadline = time.monotonic() + 120
             while trained_samples(port) <= 0:  # a step is done: the SIGTERM handler is in place
                 assert launcher.poll() is None, launcher.communicate()
@@ -94,13 +99,13 @@ def test_a_killed_launcher_leaves_a_parameter_server_worker_its_checkpoint(tmp_p
     """kill -9 of the launcher: the kernel sends every child SIGTERM at once (parent-death
     signal); the shard drains, so the worker checkpoints through it before it goes."""
     run = tmp_path / "run"
-    (port,) = free_ports(1)
     with job_env(ENV) as env:  # what is left of the job goes at the end, by its mark
         launcher = subprocess.Popen(
-            launch_argv(run, 1, "--health-port", str(port), "--epochs", "5000"),
+            launch_argv(run, 1, "--health-port", "0", "--epochs", "5000"),
             env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
+            port = worker_port(run, launcher)
             deadline = time.monotonic() + 120
             while trained_samples(port) <= 0:
                 assert launcher.poll() is None, "the job ended before it trained"
