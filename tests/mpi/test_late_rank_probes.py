@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from distconv.deploy import render_manifests
-from launcher.ports import free_ports
 from tests.mpi.common import NEEDS_MPIEXEC, mpi_env, mpiexec, run_mpi
+from tests.probes import held_port
 from tests.processes import job_env, job_processes
 
 pytestmark = NEEDS_MPIEXEC
@@ -71,16 +71,25 @@ def test_a_rank_waiting_for_a_late_one_passes_the_liveness_and_the_job_then_trai
     """Rank 0 waits in MPI_Init for rank 1, held back: its /healthz is asked over HTTP and the
     rendered liveness run against its port. Before, the port was bound and the request timed
     out (the liveness failed: ``rank on port ...: timed out``); now it is refused, and the
-    liveness passes. Released, rank 1 comes and the job trains its epoch."""
-    port, late_port = free_ports(2)
+    liveness passes. Released, rank 1 comes and the job trains its epoch.
+
+    Rank 0's port is asked before rank 0 binds it, so it cannot be a port 0 the rank names
+    once bound: the test holds it (shared) from before the launch to the end, so no other
+    program takes it between; rank 0 binds it beside the held socket, once past MPI_Init."""
+    with held_port(shared=True) as port:
+        _late_rank_trains(tmp_path, port)
+
+
+def _late_rank_trains(tmp_path: Path, port: int) -> None:
+    """The test above, rank 0's probes on ``port``."""
     go = tmp_path / "go"
     train = [sys.executable, "-m", "mpi4py", "-m", "distconv", "train", "--sync", "mpi"]
     train += ["--epochs", "1", "--no-progress", "--out", str(tmp_path / "run"), "--timeout", "30"]
     # the synthetic set: loaded in a fraction of the digits' second, which each rank's start
     # pays in turn (rank 1's after its release)
     train += ["--data", "synthetic"]
-    # local rank 1 serves on --health-port + 1: a port found free, as rank 0's is
-    late = ["sh", "-c", HELD, str(go), *train, "--health-port", str(late_port - 1)]
+    # local rank 1's port 0 is not shifted by its local rank: the kernel's choice, never asked
+    late = ["sh", "-c", HELD, str(go), *train, "--health-port", "0"]
     command = [mpiexec(), "-n", "1", *train, "--health-port", str(port), ":", "-n", "1", *late]
     with job_env(mpi_env()) as env:
         job = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
