@@ -80,7 +80,8 @@ def bound_port(
         read.append(line)
         if found := said.search(line):
             return int(found.group(1))
-    state = "ended" if proc.poll() is not None else f"ran {limit:g} s"
+    # the pipe's end, or the process's: it ended (maybe not reaped yet) before the limit
+    state = f"ran {limit:g} s" if time.monotonic() > deadline else "ended"
     tail = "".join(read)[-3000:]
     raise AssertionError(f"the process {state} without the line {said.pattern!r}: {tail}")
 
