@@ -27,13 +27,47 @@ def copied_example(name: str, into: Path) -> Path:
     return folder
 
 
+def copied_examples(into: Path, *names: str) -> list[Path]:
+    """Each shipped example ``k8s/NAME`` of ``names`` copied into folder ``into``
+    (:func:`copied_example`); their copies."""
+    return [copied_example(name, into) for name in names]
+
+
+def rendered_examples(into: Path, *names: str) -> list[Path]:
+    """Each example of ``names`` freshly rendered under ``into`` as ``python -m distconv.deploy
+    FOLDER`` renders them, each of its manifests valid; their folders (a drop-in for
+    :func:`copied_examples`, to hold the shipped files and a fresh render to one rule)."""
+    out = into / "fresh"
+    write_examples(out)
+    for name in names:
+        _validated(out / name)
+    return [out / name for name in names]
+
+
 def rendered(tmp_path: Path, *argv: str) -> Path:
-    """The folder ``distconv-launch k8s ARGV --out ...`` writes, each manifest valid."""
+    """The folder ``distconv-launch k8s ARGV --out ...`` writes, each manifest valid; train
+    arguments may follow a ``--`` in ``argv``, as on the command line."""
     out = tmp_path / "rendered"
-    done = launch("k8s", *argv, "--out", str(out), cwd=tmp_path)
+    at = argv.index("--") if "--" in argv else len(argv)
+    done = launch("k8s", *argv[:at], "--out", str(out), *argv[at:], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     _validated(out)
     return out
+
+
+#: a parameter-server job of two workers and two shards, ``demo``, as :func:`rendered_demo`
+#: renders it: its objects as a line names them, and their files
+DEMO_JOB = ("--workers", "2", "--servers", "2", "--image", "d:1", "--job-name", "demo")
+DEMO_SHARDS = "StatefulSet demo-pserver container pserver"
+DEMO_WORKERS = "Job demo-worker container worker"
+DEMO_SHARDS_FILE = "statefulset-demo-pserver.yaml"
+DEMO_WORKERS_FILE = "job-demo-worker.yaml"
+
+
+def rendered_demo(tmp_path: Path, timeout: str) -> Path:
+    """``distconv-launch k8s DEMO_JOB -- --epochs 1 --timeout TIMEOUT`` (:func:`rendered`): its
+    folder of manifests, each valid."""
+    return rendered(tmp_path, *DEMO_JOB, "--", "--epochs", "1", "--timeout", timeout)
 
 
 def edit(path: Path, change: Callable[[dict], None]) -> Path:
@@ -41,9 +75,34 @@ def edit(path: Path, change: Callable[[dict], None]) -> Path:
     hand; the edited object still passes its schema. Returns ``path``."""
     obj = yaml.safe_load(path.read_text(encoding="utf-8"))
     change(obj)
+    return written(path, obj)
+
+
+def written(path: Path, obj: dict) -> Path:
+    """``obj``, valid against its schema, written to ``path`` as an operator's own manifest;
+    returns ``path``."""
     validate(obj)
     path.write_text(yaml.safe_dump(obj, sort_keys=False), encoding="utf-8")
     return path
+
+
+def container_args(path: Path) -> list[str]:
+    """The args of the one container of the one object of the manifest at ``path``."""
+    obj = yaml.safe_load(path.read_text(encoding="utf-8"))
+    (container,) = obj["spec"]["template"]["spec"]["containers"]
+    return container["args"]
+
+
+def set_timeout(path: Path, value: str) -> Path:
+    """Edit the ``--timeout`` written in the args of the one container of the manifest at
+    ``path`` to ``value``, as an operator does by hand (:func:`edit`). Returns ``path``."""
+
+    def change(obj: dict) -> None:
+        (container,) = obj["spec"]["template"]["spec"]["containers"]
+        args = container["args"]
+        args[args.index("--timeout") + 1] = value
+
+    return edit(path, change)
 
 
 def problems(*paths: Path) -> list[str]:

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.edited_examples import (
-    assert_no_problems,
-    copied,
-    edited,
+from tests.deploy.hand_edits import (
+    copied_examples,
+    edit,
     one_problem,
-    rendered,
+    passes,
+    rendered_examples,
     written,
 )
 
@@ -33,10 +33,10 @@ pytestmark = pytest.mark.timeout(120)
 PAIRS = [("pserver", "mpijob"), ("pserver-gpu", "mpijob-gpu")]
 
 
-@pytest.mark.parametrize("made", [copied, rendered], ids=["checked-in", "fresh"])
+@pytest.mark.parametrize("made", [copied_examples, rendered_examples], ids=["checked-in", "fresh"])
 @pytest.mark.parametrize(("shards", "mpi"), PAIRS)
 def test_an_mpijob_beside_the_shards_keeps_its_own_job_id(tmp_path, made, shards, mpi):
-    assert_no_problems(*made(tmp_path, shards, mpi))
+    passes(*made(tmp_path, shards, mpi))
 
 
 def _baseline(workers_job: Path, sync: list[str]) -> dict:
@@ -67,14 +67,14 @@ def _baseline(workers_job: Path, sync: list[str]) -> dict:
 
 @pytest.mark.parametrize("sync", [["--sync", "local"], []], ids=["sync-local", "no-shards"])
 def test_a_local_baseline_job_beside_the_shards_keeps_its_own_job_id(tmp_path, sync):
-    (shards,) = copied(tmp_path, "pserver")
+    (shards,) = copied_examples(tmp_path, "pserver")
     baseline = _baseline(shards / "job-digits-ps-worker.yaml", sync)
-    assert_no_problems(shards, written(tmp_path / "job-digits-baseline.yaml", baseline))
+    passes(shards, written(tmp_path / "job-digits-baseline.yaml", baseline))
 
 
 def test_the_shards_own_workers_are_still_held_to_their_job_id(tmp_path):
     """The workers' Job that reaches the shards, given another job id by hand, is named."""
-    (shards,) = copied(tmp_path, "pserver")
+    (shards,) = copied_examples(tmp_path, "pserver")
     workers = shards / "job-digits-ps-worker.yaml"
 
     def other_job_id(job: dict) -> None:
@@ -82,7 +82,7 @@ def test_the_shards_own_workers_are_still_held_to_their_job_id(tmp_path):
         (var,) = [v for v in container["env"] if v["name"] == "DISTCONV_JOB_ID"]
         var["value"] = "digits-baseline"
 
-    edited(workers, other_job_id)
+    edit(workers, other_job_id)
     files, what = one_problem(shards)
     assert files == [str(workers), str(shards / "statefulset-digits-ps-pserver.yaml")]
     assert what == (

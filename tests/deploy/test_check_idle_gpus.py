@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 
 from distconv.deploy.render import render_manifests
-from tests.deploy.edited_examples import assert_no_problems, copied, edited, one_problem, rendered
+from tests.deploy.hand_edits import (
+    copied_examples,
+    edit,
+    one_problem,
+    passes,
+    rendered_examples,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,9 +41,9 @@ def _gpus(count: int, role: str | None = None):
 
 
 def test_a_workers_pod_with_more_gpus_than_its_rank_is_named(tmp_path: Path):
-    (example,) = copied(tmp_path, "pserver-gpu")
+    (example,) = copied_examples(tmp_path, "pserver-gpu")
     workers = example / "job-digits-ps-gpu-worker.yaml"
-    edited(workers, _gpus(2))
+    edit(workers, _gpus(2))
     files, what = one_problem(example)
     assert files == [str(workers)]
     assert what == (
@@ -47,14 +53,14 @@ def test_a_workers_pod_with_more_gpus_than_its_rank_is_named(tmp_path: Path):
 
 
 def test_an_mpi_worker_pod_with_more_gpus_than_its_slots_is_named(tmp_path: Path):
-    (example,) = copied(tmp_path, "mpijob-gpu")
+    (example,) = copied_examples(tmp_path, "mpijob-gpu")
     mpijob = example / "mpijob-digits-mpi-gpu.yaml"
 
     def two_slots_on_four_pods(obj: dict) -> None:
         obj["spec"]["slotsPerWorker"] = 2
         obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 4
 
-    edited(mpijob, two_slots_on_four_pods)
+    edit(mpijob, two_slots_on_four_pods)
     files, what = one_problem(example)
     assert files == [str(mpijob)]
     assert what == (
@@ -63,10 +69,10 @@ def test_an_mpi_worker_pod_with_more_gpus_than_its_slots_is_named(tmp_path: Path
     )
 
 
-@pytest.mark.parametrize("made", [copied, rendered], ids=["checked-in", "fresh"])
+@pytest.mark.parametrize("made", [copied_examples, rendered_examples], ids=["checked-in", "fresh"])
 def test_the_gpu_examples_pass(tmp_path: Path, made):
     for example in made(tmp_path, "pserver-gpu", "mpijob-gpu"):
-        assert_no_problems(example)
+        passes(example)
 
 
 def test_the_renderer_refuses_a_second_gpu_per_rank():

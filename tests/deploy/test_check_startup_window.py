@@ -17,8 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.edited_examples import assert_no_problems, copied, edited, one_problem, rendered
-from tests.deploy.rendered_job import rendered_folder
+from tests.deploy.hand_edits import (
+    copied_examples,
+    edit,
+    one_problem,
+    passes,
+    rendered_demo,
+    rendered_examples,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -80,12 +86,12 @@ def _short(window: str, timeout: str, waits: str, threshold: int, seconds: int) 
 def test_a_startup_probe_shorter_than_the_rendered_window_is_named(
     tmp_path: Path, timeout: str | None, probe: dict, said: str
 ):
-    (example,) = copied(tmp_path, "pserver")
+    (example,) = copied_examples(tmp_path, "pserver")
     if timeout is not None:
-        edited(example / WORKERS_FILE, _timeout(timeout))
-        edited(example / SHARDS_FILE, _timeout(timeout))
+        edit(example / WORKERS_FILE, _timeout(timeout))
+        edit(example / SHARDS_FILE, _timeout(timeout))
     if probe:
-        edited(example / WORKERS_FILE, _startup(**probe))
+        edit(example / WORKERS_FILE, _startup(**probe))
     files, what = one_problem(example)
     assert what == said
     assert files == [str(example / WORKERS_FILE), str(example / SHARDS_FILE)]
@@ -96,19 +102,19 @@ def test_a_startup_probe_shorter_than_the_rendered_window_is_named(
 )
 def test_the_window_raised_with_the_timeout_passes(tmp_path: Path, probe: dict):
     """The docs' advice: ``failureThreshold`` twice the ``--timeout`` at the 10 s period."""
-    (example,) = copied(tmp_path, "pserver")
+    (example,) = copied_examples(tmp_path, "pserver")
     for name in (WORKERS_FILE, SHARDS_FILE):
-        edited(example / name, _timeout("300"))
-    edited(example / WORKERS_FILE, _startup(**probe))
-    assert_no_problems(example)
+        edit(example / name, _timeout("300"))
+    edit(example / WORKERS_FILE, _startup(**probe))
+    passes(example)
 
 
 @pytest.mark.parametrize("timeout", ["20", "300", "300.5", "2e9"])
 def test_a_fresh_render_at_any_timeout_passes(tmp_path: Path, timeout: str):
-    assert_no_problems(rendered_folder(tmp_path, timeout))
+    passes(rendered_demo(tmp_path, timeout))
 
 
-@pytest.mark.parametrize("made", [copied, rendered], ids=["checked-in", "fresh"])
+@pytest.mark.parametrize("made", [copied_examples, rendered_examples], ids=["checked-in", "fresh"])
 def test_the_examples_pass(tmp_path: Path, made):
     for example in made(tmp_path, "pserver", "pserver-gpu", "mpijob", "mpijob-gpu"):
-        assert_no_problems(example)
+        passes(example)

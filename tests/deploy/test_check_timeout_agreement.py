@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 
 from distconv.shard_timeout import below_the_shards_least
-from tests.deploy.rendered_job import (
-    SHARDS,
-    SHARDS_FILE,
-    WORKERS,
-    WORKERS_FILE,
-    rendered_folder,
+from tests.deploy.hand_edits import (
+    DEMO_SHARDS,
+    DEMO_SHARDS_FILE,
+    DEMO_WORKERS,
+    DEMO_WORKERS_FILE,
+    one_problem,
+    rendered_demo,
     set_timeout,
 )
 from tests.deploy.test_check_manifests_command import check
@@ -34,9 +35,9 @@ pytestmark = pytest.mark.timeout(120)
 
 def _disagreeing(shards: str, workers: str, why: str) -> str:
     return (
-        f"{SHARDS}: the shards' --timeout ({shards}) is not that of the workers of {WORKERS} "
-        f"({workers}): {why}; give the shards --timeout {workers}, as a rendered job's shards "
-        "are given their workers'"
+        f"{DEMO_SHARDS}: the shards' --timeout ({shards}) is not that of the workers of "
+        f"{DEMO_WORKERS} ({workers}): {why}; give the shards --timeout {workers}, as a rendered "
+        "job's shards are given their workers'"
     )
 
 
@@ -46,38 +47,34 @@ SOONER = (
 )
 LATER = "a worker that never comes is named only 25 s in, later than the workers' --timeout asks"
 #: a line that names both objects is located in both files, each at its object
-BOTH = [WORKERS_FILE, SHARDS_FILE]
+BOTH = [DEMO_WORKERS_FILE, DEMO_SHARDS_FILE]
 
 
 @pytest.mark.parametrize(
     ("rendered", "edits", "files", "said"),
     [
         # the shards as the render once gave them for workers of 0.05: 0.2, in silence
-        ("0.2", {WORKERS_FILE: "0.05"}, [WORKERS_FILE],
-         f"{WORKERS}: {below_the_shards_least(0.05)}"),
-        ("20", {SHARDS_FILE: "10"}, BOTH, _disagreeing("10", "20", SOONER)),
-        ("20", {SHARDS_FILE: "25"}, BOTH, _disagreeing("25", "20", LATER)),
-        ("10", {WORKERS_FILE: "20"}, BOTH, _disagreeing("10", "20", SOONER)),
+        ("0.2", {DEMO_WORKERS_FILE: "0.05"}, [DEMO_WORKERS_FILE],
+         f"{DEMO_WORKERS}: {below_the_shards_least(0.05)}"),
+        ("20", {DEMO_SHARDS_FILE: "10"}, BOTH, _disagreeing("10", "20", SOONER)),
+        ("20", {DEMO_SHARDS_FILE: "25"}, BOTH, _disagreeing("25", "20", LATER)),
+        ("10", {DEMO_WORKERS_FILE: "20"}, BOTH, _disagreeing("10", "20", SOONER)),
     ],
     ids=["workers-below-the-least", "shards-shorter", "shards-longer", "workers-raised-alone"],
 )  # fmt: skip
 def test_the_check_names_shards_and_workers_edited_apart(
     tmp_path: Path, rendered: str, edits: dict[str, str], files: list[str], said: str
 ):
-    out = rendered_folder(tmp_path, rendered)
+    out = rendered_demo(tmp_path, rendered)
     for name, value in edits.items():
         set_timeout(out / name, value)
-    status, stdout, stderr = check(str(out))
-    (line,) = stdout.splitlines()
-    assert (status, stderr) == (1, ""), stderr
-    where, _, what = line.partition(": ")
-    assert what == said, line
-    located = sorted(place.rpartition(":")[0] for place in where.split(", "))
-    assert located == [str(out / name) for name in files], line
+    located, what = one_problem(out)
+    assert what == said
+    assert located == [str(out / name) for name in files]
 
 
 @pytest.mark.parametrize("value", ["20", "20.0", "2e1"])
 def test_the_same_seconds_however_written_agree(tmp_path: Path, value: str):
-    out = rendered_folder(tmp_path, "20")
-    set_timeout(out / SHARDS_FILE, value)
+    out = rendered_demo(tmp_path, "20")
+    set_timeout(out / DEMO_SHARDS_FILE, value)
     assert check(str(out)) == (0, "no problems\n", "")

@@ -15,12 +15,12 @@ import pytest
 
 from distconv.deploy import render_manifests
 from distconv.shard_timeout import below_the_shards_least
-from tests.deploy.rendered_job import (
-    JOB,
-    SHARDS_FILE,
-    WORKERS_FILE,
+from tests.deploy.hand_edits import (
+    DEMO_JOB,
+    DEMO_SHARDS_FILE,
+    DEMO_WORKERS_FILE,
     container_args,
-    rendered_folder,
+    rendered_demo,
 )
 from tests.deploy.test_check_manifests_command import check
 from tests.deploy.test_manifests import validate
@@ -46,7 +46,7 @@ def test_the_render_refuses_a_timeout_below_the_shards_least_as_local_does(
     train = ("--", "--data", "synthetic", "--epochs", "1", "--timeout", timeout)
     (tmp_path / "k8s").mkdir()
     (tmp_path / "local").mkdir()
-    rendered = _refusal("k8s", *JOB, "--out", "out", *train, cwd=tmp_path / "k8s")
+    rendered = _refusal("k8s", *DEMO_JOB, "--out", "out", *train, cwd=tmp_path / "k8s")
     started = _refusal("local", "--workers", "2", "--servers", "1", "--insecure", "--run-dir",
                        "run", *train, cwd=tmp_path / "local")  # fmt: skip
     why = below_the_shards_least(float(timeout))
@@ -72,8 +72,8 @@ def test_an_mpijob_has_no_shards_and_renders_it():
 
 
 def test_the_least_itself_renders_to_shards_and_workers_that_agree(tmp_path: Path):
-    out = rendered_folder(tmp_path, "0.2")
-    for name in (SHARDS_FILE, WORKERS_FILE):
+    out = rendered_demo(tmp_path, "0.2")
+    for name in (DEMO_SHARDS_FILE, DEMO_WORKERS_FILE):
         args = container_args(out / name)
         assert args[args.index("--timeout") + 1] == "0.2", name
     assert check(str(out)) == (0, "no problems\n", "")
