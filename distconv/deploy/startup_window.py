@@ -38,7 +38,8 @@ def startup_failures(shards_timeout: float, period: int = STARTUP_PERIOD) -> int
     ``shards_timeout`` s (:func:`startup_seconds`)."""
     from distconv.deploy.counts import MAX_COUNT  # which imports the pod pieces, and so this
 
-    periods = math.ceil(2 * late_rank_seconds(shards_timeout) / period)
+    wanted = 2 * late_rank_seconds(shards_timeout) / period  # inf past ~9e306 s: no ceil
+    periods = MAX_COUNT if wanted >= MAX_COUNT else math.ceil(wanted)
     return min(max(math.ceil(STARTUP_SECONDS / period), periods), MAX_COUNT)
 
 
