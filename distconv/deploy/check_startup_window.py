@@ -7,7 +7,10 @@ A worker whose peers are late to the start-up job check waits for them up to
 startup probe twice that (:mod:`distconv.deploy.startup_window`); a ``--timeout`` raised by
 hand on both sides, as the docs invite, left the probe's window as rendered, and the kubelet
 would restart workers that wait as designed, each restart counted against the Job's
-``backoffLimit``. A probe whose period or failure count is no integer is not judged here.
+``backoffLimit``. A window longer than that wait passes, though shorter than a render's (its
+margin for the worker's start, data and seeding, which a hand-sized probe may know better); the
+window counts the probe's ``initialDelaySeconds``. A probe whose period, failure count or delay
+is no integer is not judged here.
 """
 
 from __future__ import annotations
@@ -28,12 +31,12 @@ DEFAULT_PERIOD, DEFAULT_FAILURES = 10, 3
 
 
 def short_startup_windows(objs: Sequence[Manifest], shards: Sequence[Timeout]) -> Iterator[str]:
-    """Each rank that reaches the shards whose startup probe holds liveness off for less than
-    the window the renderer gives beside the longest of the shards' ``--timeout`` (``shards``:
-    each as its shard reads it, written or its default), with the ``failureThreshold`` to
-    write at the probe's own period. ``shards`` are those whose ``--timeout`` agrees with
-    their workers': one that does not is named on its own, and the window judged once the
-    two agree."""
+    """Each rank that reaches the shards whose startup probe holds liveness off for no longer
+    than a worker's wait for ranks late to the start-up job check beside the longest of the
+    shards' ``--timeout`` (``shards``: each as its shard reads it, written or its default), with
+    the ``failureThreshold`` a render gives at the probe's own period. ``shards`` are those
+    whose ``--timeout`` agrees with their workers': one that does not is named on its own, and
+    the window judged once the two agree."""
     if not shards:
         return
     shard = max(shards, key=lambda s: s.seconds)
@@ -43,13 +46,17 @@ def short_startup_windows(objs: Sequence[Manifest], shards: Sequence[Timeout]) -
             continue
         period = known_count(probe, "periodSeconds", DEFAULT_PERIOD)
         failures = known_count(probe, "failureThreshold", DEFAULT_FAILURES)
-        if period is None or failures is None or period < 1:  # the API server refuses these
-            continue
-        needed = startup_failures(shard.seconds, period)
-        if failures < needed:
+        delay = known_count(probe, "initialDelaySeconds", 0)
+        if period is None or failures is None or delay is None or period < 1:  # refused by the
+            continue  # API server, or the cluster's to fill in
+        window, needed = delay + period * failures, startup_failures(shard.seconds, period)
+        # past the API server's largest failureThreshold no window outlasts the wait: the
+        # largest is the best there is
+        if window <= late_rank_seconds(shard.seconds) and failures < needed:
+            held = f"initialDelaySeconds {delay} + " if delay else ""
             yield (
                 f"{_here(where, container)}: startupProbe holds liveness off for "
-                f"{period * failures} s (periodSeconds {period} x failureThreshold {failures}), "
+                f"{window} s ({held}periodSeconds {period} x failureThreshold {failures}), "
                 f"but beside {shard.here} (--timeout {shard.said()}) a worker waits up to "
                 f"{late_rank_seconds(shard.seconds):g} s for ranks late to the start-up job "
                 "check, its /readyz at 503, and the kubelet would restart it as it waits: give "

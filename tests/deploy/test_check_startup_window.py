@@ -76,12 +76,16 @@ def _short(window: str, timeout: str, waits: str, threshold: int, seconds: int) 
         # the window kept, at another period: the threshold to write is at that period
         ("300", {"periodSeconds": 5, "failureThreshold": 240},
          _short("1200 s (periodSeconds 5 x failureThreshold 240)", "300", "3000", 1200, 6000)),
+        # a delay counts: 300 + 2700 s is still no longer than the 3000 s wait
+        ("300", {"initialDelaySeconds": 300, "failureThreshold": 270},
+         _short("3000 s (initialDelaySeconds 300 + periodSeconds 10 x failureThreshold 270)",
+                "300", "3000", 600, 6000)),
         # the shards' default left, the probe shortened: the renderer's least window
         (None, {"failureThreshold": 60},
          _short("600 s (periodSeconds 10 x failureThreshold 60)", "60, the default", "600",
                 120, 1200)),
     ],
-    ids=["timeout-raised", "other-period", "probe-shortened"],
+    ids=["timeout-raised", "other-period", "with-delay", "probe-shortened"],
 )  # fmt: skip
 def test_a_startup_probe_shorter_than_the_rendered_window_is_named(
     tmp_path: Path, timeout: str | None, probe: dict, said: str
@@ -98,10 +102,18 @@ def test_a_startup_probe_shorter_than_the_rendered_window_is_named(
 
 
 @pytest.mark.parametrize(
-    "probe", [{"failureThreshold": 600}, {"periodSeconds": 20, "failureThreshold": 300}]
+    "probe",
+    [
+        {"failureThreshold": 600},
+        {"periodSeconds": 20, "failureThreshold": 300},
+        # longer than the worker's 3000 s wait, shorter than a render's 6000 s: sized by hand
+        {"failureThreshold": 301},
+        {"initialDelaySeconds": 600, "failureThreshold": 250},
+    ],
 )
 def test_the_window_raised_with_the_timeout_passes(tmp_path: Path, probe: dict):
-    """The docs' advice: ``failureThreshold`` twice the ``--timeout`` at the 10 s period."""
+    """The docs' advice (``failureThreshold`` twice the ``--timeout`` at the 10 s period), or a
+    window sized by hand that still outlasts the worker's wait for late ranks."""
     (example,) = copied_examples(tmp_path, "pserver")
     for name in (WORKERS_FILE, SHARDS_FILE):
         edit(example / name, _timeout("300"))
