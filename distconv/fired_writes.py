@@ -137,8 +137,12 @@ class WriteGuard:
         touched = touches_grad_of(cause, params)
         if touched is None:  # a line wrote a gradient whose owner it does not say: any fired
             return params
-        # no line read says (exec'd code): not guessed at, the layer's own error stands
-        return [p for p in params if touches_grad_of(cause, [p])] if touched else []
+        if touched:
+            return [p for p in params if touches_grad_of(cause, [p])]
+        # compiled code a line calls (a Cython kernel) may write into any array it is given;
+        # where no line read says (exec'd code), not guessed at: the layer's own error stands
+        passed = _passed_arrays(cause)
+        return [p for p, g in self._held if any(np.may_share_memory(a, g) for a in passed)]
 
     def blame(self, exc: BaseException, layer: str, error: Callable[[str], Exception]) -> None:
         """Raise ``error`` from ``exc``, which the backward of ``layer`` raised, where it is a
@@ -212,6 +216,23 @@ def _written_arrays(exc: BaseException) -> list[np.ndarray]:
         for target in targets:
             if target is not None:
                 value = resolve(target, names)
+                if isinstance(value, np.ndarray):
+                    found.append(value)
+    return found
+
+
+def _passed_arrays(exc: BaseException) -> list[np.ndarray]:
+    """The numpy arrays the lines ``exc`` passed through hand to a call, as an argument or a
+    keyword's value, where they can be read: what compiled code the guard cannot read (a
+    Cython kernel, which raises "read-only" for a buffer it may write) may have written."""
+    found, tb = [], exc.__traceback__
+    while tb is not None:
+        node, names = failing_span(tb), tb.tb_frame.f_locals
+        names, tb = {**tb.tb_frame.f_globals, **names}, tb.tb_next
+        calls = [n for n in ast.walk(node) if isinstance(n, ast.Call)] if node is not None else []
+        for call in calls:
+            for arg in [*call.args, *(k.value for k in call.keywords)]:
+                value = resolve(arg, names)
                 if isinstance(value, np.ndarray):
                     found.append(value)
     return found

@@ -35,6 +35,7 @@ _CHECKS = (
     "tests/layers/test_researcher_feed_blame.py",
     "tests/layers/test_researcher_frozen_weights.py",
     "tests/layers/test_blame_runs_no_code.py",
+    "tests/layers/test_reading_lines_of_scopes_and_calls.py",
 )
 
 
