@@ -17,6 +17,11 @@ from distconv.arg import Arg
 from distconv.backend import is_array
 from distconv.layers.line_statements import statement_at
 
+#: the code of a scope inside a statement, whose frame holds its own names only: a statement
+#: read for it whole resolved the enclosing frame's names (``x`` of ``x.grad = [c * 2 for c
+#: in cs]``) as unreadable, and its ``x.grad`` was taken for a frozen weight's
+_INNER_SCOPES = frozenset({"<lambda>", "<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
+
 
 def failing_span(tb: TracebackType) -> ast.stmt | None:
     """The source of the instruction traceback entry ``tb`` failed at, parsed: an augmented
@@ -24,8 +29,9 @@ def failing_span(tb: TracebackType) -> ast.stmt | None:
     with no source file, exec'd) or does not parse alone. Read by the instruction's columns
     where Python keeps them (3.11+), else as the statement its line belongs to
     (:func:`~distconv.layers.line_statements.statement_at`: Python 3.10, ``-X
-    no_debug_ranges``). ``g[...] += s`` fails reading ``g[...]``, which alone writes
-    nothing: the statement is read then."""
+    no_debug_ranges``), but for a comprehension's or a lambda's frame (None: the enclosing
+    frame's entry reads that statement, with its names). ``g[...] += s`` fails reading
+    ``g[...]``, which alone writes nothing: the statement is read then."""
     code, lasti = tb.tb_frame.f_code, tb.tb_lasti
     if lasti < 0:  # a traceback made by hand may hold -1: no instruction
         return None
@@ -34,6 +40,8 @@ def failing_span(tb: TracebackType) -> ast.stmt | None:
     at = islice(positions(), lasti // 2, None) if positions is not None else iter(())
     here = next(at, (None,) * 4)
     if here[2] is None or here[3] is None:  # no columns kept: the line's statement
+        if code.co_name in _INNER_SCOPES:  # its names are not the statement's: unread
+            return None
         return statement_at(code.co_filename, tb.tb_lineno)
     node = _parsed(code, *here)
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Subscript):

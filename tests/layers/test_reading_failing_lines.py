@@ -284,7 +284,8 @@ def test_a_long_backward_s_line_is_read_without_reading_all_its_code(tmp_path):
             yield p
 
     columns = {"co_positions": positions} if hasattr(code, "co_positions") else {}
-    frame = SimpleNamespace(f_code=SimpleNamespace(co_filename=code.co_filename, **columns))
+    named = {"co_filename": code.co_filename, "co_name": code.co_name}
+    frame = SimpleNamespace(f_code=SimpleNamespace(**named, **columns))
     entry = SimpleNamespace(tb_frame=frame, tb_lasti=tb.tb_lasti, tb_lineno=tb.tb_lineno)
     assert isinstance(failing_span(entry), ast.AugAssign)
     assert len(read) < tb.tb_lasti // 2 + 50, f"{len(read)} positions read"

@@ -1,5 +1,6 @@
 """Whose a layer's error is where its failing line hands an array to code that cannot be read
-(compiled code's, which may write into what it is given).
+(compiled code's, which may write into what it is given), or where the failing instruction is
+a comprehension's or a lambda's, a scope of its own inside the line's statement.
 
 Run here as Python runs them, and again with no columns kept (``-X no_debug_ranges``, as
 Python 3.10) by ``test_reading_lines_without_columns.py``: each asserts one diagnosis for both.
@@ -10,8 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from distconv.layers.base import LayerTypeError
 from distconv.network import NetworkError
 from tests.layer_mistakes import ScaleShift, build, trained_as
+from tests.layers.blame_checks import frozen_bias_run_forward
+from tests.layers.researcher_layers import Scale
 
 
 class ShufflesItsFiredWeight(ScaleShift):
@@ -32,3 +36,34 @@ def test_a_fired_gradient_handed_to_compiled_code_that_writes_it_is_named():
         trained_as(ShufflesItsFiredWeight, "alias", build())
     said = str(caught.value)
     assert "layer 'ss1' wrote into the gradient of 'ss1.weight' after firing it" in said, said
+
+
+class ScalesByItsCaches(Scale):
+    """A Scale of a frozen bias whose input's gradient is scaled by caches of its own, one left
+    None: the comprehension fails, on a line that touches no parameter's gradient."""
+
+    caches = (None,)
+
+    def _backward(self, dz, callback):
+        x = self.inputs[0]
+        x.grad = dz * sum([c * 2 for c in self.caches])
+
+
+class ScalesByALambda(Scale):
+    """As :class:`ScalesByItsCaches`, the cache read in a lambda defined on that line."""
+
+    cache = None
+
+    def _backward(self, dz, callback):
+        x = self.inputs[0]
+        x.grad = dz * (lambda: self.cache * 2)()
+
+
+@pytest.mark.parametrize("layer_class", [ScalesByItsCaches, ScalesByALambda])
+def test_a_none_of_one_s_own_in_a_comprehension_is_not_blamed_on_the_frozen_weight(layer_class):
+    """Read without columns, the comprehension's frame was given its whole statement, whose
+    ``x.grad`` it could not resolve among its own names: the frozen bias was advised on."""
+    layer = frozen_bias_run_forward(layer_class(3))
+    with pytest.raises(TypeError, match="NoneType") as caught:
+        layer.backward(lambda p: None)
+    assert not isinstance(caught.value, LayerTypeError), caught.value
