@@ -20,20 +20,27 @@ from typing import NamedTuple
 
 #: how many files' statements are kept parsed: those that raised the errors read lately
 _FILES_KEPT = 32
+#: the longest source parsed whole, in characters: a generated module of megabytes on the
+#: failing path took seconds and a gigabyte to parse where the error was read
+_MOST_SOURCE = 1 << 20
 
 
 class _Lines(NamedTuple):
-    """The lines ``first..last`` of one statement, or of a compound statement's header
-    (``node`` None: a header is read as no statement)."""
+    """The lines ``first..last`` of one statement, and its columns ``start`` (of ``first``)
+    and ``end`` (of ``last``), in UTF-8 bytes; or of a compound statement's header
+    (``start`` None: a header is read as no statement). Its tree is not kept: a file's
+    trees held tens of megabytes after the error was told."""
 
     first: int
     last: int
-    node: ast.stmt | None
+    start: int | None
+    end: int | None
 
 
 class _Parsed(NamedTuple):
     """A file's statements by line, and the lines they were parsed from (linecache's list:
-    another list there is a file read again, to parse again)."""
+    another list there is a file read again, to parse again); none where it did not parse,
+    or is too long to."""
 
     source: list[str]
     spans: list[_Lines]
@@ -60,12 +67,34 @@ def statement_at(filename: str, lineno: int | None) -> ast.stmt | None:
     while at > 0 and parsed.spans[at - 1].last >= lineno:
         at -= 1
         holding.append(parsed.spans[at])
-    return holding[0].node if len(holding) == 1 else None
+    if len(holding) != 1 or holding[0].start is None:
+        return None
+    return span_statement(parsed.source, *holding[0])
+
+
+def span_statement(
+    source: list[str], first: int, last: int, start: int | None, end: int | None
+) -> ast.stmt | None:
+    """The statement ``source`` (a file's lines) holds from line ``first``, column ``start``,
+    to line ``last``, column ``end`` (columns in UTF-8 bytes, as Python counts them), parsed
+    alone; None where the lines are not there or it does not parse alone."""
+    lines = source[first - 1 : last] if first else []
+    if not lines or start is None or end is None:
+        return None
+    # columns count UTF-8 bytes: a "µ" before the target, read as characters, cut it wrong
+    spans = [line.encode() for line in lines]
+    spans[-1] = spans[-1][:end]
+    spans[0] = spans[0][start:]
+    try:  # a long line's tree is built deep in the stack (a Trainer's, a notebook's): it may
+        # run out of depth where the line compiled at import, and the layer's error is the one
+        return ast.parse(b"".join(spans).decode(errors="replace").strip()).body[0]
+    except (SyntaxError, ValueError, IndexError, RecursionError, MemoryError):
+        return None
 
 
 def _parsed(filename: str) -> _Parsed | None:
-    """``filename``'s statements by line, parsed once per reading of the file; None where it
-    has no source or does not parse."""
+    """``filename``'s statements by line, parsed once per reading of the file (none where it
+    does not parse, or is too long to); None where it has no source."""
     source = linecache.getlines(filename)
     if not source:
         return None
@@ -74,12 +103,11 @@ def _parsed(filename: str) -> _Parsed | None:
         if kept is not None and kept.source is source:
             _PARSED.move_to_end(filename)
             return kept
-    try:  # read deep in the stack (a Trainer's, a notebook's), the tree may run out of depth
-        tree = ast.parse("".join(source))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    spans = _spans(source)
+    if spans is None:  # out of stack or memory here: perhaps not at the next error
         return None
-    spans = sorted(_spans(tree), key=lambda s: (s.first, s.last))
-    parsed = _Parsed(source, spans, [s.first for s in spans])
+    spans.sort(key=lambda s: (s.first, s.last))
+    parsed = _Parsed(source, spans, [s.first for s in spans])  # kept unread too: not again
     with _PARSED_LOCK:
         _PARSED[filename] = parsed
         while len(_PARSED) > _FILES_KEPT:
@@ -87,18 +115,28 @@ def _parsed(filename: str) -> _Parsed | None:
     return parsed
 
 
-def _spans(tree: ast.Module) -> list[_Lines]:
-    """The lines of each simple statement of ``tree``, and of each compound statement's
-    header (the lines before its body's first statement)."""
+def _spans(source: list[str]) -> list[_Lines] | None:
+    """The lines of each simple statement of ``source``, and of each compound statement's
+    header (the lines before its body's first statement); none where it is too long to parse
+    or does not parse; None where the parse ran out of stack or memory."""
+    if sum(map(len, source)) > _MOST_SOURCE:
+        return []
+    try:  # read deep in the stack (a Trainer's, a notebook's), the tree may run out of depth
+        tree = ast.parse("".join(source))
+    except (SyntaxError, ValueError):
+        return []
+    except (RecursionError, MemoryError):
+        return None
     spans = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.stmt):
             continue
         inner = _first_inner_line(node)
         if inner is not None:  # compound: its own lines are its header's
-            spans.append(_Lines(node.lineno, max(node.lineno, inner - 1), None))
+            spans.append(_Lines(node.lineno, max(node.lineno, inner - 1), None, None))
         else:
-            spans.append(_Lines(node.lineno, node.end_lineno or node.lineno, node))
+            last, end = node.end_lineno or node.lineno, node.end_col_offset
+            spans.append(_Lines(node.lineno, last, node.col_offset, end))
     return spans
 
 

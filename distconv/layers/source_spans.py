@@ -15,7 +15,7 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import is_array
-from distconv.layers.line_statements import statement_at
+from distconv.layers.line_statements import span_statement, statement_at
 
 #: the code of a scope inside a statement, whose frame holds its own names only: a statement
 #: read for it whole resolved the enclosing frame's names (``x`` of ``x.grad = [c * 2 for c
@@ -62,18 +62,7 @@ def failing_span(tb: TracebackType) -> ast.stmt | None:
 def _parsed(code: Any, first: Any, last: Any, start: Any, end: Any) -> ast.stmt | None:
     """The source of ``code`` from line ``first``, column ``start`` to line ``last``, column
     ``end``, parsed; None where it cannot be read or does not parse alone."""
-    lines = linecache.getlines(code.co_filename)[first - 1 : last] if first else []
-    if not lines or start is None or end is None:
-        return None
-    # columns count UTF-8 bytes: a "µ" before the target, read as characters, cut it wrong
-    spans = [line.encode() for line in lines]
-    spans[-1] = spans[-1][:end]
-    spans[0] = spans[0][start:]
-    try:  # a long line's tree is built deep in the stack (a Trainer's, a notebook's): it may
-        # run out of depth where the line compiled at import, and the layer's error is the one
-        return ast.parse(b"".join(spans).decode(errors="replace").strip()).body[0]
-    except (SyntaxError, ValueError, IndexError, RecursionError, MemoryError):
-        return None
+    return span_statement(linecache.getlines(code.co_filename), first, last, start, end)
 
 
 def written_target(node: ast.stmt) -> ast.expr | None:
