@@ -132,17 +132,24 @@ class WriteGuard:
         params = [p for p, _ in self._held]
         # the arrays the failing lines write into, where they resolve, decide: a line may read
         # a fired gradient (allowed) while it writes into another read-only array
-        if written := _written_arrays(cause):
-            return [p for p, g in self._held if any(np.may_share_memory(w, g) for w in written)]
+        written, unread = _written_arrays(cause)
+        if written:
+            return self._sharing(written)
         touched = touches_grad_of(cause, params)
         if touched is None:  # a line wrote a gradient whose owner it does not say: any fired
             return params
         if touched:
             return [p for p in params if touches_grad_of(cause, [p])]
-        # compiled code a line calls (a Cython kernel) may write into any array it is given;
+        # compiled code a line calls (a Cython kernel) may write into any array it is given
+        if named := self._sharing(_passed_arrays(cause)):
+            return named
+        # a read line writes what the guard cannot read (a property's array): any fired one;
         # where no line read says (exec'd code), not guessed at: the layer's own error stands
-        passed = _passed_arrays(cause)
-        return [p for p, g in self._held if any(np.may_share_memory(a, g) for a in passed)]
+        return params if unread else []
+
+    def _sharing(self, arrays: list[np.ndarray]) -> list[Parameter]:
+        """The held parameters whose gradient shares memory with one of ``arrays``."""
+        return [p for p, g in self._held if any(np.may_share_memory(a, g) for a in arrays)]
 
     def blame(self, exc: BaseException, layer: str, error: Callable[[str], Exception]) -> None:
         """Raise ``error`` from ``exc``, which the backward of ``layer`` raised, where it is a
@@ -197,11 +204,12 @@ def _read_only_write(exc: BaseException) -> BaseException | None:
     return found
 
 
-def _written_arrays(exc: BaseException) -> list[np.ndarray]:
+def _written_arrays(exc: BaseException) -> tuple[list[np.ndarray], bool]:
     """The numpy arrays the lines ``exc`` passed through write into, where they can be read:
     an augmented assignment's target, a call's ``out=``, a slice assigned to (``a[...] =``),
-    what a call writes into (:func:`_called_targets`)."""
-    found, tb = [], exc.__traceback__
+    what a call writes into (:func:`_called_targets`); and whether a line read writes into
+    what cannot be read without running code (a property's array, an object's own item)."""
+    found, unread, tb = [], False, exc.__traceback__
     while tb is not None:
         node, names = failing_span(tb), tb.tb_frame.f_locals
         tb_globals, tb = tb.tb_frame.f_globals, tb.tb_next
@@ -218,7 +226,8 @@ def _written_arrays(exc: BaseException) -> list[np.ndarray]:
                 value = resolve(target, names)
                 if isinstance(value, np.ndarray):
                     found.append(value)
-    return found
+                unread = unread or value is None
+    return found, unread
 
 
 def _passed_arrays(exc: BaseException) -> list[np.ndarray]:

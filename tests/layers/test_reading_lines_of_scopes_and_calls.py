@@ -38,6 +38,33 @@ def test_a_fired_gradient_handed_to_compiled_code_that_writes_it_is_named():
     assert "layer 'ss1' wrote into the gradient of 'ss1.weight' after firing it" in said, said
 
 
+class AddsThroughAProperty(ScaleShift):
+    """A ScaleShift whose weight fires before its share is in, the share added through a
+    property of its own that returns the weight's gradient: the line writes, and what it writes
+    into the guard cannot read without running the property."""
+
+    @property
+    def weight_share(self):
+        return self.weight.grad
+
+    def _backward(self, dz, callback):
+        (x,) = self.inputs
+        self.bias.grad += dz.sum(axis=0)
+        self.bias.inc_update(callback)
+        self.weight.inc_update(callback)
+        self.weight_share[...] += (dz * x.value).sum(axis=0)
+
+
+def test_a_late_write_into_a_property_s_array_blames_every_fired_gradient():
+    """A line read whose written array cannot be read (a property's), naming no ``.grad``: the
+    guard said nothing, where the docs promise the write is named as one into the fired
+    gradients."""
+    with pytest.raises(NetworkError) as caught:
+        trained_as(AddsThroughAProperty, "property", build())
+    said = str(caught.value)
+    assert "layer 'ss1' wrote into the gradient of 'ss1.bias' or 'ss1.weight'" in said, said
+
+
 class ScalesByItsCaches(Scale):
     """A Scale of a frozen bias whose input's gradient is scaled by caches of its own, one left
     None: the comprehension fails, on a line that touches no parameter's gradient."""
