@@ -16,7 +16,7 @@ import linecache
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 #: how many files' statements are kept parsed: those that raised the errors read lately
 _FILES_KEPT = 32
@@ -51,13 +51,16 @@ _PARSED: OrderedDict[str, _Parsed] = OrderedDict()
 _PARSED_LOCK = threading.Lock()  # errors are read on a sync's threads too
 
 
-def statement_at(filename: str, lineno: int | None) -> ast.stmt | None:
+def statement_at(
+    filename: str, lineno: int | None, module_globals: dict[str, Any] | None = None
+) -> ast.stmt | None:
     """The simple statement of ``filename`` whose lines hold line ``lineno``; None where the
     file has no source to read (exec'd code, a ``.pyc`` alone), does not parse, or the line
-    is not one simple statement's alone."""
+    is not one simple statement's alone. ``module_globals``, those of the module the code is
+    of, let its loader give the source where no file holds it (a zip archive's)."""
     if lineno is None:
         return None
-    parsed = _parsed(filename)
+    parsed = _parsed(filename, module_globals)
     if parsed is None:
         return None
     # spans are disjoint but for statements sharing a line: those holding it end the list
@@ -73,7 +76,7 @@ def statement_at(filename: str, lineno: int | None) -> ast.stmt | None:
 
 
 def span_statement(
-    source: list[str], first: int, last: int, start: int | None, end: int | None
+    source: list[str], first: int | None, last: int | None, start: int | None, end: int | None
 ) -> ast.stmt | None:
     """The statement ``source`` (a file's lines) holds from line ``first``, column ``start``,
     to line ``last``, column ``end`` (columns in UTF-8 bytes, as Python counts them), parsed
@@ -92,10 +95,10 @@ def span_statement(
         return None
 
 
-def _parsed(filename: str) -> _Parsed | None:
+def _parsed(filename: str, module_globals: dict[str, Any] | None) -> _Parsed | None:
     """``filename``'s statements by line, parsed once per reading of the file (none where it
     does not parse, or is too long to); None where it has no source."""
-    source = linecache.getlines(filename)
+    source = linecache.getlines(filename, module_globals)
     if not source:
         return None
     with _PARSED_LOCK:

@@ -32,7 +32,8 @@ def failing_span(tb: TracebackType) -> ast.stmt | None:
     no_debug_ranges``), but for a comprehension's or a lambda's frame (None: the enclosing
     frame's entry reads that statement, with its names). ``g[...] += s`` fails reading
     ``g[...]``, which alone writes nothing: the statement is read then."""
-    code, lasti = tb.tb_frame.f_code, tb.tb_lasti
+    frame, lasti = tb.tb_frame, tb.tb_lasti
+    code, scope = frame.f_code, frame.f_globals  # its module's loader reads a zip's source
     if lasti < 0:  # a traceback made by hand may hold -1: no instruction
         return None
     positions = getattr(code, "co_positions", None)
@@ -42,14 +43,15 @@ def failing_span(tb: TracebackType) -> ast.stmt | None:
     if here[2] is None or here[3] is None:  # no columns kept: the line's statement
         if code.co_name in _INNER_SCOPES:  # its names are not the statement's: unread
             return None
-        return statement_at(code.co_filename, tb.tb_lineno)
-    node = _parsed(code, *here)
+        return statement_at(code.co_filename, tb.tb_lineno, scope)
+    lines = linecache.getlines(code.co_filename, scope)
+    node = span_statement(lines, *here)
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Subscript):
         first, last, start, end = here  # the next span that starts there, longer
         around = (
             p for p in at if None not in p and p[::2] == (first, start) and p[1:4:2] > (last, end)
         )
-        whole = _parsed(code, *next(around, (None,) * 4))
+        whole = span_statement(lines, *next(around, (None,) * 4))
         ends = (last - first + 1, end - (start if last == first else 0))  # in the read text
         if isinstance(whole, ast.AugAssign) and ends == (
             whole.target.end_lineno,
@@ -57,12 +59,6 @@ def failing_span(tb: TracebackType) -> ast.stmt | None:
         ):
             return whole  # whose target is the span read
     return node
-
-
-def _parsed(code: Any, first: Any, last: Any, start: Any, end: Any) -> ast.stmt | None:
-    """The source of ``code`` from line ``first``, column ``start`` to line ``last``, column
-    ``end``, parsed; None where it cannot be read or does not parse alone."""
-    return span_statement(linecache.getlines(code.co_filename), first, last, start, end)
 
 
 def written_target(node: ast.stmt) -> ast.expr | None:

@@ -3,10 +3,12 @@
 the layer's, nor drop the frozen weight's advice where the line does add into its gradient."""
 
 import ast
+import importlib
 import importlib.util
 import linecache
 import sys
 import traceback
+import zipfile
 from types import SimpleNamespace, TracebackType
 
 import numpy as np
@@ -285,7 +287,9 @@ def test_a_long_backward_s_line_is_read_without_reading_all_its_code(tmp_path):
 
     columns = {"co_positions": positions} if hasattr(code, "co_positions") else {}
     named = {"co_filename": code.co_filename, "co_name": code.co_name}
-    frame = SimpleNamespace(f_code=SimpleNamespace(**named, **columns))
+    frame = SimpleNamespace(
+        f_code=SimpleNamespace(**named, **columns), f_globals=tb.tb_frame.f_globals
+    )
     entry = SimpleNamespace(tb_frame=frame, tb_lasti=tb.tb_lasti, tb_lineno=tb.tb_lineno)
     assert isinstance(failing_span(entry), ast.AugAssign)
     assert len(read) < tb.tb_lasti // 2 + 50, f"{len(read)} positions read"
@@ -313,3 +317,26 @@ def test_a_traceback_made_by_hand_with_no_instruction_is_not_read():
     with pytest.raises(TypeError, match="NoneType") as e:
         layer.backward(lambda p: None)
     assert not isinstance(e.value, LayerTypeError), e.value
+
+
+def test_a_layer_imported_from_a_zip_archive_is_read(tmp_path):
+    """A layer imported from a zip archive (a zipapp, an egg) has no file linecache can open:
+    its source is its loader's. Its line was taken for one nothing can read, and the frozen
+    bias it adds into went unnamed; Python's own traceback shows that line."""
+    archive = tmp_path / "layers.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr(
+            "zipped_layer.py",
+            "from tests.layers.researcher_layers import Scale\n\n\n"
+            "class Own(Scale):\n    def _backward(self, dz, callback):\n"
+            "        self.w.grad += dz.sum(0)\n        self.b.grad += dz.sum(0)\n",
+        )
+    sys.path.insert(0, str(archive))
+    try:
+        module = importlib.import_module("zipped_layer")
+    finally:
+        sys.path.remove(str(archive))
+        sys.modules.pop("zipped_layer", None)
+    layer = frozen_bias_run_forward(module.Own(3))
+    with pytest.raises(LayerTypeError, match=r"static parameter\(s\) \['Own.b'\] have no grad"):
+        layer.backward(lambda p: None)
