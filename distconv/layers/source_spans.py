@@ -62,13 +62,16 @@ def failing_span(tb: TracebackType) -> ast.stmt | None:
 
 
 def written_target(node: ast.stmt) -> ast.expr | None:
-    """What ``node`` writes in place: an augmented assignment's target, a call's ``out=``;
-    None where it writes nothing so."""
+    """What ``node`` writes in place: an augmented assignment's target, a call's ``out=``, or
+    in a statement read whole (no columns kept) the ``out=`` of the one call in it given one
+    (``y = np.add(a, b, out=c) + d``); None where it writes nothing so, or two calls do."""
     if isinstance(node, ast.AugAssign):
         return node.target
-    call = node.value if isinstance(node, (ast.Expr, ast.Assign, ast.Return)) else None
-    outs = [k.value for k in getattr(call, "keywords", ()) if k.arg == "out"]
-    return outs[0] if outs else None
+    value = node.value if isinstance(node, (ast.Expr, ast.Assign, ast.Return)) else None
+    # a span read by columns is the failing call itself; a statement's may hold it deeper
+    calls = [value] if isinstance(value, ast.Call) else [n for n in ast.walk(value or node)]
+    outs = [k.value for c in calls for k in getattr(c, "keywords", ()) if k.arg == "out"]
+    return outs[0] if len(outs) == 1 else None
 
 
 def resolve(expr: ast.expr, names: dict[str, Any], unread: Any = None) -> Any:

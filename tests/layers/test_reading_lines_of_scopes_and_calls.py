@@ -1,6 +1,7 @@
 """Whose a layer's error is where its failing line hands an array to code that cannot be read
-(compiled code's, which may write into what it is given), or where the failing instruction is
-a comprehension's or a lambda's, a scope of its own inside the line's statement.
+(compiled code's, which may write into what it is given), where the failing instruction is
+a comprehension's or a lambda's, a scope of its own inside the line's statement, or a call
+given ``out=`` inside a longer expression.
 
 Run here as Python runs them, and again with no columns kept (``-X no_debug_ranges``, as
 Python 3.10) by ``test_reading_lines_without_columns.py``: each asserts one diagnosis for both.
@@ -11,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distconv.layers.base import LayerTypeError
-from distconv.network import NetworkError
+from distconv.arg import Arg
+from distconv.layers.base import Layer, LayerTypeError
+from distconv.network import Network, NetworkError
 from tests.layer_mistakes import ScaleShift, build, trained_as
 from tests.layers.blame_checks import frozen_bias_run_forward
 from tests.layers.researcher_layers import Scale
@@ -94,3 +96,28 @@ def test_a_none_of_one_s_own_in_a_comprehension_is_not_blamed_on_the_frozen_weig
     with pytest.raises(TypeError, match="NoneType") as caught:
         layer.backward(lambda p: None)
     assert not isinstance(caught.value, LayerTypeError), caught.value
+
+
+class CountsInAnExpression(Layer):
+    """Adds float inputs into an int64 buffer of its own, by ``out=`` inside a longer
+    expression."""
+
+    num_inputs = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = np.zeros(3, np.int64)
+
+    def _forward(self, x, labels):
+        return np.add(self.seen, x.value.sum(0), out=self.seen) + labels.value
+
+
+def test_an_out_buffer_inside_an_expression_is_not_blamed_on_a_feed_of_its_dtype():
+    """Read as its whole statement, the line's ``out=`` was not found (the statement is an
+    assignment of a sum): the int64 feed was blamed for the layer's own buffer."""
+    net = Network()
+    net.add("counts", CountsInAnExpression(), inputs=["x", "labels"])
+    feeds = {"x": Arg(np.ones((4, 3))), "labels": Arg(np.ones((4, 3), np.int64))}
+    with pytest.raises(TypeError, match=r"^Cannot cast ufunc 'add' output") as caught:
+        net.forward(feeds)
+    assert type(caught.value) is not NetworkError, caught.value
