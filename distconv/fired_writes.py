@@ -35,7 +35,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from distconv.layers.source_spans import failing_span, resolve, touches_grad_of, written_target
+from distconv.layers.source_spans import (
+    failing_calls,
+    failing_span,
+    resolve,
+    touches_grad_of,
+    written_target,
+)
 from distconv.parameter import Parameter, UpdateCallback, keep_gradient
 from distconv.short_lists import short_list
 
@@ -254,12 +260,14 @@ _IN_PLACE_METHODS = frozenset({"fill", "sort", "put", "partition", "resize", "se
 
 
 def _called_targets(node: ast.stmt, names: dict[str, Any]) -> list[ast.expr]:
-    """What the call ``node`` makes writes into: ``np.copyto(a, ...)``'s ``a`` (and the like),
-    ``a.fill(...)``'s ``a`` (and the like), a ufunc's outputs given by position
-    (``np.negative(x, a)``); none for another statement or call."""
-    call = node.value if isinstance(node, (ast.Expr, ast.Assign, ast.Return)) else None
-    if not isinstance(call, ast.Call):
-        return []
+    """What the calls ``node`` makes (:func:`failing_calls`) write into: ``np.copyto(a, ...)``'s
+    ``a`` (and the like), ``a.fill(...)``'s ``a`` (and the like), a ufunc's outputs given by
+    position (``np.negative(x, a)``); none for other calls."""
+    return [target for call in failing_calls(node) for target in _call_targets(call, names)]
+
+
+def _call_targets(call: ast.Call, names: dict[str, Any]) -> list[ast.expr]:
+    """What ``call`` writes into, as :func:`_called_targets` reads it."""
     func = call.func
     ufunc = resolve(func, names)
     found = list(call.args[ufunc.nin :]) if isinstance(ufunc, np.ufunc) else []

@@ -67,11 +67,17 @@ def written_target(node: ast.stmt) -> ast.expr | None:
     (``y = np.add(a, b, out=c) + d``); None where it writes nothing so, or two calls do."""
     if isinstance(node, ast.AugAssign):
         return node.target
-    value = node.value if isinstance(node, (ast.Expr, ast.Assign, ast.Return)) else None
-    # a span read by columns is the failing call itself; a statement's may hold it deeper
-    calls = [value] if isinstance(value, ast.Call) else [n for n in ast.walk(value or node)]
-    outs = [k.value for c in calls for k in getattr(c, "keywords", ()) if k.arg == "out"]
+    outs = [k.value for c in failing_calls(node) for k in c.keywords if k.arg == "out"]
     return outs[0] if len(outs) == 1 else None
+
+
+def failing_calls(node: ast.stmt) -> list[ast.Call]:
+    """The calls of ``node`` that may have failed: the call a span read by columns is, or each
+    call of a statement read whole, no columns kept (``y = np.add(a, b, out=c) + d``)."""
+    value = node.value if isinstance(node, (ast.Expr, ast.Assign, ast.Return)) else None
+    if isinstance(value, ast.Call):
+        return [value]
+    return [n for n in ast.walk(value or node) if isinstance(n, ast.Call)]
 
 
 def resolve(expr: ast.expr, names: dict[str, Any], unread: Any = None) -> Any:

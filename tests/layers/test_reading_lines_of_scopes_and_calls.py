@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from distconv.arg import Arg
-from distconv.layers.base import Layer, LayerTypeError
+from distconv.layers.base import Layer, LayerError, LayerTypeError
 from distconv.network import Network, NetworkError
 from tests.layer_mistakes import ScaleShift, build, trained_as
 from tests.layers.blame_checks import frozen_bias_run_forward
@@ -65,6 +65,25 @@ def test_a_late_write_into_a_property_s_array_blames_every_fired_gradient():
         trained_as(AddsThroughAProperty, "property", build())
     said = str(caught.value)
     assert "layer 'ss1' wrote into the gradient of 'ss1.bias' or 'ss1.weight'" in said, said
+
+
+class NegatesIntoItsOwnBesideAFiredGradient(ScaleShift):
+    """A correct ScaleShift that, after firing, writes into a read-only array of its own by a
+    ufunc's output given by position, inside an expression that also reads a fired gradient
+    (allowed)."""
+
+    def _backward(self, dz, callback):
+        super()._backward(dz, callback)
+        scratch = np.broadcast_to(np.zeros(dz.shape[1]), dz.shape)  # read-only
+        self.spent = np.negative(dz, scratch).sum() + self.bias.grad.sum()
+
+
+def test_an_own_array_written_inside_an_expression_is_not_blamed_on_a_gradient_read_there():
+    """Read as its whole statement, the call's written array inside the sum was not found, and
+    the fired bias the line reads was named for the layer's write into its own array."""
+    with pytest.raises(LayerError, match="read-only") as caught:
+        trained_as(NegatesIntoItsOwnBesideAFiredGradient, "expression", build())
+    assert not isinstance(caught.value, NetworkError), caught.value
 
 
 class ScalesByItsCaches(Scale):
