@@ -95,10 +95,21 @@ def span_statement(
         return None
 
 
+def source_lines(filename: str, module_globals: dict[str, Any] | None) -> list[str]:
+    """``filename``'s lines as linecache reads them, through the loader of the module whose
+    ``module_globals`` these are where no file holds them (a zip archive's); none where they
+    cannot be had: an import hook's loader that raises there is not let out of the reading,
+    in place of the layer's error."""
+    try:
+        return linecache.getlines(filename, module_globals)
+    except Exception:  # linecache lets all but ImportError and OSError out of get_source
+        return []
+
+
 def _parsed(filename: str, module_globals: dict[str, Any] | None) -> _Parsed | None:
     """``filename``'s statements by line, parsed once per reading of the file (none where it
     does not parse, or is too long to); None where it has no source."""
-    source = linecache.getlines(filename, module_globals)
+    source = source_lines(filename, module_globals)
     if not source:
         return None
     with _PARSED_LOCK:

@@ -5,7 +5,6 @@ line wrote in place, or which parameter's gradient it touched, found without run
 from __future__ import annotations
 
 import ast
-import linecache
 from collections.abc import Iterable
 from itertools import islice
 from types import GetSetDescriptorType, MappingProxyType, MemberDescriptorType, TracebackType
@@ -15,7 +14,7 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import is_array
-from distconv.layers.line_statements import span_statement, statement_at
+from distconv.layers.line_statements import source_lines, span_statement, statement_at
 
 #: the code of a scope inside a statement, whose frame holds its own names only: a statement
 #: read for it whole resolved the enclosing frame's names (``x`` of ``x.grad = [c * 2 for c
@@ -44,7 +43,7 @@ def failing_span(tb: TracebackType) -> ast.stmt | None:
         if code.co_name in _INNER_SCOPES:  # its names are not the statement's: unread
             return None
         return statement_at(code.co_filename, tb.tb_lineno, scope)
-    lines = linecache.getlines(code.co_filename, scope)
+    lines = source_lines(code.co_filename, scope)
     node = span_statement(lines, *here)
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Subscript):
         first, last, start, end = here  # the next span that starts there, longer

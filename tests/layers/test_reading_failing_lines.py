@@ -4,6 +4,7 @@ the layer's, nor drop the frozen weight's advice where the line does add into it
 
 import ast
 import importlib
+import importlib.abc
 import importlib.util
 import linecache
 import sys
@@ -340,3 +341,42 @@ def test_a_layer_imported_from_a_zip_archive_is_read(tmp_path):
     layer = frozen_bias_run_forward(module.Own(3))
     with pytest.raises(LayerTypeError, match=r"static parameter\(s\) \['Own.b'\] have no grad"):
         layer.backward(lambda p: None)
+
+
+class _LoaderThatCannotGiveSource(importlib.abc.Loader):
+    """Loads a layer from a string under a file name no disk holds, and raises where its
+    source is asked for (an import hook of one's own)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def exec_module(self, module):
+        source = (
+            "from tests.layers.researcher_layers import Scale\n\n\n"
+            "class Own(Scale):\n    def _backward(self, dz, callback):\n"
+            "        self.b.grad += dz.sum(0)\n"
+        )
+        exec(compile(source, self.path, "exec"), module.__dict__)
+
+    def get_source(self, name):
+        raise RuntimeError(f"no source kept for {name}")
+
+
+def test_a_loader_that_cannot_give_the_source_leaves_the_layer_s_error(tmp_path):
+    """Lines are read through the module's loader where no file holds them; a loader of one's
+    own that raised there had its error come out of backward in place of the layer's."""
+    loader = _LoaderThatCannotGiveSource(str(tmp_path / "gone" / "hooked_layer.py"))
+    module = importlib.util.module_from_spec(
+        importlib.util.spec_from_loader("hooked_layer", loader)
+    )
+    loader.exec_module(module)
+    layer = frozen_bias_run_forward(module.Own(3))
+    try:  # not pytest.raises: its report of the loader's error asks the loader again
+        layer.backward(lambda p: None)
+    except RuntimeError as exc:
+        raise AssertionError(f"the loader's error came out: {exc}") from None
+    except TypeError as exc:
+        assert not isinstance(exc, LayerTypeError), exc
+        assert "NoneType" in str(exc), exc
+    else:
+        raise AssertionError("backward did not fail")
