@@ -44,7 +44,7 @@ from .commands import (
     worker_command,
 )
 from .failure import signal_name
-from .go_on import go_on_hint
+from .go_on import go_on_hint, names_its_run
 from .interrupt import arm, release
 from .job_keys import make_keys
 from .json_lines import json_lines, last_line
@@ -203,9 +203,9 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     servers, job, worker_argv = local_plan(args, program, job_id, run_dir, os.environ)
     program = Program(tuple(worker_argv), program.is_train)
     lines = json_lines(rest, job_id)
-    given = args.job_id is not None
+    named = names_its_run(args)
     supervisor = Supervisor(
-        run_dir, args.grace, settle=args.settle, lines=lines, job_id=job_id, job_id_given=given
+        run_dir, args.grace, settle=args.settle, lines=lines, job_id=job_id, run_named=named
     )
     reserved: list = []
     try:  # run() lets the run directory go; a refusal or a stop before it must too
@@ -310,8 +310,8 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         line = shlex.join([*env_changes(os.environ, spec.env), *spec.argv]) + "\n"
         write_stdout(line, "the command", "--dry-run prints the command there")
         return 0
-    lines, given = json_lines(rest, job_id), args.job_id is not None
-    supervisor = Supervisor(run_dir, args.grace, lines=lines, job_id=job_id, job_id_given=given)
+    lines, named = json_lines(rest, job_id), names_its_run(args)
+    supervisor = Supervisor(run_dir, args.grace, lines=lines, job_id=job_id, run_named=named)
     try:  # a stop signal before run(), which lets the run directory go itself
         supervisor.claim()  # in the try: a signal handled as it returns must let it go too
         supervisor.say(

@@ -26,9 +26,15 @@ def go_on_hint(
     starts afresh."""
     if stopped_by not in GOES_ON_AFTER or status != 128 + stopped_by:
         return None
-    if args.job_id is not None or args.run_dir is not None:
+    if names_its_run(args):
         return None
     return _go_on(job_id)
+
+
+def names_its_run(args: argparse.Namespace) -> bool:
+    """Whether the launch's own options name its run directory (``--job-id`` or ``--run-dir``
+    in ``args``): the same command then finds the run again, with no ``--job-id`` added."""
+    return args.job_id is not None or args.run_dir is not None
 
 
 def _go_on(job_id: str | None) -> str:
@@ -47,7 +53,8 @@ def go_on_after_stop(failure: Failure, job_id: str | None) -> str | None:
     143 or 130, or a worker's death by a later SIGTERM or SIGINT, after a rank's ``stopped ...
     after step N`` line), which the launcher reports as that child's failure: who got the
     signal, at which step the ranks stopped with a checkpoint, and the command that goes on
-    (with ``--job-id job_id`` where the launcher chose it; None: the command gave it); None
+    (with ``--job-id job_id`` where the launcher chose the run directory; None: the command
+    names it: :func:`names_its_run`); None
     for any other failure. A signal to the workers, not
     to the launcher, so :func:`go_on_hint` is silent there."""
     said = failure.checkpointed

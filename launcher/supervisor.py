@@ -107,8 +107,9 @@ class Supervisor:
         lines: writes every line as a JSON object (children's and the launcher's); None:
             children's lines behind their prefix, messages behind ``distconv-launch:``.
         job_id: the job's, named by the line a job that restarts saved ends with (None: "the job").
-        job_id_given: the command gave ``job_id`` itself (``--job-id``): the way on after a
-            checkpointed stop is then "the same command", without it again.
+        run_named: the command names its run directory itself (``--job-id`` or ``--run-dir``:
+            :func:`~launcher.go_on.names_its_run`): the way on after a checkpointed stop is then
+            "the same command", with no ``--job-id`` to add.
     """
 
     def __init__(
@@ -121,7 +122,7 @@ class Supervisor:
         settle: float = SETTLE_SECONDS,
         lines: JsonLines | None = None,
         job_id: str | None = None,
-        job_id_given: bool = False,
+        run_named: bool = False,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.grace = grace
@@ -131,7 +132,7 @@ class Supervisor:
         self.settle = settle
         self.lines = lines
         self.job_id = job_id
-        self.job_id_given = job_id_given
+        self.run_named = run_named
         self._lock = threading.Lock()  # the children's lines on ``out``
         # the launcher's messages: through the children's queue where ``err`` is ``out``'s file
         self.messages = Messages(self.err, lines)
@@ -380,5 +381,5 @@ class Supervisor:
 
     def _report(self, failure: Failure, max_restarts: int, then: str | None = None) -> None:
         """The failure on stderr and in ``failure.json`` (:func:`report_failure`)."""
-        to_give = None if self.job_id_given else self.job_id  # the way on's --job-id
+        to_give = None if self.run_named else self.job_id  # the way on's --job-id
         report_failure(self.messages, self.run_dir, failure, max_restarts, then, to_give)

@@ -1,6 +1,8 @@
 """The way on after a worker's checkpointed stop said ``give the same command --job-id t1b``
 of a job launched with ``--job-id t1b``: the command has it already. It names the job id only
-where the launcher chose it; a command that gave it is "the same command"."""
+where the launcher chose it; a command that names its run directory (``--job-id``, in either
+spelling, or ``--run-dir``, which said ``--job-id launch-...``, an id nothing needs) is "the
+same command"."""
 
 from __future__ import annotations
 
@@ -25,8 +27,9 @@ def _way_on(tmp_path, *own: str) -> str:
 
 
 @pytest.mark.timeout(60)
-def test_a_job_id_given_is_not_repeated_in_the_way_on(tmp_path):
-    line = _way_on(tmp_path, "--job-id", "t1b")
+@pytest.mark.parametrize("own", [("--job-id", "t1b"), ("--job-id=t1b",), ("--run-dir", "rd")])
+def test_a_command_that_names_its_run_is_given_again_as_it_is(tmp_path, own):
+    line = _way_on(tmp_path, *own)
     assert line.endswith(f"{WAY_ON} {RESUME}"), line
     assert "--job-id" not in line, line
 
