@@ -218,21 +218,22 @@ def with_out(program: Program, run_dir: str | os.PathLike) -> Program:
 
 
 def refuse_unmakeable_out(program: Program) -> None:
-    """Refuse train arguments whose ``--out`` cannot be made (a file where a folder must be),
-    in ``distconv train``'s own words (:func:`~distconv.out_folder.out_folder_problem`),
-    before anything starts: under ``distconv-launch local`` the shards, which keep their
+    """Refuse train arguments whose ``--out`` cannot be made (a file where a folder must be, in
+    ``distconv train``'s own words: :func:`~distconv.out_folder.out_folder_problem`; a folder
+    this process cannot write in: :func:`~distconv.out_folder.out_write_problem`), before
+    anything starts: under ``distconv-launch local`` the shards, which keep their
     checkpoint parts there, met it first, as ``--checkpoint-dir PATH: cannot make it``, a
     flag the user never gave. Paths on other hosts (:attr:`Program.elsewhere`) are theirs.
 
     Raises:
         LaunchError: naming the ``--out`` after ``--`` and why.
     """
-    from distconv.out_folder import out_folder_problem
+    from distconv.out_folder import out_folder_problem, out_write_problem
 
     out = option_value(program.argv, "--out")
     if program.elsewhere or out is None:
         return
-    if (problem := out_folder_problem(out, shown)) is not None:
+    if (problem := out_folder_problem(out, shown) or out_write_problem(out, shown)) is not None:
         raise LaunchError(
             f"--out after --: {problem} (give another --out, or none: the job's run directory "
             "then holds the run)"

@@ -64,3 +64,22 @@ def test_mpi_refuses_it_here_and_leaves_other_hosts_their_own_paths(tmp_path):
     there = launch(*elsewhere, cwd=tmp_path)
     assert there.returncode == 0, there.stderr
     assert there.stdout.rstrip().endswith(f"--out {out}"), there.stdout
+
+
+@pytest.mark.timeout(60)
+def test_an_out_this_process_cannot_write_in_is_refused_before_any_shard_starts(tmp_path):
+    """``/proc/self`` takes no folder, for root too: the shard said ``--checkpoint-dir
+    /proc/self/r: cannot make it: this process cannot write in /proc/self``, then ``server 0
+    failed``."""
+    done = launch(
+        "local", "--workers", "2", "--servers", "1", "--", *TRAIN, "--out", "/proc/self/r",
+        cwd=tmp_path, timeout=50,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.splitlines()
+    said = (
+        "error: --out after --: output directory '/proc/self/r' cannot be made: this process "
+        "cannot write in '/proc/self' (give another --out"
+    )
+    assert said in line and "--checkpoint-dir" not in line, line
+    assert not (tmp_path / "runs").exists()
