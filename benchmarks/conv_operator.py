@@ -1,6 +1,6 @@
 """ConvOperator (a filter bank per sample) against the per-sample matrix product it replaced.
 
-Usage: ``python benchmarks/conv_operator.py [--threads 1 2] [--repeat 15] [--then DIR]
+Usage: ``python benchmarks/conv_operator.py [--threads 1 2] [--repeat 15] [--baseline CHECKOUT]
 [--rounds 3]``
 
 Until issue 7 the operator multiplied each sample's filters with that sample's im2col columns
@@ -9,18 +9,18 @@ itself (one batched matmul, plain col2im). It now runs on :mod:`distconv.kernels
 times forward + backward (image and filter gradients) of both on the same arrays, in the same
 process, alternating the two so that load on a shared machine hits both alike, with the glibc
 settings that keep freed memory mapped (``KEEP_MEMORY_ENV`` below). The baseline is
-the old kernel work alone, without the layer around it, so it flatters the old code; ``--then``
-below is the fair comparison. It prints the ratio baseline / operator
+the old kernel work alone, without the layer around it, so it flatters the old code;
+``--baseline`` below is the fair comparison. It prints the ratio baseline / operator
 (higher is better; the issue's target is 2 on N16 C16 16x16 3x3). With PyTorch importable it
 also times ``F.conv2d`` with ``groups = N * G``, the same computation, in its own process.
 
-``--then DIR`` times the layer itself against the layer of another checkout (the code as it
-was when issue 7 was filed: ``git worktree add DIR 6b855cf``): each in its own processes,
-alternated round by round, both with the same glibc settings that keep freed memory mapped
-(``MALLOC_*`` below: like ``distconv.allocator``, whose settings differ but which the old code
-lacks; with these no step page-faults either way), so that only the code differs. Each
-worker reports the file it imported and a checksum of its results, and the two sides must
-agree.
+``--baseline DIR`` (``--then``, its old name) times the layer itself against the layer of
+another checkout (the code as it was when issue 7 was filed: ``git worktree add DIR
+6b855cf``): each in its own processes, alternated round by round, both with the same glibc
+settings that keep freed memory mapped (``MALLOC_*`` below: like ``distconv.allocator``, whose
+settings differ but which the old code lacks; with these no step page-faults either way), so
+that only the code differs. Each worker reports the file it imported and a checksum of its
+results, and the two sides must agree.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def _check_layer_result(
 def against_then(then: str, threads: list[int], repeat: int, rounds: int) -> None:
     """The layer here against the layer in checkout ``then``: medians over alternated rounds."""
     if not os.path.isfile(os.path.join(then, "distconv", "__init__.py")):
-        raise SystemExit(f"--then {then}: no distconv package there (a checkout's root?)")
+        raise SystemExit(f"--baseline {then}: no distconv package there (a checkout's root?)")
     rows = []
     for t in threads:
         times: dict[str, dict[str, list[float]]] = {}
@@ -230,19 +230,21 @@ def against_then(then: str, threads: list[int], repeat: int, rounds: int) -> Non
 
 
 def main() -> None:
-    # a worker reads the counts the driver checked with plain int: the --then worker runs an
-    # older checkout, which may lack the distconv.number_text that at_least imports
+    # a worker reads the counts the driver checked with plain int: the --baseline worker
+    # runs an older checkout, which may lack the distconv.number_text that at_least imports
     count = int if "--worker" in sys.argv else at_least(1, int)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=count, nargs="+", default=[1, 2])
     ap.add_argument("--repeat", type=count, default=15)
     ap.add_argument(
         "--baseline",
-        "--then",  # its name before the benchmarks agreed on one
         dest="then",
         metavar="CHECKOUT",
         help="a checkout whose ConvOperator layer to time against this one",
     )
+    # its name before the benchmarks agreed on one: the history's commands still run; out of
+    # --help, which names each flag once
+    ap.add_argument("--then", dest="then", help=argparse.SUPPRESS)
     ap.add_argument("--rounds", type=count, default=3, help="alternated rounds for --baseline")
     ap.add_argument("--worker", choices=["distconv", "torch", "layer"], help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -257,7 +259,7 @@ def main() -> None:
     rows = []
     for t in args.threads:
         extra = ["--repeat", str(args.repeat)]
-        # both sides run in this one process: the same glibc settings for both, as --then
+        # both sides run in this one process: the same glibc settings for both, as --baseline
         ours = run_worker(__file__, "distconv", t, extra, env_extra=KEEP_MEMORY_ENV)
         ref = run_worker(__file__, "torch", t, extra) if have_torch else {}
         for name, r in ours.items():
