@@ -275,13 +275,16 @@ def too_short(timeout: float | None) -> str | None:
     :data:`SHORTEST_TIMEOUT`; None otherwise. ``-- --timeout 0.001`` stopped every job at
     setup in the words of a stall, "for a rank that has not joined it: a rank is stuck, or
     died", with the setting last, in a parenthesis: a wait that short runs out between ranks
-    that are well."""
+    that are well. No least is offered as the way out: a job of two ranks on one host, whose
+    rank 0 writes its last checkpoint at close, stopped there at 0.2 s and at 1 s all the same,
+    in a stall's words."""
     if timeout is None or timeout >= SHORTEST_TIMEOUT:
         return None
     return (
         f"--timeout {exact_text(timeout)} s (or MPISync's timeout=) is too short for MPI: "
-        f"ranks that are well wait longer than that for each other in a collective; give "
-        f"--timeout {SHORTEST_TIMEOUT:g} or more"
+        "ranks that are well wait longer than that for each other, at setup and while rank 0 "
+        f"writes a checkpoint; give one longer than those waits ({DEFAULT_TIMEOUT:g} s by "
+        "default)"
     )
 
 
