@@ -19,7 +19,8 @@ from distconv.kernels.sequence import check_offsets, segment_ids
 from distconv.layers.base import checked
 from distconv.layers.fc import FullyConnected
 from distconv.layers.inputs import grad_target
-from distconv.parameter import UpdateCallback
+from distconv.layers.written_rows import note_rows
+from distconv.parameter import Parameter, UpdateCallback
 
 METHODS = ("auto", "sparse", "dense")
 
@@ -307,6 +308,7 @@ class SelectiveFullyConnected(FullyConnected):
         if b is not None:
             if want_db:
                 b.grad[used] += row_sums(dzu)
+                note_rows(b, _row_ids(used, b))
             b.inc_update(callback)
         for i, (x, w, dx) in enumerate(zip(self.inputs, self.weights, want_dx)):
             if dx is not None:  # before inc_update: the callback may change the weight
@@ -317,7 +319,13 @@ class SelectiveFullyConnected(FullyConnected):
                 dx += g.reshape(dx.shape)
             if not w.static:
                 w.grad[used] += matmul(dzu.T, self._flat(x, i))
+                note_rows(w, _row_ids(used, w))  # the rows just written, for a sparse push
             w.inc_update(callback)
+
+
+def _row_ids(used: Any, param: Parameter) -> Any:
+    """The row ids ``used`` indexes (``compact_columns`` gives ``slice(None)`` for all)."""
+    return param.all_rows() if isinstance(used, slice) else used
 
 
 def _gathered_rows_times(rows: Any, v: Any) -> Any:

@@ -235,12 +235,12 @@ class PServerSync(
         (:class:`.step_order.StepOrder`) before anything is queued."""
         i = self._take_gradient(param)
         spec = self._specs[i]
-        grad = rows_view(to_host(param.grad), spec)
-        if not spec.sparse:
-            for shard, blocks in self._targets[i]:
-                self._queue_push(shard, i, blocks, [grad[b.start : b.stop] for b in blocks])
+        if spec.sparse:  # on its device: only the rows it pushes are copied to the host
+            self._push_rows(i, rows_view(param.grad, spec))
             return
-        self._push_rows(i, grad)
+        grad = rows_view(to_host(param.grad), spec)
+        for shard, blocks in self._targets[i]:
+            self._queue_push(shard, i, blocks, [grad[b.start : b.stop] for b in blocks])
 
     def finish_step(self) -> None:
         """Send what is still queued; write each reply's new values as it arrives, and clear a

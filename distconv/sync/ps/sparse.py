@@ -27,6 +27,9 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import get_array_module, to_host
+from distconv.layers.written_rows import open_rows, take_rows
+from distconv.messages import env_switch
+from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.ps.blocks import Block, rows_bytes, rows_view
 from distconv.sync.ps.wire import MAX_HEADER_BYTES
@@ -78,13 +81,16 @@ class SparseRows:
         self._row_ids, self._before = {}, {}
         if starting:
             self._before, self._waiting = self._waiting, {}
+            for p in self.params:  # the rows its layers write, which spare reading the table
+                if p.sparse_rows:
+                    open_rows(p)
 
     def _step_open(self) -> bool:
         """Between :meth:`start_step` and the end of its ``finish_step`` or ``abandon_step``
         (one that raised included): the base's record of the step's gradients."""
         return self._taken is not None
 
-    def _touched(self, i: int, grad: np.ndarray) -> np.ndarray:
+    def _touched(self, i: int, grad: Any) -> np.ndarray:
         """The rows of a sparse parameter this step read: those prefetched in it, and of those
         it took at :meth:`start_step` (a first pass's, an evaluation's), the ones with a
         gradient (none: a rank's empty share).
@@ -97,7 +103,7 @@ class SparseRows:
                 update would be lost.
         """
         name = self.params[i].name
-        with_grad = np.flatnonzero(grad.any(axis=1)).astype(np.int64)
+        with_grad = rows_with_gradient(self.params[i], grad)
         rows, before = self._row_ids.get(name), self._before.get(name)
         if rows is None and before is None and len(with_grad):
             raise SyncError(not_prefetched(self.rank, name, len(with_grad)))
@@ -167,13 +173,16 @@ class SparseRows:
                 self._waiting[name] = np.zeros(self._specs[i].rows, dtype=bool)
             self._waiting[name][rows] = True
 
-    def _push_rows(self, i: int, grad: np.ndarray) -> None:
+    def _push_rows(self, i: int, grad: Any) -> None:
         """Push the rows of sparse parameter ``i`` this step read, one message per shard,
         every one checked before the first leaves: a shard refusing its part while another
-        applied its own would leave the table half updated."""
-        plan = self._rows_by_shard(i, self._touched(i, grad), "push", whole=True)
+        applied its own would leave the table half updated. ``grad`` is the gradient as its
+        ``(rows, row_len)`` matrix, on its device: only the rows pushed reach the host."""
+        rows = self._touched(i, grad)
+        plan = self._rows_by_shard(i, rows, "push", whole=True)
+        values = to_host(grad[get_array_module(grad).asarray(rows)])  # the pushed rows alone
         for shard, blocks, ids in plan:
-            arrays = [a for r in ids for a in (r, grad[r])]
+            arrays = [a for r in ids for a in (r, values[np.searchsorted(rows, r)])]
             self._push_message(shard, [i], blocks, arrays, rows=[len(r) for r in ids])
 
     def _rows_by_shard(
@@ -245,6 +254,24 @@ class SparseRows:
                 )
             wanted[i] = rows
         return wanted
+
+
+#: set (to anything but an off value), every sparse push reads its whole gradient for the rows
+#: that hold one, even where the layers said which rows they wrote: a check of those layers
+CHECK_ROWS_VARIABLE = "DISTCONV_CHECK_SPARSE_ROWS"
+
+
+def rows_with_gradient(param: Parameter, grad: Any) -> np.ndarray:
+    """The sorted rows (int64, host) of ``param``'s gradient ``grad`` (its ``(rows, row_len)``
+    matrix, on its device) that may hold a gradient this step: those its layers said they
+    wrote (:mod:`distconv.layers.written_rows`), where they said so of every write; else,
+    or under :data:`CHECK_ROWS_VARIABLE`, those with a nonzero, read from the whole table on
+    its device (a full read: 5-9 ms on a 100 000 x 64 float32 table)."""
+    noted = take_rows(param)
+    if noted is not None and not env_switch(CHECK_ROWS_VARIABLE):
+        return noted
+    xp = get_array_module(grad)
+    return to_host(xp.flatnonzero(grad.any(axis=1))).astype(np.int64)
 
 
 def not_prefetched(rank: int, name: str, rows: int) -> str:

@@ -1,0 +1,93 @@
+"""A sparse push takes the rows a layer said its backward wrote instead of reading the whole
+gradient for them, and still refuses a row written but not prefetched.
+
+``SelectiveFullyConnected(sparse=True)`` notes the rows it adds into
+(:mod:`distconv.layers.written_rows`); a parameter one of whose users did not note its write
+is read whole, as before. Real shards on 127.0.0.1 (port 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv import Arg, Network
+from distconv.layers import SelectiveFullyConnected, SoftmaxCrossEntropy
+from distconv.layers.written_rows import note_rows, open_rows, take_rows
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
+from distconv.sync.ps.sparse import CHECK_ROWS_VARIABLE
+from tests.layers.test_selective_fc_sparse_bias import IN, sampled_softmax
+from tests.sync.ps.ps_helpers import pserver_sync
+
+#: each sample's two selected columns: rows 2, 7 and 9 of the weight and the bias
+SELECTED = np.array([[7, 2], [2, 9]])
+
+
+def _feeds() -> dict:
+    x = np.random.default_rng(0).standard_normal((len(SELECTED), IN))
+    return {"x": x, "sel": Arg(ids=SELECTED), "label": np.array([0, 1])}
+
+
+class MissesARow(SelectiveFullyConnected):
+    """A layer whose ``rows_read`` leaves out the first column it reads (a bug of its own):
+    its forward and backward still use that row."""
+
+    def rows_read(self, feeds):
+        return [(name, rows[1:]) for name, rows in super().rows_read(feeds)]
+
+
+def test_the_rows_a_selective_layer_notes_are_those_it_wrote():
+    net = sampled_softmax(0)
+    for p in net.parameters():
+        open_rows(p)
+    net.forward(_feeds())
+    net.backward(lambda p: None, loss="loss")
+    for p in net.parameters():
+        written = np.flatnonzero(np.any(p.grad.reshape(len(p.grad), -1), axis=1))
+        assert take_rows(p).tolist() == written.tolist() == [2, 7, 9]
+
+
+@pytest.mark.parametrize("noting", [(True, False), (False, True), (True, True)])
+def test_a_write_one_user_did_not_note_leaves_the_rows_to_be_read(noting):
+    """Two users of one table in a pass: unless both noted, nothing noted is trusted."""
+    table = Parameter("table", np.zeros((10, 2)), sparse_rows=True)
+    table.shared_count = 2
+    open_rows(table)
+    for user, notes in enumerate(noting):
+        table.grad[user] += 1
+        if notes:
+            note_rows(table, np.array([user]))
+        table.inc_update(lambda p: None)
+    rows = take_rows(table)
+    assert (rows is not None and rows.tolist()) == ([0, 1] if all(noting) else False)
+
+
+def test_rows_noted_outside_a_step_are_not_kept():
+    table = Parameter("table", np.zeros((10, 2)), sparse_rows=True)
+    note_rows(table, np.array([3]))
+    assert take_rows(table) is None
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("check", [None, "1"])
+def test_a_row_the_layer_wrote_but_rows_read_missed_is_refused(shards, monkeypatch, check):
+    """Without the noted rows' check (or the whole read under the variable) the gradient of
+    row 2 was dropped without a word."""
+    if check is not None:
+        monkeypatch.setenv(CHECK_ROWS_VARIABLE, check)
+    net = Network()
+    net.add("sfc", MissesARow(IN, 40, sparse=True, dtype=np.float64), ["x", "sel"])
+    net.add("loss", SoftmaxCrossEntropy(), ["sfc", "label"])
+    sync = pserver_sync(shards.start(1, workers=1), create_optimizer("sgd", lr=0.1), 0, 1)
+    try:
+        sync.setup(net.parameters())
+        sync.start_step(len(SELECTED))
+        sync.prefetch(net.rows_needed(_feeds()))
+        net.forward(_feeds())
+        with pytest.raises(SyncError, match=r"rows \[2\] have gradients but were not prefetched"):
+            net.backward(sync, loss="loss")
+        sync.abandon_step()
+    finally:
+        sync.close()
