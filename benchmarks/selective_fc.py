@@ -5,6 +5,12 @@ Usage: ``python benchmarks/selective_fc.py [--batch 64] [--in-features 256] [--t
 For 1%, 10% and 100% of 4096 outputs selected per sample (random columns), prints the time of
 the sparse path (gather the selected weight rows), the dense path (full product, then pick) and
 what ``method="auto"`` chooses, each as a ratio to the dense layer measured in the same run.
+
+Then a parameter server's sparse push on the worker, for a ``sparse=True`` layer of 100 000 x
+64 and 1 000 000 x 8 weights (the batch's samples selecting 8 columns each): finding the rows
+to push and copying them for the wire, from the rows the layer's backward noted against a read
+of the whole gradient (``DISTCONV_CHECK_SPARSE_ROWS=1``, what every step did before), as a
+ratio in the same run. No shard is involved: the step's wire time is another benchmark's.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import at_least, best_ms, print_table  # noqa: E402
 
 OUT = 4096
+#: (rows, columns) of the sparse push's tables, and the columns each sample selects there
+PUSH_TABLES, PUSH_K = ((100_000, 64), (1_000_000, 8)), 8
 
 
 def main() -> None:
@@ -60,6 +68,44 @@ def main() -> None:
             rows.append([f"{frac:.0%} selected", method, f"{ms:.2f}", f"{ms / dense_ms:.2f}"])
     print(f"batch {n}, {d} -> {OUT}, float32, {args.threads} threads, forward + backward")
     print_table(["case", "method", "ms", "vs dense FC"], rows)
+    push_rows(n, rng)
+
+
+def push_rows(n: int, rng) -> None:
+    """Time the worker's rows of a sparse push (:data:`PUSH_TABLES`), after one real backward:
+    from the rows the layer noted (as its backward notes them) against a read of the table."""
+    import numpy as np
+
+    from distconv import Arg
+    from distconv.layers import SelectiveFullyConnected
+    from distconv.layers.written_rows import note_rows, open_rows
+    from distconv.sync.ps.sparse import CHECK_ROWS_VARIABLE, rows_with_gradient
+
+    rows = []
+    for out, width in PUSH_TABLES:
+        layer = SelectiveFullyConnected(width, out, bias=False, sparse=True)
+        x = Arg(rng.standard_normal((n, width)).astype(np.float32))
+        cols = rng.integers(0, out, (n, PUSH_K))
+        y = layer(x, Arg(ids=cols, needs_grad=False))
+        y.grad = np.ones_like(y.value)
+        w, used = layer.weight, np.unique(cols)  # the rows its backward writes and notes
+        layer.backward(lambda p: None)
+
+        def push(w=w, used=used):
+            open_rows(w)  # the step's start
+            note_rows(w, used)  # the backward's note
+            return w.grad[rows_with_gradient(w, w.grad)]  # the rows copied for the wire
+
+        timed = {}
+        for check in ("1", "0"):
+            os.environ[CHECK_ROWS_VARIABLE] = check
+            timed[check] = best_ms(push, repeat=7)
+        name = f"{out} x {width}"
+        rows.append([name, "whole table (before)", f"{timed['1']:.3f}", "1.00"])
+        rows.append([name, "rows noted", f"{timed['0']:.3f}", f"{timed['0'] / timed['1']:.3f}"])
+    del os.environ[CHECK_ROWS_VARIABLE]
+    print(f"sparse push rows, batch {n} x {PUSH_K} columns, float32")
+    print_table(["table", "rows from", "ms", "vs before"], rows)
 
 
 if __name__ == "__main__":
