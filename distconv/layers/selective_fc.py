@@ -290,7 +290,10 @@ class SelectiveFullyConnected(FullyConnected):
         super().backward(callback)
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
-        if self.selection is None:
+        if self.selection is None:  # the full product's gradient: every row of each
+            for p in (*self.weights, self.bias):
+                if p is not None and not p.static:
+                    note_rows(p, p.all_rows())  # (noted first: the base fires them)
             super()._backward(dz, callback)
             return
         b, cols = self.bias, self.selection.cols

@@ -8,17 +8,21 @@ is read whole, as before. Real shards on 127.0.0.1 (port 0).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import numpy as np
 import pytest
 
 from distconv import Arg, Network
+from distconv.equivalence import assert_matches_local
 from distconv.layers import SelectiveFullyConnected, SoftmaxCrossEntropy
 from distconv.layers.written_rows import note_rows, open_rows, take_rows
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.ps.sparse import CHECK_ROWS_VARIABLE
-from tests.layers.test_selective_fc_sparse_bias import IN, sampled_softmax
+from tests.layers.test_selective_fc_sparse_bias import IN, JOB, sampled_softmax
 from tests.sync.ps.ps_helpers import pserver_sync
 
 #: each sample's two selected columns: rows 2, 7 and 9 of the weight and the bias
@@ -47,6 +51,18 @@ def test_the_rows_a_selective_layer_notes_are_those_it_wrote():
     for p in net.parameters():
         written = np.flatnonzero(np.any(p.grad.reshape(len(p.grad), -1), axis=1))
         assert take_rows(p).tolist() == written.tolist() == [2, 7, 9]
+
+
+def test_a_selective_layer_without_a_selection_notes_every_row():
+    """Its full product writes each row: a step mixing such a pass with a selected one must
+    not take the selected pass's rows for all it wrote."""
+    net = sampled_softmax(0)
+    for p in net.parameters():
+        open_rows(p)
+    x = _feeds()["x"]
+    net["sfc"](Arg(x)).grad = np.ones((len(x), 40))
+    net["sfc"].backward(lambda p: None)
+    assert [take_rows(p).tolist() for p in net.parameters()] == [list(range(40))] * 2
 
 
 @pytest.mark.parametrize("noting", [(True, False), (False, True), (True, True)])
@@ -91,3 +107,11 @@ def test_a_row_the_layer_wrote_but_rows_read_missed_is_refused(shards, monkeypat
         sync.abandon_step()
     finally:
         sync.close()
+
+
+@pytest.mark.timeout(120)
+def test_noted_rows_of_accumulated_passes_train_as_one_process(shards):
+    """Two passes a step, each noting its rows: float64 SGD on 2 workers and 2 shards ends
+    with one process's weights (``test_selective_fc_sparse_bias.py`` runs one pass a step)."""
+    make = functools.partial(pserver_sync, shards.start(2, workers=2))
+    assert_matches_local(make, 2, dataclasses.replace(JOB, accumulate=2), timeout=90)
