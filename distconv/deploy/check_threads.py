@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
 from distconv.deploy.check_ranks import _rank_containers, _ranks_per_pod, _trainers
 from distconv.deploy.check_shards import env_as_seen
-from distconv.deploy.counts import _GO_SPACE, _MOST_EXPONENT, _MULTIPLIERS, _QUANTITY, _is_count
+from distconv.deploy.counts import cpu_amount
 from distconv.deploy.walk import Manifest, _here
 from distconv.placement import INTEGER_TEXT
 
@@ -102,25 +101,3 @@ def _cpus_of(cpus: Fraction, written: Any, ranks: int, holder: str, own: bool) -
 def _shown(amount: Fraction) -> str:
     """A CPU amount as an operator writes it: ``2``, ``1.5``, ``0.25``."""
     return f"{float(amount):.3f}".rstrip("0").rstrip(".")
-
-
-def cpu_amount(value: Any) -> Fraction | None:
-    """A CPU quantity (``2``, ``1.5``, ``"500m"``, ``"2000m"``, ``"1e0"``) as the CPUs it
-    names, as the API server reads it (rounded up to a milli-CPU); None where it is absent, or
-    no quantity (the API server refuses it: not judged here)."""
-    if _is_count(value) or isinstance(value, float):
-        value = format(Decimal(str(value)), "f")
-    text = value.strip(_GO_SPACE) if isinstance(value, str) else ""
-    match = _QUANTITY.fullmatch(text) if text.isascii() else None
-    if not text or match is None:
-        return None
-    sign, whole, fraction, exponent, multiplier = match.groups()
-    power = int(exponent or 0)
-    if abs(power) > _MOST_EXPONENT or sign == "-":
-        return None
-    amount = (
-        Fraction(Decimal(f"{whole or 0}.{fraction or 0}"))
-        * Fraction(10) ** power
-        * _MULTIPLIERS.get(multiplier, 1)
-    )
-    return Fraction(math.ceil(amount * 1000), 1000)

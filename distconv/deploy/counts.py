@@ -149,20 +149,23 @@ _MULTIPLIERS = {
 }
 
 
-def whole_quantity(value: Any) -> int | None:
-    """``value``, a count of devices (``nvidia.com/gpu``), as the API server reads it: a whole
-    number of them, not below 0 (``ValidateResourceQuantityValue``: ``MilliValue() % 1000 ==
-    0``, rounded up: ``"0.9995"`` is 1), written as an integer, a whole float or a quantity's
-    text (``"2"``, ``"2000m"``, ``" 1"``); None where it is none (``"x"``, ``1.5``, ``-1``),
-    which it refuses."""
+def quantity_amount(value: Any) -> Fraction | None:
+    """``value``, a resource quantity (``2``, ``1.5``, ``"500m"``, ``"1Ki"``, ``"1e3"``), as the
+    exact amount the API server reads (resource.Quantity), its sign kept and not yet rounded:
+    an integer, a float (YAML's ``1.5``, which kubectl sends as that JSON number) or a
+    quantity's text. None where it is none (``"x"``, ``"1.5 CPUs"``), which the API server
+    refuses, or its exponent is past :data:`_MOST_EXPONENT`. A number of any length (``"1e"``
+    then 5000 zeros is 1, an int of 5000 digits) is read whole, never through ``int(str)``,
+    which refuses more than 4300 digits."""
     if _is_count(value):
-        return int(value) if value >= 0 else None
+        return Fraction(int(value))
+    if isinstance(value, float):
+        return Fraction(Decimal(repr(value))) if math.isfinite(value) else None
     text = value.strip(_GO_SPACE) if isinstance(value, str) else ""
     match = _QUANTITY.fullmatch(text) if text.isascii() else None
     if not text or match is None:
         return None
     sign, whole, fraction, exponent, multiplier = match.groups()
-    # Decimal, not int(): a number of any length (``"1e"`` then 5000 zeros is 1) is read whole
     power = Decimal(exponent or 0)
     if abs(power) > _MOST_EXPONENT:
         return None
@@ -171,9 +174,29 @@ def whole_quantity(value: Any) -> int | None:
         * Fraction(10) ** int(power)
         * _MULTIPLIERS.get(multiplier, 1)
     )
+    return -amount if sign == "-" else amount
+
+
+def whole_quantity(value: Any) -> int | None:
+    """``value``, a count of devices (``nvidia.com/gpu``), as the API server reads it: a whole
+    number of them, not below 0 (``ValidateResourceQuantityValue``: ``MilliValue() % 1000 ==
+    0``, rounded up: ``"0.9995"`` is 1), written as an integer, a whole float or a quantity's
+    text (``"2"``, ``"2000m"``, ``" 1"``); None where it is none (``"x"``, ``1.5``, ``-1``),
+    which it refuses."""
+    amount = quantity_amount(value)
+    if amount is None or amount < 0:
+        return None
     # the API server validates ceil(value * 1000) (MilliValue; ParseQuantity's rounding up to
     # nano-units is finer), and the count is its Value(), ceil(value)
     milli = math.ceil(amount * 1000)
-    if milli % 1000 or (sign == "-" and amount):
+    return None if milli % 1000 else milli // 1000
+
+
+def cpu_amount(value: Any) -> Fraction | None:
+    """A CPU quantity (``2``, ``1.5``, ``"500m"``, ``"2000m"``, ``"1e0"``) as the CPUs it
+    names, as the API server reads it (rounded up to a milli-CPU); None where it is absent,
+    below 0, or no quantity (the API server refuses it: not judged)."""
+    amount = quantity_amount(value)
+    if amount is None or amount < 0:
         return None
-    return milli // 1000
+    return Fraction(math.ceil(amount * 1000), 1000)
