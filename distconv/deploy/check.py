@@ -74,7 +74,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     together and are named in DNS before they are ready; ``mpirun -np`` fits in
     the MPIJob's worker slots, and its ranks' ``--timeout`` is below their ``--stall-seconds``
     where the worker pods' liveness asks their ``/healthz``;
-    an MPIJob whose ranks run ``distconv train`` sets ``mpiImplementation: MPICH`` and
+    an MPIJob whose ranks run ``distconv train`` and whose worker pods start this image's sshd
+    (its ``-f /home/distconv/.sshd_config``) sets ``mpiImplementation: MPICH`` and
     ``sshAuthMountPath`` to the image's ``~/.ssh`` (the operator's defaults would start every
     rank in the launcher pod, and no worker's sshd), and its ``-np`` leaves no worker pod idle;
     no rank's thread variables

@@ -21,7 +21,7 @@ from distconv.deploy.check_shards import _is_filled, expand
 from distconv.deploy.check_timeouts import rank_seconds
 from distconv.deploy.counts import count, counted
 from distconv.deploy.mpi_timeouts import STALL, TIMEOUT, order_problem
-from distconv.deploy.mpijob import MPI_IMPLEMENTATION, SSH_AUTH_MOUNT_PATH
+from distconv.deploy.mpijob import MPI_IMPLEMENTATION, SSH_AUTH_MOUNT_PATH, SSHD_CONFIG
 from distconv.deploy.walk import (
     Manifest,
     _any_runs,
@@ -29,10 +29,13 @@ from distconv.deploy.walk import (
     _command_args,
     _digits,
     _flag,
+    _main_containers,
     _of_kind,
     _pod,
     _process_counts,
+    _templates,
     _where,
+    program_words,
 )
 
 #: the operator's defaults (its CRD's) for the fields the image needs set otherwise
@@ -47,13 +50,17 @@ HOST_FILE_VARIABLES = {
 
 
 def _mpi_launch_settings(objs: Sequence[Manifest]) -> Iterator[str]:
-    """An MPIJob whose ranks run ``distconv train`` runs the image's mpirun (MPICH's Hydra) and
-    sshd, which need ``mpiImplementation: MPICH`` and ``sshAuthMountPath`` where the image's
-    sshd reads its keys (:mod:`~distconv.deploy.mpijob`). Either left out takes the operator's
-    default, which the CRD schema takes: only the cluster would show it, and only as ranks
-    crowded into the launcher pod or worker pods that crash-loop."""
+    """An MPIJob whose ranks run ``distconv train`` in this image (its worker pods' sshd started
+    with the image's :data:`~distconv.deploy.mpijob.SSHD_CONFIG`) runs the image's mpirun
+    (MPICH's Hydra) and sshd, which need ``mpiImplementation: MPICH`` and ``sshAuthMountPath``
+    where the image's sshd reads its keys (:mod:`~distconv.deploy.mpijob`). Either left out
+    takes the operator's default, which the CRD schema takes: only the cluster would show it,
+    and only as ranks crowded into the launcher pod or worker pods that crash-loop. An image of
+    the operator's own (Intel MPI, an sshd of its own reading keys in /root/.ssh) is not
+    judged: its MPI and key directory are its own."""
     for mpijob in _of_kind(objs, "MPIJob"):
-        if not _any_runs(mpijob, "train"):  # not distconv's ranks: not this image's mpirun
+        # not distconv's ranks, or not this image's sshd and mpirun
+        if not _any_runs(mpijob, "train") or not _runs_the_images_sshd(mpijob):
             continue
         spec = mpijob.get("spec", {})
         implementation = spec.get("mpiImplementation")
@@ -71,6 +78,33 @@ def _mpi_launch_settings(objs: Sequence[Manifest]) -> Iterator[str]:
                 "every worker's sshd would exit (no host key) and mpirun reach no worker pod; "
                 f"set sshAuthMountPath: {SSH_AUTH_MOUNT_PATH}"
             )
+
+
+def _runs_the_images_sshd(mpijob: Manifest) -> bool:
+    """Whether a Worker container of ``mpijob`` starts sshd with the image's configuration
+    (``sshd -De -f /home/distconv/.sshd_config``, as rendered; ``-f`` joined to its value or
+    ending a cluster of flags too), which only this image holds."""
+    return any(
+        SSHD_CONFIG in _sshd_configs(program_words(container))
+        for where, template in _templates(mpijob)
+        if where.endswith(" Worker")
+        for container in _main_containers(template)
+    )
+
+
+def _sshd_configs(words: list[str]) -> Iterator[str]:
+    """The configuration files (``-f FILE``, normalised) that each sshd in ``words`` is given."""
+    for at, word in enumerate(words):
+        if word.rsplit("/", 1)[-1] != "sshd":
+            continue
+        rest = words[at + 1 :]
+        for i, option in enumerate(rest):
+            if not option.startswith("-") or option.startswith("--") or "f" not in option:
+                continue
+            joined = option[option.index("f") + 1 :]  # -fFILE; -Def FILE
+            value = joined or (rest[i + 1] if i + 1 < len(rest) else "")
+            if value:
+                yield posixpath.normpath(value)
 
 
 def _setting(field: str, value: Any) -> str:

@@ -29,6 +29,9 @@ MPI_IMPLEMENTATION = "MPICH"
 #: where docker/sshd_config reads the host key and authorized_keys and the launcher's ssh its
 #: identity
 SSH_AUTH_MOUNT_PATH = f"{HOME}/.ssh"
+#: the sshd configuration the image holds (docker/sshd_config), which the worker pods' sshd is
+#: started with: the mark of a worker pod that runs this image's sshd
+SSHD_CONFIG = f"{HOME}/.sshd_config"
 LAUNCHER_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
 
 
@@ -58,7 +61,7 @@ class _MpiWorkload(_JobBase):
         )
         # Hydra starts each rank in mpirun's working directory: the same path on every pod
         launcher["workingDir"] = WORK_DIR
-        sshd = ["/usr/sbin/sshd", "-De", "-f", f"{HOME}/.sshd_config"]
+        sshd = ["/usr/sbin/sshd", "-De", "-f", SSHD_CONFIG]
         worker = self.container(
             "worker",
             sshd,

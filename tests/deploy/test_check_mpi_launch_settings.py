@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from distconv.deploy.check_mpi import OPERATOR_DEFAULTS
-from distconv.deploy.mpijob import MPI_IMPLEMENTATION, SSH_AUTH_MOUNT_PATH
-from tests.deploy.hand_edits import copied_example, edit, one_problem, passes, rendered
+from distconv.deploy.mpijob import MPI_IMPLEMENTATION, SSH_AUTH_MOUNT_PATH, SSHD_CONFIG
+from tests.deploy.hand_edits import copied_example, edit, one_problem, passes, problems, rendered
 from tests.deploy.test_manifests import CRD, REPO_ROOT
 
 pytestmark = pytest.mark.timeout(120)
@@ -121,6 +121,46 @@ def test_an_mpijob_of_other_ranks_than_distconvs_is_not_judged(tmp_path: Path):
     passes(folder)
 
 
+def _own_image(sshd: list[str]):
+    """The MPIJob on an image of the operator's own: Intel MPI, its sshd started with ``sshd``
+    reading keys in /root/.ssh, its ranks still ``distconv train`` (installed in that image)."""
+
+    def change(mpijob: dict) -> None:
+        mpijob["spec"].update(mpiImplementation="Intel", sshAuthMountPath="/root/.ssh")
+        for role in ("Launcher", "Worker"):
+            (container,) = mpijob["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["containers"]
+            container["image"] = "registry.example.com/team/intel-mpi-train:3"
+            if role == "Worker":
+                container["args"] = sshd
+
+    return change
+
+
+def test_distconv_ranks_on_an_image_of_the_operators_own_are_not_judged(tmp_path: Path):
+    """Intel MPI and keys in /root/.ssh are right for an image whose sshd is its own: only
+    worker pods that start this image's sshd (its configuration file) run its MPICH."""
+    folder = copied_example("mpijob", tmp_path)
+    edit(folder / MPIJOB_FILE, _own_image(["/usr/sbin/sshd", "-De"]))
+    passes(folder)
+
+
+@pytest.mark.parametrize(
+    "sshd",
+    [
+        ["/usr/sbin/sshd", "-Def", SSHD_CONFIG],
+        ["/usr/sbin/sshd", "-De", f"-f{SSHD_CONFIG}"],
+        ["/bin/sh", "-c", f"exec /usr/sbin/sshd -De -f {SSHD_CONFIG}"],
+    ],
+    ids=["flags-joined", "value-joined", "shell"],
+)
+def test_this_images_sshd_however_started_is_judged(tmp_path: Path, sshd: list[str]):
+    folder = copied_example("mpijob", tmp_path)
+    edit(folder / MPIJOB_FILE, _own_image(sshd))
+    lines = problems(folder)
+    assert [line.split(":", 1)[0] for line in lines] == ["MPIJob digits-mpi"] * 2, lines
+    assert lines[0].startswith("MPIJob digits-mpi: mpiImplementation is 'Intel'"), lines
+
+
 def test_the_expected_values_are_what_the_image_reads():
     """The renderer and the check share their values (``mpijob``); they are the image's: its
     sshd reads its host key and authorized_keys there, and its mpirun is MPICH's."""
@@ -128,6 +168,8 @@ def test_the_expected_values_are_what_the_image_reads():
     read = re.findall(r"^(?:HostKey|AuthorizedKeysFile) (\S+)/[^/\s]+$", config, flags=re.M)
     assert read == [SSH_AUTH_MOUNT_PATH, SSH_AUTH_MOUNT_PATH]
     assert MPI_IMPLEMENTATION == "MPICH"
+    dockerfile = (REPO_ROOT / "docker" / "Dockerfile").read_text(encoding="utf-8")
+    assert f"COPY --chown=10001:10001 docker/sshd_config {SSHD_CONFIG}" in dockerfile
 
 
 @pytest.mark.parametrize("example", ["mpijob", "mpijob-gpu"])
