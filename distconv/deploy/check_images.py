@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.image_ref import FORM, is_image_reference
+from distconv.deploy.image_ref import FORM, is_image_reference, pulled_image
 from distconv.deploy.programs import runs_the_jobs_processes, trains_with_the_shards
 from distconv.deploy.walk import (
     Manifest,
@@ -77,16 +77,20 @@ def _shard_job(objs: Sequence[Manifest]) -> list[tuple[str, Manifest]]:
 
 def _two_images(containers: list[tuple[str, Manifest]], later: str) -> Iterator[str]:
     """One line where the ``containers`` of one job, each named by where it is, run two images
-    (each one the kubelet can pull: another is named above): the first of each."""
-    first: dict[str, str] = {}
+    (each one the kubelet can pull: another is named above), as the kubelet pulls them
+    (:func:`~distconv.deploy.image_ref.pulled_image`: ``distconv`` and
+    ``docker.io/library/distconv:latest`` are one): the first of each, as written."""
+    first: dict[str, tuple[str, str]] = {}
     for here, container in containers:
         image = container.get("image")
-        if isinstance(image, str) and is_image_reference(image):
-            first.setdefault(image, here)
+        pulled = pulled_image(image) if isinstance(image, str) else None
+        if pulled is not None:
+            first.setdefault(pulled, (image, here))
     if len(first) > 1:
-        (image, here), (other, there), *_ = first.items()
+        (image, here), (other, there), *_ = first.values()
         yield (
-            f"{here} runs image {image!r} but {there} runs {other!r}: one job on two builds of "
-            f"distconv, which may fail it only later ({later}); give both the same image, as a "
-            "render gives a job one"
+            f"{here} runs image {image!r} but {there} runs {other!r}: one job on two images, "
+            f"which may hold two builds of distconv and fail it only later ({later}); give "
+            "both the same image, as a render gives a job one (two tags of one build: write "
+            "one of them in both)"
         )

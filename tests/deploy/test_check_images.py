@@ -46,9 +46,10 @@ def _image(image: str, role: str | None = None):
 
 def _two_builds(first: str, image: str, second: str, other: str, later: str) -> str:
     return (
-        f"{first} runs image {image!r} but {second} runs {other!r}: one job on two builds of "
-        f"distconv, which may fail it only later ({later}); give both the same image, as a "
-        "render gives a job one"
+        f"{first} runs image {image!r} but {second} runs {other!r}: one job on two images, "
+        f"which may hold two builds of distconv and fail it only later ({later}); give both "
+        "the same image, as a render gives a job one (two tags of one build: write one of "
+        "them in both)"
     )
 
 
@@ -138,3 +139,31 @@ def test_a_pod_beside_the_job_on_an_image_of_its_own_is_not_judged(tmp_path: Pat
 
 def test_the_examples_still_pass(tmp_path):
     assert_examples_still_pass(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("shards", "workers"),
+    [
+        ("distconv:0.1.0", "docker.io/library/distconv:0.1.0"),
+        ("distconv", "index.docker.io/library/distconv:latest"),
+        (f"{PUSHED}@sha256:{'ab' * 32}", f"registry.example.com/ml/distconv@sha256:{'ab' * 32}"),
+    ],
+    ids=["docker-hub-spelled-out", "latest-spelled-out", "digest-with-and-without-its-tag"],
+)
+def test_one_image_written_two_ways_is_one_image(tmp_path, shards, workers):
+    """The kubelet pulls each pair as one image: Docker Hub's ``library/`` and ``:latest`` are
+    what a short name means, and an image given by digest is pulled by it, its tag aside."""
+    folder = copied_example("pserver", tmp_path)
+    edit(folder / SHARDS, _image(shards))
+    edit(folder / WORKERS, _image(workers))
+    passes(folder)
+
+
+def test_two_registries_or_digests_are_two_images(tmp_path):
+    folder = copied_example("pserver", tmp_path)
+    edit(folder / SHARDS, _image(f"{PUSHED}@sha256:{'ab' * 32}"))
+    edit(folder / WORKERS, _image(f"{PUSHED}@sha256:{'cd' * 32}"))
+    (problem,) = problems(folder)
+    assert problem.startswith("StatefulSet digits-ps-pserver container pserver runs image "), (
+        problem
+    )
