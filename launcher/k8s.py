@@ -14,7 +14,6 @@ from .commands import (
     LaunchError,
     Program,
     UsageError,
-    has_option,
     names_a_program,
     parse_program,
     refuse_owned_flags,
@@ -116,30 +115,24 @@ def _render(args: argparse.Namespace, train_args: Sequence[str]) -> list[dict[st
     )
 
 
-#: how the renderer ends a refusal of the train arguments after ``--`` (a workers' --timeout
-#: below a shard's least, an MPIJob's --timeout not below --stall-seconds, a value train refuses)
-TRAIN_ARGS_REFUSED = "(the train arguments after --)"
-
-
 def _refusal(args: argparse.Namespace, program: Program, exc: ValueError) -> LaunchError:
     """The renderer's refusal ``exc`` as the launcher's: a usage error (exit 2, as local's and
-    mpi's refusals of train arguments) where the train arguments are what it refuses and the
-    job renders without them: a flag the deployment sets or excludes (``-- --rank 1``), or a
-    value it says is theirs (``-- --timeout 0.1``, which ``distconv-launch local`` refused
-    with exit 2 and k8s with 1); else (the launch's own flags: ``--job-name``) a plain
-    LaunchError."""
-    from distconv.deploy.render_args import ENVIRONMENT_FLAGS, EXCLUDED_FLAGS, OWNED_FLAGS
+    mpi's refusals of train arguments) where the job renders without the train arguments, so
+    that they are what it refuses: a flag the deployment sets or excludes (``-- --rank 1``),
+    or a value of theirs (``-- --timeout 0.1`` beside shards, which ``distconv-launch local``
+    refuses with exit 2 too). Told by rendering again, not by the message's words, which a
+    refusal may come to share or lose. Else a plain LaunchError, exit 1: the launch's own
+    flags (``--job-name``), refused first or beside them; and bytes no manifest can hold
+    (not UTF-8), in a train argument as in ``--image``, which local would run."""
+    from distconv.deploy.render_args import _undecoded
 
-    sets = (*OWNED_FLAGS, *ENVIRONMENT_FLAGS, *EXCLUDED_FLAGS)
-    names_train_args = str(exc).endswith(TRAIN_ARGS_REFUSED)
-    if names_train_args or any(has_option(program.argv, flag) for flag in sets):
-        try:
-            _render(args, [])
-        except ValueError:
-            pass  # the launch's own flags are refused too, and first
-        else:
-            return UsageError(str(exc))
-    return LaunchError(str(exc))
+    if any(_undecoded(arg) for arg in program.argv):
+        return LaunchError(str(exc))
+    try:
+        _render(args, [])
+    except ValueError:
+        return LaunchError(str(exc))
+    return UsageError(str(exc))
 
 
 @one_launch()

@@ -48,3 +48,38 @@ def test_the_launchs_own_flags_refused_first_stay_exit_1(tmp_path):
     status, line = _refused("k8s", *SHARDED, "--image", "d:1", "--job-name", "Bad_Name",
                             *BELOW_THE_LEAST, cwd=tmp_path / "j")  # fmt: skip
     assert status == 1 and "--job-name must be a DNS label" in line, line
+
+
+def test_a_refusal_of_the_train_arguments_in_other_words_is_still_a_usage_error(monkeypatch):
+    """Told by the job rendering without them, not by the refusal's closing words "(the train
+    arguments after --)": the real renderer, its refusal reworded (as any may come to be),
+    refuses a workers' --timeout below a shard's least, and the launch still says exit 2."""
+    from distconv.deploy import render
+    from launcher.cli import build_parser
+    from launcher.commands import UsageError
+    from launcher.k8s import checked_manifests
+    from launcher.options import parse_own
+
+    real = render.render_manifests
+
+    def reworded(**kwargs):
+        try:
+            return real(**kwargs)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace(" (the train arguments after --)", "")) from None
+
+    monkeypatch.setattr(render, "render_manifests", reworded)
+    own = ["k8s", *SHARDED, "--image", "d:1"]
+    rest = list(BELOW_THE_LEAST[1:])
+    with pytest.raises(UsageError) as refused:
+        checked_manifests(parse_own(build_parser(), own, rest), rest)
+    assert str(refused.value).startswith("--timeout 0.1 is below 0.2 s"), refused.value
+    assert not str(refused.value).endswith("(the train arguments after --)")
+
+
+def test_the_launchs_own_flag_refused_beside_a_train_arguments_refusal_stays_exit_1(tmp_path):
+    """An MPIJob given shards is refused after the train arguments are, but the launch's own
+    flags are wrong too: no usage error of the train arguments alone."""
+    status, line = _refused("k8s", "--mpi", "--servers", "2", "--workers", "2", "--image", "d:1",
+                            "--", "--timeout", "400", cwd=tmp_path / "s")  # fmt: skip
+    assert status == 1, line
