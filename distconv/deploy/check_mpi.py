@@ -132,7 +132,8 @@ def _hosts_unread(implementation: Any) -> str:
 def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
     """``mpirun -np`` is one number, fits in the slots of the pods that run ranks, and fills
     each of them but the last: Hydra fills the hosts' slots in order, so a pod past the ranks
-    would hold its CPU, memory and GPUs idle for the whole job."""
+    would hold its CPU, memory and GPUs idle for the whole job. Where mpirun places the ranks
+    otherwise (``-ppn 1``, ``-rr``: one a host), its pods are not counted idle."""
     for mpijob in _of_kind(objs, "MPIJob"):
         spec = mpijob.get("spec", {})
         replicas = spec.get("mpiReplicaSpecs", {})
@@ -157,7 +158,12 @@ def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
                     f"{_where(mpijob)} Launcher: -np {np} exceeds the workers' slots "
                     f"({capacity} = replicas x slotsPerWorker)"
                 )
-            elif known and slots and (filled := math.ceil(int(np) / slots)) < pods:
+            elif (
+                _fills_in_order(_argv(container))
+                and known
+                and slots
+                and ((filled := math.ceil(int(np) / slots)) < pods)
+            ):
                 yield (
                     f"{_where(mpijob)} Launcher: -np {np} fills the slots of {filled} of the "
                     f"{pods} pods that run ranks (slotsPerWorker {slots}): the other "
@@ -201,6 +207,23 @@ def _mpiruns(containers: list[Manifest]) -> list[Manifest]:
     shipper); all of them where none does, as one must."""
     runs = [c for c in containers if {a.rsplit("/", 1)[-1] for a in _argv(c)} & _MPIRUN]
     return runs or containers
+
+
+#: Hydra's options that place the ranks otherwise than by filling each host's slots in order
+#: (``-ppn 1``: one a host, round robin), so that no pod past the first ranks need be idle
+_PLACEMENT = {"-ppn", "-perhost", "-grr", "-rr"}
+
+
+def _fills_in_order(argv: list[str]) -> bool:
+    """Whether mpirun's own options in ``argv`` (before the Python it starts) leave Hydra to
+    fill each host's slots in order, as the idle-pod count assumes: no :data:`_PLACEMENT`
+    option, with one dash or two, its value apart or after ``=``."""
+    for arg in argv:
+        if arg.rsplit("/", 1)[-1].startswith("python"):
+            break
+        if arg.startswith("-") and "-" + arg.partition("=")[0].lstrip("-") in _PLACEMENT:
+            return False
+    return True
 
 
 #: the names Hydra's process manager goes by

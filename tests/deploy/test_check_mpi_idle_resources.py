@@ -23,6 +23,7 @@ from tests.deploy.hand_edits import (
     one_problem,
     passes,
     pod_spec,
+    problems,
     rendered,
 )
 
@@ -65,6 +66,21 @@ def test_worker_pods_past_the_ranks_are_named(
     folder = copied_example("mpijob", tmp_path)
     path = edit(folder / CPU_FILE, _shaped(replicas, np=np))
     assert one_problem(folder) == ([str(path)], f"MPIJob digits-mpi Launcher: {said}")
+
+
+@pytest.mark.parametrize("placement", [["-ppn", "1"], ["--ppn=1"], ["-rr"]])
+def test_ranks_placed_one_a_pod_leave_no_pod_idle(tmp_path: Path, placement: list[str]):
+    """-np 4 on 4 pods of 2 slots, mpirun told to place one rank a host: every pod runs one,
+    though the slots alone would fill two pods."""
+    folder = copied_example("mpijob", tmp_path)
+
+    def spread(mpijob: dict) -> None:
+        _shaped(4, slots=2)(mpijob)
+        (launcher,) = pod_spec(mpijob, "Launcher")["containers"]
+        launcher["args"][1:1] = placement
+
+    edit(folder / CPU_FILE, spread)
+    assert not [line for line in problems(folder) if "would sit idle" in line]
 
 
 def test_a_last_pod_the_ranks_only_part_fill_is_not_idle(tmp_path: Path):
