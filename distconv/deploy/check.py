@@ -119,7 +119,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     readiness or startup gate; a CronJob whose Job runs them lets no two runs overlap
     (``concurrencyPolicy: Forbid`` or ``Replace``); every image of a pod that runs a shard, a
     rank or sshd is one the kubelet can parse, and one job's shards and the workers that reach
-    them (an MPIJob's Launcher and Worker) run one image.
+    them (an MPIJob's Launcher and Worker, where its workers run this image's sshd) run one
+    image.
 
     Raises :class:`ValueError` for a document the checks cannot read (one that holds itself,
     nests too deep or expands too far: :func:`~distconv.deploy.bounds.refuse_unreadable`).

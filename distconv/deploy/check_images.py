@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from distconv.deploy.check_mpi import runs_the_images_sshd
 from distconv.deploy.image_ref import FORM, is_image_reference, pulled_image
 from distconv.deploy.programs import runs_the_jobs_processes, trains_with_the_shards
 from distconv.deploy.walk import (
@@ -32,10 +33,14 @@ MPIRUN_LATER = "the launcher's mpirun starting the workers' ranks of another bui
 
 def image_problems(objs: Sequence[Manifest]) -> Iterator[str]:
     """Each image of a pod of the job that no kubelet can pull, and each job whose shards and
-    workers (or an MPIJob's Launcher and Worker) run different images."""
+    workers (or an MPIJob's Launcher and Worker, where its workers run this image's sshd:
+    :func:`~distconv.deploy.check_mpi.runs_the_images_sshd`) run different images. A launcher
+    image apart from the workers' is the operator's own choice in an MPIJob of its own image."""
     yield from _unpullable(objs)
     yield from _two_images(_shard_job(objs), SHARDS_LATER)
     for mpijob in _of_kind(objs, "MPIJob"):
+        if not runs_the_images_sshd(mpijob):  # an image of the operator's own: its own MPI
+            continue
         ours = [
             (_here(where, c), c)
             for where, template in _templates(mpijob)

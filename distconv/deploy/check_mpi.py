@@ -60,7 +60,7 @@ def _mpi_launch_settings(objs: Sequence[Manifest]) -> Iterator[str]:
     judged: its MPI and key directory are its own."""
     for mpijob in _of_kind(objs, "MPIJob"):
         # not distconv's ranks, or not this image's sshd and mpirun
-        if not _any_runs(mpijob, "train") or not _runs_the_images_sshd(mpijob):
+        if not _any_runs(mpijob, "train") or not runs_the_images_sshd(mpijob):
             continue
         spec = mpijob.get("spec", {})
         implementation = spec.get("mpiImplementation")
@@ -80,7 +80,7 @@ def _mpi_launch_settings(objs: Sequence[Manifest]) -> Iterator[str]:
             )
 
 
-def _runs_the_images_sshd(mpijob: Manifest) -> bool:
+def runs_the_images_sshd(mpijob: Manifest) -> bool:
     """Whether a Worker container of ``mpijob`` starts sshd with the image's configuration
     (``sshd -De -f /home/distconv/.sshd_config``, as rendered; ``-f`` joined to its value or
     ending a cluster of flags too), which only this image holds."""

@@ -167,3 +167,19 @@ def test_two_registries_or_digests_are_two_images(tmp_path):
     assert problem.startswith("StatefulSet digits-ps-pserver container pserver runs image "), (
         problem
     )
+
+
+def test_an_mpijob_of_the_operators_own_image_may_give_its_launcher_another(tmp_path):
+    """A Launcher image apart from the Workers' is common in MPIJobs of an image of one's own
+    (its sshd not this image's): only this image's job is held to one image."""
+    folder = copied_example("mpijob", tmp_path)
+
+    def own_images(mpijob: dict) -> None:
+        _image("registry.example.com/team/mpi-launcher:3", "Launcher")(mpijob)
+        _image("registry.example.com/team/mpi-train:3", "Worker")(mpijob)
+        (worker,) = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+        worker["args"] = ["/usr/sbin/sshd", "-De"]
+        mpijob["spec"].update(mpiImplementation="Intel", sshAuthMountPath="/root/.ssh")
+
+    edit(folder / MPIJOB, own_images)
+    passes(folder)
