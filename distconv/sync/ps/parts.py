@@ -21,7 +21,10 @@ the parts in the chief's own directory that no shard will prune (a run moved off
 server, or onto fewer shards; a ``steplast``) the chief's prune sweeps once its oldest kept
 checkpoint has passed them (:mod:`distconv.checkpoint_sweep`). For the same reason a part the
 disk cannot take (full, a quota) is a warning, in the shard's log and the chief's, and the
-chief writes its own checkpoint and goes on (:meth:`CheckpointParts.save_requested_part`).
+chief writes its own checkpoint and goes on (:meth:`CheckpointParts.save_requested_part`). A
+disk with no room (``ENOSPC``, ``EDQUOT``) first has the shard prune as the part written would
+have, less the part itself, and write it once more: pruning followed only a written part, so a
+disk that filled stayed full for the rest of the job.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from distconv.files import MadeFolder, delete_files, describe_os_error, folder_problem
+from distconv.sync.ps.part_failures import no_room
 from distconv.sync.ps.state import _Refused
 
 log = logging.getLogger("distconv.pserver")
@@ -98,6 +102,25 @@ def _make_missing(directory: Path, made: list[MadeFolder]) -> None:
                 raise
 
 
+def _write_part(path: Path, tensors: dict[str, np.ndarray], meta: dict[str, str]) -> None:
+    """Write the part ``path``, making its folder first.
+
+    Raises:
+        CheckpointError: the folder or the part cannot be written, raised from the
+            ``OSError`` (see :func:`~distconv.sync.ps.part_failures.no_room`).
+    """
+    from distconv.checkpoint import CheckpointError, save_tensors
+
+    try:  # made here, at the first part, not at start: see the module's docstring
+        make_folders(path.parent)
+    except OSError as exc:  # a file in its place, a full disk, removed since the last part
+        # a file or a dangling link in the way named, not mkdir's "file exists" after the
+        # part's path, which read as the part being there already
+        why = folder_problem(path.parent) or describe_os_error(exc)
+        raise CheckpointError(f"cannot save checkpoint {path}: {why}") from None
+    save_tensors(path, tensors, meta)
+
+
 class CheckpointParts:
     """The checkpoint side of :class:`~distconv.sync.ps.server.Shard`."""
 
@@ -112,10 +135,10 @@ class CheckpointParts:
             CheckpointError: a block's optimizer count holds what is no count (a shard bug;
                 nothing is written or pruned), or the part cannot be written.
         """
-        from distconv.checkpoint import CheckpointError, save_tensors
+        from distconv.checkpoint import CheckpointError
 
-        directory = Path(self.config.checkpoint_dir)
-        path = directory / f"pserver-shard{self.index}-step{step}.safetensors"
+        name = f"pserver-shard{self.index}-step{step}.safetensors"
+        path = Path(self.config.checkpoint_dir) / name
         if problems := self._bad_counts():
             raise CheckpointError(
                 f"cannot save checkpoint {path}: shard {self.index} holds optimizer counts "
@@ -136,20 +159,39 @@ class CheckpointParts:
             "optimizer": json.dumps(self.optimizer.config() if self.optimizer else {}),
             "completed": json.dumps(self.completed),
         }
-        try:  # made here, at the first part, not at start: see the module's docstring
-            make_folders(directory)
-        except OSError as exc:  # a file in its place, a full disk, removed since the last part
-            # a file or a dangling link in the way named, not mkdir's "file exists" after the
-            # part's path, which read as the part being there already
-            why = folder_problem(directory) or describe_os_error(exc)
-            raise CheckpointError(f"cannot save checkpoint {path}: {why}") from None
-        save_tensors(path, tensors, meta)
+        keep = self.config.keep_parts if keep is None else keep
+        try:
+            _write_part(path, tensors, meta)
+        except CheckpointError as exc:  # (its temporary file gone: see write_atomically)
+            if not (step.isdigit() and no_room(exc) and self._made_room(int(step), keep)):
+                raise
+            _write_part(path, tensors, meta)  # once: a disk still full fails this part
         if step.isdigit():
             try:
-                self.prune_parts(int(step), self.config.keep_parts if keep is None else keep)
+                self.prune_parts(int(step), keep)
             except OSError as exc:  # the part is written: its checkpoint stands, a later prunes
                 log.warning("shard %d: not pruning old checkpoint parts now: %s", self.index, exc)
         return path
+
+    def _made_room(self, step: int, keep: int) -> bool:
+        """Prune, where the disk had no room for the part of ``step``, as that part written
+        would have, less itself: the parts of the ``keep - 1`` newest steps before ``step``
+        stay (``keep`` 0: all), the rest go, that of ``step`` left by a rolled-back attempt
+        too. Without this a full disk stayed full, since pruning followed a written part.
+        Whether anything went, for the write to be tried again."""
+        if keep <= 0:
+            return False
+        try:
+            gone = self._prune(step - 1, keep - 1)
+        except OSError as exc:  # the folder unreadable: the part's own error is the one said
+            log.warning("shard %d: not pruning old checkpoint parts now: %s", self.index, exc)
+            return False
+        if gone:  # (none: the part's own error says it, once)
+            said = (
+                "shard %d: no room for the part of step %d: pruned %d old part(s), writing it again"
+            )
+            log.info(said, self.index, step, len(gone))
+        return bool(gone)
 
     def _bad_counts(self) -> list[str]:
         """Each block's optimizer count (Adam's ``step``) that is no count, by block and
@@ -190,8 +232,10 @@ class CheckpointParts:
     def prune_parts(self, step: int, keep: int) -> list[Path]:
         """Delete this shard's parts but those of its ``keep`` newest steps up to ``step``
         (``keep`` 0: none); returns the files deleted."""
-        if keep <= 0:
-            return []
+        return self._prune(step, keep) if keep > 0 else []
+
+    def _prune(self, step: int, keep: int) -> list[Path]:
+        """:meth:`prune_parts`, where ``keep`` 0 keeps none."""
         # ASCII digits, as run_files.SHARD_PART: int() reads any script's, and such a file,
         # no shard's, was pruned or stood in for the step it spelled
         pattern = re.compile(rf"pserver-shard{self.index}-step([0-9]+)\.safetensors")
@@ -200,7 +244,7 @@ class CheckpointParts:
             match = pattern.fullmatch(path.name)
             if match:
                 parts[int(match.group(1))] = path
-        kept = sorted(s for s in parts if s <= step)[-keep:]
+        kept = sorted(s for s in parts if s <= step)[-keep:] if keep else []  # [-0:]: all
         gone = [parts[s] for s in sorted(parts) if s not in kept]
         # each on its own: one that cannot go (its name taken by a directory) kept every newer
         said = f"shard {self.index}: not pruning old checkpoint parts now: %s"
