@@ -20,11 +20,12 @@ optimizer state (gathered with ``get_state``), and a resume reseeds fresh shards
 the parts in the chief's own directory that no shard will prune (a run moved off the parameter
 server, or onto fewer shards; a ``steplast``) the chief's prune sweeps once its oldest kept
 checkpoint has passed them (:mod:`distconv.checkpoint_sweep`). For the same reason a part the
-disk cannot take (full, a quota) is a warning, in the shard's log and the chief's, and the
-chief writes its own checkpoint and goes on (:meth:`CheckpointParts.save_requested_part`). A
-disk with no room (``ENOSPC``, ``EDQUOT``) first has the shard prune as the part written would
-have, less the part itself, and write it once more: pruning followed only a written part, so a
-disk that filled stayed full for the rest of the job.
+disk cannot take (full, a quota) is a warning, in the shard's log and the chief's, said once
+per kind of failure (:mod:`~distconv.sync.ps.part_failures`), and the chief writes its own
+checkpoint and goes on (:meth:`CheckpointParts.save_requested_part`). A disk with
+no room (``ENOSPC``, ``EDQUOT``) first has the shard prune as the part written would have, less
+the part itself, and write it once more: pruning followed only a written part, so a disk that
+filled stayed full for the rest of the job.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from distconv.files import MadeFolder, delete_files, describe_os_error, folder_problem
-from distconv.sync.ps.part_failures import no_room
+from distconv.sync.ps.part_failures import SAID_ONCE, PartFailures, failure_kind, no_room
 from distconv.sync.ps.state import _Refused
 
 log = logging.getLogger("distconv.pserver")
@@ -222,12 +223,25 @@ class CheckpointParts:
         from distconv.checkpoint import CheckpointError
 
         try:
-            return {"path": str(self.save_part(str(step), keep))}
+            path = self.save_part(str(step), keep)
         except CheckpointError as exc:
             if self._bad_counts():  # refused for what it holds, not by the disk
                 raise _Refused(str(exc)) from None
-            log.warning("shard %d: %s; %s", self.index, exc, EXTRA_COPY)
+            if self._part_failures.failed(self.index, failure_kind(str(exc), step)):
+                log.warning("shard %d: %s; %s; %s", self.index, exc, EXTRA_COPY, SAID_ONCE)
+            else:
+                log.debug("shard %d: %s", self.index, exc)
             return {"unwritten": str(exc)}
+        if self._part_failures.written(self.index):
+            said = "shard %d: the shard's disk took its part again at step %d"
+            log.warning(said, self.index, step)
+        return {"path": str(path)}
+
+    @property
+    def _part_failures(self) -> PartFailures:
+        """This shard's last failed part, made at the first request (the mixin has no
+        ``__init__``)."""
+        return self.__dict__.setdefault("_unwritten_part", PartFailures())
 
     def prune_parts(self, step: int, keep: int) -> list[Path]:
         """Delete this shard's parts but those of its ``keep`` newest steps up to ``step``

@@ -1,0 +1,186 @@
+"""A shard whose disk fills makes room by pruning and says so once: pruning followed only a
+written part, so a disk full of old parts stayed full for the rest of the job, and the shard
+and the chief warned of the unwritten part at every checkpoint.
+
+Real ``distconv train`` runs against two real shards on 127.0.0.1. Shard 1 writes its parts on
+a real tmpfs, mounted in a mount namespace of its own (``unshare -rm``): a real full disk,
+``ENOSPC`` from the kernel as a shard meets it, which no file-size limit (``EFBIG``, not a full
+disk) nor ``/dev/full`` (no folder a part is renamed into) gives. The tmpfs holds two and a half
+of shard 1's parts (their size measured in a reference run on a plain folder), and comes filled
+with two parts of a rolled-back attempt (steps 90 and 91) and a small ``steplast`` part. With
+``--keep-checkpoints 3``: step 2 finds no room, prunes the rolled-back parts and is written on
+the second try; step 4 is written; step 6 finds no room beside the two parts it keeps and is
+not written, nor any after: one warning in each log, not one per checkpoint.
+
+A chief then asks one shard, on a 64 KiB tmpfs of its own, for parts step by step while the
+test fills that disk with a file no prune takes, empties it, and puts a file in the parts'
+folder's place (through ``/proc/PID/root``, the shard's view of its mounts): each log warns at
+the first failure of each kind, says when the disk took a part again, and nothing in between.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ps_helpers import Shards, insecure_worker, shard_argv, small_net
+
+from tests.child_env import child_env
+from tests.mounts import needs_mounts
+from tests.processes import run_job
+
+pytestmark = [pytest.mark.timeout(180), needs_mounts]
+
+#: two epochs of Adam, a checkpoint every 2 steps, 3 checkpoints kept (shards' parts too)
+TRAIN = ["--data", "synthetic", "--batch-size", "64", "--epochs", "2", "--no-progress",
+         "--optimizer", "adam", "--checkpoint-every", "2", "--keep-checkpoints", "3"]  # fmt: skip
+
+#: ``unshare -rm sh -c FULL FOLDER BYTES PAGES ARGV``: ARGV run with a tmpfs of PAGES pages on
+#: FOLDER, holding two parts of BYTES of a rolled-back attempt and a ``steplast`` part
+FULL = """mount -t tmpfs -o size=$(($2 * 4096)) distconv-test "$0" &&
+for step in 90 91; do head -c "$1" /dev/zero > "$0/pserver-shard1-step$step.safetensors"; done &&
+echo last > "$0/pserver-shard1-steplast.safetensors" && shift 2 && exec "$@"
+"""
+
+PAGE = 4096
+
+
+def _train(tmp_path: Path, part_bytes: int | None) -> tuple[subprocess.CompletedProcess, str]:
+    """``distconv train`` against two fresh shards writing their parts in ``tmp_path/parts/s0``
+    and ``s1``; where ``part_bytes`` is given, ``s1`` is the full tmpfs the module describes,
+    for parts of that size. Returns the finished job and the shards' log."""
+    parts = tmp_path / "parts"
+    (parts / "s1").mkdir(parents=True)
+    shards = Shards(tmp_path)
+    try:
+        endpoints = []
+        for i in (0, 1):
+            argv = shard_argv(["-m", "distconv"], shard=i, shards=2)
+            argv += ["--checkpoint-dir", str(parts / f"s{i}")]
+            if part_bytes is not None and i == 1:
+                pages = -(-part_bytes // PAGE)
+                size = str(2 * pages + pages // 2)  # two parts and a half, in whole pages
+                argv = ["unshare", "-rm", "sh", "-c", FULL, str(parts / "s1"),
+                        str(part_bytes), size, *argv]  # fmt: skip
+            endpoints.append(shards.launch(argv, tmp_path / f"shard{i}.log"))
+        argv = [sys.executable, "-m", "distconv", "train", *TRAIN, "--out", str(tmp_path / "out"),
+                "--pservers", ",".join(endpoints), "--insecure"]  # fmt: skip
+        done = run_job(argv, child_env(), timeout=120)
+    finally:
+        shards.stop()
+    return done, shards.log_text()
+
+
+def _listed(out: Path) -> dict[int, list[str]]:
+    """Each kept checkpoint's step -> the shards' parts its manifest lists."""
+    manifests = sorted(out.glob("step-*.json"))
+    return {
+        int(m.stem.removeprefix("step-")): sorted(json.loads(m.read_text())["remote"])
+        for m in manifests
+    }
+
+
+def test_a_full_disk_is_pruned_written_again_and_warned_of_once(tmp_path):
+    written, _ = _train(tmp_path / "written", None)
+    assert written.returncode == 0, written.stderr[-2000:]
+    # the largest: a part's metadata (its step, the steps completed) differs by a few bytes
+    size = max(p.stat().st_size for p in (tmp_path / "written" / "parts" / "s1").iterdir())
+    done, shards_log = _train(tmp_path / "full", size)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    listed = _listed(tmp_path / "full" / "out" / "checkpoints")
+    assert len(listed) == 3 and min(listed) >= 6, listed  # the run went past step 6
+    assert all(parts == ["pserver-shard0"] for parts in listed.values()), listed
+
+    chief = [line for line in done.stderr.splitlines() if "wrote no part" in line]
+    assert len(chief) == 1, chief  # one warning, not one per checkpoint
+    assert "checkpoint 6: pserver shard 1 (" in chief[0], chief[0]
+    assert "no space left on device" in chief[0] and "said once" in chief[0], chief[0]
+    # (the steplast part SIGTERM writes at the end finds no room either, said on its own)
+    numbered = r"shard 1: cannot save checkpoint .*-step(\d+)\.safetensors"
+    unwritten = re.findall(numbered, shards_log)
+    assert unwritten == ["6"], unwritten
+    # step 2 made its room: the rolled-back parts pruned, never the steplast one
+    pruned = "shard 1: no room for the part of step 2: pruned 2 old part(s), writing it again"
+    assert pruned in shards_log, shards_log[-3000:]
+    assert "part of step 6: pruned" not in shards_log  # the two kept parts stay
+    assert "took its part again" not in done.stderr + shards_log
+    assert "Traceback" not in shards_log
+
+
+#: ``unshare -rm sh -c ON_TMPFS FOLDER ARGV``: ARGV run with a tmpfs of 64 KiB on FOLDER
+ON_TMPFS = 'mount -t tmpfs -o size=64k distconv-test "$0" && exec "$@"'
+
+
+def _fill(folder: Path) -> None:
+    """Fill the disk of ``folder`` with a file of the operator's, no part: none a prune takes."""
+    disk = os.statvfs(folder)
+    assert disk.f_blocks * disk.f_frsize <= 64 * 1024, folder  # the tmpfs, never a real disk
+    with open(folder / "other.bin", "wb", buffering=0) as f:
+        try:
+            while f.write(b"\0" * PAGE):
+                pass
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+
+
+def _said(lines: list[str]) -> list[str]:
+    """What each of ``lines`` said of a part: ``"unwritten N: why"`` or ``"again N"``."""
+    said = []
+    for line in lines:
+        if match := re.search(r"-step(\d+)\.safetensors: ([^;]+);", line):
+            said.append(f"unwritten {match[1]}: {match[2]}")
+        elif match := re.search(r"(?:checkpoint|step) (\d+)\D.*took its part again|"
+                                r"took its part again at step (\d+)", line):  # fmt: skip
+            said.append(f"again {match[1] or match[2]}")
+    return said
+
+
+def test_each_kind_of_unwritten_part_is_warned_of_once_and_its_end_too(shards, tmp_path, caplog):
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    argv = shard_argv(["-m", "distconv"], shard=0, shards=1)
+    argv += ["--checkpoint-dir", str(mount / "parts")]
+    endpoint = shards.launch(["unshare", "-rm", "sh", "-c", ON_TMPFS, str(mount), *argv],
+                             tmp_path / "shard.log")  # fmt: skip
+    # the shard's own view of its tmpfs (``unshare`` execs the shard: the same process)
+    disk = Path(f"/proc/{shards.procs[-1].pid}/root") / str(mount).lstrip("/")
+    net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
+    caplog.set_level(logging.WARNING, logger="distconv.pserver")
+    try:
+        sync.setup(net.parameters())
+        sync.save_remote_parts(5, keep=5)  # makes the folder
+        _fill(disk)
+        for step in (10, 20):  # no room, and nothing of a prune's to free: the same twice
+            assert sync.save_remote_parts(step, keep=5) == {}
+        assert sorted(p.name for p in (disk / "parts").iterdir()) == [
+            "pserver-shard0-step5.safetensors"  # no partial part left behind
+        ]
+        (disk / "other.bin").unlink()
+        for step in (30, 40):  # room again: said once
+            assert list(sync.save_remote_parts(step, keep=5)) == ["pserver-shard0"]
+        _fill(disk)
+        assert sync.save_remote_parts(50, keep=5) == {}  # full again: said again
+        (disk / "other.bin").unlink()
+        for part in (disk / "parts").iterdir():
+            part.unlink()
+        (disk / "parts").rmdir()
+        (disk / "parts").write_text("")  # another kind: a file in the folder's place
+        for step in (60, 70):
+            assert sync.save_remote_parts(step, keep=5) == {}
+    finally:
+        sync.close()
+        shards.stop()
+    full, in_the_way = "no space left on device", f"{mount / 'parts'} is a file, not a folder"
+    expected = [f"unwritten 10: {full}", "again 30", f"unwritten 50: {full}",
+                f"unwritten 60: {in_the_way}"]  # fmt: skip
+    chief = [r.getMessage() for r in caplog.records if "pserver shard 0" in r.getMessage()]
+    assert _said(chief) == expected, chief
+    assert _said(shards.log_text().splitlines()) == expected, shards.log_text()
