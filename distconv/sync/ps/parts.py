@@ -126,7 +126,9 @@ class CheckpointParts:
     """The checkpoint side of :class:`~distconv.sync.ps.server.Shard`."""
 
     def save_part(self, step: str, keep: int | None = None) -> Path:
-        """Write this shard's blocks and optimizer state atomically; returns the file.
+        """Write this shard's blocks and optimizer state atomically; returns the file. A disk
+        with no room for a numbered step's part first loses the old parts that part written
+        would have pruned, and the part is tried once more (see the module).
 
         Args:
             step: the checkpoint's step (digits), or ``"last"`` on SIGTERM.
@@ -211,9 +213,11 @@ class CheckpointParts:
         ``path``, the part written, or ``unwritten``, the line that says why none was.
 
         A part the disk cannot take (full, a quota, a file in the way) is a warning in this
-        shard's log, and the chief, told so, writes its own checkpoint and goes on: a part is
-        never read back (see the module), and refusing it stopped the job and left the step
-        without the chief's checkpoint too, the one a resume reads.
+        shard's log, once per kind of failure and once when the disk takes a part again
+        (:mod:`~distconv.sync.ps.part_failures`), and the chief, told so, writes its own
+        checkpoint and goes on: a part is never read back (see the module), and refusing it
+        stopped the job and left the step without the chief's checkpoint too, the one a
+        resume reads.
 
         Raises:
             _Refused: the part holds an optimizer count that is no count (a shard bug, which
