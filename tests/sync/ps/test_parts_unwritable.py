@@ -95,11 +95,13 @@ def test_a_part_the_disk_cannot_take_is_warned_of_and_the_run_goes_on(tmp_path, 
     why = "no space left on device" if blocked == "full" else f"{part.parent} is a file"
     cause = f"cannot save checkpoint {part}: {why}"
     copy = "this part is only the shards' extra copy of the checkpoint, never read back"
+    # said once, at the first checkpoint: every later one fails alike (part_failures)
     chief = [line for line in done.stderr.splitlines() if "wrote no part" in line]
-    warned = {int(re.search(r"checkpoint (\d+):", line)[1]) for line in chief}
-    assert warned == {int(name.removeprefix("step-")) for name in steps}, done.stderr[-2000:]
+    warned = [int(re.search(r"checkpoint (\d+):", line)[1]) for line in chief]
+    assert warned == [int(min(steps).removeprefix("step-"))], done.stderr[-2000:]
     assert cause in chief[0] and "pserver shard 1 (" in chief[0] and copy in chief[0], chief[0]
     assert "--checkpoint-dir writes no parts" in chief[0], chief[0]
     shard = [line for line in shards_log.splitlines() if f"shard 1: {cause}" in line]
-    assert shard and copy in shard[0], shards_log[-2000:]
+    assert len(shard) == 1 and copy in shard[0], shards_log[-2000:]
+    assert shards_log.count("shard 1: cannot save checkpoint") <= 2  # and steplast's, at the end
     assert "Traceback" not in shards_log
