@@ -16,6 +16,8 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "arrays": list,
     "host": str,
     "process": str,
+    "build": str,  # a worker's build_id(): no shard reads it, yet it is checked as every field
+    "incarnation": list,  # its entries: incarnations.hello_incarnation
     "description": str,
     "digest": str,
     "part_digests": dict,

@@ -175,10 +175,12 @@ def test_a_note_and_a_hello_not_known_to_be_two_starts_tell_as_before(hand, note
 )  # fmt: skip
 def test_a_malformed_incarnation_is_a_malformed_hello(hand, bad):
     """An incarnation that is not ``[launch, restart]`` (a token, an integer >= 0) refuses the
-    hello, as a malformed field, before anything of it is taken; a good hello follows."""
+    hello, as a malformed field, before anything of it is taken (one that is no list as every
+    mistyped field is); a good hello follows."""
     h = hand(workers=2)
     reply = _hello(h, 1, 11, GOOD, bad)
-    assert reply["op"] == "error" and reply["error"].startswith("hello: incarnation "), reply
+    said = "hello: incarnation " if type(bad) is list else "header field 'incarnation' has type "
+    assert reply["op"] == "error" and reply["error"].startswith(said), reply
     assert "refused" not in reply and 1 not in h.shard.accepted_at
     assert h.shard.job is None and 1 not in h.shard.incarnations
     reply = _hello(h, 1, 11, GOOD, [LAUNCH, 0])
