@@ -285,34 +285,43 @@ def _entry(i: int, entry: Any, max_bytes: int) -> tuple[np.dtype, tuple[int, ...
     """One table entry as (dtype, shape), checked before any array exists: a dtype name that is
     a string on the allow-list (a list or map would not even hash), at most 8 non-negative int
     dimensions whose non-zero ones, times the item size, fit ``max_bytes`` (``[0, 2**63]``
-    describes 0 bytes, yet numpy cannot shape an array so)."""
-    ok = (
-        type(entry) is list
-        and len(entry) == 3
-        and type(entry[0]) is str
-        and entry[0] in DTYPES
-        and is_shape(entry[1])
-        and type(entry[2]) is int
-    )
-    if not ok:
+    describes 0 bytes, yet numpy cannot shape an array so). Each refusal names the rule that
+    failed: a client's int32 row ids were refused as "not [dtype, shape, nbytes]"."""
+    if type(entry) is not list or len(entry) != 3:
         raise WireError(f"array {i}: entry {short(entry)} is not [dtype, shape, nbytes]")
-    dtype, shape = DTYPES[entry[0]], tuple(entry[1])
+    name, dims, nbytes = entry
+    if type(name) is not str or name not in DTYPES:
+        raise WireError(f"array {i}: dtype {short(name)} is not one of {', '.join(DTYPES)}")
+    if (problem := shape_problem(dims)) is not None:
+        raise WireError(f"array {i}: {problem}")
+    if type(nbytes) is not int:
+        raise WireError(f"array {i}: nbytes {short(nbytes)} is not an int")
+    dtype, shape = DTYPES[name], tuple(dims)
     spanned = math.prod(n for n in shape if n) * dtype.itemsize
     if spanned > max_bytes:
         raise WireError(
-            f"array {i}: shape {short(entry[1])} declares {spanned} bytes in its non-zero "
+            f"array {i}: shape {short(dims)} declares {spanned} bytes in its non-zero "
             f"dimensions, more than {max_bytes}"
         )
     return dtype, shape
 
 
+def shape_problem(value: Any, max_dims: int = 8) -> str | None:
+    """What is wrong with ``value`` as a shape (a list of at most ``max_dims`` ints >= 0,
+    never bools), in words that quote it; None where nothing is."""
+    if type(value) is not list:
+        return f"shape {short(value)} is not a list"
+    if len(value) > max_dims:
+        return f"shape {short(value)} has {len(value)} dimensions, at most {max_dims}"
+    for n in value:
+        if type(n) is not int or n < 0:
+            return f"shape {short(value)} has {short(n)}: dimensions are ints >= 0, never bools"
+    return None
+
+
 def is_shape(value: Any, max_dims: int = 8) -> bool:
     """Whether ``value`` is a list of at most ``max_dims`` non-negative ints (never bools)."""
-    return (
-        type(value) is list
-        and len(value) <= max_dims
-        and all(type(n) is int and n >= 0 for n in value)
-    )
+    return shape_problem(value, max_dims) is None
 
 
 def int_list(header: Mapping[str, Any], key: str) -> list[int]:

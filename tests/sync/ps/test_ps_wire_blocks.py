@@ -35,7 +35,7 @@ def test_a_message_round_trips_without_copying_the_arrays():
         (lambda h, f: (msgpack.packb({**h, "rank": "0"}), f), "'rank' has type str"),
         (lambda h, f: (msgpack.packb(h), f[:1]), "lists 2 arrays, message has 1"),
         (lambda h, f: (msgpack.packb(h), [bytes(f[0])[:-8], f[1]]), "frame has 40"),
-        (lambda h, f: (_with(h, 0, ["object", [2, 3], 48]), f), "not [dtype, shape, nbytes]"),
+        (lambda h, f: (_with(h, 0, ["object", [2, 3], 48]), f), "dtype 'object' is not one of"),
         (lambda h, f: (_with(h, 0, ["float32", [2, 3], 48]), f), "is 24 bytes"),
         (lambda h, f: (_with(h, 0, ["float64", [9, 9], 48]), f), "is 648 bytes"),
         (lambda h, f: (_with(h, 0, ["float64", [2**40], 2**43]), f), "declares 8796093022"),

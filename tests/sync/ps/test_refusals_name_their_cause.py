@@ -2,23 +2,40 @@
 shard serves on.
 
 Before: a ``hello`` whose ``build`` was 5, or whose ``incarnation`` was no list, was taken
-(docs/protocol.md says every field of its Operations table is type-checked). Raw requests from
-a bare socket to ``distconv pserver`` processes on 127.0.0.1 (port 0).
+(docs/protocol.md says every field of its Operations table is type-checked); an array table
+entry of int32 row ids or of 9 dimensions was refused as ``entry [...] is not [dtype, shape,
+nbytes]``, though it was a list of three. Raw requests from a bare socket to ``distconv
+pserver`` processes on 127.0.0.1 (port 0).
 """
 
 from __future__ import annotations
 
+import msgpack
+import numpy as np
 import pytest
 import zmq
 from ps_helpers import raw_dealer
 from test_ps_hello_description import GOOD
 
-from distconv.sync.ps.wire import pack, unpack_header
+from distconv.sync.ps.wire import PROTOCOL_VERSION, pack, unpack_header
 
 pytestmark = pytest.mark.timeout(60)
 
 #: a hello of rank 1 of a job of 2, well formed
 HELLO = {"op": "hello", "id": 1, "job": "local", "rank": 1, "host": "h", **GOOD}
+#: a pull of row 1 of block 0, whose one array frame holds the row id (``arrays`` set per case)
+PULL_ROWS = {"v": PROTOCOL_VERSION, "op": "pull", "id": 2, "job": "local", "rank": 0,
+             "blocks": [0], "rows": [1]}  # fmt: skip
+#: array table entries of such a pull (an int64 frame of 8 bytes), and what the refusal says
+BAD_ENTRIES = [
+    (["int32", [2], 8], "array 0: dtype 'int32' is not one of float32, float64, int64, uint8"),
+    (["int64", [1] * 9, 8], "array 0: shape [1, 1, 1, 1, 1, 1, ...] has 9 dimensions, at most 8"),
+    (["int64", [True], 8], "array 0: shape [True] has True: dimensions are ints >= 0, never bools"),
+    (["int64", [-1], 8], "array 0: shape [-1] has -1: dimensions are ints >= 0, never bools"),
+    (["int64", {"a": 1}, 8], "array 0: shape {'a': 1} is not a list"),
+    (["int64", [1], "8"], "array 0: nbytes '8' is not an int"),
+    (["int64", [1]], "array 0: entry ['int64', [1]] is not [dtype, shape, nbytes]"),
+]
 
 
 def _reply(raw: zmq.Socket, frames: list) -> dict:
@@ -54,3 +71,24 @@ def test_a_hello_s_build_and_incarnation_are_type_checked_as_every_field(shards)
         ctx.term()
     assert reply["op"] == "ok", reply
     assert "has type int" in shards.log_text()  # logged as a bad request, as every other
+
+
+def test_an_array_entry_s_refusal_names_the_rule_it_breaks(shards):
+    """Each entry breaks one rule of the array table (the dtype allow-list, at most 8 int
+    dimensions >= 0, an int ``nbytes``, three items) and the refusal names that one; the
+    shard answers a well-formed request after."""
+    (endpoint,) = shards.start(1, workers=1)
+    ctx = zmq.Context()
+    raw = raw_dealer(ctx, endpoint)
+    row_id = np.ones(1, np.int64).tobytes()
+    try:
+        said = [
+            _reply(raw, [msgpack.packb({**PULL_ROWS, "arrays": [entry]}), row_id])["error"]
+            for entry, _ in BAD_ENTRIES
+        ]
+        stats = _reply(raw, pack({"op": "stats", "id": 4, "job": "local", "rank": 0}))
+    finally:
+        raw.close(0)
+        ctx.term()
+    assert said == [words for _, words in BAD_ENTRIES]
+    assert stats["op"] == "ok", stats
