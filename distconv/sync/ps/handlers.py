@@ -232,10 +232,13 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
     def _op_push(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         """A push of one or more parameters' gradients: all checked before any is kept."""
         self._refuse_unseeded(header)
+        # each field refused on its own: one sentence for both said "count 2 < 0" of a bad lr
+        if header["count"] < 0:
+            raise WireError(f"push: count {header['count']} is below 0")
         lr = header["lr"]
         # NaN passes "< 0"; 0 is a schedule's factor 0 (set_lr_scale), which the others take
-        if header["count"] < 0 or not math.isfinite(lr) or lr < 0:
-            raise WireError(f"push: count {header['count']} < 0, or lr {lr} not finite and >= 0")
+        if not math.isfinite(lr) or lr < 0:
+            raise WireError(f"push: lr {lr} is not a finite number >= 0")
         params, ids = self._push_blocks(header)
         parts = self._gradient_parts(header, params, ids, arrays)
         rank = header["rank"]

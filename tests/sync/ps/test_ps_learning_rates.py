@@ -23,7 +23,7 @@ def test_a_push_with_a_nan_or_inf_lr_is_refused_and_the_weights_stay_finite(shar
         sync.setup(net.parameters())
         train_steps(net, sync, data[:1])
         sync.optimizer.lr = lr  # what a broken schedule would send
-        with pytest.raises(SyncError, match=f"lr {lr} not finite"):
+        with pytest.raises(SyncError, match=f"lr {lr} is not a finite number"):
             train_steps(net, sync, data[1:2])
         sync.optimizer.lr = 0.05
         for p in net.parameters():  # finish_step raised before it cleared the refused step's

@@ -4,7 +4,8 @@ shard serves on.
 Before: a ``hello`` whose ``build`` was 5, or whose ``incarnation`` was no list, was taken
 (docs/protocol.md says every field of its Operations table is type-checked); an array table
 entry of int32 row ids or of 9 dimensions was refused as ``entry [...] is not [dtype, shape,
-nbytes]``, though it was a list of three. Raw requests from a bare socket to ``distconv
+nbytes]``, though it was a list of three; a push of ``lr`` -1 was refused as ``count 1 < 0, or
+lr -1.0 not finite and >= 0``, false of the count. Raw requests from a bare socket to ``distconv
 pserver`` processes on 127.0.0.1 (port 0).
 """
 
@@ -14,7 +15,7 @@ import msgpack
 import numpy as np
 import pytest
 import zmq
-from ps_helpers import raw_dealer
+from ps_helpers import assert_bad_push_refused_then_worker_served, raw_dealer
 from test_ps_hello_description import GOOD
 
 from distconv.sync.ps.wire import PROTOCOL_VERSION, pack, unpack_header
@@ -92,3 +93,27 @@ def test_an_array_entry_s_refusal_names_the_rule_it_breaks(shards):
         ctx.term()
     assert said == [words for _, words in BAD_ENTRIES]
     assert stats["op"] == "ok", stats
+
+
+def _push(**bad: float):
+    """A push of parameter 0's blocks with the fields ``bad`` in place of the valid ones."""
+
+    def frames(head: dict, blocks: list) -> list:
+        return pack({**head, **bad}, [np.ones((b.stop - b.start, 1)) for b in blocks])
+
+    return frames
+
+
+@pytest.mark.parametrize(
+    "bad, said",
+    [
+        ({"lr": -1.0}, "push: lr -1.0 is not a finite number >= 0"),
+        ({"lr": float("nan")}, "push: lr nan is not a finite number >= 0"),
+        ({"count": -1}, "push: count -1 is below 0"),
+    ],
+    ids=["lr-below-0", "lr-nan", "count-below-0"],
+)
+def test_a_refused_push_names_the_field_that_is_wrong(shards, bad, said):
+    """A push whose ``lr`` or ``count`` is out of range is refused naming that field alone
+    (never the other, which is right); the shard then trains a real worker's step."""
+    assert_bad_push_refused_then_worker_served(shards, _push(**bad), said)
