@@ -55,8 +55,7 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
         header: dict[str, Any] = {}
         sender = False  # whether the job, rank and key are checked: whose refusal it is
         try:
-            if len(frames) < 2:
-                raise WireError("empty message")
+            # ZeroMQ hands a ROUTER at least one frame after the identity: frames[1] exists
             header = unpack_header(frames[1].buffer)
             self._check_sender(header, frames[1])
             sender = True

@@ -190,8 +190,11 @@ def unpack_header(frame: bytes | memoryview, *, request: bool = True) -> dict[st
             common ones).
 
     Raises:
-        WireError: not msgpack, not a map, wrong version, unknown op, missing or mistyped field.
+        WireError: empty, not msgpack, not a map, wrong version, unknown op, missing or
+            mistyped field.
     """
+    if len(frame) == 0:  # msgpack's words for it named an exception class, not the cause
+        raise WireError("empty message: its header frame has 0 bytes")
     if len(frame) > MAX_HEADER_BYTES:
         raise WireError(f"header of {len(frame)} bytes exceeds {MAX_HEADER_BYTES}")
     try:

@@ -5,8 +5,9 @@ Before: a ``hello`` whose ``build`` was 5, or whose ``incarnation`` was no list,
 (docs/protocol.md says every field of its Operations table is type-checked); an array table
 entry of int32 row ids or of 9 dimensions was refused as ``entry [...] is not [dtype, shape,
 nbytes]``, though it was a list of three; a push of ``lr`` -1 was refused as ``count 1 < 0, or
-lr -1.0 not finite and >= 0``, false of the count. Raw requests from a bare socket to ``distconv
-pserver`` processes on 127.0.0.1 (port 0).
+lr -1.0 not finite and >= 0``, false of the count; and an empty header frame got ``header is
+not msgpack: ValueError``, while the docs promised ``empty message``. Raw requests from a bare
+socket to ``distconv pserver`` processes on 127.0.0.1 (port 0).
 """
 
 from __future__ import annotations
@@ -117,3 +118,23 @@ def test_a_refused_push_names_the_field_that_is_wrong(shards, bad, said):
     """A push whose ``lr`` or ``count`` is out of range is refused naming that field alone
     (never the other, which is right); the shard then trains a real worker's step."""
     assert_bad_push_refused_then_worker_served(shards, _push(**bad), said)
+
+
+def test_an_empty_header_is_refused_as_an_empty_message(shards):
+    """A message whose header frame has 0 bytes gets ``empty message`` and id -1, as the docs'
+    validation step 1 says (not msgpack's words for it, which name a Python exception class);
+    the shard answers a well-formed request after."""
+    (endpoint,) = shards.start(1, workers=1)
+    ctx = zmq.Context()
+    raw = raw_dealer(ctx, endpoint)
+    try:
+        empty = _reply(raw, [b""])
+        stats = _reply(raw, pack({"op": "stats", "id": 5, "job": "local", "rank": 0}))
+    finally:
+        raw.close(0)
+        ctx.term()
+    assert empty["id"] == -1, empty
+    assert empty["error"] == "empty message: its header frame has 0 bytes", empty
+    assert stats["op"] == "ok", stats
+    log = shards.log_text()
+    assert "bad request from 127.0.0.1" in log and "empty message: its header frame" in log, log
