@@ -99,9 +99,15 @@ class LateRankRetries:
         return f" of about {total:.0f} s at most: shard 0's --timeout {limit:g} s a round"
 
     def _gave_up(self, exc: RanksLate, waited: float) -> str:
+        """The words this worker stops on: shard 0's, less their clause that a worker waiting
+        for the late ranks says hello again (this one no longer does: both in one line left a
+        reader unsure whether to wait), then how long it waited and the way out."""
+        from distconv.sync.ps.late_job_check import NOT_FAILED  # (it imports this module)
+
+        before, _, after = str(exc).partition(f"; {NOT_FAILED}")
         return (
-            f"{exc} (this worker made its job check {JOB_CHECK_ROUNDS} times over {waited:.0f} "
-            "s, and the ranks late to it never came: the job cannot start without them; start "
-            f"them, or raise the shards' --timeout to 1/{JOB_CHECK_ROUNDS} of the longest a "
-            "rank may take to start)"
+            f"{before}{after}; this worker made its job check {JOB_CHECK_ROUNDS} times over "
+            f"{waited:.0f} s, and the ranks late to it never came: the job cannot start without "
+            f"them; start them, or raise the shards' --timeout to 1/{JOB_CHECK_ROUNDS} of the "
+            "longest a rank may take to start"
         )
