@@ -1,0 +1,108 @@
+"""docs/architecture.md's tiers of imports hold for the code: a module imports only from its own
+tier, the ones to its left or the leaves, except where the page names the import and why.
+
+The rule named two exceptions while seven more imports broke it (a data module of the trainer
+reading the cli's names, a kernel importing the sync's notes, the sync's give-up words and a
+shard's last checkpoint part importing upward), so a contributor who trusted it placed a module
+wrongly. This reads the page's table and every ``from distconv... import`` of the source
+(``ast``: lazy imports inside functions count too).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ARCHITECTURE = REPO_ROOT / "docs" / "architecture.md"
+#: the tiers from left to right, as the page's table names them (leaves: any tier imports them)
+ORDER = ("leaves", "backend", "plain values", "kernels", "layers", "network / optim", "sync",
+         "trainer", "checks", "cli")  # fmt: skip
+#: the imports against the rule that the page names, each (importing file, imported module)
+EXCEPTIONS = {
+    ("sync/ps/cli.py", "distconv.number_text"),
+    ("sync/ps/cli.py", "distconv.train_flag_types"),
+    ("sync/ps/cli.py", "distconv.transport_flags"),
+    ("sync/ps/parts.py", "distconv.checkpoint"),
+    ("sync/ps/server.py", "distconv.checkpoint"),
+    ("sync/ps/give_up_words.py", "distconv.shard_timeout"),
+    ("sync/mpi/watchdog.py", "distconv.shard_timeout"),
+    ("held_gradients.py", "distconv.sync.errors"),
+    ("parameter.py", "distconv.held_gradients"),
+}
+
+
+def _tiers() -> dict[str, str]:
+    """Each path the table names (a file, or a folder ending in ``/``), relative to
+    ``distconv/``, with its tier."""
+    tiers = {}
+    for line in ARCHITECTURE.read_text().splitlines():
+        row = re.match(r"\| ([^|]+) \| ([^|]+) \|", line)
+        if row and row.group(1).strip() in ORDER:
+            for name in re.findall(r"`([^`]+)`", row.group(2)):
+                tiers[name] = row.group(1).strip()
+    return tiers
+
+
+def _tier_of(path: str, tiers: dict[str, str]) -> str | None:
+    """The tier of ``path`` (relative to ``distconv/``): its own row's, else its folder's."""
+    if path in tiers:
+        return tiers[path]
+    folders = [f for f in tiers if f.endswith("/") and path.startswith(f)]
+    return tiers[max(folders, key=len)] if folders else None
+
+
+def _module_path(module: str) -> str | None:
+    """The file of ``distconv.X.Y`` relative to ``distconv/``, where it is one."""
+    stem = module.split(".", 1)[1].replace(".", "/") if "." in module else ""
+    for path in (f"{stem}.py", f"{stem}/__init__.py"):
+        if stem and (REPO_ROOT / "distconv" / path).is_file():
+            return path
+    return None
+
+
+def _distconv_imports(file: Path) -> list[str]:
+    """The distconv modules ``file`` imports from, at its top or inside a function."""
+    nodes = ast.walk(ast.parse(file.read_text()))
+    modules = [node.module for node in nodes if isinstance(node, ast.ImportFrom)]
+    return [m for m in modules if m and m.split(".")[0] == "distconv"]
+
+
+def _upward_imports() -> set[tuple[str, str]]:
+    """Every (file, module) where a file the table places imports a module of a tier to its
+    right."""
+    tiers, found = _tiers(), set()
+    for file in sorted((REPO_ROOT / "distconv").rglob("*.py")):
+        path = file.relative_to(REPO_ROOT / "distconv").as_posix()
+        tier = _tier_of(path, tiers)
+        if tier is None or tier == "leaves":
+            continue
+        for module in _distconv_imports(file):
+            target = _module_path(module)
+            other = None if target is None else _tier_of(target, tiers)
+            if other is not None and ORDER.index(other) > ORDER.index(tier):
+                found.add((path, module))
+    return found
+
+
+def test_every_import_against_the_tiers_is_one_the_page_names():
+    """No more, no fewer: an exception whose import is gone is dropped from the list too."""
+    assert _upward_imports() == EXCEPTIONS
+
+
+def test_the_page_names_each_exception_in_its_rule():
+    """Each file that imports against the tiers is named in the rule's paragraph (where its
+    reason is given)."""
+    text = ARCHITECTURE.read_text()
+    rule = text[text.index("## Tiers of imports") : text.index("| tier | modules | holds |")]
+    for path, _ in EXCEPTIONS:
+        assert f"`{path}`" in rule, path
+
+
+def test_the_leaves_import_nothing_of_distconv():
+    """The leaves row's modules import nothing of distconv, so any tier may import them."""
+    leaves = [name for name, tier in _tiers().items() if tier == "leaves"]
+    assert leaves, "the table has no leaves row"
+    for name in leaves:
+        assert not _distconv_imports(REPO_ROOT / "distconv" / name), name
