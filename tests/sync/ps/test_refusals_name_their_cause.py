@@ -12,6 +12,8 @@ socket to ``distconv pserver`` processes on 127.0.0.1 (port 0).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgpack
 import numpy as np
 import pytest
@@ -22,6 +24,8 @@ from test_ps_hello_description import GOOD
 from distconv.sync.ps.wire import PROTOCOL_VERSION, pack, unpack_header
 
 pytestmark = pytest.mark.timeout(60)
+
+PROTOCOL_DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
 
 #: a hello of rank 1 of a job of 2, well formed
 HELLO = {"op": "hello", "id": 1, "job": "local", "rank": 1, "host": "h", **GOOD}
@@ -138,3 +142,25 @@ def test_an_empty_header_is_refused_as_an_empty_message(shards):
     assert stats["op"] == "ok", stats
     log = shards.log_text()
     assert "bad request from 127.0.0.1" in log and "empty message: its header frame" in log, log
+
+
+def test_a_version_that_is_no_integer_is_quoted_as_received(shards):
+    """A missing ``v``, a string or a bool is quoted as the shard read it, as docs/protocol.md's
+    validation step 3 quotes it (the page said ``None`` for every one of them)."""
+    (endpoint,) = shards.start(1, workers=1)
+    stats = {"op": "stats", "id": 6, "job": "local", "rank": 0, "arrays": []}
+    ctx = zmq.Context()
+    raw = raw_dealer(ctx, endpoint)
+    try:
+        said = [
+            _reply(raw, [msgpack.packb({**stats, **version})])["error"]
+            for version in ({}, {"v": str(PROTOCOL_VERSION)}, {"v": True})
+        ]
+    finally:
+        raw.close(0)
+        ctx.term()
+    quoted = ("None", repr(str(PROTOCOL_VERSION)), "True")
+    expected = [f"protocol version {v}, expected {PROTOCOL_VERSION}" for v in quoted]
+    assert said == expected
+    protocol = " ".join(PROTOCOL_DOC.read_text().split())
+    assert all(f"`{words}`" in protocol for words in expected[:2]), expected
