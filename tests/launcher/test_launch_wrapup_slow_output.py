@@ -20,8 +20,9 @@ from launcher.supervisor import Supervisor
 
 #: the child's own end, well after its wrap-up: it bounds the test where it is not stopped (12 s
 #: left too little room: a stopped child took 3.6 s alone, 8.6 s beside the suite on 2 cores,
-#: 10.2 s from its start under a heavier load, most of it the child's own start)
-STAYS_SECONDS = 30
+#: 10.2 s from its start under a heavier load, most of it the child's own start; 11.2 s from its
+#: report beside a whole suite and eight other test runs; the code before ran to the child's end)
+STAYS_SECONDS = 40
 #: reports its end, then prints the line ``{line}`` (Python) after another until its end (a
 #: stuck mpiexec)
 STUCK = (
@@ -64,7 +65,7 @@ def _run(tmp_path: Path, child: str, pause: float, delay: float) -> tuple[int, s
     return status, (tmp_path / "err").read_text(), took
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(90)
 @pytest.mark.parametrize("line", ["'error: stuck'", "'x' * 1_000_000"], ids=["short", "1MB"])
 def test_a_child_stuck_printing_into_a_slow_output_is_stopped(tmp_path, monkeypatch, line):
     """The child prints after its report until its end, into an output read at about 400 KB/s
@@ -79,7 +80,7 @@ def test_a_child_stuck_printing_into_a_slow_output_is_stopped(tmp_path, monkeypa
     status, said, took = _run(tmp_path, STUCK.format(line=line), pause=0.0, delay=0.01)
     assert "mpiexec 0 did not exit 1 s after it reported the job's end" in said, said
     assert status == 143, said
-    assert took < STAYS_SECONDS / 3, took  # 1 s of its own, at most 1 s of waits, the stop
+    assert took < STAYS_SECONDS / 2, took  # 1 s of its own, at most 1 s of waits, the stop
 
 
 @pytest.mark.timeout(60)
