@@ -1,8 +1,10 @@
-"""The line a launch stopped by a signal ends with, where its job id was the launcher's own
-choice: how to go on with that run (:func:`go_on_hint`). The same command again picks a new
-job id, so a new, empty run directory, and ``--resume`` there finds no checkpoint. A worker's
-own signal ends the launch as that worker's failure, with a checkpoint: its report says how
-to go on too (:func:`go_on_after_stop`)."""
+"""The line a launch stopped by a signal ends with: how to go on with that run
+(:func:`go_on_hint`). Where the launcher chose the job id, the same command again picks a new
+one, so a new, empty run directory, and the line names the id to add; where the command names
+its run (``--job-id``, ``--run-dir``), the same command finds it again, but the program refuses
+a run directory that holds a run unless ``--resume`` follows ``--``, so the line still says so.
+A worker's own signal ends the launch as that worker's failure, with a checkpoint: its report
+says how to go on too (:func:`go_on_after_stop`)."""
 
 from __future__ import annotations
 
@@ -20,15 +22,13 @@ def go_on_hint(
 ) -> str | None:
     """``to go on with this run: ...`` for a launch that the stop signal ``stopped_by`` (the
     launcher's own: not a child's exit 130 or death by SIGTERM) ended with its status
-    (``status``), whose job id (``job_id``) and run directory the launcher chose (no
-    ``--job-id``, no ``--run-dir`` in ``args``); None otherwise. ``--resume auto``, not
-    ``--resume``: a stop before the first checkpoint left nothing to resume, and the run
-    starts afresh."""
+    (``status``); None otherwise. It names the job id (``job_id``) only where the launcher
+    chose it (no ``--job-id``, no ``--run-dir`` in ``args``: :func:`names_its_run`).
+    ``--resume auto``, not ``--resume``: a stop before the first checkpoint left nothing to
+    resume, and the run starts afresh."""
     if stopped_by not in GOES_ON_AFTER or status != 128 + stopped_by:
         return None
-    if names_its_run(args):
-        return None
-    return _go_on(job_id)
+    return _go_on(None if names_its_run(args) else job_id)
 
 
 def names_its_run(args: argparse.Namespace) -> bool:

@@ -1,6 +1,7 @@
-"""A launch stopped by Ctrl-C or SIGTERM whose job id the launcher chose says how to go on with
-that run: the same command again picks a new job id, so a new, empty run directory, where
-``--resume`` finds no checkpoint (an operator had to dig the id out of the launch's first line)."""
+"""A launch stopped by Ctrl-C or SIGTERM says how to go on with that run. Where the launcher
+chose the job id, the same command again picks a new one, so a new, empty run directory, where
+``--resume`` finds no checkpoint (an operator had to dig the id out of the launch's first line);
+where the command names its run, the same command needs ``--resume auto`` after ``--``."""
 
 from __future__ import annotations
 
@@ -50,10 +51,17 @@ def test_a_stopped_launch_says_the_job_id_to_go_on_with(tmp_path, signum):
 
 
 @pytest.mark.timeout(120)
-def test_a_launch_given_its_job_id_says_no_more(tmp_path):
-    status, stderr = _stopped(tmp_path, signal.SIGINT, "--job-id", "mine")
+@pytest.mark.parametrize("own", [("--job-id", "mine"), ("--run-dir", "rd")])
+def test_a_launch_that_names_its_run_says_the_same_command_with_resume_auto(tmp_path, own):
+    """It said nothing, and the same command again was refused: the run directory holds a run,
+    and ``--resume`` was missing after ``--``. The command names its run: no ``--job-id`` added."""
+    status, stderr = _stopped(tmp_path, signal.SIGINT, *own)
     assert status == 130, stderr
-    assert "to go on with this run" not in stderr, stderr
+    hint = (
+        "to go on with this run, give the same command (and --resume auto after --, where the "
+        "program takes it)"
+    )
+    assert stderr.splitlines()[-1] == f"distconv-launch: {hint}", stderr
 
 
 @pytest.mark.timeout(120)

@@ -110,7 +110,11 @@ def test_a_sigterm_delivered_twice_stops_the_job_once_with_its_checkpoint(tmp_pa
     steps = [re.search(r"stopped by SIGTERM after step (\d+)", words) for words in said]
     assert None not in steps, (said, err[-3000:])
     (step,) = {m.group(1) for m in steps}  # the ranks agreed on it
-    assert err.endswith("distconv-launch: stopped by SIGTERM\n"), err[-3000:]
+    way_on = "to go on with this run, give the same command (and --resume auto after --"
+    assert err.splitlines()[-2:] == [  # the job names its run (--job-id): the way on, last
+        "distconv-launch: stopped by SIGTERM",
+        f"distconv-launch: {way_on}, where the program takes it)",
+    ], err[-3000:]
     _checkpointed(tmp_path, step)
 
 
