@@ -212,11 +212,28 @@ def noted_line(
     """``line``, the one-line error that ends a process, as :func:`as_log_line` writes it at
     level ``error`` (``fields``: keys of its own under JSON), after a line for each line of the
     notes ``error`` carries (PEP 678), ``WHO: note: ...``
-    (:func:`~distconv.messages.note_lines`), at the same level: the note is often the way out
+    (:func:`~distconv.messages.note_lines`; :func:`note_line`): the note is often the way out
     (``raise --timeout``), which the one line dropped. ``line`` stays the last: the launcher
-    reads it. Under JSON, one object a line. No newline after the last."""
-    said = [as_log_line(note, logging.ERROR, fmt) for note in note_lines(who, error)]
+    reads it. Under JSON, one object a line, each note's a :func:`note_line`. No newline after
+    the last."""
+    said = [note_line(note, fmt) for note in note_lines(who, error)]
     return "\n".join([*said, as_log_line(line, logging.ERROR, fmt, **fields)])
+
+
+#: the level of a note's line before the error it belongs to: ``info``, not ``error``, so that
+#: the error's own line stays the one ``"level": "error"`` object of a failure (a collector that
+#: alerts on, or takes the cause from, the first error object of a pod met the note there)
+NOTE_LEVEL = logging.INFO
+#: the key that marks a note's JSON object (``"note": true``), beside its level
+NOTE_KEY = "note"
+
+
+def note_line(line: str, fmt: str | None = None) -> str:
+    """``line``, one line of the notes an error carries (``WHO: note: ...``), as
+    :func:`as_log_line` writes it: under JSON an object at :data:`NOTE_LEVEL` with
+    ``"note": true`` (:data:`NOTE_KEY`), which a collector tells from the error it belongs to,
+    the next ``"level": "error"`` object; as text, ``line`` unchanged."""
+    return as_log_line(line, NOTE_LEVEL, fmt, **{NOTE_KEY: True})
 
 
 def interrupted_line(program: str, interrupt: BaseException, fmt: str | None = None) -> str:

@@ -21,13 +21,14 @@ child's prefix in front of its JSON line), a shard's text lines, and the launche
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from distconv.logs import json_entry
+from distconv.logs import NOTE_KEY, NOTE_LEVEL, json_entry
 
 from .stderr_line import write_last
 
@@ -72,7 +73,7 @@ class JsonLines:
         rank: int | None,
         restart: int | None,
         level: str = "info",
-        fields: Mapping[str, str] | None = None,
+        fields: Mapping[str, str | bool] | None = None,
     ) -> bytes:
         """One JSON line (newline included) with ``distconv.logs``' fields, then ``fields``
         (none of which replaces one of those)."""
@@ -105,6 +106,13 @@ class JsonLines:
         if _is_json_object(body):
             return body + b"\n"
         return self.entry(body.decode(errors="replace"), role, who, restart)
+
+    def note(self, text: str) -> bytes:
+        """A line of the notes of the error the launcher ends on, as a JSON line marked as
+        ``distconv.logs``' note lines are (:func:`distconv.logs.note_line`): not a second
+        ``error`` object before the error's own."""
+        level = logging.getLevelName(NOTE_LEVEL).lower()
+        return self.entry(text, "launcher", None, None, level, {NOTE_KEY: True})
 
     def message(
         self,
@@ -160,11 +168,14 @@ def json_lines(rest: Sequence[str], job_id: str | None) -> JsonLines | None:
 def last_line(text: str, rest: Sequence[str], before: Sequence[str] = ()) -> None:
     """The launcher's last line on stderr, before any job ran (a refusal, a Ctrl-C), after the
     lines ``before`` it (the notes of the error it ends on:
-    :func:`distconv.messages.note_lines`): each a JSON object (``error``) where the train
-    arguments after ``--`` (``rest``) ask for JSON; written at once, given up after a bound on
+    :func:`distconv.messages.note_lines`): each a JSON object where the train arguments after
+    ``--`` (``rest``) ask for JSON, the last one's level ``error``, each note's
+    :meth:`JsonLines.note`'s; written at once, given up after a bound on
     a stderr that stalls (:func:`launcher.stderr_line.write_last`)."""
-    said = [*before, text]
     lines = json_lines(rest, None)
-    if lines is not None:
-        said = [lines.message(line, None, "error").decode().rstrip("\n") for line in said]
+    if lines is None:
+        said = [*before, text]
+    else:
+        objects = [*(lines.note(line) for line in before), lines.message(text, None, "error")]
+        said = [line.decode().rstrip("\n") for line in objects]
     write_last("\n".join(said))

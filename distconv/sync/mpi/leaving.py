@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from distconv.logs import as_log_line, noted_line
+from distconv.logs import as_log_line, note_line, noted_line
 from distconv.messages import debugging
 from distconv.notes import format_exception, unprinted_notes
 from distconv.rank_endings import ABORTING_THE_JOB, ending_name, reason_text
@@ -129,10 +129,11 @@ def _traceback(etype: type[BaseException], value: BaseException, tb: Any) -> str
 
 def _notes_left_out(value: BaseException) -> str:
     """The notes a script's hook (a logger's) left out of its report of ``value``
-    (:func:`~distconv.notes.unprinted_notes`), each as the log writes a line: under
-    ``--log-format json`` a JSON object, as the logger's report is, not a raw line in the log."""
+    (:func:`~distconv.notes.unprinted_notes`), each as the log writes a note's line
+    (:func:`~distconv.logs.note_line`): under ``--log-format json`` a JSON object, as the
+    logger's report is, not a raw line in the log, marked as a note, not a second error."""
     notes = (note.removesuffix("\n") for note in unprinted_notes(value))
-    return "".join(as_log_line(note, logging.ERROR) + "\n" for note in notes)
+    return "".join(note_line(note) + "\n" for note in notes)
 
 
 def reason(rank: int, error: BaseException | None, ending: str) -> str:
