@@ -42,6 +42,7 @@ from distconv.sync.mpi.step_check import (
     where,
 )
 from distconv.sync.mpi.telling import tell_error, untold
+from distconv.sync.others_told import others_told
 
 _T = TypeVar("_T")
 
@@ -268,7 +269,7 @@ class RankCollectives(StepNumbers, LocalSync):
                 tell_error(
                     exc,
                     lambda text: same_job(self.comm, self.rank, failed(text)),
-                    "all_equal made its exchange all the same, telling the other ranks",
+                    others_told(self.rank),
                 )
             raise
         self._job_met = True  # setup's exchange reached (made, or raised as it was made)

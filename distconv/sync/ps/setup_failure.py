@@ -24,6 +24,7 @@ from typing import Any
 from distconv.messages import described
 from distconv.notes import add_note
 from distconv.sync.errors import SyncError, setup_failure_description
+from distconv.sync.others_told import others_told
 from distconv.sync.ps.beats import HeartbeatOwner
 
 
@@ -62,4 +63,4 @@ class SetupFailure(HeartbeatOwner):
             # now, not at close, which may never come: an older shard that took the hello as
             # a job's fails the gather the others wait in at its bye
             self._say_bye()
-        add_note(error, "setup made its job check all the same, telling the other ranks")
+        add_note(error, others_told(self.rank))
