@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from distconv.deploy.gpus_per_rank import too_many_gpus
 from distconv.files import folder
 from distconv.number_text import decimal, int_at_least
 from distconv.sync.ps.limits import (  # the shards' bound and refusal, without their numpy
@@ -33,6 +34,16 @@ def launch_folder(text: str) -> str:
     """An argparse type: :func:`distconv.files.folder`, the paths its refusal names quoted
     (:func:`.shown.shown`) as the launcher's other lines quote them."""
     return folder(text, shown)
+
+
+def gpus_per_rank(text: str) -> int:
+    """An argparse type: ``--gpus``, 0 or 1 (:func:`distconv.deploy.gpus_per_rank.too_many_gpus`
+    says why not more, and how to use more per pod): a usage error, as ``--gpus -1`` is, not
+    a failure of the render."""
+    gpus = at_least(0)(text)
+    if (too_many := too_many_gpus(gpus)) is not None:
+        raise argparse.ArgumentTypeError(too_many)
+    return gpus
 
 
 def seconds(text: str) -> float:
@@ -187,7 +198,7 @@ def add_k8s_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--gpus",
-        type=at_least(0),
+        type=gpus_per_rank,
         default=0,
         help="GPUs per training rank, 0 or 1 (a rank trains on one device); an MPIJob worker pod "
         "gets this times --slots-per-worker (0)",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from distconv.deploy.gpus_per_rank import too_many_gpus
 from distconv.deploy.image_ref import FORM, is_image_reference
 from distconv.deploy.train_values import refuse_train_values
 from distconv.shard_timeout import below_the_shards_least, workers_timeout
@@ -59,11 +60,8 @@ def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    if gpus > 1:  # local rank R of a pod trains on CUDA device R, and on no other
-        raise ValueError(
-            f"--gpus must be 0 or 1 (GPUs per training rank), got {gpus}: a rank trains on one "
-            f"device, so {gpus - 1} of each rank's {gpus} would sit idle"
-        )
+    if (too_many := too_many_gpus(gpus)) is not None:  # a rank trains on one CUDA device
+        raise ValueError(f"--gpus {too_many}")
     if not isinstance(image, str) or not image or any(c.isspace() for c in image):
         raise ValueError(f"--image must be a non-empty image reference without spaces: {image!r}")
     if mode not in MODES:
