@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from distconv.sync.errors import DATA_ADVICE
+from distconv.sync.others_told import others_told
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(90)]
@@ -25,12 +26,19 @@ def _ranks(*args: str, traceback: bool = False) -> tuple[int, list[str]]:
     return done.returncode, done.stderr.splitlines()
 
 
+def _told(rank: int) -> str:
+    """The note line before a rank's error that says the others were told of it."""
+    return f"user_data_script.py: note: {others_told(rank)}"
+
+
 def test_data_every_rank_refuses_end_each_rank_in_one_line():
     """Both ranks refuse the set before setup, tell each other in the job check, close, and
-    say the refusal: exit 1, no abort."""
+    say the refusal, led by its note that the others were told: exit 1, no abort."""
     status, lines = _ranks("nan", "all")
     assert status == 1, lines
-    assert lines == [f"user_data_script.py: error: DataError: {NAN}"] * 2, lines
+    assert sorted(lines) == sorted(
+        [_told(0), _told(1)] + [f"user_data_script.py: error: DataError: {NAN}"] * 2
+    ), lines
 
 
 def test_data_one_rank_refuses_end_it_in_one_line_and_the_other_naming_it():
@@ -39,6 +47,7 @@ def test_data_one_rank_refuses_end_it_in_one_line_and_the_other_naming_it():
     assert sorted(lines) == [
         f"user_data_script.py: error: DataError: {NAN}",
         f"user_data_script.py: error: rank 0 could not set up: DataError: {NAN}",
+        _told(0),
     ], lines
 
 

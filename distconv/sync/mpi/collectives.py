@@ -177,10 +177,9 @@ class RankCollectives(StepNumbers, LocalSync):
                 self._told_failure = error
                 raise
 
-        made = "setup made its job check all the same"
-        self._refused_untold = tell_error(error, exchange, f"{made}, telling the other ranks")
+        self._refused_untold = tell_error(error, exchange, others_told(self.rank))
         if self._refused_untold is not None:
-            add_note(error, f"{made}, but {untold(self._refused_untold)}")
+            add_note(error, untold(self._refused_untold))
 
     def _tell_state(self, error: Exception | None) -> None:
         """Between setup's job check and its broadcast, every rank says whether it made its
