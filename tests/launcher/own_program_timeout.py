@@ -15,10 +15,8 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.logs import configure_logging
-from distconv.optim import create_optimizer
 from distconv.runtime import detect_runtime
-from distconv.sync import create_sync
-from tests.launcher.ps_launch_worker import BATCH, small_net
+from tests.launcher.ps_launch_worker import BATCH, launched_sync, small_net
 
 #: seconds the sync waits for a shard: a stopped peer is given up on at 1.5 s
 TIMEOUT = 1.0
@@ -28,16 +26,7 @@ def main() -> None:
     runtime = detect_runtime()
     configure_logging(runtime)
     net = small_net()
-    sync = create_sync(
-        "pserver",
-        optimizer=create_optimizer("sgd", lr=0.05),
-        rank=runtime.rank,
-        world_size=runtime.world_size,
-        pservers=runtime.pservers,
-        keys_dir=runtime.keys_dir,
-        job_id=runtime.job_id,
-        timeout=TIMEOUT,
-    )
+    sync = launched_sync(runtime, timeout=TIMEOUT)
     rng = np.random.default_rng(runtime.rank)
     try:
         sync.setup(net.parameters(), {"batch": BATCH})

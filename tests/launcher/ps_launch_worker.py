@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,8 +18,9 @@ from distconv.init import set_seed
 from distconv.logs import configure_logging
 from distconv.models import lenet
 from distconv.optim import create_optimizer
-from distconv.runtime import detect_runtime
+from distconv.runtime import Runtime, detect_runtime
 from distconv.sync import create_sync
+from distconv.sync.base import SyncStrategy
 
 BATCH = 8
 
@@ -49,11 +51,10 @@ def train(net, sync, steps: int, rank: int, world: int) -> None:
         sync.finish_step()
 
 
-def main(out: str, steps: str) -> None:
-    runtime = detect_runtime()
-    configure_logging(runtime)
-    net = small_net()
-    sync = create_sync(
+def launched_sync(runtime: Runtime, **options: Any) -> SyncStrategy:
+    """A PServerSync (SGD, lr 0.05) for the rank, shards and keys ``runtime`` reads from the
+    launcher's environment, with ``options`` (``timeout=``) besides."""
+    return create_sync(
         "pserver",
         optimizer=create_optimizer("sgd", lr=0.05),
         rank=runtime.rank,
@@ -61,7 +62,15 @@ def main(out: str, steps: str) -> None:
         pservers=runtime.pservers,
         keys_dir=runtime.keys_dir,
         job_id=runtime.job_id,
+        **options,
     )
+
+
+def main(out: str, steps: str) -> None:
+    runtime = detect_runtime()
+    configure_logging(runtime)
+    net = small_net()
+    sync = launched_sync(runtime)
     try:
         sync.setup(net.parameters(), {"batch": BATCH})
         train(net, sync, int(steps), runtime.rank, runtime.world_size)
