@@ -6,11 +6,25 @@ until it clears, and a warning at each, in the shard's log and the chief's, buri
 output under the same lines for the rest of the job. Each side therefore keeps, per shard, the
 kind of the last failure and warns at the first, when the kind changes and when a part is
 written again. A failure's kind is its line less the step, which its part's name carries.
+The chief's is kept per setup of its sync (:func:`chief_failures`): a second fit in a notebook,
+or a resume in the same process, warns afresh, where the first fit's warning is long out of
+view.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
+from typing import Any
+
+log = logging.getLogger("distconv.pserver")
+
+#: what a part the disk cannot take costs, said where the shard and the chief warn of one
+EXTRA_COPY = (
+    "this part is only the shards' extra copy of the checkpoint, never read back: the chief's "
+    "checkpoint holds all a resume needs, and training goes on (a shard started without "
+    "--checkpoint-dir writes no parts)"
+)
 
 #: the errors a prune can cure: the disk, or this user's share of it, has no room left. Not
 #: ``EFBIG`` (a file size limit, ``RLIMIT_FSIZE``): no file deleted makes this one fit.
@@ -34,9 +48,11 @@ def failure_kind(line: str, step: int | str) -> str:
 
 
 class PartFailures:
-    """The kind of each shard's last failed part, until one is written: what to warn of."""
+    """The kind of each shard's last failed part, until one is written: what to warn of.
+    ``setup``: the chief's setup of its sync these are of (see :func:`chief_failures`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, setup: int = 0) -> None:
+        self.setup = setup
         self._last: dict[int, str] = {}
 
     def failed(self, shard: int, kind: str) -> bool:
@@ -49,3 +65,25 @@ class PartFailures:
     def written(self, shard: int) -> bool:
         """Note that ``shard`` wrote its part; whether to say so (its last one failed)."""
         return self._last.pop(shard, None) is not None
+
+    def heard(self, shard: int, unwritten: str | None, step: int, said: str) -> None:
+        """Warn, as the chief, of ``shard``'s reply to its checkpoint request of ``step``:
+        ``unwritten``, why it wrote no part (None: it wrote one), once per kind of failure,
+        and the first part written after one. ``said`` names the rank, the checkpoint and the
+        shard."""
+        if unwritten is None:
+            if self.written(shard):
+                log.warning("%s: the shard's disk took its part again", said)
+        elif self.failed(shard, failure_kind(unwritten, step)):
+            log.warning("%s wrote no part: %s; %s; %s", said, unwritten, EXTRA_COPY, SAID_ONCE)
+
+
+def chief_failures(holder: dict[str, Any], setup: int) -> PartFailures:
+    """The chief's :class:`PartFailures` kept in ``holder`` (its sync's ``__dict__``: the
+    mixin has no ``__init__``), afresh at each ``setup`` of that sync: kept across fits, a
+    second fit in a notebook said nothing of a disk the first had found full, its checkpoints
+    short of the shard's parts without a word."""
+    failures = holder.get("_unwritten_parts")
+    if failures is None or failures.setup != setup:
+        failures = holder["_unwritten_parts"] = PartFailures(setup)
+    return failures

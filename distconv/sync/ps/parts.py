@@ -40,18 +40,17 @@ from pathlib import Path
 import numpy as np
 
 from distconv.files import MadeFolder, delete_files, describe_os_error, folder_problem
-from distconv.sync.ps.part_failures import SAID_ONCE, PartFailures, failure_kind, no_room
+from distconv.sync.ps.part_failures import (
+    EXTRA_COPY,
+    SAID_ONCE,
+    PartFailures,
+    failure_kind,
+    no_room,
+)
 from distconv.sync.ps.state import _Refused
 
 log = logging.getLogger("distconv.pserver")
 
-
-#: what a part the disk cannot take costs, said where the shard and the chief warn of one
-EXTRA_COPY = (
-    "this part is only the shards' extra copy of the checkpoint, never read back: the chief's "
-    "checkpoint holds all a resume needs, and training goes on (a shard started without "
-    "--checkpoint-dir writes no parts)"
-)
 
 #: how often :func:`make_folders` starts again when a level above vanishes as it makes one
 _FOLDER_TRIES = 3

@@ -27,8 +27,7 @@ from distconv.backend import to_host
 from distconv.sync.base import PER_ROW, StateDict, SyncError
 from distconv.sync.local import state_problems
 from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
-from distconv.sync.ps.part_failures import SAID_ONCE, PartFailures, failure_kind
-from distconv.sync.ps.parts import EXTRA_COPY
+from distconv.sync.ps.part_failures import chief_failures
 from distconv.sync.ps.row_counts import RUNS, block_count, count_problems, count_runs
 
 log = logging.getLogger("distconv.pserver")
@@ -279,9 +278,10 @@ class RemoteState:
 
         A shard whose disk could not take its part (full, a quota, a file in the way) says so
         in its reply (``unwritten``): a warning here, naming the shard and its line, once per
-        kind of failure and once when it writes a part again (:mod:`~distconv.sync.ps.
-        part_failures`), and the part is left out, while the chief's own checkpoint is written
-        and training goes on, since parts are never read back (:mod:`~distconv.sync.ps.parts`).
+        kind of failure in each setup (each fit) and once when it writes a part again
+        (:mod:`~distconv.sync.ps.part_failures`), and the part is left out, while the chief's
+        own checkpoint is written and training goes on, since parts are never read back
+        (:mod:`~distconv.sync.ps.parts`).
 
         Args:
             step: the checkpoint's step.
@@ -307,22 +307,11 @@ class RemoteState:
                     "wrote none (unwritten, a string)"
                 )  # fmt: skip
         written = {s: h["path"] for s, h in zip(writers, replies) if _a_line(h.get("path"))}
+        failures = chief_failures(self.__dict__, self._setups)
         for s, h in zip(writers, replies):
             said = f"rank {self.rank}, checkpoint {step}: pserver shard {self._named([s])}"
-            if s in written:
-                if self._part_failures.written(s):
-                    log.warning("%s: the shard's disk took its part again", said)
-            elif self._part_failures.failed(s, failure_kind(h["unwritten"], step)):
-                log.warning(
-                    "%s wrote no part: %s; %s; %s", said, h["unwritten"], EXTRA_COPY, SAID_ONCE
-                )
+            failures.heard(s, None if s in written else h["unwritten"], step, said)
         return {f"pserver-shard{s}": path for s, path in written.items()}
-
-    @property
-    def _part_failures(self) -> PartFailures:
-        """The shards' last failed parts, made at the first checkpoint (the mixin has no
-        ``__init__``)."""
-        return self.__dict__.setdefault("_unwritten_parts", PartFailures())
 
     def shard_stats(self) -> list[dict[str, Any]]:
         """Each shard's counters, shard 0 first, as its ``stats`` reply carries them: pushes,

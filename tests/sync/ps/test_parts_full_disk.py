@@ -143,7 +143,9 @@ def _said(lines: list[str]) -> list[str]:
     return said
 
 
-def test_each_kind_of_unwritten_part_is_warned_of_once_and_its_end_too(shards, tmp_path, caplog):
+def _shard_on_tmpfs(shards: Shards, tmp_path: Path) -> tuple[str, Path, Path]:
+    """One shard writing its parts in ``parts`` on a 64 KiB tmpfs of its own: its endpoint,
+    the mount point as the test names it and the disk as the shard sees it."""
     mount = tmp_path / "disk"
     mount.mkdir()
     argv = shard_argv(["-m", "distconv"], shard=0, shards=1)
@@ -151,7 +153,11 @@ def test_each_kind_of_unwritten_part_is_warned_of_once_and_its_end_too(shards, t
     endpoint = shards.launch(["unshare", "-rm", "sh", "-c", ON_TMPFS, str(mount), *argv],
                              tmp_path / "shard.log")  # fmt: skip
     # the shard's own view of its tmpfs (``unshare`` execs the shard: the same process)
-    disk = Path(f"/proc/{shards.procs[-1].pid}/root") / str(mount).lstrip("/")
+    return endpoint, mount, Path(f"/proc/{shards.procs[-1].pid}/root") / str(mount).lstrip("/")
+
+
+def test_each_kind_of_unwritten_part_is_warned_of_once_and_its_end_too(shards, tmp_path, caplog):
+    endpoint, mount, disk = _shard_on_tmpfs(shards, tmp_path)
     net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
     caplog.set_level(logging.WARNING, logger="distconv.pserver")
     try:
@@ -184,3 +190,27 @@ def test_each_kind_of_unwritten_part_is_warned_of_once_and_its_end_too(shards, t
     chief = [r.getMessage() for r in caplog.records if "pserver shard 0" in r.getMessage()]
     assert _said(chief) == expected, chief
     assert _said(shards.log_text().splitlines()) == expected, shards.log_text()
+
+
+def test_a_second_fit_on_the_same_sync_warns_of_a_full_disk_again(shards, tmp_path, caplog):
+    # a notebook's second fit (or a resume in the same process) sets the same sync up again:
+    # its checkpoints lacked the shard's parts without a word, the first fit's warning long
+    # scrolled away; the shard's own log, one for all the runs it serves, says it once
+    endpoint, _, disk = _shard_on_tmpfs(shards, tmp_path)
+    net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
+    caplog.set_level(logging.WARNING, logger="distconv.pserver")
+    try:
+        sync.setup(net.parameters())
+        sync.save_remote_parts(5, keep=5)  # makes the folder
+        _fill(disk)
+        assert sync.save_remote_parts(10, keep=5) == {}
+        sync.setup(net.parameters())  # the second fit
+        for step in (20, 30):
+            assert sync.save_remote_parts(step, keep=5) == {}
+    finally:
+        sync.close()
+        shards.stop()
+    full = "no space left on device"
+    chief = [r.getMessage() for r in caplog.records if "pserver shard 0" in r.getMessage()]
+    assert _said(chief) == [f"unwritten 10: {full}", f"unwritten 20: {full}"], chief
+    assert _said(shards.log_text().splitlines()) == [f"unwritten 10: {full}"], shards.log_text()
