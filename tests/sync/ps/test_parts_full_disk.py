@@ -214,3 +214,29 @@ def test_a_second_fit_on_the_same_sync_warns_of_a_full_disk_again(shards, tmp_pa
     chief = [r.getMessage() for r in caplog.records if "pserver shard 0" in r.getMessage()]
     assert _said(chief) == [f"unwritten 10: {full}", f"unwritten 20: {full}"], chief
     assert _said(shards.log_text().splitlines()) == [f"unwritten 10: {full}"], shards.log_text()
+
+
+def test_a_part_still_too_big_after_the_prune_is_warned_of_once(shards, tmp_path, caplog):
+    endpoint, _, disk = _shard_on_tmpfs(shards, tmp_path)
+    net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
+    caplog.set_level(logging.WARNING, logger="distconv.pserver")
+    try:
+        sync.setup(net.parameters())
+        sync.save_remote_parts(5, keep=5)  # makes the folder
+        # a rolled-back attempt's part of a page: the prune frees it, too little for a part
+        (disk / "parts" / "pserver-shard0-step99.safetensors").write_text("x")
+        _fill(disk)
+        for step in (10, 20):  # pruned, tried again and failed; then nothing left to prune
+            assert sync.save_remote_parts(step, keep=5) == {}
+        kept = sorted(p.name for p in (disk / "parts").iterdir())
+    finally:
+        sync.close()
+        shards.stop()
+    assert kept == ["pserver-shard0-step5.safetensors"], kept  # the kept part stays
+    full = "no space left on device"
+    chief = [r.getMessage() for r in caplog.records if "pserver shard 0" in r.getMessage()]
+    assert _said(chief) == [f"unwritten 10: {full}"], chief
+    log_text = shards.log_text()
+    assert _said(log_text.splitlines()) == [f"unwritten 10: {full}"], log_text
+    assert "no room for the part of step 10: pruned 1 old part(s), writing it again" in log_text
+    assert "part of step 20: pruned" not in log_text and "Traceback" not in log_text
