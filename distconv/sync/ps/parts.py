@@ -185,6 +185,8 @@ class CheckpointParts:
             return False
         try:
             gone = self._prune(step - 1, keep - 1)
+        except (FileNotFoundError, NotADirectoryError):  # no folder made: nothing to prune
+            return False  # (said at each checkpoint, beside the part's warning said once)
         except OSError as exc:  # the folder unreadable: the part's own error is the one said
             log.warning("shard %d: not pruning old checkpoint parts now: %s", self.index, exc)
             return False

@@ -21,6 +21,7 @@ the first failure of each kind, says when the disk took a part again, and nothin
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import logging
 import os
@@ -115,8 +116,9 @@ def test_a_full_disk_is_pruned_written_again_and_warned_of_once(tmp_path):
     assert "Traceback" not in shards_log
 
 
-#: ``unshare -rm sh -c ON_TMPFS FOLDER ARGV``: ARGV run with a tmpfs of 64 KiB on FOLDER
-ON_TMPFS = 'mount -t tmpfs -o size=64k distconv-test "$0" && exec "$@"'
+#: ``unshare -rm sh -c ON_TMPFS FOLDER OPTIONS ARGV``: ARGV run with a tmpfs of OPTIONS (64
+#: KiB) on FOLDER
+ON_TMPFS = 'mount -t tmpfs -o "$1" distconv-test "$0" && shift && exec "$@"'
 
 
 def _fill(folder: Path) -> None:
@@ -143,14 +145,17 @@ def _said(lines: list[str]) -> list[str]:
     return said
 
 
-def _shard_on_tmpfs(shards: Shards, tmp_path: Path) -> tuple[str, Path, Path]:
-    """One shard writing its parts in ``parts`` on a 64 KiB tmpfs of its own: its endpoint,
-    the mount point as the test names it and the disk as the shard sees it."""
+def _shard_on_tmpfs(
+    shards: Shards, tmp_path: Path, options: str = "size=64k"
+) -> tuple[str, Path, Path]:
+    """One shard writing its parts in ``parts`` on a tmpfs of its own, mounted with
+    ``options``: its endpoint, the mount point as the test names it and the disk as the shard
+    sees it."""
     mount = tmp_path / "disk"
     mount.mkdir()
     argv = shard_argv(["-m", "distconv"], shard=0, shards=1)
     argv += ["--checkpoint-dir", str(mount / "parts")]
-    endpoint = shards.launch(["unshare", "-rm", "sh", "-c", ON_TMPFS, str(mount), *argv],
+    endpoint = shards.launch(["unshare", "-rm", "sh", "-c", ON_TMPFS, str(mount), options, *argv],
                              tmp_path / "shard.log")  # fmt: skip
     # the shard's own view of its tmpfs (``unshare`` execs the shard: the same process)
     return endpoint, mount, Path(f"/proc/{shards.procs[-1].pid}/root") / str(mount).lstrip("/")
@@ -240,3 +245,28 @@ def test_a_part_still_too_big_after_the_prune_is_warned_of_once(shards, tmp_path
     assert _said(log_text.splitlines()) == [f"unwritten 10: {full}"], log_text
     assert "no room for the part of step 10: pruned 1 old part(s), writing it again" in log_text
     assert "part of step 20: pruned" not in log_text and "Traceback" not in log_text
+
+
+def test_no_room_for_the_parts_folder_itself_is_one_warning(shards, tmp_path, caplog):
+    # a disk with no inode left: not even the parts' folder can be made, so a prune has no
+    # folder to look in; it warned "not pruning old checkpoint parts now: ... No such file or
+    # directory" at every checkpoint, beside the part's own warning said once
+    endpoint, _, disk = _shard_on_tmpfs(shards, tmp_path, "size=64k,nr_inodes=8")
+    net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
+    assert os.statvfs(disk).f_files <= 8, disk  # the tmpfs, never a real disk
+    for i in itertools.count():  # every inode the tmpfs has, with empty files of no part's
+        try:
+            (disk / f"other{i}").touch()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+            break
+    try:
+        sync.setup(net.parameters())
+        for step in (10, 20):
+            assert sync.save_remote_parts(step, keep=5) == {}
+    finally:
+        sync.close()
+        shards.stop()
+    log_text = shards.log_text()
+    assert "not pruning" not in log_text and "Traceback" not in log_text, log_text
+    assert _said(log_text.splitlines()) == ["unwritten 10: no space left on device"], log_text
