@@ -28,6 +28,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -146,15 +147,15 @@ def _said(lines: list[str]) -> list[str]:
 
 
 def _shard_on_tmpfs(
-    shards: Shards, tmp_path: Path, options: str = "size=64k"
+    shards: Shards, tmp_path: Path, options: str = "size=64k", flags: Sequence[str] = ()
 ) -> tuple[str, Path, Path]:
     """One shard writing its parts in ``parts`` on a tmpfs of its own, mounted with
-    ``options``: its endpoint, the mount point as the test names it and the disk as the shard
-    sees it."""
+    ``options``, started with ``flags`` too: its endpoint, the mount point as the test names
+    it and the disk as the shard sees it."""
     mount = tmp_path / "disk"
     mount.mkdir()
     argv = shard_argv(["-m", "distconv"], shard=0, shards=1)
-    argv += ["--checkpoint-dir", str(mount / "parts")]
+    argv += ["--checkpoint-dir", str(mount / "parts"), *flags]
     endpoint = shards.launch(["unshare", "-rm", "sh", "-c", ON_TMPFS, str(mount), options, *argv],
                              tmp_path / "shard.log")  # fmt: skip
     # the shard's own view of its tmpfs (``unshare`` execs the shard: the same process)
@@ -269,4 +270,25 @@ def test_no_room_for_the_parts_folder_itself_is_one_warning(shards, tmp_path, ca
         shards.stop()
     log_text = shards.log_text()
     assert "not pruning" not in log_text and "Traceback" not in log_text, log_text
+    assert _said(log_text.splitlines()) == ["unwritten 10: no space left on device"], log_text
+
+
+def test_keep_parts_0_keeps_every_part_on_a_full_disk(shards, tmp_path, caplog):
+    # --keep-parts 0 (a request without keep) keeps everything, so a prune has nothing it may
+    # take, not even a rolled-back attempt's part, which a part written then keeps too
+    endpoint, _, disk = _shard_on_tmpfs(shards, tmp_path, flags=["--keep-parts", "0"])
+    net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
+    try:
+        sync.setup(net.parameters())
+        sync.save_remote_parts(5)  # makes the folder
+        (disk / "parts" / "pserver-shard0-step99.safetensors").write_text("x")
+        _fill(disk)
+        assert sync.save_remote_parts(10) == {}
+        kept = sorted(p.name for p in (disk / "parts").iterdir())
+    finally:
+        sync.close()
+        shards.stop()
+    assert kept == [f"pserver-shard0-step{s}.safetensors" for s in (5, 99)], kept
+    log_text = shards.log_text()
+    assert "pruned" not in log_text and "Traceback" not in log_text, log_text
     assert _said(log_text.splitlines()) == ["unwritten 10: no space left on device"], log_text
