@@ -6,8 +6,9 @@ until it clears, and a warning at each, in the shard's log and the chief's, buri
 output under the same lines for the rest of the job. Each side therefore keeps, per shard, the
 kind of the last failure and warns at the first, when the kind changes and when a part is
 written again. A failure's kind is its line less the step, which its part's name carries.
-The chief's is kept per setup of its sync (:func:`chief_failures`): a second fit in a notebook,
-or a resume in the same process, warns afresh, where the first fit's warning is long out of
+Both keep it per seeding (:func:`failures_of`): the chief per setup of its sync, the shard per
+seed, which each setup sends. A second fit in a notebook, a resume in the same process, or the
+next job on a shard that lives on warns afresh, where the first one's warning is long out of
 view.
 """
 
@@ -49,10 +50,10 @@ def failure_kind(line: str, step: int | str) -> str:
 
 class PartFailures:
     """The kind of each shard's last failed part, until one is written: what to warn of.
-    ``setup``: the chief's setup of its sync these are of (see :func:`chief_failures`)."""
+    ``seeding``: the setup or seed these are of (see :func:`failures_of`)."""
 
-    def __init__(self, setup: int = 0) -> None:
-        self.setup = setup
+    def __init__(self, seeding: object = None) -> None:
+        self.seeding = seeding
         self._last: dict[int, str] = {}
 
     def failed(self, shard: int, kind: str) -> bool:
@@ -78,12 +79,13 @@ class PartFailures:
             log.warning("%s wrote no part: %s; %s; %s", said, unwritten, EXTRA_COPY, SAID_ONCE)
 
 
-def chief_failures(holder: dict[str, Any], setup: int) -> PartFailures:
-    """The chief's :class:`PartFailures` kept in ``holder`` (its sync's ``__dict__``: the
-    mixin has no ``__init__``), afresh at each ``setup`` of that sync: kept across fits, a
-    second fit in a notebook said nothing of a disk the first had found full, its checkpoints
-    short of the shard's parts without a word."""
+def failures_of(holder: dict[str, Any], seeding: object) -> PartFailures:
+    """The :class:`PartFailures` kept in ``holder`` (the ``__dict__`` of the chief's sync or of
+    a shard: their mixins have no ``__init__``), afresh at each ``seeding`` (the sync's count
+    of its setups, the shard's seed id): kept for the process's life, a second fit in a
+    notebook, or the next job on the same shards, said nothing of a disk the first had found
+    full, its checkpoints short of the shard's parts without a word."""
     failures = holder.get("_unwritten_parts")
-    if failures is None or failures.setup != setup:
-        failures = holder["_unwritten_parts"] = PartFailures(setup)
+    if failures is None or failures.seeding != seeding:
+        failures = holder["_unwritten_parts"] = PartFailures(seeding)
     return failures

@@ -45,6 +45,7 @@ from distconv.sync.ps.part_failures import (
     SAID_ONCE,
     PartFailures,
     failure_kind,
+    failures_of,
     no_room,
 )
 from distconv.sync.ps.state import _Refused
@@ -214,8 +215,8 @@ class CheckpointParts:
         ``path``, the part written, or ``unwritten``, the line that says why none was.
 
         A part the disk cannot take (full, a quota, a file in the way) is a warning in this
-        shard's log, once per kind of failure and once when the disk takes a part again
-        (:mod:`~distconv.sync.ps.part_failures`), and the chief, told so, writes its own
+        shard's log, once per kind of failure since its seed and once when the disk takes a
+        part again (:mod:`~distconv.sync.ps.part_failures`), and the chief, told so, writes its own
         checkpoint and goes on: a part is never read back (see the module), and refusing it
         stopped the job and left the step without the chief's checkpoint too, the one a
         resume reads.
@@ -244,9 +245,8 @@ class CheckpointParts:
 
     @property
     def _part_failures(self) -> PartFailures:
-        """This shard's last failed part, made at the first request (the mixin has no
-        ``__init__``)."""
-        return self.__dict__.setdefault("_unwritten_part", PartFailures())
+        """This shard's last failed part since its seed (each setup's, each job's)."""
+        return failures_of(self.__dict__, self.seed_id)
 
     def prune_parts(self, step: int, keep: int) -> list[Path]:
         """Delete this shard's parts but those of its ``keep`` newest steps up to ``step``

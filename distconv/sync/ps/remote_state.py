@@ -27,7 +27,7 @@ from distconv.backend import to_host
 from distconv.sync.base import PER_ROW, StateDict, SyncError
 from distconv.sync.local import state_problems
 from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
-from distconv.sync.ps.part_failures import chief_failures
+from distconv.sync.ps.part_failures import failures_of
 from distconv.sync.ps.row_counts import RUNS, block_count, count_problems, count_runs
 
 log = logging.getLogger("distconv.pserver")
@@ -307,7 +307,7 @@ class RemoteState:
                     "wrote none (unwritten, a string)"
                 )  # fmt: skip
         written = {s: h["path"] for s, h in zip(writers, replies) if _a_line(h.get("path"))}
-        failures = chief_failures(self.__dict__, self._setups)
+        failures = failures_of(self.__dict__, self._setups)
         for s, h in zip(writers, replies):
             said = f"rank {self.rank}, checkpoint {step}: pserver shard {self._named([s])}"
             failures.heard(s, None if s in written else h["unwritten"], step, said)

@@ -16,6 +16,9 @@ A chief then asks one shard, on a 64 KiB tmpfs of its own, for parts step by ste
 test fills that disk with a file no prune takes, empties it, and puts a file in the parts'
 folder's place (through ``/proc/PID/root``, the shard's view of its mounts): each log warns at
 the first failure of each kind, says when the disk took a part again, and nothing in between.
+The same shard on its tmpfs then shows the edges: a second setup of the same sync (a
+notebook's second fit) warns again, a prune that frees too little is still one warning, a disk
+with no inode for the parts' folder warns of no prune, and ``--keep-parts 0`` prunes nothing.
 """
 
 from __future__ import annotations
@@ -199,9 +202,9 @@ def test_each_kind_of_unwritten_part_is_warned_of_once_and_its_end_too(shards, t
 
 
 def test_a_second_fit_on_the_same_sync_warns_of_a_full_disk_again(shards, tmp_path, caplog):
-    # a notebook's second fit (or a resume in the same process) sets the same sync up again:
-    # its checkpoints lacked the shard's parts without a word, the first fit's warning long
-    # scrolled away; the shard's own log, one for all the runs it serves, says it once
+    # a notebook's second fit (or a resume in the same process) sets the same sync up again,
+    # and seeds the shards again: its checkpoints lacked the shard's parts without a word in
+    # either log, the first fit's warning long out of view
     endpoint, _, disk = _shard_on_tmpfs(shards, tmp_path)
     net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
     caplog.set_level(logging.WARNING, logger="distconv.pserver")
@@ -218,8 +221,9 @@ def test_a_second_fit_on_the_same_sync_warns_of_a_full_disk_again(shards, tmp_pa
         shards.stop()
     full = "no space left on device"
     chief = [r.getMessage() for r in caplog.records if "pserver shard 0" in r.getMessage()]
-    assert _said(chief) == [f"unwritten 10: {full}", f"unwritten 20: {full}"], chief
-    assert _said(shards.log_text().splitlines()) == [f"unwritten 10: {full}"], shards.log_text()
+    expected = [f"unwritten 10: {full}", f"unwritten 20: {full}"]
+    assert _said(chief) == expected, chief
+    assert _said(shards.log_text().splitlines()) == expected, shards.log_text()
 
 
 def test_a_part_still_too_big_after_the_prune_is_warned_of_once(shards, tmp_path, caplog):
