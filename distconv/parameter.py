@@ -123,6 +123,12 @@ class Parameter:
             self._pending = 0
             callback(self)
 
+    @property
+    def users_in(self) -> int:
+        """The users whose share of this pass's gradient is in (counted by :meth:`inc_update`):
+        0 at a pass's start, and again once the last user's share fired the callback."""
+        return self._pending
+
     def reset_pending(self) -> None:
         """Forget the users counted so far in this pass (a new pass starts)."""
         self._pending = 0

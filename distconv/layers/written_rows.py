@@ -47,7 +47,7 @@ def note_rows(param: Parameter, rows: Any) -> None:
     noted = _noted.get(param)
     if noted is None:  # no step of a sync that reads it is open: nothing to keep
         return
-    users_in = param._pending  # users of this pass already in: a new pass starts at 0
+    users_in = param.users_in  # users of this pass already in: a new pass starts at 0
     if users_in == 0:
         noted.passes_whole &= noted.in_pass in (0, param.shared_count or 1)
         noted.in_pass = 0
