@@ -2,16 +2,21 @@
 
 A parameter server pushes a sparse table's gradient by rows, and refuses a row with a gradient
 that was not prefetched (a layer wrote rows its ``rows_read`` missed: the update would be lost).
-Finding those rows by scanning the whole gradient costs a full read of the table each step
-(5-9 ms on 100 000 x 64 float32, 17 ms on 1 000 000 x 8) and, on a GPU, a copy of it to the
-host. A layer that adds into a gradient by an index array says which rows with
-:func:`note_rows`, from the very array it wrote with, so what it says is what it wrote; the
-sync then checks those rows against the prefetched ones and copies only them.
+Finding those rows by scanning the whole gradient costs a full read of the table each step (and,
+on a GPU, a reduction over all of it; docs/benchmarks.md times it). A layer that adds into a
+gradient by an index array says which rows with :func:`note_rows`, from the very array it wrote
+with, so what it says is what it wrote; the sync then checks those rows against the prefetched
+ones and copies only them. ``SelectiveFullyConnected`` notes its own.
 
 What is noted is trusted only where it covers every write: each user of the parameter in
 each pass of the step noted its rows before its ``inc_update`` (:func:`take_rows` returns
 None otherwise, and the sync scans as before). A layer of one's own that writes without
-noting leaves the scan in place for that parameter, shared or not.
+noting leaves the scan in place for that parameter, shared or not. One that notes fewer rows
+than it writes is not caught by the push: a row it left out that the step did not prefetch
+(its ``rows_read`` missed it too, or it was prefetched before the step) is neither refused
+nor pushed nor cleared, so its update is lost to the step and its gradient joins a later
+one's. ``DISTCONV_CHECK_SPARSE_ROWS=1`` reads the whole gradient as well and refuses a row
+holding one that no layer noted, naming it.
 """
 
 from __future__ import annotations

@@ -9,8 +9,10 @@ pushes, after backward, the rows the step read. One rule says which:
 - rows prefetched while a step is open are that step's, and all go back;
 - rows prefetched while none is open (an evaluation's, the next batch's before its
   ``start_step``, any after a ``finish_step`` that raised) are marked in a mask of the table,
-  which the next ``start_step`` takes: of those, the rows with a gradient go back (so an
-  evaluation's rows are pulled, not pushed);
+  which the next ``start_step`` takes: of those, the rows the step's backward wrote go back (so
+  an evaluation's rows are pulled, not pushed): the rows its layers noted
+  (:mod:`distconv.layers.written_rows`), a zero gradient among them, where every write of the
+  table was noted, else the rows holding a nonzero gradient, read from the whole table;
 - a gradient in any other row is refused before any of it is sent: the forward read rows that
   may be behind the shards (a sync worker's replies carry only its own rows, an async one's
   lag other workers'), and the step would train wrong.
@@ -92,18 +94,19 @@ class SparseRows:
 
     def _touched(self, i: int, grad: Any) -> np.ndarray:
         """The rows of a sparse parameter this step read: those prefetched in it, and of those
-        it took at :meth:`start_step` (a first pass's, an evaluation's), the ones with a
-        gradient (none: a rank's empty share).
+        it took at :meth:`start_step` (a first pass's, an evaluation's), the ones the step
+        wrote (:func:`rows_with_gradient`; none: a rank's empty share).
 
         Raises:
             SyncError: before anything of it is sent, where the gradient has rows but the
                 parameter was prefetched neither in the step nor while none was open before it
                 (:func:`not_prefetched`), or where a row has a gradient but was not
                 prefetched: a layer read rows its ``rows_read`` did not report, and its
-                update would be lost.
+                update would be lost; under :data:`CHECK_ROWS_VARIABLE`, a row with a
+                gradient its layers did not note (:func:`rows_with_gradient`).
         """
         name = self.params[i].name
-        with_grad = rows_with_gradient(self.params[i], grad)
+        with_grad = rows_with_gradient(self.params[i], grad, self.rank)
         rows, before = self._row_ids.get(name), self._before.get(name)
         if rows is None and before is None and len(with_grad):
             raise SyncError(not_prefetched(self.rank, name, len(with_grad)))
@@ -256,22 +259,46 @@ class SparseRows:
         return wanted
 
 
-#: set (to anything but an off value), every sparse push reads its whole gradient for the rows
-#: that hold one, even where the layers said which rows they wrote: a check of those layers
+#: set (to anything but an off value), every sparse push whose rows its layers noted also reads
+#: its whole gradient, and refuses a row holding one that they did not note: a check of those
+#: layers, which changes no number (the noted rows are pushed either way)
 CHECK_ROWS_VARIABLE = "DISTCONV_CHECK_SPARSE_ROWS"
 
 
-def rows_with_gradient(param: Parameter, grad: Any) -> np.ndarray:
+def rows_with_gradient(param: Parameter, grad: Any, rank: int = 0) -> np.ndarray:
     """The sorted rows (int64, host) of ``param``'s gradient ``grad`` (its ``(rows, row_len)``
-    matrix, on its device) that may hold a gradient this step: those its layers said they
-    wrote (:mod:`distconv.layers.written_rows`), where they said so of every write; else,
-    or under :data:`CHECK_ROWS_VARIABLE`, those with a nonzero, read from the whole table on
-    its device (a full read: 5-9 ms on a 100 000 x 64 float32 table)."""
+    matrix, on its device) that this step wrote: those its layers said they wrote
+    (:mod:`distconv.layers.written_rows`), where they said so of every write; else those with
+    a nonzero, read from the whole table on its device (a full read each step: see
+    docs/benchmarks.md, "A sparse push's rows").
+
+    Raises:
+        SyncError: under :data:`CHECK_ROWS_VARIABLE`, a row with a gradient that the layers,
+            having noted their writes, left out (:func:`not_noted`; ``rank`` names this one).
+    """
     noted = take_rows(param)
     if noted is not None and not env_switch(CHECK_ROWS_VARIABLE):
         return noted
     xp = get_array_module(grad)
-    return to_host(xp.flatnonzero(grad.any(axis=1))).astype(np.int64)
+    nonzero = to_host(xp.flatnonzero(grad.any(axis=1))).astype(np.int64)
+    if noted is None:
+        return nonzero
+    left_out = np.setdiff1d(nonzero, noted, assume_unique=True)
+    if len(left_out):
+        raise SyncError(not_noted(rank, param.name, left_out))
+    return noted
+
+
+def not_noted(rank: int, name: str, left_out: np.ndarray) -> str:
+    """Why a gradient of sparse table ``name`` in rows ``left_out``, which the layers that
+    noted their writes did not note, is refused under :data:`CHECK_ROWS_VARIABLE`."""
+    ids, count = left_out[:8].tolist(), len(left_out)
+    return (
+        f"rank {rank}: {name}: rows {ids} have gradients that no layer noted writing "
+        f"({count} in all; {CHECK_ROWS_VARIABLE} is set): a layer adds into rows it does not "
+        "pass to note_rows, and without the check their gradient would not be pushed; pass "
+        "note_rows every row its backward writes, or none (the table is then read whole)"
+    )
 
 
 def not_prefetched(rank: int, name: str, rows: int) -> str:

@@ -1,0 +1,138 @@
+"""What a sparse push does with the rows its layers noted (:mod:`distconv.layers.written_rows`)
+where the scan of the whole gradient found other rows, on real shards (127.0.0.1, port 0).
+
+A loop that prefetches a batch before ``sync.start_step`` pushes, of those rows, the ones the
+step's backward wrote: a row written with an exactly zero gradient among them, so a lazy
+optimizer's momentum, Adam moments and step count go on in it as one process's do, whether
+``DISTCONV_CHECK_SPARSE_ROWS`` is set or not (set, it read the whole table instead and left
+such rows out: momentum and Adam then trained otherwise than with it unset, and than one
+process). Set, it refuses a row written but not noted; unset, that row's gradient is not
+pushed, which the module says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from distconv import Arg, Network
+from distconv.equivalence import weights
+from distconv.layers import SelectiveFullyConnected, SoftmaxCrossEntropy
+from distconv.layers.written_rows import note_rows
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.base import SyncError, SyncStrategy
+from distconv.sync.local import LocalSync
+from distconv.sync.ps.sparse import CHECK_ROWS_VARIABLE
+from tests.sync.ps.ps_helpers import pserver_sync
+
+#: each sample's two columns of four: every column is read by two samples each step
+PAIRS = np.array([[0, 1], [2, 3], [0, 2], [1, 3]])
+
+
+def selective_net() -> Network:
+    """A float64 ``sparse=True`` selective FC of 3 inputs and 4 columns, under a softmax loss."""
+    net = Network()
+    layer = SelectiveFullyConnected(3, 4, sparse=True, dtype=np.float64)
+    rng = np.random.default_rng(0)
+    layer.weight.value[...] = rng.standard_normal(layer.weight.shape)
+    layer.bias.value[...] = rng.standard_normal(layer.bias.shape)
+    net.add("sfc", layer, ["x", "sel"])
+    net.add("loss", SoftmaxCrossEntropy(), ["sfc", "label"])
+    return net
+
+
+def zero_row_batch(step: int) -> dict:
+    """Every column selected; the samples selecting column ``step % 4`` have inputs of zeros,
+    so that column's weight row is written with an exactly zero gradient (its bias is not)."""
+    rng = np.random.default_rng(step)
+    x = rng.standard_normal((len(PAIRS), 3))
+    x[(PAIRS == step % 4).any(axis=1)] = 0
+    return {"x": x, "sel": Arg(ids=PAIRS.copy()), "label": rng.integers(0, 2, len(PAIRS))}
+
+
+def train_prefetching_before(
+    net: Network, sync: SyncStrategy, batch: Callable[[int], dict], steps: int
+) -> dict:
+    """``steps`` steps of one's own loop that prefetches each batch before ``start_step``; the
+    weights it ends with (``sync`` closed)."""
+    try:
+        sync.setup(net.parameters())
+        for step in range(steps):
+            feeds = batch(step)
+            sync.prefetch(net.rows_needed(feeds))  # no step open: the next one takes them
+            sync.start_step(len(feeds["label"]))
+            net.forward(feeds)
+            net.backward(sync, loss="loss", loss_scale=len(feeds["label"]))
+            sync.finish_step()
+        return weights(net)
+    finally:
+        sync.close()
+
+
+def assert_trains_as_one_process(shards, make_net, batch, optimizer: str, steps: int) -> None:
+    """One worker on one shard ends with the weights of ``LocalSync`` on the same batches."""
+    worker = pserver_sync(shards.start(1, 1), create_optimizer(optimizer, lr=0.1), 0, 1)
+    ps = train_prefetching_before(make_net(), worker, batch, steps)
+    one = LocalSync(create_optimizer(optimizer, lr=0.1))
+    local = train_prefetching_before(make_net(), one, batch, steps)
+    for name, value in local.items():
+        np.testing.assert_allclose(ps[name], value, rtol=1e-12, atol=1e-14, err_msg=name)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("check", [None, "1"])
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
+def test_rows_written_with_a_zero_gradient_train_as_one_process(
+    shards, monkeypatch, optimizer, check
+):
+    """Under the check too: it read the table for rows with a nonzero, and the row of zeros
+    kept its momentum still (0.02 off one process's weights with momentum, 0.12 with Adam)."""
+    if check is not None:
+        monkeypatch.setenv(CHECK_ROWS_VARIABLE, check)
+    assert_trains_as_one_process(shards, selective_net, zero_row_batch, optimizer, steps=6)
+
+
+def _one_step_noting_too_few(shards, check, monkeypatch) -> tuple[Parameter, BaseException | None]:
+    """A sparse table's step whose one user writes rows 1 and 2 and notes row 1 alone, row 2
+    not prefetched (its ``rows_read`` missed it too): the push's table and error, if any."""
+    if check is not None:
+        monkeypatch.setenv(CHECK_ROWS_VARIABLE, check)
+    table = Parameter("table", np.zeros((4, 2)), sparse_rows=True)
+    table.shared_count = 1
+    sync = pserver_sync(shards.start(1, 1), create_optimizer("sgd", lr=1.0), 0, 1)
+    try:
+        sync.setup([table])
+        sync.start_step(1)
+        sync.prefetch({"table": np.array([1])})
+        table.grad[[1, 2]] = 1.0
+        note_rows(table, np.array([1]))  # row 2 left out
+        try:
+            table.inc_update(sync)
+            sync.finish_step()
+        except SyncError as error:
+            sync.abandon_step()
+            return table, error
+        return table, None
+    finally:
+        sync.close()
+
+
+@pytest.mark.timeout(60)
+def test_the_check_refuses_a_row_written_but_not_noted(shards, monkeypatch):
+    table, error = _one_step_noting_too_few(shards, "1", monkeypatch)
+    assert error is not None and "rows [2] have gradients that no layer noted" in str(error)
+    assert CHECK_ROWS_VARIABLE in str(error)
+
+
+@pytest.mark.timeout(60)
+def test_without_the_check_a_row_written_but_not_noted_is_not_pushed(shards, monkeypatch):
+    """What :mod:`distconv.layers.written_rows` says: neither refused nor pushed, the row's
+    update is lost to the step and its gradient stays for a later one (the check above is the
+    way to find such a layer)."""
+    table, error = _one_step_noting_too_few(shards, None, monkeypatch)
+    assert error is None
+    assert table.value[:, 0].tolist() == [0.0, -1.0, 0.0, 0.0]  # row 1 alone trained
+    assert table.grad[2].tolist() == [1.0, 1.0]
