@@ -80,3 +80,9 @@ def open_rows(param: Parameter) -> None:
     """Start keeping what is noted for ``param``, afresh (a step starts: what a backward
     outside it noted, an abandoned step's, says nothing of this step's gradient)."""
     _noted[param] = _Noted()
+
+
+def close_rows(param: Parameter) -> None:
+    """Stop keeping what is noted for ``param`` (the step ended without taking it: an abandoned
+    step's, or one whose push failed before it), so a backward outside any step keeps nothing."""
+    _noted.pop(param, None)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import get_array_module, to_host
-from distconv.layers.written_rows import open_rows, take_rows
+from distconv.layers.written_rows import close_rows, open_rows, take_rows
 from distconv.messages import env_switch
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
@@ -83,9 +83,9 @@ class SparseRows:
         self._row_ids, self._before = {}, {}
         if starting:
             self._before, self._waiting = self._waiting, {}
-            for p in self.params:  # the rows its layers write, which spare reading the table
-                if p.sparse_rows:
-                    open_rows(p)
+        for p in self.params:  # the rows its layers write, which spare reading the table
+            if p.sparse_rows:  # kept in a step only: an abandoned one's are let go of
+                (open_rows if starting else close_rows)(p)
 
     def _step_open(self) -> bool:
         """Between :meth:`start_step` and the end of its ``finish_step`` or ``abandon_step``

@@ -20,7 +20,7 @@ import pytest
 from distconv import Arg, Network
 from distconv.equivalence import weights
 from distconv.layers import SelectiveFullyConnected, SoftmaxCrossEntropy
-from distconv.layers.written_rows import note_rows
+from distconv.layers.written_rows import note_rows, take_rows
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, SyncStrategy
@@ -136,3 +136,19 @@ def test_without_the_check_a_row_written_but_not_noted_is_not_pushed(shards, mon
     assert error is None
     assert table.value[:, 0].tolist() == [0.0, -1.0, 0.0, 0.0]  # row 1 alone trained
     assert table.grad[2].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.timeout(60)
+def test_an_abandoned_step_keeps_no_rows_noted_after_it(shards):
+    """Each backward outside a step added its rows to the abandoned step's, kept until the
+    next step began (a process that went on with another sync kept them all)."""
+    table = Parameter("table", np.zeros((4, 2)), sparse_rows=True)
+    sync = pserver_sync(shards.start(1, 1), create_optimizer("sgd", lr=1.0), 0, 1)
+    try:
+        sync.setup([table])
+        sync.start_step(1)
+        sync.abandon_step()
+    finally:
+        sync.close()
+    note_rows(table, np.array([3]))
+    assert take_rows(table) is None
