@@ -19,8 +19,8 @@ from distconv.kernels.sequence import check_offsets, segment_ids
 from distconv.layers.base import checked
 from distconv.layers.fc import FullyConnected
 from distconv.layers.inputs import grad_target
-from distconv.layers.written_rows import note_rows
-from distconv.parameter import Parameter, UpdateCallback
+from distconv.layers.written_rows import EVERY_ROW, note_rows
+from distconv.parameter import UpdateCallback
 
 METHODS = ("auto", "sparse", "dense")
 
@@ -293,7 +293,7 @@ class SelectiveFullyConnected(FullyConnected):
         if self.selection is None:  # the full product's gradient: every row of each
             for p in (*self.weights, self.bias):
                 if p is not None and not p.static:
-                    note_rows(p, p.all_rows())  # (noted first: the base fires them)
+                    note_rows(p, EVERY_ROW)  # (noted first: the base fires them)
             super()._backward(dz, callback)
             return
         b, cols = self.bias, self.selection.cols
@@ -311,7 +311,7 @@ class SelectiveFullyConnected(FullyConnected):
         if b is not None:
             if want_db:
                 b.grad[used] += row_sums(dzu)
-                note_rows(b, _row_ids(used, b))
+                note_rows(b, used)  # the rows just written (EVERY_ROW: all used), for a push
             b.inc_update(callback)
         for i, (x, w, dx) in enumerate(zip(self.inputs, self.weights, want_dx)):
             if dx is not None:  # before inc_update: the callback may change the weight
@@ -322,13 +322,8 @@ class SelectiveFullyConnected(FullyConnected):
                 dx += g.reshape(dx.shape)
             if not w.static:
                 w.grad[used] += matmul(dzu.T, self._flat(x, i))
-                note_rows(w, _row_ids(used, w))  # the rows just written, for a sparse push
+                note_rows(w, used)
             w.inc_update(callback)
-
-
-def _row_ids(used: Any, param: Parameter) -> Any:
-    """The row ids ``used`` indexes (``compact_columns`` gives ``slice(None)`` for all)."""
-    return param.all_rows() if isinstance(used, slice) else used
 
 
 def _gathered_rows_times(rows: Any, v: Any) -> Any:

@@ -43,12 +43,17 @@ class _Noted:
 _noted: weakref.WeakKeyDictionary[Parameter, _Noted] = weakref.WeakKeyDictionary()
 
 
+#: what :func:`note_rows` takes for every row of the parameter (a full product's write)
+EVERY_ROW = slice(None)
+
+
 def note_rows(param: Parameter, rows: Any) -> None:
-    """Say that this backward added into ``param.grad`` in ``rows`` (ids on any device, any
-    order, repeats allowed) and nowhere else; call it after the write, before the layer's
-    ``param.inc_update``. Kept only between a sync's :func:`open_rows` and its
-    :func:`take_rows` (a parameter server's step), so a process training otherwise keeps
-    nothing."""
+    """Say that this backward added into ``param.grad`` in ``rows`` and nowhere else: ids on
+    any device, any order, repeats allowed; or :data:`EVERY_ROW`. Call it before the layer's
+    ``param.inc_update`` (after the write, or before it). Kept only between a sync's
+    :func:`open_rows` and its :func:`take_rows` (a parameter server's step), so a process
+    training otherwise keeps nothing, and nothing is computed on a device here: ids are
+    read at the take."""
     noted = _noted.get(param)
     if noted is None:  # no step of a sync that reads it is open: nothing to keep
         return
@@ -72,8 +77,9 @@ def take_rows(param: Parameter) -> np.ndarray | None:
         return None
     if not noted.passes_whole or noted.in_pass != (param.shared_count or 1):
         return None
-    ids = [np.asarray(to_host(r), dtype=np.int64).ravel() for r in noted.rows]
-    return np.unique(np.concatenate(ids))
+    if any(isinstance(r, slice) for r in noted.rows):  # EVERY_ROW
+        return np.arange(param.shape[0], dtype=np.int64)
+    return np.unique(np.concatenate([np.asarray(to_host(r), np.int64).ravel() for r in noted.rows]))
 
 
 def open_rows(param: Parameter) -> None:
