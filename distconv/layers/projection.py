@@ -20,6 +20,7 @@ from distconv.kernels.rows import RowScatter
 from distconv.kernels.shape import is_int
 from distconv.layers.base import size_arg
 from distconv.layers.part import Projection, WeightSpec
+from distconv.layers.written_rows import note_rows
 from distconv.parameter import Parameter
 
 
@@ -184,7 +185,9 @@ class TableProjection(Projection):
 
     def _backward(self, input: Arg, dout: Any) -> None:
         if self.needs_weight_grad:
-            RowScatter(*self._ids_seen).add(self.weight.grad, dout)
+            ids, found = self._ids_seen
+            RowScatter(ids, found).add(self.weight.grad, dout)
+            note_rows(self.weight, ids)  # the rows just written (-1 none), for a sparse push
 
     def __repr__(self) -> str:
         return f"{self.label}(vocab={self.vocab_size}, width={self.out_width})"

@@ -6,7 +6,7 @@ Finding those rows by scanning the whole gradient costs a full read of the table
 on a GPU, a reduction over all of it; docs/benchmarks.md times it). A layer that adds into a
 gradient by an index array says which rows with :func:`note_rows`, from the very array it wrote
 with, so what it says is what it wrote; the sync then checks those rows against the prefetched
-ones and copies only them. ``SelectiveFullyConnected`` notes its own.
+ones and copies only them. ``SelectiveFullyConnected`` and ``TableProjection`` note theirs.
 
 What is noted is trusted only where it covers every write: each user of the parameter in
 each pass of the step noted its rows before its ``inc_update`` (:func:`take_rows` returns
@@ -49,11 +49,11 @@ EVERY_ROW = slice(None)
 
 def note_rows(param: Parameter, rows: Any) -> None:
     """Say that this backward added into ``param.grad`` in ``rows`` and nowhere else: ids on
-    any device, any order, repeats allowed; or :data:`EVERY_ROW`. Call it before the layer's
-    ``param.inc_update`` (after the write, or before it). Kept only between a sync's
-    :func:`open_rows` and its :func:`take_rows` (a parameter server's step), so a process
-    training otherwise keeps nothing, and nothing is computed on a device here: ids are
-    read at the take."""
+    any device, any order, repeats allowed, negative ones (a table's ``-1``, no row) left out;
+    or :data:`EVERY_ROW`. Call it before the layer's ``param.inc_update`` (after the write, or
+    before it). Kept only between a sync's :func:`open_rows` and its :func:`take_rows` (a
+    parameter server's step), so a process training otherwise keeps nothing, and nothing
+    is computed on a device here: ids are read at the take."""
     noted = _noted.get(param)
     if noted is None:  # no step of a sync that reads it is open: nothing to keep
         return
@@ -79,7 +79,8 @@ def take_rows(param: Parameter) -> np.ndarray | None:
         return None
     if any(isinstance(r, slice) for r in noted.rows):  # EVERY_ROW
         return np.arange(param.shape[0], dtype=np.int64)
-    return np.unique(np.concatenate([np.asarray(to_host(r), np.int64).ravel() for r in noted.rows]))
+    ids = np.unique(np.concatenate([np.asarray(to_host(r), np.int64).ravel() for r in noted.rows]))
+    return ids[np.searchsorted(ids, 0) :]  # sorted: the negative ones (no row) first
 
 
 def open_rows(param: Parameter) -> None:

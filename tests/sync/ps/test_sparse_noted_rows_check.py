@@ -26,7 +26,7 @@ from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, SyncStrategy
 from distconv.sync.local import LocalSync
 from distconv.sync.ps.sparse import CHECK_ROWS_VARIABLE
-from tests.sync.ps.ps_helpers import pserver_sync
+from tests.sync.ps.ps_helpers import pserver_sync, sparse_table_net
 
 #: each sample's two columns of four: every column is read by two samples each step
 PAIRS = np.array([[0, 1], [2, 3], [0, 2], [1, 3]])
@@ -152,3 +152,25 @@ def test_an_abandoned_step_keeps_no_rows_noted_after_it(shards):
         sync.close()
     note_rows(table, np.array([3]))
     assert take_rows(table) is None
+
+
+def _adam_table_net() -> Network:
+    """The sparse-table model (4 rows, every batch reads them all) with its classifier's
+    weight zero: the first step writes each table row an exactly zero gradient."""
+    net = sparse_table_net(vocab=4, width=3, classes=2)
+    net["logits"].weight.value[...] = 0
+    return net
+
+
+def _words(step: int) -> dict:
+    rng = np.random.default_rng(step)
+    words = np.array([[0], [1], [2], [3], [-1], [2]])  # -1: no row, as padding
+    return {"words": Arg(ids=words), "label": rng.integers(0, 2, len(words))}
+
+
+@pytest.mark.timeout(60)
+def test_a_table_projection_s_rows_train_as_one_process_with_adam(shards):
+    """The table notes the ids it wrote (its -1 padding left out, which no prefetch holds):
+    unnoted, its first step's rows of zeros were not pushed, their block's Adam step count
+    stood still, and every later step's bias correction differed from one process's."""
+    assert_trains_as_one_process(shards, _adam_table_net, _words, "adam", steps=4)

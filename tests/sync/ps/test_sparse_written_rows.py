@@ -16,7 +16,14 @@ import pytest
 
 from distconv import Arg, Network
 from distconv.equivalence import assert_matches_local
-from distconv.layers import SelectiveFullyConnected, SoftmaxCrossEntropy
+from distconv.layers import (
+    FullMatrixProjection,
+    FullyConnected,
+    Mixed,
+    SelectiveFullyConnected,
+    SoftmaxCrossEntropy,
+    TableProjection,
+)
 from distconv.layers.written_rows import note_rows, open_rows, take_rows
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
@@ -115,3 +122,36 @@ def test_noted_rows_of_accumulated_passes_train_as_one_process(shards):
     with one process's weights (``test_selective_fc_sparse_bias.py`` runs one pass a step)."""
     make = functools.partial(pserver_sync, shards.start(2, workers=2))
     assert_matches_local(make, 2, dataclasses.replace(JOB, accumulate=2), timeout=90)
+
+
+def _embedding(tied: bool) -> tuple[Network, Parameter]:
+    """A ``sparse=True`` table of 10 rows under a softmax over 10 classes, scored by an output
+    projection sharing the table's weight (``tied``: it writes every row without noting), or
+    by a layer of its own; and the table's weight."""
+    table = TableProjection(10, 3, sparse=True, dtype=np.float64)
+    net = Network()
+    net.add("embed", Mixed([table]), inputs="words")
+    if tied:
+        scores = Mixed([FullMatrixProjection(3, 10, weight=table.weight, dtype=np.float64)])
+    else:
+        scores = FullyConnected(3, 10, dtype=np.float64)
+    net.add("scores", scores, inputs="embed")
+    net.add("loss", SoftmaxCrossEntropy(), ["scores", "label"])
+    return net, table.weight
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_a_table_notes_the_ids_it_wrote_unless_a_sharer_did_not(tied):
+    """Repeats once, ``-1`` (no row) left out: the rows its prefetch holds. Tied to a full
+    projection, the table's rows are left to the scan."""
+    net, table = _embedding(tied)
+    open_rows(table)
+    feeds = {"words": Arg(ids=np.array([[4], [-1], [8], [4]])), "label": np.array([0, 1, 2, 3])}
+    net.forward(feeds)
+    net.backward(lambda p: None, loss="loss")
+    rows = take_rows(table)
+    written = np.flatnonzero(table.grad.any(axis=1)).tolist()
+    if tied:
+        assert rows is None and written == list(range(10))
+    else:
+        assert rows.tolist() == written == [4, 8]
