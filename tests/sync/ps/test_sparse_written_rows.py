@@ -72,17 +72,21 @@ def test_a_selective_layer_without_a_selection_notes_every_row():
     assert [take_rows(p).tolist() for p in net.parameters()] == [list(range(40))] * 2
 
 
+@pytest.mark.parametrize("passes", [1, 2])
 @pytest.mark.parametrize("noting", [(True, False), (False, True), (True, True)])
-def test_a_write_one_user_did_not_note_leaves_the_rows_to_be_read(noting):
-    """Two users of one table in a pass: unless both noted, nothing noted is trusted."""
+def test_a_write_one_user_did_not_note_leaves_the_rows_to_be_read(noting, passes):
+    """Two users of one table in a pass, in each of ``passes`` accumulated passes: unless
+    both noted, nothing noted is trusted (in the second pass of one that does not, the
+    noting user is the pass's second as in a whole one: only its place tells them apart)."""
     table = Parameter("table", np.zeros((10, 2)), sparse_rows=True)
     table.shared_count = 2
     open_rows(table)
-    for user, notes in enumerate(noting):
-        table.grad[user] += 1
-        if notes:
-            note_rows(table, np.array([user]))
-        table.inc_update(lambda p: None)
+    for _ in range(passes):
+        for user, notes in enumerate(noting):
+            table.grad[user] += 1
+            if notes:
+                note_rows(table, np.array([user]))
+            table.inc_update(lambda p: None)
     rows = take_rows(table)
     assert (rows is not None and rows.tolist()) == ([0, 1] if all(noting) else False)
 
