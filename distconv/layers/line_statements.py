@@ -58,10 +58,27 @@ def statement_at(
     file has no source to read (exec'd code, a ``.pyc`` alone), does not parse, or the line
     is not one simple statement's alone. ``module_globals``, those of the module the code is
     of, let its loader give the source where no file holds it (a zip archive's)."""
-    if lineno is None:
-        return None
-    parsed = _parsed(filename, module_globals)
-    if parsed is None:
+    held = _holding(filename, lineno, module_globals)
+    return None if held is None else span_statement(held[0].source, *held[1])
+
+
+def statement_lines(
+    filename: str, lineno: int | None, module_globals: dict[str, Any] | None = None
+) -> tuple[int, int] | None:
+    """The first and last lines of the simple statement :func:`statement_at` reads for line
+    ``lineno`` of ``filename``; None where it reads none."""
+    held = _holding(filename, lineno, module_globals)
+    return None if held is None else (held[1].first, held[1].last)
+
+
+def _holding(
+    filename: str, lineno: int | None, module_globals: dict[str, Any] | None
+) -> tuple[_Parsed, _Lines] | None:
+    """``filename`` parsed, and its one simple statement whose lines hold line ``lineno``;
+    None where it has none: no source, no parse, a compound statement's header, or several
+    statements sharing the line."""
+    parsed = None if lineno is None else _parsed(filename, module_globals)
+    if parsed is None or lineno is None:
         return None
     # spans are disjoint but for statements sharing a line: those holding it end the list
     # of spans that start at or before it
@@ -72,7 +89,7 @@ def statement_at(
         holding.append(parsed.spans[at])
     if len(holding) != 1 or holding[0].start is None:
         return None
-    return span_statement(parsed.source, *holding[0])
+    return parsed, holding[0]
 
 
 def span_statement(

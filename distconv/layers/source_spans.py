@@ -7,18 +7,30 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 from itertools import islice
-from types import GetSetDescriptorType, MappingProxyType, MemberDescriptorType, TracebackType
+from types import (
+    FrameType,
+    GetSetDescriptorType,
+    MappingProxyType,
+    MemberDescriptorType,
+    TracebackType,
+)
 from typing import Any
 
 import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import is_array
-from distconv.layers.line_statements import source_lines, span_statement, statement_at
+from distconv.layers.line_statements import (
+    source_lines,
+    span_statement,
+    statement_at,
+    statement_lines,
+)
 
 #: the code of a scope inside a statement, whose frame holds its own names only: a statement
-#: read for it whole resolved the enclosing frame's names (``x`` of ``x.grad = [c * 2 for c
-#: in cs]``) as unreadable, and its ``x.grad`` was taken for a frozen weight's
+#: read for it whole is read with the enclosing frame's names too (:func:`frame_names`), else
+#: ``x`` of ``x.grad = [c * 2 for c in cs]`` was unreadable, its ``x.grad`` taken for a frozen
+#: weight's
 _INNER_SCOPES = frozenset({"<lambda>", "<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
 
 
@@ -28,8 +40,9 @@ def failing_span(tb: TracebackType) -> ast.stmt | None:
     with no source file, exec'd) or does not parse alone. Read by the instruction's columns
     where Python keeps them (3.11+), else as the statement its line belongs to
     (:func:`~distconv.layers.line_statements.statement_at`: Python 3.10, ``-X
-    no_debug_ranges``), but for a comprehension's or a lambda's frame (None: the enclosing
-    frame's entry reads that statement, with its names). ``g[...] += s`` fails reading
+    no_debug_ranges``); a comprehension's or a lambda's frame only where its caller runs
+    that statement (None: a lambda called, a generator consumed, elsewhere), its names read
+    with the caller's (:func:`frame_names`). ``g[...] += s`` fails reading
     ``g[...]``, which alone writes nothing: the statement is read then."""
     frame, lasti = tb.tb_frame, tb.tb_lasti
     code, scope = frame.f_code, frame.f_globals  # its module's loader reads a zip's source
@@ -40,8 +53,8 @@ def failing_span(tb: TracebackType) -> ast.stmt | None:
     at = islice(positions(), lasti // 2, None) if positions is not None else iter(())
     here = next(at, (None,) * 4)
     if here[2] is None or here[3] is None:  # no columns kept: the line's statement
-        if code.co_name in _INNER_SCOPES:  # its names are not the statement's: unread
-            return None
+        if code.co_name in _INNER_SCOPES and _enclosing(frame, tb.tb_lineno) is None:
+            return None  # its names are not the statement's, and no caller's are: unread
         return statement_at(code.co_filename, tb.tb_lineno, scope)
     lines = source_lines(code.co_filename, scope)
     node = span_statement(lines, *here)
@@ -58,6 +71,28 @@ def failing_span(tb: TracebackType) -> ast.stmt | None:
         ):
             return whole  # whose target is the span read
     return node
+
+
+def frame_names(tb: TracebackType) -> dict[str, Any]:
+    """The names the line of traceback entry ``tb`` is read with: its frame's, over those of
+    the frame it runs inside (:func:`_enclosing`) where it is a comprehension's or a lambda's:
+    read whole (no columns kept), its statement names both (``x.grad = [g * 2 for g in
+    gs]``), and a comprehension's own ``g`` shadows the caller's."""
+    frame = tb.tb_frame
+    outer = _enclosing(frame, tb.tb_lineno) if frame.f_code.co_name in _INNER_SCOPES else None
+    return frame.f_locals if outer is None else {**outer.f_locals, **frame.f_locals}
+
+
+def _enclosing(frame: FrameType, lineno: int | None) -> FrameType | None:
+    """The caller of ``frame`` (a comprehension's, a lambda's, at line ``lineno``) where it
+    runs the same statement of the same file, as a comprehension's caller does; None where it
+    does not (a lambda called elsewhere, a generator consumed elsewhere) or it cannot tell."""
+    outer, filename = frame.f_back, frame.f_code.co_filename
+    if outer is None or outer.f_code.co_filename != filename:
+        return None
+    here = statement_lines(filename, lineno, frame.f_globals)
+    there = statement_lines(filename, outer.f_lineno, outer.f_globals)
+    return outer if here is not None and here == there else None
 
 
 def written_target(node: ast.stmt) -> ast.expr | None:
@@ -191,7 +226,7 @@ def touches_grad_of(exc: BaseException, params: Iterable[Any]) -> bool | None:
     raised."""
     ids, unknown, tb = {id(p) for p in params}, False, exc.__traceback__
     while tb is not None:
-        node, names = failing_span(tb), tb.tb_frame.f_locals
+        node, names = failing_span(tb), frame_names(tb)
         tb = tb.tb_next
         if node is None:
             continue

@@ -107,7 +107,21 @@ class ScalesByALambda(Scale):
         x.grad = dz * (lambda: self.cache * 2)()
 
 
-@pytest.mark.parametrize("layer_class", [ScalesByItsCaches, ScalesByALambda])
+class ScalesByALambdaCalledLater(Scale):
+    """As :class:`ScalesByALambda`, the lambda defined on a line before the one that calls it:
+    its frame's statement is not its caller's."""
+
+    cache = None
+
+    def _backward(self, dz, callback):
+        x = self.inputs[0]
+        scale = lambda: self.cache * 2  # noqa: E731
+        x.grad = dz * scale()
+
+
+@pytest.mark.parametrize(
+    "layer_class", [ScalesByItsCaches, ScalesByALambda, ScalesByALambdaCalledLater]
+)
 def test_a_none_of_one_s_own_in_a_comprehension_is_not_blamed_on_the_frozen_weight(layer_class):
     """Read without columns, the comprehension's frame was given its whole statement, whose
     ``x.grad`` it could not resolve among its own names: the frozen bias was advised on."""
@@ -115,6 +129,30 @@ def test_a_none_of_one_s_own_in_a_comprehension_is_not_blamed_on_the_frozen_weig
     with pytest.raises(TypeError, match="NoneType") as caught:
         layer.backward(lambda p: None)
     assert not isinstance(caught.value, LayerTypeError), caught.value
+
+
+class DoublesItsFiredWeightInAComprehension(ScaleShift):
+    """A ScaleShift that fires both its parameters, then doubles the weight's gradient in a
+    comprehension whose ``g`` shadows a ``g`` of the backward's own (its output gradient)."""
+
+    def _backward(self, dz, callback):
+        (x,) = self.inputs
+        g = dz
+        self.bias.grad += g.sum(axis=0)
+        self.weight.grad += (g * x.value).sum(axis=0)
+        self.bias.inc_update(callback)
+        self.weight.inc_update(callback)
+        [np.multiply(g, 2, out=g) for g in (self.weight.grad,)]
+
+
+def test_a_fired_gradient_written_in_a_comprehension_is_named_by_the_comprehension_s_names():
+    """Read without columns, the comprehension's frame was left unread and its statement read
+    with the backward's names alone, where ``g`` is ``dz``: the fired weight's write came out
+    as numpy's bare "output array is read-only"."""
+    with pytest.raises(NetworkError) as caught:
+        trained_as(DoublesItsFiredWeightInAComprehension, "comprehension", build())
+    said = str(caught.value)
+    assert "layer 'ss1' wrote into the gradient of 'ss1.weight' after firing it" in said, said
 
 
 class CountsInAnExpression(Layer):
