@@ -130,17 +130,25 @@ def train_resume_words(out: str, out_given: bool, argv: Sequence[str] | None = N
     ``out``: its own command line, ``--resume`` in place of its resume flags, ``--out OUT``
     where it took the default (``out_given`` false: a later default may name another folder).
     ``argv``: the words :func:`distconv.cli.main` was handed in place of ``sys.argv[1:]`` (a
-    caller's own ``main([...])``), said after ``distconv``; None: the process's command line."""
+    caller's own ``main([...])``), said after ``distconv`` (``python -m distconv`` where no
+    ``distconv`` is on ``PATH``: a notebook's kernel run without its environment's ``bin``);
+    None: the process's command line."""
     from distconv.train_args import add_train
 
     parser = add_train(argparse.ArgumentParser().add_subparsers())
     # argparse lists no options publicly; its abbreviations are read against all of them
     options = [option for action in parser._actions for option in action.option_strings]
-    program, args = (program_words(), sys.argv[1:]) if argv is None else (["distconv"], argv)
+    program, args = (program_words(), sys.argv[1:]) if argv is None else (_distconv(), argv)
     at = args.index("train") + 1 if "train" in args else 0  # -q before it stays as it is
     rest = without_resume_flags(args[at:], options)
     extra = [] if out_given else ["--out", out]
     return [*program, *args[:at], *rest, *extra, "--resume"]
+
+
+def _distconv() -> list[str]:
+    """The words that run ``distconv`` from a shell: the installed command where it is on
+    ``PATH``, else this interpreter's ``-m distconv``."""
+    return ["distconv"] if shutil.which("distconv") else [sys.executable, "-m", "distconv"]
 
 
 def say_kept(

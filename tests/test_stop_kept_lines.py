@@ -261,6 +261,19 @@ def test_a_train_run_from_main_s_own_words_names_them_not_the_process_s(tmp_path
     assert lines[-2] == f"{GO_ON}distconv train {' '.join(TRAIN)} --out run --resume", lines[-3:]
 
 
+def test_main_s_words_are_said_after_python_m_where_no_distconv_is_on_the_path(tmp_path):
+    """A notebook's kernel started without its environment's ``bin`` on ``PATH``: the
+    ``distconv`` said before ``main``'s words was no command there; this interpreter's
+    ``-m distconv`` is, and the pasted line resumes the run."""
+    call = ["train", *TRAIN, "--out", "run"]
+    code = f"import sys; from distconv.cli import main; sys.exit(main({call!r}))"
+    status, lines = _stopped(tmp_path, [sys.executable, "-c", code], PATH=str(tmp_path / "bin"))
+    assert status == 143, lines
+    command = f"{sys.executable} -m distconv train {' '.join(TRAIN)} --out run --resume"
+    assert lines[-2] == f"{GO_ON}{command}", lines[-3:]
+    assert _in_shell(command, tmp_path).returncode == 0  # it resumes the run
+
+
 @pytest.mark.parametrize(
     ("args", "kept"),
     [
