@@ -218,7 +218,8 @@ def _written_arrays(exc: BaseException) -> tuple[list[np.ndarray], bool]:
     what cannot be read without running code (a property's array, an object's own item)."""
     found, unread, tb = [], False, exc.__traceback__
     while tb is not None:
-        node, names = failing_span(tb), frame_names(tb)
+        node = failing_span(tb)
+        names = frame_names(tb, node)
         tb_globals, tb = tb.tb_frame.f_globals, tb.tb_next
         if node is None:
             continue
@@ -243,7 +244,8 @@ def _passed_arrays(exc: BaseException) -> list[np.ndarray]:
     Cython kernel, which raises "read-only" for a buffer it may write) may have written."""
     found, tb = [], exc.__traceback__
     while tb is not None:
-        node, names = failing_span(tb), frame_names(tb)
+        node = failing_span(tb)
+        names = frame_names(tb, node)
         names, tb = {**tb.tb_frame.f_globals, **names}, tb.tb_next
         calls = [n for n in ast.walk(node) if isinstance(n, ast.Call)] if node is not None else []
         for call in calls:

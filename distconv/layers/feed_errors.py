@@ -97,7 +97,7 @@ def refused_arrays(exc: BaseException, *, writes: bool) -> list[Any] | None:
         found = _arrays(entry.tb_frame.f_locals.values())
         if writes:
             node = failing_span(entry)
-            target = _written(node, frame_names(entry)) if node is not None else None
+            target = _written(node, frame_names(entry, node)) if node is not None else None
             if target is not None:  # the line writes: that array or (an object's own item) none
                 return [target] if is_array(target) else []
             if node is None and found:  # it wrote into one of them, or none: unknown

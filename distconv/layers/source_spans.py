@@ -73,14 +73,32 @@ def failing_span(tb: TracebackType) -> ast.stmt | None:
     return node
 
 
-def frame_names(tb: TracebackType) -> dict[str, Any]:
-    """The names the line of traceback entry ``tb`` is read with: its frame's, over those of
-    the frame it runs inside (:func:`_enclosing`) where it is a comprehension's or a lambda's:
-    read whole (no columns kept), its statement names both (``x.grad = [g * 2 for g in
-    gs]``), and a comprehension's own ``g`` shadows the caller's."""
+def frame_names(tb: TracebackType, node: ast.AST | None = None) -> dict[str, Any]:
+    """The names ``node``, the line of traceback entry ``tb``, is read with: its frame's, over
+    those of the frame it runs inside (:func:`_enclosing`) where it is a comprehension's or a
+    lambda's (read whole, no columns kept, its statement names both: ``x.grad = [g * 2 for g
+    in gs]``); elsewhere its frame's but those a comprehension or a lambda in ``node`` binds of
+    its own, which are not the frame's (``g = p.grad; [np.negative(g, out=g) for g in own]``
+    writes ``own``, not ``p.grad``): unread there, as the scope's own frame reads them."""
     frame = tb.tb_frame
-    outer = _enclosing(frame, tb.tb_lineno) if frame.f_code.co_name in _INNER_SCOPES else None
-    return frame.f_locals if outer is None else {**outer.f_locals, **frame.f_locals}
+    if frame.f_code.co_name in _INNER_SCOPES:
+        outer = _enclosing(frame, tb.tb_lineno)
+        return frame.f_locals if outer is None else {**outer.f_locals, **frame.f_locals}
+    inner = _bound_inside(node) if node is not None else set()
+    return {k: v for k, v in frame.f_locals.items() if k not in inner} if inner else frame.f_locals
+
+
+def _bound_inside(node: ast.AST) -> set[str]:
+    """The names a comprehension's targets or a lambda's parameters in ``node`` bind."""
+    bound: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.comprehension):
+            bound.update(t.id for t in ast.walk(n.target) if isinstance(t, ast.Name))
+        elif isinstance(n, ast.Lambda):
+            a = n.args
+            extra = [x for x in (a.vararg, a.kwarg) if x is not None]
+            bound.update(x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, *extra])
+    return bound
 
 
 def _enclosing(frame: FrameType, lineno: int | None) -> FrameType | None:
@@ -226,7 +244,8 @@ def touches_grad_of(exc: BaseException, params: Iterable[Any]) -> bool | None:
     raised."""
     ids, unknown, tb = {id(p) for p in params}, False, exc.__traceback__
     while tb is not None:
-        node, names = failing_span(tb), frame_names(tb)
+        node = failing_span(tb)
+        names = frame_names(tb, node)
         tb = tb.tb_next
         if node is None:
             continue

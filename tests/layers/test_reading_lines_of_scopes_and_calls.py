@@ -155,6 +155,27 @@ def test_a_fired_gradient_written_in_a_comprehension_is_named_by_the_comprehensi
     assert "layer 'ss1' wrote into the gradient of 'ss1.weight' after firing it" in said, said
 
 
+class DoublesItsOwnInAComprehensionBesideAFiredGradient(ScaleShift):
+    """A correct ScaleShift that, after firing, doubles a read-only array of its own in a
+    comprehension whose ``g`` shadows a ``g`` of the backward's own, the fired bias's gradient,
+    which it only read (allowed)."""
+
+    def _backward(self, dz, callback):
+        super()._backward(dz, callback)
+        g = self.bias.grad
+        own = np.broadcast_to(np.zeros(1), g.shape)  # read-only
+        [np.multiply(g, 2, out=g) for g in (own,)]
+
+
+def test_a_comprehension_s_own_name_is_not_read_as_the_backward_s():
+    """The backward's frame read the comprehension's ``out=g`` with its own ``g``, the fired
+    bias's gradient (with columns too: its failing span is the whole comprehension): the bias
+    was named for the layer's write into its own array."""
+    with pytest.raises(LayerError, match="read-only") as caught:
+        trained_as(DoublesItsOwnInAComprehensionBesideAFiredGradient, "shadowed", build())
+    assert not isinstance(caught.value, NetworkError), caught.value
+
+
 class CountsInAnExpression(Layer):
     """Adds float inputs into an int64 buffer of its own, by ``out=`` inside a longer
     expression."""
