@@ -4,8 +4,13 @@ tier, the ones to its left or the leaves, except where the page names the import
 The rule named two exceptions while seven more imports broke it (a data module of the trainer
 reading the cli's names, a kernel importing the sync's notes, the sync's give-up words and a
 shard's last checkpoint part importing upward), so a contributor who trusted it placed a module
-wrongly. This reads the page's table and every ``from distconv... import`` of the source
-(``ast``: lazy imports inside functions count too).
+wrongly. This reads the page's table and every import of distconv in the source (``ast``):
+``import distconv.x``, ``from distconv.x import y``, ``from distconv import x`` (the module x,
+where x is one), relative ones (``from . import x``, ``from ..x import y``), and those inside
+functions or under ``TYPE_CHECKING``: a lazy import is still one, and an annotation naming an
+upper tier's class ties the module to it as an import does. Reading ``from distconv... import``
+alone missed the first and the last two forms: a kernel's ``from distconv import trainer``
+passed.
 """
 
 from __future__ import annotations
@@ -62,11 +67,30 @@ def _module_path(module: str) -> str | None:
     return None
 
 
-def _distconv_imports(file: Path) -> list[str]:
-    """The distconv modules ``file`` imports from, at its top or inside a function."""
-    nodes = ast.walk(ast.parse(file.read_text()))
-    modules = [node.module for node in nodes if isinstance(node, ast.ImportFrom)]
-    return [m for m in modules if m and m.split(".")[0] == "distconv"]
+def _distconv_imports(file: Path) -> set[str]:
+    """The distconv modules ``file`` imports, at its top, inside a function or under
+    ``TYPE_CHECKING`` (:func:`_imports_of`)."""
+    package = ".".join(file.relative_to(REPO_ROOT).parent.parts)  # an __init__.py's too
+    return _imports_of(file.read_text(), package)
+
+
+def _imports_of(source: str, package: str) -> set[str]:
+    """The distconv modules ``source``, a module of the dotted ``package``, imports: each as
+    the most specific module its statement names (``from distconv import x``: ``distconv.x``
+    where x is a module, else ``distconv``), relative ones resolved against ``package``."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # from . import x: package; from ..x import y: its parent's x
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            for alias in node.names:
+                whole = f"{base}.{alias.name}"
+                found.add(whole if _module_path(whole) is not None else base)
+    return {m for m in found if m.split(".")[0] == "distconv"}
 
 
 def _upward_imports() -> set[tuple[str, str]]:
@@ -84,6 +108,36 @@ def _upward_imports() -> set[tuple[str, str]]:
             if other is not None and ORDER.index(other) > ORDER.index(tier):
                 found.add((path, module))
     return found
+
+
+def test_every_form_of_import_is_read():
+    """The reader finds each form a module may import another by, where the page's rule holds
+    it: a kernel importing the trainer so passed before (``from distconv import trainer``)."""
+    source = (
+        "from __future__ import annotations\n"
+        "import numpy as np\n"
+        "import distconv.sync.errors\n"
+        "from distconv import trainer, __version__\n"
+        "from . import conv\n"
+        "from .. import checkpoint\n"
+        "from ..sync.ps import wire\n"
+        "from ..network import Network\n"
+        "if TYPE_CHECKING:\n"
+        "    from distconv.cli import main\n"
+        "def f():\n"
+        "    from distconv.metrics import MetricsLog\n"
+    )
+    assert _imports_of(source, "distconv.kernels") == {
+        "distconv.sync.errors",
+        "distconv.trainer",
+        "distconv",
+        "distconv.kernels.conv",
+        "distconv.checkpoint",
+        "distconv.sync.ps.wire",
+        "distconv.network",
+        "distconv.cli",
+        "distconv.metrics",
+    }
 
 
 def test_every_import_against_the_tiers_is_one_the_page_names():
