@@ -1,0 +1,88 @@
+"""A real shard that refused each request the reworded refusals cover still serves another
+client, and a worker holds a shard's hello reply to the same field types.
+
+Each refusal was checked on the socket that sent it alone: a shard left unable to serve a
+worker after a mistyped ``build`` or ``incarnation``, an array entry breaking one rule, an empty
+header frame (alone, or before a header as a REQ socket's delimiter) or a version that is no
+integer would have passed. Here a real worker, on a connection of its own, sets up and trains a
+step after them all, and the shard holds its values. A shard whose hello reply carries a
+``build`` that is no string (no release sent one) is refused as any mistyped reply field,
+naming the shard. ``distconv pserver`` processes on 127.0.0.1 (port 0).
+"""
+
+from __future__ import annotations
+
+import msgpack
+import numpy as np
+import pytest
+import zmq
+from ps_helpers import (
+    assert_malformed_reply,
+    batches,
+    insecure_worker,
+    raw_dealer,
+    shard_values,
+    small_net,
+    train_steps,
+)
+from test_hello_reply_checked import TAMPERED_SHARD
+from test_refusals_name_their_cause import HELLO, PULL_ROWS
+
+from distconv.sync.base import SyncError
+from distconv.sync.ps.wire import pack, unpack_header
+
+pytestmark = pytest.mark.timeout(60)
+
+#: a stats request of rank 0, well formed
+STATS = {"op": "stats", "id": 7, "job": "local", "rank": 0}
+ROW_ID = np.ones(1, np.int64).tobytes()
+#: each malformed request's frames, and the start of the shard's refusal
+MALFORMED = [
+    (pack({**HELLO, "rank": 0, "build": 5}), "header field 'build' has type int"),
+    (pack({**HELLO, "rank": 0, "incarnation": "x 1"}), "header field 'incarnation' has type str"),
+    (
+        [msgpack.packb({**PULL_ROWS, "arrays": [["int32", [2], 8]]}), ROW_ID],
+        "array 0: dtype 'int32' is not one of ",
+    ),
+    ([b""], "empty message: its header frame has 0 bytes"),
+    ([b"", *pack(STATS)], "empty message: its header frame has 0 bytes"),
+    ([msgpack.packb({**STATS, "v": "7", "arrays": []})], "protocol version '7', expected 7"),
+]
+
+
+def test_a_shard_serves_a_worker_after_every_reworded_refusal(shards):
+    (endpoint,) = shards.start(1, workers=1)
+    ctx = zmq.Context()
+    raw = raw_dealer(ctx, endpoint)
+    try:
+        said = []
+        for frames, _ in MALFORMED:
+            raw.send_multipart(frames)
+            assert raw.poll(10_000), f"no reply to {frames[:1]} within 10 s"
+            said.append(unpack_header(raw.recv_multipart()[0], request=False).get("error", ""))
+    finally:
+        raw.close(0)
+        ctx.term()
+    for words, (_, start) in zip(said, MALFORMED):
+        assert words.startswith(start), (words, start)
+    net, data = small_net(), batches(2, 8)
+    sync = insecure_worker([endpoint])
+    try:
+        sync.setup(net.parameters())
+        train_steps(net, sync, data)
+    finally:
+        sync.close()
+    held = shard_values([endpoint])
+    for p in net.parameters():
+        np.testing.assert_array_equal(held[p.name], p.value, p.name)
+
+
+def test_a_hello_reply_whose_build_is_no_string_is_refused_naming_its_shard(shards):
+    endpoint = shards.tampered(TAMPERED_SHARD, "build", "5")
+    sync = insecure_worker([endpoint])
+    try:
+        with pytest.raises(SyncError) as refused:
+            sync.setup(small_net().parameters())
+    finally:
+        sync.close()
+    assert_malformed_reply(refused.value, "header field 'build' has type int", endpoint)
