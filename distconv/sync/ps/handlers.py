@@ -56,7 +56,7 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
         sender = False  # whether the job, rank and key are checked: whose refusal it is
         try:
             # ZeroMQ hands a ROUTER at least one frame after the identity: frames[1] exists
-            header = unpack_header(frames[1].buffer)
+            header = unpack_header(frames[1].buffer, frames_after=len(frames) - 2)
             self._check_sender(header, frames[1])
             sender = True
             refuse_stray_arrays(header, len(frames) - 2)

@@ -181,20 +181,24 @@ def packed_values(arrays: Sequence[np.ndarray], nbytes: int) -> np.ndarray:
     return arrays[0]
 
 
-def unpack_header(frame: bytes | memoryview, *, request: bool = True) -> dict[str, Any]:
+def unpack_header(
+    frame: bytes | memoryview, *, request: bool = True, frames_after: int = 0
+) -> dict[str, Any]:
     """Decode and check a header frame.
 
     Args:
         frame: the first frame of a message.
         request: check a request's required fields (False: a reply, which needs only the
             common ones).
+        frames_after: how many frames of the message follow this one (a 0-byte header
+            before others is told as a REQ socket's delimiter).
 
     Raises:
         WireError: empty, not msgpack, not a map, wrong version, unknown op, missing or
             mistyped field.
     """
     if len(frame) == 0:  # msgpack's words for it named an exception class, not the cause
-        raise WireError("empty message: its header frame has 0 bytes")
+        raise WireError(f"empty message: its header frame has 0 bytes{_delimiter(frames_after)}")
     if len(frame) > MAX_HEADER_BYTES:
         raise WireError(f"header of {len(frame)} bytes exceeds {MAX_HEADER_BYTES}")
     try:
@@ -222,6 +226,18 @@ def unpack_header(frame: bytes | memoryview, *, request: bool = True) -> dict[st
         exc.rid = header["id"] if type(header.get("id")) is int else -1
         raise
     return header
+
+
+def _delimiter(frames_after: int) -> str:
+    """What an empty header frame before ``frames_after`` others most likely is: a REQ
+    socket's empty delimiter, its header behind it, whose client waits for ever (a REQ drops
+    the reply, which lacks the delimiter); "" where none follow."""
+    if not frames_after:
+        return ""
+    return (
+        f", before {frames_after} more (a REQ socket's empty delimiter: a shard answers "
+        "DEALER sockets, [header, array_0, ...], and a REQ socket drops its reply)"
+    )
 
 
 def unpack_arrays(

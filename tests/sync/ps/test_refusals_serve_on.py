@@ -12,6 +12,8 @@ naming the shard. ``distconv pserver`` processes on 127.0.0.1 (port 0).
 
 from __future__ import annotations
 
+import time
+
 import msgpack
 import numpy as np
 import pytest
@@ -45,7 +47,12 @@ MALFORMED = [
         "array 0: dtype 'int32' is not one of ",
     ),
     ([b""], "empty message: its header frame has 0 bytes"),
-    ([b"", *pack(STATS)], "empty message: its header frame has 0 bytes"),
+    (
+        [b"", *pack(STATS)],
+        "empty message: its header frame has 0 bytes, before 1 more (a REQ socket's empty "
+        "delimiter: a shard answers DEALER sockets, [header, array_0, ...], and a REQ socket "
+        "drops its reply)",
+    ),
     ([msgpack.packb({**STATS, "v": "7", "arrays": []})], "protocol version '7', expected 7"),
 ]
 
@@ -86,3 +93,25 @@ def test_a_hello_reply_whose_build_is_no_string_is_refused_naming_its_shard(shar
     finally:
         sync.close()
     assert_malformed_reply(refused.value, "header field 'build' has type int", endpoint)
+
+
+def test_a_req_socket_s_request_is_told_in_the_shard_s_log(shards):
+    """A client on a REQ socket never hears its refusal (its socket drops a reply without the
+    empty delimiter it sent first), so the shard's log names the socket to use instead; it
+    said "empty message" alone, of a message that held a well-formed header."""
+    (endpoint,) = shards.start(1, workers=1)
+    ctx = zmq.Context()
+    req = ctx.socket(zmq.REQ)
+    req.linger = 0
+    req.connect(f"tcp://{endpoint}")
+    told = "bad request from 127.0.0.1: empty message: its header frame has 0 bytes, before 1 more"
+    try:
+        req.send_multipart(pack(STATS))
+        deadline = time.monotonic() + 10
+        while told not in shards.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not req.poll(0), "a REQ socket took the shard's reply"
+    finally:
+        req.close(0)
+        ctx.term()
+    assert f"{told} (a REQ socket's empty delimiter: a shard answers DEALER" in shards.log_text()
