@@ -22,6 +22,7 @@ from distconv.sync.ps.startup import STALE_PUSH as STALE_PUSH  # where tests rea
 from distconv.sync.ps.startup import StartupHandlers
 from distconv.sync.ps.state import _Block, _Refused, dense_gradients
 from distconv.sync.ps.wire import (
+    PROTOCOL_VERSION,
     WireError,
     check_row_ids,
     check_rows,
@@ -77,6 +78,7 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
         except (WireError, _Refused) as exc:
             self.stats.errors += 1
             self._spoil_seed(header, sender)
+            self._heard_refused_hello(getattr(exc, "header", None), frames[1])
             self._log_refusal(frames, exc)
             said = header or {"id": getattr(exc, "rid", -1)}  # a header refused: its id, if read
             self._reply(ident, said, error=str(exc), **getattr(exc, "fields", {}))
@@ -95,6 +97,27 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
         if sender and header.get("op") == "seed" and header["rank"] == 0:
             if self._of_current_run(header):
                 self._seeding = None
+
+    def _heard_refused_hello(self, read: Any, frame: Any) -> None:
+        """Note a hello of this job that the header check refused (a field missing or of
+        another type: ``read``, the map it read) as heard, as a hello refused for its
+        incarnation's entries is: the ranks left waiting for its rank then hear that its hello
+        was refused as malformed, not that it "never said hello" (``runs._hostless``), which
+        sent its operator looking for a worker that had started. Only one of this protocol,
+        job and a rank of it whose run id is an int and, under CURVE, whose key is its rank's."""
+        if type(read) is not dict or read.get("op") != "hello" or read.get("v") != PROTOCOL_VERSION:
+            return
+        rank, run = read.get("rank"), read.get("run")
+        if read.get("job") != self.config.job_id or type(rank) is not int or type(run) is not int:
+            return
+        if not 0 <= rank < self.config.workers:
+            return
+        try:
+            self._check_key(rank, frame)
+        except WireError:
+            return
+        self._next_job()  # as _op_hello: a job over is held no more
+        self._heard_run(rank, run)
 
     def _peer(self, frames: Sequence[Any]) -> tuple[str, bool]:
         """Who sent ``frames``: its address, and the rank whose key signed it (under CURVE);

@@ -224,6 +224,7 @@ def unpack_header(
                 raise WireError(f"header field {key!r} has type {type(value).__name__}")
     except WireError as exc:  # the reply can still say which request it refuses
         exc.rid = header["id"] if type(header.get("id")) is int else -1
+        exc.header = header  # and the shard whose hello it was (handlers._heard_refused_hello)
         raise
     return header
 
