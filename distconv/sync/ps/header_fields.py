@@ -2,7 +2,9 @@
 (:data:`FIELDS`; :data:`TYPES`, the exact types msgpack may decode each to) and the fields each
 operation must carry (:data:`REQUIRED`; :data:`NEEDED`, with the ones every request carries).
 :func:`~distconv.sync.ps.wire.unpack_header` checks every request against them before any of
-it is used; docs/protocol.md's tables say the same for other clients."""
+it is used, and a worker every reply's fields of these names (a shard's hello reply whose
+``build`` is no string is refused as malformed); docs/protocol.md's tables say the same for
+other clients."""
 
 from __future__ import annotations
 
