@@ -196,9 +196,9 @@ class RunChecks:
     def _hostless(self, rank: int) -> str:
         """Why the shard knows no host of ``rank``: it never said hello, or its hello was
         refused for its host (one that could not be quoted), or as malformed (its job
-        description or its incarnation: heard, of this job, but neither taken nor refused for
-        its host; the warning in the shard's log quotes what). A hello refused for anything
-        else came after its host was taken."""
+        description, its incarnation, or a field of the wrong type: heard, of this job, but
+        neither taken nor refused for its host; the warning in the shard's log quotes what). A
+        hello refused for anything else came after its host was taken."""
         if rank in self.refused_at:
             return "whose hello was refused for its host"
         if any(heard == rank for heard, _ in self.job_runs):
