@@ -220,7 +220,8 @@ def with_out(program: Program, run_dir: str | os.PathLike) -> Program:
 def refuse_unmakeable_out(program: Program) -> None:
     """Refuse train arguments whose ``--out`` cannot be made (a file where a folder must be, in
     ``distconv train``'s own words: :func:`~distconv.out_folder.out_folder_problem`; a folder
-    this process cannot write in: :func:`~distconv.out_folder.out_write_problem`), before
+    this process cannot make or write in, as a shard asks of its ``--checkpoint-dir``:
+    :func:`~distconv.out_folder.out_write_problem`), before
     anything starts: under ``distconv-launch local`` the shards, which keep their
     checkpoint parts there, met it first, as ``--checkpoint-dir PATH: cannot make it``, a
     flag the user never gave. Paths on other hosts (:attr:`Program.elsewhere`) are theirs.

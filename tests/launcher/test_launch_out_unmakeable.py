@@ -83,3 +83,24 @@ def test_an_out_this_process_cannot_write_in_is_refused_before_any_shard_starts(
     )
     assert said in line and "--checkpoint-dir" not in line, line
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.timeout(60)
+def test_an_out_with_a_name_too_long_is_refused_before_any_shard_starts(tmp_path):
+    """A name longer than its file system takes passed the launcher's check, which asked only
+    the nearest folder there (writable): the shard met it first, ``[server 0] distconv pserver:
+    error: --checkpoint-dir .../x: cannot make it: file name too long``, then ``server 0
+    failed``. The launcher asks what a shard asks of its ``--checkpoint-dir``."""
+    out = tmp_path / ("a" * 300) / "x"
+    done = launch(
+        "local", "--workers", "1", "--servers", "1", "--", *TRAIN, "--out", str(out),
+        cwd=tmp_path, timeout=50,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.splitlines()
+    said = (
+        f"error: --out after --: output directory '{out}' cannot be made: file name too long "
+        f"(300 bytes in a name, where '{tmp_path}' takes "
+    )
+    assert said in line and "--checkpoint-dir" not in line, line
+    assert not (tmp_path / "runs").exists()

@@ -10,12 +10,12 @@ import argparse
 import functools
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from distconv.files import describe_os_error, folder, folder_problem
 from distconv.job import TrainConfig
 from distconv.number_text import decimal, integer
+from distconv.out_folder import folder_write_problem
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, RuntimeConfigError, job_id_from
 from distconv.sync.ps.limits import DEFAULT_MAX_STALENESS, staleness_in_sync
 from distconv.train_flag_types import not_blank, port
@@ -242,48 +242,9 @@ def _check_checkpoint_dir(directory: str) -> None:
     # a dangling link above it ('runs -> an unmounted scratch') made makedirs say 'File exists'
     if (problem := folder_problem(directory)) is not None:
         raise PserverStartError(f"--checkpoint-dir {directory}: cannot make it: {problem}")
-    there = _first_folder_there(directory)
-    if (problem := _name_too_long(directory, there)) is not None:
-        raise PserverStartError(f"--checkpoint-dir {directory}: cannot make it: {problem}")
-    if os.access(there, os.W_OK | os.X_OK):  # a read-only mount too, for root
-        return
-    # the cause, as every other message about that disk says it: access() gives none
-    why = "read-only file system" if _read_only(there) else "this process cannot write"
-    if there == Path(directory):
-        raise PserverStartError(f"--checkpoint-dir {directory}: {why} there")
-    raise PserverStartError(f"--checkpoint-dir {directory}: cannot make it: {why} in {there}")
-
-
-def _read_only(folder: Path) -> bool:
-    """Whether ``folder`` is on a file system mounted read-only."""
-    try:
-        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
-    except OSError:  # no answer: not said
-        return False
-
-
-def _first_folder_there(directory: str) -> Path:
-    """``directory``, or the nearest folder above it that exists (where mkdir -p starts)."""
-    path = Path(directory)
-    return next((p for p in (path, *path.parents) if os.path.isdir(p)), Path.cwd())
-
-
-def _name_too_long(directory: str, there: Path) -> str | None:
-    """Why a folder to make between ``there`` and ``directory`` cannot be made for the length of
-    its name, or None: mkdir's ``file name too long``, which making the folder at start met and
-    only the first part would meet now. Measured against the file system of ``there``."""
-    try:
-        most = os.pathconf(there, "PC_NAME_MAX")
-    except (OSError, ValueError):  # not told: the first part's write names it
-        return None
-    path = Path(directory)
-    for level in (path, *path.parents):
-        if level == there:
-            return None
-        size = len(os.fsencode(level.name))
-        if size > most:
-            return f"file name too long ({size} bytes in a name, where {there} takes {most})"
-    return None
+    if (unwritable := folder_write_problem(directory)) is not None:  # as the launcher's --out
+        to_make = "cannot make it: " if unwritable.to_make else ""
+        raise PserverStartError(f"--checkpoint-dir {directory}: {to_make}{unwritable.cause}")
 
 
 def _start_service(args: argparse.Namespace):
