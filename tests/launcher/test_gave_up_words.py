@@ -14,19 +14,14 @@ import time
 import pytest
 
 from distconv.straggler_words import gave_up_in
-
-#: a worker's give-up, as a program of one's own with a short sync timeout ends on it
-WORDS = (
-    "rank 0: no answer to step 2 from pserver shard(s) 0 (127.0.0.1:5) within 1.5 s (1.5 x "
-    "--timeout 1 s) (shard(s) 0 wait up to 60 s for every worker, ...)"
-)
+from tests.launcher.gave_up_line import GAVE_UP
 
 
 def test_the_words_are_read_from_rank_on_wherever_they_stand():
-    assert gave_up_in([f"distconv.sync.errors.SyncError: {WORDS}"]) == WORDS
-    assert gave_up_in(["epoch 1/1 step 2", f"worker 0 gave up waiting: {WORDS}"]) == WORDS
+    assert gave_up_in([f"distconv.sync.errors.SyncError: {GAVE_UP}"]) == GAVE_UP
+    assert gave_up_in(["epoch 1/1 step 2", f"worker 0 gave up waiting: {GAVE_UP}"]) == GAVE_UP
     assert gave_up_in(["ValueError: a label of 7"]) is None
-    assert gave_up_in([WORDS.partition(" within ")[0]]) is None  # no wait said: no give-up
+    assert gave_up_in([GAVE_UP.partition(" within ")[0]]) is None  # no wait said: no give-up
 
 
 @pytest.mark.timeout(30)

@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from launcher.stopped_processes import stopped_way_out
+from tests.launcher.gave_up_line import GAVE_UP
 from tests.launcher.launch_cli import launch
 
 #: rank 1 lets any process trace it (Yama's ptrace_scope 1), its pid in ``MARK``; rank 0 has gdb
@@ -36,11 +37,6 @@ while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "t":
 print(sys.argv[2], file=sys.stderr, flush=True)
 sys.exit(1)
 """
-#: a worker's words giving up on its shard, as a program of one's own ends on them
-GAVE_UP = (
-    "rank 0: no answer to step 2 from pserver shard(s) 0 (127.0.0.1:5) within 1.5 s (1.5 x "
-    "--timeout 1 s) (shard(s) 0 wait up to 60 s for every worker, ...)"
-)
 
 
 @pytest.mark.timeout(60)

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from launcher.stopped_processes import stopped_headline, stopped_in_groups, stopped_way_out
+from tests.launcher.gave_up_line import GAVE_UP
 from tests.launcher.launch_cli import launch
 from tests.launcher.stopped_child import launch_stopping
 
@@ -91,11 +92,6 @@ while not mark.exists() or Path(f"/proc/{mark.read_text()}/stat").read_text().sp
 print(sys.argv[2], file=sys.stderr, flush=True)
 sys.exit(3)
 """
-#: a worker's words giving up on its shard, as a program of one's own ends on them
-GAVE_UP = (
-    "rank 0: no answer to step 2 from pserver shard(s) 0 (127.0.0.1:5) within 1.5 s (1.5 x "
-    "--timeout 1 s) (shard(s) 0 wait up to 60 s for every worker, ...)"
-)
 #: what the launcher says of a failure a restart follows, the job given ``--max-restarts 1``
 RESTARTING = "; restarting the job (1 of 1)"
 
