@@ -24,6 +24,7 @@ def stop_gang(
     arrivals: Arrivals,
     say: Callable[[str], None],
     cause: str | None = None,
+    find_stopped: bool = True,
 ) -> StopFindings:
     """Workers, then servers: each group's stop signals, the servers' once the workers' groups
     are empty; SIGKILL to all at ``grace`` seconds, or at a signal asking to stop now. The
@@ -32,12 +33,13 @@ def stop_gang(
 
     Returns:
         The processes it found stopped before its SIGCONT let them run, for the attempt's
-        failure (:func:`~launcher.stopped_blame.as_found`).
+        failure (:func:`~launcher.stopped_blame.as_found`); none looked for without
+        ``find_stopped`` (no failure to report: ``/proc`` is not read).
     """
     deadline = time.monotonic() + grace
     servers = [c for c in children if c.spec.role == "server"]
     workers = [c for c in children if c not in servers]
-    findings = StopFindings(children)
+    findings = StopFindings(children, looks=find_stopped)
     send_stop_signals(workers, findings)
     if cause is not None:
         say(cause)

@@ -68,15 +68,20 @@ def stopped_in_groups(groups: set[int]) -> dict[int, StoppedProcess]:
 @dataclass
 class StopFindings:
     """What one attempt's stop found: its children (``gang``) and the stopped process of each
-    child still running that had one, as each child's stop signals were about to go."""
+    child still running that had one, as each child's stop signals were about to go; nothing
+    without ``looks`` (a stop with no failure to report: a job's success, a stop signal's)."""
 
     gang: list[Child]
     stopped: list[tuple[Child, StoppedProcess]] = field(default_factory=list)
+    looks: bool = True
 
     def look(self, children: list[Child]) -> None:
         """Note the stopped process of each of ``children`` still running (one look at
         ``/proc``). One that ended by itself is reported by its own end (its exit code, its
-        signal), whatever process of its group (a helper it started) is stopped: it was not."""
+        signal), whatever process of its group (a helper it started) is stopped: it was not.
+        None without :attr:`looks`: the shards, still running at a job's success, read none."""
+        if not self.looks:
+            return
         running = [c for c in children if c.poll() is None]
         found = stopped_in_groups({c.group.leader for c in running})
         self.stopped += [(c, found[c.group.leader]) for c in running if c.group.leader in found]

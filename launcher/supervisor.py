@@ -368,12 +368,21 @@ class Supervisor:
 
     def _stop(self, children: list[Child], failed: Child | None = None) -> StopFindings:
         """Stop what is left of ``children`` (:func:`stop_gang`), saying why where a signal to
-        the launcher is the cause; the processes it found stopped."""
+        the launcher is the cause; the processes it found stopped, looked for only where a
+        child ``failed`` (a success's stop of its shards reads no ``/proc``)."""
         self._stopped = [c for c in children if c.poll() is None]  # ended by it, if by a signal
         cause = None
         if self._signals and failed is None and not self._finished:
             cause = f"got {signal_name(self._signals[0])}; stopping every child"
-        return stop_gang(children, self.grace, self.poll_interval, self._arrivals, self.say, cause)
+        return stop_gang(
+            children,
+            self.grace,
+            self.poll_interval,
+            self._arrivals,
+            self.say,
+            cause,
+            find_stopped=failed is not None,
+        )
 
     def _drain_logs(self) -> None:
         """What the held pipes still hold, into the logs, bounded (:func:`drain_held`)."""
