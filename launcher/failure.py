@@ -113,6 +113,10 @@ class Failure:
     #: its process that the launcher's stop found stopped, before letting it run to its end
     #: (:mod:`launcher.stopped_processes`); None where none was. Not in ``failure.json``
     found_stopped: StoppedProcess | None = None
+    #: what stopped each of the processes the stop found beside a wait given up, where it
+    #: found several (:func:`~launcher.stopped_blame.as_found`: each named in :attr:`cause`,
+    #: none blamed), for the headline's way out. Not in ``failure.json``
+    stopped_beside: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.cause is None and self.signal is not None and self.checkpointed is not None:
@@ -272,7 +276,9 @@ class Failure:
                     " (stopped because another rank failed: its last lines name it; no other "
                     "child had failed yet)"
                 )
-        return f"{said}: {self.cause}" if self.cause else said
+        said = f"{said}: {self.cause}" if self.cause else said
+        ways = [stopped_way_out(by) for by in dict.fromkeys(self.stopped_beside)]
+        return "; ".join([said, *ways])
 
     def stopped_too(self) -> str:
         """``; worker 0 stopped because of it (exit code 75)``: the :attr:`victims`, if any."""
@@ -351,6 +357,7 @@ def report_entry(failure: Failure, max_restarts: int, then: str | None) -> dict:
     # fields docs/operations.md does not list: the headline says the first two (exit_code and
     # signal null: the launcher's stop ended it) and the last, ``then`` the third
     del entry["stopped"], entry["named"], entry["job_error_elsewhere"], entry["found_stopped"]
+    del entry["stopped_beside"]  # named in the cause; the headline adds its way out
     return entry
 
 

@@ -16,7 +16,7 @@ from distconv.straggler_words import gave_up_in
 
 from .child import Child
 from .failure import Failure, last_words
-from .stopped_processes import StopFindings, StoppedProcess
+from .stopped_processes import STOPPED_BY, StopFindings, StoppedProcess
 
 
 def as_found(failure: Failure, findings: StopFindings) -> Failure:
@@ -25,7 +25,8 @@ def as_found(failure: Failure, findings: StopFindings) -> Failure:
     (no signal: a crash is its own, whatever its last words) having given up a wait
     (:func:`~distconv.straggler_words.gave_up_in`, in its last words or its cause) and the
     stop found one process of the gang stopped, that process's child's failure (several: each
-    said in ``failure``'s cause); else ``failure``."""
+    said in ``failure``'s cause, and what stopped them kept for the headline's way out:
+    :attr:`~launcher.failure.Failure.stopped_beside`); else ``failure``."""
     if not findings.stopped:  # nothing stopped: nothing to say or to move
         return failure
     if (own := findings.of(failure.log)) is not None:
@@ -35,8 +36,11 @@ def as_found(failure: Failure, findings: StopFindings) -> Failure:
     words = gave_up_in([*last_words(failure.tail), failure.cause or ""])
     if words is None:
         return failure
-    if len(findings.stopped) != 1:  # several: none singled out, each said
-        return replace(failure, cause=f"{failure.cause or words}; {_several_stopped(findings)}")
+    if len(findings.stopped) != 1:  # several: none singled out, each said, with its way out
+        cause = f"{failure.cause or words}; {_several_stopped(findings)}"
+        return replace(
+            failure, cause=cause, stopped_beside=tuple(p.by for _, p in findings.stopped)
+        )
     child, process = findings.stopped[0]
     return _stopped_failure(child, process, findings, failure, words)
 
@@ -59,11 +63,18 @@ def _stopped_failure(
 
 def _several_stopped(findings: StopFindings) -> str:
     """What a failure that gave up a wait adds where the stop found several processes
-    stopped: each, none singled out (``worker 1's process (pid 7, SIGSTOP)``)."""
+    stopped: each, none singled out (``worker 1's process (pid 7, SIGSTOP)``, ``(pid 8, held
+    by a debugger)``)."""
     found = ", ".join(
-        f"{c.spec.role} {c.spec.rank}'s process (pid {p.pid}, {p.by})" for c, p in findings.stopped
+        f"{c.spec.role} {c.spec.rank}'s process (pid {p.pid}, {_how(p.by)})"
+        for c, p in findings.stopped
     )
     return f"the launcher's stop found stopped {found}, any of which may have held that wait up"
+
+
+def _how(by: str) -> str:
+    """``SIGSTOP``, or ``held by a debugger``: what stopped a process, in a list of several."""
+    return by if by == STOPPED_BY["T"] else f"held by {by}"
 
 
 def _gave_up(child: Child) -> bool:

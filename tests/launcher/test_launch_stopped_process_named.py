@@ -159,7 +159,8 @@ sys.exit(1)
 def test_a_wait_given_up_beside_several_stopped_names_each(tmp_path):
     """Two ranks stopped as rank 0 gives up waiting: neither is singled out (rank 0 is the
     failure reported, its own exit code), but the headline and ``failure.json`` say both,
-    by pid (they said neither: a healthy rank blamed, nothing said of the stopped ones)."""
+    by pid (they said neither: a healthy rank blamed, nothing said of the stopped ones), and
+    the headline the way out that it gives one stopped process (it gave none for several)."""
     program, mark, run = tmp_path / "two_stopped.py", tmp_path / "stopped-pid", tmp_path / "run"
     program.write_text(TWO_STOPPED)
     done = launch(
@@ -173,7 +174,8 @@ def test_a_wait_given_up_beside_several_stopped_names_each(tmp_path):
         f"SIGSTOP), worker 2's process (pid {pids[1]}, SIGSTOP), any of which may have held "
         "that wait up"
     )
-    assert f"distconv-launch: worker 0 failed with exit code 1: {cause} (after" in done.stderr, err
+    said = f"worker 0 failed with exit code 1: {cause}; {stopped_way_out('SIGSTOP')} (after"
+    assert f"distconv-launch: {said}" in done.stderr, err
     report = json.loads((run / "failure.json").read_text())
     assert (report["role"], report["rank"], report["cause"]) == ("worker", 0, cause), report
     assert done.returncode == 1, err
