@@ -29,6 +29,7 @@ from distconv.run_listing import (
 from distconv.short_lists import short_list
 
 from .commands import Program, UsageError, has_option, parse_train_values
+from .go_on import names_its_run
 from .json_lines import json_lines
 from .messages import Messages
 from .shown import shown
@@ -50,7 +51,7 @@ def check_resume_in_a_new_run_dir(
             the run, naming the run directories under ``runs`` whose ``train/`` holds
             checkpoints, and the ``--out`` of each run there that ``distconv train`` began.
     """
-    if not program.is_train or args.job_id is not None or args.run_dir is not None:
+    if not program.is_train or names_its_run(args):
         return
     if has_option(program.argv, "--out"):
         return
