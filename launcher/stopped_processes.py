@@ -105,8 +105,9 @@ def stopped_way_out(by: str) -> str:
     if by != STOPPED_BY["T"]:
         return (
             "a process a debugger holds, holds the whole job up till its peers give up on it: "
-            "detach it in time, or raise --timeout (a program's own: its sync's timeout) while "
-            "you debug"
+            "detach it in time, or raise --timeout while you debug (distconv train's, which its "
+            "shards take too; a program of your own: its sync's timeout=, though the shards the "
+            "launcher starts for it still wait their 60 s)"
         )
     return (
         "a stopped process holds the whole job up till its peers give up on it: let it go on "
