@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
-from distconv.deploy.counts import count, known_count
+from distconv.deploy.counts import count, counted, known_count
 from distconv.deploy.pod import HOME
 from distconv.deploy.train_values import train_values_problem, without_unknown
 from distconv.deploy.walk import (
@@ -234,7 +234,9 @@ def _rank_gpus(objs: Sequence[Manifest]) -> Iterator[str]:
                     f"{pod_where}: {ranks} rank(s) per pod train on GPUs but the pod requests "
                     f"only {gpus} {GPU_RESOURCE}; each rank needs a device of its own"
                 )
-            elif gpus > ranks >= 1:  # no ranks (slotsPerWorker 0): the count's own line
+            # no ranks (slotsPerWorker 0), or a count that is no int32, which read as 1: the
+            # count's own line, not a pod of one rank with GPUs to spare
+            elif gpus > ranks >= 1 and counted(obj.get("spec", {}), "slotsPerWorker"):
                 yield (
                     f"{pod_where}: {ranks} rank(s) per pod train on GPUs but the pod requests "
                     f"{gpus} {GPU_RESOURCE}; each rank uses one device, so {gpus - ranks} would "

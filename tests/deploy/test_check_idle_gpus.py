@@ -80,3 +80,18 @@ def test_the_renderer_refuses_a_second_gpu_per_rank():
     GPUs per rank would hold half of them idle, which the check above refuses."""
     with pytest.raises(ValueError, match=r"--gpus must be 0 or 1 .*got 2: a rank trains on one "):
         render_manifests(job_name="g", workers=2, servers=1, image="d:1", gpus=2)
+
+
+def test_slots_no_int32_holds_are_named_once_not_as_a_pod_of_one_rank(tmp_path: Path):
+    """``slotsPerWorker`` past an int32, which the checks read as 1 where they must read a
+    count, is named by the count's own line: no second line telling the operator to cut the
+    pod's GPUs to 1, as if it held one rank."""
+    (example,) = copied_examples(tmp_path, "mpijob-gpu")
+    mpijob = example / "mpijob-digits-mpi-gpu.yaml"
+    edit(mpijob, lambda obj: obj["spec"].update(slotsPerWorker=2**31))
+    files, what = one_problem(example)
+    assert files == [str(mpijob)]
+    most = 2**31 - 1
+    assert what == (
+        f"MPIJob digits-mpi-gpu: slotsPerWorker must be at most {most} (an int32), got {most + 1}"
+    )
