@@ -15,6 +15,7 @@ is no integer is not judged here.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -50,16 +51,23 @@ def short_startup_windows(objs: Sequence[Manifest], shards: Sequence[Timeout]) -
         if period is None or failures is None or delay is None or period < 1:  # refused by the
             continue  # API server, or the cluster's to fill in
         window, needed = delay + period * failures, startup_failures(shard.seconds, period)
+        wait = late_rank_seconds(shard.seconds)
         # past the API server's largest failureThreshold no window outlasts the wait: the
         # largest is the best there is
-        if window <= late_rank_seconds(shard.seconds) and failures < needed:
+        if window <= wait and failures < needed:
             held = f"initialDelaySeconds {delay} + " if delay else ""
             yield (
                 f"{_here(where, container)}: startupProbe holds liveness off for "
                 f"{window} s ({held}periodSeconds {period} x failureThreshold {failures}), "
                 f"but beside {shard.here} (--timeout {shard.said()}) a worker waits up to "
-                f"{late_rank_seconds(shard.seconds):g} s for ranks late to the start-up job "
+                f"{_seconds(wait)} for ranks late to the start-up job "
                 "check, its /readyz at 503, and the kubelet would restart it as it waits: give "
                 f"failureThreshold {needed} ({period * needed} s), as a rendered job's workers "
                 "are given at that --timeout"
             )
+
+
+def _seconds(wait: float) -> str:
+    """A worker's wait in seconds as a line says it: ``200 s``; past the largest float (10
+    rounds of a ``--timeout`` of ``1e308``), more than that, not ``inf s``."""
+    return f"{wait:g} s" if wait <= sys.float_info.max else f"more than {sys.float_info.max:g} s"

@@ -43,5 +43,7 @@ def test_the_check_judges_a_probe_beside_such_shards(tmp_path: Path, failures: i
         return
     _, what = one_problem(example)
     assert what.startswith("Job digits-ps-worker container worker: startupProbe holds liveness")
+    # ten rounds of 1e308 s are past the largest float: said so, not "inf s"
+    assert "a worker waits up to more than 1.79769e+308 s for ranks late" in what, what
     assert what.endswith(f"give failureThreshold {MAX_COUNT} ({10 * MAX_COUNT} s), as a rendered "
                          "job's workers are given at that --timeout")  # fmt: skip
