@@ -77,8 +77,9 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     an MPIJob whose ranks run ``distconv train`` and whose worker pods start this image's sshd
     (its ``-f /home/distconv/.sshd_config``) sets ``mpiImplementation: MPICH`` and
     ``sshAuthMountPath`` to the image's ``~/.ssh`` (the operator's defaults would start every
-    rank in the launcher pod, and no worker's sshd), and its ``-np`` leaves no worker pod idle;
-    no rank's thread variables
+    rank in the launcher pod, and no worker's sshd); an MPIJob's ``-np`` leaves no worker pod
+    idle where mpirun fills each pod's slots in order (no ``-ppn`` or ``-rr``); no rank's
+    thread variables
     (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``,
     ``DISTCONV_NUM_THREADS``; an MPIJob's are its launcher's, which mpirun hands its ranks) ask
     more threads than the CPUs its container's limit gives each rank;
@@ -111,8 +112,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     or more (shards that outwait the workers' wait, 1.5 x theirs, named in the words each
     worker warns with at setup), and no workers' ``--timeout`` is below a shard's least
     (0.2 s); beside shards that agree with them, a worker's startup probe holds liveness off
-    for the window the renderer gives at the shards' ``--timeout`` (twice its wait for ranks
-    late to the start-up job check, at least 1200 s); a pod whose ranks train on
+    for longer than its wait for ranks late to the start-up job check (10 rounds of the
+    shards' ``--timeout``; a render gives twice that, at least 1200 s); a pod whose ranks train on
     GPUs requests exactly one GPU per rank (an MPI worker pod: one per slot) and gives CuPy's kernel
     cache (``CUPY_CACHE_DIR``) a writable volume; shards and workers mount
     different key Secrets; and an MPI worker pod waits for its ranks in a preStop hook, with no
