@@ -86,11 +86,20 @@ def written(path: Path, obj: dict) -> Path:
     return path
 
 
+#: the shipped parameter-server example's workers and shards, as files of it
+PS_WORKERS_FILE = "job-digits-ps-worker.yaml"
+PS_SHARDS_FILE = "statefulset-digits-ps-pserver.yaml"
+
+
+def one_container(obj: dict) -> dict:
+    """The one container of the pod template of ``obj``, a Job or a StatefulSet."""
+    (container,) = obj["spec"]["template"]["spec"]["containers"]
+    return container
+
+
 def container_args(path: Path) -> list[str]:
     """The args of the one container of the one object of the manifest at ``path``."""
-    obj = yaml.safe_load(path.read_text(encoding="utf-8"))
-    (container,) = obj["spec"]["template"]["spec"]["containers"]
-    return container["args"]
+    return one_container(yaml.safe_load(path.read_text(encoding="utf-8")))["args"]
 
 
 def set_timeout(path: Path, value: str) -> Path:
@@ -98,8 +107,7 @@ def set_timeout(path: Path, value: str) -> Path:
     ``path`` to ``value``, as an operator does by hand (:func:`edit`). Returns ``path``."""
 
     def change(obj: dict) -> None:
-        (container,) = obj["spec"]["template"]["spec"]["containers"]
-        args = container["args"]
+        args = one_container(obj)["args"]
         args[args.index("--timeout") + 1] = value
 
     return edit(path, change)

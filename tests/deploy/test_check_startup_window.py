@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 
 from tests.deploy.hand_edits import (
+    PS_SHARDS_FILE,
+    PS_WORKERS_FILE,
     copied_examples,
     edit,
+    one_container,
     one_problem,
     passes,
     rendered_demo,
@@ -28,22 +31,15 @@ from tests.deploy.hand_edits import (
 
 pytestmark = pytest.mark.timeout(120)
 
-WORKERS_FILE = "job-digits-ps-worker.yaml"
-SHARDS_FILE = "statefulset-digits-ps-pserver.yaml"
 WORKERS = "Job digits-ps-worker container worker"
 SHARDS = "StatefulSet digits-ps-pserver container pserver"
-
-
-def _container(obj: dict) -> dict:
-    (container,) = obj["spec"]["template"]["spec"]["containers"]
-    return container
 
 
 def _timeout(seconds: str):
     """The edit that adds ``--timeout SECONDS`` to the one container's args."""
 
     def edit(obj: dict) -> None:
-        _container(obj)["args"] += ["--timeout", seconds]
+        one_container(obj)["args"] += ["--timeout", seconds]
 
     return edit
 
@@ -52,7 +48,7 @@ def _startup(**fields: int):
     """The edit that sets the startup probe's ``fields`` (``failureThreshold=600``)."""
 
     def edit(obj: dict) -> None:
-        _container(obj)["startupProbe"].update(fields)
+        one_container(obj)["startupProbe"].update(fields)
 
     return edit
 
@@ -92,13 +88,13 @@ def test_a_startup_probe_shorter_than_the_rendered_window_is_named(
 ):
     (example,) = copied_examples(tmp_path, "pserver")
     if timeout is not None:
-        edit(example / WORKERS_FILE, _timeout(timeout))
-        edit(example / SHARDS_FILE, _timeout(timeout))
+        edit(example / PS_WORKERS_FILE, _timeout(timeout))
+        edit(example / PS_SHARDS_FILE, _timeout(timeout))
     if probe:
-        edit(example / WORKERS_FILE, _startup(**probe))
+        edit(example / PS_WORKERS_FILE, _startup(**probe))
     files, what = one_problem(example)
     assert what == said
-    assert files == [str(example / WORKERS_FILE), str(example / SHARDS_FILE)]
+    assert files == [str(example / PS_WORKERS_FILE), str(example / PS_SHARDS_FILE)]
 
 
 @pytest.mark.parametrize(
@@ -115,9 +111,9 @@ def test_the_window_raised_with_the_timeout_passes(tmp_path: Path, probe: dict):
     """The docs' advice (``failureThreshold`` twice the ``--timeout`` at the 10 s period), or a
     window sized by hand that still outlasts the worker's wait for late ranks."""
     (example,) = copied_examples(tmp_path, "pserver")
-    for name in (WORKERS_FILE, SHARDS_FILE):
+    for name in (PS_WORKERS_FILE, PS_SHARDS_FILE):
         edit(example / name, _timeout("300"))
-    edit(example / WORKERS_FILE, _startup(**probe))
+    edit(example / PS_WORKERS_FILE, _startup(**probe))
     passes(example)
 
 

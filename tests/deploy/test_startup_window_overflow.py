@@ -10,19 +10,21 @@ from pathlib import Path
 import pytest
 
 from distconv.deploy.counts import MAX_COUNT
-from tests.deploy.hand_edits import copied_example, edit, one_problem, passes, rendered
+from tests.deploy.hand_edits import (
+    PS_SHARDS_FILE,
+    PS_WORKERS_FILE,
+    copied_example,
+    edit,
+    one_container,
+    one_problem,
+    passes,
+    rendered,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
 #: finite, but 2 x 10 rounds of it are not
 HUGE = "1e308"
-WORKERS_FILE = "job-digits-ps-worker.yaml"
-SHARDS_FILE = "statefulset-digits-ps-pserver.yaml"
-
-
-def _container(obj: dict) -> dict:
-    (container,) = obj["spec"]["template"]["spec"]["containers"]
-    return container
 
 
 def test_the_render_gives_the_longest_window_the_api_server_takes(tmp_path: Path):
@@ -34,9 +36,9 @@ def test_the_render_gives_the_longest_window_the_api_server_takes(tmp_path: Path
 @pytest.mark.parametrize(("failures", "named"), [(120, True), (MAX_COUNT, False)])
 def test_the_check_judges_a_probe_beside_such_shards(tmp_path: Path, failures: int, named: bool):
     example = copied_example("pserver", tmp_path)
-    for name in (WORKERS_FILE, SHARDS_FILE):
-        edit(example / name, lambda obj: _container(obj)["args"].extend(["--timeout", HUGE]))
-    edit(example / WORKERS_FILE, lambda obj: _container(obj)["startupProbe"].update(
+    for name in (PS_WORKERS_FILE, PS_SHARDS_FILE):
+        edit(example / name, lambda obj: one_container(obj)["args"].extend(["--timeout", HUGE]))
+    edit(example / PS_WORKERS_FILE, lambda obj: one_container(obj)["startupProbe"].update(
         failureThreshold=failures))  # fmt: skip
     if not named:
         passes(example)
