@@ -64,6 +64,7 @@ from distconv.deploy.render_args import (
     _check_args,
     _check_shards_timeout,
     _check_staleness,
+    _check_train_args,
     _undecoded,
 )
 from distconv.deploy.write import write_folders
@@ -163,9 +164,7 @@ def render_manifests(
             names the ``distconv-launch k8s`` flag that sets it (``--job-name``, not job_name).
     """
     use_mpi = servers == 0 if mpi is None else bool(mpi)
-    train_args = _check_args(
-        job_name, workers, servers, image, gpus, train_args, mode, slots_per_worker
-    )
+    _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots_per_worker)
     if use_mpi and servers:
         raise ValueError(
             f"an MPIJob (--mpi) runs allreduce without shards, not --servers {servers}"
@@ -194,6 +193,8 @@ def render_manifests(
     if use_mpi and ipv6:  # mpirun's own launch (ssh, Hydra's proxies) was never tried on one
         raise ValueError("--ipv6 renders parameter-server jobs only, not an MPIJob")
     _check_staleness(max_staleness, mode, use_mpi)
+    # the launch's own flags all judged: a refusal from here on is the train arguments' alone
+    train_args = _check_train_args(train_args)
     _check_shards_timeout(train_args, use_mpi)
     job = _Job(
         job_name,

@@ -43,8 +43,9 @@ EXCLUDED_FLAGS = {
 }
 
 
-def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots) -> list[str]:
-    """Refuse what cannot render; returns ``train_args`` spelled out in full."""
+def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots) -> None:
+    """Refuse what cannot render of the launch's own flags, and train arguments no manifest
+    can hold (no strings, or not UTF-8): :func:`_check_train_args` judges their flags."""
     if not isinstance(job_name, str) or not _DNS_LABEL.fullmatch(job_name):
         raise ValueError(
             f"--job-name must be a DNS label (a-z, 0-9, '-', starting with a letter), got "
@@ -76,6 +77,13 @@ def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots
             )
     if not is_image_reference(image):  # every pod would fail with InvalidImageName
         raise ValueError(f"--image must be an image reference ({FORM}), got {image!r}")
+
+
+def _check_train_args(train_args: Sequence[str]) -> list[str]:
+    """Refuse the ``distconv train`` arguments after ``--`` where every rank would, or where
+    they set what the deployment sets; returns them spelled out in full. Run once the launch's
+    own flags are judged, so that a refusal of them is named before one of the train arguments
+    (``--mpi --servers 2 -- --rank 1`` is refused for its shards, the launch's own slip)."""
     try:  # every rank would refuse such a flag; abbreviated, one could pass the checks below
         spelled = spelled_out(train_args)
     except FlagError as exc:
