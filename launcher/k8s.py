@@ -12,7 +12,6 @@ from distconv.files import describe_os_error
 from .async_launch import async_retelling
 from .commands import (
     LaunchError,
-    Program,
     UsageError,
     names_a_program,
     parse_program,
@@ -83,7 +82,7 @@ def checked_manifests(args: argparse.Namespace, rest: Sequence[str]) -> list[dic
     try:
         objects = _render(args, program.argv)
     except ValueError as exc:  # the renderer's check of the job's shape, or of a train flag
-        raise _refusal(args, program, exc) from None
+        raise _refusal(exc) from None
     # the renderer refused the flags it sets (in the pods' arguments or environment): what
     # is left to check is a flag of the other transport, a usage error (exit 2) as local's
     # and mpi's, before the manifests' check would say it as a problem of theirs (exit 1)
@@ -115,24 +114,19 @@ def _render(args: argparse.Namespace, train_args: Sequence[str]) -> list[dict[st
     )
 
 
-def _refusal(args: argparse.Namespace, program: Program, exc: ValueError) -> LaunchError:
+def _refusal(exc: ValueError) -> LaunchError:
     """The renderer's refusal ``exc`` as the launcher's: a usage error (exit 2, as local's and
-    mpi's refusals of train arguments) where the job renders without the train arguments, so
-    that they are what it refuses: a flag the deployment sets or excludes (``-- --rank 1``),
-    or a value of theirs (``-- --timeout 0.1`` beside shards, which ``distconv-launch local``
-    refuses with exit 2 too). Told by rendering again, not by the message's words, which a
-    refusal may come to share or lose. Else a plain LaunchError, exit 1: the launch's own
-    flags (``--job-name``), refused first or beside them; and bytes no manifest can hold
-    (not UTF-8), in a train argument as in ``--image``, which local would run."""
-    from distconv.deploy.render_args import _undecoded
+    mpi's refusals of train arguments) where it refuses the train arguments alone
+    (:class:`~distconv.deploy.train_values.TrainArgsError`, raised once the launch's own flags
+    pass): a flag the deployment sets or excludes (``-- --rank 1``), or a value of theirs
+    (``-- --timeout 0.1`` beside shards, which ``distconv-launch local`` refuses with exit 2
+    too). Else a plain LaunchError, exit 1: the launch's own flags (``--job-name``); and bytes
+    no manifest can hold (not UTF-8), in a train argument as in ``--image``."""
+    from distconv.deploy.train_values import TrainArgsError
 
-    if any(_undecoded(arg) for arg in program.argv):
-        return LaunchError(str(exc))
-    try:
-        _render(args, [])
-    except ValueError:
-        return LaunchError(str(exc))
-    return UsageError(str(exc))
+    if isinstance(exc, TrainArgsError):
+        return UsageError(str(exc))
+    return LaunchError(str(exc))
 
 
 @one_launch()

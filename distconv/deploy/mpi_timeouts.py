@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from distconv.deploy.train_values import TrainArgsError
 from distconv.deploy.walk import _flag
 from distconv.job import TrainConfig
 from distconv.train_flag_types import positive_float
@@ -40,7 +41,7 @@ def watchdog_args(train: Sequence[str]) -> list[str]:
     limit where it gives none.
 
     Raises:
-        ValueError: ``train`` gives a ``--timeout`` that is not below the stall limit, or a
+        TrainArgsError: ``train`` gives a ``--timeout`` that is not below the stall limit, or a
             stall limit with no number below it to render as the timeout.
     """
     timeout, stall = (_flag(list(train), flag, last=True) for flag in (TIMEOUT, STALL))
@@ -48,11 +49,11 @@ def watchdog_args(train: Sequence[str]) -> list[str]:
     if timeout is not None:
         problem = order_problem(positive_float(timeout), None if stall is None else limit)
         if problem is not None:
-            raise ValueError(f"{problem} (the train arguments after --)")
+            raise TrainArgsError(f"{problem} (the train arguments after --)")
         return [] if stall is not None else [STALL, _written(limit)]
     share = float(_written(limit * TIMEOUT_SHARE))  # as the ranks read it back
     if not share < limit:  # the least float there is: its 4/5 rounds back up to it
-        raise ValueError(
+        raise TrainArgsError(
             f"{STALL} {_written(limit)} leaves no {TIMEOUT} below it to render; give a larger "
             f"{STALL} (the train arguments after --)"
         )

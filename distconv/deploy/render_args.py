@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from distconv.deploy.gpus_per_rank import too_many_gpus
 from distconv.deploy.image_ref import FORM, is_image_reference
-from distconv.deploy.train_values import refuse_train_values
+from distconv.deploy.train_values import TrainArgsError, refuse_train_values
 from distconv.shard_timeout import below_the_shards_least, workers_timeout
 from distconv.sync.ps.limits import MAX_SETTING, staleness_in_sync
 from distconv.train_args import FlagError, spelled_out
@@ -87,18 +87,18 @@ def _check_train_args(train_args: Sequence[str]) -> list[str]:
     try:  # every rank would refuse such a flag; abbreviated, one could pass the checks below
         spelled = spelled_out(train_args)
     except FlagError as exc:
-        raise ValueError(f"{exc} (the train arguments after --)") from None
+        raise TrainArgsError(f"{exc} (the train arguments after --)") from None
     for name in (full.split("=", 1)[0] for full in spelled):
         why = ENVIRONMENT_FLAGS.get(name) or EXCLUDED_FLAGS.get(name)
         if why is not None:
-            raise ValueError(f"{name} after --: {why}; drop it from the train arguments")
+            raise TrainArgsError(f"{name} after --: {why}; drop it from the train arguments")
     owned = [
         a if a == full else f"{a} ({full.split('=', 1)[0]})"
         for a, full in zip(train_args, spelled)
         if full.split("=", 1)[0] in OWNED_FLAGS
     ]
     if owned:
-        raise ValueError(
+        raise TrainArgsError(
             f"the train arguments after -- must leave {', '.join(owned)} to the deployment"
         )
     refuse_train_values(spelled)  # as distconv-launch k8s does: every rank would refuse them
@@ -135,7 +135,7 @@ def _check_shards_timeout(train_args: Sequence[str], use_mpi: bool) -> None:
     seconds = workers_timeout(train_args)
     why = None if seconds is None else below_the_shards_least(seconds)
     if why is not None:
-        raise ValueError(f"{why} (the train arguments after --)")
+        raise TrainArgsError(f"{why} (the train arguments after --)")
 
 
 def _undecoded(text: str) -> bool:

@@ -12,16 +12,23 @@ from typing import NoReturn
 from distconv.train_args import parse_train_values, train_parser
 
 
+class TrainArgsError(ValueError):
+    """The renderer's refusal of the ``distconv train`` arguments after ``--`` alone, raised
+    once the launch's own flags have passed: ``distconv-launch k8s`` says it as a usage error
+    (exit 2), as ``distconv-launch local`` says the same slip, where any other refusal of the
+    renderer (``--job-name``, ``--servers``) is a failed launch (exit 1)."""
+
+
 def refuse_train_values(argv: Sequence[str]) -> None:
     """Parse ``argv`` (after ``train``, flags spelled out) with ``distconv train``'s parser.
 
     Raises:
-        ValueError: argparse's message, naming the flag; also for ``-h``/``--help``, whose
+        TrainArgsError: argparse's message, naming the flag; also for ``-h``/``--help``, whose
             help and exit 0 no rank should run for a job.
     """
     problem = train_values_problem(argv)
     if problem is not None:
-        raise ValueError(f"{problem} (the train arguments after --)")
+        raise TrainArgsError(f"{problem} (the train arguments after --)")
 
 
 def train_values_problem(argv: Sequence[str]) -> str | None:

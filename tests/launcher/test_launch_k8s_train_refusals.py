@@ -50,31 +50,18 @@ def test_the_launchs_own_flags_refused_first_stay_exit_1(tmp_path):
     assert status == 1 and "--job-name must be a DNS label" in line, line
 
 
-def test_a_refusal_of_the_train_arguments_in_other_words_is_still_a_usage_error(monkeypatch):
-    """Told by the job rendering without them, not by the refusal's closing words "(the train
-    arguments after --)": the real renderer, its refusal reworded (as any may come to be),
-    refuses a workers' --timeout below a shard's least, and the launch still says exit 2."""
-    from distconv.deploy import render
-    from launcher.cli import build_parser
-    from launcher.commands import UsageError
-    from launcher.k8s import checked_manifests
-    from launcher.options import parse_own
+def test_a_refusal_of_the_train_arguments_is_told_by_its_class():
+    """Not by its words: each site that refuses the train arguments alone raises
+    TrainArgsError, and the launcher's exit status follows the class."""
+    from distconv.deploy.render import render_manifests
+    from distconv.deploy.train_values import TrainArgsError
 
-    real = render.render_manifests
-
-    def reworded(**kwargs):
-        try:
-            return real(**kwargs)
-        except ValueError as exc:
-            raise ValueError(str(exc).replace(" (the train arguments after --)", "")) from None
-
-    monkeypatch.setattr(render, "render_manifests", reworded)
-    own = ["k8s", *SHARDED, "--image", "d:1"]
-    rest = list(BELOW_THE_LEAST[1:])
-    with pytest.raises(UsageError) as refused:
-        checked_manifests(parse_own(build_parser(), own, rest), rest)
-    assert str(refused.value).startswith("--timeout 0.1 is below 0.2 s"), refused.value
-    assert not str(refused.value).endswith("(the train arguments after --)")
+    for train in (["--rank", "1"], ["--epochs", "-1"], ["--timeout", "0.1"], ["--bogus"]):
+        with pytest.raises(TrainArgsError):
+            render_manifests(job_name="j", workers=2, servers=1, image="d:1", train_args=train)
+    with pytest.raises(TrainArgsError):
+        render_manifests(job_name="j", workers=2, servers=0, image="d:1",
+                         train_args=["--timeout", "400", "--stall-seconds", "300"])  # fmt: skip
 
 
 def test_the_launchs_own_flag_refused_beside_a_train_arguments_refusal_stays_exit_1(tmp_path):
