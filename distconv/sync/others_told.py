@@ -6,7 +6,11 @@ from __future__ import annotations
 
 
 def others_told(rank: int) -> str:
-    """``the other ranks were told of this error and stop too, naming rank R``: so a user who
-    reads rank ``rank``'s one-line error knows the other ranks' failures follow from it, and
-    that none waits for it until a timeout."""
-    return f"the other ranks were told of this error and stop too, naming rank {rank}"
+    """``the other ranks were told of this error and stop too, naming rank R (...)``: so a user
+    who reads rank ``rank``'s one-line error knows the other ranks' failures follow from it,
+    and that none waits for it until a timeout. Where every rank failed alike (NaN data on
+    each), each says its own error, not R's: the note says so too."""
+    return (
+        f"the other ranks were told of this error and stop too, naming rank {rank} (a rank "
+        "that failed as well names its own error)"
+    )

@@ -12,7 +12,10 @@ from tests.launcher.launch_cli import launch
 from tests.setup_failures import FAILS_BEFORE_SETUP
 
 #: the note's words (not imported: a test of them must not take them from the code)
-NOTE = "fails.py: note: the other ranks were told of this error and stop too, naming rank 0"
+NOTE = (
+    "fails.py: note: the other ranks were told of this error and stop too, naming rank 0 (a rank "
+    "that failed as well names its own error)"
+)
 
 
 @pytest.mark.timeout(90)

@@ -43,6 +43,9 @@ def test_a_meetings_unsendable_description_says_the_others_stop_too(tmp_path):
     script.write_text(MEETING)
     done = run_mpi(["-n", "2", sys.executable, str(script)], timeout=30)
     said = done.stdout + done.stderr
-    note = "the other ranks were told of this error and stop too, naming rank 1"
+    note = (
+        "the other ranks were told of this error and stop too, naming rank 1 (a rank that "
+        "failed as well names its own error)"
+    )
     assert f"rank 1 raised ValueError notes [{note!r}]" in done.stdout, said[-3000:]
     assert "rank 0 raised JobMismatch" in done.stdout, said[-3000:]

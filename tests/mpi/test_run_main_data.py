@@ -39,6 +39,13 @@ def test_data_every_rank_refuses_end_each_rank_in_one_line():
     assert sorted(lines) == sorted(
         [_told(0), _told(1)] + [f"user_data_script.py: error: DataError: {NAN}"] * 2
     ), lines
+    # each rank's note names itself, and the other's error is its own: the note says that can be
+    # (it said the other stopped naming this rank, which its own log contradicted)
+    assert all(
+        line.endswith("(a rank that failed as well names its own error)")
+        for line in lines
+        if ": note: " in line
+    ), lines
 
 
 def test_data_one_rank_refuses_end_it_in_one_line_and_the_other_naming_it():
