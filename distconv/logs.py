@@ -241,7 +241,8 @@ def interrupted_line(program: str, interrupt: BaseException, fmt: str | None = N
     interrupted``, then each line of the notes it carries (PEP 678: ``MPISync.fail_setup``'s
     names the error the Ctrl-C cut short, and whether the other ranks were told, which the
     interrupt line alone never said), each ``PROGRAM: note`` as :func:`as_log_line` writes
-    it (one JSON object a line under JSON).
+    it (one JSON object a line under JSON, a note's marked ``"note": true``, :data:`NOTE_KEY`,
+    as :func:`note_line` marks an error's; all at level ``warning``, the interrupt's own).
 
     So too the notes of each KeyboardInterrupt in its ``__context__`` chain, after its own:
     a second Ctrl-C, raised as the noted first propagated, ended the run with that one as its
@@ -252,8 +253,11 @@ def interrupted_line(program: str, interrupt: BaseException, fmt: str | None = N
     said: list[str] = []
     for each in _interrupts(interrupt):
         said += [note for note in notes_of(each) if note not in said]
-    lines = ["interrupted", *(line for note in said for line in note.splitlines())]
-    return "\n".join(as_log_line(f"{program}: {line}", logging.WARNING, fmt) for line in lines)
+    noted = [line for note in said for line in note.splitlines()]
+    ending = [as_log_line(f"{program}: interrupted", logging.WARNING, fmt)]
+    marked = {NOTE_KEY: True}
+    ending += [as_log_line(f"{program}: {line}", logging.WARNING, fmt, **marked) for line in noted]
+    return "\n".join(ending)
 
 
 #: the attribute :func:`settle_notes` sets (an exception takes no weak reference, so it is

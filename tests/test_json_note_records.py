@@ -10,8 +10,17 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+from distconv.logs import configure_logging
+from distconv.notes import add_note
+from distconv.runtime import Runtime
+from distconv.sync.mpi.leaving import install_abort_hook
 from tests.launcher.launch_cli import ENV
+from tests.mpi.common import AbortRecorder
+from tests.mpi.test_abort_hook_json_notes import _log_uncaught, as_on_3_10  # noqa: F401
 from tests.test_error_line_notes import LAUNCHER, NOTE_SAID, REFUSALS, RUN_MAIN, _run
+from tests.test_run_main import NOTES, NOTES_SAID, run_interrupted
 
 #: the keys of every JSON line of the log, the error's own, in their order
 KEYS = ["time", "level", "message", "logger", "role", "rank", "world_size", "job_id", "restart"]
@@ -55,3 +64,41 @@ def test_the_launchers_refusal_under_json_is_its_one_error_object_after_marked_n
     assert done.returncode == 2, done.stderr
     error = "distconv-launch local: error: argument --epochs: must be >= 1, got 0"
     _ends_with_marked_notes(done.stderr, "distconv-launch local", error)
+
+
+@pytest.mark.timeout(60)
+def test_a_ctrl_cs_notes_under_json_are_marked_as_notes(tmp_path):
+    """The notes after ``interrupted`` (``MPISync.fail_setup``'s: the error the Ctrl-C cut
+    short, whether the others were told) were warning objects like the interrupt's own, with
+    no mark: a collector picking the notes out by ``"note": true`` missed these. Each is
+    marked now, the ``interrupted`` line not; all stay at the interrupt's level."""
+    done = run_interrupted(tmp_path, *NOTES, LOG_FORMAT="json")
+    assert done.returncode == 130, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stderr.splitlines()[-len(NOTES_SAID) :]]
+    assert [line["message"] for line in lines] == NOTES_SAID
+    assert [line.get("note") for line in lines] == [None] + [True] * (len(NOTES_SAID) - 1)
+    assert all(line["level"] == "warning" for line in lines), lines
+
+
+@pytest.mark.usefixtures("as_on_3_10")  # its fixture, imported above
+def test_the_notes_a_scripts_hook_left_out_are_marked_info(capsys, monkeypatch):
+    """An MPI rank's abort after a script's own hook logged the error: the notes that hook left
+    out are written after its report, each an info object marked ``"note": true``, not a second
+    ``error`` object of the rank's failure."""
+    configure_logging(Runtime(), fmt="json", environ={})  # on the stderr captured now
+    monkeypatch.setattr(sys, "excepthook", _log_uncaught)
+    restore = install_abort_hook(AbortRecorder())
+    try:
+        try:
+            error = RuntimeError("rank 1 fails on purpose")
+            add_note(error, "the way out")
+            raise error
+        except RuntimeError:
+            sys.excepthook(*sys.exc_info())
+    finally:
+        restore()
+    said = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [(s["level"], s["message"], s.get("note")) for s in said] == [
+        ("error", "uncaught", None),
+        ("info", "the way out", True),
+    ], said
