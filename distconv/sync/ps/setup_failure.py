@@ -17,13 +17,12 @@ answered the others as the ranks' different jobs: the gather is still made, for 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from distconv.messages import described
 from distconv.notes import add_note
-from distconv.sync.errors import SyncError, setup_failure_description
+from distconv.sync.errors import JobRefused, SyncError, setup_failure_description
 from distconv.sync.others_told import others_told
 from distconv.sync.ps.beats import HeartbeatOwner
 
@@ -44,7 +43,8 @@ class SetupFailure(HeartbeatOwner):
         ``error`` and say bye (see the module docstring), then return; the caller raises
         ``error`` next (its bye then carries it, from an ``except`` clause, as
         ``Trainer.fit``'s). The shards' refusal of that hello (in the note's words) is
-        dropped, and so is a shard that cannot be reached: ``error`` is the cause. A script
+        dropped, and so is a shard that cannot be reached: ``error`` is the cause, its note
+        saying whether the others were told (:func:`told_note`). A script
         may set up again (a new hello), or close. Nothing on a closed sync, or with one
         worker (none waits for it)."""
         if self.closed or self.world_size == 1:
@@ -54,13 +54,28 @@ class SetupFailure(HeartbeatOwner):
         except Exception:  # its __str__ raised (user code): the others are told all the same
             text = f"{type(error).__name__} (its text could not be made)"
         description = setup_failure_description(self.rank, text)
+        refused: SyncError | None = None
         try:  # the hello stops a second setup's beats, and beats as setup's (HeartbeatOwner)
-            with contextlib.suppress(SyncError):  # the note's own refusal: the others told
+            try:
                 self._hello(description)
                 self.all_equal(description)
+            except SyncError as exc:  # dropped: ``error`` is the cause; its note says which
+                refused = exc
         finally:
             self._stop_heartbeat()
             # now, not at close, which may never come: an older shard that took the hello as
             # a job's fails the gather the others wait in at its bye
             self._say_bye()
-        add_note(error, others_told(self.rank))
+        add_note(error, told_note(self.rank, refused))
+
+
+def told_note(rank: int, refused: SyncError | None) -> str:
+    """The note on rank ``rank``'s setup error after its failure note's hello: that the others
+    were told (:func:`~distconv.sync.others_told.others_told`) where the shards refused the
+    hello in the note's own words (a :class:`JobRefused` telling of ``rank``), else that they
+    may not have been, with what ``refused`` it instead (a shard that cannot be reached: the
+    note said the others were told and stop naming this rank, while they waited for the
+    shard)."""
+    if refused is None or (isinstance(refused, JobRefused) and refused.told_of == rank):
+        return others_told(rank)
+    return f"the other ranks may not have been told of this error: {described(refused)}"
