@@ -183,9 +183,13 @@ def local_children(
     return specs
 
 
-def _hinted(supervisor: Supervisor, args: argparse.Namespace, job_id: str, status: int) -> int:
-    """``status``, after the line saying how to go on where a stop ended the launch."""
-    if hint := go_on_hint(args, job_id, status, supervisor.stopped_by):
+def _hinted(
+    supervisor: Supervisor, args: argparse.Namespace, job_id: str, status: int, program: Program
+) -> int:
+    """``status``, after the line saying how to go on where a stop ended the launch (its way
+    with ``program``'s train arguments, where it is ``distconv train``)."""
+    train = program.argv if program.is_train else None
+    if hint := go_on_hint(args, job_id, status, supervisor.stopped_by, train):
         supervisor.say(hint)
     return status
 
@@ -232,7 +236,8 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
                 program, servers, job, args.workers, restart, os.environ, ports, fds
             )
 
-        return _hinted(supervisor, args, job_id, supervisor.run(build, args.max_restarts))
+        status = supervisor.run(build, args.max_restarts)
+        return _hinted(supervisor, args, job_id, status, program)
     finally:
         for sock in reserved:
             sock.close()
@@ -320,7 +325,8 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         record_launch(supervisor)  # launch.json: this command, build, numpy, host, time
         if note:
             supervisor.say(note, level="warning")
-        return _hinted(supervisor, args, job_id, supervisor.run(build, args.max_restarts))
+        status = supervisor.run(build, args.max_restarts)
+        return _hinted(supervisor, args, job_id, status, program)
     finally:
         supervisor.unclaim()
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import signal
+from collections.abc import Sequence
 
+from .commands import has_option
 from .failure import Failure
 
 #: the stop signals after which a run may go on (Ctrl-C, a scheduler's SIGTERM)
@@ -18,17 +20,22 @@ GOES_ON_AFTER = (signal.SIGINT, signal.SIGTERM)
 
 
 def go_on_hint(
-    args: argparse.Namespace, job_id: str, status: int, stopped_by: int | None
+    args: argparse.Namespace,
+    job_id: str,
+    status: int,
+    stopped_by: int | None,
+    train: Sequence[str] | None = None,
 ) -> str | None:
     """``to go on with this run: ...`` for a launch that the stop signal ``stopped_by`` (the
     launcher's own: not a child's exit 130 or death by SIGTERM) ended with its status
     (``status``); None otherwise. It names the job id (``job_id``) only where the launcher
     chose it (no ``--job-id``, no ``--run-dir`` in ``args``: :func:`names_its_run`).
     ``--resume auto``, not ``--resume``: a stop before the first checkpoint left nothing to
-    resume, and the run starts afresh."""
+    resume, and the run starts afresh. ``train``: the ``distconv train`` arguments after
+    ``--`` (None: another program), whose ``--overwrite`` the way on replaces."""
     if stopped_by not in GOES_ON_AFTER or status != 128 + stopped_by:
         return None
-    return _go_on(None if names_its_run(args) else job_id)
+    return _go_on(None if names_its_run(args) else job_id, train)
 
 
 def names_its_run(args: argparse.Namespace) -> bool:
@@ -37,11 +44,18 @@ def names_its_run(args: argparse.Namespace) -> bool:
     return args.job_id is not None or args.run_dir is not None
 
 
-def _go_on(job_id: str | None) -> str:
+def _go_on(job_id: str | None, train: Sequence[str] | None = None) -> str:
     """``to go on with this run, give the same command --job-id J (...)``; without
     ``--job-id`` where ``job_id`` is None (the command names its job id or run directory
-    itself: a ``--job-id`` it gave, said again, read as one it lacked)."""
+    itself: a ``--job-id`` it gave, said again, read as one it lacked). Where the train
+    arguments ``train`` hold ``--overwrite``, ``--resume auto`` in its place: the same command
+    deleted the run it stopped, and with ``--resume auto`` added it was refused (both)."""
     again = f" --job-id {job_id}" if job_id is not None else ""
+    if train is not None and has_option(train, "--overwrite"):
+        return (
+            f"to go on with this run, give the same command{again} with --resume auto in place "
+            "of --overwrite after -- (--overwrite deletes the run)"
+        )
     return (
         f"to go on with this run, give the same command{again} (and --resume auto after --, "
         "where the program takes it)"

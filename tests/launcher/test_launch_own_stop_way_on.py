@@ -59,3 +59,16 @@ def test_a_signalled_launch_that_named_its_run_gives_a_way_on_that_goes_on(tmp_p
     status, err = _stopped_when(tmp_path, "resumed from", "--resume", "auto")  # the way on
     assert status == 143, err[-3000:]
     assert "RunDirError" not in err, err[-3000:]
+
+
+@pytest.mark.timeout(120)
+def test_the_way_on_of_a_launch_that_overwrote_its_run_drops_overwrite(tmp_path):
+    """With ``--overwrite`` after ``--``, the way on said to give the same command, which
+    deleted the run the stop had checkpointed, and with ``--resume auto`` added it was refused
+    (``--resume or --overwrite, not both``). It says ``--resume auto`` in its place."""
+    status, err = _stopped_when(tmp_path, "epoch 1/", "--overwrite")
+    assert status == 143, err[-3000:]
+    assert err.splitlines()[-1] == (
+        "distconv-launch: to go on with this run, give the same command with --resume auto in "
+        "place of --overwrite after -- (--overwrite deletes the run)"
+    ), err[-3000:]
