@@ -74,18 +74,32 @@ def failing_span(tb: TracebackType) -> ast.stmt | None:
 
 
 def frame_names(tb: TracebackType, node: ast.AST | None = None) -> dict[str, Any]:
-    """The names ``node``, the line of traceback entry ``tb``, is read with: its frame's, over
-    those of the frame it runs inside (:func:`_enclosing`) where it is a comprehension's or a
-    lambda's (read whole, no columns kept, its statement names both: ``x.grad = [g * 2 for g
-    in gs]``); elsewhere its frame's but those a comprehension or a lambda in ``node`` binds of
-    its own, which are not the frame's (``g = p.grad; [np.negative(g, out=g) for g in own]``
-    writes ``own``, not ``p.grad``): unread there, as the scope's own frame reads them."""
+    """The names ``node``, the line of traceback entry ``tb``, is read with: its frame's, but
+    those a comprehension or a lambda in ``node`` binds of its own, which are not the frame's
+    (``g = p.grad; [np.negative(g, out=g) for g in own]`` writes ``own``, not ``p.grad``):
+    unread there, as the scope's own frame reads them. A comprehension's or a lambda's frame
+    (read whole where no columns are kept: ``x.grad = [g * 2 for g in gs]``) has its own names
+    over those of each frame it runs inside on the same statement (:func:`_callers`), less
+    those the scopes in ``node`` bind: a nested comprehension's ``g`` is neither the outer
+    one's nor the function's."""
     frame = tb.tb_frame
-    if frame.f_code.co_name in _INNER_SCOPES:
-        outer = _enclosing(frame, tb.tb_lineno)
-        return frame.f_locals if outer is None else {**outer.f_locals, **frame.f_locals}
-    inner = _bound_inside(node) if node is not None else set()
-    return {k: v for k, v in frame.f_locals.items() if k not in inner} if inner else frame.f_locals
+    bound = _bound_inside(node) if node is not None else set()
+    if frame.f_code.co_name not in _INNER_SCOPES:
+        return {k: v for k, v in frame.f_locals.items() if k not in bound}
+    callers = _callers(frame, tb.tb_lineno)
+    return {**{k: v for k, v in callers.items() if k not in bound}, **frame.f_locals}
+
+
+def _callers(frame: FrameType, lineno: int | None) -> dict[str, Any]:
+    """The names of the frames ``frame`` (a comprehension's, a lambda's, at line ``lineno``)
+    runs inside on the same statement (:func:`_enclosing`), the nearest's over the others'."""
+    names: dict[str, Any] = {}
+    outer = _enclosing(frame, lineno)
+    while outer is not None:
+        names = {**outer.f_locals, **names}
+        inner = outer.f_code.co_name in _INNER_SCOPES
+        outer = _enclosing(outer, outer.f_lineno) if inner else None
+    return names
 
 
 def _bound_inside(node: ast.AST) -> set[str]:

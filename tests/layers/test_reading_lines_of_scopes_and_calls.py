@@ -167,12 +167,32 @@ class DoublesItsOwnInAComprehensionBesideAFiredGradient(ScaleShift):
         [np.multiply(g, 2, out=g) for g in (own,)]
 
 
-def test_a_comprehension_s_own_name_is_not_read_as_the_backward_s():
+class DoublesItsOwnInANestedComprehensionBesideAFiredGradient(ScaleShift):
+    """As :class:`DoublesItsOwnInAComprehensionBesideAFiredGradient`, the ``g`` bound by an
+    inner comprehension: the outer one's frame, which binds no ``g``, read it with the
+    backward's."""
+
+    def _backward(self, dz, callback):
+        super()._backward(dz, callback)
+        g = self.bias.grad
+        own = np.broadcast_to(np.zeros(1), g.shape)  # read-only
+        [[np.multiply(g, 2, out=g) for g in row] for row in ((own,),)]
+
+
+@pytest.mark.parametrize(
+    "layer_class",
+    [
+        DoublesItsOwnInAComprehensionBesideAFiredGradient,
+        DoublesItsOwnInANestedComprehensionBesideAFiredGradient,
+    ],
+)
+def test_a_comprehension_s_own_name_is_not_read_as_the_backward_s(layer_class):
     """The backward's frame read the comprehension's ``out=g`` with its own ``g``, the fired
-    bias's gradient (with columns too: its failing span is the whole comprehension): the bias
-    was named for the layer's write into its own array."""
+    bias's gradient (with columns too: its failing span is the whole comprehension), as did
+    an outer comprehension's frame for an inner one's ``g``: the bias was named for the
+    layer's write into its own array."""
     with pytest.raises(LayerError, match="read-only") as caught:
-        trained_as(DoublesItsOwnInAComprehensionBesideAFiredGradient, "shadowed", build())
+        trained_as(layer_class, "shadowed", build())
     assert not isinstance(caught.value, NetworkError), caught.value
 
 
