@@ -5,8 +5,11 @@ words: user namespaces turned off, a container's seccomp profile, AppArmor's res
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
+from subprocess import PIPE
 
 import pytest
 
@@ -24,18 +27,24 @@ PROBE_SECONDS = 10
 def mount_problem(probe: list[str] = PROBE) -> str | None:
     """Why ``unshare -rm`` cannot mount a tmpfs here, in a line; None where it can. A probe
     that cannot start or does not end is a reason to skip, not an error: raised at collection,
-    it failed every module that imports this one, on a clean clone's CI too."""
+    it failed every module that imports this one, on a clean clone's CI too. One that does not
+    end is killed with all it started (its own session), so nothing of it outlives the test
+    run: killing the probe alone left a child it forked running, holding its pipes."""
     if shutil.which(probe[0]) is None:
         return f"no {probe[0]} on PATH"
     try:
-        done = subprocess.run(probe, capture_output=True, text=True, timeout=PROBE_SECONDS)
-    except subprocess.TimeoutExpired:
-        return f"{' '.join(probe)} did not end within {PROBE_SECONDS} s"
+        child = subprocess.Popen(probe, stdout=PIPE, stderr=PIPE, text=True, start_new_session=True)
     except OSError as exc:
         return f"{probe[0]} cannot run: {exc}"
-    if done.returncode == 0:
+    with child:
+        try:
+            out, err = child.communicate(timeout=PROBE_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            return f"{' '.join(probe)} did not end within {PROBE_SECONDS} s"
+    if child.returncode == 0:
         return None
-    said = " ".join((done.stderr or done.stdout).split())[:300] or f"exit {done.returncode}"
+    said = " ".join((err or out).split())[:300] or f"exit {child.returncode}"
     return f"{' '.join(probe)} failed: {said}"
 
 

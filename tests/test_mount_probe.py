@@ -5,7 +5,10 @@ module needing it. Real programs, stand-ins for ``unshare`` as a system refusing
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +36,33 @@ def test_a_probe_that_hangs_is_a_skip_not_a_collection_error(tmp_path, monkeypat
     began = time.monotonic()
     assert mounts.mount_problem(probe) == f"{' '.join(probe)} did not end within 1 s"
     assert time.monotonic() - began < 10
+
+
+@pytest.mark.timeout(30)
+def test_a_hung_probe_leaves_nothing_it_started_running(tmp_path, monkeypatch):
+    """Killed alone, the probe left the child it had forked (a ``sleep`` here) running after
+    the test run, holding the probe's pipes."""
+    monkeypatch.setattr(mounts, "PROBE_SECONDS", 1)
+    pid_file = tmp_path / "child.pid"
+    probe = _stand_in(tmp_path, f"sleep 20 & echo $! > {pid_file}; wait")
+    assert mounts.mount_problem(probe) == f"{' '.join(probe)} did not end within 1 s"
+    child = int(pid_file.read_text())
+    try:
+        deadline = time.monotonic() + 5
+        while _running(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(child), f"the probe's child {child} outlived it"
+    finally:
+        if _running(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead and not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_a_probe_that_cannot_start_or_is_missing_is_a_skip(tmp_path):
