@@ -9,7 +9,9 @@ the command they print is run through a shell and must resume the run."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -67,9 +69,9 @@ def _step_said(line: str) -> int | None:
     return None if said is None else said.step
 
 
-def _in_shell(command: str, cwd: Path) -> subprocess.CompletedProcess:
-    """``command`` as a user pastes it into a shell, in ``cwd``."""
-    return run_job(["bash", "-c", command], env=child_env(), timeout=60, cwd=cwd)
+def _in_shell(command: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """``command`` as a user pastes it into a shell, in ``cwd`` (``env``: its own there)."""
+    return run_job(["bash", "-c", command], env=child_env(**env), timeout=60, cwd=cwd)
 
 
 def _newest_step(out: Path) -> int:
@@ -253,12 +255,27 @@ def test_a_script_of_two_ranks_says_what_it_kept_once_with_this_rank_s_command(t
 def test_a_train_run_from_main_s_own_words_names_them_not_the_process_s(tmp_path):
     """``distconv.cli.main([...])`` in a process of its own making (a notebook's, a test's):
     the command was the process's (``python -c ...``, without the run's flags), which ran a
-    fresh run refused in the run's folder. It is ``distconv`` with the words ``main`` got."""
+    fresh run refused in the run's folder. It is ``distconv`` with the words ``main`` got,
+    where a ``distconv`` is on ``PATH`` (one of the test's own: a clone run from its folder,
+    not installed, has none), and the pasted line resumes the run."""
     call = ["train", *TRAIN, "--out", "run"]
     code = f"import sys; from distconv.cli import main; sys.exit(main({call!r}))"
-    status, lines = _stopped(tmp_path, [sys.executable, "-c", code])
+    path = f"{_distconv_on_path(tmp_path / 'bin')}{os.pathsep}{os.environ.get('PATH', '')}"
+    status, lines = _stopped(tmp_path, [sys.executable, "-c", code], PATH=path)
     assert status == 143, lines
-    assert lines[-2] == f"{GO_ON}distconv train {' '.join(TRAIN)} --out run --resume", lines[-3:]
+    command = f"distconv train {' '.join(TRAIN)} --out run --resume"
+    assert lines[-2] == f"{GO_ON}{command}", lines[-3:]
+    assert _in_shell(command, tmp_path, PATH=path).returncode == 0  # it resumes the run
+
+
+def _distconv_on_path(folder: Path) -> Path:
+    """``folder``, made, holding a ``distconv`` command that runs this interpreter's
+    ``-m distconv``, as the installed one does."""
+    folder.mkdir()
+    command = folder / "distconv"
+    command.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m distconv "$@"\n')
+    command.chmod(0o755)
+    return folder
 
 
 def test_main_s_words_are_said_after_python_m_where_no_distconv_is_on_the_path(tmp_path):
