@@ -110,10 +110,8 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
         rank, run = read.get("rank"), read.get("run")
         if read.get("job") != self.config.job_id or type(rank) is not int or type(run) is not int:
             return
-        if not 0 <= rank < self.config.workers:
-            return
-        try:
-            self._check_key(rank, frame)
+        try:  # a rank of the job, and its key: as any request of this job's is held
+            self._check_sender(read, frame)
         except WireError:
             return
         self._next_job()  # as _op_hello: a job over is held no more
