@@ -45,6 +45,7 @@ CASES = {
     ("max_message_bytes", "0"): "hello reply: max_message_bytes 0 is not a positive integer",
     ("max_frame_bytes", "1.5"): "hello reply: max_frame_bytes 1.5 is not a positive integer",
     ("shard", "false"): "hello reply: shard False is not an integer",
+    ("build", "5"): "header field 'build' has type int",
 }
 
 
