@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import to_host
+from distconv.backend import get_array_module, to_host
 from distconv.parameter import Parameter
 
 
@@ -52,8 +52,9 @@ def note_rows(param: Parameter, rows: Any) -> None:
     any device, any order, repeats allowed, negative ones (a table's ``-1``, no row) left out;
     or :data:`EVERY_ROW`. Call it before the layer's ``param.inc_update`` (after the write, or
     before it). Kept only between a sync's :func:`open_rows` and its :func:`take_rows` (a
-    parameter server's step), so a process training otherwise keeps nothing, and nothing
-    is computed on a device here: ids are read at the take."""
+    parameter server's step), so a process training otherwise keeps nothing; kept as a copy
+    on the ids' device, read at the take: a later pass of the step may refill the array the
+    ids came from (a loop's own id buffer, which a table's ids are a view of)."""
     noted = _noted.get(param)
     if noted is None:  # no step of a sync that reads it is open: nothing to keep
         return
@@ -64,7 +65,7 @@ def note_rows(param: Parameter, rows: Any) -> None:
     # a user that wrote without noting came in before this one: the pass is not whole
     noted.passes_whole &= users_in == noted.in_pass
     noted.in_pass += 1
-    noted.rows.append(rows)
+    noted.rows.append(rows if isinstance(rows, slice) else get_array_module(rows).array(rows))
 
 
 def take_rows(param: Parameter) -> np.ndarray | None:

@@ -159,3 +159,18 @@ def test_a_table_notes_the_ids_it_wrote_unless_a_sharer_did_not(tied):
         assert rows is None and written == list(range(10))
     else:
         assert rows.tolist() == written == [4, 8]
+
+
+def test_a_table_s_ids_are_noted_as_they_were_when_a_later_pass_refills_their_array():
+    """A loop refilling one id array for each accumulated pass: the table's ids are a view of
+    it, and the first pass's rows were read at the take as the second pass's, so rows it
+    wrote (prefetched before the step) were neither pushed nor refused."""
+    net, table = _embedding(tied=False)
+    open_rows(table)
+    ids = np.zeros((2, 1), dtype=np.int64)
+    feeds = {"words": Arg(ids=ids), "label": np.array([0, 1])}
+    for rows in ([[1], [3]], [[5], [7]]):
+        ids[...] = rows
+        net.forward(feeds)
+        net.backward(lambda p: None, loss="loss")
+    assert take_rows(table).tolist() == np.flatnonzero(table.grad.any(axis=1)).tolist()
