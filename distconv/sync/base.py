@@ -238,12 +238,13 @@ class SyncStrategy(StepCount, ABC):
         evaluation passes) of a model with ``sparse_rows`` parameters, after :meth:`start_step`
         in a step. A strategy that holds parameters whole (local, allreduce) has them current
         already: this default does nothing. A parameter server pulls just these rows, and after
-        a step's backward pushes the rows its layers noted writing
-        (:mod:`~distconv.layers.written_rows`; for a parameter a user of which noted none, the
-        rows with a gradient, read from the whole gradient); a gradient in a row prefetched
-        neither in the step nor while no step was open since the last :meth:`start_step` is
-        refused before any of it is sent, naming the rank, the table and this call, since the
-        forward read rows that may be stale.
+        a step's backward pushes every row prefetched in the step and, of those prefetched
+        while no step was open since the last :meth:`start_step`, the ones the backward wrote:
+        those its layers noted writing (:mod:`~distconv.layers.written_rows`), or, for a
+        parameter some user wrote without noting, those with a nonzero gradient, read from the
+        whole gradient. A gradient in a row prefetched neither way is refused before any of it
+        is sent, naming the rank, the table and this call, since the forward read rows that
+        may be stale.
 
         Args:
             rows_by_param: sparse parameter name -> row ids (any order, repeats allowed), as
