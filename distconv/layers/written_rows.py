@@ -50,11 +50,12 @@ EVERY_ROW = slice(None)
 def note_rows(param: Parameter, rows: Any) -> None:
     """Say that this backward added into ``param.grad`` in ``rows`` and nowhere else: ids on
     any device, any order, repeats allowed, negative ones (a table's ``-1``, no row) left out;
-    or :data:`EVERY_ROW`. Call it before the layer's ``param.inc_update`` (after the write, or
-    before it). Kept only between a sync's :func:`open_rows` and its :func:`take_rows` (a
-    parameter server's step), so a process training otherwise keeps nothing; kept as a copy
-    on the ids' device, read at the take: a later pass of the step may refill the array the
-    ids came from (a loop's own id buffer, which a table's ids are a view of)."""
+    a slice of the rows; or :data:`EVERY_ROW`. Call it before the layer's ``param.inc_update``
+    (after the write, or before it). Kept only between a sync's :func:`open_rows` and its
+    :func:`take_rows` (a parameter server's step), so a process training otherwise keeps
+    nothing; kept as a copy on the ids' device, read at the take: a later pass of the step may
+    refill the array the ids came from (a loop's own id buffer, which a table's ids are a view
+    of)."""
     noted = _noted.get(param)
     if noted is None:  # no step of a sync that reads it is open: nothing to keep
         return
@@ -78,9 +79,11 @@ def take_rows(param: Parameter) -> np.ndarray | None:
         return None
     if not noted.passes_whole or noted.in_pass != (param.shared_count or 1):
         return None
-    if any(isinstance(r, slice) for r in noted.rows):  # EVERY_ROW
-        return np.arange(param.shape[0], dtype=np.int64)
-    ids = np.unique(np.concatenate([np.asarray(to_host(r), np.int64).ravel() for r in noted.rows]))
+    count = param.shape[0]
+    if any(isinstance(r, slice) and r == EVERY_ROW for r in noted.rows):
+        return np.arange(count, dtype=np.int64)
+    ids = [np.arange(*r.indices(count)) if isinstance(r, slice) else to_host(r) for r in noted.rows]
+    ids = np.unique(np.concatenate([np.asarray(r, np.int64).ravel() for r in ids]))
     return ids[np.searchsorted(ids, 0) :]  # sorted: the negative ones (no row) first
 
 

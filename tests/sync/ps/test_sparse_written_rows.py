@@ -174,3 +174,13 @@ def test_a_table_s_ids_are_noted_as_they_were_when_a_later_pass_refills_their_ar
         net.forward(feeds)
         net.backward(lambda p: None, loss="loss")
     assert take_rows(table).tolist() == np.flatnonzero(table.grad.any(axis=1)).tolist()
+
+
+def test_a_slice_noted_is_its_rows_not_every_row():
+    """A slice other than EVERY_ROW was read as every row: a step prefetching rows 2 and 3
+    alone refused the table's other rows as holding gradients it never wrote."""
+    table = Parameter("table", np.zeros((10, 2)), sparse_rows=True)
+    open_rows(table)
+    note_rows(table, slice(2, 4))
+    table.inc_update(lambda p: None)
+    assert take_rows(table).tolist() == [2, 3]
