@@ -296,8 +296,10 @@ def not_noted(rank: int, name: str, left_out: np.ndarray) -> str:
     return (
         f"rank {rank}: {name}: rows {ids} have gradients that no layer noted writing "
         f"({count} in all; {CHECK_ROWS_VARIABLE} is set): a layer adds into rows it does not "
-        "pass to note_rows, and without the check their gradient would not be pushed; pass "
-        "note_rows every row its backward writes, or none (the table is then read whole)"
+        "pass to note_rows, and without the check their gradient is pushed only where this "
+        "step prefetched them, else held back unpushed; pass note_rows "
+        "(distconv.layers.written_rows) every row its backward writes, or none (the table is "
+        "then read whole)"
     )
 
 

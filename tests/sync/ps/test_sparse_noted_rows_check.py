@@ -124,7 +124,8 @@ def _one_step_noting_too_few(shards, check, monkeypatch) -> tuple[Parameter, Bas
 def test_the_check_refuses_a_row_written_but_not_noted(shards, monkeypatch):
     table, error = _one_step_noting_too_few(shards, "1", monkeypatch)
     assert error is not None and "rows [2] have gradients that no layer noted" in str(error)
-    assert CHECK_ROWS_VARIABLE in str(error)
+    assert CHECK_ROWS_VARIABLE in str(error) and "distconv.layers.written_rows" in str(error)
+    assert "pushed only where this step prefetched them" in str(error)
 
 
 @pytest.mark.timeout(60)
