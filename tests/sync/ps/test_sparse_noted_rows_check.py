@@ -54,18 +54,25 @@ def zero_row_batch(step: int) -> dict:
 
 
 def train_prefetching_before(
-    net: Network, sync: SyncStrategy, batch: Callable[[int], dict], steps: int
+    net: Network, sync: SyncStrategy, batch: Callable[[int], dict | list[dict]], steps: int
 ) -> dict:
-    """``steps`` steps of one's own loop that prefetches each batch before ``start_step``; the
-    weights it ends with (``sync`` closed)."""
+    """``steps`` steps of one's own loop that prefetches each step's first pass before
+    ``start_step`` (``batch(step)``: its one pass, or a list of accumulated passes, the later
+    ones prefetched in the step); the weights it ends with (``sync`` closed)."""
     try:
         sync.setup(net.parameters())
         for step in range(steps):
-            feeds = batch(step)
-            sync.prefetch(net.rows_needed(feeds))  # no step open: the next one takes them
-            sync.start_step(len(feeds["label"]))
-            net.forward(feeds)
-            net.backward(sync, loss="loss", loss_scale=len(feeds["label"]))
+            passes = batch(step)
+            passes = [passes] if isinstance(passes, dict) else passes
+            sync.prefetch(net.rows_needed(passes[0]))  # no step open: the next one takes them
+            sync.start_step(sum(len(feeds["label"]) for feeds in passes))
+            for k, feeds in enumerate(passes):
+                if k:
+                    sync.prefetch(net.rows_needed(feeds))
+                net.forward(feeds)
+                last = k == len(passes) - 1
+                fire = sync if last else (lambda p: None)
+                net.backward(fire, loss="loss", loss_scale=len(feeds["label"]))
             sync.finish_step()
         return weights(net)
     finally:
@@ -175,3 +182,17 @@ def test_a_table_projection_s_rows_train_as_one_process_with_adam(shards):
     unnoted, its first step's rows of zeros were not pushed, their block's Adam step count
     stood still, and every later step's bias correction differed from one process's."""
     assert_trains_as_one_process(shards, _adam_table_net, _words, "adam", steps=4)
+
+
+def _words_then_padding(step: int) -> list[dict]:
+    """Two passes: every row of the table read in the first (prefetched before the step), none
+    in the second (padding alone), so only the first pass's rows bring the block's push."""
+    return [_words(step), {"words": Arg(ids=np.full((2, 1), -1)), "label": np.array([0, 1])}]
+
+
+@pytest.mark.timeout(60)
+def test_a_table_s_rows_train_as_one_process_with_adam_over_two_passes_a_step(shards):
+    """The first pass's rows (prefetched before the step, each written an exactly zero
+    gradient in the first step) are pushed from the table's notes though the second pass reads
+    none: unnoted, they were left out, and the block's Adam step count stood still."""
+    assert_trains_as_one_process(shards, _adam_table_net, _words_then_padding, "adam", steps=4)
