@@ -73,7 +73,11 @@ def take_rows(param: Parameter) -> np.ndarray | None:
     """The sorted distinct rows (int64, on the host) noted for ``param`` since the last take,
     or None where some write of it was not noted (or none was): the caller then reads the
     gradient itself. Called where the gradient fired for the last time in the step (every
-    user of its last pass is in); forgets what it read."""
+    user of its last pass is in); forgets what it read.
+
+    Raises:
+        ValueError: a row noted past the parameter's rows (a layer's bug).
+    """
     noted = _noted.pop(param, None)
     if noted is None or not noted.rows:
         return None
@@ -84,7 +88,13 @@ def take_rows(param: Parameter) -> np.ndarray | None:
         return np.arange(count, dtype=np.int64)
     ids = [np.arange(*r.indices(count)) if isinstance(r, slice) else to_host(r) for r in noted.rows]
     ids = np.unique(np.concatenate([np.asarray(r, np.int64).ravel() for r in ids]))
-    return ids[np.searchsorted(ids, 0) :]  # sorted: the negative ones (no row) first
+    ids = ids[np.searchsorted(ids, 0) :]  # sorted: the negative ones (no row) first
+    if len(ids) and ids[-1] >= count:  # else the push's refusal named rows the table lacks
+        raise ValueError(
+            f"{param.name}: a layer noted writing rows up to {ids[-1]}, past its {count} rows: "
+            "note_rows takes the ids its backward added into, not others"
+        )
+    return ids
 
 
 def open_rows(param: Parameter) -> None:

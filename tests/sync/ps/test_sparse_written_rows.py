@@ -184,3 +184,14 @@ def test_a_slice_noted_is_its_rows_not_every_row():
     note_rows(table, slice(2, 4))
     table.inc_update(lambda p: None)
     assert take_rows(table).tolist() == [2, 3]
+
+
+def test_a_row_noted_past_the_table_is_refused_by_name():
+    """It failed in the push: an IndexError of the prefetched rows' mask, or a refusal of
+    "row 9 with a gradient, not prefetched" in a table of 4 rows."""
+    table = Parameter("table", np.zeros((4, 2)), sparse_rows=True)
+    open_rows(table)
+    note_rows(table, np.array([1, 9]))
+    table.inc_update(lambda p: None)
+    with pytest.raises(ValueError, match=r"table: a layer noted writing rows up to 9, past its 4"):
+        take_rows(table)
