@@ -162,6 +162,21 @@ def test_an_abandoned_step_keeps_no_rows_noted_after_it(shards):
     assert take_rows(table) is None
 
 
+@pytest.mark.timeout(60)
+def test_a_sync_closed_mid_step_keeps_no_rows_noted_after_it(shards):
+    """Closed in a step it never ended (an error between the step's start and its end, then
+    ``close`` in a ``finally``), the sync kept the step's notes open: each later backward in the
+    process added its rows to them, without end."""
+    table = Parameter("table", np.zeros((4, 2)), sparse_rows=True)
+    sync = pserver_sync(shards.start(1, 1), create_optimizer("sgd", lr=1.0), 0, 1)
+    sync.setup([table])
+    sync.start_step(1)
+    with pytest.raises(SyncError, match="sync closed in the middle of step 0"):
+        sync.close()
+    note_rows(table, np.array([3]))
+    assert take_rows(table) is None
+
+
 def _adam_table_net() -> Network:
     """The sparse-table model (4 rows, every batch reads them all) with its classifier's
     weight zero: the first step writes each table row an exactly zero gradient."""
