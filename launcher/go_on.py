@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import argparse
 import signal
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from .commands import has_option
 from .failure import Failure
 
 #: the stop signals after which a run may go on (Ctrl-C, a scheduler's SIGTERM)
 GOES_ON_AFTER = (signal.SIGINT, signal.SIGTERM)
+#: what a child's command runs ``distconv train`` with, its train arguments after it:
+#: ``python -m distconv train``, under mpiexec ``python -m mpi4py -m distconv train``
+TRAINS = ("-m", "distconv", "train")
 
 
 def go_on_hint(
@@ -62,19 +65,33 @@ def _go_on(job_id: str | None, train: Sequence[str] | None = None) -> str:
     )
 
 
-def go_on_after_stop(failure: Failure, job_id: str | None) -> str | None:
+def train_arguments(commands: Iterable[Sequence[str]]) -> tuple[str, ...] | None:
+    """The ``distconv train`` arguments of the first of ``commands`` (a job's children's) that
+    runs it (``... -m distconv train ARGS``, :data:`TRAINS`), whose ``--overwrite`` the way on
+    after a worker's stop replaces; None where none does (a program of the user's)."""
+    for argv in commands:
+        words = tuple(argv)
+        for at in range(len(words) - len(TRAINS) + 1):
+            if words[at : at + len(TRAINS)] == TRAINS:
+                return words[at + len(TRAINS) :]
+    return None
+
+
+def go_on_after_stop(
+    failure: Failure, job_id: str | None, train: Sequence[str] | None = None
+) -> str | None:
     """How to go on after a child's checkpointed stop (:attr:`Failure.checkpointed`: its exit
     143 or 130, or a worker's death by a later SIGTERM or SIGINT, after a rank's ``stopped ...
     after step N`` line), which the launcher reports as that child's failure: who got the
     signal, at which step the ranks stopped with a checkpoint, and the command that goes on
     (with ``--job-id job_id`` where the launcher chose the run directory; None: the command
-    names it: :func:`names_its_run`); None
-    for any other failure. A signal to the workers, not
-    to the launcher, so :func:`go_on_hint` is silent there."""
+    names it: :func:`names_its_run`; ``train``: the ``distconv train`` arguments, whose
+    ``--overwrite`` it replaces, as :func:`go_on_hint` does); None for any other failure. A
+    signal to the workers, not to the launcher, so :func:`go_on_hint` is silent there."""
     said = failure.checkpointed
     if said is None:
         return None
     return (
         f"a checkpointed stop, not a crash: {said.who(failure.role, failure.rank)}, and the "
-        f"ranks stopped together after step {said.step} with a checkpoint; {_go_on(job_id)}"
+        f"ranks stopped together after step {said.step} with a checkpoint; {_go_on(job_id, train)}"
     )

@@ -4,6 +4,7 @@ last lines under it, and the same in ``<run_dir>/failure.json``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from .failure import Failure, write_report
@@ -19,12 +20,13 @@ def report_failure(
     max_restarts: int,
     then: str | None,
     job_id: str | None = None,
+    train: Sequence[str] | None = None,
 ) -> None:
     """``failure`` on ``messages`` (the launcher's stderr) and in ``run_dir``'s
     ``failure.json`` (``then``: what came after it, as ``stopped by SIGTERM``, or a restart
     that could not start); where it is a checkpointed stop, then how to go on with the run
     (:func:`go_on_after_stop`: ``job_id`` is the one to add to the command, None where the
-    command gave its own)."""
+    command gave its own; ``train``: the ``distconv train`` arguments, None for a program)."""
     path = run_dir / "failure.json"
     written, kept = write_report(path, failure, max_restarts, then)
     tail = [f"    {line}" for line in failure.tail] or ["    (no output)"]
@@ -37,7 +39,7 @@ def report_failure(
         more=[*tail, written],
         paths={"log": failure.log},
     )
-    if hint := go_on_after_stop(failure, job_id):
+    if hint := go_on_after_stop(failure, job_id, train):
         messages.say(hint)
 
 

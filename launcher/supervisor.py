@@ -73,6 +73,7 @@ from .drained_shard import workers_finish
 from .failure import Failure, signal_name
 from .gang import first_failed
 from .gang_stop import say_repeat, stop_gang
+from .go_on import train_arguments
 from .held_logs import drain_held
 from .interrupt import STOP_SIGNALS
 from .json_lines import JsonLines
@@ -143,6 +144,7 @@ class Supervisor:
         self._claim: int | None = None  # the run directory's lock (LAUNCH_LOCK), while held
         self._terminal: Terminal | None = None  # the lines' queue to ``out`` (never stalls)
         self._pumping: list[Child] = []  # output held their pumps past the attempt (_drain_logs)
+        self._train: tuple[str, ...] | None = None  # the children's train arguments (_report)
 
     def say(
         self,
@@ -288,6 +290,7 @@ class Supervisor:
         """Start the children, watch them until the attempt ends, stop what is left."""
         children: list[Child] = []
         failed, self._finished, self._outstayed = None, False, None
+        self._train = train_arguments(spec.argv for spec in specs)  # the way on's --overwrite
         try:
             try:
                 for spec in specs:
@@ -391,4 +394,5 @@ class Supervisor:
     def _report(self, failure: Failure, max_restarts: int, then: str | None = None) -> None:
         """The failure on stderr and in ``failure.json`` (:func:`report_failure`)."""
         to_give = None if self.run_named else self.job_id  # the way on's --job-id
-        report_failure(self.messages, self.run_dir, failure, max_restarts, then, to_give)
+        train = self._train
+        report_failure(self.messages, self.run_dir, failure, max_restarts, then, to_give, train)
