@@ -380,9 +380,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt as stop:  # before the supervisor's handlers (keys, mpiexec -V)
         signum = getattr(stop, "signum", signal.SIGINT)  # launcher.interrupt.Interrupted
         said = "interrupted" if signum == signal.SIGINT else f"stopped by {signal_name(signum)}"
-        text = f"{PROG} {args.command}: {said} before the job started"
-        lines = json_lines(json_rest, None)  # a stop asked for, at the stop lines' level: info
-        write_last(text if lines is None else lines.message(text, None).decode().rstrip("\n"))
+        # a stop asked for, at the level of the launcher's other stop lines
+        last_line(f"{PROG} {args.command}: {said} before the job started", json_rest, level="info")
         return 128 + signum
     finally:  # a signal handled at release()'s entry (a call's check), still armed, raises
         try:  # there, before its first line: dropped too, by a second release()

@@ -165,17 +165,20 @@ def json_lines(rest: Sequence[str], job_id: str | None) -> JsonLines | None:
     return JsonLines(job_id) if asks_json(rest) else None
 
 
-def last_line(text: str, rest: Sequence[str], before: Sequence[str] = ()) -> None:
+def last_line(
+    text: str, rest: Sequence[str], before: Sequence[str] = (), level: str = "error"
+) -> None:
     """The launcher's last line on stderr, before any job ran (a refusal, a Ctrl-C), after the
     lines ``before`` it (the notes of the error it ends on:
     :func:`distconv.messages.note_lines`): each a JSON object where the train arguments after
-    ``--`` (``rest``) ask for JSON, the last one's level ``error``, each note's
+    ``--`` (``rest``) ask for JSON, the last one's ``level`` (``info`` for a stop asked
+    for), each note's
     :meth:`JsonLines.note`'s; written at once, given up after a bound on
     a stderr that stalls (:func:`launcher.stderr_line.write_last`)."""
     lines = json_lines(rest, None)
     if lines is None:
         said = [*before, text]
     else:
-        objects = [*(lines.note(line) for line in before), lines.message(text, None, "error")]
+        objects = [*(lines.note(line) for line in before), lines.message(text, None, level)]
         said = [line.decode().rstrip("\n") for line in objects]
     write_last("\n".join(said))
