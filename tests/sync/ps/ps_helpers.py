@@ -178,6 +178,41 @@ def shard_argv(
     return argv + ([] if timeout is None else ["--timeout", str(timeout)])
 
 
+def parts_job(
+    tmp_path: Path,
+    train: Sequence[str],
+    shard1_wrapper: Sequence[str] = (),
+    after_start: Callable[[Path], None] | None = None,
+) -> tuple[subprocess.CompletedProcess, str]:
+    """``distconv train TRAIN`` against two fresh shards writing their checkpoint parts in
+    ``tmp_path/parts/s0`` and ``s1``; shard 1's command after ``shard1_wrapper`` (``unshare
+    -rm sh -c ...``: a full disk of its own), and ``after_start(parts)`` once both serve (a file
+    put in ``s1``'s place, which the start's check would have refused). Returns the finished
+    job and the shards' log."""
+    from tests.child_env import child_env
+    from tests.processes import run_job
+
+    parts = tmp_path / "parts"
+    (parts / "s1").mkdir(parents=True)
+    shards = Shards(tmp_path)
+    try:
+        endpoints = []
+        for i in (0, 1):
+            argv = shard_argv(["-m", "distconv"], shard=i, shards=2)
+            argv += ["--checkpoint-dir", str(parts / f"s{i}")]
+            if i == 1:
+                argv = [*shard1_wrapper, *argv]
+            endpoints.append(shards.launch(argv, tmp_path / f"shard{i}.log"))
+        if after_start is not None:
+            after_start(parts)
+        argv = [sys.executable, "-m", "distconv", "train", *train, "--out", str(tmp_path / "out"),
+                "--pservers", ",".join(endpoints), "--insecure"]  # fmt: skip
+        done = run_job(argv, child_env(), timeout=120)
+    finally:
+        shards.stop()
+    return done, shards.log_text()
+
+
 def run_pserver(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     """``distconv pserver --bind 127.0.0.1:0 --shard 0 --num-shards 1 ARGS`` in a process of
     its own, output captured: for a shard that should refuse to start. A shard that starts

@@ -30,16 +30,13 @@ import logging
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from ps_helpers import Shards, insecure_worker, shard_argv, small_net
+from ps_helpers import Shards, insecure_worker, parts_job, shard_argv, small_net
 
-from tests.child_env import child_env
 from tests.mounts import needs_mounts
-from tests.processes import run_job
 
 pytestmark = [pytest.mark.timeout(180), needs_mounts]
 
@@ -58,29 +55,15 @@ PAGE = 4096
 
 
 def _train(tmp_path: Path, part_bytes: int | None) -> tuple[subprocess.CompletedProcess, str]:
-    """``distconv train`` against two fresh shards writing their parts in ``tmp_path/parts/s0``
-    and ``s1``; where ``part_bytes`` is given, ``s1`` is the full tmpfs the module describes,
-    for parts of that size. Returns the finished job and the shards' log."""
-    parts = tmp_path / "parts"
-    (parts / "s1").mkdir(parents=True)
-    shards = Shards(tmp_path)
-    try:
-        endpoints = []
-        for i in (0, 1):
-            argv = shard_argv(["-m", "distconv"], shard=i, shards=2)
-            argv += ["--checkpoint-dir", str(parts / f"s{i}")]
-            if part_bytes is not None and i == 1:
-                pages = -(-part_bytes // PAGE)
-                size = str(2 * pages + pages // 2)  # two parts and a half, in whole pages
-                argv = ["unshare", "-rm", "sh", "-c", FULL, str(parts / "s1"),
-                        str(part_bytes), size, *argv]  # fmt: skip
-            endpoints.append(shards.launch(argv, tmp_path / f"shard{i}.log"))
-        argv = [sys.executable, "-m", "distconv", "train", *TRAIN, "--out", str(tmp_path / "out"),
-                "--pservers", ",".join(endpoints), "--insecure"]  # fmt: skip
-        done = run_job(argv, child_env(), timeout=120)
-    finally:
-        shards.stop()
-    return done, shards.log_text()
+    """:func:`parts_job`; where ``part_bytes`` is given, shard 1's folder is the full tmpfs the
+    module describes, for parts of that size."""
+    wrapper = []
+    if part_bytes is not None:
+        pages = -(-part_bytes // PAGE)
+        size = str(2 * pages + pages // 2)  # two parts and a half, in whole pages
+        folder = str(tmp_path / "parts" / "s1")
+        wrapper = ["unshare", "-rm", "sh", "-c", FULL, folder, str(part_bytes), size]
+    return parts_job(tmp_path, TRAIN, wrapper)
 
 
 def _listed(out: Path) -> dict[int, list[str]]:

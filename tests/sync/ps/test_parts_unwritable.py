@@ -17,17 +17,14 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from ps_helpers import Shards, shard_argv
+from ps_helpers import parts_job
 from safetensors.numpy import load_file
 
-from tests.child_env import child_env
 from tests.mounts import needs_mounts
-from tests.processes import run_job
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -41,29 +38,17 @@ FULL = 'mount -t tmpfs -o size=4k distconv-test "$0" && exec "$@"'
 
 
 def _train(tmp_path: Path, blocked: str | None) -> tuple[subprocess.CompletedProcess, str]:
-    """``distconv train`` against two fresh shards writing their parts in ``tmp_path/parts/s0``
-    and ``s1``; ``blocked``: how ``s1`` cannot take a part (``"file"`` in its place, ``"full"``),
-    or None. Returns the finished job and the shards' log."""
-    parts = tmp_path / "parts"
-    (parts / "s1").mkdir(parents=True)
-    shards = Shards(tmp_path)
-    try:
-        endpoints = []
-        for i in (0, 1):
-            argv = shard_argv(["-m", "distconv"], shard=i, shards=2)
-            argv += ["--checkpoint-dir", str(parts / f"s{i}")]
-            if blocked == "full" and i == 1:
-                argv = ["unshare", "-rm", "sh", "-c", FULL, str(parts / "s1"), *argv]
-            endpoints.append(shards.launch(argv, tmp_path / f"shard{i}.log"))
-        if blocked == "file":  # once started: the start's check would have refused it
-            (parts / "s1").rmdir()
-            (parts / "s1").write_text("")
-        argv = [sys.executable, "-m", "distconv", "train", *TRAIN, "--out", str(tmp_path / "out"),
-                "--pservers", ",".join(endpoints), "--insecure"]  # fmt: skip
-        done = run_job(argv, child_env(), timeout=120)
-    finally:
-        shards.stop()
-    return done, shards.log_text()
+    """:func:`parts_job`, ``blocked`` saying how shard 1 cannot take a part (``"file"`` in its
+    folder's place, ``"full"``), or None."""
+
+    def file_in_its_place(parts: Path) -> None:
+        (parts / "s1").rmdir()
+        (parts / "s1").write_text("")
+
+    full = ["unshare", "-rm", "sh", "-c", FULL, str(tmp_path / "parts" / "s1")]
+    wrapper = full if blocked == "full" else []
+    after = file_in_its_place if blocked == "file" else None
+    return parts_job(tmp_path, TRAIN, wrapper, after)
 
 
 def _checkpoints(out: Path) -> dict[str, dict[str, np.ndarray]]:
