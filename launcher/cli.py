@@ -183,13 +183,10 @@ def local_children(
     return specs
 
 
-def _hinted(
-    supervisor: Supervisor, args: argparse.Namespace, job_id: str, status: int, program: Program
-) -> int:
+def _hinted(supervisor: Supervisor, args: argparse.Namespace, job_id: str, status: int) -> int:
     """``status``, after the line saying how to go on where a stop ended the launch (its way
-    with ``program``'s train arguments, where it is ``distconv train``)."""
-    train = program.argv if program.is_train else None
-    if hint := go_on_hint(args, job_id, status, supervisor.stopped_by, train):
+    with the supervisor's train arguments, where the workers run ``distconv train``)."""
+    if hint := go_on_hint(args, job_id, status, supervisor.stopped_by, supervisor.train):
         supervisor.say(hint)
     return status
 
@@ -209,7 +206,13 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     lines = json_lines(rest, job_id)
     named = names_its_run(args)
     supervisor = Supervisor(
-        run_dir, args.grace, settle=args.settle, lines=lines, job_id=job_id, run_named=named
+        run_dir,
+        args.grace,
+        settle=args.settle,
+        lines=lines,
+        job_id=job_id,
+        run_named=named,
+        train=program.argv if program.is_train else None,
     )
     reserved: list = []
     try:  # run() lets the run directory go; a refusal or a stop before it must too
@@ -237,7 +240,7 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
             )
 
         status = supervisor.run(build, args.max_restarts)
-        return _hinted(supervisor, args, job_id, status, program)
+        return _hinted(supervisor, args, job_id, status)
     finally:
         for sock in reserved:
             sock.close()
@@ -316,7 +319,10 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         write_stdout(line, "the command", "--dry-run prints the command there")
         return 0
     lines, named = json_lines(rest, job_id), names_its_run(args)
-    supervisor = Supervisor(run_dir, args.grace, lines=lines, job_id=job_id, run_named=named)
+    train = program.argv if program.is_train else None  # the way on's --overwrite
+    supervisor = Supervisor(
+        run_dir, args.grace, lines=lines, job_id=job_id, run_named=named, train=train
+    )
     try:  # a stop signal before run(), which lets the run directory go itself
         supervisor.claim()  # in the try: a signal handled as it returns must let it go too
         supervisor.say(
@@ -326,7 +332,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         if note:
             supervisor.say(note, level="warning")
         status = supervisor.run(build, args.max_restarts)
-        return _hinted(supervisor, args, job_id, status, program)
+        return _hinted(supervisor, args, job_id, status)
     finally:
         supervisor.unclaim()
 

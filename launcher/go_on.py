@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import argparse
 import signal
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from .commands import has_option
 from .failure import Failure
 
 #: the stop signals after which a run may go on (Ctrl-C, a scheduler's SIGTERM)
 GOES_ON_AFTER = (signal.SIGINT, signal.SIGTERM)
-#: what a child's command runs ``distconv train`` with, its train arguments after it:
-#: ``python -m distconv train``, under mpiexec ``python -m mpi4py -m distconv train``
-TRAINS = ("-m", "distconv", "train")
 
 
 def go_on_hint(
@@ -63,18 +60,6 @@ def _go_on(job_id: str | None, train: Sequence[str] | None = None) -> str:
         f"to go on with this run, give the same command{again} (and --resume auto after --, "
         "where the program takes it)"
     )
-
-
-def train_arguments(commands: Iterable[Sequence[str]]) -> tuple[str, ...] | None:
-    """The ``distconv train`` arguments of the first of ``commands`` (a job's children's) that
-    runs it (``... -m distconv train ARGS``, :data:`TRAINS`), whose ``--overwrite`` the way on
-    after a worker's stop replaces; None where none does (a program of the user's)."""
-    for argv in commands:
-        words = tuple(argv)
-        for at in range(len(words) - len(TRAINS) + 1):
-            if words[at : at + len(TRAINS)] == TRAINS:
-                return words[at + len(TRAINS) :]
-    return None
 
 
 def go_on_after_stop(

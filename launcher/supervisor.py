@@ -56,7 +56,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -73,7 +73,6 @@ from .drained_shard import workers_finish
 from .failure import Failure, signal_name
 from .gang import first_failed
 from .gang_stop import say_repeat, stop_gang
-from .go_on import train_arguments
 from .held_logs import drain_held
 from .interrupt import STOP_SIGNALS
 from .json_lines import JsonLines
@@ -111,6 +110,8 @@ class Supervisor:
         run_named: the command names its run directory itself (``--job-id`` or ``--run-dir``:
             :func:`~launcher.go_on.names_its_run`): the way on after a checkpointed stop is then
             "the same command", with no ``--job-id`` to add.
+        train: the ``distconv train`` arguments the workers run (None: a program of the
+            user's), whose ``--overwrite`` that way on replaces with ``--resume auto``.
     """
 
     def __init__(
@@ -124,6 +125,7 @@ class Supervisor:
         lines: JsonLines | None = None,
         job_id: str | None = None,
         run_named: bool = False,
+        train: Sequence[str] | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.grace = grace
@@ -134,6 +136,7 @@ class Supervisor:
         self.lines = lines
         self.job_id = job_id
         self.run_named = run_named
+        self.train = None if train is None else tuple(train)  # the way on's --overwrite
         self._lock = threading.Lock()  # the children's lines on ``out``
         # the launcher's messages: through the children's queue where ``err`` is ``out``'s file
         self.messages = Messages(self.err, lines)
@@ -144,7 +147,6 @@ class Supervisor:
         self._claim: int | None = None  # the run directory's lock (LAUNCH_LOCK), while held
         self._terminal: Terminal | None = None  # the lines' queue to ``out`` (never stalls)
         self._pumping: list[Child] = []  # output held their pumps past the attempt (_drain_logs)
-        self._train: tuple[str, ...] | None = None  # the children's train arguments (_report)
 
     def say(
         self,
@@ -290,7 +292,6 @@ class Supervisor:
         """Start the children, watch them until the attempt ends, stop what is left."""
         children: list[Child] = []
         failed, self._finished, self._outstayed = None, False, None
-        self._train = train_arguments(spec.argv for spec in specs)  # the way on's --overwrite
         try:
             try:
                 for spec in specs:
@@ -394,5 +395,6 @@ class Supervisor:
     def _report(self, failure: Failure, max_restarts: int, then: str | None = None) -> None:
         """The failure on stderr and in ``failure.json`` (:func:`report_failure`)."""
         to_give = None if self.run_named else self.job_id  # the way on's --job-id
-        train = self._train
-        report_failure(self.messages, self.run_dir, failure, max_restarts, then, to_give, train)
+        report_failure(
+            self.messages, self.run_dir, failure, max_restarts, then, to_give, self.train
+        )
