@@ -106,8 +106,8 @@ def stopped_way_out(by: str) -> str:
         return (
             "a process a debugger holds, holds the whole job up till its peers give up on it: "
             "detach it in time, or raise --timeout while you debug (distconv train's, which its "
-            "shards take too; a program of your own: its sync's timeout=, though the shards the "
-            "launcher starts for it still wait their 60 s)"
+            "shards take too; a program of your own raises its sync's timeout=, but the shards "
+            "the launcher starts for it keep their 60 s: detach within that)"
         )
     return (
         "a stopped process holds the whole job up till its peers give up on it: let it go on "
