@@ -1,0 +1,30 @@
+"""A sync's close lets go of its own open step's noted rows, not of the notes another sync
+keeps of the same parameter in its step: close popped every parameter's notes, open or not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.layers.written_rows import note_rows, take_rows
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from tests.sync.ps.ps_helpers import pserver_sync
+
+
+@pytest.mark.timeout(60)
+def test_closing_a_sync_between_steps_keeps_another_syncs_step_notes(shards):
+    table = Parameter("table", np.zeros((4, 2)), sparse_rows=True)
+    done = pserver_sync(shards.start(1, 1), create_optimizer("sgd", lr=1.0), 0, 1)
+    done.setup([table])
+    stepping = pserver_sync(shards.start(1, 1), create_optimizer("sgd", lr=1.0), 0, 1)
+    stepping.setup([table])
+    try:
+        stepping.start_step(1)
+        note_rows(table, np.array([2]))
+        done.close()  # no step of its own open
+        assert list(take_rows(table)) == [2]
+    finally:
+        done.close()
+        stepping.abandon_step()
+        stepping.close()
