@@ -56,12 +56,14 @@ def test_a_refusal_of_the_train_arguments_is_told_by_its_class():
     from distconv.deploy.render import render_manifests
     from distconv.deploy.train_values import TrainArgsError
 
-    for train in (["--rank", "1"], ["--epochs", "-1"], ["--timeout", "0.1"], ["--bogus"]):
+    sharded = (["--rank", "1"], ["--overwrite"], ["--sync", "async"], ["--epochs", "-1"],
+               ["--timeout", "0.1"], ["--bogus"], ["--s", "1"])  # fmt: skip
+    for train in sharded:
         with pytest.raises(TrainArgsError):
             render_manifests(job_name="j", workers=2, servers=1, image="d:1", train_args=train)
-    with pytest.raises(TrainArgsError):
-        render_manifests(job_name="j", workers=2, servers=0, image="d:1",
-                         train_args=["--timeout", "400", "--stall-seconds", "300"])  # fmt: skip
+    for train in (["--timeout", "400", "--stall-seconds", "300"], ["--stall-seconds", "5e-324"]):
+        with pytest.raises(TrainArgsError):
+            render_manifests(job_name="j", workers=2, servers=0, image="d:1", train_args=train)
 
 
 def test_the_launchs_own_flag_refused_beside_a_train_arguments_refusal_stays_exit_1(tmp_path):
