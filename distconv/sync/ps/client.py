@@ -304,8 +304,7 @@ class PServerSync(
         effort), then close the sockets. Dropped without it, a worker says a bye all the same,
         once collected or at exit (with an uncaught error there): :mod:`.worker_sockets`."""
         self._end_when_dropped.detach()
-        if self._step_open():  # a step left open lets go of its notes, not another sync's
-            self._record_rows(False)  # later backwards keep none
+        self._record_rows(False)  # a step left open (or whose finish raised) lets go of its notes
         try:
             self._stop_heartbeat()
             if self.params:

@@ -49,6 +49,7 @@ class SparseRows:
         self._waiting: dict[str, np.ndarray] = {}
         self._before: dict[str, np.ndarray] = {}  # the masks the open step took at its start
         self._pushed: dict[int, np.ndarray] = {}  # parameter index -> the rows pushed
+        self._noting = False  # this sync's step opened the notes of its layers' rows
 
     def _zero_gradients(self, done: set[int] = frozenset()) -> None:
         """Clear every gradient for the next step but those in ``done`` (already cleared)."""
@@ -83,9 +84,11 @@ class SparseRows:
         self._row_ids, self._before = {}, {}
         if starting:
             self._before, self._waiting = self._waiting, {}
-        for p in self.params:  # the rows its layers write, which spare reading the table
-            if p.sparse_rows:  # kept in a step only: an abandoned one's are let go of
-                (open_rows if starting else close_rows)(p)
+        if starting or self._noting:  # let go only of notes this sync opened, not another's
+            for p in self.params:  # the rows its layers write, which spare reading the table
+                if p.sparse_rows:  # kept in a step only: an abandoned one's are let go of
+                    (open_rows if starting else close_rows)(p)
+        self._noting = starting
 
     def _step_open(self) -> bool:
         """Between :meth:`start_step` and the end of its ``finish_step`` or ``abandon_step``

@@ -28,3 +28,23 @@ def test_closing_a_sync_between_steps_keeps_another_syncs_step_notes(shards):
         done.close()
         stepping.abandon_step()
         stepping.close()
+
+
+@pytest.mark.timeout(60)
+def test_abandoning_no_step_keeps_another_syncs_step_notes(shards):
+    """abandon_step with no step of this sync's open (called once more, in a ``finally``) let
+    go of the notes another sync's open step keeps of the same parameter."""
+    table = Parameter("table", np.zeros((4, 2)), sparse_rows=True)
+    idle = pserver_sync(shards.start(1, 1), create_optimizer("sgd", lr=1.0), 0, 1)
+    idle.setup([table])
+    stepping = pserver_sync(shards.start(1, 1), create_optimizer("sgd", lr=1.0), 0, 1)
+    stepping.setup([table])
+    try:
+        stepping.start_step(1)
+        note_rows(table, np.array([2]))
+        idle.abandon_step()
+        assert list(take_rows(table)) == [2]
+    finally:
+        idle.close()
+        stepping.abandon_step()
+        stepping.close()
