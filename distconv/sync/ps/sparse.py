@@ -49,7 +49,11 @@ class SparseRows:
         self._waiting: dict[str, np.ndarray] = {}
         self._before: dict[str, np.ndarray] = {}  # the masks the open step took at its start
         self._pushed: dict[int, np.ndarray] = {}  # parameter index -> the rows pushed
-        self._noting = False  # this sync's step opened the notes of its layers' rows
+        # the parameters whose notes of written rows this sync's open step opened: let go of at
+        # its end, and at a setup again (which changes self.params) as at close, not another's
+        for p in getattr(self, "_noting", ()):  # none yet when the sync is made
+            close_rows(p)
+        self._noting: list[Parameter] = []
 
     def _zero_gradients(self, done: set[int] = frozenset()) -> None:
         """Clear every gradient for the next step but those in ``done`` (already cleared)."""
@@ -84,11 +88,12 @@ class SparseRows:
         self._row_ids, self._before = {}, {}
         if starting:
             self._before, self._waiting = self._waiting, {}
-        if starting or self._noting:  # let go only of notes this sync opened, not another's
-            for p in self.params:  # the rows its layers write, which spare reading the table
-                if p.sparse_rows:  # kept in a step only: an abandoned one's are let go of
-                    (open_rows if starting else close_rows)(p)
-        self._noting = starting
+        for p in self._noting:  # let go only of notes this sync opened, not another's
+            close_rows(p)
+        # the rows its layers write, which spare reading the table: kept in a step only
+        self._noting = [p for p in self.params if p.sparse_rows] if starting else []
+        for p in self._noting:
+            open_rows(p)
 
     def _step_open(self) -> bool:
         """Between :meth:`start_step` and the end of its ``finish_step`` or ``abandon_step``

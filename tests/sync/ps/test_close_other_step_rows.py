@@ -48,3 +48,20 @@ def test_abandoning_no_step_keeps_another_syncs_step_notes(shards):
         idle.close()
         stepping.abandon_step()
         stepping.close()
+
+
+@pytest.mark.timeout(60)
+def test_setting_up_again_mid_step_lets_go_of_that_steps_notes(shards):
+    """A setup again in a step cut short (a second Ctrl-C, then another fit) forgot that the
+    step had opened notes of its table: neither it nor close let go of them, and each backward
+    of that table after (trained on by other means) kept the rows it wrote, for no step."""
+    table = Parameter("table", np.zeros((4, 2)), sparse_rows=True)
+    sync = pserver_sync(shards.start(1, 1), create_optimizer("sgd", lr=1.0), 0, 1)
+    try:
+        sync.setup([table])
+        sync.start_step(1)
+        sync.setup([table])  # the step cut short is over
+    finally:
+        sync.close()
+    note_rows(table, np.array([2]))
+    assert take_rows(table) is None
