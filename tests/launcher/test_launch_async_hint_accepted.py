@@ -65,6 +65,7 @@ class _Started:
     children: list = []
     stopped_by = None  # no stop signal: the launch ran to its end
     job_id = None  # what launch.json records of it (its run directory is a tmp_path)
+    train = None  # the train arguments a stop's way on reads (none: it ran to its end)
 
     def __init__(self, run_dir: Path, *_: object, **__: object) -> None:  # grace, its settings
         self.run_dir = run_dir
