@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.launcher.launch_cli import ENV, launcher_command
+from tests.launcher.launch_cli import ENV, launch, launcher_command
 from tests.processes import job_env, job_processes
 
 #: the line after which the child is stopped: training has begun on every rank
@@ -104,3 +104,20 @@ def _let_go(env: dict[str, str], pid: int) -> None:
     if pid in job_processes(env):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
+
+
+def launch_marked(
+    tmp_path: Path, source: str, workers: int, *args: str, restarts: int = 0, timeout: int = 50
+) -> tuple[subprocess.CompletedProcess, Path, Path]:
+    """The program ``source`` launched by ``distconv-launch local`` on ``workers`` ranks and no
+    shard (``--max-restarts restarts``; killed past ``timeout`` s), given a mark file's path
+    (where a rank that stops itself writes its pid) and ``args``; returns what the launch did,
+    the mark and the run directory."""
+    program, mark, run = tmp_path / "program.py", tmp_path / "stopped-pid", tmp_path / "run"
+    program.write_text(source)
+    done = launch(
+        "local", "--run-dir", str(run), "--workers", str(workers), "--servers", "0",
+        "--max-restarts", str(restarts), "--", str(program), str(mark), *args,
+        cwd=tmp_path, timeout=timeout,
+    )  # fmt: skip
+    return done, mark, run

@@ -18,7 +18,7 @@ import json
 import pytest
 
 from tests.launcher.gave_up_line import GAVE_UP
-from tests.launcher.launch_cli import launch
+from tests.launcher.stopped_child import launch_marked
 
 #: rank 0 forks a helper that stops itself (SIGSTOP), its pid in ``MARK``, then, once it is
 #: stopped, raises an error of its own or kills itself (SIGSEGV)
@@ -48,12 +48,7 @@ raise ValueError("a label of 7")
     ids=["own-error", "crash"],
 )
 def test_a_rank_that_ends_by_itself_is_not_said_stopped(tmp_path, end, headline, status, signal):
-    program, mark, run = tmp_path / "helper_stopped.py", tmp_path / "helper-pid", tmp_path / "run"
-    program.write_text(HELPER_STOPPED)
-    done = launch(
-        "local", "--run-dir", str(run), "--workers", "1", "--servers", "0", "--",
-        str(program), str(mark), end, cwd=tmp_path, timeout=50,
-    )  # fmt: skip
+    done, mark, run = launch_marked(tmp_path, HELPER_STOPPED, 1, end)
     err = done.stderr[-4000:]
     assert f"distconv-launch: {headline}" in done.stderr, err
     assert f"(pid {mark.read_text()}) was stopped" not in done.stderr, err
@@ -81,12 +76,7 @@ os.kill(os.getpid(), signal.SIGSEGV)
 
 @pytest.mark.timeout(60)
 def test_a_crash_after_a_wait_given_up_is_not_laid_on_the_stopped_peer(tmp_path):
-    program, mark, run = tmp_path / "crashed.py", tmp_path / "stopped-pid", tmp_path / "run"
-    program.write_text(GAVE_UP_THEN_CRASHED)
-    done = launch(
-        "local", "--run-dir", str(run), "--workers", "2", "--servers", "0", "--",
-        str(program), str(mark), GAVE_UP, cwd=tmp_path, timeout=50,
-    )  # fmt: skip
+    done, mark, run = launch_marked(tmp_path, GAVE_UP_THEN_CRASHED, 2, GAVE_UP)
     err = done.stderr[-4000:]
     assert "distconv-launch: worker 0 failed with signal SIGSEGV" in done.stderr, err
     assert f"(pid {mark.read_text()}) was stopped" not in done.stderr, err

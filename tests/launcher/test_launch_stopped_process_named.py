@@ -25,8 +25,7 @@ import pytest
 
 from launcher.stopped_processes import stopped_headline, stopped_in_groups, stopped_way_out
 from tests.launcher.gave_up_line import GAVE_UP
-from tests.launcher.launch_cli import launch
-from tests.launcher.stopped_child import launch_stopping
+from tests.launcher.stopped_child import launch_marked, launch_stopping
 
 #: the program of one's own: two workers with ``timeout=1`` on their sync, one shard
 PROGRAM = Path(__file__).with_name("own_program_timeout.py")
@@ -107,13 +106,7 @@ def test_only_a_wait_given_up_is_laid_on_the_stopped_process(tmp_path, last_word
     is blamed; on an error of its own, rank 0 is (a stopped peer is then no cause). The restart
     line, ``restarts.jsonl``, ``failure.json``, the headline and the exit status all say so:
     the stop's findings decide the attempt's failure, not only its final report."""
-    program = tmp_path / "self_stopping.py"
-    program.write_text(SELF_STOPPING)
-    run, mark = tmp_path / "run", tmp_path / "stopped-pid"
-    done = launch(
-        "local", "--run-dir", str(run), "--workers", "2", "--servers", "0", "--max-restarts",
-        "1", "--", str(program), str(mark), last_words, cwd=tmp_path, timeout=80,
-    )  # fmt: skip
+    done, mark, run = launch_marked(tmp_path, SELF_STOPPING, 2, last_words, restarts=1, timeout=80)
     err = done.stderr[-4000:]
     record = [json.loads(line) for line in (run / "restarts.jsonl").read_text().splitlines()]
     report = json.loads((run / "failure.json").read_text())
@@ -161,12 +154,7 @@ def test_a_wait_given_up_beside_several_stopped_names_each(tmp_path):
     failure reported, its own exit code), but the headline and ``failure.json`` say both,
     by pid (they said neither: a healthy rank blamed, nothing said of the stopped ones), and
     the headline the way out that it gives one stopped process (it gave none for several)."""
-    program, mark, run = tmp_path / "two_stopped.py", tmp_path / "stopped-pid", tmp_path / "run"
-    program.write_text(TWO_STOPPED)
-    done = launch(
-        "local", "--run-dir", str(run), "--workers", "3", "--servers", "0", "--",
-        str(program), str(mark), GAVE_UP, cwd=tmp_path, timeout=50,
-    )  # fmt: skip
+    done, mark, run = launch_marked(tmp_path, TWO_STOPPED, 3, GAVE_UP)
     err = done.stderr[-4000:]
     pids = [(tmp_path / f"stopped-pid.{rank}").read_text() for rank in (1, 2)]
     cause = (
