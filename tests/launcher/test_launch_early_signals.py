@@ -5,6 +5,7 @@ and 128 + the signal, and stops the program it waited for."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import signal
 import subprocess
 import sys
@@ -105,15 +106,19 @@ def test_a_stop_signal_while_the_launcher_imports_is_one_line(tmp_path, signum, 
 
 
 @pytest.mark.timeout(90)
-def test_sigterm_while_the_launcher_asks_mpiexec_stops_it_and_says_so(tmp_path):
-    """SIGTERM during `mpiexec --version`: the launcher died silently (-15), and left it."""
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_sigterm_while_the_launcher_asks_mpiexec_stops_it_and_says_so(tmp_path, log_format):
+    """SIGTERM during `mpiexec --version`: the launcher died silently (-15), and left it. Under
+    ``-- --log-format json`` its one line is a stop the user asked for, levelled as the
+    launcher's other stop lines (``info``), not an ``error`` a collector would count as the
+    job's failure."""
     slow = tmp_path / "mpiexec"
     pid_file = tmp_path / "mpiexec.pid"
     slow.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n")
     slow.chmod(0o755)
     argv = ["mpi", "-np", "1", "--mpiexec", str(slow), "--run-dir", str(tmp_path / "run")]
     with job_env(ENV) as env:  # the stand-in's sleep goes too, whatever the launcher did
-        launcher = _start([*argv, "--", "--epochs", "1"], tmp_path, env)
+        launcher = _start([*argv, "--", "--epochs", "1", "--log-format", log_format], tmp_path, env)
         try:
             written = lambda: pid_file.exists() and pid_file.read_text().strip()  # noqa: E731
             wait_while_running(written, launcher, "mpiexec")
@@ -122,7 +127,13 @@ def test_sigterm_while_the_launcher_asks_mpiexec_stops_it_and_says_so(tmp_path):
         finally:
             launcher.kill()
             launcher.wait()
-        assert stderr.strip() == "distconv-launch mpi: stopped by SIGTERM before the job started"
+        said = "distconv-launch mpi: stopped by SIGTERM before the job started"
+        if log_format == "text":
+            assert stderr.strip() == said
+        else:
+            last = json.loads(stderr.strip().splitlines()[-1])  # the last line, whole JSON
+            assert last["message"] == said, last
+            assert (last["level"], last["role"]) == ("info", "launcher"), last
         assert launcher.returncode == 143
         # killed, not left running (a zombie until init reaps it: subprocess.run does not wait
         # for the child it kills on an interrupt, and the launcher has exited); checked before
