@@ -10,11 +10,18 @@ from __future__ import annotations
 import math
 import os
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy
 
-DEVICES = ("cpu", "gpu")
+#: where arrays live: the host (numpy) or a CUDA device (cupy)
+Device = Literal["cpu", "gpu"]
+#: the device names, as :func:`device_name` takes them in any case
+DEVICES: tuple[Device, ...] = ("cpu", "gpu")
+#: the types a network trains in (bfloat16 is ``ml_dtypes``'), named where a dtype is refused:
+#: ml_dtypes' float8 and smaller types pass the layers, but the im2col views or safetensors
+#: refuse some of them
+TRAINING_DTYPES = ("float16", "float32", "float64", "bfloat16")
 #: arrays of at least this many elements are checked through a dot product (see all_finite)
 DOT_CHECK_SIZE = 16384
 #: the dot product the check takes (a name of its own, so a test can watch it)
@@ -52,11 +59,26 @@ def _import_cupy() -> ModuleType:
     return _cupy
 
 
-def set_device(name: str, local_rank: int = 0) -> None:
+def device_name(name: Any, what: str = "device") -> Device:
+    """``name`` as one of :data:`DEVICES`, its case and surrounding blanks ignored: one rule for
+    ``set_device``, ``to_device`` and ``DISTCONV_DEVICE`` (``"GPU"`` was taken from the
+    variable but refused by ``set_device``, and ``to_device(a, "cuda")`` kept ``a`` on the
+    host without a word).
+
+    Raises:
+        BackendError: naming ``what`` (the argument or variable) and the value given.
+    """
+    key = name.strip().lower() if isinstance(name, str) else name
+    if key not in DEVICES:
+        raise BackendError(f"{what} must be one of {DEVICES} (any case), got {name!r}")
+    return cast(Device, key)
+
+
+def set_device(name: Device, local_rank: int = 0) -> None:
     """Choose where new arrays live: ``"cpu"`` (numpy) or ``"gpu"`` (cupy).
 
     Args:
-        name: ``"cpu"`` or ``"gpu"``.
+        name: ``"cpu"`` or ``"gpu"``, in any case.
         local_rank: this process's index among the job's processes on its host (the
             runtime's ``local_rank``); on ``"gpu"`` it takes CUDA device ``local_rank``.
 
@@ -65,8 +87,7 @@ def set_device(name: str, local_rank: int = 0) -> None:
             has no device ``local_rank``; for an unknown device name.
     """
     global _device
-    if name not in DEVICES:
-        raise BackendError(f"device must be one of {DEVICES}, got {name!r}")
+    name = device_name(name)
     if name == "gpu":
         cupy = _import_cupy()
         cupy.cuda.Device(gpu_index(local_rank, cupy.cuda.runtime.getDeviceCount())).use()
@@ -104,17 +125,14 @@ def gpu_index(local_rank: int, device_count: int, visible: str | None = None) ->
     return local_rank
 
 
-def device_from_env(default: str = "cpu") -> str:
+def device_from_env(default: Device = "cpu") -> Device:
     """The device named by ``DISTCONV_DEVICE``, or ``default``.
 
     Raises:
         BackendError: the variable names no device (the error names the variable: a value
             set long ago in a shell's profile is no flag its user sees).
     """
-    name = os.environ.get("DISTCONV_DEVICE", default).strip().lower() or default
-    if name not in DEVICES:
-        raise BackendError(f"DISTCONV_DEVICE must be one of {DEVICES}, got {name!r}")
-    return name
+    return device_name(os.environ.get("DISTCONV_DEVICE", "").strip() or default, "DISTCONV_DEVICE")
 
 
 def _is_cupy(a: Any) -> bool:
@@ -135,9 +153,13 @@ def is_gpu_array(a: Any) -> bool:
     return _is_cupy(a)
 
 
-def to_device(a: Any, device: str | None = None) -> Any:
-    """Copy ``a`` to ``device`` (the current one by default); no copy when it is already there."""
-    if (device or _device) == "gpu":
+def to_device(a: Any, device: Device | None = None) -> Any:
+    """Copy ``a`` to ``device`` (the current one by default); no copy when it is already there.
+
+    Raises:
+        BackendError: ``device`` names no device (:func:`device_name`).
+    """
+    if (_device if device is None else device_name(device)) == "gpu":
         return _import_cupy().asarray(a)
     return to_host(a)
 
@@ -155,13 +177,18 @@ def copy_into(target: Any, source: Any) -> None:
     target[...] = to_device(to_host(source).astype(target.dtype, copy=False), device)
 
 
-def resolve_dtype(dtype: Any) -> numpy.dtype:
+def resolve_dtype(dtype: Any, what: str = "dtype") -> numpy.dtype:
     """``numpy.dtype(dtype)``, where the name ``"bfloat16"`` is ``ml_dtypes``' type: numpy
     knows that name only once ``ml_dtypes`` has been imported.
 
+    Args:
+        dtype: a name (``"float32"``), a numpy type or dtype, or None (float64, as numpy).
+        what: the argument it was given as, for the error (``"Trainer dtype"``).
+
     Raises:
         ValueError: ``"bfloat16"`` without ``ml_dtypes`` installed.
-        TypeError: a name numpy does not know.
+        TypeError: a type numpy does not know, naming ``what`` and the types one trains in
+            (numpy's own words, "data type 'float33' not understood", named neither).
     """
     if isinstance(dtype, str) and dtype == "bfloat16":
         try:
@@ -169,7 +196,13 @@ def resolve_dtype(dtype: Any) -> numpy.dtype:
         except ImportError:
             raise ValueError("dtype 'bfloat16' needs ml_dtypes: pip install ml_dtypes") from None
         return numpy.dtype(ml_dtypes.bfloat16)
-    return numpy.dtype(dtype)
+    try:
+        return numpy.dtype(dtype)
+    except TypeError:
+        raise TypeError(
+            f"{what}={dtype!r} is no data type numpy knows; give one of "
+            f"{', '.join(TRAINING_DTYPES)} (a name or numpy's type)"
+        ) from None
 
 
 #: the arrays :func:`is_array` takes, and how to hand a torch tensor: for error messages

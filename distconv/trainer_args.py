@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from distconv.arg import not_finite_once
+from distconv.backend import TRAINING_DTYPES as TRAINING_DTYPES  # the types dtype= may name
 from distconv.backend import is_gpu_array, resolve_dtype
 from distconv.checkpoint_checks import as_saved, beside
 from distconv.data import Arrays, DataError
@@ -24,9 +25,6 @@ from distconv.sequence_set import SequenceSet, arrays_of, row_words
 from distconv.sync.base import SyncStrategy
 from distconv.sync.one_process import refuse_one_process_collectives
 
-#: the types ``dtype=`` may name (bfloat16 is ``ml_dtypes``'): ml_dtypes' float8 and smaller
-#: types pass the layers, but the im2col views or safetensors refuse some of them
-TRAINING_DTYPES = ("float16", "float32", "float64", "bfloat16")
 #: what ``fit(resume=...)`` accepts
 RESUME_MODES = (False, True, "auto", "overwrite")
 

@@ -1,0 +1,65 @@
+"""Wrong argument types are refused in the user's words: the argument, what was given and the
+fix. Each of these was Python's or numpy's words (``cannot convert dictionary update sequence
+element #0``, ``data type 'float33' not understood``, ``'NoneType' object has no attribute
+'shape'``), a bound the value reads as meeting (``lr must satisfy 0.0 < lr, got '0.1'``), or
+taken without a word (``to_device(a, "cuda")`` stayed on the host, ``progress="no"`` drew a
+bar)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from distconv import backend
+from distconv.backend import BackendError, device_from_env, device_name, resolve_dtype, to_device
+from distconv.layers import FullyConnected
+from distconv.optim import create_optimizer
+from distconv.sync.local import LocalSync
+from distconv.trainer import Trainer
+from tests.test_run_scheme import _small_net
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _trainer(**kwargs):
+    return Trainer(_small_net(), LocalSync(create_optimizer("sgd")), 2, progress=False, **kwargs)
+
+
+# -- dtype ---------------------------------------------------------------------------------------
+def test_an_unknown_dtype_names_the_argument_and_the_types_one_trains_in():
+    said = r"^dtype='float33' is no data type numpy knows; give one of float16, float32, float64"
+    with pytest.raises(TypeError, match=said):
+        _trainer(dtype="float33")
+    with pytest.raises(TypeError, match=said):
+        FullyConnected(4, 3, dtype="float33")
+    with pytest.raises(TypeError, match=r"^weight dtype=\[1\] is no data type"):
+        resolve_dtype([1], "weight dtype")
+    assert resolve_dtype("f4") == np.float32 and resolve_dtype(None) == np.float64
+
+
+# -- devices -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["cuda", "GPU0", "", 1])
+def test_to_device_refuses_a_name_that_is_no_device(name):
+    said = rf"^device must be one of \('cpu', 'gpu'\) \(any case\), got {re.escape(repr(name))}$"
+    with pytest.raises(BackendError, match=said):
+        to_device(np.zeros(2), name)
+
+
+def test_a_device_name_is_taken_in_any_case_everywhere(monkeypatch):
+    assert device_name(" GPU ") == "gpu" and device_name("Cpu") == "cpu"
+    backend.set_device("CPU")
+    assert type(to_device([1.0], "CPU")) is np.ndarray and type(to_device([1.0])) is np.ndarray
+    monkeypatch.setenv("DISTCONV_DEVICE", "Cpu")
+    assert device_from_env() == "cpu"
+    monkeypatch.setenv("DISTCONV_DEVICE", "cuda")
+    with pytest.raises(BackendError, match=r"^DISTCONV_DEVICE must be one of .*, got 'cuda'$"):
+        device_from_env()
+    monkeypatch.delenv("DISTCONV_DEVICE")
+    assert device_from_env() == "cpu"
+
+
+def test_set_device_refuses_an_unknown_name_naming_it():
+    with pytest.raises(BackendError, match=r"^device must be one of .*, got 'tpu'$"):
+        backend.set_device("tpu")
