@@ -47,7 +47,7 @@ def run_config(config: Mapping[str, Any] | None, **own: Any) -> dict[str, Any]:
             and so is None: not said (a ``--dtype`` flag left unset, as ``dtype=None`` is),
             the Trainer's fact in its place, as a resume takes a None fact (``UNKNOWN``).
     """
-    given = dict(config or {})
+    given = _config_dict(config)
     for key in own.keys() & given.keys():
         if given[key] is None:
             continue
@@ -62,6 +62,24 @@ def run_config(config: Mapping[str, Any] | None, **own: Any) -> dict[str, Any]:
                 "leave it out"
             )
     return {**given, **own}
+
+
+def _config_dict(config: Any) -> dict[str, Any]:
+    """``config`` as a dict, None as an empty one.
+
+    Raises:
+        TypeError: ``config`` is no Mapping (a list, ``args`` rather than ``vars(args)``):
+            it was ``dict()``'s words ("cannot convert dictionary update sequence element
+            #0 to a sequence"), naming neither the argument nor the fix.
+    """
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise TypeError(
+            f"config must be a mapping of names to values (a dict; vars(args) for argparse's "
+            f"namespace), got {type(config).__name__}"
+        )
+    return dict(config)
 
 
 def _dtype_name(dtype: Any) -> str | None:
@@ -127,6 +145,19 @@ def check_lr_decay(lr_decay: Any) -> None:
     """
     if isinstance(lr_decay, bool) or not isinstance(lr_decay, Real) or not 0.0 < lr_decay <= 1.0:
         raise ValueError(f"lr_decay must lie in (0, 1], got {lr_decay!r}")
+
+
+def check_progress(progress: Any) -> None:
+    """Refuse a ``progress`` that is not True, False or None: ``"yes"`` was taken as True (and
+    ``"no"`` too, a non-empty string).
+
+    Raises:
+        TypeError: naming ``progress`` and the value given.
+    """
+    if progress is not None and not isinstance(progress, bool):
+        raise TypeError(
+            f"progress must be True, False or None (a bar on a terminal only), got {progress!r}"
+        )
 
 
 def output_dir(out_dir: str | os.PathLike | None) -> Path | None:

@@ -18,6 +18,7 @@ from distconv.layers import FullyConnected
 from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
+from distconv.trainer_args import check_progress, run_config
 from tests.test_run_scheme import _small_net
 
 pytestmark = pytest.mark.timeout(60)
@@ -25,6 +26,19 @@ pytestmark = pytest.mark.timeout(60)
 
 def _trainer(**kwargs):
     return Trainer(_small_net(), LocalSync(create_optimizer("sgd")), 2, progress=False, **kwargs)
+
+
+# -- config --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("config", [[1], "data=mnist", 3])
+def test_a_config_that_is_no_mapping_is_refused_naming_it(config):
+    said = rf"^config must be a mapping .*vars\(args\).*, got {type(config).__name__}$"
+    with pytest.raises(TypeError, match=said):
+        _trainer(config=config)
+
+
+def test_a_mapping_config_and_none_are_taken():
+    assert run_config(None, seed=0) == {"seed": 0}
+    assert _trainer(config={"data": "mnist"}).config["data"] == "mnist"
 
 
 # -- dtype ---------------------------------------------------------------------------------------
@@ -63,3 +77,15 @@ def test_a_device_name_is_taken_in_any_case_everywhere(monkeypatch):
 def test_set_device_refuses_an_unknown_name_naming_it():
     with pytest.raises(BackendError, match=r"^device must be one of .*, got 'tpu'$"):
         backend.set_device("tpu")
+
+
+# -- progress ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("progress", ["yes", "no", 1, 0])
+def test_a_progress_that_is_no_bool_is_refused(progress):
+    with pytest.raises(TypeError, match=rf"^progress must be True, False or None .*{progress!r}$"):
+        check_progress(progress)
+
+
+@pytest.mark.parametrize("progress", [True, False, None])
+def test_a_bool_progress_or_none_is_taken(progress):
+    check_progress(progress)
