@@ -256,15 +256,21 @@ def _check(
     low_open: bool = False,
     error: type[ValueError] = OptimizerConfigError,
 ) -> None:
-    """Raise ``error`` naming the hyperparameter unless ``low <=/< x < high``."""
-    bad = (
-        not isinstance(x, Real)
-        or isinstance(x, bool)
-        or not math.isfinite(x)  # NaN and infinity alike
+    """Raise ``error`` naming the hyperparameter unless it is a number with ``low <=/< x < high``.
+
+    A value that is no number (a string read from a flag or a file, None, a bool) is told so:
+    "lr must satisfy 0.0 < lr, got '0.1'" named a bound that ``'0.1'`` reads as meeting.
+    """
+    lo = "" if low is None else f"{low} {'<' if low_open else '<='} "
+    hi = "" if high is None else f" < {high}"
+    if isinstance(x, bool) or not isinstance(x, Real):
+        got = repr(x) if x is None else f"{type(x).__name__} {x!r}"
+        tip = f"; convert it first: float({x!r})" if isinstance(x, str) else ""
+        raise error(f"{name} must be a number ({lo}{name}{hi}), got {got}{tip}")
+    out_of_range = (
+        not math.isfinite(x)  # NaN and infinity alike
         or (low is not None and (x <= low if low_open else x < low))
         or (high is not None and x >= high)
     )
-    if bad:
-        lo = "" if low is None else f"{low} {'<' if low_open else '<='} "
-        hi = "" if high is None else f" < {high}"
+    if out_of_range:
         raise error(f"{name} must satisfy {lo}{name}{hi}, got {x!r}")

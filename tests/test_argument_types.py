@@ -15,7 +15,7 @@ import pytest
 from distconv import backend
 from distconv.backend import BackendError, device_from_env, device_name, resolve_dtype, to_device
 from distconv.layers import FullyConnected
-from distconv.optim import create_optimizer
+from distconv.optim import OptimizerConfigError, create_optimizer
 from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
 from distconv.trainer_args import check_progress, run_config
@@ -51,6 +51,27 @@ def test_an_unknown_dtype_names_the_argument_and_the_types_one_trains_in():
     with pytest.raises(TypeError, match=r"^weight dtype=\[1\] is no data type"):
         resolve_dtype([1], "weight dtype")
     assert resolve_dtype("f4") == np.float32 and resolve_dtype(None) == np.float64
+
+
+# -- optimizer hyperparameters -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "lr,got",
+    [
+        ("0.1", r"got str '0\.1'; convert it first: float\('0\.1'\)$"),
+        (True, r"got bool True$"),
+        (None, r"got None$"),
+    ],
+    ids=["str", "bool", "None"],
+)
+def test_a_rate_that_is_no_number_is_told_it_must_be_one(lr, got):
+    with pytest.raises(OptimizerConfigError, match=r"lr must be a number \(0\.0 < lr\), " + got):
+        create_optimizer("sgd", lr=lr)
+
+
+def test_a_number_out_of_range_is_still_told_its_bound():
+    with pytest.raises(OptimizerConfigError, match=r"lr must satisfy 0\.0 < lr, got -1$"):
+        create_optimizer("sgd", lr=-1)
+    assert create_optimizer("sgd", lr=np.float32(0.5)).lr == 0.5
 
 
 # -- devices -------------------------------------------------------------------------------------

@@ -113,7 +113,9 @@ def test_scale_lr_refuses_a_factor_that_is_not_a_finite_rate(factor):
     update), a negative factor (uphill) and True (1.0) without a word."""
     opt = create_optimizer("sgd", lr=0.1)
     w = np.ones(3)
-    with pytest.raises(ValueError, match=r"factor must satisfy 0\.0 <= factor, got"):
+    with pytest.raises(
+        ValueError, match=r"factor must (satisfy|be a number \() ?0\.0 <= factor\)?, got"
+    ):
         opt.scale_lr(factor)
     opt.update(w, np.ones(3), {})
     np.testing.assert_allclose(w, 0.9)  # at the rate it had
