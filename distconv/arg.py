@@ -46,8 +46,15 @@ class Arg:
 
     @property
     def grad(self) -> Any:
-        """The gradient of the loss with respect to :attr:`value`; zeros on first use."""
+        """The gradient of the loss with respect to :attr:`value`; zeros on first use.
+
+        Raises:
+            AttributeError: the Arg holds no value (ids only): there is nothing to take a
+                gradient of (``zeros_like(None)`` was a 0-d object array, and ``has_grad``
+                turned True).
+        """
         if self._grad is None:
+            self._refuse_no_value("gradient", "ids take none")
             self._grad = get_array_module(self.value).zeros_like(self.value)
         return self._grad
 
@@ -74,7 +81,23 @@ class Arg:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The shape of :attr:`value`.
+
+        Raises:
+            AttributeError: the Arg holds no value (ids only); its ids' is ``ids.shape``.
+        """
+        self._refuse_no_value("shape", "the ids' is Arg.ids.shape")
         return tuple(self.value.shape)
+
+    def _refuse_no_value(self, what: str, ids_hint: str) -> None:
+        """Refuse to give ``what`` of :attr:`value` when there is none, in the Arg's words
+        ("'NoneType' object has no attribute 'shape'" named no Arg); ``ids_hint`` follows
+        where it holds ids."""
+        if self.value is not None:
+            return
+        if self.ids is None:
+            raise AttributeError(f"this Arg holds no values: it has no {what}")
+        raise AttributeError(f"this Arg holds ids, no values: it has no {what} ({ids_hint})")
 
     @property
     def batch_size(self) -> int:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from distconv import backend
+from distconv.arg import Arg
 from distconv.backend import BackendError, device_from_env, device_name, resolve_dtype, to_device
 from distconv.layers import FullyConnected
 from distconv.optim import OptimizerConfigError, create_optimizer
@@ -72,6 +73,20 @@ def test_a_number_out_of_range_is_still_told_its_bound():
     with pytest.raises(OptimizerConfigError, match=r"lr must satisfy 0\.0 < lr, got -1$"):
         create_optimizer("sgd", lr=-1)
     assert create_optimizer("sgd", lr=np.float32(0.5)).lr == 0.5
+
+
+# -- an Arg of ids -------------------------------------------------------------------------------
+def test_an_arg_of_ids_says_it_has_no_shape_or_gradient():
+    ids = Arg(ids=np.array([1, 2]))
+    with pytest.raises(AttributeError, match=r"^this Arg holds ids, no values: it has no shape"):
+        _ = ids.shape
+    with pytest.raises(AttributeError, match=r"^this Arg holds ids, no values: it has no grad"):
+        _ = ids.grad
+    assert not ids.has_grad and ids.batch_size == 2 and repr(ids) == "Arg(value=None, ids=2)"
+    with pytest.raises(AttributeError, match=r"^this Arg holds no values: it has no shape$"):
+        _ = Arg().shape
+    values = Arg(np.ones((2, 3)))
+    assert values.shape == (2, 3) and values.grad.shape == (2, 3) and values.has_grad
 
 
 # -- devices -------------------------------------------------------------------------------------
