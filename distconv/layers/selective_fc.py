@@ -149,14 +149,22 @@ class SelectiveFullyConnected(FullyConnected):
         return (0, self.out_features) if index == selection == count - 1 else None
 
     def _selected_ids(self, sel: Arg, xp: Any) -> Any:
-        """The selection's column indices, checked to be integers in ``[0, out_features)``."""
-        if sel.ids is None:  # fit feeds a float array as values: the user built no Arg
+        """The selection's column indices, checked to be integers in ``[0, out_features)``.
+
+        They are ``Arg.ids``, or an integer ``value``: ``Network.forward`` takes a raw array
+        as a value where ``fit`` feeds an integer one as ids, and :class:`TableProjection`
+        reads either; this layer told a user who fed integer columns to "feed integer column
+        indices"."""
+        ids = sel.ids
+        if ids is None and sel.value is not None and sel.value.dtype.kind in "iu":
+            ids = sel.value
+        if ids is None:  # fit feeds a float array as values: the user built no Arg
             got = "nothing" if sel.value is None else f"{sel.value.dtype} values"
             raise self.fail(
-                "the selection (last input) must carry column indices in Arg.ids, got "
-                f"{got}: feed integer column indices"
+                f"the selection (last input) must be integer column indices, got {got}: feed "
+                "an integer array, or Arg(ids=cols)"
             )
-        ids = xp.asarray(sel.ids)
+        ids = xp.asarray(ids)
         if ids.dtype.kind not in "iu":
             raise self.fail(f"selected columns must be integers, got dtype {ids.dtype}")
         if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= self.out_features):

@@ -262,7 +262,7 @@ def test_uneven_selection_while_training_names_the_layer():
         (Arg(ids=np.array([0, 1, 2]), seq_starts=np.array([0, 3])), "1 rows .* batch of 2"),
         (Arg(ids=np.array([0, 1, 2]), seq_starts=np.array([0, 2, 2, 4])), "rise from 0 to .* 3"),
         (Arg(ids=np.array([0, 1, 2]), seq_starts=np.array([0, 2, 1, 3])), "rise from 0"),
-        (Arg(np.zeros((2, 2))), "must carry column indices in Arg.ids"),
+        (Arg(np.zeros((2, 2))), "must be integer column indices, got float64 values"),
     ],
 )
 def test_bad_selections(sel, match):

@@ -59,8 +59,8 @@ def test_integer_data_in_its_place_is_still_told_to_cast_it():
 def test_a_float_selection_through_fit_is_told_its_dtype():
     cols = _selection().astype(np.float32)
     said = (
-        r"^SelectiveFullyConnected 'sfc': the selection \(last input\) must carry column "
-        r"indices in Arg\.ids, got float32 values: feed integer column indices$"
+        r"^SelectiveFullyConnected 'sfc': the selection \(last input\) must be integer column "
+        r"indices, got float32 values: feed an integer array, or Arg\(ids=cols\)$"
     )
     with pytest.raises(LayerError, match=said):
         _fit(["x", "cols"], _data(cols))
