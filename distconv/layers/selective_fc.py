@@ -61,9 +61,11 @@ class SelectiveFullyConnected(FullyConnected):
 
     - CSR: ``Arg(ids=indices, seq_starts=indptr)``, sample ``b`` selecting
       ``indices[indptr[b]:indptr[b + 1]]`` (``indptr`` has ``N + 1`` entries), or
-    - a table: ``Arg(ids=cols)`` with ``cols`` of shape ``(N, k)``.
+    - a table: ``Arg(ids=cols)`` with ``cols`` of shape ``(N, k)``, or the integer array
+      ``cols`` itself (an Arg's integer ``value`` is read as its ids).
 
-    In a :class:`~distconv.network.Network` it is simply the layer's last input (a feed).
+    In a :class:`~distconv.network.Network` it is simply the layer's last input (a feed): the
+    integer ``(N, k)`` array, as ``fit`` and ``forward`` take it, or an Arg built as above.
     Training needs the same number ``k`` of columns in every sample; a label for the output
     must then be the *position* of the gold column within the sample's selection. With
     ``inference=True`` the counts may differ: the output is padded to the largest count with
