@@ -228,7 +228,12 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPar
         help="examples a batch (default 256, as training evaluates; the numbers do not depend "
         "on it beyond float rounding)",
     )
-    p.add_argument("--device", choices=("cpu", "gpu"), help="default: $DISTCONV_DEVICE, else cpu")
+    p.add_argument(
+        "--device",
+        type=str.lower,  # any case, as DISTCONV_DEVICE and set_device take it
+        choices=("cpu", "gpu"),
+        help="default: $DISTCONV_DEVICE, else cpu",
+    )
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     add_verbosity(p)
     p.set_defaults(handler=_evaluate)

@@ -137,6 +137,7 @@ def add_train(
     add_dtype_flag(p)
     p.add_argument(
         "--device",
+        type=str.lower,  # any case, as DISTCONV_DEVICE and set_device take it
         choices=("cpu", "gpu"),
         help="where arrays live (default: $DISTCONV_DEVICE, else cpu)",
     )

@@ -191,3 +191,8 @@ def test_a_shard_s_integer_flag_is_read_as_distconv_train_reads_one(argv, words,
     assert words in capsys.readouterr().err
     shard = ["pserver", "--bind", "h:1", "--shard", " +3 ", "--num-shards", "4", "--workers", "2"]
     assert build_parser().parse_args(shard).shard == 3
+
+
+@pytest.mark.parametrize("name", ["GPU", "Cpu", "cpu"])
+def test_the_device_flag_takes_any_case_as_distconv_device_does(name):
+    assert _parse(["--device", name]).device == name.lower()
