@@ -7,6 +7,7 @@ above the rounding of the outputs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,11 @@ from distconv.messages import named
 
 #: (step, tolerance on the relative difference) per dtype
 DEFAULTS = {np.dtype(np.float64): (1e-6, 1e-6), np.dtype(np.float32): (1e-3, 2e-2)}
+
+
+class KinkHere(ValueError):
+    """The point checked is a kink of ``f`` (a ReLU input exactly 0, tied maxima): its one-sided
+    slopes part there however small the step, and no gradient is the derivative at it."""
 
 
 def central(obj: Objective, owner: Any, direction: Any, step: float, name: str) -> tuple:
@@ -69,6 +75,7 @@ def check_array(
 
     Raises:
         AssertionError: one differs by more than ``tol`` (:func:`compare`).
+        KinkHere: the point is a kink along one of them, and none differs.
         ValueError: the gradient cannot be judged in the output's dtype, or ``step`` is lost
             rounding an entry.
     """
@@ -90,7 +97,19 @@ def check_array(
 
     entries = [lambda k=k: at(k) for k in flat]
     checks = [*entries, along] if elements_first else [along, *entries]
-    return max(check() for check in checks)
+    kinks: list[KinkHere] = []  # refused at a kink: a wrong gradient elsewhere is named first
+
+    def judged(check: Callable[[], float]) -> float:
+        try:
+            return check()
+        except KinkHere as exc:
+            kinks.append(exc)
+            return 0.0
+
+    worst = max(judged(check) for check in checks)
+    if kinks:
+        raise kinks[0]
+    return worst
 
 
 def compare(
@@ -103,7 +122,7 @@ def compare(
     name: str,
     resolve: bool = False,
     retry: bool = True,
-    first: float | None = None,
+    first: tuple[float, tuple[float, float]] | None = None,
 ) -> float:
     """The relative difference of ``g``'s and the numeric derivative along ``direction`` taken.
 
@@ -122,8 +141,9 @@ def compare(
             is not zero and is below the floor must stand above the outputs' rounding noise to
             be judged at all.
         retry: whether a float64 comparison that fails is made again at a smaller step.
-        first: the retry's: the first step's numeric derivative; where this one is within
-            rounding of it, the first step's floor is kept.
+        first: the retry's: the first step's numeric derivative and one-sided slopes; where
+            this one is within rounding of it, the first step's floor is kept, and where the
+            slopes part alike at both steps the point is a kink (:func:`refuse_a_kink_here`).
 
     Raises:
         AssertionError: they differ by more than ``tol``.
@@ -133,6 +153,9 @@ def compare(
             than rounding) and ``g``'s derivative lies between those slopes, or outside by
             no more than their gap and ``tol``: a kink's, which cannot be judged there; or
             anywhere ``f`` bends so, where float64 computes another function.
+        KinkHere: in float64, at both steps, the point is a kink with ``g``'s derivative
+            between its one-sided slopes, or anywhere along several entries
+            (:func:`refuse_a_kink_here`).
     """
     numeric, taken, (right, left) = central(obj, owner, direction, step, name)
     analytic = float((g * taken).sum())
@@ -143,7 +166,7 @@ def compare(
     # a retry that moved the central difference by no more than rounding does at this step and
     # the first's, ten times larger, found no kink: judged against the first step's floor
     rounded = max(eps * max(abs(obj.f0), 1.0), obj.rounding) * 1.1 / step
-    if first is not None and abs(numeric - first) <= rounded:
+    if first is not None and abs(numeric - first[0]) <= rounded:
         floor /= 10
     noise = 10 * obj.rounding / step  # what rounding the outputs may move ``numeric`` by
     # within the noise and judged against the floor from |f0|, any gradient of this size passed:
@@ -174,7 +197,13 @@ def compare(
                     return compare(wide, owner, direction, g, wide_step, tol, name)
         elif retry:
             again = (obj, owner, direction, g, step / 10, tol, name)
-            return compare(*again, retry=False, first=numeric)
+            return compare(*again, retry=False, first=(numeric, (right, left)))
+        elif first is not None:  # the retry failed too: a kink within a tenth of the step?
+            within = tol * max(abs(analytic), abs(numeric), floor) + 2 * noise
+            slopes, several = (first[1], (right, left)), np.count_nonzero(taken) > 1
+            refuse_a_kink_here(obj.subject, name, step, slopes, analytic, within, several)
+    except KinkHere:  # float64's verdict, from the redo of a float32 comparison: it stands
+        raise
     except AnotherFunction as exc:  # the redo's verdict would judge another function
         why, another = str(exc), exc
     except (TypeError, ValueError) as exc:  # a smaller step lost to rounding, float64 refused
@@ -204,4 +233,54 @@ def compare(
         f"numeric {numeric:.10g}, relative difference {diff:.3g} > {tol}"
         + (kept_hint(obj, owner) if numeric == 0 and analytic != 0 else "")
         + ("" if another is None else f"; judged in {obj.dtype}, as {another}: {another.advice}")
+    )
+
+
+def refuse_a_kink_here(
+    subject: str,
+    name: str,
+    step: float,
+    slopes: tuple[tuple[float, float], tuple[float, float]],
+    analytic: float,
+    within: float,
+    several: bool,
+) -> None:
+    """Refuse to judge the gradient of ``name`` at a point that is a kink of ``f``.
+
+    A kink inside a step but off the point shows one-sided slopes whose gap shrinks as the step
+    does (a curve's shrinks tenfold); a kink at the point shows the same gap at any step. A
+    freshly built convolution (zero bias) on a zero background puts ReLU inputs exactly at 0,
+    and its right gradient, one side's slope (relu'(0) = 0, the first of tied maxima), was
+    called off in float64, where no smaller step could help.
+
+    Args:
+        slopes: the (right, left) one-sided slopes at ``step * 10`` and at ``step``.
+        analytic: the analytic derivative along the direction.
+        within: how far the slopes may be from each other or ``analytic`` by rounding alone.
+        several: the direction moves several entries. Each kink it crosses adds one side's
+            slope by the layer's convention, not the same side for all (a max pool's first of
+            tied maxima, whose sign follows its weight in ``f``), so the sum need not lie
+            between the slopes of the sum: a right max pool on a zero background lay at twice
+            the larger. Along a single entry it must, and outside it is off.
+
+    Raises:
+        KinkHere: the slopes part by more than ``2 * within``, by the same gap (to a tenth) at
+            both steps, and ``several`` or ``analytic`` lies between them (to ``within``);
+            otherwise nothing, and the caller judges ``analytic`` off.
+    """
+    (wide_right, wide_left), (right, left) = slopes
+    gap, wide_gap = right - left, wide_right - wide_left
+    parted = abs(gap) > 2 * within
+    alike = abs(gap - wide_gap) <= 0.1 * max(abs(gap), abs(wide_gap)) + within
+    between = min(right, left) - within <= analytic <= max(right, left) + within
+    if not (parted and alike and (several or between)):
+        return
+    where = "between them" if between else "the sum of one side's slope at each kink crossed"
+    raise KinkHere(
+        f"{subject}: the gradient of {name} cannot be judged at this point: it is a kink of f, "
+        f"whose one-sided slopes (right {right:.10g}, left {left:.10g}) part alike at steps "
+        f"{step * 10:g} and {step:g}, and no derivative is taken there (analytic "
+        f"{analytic:.10g}, {where}), as where a ReLU's input is exactly 0 or maxima tie (a "
+        "zero bias over zero inputs); check it at a point off the ties: draw the biases away "
+        "from 0, or add noise to the inputs"
     )

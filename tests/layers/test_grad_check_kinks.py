@@ -1,12 +1,23 @@
-"""A gradient check in float32 across the kinks of ReLUs and max pools: float32's step of 1e-3
-crossed several of them under one weight of a convolution, and a right backward was called
-wrong (at 25 of 100 seeds with no second comparison, at 3 with a retry at a ten times smaller
-step: 12, 45 and 47); a wrong one is still caught."""
+"""A gradient check across the kinks of ReLUs and max pools, and at them.
+
+Across: float32's step of 1e-3 crossed several of them under one weight of a convolution, and
+a right backward was called wrong (at 25 of 100 seeds with no second comparison, at 3 with a
+retry at a ten times smaller step: 12, 45 and 47); a wrong one is still caught.
+
+At: a ReLU input exactly 0 or tied maxima (a fresh convolution's zero bias over a zero
+background) is a kink at the point checked, whose one-sided slopes part at any step. A right
+backward there was called off, in float64 too; it is refused as one that cannot be judged at
+this point, and a gradient outside the slopes, or wrong off the kink, still fails as off."""
 
 import numpy as np
 import pytest
 
-from distconv.gradient_check import check_network_grad
+from distconv import Arg
+from distconv.finite_differences import KinkHere
+from distconv.gradient_check import check_layer_grad, check_network_grad
+from distconv.layers import Activation, Conv2D, MaxPool2D
+from distconv.layers.base import Layer
+from distconv.layers.inputs import grad_target
 from tests.layers.test_network_grad_check import feeds, model
 
 #: seeds at which the float32 check of the right model crossed a kink at step 1e-3
@@ -27,3 +38,89 @@ def test_a_halved_gradient_still_fails_in_float32(seed):
     net, given = model(rng, halving=True), feeds(rng)
     with pytest.raises(AssertionError, match=r"gradient of param c3\.weight.* is off"):
         check_network_grad(net, given, dtype=None)
+
+
+class Ramp(Layer):
+    """``y = max(x, 0)``; its backward ``scale * dz`` where ``x > 0`` and ``at_zero * dz`` where
+    ``x == 0`` (0 is relu'(0) by PyTorch's convention, 1 the right slope's: both right there)."""
+
+    def __init__(self, scale: float = 1.0, at_zero: float = 0.0) -> None:
+        super().__init__()
+        self.scale, self.at_zero = scale, at_zero
+
+    def _forward(self, x):
+        return np.maximum(x.value, 0.0)
+
+    def _backward(self, dz, callback):
+        dx = grad_target(self.inputs[0])
+        if dx is not None:
+            x = self.inputs[0].value
+            dx += dz * np.where(x > 0, self.scale, np.where(x == 0, self.at_zero, 0.0))
+
+
+def _zeros(shape: tuple, dtype=np.float64) -> list[Arg]:
+    return [Arg(np.zeros(shape, dtype), needs_grad=True)]
+
+
+def _zero_background(rng) -> np.ndarray:
+    """Two 8x8 images, ink in the middle and exact zeros around, as MNIST's digits."""
+    image = np.zeros((2, 1, 8, 8))
+    image[:, :, 2:6, 3:6] = rng.random((2, 1, 4, 3))
+    return image
+
+
+AT_THE_POINT = "cannot be judged at this point: it is a kink of f"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(
+    "layer, shape",
+    [
+        pytest.param(lambda: MaxPool2D(2), (1, 1, 2, 2), id="tied maxima"),
+        pytest.param(lambda: Activation("relu"), (1, 3), id="ReLU at 0"),
+        pytest.param(lambda: Ramp(at_zero=1.0), (1, 3), id="ReLU at 0, right slope"),
+    ],
+)
+def test_a_right_gradient_at_a_kink_cannot_be_judged_not_off(layer, shape, dtype):
+    """On zeros, in float64 and (judged by float64's redo) in float32: refused, saying why
+    and what to do, where it was called off."""
+    given = _zeros(shape, dtype)
+    with pytest.raises(KinkHere, match=AT_THE_POINT) as refused:
+        check_layer_grad(layer(), given)
+    np.testing.assert_array_equal(given[0].value, np.zeros(shape, dtype), strict=True)
+    words = str(refused.value)
+    assert "a ReLU's input is exactly 0 or maxima tie (a zero bias over zero inputs)" in words
+    assert "draw the biases away from 0, or add noise to the inputs" in words
+
+
+def test_a_fresh_relu_convolution_on_a_zero_background_cannot_be_judged_until_moved_off(rng):
+    """Its zero bias over the zeros around the ink puts ReLU inputs at 0: refused there, it
+    passes once the bias is drawn away from 0, as the message advises."""
+    conv, image = Conv2D(1, 4, 3, padding=1, act="relu", dtype=np.float64), _zero_background(rng)
+    with pytest.raises(KinkHere, match=r"param Conv2D\.bias " + AT_THE_POINT):
+        check_layer_grad(conv, [Arg(image.copy(), needs_grad=False)])
+    conv.bias.value[...] = rng.uniform(0.5, 1.0, conv.bias.shape) * rng.choice([-1, 1], 4)
+    assert check_layer_grad(conv, [Arg(image, needs_grad=False)]).worst <= 1e-6
+
+
+@pytest.mark.parametrize("at_zero", [-1.0, 2.0])
+def test_a_gradient_outside_the_slopes_at_a_kink_is_still_off(at_zero):
+    """Each entry's slopes at 0 are r and 0: -r or 2r is no side's, and fails as off."""
+    with pytest.raises(AssertionError, match=r"Ramp: gradient of input 0\[0, \d\] is off"):
+        check_layer_grad(Ramp(at_zero=at_zero), _zeros((1, 3)))
+
+
+def test_a_halved_gradient_off_the_kink_is_still_off(rng):
+    x = rng.uniform(0.5, 1.0, (2, 3)) * rng.choice([-1, 1], (2, 3))
+    assert check_layer_grad(Ramp(), [Arg(x.copy(), needs_grad=True)]).worst <= 1e-6
+    with pytest.raises(AssertionError, match=r"Ramp: gradient of input 0 is off"):
+        check_layer_grad(Ramp(scale=0.5), [Arg(x, needs_grad=True)])
+
+
+def test_a_wrong_gradient_off_the_kinks_is_named_before_a_kink_is_refused(rng):
+    """Some entries at 0, the others halved: the direction crosses the kinks and cannot be
+    judged, but the halved entries are checked after it and fail as off."""
+    x = np.zeros((1, 6))
+    x[0, 3:] = rng.uniform(0.5, 1.0, 3)
+    with pytest.raises(AssertionError, match=r"Ramp: gradient of input 0\[0, [345]\] is off"):
+        check_layer_grad(Ramp(scale=0.5), [Arg(x, needs_grad=True)])
