@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, sum_dtype, widened
 from distconv.layers.base import Layer
@@ -68,6 +70,9 @@ class SoftmaxCrossEntropy(Layer):
     Inputs: ``logits`` ``(N, classes)`` and ``label`` (an Arg whose ``ids``, or integer
     ``value``, holds ``N`` class indices). Output: a 0-d loss.
 
+    A row with a ``+inf`` or NaN logit, or ``-inf`` throughout, has a NaN loss, made
+    quietly, as PyTorch's ``cross_entropy`` makes it.
+
     It takes logits, not probabilities, and applies its own softmax: Paddle's
     ``classification_cost`` takes probabilities, from ``fc(act=softmax)``. A
     :class:`~distconv.network.Network` refuses a layer with a softmax ``act`` under it, or
@@ -101,11 +106,16 @@ class SoftmaxCrossEntropy(Layer):
         n, c = z.shape
         if n == 0:
             raise self.fail("an empty batch has no mean loss")
+        if c == 0:  # else the labels were blamed: "labels must lie in [0, 0)"
+            raise self.fail(f"the logits have no classes: shape {tuple(z.shape)}, need (N, >= 1)")
         self._ids = _labels(self, label, n, c, xp)
         # 16-bit logits in float32: numpy sums bfloat16 in bfloat16, and both the sum over the
         # classes and the mean over the batch stop growing past a few hundred terms
         wide = widened(z)
-        shifted = wide - wide.max(axis=1, keepdims=True)
+        # a +inf logit (or a row of -inf) shifts to inf - inf, NaN: its loss is NaN, as PyTorch's,
+        # without numpy's "invalid value" warning, which a run under -W error raised from here
+        with np.errstate(invalid="ignore"):
+            shifted = wide - wide.max(axis=1, keepdims=True)
         picked = xp.take_along_axis(shifted, self._ids[:, None], axis=1)
         # one exp over the logits, in place: the probabilities are the exponentials over their
         # sum, and a log-probability the shifted logit less the sum's log (exp(log_prob), a
