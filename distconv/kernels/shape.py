@@ -30,15 +30,33 @@ def is_int(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
-def as_tuple(value: int | Sequence[int], nd: int, name: str) -> tuple[int, ...]:
-    """``value`` repeated ``nd`` times if it is an int, else checked to have ``nd`` entries."""
+#: what a padding of the wrong length is told: two values per axis were taken for per-side
+#: padding (before and after, as PyTorch's F.pad), which nothing here does
+PER_SIDE_PADDING = (
+    "per-side padding is not supported: pad the input yourself (np.pad on the arrays you "
+    "feed) and give padding 0"
+)
+
+
+def as_tuple(
+    value: int | Sequence[int], nd: int, name: str, *, each: str = "", doubled: str = ""
+) -> tuple[int, ...]:
+    """``value`` repeated ``nd`` times if it is an int, else checked to have ``nd`` entries.
+
+    Args:
+        each: what each value is, told with "one per spatial axis" where the count is wrong.
+        doubled: what ``2 * nd`` values (before and after each axis) are told.
+    """
     if is_int(value):
         return (int(value),) * nd
     if not isinstance(value, Sequence) or not all(is_int(v) for v in value):
         raise ValueError(f"{name} must be an int or {nd} ints, got {value!r}")
     t = tuple(int(v) for v in value)
     if len(t) != nd:
-        raise ValueError(f"{name} needs {nd} values (one per spatial axis), got {tuple(value)}")
+        raise ValueError(
+            f"{name} needs {nd} values (one per spatial axis{each}), got {tuple(value)}"
+            + (f": {doubled}" if doubled and len(t) == 2 * nd else "")
+        )
     return t
 
 
@@ -81,7 +99,7 @@ class ConvGeometry:
         g = cls(
             as_tuple(ksize, nd, "kernel_size"),
             as_tuple(stride, nd, "stride"),
-            as_tuple(pad, nd, "padding"),
+            as_tuple(pad, nd, "padding", each=", for both its sides", doubled=PER_SIDE_PADDING),
             as_tuple(dilation, nd, "dilation"),
             int(groups),
         )
