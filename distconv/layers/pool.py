@@ -35,7 +35,10 @@ class PoolNd(Layer):
     Shape:
         - Input: ``(N, C, *in)`` (a Mixed's flat rows: ``Reshape(C, H, W)`` them first)
         - Output: ``(N, C, *out)``, ``out = (in + 2p - k) // s + 1`` per axis: floor, as
-          PyTorch; Paddle's ``img_pool_layer`` uses ceil.
+          PyTorch; Paddle's ``img_pool_layer`` uses ceil. There is no ceil mode, and
+          ``padding`` cannot stand in for one (it pads both sides and shifts every window,
+          where ceil adds a window at the end): for Paddle's shapes, pad the end of the input
+          yourself (a max pool's with -inf, which no window then picks).
     """
 
     nd = 2
