@@ -160,10 +160,12 @@ class Softmax(ActivationFunction):
         # selective layer turns its samples that select nothing into zeros itself)
         none = top == float("-inf")
         # one buffer, shifted, exponentiated and normalised in place: the row-sized ``where``s
-        # are cheap, full-sized temporaries were most of the time
-        e = xp.subtract(zw, xp.where(none, 0, top), out=_scratch(z, zw, inplace))
-        xp.exp(e, out=e)
-        e /= xp.where(none, float("nan"), e.sum(axis=1, keepdims=True))
+        # are cheap, full-sized temporaries were most of the time. A +inf (or NaN) logit shifts
+        # to inf - inf: its row is NaN, as PyTorch's, made as quietly as the row of -inf above
+        with np.errstate(invalid="ignore"):
+            e = xp.subtract(zw, xp.where(none, 0, top), out=_scratch(z, zw, inplace))
+            xp.exp(e, out=e)
+            e /= xp.where(none, float("nan"), e.sum(axis=1, keepdims=True))
         return e.astype(z.dtype, copy=False)
 
     def backward(self, y: Any, dy: Any) -> Any:

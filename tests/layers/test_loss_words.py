@@ -48,3 +48,18 @@ def test_logits_with_no_classes_are_refused_naming_their_shape():
     assert str(refused.value) == (
         "SoftmaxCrossEntropy: the logits have no classes: shape (2, 0), need (N, >= 1)"
     )
+
+
+@pytest.mark.parametrize("bad", [INF, NAN], ids=["+inf", "NaN"])
+def test_the_softmax_activation_makes_its_nan_row_as_quietly_as_the_loss(bad):
+    """The softmax activation's row with a +inf or NaN logit is NaN, as PyTorch's, without
+    numpy's "invalid value" warning; the other row's probabilities are untouched."""
+    from distconv.kernels.activation import Softmax
+
+    z = np.array([[0.5, -1.0, 2.0], [bad, 0.0, 1.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = Softmax().forward(z)
+    assert np.isnan(y[1]).all()
+    e = np.exp(z[0] - z[0].max())
+    np.testing.assert_allclose(y[0], e / e.sum(), rtol=1e-15)
