@@ -154,8 +154,8 @@ class EpochTally:
         self._waits = [v if h else old for v, h, old in kept]
         if not np.isfinite(loss):
             raise TrainingError(
-                f"the loss became NaN or infinite in epoch {pos.epoch + 1}, between steps "
-                f"{self.since_step + 1} and {pos.step}; lower the learning rate or check the data"
+                f"the loss became NaN or infinite in epoch {pos.epoch + 1}, "
+                f"{steps_text(self.since_step + 1, pos.step)}; {DIVERGED_WAY_OUT}"
                 + _float16_sums(self.sync)
             )
         sums = dict(self._start)
@@ -289,6 +289,21 @@ def scheme_in_force(lines: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | N
     the last line that has one (None where none has: a log written before schemes were).
     A reader takes a line's scheme so: ``scheme_in_force(lines[: i + 1])``."""
     return next((r["scheme"] for r in reversed(lines) if "scheme" in r), None)
+
+
+#: what a run whose loss went NaN does next: a resume is refused (another --lr is another run,
+#: whose checkpoints would not reproduce), and the newest checkpoint may already hold weights
+#: that are finite but diverged, so an earlier one's weights, or a fresh start
+DIVERGED_WAY_OUT = (
+    "lower the learning rate or check the data: start a new run from an earlier checkpoint's "
+    "weights with a lower --lr (--init-from PATH --out NEW), or start afresh (the last "
+    "checkpoint kept before this may already hold diverged weights, finite but far too large)"
+)
+
+
+def steps_text(first: int, last: int) -> str:
+    """``at step 3`` where the loss check covered one step, else ``between steps 3 and 5``."""
+    return f"at step {last}" if first == last else f"between steps {first} and {last}"
 
 
 def _float16_sums(sync: SyncStrategy) -> str:
