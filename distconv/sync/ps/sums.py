@@ -13,43 +13,68 @@ from distconv.backend import all_finite
 from distconv.sync.ps.blocks import ParamSpec, rows_bytes
 from distconv.sync.ps.config import ShardConfig
 
+#: how a sync step's non-finite sum begins: the job's update diverged, whichever rank's part
+#: held the NaN or Inf (every rank computed its part from the same weights, and an attempt
+#: resumed from a checkpoint meets it again at the same step; the launcher reads these words)
+DIVERGED = "the update diverged"
+
 
 def nan_message(name: str, rank: int) -> str:
-    """The error for a gradient of parameter ``name`` whose part from ``rank`` holds NaN/Inf."""
+    """The error for a gradient of parameter ``name`` whose part from ``rank`` holds NaN/Inf
+    (an asynchronous push, checked alone: the rank is proven)."""
     return f"gradient of parameter {name} from rank {rank} is not finite (NaN/Inf)"
 
 
-def sum_culprit(name: str, ranks: Sequence[int], parts: Sequence[np.ndarray], total) -> str:
+def diverged_message(name: str, found: str, step: int | None = None) -> str:
+    """``the update diverged at step 3 (a non-finite gradient of conv2.weight: rank 1's part is
+    not finite ...)``: a sync step's sum of parameter ``name`` that is not finite, ``found``
+    saying what the check could prove of the ranks' parts, ``step`` where known."""
+    at = "" if step is None else f" at step {step}"
+    return f"{DIVERGED}{at} (a non-finite gradient of {name}: {found})"
+
+
+def not_finite_parts(ranks: Sequence[int]) -> str:
+    """``rank 1's part is not finite``, ``the parts of ranks 0 and 1 are not finite``."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}'s part is not finite"
+    listed = ", ".join(str(r) for r in ranks[:-1]) + f" and {ranks[-1]}"
+    return f"the parts of ranks {listed} are not finite"
+
+
+def sum_culprit(
+    name: str, ranks: Sequence[int], parts: Sequence[np.ndarray], total, step: int | None = None
+) -> str:
     """The error for one block of parameter ``name`` whose ranks' sum ``total`` (of ``parts``,
-    the ranks' gradients in rank order, by :func:`sum_in_rank_order`) is not finite.
+    the ranks' gradients in rank order, by :func:`sum_in_rank_order`) is not finite, at sync
+    step ``step`` where given: the job's update diverged (:func:`diverged_message`), a rank
+    named only where its part is proven to hold a NaN or Inf.
 
-    A rank is named only where its part is proven to hold a NaN or Inf:
-
-    - Every part still intact (one rank, sparse rows, a copied first frame) is checked again,
-      in rank order: the first that fails is named; if none fails, the ranks' finite parts
-      overflowed when added.
+    - Every part still intact (one rank, sparse rows, a copied first frame) is checked again:
+      each that fails is named; if none fails, the ranks' finite parts overflowed when added.
     - A dense sum runs in the first rank's received frame, so that part is gone. The others
-      are checked again, in rank order, and the first that fails is named (the first rank's
-      part may hold one too: that cannot be known now). If all of them are finite, a NaN in
-      the sum proves that the first rank's part held a NaN at that element: the sum adds each
-      element in rank order, and adding a finite number to a finite one gives a finite number
-      or, on overflow, an infinity, and adding it to an infinity gives that infinity, never a
-      NaN (Inf + -Inf needs two infinities, and only the running sum can be one). Without a
-      NaN in the sum, the first rank's part holds Inf, or the ranks' finite parts overflowed
-      when added: the sum cannot tell which.
+      are checked again, and each that fails is named, with the first rank's part said to be
+      unchecked (it may hold one too: that cannot be known now). If all of them are finite, a
+      NaN in the sum proves that the first rank's part held a NaN at that element: the sum
+      adds each element in rank order, and adding a finite number to a finite one gives a
+      finite number or, on overflow, an infinity, and adding it to an infinity gives that
+      infinity, never a NaN (Inf + -Inf needs two infinities, and only the running sum can
+      be one). Without a NaN in the sum, the first rank's part holds Inf, or the ranks' finite
+      parts overflowed when added: the sum cannot tell which.
     """
     summed_into = len(parts) > 1 and total is parts[0]
-    for r, g in zip(ranks[1:], parts[1:]) if summed_into else zip(ranks, parts):
-        if not all_finite(g):
-            return nan_message(name, r)
-    if not summed_into:
-        return f"gradient of parameter {name}: the ranks' finite parts overflowed when added"
-    if np.isnan(total).any():
-        return nan_message(name, ranks[0])
-    return (
-        f"gradient of parameter {name}: rank {ranks[0]}'s part holds Inf, or the ranks' "
-        "finite parts overflowed when added"
-    )
+    checked = zip(ranks[1:], parts[1:]) if summed_into else zip(ranks, parts)
+    bad = [r for r, g in checked if not all_finite(g)]
+    if bad:
+        found = not_finite_parts(bad)
+        if summed_into:
+            found += f"; rank {ranks[0]}'s part, summed into, could not be checked"
+    elif not summed_into:
+        found = "the ranks' finite parts overflowed when added"
+    elif np.isnan(total).any():
+        found = f"rank {ranks[0]}'s part holds a NaN"
+    else:
+        found = f"rank {ranks[0]}'s part holds Inf, or the ranks' finite parts overflowed"
+    return diverged_message(name, found, step)
 
 
 def sum_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]]):

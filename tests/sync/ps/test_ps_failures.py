@@ -67,7 +67,8 @@ def test_nan_gradient_is_refused_naming_parameter_and_rank(shards):
         param.grad[...] = 0.0
         param.grad.flat[3] = np.nan
         sync.on_gradient(param)
-        with pytest.raises(SyncError, match=f"{param.name} from rank 0 is not finite"):
+        said = f"the update diverged .a non-finite gradient of {param.name}: rank 0's part is not"
+        with pytest.raises(SyncError, match=said):
             sync.finish_step()
     finally:
         sync.close()

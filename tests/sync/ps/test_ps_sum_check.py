@@ -27,12 +27,14 @@ from distconv.sync.ps import server, state
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.server import Shard
-from distconv.sync.ps.sums import nan_message
+from distconv.sync.ps.sums import diverged_message
 from distconv.sync.ps.wire import unpack_header
 
 BAD = 2  # the dense parameter whose gradient goes wrong (conv2.weight, 3 blocks)
 TABLE = 0  # the sparse table of sparse_table_net (64 rows, 2 per block)
-INF_OR_OVERFLOW = "rank 0's part holds Inf, or the ranks' finite parts overflowed when added"
+INF_OR_OVERFLOW = "rank 0's part holds Inf, or the ranks' finite parts overflowed"
+#: a dense sum's note where rank 0's part, the frame the sum ran in, is gone
+UNCHECKED = "; rank 0's part, summed into, could not be checked"
 
 
 def _step(shard: Shard, make_net, grads) -> list[tuple[str | None, dict[int, np.ndarray]]]:
@@ -112,18 +114,20 @@ def _assert_failed_with_nothing_updated(shard: Shard, results, expect: str) -> N
 
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize(
-    ("bad_ranks", "bad", "named"),
+    ("bad_ranks", "bad", "found"),
     [
-        ({1}, np.nan, 1),
-        ({1}, np.inf, 1),
-        ({0}, np.nan, 0),  # summed into, but only a NaN in rank 0's part makes a NaN
-        ({0, 1}, np.nan, 1),  # proven; rank 0's part, summed into, cannot be told
-        ({0}, -np.inf, None),  # an Inf in rank 0's part looks like an overflow of the sum
-        ({0, 1}, 1e308, None),  # both finite, their sum overflows
+        ({1}, np.nan, "rank 1's part is not finite" + UNCHECKED),
+        ({1}, np.inf, "rank 1's part is not finite" + UNCHECKED),
+        # summed into, but only a NaN in rank 0's part makes a NaN
+        ({0}, np.nan, "rank 0's part holds a NaN"),
+        # rank 1's proven; rank 0's part, summed into, cannot be told
+        ({0, 1}, np.nan, "rank 1's part is not finite" + UNCHECKED),
+        ({0}, -np.inf, INF_OR_OVERFLOW),  # an Inf in rank 0's part looks like an overflow
+        ({0, 1}, 1e308, INF_OR_OVERFLOW),  # both finite, their sum overflows
     ],
 )
-def test_a_bad_dense_part_fails_the_step_naming_a_proven_rank_with_nothing_updated(
-    shard, bad_ranks, bad, named
+def test_a_bad_dense_part_fails_the_step_as_diverged_naming_proven_ranks_with_nothing_updated(
+    shard, bad_ranks, bad, found
 ):
     def grads(rank, i, grad):
         grad[...] = 0.5
@@ -133,10 +137,7 @@ def test_a_bad_dense_part_fails_the_step_naming_a_proven_rank_with_nothing_updat
     results = _step(shard, small_net, grads)
     name = shard.params[BAD].name
     assert len(shard.by_param[BAD]) > 1
-    if named is None:
-        expect = f"gradient of parameter {name}: {INF_OR_OVERFLOW}"
-    else:
-        expect = nan_message(name, named)
+    expect = diverged_message(name, found)
     _assert_failed_with_nothing_updated(shard, results, expect)
     # both ranks' pushes were answered by the failure: each is a request answered with an error
     assert shard.stats.errors == shard.replied.count("error") == 2
@@ -145,15 +146,16 @@ def test_a_bad_dense_part_fails_the_step_naming_a_proven_rank_with_nothing_updat
 
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize(
-    ("bad_ranks", "bad", "named"),
+    ("bad_ranks", "bad", "found"),
     [
-        ({1}, np.nan, 1),
-        ({0, 1}, -np.inf, 0),  # sparse parts stay intact: the first rank is named
-        ({0, 1}, 1e308, None),  # both finite, their sum overflows
+        ({1}, np.nan, "rank 1's part is not finite"),
+        # sparse parts stay intact: each bad one is named
+        ({0, 1}, -np.inf, "the parts of ranks 0 and 1 are not finite"),
+        ({0, 1}, 1e308, "the ranks' finite parts overflowed when added"),  # both finite
     ],
 )
-def test_a_bad_sparse_part_fails_the_step_naming_the_first_rank_with_nothing_updated(
-    shard, bad_ranks, bad, named
+def test_a_bad_sparse_part_fails_the_step_as_diverged_naming_each_bad_rank_nothing_updated(
+    shard, bad_ranks, bad, found
 ):
     def grads(rank, i, grad):
         if i != TABLE:
@@ -166,10 +168,7 @@ def test_a_bad_sparse_part_fails_the_step_naming_the_first_rank_with_nothing_upd
     results = _step(shard, lambda: sparse_table_net(64, 4, 3), grads)
     name = shard.params[TABLE].name
     assert shard.params[TABLE].sparse and len(shard.by_param[TABLE]) > 1
-    if named is None:
-        expect = f"gradient of parameter {name}: the ranks' finite parts overflowed when added"
-    else:
-        expect = nan_message(name, named)
+    expect = diverged_message(name, found)
     _assert_failed_with_nothing_updated(shard, results, expect)
     _settled(shard)
     # the pushes held when the job failed, and any that came after (the dense ones, unless a
@@ -340,7 +339,8 @@ def test_a_parameter_an_earlier_push_completed_stays_updated_when_a_later_push_f
     assert [h.shard.blocks[b].version for b in range(5)] == [1, 1, 1, 1, 0]
     h.send(*_dense_push(1, [1], [np.zeros((2048, 40))]))
     assert _replies(h, 2) == ["error", "error"]  # rank 0's {w, t} and rank 1's {t}
-    assert h.shard.failed == nan_message("t", 0)  # proven: rank 1's part is finite
+    # proven: rank 1's part is finite, so the NaN came from rank 0's
+    assert h.shard.failed == diverged_message("t", "rank 0's part holds a NaN")
     assert [h.shard.blocks[b].version for b in range(5)] == [1, 1, 1, 1, 0]
     assert h.shard.stats.errors == 2
 
@@ -406,7 +406,7 @@ def test_an_error_reply_that_cannot_go_does_not_keep_the_failure_from_the_others
     h.send(*_dense_push(0, [0], [np.full((ROWS, 1), 0.5)] * BLOCKS))
     h.send(*_dense_push(1, [0], w_bad))
     assert failed_once and _replies(h, 1) == ["error"]  # the other rank still hears of it
-    assert h.shard.failed == nan_message("w", 1)
+    assert h.shard.failed == diverged_message("w", "rank 1's part is not finite" + UNCHECKED)
     assert h.shard.stats.errors == 2 and not h.shard.waiting
 
 
