@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .child import Child
+from .divergence import trains_async
 from .failure import Failure, last_words
 from .job_error import said_elsewhere
 from .named_cause import unanswered_shard
@@ -52,7 +53,8 @@ def _first_blamed(
     failure = cause.failure(restart, [c for c in children if c is not cause])
     failure = failure if named is failed else failure.outstayed(by_stop)
     said = said_elsewhere(children, stopped, restart)  # its victims' cause, stopped
-    return replace(failure, job_error_elsewhere=said)
+    shards = [c.spec.argv for c in children if c.spec.role == "server"]
+    return replace(failure, job_error_elsewhere=said, asynchronous=trains_async(shards))
 
 
 def unanswered_by(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -15,12 +14,13 @@ from pathlib import Path
 
 from distconv.build_identity import build_id
 from distconv.files import describe_os_error
-from distconv.rank_endings import different_jobs_in, job_error_in, setup_failure_in_lines
+from distconv.rank_endings import job_error_in
 from distconv.refused_starts import start_refused_in
 
-from .named_cause import named_silent, said_lines, setup_failure_cause
+from . import divergence
+from .named_cause import named_silent
 from .own_stop import StopSaid, checkpointed_stop, ended_after_stop
-from .rank_reason import rank_text
+from .said_cause import is_mismatch, job_error_text, last_words, words_cause
 from .shown import shown
 from .stopped_processes import StoppedProcess, stopped_headline, stopped_way_out
 
@@ -78,7 +78,8 @@ class Failure:
     """The first child that failed in an attempt (a victim only where no other failed: see
     :attr:`victims`). Where its last lines say that the ranks run different jobs
     (:func:`~distconv.rank_endings.different_jobs_in`), which stops every rank alike, that is
-    its :attr:`cause`, and :meth:`describe` blames no rank; where they say that a rank could
+    its :attr:`cause`, and :meth:`describe` blames no rank, as where the update diverged
+    (:mod:`launcher.divergence`); where they say that a rank could
     not set up (:func:`~distconv.rank_endings.setup_failure_in_lines`: the other ranks were
     told of it, and stop as its victims), that leads its cause (:func:`setup_failure_cause`);
     where a shard named this worker as keeping it waiting past its ``--timeout``
@@ -117,22 +118,16 @@ class Failure:
     #: found several (:func:`~launcher.stopped_blame.as_found`: each named in :attr:`cause`,
     #: none blamed), for the headline's way out. Not in ``failure.json``
     stopped_beside: tuple[str, ...] = ()
+    #: whether the job trains asynchronously (its shards' ``--mode async``), where another
+    #: attempt may not meet a divergence again (:attr:`every_attempt`). Not in ``failure.json``
+    asynchronous: bool = False
 
     def __post_init__(self) -> None:
         if self.cause is None and self.signal is not None and self.checkpointed is not None:
             object.__setattr__(self, "cause", ended_after_stop(self.signal))
             return
-        # a job mismatch stops every rank, each saying so: the first to exit is no culprit,
-        # and its words are the cause (its status says no more than "1"), led by them where
-        # the cause read so far is mpiexec's status apart from the failing rank's. A rank's
-        # failure told to the others is no mismatch, though a shard's refusal says it so
-        if _mismatch(self.cause) or _told(self.cause):
-            return
-        said = setup_failure_cause(self.role, self.rank, self.tail)
-        if said is None and (said := different_jobs_in(said_lines(self.tail))) is None:
-            return
-        said = _once(said)
-        object.__setattr__(self, "cause", f"{said}; {self.cause}" if self.cause else said)
+        said = words_cause(self.role, self.rank, self.tail, self.cause, self._exited_failed)
+        object.__setattr__(self, "cause", said)
 
     def outstayed(self, stopped: bool) -> Failure:
         """This failure of a child that its victims named as the failure's cause (the rank that
@@ -181,7 +176,17 @@ class Failure:
     def different_jobs(self) -> bool:
         """Whether the ranks run different jobs: every rank stops on it alike, and a restart
         of the same command would only stop on it again."""
-        return self.signal is None and bool(self.exit_code) and _mismatch(self.cause)
+        return self._exited_failed and is_mismatch(self.cause)
+
+    @property
+    def diverged(self) -> bool:
+        """Whether the job's update diverged (a NaN or infinity: :mod:`launcher.divergence`),
+        as this child's last words or its cause say: every rank stops on it alike."""
+        return self._exited_failed and divergence.divergence_in([self.cause or ""]) is not None
+
+    @property
+    def _exited_failed(self) -> bool:  # of itself: no signal, a status other than 0
+        return self.signal is None and bool(self.exit_code)
 
     @property
     def every_attempt(self) -> str | None:
@@ -198,13 +203,17 @@ class Failure:
         label: :func:`~distconv.rank_endings.job_error_in`), in a rank's last line (under MPI
         each rank's) or in the cause; or in another child's last words, where every child that
         failed otherwise only stopped because of it (:attr:`job_error_elsewhere`: a victim, or a
-        rank that the launcher's stop ended)."""
+        rank that the launcher's stop ended). So too an update that diverged (:attr:`diverged`),
+        but in a job that trains asynchronously (:attr:`asynchronous`), whose next attempt
+        computes other values."""
         if self.different_jobs:
             return "the ranks run different jobs, which every attempt would stop on"
         if (own := self.job_error) is not None:
             return job_error_text(own[0])
         if (refused := self._refused) is not None:
             return f"{refused}, which every attempt would refuse"
+        if self.diverged and not self.asynchronous:
+            return divergence.EVERY_ATTEMPT
         if (elsewhere := self.job_error_elsewhere) is not None:
             return job_error_text(*elsewhere)
         return None
@@ -235,6 +244,11 @@ class Failure:
             return (  # every rank stops on it alike: none is blamed
                 f"the ranks run different jobs, which stops every rank ({self.role} {self.rank} "
                 f"exited first, with exit code {self.exit_code}): {self.cause}"
+            )
+        if self.diverged:  # every rank stops on it alike: none is blamed
+            return (
+                f"{self.cause}; every rank stops on it alike ({self.role} {self.rank} exited"
+                f"{'' if self.role == 'mpiexec' else ' first'}, with exit code {self.exit_code})"
             )
         if (found := self.found_stopped) is not None:  # what its peers could only guess at
             said = stopped_headline(self.role, self.rank, found.pid, found.by)
@@ -294,58 +308,6 @@ class Failure:
         return self.role == "worker" and self.exit_code == PEER_FAILED_STATUS and not named
 
 
-def _mismatch(cause: str | None) -> bool:
-    return different_jobs_in([cause or ""]) is not None
-
-
-def _told(cause: str | None) -> bool:
-    return setup_failure_in_lines([(cause or "").partition("; ")[0]]) is not None
-
-
-def _once(said: str) -> str:
-    """``said`` up to the ``; `` after which its words so far are quoted again, the longest such
-    start: a rank left waiting by a mismatch says it, then where each rank was, the one that
-    closed quoting the mismatch again (``X; ranks are at different points of the job (...
-    closed on "JobRefused: ...: X"): ...``, some 900 characters), where ``X`` is the cause."""
-    cut = len(said)
-    at = said.find("; ")
-    while at != -1:
-        if said[:at] in said[at:]:
-            cut = at
-        at = said.find("; ", at + 2)
-    return said[:cut]
-
-
-def job_error_text(name: str, who: str | None = None) -> str:
-    """Why a failure is not restarted where the job's own error ``name`` (``DataError``) ended
-    it (said by ``who``, ``worker 0``, where that is another child than the failure's)."""
-    by = f", said by {who}" if who is not None else ""
-    return (
-        f"the job's own {name} (of its data, model or configuration){by}, which every attempt "
-        "would stop on"
-    )
-
-
-def last_words(tail: Sequence[str]) -> list[str]:
-    """The last non-blank line of ``tail`` (a child's last lines) as the process wrote it
-    (:func:`~launcher.named_cause.said_lines`), its last words; where MPI tagged its ranks'
-    lines, each rank's, but MPICH's notice of the ``MPI_Abort`` that its own ending called
-    (``Abort(1) on node 0 ...``)."""
-    last: dict[int | None, str] = {}
-    for line, whole in zip(said_lines(tail), tail, strict=True):
-        tag = rank_text(whole)[0]
-        if line.strip() and not (tag is not None and _MPI_ABORT.match(line)):
-            last.pop(rank := None if tag is None else int(tag[1]), None)
-            last[rank] = line  # in the order of each rank's last line
-    if any(rank is not None for rank in last):
-        last.pop(None, None)  # mpiexec's own lines: its banner on a failed rank
-    return list(last.values())
-
-
-#: MPICH's line, tagged with the rank, after that rank called ``MPI_Abort``
-_MPI_ABORT = re.compile(r"Abort\(\d+\) on node \d+ ")
-
-
 def report_entry(failure: Failure, max_restarts: int, then: str | None) -> dict:
     """``failure``'s report as ``failure.json`` holds it (each line of ``restarts.jsonl`` too:
     :mod:`launcher.restarts`): its fields, ``max_restarts``, the ``time`` now, ``then``,
@@ -358,6 +320,7 @@ def report_entry(failure: Failure, max_restarts: int, then: str | None) -> dict:
     # signal null: the launcher's stop ended it) and the last, ``then`` the third
     del entry["stopped"], entry["named"], entry["job_error_elsewhere"], entry["found_stopped"]
     del entry["stopped_beside"]  # named in the cause; the headline adds its way out
+    del entry["asynchronous"]  # ``then`` says what it decided
     return entry
 
 

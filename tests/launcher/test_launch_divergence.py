@@ -1,0 +1,105 @@
+"""A synchronous job whose update diverges (``--optimizer sgd --lr 1e5``: NaN at step 3) meets
+it at the same step on every attempt: each resumes from the step-2 checkpoint and computes the
+same values. ``--max-restarts 2`` restarted it twice, and the report blamed whichever worker
+exited first (worker 0, then 1, then 0), for a divergence of the whole job. Real
+``distconv-launch local`` with a real shard, and ``mpi`` under a real ``mpiexec -n 2``; an
+asynchronous job, whose next attempt may compute other values, is still restarted."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from launcher.commands import ServerOptions, server_command
+from launcher.divergence import EVERY_ATTEMPT, trains_async
+from launcher.failure import Failure
+from tests.launcher.launch_cli import launch
+from tests.launcher.real_children import mpiexec_or_skip
+
+#: distconv train's arguments whose loss turns NaN at step 3, with a checkpoint every step
+DIVERGES = ("--optimizer", "sgd", "--lr", "1e5", "--epochs", "2", "--checkpoint-every", "1")
+NOT_RESTARTED = f"then not restarting (--max-restarts 2): {EVERY_ATTEMPT}"
+
+
+def _launched(tmp_path: Path, *own: str) -> tuple[str, int, Path]:
+    """The launcher's output, status and run directory after ``own`` (its flags) with
+    ``--max-restarts 2`` ran :data:`DIVERGES`."""
+    run = tmp_path / "run"
+    argv = [*own, "--max-restarts", "2", "--run-dir", str(run), "--", *DIVERGES, "--no-progress"]
+    done = launch(*argv, cwd=tmp_path, timeout=150)
+    return done.stderr + done.stdout, done.returncode, run
+
+
+def _assert_one_attempt(said: str, status: int, run: Path) -> dict:
+    """One attempt, status 1, a ``then`` saying why it was not restarted; the report."""
+    assert status == 1, said[-3000:]
+    assert "restarting the job" not in said, said[-3000:]
+    assert NOT_RESTARTED in said, said[-3000:]
+    assert not (run / "restarts.jsonl").exists()
+    report = json.loads((run / "failure.json").read_text())
+    assert report["restart"] == 0 and report["then"] == NOT_RESTARTED[len("then ") :], report
+    return report
+
+
+@pytest.mark.timeout(180)
+def test_a_sync_parameter_server_divergence_is_not_restarted_and_blames_no_worker(tmp_path):
+    said, status, run = _launched(tmp_path, "local", "--workers", "2", "--servers", "1")
+    report = _assert_one_attempt(said, status, run)
+    # the job's, not a rank's: rank 0's part was summed into and could not be checked
+    cause = report["cause"]
+    assert cause.startswith("the update diverged at step 3 (a non-finite gradient of "), cause
+    assert "rank 0's part, summed into, could not be checked" in cause, cause
+    headline = next(line for line in said.splitlines() if "every rank stops on it" in line)
+    assert headline.startswith(f"distconv-launch: {cause}; every rank stops on it alike ("), said
+    assert " failed with exit code" not in headline, headline  # no one worker blamed
+
+
+@pytest.mark.timeout(180)
+def test_an_mpi_divergence_is_not_restarted(tmp_path):
+    mpiexec_or_skip()
+    said, status, run = _launched(tmp_path, "mpi", "-np", "2")
+    report = _assert_one_attempt(said, status, run)
+    cause = report["cause"]
+    assert "TrainingError: the loss became NaN or infinite in epoch 1, at step 3; " in cause
+    assert "(--init-from PATH --out NEW), or start afresh" in cause, cause  # not --resume
+
+
+@pytest.mark.timeout(180)
+def test_an_async_parameter_server_job_that_diverges_is_still_restarted(tmp_path):
+    """Its next attempt may not meet it again: another order of pushes is other values."""
+    said, status, run = _launched(
+        tmp_path, "local", "--workers", "2", "--servers", "1", "--mode", "async"
+    )
+    assert status == 1, said[-3000:]
+    assert "restarting the job (2 of 2)" in said, said[-3000:]
+    assert len((run / "restarts.jsonl").read_text().splitlines()) == 2
+    assert json.loads((run / "failure.json").read_text())["restart"] == 2
+
+
+def test_the_launcher_reads_an_async_job_from_its_shards_command():
+    """``--mode async`` is the launcher's flag, passed to its shards, not to distconv train."""
+    shard = ServerOptions(num_shards=1, workers=2, mode="async")
+    assert trains_async([server_command(0, 5555, shard)])
+    sync = ServerOptions(num_shards=1, workers=2)
+    assert not trains_async([server_command(0, 5555, sync)])
+    assert not trains_async([])  # MPI, or a job without shards
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_nan_loss_is_restarted_only_in_an_async_job(asynchronous):
+    said = "distconv train: error: TrainingError: the loss became NaN or infinite in epoch 1, at"
+    failure = Failure("worker", 0, 1, None, "w.log", [f"{said} step 3"], 0)
+    failure = replace(failure, asynchronous=asynchronous)  # as attempt_failure sets it
+    assert failure.diverged and failure.cause.startswith("the loss became NaN"), failure.cause
+    assert failure.every_attempt == (None if asynchronous else EVERY_ATTEMPT)
+
+
+@pytest.mark.timeout(180)
+def test_a_one_worker_divergence_is_not_restarted(tmp_path):
+    said, status, run = _launched(tmp_path, "local", "--workers", "1", "--servers", "0")
+    report = _assert_one_attempt(said, status, run)
+    cause = report["cause"]
+    assert cause.startswith("the loss became NaN or infinite in epoch 1, at step 3; "), cause
