@@ -18,6 +18,7 @@ from distconv.rank_endings import job_error_in
 from distconv.refused_starts import start_refused_in
 
 from . import divergence
+from .failed_rank import failed_rank
 from .named_cause import named_silent
 from .own_stop import StopSaid, checkpointed_stop, ended_after_stop
 from .said_cause import is_mismatch, job_error_text, last_words, words_cause
@@ -167,6 +168,12 @@ class Failure:
         return checkpointed_stop(self.role, ended, self.tail)
 
     @property
+    def failed_rank(self) -> int | None:
+        """The rank of the job that failed, where known (:func:`~launcher.failed_rank.
+        failed_rank`): a worker's own, the one mpiexec's cause names; else None."""
+        return failed_rank(self.role, self.rank, self.cause)
+
+    @property
     def straggler(self) -> bool:
         """Whether a shard named this worker alone as keeping it waiting past its ``--timeout``
         (its :attr:`cause`: :func:`~launcher.named_cause.named_silent`): stopped, stuck or slow."""
@@ -281,6 +288,11 @@ class Failure:
             said = f"{self.role} {self.rank} exited (code 0) while workers were running"
         elif (stop := self.checkpointed) is not None:  # no crash: a stop
             said = stop.headline(self.role, self.rank, self.exit_code)
+        elif self.signal is not None and self.role == "mpiexec" and self.failed_rank is not None:
+            # a rank's signal, which mpiexec's status only passes on: the rank leads
+            said = (
+                f"rank {self.failed_rank} (under mpiexec {self.rank}) died of signal {self.signal}"
+            )
         elif self.signal is not None:
             said = f"{self.role} {self.rank} failed with signal {self.signal}"
         else:
@@ -310,10 +322,12 @@ class Failure:
 
 def report_entry(failure: Failure, max_restarts: int, then: str | None) -> dict:
     """``failure``'s report as ``failure.json`` holds it (each line of ``restarts.jsonl`` too:
-    :mod:`launcher.restarts`): its fields, ``max_restarts``, the ``time`` now, ``then``,
+    :mod:`launcher.restarts`): its fields, ``failed_rank`` (:attr:`Failure.failed_rank`),
+    ``max_restarts``, the ``time`` now, ``then``,
     what came after it (a signal, a restart, a restart that could not start), or None, and
     ``build``, the launcher's distconv (:func:`~distconv.build_identity.build_id`)."""
-    entry = {**asdict(failure), "max_restarts": max_restarts, "time": time.time()}
+    entry = {**asdict(failure), "failed_rank": failure.failed_rank}
+    entry |= {"max_restarts": max_restarts, "time": time.time()}
     entry["then"] = then
     entry["build"] = build_id()  # the launcher's, as its start line says: which code ran
     # fields docs/operations.md does not list: the headline says the first two (exit_code and

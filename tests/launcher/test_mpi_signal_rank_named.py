@@ -45,6 +45,6 @@ def test_the_rank_is_named_where_the_statuses_are_one_hosts_every_rank(hosts, ra
 def test_a_rank_killed_on_this_host_is_named(tmp_path):
     done, report = _run(tmp_path, "kill", 9)
     assert done.returncode == 137, done.stderr
-    headline = [line for line in done.stderr.splitlines() if "mpiexec 0 failed" in line]
+    headline = [line for line in done.stderr.splitlines() if "(under mpiexec 0)" in line]
     assert len(headline) == 1 and f"rank 1 {KILLED}" in headline[0], done.stderr
     assert report["cause"].startswith(f"rank 1 {KILLED}"), report
