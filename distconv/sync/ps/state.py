@@ -255,7 +255,7 @@ class BlockUpdates:
                 summed = _clock() - start
                 doing, error = "NaN/Inf check", None
                 for p in complete:  # and a sparse reply of every rank's rows within the cap
-                    error = error or self._not_finite(p, *sums[p])
+                    error = error or self._not_finite(p, step, *sums[p])
                     error = error or over_cap(self.params[p], step, sums[p][2], self.config)
             if error:
                 self._fail(error)
@@ -297,13 +297,15 @@ class BlockUpdates:
         blocks = range(len(self.by_param[p]))
         return ranks, held, [sum_in_rank_order([parts[i] for _, parts in held]) for i in blocks]
 
-    def _not_finite(self, p: int, ranks: list[int], held: list, sums: list) -> str | None:
-        """None if every block sum of parameter ``p`` is finite, else the error for the first
-        that is not (see :func:`~distconv.sync.ps.sums.sum_culprit`)."""
+    def _not_finite(
+        self, p: int, step: int, ranks: list[int], held: list, sums: list
+    ) -> str | None:
+        """None if every block sum of parameter ``p`` at sync step ``step`` is finite, else the
+        error for the first that is not (see :func:`~distconv.sync.ps.sums.sum_culprit`)."""
         for i, (_, grad) in enumerate(sums):
             if not all_finite(grad):
                 parts = [rank_parts[i][1] for _, rank_parts in held]
-                return sum_culprit(self.params[p].name, ranks, parts, grad)
+                return sum_culprit(self.params[p].name, ranks, parts, grad, step)
         return None
 
     def _apply_sync(self, p: int, step: int, held: list, sums: list) -> None:

@@ -67,7 +67,10 @@ def test_nan_gradient_is_refused_naming_parameter_and_rank(shards):
         param.grad[...] = 0.0
         param.grad.flat[3] = np.nan
         sync.on_gradient(param)
-        said = f"the update diverged .a non-finite gradient of {param.name}: rank 0's part is not"
+        said = (
+            f"the update diverged at step 1 .a non-finite gradient of {param.name}: "
+            "rank 0's part is not"
+        )
         with pytest.raises(SyncError, match=said):
             sync.finish_step()
     finally:

@@ -90,5 +90,8 @@ def test_a_nan_gradient_from_rank_1_is_named_as_rank_1_on_every_rank(shards):
             sync.close()
 
     for message, name in run_ranks(rank_fn, 2):
-        said = f"the update diverged (a non-finite gradient of {name}: rank 1's part is not finite"
+        said = (
+            f"the update diverged at step 1 (a non-finite gradient of {name}: "
+            "rank 1's part is not finite"
+        )
         assert said in message, message

@@ -137,7 +137,7 @@ def test_a_bad_dense_part_fails_the_step_as_diverged_naming_proven_ranks_with_no
     results = _step(shard, small_net, grads)
     name = shard.params[BAD].name
     assert len(shard.by_param[BAD]) > 1
-    expect = diverged_message(name, found)
+    expect = diverged_message(name, found, 1)
     _assert_failed_with_nothing_updated(shard, results, expect)
     # both ranks' pushes were answered by the failure: each is a request answered with an error
     assert shard.stats.errors == shard.replied.count("error") == 2
@@ -168,7 +168,7 @@ def test_a_bad_sparse_part_fails_the_step_as_diverged_naming_each_bad_rank_nothi
     results = _step(shard, lambda: sparse_table_net(64, 4, 3), grads)
     name = shard.params[TABLE].name
     assert shard.params[TABLE].sparse and len(shard.by_param[TABLE]) > 1
-    expect = diverged_message(name, found)
+    expect = diverged_message(name, found, 1)
     _assert_failed_with_nothing_updated(shard, results, expect)
     _settled(shard)
     # the pushes held when the job failed, and any that came after (the dense ones, unless a
@@ -340,7 +340,7 @@ def test_a_parameter_an_earlier_push_completed_stays_updated_when_a_later_push_f
     h.send(*_dense_push(1, [1], [np.zeros((2048, 40))]))
     assert _replies(h, 2) == ["error", "error"]  # rank 0's {w, t} and rank 1's {t}
     # proven: rank 1's part is finite, so the NaN came from rank 0's
-    assert h.shard.failed == diverged_message("t", "rank 0's part holds a NaN")
+    assert h.shard.failed == diverged_message("t", "rank 0's part holds a NaN", 1)
     assert [h.shard.blocks[b].version for b in range(5)] == [1, 1, 1, 1, 0]
     assert h.shard.stats.errors == 2
 
@@ -406,7 +406,7 @@ def test_an_error_reply_that_cannot_go_does_not_keep_the_failure_from_the_others
     h.send(*_dense_push(0, [0], [np.full((ROWS, 1), 0.5)] * BLOCKS))
     h.send(*_dense_push(1, [0], w_bad))
     assert failed_once and _replies(h, 1) == ["error"]  # the other rank still hears of it
-    assert h.shard.failed == diverged_message("w", "rank 1's part is not finite" + UNCHECKED)
+    assert h.shard.failed == diverged_message("w", "rank 1's part is not finite" + UNCHECKED, 1)
     assert h.shard.stats.errors == 2 and not h.shard.waiting
 
 
