@@ -28,7 +28,7 @@ from typing import Any
 from distconv.checkpoint import CheckpointError, CheckpointReadError
 from distconv.checkpoint_manifest import CHIEF as CHIEF  # resume and tests read it here
 from distconv.checkpoint_manifest import Manifest
-from distconv.checkpoint_reads import ManifestNotAFile, is_part_file, read_manifest
+from distconv.checkpoint_scan import newest_kept_words, scan_checkpoints
 from distconv.checkpoint_sweep import remove_orphan_step_dirs, remove_stale_shard_parts
 from distconv.checkpoints_link import late_disk_problem, recorded_mount
 from distconv.files import (
@@ -39,7 +39,6 @@ from distconv.files import (
     folder_problem,
     write_atomically,
 )
-from distconv.messages import named
 from distconv.metrics import MetricsError, read_metrics
 from distconv.out_folder import out_folder_problem
 from distconv.run_files import (
@@ -269,8 +268,8 @@ class RunDirectory:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # was a bare '[Errno 30] Read-only file system: ...'
             raise RunDirError(
-                f"cannot write a checkpoint into {path}: {describe_os_error(exc)}; any "
-                "checkpoint before it is intact"
+                f"cannot write a checkpoint into {path}: {describe_os_error(exc)}; "
+                f"{newest_kept_words(self.checkpoint_root)}"
             ) from None
         return path
 
@@ -305,8 +304,8 @@ class RunDirectory:
             write_atomically(path, [manifest.text().encode()])
         except OSError as exc:  # a CheckpointError, as the part's own write failing is
             raise CheckpointError(
-                f"cannot write checkpoint manifest {path}: {describe_os_error(exc)}; any "
-                "checkpoint before it is intact"
+                f"cannot write checkpoint manifest {path}: {describe_os_error(exc)}; "
+                f"{newest_kept_words(root)}"
             ) from None
         self._prune()
         return manifest
@@ -331,30 +330,7 @@ class RunDirectory:
             CheckpointReadError: the OS could not read a manifest or look at a part (an I/O
                 error, a permission): it may be whole, so it is not passed over for an older one.
         """
-        found, problems = [], []
-        for path in sorted(self.checkpoint_root.glob("step-*.json")):
-            try:
-                raw = read_manifest(path)
-            except FileNotFoundError:  # gone since the listing: not a checkpoint any more
-                continue
-            except IsADirectoryError:
-                problems.append(f"{path} is a directory, not a manifest")
-                continue
-            except ManifestNotAFile as exc:  # a named pipe: opened, it hung for ever
-                problems.append(str(exc))
-                continue
-            try:
-                manifest = Manifest.parse(raw, path)
-            except (ValueError, KeyError, TypeError) as exc:
-                problems.append(f"{path} is damaged ({named(exc)})")
-                continue
-            bad = [str(p) for p in map(manifest.part, manifest.parts) if not is_part_file(p)]
-            if bad:
-                problems.append(f"{path} names parts that are missing or not files: {bad}")
-            else:
-                found.append(manifest)
-        # by step, not by name: past step 99,999,999 the name has nine digits and sorts first
-        return sorted(found, key=lambda m: m.step), problems
+        return scan_checkpoints(self.checkpoint_root)
 
     def latest(self) -> Manifest | None:
         """The newest complete checkpoint, or None."""

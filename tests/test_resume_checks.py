@@ -644,20 +644,37 @@ def test_a_manifest_the_disk_has_no_room_for_is_a_checkpoint_error_naming_it(tmp
     part.write_bytes(b"a part")
     run.commit(1, {run_dir.CHIEF: part})
 
-    def disk_full(target):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(run_dir_files, "write_hook", disk_full)
+    monkeypatch.setattr(run_dir_files, "write_hook", _disk_full)
     part = run.step_dir(2) / run_dir.CHIEF_PART
     part.write_bytes(b"a part")
     with pytest.raises(CheckpointError) as info:
         run.commit(2, {run_dir.CHIEF: part})
     manifest = run.checkpoint_root / "step-00000002.json"
+    kept = run.checkpoint_root / "step-00000001" / run_dir.CHIEF_PART
     assert str(info.value) == (
-        f"cannot write checkpoint manifest {manifest}: no space left on device; any "
-        "checkpoint before it is intact"
+        f"cannot write checkpoint manifest {manifest}: no space left on device; the newest "
+        f"checkpoint kept is step 1 ({kept})"
     )
     assert [m.step for m in run.manifests()] == [1]
+
+
+def test_a_first_manifest_that_cannot_be_written_says_no_checkpoint_is_kept(tmp_path, monkeypatch):
+    """The first save's manifest meeting a full disk said "any checkpoint before it is intact"
+    where there was none: a ``--resume`` then was refused. It says that none is kept."""
+    run = RunDirectory(tmp_path)
+    monkeypatch.setattr(run_dir_files, "write_hook", _disk_full)
+    part = run.step_dir(1) / run_dir.CHIEF_PART
+    part.write_bytes(b"a part")
+    with pytest.raises(CheckpointError) as info:
+        run.commit(1, {run_dir.CHIEF: part})
+    assert str(info.value).endswith(
+        "no space left on device; no checkpoint kept yet: the same command starts afresh"
+    )
+    assert run.manifests() == []
+
+
+def _disk_full(target):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 @pytest.mark.timeout(120)
@@ -718,7 +735,7 @@ def test_a_step_directory_that_cannot_be_made_is_a_checkpoint_error_naming_it(
 ):
     """``checkpoints`` on a disk gone read-only (or out of inodes): the step directory's mkdir
     escaped as a bare ``[Errno 30] Read-only file system: '...'``, an OSError where a part that
-    cannot be written is a CheckpointError saying the checkpoint before it is intact."""
+    cannot be written is a CheckpointError naming the newest checkpoint kept."""
     train, test = data
     out = tmp_path / "run"
     _trainer(out).fit(train, test, epochs=1)
@@ -732,10 +749,10 @@ def test_a_step_directory_that_cannot_be_made_is_a_checkpoint_error_naming_it(
     monkeypatch.setattr(Path, "mkdir", refuse)
     with pytest.raises(CheckpointError) as info:
         _trainer(out).fit(train, test, epochs=2, resume=True)
-    step = out / "checkpoints" / "step-00000030"
+    step, kept = out / "checkpoints" / "step-00000030", out / "checkpoints" / "step-00000015"
     assert str(info.value) == (
-        f"cannot write a checkpoint into {step}: read-only file system; any checkpoint before "
-        "it is intact"
+        f"cannot write a checkpoint into {step}: read-only file system; the newest checkpoint "
+        f"kept is step 15 ({kept / run_dir.CHIEF_PART})"
     )
     assert RunDirectory(out).latest().step == 15
 

@@ -1,0 +1,79 @@
+"""Which checkpoints a run keeps: the scan of ``<out>/checkpoints`` that a resume goes by
+(:func:`scan_checkpoints`), and the sentence naming the newest one (:func:`newest_kept_words`),
+which a failed save and the launcher's report of a crash end with: the operator learns where
+the run would go on from without listing the folder.
+
+A checkpoint is complete where its manifest (``step-N.json``, written last) parses and every
+part it names is a file; a manifest without one, or a step folder without a manifest, is no
+checkpoint and is never resumed from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from distconv.checkpoint import CheckpointReadError
+from distconv.checkpoint_manifest import CHIEF, Manifest
+from distconv.checkpoint_reads import ManifestNotAFile, is_part_file, read_manifest
+from distconv.messages import named
+
+#: what a failure's words say where the run kept no complete checkpoint: nothing to go on from
+NONE_KEPT = "no checkpoint kept yet: the same command starts afresh"
+
+
+def scan_checkpoints(root: Path) -> tuple[list[Manifest], list[str]]:
+    """The complete checkpoints in ``root`` (a run's ``checkpoints`` folder), oldest first, and a
+    sentence for each manifest that is not usable (damaged, or naming a part that is missing or
+    not a file). A ``root`` that does not exist holds none.
+
+    Raises:
+        CheckpointReadError: the OS could not read a manifest or look at a part (an I/O error,
+            a permission): it may be whole, so it is not passed over for an older one.
+    """
+    found, problems = [], []
+    for path in sorted(root.glob("step-*.json")):
+        try:
+            raw = read_manifest(path)
+        except FileNotFoundError:  # gone since the listing: not a checkpoint any more
+            continue
+        except IsADirectoryError:
+            problems.append(f"{path} is a directory, not a manifest")
+            continue
+        except ManifestNotAFile as exc:  # a named pipe: opened, it hung for ever
+            problems.append(str(exc))
+            continue
+        try:
+            manifest = Manifest.parse(raw, path)
+        except (ValueError, KeyError, TypeError) as exc:
+            problems.append(f"{path} is damaged ({named(exc)})")
+            continue
+        bad = [str(p) for p in map(manifest.part, manifest.parts) if not is_part_file(p)]
+        if bad:
+            problems.append(f"{path} names parts that are missing or not files: {bad}")
+        else:
+            found.append(manifest)
+    # by step, not by name: past step 99,999,999 the name has nine digits and sorts first
+    return sorted(found, key=lambda m: m.step), problems
+
+
+def newest_kept(root: Path) -> Manifest | None:
+    """The newest complete checkpoint in ``root`` (:func:`scan_checkpoints`), or None.
+
+    Raises:
+        CheckpointReadError: as :func:`scan_checkpoints`.
+    """
+    found = scan_checkpoints(root)[0]
+    return found[-1] if found else None
+
+
+def newest_kept_words(root: Path) -> str:
+    """``the newest checkpoint kept is step 20 (PATH)``, PATH its chief's part, the file a
+    resume loads first; :data:`NONE_KEPT` where ``root`` holds no complete checkpoint; or that
+    it cannot be told, where a manifest cannot be read (a failure's words must not fail)."""
+    try:
+        newest = newest_kept(root)
+    except (CheckpointReadError, OSError) as exc:
+        return f"which checkpoint is kept cannot be told: {exc}"
+    if newest is None:
+        return NONE_KEPT
+    return f"the newest checkpoint kept is step {newest.step} ({newest.part(CHIEF)})"
