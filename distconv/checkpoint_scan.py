@@ -1,5 +1,5 @@
 """Which checkpoints a run keeps: the scan of ``<out>/checkpoints`` that a resume goes by
-(:func:`scan_checkpoints`), and the sentence naming the newest one (:func:`newest_kept_words`),
+(:func:`scan_checkpoints`), and the words naming the newest one (:func:`kept_checkpoint`),
 which a failed save and the launcher's report of a crash end with: the operator learns where
 the run would go on from without listing the folder.
 
@@ -66,14 +66,15 @@ def newest_kept(root: Path) -> Manifest | None:
     return found[-1] if found else None
 
 
-def newest_kept_words(root: Path) -> str:
-    """``the newest checkpoint kept is step 20 (PATH)``, PATH its chief's part, the file a
-    resume loads first; :data:`NONE_KEPT` where ``root`` holds no complete checkpoint; or that
-    it cannot be told, where a manifest cannot be read (a failure's words must not fail)."""
+def kept_checkpoint(root: Path) -> tuple[Manifest | None, str]:
+    """The newest complete checkpoint in ``root`` (None: none, or none can be told) and the
+    words that name it: ``the newest checkpoint kept is step 20 (PATH)``, PATH its chief's
+    part, the file a resume loads first; :data:`NONE_KEPT` where ``root`` holds none; or why it
+    cannot be told, where a manifest cannot be read (a failure's words must not fail)."""
     try:
         newest = newest_kept(root)
     except (CheckpointReadError, OSError) as exc:
-        return f"which checkpoint is kept cannot be told: {exc}"
+        return None, f"which checkpoint is kept cannot be told: {exc}"
     if newest is None:
-        return NONE_KEPT
-    return f"the newest checkpoint kept is step {newest.step} ({newest.part(CHIEF)})"
+        return None, NONE_KEPT
+    return newest, f"the newest checkpoint kept is step {newest.step} ({newest.part(CHIEF)})"

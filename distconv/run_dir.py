@@ -28,7 +28,7 @@ from typing import Any
 from distconv.checkpoint import CheckpointError, CheckpointReadError
 from distconv.checkpoint_manifest import CHIEF as CHIEF  # resume and tests read it here
 from distconv.checkpoint_manifest import Manifest
-from distconv.checkpoint_scan import newest_kept_words, scan_checkpoints
+from distconv.checkpoint_scan import kept_checkpoint, scan_checkpoints
 from distconv.checkpoint_sweep import remove_orphan_step_dirs, remove_stale_shard_parts
 from distconv.checkpoints_link import late_disk_problem, recorded_mount
 from distconv.files import (
@@ -269,7 +269,7 @@ class RunDirectory:
         except OSError as exc:  # was a bare '[Errno 30] Read-only file system: ...'
             raise RunDirError(
                 f"cannot write a checkpoint into {path}: {describe_os_error(exc)}; "
-                f"{newest_kept_words(self.checkpoint_root)}"
+                f"{kept_checkpoint(self.checkpoint_root)[1]}"
             ) from None
         return path
 
@@ -305,7 +305,7 @@ class RunDirectory:
         except OSError as exc:  # a CheckpointError, as the part's own write failing is
             raise CheckpointError(
                 f"cannot write checkpoint manifest {path}: {describe_os_error(exc)}; "
-                f"{newest_kept_words(root)}"
+                f"{kept_checkpoint(root)[1]}"
             ) from None
         self._prune()
         return manifest

@@ -4,15 +4,20 @@ one, so a new, empty run directory, and the line names the id to add; where the 
 its run (``--job-id``, ``--run-dir``), the same command finds it again, but the program refuses
 a run directory that holds a run unless ``--resume`` follows ``--``, so the line still says so.
 A worker's own signal ends the launch as that worker's failure, with a checkpoint: its report
-says how to go on too (:func:`go_on_after_stop`)."""
+says how to go on too (:func:`go_on_after_stop`). So does every other failure's, once its cause
+is fixed, after naming the newest checkpoint the run kept, read from the run's
+``<out>/checkpoints`` as a resume reads it (:func:`way_on_after_failure`): a crash (a SIGKILL, a
+full disk, a NaN) left the operator to list that folder and to work out the command."""
 
 from __future__ import annotations
 
 import argparse
 import signal
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
-from .commands import has_option
+from .commands import has_option, option_value
 from .failure import Failure
 
 #: the stop signals after which a run may go on (Ctrl-C, a scheduler's SIGTERM)
@@ -80,3 +85,56 @@ def go_on_after_stop(
         f"a checkpointed stop, not a crash: {said.who(failure.role, failure.rank)}, and the "
         f"ranks stopped together after step {said.step} with a checkpoint; {_go_on(job_id, train)}"
     )
+
+
+@dataclass(frozen=True)
+class WayOn:
+    """Where a failed run stands and how it goes on: what ``failure.json`` adds to the failure
+    (:meth:`fields`) and the line its report ends with (:attr:`line`)."""
+
+    #: the step of the newest complete checkpoint the run kept; None where it kept none, or
+    #: where the program is not ``distconv train`` (its checkpoints are not known)
+    checkpoint_step: int | None
+    #: that checkpoint's chief part (the file a resume loads first), or None
+    checkpoint: str | None
+    #: the command that goes on, in the words of a stop's (:func:`_go_on`)
+    go_on: str
+    #: what the report says of the checkpoint (none kept, or why none can be told); None for a
+    #: program that is not ``distconv train``
+    kept: str | None
+
+    @property
+    def line(self) -> str:
+        """``the newest checkpoint kept is step 20 (PATH); once the cause is fixed, to go on
+        with this run, give the same command ...``."""
+        kept = f"{self.kept}; " if self.kept is not None else ""
+        return f"{kept}once the cause is fixed, {self.go_on}"
+
+    def fields(self) -> dict[str, object]:
+        """The fields ``failure.json`` carries: ``checkpoint_step``, ``checkpoint``, ``go_on``."""
+        return {"checkpoint_step": self.checkpoint_step, "checkpoint": self.checkpoint,
+                "go_on": self.go_on}  # fmt: skip
+
+
+def way_on_after_failure(job_id: str | None, train: Sequence[str] | None) -> WayOn:
+    """Where the run of a failed launch stands: the newest complete checkpoint in the ``--out``
+    of its ``distconv train`` arguments ``train`` (the launcher adds one where they have none:
+    :func:`~launcher.commands.with_out`), read as a resume reads it
+    (:func:`~distconv.checkpoint_scan.kept_checkpoint`), and the command that goes on from it
+    (as a stop's: :func:`_go_on`, with ``--job-id job_id`` where the launcher chose it, None
+    where the command names its run). ``train`` None: another program, whose checkpoints are
+    not known; only the command is said."""
+    # here, not at the top: the scan's modules load numpy, which a launch that never fails
+    # (and every refusal of its flags) need not wait for
+    from distconv.checkpoint_manifest import CHIEF
+    from distconv.checkpoint_scan import kept_checkpoint
+    from distconv.run_files import CHECKPOINTS
+
+    go_on = _go_on(job_id, train)
+    out = None if train is None else option_value(train, "--out")
+    if out is None:
+        return WayOn(None, None, go_on, None)
+    newest, kept = kept_checkpoint(Path(out) / CHECKPOINTS)
+    if newest is None:
+        return WayOn(None, None, go_on, kept)
+    return WayOn(newest.step, str(newest.part(CHIEF)), go_on, kept)

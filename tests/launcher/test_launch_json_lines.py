@@ -59,7 +59,8 @@ def test_a_failure_report_is_a_json_line(tmp_path: Path):
     out, err = _objects(done.stdout), _objects(done.stderr)
     assert any(o["role"] == "worker" and o["level"] == "error" for o in out), out
     assert {o["role"] for o in err} == {"launcher"}, err
-    report = err[-1]
+    report, way_on = err[-2:]  # the failure, then where the run stands and how it goes on
+    assert way_on["message"].startswith("no checkpoint kept yet: "), way_on
     assert report["level"] == "error" and report["restart"] == 0
     assert report["message"].startswith("worker 0 failed with exit code 1"), report
     assert "MNIST directory" in report["message"]  # the tail, within the message

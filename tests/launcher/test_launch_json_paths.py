@@ -52,7 +52,7 @@ def test_a_failed_jobs_lines_name_the_logs_the_log_and_the_report_unquoted(tmp_p
         f"job j: 1 worker(s), 0 server(s); logs in {shown(run / 'logs')};"
     )
     assert start["logs"] == str(run / "logs")
-    report = err[-1]
+    report = err[-2]  # before the line that says how the run goes on
     assert report["level"] == "error", report
     assert report["log"] == str(run / "logs" / "worker-0.log")
     assert report["report"] == str(run / "failure.json")
@@ -81,7 +81,7 @@ def test_a_run_dir_whose_name_is_no_utf8_has_no_path_keys_and_every_line_is_stri
     done = _failed_launch(run, tmp_path)
     assert "\\udc" not in done.stderr  # no lone surrogate's escape, in any line
     err = _objects(done.stderr)
-    start, report = err[0], err[-1]
+    start, report = err[0], err[-2]  # the way on after it
     assert f"logs in {shown(run / 'logs')};" in start["message"]
     assert "\\xff" in shown(run) and "logs" not in start
     assert report["level"] == "error" and "log" not in report and "report" not in report

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.report import REPORT_ONLY
 from launcher.restarts import append_whole
 from tests.launcher.launch_cli import launch, run_python
 from tests.launcher.real_children import mpiexec_or_skip
@@ -87,8 +88,9 @@ def test_each_failure_a_restart_followed_is_a_line_with_failure_jsons_fields(tmp
     alone = _local(tmp_path, 1, 0, run="alone")
     assert alone.returncode == 3, alone.stderr
     report = json.loads((tmp_path / "alone" / "failure.json").read_text())
-    assert set(report) == set(lines[0])
-    same = {k: v for k, v in report.items() if k not in ("time", "then", "log", "max_restarts")}
+    assert set(report) == {*lines[0], *REPORT_ONLY}  # and the way on of a job that ended
+    left = ("time", "then", "log", "max_restarts", *REPORT_ONLY)
+    same = {k: v for k, v in report.items() if k not in left}
     assert same == {k: v for k, v in lines[0].items() if k in same}
     assert report["then"] is None and lines[0]["time"] <= report["time"]
     # said as each restart was, then the job's last line names the file
@@ -145,6 +147,7 @@ def test_a_full_disk_under_the_record_is_a_warning_for_each_restart(tmp_path):
 CUT_SHORT = """\
 import os, resource, signal, sys
 from pathlib import Path
+from launcher.report import REPORT_ONLY
 from launcher.restarts import append_whole
 path = Path(sys.argv[1])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, not death
@@ -213,7 +216,7 @@ def test_a_restart_that_cannot_start_keeps_its_line_and_failure_json_says_why(tm
     report = json.loads((run / "failure.json").read_text())
     assert (entry["restart"], entry["then"]) == (0, "restarting the job (1 of 2)")
     assert report["then"].startswith("restart 1 of 2 could not start: cannot start worker-0: ")
-    same = {k: v for k, v in report.items() if k not in ("time", "then")}
+    same = {k: v for k, v in report.items() if k not in ("time", "then", *REPORT_ONLY)}
     assert same == {k: v for k, v in entry.items() if k in same}
     assert "finished after" not in done.stderr, done.stderr
 
