@@ -19,6 +19,10 @@ from distconv.messages import named
 
 #: what a failure's words say where the run kept no complete checkpoint: nothing to go on from
 NONE_KEPT = "no checkpoint kept yet: the same command starts afresh"
+#: how :func:`distconv.checkpoint.save_tensors`'s error of a part it could not write ends,
+#: which a run's save replaces with the checkpoint it keeps
+#: (:meth:`distconv.run_dir.RunDirectory.saving`)
+PART_INTACT = "any checkpoint before it is intact"
 
 
 def scan_checkpoints(root: Path) -> tuple[list[Manifest], list[str]]:

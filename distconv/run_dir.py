@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 from distconv.checkpoint import CheckpointError, CheckpointReadError
 from distconv.checkpoint_manifest import CHIEF as CHIEF  # resume and tests read it here
 from distconv.checkpoint_manifest import Manifest
-from distconv.checkpoint_scan import kept_checkpoint, scan_checkpoints
+from distconv.checkpoint_scan import PART_INTACT, kept_checkpoint, scan_checkpoints
 from distconv.checkpoint_sweep import remove_orphan_step_dirs, remove_stale_shard_parts
 from distconv.checkpoints_link import late_disk_problem, recorded_mount
 from distconv.files import (
@@ -309,6 +310,24 @@ class RunDirectory:
             ) from None
         self._prune()
         return manifest
+
+    @contextmanager
+    def saving(self, step: int) -> Iterator[None]:
+        """Around the save of step ``step``'s parts and its :meth:`commit`: where it fails, its
+        step directory goes (:meth:`discard`), and the error of a part that could not be written
+        (a full disk) names the checkpoint the run keeps, or says none is, where it said that
+        "any checkpoint before it is intact", naming none, and said so where there was none."""
+        try:
+            yield
+        except CheckpointError as exc:
+            self.discard(step)
+            if type(exc) is not CheckpointError or not str(exc).endswith(PART_INTACT):
+                raise
+            said = str(exc).removesuffix(PART_INTACT)
+            raise CheckpointError(f"{said}{kept_checkpoint(self.checkpoint_root)[1]}") from None
+        except BaseException:  # a second Ctrl-C: what it left would keep a full disk full
+            self.discard(step)
+            raise
 
     def discard(self, step: int) -> None:
         """Delete the step directory of a save that could not commit (its manifest met a full

@@ -17,7 +17,7 @@ import pytest
 from distconv import files as run_dir_files
 from distconv import run_dir
 from distconv.build_identity import build_id
-from distconv.checkpoint import CheckpointError, CheckpointReadError, load_checkpoint
+from distconv.checkpoint import CheckpointError, CheckpointReadError, load_checkpoint, save_tensors
 from distconv.checkpoint import save_checkpoint as write_checkpoint
 from distconv.epoch_tally import epoch_sums
 from distconv.init import set_seed
@@ -675,6 +675,29 @@ def test_a_first_manifest_that_cannot_be_written_says_no_checkpoint_is_kept(tmp_
 
 def _disk_full(target):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("saved_before", [True, False])
+def test_a_part_that_cannot_be_written_names_the_checkpoint_kept(
+    tmp_path, monkeypatch, saved_before
+):
+    """A chief's part meeting a full disk said "any checkpoint before it is intact": no step
+    named, and said where none was. Saved in :meth:`RunDirectory.saving`, as a run saves it,
+    its error names the newest checkpoint kept, or says none is; its step folder is gone."""
+    run = RunDirectory(tmp_path)
+    kept = run.step_dir(1) / run_dir.CHIEF_PART
+    if saved_before:
+        kept.write_bytes(b"a part")
+        run.commit(1, {run_dir.CHIEF: kept})
+    monkeypatch.setattr(run_dir_files, "write_hook", _disk_full)
+    part = run.step_dir(2) / run_dir.CHIEF_PART
+    with pytest.raises(CheckpointError) as info, run.saving(2):
+        save_tensors(part, {"w": np.zeros(2, np.float32)}, {})
+    words = f"the newest checkpoint kept is step 1 ({kept})" if saved_before else (
+        "no checkpoint kept yet: the same command starts afresh"
+    )  # fmt: skip
+    assert str(info.value) == f"cannot save checkpoint {part}: no space left on device; {words}"
+    assert not part.parent.exists()
 
 
 @pytest.mark.timeout(120)
