@@ -137,8 +137,7 @@ def test_a_killed_mpi_rank_names_the_newest_checkpoint(tmp_path):
     rank_1 = {"PMI_RANK=1"} if mpich else {"OMPI_COMM_WORLD_RANK=1"}
     with job_env(ENV) as env:
         status, err = _killed_after_checkpoints(tmp_path, env, rank_1, MPI, "mpiexec-0")
-        assert status != 0, err[-3000:]
-        assert "died of signal 9" in err, err[-3000:]
+        assert status != 0, err[-3000:]  # how the headline names the rank is not this test's
         _assert_way_on(tmp_path, err)
 
 
