@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from .child import Child
 from .divergence import trains_async
-from .failure import Failure, last_words
+from .failure import Failure, last_words, signal_name
 from .job_error import said_elsewhere
 from .named_cause import unanswered_shard
 from .own_stop import signalled_worker
@@ -54,7 +54,30 @@ def _first_blamed(
     failure = failure if named is failed else failure.outstayed(by_stop)
     said = said_elsewhere(children, stopped, restart)  # its victims' cause, stopped
     shards = [c.spec.argv for c in children if c.spec.role == "server"]
-    return replace(failure, job_error_elsewhere=said, asynchronous=trains_async(shards))
+    too = failed_too(cause, children, stopped)  # met the same error, or stopped on it
+    return replace(
+        failure, job_error_elsewhere=said, asynchronous=trains_async(shards), failed_too=too
+    )
+
+
+def failed_too(cause: Child, children: list[Child], stopped: list[Child]) -> list[dict]:
+    """The children besides ``cause`` that failed on their own (:meth:`Child.failed`), not as
+    victims (75: :attr:`Failure.victims` has them) nor by the launcher's stop (in ``stopped``,
+    ended by it: :func:`~launcher.settle.ended_by_stop`), as ``failure.json`` lists them, each
+    with its last words: whether they met the same error or stopped on the failure, an
+    operator reads there, not in each log."""
+    return [
+        {
+            "role": c.spec.role,
+            "rank": c.spec.rank,
+            "exit_code": code if (code := c.poll() or 0) > 0 else None,
+            "signal": signal_name(-code) if code < 0 else None,
+            "log": str(c.log_path),
+            "said": (last_words(list(c.tail)) or [None])[-1],
+        }
+        for c in children
+        if c is not cause and c.failed() and not c.victim and not ended_by_stop(c, stopped)
+    ]
 
 
 def unanswered_by(

@@ -99,6 +99,12 @@ class Failure:
     #: the workers that stopped because another rank failed (:data:`PEER_FAILED_STATUS`),
     #: besides this one: ``{"role", "rank", "exit_code", "log"}`` each
     victims: list[dict] = field(default_factory=list)
+    #: the other children of the attempt that failed on their own, not by the launcher's stop
+    #: nor as victims (75): those that met the same error (a data directory missing on every
+    #: worker) or stopped on this failure in words of their own (a shard's workers' ``pserver
+    #: shard 0 ... is gone``): ``{"role", "rank", "exit_code", "signal", "log", "said"}`` each,
+    #: ``said`` its last words (:func:`last_words`)
+    failed_too: list[dict] = field(default_factory=list)
     #: a rank whose failure its victims named, still running at the settle's end, which the
     #: launcher's stop ended (:meth:`outstayed`): not its own status (not in ``failure.json``)
     stopped: bool = False
@@ -307,12 +313,17 @@ class Failure:
         return "; ".join([said, *ways])
 
     def stopped_too(self) -> str:
-        """``; worker 0 stopped because of it (exit code 75)``: the :attr:`victims`, if any."""
-        if not self.victims:
-            return ""
-        names = ", ".join(f"{v['role']} {v['rank']}" for v in self.victims)
-        why = "too" if self._victim else "because of it"
-        return f"; {names} stopped {why} (exit code {PEER_FAILED_STATUS})"
+        """``; worker 0 stopped because of it (exit code 75)``: the :attr:`victims`, if any;
+        then ``; worker 1 failed too (exit code 1)``: the :attr:`failed_too`, if any."""
+        said = ""
+        if self.victims:
+            names = ", ".join(f"{v['role']} {v['rank']}" for v in self.victims)
+            why = "too" if self._victim else "because of it"
+            said = f"; {names} stopped {why} (exit code {PEER_FAILED_STATUS})"
+        for other in self.failed_too:
+            how = other["signal"] or f"exit code {other['exit_code']}"
+            said += f"; {other['role']} {other['rank']} failed too ({how})"
+        return said
 
     @property
     def _victim(self) -> bool:  # a named cause's 75 is no victim's: its victims named it

@@ -1,0 +1,29 @@
+"""``failure.json``'s ``victims`` held only the workers that exited 75: the workers of a shard
+that was killed, which stopped on it with words of their own (``pserver shard 0 ... is gone``,
+exit 1), were in no field, and an operator could not tell from the report whether they were
+hurt on their own. They are in ``failed_too``, each with its last words, and the headline
+names them. A real job, a real SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+
+from tests.launcher.test_launch_crash_way_on import _killed_after_checkpoints
+from tests.launcher.test_preempt_signals import ENV, JOB, LOCAL
+from tests.processes import job_env
+
+
+@pytest.mark.timeout(180)
+def test_the_workers_of_a_killed_shard_are_recorded_as_failed_too(tmp_path):
+    with job_env(ENV) as env:
+        marks = {"DISTCONV_ROLE=server", "RANK=0"}
+        status, err = _killed_after_checkpoints(tmp_path, env, marks, LOCAL, "worker-0")
+    assert status == 128 + signal.SIGKILL, err[-3000:]
+    report = json.loads((tmp_path / "runs" / JOB / "failure.json").read_text())
+    too = {(o["role"], o["rank"]): o for o in report["failed_too"]}
+    assert set(too) == {("worker", 0), ("worker", 1)}, report
+    assert all("pserver shard 0" in o["said"] and "is gone" in o["said"] for o in too.values())
+    assert "worker 0 failed too (exit code 1); worker 1 failed too (exit code 1)" in err
