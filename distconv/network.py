@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from distconv import network_reads
 from distconv.arg import Arg
@@ -26,6 +26,8 @@ from distconv.network_feeds import arg_problem, integer_input_problem, not_finit
 from distconv.network_reads import feeds_read, layers_needed, not_run_problem, rows_needed
 from distconv.network_summary import network_summary
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, name_clash
+
+L = TypeVar("L", bound=Layer)  # add returns its layer's own class: fc.weight type-checks
 
 
 class NetworkError(ValueError):
@@ -63,8 +65,9 @@ class Network:
         self._checks = AddChecks(self.layers, self.wiring)
         self._users: Counter[int] = Counter()  # id of a parameter -> the layers that hold it
 
-    def add(self, name: str, layer: Layer, inputs: str | Iterable[str]) -> Layer:
-        """Add ``layer`` under ``name``, reading the outputs (or feeds) named in ``inputs``.
+    def add(self, name: str, layer: L, inputs: str | Iterable[str]) -> L:
+        """Add ``layer`` under ``name``, reading the outputs (or feeds) named in ``inputs``;
+        returns ``layer``, typed as given (``net[name]`` is only a :class:`Layer` to a checker).
 
         Raises:
             NetworkError: the name is taken or not a string, ``layer`` is not a Layer or is
@@ -83,8 +86,8 @@ class Network:
             raise NetworkError(
                 f"add({name!r}, ...): this {type(layer).__name__} object is already in the "
                 f"network as {other!r}; a layer keeps one call's inputs for backward, so it "
-                f"cannot run twice in a pass. To share weights, build a second layer and pass "
-                f"it the first one's Parameter (e.g. weight=net[{other!r}].weight)"
+                f"cannot run twice in a pass. To share weights, build a second layer and pass it "
+                f"the first one's Parameter (weight=first.weight, first = net.add({other!r}, ...))"
             )
         names = (inputs,) if isinstance(inputs, str) else tuple(inputs or ())
         if not names or not all(isinstance(n, str) and n for n in names):

@@ -47,7 +47,7 @@ def test_the_same_layer_object_under_two_names_is_refused():
         net.add("b", fc, "a")
     msg = str(info.value)
     assert "already in the network as 'a'" in msg
-    assert "pass it the first one's Parameter (e.g. weight=net['a'].weight)" in msg
+    assert "the first one's Parameter (weight=first.weight, first = net.add('a', ...))" in msg
     assert list(net.layers) == ["a"]
 
 

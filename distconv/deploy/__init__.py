@@ -29,19 +29,23 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """``name`` of :data:`__all__`, imported from its module now and kept for next time; or
-    a module of this package (``distconv.deploy.render``), imported now, as the eager imports
-    this file once made left ``check`` and ``render`` (and the modules they import) set."""
-    if name not in _HOMES:
-        # only a plain name can be a module here: find_spec("...walk.x") imports walk, then
-        # raises ModuleNotFoundError, which getattr(d, "walk.x", None) would not catch
-        if not name.isidentifier() or importlib.util.find_spec(f"{__name__}.{name}") is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        return importlib.import_module(f"{__name__}.{name}")
-    value = getattr(importlib.import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
+# at run time only: a checker that saw ``__getattr__ -> Any`` took every misspelled name as
+# Any, so a typo passed ``mypy --strict``
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        """``name`` of :data:`__all__`, imported from its module now and kept for next time; or
+        a module of this package (``distconv.deploy.render``), imported now, as the eager imports
+        this file once made left ``check`` and ``render`` (and the modules they import) set."""
+        if name not in _HOMES:
+            # only a plain name can be a module here: find_spec("...walk.x") imports walk, then
+            # raises ModuleNotFoundError, which getattr(d, "walk.x", None) would not catch
+            if not name.isidentifier() or importlib.util.find_spec(f"{__name__}.{name}") is None:
+                raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+            return importlib.import_module(f"{__name__}.{name}")
+        value = getattr(importlib.import_module(_HOMES[name]), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:

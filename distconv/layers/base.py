@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import is_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distconv.arg import Arg
 from distconv.backend import ARRAY_KINDS, is_array, is_float_dtype, resolve_dtype, to_device
@@ -101,17 +101,21 @@ class Layer:
         self.inputs: tuple[Arg, ...] = ()
         self.output: Arg | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        # run only where the usual lookup failed, so no cost on the healthy path: a dataclass
-        # layer's __init__ never ran the base's, which a Network's add says; run by hand, it
-        # failed far away, "'Widths' object has no attribute 'name'"
-        # (not while an __init__ of one's own runs, checked: it tells the read as any layer's)
-        if name in _BASE_FIELDS and is_dataclass(self) and not _init_checked(type(self)):
-            try:  # an AttributeError too: hasattr(layer, "name") is False, as for any
-                refuse_skipped_base_init(self, "_params", _BASE_CALL)
-            except TypeError as exc:
-                raise SkippedBaseInit(str(exc), name=name, obj=self) from None
-        return object.__getattribute__(self, name)  # a property's own AttributeError, again
+    # at run time only: a checker that saw ``__getattr__ -> Any`` took every misspelled
+    # attribute of every layer (``fc.wieght``) as Any, so a typo passed ``mypy --strict``
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            # run only where the usual lookup failed, so no cost on the healthy path: a dataclass
+            # layer's __init__ never ran the base's, which a Network's add says; run by hand, it
+            # failed far away, "'Widths' object has no attribute 'name'"
+            # (not while an __init__ of one's own runs, checked: it tells the read as any layer's)
+            if name in _BASE_FIELDS and is_dataclass(self) and not _init_checked(type(self)):
+                try:  # an AttributeError too: hasattr(layer, "name") is False, as for any
+                    refuse_skipped_base_init(self, "_params", _BASE_CALL)
+                except TypeError as exc:
+                    raise SkippedBaseInit(str(exc), name=name, obj=self) from None
+            return object.__getattribute__(self, name)  # a property's own AttributeError, again
 
     # -- parameters ---------------------------------------------------------------------------
     def add_param(self, key: str, param: Parameter) -> Parameter:
@@ -318,7 +322,9 @@ class Layer:
         seq = inputs[0].seq_starts if inputs else None
         return Arg(y, seq_starts=seq)
 
-    def _forward(self, *inputs: Arg) -> Any:
+    # any signature, to a checker: each layer names its own inputs (``_forward(self, x)``),
+    # which ``*inputs: Arg`` refused as an incompatible override
+    def _forward(self, *inputs: Any, **kwargs: Any) -> Any:
         """The pre-activation array (numpy or cupy) from ``inputs``; a subclass writes it."""
         raise NotImplementedError(f"{self.label} has no _forward(*inputs) of its own")
 

@@ -63,17 +63,21 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """``SyncError``, ``SyncStrategy`` and the transports' classes, imported when first asked
-    for (PEP 562), then kept here. ``PServerSync`` imports pyzmq then, not at ``import
-    distconv.sync`` (mpi4py waits for an MPISync made); ``SyncStrategy``'s module loads numpy,
-    which ``distconv keys``, ``pserver --help`` and every other subpackage's command line
-    (``distconv.sync.ps.cli``) would otherwise pay for at each start; ``SyncError``'s module
-    loads nothing, so catching it costs no numpy."""
-    if name in _LAZY:
-        value = globals()[name] = getattr(importlib.import_module(_LAZY[name]), name)
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# at run time only: a checker that saw ``__getattr__ -> Any`` took every misspelled name
+# (``from distconv.sync import LocalSinc``) as Any, so a typo passed ``mypy --strict``
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        """``SyncError``, ``SyncStrategy`` and the transports' classes, imported when first asked
+        for (PEP 562), then kept here. ``PServerSync`` imports pyzmq then, not at ``import
+        distconv.sync`` (mpi4py waits for an MPISync made); ``SyncStrategy``'s module loads numpy,
+        which ``distconv keys``, ``pserver --help`` and every other subpackage's command line
+        (``distconv.sync.ps.cli``) would otherwise pay for at each start; ``SyncError``'s module
+        loads nothing, so catching it costs no numpy."""
+        if name in _LAZY:
+            value = globals()[name] = getattr(importlib.import_module(_LAZY[name]), name)
+            return value
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
