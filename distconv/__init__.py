@@ -12,9 +12,23 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr__ below
     from distconv.arg import Arg
+    from distconv.backend import BackendError
     from distconv.build_identity import build_id
-    from distconv.network import Network
+    from distconv.checkpoint_errors import (
+        CheckpointDamaged,
+        CheckpointError,
+        CheckpointReadError,
+        CheckpointVersionError,
+    )
+    from distconv.data import DataError
+    from distconv.layers.errors import LayerError
+    from distconv.network import Network, NetworkError
+    from distconv.optim_base import OptimizerConfigError
     from distconv.parameter import Parameter
+    from distconv.placement import RuntimeConfigError
+    from distconv.step_guard import TrainingError
+    from distconv.stop_request import Preempted
+    from distconv.sync.errors import JobRefused, SyncError
     from distconv.trainer import Trainer
 
 # Imported on first use (PEP 562): the trainer pulls in data loading, metrics and the sync
@@ -29,14 +43,59 @@ _LAZY = {
     "build_id": "distconv.build_identity",
 }
 
-__all__ = ["Arg", "Network", "Parameter", "Trainer", "build_id"]
+#: the errors a documented call raises, each caught from here (``except distconv.DataError``),
+#: whichever module defines it; loaded on first use as the names above (catching SyncError or a
+#: checkpoint's errors loads no numpy)
+_ERRORS = {
+    "BackendError": "distconv.backend",
+    "CheckpointDamaged": "distconv.checkpoint_errors",
+    "CheckpointError": "distconv.checkpoint_errors",
+    "CheckpointReadError": "distconv.checkpoint_errors",
+    "CheckpointVersionError": "distconv.checkpoint_errors",
+    "DataError": "distconv.data",
+    "JobRefused": "distconv.sync.errors",
+    "LayerError": "distconv.layers.errors",
+    "NetworkError": "distconv.network",
+    "OptimizerConfigError": "distconv.optim_base",
+    "Preempted": "distconv.stop_request",
+    "RuntimeConfigError": "distconv.placement",
+    "SyncError": "distconv.sync.errors",
+    "TrainingError": "distconv.step_guard",
+}
+_LAZY.update(_ERRORS)
+
+# spelled out, not built from the dicts: a checker reads a literal list only
+__all__ = [
+    "Arg",
+    "Network",
+    "Parameter",
+    "Trainer",
+    "build_id",
+    "BackendError",
+    "CheckpointDamaged",
+    "CheckpointError",
+    "CheckpointReadError",
+    "CheckpointVersionError",
+    "DataError",
+    "JobRefused",
+    "LayerError",
+    "NetworkError",
+    "OptimizerConfigError",
+    "Preempted",
+    "RuntimeConfigError",
+    "SyncError",
+    "TrainingError",
+]
 __version__ = "0.1.0"
 
+# at run time only: a checker that saw ``__getattr__ -> Any`` took every misspelled name
+# (``from distconv import Netwrk``) as Any, so a typo passed ``mypy --strict``
+if not TYPE_CHECKING:
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'distconv' has no attribute {name!r}")
+    def __getattr__(name: str) -> Any:
+        if name in _LAZY:
+            return getattr(importlib.import_module(_LAZY[name]), name)
+        raise AttributeError(f"module 'distconv' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
