@@ -40,13 +40,13 @@ from distconv.checkpoint_checks import (
 )
 from distconv.checkpoint_digest import DIGEST_KEY as DIGEST_KEY  # tests read it here
 from distconv.checkpoint_digest import digest as _digest  # a test makes it run out of memory
-from distconv.checkpoint_errors import (  # noqa: F401  (callers import them from here)
-    CheckpointDamaged,
-    CheckpointError,
-    CheckpointReadError,
-    CheckpointVersionError,
-)
-from distconv.checkpoint_load import load_checkpoint  # the read side; imported from here
+
+# the errors and load_checkpoint: imported from here ("X as X" tells a type checker so)
+from distconv.checkpoint_errors import CheckpointDamaged as CheckpointDamaged
+from distconv.checkpoint_errors import CheckpointError as CheckpointError
+from distconv.checkpoint_errors import CheckpointReadError as CheckpointReadError
+from distconv.checkpoint_errors import CheckpointVersionError as CheckpointVersionError
+from distconv.checkpoint_load import load_checkpoint as load_checkpoint  # the read side
 from distconv.checkpoint_manifest import sorted_header
 from distconv.files import describe_os_error, write_atomically
 from distconv.parameter import Parameter

@@ -52,15 +52,14 @@ from types import MappingProxyType
 from typing import Any
 
 from distconv.backend import get_array_module
-from distconv.optim_base import (  # noqa: F401  (State, mean_scale, scaled_copy: imported from here)
-    Optimizer,
-    OptimizerConfigError,
-    State,
-    _check,
-    mean_scale,
-    scaled_copy,
-    typed,
-)
+
+# imported from here, as the docs say: "X as X" re-exports them to a type checker
+from distconv.optim_base import Optimizer as Optimizer
+from distconv.optim_base import OptimizerConfigError as OptimizerConfigError
+from distconv.optim_base import State as State
+from distconv.optim_base import _check, typed
+from distconv.optim_base import mean_scale as mean_scale
+from distconv.optim_base import scaled_copy as scaled_copy
 
 
 class SGD(Optimizer):

@@ -26,11 +26,11 @@ from distconv.carried_facts import carry_on
 from distconv.checkpoint import (
     Checkpoint,
     CheckpointDamaged,
-    CheckpointError,
     load_checkpoint,
     restore_checkpoint,
     save_checkpoint,
 )
+from distconv.checkpoint import CheckpointError as CheckpointError  # its calls raise it
 from distconv.checkpoint_checks import as_saved, savable_facts
 from distconv.epoch_sums import CARRIED
 from distconv.frozen_resume import without_frozen

@@ -36,10 +36,10 @@ from distconv.placement import (
     ENV_WORLD_SIZE,
     INTEGER_TEXT,
     Placement,
-    RuntimeConfigError,
     from_environment,
     refuse_world_size_alone,
 )
+from distconv.placement import RuntimeConfigError as RuntimeConfigError  # caught from here
 
 ROLES = ("worker", "server")
 DEFAULT_JOB_ID = "local"

@@ -34,11 +34,11 @@ from distconv.network import Network
 from distconv.resume import (
     JobStart,
     Position,
-    Preempted,  # noqa: F401  (fit raises it from an epoch; callers catch it from here)
     StepCheckpoints,
-    TrainingError,  # noqa: F401  (fit raises it from a fold; callers catch it from here)
     dtype_fact,
 )
+from distconv.resume import Preempted as Preempted  # fit raises it; callers catch it from here
+from distconv.resume import TrainingError as TrainingError  # the same, from a fold
 from distconv.run_dir import RunDirectory
 from distconv.run_files import METRICS
 from distconv.run_line import run_line

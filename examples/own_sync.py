@@ -56,6 +56,7 @@ def clip_by_global_norm(params: Sequence[Parameter], examples: int, max_norm: fl
     norm = math.sqrt(squares) / max(examples, 1)
     if norm > max_norm:
         for p in params:
+            assert p.grad is not None  # a trainable parameter's: only a static one has none
             p.grad *= max_norm / norm
     return norm
 
@@ -161,6 +162,7 @@ def main() -> None:
         else (lambda opt: GlobalNormClipSync(opt, args.max_norm)),
     )
     clipped = clip if several else sync  # whose last_norm the closing line reads
+    assert isinstance(clipped, (ClipHook, GlobalNormClipSync))  # init's hint: a SyncStrategy
     train, test = load_digits(seed=0)
     set_seed(0)
     with refusals(parser):  # a run already in --out and no --resume: one line, not a traceback
