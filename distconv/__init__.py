@@ -8,6 +8,7 @@ seam where a sync strategy (local optimizer, parameter server, allreduce) takes 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr__ below
@@ -95,6 +96,11 @@ if not TYPE_CHECKING:
     def __getattr__(name: str) -> Any:
         if name in _LAZY:
             return getattr(importlib.import_module(_LAZY[name]), name)
+        # a module of the package, imported now: an annotation names a type its module imports
+        # only for checkers through it (``distconv.service.ServiceEndpoints``), and
+        # typing.get_type_hints, evaluating that, found no ``distconv.service`` not yet imported
+        if name.isidentifier() and importlib.util.find_spec(f"distconv.{name}") is not None:
+            return importlib.import_module(f"distconv.{name}")
         raise AttributeError(f"module 'distconv' has no attribute {name!r}")
 
 

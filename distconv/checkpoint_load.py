@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+import distconv  # annotations name types through it: get_type_hints imports them then
 from distconv.build_identity import build_id
 from distconv.checkpoint_digest import DIGEST_KEY, tensors_digest
 from distconv.checkpoint_digest import digest as _digest  # a test makes it run out of memory
@@ -28,10 +29,12 @@ from distconv.files import describe_os_error
 from distconv.messages import exception_line
 
 if TYPE_CHECKING:
-    from distconv.checkpoint import Checkpoint
+    import distconv.checkpoint
 
 
-def load_checkpoint(path: str | os.PathLike, *, position: bool = True) -> Checkpoint:
+def load_checkpoint(
+    path: str | os.PathLike, *, position: bool = True
+) -> distconv.checkpoint.Checkpoint:
     """Read and verify a checkpoint.
 
     Args:

@@ -14,15 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import distconv  # annotations name types through it: get_type_hints imports them then
 from distconv.network import Network
 from distconv.parameter import Parameter
 
 if TYPE_CHECKING:
-    from distconv.sync.base import SyncStrategy
+    import distconv.sync
 
 
 def fire_every_gradient(
-    sync: SyncStrategy, network: Network, params: Sequence[Parameter] | None = None
+    sync: distconv.sync.SyncStrategy, network: Network, params: Sequence[Parameter] | None = None
 ) -> None:
     """Hand every trainable gradient to ``sync.on_gradient``, as a backward would have.
 

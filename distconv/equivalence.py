@@ -34,6 +34,8 @@ import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import distconv  # annotations name types through it: get_type_hints imports them then
+
 # the check's job, still importable from here, as the docs and the tests import it
 from distconv.equivalence_job import CHECKPOINT_EVERY as CHECKPOINT_EVERY
 from distconv.equivalence_job import JOB, Job, Weights, weights
@@ -45,7 +47,7 @@ from distconv.weight_mismatch import TOLERANCE, mismatch
 from distconv.weight_mismatch import max_relative_difference as max_relative_difference
 
 if TYPE_CHECKING:
-    from distconv.sync.base import SyncStrategy
+    import distconv.sync
 
 
 def reference_weights(world_size: int, job: Job = JOB) -> Weights:
@@ -62,10 +64,10 @@ def reference_weights(world_size: int, job: Job = JOB) -> Weights:
 
 
 def rank_weights(
-    sync: SyncStrategy,
+    sync: distconv.sync.SyncStrategy,
     job: Job = JOB,
     *,
-    restart: Callable[[Optimizer], SyncStrategy] | None = None,
+    restart: Callable[[Optimizer], distconv.sync.SyncStrategy] | None = None,
     out_dir: str | os.PathLike | None = None,
 ) -> Weights:
     """This rank's share of the job through ``sync`` (its rank and world size say which
@@ -98,7 +100,7 @@ def rank_weights(
     return weights(net)
 
 
-def refuse_other_optimizer(sync: SyncStrategy, job: Job) -> None:
+def refuse_other_optimizer(sync: distconv.sync.SyncStrategy, job: Job) -> None:
     """Raise ``ValueError`` where ``sync``'s optimizer is not the job's: the reference would
     train another job."""
     theirs, ours = sync.optimizer_config(), job.make_optimizer().config()
@@ -108,12 +110,12 @@ def refuse_other_optimizer(sync: SyncStrategy, job: Job) -> None:
 
 
 def assert_rank_matches_local(
-    sync: SyncStrategy,
+    sync: distconv.sync.SyncStrategy,
     job: Job = JOB,
     tolerance: float = TOLERANCE,
     *,
     world_size: int | None = None,
-    restart: Callable[[Optimizer], SyncStrategy] | None = None,
+    restart: Callable[[Optimizer], distconv.sync.SyncStrategy] | None = None,
     out_dir: str | os.PathLike | None = None,
 ) -> Weights:
     """:func:`rank_weights`, then raise ``AssertionError`` naming this rank and the parameter
@@ -149,7 +151,7 @@ _WHAT = "(the reference: one process, LocalSync, the whole global batch a step)"
 
 
 def assert_matches_local(
-    make_sync: Callable[[Optimizer, int, int], SyncStrategy],
+    make_sync: Callable[[Optimizer, int, int], distconv.sync.SyncStrategy],
     world_size: int,
     job: Job = JOB,
     *,
@@ -218,7 +220,7 @@ def assert_matches_local(
 
 
 def _rank_main(
-    make_sync: Callable[..., SyncStrategy],
+    make_sync: Callable[..., distconv.sync.SyncStrategy],
     rank: int,
     world: int,
     job: Job,

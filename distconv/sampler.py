@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import distconv  # annotations name types through it: get_type_hints imports them then
 from distconv.kernels.shape import is_int
 
 if TYPE_CHECKING:  # duck-typed at run time: sampler is imported by the layers (init.set_seed)
-    from distconv.data import Dataset
+    import distconv.data
 
 
 @dataclass(frozen=True)
@@ -203,7 +204,7 @@ def check_shareable(n: int, world_size: int) -> None:
 
 
 def batches(
-    dataset: Dataset,
+    dataset: distconv.data.Dataset,
     batch_size: int,
     seed: int = 0,
     epoch: int = 0,

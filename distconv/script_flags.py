@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+import distconv  # annotations name types through it: get_type_hints imports them then
 from distconv.checkpoint import CheckpointError
 from distconv.logs import as_log_line, error_line
 from distconv.messages import quote_in_errors, quoted_in
@@ -38,7 +39,7 @@ from distconv.train_args import add_accumulate_flag, add_dtype_flag, add_resume_
 from distconv.train_flag_types import not_blank, positive_float
 
 if TYPE_CHECKING:  # the Trainer imports the whole stack; a type is all this module needs
-    from distconv.trainer import Trainer
+    import distconv.trainer
 
 __all__ = [
     "add_accumulate_flag",
@@ -144,7 +145,7 @@ def nothing_left(out: str | None, epoch: int, steps: int) -> str:
     )
 
 
-def print_last_epoch(trainer: Trainer, out: str | None) -> dict[str, Any] | None:
+def print_last_epoch(trainer: distconv.trainer.Trainer, out: str | None) -> dict[str, Any] | None:
     """Print how the rank's ``fit`` ended, as ``distconv train`` says it (:func:`print_result`):
     the last epoch's test loss (its training loss where ``fit`` had no test set), or, where a
     resume found the run in ``out`` past ``--epochs``, ``nothing left to do: the run in OUT has

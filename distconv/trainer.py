@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import distconv  # annotations name the probes' type through it: get_type_hints imports it then
 from distconv.arg import feeds_of
 from distconv.data import Arrays, DataError, Dataset
 from distconv.data_checks import check_evaluation_set, check_sets
@@ -73,7 +74,7 @@ from distconv.trainer_args import (
 from distconv.trainer_settings import TrainerSettings, settings_made
 
 if TYPE_CHECKING:  # imported by the caller that serves probes, not by every trainer
-    from distconv.service import ServiceEndpoints
+    import distconv.service
 
 log = logging.getLogger("distconv.trainer")
 
@@ -154,7 +155,7 @@ class Trainer(TrainerSettings):
         dtype: Any = None,
         progress: bool | None = None,
         config: Mapping[str, Any] | None = None,
-        monitor: ServiceEndpoints | None = None,
+        monitor: distconv.service.ServiceEndpoints | None = None,
         start: JobStart | None = None,
         checkpoints: Callable[..., StepCheckpoints] = StepCheckpoints,
     ) -> None:
