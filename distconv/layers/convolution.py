@@ -115,7 +115,7 @@ class Convolution:
         """Check the arguments; a ValueError is re-raised naming this layer or part."""
         conv, input_size, output_padding = self._arguments
         self.spec = checked(
-            self,  # type: ignore[arg-type]  (every subclass is a Layer or a LayerPart)
+            self,  # type: ignore[arg-type]  # every subclass is a Layer or a LayerPart
             ConvSpec.make,
             conv,
             nd=self.nd,
