@@ -105,6 +105,16 @@ def test_name_clash_with_the_optimizer_prefix(tmp_path):
         save_checkpoint(tmp_path / "c.safetensors", [Parameter("optim/x", np.zeros(1))])
 
 
+def test_arrays_in_place_of_parameters_are_refused_naming_the_argument(tmp_path):
+    """Arrays have no name to save them by: the refusal said "'numpy.ndarray' object has no
+    attribute 'name'", naming neither ``params`` nor where Parameters come from."""
+    path = tmp_path / "c.safetensors"
+    with pytest.raises(TypeError) as info:
+        save_checkpoint(path, [np.zeros(3)])
+    assert str(info.value) == "params must be Parameters (net.parameters()), got ndarray"
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
 def test_missing_file_names_it(tmp_path):
     with pytest.raises(CheckpointReadError, match=r"checkpoint .*nope.safetensors does not exist"):
         load_checkpoint(tmp_path / "nope.safetensors")
