@@ -3,6 +3,10 @@
 Layers run forward and ``backward(callback)`` on NCHW arrays (numpy on the CPU, cupy on a GPU);
 each parameter calls ``inc_update(callback)`` the moment its gradient is complete, which is the
 seam where a sync strategy (local optimizer, parameter server, allreduce) takes over.
+
+The errors a documented call raises are caught from here, whichever module defines them:
+``except distconv.DataError``, ``from distconv import CheckpointError, Preempted``
+(:data:`__all__` lists them; each loads its module when first asked for).
 """
 
 from __future__ import annotations
