@@ -46,7 +46,8 @@ def mypy_strict(paths: list[Path], cache: Path) -> subprocess.CompletedProcess[s
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=240)
 
 
-@pytest.mark.timeout(300)  # one mypy run from a cold cache: about 10 s alone, more on 2 busy cores
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # one cold mypy run: 5 s alone, 18 s with 2 cores busy
 def test_mypy_strict_passes_the_examples_and_a_typed_program_and_refuses_typos(tmp_path):
     typos = tmp_path / "typos.py"
     typos.write_text(
