@@ -310,7 +310,9 @@ class StepCheckpoints:
                 self.params, state, step=pos.step, epoch=pos.epoch, seed=seed, where=where
             )
             part = self.run.step_dir(pos.step) / CHIEF_PART
-            try:
+            # a failure discards the step's folder (a folder left in a first epoch made a run
+            # of it; a full disk stayed full) and names the checkpoint the run keeps
+            with self.run.saving(pos.step):
                 # the chief's part first: what its save refuses (the state's counts, a full
                 # disk) leaves no part on a shard's disk either
                 self._write(part, pos, sums, state, checkpoint_facts(self.sync, pos, scheme))
@@ -319,9 +321,6 @@ class StepCheckpoints:
                 remote = self.sync.save_remote_parts(pos.step, keep=self.run.keep + 1)
                 job, launch = self.start.job_id, self.start.launch
                 self.run.commit(pos.step, {CHIEF: part}, remote, job=job, launch=launch)
-            except BaseException:  # a full disk (what it left keeps it full), a second Ctrl-C
-                self.run.discard(pos.step)  # (a folder left in a first epoch made a run of it)
-                raise
         # nobody reads a checkpoint the chief is still writing (the others' wait for it, timed)
         timed_collective(self.sync, self.sync.barrier)
 
