@@ -65,6 +65,7 @@ from distconv.trainer_args import (
     check_counts,
     check_lr_decay,
     check_parts,
+    check_progress,
     check_resume,
     job_config,
     output_dir,
@@ -161,6 +162,7 @@ class Trainer(TrainerSettings):
     ) -> None:
         check_parts(network, sync, loss)
         check_lr_decay(lr_decay)
+        check_progress(progress)  # "yes" and "no" alike drew a bar
         check_counts(
             batch_size=batch_size, accumulate=accumulate, keep_checkpoints=keep_checkpoints
         )

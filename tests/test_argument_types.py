@@ -47,8 +47,9 @@ def test_an_unknown_dtype_names_the_argument_and_the_types_one_trains_in():
     said = r"^dtype='float33' is no data type numpy knows; give one of float16, float32, float64"
     with pytest.raises(TypeError, match=said):
         _trainer(dtype="float33")
-    with pytest.raises(TypeError, match=said):
-        FullyConnected(4, 3, dtype="float33")
+    layer_said = r"^FullyConnected 'fc': weight: " + said[1:]
+    with pytest.raises(TypeError, match=layer_said):
+        FullyConnected(4, 3, dtype="float33", name="fc")
     with pytest.raises(TypeError, match=r"^weight dtype=\[1\] is no data type"):
         resolve_dtype([1], "weight dtype")
     assert resolve_dtype("f4") == np.float32 and resolve_dtype(None) == np.float64
@@ -120,6 +121,11 @@ def test_set_device_refuses_an_unknown_name_naming_it():
 def test_a_progress_that_is_no_bool_is_refused(progress):
     with pytest.raises(TypeError, match=rf"^progress must be True, False or None .*{progress!r}$"):
         check_progress(progress)
+
+
+def test_a_trainer_refuses_a_progress_that_is_no_bool():
+    with pytest.raises(TypeError, match=r"^progress must be True, False or None .*'yes'$"):
+        Trainer(_small_net(), LocalSync(create_optimizer("sgd")), 2, progress="yes")
 
 
 @pytest.mark.parametrize("progress", [True, False, None])

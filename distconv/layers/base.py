@@ -175,7 +175,10 @@ class Layer:
     def _check_float(self, key: str, dtype: Any) -> None:
         """Refuse a parameter ``dtype`` that is no float type, before anything is drawn: integer
         weights were drawn to mostly zeros and failed in backward, adding float gradients."""
-        resolved = resolve_dtype(dtype)
+        try:  # numpy's "data type 'float33' not understood" named no layer
+            resolved = resolve_dtype(dtype)
+        except TypeError as exc:
+            raise TypeError(f"{self.label}: {key}: {exc}") from None
         if not is_float_dtype(resolved):
             raise self.fail(f"{key}: dtype={resolved} is not a float type (float32, bfloat16 ...)")
 
