@@ -58,7 +58,7 @@ def lenet(
             raise NetworkError(f"LeNet: {name}={shown!r}: sizes are ints >= 1")
     c, h, w = image_shape
     net = Network()
-    size = (h, w)
+    size: tuple[int, ...] = (h, w)
     prev, in_ch = IMAGE, c
     for i, out_ch in enumerate(channels, start=1):
         conv = net.add(f"conv{i}", Conv2D(in_ch, out_ch, 3, padding=1, act="relu"), prev)
