@@ -98,9 +98,11 @@ class Parameter:
         self.sparse_rows = False
         if sparse_rows:
             self.mark_sparse_rows()
-        self.grad = None if static else get_array_module(value).zeros_like(value)
+        # Any, not Optional: a callback's param.grad (None only when static) needs no narrowing
+        self.grad: Any = None if static else get_array_module(value).zeros_like(value)
         self.shared_count = 0
         self._pending = 0
+        self._passes = 0
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -121,7 +123,15 @@ class Parameter:
         self._pending += 1
         if self._pending >= self.shared_count:  # 0 (never counted): fire at the first
             self._pending = 0
+            self._passes += 1  # before the callback: a sync taking the pass sees it counted
             callback(self)
+
+    @property
+    def passes(self) -> int:
+        """How many passes have fired the callback, ever (``keep_gradient`` included): what
+        tells a pass in which no user said anything from no pass at all
+        (:mod:`distconv.layers.written_rows`)."""
+        return self._passes
 
     @property
     def users_in(self) -> int:

@@ -29,7 +29,13 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import get_array_module, to_host
-from distconv.layers.written_rows import close_rows, open_rows, take_rows
+from distconv.layers.written_rows import (  # noqa: F401  (CHECK_ROWS_VARIABLE: tests import it here)
+    CHECK_ROWS_VARIABLE,
+    close_rows,
+    not_noted,
+    open_rows,
+    take_rows,
+)
 from distconv.messages import env_switch
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
@@ -114,7 +120,7 @@ class SparseRows:
                 gradient its layers did not note (:func:`rows_with_gradient`).
         """
         name = self.params[i].name
-        with_grad = rows_with_gradient(self.params[i], grad, self.rank)
+        with_grad, noted = noted_or_scanned(self.params[i], grad, self.rank)
         rows, before = self._row_ids.get(name), self._before.get(name)
         if rows is None and before is None and len(with_grad):
             raise SyncError(not_prefetched(self.rank, name, len(with_grad)))
@@ -122,7 +128,10 @@ class SparseRows:
         if before is not None:  # a first pass's before the step, the next ones' in it
             missed = missed[~before[missed]]
         if len(missed):
-            raise SyncError(not_read(self.rank, name, missed, before=before is not None))
+            # noted rows holding only zeros: the notes are wrong, not rows_read (a mask, or
+            # more ids than the backward added into); one row with a gradient: rows_read
+            empty = noted and not bool(grad[get_array_module(grad).asarray(missed)].any())
+            raise SyncError(not_read(self.rank, name, missed, before is not None, empty))
         # the step's own rows all go back; of those it took (an evaluation's too), the ones
         # with a gradient (none missed): those the step read
         if rows is None:
@@ -267,12 +276,6 @@ class SparseRows:
         return wanted
 
 
-#: set (to anything but an off value), every sparse push whose rows its layers noted also reads
-#: its whole gradient, and refuses a row holding one that they did not note: a check of those
-#: layers, which changes no number (the noted rows are pushed either way)
-CHECK_ROWS_VARIABLE = "DISTCONV_CHECK_SPARSE_ROWS"
-
-
 def rows_with_gradient(param: Parameter, grad: Any, rank: int = 0) -> np.ndarray:
     """The sorted rows (int64, host) of ``param``'s gradient ``grad`` (its ``(rows, row_len)``
     matrix, on its device) that this step wrote: those its layers said they wrote
@@ -284,31 +287,22 @@ def rows_with_gradient(param: Parameter, grad: Any, rank: int = 0) -> np.ndarray
         SyncError: under :data:`CHECK_ROWS_VARIABLE`, a row with a gradient that the layers,
             having noted their writes, left out (:func:`not_noted`; ``rank`` names this one).
     """
+    return noted_or_scanned(param, grad, rank)[0]
+
+
+def noted_or_scanned(param: Parameter, grad: Any, rank: int = 0) -> tuple[np.ndarray, bool]:
+    """:func:`rows_with_gradient`, and whether they are the rows noted (else scanned)."""
     noted = take_rows(param)
     if noted is not None and not env_switch(CHECK_ROWS_VARIABLE):
-        return noted
+        return noted, True
     xp = get_array_module(grad)
     nonzero = to_host(xp.flatnonzero(grad.any(axis=1))).astype(np.int64)
     if noted is None:
-        return nonzero
+        return nonzero, False
     left_out = np.setdiff1d(nonzero, noted, assume_unique=True)
     if len(left_out):
-        raise SyncError(not_noted(rank, param.name, left_out))
-    return noted
-
-
-def not_noted(rank: int, name: str, left_out: np.ndarray) -> str:
-    """Why a gradient of sparse table ``name`` in rows ``left_out``, which the layers that
-    noted their writes did not note, is refused under :data:`CHECK_ROWS_VARIABLE`."""
-    ids, count = left_out[:8].tolist(), len(left_out)
-    return (
-        f"rank {rank}: {name}: rows {ids} have gradients that no layer noted writing "
-        f"({count} in all; {CHECK_ROWS_VARIABLE} is set): a layer adds into rows it does not "
-        "pass to note_rows, and without the check their gradient is pushed only where this "
-        "step prefetched them, else held back unpushed; pass note_rows "
-        "(distconv.layers.written_rows) every row its backward writes, or none (the table is "
-        "then read whole)"
-    )
+        raise SyncError(f"rank {rank}: {not_noted(param.name, left_out)}")
+    return noted, True
 
 
 def not_prefetched(rank: int, name: str, rows: int) -> str:
@@ -323,11 +317,22 @@ def not_prefetched(rank: int, name: str, rows: int) -> str:
     )
 
 
-def not_read(rank: int, name: str, missed: np.ndarray, before: bool) -> str:
+def not_read(
+    rank: int, name: str, missed: np.ndarray, before: bool, noted_empty: bool = False
+) -> str:
     """Why a gradient of sparse table ``name`` in rows ``missed``, not prefetched, is refused:
     the rows were prefetched ``before`` the step (another batch's), or in it (a layer reads
-    rows its ``rows_read`` misses)."""
+    rows its ``rows_read`` misses); ``noted_empty``: the rows were noted as written but hold
+    no gradient (a layer noted rows it did not add into: a mask, or more ids)."""
     ids, count = missed[:8].tolist(), len(missed)
+    if noted_empty:
+        return (
+            f"rank {rank}: {name}: rows {ids} noted as written (note_rows) hold no gradient and "
+            f"were not prefetched {'before or in this step' if before else 'this step'} "
+            f"({count} in all): a layer notes rows its backward does not add into; note only "
+            "the rows it adds into (the ids themselves, np.flatnonzero(mask) for a mask), or "
+            "report them in rows_read"
+        )
     if before:
         return (
             f"rank {rank}: {name}: rows {ids} have gradients but were prefetched neither in "
