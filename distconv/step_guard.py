@@ -17,6 +17,7 @@ from typing import Any
 from distconv.backend import get_array_module, is_gpu_array
 from distconv.checkpoint import check_savable
 from distconv.fired_writes import promises_untouched
+from distconv.layers.written_rows import CHECK_ROWS_VARIABLE
 from distconv.order_agreement import agreed_firing_order
 from distconv.parameter import Parameter, grads_left
 from distconv.sync import SyncError, SyncStrategy
@@ -160,6 +161,9 @@ class ParamLayout:
         sync.set_firing_order(agreed)
         if kept := grads_left(p for p, _ in self.params):
             said = f"{type(sync).__name__}.finish_step() left the gradient of {kept[0]!r} nonzero"
+            table = next(p for p, _ in self.params if p.name == kept[0])
+            if sync.fetches_rows and table.sparse_rows:  # rows the push held back, unpushed
+                raise SyncError(f"{said}: {held_back(table)}")
             if promises_untouched(
                 sync
             ):  # a shipped strategy zeroes every gradient it takes: the layer
@@ -174,3 +178,18 @@ class ParamLayout:
                 "else the next step adds it in again"
             )
         self.check(sync)
+
+
+def held_back(table: Parameter) -> str:
+    """Why a sparse table's gradient is left after a step that pushes by rows: rows written
+    by a backward but neither noted nor prefetched, which the push held back (not a write
+    after firing: the push zeroes only the rows it sends)."""
+    xp = get_array_module(table.grad)
+    rows = xp.flatnonzero(table.grad.reshape(len(table.grad), -1).any(axis=1))
+    return (
+        f"rows {[int(r) for r in rows[:8]]} ({len(rows)} in all) were written by a backward but "
+        "neither noted as written (note_rows) nor prefetched (the layer's rows_read missed "
+        "them): the push held them back, unpushed, and their update is lost; a layer must note "
+        "every row it adds into (or none) and report every row it reads in rows_read; set "
+        f"{CHECK_ROWS_VARIABLE}=1 to find the layer"
+    )
