@@ -5,10 +5,19 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from distconv.backend import copy_into
 from distconv.held_updates import UpdateHold
+from distconv.layers.written_rows import (
+    CHECK_ROWS_VARIABLE,
+    close_rows,
+    not_noted,
+    open_rows,
+    take_rows,
+    unnoted_rows,
+)
+from distconv.messages import env_switch
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
 from distconv.short_lists import short_list
@@ -70,6 +79,9 @@ class LocalSync(SyncStrategy):
         self._started: set[int] | None = None
         #: a fit's second Ctrl-C held from the step's first update to its finish_step
         self._hold = UpdateHold()
+        #: ids of the sparse tables whose written rows the open step checks against their
+        #: notes (:data:`CHECK_ROWS_VARIABLE` set), as a parameter server's push would
+        self._noting: dict[int, Parameter] = {}
 
     def setup(
         self,
@@ -127,6 +139,28 @@ class LocalSync(SyncStrategy):
         super().start_step(examples)
         self._updated, self._raised_in, self._started = set(), None, self._taken
         self._frozen_at_start = {id(p) for p in self.params if p.static}
+        self._stop_noting()
+        if env_switch(CHECK_ROWS_VARIABLE):
+            self._noting = {id(p): p for p in self.params if p.sparse_rows and not p.static}
+        for p in self._noting.values():
+            open_rows(p)
+
+    def _stop_noting(self) -> None:
+        """Let go of the notes this sync's step opened (not another sync's)."""
+        for p in self._noting.values():
+            close_rows(p)
+        self._noting = {}
+
+    def _refuse_unnoted(self, param: Parameter) -> None:
+        """Under :data:`CHECK_ROWS_VARIABLE`, refuse a table's gradient in rows its layers,
+        having noted their writes, left out: a parameter server would trust the notes and
+        hold those rows back unpushed, so the layer is found without shards."""
+        if id(param) not in self._noting:
+            return
+        noted = take_rows(param)
+        open_rows(param)  # the next pass's (a loop of one's own updates at every pass)
+        if noted is not None and len(left := unnoted_rows(param.grad, noted)):
+            raise SyncError(not_noted(param.name, left))
 
     def on_gradient(self, param: Parameter) -> None:
         """Apply the optimizer to ``param`` (averaged over the step's examples), then zero its
@@ -135,11 +169,14 @@ class LocalSync(SyncStrategy):
         Raises:
             SyncError: outside a step (no :meth:`start_step`: the sum was applied unaveraged),
                 for a parameter fired twice in the step (updated twice), or for one not given
-                to :meth:`setup` (no state, or another parameter's of the same name).
+                to :meth:`setup` (no state, or another parameter's of the same name); under
+                :data:`~distconv.layers.written_rows.CHECK_ROWS_VARIABLE`, a sparse table's
+                gradient in rows its layers wrote but did not note.
         """
         refusal = self._refusal(param)
         if refusal is not None:
             raise refusal
+        self._refuse_unnoted(param)
         scale = mean_scale(self._examples)
         self._hold.begin()  # from here a second Ctrl-C would split the step: held
         try:
@@ -162,7 +199,7 @@ class LocalSync(SyncStrategy):
             twice = taken is not None and id(param) in taken  # a backward's, not an override's
             calls = ("start_step",) if taken is None else () if twice else ("setup", "init_state")
             return self._asked(refused, *calls)
-        taken: set[int] = self._taken  # type: ignore[assignment]  # in a step: check_gradient's
+        taken = cast("set[int]", self._taken)  # in a step (check_gradient passed): its record
         if taken is not self._started:  # begun by the base's start_step, not this one's
             taken.discard(id(param))
             return self._asked(step_refusal(param.name, False), "start_step")
@@ -195,6 +232,7 @@ class LocalSync(SyncStrategy):
         if self._taken is None:  # the base's wrapper ends the step once this returns
             raise SyncError(f"{type(self).__name__}.finish_step() without start_step()")
         self._hold.end()  # every update made: a Ctrl-C held over them is raised
+        self._stop_noting()
 
     def abandon_step(self) -> None:
         """The step ends unfinished: gradients are refused until the next :meth:`start_step`.
@@ -204,6 +242,7 @@ class LocalSync(SyncStrategy):
         and one abandoned after every parameter's update (a second pass fired them again)
         a whole step too: neither is refused."""
         self._hold.drop()
+        self._stop_noting()
         if (part := self._part_applied()) is not None:
             self._applied_in_part = f"after a step abandoned after updating {part}"
             left = [p.name for p in self.params if not p.static and id(p) not in self._updated]
@@ -223,6 +262,7 @@ class LocalSync(SyncStrategy):
         """End the step under way, if any: a gradient after close is refused, not applied."""
         self._taken = None  # not abandon_step: a subclass's hook is for a step that raised
         self._hold.drop()
+        self._stop_noting()
 
     def state_dict(self) -> StateDict:
         """The optimizer state by parameter name, the buffers themselves (not copies).
