@@ -15,21 +15,25 @@ differences of the scalar ``f = sum(output * r)`` (``r`` a fixed random array):
    ``inc_update`` used the updated one). The check runs the layer alone, so a
    parameter's users are its uses inside the layer; sharing across layers is the Network's
    business and is tested there (``tests/layers/test_shared_weight.py``);
-4. with every parameter static the input gradients are unchanged and no callback fires.
+4. with every parameter static the input gradients are unchanged and no callback fires;
+5. for each ``sparse_rows`` table, the rows its backward wrote are all among those it noted
+   (``note_rows``, where it notes) and those noted (else written) among those its
+   ``rows_read`` reports: a parameter server holds back rows left out of the notes and refuses
+   rows outside those read, where every other transport trains on them.
 
 Layer tests call it for every option; it raises ``AssertionError`` naming the array that failed.
 
-:func:`check_network_grad` proves 1, 2 and 3 for a whole :class:`~distconv.network.Network`, of
-the sum of its loss layer's output (what its backward seeds with ones), in float64 by default,
-with the same finite differences, steps and tolerances; each parameter's users are the
-network's. Before any, it refuses a layer that writes into another's output or a feed, in its
-forward or its backward (:mod:`distconv.written_values`): the layer whose output it was read
-the changed values in its backward, and was blamed. Both put back what they change on the
-parameters (:func:`kept`). Both run every forward as a training step whose draws are pinned
-(:mod:`distconv.layers.randomness`): a dropout drops, and the same entries at each forward of
-one check, but for two decoy forwards on other draws where a layer drew (the first, and the one
-before the first backward's), so that a backward using the mask of its first forward or of the
-one before its latest fails.
+:func:`check_network_grad` proves 1, 2, 3 and 5 (5 where the rows the layers read are known
+before forward) for a whole :class:`~distconv.network.Network`, of the sum of its loss layer's
+output (what its backward seeds with ones), in float64 by default, with the same finite
+differences, steps and tolerances; each parameter's users are the network's. Before any, it
+refuses a layer that writes into another's output or a feed, in its forward or its backward
+(:mod:`distconv.written_values`): the layer whose output it was read the changed values in its
+backward, and was blamed. Both put back what they change on the parameters (:func:`kept`). Both
+run every forward as a training step whose draws are pinned (:mod:`distconv.layers.randomness`):
+a dropout drops, and the same entries at each forward of one check, but for two decoy forwards
+on other draws where a layer drew (the first, and the one before the first backward's), so that
+a backward using the mask of its first forward or of the one before its latest fails.
 """
 
 from __future__ import annotations
@@ -54,10 +58,12 @@ from distconv.gradient_check_guards import (
     _check_settings,
     _refuse_narrow,
     _refuse_not_finite,
+    check_sparse_rows,
     kept,
+    noting,
 )
 from distconv.gradient_stop import stopped_hint
-from distconv.layers.base import Layer
+from distconv.layers.base import Layer, LayerError
 from distconv.network import Network, NetworkError
 from distconv.network_feeds import arg_problem
 from distconv.parameter import Parameter
@@ -124,7 +130,8 @@ def check_layer_grad(
         The worst relative difference per array.
 
     Raises:
-        AssertionError: a gradient, a callback or a static pass is wrong (the message names it),
+        AssertionError: a gradient, a callback, a static pass or a sparse table's rows noted or
+            read (point 5) is wrong (the message names it),
             the output is not finite though the inputs and parameters are, or the forward or
             the backward wrote into an input's values (:mod:`distconv.written_values`).
         ValueError: nothing to check (each parameter static, no input ``needs_grad``), ``step``,
@@ -173,7 +180,8 @@ def _check_layer(
             f"{layer}: nothing to check: no parameter trains, no input needs_grad "
             "(give data as Arg(x), whose needs_grad is True)"
         )
-    grads, report = _check_gradients(obj, params, targets, step, tol, elements, rng)
+    read = dict(layer.rows_read(inputs))
+    grads, report = _check_gradients(obj, params, targets, step, tol, elements, rng, read)
     check_doubles(obj, params, grads)
     if check_static and params:
         check_static_pass(obj, params, grads)
@@ -259,8 +267,12 @@ def check_network_grad(
                     + ("" if inputs else " (and inputs=False)")
                 )
             try:
+                read = net.rows_needed(own)
+            except (NetworkError, LayerError):  # ids computed by a layer: no parameter server
+                read = None
+            try:
                 grads, report = _check_gradients(
-                    obj, params, targets, step, tol, elements, rng, elements_first=True
+                    obj, params, targets, step, tol, elements, rng, read, elements_first=True
                 )
             except AssertionError as exc:  # blamed on a layer below the one at fault?
                 if not (hint := stopped_hint(net, obj, params)):
@@ -309,11 +321,13 @@ def _check_gradients(
     tol: float | None,
     elements: int,
     rng: np.random.Generator,
+    read: Mapping[str, Any] | None,
     *,
     elements_first: bool = False,
 ) -> tuple[dict[str, Any], GradCheckReport]:
-    """Points 1 and 3 of the module docstring for ``targets``: one analytic pass, its callbacks
-    checked, and each gradient against finite differences (:func:`check_array`).
+    """Points 1, 3 and 5 of the module docstring for ``targets``: one analytic pass, its
+    callbacks and sparse rows (``read``: the rows its layers read) checked, and each gradient
+    against finite differences (:func:`check_array`).
 
     Returns:
         The analytic gradients by name, and the worst relative difference of each.
@@ -322,8 +336,10 @@ def _check_gradients(
     for name, (owner, _) in targets.items():
         _refuse_narrow(obj.subject, name, np.dtype(owner.value.dtype))
     _refuse_not_finite(obj, params)
-    grads, fired = analytic_pass(obj, params, passes=1)
+    with noting(params) as noted:
+        grads, fired = analytic_pass(obj, params, passes=1)
     check_fired(obj.subject, params, fired, passes=1)
+    check_sparse_rows(obj.subject, grads, noted, read)
     report = GradCheckReport()
     for name, (owner, _) in targets.items():
         # by the narrower of the output and the array perturbed, not the output alone: a float32
