@@ -242,9 +242,9 @@ class SyncStrategy(StepCount, ABC):
         while no step was open since the last :meth:`start_step`, the ones the backward wrote:
         those its layers noted writing (:mod:`~distconv.layers.written_rows`), or, for a
         parameter some user wrote without noting, those with a nonzero gradient, read from the
-        whole gradient. A gradient in a row prefetched neither way is refused before any of it
-        is sent, naming the rank, the table and this call, since the forward read rows that
-        may be stale.
+        whole gradient. A gradient found in a row prefetched neither way is refused, naming the
+        rank, the table and this call (the forward read stale rows); one in a row a layer wrote
+        but left out of its notes is not found (see that module: it is held back unpushed).
 
         Args:
             rows_by_param: sparse parameter name -> row ids (any order, repeats allowed), as

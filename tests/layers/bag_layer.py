@@ -66,11 +66,12 @@ class Bag(Layer):
         return None if rows is None else (rows,)
 
 
-def bag_net(vocab: int = 10, width: int = 2, **bag) -> Network:
-    """A :class:`Bag` under a float64 FC of one output and an MSE loss on ``target``."""
+def bag_net(vocab: int = 10, width: int = 2, layer: type[Bag] = Bag, **bag) -> Network:
+    """A :class:`Bag` (or ``layer``, a subclass) under a float64 FC of one output and an MSE
+    loss on ``target``."""
     set_seed(0)
     net = Network()
-    net.add("bag", Bag(vocab, width, **bag), "ids")
+    net.add("bag", layer(vocab, width, **bag), "ids")
     net.add("fc", FullyConnected(width, 1, dtype=np.float64), "bag")
     net.add("loss", MSELoss(), ["fc", "target"])
     return net
