@@ -137,9 +137,9 @@ def test_the_check_refuses_a_row_written_but_not_noted(shards, monkeypatch):
 
 @pytest.mark.timeout(60)
 def test_without_the_check_a_row_written_but_not_noted_is_not_pushed(shards, monkeypatch):
-    """What :mod:`distconv.layers.written_rows` says: neither refused nor pushed, the row's
-    update is lost to the step and its gradient stays for a later one (the check above is the
-    way to find such a layer)."""
+    """What :mod:`distconv.layers.written_rows` says: the push does not see the row, which is
+    not pushed, and its gradient stays (a Trainer refuses it after its first step; the check
+    above, the gradient checks and the check under LocalSync find such a layer)."""
     table, error = _one_step_noting_too_few(shards, None, monkeypatch)
     assert error is None
     assert table.value[:, 0].tolist() == [0.0, -1.0, 0.0, 0.0]  # row 1 alone trained
