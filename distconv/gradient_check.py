@@ -53,7 +53,13 @@ from distconv.analytic_pass import (
 )
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
-from distconv.finite_differences import DEFAULTS, NetworkObjective, Objective, check_array
+from distconv.finite_differences import (
+    DEFAULTS,
+    KinkHere,
+    NetworkObjective,
+    Objective,
+    check_array,
+)
 from distconv.gradient_check_guards import (
     _check_settings,
     _refuse_narrow,
@@ -141,7 +147,10 @@ def check_layer_grad(
             too small beside the rounding of a large output to be judged in its dtype, or a
             float32 comparison failed where the output bends within the step (a kink) and the
             layer does not compute in float64, where it would be made again, or computes
-            another function there (it draws in its input's dtype); or a comparison
+            another function there (it draws in its input's dtype); a comparison at a point
+            that is a kink of the output (:class:`~distconv.finite_differences.KinkHere`: a
+            ReLU input exactly 0 or tied maxima), once every array is checked and none is
+            off; or a comparison
             failed and the output changed between two forwards at the same inputs and
             parameters (a layer drawing from a generator of its own, not the step's, or one that
             keeps state from an earlier forward: make it deterministic).
@@ -341,6 +350,7 @@ def _check_gradients(
     check_fired(obj.subject, params, fired, passes=1)
     check_sparse_rows(obj.subject, grads, noted, read)
     report = GradCheckReport()
+    kinks: list[KinkHere] = []  # a wrong gradient of a later array is named before these
     for name, (owner, _) in targets.items():
         # by the narrower of the output and the array perturbed, not the output alone: a float32
         # weight under a float64 output (a float64 input promotes it) rounded float64's step of
@@ -362,5 +372,9 @@ def _check_gradients(
         except (AssertionError, ValueError) as exc:  # was f the same at each forward?
             if (changed := obj.changed(exc)) is not None:
                 raise changed from exc
-            raise
+            if not isinstance(exc, KinkHere):
+                raise
+            kinks.append(exc)
+    if kinks:
+        raise kinks[0]
     return grads, report

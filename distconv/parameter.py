@@ -25,9 +25,6 @@ __all__ = [
     "trainable",
 ]
 
-UpdateCallback = Callable[["Parameter"], None]
-
-
 def callback_problem(callback: Any) -> str | None:
     """Why ``callback`` cannot be a backward's :data:`UpdateCallback`, or None if it can.
 
@@ -213,6 +210,13 @@ class Parameter:
     def __repr__(self) -> str:
         kind = (", static" if self.static else "") + (", sparse_rows" if self.sparse_rows else "")
         return f"Parameter({self.name!r}, shape={self.shape}, dtype={self.value.dtype}{kind})"
+
+
+#: what backward calls with each complete parameter; defined after the class, not through the
+#: string "Parameter": typing.get_type_hints evaluates that string in the module of the
+#: annotation that uses the alias (layers/expand.py, layers/selective_fc.py), which has no
+#: Parameter: a NameError there
+UpdateCallback = Callable[[Parameter], None]
 
 
 def trainable(params: Iterable[Parameter]) -> list[Parameter]:
