@@ -235,16 +235,15 @@ class SyncStrategy(StepCount, ABC):
         """Make the rows the next forward reads current, before it runs.
 
         When :attr:`fetches_rows`, the Trainer calls it before every forward (training and
-        evaluation passes) of a model with ``sparse_rows`` parameters, after :meth:`start_step`
-        in a step. A strategy that holds parameters whole (local, allreduce) has them current
-        already: this default does nothing. A parameter server pulls just these rows, and after
-        a step's backward pushes every row prefetched in the step and, of those prefetched
-        while no step was open since the last :meth:`start_step`, the ones the backward wrote:
-        those its layers noted writing (:mod:`~distconv.layers.written_rows`), or, for a
-        parameter some user wrote without noting, those with a nonzero gradient, read from the
-        whole gradient. A gradient found in a row prefetched neither way is refused, naming the
-        rank, the table and this call (the forward read stale rows); one in a row a layer wrote
-        but left out of its notes is not found (see that module: it is held back unpushed).
+        evaluation) of a model with ``sparse_rows`` parameters, after :meth:`start_step` in a step.
+        A strategy holding parameters whole (local, allreduce) has them current: this default does
+        nothing. A parameter server pulls just these rows, and after a step's backward pushes every
+        row prefetched in the step and, of those prefetched while no step was open since the last
+        :meth:`start_step`, the ones the backward wrote: those its layers noted writing
+        (:mod:`~distconv.layers.written_rows`), or, for a parameter some user wrote without noting,
+        those with a nonzero gradient. A gradient found in a row prefetched neither way is refused,
+        naming the rank, the table and this call (the forward read stale rows); one in a row a layer
+        wrote but did not note is not found: it is held back unpushed (that module).
 
         Args:
             rows_by_param: sparse parameter name -> row ids (any order, repeats allowed), as
