@@ -22,6 +22,7 @@ from distconv.sync.ps.channel_gone import GoneShards, request_words
 from distconv.sync.ps.give_up_words import given_up_after_stop, no_answer_text
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.intake import ReplyIntake
+from distconv.sync.ps.lost_requests import LostRequests
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.releases import other_protocol
 from distconv.sync.ps.reply_errors import late_reply_error, shard_error
@@ -63,7 +64,7 @@ LINK_READS = 4
 LONGEST_POLL = 3600.0
 
 
-class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards):
+class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards, LostRequests):
     """The request side of :class:`~.client.PServerSync`: connect, send, receive the replies.
     Its sockets are :attr:`_sockets`' (:mod:`~distconv.sync.ps.worker_sockets`)."""
 
@@ -120,6 +121,7 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards):
         for s in self._socks:
             poller.register(s, zmq.POLLIN)
         self._handshakes = HandshakeWatch(self._socks, poller, self._insecure)
+        self._watch_drops()  # its drops count from 0
         self._sockets.handshakes = self._handshakes  # closed with the sockets, however they end
         return poller
 
@@ -228,6 +230,7 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards):
             yield from self._collect(missing, self.timeout * GRACE, what, stoppable, asked)
         finally:  # an error reply, a timeout, or a caller that stopped reading
             self._drop_replies(missing)
+            self._end_asking()
 
     def _collect(
         self, missing: set[int], limit: float, what: str, stoppable: bool, asked: str
@@ -250,10 +253,7 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards):
                 answered[shard] = _now()
                 reply = self._replies.pop(rid)
                 if reply[0]["op"] == "error":
-                    where = "" if shard < 0 else f" {self.endpoints[shard]}"
-                    error = reply[0].get("error")
-                    message = f"rank {self.rank}, {what}: pserver{where}: {error}"
-                    raise late_reply_error(message, reply[0], self.rank)
+                    raise self._error_reply(shard, what, reply[0])
                 yield rid, reply
             if not missing:
                 return
@@ -267,6 +267,7 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards):
                 shards = [s for s, t in quiet.items() if t + limit <= _now()]
                 hint = self._shorter_wait_hint(shards, limit, what)
                 hint += self._handshakes.hint(shards) if self._handshakes else ""
+                hint += self._came_back_hint(shards)
                 named = self._named(shards, asked)
                 raise SyncError(no_answer_text(self.rank, what, named, limit, self.timeout, hint))
             left = min(left, limit / LINK_READS)  # not two limits late
@@ -280,6 +281,14 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards):
                 ready = self._poller.poll(min(left, LONGEST_POLL) * 1000)  # /healthz says so
             for sock, _ in ready:
                 self._receive(sock)
+            self._ask_again_if_lost(missing, what)  # a shard restarted never heard them
+
+    def _error_reply(self, shard: int, what: str, header: dict[str, Any]) -> SyncError:
+        """The error for ``shard``'s error reply ``header`` to a request of the wait for
+        ``what`` (-1: the shard not known)."""
+        where = "" if shard < 0 else f" {self.endpoints[shard]}"
+        message = f"rank {self.rank}, {what}: pserver{where}: {header.get('error')}"
+        return late_reply_error(message, header, self.rank)
 
     def _awaited(self, shards: Sequence[int], what: str) -> str:
         """``for pserver shard(s) 0 (host:port): step 199``: a wait, as ``/healthz`` says it."""

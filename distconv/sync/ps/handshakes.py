@@ -9,7 +9,10 @@ a ``--insecure`` worker against a CURVE shard hung until killed). ZeroMQ's socke
 report failed handshakes. This watch reads them, so that the worker stops at once naming the
 shard and the cause, and a wait that times out can say that the handshakes kept failing. It also
 keeps each shard's connection (:class:`~distconv.sync.ps.links.Link`, from the monitor's
-``EVENT_CONNECTED``), whose bytes tell a large reply still crossing from a silent shard.
+``EVENT_CONNECTED``), whose bytes tell a large reply still crossing from a silent shard, and
+counts the connections lost (:attr:`HandshakeWatch.drops`) and come back
+(:meth:`HandshakeWatch.came_back`): a request sent into a connection that dropped is lost with
+it, and a shard restarted meanwhile never hears of it (:mod:`~distconv.sync.ps.lost_requests`).
 """
 
 from __future__ import annotations
@@ -66,6 +69,10 @@ class HandshakeWatch:
         self.unexplained = [0] * len(socks)
         #: each shard's connection while it is up, else None
         self.links: list[Link | None] = [None] * len(socks)
+        #: each shard's connections lost so far (``EVENT_DISCONNECTED`` read)
+        self.drops = [0] * len(socks)
+        #: each shard's :attr:`drops` when its latest handshake succeeded
+        self._back_after = [0] * len(socks)
         for monitor in self._monitors:
             poller.register(monitor, zmq.POLLIN)
 
@@ -91,12 +98,19 @@ class HandshakeWatch:
                 self.unexplained[shard] += 1
             elif event["event"] == _SUCCEEDED:  # a shard's restart, a brief outage: not a key
                 self.unexplained[shard] = 0
+                self._back_after[shard] = self.drops[shard]
             elif event["event"] == zmq.EVENT_CONNECTED:
                 self.links[shard] = Link(event["value"])
             elif event["event"] == zmq.EVENT_DISCONNECTED:
                 self.links[shard] = None
+                self.drops[shard] += 1
             elif event["event"] & _REFUSED:
                 return shard, self._why(event["event"], event["value"])
+
+    def came_back(self, shard: int) -> bool:
+        """Whether ``shard``'s connection dropped and a new one's handshake has succeeded since
+        the latest drop (the shard restarted, or the network came back)."""
+        return 0 < self.drops[shard] == self._back_after[shard]
 
     def idle(self, shard: int) -> float | None:
         """Seconds since bytes last arrived from ``shard`` (:meth:`Link.idle
