@@ -352,13 +352,8 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards, LostRequest
     def _refuse_handshake(self, monitor: zmq.Socket) -> None:
         """SyncError naming the shard whose handshake ZeroMQ gave up on (``monitor`` reported
         it): that connection never carries a message, so waiting for it is waiting for nothing."""
-        refused = self._handshakes.refusal(monitor)
-        if refused is not None:
-            shard, why = refused
-            raise SyncError(
-                f"rank {self.rank}: pserver shard {shard} ({self.endpoints[shard]}) refused "
-                f"this worker's connection: {why}"
-            )
+        if (refused := self._handshakes.refused(monitor, self.rank, self.endpoints)) is not None:
+            raise refused
 
     def _named(self, shards: Sequence[int], asked: str = "") -> str:
         """``shards`` as a message names them: ``0 (host:port), 1 (host:port)``, or with

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from distconv.sync.base import SyncError
 from distconv.sync.ps.links import Link
 
 #: handshakes ZeroMQ gives up on: it never tries that connection again
@@ -106,6 +107,17 @@ class HandshakeWatch:
                 self.drops[shard] += 1
             elif event["event"] & _REFUSED:
                 return shard, self._why(event["event"], event["value"])
+
+    def refused(self, monitor: zmq.Socket, rank: int, endpoints: Sequence[str]) -> SyncError | None:
+        """The error of worker ``rank`` naming the shard (of ``endpoints``) whose handshake
+        ZeroMQ gave up on, as ``monitor`` reports it (:meth:`refusal`); else None."""
+        if (refused := self.refusal(monitor)) is None:
+            return None
+        shard, why = refused
+        return SyncError(
+            f"rank {rank}: pserver shard {shard} ({endpoints[shard]}) refused this worker's "
+            f"connection: {why}"
+        )
 
     def came_back(self, shard: int) -> bool:
         """Whether ``shard``'s connection dropped and a new one's handshake has succeeded since
