@@ -26,6 +26,7 @@ from distconv.sync.ps.lost_requests import LostRequests
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.releases import other_protocol
 from distconv.sync.ps.reply_errors import late_reply_error, shard_error
+from distconv.sync.ps.shard_silence import SilentShards, unresolved_hint
 from distconv.sync.ps.shard_timeouts import ShardTimeouts
 from distconv.sync.ps.stuck import wait_words
 from distconv.sync.ps.wire import MAX_HEADER_BYTES, pack, send
@@ -64,7 +65,7 @@ LINK_READS = 4
 LONGEST_POLL = 3600.0
 
 
-class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards, LostRequests):
+class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards, LostRequests, SilentShards):
     """The request side of :class:`~.client.PServerSync`: connect, send, receive the replies.
     Its sockets are :attr:`_sockets`' (:mod:`~distconv.sync.ps.worker_sockets`)."""
 
@@ -251,6 +252,7 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards, LostRequest
                     heard = max(answered.get(shard, start), quiet.get(shard, start))
                     self._usual_quiet = max(self._usual_quiet, _now() - heard)
                 answered[shard] = _now()
+                self._heard_again(shard)
                 reply = self._replies.pop(rid)
                 if reply[0]["op"] == "error":
                     raise self._error_reply(shard, what, reply[0])
@@ -267,10 +269,10 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards, LostRequest
                 shards = [s for s, t in quiet.items() if t + limit <= _now()]
                 hint = self._shorter_wait_hint(shards, limit, what)
                 hint += self._handshakes.hint(shards) if self._handshakes else ""
-                hint += self._came_back_hint(shards)
+                hint += self._came_back_hint(shards) + unresolved_hint(shards, self.endpoints)
                 named = self._named(shards, asked)
                 raise SyncError(no_answer_text(self.rank, what, named, limit, self.timeout, hint))
-            left = min(left, limit / LINK_READS)  # not two limits late
+            left = min(left, limit / LINK_READS, self._tell_silent(quiet, what, limit))
             if stoppable:
                 left = min(left, self._stop_patience_left(quiet, what, asked))
             if self._shard_processes is not None:
