@@ -267,9 +267,10 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards, LostRequest
             left = deadline - _now()
             if left <= 0:
                 shards = [s for s, t in quiet.items() if t + limit <= _now()]
-                hint = self._shorter_wait_hint(shards, limit, what)
+                # a request lost with a dropped connection, not a worker the shard waits for
+                hint = self._came_back_hint(shards) or self._shorter_wait_hint(shards, limit, what)
                 hint += self._handshakes.hint(shards) if self._handshakes else ""
-                hint += self._came_back_hint(shards) + unresolved_hint(shards, self.endpoints)
+                hint += unresolved_hint(shards, self.endpoints)
                 named = self._named(shards, asked)
                 raise SyncError(no_answer_text(self.rank, what, named, limit, self.timeout, hint))
             left = min(left, limit / LINK_READS, self._tell_silent(quiet, what, limit))

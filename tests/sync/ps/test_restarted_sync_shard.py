@@ -7,7 +7,9 @@ again once its connection comes back, and stops within a second with those words
 
 Real shard processes, killed with SIGKILL; "another host" is the shard's ``HOSTNAME``, which
 differs from the worker's, so the worker follows no process of it in ``/proc`` (the path that
-names a shard gone on this host) and learns of the restart from the connection alone.
+names a shard gone on this host) and learns of the restart from the connection alone. A
+connection cut by the network (a relay between worker and shard), the shard alive, loses the
+push too: the words giving up then say the connection dropped, not to raise --timeout.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import time
 
 import pytest
 from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
+from tcp_relay import relay_to
 
 from distconv.sync.base import SyncError
+from distconv.sync.ps.lost_requests import CAME_BACK
 
 TIMEOUT = 20  # a worker's wait: 30 s
 #: far under one wait: the connection comes back within ZeroMQ's reconnect, the refusal at once
@@ -39,35 +43,76 @@ def start_elsewhere(shards, monkeypatch, extra=()) -> str:
     return endpoint
 
 
+class HeldStep:
+    """Ranks 0 and 1 of a sync job set up on a shard (rank 0 through ``rank_0_at``, rank 1 at
+    ``endpoint``) and trained a step; rank 0's next step runs in a thread, its push held by the
+    shard, which waits for rank 1's. :meth:`end` waits for that step: its error and when."""
+
+    def __init__(self, endpoint: str, rank_0_at: str, timeout: float) -> None:
+        self.nets = [small_net(), small_net()]
+        at = [rank_0_at, endpoint]
+        self.syncs = [insecure_worker([at[r]], r, 2, timeout=timeout) for r in range(2)]
+        self.data = batches(2, 8)
+        self.error: SyncError | None = None
+        self.at = 0.0
+        self._step = threading.Thread(target=self._rank_0_step, daemon=True)
+
+    def start(self) -> None:
+        nets, syncs, data = self.nets, self.syncs, self.data
+        run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
+        run_ranks(lambda r: train_steps(nets[r], syncs[r], data[:1], r, 2), 2)
+        self._step.start()
+        time.sleep(1.0)  # the push is on the shard
+
+    def end(self, seconds: float) -> tuple[str, float]:
+        """Rank 0's step's error and when it came, waiting ``seconds`` at most."""
+        self._step.join(seconds)
+        assert not self._step.is_alive(), "rank 0's step hung"
+        return str(self.error), self.at
+
+    def close(self) -> None:
+        for sync in self.syncs:
+            sync.close()
+
+    def _rank_0_step(self) -> None:
+        try:
+            train_steps(self.nets[0], self.syncs[0], self.data[1:], 0, 2)
+        except SyncError as exc:
+            self.error, self.at = exc, time.monotonic()
+
+
 @pytest.mark.timeout(120)
 def test_a_step_held_by_a_restarted_shard_stops_at_once_naming_the_restart(shards, monkeypatch):
     endpoint = start_elsewhere(shards, monkeypatch)
-    nets = [small_net(), small_net()]
-    syncs = [insecure_worker([endpoint], r, 2, timeout=TIMEOUT) for r in range(2)]
-    data = batches(2, 8)
-    ended: dict[str, object] = {}
-
-    def rank_0_step() -> None:  # its push held by the shard, which waits for rank 1's
-        try:
-            train_steps(nets[0], syncs[0], data[1:], 0, 2)
-        except SyncError as exc:
-            ended.update(error=exc, at=time.monotonic())
-
+    held = HeldStep(endpoint, endpoint, TIMEOUT)
     try:
-        run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
-        run_ranks(lambda r: train_steps(nets[r], syncs[r], data[:1], r, 2), 2)
-        step = threading.Thread(target=rank_0_step, daemon=True)
-        step.start()
-        time.sleep(1.0)  # the push is on the shard
+        held.start()
         shards.procs[0].kill()
         shards.procs[0].wait()
         start_elsewhere(shards, monkeypatch, ["--bind", endpoint])
         restarted = time.monotonic()
-        step.join(TIMEOUT * 1.5 + 10)
-        assert not step.is_alive(), "rank 0's step hung"
+        said, at = held.end(TIMEOUT * 1.5 + 10)
     finally:
-        for sync in syncs:
-            sync.close()
-    said = str(ended["error"])
+        held.close()
     assert said == f"rank 0, step 2: pserver {endpoint}: {RESTARTED}", said
-    assert ended["at"] - restarted < SOON, (ended["at"] - restarted, said)
+    assert at - restarted < SOON, (at - restarted, said)
+
+
+@pytest.mark.timeout(120)
+def test_a_step_whose_connection_dropped_says_so_when_it_gives_up(shards, monkeypatch):
+    """The network cut rank 0's connection, the shard lived on: asked again, it answers (it
+    holds the job's values), and the push lost with the connection is never answered. The
+    words giving up say the connection dropped and came back, not to raise --timeout."""
+    endpoint = start_elsewhere(shards, monkeypatch)
+    with relay_to(endpoint) as relay:
+        held = HeldStep(endpoint, relay.endpoint, timeout=2.0)
+        try:
+            held.start()
+            assert relay.cut() == 1
+            said, _ = held.end(30)
+        finally:
+            held.close()
+    assert said.startswith(
+        f"rank 0: no answer to step 2 from pserver shard(s) 0 ({relay.endpoint})"
+    )
+    assert said.endswith(f"(1.5 x --timeout 2 s){CAME_BACK}"), said  # no other cause
