@@ -2,7 +2,8 @@
 waiting past its ``--timeout``, in one place for the side that writes them and the launcher
 that reads them back: a shard names the ranks it waited for (:func:`silent_text`,
 :func:`sent_nothing_text`; read by :func:`silent_ranks_in`), a worker the shards that never
-answered it (:data:`NO_ANSWER_FROM`, :data:`NO_ANSWER_WHY`; read by
+answered it (:data:`NO_ANSWER_FROM`, :data:`NO_ANSWER_WHY`, :data:`CAME_BACK`,
+:func:`unresolved_text`; read by
 :func:`unanswering_shards_in`). The launcher blames the peer named, not the victim that exited
 first. A change of the words on one side only would silently blame the victim again. This
 module needs neither numpy nor zmq (the launcher imports it).
@@ -80,10 +81,40 @@ def silent_ranks_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
 NO_ANSWER_FROM = "from pserver shard(s) "
 #: what it adds where it knows no likelier cause (after ``within 15 s (1.5 x --timeout 10 s)``)
 NO_ANSWER_WHY = "the shard is gone, stopped or unreachable; raise --timeout if it is only slow"
+#: what it adds instead where the shard's connection dropped and came back while it waited: a
+#: request in the connection that dropped is lost (:mod:`distconv.sync.ps.lost_requests`)
+CAME_BACK = (
+    "; its connection dropped and came back during the wait (the shard restarted?): a request "
+    "in the connection that dropped is lost, so no --timeout brings its answer; if the shard "
+    "restarted, restart the job from its newest checkpoint"
+)
+_UNRESOLVED = "; the host name {host} of shard {shard} does not resolve (yet: {why}): check its "
+_UNRESOLVED += "name in --pservers, or its DNS record"
+
+
+def unresolved_text(host: str, shard: int, why: str) -> str:
+    """``; the host name 'h' of shard 1 does not resolve (yet: Name or service not known): ...``:
+    what a worker adds instead where the name of a shard it gave up on (``host``) does not
+    resolve, the resolver saying ``why``."""
+    return _UNRESOLVED.format(host=repr(host), shard=shard, why=why)
+
+
+#: the causes a worker adds that blame the shard as :data:`NO_ANSWER_WHY` does: it restarted, or
+#: its name does not resolve
+_SHARD_CAUSES = "|".join(
+    [
+        re.escape(f": {NO_ANSWER_WHY}"),
+        re.escape(CAME_BACK),
+        re.escape(_UNRESOLVED)
+        .replace(r"\{host\}", "'[^']*'")
+        .replace(r"\{shard\}", r"\d+")
+        .replace(r"\{why\}", r"[^()]*"),
+    ]
+)
 _NO_ANSWER = re.compile(
     rf"(?:[^:]+: error: )?{ERROR_CLASS}(rank \d+: no answer to .*? {re.escape(NO_ANSWER_FROM)}"
     rf"((?:\d+ \([^()]*\), )*\d+ \([^()]*\)) within {_SECONDS} s"
-    rf"(?: \(\S+ x --timeout \S+ s\): {re.escape(NO_ANSWER_WHY)})?)",
+    rf"(?: \(\S+ x --timeout \S+ s\)(?:{_SHARD_CAUSES}))?)",
     re.DOTALL,
 )
 
@@ -92,7 +123,8 @@ def unanswering_shards_in(lines: Sequence[str]) -> tuple[list[int], str] | None:
     """The shards that the last of ``lines`` (a rank's text each) saying that they never answered
     it names, its words from ``rank N: `` on; None where none says so, or adds a likelier cause
     (`` (shard(s) 0 wait up to 60 s for every worker``, ``; the connection's handshake ...``)
-    than :data:`NO_ANSWER_WHY`, which a worker says where it knows none."""
+    than :data:`NO_ANSWER_WHY`, which a worker says where it knows none, or a cause of the
+    shard's own (:data:`CAME_BACK`, :func:`unresolved_text`)."""
     for line in reversed(lines):
         if found := _NO_ANSWER.fullmatch(line):
             return [int(s) for s in re.findall(r"(\d+) \(", found[2])], found[1]

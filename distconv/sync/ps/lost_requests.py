@@ -25,19 +25,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from distconv.straggler_words import CAME_BACK
 from distconv.sync.base import SyncError
 from distconv.sync.ps.handshakes import HandshakeWatch
 
 #: the request that asks a shard again: it needs the shard's values (a fresh shard refuses it)
 #: and moves none
 ASK_AGAIN: dict[str, Any] = {"op": "pull", "blocks": []}
-#: what a wait given up on a shard whose connection dropped and came back says instead of the
-#: generic why (``raise --timeout`` would bring nothing back)
-CAME_BACK = (
-    "; its connection dropped and came back during the wait (the shard restarted?): a request "
-    "in the connection that dropped is lost, so no --timeout brings its answer; if the shard "
-    "restarted, restart the job from its newest checkpoint"
-)
 
 
 class LostRequests:

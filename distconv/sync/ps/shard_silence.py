@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from distconv.endpoint import split_endpoint
-from distconv.straggler_words import seconds_text
+from distconv.straggler_words import seconds_text, unresolved_text
 from distconv.sync.ps.shard_timeouts import holds_for_workers
 from distconv.sync.ps.stuck import wait_words
 
@@ -75,8 +75,5 @@ def unresolved_hint(shards: Iterable[int], endpoints: Sequence[str]) -> str:
         try:
             socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:
-            return (
-                f"; the host name {host!r} of shard {shard} does not resolve (yet: "
-                f"{exc.strerror}): check its name in --pservers, or its DNS record"
-            )
+            return unresolved_text(host, shard, exc.strerror)
     return ""

@@ -15,10 +15,12 @@ import time
 import pytest
 
 from distconv.straggler_words import (
+    CAME_BACK,
     NO_ANSWER_WHY,
     RAISE_TIMEOUT,
     seconds_text,
     unanswering_shards_in,
+    unresolved_text,
 )
 from distconv.sync.ps.channel import GRACE
 from distconv.sync.ps.config import ShardConfig
@@ -144,6 +146,21 @@ def test_a_worker_says_its_wait_as_its_timeout_times_the_grace_and_is_still_read
     assert unanswering_shards_in([f"distconv train: error: {said}"]) == ([0], said)
     hinted = no_answer_text(0, "step 3", "0 (h:5)", 15.0, 10.0, "; the connection's handshake")
     assert NO_ANSWER_WHY not in hinted and unanswering_shards_in([hinted]) is None
+
+
+@pytest.mark.parametrize(
+    "cause",
+    [CAME_BACK, unresolved_text("nosuchhost.invalid", 0, "Name or service not known")],
+    ids=["came-back", "unresolved"],
+)
+def test_a_cause_of_the_shards_own_still_blames_the_shard(cause):
+    """A shard whose connection dropped and came back (it restarted), or whose name does not
+    resolve, is the shard's doing, as a silence is: the launcher blames it all the same."""
+    said = no_answer_text(0, "step 3", "0 (h:5)", 15.0, 10.0, cause)
+    assert said.endswith(f"(1.5 x --timeout 10 s){cause}") and NO_ANSWER_WHY not in said, said
+    assert unanswered_shard([f"distconv train: error: {said}"]) == (0, said)
+    handshakes = "; the connection's handshake failed 3 time(s)"
+    assert unanswering_shards_in([said + handshakes]) is None  # a likelier cause besides
 
 
 def test_train_help_says_a_worker_waits_the_grace_times_its_timeout():
