@@ -63,9 +63,9 @@ class LostRequests:
         """Ask again each shard whose connection came back after a drop that may have taken one
         of the ``awaited`` requests; raise the refusal of one asked before, if it came
         (:meth:`~.channel.ShardChannel._error_reply`, naming ``what`` the wait waits for)."""
-        if self._handshakes is None:
-            return
         self._take_answers_to_asking(what)
+        if self._handshakes is None or not any(self._handshakes.drops):  # the usual poll
+            return
         oldest: dict[int, int] = {}
         for rid in awaited:
             if (shard := self._rid_shard.get(rid, -1)) >= 0:
