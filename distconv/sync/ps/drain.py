@@ -15,7 +15,15 @@ after the shard's (the kubelets signal a job's pods one by one), so workers that
 both were not signalled: the shard was stopped on its own (a node drain, a rolling restart)
 and need not hold its replacement back for the whole drain.
 
-A shard that stops so, or at the end of ``--drain-seconds``, with ranks still in leaves them
+A shard stopped on its own asks its workers for that checkpointed stop itself: while it drains,
+its ``ok`` replies carry :data:`~distconv.sync.ps.stop_asked.STOP_ASKED`
+(:meth:`Draining.stop_ask_fields`), which a worker's stop agreement reads as a SIGTERM of its
+own, so they stop within 8 steps, checkpoint through the shards and say ``bye``, and the shard
+stops after them, before the rule above fails anything (its state is in the chief's
+checkpoint: a shard's own part is never read back).
+
+A shard whose workers do not stop (of an older release, which ignore the ask) and that
+stops so, or at the end of ``--drain-seconds``, with ranks still in leaves them
 training on a job that lost its shard: it first fails the job on its own stop (the failure
 path of :meth:`~distconv.sync.ps.server.Shard._fail`, which answers every held request, and
 every later one, with the words), and serves on until each of those ranks has been told (a
@@ -33,6 +41,7 @@ import time
 from collections.abc import Callable
 
 from distconv.sync.ps.config import ShardConfig
+from distconv.sync.ps.stop_asked import stop_asked_fields
 
 log = logging.getLogger("distconv.pserver")
 
@@ -102,6 +111,13 @@ class Draining:
     @property
     def draining(self) -> bool:
         return self._drain_until is not None
+
+    def stop_ask_fields(self) -> dict[str, int]:
+        """The fields of an ``ok`` reply of this shard that ask its worker to stop (see the
+        module): while it drains and the job goes on; none otherwise."""
+        if self._drain_until is None or self.failed is not None:
+            return {}
+        return stop_asked_fields(self.index)
 
     def drained(self, now: float) -> bool:
         """Whether a draining shard may stop now; logs what it waits for. Where ranks still

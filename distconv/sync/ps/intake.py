@@ -23,6 +23,7 @@ import zmq
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps.log_tally import LogTally
+from distconv.sync.ps.stop_asked import asking_shard
 from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, WireError, short, unpack_arrays, unpack_header
 
 log = logging.getLogger("distconv.pserver")
@@ -46,6 +47,10 @@ class ReplyIntake:
     ignored), ``_stray_at`` (shard ->
     when the latest of them was read)."""
 
+    #: the shard whose ``ok`` reply last asked this worker to stop (it drains on its SIGTERM:
+    #: :mod:`~distconv.sync.ps.stop_asked`), read by the stop agreement; None: none asked
+    stop_asked_by_shard: int | None = None
+
     def _receive(self, sock: zmq.Socket) -> None:
         """Read every reply waiting on ``sock``, a request socket (or its handshake monitor)."""
         if self._handshakes is not None and self._handshakes.owns(sock):
@@ -68,7 +73,10 @@ class ReplyIntake:
             self._take(shard, header, arrays)
 
     def _take(self, shard: int, header: dict[str, Any], arrays: list) -> None:
-        """Keep a reply of ``shard`` if it answers a request of that shard still awaited."""
+        """Keep a reply of ``shard`` if it answers a request of that shard still awaited; note
+        a stop it asks for, whatever it answers (the shard is draining all the same)."""
+        if header["op"] == "ok" and (asker := asking_shard(header)) is not None:
+            self.stop_asked_by_shard = asker
         rid = header.get("id", -1)
         if rid == -1 and header["op"] == "error" and not self._forget_one_given_up(shard):
             if self._owes_awaited(shard):
