@@ -36,7 +36,10 @@ _MPIEXEC = "mpiexec"
 #: a rank that got the signal itself
 _OWN = re.compile(r"\bstopped by (SIGTERM|SIGINT) after step (\d+)\b")
 #: a rank stopped with the ranks that got it: one named, or how many
-_WITH = re.compile(r"\bstopped after step (\d+): (?:rank (\d+)|(\d+) ranks) got (SIGTERM|SIGINT)\b")
+_WITH = re.compile(
+    r"\bstopped after step (\d+): (?:rank (\d+)|(\d+) ranks|(a pserver shard|pserver shard \d+)) "
+    r"got (SIGTERM|SIGINT)\b"
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,9 @@ class StopSaid:
         own: whether the rank that said it got the signal itself.
         rank: on a rank stopped with another, the rank that got it, where one alone did.
         count: on a rank stopped with others, how many ranks got it (1 where one is named).
+        shard: on a rank a parameter-server shard's own SIGTERM stopped (it asked the ranks for
+            the stop while it drained), that shard as the line names it
+            (``pserver shard 1``, or ``a pserver shard``); None otherwise.
     """
 
     signal: str
@@ -56,6 +62,7 @@ class StopSaid:
     own: bool
     rank: int | None = None
     count: int = 1
+    shard: str | None = None
 
     def headline(self, role: str, rank: int, code: int | None) -> str:
         """The report's headline for the child ``role`` ``rank`` that said it and exited
@@ -75,6 +82,8 @@ class StopSaid:
             return f"{role} {rank}'s ranks got {self.signal} themselves"
         if self.own:
             return f"{role} {rank} got {self.signal} itself"
+        if self.shard is not None:  # a shard stopped alone asked the ranks for the stop
+            return f"{self.shard} got {self.signal}"
         named = f"rank {self.rank}" if self.rank is not None else f"{self.count} ranks"
         return f"{named} got {self.signal}"
 
@@ -90,11 +99,12 @@ def stop_said(lines: Iterable[str]) -> StopSaid | None:
         elif m := _WITH.search(line):
             rank, count = m.group(2), m.group(3)
             other = StopSaid(
-                m.group(4),
+                m.group(5),
                 int(m.group(1)),
                 own=False,
                 rank=None if rank is None else int(rank),
                 count=1 if count is None else int(count),
+                shard=m.group(4),
             )
     return other or own
 

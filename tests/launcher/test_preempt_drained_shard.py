@@ -94,6 +94,26 @@ def test_a_shard_drained_for_a_stop_that_a_late_signal_ended_leaves_the_stop_rep
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("shard_first", [False, True], ids=["workers-first", "shard-first"])
+def test_a_stop_a_shard_stopped_alone_asked_for_is_reported_as_the_checkpointed_stop(
+    tmp_path, shard_first
+):
+    """SIGTERM to one shard alone: it asks the workers for their checkpointed stop, which they
+    say naming it, exit 143, and then it exits 0. The line names no rank, and was read as a
+    worker's failure with exit code 143, the way on unsaid."""
+    said = "distconv train: stopped after step 8: pserver shard 0 got SIGTERM"
+    specs = [
+        _exits("server", 0, 0, 0.2 if shard_first else 1.5),
+        stops(0, said, 1),
+        stops(1, said, 1),
+    ]
+    status, err, _ = _supervised(tmp_path, specs)
+    assert status == 143, err
+    assert "a checkpointed stop, not a crash: pserver shard 0 got SIGTERM" in err, err
+    assert "failed with exit code 143" not in err, err
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("crash_first", [False, True], ids=["stop-first", "crash-first"])
 def test_a_worker_that_crashes_while_the_shard_drains_for_the_stop_is_the_failure(
     tmp_path, crash_first
