@@ -24,3 +24,18 @@ def edit(folder: Path, path: str, old: str, new: str) -> None:
     text = file.read_text()
     assert text.count(old) == 1, f"{old!r} is not in {path} exactly once"
     file.write_text(text.replace(old, new))
+
+
+#: the lines by which a worker takes a draining shard's ask to stop
+#: (:mod:`distconv.sync.ps.stop_asked`); a worker of an older release has none
+ASK_READ = """        if header["op"] == "ok" and (asker := asking_shard(header)) is not None:
+            self.stop_asked_by_shard = asker
+"""
+
+
+def copy_ignoring_stop_asks(folder: Path) -> Path:
+    """:func:`copy_source` into ``folder`` whose workers ignore a draining shard's ask to stop,
+    as those of a release before it do (they train on past the shard's signal); returns it."""
+    copy_source(folder)
+    edit(folder, "distconv/sync/ps/intake.py", ASK_READ, "")
+    return folder

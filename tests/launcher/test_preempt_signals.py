@@ -6,9 +6,10 @@ the launcher did not send, as a preemption agent or an operator's ``kill`` of on
   to go on; under ``distconv-launch mpi`` (one ``mpiexec``), the report names the rank.
 - The launcher's SIGKILL: the children stop on the kernel's SIGTERM, and, their output's
   reader gone, write the lines of their stop into their logs themselves.
-- The shard's SIGTERM alone: it drains until the workers' ``bye`` and exits 0 before them;
-  the job finished, so the launch succeeds. A shard whose drain ended with workers still in
-  fails the attempt once they fail without it, not after the grace.
+- The shard's SIGTERM alone: it drains and asks the workers for their checkpointed stop,
+  which the launcher reports as such, with the way on. A shard whose drain ended with workers
+  still in (of an older release, which ignore the ask) fails the attempt once they fail
+  without it, not after the grace.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tests.child_env import child_path
 from tests.launcher.launch_cli import launcher_env
 from tests.launcher.real_children import mpiexec_or_skip
 from tests.processes import job_env, job_left, job_processes
+from tests.source_copy import copy_ignoring_stop_asks
 
 # launcher_env: its HOME is each test's own (conftest.py)
 ENV = launcher_env({**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"})
@@ -68,11 +70,13 @@ def signalled_launch(
     how: tuple = LOCAL,
     watched: str = "worker-0",
     seconds: float = 90,
+    base: Mapping[str, str] = ENV,
 ) -> tuple[int, str, float]:
     """A :func:`launch` whose child with ``marks`` gets SIGTERM once epoch 1 was trained
     (:func:`signal_child`): the launcher's exit status, its stderr, and the seconds from the
-    signal to its exit. Nothing of the job outlives it."""
-    with job_env(ENV) as env:
+    signal to its exit. Nothing of the job outlives it. ``base``: the launcher's environment
+    (its ``PYTHONPATH`` another build's)."""
+    with job_env(base) as env:
         launcher = launch(tmp_path, env, epochs, *options, how=how)
         try:
             signal_child(tmp_path, env, launcher, marks, watched=watched)
@@ -164,25 +168,31 @@ def test_one_ranks_sigterm_under_mpi_names_that_rank(tmp_path):
 
 
 @pytest.mark.timeout(150)
-def test_a_shard_signalled_alone_drains_and_the_finished_job_succeeds(tmp_path):
-    status, err, _ = signalled_launch(tmp_path, 8, {"DISTCONV_ROLE=server", "RANK=0"})
-    assert status == 0, err[-3000:]
-    # no "server 0 stopped on its own signal" asked for: the workers may exit before the shard
-    # does, and that order is test_preempt_drained_shard's, on stand-ins
-    assert not (tmp_path / "runs" / JOB / "failure.json").exists(), err[-3000:]
-    metrics = (tmp_path / "runs" / JOB / "train" / "metrics.jsonl").read_text().splitlines()
-    assert len(metrics) == 8
+def test_a_shard_signalled_alone_stops_the_job_with_a_checkpoint(tmp_path):
+    """It asks the workers for the stop their own SIGTERM gives: the launch ends as that
+    stop, with the way on (whichever exits first: test_preempt_drained_shard's, on
+    stand-ins), where the workers trained on until the shard failed the job, losing the
+    steps since their last checkpoint."""
+    status, err, _ = signalled_launch(tmp_path, 100000, {"DISTCONV_ROLE=server", "RANK=0"})
+    assert status == 143, err[-3000:]
+    assert "a checkpointed stop, not a crash: pserver shard 0 got SIGTERM" in err, err[-3000:]
+    report = json.loads((tmp_path / "runs" / JOB / "failure.json").read_text())
+    assert (report["role"], report["exit_code"]) == ("worker", 143), report
 
 
 @pytest.mark.timeout(150)
 def test_a_shard_that_drained_out_under_training_workers_still_fails_the_attempt(tmp_path):
-    """Its drain ends 10 s after the signal (the workers trained on 16 steps: they were not
-    signalled); it fails the job naming itself, every worker stops at once on its words as
-    its victim (exit 75), and the launcher reports the shard, whichever exit it sees first
-    (the workers' often comes first), not after waiting out the grace for workers that will
-    not finish."""
+    """Its drain ends 10 s after the signal (the workers, of an older release, ignore its ask
+    to stop and trained on 16 steps); it fails the job naming itself, every worker stops at
+    once on its words as its victim (exit 75), and the launcher reports the shard, whichever
+    exit it sees first (the workers' often comes first), not after waiting out the grace for
+    workers that will not finish."""
     shard = {"DISTCONV_ROLE=server", "RANK=0"}
-    status, err, took = signalled_launch(tmp_path, 100000, shard, "--grace", "60", seconds=120)
+    older = copy_ignoring_stop_asks(tmp_path / "older")
+    base = {**ENV, "PYTHONPATH": child_path(older)}
+    status, err, took = signalled_launch(
+        tmp_path, 100000, shard, "--grace", "60", seconds=120, base=base
+    )
     assert status == 1, err[-3000:]
     # the victims named are those that had exited when the launcher reported: one of them may
     # still be closing as the shard's exit comes first, and be stopped with the rest

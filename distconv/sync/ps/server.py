@@ -298,6 +298,8 @@ class Shard(
             header["error"] = error
             if error == self.failed:  # a held request dismissed, or a later one refused
                 self.note_told(request)
+        else:  # a draining shard asks its workers for their checkpointed stop (drain.py)
+            header.update(self.stop_ask_fields())
         frames = pack(header, arrays)
         self.stats.bytes_out += len(frames[0]) + sum(a.nbytes for a in arrays)
         # copied into ZeroMQ's own message: the reply keeps the values of now (why not lent:

@@ -1,6 +1,8 @@
 """A shard stopped alone by SIGTERM (a node drain, a rolling restart of the shards) while its
-workers train on: it fails the job naming itself, so every worker stops at once with its
-words, not after 1.5 x --timeout of silence; real shard and ``distconv train`` processes."""
+workers train on (they ignore its ask to stop: of an older release): it fails the job naming
+itself, so every worker stops at once with its words, not after 1.5 x --timeout of silence;
+real shard and ``distconv train`` processes (workers of this release stop with a checkpoint:
+``test_shard_asks_stop.py``)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from distconv.sync.ps.drain import (
 from distconv.sync.ps.reply_errors import reply_error
 from distconv.sync.ps.server import Shard
 from launcher.drained_shard import NAMED_SHARD_SECONDS, stopped_shard_in
+from tests.source_copy import copy_ignoring_stop_asks
 
 #: the workers' --timeout: a worker left without answers would wait 1.5 times it (90 s)
 WORKER_TIMEOUT = 60
@@ -40,12 +43,15 @@ def training_job(
     """Two shards (``mode``, draining up to :data:`DRAIN_SECONDS`) and ``world`` real workers
     on them, returned once each has trained a step. The shards say they run on another host
     than the workers, as in a cluster: no worker sees a shard's process end
-    (:mod:`distconv.sync.ps.processes`), only what the shard says or its silence."""
+    (:mod:`distconv.sync.ps.processes`), only what the shard says or its silence. The workers
+    are of a release before the shard's ask to stop
+    (:func:`~tests.source_copy.copy_ignoring_stop_asks`)."""
     monkeypatch.setenv("HOSTNAME", "shard-host")  # the shards' hello replies name it
     endpoints = shards.start(2, world, mode=mode, extra=("--drain-seconds", str(DRAIN_SECONDS)))
     monkeypatch.setenv("HOSTNAME", "worker-host")
+    source = copy_ignoring_stop_asks(tmp_path / "older")
     started = [
-        started_worker(endpoints, r, world, tmp_path / f"w{r}", timeout=WORKER_TIMEOUT)
+        started_worker(endpoints, r, world, tmp_path / f"w{r}", WORKER_TIMEOUT, source)
         for r in range(world)
     ]
     workers = [w for w, _ in started]

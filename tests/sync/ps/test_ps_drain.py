@@ -19,6 +19,7 @@ from distconv.sync.ps.drain import DRAIN_FLOOR_SECONDS, DRAIN_STEPS
 from distconv.sync.ps.server import Shard
 from tests.child_env import child_path
 from tests.probes import WORKER_PROBES, bound_port, trained_samples
+from tests.source_copy import copy_ignoring_stop_asks
 
 
 def exits_within(proc: subprocess.Popen, seconds: float) -> int | None:
@@ -29,18 +30,26 @@ def exits_within(proc: subprocess.Popen, seconds: float) -> int | None:
 
 
 def started_worker(
-    endpoints: list[str], rank: int, world: int, out: Path, timeout: int = 5
+    endpoints: list[str],
+    rank: int,
+    world: int,
+    out: Path,
+    timeout: int = 5,
+    source: Path | None = None,
 ) -> tuple[subprocess.Popen, int]:
     """A real ``distconv train`` worker (rank ``rank`` of ``world``, ``--timeout timeout``) on
     the shards ``endpoints``, run directory ``out``, its output piped; and the health port it
-    bound (the kernel's choice, from its line; the rest of its output is left in the pipe)."""
+    bound (the kernel's choice, from its line; the rest of its output is left in the pipe).
+    ``source``: run from there (another build:
+    :func:`~tests.source_copy.copy_ignoring_stop_asks`)."""
     worker = subprocess.Popen(
         [sys.executable, "-m", "distconv", "train", "--data", "synthetic", "--epochs", "5000",
          "--batch-size", "32", "--no-progress", "--pservers", ",".join(endpoints),
          "--insecure", "--timeout", str(timeout), "--out", str(out), "--health-port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1",
-             "RANK": str(rank), "WORLD_SIZE": str(world)},
+        env={**os.environ, "PYTHONPATH": child_path(source) if source else child_path(),
+             "OMP_NUM_THREADS": "1", "RANK": str(rank), "WORLD_SIZE": str(world)},
+        cwd=source,  # -m puts the working directory first on the path
     )  # fmt: skip
     try:
         return worker, bound_port(worker.stdout, WORKER_PROBES, worker)
@@ -61,18 +70,22 @@ def trained_a_step(worker: subprocess.Popen, port: int) -> None:
         time.sleep(0.02)
 
 
-def training_worker(shards, tmp_path, drain_seconds: int = 60) -> subprocess.Popen:
+def training_worker(
+    shards, tmp_path, drain_seconds: int = 60, source: Path | None = None
+) -> subprocess.Popen:
     """A shard (draining up to ``drain_seconds``) and a real ``distconv train`` worker (rank 0
-    of 1) on it, returned once the worker has trained a step (its SIGTERM handler is in place)."""
+    of 1, run from ``source`` where given) on it, returned once the worker has trained a step
+    (its SIGTERM handler is in place)."""
     (endpoint,) = shards.start(1, 1, extra=("--drain-seconds", str(drain_seconds)))
-    worker, port = started_worker([endpoint], 0, 1, tmp_path / "train")
+    worker, port = started_worker([endpoint], 0, 1, tmp_path / "train", source=source)
     trained_a_step(worker, port)
     return worker
 
 
 def shard_then_worker_stopped(shards, worker: subprocess.Popen, delay: float) -> int:
     """SIGTERM to the shard, ``delay`` s later to the worker; the step the worker checkpointed
-    at (it must have exited 143 naming it), once the shard has stopped too."""
+    at (it must have exited 143 naming it: by its own signal, or by the shard's ask, which may
+    come first), once the shard has stopped too."""
     try:
         shards.procs[0].send_signal(signal.SIGTERM)
         time.sleep(delay)
@@ -81,10 +94,12 @@ def shard_then_worker_stopped(shards, worker: subprocess.Popen, delay: float) ->
     finally:
         worker.kill()
     assert worker.returncode == 143, output[-3000:]
-    stopped = re.search(r"stopped by SIGTERM after step (\d+)", output)
+    stopped = re.search(
+        r"stopped by SIGTERM after step (\d+)|stopped after step (\d+): pserver shard 0 got", output
+    )
     assert stopped, output[-3000:]
     assert exits_within(shards.procs[0], 10) == 0, "the shard did not stop after the bye"
-    return int(stopped.group(1))
+    return int(stopped.group(1) or stopped.group(2))
 
 
 @pytest.mark.timeout(120)
@@ -97,11 +112,13 @@ def test_a_shard_signalled_with_its_worker_serves_until_the_worker_has_checkpoin
 
 @pytest.mark.timeout(120)
 def test_a_shard_signalled_alone_stops_once_its_workers_train_on(shards, tmp_path):
-    """A node drain or a rolling restart stops the shard only: its workers train on, so it
-    does not hold its replacement back for the whole drain."""
+    """A node drain or a rolling restart stops the shard only: workers that ignore its ask to
+    stop (of an older release) train on, so it does not hold its replacement back for the
+    whole drain (workers of this release stop: test_shard_asks_stop.py)."""
     # a 5 s drain makes the floor 5 s (the shorter of the two): the shard stops by the steps
     # rule (its message), not at the drain's end (another message), in half the time
-    worker = training_worker(shards, tmp_path, drain_seconds=5)
+    source = copy_ignoring_stop_asks(tmp_path / "older")
+    worker = training_worker(shards, tmp_path, drain_seconds=5, source=source)
     try:
         shards.procs[0].send_signal(signal.SIGTERM)
         assert exits_within(shards.procs[0], DRAIN_FLOOR_SECONDS + 20) == 0, "it sat out the drain"
