@@ -51,16 +51,51 @@ def worker(endpoints: list[str], rank: int, out: Path, env, log: Path, *extra: s
         )
 
 
-def job(shards, folder: Path, env, *extra: str) -> list[subprocess.Popen]:
-    """Two fresh shards (draining up to 60 s) and two workers on them, rank R's output folder
-    ``folder/outR`` and its log ``folder/rankR.log`` (``extra``: the workers' own flags)."""
-    endpoints = shards.start(2, 2, extra=("--timeout", str(TIMEOUT), "--drain-seconds", "60"))
+def job(shards, folder: Path, env, *extra: str, mode: str = "sync") -> list[subprocess.Popen]:
+    """Two fresh shards (``mode``, draining up to 60 s) and two workers on them, rank R's
+    output folder ``folder/outR`` and its log ``folder/rankR.log`` (``extra``: the workers' own
+    flags)."""
+    drain = ("--timeout", str(TIMEOUT), "--drain-seconds", "60")
+    endpoints = shards.start(2, 2, mode=mode, extra=drain)
     folder.mkdir(exist_ok=True)
     again = "-again" if extra else ""
     return [
         worker(endpoints, r, folder / f"out{r}", env, folder / f"rank{r}{again}.log", *extra)
         for r in range(2)
     ]
+
+
+def stopped_by_a_shard(shards, folder: Path, env, mode: str) -> int:
+    """Train a job in ``folder`` (:func:`job`) and SIGTERM its shard 1 alone mid-run; the step
+    the workers stopped after, once each exited 143 with its checkpoint there, at a stop check
+    after the signal, and the shard exited 0 after them, having failed nothing."""
+    log = folder / "rank1.log"  # a rank the signal did not reach either
+    procs = job(shards, folder, env, mode=mode)
+    wait_while_running(lambda: epochs_done(log) >= 2, procs[1], "epoch 2", 60)
+    signalled_after = epochs_done(log) * STEPS_PER_EPOCH  # at least this many steps
+    stopped_shard = shards.procs[-1]  # shard 1 of this job; shard 0 and the workers go on
+    stopped_shard.send_signal(signal.SIGTERM)
+    statuses = ended(procs, STOPPED_WITHIN)
+    text = log.read_text()
+    assert statuses == [EXIT_STATUS[signal.SIGTERM]] * 2, text[-3000:]
+    # the shard goes once they said bye, after their checkpoint, and failed nothing
+    assert ended([stopped_shard], 10) == [0], shards.log_text()[-3000:]
+    assert "job failed" not in shards.log_text()
+
+    line = next(t for t in text.splitlines() if "pserver shard 1 got SIGTERM" in t)
+    step = int(line.split("stopped after step ")[1].split(":")[0])
+    assert step > signalled_after and step % STOP_CHECK_EVERY == 0, line
+    assert step < EPOCHS * STEPS_PER_EPOCH, "the run ended before the shard's signal"
+    assert (folder / "out0" / "checkpoints" / f"step-{step:08d}.json").exists()
+    return step
+
+
+def resumed(shards, folder: Path, env, step: int, mode: str = "sync") -> None:
+    """Resume the job stopped in ``folder`` after ``step`` on fresh shards, to its end."""
+    procs = job(shards, folder, env, "--resume", "auto", mode=mode)
+    again = (folder / "rank0-again.log").read_text
+    assert ended(procs, 120) == [0, 0], again()[-3000:]
+    assert f"at step {step}" in again()
 
 
 def ended(procs: list[subprocess.Popen], seconds: float) -> list[int | None]:
@@ -90,31 +125,18 @@ def test_a_shard_stopped_alone_stops_its_workers_with_a_checkpoint_that_resumes_
     shards, tmp_path
 ):
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
-    log = stopped / "rank1.log"  # a rank the signal did not reach either
     with job_env(child_env(OMP_NUM_THREADS="1")) as env:
         reference = job(shards, whole, env)
         assert ended(reference, 120) == [0, 0], (whole / "rank0.log").read_text()[-2000:]
+        step = stopped_by_a_shard(shards, stopped, env, "sync")
+        resumed(shards, stopped, env, step)
+    assert records(stopped / "out0") == records(whole / "out0")
 
-        procs = job(shards, stopped, env)
-        wait_while_running(lambda: epochs_done(log) >= 2, procs[1], "epoch 2", 60)
-        signalled_after = epochs_done(log) * STEPS_PER_EPOCH  # at least this many steps
-        stopped_shard = shards.procs[-1]  # shard 1 of this job; shard 0 and the workers go on
-        stopped_shard.send_signal(signal.SIGTERM)
-        statuses = ended(procs, STOPPED_WITHIN)
-        text = log.read_text()
-        assert statuses == [EXIT_STATUS[signal.SIGTERM]] * 2, text[-3000:]
-        # the shard goes once they said bye, after their checkpoint, and failed nothing
-        assert ended([stopped_shard], 10) == [0], shards.log_text()[-3000:]
-        assert "job failed" not in shards.log_text()
 
-        line = next(t for t in text.splitlines() if "pserver shard 1 got SIGTERM" in t)
-        step = int(line.split("stopped after step ")[1].split(":")[0])
-        assert step > signalled_after and step % STOP_CHECK_EVERY == 0, line
-        assert step < EPOCHS * STEPS_PER_EPOCH, "the run ended before the shard's signal"
-        assert (stopped / "out0" / "checkpoints" / f"step-{step:08d}.json").exists()
-
-        resumed = job(shards, stopped, env, "--resume", "auto")  # the stopped run's folders
-        again = (stopped / "rank0-again.log").read_text
-        assert ended(resumed, 120) == [0, 0], again()[-3000:]
-        assert f"at step {step}" in again()
-        assert records(stopped / "out0") == records(whole / "out0")
+@pytest.mark.timeout(180)
+def test_an_async_shard_stopped_alone_stops_its_workers_with_a_checkpoint(shards, tmp_path):
+    """Async mode: the same stop, at a step every rank agrees on; the resume goes on from it
+    (the ranks' steps interleave as they come, so no run is bitwise another's)."""
+    with job_env(child_env(OMP_NUM_THREADS="1")) as env:
+        step = stopped_by_a_shard(shards, tmp_path, env, "async")
+        resumed(shards, tmp_path, env, step, mode="async")
