@@ -60,7 +60,8 @@ _DIRECTORY_REFUSALS = {
     #: there, and a restart continues only a run its own launch began
     #: (:meth:`~distconv.job_start.JobStart.restarts_run_in`), so every attempt is refused
     #: alike. Not ``runs/x is in use by pid N on HOST; ...``, of the same class: a process of
-    #: the attempt before may still hold the lock, which a restart may find free; nor
+    #: the attempt before may still hold the lock, which a restart may find free (the launcher
+    #: tells another job's holder apart: :data:`ANOTHER_JOBS_RUN`); nor
     #: ``runs/x/checkpoints links to /disk/c, which is not there (a disk not mounted yet?)``, a
     #: fresh start's next check (``RunDirectory.check_checkpoints_there``), restarted: the run
     #: here is told by the directory's own files, its checkpoints link by the disk's mount
@@ -279,12 +280,33 @@ def unservable_optimizer_in(lines: Sequence[str]) -> str | None:
     return None
 
 
+#: the words by which the launcher says that a rank's ``--out`` is in use by a process of
+#: another job (:func:`launcher.out_holder.held_by_another_job`, in the failure's cause): that
+#: job's run goes on as long as it goes, and a restart taking the directory once it ended would
+#: start over its run (``--overwrite`` deleting it), so no attempt of this launch is restarted.
+#: An in-use refusal whose holder is this launch's own is restarted: a process of the attempt
+#: before may still hold the lock for a moment
+ANOTHER_JOBS_RUN = "no process of this launch: another job's run is going there"
+
+
+def held_elsewhere_in(lines: Sequence[str]) -> str | None:
+    """``the output directory is in use by another job's run`` where one of ``lines`` holds
+    the launcher's :data:`ANOTHER_JOBS_RUN`; None otherwise."""
+    if any(ANOTHER_JOBS_RUN in line for line in lines):
+        return "the output directory is in use by another job's run"
+    return None
+
+
 def start_refused_in(lines: Sequence[str]) -> str | None:
     """What ``lines`` (a failed rank's last line and its cause) say refused the job's start
     for good, as the launcher says it: a resume's or an output directory's refusal
     (:func:`refused_for_good_in`), a weights loader's (:func:`init_from_refused_in`), an
-    optimizer the shards would not rebuild (:func:`unservable_optimizer_in`); None where none
-    does, and a restart may get past it."""
+    optimizer the shards would not rebuild (:func:`unservable_optimizer_in`), an output
+    directory another job's run holds (:func:`held_elsewhere_in`); None where none does, and a
+    restart may get past it."""
     return (
-        refused_for_good_in(lines) or init_from_refused_in(lines) or unservable_optimizer_in(lines)
+        refused_for_good_in(lines)
+        or init_from_refused_in(lines)
+        or unservable_optimizer_in(lines)
+        or held_elsewhere_in(lines)
     )

@@ -31,6 +31,7 @@ from .long_line import READ_PIECE as READ_PIECE  # still importable from here
 from .long_line import OutputPipe
 from .long_line import continued_prefix as continued_prefix
 from .named_cause import told
+from .out_holder import held_by_another_job, note_started
 from .output_keeper import reap_keeper, start_keeper
 from .output_waits import OutputWaits, PumpWrites, held_output, joined
 from .process_group import ChildGroup, parent_death_signal
@@ -121,6 +122,7 @@ class Child(ChildOutput):
         except BaseException:
             self.log.close()
             raise
+        note_started(self.proc.pid)  # its lock, still held at a restart, is this launch's own
         self._status: int | None = None  # the exit status, set by the waiter thread
         # its process group, led by it; mpiexec's with what it started outside it (its ssh)
         self.group = ChildGroup(self.proc.pid, strays=spec.role == "mpiexec")
@@ -308,6 +310,9 @@ class Child(ChildOutput):
         code, cause = (self.poll(), None) if reader is None else reader.read(read, self.poll())
         peers = [(o.spec.role, list(o.tail)) for o in others]
         cause = told(cause, self.spec.role, self.spec.rank, read, peers)
+        job_id = (self.spec.env or {}).get("DISTCONV_JOB_ID")
+        if (held := held_by_another_job([*read[-1:], cause or ""], job_id)) is not None:
+            cause = held if cause is None else f"{held}; {cause}"  # restarted never (its words)
         number = -code if code is not None and code < 0 else None
         return Failure(
             role=self.spec.role,

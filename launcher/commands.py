@@ -14,6 +14,7 @@ import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NoReturn
 
 # the children's environment, still importable from here (the CLI and tests import it so)
@@ -221,7 +222,8 @@ def refuse_unmakeable_out(program: Program) -> None:
     """Refuse train arguments whose ``--out`` cannot be made (a file where a folder must be, in
     ``distconv train``'s own words: :func:`~distconv.out_folder.out_folder_problem`; a folder
     this process cannot make or write in, as a shard asks of its ``--checkpoint-dir``:
-    :func:`~distconv.out_folder.out_write_problem`), before
+    :func:`~distconv.out_folder.out_write_problem`), or that a live process holds (another
+    job's run: :func:`~distconv.run_holder.lock_holder`, refused in the run's own words), before
     anything starts: under ``distconv-launch local`` the shards, which keep their
     checkpoint parts there, met it first, as ``--checkpoint-dir PATH: cannot make it``, a
     flag the user never gave. Paths on other hosts (:attr:`Program.elsewhere`) are theirs.
@@ -230,6 +232,7 @@ def refuse_unmakeable_out(program: Program) -> None:
         LaunchError: naming the ``--out`` after ``--`` and why.
     """
     from distconv.out_folder import out_folder_problem, out_write_problem
+    from distconv.run_holder import in_use_refusal, lock_holder
 
     out = option_value(program.argv, "--out")
     if program.elsewhere or out is None:
@@ -239,6 +242,10 @@ def refuse_unmakeable_out(program: Program) -> None:
             f"--out after --: {problem} (give another --out, or none: the job's run directory "
             "then holds the run)"
         )
+    # another job's run there: its rank 0 would be refused after the shards and workers had
+    # started, and a restart taking the lock once that run ended would --overwrite it
+    if (holder := lock_holder(out)) is not None:
+        raise LaunchError(f"--out after --: {in_use_refusal(Path(out), holder)}")
 
 
 def train_args(program: Program, sync: str | None) -> list[str]:

@@ -5,6 +5,7 @@ restarts), and let go when the restart's rank 0 asks for it (:data:`ASK_FOR_THE_
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -13,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from distconv.files import hold_lock
-from distconv.run_files import LOCK
+from distconv.run_files import CLAIM, LOCK
 
 #: lines of a script (indented for its ``main``'s ``try``, ``restart`` and ``sync`` set, ``os``,
 #: ``time`` and ``Path`` imported) that ``OUT`` names the output directory of: at restart 1 its
@@ -28,12 +29,15 @@ ASK_FOR_THE_LOCK = """\
 
 
 @contextmanager
-def held_until_asked(out: Path, seconds: float = 60.0) -> Iterator[None]:
+def held_until_asked(out: Path, job: str, seconds: float = 60.0) -> Iterator[None]:
     """Hold ``out``'s lock (``out`` made) from a thread of this process until ``OUT.release``
     appears (:data:`ASK_FOR_THE_LOCK`), then let it go and write ``OUT.free``; let go at the
-    block's end (or after ``seconds``) all the same, the thread joined."""
+    block's end (or after ``seconds``) all the same, the thread joined. Its claim names the
+    launch's ``job`` (``--job-id``), as the attempt before's would: a holder of another job
+    ends the launch unrestarted (:mod:`launcher.out_holder`)."""
     out.mkdir(parents=True, exist_ok=True)
     held = hold_lock(out / LOCK)
+    (out / CLAIM).write_text(json.dumps({"job": job, "launch": None}))
     asked, free = Path(f"{out}.release"), Path(f"{out}.free")
     done = threading.Event()
 

@@ -189,12 +189,14 @@ def test_a_launch_into_another_run_without_resume_is_not_restarted(
 
 
 @pytest.mark.timeout(120)
-def test_an_output_directory_in_use_is_restarted(tmp_path, checkpointed):
-    """``... is in use by pid N on HOST``, the same RunDirError's class: the process that holds
-    the lock (one of the attempt before, slow to exit) may be gone by the next attempt. Here
-    the test holds it throughout: each attempt is refused, and restarted."""
+def test_an_output_directory_in_use_is_refused_before_the_launch_starts(tmp_path, checkpointed):
+    """``... is in use by pid N on HOST``, the same RunDirError's class, was restarted: each
+    attempt started its children again for nothing, and one that found the lock free once the
+    other process ended took its run. Before the launch starts, a holder is none of its own:
+    refused then, in the run's words, nothing started and the directory unchanged."""
     out = tmp_path / "out"
     shutil.copytree(checkpointed, out)
+    before = RunDirectory(out).manifests()
     held = hold_lock(out / LOCK)
     try:
         run = tmp_path / "run"
@@ -206,10 +208,9 @@ def test_an_output_directory_in_use_is_restarted(tmp_path, checkpointed):
         os.close(held)
     said = done.stderr + done.stdout
     assert done.returncode == 1, said[-3000:]
-    in_use = [line for line in said.splitlines() if line.startswith(f"{WORKER_0}{out} is in use")]
-    assert len(in_use) == 2, said[-3000:]
-    assert "restarting the job (1 of 1)" in done.stderr and "not restarting" not in said
-    assert len((run / "restarts.jsonl").read_text().splitlines()) == 1
+    assert f"error: --out after --: {out} is in use by pid {os.getpid()} on " in said, said
+    assert WORKER_0 not in said and not run.exists(), said[-3000:]  # nothing started
+    assert RunDirectory(out).manifests() == before
 
 
 def _said_forms(error: Exception) -> list[str]:

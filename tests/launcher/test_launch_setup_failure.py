@@ -115,10 +115,10 @@ def test_an_mpi_rank_that_could_not_set_up_for_a_while_is_restarted(tmp_path):
     mpiexec_or_skip()
     script, out, run = tmp_path / "held.py", tmp_path / "out", tmp_path / "run"
     script.write_text(HELD_AT_FIRST)
-    with held_until_asked(out):
+    with held_until_asked(out, "j"):
         done = launch(
             "mpi", "-np", "2", "--mpi-flavor", "mpich", "--max-restarts", "1", "--run-dir",
-            str(run), "--", str(script), str(out), cwd=tmp_path, timeout=50,
+            str(run), "--job-id", "j", "--", str(script), str(out), cwd=tmp_path, timeout=50,
         )  # fmt: skip
     said = done.stdout + done.stderr
     told = f"rank 0 could not set up: RunDirError: {out} is in use by pid {os.getpid()} on "

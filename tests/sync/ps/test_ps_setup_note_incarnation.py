@@ -256,7 +256,7 @@ def test_a_restart_against_shards_that_stay_meets_its_noted_rank(tmp_path):
     script.write_text(RESTARTED)
     out = tmp_path / "out"
     shard = Shard(ShardConfig(bind="127.0.0.1:0", workers=2, insecure=True, job_id="j", timeout=30))
-    with served(shard), held_until_asked(out):
+    with served(shard), held_until_asked(out, "j"):
         done = launch(
             "local", "--workers", "2", "--servers", "0", "--max-restarts", "1", "--job-id", "j",
             "--run-dir", str(tmp_path / "run"), "--", str(script), shard.endpoint,
