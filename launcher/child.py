@@ -12,6 +12,7 @@ rules).
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import subprocess
@@ -23,6 +24,7 @@ from typing import BinaryIO
 
 from distconv.files import describe_os_error
 
+from .attempt_marker import attempt_marker
 from .child_output import ChildOutput
 from .child_spec import ChildSpec
 from .commands import LaunchError
@@ -105,6 +107,9 @@ class Child(ChildOutput):
             raise LaunchError(
                 f"cannot start {spec.name}: its log {shown(log_path)}: {why}"
             ) from None
+        if (marker := attempt_marker(spec.env)) is not None:  # where this attempt's lines begin
+            with contextlib.suppress(OSError):  # a full disk: its first line's write says it
+                self.log.write(marker)
         self._log_writes = ChildLog(self.log, log_path, spec.name, say)
         self._writes = PumpWrites(self._waits, self._log_writes)  # both: do they hold it up
         try:

@@ -28,6 +28,7 @@ from launcher.mpi import (
     parse_hosts,
 )
 from tests.child_env import child_path
+from tests.launcher.attempt_logs import logged
 from tests.launcher.launch_cli import ENV as LAUNCH_ENV
 from tests.launcher.real_children import mpiexec_or_skip
 from tests.processes import run_job
@@ -346,7 +347,7 @@ def test_mpiexec_really_runs_two_ranks_from_a_hostfile(tmp_path):
         assert {k: row[k] for k in expected} == expected
         assert (row["threads"], row["argv"]) == ("1", ["--flag"])
     assert len(rows) == 2
-    log = (tmp_path / "run" / "logs" / "mpiexec-0.log").read_text().splitlines()
+    log = logged(tmp_path / "run" / "logs" / "mpiexec-0.log").decode().splitlines()
     # the log alone keeps Hydra's -print-all-exitcodes line: every process's status
     statuses = [line for line in log if "Exit codes" in line]
     said = [re.sub(r"^\[mpiexec@[^\]]*\] ", "", line) for line in statuses]

@@ -17,6 +17,7 @@ import pytest
 
 from launcher.report import REPORT_ONLY
 from launcher.restarts import append_whole
+from tests.launcher.attempt_logs import logged
 from tests.launcher.launch_cli import launch, run_python
 from tests.launcher.real_children import mpiexec_or_skip
 from tests.processes import job_left
@@ -126,7 +127,7 @@ def test_a_record_that_cannot_be_written_is_a_warning_and_the_job_goes_on(tmp_pa
         f"lines above ('{path}' could not be written)\n"
     ), done.stderr
     assert path.is_dir() and not any(path.iterdir())  # left as it was
-    assert (run / "logs" / "worker-0.log").read_text() == "attempt 0 fails\nattempt 1 works\n"
+    assert logged(run / "logs" / "worker-0.log") == b"attempt 0 fails\nattempt 1 works\n"
 
 
 @pytest.mark.timeout(60)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.child_env import child_path
+from tests.launcher.attempt_logs import logged
 from tests.launcher.launch_cli import launcher_env
 from tests.processes import CompletedJob, job_env, run_job
 
@@ -211,7 +212,7 @@ def test_lines_are_prefixed_and_never_split(tmp_path):
         seen[rank].append(int(match.group(3)))
     assert seen == {r: list(range(count)) for r in range(3)}
     for rank in range(3):
-        log = (run / "logs" / f"worker-{rank}.log").read_text().splitlines()
+        log = logged(run / "logs" / f"worker-{rank}.log").decode().splitlines()
         assert len(log) == count and log[0] == f"{rank}:0:" + "abc"[rank] * length
 
 
