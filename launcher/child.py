@@ -62,8 +62,11 @@ LAUNCHER_GAP_SECONDS = 1.0
 KEEPER_SECONDS = 1.0
 #: the roles whose output a keeper holds on past the launcher's death: mpiexec's, whose ranks'
 #: lines reach it through Hydra and which died of the broken pipe, its ranks with it. A worker
-#: or shard of a local launch sees its reader gone itself (distconv.launch_env), and a keeper
-#: holding its pipe would hide that
+#: of a local launch sees its reader gone itself and points its output at its log
+#: (distconv.launch_env.keep_lines_in_log: when its watch of the launcher sees it end, and at
+#: a dead launcher's SIGTERM in distconv.epoch_run); a keeper holding its pipe would hide that.
+#: A shard does neither: what it writes after the launcher's death (its stop's checkpoint line,
+#: its stats) is lost with the pipe, as docs/operations.md says of a launcher killed outright
 KEPT_OUTPUT_ROLES = ("mpiexec",)
 
 
