@@ -33,8 +33,31 @@ PLACEMENT_PREFIXES = ("OMPI_COMM_WORLD_", "PMI_", "PMIX_", "MPI_LOCALRANKID", "M
 
 #: the thread pools of every BLAS numpy may be linked against
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-#: ... and distconv's own kernels' (a step's parallelism: BLAS is held to one thread there)
-THREAD_VARS = (*BLAS_THREAD_VARS, "DISTCONV_NUM_THREADS")
+#: distconv's own kernels' thread count (a step's parallelism: BLAS is held to one thread there)
+KERNEL_THREADS_VAR = "DISTCONV_NUM_THREADS"
+#: ... and every pool's
+THREAD_VARS = (*BLAS_THREAD_VARS, KERNEL_THREADS_VAR)
+
+
+def unpassed_threads(
+    environ: Mapping[str, str], flag: int | None, threads: int | None
+) -> str | None:
+    """The launcher's one line at start where ``environ`` (its shell's) sets
+    ``DISTCONV_NUM_THREADS`` and no ``--threads`` was given (``flag``): the launcher sizes its
+    children's kernel threads itself (``threads`` each, or None where each rank sizes its own
+    on its host), so the variable, which a plain ``distconv train`` honours, is not passed on,
+    and a job moved under the launcher took more cores than its user set without a word. None
+    where ``--threads`` was given or the variable is unset or empty."""
+    given = environ.get(KERNEL_THREADS_VAR, "").strip()
+    if flag or not given:
+        return None
+    each = (
+        f"each worker runs {threads} kernel thread(s)"
+        if threads is not None
+        else "each rank sizes its kernel threads to its share of its host's cores"
+    )
+    flag_said = f"--threads {given if given.isdigit() and int(given) > 0 else 'N'}"
+    return f"{KERNEL_THREADS_VAR}={given} in this shell is not passed on: {each}; pass {flag_said}"
 
 
 def threads_per_process(processes: int, cpus: int | None = None) -> int:

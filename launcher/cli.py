@@ -37,9 +37,11 @@ from .commands import (
     new_launch,
     option_value,
     parse_program,
+    refuse_past_the_shards_bound,
     server_command,
     threads_per_process,
     train_timeout,
+    unpassed_threads,
     with_out,
     worker_command,
 )
@@ -100,7 +102,7 @@ def local_plan(
             "or allreduce (distconv-launch mpi)"
         )
     if args.servers:
-        _refuse_past_the_shards_bound(args.workers)
+        refuse_past_the_shards_bound(args.workers)
     worker_argv = list(with_out(program, run_dir).argv)
     out = None
     if program.is_train:
@@ -134,17 +136,6 @@ def local_plan(
         launcher=process_identity(),
     )
     return servers, job, worker_argv
-
-
-def _refuse_past_the_shards_bound(workers: int) -> None:
-    """Raise UsageError where a shard would refuse ``--workers`` (config.MAX_WORKERS): it
-    refused at its start, after every worker was started (or ``distconv keys`` before it)."""
-    from distconv.sync.ps.config import check_workers
-
-    try:
-        check_workers(workers)
-    except ValueError as exc:
-        raise UsageError(f"{exc} (the most a parameter-server shard serves)") from None
 
 
 def local_children(
@@ -229,6 +220,8 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
             f"{shown(logs)}; distconv {build_id()}",  # which code the job ran
             paths={"logs": logs},
         )
+        if note := unpassed_threads(os.environ, args.threads, job.threads):
+            supervisor.say(note, level="warning")  # a shell's count, which a plain run takes
         record_launch(supervisor)  # launch.json: this command, build, numpy, host, time
         # held till the launcher exits: each attempt's shards serve on them, no one else's
         reserved = reserve_ports(args.servers) if servers else []
@@ -276,7 +269,8 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     hosts = launch_hosts(args)  # an unreadable hostfile is refused here, in its own words
     # a program not here is started as it is, said once: '-- epochs 2' may be a slip
     missing = missing_here(program.argv[0]) if elsewhere and not program.is_train else None
-    note = missing and f"on this host, {missing}; the ranks start each host's own copy"
+    notes = [missing and f"on this host, {missing}; the ranks start each host's own copy"]
+    note = "; ".join(filter(None, [*notes, unpassed_threads(os.environ, args.threads, None)]))
     opts = MpiOptions(args.np, tuple(hosts), args.oversubscribe, args.allow_run_as_root)
     check_slots(opts)  # before the job is said or its run directory made
     mpiexec = find_mpiexec(args.mpiexec)

@@ -26,6 +26,7 @@ from .child_environ import JobEnv as JobEnv
 from .child_environ import child_env as child_env
 from .child_environ import clean_environ as clean_environ
 from .child_environ import threads_per_process as threads_per_process
+from .child_environ import unpassed_threads as unpassed_threads
 from .child_environ import usable_cpus as usable_cpus
 from .owned import async_hint
 from .shown import shown
@@ -246,6 +247,17 @@ def refuse_unmakeable_out(program: Program) -> None:
     # started, and a restart taking the lock once that run ended would --overwrite it
     if (holder := lock_holder(out)) is not None:
         raise LaunchError(f"--out after --: {in_use_refusal(Path(out), holder)}")
+
+
+def refuse_past_the_shards_bound(workers: int) -> None:
+    """Raise UsageError where a shard would refuse ``--workers`` (config.MAX_WORKERS): it
+    refused at its start, after every worker was started (or ``distconv keys`` before it)."""
+    from distconv.sync.ps.config import check_workers
+
+    try:
+        check_workers(workers)
+    except ValueError as exc:
+        raise UsageError(f"{exc} (the most a parameter-server shard serves)") from None
 
 
 def train_args(program: Program, sync: str | None) -> list[str]:
