@@ -209,17 +209,17 @@ def with_out(program: Program, run_dir: str | os.PathLike) -> Program:
 
     Raises:
         LaunchError: its own ``--out`` cannot be made on this host, where it runs
-            (:func:`refuse_unmakeable_out`).
+            (:func:`refuse_unusable_out`).
     """
     if not program.is_train:
         return program
     if has_option(program.argv, "--out"):
-        refuse_unmakeable_out(program)
+        refuse_unusable_out(program)
         return program
     return Program((*program.argv, "--out", os.path.join(run_dir, "train")), True)
 
 
-def refuse_unmakeable_out(program: Program) -> None:
+def refuse_unusable_out(program: Program) -> None:
     """Refuse train arguments whose ``--out`` cannot be made (a file where a folder must be, in
     ``distconv train``'s own words: :func:`~distconv.out_folder.out_folder_problem`; a folder
     this process cannot make or write in, as a shard asks of its ``--checkpoint-dir``:
