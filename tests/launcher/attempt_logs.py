@@ -15,7 +15,12 @@ MARKER = re.compile(
 
 def logged(path: Path) -> bytes:
     """The bytes of the log at ``path`` without its attempts' marker lines."""
-    return MARKER.sub(b"", path.read_bytes())
+    return without_markers(path.read_bytes())
+
+
+def without_markers(data: bytes) -> bytes:
+    """``data``, a log's bytes (or what a reader of it got), without its marker lines."""
+    return MARKER.sub(b"", bytes(data))
 
 
 def markers(path: Path) -> list[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from launcher.terminal import QUEUE_BYTES
+from tests.launcher.attempt_logs import logged
 from tests.launcher.launch_cli import ENV, launcher_command, start_unread
 from tests.launcher.real_children import stray_holding_the_pipe
 from tests.processes import job_env, job_left
@@ -75,7 +76,7 @@ def _run_read_slowly(
         assert job_left(env, 5) == {}
         err.seek(0)
         stderr = err.read()
-    return status, stderr.replace(str(log.resolve()), "LOG"), log.read_bytes().splitlines()
+    return status, stderr.replace(str(log.resolve()), "LOG"), logged(log).splitlines()
 
 
 @pytest.mark.timeout(60)

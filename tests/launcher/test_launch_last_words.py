@@ -21,6 +21,7 @@ from test_supervision import launch_argv
 import launcher.child
 from launcher.child import Child, ChildSpec, LaunchError
 from launcher.long_line import READ_PIECE, OutputPipe
+from tests.launcher.attempt_logs import logged
 from tests.launcher.launch_cli import ENV, launcher_command
 from tests.launcher.real_children import stray_holding_the_pipe
 from tests.processes import run_job
@@ -48,7 +49,7 @@ def test_a_childs_last_words_are_in_the_report_log_and_output_though_a_stray_hol
     assert "was not drained within" not in done.stderr, done.stderr
     report = json.loads((run_dir / "failure.json").read_text())
     assert report["tail"][-2:] == ["step 1 ok", "fatal: boom"]
-    log = (run_dir / "logs" / "worker-0.log").read_bytes()
+    log = logged(run_dir / "logs" / "worker-0.log")
     assert log == b"step 1 ok\nfatal: boom\n"  # the newline the launcher gives, as at the end
     assert "[worker 0] step 1 ok\n[worker 0] fatal: boom\n" in done.stdout
 

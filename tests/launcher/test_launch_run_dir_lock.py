@@ -13,6 +13,7 @@ import time
 import pytest
 
 from launcher.shown import shown
+from tests.launcher.attempt_logs import logged
 from tests.launcher.launch_cli import ENV, launch
 from tests.processes import job_env
 
@@ -63,7 +64,7 @@ def test_a_second_launch_into_a_running_launchs_run_dir_is_refused(tmp_path, sec
             ), last
             assert "second" not in done.stdout
             assert sorted(p.name for p in (run_dir / "logs").iterdir()) == logs
-            assert (run_dir / "logs" / "worker-0.log").read_text() == ""  # none of the second's
+            assert logged(run_dir / "logs" / "worker-0.log") == b""  # none of the second's
             assert not (run_dir / "failure.json").exists()
             assert first.poll() is None  # the first runs on, untouched
         finally:

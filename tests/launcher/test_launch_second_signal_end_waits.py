@@ -14,6 +14,7 @@ import pytest
 
 from launcher.second_signal import REPEAT_SECONDS
 from launcher.terminal import QUEUE_BYTES
+from tests.launcher.attempt_logs import logged
 from tests.launcher.launch_cli import (
     ENV,
     launcher_command,
@@ -46,7 +47,7 @@ def test_a_second_signal_cuts_the_end_s_waits_on_a_slow_output(tmp_path: Path):
         with read_slowly(launcher, _read_slowly):
             # the queue and stdout's pipe full: the pump waits for room, its pipe fills
             wait_while_running(  # (once its last line is in the log, its pump is not held)
-                lambda: log.exists() and log.read_bytes().count(b"\n") >= QUEUED, launcher, "it"
+                lambda: log.exists() and logged(log).count(b"\n") >= QUEUED, launcher, "it"
             )
             time.sleep(0.3)
             signal_taken(launcher, signal.SIGTERM)  # taken: the next one is a second, not merged
@@ -60,4 +61,4 @@ def test_a_second_signal_cuts_the_end_s_waits_on_a_slow_output(tmp_path: Path):
     # none of the waits on the slow output runs on: the child's own on its pump
     # (launcher.child, DRAIN), the queue's (DRAIN, twice)
     assert took < 2.0, (took, stderr)
-    assert log.read_bytes().count(b"\n") == LINES + 1, stderr  # the log whole all the same
+    assert logged(log).count(b"\n") == LINES + 1, stderr  # the log whole all the same

@@ -13,6 +13,7 @@ import pytest
 
 from launcher.second_signal import REPEAT_SECONDS
 from launcher.terminal import QUEUE_BYTES
+from tests.launcher.attempt_logs import logged
 from tests.launcher.launch_cli import (
     ENV,
     launcher_command,
@@ -53,7 +54,7 @@ def test_a_second_signal_leaves_the_log_whole(tmp_path: Path):
         with read_slowly(launcher, _read_slowly):
             # the queue full: the pump waits for room, the child's pipe fills behind it
             wait_while_running(
-                lambda: log.exists() and log.read_bytes().count(b"\n") >= QUEUED, launcher, "it"
+                lambda: log.exists() and logged(log).count(b"\n") >= QUEUED, launcher, "it"
             )
             time.sleep(0.5)
             signal_taken(launcher, signal.SIGTERM)  # taken: the next one is a second, not merged
@@ -62,6 +63,6 @@ def test_a_second_signal_leaves_the_log_whole(tmp_path: Path):
             status = launcher.wait(timeout=30)
         stderr = stderr_once_gone(env, err)
     assert status == 128 + signal.SIGTERM, stderr
-    lines = log.read_bytes().splitlines()
+    lines = logged(log).splitlines()
     assert (len(lines), lines[-1]) == (LINES + 1, b"the last line"), (len(lines), stderr)
     assert "was not drained" not in stderr, stderr

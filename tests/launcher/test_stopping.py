@@ -20,6 +20,7 @@ from test_supervision import ENV, alive, launch_argv, launch_workers, wait_for
 from launcher.child import Child
 from launcher.second_signal import REPEAT_SECONDS
 from launcher.supervisor import ChildSpec, Supervisor
+from tests.launcher.attempt_logs import logged
 from tests.launcher.launch_cli import launcher_command
 from tests.processes import job_env, job_left, kill_job, run_job
 
@@ -404,7 +405,7 @@ def test_a_childs_log_has_each_line_as_it_comes(tmp_path):
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 15
-            while not (log.exists() and log.read_text() == "1st\n"):
+            while not (log.exists() and logged(log) == b"1st\n"):
                 assert time.monotonic() < deadline, "the line never reached the log"
                 time.sleep(0.05)
         finally:
