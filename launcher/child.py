@@ -320,7 +320,7 @@ class Child(ChildOutput):
         cause = told(cause, self.spec.role, self.spec.rank, read, peers)
         job_id = (self.spec.env or {}).get("DISTCONV_JOB_ID")
         if (held := held_by_another_job([*read[-1:], cause or ""], job_id)) is not None:
-            cause = held if cause is None else f"{held}; {cause}"  # restarted never (its words)
+            cause = held if cause is None else f"{cause}; {held}"  # restarted never (its words)
         number = -code if code is not None and code < 0 else None
         return Failure(
             role=self.spec.role,

@@ -20,6 +20,7 @@ import pytest
 from distconv.run_files import LOCK
 from tests.child_env import child_path
 from tests.launcher.launch_cli import launch
+from tests.launcher.real_children import mpiexec_or_skip
 from tests.other_jobs import SMALL_NET
 from tests.processes import job_env
 from tests.test_cli import SMALL
@@ -98,16 +99,26 @@ def test_a_launch_into_another_live_run_s_out_is_refused_before_it_starts(tmp_pa
         _its_run_is_whole(proc, tmp_path / "x")
 
 
+#: the launches of :data:`FIT`: one worker of a local launch, two MPI ranks
+LAUNCHES = [
+    pytest.param(("local", "--workers", "1", "--servers", "0"), id="local"),
+    pytest.param(("mpi", "-np", "2"), id="mpi", marks=pytest.mark.mpi),
+]
+
+
 @pytest.mark.timeout(180)
-def test_a_program_refused_another_job_s_out_is_not_restarted(tmp_path):
+@pytest.mark.parametrize("how", LAUNCHES)
+def test_a_program_refused_another_job_s_out_is_not_restarted(tmp_path, how):
     """A program's own output directory, which the launch cannot see before it starts: its
     rank's refusal ends the job (the holder is no process of this launch), unrestarted."""
+    if how[0] == "mpi":
+        mpiexec_or_skip()
     script = tmp_path / "fit.py"
     script.write_text(FIT)
     with other_run(tmp_path, "x") as proc:
         done = launch(
-            "local", "--workers", "1", "--servers", "0", "--max-restarts", "3", "--run-dir",
-            "run", "--", str(script), "x", cwd=tmp_path, timeout=120,
+            *how, "--max-restarts", "3", "--run-dir", "run", "--", str(script), "x",
+            cwd=tmp_path, timeout=120,
         )  # fmt: skip
         said = done.stdout + done.stderr
         assert done.returncode == 1, said
