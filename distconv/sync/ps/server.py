@@ -32,13 +32,13 @@ import numpy as np
 import zmq
 
 from distconv.allocator import keep_freed_memory
-from distconv.endpoint import join_endpoint, split_endpoint
+from distconv.endpoint import split_endpoint
 from distconv.kernels.parallel import blas_libraries
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.async_updates import AsyncUpdates, staleness_counts
+from distconv.sync.ps.bound_address import bound_address
 from distconv.sync.ps.config import (
     ShardConfig,
-    is_interface,
     listening_fd,
     tcp_url,
     uses_ipv6,
@@ -150,10 +150,9 @@ class Shard(
         except zmq.ZMQError as exc:  # address in use, no such interface: the user can fix it
             raise OSError(f"cannot bind {self.config.bind}: {exc}") from None
         bound, _, port = self._sock.last_endpoint.decode().removeprefix("tcp://").rpartition(":")
-        # an interface's name (--bind lo:0) is no address a worker can dial: print the one
-        # ZeroMQ bound (lo: 127.0.0.1), as --pservers must name it
-        shown = bound.strip("[]") if is_interface(host) else host
-        self.endpoint = join_endpoint(shown, int(port))
+        # eth0, a name that is loopback, 0.0.0.0: what a worker can dial, and from where
+        address = bound_address(host, bound.strip("[]"), int(port))
+        self.endpoint = address.endpoint
         log.info(
             "shard %d/%d listening on %s (%s mode, %d workers, %s)",
             self.index,
@@ -163,6 +162,10 @@ class Shard(
             self.config.workers,
             "insecure" if self.config.insecure else "CURVE",
         )
+        if address.warning:
+            log.warning("shard %d: %s", self.index, address.warning)
+        if address.reach:  # 0.0.0.0 is no address another host dials
+            log.info("shard %d: on every interface; workers dial %s", self.index, address.reach)
         return self.endpoint
 
     @property
