@@ -40,6 +40,9 @@ from distconv.sync.ps.zap import start_authenticator as start_authenticator  # (
 
 #: what a launch, or ``distconv keys`` run again, guesses of a key set cut short or damaged
 INTERRUPTED = "(an interrupted `distconv keys`?)"
+#: where a missing or damaged key file comes from: keys made anew on one host are a set the
+#: shards and the other workers do not know
+KEY_SET = "the job's key set (made once with `distconv keys`)"
 
 
 class KeyFileError(ValueError):
@@ -283,8 +286,10 @@ def key_set_damage(directory: str | os.PathLike) -> str | None:
 
 def _load(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
     if not path.is_file():
+        whose = "this rank's " if secret and path.name.startswith("worker-") else ""
         raise KeyFileError(
-            f"CURVE key file {path} not found (make keys with `distconv keys`)", "is missing"
+            f"CURVE key file {path} not found: copy {whose}{path.name} from {KEY_SET}",
+            "is missing",
         )
     try:
         public, private = zmq.auth.load_certificate(str(path))
@@ -297,7 +302,7 @@ def _load(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
         why = "holds a key line without its value"
         raise KeyFileError(
             f"CURVE key file {path} is unreadable: a key line without its value (a file edited "
-            "or cut short? make keys with `distconv keys`)",
+            f"or cut short? copy it again from {KEY_SET})",
             why,
             damaged=True,
         ) from None
@@ -312,7 +317,7 @@ def _load(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
             # argument" traceback (a secret), or a shard admitted no worker (a public key)
             raise KeyFileError(
                 f"CURVE key file {path}: its {kind} key is not a CURVE key (40 Z85 characters; "
-                "a file edited or cut short? make keys with `distconv keys`)",
+                f"a file edited or cut short? copy it again from {KEY_SET})",
                 f"holds a {kind} key that is not a CURVE key",
                 damaged=True,
             )

@@ -48,7 +48,8 @@ def test_a_shard_with_a_key_that_is_no_curve_key_stops_naming_the_file(
     assert proc.returncode == 1, proc
     assert proc.stderr.strip() == (
         f"distconv pserver: error: CURVE key file {path}: its {kind} key is not a CURVE key "
-        "(40 Z85 characters; a file edited or cut short? make keys with `distconv keys`)"
+        "(40 Z85 characters; a file edited or cut short? copy it again from the job's key set "
+        "(made once with `distconv keys`))"
     ), proc.stderr
 
 

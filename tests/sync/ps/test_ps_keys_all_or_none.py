@@ -275,5 +275,6 @@ def test_a_key_file_cut_short_in_a_key_line_is_refused_in_one_line_not_a_traceba
     assert shard.returncode == 1, shard
     assert shard.stderr.strip() == (
         f"distconv pserver: error: CURVE key file {keys / 'server.key_secret'} is unreadable: a "
-        "key line without its value (a file edited or cut short? make keys with `distconv keys`)"
+        "key line without its value (a file edited or cut short? copy it again from the job's key "
+        "set (made once with `distconv keys`))"
     ), shard.stderr
