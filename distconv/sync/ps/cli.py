@@ -107,7 +107,8 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     p.add_argument(
         "--checkpoint-dir",
         type=not_blank,  # a blank one (an unset variable) read as none: no parts, said nowhere
-        help="where this shard writes its checkpoint parts",
+        help="where this shard writes its checkpoint parts, if anywhere: a copy for operators, "
+        "never read back (the chief's checkpoint alone is enough to --resume)",
     )
     p.add_argument(
         "--keep-parts",
