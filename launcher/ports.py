@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import socket
+from collections.abc import Iterable
 
 #: connections a reserved port queues while no shard accepts (between attempts)
 BACKLOG = 128
@@ -38,6 +39,36 @@ def reserve_ports(count: int, host: str = "127.0.0.1") -> list[socket.socket]:
             sock.close()
         raise
     return sockets
+
+
+def drain_queued(sockets: Iterable[socket.socket]) -> int:
+    """Accept and close every connection queued on ``sockets`` (reserved by
+    :func:`reserve_ports`); returns how many. Call it between attempts, once the last
+    attempt's children have ended and before the next one's shards start.
+
+    The dying attempt's workers kept dialing their shard's port until they were stopped, and
+    the kernel queued those connections on the reserved socket (up to ``BACKLOG``). The next
+    attempt's shard accepted them first and, their peers gone, logged each as "refused a
+    connection from an unknown address: its handshake ended early (... a port scan, a
+    probe?)": a security warning in every restart's log for the launcher's own leftovers.
+    """
+    drained = 0
+    for sock in sockets:
+        blocking = sock.getblocking()  # shared with the shards' copies: put back as it was
+        sock.setblocking(False)
+        try:
+            while True:
+                try:
+                    conn, _ = sock.accept()
+                except (BlockingIOError, InterruptedError):  # nothing (more) queued
+                    break
+                except ConnectionAbortedError:  # reset while queued: gone already
+                    continue
+                conn.close()
+                drained += 1
+        finally:
+            sock.setblocking(blocking)
+    return drained
 
 
 def _above_stdio(sock: socket.socket) -> socket.socket:
