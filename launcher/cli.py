@@ -61,7 +61,7 @@ from .options import (
     split_argv,
 )
 from .owned import refuse_after_dashes
-from .ports import reserve_ports
+from .ports import drain_queued, reserve_ports
 from .pyenv_shim import one_launch
 from .resume_run_dir import check_resume_in_a_new_run_dir
 from .run_dir import run_dir_refused
@@ -228,6 +228,8 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
         ports, fds = [s.getsockname()[1] for s in reserved], [s.fileno() for s in reserved]
 
         def build(restart: int) -> list[ChildSpec]:
+            if restart:  # the last attempt's workers' connections, queued while no shard was
+                drain_queued(reserved)  # up: the new shard would take them for probes
             return local_children(
                 program, servers, job, args.workers, restart, os.environ, ports, fds
             )
