@@ -72,6 +72,7 @@ class RequestHandlers(StartupHandlers, OtherJobIds):
                 self._note_alive(header)
             self.requests += 1
             getattr(self, f"_op_{header['op']}")(ident, header, arrays)
+            self._note_link(header, frames[1])  # a hello's once taken (duplicates.py)
             if header["op"] in ("gather", "push", "bye", "abandon"):  # may leave ranks held
                 self._check_stuck(header["op"])
                 self._check_other_ids()  # a rank of this job claimed by another's alone

@@ -43,7 +43,7 @@ class Link:
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.ends = _ends_of(fd)
+        self.ends = ends_of(fd)
         self._acked: int | None = None  # the count of bytes the peer acknowledged, when read
         self._acked_at = 0.0  # when that count was first read
         info = self._info()
@@ -97,7 +97,7 @@ def _duplicate(fd: int) -> socket.socket | None:
         return None
 
 
-def _ends_of(fd: int) -> tuple[object, object] | None:
+def ends_of(fd: int) -> tuple[object, object] | None:
     """The local and peer addresses of the connected stream socket on ``fd``, else None."""
     sock = _duplicate(fd)
     if sock is None:

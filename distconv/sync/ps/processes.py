@@ -98,6 +98,20 @@ class ProcessWatch:
             return None
         return pid
 
+    def alive(self, key: int) -> bool | None:
+        """Whether ``key``'s followed process runs now (True: stopped too) or has ended (False),
+        looked up at once; None where it is not followed or cannot be read now."""
+        if key not in self._pids:
+            return None
+        pid, start = self._pids[key]
+        try:
+            stat = process_stat(pid)
+        except OSError:  # not readable now: no news
+            return None
+        if stat is None and is_there(pid):  # hidden since it was tracked: no news either
+            return None
+        return not has_ended(stat, start)
+
     def forget(self, key: int) -> None:
         """Stop following ``key`` (a rank that said bye, or was lost)."""
         self._pids.pop(key, None)

@@ -14,7 +14,8 @@ mode they reach their next collective while the new worker waits in its start-up
 neither wait can ever be answered. They are told at once, each held request answered and each
 later one refused, naming the restart, so that every worker restarts and the job resumes from
 its checkpoint together with the restarted rank, instead of failing at the shard's
-``--timeout`` (:meth:`RunChecks._end_run_before`).
+``--timeout`` (:meth:`RunChecks._end_run_before`). Where another process claims a rank whose
+worker still lives, its hello is no restart: :mod:`~distconv.sync.ps.duplicates`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from distconv.sync.ps.duplicates import DuplicateHellos
 from distconv.sync.ps.state import _Refused, _Waiting
 
 if TYPE_CHECKING:
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("distconv.pserver")
 
 
-class RunChecks:
+class RunChecks(DuplicateHellos):
     """The run side of :class:`~distconv.sync.ps.server.Shard` (whose state it shares), and how
     its messages name a rank."""
 
@@ -95,15 +97,8 @@ class RunChecks:
         job failed at the shard's ``--timeout``, and only a restart of the shards took the
         workers back. A restart before the seed is taken in as it was: the others are still in
         their start-up gather, which the new worker joins."""
-        before = self.run_of.get(rank)
-        if None in (run, before) or run == before:
+        if not self._would_end_run(rank, run):
             return
-        if rank in self.left or rank in self.lost:
-            return
-        if not self.accepted_at.get(rank, self.seeded_at) < self.seeded_at:
-            return  # its worker set up (again) since the seed: the others meet the new one
-        if self.ended_run is not None and self.ended_run[0] == self.seeded_at:
-            return  # another rank's restart ended this run already: its words stand
         why = (
             f"{self._restarted(rank)}: its worker of this run ended without a bye (killed or "
             "crashed), so the run cannot go on and every worker restarts"
@@ -121,6 +116,19 @@ class RunChecks:
                 self.gathers_held.discard(key)
         for what, entry in held.values():
             self._dismiss([entry], f"{why}; this worker's {what} is dropped", failed_ranks=[rank])
+
+    def _would_end_run(self, rank: int, run: int | None) -> bool:
+        """Whether ``rank``'s hello of ``run``, taken, would end the run its worker of now is
+        in (:meth:`_end_run_before`'s rules)."""
+        before = self.run_of.get(rank)
+        if None in (run, before) or run == before:
+            return False
+        if rank in self.left or rank in self.lost:
+            return False
+        if not self.accepted_at.get(rank, self.seeded_at) < self.seeded_at:
+            return False  # its worker set up (again) since the seed: the others meet the new one
+        # another rank's restart ended this run already: its words stand
+        return self.ended_run is None or self.ended_run[0] != self.seeded_at
 
     def _of_ended_run(self, rank: int) -> bool:
         """Whether ``rank``'s latest accepted hello came before the seed of the run a restart
@@ -155,15 +163,22 @@ class RunChecks:
         before (its ``bye`` or ``beat``): that worker's life says nothing of its rank's."""
         if header["op"] != "stats" and self._of_current_run(header):
             self.last_seen[header["rank"]] = time.monotonic()
+            self.heard_at[header["rank"]] = self.requests
+            if header["op"] != "bye":  # a worker that says bye goes: a hello held may come in
+                self._refuse_held_hello(header["rank"])
 
     def _of_latest_run(self, header: dict[str, Any]) -> bool:
         """Whether a bye comes from the run of its rank's latest accepted hello, or of a refused
         one since (that worker closes), by the run id both carry (a worker draws one at start;
         one without it passes): a second worker of the rank, alive beside its restart, says
-        bye in vain."""
+        bye in vain. So does a refused one while the accepted run lives on: its worker was
+        heard since the refusal, or its process on this host runs; a stray refused (another
+        job's worker given this job's shards) closed the rank and failed the live job."""
         rank, run = header["rank"], header.get("run")
         when, refused = self.refused_at.get(rank, (-1, None))
         refused = refused if when > self.accepted_at.get(rank, -1) else None
+        if refused is not None and self._alive_since(rank, when):
+            refused = None
         if self._of_current_run(header) or run == refused:
             return True
         log.info(

@@ -15,6 +15,7 @@ import secrets
 from typing import Any
 
 from distconv.sync.ps.config import HOST_CHARS
+from distconv.sync.ps.duplicates import Links
 from distconv.sync.ps.incarnations import Incarnation, hello_incarnation, older
 from distconv.sync.ps.job_hello import REFUSED_JOB, HelloJob, hello_setup
 from distconv.sync.ps.seeding import Seeding
@@ -43,6 +44,8 @@ class StartupHandlers(SetupNotes):
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         self._next_job()  # the job before ended: this hello binds it afresh (job_state.py)
+        if self._hold_if_claimed(ident, header, arrays):  # another process claims a live rank
+            return  # answered once its worker of now speaks, or stays silent (duplicates.py)
         rank, run, host = header["rank"], header.get("run"), header["host"]
         self._heard_run(rank, run)  # a worker of it may outlive the job (job_state.py)
         new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
@@ -85,6 +88,8 @@ class StartupHandlers(SetupNotes):
         self.accepted_setup[rank] = setup  # see _setup_peers
         self.run_of[rank] = run
         self.processes.track(rank, header.get("process", ""), host)  # see _check_timeouts
+        self.process_of[rank] = header.get("process") or ""  # see _hold_if_claimed
+        self.links_of[rank] = {}  # its worker's are noted as it speaks (handlers.py)
         self._note_alive(header)
         self.last_step.pop(rank, None)
         self.pushed.pop(rank, None)  # a new worker's steps start again (async: _refuse_repeat)
@@ -121,6 +126,11 @@ class StartupHandlers(SetupNotes):
         self.setup_said: dict[tuple[int, int | None], int] = {}
         #: per rank, which setup since the latest seed its latest accepted hello is of
         self.accepted_setup: dict[int, int] = {}
+        self.process_of: dict[int, str] = {}  # (duplicates.py)
+        self.heard_at: dict[int, int] = {}  # (duplicates.py)
+        self.links_of: dict[int, Links] = {}  # (duplicates.py)
+        #: held hellos outlive a job that ends meanwhile: the next tick takes them in afresh
+        self.held_hellos = getattr(self, "held_hellos", {})
 
     def _seeded_setup(self) -> None:
         """A seed ends the setup its hellos were of: each worker's next hello is of the next."""
