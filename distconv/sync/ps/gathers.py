@@ -227,7 +227,8 @@ class ShardGathers(LateJobCheck, StepsLeftBehind):
         message = stuck(gathers, pushes, self._live(), gone, self._who, self._closed)
         if message:  # a rank gone on an error is the cause; else the ranks disagree
             lead, fields = self._refusal_lead(gone)  # as a step left behind reads them
-            self._fail(f"{lead}{message}", self._blamed(gone), **fields)
+            if not self._end_refused_start(f"{lead}{message}", gone):  # (refusals.py)
+                self._fail(f"{lead}{message}", self._blamed(gone), **fields)
 
     def _left_this_run(self, rank: int, since: int, first: int = -1) -> bool:
         """Whether ``rank``'s bye came in the run of the ranks in a gather, whose hellos of a

@@ -175,8 +175,13 @@ class JobState:
                 if errors
                 else " (its workers said bye)",
             )
-            self.runs_ended.update(self.job_runs)
-            self._clear_job()
+            self._unbind()
+
+    def _unbind(self) -> None:
+        """Hold the bound job no more, as a restarted shard: the next hello binds the job
+        afresh, and a late request of a run it heard is refused as a job before's."""
+        self.runs_ended.update(self.job_runs)
+        self._clear_job()
 
     def _bye_errors(self) -> str:
         """The errors the byes of the job's ranks carried, as ``rank 0 closed on "..."; rank

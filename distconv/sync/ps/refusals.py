@@ -4,10 +4,20 @@ on the ranks' different jobs: a refusal of the job (``refused: "job"``), not a r
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from distconv.rank_endings import different_jobs_in
 from distconv.sync.ps.job_hello import REFUSED_JOB
+
+log = logging.getLogger("distconv.pserver")
+
+#: what ends the words of a start refused on the ranks' different jobs alone
+START_ENDED = (
+    "this start of the job ended here, nothing seeded: the shards serve the next start, so "
+    "start every worker again with the same flags"
+)
 
 
 class GatherRefusals:
@@ -16,10 +26,36 @@ class GatherRefusals:
     rank's bye (``left``, ``bye_error``, ``bye_blames``) and its refused hello
     (``_other_job``)."""
 
+    index: int
     left: set[int]
     bye_error: dict[int, str | None]
     bye_blames: dict[int, list[int]]
+    blocks: dict[int, Any]
+    waiting: dict[str, Any]
+    gathers_held: set[str]
+    _seeding: Any
     _other_job: Callable[[int], str | None]
+    _dismiss: Callable[..., None]
+    _unbind: Callable[[], None]
+
+    def _end_refused_start(self, words: str, gone: Iterable[int]) -> bool:
+        """End this start of the job without failing the shard, where its only fault is the
+        ranks' different jobs: the ``gone`` ranks left on them, none failed on its own
+        (:meth:`_refusal`), and nothing is seeded, nor being seeded. Every request held is
+        answered with ``words`` (what is stuck, led by the refusal) and the way on, as a
+        refusal of the job (exit 1), and the shard holds no job: the corrected start binds
+        it afresh, as after a refused ``--world-size``. A failed shard served no other job
+        until restarted by hand, on every shard host, though it held nothing of the job.
+        Whether this was done (else the caller fails the job)."""
+        if self.blocks or self._seeding is not None or self._refusal(gone) is None:
+            return False
+        said = f"{words}; {START_ENDED}"
+        log.warning("shard %d: %s", self.index, said)
+        held = [entry for waiting in self.waiting.values() for entry in waiting.by_rank.values()]
+        self.waiting, self.gathers_held = {}, set()
+        self._dismiss(held, said, **REFUSED_JOB)
+        self._unbind()
+        return True
 
     def _blamed(self, gone: Iterable[int]) -> list[int]:
         """The ranks whose failure it is that the ``gone`` ranks (each said bye) left: one

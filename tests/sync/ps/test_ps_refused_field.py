@@ -25,11 +25,9 @@ def test_a_hello_of_another_job_and_the_gather_it_leaves_are_refused_as_a_job(ha
     refused = _hello_run(h, 1, 33, {"batch": 8})
     assert refused.get("refused") == "job", refused
     _bye(h, 1, run=33)
-    waited = h.read()[0]  # rank 0's start-up gather, failed leading with the mismatch
+    waited = h.read()[0]  # rank 0's start-up gather, ended leading with the mismatch
     assert waited["error"].startswith("rank 1 and rank 0 run different jobs: "), waited
     assert waited.get("refused") == "job", waited
-    later = h.ask({"op": "gather", "rank": 0, "tag": "barrier:2", "value": None})[0]
-    assert (later["error"], later.get("refused")) == (waited["error"], "job"), later
 
 
 @pytest.mark.timeout(30)
