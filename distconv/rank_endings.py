@@ -106,13 +106,17 @@ def another_job_text(rank: int, diff: str) -> str:
 
 
 def another_id_text(rank: int, job: str, served: str) -> str:
-    """``rank 1 names another job id than the shard: 'job8' here, 'job7' there``: how a
-    parameter server shard refuses a request naming another ``--job-id`` (``job``, quoted as
-    the shard quotes it) than the one it serves (``served``), and what it tells the ranks of
-    its job left waiting for that rank. The worker stops on it (a JobRefused), and so may
+    """``rank 1 names another job id than the shard: 'job8' here, 'job7' there; give
+    --job-id 'job7', or restart the shards with --job-id 'job8'``: how a parameter server
+    shard refuses a request naming another ``--job-id`` (``job``, quoted as the shard quotes
+    it) than the one it serves (``served``), with both ways out, and what it tells the ranks
+    of its job left waiting for that rank. The worker stops on it (a JobRefused), and so may
     the others: the launcher reads it back as :func:`different_jobs_text`, so that the report
     blames no rank that merely exited first."""
-    return f"rank {rank} {_OTHER_ID}: {job} here, {served} there"
+    return (
+        f"rank {rank} {_OTHER_ID}: {job} here, {served} there; give --job-id {served}, or "
+        f"restart the shards with --job-id {job}"
+    )
 
 
 def different_jobs_in(lines: Sequence[str]) -> str | None:

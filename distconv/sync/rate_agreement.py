@@ -34,6 +34,12 @@ SAME_NEW_RATE = (
     "a rate changed between fits is changed on every rank alike "
     "(optimizer.set_base_lr with the same lr on each)"
 )
+#: the way out of ranks whose first setup's hellos differ in their rates alone: the ranks were
+#: started with different flags (nothing was seeded yet, so no fit before moved a rate)
+SAME_START_RATE = (
+    "start every rank with the same --lr (distconv train's flags; a script of your own makes "
+    "every rank's optimizer at the same lr)"
+)
 #: the way out of a job check (MPI's, the workers') that finds the ranks' rates differ: a
 #: first fit's too, whose ranks made their optimizers at different rates (two notebooks)
 SAME_RATE = f"every rank's optimizer is made at the same lr, and {SAME_NEW_RATE}"

@@ -227,7 +227,7 @@ class ShardGathers(LateJobCheck, StepsLeftBehind):
         message = stuck(gathers, pushes, self._live(), gone, self._who, self._closed)
         if message:  # a rank gone on an error is the cause; else the ranks disagree
             lead, fields = self._refusal_lead(gone)  # as a step left behind reads them
-            if not self._end_refused_start(f"{lead}{message}", gone):  # (refusals.py)
+            if not self._end_refused_start(gone):  # nothing seeded: no shard fails (refusals.py)
                 self._fail(f"{lead}{message}", self._blamed(gone), **fields)
 
     def _left_this_run(self, rank: int, since: int, first: int = -1) -> bool:

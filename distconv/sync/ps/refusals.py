@@ -38,18 +38,20 @@ class GatherRefusals:
     _dismiss: Callable[..., None]
     _unbind: Callable[[], None]
 
-    def _end_refused_start(self, words: str, gone: Iterable[int]) -> bool:
-        """End this start of the job without failing the shard, where its only fault is the
-        ranks' different jobs: the ``gone`` ranks left on them, none failed on its own
-        (:meth:`_refusal`), and nothing is seeded, nor being seeded. Every request held is
-        answered with ``words`` (what is stuck, led by the refusal) and the way on, as a
-        refusal of the job (exit 1), and the shard holds no job: the corrected start binds
-        it afresh, as after a refused ``--world-size``. A failed shard served no other job
-        until restarted by hand, on every shard host, though it held nothing of the job.
-        Whether this was done (else the caller fails the job)."""
-        if self.blocks or self._seeding is not None or self._refusal(gone) is None:
+    def _end_refused_start(self, gone: Iterable[int]) -> bool:
+        """End this start of the job without failing the shard, where what is held can never
+        be answered and its only fault is the ranks' different jobs: the ``gone`` ranks left
+        on them, none failed on its own (:meth:`_refusal`), and nothing is seeded, nor being
+        seeded. Every request held is answered with that refusal and the way on (what each
+        rank waits in adds nothing to it: the line quoted the refusal three times, 800
+        characters and more), as a refusal of the job (exit 1), and the shard holds no job:
+        the corrected start binds it afresh, as after a refused ``--world-size``. A failed
+        shard served no other job until restarted by hand, on every shard host, though it held
+        nothing of the job. Whether this was done (else the caller fails the job)."""
+        refusal = self._refusal(gone)
+        if self.blocks or self._seeding is not None or refusal is None:
             return False
-        said = f"{words}; {START_ENDED}"
+        said = f"{refusal}; {START_ENDED}"
         log.warning("shard %d: %s", self.index, said)
         held = [entry for waiting in self.waiting.values() for entry in waiting.by_rank.values()]
         self.waiting, self.gathers_held = {}, set()

@@ -71,7 +71,7 @@ class RunChecks(DuplicateHellos):
                 "refused"
             )
             # logged by the handler, which names the peer and bounds the lines of a replay
-            refused.log_line = f"a {header['op']} of rank {rank}'s run {run} refused"
+            refused.log_line = f"{an(header['op'])} of rank {rank}'s run {run} refused"
             raise refused
         if self.ended_run is not None and self._of_ended_run(header["rank"]):
             _, restarted, why = self.ended_run
@@ -234,3 +234,8 @@ class RunChecks(DuplicateHellos):
         since; else None (never refused, accepted since, or refused for its host)."""
         when, said = self.other_job.get(rank, (-1, None))
         return said if when > self.accepted_at.get(rank, -1) else None
+
+
+def an(word: str) -> str:
+    """``word`` after its indefinite article: ``an abandon``, ``a push``."""
+    return f"{'an' if word[:1] in tuple('aeiou') else 'a'} {word}"

@@ -218,8 +218,8 @@ class StartupHandlers(SetupNotes):
         """Why ``rank``'s hello of ``job`` is refused (``diff``): its rate is not the one its
         setup's first hello carried, naming that rank; else another job than the held one."""
         peers = self._setup_peers(rank, setup)
-        if peers and job.new_rate(self.job) is not None:
-            return different_rates(rank, peers[0], diff)
+        if peers and job.new_rate(self.job) is not None:  # first: nothing seeded, no fit before
+            return different_rates(rank, peers[0], diff, first=not self.blocks)
         return different_jobs(rank, self.job_rank, diff)
 
     def _op_seed(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:

@@ -42,7 +42,7 @@ from typing import Any
 
 from distconv.rank_endings import another_job_text, different_jobs_text
 from distconv.sync.ps.shard_timeouts import GATHER_TAG
-from distconv.sync.rate_agreement import SAME_NEW_RATE
+from distconv.sync.rate_agreement import SAME_NEW_RATE, SAME_START_RATE
 
 #: what a rank in a gather of each kind is doing, for the message
 GATHER_WORDS = {
@@ -209,16 +209,18 @@ def different_jobs(rank: int, job_rank: int, diff: str) -> str:
     )
 
 
-def different_rates(rank: int, peer: int, diff: str) -> str:
-    """That ``rank``'s hello and ``peer``'s, both of the setup now starting (a later fit of the
-    same workers), differ in the optimizer's rate alone (``diff``): a rate changed between
-    fits on some ranks only. Named as :func:`different_jobs` names two ranks, with the way
-    out; ``peer`` is a rank of this setup, not the one whose first hello set the job."""
+def different_rates(rank: int, peer: int, diff: str, first: bool = False) -> str:
+    """That ``rank``'s hello and ``peer``'s, both of the setup now starting, differ in the
+    optimizer's rate alone (``diff``). Named as :func:`different_jobs` names two ranks, with
+    the way out: at the job's ``first`` setup (nothing seeded yet), the ranks were started
+    with different flags; at a later fit of the same workers, a rate changed between fits on
+    some ranks only. ``peer`` is a rank of this setup, not the one whose first hello set the
+    job."""
+    way_out = SAME_START_RATE if first else SAME_NEW_RATE
     return different_jobs_text(
         rank,
         peer,
-        f"{diff} (here: rank {rank}'s hello; there: rank {peer}'s, of the same setup): "
-        f"{SAME_NEW_RATE}",
+        f"{diff} (here: rank {rank}'s hello; there: rank {peer}'s, of the same setup): {way_out}",
     )
 
 

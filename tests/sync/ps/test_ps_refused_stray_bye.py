@@ -21,4 +21,6 @@ def test_a_refused_stray_s_bye_is_ignored_while_the_rank_s_worker_speaks_on(hand
     _bye(h, 1, run=33)
     assert not h.shard.failed and 1 not in h.shard.left
     _bye(h, 1, run=11)  # the rank's own worker closes: that bye counts
-    assert "closed (bye)" in h.read()[0]["error"]  # rank 0's start-up gather
+    said = h.read()[0]["error"]  # rank 0's start-up gather: this start ended, failing nothing
+    assert said.startswith("rank 1 runs another job"), said
+    assert not h.shard.failed

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from test_ps_second_copy_of_a_rank import TIMEOUT, _ended, _train
 
+from distconv.sync.rate_agreement import SAME_START_RATE
 from tests.child_env import child_env
 from tests.processes import job_env, job_left
 
@@ -34,6 +35,9 @@ def test_a_start_refused_for_different_flags_leaves_the_shards_serving(shards, t
             if attempt == "refused":
                 assert statuses == [1, 1], said
                 assert all("run different jobs" in text for text in said), said
+                assert all(len(text.splitlines()[-1]) < 500 for text in said), said
+                if odd[0] == "--lr":  # the flags named: no fit before moved a rate
+                    assert any(SAME_START_RATE in text for text in said), said
             else:
                 assert statuses == [0, 0], said
         assert not job_left(env, 5)
