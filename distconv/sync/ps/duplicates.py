@@ -92,6 +92,8 @@ class DuplicateHellos:
     held_hellos: dict[int, HeldHello]
     #: per rank, the connections its worker of now was heard on
     links_of: dict[int, Links]
+    #: the header of the held hello being taken now (:meth:`_take_held`): decided already
+    _taking: dict[str, Any] | None = None
 
     def _note_link(self, header: dict[str, Any], frame: zmq.Frame) -> None:
         """Note the connection a request of its rank's worker of now came on (``frame``:
@@ -128,7 +130,7 @@ class DuplicateHellos:
             _Refused: the rank's worker of now runs on this host.
         """
         rank = header["rank"]
-        if not self._would_end_run(rank, header.get("run")):
+        if header is self._taking or not self._would_end_run(rank, header.get("run")):
             return False
         process, before = header.get("process"), self.process_of.get(rank)
         if not process or not before or process == before:
@@ -195,7 +197,10 @@ class DuplicateHellos:
                 raise _Refused(
                     self._failed_words(held.header), **self._failed_reply_fields(held.header)
                 )
+            self._taking = held.header
             self._op_hello(held.ident, held.header, held.arrays)
         except (WireError, _Refused) as exc:
             log.warning("shard %d: a held hello refused: %s", self.index, exc)
             self._reply(held.ident, held.header, error=str(exc), **getattr(exc, "fields", {}))
+        finally:
+            self._taking = None

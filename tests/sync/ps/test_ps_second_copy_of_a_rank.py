@@ -57,7 +57,20 @@ def test_a_second_process_for_a_live_rank_is_refused_and_the_job_trains_on(
     """A job of two trains; a third process says hello as rank 1 (its command again, or one
     with another --lr). It exits 1 naming the live worker of rank 1, and both workers of the
     job finish their epochs (exit 0)."""
-    endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
+    _assert_refused_beside_live_job(shards, tmp_path, host, newcomer, "sync")
+
+
+@pytest.mark.timeout(150)
+def test_async_a_second_copy_on_another_host_is_refused_and_the_job_trains_on(shards, tmp_path):
+    """As above in async mode, where the live worker is heard by its pushes and its beats."""
+    _assert_refused_beside_live_job(shards, tmp_path, "pod", (), "async")
+
+
+def _assert_refused_beside_live_job(shards, tmp_path, host, newcomer, mode: str) -> None:
+    """Start a job of two on one shard in ``mode``, its workers on ``host`` (None: this one);
+    once it trains, a newcomer for rank 1 with ``newcomer`` flags is refused and the job ends
+    well."""
+    endpoints = shards.start(1, workers=2, mode=mode, extra=["--timeout", str(TIMEOUT)])
     logs = [tmp_path / f"rank{r}.log" for r in range(2)]
     with job_env(child_env(OMP_NUM_THREADS="1")) as env:
         procs = [
