@@ -25,6 +25,7 @@ __all__ = [
     "trainable",
 ]
 
+
 def callback_problem(callback: Any) -> str | None:
     """Why ``callback`` cannot be a backward's :data:`UpdateCallback`, or None if it can.
 
