@@ -501,7 +501,7 @@ class _TwoRanks:
     "kernel_threads, on_gpu, expected",
     [
         ("2", False, None),  # 2 ranks x 2 kernel threads fill the 4 cores: no thread
-        ("1", False, 0.0),  # 2 cores left: a thread, waiting in MPI_Wait
+        ("1", False, None),  # set by hand: 2 x 1 is the job's share; the other 2 are not its
         ("2", True, 0.0),  # GPU gradients: the kernel threads do not compute
         (None, False, None),  # unset: the 4 cores shared by mpiexec's 2 ranks, 2 each
     ],
@@ -526,10 +526,10 @@ def test_the_thread_counts_the_ranks_kernel_threads_as_busy_cores(
 @pytest.mark.parametrize(
     "cores, kernel_threads, on_gpu, expected",
     [
-        (5, "2", False, comm_mod.POLL_SECONDS),  # 1 core left for 2 ranks' threads: no spinning
-        (7, "3", False, comm_mod.POLL_SECONDS),
-        (6, "2", False, 0.0),  # 2 cores left, one for each rank's thread
-        (4, "1", False, 0.0),
+        (5, None, False, comm_mod.POLL_SECONDS),  # 2 kernel threads each, 1 core left for 2
+        (7, None, False, comm_mod.POLL_SECONDS),  # ranks' threads: no spinning
+        (6, "2", False, None),  # set by hand: the job's 4 cores are busy, the other 2 not its
+        (4, "1", False, None),
         (4, "8", True, 0.0),  # GPU: each rank busy on one core, two left
         (3, "1", True, comm_mod.POLL_SECONDS),
     ],
@@ -540,9 +540,16 @@ def test_the_thread_waits_in_mpi_wait_only_with_a_core_left_for_each_ranks_threa
     """Spare cores are those the ranks' kernel threads leave, not the cores over the ranks:
     2 ranks x 2 kernel threads on 5 cores leave one core, where two threads spinning in
     MPI_Wait would take cores from the kernels."""
+    from distconv.kernels import parallel
+
     monkeypatch.setattr(comm_mod, "ranks_on_node", lambda c, m: 2)
     monkeypatch.setattr(comm_mod, "usable_cores", lambda: cores)
-    monkeypatch.setenv("DISTCONV_NUM_THREADS", kernel_threads)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: cores)
+    monkeypatch.setenv("MPI_LOCALNRANKS", "2")
+    if kernel_threads is None:  # sized from the cores: 5 // 2 ranks, 7 // 2
+        monkeypatch.delenv("DISTCONV_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("DISTCONV_NUM_THREADS", kernel_threads)
     assert comm_mod.thread_poll_seconds(None, _TwoRanks(), None, on_gpu, None) == expected
 
 

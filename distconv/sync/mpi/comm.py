@@ -7,6 +7,7 @@ import logging
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
@@ -28,6 +29,8 @@ _said_why: set[str] = set()
 #: how long the communication thread sleeps between tests of a request: short against a
 #: piece's transfer, long enough to leave the core to compute meanwhile
 POLL_SECONDS = 50e-6
+#: the kernel threads a rank runs, where set by hand (:func:`distconv.kernels.parallel.num_threads`)
+THREADS_VAR = "DISTCONV_NUM_THREADS"
 
 
 def check_poll_seconds(value: float | None) -> float | None:
@@ -170,24 +173,79 @@ def thread_poll_seconds(
 
     A collective: every rank calls it, and every rank gets a thread or none (the two paths
     start their collectives in different orders). ``requested`` and ``on_gpu``: see
-    :func:`~distconv.sync.mpi.comm.want_thread`; ``poll_seconds`` None: 0 (wait in
-    ``MPI_Wait``) where the cores the ranks' compute leaves hold one for each rank's thread,
-    else :data:`POLL_SECONDS`.
+    :func:`~distconv.sync.mpi.comm.want_thread`; ``poll_seconds`` None: as
+    :meth:`NodeShare.poll` chooses. The choice is logged at debug level (``distconv -v``).
     """
-    local_ranks = ranks_on_node(comm, mpi)
-    cores = usable_cores()
-    # on the CPU each rank computes on its kernel threads, which share the host's cores among
-    # its ranks (distconv.cores): a core is spare only where they are set lower
-    busy = local_ranks * (1 if on_gpu else num_threads())
-    wanted = want_thread(requested, comm.Get_size(), on_gpu, cores, busy, mpi)
+    share = NodeShare.here(comm, mpi)
+    busy = share.busy(on_gpu)
+    wanted = want_thread(requested, comm.Get_size(), on_gpu, share.cores, busy, mpi)
     without = np.array([0.0 if wanted else 1.0])
     comm.Allreduce(mpi.IN_PLACE if mpi else None, without, mpi.SUM if mpi else None)
-    if not wanted or without[0] != 0:
-        return None
-    if poll_seconds is None:
-        # MPI_Wait spins: only where no thread of it takes a core the kernels compute on
-        return 0.0 if cores - busy >= local_ranks else POLL_SECONDS
-    return poll_seconds
+    seconds = None
+    if wanted and without[0] == 0:
+        seconds = share.poll(on_gpu) if poll_seconds is None else poll_seconds
+    log.debug("communication thread: %s (%s)", thread_words(seconds), share.describe(on_gpu))
+    return seconds
+
+
+def thread_words(seconds: float | None) -> str:
+    """What :func:`thread_poll_seconds`'s answer means, for its debug line."""
+    if seconds is None:
+        return "none"
+    if seconds == 0:
+        return "waits in MPI_Wait (poll 0 s)"
+    return f"polls every {seconds:g} s"
+
+
+@dataclass(frozen=True)
+class NodeShare:
+    """The cores of this rank's node that the job's ranks there may take, and their kernel
+    threads: what the communication thread's choice goes by."""
+
+    #: the cores this process may use (:func:`distconv.cores.usable_cores`)
+    usable: int
+    #: the job's ranks on this node
+    ranks: int
+    #: each rank's kernel threads (:func:`distconv.kernels.parallel.num_threads`)
+    threads: int
+    #: whether ``threads`` was set by hand (``DISTCONV_NUM_THREADS``, which
+    #: ``distconv-launch --threads`` sets), not sized from the cores
+    by_hand: bool
+
+    @classmethod
+    def here(cls, comm: Any, mpi: Any) -> NodeShare:
+        """This rank's (a collective: it counts the ranks on the node)."""
+        by_hand = bool(os.environ.get(THREADS_VAR))  # num_threads reads "" as unset too
+        return cls(usable_cores(), ranks_on_node(comm, mpi), num_threads(), by_hand)
+
+    @property
+    def cores(self) -> int:
+        """The job's cores here: the usable ones, but no more than the ranks' kernel threads
+        where those were set by hand. The docs tell jobs that share a host to set them so
+        that their sums fit its cores: the cores above this job's sum are another job's, and
+        a thread spinning in ``MPI_Wait`` there would take them from it."""
+        if self.by_hand:
+            return min(self.usable, self.ranks * self.threads)
+        return self.usable
+
+    def busy(self, on_gpu: bool) -> int:
+        """The job's cores that compute: each rank's kernel threads, or one per rank whose
+        gradients are on a GPU (its kernel threads do not compute)."""
+        return self.ranks * (1 if on_gpu else self.threads)
+
+    def poll(self, on_gpu: bool) -> float:
+        """0 (wait in ``MPI_Wait``, which spins) where the job's cores hold one for each
+        rank's thread beside those that compute, else :data:`POLL_SECONDS`: no spinning
+        thread takes a core the kernels, or another job, compute on."""
+        return 0.0 if self.cores - self.busy(on_gpu) >= self.ranks else POLL_SECONDS
+
+    def describe(self, on_gpu: bool) -> str:
+        """The numbers behind the choice, for its debug line."""
+        how = "set by hand" if self.by_hand else "from the cores"
+        return (
+            f"usable cores {self.usable}, the job's {self.cores}, busy {self.busy(on_gpu)}; "
+            f"ranks on this node {self.ranks}, kernel threads {self.threads} each ({how})"
+        )
 
 
 def rank0_names(comm: Any, names: Sequence[str]) -> tuple[str, ...]:
