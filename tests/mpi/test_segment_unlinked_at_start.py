@@ -129,15 +129,17 @@ def test_a_rank_slow_to_start_trains_on_the_segment_unlinked_before_it(tmp_path)
 
 
 def test_a_rank_failing_before_mpi_init_leaves_no_segment(tmp_path):
-    """A bad option: each rank fails before it builds a sync, and initialises MPI only to abort
-    the job (``abort_uninitialised``). That ``MPI_Init`` maps the node's files, and the
-    ``Abort`` skips ``MPI_Finalize``: unlinked on the way in, as a sync's start does, they go
-    with the ranks; else every such job left one in ``/dev/shm``."""
+    """A bad option for rank 0 alone (mpiexec's ``:``): it fails before it builds a sync, and
+    initialises MPI only to abort the job (``abort_uninitialised``; ranks that all failed alike
+    finalise instead). That ``MPI_Init`` maps the node's files, and the ``Abort`` skips
+    ``MPI_Finalize``: unlinked on the way in, as a sync's start does, they go with the ranks;
+    else every such job left one in ``/dev/shm``."""
     records = tmp_path / "records"
     records.mkdir()
     rank = [sys.executable, "-m", "mpi4py", str(HERE / "run_abort_recording_segments.py")]
-    args = ["train", "--sync", "mpi", "--data", "synthetic", "--no-such-option"]
-    proc = run_mpi(["-n", "2", *rank, str(records), *args], timeout=60)
+    args = ["train", "--sync", "mpi", "--data", "synthetic", "--out", str(tmp_path / "run")]
+    bad, good = [*rank, str(records), *args, "--no-such-option"], [*rank, str(records), *args]
+    proc = run_mpi(["-n", "1", *bad, ":", "-n", "1", *good], timeout=60)
     assert proc.returncode == 2, proc.stderr[-3000:]  # argparse's, through the abort
     recorded = recorded_segments(records)
     try:

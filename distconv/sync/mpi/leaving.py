@@ -18,9 +18,8 @@ from distconv.logs import as_log_line, note_line, noted_line
 from distconv.messages import debugging
 from distconv.notes import format_exception, unprinted_notes
 from distconv.rank_endings import ABORTING_THE_JOB, ending_name, reason_text
-from distconv.sync.mpi.comm import import_mpi
+from distconv.sync.mpi.before_init import abort_uninitialised  # noqa: F401 - callers' name
 from distconv.sync.mpi.held import HeldInterrupt
-from distconv.sync.mpi.shared_memory import unlink_segments
 
 #: how long a rank waits between its last words and ``Abort`` (see :func:`abort`)
 FORWARD_SECONDS = 0.2
@@ -368,30 +367,3 @@ def let_forward() -> None:
 #: how :func:`abort` ends the process (a name of its own: tests whose stand-in Abort returns
 #: replace it)
 _exit = os._exit
-
-
-def abort_uninitialised(status: int, give_up_after: int = 60) -> None:
-    """End the MPI job with ``status`` from a rank that failed before it initialised MPI.
-
-    The other ranks wait for this one in ``MPI_Init`` (which waits for every rank) or in their
-    first collective, and MPICH's Hydra ends a job for a rank that exits non-zero only once that
-    rank has initialised MPI: a plain exit leaves them waiting for ever. Initialising here lets
-    ``Abort`` end them. Where no other rank ever initialises (they failed alike without this, or
-    run another transport), ``MPI_Init`` never returns: SIGALRM ends the process after
-    ``give_up_after`` seconds. Where MPI is initialised already, the sync's close or mpi4py's
-    exit (``python -m mpi4py``: a refused ``--out``) aborts, past :func:`abort`'s clean-up; this
-    only unlinks the node's shared-memory files first (:func:`unlink_segments`), which no sync
-    has unlinked yet where it fails before one is built.
-    """
-    if "mpi4py.MPI" in sys.modules:
-        # mpi4py's Abort skips MPI_Finalize, which alone unlinks them: each refused job left
-        # 2 MiB in /dev/shm (safe once MPI_Init returned: shared_memory says why)
-        unlink_segments()
-        return
-    signal.signal(signal.SIGALRM, signal.SIG_DFL)  # from the kernel: MPI_Init may hold the GIL
-    signal.alarm(give_up_after)
-    mpi = import_mpi()  # MPI_Init, then the node's files unlinked, as for every rank
-    if mpi is None:  # no MPI here, so none the others could wait in
-        signal.alarm(0)
-        return
-    abort(mpi.COMM_WORLD, status)
