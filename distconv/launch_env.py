@@ -52,6 +52,10 @@ LAUNCHER_LOOK_EVERY = 1.0
 
 log = logging.getLogger("distconv.launch_env")
 _following: threading.Thread | None = None  # the thread that follows the launcher, once started
+#: the launcher's pid, where it was this process's parent as it began to follow it
+_launcher_parent: int | None = None
+#: the launcher's pid, once the thread that follows it saw it end
+_launcher_ended: int | None = None
 
 
 def restart_count(environ: Mapping[str, str] | None = None) -> int:
@@ -98,6 +102,7 @@ def stop_with_launcher(environ: Mapping[str, str] | None = None) -> threading.Th
     if not (parts[3].isascii() and parts[3].isdigit()):  # a start time: taken back by clocks
         return None
     pid, named_start = int(parts[2]), parts[3]
+    _note_parent(pid)
     if _following is not None:  # init() then job.train(): one thread
         return None
     try:
@@ -117,6 +122,28 @@ def stop_with_launcher(environ: Mapping[str, str] | None = None) -> threading.Th
     )
     _following.start()
     return _following
+
+
+def _note_parent(pid: int) -> None:
+    """Note the launcher (``pid``) as this process's parent, where it is: the kernel's SIGTERM
+    at its death (``PR_SET_PDEATHSIG``) then tells by the parent it leaves
+    (:func:`ended_launcher`)."""
+    global _launcher_parent
+    if os.getppid() == pid:
+        _launcher_parent = pid
+
+
+def ended_launcher() -> int | None:
+    """The pid of this process's launcher, where it has ended as far as this process can tell
+    at once: the thread that follows it saw it end, or it was this process's parent and is no
+    longer (the kernel gives an orphan its new parent before it sends the parent-death
+    SIGTERM); else None. No ``/proc`` read: a SIGTERM's handler asks, so that the stop it ends
+    in says the launcher died, not a scheduler's stop."""
+    if _launcher_ended is not None:
+        return _launcher_ended
+    if _launcher_parent is not None and os.getppid() != _launcher_parent:
+        return _launcher_parent
+    return None
 
 
 def _first_look(pid: int, named_start: str) -> str | None:
@@ -214,6 +241,7 @@ def _boot_offset(pid: str) -> int | None:
 
 
 def _follow(pid: int, named_start: str) -> None:
+    global _launcher_ended
     start: str | None = None  # of the process followed, once a first look has read it
     # opened after this process began, so whatever process holds the pid then, its end means
     # the launcher's: it is the launcher, or one that took its pid once it had ended. The
@@ -235,6 +263,7 @@ def _follow(pid: int, named_start: str) -> None:
         if ended:
             keep_lines_in_log()  # first: this line and the stop's reach the log
             log.warning("the launcher (pid %d) has ended: stopping as at its SIGTERM", pid)
+            _launcher_ended = pid  # before the SIGTERM, whose handler asks
             os.kill(os.getpid(), signal.SIGTERM)
             return
         time.sleep(LAUNCHER_LOOK_EVERY)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from distconv.held_updates import hold_interrupt
+from distconv.launch_env import ended_launcher
 from distconv.logs import as_log_line
 from distconv.restorable import restorable
 
@@ -49,6 +50,11 @@ _pending: tuple[signal.Signals, float] | None = None
 #: the stop signals a fit received and did not stop by (one after its last check step, in its
 #: last epoch's evaluation or checkpoint): the next fit of this process stops by them
 _unanswered: frozenset[int] = frozenset()
+#: the pid of this process's launcher, where a SIGTERM came once it had ended (the kernel's
+#: parent-death signal, or this process's own as it saw the launcher gone:
+#: :func:`~distconv.launch_env.ended_launcher`): the stop line then says so, not only the
+#: signal, which reads as a scheduler's stop
+_launcher_gone: int | None = None
 #: False while a command runs its process's one fit (``distconv train``:
 #: :func:`~distconv.stop_kept.kept_said_at_stop`): a stop signal after the fit's last check is
 #: handed on unwarned, for the command to :func:`drop_carried` and say in its own words (the
@@ -176,6 +182,8 @@ class StopRequest:
                     return
                 self._interrupt()
         self.received.add(signum)  # first: the request stands even if it cannot be said
+        if signum == signal.SIGTERM:
+            _note_launcher_gone()
         if _pending is None:
             _pending_since(signal.Signals(signum))
         if signum == signal.SIGINT:
@@ -233,6 +241,24 @@ def _flags(signals: set[int] | frozenset[int]) -> list[float]:
     return [float(signal.SIGTERM in signals), float(signal.SIGINT in signals)]
 
 
+def _note_launcher_gone() -> None:
+    """At a SIGTERM: note the launcher's pid where it has ended by now, so that the stop says
+    it (:class:`Preempted`)."""
+    global _launcher_gone
+    if _launcher_gone is None:
+        _launcher_gone = ended_launcher()
+
+
+def launcher_gone_words(said: str, exit_status: int) -> str:
+    """A stop's line ``said`` (``stopped by SIGTERM after step N``), followed, where this
+    process's SIGTERM came once its launcher had ended, by ``(the launcher, pid P, ended)``:
+    the line's start stays as the launcher and tests read it."""
+    if exit_status != EXIT_STATUS[signal.SIGTERM] or _launcher_gone is None:
+        return said
+    words = f" (the launcher, pid {_launcher_gone}, ended)"
+    return said if said.endswith(words) else said + words  # an unpickled one has them
+
+
 def _pending_since(signum: signal.Signals) -> None:
     """Make ``signum`` the process's :func:`pending` stop, asked now."""
     global _pending
@@ -271,7 +297,7 @@ class Preempted(Exception):
         is_chief: bool = True,
         world_size: int = 1,
     ) -> None:
-        super().__init__(message)
+        super().__init__(launcher_gone_words(message, exit_status))
         self.exit_status = exit_status
         self.step, self.out_dir = step, out_dir
         self.is_chief, self.world_size = is_chief, world_size
