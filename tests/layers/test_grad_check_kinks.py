@@ -124,3 +124,28 @@ def test_a_wrong_gradient_off_the_kinks_is_named_before_a_kink_is_refused(rng):
     x[0, 3:] = rng.uniform(0.5, 1.0, 3)
     with pytest.raises(AssertionError, match=r"Ramp: gradient of input 0\[0, [345]\] is off"):
         check_layer_grad(Ramp(scale=0.5), [Arg(x, needs_grad=True)])
+
+
+def test_a_gradient_wrong_off_the_kinks_is_off_though_no_entry_drawn_is_wrong(rng):
+    """95 of 100 entries at 0, the other 5 halved: the direction crosses the kinks, and the 6
+    entries the seed draws miss the halved ones; each entry is judged alone before a refusal
+    stands, and a halved one fails as off (it was refused as one that cannot be judged)."""
+    x = np.zeros((1, 100))
+    x[0, :5] = rng.uniform(0.5, 1.0, 5)
+    with pytest.raises(AssertionError, match=r"Ramp: gradient of input 0\[0, [0-4]\] is off"):
+        check_layer_grad(Ramp(scale=0.5), [Arg(x, needs_grad=True)], seed=1)
+
+
+@pytest.mark.parametrize(
+    "shape, said",
+    [
+        ((1, 100), r"\(100 of its 100 entries judged alone: none off\)$"),
+        (
+            (3, 100),
+            r"\(256 of its 300 entries judged alone: none off; the others are not judged\)$",
+        ),
+    ],
+)
+def test_a_refusal_says_how_many_entries_were_judged_alone(shape, said):
+    with pytest.raises(KinkHere, match=said):
+        check_layer_grad(Activation("relu"), _zeros(shape))
