@@ -198,6 +198,7 @@ class SelectiveFullyConnected(FullyConnected):
                     f"a selection without seq_starts must be a ({n}, k) table of columns, "
                     f"got ids of shape {tuple(ids.shape)}"
                 )
+            self._refuse_a_mask(ids)
             return Selection(ids, ids)
         if ids.ndim != 1:
             raise self.fail(f"CSR selection ids must be 1-D, got shape {tuple(ids.shape)}")
@@ -209,6 +210,18 @@ class SelectiveFullyConnected(FullyConnected):
                 f"{len(indptr)}) for a batch of {n} samples"
             )
         return self._table(ids, indptr, n, xp)
+
+    def _refuse_a_mask(self, cols: Any) -> None:
+        """Refuse a table of 0s and 1s as wide as the output: a mask over its columns (Paddle's
+        ``select`` is one), which read as column indices selected columns 0 and 1 over and
+        over and trained without a word, as ``fit`` and ``forward`` feed an integer array."""
+        out = self.out_features
+        if out > 2 and cols.shape[1] == out and cols.size and int(cols.max()) <= 1:
+            raise self.fail(
+                f"the selection is a table of 0s and 1s as wide as the output ({out}): a mask "
+                "over its columns, where it takes column indices; for a mask m feed "
+                "Arg(ids=np.nonzero(m)[1], seq_starts=np.r_[0, np.cumsum(m.sum(axis=1))])"
+            )
 
     def _table(self, ids: Any, indptr: Any, n: int, xp: Any) -> Selection:
         counts = xp.diff(indptr)
