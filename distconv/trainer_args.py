@@ -223,7 +223,7 @@ def training_dtype(dtype: Any) -> Any:
     """
     if dtype is None:
         return None
-    resolved = resolve_dtype(dtype)
+    resolved = resolve_dtype(dtype, "Trainer's dtype")  # a layer's dtype= says "dtype" alone
     if resolved.name not in TRAINING_DTYPES:
         raise TypeError(
             f"cannot train in {resolved}: weights and inputs need a floating-point type "

@@ -44,10 +44,10 @@ def test_a_mapping_config_and_none_are_taken():
 
 # -- dtype ---------------------------------------------------------------------------------------
 def test_an_unknown_dtype_names_the_argument_and_the_types_one_trains_in():
-    said = r"^dtype='float33' is no data type numpy knows; give one of float16, float32, float64"
-    with pytest.raises(TypeError, match=said):
+    said = r"dtype='float33' is no data type numpy knows; give one of float16, float32, float64"
+    with pytest.raises(TypeError, match="^Trainer's " + said):
         _trainer(dtype="float33")
-    layer_said = r"^FullyConnected 'fc': weight: " + said[1:]
+    layer_said = r"^FullyConnected 'fc': weight: " + said
     with pytest.raises(TypeError, match=layer_said):
         FullyConnected(4, 3, dtype="float33", name="fc")
     with pytest.raises(TypeError, match=r"^weight dtype=\[1\] is no data type"):
