@@ -305,6 +305,7 @@ def refuse_a_kink_here(
         f"whose one-sided slopes (right {right:.10g}, left {left:.10g}) part alike at steps "
         f"{step * 10:g} and {step:g}, and no derivative is taken there (analytic "
         f"{analytic:.10g}, {where}), as where a ReLU's input is exactly 0 or maxima tie (a "
-        "zero bias over zero inputs); check it at a point off the ties: draw the biases away "
+        "zero bias over zero inputs); a wrong gradient is refused here as a right one is, so "
+        "check it at a point off the ties, where a wrong one fails: draw the biases away "
         "from 0, or add noise to the inputs"
     )
