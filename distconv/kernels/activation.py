@@ -161,8 +161,9 @@ class Softmax(ActivationFunction):
         none = top == float("-inf")
         # one buffer, shifted, exponentiated and normalised in place: the row-sized ``where``s
         # are cheap, full-sized temporaries were most of the time. A +inf (or NaN) logit shifts
-        # to inf - inf: its row is NaN, as PyTorch's, made as quietly as the row of -inf above
-        with np.errstate(invalid="ignore"):
+        # to inf - inf: its row is NaN, as PyTorch's, made as quietly as the row of -inf above;
+        # a finite logit shifted past the type's range (1e308 below -1e308) is -inf, a 0
+        with np.errstate(invalid="ignore", over="ignore"):
             e = xp.subtract(zw, xp.where(none, 0, top), out=_scratch(z, zw, inplace))
             xp.exp(e, out=e)
             e /= xp.where(none, float("nan"), e.sum(axis=1, keepdims=True))

@@ -113,8 +113,10 @@ class SoftmaxCrossEntropy(Layer):
         # classes and the mean over the batch stop growing past a few hundred terms
         wide = widened(z)
         # a +inf logit (or a row of -inf) shifts to inf - inf, NaN: its loss is NaN, as PyTorch's,
-        # without numpy's "invalid value" warning, which a run under -W error raised from here
-        with np.errstate(invalid="ignore"):
+        # without numpy's "invalid value" warning, which a run under -W error raised from here;
+        # finite logits a diverged run drives to both ends of the type (1e308 and -1e308) shift
+        # past it, to -inf: a probability of 0, quietly too
+        with np.errstate(invalid="ignore", over="ignore"):
             shifted = wide - wide.max(axis=1, keepdims=True)
         picked = xp.take_along_axis(shifted, self._ids[:, None], axis=1)
         # one exp over the logits, in place: the probabilities are the exponentials over their

@@ -63,3 +63,24 @@ def test_the_softmax_activation_makes_its_nan_row_as_quietly_as_the_loss(bad):
     assert np.isnan(y[1]).all()
     e = np.exp(z[0] - z[0].max())
     np.testing.assert_allclose(y[0], e / e.sum(), rtol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_finite_logits_at_both_ends_of_the_type_make_their_loss_quietly(dtype):
+    """A diverged run's logits at both ends of the type shift past its range: numpy's
+    "overflow encountered in subtract" leaked from the loss and the softmax (raised under
+    ``-W error``). The far logit's probability is 0: picked, an infinite loss, as PyTorch's."""
+    from distconv.kernels.activation import Softmax
+
+    big = float(np.finfo(dtype).max)
+    z = np.array([[big, -big, 0.0], [big, -big, 0.0]], dtype)
+    logits, loss = Arg(z.copy(), needs_grad=True), SoftmaxCrossEntropy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = loss(logits, Arg(ids=np.array([0, 1])))
+        out.grad[...] = 1.0
+        loss.backward(lambda p: None)
+        probabilities = Softmax().forward(z)
+    assert out.value == INF
+    np.testing.assert_array_equal(logits.grad, [[0, 0, 0], [0.5, -0.5, 0]])
+    np.testing.assert_array_equal(probabilities, [[1, 0, 0], [1, 0, 0]])
