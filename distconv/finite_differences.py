@@ -93,11 +93,11 @@ def check_array(
     def along() -> float:
         return compare(obj, owner, xp.asarray(direction), g, step, tol, name, resolve=True)
 
-    def at(k: int) -> float:
+    def at(k: int, any_side: bool = False) -> float:
         e = np.zeros(g.shape)
         e.flat[k] = 1.0
-        idx = np.unravel_index(k, g.shape)
-        return compare(obj, owner, xp.asarray(e), g, step, tol, f"{name}{[int(i) for i in idx]}")
+        where = f"{name}{[int(i) for i in np.unravel_index(k, g.shape)]}"
+        return compare(obj, owner, xp.asarray(e), g, step, tol, where, any_side=any_side)
 
     entries = [lambda k=k: at(k) for k in flat]
     checks = [*entries, along] if elements_first else [along, *entries]
@@ -115,11 +115,13 @@ def check_array(
         return worst
     # a refusal says nothing of the entries off the kinks, which a direction through several
     # kinks takes at any value: a gradient halved at 5 of 100 entries, none of them drawn, was
-    # refused as one that cannot be judged; more entries are judged alone before it stands
+    # refused as one that cannot be judged; more entries are judged alone before it stands,
+    # where a kink refuses whatever the derivative (a right one need not lie between the slopes
+    # of one entry's several kinks): a right network's input pixel was called off
     drawn = {int(k) for k in flat}
     more = [k for k in rng.permutation(g.size) if k not in drawn][: KINK_ENTRIES - len(drawn)]
     for k in more:
-        judged(lambda k=k: at(k))
+        judged(lambda k=k: at(k, any_side=True))
     alone = len(drawn) + len(more)
     rest = "" if alone == g.size else "; the others are not judged"
     raise KinkHere(f"{kinks[0]} ({alone} of its {g.size} entries judged alone: none off{rest})")
@@ -136,6 +138,7 @@ def compare(
     resolve: bool = False,
     retry: bool = True,
     first: tuple[float, tuple[float, float]] | None = None,
+    any_side: bool = False,
 ) -> float:
     """The relative difference of ``g``'s and the numeric derivative along ``direction`` taken.
 
@@ -154,6 +157,10 @@ def compare(
             is not zero and is below the floor must stand above the outputs' rounding noise to
             be judged at all.
         retry: whether a float64 comparison that fails is made again at a smaller step.
+        any_side: refuse at a kink at the point wherever ``g``'s derivative lies, as along
+            several entries: for the entries judged after a refusal, which look for a wrong
+            gradient off the kinks, and must not call a right one off at one entry's kink of
+            several pieces (one input pixel under a zero-bias convolution's channels).
         first: the retry's: the first step's numeric derivative and one-sided slopes; where
             this one is within rounding of it, the first step's floor is kept, and where the
             slopes part alike at both steps the point is a kink (:func:`refuse_a_kink_here`).
@@ -207,16 +214,19 @@ def compare(
                 elif rounds_inside(wide, owner, direction, (wide_step, step), narrow):
                     why = f"it rounds {name} to {narrow} inside"
                 else:
-                    return compare(wide, owner, direction, g, wide_step, tol, name)
+                    return compare(
+                        wide, owner, direction, g, wide_step, tol, name, any_side=any_side
+                    )
         elif retry:
             again = (obj, owner, direction, g, step / 10, tol, name)
-            return compare(*again, retry=False, first=(numeric, (right, left)))
+            return compare(*again, retry=False, first=(numeric, (right, left)), any_side=any_side)
         elif first is not None:  # the retry failed too: a kink within a tenth of the step?
             # the slopes part beyond what float64 computes them to, whatever tolerance judges
             # (a float32 check's redo: 0.02), and at their own scale, not at the analytic's
             apart = DEFAULTS[obj.dtype][1] * max(abs(numeric), floor) + 2 * noise
             within = (apart, tol * max(abs(analytic), abs(numeric), floor) + 2 * noise)
-            slopes, several = (first[1], (right, left)), np.count_nonzero(taken) > 1
+            slopes = (first[1], (right, left))
+            several = any_side or np.count_nonzero(taken) > 1
             refuse_a_kink_here(obj.subject, name, step, slopes, analytic, within, several)
     except KinkHere:  # float64's verdict, from the redo of a float32 comparison: it stands
         raise

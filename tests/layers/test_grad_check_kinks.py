@@ -159,3 +159,24 @@ def test_a_right_float32_max_pool_on_many_tied_zeros_cannot_be_judged_not_off(se
     scale took their gap for no parting: a right max pool was called off."""
     with pytest.raises(KinkHere, match=AT_THE_POINT):
         check_layer_grad(MaxPool2D(2), _zeros((4, 8, 16, 16), np.float32), seed=seed)
+
+
+def test_the_entries_judged_after_a_refusal_call_no_right_input_off():
+    """A fresh ReLU convolution's input pixel on the zero background moves several ReLU
+    inputs at 0 at once, whose conventions' sum need not lie between its slopes: judged alone
+    after the refusal (no entry drawn before it), such a pixel of a right network was called
+    off."""
+    from distconv import Network
+    from distconv.layers import FullyConnected, SoftmaxCrossEntropy
+
+    net = Network()
+    net.add("conv", Conv2D(1, 4, 3, padding=1, act="relu", dtype=np.float64), "image")
+    net.add("pool", MaxPool2D(2), "conv")
+    net.add("fc", FullyConnected(4 * 4 * 4, 3, dtype=np.float64), "pool")
+    net.add("loss", SoftmaxCrossEntropy(), ["fc", "label"])
+    rng = np.random.default_rng(1)
+    for p in net.parameters():  # the convolution's bias stays 0, as built
+        p.value[...] = 0 if p.name == "conv.bias" else rng.standard_normal(p.shape) * 0.5
+    image = Arg(_zero_background(rng), needs_grad=False)
+    with pytest.raises(KinkHere, match=AT_THE_POINT):
+        check_network_grad(net, {"image": image, "label": Arg(ids=[0, 2])}, inputs=True, elements=0)
