@@ -105,10 +105,25 @@ def test_a_fresh_relu_convolution_on_a_zero_background_cannot_be_judged_until_mo
 
 
 @pytest.mark.parametrize("at_zero", [-1.0, 2.0])
-def test_a_gradient_outside_the_slopes_at_a_kink_is_still_off(at_zero):
-    """Each entry's slopes at 0 are r and 0: -r or 2r is no side's, and fails as off."""
-    with pytest.raises(AssertionError, match=r"Ramp: gradient of input 0\[0, \d\] is off"):
+def test_a_gradient_outside_the_slopes_at_a_kink_is_refused_there_and_off_once_moved(at_zero):
+    """Each entry's slopes at 0 are r and 0: -r or 2r is no side's, yet a right derivative of an
+    entry moving several kinks need not lie between them either, so the point is refused (never
+    passed); off the kink the same wrong gradient fails as off."""
+    with pytest.raises(KinkHere, match=AT_THE_POINT):
         check_layer_grad(Ramp(at_zero=at_zero), _zeros((1, 3)))
+    ramp = Ramp(at_zero=at_zero, scale=0.5)
+    with pytest.raises(AssertionError, match=r"Ramp: gradient of input 0 is off"):
+        check_layer_grad(ramp, [Arg(np.full((1, 3), 0.75), needs_grad=True)])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_right_input_gradient_under_a_zero_bias_convolution_is_never_called_off(seed):
+    """One input pixel on a zero background moves several ReLU inputs at 0: the right input
+    gradient was called off at 3 of 4 seeds; it is refused as one that cannot be judged."""
+    rng = np.random.default_rng(seed)
+    conv, image = Conv2D(1, 4, 3, padding=1, act="relu", dtype=np.float64), _zero_background(rng)
+    with pytest.raises(KinkHere, match=AT_THE_POINT):
+        check_layer_grad(conv, [Arg(image, needs_grad=True)], seed=seed)
 
 
 def test_a_halved_gradient_off_the_kink_is_still_off(rng):

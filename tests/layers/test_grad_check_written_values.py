@@ -164,11 +164,12 @@ def test_the_layer_check_names_a_write_into_its_input_and_puts_the_input_back(ki
 
 def test_a_write_that_changes_nothing_at_the_start_still_leaves_the_input_as_it_was(rng):
     """With weights of 1 and biases of 0 the forward writes back the values it read, which no
-    comparison at the starting point tells; the finite differences then fail (the writes at
-    the moved weights stay in the input), and the caller's input is put back all the same."""
+    comparison at the starting point tells; the finite differences then do not pass (the writes
+    at the moved weights stay in the input: off, or one-sided slopes that part like a kink's,
+    refused), and the caller's input is put back all the same."""
     x = rng.standard_normal((5, 3))
     given = Arg(x.copy())
-    with pytest.raises(AssertionError, match=r"gradient of param ScaleInPlace\.w\S* is off"):
+    with pytest.raises((AssertionError, ValueError), match=r"param ScaleInPlace\.w"):
         check_layer_grad(ScaleInPlace(3), [given])
     np.testing.assert_array_equal(given.value, x)
 
