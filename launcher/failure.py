@@ -176,7 +176,11 @@ class Failure:
     @property
     def failed_rank(self) -> int | None:
         """The rank of the job that failed, where known (:func:`~launcher.failed_rank.
-        failed_rank`): a worker's own, the one mpiexec's cause names; else None."""
+        failed_rank`): a worker's own, the one mpiexec's cause names; else None. None too
+        where every rank stops alike (:attr:`diverged`, :attr:`different_jobs`): the rank that
+        exited first, another on each attempt, is no culprit, as :meth:`describe` says."""
+        if self.diverged or self.different_jobs:
+            return None
         return failed_rank(self.role, self.rank, self.cause)
 
     @property

@@ -105,6 +105,7 @@ def test_a_restart_of_the_rank_that_set_the_job_with_another_is_the_cause():
         failure = _failure(line)
         assert failure.cause == cause, line
         assert failure.describe() == f"{HEADLINE}with exit code 1): {cause}"
+        assert failure.failed_rank is None, failure  # nor in failure.json
 
 
 #: a rank's mismatch and exit, the other rank's 75 (stopped because another rank failed):

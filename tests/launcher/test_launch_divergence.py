@@ -41,6 +41,7 @@ def _assert_one_attempt(said: str, status: int, run: Path) -> dict:
     assert not (run / "restarts.jsonl").exists()
     report = json.loads((run / "failure.json").read_text())
     assert report["restart"] == 0 and report["then"] == NOT_RESTARTED[len("then ") :], report
+    assert report["failed_rank"] is None, report  # the first to exit is no culprit
     return report
 
 
@@ -95,6 +96,14 @@ def test_a_nan_loss_is_restarted_only_in_an_async_job(asynchronous):
     failure = replace(failure, asynchronous=asynchronous)  # as attempt_failure sets it
     assert failure.diverged and failure.cause.startswith("the loss became NaN"), failure.cause
     assert failure.every_attempt == (None if asynchronous else EVERY_ATTEMPT)
+    assert failure.failed_rank is None, failure  # worker 0 only exited first
+
+
+def test_an_mpi_divergence_names_no_failed_rank():
+    """mpiexec's cause names the rank whose reason line came last: one of several alike."""
+    said = "rank 1 ended the job: TrainingError: the loss became NaN or infinite in epoch 1"
+    failure = Failure("mpiexec", 0, 1, None, "m.log", [], 0, cause=f"{said}, at step 3")
+    assert failure.diverged and failure.failed_rank is None, failure
 
 
 @pytest.mark.timeout(180)
