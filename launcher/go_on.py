@@ -102,13 +102,15 @@ class WayOn:
     #: what the report says of the checkpoint (none kept, or why none can be told); None for a
     #: program that is not ``distconv train``
     kept: str | None
+    #: whether the job's update diverged: its way on is a new run, which fixes the cause
+    diverged: bool = False
 
     @property
     def line(self) -> str:
         """``the newest checkpoint kept is step 20 (PATH); once the cause is fixed, to go on
         with this run, give the same command ...``."""
         kept = f"{self.kept}; " if self.kept is not None else ""
-        return f"{kept}once the cause is fixed, {self.go_on}"
+        return f"{kept}{'' if self.diverged else 'once the cause is fixed, '}{self.go_on}"
 
     def fields(self) -> dict[str, object]:
         """The fields ``failure.json`` carries: ``checkpoint_step``, ``checkpoint``, ``go_on``."""
@@ -116,14 +118,38 @@ class WayOn:
                 "go_on": self.go_on}  # fmt: skip
 
 
-def way_on_after_failure(job_id: str | None, train: Sequence[str] | None) -> WayOn:
+#: the way on after a divergence (:attr:`launcher.failure.Failure.diverged`): the same command
+#: with ``--resume auto`` diverges again at the same step, and with a lower ``--lr`` it is
+#: refused (another learning rate is another run), as the ranks' NaN error says
+#: (:data:`distconv.epoch_tally.DIVERGED_WAY_OUT`)
+DIVERGED_GO_ON = (
+    "to go on, start a new run with a lower --lr from the weights of a checkpoint before the "
+    "divergence: the same command with another --job-id (or --run-dir), and --init-from PATH "
+    "and the lower --lr after -- (--resume with another --lr is refused), or start afresh"
+)
+#: the same for a program that is not ``distconv train``, whose flags are not known
+DIVERGED_GO_ON_PROGRAM = (
+    "to go on, start a new run with a lower learning rate from the weights of a checkpoint "
+    "before the divergence, or afresh (a resume with another learning rate is refused)"
+)
+#: what the report adds to the newest checkpoint after a divergence, before the steps kept
+MAY_HAVE_DIVERGED = (
+    "; it may already hold diverged weights, finite but far too large (from such weights even "
+    "a far lower --lr diverges at once): take an earlier one"
+)
+
+
+def way_on_after_failure(
+    job_id: str | None, train: Sequence[str] | None, diverged: bool = False
+) -> WayOn:
     """Where the run of a failed launch stands: the newest complete checkpoint in the ``--out``
     of its ``distconv train`` arguments ``train`` (the launcher adds one where they have none:
     :func:`~launcher.commands.with_out`), read as a resume reads it
     (:func:`~distconv.checkpoint_scan.kept_checkpoint`), and the command that goes on from it
     (as a stop's: :func:`_go_on`, with ``--job-id job_id`` where the launcher chose it, None
     where the command names its run). ``train`` None: another program, whose checkpoints are
-    not known; only the command is said."""
+    not known; only the command is said. Where the job's update ``diverged``, the way on is a
+    new run with a lower learning rate (:data:`DIVERGED_GO_ON`), not the same command."""
     # here, not at the top: the scan's modules load numpy, which a launch that never fails
     # (and every refusal of its flags) need not wait for
     from distconv.checkpoint_manifest import CHIEF
@@ -131,10 +157,27 @@ def way_on_after_failure(job_id: str | None, train: Sequence[str] | None) -> Way
     from distconv.run_files import CHECKPOINTS
 
     go_on = _go_on(job_id, train)
+    if diverged:
+        go_on = DIVERGED_GO_ON_PROGRAM if train is None else DIVERGED_GO_ON
     out = None if train is None else option_value(train, "--out")
     if out is None:
-        return WayOn(None, None, go_on, None)
+        return WayOn(None, None, go_on, None, diverged)
     newest, kept = kept_checkpoint(Path(out) / CHECKPOINTS)
     if newest is None:
-        return WayOn(None, None, go_on, kept)
-    return WayOn(newest.step, str(newest.part(CHIEF)), go_on, kept)
+        return WayOn(None, None, go_on, kept, diverged)
+    if diverged:
+        kept += MAY_HAVE_DIVERGED + _steps_kept(Path(out) / CHECKPOINTS)
+    return WayOn(newest.step, str(newest.part(CHIEF)), go_on, kept, diverged)
+
+
+def _steps_kept(root: Path) -> str:
+    """`` (steps 1, 2 kept in ROOT)``: the complete checkpoints in ``root``, for a choice of an
+    earlier one; ``""`` where they cannot be told (the newest was, a moment ago)."""
+    from distconv.checkpoint import CheckpointReadError
+    from distconv.checkpoint_scan import scan_checkpoints
+
+    try:
+        steps = [str(m.step) for m in scan_checkpoints(root)[0]]
+    except (CheckpointReadError, OSError):
+        return ""
+    return f" (steps {', '.join(steps)} kept in {root})" if steps else ""

@@ -16,6 +16,12 @@ import pytest
 from launcher.commands import ServerOptions, server_command
 from launcher.divergence import EVERY_ATTEMPT, trains_async
 from launcher.failure import Failure
+from launcher.go_on import (
+    DIVERGED_GO_ON,
+    DIVERGED_GO_ON_PROGRAM,
+    MAY_HAVE_DIVERGED,
+    way_on_after_failure,
+)
 from tests.launcher.launch_cli import launch
 from tests.launcher.real_children import mpiexec_or_skip
 
@@ -56,6 +62,23 @@ def test_a_sync_parameter_server_divergence_is_not_restarted_and_blames_no_worke
     headline = next(line for line in said.splitlines() if "every rank stops on it" in line)
     assert headline.startswith(f"distconv-launch: {cause}; every rank stops on it alike ("), said
     assert " failed with exit code" not in headline, headline  # no one worker blamed
+    _assert_way_on_is_a_new_run(tmp_path, said, report, "local", "--workers", "2")
+
+
+def _assert_way_on_is_a_new_run(tmp_path: Path, said: str, report: dict, *how: str) -> None:
+    """The way on is a new run with a lower --lr from an earlier checkpoint's weights, not the
+    same command with --resume auto (which diverges again, and with another --lr is refused);
+    run as it says, from the earlier one it lists, it trains (from the newest, step 2, even
+    --lr 1e-9 diverges at once)."""
+    assert report["go_on"] == DIVERGED_GO_ON, report
+    newest = Path(report["checkpoint"])
+    kept = f"the newest checkpoint kept is step 2 ({newest}){MAY_HAVE_DIVERGED}"
+    listed = f" (steps 1, 2 kept in {newest.parent.parent})"
+    assert f"distconv-launch: {kept}{listed}; {DIVERGED_GO_ON}" in said.splitlines(), said[-3000:]
+    train = ["--optimizer", "sgd", "--lr", "1e-9", "--epochs", "1", "--no-progress"]
+    init = ["--init-from", str(newest.parent.parent / "step-00000001" / newest.name)]
+    done = launch(*how, "--run-dir", str(tmp_path / "new"), "--", *train, *init, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.mark.timeout(180)
@@ -66,6 +89,7 @@ def test_an_mpi_divergence_is_not_restarted(tmp_path):
     cause = report["cause"]
     assert "TrainingError: the loss became NaN or infinite in epoch 1, at step 3; " in cause
     assert "(--init-from PATH --out NEW), or start afresh" in cause, cause  # not --resume
+    _assert_way_on_is_a_new_run(tmp_path, said, report, "mpi", "-np", "2")
 
 
 @pytest.mark.timeout(180)
@@ -112,3 +136,10 @@ def test_a_one_worker_divergence_is_not_restarted(tmp_path):
     report = _assert_one_attempt(said, status, run)
     cause = report["cause"]
     assert cause.startswith("the loss became NaN or infinite in epoch 1, at step 3; "), cause
+
+
+def test_the_way_on_after_a_programs_divergence_is_a_new_run():
+    """A program that is not distconv train: its flags are not known, and no --resume goes on."""
+    way_on = way_on_after_failure("J", None, diverged=True)
+    assert way_on.go_on == DIVERGED_GO_ON_PROGRAM and way_on.line == DIVERGED_GO_ON_PROGRAM
+    assert way_on_after_failure("J", None).go_on.startswith("to go on with this run, give the")
