@@ -9,6 +9,7 @@ all say the same. :class:`launcher.supervisor.Supervisor`'s helper, apart from i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from .child import Child
@@ -53,11 +54,30 @@ def _first_blamed(
     failure = cause.failure(restart, [c for c in children if c is not cause])
     failure = failure if named is failed else failure.outstayed(by_stop)
     said = said_elsewhere(children, stopped, restart)  # its victims' cause, stopped
-    shards = [c.spec.argv for c in children if c.spec.role == "server"]
     too = failed_too(cause, children, stopped)  # met the same error, or stopped on it
     return replace(
-        failure, job_error_elsewhere=said, asynchronous=trains_async(shards), failed_too=too
+        failure, job_error_elsewhere=said, asynchronous=may_train_async(children), failed_too=too
     )
+
+
+def may_train_async(children: list[Child]) -> bool:
+    """Whether the job of ``children`` may train asynchronously, so that another attempt may
+    not meet a divergence again: its shards' ``--mode async``
+    (:func:`~launcher.divergence.trains_async`), or workers that run a program of their own
+    and no shard of the launcher's (``local --servers 0``), whose program may name shards
+    started apart, in either mode and keeping their state across restarts: not known to be
+    synchronous, it is restarted as before. ``distconv train`` without shards trains alone (the
+    launcher refuses several such workers), and mpi's ranks with allreduce."""
+    shards = [c.spec.argv for c in children if c.spec.role == "server"]
+    if shards:
+        return trains_async(shards)
+    return any(c.spec.role == "worker" and not _runs_train(c.spec.argv) for c in children)
+
+
+def _runs_train(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is a worker's ``python -m distconv train ...``
+    (:func:`~launcher.commands.worker_command`)."""
+    return list(argv[1:4]) == ["-m", "distconv", "train"]
 
 
 def failed_too(cause: Child, children: list[Child], stopped: list[Child]) -> list[dict]:

@@ -125,8 +125,9 @@ class Failure:
     #: found several (:func:`~launcher.stopped_blame.as_found`: each named in :attr:`cause`,
     #: none blamed), for the headline's way out. Not in ``failure.json``
     stopped_beside: tuple[str, ...] = ()
-    #: whether the job trains asynchronously (its shards' ``--mode async``), where another
-    #: attempt may not meet a divergence again (:attr:`every_attempt`). Not in ``failure.json``
+    #: whether the job may train asynchronously (its shards' ``--mode async``, or a program's
+    #: own shards: :func:`launcher.attempt_failure.may_train_async`), where another attempt
+    #: may not meet a divergence again (:attr:`every_attempt`). Not in ``failure.json``
     asynchronous: bool = False
 
     def __post_init__(self) -> None:

@@ -143,3 +143,24 @@ def test_the_way_on_after_a_programs_divergence_is_a_new_run():
     way_on = way_on_after_failure("J", None, diverged=True)
     assert way_on.go_on == DIVERGED_GO_ON_PROGRAM and way_on.line == DIVERGED_GO_ON_PROGRAM
     assert way_on_after_failure("J", None).go_on.startswith("to go on with this run, give the")
+
+
+#: a program of its own whose Trainer's loss turned NaN (TrainingError's own words)
+_PROGRAM_DIVERGES = (
+    "from distconv.step_guard import TrainingError\n"
+    "raise TrainingError('the loss became NaN or infinite in epoch 1, at step 3')\n"
+)
+
+
+@pytest.mark.timeout(120)
+def test_a_program_of_a_launch_without_shards_that_diverges_is_still_restarted(tmp_path):
+    """Its program may name shards of its own (async, or keeping their state across
+    restarts): not known to be synchronous, so not known to diverge again."""
+    script = tmp_path / "own.py"
+    script.write_text(_PROGRAM_DIVERGES)
+    run = tmp_path / "run"
+    argv = ["local", "--workers", "1", "--servers", "0", "--max-restarts", "1"]
+    done = launch(*argv, "--run-dir", str(run), "--", str(script), cwd=tmp_path, timeout=100)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "restarting the job (1 of 1)" in done.stderr, done.stderr[-3000:]
+    assert json.loads((run / "failure.json").read_text())["restart"] == 1
