@@ -94,7 +94,9 @@ def test_an_mpi_divergence_is_not_restarted(tmp_path):
 
 @pytest.mark.timeout(180)
 def test_an_async_parameter_server_job_that_diverges_is_still_restarted(tmp_path):
-    """Its next attempt may not meet it again: another order of pushes is other values."""
+    """Its next attempt may not meet it again: another order of pushes is other values. (Its
+    shard names the rank whose push is not finite, no divergence of the job's: the async rule
+    itself is :func:`test_a_divergence_is_restarted_only_where_the_shards_run_async`'s.)"""
     said, status, run = _launched(
         tmp_path, "local", "--workers", "2", "--servers", "1", "--mode", "async"
     )
@@ -150,6 +152,22 @@ _PROGRAM_DIVERGES = (
     "from distconv.step_guard import TrainingError\n"
     "raise TrainingError('the loss became NaN or infinite in epoch 1, at step 3')\n"
 )
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_divergence_is_restarted_only_where_the_shards_run_async(tmp_path, mode):
+    """The launcher's shards' --mode decides: a program's NaN loss under async shards is
+    restarted, under sync shards it is not."""
+    script = tmp_path / "own.py"
+    script.write_text(_PROGRAM_DIVERGES)
+    own = ["local", "--workers", "1", "--servers", "1", "--mode", mode, "--max-restarts", "1"]
+    run = tmp_path / "run"
+    done = launch(*own, "--run-dir", str(run), "--", str(script), cwd=tmp_path, timeout=100)
+    assert done.returncode == 1, done.stderr[-3000:]
+    restarted = "restarting the job (1 of 1)" in done.stderr
+    assert restarted == (mode == "async"), done.stderr[-3000:]
+    assert json.loads((run / "failure.json").read_text())["restart"] == int(restarted)
 
 
 @pytest.mark.timeout(120)
