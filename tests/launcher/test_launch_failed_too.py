@@ -11,6 +11,7 @@ import signal
 
 import pytest
 
+from tests.launcher.launch_cli import launch
 from tests.launcher.test_launch_crash_way_on import _killed_after_checkpoints
 from tests.launcher.test_preempt_signals import ENV, JOB, LOCAL
 from tests.processes import job_env
@@ -27,3 +28,26 @@ def test_the_workers_of_a_killed_shard_are_recorded_as_failed_too(tmp_path):
     assert set(too) == {("worker", 0), ("worker", 1)}, report
     assert all("pserver shard 0" in o["said"] and "is gone" in o["said"] for o in too.values())
     assert "worker 0 failed too (exit code 1); worker 1 failed too (exit code 1)" in err
+
+
+#: rank 1 fails at once; rank 0 would wait a minute: the launcher's stop ends it (SIGTERM)
+_ONE_FAILS = (
+    "import os, sys, time\n"
+    "if os.environ['RANK'] == '1':\n"
+    "    print('rank 1 failing on purpose', flush=True)\n"
+    "    sys.exit(3)\n"
+    "time.sleep(60)\n"
+)
+
+
+@pytest.mark.timeout(120)
+def test_a_child_the_launchers_stop_ended_is_not_failed_too(tmp_path):
+    """Rank 0 died of the stop's SIGTERM, a status that reads as a failure: it did not fail."""
+    script, run = tmp_path / "one_fails.py", tmp_path / "run"
+    script.write_text(_ONE_FAILS)
+    argv = ["local", "--workers", "2", "--servers", "0", "--run-dir", str(run)]
+    done = launch(*argv, "--", str(script), cwd=tmp_path, timeout=100)
+    assert done.returncode == 3, done.stderr[-3000:]
+    report = json.loads((run / "failure.json").read_text())
+    assert (report["role"], report["rank"], report["failed_too"]) == ("worker", 1, []), report
+    assert "failed too" not in done.stderr, done.stderr[-3000:]
