@@ -17,8 +17,9 @@ from distconv.checkpoint_manifest import CHIEF, Manifest
 from distconv.checkpoint_reads import ManifestNotAFile, is_part_file, read_manifest
 from distconv.messages import named
 
-#: what a failure's words say where the run kept no complete checkpoint: nothing to go on from
-NONE_KEPT = "no checkpoint kept yet: the same command starts afresh"
+#: what a failure's words say where the run kept no complete checkpoint: nothing to go on
+#: from. Not "the same command": past its first epoch a run without --resume is refused
+NONE_KEPT = "no checkpoint kept yet: --resume auto starts afresh"
 #: how :func:`distconv.checkpoint.save_tensors`'s error of a part it could not write ends,
 #: which a run's save replaces with the checkpoint it keeps
 #: (:meth:`distconv.run_dir.RunDirectory.saving`)

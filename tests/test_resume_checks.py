@@ -668,7 +668,7 @@ def test_a_first_manifest_that_cannot_be_written_says_no_checkpoint_is_kept(tmp_
     with pytest.raises(CheckpointError) as info:
         run.commit(1, {run_dir.CHIEF: part})
     assert str(info.value).endswith(
-        "no space left on device; no checkpoint kept yet: the same command starts afresh"
+        "no space left on device; no checkpoint kept yet: --resume auto starts afresh"
     )
     assert run.manifests() == []
 
@@ -694,7 +694,7 @@ def test_a_part_that_cannot_be_written_names_the_checkpoint_kept(
     with pytest.raises(CheckpointError) as info, run.saving(2):
         save_tensors(part, {"w": np.zeros(2, np.float32)}, {})
     words = f"the newest checkpoint kept is step 1 ({kept})" if saved_before else (
-        "no checkpoint kept yet: the same command starts afresh"
+        "no checkpoint kept yet: --resume auto starts afresh"
     )  # fmt: skip
     assert str(info.value) == f"cannot save checkpoint {part}: no space left on device; {words}"
     assert not part.parent.exists()

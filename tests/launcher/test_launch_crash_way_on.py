@@ -159,7 +159,7 @@ def test_a_job_that_failed_before_its_first_checkpoint_says_none_is_kept(tmp_pat
         "after --, where the program takes it)"
     )
     assert done.stderr.splitlines()[-1] == (
-        "distconv-launch: no checkpoint kept yet: the same command starts afresh; once the "
+        "distconv-launch: no checkpoint kept yet: --resume auto starts afresh; once the "
         f"cause is fixed, {way_on}"
     ), done.stderr[-3000:]
     report = json.loads((run_dir / "failure.json").read_text())
