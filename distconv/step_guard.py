@@ -162,7 +162,7 @@ class ParamLayout:
         if kept := grads_left(p for p, _ in self.params):
             said = f"{type(sync).__name__}.finish_step() left the gradient of {kept[0]!r} nonzero"
             table = next(p for p, _ in self.params if p.name == kept[0])
-            if sync.fetches_rows and table.sparse_rows:  # rows the push held back, unpushed
+            if table.sparse_rows and pushes_by_rows(sync):  # rows the push held back
                 raise SyncError(f"{said}: {held_back(table)}")
             if promises_untouched(
                 sync
@@ -178,6 +178,13 @@ class ParamLayout:
                 "else the next step adds it in again"
             )
         self.check(sync)
+
+
+def pushes_by_rows(sync: SyncStrategy) -> bool:
+    """Whether ``sync`` is a shipped strategy that pushes a sparse table by rows (a parameter
+    server's), zeroing only the rows it sends: a table's gradient it leaves is rows it held
+    back. One of one's own that fetches rows may zero nothing at all: not this cause."""
+    return sync.fetches_rows and promises_untouched(sync)
 
 
 def held_back(table: Parameter) -> str:
