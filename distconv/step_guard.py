@@ -147,6 +147,22 @@ class ParamLayout:
         if isinstance(error, Exception) and (moved := self.moved(sync)) is not None:
             raise moved from error
 
+    def check_rows_pushed(self, sync: SyncStrategy) -> None:
+        """At an epoch's end: refuse a sparse table whose gradient a strategy that pushes by
+        rows left (rows written but neither noted nor prefetched, held back unpushed): after
+        the first step nothing else finds them, and their updates are lost without a word.
+        One read of each table an epoch.
+
+        Raises:
+            SyncError: naming the table and the rows (:func:`held_back`).
+        """
+        if not pushes_by_rows(sync):
+            return
+        tables = [p for p, _ in self.params if p.sparse_rows]
+        if kept := grads_left(tables):
+            table = next(p for p in tables if p.name == kept[0])
+            raise SyncError(f"sparse table {table.name!r} after an epoch: {held_back(table)}")
+
     def first_step(self, sync: SyncStrategy, order: Sequence[str] | None) -> None:
         """The sync's first step with this model ended (every rank calls it alike while
         :attr:`order_due`): it is told the firing order the ranks agree on, from this rank's

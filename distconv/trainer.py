@@ -369,6 +369,7 @@ class Trainer(TrainerSettings):
             writer = self._metrics_writer()
             while self.pos.epoch < epochs:
                 record, scheme = run_epoch(self, train, test, sampler, self.pos.epoch + 1 == epochs)
+                self._layout.check_rows_pushed(self.sync)  # held-back rows: before the checkpoint
                 self.history.append(record)
                 if writer is not None:  # before the checkpoint: a resume keeps its line
                     writer.write(EpochTally.metrics_line(record, writer.records))
