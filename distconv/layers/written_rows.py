@@ -19,10 +19,11 @@ None otherwise, a pass with no note at all included, and the sync scans as befor
 of one's own that writes without noting leaves the scan in place for that parameter, shared or
 not. One that notes fewer rows than it writes is not caught by the push: a row it left out
 that the step did not prefetch (its ``rows_read`` missed it too, or it was prefetched before
-the step) is not pushed and not cleared. The Trainer refuses it after the first step (the
-gradient left, named); after later steps its update is lost and its gradient joins a later
-step's. :data:`CHECK_ROWS_VARIABLE` reads the whole gradient as well and refuses a row holding
-one that no layer noted, naming it, under a parameter server and under ``LocalSync``.
+the step) is not pushed and not cleared. The Trainer refuses it after the first step and at
+each epoch's end (the gradient left, named); in between its update is lost to its step and its
+gradient joins a later step's. :data:`CHECK_ROWS_VARIABLE` reads the whole gradient as well and
+refuses a row holding one that no layer noted, naming it, under a parameter server and under
+``LocalSync`` (not ``MPISync``).
 """
 
 from __future__ import annotations
