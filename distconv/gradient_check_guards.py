@@ -17,7 +17,7 @@ import numpy as np
 from distconv.analytic_pass import refuse_holding_not_finite
 from distconv.backend import to_host
 from distconv.finite_differences import Objective
-from distconv.layers.written_rows import close_rows, open_rows, take_rows
+from distconv.layers.written_rows import close_rows, open_rows, rows_holding, take_rows
 from distconv.optim_base import _check
 from distconv.parameter import Parameter
 from distconv.sampler import check_count
@@ -103,7 +103,7 @@ def check_sparse_rows(
     unknown before forward). A parameter server trusts both: it holds back rows left out of
     the notes, and refuses rows outside those read; every other transport ignores them."""
     for name, rows in noted.items():
-        written = _rows_with_values(grads[f"param {name}"])
+        written = rows_holding(grads[f"param {name}"])
         if rows is not None and len(left := np.setdiff1d(written, rows, True)):
             raise AssertionError(
                 f"{subject}: parameter {name}: its backward wrote rows {_some(left)} that it did "
@@ -119,11 +119,6 @@ def check_sparse_rows(
                 "rows_read reports, and refuses a gradient in others; report every row the "
                 "forward reads in rows_read, and note only the rows the backward adds into"
             )
-
-
-def _rows_with_values(grad: Any) -> np.ndarray:
-    """The sorted rows (host) of ``grad`` holding a nonzero."""
-    return np.flatnonzero(to_host(grad).reshape(len(grad), -1).any(axis=1))
 
 
 def _ids(rows: Any) -> np.ndarray:

@@ -17,7 +17,7 @@ from typing import Any
 from distconv.backend import get_array_module, is_gpu_array
 from distconv.checkpoint import check_savable
 from distconv.fired_writes import promises_untouched
-from distconv.layers.written_rows import CHECK_ROWS_VARIABLE
+from distconv.layers.written_rows import CHECK_ROWS_VARIABLE, rows_holding
 from distconv.order_agreement import agreed_firing_order
 from distconv.parameter import Parameter, grads_left
 from distconv.sync import SyncError, SyncStrategy
@@ -207,8 +207,7 @@ def held_back(table: Parameter) -> str:
     """Why a sparse table's gradient is left after a step that pushes by rows: rows written
     by a backward but neither noted nor prefetched, which the push held back (not a write
     after firing: the push zeroes only the rows it sends)."""
-    xp = get_array_module(table.grad)
-    rows = xp.flatnonzero(table.grad.reshape(len(table.grad), -1).any(axis=1))
+    rows = rows_holding(table.grad)
     return (
         f"rows {[int(r) for r in rows[:8]]} ({len(rows)} in all) were written by a backward but "
         "neither noted as written (note_rows) nor prefetched (the layer's rows_read missed "

@@ -154,9 +154,14 @@ def not_noted(name: str, left_out: np.ndarray) -> str:
     )
 
 
-def unnoted_rows(grad: Any, noted: np.ndarray) -> np.ndarray:
+def rows_holding(grad: Any) -> np.ndarray:
     """The sorted rows (int64, host) of ``grad`` (rows on axis 0, on its device) holding a
-    nonzero that ``noted`` (:func:`take_rows`'s) leaves out: a whole read of the table."""
+    nonzero: the rows a backward wrote, found by a whole read of the table."""
     xp = get_array_module(grad)
-    nonzero = to_host(xp.flatnonzero(grad.reshape(len(grad), -1).any(axis=1))).astype(np.int64)
-    return np.setdiff1d(nonzero, noted, assume_unique=True)
+    return to_host(xp.flatnonzero(grad.reshape(len(grad), -1).any(axis=1))).astype(np.int64)
+
+
+def unnoted_rows(grad: Any, noted: np.ndarray) -> np.ndarray:
+    """The sorted rows (int64, host) of ``grad`` holding a nonzero that ``noted``
+    (:func:`take_rows`'s) leaves out (:func:`rows_holding`)."""
+    return np.setdiff1d(rows_holding(grad), noted, assume_unique=True)

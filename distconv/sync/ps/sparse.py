@@ -34,7 +34,9 @@ from distconv.layers.written_rows import (  # noqa: F401  (CHECK_ROWS_VARIABLE: 
     close_rows,
     not_noted,
     open_rows,
+    rows_holding,
     take_rows,
+    unnoted_rows,
 )
 from distconv.messages import env_switch
 from distconv.parameter import Parameter
@@ -295,12 +297,9 @@ def noted_or_scanned(param: Parameter, grad: Any, rank: int = 0) -> tuple[np.nda
     noted = take_rows(param)
     if noted is not None and not env_switch(CHECK_ROWS_VARIABLE):
         return noted, True
-    xp = get_array_module(grad)
-    nonzero = to_host(xp.flatnonzero(grad.any(axis=1))).astype(np.int64)
     if noted is None:
-        return nonzero, False
-    left_out = np.setdiff1d(nonzero, noted, assume_unique=True)
-    if len(left_out):
+        return rows_holding(grad), False
+    if len(left_out := unnoted_rows(grad, noted)):
         raise SyncError(f"rank {rank}: {not_noted(param.name, left_out)}")
     return noted, True
 
