@@ -16,6 +16,8 @@ import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr__ below
+    from types import ModuleType
+
     from distconv.arg import Arg
     from distconv.backend import BackendError
     from distconv.build_identity import build_id
@@ -103,9 +105,21 @@ if not TYPE_CHECKING:
         # a module of the package, imported now: an annotation names a type its module imports
         # only for checkers through it (``distconv.service.ServiceEndpoints``), and
         # typing.get_type_hints, evaluating that, found no ``distconv.service`` not yet imported
-        if name.isidentifier() and importlib.util.find_spec(f"distconv.{name}") is not None:
-            return importlib.import_module(f"distconv.{name}")
+        if (module := _submodule(__name__, name)) is not None:
+            return module
         raise AttributeError(f"module 'distconv' has no attribute {name!r}")
+
+
+def _submodule(package: str, name: str) -> ModuleType | None:
+    """The module ``package.name``, imported now, or None where ``name`` names none: a public
+    name alone. ``hasattr(distconv, "__main__")`` ran the command line and exited, and
+    ``__pycache__`` came back as a namespace package; a dotted name's look imported its parent
+    and raised ModuleNotFoundError, which ``getattr(package, "a.b", None)`` does not catch."""
+    if not name.isidentifier() or name.startswith("_"):
+        return None
+    if importlib.util.find_spec(f"{package}.{name}") is None:
+        return None
+    return importlib.import_module(f"{package}.{name}")
 
 
 def __dir__() -> list[str]:

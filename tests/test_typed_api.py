@@ -19,8 +19,6 @@ import pytest
 
 from tests.child_env import REPO_ROOT, child_env
 
-pytest.importorskip("mypy", reason="the test extra installs mypy")
-
 PROGRAM = REPO_ROOT / "tests" / "typed_user_program.py"
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.py"))
 
@@ -38,7 +36,9 @@ TYPOS = {
 def mypy_strict(paths: list[Path], cache: Path) -> subprocess.CompletedProcess[str]:
     """``mypy --strict`` of ``paths`` against this checkout, as a user's checker reads an
     installed distconv: distconv's own modules are followed silently (their internal errors are
-    distconv's, not the user's), its hints all the same."""
+    distconv's, not the user's), its hints all the same. Skips without mypy (the test extra
+    installs it): the other tests here need none and run all the same."""
+    pytest.importorskip("mypy", reason="the test extra installs mypy")
     env = child_env(MYPYPATH=str(REPO_ROOT))
     command = [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
                "--cache-dir", str(cache), "--no-color-output", *map(str, paths)]  # fmt: skip
@@ -133,7 +133,34 @@ def test_get_type_hints_resolves_every_public_callable_of_the_user_facing_module
 
 def test_the_package_ships_its_py_typed_marker():
     """PEP 561: without the marker a user's mypy treats every distconv name as Any."""
+    assert (REPO_ROOT / "distconv" / "py.typed").is_file()
     tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11")
     config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     assert "py.typed" in config["tool"]["setuptools"]["package-data"]["distconv"]
-    assert (REPO_ROOT / "distconv" / "py.typed").is_file()
+
+
+#: what distconv's run-time ``__getattr__`` answers in a fresh process: a module of the
+#: package (what get_type_hints needs of ``distconv.service.ServiceEndpoints``), never a
+#: private name's (``__main__`` runs the command line), and a misspelling's usual words
+_MODULE_NAMES_PROBE = """
+import distconv
+print(distconv.service.__name__, distconv.deploy.walk.__name__)
+print([hasattr(p, n) for p in (distconv, distconv.deploy) for n in ("__main__", "__pycache__")])
+print([getattr(distconv, n, None) for n in ("trainer.x", "no_such_module", "_submodule2")])
+distconv.Trainr
+"""
+
+
+@pytest.mark.timeout(60)
+def test_distconv_imports_a_public_module_when_asked_and_nothing_else():
+    done = subprocess.run(
+        [sys.executable, "-c", _MODULE_NAMES_PROBE],
+        capture_output=True, text=True, env=child_env(), timeout=50, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert done.stdout.splitlines() == [
+        "distconv.service distconv.deploy.walk",
+        "[False, False, False, False]",
+        "[None, None, None]",
+    ], done.stderr
+    said = done.stderr.strip().splitlines()[-1]
+    assert said.startswith("AttributeError: module 'distconv' has no attribute 'Trainr'")

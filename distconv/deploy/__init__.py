@@ -11,8 +11,9 @@ loading every check and the renderer here would cost each such import about 150 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import TYPE_CHECKING, Any
+
+from distconv import _submodule
 
 if TYPE_CHECKING:
     from distconv.deploy.check import manifest_problems
@@ -38,11 +39,9 @@ if not TYPE_CHECKING:
         a module of this package (``distconv.deploy.render``), imported now, as the eager imports
         this file once made left ``check`` and ``render`` (and the modules they import) set."""
         if name not in _HOMES:
-            # only a plain name can be a module here: find_spec("...walk.x") imports walk, then
-            # raises ModuleNotFoundError, which getattr(d, "walk.x", None) would not catch
-            if not name.isidentifier() or importlib.util.find_spec(f"{__name__}.{name}") is None:
+            if (module := _submodule(__name__, name)) is None:  # a public, plain name alone
                 raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-            return importlib.import_module(f"{__name__}.{name}")
+            return module
         value = getattr(importlib.import_module(_HOMES[name]), name)
         globals()[name] = value
         return value
