@@ -70,7 +70,7 @@ def test_the_typed_program_runs(tmp_path):
         capture_output=True, text=True, env=child_env(), timeout=50, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[1:] == ["CheckpointReadError", "NetworkError"]
+    assert done.stdout.splitlines()[1:] == ["CheckpointReadError", "NetworkError", "True"]
 
 
 #: the callables' hints, evaluated in a fresh process: a type a module imports for checkers
