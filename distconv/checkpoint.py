@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,8 +121,9 @@ def save_checkpoint(
             2.5 was kept as 2, True as 1), or the file cannot be written (the
             message names the file and the cause, such as "no space left on device"); the
             old checkpoint is left as it was.
-        TypeError: an item of ``params`` has no ``name`` and ``value``, as a
-            :class:`Parameter` has (an array: pass ``net.parameters()``); nothing is written.
+        TypeError: ``params`` is no sequence of them (the network, a dict) or an item of it
+            has no ``name`` and ``value``, as a :class:`Parameter` has (an array): pass
+            ``net.parameters()``; nothing is written.
 
     Only one process may write a given path; it removes temporary files a killed save left.
     """
@@ -187,13 +188,20 @@ def save_tensors(
         ) from None
 
 
+_NOT_PARAMETERS = "params must be Parameters (net.parameters()), got {}"
+
+
 def _tensors(params: Sequence[Parameter], optim_state: OptimState) -> dict[str, np.ndarray]:
+    # the network itself failed as "KeyError: 0" (its __getitem__ takes names), a dict as
+    # "got str" (its keys), net.parameters uncalled as "'method' object is not iterable"
+    if not isinstance(params, Iterable) or isinstance(params, (Mapping, str)):
+        raise TypeError(_NOT_PARAMETERS.format(type(params).__name__))
     tensors: dict[str, np.ndarray] = {}
     for p in params:
         # read by name and value alone (a tool rewriting a checkpoint passes its own); an array
         # failed below as "'numpy.ndarray' object has no attribute 'name'"
         if not (isinstance(getattr(p, "name", None), str) and hasattr(p, "value")):
-            raise TypeError(f"params must be Parameters (net.parameters()), got {type(p).__name__}")
+            raise TypeError(_NOT_PARAMETERS.format(type(p).__name__))
         if p.name.startswith(OPTIM_PREFIX) or p.name in tensors:
             raise CheckpointError(f"cannot save parameter {p.name!r}: the name is taken")
         tensors[p.name] = _host(p.value)

@@ -16,6 +16,8 @@ from distconv.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
+from distconv.layers import FullyConnected
+from distconv.network import Network
 from distconv.parameter import Parameter
 from tests.checkpoint_model import adam_state, save_small, small_model
 
@@ -112,6 +114,22 @@ def test_arrays_in_place_of_parameters_are_refused_naming_the_argument(tmp_path)
     with pytest.raises(TypeError) as info:
         save_checkpoint(path, [np.zeros(3)])
     assert str(info.value) == "params must be Parameters (net.parameters()), got ndarray"
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize("given", ["network", "dict", "method"])
+def test_a_network_or_a_dict_in_place_of_parameters_is_refused_naming_it(tmp_path, given):
+    """The network itself failed as "KeyError: 0" (its ``__getitem__`` takes names), a dict
+    of parameters as "got str" (its keys), ``net.parameters`` uncalled as "'method' object is
+    not iterable"; each now says what it got and what to pass."""
+    net = Network()
+    net.add("fc", FullyConnected(3, 2), "x")
+    by_name = {p.name: p for p in net.parameters()}
+    params = {"network": net, "dict": by_name, "method": net.parameters}
+    with pytest.raises(TypeError) as info:
+        save_checkpoint(tmp_path / "c.safetensors", params[given])
+    said = {"network": "Network", "dict": "dict", "method": "method"}[given]
+    assert str(info.value) == f"params must be Parameters (net.parameters()), got {said}"
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
